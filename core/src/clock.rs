@@ -1,0 +1,109 @@
+//! The one clock every measurement comes from.
+//!
+//! `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns` uses and the one behind
+//! `std::time::Instant` on Linux, so kernel events, telemetry samples and request records can be
+//! subtracted from each other. Wall-clock time only labels exports (see [`WallAnchor`]).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A point on `CLOCK_MONOTONIC`, in nanoseconds since boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct MonoTime(pub u64);
+
+impl MonoTime {
+    /// Reads `CLOCK_MONOTONIC` now.
+    pub fn now() -> MonoTime {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        MonoTime(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    /// Nanoseconds since boot.
+    pub fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// `self - earlier`, saturating at zero.
+    pub fn since(self, earlier: MonoTime) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self - earlier` in signed nanoseconds (negative when `self` is earlier).
+    pub fn signed_nanos_since(self, earlier: MonoTime) -> i64 {
+        self.0 as i64 - earlier.0 as i64
+    }
+
+    /// Milliseconds (fractional) since `origin`; negative if before it.
+    pub fn ms_since(self, origin: MonoTime) -> f64 {
+        self.signed_nanos_since(origin) as f64 / 1e6
+    }
+
+    /// This time plus `d`.
+    pub fn add(self, d: Duration) -> MonoTime {
+        MonoTime(self.0 + d.as_nanos() as u64)
+    }
+
+    /// This time minus `d`, saturating at zero.
+    pub fn sub(self, d: Duration) -> MonoTime {
+        MonoTime(self.0.saturating_sub(d.as_nanos() as u64))
+    }
+}
+
+/// Pairs one monotonic reading with the wall clock, once per run, to label exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallAnchor {
+    /// The monotonic reading.
+    pub mono: MonoTime,
+    /// Unix time in nanoseconds taken right after `mono`.
+    pub unix_nanos: u64,
+}
+
+impl WallAnchor {
+    /// Takes the anchor now.
+    pub fn now() -> WallAnchor {
+        let mono = MonoTime::now();
+        let unix_nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        WallAnchor { mono, unix_nanos }
+    }
+
+    /// The wall-clock label (Unix nanoseconds) for a monotonic time.
+    pub fn unix_nanos_at(&self, t: MonoTime) -> u64 {
+        (self.unix_nanos as i64 + t.signed_nanos_since(self.mono)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn monotonic_and_same_clock_as_instant() {
+        let a = MonoTime::now();
+        let i = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        let b = MonoTime::now();
+        let di = i.elapsed();
+        assert!(b > a);
+        let dm = b.since(a);
+        // Both read CLOCK_MONOTONIC: the two spans agree far better than a ms.
+        let diff = dm.as_nanos() as i128 - di.as_nanos() as i128;
+        assert!(diff.abs() < 1_000_000, "mono {dm:?} vs instant {di:?}");
+    }
+
+    #[test]
+    fn wall_anchor_maps_forward() {
+        let anchor = WallAnchor::now();
+        let later = anchor.mono.add(Duration::from_secs(2));
+        assert_eq!(anchor.unix_nanos_at(later), anchor.unix_nanos + 2_000_000_000);
+        assert_eq!(later.ms_since(anchor.mono), 2000.0);
+        assert_eq!(anchor.mono.ms_since(later), -2000.0);
+    }
+}

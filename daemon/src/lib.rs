@@ -1,0 +1,1 @@
+//! canaryd: the daemon and CLI.

@@ -1,0 +1,2 @@
+//! canary-replay: replays a production trace against an OpenAI-compatible server.
+#![deny(missing_docs)]

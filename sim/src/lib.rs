@@ -1,0 +1,1 @@
+//! canary-sim: a simulated OpenAI-compatible inference server.
