@@ -102,7 +102,10 @@ mod tests {
     fn wall_anchor_maps_forward() {
         let anchor = WallAnchor::now();
         let later = anchor.mono.add(Duration::from_secs(2));
-        assert_eq!(anchor.unix_nanos_at(later), anchor.unix_nanos + 2_000_000_000);
+        assert_eq!(
+            anchor.unix_nanos_at(later),
+            anchor.unix_nanos + 2_000_000_000
+        );
         assert_eq!(later.ms_since(anchor.mono), 2000.0);
         assert_eq!(anchor.mono.ms_since(later), -2000.0);
     }

@@ -2,12 +2,30 @@
 //!
 //! * [`MonoTime`] — the single monotonic clock all measurements use.
 //! * [`TraceRequest`] — one row of a production trace, format-independent.
+//! * [`RequestRecord`] — what was measured for one request.
+//! * [`Distribution`], [`Aggregator`], [`RunSummary`] — bounded-memory statistics.
+//! * [`Goodput`] — SLOs in aiperf's syntax.
 //!
 //! This crate does no I/O.
+//!
+//! ```
+//! use canary_core::{Aggregator, RequestRecord};
+//! let mut agg = Aggregator::new("time_to_first_token:400".parse().unwrap());
+//! agg.add(&RequestRecord { ttft_ms: Some(120.0), ..Default::default() }, &[]);
+//! assert_eq!(agg.summary().goodput.unwrap().good_requests, 1);
+//! ```
 #![deny(missing_docs)]
 
 mod clock;
+mod goodput;
+mod record;
+mod stats;
+mod summary;
 mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
+pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
+pub use record::{ErrorKind, RequestError, RequestRecord, Status, Usage};
+pub use stats::{Distribution, Stats};
+pub use summary::{Aggregator, GoodputSummary, RunSummary};
 pub use trace::{TracePrompt, TraceRequest};

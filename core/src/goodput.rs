@@ -1,0 +1,223 @@
+//! Service-level objectives in aiperf's goodput syntax, and the per-request verdict.
+//!
+//! `"time_to_first_token:400 inter_token_latency:40"`: each term names a metric and a
+//! threshold in the metric's unit (ms for latencies, tokens/s for throughput). A request is
+//! *good* when it completed and meets every term; goodput is good requests per second.
+
+use crate::record::RequestRecord;
+use serde::{Deserialize, Serialize};
+
+/// A metric an SLO can constrain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    /// TTFT, ms, lower is better.
+    TimeToFirstToken,
+    /// TTST, ms, lower is better.
+    TimeToSecondToken,
+    /// TTFO, ms, lower is better.
+    TimeToFirstOutputToken,
+    /// ITL, ms, lower is better.
+    InterTokenLatency,
+    /// End-to-end latency, ms, lower is better.
+    RequestLatency,
+    /// Output tokens/s per user, higher is better.
+    OutputTokenThroughputPerUser,
+}
+
+impl SloMetric {
+    const NAMES: [(&'static str, SloMetric); 6] = [
+        ("time_to_first_token", SloMetric::TimeToFirstToken),
+        ("time_to_second_token", SloMetric::TimeToSecondToken),
+        (
+            "time_to_first_output_token",
+            SloMetric::TimeToFirstOutputToken,
+        ),
+        ("inter_token_latency", SloMetric::InterTokenLatency),
+        ("request_latency", SloMetric::RequestLatency),
+        (
+            "output_token_throughput_per_user",
+            SloMetric::OutputTokenThroughputPerUser,
+        ),
+    ];
+
+    /// aiperf's name for the metric.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    fn higher_is_better(self) -> bool {
+        self == SloMetric::OutputTokenThroughputPerUser
+    }
+
+    fn value(self, r: &RequestRecord) -> Option<f64> {
+        match self {
+            SloMetric::TimeToFirstToken => r.ttft_ms,
+            SloMetric::TimeToSecondToken => r.ttst_ms,
+            SloMetric::TimeToFirstOutputToken => r.ttfo_ms,
+            SloMetric::InterTokenLatency => r.itl_ms,
+            SloMetric::RequestLatency => r.e2e_ms,
+            SloMetric::OutputTokenThroughputPerUser => r.output_tokens_per_s,
+        }
+    }
+}
+
+/// One SLO term.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// The metric.
+    pub metric: SloMetric,
+    /// The threshold, in the metric's unit.
+    pub threshold: f64,
+}
+
+/// A set of SLO terms that all must hold for a request to be good.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// The terms.
+    pub slos: Vec<Slo>,
+}
+
+/// A goodput specification that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid goodput term {term:?}: {reason}")]
+pub struct GoodputParseError {
+    /// The offending `name:value` term.
+    pub term: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::str::FromStr for Goodput {
+    type Err = GoodputParseError;
+
+    fn from_str(s: &str) -> Result<Goodput, GoodputParseError> {
+        let mut slos = Vec::new();
+        for term in s.split_whitespace() {
+            let err = |reason: String| GoodputParseError {
+                term: term.to_string(),
+                reason,
+            };
+            let (name, value) = term
+                .split_once(':')
+                .ok_or_else(|| err("expected metric:threshold".into()))?;
+            let metric = SloMetric::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, m)| *m)
+                .ok_or_else(|| {
+                    let known: Vec<_> = SloMetric::NAMES.iter().map(|(n, _)| *n).collect();
+                    err(format!(
+                        "unknown metric, expected one of {}",
+                        known.join(", ")
+                    ))
+                })?;
+            let threshold: f64 = value
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| err(format!("threshold {value:?} is not a non-negative number")))?;
+            slos.push(Slo { metric, threshold });
+        }
+        Ok(Goodput { slos })
+    }
+}
+
+impl Goodput {
+    /// True when no SLO is set.
+    pub fn is_empty(&self) -> bool {
+        self.slos.is_empty()
+    }
+
+    /// The SLO terms this request misses (empty: it is good). A failed request, or one
+    /// lacking a constrained metric, misses every term it cannot show it meets.
+    pub fn misses(&self, r: &RequestRecord) -> Vec<SloMetric> {
+        self.slos
+            .iter()
+            .filter(|slo| {
+                if !r.is_ok() {
+                    return true;
+                }
+                match slo.metric.value(r) {
+                    None => true,
+                    Some(v) if slo.metric.higher_is_better() => v < slo.threshold,
+                    Some(v) => v > slo.threshold,
+                }
+            })
+            .map(|slo| slo.metric)
+            .collect()
+    }
+
+    /// True when the request completed and meets every term.
+    pub fn is_good(&self, r: &RequestRecord) -> bool {
+        r.is_ok() && self.misses(r).is_empty()
+    }
+}
+
+impl std::fmt::Display for Goodput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let terms: Vec<_> = self
+            .slos
+            .iter()
+            .map(|s| format!("{}:{}", s.metric.name(), s.threshold))
+            .collect();
+        f.write_str(&terms.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Status;
+
+    fn rec(ttft: f64, itl: f64) -> RequestRecord {
+        RequestRecord {
+            ttft_ms: Some(ttft),
+            itl_ms: Some(itl),
+            output_tokens_per_s: Some(1000.0 / itl),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parses_aiperf_syntax_and_judges() {
+        let g: Goodput = "time_to_first_token:400 inter_token_latency:40"
+            .parse()
+            .unwrap();
+        assert_eq!(g.slos.len(), 2);
+        assert!(g.is_good(&rec(399.0, 40.0)));
+        assert_eq!(
+            g.misses(&rec(401.0, 10.0)),
+            vec![SloMetric::TimeToFirstToken]
+        );
+        assert_eq!(
+            g.to_string(),
+            "time_to_first_token:400 inter_token_latency:40"
+        );
+        let mut failed = rec(1.0, 1.0);
+        failed.status = Status::Error;
+        assert!(!g.is_good(&failed));
+    }
+
+    #[test]
+    fn throughput_is_higher_is_better() {
+        let g: Goodput = "output_token_throughput_per_user:50".parse().unwrap();
+        assert!(g.is_good(&rec(1.0, 10.0))); // 100 tok/s
+        assert!(!g.is_good(&rec(1.0, 40.0))); // 25 tok/s
+    }
+
+    #[test]
+    fn rejects_bad_terms_with_the_term_named() {
+        let e = "ttft:400".parse::<Goodput>().unwrap_err();
+        assert_eq!(e.term, "ttft:400");
+        assert!(e.to_string().contains("time_to_first_token"), "{e}");
+        let e = "request_latency:-1".parse::<Goodput>().unwrap_err();
+        assert!(e.reason.contains("non-negative"), "{e}");
+        assert!("request_latency".parse::<Goodput>().is_err());
+        assert!("".parse::<Goodput>().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,201 @@
+//! What was measured for one request: the line written to `records.jsonl`.
+//!
+//! Times are milliseconds on the monotonic clock, relative to the run's start, so records from
+//! one run can be compared directly and joined with telemetry samples.
+
+use serde::{Deserialize, Serialize};
+
+/// The measurements of one request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Index of the request in the replayed sequence.
+    pub id: u32,
+    /// 1-based line of the trace file the request came from.
+    pub trace_line: u32,
+    /// Session key, if the trace has sessions.
+    pub session: Option<u64>,
+    /// Turn within the session (0 for first turns).
+    pub turn: u32,
+    /// True for warm-up requests, which statistics leave out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
+    /// When the schedule said to send it (ms from run start).
+    pub scheduled_at_ms: f64,
+    /// When its first request byte was handed to the socket (ms from run start).
+    pub sent_at_ms: f64,
+    /// When the response ended or the request failed (ms from run start).
+    pub ended_at_ms: f64,
+    /// `sent_at_ms - scheduled_at_ms`: absolute, not relative to the least-late request.
+    pub schedule_lag_ms: f64,
+    /// The part of the lag spent held back on purpose: waiting for the session's previous turn
+    /// or for a free slot under the concurrency ceiling.
+    pub hold_ms: f64,
+    /// Time to open the connection, when this request opened a new one.
+    pub connect_ms: Option<f64>,
+    /// Time to the response head (status line and headers).
+    pub ttfb_ms: Option<f64>,
+    /// Time to the first token (reasoning or output).
+    pub ttft_ms: Option<f64>,
+    /// Time from the first token to the second.
+    pub ttst_ms: Option<f64>,
+    /// Time to the first output (non-reasoning) token.
+    pub ttfo_ms: Option<f64>,
+    /// Inter-token latency: `(e2e - ttft) / (output tokens - 1)`.
+    pub itl_ms: Option<f64>,
+    /// Largest gap between two consecutive content chunks.
+    pub max_chunk_gap_ms: Option<f64>,
+    /// End-to-end latency, send to last byte.
+    pub e2e_ms: Option<f64>,
+    /// Output tokens per second seen by this request's user, after the first token.
+    pub output_tokens_per_s: Option<f64>,
+    /// Content-bearing chunks received.
+    pub chunks: u32,
+    /// `ok` or `error`.
+    pub status: Status,
+    /// What went wrong, when `status` is `error`.
+    pub error: Option<RequestError>,
+    /// Requested prompt length (tokens).
+    pub input_tokens: u32,
+    /// Requested output length (tokens).
+    pub output_tokens: u32,
+    /// Prompt tokens as synthesized and counted by canaryd's tokenizer, when known.
+    pub prompt_tokens_synthesized: Option<u32>,
+    /// Token counts the server reported.
+    pub usage: Option<Usage>,
+    /// W3C trace id sent in `traceparent`.
+    pub trace_id: String,
+    /// Inter-chunk gaps in ms, only when the run asks for them (`--record-chunks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_gaps_ms: Option<Vec<f64>>,
+}
+
+/// Outcome of a request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The response completed.
+    #[default]
+    Ok,
+    /// It did not; see [`RequestError`].
+    Error,
+}
+
+/// Server-reported token counts (`usage` of the last chunk).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// `prompt_tokens`.
+    pub prompt_tokens: Option<u32>,
+    /// `completion_tokens`.
+    pub completion_tokens: Option<u32>,
+    /// `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<u32>,
+    /// `prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u32>,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestError {
+    /// The error class.
+    pub kind: ErrorKind,
+    /// HTTP status, for `http_status` errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// A human-readable description (server error message, I/O cause).
+    pub message: String,
+}
+
+/// Error classes, counted per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Could not connect (refused, unreachable, TLS handshake failed).
+    Connect,
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// The connection closed or reset before the response completed.
+    StreamCut,
+    /// The per-request timeout expired.
+    Timeout,
+    /// A chunk was not valid SSE / JSON.
+    MalformedChunk,
+    /// The server sent an error object inside a 200 stream.
+    ServerError,
+    /// The run stopped before the request finished.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Connect,
+        ErrorKind::HttpStatus,
+        ErrorKind::StreamCut,
+        ErrorKind::Timeout,
+        ErrorKind::MalformedChunk,
+        ErrorKind::ServerError,
+        ErrorKind::Cancelled,
+    ];
+
+    /// The snake_case name used in records and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::StreamCut => "stream_cut",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::MalformedChunk => "malformed_chunk",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RequestRecord {
+    /// Output tokens as counted for throughput: the server's count when it gave one, else the
+    /// number of content chunks received.
+    pub fn output_token_count(&self) -> u32 {
+        self.usage
+            .as_ref()
+            .and_then(|u| u.completion_tokens)
+            .unwrap_or(self.chunks)
+    }
+
+    /// True when the request completed.
+    pub fn is_ok(&self) -> bool {
+        self.status == Status::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_error_kind_snake_case_and_round_trips() {
+        let r = RequestRecord {
+            status: Status::Error,
+            error: Some(RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(503),
+                message: "overloaded".into(),
+            }),
+            ..Default::default()
+        };
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.contains(r#""kind":"http_status""#), "{s}");
+        assert!(s.contains(r#""status":"error""#), "{s}");
+        assert!(!s.contains("warmup"), "{s}");
+        let back: RequestRecord = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+        for k in ErrorKind::ALL {
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Fixed-size, mergeable distributions and the statistics reported for each metric.
+//!
+//! Percentiles come from a log-linear histogram with three significant digits (relative error
+//! at most 0.1%), so memory stays bounded however long a run is. Mean, min, max and standard
+//! deviation are tracked exactly alongside it.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Quantum of stored values: a value `v` is recorded as `round(v * SCALE)`. With values in
+/// milliseconds that is microsecond resolution before the histogram's own 0.1% bucketing.
+const SCALE: f64 = 1000.0;
+
+
+/// A streaming distribution of non-negative values in one unit.
+#[derive(Clone)]
+pub struct Distribution {
+    hist: Histogram<u64>,
+    count: u64,
+    min: f64,
+    max: f64,
+    // Welford's running mean and sum of squared deviations.
+    mean: f64,
+    m2: f64,
+}
+
+impl std::fmt::Debug for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Distribution")
+            .field("count", &self.count)
+            .field("mean", &self.mean)
+            .finish()
+    }
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution::new()
+    }
+}
+
+impl Distribution {
+    /// An empty distribution.
+    pub fn new() -> Distribution {
+        Distribution {
+            // 3 significant digits, auto-resizing: it grows with the largest value, never with count.
+            hist: Histogram::new(3).expect("3 significant digits is a valid histogram precision"),
+            count: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            mean: 0.0,
+            m2: 0.0,
+        }
+    }
+
+    /// Records one value. Negative values are clamped to zero; NaN is ignored.
+    pub fn record(&mut self, value: f64) {
+        if value.is_nan() {
+            return;
+        }
+        let value = value.max(0.0);
+        let q = (value * SCALE).round().min(u64::MAX as f64 / 4.0) as u64;
+        // Auto-resize makes this infallible for any u64 below the type's limit.
+        let _ = self.hist.record(q);
+        self.count += 1;
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        let delta = value - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (value - self.mean);
+    }
+
+    /// Adds every value of `other` to this distribution.
+    pub fn merge(&mut self, other: &Distribution) {
+        if other.count == 0 {
+            return;
+        }
+        let _ = self.hist.add(&other.hist);
+        let n = self.count + other.count;
+        let delta = other.mean - self.mean;
+        self.mean += delta * other.count as f64 / n as f64;
+        self.m2 += other.m2 + delta * delta * self.count as f64 * other.count as f64 / n as f64;
+        self.count = n;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// Number of values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The value at percentile `p` (0–100); exact at 0 and 100, within 0.1% elsewhere.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        if p <= 0.0 {
+            return Some(self.min);
+        }
+        if p >= 100.0 {
+            return Some(self.max);
+        }
+        let v = self.hist.value_at_quantile(p / 100.0) as f64 / SCALE;
+        // The histogram reports a bucket's upper edge; never outside the exact range.
+        Some(v.clamp(self.min, self.max))
+    }
+
+    /// [`Distribution::stats`] labelled with a unit.
+    pub fn stats_in(&self, unit: &str) -> Option<Stats> {
+        self.stats().map(|mut s| {
+            s.unit = unit.to_string();
+            s
+        })
+    }
+
+    /// The statistics block reported for this metric, or `None` if nothing was recorded.
+    pub fn stats(&self) -> Option<Stats> {
+        if self.count == 0 {
+            return None;
+        }
+        let p = |q| self.percentile(q).unwrap_or(0.0);
+        let std = if self.count > 1 {
+            (self.m2 / self.count as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Stats {
+            unit: String::new(),
+            count: self.count,
+            avg: self.mean,
+            min: self.min,
+            max: self.max,
+            std,
+            p1: p(1.0),
+            p5: p(5.0),
+            p10: p(10.0),
+            p25: p(25.0),
+            p50: p(50.0),
+            p75: p(75.0),
+            p90: p(90.0),
+            p95: p(95.0),
+            p99: p(99.0),
+            p99_9: p(99.9),
+        })
+    }
+}
+
+/// Summary statistics of one metric, named as aiperf names them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Stats {
+    /// Unit of every value below (`ms`, `tokens`, `tokens/s`).
+    pub unit: String,
+    pub count: u64,
+    pub avg: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Population standard deviation.
+    pub std: f64,
+    pub p1: f64,
+    pub p5: f64,
+    pub p10: f64,
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_uniform_values() {
+        let mut d = Distribution::new();
+        for v in 1..=1000 {
+            d.record(v as f64);
+        }
+        let s = d.stats().unwrap();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 1000.0);
+        assert!((s.avg - 500.5).abs() < 1e-9);
+        assert!((s.p50 - 500.0).abs() <= 0.5, "{}", s.p50);
+        assert!((s.p99 - 990.0).abs() <= 1.0, "{}", s.p99);
+        // population std of 1..=1000
+        assert!((s.std - 288.6749).abs() < 1e-3, "{}", s.std);
+    }
+
+    #[test]
+    fn merge_equals_recording_everything() {
+        let (mut a, mut b, mut all) = (
+            Distribution::new(),
+            Distribution::new(),
+            Distribution::new(),
+        );
+        for v in 0..500 {
+            let x = (v as f64 * 0.37).sin().abs() * 100.0;
+            if v % 3 == 0 {
+                a.record(x)
+            } else {
+                b.record(x)
+            }
+            all.record(x);
+        }
+        a.merge(&b);
+        let (sa, sall) = (a.stats().unwrap(), all.stats().unwrap());
+        assert_eq!(sa.count, sall.count);
+        assert!((sa.avg - sall.avg).abs() < 1e-9);
+        assert!((sa.std - sall.std).abs() < 1e-9);
+        assert_eq!(sa.p90, sall.p90);
+        assert_eq!(sa.max, sall.max);
+    }
+
+    #[test]
+    fn empty_has_no_stats_and_nan_is_ignored() {
+        let mut d = Distribution::new();
+        assert!(d.stats().is_none());
+        d.record(f64::NAN);
+        assert!(d.stats().is_none());
+        d.record(-3.0);
+        assert_eq!(d.stats().unwrap().max, 0.0);
+    }
+
+    #[test]
+    fn sub_millisecond_values_keep_resolution() {
+        let mut d = Distribution::new();
+        for _ in 0..10 {
+            d.record(0.012);
+        }
+        d.record(0.950);
+        let s = d.stats().unwrap();
+        assert_eq!(s.p50, 0.012);
+        assert_eq!(s.max, 0.95);
+    }
+}

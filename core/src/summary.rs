@@ -1,0 +1,314 @@
+//! Per-run aggregation of request records into the figures `summary.json` reports.
+//!
+//! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
+//! same memory as aggregating ten.
+
+use crate::goodput::Goodput;
+use crate::record::{ErrorKind, RequestRecord};
+use crate::stats::{Distribution, Stats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Folds request records into run statistics.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    goodput: Goodput,
+    metrics: BTreeMap<&'static str, (&'static str, Distribution)>,
+    requests: u64,
+    completed: u64,
+    warmup: u64,
+    good: u64,
+    errors: BTreeMap<ErrorKind, u64>,
+    slo_misses: BTreeMap<&'static str, u64>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cached_tokens: u64,
+    reasoning_tokens: u64,
+    first_sent_ms: Option<f64>,
+    last_end_ms: Option<f64>,
+}
+
+/// Metric names (aiperf's where they exist) and their units.
+const METRICS: [(&str, &str); 14] = [
+    ("time_to_first_token", "ms"),
+    ("time_to_second_token", "ms"),
+    ("time_to_first_output_token", "ms"),
+    ("inter_token_latency", "ms"),
+    ("inter_chunk_latency", "ms"),
+    ("request_latency", "ms"),
+    ("time_to_first_byte", "ms"),
+    ("connect_time", "ms"),
+    ("output_token_throughput_per_user", "tokens/s"),
+    ("input_sequence_length", "tokens"),
+    ("output_sequence_length", "tokens"),
+    ("schedule_lag", "ms"),
+    ("schedule_hold", "ms"),
+    ("dispatch_lag", "ms"),
+];
+
+impl Aggregator {
+    /// An aggregator judging requests against `goodput` (may be empty).
+    pub fn new(goodput: Goodput) -> Aggregator {
+        let metrics = METRICS
+            .iter()
+            .map(|(name, unit)| (*name, (*unit, Distribution::new())))
+            .collect();
+        Aggregator {
+            goodput,
+            metrics,
+            ..Default::default()
+        }
+    }
+
+    fn record(&mut self, name: &'static str, value: Option<f64>) {
+        if let (Some(v), Some((_, d))) = (value, self.metrics.get_mut(name)) {
+            d.record(v);
+        }
+    }
+
+    /// Adds one finished request. `chunk_gaps_ms` are its gaps between content chunks.
+    /// Warm-up requests are counted but left out of every statistic.
+    pub fn add(&mut self, r: &RequestRecord, chunk_gaps_ms: &[f64]) {
+        if r.warmup {
+            self.warmup += 1;
+            return;
+        }
+        self.requests += 1;
+        self.first_sent_ms = Some(
+            self.first_sent_ms
+                .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
+        );
+        self.last_end_ms = Some(
+            self.last_end_ms
+                .map_or(r.ended_at_ms, |t| t.max(r.ended_at_ms)),
+        );
+        self.record("schedule_lag", Some(r.schedule_lag_ms));
+        self.record("schedule_hold", Some(r.hold_ms));
+        self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
+        self.record("connect_time", r.connect_ms);
+        for miss in self.goodput.misses(r) {
+            *self.slo_misses.entry(miss.name()).or_default() += 1;
+        }
+        if !r.is_ok() {
+            let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
+            *self.errors.entry(kind).or_default() += 1;
+            return;
+        }
+        self.completed += 1;
+        if !self.goodput.is_empty() && self.goodput.is_good(r) {
+            self.good += 1;
+        }
+        self.record("time_to_first_token", r.ttft_ms);
+        self.record("time_to_second_token", r.ttst_ms);
+        self.record("time_to_first_output_token", r.ttfo_ms);
+        self.record("inter_token_latency", r.itl_ms);
+        self.record("request_latency", r.e2e_ms);
+        self.record("time_to_first_byte", r.ttfb_ms);
+        self.record("output_token_throughput_per_user", r.output_tokens_per_s);
+        let usage = r.usage.clone().unwrap_or_default();
+        let isl = usage
+            .prompt_tokens
+            .or(r.prompt_tokens_synthesized)
+            .unwrap_or(r.input_tokens);
+        let osl = r.output_token_count();
+        self.record("input_sequence_length", Some(isl as f64));
+        self.record("output_sequence_length", Some(osl as f64));
+        self.input_tokens += isl as u64;
+        self.output_tokens += osl as u64;
+        self.cached_tokens += usage.cached_tokens.unwrap_or(0) as u64;
+        self.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0) as u64;
+        if let Some((_, d)) = self.metrics.get_mut("inter_chunk_latency") {
+            for &g in chunk_gaps_ms {
+                d.record(g);
+            }
+        }
+    }
+
+    /// Requests added so far (excluding warm-up).
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// Errors added so far.
+    pub fn errors(&self) -> u64 {
+        self.requests - self.completed
+    }
+
+    /// The run's statistics so far.
+    pub fn summary(&self) -> RunSummary {
+        let duration_s = match (self.first_sent_ms, self.last_end_ms) {
+            (Some(a), Some(b)) if b > a => (b - a) / 1000.0,
+            _ => 0.0,
+        };
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        let errors = self.requests - self.completed;
+        let goodput = (!self.goodput.is_empty()).then(|| GoodputSummary {
+            slos: self.goodput.to_string(),
+            good_requests: self.good,
+            good_request_fraction: fraction(self.good, self.requests),
+            goodput: per_s(self.good),
+            misses_by_metric: self
+                .slo_misses
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        });
+        RunSummary {
+            requests: self.requests,
+            completed: self.completed,
+            errors,
+            error_rate: fraction(errors, self.requests),
+            errors_by_kind: self
+                .errors
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), *v))
+                .collect(),
+            warmup_requests: self.warmup,
+            duration_s,
+            request_throughput: per_s(self.completed),
+            output_token_throughput: per_s(self.output_tokens),
+            total_input_tokens: self.input_tokens,
+            total_output_tokens: self.output_tokens,
+            total_cached_tokens: self.cached_tokens,
+            total_reasoning_tokens: self.reasoning_tokens,
+            goodput,
+            metrics: self
+                .metrics
+                .iter()
+                .filter_map(|(name, (unit, d))| Some((name.to_string(), d.stats_in(unit)?)))
+                .collect(),
+        }
+    }
+}
+
+fn fraction(n: u64, d: u64) -> f64 {
+    if d == 0 {
+        0.0
+    } else {
+        n as f64 / d as f64
+    }
+}
+
+/// The figures of one run, as written to `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Measured requests (warm-up excluded).
+    pub requests: u64,
+    /// Requests that completed.
+    pub completed: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// `errors / requests`.
+    pub error_rate: f64,
+    /// Errors by class (`connect`, `http_status`, …).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Warm-up requests sent before the measured phase.
+    pub warmup_requests: u64,
+    /// First send to last response end, seconds.
+    pub duration_s: f64,
+    /// Completed requests per second.
+    pub request_throughput: f64,
+    /// Output tokens per second.
+    pub output_token_throughput: f64,
+    /// Prompt tokens of completed requests (server count when reported).
+    pub total_input_tokens: u64,
+    /// Output tokens of completed requests (server count when reported).
+    pub total_output_tokens: u64,
+    /// Prompt tokens the server served from its prefix cache.
+    pub total_cached_tokens: u64,
+    /// Reasoning tokens the server reported.
+    pub total_reasoning_tokens: u64,
+    /// Goodput against the run's SLOs, when any are set.
+    pub goodput: Option<GoodputSummary>,
+    /// One statistics block per metric, keyed by aiperf-style name.
+    #[serde(flatten)]
+    pub metrics: BTreeMap<String, Stats>,
+}
+
+/// Goodput figures of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodputSummary {
+    /// The SLOs, in aiperf syntax.
+    pub slos: String,
+    /// Requests that completed and met every SLO.
+    pub good_requests: u64,
+    /// `good_requests / requests`.
+    pub good_request_fraction: f64,
+    /// Good requests per second.
+    pub goodput: f64,
+    /// How many requests missed each SLO term.
+    pub misses_by_metric: BTreeMap<String, u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{RequestError, Status, Usage};
+
+    fn ok(id: u32, sent: f64, ttft: f64, e2e: f64, tokens: u32) -> RequestRecord {
+        RequestRecord {
+            id,
+            sent_at_ms: sent,
+            ended_at_ms: sent + e2e,
+            scheduled_at_ms: sent - 0.5,
+            schedule_lag_ms: 0.5,
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(e2e),
+            itl_ms: Some((e2e - ttft) / (tokens - 1) as f64),
+            chunks: tokens,
+            usage: Some(Usage {
+                completion_tokens: Some(tokens),
+                prompt_tokens: Some(100),
+                cached_tokens: Some(64),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn aggregates_counts_throughput_goodput_and_errors() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 40.0, 1000.0, 11), &[10.0; 10]);
+        agg.add(&ok(1, 500.0, 60.0, 1500.0, 11), &[]);
+        let mut failed = ok(2, 600.0, 1.0, 10.0, 1);
+        failed.status = Status::Error;
+        failed.error = Some(RequestError {
+            kind: ErrorKind::HttpStatus,
+            http_status: Some(503),
+            message: String::new(),
+        });
+        agg.add(&failed, &[]);
+        let mut warm = ok(3, 0.0, 1.0, 1.0, 2);
+        warm.warmup = true;
+        agg.add(&warm, &[]);
+
+        let s = agg.summary();
+        assert_eq!(
+            (s.requests, s.completed, s.errors, s.warmup_requests),
+            (3, 2, 1, 1)
+        );
+        assert_eq!(s.errors_by_kind["http_status"], 1);
+        assert_eq!(s.duration_s, 2.0); // first send 0 ms, last end 2000 ms
+        assert_eq!(s.request_throughput, 1.0);
+        assert_eq!(s.total_output_tokens, 22);
+        assert_eq!(s.total_cached_tokens, 128);
+        assert_eq!(s.metrics["time_to_first_token"].count, 2);
+        assert_eq!(s.metrics["time_to_first_token"].unit, "ms");
+        assert_eq!(s.metrics["inter_chunk_latency"].count, 10);
+        assert_eq!(s.metrics["schedule_lag"].count, 3);
+        let g = s.goodput.unwrap();
+        assert_eq!(g.good_requests, 1);
+        assert!((g.good_request_fraction - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 2);
+        let json = serde_json::to_value(agg.summary()).unwrap();
+        assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
+        assert!(json["request_latency"]["p50"].is_number());
+    }
+}
