@@ -42,13 +42,21 @@ impl MonoTime {
         self.signed_nanos_since(origin) as f64 / 1e6
     }
 
-    /// This time plus `d`.
-    pub fn add(self, d: Duration) -> MonoTime {
+}
+
+impl std::ops::Add<Duration> for MonoTime {
+    type Output = MonoTime;
+
+    fn add(self, d: Duration) -> MonoTime {
         MonoTime(self.0 + d.as_nanos() as u64)
     }
+}
 
-    /// This time minus `d`, saturating at zero.
-    pub fn sub(self, d: Duration) -> MonoTime {
+impl std::ops::Sub<Duration> for MonoTime {
+    type Output = MonoTime;
+
+    /// Saturates at zero.
+    fn sub(self, d: Duration) -> MonoTime {
         MonoTime(self.0.saturating_sub(d.as_nanos() as u64))
     }
 }
@@ -101,7 +109,7 @@ mod tests {
     #[test]
     fn wall_anchor_maps_forward() {
         let anchor = WallAnchor::now();
-        let later = anchor.mono.add(Duration::from_secs(2));
+        let later = anchor.mono + Duration::from_secs(2);
         assert_eq!(
             anchor.unix_nanos_at(later),
             anchor.unix_nanos + 2_000_000_000
