@@ -41,7 +41,6 @@ impl MonoTime {
     pub fn ms_since(self, origin: MonoTime) -> f64 {
         self.signed_nanos_since(origin) as f64 / 1e6
     }
-
 }
 
 impl std::ops::Add<Duration> for MonoTime {

@@ -25,7 +25,7 @@ mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
-pub use record::{ErrorKind, RequestError, RequestRecord, Status, Usage};
+pub use record::{ErrorKind, RequestError, RequestRecord, ServerTimings, Status, Usage};
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary};
 pub use trace::{TracePrompt, TraceRequest};

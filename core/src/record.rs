@@ -30,6 +30,8 @@ pub struct RequestRecord {
     /// The part of the lag spent held back on purpose: waiting for the session's previous turn
     /// or for a free slot under the concurrency ceiling.
     pub hold_ms: f64,
+    /// Kernel socket cookie (`SO_COOKIE`) of the connection it used: the key eBPF events join on.
+    pub socket_cookie: Option<u64>,
     /// Time to open the connection, when this request opened a new one.
     pub connect_ms: Option<f64>,
     /// Time to the response head (status line and headers).
@@ -62,6 +64,9 @@ pub struct RequestRecord {
     pub prompt_tokens_synthesized: Option<u32>,
     /// Token counts the server reported.
     pub usage: Option<Usage>,
+    /// Timings the server reported in the stream (llama.cpp's `timings`), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
     /// W3C trace id sent in `traceparent`.
     pub trace_id: String,
     /// Inter-chunk gaps in ms, only when the run asks for them (`--record-chunks`).
@@ -91,6 +96,21 @@ pub struct Usage {
     pub reasoning_tokens: Option<u32>,
     /// `prompt_tokens_details.cached_tokens`.
     pub cached_tokens: Option<u32>,
+}
+
+/// Per-request timings some servers add to the final chunk (llama.cpp's `timings`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Prompt processing time, ms.
+    pub prompt_ms: Option<f64>,
+    /// Generation time, ms.
+    pub predicted_ms: Option<f64>,
+    /// Prompt tokens processed (excluding cached).
+    pub prompt_n: Option<u32>,
+    /// Tokens generated.
+    pub predicted_n: Option<u32>,
+    /// Prompt tokens reused from the cache.
+    pub cache_n: Option<u32>,
 }
 
 /// Why a request failed.

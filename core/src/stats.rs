@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 /// milliseconds that is microsecond resolution before the histogram's own 0.1% bucketing.
 const SCALE: f64 = 1000.0;
 
-
 /// A streaming distribution of non-negative values in one unit.
 #[derive(Clone)]
 pub struct Distribution {

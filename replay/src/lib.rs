@@ -1,2 +1,37 @@
-//! canary-replay: replays a production trace against an OpenAI-compatible server.
+//! canary-replay: replays a production trace against an OpenAI-compatible server on the
+//! trace's own schedule, and measures every request from the client side.
+//!
+//! The pieces, in the order a run uses them:
+//!
+//! * [`Schedule`] — sessions and deadlines from trace time and a speedup.
+//! * [`PromptBuilder`] — deterministic prompts of exact token length from hash ids.
+//! * [`Target`] — the server and the shape of its requests.
+//! * [`run()`] — prepares each request ahead, releases it at its deadline through a
+//!   sub-millisecond dispatcher thread, streams the response over HTTP/1.1 and records it.
+//! * [`ResultsWriter`] — `records.jsonl`, `summary.json`, `summary.csv`.
 #![deny(missing_docs)]
+
+mod chunk;
+mod connection;
+mod dispatch;
+mod exchange;
+mod ids;
+mod prompt;
+mod results;
+mod run;
+mod schedule;
+mod sse;
+mod target;
+mod tls;
+
+pub use chunk::{parse as parse_chunk, ChunkInfo};
+pub use connection::ConnectError;
+pub use dispatch::Dispatcher;
+pub use ids::TraceContext;
+pub use prompt::{Prompt, PromptBody, PromptBuilder};
+pub use results::{summary_csv, ArtifactError, ResultsWriter};
+pub use run::{run, Config, Progress, ReplayError, RunOutcome};
+pub use schedule::{Schedule, Session, Timing, TurnDue};
+pub use sse::{SseEvent, SseParser};
+pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError};
+pub use tls::{client_config, TlsError};

@@ -1,0 +1,209 @@
+//! What one OpenAI-compatible response chunk says, in the parts timing cares about.
+//!
+//! Works for `chat.completion.chunk` (`delta.content`, `delta.reasoning_content` or
+//! `delta.reasoning`), `text_completion` (`text`), final usage chunks, llama.cpp's `timings`,
+//! in-stream error objects, and non-streaming response bodies (`message.content`).
+
+use canary_core::{ServerTimings, Usage};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// The timing-relevant content of one chunk.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ChunkInfo {
+    /// Bytes of output (non-reasoning) text in this chunk.
+    pub content_bytes: usize,
+    /// Bytes of reasoning text in this chunk.
+    pub reasoning_bytes: usize,
+    /// Usage, if this chunk carries it.
+    pub usage: Option<Usage>,
+    /// llama.cpp-style timings, if present.
+    pub timings: Option<ServerTimings>,
+    /// An error object's message, if the server reported one in the stream.
+    pub error: Option<String>,
+}
+
+impl ChunkInfo {
+    /// True when the chunk carries at least one token (output or reasoning).
+    pub fn has_token(&self) -> bool {
+        self.content_bytes > 0 || self.reasoning_bytes > 0
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<RawChoice<'a>>,
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    timings: Option<RawTimings>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct RawChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<RawDelta<'a>>,
+    #[serde(default, borrow)]
+    message: Option<RawDelta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct RawDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+    #[serde(default)]
+    prompt_tokens_details: Option<RawPromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<RawCompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawPromptDetails {
+    cached_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct RawCompletionDetails {
+    reasoning_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct RawTimings {
+    prompt_ms: Option<f64>,
+    predicted_ms: Option<f64>,
+    prompt_n: Option<u32>,
+    predicted_n: Option<u32>,
+    cache_n: Option<u32>,
+}
+
+fn len(s: &Option<Cow<'_, str>>) -> usize {
+    s.as_ref().map_or(0, |s| s.len())
+}
+
+/// Parses one chunk's JSON. `Err` means the chunk is not JSON of a recognisable shape.
+pub fn parse(data: &str) -> Result<ChunkInfo, serde_json::Error> {
+    let raw: Raw<'_> = serde_json::from_str(data)?;
+    let mut info = ChunkInfo::default();
+    for choice in &raw.choices {
+        info.content_bytes += len(&choice.text);
+        for d in [&choice.delta, &choice.message].into_iter().flatten() {
+            info.content_bytes += len(&d.content);
+            info.reasoning_bytes += len(&d.reasoning_content) + len(&d.reasoning);
+        }
+    }
+    info.usage = raw.usage.map(|u| Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+    });
+    info.timings = raw.timings.map(|t| ServerTimings {
+        prompt_ms: t.prompt_ms,
+        predicted_ms: t.predicted_ms,
+        prompt_n: t.prompt_n,
+        predicted_n: t.predicted_n,
+        cache_n: t.cache_n,
+    });
+    info.error = raw.error.map(|e| error_message(&e));
+    Ok(info)
+}
+
+/// The message of an OpenAI-style error object (`{"error":{"message":..}}` or a bare string).
+pub fn error_message(e: &serde_json::Value) -> String {
+    match e {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string()),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/../../shared/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn data_lines(sse: &str) -> Vec<&str> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .collect()
+    }
+
+    #[test]
+    fn llamacpp_chat_stream_counts_tokens_usage_and_timings() {
+        let sse = fixture("llamacpp_server_chat_stream.sse");
+        let infos: Vec<_> = data_lines(&sse).iter().map(|d| parse(d).unwrap()).collect();
+        assert!(!infos[0].has_token(), "role chunk carries no token");
+        let tokens = infos.iter().filter(|i| i.has_token()).count();
+        let last = infos.last().unwrap();
+        let usage = last.usage.as_ref().unwrap();
+        // llama.cpp counts the end-of-generation token, which carries no text: one more
+        // token than text chunks. Hence OSL comes from usage whenever the server reports it.
+        assert_eq!(usage.completion_tokens, Some(tokens as u32 + 1));
+        assert_eq!(usage.cached_tokens, Some(0));
+        let t = last.timings.as_ref().unwrap();
+        assert_eq!(t.prompt_n, usage.prompt_tokens);
+        assert!(t.prompt_ms.unwrap() > 0.0);
+    }
+
+    #[test]
+    fn completions_stream_uses_text() {
+        for name in [
+            "llamacpp_server_completions_stream.sse",
+            "llama_cpp_python_completions_stream.sse",
+        ] {
+            let sse = fixture(name);
+            let tokens = data_lines(&sse)
+                .iter()
+                .filter(|d| parse(d).unwrap().has_token())
+                .count();
+            assert!(tokens > 10, "{name}: {tokens}");
+        }
+    }
+
+    #[test]
+    fn non_streaming_body_has_content_and_usage() {
+        let info = parse(&fixture("llama_cpp_python_chat_nonstream.json")).unwrap();
+        assert!(info.content_bytes > 0);
+        assert!(info.usage.unwrap().completion_tokens.unwrap() > 0);
+    }
+
+    #[test]
+    fn reasoning_and_errors() {
+        let r = parse(r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#).unwrap();
+        assert_eq!((r.reasoning_bytes, r.content_bytes), (3, 0));
+        let r = parse(r#"{"choices":[{"delta":{"reasoning":"hm","content":""}}]}"#).unwrap();
+        assert_eq!(r.reasoning_bytes, 2);
+        let e = parse(r#"{"error":{"message":"boom","type":"server_error"}}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("boom"));
+        assert!(parse("{not json").is_err());
+        let u = parse(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":1}}}"#).unwrap();
+        assert_eq!(u.usage.unwrap().reasoning_tokens, Some(1));
+    }
+}

@@ -1,0 +1,157 @@
+//! One HTTP/1.1 connection per in-flight request, and a pool of idle ones.
+//!
+//! canaryd never multiplexes: with one request per connection at a time, a socket *is* a
+//! request during its lifetime, which is what lets kernel socket events (keyed by the socket
+//! cookie) be joined to request records. `TCP_NODELAY` is always on.
+
+use bytes::Bytes;
+use canary_core::MonoTime;
+use http_body_util::Full;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub struct Connector {
+    host: String,
+    port: u16,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    idle: Arc<Mutex<Vec<Connection>>>,
+}
+
+/// An open connection ready for one request.
+pub struct Connection {
+    pub(crate) sender: SendRequest<Full<Bytes>>,
+    /// The socket cookie (`SO_COOKIE`), the key kernel events are joined on.
+    pub cookie: Option<u64>,
+    /// How long opening it took, if it was opened for this request (not reused).
+    pub connect_time: Option<Duration>,
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("connect to {addr}: {reason}")]
+pub struct ConnectError {
+    /// `host:port`.
+    pub addr: String,
+    /// The cause.
+    pub reason: String,
+}
+
+impl Connector {
+    /// A connector to `host:port`, with TLS when `tls` is given.
+    pub fn new(
+        host: &str,
+        port: u16,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Connector, ConnectError> {
+        let tls = match tls {
+            None => None,
+            Some(config) => {
+                let name = ServerName::try_from(host.to_string()).map_err(|e| ConnectError {
+                    addr: format!("{host}:{port}"),
+                    reason: format!("invalid TLS server name: {e}"),
+                })?;
+                Some((TlsConnector::from(config), name))
+            }
+        };
+        Ok(Connector {
+            host: host.to_string(),
+            port,
+            tls,
+            idle: Arc::default(),
+        })
+    }
+
+    /// An idle connection if one is ready, else a new one.
+    pub async fn acquire(&self) -> Result<Connection, ConnectError> {
+        loop {
+            let candidate = self.idle.lock().expect("pool lock").pop();
+            match candidate {
+                Some(mut c) if !c.sender.is_closed() && c.sender.is_ready() => {
+                    c.connect_time = None;
+                    return Ok(c);
+                }
+                Some(_) => continue, // closed by the server meanwhile: drop it
+                None => return self.open().await,
+            }
+        }
+    }
+
+    /// Returns a connection whose response was read to the end, for reuse.
+    pub fn release(&self, c: Connection) {
+        if !c.sender.is_closed() {
+            let mut idle = self.idle.lock().expect("pool lock");
+            // Bound the pool: at most as many idle connections as were ever concurrently busy
+            // is natural, but a hard cap keeps a burst from pinning sockets forever.
+            if idle.len() < 4096 {
+                idle.push(c);
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<Connection, ConnectError> {
+        let addr = format!("{}:{}", self.host, self.port);
+        let err = |reason: String| ConnectError {
+            addr: addr.clone(),
+            reason,
+        };
+        let start = MonoTime::now();
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        tcp.set_nodelay(true).map_err(|e| err(e.to_string()))?;
+        let cookie = socket_cookie(&tcp);
+        let sender = match &self.tls {
+            None => handshake(tcp).await,
+            Some((connector, name)) => {
+                let stream = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| err(format!("TLS handshake: {e}")))?;
+                handshake(stream).await
+            }
+        }
+        .map_err(|e| err(e.to_string()))?;
+        Ok(Connection {
+            sender,
+            cookie,
+            connect_time: Some(MonoTime::now().since(start)),
+        })
+    }
+}
+
+async fn handshake<S>(io: S) -> hyper::Result<SendRequest<Full<Bytes>>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        // Errors surface on the request that was using the connection.
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// The kernel's socket cookie, equal to `bpf_get_socket_cookie` on the same socket.
+fn socket_cookie(tcp: &TcpStream) -> Option<u64> {
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: valid fd, out-pointer and length for SO_COOKIE (a u64).
+    let rc = unsafe {
+        libc::getsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_COOKIE,
+            &mut cookie as *mut u64 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cookie)
+}

@@ -1,0 +1,216 @@
+//! One request/response exchange, timed from the client side.
+//!
+//! Timestamps are taken at the points canaryd's own code observes: right before the request
+//! is handed to the connection, when the response head is parsed, and when the read that
+//! completes each SSE event returns. Everything else is derived from those.
+
+use crate::chunk::{self, ChunkInfo};
+use crate::connection::Connection;
+use crate::sse::{SseEvent, SseParser};
+use bytes::Bytes;
+use canary_core::{ErrorKind, MonoTime, RequestError, ServerTimings, Usage};
+use http_body_util::{BodyExt, Full};
+use std::time::Duration;
+
+/// Bytes of an error response body kept for the error message.
+const ERROR_BODY_LIMIT: usize = 4096;
+
+/// What the client saw of one exchange.
+#[derive(Debug, Default)]
+pub struct Measurement {
+    /// Request handed to the connection.
+    pub sent: MonoTime,
+    /// Response head parsed.
+    pub head: Option<MonoTime>,
+    /// First token (output or reasoning).
+    pub first_token: Option<MonoTime>,
+    /// Second token.
+    pub second_token: Option<MonoTime>,
+    /// First output (non-reasoning) token.
+    pub first_output: Option<MonoTime>,
+    /// Response complete, or the error happened.
+    pub end: MonoTime,
+    /// Token-bearing chunks.
+    pub chunks: u32,
+    /// Gaps between consecutive token-bearing chunks.
+    pub gaps: Vec<Duration>,
+    /// Server-reported usage.
+    pub usage: Option<Usage>,
+    /// Server-reported timings.
+    pub timings: Option<ServerTimings>,
+    /// Set when the exchange failed.
+    pub error: Option<RequestError>,
+}
+
+fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
+    RequestError {
+        kind,
+        http_status: None,
+        message: message.into(),
+    }
+}
+
+/// Sends `request` on `conn` and reads the whole response, never failing: errors are part
+/// of the measurement. `deadline` bounds the whole exchange.
+pub async fn exchange(
+    conn: &mut Connection,
+    request: http::Request<Full<Bytes>>,
+    streaming: bool,
+    deadline: tokio::time::Instant,
+) -> Measurement {
+    let mut m = Measurement {
+        sent: MonoTime::now(),
+        ..Default::default()
+    };
+    let run = async {
+        let response = conn
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| classify_hyper(&e, "sending request"))?;
+        m.head = Some(MonoTime::now());
+        let status = response.status();
+        let mut body = response.into_body();
+        if !status.is_success() {
+            let mut text = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let Ok(frame) = frame else { break };
+                if let Some(d) = frame.data_ref() {
+                    text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
+                }
+                if text.len() >= ERROR_BODY_LIMIT {
+                    break;
+                }
+            }
+            let text = String::from_utf8_lossy(&text);
+            let message = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("error").map(chunk::error_message))
+                .unwrap_or_else(|| text.trim().to_string());
+            return Err(RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(status.as_u16()),
+                message,
+            });
+        }
+        if streaming {
+            read_stream(&mut body, &mut m).await
+        } else {
+            read_whole(&mut body, &mut m).await
+        }
+    };
+    let result = match tokio::time::timeout_at(deadline, run).await {
+        Ok(r) => r,
+        Err(_) => Err(error(ErrorKind::Timeout, "request timed out")),
+    };
+    m.end = match (&result, m.end) {
+        (Ok(()), end) if end != MonoTime::default() => end,
+        _ => MonoTime::now(),
+    };
+    m.error = result.err();
+    m
+}
+
+async fn read_stream(
+    body: &mut hyper::body::Incoming,
+    m: &mut Measurement,
+) -> Result<(), RequestError> {
+    let mut parser = SseParser::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut last_token: Option<MonoTime> = None;
+    loop {
+        let Some(frame) = body.frame().await else {
+            return Err(error(
+                ErrorKind::StreamCut,
+                if m.chunks == 0 {
+                    "stream ended before any token and without [DONE]"
+                } else {
+                    "stream ended without [DONE]"
+                },
+            ));
+        };
+        let frame = frame.map_err(|e| classify_hyper(&e, "reading stream"))?;
+        let at = MonoTime::now();
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        parser.push(data, at, &mut events);
+        for ev in events.drain(..) {
+            if ev.data == "[DONE]" {
+                m.end = ev.at;
+                return Ok(());
+            }
+            let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
+                let shown: String = ev.data.chars().take(120).collect();
+                error(
+                    ErrorKind::MalformedChunk,
+                    format!("chunk {}: {e}: {shown}", m.chunks + 1),
+                )
+            })?;
+            if let Some(msg) = info.error {
+                return Err(error(ErrorKind::ServerError, msg));
+            }
+            absorb(m, &info, ev.at, &mut last_token);
+        }
+    }
+}
+
+async fn read_whole(
+    body: &mut hyper::body::Incoming,
+    m: &mut Measurement,
+) -> Result<(), RequestError> {
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| classify_hyper(&e, "reading body"))?;
+        if let Some(d) = frame.data_ref() {
+            buf.extend_from_slice(d);
+        }
+    }
+    let at = MonoTime::now();
+    let text = String::from_utf8_lossy(&buf);
+    let info = chunk::parse(&text)
+        .map_err(|e| error(ErrorKind::MalformedChunk, format!("response body: {e}")))?;
+    if let Some(msg) = info.error {
+        return Err(error(ErrorKind::ServerError, msg));
+    }
+    let mut last = None;
+    absorb(m, &info, at, &mut last);
+    m.end = at;
+    Ok(())
+}
+
+fn absorb(m: &mut Measurement, info: &ChunkInfo, at: MonoTime, last_token: &mut Option<MonoTime>) {
+    if info.has_token() {
+        m.chunks += 1;
+        if m.first_token.is_none() {
+            m.first_token = Some(at);
+        } else if m.second_token.is_none() {
+            m.second_token = Some(at);
+        }
+        if info.content_bytes > 0 && m.first_output.is_none() {
+            m.first_output = Some(at);
+        }
+        if let Some(prev) = last_token.replace(at) {
+            m.gaps.push(at.since(prev));
+        }
+    }
+    if info.usage.is_some() {
+        m.usage.clone_from(&info.usage);
+    }
+    if info.timings.is_some() {
+        m.timings.clone_from(&info.timings);
+    }
+}
+
+fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {
+    // A closed or reset connection while the response was in flight is a cut stream; hyper's
+    // error chain carries the io cause.
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    error(ErrorKind::StreamCut, format!("{doing}: {msg}"))
+}

@@ -1,0 +1,207 @@
+//! Run artifacts: `records.jsonl`, `summary.json` and `summary.csv`.
+//!
+//! Each record is appended and flushed as its request ends, so a run that dies halfway still
+//! leaves every measurement it took. The summary is written at the end of every run, including
+//! interrupted and failed ones.
+
+use canary_core::{Aggregator, Goodput, RequestRecord, RunSummary, Stats};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// An artifact that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub struct ArtifactError {
+    /// The file.
+    pub path: PathBuf,
+    /// The cause.
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> ArtifactError + '_ {
+    move |source| ArtifactError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Appends records and aggregates them.
+pub struct ResultsWriter {
+    dir: Option<PathBuf>,
+    records: Option<(PathBuf, BufWriter<File>)>,
+    aggregator: Aggregator,
+    write_error: Option<ArtifactError>,
+}
+
+impl ResultsWriter {
+    /// Writes into `dir` (created if missing), or only aggregates when `dir` is `None`.
+    pub fn new(dir: Option<&Path>, goodput: Goodput) -> Result<ResultsWriter, ArtifactError> {
+        let records = match dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(at(dir))?;
+                let path = dir.join("records.jsonl");
+                let file = File::create(&path).map_err(at(&path))?;
+                Some((path, BufWriter::new(file)))
+            }
+            None => None,
+        };
+        Ok(ResultsWriter {
+            dir: dir.map(Path::to_path_buf),
+            records,
+            aggregator: Aggregator::new(goodput),
+            write_error: None,
+        })
+    }
+
+    /// Records one finished request. A write failure is kept and reported by [`finish`]
+    /// (measuring goes on: the summary still counts the request).
+    ///
+    /// [`finish`]: ResultsWriter::finish
+    pub fn record(&mut self, record: &RequestRecord, chunk_gaps_ms: &[f64]) {
+        self.aggregator.add(record, chunk_gaps_ms);
+        if let (Some((path, w)), None) = (&mut self.records, &self.write_error) {
+            let line = serde_json::to_string(record).expect("records always serialize");
+            let res = w
+                .write_all(line.as_bytes())
+                .and_then(|_| w.write_all(b"\n"))
+                .and_then(|_| w.flush());
+            if let Err(e) = res {
+                self.write_error = Some(at(path)(e));
+            }
+        }
+    }
+
+    /// The statistics so far.
+    pub fn summary(&self) -> RunSummary {
+        self.aggregator.summary()
+    }
+
+    /// Writes `summary.json` and `summary.csv` for `report` (whose summary should come from
+    /// [`ResultsWriter::summary`]) and closes the records file.
+    pub fn finish<R: Serialize>(
+        mut self,
+        report: &R,
+        summary: &RunSummary,
+    ) -> Result<(), ArtifactError> {
+        if let Some((path, mut w)) = self.records.take() {
+            w.flush().map_err(at(&path))?;
+        }
+        if let Some(e) = self.write_error.take() {
+            return Err(e);
+        }
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let path = dir.join("summary.json");
+        let json = serde_json::to_vec_pretty(report).expect("reports always serialize");
+        std::fs::write(&path, json).map_err(at(&path))?;
+        let path = dir.join("summary.csv");
+        std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
+        Ok(())
+    }
+}
+
+/// The summary as CSV: one row per metric with its statistics, then the run-level figures.
+pub fn summary_csv(s: &RunSummary) -> String {
+    let mut out =
+        String::from("metric,unit,count,avg,min,max,std,p1,p5,p10,p25,p50,p75,p90,p95,p99,p99.9\n");
+    for (name, st) in &s.metrics {
+        let Stats {
+            unit,
+            count,
+            avg,
+            min,
+            max,
+            std,
+            p1,
+            p5,
+            p10,
+            p25,
+            p50,
+            p75,
+            p90,
+            p95,
+            p99,
+            p99_9,
+        } = st;
+        out.push_str(&format!(
+            "{name},{unit},{count},{avg:.4},{min:.4},{max:.4},{std:.4},{p1:.4},{p5:.4},{p10:.4},{p25:.4},{p50:.4},{p75:.4},{p90:.4},{p95:.4},{p99:.4},{p99_9:.4}\n"
+        ));
+    }
+    out.push_str("\nmetric,value\n");
+    let mut scalar = |k: &str, v: String| out.push_str(&format!("{k},{v}\n"));
+    scalar("requests", s.requests.to_string());
+    scalar("completed", s.completed.to_string());
+    scalar("errors", s.errors.to_string());
+    scalar("error_rate", format!("{:.6}", s.error_rate));
+    for (kind, n) in &s.errors_by_kind {
+        scalar(&format!("errors.{kind}"), n.to_string());
+    }
+    scalar("warmup_requests", s.warmup_requests.to_string());
+    scalar("duration_s", format!("{:.3}", s.duration_s));
+    scalar("request_throughput", format!("{:.4}", s.request_throughput));
+    scalar(
+        "output_token_throughput",
+        format!("{:.4}", s.output_token_throughput),
+    );
+    scalar("total_input_tokens", s.total_input_tokens.to_string());
+    scalar("total_output_tokens", s.total_output_tokens.to_string());
+    scalar("total_cached_tokens", s.total_cached_tokens.to_string());
+    if let Some(g) = &s.goodput {
+        scalar("goodput", format!("{:.4}", g.goodput));
+        scalar("good_requests", g.good_requests.to_string());
+        scalar(
+            "good_request_fraction",
+            format!("{:.6}", g.good_request_fraction),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::Status;
+
+    #[test]
+    fn writes_records_as_they_come_and_a_summary_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ResultsWriter::new(Some(dir.path()), Goodput::default()).unwrap();
+        let rec = RequestRecord {
+            id: 3,
+            ttft_ms: Some(12.5),
+            e2e_ms: Some(40.0),
+            ended_at_ms: 40.0,
+            ..Default::default()
+        };
+        w.record(&rec, &[1.0, 2.0]);
+        // Already on disk before the run finishes.
+        let lines = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
+        let back: RequestRecord = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+        assert_eq!(back.id, 3);
+        assert_eq!(back.status, Status::Ok);
+        let summary = w.summary();
+        w.finish(&summary, &summary).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["requests"], 1);
+        assert_eq!(json["time_to_first_token"]["avg"], 12.5);
+        let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+        assert!(csv.contains("time_to_first_token,ms,1,12.5000"), "{csv}");
+        assert!(csv.contains("inter_chunk_latency,ms,2,"), "{csv}");
+        assert!(csv.contains("\nrequests,1\n"), "{csv}");
+    }
+
+    #[test]
+    fn unwritable_directory_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plainfile");
+        std::fs::write(&file, "x").unwrap();
+        let err = ResultsWriter::new(Some(&file.join("sub")), Goodput::default())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("plainfile"), "{err}");
+    }
+}

@@ -1,0 +1,464 @@
+//! One replay run: schedule → prepare → release → exchange → record.
+//!
+//! A planner walks the sessions in deadline order and starts each one shortly before its
+//! first turn is due. A session task prepares a turn (prompt, body, connection) ahead of its
+//! deadline, registers it with the [`Dispatcher`], and sends the moment it is released. Every
+//! record keeps both the scheduled and the actual send time, so lateness — ours or the
+//! server's — is always visible.
+
+use crate::connection::{Connection, Connector};
+use crate::dispatch::Dispatcher;
+use crate::exchange::{exchange, Measurement};
+use crate::ids::TraceContext;
+use crate::prompt::PromptBuilder;
+use crate::results::{ArtifactError, ResultsWriter};
+use crate::schedule::{Schedule, Session, Timing, TurnDue};
+use crate::target::Target;
+use canary_core::{
+    ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status, TraceRequest,
+    WallAnchor,
+};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Settings of one replay run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server.
+    pub target: Target,
+    /// Trace-time divisor (2.0 replays twice as fast).
+    pub speedup: f64,
+    /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
+    pub concurrency: Option<usize>,
+    /// Requests sent, one at a time, before the measured phase; left out of statistics.
+    pub warmup_requests: usize,
+    /// After a stop, in-flight requests get this long to finish.
+    pub grace_period: Duration,
+    /// SLOs for goodput.
+    pub goodput: Goodput,
+    /// Where artifacts go; `None` keeps results in memory only.
+    pub output_dir: Option<PathBuf>,
+    /// Add every inter-chunk gap to each record.
+    pub record_chunks: bool,
+    /// How long before its deadline a request is prepared (prompt built, connection opened).
+    pub prepare_ahead: Duration,
+    /// Prefix of `x-request-id` values.
+    pub run_id: String,
+}
+
+impl Config {
+    /// Defaults for everything but the target.
+    pub fn new(target: Target) -> Config {
+        Config {
+            target,
+            speedup: 1.0,
+            concurrency: None,
+            warmup_requests: 0,
+            grace_period: Duration::from_secs(30),
+            goodput: Goodput::default(),
+            output_dir: None,
+            record_chunks: false,
+            prepare_ahead: Duration::from_millis(50),
+            run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
+        }
+    }
+}
+
+/// Live counters, for progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests in the schedule (warm-up excluded).
+    pub total: AtomicU64,
+    /// Requests sent so far.
+    pub sent: AtomicU64,
+    /// Requests finished (ok or error).
+    pub done: AtomicU64,
+    /// Requests that failed.
+    pub errors: AtomicU64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutcome {
+    /// True when a stop signal cut the run short.
+    pub interrupted: bool,
+    /// Scheduled requests never sent because the run stopped.
+    pub unsent: u64,
+    /// Wall-clock start (Unix ns) of the measured phase, for labelling.
+    pub started_unix_ns: u64,
+    /// The statistics.
+    #[serde(flatten)]
+    pub summary: RunSummary,
+}
+
+/// A run that could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// TLS configuration failed.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The target's host name is unusable for TLS.
+    #[error(transparent)]
+    Connect(#[from] crate::connection::ConnectError),
+    /// The release thread could not start.
+    #[error("starting the dispatch thread: {0}")]
+    Dispatcher(#[source] std::io::Error),
+    /// An artifact could not be written.
+    #[error("writing results: {0}")]
+    Artifact(#[from] ArtifactError),
+}
+
+struct Ctx {
+    config: Config,
+    timing: Timing,
+    prompts: Arc<PromptBuilder>,
+    connector: Connector,
+    dispatcher: Dispatcher,
+    permits: Option<Semaphore>,
+    records: mpsc::Sender<(RequestRecord, Vec<f64>)>,
+    progress: Arc<Progress>,
+    t0: MonoTime,
+    stop: CancellationToken,
+    hard_stop: CancellationToken,
+    unsent: AtomicU64,
+}
+
+/// Replays `schedule` against the configured target. `info` is written verbatim under `run`
+/// in `summary.json`. Stopping `shutdown` ends dispatching; in-flight requests then get the
+/// grace period. Artifacts are written in every case.
+pub async fn run(
+    config: Config,
+    schedule: Schedule,
+    prompts: Arc<PromptBuilder>,
+    info: serde_json::Value,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, ReplayError> {
+    let tls = if config.target.tls {
+        Some(crate::tls::client_config(
+            config.target.ca_bundle.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let connector = Connector::new(&config.target.host, config.target.port, tls)?;
+    let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
+    let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
+    progress
+        .total
+        .store(schedule.len() as u64, Ordering::Relaxed);
+
+    // Records go to a plain thread: file writes never stall the runtime's workers.
+    let (tx, mut rx) = mpsc::channel::<(RequestRecord, Vec<f64>)>(4096);
+    let collector = std::thread::spawn(move || {
+        while let Some((rec, gaps)) = rx.blocking_recv() {
+            writer.record(&rec, &gaps);
+        }
+        writer
+    });
+
+    let hard_stop = CancellationToken::new();
+    let stop = shutdown.child_token();
+    let grace = {
+        let (stop, hard_stop, grace) = (stop.clone(), hard_stop.clone(), config.grace_period);
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            tokio::time::sleep(grace).await;
+            hard_stop.cancel();
+        })
+    };
+
+    let mut ctx = Ctx {
+        permits: config.concurrency.map(Semaphore::new),
+        config,
+        timing: schedule.timing(),
+        prompts,
+        connector,
+        dispatcher,
+        records: tx,
+        progress,
+        t0: MonoTime::now(),
+        stop: stop.clone(),
+        hard_stop,
+        unsent: AtomicU64::new(0),
+    };
+    warmup(&ctx, &schedule).await;
+
+    // Leave room to prepare the first burst before it is due.
+    ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+    let anchor = WallAnchor::now();
+    let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
+    let ctx = Arc::new(ctx);
+    let mut tasks = JoinSet::new();
+    let mut sessions = schedule.into_sessions().into_iter();
+    while let Some(session) = sessions.next() {
+        let first_due = ctx.t0 + ctx.timing.offset(&session.turns[0]);
+        if !sleep_until(first_due - ctx.config.prepare_ahead, &ctx.stop).await {
+            // This session and every later one are never sent.
+            let left = session.turns.len() + sessions.map(|s| s.turns.len()).sum::<usize>();
+            ctx.unsent.fetch_add(left as u64, Ordering::Relaxed);
+            break;
+        }
+        tasks.spawn(run_session(ctx.clone(), session));
+        // Reap finished sessions as we go so the set stays small on long traces.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    grace.abort();
+
+    let interrupted = stop.is_cancelled();
+    let unsent = ctx.unsent.load(Ordering::Relaxed);
+    let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
+    drop(ctx.records);
+    let writer = collector.join().expect("collector thread does not panic");
+    let summary = writer.summary();
+    let outcome = RunOutcome {
+        interrupted,
+        unsent,
+        started_unix_ns,
+        summary,
+    };
+    #[derive(Serialize)]
+    struct Report<'a> {
+        run: &'a serde_json::Value,
+        #[serde(flatten)]
+        outcome: &'a RunOutcome,
+    }
+    writer.finish(
+        &Report {
+            run: &info,
+            outcome: &outcome,
+        },
+        &outcome.summary,
+    )?;
+    Ok(outcome)
+}
+
+/// Sleeps until `t` on the monotonic clock; false if `stop` fired first.
+async fn sleep_until(t: MonoTime, stop: &CancellationToken) -> bool {
+    let now = MonoTime::now();
+    if t <= now {
+        return !stop.is_cancelled();
+    }
+    let until = tokio::time::Instant::now() + t.since(now);
+    tokio::select! {
+        _ = tokio::time::sleep_until(until) => true,
+        _ = stop.cancelled() => false,
+    }
+}
+
+async fn warmup(ctx: &Ctx, schedule: &Schedule) {
+    let shapes: Vec<&TraceRequest> = schedule.sessions().iter().map(|s| &s.turns[0]).collect();
+    for i in 0..ctx.config.warmup_requests {
+        if ctx.stop.is_cancelled() || shapes.is_empty() {
+            return;
+        }
+        // Same lengths as real rows, but unique prompts: warm-up must not pre-fill the
+        // server's prefix cache with the measured requests' blocks.
+        let mut req = shapes[i % shapes.len()].clone();
+        req.hash_ids.clear();
+        req.index = u32::MAX - i as u32;
+        req.session = None;
+        let now = MonoTime::now();
+        let rec = send_one(ctx, &req, now, None, true).await;
+        let _ = ctx.records.send(rec).await;
+    }
+}
+
+async fn run_session(ctx: Arc<Ctx>, session: Session) {
+    let mut prev_end: Option<MonoTime> = None;
+    let turns = session.turns.len();
+    for (k, req) in session.turns.into_iter().enumerate() {
+        let (scheduled, not_before) = match (prev_end, ctx.timing.turn_due(&req)) {
+            (None, _) => (ctx.t0 + ctx.timing.offset(&req), None),
+            (Some(_), TurnDue::At(off)) => (ctx.t0 + off, prev_end),
+            (Some(end), TurnDue::AfterPrevious(d)) => (end + d, None),
+        };
+        if !sleep_until(scheduled - ctx.config.prepare_ahead, &ctx.stop).await {
+            ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
+            return;
+        }
+        let (rec, gaps) = send_one(&ctx, &req, scheduled, not_before, false).await;
+        if rec
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Cancelled && rec.sent_at_ms.is_nan())
+        {
+            // Stopped before it was sent.
+            ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
+            return;
+        }
+        prev_end = Some(ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64));
+        let _ = ctx.records.send((rec, gaps)).await;
+    }
+}
+
+/// Prepares, releases and measures one request. `not_before`: a previous turn's end that
+/// may hold this one back past its deadline.
+async fn send_one(
+    ctx: &Ctx,
+    req: &TraceRequest,
+    scheduled: MonoTime,
+    not_before: Option<MonoTime>,
+    warmup: bool,
+) -> (RequestRecord, Vec<f64>) {
+    let t0 = ctx.t0;
+    let trace = TraceContext::new();
+    let mut rec = RequestRecord {
+        id: req.index,
+        trace_line: req.line,
+        session: req.session,
+        turn: req.turn,
+        warmup,
+        scheduled_at_ms: scheduled.ms_since(t0),
+        input_tokens: req.input_tokens,
+        output_tokens: req.output_tokens,
+        trace_id: trace.trace_id.clone(),
+        ..Default::default()
+    };
+
+    let prompt = ctx.prompts.build(req);
+    rec.prompt_tokens_synthesized = prompt.tokens;
+    let body = ctx
+        .config
+        .target
+        .body(&prompt.body, req.output_tokens, req.extra.as_deref());
+    drop(prompt);
+    let request_id = format!("{}-{}", ctx.config.run_id, req.index);
+    let request = ctx
+        .config
+        .target
+        .request(&body, &trace.traceparent(), &request_id);
+    drop(body);
+    let conn = ctx.connector.acquire().await;
+
+    // Held back by the previous turn: released as soon as it is ready, the wait is hold.
+    let mut hold_end = None;
+    let release = match not_before {
+        Some(end) if end > scheduled => {
+            hold_end = Some(MonoTime::now());
+            None
+        }
+        _ => Some(ctx.dispatcher.at(scheduled)),
+    };
+    if let Some(release) = release {
+        tokio::select! {
+            _ = release => {}
+            _ = ctx.stop.cancelled() => {
+                rec.sent_at_ms = f64::NAN;
+                rec.status = Status::Error;
+                rec.error = Some(RequestError { kind: ErrorKind::Cancelled, http_status: None, message: "run stopped before send".into() });
+                return (rec, Vec::new());
+            }
+        }
+    }
+    let _permit = match &ctx.permits {
+        None => None,
+        Some(sem) => match sem.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                let p = sem.acquire().await.ok();
+                hold_end = Some(MonoTime::now());
+                p
+            }
+        },
+    };
+    if let Some(h) = hold_end {
+        rec.hold_ms = h.ms_since(scheduled).max(0.0);
+    }
+
+    let mut conn: Connection = match conn {
+        Ok(c) => c,
+        Err(e) => {
+            let now = MonoTime::now();
+            rec.sent_at_ms = now.ms_since(t0);
+            rec.ended_at_ms = rec.sent_at_ms;
+            rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+            rec.status = Status::Error;
+            rec.error = Some(RequestError {
+                kind: ErrorKind::Connect,
+                http_status: None,
+                message: e.to_string(),
+            });
+            ctx.progress.done.fetch_add(1, Ordering::Relaxed);
+            ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
+            return (rec, Vec::new());
+        }
+    };
+    rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
+    rec.socket_cookie = conn.cookie;
+    if !warmup {
+        ctx.progress.sent.fetch_add(1, Ordering::Relaxed);
+    }
+    let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
+    let streaming = ctx.config.target.streaming;
+    let m = tokio::select! {
+        m = exchange(&mut conn, request, streaming, deadline) => m,
+        _ = ctx.hard_stop.cancelled() => Measurement {
+            sent: MonoTime::now(),
+            end: MonoTime::now(),
+            error: Some(RequestError { kind: ErrorKind::Cancelled, http_status: None, message: "run stopped; grace period over".into() }),
+            ..Default::default()
+        },
+    };
+    let gaps = fill(&mut rec, &m, t0);
+    if m.error.is_none() {
+        ctx.connector.release(conn);
+    }
+    if !warmup {
+        ctx.progress.done.fetch_add(1, Ordering::Relaxed);
+        if m.error.is_some() {
+            ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if !ctx.config.record_chunks {
+        return (rec, gaps);
+    }
+    rec.chunk_gaps_ms = Some(gaps.clone());
+    (rec, gaps)
+}
+
+/// Derives a record's metrics from a measurement; returns the chunk gaps in ms.
+fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let since_sent = |t: Option<MonoTime>| t.map(|t| ms(t.since(m.sent)));
+    rec.sent_at_ms = m.sent.ms_since(t0);
+    rec.ended_at_ms = m.end.ms_since(t0);
+    rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+    rec.ttfb_ms = since_sent(m.head);
+    rec.ttft_ms = since_sent(m.first_token);
+    rec.ttfo_ms = since_sent(m.first_output);
+    rec.ttst_ms = match (m.first_token, m.second_token) {
+        (Some(a), Some(b)) => Some(ms(b.since(a))),
+        _ => None,
+    };
+    rec.chunks = m.chunks;
+    rec.usage.clone_from(&m.usage);
+    rec.server_timings.clone_from(&m.timings);
+    rec.max_chunk_gap_ms = m.gaps.iter().max().map(|g| ms(*g));
+    match &m.error {
+        Some(e) => {
+            rec.status = Status::Error;
+            rec.error = Some(e.clone());
+        }
+        None => {
+            let e2e = ms(m.end.since(m.sent));
+            rec.e2e_ms = Some(e2e);
+            let osl = rec.output_token_count();
+            if let (Some(ttft), true) = (rec.ttft_ms, osl > 1) {
+                let itl = (e2e - ttft) / (osl - 1) as f64;
+                rec.itl_ms = Some(itl);
+                if itl > 0.0 {
+                    rec.output_tokens_per_s = Some(1000.0 / itl);
+                }
+            }
+        }
+    }
+    m.gaps.iter().map(|g| ms(*g)).collect()
+}

@@ -1,0 +1,200 @@
+//! Server-sent events framing over timestamped reads.
+//!
+//! The body arrives as byte chunks, each stamped with the monotonic time of the read that
+//! returned it. An event is complete when its terminating blank line arrives, so it carries the
+//! time of *that* read: the moment canaryd's code could first have acted on it. Handles `\n`,
+//! `\r\n` and `\r` line endings, comments, multi-line `data:` and events split across reads.
+
+use bytes::BytesMut;
+use canary_core::MonoTime;
+
+/// One complete SSE event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if any.
+    pub event: Option<String>,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+    /// When the read that completed this event returned.
+    pub at: MonoTime,
+}
+
+/// Incremental SSE parser.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buf: BytesMut,
+    event: Option<String>,
+    data: Option<String>,
+    // A `\r` ended the previous read; a `\n` starting the next one belongs to it.
+    pending_cr: bool,
+    // Bytes of `buf` already scanned for a line end.
+    scanned: usize,
+}
+
+impl SseParser {
+    /// An empty parser.
+    pub fn new() -> SseParser {
+        SseParser::default()
+    }
+
+    /// Feeds one read; complete events are appended to `out`.
+    pub fn push(&mut self, bytes: &[u8], at: MonoTime, out: &mut Vec<SseEvent>) {
+        let mut bytes = bytes;
+        if self.pending_cr {
+            self.pending_cr = false;
+            if bytes.first() == Some(&b'\n') {
+                bytes = &bytes[1..];
+            }
+        }
+        self.buf.extend_from_slice(bytes);
+        loop {
+            let Some(pos) = self.buf[self.scanned..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .map(|p| p + self.scanned)
+            else {
+                self.scanned = self.buf.len();
+                return;
+            };
+            let mut end = pos + 1;
+            if self.buf[pos] == b'\r' {
+                match self.buf.get(pos + 1) {
+                    Some(b'\n') => end += 1,
+                    Some(_) => {}
+                    None => self.pending_cr = true,
+                }
+            }
+            let line = self.buf.split_to(end);
+            self.scanned = 0;
+            self.line(&line[..pos], at, out);
+        }
+    }
+
+    /// Bytes buffered that do not yet form a complete line.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// True when an event has started (fields seen) but its blank line has not arrived.
+    pub fn has_partial_event(&self) -> bool {
+        self.data.is_some() || self.event.is_some() || !self.buf.is_empty()
+    }
+
+    fn line(&mut self, line: &[u8], at: MonoTime, out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            if let Some(data) = self.data.take() {
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data,
+                    at,
+                });
+            }
+            self.event = None;
+            return;
+        }
+        if line[0] == b':' {
+            return; // comment / keep-alive
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        let value = String::from_utf8_lossy(value);
+        match field {
+            b"data" => match &mut self.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(&value);
+                }
+                None => self.data = Some(value.into_owned()),
+            },
+            b"event" => self.event = Some(value.into_owned()),
+            _ => {} // id, retry and unknown fields do not matter here
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_in_pieces(input: &[u8], piece: usize) -> Vec<SseEvent> {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for (i, chunk) in input.chunks(piece).enumerate() {
+            p.push(chunk, MonoTime(i as u64), &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn frames_events_whatever_the_read_boundaries() {
+        let input =
+            b"data: {\"a\":1}\n\n: keep-alive\n\nevent: x\ndata: l1\ndata: l2\n\ndata: [DONE]\n\n";
+        for piece in [1, 2, 3, 7, 1000] {
+            let ev = parse_in_pieces(input, piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["{\"a\":1}", "l1\nl2", "[DONE]"], "piece {piece}");
+            assert_eq!(ev[1].event.as_deref(), Some("x"));
+        }
+    }
+
+    #[test]
+    fn event_time_is_the_read_that_completed_it() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.push(b"data: hel", MonoTime(10), &mut out);
+        assert!(out.is_empty());
+        assert!(p.has_partial_event());
+        p.push(b"lo\n", MonoTime(20), &mut out);
+        assert!(out.is_empty());
+        p.push(b"\n", MonoTime(30), &mut out);
+        assert_eq!(
+            out,
+            [SseEvent {
+                event: None,
+                data: "hello".into(),
+                at: MonoTime(30)
+            }]
+        );
+        assert!(!p.has_partial_event());
+    }
+
+    #[test]
+    fn crlf_and_bare_cr_line_endings() {
+        for input in [
+            &b"data: a\r\n\r\ndata: b\r\n\r\n"[..],
+            &b"data: a\r\rdata: b\r\r"[..],
+        ] {
+            for piece in [1, 3, 100] {
+                let ev = parse_in_pieces(input, piece);
+                let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+                assert_eq!(data, ["a", "b"], "{input:?} piece {piece}");
+            }
+        }
+    }
+
+    #[test]
+    fn real_llamacpp_capture_frames_into_its_data_lines() {
+        let raw = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/llamacpp_server_chat_stream.sse"
+        ))
+        .expect("shared fixture");
+        let expected = String::from_utf8_lossy(&raw)
+            .lines()
+            .filter(|l| l.starts_with("data:"))
+            .count();
+        for piece in [1, 13, 4096] {
+            let ev = parse_in_pieces(&raw, piece);
+            assert_eq!(ev.len(), expected);
+            assert_eq!(ev.last().unwrap().data, "[DONE]");
+            for e in &ev[..ev.len() - 1] {
+                serde_json::from_str::<serde_json::Value>(&e.data).expect("each chunk is JSON");
+            }
+        }
+    }
+}

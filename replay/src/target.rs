@@ -1,0 +1,345 @@
+//! The server under test and how requests to it are shaped.
+
+use crate::prompt::PromptBody;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use http_body_util::Full;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which OpenAI-compatible API to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions`.
+    #[default]
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+impl Endpoint {
+    /// The path under the API root.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+
+    /// GenAI semantic-convention operation name.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "text_completion",
+        }
+    }
+}
+
+impl std::str::FromStr for Endpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Endpoint, String> {
+        match s {
+            "chat" => Ok(Endpoint::Chat),
+            "completions" => Ok(Endpoint::Completions),
+            _ => Err(format!(
+                "unknown endpoint type {s:?}, expected chat or completions"
+            )),
+        }
+    }
+}
+
+/// Which output-length field(s) the request body carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// Both `max_tokens` and `max_completion_tokens` (servers read one or the other).
+    #[default]
+    Both,
+    /// Only `max_tokens`.
+    MaxTokens,
+    /// Only `max_completion_tokens`.
+    MaxCompletionTokens,
+    /// Neither: the server decides the length.
+    None,
+}
+
+impl std::str::FromStr for MaxTokensField {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MaxTokensField, String> {
+        match s {
+            "both" => Ok(MaxTokensField::Both),
+            "max_tokens" => Ok(MaxTokensField::MaxTokens),
+            "max_completion_tokens" => Ok(MaxTokensField::MaxCompletionTokens),
+            "none" => Ok(MaxTokensField::None),
+            _ => Err(format!(
+                "unknown value {s:?}, expected both, max_tokens, max_completion_tokens or none"
+            )),
+        }
+    }
+}
+
+/// An API key. Never printed: `Debug` shows a placeholder, and no record or artifact holds it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key, trimming surrounding whitespace (files usually end in a newline).
+    pub fn new(key: &str) -> ApiKey {
+        ApiKey(key.trim().to_string())
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// The target server, validated.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `http` or `https`.
+    pub tls: bool,
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Full request path (base path + endpoint path).
+    pub path: String,
+    /// The API called.
+    pub endpoint: Endpoint,
+    /// `model` sent in every request.
+    pub model: String,
+    /// Sent as `Authorization: Bearer`.
+    pub api_key: Option<ApiKey>,
+    /// Extra headers sent with every request.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Extra trust anchors (PEM), for internal PKIs.
+    pub ca_bundle: Option<PathBuf>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// SSE streaming (default) or one JSON body.
+    pub streaming: bool,
+    /// Output-length field(s) to send.
+    pub max_tokens_field: MaxTokensField,
+    /// Fields merged into every request body (`--extra-inputs`).
+    pub extra_inputs: Map<String, Value>,
+}
+
+/// A URL canaryd cannot use as a target.
+#[derive(Debug, thiserror::Error)]
+#[error("target URL {url:?}: {reason}")]
+pub struct UrlError {
+    /// The URL as given.
+    pub url: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Target {
+    /// A target at `url` (`http://host:port[/base]`, `https://…`, or `host:port`) with defaults
+    /// for everything else.
+    pub fn new(url: &str, endpoint: Endpoint, model: &str) -> Result<Target, UrlError> {
+        let err = |reason: &str| UrlError {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let with_scheme = if url.contains("://") {
+            url.to_string()
+        } else {
+            format!("http://{url}")
+        };
+        let uri: http::Uri = with_scheme.parse().map_err(|_| err("not a valid URL"))?;
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(err("scheme must be http or https")),
+        };
+        let host = uri.host().ok_or_else(|| err("no host"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let base = uri.path().trim_end_matches('/');
+        // `http://host/v1` and `http://host` both mean the API root.
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        Ok(Target {
+            tls,
+            host,
+            port,
+            path: format!("{base}{}", endpoint.path()),
+            endpoint,
+            model: model.to_string(),
+            api_key: None,
+            headers: Vec::new(),
+            ca_bundle: None,
+            timeout: Duration::from_secs(600),
+            streaming: true,
+            max_tokens_field: MaxTokensField::Both,
+            extra_inputs: Map::new(),
+        })
+    }
+
+    /// `host:port` as shown in logs (never with credentials).
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URL requests go to.
+    pub fn url(&self) -> String {
+        format!(
+            "{}://{}{}",
+            if self.tls { "https" } else { "http" },
+            self.authority(),
+            self.path
+        )
+    }
+
+    /// The JSON body for one request.
+    pub fn body(
+        &self,
+        prompt: &PromptBody,
+        output_tokens: u32,
+        row_extra: Option<&Value>,
+    ) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        match (self.endpoint, prompt) {
+            (Endpoint::Chat, PromptBody::Text(t)) => {
+                body.insert("messages".into(), json!([{ "role": "user", "content": t }]));
+            }
+            (Endpoint::Chat, PromptBody::Messages(m)) => {
+                body.insert("messages".into(), m.clone());
+            }
+            (Endpoint::Completions, PromptBody::Text(t)) => {
+                body.insert("prompt".into(), json!(t));
+            }
+            (Endpoint::Completions, PromptBody::Messages(m)) => {
+                // A completions endpoint takes text: join the message contents.
+                let text: Vec<&str> = m
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|msg| msg.get("content").and_then(Value::as_str))
+                    .collect();
+                body.insert("prompt".into(), json!(text.join("\n")));
+            }
+        }
+        match self.max_tokens_field {
+            MaxTokensField::Both => {
+                body.insert("max_tokens".into(), json!(output_tokens));
+                body.insert("max_completion_tokens".into(), json!(output_tokens));
+            }
+            MaxTokensField::MaxTokens => {
+                body.insert("max_tokens".into(), json!(output_tokens));
+            }
+            MaxTokensField::MaxCompletionTokens => {
+                body.insert("max_completion_tokens".into(), json!(output_tokens));
+            }
+            MaxTokensField::None => {}
+        }
+        body.insert("stream".into(), json!(self.streaming));
+        if self.streaming {
+            body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        for (k, v) in &self.extra_inputs {
+            body.insert(k.clone(), v.clone());
+        }
+        if let Some(Value::Object(extra)) = row_extra {
+            for (k, v) in extra {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Object(body)
+    }
+
+    /// The HTTP request for one body. `traceparent` joins the server's spans to ours;
+    /// `request_id` lets a server's logs (and the simulator's ground truth) name the request.
+    pub fn request(
+        &self,
+        body: &Value,
+        traceparent: &str,
+        request_id: &str,
+    ) -> http::Request<Full<Bytes>> {
+        let bytes = serde_json::to_vec(body).expect("a JSON value always serializes");
+        let mut req = http::Request::post(self.path.as_str())
+            .header(HOST, self.authority())
+            .header(CONTENT_TYPE, "application/json")
+            .header("traceparent", traceparent)
+            .header("x-request-id", request_id);
+        if self.streaming {
+            req = req.header(http::header::ACCEPT, "text/event-stream");
+        }
+        if let Some(key) = &self.api_key {
+            req = req.header(AUTHORIZATION, format!("Bearer {}", key.0));
+        }
+        let mut req = req
+            .body(Full::new(Bytes::from(bytes)))
+            .expect("static parts are valid");
+        for (name, value) in &self.headers {
+            req.headers_mut().insert(name.clone(), value.clone());
+        }
+        req
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls_and_joins_paths() {
+        let t = Target::new("http://127.0.0.1:8000", Endpoint::Chat, "m").unwrap();
+        assert_eq!((t.tls, t.host.as_str(), t.port), (false, "127.0.0.1", 8000));
+        assert_eq!(t.path, "/v1/chat/completions");
+        let t = Target::new("https://gw.example/v1/", Endpoint::Completions, "m").unwrap();
+        assert_eq!(
+            (t.tls, t.port, t.path.as_str()),
+            (true, 443, "/v1/completions")
+        );
+        let t = Target::new("localhost:9000/openai", Endpoint::Chat, "m").unwrap();
+        assert_eq!(t.path, "/openai/v1/chat/completions");
+        let t = Target::new("http://[::1]:8000", Endpoint::Chat, "m").unwrap();
+        assert_eq!(t.authority(), "[::1]:8000");
+        assert!(Target::new("ftp://x", Endpoint::Chat, "m").is_err());
+    }
+
+    #[test]
+    fn body_has_lengths_stream_options_and_extras() {
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "smol").unwrap();
+        t.extra_inputs.insert("ignore_eos".into(), json!(true));
+        let row_extra = json!({"temperature": 0.0});
+        let b = t.body(&PromptBody::Text("hi there".into()), 7, Some(&row_extra));
+        assert_eq!(b["messages"][0]["content"], "hi there");
+        assert_eq!(b["max_tokens"], 7);
+        assert_eq!(b["max_completion_tokens"], 7);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["temperature"], 0.0);
+        t.endpoint = Endpoint::Completions;
+        t.max_tokens_field = MaxTokensField::MaxTokens;
+        t.streaming = false;
+        let b = t.body(&PromptBody::Text("x".into()), 3, None);
+        assert_eq!(b["prompt"], "x");
+        assert!(b.get("max_completion_tokens").is_none());
+        assert!(b.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn api_key_goes_in_the_header_and_never_in_debug() {
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+        t.api_key = Some(ApiKey::new("sk-secret\n"));
+        let req = t.request(
+            &json!({}),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "r-1",
+        );
+        assert_eq!(req.headers()[AUTHORIZATION], "Bearer sk-secret");
+        assert!(!format!("{t:?}").contains("sk-secret"));
+    }
+}
