@@ -1,0 +1,1 @@
+//! canary-telemetry: GPU and server telemetry.
