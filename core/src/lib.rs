@@ -27,5 +27,5 @@ pub use clock::{MonoTime, WallAnchor};
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use record::{ErrorKind, RequestError, RequestRecord, ServerTimings, Status, Usage};
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary};
+pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
 pub use trace::{TracePrompt, TraceRequest};

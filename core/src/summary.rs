@@ -26,6 +26,7 @@ pub struct Aggregator {
     reasoning_tokens: u64,
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
+    agreement: TokenAgreement,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -117,6 +118,19 @@ impl Aggregator {
         self.output_tokens += osl as u64;
         self.cached_tokens += usage.cached_tokens.unwrap_or(0) as u64;
         self.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0) as u64;
+        if let Some(u) = &r.usage {
+            let a = &mut self.agreement;
+            a.requests_with_usage += 1;
+            if let Some(p) = u.prompt_tokens {
+                let want = r.prompt_tokens_synthesized.unwrap_or(r.input_tokens);
+                a.prompt_exact += (p == want) as u64;
+                a.prompt_delta_sum += p as i64 - want as i64;
+            }
+            if let Some(c) = u.completion_tokens {
+                a.completion_exact += (c == r.output_tokens) as u64;
+                a.completion_delta_sum += c as i64 - r.output_tokens as i64;
+            }
+        }
         if let Some((_, d)) = self.metrics.get_mut("inter_chunk_latency") {
             for &g in chunk_gaps_ms {
                 d.record(g);
@@ -178,6 +192,7 @@ impl Aggregator {
             total_cached_tokens: self.cached_tokens,
             total_reasoning_tokens: self.reasoning_tokens,
             goodput,
+            token_agreement: self.agreement.clone(),
             metrics: self
                 .metrics
                 .iter()
@@ -226,9 +241,27 @@ pub struct RunSummary {
     pub total_reasoning_tokens: u64,
     /// Goodput against the run's SLOs, when any are set.
     pub goodput: Option<GoodputSummary>,
+    /// How the server's token counts compare with what was asked.
+    pub token_agreement: TokenAgreement,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
+}
+
+/// Server-reported token counts against requested lengths, over completed requests that
+/// reported usage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenAgreement {
+    /// Completed requests whose response carried `usage`.
+    pub requests_with_usage: u64,
+    /// Of those, how many had `prompt_tokens` equal to the synthesized prompt length.
+    pub prompt_exact: u64,
+    /// Sum of `prompt_tokens - requested` (chat templates add a few tokens per request).
+    pub prompt_delta_sum: i64,
+    /// How many had `completion_tokens` equal to the requested output length.
+    pub completion_exact: u64,
+    /// Sum of `completion_tokens - requested`.
+    pub completion_delta_sum: i64,
 }
 
 /// Goodput figures of a run.
@@ -307,6 +340,8 @@ mod tests {
         assert_eq!(g.good_requests, 1);
         assert!((g.good_request_fraction - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(g.misses_by_metric["time_to_first_token"], 2);
+        let a = &s.token_agreement;
+        assert_eq!((a.requests_with_usage, a.prompt_exact, a.prompt_delta_sum), (2, 0, 200));
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());

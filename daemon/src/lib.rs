@@ -1,1 +1,132 @@
-//! canaryd: the daemon and CLI.
+//! canaryd: the canary daemon and its command line.
+//!
+//! `main.rs` only parses the command line and calls [`run`]; everything else lives here so
+//! end-to-end tests can drive the same code paths.
+//!
+//! Commands: `replay` (one replay against a server), `analyze-trace` (what a trace holds),
+//! `sim` (the simulated inference server), `demo` (the simulator and the bundled trace, in
+//! one process).
+
+mod bundled;
+mod demo;
+mod duration;
+mod replay;
+mod report;
+
+pub use bundled::BUNDLED_TRACE_NAME;
+pub use duration::parse as parse_duration;
+pub use replay::{ReplayArgs, ShapeArgs};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// canaryd — replays production LLM traces against inference servers and measures every request.
+#[derive(Debug, Parser)]
+#[command(name = "canaryd", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, default_value = "text", value_name = "text|json")]
+    pub log_format: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a trace against an OpenAI-compatible server, once.
+    Replay(Box<ReplayArgs>),
+    /// Describe a trace: rate, bursts, lengths, sessions, ideal prefix-cache hit rate.
+    AnalyzeTrace(AnalyzeArgs),
+    /// Serve the simulated OpenAI-compatible inference server.
+    Sim(Box<canary_sim::Args>),
+    /// Replay the bundled Mooncake slice against the built-in simulator.
+    Demo(Box<demo::DemoArgs>),
+}
+
+/// Flags of `canaryd analyze-trace`.
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    /// The trace file.
+    pub file: PathBuf,
+    /// Trace format; detected when omitted.
+    #[arg(long)]
+    pub format: Option<canary_replay::TraceFormat>,
+    /// Keep going past bad rows, counting them.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Sim(args) => {
+            canary_sim::run_blocking(*args)?;
+            Ok(0)
+        }
+        Command::AnalyzeTrace(args) => analyze(&args),
+        Command::Replay(args) => runtime()?.block_on(async move {
+            let shutdown = shutdown_on_signal();
+            let loaded = replay::load_trace(&args.trace, &args.shape, args.format)?;
+            let target = replay::target(&args.url, args.endpoint_type, &args.model, &args.shape)?;
+            let prompts = replay::prompts(&args.shape)?;
+            let outcome = replay::replay(loaded, target, &args.shape, prompts, shutdown).await?;
+            Ok(if outcome.interrupted { 130 } else { 0 })
+        }),
+        Command::Demo(args) => runtime()?.block_on(demo::demo(*args, shutdown_on_signal())),
+    }
+}
+
+fn analyze(args: &AnalyzeArgs) -> Result<i32> {
+    let opts = canary_replay::LoadOptions {
+        format: args.format,
+        skip_invalid: args.skip_invalid,
+        ..Default::default()
+    };
+    let trace = canary_replay::load(&args.file, &opts)?;
+    let analysis = canary_replay::analyze(&trace);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&analysis)?);
+    } else {
+        println!("{analysis}");
+    }
+    Ok(0)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// A token cancelled by the first SIGINT or SIGTERM; a second SIGINT exits at once.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term = async {
+            match &mut term {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term => {}
+        }
+        tracing::warn!("stopping: no new requests; in-flight ones get the grace period (Ctrl-C again to quit now)");
+        t.cancel();
+        let _ = tokio::signal::ctrl_c().await;
+        std::process::exit(130);
+    });
+    token
+}

@@ -1,1 +1,28 @@
-fn main() {}
+//! The `canaryd` binary: parse the command line, set up logging, run, pick an exit code.
+
+use clap::Parser;
+
+fn main() {
+    let cli = canaryd::Cli::parse();
+    init_logging(&cli.log_format);
+    match canaryd::run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Under journald, timestamps are added by the journal: do not print them twice.
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    match (format, journald) {
+        ("json", _) => builder.json().init(),
+        (_, true) => builder.without_time().with_ansi(false).init(),
+        _ => builder.init(),
+    }
+}

@@ -92,6 +92,9 @@ pub struct RunOutcome {
     pub unsent: u64,
     /// Wall-clock start (Unix ns) of the measured phase, for labelling.
     pub started_unix_ns: u64,
+    /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
+    /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
+    pub t0_monotonic_ns: u64,
     /// The statistics.
     #[serde(flatten)]
     pub summary: RunSummary,
@@ -214,6 +217,7 @@ pub async fn run(
 
     let interrupted = stop.is_cancelled();
     let unsent = ctx.unsent.load(Ordering::Relaxed);
+    let t0 = ctx.t0;
     let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
@@ -222,6 +226,7 @@ pub async fn run(
         interrupted,
         unsent,
         started_unix_ns,
+        t0_monotonic_ns: t0.as_nanos(),
         summary,
     };
     #[derive(Serialize)]

@@ -1,0 +1,69 @@
+//! Human-readable durations: `250ms`, `90s`, `15m`, `1h30m`, `2.5s`; a bare number is seconds.
+
+use std::time::Duration;
+
+/// Parses a duration, naming what was wrong on failure.
+pub fn parse(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return secs_to_duration(secs, s);
+    }
+    let mut total = 0.0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let unit_end = rest[num_end..]
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .map_or(rest.len(), |i| num_end + i);
+        let (num, unit) = (&rest[..num_end], rest[num_end..unit_end].trim());
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: expected a number before {unit:?}"))?;
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" | "sec" | "secs" => 1.0,
+            "m" | "min" | "mins" => 60.0,
+            "h" | "hr" | "hours" => 3600.0,
+            "d" | "days" => 86400.0,
+            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?} (use ms, s, m, h or d)")),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    secs_to_duration(total, s)
+}
+
+fn secs_to_duration(secs: f64, s: &str) -> Result<Duration, String> {
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}: must be a non-negative number"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_common_forms() {
+        assert_eq!(parse("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("2.5").unwrap(), Duration::from_millis(2500));
+        assert_eq!(parse("1.5s").unwrap(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn rejects_garbage_with_reason() {
+        assert!(parse("").is_err());
+        assert!(parse("-3s").unwrap_err().contains("-3s"));
+        assert!(parse("10 fortnights").unwrap_err().contains("fortnights"));
+        assert!(parse("s").is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! `canaryd replay`: one replay of a trace against a server, from the command line.
+
+use crate::duration;
+use crate::report;
+use anyhow::{bail, Context, Result};
+use canary_core::Goodput;
+use canary_replay::{
+    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule, Selection, Target,
+    Tokenizer, TokenizerSpec, Trace, TraceFormat,
+};
+use clap::Args;
+use http::header::{HeaderName, HeaderValue};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `canaryd replay` (spelled as aiperf spells them where the concept is the same).
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// Trace file (Mooncake JSONL, Bailian JSONL or BurstGPT CSV).
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Trace format; detected from the content when omitted.
+    #[arg(long, value_name = "mooncake|bailian|burstgpt")]
+    pub format: Option<TraceFormat>,
+    /// Server base URL (`http://host:port`, `https://…`).
+    #[arg(long, short = 'u')]
+    pub url: String,
+    /// Model name sent in each request.
+    #[arg(long, short = 'm')]
+    pub model: String,
+    /// API to call.
+    #[arg(long, default_value = "chat", value_name = "chat|completions")]
+    pub endpoint_type: Endpoint,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+}
+
+/// Everything about a replay except the trace and the target, shared with `canaryd demo`.
+#[derive(Debug, Clone, Args)]
+pub struct ShapeArgs {
+    /// Replay this many times faster than the trace's own clock.
+    #[arg(long, default_value_t = 1.0)]
+    pub speedup: f64,
+    /// Start of the window, in trace time from its first request (e.g. `60s`).
+    #[arg(long, value_parser = duration::parse)]
+    pub start_offset: Option<Duration>,
+    /// End of the window, in trace time from its first request.
+    #[arg(long, value_parser = duration::parse)]
+    pub end_offset: Option<Duration>,
+    /// Replay at most this many requests.
+    #[arg(long)]
+    pub max_requests: Option<usize>,
+    /// At most this many requests in flight; later ones wait and the wait is recorded.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Requests sent before the measured phase (unique prompts, left out of statistics).
+    #[arg(long, default_value_t = 0)]
+    pub warmup_requests: usize,
+    /// Multiply input and output lengths (and the block size) by F, keeping block structure.
+    #[arg(long, value_name = "F")]
+    pub scale_lengths: Option<f64>,
+    /// Cap input lengths; capped rows are counted.
+    #[arg(long)]
+    pub max_input_tokens: Option<u32>,
+    /// Cap output lengths; capped rows are counted.
+    #[arg(long)]
+    pub max_output_tokens: Option<u32>,
+    /// Turn bad trace rows into counted warnings instead of errors.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// BurstGPT rows with 0 response tokens (failures in the original service).
+    #[arg(long, default_value = "skip", value_name = "skip|send")]
+    pub burstgpt_failed: FailedPolicy,
+    /// `tokenizer.json` of the target model; default: built-in o200k_base (approximate for
+    /// other models).
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+    /// Changes which text each hash id maps to (same seed, same prompts).
+    #[arg(long, default_value_t = 0)]
+    pub prompt_seed: u64,
+    /// Compare the server's usage counts with the requested lengths in the summary.
+    #[arg(long)]
+    pub use_server_token_count: bool,
+    /// Read one JSON body instead of an SSE stream.
+    #[arg(long)]
+    pub no_streaming: bool,
+    /// Which output-length field(s) to send.
+    #[arg(long, default_value = "both", value_name = "both|max_tokens|max_completion_tokens|none")]
+    pub max_tokens_field: MaxTokensField,
+    /// JSON object merged into every request body, e.g. '{"ignore_eos":true}'.
+    #[arg(long, value_name = "JSON")]
+    pub extra_inputs: Option<String>,
+    /// Extra request header `Name: value` (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Environment variable holding the API key (default: OPENAI_API_KEY when set).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// File holding the API key.
+    #[arg(long, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Extra CA certificates (PEM) to trust for https targets; `SSL_CERT_FILE` also works.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10m", value_parser = duration::parse)]
+    pub request_timeout: Duration,
+    /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
+    #[arg(long)]
+    pub goodput: Option<Goodput>,
+    /// Directory for records.jsonl, summary.json and summary.csv.
+    #[arg(long, short = 'o', default_value = "canaryd-out")]
+    pub output_dir: PathBuf,
+    /// Write every inter-chunk gap into each record.
+    #[arg(long)]
+    pub record_chunks: bool,
+    /// After Ctrl-C, how long in-flight requests may take to finish.
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    pub grace_period: Duration,
+    /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A trace loaded, windowed and scaled, with what that did.
+pub struct LoadedTrace {
+    /// The requests.
+    pub trace: Trace,
+    /// Load and selection reports, for `summary.json`.
+    pub report: serde_json::Value,
+}
+
+/// Loads and selects a trace from a file.
+pub fn load_trace(path: &Path, shape: &ShapeArgs, format: Option<TraceFormat>) -> Result<LoadedTrace> {
+    let opts = LoadOptions {
+        format,
+        skip_invalid: shape.skip_invalid,
+        burstgpt_failed: shape.burstgpt_failed,
+    };
+    let trace = canary_replay::load(path, &opts)?;
+    select(trace, shape)
+}
+
+/// Applies the window and length transforms to a loaded trace.
+pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
+    let sel = Selection {
+        start_offset: shape.start_offset,
+        end_offset: shape.end_offset,
+        max_requests: shape.max_requests,
+        scale_lengths: shape.scale_lengths,
+        max_input_tokens: shape.max_input_tokens,
+        max_output_tokens: shape.max_output_tokens,
+    };
+    let load_report = serde_json::to_value(&trace.report)?;
+    for w in &trace.report.warnings {
+        tracing::warn!("{w}");
+    }
+    let (trace, sel_report) = trace.select(&sel)?;
+    let report = serde_json::json!({
+        "path": trace.path,
+        "format": trace.format.to_string(),
+        "load": load_report,
+        "selection": sel_report,
+    });
+    Ok(LoadedTrace { trace, report })
+}
+
+/// Builds the target from flags.
+pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
+    if !(shape.speedup > 0.0 && shape.speedup.is_finite()) {
+        bail!("--speedup must be a positive number, got {}", shape.speedup);
+    }
+    let mut t = Target::new(url, endpoint, model)?;
+    t.streaming = !shape.no_streaming;
+    t.max_tokens_field = shape.max_tokens_field;
+    t.timeout = shape.request_timeout;
+    t.ca_bundle = shape.ca_bundle.clone();
+    if let Some(json) = &shape.extra_inputs {
+        let v: serde_json::Value = serde_json::from_str(json).context("--extra-inputs is not valid JSON")?;
+        let serde_json::Value::Object(map) = v else {
+            bail!("--extra-inputs must be a JSON object, got {json}");
+        };
+        t.extra_inputs = map;
+    }
+    for h in &shape.headers {
+        let (name, value) = h
+            .split_once(':')
+            .with_context(|| format!("--header {h:?}: expected \"Name: value\""))?;
+        let name = HeaderName::try_from(name.trim()).with_context(|| format!("--header {h:?}: invalid name"))?;
+        let value =
+            HeaderValue::try_from(value.trim()).with_context(|| format!("--header {name}: invalid value"))?;
+        t.headers.push((name, value));
+    }
+    t.api_key = api_key(shape)?;
+    Ok(t)
+}
+
+fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
+    if let Some(path) = &shape.api_key_file {
+        let key = std::fs::read_to_string(path).with_context(|| format!("reading --api-key-file {}", path.display()))?;
+        if key.trim().is_empty() {
+            bail!("--api-key-file {} is empty", path.display());
+        }
+        return Ok(Some(ApiKey::new(&key)));
+    }
+    match &shape.api_key_env {
+        Some(var) => match std::env::var(var) {
+            Ok(k) if !k.trim().is_empty() => Ok(Some(ApiKey::new(&k))),
+            _ => bail!("--api-key-env {var}: the variable is not set or empty"),
+        },
+        None => Ok(std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .map(|k| ApiKey::new(&k))),
+    }
+}
+
+/// Loads the tokenizer and builds the prompt synthesizer.
+pub fn prompts(shape: &ShapeArgs) -> Result<Arc<PromptBuilder>> {
+    let spec = match &shape.tokenizer {
+        Some(p) => TokenizerSpec::HuggingFace(p.clone()),
+        None => TokenizerSpec::BuiltinO200k,
+    };
+    let tokenizer = Tokenizer::load(&spec)?;
+    if tokenizer.is_builtin() {
+        tracing::info!(
+            "prompt lengths are exact for {}; for other models they are approximate (pass --tokenizer)",
+            tokenizer.name()
+        );
+    }
+    Ok(Arc::new(PromptBuilder::new(tokenizer, shape.prompt_seed)?))
+}
+
+/// Runs one replay end to end and prints the summary. Returns the process exit code.
+pub async fn replay(
+    loaded: LoadedTrace,
+    target: Target,
+    shape: &ShapeArgs,
+    prompts: Arc<PromptBuilder>,
+    shutdown: CancellationToken,
+) -> Result<canary_replay::RunOutcome> {
+    let requests = loaded.trace.requests;
+    if requests.is_empty() {
+        bail!("the selected window of the trace holds no request");
+    }
+    let schedule = Schedule::new(requests, shape.speedup);
+    let mut config = canary_replay::Config::new(target);
+    config.speedup = shape.speedup;
+    config.concurrency = shape.concurrency;
+    config.warmup_requests = shape.warmup_requests;
+    config.grace_period = shape.grace_period;
+    config.goodput = shape.goodput.clone().unwrap_or_default();
+    config.output_dir = Some(shape.output_dir.clone());
+    config.record_chunks = shape.record_chunks;
+    let info = serde_json::json!({
+        "canaryd_version": env!("CARGO_PKG_VERSION"),
+        "run_id": config.run_id,
+        "target": {
+            "url": config.target.url(),
+            "model": config.target.model,
+            "endpoint": config.target.endpoint.operation(),
+            "streaming": config.target.streaming,
+        },
+        "trace": loaded.report,
+        "speedup": shape.speedup,
+        "concurrency": shape.concurrency,
+        "warmup_requests": shape.warmup_requests,
+        "tokenizer": prompts.tokenizer().name(),
+        "tokenizer_exact_for_target": !prompts.tokenizer().is_builtin(),
+        "prompt_seed": shape.prompt_seed,
+        "goodput": config.goodput.to_string(),
+    });
+    tracing::info!(
+        requests = schedule.len(),
+        span_s = format!("{:.1}", schedule.span().as_secs_f64()),
+        url = %config.target.url(),
+        "replaying {} at {}x",
+        loaded.trace.path.display(),
+        shape.speedup
+    );
+    let progress = Arc::new(canary_replay::Progress::default());
+    let display = report::ProgressDisplay::start(progress.clone());
+    let outcome = canary_replay::run(config, schedule, prompts, info, shutdown, progress).await;
+    display.finish();
+    let outcome = outcome?;
+    if shape.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        report::print_table(&outcome, shape.use_server_token_count);
+        println!("artifacts: {}", shape.output_dir.display());
+    }
+    Ok(outcome)
+}
