@@ -1,2 +1,5 @@
 //! canary-replay: replays a production trace against an OpenAI-compatible server.
 #![deny(missing_docs)]
+
+pub mod trace;
+pub use trace::{Trace, TraceError, TraceFormat};
