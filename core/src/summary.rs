@@ -341,7 +341,10 @@ mod tests {
         assert!((g.good_request_fraction - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(g.misses_by_metric["time_to_first_token"], 2);
         let a = &s.token_agreement;
-        assert_eq!((a.requests_with_usage, a.prompt_exact, a.prompt_delta_sum), (2, 0, 200));
+        assert_eq!(
+            (a.requests_with_usage, a.prompt_exact, a.prompt_delta_sum),
+            (2, 0, 200)
+        );
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());

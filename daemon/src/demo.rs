@@ -48,7 +48,9 @@ struct ShapeOnly {
 pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
     let sim_args = SimOnly::try_parse_from(["sim", "--port", "0", "--profile", &args.profile])?.sim;
     let sim_config = canary_sim::Config::try_from(sim_args).context("simulator configuration")?;
-    let sim = canary_sim::spawn(sim_config).await.context("starting the simulator")?;
+    let sim = canary_sim::spawn(sim_config)
+        .await
+        .context("starting the simulator")?;
     let url = sim.url();
     tracing::info!("simulator ({} profile) listening on {url}", args.profile);
 
@@ -66,7 +68,11 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         flags.push("--json".into());
     }
     let shape = ShapeOnly::try_parse_from(flags)?.shape;
-    let trace = canary_replay::parse(BUNDLED_TRACE.as_bytes(), Path::new(BUNDLED_TRACE_NAME), &LoadOptions::default())?;
+    let trace = canary_replay::parse(
+        BUNDLED_TRACE.as_bytes(),
+        Path::new(BUNDLED_TRACE_NAME),
+        &LoadOptions::default(),
+    )?;
     let loaded = replay::select(trace, &shape)?;
     let target = replay::target(&url, Endpoint::Chat, DEMO_MODEL, &shape)?;
     let prompts = replay::prompts(&shape)?;

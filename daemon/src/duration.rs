@@ -14,7 +14,9 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     let mut total = 0.0;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let unit_end = rest[num_end..]
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .map_or(rest.len(), |i| num_end + i);
@@ -30,7 +32,11 @@ pub fn parse(s: &str) -> Result<Duration, String> {
             "m" | "min" | "mins" => 60.0,
             "h" | "hr" | "hours" => 3600.0,
             "d" | "days" => 86400.0,
-            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?} (use ms, s, m, h or d)")),
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+                ))
+            }
         };
         total += value * scale;
         rest = &rest[unit_end..];
@@ -40,7 +46,9 @@ pub fn parse(s: &str) -> Result<Duration, String> {
 
 fn secs_to_duration(secs: f64, s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}: must be a non-negative number"));
+        return Err(format!(
+            "invalid duration {s:?}: must be a non-negative number"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }

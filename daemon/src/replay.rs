@@ -5,8 +5,8 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
 use canary_replay::{
-    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule, Selection, Target,
-    Tokenizer, TokenizerSpec, Trace, TraceFormat,
+    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule,
+    Selection, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
 };
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
@@ -87,7 +87,11 @@ pub struct ShapeArgs {
     #[arg(long)]
     pub no_streaming: bool,
     /// Which output-length field(s) to send.
-    #[arg(long, default_value = "both", value_name = "both|max_tokens|max_completion_tokens|none")]
+    #[arg(
+        long,
+        default_value = "both",
+        value_name = "both|max_tokens|max_completion_tokens|none"
+    )]
     pub max_tokens_field: MaxTokensField,
     /// JSON object merged into every request body, e.g. '{"ignore_eos":true}'.
     #[arg(long, value_name = "JSON")]
@@ -133,7 +137,11 @@ pub struct LoadedTrace {
 }
 
 /// Loads and selects a trace from a file.
-pub fn load_trace(path: &Path, shape: &ShapeArgs, format: Option<TraceFormat>) -> Result<LoadedTrace> {
+pub fn load_trace(
+    path: &Path,
+    shape: &ShapeArgs,
+    format: Option<TraceFormat>,
+) -> Result<LoadedTrace> {
     let opts = LoadOptions {
         format,
         skip_invalid: shape.skip_invalid,
@@ -178,7 +186,8 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
     t.timeout = shape.request_timeout;
     t.ca_bundle = shape.ca_bundle.clone();
     if let Some(json) = &shape.extra_inputs {
-        let v: serde_json::Value = serde_json::from_str(json).context("--extra-inputs is not valid JSON")?;
+        let v: serde_json::Value =
+            serde_json::from_str(json).context("--extra-inputs is not valid JSON")?;
         let serde_json::Value::Object(map) = v else {
             bail!("--extra-inputs must be a JSON object, got {json}");
         };
@@ -188,9 +197,10 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
         let (name, value) = h
             .split_once(':')
             .with_context(|| format!("--header {h:?}: expected \"Name: value\""))?;
-        let name = HeaderName::try_from(name.trim()).with_context(|| format!("--header {h:?}: invalid name"))?;
-        let value =
-            HeaderValue::try_from(value.trim()).with_context(|| format!("--header {name}: invalid value"))?;
+        let name = HeaderName::try_from(name.trim())
+            .with_context(|| format!("--header {h:?}: invalid name"))?;
+        let value = HeaderValue::try_from(value.trim())
+            .with_context(|| format!("--header {name}: invalid value"))?;
         t.headers.push((name, value));
     }
     t.api_key = api_key(shape)?;
@@ -199,7 +209,8 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
 
 fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
     if let Some(path) = &shape.api_key_file {
-        let key = std::fs::read_to_string(path).with_context(|| format!("reading --api-key-file {}", path.display()))?;
+        let key = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --api-key-file {}", path.display()))?;
         if key.trim().is_empty() {
             bail!("--api-key-file {} is empty", path.display());
         }

@@ -24,9 +24,11 @@ impl ProgressDisplay {
                 let bar = tty.then(|| {
                     let bar = ProgressBar::new(0);
                     bar.set_style(
-                        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} done {msg}")
-                            .expect("valid template")
-                            .progress_chars("=> "),
+                        ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:40}] {pos}/{len} done {msg}",
+                        )
+                        .expect("valid template")
+                        .progress_chars("=> "),
                     );
                     bar
                 });
@@ -47,7 +49,9 @@ impl ProgressDisplay {
                             bar.set_message(format!("sent {sent}, errors {errors}"));
                         }
                         None if ticks % 25 == 0 => {
-                            eprintln!("progress: {done}/{total} done, {sent} sent, {errors} errors");
+                            eprintln!(
+                                "progress: {done}/{total} done, {sent} sent, {errors} errors"
+                            );
                         }
                         None => {}
                     }
@@ -87,7 +91,10 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
         ("inter_token_latency", "ITL (ms)"),
         ("inter_chunk_latency", "inter-chunk gap (ms)"),
         ("request_latency", "request latency (ms)"),
-        ("output_token_throughput_per_user", "output tokens/s per user"),
+        (
+            "output_token_throughput_per_user",
+            "output tokens/s per user",
+        ),
         ("input_sequence_length", "input length (tokens)"),
         ("output_sequence_length", "output length (tokens)"),
         ("schedule_lag", "schedule lag (ms)"),
@@ -111,7 +118,14 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
         if s.errors_by_kind.is_empty() {
             String::new()
         } else {
-            format!(": {}", s.errors_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "))
+            format!(
+                ": {}",
+                s.errors_by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         },
         s.duration_s
     );
@@ -142,6 +156,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
         );
     }
     if outcome.interrupted {
-        println!("interrupted: {} scheduled requests were not sent", outcome.unsent);
+        println!(
+            "interrupted: {} scheduled requests were not sent",
+            outcome.unsent
+        );
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! The pieces, in the order a run uses them:
 //!
+//! * [`load`] / [`analyze`] — Mooncake, Bailian and BurstGPT traces, validated row by row.
 //! * [`Schedule`] — sessions and deadlines from trace time and a speedup.
 //! * [`PromptBuilder`] — deterministic prompts of exact token length from hash ids.
 //! * [`Target`] — the server and the shape of its requests.
@@ -23,6 +24,7 @@ mod schedule;
 mod sse;
 mod target;
 mod tls;
+pub mod trace;
 
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
@@ -35,3 +37,7 @@ pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{SseEvent, SseParser};
 pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError};
 pub use tls::{client_config, TlsError};
+pub use trace::{
+    analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Trace,
+    TraceAnalysis, TraceError, TraceFormat,
+};

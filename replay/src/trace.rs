@@ -1,0 +1,417 @@
+//! Production trace files: format detection, streaming parse and validation into
+//! [`TraceRequest`]s, windowing and length scaling ([`Trace::select`]) and a summary of what a
+//! trace asks of a server ([`analyze`]).
+//!
+//! Three formats are read, detected from the first non-empty line (or forced with
+//! [`LoadOptions::format`]):
+//!
+//! * **Mooncake** JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`
+//!   (512-token blocks), plus aiperf's optional `session_id`, `delay`, `text_input`,
+//!   `messages` and `extra`.
+//! * **Bailian** JSONL (Qwen usage traces): `chat_id`, `parent_chat_id`, `timestamp` (s),
+//!   lengths, `type`, `turn`, `hash_ids` (16-token blocks).
+//! * **BurstGPT** CSV: `Timestamp` (s), `Model`, `Request tokens`, `Response tokens`, … with
+//!   optional `Session ID`.
+//!
+//! Files are read line by line; a row is kept only as its compact [`TraceRequest`]. Requests
+//! come out sorted by timestamp (stable), with `index` 0-based and contiguous, and
+//! `timestamp_us` in the trace's own absolute clock (the scheduler subtracts the first).
+//!
+//! ```no_run
+//! # use std::path::Path;
+//! use canary_replay::trace::{self, LoadOptions, Selection};
+//! let trace = trace::load(Path::new("mooncake.jsonl"), &LoadOptions::default())?;
+//! let sel = Selection { max_requests: Some(100), ..Selection::default() };
+//! let (trace, _dropped) = trace.select(&sel)?;
+//! println!("{}", trace::analyze(&trace));
+//! # Ok::<(), canary_replay::trace::TraceError>(())
+//! ```
+
+mod analyze;
+mod bailian;
+mod burstgpt;
+mod error;
+mod field;
+mod mooncake;
+mod select;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use canary_core::TraceRequest;
+use serde::Serialize;
+
+pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
+pub use error::{TraceError, TraceErrorKind};
+pub use select::{Selection, SelectionReport};
+
+/// How many warning messages a [`LoadReport`] keeps; later ones are only counted.
+pub const MAX_WARNINGS: usize = 20;
+
+/// A supported trace file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// Mooncake / aiperf JSONL: ms timestamps, 512-token hash blocks.
+    Mooncake,
+    /// Alibaba Bailian (Qwen) JSONL: chat chains, s timestamps, 16-token hash blocks.
+    Bailian,
+    /// BurstGPT CSV: s timestamps, lengths only (every prompt unique).
+    BurstGpt,
+}
+
+impl TraceFormat {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mooncake => "mooncake",
+            Self::Bailian => "bailian",
+            Self::BurstGpt => "burstgpt",
+        }
+    }
+
+    /// Tokens per `hash_ids` block in this format.
+    pub fn block_size(self) -> u32 {
+        match self {
+            Self::Mooncake | Self::BurstGpt => 512,
+            Self::Bailian => 16,
+        }
+    }
+
+    /// Guesses the format from a trace's first non-empty line: a JSON object with `chat_id` is
+    /// Bailian, one with `input_length`, `hash_ids` or `timestamp` is Mooncake, a CSV header
+    /// starting with `Timestamp,` is BurstGPT.
+    pub fn detect(first_line: &[u8]) -> Option<Self> {
+        let line = first_line
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .unwrap_or(first_line)
+            .trim_ascii();
+        if line.starts_with(b"Timestamp,") {
+            return Some(Self::BurstGpt);
+        }
+        if !line.starts_with(b"{") {
+            return None;
+        }
+        // Only the first line is parsed into a map; an unparseable one falls to Mooncake so
+        // that the parser reports the JSON error with its line number.
+        let Ok(obj) = serde_json::from_slice::<BTreeMap<&str, serde::de::IgnoredAny>>(line) else {
+            return Some(Self::Mooncake);
+        };
+        if obj.contains_key("chat_id") {
+            Some(Self::Bailian)
+        } else if ["input_length", "hash_ids", "timestamp"]
+            .iter()
+            .any(|k| obj.contains_key(k))
+        {
+            Some(Self::Mooncake)
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Display for TraceFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A format or policy name that is not one of the known ones.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown {what} {name:?} (expected one of: {expected})")]
+pub struct ParseNameError {
+    what: &'static str,
+    name: String,
+    expected: &'static str,
+}
+
+impl FromStr for TraceFormat {
+    type Err = ParseNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "mooncake" => Ok(Self::Mooncake),
+            "bailian" => Ok(Self::Bailian),
+            "burstgpt" => Ok(Self::BurstGpt),
+            _ => Err(ParseNameError {
+                what: "trace format",
+                name: s.into(),
+                expected: "mooncake, bailian, burstgpt",
+            }),
+        }
+    }
+}
+
+/// What to do with BurstGPT rows whose `Response tokens` is 0 (failed in the original service).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailedPolicy {
+    /// Drop them and count them in [`LoadReport::failed_skipped`].
+    #[default]
+    Skip,
+    /// Keep them, with `output_tokens` 0 (the dispatcher decides what to ask for), and count
+    /// them in [`LoadReport::failed_kept`].
+    Send,
+}
+
+impl fmt::Display for FailedPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Skip => "skip",
+            Self::Send => "send",
+        })
+    }
+}
+
+impl FromStr for FailedPolicy {
+    type Err = ParseNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "skip" => Ok(Self::Skip),
+            "send" => Ok(Self::Send),
+            _ => Err(ParseNameError {
+                what: "failed-row policy",
+                name: s.into(),
+                expected: "skip, send",
+            }),
+        }
+    }
+}
+
+/// How to read a trace file.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Force a format instead of detecting it from the first line.
+    pub format: Option<TraceFormat>,
+    /// Skip invalid rows (counting them, keeping the first [`MAX_WARNINGS`] messages) instead
+    /// of failing on the first one. File-level errors (unreadable, empty, unknown format, bad
+    /// CSV header) still fail.
+    pub skip_invalid: bool,
+    /// What to do with BurstGPT failed rows.
+    pub burstgpt_failed: FailedPolicy,
+}
+
+/// What loading a trace skipped, kept or noticed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoadReport {
+    /// Data rows read (non-empty JSONL lines, CSV records).
+    pub rows: u64,
+    /// Rows that became requests.
+    pub requests: u64,
+    /// Invalid rows skipped (only with `skip_invalid`).
+    pub invalid_skipped: u64,
+    /// Those invalid rows by error kind.
+    pub invalid_by_kind: BTreeMap<TraceErrorKind, u64>,
+    /// Bailian rows whose parent never appears, kept as the root of their own session (only
+    /// with `skip_invalid`).
+    pub orphans_rerooted: u64,
+    /// Bailian rows whose `turn` field contradicts the depth of their parent chain; the chain
+    /// wins (only with `skip_invalid`).
+    pub turn_mismatches: u64,
+    /// BurstGPT failed rows (0 response tokens) dropped.
+    pub failed_skipped: u64,
+    /// BurstGPT failed rows kept ([`FailedPolicy::Send`]).
+    pub failed_kept: u64,
+    /// Requests by category: Bailian `type`, BurstGPT `Model`; empty for Mooncake.
+    pub categories: BTreeMap<String, u64>,
+    /// The first [`MAX_WARNINGS`] warning messages (skipped rows, reroots).
+    pub warnings: Vec<String>,
+    /// Warnings beyond those kept.
+    pub warnings_omitted: u64,
+}
+
+impl LoadReport {
+    /// Records a warning message, keeping only the first [`MAX_WARNINGS`].
+    pub fn warn(&mut self, message: impl fmt::Display) {
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(message.to_string());
+        } else {
+            self.warnings_omitted += 1;
+        }
+    }
+
+    fn count_category(&mut self, name: &str) {
+        match self.categories.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                self.categories.insert(name.to_owned(), 1);
+            }
+        }
+    }
+}
+
+/// A loaded trace: its requests in replay order and what loading it reported.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// The file (or name given to [`parse`]).
+    pub path: PathBuf,
+    /// Its format.
+    pub format: TraceFormat,
+    /// Requests sorted by timestamp, `index` 0-based and contiguous.
+    pub requests: Vec<TraceRequest>,
+    /// What was skipped or noticed while loading.
+    pub report: LoadReport,
+}
+
+/// Opens and parses a trace file (see [`parse`]).
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    let file = File::open(path).map_err(|source| TraceError::Io {
+        path: path.into(),
+        line: None,
+        source,
+    })?;
+    parse(BufReader::with_capacity(1 << 18, file), path, opts)
+}
+
+/// Parses a trace from any reader; `name` is used in error messages and [`Trace::path`].
+pub fn parse(reader: impl BufRead, name: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    let mut lines = Lines::new(reader, name);
+    let Some((line, first)) = lines.next_line()? else {
+        return Err(TraceError::Empty {
+            path: name.into(),
+            rows: 0,
+        });
+    };
+    let format = match opts.format.or_else(|| TraceFormat::detect(first)) {
+        Some(f) => f,
+        None => {
+            let text = String::from_utf8_lossy(first);
+            return Err(TraceError::UnknownFormat {
+                path: name.into(),
+                line,
+                found: text.trim().chars().take(40).collect(),
+            });
+        }
+    };
+    lines.unread();
+    let mut rows = Rows::new(name, opts);
+    match format {
+        TraceFormat::Mooncake => mooncake::parse(&mut lines, &mut rows)?,
+        TraceFormat::Bailian => bailian::parse(&mut lines, &mut rows)?,
+        TraceFormat::BurstGpt => burstgpt::parse(lines, &mut rows)?,
+    }
+    rows.finish(format)
+}
+
+// === Shared parser plumbing ===
+
+/// Non-empty lines of a reader, with 1-based line numbers, reusing one buffer.
+pub(crate) struct Lines<'p, R> {
+    reader: R,
+    path: &'p Path,
+    buf: Vec<u8>,
+    line: u64,
+    replay: bool,
+}
+
+impl<'p, R: BufRead> Lines<'p, R> {
+    fn new(reader: R, path: &'p Path) -> Self {
+        Self {
+            reader,
+            path,
+            buf: Vec::with_capacity(4096),
+            line: 0,
+            replay: false,
+        }
+    }
+
+    /// The next non-empty line (without its line ending), or `None` at the end.
+    pub fn next_line(&mut self) -> Result<Option<(u64, &[u8])>, TraceError> {
+        if std::mem::take(&mut self.replay) {
+            return Ok(Some((self.line, self.buf.trim_ascii())));
+        }
+        loop {
+            self.buf.clear();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|source| TraceError::Io {
+                    path: self.path.into(),
+                    line: Some(self.line + 1),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if !self.buf.trim_ascii().is_empty() {
+                return Ok(Some((self.line, self.buf.trim_ascii())));
+            }
+        }
+    }
+
+    /// Makes the next call return the current line again (after format detection).
+    fn unread(&mut self) {
+        self.replay = true;
+    }
+
+    /// The line returned last and the underlying reader (for the CSV parser).
+    pub fn into_parts(self) -> (u64, Vec<u8>, R) {
+        (self.line, self.buf, self.reader)
+    }
+}
+
+/// Collects a parser's requests and report, applying `skip_invalid`.
+pub(crate) struct Rows<'p> {
+    pub path: &'p Path,
+    pub opts: &'p LoadOptions,
+    pub requests: Vec<TraceRequest>,
+    pub report: LoadReport,
+}
+
+impl<'p> Rows<'p> {
+    fn new(path: &'p Path, opts: &'p LoadOptions) -> Self {
+        Self {
+            path,
+            opts,
+            requests: Vec::new(),
+            report: LoadReport::default(),
+        }
+    }
+
+    /// Handles an invalid row: an error, or with `skip_invalid` a counted warning.
+    pub fn reject(&mut self, err: TraceError) -> Result<(), TraceError> {
+        if !self.opts.skip_invalid {
+            return Err(err);
+        }
+        self.report.invalid_skipped += 1;
+        *self.report.invalid_by_kind.entry(err.kind()).or_default() += 1;
+        self.report.warn(format_args!("skipped: {err}"));
+        Ok(())
+    }
+
+    /// Sorts by timestamp (stable), assigns `index` and checks something is left.
+    fn finish(mut self, format: TraceFormat) -> Result<Trace, TraceError> {
+        if self.requests.is_empty() {
+            return Err(TraceError::Empty {
+                path: self.path.into(),
+                rows: self.report.rows,
+            });
+        }
+        self.requests.sort_by_key(|r| r.timestamp_us);
+        reindex(&mut self.requests);
+        self.report.requests = self.requests.len() as u64;
+        Ok(Trace {
+            path: self.path.into(),
+            format,
+            requests: self.requests,
+            report: self.report,
+        })
+    }
+}
+
+/// Line numbers in [`TraceRequest`] are `u32`; a file longer than that saturates.
+pub(crate) fn line_u32(line: u64) -> u32 {
+    u32::try_from(line).unwrap_or(u32::MAX)
+}
+
+fn reindex(requests: &mut [TraceRequest]) {
+    for (i, r) in requests.iter_mut().enumerate() {
+        r.index = u32::try_from(i).unwrap_or(u32::MAX);
+    }
+}

@@ -1,0 +1,321 @@
+//! What a trace asks of a server: rates, bursts, length distributions, sessions and the prefix
+//! reuse its hash ids imply. Backs `canaryd analyze-trace FILE [--json]`.
+//!
+//! Percentiles are exact (nearest rank over the sorted lengths: the smallest value with at
+//! least p% of the requests at or below it). Prefix reuse is the ideal prefix-cache hit rate: a
+//! block counts as reused when its id appeared earlier in the trace (in replay order), as an
+//! unbounded cache that never evicts would see it.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use serde::Serialize;
+
+use super::{LoadReport, Trace, TraceFormat};
+
+/// Summary of a trace (see [`analyze`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceAnalysis {
+    /// The trace file.
+    pub path: String,
+    /// Its format.
+    pub format: TraceFormat,
+    /// Number of requests.
+    pub requests: u64,
+    /// First timestamp, seconds in the trace's own clock.
+    pub first_timestamp_s: f64,
+    /// Last timestamp, seconds in the trace's own clock.
+    pub last_timestamp_s: f64,
+    /// Last minus first timestamp, seconds.
+    pub duration_s: f64,
+    /// Requests per second over the duration (`None` when all share one timestamp).
+    pub mean_rate_rps: Option<f64>,
+    /// The most requests sharing one timestamp.
+    pub peak_burst: Burst,
+    /// The most requests within any 1-second window `[t, t+1s)`.
+    pub peak_1s: Burst,
+    /// Input (prompt) lengths, tokens.
+    pub input_tokens: LengthStats,
+    /// Output lengths, tokens.
+    pub output_tokens: LengthStats,
+    /// Multi-turn structure.
+    pub sessions: SessionStats,
+    /// Prefix reuse implied by hash ids (`None` when no request has any).
+    pub prefix_reuse: Option<PrefixReuse>,
+    /// What loading skipped or noticed.
+    pub load: LoadReport,
+}
+
+/// A number of requests at a point of the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Burst {
+    /// How many requests.
+    pub requests: u64,
+    /// Where (the earliest such place): seconds after the first timestamp.
+    pub at_s: f64,
+}
+
+/// Exact distribution of one length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[allow(missing_docs)] // the names are the statistics
+pub struct LengthStats {
+    pub min: u32,
+    pub p50: u32,
+    pub p90: u32,
+    pub p99: u32,
+    pub max: u32,
+    pub mean: f64,
+    /// Sum over all requests.
+    pub total: u64,
+}
+
+/// Sessions and turns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SessionStats {
+    /// Distinct sessions.
+    pub sessions: u64,
+    /// Requests that belong to a session.
+    pub requests_in_sessions: u64,
+    /// Sessions with more than one turn.
+    pub multi_turn_sessions: u64,
+    /// Most requests in one session.
+    pub max_turns: u64,
+    /// Requests per session, on average.
+    pub mean_turns: f64,
+}
+
+/// Ideal prefix-cache reuse implied by hash ids.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PrefixReuse {
+    /// Blocks over all requests.
+    pub blocks: u64,
+    /// Blocks whose id appeared earlier in the trace.
+    pub reused_blocks: u64,
+    /// Distinct block ids.
+    pub distinct_blocks: u64,
+    /// `reused_blocks / blocks`.
+    pub block_hit_rate: f64,
+    /// Prompt tokens covered by blocks (the last block of a request may be partial).
+    pub tokens: u64,
+    /// Tokens in reused blocks.
+    pub reused_tokens: u64,
+    /// `reused_tokens / tokens`.
+    pub token_hit_rate: f64,
+}
+
+/// Summarizes a trace. Cost: one pass plus two sorts of the lengths.
+pub fn analyze(trace: &Trace) -> TraceAnalysis {
+    let reqs = &trace.requests;
+    let first = reqs.first().map_or(0, |r| r.timestamp_us);
+    let last = reqs.iter().map(|r| r.timestamp_us).max().unwrap_or(0);
+    let secs = |us: u64| us as f64 / 1e6;
+    let duration_s = secs(last - first);
+
+    // Requests are sorted by timestamp: equal timestamps are adjacent, and a two-pointer sweep
+    // finds the densest 1-second window.
+    let mut peak_burst = Burst {
+        requests: 0,
+        at_s: 0.0,
+    };
+    let mut peak_1s = peak_burst;
+    let (mut run_start, mut window_start) = (0, 0);
+    for (i, r) in reqs.iter().enumerate() {
+        if r.timestamp_us != reqs[run_start].timestamp_us {
+            run_start = i;
+        }
+        let run = (i - run_start + 1) as u64;
+        if run > peak_burst.requests {
+            peak_burst = Burst {
+                requests: run,
+                at_s: secs(r.timestamp_us - first),
+            };
+        }
+        while reqs[window_start].timestamp_us + 1_000_000 <= r.timestamp_us {
+            window_start += 1;
+        }
+        let in_window = (i - window_start + 1) as u64;
+        if in_window > peak_1s.requests {
+            peak_1s = Burst {
+                requests: in_window,
+                at_s: secs(reqs[window_start].timestamp_us - first),
+            };
+        }
+    }
+
+    let mut per_session: HashMap<u64, u64> = HashMap::new();
+    for s in reqs.iter().filter_map(|r| r.session) {
+        *per_session.entry(s).or_default() += 1;
+    }
+    let in_sessions: u64 = per_session.values().sum();
+    let sessions = SessionStats {
+        sessions: per_session.len() as u64,
+        requests_in_sessions: in_sessions,
+        multi_turn_sessions: per_session.values().filter(|&&n| n > 1).count() as u64,
+        max_turns: per_session.values().copied().max().unwrap_or(0),
+        mean_turns: ratio(in_sessions, per_session.len() as u64),
+    };
+
+    TraceAnalysis {
+        path: trace.path.display().to_string(),
+        format: trace.format,
+        requests: reqs.len() as u64,
+        first_timestamp_s: secs(first),
+        last_timestamp_s: secs(last),
+        duration_s,
+        mean_rate_rps: (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s),
+        peak_burst,
+        peak_1s,
+        input_tokens: length_stats(reqs.iter().map(|r| r.input_tokens).collect()),
+        output_tokens: length_stats(reqs.iter().map(|r| r.output_tokens).collect()),
+        sessions,
+        prefix_reuse: prefix_reuse(trace),
+        load: trace.report.clone(),
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn length_stats(mut v: Vec<u32>) -> LengthStats {
+    if v.is_empty() {
+        return LengthStats::default();
+    }
+    v.sort_unstable();
+    let total: u64 = v.iter().map(|&x| x as u64).sum();
+    LengthStats {
+        min: v[0],
+        p50: nearest_rank(&v, 50),
+        p90: nearest_rank(&v, 90),
+        p99: nearest_rank(&v, 99),
+        max: v[v.len() - 1],
+        mean: ratio(total, v.len() as u64),
+        total,
+    }
+}
+
+/// The smallest value with at least `p`% of `sorted` at or below it.
+fn nearest_rank(sorted: &[u32], p: usize) -> u32 {
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
+    let mut seen = HashSet::new();
+    let mut p = PrefixReuse::default();
+    for r in &trace.requests {
+        let n = r.hash_ids.len();
+        for (j, id) in r.hash_ids.iter().enumerate() {
+            let bs = r.block_size as u64;
+            let tokens = if j + 1 < n {
+                bs
+            } else {
+                r.input_tokens as u64 - (n as u64 - 1) * bs
+            };
+            p.blocks += 1;
+            p.tokens += tokens;
+            if !seen.insert(*id) {
+                p.reused_blocks += 1;
+                p.reused_tokens += tokens;
+            }
+        }
+    }
+    if p.blocks == 0 {
+        return None;
+    }
+    p.distinct_blocks = seen.len() as u64;
+    p.block_hit_rate = ratio(p.reused_blocks, p.blocks);
+    p.token_hit_rate = ratio(p.reused_tokens, p.tokens);
+    Some(p)
+}
+
+impl fmt::Display for TraceAnalysis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "trace      {} ({})", self.path, self.format)?;
+        writeln!(
+            f,
+            "requests   {} over {:.1} s (timestamps {:.3} .. {:.3} s)",
+            self.requests, self.duration_s, self.first_timestamp_s, self.last_timestamp_s
+        )?;
+        match self.mean_rate_rps {
+            Some(r) => writeln!(f, "rate       mean {r:.2} req/s")?,
+            None => writeln!(f, "rate       all requests on one timestamp")?,
+        }
+        writeln!(
+            f,
+            "peaks      {} requests on one timestamp (at +{:.3} s), {} in 1 s (from +{:.3} s)",
+            self.peak_burst.requests,
+            self.peak_burst.at_s,
+            self.peak_1s.requests,
+            self.peak_1s.at_s
+        )?;
+        for (name, s) in [
+            ("input", &self.input_tokens),
+            ("output", &self.output_tokens),
+        ] {
+            writeln!(
+                f,
+                "{name:<10} tokens min {} p50 {} p90 {} p99 {} max {} mean {:.1} (total {})",
+                s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.total
+            )?;
+        }
+        let s = &self.sessions;
+        if s.sessions == 0 {
+            writeln!(f, "sessions   none (every request is a single turn)")?;
+        } else {
+            writeln!(
+                f,
+                "sessions   {} ({} multi-turn), {} requests, turns per session max {} mean {:.2}",
+                s.sessions,
+                s.multi_turn_sessions,
+                s.requests_in_sessions,
+                s.max_turns,
+                s.mean_turns
+            )?;
+        }
+        match &self.prefix_reuse {
+            Some(p) => writeln!(
+                f,
+                "prefix     {:.1}% of blocks and {:.1}% of tokens reuse an earlier block ({} blocks, {} distinct)",
+                100.0 * p.block_hit_rate,
+                100.0 * p.token_hit_rate,
+                p.blocks,
+                p.distinct_blocks
+            )?,
+            None => writeln!(f, "prefix     no hash ids (every prompt unique)")?,
+        }
+        let l = &self.load;
+        write!(
+            f,
+            "load       {} rows, {} invalid skipped, {} failed skipped, {} failed kept",
+            l.rows, l.invalid_skipped, l.failed_skipped, l.failed_kept
+        )?;
+        if l.orphans_rerooted + l.turn_mismatches > 0 {
+            write!(
+                f,
+                ", {} orphans rerooted, {} turn mismatches",
+                l.orphans_rerooted, l.turn_mismatches
+            )?;
+        }
+        writeln!(f)?;
+        if !l.categories.is_empty() {
+            let cats: Vec<String> = l
+                .categories
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            writeln!(f, "categories {}", cats.join(", "))?;
+        }
+        for w in &l.warnings {
+            writeln!(f, "warning    {w}")?;
+        }
+        if l.warnings_omitted > 0 {
+            writeln!(f, "warning    … and {} more", l.warnings_omitted)?;
+        }
+        Ok(())
+    }
+}

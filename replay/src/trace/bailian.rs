@@ -1,0 +1,277 @@
+//! Alibaba Bailian (Qwen usage traces) JSONL.
+//!
+//! Fields: `chat_id`, `parent_chat_id` (-1 for a first turn), `timestamp` (seconds, float),
+//! `input_length`, `output_length` (both ≥ 1), `type` (text, search, image, file, thinking;
+//! counted in [`LoadReport::categories`](super::LoadReport::categories)), `turn` (1-based,
+//! optional) and `hash_ids` (16-token blocks).
+//!
+//! Every row is self-contained: a follow-up turn's input already includes the history. Sessions
+//! are the `parent_chat_id` chains: the session key is the root's `chat_id` and the turn is the
+//! depth in the chain (0 for the root), checked against the `turn` field. Chains are resolved
+//! after the whole file is read, so a child may appear before its parent in the file; this
+//! needs one `chat_id → row` map entry per row while loading.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use canary_core::TraceRequest;
+use serde::Deserialize;
+
+use super::field::{HashIds, Row, Scalar};
+use super::{line_u32, Lines, Rows, TraceError, TraceFormat};
+
+#[derive(Deserialize)]
+struct RawRow<'a> {
+    #[serde(borrow, default)]
+    chat_id: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    parent_chat_id: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    timestamp: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    input_length: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    output_length: Option<Scalar<'a>>,
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    turn: Option<Scalar<'a>>,
+    #[serde(default)]
+    hash_ids: Option<HashIds>,
+}
+
+/// The chain fields of a kept row, parallel to `Rows::requests` until chains are resolved.
+struct Link {
+    chat: u64,
+    parent: Option<u64>,
+    turn_field: Option<u32>,
+}
+
+pub(super) fn parse<R: BufRead>(
+    lines: &mut Lines<'_, R>,
+    rows: &mut Rows<'_>,
+) -> Result<(), TraceError> {
+    let mut links = Vec::new();
+    let mut by_chat: HashMap<u64, usize> = HashMap::new();
+    while let Some((line, text)) = lines.next_line()? {
+        rows.report.rows += 1;
+        let row = Row {
+            path: rows.path,
+            line,
+        };
+        let result = serde_json::from_slice::<RawRow<'_>>(text)
+            .map_err(|source| TraceError::Json {
+                path: rows.path.into(),
+                line,
+                source,
+            })
+            .and_then(|raw| convert(row, raw, &by_chat, &rows.requests));
+        match result {
+            Ok((req, link, kind)) => {
+                by_chat.insert(link.chat, rows.requests.len());
+                rows.report.count_category(kind);
+                rows.requests.push(req);
+                links.push(link);
+            }
+            Err(e) => rows.reject(e)?,
+        }
+    }
+    resolve_chains(rows, &links, &by_chat)
+}
+
+fn convert<'a>(
+    row: Row<'_>,
+    raw: RawRow<'a>,
+    by_chat: &HashMap<u64, usize>,
+    kept: &[TraceRequest],
+) -> Result<(TraceRequest, Link, &'static str), TraceError> {
+    let chat = match row.required("chat_id", &raw.chat_id)? {
+        Scalar::Uint(n) => *n,
+        v @ Scalar::Int(_) => return Err(row.invalid("chat_id", "a non-negative integer", v)),
+        v => return Err(row.wrong_type("chat_id", "a non-negative integer", v)),
+    };
+    if let Some(&first) = by_chat.get(&chat) {
+        return Err(row.invalid(
+            "chat_id",
+            format!(
+                "a unique id (chat {chat} already on line {})",
+                kept[first].line
+            ),
+            chat,
+        ));
+    }
+    let parent = match row.required("parent_chat_id", &raw.parent_chat_id)? {
+        Scalar::Uint(n) => Some(*n),
+        Scalar::Int(-1) => None,
+        v @ Scalar::Int(_) => return Err(row.invalid("parent_chat_id", "-1 or a chat id", v)),
+        v => return Err(row.wrong_type("parent_chat_id", "an integer", v)),
+    };
+    let timestamp_us = row.time_us(
+        "timestamp",
+        row.required("timestamp", &raw.timestamp)?,
+        "seconds",
+        1_000_000,
+    )?;
+    let input = row.count(
+        "input_length",
+        row.required("input_length", &raw.input_length)?,
+        false,
+    )?;
+    let output = row.count(
+        "output_length",
+        row.required("output_length", &raw.output_length)?,
+        false,
+    )?;
+    let kind = match &raw.kind {
+        None => "unknown",
+        Some(Scalar::Str(s)) => match &**s {
+            "text" => "text",
+            "search" => "search",
+            "image" => "image",
+            "file" => "file",
+            "thinking" => "thinking",
+            _ => "other",
+        },
+        Some(v) => return Err(row.wrong_type("type", "a string", v)),
+    };
+    let turn_field = raw
+        .turn
+        .as_ref()
+        .map(|v| row.count("turn", v, false))
+        .transpose()?;
+    let block_size = TraceFormat::Bailian.block_size();
+    let hash_ids = row.hash_ids(raw.hash_ids)?;
+    row.block_rule(input, &hash_ids, block_size)?;
+    let req = TraceRequest {
+        index: 0,
+        line: line_u32(row.line),
+        timestamp_us,
+        session: None,
+        turn: 0,
+        delay_us: None,
+        input_tokens: input,
+        output_tokens: output,
+        hash_ids,
+        block_size,
+        prompt: None,
+        extra: None,
+    };
+    Ok((
+        req,
+        Link {
+            chat,
+            parent,
+            turn_field,
+        },
+        kind,
+    ))
+}
+
+/// Where a row's chain ends: its root's chat id, its depth, and whether the root is an orphan.
+#[derive(Clone, Copy)]
+struct Resolved {
+    root: u64,
+    depth: u32,
+    orphan: bool,
+}
+
+/// Sets `session` and `turn` of every row from its parent chain.
+fn resolve_chains(
+    rows: &mut Rows<'_>,
+    links: &[Link],
+    by_chat: &HashMap<u64, usize>,
+) -> Result<(), TraceError> {
+    let n = links.len();
+    let mut resolved: Vec<Option<Resolved>> = vec![None; n];
+    // `visiting[i] == start + 1` while row i is on the current walk: finds cycles in O(n).
+    let mut visiting = vec![0usize; n];
+    let mut stack = Vec::new();
+    for start in 0..n {
+        if resolved[start].is_some() {
+            continue;
+        }
+        // Walk up until a root, a resolved ancestor or a missing parent; `top` is the last row
+        // walked and `base` its resolution.
+        stack.clear();
+        let mut cur = start;
+        let base = loop {
+            stack.push(cur);
+            visiting[cur] = start + 1;
+            let problem = match links[cur].parent {
+                None => {
+                    break Resolved {
+                        root: links[cur].chat,
+                        depth: 0,
+                        orphan: false,
+                    }
+                }
+                Some(p) => match by_chat.get(&p) {
+                    Some(&pi) => match resolved[pi] {
+                        Some(r) => {
+                            break Resolved {
+                                depth: r.depth + 1,
+                                ..r
+                            }
+                        }
+                        None if visiting[pi] == start + 1 => "is part of a cycle",
+                        None => {
+                            cur = pi;
+                            continue;
+                        }
+                    },
+                    None => "never appears in the trace",
+                },
+            };
+            // An orphan (or a cycle): an error, or with skip_invalid the root of its own session.
+            let err = TraceError::OrphanParent {
+                path: rows.path.into(),
+                line: rows.requests[cur].line as u64,
+                chat: links[cur].chat,
+                parent: links[cur].parent.map_or(-1, |p| p as i64),
+                problem,
+            };
+            if !rows.opts.skip_invalid {
+                return Err(err);
+            }
+            rows.report.orphans_rerooted += 1;
+            rows.report
+                .warn(format_args!("kept as its own session: {err}"));
+            break Resolved {
+                root: links[cur].chat,
+                depth: 0,
+                orphan: true,
+            };
+        };
+        let mut r = base;
+        resolved[stack.pop().expect("walk pushed at least one row")] = Some(r);
+        while let Some(i) = stack.pop() {
+            r.depth += 1;
+            resolved[i] = Some(r);
+        }
+    }
+    for ((req, link), r) in rows.requests.iter_mut().zip(links).zip(&resolved) {
+        let r = r.expect("every row resolved");
+        req.session = Some(r.root);
+        req.turn = r.depth;
+        if let Some(field) = link.turn_field {
+            if !r.orphan && field != r.depth + 1 {
+                let row = Row {
+                    path: rows.path,
+                    line: req.line as u64,
+                };
+                let err = row.invalid(
+                    "turn",
+                    format!("{} (1-based depth of the parent chain)", r.depth + 1),
+                    field,
+                );
+                if !rows.opts.skip_invalid {
+                    return Err(err);
+                }
+                rows.report.turn_mismatches += 1;
+                rows.report
+                    .warn(format_args!("turn taken from the chain: {err}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! BurstGPT CSV.
+//!
+//! Header `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`; newer files add
+//! `Session ID` and `Elapsed time`. Columns are found by name; `Timestamp`, `Request tokens`
+//! and `Response tokens` are required. `Timestamp` is in seconds. There are no hash ids (every
+//! prompt is unique) and the block size is 512 by convention.
+//!
+//! Rows with `Response tokens` 0 failed in the original service: they are dropped and counted
+//! unless [`FailedPolicy::Send`] keeps them (with `output_tokens` 0). With a `Session ID`
+//! column, rows of one id form a session; turns follow timestamp order.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Cursor, Read};
+
+use canary_core::TraceRequest;
+
+use super::field::{Row, Scalar};
+use super::{line_u32, FailedPolicy, Lines, Rows, TraceError, TraceFormat};
+
+const TIMESTAMP: &str = "Timestamp";
+const MODEL: &str = "Model";
+const REQUEST: &str = "Request tokens";
+const RESPONSE: &str = "Response tokens";
+const SESSION: &str = "Session ID";
+
+/// Column positions found in the header.
+struct Columns {
+    timestamp: usize,
+    request: usize,
+    response: usize,
+    model: Option<usize>,
+    session: Option<usize>,
+}
+
+impl Columns {
+    fn from_header(header: &csv::ByteRecord, row: Row<'_>) -> Result<Self, TraceError> {
+        let find = |name: &str| {
+            header
+                .iter()
+                .position(|h| h.trim_ascii() == name.as_bytes())
+        };
+        let bad = |reason: String| TraceError::BadHeader {
+            path: row.path.into(),
+            line: row.line,
+            reason,
+        };
+        if find(TIMESTAMP) != Some(0) {
+            return Err(bad(format!("expected it to start with `{TIMESTAMP},`")));
+        }
+        let required = |name: &str| find(name).ok_or_else(|| bad(format!("no `{name}` column")));
+        Ok(Self {
+            timestamp: 0,
+            request: required(REQUEST)?,
+            response: required(RESPONSE)?,
+            model: find(MODEL),
+            session: find(SESSION),
+        })
+    }
+}
+
+pub(super) fn parse<R: BufRead>(
+    lines: Lines<'_, R>,
+    rows: &mut Rows<'_>,
+) -> Result<(), TraceError> {
+    // The header line was already read for detection: put it back in front of the reader.
+    let (header_line, first, rest) = lines.into_parts();
+    let offset = header_line - 1;
+    let input = Cursor::new(first).chain(rest);
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(input);
+    let header_row = Row {
+        path: rows.path,
+        line: header_line,
+    };
+    let header = reader.byte_headers().map_err(|source| TraceError::Csv {
+        path: rows.path.into(),
+        line: header_line,
+        source,
+    })?;
+    let cols = Columns::from_header(header, header_row)?;
+
+    let mut record = csv::ByteRecord::new();
+    let mut session_keys: HashMap<Box<[u8]>, u64> = HashMap::new();
+    loop {
+        let more = reader.read_byte_record(&mut record).map_err(|source| {
+            let line = source.position().map_or(header_line, |p| p.line() + offset);
+            TraceError::Csv {
+                path: rows.path.into(),
+                line,
+                source,
+            }
+        })?;
+        if !more {
+            break;
+        }
+        rows.report.rows += 1;
+        let line = record.position().map_or(0, |p| p.line()) + offset;
+        let row = Row {
+            path: rows.path,
+            line,
+        };
+        match convert(row, &record, &cols, &mut session_keys) {
+            Ok(req)
+                if req.output_tokens == 0 && rows.opts.burstgpt_failed == FailedPolicy::Skip =>
+            {
+                rows.report.failed_skipped += 1;
+            }
+            Ok(req) => {
+                if req.output_tokens == 0 {
+                    rows.report.failed_kept += 1;
+                }
+                let model = cols.model.and_then(|i| record.get(i)).unwrap_or_default();
+                rows.report
+                    .count_category(&String::from_utf8_lossy(model.trim_ascii()));
+                rows.requests.push(req);
+            }
+            Err(e) => rows.reject(e)?,
+        }
+    }
+    assign_turns(&mut rows.requests);
+    Ok(())
+}
+
+/// Numbers turns within each session in timestamp order (the file may be unsorted).
+fn assign_turns(requests: &mut [TraceRequest]) {
+    requests.sort_by_key(|r| r.timestamp_us);
+    let mut next: HashMap<u64, u32> = HashMap::new();
+    for r in requests.iter_mut() {
+        if let Some(s) = r.session {
+            let t = next.entry(s).or_default();
+            r.turn = *t;
+            *t += 1;
+        }
+    }
+}
+
+/// A CSV cell read as the JSON-like value the shared conversions expect.
+fn cell<'r>(
+    row: Row<'_>,
+    record: &'r csv::ByteRecord,
+    i: usize,
+    field: &'static str,
+) -> Result<Scalar<'r>, TraceError> {
+    let raw = record.get(i).unwrap_or_default().trim_ascii();
+    if raw.is_empty() {
+        return Err(row.missing(field));
+    }
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| row.wrong_type(field, "a number", String::from_utf8_lossy(raw)))?;
+    Ok(if let Ok(n) = text.parse::<u64>() {
+        Scalar::Uint(n)
+    } else if let Ok(n) = text.parse::<i64>() {
+        Scalar::Int(n)
+    } else if let Ok(x) = text.parse::<f64>() {
+        Scalar::Float(x)
+    } else {
+        Scalar::Str(text.into())
+    })
+}
+
+fn convert(
+    row: Row<'_>,
+    record: &csv::ByteRecord,
+    cols: &Columns,
+    session_keys: &mut HashMap<Box<[u8]>, u64>,
+) -> Result<TraceRequest, TraceError> {
+    let timestamp_us = row.time_us(
+        TIMESTAMP,
+        &cell(row, record, cols.timestamp, TIMESTAMP)?,
+        "seconds",
+        1_000_000,
+    )?;
+    let input = row.count(REQUEST, &cell(row, record, cols.request, REQUEST)?, false)?;
+    let output = row.count(RESPONSE, &cell(row, record, cols.response, RESPONSE)?, true)?;
+    let session = match cols
+        .session
+        .and_then(|i| record.get(i))
+        .map(<[u8]>::trim_ascii)
+    {
+        None | Some(b"") => None,
+        Some(id) => {
+            let next = session_keys.len() as u64;
+            Some(match session_keys.get(id) {
+                Some(&k) => k,
+                None => *session_keys.entry(id.into()).or_insert(next),
+            })
+        }
+    };
+    Ok(TraceRequest {
+        index: 0,
+        line: line_u32(row.line),
+        timestamp_us,
+        session,
+        turn: 0,
+        delay_us: None,
+        input_tokens: input,
+        output_tokens: output,
+        hash_ids: Vec::new(),
+        block_size: TraceFormat::BurstGpt.block_size(),
+        prompt: None,
+        extra: None,
+    })
+}

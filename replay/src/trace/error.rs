@@ -1,0 +1,240 @@
+//! The one error type of the trace layer, and the small enum used to count errors by kind.
+//!
+//! Every row-level variant names the file, the 1-based line and (where one applies) the field,
+//! in the shape `file:line: field "name": expected …, found …`, so that a user can open the
+//! file at the right place. Causes from `std::io`, `serde_json` and `csv` are kept as
+//! `#[source]` and are not repeated in the message: print the chain (`{:#}` with anyhow).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Why a trace could not be loaded or selected.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file could not be opened or read.
+    #[error("{}: cannot read trace{}", path.display(), at_line(*line))]
+    Io {
+        /// The trace file.
+        path: PathBuf,
+        /// The line being read when the error happened, if reading had started.
+        line: Option<u64>,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no row at all, or every row was skipped as invalid or failed.
+    #[error("{}: empty trace: no usable rows ({rows} rows read)", path.display())]
+    Empty {
+        /// The trace file.
+        path: PathBuf,
+        /// Data rows read (all of them skipped).
+        rows: u64,
+    },
+    /// The first non-empty line matches none of the known formats.
+    #[error(
+        "{}:{line}: unknown trace format: first line starts with {found:?} (expected a Mooncake \
+         or Bailian JSON object, or a BurstGPT CSV header starting with `Timestamp,`)",
+        path.display()
+    )]
+    UnknownFormat {
+        /// The trace file.
+        path: PathBuf,
+        /// The line that was inspected.
+        line: u64,
+        /// The beginning of that line.
+        found: String,
+    },
+    /// A JSONL row is not valid JSON (or not an object).
+    #[error("{}:{line}: malformed JSON", path.display())]
+    Json {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// The parser's error (its column is relative to the line).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A CSV record could not be read (unbalanced quotes, wrong number of fields, bad UTF-8).
+    #[error("{}:{line}: malformed CSV record", path.display())]
+    Csv {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// The CSV reader's error.
+        #[source]
+        source: csv::Error,
+    },
+    /// A required field is absent (or `null`).
+    #[error("{}:{line}: missing required field \"{field}\"", path.display())]
+    MissingField {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// The field's name.
+        field: &'static str,
+    },
+    /// A field has the wrong JSON type, or a CSV cell is not a number.
+    #[error("{}:{line}: field \"{field}\": expected {expected}, found {found}", path.display())]
+    WrongType {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// The field's name.
+        field: &'static str,
+        /// What the format requires.
+        expected: &'static str,
+        /// What the row holds.
+        found: String,
+    },
+    /// A field has the right type but an impossible value (a zero or negative length, a
+    /// negative timestamp, a duplicate id, a turn number that contradicts the chain).
+    #[error("{}:{line}: field \"{field}\": expected {expected}, found {found}", path.display())]
+    InvalidValue {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// The field's name.
+        field: &'static str,
+        /// What the format requires.
+        expected: String,
+        /// What the row holds.
+        found: String,
+    },
+    /// `hash_ids` and `input_length` disagree: every block must be full except the last,
+    /// which holds between 1 and `block_size` tokens.
+    #[error(
+        "{}:{line}: field \"hash_ids\": block rule violated: {blocks} blocks of {block_size} \
+         tokens need {} < input_length <= {}, found input_length {input_length}",
+        path.display(),
+        (*blocks as u64 - 1) * *block_size as u64,
+        *blocks as u64 * *block_size as u64
+    )]
+    BlockRule {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// `input_length` of the row.
+        input_length: u32,
+        /// Number of hash ids of the row (at least 1).
+        blocks: usize,
+        /// Tokens per block for this format.
+        block_size: u32,
+    },
+    /// A Bailian row's `parent_chat_id` names a chat that never appears in the trace (or the
+    /// parent chain loops).
+    #[error(
+        "{}:{line}: field \"parent_chat_id\": parent chat {parent} of chat {chat} {problem}",
+        path.display()
+    )]
+    OrphanParent {
+        /// The trace file.
+        path: PathBuf,
+        /// The line of the row whose parent is missing.
+        line: u64,
+        /// That row's `chat_id`.
+        chat: u64,
+        /// Its `parent_chat_id`.
+        parent: i64,
+        /// "never appears in the trace" or "is part of a cycle".
+        problem: &'static str,
+    },
+    /// The BurstGPT CSV header lacks a required column.
+    #[error("{}:{line}: bad BurstGPT header: {reason}", path.display())]
+    BadHeader {
+        /// The trace file.
+        path: PathBuf,
+        /// The header's line.
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A [`Selection`](super::Selection) parameter is out of range.
+    #[error("{}: invalid selection: {field}: {reason}", path.display())]
+    InvalidSelection {
+        /// The trace file the selection was applied to.
+        path: PathBuf,
+        /// The parameter's name (`scale_lengths`, `end_offset`, …).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The selection keeps no request of the trace.
+    #[error("{}: selection keeps no requests ({reason})", path.display())]
+    EmptySelection {
+        /// The trace file.
+        path: PathBuf,
+        /// What dropped them.
+        reason: String,
+    },
+}
+
+fn at_line(line: Option<u64>) -> String {
+    line.map(|l| format!(" (at line {l})")).unwrap_or_default()
+}
+
+/// The kind of a [`TraceError`], for counting skipped rows without comparing strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // one per TraceError variant, same names
+pub enum TraceErrorKind {
+    Io,
+    Empty,
+    UnknownFormat,
+    Json,
+    Csv,
+    MissingField,
+    WrongType,
+    InvalidValue,
+    BlockRule,
+    OrphanParent,
+    BadHeader,
+    InvalidSelection,
+    EmptySelection,
+}
+
+impl TraceError {
+    /// The variant, without its context.
+    pub fn kind(&self) -> TraceErrorKind {
+        match self {
+            Self::Io { .. } => TraceErrorKind::Io,
+            Self::Empty { .. } => TraceErrorKind::Empty,
+            Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
+            Self::Json { .. } => TraceErrorKind::Json,
+            Self::Csv { .. } => TraceErrorKind::Csv,
+            Self::MissingField { .. } => TraceErrorKind::MissingField,
+            Self::WrongType { .. } => TraceErrorKind::WrongType,
+            Self::InvalidValue { .. } => TraceErrorKind::InvalidValue,
+            Self::BlockRule { .. } => TraceErrorKind::BlockRule,
+            Self::OrphanParent { .. } => TraceErrorKind::OrphanParent,
+            Self::BadHeader { .. } => TraceErrorKind::BadHeader,
+            Self::InvalidSelection { .. } => TraceErrorKind::InvalidSelection,
+            Self::EmptySelection { .. } => TraceErrorKind::EmptySelection,
+        }
+    }
+
+    /// The 1-based line the error points at, if it is about one line.
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            Self::Io { line, .. } => *line,
+            Self::UnknownFormat { line, .. }
+            | Self::Json { line, .. }
+            | Self::Csv { line, .. }
+            | Self::MissingField { line, .. }
+            | Self::WrongType { line, .. }
+            | Self::InvalidValue { line, .. }
+            | Self::BlockRule { line, .. }
+            | Self::OrphanParent { line, .. }
+            | Self::BadHeader { line, .. } => Some(*line),
+            Self::Empty { .. } | Self::InvalidSelection { .. } | Self::EmptySelection { .. } => {
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Lenient field values shared by the parsers, and their checked conversions.
+//!
+//! Rows are deserialized into structs whose fields accept any JSON value ([`Scalar`],
+//! [`HashIds`]) rather than the final types. serde would otherwise report a type error
+//! as "invalid type: string, expected u32 at line 1 column 30", without the field's name;
+//! here every conversion goes through [`Row`], which names the file, line and field.
+//! Strings are borrowed from the line buffer, so a well-formed row allocates nothing but
+//! its `hash_ids`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::TraceError;
+
+/// Any JSON value, with strings borrowed and containers skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Scalar<'a> {
+    Uint(u64),
+    Int(i64),
+    Float(f64),
+    Str(Cow<'a, str>),
+    Bool(bool),
+    Array,
+    Object,
+}
+
+impl fmt::Display for Scalar<'_> {
+    /// How the value reads in an error message ("found …").
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uint(n) => write!(f, "{n}"),
+            Self::Int(n) => write!(f, "{n}"),
+            Self::Float(x) => write!(f, "{x}"),
+            Self::Str(s) => write!(f, "string {s:?}"),
+            Self::Bool(b) => write!(f, "{b}"),
+            Self::Array => f.write_str("an array"),
+            Self::Object => f.write_str("an object"),
+        }
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Scalar::Bool(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Scalar::Uint(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(if v >= 0 {
+            Scalar::Uint(v as u64)
+        } else {
+            Scalar::Int(v)
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Scalar::Float(v))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Object)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A `hash_ids` value: the ids, or a description of what was found instead.
+#[derive(Debug)]
+pub(crate) enum HashIds {
+    Ids(Vec<u64>),
+    Bad(String),
+}
+
+struct HashIdsVisitor;
+
+impl<'de> Visitor<'de> for HashIdsVisitor {
+    type Value = HashIds;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of block ids")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<HashIds, A::Error> {
+        let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(16));
+        let mut bad = None;
+        while let Some(v) = seq.next_element::<Scalar<'de>>()? {
+            match v {
+                Scalar::Uint(n) if bad.is_none() => ids.push(n),
+                other if bad.is_none() => bad = Some(format!("element {} = {other}", ids.len())),
+                _ => {}
+            }
+        }
+        Ok(match bad {
+            Some(b) => HashIds::Bad(b),
+            None => {
+                // serde_json gives no length hint, so the Vec grew by doubling: give back the
+                // slack, the request keeps these ids for the whole run.
+                ids.shrink_to_fit();
+                HashIds::Ids(ids)
+            }
+        })
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<HashIds, E> {
+        Ok(HashIds::Bad(v.to_string()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<HashIds, E> {
+        Ok(HashIds::Bad(v.to_string()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<HashIds, E> {
+        Ok(HashIds::Bad(v.to_string()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<HashIds, E> {
+        Ok(HashIds::Bad(v.to_string()))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<HashIds, E> {
+        Ok(HashIds::Bad(format!("string {v:?}")))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HashIds, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(HashIds::Bad("an object".into()))
+    }
+}
+
+impl<'de> Deserialize<'de> for HashIds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(HashIdsVisitor)
+    }
+}
+
+/// One row being converted: knows where it is, so every error names file, line and field.
+#[derive(Clone, Copy)]
+pub(crate) struct Row<'p> {
+    pub path: &'p Path,
+    pub line: u64,
+}
+
+impl Row<'_> {
+    pub fn missing(&self, field: &'static str) -> TraceError {
+        TraceError::MissingField {
+            path: self.path.into(),
+            line: self.line,
+            field,
+        }
+    }
+
+    pub fn wrong_type(
+        &self,
+        field: &'static str,
+        expected: &'static str,
+        found: impl fmt::Display,
+    ) -> TraceError {
+        TraceError::WrongType {
+            path: self.path.into(),
+            line: self.line,
+            field,
+            expected,
+            found: found.to_string(),
+        }
+    }
+
+    pub fn invalid(
+        &self,
+        field: &'static str,
+        expected: impl Into<String>,
+        found: impl fmt::Display,
+    ) -> TraceError {
+        TraceError::InvalidValue {
+            path: self.path.into(),
+            line: self.line,
+            field,
+            expected: expected.into(),
+            found: found.to_string(),
+        }
+    }
+
+    pub fn required<'v, 'a>(
+        &self,
+        field: &'static str,
+        v: &'v Option<Scalar<'a>>,
+    ) -> Result<&'v Scalar<'a>, TraceError> {
+        v.as_ref().ok_or_else(|| self.missing(field))
+    }
+
+    /// A token count: an integer in `1..=u32::MAX` (an integral float such as `12.0` is
+    /// accepted, some writers emit them). With `allow_zero`, 0 is accepted too.
+    pub fn count(
+        &self,
+        field: &'static str,
+        v: &Scalar<'_>,
+        allow_zero: bool,
+    ) -> Result<u32, TraceError> {
+        let expected = if allow_zero {
+            "a non-negative integer"
+        } else {
+            "a positive integer"
+        };
+        let n = match *v {
+            Scalar::Uint(n) => n,
+            Scalar::Int(_) => return Err(self.invalid(field, expected, v)),
+            Scalar::Float(x) if x.fract() == 0.0 && x >= 0.0 && x <= u32::MAX as f64 => x as u64,
+            Scalar::Float(x) if x < 0.0 => return Err(self.invalid(field, expected, v)),
+            _ => return Err(self.wrong_type(field, expected, v)),
+        };
+        if n == 0 && !allow_zero {
+            return Err(self.invalid(field, expected, v));
+        }
+        u32::try_from(n).map_err(|_| self.invalid(field, format!("{expected} below 2^32"), v))
+    }
+
+    /// A non-negative time in the trace's unit, converted to microseconds
+    /// (`us_per_unit` is 1,000 for milliseconds, 1,000,000 for seconds).
+    pub fn time_us(
+        &self,
+        field: &'static str,
+        v: &Scalar<'_>,
+        unit: &'static str,
+        us_per_unit: u64,
+    ) -> Result<u64, TraceError> {
+        let expected = || format!("a non-negative number of {unit}");
+        match *v {
+            Scalar::Uint(n) => n
+                .checked_mul(us_per_unit)
+                .ok_or_else(|| self.invalid(field, format!("{} below 2^64 µs", expected()), v)),
+            Scalar::Float(x) if x >= 0.0 && x * (us_per_unit as f64) < 1.8e19 => {
+                Ok((x * us_per_unit as f64).round() as u64)
+            }
+            Scalar::Int(_) | Scalar::Float(_) => Err(self.invalid(field, expected(), v)),
+            _ => Err(TraceError::WrongType {
+                path: self.path.into(),
+                line: self.line,
+                field,
+                expected: "a number",
+                found: v.to_string(),
+            }),
+        }
+    }
+
+    /// Checks `hash_ids` against `input_length`: `(n-1)*bs < input <= n*bs` for n ≥ 1 ids.
+    pub fn block_rule(&self, input: u32, ids: &[u64], block_size: u32) -> Result<(), TraceError> {
+        let n = ids.len() as u64;
+        let (bs, input64) = (block_size as u64, input as u64);
+        if n == 0 || ((n - 1) * bs < input64 && input64 <= n * bs) {
+            return Ok(());
+        }
+        Err(TraceError::BlockRule {
+            path: self.path.into(),
+            line: self.line,
+            input_length: input,
+            blocks: ids.len(),
+            block_size,
+        })
+    }
+
+    pub fn hash_ids(&self, v: Option<HashIds>) -> Result<Vec<u64>, TraceError> {
+        match v {
+            None => Ok(Vec::new()),
+            Some(HashIds::Ids(ids)) => Ok(ids),
+            Some(HashIds::Bad(found)) => {
+                Err(self.wrong_type("hash_ids", "an array of non-negative integers", found))
+            }
+        }
+    }
+}

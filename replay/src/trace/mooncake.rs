@@ -1,0 +1,216 @@
+//! Mooncake JSONL (and the aiperf superset of it).
+//!
+//! Required: `timestamp` (ms, integer or float), `input_length`, `output_length` (both ≥ 1).
+//! Optional: `hash_ids` (512-token blocks; absent means a unique prompt), `session_id`
+//! (string or integer), `delay` (ms after the previous turn of the session ends),
+//! `text_input` or `messages` (a verbatim prompt), `extra` (an object merged into the request
+//! body). Unknown fields are ignored.
+//!
+//! Sessions get compact keys 0, 1, 2… in order of first appearance, and turns are numbered in
+//! order of appearance within a session. A later turn may omit `timestamp` if it has `delay`:
+//! it then gets the previous turn's timestamp, a lower bound on when it can be sent, which keeps
+//! it after that turn in the sorted order; the scheduler uses `delay_us`. Timestamps of one
+//! session must not go backwards.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use canary_core::{TracePrompt, TraceRequest};
+use serde::Deserialize;
+
+use super::field::{HashIds, Row, Scalar};
+use super::{line_u32, Lines, Rows, TraceError, TraceFormat};
+
+/// One Mooncake line as written, every field lenient (see [`super::field`]).
+#[derive(Deserialize)]
+struct RawRow<'a> {
+    #[serde(borrow, default)]
+    timestamp: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    input_length: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    output_length: Option<Scalar<'a>>,
+    #[serde(default)]
+    hash_ids: Option<HashIds>,
+    #[serde(borrow, default)]
+    session_id: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    delay: Option<Scalar<'a>>,
+    #[serde(borrow, default)]
+    text_input: Option<Scalar<'a>>,
+    #[serde(default)]
+    messages: Option<serde_json::Value>,
+    #[serde(default)]
+    extra: Option<serde_json::Value>,
+}
+
+/// Per-session state while reading.
+struct Session {
+    key: u64,
+    next_turn: u32,
+    last_timestamp_us: u64,
+}
+
+/// Session ids as strings, so that `"7"` and `7` name the same session.
+#[derive(Default)]
+struct Sessions {
+    by_id: HashMap<Box<str>, Session>,
+}
+
+impl Sessions {
+    fn get_or_insert(&mut self, id: &str) -> &mut Session {
+        if !self.by_id.contains_key(id) {
+            let key = self.by_id.len() as u64;
+            self.by_id.insert(
+                id.into(),
+                Session {
+                    key,
+                    next_turn: 0,
+                    last_timestamp_us: 0,
+                },
+            );
+        }
+        self.by_id.get_mut(id).expect("inserted above")
+    }
+}
+
+pub(super) fn parse<R: BufRead>(
+    lines: &mut Lines<'_, R>,
+    rows: &mut Rows<'_>,
+) -> Result<(), TraceError> {
+    let mut sessions = Sessions::default();
+    let mut num = itoa_buf();
+    while let Some((line, text)) = lines.next_line()? {
+        rows.report.rows += 1;
+        let row = Row {
+            path: rows.path,
+            line,
+        };
+        let result = serde_json::from_slice::<RawRow<'_>>(text)
+            .map_err(|source| TraceError::Json {
+                path: rows.path.into(),
+                line,
+                source,
+            })
+            .and_then(|raw| convert(row, raw, &mut sessions, &mut num));
+        match result {
+            Ok(req) => rows.requests.push(req),
+            Err(e) => rows.reject(e)?,
+        }
+    }
+    Ok(())
+}
+
+fn itoa_buf() -> String {
+    String::with_capacity(24)
+}
+
+fn convert(
+    row: Row<'_>,
+    raw: RawRow<'_>,
+    sessions: &mut Sessions,
+    num: &mut String,
+) -> Result<TraceRequest, TraceError> {
+    let input = row.count(
+        "input_length",
+        row.required("input_length", &raw.input_length)?,
+        false,
+    )?;
+    let output = row.count(
+        "output_length",
+        row.required("output_length", &raw.output_length)?,
+        false,
+    )?;
+    let block_size = TraceFormat::Mooncake.block_size();
+    let hash_ids = row.hash_ids(raw.hash_ids)?;
+    row.block_rule(input, &hash_ids, block_size)?;
+
+    let timestamp = raw
+        .timestamp
+        .as_ref()
+        .map(|v| row.time_us("timestamp", v, "milliseconds", 1_000))
+        .transpose()?;
+    let delay_us = raw
+        .delay
+        .as_ref()
+        .map(|v| row.time_us("delay", v, "milliseconds", 1_000))
+        .transpose()?;
+
+    let session_id: Option<&str> = match &raw.session_id {
+        None => None,
+        Some(Scalar::Str(s)) => Some(s),
+        Some(Scalar::Uint(n)) => {
+            use std::fmt::Write;
+            num.clear();
+            write!(num, "{n}").expect("writing to a String");
+            Some(num.as_str())
+        }
+        Some(other) => {
+            return Err(row.wrong_type("session_id", "a string or a non-negative integer", other))
+        }
+    };
+
+    let prompt = match (raw.text_input, raw.messages) {
+        (_, Some(m @ serde_json::Value::Array(_))) => Some(Box::new(TracePrompt::Messages(m))),
+        (_, Some(other)) => {
+            return Err(row.wrong_type("messages", "an array of chat messages", other))
+        }
+        (Some(Scalar::Str(s)), None) => Some(Box::new(TracePrompt::Text(s.into_owned()))),
+        (Some(other), None) => return Err(row.wrong_type("text_input", "a string", other)),
+        (None, None) => None,
+    };
+    let extra = match raw.extra {
+        None => None,
+        Some(v @ serde_json::Value::Object(_)) => Some(Box::new(v)),
+        Some(other) => return Err(row.wrong_type("extra", "an object", other)),
+    };
+
+    let (session, turn, timestamp_us) = match session_id {
+        None => {
+            let ts = timestamp.ok_or_else(|| row.missing("timestamp"))?;
+            (None, 0, ts)
+        }
+        Some(id) => {
+            // Validate before touching the map, so a rejected row creates no session.
+            let (next_turn, last_us) = sessions
+                .by_id
+                .get(id)
+                .map_or((0, 0), |s| (s.next_turn, s.last_timestamp_us));
+            let ts = match timestamp {
+                Some(ts) if next_turn > 0 && ts < last_us => {
+                    return Err(row.invalid(
+                        "timestamp",
+                        format!(
+                            "a time no earlier than the previous turn of session {id:?} ({} ms)",
+                            last_us as f64 / 1e3
+                        ),
+                        ts as f64 / 1e3,
+                    ));
+                }
+                Some(ts) => ts,
+                None if next_turn > 0 && delay_us.is_some() => last_us,
+                None => return Err(row.missing("timestamp")),
+            };
+            let s = sessions.get_or_insert(id);
+            let turn = s.next_turn;
+            s.next_turn += 1;
+            s.last_timestamp_us = ts;
+            (Some(s.key), turn, ts)
+        }
+    };
+
+    Ok(TraceRequest {
+        index: 0,
+        line: line_u32(row.line),
+        timestamp_us,
+        session,
+        turn,
+        delay_us,
+        input_tokens: input,
+        output_tokens: output,
+        hash_ids,
+        block_size,
+        prompt,
+        extra,
+    })
+}

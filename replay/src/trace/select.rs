@@ -1,0 +1,186 @@
+//! Windowing, request limits and length transforms applied to a loaded trace.
+//!
+//! In order: the time window (`[first + start_offset, first + end_offset)` in trace time), the
+//! session rule (a later turn whose session's first turn was dropped is dropped too: it would
+//! wait forever for a turn that is never sent), `max_requests`, `scale_lengths`, then the
+//! `max_input_tokens` / `max_output_tokens` caps. Indices are reassigned 0-based.
+//!
+//! Scaling keeps the block structure so prompt synthesis still sees the trace's prefix reuse:
+//! with `bs' = max(1, round(bs·F))` and `n` hash ids, `input' = round(input·F)` is clamped into
+//! `((n-1)·bs', n·bs']`, so the ids are unchanged and the block rule still holds.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use canary_core::TraceRequest;
+use serde::Serialize;
+
+use super::{reindex, Trace, TraceError};
+
+/// Which part of a trace to replay, and how to transform lengths.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Keep requests at or after this offset from the trace's first timestamp.
+    pub start_offset: Option<Duration>,
+    /// Keep requests before this offset from the trace's first timestamp.
+    pub end_offset: Option<Duration>,
+    /// Keep at most this many requests (the earliest, after the window).
+    pub max_requests: Option<usize>,
+    /// Multiply input and output lengths by this factor (> 0), keeping the block structure.
+    pub scale_lengths: Option<f64>,
+    /// Cap input lengths (after scaling), truncating `hash_ids` to match.
+    pub max_input_tokens: Option<u32>,
+    /// Cap output lengths (after scaling).
+    pub max_output_tokens: Option<u32>,
+}
+
+/// What [`Trace::select`] dropped or changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SelectionReport {
+    /// Requests in the trace before selection.
+    pub requests_in: u64,
+    /// Requests kept.
+    pub requests_out: u64,
+    /// Requests outside `[start_offset, end_offset)`.
+    pub dropped_outside_window: u64,
+    /// Later turns dropped because their session's first turn was dropped.
+    pub dropped_orphan_turns: u64,
+    /// Requests dropped by `max_requests`.
+    pub dropped_over_limit: u64,
+    /// Requests whose input was capped by `max_input_tokens`.
+    pub input_capped: u64,
+    /// Requests whose output was capped by `max_output_tokens`.
+    pub output_capped: u64,
+}
+
+impl Trace {
+    /// Applies a [`Selection`] and reassigns `index`. Errors on an invalid parameter (a scale
+    /// factor that is not a positive finite number, a zero cap, an empty window) or when
+    /// nothing is left.
+    pub fn select(mut self, sel: &Selection) -> Result<(Trace, SelectionReport), TraceError> {
+        let invalid = |field, reason: String| TraceError::InvalidSelection {
+            path: self.path.clone(),
+            field,
+            reason,
+        };
+        if let Some(f) = sel.scale_lengths {
+            if !(f.is_finite() && f > 0.0) {
+                return Err(invalid(
+                    "scale_lengths",
+                    format!("expected a positive finite factor, found {f}"),
+                ));
+            }
+        }
+        if sel.max_input_tokens == Some(0) {
+            return Err(invalid("max_input_tokens", "expected at least 1".into()));
+        }
+        if sel.max_output_tokens == Some(0) {
+            return Err(invalid("max_output_tokens", "expected at least 1".into()));
+        }
+        if let (Some(s), Some(e)) = (sel.start_offset, sel.end_offset) {
+            if e <= s {
+                return Err(invalid(
+                    "end_offset",
+                    format!("expected it after start_offset ({s:?}), found {e:?}"),
+                ));
+            }
+        }
+
+        let mut report = SelectionReport {
+            requests_in: self.requests.len() as u64,
+            ..Default::default()
+        };
+        let first = self.requests.first().map_or(0, |r| r.timestamp_us);
+        let to_us =
+            |d: Duration| first.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let start = sel.start_offset.map_or(0, to_us);
+        let end = sel.end_offset.map_or(u64::MAX, to_us);
+        let limit = sel.max_requests.unwrap_or(usize::MAX);
+        // Sessions whose first turn is kept. Requests are in timestamp order and a session's
+        // first turn comes no later than its other turns.
+        let mut open_sessions = HashSet::new();
+        let mut kept = 0usize;
+        self.requests.retain(|r| {
+            if r.timestamp_us < start || r.timestamp_us >= end {
+                report.dropped_outside_window += 1;
+                return false;
+            }
+            if kept >= limit {
+                report.dropped_over_limit += 1;
+                return false;
+            }
+            if let Some(s) = r.session {
+                if r.is_first_turn() {
+                    open_sessions.insert(s);
+                } else if !open_sessions.contains(&s) {
+                    report.dropped_orphan_turns += 1;
+                    return false;
+                }
+            }
+            kept += 1;
+            true
+        });
+        if self.requests.is_empty() {
+            return Err(TraceError::EmptySelection {
+                path: self.path.clone(),
+                reason: describe_drops(&report),
+            });
+        }
+
+        for r in &mut self.requests {
+            if let Some(f) = sel.scale_lengths {
+                scale(r, f);
+            }
+            if let Some(cap) = sel.max_input_tokens {
+                if r.input_tokens > cap {
+                    r.input_tokens = cap;
+                    r.hash_ids.truncate(cap.div_ceil(r.block_size) as usize);
+                    report.input_capped += 1;
+                }
+            }
+            if let Some(cap) = sel.max_output_tokens {
+                if r.output_tokens > cap {
+                    r.output_tokens = cap;
+                    report.output_capped += 1;
+                }
+            }
+        }
+        reindex(&mut self.requests);
+        report.requests_out = self.requests.len() as u64;
+        self.report.requests = report.requests_out;
+        Ok((self, report))
+    }
+}
+
+fn describe_drops(r: &SelectionReport) -> String {
+    format!(
+        "of {} requests, {} outside the window, {} orphan turns, {} over the limit",
+        r.requests_in, r.dropped_outside_window, r.dropped_orphan_turns, r.dropped_over_limit
+    )
+}
+
+/// Rounds a non-negative product into `u32`, saturating.
+fn scaled(x: u32, f: f64) -> u32 {
+    let y = (x as f64 * f).round();
+    if y >= u32::MAX as f64 {
+        u32::MAX
+    } else {
+        y as u32
+    }
+}
+
+/// Scales one request's lengths by `f`, keeping its hash ids and the block rule.
+fn scale(r: &mut TraceRequest, f: f64) {
+    let bs = scaled(r.block_size, f).max(1);
+    let n = r.hash_ids.len() as u64;
+    let mut input = scaled(r.input_tokens, f).max(1) as u64;
+    if n > 0 {
+        input = input.clamp((n - 1) * bs as u64 + 1, n * bs as u64);
+    }
+    r.input_tokens = u32::try_from(input).unwrap_or(u32::MAX);
+    r.block_size = bs;
+    // A failed BurstGPT row kept with 0 output tokens stays at 0.
+    if r.output_tokens > 0 {
+        r.output_tokens = scaled(r.output_tokens, f).max(1);
+    }
+}
