@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Schedule-lag and TTFT-agreement figures of one canaryd replay, refereed by the simulator.
+
+Usage: lag_stats.py RUN_DIR TRUTH_JSONL
+
+RUN_DIR holds canaryd's records.jsonl and summary.json; TRUTH_JSONL is the simulator's
+--truth-log. Both clocks are CLOCK_MONOTONIC on the same host, so the simulator's arrival
+time minus canaryd's scheduled time is the lag as a neutral observer saw it.
+"""
+import json
+import sys
+
+
+def pct(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def main():
+    run_dir, truth_path = sys.argv[1], sys.argv[2]
+    summary = json.load(open(f"{run_dir}/summary.json"))
+    t0 = summary["t0_monotonic_ns"]
+    run_id = summary["run"]["run_id"]
+    records = {}
+    for line in open(f"{run_dir}/records.jsonl"):
+        r = json.loads(line)
+        if not r.get("warmup"):
+            records[f"{run_id}-{r['id']}"] = r
+    truth = {}
+    for line in open(truth_path):
+        t = json.loads(line)
+        if t.get("request_id") in records:
+            truth[t["request_id"]] = t
+
+    client_lag = [r["schedule_lag_ms"] for r in records.values()]
+    referee_lag, ttft_gap, arrival_after_send = [], [], []
+    for rid, r in records.items():
+        t = truth.get(rid)
+        if t is None:
+            continue
+        scheduled_ns = t0 + r["scheduled_at_ms"] * 1e6
+        referee_lag.append((t["arrival_ns"] - scheduled_ns) / 1e6)
+        arrival_after_send.append((t["arrival_ns"] - (t0 + r["sent_at_ms"] * 1e6)) / 1e6)
+        if r.get("ttft_ms") is not None and t.get("first_token_ns"):
+            server_ttft = (t["first_token_ns"] - (t0 + r["sent_at_ms"] * 1e6)) / 1e6
+            ttft_gap.append(r["ttft_ms"] - server_ttft)
+
+    def row(name, v):
+        print(f"{name:<44} n={len(v):<6} p50={pct(v, 50):8.3f}  p99={pct(v, 99):8.3f}  max={max(v) if v else float('nan'):8.3f}")
+
+    print(f"records {len(records)}, errors {summary['errors']}, joined with truth {len(truth)}")
+    row("client schedule lag (ms, sent - scheduled)", client_lag)
+    row("referee lag (ms, sim arrival - scheduled)", referee_lag)
+    row("wire delay (ms, sim arrival - sent)", arrival_after_send)
+    row("TTFT agreement (ms, client - sim token write)", ttft_gap)
+    out = {
+        "records": len(records),
+        "errors": summary["errors"],
+        "client_lag_p50_ms": pct(client_lag, 50),
+        "client_lag_p99_ms": pct(client_lag, 99),
+        "client_lag_max_ms": max(client_lag) if client_lag else None,
+        "referee_lag_p50_ms": pct(referee_lag, 50),
+        "referee_lag_p99_ms": pct(referee_lag, 99),
+        "referee_lag_max_ms": max(referee_lag) if referee_lag else None,
+        "ttft_gap_p50_ms": pct(ttft_gap, 50),
+        "ttft_gap_p99_ms": pct(ttft_gap, 99),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+//! canary-replay's integration tests: one binary, real simulator, real sockets.
+
+mod replay_sim;
+mod support;
+mod tls;

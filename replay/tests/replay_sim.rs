@@ -1,0 +1,226 @@
+//! Replays against the real simulator over loopback, checked against its ground truth.
+
+use crate::support::*;
+use canary_core::{ErrorKind, Status};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let trace = load_shared("mooncake_conversation_first2000.jsonl");
+    let expected: Vec<_> = trace.requests.iter().map(|r| (r.index, r.input_tokens, r.output_tokens)).collect();
+    let run = replay(trace.requests, target(&sim), |c| c.speedup = 200.0).await;
+
+    assert_eq!(run.records.len(), 2000);
+    assert_eq!(run.outcome.summary.requests, 2000);
+    assert_eq!(run.outcome.summary.errors, 0, "{:?}", run.outcome.summary.errors_by_kind);
+    let mut ids: Vec<_> = run.records.iter().map(|r| r.id).collect();
+    ids.sort();
+    assert_eq!(ids, (0..2000).collect::<Vec<_>>());
+    for r in &run.records {
+        let (_, input, output) = expected[r.id as usize];
+        let usage = r.usage.as_ref().expect("usage chunk");
+        // The simulator counts one token per word; canaryd's prompts are exact by construction.
+        assert_eq!(usage.prompt_tokens, Some(input), "request {}", r.id);
+        assert_eq!(usage.completion_tokens, Some(output), "request {}", r.id);
+        assert_eq!(r.prompt_tokens_synthesized, Some(input));
+        assert!(r.schedule_lag_ms >= 0.0);
+        assert!(r.ttft_ms.unwrap() <= r.e2e_ms.unwrap());
+    }
+    // The trace repeats prefixes (hash id 0 opens most prompts): the server must see reuse.
+    assert!(run.outcome.summary.total_cached_tokens > 0);
+    // Every request reached the referee exactly once, with our trace id.
+    let truth = sim.truth();
+    let by_id = truth_by_request_id(&truth, &run.run_id);
+    assert_eq!(by_id.len(), 2000);
+    for r in &run.records {
+        let t = by_id[&r.id];
+        assert!(t.traceparent.as_deref().unwrap().contains(&r.trace_id));
+        // Same clock on both sides: the server cannot see a request before we sent it.
+        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
+        assert!(t.arrival_ns as f64 >= sent_ns - 1e3, "request {} arrived before it was sent", r.id);
+    }
+}
+
+#[tokio::test]
+async fn ttft_agrees_with_the_servers_own_clock() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    // A known stall before the first byte makes TTFT large compared with noise.
+    t.headers.push(header("x-sim-fault", "stall_first_ms=60"));
+    let run = replay(requests(5, 200, 8), t, |_| {}).await;
+    let truth = sim.truth();
+    let by_id = truth_by_request_id(&truth, &run.run_id);
+    for r in &run.records {
+        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+        let ttft = r.ttft_ms.unwrap();
+        assert!(ttft >= 60.0, "TTFT {ttft} ms shorter than the injected stall");
+        let t = by_id[&r.id];
+        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
+        let server_first_token_ms = (t.first_token_ns.unwrap() as f64 - sent_ns) / 1e6;
+        // Client TTFT is never earlier than the server wrote the token.
+        assert!(ttft >= server_first_token_ms, "client {ttft} < server {server_first_token_ms}");
+    }
+}
+
+#[tokio::test]
+async fn reasoning_tokens_separate_ttfo_from_ttft() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    t.headers.push(header("x-sim-reasoning-tokens", "4"));
+    let run = replay(requests(3, 50, 10), t, |_| {}).await;
+    for r in &run.records {
+        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+        assert!(r.ttfo_ms.unwrap() > r.ttft_ms.unwrap());
+        assert_eq!(r.usage.as_ref().unwrap().reasoning_tokens, Some(4));
+        assert_eq!(r.chunks, 10);
+    }
+    assert_eq!(run.outcome.summary.total_reasoning_tokens, 12);
+}
+
+#[tokio::test]
+async fn each_error_class_is_a_record_not_a_crash() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let cases: [(&str, ErrorKind, Option<u16>); 5] = [
+        ("status=503", ErrorKind::HttpStatus, Some(503)),
+        ("status=429", ErrorKind::HttpStatus, Some(429)),
+        ("reset_after=3", ErrorKind::StreamCut, None),
+        ("malformed_at=2", ErrorKind::MalformedChunk, None),
+        ("no_done", ErrorKind::StreamCut, None),
+    ];
+    for (fault, kind, status) in cases {
+        let mut t = target(&sim);
+        t.headers.push(header("x-sim-fault", fault));
+        let run = replay(requests(2, 20, 8), t, |_| {}).await;
+        assert_eq!(run.records.len(), 2, "{fault}");
+        for r in &run.records {
+            let e = r.error.as_ref().unwrap_or_else(|| panic!("{fault}: no error recorded"));
+            assert_eq!((r.status, e.kind, e.http_status), (Status::Error, kind, status), "{fault}: {e:?}");
+        }
+        assert_eq!(run.outcome.summary.errors_by_kind[kind.as_str()], 2, "{fault}");
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_server_times_out() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    t.headers.push(header("x-sim-fault", "stall_first_ms=5000"));
+    t.timeout = Duration::from_millis(200);
+    let run = replay(requests(1, 20, 8), t, |_| {}).await;
+    assert_eq!(run.records[0].error.as_ref().unwrap().kind, ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn closed_port_is_a_connect_error() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let t = canary_replay::Target::new(&format!("http://127.0.0.1:{port}"), canary_replay::Endpoint::Chat, "m").unwrap();
+    let run = replay(requests(2, 20, 8), t, |_| {}).await;
+    for r in &run.records {
+        assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Connect);
+    }
+}
+
+#[tokio::test]
+async fn completions_and_non_streaming_endpoints() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    t.endpoint = canary_replay::Endpoint::Completions;
+    t.path = "/v1/completions".into();
+    let run = replay(requests(2, 30, 6), t.clone(), |_| {}).await;
+    assert!(run.records.iter().all(|r| r.usage.as_ref().unwrap().completion_tokens == Some(6)));
+    t.streaming = false;
+    let run = replay(requests(2, 30, 6), t, |_| {}).await;
+    for r in &run.records {
+        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+        assert_eq!(r.usage.as_ref().unwrap().completion_tokens, Some(6));
+        // One body, one arrival: the first token is the whole response.
+        assert_eq!(r.ttft_ms, r.e2e_ms);
+    }
+}
+
+#[tokio::test]
+async fn later_turns_wait_for_the_previous_turn() {
+    let sim = sim(&["--profile", "illustrative"]).await;
+    // Generated Bailian-style session: three turns 1 ms apart in trace time, so each later
+    // turn is due before its predecessor can finish and must be held.
+    let mut reqs = requests(3, 64, 16);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.session = Some(42);
+        r.turn = i as u32;
+        r.timestamp_us = i as u64 * 1000;
+    }
+    let run = replay(reqs, target(&sim), |_| {}).await;
+    let mut recs = run.records.clone();
+    recs.sort_by_key(|r| r.turn);
+    for w in recs.windows(2) {
+        assert!(w[1].sent_at_ms >= w[0].ended_at_ms, "turn {} sent before turn {} ended", w[1].turn, w[0].turn);
+        assert!(w[1].hold_ms > 0.0, "the wait is recorded as hold");
+    }
+}
+
+#[tokio::test]
+async fn concurrency_ceiling_holds_requests_and_records_it() {
+    let sim = sim(&["--profile", "illustrative"]).await;
+    let reqs = requests(4, 64, 16); // all due at t=0
+    let run = replay(reqs, target(&sim), |c| c.concurrency = Some(1)).await;
+    let held = run.records.iter().filter(|r| r.hold_ms > 0.0).count();
+    assert_eq!(held, 3, "one goes at once, three wait for the single slot");
+    let mut recs = run.records.clone();
+    recs.sort_by(|a, b| a.sent_at_ms.total_cmp(&b.sent_at_ms));
+    for w in recs.windows(2) {
+        assert!(w[1].sent_at_ms >= w[0].ended_at_ms - 0.01);
+    }
+    let s = &run.outcome.summary.metrics;
+    assert!(s["schedule_hold"].max > 0.0);
+    assert!(s["dispatch_lag"].max < s["schedule_lag"].max);
+}
+
+#[tokio::test]
+async fn warmup_requests_are_marked_and_left_out() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let run = replay(requests(3, 40, 4), target(&sim), |c| c.warmup_requests = 2).await;
+    assert_eq!(run.records.iter().filter(|r| r.warmup).count(), 2);
+    assert_eq!(run.outcome.summary.requests, 3);
+    assert_eq!(run.outcome.summary.warmup_requests, 2);
+}
+
+#[tokio::test]
+async fn stopping_mid_run_keeps_what_was_measured() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut reqs = requests(20, 20, 4);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.timestamp_us = i as u64 * 100_000; // one every 100 ms
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let s2 = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        s2.cancel();
+    });
+    let run = replay_with_stop(reqs, target(&sim), |_| {}, stop).await;
+    assert!(run.outcome.interrupted);
+    assert!(run.outcome.unsent > 0);
+    assert_eq!(run.records.len() as u64 + run.outcome.unsent, 20);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["requests"].as_u64().unwrap(), run.records.len() as u64);
+}
+
+#[tokio::test]
+async fn goodput_counts_requests_meeting_every_slo() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    t.headers.push(header("x-sim-fault", "stall_first_ms=30"));
+    let run = replay(requests(3, 20, 4), t, |c| {
+        c.goodput = "time_to_first_token:10".parse().unwrap();
+    })
+    .await;
+    let g = run.outcome.summary.goodput.unwrap();
+    assert_eq!(g.good_requests, 0, "every TTFT is above 30 ms");
+    assert_eq!(g.misses_by_metric["time_to_first_token"], 3);
+}

@@ -1,0 +1,123 @@
+//! Shared helpers: a simulator on loopback, generated requests, and one-call replays.
+
+use canary_core::{RequestRecord, TraceRequest};
+use canary_replay::{Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunOutcome, Schedule, Target, Tokenizer, TokenizerSpec, Trace};
+use clap::Parser;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use tokio_util::sync::CancellationToken;
+
+pub use canary_sim::{SimHandle, TruthRecord};
+
+#[derive(Parser)]
+struct SimArgs {
+    #[command(flatten)]
+    sim: canary_sim::Args,
+}
+
+/// Starts the simulator on a free loopback port with the given `canaryd sim` flags.
+pub async fn sim(flags: &[&str]) -> SimHandle {
+    let mut argv = vec!["sim", "--port", "0"];
+    argv.extend_from_slice(flags);
+    let args = SimArgs::try_parse_from(argv).expect("valid sim flags").sim;
+    let config = canary_sim::Config::try_from(args).expect("valid sim config");
+    canary_sim::spawn(config).await.expect("simulator starts")
+}
+
+/// A chat target pointing at the simulator.
+pub fn target(sim: &SimHandle) -> Target {
+    Target::new(&sim.url(), Endpoint::Chat, "canary-sim").unwrap()
+}
+
+/// A request header.
+pub fn header(name: &'static str, value: &str) -> (http::HeaderName, http::HeaderValue) {
+    (http::HeaderName::from_static(name), http::HeaderValue::from_str(value).unwrap())
+}
+
+/// `n` generated requests, all due at t = 0, with unique prompts.
+pub fn requests(n: u32, input: u32, output: u32) -> Vec<TraceRequest> {
+    (0..n)
+        .map(|i| TraceRequest {
+            index: i,
+            line: i + 1,
+            timestamp_us: 0,
+            session: None,
+            turn: 0,
+            delay_us: None,
+            input_tokens: input,
+            output_tokens: output,
+            hash_ids: vec![],
+            block_size: 512,
+            prompt: None,
+            extra: None,
+        })
+        .collect()
+}
+
+/// A real trace from `shared/traces/`.
+pub fn load_shared(name: &str) -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name);
+    canary_replay::load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The built-in-tokenizer prompt builder, loaded once per test binary.
+pub fn prompts() -> Arc<PromptBuilder> {
+    static PROMPTS: OnceLock<Arc<PromptBuilder>> = OnceLock::new();
+    PROMPTS
+        .get_or_init(|| {
+            let tok = Tokenizer::load(&TokenizerSpec::BuiltinO200k).unwrap();
+            Arc::new(PromptBuilder::new(tok, 0).unwrap())
+        })
+        .clone()
+}
+
+/// What one test replay produced.
+pub struct Run {
+    pub outcome: RunOutcome,
+    pub records: Vec<RequestRecord>,
+    pub run_id: String,
+    pub dir: tempfile::TempDir,
+}
+
+/// Replays `reqs` at `target` with default settings adjusted by `tweak`.
+pub async fn replay(reqs: Vec<TraceRequest>, target: Target, tweak: impl FnOnce(&mut Config)) -> Run {
+    replay_with_stop(reqs, target, tweak, CancellationToken::new()).await
+}
+
+/// [`replay`] with a stop token.
+pub async fn replay_with_stop(
+    reqs: Vec<TraceRequest>,
+    target: Target,
+    tweak: impl FnOnce(&mut Config),
+    stop: CancellationToken,
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(target);
+    config.output_dir = Some(dir.path().to_path_buf());
+    config.grace_period = std::time::Duration::from_secs(5);
+    tweak(&mut config);
+    let run_id = config.run_id.clone();
+    let schedule = Schedule::new(reqs, config.speedup);
+    let outcome = canary_replay::run(config, schedule, prompts(), serde_json::json!({"test": true}), stop, Arc::new(Progress::default()))
+        .await
+        .expect("run completes");
+    let records = std::fs::read_to_string(dir.path().join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Run { outcome, records, run_id, dir }
+}
+
+/// Ground-truth records of one run, by request index.
+pub fn truth_by_request_id<'a>(truth: &'a [TruthRecord], run_id: &str) -> HashMap<u32, &'a TruthRecord> {
+    let prefix = format!("{run_id}-");
+    truth
+        .iter()
+        .filter_map(|t| {
+            let id = t.request_id.as_deref()?.strip_prefix(&prefix)?.parse().ok()?;
+            Some((id, t))
+        })
+        .collect()
+}
