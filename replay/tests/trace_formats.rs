@@ -822,3 +822,12 @@ fn analysis_of_a_small_trace() {
     assert_eq!(json["format"], "mooncake");
     assert_eq!(json["peak_1s"]["requests"], 3);
 }
+
+#[test]
+fn byte_order_mark_and_crlf() {
+    // Generated: a BurstGPT file saved by a Windows tool, with a BOM and CRLF line endings.
+    let text = "\u{feff}Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r\n5,ChatGPT,472,18,490,Conversation log\r\n";
+    assert_eq!(parse("bom.csv", text).requests[0].input_tokens, 472);
+    let text = "\u{feff}{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\r\n";
+    assert_eq!(parse("bom.jsonl", text).requests[0].timestamp_us, 1000);
+}

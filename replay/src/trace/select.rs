@@ -15,7 +15,8 @@ use std::time::Duration;
 use canary_core::TraceRequest;
 use serde::Serialize;
 
-use super::{reindex, Trace, TraceError};
+use super::read::reindex;
+use super::{Trace, TraceError};
 
 /// Which part of a trace to replay, and how to transform lengths.
 #[derive(Debug, Clone, Default, PartialEq)]
