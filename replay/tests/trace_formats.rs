@@ -1,10 +1,16 @@
 //! Integration tests of the trace layer (`canary_replay::trace`): the real trace files under
-//! `shared/traces/` (see its SOURCES.md), generated BurstGPT and Bailian rows, one test per
-//! error class, `skip_invalid`, selection maths and analysis numbers.
+//! `shared/traces/` (see its SOURCES.md), generated BurstGPT, Bailian and Mooncake rows, one
+//! test per error class, `skip_invalid`, selection maths and analysis numbers.
+//!
+//! Rows written inline in this file are GENERATED for the tests, following each format's
+//! documentation; they are not taken from a published trace.
 
 use std::path::Path;
+use std::time::Duration;
 
-use canary_replay::trace::{self, LoadOptions, Trace};
+use canary_replay::trace::{
+    self, FailedPolicy, LoadOptions, Selection, Trace, TraceError, TraceErrorKind, TraceFormat,
+};
 
 macro_rules! trace_file {
     ($name:literal) => {
@@ -13,13 +19,815 @@ macro_rules! trace_file {
 }
 
 fn load(path: &str) -> Trace {
-    trace::load(Path::new(path), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e:#?}"))
+    trace::load(Path::new(path), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
+
+fn parse_with(name: &str, text: &str, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    trace::parse(text.as_bytes(), Path::new(name), opts)
+}
+
+fn parse(name: &str, text: &str) -> Trace {
+    parse_with(name, text, &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Parses text that must fail; checks the error's kind and that its message contains each of
+/// `parts` (file:line and the field).
+fn parse_err(name: &str, text: &str, kind: TraceErrorKind, parts: &[&str]) -> TraceError {
+    let err = match parse_with(name, text, &LoadOptions::default()) {
+        Ok(t) => panic!(
+            "expected a {kind:?} error, got {} requests",
+            t.requests.len()
+        ),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert_eq!(err.kind(), kind, "{msg}");
+    for p in parts {
+        assert!(msg.contains(p), "{msg:?} should contain {p:?}");
+    }
+    err
+}
+
+fn block_rule_holds(t: &Trace) {
+    for r in &t.requests {
+        let n = r.hash_ids.len() as u32;
+        if n > 0 {
+            assert!((n - 1) * r.block_size < r.input_tokens, "line {}", r.line);
+            assert!(r.input_tokens <= n * r.block_size, "line {}", r.line);
+        }
+    }
+}
+
+fn indices_contiguous_and_sorted(t: &Trace) {
+    for (i, r) in t.requests.iter().enumerate() {
+        assert_eq!(r.index as usize, i);
+    }
+    assert!(t
+        .requests
+        .windows(2)
+        .all(|w| w[0].timestamp_us <= w[1].timestamp_us));
+}
+
+// === Real files ===
 
 #[test]
 fn mooncake_conversation_first2000() {
     let t = load(trace_file!("mooncake_conversation_first2000.jsonl"));
+    assert_eq!(t.format, TraceFormat::Mooncake);
     assert_eq!(t.requests.len(), 2000);
+    assert_eq!(t.report.rows, 2000);
+    block_rule_holds(&t);
+    indices_contiguous_and_sorted(&t);
+    let first = &t.requests[0];
+    assert_eq!(
+        (first.timestamp_us, first.input_tokens, first.output_tokens),
+        (0, 6758, 500)
+    );
+    assert_eq!(first.hash_ids, (0..14).collect::<Vec<u64>>());
+    assert_eq!(
+        (first.block_size, first.session, first.turn, first.line),
+        (512, None, 0, 1)
+    );
+    let last = t.requests.last().unwrap();
+    assert_eq!(
+        (last.timestamp_us, last.input_tokens, last.line),
+        (669_000_000, 1504, 2000)
+    );
+
     let a = trace::analyze(&t);
-    println!("{a}");
+    assert_eq!(a.requests, 2000);
+    assert_eq!(a.duration_s, 669.0);
+    // The largest burst in these 2000 lines: 19 requests on t = 570 s (SOURCES.md's "up to 28"
+    // is over the whole 12,031-line trace).
+    assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (19, 570.0));
+    assert_eq!(a.peak_1s.requests, 19);
+    assert_eq!((a.input_tokens.min, a.input_tokens.max), (891, 123_192));
+    assert_eq!((a.output_tokens.min, a.output_tokens.max), (1, 2000));
+    let p = a.prefix_reuse.expect("hash ids");
+    assert_eq!(
+        (p.blocks, p.distinct_blocks, p.reused_blocks),
+        (54_559, 38_788, 15_771)
+    );
+    assert!(
+        (p.block_hit_rate - 0.28906).abs() < 1e-4,
+        "{}",
+        p.block_hit_rate
+    );
+    assert!(
+        (p.token_hit_rate - 0.29411).abs() < 1e-4,
+        "{}",
+        p.token_hit_rate
+    );
+    assert_eq!(a.sessions.sessions, 0);
+}
+
+#[test]
+fn mooncake_synthetic() {
+    let t = load(trace_file!("mooncake_synthetic.jsonl"));
+    assert_eq!(t.requests.len(), 3993);
+    block_rule_holds(&t);
+    indices_contiguous_and_sorted(&t);
+    assert_eq!(t.requests.last().unwrap().timestamp_us, 1_022_025_000);
+    let a = trace::analyze(&t);
+    assert_eq!(a.input_tokens.min, 13);
+    assert_eq!(a.peak_burst.requests, 2);
+}
+
+#[test]
+fn mooncake_arxiv_first20() {
+    let t = load(trace_file!("mooncake_arxiv_first20.jsonl"));
+    assert_eq!(t.requests.len(), 20);
+    block_rule_holds(&t);
+    let r = &t.requests[0];
+    assert_eq!(
+        (r.input_tokens, r.output_tokens, r.hash_ids.len()),
+        (6755, 500, 14)
+    );
+    let r = &t.requests[19];
+    assert_eq!(
+        (r.timestamp_us, r.input_tokens, r.hash_ids.clone()),
+        (3_052_000, 2007, vec![0, 446, 447, 448])
+    );
+    let a = trace::analyze(&t);
+    assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (15, 0.0));
+}
+
+#[test]
+fn bailian_documented_row() {
+    let t = load(trace_file!("bailian_documented_row.jsonl"));
+    assert_eq!(t.format, TraceFormat::Bailian);
+    assert_eq!(t.requests.len(), 1);
+    let r = &t.requests[0];
+    assert_eq!((r.timestamp_us, r.session, r.turn), (0, Some(0), 0));
+    assert_eq!(
+        (r.input_tokens, r.output_tokens, r.block_size),
+        (502, 1494, 16)
+    );
+    assert_eq!(r.hash_ids, (0..32).collect::<Vec<u64>>());
+    assert_eq!(t.report.categories.get("thinking"), Some(&1));
+}
+
+#[test]
+fn burstgpt_readme_rows() {
+    let t = load(trace_file!("burstgpt_readme_rows.csv"));
+    assert_eq!(t.format, TraceFormat::BurstGpt);
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.timestamp_us, r.input_tokens, r.output_tokens))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, 5_000_000, 472, 18),
+            (3, 45_000_000, 1087, 230),
+            (4, 118_000_000, 417, 276)
+        ]
+    );
+    assert!(t
+        .requests
+        .iter()
+        .all(|r| r.hash_ids.is_empty() && r.block_size == 512 && r.session.is_none()));
+    assert_eq!(t.report.categories.get("ChatGPT"), Some(&2));
+    assert_eq!(t.report.categories.get("GPT-4"), Some(&1));
+}
+
+// === Generated rows ===
+
+#[test]
+fn mooncake_sessions_delay_and_prompts() {
+    // Generated, in the aiperf superset of the Mooncake format.
+    let text = r#"{"session_id": "conv-a", "timestamp": 1000, "input_length": 10, "output_length": 2, "text_input": "hi"}
+{"session_id": 7, "timestamp": 500.5, "input_length": 10, "output_length": 2, "messages": [{"role": "user", "content": "x"}]}
+{"session_id": "conv-a", "delay": 250.5, "input_length": 20, "output_length": 3, "extra": {"temperature": 0}}
+{"session_id": "7", "timestamp": 3000, "input_length": 30, "output_length": 4}
+
+{"timestamp": 2000, "input_length": 5, "output_length": 1, "unknown_field": [1, 2]}
+"#;
+    let t = parse("gen.jsonl", text);
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.timestamp_us, r.session, r.turn, r.delay_us))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, 500_500, Some(1), 0, None),
+            (1, 1_000_000, Some(0), 0, None),
+            // No timestamp: the previous turn's, with the delay kept for the scheduler.
+            (3, 1_000_000, Some(0), 1, Some(250_500)),
+            (6, 2_000_000, None, 0, None),
+            (4, 3_000_000, Some(1), 1, None),
+        ]
+    );
+    use canary_core::TracePrompt;
+    assert_eq!(
+        t.requests[1].prompt.as_deref(),
+        Some(&TracePrompt::Text("hi".into()))
+    );
+    assert!(matches!(
+        t.requests[0].prompt.as_deref(),
+        Some(TracePrompt::Messages(_))
+    ));
+    assert_eq!(
+        t.requests[2].extra.as_deref(),
+        Some(&serde_json::json!({"temperature": 0}))
+    );
+    let a = trace::analyze(&t);
+    assert_eq!(
+        (
+            a.sessions.sessions,
+            a.sessions.max_turns,
+            a.sessions.mean_turns
+        ),
+        (2, 2, 2.0)
+    );
+}
+
+#[test]
+fn bailian_chains() {
+    // Generated rows following the documented Bailian format; chat 12 appears before its parent.
+    let text = r#"{"chat_id": 10, "parent_chat_id": -1, "timestamp": 1.5, "input_length": 20, "output_length": 5, "type": "text", "turn": 1, "hash_ids": [100, 101]}
+{"chat_id": 12, "parent_chat_id": 11, "timestamp": 9.0, "input_length": 70, "output_length": 5, "type": "text", "turn": 3, "hash_ids": [100, 101, 102, 103, 104]}
+{"chat_id": 11, "parent_chat_id": 10, "timestamp": 4.25, "input_length": 40, "output_length": 5, "type": "text", "turn": 2, "hash_ids": [100, 101, 102]}
+{"chat_id": 20, "parent_chat_id": -1, "timestamp": 2.0, "input_length": 16, "output_length": 9, "type": "search", "turn": 1, "hash_ids": [200]}
+"#;
+    let t = parse("gen_bailian.jsonl", text);
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.timestamp_us, r.session, r.turn))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 1_500_000, Some(10), 0),
+            (4, 2_000_000, Some(20), 0),
+            (3, 4_250_000, Some(10), 1),
+            (2, 9_000_000, Some(10), 2)
+        ]
+    );
+    assert_eq!(t.report.categories.get("text"), Some(&3));
+    let p = trace::analyze(&t).prefix_reuse.unwrap();
+    // 11 blocks; 100 and 101 reused twice, 102 once.
+    assert_eq!((p.blocks, p.reused_blocks, p.distinct_blocks), (11, 5, 6));
+
+    // A `turn` field that contradicts the chain.
+    let bad = text.replace(r#""turn": 3"#, r#""turn": 5"#);
+    parse_err(
+        "gen_bailian.jsonl",
+        &bad,
+        TraceErrorKind::InvalidValue,
+        &["gen_bailian.jsonl:2:", "field \"turn\""],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("gen_bailian.jsonl", &bad, &opts).unwrap();
+    assert_eq!((t.report.turn_mismatches, t.requests[3].turn), (1, 2));
+}
+
+const BURSTGPT_HEADER: &str =
+    "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
+
+#[test]
+fn burstgpt_failed_rows() {
+    // Generated rows in the BurstGPT format; two failed (0 response tokens), unsorted.
+    let text = format!(
+        "{BURSTGPT_HEADER}10,ChatGPT,100,0,100,Conversation log\n3,GPT-4,200,50,250,API log\n\
+         20,ChatGPT,300,0,300,API log\n25.5,ChatGPT,400,60,460,Conversation log\n"
+    );
+    let t = parse("gen.csv", &text);
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.timestamp_us, r.output_tokens))
+        .collect();
+    assert_eq!(got, [(3, 3_000_000, 50), (5, 25_500_000, 60)]);
+    assert_eq!(
+        (t.report.rows, t.report.failed_skipped, t.report.failed_kept),
+        (4, 2, 0)
+    );
+
+    let opts = LoadOptions {
+        burstgpt_failed: FailedPolicy::Send,
+        ..Default::default()
+    };
+    let t = parse_with("gen.csv", &text, &opts).unwrap();
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.index, r.line, r.output_tokens))
+        .collect();
+    assert_eq!(got, [(0, 3, 50), (1, 2, 0), (2, 4, 0), (3, 5, 60)]);
+    assert_eq!((t.report.failed_skipped, t.report.failed_kept), (0, 2));
+
+    // Every row failed: nothing to replay.
+    let all_failed = format!("{BURSTGPT_HEADER}10,ChatGPT,100,0,100,Conversation log\n");
+    let err = parse_with("gen.csv", &all_failed, &LoadOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::Empty);
+}
+
+#[test]
+fn burstgpt_sessions() {
+    // Generated rows in the newer BurstGPT layout, with `Session ID` and `Elapsed time`.
+    let text = "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                7,s1,1.5,ChatGPT,30,3,33,Conversation log\n\
+                2,s1,0.5,ChatGPT,10,1,11,Conversation log\n\
+                4,s2,0.7,GPT-4,20,2,22,Conversation log\n\
+                5,,0.7,GPT-4,20,2,22,API log\n";
+    let t = parse("gen_sessions.csv", text);
+    let got: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.timestamp_us / 1_000_000, r.session, r.turn))
+        .collect();
+    // Turns follow timestamp order within a session; keys in order of first appearance.
+    assert_eq!(
+        got,
+        [
+            (2, Some(0), 0),
+            (4, Some(1), 0),
+            (5, None, 0),
+            (7, Some(0), 1)
+        ]
+    );
+}
+
+// === Errors: one per class ===
+
+#[test]
+fn error_bad_json() {
+    let text = "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n\n{\"timestamp\": 0, \"input_length\": 5\n";
+    let err = parse_err(
+        "bad.jsonl",
+        text,
+        TraceErrorKind::Json,
+        &["bad.jsonl:3: malformed JSON"],
+    );
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+#[test]
+fn error_missing_field() {
+    parse_err(
+        "m.jsonl",
+        r#"{"timestamp": 0, "output_length": 5}"#,
+        TraceErrorKind::MissingField,
+        &[r#"m.jsonl:1: missing required field "input_length""#],
+    );
+    // A first turn (or a row without session) needs a timestamp even with a delay.
+    parse_err(
+        "m.jsonl",
+        r#"{"session_id": "a", "delay": 5, "input_length": 5, "output_length": 5}"#,
+        TraceErrorKind::MissingField,
+        &[r#"m.jsonl:1: missing required field "timestamp""#],
+    );
+}
+
+#[test]
+fn error_wrong_type() {
+    parse_err(
+        "w.jsonl",
+        r#"{"timestamp": 0, "input_length": "abc", "output_length": 5}"#,
+        TraceErrorKind::WrongType,
+        &[r#"w.jsonl:1: field "input_length": expected a positive integer, found string "abc""#],
+    );
+    parse_err(
+        "w.jsonl",
+        r#"{"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": [0, "x"]}"#,
+        TraceErrorKind::WrongType,
+        &["w.jsonl:1:", r#"field "hash_ids""#, "element 1"],
+    );
+}
+
+#[test]
+fn error_invalid_lengths() {
+    parse_err(
+        "mooncake_x.jsonl",
+        r#"{"timestamp": 0, "input_length": -3, "output_length": 5}"#,
+        TraceErrorKind::InvalidValue,
+        &[r#"mooncake_x.jsonl:1: field "input_length": expected a positive integer, found -3"#],
+    );
+    parse_err(
+        "mooncake_x.jsonl",
+        r#"{"timestamp": 0, "input_length": 3, "output_length": 0}"#,
+        TraceErrorKind::InvalidValue,
+        &[r#"mooncake_x.jsonl:1: field "output_length": expected a positive integer, found 0"#],
+    );
+}
+
+#[test]
+fn error_block_rule() {
+    let text = "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
+                {\"timestamp\": 0, \"input_length\": 1025, \"output_length\": 5, \"hash_ids\": [1, 2]}\n";
+    parse_err(
+        "b.jsonl",
+        text,
+        TraceErrorKind::BlockRule,
+        &["b.jsonl:2: field \"hash_ids\": block rule violated: 2 blocks of 512 tokens need 512 < input_length <= 1024, found input_length 1025"],
+    );
+    // A full last block is fine, an empty one is not.
+    parse_err(
+        "b.jsonl",
+        r#"{"timestamp": 0, "input_length": 512, "output_length": 5, "hash_ids": [1, 2]}"#,
+        TraceErrorKind::BlockRule,
+        &["b.jsonl:1:"],
+    );
+}
+
+#[test]
+fn error_negative_timestamp() {
+    parse_err(
+        "t.jsonl",
+        r#"{"timestamp": -5, "input_length": 3, "output_length": 5}"#,
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"t.jsonl:1: field "timestamp": expected a non-negative number of milliseconds, found -5"#,
+        ],
+    );
+    let text = format!("{BURSTGPT_HEADER}-1.5,ChatGPT,472,18,490,Conversation log\n");
+    parse_err(
+        "t.csv",
+        &text,
+        TraceErrorKind::InvalidValue,
+        &[r#"t.csv:2: field "Timestamp""#, "found -1.5"],
+    );
+}
+
+#[test]
+fn error_unknown_format() {
+    parse_err(
+        "u.txt",
+        "\nhello,world\n",
+        TraceErrorKind::UnknownFormat,
+        &["u.txt:2: unknown trace format", "hello,world"],
+    );
+    parse_err(
+        "u.jsonl",
+        r#"{"foo": 1}"#,
+        TraceErrorKind::UnknownFormat,
+        &["u.jsonl:1:"],
+    );
+}
+
+#[test]
+fn error_empty_file() {
+    parse_err(
+        "e.jsonl",
+        "",
+        TraceErrorKind::Empty,
+        &["e.jsonl: empty trace"],
+    );
+    parse_err(
+        "e.jsonl",
+        "\n  \n\n",
+        TraceErrorKind::Empty,
+        &["e.jsonl: empty trace"],
+    );
+    parse_err(
+        "e.csv",
+        BURSTGPT_HEADER,
+        TraceErrorKind::Empty,
+        &["e.csv: empty trace"],
+    );
+}
+
+#[test]
+fn error_unreadable_file() {
+    let err = trace::load(
+        Path::new("/nonexistent/trace.jsonl"),
+        &LoadOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::Io);
+    assert!(
+        err.to_string().contains("/nonexistent/trace.jsonl"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_orphan_parent() {
+    let text = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.0, "input_length": 16, "output_length": 5, "type": "text", "turn": 1, "hash_ids": [1]}
+{"chat_id": 5, "parent_chat_id": 4, "timestamp": 1.0, "input_length": 16, "output_length": 5, "type": "text", "turn": 2, "hash_ids": [2]}
+"#;
+    parse_err(
+        "o.jsonl",
+        text,
+        TraceErrorKind::OrphanParent,
+        &[r#"o.jsonl:2: field "parent_chat_id": parent chat 4 of chat 5 never appears"#],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("o.jsonl", text, &opts).unwrap();
+    assert_eq!(t.report.orphans_rerooted, 1);
+    assert_eq!((t.requests[1].session, t.requests[1].turn), (Some(5), 0));
+    assert_eq!(t.report.warnings.len(), 1);
+}
+
+#[test]
+fn error_burstgpt_bad_header() {
+    let text = "Timestamp,Model,Request tokens,Total tokens\n5,ChatGPT,472,490\n";
+    parse_err(
+        "h.csv",
+        text,
+        TraceErrorKind::BadHeader,
+        &["h.csv:1: bad BurstGPT header", "Response tokens"],
+    );
+    // Forcing BurstGPT on a JSONL file.
+    let opts = LoadOptions {
+        format: Some(TraceFormat::BurstGpt),
+        ..Default::default()
+    };
+    let err = parse_with("h.jsonl", r#"{"timestamp": 0}"#, &opts).unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::BadHeader);
+}
+
+#[test]
+fn error_burstgpt_bad_number() {
+    let text = format!("{BURSTGPT_HEADER}5,ChatGPT,472,18,490,Conversation log\n6,ChatGPT,abc,18,490,Conversation log\n");
+    parse_err(
+        "n.csv",
+        &text,
+        TraceErrorKind::WrongType,
+        &[r#"n.csv:3: field "Request tokens": expected a positive integer, found string "abc""#],
+    );
+    let text = format!("{BURSTGPT_HEADER}5,ChatGPT,472\n");
+    parse_err(
+        "n.csv",
+        &text,
+        TraceErrorKind::Csv,
+        &["n.csv:2: malformed CSV"],
+    );
+}
+
+#[test]
+fn skip_invalid_counts_and_caps_warnings() {
+    let mut text = String::from("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n");
+    for i in 0..25 {
+        text.push_str(if i % 2 == 0 {
+            "{\"timestamp\": 1, \"input_length\": 0, \"output_length\": 1}\n"
+        } else {
+            "not json\n"
+        });
+    }
+    text.push_str("{\"timestamp\": 2, \"input_length\": 5, \"output_length\": 1}\n");
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("s.jsonl", &text, &opts).unwrap();
+    assert_eq!(t.requests.len(), 2);
+    assert_eq!(
+        (t.report.rows, t.report.requests, t.report.invalid_skipped),
+        (27, 2, 25)
+    );
+    assert_eq!(
+        t.report.invalid_by_kind.get(&TraceErrorKind::InvalidValue),
+        Some(&13)
+    );
+    assert_eq!(
+        t.report.invalid_by_kind.get(&TraceErrorKind::Json),
+        Some(&12)
+    );
+    assert_eq!(
+        (t.report.warnings.len(), t.report.warnings_omitted),
+        (20, 5)
+    );
+    assert!(
+        t.report.warnings[0].contains("s.jsonl:2:"),
+        "{}",
+        t.report.warnings[0]
+    );
+    assert_eq!(t.requests[1].line, 27);
+}
+
+#[test]
+fn format_names_and_override() {
+    for f in [
+        TraceFormat::Mooncake,
+        TraceFormat::Bailian,
+        TraceFormat::BurstGpt,
+    ] {
+        assert_eq!(f.to_string().parse::<TraceFormat>().unwrap(), f);
+    }
+    assert!("parquet".parse::<TraceFormat>().is_err());
+    assert_eq!("send".parse::<FailedPolicy>().unwrap(), FailedPolicy::Send);
+    // A Bailian row read as Mooncake: its lengths are fine, `hash_ids` then breaks the 512 rule.
+    let opts = LoadOptions {
+        format: Some(TraceFormat::Mooncake),
+        ..Default::default()
+    };
+    let err = trace::load(
+        Path::new(trace_file!("bailian_documented_row.jsonl")),
+        &opts,
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::BlockRule);
+}
+
+// === Selection ===
+
+/// Generated Mooncake rows with two sessions, for the selection tests.
+const SESSIONS: &str = r#"{"timestamp": 0, "session_id": "a", "input_length": 600, "output_length": 100, "hash_ids": [1, 2]}
+{"timestamp": 1000, "input_length": 1, "output_length": 1}
+{"timestamp": 2000, "session_id": "a", "input_length": 1100, "output_length": 50, "hash_ids": [1, 2, 3]}
+{"timestamp": 3000, "session_id": "b", "input_length": 513, "output_length": 1, "hash_ids": [4, 5]}
+{"timestamp": 4000, "session_id": "b", "input_length": 20, "output_length": 7}
+{"timestamp": 5000, "input_length": 1, "output_length": 1}
+"#;
+
+#[test]
+fn select_window_orphans_and_limit() {
+    let t = parse("sel.jsonl", SESSIONS);
+    let window = Selection {
+        start_offset: Some(Duration::from_secs(1)),
+        end_offset: Some(Duration::from_millis(4500)),
+        ..Default::default()
+    };
+    let (w, rep) = t.clone().select(&window).unwrap();
+    let lines: Vec<_> = w.requests.iter().map(|r| (r.index, r.line)).collect();
+    assert_eq!(lines, [(0, 2), (1, 4), (2, 5)]);
+    assert_eq!((rep.requests_in, rep.requests_out), (6, 3));
+    assert_eq!(
+        (
+            rep.dropped_outside_window,
+            rep.dropped_orphan_turns,
+            rep.dropped_over_limit
+        ),
+        (2, 1, 0)
+    );
+
+    let limited = Selection {
+        max_requests: Some(2),
+        ..window
+    };
+    let (w, rep) = t.clone().select(&limited).unwrap();
+    assert_eq!(
+        w.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [2, 4]
+    );
+    assert_eq!(rep.dropped_over_limit, 1);
+
+    let empty = Selection {
+        start_offset: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    assert_eq!(
+        t.select(&empty).unwrap_err().kind(),
+        TraceErrorKind::EmptySelection
+    );
+}
+
+#[test]
+fn select_scale_keeps_block_structure() {
+    let t = parse("sel.jsonl", SESSIONS);
+    let (s, _) = t
+        .clone()
+        .select(&Selection {
+            scale_lengths: Some(0.3),
+            ..Default::default()
+        })
+        .unwrap();
+    // bs' = round(512 * 0.3) = 154.
+    let got: Vec<_> = s
+        .requests
+        .iter()
+        .map(|r| {
+            (
+                r.input_tokens,
+                r.output_tokens,
+                r.block_size,
+                r.hash_ids.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (180, 30, 154, 2),
+            (1, 1, 154, 0),
+            (330, 15, 154, 3),
+            // round(513 * 0.3) = 154 would leave the second block empty: clamped to 155.
+            (155, 1, 154, 2),
+            (6, 2, 154, 0),
+            (1, 1, 154, 0),
+        ]
+    );
+    block_rule_holds(&s);
+
+    let (s, _) = t
+        .clone()
+        .select(&Selection {
+            scale_lengths: Some(2.0),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        (
+            s.requests[0].input_tokens,
+            s.requests[0].block_size,
+            s.requests[0].output_tokens
+        ),
+        (1200, 1024, 200)
+    );
+    block_rule_holds(&s);
+
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let err = t
+            .clone()
+            .select(&Selection {
+                scale_lengths: Some(bad),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), TraceErrorKind::InvalidSelection, "{bad}");
+        assert!(err.to_string().contains("scale_lengths"), "{err}");
+    }
+}
+
+#[test]
+fn select_caps() {
+    let t = parse("sel.jsonl", SESSIONS);
+    let sel = Selection {
+        max_input_tokens: Some(700),
+        max_output_tokens: Some(60),
+        ..Default::default()
+    };
+    let (s, rep) = t.select(&sel).unwrap();
+    let r = &s.requests[2];
+    assert_eq!((r.input_tokens, r.hash_ids.clone()), (700, vec![1, 2]));
+    assert_eq!(s.requests[0].output_tokens, 60);
+    assert_eq!((rep.input_capped, rep.output_capped), (1, 1));
+    block_rule_holds(&s);
+}
+
+#[test]
+fn select_real_window() {
+    let t = load(trace_file!("mooncake_conversation_first2000.jsonl"));
+    let sel = Selection {
+        start_offset: Some(Duration::from_secs(100)),
+        end_offset: Some(Duration::from_secs(200)),
+        max_input_tokens: Some(32_768),
+        ..Default::default()
+    };
+    let (s, rep) = t.select(&sel).unwrap();
+    assert_eq!(s.requests.len(), 308);
+    assert_eq!(rep.dropped_outside_window, 2000 - 308);
+    indices_contiguous_and_sorted(&s);
+    block_rule_holds(&s);
+    assert!(s
+        .requests
+        .iter()
+        .all(|r| r.input_tokens <= 32_768 && r.hash_ids.len() <= 64));
+}
+
+// === Analysis ===
+
+#[test]
+fn analysis_of_a_small_trace() {
+    // Generated Mooncake rows with known statistics.
+    let text = r#"{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}
+{"timestamp": 0, "input_length": 600, "output_length": 20, "hash_ids": [1, 3]}
+{"timestamp": 500, "input_length": 512, "output_length": 30, "hash_ids": [1]}
+{"timestamp": 2000, "input_length": 100, "output_length": 40, "hash_ids": [4]}
+"#;
+    let a = trace::analyze(&parse("small.jsonl", text));
+    assert_eq!(
+        (a.requests, a.duration_s, a.mean_rate_rps),
+        (4, 2.0, Some(2.0))
+    );
+    assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (2, 0.0));
+    assert_eq!((a.peak_1s.requests, a.peak_1s.at_s), (3, 0.0));
+    let i = a.input_tokens;
+    assert_eq!(
+        (i.min, i.p50, i.p90, i.p99, i.max, i.total),
+        (100, 512, 1000, 1000, 1000, 2212)
+    );
+    assert_eq!(i.mean, 553.0);
+    let o = a.output_tokens;
+    assert_eq!((o.min, o.p50, o.p90, o.max, o.mean), (10, 20, 40, 40, 25.0));
+    let p = a.prefix_reuse.unwrap();
+    assert_eq!((p.blocks, p.reused_blocks, p.distinct_blocks), (6, 2, 4));
+    assert_eq!((p.tokens, p.reused_tokens), (2212, 1024));
+    assert!((p.block_hit_rate - 2.0 / 6.0).abs() < 1e-12);
+    let text = a.to_string();
+    assert!(text.contains("2 requests on one timestamp"), "{text}");
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["format"], "mooncake");
+    assert_eq!(json["peak_1s"]["requests"], 3);
+}
+
+#[test]
+fn byte_order_mark_and_crlf() {
+    // Generated: a BurstGPT file saved by a Windows tool, with a BOM and CRLF line endings.
+    let text = "\u{feff}Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r\n5,ChatGPT,472,18,490,Conversation log\r\n";
+    assert_eq!(parse("bom.csv", text).requests[0].input_tokens, 472);
+    let text = "\u{feff}{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\r\n";
+    assert_eq!(parse("bom.jsonl", text).requests[0].timestamp_us, 1000);
 }

@@ -18,7 +18,8 @@ use canary_core::TraceRequest;
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
-use super::{line_u32, Lines, Rows, TraceError, TraceFormat};
+use super::read::{line_u32, Lines, Rows};
+use super::{TraceError, TraceFormat};
 
 #[derive(Deserialize)]
 struct RawRow<'a> {

@@ -15,7 +15,8 @@ use std::io::{BufRead, Cursor, Read};
 use canary_core::TraceRequest;
 
 use super::field::{Row, Scalar};
-use super::{line_u32, FailedPolicy, Lines, Rows, TraceError, TraceFormat};
+use super::read::{line_u32, Lines, Rows};
+use super::{FailedPolicy, TraceError, TraceFormat};
 
 const TIMESTAMP: &str = "Timestamp";
 const MODEL: &str = "Model";

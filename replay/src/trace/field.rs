@@ -284,3 +284,84 @@ impl Row<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> Row<'static> {
+        Row {
+            path: Path::new("f.jsonl"),
+            line: 3,
+        }
+    }
+
+    #[test]
+    fn counts() {
+        let r = row();
+        assert_eq!(r.count("n", &Scalar::Uint(7), false).unwrap(), 7);
+        assert_eq!(r.count("n", &Scalar::Float(12.0), false).unwrap(), 12);
+        assert_eq!(r.count("n", &Scalar::Uint(0), true).unwrap(), 0);
+        let msg = |v: Scalar<'_>| r.count("n", &v, false).unwrap_err().to_string();
+        assert_eq!(
+            msg(Scalar::Uint(0)),
+            r#"f.jsonl:3: field "n": expected a positive integer, found 0"#
+        );
+        assert_eq!(
+            msg(Scalar::Float(2.5)),
+            r#"f.jsonl:3: field "n": expected a positive integer, found 2.5"#
+        );
+        assert_eq!(
+            msg(Scalar::Bool(true)),
+            r#"f.jsonl:3: field "n": expected a positive integer, found true"#
+        );
+        assert!(msg(Scalar::Uint(1 << 32)).contains("below 2^32"));
+    }
+
+    #[test]
+    fn times() {
+        let r = row();
+        assert_eq!(
+            r.time_us("t", &Scalar::Uint(3), "ms", 1_000).unwrap(),
+            3_000
+        );
+        assert_eq!(
+            r.time_us("t", &Scalar::Float(1.2345678), "s", 1_000_000)
+                .unwrap(),
+            1_234_568
+        );
+        for bad in [
+            Scalar::Int(-1),
+            Scalar::Float(-0.5),
+            Scalar::Float(f64::NAN),
+            Scalar::Uint(u64::MAX),
+        ] {
+            let e = r.time_us("t", &bad, "ms", 1_000).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                super::super::TraceErrorKind::InvalidValue,
+                "{bad:?}"
+            );
+        }
+        let e = r
+            .time_us("t", &Scalar::Str("x".into()), "ms", 1_000)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"f.jsonl:3: field "t": expected a number, found string "x""#
+        );
+    }
+
+    #[test]
+    fn hash_ids_describe_what_they_found() {
+        let ids: HashIds = serde_json::from_str("[1, 2, 3]").unwrap();
+        assert!(matches!(ids, HashIds::Ids(v) if v == [1, 2, 3]));
+        let bad: HashIds = serde_json::from_str(r#"[1, -2, "x"]"#).unwrap();
+        assert!(
+            matches!(bad, HashIds::Bad(ref s) if s == "element 1 = -2"),
+            "{bad:?}"
+        );
+        let bad: HashIds = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert!(matches!(bad, HashIds::Bad(ref s) if s == "an object"));
+    }
+}

@@ -19,7 +19,8 @@ use canary_core::{TracePrompt, TraceRequest};
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
-use super::{line_u32, Lines, Rows, TraceError, TraceFormat};
+use super::read::{line_u32, Lines, Rows};
+use super::{TraceError, TraceFormat};
 
 /// One Mooncake line as written, every field lenient (see [`super::field`]).
 #[derive(Deserialize)]

@@ -15,7 +15,8 @@ use std::time::Duration;
 use canary_core::TraceRequest;
 use serde::Serialize;
 
-use super::{reindex, Trace, TraceError};
+use super::read::reindex;
+use super::{Trace, TraceError};
 
 /// Which part of a trace to replay, and how to transform lengths.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -182,5 +183,57 @@ fn scale(r: &mut TraceRequest, f: f64) {
     // A failed BurstGPT row kept with 0 output tokens stays at 0.
     if r.output_tokens > 0 {
         r.output_tokens = scaled(r.output_tokens, f).max(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(input: u32, blocks: usize, block_size: u32) -> TraceRequest {
+        TraceRequest {
+            index: 0,
+            line: 1,
+            timestamp_us: 0,
+            session: None,
+            turn: 0,
+            delay_us: None,
+            input_tokens: input,
+            output_tokens: 1,
+            hash_ids: (0..blocks as u64).collect(),
+            block_size,
+            prompt: None,
+            extra: None,
+        }
+    }
+
+    #[test]
+    fn scaling_keeps_the_block_rule_everywhere() {
+        for bs in [16, 512] {
+            for n in 1..6usize {
+                let lo = (n as u32 - 1) * bs + 1;
+                for input in [lo, lo + 1, (lo + n as u32 * bs) / 2, n as u32 * bs] {
+                    for f in [0.001, 0.01, 0.3, 0.5, 0.77, 1.0, 1.5, 3.0, 10.0] {
+                        let mut r = request(input, n, bs);
+                        scale(&mut r, f);
+                        let (b, k) = (r.block_size as u64, n as u64);
+                        assert!(b >= 1 && r.hash_ids.len() == n, "bs {bs} n {n} f {f}");
+                        let i = r.input_tokens as u64;
+                        assert!(
+                            (k - 1) * b < i && i <= k * b,
+                            "bs {bs} n {n} input {input} f {f}: {i}"
+                        );
+                        assert!(r.output_tokens >= 1);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scaling_saturates() {
+        let mut r = request(u32::MAX, 0, 512);
+        scale(&mut r, 1e9);
+        assert_eq!(r.input_tokens, u32::MAX);
     }
 }
