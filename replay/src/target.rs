@@ -230,7 +230,10 @@ impl Target {
                 body.insert("prompt".into(), json!(text.join("\n")));
             }
         }
-        match self.max_tokens_field {
+        // A zero length (BurstGPT failures replayed with `--burstgpt-failed send`) cannot be
+        // asked for: leave the length to the server.
+        let field = if output_tokens == 0 { MaxTokensField::None } else { self.max_tokens_field };
+        match field {
             MaxTokensField::Both => {
                 body.insert("max_tokens".into(), json!(output_tokens));
                 body.insert("max_completion_tokens".into(), json!(output_tokens));
