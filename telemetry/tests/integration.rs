@@ -4,5 +4,7 @@
 #[macro_use]
 mod macros;
 
+mod engines;
 mod fixtures;
 mod fuzz;
+mod scraper;
