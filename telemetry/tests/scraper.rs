@@ -75,7 +75,7 @@ fn fast(url: String) -> ServerMetricsConfig {
 
 #[tokio::test]
 async fn ring_fills_from_a_real_server_and_stays_bounded() {
-    let base = serve(|n| crate::engines::vllm_v1_page(n)).await;
+    let base = serve(crate::engines::vllm_v1_page).await;
     let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
     let handle = scraper.handle();
     assert_eq!(handle.state(), SourceState::Pending);
