@@ -4,6 +4,7 @@
 #[macro_use]
 mod macros;
 
+mod dcgm;
 mod engines;
 mod fixtures;
 mod fuzz;
