@@ -5,6 +5,7 @@ mod dcgm;
 mod engine;
 mod gpu;
 mod http;
+mod nvml;
 pub mod prometheus;
 mod ring;
 mod scrape;
@@ -17,6 +18,7 @@ pub use dcgm::{
 pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
 pub use gpu::{GpuSample, GpuSource};
 pub use http::{error_chain, ScrapeError, MAX_BODY_BYTES};
+pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use ring::{Ring, Stamped};
 pub use scrape::{probe_server_metrics, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
 pub use source::{SharedState, SourceState};

@@ -8,4 +8,5 @@ mod dcgm;
 mod engines;
 mod fixtures;
 mod fuzz;
+mod nvml;
 mod scraper;
