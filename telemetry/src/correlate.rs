@@ -1,0 +1,273 @@
+//! Pure functions joining telemetry to requests and runs by time: GPU utilization and power
+//! during a request, the server's queue and KV usage when it was sent, a run's energy.
+//!
+//! Inputs are time-ordered slices (a ring's `snapshot`, `between` or `covering`); nothing
+//! here locks or allocates more than a few small vectors.
+
+use canary_core::MonoTime;
+
+use crate::engine::{counter_delta, ServerSample};
+use crate::gpu::GpuSample;
+
+/// GPU activity over one request's `[sent, end]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct GpuWindow {
+    /// Samples used: those inside the interval plus, per GPU, the last one before it.
+    pub samples: usize,
+    /// Mean GPU utilization over those samples, percent.
+    pub util_avg_pct: Option<f64>,
+    /// Highest GPU utilization, percent.
+    pub util_max_pct: Option<f64>,
+    /// Mean power per GPU sample, watts.
+    pub power_avg_w: Option<f64>,
+    /// Highest power of one GPU, watts.
+    pub power_max_w: Option<f64>,
+}
+
+fn mean_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
+    let (mut n, mut sum, mut max) = (0usize, 0.0, f64::NEG_INFINITY);
+    for v in values {
+        n += 1;
+        sum += v;
+        max = max.max(v);
+    }
+    if n == 0 {
+        (None, None)
+    } else {
+        (Some(sum / n as f64), Some(max))
+    }
+}
+
+/// The samples that describe `[t0, t1]` for GPU `gpu` (all GPUs when `None`): per GPU the last
+/// sample before `t0` (the reading in force when the interval began), then every sample with
+/// `t0 <= at <= t1`.
+pub fn gpu_samples_covering(
+    samples: &[GpuSample],
+    gpu: Option<u32>,
+    t0: MonoTime,
+    t1: MonoTime,
+) -> Vec<&GpuSample> {
+    let wanted = |s: &&GpuSample| gpu.is_none_or(|g| s.gpu == g);
+    let split = samples.partition_point(|s| s.at < t0);
+    let mut before: Vec<&GpuSample> = Vec::new();
+    for s in samples[..split].iter().rev().filter(wanted) {
+        if !before.iter().any(|b| b.gpu == s.gpu) {
+            before.push(s);
+        }
+    }
+    before.reverse();
+    before.extend(
+        samples[split..]
+            .iter()
+            .take_while(|s| s.at <= t1)
+            .filter(wanted),
+    );
+    before
+}
+
+/// GPU utilization and power over a request's `[sent, end]` (means over samples, which are
+/// evenly spaced by the sampler).
+pub fn gpu_over_interval(
+    samples: &[GpuSample],
+    gpu: Option<u32>,
+    sent: MonoTime,
+    end: MonoTime,
+) -> GpuWindow {
+    let used = gpu_samples_covering(samples, gpu, sent, end);
+    let (util_avg_pct, util_max_pct) = mean_max(used.iter().filter_map(|s| s.util_gpu_pct));
+    let (power_avg_w, power_max_w) = mean_max(used.iter().filter_map(|s| s.power_w));
+    GpuWindow {
+        samples: used.len(),
+        util_avg_pct,
+        util_max_pct,
+        power_avg_w,
+        power_max_w,
+    }
+}
+
+/// The server sample in force at `t`: the last one taken at or before it.
+pub fn server_at(samples: &[ServerSample], t: MonoTime) -> Option<&ServerSample> {
+    let n = samples.partition_point(|s| s.at <= t);
+    n.checked_sub(1).map(|i| &samples[i])
+}
+
+/// Requests waiting in the server's queue at `t`.
+pub fn queue_depth_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
+    server_at(samples, t).and_then(|s| s.queue_depth)
+}
+
+/// Requests running on the server at `t`.
+pub fn running_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
+    server_at(samples, t).and_then(|s| s.running_requests)
+}
+
+/// KV-cache usage (0..=1) at `t`.
+pub fn kv_usage_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
+    server_at(samples, t).and_then(|s| s.kv_cache_usage)
+}
+
+/// How a run's energy was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergyMethod {
+    /// From the GPUs' cumulative energy counters.
+    Counter,
+    /// By integrating power over time (no counter available).
+    PowerIntegral,
+    /// Counters for some GPUs, power for others.
+    Mixed,
+}
+
+/// Energy used by the GPUs during a run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RunEnergy {
+    /// Joules, all GPUs together.
+    pub joules: f64,
+    /// How it was obtained.
+    pub method: EnergyMethod,
+    /// GPUs that contributed.
+    pub gpus: usize,
+}
+
+impl RunEnergy {
+    /// Joules per output token; `None` for zero tokens.
+    pub fn per_token(&self, output_tokens: u64) -> Option<f64> {
+        (output_tokens > 0).then(|| self.joules / output_tokens as f64)
+    }
+}
+
+/// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU).
+fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
+    let counters: Vec<(MonoTime, f64)> = s
+        .iter()
+        .filter_map(|g| g.energy_j.map(|e| (g.at, e)))
+        .collect();
+    if counters.len() >= 2 {
+        let j = counters
+            .windows(2)
+            .map(|w| counter_delta(w[0].1, w[1].1))
+            .sum();
+        return Some((j, true));
+    }
+    // Hold each power reading until the next one (or t1), clipped to [t0, t1].
+    let powers: Vec<(MonoTime, f64)> = s
+        .iter()
+        .filter_map(|g| g.power_w.map(|p| (g.at, p)))
+        .collect();
+    if powers.is_empty() {
+        return None;
+    }
+    let mut j = 0.0;
+    for (i, &(at, p)) in powers.iter().enumerate() {
+        let from = at.max(t0);
+        let to = powers.get(i + 1).map_or(t1, |n| n.0).min(t1);
+        j += p * to.since(from).as_secs_f64();
+    }
+    Some((j, false))
+}
+
+/// Energy used by the GPUs over a run `[t0, t1]`: per GPU the energy-counter growth from the
+/// last sample before `t0` to the last one in the run (resets handled), or, without a counter,
+/// power integrated over time. `None` without data.
+pub fn energy_over_run(samples: &[GpuSample], t0: MonoTime, t1: MonoTime) -> Option<RunEnergy> {
+    let covering = gpu_samples_covering(samples, None, t0, t1);
+    let mut gpus: Vec<u32> = covering.iter().map(|s| s.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    let (mut joules, mut by_counter, mut by_power) = (0.0, 0usize, 0usize);
+    for gpu in &gpus {
+        let mine: Vec<&GpuSample> = covering.iter().copied().filter(|s| s.gpu == *gpu).collect();
+        match gpu_energy(&mine, t0, t1) {
+            Some((j, true)) => {
+                joules += j;
+                by_counter += 1;
+            }
+            Some((j, false)) => {
+                joules += j;
+                by_power += 1;
+            }
+            None => {}
+        }
+    }
+    let method = match (by_counter, by_power) {
+        (0, 0) => return None,
+        (_, 0) => EnergyMethod::Counter,
+        (0, _) => EnergyMethod::PowerIntegral,
+        _ => EnergyMethod::Mixed,
+    };
+    Some(RunEnergy {
+        joules,
+        method,
+        gpus: by_counter + by_power,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuSource;
+
+    const S: u64 = 1_000_000_000;
+
+    fn g(t_s: u64, gpu: u32, util: f64, power: f64, energy: Option<f64>) -> GpuSample {
+        let mut s = GpuSample::new(MonoTime(t_s * S), GpuSource::Nvml, gpu);
+        s.util_gpu_pct = Some(util);
+        s.power_w = Some(power);
+        s.energy_j = energy;
+        s
+    }
+
+    #[test]
+    fn interval_includes_the_sample_in_force_at_start() {
+        let samples = vec![
+            g(1, 0, 10.0, 100.0, None),
+            g(2, 0, 20.0, 200.0, None),
+            g(3, 0, 90.0, 300.0, None),
+            g(4, 0, 50.0, 250.0, None),
+            g(9, 0, 0.0, 50.0, None),
+        ];
+        let w = gpu_over_interval(&samples, Some(0), MonoTime(2 * S + 1), MonoTime(4 * S));
+        assert_eq!(w.samples, 3);
+        assert_eq!(w.util_avg_pct, Some(160.0 / 3.0));
+        assert_eq!(w.util_max_pct, Some(90.0));
+        assert_eq!(w.power_avg_w, Some(250.0));
+        assert_eq!(w.power_max_w, Some(300.0));
+        let none = gpu_over_interval(&samples, Some(1), MonoTime(0), MonoTime(10 * S));
+        assert_eq!((none.samples, none.util_avg_pct), (0, None));
+    }
+
+    #[test]
+    fn energy_from_counters_with_reset_or_from_power() {
+        let samples = vec![
+            g(0, 0, 0.0, 100.0, Some(1000.0)),
+            g(0, 1, 0.0, 100.0, None),
+            g(1, 0, 0.0, 100.0, Some(1100.0)),
+            g(1, 1, 0.0, 200.0, None),
+            g(2, 0, 0.0, 100.0, Some(50.0)), // driver reloaded: counter restarted
+            g(2, 1, 0.0, 300.0, None),
+        ];
+        let e = energy_over_run(&samples, MonoTime(0), MonoTime(3 * S)).unwrap();
+        // GPU 0: 100 + 50 J by counter; GPU 1: 100 + 200 + 300 J by power over 3 s.
+        assert_eq!(e.joules, 750.0);
+        assert_eq!((e.method, e.gpus), (EnergyMethod::Mixed, 2));
+        assert_eq!(e.per_token(150), Some(5.0));
+        assert_eq!(e.per_token(0), None);
+        assert!(energy_over_run(&[], MonoTime(0), MonoTime(S)).is_none());
+    }
+
+    #[test]
+    fn server_state_at_time() {
+        let mk = |t: u64, q: f64| ServerSample {
+            at: MonoTime(t),
+            queue_depth: Some(q),
+            running_requests: Some(q + 1.0),
+            kv_cache_usage: Some(q / 10.0),
+            ..ServerSample::default()
+        };
+        let s = vec![mk(10, 1.0), mk(20, 2.0), mk(30, 3.0)];
+        assert_eq!(queue_depth_at(&s, MonoTime(5)), None);
+        assert_eq!(queue_depth_at(&s, MonoTime(20)), Some(2.0));
+        assert_eq!(running_at(&s, MonoTime(29)), Some(3.0));
+        assert_eq!(kv_usage_at(&s, MonoTime(99)), Some(0.3));
+    }
+}

@@ -1,0 +1,194 @@
+//! dcgm-exporter: its `DCGM_FI_*` metrics mapped onto [`GpuSample`], and a scraper that keeps
+//! them in a bounded ring (default endpoint `http://127.0.0.1:9400/metrics`).
+//!
+//! Units follow dcgm-exporter's `default-counters.csv`: framebuffer in MiB, power in W, energy
+//! in mJ, clocks in MHz, `DCGM_FI_PROF_PCIE_*_BYTES` as bytes per second.
+
+use std::time::Duration;
+
+use canary_core::MonoTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::gpu::{GpuSample, GpuSource};
+use crate::http::{self, Endpoint, ScrapeError};
+use crate::prometheus::{self, Scrape};
+use crate::ring::Ring;
+use crate::source::{SharedState, SourceState};
+
+/// dcgm-exporter's default address.
+pub const DEFAULT_DCGM_URL: &str = "http://127.0.0.1:9400/metrics";
+
+/// Labels that identify the GPU (used for fields, not copied into [`GpuSample::labels`]).
+const IDENTITY_LABELS: &[&str] = &["gpu", "UUID", "modelName", "device", "pci_bus_id"];
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Maps one dcgm-exporter page onto one [`GpuSample`] per GPU (by the `gpu` label), in GPU
+/// order. Metrics without a `gpu` label (or with a non-numeric one) are ignored.
+pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
+    let mut out: Vec<GpuSample> = Vec::new();
+    let mut fb_free: Vec<(u32, f64)> = Vec::new();
+    let mut fb_reserved: Vec<(u32, f64)> = Vec::new();
+    for fam in scrape
+        .families
+        .iter()
+        .filter(|f| f.name.starts_with("DCGM_"))
+    {
+        for s in fam.samples.iter().filter(|s| s.value.is_finite()) {
+            let Some(gpu) = s.labels.get("gpu").and_then(|g| g.parse::<u32>().ok()) else {
+                continue;
+            };
+            let i = match out.iter().position(|g| g.gpu == gpu) {
+                Some(i) => i,
+                None => {
+                    let mut g = GpuSample::new(at, GpuSource::Dcgm, gpu);
+                    g.uuid = s.labels.get("UUID").map(str::to_owned);
+                    g.model_name = s.labels.get("modelName").map(str::to_owned);
+                    g.labels = s
+                        .labels
+                        .iter()
+                        .filter(|(k, _)| !IDENTITY_LABELS.contains(k) && !k.starts_with("err_"))
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect();
+                    out.push(g);
+                    out.len() - 1
+                }
+            };
+            let g = &mut out[i];
+            let v = s.value;
+            match fam.name.as_str() {
+                "DCGM_FI_DEV_GPU_UTIL" => g.util_gpu_pct = Some(v),
+                "DCGM_FI_DEV_MEM_COPY_UTIL" => g.util_mem_pct = Some(v),
+                "DCGM_FI_DEV_FB_USED" => g.mem_used_bytes = Some((v * MIB) as u64),
+                "DCGM_FI_DEV_FB_TOTAL" => g.mem_total_bytes = Some((v * MIB) as u64),
+                "DCGM_FI_DEV_FB_FREE" => fb_free.push((gpu, v)),
+                "DCGM_FI_DEV_FB_RESERVED" => fb_reserved.push((gpu, v)),
+                "DCGM_FI_DEV_POWER_USAGE" => g.power_w = Some(v),
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => g.energy_j = Some(v / 1000.0),
+                "DCGM_FI_DEV_GPU_TEMP" => g.temp_c = Some(v),
+                "DCGM_FI_DEV_SM_CLOCK" => g.sm_clock_mhz = Some(v),
+                "DCGM_FI_DEV_MEM_CLOCK" => g.mem_clock_mhz = Some(v),
+                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" | "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" => {
+                    g.throttle_reasons = Some(v as u64)
+                }
+                "DCGM_FI_PROF_PCIE_TX_BYTES" => g.pcie_tx_bytes_per_s = Some(v),
+                "DCGM_FI_PROF_PCIE_RX_BYTES" => g.pcie_rx_bytes_per_s = Some(v),
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => g.gr_engine_active = Some(v),
+                _ => {}
+            }
+        }
+    }
+    // No FB_TOTAL in the default field set: total = used + free + reserved.
+    for g in &mut out {
+        if g.mem_total_bytes.is_none() {
+            let find = |v: &[(u32, f64)]| v.iter().find(|(i, _)| *i == g.gpu).map(|x| x.1);
+            if let (Some(used), Some(free)) = (g.mem_used_bytes, find(&fb_free)) {
+                let reserved = find(&fb_reserved).unwrap_or(0.0);
+                g.mem_total_bytes = Some(used + ((free + reserved) * MIB) as u64);
+            }
+        }
+    }
+    out.sort_by_key(|g| g.gpu);
+    out
+}
+
+/// Settings of a [`DcgmScraper`].
+#[derive(Debug, Clone)]
+pub struct DcgmConfig {
+    /// dcgm-exporter's URL (default [`DEFAULT_DCGM_URL`]).
+    pub url: String,
+    /// Time between scrapes (default 1 s; dcgm-exporter itself collects every 30 s unless
+    /// started with `-c`).
+    pub interval: Duration,
+    /// Give up on one scrape after this long (default 900 ms).
+    pub timeout: Duration,
+    /// Samples kept (one per GPU per scrape; default 28800: 8 GPUs for an hour at 1 s).
+    pub capacity: usize,
+}
+
+impl Default for DcgmConfig {
+    fn default() -> Self {
+        DcgmConfig {
+            url: DEFAULT_DCGM_URL.to_owned(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(900),
+            capacity: 28_800,
+        }
+    }
+}
+
+/// Scrapes dcgm-exporter until shut down, keeping [`GpuSample`]s in a ring.
+#[derive(Debug)]
+pub struct DcgmScraper {
+    endpoint: Endpoint,
+    interval: Duration,
+    timeout: Duration,
+    ring: Ring<GpuSample>,
+    state: SharedState,
+}
+
+impl DcgmScraper {
+    /// Validates the URL; nothing is contacted yet.
+    pub fn new(config: DcgmConfig) -> Result<DcgmScraper, ScrapeError> {
+        Ok(DcgmScraper {
+            endpoint: Endpoint::parse(&config.url)?,
+            interval: config.interval,
+            timeout: config.timeout,
+            ring: Ring::new(config.capacity),
+            state: SharedState::default(),
+        })
+    }
+
+    /// The ring the samples go to (clones share it).
+    pub fn samples(&self) -> Ring<GpuSample> {
+        self.ring.clone()
+    }
+
+    /// The source's state, shared with the running scraper.
+    pub fn state(&self) -> SharedState {
+        self.state.clone()
+    }
+
+    /// Scrapes every interval until `shutdown`; an unreachable exporter is logged once and
+    /// retried quietly. Never fails the caller.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScrapeError> {
+        let ring = &self.ring;
+        http::poll(
+            "dcgm-exporter",
+            &self.endpoint,
+            self.interval,
+            self.timeout,
+            &self.state,
+            shutdown,
+            |text, at| {
+                let gpus = gpu_samples(&prometheus::parse(&text), at);
+                let n = gpus.len();
+                gpus.into_iter().for_each(|g| ring.push(g));
+                format!("{}: {n} GPU(s)", self.endpoint.url)
+            },
+        )
+        .await;
+        Ok(())
+    }
+}
+
+/// Tries one scrape of dcgm-exporter (for `canaryd doctor`).
+pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
+    let result = match Endpoint::parse(url) {
+        Ok(e) => e.get(timeout).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok((text, at)) => match gpu_samples(&prometheus::parse(&text), at).as_slice() {
+            [] => {
+                SourceState::unavailable(format!("{url}: answered, but no DCGM_FI_* GPU metrics"))
+            }
+            gpus => SourceState::available(format!(
+                "{url}: {} GPU(s), {}",
+                gpus.len(),
+                gpus[0].model_name.as_deref().unwrap_or("unknown model")
+            )),
+        },
+        Err(e) => SourceState::unavailable(http::error_chain(&e)),
+    }
+}

@@ -1,0 +1,371 @@
+//! Which inference engine wrote a `/metrics` page, and the mapping of its metric names onto
+//! canaryd's canonical server signals ([`ServerSample`]).
+//!
+//! Names were taken from the captures in `shared/fixtures` (vLLM V0, llama.cpp), from the
+//! engines' documentation (SGLang production metrics, TGI metrics reference) and from the
+//! canaryd issue (vLLM V1, Dynamo frontend). Not confirmed against a live server here: the vLLM
+//! V1 names (no complete V1 capture exists), the Dynamo frontend names (its source builds them
+//! from a prefix at run time), `llamacpp:kv_cache_usage_ratio` (absent from the recent llama.cpp
+//! capture; older builds had it) and SGLang's `sglang:inter_token_latency_seconds`. An unknown
+//! engine still yields a sample whose canonical fields are empty and whose raw scrape is kept.
+
+use std::sync::Arc;
+
+use canary_core::MonoTime;
+
+use crate::prometheus::{HistogramSnapshot, Scrape};
+use crate::ring::Stamped;
+
+/// The inference engine behind a `/metrics` endpoint, detected from its metric names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// vLLM with the V1 engine (`vllm:kv_cache_usage_perc`, prefix-cache counters).
+    VllmV1,
+    /// vLLM with the V0 engine (`vllm:gpu_cache_usage_perc`, `vllm:num_requests_swapped`).
+    VllmV0,
+    /// SGLang (`sglang:*`).
+    Sglang,
+    /// NVIDIA Dynamo's HTTP frontend (`dynamo_frontend_*`), e.g. in front of TensorRT-LLM.
+    Dynamo,
+    /// Hugging Face text-generation-inference (`tgi_*`).
+    Tgi,
+    /// llama.cpp's `llama-server --metrics` (`llamacpp:*`).
+    LlamaCpp,
+    /// None of the above: raw samples only.
+    Unknown,
+}
+
+impl Engine {
+    /// Detects the engine from the families present.
+    pub fn detect(scrape: &Scrape) -> Engine {
+        let has_prefix = |p: &str| scrape.families.iter().any(|f| f.name.starts_with(p));
+        if has_prefix("dynamo_frontend_") {
+            Engine::Dynamo
+        } else if has_prefix("vllm:") {
+            let v0 = scrape.family("vllm:gpu_cache_usage_perc").is_some()
+                || scrape.family("vllm:num_requests_swapped").is_some();
+            if v0 {
+                Engine::VllmV0
+            } else {
+                Engine::VllmV1
+            }
+        } else if has_prefix("sglang:") {
+            Engine::Sglang
+        } else if has_prefix("tgi_") {
+            Engine::Tgi
+        } else if has_prefix("llamacpp:") {
+            Engine::LlamaCpp
+        } else {
+            Engine::Unknown
+        }
+    }
+
+    fn names(self) -> &'static Names {
+        match self {
+            Engine::VllmV1 | Engine::VllmV0 => &VLLM,
+            Engine::Sglang => &SGLANG,
+            Engine::Dynamo => &DYNAMO,
+            Engine::Tgi => &TGI,
+            Engine::LlamaCpp => &LLAMACPP,
+            Engine::Unknown => &UNKNOWN,
+        }
+    }
+}
+
+/// Where a token total comes from.
+enum Tokens {
+    /// A counter.
+    Counter(&'static str),
+    /// The `_sum` of a per-request histogram (TGI, Dynamo).
+    HistogramSum(&'static str),
+    /// Not exposed.
+    None,
+}
+
+/// Where prefix-cache hits and queries come from.
+enum Prefix {
+    /// `(hits, queries)` counters, first pair present wins (vLLM V1).
+    HitsQueries(&'static [(&'static str, &'static str)]),
+    /// `(cached, uncached)` prompt-token counters: queries = cached + uncached (llama.cpp).
+    CachedUncached(&'static str, &'static str),
+    /// Not exposed as counters.
+    None,
+}
+
+/// One engine's names; in each list the first name present wins.
+struct Names {
+    queue: &'static [&'static str],
+    running: &'static [&'static str],
+    kv: &'static [&'static str],
+    hit_rate_gauge: &'static [&'static str],
+    prefix: Prefix,
+    prompt: Tokens,
+    generation: Tokens,
+    ttft: &'static [&'static str],
+    itl: &'static [&'static str],
+    e2e: &'static [&'static str],
+    queue_time: &'static [&'static str],
+}
+
+static VLLM: Names = Names {
+    queue: &["vllm:num_requests_waiting"],
+    running: &["vllm:num_requests_running"],
+    kv: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    hit_rate_gauge: &["vllm:gpu_prefix_cache_hit_rate"],
+    prefix: Prefix::HitsQueries(&[
+        (
+            "vllm:prefix_cache_hits_total",
+            "vllm:prefix_cache_queries_total",
+        ),
+        (
+            "vllm:gpu_prefix_cache_hits_total",
+            "vllm:gpu_prefix_cache_queries_total",
+        ),
+    ]),
+    prompt: Tokens::Counter("vllm:prompt_tokens_total"),
+    generation: Tokens::Counter("vllm:generation_tokens_total"),
+    ttft: &["vllm:time_to_first_token_seconds"],
+    itl: &[
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+    ],
+    e2e: &["vllm:e2e_request_latency_seconds"],
+    queue_time: &["vllm:request_queue_time_seconds"],
+};
+
+static SGLANG: Names = Names {
+    queue: &["sglang:num_queue_reqs"],
+    running: &["sglang:num_running_reqs"],
+    kv: &["sglang:token_usage"],
+    hit_rate_gauge: &["sglang:cache_hit_rate"],
+    prefix: Prefix::None,
+    prompt: Tokens::Counter("sglang:prompt_tokens_total"),
+    generation: Tokens::Counter("sglang:generation_tokens_total"),
+    ttft: &["sglang:time_to_first_token_seconds"],
+    itl: &[
+        "sglang:inter_token_latency_seconds",
+        "sglang:time_per_output_token_seconds",
+    ],
+    e2e: &["sglang:e2e_request_latency_seconds"],
+    queue_time: &["sglang:queue_time_seconds"],
+};
+
+static DYNAMO: Names = Names {
+    queue: &["dynamo_frontend_queued_requests"],
+    // In-flight counts every request from arrival to the end of its response, queued included.
+    running: &["dynamo_frontend_inflight_requests"],
+    kv: &[],
+    hit_rate_gauge: &[],
+    prefix: Prefix::None,
+    prompt: Tokens::HistogramSum("dynamo_frontend_input_sequence_tokens"),
+    generation: Tokens::HistogramSum("dynamo_frontend_output_sequence_tokens"),
+    ttft: &["dynamo_frontend_time_to_first_token_seconds"],
+    itl: &["dynamo_frontend_inter_token_latency_seconds"],
+    e2e: &["dynamo_frontend_request_duration_seconds"],
+    queue_time: &[],
+};
+
+static TGI: Names = Names {
+    queue: &["tgi_queue_size"],
+    running: &["tgi_batch_current_size"],
+    kv: &[],
+    hit_rate_gauge: &[],
+    prefix: Prefix::None,
+    prompt: Tokens::HistogramSum("tgi_request_input_length"),
+    generation: Tokens::HistogramSum("tgi_request_generated_tokens"),
+    // TGI has no time-to-first-token histogram.
+    ttft: &[],
+    // A histogram of each request's mean time per token, not of every gap.
+    itl: &["tgi_request_mean_time_per_token_duration"],
+    e2e: &["tgi_request_duration"],
+    queue_time: &["tgi_request_queue_duration"],
+};
+
+static LLAMACPP: Names = Names {
+    queue: &["llamacpp:requests_deferred"],
+    running: &["llamacpp:requests_processing"],
+    kv: &["llamacpp:kv_cache_usage_ratio"],
+    hit_rate_gauge: &[],
+    // prompt_tokens_total excludes cached tokens ("excluding cached tokens" in its HELP).
+    prefix: Prefix::CachedUncached(
+        "llamacpp:prompt_tokens_cached_total",
+        "llamacpp:prompt_tokens_total",
+    ),
+    prompt: Tokens::Counter("llamacpp:prompt_tokens_total"),
+    generation: Tokens::Counter("llamacpp:tokens_predicted_total"),
+    ttft: &[],
+    itl: &[],
+    e2e: &[],
+    queue_time: &[],
+};
+
+static UNKNOWN: Names = Names {
+    queue: &[],
+    running: &[],
+    kv: &[],
+    hit_rate_gauge: &[],
+    prefix: Prefix::None,
+    prompt: Tokens::None,
+    generation: Tokens::None,
+    ttft: &[],
+    itl: &[],
+    e2e: &[],
+    queue_time: &[],
+};
+
+/// One scrape of the server's `/metrics`, mapped onto canonical signals. Gauges are summed
+/// over label sets (several models or data-parallel engines add up); histograms are merged.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSample {
+    /// When the scrape's response was read.
+    pub at: MonoTime,
+    /// The engine detected.
+    pub engine: Option<Engine>,
+    /// Requests waiting in the server's queue.
+    pub queue_depth: Option<f64>,
+    /// Requests being processed (in the running batch).
+    pub running_requests: Option<f64>,
+    /// KV-cache usage, 0..=1.
+    pub kv_cache_usage: Option<f64>,
+    /// The engine's own prefix-cache hit-rate gauge, 0..=1 (vLLM V0, SGLang); `None` when the
+    /// engine reports "no data" (-1).
+    pub prefix_cache_hit_rate_gauge: Option<f64>,
+    /// Cumulative prefix-cache hits (tokens or blocks, as the engine counts them).
+    pub prefix_cache_hits: Option<f64>,
+    /// Cumulative prefix-cache lookups, in the same unit as the hits.
+    pub prefix_cache_queries: Option<f64>,
+    /// Cumulative prompt (prefill) tokens.
+    pub prompt_tokens_total: Option<f64>,
+    /// Cumulative generated tokens.
+    pub generation_tokens_total: Option<f64>,
+    /// Server-side time to first token, seconds.
+    pub ttft: Option<HistogramSnapshot>,
+    /// Server-side inter-token latency, seconds.
+    pub itl: Option<HistogramSnapshot>,
+    /// Server-side end-to-end request latency, seconds.
+    pub e2e: Option<HistogramSnapshot>,
+    /// Server-side time in queue, seconds.
+    pub queue_time: Option<HistogramSnapshot>,
+    /// Lines of the page the parser skipped.
+    pub skipped_lines: usize,
+    /// The whole parsed page, kept when the engine is unknown (or when asked for).
+    pub raw: Option<Arc<Scrape>>,
+}
+
+impl Stamped for ServerSample {
+    fn at(&self) -> MonoTime {
+        self.at
+    }
+}
+
+fn first_sum(s: &Scrape, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| s.sum(n))
+}
+
+fn first_hist(s: &Scrape, names: &[&str]) -> Option<HistogramSnapshot> {
+    names.iter().find_map(|n| s.histogram(n))
+}
+
+fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
+    match t {
+        Tokens::Counter(n) => s.sum(n),
+        Tokens::HistogramSum(n) => s.histogram(n).and_then(|h| h.sum),
+        Tokens::None => None,
+    }
+}
+
+impl ServerSample {
+    /// Maps a parsed page taken at `at`. `keep_raw` keeps the page even for a known engine.
+    pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
+        let engine = Engine::detect(&scrape);
+        let n = engine.names();
+        let s = &scrape;
+        let (hits, queries) = match &n.prefix {
+            Prefix::HitsQueries(pairs) => pairs
+                .iter()
+                .find_map(|(h, q)| Some((s.sum(h)?, s.sum(q)?)))
+                .map_or((None, None), |(h, q)| (Some(h), Some(q))),
+            Prefix::CachedUncached(c, u) => match (s.sum(c), s.sum(u)) {
+                (Some(c), Some(u)) => (Some(c), Some(c + u)),
+                _ => (None, None),
+            },
+            Prefix::None => (None, None),
+        };
+        let mut sample = ServerSample {
+            at,
+            engine: Some(engine),
+            queue_depth: first_sum(s, n.queue),
+            running_requests: first_sum(s, n.running),
+            kv_cache_usage: first_sum(s, n.kv),
+            prefix_cache_hit_rate_gauge: first_sum(s, n.hit_rate_gauge).filter(|v| *v >= 0.0),
+            prefix_cache_hits: hits,
+            prefix_cache_queries: queries,
+            prompt_tokens_total: tokens(s, &n.prompt),
+            generation_tokens_total: tokens(s, &n.generation),
+            ttft: first_hist(s, n.ttft),
+            itl: first_hist(s, n.itl),
+            e2e: first_hist(s, n.e2e),
+            queue_time: first_hist(s, n.queue_time),
+            skipped_lines: scrape.skipped_lines,
+            raw: None,
+        };
+        if keep_raw || engine == Engine::Unknown {
+            sample.raw = Some(Arc::new(scrape));
+        }
+        sample
+    }
+}
+
+/// How much a counter grew from `earlier` to `later`; a decrease means the server restarted
+/// (the counter reset), so the growth counts from zero.
+pub fn counter_delta(earlier: f64, later: f64) -> f64 {
+    if later >= earlier {
+        later - earlier
+    } else {
+        later
+    }
+}
+
+/// Rates between two consecutive samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ServerRates {
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_s: Option<f64>,
+    /// Generated tokens per second.
+    pub generation_tokens_per_s: Option<f64>,
+    /// Prefix-cache hits / lookups between the two samples (from counters), or the engine's
+    /// own gauge at the later sample.
+    pub prefix_cache_hit_rate: Option<f64>,
+}
+
+impl ServerRates {
+    /// Rates from `earlier` to `later` (resets handled as in [`counter_delta`]).
+    pub fn between(earlier: &ServerSample, later: &ServerSample) -> ServerRates {
+        let secs = later.at.since(earlier.at).as_secs_f64();
+        let rate = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if secs > 0.0 => Some(counter_delta(a, b) / secs),
+            _ => None,
+        };
+        let hit_rate = match (
+            earlier.prefix_cache_hits,
+            later.prefix_cache_hits,
+            earlier.prefix_cache_queries,
+            later.prefix_cache_queries,
+        ) {
+            (Some(h0), Some(h1), Some(q0), Some(q1)) => {
+                let q = counter_delta(q0, q1);
+                (q > 0.0).then(|| (counter_delta(h0, h1) / q).clamp(0.0, 1.0))
+            }
+            _ => later.prefix_cache_hit_rate_gauge,
+        };
+        ServerRates {
+            prompt_tokens_per_s: rate(earlier.prompt_tokens_total, later.prompt_tokens_total),
+            generation_tokens_per_s: rate(
+                earlier.generation_tokens_total,
+                later.generation_tokens_total,
+            ),
+            prefix_cache_hit_rate: hit_rate,
+        }
+    }
+}

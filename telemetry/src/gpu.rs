@@ -1,0 +1,113 @@
+//! [`GpuSample`]: one reading of one GPU, the same type whether it came from NVML or from
+//! dcgm-exporter, so correlation code does not care which source a host has.
+
+use canary_core::MonoTime;
+
+use crate::ring::Stamped;
+
+/// Where a [`GpuSample`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuSource {
+    /// NVML, in this process.
+    Nvml,
+    /// dcgm-exporter's `/metrics`.
+    Dcgm,
+}
+
+/// One reading of one GPU. Fields a source cannot provide (or a GPU does not support) are
+/// `None`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuSample {
+    /// When it was read (CLOCK_MONOTONIC, ns).
+    #[serde(serialize_with = "ser_mono")]
+    pub at: MonoTime,
+    /// Which source.
+    pub source: GpuSource,
+    /// GPU index (NVML index, DCGM `gpu` label).
+    pub gpu: u32,
+    /// `GPU-…` UUID.
+    pub uuid: Option<String>,
+    /// Product name ("NVIDIA H100 80GB HBM3").
+    pub model_name: Option<String>,
+    /// Percent of time a kernel was running over the driver's last sample period.
+    pub util_gpu_pct: Option<f64>,
+    /// Percent of time device memory was being read or written.
+    pub util_mem_pct: Option<f64>,
+    /// Framebuffer memory in use, bytes.
+    pub mem_used_bytes: Option<u64>,
+    /// Framebuffer memory in total, bytes.
+    pub mem_total_bytes: Option<u64>,
+    /// Power draw, watts.
+    pub power_w: Option<f64>,
+    /// Energy since the driver loaded (NVML) or since boot (DCGM), joules; cumulative.
+    pub energy_j: Option<f64>,
+    /// GPU temperature, °C.
+    pub temp_c: Option<f64>,
+    /// SM clock, MHz.
+    pub sm_clock_mhz: Option<f64>,
+    /// Memory clock, MHz.
+    pub mem_clock_mhz: Option<f64>,
+    /// Clock throttle / clock event reasons, NVML's bitmask (`nvmlClocksThrottleReason*`).
+    pub throttle_reasons: Option<u64>,
+    /// PCIe transmit rate, bytes/s.
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    /// PCIe receive rate, bytes/s.
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    /// Ratio of time the graphics/compute engine was active (DCGM profiling), 0..=1.
+    pub gr_engine_active: Option<f64>,
+    /// SM utilization of the watched server process, percent (NVML per-process stats).
+    pub process_sm_util_pct: Option<f64>,
+    /// Memory utilization of the watched server process, percent.
+    pub process_mem_util_pct: Option<f64>,
+    /// Other labels kept from the source (Kubernetes `pod`, `namespace`, `container`,
+    /// `Hostname`, driver version …).
+    pub labels: Vec<(String, String)>,
+}
+
+fn ser_mono<S: serde::Serializer>(t: &MonoTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(t.as_nanos())
+}
+
+impl GpuSample {
+    /// An empty sample of GPU `gpu` at `at`.
+    pub fn new(at: MonoTime, source: GpuSource, gpu: u32) -> GpuSample {
+        GpuSample {
+            at,
+            source,
+            gpu,
+            uuid: None,
+            model_name: None,
+            util_gpu_pct: None,
+            util_mem_pct: None,
+            mem_used_bytes: None,
+            mem_total_bytes: None,
+            power_w: None,
+            energy_j: None,
+            temp_c: None,
+            sm_clock_mhz: None,
+            mem_clock_mhz: None,
+            throttle_reasons: None,
+            pcie_tx_bytes_per_s: None,
+            pcie_rx_bytes_per_s: None,
+            gr_engine_active: None,
+            process_sm_util_pct: None,
+            process_mem_util_pct: None,
+            labels: Vec::new(),
+        }
+    }
+
+    /// The value of a kept label.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Stamped for GpuSample {
+    fn at(&self) -> MonoTime {
+        self.at
+    }
+}

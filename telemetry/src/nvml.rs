@@ -1,0 +1,253 @@
+//! NVML sampling through `nvml-wrapper`: one [`GpuSample`] per GPU every interval (default
+//! 500 ms), into a bounded ring.
+//!
+//! Sampling cost: NVIDIA and users report that polling NVML very often (tens of ms) measurably
+//! slows decode on the sampled GPU, since some queries take driver locks. The default 500 ms
+//! keeps that negligible; this was not measured here (no GPU on the build machine).
+//!
+//! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
+//! `libnvidia-ml.so`) and resolves every symbol it knows at once, keeping each lookup's result;
+//! a symbol the library lacks fails only the call that needs it
+//! (`NvmlError::FailedToLoadSymbol`), so an older driver loses single fields, not the sampler.
+//! With no library at all, [`NvmlSampler::open`] fails with the reason and the caller goes on.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use canary_core::MonoTime;
+use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::Nvml;
+use tokio_util::sync::CancellationToken;
+
+use crate::gpu::{GpuSample, GpuSource};
+use crate::ring::Ring;
+use crate::source::SourceState;
+
+/// Why NVML could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlError {
+    /// Loading or initializing the library failed (no driver, no library, no permission).
+    #[error("cannot initialize NVML from {lib}")]
+    Init {
+        /// The library path tried.
+        lib: String,
+        /// nvml-wrapper's error.
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// The library loaded but could not list GPUs.
+    #[error("NVML loaded from {lib} but cannot count GPUs")]
+    DeviceCount {
+        /// The library path.
+        lib: String,
+        /// nvml-wrapper's error.
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// NVML works but sees no GPU.
+    #[error("NVML loaded from {lib} but reports no GPU")]
+    NoGpu {
+        /// The library path.
+        lib: String,
+    },
+}
+
+/// Settings of an [`NvmlSampler`].
+#[derive(Debug, Clone)]
+pub struct NvmlConfig {
+    /// Path of `libnvidia-ml.so`; `None` searches the default (`libnvidia-ml.so` via the
+    /// dynamic loader).
+    pub lib_path: Option<PathBuf>,
+    /// Time between samples (default 500 ms).
+    pub interval: Duration,
+    /// Samples kept (one per GPU per interval; default 57600: 8 GPUs for an hour at 500 ms).
+    pub capacity: usize,
+    /// The inference server's pid, for per-process utilization (`None`: not collected).
+    pub server_pid: Option<u32>,
+}
+
+impl Default for NvmlConfig {
+    fn default() -> Self {
+        NvmlConfig {
+            lib_path: None,
+            interval: Duration::from_millis(500),
+            capacity: 57_600,
+            server_pid: None,
+        }
+    }
+}
+
+/// Samples every GPU NVML sees.
+pub struct NvmlSampler {
+    nvml: Arc<Nvml>,
+    count: u32,
+    names: Vec<(Option<String>, Option<String>)>,
+    last_seen: Vec<u64>,
+    config: NvmlConfig,
+    ring: Ring<GpuSample>,
+    detail: String,
+}
+
+impl std::fmt::Debug for NvmlSampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlSampler")
+            .field("detail", &self.detail)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NvmlSampler {
+    /// Loads NVML and lists the GPUs.
+    pub fn open(config: NvmlConfig) -> Result<NvmlSampler, NvmlError> {
+        let lib = config
+            .lib_path
+            .as_ref()
+            .map_or("libnvidia-ml.so (default search)".to_owned(), |p| {
+                p.display().to_string()
+            });
+        let mut builder = Nvml::builder();
+        if let Some(p) = &config.lib_path {
+            builder.lib_path(p.as_os_str());
+        }
+        let nvml = builder.init().map_err(|source| NvmlError::Init {
+            lib: lib.clone(),
+            source,
+        })?;
+        let count = nvml
+            .device_count()
+            .map_err(|source| NvmlError::DeviceCount {
+                lib: lib.clone(),
+                source,
+            })?;
+        if count == 0 {
+            return Err(NvmlError::NoGpu { lib });
+        }
+        let names: Vec<(Option<String>, Option<String>)> = (0..count)
+            .map(|i| match nvml.device_by_index(i) {
+                Ok(d) => (d.uuid().ok(), d.name().ok()),
+                Err(_) => (None, None),
+            })
+            .collect();
+        let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
+        let model = names[0].1.clone().unwrap_or_else(|| "unknown".into());
+        let detail = format!("{count} GPU(s), {model}, driver {driver} ({lib})");
+        Ok(NvmlSampler {
+            nvml: Arc::new(nvml),
+            count,
+            names,
+            last_seen: vec![0; count as usize],
+            ring: Ring::new(config.capacity),
+            config,
+            detail,
+        })
+    }
+
+    /// Opens NVML or says why not, logging an unavailable NVML once at `warn`.
+    pub fn open_or_report(config: NvmlConfig) -> (Option<NvmlSampler>, SourceState) {
+        match NvmlSampler::open(config) {
+            Ok(s) => {
+                let state = SourceState::available(s.detail.clone());
+                (Some(s), state)
+            }
+            Err(e) => {
+                let reason = crate::http::error_chain(&e);
+                tracing::warn!(error = %reason, "NVML unavailable; GPU sampling through NVML is off");
+                (None, SourceState::unavailable(reason))
+            }
+        }
+    }
+
+    /// What was found ("2 GPU(s), NVIDIA H100 …, driver …").
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// The ring the samples go to (clones share it).
+    pub fn samples(&self) -> Ring<GpuSample> {
+        self.ring.clone()
+    }
+
+    /// Reads every GPU now, pushes the samples into the ring and returns them. Fields a GPU
+    /// does not support stay `None`.
+    pub fn sample_now(&mut self) -> Vec<GpuSample> {
+        let mut out = Vec::with_capacity(self.count as usize);
+        for i in 0..self.count {
+            let Ok(d) = self.nvml.device_by_index(i) else {
+                continue;
+            };
+            let mut g = GpuSample::new(MonoTime::now(), GpuSource::Nvml, i);
+            (g.uuid, g.model_name) = self.names[i as usize].clone();
+            if let Ok(u) = d.utilization_rates() {
+                g.util_gpu_pct = Some(u.gpu as f64);
+                g.util_mem_pct = Some(u.memory as f64);
+            }
+            if let Ok(m) = d.memory_info() {
+                g.mem_used_bytes = Some(m.used);
+                g.mem_total_bytes = Some(m.total);
+            }
+            g.power_w = d.power_usage().ok().map(|mw| mw as f64 / 1000.0);
+            g.energy_j = d
+                .total_energy_consumption()
+                .ok()
+                .map(|mj| mj as f64 / 1000.0);
+            g.temp_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
+            g.sm_clock_mhz = d.clock_info(Clock::SM).ok().map(f64::from);
+            g.mem_clock_mhz = d.clock_info(Clock::Memory).ok().map(f64::from);
+            g.throttle_reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
+            // NVML reports PCIe throughput in KB/s over a 20 ms window.
+            let kb = |c| d.pcie_throughput(c).ok().map(|v| v as f64 * 1024.0);
+            g.pcie_tx_bytes_per_s = kb(PcieUtilCounter::Send);
+            g.pcie_rx_bytes_per_s = kb(PcieUtilCounter::Receive);
+            if let Some(pid) = self.config.server_pid {
+                let seen = &mut self.last_seen[i as usize];
+                if let Ok(procs) = d.process_utilization_stats(*seen) {
+                    *seen = procs.iter().map(|p| p.timestamp).max().unwrap_or(*seen);
+                    if let Some(p) = procs.iter().find(|p| p.pid == pid) {
+                        g.process_sm_util_pct = Some(p.sm_util as f64);
+                        g.process_mem_util_pct = Some(p.mem_util as f64);
+                    }
+                }
+            }
+            self.ring.push(g.clone());
+            out.push(g);
+        }
+        out
+    }
+
+    /// Samples every interval until `shutdown`. NVML calls block, so each round runs on the
+    /// blocking pool.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), NvmlError> {
+        let mut ticker = tokio::time::interval(self.config.interval.max(Duration::from_millis(1)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = ticker.tick() => {}
+            }
+            let round = tokio::task::spawn_blocking(move || {
+                self.sample_now();
+                self
+            });
+            match round.await {
+                Ok(s) => self = s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "NVML sampling task failed; NVML sampling stops");
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Says whether NVML can be loaded here (for `canaryd doctor`).
+pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
+    match NvmlSampler::open(NvmlConfig {
+        lib_path,
+        capacity: 1,
+        ..NvmlConfig::default()
+    }) {
+        Ok(s) => SourceState::available(s.detail),
+        Err(e) => SourceState::unavailable(crate::http::error_chain(&e)),
+    }
+}

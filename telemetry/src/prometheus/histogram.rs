@@ -1,0 +1,286 @@
+//! Cumulative histogram snapshots: per-run deltas, merging label sets, and quantile estimates
+//! by linear interpolation inside buckets, the way PromQL's `histogram_quantile` does.
+
+use super::{Family, Labels};
+
+impl Family {
+    /// Builds a snapshot per label set (without `le`) from `_bucket`, `_sum`/`_gsum` and
+    /// `_count`/`_gcount` samples. Works on truncated expositions: a histogram without `+Inf`
+    /// or `_count` takes its count from its last bucket.
+    pub fn histograms(&self) -> Vec<(Labels, HistogramSnapshot)> {
+        let mut out: Vec<(Labels, HistogramSnapshot)> = Vec::new();
+        let slot = |labels: Labels, out: &mut Vec<(Labels, HistogramSnapshot)>| -> usize {
+            match out.iter().position(|(l, _)| *l == labels) {
+                Some(i) => i,
+                None => {
+                    out.push((labels, HistogramSnapshot::default()));
+                    out.len() - 1
+                }
+            }
+        };
+        let base = &self.name;
+        for s in &self.samples {
+            let Some(suffix) = s.name.strip_prefix(base.as_str()) else {
+                continue;
+            };
+            match suffix {
+                "_bucket" => {
+                    let Some(le) = s.labels.get("le").and_then(super::line::parse_value) else {
+                        continue;
+                    };
+                    let i = slot(s.labels.without(&["le"]), &mut out);
+                    out[i].1.buckets.push((le, s.value));
+                }
+                "_sum" | "_gsum" => {
+                    let i = slot(s.labels.clone(), &mut out);
+                    out[i].1.sum = Some(s.value);
+                }
+                "_count" | "_gcount" => {
+                    let i = slot(s.labels.clone(), &mut out);
+                    out[i].1.count = Some(s.value);
+                }
+                _ => {}
+            }
+        }
+        out.retain(|(_, h)| !h.buckets.is_empty() || h.count.is_some());
+        for (_, h) in &mut out {
+            h.normalize();
+        }
+        out
+    }
+}
+
+/// One histogram (one label set, or several merged) at one scrape.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct HistogramSnapshot {
+    /// `(le, cumulative count)`, sorted by `le`; the last is `+Inf` in a complete exposition.
+    pub buckets: Vec<(f64, f64)>,
+    /// `_sum`, when the exposition had it.
+    pub sum: Option<f64>,
+    /// `_count` (or the `+Inf` bucket), when the exposition had either.
+    pub count: Option<f64>,
+}
+
+impl HistogramSnapshot {
+    /// Sorts buckets, drops duplicate bounds and fills `count` from `+Inf` when missing.
+    pub(crate) fn normalize(&mut self) {
+        self.buckets.retain(|(le, _)| !le.is_nan());
+        self.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.buckets.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 = later.1;
+                true
+            } else {
+                false
+            }
+        });
+        if self.count.is_none() {
+            self.count = self
+                .buckets
+                .last()
+                .filter(|(le, _)| *le == f64::INFINITY)
+                .map(|b| b.1);
+        }
+    }
+
+    /// Whether the `+Inf` bucket is present (false for a truncated exposition).
+    pub fn is_complete(&self) -> bool {
+        self.buckets.last().is_some_and(|b| b.0 == f64::INFINITY)
+    }
+
+    /// Number of observations: `count`, else the last bucket.
+    pub fn total(&self) -> f64 {
+        self.count
+            .or_else(|| self.buckets.last().map(|b| b.1))
+            .unwrap_or(0.0)
+    }
+
+    /// Whether cumulative counts never decrease with `le`.
+    pub fn is_monotone(&self) -> bool {
+        self.buckets.windows(2).all(|w| w[0].1 <= w[1].1)
+    }
+
+    /// Mean observation (`sum / count`), when both are known and the count is positive.
+    pub fn mean(&self) -> Option<f64> {
+        let n = self.total();
+        self.sum.filter(|_| n > 0.0).map(|s| s / n)
+    }
+
+    /// Cumulative count of observations `<= le`, reading the step function of the buckets.
+    fn cumulative_at(&self, le: f64) -> f64 {
+        self.buckets
+            .iter()
+            .take_while(|b| b.0 <= le)
+            .last()
+            .map_or(0.0, |b| b.1)
+    }
+
+    /// Adds two histograms (e.g. two label sets). Bucket bounds are the union; where one side
+    /// lacks a bound, its cumulative count at the next lower bound is used.
+    pub fn merge(&self, other: &HistogramSnapshot) -> HistogramSnapshot {
+        let mut les: Vec<f64> = self
+            .buckets
+            .iter()
+            .chain(&other.buckets)
+            .map(|b| b.0)
+            .collect();
+        les.sort_by(f64::total_cmp);
+        les.dedup();
+        let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (x, None) | (None, x) => x,
+        };
+        HistogramSnapshot {
+            buckets: les
+                .into_iter()
+                .map(|le| (le, self.cumulative_at(le) + other.cumulative_at(le)))
+                .collect(),
+            sum: add(self.sum, other.sum),
+            count: add(self.count, other.count),
+        }
+    }
+
+    /// `self - earlier`, bucket by bucket: what was observed between two scrapes. A decrease
+    /// anywhere means the server restarted (counters reset), so the delta counts from zero and
+    /// `self` is returned unchanged.
+    pub fn delta(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
+        let reset = self.total() < earlier.total()
+            || self
+                .buckets
+                .iter()
+                .any(|&(le, c)| c < earlier.cumulative_at(le));
+        if reset {
+            return self.clone();
+        }
+        HistogramSnapshot {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|&(le, c)| (le, c - earlier.cumulative_at(le)))
+                .collect(),
+            sum: self.sum.map(|s| s - earlier.sum.unwrap_or(0.0)),
+            count: self.count.map(|c| c - earlier.count.unwrap_or(0.0)),
+        }
+    }
+
+    /// Estimates the `q`-quantile (0..=1) like PromQL `histogram_quantile`: find the bucket
+    /// holding rank `q * total` and interpolate linearly between its bounds (the lowest bucket
+    /// starts at 0 when its bound is positive). A rank in the `+Inf` bucket gives the highest
+    /// finite bound. `None` with no observations or no buckets.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if !(0.0..=1.0).contains(&q) || self.buckets.is_empty() {
+            return None;
+        }
+        // Like Prometheus, repair non-monotone input by carrying the running maximum.
+        let mut running = 0.0f64;
+        let cum: Vec<(f64, f64)> = self
+            .buckets
+            .iter()
+            .map(|&(le, c)| {
+                running = running.max(c);
+                (le, running)
+            })
+            .collect();
+        let total = cum.last().map_or(0.0, |b| b.1);
+        if total <= 0.0 {
+            return None;
+        }
+        let rank = q * total;
+        let i = cum
+            .iter()
+            .position(|b| b.1 >= rank)
+            .unwrap_or(cum.len() - 1);
+        let (upper, count) = cum[i];
+        if upper == f64::INFINITY {
+            return Some(if i == 0 { f64::INFINITY } else { cum[i - 1].0 });
+        }
+        let (lower, below) = match i {
+            0 if upper > 0.0 => (0.0, 0.0),
+            0 => return Some(upper),
+            _ => cum[i - 1],
+        };
+        if count <= below {
+            return Some(upper);
+        }
+        Some(lower + (upper - lower) * (rank - below) / (count - below))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(buckets: &[(f64, f64)], sum: f64) -> HistogramSnapshot {
+        let mut h = HistogramSnapshot {
+            buckets: buckets.to_vec(),
+            sum: Some(sum),
+            count: None,
+        };
+        h.normalize();
+        h
+    }
+
+    #[test]
+    fn quantile_interpolates_inside_buckets() {
+        let x = h(
+            &[(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (f64::INFINITY, 40.0)],
+            12.0,
+        );
+        assert_eq!(x.count, Some(40.0));
+        // rank 20 lies halfway through (0.1, 0.5].
+        assert!((x.quantile(0.5).unwrap() - 0.3).abs() < 1e-12);
+        // rank 4 in the first bucket, interpolated from 0.
+        assert!((x.quantile(0.1).unwrap() - 0.04).abs() < 1e-12);
+        assert_eq!(x.quantile(1.0), Some(1.0));
+        assert!((x.mean().unwrap() - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rank_in_inf_bucket_gives_highest_finite_bound() {
+        let x = h(&[(1.0, 1.0), (2.0, 2.0), (f64::INFINITY, 10.0)], 100.0);
+        assert_eq!(x.quantile(0.99), Some(2.0));
+    }
+
+    #[test]
+    fn empty_histogram_has_no_quantile() {
+        let x = h(&[(1.0, 0.0), (f64::INFINITY, 0.0)], 0.0);
+        assert_eq!(x.quantile(0.5), None);
+        assert_eq!(HistogramSnapshot::default().quantile(0.5), None);
+        assert_eq!(x.quantile(1.5), None);
+    }
+
+    #[test]
+    fn delta_subtracts_and_handles_reset() {
+        let a = h(&[(1.0, 5.0), (f64::INFINITY, 8.0)], 10.0);
+        let b = h(&[(1.0, 7.0), (f64::INFINITY, 13.0)], 25.0);
+        let d = b.delta(&a);
+        assert_eq!(d.buckets, vec![(1.0, 2.0), (f64::INFINITY, 5.0)]);
+        assert_eq!(d.sum, Some(15.0));
+        assert_eq!(d.count, Some(5.0));
+        // Server restarted between the scrapes: counts went down, start from zero.
+        let r = h(&[(1.0, 1.0), (f64::INFINITY, 2.0)], 1.0);
+        assert_eq!(r.delta(&b), r);
+    }
+
+    #[test]
+    fn merge_adds_matching_and_steps_missing_bounds() {
+        let a = h(&[(1.0, 1.0), (f64::INFINITY, 2.0)], 3.0);
+        let b = h(&[(0.5, 1.0), (1.0, 3.0), (f64::INFINITY, 3.0)], 2.0);
+        let m = a.merge(&b);
+        assert_eq!(
+            m.buckets,
+            vec![(0.5, 1.0), (1.0, 4.0), (f64::INFINITY, 5.0)]
+        );
+        assert_eq!(m.count, Some(5.0));
+        assert_eq!(m.sum, Some(5.0));
+    }
+
+    #[test]
+    fn truncated_histogram_uses_last_bucket() {
+        let x = h(&[(1.0, 3.0), (2.0, 5.0)], 4.0);
+        assert!(!x.is_complete());
+        assert_eq!(x.count, None);
+        assert_eq!(x.total(), 5.0);
+        assert!(x.quantile(0.5).is_some());
+    }
+}

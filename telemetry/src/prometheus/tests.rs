@@ -1,0 +1,200 @@
+//! Hand-made edge cases for the parser; the real captures are tested in `tests/fixtures.rs`.
+
+use super::*;
+
+#[test]
+fn colon_names_and_escaped_label_values() {
+    let s = parse(concat!(
+        "# HELP vllm:num_requests_running Number of requests.\\nSecond line \\\\ done\n",
+        "# TYPE vllm:num_requests_running gauge\n",
+        "vllm:num_requests_running{model_name=\"a,b\",path=\"C:\\\\x\",q=\"say \\\"hi\\\"\",nl=\"1\\n2\"} 3\n",
+    ));
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    let f = s.family("vllm:num_requests_running").unwrap();
+    assert_eq!(f.kind, MetricKind::Gauge);
+    assert_eq!(
+        f.help.as_deref(),
+        Some("Number of requests.\nSecond line \\ done")
+    );
+    let l = &f.samples[0].labels;
+    assert_eq!(l.get("model_name"), Some("a,b"));
+    assert_eq!(l.get("path"), Some("C:\\x"));
+    assert_eq!(l.get("q"), Some("say \"hi\""));
+    assert_eq!(l.get("nl"), Some("1\n2"));
+    assert_eq!(s.sum("vllm:num_requests_running"), Some(3.0));
+}
+
+#[test]
+fn special_values_and_timestamps() {
+    let s = parse(concat!(
+        "a +Inf\n",
+        "b -Inf 1700000000000\n",
+        "c NaN\n",
+        "d{x=\"1\"} 1.5e3 -12\n",
+        "e 0x10\n",
+    ));
+    assert_eq!(s.sum("a"), Some(f64::INFINITY));
+    assert_eq!(s.sum("b"), Some(f64::NEG_INFINITY));
+    assert!(s.family("c").unwrap().samples[0].value.is_nan());
+    assert_eq!(s.sum("c"), None, "NaN is left out of sums");
+    let d = &s.family("d").unwrap().samples[0];
+    assert_eq!((d.value, d.timestamp_ms), (1500.0, Some(-12.0)));
+    assert_eq!(s.family("b").unwrap().samples[0].timestamp_ms, Some(1.7e12));
+    assert_eq!(s.format(), Format::Prometheus);
+    // Hex is not a Prometheus float.
+    assert_eq!(s.skipped_lines, 1);
+    assert_eq!(s.errors[0].line, 5);
+    assert_eq!(s.errors[0].kind, IssueKind::BadValue);
+}
+
+#[test]
+fn openmetrics_counter_histogram_exemplars_and_eof() {
+    let s = parse(concat!(
+        "# TYPE rpc counter\n",
+        "# UNIT rpc requests\n",
+        "rpc_total{code=\"200\"} 10 1700000000.5\n",
+        "rpc_created{code=\"200\"} 1699999999\n",
+        "# TYPE lat histogram\n",
+        "lat_bucket{le=\"0.1\"} 1 # {trace_id=\"abc\"} 0.05 1700000000.25\n",
+        "lat_bucket{le=\"1\"} 3 # {trace_id=\"def\",span=\"x\"} 0.67\n",
+        "lat_bucket{le=\"+Inf\"} 4\n",
+        "lat_sum 5.5\n",
+        "lat_count 4\n",
+        "lat_created 1699999999\n",
+        "# EOF\n",
+        "after 1\n",
+    ));
+    assert!(s.eof);
+    assert_eq!(s.format(), Format::OpenMetrics);
+    assert_eq!(s.families.len(), 2);
+    let rpc = s.family("rpc_total").unwrap();
+    assert_eq!(rpc.name, "rpc");
+    assert_eq!(rpc.unit.as_deref(), Some("requests"));
+    assert_eq!(rpc.samples.len(), 2);
+    // OpenMetrics timestamps are seconds; Sample keeps milliseconds.
+    assert_eq!(rpc.samples[0].timestamp_ms, Some(1_700_000_000_500.0));
+    assert_eq!(s.sum("rpc"), Some(10.0));
+    assert_eq!(s.sum("rpc_total"), Some(10.0));
+    let lat = s.family("lat").unwrap();
+    let ex = lat.samples[0].exemplar.as_ref().unwrap();
+    assert_eq!(ex.labels.get("trace_id"), Some("abc"));
+    assert_eq!((ex.value, ex.timestamp_s), (0.05, Some(1_700_000_000.25)));
+    let ex = lat.samples[1].exemplar.as_ref().unwrap();
+    assert_eq!((ex.labels.len(), ex.value, ex.timestamp_s), (2, 0.67, None));
+    let h = s.histogram("lat").unwrap();
+    assert_eq!(
+        h.buckets,
+        vec![(0.1, 1.0), (1.0, 3.0), (f64::INFINITY, 4.0)]
+    );
+    assert_eq!((h.sum, h.count), (Some(5.5), Some(4.0)));
+    assert_eq!(s.skipped_lines, 1);
+    assert_eq!(s.errors[0].kind, IssueKind::AfterEof);
+}
+
+#[test]
+fn garbage_lines_are_skipped_and_counted() {
+    let text = concat!(
+        "# TYPE ok gauge\n",
+        "ok 1\n",
+        "{\n",
+        "bad{x=\"unterminated} 1\n",
+        "bad{x=1} 1\n",
+        "bad{=\"\"} 1\n",
+        "novalue\n",
+        "two values 1 2 3\n",
+        "ts 1 notanumber\n",
+        "ts 1 +Inf\n",
+        "9starts_with_digit 1\n",
+        "# TYPE\n",
+        "# TYPE weird flux\n",
+        "ok{y=\"2\"} 2 # not an exemplar\n",
+        "ok{z=\"3\"} 3\r\n",
+        "\t\n",
+        "# just a comment\n",
+    );
+    let s = parse(text);
+    assert_eq!(s.sum("ok"), Some(6.0), "{:?}", s.errors);
+    // The bad exemplar is an issue but its sample is kept.
+    assert_eq!(s.skipped_lines, 11, "{:#?}", s.errors);
+    assert_eq!(s.errors.len(), 12);
+    assert_eq!(s.errors[0].line, 3);
+    assert!(s
+        .errors
+        .iter()
+        .any(|e| e.kind == IssueKind::BadExemplar && e.line == 14));
+    assert_eq!(s.family("weird").unwrap().kind, MetricKind::Untyped);
+}
+
+#[test]
+fn issues_are_capped_but_all_counted() {
+    let text = "x{\n".repeat(100);
+    let s = parse(&text);
+    assert_eq!(s.skipped_lines, 100);
+    assert_eq!(s.errors.len(), MAX_ISSUES);
+}
+
+#[test]
+fn undeclared_samples_and_suffix_rules() {
+    let s = parse(concat!(
+        "# TYPE g gauge\n",
+        "g_count 1\n", // a gauge has no _count: its own untyped family
+        "# TYPE s summary\n",
+        "s{quantile=\"0.5\"} 2\n",
+        "s_sum 10\n",
+        "s_count 5\n",
+        "loose 7\n",
+        "# TYPE g counter\n",
+    ));
+    assert_eq!(s.family("g_count").unwrap().kind, MetricKind::Untyped);
+    assert_eq!(s.family("s").unwrap().samples.len(), 3);
+    assert_eq!(s.family("s_count").unwrap().name, "s");
+    assert_eq!(s.family("loose").unwrap().kind, MetricKind::Untyped);
+    assert_eq!(s.family("g").unwrap().kind, MetricKind::Gauge);
+    assert_eq!(s.errors[0].kind, IssueKind::DuplicateType);
+}
+
+#[test]
+fn utf8_quoted_names_and_labels() {
+    let s = parse("{\"my.metric\",\"label.x\"=\"é\",b=\"2\"} 4\n");
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    let f = s.family("my.metric").unwrap();
+    assert_eq!(f.samples[0].labels.get("label.x"), Some("é"));
+}
+
+#[test]
+fn labels_sorted_and_last_duplicate_wins() {
+    let s = parse("m{b=\"1\",a=\"2\",b=\"3\"} 1\n");
+    let l = &s.families[0].samples[0].labels;
+    assert_eq!(l.iter().collect::<Vec<_>>(), vec![("a", "2"), ("b", "3")]);
+    assert_eq!(l.without(&["a"]).len(), 1);
+}
+
+#[test]
+fn histograms_per_label_set_and_merged() {
+    let s = parse(concat!(
+        "# TYPE h histogram\n",
+        "h_bucket{m=\"a\",le=\"1\"} 1\n",
+        "h_bucket{m=\"a\",le=\"+Inf\"} 2\n",
+        "h_sum{m=\"a\"} 3\n",
+        "h_count{m=\"a\"} 2\n",
+        "h_bucket{m=\"b\",le=\"1.0\"} 4\n",
+        "h_bucket{m=\"b\",le=\"+Inf\"} 4\n",
+        "h_sum{m=\"b\"} 2\n",
+        "h_count{m=\"b\"} 4\n",
+    ));
+    let per = s.histograms("h");
+    assert_eq!(per.len(), 2);
+    assert_eq!(per[1].0.get("m"), Some("b"));
+    let all = s.histogram("h").unwrap();
+    assert_eq!(all.buckets, vec![(1.0, 5.0), (f64::INFINITY, 6.0)]);
+    assert_eq!((all.sum, all.count), (Some(5.0), Some(6.0)));
+}
+
+#[test]
+fn empty_and_whitespace_inputs() {
+    for text in ["", "\n", "\n\n  \n", "# EOF", "#", "# HELP"] {
+        let s = parse(text);
+        assert!(s.families.is_empty(), "{text:?}");
+    }
+    assert_eq!(parse("# HELP").skipped_lines, 1);
+}

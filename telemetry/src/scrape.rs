@@ -1,0 +1,209 @@
+//! [`ServerMetricsScraper`]: scrapes the inference server's `/metrics` on an interval, maps
+//! each page onto canonical signals ([`ServerSample`]) stamped with [`MonoTime`], and keeps
+//! them in a bounded ring that the daemon reads through a [`ServerMetrics`] handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use canary_core::MonoTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::ServerSample;
+use crate::http::{self, Endpoint, ScrapeError};
+use crate::prometheus;
+use crate::ring::Ring;
+use crate::source::{SharedState, SourceState};
+use crate::summary::RunServerSummary;
+
+/// Settings of a [`ServerMetricsScraper`].
+#[derive(Debug, Clone)]
+pub struct ServerMetricsConfig {
+    /// The `/metrics` URL (`http://host:port/metrics`).
+    pub url: String,
+    /// Time between scrapes (default 1 s).
+    pub interval: Duration,
+    /// Give up on one scrape after this long (default 900 ms, under the interval).
+    pub timeout: Duration,
+    /// Samples kept in the ring (default 7200: two hours at 1 s).
+    pub capacity: usize,
+    /// Keep every parsed page in its sample, not only for unknown engines (memory grows with
+    /// the page size times `capacity`; default false).
+    pub keep_raw: bool,
+}
+
+impl ServerMetricsConfig {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> ServerMetricsConfig {
+        ServerMetricsConfig {
+            url: url.into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(900),
+            capacity: 7200,
+            keep_raw: false,
+        }
+    }
+}
+
+/// Scrapes one server's `/metrics` until shut down. Build it, take a [`ServerMetrics`]
+/// handle with [`ServerMetricsScraper::handle`], then spawn [`ServerMetricsScraper::run`].
+#[derive(Debug)]
+pub struct ServerMetricsScraper {
+    handle: ServerMetrics,
+    interval: Duration,
+}
+
+/// A cheap, cloneable view of a scraper's ring and state, for the daemon and `doctor`.
+#[derive(Debug, Clone)]
+pub struct ServerMetrics {
+    endpoint: Arc<Endpoint>,
+    timeout: Duration,
+    keep_raw: bool,
+    ring: Ring<ServerSample>,
+    state: SharedState,
+}
+
+impl ServerMetricsScraper {
+    /// Validates the URL (plain `http://` only); nothing is contacted yet.
+    pub fn new(config: ServerMetricsConfig) -> Result<ServerMetricsScraper, ScrapeError> {
+        let endpoint = Endpoint::parse(&config.url)?;
+        Ok(ServerMetricsScraper {
+            handle: ServerMetrics {
+                endpoint: Arc::new(endpoint),
+                timeout: config.timeout,
+                keep_raw: config.keep_raw,
+                ring: Ring::new(config.capacity),
+                state: SharedState::default(),
+            },
+            interval: config.interval,
+        })
+    }
+
+    /// The handle through which samples are read while [`ServerMetricsScraper::run`] runs.
+    pub fn handle(&self) -> ServerMetrics {
+        self.handle.clone()
+    }
+
+    /// Scrapes every interval until `shutdown` is cancelled. An unreachable endpoint is logged
+    /// once (`warn`) and retried quietly; this never fails the caller.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScrapeError> {
+        let h = &self.handle;
+        http::poll(
+            "server /metrics",
+            &h.endpoint,
+            self.interval,
+            h.timeout,
+            &h.state,
+            shutdown,
+            |text, at| h.ingest(&text, at),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+impl ServerMetrics {
+    fn ingest(&self, text: &str, at: MonoTime) -> String {
+        let sample = ServerSample::from_scrape(prometheus::parse(text), at, self.keep_raw);
+        let detail = match sample.engine {
+            Some(e) => format!("{} ({e:?})", self.endpoint.url),
+            None => self.endpoint.url.clone(),
+        };
+        if sample.skipped_lines > 0 {
+            tracing::debug!(url = %self.endpoint.url, skipped = sample.skipped_lines, "lines skipped");
+        }
+        self.ring.push(sample);
+        detail
+    }
+
+    /// Scrapes once now (outside the interval) and keeps the sample; use it at the end of a
+    /// run so the run's last requests are in the final histogram.
+    pub async fn scrape_now(&self) -> Result<ServerSample, ScrapeError> {
+        match self.endpoint.get(self.timeout).await {
+            Ok((text, at)) => {
+                let detail = self.ingest(&text, at);
+                self.state.set(SourceState::available(detail));
+                Ok(self.ring.at_or_before(at).unwrap_or_default())
+            }
+            Err(e) => {
+                self.state
+                    .set(SourceState::unavailable(http::error_chain(&e)));
+                Err(e)
+            }
+        }
+    }
+
+    /// The URL scraped.
+    pub fn url(&self) -> &str {
+        &self.endpoint.url
+    }
+
+    /// Whether the endpoint answers, and why not.
+    pub fn state(&self) -> SourceState {
+        self.state.get()
+    }
+
+    /// The ring itself (time-ordered, bounded).
+    pub fn ring(&self) -> &Ring<ServerSample> {
+        &self.ring
+    }
+
+    /// Samples taken in `[t0, t1]`.
+    pub fn samples_between(&self, t0: MonoTime, t1: MonoTime) -> Vec<ServerSample> {
+        self.ring.between(t0, t1)
+    }
+
+    /// The last sample at or before `t` (the server's state at `t`).
+    pub fn at_or_before(&self, t: MonoTime) -> Option<ServerSample> {
+        self.ring.at_or_before(t)
+    }
+
+    /// The scrapes bounding a run `[t0, t1]` for histogram and counter deltas: the last one at
+    /// or before `t0` (else the first in the run), and the first at or after `t1` (else the
+    /// last before it). `None` without two distinct scrapes.
+    pub fn run_bounds(&self, t0: MonoTime, t1: MonoTime) -> Option<(ServerSample, ServerSample)> {
+        let first = self
+            .ring
+            .at_or_before(t0)
+            .or_else(|| self.ring.at_or_after(t0))?;
+        let last = self
+            .ring
+            .at_or_after(t1)
+            .or_else(|| self.ring.at_or_before(t1))?;
+        (last.at > first.at).then_some((first, last))
+    }
+
+    /// Every sample from the first to the last bound of the run (see [`Self::run_bounds`]).
+    pub fn run_window(&self, t0: MonoTime, t1: MonoTime) -> Vec<ServerSample> {
+        match self.run_bounds(t0, t1) {
+            Some((a, b)) => self.ring.between(a.at, b.at),
+            None => self.ring.between(t0, t1),
+        }
+    }
+
+    /// The server-side summary of a run `[t0, t1]`.
+    pub fn summary(&self, t0: MonoTime, t1: MonoTime) -> RunServerSummary {
+        RunServerSummary::from_samples(&self.run_window(t0, t1))
+    }
+}
+
+/// Tries one scrape of `url` and says whether it works (for `canaryd doctor`).
+pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
+    let endpoint = match Endpoint::parse(url) {
+        Ok(e) => e,
+        Err(e) => return SourceState::unavailable(http::error_chain(&e)),
+    };
+    match endpoint.get(timeout).await {
+        Ok((text, at)) => {
+            let s = ServerSample::from_scrape(prometheus::parse(&text), at, false);
+            let families = s.raw.as_ref().map(|r| r.families.len());
+            match (s.engine, families) {
+                (Some(crate::Engine::Unknown), Some(n)) => {
+                    SourceState::available(format!("{url}: unknown engine, {n} metric families"))
+                }
+                (Some(e), _) => SourceState::available(format!("{url}: engine {e:?}")),
+                _ => SourceState::available(url.to_owned()),
+            }
+        }
+        Err(e) => SourceState::unavailable(http::error_chain(&e)),
+    }
+}

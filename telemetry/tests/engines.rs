@@ -1,0 +1,217 @@
+//! Engine detection and the mapping onto canonical signals, on the real captures and on
+//! synthetic pages for the engines without one.
+
+use canary_core::MonoTime;
+use canary_telemetry::prometheus::parse;
+use canary_telemetry::{Engine, RunServerSummary, ServerRates, ServerSample};
+
+fn sample(text: &str, at_s: u64) -> ServerSample {
+    ServerSample::from_scrape(parse(text), MonoTime(at_s * 1_000_000_000), false)
+}
+
+/// A vLLM V1 page after `n` steps of a steady load: 10 requests/step, 2 of them slower.
+pub fn vllm_v1_page(n: u64) -> String {
+    let hist = |name: &str, les: &[(&str, u64)], sum: f64| {
+        let mut s = format!("# HELP {name} h\n# TYPE {name} histogram\n");
+        for (le, per_step) in les {
+            s += &format!(
+                "{name}_bucket{{engine=\"0\",le=\"{le}\",model_name=\"m,1\"}} {}\n",
+                per_step * n
+            );
+        }
+        let count = les.last().unwrap().1 * n;
+        s += &format!("{name}_count{{engine=\"0\",model_name=\"m,1\"}} {count}\n");
+        s += &format!(
+            "{name}_sum{{engine=\"0\",model_name=\"m,1\"}} {}\n",
+            sum * n as f64
+        );
+        s
+    };
+    let mut page = String::new();
+    for (name, kind, v) in [
+        ("vllm:num_requests_running", "gauge", (n % 4) as f64),
+        ("vllm:num_requests_waiting", "gauge", (n % 3) as f64),
+        ("vllm:kv_cache_usage_perc", "gauge", 0.25),
+        (
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            100.0 * n as f64,
+        ),
+        ("vllm:prefix_cache_hits_total", "counter", 40.0 * n as f64),
+        ("vllm:prompt_tokens_total", "counter", 1000.0 * n as f64),
+        ("vllm:generation_tokens_total", "counter", 200.0 * n as f64),
+    ] {
+        page += &format!("# TYPE {name} {kind}\n{name}{{engine=\"0\",model_name=\"m,1\"}} {v}\n");
+    }
+    page += &hist(
+        "vllm:time_to_first_token_seconds",
+        &[("0.1", 8), ("0.5", 10), ("+Inf", 10)],
+        1.0,
+    );
+    page += &hist(
+        "vllm:inter_token_latency_seconds",
+        &[("0.01", 100), ("0.05", 200), ("+Inf", 200)],
+        4.0,
+    );
+    page += &hist(
+        "vllm:e2e_request_latency_seconds",
+        &[("1.0", 5), ("5.0", 10), ("+Inf", 10)],
+        20.0,
+    );
+    page += &hist(
+        "vllm:request_queue_time_seconds",
+        &[("0.001", 10), ("+Inf", 10)],
+        0.001,
+    );
+    page
+}
+
+#[test]
+fn fixtures_detect_their_engine() {
+    let v0 = sample(&fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom"), 1);
+    assert_eq!(v0.engine, Some(Engine::VllmV0));
+    assert_eq!(v0.running_requests, Some(0.0));
+    assert_eq!(v0.queue_depth, Some(0.0));
+    assert_eq!(v0.kv_cache_usage, Some(0.0));
+    // -1 means "no data yet" in vLLM V0.
+    assert_eq!(v0.prefix_cache_hit_rate_gauge, None);
+    assert_eq!(v0.prompt_tokens_total, Some(148.0));
+    assert_eq!(v0.generation_tokens_total, Some(955.0));
+    assert!(v0.raw.is_none());
+
+    let ll = sample(&fixture!("llamacpp_server_metrics.prom"), 1);
+    assert_eq!(ll.engine, Some(Engine::LlamaCpp));
+    assert_eq!(ll.running_requests, Some(0.0));
+    assert_eq!(ll.queue_depth, Some(0.0));
+    assert_eq!(ll.prompt_tokens_total, Some(42.0));
+    assert_eq!(ll.generation_tokens_total, Some(81.0));
+    assert_eq!(
+        (ll.prefix_cache_hits, ll.prefix_cache_queries),
+        (Some(0.0), Some(42.0))
+    );
+    assert_eq!(
+        ll.kv_cache_usage, None,
+        "this llama.cpp build has no KV gauge"
+    );
+
+    let dcgm = sample(&fixture!("dcgm_exporter_metrics_rtx4000ada.prom"), 1);
+    assert_eq!(dcgm.engine, Some(Engine::Unknown));
+    assert_eq!(dcgm.raw.as_ref().unwrap().families.len(), 25);
+}
+
+#[test]
+fn vllm_v1_run_summary_from_histogram_deltas() {
+    let samples: Vec<ServerSample> = (0..=10).map(|n| sample(&vllm_v1_page(n), n)).collect();
+    let first = &samples[0];
+    assert_eq!(first.engine, Some(Engine::VllmV1));
+    assert_eq!(first.kv_cache_usage, Some(0.25));
+    let r = ServerRates::between(&samples[1], &samples[2]);
+    assert_eq!(r.prompt_tokens_per_s, Some(1000.0));
+    assert_eq!(r.generation_tokens_per_s, Some(200.0));
+    assert_eq!(r.prefix_cache_hit_rate, Some(0.4));
+
+    let s = RunServerSummary::from_samples(&samples[2..]);
+    assert_eq!(s.engine, Some(Engine::VllmV1));
+    assert_eq!(s.scrapes, 9);
+    assert_eq!(s.window_s, 8.0);
+    assert_eq!(s.prompt_tokens, Some(8000.0));
+    assert_eq!(s.generation_tokens, Some(1600.0));
+    assert_eq!(s.prefix_cache_hit_rate, Some(0.4));
+    let ttft = s.ttft_s.unwrap();
+    assert_eq!(ttft.count, 80.0);
+    assert!((ttft.mean.unwrap() - 0.1).abs() < 1e-12);
+    // 64 of 80 under 0.1 s: p50 at rank 40 is interpolated to 0.0625.
+    assert!((ttft.p50.unwrap() - 0.0625).abs() < 1e-12);
+    // p90 at rank 72 sits in (0.1, 0.5]: 0.1 + 0.4 * 8/16.
+    assert!((ttft.p90.unwrap() - 0.3).abs() < 1e-12);
+    assert_eq!(s.itl_s.unwrap().count, 1600.0);
+    assert_eq!(s.e2e_s.unwrap().p99, Some(4.92));
+    assert_eq!(s.queue_time_s.unwrap().count, 80.0);
+    let q = s.queue_depth.unwrap();
+    assert_eq!((q.max, q.samples), (2.0, 9));
+    assert_eq!(s.running_requests.unwrap().max, 3.0);
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["engine"], "vllm_v1");
+    assert_eq!(json["ttft_s"]["count"], 80.0);
+}
+
+#[test]
+fn counter_reset_mid_run_counts_from_zero() {
+    // Server restarted after step 5: counters drop back to step-1 values.
+    let mut samples: Vec<ServerSample> = (0..=5).map(|n| sample(&vllm_v1_page(n), n)).collect();
+    samples.push(sample(&vllm_v1_page(1), 6));
+    samples.push(sample(&vllm_v1_page(2), 7));
+    let s = RunServerSummary::from_samples(&samples);
+    assert_eq!(s.prompt_tokens, Some(7000.0));
+    // The end histogram is below the start one: the delta is the end histogram itself.
+    assert_eq!(s.ttft_s.unwrap().count, 20.0);
+}
+
+#[test]
+fn other_engines_map_their_names() {
+    let sglang = sample(
+        concat!(
+            "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"x\"} 7\n",
+            "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{model_name=\"x\"} 3\n",
+            "# TYPE sglang:token_usage gauge\nsglang:token_usage{model_name=\"x\"} 0.28\n",
+            "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate{model_name=\"x\"} 0.0075\n",
+            "# TYPE sglang:prompt_tokens_total counter\nsglang:prompt_tokens_total 8.128902e+06\n",
+            "# TYPE sglang:time_to_first_token_seconds histogram\n",
+            "sglang:time_to_first_token_seconds_bucket{le=\"0.5\"} 2\n",
+            "sglang:time_to_first_token_seconds_bucket{le=\"+Inf\"} 4\n",
+        ),
+        1,
+    );
+    assert_eq!(sglang.engine, Some(Engine::Sglang));
+    assert_eq!(
+        (
+            sglang.running_requests,
+            sglang.queue_depth,
+            sglang.kv_cache_usage
+        ),
+        (Some(7.0), Some(3.0), Some(0.28))
+    );
+    assert_eq!(sglang.prefix_cache_hit_rate_gauge, Some(0.0075));
+    assert_eq!(sglang.prompt_tokens_total, Some(8_128_902.0));
+    assert_eq!(sglang.ttft.unwrap().count, Some(4.0));
+
+    let tgi = sample(
+        concat!(
+            "# TYPE tgi_queue_size gauge\ntgi_queue_size 5\n",
+            "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 12\n",
+            "# TYPE tgi_request_input_length histogram\n",
+            "tgi_request_input_length_bucket{le=\"+Inf\"} 3\ntgi_request_input_length_sum 300\n",
+            "tgi_request_input_length_count 3\n",
+            "# TYPE tgi_request_duration histogram\ntgi_request_duration_bucket{le=\"1\"} 3\n",
+            "tgi_request_duration_bucket{le=\"+Inf\"} 3\n",
+        ),
+        1,
+    );
+    assert_eq!(tgi.engine, Some(Engine::Tgi));
+    assert_eq!(
+        (tgi.queue_depth, tgi.running_requests),
+        (Some(5.0), Some(12.0))
+    );
+    assert_eq!(tgi.prompt_tokens_total, Some(300.0));
+    assert!(tgi.e2e.is_some() && tgi.ttft.is_none());
+
+    let dynamo = sample(
+        concat!(
+            "# TYPE dynamo_frontend_inflight_requests gauge\n",
+            "dynamo_frontend_inflight_requests{model=\"m\"} 9\n",
+            "# TYPE dynamo_frontend_queued_requests gauge\n",
+            "dynamo_frontend_queued_requests{model=\"m\"} 2\n",
+            "# TYPE dynamo_frontend_output_sequence_tokens histogram\n",
+            "dynamo_frontend_output_sequence_tokens_bucket{model=\"m\",le=\"+Inf\"} 2\n",
+            "dynamo_frontend_output_sequence_tokens_sum{model=\"m\"} 512\n",
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n",
+        ),
+        1,
+    );
+    assert_eq!(dynamo.engine, Some(Engine::Dynamo));
+    assert_eq!(
+        (dynamo.running_requests, dynamo.queue_depth),
+        (Some(9.0), Some(2.0))
+    );
+    assert_eq!(dynamo.generation_tokens_total, Some(512.0));
+}

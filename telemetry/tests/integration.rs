@@ -1,0 +1,12 @@
+//! The one integration-test binary of canary-telemetry: real captures, fuzzing, the fake NVML
+//! library and the scrapers against a loopback HTTP server.
+
+#[macro_use]
+mod macros;
+
+mod dcgm;
+mod engines;
+mod fixtures;
+mod fuzz;
+mod nvml;
+mod scraper;

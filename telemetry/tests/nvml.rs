@@ -1,0 +1,125 @@
+//! The real nvml-wrapper loading path, against a fake `libnvidia-ml.so` compiled from
+//! `tests/fake_nvml/fake_nvml.c` at test time. Skips loudly when no C compiler is present.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use canary_telemetry::{probe_nvml, GpuSource, NvmlConfig, NvmlSampler, SourceState};
+use tokio_util::sync::CancellationToken;
+
+/// Compiles the fake library into `dir`; `None` (with a loud message) without a compiler.
+fn build_fake(dir: &Path, name: &str, defines: &[&str]) -> Option<PathBuf> {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_nvml/fake_nvml.c");
+    let out = dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .args(defines)
+        .arg(src)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            eprintln!("SKIPPED: cannot build the fake libnvidia-ml.so with `{cc}`: {other:?}");
+            None
+        }
+    }
+}
+
+fn config(lib: PathBuf) -> NvmlConfig {
+    NvmlConfig {
+        lib_path: Some(lib),
+        interval: Duration::from_millis(10),
+        capacity: 6,
+        // The fake reports its one process as pid 4242 unless FAKE_NVML_PID is set.
+        server_pid: Some(4242),
+    }
+}
+
+#[test]
+fn fake_nvml_values_come_out_in_gpu_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = build_fake(dir.path(), "libnvidia-ml.so", &[]) else {
+        return;
+    };
+    let mut s = NvmlSampler::open(config(lib.clone())).expect("fake NVML loads");
+    assert!(s
+        .detail()
+        .starts_with("2 GPU(s), Fake NVIDIA H100 80GB HBM3, driver 580.00-fake"));
+    let first = s.sample_now();
+    assert_eq!(first.len(), 2);
+    let g = &first[1];
+    assert_eq!((g.source, g.gpu), (GpuSource::Nvml, 1));
+    assert_eq!(g.uuid.as_deref(), Some("GPU-fake-0001"));
+    assert_eq!(g.model_name.as_deref(), Some("Fake NVIDIA H100 80GB HBM3"));
+    assert_eq!((g.util_gpu_pct, g.util_mem_pct), (Some(73.0), Some(41.0)));
+    assert_eq!(g.mem_used_bytes, Some(12_345_678_912));
+    assert_eq!(g.mem_total_bytes, Some(80 << 30));
+    assert_eq!(g.power_w, Some(215.123));
+    assert_eq!(g.temp_c, Some(64.0));
+    assert_eq!(
+        (g.sm_clock_mhz, g.mem_clock_mhz),
+        (Some(1980.0), Some(2619.0))
+    );
+    assert_eq!(g.throttle_reasons, Some(0x4));
+    assert_eq!(g.pcie_tx_bytes_per_s, Some(1000.0 * 1024.0));
+    assert_eq!(g.pcie_rx_bytes_per_s, Some(2000.0 * 1024.0));
+    assert_eq!(
+        (g.process_sm_util_pct, g.process_mem_util_pct),
+        (Some(55.0), Some(22.0))
+    );
+    // The energy counter grows by 5 J per read.
+    let second = s.sample_now();
+    let e0 = first[0].energy_j.unwrap();
+    assert!(e0 >= 1000.0);
+    assert_eq!(second[0].energy_j.unwrap() - e0, 10.0);
+    assert!(second[0].at >= first[1].at);
+    assert_eq!(s.samples().len(), 4);
+
+    assert!(probe_nvml(Some(lib)).is_available());
+}
+
+#[test]
+fn missing_symbol_loses_only_its_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = build_fake(dir.path(), "libnvidia-ml.so", &["-DNO_PROCESS_UTIL"]) else {
+        return;
+    };
+    let mut s = NvmlSampler::open(config(lib)).unwrap();
+    let g = &s.sample_now()[0];
+    assert_eq!(g.process_sm_util_pct, None);
+    assert_eq!(g.util_gpu_pct, Some(73.0));
+}
+
+#[tokio::test]
+async fn sampler_runs_until_shutdown_and_ring_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) = build_fake(dir.path(), "libnvidia-ml.so", &[]) else {
+        return;
+    };
+    let s = NvmlSampler::open(config(lib)).unwrap();
+    let ring = s.samples();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(s.run(shutdown.clone()));
+    crate::scraper::wait_for("a full ring", || ring.len() == 6).await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    assert_eq!(ring.len(), 6);
+}
+
+#[test]
+fn no_library_is_unavailable_with_a_reason() {
+    let (sampler, state) = NvmlSampler::open_or_report(NvmlConfig {
+        lib_path: Some("/nonexistent/libnvidia-ml.so".into()),
+        ..NvmlConfig::default()
+    });
+    assert!(sampler.is_none());
+    match state {
+        SourceState::Unavailable { reason } => {
+            assert!(reason.contains("/nonexistent/libnvidia-ml.so"), "{reason}")
+        }
+        other => panic!("{other}"),
+    }
+}

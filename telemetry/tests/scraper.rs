@@ -1,0 +1,168 @@
+//! The scrapers against a real loopback HTTP server started by the test, serving the real
+//! captures; and an unreachable endpoint, which must degrade to "unavailable" quietly.
+//!
+//! No timing assertions: tests wait (with a generous deadline) for conditions, not durations.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use canary_core::MonoTime;
+use canary_telemetry::{
+    probe_server_metrics, Engine, ServerMetricsConfig, ServerMetricsScraper, SourceState,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Serves `page(n)` for the n-th request (from 0) on a loopback port; returns the base URL.
+pub async fn serve<F>(page: F) -> String
+where
+    F: Fn(u64) -> String + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let page = Arc::new(page);
+    let counter = Arc::new(AtomicU64::new(0));
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let page = page.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = page(counter.fetch_add(1, Ordering::SeqCst));
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(body.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Waits until `cond` holds, polling; panics after a generous deadline (not a timing check).
+pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn fast(url: String) -> ServerMetricsConfig {
+    let mut c = ServerMetricsConfig::new(url);
+    c.interval = Duration::from_millis(20);
+    c.timeout = Duration::from_secs(5);
+    c.capacity = 4;
+    c
+}
+
+#[tokio::test]
+async fn ring_fills_from_a_real_server_and_stays_bounded() {
+    let base = serve(crate::engines::vllm_v1_page).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let handle = scraper.handle();
+    assert_eq!(handle.state(), SourceState::Pending);
+    let t0 = MonoTime::now();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(scraper.run(shutdown.clone()));
+    wait_for("6 scrapes", || {
+        handle
+            .ring()
+            .latest()
+            .and_then(|s| s.prompt_tokens_total)
+            .is_some_and(|p| p >= 6000.0)
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+
+    assert_eq!(handle.ring().len(), 4, "capacity bounds the ring");
+    let samples = handle.samples_between(t0, MonoTime::now());
+    assert_eq!(samples.len(), 4);
+    assert!(samples.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(samples.iter().all(|s| s.engine == Some(Engine::VllmV1)));
+    assert!(matches!(handle.state(), SourceState::Available { .. }));
+    let last = samples.last().unwrap();
+    assert_eq!(handle.at_or_before(MonoTime::now()).unwrap().at, last.at);
+
+    // One more scrape on demand, then the run summary over the ring's window.
+    let now = handle.scrape_now().await.unwrap();
+    assert!(now.at > last.at);
+    let summary = handle.summary(samples[0].at, now.at);
+    assert_eq!(summary.engine, Some(Engine::VllmV1));
+    assert_eq!(summary.scrapes, 4);
+    let steps =
+        (now.prompt_tokens_total.unwrap() - samples[1].prompt_tokens_total.unwrap()) / 1000.0;
+    assert_eq!(summary.prompt_tokens, Some(steps * 1000.0));
+    assert_eq!(summary.ttft_s.unwrap().count, steps * 10.0);
+}
+
+#[tokio::test]
+async fn real_fixture_pages_are_served_and_mapped() {
+    let page = fixture!("llamacpp_server_metrics.prom");
+    let base = serve(move |_| page.clone()).await;
+    let url = format!("{base}/metrics");
+    let state = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    assert!(
+        matches!(&state, SourceState::Available { detail } if detail.contains("LlamaCpp")),
+        "{state}"
+    );
+    let scraper = ServerMetricsScraper::new(fast(url)).unwrap();
+    let s = scraper.handle().scrape_now().await.unwrap();
+    assert_eq!(s.engine, Some(Engine::LlamaCpp));
+    assert_eq!(s.prompt_tokens_total, Some(42.0));
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_degrades_gracefully() {
+    // A port that was just free: connection refused.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let scraper = ServerMetricsScraper::new(fast(url.clone())).unwrap();
+    let handle = scraper.handle();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(scraper.run(shutdown.clone()));
+    wait_for("a failed attempt", || {
+        matches!(handle.state(), SourceState::Unavailable { .. })
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().expect("run never fails the caller");
+    assert!(handle.ring().is_empty());
+    match handle.state() {
+        SourceState::Unavailable { reason } => {
+            assert!(
+                reason.contains(&url) && reason.contains("cannot connect"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(handle.scrape_now().await.is_err());
+    let probe = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    assert!(!probe.is_available());
+    // Bad URLs are rejected up front, with the URL in the message.
+    let err = ServerMetricsScraper::new(ServerMetricsConfig::new("https://x/metrics")).unwrap_err();
+    assert!(err.to_string().contains("https://x/metrics"));
+    assert!(ServerMetricsScraper::new(ServerMetricsConfig::new("not a url")).is_err());
+}
