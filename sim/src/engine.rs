@@ -11,7 +11,7 @@
 //! Time is virtual and exact: the step costs accumulate in `vt`, and the engine sleeps only when
 //! `vt` is more than 1 ms ahead of the clock (tokio's timer has 1 ms resolution), otherwise it
 //! just yields. So sub-millisecond steps come out in small bursts but at the right average rate.
-//! If the engine falls more than 2 ms behind (the host was busy), the lost time is forgotten
+//! If the engine falls more than 5 ms behind (the host was busy), the lost time is forgotten
 //! instead of replayed as a burst, as a real GPU would not catch up either.
 
 use std::collections::VecDeque;
@@ -28,7 +28,7 @@ use crate::profile::Profile;
 use crate::prompt::PromptTokens;
 
 const SLEEP_THRESHOLD_NS: u64 = 1_000_000;
-const MAX_LAG_NS: u64 = 2_000_000;
+const MAX_LAG_NS: u64 = 5_000_000;
 
 /// What the engine and a request's writer share.
 #[derive(Debug, Default)]
