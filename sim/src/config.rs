@@ -1,0 +1,251 @@
+//! Command-line arguments and the validated configuration.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::fault::{FaultInjector, FaultParseError, FaultPlan};
+use crate::profile::Profile;
+
+/// Command-line arguments of `canaryd sim` (flattened into the daemon's CLI).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Latency profile: `illustrative` (default), `fast`, or a path to a JSON profile file.
+    #[arg(long, default_value = "illustrative")]
+    pub profile: String,
+    /// Model name served by /v1/models and echoed in responses.
+    #[arg(long, default_value = "canary-sim")]
+    pub model: String,
+    /// Append one JSON line of ground truth per finished request to this file.
+    #[arg(long, value_name = "FILE")]
+    pub truth_log: Option<PathBuf>,
+    /// Requests kept in the in-memory ground-truth ring served by GET /sim/truth.
+    #[arg(long, default_value_t = 100_000)]
+    pub truth_capacity: usize,
+    /// Emit the first N output tokens of every chat request as `reasoning_content`.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub reasoning_tokens: u32,
+    /// Probability in [0, 1] that a generation request gets a random fault from the mix.
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub fault_rate: f64,
+    /// A fault for the --fault-rate mix, in the x-sim-fault syntax (repeatable; default: a mix
+    /// of every kind).
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub faults: Vec<String>,
+    /// Seed of the fault draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Runtime worker threads (1 = a current-thread runtime).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Prefix-cache block size in tokens.
+    #[arg(long, default_value_t = 512)]
+    pub block_size: u32,
+    /// Prefix-cache capacity in blocks (0 disables the cache).
+    #[arg(long, default_value_t = 4096)]
+    pub cache_blocks: usize,
+}
+
+/// Validated configuration of a [`crate::Sim`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Served model name.
+    pub model: String,
+    /// Initial latency model.
+    pub profile: Profile,
+    /// JSONL ground-truth file.
+    pub truth_log: Option<PathBuf>,
+    /// In-memory ground-truth ring size (requests).
+    pub truth_capacity: usize,
+    /// Default reasoning tokens per chat request (the `x-sim-reasoning-tokens` header overrides).
+    pub reasoning_tokens: u32,
+    /// Random faults.
+    pub faults: FaultInjector,
+    /// Runtime worker threads, for [`crate::run_blocking`].
+    pub threads: usize,
+    /// Prefix-cache block size in tokens.
+    pub block_size: u32,
+    /// Prefix-cache capacity in blocks.
+    pub cache_blocks: usize,
+}
+
+impl Default for Config {
+    /// The fast profile on `127.0.0.1:0`, no faults: what tests want.
+    fn default() -> Self {
+        Config {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            model: "canary-sim".into(),
+            profile: Profile::fast(),
+            truth_log: None,
+            truth_capacity: 100_000,
+            reasoning_tokens: 0,
+            faults: FaultInjector::default(),
+            threads: 1,
+            block_size: 512,
+            cache_blocks: 4096,
+        }
+    }
+}
+
+/// A bad flag or profile file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `--host` is not an IP address.
+    #[error("--host {0:?}: not an IP address")]
+    Host(String),
+    /// A numeric flag out of range.
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `--fault` spec.
+    #[error("--fault: {0}")]
+    Fault(#[source] FaultParseError),
+    /// The profile file could not be read.
+    #[error("--profile {path}: cannot read")]
+    ProfileRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The profile file is not valid JSON for a profile.
+    #[error("--profile {path}: invalid profile JSON")]
+    ProfileParse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The profile's values are out of range.
+    #[error("--profile {path}: {message}")]
+    ProfileInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(a: Args) -> Result<Config, ConfigError> {
+        let ip: IpAddr = a
+            .host
+            .parse()
+            .map_err(|_| ConfigError::Host(a.host.clone()))?;
+        let profile = match Profile::named(&a.profile) {
+            Some(p) => p,
+            None => Profile::load(&a.profile)?,
+        };
+        let flag = |flag, message: &str| ConfigError::Flag {
+            flag,
+            message: message.to_owned(),
+        };
+        if !(0.0..=1.0).contains(&a.fault_rate) {
+            return Err(flag("--fault-rate", "must be in [0, 1]"));
+        }
+        if a.threads == 0 {
+            return Err(flag("--threads", "must be >= 1"));
+        }
+        if a.block_size == 0 {
+            return Err(flag("--block-size", "must be >= 1"));
+        }
+        if a.truth_capacity == 0 {
+            return Err(flag("--truth-capacity", "must be >= 1"));
+        }
+        let mix = if a.faults.is_empty() {
+            FaultPlan::default_mix()
+        } else {
+            a.faults
+                .iter()
+                .map(|s| FaultPlan::parse(s))
+                .collect::<Result<_, _>>()
+                .map_err(ConfigError::Fault)?
+        };
+        Ok(Config {
+            addr: SocketAddr::new(ip, a.port),
+            model: a.model,
+            profile,
+            truth_log: a.truth_log,
+            truth_capacity: a.truth_capacity,
+            reasoning_tokens: a.reasoning_tokens,
+            faults: FaultInjector {
+                rate: a.fault_rate,
+                mix,
+                seed: a.seed,
+            },
+            threads: a.threads,
+            block_size: a.block_size,
+            cache_blocks: a.cache_blocks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Config, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("sim").chain(argv.iter().copied())).unwrap();
+        Config::try_from(cli.args)
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:8000");
+        assert_eq!(c.profile, Profile::illustrative());
+        assert_eq!(c.faults.mix, FaultPlan::default_mix());
+        let c = parse(&[
+            "--profile",
+            "fast",
+            "--port",
+            "0",
+            "--fault-rate",
+            "0.5",
+            "--fault",
+            "status=503",
+            "--fault",
+            "no_done",
+            "--seed",
+            "9",
+            "--threads",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(c.profile, Profile::fast());
+        assert_eq!(c.faults.mix.len(), 2);
+        assert_eq!((c.faults.seed, c.threads), (9, 2));
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let e = |argv: &[&str]| parse(argv).unwrap_err().to_string();
+        assert!(e(&["--host", "nope"]).contains("--host"));
+        assert!(e(&["--fault-rate", "2"]).contains("--fault-rate"));
+        assert!(e(&["--fault", "boom"]).contains("--fault"));
+        assert!(e(&["--threads", "0"]).contains("--threads"));
+        assert!(e(&["--profile", "/nonexistent/p.json"]).contains("/nonexistent/p.json"));
+    }
+}

@@ -1,0 +1,310 @@
+//! A small HTTP/1.1 server side: request heads and bodies in, raw response bytes out.
+//!
+//! The sim writes its responses straight to the socket rather than through hyper so that (a) the
+//! ground-truth write times are the times the bytes entered the kernel, and (b) faults can do
+//! what a library would not allow: trickle a response head, reset mid-body, stop without the
+//! terminating chunk. Supported: keep-alive, pipelining, `Content-Length` bodies,
+//! `Expect: 100-continue`. Not supported: chunked request bodies (answered with 411).
+
+use std::fmt::Write as _;
+
+use bytes::{Buf, Bytes, BytesMut};
+use canary_core::MonoTime;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MAX_HEAD: usize = 64 * 1024;
+/// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// A parsed request head.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestHead {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    /// Lower-cased names.
+    pub headers: Vec<(String, String)>,
+    pub content_length: usize,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+    pub chunked: bool,
+}
+
+impl RequestHead {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadError {
+    #[error("connection error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("connection closed mid-request")]
+    Truncated,
+    #[error("bad request: {0}")]
+    Bad(String),
+    #[error("{0}")]
+    Status(u16, String),
+}
+
+/// One accepted connection: the socket plus unread input.
+pub(crate) struct Conn {
+    pub stream: TcpStream,
+    pub buf: BytesMut,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+        }
+    }
+
+    /// Reads the next request head. `Ok(None)` on a clean close between requests. The time is
+    /// taken right after the read that completed the head.
+    pub async fn read_head(&mut self) -> Result<Option<(RequestHead, MonoTime)>, ReadError> {
+        let mut scanned = 0;
+        loop {
+            if let Some(end) = find_head_end(&self.buf, scanned) {
+                let now = MonoTime::now();
+                let head = parse_head(&self.buf[..end])?;
+                self.buf.advance(end + 4);
+                return Ok(Some((head, now)));
+            }
+            scanned = self.buf.len().saturating_sub(3);
+            if self.buf.len() > MAX_HEAD {
+                return Err(ReadError::Status(431, "request head too large".into()));
+            }
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(ReadError::Truncated)
+                };
+            }
+        }
+    }
+
+    /// Reads the body announced by `head`.
+    pub async fn read_body(&mut self, head: &RequestHead) -> Result<Bytes, ReadError> {
+        if head.chunked {
+            return Err(ReadError::Status(
+                411,
+                "chunked request bodies are not supported; send Content-Length".into(),
+            ));
+        }
+        let len = head.content_length;
+        if len > MAX_BODY {
+            return Err(ReadError::Status(413, "request body too large".into()));
+        }
+        if head.expect_continue && self.buf.len() < len {
+            self.stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await?;
+        }
+        self.buf.reserve(len.saturating_sub(self.buf.len()));
+        while self.buf.len() < len {
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(ReadError::Truncated);
+            }
+        }
+        Ok(self.buf.split_to(len).freeze())
+    }
+
+    /// Reads whatever the client sends while a response is in progress (a pipelined request)
+    /// into the buffer. Returns false when the client has closed its side or the socket failed.
+    pub async fn read_more(&mut self) -> bool {
+        if self.buf.len() > MAX_HEAD + MAX_BODY {
+            // Do not buffer without bound; wait until the response is done.
+            std::future::pending::<()>().await;
+        }
+        matches!(self.stream.read_buf(&mut self.buf).await, Ok(n) if n > 0)
+    }
+}
+
+fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + from)
+}
+
+fn parse_head(raw: &[u8]) -> Result<RequestHead, ReadError> {
+    let text = std::str::from_utf8(raw).map_err(|_| ReadError::Bad("head is not UTF-8".into()))?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(t), Some(v), None) if !m.is_empty() && t.starts_with('/') => (m, t, v),
+        _ => return Err(ReadError::Bad(format!("bad request line {line:?}"))),
+    };
+    let http10 = match version {
+        "HTTP/1.1" => false,
+        "HTTP/1.0" => true,
+        _ => {
+            return Err(ReadError::Status(
+                505,
+                format!("unsupported version {version:?}"),
+            ))
+        }
+    };
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+        None => (target.to_owned(), None),
+    };
+    let mut head = RequestHead {
+        method: method.to_owned(),
+        path,
+        query,
+        keep_alive: !http10,
+        ..Default::default()
+    };
+    for l in lines {
+        let (name, value) = l
+            .split_once(':')
+            .ok_or_else(|| ReadError::Bad(format!("bad header line {l:?}")))?;
+        let name = name.trim().to_ascii_lowercase();
+        let value = value.trim().to_owned();
+        match name.as_str() {
+            "content-length" => {
+                head.content_length = value
+                    .parse()
+                    .map_err(|_| ReadError::Bad(format!("bad content-length {value:?}")))?;
+            }
+            "connection" => {
+                let v = value.to_ascii_lowercase();
+                if v.contains("close") {
+                    head.keep_alive = false;
+                } else if v.contains("keep-alive") {
+                    head.keep_alive = true;
+                }
+            }
+            "expect" => head.expect_continue = value.eq_ignore_ascii_case("100-continue"),
+            "transfer-encoding" => head.chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+        head.headers.push((name, value));
+    }
+    Ok(head)
+}
+
+/// Standard reason phrases for the statuses the sim sends.
+pub(crate) fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// A response head. `content_length: None` means a chunked body.
+pub(crate) fn response_head(
+    status: u16,
+    content_type: &str,
+    content_length: Option<usize>,
+    keep_alive: bool,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut h = String::with_capacity(256);
+    let _ = write!(
+        h,
+        "HTTP/1.1 {status} {}\r\nserver: canary-sim\r\ncontent-type: {content_type}\r\n",
+        reason(status)
+    );
+    match content_length {
+        Some(n) => {
+            let _ = write!(h, "content-length: {n}\r\n");
+        }
+        None => h.push_str("transfer-encoding: chunked\r\ncache-control: no-cache\r\n"),
+    }
+    if !keep_alive {
+        h.push_str("connection: close\r\n");
+    }
+    for (k, v) in extra {
+        let _ = write!(h, "{k}: {v}\r\n");
+    }
+    h.push_str("\r\n");
+    h.into_bytes()
+}
+
+/// Appends `payload` as one HTTP chunk.
+pub(crate) fn push_chunk(out: &mut Vec<u8>, payload: &[u8]) {
+    if payload.is_empty() {
+        return;
+    }
+    let _ = write!(VecWriter(out), "{:x}\r\n", payload.len());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The last chunk of a chunked body.
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+struct VecWriter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_heads() {
+        let h = parse_head(
+            b"POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\
+              X-Request-Id: abc\r\nExpect: 100-continue",
+        )
+        .unwrap();
+        assert_eq!(h.method, "POST");
+        assert_eq!(h.path, "/v1/completions");
+        assert_eq!(h.query.as_deref(), Some("x=1"));
+        assert_eq!(h.content_length, 12);
+        assert!(h.keep_alive && h.expect_continue);
+        assert_eq!(h.header("x-request-id"), Some("abc"));
+        let h10 = parse_head(b"GET / HTTP/1.0").unwrap();
+        assert!(!h10.keep_alive);
+        let close = parse_head(b"GET / HTTP/1.1\r\nConnection: close").unwrap();
+        assert!(!close.keep_alive);
+        assert!(parse_head(b"GARBAGE").is_err());
+        assert!(parse_head(b"GET / HTTP/2").is_err());
+        assert!(parse_head(b"GET / HTTP/1.1\r\nno-colon").is_err());
+        assert!(parse_head(b"GET / HTTP/1.1\r\ncontent-length: x").is_err());
+    }
+
+    #[test]
+    fn chunk_framing() {
+        let mut out = Vec::new();
+        push_chunk(&mut out, &[b'a'; 26]);
+        push_chunk(&mut out, b"");
+        assert_eq!(out, [b"1a\r\n".as_slice(), &[b'a'; 26], b"\r\n"].concat());
+        let head = response_head(200, "text/plain", Some(3), false, &[("x-a", "b")]);
+        let head = String::from_utf8(head).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(head.contains("content-length: 3\r\nconnection: close\r\nx-a: b\r\n\r\n"));
+        assert_eq!(find_head_end(b"ab\r\n\r\ncd", 0), Some(2));
+        assert_eq!(find_head_end(b"ab\r\n\r\ncd", 5), None);
+    }
+}

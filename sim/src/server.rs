@@ -1,0 +1,331 @@
+//! The listener, the per-connection loop and the non-generation routes.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use canary_core::MonoTime;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::chunk;
+use crate::config::Config;
+use crate::engine::{Engine, EngineHandle};
+use crate::fault::FaultInjector;
+use crate::generate;
+use crate::http::{self, Conn, ReadError, RequestHead};
+use crate::metrics::Metrics;
+use crate::openai::Api;
+use crate::profile::ProfilePatch;
+use crate::truth::{TruthRecord, TruthStore};
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub model: String,
+    pub engine: EngineHandle,
+    pub metrics: Arc<Metrics>,
+    pub truth: TruthStore,
+    pub faults: FaultInjector,
+    pub reasoning_tokens: u32,
+    pub block_size: u32,
+    seq: AtomicU64,
+    pub gen_index: AtomicU64,
+}
+
+/// What to do with the connection after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    Continue,
+    Close,
+    /// Drop it with SO_LINGER 0 already set: the peer sees a RST.
+    Reset,
+}
+
+/// A bound, not yet running, simulated server.
+pub struct Sim {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    engine: Engine,
+}
+
+impl Sim {
+    /// Binds the listener and builds the engine; nothing runs until [`Sim::run`].
+    pub async fn bind(config: Config) -> anyhow::Result<Sim> {
+        let listener = TcpListener::bind(config.addr)
+            .await
+            .with_context(|| format!("canary-sim: binding {}", config.addr))?;
+        let metrics = Arc::new(Metrics::new(&config.model));
+        let (engine, handle) = Engine::new(
+            config.profile.clone(),
+            config.block_size,
+            config.cache_blocks,
+            metrics.clone(),
+        );
+        let truth = TruthStore::new(config.truth_capacity, config.truth_log.as_deref())
+            .with_context(|| match &config.truth_log {
+                Some(p) => format!("--truth-log {}: cannot open", p.display()),
+                None => "truth store".into(),
+            })?;
+        let shared = Arc::new(Shared {
+            model: config.model,
+            engine: handle,
+            metrics,
+            truth,
+            faults: config.faults,
+            reasoning_tokens: config.reasoning_tokens,
+            block_size: config.block_size,
+            seq: AtomicU64::new(0),
+            gen_index: AtomicU64::new(0),
+        });
+        Ok(Sim {
+            listener,
+            shared,
+            engine,
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Serves until `shutdown` is cancelled, then drops open connections and flushes the truth
+    /// log.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Sim {
+            listener,
+            shared,
+            engine,
+        } = self;
+        let mut tasks = JoinSet::new();
+        tasks.spawn(engine.run());
+        let result = loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break Ok(()),
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        tasks.spawn(serve_conn(shared.clone(), stream));
+                    }
+                    // Out of file descriptors and the like: log and keep serving.
+                    Err(e) => {
+                        tracing::warn!("canary-sim: accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                },
+                // Reap finished connection tasks so the set does not grow.
+                Some(_) = tasks.join_next(), if tasks.len() > 1 => {}
+            }
+        };
+        tasks.shutdown().await;
+        let s = shared.clone();
+        tokio::task::spawn_blocking(move || s.truth.close()).await?;
+        result
+    }
+}
+
+async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(stream);
+    loop {
+        let (head, arrival) = match conn.read_head().await {
+            Ok(Some(x)) => x,
+            Ok(None) => return,
+            Err(e) => return bad_input(&mut conn, e).await,
+        };
+        let seq = shared.seq.fetch_add(1, Relaxed) + 1;
+        let mut rec = TruthRecord {
+            seq,
+            method: head.method.clone(),
+            path: head.path.clone(),
+            request_id: head.header("x-request-id").map(str::to_owned),
+            traceparent: head.header("traceparent").map(str::to_owned),
+            arrival_ns: arrival.as_nanos(),
+            ..Default::default()
+        };
+        let body = match conn.read_body(&head).await {
+            Ok(b) => b,
+            Err(e) => return bad_input(&mut conn, e).await,
+        };
+        rec.body_received_ns = MonoTime::now().as_nanos();
+        let generation = match (head.method.as_str(), head.path.as_str()) {
+            ("POST", "/v1/chat/completions") => Some(Api::Chat),
+            ("POST", "/v1/completions") => Some(Api::Completions),
+            _ => None,
+        };
+        let next = match generation {
+            Some(api) => {
+                let next = generate::serve(&shared, &mut conn, &head, body, &mut rec, api).await;
+                shared.truth.push(rec);
+                next
+            }
+            None => route(&shared, &mut conn, &head, &body).await,
+        };
+        match next {
+            Next::Continue => {}
+            Next::Close => {
+                let _ = conn.stream.shutdown().await;
+                return;
+            }
+            Next::Reset => return,
+        }
+    }
+}
+
+/// Answers a request that could not be read, then closes.
+async fn bad_input(conn: &mut Conn, e: ReadError) {
+    let (status, msg) = match e {
+        ReadError::Io(_) | ReadError::Truncated => return,
+        ReadError::Bad(m) => (400, m),
+        ReadError::Status(s, m) => (s, m),
+    };
+    let body = chunk::error_body(status, &msg);
+    let _ = respond(
+        conn,
+        status,
+        "application/json",
+        body.as_bytes(),
+        false,
+        &[],
+    )
+    .await;
+    let _ = conn.stream.shutdown().await;
+}
+
+/// Everything but generation: models, health, metrics, truth, profile.
+async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]) -> Next {
+    let keep = head.keep_alive;
+    let json = "application/json";
+    let (status, ctype, out): (u16, &str, Vec<u8>) =
+        match (head.method.as_str(), head.path.as_str()) {
+            ("GET", "/v1/models") => {
+                let profile = shared.engine.profile();
+                let v = serde_json::json!({"object": "list", "data": [{
+                    "id": shared.model, "object": "model", "created": 0, "owned_by": "canary-sim",
+                    "root": shared.model, "parent": null, "max_model_len": profile.kv_budget_tokens,
+                }]});
+                (200, json, v.to_string().into_bytes())
+            }
+            ("GET", "/health") => (200, "text/plain", Vec::new()),
+            ("GET", "/metrics") => (
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                shared.metrics.render().into_bytes(),
+            ),
+            ("GET", "/sim/truth") => {
+                let since = head
+                    .query
+                    .as_deref()
+                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                let mut out = Vec::new();
+                for r in shared.truth.snapshot(since) {
+                    let _ = serde_json::to_writer(&mut out, &r);
+                    out.push(b'\n');
+                }
+                (200, "application/x-ndjson", out)
+            }
+            ("GET", "/sim/profile") => {
+                let p = shared.engine.profile();
+                (200, json, serde_json::to_vec(&*p).unwrap_or_default())
+            }
+            ("POST", "/sim/profile") => {
+                let patched = serde_json::from_slice::<ProfilePatch>(body)
+                    .map_err(|e| e.to_string())
+                    .and_then(|patch| patch.apply(&shared.engine.profile()));
+                match patched {
+                    Ok(p) => {
+                        let out = serde_json::to_vec(&p).unwrap_or_default();
+                        tracing::info!("canary-sim: profile now {}", p.name);
+                        shared.engine.set_profile(p);
+                        (200, json, out)
+                    }
+                    Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+                }
+            }
+            (_, path) => {
+                let known = [
+                    "/v1/chat/completions",
+                    "/v1/completions",
+                    "/v1/models",
+                    "/health",
+                    "/metrics",
+                    "/sim/truth",
+                    "/sim/profile",
+                ];
+                let status = if known.contains(&path) { 405 } else { 404 };
+                let msg = format!("{} {path}: {}", head.method, http::reason(status));
+                (status, json, chunk::error_body(status, &msg).into_bytes())
+            }
+        };
+    match respond(conn, status, ctype, &out, keep, &[]).await {
+        Ok(_) if keep => Next::Continue,
+        _ => Next::Close,
+    }
+}
+
+/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned.
+pub(crate) async fn write_timed(conn: &mut Conn, bytes: &[u8]) -> std::io::Result<u64> {
+    conn.stream.write_all(bytes).await?;
+    Ok(MonoTime::now().as_nanos())
+}
+
+/// A complete response in one write.
+pub(crate) async fn respond(
+    conn: &mut Conn,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    keep_alive: bool,
+    extra: &[(&str, &str)],
+) -> std::io::Result<u64> {
+    let mut out = http::response_head(status, content_type, Some(body.len()), keep_alive, extra);
+    out.extend_from_slice(body);
+    write_timed(conn, &out).await
+}
+
+/// An error reply for a generation request, recorded in its truth record.
+pub(crate) async fn respond_error(
+    conn: &mut Conn,
+    rec: &mut TruthRecord,
+    status: u16,
+    message: &str,
+    keep_alive: bool,
+) -> Next {
+    let body = chunk::error_body(status, message);
+    rec.status = status;
+    rec.error = Some(message.to_owned());
+    match respond(
+        conn,
+        status,
+        "application/json",
+        body.as_bytes(),
+        keep_alive,
+        &[],
+    )
+    .await
+    {
+        Ok(t) => {
+            rec.first_byte_ns = Some(t);
+            rec.end_ns = t;
+            if keep_alive {
+                Next::Continue
+            } else {
+                Next::Close
+            }
+        }
+        Err(_) => {
+            rec.end_ns = MonoTime::now().as_nanos();
+            Next::Close
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Ground truth: what the sim did for each request, on CLOCK_MONOTONIC.
+//!
+//! Every "written" time is read with [`MonoTime::now`] right after the `write(2)` (through
+//! tokio's `write_all`) that carried those bytes returned: at that point the bytes are in the
+//! kernel's socket send buffer, which is as close to "on the wire" as user space can see and the
+//! same point eBPF's `sock_send_length` observes. The sim writes its own HTTP/1.1 responses
+//! straight to the socket (no buffering layer in between), so these are not "handed to a
+//! library" times. Several events written in one call (e.g. the role chunk and the first token,
+//! or tokens that piled up while the writer was busy) share one time.
+//!
+//! Records are kept in a bounded in-memory ring (default the last 100,000 requests, and at most
+//! 10 million chunk timestamps, about 80 MB, in all; the oldest records go first) and, with
+//! `--truth-log FILE`, appended to FILE as JSON lines by a background thread.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{mpsc, Mutex};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+/// Bound on the total chunk timestamps kept in memory.
+const MAX_CHUNK_TIMES: usize = 10_000_000;
+
+/// One request as the sim saw it. Times are CLOCK_MONOTONIC nanoseconds
+/// ([`canary_core::MonoTime`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TruthRecord {
+    /// The sim's sequence number for this request (from 1, in arrival order).
+    pub seq: u64,
+    /// HTTP method.
+    pub method: String,
+    /// Request path (without query).
+    pub path: String,
+    /// The `x-request-id` request header, if sent.
+    pub request_id: Option<String>,
+    /// The `traceparent` request header, if sent (echoed in the response).
+    pub traceparent: Option<String>,
+    /// True for `stream: true` generation requests.
+    pub stream: bool,
+    /// HTTP status sent (0 when the connection was reset before a head was written).
+    pub status: u16,
+    /// Injected fault, canonical syntax, if any.
+    pub fault: Option<String>,
+    /// Why the request ended abnormally (client gone, injected reset, bad request...).
+    pub error: Option<String>,
+    /// Request head parsed.
+    pub arrival_ns: u64,
+    /// Request body fully received.
+    pub body_received_ns: u64,
+    /// Engine admitted the request (left the waiting queue); generation requests only.
+    pub admitted_ns: Option<u64>,
+    /// Response head written to the socket.
+    pub first_byte_ns: Option<u64>,
+    /// First SSE event written (streaming).
+    pub first_chunk_ns: Option<u64>,
+    /// First output token written, reasoning or content (streaming).
+    pub first_token_ns: Option<u64>,
+    /// First non-reasoning (content) token written (streaming): the TTFO ground truth.
+    pub first_output_ns: Option<u64>,
+    /// Every SSE event written, in order: role, tokens, finish, usage, `[DONE]` (streaming).
+    pub chunk_ns: Vec<u64>,
+    /// Last byte of the response written (or the connection reset).
+    pub end_ns: u64,
+    /// Prompt length in sim tokens (words).
+    pub prompt_tokens: u32,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: u32,
+    /// Output tokens delivered (streaming: token chunks written; otherwise all generated).
+    pub completion_tokens: u32,
+    /// Of those, reasoning tokens.
+    pub reasoning_tokens: u32,
+}
+
+/// Ring of recent records plus the optional JSONL file.
+pub(crate) struct TruthStore {
+    ring: Mutex<Ring>,
+    file: Mutex<Option<mpsc::Sender<String>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Ring {
+    records: VecDeque<TruthRecord>,
+    capacity: usize,
+    chunk_times: usize,
+}
+
+impl TruthStore {
+    pub fn new(capacity: usize, log: Option<&Path>) -> std::io::Result<TruthStore> {
+        let (file, writer) = match log {
+            Some(path) => {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?;
+                let (tx, rx) = mpsc::channel::<String>();
+                let handle = std::thread::Builder::new()
+                    .name("sim-truth-log".into())
+                    .spawn(move || write_lines(f, rx))?;
+                (Some(tx), Some(handle))
+            }
+            None => (None, None),
+        };
+        Ok(TruthStore {
+            ring: Mutex::new(Ring {
+                records: VecDeque::new(),
+                capacity: capacity.max(1),
+                chunk_times: 0,
+            }),
+            file: Mutex::new(file),
+            writer: Mutex::new(writer),
+        })
+    }
+
+    pub fn push(&self, record: TruthRecord) {
+        if let Some(tx) = self.file.lock().expect("truth lock").as_ref() {
+            if let Ok(line) = serde_json::to_string(&record) {
+                let _ = tx.send(line);
+            }
+        }
+        let mut ring = self.ring.lock().expect("truth lock");
+        ring.chunk_times += record.chunk_ns.len();
+        ring.records.push_back(record);
+        while ring.records.len() > ring.capacity
+            || (ring.chunk_times > MAX_CHUNK_TIMES && ring.records.len() > 1)
+        {
+            let old = ring.records.pop_front().expect("non-empty");
+            ring.chunk_times -= old.chunk_ns.len();
+        }
+    }
+
+    /// Records with `seq > since`, oldest first.
+    pub fn snapshot(&self, since: u64) -> Vec<TruthRecord> {
+        let ring = self.ring.lock().expect("truth lock");
+        ring.records
+            .iter()
+            .filter(|r| r.seq > since)
+            .cloned()
+            .collect()
+    }
+
+    /// Stops the file writer after it has written and flushed everything sent so far.
+    pub fn close(&self) {
+        drop(self.file.lock().expect("truth lock").take());
+        if let Some(h) = self.writer.lock().expect("truth lock").take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn write_lines(file: std::fs::File, rx: mpsc::Receiver<String>) {
+    let mut out = std::io::BufWriter::new(file);
+    while let Ok(line) = rx.recv() {
+        let mut ok = writeln!(out, "{line}").is_ok();
+        while let Ok(line) = rx.try_recv() {
+            ok &= writeln!(out, "{line}").is_ok();
+        }
+        if !(ok && out.flush().is_ok()) {
+            tracing::warn!("canary-sim: writing the truth log failed");
+        }
+    }
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_bound_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("truth.jsonl");
+        let store = TruthStore::new(2, Some(&path)).unwrap();
+        for seq in 1..=3 {
+            store.push(TruthRecord {
+                seq,
+                chunk_ns: vec![seq; 3],
+                ..Default::default()
+            });
+        }
+        let snap = store.snapshot(0);
+        assert_eq!(snap.iter().map(|r| r.seq).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(store.snapshot(2).len(), 1);
+        store.close();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<TruthRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[2].chunk_ns, [3, 3, 3]);
+    }
+}

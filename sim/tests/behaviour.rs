@@ -1,0 +1,417 @@
+//! Token counts, reasoning, prefix cache, metrics, truth, queueing, profile switching.
+
+use serde_json::Value;
+
+use crate::client::{chat_body, completion_body, metric, request, Client};
+use crate::{sim, sim_with};
+
+fn content_tokens(events: &[String], field: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| *e != "[DONE]")
+        .filter_map(|e| {
+            let v: Value = serde_json::from_str(e).unwrap();
+            v["choices"][0]["delta"][field].as_str().map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn exact_max_tokens() {
+    let sim = sim().await;
+    for n in [1u32, 7, 33] {
+        let r = request(
+            sim.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[],
+            &chat_body("a", n, true),
+        )
+        .await;
+        assert_eq!(content_tokens(&r.events(), "content").len(), n as usize);
+        let r = request(
+            sim.addr,
+            "POST",
+            "/v1/completions",
+            &[],
+            &completion_body("a", n, false),
+        )
+        .await;
+        assert_eq!(r.json()["usage"]["completion_tokens"], n);
+        assert_eq!(
+            r.json()["choices"][0]["text"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .count(),
+            n as usize + 1
+        );
+    }
+    // max_completion_tokens wins over max_tokens; neither gives the profile default (16).
+    let body = r#"{"messages":[{"role":"user","content":"q"}],"max_tokens":3,"max_completion_tokens":5,"ignore_eos":true}"#;
+    let r = request(sim.addr, "POST", "/v1/chat/completions", &[], body).await;
+    assert_eq!(r.json()["usage"]["completion_tokens"], 5);
+    let body = r#"{"messages":[{"role":"user","content":"q"}]}"#;
+    let r = request(sim.addr, "POST", "/v1/chat/completions", &[], body).await;
+    assert_eq!(r.json()["usage"]["completion_tokens"], 16);
+}
+
+#[tokio::test]
+async fn reasoning_split() {
+    let sim = sim_with(|c| c.reasoning_tokens = 1).await;
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-sim-reasoning-tokens", "3")],
+        &chat_body("a b", 5, true),
+    )
+    .await;
+    let events = r.events();
+    // Reasoning first, then content, never both in one chunk.
+    let tokens: Vec<&str> = events[1..6]
+        .iter()
+        .map(|e| {
+            if e.contains("reasoning_content") {
+                "r"
+            } else {
+                "c"
+            }
+        })
+        .collect();
+    assert_eq!(tokens, ["r", "r", "r", "c", "c"]);
+    assert_eq!(content_tokens(&events, "reasoning_content").len(), 3);
+    let usage: Value = serde_json::from_str(&events[7]).unwrap();
+    assert_eq!(
+        usage["usage"]["completion_tokens_details"]["reasoning_tokens"],
+        3
+    );
+    let truth = sim.truth();
+    let t = &truth[0];
+    assert_eq!((t.reasoning_tokens, t.completion_tokens), (3, 5));
+    // chunk_ns: role, r, r, r, c, ...: first output = the fourth token chunk.
+    assert_eq!(t.first_output_ns, Some(t.chunk_ns[4]));
+    assert_eq!(t.first_token_ns, Some(t.chunk_ns[1]));
+    // The server default (1) applies without the header; more than max_tokens caps.
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &chat_body("a", 2, false),
+    )
+    .await;
+    assert_eq!(
+        r.json()["usage"]["completion_tokens_details"]["reasoning_tokens"],
+        1
+    );
+    assert_eq!(
+        r.json()["choices"][0]["message"]["reasoning_content"],
+        " the"
+    );
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-sim-reasoning-tokens", "9")],
+        &chat_body("a", 2, false),
+    )
+    .await;
+    assert_eq!(
+        r.json()["usage"]["completion_tokens_details"]["reasoning_tokens"],
+        2
+    );
+    let bad = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-sim-reasoning-tokens", "x")],
+        &chat_body("a", 2, false),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+}
+
+/// A Mooncake-style prompt: each hash id is one block of `block` distinct words.
+fn mooncake_prompt(ids: &[u32], block: u32, tail: &str) -> String {
+    let mut words = Vec::new();
+    for id in ids {
+        for j in 0..block {
+            words.push(format!("h{id}w{j}"));
+        }
+    }
+    words.push(tail.to_owned());
+    words.join(" ")
+}
+
+#[tokio::test]
+async fn prefix_cache_hits_for_shared_hash_ids() {
+    let sim = sim().await; // block size 4
+    let cached = |r: &crate::client::Resp| {
+        r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let first = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body(&mooncake_prompt(&[1, 2, 3], 4, "x"), 2, false),
+    )
+    .await;
+    assert_eq!(cached(&first), 0);
+    assert_eq!(first.json()["usage"]["prompt_tokens"], 13);
+    // Same ids 1, 2, then a new one: two blocks hit.
+    let second = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body(&mooncake_prompt(&[1, 2, 9], 4, "y"), 2, false),
+    )
+    .await;
+    assert_eq!(cached(&second), 8);
+    // Different first block: nothing hits, even though block 2 matches.
+    let third = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body(&mooncake_prompt(&[5, 2, 3], 4, "x"), 2, false),
+    )
+    .await;
+    assert_eq!(cached(&third), 0);
+    // Streaming usage reports it too, and so does the truth and /metrics.
+    let fourth = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &chat_body(&mooncake_prompt(&[1, 2, 3], 4, "z"), 2, true),
+    )
+    .await;
+    let usage: Value = serde_json::from_str(&fourth.events()[4]).unwrap();
+    assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 12);
+    let truth = sim.truth();
+    assert_eq!(
+        truth.iter().map(|t| t.cached_tokens).collect::<Vec<_>>(),
+        [0, 8, 0, 12]
+    );
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    assert_eq!(metric(&m, "vllm:prefix_cache_hits_total"), 20.0);
+    assert_eq!(metric(&m, "vllm:prefix_cache_queries_total"), 52.0);
+}
+
+#[tokio::test]
+async fn metrics_counters_are_exact() {
+    let sim = sim().await;
+    let mut expect_gen = 0;
+    for i in 0..12u32 {
+        let n = 1 + i * 3;
+        let stream = i % 2 == 0;
+        let body = if i % 3 == 0 {
+            completion_body("a b c d", n, stream)
+        } else {
+            chat_body("a b", n, stream)
+        };
+        let path = if i % 3 == 0 {
+            "/v1/completions"
+        } else {
+            "/v1/chat/completions"
+        };
+        assert_eq!(
+            request(sim.addr, "POST", path, &[], &body).await.status,
+            200
+        );
+        expect_gen += n as u64;
+    }
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    let truth = sim.truth();
+    let served: u64 = truth.iter().map(|t| t.completion_tokens as u64).sum();
+    let prompt: u64 = truth.iter().map(|t| t.prompt_tokens as u64).sum();
+    assert_eq!(served, expect_gen);
+    assert_eq!(metric(&m, "vllm:generation_tokens_total"), served as f64);
+    assert_eq!(metric(&m, "vllm:prompt_tokens_total"), prompt as f64);
+    assert_eq!(metric(&m, "vllm:e2e_request_latency_seconds_count"), 12.0);
+    assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 6.0);
+    assert_eq!(metric(&m, "vllm:num_requests_running"), 0.0);
+    assert!(m.contains("# TYPE vllm:request_queue_time_seconds histogram"));
+    assert!(m.contains(r#"vllm:e2e_request_latency_seconds_bucket{model_name="canary-sim",engine="0",le="+Inf"} 12"#));
+}
+
+#[tokio::test]
+async fn truth_log_and_traceparent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("truth.jsonl");
+    let p = path.clone();
+    let sim = sim_with(move |c| c.truth_log = Some(p)).await;
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[("traceparent", tp), ("x-request-id", "req-7")],
+        &chat_body("a b c", 4, true),
+    )
+    .await;
+    assert_eq!(r.header("traceparent"), Some(tp));
+    assert_eq!(r.header("x-request-id"), Some("req-7"));
+    request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body("a", 2, false),
+    )
+    .await;
+    let in_memory = sim.truth();
+    // /sim/truth serves the same records as JSON lines, and ?since= filters.
+    let over_http = request(sim.addr, "GET", "/sim/truth", &[], "").await.text();
+    assert_eq!(over_http.lines().count(), 2);
+    assert_eq!(
+        request(sim.addr, "GET", "/sim/truth?since=1", &[], "")
+            .await
+            .text()
+            .lines()
+            .count(),
+        1
+    );
+    sim.shutdown().await.unwrap();
+    let lines: Vec<canary_sim::TruthRecord> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, in_memory);
+    let t = &lines[0];
+    assert_eq!(t.path, "/v1/chat/completions");
+    assert_eq!(t.traceparent.as_deref(), Some(tp));
+    assert_eq!(t.request_id.as_deref(), Some("req-7"));
+    assert_eq!(
+        (t.status, t.stream, t.prompt_tokens, t.completion_tokens),
+        (200, true, 3, 4)
+    );
+    assert_eq!(t.chunk_ns.len(), 1 + 4 + 3);
+    assert!(t.arrival_ns <= t.body_received_ns);
+    assert!(t.body_received_ns <= t.first_byte_ns.unwrap());
+    assert!(t.first_byte_ns <= t.first_chunk_ns);
+    assert!(t.first_chunk_ns <= t.first_token_ns && t.first_token_ns <= t.first_output_ns);
+    assert!(t.chunk_ns.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(t.end_ns, *t.chunk_ns.last().unwrap());
+    assert!(t.admitted_ns.unwrap() >= t.body_received_ns);
+    let t = &lines[1];
+    assert!(!t.stream && t.chunk_ns.is_empty() && t.first_byte_ns == Some(t.end_ns));
+}
+
+#[tokio::test]
+async fn queues_beyond_capacity() {
+    // One sequence at a time, 10 ms steps: the second request must wait.
+    let sim = sim_with(|c| {
+        c.profile.max_running = 1;
+        c.profile.decode_base_us = 10_000.0;
+    })
+    .await;
+    let addr = sim.addr;
+    let a = tokio::spawn(async move {
+        request(
+            addr,
+            "POST",
+            "/v1/completions",
+            &[],
+            &completion_body("a", 40, true),
+        )
+        .await
+    });
+    let b = tokio::spawn(async move {
+        request(
+            addr,
+            "POST",
+            "/v1/completions",
+            &[],
+            &completion_body("b", 40, true),
+        )
+        .await
+    });
+    let mut saw_waiting = false;
+    let mut scrapes = Client::connect(addr).await;
+    while !(a.is_finished() && b.is_finished()) {
+        let m = scrapes.send("GET", "/metrics", &[], "").await.text();
+        if metric(&m, "vllm:num_requests_waiting") == 1.0
+            && metric(&m, "vllm:num_requests_running") == 1.0
+        {
+            saw_waiting = true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!(a.await.unwrap().events().len(), 43);
+    assert_eq!(b.await.unwrap().events().len(), 43);
+    assert!(saw_waiting, "never saw one running and one waiting");
+    // The later-admitted request was admitted after the other had produced tokens.
+    let mut truth = sim.truth();
+    truth.sort_by_key(|t| t.admitted_ns);
+    assert!(truth[1].admitted_ns.unwrap() >= truth[0].first_token_ns.unwrap());
+    let m = request(addr, "GET", "/metrics", &[], "").await.text();
+    assert_eq!(metric(&m, "vllm:request_queue_time_seconds_count"), 2.0);
+}
+
+#[tokio::test]
+async fn profile_switching() {
+    let sim = sim().await;
+    let get = || async {
+        request(sim.addr, "GET", "/sim/profile", &[], "")
+            .await
+            .json()
+    };
+    assert_eq!(get().await["name"], "fast");
+    let r = request(
+        sim.addr,
+        "POST",
+        "/sim/profile",
+        &[],
+        r#"{"profile":"illustrative"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(get().await["name"], "illustrative");
+    assert_eq!(get().await["decode_base_us"], 5000.0);
+    let r = request(
+        sim.addr,
+        "POST",
+        "/sim/profile",
+        &[],
+        r#"{"decode_base_us":250,"max_running":8}"#,
+    )
+    .await;
+    assert_eq!(r.json()["name"], "custom");
+    assert_eq!(sim.profile().max_running, 8);
+    assert_eq!(
+        sim.profile().prefill_overhead_us,
+        4000.0,
+        "the rest of the current profile stays"
+    );
+    for bad in [
+        r#"{"profile":"warp"}"#,
+        r#"{"decode_base_us":-5}"#,
+        r#"{"bogus":1}"#,
+        "nope",
+    ] {
+        assert_eq!(
+            request(sim.addr, "POST", "/sim/profile", &[], bad)
+                .await
+                .status,
+            400,
+            "{bad}"
+        );
+    }
+    // Requests still work under the new profile.
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body("a", 2, true),
+    )
+    .await;
+    assert_eq!(r.events().len(), 5);
+}

@@ -1,0 +1,33 @@
+//! Loopback tests of canary-sim over real TCP with a raw HTTP/1.1 client.
+
+mod client;
+
+mod behaviour;
+mod faults;
+mod wire;
+
+use canary_sim::{Config, Profile, SimHandle};
+
+/// A fast sim with a small prefix-cache block so tests can build shared prefixes cheaply.
+async fn sim() -> SimHandle {
+    sim_with(|_| {}).await
+}
+
+async fn sim_with(f: impl FnOnce(&mut Config)) -> SimHandle {
+    let mut config = Config {
+        profile: Profile::fast(),
+        block_size: 4,
+        ..Config::default()
+    };
+    f(&mut config);
+    canary_sim::spawn(config).await.expect("sim starts")
+}
+
+/// The path of a capture in `shared/fixtures/`.
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../../shared/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
