@@ -77,7 +77,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
     let target = replay::target(&url, Endpoint::Chat, DEMO_MODEL, &shape)?;
     let prompts = replay::prompts(&shape)?;
     let outcome = replay::replay(loaded, target, &shape, prompts, shutdown).await?;
-    sim.shutdown().await;
+    sim.shutdown().await.context("stopping the simulator")?;
     if !args.json {
         println!(
             "demo done: {} requests against the simulator; see {}/summary.json and records.jsonl",

@@ -15,29 +15,49 @@ fn canaryd(args: &[&str], cwd: &Path) -> Output {
 }
 
 fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(rel)
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 #[test]
 fn demo_replays_the_bundled_trace_against_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     let out = canaryd(
-        &["demo", "--profile", "fast", "--speedup", "100", "--max-requests", "60", "--output-dir", "demo-out"],
+        &[
+            "demo",
+            "--profile",
+            "fast",
+            "--speedup",
+            "100",
+            "--max-requests",
+            "60",
+            "--output-dir",
+            "demo-out",
+        ],
         dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
     let records = std::fs::read_to_string(dir.path().join("demo-out/records.jsonl")).unwrap();
     assert_eq!(records.lines().count(), 60);
     let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("demo-out/summary.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.path().join("demo-out/summary.json")).unwrap())
+            .unwrap();
     assert_eq!(summary["requests"], 60);
     assert_eq!(summary["errors"], 0);
     assert!(summary["time_to_first_token"]["p50"].as_f64().unwrap() > 0.0);
-    assert!(summary["total_cached_tokens"].as_u64().unwrap() > 0, "the Mooncake slice repeats prefixes");
+    assert!(
+        summary["total_cached_tokens"].as_u64().unwrap() > 0,
+        "the Mooncake slice repeats prefixes"
+    );
     assert!(dir.path().join("demo-out/summary.csv").exists());
     assert!(text(&out).contains("TTFT (ms)"), "{}", text(&out));
 }
@@ -46,7 +66,10 @@ fn demo_replays_the_bundled_trace_against_the_simulator() {
 fn analyze_trace_reports_the_real_mooncake_slice() {
     let dir = tempfile::tempdir().unwrap();
     let file = shared("traces/mooncake_conversation_first2000.jsonl");
-    let out = canaryd(&["analyze-trace", "--json", file.to_str().unwrap()], dir.path());
+    let out = canaryd(
+        &["analyze-trace", "--json", file.to_str().unwrap()],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", text(&out));
     let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(a["requests"], 2000, "{a}");
@@ -66,7 +89,15 @@ fn a_bad_trace_row_is_a_clear_error_naming_file_line_and_field() {
     )
     .unwrap();
     let out = canaryd(
-        &["replay", "--trace", "bad.jsonl", "--url", "http://127.0.0.1:9", "--model", "m"],
+        &[
+            "replay",
+            "--trace",
+            "bad.jsonl",
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+        ],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -83,14 +114,26 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
     // Port 9 (discard) is closed on loopback: every request fails to connect.
     let out = canaryd(
         &[
-            "replay", "--trace", trace.to_str().unwrap(), "--url", "http://127.0.0.1:9", "--model", "m",
-            "--speedup", "1000", "--max-requests", "5", "--output-dir", "out",
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--speedup",
+            "1000",
+            "--max-requests",
+            "5",
+            "--output-dir",
+            "out",
         ],
         dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
     let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
     assert_eq!(summary["requests"], 5);
     assert_eq!(summary["errors_by_kind"]["connect"], 5, "{summary}");
 }
@@ -102,8 +145,21 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let out = canaryd(
         &[
-            "replay", "--trace", trace.to_str().unwrap(), "--url", "http://127.0.0.1:9", "--model", "m",
-            "--speedup", "1000", "--max-requests", "2", "--output-dir", "out", "--api-key-file", "key",
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--speedup",
+            "1000",
+            "--max-requests",
+            "2",
+            "--output-dir",
+            "out",
+            "--api-key-file",
+            "key",
         ],
         dir.path(),
     );

@@ -30,7 +30,9 @@ pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use ids::TraceContext;
-pub use prompt::{Prompt, PromptBody, PromptBuilder};
+pub use prompt::{
+    Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
+};
 pub use results::{summary_csv, ArtifactError, ResultsWriter};
 pub use run::{run, Config, Progress, ReplayError, RunOutcome};
 pub use schedule::{Schedule, Session, Timing, TurnDue};

@@ -232,7 +232,11 @@ impl Target {
         }
         // A zero length (BurstGPT failures replayed with `--burstgpt-failed send`) cannot be
         // asked for: leave the length to the server.
-        let field = if output_tokens == 0 { MaxTokensField::None } else { self.max_tokens_field };
+        let field = if output_tokens == 0 {
+            MaxTokensField::None
+        } else {
+            self.max_tokens_field
+        };
         match field {
             MaxTokensField::Both => {
                 body.insert("max_tokens".into(), json!(output_tokens));

@@ -8,12 +8,20 @@ use std::time::Duration;
 async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
     let sim = sim(&["--profile", "fast"]).await;
     let trace = load_shared("mooncake_conversation_first2000.jsonl");
-    let expected: Vec<_> = trace.requests.iter().map(|r| (r.index, r.input_tokens, r.output_tokens)).collect();
+    let expected: Vec<_> = trace
+        .requests
+        .iter()
+        .map(|r| (r.index, r.input_tokens, r.output_tokens))
+        .collect();
     let run = replay(trace.requests, target(&sim), |c| c.speedup = 200.0).await;
 
     assert_eq!(run.records.len(), 2000);
     assert_eq!(run.outcome.summary.requests, 2000);
-    assert_eq!(run.outcome.summary.errors, 0, "{:?}", run.outcome.summary.errors_by_kind);
+    assert_eq!(
+        run.outcome.summary.errors, 0,
+        "{:?}",
+        run.outcome.summary.errors_by_kind
+    );
     let mut ids: Vec<_> = run.records.iter().map(|r| r.id).collect();
     ids.sort();
     assert_eq!(ids, (0..2000).collect::<Vec<_>>());
@@ -38,7 +46,11 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         assert!(t.traceparent.as_deref().unwrap().contains(&r.trace_id));
         // Same clock on both sides: the server cannot see a request before we sent it.
         let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
-        assert!(t.arrival_ns as f64 >= sent_ns - 1e3, "request {} arrived before it was sent", r.id);
+        assert!(
+            t.arrival_ns as f64 >= sent_ns - 1e3,
+            "request {} arrived before it was sent",
+            r.id
+        );
     }
 }
 
@@ -54,12 +66,18 @@ async fn ttft_agrees_with_the_servers_own_clock() {
     for r in &run.records {
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
         let ttft = r.ttft_ms.unwrap();
-        assert!(ttft >= 60.0, "TTFT {ttft} ms shorter than the injected stall");
+        assert!(
+            ttft >= 60.0,
+            "TTFT {ttft} ms shorter than the injected stall"
+        );
         let t = by_id[&r.id];
         let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
         let server_first_token_ms = (t.first_token_ns.unwrap() as f64 - sent_ns) / 1e6;
         // Client TTFT is never earlier than the server wrote the token.
-        assert!(ttft >= server_first_token_ms, "client {ttft} < server {server_first_token_ms}");
+        assert!(
+            ttft >= server_first_token_ms,
+            "client {ttft} < server {server_first_token_ms}"
+        );
     }
 }
 
@@ -94,10 +112,21 @@ async fn each_error_class_is_a_record_not_a_crash() {
         let run = replay(requests(2, 20, 8), t, |_| {}).await;
         assert_eq!(run.records.len(), 2, "{fault}");
         for r in &run.records {
-            let e = r.error.as_ref().unwrap_or_else(|| panic!("{fault}: no error recorded"));
-            assert_eq!((r.status, e.kind, e.http_status), (Status::Error, kind, status), "{fault}: {e:?}");
+            let e = r
+                .error
+                .as_ref()
+                .unwrap_or_else(|| panic!("{fault}: no error recorded"));
+            assert_eq!(
+                (r.status, e.kind, e.http_status),
+                (Status::Error, kind, status),
+                "{fault}: {e:?}"
+            );
         }
-        assert_eq!(run.outcome.summary.errors_by_kind[kind.as_str()], 2, "{fault}");
+        assert_eq!(
+            run.outcome.summary.errors_by_kind[kind.as_str()],
+            2,
+            "{fault}"
+        );
     }
 }
 
@@ -108,7 +137,10 @@ async fn a_stalled_server_times_out() {
     t.headers.push(header("x-sim-fault", "stall_first_ms=5000"));
     t.timeout = Duration::from_millis(200);
     let run = replay(requests(1, 20, 8), t, |_| {}).await;
-    assert_eq!(run.records[0].error.as_ref().unwrap().kind, ErrorKind::Timeout);
+    assert_eq!(
+        run.records[0].error.as_ref().unwrap().kind,
+        ErrorKind::Timeout
+    );
 }
 
 #[tokio::test]
@@ -117,7 +149,12 @@ async fn closed_port_is_a_connect_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let t = canary_replay::Target::new(&format!("http://127.0.0.1:{port}"), canary_replay::Endpoint::Chat, "m").unwrap();
+    let t = canary_replay::Target::new(
+        &format!("http://127.0.0.1:{port}"),
+        canary_replay::Endpoint::Chat,
+        "m",
+    )
+    .unwrap();
     let run = replay(requests(2, 20, 8), t, |_| {}).await;
     for r in &run.records {
         assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Connect);
@@ -131,7 +168,10 @@ async fn completions_and_non_streaming_endpoints() {
     t.endpoint = canary_replay::Endpoint::Completions;
     t.path = "/v1/completions".into();
     let run = replay(requests(2, 30, 6), t.clone(), |_| {}).await;
-    assert!(run.records.iter().all(|r| r.usage.as_ref().unwrap().completion_tokens == Some(6)));
+    assert!(run
+        .records
+        .iter()
+        .all(|r| r.usage.as_ref().unwrap().completion_tokens == Some(6)));
     t.streaming = false;
     let run = replay(requests(2, 30, 6), t, |_| {}).await;
     for r in &run.records {
@@ -157,7 +197,12 @@ async fn later_turns_wait_for_the_previous_turn() {
     let mut recs = run.records.clone();
     recs.sort_by_key(|r| r.turn);
     for w in recs.windows(2) {
-        assert!(w[1].sent_at_ms >= w[0].ended_at_ms, "turn {} sent before turn {} ended", w[1].turn, w[0].turn);
+        assert!(
+            w[1].sent_at_ms >= w[0].ended_at_ms,
+            "turn {} sent before turn {} ended",
+            w[1].turn,
+            w[0].turn
+        );
         assert!(w[1].hold_ms > 0.0, "the wait is recorded as hold");
     }
 }
@@ -206,9 +251,13 @@ async fn stopping_mid_run_keeps_what_was_measured() {
     assert!(run.outcome.unsent > 0);
     assert_eq!(run.records.len() as u64 + run.outcome.unsent, 20);
     let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap())
+            .unwrap();
     assert_eq!(summary["interrupted"], true);
-    assert_eq!(summary["requests"].as_u64().unwrap(), run.records.len() as u64);
+    assert_eq!(
+        summary["requests"].as_u64().unwrap(),
+        run.records.len() as u64
+    );
 }
 
 #[tokio::test]

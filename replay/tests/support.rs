@@ -1,7 +1,10 @@
 //! Shared helpers: a simulator on loopback, generated requests, and one-call replays.
 
 use canary_core::{RequestRecord, TraceRequest};
-use canary_replay::{Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunOutcome, Schedule, Target, Tokenizer, TokenizerSpec, Trace};
+use canary_replay::{
+    Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunOutcome, Schedule, Target,
+    Tokenizer, TokenizerSpec, Trace,
+};
 use clap::Parser;
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,7 +35,10 @@ pub fn target(sim: &SimHandle) -> Target {
 
 /// A request header.
 pub fn header(name: &'static str, value: &str) -> (http::HeaderName, http::HeaderValue) {
-    (http::HeaderName::from_static(name), http::HeaderValue::from_str(value).unwrap())
+    (
+        http::HeaderName::from_static(name),
+        http::HeaderValue::from_str(value).unwrap(),
+    )
 }
 
 /// `n` generated requests, all due at t = 0, with unique prompts.
@@ -57,7 +63,9 @@ pub fn requests(n: u32, input: u32, output: u32) -> Vec<TraceRequest> {
 
 /// A real trace from `shared/traces/`.
 pub fn load_shared(name: &str) -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/traces")
+        .join(name);
     canary_replay::load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -81,7 +89,11 @@ pub struct Run {
 }
 
 /// Replays `reqs` at `target` with default settings adjusted by `tweak`.
-pub async fn replay(reqs: Vec<TraceRequest>, target: Target, tweak: impl FnOnce(&mut Config)) -> Run {
+pub async fn replay(
+    reqs: Vec<TraceRequest>,
+    target: Target,
+    tweak: impl FnOnce(&mut Config),
+) -> Run {
     replay_with_stop(reqs, target, tweak, CancellationToken::new()).await
 }
 
@@ -99,24 +111,44 @@ pub async fn replay_with_stop(
     tweak(&mut config);
     let run_id = config.run_id.clone();
     let schedule = Schedule::new(reqs, config.speedup);
-    let outcome = canary_replay::run(config, schedule, prompts(), serde_json::json!({"test": true}), stop, Arc::new(Progress::default()))
-        .await
-        .expect("run completes");
+    let outcome = canary_replay::run(
+        config,
+        schedule,
+        prompts(),
+        serde_json::json!({"test": true}),
+        stop,
+        Arc::new(Progress::default()),
+    )
+    .await
+    .expect("run completes");
     let records = std::fs::read_to_string(dir.path().join("records.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    Run { outcome, records, run_id, dir }
+    Run {
+        outcome,
+        records,
+        run_id,
+        dir,
+    }
 }
 
 /// Ground-truth records of one run, by request index.
-pub fn truth_by_request_id<'a>(truth: &'a [TruthRecord], run_id: &str) -> HashMap<u32, &'a TruthRecord> {
+pub fn truth_by_request_id<'a>(
+    truth: &'a [TruthRecord],
+    run_id: &str,
+) -> HashMap<u32, &'a TruthRecord> {
     let prefix = format!("{run_id}-");
     truth
         .iter()
         .filter_map(|t| {
-            let id = t.request_id.as_deref()?.strip_prefix(&prefix)?.parse().ok()?;
+            let id = t
+                .request_id
+                .as_deref()?
+                .strip_prefix(&prefix)?
+                .parse()
+                .ok()?;
             Some((id, t))
         })
         .collect()

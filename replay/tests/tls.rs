@@ -16,7 +16,9 @@ async fn tls_proxy(backend: SocketAddr) -> (u16, String) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "canaryd test CA");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "canaryd test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = CertificateParams::new(vec!["localhost".to_string()])
@@ -39,11 +41,17 @@ async fn tls_proxy(backend: SocketAddr) -> (u16, String) {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                let Ok(mut upstream) = TcpStream::connect(backend).await else { return };
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut upstream) = TcpStream::connect(backend).await else {
+                    return;
+                };
                 let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
             });
         }
@@ -59,7 +67,12 @@ async fn https_target_with_a_private_ca_bundle() {
     let bundle = dir.path().join("ca.pem");
     std::fs::write(&bundle, ca_pem).unwrap();
 
-    let mut t = Target::new(&format!("https://localhost:{port}"), Endpoint::Chat, "canary-sim").unwrap();
+    let mut t = Target::new(
+        &format!("https://localhost:{port}"),
+        Endpoint::Chat,
+        "canary-sim",
+    )
+    .unwrap();
     t.ca_bundle = Some(bundle);
     let run = replay(requests(3, 30, 5), t.clone(), |_| {}).await;
     for r in &run.records {

@@ -1,0 +1,153 @@
+//! The tokenizer that prompt lengths are measured in.
+//!
+//! Two back ends: the o200k_base BPE that ships inside `tiktoken-rs` (no file, no
+//! network, but only an approximation for models that are not OpenAI's), and any
+//! Hugging Face `tokenizer.json` given by the user, loaded with the `tokenizers` crate.
+//! Both count tokens *without* special tokens: a BOS/EOS added by a post-processor or a
+//! chat template is the server's business, not part of the trace's prompt length.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::PromptError;
+
+/// Which tokenizer prompt lengths are measured in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TokenizerSpec {
+    /// The o200k_base BPE embedded in the binary. Counts are exact for OpenAI's o-series /
+    /// GPT-4o family and approximate for every other model.
+    #[default]
+    BuiltinO200k,
+    /// A Hugging Face `tokenizer.json` on disk: counts are exact for that model.
+    HuggingFace(PathBuf),
+}
+
+/// A loaded tokenizer. Cloning is cheap (an `Arc`), and it is `Send + Sync`.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    backend: Backend,
+}
+
+// One per loaded tokenizer, behind the Arc: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Backend {
+    Tiktoken(tiktoken_rs::CoreBPE),
+    HuggingFace(tokenizers::Tokenizer),
+}
+
+/// Label used by [`Tokenizer::name`] for the built-in tokenizer.
+const BUILTIN_NAME: &str = "o200k_base (built-in)";
+
+// === impl Tokenizer ===
+
+impl Tokenizer {
+    /// Loads the tokenizer `spec` names. The built-in one takes about 0.2 s (it parses the
+    /// embedded rank table), so load once and clone.
+    ///
+    /// A Hugging Face file that cannot be read or parsed gives an error naming the file.
+    pub fn load(spec: &TokenizerSpec) -> Result<Tokenizer, PromptError> {
+        let (name, backend) = match spec {
+            TokenizerSpec::BuiltinO200k => {
+                let bpe =
+                    tiktoken_rs::o200k_base().map_err(|e| PromptError::Builtin(e.to_string()))?;
+                (BUILTIN_NAME.to_owned(), Backend::Tiktoken(bpe))
+            }
+            TokenizerSpec::HuggingFace(path) => (
+                path.display().to_string(),
+                Backend::HuggingFace(load_hf(path)?),
+            ),
+        };
+        Ok(Tokenizer {
+            inner: Arc::new(Inner { name, backend }),
+        })
+    }
+
+    /// `"o200k_base (built-in)"`, or the path of the `tokenizer.json`.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// True for the built-in o200k_base: token counts are then approximate for any model
+    /// that does not use o200k, and callers should say so (a notice in logs and summary).
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.inner.backend, Backend::Tiktoken(_))
+    }
+
+    /// Number of tokens in `text`, by really encoding it (no special tokens added).
+    ///
+    /// Costs a full encode (o200k: about 5M tokens/s), so it is for checks, not for the
+    /// per-request hot path. A text the Hugging Face tokenizer refuses counts as 0.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        match &self.inner.backend {
+            Backend::Tiktoken(bpe) => bpe.encode_ordinary(text).len(),
+            Backend::HuggingFace(tok) => tok.encode_fast(text, false).map_or(0, |e| e.len()),
+        }
+    }
+}
+
+impl fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads and parses a `tokenizer.json`, with truncation and padding switched off: a file
+/// saved with `max_length` would otherwise silently cap every count.
+fn load_hf(path: &Path) -> Result<tokenizers::Tokenizer, PromptError> {
+    let json = std::fs::read_to_string(path).map_err(|source| PromptError::TokenizerRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut tok: tokenizers::Tokenizer =
+        json.parse().map_err(|source| PromptError::TokenizerParse {
+            path: path.to_owned(),
+            source,
+        })?;
+    tok.with_truncation(None)
+        .map_err(|source| PromptError::TokenizerParse {
+            path: path.to_owned(),
+            source,
+        })?;
+    tok.with_padding(None);
+    Ok(tok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenizer_is_send_sync_and_cheap_to_clone() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Tokenizer>();
+    }
+
+    #[test]
+    fn builtin_counts_without_special_tokens() {
+        let tok = Tokenizer::load(&TokenizerSpec::BuiltinO200k).unwrap();
+        assert!(tok.is_builtin());
+        assert_eq!(tok.name(), BUILTIN_NAME);
+        assert_eq!(tok.count_tokens(""), 0);
+        assert_eq!(tok.count_tokens(" the"), 1);
+        // Special-token text is counted as ordinary text, never as one special token.
+        assert!(tok.count_tokens("<|endoftext|>") > 1);
+    }
+
+    #[test]
+    fn missing_file_error_names_the_file() {
+        let spec = TokenizerSpec::HuggingFace("/nonexistent/dir/tokenizer.json".into());
+        let err = Tokenizer::load(&spec).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/dir/tokenizer.json"),
+            "{err}"
+        );
+    }
+}
