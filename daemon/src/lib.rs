@@ -78,7 +78,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             let outcome = replay::replay(loaded, target, &args.shape, prompts, shutdown).await?;
             Ok(if outcome.interrupted { 130 } else { 0 })
         }),
-        Command::Demo(args) => runtime()?.block_on(demo::demo(*args, shutdown_on_signal())),
+        Command::Demo(args) => {
+            runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
+        }
     }
 }
 

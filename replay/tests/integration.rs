@@ -3,3 +3,4 @@
 mod replay_sim;
 mod support;
 mod tls;
+mod trace_formats;
