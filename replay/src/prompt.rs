@@ -236,8 +236,8 @@ impl PromptBuilder {
     /// Appends the synthesized text of `req` to `out`. Returns where the last block starts
     /// in `out` and that block, for tail repair.
     fn write(&self, req: &TraceRequest, out: &mut String) -> Option<(usize, Segment)> {
-        // About 6.5 bytes per word in this corpus: reserve once, copy without regrowing.
-        out.reserve(req.input_tokens as usize * 7);
+        // Reserve once, then copy without regrowing.
+        out.reserve(req.input_tokens as usize * self.vocabulary.bytes_per_word());
         let mut last = None;
         for segment in self.plan(req) {
             last = Some((out.len(), segment));

@@ -32,7 +32,6 @@ const FRAGMENT_WORDS: usize = 8;
 const CHECK_WINDOW: usize = 64;
 
 /// Single-token words and the corpus expressed in them.
-#[derive(Debug)]
 pub(crate) struct Vocabulary {
     /// Every accepted `" word"`, back to back.
     text: String,
@@ -134,6 +133,12 @@ impl Vocabulary {
         }
     }
 
+    /// Bytes to reserve per word so a prompt is built without regrowing: the corpus
+    /// average rounded up, plus one for luck (fragments start anywhere).
+    pub(crate) fn bytes_per_word(&self) -> usize {
+        self.stream.len().div_ceil(self.sequence.len().max(1)) + 1
+    }
+
     /// Number of distinct single-token words.
     pub(crate) fn len(&self) -> usize {
         self.offsets.len() - 1
@@ -200,6 +205,17 @@ impl Vocabulary {
             }
         }
         bad
+    }
+}
+
+impl std::fmt::Debug for Vocabulary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The word lists are kilobytes of text: show their sizes only.
+        f.debug_struct("Vocabulary")
+            .field("words", &self.len())
+            .field("corpus_words", &self.sequence.len())
+            .field("corpus_bytes", &self.stream.len())
+            .finish()
     }
 }
 
