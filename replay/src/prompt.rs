@@ -182,33 +182,45 @@ impl PromptBuilder {
         }
         let mut text = String::new();
         let last = self.write(req, &mut text);
-        let expected = req.input_tokens;
-        let counted_before = self.tokenizer.count_tokens(&text);
+        let check = self.repair(&mut text, last, req.input_tokens);
+        let prompt = Prompt {
+            body: PromptBody::Text(text),
+            tokens: Some(check.counted as u32),
+        };
+        (prompt, Some(check))
+    }
+
+    /// Encodes `text` and, while the count is off, regrows its last block (`last`: where
+    /// it starts in `text`, and which block it is) by the difference.
+    fn repair(
+        &self,
+        text: &mut String,
+        last: Option<(usize, Segment)>,
+        expected: u32,
+    ) -> TokenCheck {
+        let counted_before = self.tokenizer.count_tokens(text);
         let mut check = TokenCheck {
             expected,
             counted_before,
             counted: counted_before,
             tail_words_changed: 0,
         };
-        if let Some((prefix_len, segment)) = last {
-            let mut words = segment.words as i64;
-            for _ in 0..MAX_REPAIRS {
-                if check.is_exact() {
-                    break;
-                }
-                words = (words + i64::from(expected) - check.counted as i64).max(0);
-                text.truncate(prefix_len);
-                self.vocabulary
-                    .write_words(&mut text, segment.key, 0, words as usize);
-                check.counted = self.tokenizer.count_tokens(&text);
-                check.tail_words_changed = words - segment.words as i64;
-            }
-        }
-        let prompt = Prompt {
-            body: PromptBody::Text(text),
-            tokens: Some(check.counted as u32),
+        let Some((prefix_len, segment)) = last else {
+            return check;
         };
-        (prompt, Some(check))
+        let mut words = segment.words as i64;
+        for _ in 0..MAX_REPAIRS {
+            if check.is_exact() {
+                break;
+            }
+            words = (words + i64::from(expected) - check.counted as i64).max(0);
+            text.truncate(prefix_len);
+            self.vocabulary
+                .write_words(text, segment.key, 0, words as usize);
+            check.counted = self.tokenizer.count_tokens(text);
+            check.tail_words_changed = words - segment.words as i64;
+        }
+        check
     }
 
     /// Number of distinct single-token words prompts are made of.
@@ -224,8 +236,8 @@ impl PromptBuilder {
     /// Appends the synthesized text of `req` to `out`. Returns where the last block starts
     /// in `out` and that block, for tail repair.
     fn write(&self, req: &TraceRequest, out: &mut String) -> Option<(usize, Segment)> {
-        // About 6.5 bytes per word in this corpus: reserve once, copy without regrowing.
-        out.reserve(req.input_tokens as usize * 7);
+        // Reserve once, then copy without regrowing.
+        out.reserve(req.input_tokens as usize * self.vocabulary.bytes_per_word());
         let mut last = None;
         for segment in self.plan(req) {
             last = Some((out.len(), segment));
@@ -284,5 +296,38 @@ mod tests {
     fn builder_is_send_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<PromptBuilder>();
+    }
+
+    /// The repair path never runs with o200k (counts are exact by construction), so drive
+    /// it directly: ask for a different count than was built and check it converges.
+    #[test]
+    fn repair_regrows_only_the_last_block() {
+        let tok = Tokenizer::load(&TokenizerSpec::BuiltinO200k).unwrap();
+        let builder = PromptBuilder::new(tok, 0).unwrap();
+        let req = TraceRequest {
+            index: 0,
+            line: 1,
+            timestamp_us: 0,
+            session: None,
+            turn: 0,
+            delay_us: None,
+            input_tokens: 40,
+            output_tokens: 1,
+            hash_ids: vec![1, 2, 3],
+            block_size: 16,
+            prompt: None,
+            extra: None,
+        };
+        for (expected, change) in [(45, 5), (33, -7), (40, 0)] {
+            let mut text = String::new();
+            let last = builder.write(&req, &mut text);
+            let head = text[..last.unwrap().0].to_owned();
+            let check = builder.repair(&mut text, last, expected);
+            assert_eq!(check.counted_before, 40);
+            assert!(check.is_exact(), "{check:?}");
+            assert_eq!(check.tail_words_changed, change);
+            assert!(text.starts_with(&head));
+            assert_eq!(builder.tokenizer().count_tokens(&text), expected as usize);
+        }
     }
 }

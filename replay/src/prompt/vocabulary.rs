@@ -32,14 +32,18 @@ const FRAGMENT_WORDS: usize = 8;
 const CHECK_WINDOW: usize = 64;
 
 /// Single-token words and the corpus expressed in them.
-#[derive(Debug)]
 pub(crate) struct Vocabulary {
     /// Every accepted `" word"`, back to back.
     text: String,
     /// `text[offsets[i]..offsets[i + 1]]` is word `i`.
     offsets: Vec<u32>,
-    /// The corpus in reading order, as word ids; blocks copy runs of it.
+    /// The corpus in reading order, as word ids.
     sequence: Vec<u32>,
+    /// The same corpus as text, every word `" word"`: blocks copy runs of it, one
+    /// `memcpy` per fragment rather than one per word.
+    stream: String,
+    /// `stream[stream_offsets[p]..stream_offsets[p + 1]]` is word `sequence[p]`.
+    stream_offsets: Vec<u32>,
 }
 
 // === impl Vocabulary ===
@@ -112,11 +116,27 @@ impl Vocabulary {
             text.push_str(w);
             offsets.push(text.len() as u32);
         }
+        let mut stream = String::new();
+        let mut stream_offsets = Vec::with_capacity(sequence.len() + 1);
+        stream_offsets.push(0);
+        for &id in sequence {
+            let id = id as usize;
+            stream.push_str(&text[offsets[id] as usize..offsets[id + 1] as usize]);
+            stream_offsets.push(stream.len() as u32);
+        }
         Vocabulary {
             text,
             offsets,
             sequence: sequence.to_vec(),
+            stream,
+            stream_offsets,
         }
+    }
+
+    /// Bytes to reserve per word so a prompt is built without regrowing: the corpus
+    /// average rounded up, plus one for luck (fragments start anywhere).
+    pub(crate) fn bytes_per_word(&self) -> usize {
+        self.stream.len().div_ceil(self.sequence.len().max(1)) + 1
     }
 
     /// Number of distinct single-token words.
@@ -146,11 +166,21 @@ impl Vocabulary {
                 as usize;
             let within = j % FRAGMENT_WORDS;
             let n = (FRAGMENT_WORDS - within).min(end - j);
-            for k in 0..n {
-                out.push_str(self.word(self.sequence[(at + within + k) % len]));
+            // A fragment may run off the end of the corpus and wrap to its start.
+            let (mut p, mut left) = ((at + within) % len, n);
+            while left > 0 {
+                let run = left.min(len - p);
+                self.push_run(out, p, run);
+                (p, left) = (0, left - run);
             }
             j += n;
         }
+    }
+
+    /// Appends `n` words of the corpus stream starting at position `p` (no wrap).
+    fn push_run(&self, out: &mut String, p: usize, n: usize) {
+        let (a, b) = (self.stream_offsets[p], self.stream_offsets[p + n]);
+        out.push_str(&self.stream[a as usize..b as usize]);
     }
 
     /// Ids of words that, in the order `stream` gives, do not count one token each.
@@ -175,6 +205,17 @@ impl Vocabulary {
             }
         }
         bad
+    }
+}
+
+impl std::fmt::Debug for Vocabulary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The word lists are kilobytes of text: show their sizes only.
+        f.debug_struct("Vocabulary")
+            .field("words", &self.len())
+            .field("corpus_words", &self.sequence.len())
+            .field("corpus_bytes", &self.stream.len())
+            .finish()
     }
 }
 
@@ -223,5 +264,24 @@ mod tests {
         assert!(long.starts_with(&short));
         assert_eq!(long, split);
         assert_eq!(long.split_whitespace().count(), 100);
+    }
+
+    #[test]
+    fn fragments_wrap_around_the_corpus_end() {
+        let vocab = Vocabulary::from_parts(&["a", "b", "c"], &[0, 1, 2]);
+        let mut out = String::new();
+        vocab.write_words(&mut out, 7, 0, 803);
+        let words: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(words.len(), 803);
+        for fragment in words.chunks(FRAGMENT_WORDS) {
+            for pair in fragment.windows(2) {
+                let next = match pair[0] {
+                    "a" => "b",
+                    "b" => "c",
+                    _ => "a",
+                };
+                assert_eq!(pair[1], next, "{fragment:?}");
+            }
+        }
     }
 }
