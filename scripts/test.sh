@@ -21,4 +21,9 @@ step "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "tests"
-cargo test --workspace --locked
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$log"
+# One closing line for the whole suite (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "\ncanaryd suite: %d passed, %d failed\n", p, f }' "$log"

@@ -25,7 +25,9 @@ mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
-pub use record::{ErrorKind, RequestError, RequestRecord, ServerTimings, Status, Usage};
+pub use record::{
+    ErrorKind, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status, Usage,
+};
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
 pub use trace::{TracePrompt, TraceRequest};

@@ -67,6 +67,9 @@ pub struct RequestRecord {
     /// Timings the server reported in the stream (llama.cpp's `timings`), when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<ServerTimings>,
+    /// What the GPU and the server's own metrics showed while this request ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<RequestTelemetry>,
     /// W3C trace id sent in `traceparent`.
     pub trace_id: String,
     /// Inter-chunk gaps in ms, only when the run asks for them (`--record-chunks`).
@@ -111,6 +114,26 @@ pub struct ServerTimings {
     pub predicted_n: Option<u32>,
     /// Prompt tokens reused from the cache.
     pub cache_n: Option<u32>,
+}
+
+/// Telemetry joined to one request by time (same monotonic clock). Absent fields: the
+/// source was off or had no sample in the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestTelemetry {
+    /// Mean GPU utilization (%) over the request's lifetime.
+    pub gpu_util_avg_pct: Option<f64>,
+    /// Peak GPU utilization (%) over the request's lifetime.
+    pub gpu_util_max_pct: Option<f64>,
+    /// Mean board power (W) over the request's lifetime.
+    pub gpu_power_avg_w: Option<f64>,
+    /// Peak board power (W) over the request's lifetime.
+    pub gpu_power_max_w: Option<f64>,
+    /// Requests waiting in the server's queue when this one was sent.
+    pub server_queue_depth_at_send: Option<f64>,
+    /// Server KV-cache usage (0–1) when this one was sent.
+    pub server_kv_usage_at_send: Option<f64>,
+    /// Requests the server was running when this one's first token arrived.
+    pub server_running_at_first_token: Option<f64>,
 }
 
 /// Why a request failed.

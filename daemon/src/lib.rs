@@ -10,6 +10,7 @@
 mod bundled;
 mod demo;
 mod duration;
+pub mod observe;
 mod replay;
 mod report;
 

@@ -293,7 +293,11 @@ pub async fn replay(
     );
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
-    let outcome = canary_replay::run(config, schedule, prompts, info, shutdown, progress).await;
+    let telemetry = crate::observe::TelemetryConfig::default();
+    let outcome = crate::observe::observed_run(
+        config, schedule, prompts, info, &telemetry, shutdown, progress,
+    )
+    .await;
     display.finish();
     let outcome = outcome?;
     if shape.json {

@@ -50,6 +50,22 @@ pub struct Config {
     pub prepare_ahead: Duration,
     /// Prefix of `x-request-id` values.
     pub run_id: String,
+    /// Adds what other sources saw (GPU, server metrics, kernel) to each record before it is
+    /// written.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+/// Something that annotates each finished request with what it observed meanwhile.
+pub trait Observer: Send + Sync {
+    /// Called once per record, off the runtime, before the record is written. `t0` is the
+    /// run's start on the monotonic clock (record times are milliseconds after it).
+    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
+}
+
+impl std::fmt::Debug for dyn Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 impl Config {
@@ -66,6 +82,7 @@ impl Config {
             record_chunks: false,
             prepare_ahead: Duration::from_millis(50),
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
+            observer: None,
         }
     }
 }
@@ -159,12 +176,20 @@ pub async fn run(
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
     let (tx, mut rx) = mpsc::channel::<(RequestRecord, Vec<f64>)>(4096);
-    let collector = std::thread::spawn(move || {
-        while let Some((rec, gaps)) = rx.blocking_recv() {
-            writer.record(&rec, &gaps);
-        }
-        writer
-    });
+    let observer = config.observer.clone();
+    let t0_shared = Arc::new(AtomicU64::new(0));
+    let collector = {
+        let t0_shared = t0_shared.clone();
+        std::thread::spawn(move || {
+            while let Some((mut rec, gaps)) = rx.blocking_recv() {
+                if let Some(o) = &observer {
+                    o.annotate(&mut rec, MonoTime(t0_shared.load(Ordering::Relaxed)));
+                }
+                writer.record(&rec, &gaps);
+            }
+            writer
+        })
+    };
 
     let hard_stop = CancellationToken::new();
     let stop = shutdown.child_token();
@@ -191,10 +216,12 @@ pub async fn run(
         hard_stop,
         unsent: AtomicU64::new(0),
     };
+    t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     warmup(&ctx, &schedule).await;
 
     // Leave room to prepare the first burst before it is due.
     ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+    t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     let anchor = WallAnchor::now();
     let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
     let ctx = Arc::new(ctx);
