@@ -55,11 +55,43 @@ pub struct Config {
     pub observer: Option<Arc<dyn Observer>>,
 }
 
-/// Something that annotates each finished request with what it observed meanwhile.
+/// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
 pub trait Observer: Send + Sync {
     /// Called once per record, off the runtime, before the record is written. `t0` is the
     /// run's start on the monotonic clock (record times are milliseconds after it).
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
+
+    /// Called once after the last request finished, before `summary.json` is written: the
+    /// returned `(key, value)` sections are added to it (and to [`RunOutcome::sections`]).
+    fn finish(&self, _t0: MonoTime, _end: MonoTime) -> SectionsFuture<'_> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
+/// What [`Observer::finish`] returns: named sections for `summary.json`.
+pub type SectionsFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<(String, serde_json::Value)>> + Send + 'a>>;
+
+/// Several observers, called in order.
+#[derive(Default)]
+pub struct Observers(pub Vec<Arc<dyn Observer>>);
+
+impl Observer for Observers {
+    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime) {
+        for o in &self.0 {
+            o.annotate(record, t0);
+        }
+    }
+
+    fn finish(&self, t0: MonoTime, end: MonoTime) -> SectionsFuture<'_> {
+        Box::pin(async move {
+            let mut sections = Vec::new();
+            for o in &self.0 {
+                sections.extend(o.finish(t0, end).await);
+            }
+            sections
+        })
+    }
 }
 
 impl std::fmt::Debug for dyn Observer {
@@ -112,6 +144,9 @@ pub struct RunOutcome {
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
     /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
     pub t0_monotonic_ns: u64,
+    /// Sections the observers added (server-side figures, GPU energy, …).
+    #[serde(flatten)]
+    pub sections: serde_json::Map<String, serde_json::Value>,
     /// The statistics.
     #[serde(flatten)]
     pub summary: RunSummary,
@@ -249,11 +284,17 @@ pub async fn run(
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
     let summary = writer.summary();
+    let end = MonoTime::now();
+    let mut sections = serde_json::Map::new();
+    if let Some(o) = &ctx.config.observer {
+        sections.extend(o.finish(t0, end).await);
+    }
     let outcome = RunOutcome {
         interrupted,
         unsent,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        sections,
         summary,
     };
     #[derive(Serialize)]
