@@ -13,8 +13,12 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Replay speed relative to the trace (300 rows span 102 s of trace time).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 5.0)]
     pub speedup: f64,
+    /// Scale the trace's lengths (and its 512-token blocks) so the simulated small model keeps
+    /// up: Mooncake prompts average 15k tokens, sized for a large cluster.
+    #[arg(long, default_value_t = 0.125)]
+    pub scale_lengths: f64,
     /// Simulator latency profile (`fast`, `illustrative`, or a profile file).
     #[arg(long, default_value = "illustrative")]
     pub profile: String,
@@ -46,7 +50,20 @@ struct ShapeOnly {
 
 /// Runs the demo; returns the exit code.
 pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
-    let sim_args = SimOnly::try_parse_from(["sim", "--port", "0", "--profile", &args.profile])?.sim;
+    // The simulator's prefix-cache blocks match the scaled trace blocks, so reuse shows.
+    let block = ((512.0 * args.scale_lengths).round() as u32)
+        .max(1)
+        .to_string();
+    let sim_args = SimOnly::try_parse_from([
+        "sim",
+        "--port",
+        "0",
+        "--profile",
+        &args.profile,
+        "--block-size",
+        &block,
+    ])?
+    .sim;
     let sim_config = canary_sim::Config::try_from(sim_args).context("simulator configuration")?;
     let sim = canary_sim::spawn(sim_config)
         .await
@@ -60,6 +77,8 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         args.speedup.to_string(),
         "--output-dir".into(),
         args.output_dir.display().to_string(),
+        "--scale-lengths".into(),
+        args.scale_lengths.to_string(),
     ];
     if let Some(n) = args.max_requests {
         flags.extend(["--max-requests".into(), n.to_string()]);

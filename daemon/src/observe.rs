@@ -1,8 +1,21 @@
 //! One replay run with its observers: server `/metrics`, NVML and DCGM sampled on the same
 //! monotonic clock, joined to every record and summarized beside the client's figures.
+//!
+//! Every source is optional. One that cannot start is reported once (a warning and a
+//! `telemetry.sources` entry in `summary.json`) and the replay goes on without it.
 
 use anyhow::Result;
-use canary_replay::{Config, Progress, PromptBuilder, RunOutcome, Schedule};
+use canary_core::RunSummary;
+use canary_core::{MonoTime, RequestRecord, RequestTelemetry};
+use canary_replay::{
+    Config, Observer, Observers, Progress, PromptBuilder, RunOutcome, Schedule, SectionsFuture,
+};
+use canary_telemetry::{
+    energy_over_run, gpu_over_interval, DcgmConfig, DcgmScraper, GpuSample, NvmlConfig,
+    NvmlSampler, Ring, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SourceState,
+};
+use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,15 +58,186 @@ impl Default for TelemetryConfig {
 }
 
 /// Runs one replay with telemetry attached. Sources that are unavailable are reported once
-/// and left out; the replay never depends on them.
+/// and left out; the replay never depends on them. An observer already set in `config`
+/// (an exporter, say) is kept and runs after the telemetry one.
 pub async fn observed_run(
-    config: Config,
+    mut config: Config,
     schedule: Schedule,
     prompts: Arc<PromptBuilder>,
     info: serde_json::Value,
-    _telemetry: &TelemetryConfig,
+    telemetry: &TelemetryConfig,
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome> {
-    Ok(canary_replay::run(config, schedule, prompts, info, shutdown, progress).await?)
+    let stop_sources = CancellationToken::new();
+    let observer = Arc::new(TelemetryObserver::start(telemetry, &stop_sources));
+    let mut observers: Vec<Arc<dyn Observer>> = vec![observer];
+    observers.extend(config.observer.take());
+    config.observer = Some(Arc::new(Observers(observers)));
+    let outcome = canary_replay::run(config, schedule, prompts, info, shutdown, progress).await;
+    stop_sources.cancel();
+    Ok(outcome?)
+}
+
+/// Samples the configured sources and joins them to records by time.
+pub struct TelemetryObserver {
+    server: Option<ServerMetrics>,
+    gpus: Vec<Ring<GpuSample>>,
+    dcgm_state: Option<canary_telemetry::SharedState>,
+    sources: BTreeMap<&'static str, SourceState>,
+}
+
+impl TelemetryObserver {
+    /// Starts every configured source; they stop when `stop` is cancelled.
+    pub fn start(cfg: &TelemetryConfig, stop: &CancellationToken) -> TelemetryObserver {
+        let mut sources = BTreeMap::new();
+        let mut server = None;
+        match &cfg.server_metrics_url {
+            None => {
+                sources.insert("server_metrics", SourceState::Disabled);
+            }
+            Some(url) => {
+                let mut c = ServerMetricsConfig::new(url.clone());
+                c.interval = cfg.server_metrics_interval;
+                match ServerMetricsScraper::new(c) {
+                    Ok(scraper) => {
+                        server = Some(scraper.handle());
+                        tokio::spawn(scraper.run(stop.clone()));
+                        sources.insert("server_metrics", SourceState::Pending);
+                    }
+                    Err(e) => {
+                        tracing::warn!("server metrics off: {e}");
+                        sources.insert("server_metrics", SourceState::unavailable(e.to_string()));
+                    }
+                }
+            }
+        }
+        let mut gpus = Vec::new();
+        let mut dcgm_state = None;
+        if cfg.nvml {
+            let nvml_cfg = NvmlConfig {
+                lib_path: cfg.nvml_lib.clone(),
+                interval: cfg.nvml_interval,
+                server_pid: cfg.server_pid,
+                ..NvmlConfig::default()
+            };
+            let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
+            if let Some(sampler) = sampler {
+                gpus.push(sampler.samples());
+                tokio::spawn(sampler.run(stop.clone()));
+            }
+            sources.insert("nvml", state);
+        } else {
+            sources.insert("nvml", SourceState::Disabled);
+        }
+        match &cfg.dcgm_url {
+            None => {
+                sources.insert("dcgm", SourceState::Disabled);
+            }
+            Some(url) => {
+                let dcgm_cfg = DcgmConfig {
+                    url: url.clone(),
+                    interval: cfg.dcgm_interval,
+                    ..DcgmConfig::default()
+                };
+                match DcgmScraper::new(dcgm_cfg) {
+                    Ok(scraper) => {
+                        gpus.push(scraper.samples());
+                        dcgm_state = Some(scraper.state());
+                        tokio::spawn(scraper.run(stop.clone()));
+                        sources.insert("dcgm", SourceState::Pending);
+                    }
+                    Err(e) => {
+                        tracing::warn!("DCGM off: {e}");
+                        sources.insert("dcgm", SourceState::unavailable(e.to_string()));
+                    }
+                }
+            }
+        }
+        TelemetryObserver {
+            server,
+            gpus,
+            dcgm_state,
+            sources,
+        }
+    }
+}
+
+fn at(t0: MonoTime, ms: f64) -> MonoTime {
+    MonoTime((t0.as_nanos() as f64 + ms.max(0.0) * 1e6) as u64)
+}
+
+impl Observer for TelemetryObserver {
+    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
+        if self.server.is_none() && self.gpus.is_empty() {
+            return;
+        }
+        let sent = at(t0, rec.sent_at_ms);
+        let end = at(t0, rec.ended_at_ms.max(rec.sent_at_ms));
+        let mut t = RequestTelemetry::default();
+        for ring in &self.gpus {
+            let w = gpu_over_interval(&ring.covering(sent, end), None, sent, end);
+            t.gpu_util_avg_pct = t.gpu_util_avg_pct.or(w.util_avg_pct);
+            t.gpu_util_max_pct = t.gpu_util_max_pct.or(w.util_max_pct);
+            t.gpu_power_avg_w = t.gpu_power_avg_w.or(w.power_avg_w);
+            t.gpu_power_max_w = t.gpu_power_max_w.or(w.power_max_w);
+        }
+        if let Some(server) = &self.server {
+            if let Some(s) = server.at_or_before(sent) {
+                t.server_queue_depth_at_send = s.queue_depth;
+                t.server_kv_usage_at_send = s.kv_cache_usage;
+            }
+            if let Some(ttft) = rec.ttft_ms {
+                if let Some(s) = server.at_or_before(at(t0, rec.sent_at_ms + ttft)) {
+                    t.server_running_at_first_token = s.running_requests;
+                }
+            }
+        }
+        if t != RequestTelemetry::default() {
+            rec.telemetry = Some(t);
+        }
+    }
+
+    fn finish<'a>(
+        &'a self,
+        t0: MonoTime,
+        end: MonoTime,
+        summary: &'a RunSummary,
+    ) -> SectionsFuture<'a> {
+        Box::pin(async move {
+            let mut sources: BTreeMap<&str, SourceState> = self.sources.clone();
+            let mut sections = Vec::new();
+            if let Some(server) = &self.server {
+                // One last scrape so the run's final requests are inside the histogram deltas.
+                let _ = server.scrape_now().await;
+                sources.insert("server_metrics", server.state());
+                sections.push(("server".to_string(), json!(server.summary(t0, end))));
+            }
+            if let Some(state) = &self.dcgm_state {
+                sources.insert("dcgm", state.get());
+            }
+            let gpu_samples: Vec<GpuSample> =
+                self.gpus.iter().flat_map(|r| r.covering(t0, end)).collect();
+            if !gpu_samples.is_empty() {
+                let window = gpu_over_interval(&gpu_samples, None, t0, end);
+                let energy = energy_over_run(&gpu_samples, t0, end);
+                let per_token = energy
+                    .as_ref()
+                    .and_then(|e| e.per_token(summary.total_output_tokens));
+                sections.push((
+                    "gpu".to_string(),
+                    json!({
+                        "util_avg_pct": window.util_avg_pct,
+                        "util_max_pct": window.util_max_pct,
+                        "power_avg_w": window.power_avg_w,
+                        "power_max_w": window.power_max_w,
+                        "energy": energy,
+                        "energy_per_output_token_j": per_token,
+                    }),
+                ));
+            }
+            sections.push(("telemetry_sources".to_string(), json!(sources)));
+            sections
+        })
+    }
 }

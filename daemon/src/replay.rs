@@ -126,6 +126,59 @@ pub struct ShapeArgs {
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+/// Telemetry sources joined to the run.
+#[derive(Debug, Clone, Args)]
+pub struct TelemetryArgs {
+    /// The server's Prometheus endpoint (default: `/metrics` on the target's host and port).
+    #[arg(long, value_name = "URL")]
+    pub server_metrics_url: Option<String>,
+    /// Do not scrape the server's `/metrics`.
+    #[arg(long)]
+    pub no_server_metrics: bool,
+    /// How often to scrape the server's `/metrics`.
+    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    pub server_metrics_interval: Duration,
+    /// Do not sample GPUs through NVML.
+    #[arg(long)]
+    pub no_nvml: bool,
+    /// `libnvidia-ml.so` to load instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub nvml_lib: Option<PathBuf>,
+    /// How often to sample NVML. Sampling much faster than ~100 ms has a cost on decode.
+    #[arg(long, default_value = "500ms", value_parser = duration::parse)]
+    pub gpu_interval: Duration,
+    /// A dcgm-exporter endpoint to scrape, e.g. http://127.0.0.1:9400/metrics.
+    #[arg(long, value_name = "URL")]
+    pub dcgm_url: Option<String>,
+    /// The inference server's PID, for its per-process GPU utilization.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+}
+
+impl TelemetryArgs {
+    /// The telemetry settings for a run against `target`.
+    pub fn config(&self, target: &Target) -> crate::observe::TelemetryConfig {
+        let derived = format!(
+            "{}://{}/metrics",
+            if target.tls { "https" } else { "http" },
+            target.authority()
+        );
+        crate::observe::TelemetryConfig {
+            server_metrics_url: (!self.no_server_metrics)
+                .then(|| self.server_metrics_url.clone().unwrap_or(derived)),
+            server_metrics_interval: self.server_metrics_interval,
+            nvml: !self.no_nvml,
+            nvml_lib: self.nvml_lib.clone(),
+            nvml_interval: self.gpu_interval,
+            dcgm_url: self.dcgm_url.clone(),
+            dcgm_interval: self.server_metrics_interval,
+            server_pid: self.server_pid,
+        }
+    }
 }
 
 /// A trace loaded, windowed and scaled, with what that did.
@@ -293,7 +346,7 @@ pub async fn replay(
     );
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
-    let telemetry = crate::observe::TelemetryConfig::default();
+    let telemetry = shape.telemetry.config(&config.target);
     let outcome = crate::observe::observed_run(
         config, schedule, prompts, info, &telemetry, shutdown, progress,
     )

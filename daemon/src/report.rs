@@ -109,6 +109,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             );
         }
     }
+    if let Some(server) = outcome.sections.get("server") {
+        print_server_side(server);
+    }
     println!();
     println!(
         "requests {} (completed {}, errors {}{}), duration {:.2} s",
@@ -155,10 +158,70 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             a.completion_delta_sum as f64 / n
         );
     }
+    if let Some(gpu) = outcome.sections.get("gpu") {
+        let f = |k: &str| {
+            gpu[k]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{v:.1}"))
+        };
+        println!(
+            "GPU: util avg {}% max {}%, power avg {} W; energy {} J, {} J per output token",
+            f("util_avg_pct"),
+            f("util_max_pct"),
+            f("power_avg_w"),
+            gpu["energy"]["joules"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.1}")),
+            gpu["energy_per_output_token_j"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.4}")),
+        );
+    }
+    if let Some(sources) = outcome
+        .sections
+        .get("telemetry_sources")
+        .and_then(|s| s.as_object())
+    {
+        let states: Vec<String> = sources
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v["state"].as_str().unwrap_or("?")))
+            .collect();
+        println!("telemetry: {}", states.join(", "));
+    }
     if outcome.interrupted {
         println!(
             "interrupted: {} scheduled requests were not sent",
             outcome.unsent
+        );
+    }
+}
+
+/// The server's own latency estimates (from its `/metrics` histograms) beside the client's.
+fn print_server_side(server: &serde_json::Value) {
+    let rows = [
+        ("ttft_s", "server TTFT (ms, /metrics)"),
+        ("itl_s", "server ITL (ms, /metrics)"),
+        ("e2e_s", "server e2e (ms, /metrics)"),
+        ("queue_time_s", "server queue time (ms, /metrics)"),
+    ];
+    for (key, label) in rows {
+        let est = &server[key];
+        if est.is_null() {
+            continue;
+        }
+        let ms = |k: &str| {
+            est[k]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3))
+        };
+        println!(
+            "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            ms("mean"),
+            "-",
+            ms("p50"),
+            ms("p90"),
+            ms("p99"),
+            "-"
         );
     }
 }

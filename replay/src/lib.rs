@@ -34,7 +34,9 @@ pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
 pub use results::{summary_csv, ArtifactError, ResultsWriter};
-pub use run::{run, Config, Observer, Observers, Progress, ReplayError, RunOutcome, SectionsFuture};
+pub use run::{
+    run, Config, Observer, Observers, Progress, ReplayError, RunOutcome, SectionsFuture,
+};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{SseEvent, SseParser};
 pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError};

@@ -61,16 +61,23 @@ pub trait Observer: Send + Sync {
     /// run's start on the monotonic clock (record times are milliseconds after it).
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
 
-    /// Called once after the last request finished, before `summary.json` is written: the
-    /// returned `(key, value)` sections are added to it (and to [`RunOutcome::sections`]).
-    fn finish(&self, _t0: MonoTime, _end: MonoTime) -> SectionsFuture<'_> {
+    /// Called once after the last request finished, with the client-side statistics, before
+    /// `summary.json` is written: the returned `(key, value)` sections are added to it (and
+    /// to [`RunOutcome::sections`]).
+    fn finish<'a>(
+        &'a self,
+        _t0: MonoTime,
+        _end: MonoTime,
+        _summary: &'a RunSummary,
+    ) -> SectionsFuture<'a> {
         Box::pin(async { Vec::new() })
     }
 }
 
 /// What [`Observer::finish`] returns: named sections for `summary.json`.
-pub type SectionsFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<(String, serde_json::Value)>> + Send + 'a>>;
+pub type SectionsFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Vec<(String, serde_json::Value)>> + Send + 'a>,
+>;
 
 /// Several observers, called in order.
 #[derive(Default)]
@@ -83,11 +90,16 @@ impl Observer for Observers {
         }
     }
 
-    fn finish(&self, t0: MonoTime, end: MonoTime) -> SectionsFuture<'_> {
+    fn finish<'a>(
+        &'a self,
+        t0: MonoTime,
+        end: MonoTime,
+        summary: &'a RunSummary,
+    ) -> SectionsFuture<'a> {
         Box::pin(async move {
             let mut sections = Vec::new();
             for o in &self.0 {
-                sections.extend(o.finish(t0, end).await);
+                sections.extend(o.finish(t0, end, summary).await);
             }
             sections
         })
@@ -287,7 +299,7 @@ pub async fn run(
     let end = MonoTime::now();
     let mut sections = serde_json::Map::new();
     if let Some(o) = &ctx.config.observer {
-        sections.extend(o.finish(t0, end).await);
+        sections.extend(o.finish(t0, end, &summary).await);
     }
     let outcome = RunOutcome {
         interrupted,
