@@ -170,3 +170,156 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
         assert!(!body.contains("SECRET"), "{f} leaks the key");
     }
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `canaryd sim` as a child process, killed on drop.
+struct SimProcess(std::process::Child);
+
+impl SimProcess {
+    fn start(port: u16) -> SimProcess {
+        let child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("canaryd sim starts");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return SimProcess(child);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("canaryd sim did not listen on {port}");
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Builds the fake `libnvidia-ml.so` of the telemetry tests (no GPU exists here); the real
+/// nvml-wrapper loading path goes through it.
+fn fake_nvml(dir: &Path) -> PathBuf {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fake_nvml/fake_nvml.c");
+    let out = dir.join("libnvidia-ml.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .expect("cc runs (gcc is part of the base image)");
+    assert!(status.success());
+    out
+}
+
+#[test]
+fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+            "--model",
+            "canary-sim",
+            "--speedup",
+            "20",
+            "--output-dir",
+            "out",
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--gpu-interval",
+            "20ms",
+            "--server-metrics-interval",
+            "100ms",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    // The simulator's vLLM-shaped /metrics, parsed and reduced over the run.
+    let server = &summary["server"];
+    assert_eq!(server["engine"], "vllm_v1", "{server}");
+    assert!(server["ttft_s"]["p50"].as_f64().unwrap() > 0.0, "{server}");
+    assert_eq!(
+        server["generation_tokens"].as_f64().unwrap() as u64,
+        summary["total_output_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(
+        summary["telemetry_sources"]["nvml"]["state"], "available",
+        "{summary}"
+    );
+    // The fake library reports 73% utilization and 215.123 W on GPU 0.
+    assert_eq!(summary["gpu"]["util_max_pct"], 73.0, "{}", summary["gpu"]);
+    assert!(summary["gpu"]["energy"]["joules"].as_f64().unwrap() > 0.0);
+    let records = std::fs::read_to_string(dir.path().join("out/records.jsonl")).unwrap();
+    for line in records.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let t = &r["telemetry"];
+        assert_eq!(t["gpu_util_max_pct"], 73.0, "{r}");
+        assert_eq!(t["gpu_power_max_w"], 215.123, "{r}");
+        assert!(t["server_queue_depth_at_send"].is_number(), "{r}");
+    }
+    assert!(text(&out).contains("server TTFT"), "{}", text(&out));
+}
+
+#[test]
+fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+            "--model",
+            "canary-sim",
+            "--speedup",
+            "50",
+            "--output-dir",
+            "out",
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so",
+            "--dcgm-url",
+            "http://127.0.0.1:9/metrics",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["errors"], 0);
+    assert_eq!(summary["telemetry_sources"]["nvml"]["state"], "unavailable");
+    assert_eq!(summary["telemetry_sources"]["dcgm"]["state"], "unavailable");
+    let log = text(&out);
+    let warnings = |what: &str| {
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains(what))
+            .count()
+    };
+    assert_eq!(warnings("NVML unavailable"), 1, "reported once: {log}");
+    assert_eq!(warnings("dcgm-exporter"), 1, "reported once: {log}");
+}
