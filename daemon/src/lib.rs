@@ -9,6 +9,7 @@
 
 mod bundled;
 mod demo;
+mod doctor;
 mod duration;
 pub mod observe;
 mod replay;
@@ -45,6 +46,8 @@ pub enum Command {
     Sim(Box<canary_sim::Args>),
     /// Replay the bundled Mooncake slice against the built-in simulator.
     Demo(Box<demo::DemoArgs>),
+    /// Say what this host and a target offer: the target, its /metrics, NVML, DCGM.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Flags of `canaryd analyze-trace`.
@@ -79,6 +82,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             let outcome = replay::replay(loaded, target, &args.shape, prompts, shutdown).await?;
             Ok(if outcome.interrupted { 130 } else { 0 })
         }),
+        Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Demo(args) => {
             runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
         }

@@ -323,3 +323,53 @@ fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
     assert_eq!(warnings("NVML unavailable"), 1, "reported once: {log}");
     assert_eq!(warnings("dcgm-exporter"), 1, "reported once: {log}");
 }
+
+#[test]
+fn doctor_says_what_is_available_and_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let url = format!("http://127.0.0.1:{port}");
+    let out = canaryd(
+        &[
+            "doctor",
+            "--url",
+            &url,
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--dcgm-url",
+            "http://127.0.0.1:9/metrics",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["target"]["state"], "available", "{report}");
+    assert!(report["target"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("canary-sim"));
+    assert!(
+        report["server_metrics"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Vllm"),
+        "{report}"
+    );
+    assert_eq!(report["nvml"]["state"], "available", "{report}");
+    assert!(
+        report["dcgm"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1:9"),
+        "{report}"
+    );
+
+    // A target that does not answer: the replay cannot run, so the exit status says so.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let out = canaryd(&["doctor", "--url", &closed], dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
+}
