@@ -184,14 +184,17 @@ struct SimProcess(std::process::Child);
 
 impl SimProcess {
     fn start(port: u16) -> SimProcess {
-        let child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("canaryd sim starts");
+        // Owned by the guard at once, so it is killed and reaped on every path.
+        let sim = SimProcess(
+            Command::new(env!("CARGO_BIN_EXE_canaryd"))
+                .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+                .env("RUST_LOG", "warn")
+                .spawn()
+                .expect("canaryd sim starts"),
+        );
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return SimProcess(child);
+                return sim;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
