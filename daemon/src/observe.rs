@@ -211,7 +211,22 @@ impl Observer for TelemetryObserver {
                 // One last scrape so the run's final requests are inside the histogram deltas.
                 let _ = server.scrape_now().await;
                 sources.insert("server_metrics", server.state());
-                sections.push(("server".to_string(), json!(server.summary(t0, end))));
+                let server_summary = server.summary(t0, end);
+                let mut value = json!(server_summary);
+                // Client minus server TTFT: network, client overhead and queueing outside the
+                // engine. Server percentiles are bucket estimates, so the mean is the firmer one.
+                if let (Some(client), Some(srv)) = (
+                    summary.metrics.get("time_to_first_token"),
+                    server_summary.ttft_s.as_ref(),
+                ) {
+                    let gap = |c: f64, s: Option<f64>| s.map(|s| c - s * 1e3);
+                    value["client_minus_server_ttft_ms"] = json!({
+                        "mean": gap(client.avg, srv.mean),
+                        "p50": gap(client.p50, srv.p50),
+                        "p99": gap(client.p99, srv.p99),
+                    });
+                }
+                sections.push(("server".to_string(), value));
             }
             if let Some(state) = &self.dcgm_state {
                 sources.insert("dcgm", state.get());

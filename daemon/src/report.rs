@@ -224,4 +224,7 @@ fn print_server_side(server: &serde_json::Value) {
             "-"
         );
     }
+    if let Some(gap) = server["client_minus_server_ttft_ms"]["mean"].as_f64() {
+        println!("client TTFT - server TTFT (mean): {gap:.3} ms (network, client, queueing outside the engine)");
+    }
 }

@@ -262,6 +262,8 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
     let server = &summary["server"];
     assert_eq!(server["engine"], "vllm_v1", "{server}");
     assert!(server["ttft_s"]["p50"].as_f64().unwrap() > 0.0, "{server}");
+    // Same host, loopback: the client sees the first token after the server counted it.
+    assert!(server["client_minus_server_ttft_ms"]["mean"].as_f64().unwrap() >= 0.0, "{server}");
     assert_eq!(
         server["generation_tokens"].as_f64().unwrap() as u64,
         summary["total_output_tokens"].as_u64().unwrap()
