@@ -20,6 +20,21 @@ fn shared(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// `canaryd replay` of the 20-row Mooncake arXiv trace into `DIR/out`, plus `extra` flags.
+fn replay_arxiv(dir: &Path, url: &str, extra: &[&str]) -> Output {
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
+    args.extend(["--model", "canary-sim", "--output-dir", "out"]);
+    args.extend_from_slice(extra);
+    canaryd(&args, dir)
+}
+
+/// `DIR/out/summary.json`.
+fn summary(dir: &Path) -> serde_json::Value {
+    let path = dir.join("out/summary.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -110,30 +125,14 @@ fn a_bad_trace_row_is_a_clear_error_naming_file_line_and_field() {
 #[test]
 fn an_unreachable_server_gives_connect_errors_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     // Port 9 (discard) is closed on loopback: every request fails to connect.
-    let out = canaryd(
-        &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--url",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "--speedup",
-            "1000",
-            "--max-requests",
-            "5",
-            "--output-dir",
-            "out",
-        ],
+    let out = replay_arxiv(
         dir.path(),
+        "http://127.0.0.1:9",
+        &["--speedup", "1000", "--max-requests", "5"],
     );
     assert!(out.status.success(), "{}", text(&out));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
-            .unwrap();
+    let summary = summary(dir.path());
     assert_eq!(summary["requests"], 5);
     assert_eq!(summary["errors_by_kind"]["connect"], 5, "{summary}");
 }
@@ -142,26 +141,17 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
 fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key"), "sk-canary-SECRET-123\n").unwrap();
-    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
-    let out = canaryd(
+    let out = replay_arxiv(
+        dir.path(),
+        "http://127.0.0.1:9",
         &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--url",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
             "--speedup",
             "1000",
             "--max-requests",
             "2",
-            "--output-dir",
-            "out",
             "--api-key-file",
             "key",
         ],
-        dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("SECRET"));
@@ -231,20 +221,12 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
     let lib = fake_nvml(dir.path());
     let port = free_port();
     let _sim = SimProcess::start(port);
-    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
-    let out = canaryd(
+    let out = replay_arxiv(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}"),
         &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--url",
-            &format!("http://127.0.0.1:{port}"),
-            "--model",
-            "canary-sim",
             "--speedup",
             "20",
-            "--output-dir",
-            "out",
             "--nvml-lib",
             lib.to_str().unwrap(),
             "--gpu-interval",
@@ -252,18 +234,21 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
             "--server-metrics-interval",
             "100ms",
         ],
-        dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
-            .unwrap();
+    let summary = summary(dir.path());
     // The simulator's vLLM-shaped /metrics, parsed and reduced over the run.
     let server = &summary["server"];
     assert_eq!(server["engine"], "vllm_v1", "{server}");
     assert!(server["ttft_s"]["p50"].as_f64().unwrap() > 0.0, "{server}");
     // Same host, loopback: the client sees the first token after the server counted it.
-    assert!(server["client_minus_server_ttft_ms"]["mean"].as_f64().unwrap() >= 0.0, "{server}");
+    assert!(
+        server["client_minus_server_ttft_ms"]["mean"]
+            .as_f64()
+            .unwrap()
+            >= 0.0,
+        "{server}"
+    );
     assert_eq!(
         server["generation_tokens"].as_f64().unwrap() as u64,
         summary["total_output_tokens"].as_u64().unwrap()
@@ -291,31 +276,20 @@ fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let _sim = SimProcess::start(port);
-    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
-    let out = canaryd(
+    let out = replay_arxiv(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}"),
         &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--url",
-            &format!("http://127.0.0.1:{port}"),
-            "--model",
-            "canary-sim",
             "--speedup",
             "50",
-            "--output-dir",
-            "out",
             "--nvml-lib",
             "/nonexistent/libnvidia-ml.so",
             "--dcgm-url",
             "http://127.0.0.1:9/metrics",
         ],
-        dir.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
-            .unwrap();
+    let summary = summary(dir.path());
     assert_eq!(summary["errors"], 0);
     assert_eq!(summary["telemetry_sources"]["nvml"]["state"], "unavailable");
     assert_eq!(summary["telemetry_sources"]["dcgm"]["state"], "unavailable");
