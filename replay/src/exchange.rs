@@ -40,6 +40,8 @@ pub struct Measurement {
     pub timings: Option<ServerTimings>,
     /// Set when the exchange failed.
     pub error: Option<RequestError>,
+    /// The response was read to its very end, so the connection can carry another request.
+    pub reusable: bool,
 }
 
 fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
@@ -138,6 +140,13 @@ async fn read_stream(
         for ev in events.drain(..) {
             if ev.data == "[DONE]" {
                 m.end = ev.at;
+                // Read past [DONE] to the end of the body (the chunked terminator): a body
+                // dropped early makes hyper close the connection, and a request racing that
+                // close on a pooled connection would fail with a reset. Bounded, so a server
+                // that never ends its body only costs the connection, not the measurement.
+                m.reusable = tokio::time::timeout(DRAIN_LIMIT, drain(body))
+                    .await
+                    .unwrap_or(false);
                 return Ok(());
             }
             let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
@@ -153,6 +162,26 @@ async fn read_stream(
             absorb(m, &info, ev.at, &mut last_token);
         }
     }
+}
+
+/// How long to wait for the end of a body after `[DONE]`.
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
+/// Reads a body to its end; true when it ended cleanly with nothing but framing left.
+async fn drain(body: &mut hyper::body::Incoming) -> bool {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f)
+                if f.data_ref()
+                    .is_some_and(|d| !d.iter().all(u8::is_ascii_whitespace)) =>
+            {
+                return false
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 async fn read_whole(
@@ -176,6 +205,7 @@ async fn read_whole(
     let mut last = None;
     absorb(m, &info, at, &mut last);
     m.end = at;
+    m.reusable = true;
     Ok(())
 }
 

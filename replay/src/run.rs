@@ -185,6 +185,7 @@ struct Ctx {
     config: Config,
     timing: Timing,
     prompts: Arc<PromptBuilder>,
+    target: Arc<Target>,
     connector: Connector,
     dispatcher: Dispatcher,
     permits: Option<Semaphore>,
@@ -251,6 +252,7 @@ pub async fn run(
 
     let mut ctx = Ctx {
         permits: config.concurrency.map(Semaphore::new),
+        target: Arc::new(config.target.clone()),
         config,
         timing: schedule.timing(),
         prompts,
@@ -411,17 +413,19 @@ async fn send_one(
     let prompt = ctx.prompts.build(req);
     rec.prompt_tokens_synthesized = prompt.tokens;
     let body = ctx
-        .config
         .target
         .body(&prompt.body, req.output_tokens, req.extra.as_deref());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
-    let request = ctx
-        .config
-        .target
-        .request(&body, &trace.traceparent(), &request_id);
+    let request = ctx.target.request(&body, &trace.traceparent(), &request_id);
     drop(body);
-    let conn = ctx.connector.acquire().await;
+    // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
+    // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
+    // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
+    let mut conn = match ctx.permits {
+        None => Some(ctx.connector.acquire().await),
+        Some(_) => None,
+    };
 
     // Held back by the previous turn: released as soon as it is ready, the wait is hold.
     let mut hold_end = None;
@@ -458,6 +462,10 @@ async fn send_one(
         rec.hold_ms = h.ms_since(scheduled).max(0.0);
     }
 
+    let conn = match conn.take() {
+        Some(c) => c,
+        None => ctx.connector.acquire().await,
+    };
     let mut conn: Connection = match conn {
         Ok(c) => c,
         Err(e) => {
@@ -493,7 +501,7 @@ async fn send_one(
         },
     };
     let gaps = fill(&mut rec, &m, t0);
-    if m.error.is_none() {
+    if m.error.is_none() && m.reusable {
         ctx.connector.release(conn);
     }
     if !warmup {

@@ -17,11 +17,13 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
 
     assert_eq!(run.records.len(), 2000);
     assert_eq!(run.outcome.summary.requests, 2000);
-    assert_eq!(
-        run.outcome.summary.errors, 0,
-        "{:?}",
-        run.outcome.summary.errors_by_kind
-    );
+    let errors: Vec<_> = run
+        .records
+        .iter()
+        .filter_map(|r| r.error.as_ref())
+        .take(5)
+        .collect();
+    assert_eq!(run.outcome.summary.errors, 0, "{errors:?}");
     let mut ids: Vec<_> = run.records.iter().map(|r| r.id).collect();
     ids.sort();
     assert_eq!(ids, (0..2000).collect::<Vec<_>>());
