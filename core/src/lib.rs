@@ -26,7 +26,8 @@ mod trace;
 pub use clock::{MonoTime, WallAnchor};
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use record::{
-    ErrorKind, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status, Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
+    Usage,
 };
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};

@@ -70,6 +70,9 @@ pub struct RequestRecord {
     /// What the GPU and the server's own metrics showed while this request ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<RequestTelemetry>,
+    /// What the kernel saw of this request's socket (eBPF), when tracing was on and working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelTiming>,
     /// W3C trace id sent in `traceparent`.
     pub trace_id: String,
     /// Inter-chunk gaps in ms, only when the run asks for them (`--record-chunks`).
@@ -134,6 +137,36 @@ pub struct RequestTelemetry {
     pub server_kv_usage_at_send: Option<f64>,
     /// Requests the server was running when this one's first token arrived.
     pub server_running_at_first_token: Option<f64>,
+}
+
+/// The kernel's view of one request, from eBPF socket events on its connection (joined by
+/// socket cookie, same monotonic clock). The TTFT parts add up to `ttft_ms` within the
+/// tolerance the tracer states; a part the kernel did not see is absent, never zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelTiming {
+    /// SYN_SENT to ESTABLISHED, when this request opened its connection.
+    pub connect_ms: Option<f64>,
+    /// canaryd's send call to the last request byte handed to TCP.
+    pub request_write_ms: Option<f64>,
+    /// Last request byte sent to first response byte received by TCP: network, queueing and
+    /// prefill.
+    pub server_wait_ms: Option<f64>,
+    /// First-token bytes received by TCP to canaryd's code seeing them.
+    pub client_overhead_ms: Option<f64>,
+    /// What TTFT has left once the parts above are taken out.
+    pub remainder_ms: Option<f64>,
+    /// Bytes handed to TCP for the request.
+    pub bytes_sent: Option<u64>,
+    /// Bytes TCP received for the response.
+    pub bytes_received: Option<u64>,
+    /// Smoothed RTT of the connection, µs.
+    pub srtt_us: Option<u32>,
+    /// TCP retransmits on the connection while the request ran.
+    pub retransmits: Option<u32>,
+    /// Per-chunk client delay (kernel arrival to canaryd's read), p50 in ms.
+    pub chunk_delay_p50_ms: Option<f64>,
+    /// Per-chunk client delay, p99 in ms.
+    pub chunk_delay_p99_ms: Option<f64>,
 }
 
 /// Why a request failed.
