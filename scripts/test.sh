@@ -14,6 +14,16 @@ step "toolchain"
 cargo --version
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+step "tools"
+# Each script here installs one thing a test tier needs, cached outside the repo, and may
+# export where it put it (for example CANARYD_VICTORIA_METRICS).
+for setup in scripts/setup/*.sh; do
+    [ -e "$setup" ] || continue
+    echo "--- $setup"
+    # shellcheck source=/dev/null
+    source "$setup"
+done
+
 step "format"
 cargo fmt --all -- --check
 
