@@ -144,10 +144,14 @@ mod tests {
             assert!(at >= deadline, "released {} ns early", deadline.0 - at.0);
             released.push(at);
         }
-        // Same deadline, same release instant: a burst leaves together.
+        // Same deadline, same release instant: a burst leaves together. Distinct deadlines
+        // keep their order; on a loaded machine several may fall due in one wake-up, so ties
+        // are allowed.
         assert_eq!(released[1], released[2]);
         assert!(
-            released[4] < released[1] && released[1] < released[3] && released[3] < released[0]
+            released[4] <= released[1]
+                && released[1] <= released[3]
+                && released[3] <= released[0]
         );
     }
 
