@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
 use canary_replay::{
     ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule,
-    Selection, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
+    Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
 };
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
@@ -67,6 +67,10 @@ pub struct ShapeArgs {
     /// Cap output lengths; capped rows are counted.
     #[arg(long)]
     pub max_output_tokens: Option<u32>,
+    /// Replay only shard I of N (`0/4`): every session lands on exactly one shard, the same on
+    /// every machine, so N processes together replay the trace once.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -213,6 +217,7 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
         scale_lengths: shape.scale_lengths,
         max_input_tokens: shape.max_input_tokens,
         max_output_tokens: shape.max_output_tokens,
+        shard: shape.shard,
     };
     let load_report = serde_json::to_value(&trace.report)?;
     for w in &trace.report.warnings {
