@@ -299,5 +299,37 @@ fn without_privileges_kernel_timing_is_off_once_and_the_replay_goes_on() {
             .unwrap();
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["ebpf"]["state"], "available", "{report}");
+        minimal_capabilities_suffice();
     }
+}
+
+/// What the README tells a systemd unit to grant: an unprivileged user with only CAP_BPF and
+/// CAP_PERFMON (as ambient capabilities) loads the programs.
+fn minimal_capabilities_suffice() {
+    use std::os::unix::fs::PermissionsExt;
+    // A copy the unprivileged user can execute (the build directory is root's).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("canaryd");
+    std::fs::copy(CANARYD, &bin).unwrap();
+    let doctor = |caps: &str| -> serde_json::Value {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .arg("--")
+            .arg(&bin)
+            .args(["doctor", "--json"])
+            .current_dir(dir.path())
+            .output()
+            .expect("setpriv runs");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    };
+    let with = doctor("+bpf,+perfmon");
+    assert_eq!(with["ebpf"]["state"], "available", "{with}");
+    let without_perfmon = doctor("+bpf");
+    assert_eq!(
+        without_perfmon["ebpf"]["state"], "unavailable",
+        "{without_perfmon}"
+    );
 }
