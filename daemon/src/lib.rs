@@ -11,6 +11,7 @@ mod bundled;
 mod demo;
 mod doctor;
 mod duration;
+pub mod kernel;
 pub mod observe;
 mod replay;
 mod report;

@@ -161,6 +161,9 @@ pub struct TelemetryArgs {
     /// The inference server's PID, for its per-process GPU utilization.
     #[arg(long)]
     pub server_pid: Option<u32>,
+    /// Do not time sockets in the kernel (eBPF).
+    #[arg(long)]
+    pub no_ebpf: bool,
 }
 
 impl TelemetryArgs {
@@ -181,6 +184,7 @@ impl TelemetryArgs {
             dcgm_url: self.dcgm_url.clone(),
             dcgm_interval: self.server_metrics_interval,
             server_pid: self.server_pid,
+            ebpf: !self.no_ebpf,
         }
     }
 }
