@@ -77,6 +77,16 @@ fn sim() -> (Child, u16) {
 
 /// `canaryd run --config CONFIG` with its status endpoint on `status`; stderr to `log`.
 fn daemon(dir: &Path, config: &Path, status: u16, log: &str) -> Child {
+    daemon_with_env(dir, config, status, log, &[])
+}
+
+fn daemon_with_env(
+    dir: &Path,
+    config: &Path,
+    status: u16,
+    log: &str,
+    env: &[(&str, String)],
+) -> Child {
     let child = Child(
         Command::new(env!("CARGO_BIN_EXE_canaryd"))
             .arg("run")
@@ -87,6 +97,8 @@ fn daemon(dir: &Path, config: &Path, status: u16, log: &str) -> Child {
             .env("RUST_LOG", "info")
             .env_remove("OPENAI_API_KEY")
             .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join(log)).unwrap())
             .spawn()
@@ -259,6 +271,20 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
     );
     assert!(runs(status).len() > before);
 
+    // Both workloads use one target that does not allow concurrent runs: they took turns.
+    let all = runs(status);
+    let mut spans: Vec<(i64, i64)> = all
+        .iter()
+        .map(|r| {
+            let t = |k: &str| r[k].as_i64().unwrap();
+            (t("started_unix_ms"), t("finished_unix_ms"))
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "runs overlap: {w:?}");
+    }
+
     // Artifacts of a run, and the daemon's metrics.
     let art = dir.path().join("state/artifacts/steady").join(&first);
     for f in [
@@ -295,7 +321,8 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
 fn sighup_with_a_broken_config_keeps_the_old_one() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim();
-    let config = write_config(dir.path(), sim_port, &workload("a", "sim", "1s", ""));
+    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 3\n";
+    let config = write_config(dir.path(), sim_port, &extra);
     let status = free_port();
     let d = daemon(dir.path(), &config, status, "daemon.log");
     eventually(60, "a first run", || {
@@ -333,6 +360,14 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
         (!of(&runs(status), "b").is_empty()).then_some(())
     });
     assert!(metrics(status).contains("canaryd_config_reloads_total{result=\"ok\"} 1"));
+
+    // Retention keeps 3 runs of `a`, in the history and on disk (plus one in flight).
+    let kept = of(&runs(status), "a").len();
+    assert!((1..=3).contains(&kept), "{kept} runs kept");
+    let dirs = std::fs::read_dir(dir.path().join("state/artifacts/a"))
+        .unwrap()
+        .count();
+    assert!(dirs <= 4, "{dirs} artifact folders kept");
 }
 
 #[test]
@@ -345,7 +380,17 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
                 scale_lengths = 0.05\nevery = \"1s\"\ngrace_period = \"2s\"\n";
     let config = write_config(dir.path(), sim_port, long);
     let status = free_port();
-    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    // systemd's side of Type=notify, with a 1 s watchdog (pings every 0.5 s).
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let env = [
+        ("NOTIFY_SOCKET", notify_path.display().to_string()),
+        ("WATCHDOG_USEC", "1000000".to_string()),
+    ];
+    let mut d = daemon_with_env(dir.path(), &config, status, "daemon.log", &env);
     let artifacts = dir.path().join("state/artifacts/long");
     let run_dir = eventually(60, "the run to send requests", || {
         let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
@@ -359,6 +404,22 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     });
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = notify.recv(&mut buf) {
+        messages.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    assert_eq!(
+        messages.first().map(String::as_str),
+        Some("READY=1"),
+        "{messages:?}"
+    );
+    for want in ["WATCHDOG=1", "STATUS=", "STOPPING=1"] {
+        assert!(
+            messages.iter().any(|m| m.starts_with(want)),
+            "{want} in {messages:?}"
+        );
+    }
 
     // The partial run: every artifact written, the summary marked interrupted.
     let summary: Value =
