@@ -54,7 +54,7 @@ trace = "bundled"
 every = "1m"
 speedup = 5
 scale_lengths = 0.125
-slos = "time_to_first_token:1000 inter_token_latency:100"
+slos = "time_to_first_token:2000 inter_token_latency:100"
 min_good_fraction = 0.9
 "#;
 

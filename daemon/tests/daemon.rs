@@ -349,6 +349,10 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(log.contains("config rejected"), "{log}");
     assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes in a log file: {log}"
+    );
+    assert!(
         log.contains("canaryd.toml:") && log.contains("workloads.a.every"),
         "{log}"
     );
