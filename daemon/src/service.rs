@@ -40,10 +40,9 @@ pub struct RunArgs {
     pub status_listen: Option<SocketAddr>,
 }
 
-/// The embedded default: one workload against the in-process simulator.
+/// The embedded default: one workload against the in-process simulator. State goes to
+/// `./canaryd-data`, or to systemd's `$STATE_DIRECTORY` when there is one.
 const EMBEDDED: &str = r#"
-state_dir = "canaryd-data"
-
 [targets.sim]
 url = "SIM_URL"
 model = "canary-sim"
@@ -198,7 +197,10 @@ async fn resolve(
     let sim = canary_sim::spawn(sim_config)
         .await
         .context("starting the built-in simulator")?;
-    let text = EMBEDDED.replace("SIM_URL", &sim.url());
+    let mut text = EMBEDDED.replace("SIM_URL", &sim.url());
+    if std::env::var_os("STATE_DIRECTORY").is_none() {
+        text.insert_str(0, "state_dir = \"canaryd-data\"\n");
+    }
     let c = Config::parse(&text, Path::new("<embedded default>"), Path::new("."))?;
     Ok((None, c, Some(sim)))
 }

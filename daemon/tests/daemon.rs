@@ -475,6 +475,8 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     extra += &workload("hung", "stalled", "1s", "max_requests = 3");
     extra = extra.replace("max_requests = 40\n", "");
     extra += &workload("fine", "sim", "1s", "");
+    // And a trace that is not there: an error naming the file, every time it is due.
+    extra += "[workloads.gone]\ntarget = \"sim\"\ntrace = \"missing.jsonl\"\nevery = \"1s\"\n";
     let config = write_config(dir.path(), sim_port, &extra);
     let status = free_port();
     let _d = daemon(dir.path(), &config, status, "daemon.log");
@@ -511,6 +513,15 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
         hung["trend"].is_null(),
         "error runs are not compared with the baseline"
     );
+    let gone = of(&all, "gone");
+    assert!(gone.len() >= 2, "{gone:?}");
+    let why = gone[0]["verdict"].as_str().unwrap();
+    assert!(
+        why.starts_with("error: loading the trace") && why.contains("missing.jsonl"),
+        "{why}"
+    );
+    let verdict = Path::new(gone[0]["artifacts"].as_str().unwrap()).join("verdict.json");
+    assert!(verdict.exists(), "an error run still leaves its verdict");
 }
 
 #[test]
