@@ -303,10 +303,26 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
         40
     );
     let m = metrics(status);
+    // The exposition parses cleanly with canaryd's own Prometheus parser.
+    let scrape = canary_telemetry::prometheus::parse(&m);
     assert!(
-        m.contains("canaryd_runs_total{workload=\"steady\",verdict=\"pass\"}"),
-        "{m}"
+        scrape.errors.is_empty() && scrape.skipped_lines == 0,
+        "{:?}",
+        scrape.errors
     );
+    let passes = scrape
+        .families
+        .iter()
+        .find(|f| f.name == "canaryd_runs_total")
+        .unwrap()
+        .samples
+        .iter()
+        .find(|s| {
+            s.labels.get("workload") == Some("steady") && s.labels.get("verdict") == Some("pass")
+        })
+        .unwrap()
+        .value;
+    assert!(passes >= 3.0, "{m}");
     assert!(
         m.contains("canaryd_runs_total{workload=\"slo\",verdict=\"fail\"}"),
         "{m}"
