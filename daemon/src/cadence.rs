@@ -81,12 +81,24 @@ impl Cadence {
     pub fn describe(&self) -> String {
         let j = self
             .jitter()
-            .map(|j| format!(" (jitter {:?})", j))
+            .map(|j| format!(" (jitter {})", human(j)))
             .unwrap_or_default();
         match self {
-            Cadence::Every { period, .. } => format!("every {period:?}{j}"),
+            Cadence::Every { period, .. } => format!("every {}{j}", human(*period)),
             Cadence::Cron { expr, .. } => format!("cron {expr:?} UTC{j}"),
         }
+    }
+}
+
+/// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s, d.subsec_nanos()) {
+        (0, _) | (_, 1..) => format!("{d:?}"),
+        (s, 0) if s % 86400 == 0 => format!("{}d", s / 86400),
+        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
+        (s, 0) if s % 60 == 0 => format!("{}m", s / 60),
+        (s, _) => format!("{s}s"),
     }
 }
 
@@ -187,6 +199,23 @@ mod tests {
         assert!(Cadence::cron("61 * * * *", None)
             .unwrap_err()
             .contains("61"));
+    }
+
+    #[test]
+    fn descriptions_read_like_the_config() {
+        let every = |s, j| Cadence::Every {
+            period: Duration::from_secs(s),
+            jitter: j,
+        };
+        assert_eq!(every(900, None).describe(), "every 15m");
+        assert_eq!(
+            every(7200, Some(Duration::from_secs(90))).describe(),
+            "every 2h (jitter 90s)"
+        );
+        assert_eq!(
+            Cadence::cron("0 3 * * *", None).unwrap().describe(),
+            "cron \"0 0 3 * * *\" UTC"
+        );
     }
 
     #[test]

@@ -180,6 +180,40 @@ pub struct Workload {
 pub mod raw;
 
 impl Config {
+    /// What is valid but will not work on this host yet: trace files or key files missing,
+    /// key variables unset, settings accepted ahead of their implementation.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for w in &self.workloads {
+            if let TraceSource::File(path, _) = &w.trace {
+                if !path.exists() {
+                    out.push(format!(
+                        "workloads.{}.trace: {} does not exist (its runs will be errors until it does)",
+                        w.name,
+                        path.display()
+                    ));
+                }
+            }
+        }
+        for t in self.targets.values() {
+            match &t.api_key {
+                Some(ApiKeySource::Env(var)) if std::env::var_os(var).is_none() => out.push(
+                    format!("targets.{}.api_key_env: {var} is not set here", t.name),
+                ),
+                Some(ApiKeySource::File(path)) if !path.exists() => out.push(format!(
+                    "targets.{}.api_key_file: {} does not exist",
+                    t.name,
+                    path.display()
+                )),
+                _ => {}
+            }
+        }
+        if self.telemetry.ebpf {
+            out.push("telemetry.ebpf: kernel socket timing is not built yet; ignored".into());
+        }
+        out
+    }
+
     /// Reads and validates `path`. Relative paths inside the file are taken from its folder.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {

@@ -132,6 +132,9 @@ fn check_config(path: &std::path::Path) -> Result<i32> {
             w.target
         );
     }
+    for warning in c.warnings() {
+        println!("  warning: {warning}");
+    }
     Ok(0)
 }
 

@@ -185,6 +185,9 @@ async fn resolve(
             path.display(),
             c.workloads.len()
         );
+        for warning in c.warnings() {
+            tracing::warn!("{warning}");
+        }
         return Ok((Some(path), c, None));
     }
     // The bundled trace is scaled by 1/8: its 512-token blocks become 64-token ones, and the
