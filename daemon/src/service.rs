@@ -59,6 +59,10 @@ min_good_fraction = 0.9
 
 /// Runs the daemon until SIGTERM or SIGINT; returns the exit code.
 pub async fn run(args: RunArgs) -> Result<i32> {
+    // Handlers first: a SIGTERM during start-up is then a clean stop, not a kill.
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let (config_path, mut config, sim) = resolve(&args).await?;
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
@@ -97,38 +101,26 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let notifier = Notifier::from_env();
     notifier.send("READY=1");
     metrics.set_ready(true);
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let watchdog = Notifier::watchdog_interval();
     let mut watchdog_tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     let mut status_tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
-            _ = hup.recv() => {
-                match &config_path {
-                    None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
-                    Some(path) => match Config::load(path) {
-                        Ok(mut new) => {
-                            if let Some(addr) = args.status_listen {
-                                new.status_listen = addr;
-                            }
-                            if new.status_listen != config.status_listen || new.state_dir != config.state_dir {
-                                tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
-                            }
-                            schedulers.cancel();
-                            schedulers = daemon.schedule(Arc::new(new.clone()));
-                            config = new;
-                            metrics.reloaded(true);
-                            tracing::info!("SIGHUP: reloaded {} ({} workloads)", path.display(), config.workloads.len());
-                        }
-                        Err(e) => {
-                            metrics.reloaded(false);
-                            tracing::error!("SIGHUP: config rejected, the running config stays: {e}");
-                        }
-                    },
-                }
-            }
+            _ = hup.recv() => match &config_path {
+                None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
+                Some(path) => match reload(path, &args, &config) {
+                    Ok(new) => {
+                        schedulers.cancel();
+                        schedulers = daemon.schedule(Arc::new(new.clone()));
+                        config = new;
+                        metrics.reloaded(true);
+                    }
+                    Err(e) => {
+                        metrics.reloaded(false);
+                        tracing::error!("SIGHUP: config rejected, the running config stays: {e}");
+                    }
+                },
+            },
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = watchdog_tick.tick(), if watchdog.is_some() => notifier.send("WATCHDOG=1"),
@@ -167,6 +159,26 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     }
     tracing::info!("stopped");
     Ok(0)
+}
+
+/// Loads `path` again for SIGHUP. Runs in flight finish under the config they started with.
+fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, config::ConfigError> {
+    let mut new = Config::load(path)?;
+    if let Some(addr) = args.status_listen {
+        new.status_listen = addr;
+    }
+    if new.status_listen != running.status_listen || new.state_dir != running.state_dir {
+        tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
+    }
+    for warning in new.warnings() {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!(
+        "SIGHUP: reloaded {} ({} workloads)",
+        path.display(),
+        new.workloads.len()
+    );
+    Ok(new)
 }
 
 /// The config file given, the default path when it exists, or the embedded default (which
