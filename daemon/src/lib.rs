@@ -11,6 +11,7 @@ mod bundled;
 mod demo;
 mod doctor;
 mod duration;
+mod export;
 pub mod observe;
 mod replay;
 mod report;
