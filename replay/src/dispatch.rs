@@ -149,9 +149,7 @@ mod tests {
         // are allowed.
         assert_eq!(released[1], released[2]);
         assert!(
-            released[4] <= released[1]
-                && released[1] <= released[3]
-                && released[3] <= released[0]
+            released[4] <= released[1] && released[1] <= released[3] && released[3] <= released[0]
         );
     }
 
