@@ -19,6 +19,7 @@ pub mod export;
 pub mod history;
 pub mod kernel;
 mod notify;
+mod otlp;
 pub mod observe;
 mod replay;
 mod report;

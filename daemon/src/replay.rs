@@ -132,6 +132,8 @@ pub struct ShapeArgs {
     pub json: bool,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    #[command(flatten)]
+    pub export: crate::otlp::ExportArgs,
 }
 
 /// Telemetry sources joined to the run.
@@ -353,6 +355,17 @@ pub async fn replay(
         loaded.trace.path.display(),
         shape.speedup
     );
+    let exporter = shape.export.start()?;
+    let workload = shape.export.workload.clone().unwrap_or_else(|| {
+        let stem = loaded.trace.path.file_stem();
+        stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut labels = canary_exporters::RunLabels::for_target(&config.target, &workload);
+    labels.goodput = config.goodput.clone();
+    labels.run_id = Some(config.run_id.to_string());
+    if let Some(e) = &exporter {
+        config.observer = Some(Arc::new(e.run_observer(labels.clone())));
+    }
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
     let telemetry = shape.telemetry.config(&config.target);
@@ -362,6 +375,9 @@ pub async fn replay(
     .await;
     display.finish();
     let outcome = outcome?;
+    if let Some(e) = exporter {
+        crate::otlp::finish(e, labels, &outcome, shape.export.otlp_flush_timeout).await;
+    }
     if shape.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
