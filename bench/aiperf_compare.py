@@ -166,6 +166,7 @@ def run_measured(cmd, env, log_path, timeout):
     """Runs `cmd`; returns wall s, CPU s of its whole tree, peak summed RSS (KB), peak process
     count, exit status."""
     start = time.monotonic()
+    launched_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     peak = {"rss": 0, "procs": 0}
@@ -201,6 +202,7 @@ def run_measured(cmd, env, log_path, timeout):
         "largest_process_rss_mb": ru.ru_maxrss / 1024,
         "processes": peak["procs"],
         "exit": status,
+        "launched_ns": launched_ns,
     }
 
 
@@ -289,7 +291,7 @@ def mono_minus_wall_ns():
     return (a + b) // 2 - w
 
 
-def run_canaryd(args, wl, sim, rundir):
+def run_canaryd(args, wl, sim, rundir, env=None):
     out = rundir / "canaryd-out"
     cmd = [
         args.canaryd, "replay", "--trace", str(wl.canaryd_trace), "--format", "mooncake",
@@ -298,7 +300,7 @@ def run_canaryd(args, wl, sim, rundir):
         "--max-requests", str(len(wl.rows)), "--output-dir", str(out),
         "--no-ebpf", "--no-nvml", "--json",
     ]
-    m = run_measured(cmd, dict(os.environ), rundir / "tool.log", args.timeout)
+    m = run_measured(cmd, dict(os.environ, **(env or {})), rundir / "tool.log", args.timeout)
     summary = json.load(open(out / "summary.json"))
     run_id = summary["run"]["run_id"]
     ttft = {}
@@ -343,13 +345,13 @@ def run_aiperf(args, wl, sim, rundir, cold):
     return m, t0, ttft, errors
 
 
-def one_run(args, tool, wl, label, cold=False):
+def one_run(args, tool, wl, label, cold=False, env=None):
     rundir = args.out / f"{label}-{tool}"
     rundir.mkdir(parents=True, exist_ok=True)
     sim = Sim(args.canaryd, rundir / "truth.jsonl", rundir / "sim.log")
     try:
         if tool == "canaryd":
-            m, t0, ttft, errors = run_canaryd(args, wl, sim, rundir)
+            m, t0, ttft, errors = run_canaryd(args, wl, sim, rundir, env)
         else:
             m, t0, ttft, errors = run_aiperf(args, wl, sim, rundir, cold)
     finally:
@@ -362,6 +364,9 @@ def one_run(args, tool, wl, label, cold=False):
     fig.update(m)
     fig["cpu_s_per_1000"] = m["cpu_s"] / max(1, len(wl.rows)) * 1000
     fig.update(lag_figures(arrivals, wl.sched_ms, t0))
+    # Launch to the first request the server saw: start-up, trace loading, dataset preparation.
+    fig["startup_ms"] = (min(arrivals) - m.pop("launched_ns")) / 1e6 if arrivals else float("nan")
+    fig.pop("launched_ns", None)
     gaps = ttft_gaps(ttft, truth)
     fig["ttft_gap_n"] = len(gaps)
     fig["ttft_gap_p50_ms"] = pct(gaps, 50)
@@ -391,6 +396,7 @@ METRICS = [
     ("peak_rss_mb", "peak RSS, process tree (MB)"),
     ("processes", "processes"),
     ("wall_s", "wall time (s)"),
+    ("startup_ms", "launch to first request (ms)"),
     ("ttft_gap_p50_ms", "TTFT client − server p50 (ms)"),
     ("ttft_gap_p99_ms", "TTFT client − server p99 (ms)"),
 ]
@@ -423,6 +429,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=10, help="length of each run")
     ap.add_argument("--scale", type=float, default=1 / 16, help="length scale (both tools)")
     ap.add_argument("--steps", default="100,200,400,700,1000,1500,2000", help="rates stepped for the sustained rate")
+    ap.add_argument("--big-rate", type=float, default=1000, help="rate of canaryd's 12,000-row run")
+    ap.add_argument("--only-big", action="store_true", help="only canaryd's 12,000-row run (memory)")
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
     if args.quick:
@@ -447,6 +455,26 @@ def main():
     print(f"trace {args.trace}: {len(base)} rows tiled to {len(rows)}, {rate_1x:.2f} req/s at 1x; "
           f"machine {machine}", flush=True)
     results = {"machine": machine, "trace": args.trace, "scale": args.scale, "runs": []}
+
+    def big_run():
+        # The whole 12,000-row trace through canaryd: peak RSS and time to the first request.
+        wl = Workload(rows, len(rows), args.big_rate / rate_1x, args.scale, args.out)
+        print(f"== canaryd, all {len(rows)} rows at {wl.rate:.0f} req/s "
+              f"(MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', 'unset')})", flush=True)
+        f = one_run(args, "canaryd", wl, "big")
+        results["big"] = f
+        return [
+            "",
+            f"canaryd, all {len(rows)} rows at {f['rate']:.0f} req/s: peak RSS {f['peak_rss_mb']:.1f} MB, "
+            f"launch to first request {f['startup_ms']:.0f} ms, lag p99 {f['lag_min_anchored_p99_ms']:.3f} ms "
+            f"(absolute {f.get('lag_abs_p99_ms', float('nan')):.3f}), CPU {f['cpu_s_per_1000']:.3f} s per 1000.",
+        ]
+
+    if args.only_big:
+        text = "\n".join(big_run())
+        print(text)
+        json.dump(results, open(args.out / "results.json", "w"), indent=1)
+        return
 
     # Headline: A B A B at one rate; the first aiperf run starts from a cold cache.
     wl = workload(args.rate)
@@ -509,6 +537,7 @@ def main():
             f"| {f['rate']:.0f} | {f['tool']} | {f['lag_min_anchored_p99_ms']:.3f} | "
             f"{f.get('lag_abs_p99_ms', float('nan')):.3f} | {f['cpu_s_per_1000']:.3f} | {f['peak_rss_mb']:.1f} |"
         )
+    report += big_run()
     text = "\n".join(report)
     print(text)
     (args.out / "report.md").write_text(text + "\n")
