@@ -420,6 +420,7 @@ async fn send_one(
         input_tokens: req.input_tokens,
         output_tokens: req.output_tokens,
         trace_id: trace.trace_id.clone(),
+        span_id: trace.span_id.clone(),
         ..Default::default()
     };
 

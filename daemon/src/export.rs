@@ -1,0 +1,41 @@
+//! Where finished runs go besides the history database: the status endpoint's metrics now,
+//! OTLP exporters later. A sink is called once per finished run (every verdict, interrupted
+//! runs included) and once per skipped schedule, and flushed on shutdown.
+
+use crate::runner::RunResult;
+
+/// Something that publishes finished runs.
+pub trait RunSink: Send + Sync {
+    /// A run of `workload` finished (its verdict and baseline comparison are filled in).
+    fn run_finished(&self, workload: &str, run: &RunResult);
+
+    /// A due run of `workload` was skipped because its previous run was still going.
+    fn run_skipped(&self, _workload: &str) {}
+
+    /// The daemon is stopping: send what is buffered.
+    fn flush(&self) {}
+}
+
+/// Several sinks, called in order.
+#[derive(Default)]
+pub struct Sinks(pub Vec<std::sync::Arc<dyn RunSink>>);
+
+impl RunSink for Sinks {
+    fn run_finished(&self, workload: &str, run: &RunResult) {
+        for s in &self.0 {
+            s.run_finished(workload, run);
+        }
+    }
+
+    fn run_skipped(&self, workload: &str) {
+        for s in &self.0 {
+            s.run_skipped(workload);
+        }
+    }
+
+    fn flush(&self) {
+        for s in &self.0 {
+            s.flush();
+        }
+    }
+}
