@@ -3,18 +3,30 @@
 //! `main.rs` only parses the command line and calls [`run`]; everything else lives here so
 //! end-to-end tests can drive the same code paths.
 //!
-//! Commands: `replay` (one replay against a server), `analyze-trace` (what a trace holds),
-//! `sim` (the simulated inference server), `demo` (the simulator and the bundled trace, in
-//! one process).
+//! Commands: `run` (the daemon: scheduled replays, verdicts, baselines, status endpoint),
+//! `check-config`, `replay` (one replay against a server), `analyze-trace` (what a trace
+//! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
+//! trace, in one process).
 
+pub mod baseline;
 mod bundled;
+pub mod cadence;
+pub mod config;
 mod demo;
 mod doctor;
 mod duration;
-mod export;
+pub mod export;
+pub mod history;
+pub mod kernel;
+mod notify;
+mod otlp;
 pub mod observe;
 mod replay;
 mod report;
+pub mod runner;
+mod service;
+pub mod status;
+pub mod verdict;
 
 pub use bundled::BUNDLED_TRACE_NAME;
 pub use duration::parse as parse_duration;
@@ -49,6 +61,18 @@ pub enum Command {
     Demo(Box<demo::DemoArgs>),
     /// Say what this host and a target offer: the target, its /metrics, NVML, DCGM.
     Doctor(doctor::DoctorArgs),
+    /// Run as a daemon: scheduled replays with verdicts, baselines and a status endpoint.
+    Run(service::RunArgs),
+    /// Validate a daemon config file and say what it schedules.
+    CheckConfig(CheckConfigArgs),
+}
+
+/// Flags of `canaryd check-config`.
+#[derive(Debug, clap::Args)]
+pub struct CheckConfigArgs {
+    /// The config file.
+    #[arg(default_value = config::DEFAULT_PATH)]
+    pub path: PathBuf,
 }
 
 /// Flags of `canaryd analyze-trace`.
@@ -84,10 +108,36 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(if outcome.interrupted { 130 } else { 0 })
         }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
+        Command::Run(args) => runtime()?.block_on(service::run(args)),
+        Command::CheckConfig(args) => check_config(&args.path),
         Command::Demo(args) => {
             runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
         }
     }
+}
+
+fn check_config(path: &std::path::Path) -> Result<i32> {
+    let c = config::Config::load(path)?;
+    println!(
+        "{}: ok: {} target(s), {} workload(s); status on {}; artifacts in {}",
+        path.display(),
+        c.targets.len(),
+        c.workloads.len(),
+        c.status_listen,
+        c.artifacts_dir.display()
+    );
+    for w in &c.workloads {
+        println!(
+            "  {}: {} against {}",
+            w.name,
+            w.cadence.describe(),
+            w.target
+        );
+    }
+    for warning in c.warnings() {
+        println!("  warning: {warning}");
+    }
+    Ok(0)
 }
 
 fn analyze(args: &AnalyzeArgs) -> Result<i32> {

@@ -353,6 +353,26 @@ fn doctor_says_what_is_available_and_why_not() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
 }
 
+#[test]
+fn shards_of_one_replay_add_up_to_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let url = format!("http://127.0.0.1:{port}");
+    let bad = replay_arxiv(dir.path(), &url, &["--shard", "2/2"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("0 <= i < n"), "{}", text(&bad));
+    let mut total = 0;
+    for shard in ["0/2", "1/2"] {
+        let out = replay_arxiv(dir.path(), &url, &["--speedup", "50", "--shard", shard]);
+        assert!(out.status.success(), "{}", text(&out));
+        let s = summary(dir.path());
+        total += s["requests"].as_u64().unwrap();
+        assert_eq!(s["errors"], 0, "{s}");
+    }
+    assert_eq!(total, 20, "the two shards replay the 20-row trace once");
+}
+
 /// A minimal OTLP/HTTP endpoint on loopback: answers every POST with an empty protobuf
 /// success and keeps each request's head (the exporters' own tests decode bodies).
 struct OtlpSink {

@@ -1,0 +1,230 @@
+//! When a workload runs: `every = "15m"` or a cron expression, with optional jitter.
+//!
+//! The next run is always computed from *now* and the previous run, never by replaying the
+//! missed ticks: after a suspend, or a clock jump, a workload runs once and then resumes its
+//! rhythm instead of firing every missed schedule as a burst. Waiting is done in short slices
+//! against the wall clock, because the monotonic clock stops while a machine is suspended.
+
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// A workload's schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cadence {
+    /// A run every `period` (the first one at start).
+    Every {
+        /// Time between runs.
+        period: Duration,
+        /// Up to this much random delay before each run.
+        jitter: Option<Duration>,
+    },
+    /// Runs at the times a cron expression matches (UTC).
+    Cron {
+        /// The expression with its seconds field (`0 */15 * * * *`).
+        expr: String,
+        /// Up to this much random delay before each run.
+        jitter: Option<Duration>,
+    },
+}
+
+impl Cadence {
+    /// A cron cadence. Five fields (`*/15 * * * *`) are read as minutes-first and get a
+    /// seconds field of 0; six or seven fields are passed to the `cron` crate as they are.
+    pub fn cron(expr: &str, jitter: Option<Duration>) -> Result<Cadence, String> {
+        let fields = expr.split_whitespace().count();
+        let full = match fields {
+            5 => format!("0 {}", expr.trim()),
+            6 | 7 => expr.trim().to_string(),
+            n => {
+                return Err(format!(
+                "invalid cron expression {expr:?}: expected 5 fields (min hour day month weekday) \
+                     or 6-7 with seconds, found {n}"
+            ))
+            }
+        };
+        cron::Schedule::from_str(&full)
+            .map_err(|e| format!("invalid cron expression {expr:?}: {e}"))?;
+        Ok(Cadence::Cron { expr: full, jitter })
+    }
+
+    fn jitter(&self) -> Option<Duration> {
+        match self {
+            Cadence::Every { jitter, .. } | Cadence::Cron { jitter, .. } => *jitter,
+        }
+    }
+
+    /// When the next run is due (before jitter), given the previous scheduled time. A time in
+    /// the past is never returned twice in a row: at most one run catches up, now.
+    pub fn next_due(&self, now: SystemTime, previous: Option<SystemTime>) -> SystemTime {
+        match self {
+            Cadence::Every { period, .. } => match previous {
+                None => now,
+                Some(prev) => (prev + *period).max(now),
+            },
+            Cadence::Cron { expr, .. } => {
+                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
+                // From the later of now and the previous tick, so a missed tick is not retried.
+                let from = previous.map_or(now, |p| p.max(now));
+                let from: chrono::DateTime<chrono::Utc> = from.into();
+                schedule
+                    .after(&from)
+                    .next()
+                    .map(SystemTime::from)
+                    // An expression that never matches again (a past year): park far ahead.
+                    .unwrap_or(now + Duration::from_secs(365 * 86400))
+            }
+        }
+    }
+
+    /// A human description for logs and the status API.
+    pub fn describe(&self) -> String {
+        let j = self
+            .jitter()
+            .map(|j| format!(" (jitter {})", human(j)))
+            .unwrap_or_default();
+        match self {
+            Cadence::Every { period, .. } => format!("every {}{j}", human(*period)),
+            Cadence::Cron { expr, .. } => format!("cron {expr:?} UTC{j}"),
+        }
+    }
+}
+
+/// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s, d.subsec_nanos()) {
+        (0, _) | (_, 1..) => format!("{d:?}"),
+        (s, 0) if s % 86400 == 0 => format!("{}d", s / 86400),
+        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
+        (s, 0) if s % 60 == 0 => format!("{}m", s / 60),
+        (s, _) => format!("{s}s"),
+    }
+}
+
+/// Yields the moments a workload is due.
+pub struct Ticker {
+    cadence: Cadence,
+    previous: Option<SystemTime>,
+}
+
+/// Longest single sleep: the wall clock is re-read at least this often (suspend, clock steps).
+const SLICE: Duration = Duration::from_secs(5);
+
+impl Ticker {
+    /// A ticker whose next tick follows `cadence` from `previous` (its last due time, kept
+    /// across config reloads) or, without one, from now.
+    pub fn resume(cadence: Cadence, previous: Option<SystemTime>) -> Ticker {
+        Ticker { cadence, previous }
+    }
+
+    /// The due time (before jitter) of the last tick.
+    pub fn previous(&self) -> Option<SystemTime> {
+        self.previous
+    }
+
+    /// Waits for the next tick (jitter included); `None` when `stop` fires first.
+    pub async fn tick(&mut self, stop: &CancellationToken) -> Option<()> {
+        let due = self.cadence.next_due(SystemTime::now(), self.previous);
+        self.previous = Some(due);
+        let due = due + self.cadence.jitter().map_or(Duration::ZERO, random_below);
+        loop {
+            let left = match due.duration_since(SystemTime::now()) {
+                Ok(left) if !left.is_zero() => left,
+                _ => return (!stop.is_cancelled()).then_some(()),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(left.min(SLICE)) => {}
+                _ = stop.cancelled() => return None,
+            }
+        }
+    }
+}
+
+/// A uniformly random duration in `[0, max)`, from the standard library's random hasher keys.
+fn random_below(max: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(max.as_nanos() as u64);
+    let r = h.finish() as f64 / u64::MAX as f64;
+    max.mul_f64(r.min(0.999_999))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn every_runs_at_start_then_each_period() {
+        let c = Cadence::Every {
+            period: Duration::from_secs(900),
+            jitter: None,
+        };
+        assert_eq!(c.next_due(t(1000), None), t(1000));
+        assert_eq!(c.next_due(t(1001), Some(t(1000))), t(1900));
+    }
+
+    #[test]
+    fn a_suspend_gives_one_catch_up_run_not_a_burst() {
+        let c = Cadence::Every {
+            period: Duration::from_secs(60),
+            jitter: None,
+        };
+        // Asleep for an hour: due at once, and the following tick is a full period later.
+        let resumed = t(1000 + 3600);
+        let due = c.next_due(resumed, Some(t(1000)));
+        assert_eq!(due, resumed);
+        assert_eq!(
+            c.next_due(resumed, Some(due)),
+            resumed + Duration::from_secs(60)
+        );
+
+        let c = Cadence::cron("*/15 * * * *", None).unwrap();
+        // 00:00 was the last tick; the machine wakes at 05:07: next is 05:15, once.
+        let due = c.next_due(t(5 * 3600 + 7 * 60), Some(t(0)));
+        assert_eq!(due, t(5 * 3600 + 15 * 60));
+    }
+
+    #[test]
+    fn cron_takes_five_or_six_fields_and_explains_errors() {
+        let c = Cadence::cron("0 3 * * *", None).unwrap();
+        assert_eq!(c.next_due(t(0), None), t(3 * 3600));
+        let c = Cadence::cron("30 0 3 * * *", None).unwrap();
+        assert_eq!(c.next_due(t(0), None), t(3 * 3600 + 30));
+        assert!(Cadence::cron("* *", None).unwrap_err().contains("5 fields"));
+        assert!(Cadence::cron("61 * * * *", None)
+            .unwrap_err()
+            .contains("61"));
+    }
+
+    #[test]
+    fn descriptions_read_like_the_config() {
+        let every = |s, j| Cadence::Every {
+            period: Duration::from_secs(s),
+            jitter: j,
+        };
+        assert_eq!(every(900, None).describe(), "every 15m");
+        assert_eq!(
+            every(7200, Some(Duration::from_secs(90))).describe(),
+            "every 2h (jitter 90s)"
+        );
+        assert_eq!(
+            Cadence::cron("0 3 * * *", None).unwrap().describe(),
+            "cron \"0 0 3 * * *\" UTC"
+        );
+    }
+
+    #[test]
+    fn jitter_stays_below_its_bound() {
+        let max = Duration::from_millis(500);
+        let draws: Vec<Duration> = (0..200).map(|_| random_below(max)).collect();
+        assert!(draws.iter().all(|d| *d < max));
+        // Not a constant: 200 draws from [0, 500 ms) spread over more than half the range.
+        let (lo, hi) = (draws.iter().min().unwrap(), draws.iter().max().unwrap());
+        assert!(*hi - *lo > Duration::from_millis(250), "{lo:?}..{hi:?}");
+    }
+}

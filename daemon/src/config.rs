@@ -1,0 +1,505 @@
+//! The daemon's configuration file (TOML), in two layers: [`raw`] mirrors the file and is its
+//! documentation; [`Config`] is validated, with durations, schedules, SLOs and paths as real
+//! types and every default filled in.
+//!
+//! Errors name the file, the line, the key path and what was expected:
+//! `canaryd.toml:14: workloads.chat.every: invalid duration "5 fortnights": unknown unit …`.
+//! API keys are never read here: a target holds only *where* its key is (a variable name or a
+//! file), and the key itself is read when a run starts, so it never reaches logs or `Debug`.
+
+use crate::cadence::Cadence;
+use crate::duration;
+use canary_core::Goodput;
+use canary_replay::{Endpoint, TraceFormat};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The path read when `--config` is not given.
+pub const DEFAULT_PATH: &str = "/etc/canaryd/canaryd.toml";
+
+/// The value of a workload's `trace` that selects the trace bundled into the binary.
+pub const BUNDLED_TRACE: &str = "bundled";
+
+/// A configuration that does not load: where, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line of the offending key or value, when known.
+    pub line: Option<usize>,
+    /// Key path and what was expected.
+    pub message: String,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where the history database lives (and artifacts, unless set elsewhere).
+    pub state_dir: PathBuf,
+    /// Run artifacts go under `<artifacts_dir>/<workload>/<run-id>/`.
+    pub artifacts_dir: PathBuf,
+    /// Keep at most this many runs per workload (history rows and artifacts).
+    pub retention_runs: usize,
+    /// Delete runs older than this.
+    pub retention_age: Duration,
+    /// The status endpoint's listen address.
+    pub status_listen: SocketAddr,
+    /// Telemetry joined to every run.
+    pub telemetry: Telemetry,
+    /// How runs are compared with the rolling baseline.
+    pub baseline: BaselineConfig,
+    /// The servers, by name.
+    pub targets: BTreeMap<String, Target>,
+    /// What to replay and when, by name.
+    pub workloads: Vec<Workload>,
+}
+
+/// Telemetry settings shared by every run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Telemetry {
+    /// Sample GPUs through NVML.
+    pub nvml: bool,
+    /// `libnvidia-ml.so` to load instead of the system's.
+    pub nvml_lib: Option<PathBuf>,
+    /// NVML sampling interval.
+    pub gpu_interval: Duration,
+    /// A dcgm-exporter endpoint.
+    pub dcgm_url: Option<String>,
+    /// Server `/metrics` and DCGM scrape interval.
+    pub scrape_interval: Duration,
+    /// Kernel socket timing (eBPF). Accepted now; used once the eBPF crate lands.
+    pub ebpf: bool,
+}
+
+/// Rolling-baseline settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaselineConfig {
+    /// The baseline is built from the last this-many passing runs.
+    pub runs: usize,
+    /// No comparison before this many passing runs exist.
+    pub min_runs: usize,
+    /// Significance level of the Mann-Whitney U test.
+    pub alpha: f64,
+    /// A shift counts only beyond k × MAD of the baseline runs' medians.
+    pub k_mad: f64,
+    /// … and beyond this fraction of the baseline median (guards a near-zero MAD).
+    pub min_shift: f64,
+    /// … and beyond this many milliseconds: shifts smaller than this never matter for an
+    /// inference server, however consistent (scheduling noise on a busy client host).
+    pub min_shift_ms: f64,
+}
+
+/// Where a target's API key comes from (the key itself is read at run time).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiKeySource {
+    /// An environment variable's name.
+    Env(String),
+    /// A file holding the key.
+    File(PathBuf),
+}
+
+/// A server canaryd probes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// Its name in the file.
+    pub name: String,
+    /// Base URL.
+    pub url: String,
+    /// Model sent in each request.
+    pub model: String,
+    /// Chat or completions.
+    pub endpoint: Endpoint,
+    /// Where the API key is.
+    pub api_key: Option<ApiKeySource>,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// The server's Prometheus endpoint; `None` turns scraping off.
+    pub metrics_url: Option<String>,
+    /// The server's PID, for per-process GPU figures.
+    pub server_pid: Option<u32>,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Extra CA certificates for https.
+    pub ca_bundle: Option<PathBuf>,
+    /// Let two workloads run against this target at the same time.
+    pub allow_concurrent_runs: bool,
+}
+
+/// Which trace a workload replays.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceSource {
+    /// The Mooncake slice bundled into the binary.
+    Bundled,
+    /// A file, with its format when not detected.
+    File(PathBuf, Option<TraceFormat>),
+}
+
+/// One scheduled replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Its name (also its artifacts folder).
+    pub name: String,
+    /// The target's name.
+    pub target: String,
+    /// The trace.
+    pub trace: TraceSource,
+    /// Window start in trace time.
+    pub start_offset: Option<Duration>,
+    /// Window end in trace time.
+    pub end_offset: Option<Duration>,
+    /// At most this many requests.
+    pub max_requests: Option<usize>,
+    /// Trace-time divisor.
+    pub speedup: f64,
+    /// Length scaling.
+    pub scale_lengths: Option<f64>,
+    /// Concurrency ceiling.
+    pub concurrency: Option<usize>,
+    /// Warm-up requests before the measured phase.
+    pub warmup_requests: usize,
+    /// When it runs.
+    pub cadence: Cadence,
+    /// SLOs (aiperf goodput syntax).
+    pub slos: Goodput,
+    /// With SLOs: the run fails below this good-request fraction.
+    pub min_good_fraction: f64,
+    /// The run fails above this error rate.
+    pub max_error_rate: f64,
+    /// After a stop, in-flight requests get this long.
+    pub grace_period: Duration,
+    /// `tokenizer.json` of the target model.
+    pub tokenizer: Option<PathBuf>,
+    /// Prompt seed.
+    pub prompt_seed: u64,
+}
+
+pub mod raw;
+
+impl Config {
+    /// What is valid but will not work on this host yet: trace files or key files missing,
+    /// key variables unset, settings accepted ahead of their implementation.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for w in &self.workloads {
+            if let TraceSource::File(path, _) = &w.trace {
+                if !path.exists() {
+                    out.push(format!(
+                        "workloads.{}.trace: {} does not exist (its runs will be errors until it does)",
+                        w.name,
+                        path.display()
+                    ));
+                }
+            }
+        }
+        for t in self.targets.values() {
+            match &t.api_key {
+                Some(ApiKeySource::Env(var)) if std::env::var_os(var).is_none() => out.push(
+                    format!("targets.{}.api_key_env: {var} is not set here", t.name),
+                ),
+                Some(ApiKeySource::File(path)) if !path.exists() => out.push(format!(
+                    "targets.{}.api_key_file: {} does not exist",
+                    t.name,
+                    path.display()
+                )),
+                _ => {}
+            }
+        }
+        if self.telemetry.ebpf {
+            out.push("telemetry.ebpf: kernel socket timing is not built yet; ignored".into());
+        }
+        out
+    }
+
+    /// Reads and validates `path`. Relative paths inside the file are taken from its folder.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, path, base)
+    }
+
+    /// Validates `text` (read from `file`, for messages); relative paths are joined to `base`.
+    pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
+        let raw: raw::File = toml::from_str(text).map_err(|e| {
+            let span = e.span();
+            let path = span
+                .clone()
+                .map(|s| key_path(text, s))
+                .filter(|p| !p.is_empty());
+            ConfigError {
+                file: file.to_path_buf(),
+                line: span.map(|s| line_of(text, s.start)),
+                message: match path {
+                    Some(p) => format!("{p}: {}", e.message().trim()),
+                    None => e.message().trim().to_string(),
+                },
+            }
+        })?;
+        validate(raw, text, file, base)
+    }
+}
+
+fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
+    let err = |at: Option<usize>, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line: at.map(|a| line_of(text, a)),
+        message,
+    };
+    let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    let state_dir = match raw.state_dir {
+        Some(p) => rel(p),
+        None => std::env::var_os("STATE_DIRECTORY")
+            // systemd may pass several, separated by ':'; the first is ours.
+            .and_then(|v| {
+                v.to_str()
+                    .and_then(|s| s.split(':').next())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(|| PathBuf::from("/var/lib/canaryd")),
+    };
+    let mut targets = BTreeMap::new();
+    for (name, t) in raw.targets {
+        let api_key = match (t.api_key_env, t.api_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    None,
+                    format!("targets.{name}: set api_key_env or api_key_file, not both"),
+                ))
+            }
+            (Some(v), None) => Some(ApiKeySource::Env(v)),
+            (None, Some(f)) => Some(ApiKeySource::File(rel(f))),
+            (None, None) => None,
+        };
+        let endpoint = match t.endpoint {
+            Some(raw::EndpointName::Completions) => Endpoint::Completions,
+            _ => Endpoint::Chat,
+        };
+        // Checked here so a bad URL is a config error, not a failed run every 15 minutes.
+        let probe = canary_replay::Target::new(&t.url, endpoint, &t.model)
+            .map_err(|e| err(None, format!("targets.{name}.url: {e}")))?;
+        let metrics_url = match t.metrics_url {
+            Some(u) if u.is_empty() => None,
+            Some(u) => Some(u),
+            None => Some(format!(
+                "{}://{}/metrics",
+                if probe.tls { "https" } else { "http" },
+                probe.authority()
+            )),
+        };
+        targets.insert(
+            name.clone(),
+            Target {
+                name,
+                url: t.url,
+                model: t.model,
+                endpoint,
+                api_key,
+                headers: t.headers.into_iter().collect(),
+                metrics_url,
+                server_pid: t.server_pid,
+                request_timeout: t.request_timeout.map_or(Duration::from_secs(600), |d| d.0),
+                ca_bundle: t.ca_bundle.map(rel),
+                allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
+            },
+        );
+    }
+    let (workloads_at, raw_workloads) = match raw.workloads {
+        Some(w) => (Some(w.span().start), w.into_inner()),
+        None => (None, BTreeMap::new()),
+    };
+    let mut workloads = Vec::new();
+    for (name, w) in raw_workloads {
+        let at = Some(w.span().start);
+        let w = w.into_inner();
+        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+            return Err(err(
+                at,
+                format!("workloads.{name:?}: a name must be usable as a folder name"),
+            ));
+        }
+        if !targets.contains_key(w.target.get_ref()) {
+            let known: Vec<&str> = targets.keys().map(String::as_str).collect();
+            return Err(err(
+                Some(w.target.span().start),
+                format!(
+                    "workloads.{name}.target: no target {:?}; expected one of [{}]",
+                    w.target.get_ref(),
+                    known.join(", ")
+                ),
+            ));
+        }
+        let jitter = w.jitter.map(|j| j.0);
+        let cadence = match (w.every, w.cron) {
+            (Some(every), None) if every.0.is_zero() => {
+                return Err(err(at, format!("workloads.{name}.every: must be above zero")))
+            }
+            (Some(every), None) => Cadence::Every {
+                period: every.0,
+                jitter,
+            },
+            (None, Some(c)) => Cadence::cron(&c.0, jitter).expect("checked when parsed"),
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    at,
+                    format!("workloads.{name}: set either every or cron, not both"),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    at,
+                    format!("workloads.{name}: missing schedule; expected every = \"15m\" or cron = \"0 */15 * * * *\""),
+                ))
+            }
+        };
+        let trace = if w.trace == BUNDLED_TRACE {
+            TraceSource::Bundled
+        } else {
+            let format = w.format.map(|f| match f {
+                raw::FormatName::Mooncake => TraceFormat::Mooncake,
+                raw::FormatName::Bailian => TraceFormat::Bailian,
+                raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
+            });
+            TraceSource::File(rel(PathBuf::from(&w.trace)), format)
+        };
+        workloads.push(Workload {
+            name,
+            target: w.target.into_inner(),
+            trace,
+            start_offset: w.start_offset.map(|d| d.0),
+            end_offset: w.end_offset.map(|d| d.0),
+            max_requests: w.max_requests,
+            speedup: w.speedup.map_or(1.0, |s| s.0),
+            scale_lengths: w.scale_lengths.map(|s| s.0),
+            concurrency: w.concurrency,
+            warmup_requests: w.warmup_requests.unwrap_or(0),
+            cadence,
+            slos: w.slos.map(|s| s.0).unwrap_or_default(),
+            min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
+            max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
+            grace_period: w.grace_period.map_or(Duration::from_secs(30), |d| d.0),
+            tokenizer: w.tokenizer.map(rel),
+            prompt_seed: w.prompt_seed.unwrap_or(0),
+        });
+    }
+    if workloads.is_empty() {
+        return Err(err(
+            workloads_at,
+            "workloads: none defined; expected at least one [workloads.NAME] table".into(),
+        ));
+    }
+    let b = raw.baseline;
+    let baseline = BaselineConfig {
+        runs: b.runs.unwrap_or(20).max(1),
+        min_runs: b.min_runs.unwrap_or(3).max(1),
+        alpha: b.alpha.unwrap_or(0.001),
+        k_mad: b.k_mad.unwrap_or(3.0),
+        min_shift: b.min_shift.unwrap_or(0.05),
+        min_shift_ms: b.min_shift_ms.unwrap_or(1.0),
+    };
+    if baseline.min_runs > baseline.runs {
+        return Err(err(
+            None,
+            format!(
+                "baseline.min_runs ({}) must not exceed baseline.runs ({})",
+                baseline.min_runs, baseline.runs
+            ),
+        ));
+    }
+    let t = raw.telemetry;
+    Ok(Config {
+        artifacts_dir: raw
+            .export
+            .artifacts_dir
+            .map(rel)
+            .unwrap_or_else(|| state_dir.join("artifacts")),
+        state_dir,
+        retention_runs: raw.export.retention_runs.unwrap_or(500).max(1),
+        retention_age: raw
+            .export
+            .retention_age
+            .map_or(Duration::from_secs(30 * 86400), |d| d.0),
+        status_listen: raw
+            .status
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9464))),
+        telemetry: Telemetry {
+            nvml: t.nvml.unwrap_or(true),
+            nvml_lib: t.nvml_lib.map(rel),
+            gpu_interval: t.gpu_interval.map_or(Duration::from_millis(500), |d| d.0),
+            dcgm_url: t.dcgm_url,
+            scrape_interval: t.scrape_interval.map_or(Duration::from_secs(1), |d| d.0),
+            ebpf: t.ebpf.unwrap_or(false),
+        },
+        baseline,
+        targets,
+        workloads,
+    })
+}
+
+/// 1-based line of byte offset `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The dotted key path whose key or value covers `span` (`workloads.chat.every`), found by
+/// searching the document's spans depth-first. (A table's own span is only its header, so
+/// every branch is searched, not just the one whose span covers.)
+fn key_path(text: &str, span: std::ops::Range<usize>) -> String {
+    use toml::de::{DeTable, DeValue};
+    type Range = std::ops::Range<usize>;
+    fn covers(outer: &Range, inner: &Range) -> bool {
+        outer.start <= inner.start && inner.end <= outer.end
+    }
+    fn children<'a, 'i>(
+        v: &'a DeValue<'i>,
+    ) -> Vec<(String, &'a toml::Spanned<DeValue<'i>>, Option<Range>)> {
+        match v {
+            DeValue::Table(t) => t
+                .iter()
+                .map(|(k, v)| (k.get_ref().to_string(), v, Some(k.span())))
+                .collect(),
+            DeValue::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("[{i}]"), v, None))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn find(v: &DeValue<'_>, span: &Range) -> Option<Vec<String>> {
+        for (name, child, key_span) in children(v) {
+            if key_span.is_some_and(|k| covers(&k, span)) {
+                return Some(vec![name]);
+            }
+            if let Some(mut rest) = find(child.get_ref(), span) {
+                rest.insert(0, name);
+                return Some(rest);
+            }
+            if covers(&child.span(), span) {
+                return Some(vec![name]);
+            }
+        }
+        None
+    }
+    let Ok(doc) = DeTable::parse(text) else {
+        return String::new();
+    };
+    find(&DeValue::Table(doc.into_inner()), &span)
+        .unwrap_or_default()
+        .join(".")
+        .replace(".[", "[")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! The config file as written: every key optional where a default exists. Doc comments
+//! here are the user documentation of each key; [`super::Config`] is the validated form.
+//! Field types check what they can while parsing (durations, cron, SLOs, fractions), so an
+//! error points at the offending value's line.
+
+use super::*;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    /// History database and default artifacts location (default: `$STATE_DIRECTORY`, else
+    /// `/var/lib/canaryd`).
+    pub state_dir: Option<PathBuf>,
+    /// `[status]`.
+    #[serde(default)]
+    pub status: Status,
+    /// `[export]`.
+    #[serde(default)]
+    pub export: Export,
+    /// `[telemetry]`.
+    #[serde(default)]
+    pub telemetry: Telemetry,
+    /// `[baseline]`.
+    #[serde(default)]
+    pub baseline: Baseline,
+    /// `[targets.NAME]`.
+    #[serde(default)]
+    pub targets: BTreeMap<String, Target>,
+    /// `[workloads.NAME]`.
+    #[serde(default)]
+    pub workloads: Option<toml::Spanned<BTreeMap<String, toml::Spanned<Workload>>>>,
+}
+
+/// `[status]`: the HTTP status endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    /// Listen address (default `127.0.0.1:9464`).
+    pub listen: Option<SocketAddr>,
+}
+
+/// `[export]`: artifacts and retention (OTLP settings join here).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Export {
+    /// Default `<state_dir>/artifacts`.
+    pub artifacts_dir: Option<PathBuf>,
+    /// Runs kept per workload (default 500).
+    pub retention_runs: Option<usize>,
+    /// Runs older than this are deleted (default `30d`).
+    pub retention_age: Option<HumanDuration>,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// Default true; a host without NVML reports it once and goes on.
+    pub nvml: Option<bool>,
+    /// `libnvidia-ml.so` path.
+    pub nvml_lib: Option<PathBuf>,
+    /// Default `500ms`.
+    pub gpu_interval: Option<HumanDuration>,
+    /// dcgm-exporter URL.
+    pub dcgm_url: Option<String>,
+    /// Default `1s`.
+    pub scrape_interval: Option<HumanDuration>,
+    /// Default false.
+    pub ebpf: Option<bool>,
+}
+
+/// `[baseline]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    /// Default 20.
+    pub runs: Option<usize>,
+    /// Default 3.
+    pub min_runs: Option<usize>,
+    /// Default 0.001.
+    pub alpha: Option<f64>,
+    /// Default 3.
+    pub k_mad: Option<f64>,
+    /// Default 0.05.
+    pub min_shift: Option<f64>,
+    /// Default 1.
+    pub min_shift_ms: Option<f64>,
+}
+
+/// `[targets.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// Base URL, `http://host:port` or `https://…`.
+    pub url: String,
+    /// Model name sent.
+    pub model: String,
+    /// `chat` (default) or `completions`.
+    pub endpoint: Option<EndpointName>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// File holding the API key.
+    pub api_key_file: Option<PathBuf>,
+    /// Extra headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Server `/metrics` (default: on the target's host and port; `""` turns it off).
+    pub metrics_url: Option<String>,
+    /// The server's PID.
+    pub server_pid: Option<u32>,
+    /// Default `10m`.
+    pub request_timeout: Option<HumanDuration>,
+    /// PEM bundle for https.
+    pub ca_bundle: Option<PathBuf>,
+    /// Default false.
+    pub allow_concurrent_runs: Option<bool>,
+}
+
+/// `[workloads.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// A `[targets]` name.
+    pub target: toml::Spanned<String>,
+    /// Trace file, or `"bundled"`.
+    pub trace: String,
+    /// `mooncake`, `bailian` or `burstgpt` (default: detected).
+    pub format: Option<FormatName>,
+    /// Window start.
+    pub start_offset: Option<HumanDuration>,
+    /// Window end.
+    pub end_offset: Option<HumanDuration>,
+    /// Request cap.
+    pub max_requests: Option<usize>,
+    /// Default 1.
+    pub speedup: Option<Positive>,
+    /// Length scaling.
+    pub scale_lengths: Option<Positive>,
+    /// Concurrency ceiling.
+    pub concurrency: Option<usize>,
+    /// Default 0.
+    pub warmup_requests: Option<usize>,
+    /// `"15m"`: a run every period.
+    pub every: Option<HumanDuration>,
+    /// A cron expression (5 or 6 fields, UTC).
+    pub cron: Option<CronExpr>,
+    /// A random delay up to this much before each run.
+    pub jitter: Option<HumanDuration>,
+    /// aiperf goodput syntax.
+    pub slos: Option<SloSpec>,
+    /// Default 0.95.
+    pub min_good_fraction: Option<Fraction>,
+    /// Default 0.05.
+    pub max_error_rate: Option<Fraction>,
+    /// Default `30s`.
+    pub grace_period: Option<HumanDuration>,
+    /// `tokenizer.json`.
+    pub tokenizer: Option<PathBuf>,
+    /// Default 0.
+    pub prompt_seed: Option<u64>,
+}
+
+/// A duration such as `"90s"` or `"15m"`.
+#[derive(Debug, Clone, Copy)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
+        })?;
+        duration::parse(&s)
+            .map(HumanDuration)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A cron expression, checked.
+#[derive(Debug, Clone)]
+pub struct CronExpr(pub String);
+
+impl<'de> Deserialize<'de> for CronExpr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Cadence::cron(&s, None).map_err(serde::de::Error::custom)?;
+        Ok(CronExpr(s))
+    }
+}
+
+/// SLOs in aiperf's syntax, checked.
+#[derive(Debug, Clone)]
+pub struct SloSpec(pub Goodput);
+
+impl<'de> Deserialize<'de> for SloSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse::<Goodput>()
+            .map(SloSpec)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A number in [0, 1].
+#[derive(Debug, Clone, Copy)]
+pub struct Fraction(pub f64);
+
+impl<'de> Deserialize<'de> for Fraction {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if (0.0..=1.0).contains(&v) {
+            Ok(Fraction(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a fraction between 0 and 1, found {v}"
+            )))
+        }
+    }
+}
+
+/// A positive finite number (integers accepted).
+#[derive(Debug, Clone, Copy)]
+pub struct Positive(pub f64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v.is_finite() {
+            Ok(Positive(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a positive number, found {v}"
+            )))
+        }
+    }
+}
+
+/// `chat` or `completions`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointName {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+}
+
+/// A trace format name.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FormatName {
+    /// Mooncake JSONL.
+    Mooncake,
+    /// Bailian JSONL.
+    Bailian,
+    /// BurstGPT CSV.
+    Burstgpt,
+}

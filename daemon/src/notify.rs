@@ -1,0 +1,104 @@
+//! systemd's notify protocol (`Type=notify`), by hand: one datagram per message to the unix
+//! socket named in `$NOTIFY_SOCKET` (a path, or `@name` for the abstract namespace).
+//! `READY=1` once the first runs are scheduled, `STATUS=` lines saying what runs,
+//! `WATCHDOG=1` at half of `$WATCHDOG_USEC`, `STOPPING=1` on the way out. Outside systemd
+//! (no `$NOTIFY_SOCKET`) every call does nothing.
+
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+/// A connection to the service manager, or nothing outside systemd.
+pub struct Notifier {
+    socket: Option<(UnixDatagram, std::os::unix::net::SocketAddr)>,
+}
+
+impl Notifier {
+    /// Reads `$NOTIFY_SOCKET`; a socket that cannot be used is reported once and ignored.
+    pub fn from_env() -> Notifier {
+        let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+            return Notifier { socket: None };
+        };
+        let socket = (|| -> std::io::Result<_> {
+            let sock = UnixDatagram::unbound()?;
+            let bytes = path.as_encoded_bytes();
+            let addr = match bytes.strip_prefix(b"@") {
+                Some(name) => abstract_addr(name)?,
+                None => std::os::unix::net::SocketAddr::from_pathname(&path)?,
+            };
+            Ok((sock, addr))
+        })();
+        match socket {
+            Ok(s) => Notifier { socket: Some(s) },
+            Err(e) => {
+                tracing::warn!("NOTIFY_SOCKET {path:?} unusable, not notifying systemd: {e}");
+                Notifier { socket: None }
+            }
+        }
+    }
+
+    /// Sends one message (`READY=1`, `STATUS=…`); failures are logged at debug level.
+    pub fn send(&self, msg: &str) {
+        if let Some((sock, addr)) = &self.socket {
+            if let Err(e) = sock.send_to_addr(msg.as_bytes(), addr) {
+                tracing::debug!("sd_notify {msg:?}: {e}");
+            }
+        }
+    }
+
+    /// `STATUS=` text shown by `systemctl status`.
+    pub fn status(&self, text: &str) {
+        // One line: a newline would start a new assignment.
+        self.send(&format!("STATUS={}", text.replace('\n', " ")));
+    }
+
+    /// How often to send `WATCHDOG=1`: half of `$WATCHDOG_USEC`, when it is set for us.
+    pub fn watchdog_interval() -> Option<Duration> {
+        let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+        if let Ok(pid) = std::env::var("WATCHDOG_PID") {
+            if pid.parse::<u32>().ok()? != std::process::id() {
+                return None;
+            }
+        }
+        (usec > 0).then(|| Duration::from_micros(usec / 2))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn abstract_addr(name: &[u8]) -> std::io::Result<std::os::unix::net::SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    std::os::unix::net::SocketAddr::from_abstract_name(name)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn abstract_addr(_: &[u8]) -> std::io::Result<std::os::unix::net::SocketAddr> {
+    Err(std::io::Error::other(
+        "abstract sockets exist only on Linux",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_reach_a_real_notify_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let n = Notifier {
+            socket: Some((
+                UnixDatagram::unbound().unwrap(),
+                std::os::unix::net::SocketAddr::from_pathname(&path).unwrap(),
+            )),
+        };
+        n.send("READY=1");
+        n.status("running chat\nand more");
+        let mut buf = [0u8; 256];
+        let len = server.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"READY=1");
+        let len = server.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"STATUS=running chat and more");
+        // Outside systemd nothing is sent and nothing fails.
+        Notifier { socket: None }.send("READY=1");
+    }
+}

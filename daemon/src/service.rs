@@ -1,0 +1,412 @@
+//! `canaryd run`: the long-running daemon. Load the config, open the history, bind the status
+//! endpoint, schedule every workload, tell systemd it is ready, then wait for signals:
+//! SIGHUP reloads the config (a bad one is logged and the running one kept), SIGTERM or
+//! SIGINT stop dispatching, give in-flight requests their grace period, record the partial
+//! runs as `error: interrupted`, flush the sinks and exit 0.
+//!
+//! Runs of one workload never overlap: a run due while the previous one is still going (or
+//! waiting for its target) is skipped and counted. Two workloads on one target take turns
+//! unless the target sets `allow_concurrent_runs`.
+
+use crate::baseline;
+use crate::cadence::{Cadence, Ticker};
+use crate::config::{self, Config, Workload};
+use crate::export::{RunSink, Sinks};
+use crate::history::{History, RunRow};
+use crate::notify::Notifier;
+use crate::runner::{new_run_id, RunContext, RunResult};
+use crate::status::{self, StatusMetrics};
+use anyhow::{Context, Result};
+use canary_replay::Progress;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `canaryd run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The config file (default: /etc/canaryd/canaryd.toml; without one, the embedded
+    /// default runs: the built-in simulator and the bundled trace).
+    #[arg(long, short = 'c', value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Listen address of the status endpoint, overriding the config's.
+    #[arg(long, value_name = "ADDR")]
+    pub status_listen: Option<SocketAddr>,
+}
+
+/// The embedded default: one workload against the in-process simulator. State goes to
+/// `./canaryd-data`, or to systemd's `$STATE_DIRECTORY` when there is one.
+const EMBEDDED: &str = r#"
+[targets.sim]
+url = "SIM_URL"
+model = "canary-sim"
+
+[workloads.demo]
+target = "sim"
+trace = "bundled"
+every = "1m"
+speedup = 5
+scale_lengths = 0.125
+slos = "time_to_first_token:2000 inter_token_latency:100"
+min_good_fraction = 0.9
+"#;
+
+/// Runs the daemon until SIGTERM or SIGINT; returns the exit code.
+pub async fn run(args: RunArgs) -> Result<i32> {
+    // Handlers first: a SIGTERM during start-up is then a clean stop, not a kill.
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let (config_path, mut config, sim) = resolve(&args).await?;
+    if let Some(addr) = args.status_listen {
+        config.status_listen = addr;
+    }
+    let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
+    let metrics = Arc::new(StatusMetrics::default());
+    metrics.seed(&history);
+    let listener = status::bind(config.status_listen).await?;
+    let status_addr = listener.local_addr()?;
+    let stop_status = CancellationToken::new();
+    let status_task = tokio::spawn(status::serve(
+        listener,
+        metrics.clone(),
+        history.clone(),
+        stop_status.clone(),
+    ));
+    tracing::info!("status endpoint on http://{status_addr} (/healthz /readyz /metrics /api/runs)");
+    if sim.is_some() {
+        print_embedded_banner(status_addr, &config);
+    }
+
+    let sinks: Arc<Sinks> = Arc::new(Sinks(vec![metrics.clone() as Arc<dyn RunSink>]));
+    let daemon = Arc::new(Daemon {
+        history,
+        metrics: metrics.clone(),
+        sinks: sinks.clone(),
+        ctx: RunContext::default(),
+        shutdown: CancellationToken::new(),
+        target_locks: Mutex::default(),
+        tasks: Mutex::default(),
+        previous_due: Mutex::default(),
+        progress: Mutex::default(),
+    });
+    let mut schedulers = daemon.schedule(Arc::new(config.clone()));
+
+    let notifier = Notifier::from_env();
+    notifier.send("READY=1");
+    metrics.set_ready(true);
+    let watchdog = Notifier::watchdog_interval();
+    let mut watchdog_tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    let mut status_tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = hup.recv() => match &config_path {
+                None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
+                Some(path) => match reload(path, &args, &config) {
+                    Ok(new) => {
+                        schedulers.cancel();
+                        schedulers = daemon.schedule(Arc::new(new.clone()));
+                        config = new;
+                        metrics.reloaded(true);
+                    }
+                    Err(e) => {
+                        metrics.reloaded(false);
+                        tracing::error!("SIGHUP: config rejected, the running config stays: {e}");
+                    }
+                },
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = watchdog_tick.tick(), if watchdog.is_some() => notifier.send("WATCHDOG=1"),
+            _ = status_tick.tick() => notifier.status(&daemon.status_line()),
+        }
+    }
+
+    tracing::info!("stopping: no new runs; in-flight requests get their grace period");
+    notifier.send("STOPPING=1");
+    metrics.set_ready(false);
+    schedulers.cancel();
+    daemon.shutdown.cancel();
+    let drain = async {
+        loop {
+            let task = daemon.tasks.lock().unwrap().pop();
+            match task {
+                Some(t) => {
+                    let _ = t.await;
+                }
+                None => break,
+            }
+        }
+    };
+    tokio::select! {
+        _ = drain => {}
+        _ = int.recv() => {
+            tracing::warn!("second SIGINT: quitting without waiting for runs");
+            return Ok(130);
+        }
+    }
+    sinks.flush();
+    stop_status.cancel();
+    let _ = status_task.await;
+    if let Some(sim) = sim {
+        let _ = sim.shutdown().await;
+    }
+    tracing::info!("stopped");
+    Ok(0)
+}
+
+/// Loads `path` again for SIGHUP. Runs in flight finish under the config they started with.
+fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, config::ConfigError> {
+    let mut new = Config::load(path)?;
+    if let Some(addr) = args.status_listen {
+        new.status_listen = addr;
+    }
+    if new.status_listen != running.status_listen || new.state_dir != running.state_dir {
+        tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
+    }
+    for warning in new.warnings() {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!(
+        "SIGHUP: reloaded {} ({} workloads)",
+        path.display(),
+        new.workloads.len()
+    );
+    Ok(new)
+}
+
+/// The config file given, the default path when it exists, or the embedded default (which
+/// starts the simulator in this process).
+async fn resolve(
+    args: &RunArgs,
+) -> Result<(Option<PathBuf>, Config, Option<canary_sim::SimHandle>)> {
+    let path = match &args.config {
+        Some(p) => Some(p.clone()),
+        None => Some(PathBuf::from(config::DEFAULT_PATH)).filter(|p| p.exists()),
+    };
+    if let Some(path) = path {
+        let c = Config::load(&path)?;
+        tracing::info!(
+            "config {} loaded: {} workload(s)",
+            path.display(),
+            c.workloads.len()
+        );
+        for warning in c.warnings() {
+            tracing::warn!("{warning}");
+        }
+        return Ok((Some(path), c, None));
+    }
+    // The bundled trace is scaled by 1/8: its 512-token blocks become 64-token ones, and the
+    // simulator's prefix cache must cut prompts the same way for reuse to show.
+    let sim_config = canary_sim::Config {
+        block_size: 64,
+        profile: canary_sim::Profile::illustrative(),
+        ..Default::default()
+    };
+    let sim = canary_sim::spawn(sim_config)
+        .await
+        .context("starting the built-in simulator")?;
+    let mut text = EMBEDDED.replace("SIM_URL", &sim.url());
+    if std::env::var_os("STATE_DIRECTORY").is_none() {
+        text.insert_str(0, "state_dir = \"canaryd-data\"\n");
+    }
+    let c = Config::parse(&text, Path::new("<embedded default>"), Path::new("."))?;
+    Ok((None, c, Some(sim)))
+}
+
+fn print_embedded_banner(status: SocketAddr, c: &Config) {
+    println!(
+        "canaryd: no config file (--config, or {}): running the embedded default.\n  \
+         target:    the built-in simulator at {} (illustrative profile)\n  \
+         workload:  `demo`, the bundled Mooncake slice (300 requests at 5x, lengths x1/8), every minute\n  \
+         status:    http://{status}/api/runs   (also /metrics, /healthz, /readyz)\n  \
+         artifacts: {}/demo/<run-id>/   history: {}/history.sqlite\n\
+         Stop with Ctrl-C.",
+        config::DEFAULT_PATH,
+        c.targets["sim"].url,
+        c.artifacts_dir.display(),
+        c.state_dir.display(),
+    );
+}
+
+/// Shared state of the scheduler and its runs; survives reloads.
+struct Daemon {
+    history: Arc<History>,
+    metrics: Arc<StatusMetrics>,
+    sinks: Arc<Sinks>,
+    ctx: RunContext,
+    /// Cancelled on SIGTERM: runs stop dispatching and finish within their grace period.
+    shutdown: CancellationToken,
+    target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
+    previous_due: Mutex<HashMap<String, (Cadence, SystemTime)>>,
+    progress: Mutex<HashMap<String, Arc<Progress>>>,
+}
+
+impl Daemon {
+    /// Starts one scheduler per workload; cancel the token to stop them (runs go on).
+    fn schedule(self: &Arc<Self>, config: Arc<Config>) -> CancellationToken {
+        let stop = CancellationToken::new();
+        for w in &config.workloads {
+            tracing::info!(
+                workload = %w.name,
+                "scheduled {} against {}",
+                w.cadence.describe(),
+                w.target
+            );
+            let (d, c, w, s) = (self.clone(), config.clone(), w.clone(), stop.clone());
+            tokio::spawn(async move { d.schedule_loop(c, w, s).await });
+        }
+        stop
+    }
+
+    async fn schedule_loop(
+        self: Arc<Self>,
+        config: Arc<Config>,
+        w: Workload,
+        stop: CancellationToken,
+    ) {
+        let previous = self
+            .previous_due
+            .lock()
+            .unwrap()
+            .get(&w.name)
+            .filter(|(c, _)| *c == w.cadence)
+            .map(|(_, t)| *t);
+        let mut ticker = Ticker::resume(w.cadence.clone(), previous);
+        while ticker.tick(&stop).await.is_some() {
+            if let Some(due) = ticker.previous() {
+                self.previous_due
+                    .lock()
+                    .unwrap()
+                    .insert(w.name.clone(), (w.cadence.clone(), due));
+            }
+            if self.metrics.running().contains(&w.name) {
+                tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");
+                self.sinks.run_skipped(&w.name);
+                continue;
+            }
+            self.metrics.set_running(&w.name, true);
+            let (d, c, w) = (self.clone(), config.clone(), w.clone());
+            let task = tokio::spawn(async move { d.run_once(c, w).await });
+            let mut tasks = self.tasks.lock().unwrap();
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
+        }
+    }
+
+    async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
+        let target = &config.targets[&w.target];
+        let lock = (!target.allow_concurrent_runs).then(|| {
+            self.target_locks
+                .lock()
+                .unwrap()
+                .entry(target.name.clone())
+                .or_default()
+                .clone()
+        });
+        let _turn = match lock {
+            None => None,
+            Some(lock) => tokio::select! {
+                g = lock.lock_owned() => Some(g),
+                _ = self.shutdown.cancelled() => {
+                    self.metrics.set_running(&w.name, false);
+                    return;
+                }
+            },
+        };
+        let progress = Arc::new(Progress::default());
+        self.progress
+            .lock()
+            .unwrap()
+            .insert(w.name.clone(), progress.clone());
+        let id = new_run_id();
+        let mut result = self
+            .ctx
+            .run(&config, &w, id, self.shutdown.clone(), progress)
+            .await;
+        if let Err(e) = self.record(&config, &w, &mut result) {
+            tracing::error!(workload = %w.name, run = %result.id, "recording the run: {e:#}");
+        }
+        self.sinks.run_finished(&w.name, &result);
+        self.progress.lock().unwrap().remove(&w.name);
+        self.metrics.set_running(&w.name, false);
+    }
+
+    /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
+    fn record(&self, config: &Config, w: &Workload, result: &mut RunResult) -> Result<()> {
+        if let Some(samples) = &result.samples {
+            let base = self.history.baseline(&w.name, config.baseline.runs)?;
+            result.comparison = Some(baseline::compare(&config.baseline, &base, samples));
+        }
+        let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
+        let line = format!(
+            "{}: {}{}",
+            result.id,
+            result.verdict,
+            trend
+                .map(|t| format!("; baseline: {t}"))
+                .unwrap_or_default()
+        );
+        match result.verdict.kind {
+            crate::verdict::VerdictKind::Pass => tracing::info!(workload = %w.name, "{line}"),
+            _ => tracing::warn!(workload = %w.name, "{line}"),
+        }
+        std::fs::create_dir_all(&result.artifacts)
+            .with_context(|| format!("creating {}", result.artifacts.display()))?;
+        let verdict = serde_json::json!({
+            "id": result.id,
+            "workload": result.workload,
+            "target": result.target,
+            "verdict": result.verdict.to_string(),
+            "verdict_kind": result.verdict.kind,
+            "reasons": result.verdict.reasons,
+            "trend": trend,
+            "comparison": result.comparison,
+            "started_unix_ms": result.started_unix_ms,
+            "finished_unix_ms": result.finished_unix_ms,
+        });
+        let path = result.artifacts.join("verdict.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        self.history.insert(&RunRow::from(&*result))?;
+        for dir in self
+            .history
+            .prune(&w.name, config.retention_runs, config.retention_age)?
+        {
+            // Only ever delete inside the artifacts tree.
+            if dir.starts_with(&config.artifacts_dir) && dir.exists() {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("retention: removing {}: {e}", dir.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What runs now, for systemd's STATUS= line.
+    fn status_line(&self) -> String {
+        let progress = self.progress.lock().unwrap();
+        if progress.is_empty() {
+            return "idle; waiting for the next scheduled run".into();
+        }
+        let parts: Vec<String> = progress
+            .iter()
+            .map(|(w, p)| {
+                format!(
+                    "{w} ({}/{} done)",
+                    p.done.load(Ordering::Relaxed),
+                    p.total.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        format!("running {}", parts.join(", "))
+    }
+}

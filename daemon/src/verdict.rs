@@ -1,0 +1,199 @@
+//! A run's verdict: `pass`, `fail` (an SLO, the goodput floor or the error budget missed, and
+//! which) or `error` (the run could not be carried out: target down, trace unreadable,
+//! interrupted).
+
+use crate::config::Workload;
+use canary_core::RunSummary;
+use serde::{Deserialize, Serialize};
+
+/// The three outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// Every criterion met.
+    Pass,
+    /// The server answered, but not well enough.
+    Fail,
+    /// No judgement possible.
+    Error,
+}
+
+impl VerdictKind {
+    /// Every kind, in report order.
+    pub const ALL: [VerdictKind; 3] = [VerdictKind::Pass, VerdictKind::Fail, VerdictKind::Error];
+
+    /// `pass`, `fail` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Pass => "pass",
+            VerdictKind::Fail => "fail",
+            VerdictKind::Error => "error",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s output.
+    pub fn parse(s: &str) -> Option<VerdictKind> {
+        VerdictKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A verdict and the reasons for it (empty for `pass`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The outcome.
+    pub kind: VerdictKind,
+    /// Why: each missed criterion, or what made the run impossible.
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// The run could not be carried out.
+    pub fn error(reason: impl Into<String>) -> Verdict {
+        Verdict {
+            kind: VerdictKind::Error,
+            reasons: vec![reason.into()],
+        }
+    }
+
+    /// The verdict of a run that ended with `summary`, judged by the workload's criteria.
+    pub fn judge(w: &Workload, summary: &RunSummary, interrupted: bool) -> Verdict {
+        if interrupted {
+            return Verdict::error("interrupted");
+        }
+        if summary.requests == 0 {
+            return Verdict::error("no request was sent");
+        }
+        if summary.completed == 0 {
+            let kinds: Vec<String> = summary
+                .errors_by_kind
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            return Verdict::error(format!(
+                "target unusable: none of {} requests completed ({})",
+                summary.requests,
+                kinds.join(", ")
+            ));
+        }
+        let mut reasons = Vec::new();
+        if summary.error_rate > w.max_error_rate {
+            reasons.push(format!(
+                "error rate {:.3} above max_error_rate {}",
+                summary.error_rate, w.max_error_rate
+            ));
+        }
+        if let Some(g) = &summary.goodput {
+            if g.good_request_fraction < w.min_good_fraction {
+                let misses: Vec<String> = g
+                    .misses_by_metric
+                    .iter()
+                    .map(|(m, n)| format!("{m}: {n} missed"))
+                    .collect();
+                reasons.push(format!(
+                    "good-request fraction {:.3} below min_good_fraction {} ({})",
+                    g.good_request_fraction,
+                    w.min_good_fraction,
+                    misses.join(", ")
+                ));
+            }
+        }
+        Verdict {
+            kind: if reasons.is_empty() {
+                VerdictKind::Pass
+            } else {
+                VerdictKind::Fail
+            },
+            reasons,
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    /// `pass`, `fail: …; …` or `error: interrupted`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.as_str())?;
+        if !self.reasons.is_empty() {
+            write!(f, ": {}", self.reasons.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::{Aggregator, ErrorKind, RequestError, RequestRecord, Status};
+
+    fn workload() -> Workload {
+        let text = "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n\
+                    [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1m\"\n\
+                    slos = \"time_to_first_token:100\"\nmin_good_fraction = 0.9\n";
+        let c = crate::config::Config::parse(
+            text,
+            std::path::Path::new("c.toml"),
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        c.workloads[0].clone()
+    }
+
+    fn rec(ttft: Option<f64>) -> RequestRecord {
+        let mut r = RequestRecord {
+            ttft_ms: ttft,
+            e2e_ms: ttft.map(|t| t + 50.0),
+            ..Default::default()
+        };
+        if ttft.is_none() {
+            r.status = Status::Error;
+            r.error = Some(RequestError {
+                kind: ErrorKind::Timeout,
+                http_status: None,
+                message: String::new(),
+            });
+        }
+        r
+    }
+
+    fn judge(ttfts: &[Option<f64>], interrupted: bool) -> Verdict {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        for t in ttfts {
+            agg.add(&rec(*t), &[]);
+        }
+        Verdict::judge(&w, &agg.summary(), interrupted)
+    }
+
+    #[test]
+    fn pass_fail_and_error_say_why() {
+        assert_eq!(judge(&[Some(10.0); 20], false).to_string(), "pass");
+
+        let mut slow = vec![Some(10.0); 17];
+        slow.extend([Some(500.0); 3]);
+        let v = judge(&slow, false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        assert!(v.to_string().contains("good-request fraction 0.850"), "{v}");
+        assert!(
+            v.to_string().contains("time_to_first_token: 3 missed"),
+            "{v}"
+        );
+
+        let mut failing = vec![Some(10.0); 18];
+        failing.extend([None; 2]);
+        let v = judge(&failing, false);
+        assert!(v.to_string().contains("error rate 0.100"), "{v}");
+
+        let v = judge(&[None; 5], false);
+        assert_eq!(v.kind, VerdictKind::Error);
+        assert!(
+            v.to_string()
+                .contains("none of 5 requests completed (timeout: 5)"),
+            "{v}"
+        );
+
+        assert_eq!(
+            judge(&[Some(10.0); 3], true).to_string(),
+            "error: interrupted"
+        );
+        assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+}

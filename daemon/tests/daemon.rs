@@ -1,0 +1,626 @@
+//! `canaryd run` as a real process against a real `canaryd sim` process on loopback: verdicts,
+//! baselines and an induced regression, config reloads, SIGTERM mid-run, restarts, a stalled
+//! target, the embedded default and `check-config`. Every child is killed and reaped on every
+//! path (the guards below); nothing asserts on timing, the status API is polled with generous
+//! deadlines instead.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed and reaped when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Child {
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        let rc = unsafe { libc::kill(self.0.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    /// Waits for the process to exit on its own; its exit code.
+    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the process did not exit within {within:?}");
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on {port}");
+}
+
+/// `canaryd sim --profile fast` on a free port.
+fn sim() -> (Child, u16) {
+    let port = free_port();
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .args(["--block-size", "26"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port);
+    (child, port)
+}
+
+/// `canaryd run --config CONFIG` with its status endpoint on `status`; stderr to `log`.
+fn daemon(dir: &Path, config: &Path, status: u16, log: &str) -> Child {
+    daemon_with_env(dir, config, status, log, &[])
+}
+
+fn daemon_with_env(
+    dir: &Path,
+    config: &Path,
+    status: u16,
+    log: &str,
+    env: &[(&str, String)],
+) -> Child {
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(log)).unwrap())
+            .spawn()
+            .expect("canaryd run starts"),
+    );
+    wait_listening(status);
+    child
+}
+
+/// One HTTP/1.1 request; (status, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    // hyper answers with a content-length (no chunking) for these small bodies.
+    (status, body.to_string())
+}
+
+fn runs(port: u16) -> Vec<Value> {
+    let (status, body) = http(port, "GET", "/api/runs?limit=1000", "");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["runs"].as_array().unwrap().clone()
+}
+
+fn of<'a>(runs: &'a [Value], workload: &str) -> Vec<&'a Value> {
+    runs.iter().filter(|r| r["workload"] == workload).collect()
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn metrics(port: u16) -> String {
+    http(port, "GET", "/metrics", "").1
+}
+
+/// A config with `state_dir` in `dir`, a `sim` target on `sim_port`, the baseline settings
+/// the tests use, and `extra` appended (targets and workloads). The `fast` simulator answers
+/// in a few ms, so a loaded test host moves medians by whole milliseconds between healthy
+/// runs: shifts under 20 ms do not count here (the induced slowdown adds about 100 ms).
+fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\n\
+         [baseline]\nruns = 10\nmin_runs = 3\nmin_shift_ms = 20\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         {extra}",
+        dir.join("state").display()
+    );
+    let path = dir.join("canaryd.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A short workload: the first 40 rows of the bundled trace (12 s of trace) at 20x, lengths
+/// scaled by 1/20, every `every`.
+fn workload(name: &str, target: &str, every: &str, extra: &str) -> String {
+    format!(
+        "[workloads.{name}]\ntarget = \"{target}\"\ntrace = \"bundled\"\nmax_requests = 40\n\
+         speedup = 20\nscale_lengths = 0.05\nevery = \"{every}\"\n{extra}\n"
+    )
+}
+
+#[test]
+fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let mut extra = workload("steady", "sim", "2s", "");
+    extra += &workload(
+        "slo",
+        "sim",
+        "2s",
+        "slos = \"request_latency:50\"\nmin_good_fraction = 0.9",
+    );
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon.log");
+
+    // A baseline of three passing runs for `steady`, then a run compared with it.
+    eventually(
+        120,
+        "3 passing runs of `slo` and a compared run of `steady`",
+        || {
+            let all = runs(status);
+            let pass = of(&all, "slo")
+                .iter()
+                .filter(|r| r["verdict"] == "pass")
+                .count();
+            let compared = of(&all, "steady")
+                .iter()
+                .any(|r| r["trend"].is_string() && r["trend"] != "insufficient");
+            (pass >= 3 && compared).then_some(())
+        },
+    );
+    let healthy = runs(status);
+    let before = healthy.len();
+    let first = of(&healthy, "steady").last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eprintln!(
+        "trends before the slowdown: {:?}",
+        healthy
+            .iter()
+            .map(|r| (&r["workload"], &r["trend"]))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        of(&healthy, "steady")
+            .iter()
+            .all(|r| r["trend"] != "regressed"),
+        "no regression before the slowdown: {healthy:#?}"
+    );
+
+    // Slow the simulator down: every token now costs a decode step of 5 ms or more.
+    let (code, body) = http(
+        sim_port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"illustrative"}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+
+    let regressed = eventually(120, "a regressed run of `steady`", || {
+        runs(status)
+            .into_iter()
+            .find(|r| r["workload"] == "steady" && r["trend"] == "regressed")
+    });
+    let id = regressed["id"].as_str().unwrap();
+    let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+    assert_eq!(code, 200);
+    let run: Value = serde_json::from_str(&body).unwrap();
+    let e2e = &run["comparison"]["metrics"]["request_latency"];
+    assert_eq!(e2e["trend"], "regressed", "{run:#}");
+    assert!(e2e["shift_ratio"].as_f64().unwrap() > 1.0, "{e2e}");
+    assert!(e2e["p_value"].as_f64().unwrap() < 0.001, "{e2e}");
+    assert!(e2e["rank_biserial"].as_f64().unwrap() > 0.5, "{e2e}");
+    assert!(run["comparison"]["baseline_runs"].as_u64().unwrap() >= 3);
+    assert_eq!(run["summary"]["requests"], 40);
+
+    // The SLO workload fails, naming the SLO.
+    let failed = eventually(60, "a failed run of `slo`", || {
+        runs(status)
+            .into_iter()
+            .find(|r| r["workload"] == "slo" && r["verdict_kind"] == "fail")
+    });
+    let why = failed["verdict"].as_str().unwrap();
+    assert!(
+        why.contains("good-request fraction") && why.contains("request_latency"),
+        "{why}"
+    );
+    assert!(runs(status).len() > before);
+
+    // Both workloads use one target that does not allow concurrent runs: they took turns.
+    let all = runs(status);
+    let mut spans: Vec<(i64, i64)> = all
+        .iter()
+        .map(|r| {
+            let t = |k: &str| r[k].as_i64().unwrap();
+            (t("started_unix_ms"), t("finished_unix_ms"))
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "runs overlap: {w:?}");
+    }
+
+    // Artifacts of a run, and the daemon's metrics.
+    let art = dir.path().join("state/artifacts/steady").join(&first);
+    for f in [
+        "records.jsonl",
+        "summary.json",
+        "summary.csv",
+        "verdict.json",
+    ] {
+        assert!(art.join(f).exists(), "{} missing", art.join(f).display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(art.join("records.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        40
+    );
+    let m = metrics(status);
+    // The exposition parses cleanly with canaryd's own Prometheus parser.
+    let scrape = canary_telemetry::prometheus::parse(&m);
+    assert!(
+        scrape.errors.is_empty() && scrape.skipped_lines == 0,
+        "{:?}",
+        scrape.errors
+    );
+    let passes = scrape
+        .families
+        .iter()
+        .find(|f| f.name == "canaryd_runs_total")
+        .unwrap()
+        .samples
+        .iter()
+        .find(|s| {
+            s.labels.get("workload") == Some("steady") && s.labels.get("verdict") == Some("pass")
+        })
+        .unwrap()
+        .value;
+    assert!(passes >= 3.0, "{m}");
+    assert!(
+        m.contains("canaryd_runs_total{workload=\"slo\",verdict=\"fail\"}"),
+        "{m}"
+    );
+    assert!(m.contains("canaryd_last_run_latency_ms{workload=\"steady\",metric=\"time_to_first_token\",quantile=\"0.50\"}"), "{m}");
+    assert!(m.contains("canaryd_telemetry_source_up{workload=\"steady\",source=\"server_metrics\",state=\"available\"} 1"), "{m}");
+    assert_eq!(http(status, "GET", "/readyz", "").0, 200);
+    assert_eq!(http(status, "GET", "/api/runs/no-such-run", "").0, 404);
+}
+
+#[test]
+fn sighup_with_a_broken_config_keeps_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 3\n";
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let d = daemon(dir.path(), &config, status, "daemon.log");
+    eventually(60, "a first run", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        good.replace("every = \"1s\"", "every = \"1 fortnight\""),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    eventually(30, "the reload to be rejected", || {
+        metrics(status)
+            .contains("canaryd_config_reloads_total{result=\"rejected\"} 1")
+            .then_some(())
+    });
+    // The old config keeps running.
+    let n = runs(status).len();
+    eventually(60, "two more runs of the old config", || {
+        (runs(status).len() >= n + 2).then_some(())
+    });
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(log.contains("config rejected"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes in a log file: {log}"
+    );
+    assert!(
+        log.contains("canaryd.toml:") && log.contains("workloads.a.every"),
+        "{log}"
+    );
+
+    // A good config applies: a second workload appears.
+    std::fs::write(&config, format!("{good}{}", workload("b", "sim", "1s", ""))).unwrap();
+    d.signal(libc::SIGHUP);
+    eventually(60, "a run of the new workload", || {
+        (!of(&runs(status), "b").is_empty()).then_some(())
+    });
+    assert!(metrics(status).contains("canaryd_config_reloads_total{result=\"ok\"} 1"));
+
+    // Retention keeps 3 runs of `a`, in the history and on disk (plus one in flight).
+    let kept = of(&runs(status), "a").len();
+    assert!((1..=3).contains(&kept), "{kept} runs kept");
+    let dirs = std::fs::read_dir(dir.path().join("state/artifacts/a"))
+        .unwrap()
+        .count();
+    assert!(dirs <= 4, "{dirs} artifact folders kept");
+}
+
+#[test]
+fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    // 300 requests over 102 s of trace at 2x: still going when SIGTERM comes; due every
+    // second meanwhile, so overlapping schedules are skipped and counted.
+    let long = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+                scale_lengths = 0.05\nevery = \"1s\"\ngrace_period = \"2s\"\n";
+    let config = write_config(dir.path(), sim_port, long);
+    let status = free_port();
+    // systemd's side of Type=notify, with a 1 s watchdog (pings every 0.5 s).
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let env = [
+        ("NOTIFY_SOCKET", notify_path.display().to_string()),
+        ("WATCHDOG_USEC", "1000000".to_string()),
+    ];
+    let mut d = daemon_with_env(dir.path(), &config, status, "daemon.log", &env);
+    let artifacts = dir.path().join("state/artifacts/long");
+    let run_dir = eventually(60, "the run to send requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("records.jsonl")).ok()?;
+        (records.lines().count() >= 3).then_some(run)
+    });
+    eventually(30, "a skipped schedule", || {
+        metrics(status)
+            .contains("canaryd_skips_total{workload=\"long\"}")
+            .then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = notify.recv(&mut buf) {
+        messages.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    assert_eq!(
+        messages.first().map(String::as_str),
+        Some("READY=1"),
+        "{messages:?}"
+    );
+    for want in ["WATCHDOG=1", "STATUS=", "STOPPING=1"] {
+        assert!(
+            messages.iter().any(|m| m.starts_with(want)),
+            "{want} in {messages:?}"
+        );
+    }
+
+    // The partial run: every artifact written, the summary marked interrupted.
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["interrupted"], true);
+    assert!(summary["unsent"].as_u64().unwrap() > 0, "{summary}");
+    let verdict: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["verdict"], "error: interrupted");
+    assert!(run_dir.join("summary.csv").exists());
+    let records = std::fs::read_to_string(run_dir.join("records.jsonl")).unwrap();
+    assert_eq!(
+        records.lines().count() as u64,
+        summary["requests"].as_u64().unwrap()
+    );
+
+    // Restarted, the daemon still knows the interrupted run.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("every = \"1s\"", "every = \"1h\""),
+    )
+    .unwrap();
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let id = run_dir.file_name().unwrap().to_str().unwrap();
+    let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+    assert_eq!(code, 200, "{body}");
+    let run: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(run["verdict"], "error: interrupted");
+    assert_eq!(run["summary"]["interrupted"], true);
+    assert!(
+        metrics(status).contains("canaryd_last_run_verdict{workload=\"long\",verdict=\"error\"} 1")
+    );
+}
+
+#[test]
+fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    // The same simulator, but every response stalls a minute before its head: a hung server.
+    let stalled = format!(
+        "[targets.stalled]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         headers = {{ \"x-sim-fault\" = \"stall_first_ms=60000\" }}\nrequest_timeout = \"500ms\"\n\
+         allow_concurrent_runs = true\n"
+    );
+    let mut extra = stalled;
+    extra += &workload("hung", "stalled", "1s", "max_requests = 3");
+    extra = extra.replace("max_requests = 40\n", "");
+    extra += &workload("fine", "sim", "1s", "");
+    // And a trace that is not there: an error naming the file, every time it is due.
+    extra += "[workloads.gone]\ntarget = \"sim\"\ntrace = \"missing.jsonl\"\nevery = \"1s\"\n";
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    eventually(
+        90,
+        "two error runs of `hung` and two passing runs of `fine` after",
+        || {
+            let all = runs(status);
+            let hung: Vec<_> = of(&all, "hung")
+                .into_iter()
+                .filter(|r| r["verdict_kind"] == "error")
+                .collect();
+            let first_error = hung
+                .iter()
+                .filter_map(|r| r["finished_unix_ms"].as_i64())
+                .min()?;
+            let fine_after = of(&all, "fine")
+                .iter()
+                .filter(|r| {
+                    r["verdict"] == "pass" && r["started_unix_ms"].as_i64() > Some(first_error)
+                })
+                .count();
+            (hung.len() >= 2 && fine_after >= 2).then_some(())
+        },
+    );
+    let all = runs(status);
+    let hung = of(&all, "hung")[0];
+    let why = hung["verdict"].as_str().unwrap();
+    assert!(
+        why.contains("none of 3 requests completed") && why.contains("timeout"),
+        "{why}"
+    );
+    assert!(
+        hung["trend"].is_null(),
+        "error runs are not compared with the baseline"
+    );
+    let gone = of(&all, "gone");
+    assert!(gone.len() >= 2, "{gone:?}");
+    let why = gone[0]["verdict"].as_str().unwrap();
+    assert!(
+        why.starts_with("error: loading the trace") && why.contains("missing.jsonl"),
+        "{why}"
+    );
+    let verdict = Path::new(gone[0]["artifacts"].as_str().unwrap()).join("verdict.json");
+    assert!(verdict.exists(), "an error run still leaves its verdict");
+}
+
+#[test]
+fn check_config_validates_the_example_and_names_errors() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/canaryd.example.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .arg("check-config")
+        .arg(&example)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("2 workload(s)") && text.contains("chat-peak"),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let example_text = std::fs::read_to_string(&example).unwrap();
+    std::fs::write(&bad, example_text.replace("speedup = 2", "speedup = -2")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = example_text
+        .lines()
+        .position(|l| l.starts_with("speedup = 2"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("bad.toml:{line}: workloads.chat-peak.speedup")),
+        "{err}"
+    );
+    assert!(err.contains("expected a positive number"), "{err}");
+}
+
+#[test]
+fn the_embedded_default_runs_the_simulator_with_no_config() {
+    if Path::new("/etc/canaryd/canaryd.toml").exists() {
+        eprintln!("SKIPPED: /etc/canaryd/canaryd.toml exists, so the embedded default is not used");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let status = free_port();
+    let mut d = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["run", "--status-listen", &format!("127.0.0.1:{status}")])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .stdout(std::fs::File::create(dir.path().join("out.txt")).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(status);
+    eventually(60, "the demo workload to run", || {
+        metrics(status)
+            .contains("canaryd_running{workload=\"demo\"} 1")
+            .then_some(())
+    });
+    assert_eq!(http(status, "GET", "/readyz", "").0, 200);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let out = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+    assert!(
+        out.contains("embedded default") && out.contains(&format!("127.0.0.1:{status}/api/runs")),
+        "{out}"
+    );
+    let demo = dir.path().join("canaryd-data/artifacts/demo");
+    let run = std::fs::read_dir(&demo)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(run.join("verdict.json").exists() && run.join("summary.json").exists());
+    assert!(dir.path().join("canaryd-data/history.sqlite").exists());
+}
