@@ -216,6 +216,7 @@ impl RunContext {
             dcgm_url: tel.dcgm_url.clone(),
             dcgm_interval: tel.scrape_interval,
             server_pid: t.server_pid,
+            ebpf: tel.ebpf,
         }
     }
 
