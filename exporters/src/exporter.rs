@@ -324,7 +324,6 @@ impl OtlpExporter {
             instruments: self.instruments.clone(),
             scope: self.scope.clone(),
             sample_ratio: self.sample_ratio,
-            health: self.health.clone(),
         }
     }
 
@@ -429,7 +428,6 @@ pub struct RunObserver {
     instruments: Arc<Instruments>,
     scope: InstrumentationScope,
     sample_ratio: f64,
-    health: Arc<Health>,
 }
 
 impl RunObserver {
@@ -453,10 +451,9 @@ impl Observer for RunObserver {
         if !keep {
             return;
         }
-        match span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
-            Some(span) => q.push(span),
-            // Not sent (stopped first) or ids the replay did not make: nothing to show.
-            None => self.health.dropped(Signal::Traces, 0, None),
+        // None: never sent (the run stopped first), so there is no span to show.
+        if let Some(span) = span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
+            q.push(span);
         }
     }
 
