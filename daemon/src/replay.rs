@@ -320,6 +320,8 @@ pub async fn replay(
     if requests.is_empty() {
         bail!("the selected window of the trace holds no request");
     }
+    // Bad OTLP settings stop the run before anything is sent.
+    let exporter = shape.export.start()?;
     let schedule = Schedule::new(requests, shape.speedup);
     let mut config = canary_replay::Config::new(target);
     config.speedup = shape.speedup;
@@ -355,7 +357,6 @@ pub async fn replay(
         loaded.trace.path.display(),
         shape.speedup
     );
-    let exporter = shape.export.start()?;
     let workload = shape.export.workload.clone().unwrap_or_else(|| {
         let stem = loaded.trace.path.file_stem();
         stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
