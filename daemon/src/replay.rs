@@ -365,6 +365,7 @@ pub async fn replay(
     labels.goodput = config.goodput.clone();
     labels.run_id = Some(config.run_id.to_string());
     if let Some(e) = &exporter {
+        config.trace_sample_ratio = e.sample_ratio();
         config.observer = Some(Arc::new(e.run_observer(labels.clone())));
     }
     let progress = Arc::new(canary_replay::Progress::default());

@@ -5,12 +5,11 @@ use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
-use crate::spans::{sampled, span_for, SpanQueue};
+use crate::spans::{span_for, SpanQueue};
 use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
 use canary_replay::{Observer, RunOutcome, SectionsFuture};
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
-use opentelemetry::trace::TraceId;
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{
     LogExporter, MetricExporter, RetryPolicy, SpanExporter, WithExportConfig, WithHttpConfig,
@@ -308,6 +307,12 @@ impl OtlpExporter {
         })
     }
 
+    /// The span sampling ratio: set it as the replay's `trace_sample_ratio` so the
+    /// `traceparent` flag agrees with what is exported.
+    pub fn sample_ratio(&self) -> f64 {
+        self.sample_ratio
+    }
+
     /// The resource every signal carries.
     pub fn resource(&self) -> &Resource {
         &self.resource
@@ -445,10 +450,8 @@ impl Observer for RunObserver {
         self.instruments
             .record_request(rec, &self.labels, &self.base);
         let Some(q) = &self.spans else { return };
-        let keep = TraceId::from_hex(&rec.trace_id)
-            .map(|id| sampled(id, self.sample_ratio))
-            .unwrap_or(false);
-        if !keep {
+        // The same rule the replay used for the traceparent's sampled flag.
+        if !canary_replay::trace_sampled(&rec.trace_id, self.sample_ratio) {
             return;
         }
         // None: never sent (the run stopped first), so there is no span to show.

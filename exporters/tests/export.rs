@@ -122,6 +122,7 @@ async fn replay(
     config.speedup = 20.0;
     config.goodput = labels.goodput.clone();
     config.observer = Some(Arc::new(exporter.run_observer(labels.clone())));
+    config.trace_sample_ratio = exporter.sample_ratio();
     let outcome = canary_replay::run(
         config,
         schedule,
@@ -360,4 +361,49 @@ async fn a_collector_that_is_down_never_stops_the_replay_and_drops_are_exported_
         1.0
     );
     assert_eq!(receiver.logs().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampled_spans_are_exactly_those_the_server_was_told_to_sample() {
+    let sim = sim().await;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        sample_ratio: 0.5,
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (_, _) = replay(&sim, &exporter, dir.path()).await;
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let exported: std::collections::HashSet<String> =
+        receiver.spans().iter().map(|s| hex(&s.span_id)).collect();
+    let truth = sim.truth();
+    let recs = records(dir.path());
+    for r in &recs {
+        let flag = if exported.contains(&r.span_id) {
+            "01"
+        } else {
+            "00"
+        };
+        let tp = format!("00-{}-{}-{flag}", r.trace_id, r.span_id);
+        assert!(
+            truth
+                .iter()
+                .any(|t| t.traceparent.as_deref() == Some(tp.as_str())),
+            "the simulator never saw {tp}"
+        );
+    }
+    // 20 ids at 0.5: both outcomes occur (all alike has probability 2^-19).
+    assert!(
+        !exported.is_empty() && exported.len() < recs.len(),
+        "{}",
+        exported.len()
+    );
+    // Metrics are not sampled.
+    let ms = receiver.last_metrics();
+    assert_eq!(counter_total(metric(&ms, "canary.requests"), &[]), 20.0);
 }
