@@ -299,3 +299,43 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         empty.join("\n")
     );
 }
+
+#[test]
+fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
+    let all = dashboards();
+    assert!(all.len() >= 2);
+    for (path, d) in &all {
+        let name = path.file_name().unwrap().to_string_lossy();
+        let vars: Vec<&str> = d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(vars, ["workload", "target", "host"], "{name}");
+        let mut ids = std::collections::HashSet::new();
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap();
+            assert!(
+                ids.insert(p["id"].as_u64().unwrap()),
+                "{name}: duplicate panel id"
+            );
+            assert!(
+                p["description"].as_str().is_some_and(|s| !s.is_empty()),
+                "{name} / {title}: no description"
+            );
+            for t in p["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                // The process-wide drop counter has no workload; everything else has all three.
+                let needed: &[&str] = if expr.contains("canary_exporter_dropped") {
+                    &["$host"]
+                } else {
+                    &["$workload", "$target", "$host"]
+                };
+                for v in needed {
+                    assert!(expr.contains(v), "{name} / {title}: {expr} ignores {v}");
+                }
+            }
+        }
+    }
+}
