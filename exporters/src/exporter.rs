@@ -1,13 +1,15 @@
-//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs) and the
-//! per-run [`RunObserver`] that feeds them.
+//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs), started once,
+//! fed by a [`RunObserver`] per run, flushed with a deadline.
 
 use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
+use crate::counting::{CountingLogExporter, CountingMetricExporter};
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
-use crate::spans::{span_for, SpanQueue};
-use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
-use canary_replay::{Observer, RunOutcome, SectionsFuture};
+use crate::observer::RunObserver;
+use crate::spans::SpanQueue;
+use canary_core::{RunSummary, WallAnchor};
+use canary_replay::RunOutcome;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry::{InstrumentationScope, KeyValue};
@@ -17,7 +19,6 @@ use opentelemetry_otlp::{
 use opentelemetry_sdk::logs::{
     BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
 };
-use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
@@ -68,63 +69,6 @@ impl ExportReport {
             && self.metric_exports_failed == 0
             && self.logs_dropped == 0
             && self.flushed_in_time
-    }
-}
-
-/// Counts failed metric exports and reports the first one; otherwise the OTLP exporter.
-struct CountingMetricExporter {
-    inner: MetricExporter,
-    health: Arc<Health>,
-}
-
-impl PushMetricExporter for CountingMetricExporter {
-    async fn export(
-        &self,
-        metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let r = self.inner.export(metrics).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Metrics, 1),
-            Err(e) => self.health.dropped(Signal::Metrics, 1, Some(e)),
-        }
-        r
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.force_flush()
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn temporality(&self) -> Temporality {
-        self.inner.temporality()
-    }
-}
-
-/// Counts log events exported and lost.
-#[derive(Debug)]
-struct CountingLogExporter {
-    inner: LogExporter,
-    health: Arc<Health>,
-}
-
-impl opentelemetry_sdk::logs::LogExporter for CountingLogExporter {
-    async fn export(
-        &self,
-        batch: opentelemetry_sdk::logs::LogBatch<'_>,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let n = batch.iter().count() as u64;
-        let r = self.inner.export(batch).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Logs, n),
-            Err(e) => self.health.dropped(Signal::Logs, n, Some(e)),
-        }
-        r
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
     }
 }
 
@@ -421,51 +365,5 @@ impl OtlpExporter {
             );
         }
         report
-    }
-}
-
-/// Feeds one run's records to an [`OtlpExporter`]; implements the replay's [`Observer`].
-pub struct RunObserver {
-    labels: RunLabels,
-    base: Vec<KeyValue>,
-    anchor: WallAnchor,
-    spans: Option<Arc<SpanQueue>>,
-    instruments: Arc<Instruments>,
-    scope: InstrumentationScope,
-    sample_ratio: f64,
-}
-
-impl RunObserver {
-    /// The run's labels.
-    pub fn labels(&self) -> &RunLabels {
-        &self.labels
-    }
-}
-
-impl Observer for RunObserver {
-    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
-        if rec.warmup {
-            return;
-        }
-        self.instruments
-            .record_request(rec, &self.labels, &self.base);
-        let Some(q) = &self.spans else { return };
-        // The same rule the replay used for the traceparent's sampled flag.
-        if !canary_replay::trace_sampled(&rec.trace_id, self.sample_ratio) {
-            return;
-        }
-        // None: never sent (the run stopped first), so there is no span to show.
-        if let Some(span) = span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
-            q.push(span);
-        }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
     }
 }

@@ -27,12 +27,15 @@
 #![deny(missing_docs)]
 
 mod config;
+mod counting;
 mod exporter;
 mod health;
 mod labels;
 mod metrics;
+mod observer;
 mod spans;
 
 pub use config::{parse_headers, ratio, redact_url, Config, ConfigError, Signal};
-pub use exporter::{ExportError, ExportReport, OtlpExporter, RunObserver};
+pub use exporter::{ExportError, ExportReport, OtlpExporter};
 pub use labels::{attr, RunLabels};
+pub use observer::RunObserver;
