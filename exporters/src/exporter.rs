@@ -121,10 +121,13 @@ impl OtlpExporter {
             .iter()
             .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        if !config.resource.iter().any(|(k, _)| k == "host.name") {
-            attrs.push(KeyValue::new("host.name", host_name()));
+        if !config.resource.iter().any(|(k, _)| k == attr::HOST_NAME) {
+            attrs.push(KeyValue::new(attr::HOST_NAME, host_name()));
         }
-        attrs.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        attrs.push(KeyValue::new(
+            attr::SERVICE_VERSION,
+            env!("CARGO_PKG_VERSION"),
+        ));
         let resource = Resource::builder()
             .with_service_name(config.service_name.clone())
             .with_attributes(attrs)
@@ -300,11 +303,11 @@ impl OtlpExporter {
                 .into(),
             ));
             r.add_attribute(attr::WORKLOAD, labels.workload.clone());
-            r.add_attribute("gen_ai.operation.name", labels.operation.clone());
-            r.add_attribute("gen_ai.provider.name", labels.provider.clone());
-            r.add_attribute("gen_ai.request.model", labels.model.clone());
-            r.add_attribute("server.address", labels.server_address.clone());
-            r.add_attribute("server.port", labels.server_port as i64);
+            r.add_attribute(attr::GEN_AI_OPERATION_NAME, labels.operation.clone());
+            r.add_attribute(attr::GEN_AI_PROVIDER_NAME, labels.provider.clone());
+            r.add_attribute(attr::GEN_AI_REQUEST_MODEL, labels.model.clone());
+            r.add_attribute(attr::SERVER_ADDRESS, labels.server_address.clone());
+            r.add_attribute(attr::SERVER_PORT, labels.server_port as i64);
             r.add_attribute(attr::VERDICT, verdict.to_string());
             if let Some(id) = &labels.run_id {
                 r.add_attribute("canary.run.id", id.clone());

@@ -49,7 +49,7 @@ pub(crate) fn span_for(
     let end = wall(anchor, t0, rec.ended_at_ms.max(rec.sent_at_ms));
     let mut a = labels.attributes();
     a.push(KeyValue::new(
-        "gen_ai.request.max_tokens",
+        attr::GEN_AI_REQUEST_MAX_TOKENS,
         rec.output_tokens as i64,
     ));
     a.push(KeyValue::new("canary.request.index", rec.id as i64));
@@ -60,10 +60,10 @@ pub(crate) fn span_for(
     a.push(KeyValue::new("canary.turn", rec.turn as i64));
     if let Some(u) = &rec.usage {
         if let Some(n) = u.prompt_tokens {
-            a.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+            a.push(KeyValue::new(attr::GEN_AI_USAGE_INPUT_TOKENS, n as i64));
         }
         if let Some(n) = u.completion_tokens {
-            a.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+            a.push(KeyValue::new(attr::GEN_AI_USAGE_OUTPUT_TOKENS, n as i64));
         }
         if let Some(n) = u.cached_tokens {
             a.push(KeyValue::new("canary.usage.cached_tokens", n as i64));
@@ -95,9 +95,9 @@ pub(crate) fn span_for(
     }
     let status = match &rec.error {
         Some(e) => {
-            a.push(KeyValue::new("error.type", e.kind.as_str()));
+            a.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
             if let Some(code) = e.http_status {
-                a.push(KeyValue::new("http.response.status_code", code as i64));
+                a.push(KeyValue::new(attr::HTTP_RESPONSE_STATUS_CODE, code as i64));
             }
             Status::error(e.kind.as_str())
         }
