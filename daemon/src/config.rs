@@ -208,9 +208,6 @@ impl Config {
                 _ => {}
             }
         }
-        if self.telemetry.ebpf {
-            out.push("telemetry.ebpf: kernel socket timing is not built yet; ignored".into());
-        }
         out
     }
 
@@ -435,7 +432,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             gpu_interval: t.gpu_interval.map_or(Duration::from_millis(500), |d| d.0),
             dcgm_url: t.dcgm_url,
             scrape_interval: t.scrape_interval.map_or(Duration::from_secs(1), |d| d.0),
-            ebpf: t.ebpf.unwrap_or(false),
+            ebpf: t.ebpf.unwrap_or(true),
         },
         baseline,
         targets,
