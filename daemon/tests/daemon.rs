@@ -164,12 +164,31 @@ fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
          [telemetry]\nnvml = false\n\
          [baseline]\nruns = 10\nmin_runs = 3\nmin_shift_ms = 20\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         api_key_file = \"key.txt\"\n\
          {extra}",
         dir.join("state").display()
     );
+    std::fs::write(dir.join("key.txt"), format!("{SECRET}\n")).unwrap();
     let path = dir.join("canaryd.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// The `sim` target's API key: it must never reach logs, artifacts, the history or the API.
+const SECRET: &str = "sk-canary-SECRET-0451";
+
+/// Every file under `dir` but the key file itself, with its bytes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if path.file_name() != Some("key.txt".as_ref()) {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out
 }
 
 /// A short workload: the first 40 rows of the bundled trace (12 s of trace) at 20x, lengths
@@ -475,6 +494,19 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     assert!(
         metrics(status).contains("canaryd_last_run_verdict{workload=\"long\",verdict=\"error\"} 1")
     );
+
+    // The API key went out with every request but stayed out of everything canaryd wrote.
+    let files = files_under(dir.path());
+    assert!(files.len() > 5, "{files:?}");
+    for (path, bytes) in files {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(SECRET),
+            "{} leaks the API key",
+            path.display()
+        );
+    }
+    assert!(!http(status, "GET", "/api/runs", "").1.contains(SECRET));
 }
 
 #[test]
