@@ -75,6 +75,10 @@ pub struct RequestRecord {
     pub kernel: Option<KernelTiming>,
     /// W3C trace id sent in `traceparent`.
     pub trace_id: String,
+    /// Parent id sent in `traceparent`: the id of canaryd's client span for this request, so
+    /// the server's own spans hang under it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub span_id: String,
     /// Inter-chunk gaps in ms, only when the run asks for them (`--record-chunks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_gaps_ms: Option<Vec<f64>>,

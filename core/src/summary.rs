@@ -30,7 +30,7 @@ pub struct Aggregator {
 }
 
 /// Metric names (aiperf's where they exist) and their units.
-const METRICS: [(&str, &str); 14] = [
+const METRICS: [(&str, &str); 15] = [
     ("time_to_first_token", "ms"),
     ("time_to_second_token", "ms"),
     ("time_to_first_output_token", "ms"),
@@ -45,6 +45,9 @@ const METRICS: [(&str, &str); 14] = [
     ("schedule_lag", "ms"),
     ("schedule_hold", "ms"),
     ("dispatch_lag", "ms"),
+    // Client TTFT minus the prompt time the server reported for the same request (llama.cpp's
+    // `timings.prompt_ms`): network, queueing and client overhead, exact per request.
+    ("ttft_minus_server_prompt_time", "ms"),
 ];
 
 impl Aggregator {
@@ -106,6 +109,10 @@ impl Aggregator {
         self.record("request_latency", r.e2e_ms);
         self.record("time_to_first_byte", r.ttfb_ms);
         self.record("output_token_throughput_per_user", r.output_tokens_per_s);
+        let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
+        if let (Some(ttft), Some(prompt)) = (r.ttft_ms, server_prompt_ms) {
+            self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+        }
         let usage = r.usage.clone().unwrap_or_default();
         let isl = usage
             .prompt_tokens
@@ -348,5 +355,26 @@ mod tests {
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());
+    }
+
+    #[test]
+    fn ttft_gap_to_the_server_prompt_time_only_where_the_server_reported_it() {
+        let mut agg = Aggregator::new(Goodput::default());
+        let mut with_timings = ok(0, 0.0, 40.0, 100.0, 5);
+        with_timings.server_timings = Some(crate::record::ServerTimings {
+            prompt_ms: Some(31.5),
+            ..Default::default()
+        });
+        agg.add(&with_timings, &[]);
+        agg.add(&ok(1, 0.0, 70.0, 100.0, 5), &[]);
+        let s = agg.summary();
+        let gap = &s.metrics["ttft_minus_server_prompt_time"];
+        assert_eq!(gap.count, 1);
+        assert!((gap.avg - 8.5).abs() < 0.01, "{gap:?}");
+        let without = Aggregator::new(Goodput::default());
+        assert!(!without
+            .summary()
+            .metrics
+            .contains_key("ttft_minus_server_prompt_time"));
     }
 }

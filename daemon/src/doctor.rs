@@ -58,6 +58,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     }
     checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
+    checks.push(("ebpf", crate::kernel::probe()));
     checks.push((
         "tokenizer",
         match canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k) {

@@ -40,6 +40,8 @@ pub struct TelemetryConfig {
     pub dcgm_interval: Duration,
     /// The inference server's PID, for per-process GPU utilization.
     pub server_pid: Option<u32>,
+    /// Kernel socket timing through eBPF (needs CAP_BPF and CAP_PERFMON).
+    pub ebpf: bool,
 }
 
 impl Default for TelemetryConfig {
@@ -53,6 +55,7 @@ impl Default for TelemetryConfig {
             dcgm_url: None,
             dcgm_interval: Duration::from_secs(1),
             server_pid: None,
+            ebpf: true,
         }
     }
 }
@@ -70,8 +73,24 @@ pub async fn observed_run(
     progress: Arc<Progress>,
 ) -> Result<RunOutcome> {
     let stop_sources = CancellationToken::new();
-    let observer = Arc::new(TelemetryObserver::start(telemetry, &stop_sources));
-    let mut observers: Vec<Arc<dyn Observer>> = vec![observer];
+    let mut observer = TelemetryObserver::start(telemetry, &stop_sources);
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    let ebpf = if !telemetry.ebpf {
+        SourceState::Disabled
+    } else {
+        match crate::kernel::KernelObserver::start() {
+            Ok(k) => {
+                observers.push(Arc::new(k));
+                SourceState::available("socket timing joined by cookie")
+            }
+            Err(e) => {
+                tracing::warn!("kernel socket timing off: {e}");
+                SourceState::unavailable(e.to_string())
+            }
+        }
+    };
+    observer.sources.insert("ebpf", ebpf);
+    observers.insert(0, Arc::new(observer));
     observers.extend(config.observer.take());
     config.observer = Some(Arc::new(Observers(observers)));
     let outcome = canary_replay::run(config, schedule, prompts, info, shutdown, progress).await;

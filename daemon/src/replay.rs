@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
 use canary_replay::{
     ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule,
-    Selection, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
+    Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
 };
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
@@ -67,6 +67,10 @@ pub struct ShapeArgs {
     /// Cap output lengths; capped rows are counted.
     #[arg(long)]
     pub max_output_tokens: Option<u32>,
+    /// Replay only shard I of N (`0/4`): every session lands on exactly one shard, the same on
+    /// every machine, so N processes together replay the trace once.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -128,6 +132,8 @@ pub struct ShapeArgs {
     pub json: bool,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    #[command(flatten)]
+    pub export: crate::otlp::ExportArgs,
 }
 
 /// Telemetry sources joined to the run.
@@ -157,6 +163,9 @@ pub struct TelemetryArgs {
     /// The inference server's PID, for its per-process GPU utilization.
     #[arg(long)]
     pub server_pid: Option<u32>,
+    /// Do not time sockets in the kernel (eBPF).
+    #[arg(long)]
+    pub no_ebpf: bool,
 }
 
 impl TelemetryArgs {
@@ -177,6 +186,7 @@ impl TelemetryArgs {
             dcgm_url: self.dcgm_url.clone(),
             dcgm_interval: self.server_metrics_interval,
             server_pid: self.server_pid,
+            ebpf: !self.no_ebpf,
         }
     }
 }
@@ -213,6 +223,7 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
         scale_lengths: shape.scale_lengths,
         max_input_tokens: shape.max_input_tokens,
         max_output_tokens: shape.max_output_tokens,
+        shard: shape.shard,
     };
     let load_report = serde_json::to_value(&trace.report)?;
     for w in &trace.report.warnings {
@@ -344,6 +355,17 @@ pub async fn replay(
         loaded.trace.path.display(),
         shape.speedup
     );
+    let exporter = shape.export.start()?;
+    let workload = shape.export.workload.clone().unwrap_or_else(|| {
+        let stem = loaded.trace.path.file_stem();
+        stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut labels = canary_exporters::RunLabels::for_target(&config.target, &workload);
+    labels.goodput = config.goodput.clone();
+    labels.run_id = Some(config.run_id.to_string());
+    if let Some(e) = &exporter {
+        config.observer = Some(Arc::new(e.run_observer(labels.clone())));
+    }
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
     let telemetry = shape.telemetry.config(&config.target);
@@ -353,6 +375,9 @@ pub async fn replay(
     .await;
     display.finish();
     let outcome = outcome?;
+    if let Some(e) = exporter {
+        crate::otlp::finish(e, labels, &outcome, shape.export.otlp_flush_timeout).await;
+    }
     if shape.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {

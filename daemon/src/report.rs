@@ -100,6 +100,10 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
         ("schedule_lag", "schedule lag (ms)"),
         ("dispatch_lag", "  of which dispatch (ms)"),
         ("schedule_hold", "  of which held (ms)"),
+        (
+            "ttft_minus_server_prompt_time",
+            "TTFT - server prompt time (ms)",
+        ),
     ];
     for (key, label) in rows {
         if let Some(st) = s.metrics.get(key) {

@@ -352,3 +352,189 @@ fn doctor_says_what_is_available_and_why_not() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
 }
+
+#[test]
+fn shards_of_one_replay_add_up_to_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let url = format!("http://127.0.0.1:{port}");
+    let bad = replay_arxiv(dir.path(), &url, &["--shard", "2/2"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("0 <= i < n"), "{}", text(&bad));
+    let mut total = 0;
+    for shard in ["0/2", "1/2"] {
+        let out = replay_arxiv(dir.path(), &url, &["--speedup", "50", "--shard", shard]);
+        assert!(out.status.success(), "{}", text(&out));
+        let s = summary(dir.path());
+        total += s["requests"].as_u64().unwrap();
+        assert_eq!(s["errors"], 0, "{s}");
+    }
+    assert_eq!(total, 20, "the two shards replay the 20-row trace once");
+}
+
+/// A minimal OTLP/HTTP endpoint on loopback: answers every POST with an empty protobuf
+/// success and keeps each request's head (the exporters' own tests decode bodies).
+struct OtlpSink {
+    port: u16,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl OtlpSink {
+    fn start() -> OtlpSink {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let h = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    let mut w = stream.try_clone().unwrap();
+                    let mut r = BufReader::new(stream);
+                    loop {
+                        let mut head = String::new();
+                        let mut len = 0usize;
+                        loop {
+                            let mut line = String::new();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if let Some(v) =
+                                line.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            head.push_str(&line);
+                        }
+                        let mut body = vec![0; len];
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        h.lock().unwrap().push(head);
+                        let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+                    }
+                });
+            }
+        });
+        OtlpSink { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+/// Every file under `dir`, as (path, contents).
+fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push((
+                p.clone(),
+                String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn otlp_export_sends_header_secrets_but_never_logs_or_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let sink = OtlpSink::start();
+    let out = replay_arxiv(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}"),
+        &[
+            "--speedup",
+            "20",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{}", sink.port),
+            "--otlp-header",
+            "authorization=Bearer OTLP-SECRET-42",
+            "--workload",
+            "arxiv",
+        ],
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let heads = sink.heads();
+    for signal in ["/v1/traces", "/v1/metrics", "/v1/logs"] {
+        let h: Vec<_> = heads
+            .iter()
+            .filter(|h| h.starts_with(&format!("POST {signal} ")))
+            .collect();
+        assert!(!h.is_empty(), "no {signal} export: {heads:?}");
+        assert!(
+            h.iter()
+                .all(|h| h.contains("authorization: Bearer OTLP-SECRET-42")),
+            "{h:?}"
+        );
+    }
+    assert!(!all.contains("OTLP-SECRET-42"), "{all}");
+    for (path, body) in files_under(dir.path()) {
+        assert!(
+            !body.contains("OTLP-SECRET-42"),
+            "{} leaks the OTLP header",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn otlp_collector_down_is_reported_once_and_the_replay_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _sim = SimProcess::start(port);
+    let dead = free_port();
+    let out = replay_arxiv(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}"),
+        &[
+            "--speedup",
+            "20",
+            "--otlp-endpoint",
+            &format!("http://user:OTLP-SECRET-43@127.0.0.1:{dead}"),
+            "--otlp-header",
+            "x-api-key=OTLP-SECRET-44",
+            "--otlp-metrics-interval",
+            "100ms",
+        ],
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert_eq!(summary(dir.path())["requests"], 20);
+    let records = std::fs::read_to_string(dir.path().join("out/records.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 20);
+    // Many metric exports failed during the run; each signal says so once.
+    for signal in ["traces", "metrics", "logs"] {
+        let n = all
+            .matches(&format!(
+                "OTLP {signal} export to http://127.0.0.1:{dead}/v1/{signal} failed"
+            ))
+            .count();
+        assert_eq!(n, 1, "{signal}: {all}");
+    }
+    assert!(
+        all.contains("OTLP export lost data: 20 spans dropped"),
+        "{all}"
+    );
+    assert!(!all.contains("OTLP-SECRET-4"), "{all}");
+    for (path, body) in files_under(dir.path()) {
+        assert!(
+            !body.contains("OTLP-SECRET-4"),
+            "{} leaks a secret",
+            path.display()
+        );
+    }
+}

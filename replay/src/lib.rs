@@ -42,6 +42,6 @@ pub use sse::{SseEvent, SseParser};
 pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError};
 pub use tls::{client_config, TlsError};
 pub use trace::{
-    analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Trace,
-    TraceAnalysis, TraceError, TraceFormat,
+    analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
+    Trace, TraceAnalysis, TraceError, TraceFormat,
 };

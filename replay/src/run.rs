@@ -61,6 +61,13 @@ pub trait Observer: Send + Sync {
     /// run's start on the monotonic clock (record times are milliseconds after it).
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
 
+    /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
+    /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
+    /// one; the default ignores the gaps.
+    fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
+        self.annotate(record, t0);
+    }
+
     /// Called once after the last request finished, with the client-side statistics, before
     /// `summary.json` is written: the returned `(key, value)` sections are added to it (and
     /// to [`RunOutcome::sections`]).
@@ -87,6 +94,12 @@ impl Observer for Observers {
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime) {
         for o in &self.0 {
             o.annotate(record, t0);
+        }
+    }
+
+    fn annotate_chunks(&self, record: &mut RequestRecord, chunk_gaps_ms: &[f64], t0: MonoTime) {
+        for o in &self.0 {
+            o.annotate_chunks(record, chunk_gaps_ms, t0);
         }
     }
 
@@ -231,7 +244,7 @@ pub async fn run(
         std::thread::spawn(move || {
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
-                    o.annotate(&mut rec, MonoTime(t0_shared.load(Ordering::Relaxed)));
+                    o.annotate_chunks(&mut rec, &gaps, MonoTime(t0_shared.load(Ordering::Relaxed)));
                 }
                 writer.record(&rec, &gaps);
             }
@@ -407,6 +420,7 @@ async fn send_one(
         input_tokens: req.input_tokens,
         output_tokens: req.output_tokens,
         trace_id: trace.trace_id.clone(),
+        span_id: trace.span_id.clone(),
         ..Default::default()
     };
 

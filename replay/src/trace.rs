@@ -48,7 +48,7 @@ use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use error::{TraceError, TraceErrorKind};
-pub use select::{Selection, SelectionReport};
+pub use select::{Selection, SelectionReport, Shard};
 
 use read::{Lines, Rows};
 

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use canary_replay::trace::{
-    self, FailedPolicy, LoadOptions, Selection, Trace, TraceError, TraceErrorKind, TraceFormat,
+    self, FailedPolicy, LoadOptions, Selection, Shard, Trace, TraceError, TraceErrorKind,
+    TraceFormat,
 };
 
 macro_rules! trace_file {
@@ -830,4 +831,47 @@ fn byte_order_mark_and_crlf() {
     assert_eq!(parse("bom.csv", text).requests[0].input_tokens, 472);
     let text = "\u{feff}{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\r\n";
     assert_eq!(parse("bom.jsonl", text).requests[0].timestamp_us, 1000);
+}
+
+#[test]
+fn shards_split_the_real_trace_without_overlap_and_keep_sessions_whole() {
+    // The 20-row arXiv slice has no sessions: it exercises the by-line split.
+    for file in [
+        trace_file!("mooncake_conversation_first2000.jsonl"),
+        trace_file!("mooncake_arxiv_first20.jsonl"),
+    ] {
+        let t = load(file);
+        let total = t.requests.len();
+        let mut lines = std::collections::HashMap::new();
+        let mut session_shard = std::collections::HashMap::new();
+        let n = 4;
+        for index in 0..n {
+            let shard = Shard { index, count: n };
+            let sel = Selection {
+                shard: Some(shard),
+                ..Selection::default()
+            };
+            let (part, rep) = t.clone().select(&sel).unwrap();
+            assert_eq!(rep.requests_out + rep.dropped_other_shards, total as u64);
+            for r in &part.requests {
+                assert!(
+                    lines.insert(r.line, index).is_none(),
+                    "line {} twice",
+                    r.line
+                );
+                if let Some(s) = r.session {
+                    assert_eq!(
+                        *session_shard.entry(s).or_insert(index),
+                        index,
+                        "session {s}"
+                    );
+                }
+            }
+        }
+        assert_eq!(lines.len(), total, "{file}: every request in some shard");
+        let sizes: Vec<usize> = (0..n)
+            .map(|i| lines.values().filter(|&&s| s == i).count())
+            .collect();
+        assert!(sizes.iter().all(|&k| k > 0), "{file}: {sizes:?}");
+    }
 }

@@ -1,7 +1,7 @@
 //! Windowing, request limits and length transforms applied to a loaded trace.
 //!
 //! In order: the time window (`[first + start_offset, first + end_offset)` in trace time), the
-//! session rule (a later turn whose session's first turn was dropped is dropped too: it would
+//! shard (`--shard i/n`: every session lands on exactly one of `n` shards), the session rule (a later turn whose session's first turn was dropped is dropped too: it would
 //! wait forever for a turn that is never sent), `max_requests`, `scale_lengths`, then the
 //! `max_input_tokens` / `max_output_tokens` caps. Indices are reassigned 0-based.
 //!
@@ -10,6 +10,8 @@
 //! `((n-1)·bs', n·bs']`, so the ids are unchanged and the block rule still holds.
 
 use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use canary_core::TraceRequest;
@@ -33,6 +35,67 @@ pub struct Selection {
     pub max_input_tokens: Option<u32>,
     /// Cap output lengths (after scaling).
     pub max_output_tokens: Option<u32>,
+    /// Keep only this shard's part of the trace.
+    pub shard: Option<Shard>,
+}
+
+/// One of `count` disjoint parts of a trace, for one big replay spread over several machines.
+/// Deterministic by session: every turn of a session lands on the same shard, on every machine
+/// and every run; requests without a session are split by their trace line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based, below `count`.
+    pub index: u32,
+    /// At least 1.
+    pub count: u32,
+}
+
+impl Shard {
+    /// Whether `r` belongs to this shard.
+    pub fn owns(&self, r: &TraceRequest) -> bool {
+        let key = match r.session {
+            Some(s) => s,
+            None => u64::from(r.line) | 1 << 63,
+        };
+        // A fixed mixer, not std's hasher: the split must not change between builds or hosts.
+        splitmix64(key) % u64::from(self.count) == u64::from(self.index)
+    }
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    /// `i/n`, with `0 <= i < n`.
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("expected `i/n` (e.g. `0/4`), found `{s}`"))?;
+        let num = |x: &str, what: &str| {
+            x.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("expected `i/n` with whole numbers, found {what} `{x}`"))
+        };
+        let (index, count) = (num(i, "index")?, num(n, "count")?);
+        if count == 0 || index >= count {
+            return Err(format!(
+                "expected 0 <= i < n in `i/n`, found {index}/{count}"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 /// What [`Trace::select`] dropped or changed.
@@ -44,6 +107,8 @@ pub struct SelectionReport {
     pub requests_out: u64,
     /// Requests outside `[start_offset, end_offset)`.
     pub dropped_outside_window: u64,
+    /// Requests that belong to other shards.
+    pub dropped_other_shards: u64,
     /// Later turns dropped because their session's first turn was dropped.
     pub dropped_orphan_turns: u64,
     /// Requests dropped by `max_requests`.
@@ -106,6 +171,10 @@ impl Trace {
                 report.dropped_outside_window += 1;
                 return false;
             }
+            if sel.shard.is_some_and(|sh| !sh.owns(r)) {
+                report.dropped_other_shards += 1;
+                return false;
+            }
             if kept >= limit {
                 report.dropped_over_limit += 1;
                 return false;
@@ -155,8 +224,12 @@ impl Trace {
 
 fn describe_drops(r: &SelectionReport) -> String {
     format!(
-        "of {} requests, {} outside the window, {} orphan turns, {} over the limit",
-        r.requests_in, r.dropped_outside_window, r.dropped_orphan_turns, r.dropped_over_limit
+        "of {} requests, {} outside the window, {} in other shards, {} orphan turns, {} over the limit",
+        r.requests_in,
+        r.dropped_outside_window,
+        r.dropped_other_shards,
+        r.dropped_orphan_turns,
+        r.dropped_over_limit
     )
 }
 
@@ -225,6 +298,37 @@ mod tests {
                         );
                         assert!(r.output_tokens >= 1);
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shard_parses_and_rejects_with_a_reason() {
+        assert_eq!("1/4".parse(), Ok(Shard { index: 1, count: 4 }));
+        assert_eq!("1/4".parse::<Shard>().unwrap().to_string(), "1/4");
+        for bad in ["4/4", "0/0", "1", "a/2", "1/-2"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_session_lands_on_exactly_one_shard() {
+        let mut r = request(10, 1, 16);
+        for n in [1u32, 2, 3, 7] {
+            for session in 0..500u64 {
+                r.session = Some(session);
+                for turn in 0..3 {
+                    r.turn = turn;
+                    r.line = session as u32 * 3 + turn + 1;
+                    let owners: Vec<u32> = (0..n)
+                        .filter(|&i| Shard { index: i, count: n }.owns(&r))
+                        .collect();
+                    assert_eq!(
+                        owners.len(),
+                        1,
+                        "session {session} in {n} shards: {owners:?}"
+                    );
                 }
             }
         }

@@ -1,0 +1,211 @@
+//! Kernel socket timing (eBPF) joined to every record of a run, and its `doctor` probe.
+//!
+//! The tracer follows the TCP connections this process opens. A drain thread empties its ring
+//! buffer every few milliseconds into a [`SocketLog`]; when a record is annotated, the events
+//! still in flight are drained first, then the record's socket cookie and time window pick its
+//! events and the TTFT parts are computed ([`SocketLog::timing`]). A record the kernel saw
+//! nothing of keeps `kernel` absent.
+
+use canary_core::{Distribution, MonoTime, RequestRecord, RunSummary};
+use canary_ebpf::{RequestSpan, SocketLog, Tracer, Unavailable};
+use canary_replay::{Observer, SectionsFuture};
+use canary_telemetry::SourceState;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often the drain thread empties the ring buffer: at 100k events/s that is 1,000
+/// events a pass, far inside its 4 MiB.
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
+/// A closed socket's events are kept this long for a record still to be annotated.
+const KEEP_CLOSED: Duration = Duration::from_secs(30);
+/// An idle socket's baseline is kept this long (pooled keep-alive connections).
+const KEEP_IDLE: Duration = Duration::from_secs(900);
+
+/// Joins kernel socket events to records.
+pub struct KernelObserver {
+    shared: Arc<Shared>,
+    drainer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stop: AtomicBool,
+}
+
+struct State {
+    tracer: Tracer,
+    log: SocketLog,
+    events: u64,
+    last_expiry: MonoTime,
+    joined: u64,
+    unseen: u64,
+    request_write: Distribution,
+    server_wait: Distribution,
+    remainder: Distribution,
+    client_overhead: Distribution,
+    chunk_delay_p99: Distribution,
+}
+
+impl State {
+    fn drain(&mut self) {
+        let log = &mut self.log;
+        self.events += self.tracer.drain(|e| log.push(e)) as u64;
+        let now = MonoTime::now();
+        if now.since(self.last_expiry) > Duration::from_secs(1) {
+            self.last_expiry = now;
+            let before = |d: Duration| now.as_nanos().saturating_sub(d.as_nanos() as u64);
+            self.log.expire_closed(before(KEEP_CLOSED));
+            self.log.expire(before(KEEP_IDLE));
+        }
+    }
+}
+
+impl KernelObserver {
+    /// Loads the programs for this process and starts draining their events.
+    pub fn start() -> Result<KernelObserver, Unavailable> {
+        let tracer = Tracer::start(std::process::id())?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                tracer,
+                log: SocketLog::default(),
+                events: 0,
+                last_expiry: MonoTime::now(),
+                joined: 0,
+                unseen: 0,
+                request_write: Distribution::new(),
+                server_wait: Distribution::new(),
+                remainder: Distribution::new(),
+                client_overhead: Distribution::new(),
+                chunk_delay_p99: Distribution::new(),
+            }),
+            stop: AtomicBool::new(false),
+        });
+        let drainer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ebpf-drain".into())
+                .spawn(move || {
+                    while !shared.stop.load(Ordering::Relaxed) {
+                        shared.state.lock().expect("kernel state").drain();
+                        std::thread::sleep(DRAIN_EVERY);
+                    }
+                })
+                .map_err(|e| Unavailable::Load(format!("drain thread: {e}")))?
+        };
+        Ok(KernelObserver {
+            shared,
+            drainer: Some(drainer),
+        })
+    }
+}
+
+impl Drop for KernelObserver {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.drainer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A record time (ms after `t0`) back on the monotonic clock, in ns.
+fn ns(t0: MonoTime, ms: f64) -> u64 {
+    t0.as_nanos() + (ms.max(0.0) * 1e6).round() as u64
+}
+
+/// The client's side of a record, as the join needs it.
+fn span(rec: &RequestRecord, cookie: u64, gaps_ms: &[f64], t0: MonoTime) -> RequestSpan {
+    let sent_ms = rec.sent_at_ms;
+    let first_ms = rec.ttft_ms.map(|t| sent_ms + t);
+    let mut chunk_reads_ns = Vec::new();
+    if let Some(mut at) = first_ms {
+        chunk_reads_ns.push(ns(t0, at));
+        for g in gaps_ms {
+            at += g;
+            chunk_reads_ns.push(ns(t0, at));
+        }
+    }
+    RequestSpan {
+        cookie,
+        sent_ns: ns(t0, sent_ms),
+        end_ns: ns(t0, rec.ended_at_ms.max(sent_ms)),
+        first_token_ns: first_ms.map(|m| ns(t0, m)),
+        chunk_reads_ns,
+        new_connection: rec.connect_ms.is_some(),
+    }
+}
+
+impl Observer for KernelObserver {
+    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
+        self.annotate_chunks(rec, &[], t0);
+    }
+
+    fn annotate_chunks(&self, rec: &mut RequestRecord, gaps_ms: &[f64], t0: MonoTime) {
+        let Some(cookie) = rec.socket_cookie else {
+            return;
+        };
+        let span = span(rec, cookie, gaps_ms, t0);
+        let mut guard = self.shared.state.lock().expect("kernel state");
+        let s = &mut *guard;
+        // The kernel queued this request's events before canaryd could see its bytes: they
+        // are in the ring buffer by now.
+        s.drain();
+        rec.kernel = s.log.timing(&span);
+        s.log.release(cookie, span.end_ns);
+        let Some(k) = &rec.kernel else {
+            s.unseen += 1;
+            return;
+        };
+        s.joined += 1;
+        if rec.warmup {
+            return;
+        }
+        let k = k.clone();
+        for (d, v) in [
+            (&mut s.request_write, k.request_write_ms),
+            (&mut s.server_wait, k.server_wait_ms),
+            (&mut s.remainder, k.remainder_ms),
+            (&mut s.client_overhead, k.client_overhead_ms),
+            (&mut s.chunk_delay_p99, k.chunk_delay_p99_ms),
+        ] {
+            if let Some(v) = v {
+                d.record(v);
+            }
+        }
+    }
+
+    fn finish<'a>(&'a self, _: MonoTime, _: MonoTime, _: &'a RunSummary) -> SectionsFuture<'a> {
+        Box::pin(async move {
+            let mut s = self.shared.state.lock().expect("kernel state");
+            s.drain();
+            let stats = |d: &Distribution| d.stats_in("ms");
+            vec![(
+                "kernel".to_string(),
+                json!({
+                    "events": s.events,
+                    "events_lost": s.tracer.lost(),
+                    "requests_joined": s.joined,
+                    "requests_unseen": s.unseen,
+                    "request_write": stats(&s.request_write),
+                    "server_wait": stats(&s.server_wait),
+                    "remainder": stats(&s.remainder),
+                    "client_overhead": stats(&s.client_overhead),
+                    "chunk_delay_p99": stats(&s.chunk_delay_p99),
+                }),
+            )]
+        })
+    }
+}
+
+/// For `canaryd doctor`: whether the socket programs load and attach here, and why not.
+pub fn probe() -> SourceState {
+    match Tracer::start(std::process::id()) {
+        Ok(_) => SourceState::available(
+            "tp_btf socket programs load and attach (inet_sock_set_state, sock_send_length, \
+             sk_data_ready, tcp_destroy_sock)",
+        ),
+        Err(e) => SourceState::unavailable(e.to_string()),
+    }
+}

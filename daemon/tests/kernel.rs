@@ -1,0 +1,335 @@
+//! Kernel socket timing (eBPF) joined to a real replay against `canaryd sim`, checked against
+//! the simulator's own ground truth on the same monotonic clock; and what happens without the
+//! privileges to load it. CI runs as root, so the programs really load; elsewhere these tests
+//! skip with one message saying why.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const CANARYD: &str = env!("CARGO_BIN_EXE_canaryd");
+
+fn shared(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(rel)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
+        .unwrap_or(false)
+}
+
+/// `None` (and one message) when the test cannot run here.
+fn skip_unless(test: &str, need_root: bool) -> Option<()> {
+    if let Err(reason) = canary_ebpf::built() {
+        eprintln!("SKIP {test}: {reason}");
+        return None;
+    }
+    if need_root && !is_root() {
+        eprintln!("SKIP {test}: loading eBPF programs needs root (CI runs as root)");
+        return None;
+    }
+    Some(())
+}
+
+/// `canaryd sim` as a child process with a ground-truth log, killed on drop.
+struct Sim {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Sim {
+    fn start(dir: &Path) -> Sim {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let truth = dir.join("truth.jsonl");
+        let sim = Sim {
+            child: Command::new(CANARYD)
+                .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+                .arg("--truth-log")
+                .arg(&truth)
+                .env("RUST_LOG", "warn")
+                .spawn()
+                .expect("canaryd sim starts"),
+            port,
+        };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return sim;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("canaryd sim did not listen on {port}");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[wrapper...] canaryd replay` of the 20-row Mooncake arXiv trace into `DIR/out`.
+fn replay(dir: &Path, wrapper: &[&str], url: &str, extra: &[&str]) -> Output {
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(CANARYD);
+            c
+        }
+        None => Command::new(CANARYD),
+    };
+    cmd.args(["replay", "--trace", trace.to_str().unwrap(), "--url", url])
+        .args([
+            "--model",
+            "canary-sim",
+            "--output-dir",
+            "out",
+            "--speedup",
+            "20",
+        ])
+        .args(extra)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("canaryd runs")
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/summary.json")).unwrap()).unwrap()
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing: {v}"))
+}
+
+#[test]
+fn kernel_timing_splits_ttft_and_agrees_with_the_simulators_truth() {
+    let Some(()) = skip_unless("kernel_timing_splits_ttft…", true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(dir.path());
+    let out = replay(dir.path(), &[], &sim.url(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    drop(sim); // flushes the truth log
+    let summary = summary(dir.path());
+    assert_eq!(summary["telemetry_sources"]["ebpf"]["state"], "available");
+    assert_eq!(summary["kernel"]["requests_joined"], 20, "{summary}");
+    assert_eq!(summary["kernel"]["events_lost"], 0);
+    let t0 = summary["t0_monotonic_ns"].as_u64().unwrap() as f64;
+    let run_id = summary["run"]["run_id"].as_str().unwrap().to_string();
+    let truth: std::collections::HashMap<String, serde_json::Value> =
+        json_lines(&dir.path().join("truth.jsonl"))
+            .into_iter()
+            .filter_map(|t| Some((t["request_id"].as_str()?.to_string(), t)))
+            .collect();
+    let records = json_lines(&dir.path().join("out/records.jsonl"));
+    assert_eq!(records.len(), 20);
+    for r in &records {
+        let k = &r["kernel"];
+        assert!(k.is_object(), "every request was seen by the kernel: {r}");
+        let ttft = f(r, "ttft_ms");
+        let (rw, sw, rem, co) = (
+            f(k, "request_write_ms"),
+            f(k, "server_wait_ms"),
+            f(k, "remainder_ms"),
+            f(k, "client_overhead_ms"),
+        );
+        assert!(rw >= 0.0 && sw >= 0.0 && rem >= 0.0 && co >= 0.0, "{k}");
+        assert!(sw <= ttft, "{r}");
+        // The parts tile TTFT; the slack is the µs rounding of the record's ms fields.
+        assert!((rw + sw + rem + co - ttft).abs() < 0.01, "{r}");
+        // The prompt is one word per token, each at least " w": the body alone is larger.
+        let input = r["input_tokens"].as_u64().unwrap();
+        assert!(k["bytes_sent"].as_u64().unwrap() > 2 * input, "{r}");
+        assert!(k["bytes_received"].as_u64().unwrap() > 0, "{r}");
+        assert!(
+            k["srtt_us"].is_number() && k["retransmits"].is_number(),
+            "{k}"
+        );
+        assert_eq!(
+            k["connect_ms"].is_number(),
+            r["connect_ms"].is_number(),
+            "{r}"
+        );
+        assert!(k["chunk_delay_p99_ms"].as_f64().unwrap() >= f(k, "chunk_delay_p50_ms"));
+
+        // Against the simulator's truth, on the same clock. Strict causality only: the first
+        // response bytes reached canaryd's kernel after the sim had the whole request, and the
+        // first token's bytes after the sim had written its response head.
+        let tr = &truth[&format!("{run_id}-{}", r["id"])];
+        let sent = t0 + f(r, "sent_at_ms") * 1e6;
+        let first_in = sent + (rw + sw) * 1e6;
+        let first_token_in = first_in + rem * 1e6;
+        let slack = 2_000.0; // ns: ms fields carry µs rounding
+        assert!(first_in + slack > f(tr, "body_received_ns"), "{r}\n{tr}");
+        assert!(first_token_in + slack > f(tr, "first_byte_ns"), "{r}\n{tr}");
+    }
+}
+
+#[test]
+fn a_stall_before_the_first_byte_is_server_wait_not_client_overhead() {
+    let Some(()) = skip_unless("a_stall_before_the_first_byte…", true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(dir.path());
+    let out = replay(
+        dir.path(),
+        &[],
+        &sim.url(),
+        &[
+            "--max-requests",
+            "4",
+            "-H",
+            "x-sim-fault: stall_first_ms=300",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    for r in json_lines(&dir.path().join("out/records.jsonl")) {
+        let k = &r["kernel"];
+        // The sim sleeps 300 ms after reading the request, before its head.
+        assert!(f(k, "server_wait_ms") >= 300.0, "{r}");
+        assert!(f(k, "client_overhead_ms") < 100.0, "{r}");
+        assert!(f(&r, "ttft_ms") >= 300.0, "{r}");
+    }
+}
+
+#[test]
+fn without_privileges_kernel_timing_is_off_once_and_the_replay_goes_on() {
+    let Some(()) = skip_unless("without_privileges…", false) else {
+        return;
+    };
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIP without_privileges…: setpriv (util-linux) is not installed");
+        return;
+    }
+    // No capabilities at all, for this process and whatever it executes, even as root.
+    let drop_all = [
+        "setpriv",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(dir.path());
+    let out = replay(dir.path(), &drop_all, &sim.url(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let log = text(&out);
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("kernel socket timing off"))
+        .count();
+    assert_eq!(warnings, 1, "reported once: {log}");
+    assert!(log.contains("CAP_BPF"), "says what is missing: {log}");
+    let s = summary(dir.path());
+    assert_eq!(s["errors"], 0);
+    assert_eq!(s["telemetry_sources"]["ebpf"]["state"], "unavailable");
+    assert!(s.get("kernel").is_none(), "{s}");
+    for r in json_lines(&dir.path().join("out/records.jsonl")) {
+        assert!(r.get("kernel").is_none(), "absent, not zero: {r}");
+    }
+    // `--no-ebpf` turns it off without a warning.
+    let quiet = replay(dir.path(), &drop_all, &sim.url(), &["--no-ebpf"]);
+    assert!(quiet.status.success(), "{}", text(&quiet));
+    assert!(
+        !text(&quiet).contains("kernel socket timing"),
+        "{}",
+        text(&quiet)
+    );
+    assert_eq!(
+        summary(dir.path())["telemetry_sources"]["ebpf"]["state"],
+        "disabled"
+    );
+
+    // doctor says the same, and why.
+    let mut doctor = Command::new(drop_all[0]);
+    doctor
+        .args(&drop_all[1..])
+        .arg(CANARYD)
+        .args(["doctor", "--json"]);
+    let report: serde_json::Value =
+        serde_json::from_slice(&doctor.output().expect("doctor runs").stdout).unwrap();
+    assert_eq!(report["ebpf"]["state"], "unavailable", "{report}");
+    assert!(
+        report["ebpf"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("CAP_PERFMON"),
+        "{report}"
+    );
+    if is_root() {
+        let out = Command::new(CANARYD)
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["ebpf"]["state"], "available", "{report}");
+        minimal_capabilities_suffice();
+    }
+}
+
+/// What the README tells a systemd unit to grant: an unprivileged user with only CAP_BPF and
+/// CAP_PERFMON (as ambient capabilities) loads the programs.
+fn minimal_capabilities_suffice() {
+    use std::os::unix::fs::PermissionsExt;
+    // A copy the unprivileged user can execute (the build directory is root's).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("canaryd");
+    std::fs::copy(CANARYD, &bin).unwrap();
+    let doctor = |caps: &str| -> serde_json::Value {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .arg("--")
+            .arg(&bin)
+            .args(["doctor", "--json"])
+            .current_dir(dir.path())
+            .output()
+            .expect("setpriv runs");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    };
+    let with = doctor("+bpf,+perfmon");
+    assert_eq!(with["ebpf"]["state"], "available", "{with}");
+    let without_perfmon = doctor("+bpf");
+    assert_eq!(
+        without_perfmon["ebpf"]["state"], "unavailable",
+        "{without_perfmon}"
+    );
+}

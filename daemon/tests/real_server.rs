@@ -1,0 +1,268 @@
+//! The real-server tier: canaryd against llama.cpp's `llama-server` running SmolLM2-135M on this
+//! CPU, with a slice of the real Mooncake conversation trace.
+//!
+//! Ignored in the fast tier; `scripts/test.sh` prepares the server, model and tokenizer with
+//! `scripts/real-server.sh` and then runs `cargo test -p canaryd --test real_server -- --ignored`.
+//! Reasoning and TTFO cannot be tested here: SmolLM2-135M emits no `reasoning_content`.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use canary_telemetry::prometheus::parse as parse_metrics;
+use serde_json::Value;
+
+const REQUESTS: usize = 24;
+const SCALE: f64 = 0.0625;
+const TRACE: &str = "traces/mooncake_conversation_first2000.jsonl";
+
+fn env_path(var: &str) -> PathBuf {
+    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: run this tier through scripts/test.sh (scripts/real-server.sh sets it)")
+    });
+    assert!(p.exists(), "{var}={} does not exist", p.display());
+    p
+}
+
+fn shared(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(rel)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `llama-server` as a child process, killed and reaped on drop.
+struct LlamaServer {
+    child: Child,
+    port: u16,
+}
+
+impl LlamaServer {
+    fn start(log: &Path) -> LlamaServer {
+        let port = free_port();
+        let log = std::fs::File::create(log).unwrap();
+        let server = LlamaServer {
+            child: Command::new(env_path("CANARYD_LLAMA_SERVER"))
+                .arg("-m")
+                .arg(env_path("CANARYD_LLAMA_MODEL"))
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args(["-c", "8192", "-t", "2", "--metrics", "--alias", "smollm2"])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("llama-server starts"),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if http_get(port, "/health").is_some_and(|(status, _)| status == 200) {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("llama-server did not become healthy on port {port}");
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP/1.0 GET on loopback: (status, body).
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let status = raw.split_whitespace().nth(1)?.parse().ok()?;
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// One counter from the server's `/metrics`.
+fn counter(port: u16, name: &str) -> f64 {
+    let (status, body) = http_get(port, "/metrics").expect("/metrics answers");
+    assert_eq!(status, 200, "{body}");
+    parse_metrics(&body)
+        .sum(name)
+        .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{body}"))
+}
+
+/// The first-block hash id of each of the trace's first `n` rows.
+fn trace_hash_ids(n: usize) -> Vec<Vec<u64>> {
+    std::fs::read_to_string(shared(TRACE))
+        .unwrap()
+        .lines()
+        .take(n)
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["hash_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h.as_u64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "real-server tier: run by scripts/test.sh after scripts/real-server.sh"]
+fn mooncake_slice_against_llama_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = LlamaServer::start(&dir.path().join("llama-server.log"));
+    let port = server.port;
+    let prompt_before = counter(port, "llamacpp:prompt_tokens_total");
+    let predicted_before = counter(port, "llamacpp:tokens_predicted_total");
+
+    let trace = shared(TRACE);
+    let tokenizer = env_path("CANARYD_LLAMA_TOKENIZER");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+        .args(["--model", "smollm2", "--endpoint-type", "completions"])
+        .args(["--max-requests", &REQUESTS.to_string()])
+        .args(["--scale-lengths", &SCALE.to_string()])
+        .args(["--max-input-tokens", "1500", "--max-output-tokens", "48"])
+        .args(["--speedup", "4", "--extra-inputs", r#"{"ignore_eos":true}"#])
+        .args(["--tokenizer", tokenizer.to_str().unwrap()])
+        .args([
+            "--use-server-token-count",
+            "--server-metrics-interval",
+            "500ms",
+        ])
+        .args(["--output-dir", "out", "--json"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("canaryd runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let records: Vec<Value> = std::fs::read_to_string(dir.path().join("out/records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+
+    // Every request completes.
+    assert_eq!(records.len(), REQUESTS, "{text}");
+    assert_eq!(summary["errors"], 0, "{summary}");
+
+    let hash_ids = trace_hash_ids(2000);
+    let mut seen_blocks = HashSet::new();
+    let (mut repeated, mut repeated_hits) = (0, 0);
+    let (mut prompt_processed, mut predicted) = (0.0, 0.0);
+    let mut gaps = Vec::new();
+    for r in &records {
+        assert_eq!(r["status"], "ok", "{r}");
+        let usage = &r["usage"];
+        let timings = &r["server_timings"];
+        // With ignore_eos the server generates exactly what was asked.
+        assert_eq!(usage["completion_tokens"], r["output_tokens"], "{r}");
+        // The prompt was sized with the model's own tokenizer; the server may add a BOS token.
+        let asked = r["prompt_tokens_synthesized"]
+            .as_u64()
+            .unwrap_or_else(|| r["input_tokens"].as_u64().unwrap());
+        let got = usage["prompt_tokens"].as_u64().unwrap();
+        assert!(
+            got.abs_diff(asked) <= 1,
+            "asked {asked}, server counted {got}: {r}"
+        );
+
+        // Prefix reuse where the trace repeats a block the server has already seen.
+        let line = r["trace_line"].as_u64().unwrap() as usize;
+        let ids = &hash_ids[line - 1];
+        let cache_n = timings["cache_n"].as_u64().unwrap();
+        assert_eq!(usage["cached_tokens"].as_u64().unwrap_or(cache_n), cache_n);
+        if seen_blocks.contains(&ids[0]) {
+            repeated += 1;
+            repeated_hits += (cache_n > 0) as u32;
+        }
+        seen_blocks.extend(ids.iter().copied());
+
+        // The client cannot see the first token before the server finished the prompt.
+        let ttft = r["ttft_ms"].as_f64().unwrap();
+        let prompt_ms = timings["prompt_ms"].as_f64().unwrap();
+        assert!(
+            ttft >= prompt_ms,
+            "TTFT {ttft} ms < server prompt_ms {prompt_ms}: {r}"
+        );
+        gaps.push(ttft - prompt_ms);
+        prompt_processed += timings["prompt_n"].as_f64().unwrap();
+        predicted += usage["completion_tokens"].as_f64().unwrap();
+
+        // eBPF, when this host allows it: the kernel's server wait spans the server's prompt time.
+        if let Some(wait) = r["kernel"]["server_wait_ms"].as_f64() {
+            assert!(
+                wait >= prompt_ms && wait <= ttft,
+                "server_wait {wait} ms: {r}"
+            );
+        }
+    }
+    assert!(
+        repeated > 0 && repeated_hits > 0,
+        "{repeated_hits} of {repeated} requests that repeat a prefix hit the server's cache"
+    );
+
+    // The gap is reported, per request, in the summary.
+    let gap = &summary["ttft_minus_server_prompt_time"];
+    assert_eq!(
+        gap["count"].as_u64().unwrap() as usize,
+        REQUESTS,
+        "{summary}"
+    );
+    assert!(gap["min"].as_f64().unwrap() >= 0.0, "{gap}");
+
+    // Telemetry: llama.cpp's colon-named counters advance by exactly what the records account
+    // for, both in canaryd's own scrape summary and in a direct before/after reading.
+    let srv = &summary["server"];
+    assert_eq!(srv["engine"], "llama_cpp", "{srv}");
+    assert_eq!(
+        srv["generation_tokens"].as_f64().unwrap(),
+        predicted,
+        "{srv}"
+    );
+    assert_eq!(
+        srv["prompt_tokens"].as_f64().unwrap(),
+        prompt_processed,
+        "{srv}"
+    );
+    assert_eq!(
+        counter(port, "llamacpp:tokens_predicted_total") - predicted_before,
+        predicted
+    );
+    assert_eq!(
+        counter(port, "llamacpp:prompt_tokens_total") - prompt_before,
+        prompt_processed
+    );
+
+    gaps.sort_by(f64::total_cmp);
+    eprintln!(
+        "real-server: {REQUESTS} requests, {repeated_hits}/{repeated} repeated prefixes hit the cache, \
+         TTFT - prompt_ms min {:.2} / median {:.2} / max {:.2} ms, {} cached tokens",
+        gaps[0],
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() - 1],
+        summary["total_cached_tokens"]
+    );
+}

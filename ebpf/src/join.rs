@@ -1,0 +1,315 @@
+//! Socket events kept per connection, and the join of one request to them.
+//!
+//! With HTTP/1.1 and one request per connection at a time, a request *is* its socket between
+//! the moment canaryd sent it and the moment it ended. Inside that window the kernel saw:
+//!
+//! ```text
+//! sent ──request_write──▶ last send ──server_wait──▶ first bytes in ──remainder──▶
+//!      first-token bytes in ──client_overhead──▶ canaryd saw the first token (TTFT)
+//! ```
+//!
+//! `remainder` is what the server took between its first bytes and the first token's (the
+//! time after an early response head: prefill, when the head is flushed first). The four parts
+//! tile TTFT exactly when every boundary was seen; a boundary the kernel did not see leaves its
+//! parts absent.
+
+use crate::abi::{tcp_state, EventKind, SocketEvent};
+use canary_core::KernelTiming;
+use std::collections::HashMap;
+
+/// What the client measured of one request, on the monotonic clock (ns).
+#[derive(Debug, Clone, Default)]
+pub struct RequestSpan {
+    /// The connection's socket cookie.
+    pub cookie: u64,
+    /// Request handed to the connection.
+    pub sent_ns: u64,
+    /// Response complete (or failed).
+    pub end_ns: u64,
+    /// canaryd saw the first token.
+    pub first_token_ns: Option<u64>,
+    /// canaryd saw each token-bearing chunk (the first included), in order.
+    pub chunk_reads_ns: Vec<u64>,
+    /// The request opened its connection (so the connect belongs to it).
+    pub new_connection: bool,
+}
+
+/// Events per socket cookie, in time order.
+#[derive(Debug, Default)]
+pub struct SocketLog {
+    sockets: HashMap<u64, Vec<SocketEvent>>,
+}
+
+impl SocketLog {
+    /// Adds one event.
+    pub fn push(&mut self, e: SocketEvent) {
+        let events = self.sockets.entry(e.cookie).or_default();
+        // Events come from every CPU through one ring buffer, timestamped just before they
+        // were queued, so they are nearly but not strictly in order.
+        let at = events.partition_point(|x| x.ts_ns <= e.ts_ns);
+        events.insert(at, e);
+    }
+
+    /// Sockets with events held.
+    pub fn sockets(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Forgets a socket's events up to `ns`, keeping the last one as the baseline its next
+    /// request's byte and retransmit counts start from.
+    pub fn release(&mut self, cookie: u64, ns: u64) {
+        if let Some(events) = self.sockets.get_mut(&cookie) {
+            let upto = events.partition_point(|x| x.ts_ns <= ns);
+            if upto > 1 {
+                events.drain(..upto - 1);
+            }
+        }
+    }
+
+    /// Forgets sockets whose newest event is older than `ns` (idle, or never joined).
+    pub fn expire(&mut self, ns: u64) {
+        self.sockets
+            .retain(|_, events| events.last().is_some_and(|e| e.ts_ns >= ns));
+    }
+
+    /// Forgets closed sockets whose close is older than `ns`.
+    pub fn expire_closed(&mut self, ns: u64) {
+        self.sockets.retain(|_, events| {
+            events
+                .last()
+                .is_none_or(|e| e.kind() != Some(EventKind::Close) || e.ts_ns >= ns)
+        });
+    }
+
+    /// The kernel's view of one request, `None` when the kernel saw nothing of it (a socket
+    /// opened before tracing started, say).
+    pub fn timing(&self, span: &RequestSpan) -> Option<KernelTiming> {
+        let events = self.sockets.get(&span.cookie)?;
+        let is = |e: &SocketEvent, k: EventKind| e.kind() == Some(k);
+        let start = events.partition_point(|e| e.ts_ns < span.sent_ns);
+        let stop = events.partition_point(|e| e.ts_ns <= span.end_ns);
+        let window = &events[start..stop];
+        if window.is_empty() {
+            return None;
+        }
+        // Counters are cumulative per socket: the request's share starts from the last event
+        // before it (0 on a new connection).
+        let (base_rx, base_retrans) = events[..start]
+            .last()
+            .map_or((0, 0), |e| (payload_received(events, e), e.total_retrans));
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut t = KernelTiming::default();
+
+        let sends: Vec<&SocketEvent> = window.iter().filter(|e| is(e, EventKind::Send)).collect();
+        if !sends.is_empty() {
+            t.bytes_sent = Some(sends.iter().map(|e| u64::from(e.bytes)).sum());
+        }
+        let data: Vec<&SocketEvent> = window.iter().filter(|e| is(e, EventKind::Data)).collect();
+        if let Some(last) = data.last() {
+            t.bytes_received = Some(payload_received(events, last).saturating_sub(base_rx));
+        }
+        let first_in = data.first();
+        // The request's last byte handed to TCP before the response began.
+        let last_send = sends
+            .iter()
+            .rev()
+            .find(|s| first_in.is_none_or(|d| s.ts_ns <= d.ts_ns));
+        if let Some(s) = last_send {
+            t.request_write_ms = Some(ms(s.ts_ns - span.sent_ns));
+        }
+        if let (Some(s), Some(d)) = (last_send, first_in) {
+            t.server_wait_ms = Some(ms(d.ts_ns - s.ts_ns));
+        }
+        let arrival = |read: u64| data.iter().rev().find(|d| d.ts_ns <= read).map(|d| d.ts_ns);
+        if let Some(ft) = span.first_token_ns {
+            if let Some(a) = arrival(ft) {
+                t.client_overhead_ms = Some(ms(ft - a));
+                // TTFT minus the other three parts, computed in whole ns so that the parts
+                // add up exactly.
+                if let (Some(_), Some(d)) = (last_send, first_in) {
+                    t.remainder_ms = Some(ms(a.saturating_sub(d.ts_ns)));
+                }
+            }
+        }
+        let mut delays: Vec<f64> = span
+            .chunk_reads_ns
+            .iter()
+            .filter_map(|&r| arrival(r).map(|a| ms(r - a)))
+            .collect();
+        if !delays.is_empty() {
+            delays.sort_by(f64::total_cmp);
+            t.chunk_delay_p50_ms = Some(nearest_rank(&delays, 0.50));
+            t.chunk_delay_p99_ms = Some(nearest_rank(&delays, 0.99));
+        }
+        if let Some(last) = window.last() {
+            t.retransmits = Some(last.total_retrans.saturating_sub(base_retrans));
+        }
+        t.srtt_us = window.iter().rev().map(|e| e.srtt_us).find(|&s| s > 0);
+        if span.new_connection {
+            let syn = events
+                .iter()
+                .find(|e| is(e, EventKind::State) && e.state == tcp_state::SYN_SENT);
+            let est = events
+                .iter()
+                .find(|e| is(e, EventKind::State) && e.state == tcp_state::ESTABLISHED);
+            if let (Some(s), Some(e)) = (syn, est) {
+                if e.ts_ns >= s.ts_ns {
+                    t.connect_ms = Some(ms(e.ts_ns - s.ts_ns));
+                }
+            }
+        }
+        Some(t)
+    }
+}
+
+/// Payload bytes received by the time of `e`: TCP counts the peer's FIN as one byte, taken
+/// out again once the socket's states show the FIN had arrived.
+fn payload_received(events: &[SocketEvent], e: &SocketEvent) -> u64 {
+    let fin = events.iter().any(|s| {
+        s.ts_ns <= e.ts_ns
+            && s.kind() == Some(EventKind::State)
+            && tcp_state::after_peer_fin(s.state)
+    });
+    e.bytes_received.saturating_sub(u64::from(fin))
+}
+
+/// The nearest-rank percentile of sorted values.
+fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C: u64 = 42;
+
+    fn ev(ts_ns: u64, kind: EventKind, state: u32, bytes: u32, rx: u64) -> SocketEvent {
+        let mut e = SocketEvent::new(ts_ns, C, kind, state, bytes);
+        e.bytes_received = rx;
+        e.srtt_us = 30;
+        e
+    }
+
+    /// A new connection, then one streamed response: head at 5 ms, tokens at 9, 10, 11 ms.
+    fn one_request() -> SocketLog {
+        let mut log = SocketLog::default();
+        // Pushed out of order on purpose: the log sorts.
+        for e in [
+            ev(1_000_100, EventKind::Send, 0, 700, 0),
+            ev(100, EventKind::State, tcp_state::SYN_SENT, 0, 0),
+            ev(160, EventKind::State, tcp_state::ESTABLISHED, 0, 0),
+            ev(5_000_000, EventKind::Data, 0, 0, 150),
+            ev(9_000_000, EventKind::Data, 0, 0, 300),
+            ev(10_000_000, EventKind::Data, 0, 0, 400),
+            ev(11_000_000, EventKind::Data, 0, 0, 520),
+        ] {
+            log.push(e);
+        }
+        log
+    }
+
+    fn span() -> RequestSpan {
+        RequestSpan {
+            cookie: C,
+            sent_ns: 1_000_000,
+            end_ns: 11_050_000,
+            first_token_ns: Some(9_020_000),
+            chunk_reads_ns: vec![9_020_000, 10_010_000, 11_040_000],
+            new_connection: true,
+        }
+    }
+
+    #[test]
+    fn splits_ttft_into_parts_that_add_up() {
+        let t = one_request().timing(&span()).unwrap();
+        let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < 1e-9;
+        assert!(close(t.request_write_ms, 0.0001), "{t:?}");
+        assert!(close(t.server_wait_ms, 3.9999), "{t:?}");
+        assert!(close(t.remainder_ms, 4.0), "{t:?}");
+        assert!(close(t.client_overhead_ms, 0.02), "{t:?}");
+        assert!(close(t.connect_ms, 0.00006), "{t:?}");
+        let ttft = (9_020_000 - 1_000_000) as f64 / 1e6;
+        let sum = t.request_write_ms.unwrap()
+            + t.server_wait_ms.unwrap()
+            + t.remainder_ms.unwrap()
+            + t.client_overhead_ms.unwrap();
+        assert!((sum - ttft).abs() < 1e-9);
+        assert_eq!(t.bytes_sent, Some(700));
+        assert_eq!(t.bytes_received, Some(520));
+        assert_eq!(t.srtt_us, Some(30));
+        assert_eq!(t.retransmits, Some(0));
+        // Chunk delays 20, 10 and 40 µs.
+        assert!(close(t.chunk_delay_p50_ms, 0.02), "{t:?}");
+        assert!(close(t.chunk_delay_p99_ms, 0.04), "{t:?}");
+    }
+
+    #[test]
+    fn a_reused_connection_counts_from_the_previous_request_and_has_no_connect() {
+        let mut log = one_request();
+        log.release(C, 11_050_000);
+        let mut retrans = ev(20_000_100, EventKind::Send, 0, 650, 520);
+        retrans.total_retrans = 2;
+        log.push(retrans);
+        // Counters are cumulative: later events carry the retransmits too.
+        let mut data = ev(25_000_000, EventKind::Data, 0, 0, 900);
+        data.total_retrans = 2;
+        log.push(data);
+        let s = RequestSpan {
+            sent_ns: 20_000_000,
+            end_ns: 26_000_000,
+            first_token_ns: Some(25_000_500),
+            chunk_reads_ns: vec![25_000_500],
+            new_connection: false,
+            ..span()
+        };
+        let t = log.timing(&s).unwrap();
+        assert_eq!(t.bytes_received, Some(380));
+        assert_eq!(t.bytes_sent, Some(650));
+        assert_eq!(t.retransmits, Some(2));
+        assert_eq!(t.connect_ms, None);
+        assert_eq!(t.remainder_ms, Some(0.0));
+    }
+
+    #[test]
+    fn nothing_seen_is_absent_not_zero() {
+        let log = one_request();
+        let elsewhere = RequestSpan {
+            sent_ns: 50_000_000,
+            end_ns: 60_000_000,
+            ..span()
+        };
+        assert_eq!(log.timing(&elsewhere), None);
+        let other_socket = RequestSpan {
+            cookie: 7,
+            ..span()
+        };
+        assert_eq!(log.timing(&other_socket), None);
+        // A request that failed before any response byte: sends only.
+        let mut log = SocketLog::default();
+        log.push(ev(1_000_100, EventKind::Send, 0, 700, 0));
+        let t = log.timing(&span()).unwrap();
+        assert_eq!(t.server_wait_ms, None);
+        assert_eq!(t.client_overhead_ms, None);
+        assert_eq!(t.bytes_received, None);
+        assert_eq!(t.bytes_sent, Some(700));
+    }
+
+    #[test]
+    fn release_and_expire_bound_memory() {
+        let mut log = one_request();
+        log.release(C, 11_050_000);
+        assert_eq!(log.sockets[&C].len(), 1);
+        log.expire_closed(20_000_000);
+        assert_eq!(log.sockets(), 1, "not closed");
+        log.push(ev(12_000_000, EventKind::Close, 0, 0, 520));
+        log.expire_closed(11_000_000);
+        assert_eq!(log.sockets(), 1, "closed too recently");
+        log.expire_closed(12_000_001);
+        assert_eq!(log.sockets(), 0);
+        let mut log = one_request();
+        log.expire(11_000_001);
+        assert_eq!(log.sockets(), 0);
+    }
+}

@@ -1,0 +1,157 @@
+//! Loading the socket programs into the kernel, attaching them, and reading their events.
+//!
+//! Everything that can be missing is reported as an [`Unavailable`] reason, never a panic:
+//! programs not built (no clang at build time), no kernel BTF, not permitted (no CAP_BPF /
+//! CAP_PERFMON, or a locked-down kernel), a kernel without one of the tracepoints.
+
+use crate::abi::SocketEvent;
+use aya::maps::{Array, MapData, RingBuf};
+use aya::programs::BtfTracePoint;
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::path::Path;
+
+include!(concat!(env!("OUT_DIR"), "/programs.rs"));
+
+/// Kernel BTF, needed to relocate the programs (CO-RE) and to attach `tp_btf` programs.
+const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Program name in `socket.bpf.c` → the tracepoint it attaches to.
+const ATTACHMENTS: [(&str, &str); 4] = [
+    ("on_state", "inet_sock_set_state"),
+    ("on_send", "sock_send_length"),
+    ("on_data", "sk_data_ready"),
+    ("on_destroy", "tcp_destroy_sock"),
+];
+
+/// Why socket timing is off on this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// The programs were not compiled into this binary.
+    #[error("eBPF programs not built into this binary: {0}")]
+    NotBuilt(&'static str),
+    /// The kernel exposes no BTF.
+    #[error("no kernel BTF ({KERNEL_BTF}): {0}")]
+    NoBtf(String),
+    /// The kernel refused: missing privileges or lockdown.
+    #[error(
+        "not permitted to load eBPF programs ({0}): run as root or grant CAP_BPF and \
+         CAP_PERFMON; a kernel locked down against BPF refuses even root"
+    )]
+    NotPermitted(String),
+    /// Anything else the kernel or loader rejected.
+    #[error("could not load the eBPF socket programs: {0}")]
+    Load(String),
+}
+
+/// The attached socket programs. Dropping it detaches them.
+pub struct Tracer {
+    // Owns the programs and their links: they stay attached while this lives.
+    _ebpf: Ebpf,
+    ring: RingBuf<MapData>,
+    lost: Array<MapData, u64>,
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer").finish_non_exhaustive()
+    }
+}
+
+impl Tracer {
+    /// Loads and attaches the programs, tracking the TCP connections that process `tgid`
+    /// opens from now on.
+    pub fn start(tgid: u32) -> Result<Tracer, Unavailable> {
+        let object = PROGRAMS.map_err(Unavailable::NotBuilt)?;
+        if !Path::new(KERNEL_BTF).exists() {
+            return Err(Unavailable::NoBtf("the file does not exist".into()));
+        }
+        let btf = Btf::from_sys_fs().map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .override_global("target_tgid", &tgid, true)
+            .load(object)
+            .map_err(|e| classify(&e))?;
+        for (name, tracepoint) in ATTACHMENTS {
+            let program: &mut BtfTracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| Unavailable::Load(format!("program {name} missing")))?
+                .try_into()
+                .map_err(|e| classify(&e))?;
+            program.load(tracepoint, &btf).map_err(|e| {
+                let u = classify(&e);
+                match u {
+                    Unavailable::Load(m) => {
+                        Unavailable::Load(format!("tracepoint {tracepoint}: {m}"))
+                    }
+                    other => other,
+                }
+            })?;
+            program.attach().map_err(|e| classify(&e))?;
+        }
+        let ring = take(&mut ebpf, "events")?;
+        let ring = RingBuf::try_from(ring).map_err(|e| classify(&e))?;
+        let lost = take(&mut ebpf, "lost")?;
+        let lost = Array::try_from(lost).map_err(|e| classify(&e))?;
+        Ok(Tracer {
+            _ebpf: ebpf,
+            ring,
+            lost,
+        })
+    }
+
+    /// Hands every event waiting in the ring buffer to `f`; returns how many there were.
+    pub fn drain(&mut self, mut f: impl FnMut(SocketEvent)) -> usize {
+        let mut n = 0;
+        while let Some(item) = self.ring.next() {
+            if let Some(e) = SocketEvent::from_bytes(&item) {
+                f(e);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Events the kernel dropped because the ring buffer was full.
+    pub fn lost(&self) -> u64 {
+        self.lost.get(&0, 0).unwrap_or(0)
+    }
+}
+
+fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map, Unavailable> {
+    ebpf.take_map(name)
+        .ok_or_else(|| Unavailable::Load(format!("map {name} missing")))
+}
+
+/// Whether this binary carries the programs at all (`Err` with the reason when not).
+pub fn built() -> Result<(), &'static str> {
+    PROGRAMS.map(|_| ())
+}
+
+/// Sorts a loader error into a reason, looking through its causes for the kernel's errno.
+fn classify(e: &(dyn std::error::Error + 'static)) -> Unavailable {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error() == Some(libc::EPERM) {
+                return Unavailable::NotPermitted(chain(e));
+            }
+        }
+        cause = c.source();
+    }
+    Unavailable::Load(chain(e))
+}
+
+/// An error and its causes on one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
+    s
+}

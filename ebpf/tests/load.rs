@@ -1,0 +1,124 @@
+//! The programs load, follow this process's own connections by cookie, and ignore the rest.
+
+use crate::tracer_or_skip;
+use canary_core::MonoTime;
+use canary_ebpf::{tcp_state, EventKind, RequestSpan, SocketEvent, SocketLog};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+fn cookie(fd: &impl AsRawFd) -> u64 {
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: valid fd, out-pointer and length for SO_COOKIE.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "SO_COOKIE");
+    cookie
+}
+
+#[test]
+fn follows_own_connection_by_cookie() {
+    let Some(mut tracer) = tracer_or_skip("follows_own_connection_by_cookie") else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The peer answers 1000 request bytes with 300 bytes, a pause, then 200 more.
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let accepted = cookie(&s);
+        let mut buf = [0u8; 1000];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&[b'a'; 300]).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        s.write_all(&[b'b'; 200]).unwrap();
+        accepted
+    });
+    let mut client = TcpStream::connect(addr).unwrap();
+    client.set_nodelay(true).unwrap();
+    let ours = cookie(&client);
+    let sent = MonoTime::now();
+    client.write_all(&[b'x'; 1000]).unwrap();
+    let mut first = [0u8; 300];
+    client.read_exact(&mut first).unwrap();
+    let first_read = MonoTime::now();
+    let mut rest = [0u8; 200];
+    client.read_exact(&mut rest).unwrap();
+    let second_read = MonoTime::now();
+    let accepted = server.join().unwrap();
+    drop(client);
+    std::thread::sleep(Duration::from_millis(50));
+
+    let mut log = SocketLog::default();
+    let mut events: Vec<SocketEvent> = Vec::new();
+    tracer.drain(|e| {
+        log.push(e);
+        events.push(e);
+    });
+    assert_eq!(tracer.lost(), 0);
+    let mine: Vec<&SocketEvent> = events.iter().filter(|e| e.cookie == ours).collect();
+    assert!(
+        events.iter().all(|e| e.cookie != accepted),
+        "the accepted (server) socket must not be tracked"
+    );
+    let states: Vec<u32> = mine
+        .iter()
+        .filter(|e| e.kind() == Some(EventKind::State))
+        .map(|e| e.state)
+        .collect();
+    assert_eq!(
+        &states[..2],
+        &[tcp_state::SYN_SENT, tcp_state::ESTABLISHED],
+        "{mine:?}"
+    );
+    let sent_bytes: u64 = mine
+        .iter()
+        .filter(|e| e.kind() == Some(EventKind::Send))
+        .map(|e| u64::from(e.bytes))
+        .sum();
+    assert_eq!(sent_bytes, 1000);
+    let data: Vec<&&SocketEvent> = mine
+        .iter()
+        .filter(|e| e.kind() == Some(EventKind::Data))
+        .collect();
+    // One arrival per write of the peer (the pause keeps them apart); TCP then counts the
+    // peer's FIN as one more byte, which the join takes out again.
+    let received: Vec<u64> = data.iter().map(|e| e.bytes_received).collect();
+    assert_eq!(&received[..2], &[300, 500], "{data:?}");
+    assert!(mine.iter().any(|e| e.kind() == Some(EventKind::Close)));
+    // The kernel's clock is the client's: both arrivals lie between the client's own
+    // timestamps (the FIN comes later, when the peer closes).
+    assert!(data[..2]
+        .iter()
+        .all(|d| d.ts_ns >= sent.as_nanos() && d.ts_ns <= second_read.as_nanos()));
+
+    let t = log
+        .timing(&RequestSpan {
+            cookie: ours,
+            sent_ns: sent.as_nanos(),
+            end_ns: second_read.as_nanos(),
+            first_token_ns: Some(first_read.as_nanos()),
+            chunk_reads_ns: vec![first_read.as_nanos(), second_read.as_nanos()],
+            new_connection: true,
+        })
+        .expect("kernel timing");
+    assert_eq!(t.bytes_sent, Some(1000));
+    assert_eq!(t.bytes_received, Some(500));
+    assert!(t.connect_ms.is_some() && t.srtt_us.is_some(), "{t:?}");
+    assert!(
+        t.client_overhead_ms.unwrap() >= 0.0 && t.remainder_ms.unwrap() >= -1e-9,
+        "{t:?}"
+    );
+    // The 200 ms pause was the peer's, between the two arrivals: it must not show up as delay
+    // of ours in reading the second part.
+    assert!(t.chunk_delay_p99_ms.unwrap() < 200.0, "{t:?}");
+}

@@ -1,0 +1,453 @@
+//! Where and how to export: the standard `OTEL_EXPORTER_OTLP_*` variables, which flags or a
+//! config file override field by field.
+//!
+//! Headers often carry credentials (`Authorization`, `x-api-key`), so [`Config`]'s `Debug`
+//! shows header names only, errors never quote a header value, and endpoints are shown
+//! without user info or query.
+
+use std::time::Duration;
+
+/// Settings of an [`OtlpExporter`](crate::OtlpExporter).
+#[derive(Clone)]
+pub struct Config {
+    /// Base URL; `/v1/traces`, `/v1/metrics` and `/v1/logs` are appended
+    /// (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub endpoint: Option<String>,
+    /// Full traces URL, used as is (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
+    pub traces_endpoint: Option<String>,
+    /// Full metrics URL, used as is (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`).
+    pub metrics_endpoint: Option<String>,
+    /// Full logs URL, used as is (`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`).
+    pub logs_endpoint: Option<String>,
+    /// Headers sent with every export (`OTEL_EXPORTER_OTLP_HEADERS`). May hold secrets.
+    pub headers: Vec<(String, String)>,
+    /// Per-export timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, ms; default 10 s).
+    pub timeout: Duration,
+    /// How often metrics are pushed (`OTEL_METRIC_EXPORT_INTERVAL`, ms; default 10 s).
+    pub metrics_interval: Duration,
+    /// Fraction of requests whose span is exported, decided on the trace id (0..=1;
+    /// `OTEL_TRACES_SAMPLER=traceidratio` with `OTEL_TRACES_SAMPLER_ARG`).
+    pub sample_ratio: f64,
+    /// `service.name` (`OTEL_SERVICE_NAME`, default `canaryd`).
+    pub service_name: String,
+    /// Extra resource attributes (`OTEL_RESOURCE_ATTRIBUTES` is read by the SDK as well).
+    pub resource: Vec<(String, String)>,
+    /// Spans waiting for export at most; more are dropped and counted.
+    pub max_queued_spans: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            endpoint: None,
+            traces_endpoint: None,
+            metrics_endpoint: None,
+            logs_endpoint: None,
+            headers: Vec::new(),
+            timeout: Duration::from_secs(10),
+            metrics_interval: Duration::from_secs(10),
+            sample_ratio: 1.0,
+            service_name: "canaryd".into(),
+            resource: Vec::new(),
+            max_queued_spans: 4096,
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Config")
+            .field("endpoint", &self.endpoint.as_deref().map(redact_url))
+            .field(
+                "traces_endpoint",
+                &self.traces_endpoint.as_deref().map(redact_url),
+            )
+            .field(
+                "metrics_endpoint",
+                &self.metrics_endpoint.as_deref().map(redact_url),
+            )
+            .field(
+                "logs_endpoint",
+                &self.logs_endpoint.as_deref().map(redact_url),
+            )
+            .field("header_names", &names)
+            .field("timeout", &self.timeout)
+            .field("metrics_interval", &self.metrics_interval)
+            .field("sample_ratio", &self.sample_ratio)
+            .field("service_name", &self.service_name)
+            .field("resource", &self.resource)
+            .finish()
+    }
+}
+
+/// A setting that cannot be used. Never quotes a header value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// An endpoint is not an `http://host[:port][/path]` URL.
+    #[error("{source_name}: {reason} (got {shown})")]
+    Endpoint {
+        /// Which flag or variable.
+        source_name: String,
+        /// What is wrong.
+        reason: String,
+        /// The URL without user info or query.
+        shown: String,
+    },
+    /// A header entry is not `name=value`, or the name is not a valid header name.
+    #[error("{source_name}: entry {index} is not name=value with a valid header name")]
+    Header {
+        /// Which flag or variable.
+        source_name: String,
+        /// 1-based position of the entry.
+        index: usize,
+    },
+    /// A number could not be read.
+    #[error("{source_name}: {reason}")]
+    Value {
+        /// Which flag or variable.
+        source_name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A protocol other than OTLP/HTTP protobuf was asked for.
+    #[error("{source_name}: protocol {protocol:?} is not built in; use http/protobuf")]
+    Protocol {
+        /// Which flag or variable.
+        source_name: String,
+        /// The protocol asked for.
+        protocol: String,
+    },
+}
+
+/// The signals, in the order their endpoints are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Signal {
+    /// Spans.
+    Traces,
+    /// Metric points.
+    Metrics,
+    /// Log events.
+    Logs,
+}
+
+impl Signal {
+    /// `traces`, `metrics` or `logs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+            Signal::Logs => "logs",
+        }
+    }
+}
+
+impl Config {
+    /// Defaults overlaid with the standard `OTEL_*` environment variables.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_vars(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+    }
+
+    /// Like [`Config::from_env`], reading variables through `var` (tests pass a map).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let mut c = Config {
+            endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            traces_endpoint: var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            metrics_endpoint: var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+            logs_endpoint: var("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"),
+            ..Config::default()
+        };
+        if let Some(h) = var("OTEL_EXPORTER_OTLP_HEADERS") {
+            c.headers = parse_headers("OTEL_EXPORTER_OTLP_HEADERS", &h)?;
+        }
+        if let Some(t) = var("OTEL_EXPORTER_OTLP_TIMEOUT") {
+            c.timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", &t)?;
+        }
+        if let Some(t) = var("OTEL_METRIC_EXPORT_INTERVAL") {
+            c.metrics_interval = millis("OTEL_METRIC_EXPORT_INTERVAL", &t)?;
+        }
+        for name in [
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL",
+        ] {
+            if let Some(p) = var(name) {
+                if p.trim() != "http/protobuf" {
+                    return Err(ConfigError::Protocol {
+                        source_name: name.into(),
+                        protocol: p,
+                    });
+                }
+            }
+        }
+        if let Some(s) = var("OTEL_SERVICE_NAME") {
+            c.service_name = s;
+        }
+        let sampler = var("OTEL_TRACES_SAMPLER").unwrap_or_default();
+        match sampler.as_str() {
+            "always_off" | "parentbased_always_off" => c.sample_ratio = 0.0,
+            "traceidratio" | "parentbased_traceidratio" => {
+                if let Some(arg) = var("OTEL_TRACES_SAMPLER_ARG") {
+                    c.sample_ratio = ratio("OTEL_TRACES_SAMPLER_ARG", &arg)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(c)
+    }
+
+    /// The URL a signal goes to, if any: its own endpoint, else the base endpoint plus
+    /// `/v1/<signal>`.
+    pub fn signal_url(&self, signal: Signal) -> Result<Option<String>, ConfigError> {
+        let own = match signal {
+            Signal::Traces => &self.traces_endpoint,
+            Signal::Metrics => &self.metrics_endpoint,
+            Signal::Logs => &self.logs_endpoint,
+        };
+        let (name, url) = match (own, &self.endpoint) {
+            (Some(u), _) => (format!("{} endpoint", signal.as_str()), u.clone()),
+            (None, Some(base)) => (
+                "OTLP endpoint".to_string(),
+                format!("{}/v1/{}", base.trim_end_matches('/'), signal.as_str()),
+            ),
+            (None, None) => return Ok(None),
+        };
+        validate_url(&name, &url)?;
+        Ok(Some(url))
+    }
+
+    /// True when at least one signal has somewhere to go.
+    pub fn is_enabled(&self) -> bool {
+        self.endpoint.is_some()
+            || self.traces_endpoint.is_some()
+            || self.metrics_endpoint.is_some()
+            || self.logs_endpoint.is_some()
+    }
+
+    /// Header values as a map, for the exporters.
+    pub(crate) fn header_map(&self) -> std::collections::HashMap<String, String> {
+        self.headers.iter().cloned().collect()
+    }
+
+    /// Replaces every header value and configured URL in `text` by a redacted form, so an
+    /// error message from a transport can be logged safely.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (_, v) in &self.headers {
+            if v.len() >= 3 {
+                out = out.replace(v.as_str(), "<redacted>");
+            }
+        }
+        for url in [
+            &self.endpoint,
+            &self.traces_endpoint,
+            &self.metrics_endpoint,
+            &self.logs_endpoint,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let shown = redact_url(url);
+            if shown != *url {
+                out = out.replace(url.as_str(), &shown);
+            }
+        }
+        out
+    }
+}
+
+/// Parses `k=v,k2=v2` (the `OTEL_EXPORTER_OTLP_HEADERS` syntax; values may be
+/// percent-encoded) or a single `k=v` from a flag.
+pub fn parse_headers(source_name: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, entry) in text.split(',').enumerate() {
+        if entry.trim().is_empty() {
+            continue;
+        }
+        let bad = || ConfigError::Header {
+            source_name: source_name.into(),
+            index: i + 1,
+        };
+        let (k, v) = entry.split_once('=').ok_or_else(bad)?;
+        let k = k.trim();
+        let valid_name = !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !valid_name {
+            return Err(bad());
+        }
+        out.push((k.to_ascii_lowercase(), percent_decode(v.trim())));
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn millis(source_name: &str, text: &str) -> Result<Duration, ConfigError> {
+    text.trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| ConfigError::Value {
+            source_name: source_name.into(),
+            reason: format!("expected milliseconds, got {text:?}"),
+        })
+}
+
+/// A sampling ratio in `0..=1`.
+pub fn ratio(source_name: &str, text: &str) -> Result<f64, ConfigError> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(ConfigError::Value {
+            source_name: source_name.into(),
+            reason: format!("expected a ratio between 0 and 1, got {text:?}"),
+        }),
+    }
+}
+
+/// `scheme://host:port/path` of a URL: user info and query dropped.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let rest = match rest.split_once('/') {
+        Some((auth, path)) => format!("{}/{path}", auth.rsplit('@').next().unwrap_or(auth)),
+        None => rest.rsplit('@').next().unwrap_or(rest).to_string(),
+    };
+    if scheme.is_empty() {
+        rest
+    } else {
+        format!("{scheme}://{rest}")
+    }
+}
+
+fn validate_url(source_name: &str, url: &str) -> Result<(), ConfigError> {
+    let err = |reason: &str| ConfigError::Endpoint {
+        source_name: source_name.into(),
+        reason: reason.into(),
+        shown: redact_url(url),
+    };
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(if url.starts_with("https://") {
+            err("https is not built in (no TLS stack in the exporter); send to a collector on loopback or the node")
+        } else {
+            err("expected an http:// URL")
+        });
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.rsplit('@').next().unwrap_or("").is_empty() {
+        return Err(err("no host"));
+    }
+    Ok(())
+}
+
+/// The host name, for `host.name`.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn standard_variables_resolve_per_signal() {
+        let c = Config::from_vars(vars(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                "http://vm:8428/opentelemetry/v1/metrics",
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "Authorization=Bearer%20s3cret,x-org=a",
+            ),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+            ("OTEL_TRACES_SAMPLER", "traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.signal_url(Signal::Traces).unwrap().unwrap(),
+            "http://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            c.signal_url(Signal::Metrics).unwrap().unwrap(),
+            "http://vm:8428/opentelemetry/v1/metrics"
+        );
+        assert_eq!(
+            c.headers,
+            vec![
+                ("authorization".to_string(), "Bearer s3cret".to_string()),
+                ("x-org".to_string(), "a".to_string())
+            ]
+        );
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+        assert_eq!(c.sample_ratio, 0.25);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("authorization"), "{shown}");
+    }
+
+    #[test]
+    fn bad_settings_are_clear_and_never_quote_header_values() {
+        let e = Config::from_vars(vars(&[("OTEL_EXPORTER_OTLP_HEADERS", "a=1,s3cret")]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "OTEL_EXPORTER_OTLP_HEADERS: entry 2 is not name=value with a valid header name"
+        );
+        let e = Config::from_vars(vars(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"grpc\" is not built in"), "{e}");
+        let c = Config {
+            endpoint: Some("ftp://user:pw@h/x?token=1".into()),
+            ..Config::default()
+        };
+        let e = c.signal_url(Signal::Logs).unwrap_err().to_string();
+        assert!(e.contains("expected an http:// URL"), "{e}");
+        assert!(!e.contains("pw") && !e.contains("token"), "{e}");
+    }
+
+    #[test]
+    fn redacts_user_info_and_query() {
+        assert_eq!(
+            redact_url("http://u:p@h:4318/v1/traces?k=v"),
+            "http://h:4318/v1/traces"
+        );
+        assert_eq!(redact_url("http://h:4318"), "http://h:4318");
+        assert_eq!(percent_decode("a%2Cb%"), "a,b%");
+    }
+}

@@ -1,0 +1,471 @@
+//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs) and the
+//! per-run [`RunObserver`] that feeds them.
+
+use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
+use crate::health::Health;
+use crate::labels::{attr, RunLabels};
+use crate::metrics::Instruments;
+use crate::spans::{sampled, span_for, SpanQueue};
+use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
+use canary_replay::{Observer, RunOutcome, SectionsFuture};
+use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry::trace::TraceId;
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{
+    LogExporter, MetricExporter, RetryPolicy, SpanExporter, WithExportConfig, WithHttpConfig,
+};
+use opentelemetry_sdk::logs::{
+    BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
+};
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::SpanExporter as _;
+use opentelemetry_sdk::Resource;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// A pipeline that could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// A setting is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The OTLP exporter for a signal could not be built.
+    #[error("building the OTLP {signal} exporter: {reason}")]
+    Build {
+        /// `traces`, `metrics` or `logs`.
+        signal: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What an exporter did over its life, returned by [`OtlpExporter::shutdown`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ExportReport {
+    /// Spans exported.
+    pub spans_exported: u64,
+    /// Spans lost: queue full, export failed, or still queued at the deadline.
+    pub spans_dropped: u64,
+    /// Metric exports that succeeded. Metrics are cumulative, so a later success carries
+    /// what a failed export missed.
+    pub metric_exports: u64,
+    /// Metric exports that failed.
+    pub metric_exports_failed: u64,
+    /// Log events exported.
+    pub logs_exported: u64,
+    /// Log events lost.
+    pub logs_dropped: u64,
+    /// True when everything was flushed before the deadline.
+    pub flushed_in_time: bool,
+}
+
+impl ExportReport {
+    /// True when nothing was lost.
+    pub fn is_clean(&self) -> bool {
+        self.spans_dropped == 0
+            && self.metric_exports_failed == 0
+            && self.logs_dropped == 0
+            && self.flushed_in_time
+    }
+}
+
+/// Counts failed metric exports and reports the first one; otherwise the OTLP exporter.
+struct CountingMetricExporter {
+    inner: MetricExporter,
+    health: Arc<Health>,
+}
+
+impl PushMetricExporter for CountingMetricExporter {
+    async fn export(
+        &self,
+        metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        let r = self.inner.export(metrics).await;
+        match &r {
+            Ok(()) => self.health.exported(Signal::Metrics, 1),
+            Err(e) => self.health.dropped(Signal::Metrics, 1, Some(e)),
+        }
+        r
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.force_flush()
+    }
+    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(t)
+    }
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}
+
+/// Counts log events exported and lost.
+#[derive(Debug)]
+struct CountingLogExporter {
+    inner: LogExporter,
+    health: Arc<Health>,
+}
+
+impl opentelemetry_sdk::logs::LogExporter for CountingLogExporter {
+    async fn export(
+        &self,
+        batch: opentelemetry_sdk::logs::LogBatch<'_>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        let n = batch.iter().count() as u64;
+        let r = self.inner.export(batch).await;
+        match &r {
+            Ok(()) => self.health.exported(Signal::Logs, n),
+            Err(e) => self.health.dropped(Signal::Logs, n, Some(e)),
+        }
+        r
+    }
+    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(t)
+    }
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The OTLP pipelines of one canaryd process: a bounded span queue, a periodic metric
+/// reader and a batch log processor, each on its own thread, so a slow or absent collector
+/// never slows a replay. Start it once; create a [`RunObserver`] per run; call
+/// [`export_run`](OtlpExporter::export_run) when a run ends and
+/// [`shutdown`](OtlpExporter::shutdown) before the process exits.
+pub struct OtlpExporter {
+    spans: Option<Arc<SpanQueue>>,
+    meters: SdkMeterProvider,
+    instruments: Arc<Instruments>,
+    logs: Option<(SdkLoggerProvider, SdkLogger)>,
+    health: Arc<Health>,
+    scope: InstrumentationScope,
+    sample_ratio: f64,
+    resource: Resource,
+}
+
+impl std::fmt::Debug for OtlpExporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpExporter")
+            .field("traces", &self.health.traces.endpoint)
+            .field("metrics", &self.health.metrics.endpoint)
+            .field("logs", &self.health.logs.endpoint)
+            .finish()
+    }
+}
+
+fn build_err<'a>(signal: &'static str, config: &'a Config) -> impl Fn(String) -> ExportError + 'a {
+    move |reason| ExportError::Build {
+        signal,
+        reason: config.scrub(&reason),
+    }
+}
+
+impl OtlpExporter {
+    /// Builds the pipelines for every signal that has an endpoint. Nothing is sent yet and
+    /// nothing fails when the collector is down: that shows up, once, at the first export.
+    pub fn start(config: Config) -> Result<OtlpExporter, ExportError> {
+        let urls = [
+            config.signal_url(Signal::Traces)?,
+            config.signal_url(Signal::Metrics)?,
+            config.signal_url(Signal::Logs)?,
+        ];
+        let health = Arc::new(Health::new(&config, urls.clone()));
+        let [traces_url, metrics_url, logs_url] = urls;
+        let mut attrs: Vec<KeyValue> = config
+            .resource
+            .iter()
+            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+            .collect();
+        if !config.resource.iter().any(|(k, _)| k == "host.name") {
+            attrs.push(KeyValue::new("host.name", host_name()));
+        }
+        attrs.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        let resource = Resource::builder()
+            .with_service_name(config.service_name.clone())
+            .with_attributes(attrs)
+            .build();
+        let scope = InstrumentationScope::builder("canaryd")
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        // One retry: a collector that is down costs one short backoff per export, not many.
+        let retry = || {
+            RetryPolicy::recommended()
+                .with_max_retries(1)
+                .with_max_delay(Duration::from_millis(500))
+        };
+
+        let spans = match &traces_url {
+            None => None,
+            Some(url) => {
+                let mut exporter = SpanExporter::builder()
+                    .with_http()
+                    .with_endpoint(url)
+                    .with_headers(config.header_map())
+                    .with_timeout(config.timeout)
+                    .with_retry_policy(retry())
+                    .build()
+                    .map_err(|e| build_err("traces", &config)(e.to_string()))?;
+                exporter.set_resource(&resource);
+                Some(Arc::new(
+                    SpanQueue::start(exporter, config.max_queued_spans, health.clone())
+                        .map_err(|e| build_err("traces", &config)(e.to_string()))?,
+                ))
+            }
+        };
+
+        let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
+        if let Some(url) = &metrics_url {
+            let inner = MetricExporter::builder()
+                .with_http()
+                .with_endpoint(url)
+                .with_headers(config.header_map())
+                .with_timeout(config.timeout)
+                .with_retry_policy(retry())
+                // Cumulative: what a failed export missed arrives with the next one, and
+                // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
+                .with_temporality(Temporality::Cumulative)
+                .build()
+                .map_err(|e| build_err("metrics", &config)(e.to_string()))?;
+            let reader = PeriodicReader::builder(CountingMetricExporter {
+                inner,
+                health: health.clone(),
+            })
+            .with_interval(config.metrics_interval)
+            .build();
+            meters = meters.with_reader(reader);
+        }
+        let meters = meters.build();
+        let meter = meters.meter_with_scope(scope.clone());
+        let instruments = Arc::new(Instruments::new(&meter));
+        {
+            // Drops are themselves a metric, exported as soon as the backend takes metrics.
+            let h = health.clone();
+            meter
+                .u64_observable_counter("canary.exporter.dropped")
+                .with_unit("{item}")
+                .with_description("Spans and log events lost, and metric exports that failed")
+                .with_callback(move |o| {
+                    for s in [Signal::Traces, Signal::Metrics, Signal::Logs] {
+                        let sh = h.of(s);
+                        if sh.endpoint.is_some() {
+                            o.observe(
+                                sh.dropped.load(Ordering::Relaxed),
+                                &[KeyValue::new(attr::SIGNAL, s.as_str())],
+                            );
+                        }
+                    }
+                })
+                .build();
+        }
+
+        let logs = match &logs_url {
+            None => None,
+            Some(url) => {
+                let inner = LogExporter::builder()
+                    .with_http()
+                    .with_endpoint(url)
+                    .with_headers(config.header_map())
+                    .with_timeout(config.timeout)
+                    .with_retry_policy(retry())
+                    .build()
+                    .map_err(|e| build_err("logs", &config)(e.to_string()))?;
+                let processor = BatchLogProcessor::builder(CountingLogExporter {
+                    inner,
+                    health: health.clone(),
+                })
+                .with_batch_config(
+                    BatchConfigBuilder::default()
+                        .with_max_queue_size(256)
+                        .with_scheduled_delay(Duration::from_secs(1))
+                        .build(),
+                )
+                .build();
+                let provider = SdkLoggerProvider::builder()
+                    .with_resource(resource.clone())
+                    .with_log_processor(processor)
+                    .build();
+                let logger = provider.logger_with_scope(scope.clone());
+                Some((provider, logger))
+            }
+        };
+        tracing::info!(
+            traces = traces_url.as_deref().map(redact_url).unwrap_or_default(),
+            metrics = metrics_url.as_deref().map(redact_url).unwrap_or_default(),
+            logs = logs_url.as_deref().map(redact_url).unwrap_or_default(),
+            "OTLP export on"
+        );
+        Ok(OtlpExporter {
+            spans,
+            meters,
+            instruments,
+            logs,
+            health,
+            scope,
+            sample_ratio: config.sample_ratio,
+            resource,
+        })
+    }
+
+    /// The resource every signal carries.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// An observer for one run: a span and metric points per record, as records are
+    /// written. Add it to the replay's `Config::observer`.
+    pub fn run_observer(&self, labels: RunLabels) -> RunObserver {
+        RunObserver {
+            base: labels.attributes(),
+            labels,
+            anchor: WallAnchor::now(),
+            spans: self.spans.clone(),
+            instruments: self.instruments.clone(),
+            scope: self.scope.clone(),
+            sample_ratio: self.sample_ratio,
+            health: self.health.clone(),
+        }
+    }
+
+    /// Exports a finished run: its verdict (`None`: `unjudged`), run-level gauges, and one
+    /// `canary.run` log event.
+    pub fn export_run(&self, labels: &RunLabels, outcome: &RunOutcome, verdict: Option<&str>) {
+        let verdict = verdict.unwrap_or("unjudged");
+        let base = labels.attributes();
+        self.instruments
+            .record_run(&outcome.summary, &outcome.sections, verdict, &base);
+        if let Some((_, logger)) = &self.logs {
+            let s: &RunSummary = &outcome.summary;
+            let mut r = logger.create_log_record();
+            r.set_event_name("canary.run");
+            r.set_timestamp(SystemTime::now());
+            r.set_observed_timestamp(SystemTime::now());
+            let bad = verdict == "fail" || outcome.interrupted;
+            r.set_severity_number(if bad { Severity::Warn } else { Severity::Info });
+            r.set_severity_text(if bad { "WARN" } else { "INFO" });
+            r.set_body(AnyValue::String(
+                format!(
+                    "canary run {}: {} requests, {} errors, verdict {verdict}",
+                    labels.workload, s.requests, s.errors
+                )
+                .into(),
+            ));
+            r.add_attribute(attr::WORKLOAD, labels.workload.clone());
+            r.add_attribute("gen_ai.operation.name", labels.operation.clone());
+            r.add_attribute("gen_ai.provider.name", labels.provider.clone());
+            r.add_attribute("gen_ai.request.model", labels.model.clone());
+            r.add_attribute("server.address", labels.server_address.clone());
+            r.add_attribute("server.port", labels.server_port as i64);
+            r.add_attribute(attr::VERDICT, verdict.to_string());
+            if let Some(id) = &labels.run_id {
+                r.add_attribute("canary.run.id", id.clone());
+            }
+            r.add_attribute("canary.run.requests", s.requests as i64);
+            r.add_attribute("canary.run.errors", s.errors as i64);
+            r.add_attribute("canary.run.duration_s", s.duration_s);
+            r.add_attribute("canary.run.interrupted", outcome.interrupted);
+            if let Some(g) = &s.goodput {
+                r.add_attribute("canary.run.goodput", g.goodput);
+            }
+            logger.emit(r);
+        }
+    }
+
+    /// Export counters so far.
+    pub fn report(&self) -> serde_json::Value {
+        self.health.report()
+    }
+
+    /// Flushes every pipeline and stops it, giving up at `deadline` from now; what was not
+    /// exported by then is counted as dropped.
+    pub fn shutdown(self, deadline: Duration) -> ExportReport {
+        let until = Instant::now() + deadline;
+        let left = || until.saturating_duration_since(Instant::now());
+        let mut in_time = true;
+        if let Some(q) = &self.spans {
+            in_time &= q.shutdown(until);
+        }
+        // A failed final export is already counted; only running out of time matters here.
+        let timed_out = |r: opentelemetry_sdk::error::OTelSdkResult| {
+            matches!(r, Err(opentelemetry_sdk::error::OTelSdkError::Timeout(_)))
+        };
+        if let Some((provider, _)) = &self.logs {
+            in_time &= !timed_out(provider.shutdown_with_timeout(left()));
+        }
+        if self.health.metrics.endpoint.is_some() {
+            in_time &= !timed_out(self.meters.shutdown_with_timeout(left()));
+        }
+        let h = &self.health;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let report = ExportReport {
+            spans_exported: load(&h.traces.exported),
+            spans_dropped: load(&h.traces.dropped),
+            metric_exports: load(&h.metrics.exported),
+            metric_exports_failed: load(&h.metrics.dropped),
+            logs_exported: load(&h.logs.exported),
+            logs_dropped: load(&h.logs.dropped),
+            flushed_in_time: in_time,
+        };
+        if !report.is_clean() {
+            tracing::warn!(
+                "OTLP export lost data: {} spans dropped, {} metric exports failed, {} log events dropped{}",
+                report.spans_dropped,
+                report.metric_exports_failed,
+                report.logs_dropped,
+                if in_time { "" } else { "; the flush ran past its deadline" }
+            );
+        }
+        report
+    }
+}
+
+/// Feeds one run's records to an [`OtlpExporter`]; implements the replay's [`Observer`].
+pub struct RunObserver {
+    labels: RunLabels,
+    base: Vec<KeyValue>,
+    anchor: WallAnchor,
+    spans: Option<Arc<SpanQueue>>,
+    instruments: Arc<Instruments>,
+    scope: InstrumentationScope,
+    sample_ratio: f64,
+    health: Arc<Health>,
+}
+
+impl RunObserver {
+    /// The run's labels.
+    pub fn labels(&self) -> &RunLabels {
+        &self.labels
+    }
+}
+
+impl Observer for RunObserver {
+    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
+        if rec.warmup {
+            return;
+        }
+        self.instruments
+            .record_request(rec, &self.labels, &self.base);
+        let Some(q) = &self.spans else { return };
+        let keep = TraceId::from_hex(&rec.trace_id)
+            .map(|id| sampled(id, self.sample_ratio))
+            .unwrap_or(false);
+        if !keep {
+            return;
+        }
+        match span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
+            Some(span) => q.push(span),
+            // Not sent (stopped first) or ids the replay did not make: nothing to show.
+            None => self.health.dropped(Signal::Traces, 0, None),
+        }
+    }
+
+    fn finish<'a>(
+        &'a self,
+        _t0: MonoTime,
+        _end: MonoTime,
+        _summary: &'a RunSummary,
+    ) -> SectionsFuture<'a> {
+        Box::pin(async { Vec::new() })
+    }
+}

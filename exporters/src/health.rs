@@ -1,0 +1,109 @@
+//! How each signal's exports are going: items exported and dropped, and the first failure,
+//! reported once.
+//!
+//! A collector that is down must not flood the log: the first failure of a signal is one
+//! warning naming the (redacted) endpoint and the cause, later ones are only counted, and a
+//! recovery is noted once. Counts are exported as `canary.exporter.dropped` and returned by
+//! [`OtlpExporter::shutdown`](crate::OtlpExporter::shutdown).
+
+use crate::config::{redact_url, Config, Signal};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// One signal's export counters.
+#[derive(Debug, Default)]
+pub(crate) struct SignalHealth {
+    pub endpoint: Option<String>,
+    pub exported: AtomicU64,
+    pub dropped: AtomicU64,
+    pub failures: AtomicU64,
+    failing: AtomicBool,
+    reported: AtomicBool,
+}
+
+/// The three signals' counters and the redaction rules for their error messages.
+#[derive(Debug)]
+pub(crate) struct Health {
+    pub traces: SignalHealth,
+    pub metrics: SignalHealth,
+    pub logs: SignalHealth,
+    scrubber: Config,
+}
+
+impl Health {
+    pub fn new(config: &Config, urls: [Option<String>; 3]) -> Health {
+        let [t, m, l] = urls;
+        let h = |u: Option<String>| SignalHealth {
+            endpoint: u.as_deref().map(redact_url),
+            ..SignalHealth::default()
+        };
+        Health {
+            traces: h(t),
+            metrics: h(m),
+            logs: h(l),
+            scrubber: Config {
+                headers: config.headers.clone(),
+                endpoint: config.endpoint.clone(),
+                traces_endpoint: config.traces_endpoint.clone(),
+                metrics_endpoint: config.metrics_endpoint.clone(),
+                logs_endpoint: config.logs_endpoint.clone(),
+                ..Config::default()
+            },
+        }
+    }
+
+    pub fn of(&self, signal: Signal) -> &SignalHealth {
+        match signal {
+            Signal::Traces => &self.traces,
+            Signal::Metrics => &self.metrics,
+            Signal::Logs => &self.logs,
+        }
+    }
+
+    /// `items` were exported.
+    pub fn exported(&self, signal: Signal, items: u64) {
+        let s = self.of(signal);
+        s.exported.fetch_add(items, Ordering::Relaxed);
+        if s.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                "OTLP {} export to {} works again",
+                signal.as_str(),
+                s.endpoint.as_deref().unwrap_or("?")
+            );
+        }
+    }
+
+    /// `items` were lost (queue full or export failed); `cause` is logged the first time.
+    pub fn dropped(&self, signal: Signal, items: u64, cause: Option<&dyn std::fmt::Display>) {
+        let s = self.of(signal);
+        s.dropped.fetch_add(items, Ordering::Relaxed);
+        let Some(cause) = cause else { return };
+        s.failures.fetch_add(1, Ordering::Relaxed);
+        s.failing.store(true, Ordering::Relaxed);
+        if !s.reported.swap(true, Ordering::Relaxed) {
+            let cause = self.scrubber.scrub(&cause.to_string());
+            tracing::warn!(
+                "OTLP {} export to {} failed: {cause}; the run goes on, later failures are counted (canary.exporter.dropped)",
+                signal.as_str(),
+                s.endpoint.as_deref().unwrap_or("?"),
+            );
+        }
+    }
+
+    /// Counts as JSON, for reports.
+    pub fn report(&self) -> serde_json::Value {
+        let one = |s: &SignalHealth| {
+            json!({
+                "endpoint": s.endpoint,
+                "exported": s.exported.load(Ordering::Relaxed),
+                "dropped": s.dropped.load(Ordering::Relaxed),
+                "failed_exports": s.failures.load(Ordering::Relaxed),
+            })
+        };
+        json!({
+            "traces": one(&self.traces),
+            "metrics": one(&self.metrics),
+            "logs": one(&self.logs),
+        })
+    }
+}

@@ -1,0 +1,450 @@
+//! The metric instruments: GenAI semantic-convention histograms where a convention exists,
+//! `canary.*` for everything else. Names, units and attributes are listed in the README.
+//!
+//! Per-request instruments are recorded as each record is written; per-run gauges when a
+//! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
+//! bucket boundaries, so dashboards built for other GenAI clients read ours.
+
+use crate::labels::{attr, RunLabels};
+use canary_core::{RequestRecord, RunSummary};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+use opentelemetry::KeyValue;
+
+/// `gen_ai.client.operation.duration` (semconv): doubling from 10 ms to 82 s.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// Time to first chunk/token (semconv's `gen_ai.server.time_to_first_token` boundaries).
+const TTFT_BUCKETS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+/// Time per output chunk/token (semconv's `gen_ai.server.time_per_output_token`).
+const TPOT_BUCKETS: [f64; 13] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+];
+/// `gen_ai.client.token.usage` (semconv): powers of 4 up to 64 Mi tokens.
+const TOKEN_BUCKETS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+/// Schedule lag: canaryd aims at well under a millisecond, a slow host shows seconds.
+const LAG_BUCKETS: [f64; 15] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// Every instrument canaryd records.
+pub(crate) struct Instruments {
+    duration: Histogram<f64>,
+    ttfc: Histogram<f64>,
+    tpoc: Histogram<f64>,
+    tokens: Histogram<u64>,
+    ttfo: Histogram<f64>,
+    itl: Histogram<f64>,
+    lag: Histogram<f64>,
+    ttft_part: Histogram<f64>,
+    requests: Counter<u64>,
+    errors: Counter<u64>,
+    good: Counter<u64>,
+    gpu_util: Gauge<f64>,
+    gpu_power: Gauge<f64>,
+    queue: Gauge<f64>,
+    kv: Gauge<f64>,
+    running: Gauge<f64>,
+    runs: Counter<u64>,
+    run_goodput: Gauge<f64>,
+    run_good_ratio: Gauge<f64>,
+    run_error_ratio: Gauge<f64>,
+    run_ttft: Gauge<f64>,
+    run_energy: Gauge<f64>,
+    run_energy_per_token: Gauge<f64>,
+    run_gpu_util: Gauge<f64>,
+    run_gpu_power: Gauge<f64>,
+    run_prefix_hit: Gauge<f64>,
+}
+
+fn hist(
+    meter: &Meter,
+    name: &'static str,
+    unit: &'static str,
+    desc: &'static str,
+    b: &[f64],
+) -> Histogram<f64> {
+    meter
+        .f64_histogram(name)
+        .with_unit(unit)
+        .with_description(desc)
+        .with_boundaries(b.to_vec())
+        .build()
+}
+
+fn gauge(meter: &Meter, name: &'static str, unit: &'static str, desc: &'static str) -> Gauge<f64> {
+    meter
+        .f64_gauge(name)
+        .with_unit(unit)
+        .with_description(desc)
+        .build()
+}
+
+fn counter(
+    meter: &Meter,
+    name: &'static str,
+    unit: &'static str,
+    desc: &'static str,
+) -> Counter<u64> {
+    meter
+        .u64_counter(name)
+        .with_unit(unit)
+        .with_description(desc)
+        .build()
+}
+
+impl Instruments {
+    pub fn new(meter: &Meter) -> Instruments {
+        let m = meter;
+        Instruments {
+            duration: hist(
+                m,
+                "gen_ai.client.operation.duration",
+                "s",
+                "GenAI operation duration (send to last byte; to the failure for errors)",
+                &DURATION_BUCKETS,
+            ),
+            ttfc: hist(
+                m,
+                "gen_ai.client.operation.time_to_first_chunk",
+                "s",
+                "Time to the first chunk carrying a token (TTFT)",
+                &TTFT_BUCKETS,
+            ),
+            tpoc: hist(
+                m,
+                "gen_ai.client.operation.time_per_output_chunk",
+                "s",
+                "Time per output chunk after the first",
+                &TPOT_BUCKETS,
+            ),
+            tokens: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Input and output tokens per request")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            ttfo: hist(
+                m,
+                "canary.request.time_to_first_output_token",
+                "s",
+                "Time to the first output (non-reasoning) token",
+                &TTFT_BUCKETS,
+            ),
+            itl: hist(
+                m,
+                "canary.request.inter_token_latency",
+                "s",
+                "(e2e - TTFT) / (output tokens - 1), one per request",
+                &TPOT_BUCKETS,
+            ),
+            lag: hist(
+                m,
+                "canary.request.schedule_lag",
+                "s",
+                "Actual send time minus the trace's scheduled time",
+                &LAG_BUCKETS,
+            ),
+            ttft_part: hist(
+                m,
+                "canary.request.ttft.part",
+                "s",
+                "TTFT split by the kernel's view of the socket (eBPF)",
+                &TTFT_BUCKETS,
+            ),
+            requests: counter(
+                m,
+                "canary.requests",
+                "{request}",
+                "Requests finished, by status",
+            ),
+            errors: counter(
+                m,
+                "canary.request.errors",
+                "{request}",
+                "Failed requests, by error class (error.type)",
+            ),
+            good: counter(
+                m,
+                "canary.requests.good",
+                "{request}",
+                "Requests that completed and met every SLO",
+            ),
+            gpu_util: gauge(
+                m,
+                "canary.gpu.utilization",
+                "1",
+                "GPU utilization over the last request's lifetime (0-1)",
+            ),
+            gpu_power: gauge(
+                m,
+                "canary.gpu.power",
+                "W",
+                "GPU board power over the last request's lifetime",
+            ),
+            queue: gauge(
+                m,
+                "canary.server.queue.depth",
+                "{request}",
+                "Requests waiting in the server when the last request was sent",
+            ),
+            kv: gauge(
+                m,
+                "canary.server.kv_cache.usage",
+                "1",
+                "Server KV-cache usage when the last request was sent (0-1)",
+            ),
+            running: gauge(
+                m,
+                "canary.server.running",
+                "{request}",
+                "Requests the server ran at the last request's first token",
+            ),
+            runs: counter(m, "canary.runs", "{run}", "Runs finished, by verdict"),
+            run_goodput: gauge(
+                m,
+                "canary.run.goodput",
+                "{request}/s",
+                "Good requests per second over the last run",
+            ),
+            run_good_ratio: gauge(
+                m,
+                "canary.run.good_request.ratio",
+                "1",
+                "Share of the last run's requests that were good",
+            ),
+            run_error_ratio: gauge(
+                m,
+                "canary.run.error.ratio",
+                "1",
+                "Share of the last run's requests that failed",
+            ),
+            run_ttft: gauge(
+                m,
+                "canary.run.time_to_first_token",
+                "s",
+                "The last run's TTFT as the client and the server measured it",
+            ),
+            run_energy: gauge(
+                m,
+                "canary.run.gpu.energy",
+                "J",
+                "GPU energy used during the last run",
+            ),
+            run_energy_per_token: gauge(
+                m,
+                "canary.run.gpu.energy_per_output_token",
+                "J/{token}",
+                "GPU energy per output token over the last run",
+            ),
+            run_gpu_util: gauge(
+                m,
+                "canary.run.gpu.utilization",
+                "1",
+                "Mean GPU utilization over the last run (0-1)",
+            ),
+            run_gpu_power: gauge(
+                m,
+                "canary.run.gpu.power",
+                "W",
+                "Mean GPU power over the last run",
+            ),
+            run_prefix_hit: gauge(
+                m,
+                "canary.run.server.prefix_cache.hit_ratio",
+                "1",
+                "Server prefix-cache hit rate over the last run",
+            ),
+        }
+    }
+
+    /// Records one finished request (warm-up requests are left out by the caller).
+    pub fn record_request(&self, rec: &RequestRecord, labels: &RunLabels, base: &[KeyValue]) {
+        let s = |ms: f64| ms / 1e3;
+        let mut attrs = base.to_vec();
+        if let Some(e) = &rec.error {
+            attrs.push(KeyValue::new("error.type", e.kind.as_str()));
+        }
+        let duration = rec
+            .e2e_ms
+            .or(Some(rec.ended_at_ms - rec.sent_at_ms))
+            .filter(|d| d.is_finite() && *d >= 0.0);
+        if let Some(d) = duration {
+            self.duration.record(s(d), &attrs);
+        }
+        if let Some(t) = rec.ttft_ms {
+            self.ttfc.record(s(t), base);
+        }
+        match &rec.chunk_gaps_ms {
+            Some(gaps) if !gaps.is_empty() => {
+                for g in gaps {
+                    self.tpoc.record(s(*g), base);
+                }
+            }
+            _ => {
+                if let Some(itl) = rec.itl_ms {
+                    self.tpoc.record(s(itl), base);
+                }
+            }
+        }
+        if let Some(itl) = rec.itl_ms {
+            self.itl.record(s(itl), base);
+        }
+        if let Some(t) = rec.ttfo_ms {
+            self.ttfo.record(s(t), base);
+        }
+        if rec.sent_at_ms.is_finite() {
+            self.lag.record(s(rec.schedule_lag_ms.max(0.0)), base);
+        }
+        let input = rec
+            .usage
+            .as_ref()
+            .and_then(|u| u.prompt_tokens)
+            .or(rec.prompt_tokens_synthesized)
+            .unwrap_or(rec.input_tokens);
+        let with = |kv: KeyValue| {
+            let mut a = base.to_vec();
+            a.push(kv);
+            a
+        };
+        self.tokens.record(
+            input as u64,
+            &with(KeyValue::new("gen_ai.token.type", "input")),
+        );
+        if rec.is_ok() {
+            self.tokens.record(
+                rec.output_token_count() as u64,
+                &with(KeyValue::new("gen_ai.token.type", "output")),
+            );
+        }
+        let mut status = attrs.clone();
+        status.push(KeyValue::new(
+            attr::REQUEST_STATUS,
+            if rec.is_ok() { "ok" } else { "error" },
+        ));
+        self.requests.add(1, &status);
+        if rec.error.is_some() {
+            self.errors.add(1, &attrs);
+        }
+        if labels.goodput.is_good(rec) {
+            self.good.add(1, base);
+        }
+        if let Some(t) = &rec.telemetry {
+            if let Some(v) = t.gpu_util_avg_pct {
+                self.gpu_util.record(v / 100.0, base);
+            }
+            if let Some(v) = t.gpu_power_avg_w {
+                self.gpu_power.record(v, base);
+            }
+            if let Some(v) = t.server_queue_depth_at_send {
+                self.queue.record(v, base);
+            }
+            if let Some(v) = t.server_kv_usage_at_send {
+                self.kv.record(v, base);
+            }
+            if let Some(v) = t.server_running_at_first_token {
+                self.running.record(v, base);
+            }
+        }
+        if let Some(k) = &rec.kernel {
+            for (part, v) in [
+                ("connect", k.connect_ms),
+                ("request_write", k.request_write_ms),
+                ("server_wait", k.server_wait_ms),
+                ("client_overhead", k.client_overhead_ms),
+                ("remainder", k.remainder_ms),
+            ] {
+                if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
+                    self.ttft_part
+                        .record(s(v), &with(KeyValue::new(attr::TTFT_PART, part)));
+                }
+            }
+        }
+    }
+
+    /// Records a finished run: its verdict and run-level figures. `sections` are the extra
+    /// `summary.json` sections (`server`, `gpu`) the telemetry observer added.
+    pub fn record_run(
+        &self,
+        summary: &RunSummary,
+        sections: &serde_json::Map<String, serde_json::Value>,
+        verdict: &str,
+        base: &[KeyValue],
+    ) {
+        let with = |extra: &[KeyValue]| {
+            let mut a = base.to_vec();
+            a.extend_from_slice(extra);
+            a
+        };
+        self.runs.add(
+            1,
+            &with(&[KeyValue::new(attr::VERDICT, verdict.to_string())]),
+        );
+        let (good, ratio) = match &summary.goodput {
+            Some(g) => (g.goodput, g.good_request_fraction),
+            // No SLOs: every completed request is good.
+            None => (
+                summary.request_throughput,
+                if summary.requests > 0 {
+                    summary.completed as f64 / summary.requests as f64
+                } else {
+                    0.0
+                },
+            ),
+        };
+        self.run_goodput.record(good, base);
+        self.run_good_ratio.record(ratio, base);
+        self.run_error_ratio.record(summary.error_rate, base);
+        let ttft = |by: &'static str, stat: &'static str, v: f64| {
+            if v.is_finite() {
+                self.run_ttft.record(
+                    v,
+                    &with(&[
+                        KeyValue::new(attr::MEASURED_BY, by),
+                        KeyValue::new(attr::STATISTIC, stat),
+                    ]),
+                );
+            }
+        };
+        if let Some(c) = summary
+            .metrics
+            .get("time_to_first_token")
+            .filter(|c| c.count > 0)
+        {
+            ttft("client", "mean", c.avg / 1e3);
+            ttft("client", "p50", c.p50 / 1e3);
+            ttft("client", "p90", c.p90 / 1e3);
+            ttft("client", "p99", c.p99 / 1e3);
+        }
+        let num = |v: &serde_json::Value| v.as_f64().filter(|v| v.is_finite());
+        if let Some(server) = sections.get("server") {
+            for stat in ["mean", "p50", "p90", "p99"] {
+                if let Some(v) = num(&server["ttft_s"][stat]) {
+                    ttft("server", stat, v);
+                }
+            }
+            if let Some(v) = num(&server["prefix_cache_hit_rate"]) {
+                self.run_prefix_hit.record(v, base);
+            }
+        }
+        if let Some(gpu) = sections.get("gpu") {
+            if let Some(v) = num(&gpu["energy"]["joules"]) {
+                self.run_energy.record(v, base);
+            }
+            if let Some(v) = num(&gpu["energy_per_output_token_j"]) {
+                self.run_energy_per_token.record(v, base);
+            }
+            if let Some(v) = num(&gpu["util_avg_pct"]) {
+                self.run_gpu_util.record(v / 100.0, base);
+            }
+            if let Some(v) = num(&gpu["power_avg_w"]) {
+                self.run_gpu_power.record(v, base);
+            }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! One CLIENT span per request, built from its finished record, and the bounded queue that
+//! ships spans to the collector from a thread of its own.
+//!
+//! The span's trace and span ids are the ones sent in the request's `traceparent`, so the
+//! server's own spans (vLLM `--otlp-traces-endpoint`) are children of canaryd's. Spans are
+//! built after the fact from the record (its times are on the monotonic clock, labelled
+//! with wall time through one anchor per run), which is why the SDK's tracer, which would
+//! pick its own ids and clock, is not used.
+
+use crate::config::Signal;
+use crate::health::Health;
+use crate::labels::{attr, RunLabels};
+use canary_core::{MonoTime, RequestRecord, WallAnchor};
+use opentelemetry::trace::{
+    Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Spans per export request at most.
+const MAX_BATCH: usize = 512;
+/// A partial batch waits at most this long.
+const BATCH_DELAY: Duration = Duration::from_millis(500);
+
+/// True when a request with this trace id is sampled at `ratio`: the same rule as the
+/// SDK's `TraceIdRatioBased` (the low 63 bits of the id against the ratio), so every
+/// component deciding on the same id agrees.
+pub fn sampled(trace_id: TraceId, ratio: f64) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+    let low = (u128::from_be_bytes(trace_id.to_bytes()) as u64) >> 1;
+    low < bound
+}
+
+/// Wall-clock time of a record time (ms after the run's `t0`).
+fn wall(anchor: &WallAnchor, t0: MonoTime, ms: f64) -> SystemTime {
+    let mono = MonoTime((t0.as_nanos() as f64 + ms.max(0.0) * 1e6) as u64);
+    UNIX_EPOCH + Duration::from_nanos(anchor.unix_nanos_at(mono))
+}
+
+/// The span of one finished request, or `None` when its ids are not valid W3C ids or it was
+/// never sent.
+pub(crate) fn span_for(
+    rec: &RequestRecord,
+    labels: &RunLabels,
+    anchor: &WallAnchor,
+    t0: MonoTime,
+    scope: &InstrumentationScope,
+) -> Option<SpanData> {
+    let trace_id = TraceId::from_hex(&rec.trace_id).ok()?;
+    let span_id = SpanId::from_hex(&rec.span_id).ok()?;
+    if trace_id == TraceId::INVALID || span_id == SpanId::INVALID || !rec.sent_at_ms.is_finite() {
+        return None;
+    }
+    let start = wall(anchor, t0, rec.sent_at_ms);
+    let end = wall(anchor, t0, rec.ended_at_ms.max(rec.sent_at_ms));
+    let mut a = labels.attributes();
+    a.push(KeyValue::new(
+        "gen_ai.request.max_tokens",
+        rec.output_tokens as i64,
+    ));
+    a.push(KeyValue::new("canary.request.index", rec.id as i64));
+    a.push(KeyValue::new("canary.trace.line", rec.trace_line as i64));
+    if let Some(s) = rec.session {
+        a.push(KeyValue::new("canary.session", s.to_string()));
+    }
+    a.push(KeyValue::new("canary.turn", rec.turn as i64));
+    if let Some(u) = &rec.usage {
+        if let Some(n) = u.prompt_tokens {
+            a.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+        }
+        if let Some(n) = u.completion_tokens {
+            a.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+        }
+        if let Some(n) = u.cached_tokens {
+            a.push(KeyValue::new("canary.usage.cached_tokens", n as i64));
+        }
+    }
+    let ms = |k: &'static str, v: Option<f64>, a: &mut Vec<KeyValue>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            a.push(KeyValue::new(k, v));
+        }
+    };
+    ms("canary.schedule_lag_ms", Some(rec.schedule_lag_ms), &mut a);
+    ms("canary.hold_ms", Some(rec.hold_ms), &mut a);
+    ms("canary.connect_ms", rec.connect_ms, &mut a);
+    ms("canary.ttfb_ms", rec.ttfb_ms, &mut a);
+    ms("canary.ttft_ms", rec.ttft_ms, &mut a);
+    ms("canary.ttfo_ms", rec.ttfo_ms, &mut a);
+    ms("canary.itl_ms", rec.itl_ms, &mut a);
+    ms("canary.e2e_ms", rec.e2e_ms, &mut a);
+    if let Some(k) = &rec.kernel {
+        ms("canary.ttft.connect_ms", k.connect_ms, &mut a);
+        ms("canary.ttft.request_write_ms", k.request_write_ms, &mut a);
+        ms("canary.ttft.server_wait_ms", k.server_wait_ms, &mut a);
+        ms(
+            "canary.ttft.client_overhead_ms",
+            k.client_overhead_ms,
+            &mut a,
+        );
+        ms("canary.ttft.remainder_ms", k.remainder_ms, &mut a);
+    }
+    let status = match &rec.error {
+        Some(e) => {
+            a.push(KeyValue::new("error.type", e.kind.as_str()));
+            if let Some(code) = e.http_status {
+                a.push(KeyValue::new("http.response.status_code", code as i64));
+            }
+            Status::error(e.kind.as_str())
+        }
+        None => Status::Unset,
+    };
+    a.push(KeyValue::new(
+        attr::REQUEST_STATUS,
+        if rec.is_ok() { "ok" } else { "error" },
+    ));
+    let mut events = Vec::new();
+    if let Some(t) = rec.ttft_ms {
+        events.push(Event::new(
+            "gen_ai.first_token",
+            wall(anchor, t0, rec.sent_at_ms + t),
+            Vec::new(),
+            0,
+        ));
+    }
+    if let Some(t) = rec.ttfo_ms {
+        events.push(Event::new(
+            "gen_ai.first_output_token",
+            wall(anchor, t0, rec.sent_at_ms + t),
+            Vec::new(),
+            0,
+        ));
+    }
+    let mut span_events = SpanEvents::default();
+    span_events.events = events;
+    Some(SpanData {
+        span_context: SpanContext::new(
+            trace_id,
+            span_id,
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::default(),
+        ),
+        parent_span_id: SpanId::INVALID,
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Client,
+        name: format!("{} {}", labels.operation, labels.model).into(),
+        start_time: start,
+        end_time: end,
+        attributes: a,
+        dropped_attributes_count: 0,
+        events: span_events,
+        links: SpanLinks::default(),
+        status,
+        instrumentation_scope: scope.clone(),
+    })
+}
+
+/// A bounded queue in front of an OTLP span exporter running on its own thread. Pushing
+/// never blocks: a full queue drops the span and counts it.
+pub(crate) struct SpanQueue {
+    // Taken out at shutdown, which closes the channel even while observers still hold the
+    // queue.
+    tx: Mutex<Option<SyncSender<SpanData>>>,
+    done: Mutex<Receiver<()>>,
+    health: Arc<Health>,
+}
+
+impl SpanQueue {
+    pub fn start<E: SpanExporter + 'static>(
+        exporter: E,
+        capacity: usize,
+        health: Arc<Health>,
+    ) -> std::io::Result<SpanQueue> {
+        let (tx, rx) = sync_channel(capacity.max(1));
+        let (done_tx, done) = sync_channel(1);
+        let h = health.clone();
+        std::thread::Builder::new()
+            .name("otlp-spans".into())
+            .spawn(move || {
+                export_loop(exporter, rx, &h);
+                let _ = done_tx.send(());
+            })?;
+        Ok(SpanQueue {
+            tx: Mutex::new(Some(tx)),
+            done: Mutex::new(done),
+            health,
+        })
+    }
+
+    pub fn push(&self, span: SpanData) {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tx) = tx.as_ref() else {
+            self.health.dropped(Signal::Traces, 1, None);
+            return;
+        };
+        match tx.try_send(span) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.health.dropped(
+                Signal::Traces,
+                1,
+                Some(&"the span queue is full (the collector is slower than the run)"),
+            ),
+            Err(TrySendError::Disconnected(_)) => self.health.dropped(Signal::Traces, 1, None),
+        }
+    }
+
+    /// Exports what is queued and stops the thread, waiting at most until `deadline`; true
+    /// when everything queued was dealt with (exported or counted as dropped) in time.
+    pub fn shutdown(&self, deadline: Instant) -> bool {
+        // The worker drains every queued span before it sees the channel closed.
+        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Past the deadline the thread is left to finish on its own.
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        done.recv_timeout(left).is_ok()
+    }
+}
+
+fn export_loop<E: SpanExporter>(mut exporter: E, rx: Receiver<SpanData>, health: &Health) {
+    let mut batch: Vec<SpanData> = Vec::new();
+    let mut oldest: Option<Instant> = None;
+    let send = |batch: &mut Vec<SpanData>, exporter: &mut E| {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        match futures_executor::block_on(exporter.export(std::mem::take(batch))) {
+            Ok(()) => health.exported(Signal::Traces, n),
+            Err(e) => health.dropped(Signal::Traces, n, Some(&e)),
+        }
+    };
+    loop {
+        let wait = oldest.map_or(Duration::from_secs(3600), |t| {
+            BATCH_DELAY.saturating_sub(t.elapsed())
+        });
+        match rx.recv_timeout(wait) {
+            Ok(s) => {
+                batch.push(s);
+                oldest.get_or_insert_with(Instant::now);
+                if batch.len() >= MAX_BATCH {
+                    send(&mut batch, &mut exporter);
+                    oldest = None;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                send(&mut batch, &mut exporter);
+                oldest = None;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                send(&mut batch, &mut exporter);
+                let _ = exporter.shutdown();
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_follows_the_trace_id_like_the_sdk() {
+        let low = TraceId::from_hex("0000000000000000000000000000000f").unwrap();
+        let high = TraceId::from_hex("0000000000000000fffffffffffffff0").unwrap();
+        assert!(sampled(low, 0.5) && !sampled(high, 0.5));
+        assert!(sampled(high, 1.0) && !sampled(low, 0.0));
+        // About half of many ids at 0.5.
+        let n = (0..4000u128)
+            .filter(|i| {
+                sampled(
+                    TraceId::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)),
+                    0.5,
+                )
+            })
+            .count();
+        assert!((1700..2300).contains(&n), "{n}");
+    }
+}

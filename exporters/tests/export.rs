@@ -1,0 +1,328 @@
+//! A real replay against `canary-sim`, exported to a real OTLP receiver: what arrives must
+//! be exactly what `records.jsonl` says.
+
+use crate::receiver::Receiver;
+use canary_core::{RequestRecord, Status};
+use canary_exporters::{Config, OtlpExporter, RunLabels};
+use canary_replay::{
+    Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer, TokenizerSpec,
+};
+use clap::Parser;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+struct SimArgs {
+    #[command(flatten)]
+    sim: canary_sim::Args,
+}
+
+async fn sim() -> canary_sim::SimHandle {
+    let args = SimArgs::try_parse_from(["sim", "--port", "0", "--profile", "fast"])
+        .unwrap()
+        .sim;
+    canary_sim::spawn(canary_sim::Config::try_from(args).unwrap())
+        .await
+        .expect("simulator starts")
+}
+
+/// An attribute value as text (numbers in Rust's `Display` form).
+pub fn text(v: Option<&AnyValue>) -> String {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn metric<'a>(ms: &'a [Metric], name: &str) -> &'a Metric {
+    ms.iter().find(|m| m.name == name).unwrap_or_else(|| {
+        panic!(
+            "no metric {name} in {:?}",
+            ms.iter().map(|m| &m.name).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// (count, sum) over every point of a histogram whose attributes contain `filter`.
+fn histogram(m: &Metric, filter: &[(&str, &str)]) -> (u64, f64) {
+    let Some(metric::Data::Histogram(h)) = &m.data else {
+        panic!("{} is not a histogram", m.name)
+    };
+    h.data_points
+        .iter()
+        .filter(|p| {
+            let a = attrs(&p.attributes);
+            filter
+                .iter()
+                .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
+        })
+        .fold((0, 0.0), |(c, s), p| {
+            (c + p.count, s + p.sum.unwrap_or(0.0))
+        })
+}
+
+fn counter_total(m: &Metric, filter: &[(&str, &str)]) -> f64 {
+    let Some(metric::Data::Sum(s)) = &m.data else {
+        panic!("{} is not a sum", m.name)
+    };
+    s.data_points
+        .iter()
+        .filter(|p| {
+            let a = attrs(&p.attributes);
+            filter
+                .iter()
+                .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|p| match p.value {
+            Some(number_data_point::Value::AsInt(i)) => i as f64,
+            Some(number_data_point::Value::AsDouble(d)) => d,
+            None => 0.0,
+        })
+        .sum()
+}
+
+fn prompts() -> Arc<PromptBuilder> {
+    let tok = Tokenizer::load(&TokenizerSpec::BuiltinO200k).unwrap();
+    Arc::new(PromptBuilder::new(tok, 0).unwrap())
+}
+
+/// Replays the 20-row Mooncake arXiv trace against `sim` with `exporter` observing.
+async fn replay(
+    sim: &canary_sim::SimHandle,
+    exporter: &OtlpExporter,
+    out: &Path,
+) -> (RunLabels, canary_replay::RunOutcome) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
+    let trace = canary_replay::load(&path, &LoadOptions::default()).unwrap();
+    let schedule = Schedule::new(trace.requests, 20.0);
+    let target = Target::new(&sim.url(), Endpoint::Chat, "canary-sim").unwrap();
+    let mut labels = RunLabels::for_target(&target, "arxiv-test");
+    labels.goodput = "time_to_first_token:100000".parse().unwrap();
+    let mut config = canary_replay::Config::new(target);
+    config.output_dir = Some(out.to_path_buf());
+    config.speedup = 20.0;
+    config.goodput = labels.goodput.clone();
+    config.observer = Some(Arc::new(exporter.run_observer(labels.clone())));
+    let outcome = canary_replay::run(
+        config,
+        schedule,
+        prompts(),
+        serde_json::json!({}),
+        CancellationToken::new(),
+        Arc::new(Progress::default()),
+    )
+    .await
+    .unwrap();
+    (labels, outcome)
+}
+
+fn records(out: &Path) -> Vec<RequestRecord> {
+    std::fs::read_to_string(out.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
+    let sim = sim().await;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        headers: vec![("x-tenant".into(), "canary-test".into())],
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (labels, outcome) = replay(&sim, &exporter, dir.path()).await;
+    exporter.export_run(&labels, &outcome, Some("pass"));
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 20);
+    assert!(
+        recs.iter().all(|r| r.status == Status::Ok),
+        "the fast sim serves every request"
+    );
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.spans_exported, 20);
+
+    // Spans: one per request, same ids as the request's traceparent, same timings.
+    let spans = receiver.spans();
+    assert_eq!(spans.len(), recs.len());
+    let by_id: HashMap<String, _> = spans.iter().map(|s| (hex(&s.span_id), s)).collect();
+    let truth = sim.truth();
+    for r in &recs {
+        let s = by_id
+            .get(&r.span_id)
+            .unwrap_or_else(|| panic!("no span for {}", r.span_id));
+        assert_eq!(hex(&s.trace_id), r.trace_id);
+        assert_eq!(s.name, "chat canary-sim");
+        assert_eq!(s.kind, 3, "SPAN_KIND_CLIENT");
+        let a = attrs(&s.attributes);
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.request.model"], "canary-sim");
+        assert_eq!(a["server.address"], "127.0.0.1");
+        assert_eq!(a["canary.workload"], "arxiv-test");
+        // Records went through JSON, which may move the last bit of a float.
+        let close = |k: &str, want: f64| {
+            let got: f64 = a[k].parse().unwrap();
+            assert!(
+                (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "{k}: {got} vs {want}"
+            );
+        };
+        close("canary.ttft_ms", r.ttft_ms.unwrap());
+        close("canary.schedule_lag_ms", r.schedule_lag_ms);
+        close("canary.e2e_ms", r.e2e_ms.unwrap());
+        assert_eq!(
+            a["gen_ai.usage.output_tokens"],
+            r.usage
+                .as_ref()
+                .unwrap()
+                .completion_tokens
+                .unwrap()
+                .to_string()
+        );
+        let first = s
+            .events
+            .iter()
+            .find(|e| e.name == "gen_ai.first_token")
+            .unwrap();
+        let ttft_ns = (first.time_unix_nano - s.start_time_unix_nano) as f64;
+        assert!(
+            (ttft_ns / 1e6 - r.ttft_ms.unwrap()).abs() < 0.01,
+            "{ttft_ns} vs {:?}",
+            r.ttft_ms
+        );
+        let e2e_ns = (s.end_time_unix_nano - s.start_time_unix_nano) as f64;
+        assert!((e2e_ns / 1e6 - r.e2e_ms.unwrap()).abs() < 0.01);
+        // The server received exactly this span as the parent of its work.
+        let tp = format!("00-{}-{}-01", r.trace_id, r.span_id);
+        assert!(
+            truth
+                .iter()
+                .any(|t| t.traceparent.as_deref() == Some(tp.as_str())),
+            "the simulator never saw {tp}"
+        );
+    }
+
+    // Metrics: the last (cumulative) export holds every request.
+    let ms = receiver.last_metrics();
+    let ttfts: Vec<f64> = recs.iter().filter_map(|r| r.ttft_ms).collect();
+    let (n, sum) = histogram(
+        metric(&ms, "gen_ai.client.operation.time_to_first_chunk"),
+        &[("canary.workload", "arxiv-test")],
+    );
+    assert_eq!(n as usize, ttfts.len());
+    let want: f64 = ttfts.iter().map(|t| t / 1e3).sum();
+    assert!((sum - want).abs() < 1e-9 * want.max(1.0), "{sum} vs {want}");
+    let (n, sum) = histogram(
+        metric(&ms, "gen_ai.client.token.usage"),
+        &[("gen_ai.token.type", "output")],
+    );
+    assert_eq!(n, 20);
+    let out_tokens: u64 = recs.iter().map(|r| r.output_token_count() as u64).sum();
+    assert_eq!(sum as u64, out_tokens);
+    let (n, _) = histogram(metric(&ms, "gen_ai.client.operation.duration"), &[]);
+    assert_eq!(n, 20);
+    let (n, _) = histogram(metric(&ms, "canary.request.schedule_lag"), &[]);
+    assert_eq!(n, 20);
+    assert_eq!(
+        counter_total(
+            metric(&ms, "canary.requests"),
+            &[("canary.request.status", "ok")]
+        ),
+        20.0
+    );
+    assert_eq!(
+        counter_total(metric(&ms, "canary.requests.good"), &[]),
+        20.0
+    );
+    assert_eq!(
+        counter_total(
+            metric(&ms, "canary.runs"),
+            &[("canary.run.verdict", "pass")]
+        ),
+        1.0
+    );
+    let resource: HashMap<_, _> = receiver.metrics_resource().into_iter().collect();
+    assert_eq!(resource["service.name"], "canaryd");
+    assert!(!resource["host.name"].is_empty());
+
+    // One log event for the run; every export carried the configured header.
+    let logs = receiver.logs();
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0].event_name, "canary.run");
+    assert_eq!(attrs(&logs[0].attributes)["canary.run.verdict"], "pass");
+    for p in receiver.posts() {
+        assert!(
+            p.headers
+                .iter()
+                .any(|(k, v)| k == "x-tenant" && v == "canary-test"),
+            "{}",
+            p.path
+        );
+        assert_eq!(
+            p.headers
+                .iter()
+                .find(|(k, _)| k == "content-type")
+                .map(|(_, v)| v.as_str()),
+            Some("application/x-protobuf")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_never_stops_the_replay_and_drops_are_counted() {
+    let sim = sim().await;
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(format!("http://127.0.0.1:{port}")),
+        timeout: Duration::from_secs(2),
+        metrics_interval: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (labels, outcome) = replay(&sim, &exporter, dir.path()).await;
+    assert_eq!(outcome.summary.requests, 20);
+    assert_eq!(outcome.summary.errors, 0);
+    exporter.export_run(&labels, &outcome, None);
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert_eq!(records(dir.path()).len(), 20);
+    assert_eq!(report.spans_exported, 0);
+    assert_eq!(report.spans_dropped, 20, "{report:?}");
+    assert!(report.metric_exports_failed >= 1, "{report:?}");
+    assert_eq!(report.logs_dropped, 1, "{report:?}");
+    assert!(!report.is_clean());
+}

@@ -1,0 +1,5 @@
+//! canary-exporters against real peers: `canary-sim` as the inference server, a real
+//! OTLP/HTTP receiver decoding what arrives.
+
+mod export;
+mod receiver;

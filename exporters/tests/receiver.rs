@@ -1,0 +1,156 @@
+//! A real OTLP/HTTP receiver on loopback: accepts `/v1/traces`, `/v1/metrics` and `/v1/logs`
+//! posts, keeps them, and decodes them with the reference protobuf types
+//! (`opentelemetry-proto`), the way a collector would.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::metrics::v1::Metric;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// One POST as received.
+#[derive(Debug, Clone)]
+pub struct Post {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+/// The receiver; stops when dropped.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    posts: Arc<Mutex<Vec<Post>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let posts: Arc<Mutex<Vec<Post>>> = Arc::default();
+        let p = posts.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let p = p.clone();
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let headers = req
+                                .headers()
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+                                .collect();
+                            let body = req.into_body().collect().await?.to_bytes();
+                            p.lock().unwrap().push(Post {
+                                path,
+                                headers,
+                                body,
+                            });
+                            Ok::<_, hyper::Error>(
+                                Response::builder()
+                                    .header("content-type", "application/x-protobuf")
+                                    .body(Full::new(Bytes::new()))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Receiver { addr, posts, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn posts(&self) -> Vec<Post> {
+        self.posts.lock().unwrap().clone()
+    }
+
+    fn bodies(&self, path: &str) -> Vec<Bytes> {
+        self.posts()
+            .into_iter()
+            .filter(|p| p.path == path)
+            .map(|p| p.body)
+            .collect()
+    }
+
+    /// Every span received, with its resource attributes.
+    pub fn spans(&self) -> Vec<Span> {
+        let mut out = Vec::new();
+        for b in self.bodies("/v1/traces") {
+            let req = ExportTraceServiceRequest::decode(b).expect("valid OTLP trace protobuf");
+            for rs in req.resource_spans {
+                for ss in rs.scope_spans {
+                    out.extend(ss.spans);
+                }
+            }
+        }
+        out
+    }
+
+    /// The metrics of the last export (cumulative: it holds every point so far).
+    pub fn last_metrics(&self) -> Vec<Metric> {
+        let Some(b) = self.bodies("/v1/metrics").pop() else {
+            return Vec::new();
+        };
+        let req = ExportMetricsServiceRequest::decode(b).expect("valid OTLP metrics protobuf");
+        req.resource_metrics
+            .into_iter()
+            .flat_map(|rm| rm.scope_metrics)
+            .flat_map(|sm| sm.metrics)
+            .collect()
+    }
+
+    /// The resource attributes of the last metrics export.
+    pub fn metrics_resource(&self) -> Vec<(String, String)> {
+        let Some(b) = self.bodies("/v1/metrics").pop() else {
+            return Vec::new();
+        };
+        let req = ExportMetricsServiceRequest::decode(b).unwrap();
+        req.resource_metrics
+            .into_iter()
+            .flat_map(|rm| rm.resource)
+            .flat_map(|r| r.attributes)
+            .map(|kv| (kv.key, crate::export::text(kv.value.as_ref())))
+            .collect()
+    }
+
+    /// Every log record received.
+    pub fn logs(&self) -> Vec<LogRecord> {
+        let mut out = Vec::new();
+        for b in self.bodies("/v1/logs") {
+            let req = ExportLogsServiceRequest::decode(b).expect("valid OTLP logs protobuf");
+            for rl in req.resource_logs {
+                for sl in rl.scope_logs {
+                    out.extend(sl.log_records);
+                }
+            }
+        }
+        out
+    }
+}
