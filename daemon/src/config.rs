@@ -71,7 +71,7 @@ pub struct Telemetry {
     pub dcgm_url: Option<String>,
     /// Server `/metrics` and DCGM scrape interval.
     pub scrape_interval: Duration,
-    /// Kernel socket timing (eBPF). Accepted now; used once the eBPF crate lands.
+    /// Kernel socket timing (eBPF; needs CAP_BPF and CAP_PERFMON, else reported once).
     pub ebpf: bool,
 }
 
@@ -181,7 +181,7 @@ pub mod raw;
 
 impl Config {
     /// What is valid but will not work on this host yet: trace files or key files missing,
-    /// key variables unset, settings accepted ahead of their implementation.
+    /// key variables unset.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for w in &self.workloads {
@@ -207,9 +207,6 @@ impl Config {
                 )),
                 _ => {}
             }
-        }
-        if self.telemetry.ebpf {
-            out.push("telemetry.ebpf: kernel socket timing is not built yet; ignored".into());
         }
         out
     }
@@ -435,7 +432,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             gpu_interval: t.gpu_interval.map_or(Duration::from_millis(500), |d| d.0),
             dcgm_url: t.dcgm_url,
             scrape_interval: t.scrape_interval.map_or(Duration::from_secs(1), |d| d.0),
-            ebpf: t.ebpf.unwrap_or(false),
+            ebpf: t.ebpf.unwrap_or(true),
         },
         baseline,
         targets,

@@ -216,19 +216,23 @@ impl RunContext {
             dcgm_url: tel.dcgm_url.clone(),
             dcgm_interval: tel.scrape_interval,
             server_pid: t.server_pid,
+            ebpf: tel.ebpf && !missing.contains("ebpf"),
         }
     }
 
-    /// NVML missing on this host will not appear later: stop trying (and warning) each run.
+    /// NVML or eBPF missing on this host (no library, no privileges) will not appear later:
+    /// stop trying, and warning, every run.
     fn note_missing_sources(&self, outcome: &RunOutcome) {
-        let nvml = outcome
-            .sections
-            .get("telemetry_sources")
-            .and_then(|s| s.get("nvml"))
-            .and_then(|s| s.get("state"))
-            .and_then(|s| s.as_str());
-        if nvml == Some("unavailable") {
-            self.missing_sources.lock().unwrap().insert("nvml".into());
+        for source in ["nvml", "ebpf"] {
+            let state = outcome
+                .sections
+                .get("telemetry_sources")
+                .and_then(|s| s.get(source))
+                .and_then(|s| s.get("state"))
+                .and_then(|s| s.as_str());
+            if state == Some("unavailable") {
+                self.missing_sources.lock().unwrap().insert(source.into());
+            }
         }
     }
 }

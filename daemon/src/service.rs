@@ -84,6 +84,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         print_embedded_banner(status_addr, &config);
     }
 
+    // Every finished run goes to each sink; OTLP exporters join this list, built from the
+    // config's `[export]` table.
     let sinks: Arc<Sinks> = Arc::new(Sinks(vec![metrics.clone() as Arc<dyn RunSink>]));
     let daemon = Arc::new(Daemon {
         history,

@@ -161,7 +161,7 @@ fn metrics(port: u16) -> String {
 fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
     let text = format!(
         "state_dir = \"{}\"\n\
-         [telemetry]\nnvml = false\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
          [baseline]\nruns = 10\nmin_runs = 3\nmin_shift_ms = 20\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
          api_key_file = \"key.txt\"\n\
