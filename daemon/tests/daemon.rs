@@ -523,6 +523,13 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     extra += &workload("hung", "stalled", "1s", "max_requests = 3");
     extra = extra.replace("max_requests = 40\n", "");
     extra += &workload("fine", "sim", "1s", "");
+    // A server that is down: nothing listens on its port.
+    extra += &format!(
+        "[targets.down]\nurl = \"http://127.0.0.1:{}\"\nmodel = \"m\"\nallow_concurrent_runs = true\n",
+        free_port()
+    );
+    extra +=
+        &workload("refused", "down", "1s", "").replace("max_requests = 40", "max_requests = 5");
     // And a trace that is not there: an error naming the file, every time it is due.
     extra += "[workloads.gone]\ntarget = \"sim\"\ntrace = \"missing.jsonl\"\nevery = \"1s\"\n";
     let config = write_config(dir.path(), sim_port, &extra);
@@ -560,6 +567,13 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     assert!(
         hung["trend"].is_null(),
         "error runs are not compared with the baseline"
+    );
+    let refused = of(&all, "refused");
+    assert!(!refused.is_empty(), "{all:?}");
+    let why = refused[0]["verdict"].as_str().unwrap();
+    assert!(
+        why.contains("none of 5 requests completed (connect: 5)"),
+        "{why}"
     );
     let gone = of(&all, "gone");
     assert!(gone.len() >= 2, "{gone:?}");
