@@ -74,7 +74,7 @@ fn route(
         .unwrap_or("")
         .split('&')
         .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (percent_decode(k), percent_decode(v)))
         .collect();
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
@@ -144,4 +144,41 @@ fn json_error(e: anyhow::Error) -> Response<Full<Bytes>> {
         StatusCode::INTERNAL_SERVER_ERROR,
         &json!({ "error": format!("{e:#}") }),
     )
+}
+
+/// Decodes `%XX` escapes and `+` in a query component (workload names may hold any
+/// character); a malformed escape is kept as it is.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_components_are_percent_decoded() {
+        use super::percent_decode as d;
+        assert_eq!(d("chat%20peak"), "chat peak");
+        assert_eq!(d("a+b"), "a b");
+        assert_eq!(d("caf%C3%A9"), "café");
+        assert_eq!(d("100%"), "100%");
+        assert_eq!(d("%zz"), "%zz");
+    }
 }

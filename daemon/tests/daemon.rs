@@ -350,6 +350,11 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
     assert!(m.contains("canaryd_telemetry_source_up{workload=\"steady\",source=\"server_metrics\",state=\"available\"} 1"), "{m}");
     assert_eq!(http(status, "GET", "/readyz", "").0, 200);
     assert_eq!(http(status, "GET", "/api/runs/no-such-run", "").0, 404);
+    let (_, body) = http(status, "GET", "/api/runs?workload=slo&limit=2", "");
+    let only: Value = serde_json::from_str(&body).unwrap();
+    let only = only["runs"].as_array().unwrap();
+    assert_eq!(only.len(), 2, "{body}");
+    assert!(only.iter().all(|r| r["workload"] == "slo"), "{body}");
 }
 
 #[test]
