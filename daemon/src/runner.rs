@@ -220,8 +220,8 @@ impl RunContext {
         }
     }
 
-    /// NVML or eBPF missing on this host (no library, no privileges) will not appear later:
-    /// stop trying, and warning, every run.
+    /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
+    /// each run.
     fn note_missing_sources(&self, outcome: &RunOutcome) {
         for source in ["nvml", "ebpf"] {
             let state = outcome
