@@ -345,8 +345,13 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, w: &Workload, result: &mut RunResult) -> Result<()> {
         if let Some(samples) = &result.samples {
-            let base = self.history.baseline(&w.name, config.baseline.runs)?;
-            result.comparison = Some(baseline::compare(&config.baseline, &base, samples));
+            // A baseline that cannot be read leaves this run uncompared, not unrecorded.
+            match self.history.baseline(&w.name, config.baseline.runs) {
+                Ok(base) => {
+                    result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                }
+                Err(e) => tracing::error!(workload = %w.name, "reading the baseline: {e:#}"),
+            }
         }
         let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
         let line = format!(

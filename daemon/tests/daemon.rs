@@ -358,13 +358,13 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
 }
 
 #[test]
-fn sighup_with_a_broken_config_keeps_the_old_one() {
+fn sighup_with_a_broken_config_keeps_the_old_one_and_baselines_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim();
-    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 3\n";
+    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 5\n";
     let config = write_config(dir.path(), sim_port, &extra);
     let status = free_port();
-    let d = daemon(dir.path(), &config, status, "daemon.log");
+    let mut d = daemon(dir.path(), &config, status, "daemon.log");
     eventually(60, "a first run", || {
         (!runs(status).is_empty()).then_some(())
     });
@@ -405,13 +405,42 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
     });
     assert!(metrics(status).contains("canaryd_config_reloads_total{result=\"ok\"} 1"));
 
-    // Retention keeps 3 runs of `a`, in the history and on disk (plus one in flight).
+    // Retention keeps 5 runs of `a`, in the history and on disk (plus one in flight).
+    eventually(60, "5 runs of `a`, 4 passing", || {
+        let all = runs(status);
+        let a = of(&all, "a");
+        let pass = a.iter().filter(|r| r["verdict"] == "pass").count();
+        (a.len() >= 5 && pass >= 4).then_some(())
+    });
     let kept = of(&runs(status), "a").len();
-    assert!((1..=3).contains(&kept), "{kept} runs kept");
+    assert_eq!(kept, 5, "{kept} runs kept");
     let dirs = std::fs::read_dir(dir.path().join("state/artifacts/a"))
         .unwrap()
         .count();
-    assert!(dirs <= 4, "{dirs} artifact folders kept");
+    assert!(dirs <= 6, "{dirs} artifact folders kept");
+
+    // Restarted, the first run of `a` is compared with the baseline from before.
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let restarted = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let first = eventually(60, "a run of `a` after the restart", || {
+        runs(status)
+            .into_iter()
+            .find(|r| r["workload"] == "a" && r["started_unix_ms"].as_i64() >= Some(restarted))
+    });
+    let id = first["id"].as_str().unwrap();
+    let run: Value =
+        serde_json::from_str(&http(status, "GET", &format!("/api/runs/{id}"), "").1).unwrap();
+    assert!(
+        run["comparison"]["baseline_runs"].as_u64().unwrap() >= 3,
+        "{run:#}"
+    );
+    assert_ne!(run["trend"], "insufficient", "{run:#}");
 }
 
 #[test]
