@@ -402,7 +402,11 @@ impl Daemon {
     fn status_line(&self) -> String {
         let progress = self.progress.lock().unwrap();
         if progress.is_empty() {
-            return "idle; waiting for the next scheduled run".into();
+            let last = self.metrics.last_verdicts();
+            return match last.is_empty() {
+                true => "idle; waiting for the first scheduled run".into(),
+                false => format!("idle; last runs: {}", last.join(", ")),
+            };
         }
         let parts: Vec<String> = progress
             .iter()

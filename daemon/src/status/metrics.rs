@@ -70,6 +70,21 @@ impl StatusMetrics {
             .collect()
     }
 
+    /// Each workload's last verdict kind and trend, `chat pass (steady)`, by workload.
+    pub fn last_verdicts(&self) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.last
+            .iter()
+            .map(|(w, v)| {
+                let kind = v["verdict_kind"].as_str().unwrap_or("?");
+                match v["trend"].as_str() {
+                    Some(t) => format!("{w} {kind} ({t})"),
+                    None => format!("{w} {kind}"),
+                }
+            })
+            .collect()
+    }
+
     /// A SIGHUP reload was applied (`ok`) or rejected.
     pub fn reloaded(&self, ok: bool) {
         let key = if ok { "ok" } else { "rejected" };
