@@ -313,27 +313,6 @@ impl RunSink for StatusMetrics {
     }
 }
 
-impl From<&RunResult> for RunRow {
-    fn from(r: &RunResult) -> RunRow {
-        RunRow {
-            id: r.id.clone(),
-            workload: r.workload.clone(),
-            target: r.target.clone(),
-            started_unix_ms: r.started_unix_ms,
-            finished_unix_ms: r.finished_unix_ms,
-            verdict: r.verdict.clone(),
-            trend: r.comparison.as_ref().map(|c| c.trend),
-            comparison: r.comparison.clone(),
-            summary: r
-                .outcome
-                .as_ref()
-                .and_then(|o| serde_json::to_value(o).ok()),
-            artifacts: r.artifacts.clone(),
-            samples: r.samples.clone(),
-        }
-    }
-}
-
 /// A run as `/api/runs` lists it: verdict, trend and the headline figures.
 pub fn brief(r: &RunRow) -> Value {
     let sum = r.summary.as_ref();
