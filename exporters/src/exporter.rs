@@ -1,16 +1,17 @@
-//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs) and the
-//! per-run [`RunObserver`] that feeds them.
+//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs), started once,
+//! fed by a [`RunObserver`] per run, flushed with a deadline.
 
 use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
+use crate::counting::{CountingLogExporter, CountingMetricExporter};
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
-use crate::spans::{sampled, span_for, SpanQueue};
-use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
-use canary_replay::{Observer, RunOutcome, SectionsFuture};
+use crate::observer::RunObserver;
+use crate::spans::SpanQueue;
+use canary_core::{RunSummary, WallAnchor};
+use canary_replay::RunOutcome;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
-use opentelemetry::trace::TraceId;
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{
     LogExporter, MetricExporter, RetryPolicy, SpanExporter, WithExportConfig, WithHttpConfig,
@@ -18,7 +19,6 @@ use opentelemetry_otlp::{
 use opentelemetry_sdk::logs::{
     BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
 };
-use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
@@ -72,63 +72,6 @@ impl ExportReport {
     }
 }
 
-/// Counts failed metric exports and reports the first one; otherwise the OTLP exporter.
-struct CountingMetricExporter {
-    inner: MetricExporter,
-    health: Arc<Health>,
-}
-
-impl PushMetricExporter for CountingMetricExporter {
-    async fn export(
-        &self,
-        metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let r = self.inner.export(metrics).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Metrics, 1),
-            Err(e) => self.health.dropped(Signal::Metrics, 1, Some(e)),
-        }
-        r
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.force_flush()
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn temporality(&self) -> Temporality {
-        self.inner.temporality()
-    }
-}
-
-/// Counts log events exported and lost.
-#[derive(Debug)]
-struct CountingLogExporter {
-    inner: LogExporter,
-    health: Arc<Health>,
-}
-
-impl opentelemetry_sdk::logs::LogExporter for CountingLogExporter {
-    async fn export(
-        &self,
-        batch: opentelemetry_sdk::logs::LogBatch<'_>,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let n = batch.iter().count() as u64;
-        let r = self.inner.export(batch).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Logs, n),
-            Err(e) => self.health.dropped(Signal::Logs, n, Some(e)),
-        }
-        r
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
 /// The OTLP pipelines of one canaryd process: a bounded span queue, a periodic metric
 /// reader and a batch log processor, each on its own thread, so a slow or absent collector
 /// never slows a replay. Start it once; create a [`RunObserver`] per run; call
@@ -178,10 +121,13 @@ impl OtlpExporter {
             .iter()
             .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        if !config.resource.iter().any(|(k, _)| k == "host.name") {
-            attrs.push(KeyValue::new("host.name", host_name()));
+        if !config.resource.iter().any(|(k, _)| k == attr::HOST_NAME) {
+            attrs.push(KeyValue::new(attr::HOST_NAME, host_name()));
         }
-        attrs.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        attrs.push(KeyValue::new(
+            attr::SERVICE_VERSION,
+            env!("CARGO_PKG_VERSION"),
+        ));
         let resource = Resource::builder()
             .with_service_name(config.service_name.clone())
             .with_attributes(attrs)
@@ -308,6 +254,12 @@ impl OtlpExporter {
         })
     }
 
+    /// The span sampling ratio: set it as the replay's `trace_sample_ratio` so the
+    /// `traceparent` flag agrees with what is exported.
+    pub fn sample_ratio(&self) -> f64 {
+        self.sample_ratio
+    }
+
     /// The resource every signal carries.
     pub fn resource(&self) -> &Resource {
         &self.resource
@@ -324,7 +276,6 @@ impl OtlpExporter {
             instruments: self.instruments.clone(),
             scope: self.scope.clone(),
             sample_ratio: self.sample_ratio,
-            health: self.health.clone(),
         }
     }
 
@@ -352,11 +303,11 @@ impl OtlpExporter {
                 .into(),
             ));
             r.add_attribute(attr::WORKLOAD, labels.workload.clone());
-            r.add_attribute("gen_ai.operation.name", labels.operation.clone());
-            r.add_attribute("gen_ai.provider.name", labels.provider.clone());
-            r.add_attribute("gen_ai.request.model", labels.model.clone());
-            r.add_attribute("server.address", labels.server_address.clone());
-            r.add_attribute("server.port", labels.server_port as i64);
+            r.add_attribute(attr::GEN_AI_OPERATION_NAME, labels.operation.clone());
+            r.add_attribute(attr::GEN_AI_PROVIDER_NAME, labels.provider.clone());
+            r.add_attribute(attr::GEN_AI_REQUEST_MODEL, labels.model.clone());
+            r.add_attribute(attr::SERVER_ADDRESS, labels.server_address.clone());
+            r.add_attribute(attr::SERVER_PORT, labels.server_port as i64);
             r.add_attribute(attr::VERDICT, verdict.to_string());
             if let Some(id) = &labels.run_id {
                 r.add_attribute("canary.run.id", id.clone());
@@ -417,55 +368,5 @@ impl OtlpExporter {
             );
         }
         report
-    }
-}
-
-/// Feeds one run's records to an [`OtlpExporter`]; implements the replay's [`Observer`].
-pub struct RunObserver {
-    labels: RunLabels,
-    base: Vec<KeyValue>,
-    anchor: WallAnchor,
-    spans: Option<Arc<SpanQueue>>,
-    instruments: Arc<Instruments>,
-    scope: InstrumentationScope,
-    sample_ratio: f64,
-    health: Arc<Health>,
-}
-
-impl RunObserver {
-    /// The run's labels.
-    pub fn labels(&self) -> &RunLabels {
-        &self.labels
-    }
-}
-
-impl Observer for RunObserver {
-    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
-        if rec.warmup {
-            return;
-        }
-        self.instruments
-            .record_request(rec, &self.labels, &self.base);
-        let Some(q) = &self.spans else { return };
-        let keep = TraceId::from_hex(&rec.trace_id)
-            .map(|id| sampled(id, self.sample_ratio))
-            .unwrap_or(false);
-        if !keep {
-            return;
-        }
-        match span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
-            Some(span) => q.push(span),
-            // Not sent (stopped first) or ids the replay did not make: nothing to show.
-            None => self.health.dropped(Signal::Traces, 0, None),
-        }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
     }
 }

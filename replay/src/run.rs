@@ -53,6 +53,9 @@ pub struct Config {
     /// Adds what other sources saw (GPU, server metrics, kernel) to each record before it is
     /// written.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
+    /// the exporter decides which spans to send).
+    pub trace_sample_ratio: f64,
 }
 
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
@@ -140,6 +143,7 @@ impl Config {
             prepare_ahead: Duration::from_millis(50),
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
             observer: None,
+            trace_sample_ratio: 1.0,
         }
     }
 }
@@ -431,7 +435,8 @@ async fn send_one(
         .body(&prompt.body, req.output_tokens, req.extra.as_deref());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
-    let request = ctx.target.request(&body, &trace.traceparent(), &request_id);
+    let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
+    let request = ctx.target.request(&body, &traceparent, &request_id);
     drop(body);
     // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
