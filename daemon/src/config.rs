@@ -71,7 +71,7 @@ pub struct Telemetry {
     pub dcgm_url: Option<String>,
     /// Server `/metrics` and DCGM scrape interval.
     pub scrape_interval: Duration,
-    /// Kernel socket timing (eBPF). Accepted now; used once the eBPF crate lands.
+    /// Kernel socket timing (eBPF; needs CAP_BPF and CAP_PERFMON, else reported once).
     pub ebpf: bool,
 }
 
@@ -181,7 +181,7 @@ pub mod raw;
 
 impl Config {
     /// What is valid but will not work on this host yet: trace files or key files missing,
-    /// key variables unset, settings accepted ahead of their implementation.
+    /// key variables unset.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for w in &self.workloads {

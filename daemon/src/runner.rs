@@ -6,6 +6,7 @@
 use crate::baseline::Samples;
 use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
 use crate::config::{ApiKeySource, Config, Target, TraceSource, Workload};
+use crate::history::RunRow;
 use crate::observe::TelemetryConfig;
 use crate::replay::ShapeArgs;
 use crate::verdict::Verdict;
@@ -41,6 +42,28 @@ pub struct RunResult {
     pub comparison: Option<crate::baseline::Comparison>,
     /// The artifacts folder.
     pub artifacts: PathBuf,
+}
+
+/// The history row of a finished run.
+impl From<&RunResult> for RunRow {
+    fn from(r: &RunResult) -> RunRow {
+        RunRow {
+            id: r.id.clone(),
+            workload: r.workload.clone(),
+            target: r.target.clone(),
+            started_unix_ms: r.started_unix_ms,
+            finished_unix_ms: r.finished_unix_ms,
+            verdict: r.verdict.clone(),
+            trend: r.comparison.as_ref().map(|c| c.trend),
+            comparison: r.comparison.clone(),
+            summary: r
+                .outcome
+                .as_ref()
+                .and_then(|o| serde_json::to_value(o).ok()),
+            artifacts: r.artifacts.clone(),
+            samples: r.samples.clone(),
+        }
+    }
 }
 
 /// A fresh run id: UTC start time and a random suffix, sortable and unique.

@@ -84,6 +84,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         print_embedded_banner(status_addr, &config);
     }
 
+    // Every finished run goes to each sink; OTLP exporters join this list, built from the
+    // config's `[export]` table.
     let sinks: Arc<Sinks> = Arc::new(Sinks(vec![metrics.clone() as Arc<dyn RunSink>]));
     let daemon = Arc::new(Daemon {
         history,
@@ -343,8 +345,13 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, w: &Workload, result: &mut RunResult) -> Result<()> {
         if let Some(samples) = &result.samples {
-            let base = self.history.baseline(&w.name, config.baseline.runs)?;
-            result.comparison = Some(baseline::compare(&config.baseline, &base, samples));
+            // A baseline that cannot be read leaves this run uncompared, not unrecorded.
+            match self.history.baseline(&w.name, config.baseline.runs) {
+                Ok(base) => {
+                    result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                }
+                Err(e) => tracing::error!(workload = %w.name, "reading the baseline: {e:#}"),
+            }
         }
         let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
         let line = format!(
@@ -395,7 +402,11 @@ impl Daemon {
     fn status_line(&self) -> String {
         let progress = self.progress.lock().unwrap();
         if progress.is_empty() {
-            return "idle; waiting for the next scheduled run".into();
+            let last = self.metrics.last_verdicts();
+            return match last.is_empty() {
+                true => "idle; waiting for the first scheduled run".into(),
+                false => format!("idle; last runs: {}", last.join(", ")),
+            };
         }
         let parts: Vec<String> = progress
             .iter()

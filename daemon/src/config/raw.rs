@@ -66,7 +66,7 @@ pub struct Telemetry {
     pub dcgm_url: Option<String>,
     /// Default `1s`.
     pub scrape_interval: Option<HumanDuration>,
-    /// Default false.
+    /// Kernel socket timing; default true (without privileges it is reported once, then off).
     pub ebpf: Option<bool>,
 }
 
