@@ -96,7 +96,8 @@ impl Connector {
         }
     }
 
-    async fn open(&self) -> Result<Connection, ConnectError> {
+    /// A new connection, never a pooled one.
+    pub async fn open(&self) -> Result<Connection, ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
         let err = |reason: String| ConnectError {
             addr: addr.clone(),
