@@ -68,6 +68,66 @@ fn wait_listening(port: u16) {
     panic!("nothing listens on {port}");
 }
 
+/// `canaryd sim --profile fast` on a free port.
+fn sim() -> (Child, u16) {
+    let port = free_port();
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port);
+    (child, port)
+}
+
+/// `canaryd run --config CONFIG` in `dir`, stderr to `dir/daemon.log`; with its status port.
+fn daemon(dir: &Path, config: &Path, env: &[(&str, &str)]) -> (Child, u16) {
+    let status = free_port();
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("daemon.log")).unwrap())
+            .spawn()
+            .expect("canaryd run starts"),
+    );
+    wait_listening(status);
+    (child, status)
+}
+
+/// The status API's runs.
+fn api_runs(status: u16) -> Vec<Value> {
+    let (code, body) = get(status, "/api/runs?limit=100");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["runs"].as_array().unwrap().clone()
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// GET `path` on the status endpoint; (status, body).
 fn get(port: u16, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -118,16 +178,7 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     let rt = tokio::runtime::Runtime::new().unwrap();
     let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
-    let sim_port = free_port();
-    let _sim = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .args(["sim", "--profile", "fast", "--port", &sim_port.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("canaryd sim starts"),
-    );
-    wait_listening(sim_port);
+    let (_sim, sim_port) = sim();
 
     std::fs::write(dir.path().join("otlp-token"), format!("{SECRET}\n")).unwrap();
     let mut config = format!(
@@ -149,29 +200,10 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     let path = dir.path().join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
 
-    let status = free_port();
-    let mut daemon = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .arg("run")
-            .arg("--config")
-            .arg(&path)
-            .args(["--status-listen", &format!("127.0.0.1:{status}")])
-            .current_dir(dir.path())
-            .env("RUST_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
-            .spawn()
-            .expect("canaryd run starts"),
-    );
-    wait_listening(status);
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
 
     // Two finished runs of each workload.
-    let end = Instant::now() + Duration::from_secs(120);
-    let api = loop {
+    let api = eventually(120, "two runs of each workload", || {
         let (code, body) = get(status, "/api/runs?limit=100");
         assert_eq!(code, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -183,12 +215,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
                 .filter(|r| r["workload"] == w)
                 .count()
         };
-        if count("steady") >= 2 && count("strict") >= 2 {
-            break body;
-        }
-        assert!(Instant::now() < end, "runs did not finish: {body}");
-        std::thread::sleep(Duration::from_millis(250));
-    };
+        (count("steady") >= 2 && count("strict") >= 2).then_some(body)
+    });
     let mut shown = vec![api, get(status, "/metrics").1];
     let v: Value = serde_json::from_str(&shown[0]).unwrap();
     for r in v["runs"].as_array().unwrap() {
@@ -370,4 +398,65 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
             p.display()
         );
     }
+}
+
+#[test]
+fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let dead = free_port();
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"http://127.0.0.1:{dead}\"\nmetrics_interval = \"200ms\"\n\
+         timeout = \"1s\"\nflush_timeout = \"2s\"\n\
+         [otlp.headers]\nx-api-key = {{ env = \"CANARYD_TEST_OTLP_KEY\" }}\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n"
+    );
+    config += &workload("steady", "");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[("CANARYD_TEST_OTLP_KEY", SECRET)]);
+
+    // Runs pass while every export fails; the losses reach the status metrics.
+    eventually(120, "three passing runs", || {
+        let runs = api_runs(status);
+        (runs.iter().filter(|r| r["verdict"] == "pass").count() >= 3).then_some(())
+    });
+    let drops = eventually(60, "export drops counted", || {
+        let (_, m) = get(status, "/metrics");
+        let line = m
+            .lines()
+            .find(|l| l.starts_with("canaryd_export_drops_total"))?
+            .to_string();
+        let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        (n > 0.0).then_some(n)
+    });
+    assert!(drops > 0.0);
+
+    // SAFETY: kill(2) on our own child's pid; no memory is touched.
+    assert_eq!(
+        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let exit = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(s) = daemon.0.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(Instant::now() < exit, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    // Many exports failed; each signal said so once.
+    for signal in ["traces", "metrics", "logs"] {
+        let n = log
+            .matches(&format!(
+                "OTLP {signal} export to http://127.0.0.1:{dead}/v1/{signal} failed"
+            ))
+            .count();
+        assert_eq!(n, 1, "{signal}: {log}");
+    }
+    assert!(!log.contains(SECRET), "{log}");
 }
