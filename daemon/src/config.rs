@@ -140,6 +140,35 @@ impl std::fmt::Debug for OtlpHeader {
 }
 
 impl Otlp {
+    /// What `check-config` says about export: endpoints without user info or query, and
+    /// header names (never values). `None` when the file sets no endpoint.
+    pub fn describe(&self) -> Option<String> {
+        let urls: Vec<String> = [
+            ("", &self.endpoint),
+            ("traces ", &self.traces_endpoint),
+            ("metrics ", &self.metrics_endpoint),
+            ("logs ", &self.logs_endpoint),
+        ]
+        .into_iter()
+        .filter_map(|(what, u)| {
+            u.as_deref()
+                .map(|u| format!("{what}{}", canary_exporters::redact_url(u)))
+        })
+        .collect();
+        if urls.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        Some(format!(
+            "OTLP export to {}{}",
+            urls.join(", "),
+            match names.is_empty() {
+                true => String::new(),
+                false => format!(" with headers {}", names.join(", ")),
+            }
+        ))
+    }
+
     /// The exporter's settings: the standard `OTEL_*` variables, overridden by `[otlp]`.
     /// Header values are read here; an error names the key, never a value.
     pub fn exporter_config(&self) -> Result<canary_exporters::Config, String> {
@@ -326,10 +355,10 @@ impl Config {
         for (name, h) in &self.otlp.headers {
             match h {
                 OtlpHeader::Env(var, _) if std::env::var_os(var).is_none() => out.push(format!(
-                    "otlp.headers.{name}: {var} is not set here (export stays off until it is)"
+                    "otlp.headers.{name}: {var} is not set here (OTLP export stays off unless it is set when canaryd starts)"
                 )),
                 OtlpHeader::File(path, _) if !path.exists() => out.push(format!(
-                    "otlp.headers.{name}: {} does not exist (export stays off until it does)",
+                    "otlp.headers.{name}: {} does not exist (OTLP export stays off unless it exists when canaryd starts)",
                     path.display()
                 )),
                 _ => {}

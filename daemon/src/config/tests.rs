@@ -167,6 +167,11 @@ fn otlp_settings_are_read_and_header_values_never_shown() {
     let shown = format!("{c:?}");
     assert!(!shown.contains("canary-PLAIN-77"), "{shown}");
     assert!(shown.contains("CANARYD_TEST_OTLP_TOKEN"), "{shown}");
+    assert_eq!(
+        o.describe().unwrap(),
+        "OTLP export to http://127.0.0.1:4318, metrics http://127.0.0.1:8428/opentelemetry/v1/metrics \
+         with headers authorization, x-api-key, x-org"
+    );
     // Without [otlp] nothing is set and the flush timeout has its default.
     assert_eq!(parse(GOOD).unwrap().otlp, Otlp::default());
 }
