@@ -4,7 +4,8 @@
 //! flush timeout, when the daemon stops.
 //!
 //! A collector that is down is reported once by the exporter and runs go on; what it loses
-//! is added to the status endpoint's `canaryd_export_drops_total` as each run ends.
+//! is added to the status endpoint's `canaryd_export_drops_total` as each run ends and every
+//! few seconds between runs.
 
 use crate::config::{Config, Target, Workload};
 use crate::export::RunSink;
@@ -43,19 +44,42 @@ impl OtlpSink {
         if !settings.is_enabled() {
             return None;
         }
-        match OtlpExporter::start(settings) {
-            Ok(exporter) => Some(Arc::new(OtlpSink {
+        let sink = match OtlpExporter::start(settings) {
+            Ok(exporter) => Arc::new(OtlpSink {
                 exporter: Mutex::new(Some(exporter)),
                 flush_timeout: config.otlp.flush_timeout,
                 labels: Mutex::default(),
                 metrics,
                 drops_counted: AtomicU64::new(0),
-            })),
+            }),
             Err(e) => {
                 tracing::error!("OTLP export off: {e}");
-                None
+                return None;
             }
-        }
+        };
+        // Metric exports fail between runs too: the status metrics follow every few seconds.
+        let weak = Arc::downgrade(&sink);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(sink) if sink.refresh_drops() => {}
+                    _ => return,
+                }
+            }
+        });
+        Some(sink)
+    }
+
+    /// Brings `canaryd_export_drops_total` up to date; false once the exporter is flushed.
+    fn refresh_drops(&self) -> bool {
+        let guard = self.exporter.lock().unwrap();
+        let Some(exporter) = guard.as_ref() else {
+            return false;
+        };
+        self.count_drops(dropped(&exporter.report()));
+        true
     }
 
     /// The observer for run `id` of `w` against `t`, and the sampling ratio its
