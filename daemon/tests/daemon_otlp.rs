@@ -197,6 +197,9 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         "strict",
         "slos = \"request_latency:1\"\nmin_good_fraction = 0.9",
     );
+    // A trace that is not there: `error` runs that never reach the replay still send their
+    // verdict.
+    config += &workload("missing", "").replace("\"bundled\"", "\"no-such-trace.jsonl\"");
     let path = dir.path().join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
 
@@ -215,7 +218,7 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
                 .filter(|r| r["workload"] == w)
                 .count()
         };
-        (count("steady") >= 2 && count("strict") >= 2).then_some(body)
+        (count("steady") >= 2 && count("strict") >= 2 && count("missing") >= 1).then_some(body)
     });
     let mut shown = vec![api, get(status, "/metrics").1];
     let v: Value = serde_json::from_str(&shown[0]).unwrap();
@@ -269,6 +272,7 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         kinds("strict").iter().filter(|k| **k == "fail").count() >= 2,
         "{runs:?}"
     );
+    assert!(kinds("missing").iter().all(|k| *k == "error"), "{runs:?}");
 
     // One run event per run, carrying its workload, verdict and trend.
     let events: Vec<_> = receiver
@@ -300,6 +304,13 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
                 a["canary.run.verdict.reasons"].contains("request_latency"),
                 "{a:?}"
             );
+        }
+        if w == "missing" {
+            assert!(
+                a["canary.run.verdict.reasons"].contains("no-such-trace.jsonl"),
+                "{a:?}"
+            );
+            assert!(!a.contains_key("canary.run.requests"), "{a:?}");
         }
     }
     assert!(
