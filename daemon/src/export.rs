@@ -1,6 +1,6 @@
 //! Where finished runs go besides the history database: the status endpoint's metrics and,
-//! when configured, OTLP ([`otlp`]). A sink is called once per finished run (every verdict, interrupted
-//! runs included) and once per skipped schedule, and flushed on shutdown.
+//! when configured, OTLP ([`otlp`]). A sink is called once per finished run (every verdict,
+//! interrupted runs included) and once per skipped schedule, and flushed on shutdown.
 
 use crate::runner::RunResult;
 
