@@ -84,14 +84,17 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         print_embedded_banner(status_addr, &config);
     }
 
-    // Every finished run goes to each sink; OTLP exporters join this list, built from the
-    // config's `[export]` table.
-    let sinks: Arc<Sinks> = Arc::new(Sinks(vec![metrics.clone() as Arc<dyn RunSink>]));
+    // Every finished run goes to each sink: the status metrics, and OTLP when configured
+    // (one exporter for the process; `[otlp]` changes take effect at restart).
+    let otlp = crate::export::otlp::OtlpSink::start(&config, metrics.clone());
+    let mut sink_list = vec![metrics.clone() as Arc<dyn RunSink>];
+    sink_list.extend(otlp.clone().map(|o| o as Arc<dyn RunSink>));
+    let sinks: Arc<Sinks> = Arc::new(Sinks(sink_list));
     let daemon = Arc::new(Daemon {
         history,
         metrics: metrics.clone(),
         sinks: sinks.clone(),
-        ctx: RunContext::default(),
+        ctx: RunContext::with_otlp(otlp),
         shutdown: CancellationToken::new(),
         target_locks: Mutex::default(),
         tasks: Mutex::default(),
@@ -153,7 +156,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
             return Ok(130);
         }
     }
-    sinks.flush();
+    // Flushing blocks (exporters send with a deadline): off the async workers.
+    let flushing = sinks.clone();
+    let _ = tokio::task::spawn_blocking(move || flushing.flush()).await;
     stop_status.cancel();
     let _ = status_task.await;
     if let Some(sim) = sim {
@@ -171,6 +176,9 @@ fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, confi
     }
     if new.status_listen != running.status_listen || new.state_dir != running.state_dir {
         tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
+    }
+    if new.otlp != running.otlp {
+        tracing::warn!("SIGHUP: [otlp] changes take effect at restart");
     }
     for warning in new.warnings() {
         tracing::warn!("{warning}");

@@ -72,6 +72,18 @@ impl ExportReport {
     }
 }
 
+/// How a finished run was judged, for [`OtlpExporter::export_judged_run`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunJudgement {
+    /// `pass`, `fail`, `error` (or `unjudged`).
+    pub verdict: String,
+    /// Why it failed or errored, each naming what was missed.
+    pub reasons: Vec<String>,
+    /// Against the rolling baseline: `regressed`, `improved`, `steady` or `insufficient`;
+    /// `None` when the run was not compared.
+    pub trend: Option<String>,
+}
+
 /// The OTLP pipelines of one canaryd process: a bounded span queue, a periodic metric
 /// reader and a batch log processor, each on its own thread, so a slow or absent collector
 /// never slows a replay. Start it once; create a [`RunObserver`] per run; call
@@ -282,25 +294,49 @@ impl OtlpExporter {
     /// Exports a finished run: its verdict (`None`: `unjudged`), run-level gauges, and one
     /// `canary.run` log event.
     pub fn export_run(&self, labels: &RunLabels, outcome: &RunOutcome, verdict: Option<&str>) {
-        let verdict = verdict.unwrap_or("unjudged");
+        let judgement = RunJudgement {
+            verdict: verdict.unwrap_or("unjudged").to_string(),
+            ..RunJudgement::default()
+        };
+        self.export_judged_run(labels, Some(outcome), &judgement);
+    }
+
+    /// Exports a run the daemon judged: `canary.runs` with its verdict (and baseline trend,
+    /// when compared), the run-level gauges when the replay ran at all (`outcome`), and one
+    /// `canary.run` log event carrying the verdict, its reasons and the trend.
+    pub fn export_judged_run(
+        &self,
+        labels: &RunLabels,
+        outcome: Option<&RunOutcome>,
+        judgement: &RunJudgement,
+    ) {
+        let verdict = judgement.verdict.as_str();
         let base = labels.attributes();
-        self.instruments
-            .record_run(&outcome.summary, &outcome.sections, verdict, &base);
+        let mut run_attrs = vec![KeyValue::new(attr::VERDICT, verdict.to_string())];
+        if let Some(t) = &judgement.trend {
+            run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
+        }
+        self.instruments.count_run(&base, &run_attrs);
+        if let Some(o) = outcome {
+            self.instruments.record_run(&o.summary, &o.sections, &base);
+        }
         if let Some((_, logger)) = &self.logs {
-            let s: &RunSummary = &outcome.summary;
             let mut r = logger.create_log_record();
             r.set_event_name("canary.run");
             r.set_timestamp(SystemTime::now());
             r.set_observed_timestamp(SystemTime::now());
-            let bad = verdict == "fail" || outcome.interrupted;
+            let interrupted = outcome.is_some_and(|o| o.interrupted);
+            let bad = verdict != "pass" && verdict != "unjudged" || interrupted;
             r.set_severity_number(if bad { Severity::Warn } else { Severity::Info });
             r.set_severity_text(if bad { "WARN" } else { "INFO" });
-            r.set_body(AnyValue::String(
+            let figures = outcome.map_or(String::new(), |o| {
                 format!(
-                    "canary run {}: {} requests, {} errors, verdict {verdict}",
-                    labels.workload, s.requests, s.errors
+                    "{} requests, {} errors, ",
+                    o.summary.requests, o.summary.errors
                 )
-                .into(),
+            });
+            r.set_body(AnyValue::String(
+                format!("canary run {}: {figures}verdict {verdict}", labels.workload).into(),
             ));
             r.add_attribute(attr::WORKLOAD, labels.workload.clone());
             r.add_attribute(attr::GEN_AI_OPERATION_NAME, labels.operation.clone());
@@ -309,15 +345,24 @@ impl OtlpExporter {
             r.add_attribute(attr::SERVER_ADDRESS, labels.server_address.clone());
             r.add_attribute(attr::SERVER_PORT, labels.server_port as i64);
             r.add_attribute(attr::VERDICT, verdict.to_string());
+            if !judgement.reasons.is_empty() {
+                r.add_attribute(attr::VERDICT_REASONS, judgement.reasons.join("; "));
+            }
+            if let Some(t) = &judgement.trend {
+                r.add_attribute(attr::TREND, t.clone());
+            }
             if let Some(id) = &labels.run_id {
                 r.add_attribute("canary.run.id", id.clone());
             }
-            r.add_attribute("canary.run.requests", s.requests as i64);
-            r.add_attribute("canary.run.errors", s.errors as i64);
-            r.add_attribute("canary.run.duration_s", s.duration_s);
-            r.add_attribute("canary.run.interrupted", outcome.interrupted);
-            if let Some(g) = &s.goodput {
-                r.add_attribute("canary.run.goodput", g.goodput);
+            if let Some(o) = outcome {
+                let s: &RunSummary = &o.summary;
+                r.add_attribute("canary.run.requests", s.requests as i64);
+                r.add_attribute("canary.run.errors", s.errors as i64);
+                r.add_attribute("canary.run.duration_s", s.duration_s);
+                r.add_attribute("canary.run.interrupted", o.interrupted);
+                if let Some(g) = &s.goodput {
+                    r.add_attribute("canary.run.goodput", g.goodput);
+                }
             }
             logger.emit(r);
         }

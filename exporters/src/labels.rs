@@ -16,6 +16,10 @@ pub mod attr {
     pub const TTFT_PART: &str = "canary.ttft.part";
     /// A run's verdict (`pass`, `fail`, …, or `unjudged`).
     pub const VERDICT: &str = "canary.run.verdict";
+    /// Why a run failed or errored (`; `-separated), on the run event.
+    pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
+    /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
+    pub const TREND: &str = "canary.run.trend";
     /// Who measured a run-level figure: `client` (canaryd) or `server` (its `/metrics`).
     pub const MEASURED_BY: &str = "canary.measured_by";
     /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.

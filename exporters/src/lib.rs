@@ -36,6 +36,6 @@ mod observer;
 mod spans;
 
 pub use config::{parse_headers, ratio, redact_url, Config, ConfigError, Signal};
-pub use exporter::{ExportError, ExportReport, OtlpExporter};
+pub use exporter::{ExportError, ExportReport, OtlpExporter, RunJudgement};
 pub use labels::{attr, RunLabels};
 pub use observer::RunObserver;

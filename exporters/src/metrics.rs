@@ -367,13 +367,19 @@ impl Instruments {
         }
     }
 
-    /// Records a finished run: its verdict and run-level figures. `sections` are the extra
-    /// `summary.json` sections (`server`, `gpu`) the telemetry observer added.
+    /// Counts a finished run: `canary.runs` with the run's labels and its verdict (and trend).
+    pub fn count_run(&self, base: &[KeyValue], verdict: &[KeyValue]) {
+        let mut a = base.to_vec();
+        a.extend_from_slice(verdict);
+        self.runs.add(1, &a);
+    }
+
+    /// Records a finished run's figures. `sections` are the extra `summary.json` sections
+    /// (`server`, `gpu`) the telemetry observer added.
     pub fn record_run(
         &self,
         summary: &RunSummary,
         sections: &serde_json::Map<String, serde_json::Value>,
-        verdict: &str,
         base: &[KeyValue],
     ) {
         let with = |extra: &[KeyValue]| {
@@ -381,10 +387,6 @@ impl Instruments {
             a.extend_from_slice(extra);
             a
         };
-        self.runs.add(
-            1,
-            &with(&[KeyValue::new(attr::VERDICT, verdict.to_string())]),
-        );
         let (good, ratio) = match &summary.goodput {
             Some(g) => (g.goodput, g.good_request_fraction),
             // No SLOs: every completed request is good.
