@@ -526,7 +526,8 @@ async fn send_one(
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
     // closes after each stream, its FIN racing the next request): then the request never
     // reached the server, and it is sent once more on a new connection. The record's send
-    // time is the second attempt's, so the lost time shows as schedule lag.
+    // time is the second attempt's, so the lost time shows as schedule lag; later requests
+    // stop reusing connections to this server.
     let reused = conn.connect_time.is_none();
     let second_try = reused.then(|| duplicate(&request));
     let mut m = tokio::select! {
@@ -534,6 +535,7 @@ async fn send_one(
         _ = ctx.hard_stop.cancelled() => stopped(),
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
+        ctx.connector.stop_reuse();
         match ctx.connector.open().await {
             Ok(fresh) => {
                 conn = fresh;
