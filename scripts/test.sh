@@ -34,6 +34,17 @@ step "tests"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
+
+step "real server (llama.cpp)"
+# canaryd against a real llama-server and model on this CPU; the first run builds llama.cpp
+# (10-17 min on 2 cores) and caches it. CANARYD_SKIP_REAL=1 skips this tier locally.
+if [ "${CANARYD_SKIP_REAL:-0}" = 1 ]; then
+    echo "skipped: CANARYD_SKIP_REAL=1"
+else
+    # shellcheck source=scripts/real-server.sh
+    source scripts/real-server.sh
+    cargo test -p canaryd --locked --test real_server -- --ignored --nocapture 2>&1 | tee -a "$log"
+fi
 # One closing line for the whole suite (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ncanaryd suite: %d passed, %d failed\n", p, f }' "$log"

@@ -58,9 +58,11 @@ impl Cadence {
     /// the past is never returned twice in a row: at most one run catches up, now.
     pub fn next_due(&self, now: SystemTime, previous: Option<SystemTime>) -> SystemTime {
         match self {
+            // Never more than a period ahead either: after the clock steps back, the previous
+            // run's time lies in the future and must not hold the next one back.
             Cadence::Every { period, .. } => match previous {
                 None => now,
-                Some(prev) => (prev + *period).max(now),
+                Some(prev) => (prev + *period).clamp(now, now + *period),
             },
             Cadence::Cron { expr, .. } => {
                 let schedule = cron::Schedule::from_str(expr).expect("checked when built");
@@ -127,12 +129,22 @@ impl Ticker {
     pub async fn tick(&mut self, stop: &CancellationToken) -> Option<()> {
         let due = self.cadence.next_due(SystemTime::now(), self.previous);
         self.previous = Some(due);
-        let due = due + self.cadence.jitter().map_or(Duration::ZERO, random_below);
+        let jitter = self.cadence.jitter().map_or(Duration::ZERO, random_below);
+        let mut due = due + jitter;
         loop {
-            let left = match due.duration_since(SystemTime::now()) {
+            let now = SystemTime::now();
+            let mut left = match due.duration_since(now) {
                 Ok(left) if !left.is_zero() => left,
                 _ => return (!stop.is_cancelled()).then_some(()),
             };
+            if let Cadence::Every { period, .. } = &self.cadence {
+                // The clock stepped back while we waited: wait one period from now instead.
+                if left > *period + jitter {
+                    due = now + *period + jitter;
+                    self.previous = Some(now + *period);
+                    left = *period + jitter;
+                }
+            }
             tokio::select! {
                 _ = tokio::time::sleep(left.min(SLICE)) => {}
                 _ = stop.cancelled() => return None,
@@ -187,6 +199,17 @@ mod tests {
         // 00:00 was the last tick; the machine wakes at 05:07: next is 05:15, once.
         let due = c.next_due(t(5 * 3600 + 7 * 60), Some(t(0)));
         assert_eq!(due, t(5 * 3600 + 15 * 60));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_does_not_hold_runs_back() {
+        let c = Cadence::Every {
+            period: Duration::from_secs(60),
+            jitter: None,
+        };
+        // The previous run is "at" 10:00 but the clock now reads 09:00.
+        let due = c.next_due(t(9 * 3600), Some(t(10 * 3600)));
+        assert_eq!(due, t(9 * 3600 + 60));
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Where finished runs go besides the history database: the status endpoint's metrics now,
-//! OTLP exporters later. A sink is called once per finished run (every verdict, interrupted
-//! runs included) and once per skipped schedule, and flushed on shutdown.
+//! Where finished runs go besides the history database: the status endpoint's metrics and,
+//! when configured, OTLP ([`otlp`]). A sink is called once per finished run (every verdict,
+//! interrupted runs included) and once per skipped schedule, and flushed on shutdown.
 
 use crate::runner::RunResult;
+
+pub mod otlp;
 
 /// Something that publishes finished runs.
 pub trait RunSink: Send + Sync {

@@ -38,6 +38,8 @@ struct State {
     tracer: Tracer,
     log: SocketLog,
     events: u64,
+    /// Time spent draining and joining: canaryd's own share of the cost.
+    busy: Duration,
     last_expiry: MonoTime,
     joined: u64,
     unseen: u64,
@@ -50,6 +52,7 @@ struct State {
 
 impl State {
     fn drain(&mut self) {
+        let start = std::time::Instant::now();
         let log = &mut self.log;
         self.events += self.tracer.drain(|e| log.push(e)) as u64;
         let now = MonoTime::now();
@@ -59,6 +62,7 @@ impl State {
             self.log.expire_closed(before(KEEP_CLOSED));
             self.log.expire(before(KEEP_IDLE));
         }
+        self.busy += start.elapsed();
     }
 }
 
@@ -71,6 +75,7 @@ impl KernelObserver {
                 tracer,
                 log: SocketLog::default(),
                 events: 0,
+                busy: Duration::ZERO,
                 last_expiry: MonoTime::now(),
                 joined: 0,
                 unseen: 0,
@@ -152,8 +157,10 @@ impl Observer for KernelObserver {
         // The kernel queued this request's events before canaryd could see its bytes: they
         // are in the ring buffer by now.
         s.drain();
+        let start = std::time::Instant::now();
         rec.kernel = s.log.timing(&span);
         s.log.release(cookie, span.end_ns);
+        s.busy += start.elapsed();
         let Some(k) = &rec.kernel else {
             s.unseen += 1;
             return;
@@ -181,10 +188,24 @@ impl Observer for KernelObserver {
             let mut s = self.shared.state.lock().expect("kernel state");
             s.drain();
             let stats = |d: &Distribution| d.stats_in("ms");
+            // Only with `sysctl kernel.bpf_stats_enabled=1` (the overhead bench sets it).
+            let programs: serde_json::Map<String, serde_json::Value> = s
+                .tracer
+                .program_stats()
+                .iter()
+                .map(|p| {
+                    let ns = p.run_time.as_nanos() as f64;
+                    (
+                        p.tracepoint.to_string(),
+                        json!({"runs": p.runs, "run_time_ms": ns / 1e6, "ns_per_run": ns / p.runs as f64}),
+                    )
+                })
+                .collect();
             vec![(
                 "kernel".to_string(),
                 json!({
                     "events": s.events,
+                    "userspace_ms": s.busy.as_secs_f64() * 1e3,
                     "events_lost": s.tracer.lost(),
                     "requests_joined": s.joined,
                     "requests_unseen": s.unseen,
@@ -193,6 +214,7 @@ impl Observer for KernelObserver {
                     "remainder": stats(&s.remainder),
                     "client_overhead": stats(&s.client_overhead),
                     "chunk_delay_p99": stats(&s.chunk_delay_p99),
+                    "programs": (!programs.is_empty()).then_some(programs),
                 }),
             )]
         })

@@ -126,6 +126,9 @@ fn check_config(path: &std::path::Path) -> Result<i32> {
         c.status_listen,
         c.artifacts_dir.display()
     );
+    if let Some(otlp) = c.otlp.describe() {
+        println!("  {otlp}");
+    }
     for w in &c.workloads {
         println!(
             "  {}: {} against {}",

@@ -20,17 +20,17 @@ pub struct ExportArgs {
     #[arg(long = "otlp-header", value_name = "NAME=VALUE")]
     pub otlp_headers: Vec<String>,
     /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s).
-    #[arg(long, value_parser = duration::parse)]
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub otlp_timeout: Option<Duration>,
     /// Fraction of requests whose span is exported, decided on the trace id (default 1, or
     /// `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio`).
     #[arg(long, value_name = "RATIO")]
     pub otlp_sample_ratio: Option<String>,
     /// How often metrics are pushed during the run (default 10 s).
-    #[arg(long, value_parser = duration::parse)]
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub otlp_metrics_interval: Option<Duration>,
     /// How long the final flush may take after the run.
-    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    #[arg(long, default_value = "10s", value_name = "D", value_parser = duration::parse)]
     pub otlp_flush_timeout: Duration,
     /// Workload name on every exported series and span (default: the trace file's stem).
     #[arg(long, value_name = "NAME")]

@@ -320,6 +320,8 @@ pub async fn replay(
     if requests.is_empty() {
         bail!("the selected window of the trace holds no request");
     }
+    // Bad OTLP settings stop the run before anything is sent.
+    let exporter = shape.export.start()?;
     let schedule = Schedule::new(requests, shape.speedup);
     let mut config = canary_replay::Config::new(target);
     config.speedup = shape.speedup;
@@ -355,7 +357,6 @@ pub async fn replay(
         loaded.trace.path.display(),
         shape.speedup
     );
-    let exporter = shape.export.start()?;
     let workload = shape.export.workload.clone().unwrap_or_else(|| {
         let stem = loaded.trace.path.file_stem();
         stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
@@ -364,6 +365,7 @@ pub async fn replay(
     labels.goodput = config.goodput.clone();
     labels.run_id = Some(config.run_id.to_string());
     if let Some(e) = &exporter {
+        config.trace_sample_ratio = e.sample_ratio();
         config.observer = Some(Arc::new(e.run_observer(labels.clone())));
     }
     let progress = Arc::new(canary_replay::Progress::default());

@@ -6,6 +6,7 @@
 use crate::baseline::Samples;
 use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
 use crate::config::{ApiKeySource, Config, Target, TraceSource, Workload};
+use crate::history::RunRow;
 use crate::observe::TelemetryConfig;
 use crate::replay::ShapeArgs;
 use crate::verdict::Verdict;
@@ -43,6 +44,28 @@ pub struct RunResult {
     pub artifacts: PathBuf,
 }
 
+/// The history row of a finished run.
+impl From<&RunResult> for RunRow {
+    fn from(r: &RunResult) -> RunRow {
+        RunRow {
+            id: r.id.clone(),
+            workload: r.workload.clone(),
+            target: r.target.clone(),
+            started_unix_ms: r.started_unix_ms,
+            finished_unix_ms: r.finished_unix_ms,
+            verdict: r.verdict.clone(),
+            trend: r.comparison.as_ref().map(|c| c.trend),
+            comparison: r.comparison.clone(),
+            summary: r
+                .outcome
+                .as_ref()
+                .and_then(|o| serde_json::to_value(o).ok()),
+            artifacts: r.artifacts.clone(),
+            samples: r.samples.clone(),
+        }
+    }
+}
+
 /// A fresh run id: UTC start time and a random suffix, sortable and unique.
 pub fn new_run_id() -> String {
     use std::hash::{BuildHasher, Hasher};
@@ -55,12 +78,14 @@ pub fn new_run_id() -> String {
 /// A prompt synthesizer is built per tokenizer file and seed.
 type PromptKey = (Option<PathBuf>, u64);
 
-/// Things shared by every run of the daemon: loaded tokenizers, and telemetry sources found
-/// missing (reported once, then left off instead of warned about every run).
+/// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
+/// missing (reported once, then left off instead of warned about every run), the OTLP
+/// exporter.
 #[derive(Default)]
 pub struct RunContext {
     prompts: Mutex<HashMap<PromptKey, Arc<PromptBuilder>>>,
     missing_sources: Mutex<BTreeSet<String>>,
+    otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
 }
 
 #[derive(Parser)]
@@ -70,6 +95,14 @@ struct ShapeOnly {
 }
 
 impl RunContext {
+    /// A context whose runs are exported through `otlp`.
+    pub fn with_otlp(otlp: Option<Arc<crate::export::otlp::OtlpSink>>) -> RunContext {
+        RunContext {
+            otlp,
+            ..RunContext::default()
+        }
+    }
+
     fn prompts(&self, shape: &ShapeArgs) -> Result<Arc<PromptBuilder>> {
         let key = (shape.tokenizer.clone(), shape.prompt_seed);
         if let Some(p) = self.prompts.lock().unwrap().get(&key) {
@@ -104,9 +137,13 @@ impl RunContext {
             comparison: None,
             artifacts: artifacts.clone(),
         };
+        let otlp = self
+            .otlp
+            .as_ref()
+            .and_then(|o| o.begin_run(workload, target, &result.id));
         match self
             .replay(
-                config, workload, target, &result.id, &artifacts, shutdown, progress,
+                config, workload, target, &result.id, &artifacts, shutdown, progress, otlp,
             )
             .await
         {
@@ -133,6 +170,7 @@ impl RunContext {
         dir: &Path,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
+        otlp: Option<(canary_exporters::RunObserver, f64)>,
     ) -> Result<(RunOutcome, Samples)> {
         let shape = shape(w, t, dir)?;
         let trace = match &w.trace {
@@ -166,6 +204,14 @@ impl RunContext {
         rc.run_id = id.to_string();
         let collector = Arc::new(SampleCollector::default());
         rc.observer = Some(collector.clone());
+        if let Some((observer, sample_ratio)) = otlp {
+            // The traceparent's sampled flag follows the exporter's ratio.
+            rc.trace_sample_ratio = sample_ratio;
+            rc.observer = Some(Arc::new(canary_replay::Observers(vec![
+                collector.clone(),
+                Arc::new(observer),
+            ])));
+        }
         let info = serde_json::json!({
             "canaryd_version": env!("CARGO_PKG_VERSION"),
             "run_id": id,

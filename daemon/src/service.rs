@@ -84,12 +84,17 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         print_embedded_banner(status_addr, &config);
     }
 
-    let sinks: Arc<Sinks> = Arc::new(Sinks(vec![metrics.clone() as Arc<dyn RunSink>]));
+    // Every finished run goes to each sink: the status metrics, and OTLP when configured
+    // (one exporter for the process; `[otlp]` changes take effect at restart).
+    let otlp = crate::export::otlp::OtlpSink::start(&config, metrics.clone());
+    let mut sink_list = vec![metrics.clone() as Arc<dyn RunSink>];
+    sink_list.extend(otlp.clone().map(|o| o as Arc<dyn RunSink>));
+    let sinks: Arc<Sinks> = Arc::new(Sinks(sink_list));
     let daemon = Arc::new(Daemon {
         history,
         metrics: metrics.clone(),
         sinks: sinks.clone(),
-        ctx: RunContext::default(),
+        ctx: RunContext::with_otlp(otlp),
         shutdown: CancellationToken::new(),
         target_locks: Mutex::default(),
         tasks: Mutex::default(),
@@ -151,7 +156,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
             return Ok(130);
         }
     }
-    sinks.flush();
+    // Flushing blocks (exporters send with a deadline): off the async workers.
+    let flushing = sinks.clone();
+    let _ = tokio::task::spawn_blocking(move || flushing.flush()).await;
     stop_status.cancel();
     let _ = status_task.await;
     if let Some(sim) = sim {
@@ -169,6 +176,9 @@ fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, confi
     }
     if new.status_listen != running.status_listen || new.state_dir != running.state_dir {
         tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
+    }
+    if new.otlp != running.otlp {
+        tracing::warn!("SIGHUP: [otlp] changes take effect at restart");
     }
     for warning in new.warnings() {
         tracing::warn!("{warning}");
@@ -343,8 +353,13 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, w: &Workload, result: &mut RunResult) -> Result<()> {
         if let Some(samples) = &result.samples {
-            let base = self.history.baseline(&w.name, config.baseline.runs)?;
-            result.comparison = Some(baseline::compare(&config.baseline, &base, samples));
+            // A baseline that cannot be read leaves this run uncompared, not unrecorded.
+            match self.history.baseline(&w.name, config.baseline.runs) {
+                Ok(base) => {
+                    result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                }
+                Err(e) => tracing::error!(workload = %w.name, "reading the baseline: {e:#}"),
+            }
         }
         let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
         let line = format!(
@@ -395,7 +410,11 @@ impl Daemon {
     fn status_line(&self) -> String {
         let progress = self.progress.lock().unwrap();
         if progress.is_empty() {
-            return "idle; waiting for the next scheduled run".into();
+            let last = self.metrics.last_verdicts();
+            return match last.is_empty() {
+                true => "idle; waiting for the first scheduled run".into(),
+                false => format!("idle; last runs: {}", last.join(", ")),
+            };
         }
         let parts: Vec<String> = progress
             .iter()

@@ -161,15 +161,34 @@ fn metrics(port: u16) -> String {
 fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
     let text = format!(
         "state_dir = \"{}\"\n\
-         [telemetry]\nnvml = false\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
          [baseline]\nruns = 10\nmin_runs = 3\nmin_shift_ms = 20\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         api_key_file = \"key.txt\"\n\
          {extra}",
         dir.join("state").display()
     );
+    std::fs::write(dir.join("key.txt"), format!("{SECRET}\n")).unwrap();
     let path = dir.join("canaryd.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// The `sim` target's API key: it must never reach logs, artifacts, the history or the API.
+const SECRET: &str = "sk-canary-SECRET-0451";
+
+/// Every file under `dir` but the key file itself, with its bytes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if path.file_name() != Some("key.txt".as_ref()) {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out
 }
 
 /// A short workload: the first 40 rows of the bundled trace (12 s of trace) at 20x, lengths
@@ -331,16 +350,21 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
     assert!(m.contains("canaryd_telemetry_source_up{workload=\"steady\",source=\"server_metrics\",state=\"available\"} 1"), "{m}");
     assert_eq!(http(status, "GET", "/readyz", "").0, 200);
     assert_eq!(http(status, "GET", "/api/runs/no-such-run", "").0, 404);
+    let (_, body) = http(status, "GET", "/api/runs?workload=slo&limit=2", "");
+    let only: Value = serde_json::from_str(&body).unwrap();
+    let only = only["runs"].as_array().unwrap();
+    assert_eq!(only.len(), 2, "{body}");
+    assert!(only.iter().all(|r| r["workload"] == "slo"), "{body}");
 }
 
 #[test]
-fn sighup_with_a_broken_config_keeps_the_old_one() {
+fn sighup_with_a_broken_config_keeps_the_old_one_and_baselines_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim();
-    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 3\n";
+    let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 5\n";
     let config = write_config(dir.path(), sim_port, &extra);
     let status = free_port();
-    let d = daemon(dir.path(), &config, status, "daemon.log");
+    let mut d = daemon(dir.path(), &config, status, "daemon.log");
     eventually(60, "a first run", || {
         (!runs(status).is_empty()).then_some(())
     });
@@ -381,13 +405,42 @@ fn sighup_with_a_broken_config_keeps_the_old_one() {
     });
     assert!(metrics(status).contains("canaryd_config_reloads_total{result=\"ok\"} 1"));
 
-    // Retention keeps 3 runs of `a`, in the history and on disk (plus one in flight).
+    // Retention keeps 5 runs of `a`, in the history and on disk (plus one in flight).
+    eventually(60, "5 runs of `a`, 4 passing", || {
+        let all = runs(status);
+        let a = of(&all, "a");
+        let pass = a.iter().filter(|r| r["verdict"] == "pass").count();
+        (a.len() >= 5 && pass >= 4).then_some(())
+    });
     let kept = of(&runs(status), "a").len();
-    assert!((1..=3).contains(&kept), "{kept} runs kept");
+    assert_eq!(kept, 5, "{kept} runs kept");
     let dirs = std::fs::read_dir(dir.path().join("state/artifacts/a"))
         .unwrap()
         .count();
-    assert!(dirs <= 4, "{dirs} artifact folders kept");
+    assert!(dirs <= 6, "{dirs} artifact folders kept");
+
+    // Restarted, the first run of `a` is compared with the baseline from before.
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let restarted = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let first = eventually(60, "a run of `a` after the restart", || {
+        runs(status)
+            .into_iter()
+            .find(|r| r["workload"] == "a" && r["started_unix_ms"].as_i64() >= Some(restarted))
+    });
+    let id = first["id"].as_str().unwrap();
+    let run: Value =
+        serde_json::from_str(&http(status, "GET", &format!("/api/runs/{id}"), "").1).unwrap();
+    assert!(
+        run["comparison"]["baseline_runs"].as_u64().unwrap() >= 3,
+        "{run:#}"
+    );
+    assert_ne!(run["trend"], "insufficient", "{run:#}");
 }
 
 #[test]
@@ -475,6 +528,19 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     assert!(
         metrics(status).contains("canaryd_last_run_verdict{workload=\"long\",verdict=\"error\"} 1")
     );
+
+    // The API key went out with every request but stayed out of everything canaryd wrote.
+    let files = files_under(dir.path());
+    assert!(files.len() > 5, "{files:?}");
+    for (path, bytes) in files {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(SECRET),
+            "{} leaks the API key",
+            path.display()
+        );
+    }
+    assert!(!http(status, "GET", "/api/runs", "").1.contains(SECRET));
 }
 
 #[test]
@@ -491,6 +557,13 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     extra += &workload("hung", "stalled", "1s", "max_requests = 3");
     extra = extra.replace("max_requests = 40\n", "");
     extra += &workload("fine", "sim", "1s", "");
+    // A server that is down: nothing listens on its port.
+    extra += &format!(
+        "[targets.down]\nurl = \"http://127.0.0.1:{}\"\nmodel = \"m\"\nallow_concurrent_runs = true\n",
+        free_port()
+    );
+    extra +=
+        &workload("refused", "down", "1s", "").replace("max_requests = 40", "max_requests = 5");
     // And a trace that is not there: an error naming the file, every time it is due.
     extra += "[workloads.gone]\ntarget = \"sim\"\ntrace = \"missing.jsonl\"\nevery = \"1s\"\n";
     let config = write_config(dir.path(), sim_port, &extra);
@@ -528,6 +601,13 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     assert!(
         hung["trend"].is_null(),
         "error runs are not compared with the baseline"
+    );
+    let refused = of(&all, "refused");
+    assert!(!refused.is_empty(), "{all:?}");
+    let why = refused[0]["verdict"].as_str().unwrap();
+    assert!(
+        why.contains("none of 5 requests completed (connect: 5)"),
+        "{why}"
     );
     let gone = of(&all, "gone");
     assert!(gone.len() >= 2, "{gone:?}");

@@ -26,4 +26,4 @@ mod tracer;
 
 pub use abi::{tcp_state, EventKind, SocketEvent};
 pub use join::{RequestSpan, SocketLog};
-pub use tracer::{built, Tracer, Unavailable};
+pub use tracer::{built, ProgramStats, Tracer, Unavailable};

@@ -46,7 +46,7 @@ pub enum Unavailable {
 /// The attached socket programs. Dropping it detaches them.
 pub struct Tracer {
     // Owns the programs and their links: they stay attached while this lives.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
     ring: RingBuf<MapData>,
     lost: Array<MapData, u64>,
 }
@@ -92,11 +92,7 @@ impl Tracer {
         let ring = RingBuf::try_from(ring).map_err(|e| classify(&e))?;
         let lost = take(&mut ebpf, "lost")?;
         let lost = Array::try_from(lost).map_err(|e| classify(&e))?;
-        Ok(Tracer {
-            _ebpf: ebpf,
-            ring,
-            lost,
-        })
+        Ok(Tracer { ebpf, ring, lost })
     }
 
     /// Hands every event waiting in the ring buffer to `f`; returns how many there were.
@@ -115,6 +111,35 @@ impl Tracer {
     pub fn lost(&self) -> u64 {
         self.lost.get(&0, 0).unwrap_or(0)
     }
+
+    /// How often each program ran and the CPU time it took, every socket on the host
+    /// included (the filtered-out ones too). The kernel only counts while BPF statistics are
+    /// enabled (`sysctl kernel.bpf_stats_enabled=1`); otherwise this is empty.
+    pub fn program_stats(&self) -> Vec<ProgramStats> {
+        ATTACHMENTS
+            .iter()
+            .filter_map(|&(name, tracepoint)| {
+                let info = self.ebpf.program(name)?.info().ok()?;
+                Some(ProgramStats {
+                    tracepoint,
+                    runs: info.run_count(),
+                    run_time: info.run_time(),
+                })
+            })
+            .filter(|s| s.runs > 0)
+            .collect()
+    }
+}
+
+/// One program's cost, from the kernel's BPF statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// The tracepoint it is attached to.
+    pub tracepoint: &'static str,
+    /// Runs so far.
+    pub runs: u64,
+    /// CPU time of those runs.
+    pub run_time: std::time::Duration,
 }
 
 fn take(ebpf: &mut Ebpf, name: &str) -> Result<aya::maps::Map, Unavailable> {

@@ -1,16 +1,17 @@
-//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs) and the
-//! per-run [`RunObserver`] that feeds them.
+//! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs), started once,
+//! fed by a [`RunObserver`] per run, flushed with a deadline.
 
 use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
+use crate::counting::{CountingLogExporter, CountingMetricExporter};
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
-use crate::spans::{sampled, span_for, SpanQueue};
-use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
-use canary_replay::{Observer, RunOutcome, SectionsFuture};
+use crate::observer::RunObserver;
+use crate::spans::SpanQueue;
+use canary_core::{RunSummary, WallAnchor};
+use canary_replay::RunOutcome;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
-use opentelemetry::trace::TraceId;
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{
     LogExporter, MetricExporter, RetryPolicy, SpanExporter, WithExportConfig, WithHttpConfig,
@@ -18,7 +19,6 @@ use opentelemetry_otlp::{
 use opentelemetry_sdk::logs::{
     BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
 };
-use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
@@ -72,61 +72,16 @@ impl ExportReport {
     }
 }
 
-/// Counts failed metric exports and reports the first one; otherwise the OTLP exporter.
-struct CountingMetricExporter {
-    inner: MetricExporter,
-    health: Arc<Health>,
-}
-
-impl PushMetricExporter for CountingMetricExporter {
-    async fn export(
-        &self,
-        metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let r = self.inner.export(metrics).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Metrics, 1),
-            Err(e) => self.health.dropped(Signal::Metrics, 1, Some(e)),
-        }
-        r
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.force_flush()
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn temporality(&self) -> Temporality {
-        self.inner.temporality()
-    }
-}
-
-/// Counts log events exported and lost.
-#[derive(Debug)]
-struct CountingLogExporter {
-    inner: LogExporter,
-    health: Arc<Health>,
-}
-
-impl opentelemetry_sdk::logs::LogExporter for CountingLogExporter {
-    async fn export(
-        &self,
-        batch: opentelemetry_sdk::logs::LogBatch<'_>,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        let n = batch.iter().count() as u64;
-        let r = self.inner.export(batch).await;
-        match &r {
-            Ok(()) => self.health.exported(Signal::Logs, n),
-            Err(e) => self.health.dropped(Signal::Logs, n, Some(e)),
-        }
-        r
-    }
-    fn shutdown_with_timeout(&self, t: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.inner.shutdown_with_timeout(t)
-    }
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
+/// How a finished run was judged, for [`OtlpExporter::export_judged_run`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunJudgement {
+    /// `pass`, `fail`, `error` (or `unjudged`).
+    pub verdict: String,
+    /// Why it failed or errored, each naming what was missed.
+    pub reasons: Vec<String>,
+    /// Against the rolling baseline: `regressed`, `improved`, `steady` or `insufficient`;
+    /// `None` when the run was not compared.
+    pub trend: Option<String>,
 }
 
 /// The OTLP pipelines of one canaryd process: a bounded span queue, a periodic metric
@@ -178,10 +133,13 @@ impl OtlpExporter {
             .iter()
             .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        if !config.resource.iter().any(|(k, _)| k == "host.name") {
-            attrs.push(KeyValue::new("host.name", host_name()));
+        if !config.resource.iter().any(|(k, _)| k == attr::HOST_NAME) {
+            attrs.push(KeyValue::new(attr::HOST_NAME, host_name()));
         }
-        attrs.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        attrs.push(KeyValue::new(
+            attr::SERVICE_VERSION,
+            env!("CARGO_PKG_VERSION"),
+        ));
         let resource = Resource::builder()
             .with_service_name(config.service_name.clone())
             .with_attributes(attrs)
@@ -308,6 +266,12 @@ impl OtlpExporter {
         })
     }
 
+    /// The span sampling ratio: set it as the replay's `trace_sample_ratio` so the
+    /// `traceparent` flag agrees with what is exported.
+    pub fn sample_ratio(&self) -> f64 {
+        self.sample_ratio
+    }
+
     /// The resource every signal carries.
     pub fn resource(&self) -> &Resource {
         &self.resource
@@ -324,49 +288,81 @@ impl OtlpExporter {
             instruments: self.instruments.clone(),
             scope: self.scope.clone(),
             sample_ratio: self.sample_ratio,
-            health: self.health.clone(),
         }
     }
 
     /// Exports a finished run: its verdict (`None`: `unjudged`), run-level gauges, and one
     /// `canary.run` log event.
     pub fn export_run(&self, labels: &RunLabels, outcome: &RunOutcome, verdict: Option<&str>) {
-        let verdict = verdict.unwrap_or("unjudged");
+        let judgement = RunJudgement {
+            verdict: verdict.unwrap_or("unjudged").to_string(),
+            ..RunJudgement::default()
+        };
+        self.export_judged_run(labels, Some(outcome), &judgement);
+    }
+
+    /// Exports a run the daemon judged: `canary.runs` with its verdict (and baseline trend,
+    /// when compared), the run-level gauges when the replay ran at all (`outcome`), and one
+    /// `canary.run` log event carrying the verdict, its reasons and the trend.
+    pub fn export_judged_run(
+        &self,
+        labels: &RunLabels,
+        outcome: Option<&RunOutcome>,
+        judgement: &RunJudgement,
+    ) {
+        let verdict = judgement.verdict.as_str();
         let base = labels.attributes();
-        self.instruments
-            .record_run(&outcome.summary, &outcome.sections, verdict, &base);
+        let mut run_attrs = vec![KeyValue::new(attr::VERDICT, verdict.to_string())];
+        if let Some(t) = &judgement.trend {
+            run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
+        }
+        self.instruments.count_run(&base, &run_attrs);
+        if let Some(o) = outcome {
+            self.instruments.record_run(&o.summary, &o.sections, &base);
+        }
         if let Some((_, logger)) = &self.logs {
-            let s: &RunSummary = &outcome.summary;
             let mut r = logger.create_log_record();
             r.set_event_name("canary.run");
             r.set_timestamp(SystemTime::now());
             r.set_observed_timestamp(SystemTime::now());
-            let bad = verdict == "fail" || outcome.interrupted;
+            let interrupted = outcome.is_some_and(|o| o.interrupted);
+            let bad = verdict != "pass" && verdict != "unjudged" || interrupted;
             r.set_severity_number(if bad { Severity::Warn } else { Severity::Info });
             r.set_severity_text(if bad { "WARN" } else { "INFO" });
-            r.set_body(AnyValue::String(
+            let figures = outcome.map_or(String::new(), |o| {
                 format!(
-                    "canary run {}: {} requests, {} errors, verdict {verdict}",
-                    labels.workload, s.requests, s.errors
+                    "{} requests, {} errors, ",
+                    o.summary.requests, o.summary.errors
                 )
-                .into(),
+            });
+            r.set_body(AnyValue::String(
+                format!("canary run {}: {figures}verdict {verdict}", labels.workload).into(),
             ));
             r.add_attribute(attr::WORKLOAD, labels.workload.clone());
-            r.add_attribute("gen_ai.operation.name", labels.operation.clone());
-            r.add_attribute("gen_ai.provider.name", labels.provider.clone());
-            r.add_attribute("gen_ai.request.model", labels.model.clone());
-            r.add_attribute("server.address", labels.server_address.clone());
-            r.add_attribute("server.port", labels.server_port as i64);
+            r.add_attribute(attr::GEN_AI_OPERATION_NAME, labels.operation.clone());
+            r.add_attribute(attr::GEN_AI_PROVIDER_NAME, labels.provider.clone());
+            r.add_attribute(attr::GEN_AI_REQUEST_MODEL, labels.model.clone());
+            r.add_attribute(attr::SERVER_ADDRESS, labels.server_address.clone());
+            r.add_attribute(attr::SERVER_PORT, labels.server_port as i64);
             r.add_attribute(attr::VERDICT, verdict.to_string());
+            if !judgement.reasons.is_empty() {
+                r.add_attribute(attr::VERDICT_REASONS, judgement.reasons.join("; "));
+            }
+            if let Some(t) = &judgement.trend {
+                r.add_attribute(attr::TREND, t.clone());
+            }
             if let Some(id) = &labels.run_id {
                 r.add_attribute("canary.run.id", id.clone());
             }
-            r.add_attribute("canary.run.requests", s.requests as i64);
-            r.add_attribute("canary.run.errors", s.errors as i64);
-            r.add_attribute("canary.run.duration_s", s.duration_s);
-            r.add_attribute("canary.run.interrupted", outcome.interrupted);
-            if let Some(g) = &s.goodput {
-                r.add_attribute("canary.run.goodput", g.goodput);
+            if let Some(o) = outcome {
+                let s: &RunSummary = &o.summary;
+                r.add_attribute("canary.run.requests", s.requests as i64);
+                r.add_attribute("canary.run.errors", s.errors as i64);
+                r.add_attribute("canary.run.duration_s", s.duration_s);
+                r.add_attribute("canary.run.interrupted", o.interrupted);
+                if let Some(g) = &s.goodput {
+                    r.add_attribute("canary.run.goodput", g.goodput);
+                }
             }
             logger.emit(r);
         }
@@ -417,55 +413,5 @@ impl OtlpExporter {
             );
         }
         report
-    }
-}
-
-/// Feeds one run's records to an [`OtlpExporter`]; implements the replay's [`Observer`].
-pub struct RunObserver {
-    labels: RunLabels,
-    base: Vec<KeyValue>,
-    anchor: WallAnchor,
-    spans: Option<Arc<SpanQueue>>,
-    instruments: Arc<Instruments>,
-    scope: InstrumentationScope,
-    sample_ratio: f64,
-    health: Arc<Health>,
-}
-
-impl RunObserver {
-    /// The run's labels.
-    pub fn labels(&self) -> &RunLabels {
-        &self.labels
-    }
-}
-
-impl Observer for RunObserver {
-    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
-        if rec.warmup {
-            return;
-        }
-        self.instruments
-            .record_request(rec, &self.labels, &self.base);
-        let Some(q) = &self.spans else { return };
-        let keep = TraceId::from_hex(&rec.trace_id)
-            .map(|id| sampled(id, self.sample_ratio))
-            .unwrap_or(false);
-        if !keep {
-            return;
-        }
-        match span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
-            Some(span) => q.push(span),
-            // Not sent (stopped first) or ids the replay did not make: nothing to show.
-            None => self.health.dropped(Signal::Traces, 0, None),
-        }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
     }
 }

@@ -81,7 +81,13 @@ impl Health {
         s.failures.fetch_add(1, Ordering::Relaxed);
         s.failing.store(true, Ordering::Relaxed);
         if !s.reported.swap(true, Ordering::Relaxed) {
-            let cause = self.scrubber.scrub(&cause.to_string());
+            let mut cause = self.scrubber.scrub(&cause.to_string());
+            // The HTTP client only says "network error": say which (refused, unreachable…).
+            if cause.contains("network error") {
+                if let Some(why) = s.endpoint.as_deref().and_then(probe) {
+                    cause = format!("{cause} ({why})");
+                }
+            }
             tracing::warn!(
                 "OTLP {} export to {} failed: {cause}; the run goes on, later failures are counted (canary.exporter.dropped)",
                 signal.as_str(),
@@ -105,5 +111,44 @@ impl Health {
             "metrics": one(&self.metrics),
             "logs": one(&self.logs),
         })
+    }
+}
+
+/// Why a TCP connection to the endpoint's host and port fails, if it does.
+fn probe(url: &str) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let authority = url.strip_prefix("http://")?.split('/').next()?;
+    let with_port =
+        if authority.rsplit(':').next()?.parse::<u16>().is_ok() && !authority.ends_with(']') {
+            authority.to_string()
+        } else {
+            format!("{authority}:80")
+        };
+    let addr = match with_port.to_socket_addrs() {
+        Ok(mut a) => a.next()?,
+        Err(e) => return Some(format!("cannot resolve {authority}: {e}")),
+    };
+    match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)) {
+        Ok(_) => None,
+        Err(e) => Some(format!("connecting to {addr}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_says_why_a_connection_fails() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let why = probe(&format!("http://127.0.0.1:{port}/v1/traces")).unwrap();
+        assert!(why.contains("refused"), "{why}");
+        let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/metrics", live.local_addr().unwrap());
+        assert_eq!(probe(&url), None);
     }
 }

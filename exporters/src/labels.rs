@@ -16,12 +16,61 @@ pub mod attr {
     pub const TTFT_PART: &str = "canary.ttft.part";
     /// A run's verdict (`pass`, `fail`, …, or `unjudged`).
     pub const VERDICT: &str = "canary.run.verdict";
+    /// Why a run failed or errored (`; `-separated), on the run event.
+    pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
+    /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
+    pub const TREND: &str = "canary.run.trend";
     /// Who measured a run-level figure: `client` (canaryd) or `server` (its `/metrics`).
     pub const MEASURED_BY: &str = "canary.measured_by";
     /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.
     pub const STATISTIC: &str = "canary.statistic";
     /// `traces`, `metrics` or `logs`.
     pub const SIGNAL: &str = "canary.signal";
+
+    // The semantic conventions' own names, taken from the crate so a typo cannot slip in.
+    // The GenAI ones are marked deprecated there only because they moved to the GenAI
+    // conventions repository; the names are unchanged.
+    use opentelemetry_semantic_conventions::attribute as sc;
+    pub use opentelemetry_semantic_conventions::attribute::{
+        ERROR_TYPE, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT,
+    };
+    pub use opentelemetry_semantic_conventions::resource::{HOST_NAME, SERVICE_VERSION};
+    /// `gen_ai.operation.name`.
+    #[allow(deprecated)]
+    pub const GEN_AI_OPERATION_NAME: &str = sc::GEN_AI_OPERATION_NAME;
+    /// `gen_ai.provider.name`.
+    #[allow(deprecated)]
+    pub const GEN_AI_PROVIDER_NAME: &str = sc::GEN_AI_PROVIDER_NAME;
+    /// `gen_ai.request.max_tokens`.
+    #[allow(deprecated)]
+    pub const GEN_AI_REQUEST_MAX_TOKENS: &str = sc::GEN_AI_REQUEST_MAX_TOKENS;
+    /// `gen_ai.request.model`.
+    #[allow(deprecated)]
+    pub const GEN_AI_REQUEST_MODEL: &str = sc::GEN_AI_REQUEST_MODEL;
+    /// `gen_ai.token.type`.
+    #[allow(deprecated)]
+    pub const GEN_AI_TOKEN_TYPE: &str = sc::GEN_AI_TOKEN_TYPE;
+    /// `gen_ai.usage.input_tokens`.
+    #[allow(deprecated)]
+    pub const GEN_AI_USAGE_INPUT_TOKENS: &str = sc::GEN_AI_USAGE_INPUT_TOKENS;
+    /// `gen_ai.usage.output_tokens`.
+    #[allow(deprecated)]
+    pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = sc::GEN_AI_USAGE_OUTPUT_TOKENS;
+}
+
+/// GenAI metric names (semantic conventions).
+pub(crate) mod metric {
+    use opentelemetry_semantic_conventions::metric as sc;
+    #[allow(deprecated)]
+    pub const GEN_AI_CLIENT_OPERATION_DURATION: &str = sc::GEN_AI_CLIENT_OPERATION_DURATION;
+    #[allow(deprecated)]
+    pub const GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK: &str =
+        sc::GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK;
+    #[allow(deprecated)]
+    pub const GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: &str =
+        sc::GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK;
+    #[allow(deprecated)]
+    pub const GEN_AI_CLIENT_TOKEN_USAGE: &str = sc::GEN_AI_CLIENT_TOKEN_USAGE;
 }
 
 /// The labels of one run.
@@ -64,11 +113,11 @@ impl RunLabels {
     pub fn attributes(&self) -> Vec<KeyValue> {
         vec![
             KeyValue::new(attr::WORKLOAD, self.workload.clone()),
-            KeyValue::new("gen_ai.operation.name", self.operation.clone()),
-            KeyValue::new("gen_ai.provider.name", self.provider.clone()),
-            KeyValue::new("gen_ai.request.model", self.model.clone()),
-            KeyValue::new("server.address", self.server_address.clone()),
-            KeyValue::new("server.port", self.server_port as i64),
+            KeyValue::new(attr::GEN_AI_OPERATION_NAME, self.operation.clone()),
+            KeyValue::new(attr::GEN_AI_PROVIDER_NAME, self.provider.clone()),
+            KeyValue::new(attr::GEN_AI_REQUEST_MODEL, self.model.clone()),
+            KeyValue::new(attr::SERVER_ADDRESS, self.server_address.clone()),
+            KeyValue::new(attr::SERVER_PORT, self.server_port as i64),
         ]
     }
 }

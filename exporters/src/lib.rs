@@ -18,6 +18,7 @@
 //! let exporter = OtlpExporter::start(Config::from_env()?)?;
 //! let labels = RunLabels::for_target(target, "chat-mooncake");
 //! config.observer = Some(std::sync::Arc::new(exporter.run_observer(labels.clone())));
+//! config.trace_sample_ratio = exporter.sample_ratio(); // traceparent's sampled flag
 //! // … canary_replay::run(config, …) → outcome; then:
 //! // exporter.export_run(&labels, &outcome, Some("pass"));
 //! let report = exporter.shutdown(std::time::Duration::from_secs(5));
@@ -26,13 +27,15 @@
 #![deny(missing_docs)]
 
 mod config;
+mod counting;
 mod exporter;
 mod health;
 mod labels;
 mod metrics;
+mod observer;
 mod spans;
 
 pub use config::{parse_headers, ratio, redact_url, Config, ConfigError, Signal};
-pub use exporter::{ExportError, ExportReport, OtlpExporter, RunObserver};
+pub use exporter::{ExportError, ExportReport, OtlpExporter, RunJudgement};
 pub use labels::{attr, RunLabels};
-pub use spans::sampled;
+pub use observer::RunObserver;

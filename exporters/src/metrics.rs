@@ -5,7 +5,7 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
-use crate::labels::{attr, RunLabels};
+use crate::labels::{attr, metric, RunLabels};
 use canary_core::{RequestRecord, RunSummary};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -104,27 +104,27 @@ impl Instruments {
         Instruments {
             duration: hist(
                 m,
-                "gen_ai.client.operation.duration",
+                metric::GEN_AI_CLIENT_OPERATION_DURATION,
                 "s",
                 "GenAI operation duration (send to last byte; to the failure for errors)",
                 &DURATION_BUCKETS,
             ),
             ttfc: hist(
                 m,
-                "gen_ai.client.operation.time_to_first_chunk",
+                metric::GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
                 "s",
                 "Time to the first chunk carrying a token (TTFT)",
                 &TTFT_BUCKETS,
             ),
             tpoc: hist(
                 m,
-                "gen_ai.client.operation.time_per_output_chunk",
+                metric::GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK,
                 "s",
                 "Time per output chunk after the first",
                 &TPOT_BUCKETS,
             ),
             tokens: meter
-                .u64_histogram("gen_ai.client.token.usage")
+                .u64_histogram(metric::GEN_AI_CLIENT_TOKEN_USAGE)
                 .with_unit("{token}")
                 .with_description("Input and output tokens per request")
                 .with_boundaries(TOKEN_BUCKETS.to_vec())
@@ -268,7 +268,7 @@ impl Instruments {
         let s = |ms: f64| ms / 1e3;
         let mut attrs = base.to_vec();
         if let Some(e) = &rec.error {
-            attrs.push(KeyValue::new("error.type", e.kind.as_str()));
+            attrs.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
         }
         let duration = rec
             .e2e_ms
@@ -314,12 +314,12 @@ impl Instruments {
         };
         self.tokens.record(
             input as u64,
-            &with(KeyValue::new("gen_ai.token.type", "input")),
+            &with(KeyValue::new(attr::GEN_AI_TOKEN_TYPE, "input")),
         );
         if rec.is_ok() {
             self.tokens.record(
                 rec.output_token_count() as u64,
-                &with(KeyValue::new("gen_ai.token.type", "output")),
+                &with(KeyValue::new(attr::GEN_AI_TOKEN_TYPE, "output")),
             );
         }
         let mut status = attrs.clone();
@@ -367,13 +367,19 @@ impl Instruments {
         }
     }
 
-    /// Records a finished run: its verdict and run-level figures. `sections` are the extra
-    /// `summary.json` sections (`server`, `gpu`) the telemetry observer added.
+    /// Counts a finished run: `canary.runs` with the run's labels and its verdict (and trend).
+    pub fn count_run(&self, base: &[KeyValue], verdict: &[KeyValue]) {
+        let mut a = base.to_vec();
+        a.extend_from_slice(verdict);
+        self.runs.add(1, &a);
+    }
+
+    /// Records a finished run's figures. `sections` are the extra `summary.json` sections
+    /// (`server`, `gpu`) the telemetry observer added.
     pub fn record_run(
         &self,
         summary: &RunSummary,
         sections: &serde_json::Map<String, serde_json::Value>,
-        verdict: &str,
         base: &[KeyValue],
     ) {
         let with = |extra: &[KeyValue]| {
@@ -381,10 +387,6 @@ impl Instruments {
             a.extend_from_slice(extra);
             a
         };
-        self.runs.add(
-            1,
-            &with(&[KeyValue::new(attr::VERDICT, verdict.to_string())]),
-        );
         let (good, ratio) = match &summary.goodput {
             Some(g) => (g.goodput, g.good_request_fraction),
             // No SLOs: every completed request is good.

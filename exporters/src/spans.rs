@@ -25,18 +25,6 @@ const MAX_BATCH: usize = 512;
 /// A partial batch waits at most this long.
 const BATCH_DELAY: Duration = Duration::from_millis(500);
 
-/// True when a request with this trace id is sampled at `ratio`: the same rule as the
-/// SDK's `TraceIdRatioBased` (the low 63 bits of the id against the ratio), so every
-/// component deciding on the same id agrees.
-pub fn sampled(trace_id: TraceId, ratio: f64) -> bool {
-    if ratio >= 1.0 {
-        return true;
-    }
-    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
-    let low = (u128::from_be_bytes(trace_id.to_bytes()) as u64) >> 1;
-    low < bound
-}
-
 /// Wall-clock time of a record time (ms after the run's `t0`).
 fn wall(anchor: &WallAnchor, t0: MonoTime, ms: f64) -> SystemTime {
     let mono = MonoTime((t0.as_nanos() as f64 + ms.max(0.0) * 1e6) as u64);
@@ -61,7 +49,7 @@ pub(crate) fn span_for(
     let end = wall(anchor, t0, rec.ended_at_ms.max(rec.sent_at_ms));
     let mut a = labels.attributes();
     a.push(KeyValue::new(
-        "gen_ai.request.max_tokens",
+        attr::GEN_AI_REQUEST_MAX_TOKENS,
         rec.output_tokens as i64,
     ));
     a.push(KeyValue::new("canary.request.index", rec.id as i64));
@@ -72,10 +60,10 @@ pub(crate) fn span_for(
     a.push(KeyValue::new("canary.turn", rec.turn as i64));
     if let Some(u) = &rec.usage {
         if let Some(n) = u.prompt_tokens {
-            a.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+            a.push(KeyValue::new(attr::GEN_AI_USAGE_INPUT_TOKENS, n as i64));
         }
         if let Some(n) = u.completion_tokens {
-            a.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+            a.push(KeyValue::new(attr::GEN_AI_USAGE_OUTPUT_TOKENS, n as i64));
         }
         if let Some(n) = u.cached_tokens {
             a.push(KeyValue::new("canary.usage.cached_tokens", n as i64));
@@ -107,9 +95,9 @@ pub(crate) fn span_for(
     }
     let status = match &rec.error {
         Some(e) => {
-            a.push(KeyValue::new("error.type", e.kind.as_str()));
+            a.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
             if let Some(code) = e.http_status {
-                a.push(KeyValue::new("http.response.status_code", code as i64));
+                a.push(KeyValue::new(attr::HTTP_RESPONSE_STATUS_CODE, code as i64));
             }
             Status::error(e.kind.as_str())
         }
@@ -258,28 +246,5 @@ fn export_loop<E: SpanExporter>(mut exporter: E, rx: Receiver<SpanData>, health:
                 return;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sampling_follows_the_trace_id_like_the_sdk() {
-        let low = TraceId::from_hex("0000000000000000000000000000000f").unwrap();
-        let high = TraceId::from_hex("0000000000000000fffffffffffffff0").unwrap();
-        assert!(sampled(low, 0.5) && !sampled(high, 0.5));
-        assert!(sampled(high, 1.0) && !sampled(low, 0.0));
-        // About half of many ids at 0.5.
-        let n = (0..4000u128)
-            .filter(|i| {
-                sampled(
-                    TraceId::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)),
-                    0.5,
-                )
-            })
-            .count();
-        assert!((1700..2300).contains(&n), "{n}");
     }
 }

@@ -122,6 +122,7 @@ async fn replay(
     config.speedup = 20.0;
     config.goodput = labels.goodput.clone();
     config.observer = Some(Arc::new(exporter.run_observer(labels.clone())));
+    config.trace_sample_ratio = exporter.sample_ratio();
     let outcome = canary_replay::run(
         config,
         schedule,
@@ -295,10 +296,21 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     }
 }
 
+/// Polls `cond` every 50 ms for up to 30 s (an export thread's progress, not a timing claim).
+async fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..600 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gave up waiting for {what}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_collector_that_is_down_never_stops_the_replay_and_drops_are_counted() {
+async fn a_collector_that_is_down_never_stops_the_replay_and_drops_are_exported_when_it_is_back() {
     let sim = sim().await;
-    // A port nothing listens on.
+    // A port nothing listens on yet.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -315,14 +327,83 @@ async fn a_collector_that_is_down_never_stops_the_replay_and_drops_are_counted()
     let (labels, outcome) = replay(&sim, &exporter, dir.path()).await;
     assert_eq!(outcome.summary.requests, 20);
     assert_eq!(outcome.summary.errors, 0);
+    assert_eq!(records(dir.path()).len(), 20);
+    let dropped = |signal: &str| exporter.report()[signal]["dropped"].as_u64().unwrap();
+    wait_for("every span to fail", || dropped("traces") == 20).await;
+    wait_for("a metric export to fail", || dropped("metrics") >= 1).await;
+
+    // The collector comes back: the run event, the metrics and the drop count get through.
+    let receiver = Receiver::start_on(port).await;
     exporter.export_run(&labels, &outcome, None);
     let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
         .await
         .unwrap();
-    assert_eq!(records(dir.path()).len(), 20);
-    assert_eq!(report.spans_exported, 0);
+    assert_eq!(report.spans_exported, 0, "{report:?}");
     assert_eq!(report.spans_dropped, 20, "{report:?}");
     assert!(report.metric_exports_failed >= 1, "{report:?}");
-    assert_eq!(report.logs_dropped, 1, "{report:?}");
+    assert!(report.metric_exports >= 1, "{report:?}");
+    assert_eq!(
+        (report.logs_exported, report.logs_dropped),
+        (1, 0),
+        "{report:?}"
+    );
     assert!(!report.is_clean());
+    let ms = receiver.last_metrics();
+    let lost = metric(&ms, "canary.exporter.dropped");
+    assert_eq!(counter_total(lost, &[("canary.signal", "traces")]), 20.0);
+    // Cumulative metrics: the failed exports lost nothing.
+    assert_eq!(counter_total(metric(&ms, "canary.requests"), &[]), 20.0);
+    assert_eq!(
+        counter_total(
+            metric(&ms, "canary.runs"),
+            &[("canary.run.verdict", "unjudged")]
+        ),
+        1.0
+    );
+    assert_eq!(receiver.logs().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampled_spans_are_exactly_those_the_server_was_told_to_sample() {
+    let sim = sim().await;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        sample_ratio: 0.5,
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (_, _) = replay(&sim, &exporter, dir.path()).await;
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let exported: std::collections::HashSet<String> =
+        receiver.spans().iter().map(|s| hex(&s.span_id)).collect();
+    let truth = sim.truth();
+    let recs = records(dir.path());
+    for r in &recs {
+        let flag = if exported.contains(&r.span_id) {
+            "01"
+        } else {
+            "00"
+        };
+        let tp = format!("00-{}-{}-{flag}", r.trace_id, r.span_id);
+        assert!(
+            truth
+                .iter()
+                .any(|t| t.traceparent.as_deref() == Some(tp.as_str())),
+            "the simulator never saw {tp}"
+        );
+    }
+    // 20 ids at 0.5: both outcomes occur (all alike has probability 2^-19).
+    assert!(
+        !exported.is_empty() && exported.len() < recs.len(),
+        "{}",
+        exported.len()
+    );
+    // Metrics are not sampled.
+    let ms = receiver.last_metrics();
+    assert_eq!(counter_total(metric(&ms, "canary.requests"), &[]), 20.0);
 }

@@ -40,7 +40,14 @@ impl Drop for Receiver {
 
 impl Receiver {
     pub async fn start() -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Receiver::start_on(0).await
+    }
+
+    /// On a given loopback port (0: any).
+    pub async fn start_on(port: u16) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         let posts: Arc<Mutex<Vec<Post>>> = Arc::default();
         let p = posts.clone();

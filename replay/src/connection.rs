@@ -11,6 +11,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -23,6 +24,9 @@ pub struct Connector {
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     idle: Arc<Mutex<Vec<Connection>>>,
+    /// Set once a pooled connection turned out closed by the server: from then on every
+    /// request opens its own connection ahead of its deadline instead of reusing one.
+    no_reuse: Arc<AtomicBool>,
 }
 
 /// An open connection ready for one request.
@@ -66,6 +70,7 @@ impl Connector {
             port,
             tls,
             idle: Arc::default(),
+            no_reuse: Arc::default(),
         })
     }
 
@@ -84,9 +89,22 @@ impl Connector {
         }
     }
 
+    /// A pooled connection was closed by the server before it answered: stop pooling, since
+    /// this server closes connections after a response (llama.cpp does after every stream).
+    pub fn stop_reuse(&self) {
+        if !self.no_reuse.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                "{}:{} closes connections after a response; opening one per request",
+                self.host,
+                self.port
+            );
+            self.idle.lock().expect("pool lock").clear();
+        }
+    }
+
     /// Returns a connection whose response was read to the end, for reuse.
     pub fn release(&self, c: Connection) {
-        if !c.sender.is_closed() {
+        if !c.sender.is_closed() && !self.no_reuse.load(Ordering::Relaxed) {
             let mut idle = self.idle.lock().expect("pool lock");
             // Bound the pool: at most as many idle connections as were ever concurrently busy
             // is natural, but a hard cap keeps a burst from pinning sockets forever.
@@ -96,7 +114,8 @@ impl Connector {
         }
     }
 
-    async fn open(&self) -> Result<Connection, ConnectError> {
+    /// A new connection, never a pooled one.
+    pub async fn open(&self) -> Result<Connection, ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
         let err = |reason: String| ConnectError {
             addr: addr.clone(),

@@ -42,6 +42,19 @@ pub struct Measurement {
     pub error: Option<RequestError>,
     /// The response was read to its very end, so the connection can carry another request.
     pub reusable: bool,
+    /// The connection failed before any response head: on a reused connection this is a
+    /// server that closed it while idle, and the request never reached the server.
+    pub unanswered: bool,
+}
+
+/// A copy of `r` for a second attempt (the body is reference-counted, so this is cheap).
+pub fn duplicate(r: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
+    let mut copy = http::Request::new(r.body().clone());
+    *copy.method_mut() = r.method().clone();
+    *copy.uri_mut() = r.uri().clone();
+    *copy.version_mut() = r.version();
+    *copy.headers_mut() = r.headers().clone();
+    copy
 }
 
 fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
@@ -65,11 +78,10 @@ pub async fn exchange(
         ..Default::default()
     };
     let run = async {
-        let response = conn
-            .sender
-            .send_request(request)
-            .await
-            .map_err(|e| classify_hyper(&e, "sending request"))?;
+        let response = conn.sender.send_request(request).await.map_err(|e| {
+            m.unanswered = true;
+            classify_hyper(&e, "sending request")
+        })?;
         m.head = Some(MonoTime::now());
         let status = response.status();
         let mut body = response.into_body();

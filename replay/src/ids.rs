@@ -37,10 +37,39 @@ impl TraceContext {
         }
     }
 
-    /// The `traceparent` header value.
+    /// The `traceparent` header value, flagged sampled.
     pub fn traceparent(&self) -> String {
-        format!("00-{}-{}-01", self.trace_id, self.span_id)
+        self.traceparent_sampled(true)
     }
+
+    /// The `traceparent` header value with the sampled flag set or not, so the server's
+    /// parent-based sampler exports its spans exactly when canaryd exports the parent.
+    pub fn traceparent_sampled(&self, sampled: bool) -> String {
+        let flags = if sampled { "01" } else { "00" };
+        format!("00-{}-{}-{flags}", self.trace_id, self.span_id)
+    }
+
+    /// True when this trace is sampled at `ratio`: the OpenTelemetry SDK's
+    /// `TraceIdRatioBased` rule (the low 63 bits of the trace id against the ratio), which
+    /// canaryd's exporter applies too.
+    pub fn is_sampled(&self, ratio: f64) -> bool {
+        sampled(&self.trace_id, ratio)
+    }
+}
+
+/// [`TraceContext::is_sampled`] for a trace id in hex (32 digits); false when it is not one.
+pub fn sampled(trace_id: &str, ratio: f64) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    let Some(low) = trace_id
+        .get(16..32)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+    else {
+        return false;
+    };
+    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+    (low >> 1) < bound
 }
 
 impl Default for TraceContext {
@@ -67,5 +96,18 @@ mod tests {
         );
         assert!(parts[1].chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(parts[1], "0".repeat(32));
+        assert!(a.traceparent_sampled(false).ends_with("-00"));
+    }
+
+    #[test]
+    fn sampling_follows_the_low_bits_of_the_trace_id() {
+        let low = "0000000000000000000000000000000f";
+        let high = "0000000000000000fffffffffffffff0";
+        assert!(sampled(low, 0.5) && !sampled(high, 0.5));
+        assert!(sampled(high, 1.0) && !sampled(low, 0.0));
+        let n = (0..4000)
+            .filter(|_| TraceContext::new().is_sampled(0.25))
+            .count();
+        assert!((800..1200).contains(&n), "{n}");
     }
 }

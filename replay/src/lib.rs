@@ -29,7 +29,7 @@ pub mod trace;
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
-pub use ids::TraceContext;
+pub use ids::{sampled as trace_sampled, TraceContext};
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };

@@ -8,7 +8,7 @@
 
 use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
-use crate::exchange::{exchange, Measurement};
+use crate::exchange::{duplicate, exchange, Measurement};
 use crate::ids::TraceContext;
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter};
@@ -53,6 +53,9 @@ pub struct Config {
     /// Adds what other sources saw (GPU, server metrics, kernel) to each record before it is
     /// written.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
+    /// the exporter decides which spans to send).
+    pub trace_sample_ratio: f64,
 }
 
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
@@ -140,6 +143,7 @@ impl Config {
             prepare_ahead: Duration::from_millis(50),
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
             observer: None,
+            trace_sample_ratio: 1.0,
         }
     }
 }
@@ -399,6 +403,19 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
     }
 }
 
+fn stopped() -> Measurement {
+    Measurement {
+        sent: MonoTime::now(),
+        end: MonoTime::now(),
+        error: Some(RequestError {
+            kind: ErrorKind::Cancelled,
+            http_status: None,
+            message: "run stopped; grace period over".into(),
+        }),
+        ..Default::default()
+    }
+}
+
 /// Prepares, releases and measures one request. `not_before`: a previous turn's end that
 /// may hold this one back past its deadline.
 async fn send_one(
@@ -431,7 +448,8 @@ async fn send_one(
         .body(&prompt.body, req.output_tokens, req.extra.as_deref());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
-    let request = ctx.target.request(&body, &trace.traceparent(), &request_id);
+    let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
+    let request = ctx.target.request(&body, &traceparent, &request_id);
     drop(body);
     // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
@@ -505,15 +523,32 @@ async fn send_one(
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
     let streaming = ctx.config.target.streaming;
-    let m = tokio::select! {
+    // A pooled connection may have been closed by the server just as it was taken (llama.cpp
+    // closes after each stream, its FIN racing the next request): then the request never
+    // reached the server, and it is sent once more on a new connection. The record's send
+    // time is the second attempt's, so the lost time shows as schedule lag; later requests
+    // stop reusing connections to this server.
+    let reused = conn.connect_time.is_none();
+    let second_try = reused.then(|| duplicate(&request));
+    let mut m = tokio::select! {
         m = exchange(&mut conn, request, streaming, deadline) => m,
-        _ = ctx.hard_stop.cancelled() => Measurement {
-            sent: MonoTime::now(),
-            end: MonoTime::now(),
-            error: Some(RequestError { kind: ErrorKind::Cancelled, http_status: None, message: "run stopped; grace period over".into() }),
-            ..Default::default()
-        },
+        _ = ctx.hard_stop.cancelled() => stopped(),
     };
+    if let (true, Some(request)) = (m.unanswered, second_try) {
+        ctx.connector.stop_reuse();
+        match ctx.connector.open().await {
+            Ok(fresh) => {
+                conn = fresh;
+                rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
+                rec.socket_cookie = conn.cookie;
+                m = tokio::select! {
+                    m = exchange(&mut conn, request, streaming, deadline) => m,
+                    _ = ctx.hard_stop.cancelled() => stopped(),
+                };
+            }
+            Err(e) => tracing::debug!("no new connection for a second attempt: {e}"),
+        }
+    }
     let gaps = fill(&mut rec, &m, t0);
     if m.error.is_none() && m.reusable {
         ctx.connector.release(conn);

@@ -275,3 +275,28 @@ async fn goodput_counts_requests_meeting_every_slo() {
     assert_eq!(g.good_requests, 0, "every TTFT is above 30 ms");
     assert_eq!(g.misses_by_metric["time_to_first_token"], 3);
 }
+
+#[tokio::test]
+async fn a_server_that_closes_after_each_response_costs_no_request() {
+    // llama-server closes the connection after every stream while promising keep-alive; the
+    // next request must not fail on the dead pooled connection, nor reach the server twice.
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    // Like llama-server: the close comes a little after the response, so the client may
+    // already have taken the connection for its next request.
+    t.headers.push(header("x-sim-fault", "close_after=50"));
+    let reqs = requests(8, 32, 4); // all due at t=0, one at a time
+    let run = replay(reqs, t, |c| c.concurrency = Some(1)).await;
+    assert_eq!(run.outcome.summary.errors, 0, "{:?}", run.records);
+    assert!(
+        run.records.iter().all(|r| r.connect_ms.is_some()),
+        "every request opened its own connection"
+    );
+    let truth = sim.truth();
+    let generations = truth.iter().filter(|t| t.path == "/v1/chat/completions");
+    assert_eq!(
+        generations.count(),
+        8,
+        "each request reached the server once"
+    );
+}

@@ -12,6 +12,7 @@
 //! | `malformed_at=K` | token chunk K (from 1) is a `data:` line with invalid JSON |
 //! | `trickle_headers_ms=MS` | write the response head in 8-byte pieces spread over MS |
 //! | `no_done` | end the stream cleanly but without `data: [DONE]` |
+//! | `close_after[=MS]` | after a complete response, close the connection although it was kept alive, MS later (default 0) and without reading anything meanwhile (llama.cpp's `llama-server` does this after every stream) |
 //!
 //! "Token chunks" are the chunks that carry one output token (reasoning or content), counted
 //! from 1; the role, finish and usage chunks do not count. For non-streaming requests `reset_after`
@@ -39,6 +40,8 @@ pub struct FaultPlan {
     pub trickle_headers_ms: Option<u64>,
     /// Omit `data: [DONE]`.
     pub no_done: bool,
+    /// Close the connection this many milliseconds after the response, without announcing it.
+    pub close_after: Option<u64>,
 }
 
 /// A fault specification that does not parse.
@@ -102,10 +105,16 @@ impl FaultPlan {
                     }
                     plan.no_done = true;
                 }
+                "close_after" => {
+                    plan.close_after = Some(match value {
+                        Some(_) => num(value)?,
+                        None => 0,
+                    })
+                }
                 other => {
                     return Err(err(format!(
                         "unknown item {other:?} (known: status, reset_after, stall_first_ms, \
-                         stall_mid_ms+at, malformed_at, trickle_headers_ms, no_done)"
+                         stall_mid_ms+at, malformed_at, trickle_headers_ms, no_done, close_after)"
                     )))
                 }
             }
@@ -169,6 +178,9 @@ impl fmt::Display for FaultPlan {
         }
         if self.no_done {
             items.push("no_done".into());
+        }
+        if let Some(ms) = self.close_after {
+            items.push(format!("close_after={ms}"));
         }
         f.write_str(&items.join(","))
     }
@@ -235,6 +247,8 @@ mod tests {
         assert_eq!(p("malformed_at=3").malformed_at, Some(3));
         assert_eq!(p("trickle_headers_ms=300").trickle_headers_ms, Some(300));
         assert!(p("no_done").no_done);
+        assert_eq!(p("close_after").close_after, Some(0));
+        assert_eq!(p("close_after=20").close_after, Some(20));
         let both = p("stall_first_ms=10,no_done");
         assert!(both.no_done && both.stall_first_ms == Some(10));
     }
@@ -251,6 +265,7 @@ mod tests {
             "at=3",
             "malformed_at=0",
             "no_done=1",
+            "close_after=soon",
             "explode",
         ] {
             let e = FaultPlan::parse(bad).unwrap_err();
@@ -265,7 +280,7 @@ mod tests {
         }
         let all = FaultPlan::parse(
             "status=500,reset_after=1,stall_first_ms=2,stall_mid_ms=3,at=4,malformed_at=5,\
-             trickle_headers_ms=6,no_done",
+             trickle_headers_ms=6,no_done,close_after=7",
         )
         .unwrap();
         assert_eq!(FaultPlan::parse(&all.to_string()).unwrap(), all);

@@ -281,7 +281,10 @@ impl Job<'_> {
             rec.end_ns = t;
             written = limit;
             if done {
-                return Next::Continue;
+                return match f.close_after {
+                    Some(ms) => Next::CloseAfter(ms),
+                    None => Next::Continue,
+                };
             }
         }
     }
@@ -354,10 +357,10 @@ async fn finish_plain(
         Ok(t) => {
             rec.status = status;
             rec.end_ns = t;
-            if keep_alive {
-                Next::Continue
-            } else {
-                Next::Close
+            match (keep_alive, fault.close_after) {
+                (true, None) => Next::Continue,
+                (true, Some(ms)) => Next::CloseAfter(ms),
+                (false, _) => Next::Close,
             }
         }
         Err(e) => client_gone(rec, e.to_string()),

@@ -40,6 +40,8 @@ pub(crate) struct Shared {
 pub(crate) enum Next {
     Continue,
     Close,
+    /// Close this many milliseconds later, reading nothing meanwhile.
+    CloseAfter(u64),
     /// Drop it with SO_LINGER 0 already set: the peer sees a RST.
     Reset,
 }
@@ -172,6 +174,11 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         match next {
             Next::Continue => {}
             Next::Close => {
+                let _ = conn.stream.shutdown().await;
+                return;
+            }
+            Next::CloseAfter(ms) => {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 let _ = conn.stream.shutdown().await;
                 return;
             }

@@ -21,6 +21,8 @@ pub struct File {
     /// `[telemetry]`.
     #[serde(default)]
     pub telemetry: Telemetry,
+    /// `[otlp]`: OTLP/HTTP export of every run (spans, metrics, a run event).
+    pub otlp: Option<toml::Spanned<Otlp>>,
     /// `[baseline]`.
     #[serde(default)]
     pub baseline: Baseline,
@@ -52,6 +54,73 @@ pub struct Export {
     pub retention_age: Option<HumanDuration>,
 }
 
+/// `[otlp]`. Every key overrides the matching standard `OTEL_*` variable of the daemon's
+/// environment; export is on when an endpoint comes from either.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Otlp {
+    /// Base URL (`/v1/traces`, `/v1/metrics`, `/v1/logs` are appended);
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub endpoint: Option<toml::Spanned<String>>,
+    /// Full traces URL, used as is.
+    pub traces_endpoint: Option<toml::Spanned<String>>,
+    /// Full metrics URL, used as is (VictoriaMetrics: `…/opentelemetry/v1/metrics`).
+    pub metrics_endpoint: Option<toml::Spanned<String>>,
+    /// Full logs URL, used as is.
+    pub logs_endpoint: Option<toml::Spanned<String>>,
+    /// Headers sent with every export: a plain string, or `{ env = "VAR" }` /
+    /// `{ file = "PATH" }` (read when the daemon starts, never logged), with an optional
+    /// `prefix` (`"Bearer "`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, toml::Spanned<HeaderValue>>,
+    /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else `10s`).
+    pub timeout: Option<HumanDuration>,
+    /// Fraction of requests whose span is exported (default 1).
+    pub sample_ratio: Option<Fraction>,
+    /// How often metrics are pushed (default `OTEL_METRIC_EXPORT_INTERVAL`, else `10s`).
+    pub metrics_interval: Option<HumanDuration>,
+    /// How long the final flush may take when the daemon stops (default `10s`).
+    pub flush_timeout: Option<HumanDuration>,
+}
+
+/// An `[otlp.headers]` value: a string, or a table saying where the value is.
+#[derive(Debug)]
+pub enum HeaderValue {
+    /// The value itself (fine for non-secrets; secrets belong in `env` or `file`).
+    Plain(String),
+    /// Where the value is.
+    From(HeaderSource),
+}
+
+impl<'de> Deserialize<'de> for HeaderValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        // Never quote the value: it may be a secret.
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(HeaderValue::Plain(s)),
+            v @ toml::Value::Table(_) => v
+                .try_into::<HeaderSource>()
+                .map(HeaderValue::From)
+                .map_err(|e| D::Error::custom(e.message().trim().to_string())),
+            _ => Err(D::Error::custom(
+                "expected a string, { env = \"VAR\" } or { file = \"PATH\" }",
+            )),
+        }
+    }
+}
+
+/// `{ env = "VAR" }` or `{ file = "PATH" }`, with an optional `prefix`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderSource {
+    /// Environment variable holding the value.
+    pub env: Option<String>,
+    /// File holding the value (trailing newline dropped).
+    pub file: Option<PathBuf>,
+    /// Put before the value read (`"Bearer "`).
+    pub prefix: Option<String>,
+}
+
 /// `[telemetry]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,7 +135,7 @@ pub struct Telemetry {
     pub dcgm_url: Option<String>,
     /// Default `1s`.
     pub scrape_interval: Option<HumanDuration>,
-    /// Default false.
+    /// Kernel socket timing; default true (without privileges it is reported once, then off).
     pub ebpf: Option<bool>,
 }
 

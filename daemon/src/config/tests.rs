@@ -133,3 +133,126 @@ fn no_workload_is_an_error() {
         .to_string();
     assert!(e.contains("workloads: none defined"), "{e}");
 }
+
+const OTLP: &str = r#"
+[otlp]
+endpoint = "http://127.0.0.1:4318"
+metrics_endpoint = "http://127.0.0.1:8428/opentelemetry/v1/metrics"
+timeout = "2s"
+sample_ratio = 0.25
+metrics_interval = "5s"
+flush_timeout = "3s"
+
+[otlp.headers]
+x-org = "canary-PLAIN-77"
+Authorization = { env = "CANARYD_TEST_OTLP_TOKEN", prefix = "Bearer " }
+x-api-key = { file = "otlp-key" }
+"#;
+
+#[test]
+fn otlp_settings_are_read_and_header_values_never_shown() {
+    let c = parse(&format!("{GOOD}{OTLP}")).unwrap();
+    let o = &c.otlp;
+    assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    assert_eq!(o.timeout, Some(Duration::from_secs(2)));
+    assert_eq!(o.sample_ratio, Some(0.25));
+    assert_eq!(o.metrics_interval, Some(Duration::from_secs(5)));
+    assert_eq!(o.flush_timeout, Duration::from_secs(3));
+    let names: Vec<&str> = o.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["authorization", "x-api-key", "x-org"]);
+    assert_eq!(
+        o.headers[1].1,
+        OtlpHeader::File("/etc/canaryd/otlp-key".into(), String::new())
+    );
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("canary-PLAIN-77"), "{shown}");
+    assert!(shown.contains("CANARYD_TEST_OTLP_TOKEN"), "{shown}");
+    assert_eq!(
+        o.describe().unwrap(),
+        "OTLP export to http://127.0.0.1:4318, metrics http://127.0.0.1:8428/opentelemetry/v1/metrics \
+         with headers authorization, x-api-key, x-org"
+    );
+    // Without [otlp] nothing is set and the flush timeout has its default.
+    assert_eq!(parse(GOOD).unwrap().otlp, Otlp::default());
+}
+
+#[test]
+fn bad_otlp_settings_name_line_and_key() {
+    let with = |from: &str, to: &str| {
+        let text = format!("{GOOD}{}", OTLP.replace(from, to));
+        parse(&text).unwrap_err().to_string()
+    };
+    let e = with("http://127.0.0.1:4318", "https://collector:4318");
+    assert!(
+        e.starts_with("canaryd.toml:22: otlp.endpoint: https is not built in"),
+        "{e}"
+    );
+    let e = with("\"http://127.0.0.1:8428", "\"ftp://user:pw@vm:8428");
+    assert!(
+        e.contains(":23: otlp.metrics_endpoint: expected an http:// URL"),
+        "{e}"
+    );
+    assert!(!e.contains("pw@"), "{e}");
+    let e = with("timeout = \"2s\"", "timeout = \"2 fortnights\"");
+    assert!(e.contains(":24: otlp.timeout: invalid duration"), "{e}");
+    let e = with("metrics_interval = \"5s\"", "metrics_interval = \"0s\"");
+    assert!(
+        e.contains(":21: otlp.metrics_interval: must be above zero"),
+        "{e}"
+    );
+    let e = with("0.25", "2.5");
+    assert!(
+        e.contains("otlp.sample_ratio") && e.contains("between 0 and 1"),
+        "{e}"
+    );
+    let e = with(
+        "{ file = \"otlp-key\" }",
+        "{ file = \"otlp-key\", env = \"K\" }",
+    );
+    assert!(
+        e.contains(":32: otlp.headers.x-api-key: expected exactly one of"),
+        "{e}"
+    );
+    let e = with("{ file = \"otlp-key\" }", "{ path = \"otlp-key\" }");
+    assert!(
+        e.contains(":32: otlp.headers.x-api-key") && e.contains("path"),
+        "{e}"
+    );
+    let e = with("x-org = \"canary-PLAIN-77\"", "x-org = 7");
+    assert!(e.contains("otlp.headers.x-org: expected a string"), "{e}");
+    let e = with("flush_timeout", "flush_timeot");
+    assert!(e.contains(":27: otlp.flush_timeot"), "{e}");
+    let e = with("x-org", "\"x org\"");
+    assert!(e.contains("not a valid HTTP header name"), "{e}");
+    assert!(!e.contains("canary-PLAIN-77"), "{e}");
+}
+
+#[test]
+fn otlp_header_values_are_read_when_the_exporter_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("otlp-key"), "KEY-FROM-FILE\n").unwrap();
+    let text =
+        format!("{GOOD}{OTLP}").replace("CANARYD_TEST_OTLP_TOKEN", "CANARYD_TEST_UNSET_VAR_9");
+    let c = Config::parse(&text, Path::new("canaryd.toml"), dir.path()).unwrap();
+    // The variable is unset: a warning now, an error naming the key (not a value) at start.
+    assert!(c
+        .warnings()
+        .iter()
+        .any(|w| w.contains("otlp.headers.authorization: CANARYD_TEST_UNSET_VAR_9 is not set")));
+    let e = c.otlp.exporter_config().unwrap_err();
+    assert_eq!(
+        e,
+        "otlp.headers.authorization: CANARYD_TEST_UNSET_VAR_9 is not set"
+    );
+    let mut o = c.otlp.clone();
+    o.headers.retain(|(k, _)| k != "authorization");
+    let x = o.exporter_config().unwrap();
+    assert!(x
+        .headers
+        .contains(&("x-api-key".to_string(), "KEY-FROM-FILE".to_string())));
+    assert!(x
+        .headers
+        .contains(&("x-org".to_string(), "canary-PLAIN-77".to_string())));
+    assert_eq!(x.sample_ratio, 0.25);
+    assert_eq!(x.timeout, Duration::from_secs(2));
+}

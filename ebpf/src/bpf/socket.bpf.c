@@ -2,11 +2,13 @@
 /*
  * Socket timing for canaryd's own TCP connections.
  *
- * A socket is tracked from the moment canaryd's process moves it to SYN_SENT (connect), keyed
- * by its cookie; every later event on it (state changes, sends, data arriving, destruction) is
- * written to a ring buffer. Everything else on the host costs one map lookup and is dropped in
- * the kernel. The pid is only used in connect, which runs in the caller's context: data arrives
- * in softirq context, where the current task is whoever happened to run.
+ * A socket is tracked from the moment canaryd's process moves it to SYN_SENT (connect): it gets
+ * a socket-local storage entry holding its cookie, and every later event on it (state changes,
+ * sends, data arriving, destruction) is written to a ring buffer keyed by that cookie. Every
+ * other socket on the host costs one socket-storage lookup (a pointer test when the socket has
+ * no storage at all) and is dropped in the kernel. The pid is only used in connect, which runs
+ * in the caller's context: data arrives in softirq context, where the current task is whoever
+ * happened to run.
  *
  * Only tp_btf programs: fentry/fexit and kprobes are unavailable under kernel lockdown or
  * without CONFIG_KPROBES, tp_btf works wherever BTF does (5.5+; sk_data_ready needs 6.4).
@@ -14,7 +16,6 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "socket.h"
 
@@ -39,12 +40,13 @@ struct {
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
-/* Cookies of canaryd's sockets. LRU: a socket whose destroy event was missed ages out. */
+/* canaryd's sockets: their cookie, stored on the socket itself, so it goes when the socket does
+ * and untracked sockets never get a cookie generated. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
 } tracked SEC(".maps");
 
 /* [0]: events lost because the ring buffer was full. */
@@ -67,16 +69,23 @@ static __always_inline void emit(struct sock *sk, __u64 cookie, __u32 kind, __u3
 			__sync_fetch_and_add(n, 1);
 		return;
 	}
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	e->ts_ns = now;
 	e->cookie = cookie;
-	e->bytes_received = BPF_CORE_READ(tp, bytes_received);
 	e->bytes = bytes;
 	e->kind = kind;
 	e->state = state;
-	e->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
-	e->total_retrans = BPF_CORE_READ(tp, total_retrans);
 	e->_pad = 0;
+	/* A typed pointer: plain loads, relocated by CO-RE, no probe-read helper calls. */
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (tp) {
+		e->bytes_received = tp->bytes_received;
+		e->srtt_us = tp->srtt_us >> 3;
+		e->total_retrans = tp->total_retrans;
+	} else {
+		e->bytes_received = 0;
+		e->srtt_us = 0;
+		e->total_retrans = 0;
+	}
 	/* No wakeup: userspace drains on a timer and never sleeps on the ring, so the default
 	 * (an irq_work whenever the consumer has caught up, i.e. almost every event) is wasted. */
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
@@ -85,16 +94,20 @@ static __always_inline void emit(struct sock *sk, __u64 cookie, __u32 kind, __u3
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
+	__u64 *cookie;
 	if (newstate == TCP_SYN_SENT) {
 		if ((__u32)(bpf_get_current_pid_tgid() >> 32) != target_tgid)
 			return 0;
-		__u8 one = 1;
-		bpf_map_update_elem(&tracked, &cookie, &one, BPF_ANY);
-	} else if (!bpf_map_lookup_elem(&tracked, &cookie)) {
-		return 0;
+		cookie = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!cookie)
+			return 0;
+		*cookie = bpf_get_socket_cookie(sk);
+	} else {
+		cookie = bpf_sk_storage_get(&tracked, sk, 0, 0);
+		if (!cookie)
+			return 0;
 	}
-	emit(sk, cookie, SOCKET_EVENT_STATE, newstate, 0);
+	emit(sk, *cookie, SOCKET_EVENT_STATE, newstate, 0);
 	return 0;
 }
 
@@ -103,31 +116,30 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 {
 	if (ret <= 0)
 		return 0;
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	if (!bpf_map_lookup_elem(&tracked, &cookie))
+	__u64 *cookie = bpf_sk_storage_get(&tracked, sk, 0, 0);
+	if (!cookie)
 		return 0;
-	emit(sk, cookie, SOCKET_EVENT_SEND, 0, ret);
+	emit(sk, *cookie, SOCKET_EVENT_SEND, 0, ret);
 	return 0;
 }
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_data, struct sock *sk)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	if (!bpf_map_lookup_elem(&tracked, &cookie))
+	__u64 *cookie = bpf_sk_storage_get(&tracked, sk, 0, 0);
+	if (!cookie)
 		return 0;
-	emit(sk, cookie, SOCKET_EVENT_DATA, 0, 0);
+	emit(sk, *cookie, SOCKET_EVENT_DATA, 0, 0);
 	return 0;
 }
 
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(on_destroy, struct sock *sk)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
-	if (!bpf_map_lookup_elem(&tracked, &cookie))
+	__u64 *cookie = bpf_sk_storage_get(&tracked, sk, 0, 0);
+	if (!cookie)
 		return 0;
-	emit(sk, cookie, SOCKET_EVENT_CLOSE, 0, 0);
-	bpf_map_delete_elem(&tracked, &cookie);
+	emit(sk, *cookie, SOCKET_EVENT_CLOSE, 0, 0);
 	return 0;
 }
 

@@ -1,0 +1,473 @@
+//! `canaryd run` exporting over OTLP: a real daemon process, a real `canaryd sim` process and
+//! a real OTLP/HTTP receiver on loopback that decodes the protobuf with `opentelemetry-proto`
+//! (the one the exporters crate tests with). After a few short scheduled runs and a SIGTERM,
+//! the receiver must hold the requests' spans, the run metrics, and exactly one `canary.run`
+//! event per run with its workload, verdict and trend; the header secret must reach the
+//! collector and nothing else (logs, artifacts, SQLite history, status API).
+
+#[allow(dead_code)] // the exporters tests use more of it than this test does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+
+/// What the shared receiver needs from its test crate.
+mod export {
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
+
+    /// An attribute value as text.
+    pub fn text(v: Option<&AnyValue>) -> String {
+        match v.and_then(|v| v.value.as_ref()) {
+            Some(any_value::Value::StringValue(s)) => s.clone(),
+            Some(any_value::Value::IntValue(i)) => i.to_string(),
+            Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+            Some(any_value::Value::BoolValue(b)) => b.to_string(),
+            _ => String::new(),
+        }
+    }
+}
+
+use export::text;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+use receiver::Receiver;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The OTLP header secret: sent to the collector, never written or shown anywhere else.
+const SECRET: &str = "otlp-HDR-SECRET-6061";
+
+/// A child process killed and reaped when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on {port}");
+}
+
+/// `canaryd sim --profile fast` on a free port.
+fn sim() -> (Child, u16) {
+    let port = free_port();
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port);
+    (child, port)
+}
+
+/// `canaryd run --config CONFIG` in `dir`, stderr to `dir/daemon.log`; with its status port.
+fn daemon(dir: &Path, config: &Path, env: &[(&str, &str)]) -> (Child, u16) {
+    let status = free_port();
+    let child = Child(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("daemon.log")).unwrap())
+            .spawn()
+            .expect("canaryd run starts"),
+    );
+    wait_listening(status);
+    (child, status)
+}
+
+/// The status API's runs.
+fn api_runs(status: u16) -> Vec<Value> {
+    let (code, body) = get(status, "/api/runs?limit=100");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["runs"].as_array().unwrap().clone()
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// GET `path` on the status endpoint; (status, body).
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// Every file under `dir` but the token file, with its bytes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if path.file_name() != Some("otlp-token".as_ref()) {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+        .collect()
+}
+
+/// A short workload: the first 20 rows of the bundled trace at 20x, lengths scaled by 1/20,
+/// every 2 s.
+fn workload(name: &str, extra: &str) -> String {
+    format!(
+        "[workloads.{name}]\ntarget = \"sim\"\ntrace = \"bundled\"\nmax_requests = 20\n\
+         speedup = 20\nscale_lengths = 0.05\nevery = \"2s\"\n{extra}\n"
+    )
+}
+
+#[test]
+fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stays_there() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+
+    std::fs::write(dir.path().join("otlp-token"), format!("{SECRET}\n")).unwrap();
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"500ms\"\nflush_timeout = \"5s\"\n\
+         [otlp.headers]\nauthorization = {{ file = \"otlp-token\", prefix = \"Bearer \" }}\n\
+         x-canary-org = \"daemon-test\"\n\
+         [baseline]\nruns = 5\nmin_runs = 1\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+        receiver.url()
+    );
+    config += &workload("steady", "");
+    // Every request misses a 1 ms end-to-end SLO: each run of `strict` fails.
+    config += &workload(
+        "strict",
+        "slos = \"request_latency:1\"\nmin_good_fraction = 0.9",
+    );
+    // A trace that is not there: `error` runs that never reach the replay still send their
+    // verdict.
+    config += &workload("missing", "").replace("\"bundled\"", "\"no-such-trace.jsonl\"");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+
+    // Two finished runs of each workload.
+    let api = eventually(120, "two runs of each workload", || {
+        let (code, body) = get(status, "/api/runs?limit=100");
+        assert_eq!(code, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let count = |w: &str| {
+            v["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["workload"] == w)
+                .count()
+        };
+        (count("steady") >= 2 && count("strict") >= 2 && count("missing") >= 1).then_some(body)
+    });
+    let mut shown = vec![api, get(status, "/metrics").1];
+    let v: Value = serde_json::from_str(&shown[0]).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        shown.push(get(status, &format!("/api/runs/{}", r["id"].as_str().unwrap())).1);
+    }
+
+    // SIGTERM: runs in flight end as `error: interrupted`, the exporter is flushed.
+    // SAFETY: kill(2) on our own child's pid; no memory is touched.
+    assert_eq!(
+        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let exit = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(s) = daemon.0.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(Instant::now() < exit, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+
+    // Every run, from its verdict.json: id -> (workload, verdict kind, trend).
+    let mut runs: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts")) {
+        if p.file_name() == Some("verdict.json".as_ref()) {
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            runs.insert(
+                v["id"].as_str().unwrap().into(),
+                (
+                    v["workload"].as_str().unwrap().into(),
+                    v["verdict_kind"].as_str().unwrap().into(),
+                    v["trend"].as_str().map(String::from),
+                ),
+            );
+        }
+    }
+    let kinds = |w: &str| -> Vec<&str> {
+        runs.values()
+            .filter(|r| r.0 == w)
+            .map(|r| r.1.as_str())
+            .collect()
+    };
+    assert!(
+        kinds("steady").iter().filter(|k| **k == "pass").count() >= 2,
+        "{runs:?}"
+    );
+    assert!(
+        kinds("strict").iter().filter(|k| **k == "fail").count() >= 2,
+        "{runs:?}"
+    );
+    assert!(kinds("missing").iter().all(|k| *k == "error"), "{runs:?}");
+
+    // One run event per run, carrying its workload, verdict and trend.
+    let events: Vec<_> = receiver
+        .logs()
+        .into_iter()
+        .filter(|l| l.event_name == "canary.run")
+        .collect();
+    let mut seen: BTreeMap<String, HashMap<String, String>> = BTreeMap::new();
+    for e in &events {
+        let a = attrs(&e.attributes);
+        let id = a["canary.run.id"].clone();
+        assert!(
+            seen.insert(id.clone(), a).is_none(),
+            "two events for run {id}"
+        );
+    }
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        runs.keys().collect::<Vec<_>>(),
+        "one event per run"
+    );
+    for (id, (w, kind, trend)) in &runs {
+        let a = &seen[id];
+        assert_eq!(&a["canary.workload"], w, "{a:?}");
+        assert_eq!(&a["canary.run.verdict"], kind, "{a:?}");
+        assert_eq!(a.get("canary.run.trend"), trend.as_ref(), "{a:?}");
+        if kind == "fail" {
+            assert!(
+                a["canary.run.verdict.reasons"].contains("request_latency"),
+                "{a:?}"
+            );
+        }
+        if w == "missing" {
+            assert!(
+                a["canary.run.verdict.reasons"].contains("no-such-trace.jsonl"),
+                "{a:?}"
+            );
+            assert!(!a.contains_key("canary.run.requests"), "{a:?}");
+        }
+    }
+    assert!(
+        runs.values().any(|r| r.2.as_deref() == Some("steady")
+            || r.2.as_deref() == Some("regressed")
+            || r.2.as_deref() == Some("improved")),
+        "a run compared with its baseline: {runs:?}"
+    );
+
+    // Spans: one per sampled request, named after operation and model, per workload.
+    let spans = receiver.spans();
+    for w in ["steady", "strict"] {
+        let n = spans
+            .iter()
+            .filter(|s| {
+                attrs(&s.attributes)
+                    .get("canary.workload")
+                    .map(String::as_str)
+                    == Some(w)
+            })
+            .count();
+        assert!(n >= 40, "{w}: {n} spans");
+    }
+    assert!(spans.iter().all(|s| s.name == "chat canary-sim"));
+
+    // Metrics (cumulative, so the last export holds every run): runs by workload and
+    // verdict, equal to the runs recorded.
+    let metrics = receiver.last_metrics();
+    let runs_metric = metrics
+        .iter()
+        .find(|m| m.name == "canary.runs")
+        .expect("canary.runs exported");
+    let Some(metric::Data::Sum(sum)) = &runs_metric.data else {
+        panic!("canary.runs is not a sum")
+    };
+    let mut counted: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for p in &sum.data_points {
+        let a = attrs(&p.attributes);
+        let n = match p.value {
+            Some(number_data_point::Value::AsInt(i)) => i,
+            _ => 0,
+        };
+        *counted
+            .entry((
+                a["canary.workload"].clone(),
+                a["canary.run.verdict"].clone(),
+            ))
+            .or_default() += n;
+    }
+    let mut expected: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for (w, kind, _) in runs.values() {
+        *expected.entry((w.clone(), kind.clone())).or_default() += 1;
+    }
+    assert_eq!(counted, expected);
+    for name in [
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.operation.time_to_first_chunk",
+        "canary.run.good_request.ratio",
+    ] {
+        assert!(metrics.iter().any(|m| m.name == name), "{name} missing");
+    }
+
+    // The secret went to the collector with every export, and nowhere else.
+    let posts = receiver.posts();
+    assert!(!posts.is_empty());
+    for p in &posts {
+        let h: HashMap<_, _> = p.headers.iter().cloned().collect();
+        assert_eq!(
+            h.get("authorization").map(String::as_str),
+            Some(format!("Bearer {SECRET}").as_str()),
+            "{}",
+            p.path
+        );
+        assert_eq!(
+            h.get("x-canary-org").map(String::as_str),
+            Some("daemon-test")
+        );
+        assert!(
+            !String::from_utf8_lossy(&p.body).contains(SECRET),
+            "{}",
+            p.path
+        );
+    }
+    assert!(!log.contains(SECRET), "{log}");
+    for body in &shown {
+        assert!(!body.contains(SECRET), "{body}");
+    }
+    let files = files_under(dir.path());
+    assert!(files
+        .iter()
+        .any(|(p, _)| p.ends_with("state/history.sqlite")));
+    for (p, bytes) in files {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(SECRET),
+            "{} holds the secret",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let dead = free_port();
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"http://127.0.0.1:{dead}\"\nmetrics_interval = \"200ms\"\n\
+         timeout = \"1s\"\nflush_timeout = \"2s\"\n\
+         [otlp.headers]\nx-api-key = {{ env = \"CANARYD_TEST_OTLP_KEY\" }}\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n"
+    );
+    config += &workload("steady", "");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[("CANARYD_TEST_OTLP_KEY", SECRET)]);
+
+    // Runs pass while every export fails; the losses reach the status metrics.
+    eventually(120, "three passing runs", || {
+        let runs = api_runs(status);
+        (runs.iter().filter(|r| r["verdict"] == "pass").count() >= 3).then_some(())
+    });
+    let drops = eventually(60, "export drops counted", || {
+        let (_, m) = get(status, "/metrics");
+        let line = m
+            .lines()
+            .find(|l| l.starts_with("canaryd_export_drops_total"))?
+            .to_string();
+        let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        (n > 0.0).then_some(n)
+    });
+    assert!(drops > 0.0);
+
+    // SAFETY: kill(2) on our own child's pid; no memory is touched.
+    assert_eq!(
+        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let exit = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(s) = daemon.0.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(Instant::now() < exit, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    // Many exports failed; each signal said so once.
+    for signal in ["traces", "metrics", "logs"] {
+        let n = log
+            .matches(&format!(
+                "OTLP {signal} export to http://127.0.0.1:{dead}/v1/{signal} failed"
+            ))
+            .count();
+        assert_eq!(n, 1, "{signal}: {log}");
+    }
+    assert!(!log.contains(SECRET), "{log}");
+}

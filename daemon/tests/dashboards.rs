@@ -1,0 +1,341 @@
+//! Every PromQL query of every Grafana dashboard in `deploy/grafana/dashboards/`, run against
+//! a real metrics store holding a real replay's export: VictoriaMetrics (it ingests OTLP at
+//! `/opentelemetry/v1/metrics` and answers PromQL). A panel that shows nothing is a bug.
+//!
+//! Needs `CANARYD_VICTORIA_METRICS` (set by `scripts/setup/victoria-metrics.sh`); skips,
+//! saying so, without it.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process, killed and reaped on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_listening(port: u16, what: &str) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on {port}");
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// GET on loopback; returns (status line, body).
+fn get(port: u16, path_and_query: &str) -> (String, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or((&buf, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// The series a PromQL range query returns from two minutes ago to a minute ahead (the
+/// last export is a fraction of a second old: a range ending at the current whole second
+/// can end before it).
+fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
+    let end = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 60;
+    let (status, body) = get(
+        port,
+        &format!(
+            "/api/v1/query_range?query={}&start={}&end={end}&step=1s",
+            percent_encode(expr),
+            end - 180
+        ),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{status}: {e}: {body} for {expr}"));
+    assert_eq!(v["status"], "success", "{expr}: {body}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/dashboards");
+    let mut out: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let v = serde_json::from_slice(&std::fs::read(&p).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, v)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn every_dashboard_query_returns_data_from_a_real_replay() {
+    let Some(vm_bin) = std::env::var_os("CANARYD_VICTORIA_METRICS").map(PathBuf::from) else {
+        eprintln!("SKIPPED: CANARYD_VICTORIA_METRICS is not set (source scripts/setup/victoria-metrics.sh); dashboard queries were not checked against a metrics store");
+        return;
+    };
+    if !vm_bin.exists() {
+        eprintln!(
+            "SKIPPED: CANARYD_VICTORIA_METRICS={} does not exist",
+            vm_bin.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vm_port = free_port();
+    let _vm = Proc(
+        Command::new(&vm_bin)
+            .arg(format!("-httpListenAddr=127.0.0.1:{vm_port}"))
+            .arg(format!(
+                "-storageDataPath={}",
+                dir.path().join("vm").display()
+            ))
+            // The names the OTel Collector's Prometheus exporters produce, which the
+            // dashboards query: gen_ai_client_operation_duration_seconds_bucket, *_total.
+            .arg("-opentelemetry.usePrometheusNaming")
+            // Answer with what was just written (default: hide the last 30 s).
+            .arg("-search.latencyOffset=0s")
+            // No result cache: a query a moment after the export sees all of it.
+            .arg("-search.disableCache")
+            .arg("-loggerLevel=ERROR")
+            .spawn()
+            .expect("victoria-metrics starts"),
+    );
+    wait_listening(vm_port, "victoria-metrics");
+
+    // Faults so the error panels have errors; the fake NVML library so the GPU panels
+    // have a GPU (none exists on the test machines).
+    let sim_port = free_port();
+    let _sim = Proc(
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(["sim", "--profile", "fast", "--port", &sim_port.to_string()])
+            .args([
+                "--fault-rate",
+                "0.3",
+                "--fault",
+                "status=503",
+                "--seed",
+                "7",
+            ])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(sim_port, "canaryd sim");
+    let nvml = dir.path().join("libnvidia-ml.so");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fake_nvml/fake_nvml.c");
+    assert!(Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&nvml)
+        .arg(src)
+        .status()
+        .unwrap()
+        .success());
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
+    let workload = "dashboard-test";
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(["replay", "--trace", trace.to_str().unwrap()])
+        .args([
+            "--url",
+            &format!("http://127.0.0.1:{sim_port}"),
+            "--model",
+            "canary-sim",
+        ])
+        // The 20 rows span 3.1 s of trace time: several metric exports at 500 ms.
+        .args([
+            "--speedup",
+            "1",
+            "--output-dir",
+            "out",
+            "--workload",
+            workload,
+        ])
+        .args([
+            "--goodput",
+            "time_to_first_token:50",
+            "--otlp-metrics-interval",
+            "500ms",
+        ])
+        .args([
+            "--nvml-lib",
+            nvml.to_str().unwrap(),
+            "--gpu-interval",
+            "20ms",
+        ])
+        .args(["--server-metrics-interval", "100ms"])
+        .env(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
+        )
+        .env("RUST_LOG", "warn")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    assert!(
+        !log.contains("OTLP metrics export"),
+        "exports failed: {log}"
+    );
+    let records = std::fs::read_to_string(dir.path().join("out/records.jsonl")).unwrap();
+    assert!(
+        records.contains("\"status\":\"error\""),
+        "the faults produced no error"
+    );
+    let have_kernel = records.contains("\"kernel\":");
+    let (status, _) = get(vm_port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
+
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let fill = |q: &str| {
+        q.replace("$workload", workload)
+            .replace("$target", "127.0.0.1")
+            .replace("$host", &host)
+            .replace("$__rate_interval", "30s")
+    };
+    let mut checked = 0;
+    let mut empty = Vec::new();
+    let all = dashboards();
+    assert!(all.len() >= 2, "{all:?}");
+    for (path, d) in &all {
+        let name = path.file_name().unwrap().to_string_lossy();
+        // Template variables: label_values(selector, label) must offer this run's value.
+        for v in d["templating"]["list"].as_array().unwrap() {
+            let q = v["query"]["query"].as_str().unwrap();
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{name}: variable query {q}"));
+            let (selector, label) = inner.rsplit_once(',').unwrap();
+            let (_, body) = get(
+                vm_port,
+                &format!(
+                    "/api/v1/label/{}/values?match[]={}",
+                    label.trim(),
+                    percent_encode(&fill(selector.trim()))
+                ),
+            );
+            let want = match label.trim() {
+                "canary_workload" => workload.to_string(),
+                "server_address" => "127.0.0.1".to_string(),
+                "host_name" => host.clone(),
+                other => panic!("{name}: unexpected variable label {other}"),
+            };
+            assert!(
+                body.contains(&format!("\"{want}\"")),
+                "{name}: {q} -> {body}"
+            );
+        }
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap();
+            let needs_ebpf = p["description"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("Needs eBPF"));
+            for t in p["targets"].as_array().unwrap() {
+                let expr = fill(t["expr"].as_str().unwrap());
+                if needs_ebpf && !have_kernel {
+                    eprintln!("SKIPPED {name} / {title}: no eBPF timing on this host, so no TTFT parts to show");
+                    continue;
+                }
+                checked += 1;
+                if query_range(vm_port, &expr).is_empty() {
+                    empty.push(format!("{name} / {title} / {}: {expr}", t["refId"]));
+                }
+            }
+        }
+    }
+    assert!(checked >= 25, "only {checked} queries checked");
+    assert!(
+        empty.is_empty(),
+        "panels with no data:\n{}",
+        empty.join("\n")
+    );
+}
+
+#[test]
+fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
+    let all = dashboards();
+    assert!(all.len() >= 2);
+    for (path, d) in &all {
+        let name = path.file_name().unwrap().to_string_lossy();
+        let vars: Vec<&str> = d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(vars, ["workload", "target", "host"], "{name}");
+        let mut ids = std::collections::HashSet::new();
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap();
+            assert!(
+                ids.insert(p["id"].as_u64().unwrap()),
+                "{name}: duplicate panel id"
+            );
+            assert!(
+                p["description"].as_str().is_some_and(|s| !s.is_empty()),
+                "{name} / {title}: no description"
+            );
+            for t in p["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                // The process-wide drop counter has no workload; everything else has all three.
+                let needed: &[&str] = if expr.contains("canary_exporter_dropped") {
+                    &["$host"]
+                } else {
+                    &["$workload", "$target", "$host"]
+                };
+                for v in needed {
+                    assert!(expr.contains(v), "{name} / {title}: {expr} ignores {v}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! [`RunObserver`]: one run's records as spans and metric points, fed to an
+//! [`OtlpExporter`](crate::OtlpExporter) as the replay writes them.
+
+use crate::labels::RunLabels;
+use crate::metrics::Instruments;
+use crate::spans::{span_for, SpanQueue};
+use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
+use canary_replay::{Observer, SectionsFuture};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use std::sync::Arc;
+
+/// Feeds one run's records to an [`OtlpExporter`](crate::OtlpExporter); implements the replay's [`Observer`].
+pub struct RunObserver {
+    pub(crate) labels: RunLabels,
+    pub(crate) base: Vec<KeyValue>,
+    pub(crate) anchor: WallAnchor,
+    pub(crate) spans: Option<Arc<SpanQueue>>,
+    pub(crate) instruments: Arc<Instruments>,
+    pub(crate) scope: InstrumentationScope,
+    pub(crate) sample_ratio: f64,
+}
+
+impl RunObserver {
+    /// The run's labels.
+    pub fn labels(&self) -> &RunLabels {
+        &self.labels
+    }
+}
+
+impl Observer for RunObserver {
+    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
+        if rec.warmup {
+            return;
+        }
+        self.instruments
+            .record_request(rec, &self.labels, &self.base);
+        let Some(q) = &self.spans else { return };
+        // The same rule the replay used for the traceparent's sampled flag.
+        if !canary_replay::trace_sampled(&rec.trace_id, self.sample_ratio) {
+            return;
+        }
+        // None: never sent (the run stopped first), so there is no span to show.
+        if let Some(span) = span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
+            q.push(span);
+        }
+    }
+
+    fn finish<'a>(
+        &'a self,
+        _t0: MonoTime,
+        _end: MonoTime,
+        _summary: &'a RunSummary,
+    ) -> SectionsFuture<'a> {
+        Box::pin(async { Vec::new() })
+    }
+}
