@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fake_nvml, files_under, free_port, shared, text};
+use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -395,14 +395,7 @@ fn otlp_export_sends_header_secrets_but_never_logs_or_writes_them() {
         );
     }
     assert!(!all.contains("OTLP-SECRET-42"), "{all}");
-    for (path, bytes) in files_under(dir.path(), &[]) {
-        let body = String::from_utf8_lossy(&bytes);
-        assert!(
-            !body.contains("OTLP-SECRET-42"),
-            "{} leaks the OTLP header",
-            path.display()
-        );
-    }
+    assert_no_file_holds(dir.path(), "OTLP-SECRET-42", &[]);
 }
 
 #[test]
@@ -443,12 +436,5 @@ fn otlp_collector_down_is_reported_once_and_the_replay_completes() {
         "{all}"
     );
     assert!(!all.contains("OTLP-SECRET-4"), "{all}");
-    for (path, bytes) in files_under(dir.path(), &[]) {
-        let body = String::from_utf8_lossy(&bytes);
-        assert!(
-            !body.contains("OTLP-SECRET-4"),
-            "{} leaks a secret",
-            path.display()
-        );
-    }
+    assert_no_file_holds(dir.path(), "OTLP-SECRET-4", &[]);
 }

@@ -265,17 +265,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     for body in &shown {
         assert!(!body.contains(SECRET), "{body}");
     }
-    let files = files_under(dir.path(), &["otlp-token"]);
-    assert!(files
-        .iter()
-        .any(|(p, _)| p.ends_with("state/history.sqlite")));
-    for (p, bytes) in files {
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "{} holds the secret",
-            p.display()
-        );
-    }
+    let files = common::assert_no_file_holds(dir.path(), SECRET, &["otlp-token"]);
+    assert!(files.iter().any(|p| p.ends_with("state/history.sqlite")));
 }
 
 #[test]

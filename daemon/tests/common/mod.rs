@@ -195,6 +195,21 @@ pub fn files_under(dir: &Path, except: &[&str]) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// Asserts that no file under `dir`, but those named in `except`, holds `secret`; the
+/// files it checked.
+#[allow(dead_code)]
+pub fn assert_no_file_holds(dir: &Path, secret: &str, except: &[&str]) -> Vec<PathBuf> {
+    let files = files_under(dir, except);
+    for (path, bytes) in &files {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(secret),
+            "{} leaks a secret ({secret})",
+            path.display()
+        );
+    }
+    files.into_iter().map(|(path, _)| path).collect()
+}
+
 /// Builds the fake `libnvidia-ml.so` of the telemetry tests (no GPU exists here); the real
 /// nvml-wrapper loading path goes through it.
 #[allow(dead_code)]
