@@ -1,7 +1,10 @@
 //! The `canaryd` binary run as a real process: the demo, analyze-trace, and clear errors on bad
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn canaryd(args: &[&str], cwd: &Path) -> Output {
@@ -12,12 +15,6 @@ fn canaryd(args: &[&str], cwd: &Path) -> Output {
         .env_remove("OPENAI_API_KEY")
         .output()
         .expect("canaryd runs")
-}
-
-fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
-        .join(rel)
 }
 
 /// `canaryd replay` of the 20-row Mooncake arXiv trace into `DIR/out`, plus `extra` flags.
@@ -33,14 +30,6 @@ fn replay_arxiv(dir: &Path, url: &str, extra: &[&str]) -> Output {
 fn summary(dir: &Path) -> serde_json::Value {
     let path = dir.join("out/summary.json");
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -161,66 +150,11 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `canaryd sim` as a child process, killed on drop.
-struct SimProcess(std::process::Child);
-
-impl SimProcess {
-    fn start(port: u16) -> SimProcess {
-        // Owned by the guard at once, so it is killed and reaped on every path.
-        let sim = SimProcess(
-            Command::new(env!("CARGO_BIN_EXE_canaryd"))
-                .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-                .env("RUST_LOG", "warn")
-                .spawn()
-                .expect("canaryd sim starts"),
-        );
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return sim;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("canaryd sim did not listen on {port}");
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Builds the fake `libnvidia-ml.so` of the telemetry tests (no GPU exists here); the real
-/// nvml-wrapper loading path goes through it.
-fn fake_nvml(dir: &Path) -> PathBuf {
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fake_nvml/fake_nvml.c");
-    let out = dir.join("libnvidia-ml.so");
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("cc runs (gcc is part of the base image)");
-    assert!(status.success());
-    out
-}
-
 #[test]
 fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fake_nvml(dir.path());
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let out = replay_arxiv(
         dir.path(),
         &format!("http://127.0.0.1:{port}"),
@@ -274,8 +208,7 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
 #[test]
 fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let out = replay_arxiv(
         dir.path(),
         &format!("http://127.0.0.1:{port}"),
@@ -307,8 +240,7 @@ fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
 fn doctor_says_what_is_available_and_why_not() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fake_nvml(dir.path());
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");
     let out = canaryd(
         &[
@@ -356,8 +288,7 @@ fn doctor_says_what_is_available_and_why_not() {
 #[test]
 fn shards_of_one_replay_add_up_to_the_whole_trace() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");
     let bad = replay_arxiv(dir.path(), &url, &["--shard", "2/2"]);
     assert!(!bad.status.success());
@@ -429,28 +360,10 @@ impl OtlpSink {
     }
 }
 
-/// Every file under `dir`, as (path, contents).
-fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push((
-                p.clone(),
-                String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned(),
-            ));
-        }
-    }
-    out
-}
-
 #[test]
 fn otlp_export_sends_header_secrets_but_never_logs_or_writes_them() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let sink = OtlpSink::start();
     let out = replay_arxiv(
         dir.path(),
@@ -482,20 +395,13 @@ fn otlp_export_sends_header_secrets_but_never_logs_or_writes_them() {
         );
     }
     assert!(!all.contains("OTLP-SECRET-42"), "{all}");
-    for (path, body) in files_under(dir.path()) {
-        assert!(
-            !body.contains("OTLP-SECRET-42"),
-            "{} leaks the OTLP header",
-            path.display()
-        );
-    }
+    assert_no_file_holds(dir.path(), "OTLP-SECRET-42", &[]);
 }
 
 #[test]
 fn otlp_collector_down_is_reported_once_and_the_replay_completes() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let _sim = SimProcess::start(port);
+    let (_sim, port) = common::sim(&[]);
     let dead = free_port();
     let out = replay_arxiv(
         dir.path(),
@@ -530,11 +436,5 @@ fn otlp_collector_down_is_reported_once_and_the_replay_completes() {
         "{all}"
     );
     assert!(!all.contains("OTLP-SECRET-4"), "{all}");
-    for (path, body) in files_under(dir.path()) {
-        assert!(
-            !body.contains("OTLP-SECRET-4"),
-            "{} leaks a secret",
-            path.display()
-        );
-    }
+    assert_no_file_holds(dir.path(), "OTLP-SECRET-4", &[]);
 }

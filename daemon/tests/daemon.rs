@@ -4,150 +4,26 @@
 //! path (the guards below); nothing asserts on timing, the status API is polled with generous
 //! deadlines instead.
 
+mod common;
+
+use common::{api_runs as runs, eventually, free_port, http, wait_listening, Child, CANARYD};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A child process killed and reaped when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Child {
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        let rc = unsafe { libc::kill(self.0.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({sig})");
-    }
-
-    /// Waits for the process to exit on its own; its exit code.
-    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
-        let end = Instant::now() + within;
-        while Instant::now() < end {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("the process did not exit within {within:?}");
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_listening(port: u16) {
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on {port}");
-}
+use std::time::Duration;
 
 /// `canaryd sim --profile fast` on a free port.
 fn sim() -> (Child, u16) {
-    let port = free_port();
-    let child = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-            .args(["--block-size", "26"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("canaryd sim starts"),
-    );
-    wait_listening(port);
-    (child, port)
+    common::sim(&["--block-size", "26"])
 }
 
 /// `canaryd run --config CONFIG` with its status endpoint on `status`; stderr to `log`.
 fn daemon(dir: &Path, config: &Path, status: u16, log: &str) -> Child {
-    daemon_with_env(dir, config, status, log, &[])
-}
-
-fn daemon_with_env(
-    dir: &Path,
-    config: &Path,
-    status: u16,
-    log: &str,
-    env: &[(&str, String)],
-) -> Child {
-    let child = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .args(["--status-listen", &format!("127.0.0.1:{status}")])
-            .current_dir(dir)
-            .env("RUST_LOG", "info")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(log)).unwrap())
-            .spawn()
-            .expect("canaryd run starts"),
-    );
-    wait_listening(status);
-    child
-}
-
-/// One HTTP/1.1 request; (status, body).
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    // hyper answers with a content-length (no chunking) for these small bodies.
-    (status, body.to_string())
-}
-
-fn runs(port: u16) -> Vec<Value> {
-    let (status, body) = http(port, "GET", "/api/runs?limit=1000", "");
-    assert_eq!(status, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    v["runs"].as_array().unwrap().clone()
+    common::daemon(dir, config, status, log, &[])
 }
 
 fn of<'a>(runs: &'a [Value], workload: &str) -> Vec<&'a Value> {
     runs.iter().filter(|r| r["workload"] == workload).collect()
-}
-
-/// Polls `f` until it returns `Some`, for at most `secs` seconds.
-fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "gave up waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 fn metrics(port: u16) -> String {
@@ -176,20 +52,6 @@ fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
 
 /// The `sim` target's API key: it must never reach logs, artifacts, the history or the API.
 const SECRET: &str = "sk-canary-SECRET-0451";
-
-/// Every file under `dir` but the key file itself, with its bytes.
-fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else if path.file_name() != Some("key.txt".as_ref()) {
-            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
-        }
-    }
-    out
-}
 
 /// A short workload: the first 40 rows of the bundled trace (12 s of trace) at 20x, lengths
 /// scaled by 1/20, every `every`.
@@ -459,11 +321,12 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     notify
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
+    let notify_path = notify_path.display().to_string();
     let env = [
-        ("NOTIFY_SOCKET", notify_path.display().to_string()),
-        ("WATCHDOG_USEC", "1000000".to_string()),
+        ("NOTIFY_SOCKET", notify_path.as_str()),
+        ("WATCHDOG_USEC", "1000000"),
     ];
-    let mut d = daemon_with_env(dir.path(), &config, status, "daemon.log", &env);
+    let mut d = common::daemon(dir.path(), &config, status, "daemon.log", &env);
     let artifacts = dir.path().join("state/artifacts/long");
     let run_dir = eventually(60, "the run to send requests", || {
         let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
@@ -530,16 +393,8 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     );
 
     // The API key went out with every request but stayed out of everything canaryd wrote.
-    let files = files_under(dir.path());
+    let files = common::assert_no_file_holds(dir.path(), SECRET, &["key.txt"]);
     assert!(files.len() > 5, "{files:?}");
-    for (path, bytes) in files {
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(SECRET),
-            "{} leaks the API key",
-            path.display()
-        );
-    }
     assert!(!http(status, "GET", "/api/runs", "").1.contains(SECRET));
 }
 
@@ -623,7 +478,7 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
 #[test]
 fn check_config_validates_the_example_and_names_errors() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/canaryd.example.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    let out = Command::new(CANARYD)
         .arg("check-config")
         .arg(&example)
         .output()
@@ -643,7 +498,7 @@ fn check_config_validates_the_example_and_names_errors() {
     let bad = dir.path().join("bad.toml");
     let example_text = std::fs::read_to_string(&example).unwrap();
     std::fs::write(&bad, example_text.replace("speedup = 2", "speedup = -2")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    let out = Command::new(CANARYD)
         .arg("check-config")
         .arg(&bad)
         .output()
@@ -671,7 +526,7 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
     let dir = tempfile::tempdir().unwrap();
     let status = free_port();
     let mut d = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        Command::new(CANARYD)
             .args(["run", "--status-listen", &format!("127.0.0.1:{status}")])
             .current_dir(dir.path())
             .env("RUST_LOG", "warn")
@@ -680,7 +535,7 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
             .spawn()
             .unwrap(),
     );
-    wait_listening(status);
+    wait_listening(status, "canaryd run");
     eventually(60, "the demo workload to run", || {
         metrics(status)
             .contains("canaryd_running{workload=\"demo\"} 1")

@@ -9,159 +9,40 @@
 #[path = "../../exporters/tests/receiver.rs"]
 mod receiver;
 
-/// What the shared receiver needs from its test crate.
-mod export {
-    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
+mod common;
 
-    /// An attribute value as text.
-    pub fn text(v: Option<&AnyValue>) -> String {
-        match v.and_then(|v| v.value.as_ref()) {
-            Some(any_value::Value::StringValue(s)) => s.clone(),
-            Some(any_value::Value::IntValue(i)) => i.to_string(),
-            Some(any_value::Value::DoubleValue(d)) => d.to_string(),
-            Some(any_value::Value::BoolValue(b)) => b.to_string(),
-            _ => String::new(),
-        }
-    }
-}
-
-use export::text;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
+use common::{api_runs, eventually, files_under, free_port, http, Child};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
-use receiver::Receiver;
+use receiver::{attrs, Receiver};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 /// The OTLP header secret: sent to the collector, never written or shown anywhere else.
 const SECRET: &str = "otlp-HDR-SECRET-6061";
 
-/// A child process killed and reaped when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_listening(port: u16) {
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on {port}");
-}
-
-/// `canaryd sim --profile fast` on a free port.
-fn sim() -> (Child, u16) {
-    let port = free_port();
-    let child = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("canaryd sim starts"),
-    );
-    wait_listening(port);
-    (child, port)
-}
-
 /// `canaryd run --config CONFIG` in `dir`, stderr to `dir/daemon.log`; with its status port.
 fn daemon(dir: &Path, config: &Path, env: &[(&str, &str)]) -> (Child, u16) {
     let status = free_port();
-    let child = Child(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .args(["--status-listen", &format!("127.0.0.1:{status}")])
-            .current_dir(dir)
-            .env("RUST_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("daemon.log")).unwrap())
-            .spawn()
-            .expect("canaryd run starts"),
-    );
-    wait_listening(status);
-    (child, status)
-}
-
-/// The status API's runs.
-fn api_runs(status: u16) -> Vec<Value> {
-    let (code, body) = get(status, "/api/runs?limit=100");
-    assert_eq!(code, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    v["runs"].as_array().unwrap().clone()
-}
-
-/// Polls `f` until it returns `Some`, for at most `secs` seconds.
-fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "gave up waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    (
+        common::daemon(dir, config, status, "daemon.log", env),
+        status,
+    )
 }
 
 /// GET `path` on the status endpoint; (status, body).
 fn get(port: u16, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
+    http(port, "GET", path, "")
 }
 
-/// Every file under `dir` but the token file, with its bytes.
-fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else if path.file_name() != Some("otlp-token".as_ref()) {
-            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
-        }
-    }
-    out
-}
-
-fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
-    kvs.iter()
-        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
-        .collect()
+/// SIGTERM to the daemon: it must flush and exit 0 within a minute; its log.
+fn stop(daemon: &mut Child, dir: &Path) -> String {
+    daemon.signal(libc::SIGTERM);
+    let code = daemon.wait_exit(Duration::from_secs(60));
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    log
 }
 
 /// A short workload: the first 20 rows of the bundled trace at 20x, lengths scaled by 1/20,
@@ -178,7 +59,7 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     let rt = tokio::runtime::Runtime::new().unwrap();
     let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, sim_port) = sim();
+    let (_sim, sim_port) = common::sim(&[]);
 
     std::fs::write(dir.path().join("otlp-token"), format!("{SECRET}\n")).unwrap();
     let mut config = format!(
@@ -227,25 +108,11 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     }
 
     // SIGTERM: runs in flight end as `error: interrupted`, the exporter is flushed.
-    // SAFETY: kill(2) on our own child's pid; no memory is touched.
-    assert_eq!(
-        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
-        0
-    );
-    let exit = Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        if let Some(s) = daemon.0.try_wait().unwrap() {
-            break s.code();
-        }
-        assert!(Instant::now() < exit, "the daemon did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
-    assert_eq!(code, Some(0), "{log}");
+    let log = stop(&mut daemon, dir.path());
 
     // Every run, from its verdict.json: id -> (workload, verdict kind, trend).
     let mut runs: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
-    for (p, bytes) in files_under(&dir.path().join("state/artifacts")) {
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
         if p.file_name() == Some("verdict.json".as_ref()) {
             let v: Value = serde_json::from_slice(&bytes).unwrap();
             runs.insert(
@@ -398,23 +265,14 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     for body in &shown {
         assert!(!body.contains(SECRET), "{body}");
     }
-    let files = files_under(dir.path());
-    assert!(files
-        .iter()
-        .any(|(p, _)| p.ends_with("state/history.sqlite")));
-    for (p, bytes) in files {
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "{} holds the secret",
-            p.display()
-        );
-    }
+    let files = common::assert_no_file_holds(dir.path(), SECRET, &["otlp-token"]);
+    assert!(files.iter().any(|p| p.ends_with("state/history.sqlite")));
 }
 
 #[test]
 fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, sim_port) = sim();
+    let (_sim, sim_port) = common::sim(&[]);
     let dead = free_port();
     let mut config = format!(
         "state_dir = \"state\"\n\
@@ -445,21 +303,7 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
     });
     assert!(drops > 0.0);
 
-    // SAFETY: kill(2) on our own child's pid; no memory is touched.
-    assert_eq!(
-        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
-        0
-    );
-    let exit = Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        if let Some(s) = daemon.0.try_wait().unwrap() {
-            break s.code();
-        }
-        assert!(Instant::now() < exit, "the daemon did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
-    assert_eq!(code, Some(0), "{log}");
+    let log = stop(&mut daemon, dir.path());
     // Many exports failed; each signal said so once.
     for signal in ["traces", "metrics", "logs"] {
         let n = log

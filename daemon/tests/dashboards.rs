@@ -5,38 +5,12 @@
 //! Needs `CANARYD_VICTORIA_METRICS` (set by `scripts/setup/victoria-metrics.sh`); skips,
 //! saying so, without it.
 
+mod common;
+
+use common::{fake_nvml, free_port, shared, wait_listening, Child, CANARYD};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::Duration;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process, killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_listening(port: u16, what: &str) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} did not listen on {port}");
-}
+use std::process::Command;
 
 fn percent_encode(s: &str) -> String {
     s.bytes()
@@ -121,7 +95,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     }
     let dir = tempfile::tempdir().unwrap();
     let vm_port = free_port();
-    let _vm = Proc(
+    let _vm = Child(
         Command::new(&vm_bin)
             .arg(format!("-httpListenAddr=127.0.0.1:{vm_port}"))
             .arg(format!(
@@ -143,37 +117,18 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
 
     // Faults so the error panels have errors; the fake NVML library so the GPU panels
     // have a GPU (none exists on the test machines).
-    let sim_port = free_port();
-    let _sim = Proc(
-        Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .args(["sim", "--profile", "fast", "--port", &sim_port.to_string()])
-            .args([
-                "--fault-rate",
-                "0.3",
-                "--fault",
-                "status=503",
-                "--seed",
-                "7",
-            ])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(sim_port, "canaryd sim");
-    let nvml = dir.path().join("libnvidia-ml.so");
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fake_nvml/fake_nvml.c");
-    assert!(Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&nvml)
-        .arg(src)
-        .status()
-        .unwrap()
-        .success());
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
+    let (_sim, sim_port) = common::sim(&[
+        "--fault-rate",
+        "0.3",
+        "--fault",
+        "status=503",
+        "--seed",
+        "7",
+    ]);
+    let nvml = fake_nvml(dir.path());
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let workload = "dashboard-test";
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    let out = Command::new(CANARYD)
         .args(["replay", "--trace", trace.to_str().unwrap()])
         .args([
             "--url",

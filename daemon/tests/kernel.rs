@@ -3,24 +3,11 @@
 //! privileges to load it. CI runs as root, so the programs really load; elsewhere these tests
 //! skip with one message saying why.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{shared, text, CANARYD};
+use std::path::Path;
 use std::process::{Command, Output};
-
-const CANARYD: &str = env!("CARGO_BIN_EXE_canaryd");
-
-fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
-        .join(rel)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -46,46 +33,22 @@ fn skip_unless(test: &str, need_root: bool) -> Option<()> {
 
 /// `canaryd sim` as a child process with a ground-truth log, killed on drop.
 struct Sim {
-    child: std::process::Child,
+    _child: common::Child,
     port: u16,
 }
 
 impl Sim {
     fn start(dir: &Path) -> Sim {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let truth = dir.join("truth.jsonl");
-        let sim = Sim {
-            child: Command::new(CANARYD)
-                .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-                .arg("--truth-log")
-                .arg(&truth)
-                .env("RUST_LOG", "warn")
-                .spawn()
-                .expect("canaryd sim starts"),
+        let (child, port) = common::sim(&["--truth-log", truth.to_str().unwrap()]);
+        Sim {
+            _child: child,
             port,
-        };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return sim;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        panic!("canaryd sim did not listen on {port}");
     }
 
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

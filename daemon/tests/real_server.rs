@@ -5,12 +5,15 @@
 //! `scripts/real-server.sh` and then runs `cargo test -p canaryd --test real_server -- --ignored`.
 //! Reasoning and TTFO cannot be tested here: SmolLM2-135M emits no `reasoning_content`.
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use canary_telemetry::prometheus::parse as parse_metrics;
+use common::{free_port, shared, Child};
 use serde_json::Value;
 
 const REQUESTS: usize = 24;
@@ -25,23 +28,9 @@ fn env_path(var: &str) -> PathBuf {
     p
 }
 
-fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
-        .join(rel)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `llama-server` as a child process, killed and reaped on drop.
 struct LlamaServer {
-    child: Child,
+    _child: Child,
     port: u16,
 }
 
@@ -50,15 +39,17 @@ impl LlamaServer {
         let port = free_port();
         let log = std::fs::File::create(log).unwrap();
         let server = LlamaServer {
-            child: Command::new(env_path("CANARYD_LLAMA_SERVER"))
-                .arg("-m")
-                .arg(env_path("CANARYD_LLAMA_MODEL"))
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["-c", "8192", "-t", "2", "--metrics", "--alias", "smollm2"])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("llama-server starts"),
+            _child: Child(
+                Command::new(env_path("CANARYD_LLAMA_SERVER"))
+                    .arg("-m")
+                    .arg(env_path("CANARYD_LLAMA_MODEL"))
+                    .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["-c", "8192", "-t", "2", "--metrics", "--alias", "smollm2"])
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("llama-server starts"),
+            ),
             port,
         };
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -69,13 +60,6 @@ impl LlamaServer {
             std::thread::sleep(Duration::from_millis(200));
         }
         panic!("llama-server did not become healthy on port {port}");
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -117,6 +117,25 @@ fn build_err<'a>(signal: &'static str, config: &'a Config) -> impl Fn(String) ->
     }
 }
 
+/// What every signal's OTLP/HTTP exporter is built with: the endpoint, headers and
+/// timeout, and one retry (a collector that is down costs one short backoff per export,
+/// not many).
+fn http_settings<B: WithExportConfig + WithHttpConfig>(
+    builder: B,
+    url: &str,
+    config: &Config,
+) -> B {
+    builder
+        .with_endpoint(url)
+        .with_headers(config.header_map())
+        .with_timeout(config.timeout)
+        .with_retry_policy(
+            RetryPolicy::recommended()
+                .with_max_retries(1)
+                .with_max_delay(Duration::from_millis(500)),
+        )
+}
+
 impl OtlpExporter {
     /// Builds the pipelines for every signal that has an endpoint. Nothing is sent yet and
     /// nothing fails when the collector is down: that shows up, once, at the first export.
@@ -147,22 +166,10 @@ impl OtlpExporter {
         let scope = InstrumentationScope::builder("canaryd")
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
-        // One retry: a collector that is down costs one short backoff per export, not many.
-        let retry = || {
-            RetryPolicy::recommended()
-                .with_max_retries(1)
-                .with_max_delay(Duration::from_millis(500))
-        };
-
         let spans = match &traces_url {
             None => None,
             Some(url) => {
-                let mut exporter = SpanExporter::builder()
-                    .with_http()
-                    .with_endpoint(url)
-                    .with_headers(config.header_map())
-                    .with_timeout(config.timeout)
-                    .with_retry_policy(retry())
+                let mut exporter = http_settings(SpanExporter::builder().with_http(), url, &config)
                     .build()
                     .map_err(|e| build_err("traces", &config)(e.to_string()))?;
                 exporter.set_resource(&resource);
@@ -175,12 +182,7 @@ impl OtlpExporter {
 
         let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
         if let Some(url) = &metrics_url {
-            let inner = MetricExporter::builder()
-                .with_http()
-                .with_endpoint(url)
-                .with_headers(config.header_map())
-                .with_timeout(config.timeout)
-                .with_retry_policy(retry())
+            let inner = http_settings(MetricExporter::builder().with_http(), url, &config)
                 // Cumulative: what a failed export missed arrives with the next one, and
                 // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
                 .with_temporality(Temporality::Cumulative)
@@ -221,12 +223,7 @@ impl OtlpExporter {
         let logs = match &logs_url {
             None => None,
             Some(url) => {
-                let inner = LogExporter::builder()
-                    .with_http()
-                    .with_endpoint(url)
-                    .with_headers(config.header_map())
-                    .with_timeout(config.timeout)
-                    .with_retry_policy(retry())
+                let inner = http_settings(LogExporter::builder().with_http(), url, &config)
                     .build()
                     .map_err(|e| build_err("logs", &config)(e.to_string()))?;
                 let processor = BatchLogProcessor::builder(CountingLogExporter {

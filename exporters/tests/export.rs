@@ -1,14 +1,14 @@
 //! A real replay against `canary-sim`, exported to a real OTLP receiver: what arrives must
 //! be exactly what `records.jsonl` says.
 
-use crate::receiver::Receiver;
+use crate::receiver::{attrs, Receiver};
 use canary_core::{RequestRecord, Status};
 use canary_exporters::{Config, OtlpExporter, RunLabels};
 use canary_replay::{
     Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer, TokenizerSpec,
 };
 use clap::Parser;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,21 +31,12 @@ async fn sim() -> canary_sim::SimHandle {
         .expect("simulator starts")
 }
 
-/// An attribute value as text (numbers in Rust's `Display` form).
-pub fn text(v: Option<&AnyValue>) -> String {
-    match v.and_then(|v| v.value.as_ref()) {
-        Some(any_value::Value::StringValue(s)) => s.clone(),
-        Some(any_value::Value::IntValue(i)) => i.to_string(),
-        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
-        Some(any_value::Value::BoolValue(b)) => b.to_string(),
-        _ => String::new(),
-    }
-}
-
-fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
-    kvs.iter()
-        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
-        .collect()
+/// Whether attributes hold every (key, value) of `filter`.
+fn matches(kvs: &[KeyValue], filter: &[(&str, &str)]) -> bool {
+    let a = attrs(kvs);
+    filter
+        .iter()
+        .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -68,12 +59,7 @@ fn histogram(m: &Metric, filter: &[(&str, &str)]) -> (u64, f64) {
     };
     h.data_points
         .iter()
-        .filter(|p| {
-            let a = attrs(&p.attributes);
-            filter
-                .iter()
-                .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
-        })
+        .filter(|p| matches(&p.attributes, filter))
         .fold((0, 0.0), |(c, s), p| {
             (c + p.count, s + p.sum.unwrap_or(0.0))
         })
@@ -85,12 +71,7 @@ fn counter_total(m: &Metric, filter: &[(&str, &str)]) -> f64 {
     };
     s.data_points
         .iter()
-        .filter(|p| {
-            let a = attrs(&p.attributes);
-            filter
-                .iter()
-                .all(|(k, v)| a.get(*k).map(String::as_str) == Some(*v))
-        })
+        .filter(|p| matches(&p.attributes, filter))
         .map(|p| match p.value {
             Some(number_data_point::Value::AsInt(i)) => i as f64,
             Some(number_data_point::Value::AsDouble(d)) => d,

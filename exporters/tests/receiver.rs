@@ -10,10 +10,12 @@ use hyper_util::rt::TokioIo;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -143,7 +145,7 @@ impl Receiver {
             .into_iter()
             .flat_map(|rm| rm.resource)
             .flat_map(|r| r.attributes)
-            .map(|kv| (kv.key, crate::export::text(kv.value.as_ref())))
+            .map(|kv| (kv.key, text(kv.value.as_ref())))
             .collect()
     }
 
@@ -160,4 +162,22 @@ impl Receiver {
         }
         out
     }
+}
+
+/// An attribute value as text (numbers in Rust's `Display` form).
+pub fn text(v: Option<&AnyValue>) -> String {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Attributes as a key -> text map.
+pub fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+        .collect()
 }

@@ -1,0 +1,228 @@
+//! What the `canaryd` integration tests share: free loopback ports, the shared data path,
+//! a guard that kills and reaps a child process on every path, `canaryd sim` and
+//! `canaryd run` as real processes, and a minimal HTTP/1.1 client for the status API.
+//!
+//! Each test file includes it with `mod common;`, so an item one file does not use carries
+//! `#[allow(dead_code)]`.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+#[allow(dead_code)]
+pub const CANARYD: &str = env!("CARGO_BIN_EXE_canaryd");
+
+/// A file of the shared real data (traces, fixtures) beside the repository.
+#[allow(dead_code)]
+pub fn shared(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(rel)
+}
+
+/// A loopback port nothing listens on (at the moment of asking).
+#[allow(dead_code)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits (up to 10 s) until something accepts connections on `port`; `what` names it.
+#[allow(dead_code)]
+pub fn wait_listening(port: u16, what: &str) {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on {port}");
+}
+
+/// A child process killed and reaped when dropped. Wrap it right after `spawn`, so no
+/// panic in between can leave it running.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Child {
+    #[allow(dead_code)]
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        let rc = unsafe { libc::kill(self.0.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    /// Waits for the process to exit on its own; its exit code.
+    #[allow(dead_code)]
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the process did not exit within {within:?}");
+    }
+}
+
+/// A finished process's stdout then stderr, as text.
+#[allow(dead_code)]
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `canaryd sim --profile fast` on a free port, plus `extra` flags; listening when it returns.
+#[allow(dead_code)]
+pub fn sim(extra: &[&str]) -> (Child, u16) {
+    let port = free_port();
+    let child = Child(
+        Command::new(CANARYD)
+            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port, "canaryd sim");
+    (child, port)
+}
+
+/// `canaryd run --config CONFIG` in `dir` with its status endpoint on `status`, stderr to
+/// `dir/LOG`, `env` added to an environment cleared of the variables that would change it
+/// (an API key, systemd's notify socket and watchdog, OTLP settings).
+#[allow(dead_code)]
+pub fn daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
+    let child = Child(
+        Command::new(CANARYD)
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(log)).unwrap())
+            .spawn()
+            .expect("canaryd run starts"),
+    );
+    wait_listening(status, "canaryd run");
+    child
+}
+
+/// One HTTP/1.1 request on loopback; (status, body).
+#[allow(dead_code)]
+pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    // hyper answers with a content-length (no chunking) for these small bodies.
+    (status, body.to_string())
+}
+
+/// The status API's runs (up to 1000).
+#[allow(dead_code)]
+pub fn api_runs(port: u16) -> Vec<Value> {
+    let (status, body) = http(port, "GET", "/api/runs?limit=1000", "");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["runs"].as_array().unwrap().clone()
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+#[allow(dead_code)]
+pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Every file under `dir` with its bytes, but those named in `except` (the secret files
+/// themselves, when a test looks for leaks).
+#[allow(dead_code)]
+pub fn files_under(dir: &Path, except: &[&str]) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path, except));
+        } else if !path
+            .file_name()
+            .is_some_and(|n| except.iter().any(|e| n == *e))
+        {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// Asserts that no file under `dir`, but those named in `except`, holds `secret`; the
+/// files it checked.
+#[allow(dead_code)]
+pub fn assert_no_file_holds(dir: &Path, secret: &str, except: &[&str]) -> Vec<PathBuf> {
+    let files = files_under(dir, except);
+    for (path, bytes) in &files {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(secret),
+            "{} leaks a secret ({secret})",
+            path.display()
+        );
+    }
+    files.into_iter().map(|(path, _)| path).collect()
+}
+
+/// Builds the fake `libnvidia-ml.so` of the telemetry tests (no GPU exists here); the real
+/// nvml-wrapper loading path goes through it.
+#[allow(dead_code)]
+pub fn fake_nvml(dir: &Path) -> PathBuf {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fake_nvml/fake_nvml.c");
+    let out = dir.join("libnvidia-ml.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .expect("cc runs (gcc is part of the base image)");
+    assert!(status.success());
+    out
+}
