@@ -4,8 +4,8 @@
 use crate::labels::RunLabels;
 use crate::metrics::Instruments;
 use crate::spans::{span_for, SpanQueue};
-use canary_core::{MonoTime, RequestRecord, RunSummary, WallAnchor};
-use canary_replay::{Observer, SectionsFuture};
+use canary_core::{MonoTime, RequestRecord, WallAnchor};
+use canary_replay::Observer;
 use opentelemetry::{InstrumentationScope, KeyValue};
 use std::sync::Arc;
 
@@ -43,14 +43,5 @@ impl Observer for RunObserver {
         if let Some(span) = span_for(rec, &self.labels, &self.anchor, t0, &self.scope) {
             q.push(span);
         }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
     }
 }
