@@ -18,6 +18,7 @@
 
 mod clock;
 mod goodput;
+mod hash;
 mod record;
 mod stats;
 mod summary;
@@ -25,6 +26,7 @@ mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
+pub use hash::splitmix64;
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
     Usage,

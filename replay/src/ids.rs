@@ -13,10 +13,7 @@ pub fn next_u64() -> u64 {
             ^ 0x9e37_79b9_7f4a_7c15;
         let _ = STATE.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
     }
-    let mut z = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    canary_core::splitmix64(STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed))
 }
 
 /// A W3C trace context for one request.

@@ -32,7 +32,8 @@ use std::path::PathBuf;
 use canary_core::{TracePrompt, TraceRequest};
 
 pub use self::tokenizer::{Tokenizer, TokenizerSpec};
-use self::vocabulary::{splitmix64, Vocabulary};
+use self::vocabulary::Vocabulary;
+use canary_core::splitmix64;
 
 /// Block size used for rows that report none (`block_size == 0`).
 const DEFAULT_BLOCK_SIZE: usize = 512;

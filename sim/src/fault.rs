@@ -21,6 +21,8 @@
 
 use std::fmt;
 
+use canary_core::splitmix64;
+
 use serde::{Deserialize, Serialize};
 
 /// One response's faults. `FaultPlan::default()` is a healthy response.
@@ -223,13 +225,6 @@ impl FaultInjector {
         let pick = splitmix64(r) % self.mix.len() as u64;
         self.mix.get(pick as usize)
     }
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! corpus as a sequence of word ids (the corpus with rejected words left out), so a block
 //! is a handful of slices of prose copied into the output.
 
+use canary_core::splitmix64;
 use std::collections::HashMap;
 
 use super::{PromptError, Tokenizer};
@@ -229,14 +230,6 @@ fn corpus_words() -> impl Iterator<Item = &'static str> {
         .flat_map(str::split_whitespace)
         .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphabetic()))
         .filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic()))
-}
-
-/// SplitMix64 finalizer: a fast, well-mixed 64-bit hash of a 64-bit value.
-pub(crate) fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

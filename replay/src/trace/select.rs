@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use canary_core::TraceRequest;
+use canary_core::{splitmix64, TraceRequest};
 use serde::Serialize;
 
 use super::read::reindex;
@@ -57,16 +57,8 @@ impl Shard {
             Some(s) => s,
             None => u64::from(r.line) | 1 << 63,
         };
-        // A fixed mixer, not std's hasher: the split must not change between builds or hosts.
         splitmix64(key) % u64::from(self.count) == u64::from(self.index)
     }
-}
-
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 impl FromStr for Shard {
