@@ -38,17 +38,10 @@ import threading
 import time
 from pathlib import Path
 
+from lag_stats import pct  # same percentile rule as bench/replay-lag.sh
+
 BLOCK = 512  # Mooncake's hash block size, tokens
 LAG_LIMIT_MS = 10.0
-
-
-def pct(values, p):
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    k = (len(v) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def rust_round(x):
