@@ -7,11 +7,22 @@ cd "$(dirname "$0")/.."
 # Third-party builds are cached outside the repo, so later runs (and fresh clones) reuse them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# Incremental caches only pay off for edit-compile loops, and they doubled the target dir.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step() { printf '\n=== %s\n' "$*"; }
 
 step "toolchain"
 cargo --version
+# A cached target dir that fills the disk fails the build with ENOSPC (it happened once):
+# start it afresh when less than 10 GiB is free.
+mkdir -p "$CARGO_TARGET_DIR"
+free_kib="$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')"
+if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ]; then
+    echo "only $((free_kib / 1024)) MiB free: removing the cached build in $CARGO_TARGET_DIR"
+    rm -rf "$CARGO_TARGET_DIR"
+    mkdir -p "$CARGO_TARGET_DIR"
+fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 step "tools"
