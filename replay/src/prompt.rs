@@ -66,9 +66,6 @@ pub enum PromptError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The embedded o200k_base table failed to load (a build problem, not a user error).
-    #[error("cannot load the built-in o200k_base tokenizer: {0}")]
-    Builtin(String),
     /// The tokenizer splits too many corpus words into several tokens.
     #[error("tokenizer {tokenizer} has only {found} single-token corpus words, {needed} needed")]
     TooFewWords {
@@ -144,12 +141,17 @@ struct Segment {
 // === impl PromptBuilder ===
 
 impl PromptBuilder {
-    /// Builds the single-token vocabulary for `tokenizer` (a few ms with o200k) and keys the
+    /// Builds the single-token vocabulary for `tokenizer` (a few ms; the built-in o200k ships
+    /// its list, so it is never parsed unless a prompt is verified) and keys the
     /// id → text mapping on `seed` (0 by default; change it to dodge warm caches across runs).
     ///
     /// Fails if the tokenizer yields fewer than 256 usable single-token words.
     pub fn new(tokenizer: Tokenizer, seed: u64) -> Result<PromptBuilder, PromptError> {
-        let vocabulary = Vocabulary::build(&tokenizer)?;
+        let vocabulary = if tokenizer.is_builtin() {
+            Vocabulary::builtin_o200k()
+        } else {
+            Vocabulary::build(&tokenizer)?
+        };
         Ok(PromptBuilder {
             tokenizer,
             vocabulary,

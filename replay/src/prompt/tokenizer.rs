@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::PromptError;
 
@@ -37,7 +37,10 @@ struct Inner {
 // One per loaded tokenizer, behind the Arc: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Backend {
-    Tiktoken(tiktoken_rs::CoreBPE),
+    /// Parsed on first use: about 40 MB resident and 0.2 s, which a replay that only builds
+    /// prompts from the shipped word list never pays. `None` if the embedded table fails
+    /// to parse (it is compiled in, so only a broken build could).
+    Tiktoken(OnceLock<Option<tiktoken_rs::CoreBPE>>),
     HuggingFace(tokenizers::Tokenizer),
 }
 
@@ -47,16 +50,14 @@ const BUILTIN_NAME: &str = "o200k_base (built-in)";
 // === impl Tokenizer ===
 
 impl Tokenizer {
-    /// Loads the tokenizer `spec` names. The built-in one takes about 0.2 s (it parses the
-    /// embedded rank table), so load once and clone.
+    /// Loads the tokenizer `spec` names. The built-in one parses its embedded rank table
+    /// (about 0.2 s) the first time it counts, so load once and clone.
     ///
     /// A Hugging Face file that cannot be read or parsed gives an error naming the file.
     pub fn load(spec: &TokenizerSpec) -> Result<Tokenizer, PromptError> {
         let (name, backend) = match spec {
             TokenizerSpec::BuiltinO200k => {
-                let bpe =
-                    tiktoken_rs::o200k_base().map_err(|e| PromptError::Builtin(e.to_string()))?;
-                (BUILTIN_NAME.to_owned(), Backend::Tiktoken(bpe))
+                (BUILTIN_NAME.to_owned(), Backend::Tiktoken(OnceLock::new()))
             }
             TokenizerSpec::HuggingFace(path) => (
                 path.display().to_string(),
@@ -85,7 +86,14 @@ impl Tokenizer {
     /// per-request hot path. A text the Hugging Face tokenizer refuses counts as 0.
     pub fn count_tokens(&self, text: &str) -> usize {
         match &self.inner.backend {
-            Backend::Tiktoken(bpe) => bpe.encode_ordinary(text).len(),
+            Backend::Tiktoken(bpe) => bpe
+                .get_or_init(|| {
+                    tiktoken_rs::o200k_base()
+                        .inspect_err(|e| tracing::error!("built-in o200k_base unusable: {e}"))
+                        .ok()
+                })
+                .as_ref()
+                .map_or(0, |bpe| bpe.encode_ordinary(text).len()),
             Backend::HuggingFace(tok) => tok.encode_fast(text, false).map_or(0, |e| e.len()),
         }
     }

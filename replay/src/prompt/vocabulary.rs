@@ -13,7 +13,7 @@
 //! is a handful of slices of prose copied into the output.
 
 use canary_core::splitmix64;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{PromptError, Tokenizer};
 
@@ -106,6 +106,27 @@ impl Vocabulary {
             });
         }
         Ok(vocab)
+    }
+
+    /// The vocabulary [`build`](Self::build) finds for the built-in o200k_base, without
+    /// loading it: the corpus minus [`O200K_REJECTED`]. Loading o200k costs about 40 MB of
+    /// resident memory and 0.2 s, which a replay that never re-encodes a prompt does not need.
+    /// A test checks that the list still matches the real tokenizer.
+    pub(crate) fn builtin_o200k() -> Vocabulary {
+        let rejected: HashSet<&str> = o200k_rejected().collect();
+        let mut ids: HashMap<&str, Option<u32>> = HashMap::new();
+        let mut words: Vec<&str> = Vec::new();
+        let mut sequence = Vec::new();
+        for word in corpus_words() {
+            let id = *ids.entry(word).or_insert_with(|| {
+                (!rejected.contains(word)).then(|| {
+                    words.push(word);
+                    (words.len() - 1) as u32
+                })
+            });
+            sequence.extend(id);
+        }
+        Vocabulary::from_parts(&words, &sequence)
     }
 
     fn from_parts(words: &[&str], sequence: &[u32]) -> Vocabulary {
@@ -220,6 +241,19 @@ impl std::fmt::Debug for Vocabulary {
     }
 }
 
+/// Corpus words that are not one token under o200k_base, or merge with a neighbour, in
+/// corpus order: what [`Vocabulary::build`] drops for the built-in tokenizer. Regenerate
+/// from the failure message of the test `builtin_word_list_matches_o200k`.
+const O200K_REJECTED: &str = include_str!("o200k_rejected.txt");
+
+/// The words of [`O200K_REJECTED`].
+fn o200k_rejected() -> impl Iterator<Item = &'static str> {
+    O200K_REJECTED
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .flat_map(str::split_whitespace)
+}
+
 /// Candidate words of the corpus in reading order: whitespace-separated, outer punctuation
 /// trimmed, ASCII letters only (so no apostrophes, hyphens or digits, which tokenizers
 /// split). Lines starting with `#` are the corpus header.
@@ -241,6 +275,31 @@ mod tests {
         let n = corpus_words().count();
         assert!(n > 2500, "{n}");
         assert!(corpus_words().all(|w| !w.contains(' ')));
+    }
+
+    #[test]
+    fn builtin_word_list_matches_o200k() {
+        let tokenizer = Tokenizer::load(&super::super::TokenizerSpec::BuiltinO200k).unwrap();
+        let built = Vocabulary::build(&tokenizer).unwrap();
+        let accepted: HashSet<&str> = (0..built.len() as u32)
+            .map(|id| built.word(id).trim_start())
+            .collect();
+        let mut rejected: Vec<&str> = Vec::new();
+        for word in corpus_words() {
+            if !accepted.contains(word) && !rejected.contains(&word) {
+                rejected.push(word);
+            }
+        }
+        let shipped: Vec<&str> = o200k_rejected().collect();
+        assert_eq!(
+            rejected.join(" "),
+            shipped.join(" "),
+            "regenerate o200k_rejected.txt from the left side"
+        );
+        let shipped = Vocabulary::builtin_o200k();
+        assert_eq!(shipped.text, built.text);
+        assert_eq!(shipped.sequence, built.sequence);
+        assert_eq!(shipped.stream, built.stream);
     }
 
     #[test]
