@@ -157,10 +157,6 @@ pub fn run_blocking(args: Args) -> anyhow::Result<()> {
             "canary-sim listening on http://{} (profile {profile})",
             sim.local_addr()
         );
-        eprintln!(
-            "canary-sim listening on http://{} (profile {profile})",
-            sim.local_addr()
-        );
         let shutdown = CancellationToken::new();
         let signal = shutdown.clone();
         tokio::spawn(async move {
