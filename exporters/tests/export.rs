@@ -2,10 +2,11 @@
 //! be exactly what `records.jsonl` says.
 
 use crate::receiver::{attrs, Receiver};
-use canary_core::{RequestRecord, Status};
+use canary_core::{KernelTiming, MonoTime, RequestRecord, Status};
 use canary_exporters::{Config, OtlpExporter, RunLabels};
 use canary_replay::{
-    Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer, TokenizerSpec,
+    Endpoint, LoadOptions, Observer, Progress, PromptBuilder, Schedule, Target, Tokenizer,
+    TokenizerSpec,
 };
 use clap::Parser;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
@@ -85,11 +86,34 @@ fn prompts() -> Arc<PromptBuilder> {
     Arc::new(PromptBuilder::new(tok, 0).unwrap())
 }
 
+/// Sets the same kernel timing on every record, then hands it on: the eBPF tracer's place
+/// in the chain, for machines where it cannot load.
+struct KernelAnnotator<O> {
+    kernel: KernelTiming,
+    inner: O,
+}
+
+impl<O: Observer> Observer for KernelAnnotator<O> {
+    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime) {
+        record.kernel = Some(self.kernel.clone());
+        self.inner.annotate(record, t0);
+    }
+}
+
 /// Replays the 20-row Mooncake arXiv trace against `sim` with `exporter` observing.
 async fn replay(
     sim: &canary_sim::SimHandle,
     exporter: &OtlpExporter,
     out: &Path,
+) -> (RunLabels, canary_replay::RunOutcome) {
+    replay_with_kernel(sim, exporter, out, None).await
+}
+
+async fn replay_with_kernel(
+    sim: &canary_sim::SimHandle,
+    exporter: &OtlpExporter,
+    out: &Path,
+    kernel: Option<KernelTiming>,
 ) -> (RunLabels, canary_replay::RunOutcome) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
@@ -102,7 +126,14 @@ async fn replay(
     config.output_dir = Some(out.to_path_buf());
     config.speedup = 20.0;
     config.goodput = labels.goodput.clone();
-    config.observer = Some(Arc::new(exporter.run_observer(labels.clone())));
+    let observer = exporter.run_observer(labels.clone());
+    config.observer = Some(match kernel {
+        Some(kernel) => Arc::new(KernelAnnotator {
+            kernel,
+            inner: observer,
+        }),
+        None => Arc::new(observer),
+    });
     config.trace_sample_ratio = exporter.sample_ratio();
     let outcome = canary_replay::run(
         config,
@@ -387,4 +418,59 @@ async fn sampled_spans_are_exactly_those_the_server_was_told_to_sample() {
     // Metrics are not sampled.
     let ms = receiver.last_metrics();
     assert_eq!(counter_total(metric(&ms, "canary.requests"), &[]), 20.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
+    let sim = sim().await;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let kernel = KernelTiming {
+        connect_ms: Some(0.08),
+        request_write_ms: Some(0.02),
+        server_wait_ms: Some(5.0),
+        client_overhead_ms: Some(0.04),
+        remainder_ms: Some(0.3),
+        ..KernelTiming::default()
+    };
+    replay_with_kernel(&sim, &exporter, dir.path(), Some(kernel)).await;
+    tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let ms = receiver.last_metrics();
+    let parts = metric(&ms, "canary.request.ttft.part");
+    assert_eq!(histogram(parts, &[("canary.ttft.part", "connect")]).0, 0);
+    let (n, sum) = histogram(parts, &[("canary.ttft.part", "client_overhead")]);
+    assert_eq!(n, 20);
+    assert!((sum - 20.0 * 0.04e-3).abs() < 1e-12, "{sum}");
+    // 40 µs lands below the 50 µs boundary, not in a millisecond-wide first bucket.
+    let Some(metric::Data::Histogram(h)) = &parts.data else {
+        panic!("not a histogram")
+    };
+    let point = h
+        .data_points
+        .iter()
+        .find(|p| matches(&p.attributes, &[("canary.ttft.part", "client_overhead")]))
+        .unwrap();
+    let below_50us = point
+        .explicit_bounds
+        .iter()
+        .zip(&point.bucket_counts)
+        .take_while(|(bound, _)| **bound <= 0.00005)
+        .map(|(_, n)| n)
+        .sum::<u64>();
+    assert_eq!(
+        below_50us, 20,
+        "{:?} {:?}",
+        point.explicit_bounds, point.bucket_counts
+    );
+    let (n, sum) = histogram(metric(&ms, "canary.request.connect"), &[]);
+    assert_eq!(n, 20);
+    assert!((sum - 20.0 * 0.08e-3).abs() < 1e-12, "{sum}");
 }
