@@ -31,9 +31,14 @@ real_server_prepare() {
             rm -rf "$src" && mkdir -p "$CACHE/src"
             tar -xzf "$sdist" -C "$CACHE/src"
         fi
-        command -v cmake >/dev/null && command -v ninja >/dev/null \
-            || pip install --quiet cmake ninja \
-            || { echo "real-server: cannot install cmake and ninja from PyPI" >&2; return 1; }
+        # cmake and ninja from PyPI into a venv of our own: a system Python may refuse
+        # `pip install` outright (PEP 668, externally managed).
+        if ! { command -v cmake && command -v ninja; } >/dev/null; then
+            { [ -x "$CACHE/venv/bin/ninja" ] \
+                || { python3 -m venv "$CACHE/venv" && "$CACHE/venv/bin/pip" install --quiet cmake ninja; }; } \
+                || { echo "real-server: cannot install cmake and ninja from PyPI into $CACHE/venv" >&2; return 1; }
+            export PATH="$CACHE/venv/bin:$PATH"
+        fi
         local build="$CACHE/build-$LLAMA_SDIST_VERSION"
         cmake -S "$src/llama.cpp" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
