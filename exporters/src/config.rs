@@ -5,6 +5,7 @@
 //! shows header names only, errors never quote a header value, and endpoints are shown
 //! without user info or query.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Settings of an [`OtlpExporter`](crate::OtlpExporter).
@@ -23,6 +24,9 @@ pub struct Config {
     pub headers: Vec<(String, String)>,
     /// Per-export timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, ms; default 10 s).
     pub timeout: Duration,
+    /// PEM CA bundle trusted for https endpoints besides the system store
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub certificate: Option<PathBuf>,
     /// How often metrics are pushed (`OTEL_METRIC_EXPORT_INTERVAL`, ms; default 10 s).
     pub metrics_interval: Duration,
     /// Fraction of requests whose span is exported, decided on the trace id (0..=1;
@@ -45,6 +49,7 @@ impl Default for Config {
             logs_endpoint: None,
             headers: Vec::new(),
             timeout: Duration::from_secs(10),
+            certificate: None,
             metrics_interval: Duration::from_secs(10),
             sample_ratio: 1.0,
             service_name: "canaryd".into(),
@@ -73,6 +78,7 @@ impl std::fmt::Debug for Config {
             )
             .field("header_names", &names)
             .field("timeout", &self.timeout)
+            .field("certificate", &self.certificate)
             .field("metrics_interval", &self.metrics_interval)
             .field("sample_ratio", &self.sample_ratio)
             .field("service_name", &self.service_name)
@@ -84,7 +90,7 @@ impl std::fmt::Debug for Config {
 /// A setting that cannot be used. Never quotes a header value.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// An endpoint is not an `http://host[:port][/path]` URL.
+    /// An endpoint is not an `http(s)://host[:port][/path]` URL.
     #[error("{source_name}: {reason} (got {shown})")]
     Endpoint {
         /// Which flag or variable.
@@ -163,6 +169,7 @@ impl Config {
         if let Some(t) = var("OTEL_EXPORTER_OTLP_TIMEOUT") {
             c.timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", &t)?;
         }
+        c.certificate = var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
         if let Some(t) = var("OTEL_METRIC_EXPORT_INTERVAL") {
             c.metrics_interval = millis("OTEL_METRIC_EXPORT_INTERVAL", &t)?;
         }
@@ -343,12 +350,11 @@ fn validate_url(source_name: &str, url: &str) -> Result<(), ConfigError> {
         reason: reason.into(),
         shown: redact_url(url),
     };
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(if url.starts_with("https://") {
-            err("https is not built in (no TLS stack in the exporter); send to a collector on loopback or the node")
-        } else {
-            err("expected an http:// URL")
-        });
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(err("expected an http:// or https:// URL"));
     };
     let authority = rest.split('/').next().unwrap_or("");
     if authority.rsplit('@').next().unwrap_or("").is_empty() {
@@ -437,7 +443,7 @@ mod tests {
             ..Config::default()
         };
         let e = c.signal_url(Signal::Logs).unwrap_err().to_string();
-        assert!(e.contains("expected an http:// URL"), "{e}");
+        assert!(e.contains("expected an http:// or https:// URL"), "{e}");
         assert!(!e.contains("pw") && !e.contains("token"), "{e}");
     }
 

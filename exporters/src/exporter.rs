@@ -32,6 +32,9 @@ pub enum ExportError {
     /// A setting is unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The TLS setup or HTTP client could not be built (an unreadable CA bundle, say).
+    #[error("OTLP client: {0}")]
+    Tls(String),
     /// The OTLP exporter for a signal could not be built.
     #[error("building the OTLP {signal} exporter: {reason}")]
     Build {
@@ -118,22 +121,44 @@ fn build_err<'a>(signal: &'static str, config: &'a Config) -> impl Fn(String) ->
 }
 
 /// What every signal's OTLP/HTTP exporter is built with: the endpoint, headers and
-/// timeout, and one retry (a collector that is down costs one short backoff per export,
-/// not many).
+/// timeout, our HTTP client, and one retry (a collector that is down costs one short
+/// backoff per export, not many).
 fn http_settings<B: WithExportConfig + WithHttpConfig>(
     builder: B,
     url: &str,
     config: &Config,
+    client: &reqwest::blocking::Client,
 ) -> B {
     builder
         .with_endpoint(url)
         .with_headers(config.header_map())
         .with_timeout(config.timeout)
+        .with_http_client(client.clone())
         .with_retry_policy(
             RetryPolicy::recommended()
                 .with_max_retries(1)
                 .with_max_delay(Duration::from_millis(500)),
         )
+}
+
+/// The blocking client every signal shares: rustls with ring, trusting the system store
+/// plus [`Config::certificate`] (the replay's own TLS setup), and the export timeout.
+fn http_client(config: &Config) -> Result<reqwest::blocking::Client, ExportError> {
+    let tls = canary_replay::client_config(config.certificate.as_deref())
+        .map_err(|e| ExportError::Tls(e.to_string()))?;
+    let tls = rustls::ClientConfig::clone(&tls);
+    let timeout = config.timeout;
+    // A blocking client owns a runtime, which must not be built (or dropped) on an async
+    // one: callers may be inside tokio.
+    std::thread::spawn(move || {
+        reqwest::blocking::Client::builder()
+            .use_preconfigured_tls(tls)
+            .timeout(timeout)
+            .build()
+    })
+    .join()
+    .map_err(|_| ExportError::Tls("building the HTTP client panicked".into()))?
+    .map_err(|e| ExportError::Tls(e.to_string()))
 }
 
 impl OtlpExporter {
@@ -166,12 +191,14 @@ impl OtlpExporter {
         let scope = InstrumentationScope::builder("canaryd")
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
+        let client = http_client(&config)?;
         let spans = match &traces_url {
             None => None,
             Some(url) => {
-                let mut exporter = http_settings(SpanExporter::builder().with_http(), url, &config)
-                    .build()
-                    .map_err(|e| build_err("traces", &config)(e.to_string()))?;
+                let mut exporter =
+                    http_settings(SpanExporter::builder().with_http(), url, &config, &client)
+                        .build()
+                        .map_err(|e| build_err("traces", &config)(e.to_string()))?;
                 exporter.set_resource(&resource);
                 Some(Arc::new(
                     SpanQueue::start(exporter, config.max_queued_spans, health.clone())
@@ -182,7 +209,7 @@ impl OtlpExporter {
 
         let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
         if let Some(url) = &metrics_url {
-            let inner = http_settings(MetricExporter::builder().with_http(), url, &config)
+            let inner = http_settings(MetricExporter::builder().with_http(), url, &config, &client)
                 // Cumulative: what a failed export missed arrives with the next one, and
                 // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
                 .with_temporality(Temporality::Cumulative)
@@ -223,9 +250,10 @@ impl OtlpExporter {
         let logs = match &logs_url {
             None => None,
             Some(url) => {
-                let inner = http_settings(LogExporter::builder().with_http(), url, &config)
-                    .build()
-                    .map_err(|e| build_err("logs", &config)(e.to_string()))?;
+                let inner =
+                    http_settings(LogExporter::builder().with_http(), url, &config, &client)
+                        .build()
+                        .map_err(|e| build_err("logs", &config)(e.to_string()))?;
                 let processor = BatchLogProcessor::builder(CountingLogExporter {
                     inner,
                     health: health.clone(),

@@ -3,3 +3,4 @@
 
 mod export;
 mod receiver;
+mod tls;
