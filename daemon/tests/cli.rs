@@ -127,6 +127,18 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
 }
 
 #[test]
+fn an_unknown_log_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = canaryd(&["--log-format", "yaml", "check-config"], dir.path());
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(
+        msg.contains("'yaml'") && msg.contains("text") && msg.contains("json"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key"), "sk-canary-SECRET-123\n").unwrap();
