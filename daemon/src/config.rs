@@ -624,7 +624,7 @@ fn otlp(
             Err(e) => Err(err(Some(v.span().start), format!("otlp.{key}: {e}"))),
         }
     };
-    let positive = |key: &str, d: Option<raw::HumanDuration>| match d {
+    let positive = |key: &str, d: Option<raw::Period>| match d {
         Some(d) if d.0.is_zero() => Err(err(
             Some(table_at),
             format!("otlp.{key}: must be above zero"),

@@ -74,13 +74,13 @@ pub struct Otlp {
     #[serde(default)]
     pub headers: BTreeMap<String, toml::Spanned<HeaderValue>>,
     /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else `10s`).
-    pub timeout: Option<HumanDuration>,
+    pub timeout: Option<Period>,
     /// Fraction of requests whose span is exported (default 1).
     pub sample_ratio: Option<Fraction>,
     /// How often metrics are pushed (default `OTEL_METRIC_EXPORT_INTERVAL`, else `10s`).
-    pub metrics_interval: Option<HumanDuration>,
+    pub metrics_interval: Option<Period>,
     /// How long the final flush may take when the daemon stops (default `10s`).
-    pub flush_timeout: Option<HumanDuration>,
+    pub flush_timeout: Option<Period>,
 }
 
 /// An `[otlp.headers]` value: a string, or a table saying where the value is.
@@ -130,11 +130,11 @@ pub struct Telemetry {
     /// `libnvidia-ml.so` path.
     pub nvml_lib: Option<PathBuf>,
     /// Default `500ms`.
-    pub gpu_interval: Option<HumanDuration>,
+    pub gpu_interval: Option<Period>,
     /// dcgm-exporter URL.
     pub dcgm_url: Option<String>,
     /// Default `1s`.
-    pub scrape_interval: Option<HumanDuration>,
+    pub scrape_interval: Option<Period>,
     /// Kernel socket timing; default true (without privileges it is reported once, then off).
     pub ebpf: Option<bool>,
 }
@@ -178,8 +178,8 @@ pub struct Target {
     pub metrics_url: Option<String>,
     /// The server's PID.
     pub server_pid: Option<u32>,
-    /// Default `10m`.
-    pub request_timeout: Option<HumanDuration>,
+    /// Default `10m`; at most a year.
+    pub request_timeout: Option<Period>,
     /// PEM bundle for https.
     pub ca_bundle: Option<PathBuf>,
     /// Default false.
@@ -210,20 +210,20 @@ pub struct Workload {
     pub concurrency: Option<usize>,
     /// Default 0.
     pub warmup_requests: Option<usize>,
-    /// `"15m"`: a run every period.
-    pub every: Option<HumanDuration>,
+    /// `"15m"`: a run every period (at most a year).
+    pub every: Option<Period>,
     /// A cron expression (5 or 6 fields, UTC).
     pub cron: Option<CronExpr>,
-    /// A random delay up to this much before each run.
-    pub jitter: Option<HumanDuration>,
+    /// A random delay up to this much before each run (at most a year).
+    pub jitter: Option<Period>,
     /// aiperf goodput syntax.
     pub slos: Option<SloSpec>,
     /// Default 0.95.
     pub min_good_fraction: Option<Fraction>,
     /// Default 0.05.
     pub max_error_rate: Option<Fraction>,
-    /// Default `30s`.
-    pub grace_period: Option<HumanDuration>,
+    /// Default `30s`; at most a year.
+    pub grace_period: Option<Period>,
     /// `tokenizer.json`.
     pub tokenizer: Option<PathBuf>,
     /// Default 0.
@@ -241,6 +241,22 @@ impl<'de> Deserialize<'de> for HumanDuration {
         })?;
         duration::parse(&s)
             .map(HumanDuration)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A duration of at most a year: a schedule period, jitter, timeout or interval, which is
+/// added to clock readings (a longer one is a typo, and a huge one would overflow them).
+#[derive(Debug, Clone, Copy)]
+pub struct Period(pub Duration);
+
+impl<'de> Deserialize<'de> for Period {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
+        })?;
+        duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
+            .map(Period)
             .map_err(serde::de::Error::custom)
     }
 }

@@ -256,3 +256,68 @@ fn otlp_header_values_are_read_when_the_exporter_starts() {
     assert_eq!(x.sample_ratio, 0.25);
     assert_eq!(x.timeout, Duration::from_secs(2));
 }
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+fn line(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {text}"))
+        + 1
+}
+
+/// The error of `text`, which must start with `canaryd.toml:LINE: KEY` where LINE is the line
+/// holding `at`.
+fn error_at(text: &str, at: &str, key: &str) -> String {
+    let e = parse(text).unwrap_err().to_string();
+    let want = format!("canaryd.toml:{}: {key}", line(text, at));
+    assert!(e.starts_with(&want), "want {want:?}, got {e}");
+    e
+}
+
+#[test]
+fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
+    for (from, to, key) in [
+        (
+            "every = \"15m\"",
+            "every = \"1e19\"",
+            "workloads.chat.every",
+        ),
+        (
+            "every = \"15m\"",
+            "every = \"1e20\"",
+            "workloads.chat.every",
+        ),
+        (
+            "every = \"15m\"",
+            "every = \"366d\"",
+            "workloads.chat.every",
+        ),
+        (
+            "jitter = \"30s\"",
+            "jitter = \"1e19\"",
+            "workloads.chat.jitter",
+        ),
+        (
+            "model = \"m\"",
+            "model = \"m\"\nrequest_timeout = \"1e19\"",
+            "targets.local.request_timeout",
+        ),
+        (
+            "slos = \"time_to_first_token:400\"",
+            "slos = \"time_to_first_token:400\"\ngrace_period = \"1e19\"",
+            "workloads.chat.grace_period",
+        ),
+    ] {
+        let text = GOOD.replace(from, to);
+        let at = to.lines().last().unwrap();
+        let e = error_at(&text, at, key);
+        assert!(e.contains("too long"), "{e}");
+    }
+    // A year is the most a period may be; retention may be longer.
+    assert!(parse(&GOOD.replace("every = \"15m\"", "every = \"365d\"")).is_ok());
+    let text = format!("{GOOD}[export]\nretention_age = \"3650d\"\n");
+    assert_eq!(
+        parse(&text).unwrap().retention_age,
+        Duration::from_secs(3650 * 86400)
+    );
+}
