@@ -530,7 +530,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             max_requests: w.max_requests,
             speedup: w.speedup.map_or(1.0, |s| s.0),
             scale_lengths: w.scale_lengths.map(|s| s.0),
-            concurrency: w.concurrency,
+            concurrency: w.concurrency.map(|c| c.0),
             warmup_requests: w.warmup_requests.unwrap_or(0),
             cadence,
             slos: w.slos.map(|s| s.0).unwrap_or_default(),
@@ -548,17 +548,23 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         ));
     }
     let b = raw.baseline;
+    // The line of min_runs when set, else of runs: one of them is in the file.
+    let min_runs_at = b
+        .min_runs
+        .as_ref()
+        .or(b.runs.as_ref())
+        .map(|v| v.span().start);
     let baseline = BaselineConfig {
-        runs: b.runs.unwrap_or(20).max(1),
-        min_runs: b.min_runs.unwrap_or(3).max(1),
-        alpha: b.alpha.unwrap_or(0.001),
-        k_mad: b.k_mad.unwrap_or(3.0),
-        min_shift: b.min_shift.unwrap_or(0.05),
-        min_shift_ms: b.min_shift_ms.unwrap_or(1.0),
+        runs: b.runs.map_or(20, |v| v.into_inner()).max(1),
+        min_runs: b.min_runs.map_or(3, |v| v.into_inner()).max(1),
+        alpha: b.alpha.map_or(0.001, |v| v.0),
+        k_mad: b.k_mad.map_or(3.0, |v| v.0),
+        min_shift: b.min_shift.map_or(0.05, |v| v.0),
+        min_shift_ms: b.min_shift_ms.map_or(1.0, |v| v.0),
     };
     if baseline.min_runs > baseline.runs {
         return Err(err(
-            None,
+            min_runs_at,
             format!(
                 "baseline.min_runs ({}) must not exceed baseline.runs ({})",
                 baseline.min_runs, baseline.runs

@@ -52,8 +52,9 @@ pub struct ShapeArgs {
     /// Replay at most this many requests.
     #[arg(long)]
     pub max_requests: Option<usize>,
-    /// At most this many requests in flight; later ones wait and the wait is recorded.
-    #[arg(long)]
+    /// At most this many requests in flight (1 or more); later ones wait and the wait is
+    /// recorded.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
     #[arg(long, default_value_t = 0)]

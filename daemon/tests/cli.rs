@@ -127,6 +127,15 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
 }
 
 #[test]
+fn zero_concurrency_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &["--concurrency", "0"]);
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("--concurrency"), "{msg}");
+}
+
+#[test]
 fn an_unknown_log_format_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = canaryd(&["--log-format", "yaml", "check-config"], dir.path());

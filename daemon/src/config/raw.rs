@@ -144,17 +144,17 @@ pub struct Telemetry {
 #[serde(deny_unknown_fields)]
 pub struct Baseline {
     /// Default 20.
-    pub runs: Option<usize>,
-    /// Default 3.
-    pub min_runs: Option<usize>,
-    /// Default 0.001.
-    pub alpha: Option<f64>,
-    /// Default 3.
-    pub k_mad: Option<f64>,
-    /// Default 0.05.
-    pub min_shift: Option<f64>,
-    /// Default 1.
-    pub min_shift_ms: Option<f64>,
+    pub runs: Option<toml::Spanned<usize>>,
+    /// Default 3; at most `runs`.
+    pub min_runs: Option<toml::Spanned<usize>>,
+    /// Default 0.001; strictly between 0 and 1.
+    pub alpha: Option<Probability>,
+    /// Default 3; zero or more.
+    pub k_mad: Option<NonNegative>,
+    /// Default 0.05; zero or more.
+    pub min_shift: Option<NonNegative>,
+    /// Default 1; zero or more.
+    pub min_shift_ms: Option<NonNegative>,
 }
 
 /// `[targets.NAME]`.
@@ -206,8 +206,8 @@ pub struct Workload {
     pub speedup: Option<Positive>,
     /// Length scaling.
     pub scale_lengths: Option<Positive>,
-    /// Concurrency ceiling.
-    pub concurrency: Option<usize>,
+    /// Concurrency ceiling, 1 or more.
+    pub concurrency: Option<AtLeastOne>,
     /// Default 0.
     pub warmup_requests: Option<usize>,
     /// `"15m"`: a run every period (at most a year).
@@ -258,6 +258,58 @@ impl<'de> Deserialize<'de> for Period {
         duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
             .map(Period)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A count of 1 or more (`concurrency = 0` would never send a request).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLeastOne(pub usize);
+
+impl<'de> Deserialize<'de> for AtLeastOne {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match usize::deserialize(d) {
+            Ok(n) if n >= 1 => Ok(AtLeastOne(n)),
+            Ok(n) => Err(serde::de::Error::custom(format!(
+                "expected 1 or more, found {n}"
+            ))),
+            Err(_) => Err(serde::de::Error::custom(
+                "expected a whole number, 1 or more",
+            )),
+        }
+    }
+}
+
+/// A probability strictly between 0 and 1 (a significance level).
+#[derive(Debug, Clone, Copy)]
+pub struct Probability(pub f64);
+
+impl<'de> Deserialize<'de> for Probability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v < 1.0 {
+            Ok(Probability(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a number strictly between 0 and 1, found {v}"
+            )))
+        }
+    }
+}
+
+/// A finite number, zero or more.
+#[derive(Debug, Clone, Copy)]
+pub struct NonNegative(pub f64);
+
+impl<'de> Deserialize<'de> for NonNegative {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v >= 0.0 && v.is_finite() {
+            Ok(NonNegative(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a finite number, zero or more, found {v}"
+            )))
+        }
     }
 }
 

@@ -321,3 +321,42 @@ fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
         Duration::from_secs(3650 * 86400)
     );
 }
+
+#[test]
+fn zero_concurrency_is_refused() {
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 0");
+    let e = error_at(&text, "concurrency = 0", "workloads.chat.concurrency: ");
+    assert!(e.contains("expected 1 or more, found 0"), "{e}");
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 8");
+    assert_eq!(parse(&text).unwrap().workloads[0].concurrency, Some(8));
+}
+
+#[test]
+fn baseline_numbers_are_checked() {
+    for (key, value, expected) in [
+        ("alpha", "nan", "strictly between 0 and 1"),
+        ("alpha", "0.0", "strictly between 0 and 1"),
+        ("alpha", "1", "strictly between 0 and 1"),
+        ("k_mad", "nan", "zero or more"),
+        ("k_mad", "-1.0", "zero or more"),
+        ("min_shift", "inf", "zero or more"),
+        ("min_shift_ms", "-2", "zero or more"),
+    ] {
+        let text = format!("{GOOD}[baseline]\n{key} = {value}\n");
+        let e = error_at(
+            &text,
+            &format!("{key} = {value}"),
+            &format!("baseline.{key}: "),
+        );
+        assert!(e.contains(expected), "{e}");
+    }
+    let text = format!("{GOOD}[baseline]\nalpha = 0.01\nk_mad = 0\n");
+    let b = parse(&text).unwrap().baseline;
+    assert_eq!((b.alpha, b.k_mad), (0.01, 0.0));
+    // min_runs above runs: the line of min_runs, or of runs when only runs is set.
+    let text = format!("{GOOD}[baseline]\nruns = 5\nmin_runs = 6\n");
+    let e = error_at(&text, "min_runs = 6", "baseline.min_runs (6)");
+    assert!(e.contains("must not exceed baseline.runs (5)"), "{e}");
+    let text = format!("{GOOD}[baseline]\nruns = 2\n");
+    error_at(&text, "runs = 2", "baseline.min_runs (3)");
+}
