@@ -240,12 +240,19 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
     Ok(LoadedTrace { trace, report })
 }
 
-/// Builds the target from flags.
+/// Builds the target from flags. Errors never quote a header value or the URL's user info or
+/// query: any of them may be a secret.
 pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
     if !(shape.speedup > 0.0 && shape.speedup.is_finite()) {
         bail!("--speedup must be a positive number, got {}", shape.speedup);
     }
-    let mut t = Target::new(url, endpoint, model)?;
+    let mut t = Target::new(url, endpoint, model).map_err(|e| {
+        anyhow::anyhow!(
+            "target URL {}: {}",
+            crate::config::redact_url(url),
+            e.reason
+        )
+    })?;
     t.streaming = !shape.no_streaming;
     t.max_tokens_field = shape.max_tokens_field;
     t.timeout = shape.request_timeout;
@@ -258,18 +265,29 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
         };
         t.extra_inputs = map;
     }
-    for h in &shape.headers {
-        let (name, value) = h
-            .split_once(':')
-            .with_context(|| format!("--header {h:?}: expected \"Name: value\""))?;
-        let name = HeaderName::try_from(name.trim())
-            .with_context(|| format!("--header {h:?}: invalid name"))?;
-        let value = HeaderValue::try_from(value.trim())
-            .with_context(|| format!("--header {name}: invalid value"))?;
-        t.headers.push((name, value));
+    for (i, h) in shape.headers.iter().enumerate() {
+        t.headers.push(
+            parse_header(h)
+                .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
+        );
     }
     t.api_key = api_key(shape)?;
     Ok(t)
+}
+
+/// `Name: value` of `-H`. Messages never include the value, nor a name that failed to
+/// parse (`-H "Bearer sk-…"` has no valid name, and is all secret).
+fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = h
+        .split_once(':')
+        .ok_or("expected \"Name: value\", found no ':'")?;
+    let name = HeaderName::try_from(name.trim()).map_err(|_| {
+        "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".to_string()
+    })?;
+    let mut value = HeaderValue::try_from(value.trim())
+        .map_err(|_| format!("{name}: invalid value (visible ASCII, spaces and tabs only)"))?;
+    value.set_sensitive(true);
+    Ok((name, value))
 }
 
 fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {

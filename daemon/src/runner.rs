@@ -191,7 +191,9 @@ impl RunContext {
         if loaded.trace.requests.is_empty() {
             anyhow::bail!("the selected window of the trace holds no request");
         }
-        let target = crate::replay::target(&t.url, t.endpoint, &t.model, &shape)?;
+        let mut target = crate::replay::target(&t.url, t.endpoint, &t.model, &shape)?;
+        // Checked at load, values marked sensitive.
+        target.headers = t.headers.clone();
         let prompts = self.prompts(&shape)?;
         let schedule = Schedule::new(loaded.trace.requests, w.speedup);
         let mut rc = canary_replay::Config::new(target);
@@ -295,7 +297,6 @@ fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     s.scale_lengths = w.scale_lengths;
     s.tokenizer.clone_from(&w.tokenizer);
     s.prompt_seed = w.prompt_seed;
-    s.headers = t.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     // The key itself is read by the replay's target builder, at run time, and never logged.
     match &t.api_key {
         Some(ApiKeySource::Env(var)) => s.api_key_env = Some(var.clone()),

@@ -127,6 +127,38 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
 }
 
 #[test]
+fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    for (header, expected) in [
+        ("Authorization Bearer sk-SECRET-9:x", "invalid name"),
+        ("Bearer sk-SECRET-9", "found no ':'"),
+        ("x-api-key: sk-SECRET-9\u{7f}", "x-api-key: invalid value"),
+    ] {
+        let out = replay_arxiv(
+            dir.path(),
+            "http://127.0.0.1:9",
+            &["-H", "x-ok: 1", "-H", header],
+        );
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(msg.contains("--header #2 (value not shown)"), "{msg}");
+        assert!(msg.contains(expected), "{header}: {msg}");
+        assert!(!msg.contains("SECRET"), "{msg}");
+    }
+    let out = replay_arxiv(
+        dir.path(),
+        "ftp://user:pw-SECRET@127.0.0.1:9/v1?key=k-SECRET",
+        &[],
+    );
+    let msg = text(&out);
+    assert!(
+        msg.contains("target URL ftp://127.0.0.1:9/v1: scheme must be http or https"),
+        "{msg}"
+    );
+    assert!(!msg.contains("SECRET"), "{msg}");
+}
+
+#[test]
 fn zero_concurrency_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &["--concurrency", "0"]);

@@ -131,8 +131,8 @@ pub struct Telemetry {
     pub nvml_lib: Option<PathBuf>,
     /// Default `500ms`.
     pub gpu_interval: Option<Period>,
-    /// dcgm-exporter URL.
-    pub dcgm_url: Option<String>,
+    /// dcgm-exporter URL (`http://host:port/metrics`).
+    pub dcgm_url: Option<toml::Spanned<String>>,
     /// Default `1s`.
     pub scrape_interval: Option<Period>,
     /// Kernel socket timing; default true (without privileges it is reported once, then off).
@@ -161,21 +161,23 @@ pub struct Baseline {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Base URL, `http://host:port` or `https://…`.
-    pub url: String,
+    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent).
+    pub url: toml::Spanned<String>,
     /// Model name sent.
     pub model: String,
     /// `chat` (default) or `completions`.
     pub endpoint: Option<EndpointName>,
-    /// Environment variable holding the API key.
-    pub api_key_env: Option<String>,
+    /// Environment variable holding the API key. Without this or `api_key_file` no key is
+    /// sent (`OPENAI_API_KEY` is not read unless named here).
+    pub api_key_env: Option<toml::Spanned<String>>,
     /// File holding the API key.
-    pub api_key_file: Option<PathBuf>,
-    /// Extra headers.
+    pub api_key_file: Option<toml::Spanned<PathBuf>>,
+    /// Extra headers; values are never shown in errors or logs.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Server `/metrics` (default: on the target's host and port; `""` turns it off).
-    pub metrics_url: Option<String>,
+    pub headers: BTreeMap<String, toml::Spanned<String>>,
+    /// Server `/metrics`, an `http://` URL (default: on the target's host and port; `""`
+    /// turns it off).
+    pub metrics_url: Option<toml::Spanned<String>>,
     /// The server's PID.
     pub server_pid: Option<u32>,
     /// Default `10m`; at most a year.

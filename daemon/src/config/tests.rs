@@ -360,3 +360,107 @@ fn baseline_numbers_are_checked() {
     let text = format!("{GOOD}[baseline]\nruns = 2\n");
     error_at(&text, "runs = 2", "baseline.min_runs (3)");
 }
+
+#[test]
+fn target_errors_name_their_line() {
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\napi_key_file = \"/k\"",
+    );
+    error_at(
+        &text,
+        "api_key_file",
+        "targets.local: set api_key_env or api_key_file, not both",
+    );
+    let text = GOOD.replace("http://127.0.0.1:8000", "ftp://127.0.0.1:8000");
+    let e = error_at(&text, "ftp://", "targets.local.url: ");
+    assert!(e.contains("scheme must be http or https"), "{e}");
+}
+
+#[test]
+fn urls_are_never_shown_with_user_info_or_query() {
+    let text = GOOD.replace(
+        "http://127.0.0.1:8000",
+        "ftp://admin:pw-SECRET-1@127.0.0.1:8000/v1?key=Q-SECRET-2",
+    );
+    let e = error_at(&text, "ftp://", "targets.local.url: ");
+    assert!(e.contains("ftp://127.0.0.1:8000/v1"), "{e}");
+    assert!(!e.contains("SECRET"), "{e}");
+    // User info is not sent, so it is refused rather than kept as a secret nobody uses.
+    let text = GOOD.replace(
+        "http://127.0.0.1:8000",
+        "http://admin:pw-SECRET-1@127.0.0.1:8000",
+    );
+    let e = error_at(&text, "admin:", "targets.local.url: user info");
+    assert!(!e.contains("SECRET"), "{e}");
+}
+
+#[test]
+fn metrics_and_dcgm_urls_are_checked_at_load() {
+    let with_metrics = |url: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\nmetrics_url = \"{url}\""),
+        )
+    };
+    for (url, expected) in [
+        ("https://127.0.0.1:8000/metrics", "https is not supported"),
+        ("127.0.0.1:8000/metrics", "expected an http:// URL"),
+        ("http://", "no host"),
+        ("http://u:pw-SECRET@127.0.0.1:8000/metrics", "user info"),
+    ] {
+        let text = with_metrics(url);
+        let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
+        assert!(e.contains(expected), "{url}: {e}");
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+    let c = parse(&with_metrics(
+        "http://127.0.0.1:8000/metrics?format=prometheus",
+    ))
+    .unwrap();
+    assert!(c.targets["local"].metrics_url.is_some());
+    assert_eq!(
+        parse(&with_metrics("")).unwrap().targets["local"].metrics_url,
+        None
+    );
+
+    let text = format!("{GOOD}[telemetry]\ndcgm_url = \"dcgm:9400\"\n");
+    let e = error_at(&text, "dcgm_url", "telemetry.dcgm_url: ");
+    assert!(e.contains("expected an http:// URL"), "{e}");
+    let text = format!("{GOOD}[telemetry]\ndcgm_url = \"http://127.0.0.1:9400/metrics\"\n");
+    assert_eq!(
+        parse(&text).unwrap().telemetry.dcgm_url.as_deref(),
+        Some("http://127.0.0.1:9400/metrics")
+    );
+}
+
+#[test]
+fn target_headers_are_checked_and_their_values_never_shown() {
+    let with = |headers: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\nheaders = {{ {headers} }}"),
+        )
+    };
+    let c = parse(&with("X-Api-Key = \"hdr-SECRET-77\", x-canary = \"1\"")).unwrap();
+    let names: Vec<&str> = c.targets["local"]
+        .headers
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(names, ["x-api-key", "x-canary"]);
+    assert!(!format!("{c:?}").contains("hdr-SECRET-77"), "{c:?}");
+
+    let e = error_at(
+        &with("\"X Api Key\" = \"hdr-SECRET-77\""),
+        "headers",
+        "targets.local.headers.\"X Api Key\": not a valid HTTP header name",
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+    let e = error_at(
+        &with("x-api-key = \"hdr-SECRET-77\\n\""),
+        "headers",
+        "targets.local.headers.x-api-key: the value is not a valid HTTP header value",
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+}
