@@ -104,7 +104,8 @@ pub struct ShapeArgs {
     /// Extra request header `Name: value` (repeatable).
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// Environment variable holding the API key (default: OPENAI_API_KEY when set).
+    /// Environment variable holding the API key (default: OPENAI_API_KEY when set; the
+    /// daemon has no default and sends a key only to targets that name its source).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
     /// File holding the API key.
@@ -240,9 +241,22 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
     Ok(LoadedTrace { trace, report })
 }
 
-/// Builds the target from flags. Errors never quote a header value or the URL's user info or
-/// query: any of them may be a secret.
+/// Builds the target from flags, with the API key of `--api-key-file`, `--api-key-env`, or
+/// else `OPENAI_API_KEY` when it is set.
 pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
+    let mut t = target_without_key(url, endpoint, model, shape)?;
+    t.api_key = api_key(shape, Some("OPENAI_API_KEY"))?;
+    Ok(t)
+}
+
+/// Builds the target from flags, sending no API key (the caller sets one). Errors never
+/// quote a header value or the URL's user info or query: any of them may be a secret.
+pub fn target_without_key(
+    url: &str,
+    endpoint: Endpoint,
+    model: &str,
+    shape: &ShapeArgs,
+) -> Result<Target> {
     if !(shape.speedup > 0.0 && shape.speedup.is_finite()) {
         bail!("--speedup must be a positive number, got {}", shape.speedup);
     }
@@ -271,7 +285,6 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
                 .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
         );
     }
-    t.api_key = api_key(shape)?;
     Ok(t)
 }
 
@@ -290,7 +303,9 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     Ok((name, value))
 }
 
-fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
+/// The API key named by `--api-key-file` or `--api-key-env`; without either, the variable
+/// `default_env` when it is set and `default_env` is given.
+pub fn api_key(shape: &ShapeArgs, default_env: Option<&str>) -> Result<Option<ApiKey>> {
     if let Some(path) = &shape.api_key_file {
         let key = std::fs::read_to_string(path)
             .with_context(|| format!("reading --api-key-file {}", path.display()))?;
@@ -304,8 +319,8 @@ fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
             Ok(k) if !k.trim().is_empty() => Ok(Some(ApiKey::new(&k))),
             _ => bail!("--api-key-env {var}: the variable is not set or empty"),
         },
-        None => Ok(std::env::var("OPENAI_API_KEY")
-            .ok()
+        None => Ok(default_env
+            .and_then(|var| std::env::var(var).ok())
             .filter(|k| !k.trim().is_empty())
             .map(|k| ApiKey::new(&k))),
     }

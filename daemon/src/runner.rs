@@ -191,9 +191,7 @@ impl RunContext {
         if loaded.trace.requests.is_empty() {
             anyhow::bail!("the selected window of the trace holds no request");
         }
-        let mut target = crate::replay::target(&t.url, t.endpoint, &t.model, &shape)?;
-        // Checked at load, values marked sensitive.
-        target.headers = t.headers.clone();
+        let target = replay_target(t, &shape)?;
         let prompts = self.prompts(&shape)?;
         let schedule = Schedule::new(loaded.trace.requests, w.speedup);
         let mut rc = canary_replay::Config::new(target);
@@ -283,6 +281,16 @@ impl RunContext {
             }
         }
     }
+}
+
+/// The replay's target for `t`: its headers (checked at load, values marked sensitive) and
+/// its API key, read now, only from the source the target names. No `OPENAI_API_KEY`
+/// fallback as in `canaryd replay`: every target, plain http included, would get that key.
+fn replay_target(t: &Target, shape: &ShapeArgs) -> Result<canary_replay::Target> {
+    let mut target = crate::replay::target_without_key(&t.url, t.endpoint, &t.model, shape)?;
+    target.headers = t.headers.clone();
+    target.api_key = crate::replay::api_key(shape, None)?;
+    Ok(target)
 }
 
 /// The replay settings of a workload, in the form `canaryd replay` takes them.
@@ -387,6 +395,25 @@ mod tests {
         // A uniform sample of 0..20000 has about half its values above 10000.
         let upper = v.iter().filter(|x| **x >= 10_000.0).count();
         assert!((800..1200).contains(&upper), "{upper}");
+    }
+
+    #[test]
+    fn a_target_gets_a_key_only_from_the_source_it_names() {
+        // The daemon's environment holds a key meant for some server; neither target names it.
+        std::env::set_var("OPENAI_API_KEY", "sk-fallback-not-for-these-targets");
+        std::env::set_var("CANARYD_TEST_NAMED_KEY_31", "sk-named");
+        let text = "[targets.plain]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+                    [targets.keyed]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+                    api_key_env = \"CANARYD_TEST_NAMED_KEY_31\"\n\
+                    [workloads.w]\ntarget = \"plain\"\ntrace = \"bundled\"\nevery = \"1h\"\n";
+        let c = Config::parse(text, Path::new("t.toml"), Path::new("/tmp")).unwrap();
+        let w = &c.workloads[0];
+        let build = |name: &str| {
+            let t = &c.targets[name];
+            replay_target(t, &shape(w, t, Path::new("/tmp")).unwrap()).unwrap()
+        };
+        assert!(build("plain").api_key.is_none());
+        assert!(build("keyed").api_key.is_some());
     }
 
     #[test]
