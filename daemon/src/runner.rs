@@ -44,6 +44,25 @@ pub struct RunResult {
     pub artifacts: PathBuf,
 }
 
+impl RunResult {
+    /// A run of `workload` starting now, not carried out yet (`error: not started`).
+    pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {
+        let started_unix_ms = crate::history::now_unix_ms();
+        RunResult {
+            artifacts: config.artifacts_dir.join(&workload.name).join(&id),
+            id,
+            workload: workload.name.clone(),
+            target: workload.target.clone(),
+            started_unix_ms,
+            finished_unix_ms: started_unix_ms,
+            verdict: Verdict::error("not started"),
+            outcome: None,
+            samples: None,
+            comparison: None,
+        }
+    }
+}
+
 /// The history row of a finished run.
 impl From<&RunResult> for RunRow {
     fn from(r: &RunResult) -> RunRow {
@@ -123,20 +142,8 @@ impl RunContext {
         progress: Arc<Progress>,
     ) -> RunResult {
         let target = &config.targets[&workload.target];
-        let artifacts = config.artifacts_dir.join(&workload.name).join(&id);
-        let started_unix_ms = crate::history::now_unix_ms();
-        let mut result = RunResult {
-            id,
-            workload: workload.name.clone(),
-            target: target.name.clone(),
-            started_unix_ms,
-            finished_unix_ms: started_unix_ms,
-            verdict: Verdict::error("not started"),
-            outcome: None,
-            samples: None,
-            comparison: None,
-            artifacts: artifacts.clone(),
-        };
+        let mut result = RunResult::new(config, workload, id);
+        let artifacts = result.artifacts.clone();
         let otlp = self
             .otlp
             .as_ref()
