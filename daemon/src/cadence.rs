@@ -62,7 +62,7 @@ impl Cadence {
             // run's time lies in the future and must not hold the next one back.
             Cadence::Every { period, .. } => match previous {
                 None => now,
-                Some(prev) => (prev + *period).clamp(now, now + *period),
+                Some(prev) => later(prev, *period).clamp(now, later(now, *period)),
             },
             Cadence::Cron { expr, .. } => {
                 let schedule = cron::Schedule::from_str(expr).expect("checked when built");
@@ -74,7 +74,7 @@ impl Cadence {
                     .next()
                     .map(SystemTime::from)
                     // An expression that never matches again (a past year): park far ahead.
-                    .unwrap_or(now + Duration::from_secs(365 * 86400))
+                    .unwrap_or(later(now, PARK))
             }
         }
     }
@@ -110,6 +110,18 @@ pub struct Ticker {
     previous: Option<SystemTime>,
 }
 
+/// How far ahead a schedule that never fires again (or would overflow the clock) is parked.
+const PARK: Duration = Duration::from_secs(365 * 86400);
+
+/// `t + d`, never panicking: a sum beyond what `SystemTime` holds becomes `t` + a year, and
+/// beyond that `t` itself. Config durations are bounded (a year), so this is a last guard
+/// for a `Cadence` built in code.
+fn later(t: SystemTime, d: Duration) -> SystemTime {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(PARK))
+        .unwrap_or(t)
+}
+
 /// Longest single sleep: the wall clock is re-read at least this often (suspend, clock steps).
 const SLICE: Duration = Duration::from_secs(5);
 
@@ -130,7 +142,7 @@ impl Ticker {
         let due = self.cadence.next_due(SystemTime::now(), self.previous);
         self.previous = Some(due);
         let jitter = self.cadence.jitter().map_or(Duration::ZERO, random_below);
-        let mut due = due + jitter;
+        let mut due = later(due, jitter);
         loop {
             let now = SystemTime::now();
             let mut left = match due.duration_since(now) {
@@ -139,10 +151,11 @@ impl Ticker {
             };
             if let Cadence::Every { period, .. } = &self.cadence {
                 // The clock stepped back while we waited: wait one period from now instead.
-                if left > *period + jitter {
-                    due = now + *period + jitter;
-                    self.previous = Some(now + *period);
-                    left = *period + jitter;
+                let span = period.saturating_add(jitter);
+                if left > span {
+                    due = later(now, span);
+                    self.previous = Some(later(now, *period));
+                    left = span;
                 }
             }
             tokio::select! {
@@ -239,6 +252,39 @@ mod tests {
             Cadence::cron("0 3 * * *", None).unwrap().describe(),
             "cron \"0 0 3 * * *\" UTC"
         );
+    }
+
+    #[test]
+    fn huge_periods_and_jitter_never_overflow_the_clock() {
+        let huge = Duration::from_secs(u64::MAX);
+        let c = Cadence::Every {
+            period: huge,
+            jitter: Some(huge),
+        };
+        let now = SystemTime::now();
+        let due = c.next_due(now, Some(now));
+        assert!(due >= now, "{due:?}");
+        assert!(later(now, huge) >= now);
+        assert_eq!(
+            later(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ticker_with_a_huge_jitter_waits_instead_of_panicking() {
+        let huge = Duration::from_secs(u64::MAX / 2);
+        let mut t = Ticker::resume(
+            Cadence::Every {
+                period: huge,
+                jitter: Some(huge),
+            },
+            Some(SystemTime::now()),
+        );
+        let stop = CancellationToken::new();
+        stop.cancel();
+        // Far in the future: the wait ends by the stop, not by a tick or a panic.
+        assert_eq!(t.tick(&stop).await, None);
     }
 
     #[test]

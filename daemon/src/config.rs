@@ -11,6 +11,7 @@ use crate::cadence::Cadence;
 use crate::duration;
 use canary_core::Goodput;
 use canary_replay::{Endpoint, TraceFormat};
+use http::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -259,8 +260,9 @@ pub struct Target {
     pub endpoint: Endpoint,
     /// Where the API key is.
     pub api_key: Option<ApiKeySource>,
-    /// Extra headers.
-    pub headers: Vec<(String, String)>,
+    /// Extra headers, checked at load. Values are marked sensitive: `Debug` shows
+    /// `Sensitive`, never the value (it may be a key).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// The server's Prometheus endpoint; `None` turns scraping off.
     pub metrics_url: Option<String>,
     /// The server's PID, for per-process GPU figures.
@@ -420,14 +422,20 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
     let mut targets = BTreeMap::new();
     for (name, t) in raw.targets {
         let api_key = match (t.api_key_env, t.api_key_file) {
-            (Some(_), Some(_)) => {
+            (Some(_), Some(f)) => {
                 return Err(err(
-                    None,
+                    Some(f.span().start),
                     format!("targets.{name}: set api_key_env or api_key_file, not both"),
                 ))
             }
-            (Some(v), None) => Some(ApiKeySource::Env(v)),
-            (None, Some(f)) => Some(ApiKeySource::File(rel(f))),
+            (Some(v), None) if v.get_ref().trim().is_empty() => {
+                return Err(err(
+                    Some(v.span().start),
+                    format!("targets.{name}.api_key_env: expected a variable name"),
+                ))
+            }
+            (Some(v), None) => Some(ApiKeySource::Env(v.into_inner())),
+            (None, Some(f)) => Some(ApiKeySource::File(rel(f.into_inner()))),
             (None, None) => None,
         };
         let endpoint = match t.endpoint {
@@ -435,26 +443,65 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             _ => Endpoint::Chat,
         };
         // Checked here so a bad URL is a config error, not a failed run every 15 minutes.
-        let probe = canary_replay::Target::new(&t.url, endpoint, &t.model)
-            .map_err(|e| err(None, format!("targets.{name}.url: {e}")))?;
+        // The URL is shown without user info or query: either may hold a secret.
+        let url_at = Some(t.url.span().start);
+        let url = t.url.into_inner();
+        let probe = canary_replay::Target::new(&url, endpoint, &t.model).map_err(|e| {
+            err(
+                url_at,
+                format!(
+                    "targets.{name}.url: {} (got {})",
+                    e.reason,
+                    redact_url(&url)
+                ),
+            )
+        })?;
+        no_user_info(&url).map_err(|m| err(url_at, format!("targets.{name}.url: {m}")))?;
         let metrics_url = match t.metrics_url {
-            Some(u) if u.is_empty() => None,
-            Some(u) => Some(u),
+            Some(u) if u.get_ref().is_empty() => None,
+            Some(u) => {
+                let at = Some(u.span().start);
+                let u = u.into_inner();
+                scrape_url(&u).map_err(|m| err(at, format!("targets.{name}.metrics_url: {m}")))?;
+                Some(u)
+            }
             None => Some(format!(
                 "{}://{}/metrics",
                 if probe.tls { "https" } else { "http" },
                 probe.authority()
             )),
         };
+        let mut headers = Vec::new();
+        for (key, value) in t.headers {
+            let at = Some(value.span().start);
+            // Errors name the header, never its value: it may be a key.
+            let header = HeaderName::try_from(key.as_str()).map_err(|_| {
+                err(
+                    at,
+                    format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
+                )
+            })?;
+            let mut v = HeaderValue::try_from(value.get_ref().as_str()).map_err(|_| {
+                err(
+                    at,
+                    format!(
+                        "targets.{name}.headers.{key}: the value is not a valid HTTP header \
+                         value (visible ASCII, spaces and tabs only; not shown here)"
+                    ),
+                )
+            })?;
+            v.set_sensitive(true);
+            headers.push((header, v));
+        }
         targets.insert(
             name.clone(),
             Target {
                 name,
-                url: t.url,
+                url,
                 model: t.model,
                 endpoint,
                 api_key,
-                headers: t.headers.into_iter().collect(),
+                headers,
                 metrics_url,
                 server_pid: t.server_pid,
                 request_timeout: t.request_timeout.map_or(Duration::from_secs(600), |d| d.0),
@@ -530,7 +577,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             max_requests: w.max_requests,
             speedup: w.speedup.map_or(1.0, |s| s.0),
             scale_lengths: w.scale_lengths.map(|s| s.0),
-            concurrency: w.concurrency,
+            concurrency: w.concurrency.map(|c| c.0),
             warmup_requests: w.warmup_requests.unwrap_or(0),
             cadence,
             slos: w.slos.map(|s| s.0).unwrap_or_default(),
@@ -548,17 +595,23 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         ));
     }
     let b = raw.baseline;
+    // The line of min_runs when set, else of runs: one of them is in the file.
+    let min_runs_at = b
+        .min_runs
+        .as_ref()
+        .or(b.runs.as_ref())
+        .map(|v| v.span().start);
     let baseline = BaselineConfig {
-        runs: b.runs.unwrap_or(20).max(1),
-        min_runs: b.min_runs.unwrap_or(3).max(1),
-        alpha: b.alpha.unwrap_or(0.001),
-        k_mad: b.k_mad.unwrap_or(3.0),
-        min_shift: b.min_shift.unwrap_or(0.05),
-        min_shift_ms: b.min_shift_ms.unwrap_or(1.0),
+        runs: b.runs.map_or(20, |v| v.into_inner()).max(1),
+        min_runs: b.min_runs.map_or(3, |v| v.into_inner()).max(1),
+        alpha: b.alpha.map_or(0.001, |v| v.0),
+        k_mad: b.k_mad.map_or(3.0, |v| v.0),
+        min_shift: b.min_shift.map_or(0.05, |v| v.0),
+        min_shift_ms: b.min_shift_ms.map_or(1.0, |v| v.0),
     };
     if baseline.min_runs > baseline.runs {
         return Err(err(
-            None,
+            min_runs_at,
             format!(
                 "baseline.min_runs ({}) must not exceed baseline.runs ({})",
                 baseline.min_runs, baseline.runs
@@ -570,6 +623,16 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         Some(o) => otlp(o.span().start, o.into_inner(), &err, &rel)?,
     };
     let t = raw.telemetry;
+    let dcgm_url = match t.dcgm_url {
+        Some(u) if u.get_ref().is_empty() => None,
+        Some(u) => {
+            let at = Some(u.span().start);
+            let u = u.into_inner();
+            scrape_url(&u).map_err(|m| err(at, format!("telemetry.dcgm_url: {m}")))?;
+            Some(u)
+        }
+        None => None,
+    };
     Ok(Config {
         artifacts_dir: raw
             .export
@@ -590,7 +653,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             nvml: t.nvml.unwrap_or(true),
             nvml_lib: t.nvml_lib.map(rel),
             gpu_interval: t.gpu_interval.map_or(Duration::from_millis(500), |d| d.0),
-            dcgm_url: t.dcgm_url,
+            dcgm_url,
             scrape_interval: t.scrape_interval.map_or(Duration::from_secs(1), |d| d.0),
             ebpf: t.ebpf.unwrap_or(true),
         },
@@ -624,7 +687,7 @@ fn otlp(
             Err(e) => Err(err(Some(v.span().start), format!("otlp.{key}: {e}"))),
         }
     };
-    let positive = |key: &str, d: Option<raw::HumanDuration>| match d {
+    let positive = |key: &str, d: Option<raw::Period>| match d {
         Some(d) if d.0.is_zero() => Err(err(
             Some(table_at),
             format!("otlp.{key}: must be above zero"),
@@ -673,6 +736,48 @@ fn otlp(
         metrics_interval: positive("metrics_interval", o.metrics_interval)?,
         flush_timeout: o.flush_timeout.map_or(Duration::from_secs(10), |d| d.0),
     })
+}
+
+/// `url` for messages: no user info, query or fragment (any of them may hold a secret).
+pub fn redact_url(url: &str) -> String {
+    canary_exporters::redact_url(url)
+}
+
+/// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
+/// would only be a secret sitting in the config, quoted by whatever shows the URL.
+fn no_user_info(url: &str) -> Result<(), String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    match authority.contains('@') {
+        true => Err(format!(
+            "user info (user:password@) is not sent; remove it and put credentials in \
+             api_key_env, api_key_file or headers (got {})",
+            redact_url(url)
+        )),
+        false => Ok(()),
+    }
+}
+
+/// Checks a Prometheus endpoint the scrapers can use: `http://host[:port][/path]`. Shown
+/// redacted on error.
+fn scrape_url(url: &str) -> Result<(), String> {
+    let shown = || redact_url(url);
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(match url.starts_with("https://") {
+            true => format!(
+                "https is not supported for metrics endpoints; expected http:// (got {})",
+                shown()
+            ),
+            false => format!("expected an http:// URL (got {})", shown()),
+        });
+    };
+    no_user_info(url)?;
+    let uri: Result<http::Uri, _> = url.parse();
+    match uri {
+        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => Ok(()),
+        _ if rest.is_empty() || rest.starts_with('/') => Err(format!("no host (got {})", shown())),
+        _ => Err(format!("not a valid URL (got {})", shown())),
+    }
 }
 
 /// 1-based line of byte offset `at`.

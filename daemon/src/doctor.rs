@@ -38,7 +38,14 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     let mut checks: Vec<(&str, SourceState)> = Vec::new();
     let mut target_ok = true;
     if let Some(url) = &args.url {
-        let target = canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "")?;
+        let target =
+            canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "").map_err(|e| {
+                anyhow::anyhow!(
+                    "target URL {}: {}",
+                    crate::config::redact_url(url),
+                    e.reason
+                )
+            })?;
         let base = format!(
             "{}://{}",
             if target.tls { "https" } else { "http" },
@@ -66,6 +73,16 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             Err(e) => SourceState::unavailable(e.to_string()),
         },
     ));
+    // States quote the endpoints: never with their user info or query.
+    let mut redactions = crate::observe::Redactions::default();
+    redactions.add(&args.dcgm_url);
+    if let Some(url) = &args.server_metrics_url {
+        redactions.add(url);
+    }
+    let checks: Vec<(&str, SourceState)> = checks
+        .into_iter()
+        .map(|(k, v)| (k, redactions.state(v)))
+        .collect();
     if args.json {
         let map: serde_json::Map<String, serde_json::Value> = checks
             .iter()

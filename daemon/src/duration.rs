@@ -2,7 +2,14 @@
 
 use std::time::Duration;
 
-/// Parses a duration, naming what was wrong on failure.
+/// The longest duration [`parse`] accepts: 100 years. Anything longer is a typo, and it keeps
+/// `Instant + d` and `SystemTime + d` far from overflowing (`1e19` seconds would panic there).
+pub const MAX: Duration = Duration::from_secs(100 * 365 * 86400);
+
+/// The longest period, jitter, timeout or interval the daemon's config accepts: one year.
+pub const MAX_PERIOD: Duration = Duration::from_secs(365 * 86400);
+
+/// Parses a duration of at most [`MAX`], naming what was wrong on failure.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.is_empty() {
@@ -44,13 +51,31 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     secs_to_duration(total, s)
 }
 
+/// Parses a duration of at most `max`; `what` names the bound in the message ("1 year").
+pub fn parse_at_most(s: &str, max: Duration, what: &str) -> Result<Duration, String> {
+    let d = parse(s)?;
+    if d > max {
+        return Err(format!(
+            "duration {:?} is too long: at most {what}",
+            s.trim()
+        ));
+    }
+    Ok(d)
+}
+
 fn secs_to_duration(secs: f64, s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!(
             "invalid duration {s:?}: must be a non-negative number"
         ));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // Compared as seconds first: `from_secs_f64` panics beyond about 584 billion years.
+    if secs > MAX.as_secs_f64() {
+        return Err(format!(
+            "invalid duration {s:?}: too long (at most 100 years)"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
 #[cfg(test)]
@@ -73,5 +98,20 @@ mod tests {
         assert!(parse("-3s").unwrap_err().contains("-3s"));
         assert!(parse("10 fortnights").unwrap_err().contains("fortnights"));
         assert!(parse("s").is_err());
+    }
+
+    #[test]
+    fn absurd_durations_are_errors_not_panics() {
+        for s in ["1e20", "1e19", "1e300", "101y", "36600d", "9999999999999h"] {
+            let e = parse(s).unwrap_err();
+            assert!(e.contains(s), "{s}: {e}");
+        }
+        assert_eq!(parse("36500d").unwrap(), MAX);
+        let e = parse_at_most("366d", MAX_PERIOD, "1 year").unwrap_err();
+        assert_eq!(e, "duration \"366d\" is too long: at most 1 year");
+        assert_eq!(
+            parse_at_most("365d", MAX_PERIOD, "1 year").unwrap(),
+            MAX_PERIOD
+        );
     }
 }

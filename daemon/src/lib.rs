@@ -42,10 +42,19 @@ use tokio_util::sync::CancellationToken;
 #[command(name = "canaryd", version, about, propagate_version = true)]
 pub struct Cli {
     /// Log format on stderr.
-    #[arg(long, global = true, default_value = "text", value_name = "text|json")]
-    pub log_format: String,
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (without timestamps under journald).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The subcommands.

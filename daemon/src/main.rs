@@ -4,7 +4,7 @@ use clap::Parser;
 
 fn main() {
     let cli = canaryd::Cli::parse();
-    init_logging(&cli.log_format);
+    init_logging(cli.log_format);
     match canaryd::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
@@ -14,7 +14,7 @@ fn main() {
     }
 }
 
-fn init_logging(format: &str) {
+fn init_logging(format: canaryd::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: a log file or a pipe gets plain text.
@@ -26,7 +26,7 @@ fn init_logging(format: &str) {
     // Under journald, timestamps are added by the journal: do not print them twice.
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     match (format, journald) {
-        ("json", _) => builder.json().init(),
+        (canaryd::LogFormat::Json, _) => builder.json().init(),
         (_, true) => builder.without_time().with_ansi(false).init(),
         _ => builder.init(),
     }

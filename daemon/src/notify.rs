@@ -52,15 +52,62 @@ impl Notifier {
     }
 
     /// How often to send `WATCHDOG=1`: half of `$WATCHDOG_USEC`, when it is set for us.
+    /// Never zero (a zero interval would panic the timer); what cannot be honoured is
+    /// said in a warning.
     pub fn watchdog_interval() -> Option<Duration> {
-        let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
-        if let Ok(pid) = std::env::var("WATCHDOG_PID") {
-            if pid.parse::<u32>().ok()? != std::process::id() {
-                return None;
-            }
+        let usec = std::env::var("WATCHDOG_USEC").ok();
+        let pid = std::env::var("WATCHDOG_PID").ok();
+        let (interval, warning) =
+            watchdog_interval_from(usec.as_deref(), pid.as_deref(), std::process::id());
+        if let Some(w) = warning {
+            tracing::warn!("{w}");
         }
-        (usec > 0).then(|| Duration::from_micros(usec / 2))
+        interval
     }
+}
+
+/// The shortest watchdog ping interval: a `WatchdogSec` this short cannot be met anyway.
+const MIN_WATCHDOG_PING: Duration = Duration::from_millis(1);
+
+/// [`Notifier::watchdog_interval`] from the variables' values, with a warning to log.
+fn watchdog_interval_from(
+    usec: Option<&str>,
+    pid: Option<&str>,
+    own_pid: u32,
+) -> (Option<Duration>, Option<String>) {
+    let Some(usec) = usec else {
+        return (None, None);
+    };
+    if let Some(pid) = pid {
+        if pid.trim().parse::<u32>().ok() != Some(own_pid) {
+            return (None, None);
+        }
+    }
+    let usec: u64 = match usec.trim().parse() {
+        Ok(u) => u,
+        Err(_) => {
+            return (
+                None,
+                Some(format!(
+                "WATCHDOG_USEC={usec:?} is not a number of microseconds: not pinging the watchdog"
+            )),
+            )
+        }
+    };
+    if usec == 0 {
+        return (None, None);
+    }
+    let half = Duration::from_micros(usec / 2);
+    if half < MIN_WATCHDOG_PING {
+        return (
+            Some(MIN_WATCHDOG_PING),
+            Some(format!(
+                "WATCHDOG_USEC={usec} is too short to honour: pinging every {MIN_WATCHDOG_PING:?} \
+                 (raise WatchdogSec=)"
+            )),
+        );
+    }
+    (Some(half), None)
 }
 
 #[cfg(target_os = "linux")]
@@ -100,5 +147,31 @@ mod tests {
         assert_eq!(&buf[..len], b"STATUS=running chat and more");
         // Outside systemd nothing is sent and nothing fails.
         Notifier { socket: None }.send("READY=1");
+    }
+
+    #[test]
+    fn the_watchdog_interval_is_half_the_timeout_and_never_zero() {
+        let w = |usec, pid| watchdog_interval_from(usec, pid, 42);
+        assert_eq!(
+            w(Some("1000000"), None),
+            (Some(Duration::from_millis(500)), None)
+        );
+        assert_eq!(
+            w(Some("1000000"), Some("42")).0,
+            Some(Duration::from_millis(500))
+        );
+        // Meant for another process, unset or zero: no pings.
+        assert_eq!(w(Some("1000000"), Some("7")), (None, None));
+        assert_eq!(w(None, None), (None, None));
+        assert_eq!(w(Some("0"), None), (None, None));
+        // 1 µs would round to a zero interval, which the timer refuses with a panic.
+        for usec in ["1", "1999"] {
+            let (interval, warning) = w(Some(usec), None);
+            assert_eq!(interval, Some(MIN_WATCHDOG_PING), "{usec}");
+            assert!(warning.unwrap().contains("too short"), "{usec}");
+        }
+        let (interval, warning) = w(Some("soon"), None);
+        assert_eq!(interval, None);
+        assert!(warning.unwrap().contains("\"soon\""));
     }
 }

@@ -104,6 +104,39 @@ pub struct TelemetryObserver {
     gpus: Vec<Ring<GpuSample>>,
     dcgm_state: Option<canary_telemetry::SharedState>,
     sources: BTreeMap<&'static str, SourceState>,
+    /// The endpoints' URLs as configured and as shown: states quote the URL, and its user
+    /// info or query may hold a secret.
+    redactions: Redactions,
+}
+
+/// Replaces each configured URL by its redacted form in text shown to people.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Redactions(Vec<(String, String)>);
+
+impl Redactions {
+    /// Redacts `url` from now on.
+    pub(crate) fn add(&mut self, url: &str) {
+        let shown = crate::config::redact_url(url);
+        if shown != url {
+            self.0.push((url.to_string(), shown));
+        }
+    }
+
+    /// `s` with every URL added shown redacted.
+    pub(crate) fn text(&self, s: &str) -> String {
+        self.0
+            .iter()
+            .fold(s.to_string(), |s, (raw, shown)| s.replace(raw, shown))
+    }
+
+    /// A state whose text is redacted.
+    pub(crate) fn state(&self, state: SourceState) -> SourceState {
+        match state {
+            SourceState::Available { detail } => SourceState::available(self.text(&detail)),
+            SourceState::Unavailable { reason } => SourceState::unavailable(self.text(&reason)),
+            other => other,
+        }
+    }
 }
 
 impl TelemetryObserver {
@@ -111,6 +144,13 @@ impl TelemetryObserver {
     pub fn start(cfg: &TelemetryConfig, stop: &CancellationToken) -> TelemetryObserver {
         let mut sources = BTreeMap::new();
         let mut server = None;
+        let mut redactions = Redactions::default();
+        for url in [&cfg.server_metrics_url, &cfg.dcgm_url]
+            .into_iter()
+            .flatten()
+        {
+            redactions.add(url);
+        }
         match &cfg.server_metrics_url {
             None => {
                 sources.insert("server_metrics", SourceState::Disabled);
@@ -125,8 +165,9 @@ impl TelemetryObserver {
                         sources.insert("server_metrics", SourceState::Pending);
                     }
                     Err(e) => {
+                        let e = redactions.text(&e.to_string());
                         tracing::warn!("server metrics off: {e}");
-                        sources.insert("server_metrics", SourceState::unavailable(e.to_string()));
+                        sources.insert("server_metrics", SourceState::unavailable(e));
                     }
                 }
             }
@@ -167,8 +208,9 @@ impl TelemetryObserver {
                         sources.insert("dcgm", SourceState::Pending);
                     }
                     Err(e) => {
+                        let e = redactions.text(&e.to_string());
                         tracing::warn!("DCGM off: {e}");
-                        sources.insert("dcgm", SourceState::unavailable(e.to_string()));
+                        sources.insert("dcgm", SourceState::unavailable(e));
                     }
                 }
             }
@@ -178,6 +220,7 @@ impl TelemetryObserver {
             gpus,
             dcgm_state,
             sources,
+            redactions,
         }
     }
 }
@@ -270,8 +313,33 @@ impl Observer for TelemetryObserver {
                     }),
                 ));
             }
+            let sources: BTreeMap<&str, SourceState> = sources
+                .into_iter()
+                .map(|(k, v)| (k, self.redactions.state(v)))
+                .collect();
             sections.push(("telemetry_sources".to_string(), json!(sources)));
             sections
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_states_never_show_user_info_or_query() {
+        let mut r = Redactions::default();
+        r.add("http://u:pw-SECRET@gpu1:8000/metrics?token=TOK-SECRET");
+        r.add("http://127.0.0.1:9400/metrics");
+        let state = r.state(SourceState::unavailable(
+            "http://u:pw-SECRET@gpu1:8000/metrics?token=TOK-SECRET: cannot connect",
+        ));
+        assert_eq!(
+            state,
+            SourceState::unavailable("http://gpu1:8000/metrics: cannot connect")
+        );
+        let ok = SourceState::available("http://127.0.0.1:9400/metrics: 1 GPU(s)");
+        assert_eq!(r.state(ok.clone()), ok);
     }
 }

@@ -52,8 +52,9 @@ pub struct ShapeArgs {
     /// Replay at most this many requests.
     #[arg(long)]
     pub max_requests: Option<usize>,
-    /// At most this many requests in flight; later ones wait and the wait is recorded.
-    #[arg(long)]
+    /// At most this many requests in flight (1 or more); later ones wait and the wait is
+    /// recorded.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
     #[arg(long, default_value_t = 0)]
@@ -103,7 +104,8 @@ pub struct ShapeArgs {
     /// Extra request header `Name: value` (repeatable).
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// Environment variable holding the API key (default: OPENAI_API_KEY when set).
+    /// Environment variable holding the API key (default: OPENAI_API_KEY when set; the
+    /// daemon has no default and sends a key only to targets that name its source).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
     /// File holding the API key.
@@ -239,12 +241,32 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
     Ok(LoadedTrace { trace, report })
 }
 
-/// Builds the target from flags.
+/// Builds the target from flags, with the API key of `--api-key-file`, `--api-key-env`, or
+/// else `OPENAI_API_KEY` when it is set.
 pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
+    let mut t = target_without_key(url, endpoint, model, shape)?;
+    t.api_key = api_key(shape, Some("OPENAI_API_KEY"))?;
+    Ok(t)
+}
+
+/// Builds the target from flags, sending no API key (the caller sets one). Errors never
+/// quote a header value or the URL's user info or query: any of them may be a secret.
+pub fn target_without_key(
+    url: &str,
+    endpoint: Endpoint,
+    model: &str,
+    shape: &ShapeArgs,
+) -> Result<Target> {
     if !(shape.speedup > 0.0 && shape.speedup.is_finite()) {
         bail!("--speedup must be a positive number, got {}", shape.speedup);
     }
-    let mut t = Target::new(url, endpoint, model)?;
+    let mut t = Target::new(url, endpoint, model).map_err(|e| {
+        anyhow::anyhow!(
+            "target URL {}: {}",
+            crate::config::redact_url(url),
+            e.reason
+        )
+    })?;
     t.streaming = !shape.no_streaming;
     t.max_tokens_field = shape.max_tokens_field;
     t.timeout = shape.request_timeout;
@@ -257,21 +279,33 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
         };
         t.extra_inputs = map;
     }
-    for h in &shape.headers {
-        let (name, value) = h
-            .split_once(':')
-            .with_context(|| format!("--header {h:?}: expected \"Name: value\""))?;
-        let name = HeaderName::try_from(name.trim())
-            .with_context(|| format!("--header {h:?}: invalid name"))?;
-        let value = HeaderValue::try_from(value.trim())
-            .with_context(|| format!("--header {name}: invalid value"))?;
-        t.headers.push((name, value));
+    for (i, h) in shape.headers.iter().enumerate() {
+        t.headers.push(
+            parse_header(h)
+                .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
+        );
     }
-    t.api_key = api_key(shape)?;
     Ok(t)
 }
 
-fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
+/// `Name: value` of `-H`. Messages never include the value, nor a name that failed to
+/// parse (`-H "Bearer sk-…"` has no valid name, and is all secret).
+fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = h
+        .split_once(':')
+        .ok_or("expected \"Name: value\", found no ':'")?;
+    let name = HeaderName::try_from(name.trim()).map_err(|_| {
+        "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".to_string()
+    })?;
+    let mut value = HeaderValue::try_from(value.trim())
+        .map_err(|_| format!("{name}: invalid value (visible ASCII, spaces and tabs only)"))?;
+    value.set_sensitive(true);
+    Ok((name, value))
+}
+
+/// The API key named by `--api-key-file` or `--api-key-env`; without either, the variable
+/// `default_env` when it is set and `default_env` is given.
+pub fn api_key(shape: &ShapeArgs, default_env: Option<&str>) -> Result<Option<ApiKey>> {
     if let Some(path) = &shape.api_key_file {
         let key = std::fs::read_to_string(path)
             .with_context(|| format!("reading --api-key-file {}", path.display()))?;
@@ -285,8 +319,8 @@ fn api_key(shape: &ShapeArgs) -> Result<Option<ApiKey>> {
             Ok(k) if !k.trim().is_empty() => Ok(Some(ApiKey::new(&k))),
             _ => bail!("--api-key-env {var}: the variable is not set or empty"),
         },
-        None => Ok(std::env::var("OPENAI_API_KEY")
-            .ok()
+        None => Ok(default_env
+            .and_then(|var| std::env::var(var).ok())
             .filter(|k| !k.trim().is_empty())
             .map(|k| ApiKey::new(&k))),
     }

@@ -44,6 +44,25 @@ pub struct RunResult {
     pub artifacts: PathBuf,
 }
 
+impl RunResult {
+    /// A run of `workload` starting now, not carried out yet (`error: not started`).
+    pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {
+        let started_unix_ms = crate::history::now_unix_ms();
+        RunResult {
+            artifacts: config.artifacts_dir.join(&workload.name).join(&id),
+            id,
+            workload: workload.name.clone(),
+            target: workload.target.clone(),
+            started_unix_ms,
+            finished_unix_ms: started_unix_ms,
+            verdict: Verdict::error("not started"),
+            outcome: None,
+            samples: None,
+            comparison: None,
+        }
+    }
+}
+
 /// The history row of a finished run.
 impl From<&RunResult> for RunRow {
     fn from(r: &RunResult) -> RunRow {
@@ -123,20 +142,8 @@ impl RunContext {
         progress: Arc<Progress>,
     ) -> RunResult {
         let target = &config.targets[&workload.target];
-        let artifacts = config.artifacts_dir.join(&workload.name).join(&id);
-        let started_unix_ms = crate::history::now_unix_ms();
-        let mut result = RunResult {
-            id,
-            workload: workload.name.clone(),
-            target: target.name.clone(),
-            started_unix_ms,
-            finished_unix_ms: started_unix_ms,
-            verdict: Verdict::error("not started"),
-            outcome: None,
-            samples: None,
-            comparison: None,
-            artifacts: artifacts.clone(),
-        };
+        let mut result = RunResult::new(config, workload, id);
+        let artifacts = result.artifacts.clone();
         let otlp = self
             .otlp
             .as_ref()
@@ -191,7 +198,7 @@ impl RunContext {
         if loaded.trace.requests.is_empty() {
             anyhow::bail!("the selected window of the trace holds no request");
         }
-        let target = crate::replay::target(&t.url, t.endpoint, &t.model, &shape)?;
+        let target = replay_target(t, &shape)?;
         let prompts = self.prompts(&shape)?;
         let schedule = Schedule::new(loaded.trace.requests, w.speedup);
         let mut rc = canary_replay::Config::new(target);
@@ -283,6 +290,16 @@ impl RunContext {
     }
 }
 
+/// The replay's target for `t`: its headers (checked at load, values marked sensitive) and
+/// its API key, read now, only from the source the target names. No `OPENAI_API_KEY`
+/// fallback as in `canaryd replay`: every target, plain http included, would get that key.
+fn replay_target(t: &Target, shape: &ShapeArgs) -> Result<canary_replay::Target> {
+    let mut target = crate::replay::target_without_key(&t.url, t.endpoint, &t.model, shape)?;
+    target.headers = t.headers.clone();
+    target.api_key = crate::replay::api_key(shape, None)?;
+    Ok(target)
+}
+
 /// The replay settings of a workload, in the form `canaryd replay` takes them.
 fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     let mut s = ShapeOnly::try_parse_from(["canaryd"])?.shape;
@@ -295,7 +312,6 @@ fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     s.scale_lengths = w.scale_lengths;
     s.tokenizer.clone_from(&w.tokenizer);
     s.prompt_seed = w.prompt_seed;
-    s.headers = t.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     // The key itself is read by the replay's target builder, at run time, and never logged.
     match &t.api_key {
         Some(ApiKeySource::Env(var)) => s.api_key_env = Some(var.clone()),
@@ -386,6 +402,25 @@ mod tests {
         // A uniform sample of 0..20000 has about half its values above 10000.
         let upper = v.iter().filter(|x| **x >= 10_000.0).count();
         assert!((800..1200).contains(&upper), "{upper}");
+    }
+
+    #[test]
+    fn a_target_gets_a_key_only_from_the_source_it_names() {
+        // The daemon's environment holds a key meant for some server; neither target names it.
+        std::env::set_var("OPENAI_API_KEY", "sk-fallback-not-for-these-targets");
+        std::env::set_var("CANARYD_TEST_NAMED_KEY_31", "sk-named");
+        let text = "[targets.plain]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+                    [targets.keyed]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+                    api_key_env = \"CANARYD_TEST_NAMED_KEY_31\"\n\
+                    [workloads.w]\ntarget = \"plain\"\ntrace = \"bundled\"\nevery = \"1h\"\n";
+        let c = Config::parse(text, Path::new("t.toml"), Path::new("/tmp")).unwrap();
+        let w = &c.workloads[0];
+        let build = |name: &str| {
+            let t = &c.targets[name];
+            replay_target(t, &shape(w, t, Path::new("/tmp")).unwrap()).unwrap()
+        };
+        assert!(build("plain").api_key.is_none());
+        assert!(build("keyed").api_key.is_some());
     }
 
     #[test]

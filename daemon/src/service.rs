@@ -16,11 +16,14 @@ use crate::history::{History, RunRow};
 use crate::notify::Notifier;
 use crate::runner::{new_run_id, RunContext, RunResult};
 use crate::status::{self, StatusMetrics};
+use crate::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_replay::Progress;
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -100,6 +103,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         tasks: Mutex::default(),
         previous_due: Mutex::default(),
         progress: Mutex::default(),
+        runner: replay_run,
     });
     let mut schedulers = daemon.schedule(Arc::new(config.clone()));
 
@@ -258,6 +262,70 @@ struct Daemon {
     /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
     previous_due: Mutex<HashMap<String, (Cadence, SystemTime)>>,
     progress: Mutex<HashMap<String, Arc<Progress>>>,
+    /// Carries out one run: [`replay_run`]; tests put a stand-in here.
+    runner: Runner,
+}
+
+/// A run in progress, boxed so the runner can be swapped.
+type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
+
+/// What carries out one run, given its id and progress counters.
+type Runner = fn(Arc<Daemon>, Arc<Config>, Workload, String, Arc<Progress>) -> RunFuture;
+
+/// The daemon's runner: the workload's replay, with telemetry and export.
+fn replay_run(
+    d: Arc<Daemon>,
+    config: Arc<Config>,
+    w: Workload,
+    id: String,
+    progress: Arc<Progress>,
+) -> RunFuture {
+    Box::pin(async move {
+        let shutdown = d.shutdown.clone();
+        d.ctx.run(&config, &w, id, shutdown, progress).await
+    })
+}
+
+/// Marks a workload as running until dropped, however its run ends (a panic included):
+/// a flag left set would have every later run of the workload skipped.
+struct RunningGuard {
+    daemon: Arc<Daemon>,
+    workload: String,
+}
+
+impl RunningGuard {
+    fn new(daemon: &Arc<Daemon>, workload: &str) -> RunningGuard {
+        daemon.metrics.set_running(workload, true);
+        RunningGuard {
+            daemon: daemon.clone(),
+            workload: workload.to_string(),
+        }
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        // A lock poisoned by a panic elsewhere must not turn this drop into an abort.
+        self.daemon
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.workload);
+        self.daemon.metrics.set_running(&self.workload, false);
+    }
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return format!("the run's task ended abnormally: {e}");
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 impl Daemon {
@@ -303,15 +371,26 @@ impl Daemon {
                 self.sinks.run_skipped(&w.name);
                 continue;
             }
-            self.metrics.set_running(&w.name, true);
-            let (d, c, w) = (self.clone(), config.clone(), w.clone());
-            let task = tokio::spawn(async move { d.run_once(c, w).await });
+            let task = self.start_run(config.clone(), w.clone());
             let mut tasks = self.tasks.lock().unwrap();
             tasks.retain(|t| !t.is_finished());
             tasks.push(task);
         }
     }
 
+    /// Marks the workload running and runs it once in a task of its own.
+    fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> JoinHandle<()> {
+        let running = RunningGuard::new(self, &w.name);
+        let d = self.clone();
+        tokio::spawn(async move {
+            let _running = running;
+            d.run_once(config, w).await
+        })
+    }
+
+    /// Waits for the target's turn, runs, records. Whatever happens is recorded: a run that
+    /// panics becomes an `error` verdict with the panic's message, a stop while waiting for
+    /// the target an `error: interrupted` one.
     async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
         let target = &config.targets[&w.target];
         let lock = (!target.allow_concurrent_runs).then(|| {
@@ -327,7 +406,12 @@ impl Daemon {
             Some(lock) => tokio::select! {
                 g = lock.lock_owned() => Some(g),
                 _ = self.shutdown.cancelled() => {
-                    self.metrics.set_running(&w.name, false);
+                    let mut result = RunResult::new(&config, &w, new_run_id());
+                    result.verdict = Verdict::error(format!(
+                        "interrupted: the daemon stopped while the run waited for its turn on target {}",
+                        target.name
+                    ));
+                    self.finish(&config, &w, result);
                     return;
                 }
             },
@@ -337,17 +421,29 @@ impl Daemon {
             .lock()
             .unwrap()
             .insert(w.name.clone(), progress.clone());
+        // The id says when the run started, so it is drawn once the target is ours.
         let id = new_run_id();
-        let mut result = self
-            .ctx
-            .run(&config, &w, id, self.shutdown.clone(), progress)
-            .await;
-        if let Err(e) = self.record(&config, &w, &mut result) {
+        // In a task of its own, so a panic ends this run only, and is recorded.
+        let started = RunResult::new(&config, &w, id.clone());
+        let run = (self.runner)(self.clone(), config.clone(), w.clone(), id, progress);
+        let result = match tokio::spawn(run).await {
+            Ok(result) => result,
+            Err(e) => {
+                let mut result = started;
+                result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
+                result.finished_unix_ms = crate::history::now_unix_ms();
+                result
+            }
+        };
+        self.finish(&config, &w, result);
+    }
+
+    /// Records a finished run and hands it to the sinks.
+    fn finish(&self, config: &Config, w: &Workload, mut result: RunResult) {
+        if let Err(e) = self.record(config, w, &mut result) {
             tracing::error!(workload = %w.name, run = %result.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(&w.name, &result);
-        self.progress.lock().unwrap().remove(&w.name);
-        self.metrics.set_running(&w.name, false);
     }
 
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
@@ -427,5 +523,100 @@ impl Daemon {
             })
             .collect();
         format!("running {}", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon over a history in `dir`, with one workload `w` on target `t`, whose runs
+    /// are carried out by `runner`.
+    fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
+        let text = format!(
+            "state_dir = {:?}\n[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+             [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+            dir.display().to_string()
+        );
+        let config = Config::parse(&text, Path::new("test.toml"), dir).unwrap();
+        let metrics = Arc::new(StatusMetrics::default());
+        let d = Arc::new(Daemon {
+            history: Arc::new(History::open(&dir.join("history.sqlite")).unwrap()),
+            metrics: metrics.clone(),
+            sinks: Arc::new(Sinks(vec![metrics as Arc<dyn RunSink>])),
+            ctx: RunContext::default(),
+            shutdown: CancellationToken::new(),
+            target_locks: Mutex::default(),
+            tasks: Mutex::default(),
+            previous_due: Mutex::default(),
+            progress: Mutex::default(),
+            runner,
+        });
+        (d, Arc::new(config))
+    }
+
+    fn panicking(
+        _: Arc<Daemon>,
+        _: Arc<Config>,
+        _: Workload,
+        _: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async { panic!("replay blew up: index 3 of 2") })
+    }
+
+    fn unreachable_run(
+        _: Arc<Daemon>,
+        _: Arc<Config>,
+        _: Workload,
+        _: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async { unreachable!("the run must not start") })
+    }
+
+    #[tokio::test]
+    async fn a_panicking_run_is_an_error_verdict_and_the_workload_runs_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, c) = daemon(dir.path(), panicking);
+        let w = c.workloads[0].clone();
+        for _ in 0..2 {
+            d.start_run(c.clone(), w.clone()).await.unwrap();
+            // Not left "running": the next due time runs it instead of skipping it.
+            assert!(d.metrics.running().is_empty(), "{:?}", d.metrics.running());
+            assert!(d.progress.lock().unwrap().is_empty());
+        }
+        let runs = d.history.recent(Some("w"), 10).unwrap();
+        assert_eq!(runs.len(), 2);
+        for r in &runs {
+            assert_eq!(
+                r.verdict.to_string(),
+                "error: the run panicked: replay blew up: index 3 of 2"
+            );
+            assert!(r.artifacts.join("verdict.json").exists());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stop_while_waiting_for_the_target_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, c) = daemon(dir.path(), unreachable_run);
+        // Another workload's run holds the target.
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        d.target_locks
+            .lock()
+            .unwrap()
+            .insert("t".into(), lock.clone());
+        let _turn = lock.lock().await;
+        let task = d.start_run(c.clone(), c.workloads[0].clone());
+        d.shutdown.cancel();
+        task.await.unwrap();
+        assert!(d.metrics.running().is_empty());
+        let runs = d.history.recent(Some("w"), 10).unwrap();
+        assert_eq!(runs.len(), 1, "the waiting run is recorded");
+        assert_eq!(
+            runs[0].verdict.to_string(),
+            "error: interrupted: the daemon stopped while the run waited for its turn on target t"
+        );
     }
 }

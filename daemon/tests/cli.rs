@@ -127,6 +127,59 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
 }
 
 #[test]
+fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    for (header, expected) in [
+        ("Authorization Bearer sk-SECRET-9:x", "invalid name"),
+        ("Bearer sk-SECRET-9", "found no ':'"),
+        ("x-api-key: sk-SECRET-9\u{7f}", "x-api-key: invalid value"),
+    ] {
+        let out = replay_arxiv(
+            dir.path(),
+            "http://127.0.0.1:9",
+            &["-H", "x-ok: 1", "-H", header],
+        );
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(msg.contains("--header #2 (value not shown)"), "{msg}");
+        assert!(msg.contains(expected), "{header}: {msg}");
+        assert!(!msg.contains("SECRET"), "{msg}");
+    }
+    let out = replay_arxiv(
+        dir.path(),
+        "ftp://user:pw-SECRET@127.0.0.1:9/v1?key=k-SECRET",
+        &[],
+    );
+    let msg = text(&out);
+    assert!(
+        msg.contains("target URL ftp://127.0.0.1:9/v1: scheme must be http or https"),
+        "{msg}"
+    );
+    assert!(!msg.contains("SECRET"), "{msg}");
+}
+
+#[test]
+fn zero_concurrency_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &["--concurrency", "0"]);
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("--concurrency"), "{msg}");
+}
+
+#[test]
+fn an_unknown_log_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = canaryd(&["--log-format", "yaml", "check-config"], dir.path());
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(
+        msg.contains("'yaml'") && msg.contains("text") && msg.contains("json"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key"), "sk-canary-SECRET-123\n").unwrap();

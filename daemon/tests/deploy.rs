@@ -1,5 +1,6 @@
-//! The deployment files in `deploy/`: the systemd unit's hardening, rated by systemd itself, and
-//! the Kubernetes shard Job's consistency with `--shard`.
+//! The deployment files in `deploy/`: the systemd unit's hardening, rated by systemd itself,
+//! the README section it points to, the Kubernetes DaemonSet's config (valid, and consistent with
+//! the pod's env and privileges) and the shard Job's consistency with `--shard`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,4 +59,97 @@ fn shard_job_runs_one_shard_per_completion_index() {
         job.contains(&format!("--shard \"${{JOB_COMPLETION_INDEX}}/{n}\"")),
         "--shard must use the completion index and N = completions = {n}"
     );
+}
+
+#[test]
+fn systemd_unit_points_to_a_readme_section_that_exists() {
+    let unit = std::fs::read_to_string(deploy("systemd/canaryd.service")).unwrap();
+    let section = unit
+        .lines()
+        .find_map(|l| l.split("see README (\"").nth(1)?.split("\")").next())
+        .expect("the unit names a README section as: see README (\"Section\")");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    assert!(
+        readme
+            .lines()
+            .any(|l| l.starts_with('#') && l.trim_start_matches('#').trim() == section),
+        "README.md has no heading {section:?}"
+    );
+}
+
+/// The `canaryd.toml` embedded in the DaemonSet's ConfigMap, dedented.
+fn configmap_toml(yaml: &str) -> String {
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != "canaryd.toml: |");
+    let header = lines
+        .next()
+        .expect("a `canaryd.toml: |` block in daemonset.yaml");
+    let indent = header.len() - header.trim_start().len() + 2;
+    lines
+        .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
+        .map(|l| l.get(indent..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn daemonset_config_is_valid_and_matches_the_pod() {
+    let yaml = std::fs::read_to_string(deploy("k8s/daemonset.yaml")).unwrap();
+    let toml = configmap_toml(&yaml);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .arg("check-config")
+        .arg(&path)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n---\n{toml}");
+    assert!(text.contains("1 workload(s)"), "{text}");
+    let config = canaryd::config::Config::parse(&toml, &path, dir.path()).unwrap();
+    // The probes reach the status endpoint on the pod's address.
+    assert!(
+        config.status_listen.ip().is_unspecified(),
+        "{}",
+        config.status_listen
+    );
+
+    // Every variable the pod sets is one the config reads, and the other way round.
+    let env: Vec<&str> = yaml
+        .lines()
+        .skip_while(|l| l.trim() != "env:")
+        .take_while(|l| l.trim() != "ports:")
+        .filter_map(|l| l.trim().strip_prefix("- name: "))
+        .collect();
+    let named: Vec<String> = config
+        .targets
+        .values()
+        .filter_map(|t| match &t.api_key {
+            Some(canaryd::config::ApiKeySource::Env(v)) => Some(v.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(env, named, "the pod's env and the config's api_key_env");
+
+    // An unprivileged pod cannot load eBPF programs: the config must not ask for it, and
+    // capabilities added for it would be a false promise.
+    let code: Vec<&str> = yaml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let root = code.iter().any(|l| l.trim() == "runAsUser: 0");
+    if !root {
+        assert!(
+            !config.telemetry.ebpf,
+            "ebpf on in a pod running as non-root"
+        );
+        assert!(
+            !code.iter().any(|l| l.trim().starts_with("add:")),
+            "capabilities added to a non-root container do not reach its process"
+        );
+    }
 }

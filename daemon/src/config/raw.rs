@@ -74,13 +74,13 @@ pub struct Otlp {
     #[serde(default)]
     pub headers: BTreeMap<String, toml::Spanned<HeaderValue>>,
     /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else `10s`).
-    pub timeout: Option<HumanDuration>,
+    pub timeout: Option<Period>,
     /// Fraction of requests whose span is exported (default 1).
     pub sample_ratio: Option<Fraction>,
     /// How often metrics are pushed (default `OTEL_METRIC_EXPORT_INTERVAL`, else `10s`).
-    pub metrics_interval: Option<HumanDuration>,
+    pub metrics_interval: Option<Period>,
     /// How long the final flush may take when the daemon stops (default `10s`).
-    pub flush_timeout: Option<HumanDuration>,
+    pub flush_timeout: Option<Period>,
 }
 
 /// An `[otlp.headers]` value: a string, or a table saying where the value is.
@@ -130,11 +130,11 @@ pub struct Telemetry {
     /// `libnvidia-ml.so` path.
     pub nvml_lib: Option<PathBuf>,
     /// Default `500ms`.
-    pub gpu_interval: Option<HumanDuration>,
-    /// dcgm-exporter URL.
-    pub dcgm_url: Option<String>,
+    pub gpu_interval: Option<Period>,
+    /// dcgm-exporter URL (`http://host:port/metrics`).
+    pub dcgm_url: Option<toml::Spanned<String>>,
     /// Default `1s`.
-    pub scrape_interval: Option<HumanDuration>,
+    pub scrape_interval: Option<Period>,
     /// Kernel socket timing; default true (without privileges it is reported once, then off).
     pub ebpf: Option<bool>,
 }
@@ -144,42 +144,44 @@ pub struct Telemetry {
 #[serde(deny_unknown_fields)]
 pub struct Baseline {
     /// Default 20.
-    pub runs: Option<usize>,
-    /// Default 3.
-    pub min_runs: Option<usize>,
-    /// Default 0.001.
-    pub alpha: Option<f64>,
-    /// Default 3.
-    pub k_mad: Option<f64>,
-    /// Default 0.05.
-    pub min_shift: Option<f64>,
-    /// Default 1.
-    pub min_shift_ms: Option<f64>,
+    pub runs: Option<toml::Spanned<usize>>,
+    /// Default 3; at most `runs`.
+    pub min_runs: Option<toml::Spanned<usize>>,
+    /// Default 0.001; strictly between 0 and 1.
+    pub alpha: Option<Probability>,
+    /// Default 3; zero or more.
+    pub k_mad: Option<NonNegative>,
+    /// Default 0.05; zero or more.
+    pub min_shift: Option<NonNegative>,
+    /// Default 1; zero or more.
+    pub min_shift_ms: Option<NonNegative>,
 }
 
 /// `[targets.NAME]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Base URL, `http://host:port` or `https://…`.
-    pub url: String,
+    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent).
+    pub url: toml::Spanned<String>,
     /// Model name sent.
     pub model: String,
     /// `chat` (default) or `completions`.
     pub endpoint: Option<EndpointName>,
-    /// Environment variable holding the API key.
-    pub api_key_env: Option<String>,
+    /// Environment variable holding the API key. Without this or `api_key_file` no key is
+    /// sent (`OPENAI_API_KEY` is not read unless named here).
+    pub api_key_env: Option<toml::Spanned<String>>,
     /// File holding the API key.
-    pub api_key_file: Option<PathBuf>,
-    /// Extra headers.
+    pub api_key_file: Option<toml::Spanned<PathBuf>>,
+    /// Extra headers; values are never shown in errors or logs.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Server `/metrics` (default: on the target's host and port; `""` turns it off).
-    pub metrics_url: Option<String>,
+    pub headers: BTreeMap<String, toml::Spanned<String>>,
+    /// Server `/metrics`, an `http://` URL (default: on the target's host and port; `""`
+    /// turns it off).
+    pub metrics_url: Option<toml::Spanned<String>>,
     /// The server's PID.
     pub server_pid: Option<u32>,
-    /// Default `10m`.
-    pub request_timeout: Option<HumanDuration>,
+    /// Default `10m`; at most a year.
+    pub request_timeout: Option<Period>,
     /// PEM bundle for https.
     pub ca_bundle: Option<PathBuf>,
     /// Default false.
@@ -206,24 +208,24 @@ pub struct Workload {
     pub speedup: Option<Positive>,
     /// Length scaling.
     pub scale_lengths: Option<Positive>,
-    /// Concurrency ceiling.
-    pub concurrency: Option<usize>,
+    /// Concurrency ceiling, 1 or more.
+    pub concurrency: Option<AtLeastOne>,
     /// Default 0.
     pub warmup_requests: Option<usize>,
-    /// `"15m"`: a run every period.
-    pub every: Option<HumanDuration>,
+    /// `"15m"`: a run every period (at most a year).
+    pub every: Option<Period>,
     /// A cron expression (5 or 6 fields, UTC).
     pub cron: Option<CronExpr>,
-    /// A random delay up to this much before each run.
-    pub jitter: Option<HumanDuration>,
+    /// A random delay up to this much before each run (at most a year).
+    pub jitter: Option<Period>,
     /// aiperf goodput syntax.
     pub slos: Option<SloSpec>,
     /// Default 0.95.
     pub min_good_fraction: Option<Fraction>,
     /// Default 0.05.
     pub max_error_rate: Option<Fraction>,
-    /// Default `30s`.
-    pub grace_period: Option<HumanDuration>,
+    /// Default `30s`; at most a year.
+    pub grace_period: Option<Period>,
     /// `tokenizer.json`.
     pub tokenizer: Option<PathBuf>,
     /// Default 0.
@@ -242,6 +244,74 @@ impl<'de> Deserialize<'de> for HumanDuration {
         duration::parse(&s)
             .map(HumanDuration)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A duration of at most a year: a schedule period, jitter, timeout or interval, which is
+/// added to clock readings (a longer one is a typo, and a huge one would overflow them).
+#[derive(Debug, Clone, Copy)]
+pub struct Period(pub Duration);
+
+impl<'de> Deserialize<'de> for Period {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
+        })?;
+        duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
+            .map(Period)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A count of 1 or more (`concurrency = 0` would never send a request).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLeastOne(pub usize);
+
+impl<'de> Deserialize<'de> for AtLeastOne {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match usize::deserialize(d) {
+            Ok(n) if n >= 1 => Ok(AtLeastOne(n)),
+            Ok(n) => Err(serde::de::Error::custom(format!(
+                "expected 1 or more, found {n}"
+            ))),
+            Err(_) => Err(serde::de::Error::custom(
+                "expected a whole number, 1 or more",
+            )),
+        }
+    }
+}
+
+/// A probability strictly between 0 and 1 (a significance level).
+#[derive(Debug, Clone, Copy)]
+pub struct Probability(pub f64);
+
+impl<'de> Deserialize<'de> for Probability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v < 1.0 {
+            Ok(Probability(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a number strictly between 0 and 1, found {v}"
+            )))
+        }
+    }
+}
+
+/// A finite number, zero or more.
+#[derive(Debug, Clone, Copy)]
+pub struct NonNegative(pub f64);
+
+impl<'de> Deserialize<'de> for NonNegative {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v >= 0.0 && v.is_finite() {
+            Ok(NonNegative(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a finite number, zero or more, found {v}"
+            )))
+        }
     }
 }
 

@@ -256,3 +256,211 @@ fn otlp_header_values_are_read_when_the_exporter_starts() {
     assert_eq!(x.sample_ratio, 0.25);
     assert_eq!(x.timeout, Duration::from_secs(2));
 }
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+fn line(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {text}"))
+        + 1
+}
+
+/// The error of `text`, which must start with `canaryd.toml:LINE: KEY` where LINE is the line
+/// holding `at`.
+fn error_at(text: &str, at: &str, key: &str) -> String {
+    let e = parse(text).unwrap_err().to_string();
+    let want = format!("canaryd.toml:{}: {key}", line(text, at));
+    assert!(e.starts_with(&want), "want {want:?}, got {e}");
+    e
+}
+
+#[test]
+fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
+    for (from, to, key) in [
+        (
+            "every = \"15m\"",
+            "every = \"1e19\"",
+            "workloads.chat.every",
+        ),
+        (
+            "every = \"15m\"",
+            "every = \"1e20\"",
+            "workloads.chat.every",
+        ),
+        (
+            "every = \"15m\"",
+            "every = \"366d\"",
+            "workloads.chat.every",
+        ),
+        (
+            "jitter = \"30s\"",
+            "jitter = \"1e19\"",
+            "workloads.chat.jitter",
+        ),
+        (
+            "model = \"m\"",
+            "model = \"m\"\nrequest_timeout = \"1e19\"",
+            "targets.local.request_timeout",
+        ),
+        (
+            "slos = \"time_to_first_token:400\"",
+            "slos = \"time_to_first_token:400\"\ngrace_period = \"1e19\"",
+            "workloads.chat.grace_period",
+        ),
+    ] {
+        let text = GOOD.replace(from, to);
+        let at = to.lines().last().unwrap();
+        let e = error_at(&text, at, key);
+        assert!(e.contains("too long"), "{e}");
+    }
+    // A year is the most a period may be; retention may be longer.
+    assert!(parse(&GOOD.replace("every = \"15m\"", "every = \"365d\"")).is_ok());
+    let text = format!("{GOOD}[export]\nretention_age = \"3650d\"\n");
+    assert_eq!(
+        parse(&text).unwrap().retention_age,
+        Duration::from_secs(3650 * 86400)
+    );
+}
+
+#[test]
+fn zero_concurrency_is_refused() {
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 0");
+    let e = error_at(&text, "concurrency = 0", "workloads.chat.concurrency: ");
+    assert!(e.contains("expected 1 or more, found 0"), "{e}");
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 8");
+    assert_eq!(parse(&text).unwrap().workloads[0].concurrency, Some(8));
+}
+
+#[test]
+fn baseline_numbers_are_checked() {
+    for (key, value, expected) in [
+        ("alpha", "nan", "strictly between 0 and 1"),
+        ("alpha", "0.0", "strictly between 0 and 1"),
+        ("alpha", "1", "strictly between 0 and 1"),
+        ("k_mad", "nan", "zero or more"),
+        ("k_mad", "-1.0", "zero or more"),
+        ("min_shift", "inf", "zero or more"),
+        ("min_shift_ms", "-2", "zero or more"),
+    ] {
+        let text = format!("{GOOD}[baseline]\n{key} = {value}\n");
+        let e = error_at(
+            &text,
+            &format!("{key} = {value}"),
+            &format!("baseline.{key}: "),
+        );
+        assert!(e.contains(expected), "{e}");
+    }
+    let text = format!("{GOOD}[baseline]\nalpha = 0.01\nk_mad = 0\n");
+    let b = parse(&text).unwrap().baseline;
+    assert_eq!((b.alpha, b.k_mad), (0.01, 0.0));
+    // min_runs above runs: the line of min_runs, or of runs when only runs is set.
+    let text = format!("{GOOD}[baseline]\nruns = 5\nmin_runs = 6\n");
+    let e = error_at(&text, "min_runs = 6", "baseline.min_runs (6)");
+    assert!(e.contains("must not exceed baseline.runs (5)"), "{e}");
+    let text = format!("{GOOD}[baseline]\nruns = 2\n");
+    error_at(&text, "runs = 2", "baseline.min_runs (3)");
+}
+
+#[test]
+fn target_errors_name_their_line() {
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\napi_key_file = \"/k\"",
+    );
+    error_at(
+        &text,
+        "api_key_file",
+        "targets.local: set api_key_env or api_key_file, not both",
+    );
+    let text = GOOD.replace("http://127.0.0.1:8000", "ftp://127.0.0.1:8000");
+    let e = error_at(&text, "ftp://", "targets.local.url: ");
+    assert!(e.contains("scheme must be http or https"), "{e}");
+}
+
+#[test]
+fn urls_are_never_shown_with_user_info_or_query() {
+    let text = GOOD.replace(
+        "http://127.0.0.1:8000",
+        "ftp://admin:pw-SECRET-1@127.0.0.1:8000/v1?key=Q-SECRET-2",
+    );
+    let e = error_at(&text, "ftp://", "targets.local.url: ");
+    assert!(e.contains("ftp://127.0.0.1:8000/v1"), "{e}");
+    assert!(!e.contains("SECRET"), "{e}");
+    // User info is not sent, so it is refused rather than kept as a secret nobody uses.
+    let text = GOOD.replace(
+        "http://127.0.0.1:8000",
+        "http://admin:pw-SECRET-1@127.0.0.1:8000",
+    );
+    let e = error_at(&text, "admin:", "targets.local.url: user info");
+    assert!(!e.contains("SECRET"), "{e}");
+}
+
+#[test]
+fn metrics_and_dcgm_urls_are_checked_at_load() {
+    let with_metrics = |url: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\nmetrics_url = \"{url}\""),
+        )
+    };
+    for (url, expected) in [
+        ("https://127.0.0.1:8000/metrics", "https is not supported"),
+        ("127.0.0.1:8000/metrics", "expected an http:// URL"),
+        ("http://", "no host"),
+        ("http://u:pw-SECRET@127.0.0.1:8000/metrics", "user info"),
+    ] {
+        let text = with_metrics(url);
+        let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
+        assert!(e.contains(expected), "{url}: {e}");
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+    let c = parse(&with_metrics(
+        "http://127.0.0.1:8000/metrics?format=prometheus",
+    ))
+    .unwrap();
+    assert!(c.targets["local"].metrics_url.is_some());
+    assert_eq!(
+        parse(&with_metrics("")).unwrap().targets["local"].metrics_url,
+        None
+    );
+
+    let text = format!("{GOOD}[telemetry]\ndcgm_url = \"dcgm:9400\"\n");
+    let e = error_at(&text, "dcgm_url", "telemetry.dcgm_url: ");
+    assert!(e.contains("expected an http:// URL"), "{e}");
+    let text = format!("{GOOD}[telemetry]\ndcgm_url = \"http://127.0.0.1:9400/metrics\"\n");
+    assert_eq!(
+        parse(&text).unwrap().telemetry.dcgm_url.as_deref(),
+        Some("http://127.0.0.1:9400/metrics")
+    );
+}
+
+#[test]
+fn target_headers_are_checked_and_their_values_never_shown() {
+    let with = |headers: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\nheaders = {{ {headers} }}"),
+        )
+    };
+    let c = parse(&with("X-Api-Key = \"hdr-SECRET-77\", x-canary = \"1\"")).unwrap();
+    let names: Vec<&str> = c.targets["local"]
+        .headers
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(names, ["x-api-key", "x-canary"]);
+    assert!(!format!("{c:?}").contains("hdr-SECRET-77"), "{c:?}");
+
+    let e = error_at(
+        &with("\"X Api Key\" = \"hdr-SECRET-77\""),
+        "headers",
+        "targets.local.headers.\"X Api Key\": not a valid HTTP header name",
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+    let e = error_at(
+        &with("x-api-key = \"hdr-SECRET-77\\n\""),
+        "headers",
+        "targets.local.headers.x-api-key: the value is not a valid HTTP header value",
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+}
