@@ -100,6 +100,8 @@ pub struct Otlp {
     pub metrics_interval: Option<Duration>,
     /// How long the final flush may take.
     pub flush_timeout: Duration,
+    /// CA bundle for https endpoints.
+    pub certificate: Option<PathBuf>,
 }
 
 impl Default for Otlp {
@@ -114,6 +116,7 @@ impl Default for Otlp {
             sample_ratio: None,
             metrics_interval: None,
             flush_timeout: Duration::from_secs(10),
+            certificate: None,
         }
     }
 }
@@ -212,6 +215,9 @@ impl Otlp {
         }
         if let Some(r) = self.sample_ratio {
             c.sample_ratio = r;
+        }
+        if self.certificate.is_some() {
+            c.certificate.clone_from(&self.certificate);
         }
         if let Some(i) = self.metrics_interval {
             c.metrics_interval = i;
@@ -735,6 +741,7 @@ fn otlp(
         sample_ratio: o.sample_ratio.map(|r| r.0),
         metrics_interval: positive("metrics_interval", o.metrics_interval)?,
         flush_timeout: o.flush_timeout.map_or(Duration::from_secs(10), |d| d.0),
+        certificate: o.certificate.map(|p| rel(p)),
     })
 }
 

@@ -81,6 +81,9 @@ pub struct Otlp {
     pub metrics_interval: Option<Period>,
     /// How long the final flush may take when the daemon stops (default `10s`).
     pub flush_timeout: Option<Period>,
+    /// PEM CA bundle for `https` endpoints, besides the system store
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub certificate: Option<PathBuf>,
 }
 
 /// An `[otlp.headers]` value: a string, or a table saying where the value is.

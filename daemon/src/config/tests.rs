@@ -142,6 +142,7 @@ timeout = "2s"
 sample_ratio = 0.25
 metrics_interval = "5s"
 flush_timeout = "3s"
+certificate = "otlp-ca.pem"
 
 [otlp.headers]
 x-org = "canary-PLAIN-77"
@@ -156,6 +157,10 @@ fn otlp_settings_are_read_and_header_values_never_shown() {
     assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
     assert_eq!(o.timeout, Some(Duration::from_secs(2)));
     assert_eq!(o.sample_ratio, Some(0.25));
+    assert_eq!(
+        o.certificate.as_deref(),
+        Some(Path::new("/etc/canaryd/otlp-ca.pem"))
+    );
     assert_eq!(o.metrics_interval, Some(Duration::from_secs(5)));
     assert_eq!(o.flush_timeout, Duration::from_secs(3));
     let names: Vec<&str> = o.headers.iter().map(|(k, _)| k.as_str()).collect();
@@ -182,14 +187,14 @@ fn bad_otlp_settings_name_line_and_key() {
         let text = format!("{GOOD}{}", OTLP.replace(from, to));
         parse(&text).unwrap_err().to_string()
     };
-    let e = with("http://127.0.0.1:4318", "https://collector:4318");
+    let e = with("http://127.0.0.1:4318", "grpc://collector:4317");
     assert!(
-        e.starts_with("canaryd.toml:22: otlp.endpoint: https is not built in"),
+        e.starts_with("canaryd.toml:22: otlp.endpoint: expected an http:// or https:// URL"),
         "{e}"
     );
     let e = with("\"http://127.0.0.1:8428", "\"ftp://user:pw@vm:8428");
     assert!(
-        e.contains(":23: otlp.metrics_endpoint: expected an http:// URL"),
+        e.contains(":23: otlp.metrics_endpoint: expected an http:// or https:// URL"),
         "{e}"
     );
     assert!(!e.contains("pw@"), "{e}");
@@ -210,12 +215,12 @@ fn bad_otlp_settings_name_line_and_key() {
         "{ file = \"otlp-key\", env = \"K\" }",
     );
     assert!(
-        e.contains(":32: otlp.headers.x-api-key: expected exactly one of"),
+        e.contains(":33: otlp.headers.x-api-key: expected exactly one of"),
         "{e}"
     );
     let e = with("{ file = \"otlp-key\" }", "{ path = \"otlp-key\" }");
     assert!(
-        e.contains(":32: otlp.headers.x-api-key") && e.contains("path"),
+        e.contains(":33: otlp.headers.x-api-key") && e.contains("path"),
         "{e}"
     );
     let e = with("x-org = \"canary-PLAIN-77\"", "x-org = 7");
