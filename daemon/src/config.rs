@@ -741,7 +741,7 @@ fn otlp(
         sample_ratio: o.sample_ratio.map(|r| r.0),
         metrics_interval: positive("metrics_interval", o.metrics_interval)?,
         flush_timeout: o.flush_timeout.map_or(Duration::from_secs(10), |d| d.0),
-        certificate: o.certificate.map(|p| rel(p)),
+        certificate: o.certificate.map(rel),
     })
 }
 
