@@ -110,4 +110,14 @@ impl Stamped for GpuSample {
     fn at(&self) -> MonoTime {
         self.at
     }
+
+    /// One series per GPU and source: NVML's GPU 0 and DCGM's GPU 0 are kept apart even when
+    /// they are the same device.
+    fn series(&self) -> u64 {
+        let source = match self.source {
+            GpuSource::Nvml => 0,
+            GpuSource::Dcgm => 1,
+        };
+        (source << 32) | u64::from(self.gpu)
+    }
 }
