@@ -8,5 +8,6 @@ mod dcgm;
 mod engines;
 mod fixtures;
 mod fuzz;
+mod gpu_sources;
 mod nvml;
 mod scraper;
