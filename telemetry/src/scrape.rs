@@ -26,8 +26,8 @@ pub struct ServerMetricsConfig {
     pub timeout: Duration,
     /// Samples kept in the ring (default 7200: two hours at 1 s).
     pub capacity: usize,
-    /// Keep every parsed page in its sample, not only for unknown engines (memory grows with
-    /// the page size times `capacity`; default false).
+    /// Keep every parsed page in its sample (memory grows with the page size times
+    /// `capacity`; default false, whatever the engine).
     pub keep_raw: bool,
 }
 
@@ -195,13 +195,13 @@ pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
     match endpoint.get(timeout).await {
         Ok((text, at)) => {
             let s = ServerSample::from_scrape(prometheus::parse(&text), at, false);
-            let families = s.raw.as_ref().map(|r| r.families.len());
-            match (s.engine, families) {
-                (Some(crate::Engine::Unknown), Some(n)) => {
-                    SourceState::available(format!("{url}: unknown engine, {n} metric families"))
-                }
-                (Some(e), _) => SourceState::available(format!("{url}: engine {e:?}")),
-                _ => SourceState::available(url.to_owned()),
+            match s.engine {
+                Some(crate::Engine::Unknown) => SourceState::available(format!(
+                    "{url}: unknown engine, {} metric families",
+                    s.families
+                )),
+                Some(e) => SourceState::available(format!("{url}: engine {e:?}")),
+                None => SourceState::available(url.to_owned()),
             }
         }
         Err(e) => SourceState::unavailable(http::error_chain(&e)),
