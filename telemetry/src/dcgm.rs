@@ -100,8 +100,9 @@ pub struct DcgmConfig {
     /// Time between scrapes (default 1 s; dcgm-exporter itself collects every 30 s unless
     /// started with `-c`).
     pub interval: Duration,
-    /// Give up on one scrape after this long (default 900 ms).
-    pub timeout: Duration,
+    /// Give up on one scrape after this long; `None` (the default) derives it from `interval`
+    /// with [`default_scrape_timeout`](crate::default_scrape_timeout) (900 ms at 1 s).
+    pub timeout: Option<Duration>,
     /// Samples kept (one per GPU per scrape; default 28800: 8 GPUs for an hour at 1 s).
     pub capacity: usize,
 }
@@ -111,7 +112,7 @@ impl Default for DcgmConfig {
         DcgmConfig {
             url: DEFAULT_DCGM_URL.to_owned(),
             interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(900),
+            timeout: None,
             capacity: 28_800,
         }
     }
@@ -133,7 +134,9 @@ impl DcgmScraper {
         Ok(DcgmScraper {
             endpoint: Endpoint::parse(&config.url)?,
             interval: config.interval,
-            timeout: config.timeout,
+            timeout: config
+                .timeout
+                .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
             ring: Ring::new(config.capacity),
             state: SharedState::default(),
         })

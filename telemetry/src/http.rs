@@ -76,6 +76,14 @@ pub enum ScrapeError {
     },
 }
 
+/// The timeout of one scrape when none is configured: 90 % of the interval, so a slow page
+/// (a large vLLM page under load) still gets most of the time between scrapes, but never less
+/// than 900 ms (sub-second intervals would otherwise fail every scrape of a busy server: the
+/// next tick just waits) nor more than 10 s (the end-of-run scrape waits for it).
+pub fn default_scrape_timeout(interval: Duration) -> Duration {
+    (interval * 9 / 10).clamp(Duration::from_millis(900), Duration::from_secs(10))
+}
+
 /// Formats an error with its whole `source()` chain: "a: b: c".
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();

@@ -73,7 +73,7 @@ pub use dcgm::{
 };
 pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
 pub use gpu::{GpuSample, GpuSource};
-pub use http::{error_chain, ScrapeError, MAX_BODY_BYTES};
+pub use http::{default_scrape_timeout, error_chain, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};

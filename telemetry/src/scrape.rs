@@ -22,8 +22,9 @@ pub struct ServerMetricsConfig {
     pub url: String,
     /// Time between scrapes (default 1 s).
     pub interval: Duration,
-    /// Give up on one scrape after this long (default 900 ms, under the interval).
-    pub timeout: Duration,
+    /// Give up on one scrape after this long; `None` (the default) derives it from `interval`
+    /// with [`default_scrape_timeout`](crate::default_scrape_timeout) (900 ms at 1 s).
+    pub timeout: Option<Duration>,
     /// Samples kept in the ring (default 7200: two hours at 1 s).
     pub capacity: usize,
     /// Keep every parsed page in its sample (memory grows with the page size times
@@ -37,7 +38,7 @@ impl ServerMetricsConfig {
         ServerMetricsConfig {
             url: url.into(),
             interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(900),
+            timeout: None,
             capacity: 7200,
             keep_raw: false,
         }
@@ -69,7 +70,9 @@ impl ServerMetricsScraper {
         Ok(ServerMetricsScraper {
             handle: ServerMetrics {
                 endpoint: Arc::new(endpoint),
-                timeout: config.timeout,
+                timeout: config
+                    .timeout
+                    .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
                 keep_raw: config.keep_raw,
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
@@ -135,6 +138,11 @@ impl ServerMetrics {
     /// The URL scraped.
     pub fn url(&self) -> &str {
         &self.endpoint.url
+    }
+
+    /// How long one scrape may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Whether the endpoint answers, and why not.

@@ -98,7 +98,7 @@ async fn dcgm_scraper_on_loopback() {
     let scraper = DcgmScraper::new(DcgmConfig {
         url,
         interval: Duration::from_millis(20),
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
         capacity: 3,
     })
     .unwrap();

@@ -31,7 +31,7 @@ async fn both_sources(page: String) -> Option<(Vec<GpuSample>, MonoTime, MonoTim
     let dcgm = DcgmScraper::new(DcgmConfig {
         url: format!("{base}/metrics"),
         interval: Duration::from_millis(20),
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
         capacity: 1000,
     })
     .unwrap();
