@@ -95,8 +95,10 @@ pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
 /// Settings of a [`DcgmScraper`].
 #[derive(Debug, Clone)]
 pub struct DcgmConfig {
-    /// dcgm-exporter's URL (default [`DEFAULT_DCGM_URL`]).
+    /// dcgm-exporter's URL (default [`DEFAULT_DCGM_URL`]; `https://` works too).
     pub url: String,
+    /// TLS client settings for an `https://` URL; `None` trusts the system's roots.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// Time between scrapes (default 1 s; dcgm-exporter itself collects every 30 s unless
     /// started with `-c`).
     pub interval: Duration,
@@ -111,6 +113,7 @@ impl Default for DcgmConfig {
     fn default() -> Self {
         DcgmConfig {
             url: DEFAULT_DCGM_URL.to_owned(),
+            tls: None,
             interval: Duration::from_secs(1),
             timeout: None,
             capacity: 28_800,
@@ -132,7 +135,7 @@ impl DcgmScraper {
     /// Validates the URL; nothing is contacted yet.
     pub fn new(config: DcgmConfig) -> Result<DcgmScraper, ScrapeError> {
         Ok(DcgmScraper {
-            endpoint: Endpoint::parse(&config.url)?,
+            endpoint: Endpoint::parse(&config.url, config.tls.clone())?,
             interval: config.interval,
             timeout: config
                 .timeout
@@ -175,9 +178,10 @@ impl DcgmScraper {
     }
 }
 
-/// Tries one scrape of dcgm-exporter (for `canaryd doctor`).
+/// Tries one scrape of dcgm-exporter (for `canaryd doctor`; `https://` against the system's
+/// roots).
 pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
-    let result = match Endpoint::parse(url) {
+    let result = match Endpoint::parse(url, None) {
         Ok(e) => e.get(timeout).await,
         Err(e) => Err(e),
     };

@@ -7,9 +7,9 @@
 //! Sources, each optional and each able to say why it is off ([`SourceState`], also what
 //! `canaryd doctor` prints):
 //!
-//! - the inference server's `/metrics` — [`ServerMetricsScraper`] parses it with the tolerant
-//!   [`prometheus`] parser, detects the [`Engine`] (vLLM V0/V1, SGLang, Dynamo, TGI, llama.cpp)
-//!   and maps it onto canonical signals ([`ServerSample`]); [`RunServerSummary`] gives the
+//! - the inference server's `/metrics` (`http://` or `https://`) — [`ServerMetricsScraper`]
+//!   parses it with the tolerant [`prometheus`] parser, detects the [`Engine`] (vLLM V0/V1,
+//!   SGLang, Dynamo, TGI, llama.cpp) and maps it onto canonical signals ([`ServerSample`]); [`RunServerSummary`] gives the
 //!   server's own latency percentiles, token counts and cache behaviour over a run;
 //! - NVML in-process — [`NvmlSampler`] through `nvml-wrapper`, one [`GpuSample`] per GPU;
 //! - dcgm-exporter — [`DcgmScraper`] maps `DCGM_FI_*` onto the same [`GpuSample`].

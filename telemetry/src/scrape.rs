@@ -18,8 +18,11 @@ use crate::summary::RunServerSummary;
 /// Settings of a [`ServerMetricsScraper`].
 #[derive(Debug, Clone)]
 pub struct ServerMetricsConfig {
-    /// The `/metrics` URL (`http://host:port/metrics`).
+    /// The `/metrics` URL (`http://host:port/metrics` or `https://…`).
     pub url: String,
+    /// TLS client settings for an `https://` URL (e.g. `canary_replay::client_config` with
+    /// the target's CA bundle); `None` trusts the system's roots. Unused for `http://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Time between scrapes (default 1 s).
     pub interval: Duration,
     /// Give up on one scrape after this long; `None` (the default) derives it from `interval`
@@ -37,6 +40,7 @@ impl ServerMetricsConfig {
     pub fn new(url: impl Into<String>) -> ServerMetricsConfig {
         ServerMetricsConfig {
             url: url.into(),
+            tls: None,
             interval: Duration::from_secs(1),
             timeout: None,
             capacity: 7200,
@@ -64,9 +68,10 @@ pub struct ServerMetrics {
 }
 
 impl ServerMetricsScraper {
-    /// Validates the URL (plain `http://` only); nothing is contacted yet.
+    /// Validates the URL (`http://` or `https://`) and builds the TLS client an `https://`
+    /// URL needs; nothing is contacted yet.
     pub fn new(config: ServerMetricsConfig) -> Result<ServerMetricsScraper, ScrapeError> {
-        let endpoint = Endpoint::parse(&config.url)?;
+        let endpoint = Endpoint::parse(&config.url, config.tls.clone())?;
         Ok(ServerMetricsScraper {
             handle: ServerMetrics {
                 endpoint: Arc::new(endpoint),
@@ -194,9 +199,10 @@ impl ServerMetrics {
     }
 }
 
-/// Tries one scrape of `url` and says whether it works (for `canaryd doctor`).
+/// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
+/// URL is checked against the system's roots.
 pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
-    let endpoint = match Endpoint::parse(url) {
+    let endpoint = match Endpoint::parse(url, None) {
         Ok(e) => e,
         Err(e) => return SourceState::unavailable(http::error_chain(&e)),
     };

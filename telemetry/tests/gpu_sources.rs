@@ -30,6 +30,7 @@ async fn both_sources(page: String) -> Option<(Vec<GpuSample>, MonoTime, MonoTim
     let base = crate::scraper::serve(move |_| page.clone()).await;
     let dcgm = DcgmScraper::new(DcgmConfig {
         url: format!("{base}/metrics"),
+        tls: None,
         interval: Duration::from_millis(20),
         timeout: Some(Duration::from_secs(5)),
         capacity: 1000,
