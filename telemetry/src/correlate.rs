@@ -40,10 +40,10 @@ fn mean_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
 }
 
 /// One GPU as one source saw it: its samples in time order.
-struct Series<'a> {
-    source: GpuSource,
-    gpu: u32,
-    uuid: Option<&'a str>,
+pub(crate) struct Series<'a> {
+    pub source: GpuSource,
+    pub gpu: u32,
+    pub uuid: Option<&'a str>,
     samples: Vec<&'a GpuSample>,
 }
 
@@ -64,7 +64,7 @@ impl Series<'_> {
 /// usually more often) is kept and DCGM's dropped, so nothing is counted twice and energy
 /// counters are never differenced across sources. DCGM GPUs NVML does not see (another
 /// host's, by UUID) are kept.
-fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
+pub(crate) fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
     let mut all: Vec<Series<'_>> = Vec::new();
     for s in samples {
         match all
@@ -98,7 +98,11 @@ fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
 }
 
 /// One series' samples that describe `[t0, t1]`: the last before `t0`, then those inside.
-fn series_covering<'a>(s: &Series<'a>, t0: MonoTime, t1: MonoTime) -> Vec<&'a GpuSample> {
+pub(crate) fn series_covering<'a>(
+    s: &Series<'a>,
+    t0: MonoTime,
+    t1: MonoTime,
+) -> Vec<&'a GpuSample> {
     let split = s.samples.partition_point(|g| g.at < t0);
     s.samples[split.saturating_sub(1)..]
         .iter()
@@ -199,7 +203,7 @@ impl RunEnergy {
 }
 
 /// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU).
-fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
+pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
     let counters: Vec<(MonoTime, f64)> = s
         .iter()
         .filter_map(|g| g.energy_j.map(|e| (g.at, e)))

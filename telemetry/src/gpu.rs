@@ -5,6 +5,10 @@ use canary_core::MonoTime;
 
 use crate::ring::Stamped;
 
+mod summary;
+
+pub use summary::{throttle_reason_names, GpuRunStats, RunGpuSummary};
+
 /// Where a [`GpuSample`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -15,7 +15,10 @@
 //! - dcgm-exporter — [`DcgmScraper`] maps `DCGM_FI_*` onto the same [`GpuSample`].
 //!
 //! Samples live in bounded, time-ordered [`Ring`]s; the `correlate` functions
-//! ([`gpu_over_interval`], [`queue_depth_at`], [`energy_over_run`], …) are pure.
+//! ([`gpu_over_interval`], [`queue_depth_at`], [`energy_over_run`], …) are pure. They take GPU
+//! samples of several sources in any order and use one source per GPU (NVML where NVML and
+//! DCGM both see it). [`RunGpuSummary`] is a run's `gpu` section: utilization, power, energy,
+//! memory, temperature, throttle reasons and the server process's utilization.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -72,7 +75,7 @@ pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
 };
 pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
-pub use gpu::{GpuSample, GpuSource};
+pub use gpu::{throttle_reason_names, GpuRunStats, GpuSample, GpuSource, RunGpuSummary};
 pub use http::{default_scrape_timeout, error_chain, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use prometheus::HistogramSnapshot;

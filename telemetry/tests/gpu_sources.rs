@@ -8,7 +8,7 @@ use std::time::Duration;
 use canary_core::MonoTime;
 use canary_telemetry::{
     energy_over_run, gpu_over_interval, DcgmConfig, DcgmScraper, EnergyMethod, GpuSample,
-    GpuSource, NvmlConfig, NvmlSampler, Ring,
+    GpuSource, NvmlConfig, NvmlSampler, Ring, RunGpuSummary,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +74,10 @@ async fn nvml_and_dcgm_of_the_same_gpu_count_it_once() {
     // The capture says 0 % and 41 W for GPU 0; only NVML's 73 % and 215 W count.
     assert_eq!((w.samples, w.util_avg_pct), (8, Some(73.0)));
     assert_eq!(w.power_max_w, Some(215.123));
+
+    let s = RunGpuSummary::over(&samples, t0, t1, 6).unwrap();
+    assert_eq!((s.gpus, s.sources.as_slice()), (2, &[GpuSource::Nvml][..]));
+    assert_close!(s.energy_per_output_token_j.unwrap(), 10.0);
 }
 
 #[tokio::test]
@@ -89,4 +93,49 @@ async fn a_dcgm_gpu_nvml_does_not_see_is_kept_apart() {
     // told apart by source, its 455 kJ against NVML's 1 kJ on the same index looked like a reset.
     assert_eq!((e.gpus, e.method), (3, EnergyMethod::Counter));
     assert_close!(e.joules, 60.0);
+}
+
+#[tokio::test]
+async fn the_run_summary_carries_memory_temperature_throttling_and_the_server_process() {
+    let Some((samples, t0, t1)) =
+        both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await
+    else {
+        return;
+    };
+    let s = RunGpuSummary::over(&samples, t0, t1, 0).unwrap();
+    assert_eq!(s.gpus, 3);
+    assert_eq!(s.sources, [GpuSource::Nvml, GpuSource::Dcgm]);
+    // The fake's values (NVML), above the capture's 48 C and 1 MiB.
+    assert_eq!(s.temp_max_c, Some(64.0));
+    assert_eq!(s.mem_used_max_bytes, Some(12_345_678_912));
+    // Throttle reason 0x4 from the fake; the capture's field set has none.
+    assert_eq!(s.throttle_reasons, Some(vec!["sw_power_cap".to_owned()]));
+    // The fake reports pid 4242 (the configured server pid) at SM 55 %, memory 22 %.
+    assert_eq!(s.process_sm_util_avg_pct, Some(55.0));
+    assert_eq!(s.process_sm_util_max_pct, Some(55.0));
+    assert_eq!(s.process_mem_util_avg_pct, Some(22.0));
+    let dcgm = &s.per_gpu[2];
+    assert_eq!((dcgm.source, dcgm.gpu), (GpuSource::Dcgm, 0));
+    assert_eq!(
+        dcgm.model_name.as_deref(),
+        Some("NVIDIA RTX 4000 Ada Generation")
+    );
+    assert_eq!(
+        (dcgm.temp_max_c, dcgm.mem_used_max_bytes),
+        (Some(48.0), Some(1 << 20))
+    );
+    assert_eq!(dcgm.process_sm_util_avg_pct, None);
+    // What summary.json gets: the fields the daemon wrote before keep their names.
+    let json = serde_json::to_value(&s).unwrap();
+    for key in [
+        "util_avg_pct",
+        "util_max_pct",
+        "power_avg_w",
+        "power_max_w",
+        "energy",
+    ] {
+        assert!(!json[key].is_null(), "{key}: {json}");
+    }
+    assert_eq!(json["sources"], serde_json::json!(["nvml", "dcgm"]));
+    assert_eq!(json["per_gpu"][0]["uuid"], "GPU-fake-0000");
 }
