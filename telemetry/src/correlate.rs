@@ -7,12 +7,13 @@
 use canary_core::MonoTime;
 
 use crate::engine::{counter_delta, ServerSample};
-use crate::gpu::GpuSample;
+use crate::gpu::{GpuSample, GpuSource};
 
 /// GPU activity over one request's `[sent, end]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct GpuWindow {
-    /// Samples used: those inside the interval plus, per GPU, the last one before it.
+    /// Samples used: those inside the interval plus, per GPU, the last one before it (one
+    /// source per GPU: NVML where it and DCGM both see the GPU).
     pub samples: usize,
     /// Mean GPU utilization over those samples, percent.
     pub util_avg_pct: Option<f64>,
@@ -38,31 +39,96 @@ fn mean_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
     }
 }
 
+/// One GPU as one source saw it: its samples in time order.
+pub(crate) struct Series<'a> {
+    pub source: GpuSource,
+    pub gpu: u32,
+    pub uuid: Option<&'a str>,
+    samples: Vec<&'a GpuSample>,
+}
+
+impl Series<'_> {
+    /// Whether `self` (from DCGM) is a GPU that `nvml` already covers: the same UUID, or the
+    /// same index when either side has no UUID (then they cannot be told apart).
+    fn duplicates(&self, nvml: &Series<'_>) -> bool {
+        match (self.uuid, nvml.uuid) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.gpu == nvml.gpu,
+        }
+    }
+}
+
+/// Splits samples (any order, any mix of sources, e.g. an NVML ring's and a DCGM ring's
+/// windows one after the other) into per-(source, GPU) series in time order, and keeps one
+/// source per physical GPU: where NVML and DCGM both see a GPU, NVML's series (read directly,
+/// usually more often) is kept and DCGM's dropped, so nothing is counted twice and energy
+/// counters are never differenced across sources. DCGM GPUs NVML does not see (another
+/// host's, by UUID) are kept.
+pub(crate) fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
+    let mut all: Vec<Series<'_>> = Vec::new();
+    for s in samples {
+        match all
+            .iter_mut()
+            .find(|x| x.source == s.source && x.gpu == s.gpu)
+        {
+            Some(x) => {
+                x.uuid = x.uuid.or(s.uuid.as_deref());
+                x.samples.push(s);
+            }
+            None => all.push(Series {
+                source: s.source,
+                gpu: s.gpu,
+                uuid: s.uuid.as_deref(),
+                samples: vec![s],
+            }),
+        }
+    }
+    for x in &mut all {
+        // Stable: equal stamps keep their input order.
+        x.samples.sort_by_key(|s| s.at);
+    }
+    let (nvml, dcgm): (Vec<_>, Vec<_>) = all.into_iter().partition(|x| x.source == GpuSource::Nvml);
+    let mut kept: Vec<Series<'_>> = dcgm
+        .into_iter()
+        .filter(|d| !nvml.iter().any(|n| d.duplicates(n)))
+        .collect();
+    kept.extend(nvml);
+    kept.sort_by_key(|x| (x.source == GpuSource::Dcgm, x.gpu));
+    kept
+}
+
+/// One series' samples that describe `[t0, t1]`: the last before `t0`, then those inside.
+pub(crate) fn series_covering<'a>(
+    s: &Series<'a>,
+    t0: MonoTime,
+    t1: MonoTime,
+) -> Vec<&'a GpuSample> {
+    let split = s.samples.partition_point(|g| g.at < t0);
+    s.samples[split.saturating_sub(1)..]
+        .iter()
+        .copied()
+        .filter(|g| g.at <= t1)
+        .collect()
+}
+
 /// The samples that describe `[t0, t1]` for GPU `gpu` (all GPUs when `None`): per GPU the last
 /// sample before `t0` (the reading in force when the interval began), then every sample with
-/// `t0 <= at <= t1`.
+/// `t0 <= at <= t1`; in time order. The input may mix sources and need not be sorted: where
+/// NVML and DCGM both report a GPU (same UUID, or same index without UUIDs) only NVML's
+/// samples are used.
 pub fn gpu_samples_covering(
     samples: &[GpuSample],
     gpu: Option<u32>,
     t0: MonoTime,
     t1: MonoTime,
 ) -> Vec<&GpuSample> {
-    let wanted = |s: &&GpuSample| gpu.is_none_or(|g| s.gpu == g);
-    let split = samples.partition_point(|s| s.at < t0);
-    let mut before: Vec<&GpuSample> = Vec::new();
-    for s in samples[..split].iter().rev().filter(wanted) {
-        if !before.iter().any(|b| b.gpu == s.gpu) {
-            before.push(s);
-        }
-    }
-    before.reverse();
-    before.extend(
-        samples[split..]
-            .iter()
-            .take_while(|s| s.at <= t1)
-            .filter(wanted),
-    );
-    before
+    let mut out: Vec<&GpuSample> = gpu_series(samples)
+        .iter()
+        .filter(|s| gpu.is_none_or(|g| s.gpu == g))
+        .flat_map(|s| series_covering(s, t0, t1))
+        .collect();
+    out.sort_by_key(|s| s.at);
+    out
 }
 
 /// GPU utilization and power over a request's `[sent, end]` (means over samples, which are
@@ -137,7 +203,7 @@ impl RunEnergy {
 }
 
 /// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU).
-fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
+pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
     let counters: Vec<(MonoTime, f64)> = s
         .iter()
         .filter_map(|g| g.energy_j.map(|e| (g.at, e)))
@@ -168,16 +234,12 @@ fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool
 
 /// Energy used by the GPUs over a run `[t0, t1]`: per GPU the energy-counter growth from the
 /// last sample before `t0` to the last one in the run (resets handled), or, without a counter,
-/// power integrated over time. `None` without data.
+/// power integrated over time. `None` without data. Samples may mix sources, in any order;
+/// each GPU is counted once, from one source (see [`gpu_samples_covering`]).
 pub fn energy_over_run(samples: &[GpuSample], t0: MonoTime, t1: MonoTime) -> Option<RunEnergy> {
-    let covering = gpu_samples_covering(samples, None, t0, t1);
-    let mut gpus: Vec<u32> = covering.iter().map(|s| s.gpu).collect();
-    gpus.sort_unstable();
-    gpus.dedup();
     let (mut joules, mut by_counter, mut by_power) = (0.0, 0usize, 0usize);
-    for gpu in &gpus {
-        let mine: Vec<&GpuSample> = covering.iter().copied().filter(|s| s.gpu == *gpu).collect();
-        match gpu_energy(&mine, t0, t1) {
+    for series in gpu_series(samples) {
+        match gpu_energy(&series_covering(&series, t0, t1), t0, t1) {
             Some((j, true)) => {
                 joules += j;
                 by_counter += 1;
@@ -205,7 +267,6 @@ pub fn energy_over_run(samples: &[GpuSample], t0: MonoTime, t1: MonoTime) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::GpuSource;
 
     const S: u64 = 1_000_000_000;
 
@@ -253,6 +314,73 @@ mod tests {
         assert_eq!(e.per_token(150), Some(5.0));
         assert_eq!(e.per_token(0), None);
         assert!(energy_over_run(&[], MonoTime(0), MonoTime(S)).is_none());
+    }
+
+    #[test]
+    fn nvml_and_dcgm_of_the_same_gpus_count_once_from_nvml() {
+        let with = |mut s: GpuSample, source: GpuSource, uuid: &str| {
+            s.source = source;
+            s.uuid = Some(uuid.to_owned());
+            s
+        };
+        let nvml = |t, gpu, e| {
+            with(
+                g(t, gpu, 50.0, 200.0, Some(e)),
+                GpuSource::Nvml,
+                ["GPU-a", "GPU-b"][gpu as usize],
+            )
+        };
+        // DCGM reads the same two GPUs (by UUID) less often; its counters lag NVML's, so mixing
+        // them would look like resets (or huge jumps), and its GPU 2 is another device.
+        let dcgm = |t, gpu, e| {
+            with(
+                g(t, gpu, 0.0, 10.0, Some(e)),
+                GpuSource::Dcgm,
+                ["GPU-a", "GPU-b", "GPU-z"][gpu as usize],
+            )
+        };
+        // As the daemon gathers them: NVML's window, then DCGM's (not in time order overall).
+        let samples = vec![
+            nvml(0, 0, 5000.0),
+            nvml(0, 1, 9000.0),
+            nvml(1, 0, 5200.0),
+            nvml(1, 1, 9100.0),
+            nvml(2, 0, 5400.0),
+            nvml(2, 1, 9200.0),
+            dcgm(0, 0, 4000.0),
+            dcgm(0, 1, 1.0e6),
+            dcgm(0, 2, 70.0),
+            dcgm(2, 0, 4100.0),
+            dcgm(2, 1, 1.0e6 + 1.0),
+            dcgm(2, 2, 100.0),
+        ];
+        let e = energy_over_run(&samples, MonoTime(0), MonoTime(3 * S)).unwrap();
+        // GPU-a 400 J and GPU-b 200 J from NVML, GPU-z 30 J from DCGM.
+        assert_eq!(
+            (e.joules, e.gpus, e.method),
+            (630.0, 3, EnergyMethod::Counter)
+        );
+        let w = gpu_over_interval(&samples, None, MonoTime(S), MonoTime(2 * S));
+        // NVML's 2 GPUs at t=0 (in force) and t=1..2, DCGM's GPU-z at t=0 and t=2.
+        assert_eq!(w.samples, 8);
+        assert_eq!(w.util_avg_pct, Some(300.0 / 8.0));
+        let only_gpu0 = gpu_samples_covering(&samples, Some(0), MonoTime(S), MonoTime(2 * S));
+        assert!(only_gpu0.iter().all(|s| s.source == GpuSource::Nvml));
+        assert!(only_gpu0.windows(2).all(|w| w[0].at <= w[1].at));
+        // Without UUIDs the index decides: DCGM's GPU 0 and 1 are dropped, GPU 2 kept.
+        let bare: Vec<GpuSample> = samples
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                s.uuid = None;
+                s
+            })
+            .collect();
+        let e = energy_over_run(&bare, MonoTime(0), MonoTime(3 * S)).unwrap();
+        assert_eq!((e.joules, e.gpus), (630.0, 3));
+        // DCGM alone is used as it is.
+        let e = energy_over_run(&samples[6..], MonoTime(0), MonoTime(3 * S)).unwrap();
+        assert_eq!((e.joules, e.gpus), (100.0 + 1.0 + 30.0, 3));
     }
 
     #[test]

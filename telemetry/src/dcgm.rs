@@ -95,13 +95,16 @@ pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
 /// Settings of a [`DcgmScraper`].
 #[derive(Debug, Clone)]
 pub struct DcgmConfig {
-    /// dcgm-exporter's URL (default [`DEFAULT_DCGM_URL`]).
+    /// dcgm-exporter's URL (default [`DEFAULT_DCGM_URL`]; `https://` works too).
     pub url: String,
+    /// TLS client settings for an `https://` URL; `None` trusts the system's roots.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// Time between scrapes (default 1 s; dcgm-exporter itself collects every 30 s unless
     /// started with `-c`).
     pub interval: Duration,
-    /// Give up on one scrape after this long (default 900 ms).
-    pub timeout: Duration,
+    /// Give up on one scrape after this long; `None` (the default) derives it from `interval`
+    /// with [`default_scrape_timeout`](crate::default_scrape_timeout) (900 ms at 1 s).
+    pub timeout: Option<Duration>,
     /// Samples kept (one per GPU per scrape; default 28800: 8 GPUs for an hour at 1 s).
     pub capacity: usize,
 }
@@ -110,8 +113,9 @@ impl Default for DcgmConfig {
     fn default() -> Self {
         DcgmConfig {
             url: DEFAULT_DCGM_URL.to_owned(),
+            tls: None,
             interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(900),
+            timeout: None,
             capacity: 28_800,
         }
     }
@@ -131,9 +135,11 @@ impl DcgmScraper {
     /// Validates the URL; nothing is contacted yet.
     pub fn new(config: DcgmConfig) -> Result<DcgmScraper, ScrapeError> {
         Ok(DcgmScraper {
-            endpoint: Endpoint::parse(&config.url)?,
+            endpoint: Endpoint::parse(&config.url, config.tls.clone())?,
             interval: config.interval,
-            timeout: config.timeout,
+            timeout: config
+                .timeout
+                .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
             ring: Ring::new(config.capacity),
             state: SharedState::default(),
         })
@@ -172,9 +178,10 @@ impl DcgmScraper {
     }
 }
 
-/// Tries one scrape of dcgm-exporter (for `canaryd doctor`).
+/// Tries one scrape of dcgm-exporter (for `canaryd doctor`; `https://` against the system's
+/// roots).
 pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
-    let result = match Endpoint::parse(url) {
+    let result = match Endpoint::parse(url, None) {
         Ok(e) => e.get(timeout).await,
         Err(e) => Err(e),
     };

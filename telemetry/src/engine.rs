@@ -7,7 +7,8 @@
 //! V1 names (no complete V1 capture exists), the Dynamo frontend names (its source builds them
 //! from a prefix at run time), `llamacpp:kv_cache_usage_ratio` (absent from the recent llama.cpp
 //! capture; older builds had it) and SGLang's `sglang:inter_token_latency_seconds`. An unknown
-//! engine still yields a sample whose canonical fields are empty and whose raw scrape is kept.
+//! engine still yields a sample whose canonical fields are empty; it records how many metric
+//! families the page had, but not the page itself (samples stay small whatever the engine).
 
 use std::sync::Arc;
 
@@ -249,7 +250,11 @@ pub struct ServerSample {
     pub queue_time: Option<HistogramSnapshot>,
     /// Lines of the page the parser skipped.
     pub skipped_lines: usize,
-    /// The whole parsed page, kept when the engine is unknown (or when asked for).
+    /// Metric families on the page (what an unknown engine exposed, in one number).
+    pub families: usize,
+    /// The whole parsed page, only when asked for (`keep_raw`): a ring of thousands of full
+    /// pages would cost hundreds of MiB, so it is never kept by default, not even for an
+    /// unknown engine.
     pub raw: Option<Arc<Scrape>>,
 }
 
@@ -276,7 +281,7 @@ fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
 }
 
 impl ServerSample {
-    /// Maps a parsed page taken at `at`. `keep_raw` keeps the page even for a known engine.
+    /// Maps a parsed page taken at `at`. `keep_raw` keeps the whole page in the sample.
     pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
         let engine = Engine::detect(&scrape);
         let n = engine.names();
@@ -308,9 +313,10 @@ impl ServerSample {
             e2e: first_hist(s, n.e2e),
             queue_time: first_hist(s, n.queue_time),
             skipped_lines: scrape.skipped_lines,
+            families: scrape.families.len(),
             raw: None,
         };
-        if keep_raw || engine == Engine::Unknown {
+        if keep_raw {
             sample.raw = Some(Arc::new(scrape));
         }
         sample

@@ -5,6 +5,10 @@ use canary_core::MonoTime;
 
 use crate::ring::Stamped;
 
+mod summary;
+
+pub use summary::{throttle_reason_names, GpuRunStats, RunGpuSummary};
+
 /// Where a [`GpuSample`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -109,5 +113,15 @@ impl GpuSample {
 impl Stamped for GpuSample {
     fn at(&self) -> MonoTime {
         self.at
+    }
+
+    /// One series per GPU and source: NVML's GPU 0 and DCGM's GPU 0 are kept apart even when
+    /// they are the same device.
+    fn series(&self) -> u64 {
+        let source = match self.source {
+            GpuSource::Nvml => 0,
+            GpuSource::Dcgm => 1,
+        };
+        (source << 32) | u64::from(self.gpu)
     }
 }

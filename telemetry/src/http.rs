@@ -1,6 +1,8 @@
-//! A tiny HTTP/1.1 GET for `/metrics` pages, and the polling loop shared by the server and
-//! DCGM scrapers: scrape every interval, report an unreachable endpoint once, retry quietly.
+//! A tiny HTTP/1.1 GET for `/metrics` pages (`http://`, or `https://` through rustls), and the
+//! polling loop shared by the server and DCGM scrapers: scrape every interval, report an
+//! unreachable endpoint once, retry quietly.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -8,7 +10,11 @@ use canary_core::MonoTime;
 use http::{header, Request, Uri};
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
 use crate::source::{SharedState, SourceState};
@@ -20,16 +26,33 @@ pub const MAX_BODY_BYTES: usize = 32 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
     /// The URL does not parse or lacks a host.
-    #[error("{url}: not a valid http:// URL")]
+    #[error("{url}: not a valid http:// or https:// URL")]
     BadUrl {
         /// The URL as configured.
         url: String,
     },
-    /// Only plain `http://` is implemented (metrics endpoints are on the host or cluster).
-    #[error("{url}: only http:// is supported for metrics endpoints")]
+    /// A scheme other than `http` and `https`.
+    #[error("{url}: only http:// and https:// are supported for metrics endpoints")]
     UnsupportedScheme {
         /// The URL as configured.
         url: String,
+    },
+    /// An `https://` endpoint without TLS settings, and no usable system root certificates.
+    #[error("{url}: cannot scrape over https: {reason}")]
+    TlsConfig {
+        /// The URL as configured.
+        url: String,
+        /// Why no TLS client could be built.
+        reason: String,
+    },
+    /// The TLS handshake failed (unknown issuer, wrong name, not TLS at all).
+    #[error("{url}: TLS handshake failed")]
+    Tls {
+        /// The endpoint.
+        url: String,
+        /// rustls' error, through tokio-rustls.
+        #[source]
+        source: std::io::Error,
     },
     /// TCP connect failed (refused, unreachable, DNS).
     #[error("{url}: cannot connect")]
@@ -76,6 +99,14 @@ pub enum ScrapeError {
     },
 }
 
+/// The timeout of one scrape when none is configured: 90 % of the interval, so a slow page
+/// (a large vLLM page under load) still gets most of the time between scrapes, but never less
+/// than 900 ms (sub-second intervals would otherwise fail every scrape of a busy server: the
+/// next tick just waits) nor more than 10 s (the end-of-run scrape waits for it).
+pub fn default_scrape_timeout(interval: Duration) -> Duration {
+    (interval * 9 / 10).clamp(Duration::from_millis(900), Duration::from_secs(10))
+}
+
 /// Formats an error with its whole `source()` chain: "a: b: c".
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -88,41 +119,96 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// A TLS client trusting the system's roots (`SSL_CERT_FILE` honoured), built once, for
+/// `https://` endpoints given no TLS settings of their own.
+fn system_tls() -> Result<Arc<ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            if roots.is_empty() {
+                return Err("no system root certificates (give a CA bundle, or use an \
+                            http:// metrics URL)"
+                    .into());
+            }
+            Ok(tls_client(roots))
+        })
+        .clone()
+}
+
+fn tls_client(roots: rustls::RootCertStore) -> Arc<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
 /// A validated endpoint.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub url: String,
     uri: Uri,
     host: String,
     port: u16,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
-    pub fn parse(url: &str) -> Result<Endpoint, ScrapeError> {
+    /// An `http://` or `https://` endpoint; `https` uses `tls`, else the system's roots.
+    pub fn parse(url: &str, tls: Option<Arc<ClientConfig>>) -> Result<Endpoint, ScrapeError> {
         let bad = || ScrapeError::BadUrl {
             url: url.to_owned(),
         };
         let uri: Uri = url.parse().map_err(|_| bad())?;
-        match uri.scheme_str() {
-            Some("http") => {}
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             Some(_) => {
                 return Err(ScrapeError::UnsupportedScheme {
                     url: url.to_owned(),
                 })
             }
             None => return Err(bad()),
-        }
+        };
         let host = uri.host().ok_or_else(bad)?;
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let port = uri.port_u16().unwrap_or(80);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https {
+            let config = match tls {
+                Some(c) => c,
+                None => system_tls().map_err(|reason| ScrapeError::TlsConfig {
+                    url: url.to_owned(),
+                    reason,
+                })?,
+            };
+            let name = ServerName::try_from(host.clone()).map_err(|_| bad())?;
+            Some((TlsConnector::from(config), name))
+        } else {
+            None
+        };
         Ok(Endpoint {
             url: url.to_owned(),
             uri,
             host,
             port,
+            tls,
         })
     }
 
@@ -143,7 +229,24 @@ impl Endpoint {
             .await
             .map_err(|source| ScrapeError::Connect { url: url(), source })?;
         let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        match &self.tls {
+            None => self.exchange(stream).await,
+            Some((connector, name)) => {
+                let tls = connector
+                    .connect(name.clone(), stream)
+                    .await
+                    .map_err(|source| ScrapeError::Tls { url: url(), source })?;
+                self.exchange(tls).await
+            }
+        }
+    }
+
+    async fn exchange<IO>(&self, io: IO) -> Result<(String, MonoTime), ScrapeError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let url = || self.url.clone();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
             .map_err(|source| ScrapeError::Http { url: url(), source })?;
         // The connection task ends by itself once `sender` is dropped.

@@ -7,15 +7,18 @@
 //! Sources, each optional and each able to say why it is off ([`SourceState`], also what
 //! `canaryd doctor` prints):
 //!
-//! - the inference server's `/metrics` — [`ServerMetricsScraper`] parses it with the tolerant
-//!   [`prometheus`] parser, detects the [`Engine`] (vLLM V0/V1, SGLang, Dynamo, TGI, llama.cpp)
-//!   and maps it onto canonical signals ([`ServerSample`]); [`RunServerSummary`] gives the
+//! - the inference server's `/metrics` (`http://` or `https://`) — [`ServerMetricsScraper`]
+//!   parses it with the tolerant [`prometheus`] parser, detects the [`Engine`] (vLLM V0/V1,
+//!   SGLang, Dynamo, TGI, llama.cpp) and maps it onto canonical signals ([`ServerSample`]); [`RunServerSummary`] gives the
 //!   server's own latency percentiles, token counts and cache behaviour over a run;
 //! - NVML in-process — [`NvmlSampler`] through `nvml-wrapper`, one [`GpuSample`] per GPU;
 //! - dcgm-exporter — [`DcgmScraper`] maps `DCGM_FI_*` onto the same [`GpuSample`].
 //!
 //! Samples live in bounded, time-ordered [`Ring`]s; the `correlate` functions
-//! ([`gpu_over_interval`], [`queue_depth_at`], [`energy_over_run`], …) are pure.
+//! ([`gpu_over_interval`], [`queue_depth_at`], [`energy_over_run`], …) are pure. They take GPU
+//! samples of several sources in any order and use one source per GPU (NVML where NVML and
+//! DCGM both see it). [`RunGpuSummary`] is a run's `gpu` section: utilization, power, energy,
+//! memory, temperature, throttle reasons and the server process's utilization.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -72,8 +75,8 @@ pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
 };
 pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
-pub use gpu::{GpuSample, GpuSource};
-pub use http::{error_chain, ScrapeError, MAX_BODY_BYTES};
+pub use gpu::{throttle_reason_names, GpuRunStats, GpuSample, GpuSource, RunGpuSummary};
+pub use http::{default_scrape_timeout, error_chain, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};

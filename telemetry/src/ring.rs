@@ -13,12 +13,43 @@ use canary_core::MonoTime;
 pub trait Stamped {
     /// When it was taken.
     fn at(&self) -> MonoTime;
+
+    /// Which series it belongs to, when one ring holds several interleaved series (one per GPU,
+    /// say). [`Ring::covering`] keeps the state in force at the window's start per series.
+    /// Default: a single series.
+    fn series(&self) -> u64 {
+        0
+    }
+}
+
+#[derive(Debug)]
+struct Inner<T> {
+    samples: VecDeque<T>,
+    /// `(series, samples held)`, so `covering` knows when it has found every series. A few
+    /// entries (one per GPU), hence a vector.
+    series: Vec<(u64, usize)>,
+}
+
+impl<T: Stamped> Inner<T> {
+    fn count(&mut self, series: u64, add: bool) {
+        match self.series.iter().position(|(k, _)| *k == series) {
+            Some(i) if add => self.series[i].1 += 1,
+            Some(i) => {
+                self.series[i].1 -= 1;
+                if self.series[i].1 == 0 {
+                    self.series.swap_remove(i);
+                }
+            }
+            None if add => self.series.push((series, 1)),
+            None => {}
+        }
+    }
 }
 
 /// A bounded ring of samples in time order, behind a shared handle (clones share the ring).
 #[derive(Debug)]
 pub struct Ring<T> {
-    inner: Arc<Mutex<VecDeque<T>>>,
+    inner: Arc<Mutex<Inner<T>>>,
     capacity: usize,
 }
 
@@ -36,25 +67,31 @@ impl<T: Stamped + Clone> Ring<T> {
     pub fn new(capacity: usize) -> Ring<T> {
         let capacity = capacity.max(1);
         Ring {
-            inner: Arc::new(Mutex::new(VecDeque::with_capacity(capacity.min(4096)))),
+            inner: Arc::new(Mutex::new(Inner {
+                samples: VecDeque::with_capacity(capacity.min(4096)),
+                series: Vec::new(),
+            })),
             capacity,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<T>> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Appends a sample, dropping the oldest when full. A sample older than the newest is
     /// inserted in order, so the ring stays sorted even if two samplers race.
     pub fn push(&self, sample: T) {
-        let mut q = self.lock();
-        if q.len() == self.capacity {
-            q.pop_front();
+        let mut g = self.lock();
+        if g.samples.len() == self.capacity {
+            if let Some(old) = g.samples.pop_front() {
+                g.count(old.series(), false);
+            }
         }
+        g.count(sample.series(), true);
         let at = sample.at();
-        let pos = q.partition_point(|s| s.at() <= at);
-        q.insert(pos, sample);
+        let pos = g.samples.partition_point(|s| s.at() <= at);
+        g.samples.insert(pos, sample);
     }
 
     /// The most samples kept.
@@ -64,17 +101,18 @@ impl<T: Stamped + Clone> Ring<T> {
 
     /// How many samples are held now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().samples.len()
     }
 
     /// True when nothing has been pushed (or everything was dropped).
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().samples.is_empty()
     }
 
     /// Samples with `t0 <= at <= t1`, in time order.
     pub fn between(&self, t0: MonoTime, t1: MonoTime) -> Vec<T> {
-        let q = self.lock();
+        let g = self.lock();
+        let q = &g.samples;
         let start = q.partition_point(|s| s.at() < t0);
         q.range(start..)
             .take_while(|s| s.at() <= t1)
@@ -82,38 +120,54 @@ impl<T: Stamped + Clone> Ring<T> {
             .collect()
     }
 
-    /// Like [`Ring::between`], plus the last sample before `t0` (the state in force at `t0`).
+    /// Like [`Ring::between`], plus, for every series ([`Stamped::series`]: every GPU), the
+    /// last sample before `t0` (the state in force at `t0`); in time order.
     pub fn covering(&self, t0: MonoTime, t1: MonoTime) -> Vec<T> {
-        let q = self.lock();
-        let start = q.partition_point(|s| s.at() < t0).saturating_sub(1);
-        q.range(start..)
-            .take_while(|s| s.at() <= t1)
-            .cloned()
-            .collect()
+        let g = self.lock();
+        let q = &g.samples;
+        let start = q.partition_point(|s| s.at() < t0);
+        // Walk back until every series held has its sample; that is one sampling round unless
+        // a series stopped before t0 or only starts inside the window (then the walk is longer,
+        // never longer than the ring).
+        let mut found: Vec<u64> = Vec::with_capacity(g.series.len());
+        let mut before: Vec<usize> = Vec::with_capacity(g.series.len());
+        for i in (0..start).rev() {
+            if found.len() == g.series.len() {
+                break;
+            }
+            let k = q[i].series();
+            if !found.contains(&k) {
+                found.push(k);
+                before.push(i);
+            }
+        }
+        let mut out: Vec<T> = before.iter().rev().map(|&i| q[i].clone()).collect();
+        out.extend(q.range(start..).take_while(|s| s.at() <= t1).cloned());
+        out
     }
 
     /// The last sample taken at or before `t`.
     pub fn at_or_before(&self, t: MonoTime) -> Option<T> {
-        let q = self.lock();
-        let n = q.partition_point(|s| s.at() <= t);
-        n.checked_sub(1).and_then(|i| q.get(i).cloned())
+        let g = self.lock();
+        let n = g.samples.partition_point(|s| s.at() <= t);
+        n.checked_sub(1).and_then(|i| g.samples.get(i).cloned())
     }
 
     /// The first sample taken at or after `t`.
     pub fn at_or_after(&self, t: MonoTime) -> Option<T> {
-        let q = self.lock();
-        let n = q.partition_point(|s| s.at() < t);
-        q.get(n).cloned()
+        let g = self.lock();
+        let n = g.samples.partition_point(|s| s.at() < t);
+        g.samples.get(n).cloned()
     }
 
     /// The newest sample.
     pub fn latest(&self) -> Option<T> {
-        self.lock().back().cloned()
+        self.lock().samples.back().cloned()
     }
 
     /// Every sample held, in time order.
     pub fn snapshot(&self) -> Vec<T> {
-        self.lock().iter().cloned().collect()
+        self.lock().samples.iter().cloned().collect()
     }
 }
 
@@ -128,6 +182,40 @@ mod tests {
         fn at(&self) -> MonoTime {
             MonoTime(self.0)
         }
+    }
+
+    #[test]
+    fn covering_keeps_the_sample_in_force_for_every_gpu() {
+        use crate::gpu::{GpuSample, GpuSource};
+        // 8 GPUs sampled one after another every 100 ns.
+        let r = Ring::new(1000);
+        for tick in 0..5u64 {
+            for gpu in 0..8u32 {
+                let at = MonoTime(tick * 100 + u64::from(gpu));
+                let mut g = GpuSample::new(at, GpuSource::Nvml, gpu);
+                g.util_gpu_pct = Some(f64::from(gpu) * 10.0);
+                r.push(g);
+            }
+        }
+        // A window from 250 to 260 holds no sample: each GPU's reading from tick 2 is in force.
+        let got = r.covering(MonoTime(250), MonoTime(260));
+        let gpus: Vec<(u64, u32)> = got.iter().map(|g| (g.at.as_nanos(), g.gpu)).collect();
+        assert_eq!(
+            gpus,
+            (0..8).map(|g| (200 + u64::from(g), g)).collect::<Vec<_>>()
+        );
+        // So a short request averages all eight GPUs, not the last one read (70 %).
+        let w = crate::gpu_over_interval(&got, None, MonoTime(250), MonoTime(260));
+        assert_eq!((w.samples, w.util_avg_pct), (8, Some(35.0)));
+        // A window starting mid-tick: GPUs 0..3 were last read just before it, 3..8 a tick
+        // earlier; GPU 3 is read inside it.
+        let got = r.covering(MonoTime(303), MonoTime(303));
+        let gpus: Vec<(u64, u32)> = got.iter().map(|g| (g.at.as_nanos(), g.gpu)).collect();
+        let mut want: Vec<(u64, u32)> = (0..3).map(|g| (300 + u64::from(g), g)).collect();
+        want.extend((3..8).map(|g| (200 + u64::from(g), g)));
+        want.push((303, 3));
+        want.sort();
+        assert_eq!(gpus, want);
     }
 
     #[test]

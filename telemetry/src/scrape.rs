@@ -18,16 +18,20 @@ use crate::summary::RunServerSummary;
 /// Settings of a [`ServerMetricsScraper`].
 #[derive(Debug, Clone)]
 pub struct ServerMetricsConfig {
-    /// The `/metrics` URL (`http://host:port/metrics`).
+    /// The `/metrics` URL (`http://host:port/metrics` or `https://…`).
     pub url: String,
+    /// TLS client settings for an `https://` URL (e.g. `canary_replay::client_config` with
+    /// the target's CA bundle); `None` trusts the system's roots. Unused for `http://`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Time between scrapes (default 1 s).
     pub interval: Duration,
-    /// Give up on one scrape after this long (default 900 ms, under the interval).
-    pub timeout: Duration,
+    /// Give up on one scrape after this long; `None` (the default) derives it from `interval`
+    /// with [`default_scrape_timeout`](crate::default_scrape_timeout) (900 ms at 1 s).
+    pub timeout: Option<Duration>,
     /// Samples kept in the ring (default 7200: two hours at 1 s).
     pub capacity: usize,
-    /// Keep every parsed page in its sample, not only for unknown engines (memory grows with
-    /// the page size times `capacity`; default false).
+    /// Keep every parsed page in its sample (memory grows with the page size times
+    /// `capacity`; default false, whatever the engine).
     pub keep_raw: bool,
 }
 
@@ -36,8 +40,9 @@ impl ServerMetricsConfig {
     pub fn new(url: impl Into<String>) -> ServerMetricsConfig {
         ServerMetricsConfig {
             url: url.into(),
+            tls: None,
             interval: Duration::from_secs(1),
-            timeout: Duration::from_millis(900),
+            timeout: None,
             capacity: 7200,
             keep_raw: false,
         }
@@ -63,13 +68,16 @@ pub struct ServerMetrics {
 }
 
 impl ServerMetricsScraper {
-    /// Validates the URL (plain `http://` only); nothing is contacted yet.
+    /// Validates the URL (`http://` or `https://`) and builds the TLS client an `https://`
+    /// URL needs; nothing is contacted yet.
     pub fn new(config: ServerMetricsConfig) -> Result<ServerMetricsScraper, ScrapeError> {
-        let endpoint = Endpoint::parse(&config.url)?;
+        let endpoint = Endpoint::parse(&config.url, config.tls.clone())?;
         Ok(ServerMetricsScraper {
             handle: ServerMetrics {
                 endpoint: Arc::new(endpoint),
-                timeout: config.timeout,
+                timeout: config
+                    .timeout
+                    .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
                 keep_raw: config.keep_raw,
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
@@ -137,6 +145,11 @@ impl ServerMetrics {
         &self.endpoint.url
     }
 
+    /// How long one scrape may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Whether the endpoint answers, and why not.
     pub fn state(&self) -> SourceState {
         self.state.get()
@@ -186,22 +199,23 @@ impl ServerMetrics {
     }
 }
 
-/// Tries one scrape of `url` and says whether it works (for `canaryd doctor`).
+/// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
+/// URL is checked against the system's roots.
 pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
-    let endpoint = match Endpoint::parse(url) {
+    let endpoint = match Endpoint::parse(url, None) {
         Ok(e) => e,
         Err(e) => return SourceState::unavailable(http::error_chain(&e)),
     };
     match endpoint.get(timeout).await {
         Ok((text, at)) => {
             let s = ServerSample::from_scrape(prometheus::parse(&text), at, false);
-            let families = s.raw.as_ref().map(|r| r.families.len());
-            match (s.engine, families) {
-                (Some(crate::Engine::Unknown), Some(n)) => {
-                    SourceState::available(format!("{url}: unknown engine, {n} metric families"))
-                }
-                (Some(e), _) => SourceState::available(format!("{url}: engine {e:?}")),
-                _ => SourceState::available(url.to_owned()),
+            match s.engine {
+                Some(crate::Engine::Unknown) => SourceState::available(format!(
+                    "{url}: unknown engine, {} metric families",
+                    s.families
+                )),
+                Some(e) => SourceState::available(format!("{url}: engine {e:?}")),
+                None => SourceState::available(url.to_owned()),
             }
         }
         Err(e) => SourceState::unavailable(http::error_chain(&e)),

@@ -69,6 +69,12 @@ impl GaugeStats {
 pub struct RunServerSummary {
     /// The engine detected.
     pub engine: Option<Engine>,
+    /// Metric families on the last scrape.
+    pub metric_families: usize,
+    /// Set when the engine was not recognized: none of the figures below can be filled, and
+    /// this says so, with the number of metric families the server exposed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Scrapes in the window (including the bounding ones).
     pub scrapes: usize,
     /// Seconds from the first to the last scrape.
@@ -128,8 +134,17 @@ impl RunServerSummary {
             _ => GaugeStats::over(samples.iter().filter_map(|s| s.prefix_cache_hit_rate_gauge))
                 .map(|g| g.mean),
         };
+        let note = (last.engine == Some(Engine::Unknown)).then(|| {
+            format!(
+                "engine not recognized ({} metric families, none of vLLM, SGLang, Dynamo, TGI \
+                 or llama.cpp): no server-side figures",
+                last.families
+            )
+        });
         RunServerSummary {
             engine: last.engine,
+            metric_families: last.families,
+            note,
             scrapes: samples.len(),
             window_s: last.at.since(first.at).as_secs_f64(),
             ttft_s: hist_delta(samples, |s| s.ttft.as_ref()),

@@ -97,8 +97,9 @@ async fn dcgm_scraper_on_loopback() {
     assert!(probe.to_string().contains("RTX 4000 Ada"), "{probe}");
     let scraper = DcgmScraper::new(DcgmConfig {
         url,
+        tls: None,
         interval: Duration::from_millis(20),
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
         capacity: 3,
     })
     .unwrap();

@@ -96,7 +96,34 @@ fn fixtures_detect_their_engine() {
 
     let dcgm = sample(&fixture!("dcgm_exporter_metrics_rtx4000ada.prom"), 1);
     assert_eq!(dcgm.engine, Some(Engine::Unknown));
-    assert_eq!(dcgm.raw.as_ref().unwrap().families.len(), 25);
+    assert_eq!(dcgm.families, 25);
+}
+
+#[test]
+fn unknown_engine_keeps_no_page_and_its_summary_says_so() {
+    // A server whose page matches no known engine (dcgm-exporter's, as it happens).
+    let page = fixture!("dcgm_exporter_metrics_rtx4000ada.prom");
+    let samples: Vec<ServerSample> = (1..=3).map(|n| sample(&page, n)).collect();
+    // Samples go into a ring of thousands: none may carry the whole parsed page.
+    assert!(samples.iter().all(|s| s.raw.is_none()));
+    let kept = ServerSample::from_scrape(parse(&page), MonoTime(1), true);
+    assert_eq!(kept.raw.unwrap().families.len(), 25, "only when asked for");
+    let s = RunServerSummary::from_samples(&samples);
+    assert_eq!(
+        (s.engine, s.metric_families, s.scrapes),
+        (Some(Engine::Unknown), 25, 3)
+    );
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["engine"], "unknown");
+    let note = json["note"].as_str().unwrap();
+    assert!(
+        note.contains("not recognized") && note.contains("25 metric families"),
+        "{note}"
+    );
+    // A known engine has no note.
+    let v0 = sample(&fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom"), 1);
+    let json = serde_json::to_value(RunServerSummary::from_samples(&[v0])).unwrap();
+    assert!(json.get("note").is_none(), "{json}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The one integration-test binary of canary-telemetry: real captures, fuzzing, the fake NVML
-//! library and the scrapers against a loopback HTTP server.
+//! library and the scrapers against a loopback HTTP(S) server.
 
 #[macro_use]
 mod macros;
@@ -8,5 +8,7 @@ mod dcgm;
 mod engines;
 mod fixtures;
 mod fuzz;
+mod gpu_sources;
 mod nvml;
 mod scraper;
+mod tls;

@@ -9,7 +9,7 @@ use canary_telemetry::{probe_nvml, GpuSource, NvmlConfig, NvmlSampler, SourceSta
 use tokio_util::sync::CancellationToken;
 
 /// Compiles the fake library into `dir`; `None` (with a loud message) without a compiler.
-fn build_fake(dir: &Path, name: &str, defines: &[&str]) -> Option<PathBuf> {
+pub fn build_fake(dir: &Path, name: &str, defines: &[&str]) -> Option<PathBuf> {
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake_nvml/fake_nvml.c");
     let out = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -28,7 +28,7 @@ fn build_fake(dir: &Path, name: &str, defines: &[&str]) -> Option<PathBuf> {
     }
 }
 
-fn config(lib: PathBuf) -> NvmlConfig {
+pub fn config(lib: PathBuf) -> NvmlConfig {
     NvmlConfig {
         lib_path: Some(lib),
         interval: Duration::from_millis(10),

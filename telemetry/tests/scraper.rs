@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use canary_core::MonoTime;
 use canary_telemetry::{
-    probe_server_metrics, Engine, ServerMetricsConfig, ServerMetricsScraper, SourceState,
+    default_scrape_timeout, probe_server_metrics, Engine, ServerMetricsConfig,
+    ServerMetricsScraper, SourceState,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -17,6 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 /// Serves `page(n)` for the n-th request (from 0) on a loopback port; returns the base URL.
 pub async fn serve<F>(page: F) -> String
+where
+    F: Fn(u64) -> String + Send + Sync + 'static,
+{
+    serve_after(Duration::ZERO, page).await
+}
+
+/// Like [`serve`], answering each request only `delay` after reading it (a slow server).
+pub async fn serve_after<F>(delay: Duration, page: F) -> String
 where
     F: Fn(u64) -> String + Send + Sync + 'static,
 {
@@ -40,6 +49,7 @@ where
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
+                tokio::time::sleep(delay).await;
                 let body = page(counter.fetch_add(1, Ordering::SeqCst));
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -68,7 +78,7 @@ pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 fn fast(url: String) -> ServerMetricsConfig {
     let mut c = ServerMetricsConfig::new(url);
     c.interval = Duration::from_millis(20);
-    c.timeout = Duration::from_secs(5);
+    c.timeout = Some(Duration::from_secs(5));
     c.capacity = 4;
     c
 }
@@ -162,7 +172,48 @@ async fn unreachable_endpoint_degrades_gracefully() {
     let probe = probe_server_metrics(&url, Duration::from_secs(5)).await;
     assert!(!probe.is_available());
     // Bad URLs are rejected up front, with the URL in the message.
-    let err = ServerMetricsScraper::new(ServerMetricsConfig::new("https://x/metrics")).unwrap_err();
-    assert!(err.to_string().contains("https://x/metrics"));
+    let err = ServerMetricsScraper::new(ServerMetricsConfig::new("ftp://x/metrics")).unwrap_err();
+    assert!(err.to_string().contains("ftp://x/metrics"));
     assert!(ServerMetricsScraper::new(ServerMetricsConfig::new("not a url")).is_err());
+}
+
+#[tokio::test]
+async fn scrape_timeout_follows_the_interval() {
+    let ms = Duration::from_millis;
+    assert_eq!(default_scrape_timeout(ms(1000)), ms(900));
+    assert_eq!(
+        default_scrape_timeout(ms(100)),
+        ms(900),
+        "never under 900 ms"
+    );
+    assert_eq!(default_scrape_timeout(ms(5000)), ms(4500));
+    assert_eq!(
+        default_scrape_timeout(ms(60_000)),
+        ms(10_000),
+        "never over 10 s"
+    );
+
+    // A server that needs 1.2 s per page: too slow for the old fixed 900 ms, well inside 90 %
+    // of a 5 s interval. (Both outcomes have seconds of margin; nothing here is timed.)
+    let page = fixture!("llamacpp_server_metrics.prom");
+    let url = format!(
+        "{}/metrics",
+        serve_after(ms(1200), move |_| page.clone()).await
+    );
+    let mut c = ServerMetricsConfig::new(url.clone());
+    c.interval = ms(5000);
+    let slow = ServerMetricsScraper::new(c).unwrap().handle();
+    assert_eq!(slow.timeout(), ms(4500));
+    let s = slow
+        .scrape_now()
+        .await
+        .expect("a 4.5 s timeout waits for the page");
+    assert_eq!(s.engine, Some(Engine::LlamaCpp));
+
+    let fast = ServerMetricsScraper::new(ServerMetricsConfig::new(url))
+        .unwrap()
+        .handle();
+    assert_eq!(fast.timeout(), ms(900));
+    let err = fast.scrape_now().await.unwrap_err();
+    assert!(err.to_string().contains("within 900ms"), "{err}");
 }
