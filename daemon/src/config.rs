@@ -765,18 +765,18 @@ fn no_user_info(url: &str) -> Result<(), String> {
     }
 }
 
-/// Checks a Prometheus endpoint the scrapers can use: `http://host[:port][/path]`. Shown
+/// Checks a Prometheus endpoint the scrapers can use: `http(s)://host[:port][/path]`. Shown
 /// redacted on error.
 fn scrape_url(url: &str) -> Result<(), String> {
     let shown = || redact_url(url);
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(match url.starts_with("https://") {
-            true => format!(
-                "https is not supported for metrics endpoints; expected http:// (got {})",
-                shown()
-            ),
-            false => format!("expected an http:// URL (got {})", shown()),
-        });
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(format!(
+            "expected an http:// or https:// URL (got {})",
+            shown()
+        ));
     };
     no_user_info(url)?;
     let uri: Result<http::Uri, _> = url.parse();

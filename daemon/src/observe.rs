@@ -11,8 +11,8 @@ use canary_replay::{
     Config, Observer, Observers, Progress, PromptBuilder, RunOutcome, Schedule, SectionsFuture,
 };
 use canary_telemetry::{
-    energy_over_run, gpu_over_interval, DcgmConfig, DcgmScraper, GpuSample, NvmlConfig,
-    NvmlSampler, Ring, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SourceState,
+    gpu_over_interval, DcgmConfig, DcgmScraper, GpuSample, NvmlConfig, NvmlSampler, Ring,
+    RunGpuSummary, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SourceState,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -40,6 +40,8 @@ pub struct TelemetryConfig {
     pub dcgm_interval: Duration,
     /// The inference server's PID, for per-process GPU utilization.
     pub server_pid: Option<u32>,
+    /// Extra trust anchors (PEM) for `https://` metrics endpoints, the target's `--ca-bundle`.
+    pub ca_bundle: Option<PathBuf>,
     /// Kernel socket timing through eBPF (needs CAP_BPF and CAP_PERFMON).
     pub ebpf: bool,
 }
@@ -55,6 +57,7 @@ impl Default for TelemetryConfig {
             dcgm_url: None,
             dcgm_interval: Duration::from_secs(1),
             server_pid: None,
+            ca_bundle: None,
             ebpf: true,
         }
     }
@@ -143,6 +146,18 @@ impl TelemetryObserver {
     /// Starts every configured source; they stop when `stop` is cancelled.
     pub fn start(cfg: &TelemetryConfig, stop: &CancellationToken) -> TelemetryObserver {
         let mut sources = BTreeMap::new();
+        // https:// metrics endpoints trust what the target trusts; without a bundle the
+        // telemetry crate uses the system's roots itself.
+        let tls =
+            cfg.ca_bundle
+                .as_deref()
+                .and_then(|b| match canary_replay::client_config(Some(b)) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!("metrics over https: {e}; using the system's roots");
+                        None
+                    }
+                });
         let mut server = None;
         let mut redactions = Redactions::default();
         for url in [&cfg.server_metrics_url, &cfg.dcgm_url]
@@ -158,6 +173,7 @@ impl TelemetryObserver {
             Some(url) => {
                 let mut c = ServerMetricsConfig::new(url.clone());
                 c.interval = cfg.server_metrics_interval;
+                c.tls = tls.clone();
                 match ServerMetricsScraper::new(c) {
                     Ok(scraper) => {
                         server = Some(scraper.handle());
@@ -197,6 +213,7 @@ impl TelemetryObserver {
             Some(url) => {
                 let dcgm_cfg = DcgmConfig {
                     url: url.clone(),
+                    tls: tls.clone(),
                     interval: cfg.dcgm_interval,
                     ..DcgmConfig::default()
                 };
@@ -295,23 +312,10 @@ impl Observer for TelemetryObserver {
             }
             let gpu_samples: Vec<GpuSample> =
                 self.gpus.iter().flat_map(|r| r.covering(t0, end)).collect();
-            if !gpu_samples.is_empty() {
-                let window = gpu_over_interval(&gpu_samples, None, t0, end);
-                let energy = energy_over_run(&gpu_samples, t0, end);
-                let per_token = energy
-                    .as_ref()
-                    .and_then(|e| e.per_token(summary.total_output_tokens));
-                sections.push((
-                    "gpu".to_string(),
-                    json!({
-                        "util_avg_pct": window.util_avg_pct,
-                        "util_max_pct": window.util_max_pct,
-                        "power_avg_w": window.power_avg_w,
-                        "power_max_w": window.power_max_w,
-                        "energy": energy,
-                        "energy_per_output_token_j": per_token,
-                    }),
-                ));
+            if let Some(gpu) =
+                RunGpuSummary::over(&gpu_samples, t0, end, summary.total_output_tokens)
+            {
+                sections.push(("gpu".to_string(), json!(gpu)));
             }
             let sources: BTreeMap<&str, SourceState> = sources
                 .into_iter()

@@ -188,6 +188,7 @@ impl TelemetryArgs {
             dcgm_url: self.dcgm_url.clone(),
             dcgm_interval: self.server_metrics_interval,
             server_pid: self.server_pid,
+            ca_bundle: target.ca_bundle.clone(),
             ebpf: !self.no_ebpf,
         }
     }

@@ -269,6 +269,7 @@ impl RunContext {
             dcgm_url: tel.dcgm_url.clone(),
             dcgm_interval: tel.scrape_interval,
             server_pid: t.server_pid,
+            ca_bundle: t.ca_bundle.clone(),
             ebpf: tel.ebpf && !missing.contains("ebpf"),
         }
     }

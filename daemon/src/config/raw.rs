@@ -178,7 +178,7 @@ pub struct Target {
     /// Extra headers; values are never shown in errors or logs.
     #[serde(default)]
     pub headers: BTreeMap<String, toml::Spanned<String>>,
-    /// Server `/metrics`, an `http://` URL (default: on the target's host and port; `""`
+    /// Server `/metrics`, an `http://` or `https://` URL (default: on the target's host and port; `""`
     /// turns it off).
     pub metrics_url: Option<toml::Spanned<String>>,
     /// The server's PID.

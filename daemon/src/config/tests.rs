@@ -409,8 +409,14 @@ fn metrics_and_dcgm_urls_are_checked_at_load() {
         )
     };
     for (url, expected) in [
-        ("https://127.0.0.1:8000/metrics", "https is not supported"),
-        ("127.0.0.1:8000/metrics", "expected an http:// URL"),
+        (
+            "ftp://127.0.0.1:8000/metrics",
+            "expected an http:// or https:// URL",
+        ),
+        (
+            "127.0.0.1:8000/metrics",
+            "expected an http:// or https:// URL",
+        ),
         ("http://", "no host"),
         ("http://u:pw-SECRET@127.0.0.1:8000/metrics", "user info"),
     ] {
@@ -424,6 +430,8 @@ fn metrics_and_dcgm_urls_are_checked_at_load() {
     ))
     .unwrap();
     assert!(c.targets["local"].metrics_url.is_some());
+    let c = parse(&with_metrics("https://vllm.internal/metrics")).unwrap();
+    assert!(c.targets["local"].metrics_url.is_some());
     assert_eq!(
         parse(&with_metrics("")).unwrap().targets["local"].metrics_url,
         None
@@ -431,7 +439,7 @@ fn metrics_and_dcgm_urls_are_checked_at_load() {
 
     let text = format!("{GOOD}[telemetry]\ndcgm_url = \"dcgm:9400\"\n");
     let e = error_at(&text, "dcgm_url", "telemetry.dcgm_url: ");
-    assert!(e.contains("expected an http:// URL"), "{e}");
+    assert!(e.contains("expected an http:// or https:// URL"), "{e}");
     let text = format!("{GOOD}[telemetry]\ndcgm_url = \"http://127.0.0.1:9400/metrics\"\n");
     assert_eq!(
         parse(&text).unwrap().telemetry.dcgm_url.as_deref(),
