@@ -148,9 +148,24 @@ fn tls_client(roots: rustls::RootCertStore) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
+/// `url` without user info, query or fragment.
+fn redacted(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.rsplit('@').next().unwrap_or(url).to_owned(),
+    }
+}
+
 /// A validated endpoint.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
+    /// The URL as shown in logs, errors and summaries: without user info, query or fragment,
+    /// any of which may carry a token.
     pub url: String,
     uri: Uri,
     host: String,
@@ -170,10 +185,13 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// An `http://` or `https://` endpoint; `https` uses `tls`, else the system's roots.
     pub fn parse(url: &str, tls: Option<Arc<ClientConfig>>) -> Result<Endpoint, ScrapeError> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|_| ScrapeError::BadUrl { url: redacted(url) })?;
+        let url = &redacted(url);
         let bad = || ScrapeError::BadUrl {
             url: url.to_owned(),
         };
-        let uri: Uri = url.parse().map_err(|_| bad())?;
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -337,5 +355,32 @@ pub(crate) async fn poll<F>(
                 state.set(SourceState::unavailable(reason));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        for (url, shown) in [
+            (
+                "http://u:pw@h:9400/metrics?token=abc#x",
+                "http://h:9400/metrics",
+            ),
+            ("https://h/metrics?k=v", "https://h/metrics"),
+            ("http://h:8000", "http://h:8000"),
+            ("h:1/x?y", "h:1/x"),
+        ] {
+            assert_eq!(redacted(url), shown);
+        }
+        let e = Endpoint::parse("http://h:9400/metrics?token=abc", None).unwrap();
+        assert_eq!(e.url, "http://h:9400/metrics");
+        let e = Endpoint::parse("ftp://u:pw@h/metrics?token=abc", None).unwrap_err();
+        assert!(
+            !e.to_string().contains("pw") && !e.to_string().contains("abc"),
+            "{e}"
+        );
     }
 }

@@ -140,7 +140,7 @@ impl ServerMetrics {
         }
     }
 
-    /// The URL scraped.
+    /// The URL scraped, without user info or query.
     pub fn url(&self) -> &str {
         &self.endpoint.url
     }
