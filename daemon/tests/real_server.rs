@@ -214,8 +214,10 @@ fn mooncake_slice_against_llama_server() {
             head_first += (wait < prompt_ms) as u32;
         }
     }
+    // Measured: 14 to 17 of 23. Slots are picked by llama.cpp, and a repeat landing on a
+    // slot that never saw the prefix misses, so not all of them hit; a third is the floor.
     assert!(
-        repeated > 0 && repeated_hits > 0,
+        repeated > 0 && repeated_hits * 3 >= repeated,
         "{repeated_hits} of {repeated} requests that repeat a prefix hit the server's cache"
     );
 
