@@ -148,6 +148,26 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Checks the settings [`run()`] would otherwise trip on: a concurrency ceiling of 0 (no
+    /// request could ever be sent) and `extra_inputs` replacing fields canaryd sets itself.
+    /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
+    pub fn validate(&self) -> Result<(), ReplayError> {
+        if self.concurrency == Some(0) {
+            return Err(ReplayError::Invalid {
+                field: "--concurrency",
+                reason: "expected at least 1 request in flight, found 0".into(),
+            });
+        }
+        self.target
+            .check_extra_inputs()
+            .map_err(|reason| ReplayError::Invalid {
+                field: "--extra-inputs",
+                reason,
+            })
+    }
+}
+
 /// Live counters, for progress display.
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -196,6 +216,14 @@ pub enum ReplayError {
     /// An artifact could not be written.
     #[error("writing results: {0}")]
     Artifact(#[from] ArtifactError),
+    /// A setting is out of range (see [`Config::validate`]).
+    #[error("invalid replay setting {field}: {reason}")]
+    Invalid {
+        /// The setting, as the command line spells it (`--concurrency`).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 struct Ctx {
@@ -225,6 +253,7 @@ pub async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
+    config.validate()?;
     let tls = if config.target.tls {
         Some(crate::tls::client_config(
             config.target.ca_bundle.as_deref(),

@@ -300,3 +300,40 @@ async fn a_server_that_closes_after_each_response_costs_no_request() {
         "each request reached the server once"
     );
 }
+
+#[tokio::test]
+async fn settings_that_could_never_run_are_refused_up_front() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut bad_body = target(&sim);
+    bad_body
+        .extra_inputs
+        .insert("stream".into(), serde_json::json!(false));
+    let cases = [
+        (target(&sim), Some(0), "--concurrency"),
+        (bad_body, None, "--extra-inputs"),
+    ];
+    for (t, concurrency, field) in cases {
+        let mut config = canary_replay::Config::new(t);
+        config.concurrency = concurrency;
+        let run = canary_replay::run(
+            config,
+            canary_replay::Schedule::new(requests(2, 20, 4), 1.0),
+            prompts(),
+            serde_json::json!({}),
+            tokio_util::sync::CancellationToken::new(),
+            Default::default(),
+        );
+        // Without the check a zero-slot ceiling waits forever: bound the wait so the test
+        // fails instead of hanging.
+        let err = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("refused, not hung")
+            .expect_err("refused");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("invalid replay setting {field}: ")),
+            "{msg}"
+        );
+    }
+    assert!(sim.truth().is_empty(), "nothing was sent");
+}

@@ -421,6 +421,20 @@ fn error_invalid_lengths() {
 }
 
 #[test]
+fn error_extra_replaces_a_field_canaryd_sets() {
+    parse_err(
+        "x.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"extra\": {\"top_p\": 1}}\n\
+         {\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"extra\": {\"stream\": false}}\n",
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"x.jsonl:2: field "extra": expected an object without fields canaryd sets"#,
+            r#"found field "stream""#,
+        ],
+    );
+}
+
+#[test]
 fn error_block_rule() {
     let text = "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
                 {\"timestamp\": 0, \"input_length\": 1025, \"output_length\": 5, \"hash_ids\": [1, 2]}\n";

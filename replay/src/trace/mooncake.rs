@@ -173,7 +173,19 @@ fn convert(
     };
     let extra = match raw.extra {
         None => None,
-        Some(v @ serde_json::Value::Object(_)) => Some(Box::new(v)),
+        Some(serde_json::Value::Object(map)) => {
+            if let Some((key, why)) = map
+                .keys()
+                .find_map(|k| crate::target::owned_field(k).map(|why| (k, why)))
+            {
+                return Err(row.invalid(
+                    "extra",
+                    format!("an object without fields canaryd sets ({why})"),
+                    format_args!("field {key:?}"),
+                ));
+            }
+            Some(Box::new(serde_json::Value::Object(map)))
+        }
         Some(other) => return Err(row.wrong_type("extra", "an object", other)),
     };
 
