@@ -399,7 +399,9 @@ async fn warmup(ctx: &Ctx, schedule: &Schedule) {
         req.index = u32::MAX - i as u32;
         req.session = None;
         let now = MonoTime::now();
-        let rec = send_one(ctx, &req, now, None, true).await;
+        let Some(rec) = send_one(ctx, &req, now, None, true).await else {
+            return; // stopped before it was sent
+        };
         let _ = ctx.records.send(rec).await;
     }
 }
@@ -417,16 +419,11 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
             ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
             return;
         }
-        let (rec, gaps) = send_one(&ctx, &req, scheduled, not_before, false).await;
-        if rec
-            .error
-            .as_ref()
-            .is_some_and(|e| e.kind == ErrorKind::Cancelled && rec.sent_at_ms.is_nan())
-        {
+        let Some((rec, gaps)) = send_one(&ctx, &req, scheduled, not_before, false).await else {
             // Stopped before it was sent.
             ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
             return;
-        }
+        };
         prev_end = Some(ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64));
         let _ = ctx.records.send((rec, gaps)).await;
     }
@@ -445,15 +442,28 @@ fn stopped() -> Measurement {
     }
 }
 
+/// `fut`'s output, or `None` if `stop` fires first.
+async fn unless_stopped<T>(
+    stop: &CancellationToken,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        v = fut => Some(v),
+        _ = stop.cancelled() => None,
+    }
+}
+
 /// Prepares, releases and measures one request. `not_before`: a previous turn's end that
-/// may hold this one back past its deadline.
+/// may hold this one back past its deadline. `None` when the run stopped before the request
+/// was sent: every wait before sending (connection, deadline, concurrency slot) gives way to
+/// the stop, so a stopped run sends nothing more and counts the rest as unsent.
 async fn send_one(
     ctx: &Ctx,
     req: &TraceRequest,
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> (RequestRecord, Vec<f64>) {
+) -> Option<(RequestRecord, Vec<f64>)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let mut rec = RequestRecord {
@@ -484,7 +494,7 @@ async fn send_one(
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
     let mut conn = match ctx.permits {
-        None => Some(ctx.connector.acquire().await),
+        None => Some(unless_stopped(&ctx.stop, ctx.connector.acquire()).await?),
         Some(_) => None,
     };
 
@@ -498,22 +508,15 @@ async fn send_one(
         _ => Some(ctx.dispatcher.at(scheduled)),
     };
     if let Some(release) = release {
-        tokio::select! {
-            _ = release => {}
-            _ = ctx.stop.cancelled() => {
-                rec.sent_at_ms = f64::NAN;
-                rec.status = Status::Error;
-                rec.error = Some(RequestError { kind: ErrorKind::Cancelled, http_status: None, message: "run stopped before send".into() });
-                return (rec, Vec::new());
-            }
-        }
+        // An error (the dispatch thread is gone) means "go now".
+        let _ = unless_stopped(&ctx.stop, release).await?;
     }
     let _permit = match &ctx.permits {
         None => None,
         Some(sem) => match sem.try_acquire() {
             Ok(p) => Some(p),
             Err(_) => {
-                let p = sem.acquire().await.ok();
+                let p = unless_stopped(&ctx.stop, sem.acquire()).await?.ok();
                 hold_end = Some(MonoTime::now());
                 p
             }
@@ -525,8 +528,12 @@ async fn send_one(
 
     let conn = match conn.take() {
         Some(c) => c,
-        None => ctx.connector.acquire().await,
+        None => unless_stopped(&ctx.stop, ctx.connector.acquire()).await?,
     };
+    // A stop that came while this request was being released is not in flight yet.
+    if ctx.stop.is_cancelled() {
+        return None;
+    }
     let mut conn: Connection = match conn {
         Ok(c) => c,
         Err(e) => {
@@ -535,14 +542,12 @@ async fn send_one(
             rec.ended_at_ms = rec.sent_at_ms;
             rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
             rec.status = Status::Error;
-            rec.error = Some(RequestError {
-                kind: ErrorKind::Connect,
-                http_status: None,
-                message: e.to_string(),
-            });
-            ctx.progress.done.fetch_add(1, Ordering::Relaxed);
-            ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
-            return (rec, Vec::new());
+            rec.error = Some(connect_error(&e));
+            if !warmup {
+                ctx.progress.done.fetch_add(1, Ordering::Relaxed);
+                ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some((rec, Vec::new()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -588,11 +593,18 @@ async fn send_one(
             ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
-    if !ctx.config.record_chunks {
-        return (rec, gaps);
+    if ctx.config.record_chunks {
+        rec.chunk_gaps_ms = Some(gaps.clone());
     }
-    rec.chunk_gaps_ms = Some(gaps.clone());
-    (rec, gaps)
+    Some((rec, gaps))
+}
+
+fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
+    RequestError {
+        kind: ErrorKind::Connect,
+        http_status: None,
+        message: e.to_string(),
+    }
 }
 
 /// Derives a record's metrics from a measurement; returns the chunk gaps in ms.
