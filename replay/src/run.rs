@@ -150,9 +150,16 @@ impl Config {
 
 impl Config {
     /// Checks the settings [`run()`] would otherwise trip on: a concurrency ceiling of 0 (no
-    /// request could ever be sent) and `extra_inputs` replacing fields canaryd sets itself.
+    /// request could ever be sent), a zero connect timeout (no connection could ever open)
+    /// and `extra_inputs` replacing fields canaryd sets itself.
     /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
     pub fn validate(&self) -> Result<(), ReplayError> {
+        if self.target.connect_timeout.is_zero() {
+            return Err(ReplayError::Invalid {
+                field: "connect_timeout",
+                reason: "expected a positive duration, found 0".into(),
+            });
+        }
         if self.concurrency == Some(0) {
             return Err(ReplayError::Invalid {
                 field: "--concurrency",
@@ -261,7 +268,12 @@ pub async fn run(
     } else {
         None
     };
-    let connector = Connector::new(&config.target.host, config.target.port, tls)?;
+    let connector = Connector::new(
+        &config.target.host,
+        config.target.port,
+        tls,
+        config.target.connect_timeout.min(config.target.timeout),
+    )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     progress
@@ -570,8 +582,9 @@ async fn send_one(
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
         ctx.connector.stop_reuse();
-        match ctx.connector.open().await {
-            Ok(fresh) => {
+        match unless_stopped(&ctx.hard_stop, ctx.connector.open()).await {
+            None => m = stopped(),
+            Some(Ok(fresh)) => {
                 conn = fresh;
                 rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
                 rec.socket_cookie = conn.cookie;
@@ -580,7 +593,12 @@ async fn send_one(
                     _ = ctx.hard_stop.cancelled() => stopped(),
                 };
             }
-            Err(e) => tracing::debug!("no new connection for a second attempt: {e}"),
+            // The request never reached the server, and no connection could be opened to
+            // send it again: that is a failure to connect.
+            Some(Err(e)) => {
+                m.error = Some(connect_error(&e));
+                m.end = MonoTime::now();
+            }
         }
     }
     let gaps = fill(&mut rec, &m, t0);

@@ -118,6 +118,9 @@ pub struct Target {
     pub ca_bundle: Option<PathBuf>,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Opening a connection (TCP connect and TLS handshake) fails after this long, or after
+    /// [`Target::timeout`] if that is shorter; the request is then a `connect` error.
+    pub connect_timeout: Duration,
     /// SSE streaming (default) or one JSON body.
     pub streaming: bool,
     /// Output-length field(s) to send.
@@ -125,6 +128,9 @@ pub struct Target {
     /// Fields merged into every request body (`--extra-inputs`).
     pub extra_inputs: Map<String, Value>,
 }
+
+/// Default of [`Target::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Body fields canaryd sets itself, and why: `--extra-inputs` and a trace row's `extra` may
 /// not replace them, since each one decides what is measured or how the response is read.
@@ -207,6 +213,7 @@ impl Target {
             headers: Vec::new(),
             ca_bundle: None,
             timeout: Duration::from_secs(600),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             streaming: true,
             max_tokens_field: MaxTokensField::Both,
             extra_inputs: Map::new(),

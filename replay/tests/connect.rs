@@ -1,7 +1,8 @@
-//! Stopping a run while requests wait for a connection or a concurrency slot.
+//! Opening connections and stopping a run: timeouts, servers that never answer or hang up,
+//! and requests that wait (for a connection or a concurrency slot) when the run stops.
 
 use crate::support::*;
-use canary_core::Status;
+use canary_core::{ErrorKind, Status};
 use canary_replay::{Endpoint, Progress, Target};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,8 +27,26 @@ fn https_target(port: u16) -> (Target, tempfile::TempDir) {
 }
 
 #[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_a_connect_error() {
+    let (mut t, _ca) = https_target(silent_server());
+    t.connect_timeout = Duration::from_millis(300);
+    let run = tokio::time::timeout(HANG_GUARD, replay(requests(2, 20, 4), t, |_| {}))
+        .await
+        .expect("the connect timeout ends the run");
+    assert_eq!(run.records.len(), 2);
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+        assert!(e.message.contains("timed out"), "{}", e.message);
+        assert!(e.message.contains("TLS handshake"), "{}", e.message);
+    }
+    assert_eq!(run.outcome.summary.errors_by_kind["connect"], 2);
+}
+
+#[tokio::test]
 async fn stopping_while_connecting_leaves_requests_unsent() {
-    let (t, _ca) = https_target(silent_server());
+    let (mut t, _ca) = https_target(silent_server());
+    t.connect_timeout = Duration::from_secs(3600);
     let stop = CancellationToken::new();
     let s2 = stop.clone();
     tokio::spawn(async move {
@@ -44,6 +63,28 @@ async fn stopping_while_connecting_leaves_requests_unsent() {
     assert!(run.outcome.interrupted);
     assert!(run.records.is_empty(), "{:?}", run.records);
     assert_eq!(run.outcome.unsent, 2);
+}
+
+#[tokio::test]
+async fn a_fresh_connection_closed_before_the_request_is_a_connect_error() {
+    let t = Target::new(
+        &format!("http://127.0.0.1:{}", closing_server()),
+        Endpoint::Chat,
+        "m",
+    )
+    .unwrap();
+    // Connections are opened a second ahead, so the server has closed them by the time the
+    // requests are due.
+    let run = replay(requests(2, 20, 4), t, |c| {
+        c.prepare_ahead = Duration::from_secs(1)
+    })
+    .await;
+    assert_eq!(run.records.len(), 2);
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+        assert!(r.connect_ms.is_some(), "a fresh connection");
+    }
 }
 
 #[tokio::test]

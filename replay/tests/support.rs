@@ -33,6 +33,19 @@ pub fn silent_server() -> u16 {
     port
 }
 
+/// A loopback TCP server that closes every connection as soon as it accepts it. Returns its
+/// port.
+pub fn closing_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    port
+}
+
 /// Starts the simulator on a free loopback port with the given `canaryd sim` flags.
 pub async fn sim(flags: &[&str]) -> SimHandle {
     let mut argv = vec!["sim", "--port", "0"];
