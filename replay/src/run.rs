@@ -56,6 +56,12 @@ pub struct Config {
     /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
     /// the exporter decides which spans to send).
     pub trace_sample_ratio: f64,
+    /// Mixed into the text of prompt blocks no hash id covers (rows without hash ids, tokens
+    /// past a row's last id, warm-up requests), so that text is new to the server on every
+    /// run. Blocks of hash ids never depend on it: they stay equal across runs (and shards)
+    /// so the trace's prefix sharing is replayed. [`Config::new`] draws a fresh one; set it to
+    /// repeat a run's exact prompts (it is reported as `prompt_salt` in `summary.json`).
+    pub prompt_salt: u64,
 }
 
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
@@ -144,6 +150,8 @@ impl Config {
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
             observer: None,
             trace_sample_ratio: 1.0,
+            // 53 bits: exact in every JSON reader (summary.json reports it).
+            prompt_salt: crate::ids::next_u64() >> 11,
         }
     }
 }
@@ -195,6 +203,8 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Scheduled requests never sent because the run stopped.
     pub unsent: u64,
+    /// [`Config::prompt_salt`] of the run.
+    pub prompt_salt: u64,
     /// Wall-clock start (Unix ns) of the measured phase, for labelling.
     pub started_unix_ns: u64,
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
@@ -364,6 +374,7 @@ pub async fn run(
     let outcome = RunOutcome {
         interrupted,
         unsent,
+        prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
         sections,
@@ -409,6 +420,7 @@ async fn warmup(ctx: &Ctx, schedule: &Schedule) {
         let mut req = shapes[i % shapes.len()].clone();
         req.hash_ids.clear();
         req.index = u32::MAX - i as u32;
+        req.line = 0;
         req.session = None;
         let now = MonoTime::now();
         let Some(rec) = send_one(ctx, &req, now, None, true).await else {
@@ -492,7 +504,7 @@ async fn send_one(
         ..Default::default()
     };
 
-    let prompt = ctx.prompts.build(req);
+    let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
     rec.prompt_tokens_synthesized = prompt.tokens;
     let body = ctx
         .target
