@@ -43,11 +43,23 @@ impl MonoTime {
     }
 }
 
+impl MonoTime {
+    /// `self + d`, or `None` past the end of the clock (about 584 years after boot).
+    pub fn checked_add(self, d: Duration) -> Option<MonoTime> {
+        u64::try_from(d.as_nanos())
+            .ok()
+            .and_then(|n| self.0.checked_add(n))
+            .map(MonoTime)
+    }
+}
+
 impl std::ops::Add<Duration> for MonoTime {
     type Output = MonoTime;
 
+    /// Saturates at the end of the clock: a deadline computed from a bad trace (a timestamp
+    /// in the wrong unit, a huge delay) lies in the far future instead of panicking.
     fn add(self, d: Duration) -> MonoTime {
-        MonoTime(self.0 + d.as_nanos() as u64)
+        self.checked_add(d).unwrap_or(MonoTime(u64::MAX))
     }
 }
 
@@ -103,6 +115,19 @@ mod tests {
         // Both read CLOCK_MONOTONIC: the two spans agree far better than a ms.
         let diff = dm.as_nanos() as i128 - di.as_nanos() as i128;
         assert!(diff.abs() < 1_000_000, "mono {dm:?} vs instant {di:?}");
+    }
+
+    #[test]
+    fn adding_past_the_end_saturates() {
+        let late = MonoTime(u64::MAX - 5);
+        assert_eq!(late + Duration::from_secs(1), MonoTime(u64::MAX));
+        assert_eq!(late + Duration::MAX, MonoTime(u64::MAX));
+        assert_eq!(late.checked_add(Duration::from_nanos(6)), None);
+        assert_eq!(
+            late.checked_add(Duration::from_nanos(5)),
+            Some(MonoTime(u64::MAX))
+        );
+        assert_eq!(MonoTime(1) + Duration::from_nanos(2), MonoTime(3));
     }
 
     #[test]

@@ -189,7 +189,8 @@ pub struct RequestError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
-    /// Could not connect (refused, unreachable, TLS handshake failed).
+    /// Could not connect (refused, unreachable, timed out, TLS handshake failed), or a new
+    /// connection closed before any of the request was written.
     Connect,
     /// The server answered with a non-2xx status.
     HttpStatus,

@@ -76,7 +76,7 @@ fn main() {
         let start = Instant::now();
         for r in &rows {
             let t = Instant::now();
-            black_box(builder.build(black_box(r)));
+            black_box(builder.build(black_box(r), 0));
             max_one = max_one.max(t.elapsed());
         }
         best = best.min(start.elapsed());
@@ -94,7 +94,7 @@ fn main() {
     let sample = &rows[..200];
     let texts: Vec<String> = sample
         .iter()
-        .map(|r| match builder.build(r).body {
+        .map(|r| match builder.build(r, 0).body {
             PromptBody::Text(t) => t,
             PromptBody::Messages(_) => unreachable!(),
         })

@@ -23,6 +23,8 @@ pub struct Connector {
     host: String,
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// Bounds opening a connection: TCP connect, TLS handshake, HTTP/1.1 setup.
+    connect_timeout: Duration,
     idle: Arc<Mutex<Vec<Connection>>>,
     /// Set once a pooled connection turned out closed by the server: from then on every
     /// request opens its own connection ahead of its deadline instead of reusing one.
@@ -49,11 +51,13 @@ pub struct ConnectError {
 }
 
 impl Connector {
-    /// A connector to `host:port`, with TLS when `tls` is given.
+    /// A connector to `host:port`, with TLS when `tls` is given. Opening a connection fails
+    /// after `connect_timeout`.
     pub fn new(
         host: &str,
         port: u16,
         tls: Option<Arc<rustls::ClientConfig>>,
+        connect_timeout: Duration,
     ) -> Result<Connector, ConnectError> {
         let tls = match tls {
             None => None,
@@ -69,6 +73,7 @@ impl Connector {
             host: host.to_string(),
             port,
             tls,
+            connect_timeout,
             idle: Arc::default(),
             no_reuse: Arc::default(),
         })
@@ -116,6 +121,26 @@ impl Connector {
 
     /// A new connection, never a pooled one.
     pub async fn open(&self) -> Result<Connection, ConnectError> {
+        // A host that drops SYNs, or a server that accepts and never answers the TLS
+        // handshake, would otherwise hold the request forever.
+        match tokio::time::timeout(self.connect_timeout, self.open_unbounded()).await {
+            Ok(result) => result,
+            Err(_) => Err(ConnectError {
+                addr: format!("{}:{}", self.host, self.port),
+                reason: format!(
+                    "timed out after {:?} ({})",
+                    self.connect_timeout,
+                    if self.tls.is_some() {
+                        "TCP connect and TLS handshake"
+                    } else {
+                        "TCP connect"
+                    }
+                ),
+            }),
+        }
+    }
+
+    async fn open_unbounded(&self) -> Result<Connection, ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
         let err = |reason: String| ConnectError {
             addr: addr.clone(),

@@ -80,7 +80,16 @@ pub async fn exchange(
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
             m.unanswered = true;
-            classify_hyper(&e, "sending request")
+            if e.is_canceled() {
+                // hyper cancels a request only before writing any of it: the connection was
+                // closed before it could carry the request, so nothing reached the server.
+                error(
+                    ErrorKind::Connect,
+                    format!("connection closed before the request was sent: {e}"),
+                )
+            } else {
+                classify_hyper(&e, "sending request")
+            }
         })?;
         m.head = Some(MonoTime::now());
         let status = response.status();

@@ -3,9 +3,13 @@
 //!
 //! Each hash id maps to one deterministic block of `block_size` tokens, so equal ids give
 //! byte-identical blocks and the server's prefix cache sees the trace's real reuse. A row
-//! without hash ids (or tokens past its last block) gets blocks keyed by its `index` in a
-//! separate namespace, so its text is unique. A per-run `seed` changes the id → text
-//! mapping; the same seed always gives the same text.
+//! without hash ids (or tokens past its last block) gets blocks keyed, in a separate
+//! namespace, by its trace line, its index and a `salt` given with each build: the line keeps
+//! rows unique across the shards of one trace (each shard renumbers its rows from 0), the
+//! salt across runs (a replay passes a fresh one each run, so a server never serves a
+//! "unique" prompt from the prefix cache a previous run filled). The builder's `seed` changes
+//! the id → text mapping; the same seed always gives the same text for the same hash ids,
+//! whatever the salt.
 //!
 //! Prompts are built just in time, shortly before they are sent: a 12k-token prompt is a
 //! few hundred string copies out of a [`Vocabulary`] of words that are one token each, so
@@ -19,7 +23,7 @@
 //! use canary_replay::{PromptBuilder, Tokenizer, TokenizerSpec};
 //! let tokenizer = Tokenizer::load(&TokenizerSpec::BuiltinO200k)?;
 //! let builder = PromptBuilder::new(tokenizer, 0)?;
-//! let prompt = builder.build(req);
+//! let prompt = builder.build(req, 0);
 //! assert_eq!(prompt.tokens, Some(req.input_tokens));
 //! # Ok(()) }
 //! ```
@@ -160,13 +164,14 @@ impl PromptBuilder {
     }
 
     /// The prompt for `req`: the trace's own prompt verbatim if it has one, otherwise
-    /// `req.input_tokens` tokens synthesized from its hash ids.
-    pub fn build(&self, req: &TraceRequest) -> Prompt {
+    /// `req.input_tokens` tokens synthesized from its hash ids. `salt` changes the text of the
+    /// blocks no hash id covers, and only those.
+    pub fn build(&self, req: &TraceRequest, salt: u64) -> Prompt {
         if let Some(verbatim) = verbatim(req) {
             return verbatim;
         }
         let mut text = String::new();
-        self.write(req, &mut text);
+        self.write(req, salt, &mut text);
         Prompt {
             body: PromptBody::Text(text),
             tokens: Some(req.input_tokens),
@@ -179,12 +184,12 @@ impl PromptBuilder {
     ///
     /// Costs a full encode per call (o200k: about 5M tokens/s): for spot checks and
     /// start-up probes, not every request.
-    pub fn build_verified(&self, req: &TraceRequest) -> (Prompt, Option<TokenCheck>) {
+    pub fn build_verified(&self, req: &TraceRequest, salt: u64) -> (Prompt, Option<TokenCheck>) {
         if let Some(verbatim) = verbatim(req) {
             return (verbatim, None);
         }
         let mut text = String::new();
-        let last = self.write(req, &mut text);
+        let last = self.write(req, salt, &mut text);
         let check = self.repair(&mut text, last, req.input_tokens);
         let prompt = Prompt {
             body: PromptBody::Text(text),
@@ -238,11 +243,11 @@ impl PromptBuilder {
 
     /// Appends the synthesized text of `req` to `out`. Returns where the last block starts
     /// in `out` and that block, for tail repair.
-    fn write(&self, req: &TraceRequest, out: &mut String) -> Option<(usize, Segment)> {
+    fn write(&self, req: &TraceRequest, salt: u64, out: &mut String) -> Option<(usize, Segment)> {
         // Reserve once, then copy without regrowing.
         out.reserve(req.input_tokens as usize * self.vocabulary.bytes_per_word());
         let mut last = None;
-        for segment in self.plan(req) {
+        for segment in self.plan(req, salt) {
             last = Some((out.len(), segment));
             self.vocabulary
                 .write_words(out, segment.key, 0, segment.words);
@@ -251,16 +256,17 @@ impl PromptBuilder {
     }
 
     /// The blocks of `req`'s prompt: one per hash id while tokens remain (the last one
-    /// possibly partial), then blocks keyed by `(index, position)` for any tokens the hash
-    /// ids do not cover (all of them for a row without ids).
-    fn plan<'a>(&'a self, req: &'a TraceRequest) -> impl Iterator<Item = Segment> + 'a {
+    /// possibly partial), then blocks keyed by `(salt, line, index, position)` for any tokens
+    /// the hash ids do not cover (all of them for a row without ids).
+    fn plan<'a>(&'a self, req: &'a TraceRequest, salt: u64) -> impl Iterator<Item = Segment> + 'a {
         let block = match req.block_size {
             0 => DEFAULT_BLOCK_SIZE,
             b => b as usize,
         };
         let total = req.input_tokens as usize;
         let ids = req.hash_ids.iter().map(|&id| self.hash_key(id));
-        let unique = (req.hash_ids.len() as u64..).map(|pos| self.unique_key(req.index, pos));
+        let row = unique_row(salt, req.line, req.index);
+        let unique = (req.hash_ids.len() as u64..).map(move |pos| self.unique_key(row, pos));
         ids.chain(unique)
             .enumerate()
             .map(move |(i, key)| Segment {
@@ -275,11 +281,18 @@ impl PromptBuilder {
         splitmix64(self.seed_key ^ splitmix64(id))
     }
 
-    /// Key of the `pos`-th block of row `index` when no hash id covers it.
-    fn unique_key(&self, index: u32, pos: u64) -> u64 {
-        let row = splitmix64(UNIQUE_NAMESPACE ^ u64::from(index));
+    /// Key of the `pos`-th block of a row (see [`unique_row`]) when no hash id covers it.
+    fn unique_key(&self, row: u64, pos: u64) -> u64 {
         splitmix64(self.seed_key ^ splitmix64(row ^ pos))
     }
+}
+
+/// The key of a row's unique blocks. Its trace line tells rows of one file apart on every
+/// shard (a row's index only counts within one shard's selection; warm-up requests have line
+/// 0 and indices counted down from `u32::MAX`); the salt tells runs apart.
+fn unique_row(salt: u64, line: u32, index: u32) -> u64 {
+    let row = (u64::from(line) << 32) | u64::from(index);
+    splitmix64(UNIQUE_NAMESPACE ^ splitmix64(salt ^ splitmix64(row)))
 }
 
 /// The trace's own prompt, if the row carries one.
@@ -323,7 +336,7 @@ mod tests {
         };
         for (expected, change) in [(45, 5), (33, -7), (40, 0)] {
             let mut text = String::new();
-            let last = builder.write(&req, &mut text);
+            let last = builder.write(&req, 0, &mut text);
             let head = text[..last.unwrap().0].to_owned();
             let check = builder.repair(&mut text, last, expected);
             assert_eq!(check.counted_before, 40);

@@ -56,6 +56,12 @@ pub struct Config {
     /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
     /// the exporter decides which spans to send).
     pub trace_sample_ratio: f64,
+    /// Mixed into the text of prompt blocks no hash id covers (rows without hash ids, tokens
+    /// past a row's last id, warm-up requests), so that text is new to the server on every
+    /// run. Blocks of hash ids never depend on it: they stay equal across runs (and shards)
+    /// so the trace's prefix sharing is replayed. [`Config::new`] draws a fresh one; set it to
+    /// repeat a run's exact prompts (it is reported as `prompt_salt` in `summary.json`).
+    pub prompt_salt: u64,
 }
 
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
@@ -144,7 +150,36 @@ impl Config {
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
             observer: None,
             trace_sample_ratio: 1.0,
+            // 53 bits: exact in every JSON reader (summary.json reports it).
+            prompt_salt: crate::ids::next_u64() >> 11,
         }
+    }
+}
+
+impl Config {
+    /// Checks the settings [`run()`] would otherwise trip on: a concurrency ceiling of 0 (no
+    /// request could ever be sent), a zero connect timeout (no connection could ever open)
+    /// and `extra_inputs` replacing fields canaryd sets itself.
+    /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
+    pub fn validate(&self) -> Result<(), ReplayError> {
+        if self.target.connect_timeout.is_zero() {
+            return Err(ReplayError::Invalid {
+                field: "connect_timeout",
+                reason: "expected a positive duration, found 0".into(),
+            });
+        }
+        if self.concurrency == Some(0) {
+            return Err(ReplayError::Invalid {
+                field: "--concurrency",
+                reason: "expected at least 1 request in flight, found 0".into(),
+            });
+        }
+        self.target
+            .check_extra_inputs()
+            .map_err(|reason| ReplayError::Invalid {
+                field: "--extra-inputs",
+                reason,
+            })
     }
 }
 
@@ -168,6 +203,8 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Scheduled requests never sent because the run stopped.
     pub unsent: u64,
+    /// [`Config::prompt_salt`] of the run.
+    pub prompt_salt: u64,
     /// Wall-clock start (Unix ns) of the measured phase, for labelling.
     pub started_unix_ns: u64,
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
@@ -196,6 +233,14 @@ pub enum ReplayError {
     /// An artifact could not be written.
     #[error("writing results: {0}")]
     Artifact(#[from] ArtifactError),
+    /// A setting is out of range (see [`Config::validate`]).
+    #[error("invalid replay setting {field}: {reason}")]
+    Invalid {
+        /// The setting, as the command line spells it (`--concurrency`).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 struct Ctx {
@@ -225,6 +270,7 @@ pub async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
+    config.validate()?;
     let tls = if config.target.tls {
         Some(crate::tls::client_config(
             config.target.ca_bundle.as_deref(),
@@ -232,7 +278,12 @@ pub async fn run(
     } else {
         None
     };
-    let connector = Connector::new(&config.target.host, config.target.port, tls)?;
+    let connector = Connector::new(
+        &config.target.host,
+        config.target.port,
+        tls,
+        config.target.connect_timeout.min(config.target.timeout),
+    )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     progress
@@ -323,6 +374,7 @@ pub async fn run(
     let outcome = RunOutcome {
         interrupted,
         unsent,
+        prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
         sections,
@@ -368,9 +420,12 @@ async fn warmup(ctx: &Ctx, schedule: &Schedule) {
         let mut req = shapes[i % shapes.len()].clone();
         req.hash_ids.clear();
         req.index = u32::MAX - i as u32;
+        req.line = 0;
         req.session = None;
         let now = MonoTime::now();
-        let rec = send_one(ctx, &req, now, None, true).await;
+        let Some(rec) = send_one(ctx, &req, now, None, true).await else {
+            return; // stopped before it was sent
+        };
         let _ = ctx.records.send(rec).await;
     }
 }
@@ -388,16 +443,11 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
             ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
             return;
         }
-        let (rec, gaps) = send_one(&ctx, &req, scheduled, not_before, false).await;
-        if rec
-            .error
-            .as_ref()
-            .is_some_and(|e| e.kind == ErrorKind::Cancelled && rec.sent_at_ms.is_nan())
-        {
+        let Some((rec, gaps)) = send_one(&ctx, &req, scheduled, not_before, false).await else {
             // Stopped before it was sent.
             ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
             return;
-        }
+        };
         prev_end = Some(ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64));
         let _ = ctx.records.send((rec, gaps)).await;
     }
@@ -416,15 +466,28 @@ fn stopped() -> Measurement {
     }
 }
 
+/// `fut`'s output, or `None` if `stop` fires first.
+async fn unless_stopped<T>(
+    stop: &CancellationToken,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        v = fut => Some(v),
+        _ = stop.cancelled() => None,
+    }
+}
+
 /// Prepares, releases and measures one request. `not_before`: a previous turn's end that
-/// may hold this one back past its deadline.
+/// may hold this one back past its deadline. `None` when the run stopped before the request
+/// was sent: every wait before sending (connection, deadline, concurrency slot) gives way to
+/// the stop, so a stopped run sends nothing more and counts the rest as unsent.
 async fn send_one(
     ctx: &Ctx,
     req: &TraceRequest,
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> (RequestRecord, Vec<f64>) {
+) -> Option<(RequestRecord, Vec<f64>)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let mut rec = RequestRecord {
@@ -441,7 +504,7 @@ async fn send_one(
         ..Default::default()
     };
 
-    let prompt = ctx.prompts.build(req);
+    let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
     rec.prompt_tokens_synthesized = prompt.tokens;
     let body = ctx
         .target
@@ -455,7 +518,7 @@ async fn send_one(
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
     let mut conn = match ctx.permits {
-        None => Some(ctx.connector.acquire().await),
+        None => Some(unless_stopped(&ctx.stop, ctx.connector.acquire()).await?),
         Some(_) => None,
     };
 
@@ -469,22 +532,15 @@ async fn send_one(
         _ => Some(ctx.dispatcher.at(scheduled)),
     };
     if let Some(release) = release {
-        tokio::select! {
-            _ = release => {}
-            _ = ctx.stop.cancelled() => {
-                rec.sent_at_ms = f64::NAN;
-                rec.status = Status::Error;
-                rec.error = Some(RequestError { kind: ErrorKind::Cancelled, http_status: None, message: "run stopped before send".into() });
-                return (rec, Vec::new());
-            }
-        }
+        // An error (the dispatch thread is gone) means "go now".
+        let _ = unless_stopped(&ctx.stop, release).await?;
     }
     let _permit = match &ctx.permits {
         None => None,
         Some(sem) => match sem.try_acquire() {
             Ok(p) => Some(p),
             Err(_) => {
-                let p = sem.acquire().await.ok();
+                let p = unless_stopped(&ctx.stop, sem.acquire()).await?.ok();
                 hold_end = Some(MonoTime::now());
                 p
             }
@@ -496,8 +552,12 @@ async fn send_one(
 
     let conn = match conn.take() {
         Some(c) => c,
-        None => ctx.connector.acquire().await,
+        None => unless_stopped(&ctx.stop, ctx.connector.acquire()).await?,
     };
+    // A stop that came while this request was being released is not in flight yet.
+    if ctx.stop.is_cancelled() {
+        return None;
+    }
     let mut conn: Connection = match conn {
         Ok(c) => c,
         Err(e) => {
@@ -506,14 +566,12 @@ async fn send_one(
             rec.ended_at_ms = rec.sent_at_ms;
             rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
             rec.status = Status::Error;
-            rec.error = Some(RequestError {
-                kind: ErrorKind::Connect,
-                http_status: None,
-                message: e.to_string(),
-            });
-            ctx.progress.done.fetch_add(1, Ordering::Relaxed);
-            ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
-            return (rec, Vec::new());
+            rec.error = Some(connect_error(&e));
+            if !warmup {
+                ctx.progress.done.fetch_add(1, Ordering::Relaxed);
+                ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some((rec, Vec::new()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -536,8 +594,9 @@ async fn send_one(
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
         ctx.connector.stop_reuse();
-        match ctx.connector.open().await {
-            Ok(fresh) => {
+        match unless_stopped(&ctx.hard_stop, ctx.connector.open()).await {
+            None => m = stopped(),
+            Some(Ok(fresh)) => {
                 conn = fresh;
                 rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
                 rec.socket_cookie = conn.cookie;
@@ -546,7 +605,12 @@ async fn send_one(
                     _ = ctx.hard_stop.cancelled() => stopped(),
                 };
             }
-            Err(e) => tracing::debug!("no new connection for a second attempt: {e}"),
+            // The request never reached the server, and no connection could be opened to
+            // send it again: that is a failure to connect.
+            Some(Err(e)) => {
+                m.error = Some(connect_error(&e));
+                m.end = MonoTime::now();
+            }
         }
     }
     let gaps = fill(&mut rec, &m, t0);
@@ -559,11 +623,18 @@ async fn send_one(
             ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
-    if !ctx.config.record_chunks {
-        return (rec, gaps);
+    if ctx.config.record_chunks {
+        rec.chunk_gaps_ms = Some(gaps.clone());
     }
-    rec.chunk_gaps_ms = Some(gaps.clone());
-    (rec, gaps)
+    Some((rec, gaps))
+}
+
+fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
+    RequestError {
+        kind: ErrorKind::Connect,
+        http_status: None,
+        message: e.to_string(),
+    }
 }
 
 /// Derives a record's metrics from a measurement; returns the chunk gaps in ms.

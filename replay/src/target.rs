@@ -118,12 +118,50 @@ pub struct Target {
     pub ca_bundle: Option<PathBuf>,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Opening a connection (TCP connect and TLS handshake) fails after this long, or after
+    /// [`Target::timeout`] if that is shorter; the request is then a `connect` error.
+    pub connect_timeout: Duration,
     /// SSE streaming (default) or one JSON body.
     pub streaming: bool,
     /// Output-length field(s) to send.
     pub max_tokens_field: MaxTokensField,
     /// Fields merged into every request body (`--extra-inputs`).
     pub extra_inputs: Map<String, Value>,
+}
+
+/// Default of [`Target::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Body fields canaryd sets itself, and why: `--extra-inputs` and a trace row's `extra` may
+/// not replace them, since each one decides what is measured or how the response is read.
+const OWNED_FIELDS: [(&str, &str); 7] = [
+    ("model", "it is the target's model (--model)"),
+    ("messages", "the prompt is synthesized from the trace"),
+    ("prompt", "the prompt is synthesized from the trace"),
+    (
+        "stream",
+        "it follows the streaming setting (--no-streaming), which decides how the response is read",
+    ),
+    (
+        "stream_options",
+        "canaryd asks for usage in the stream (include_usage) to count tokens",
+    ),
+    (
+        "max_tokens",
+        "output lengths come from the trace (--max-output-tokens caps them, --max-tokens-field picks the field)",
+    ),
+    (
+        "max_completion_tokens",
+        "output lengths come from the trace (--max-output-tokens caps them, --max-tokens-field picks the field)",
+    ),
+];
+
+/// Why canaryd must set `key` itself, if it must.
+pub(crate) fn owned_field(key: &str) -> Option<&'static str> {
+    OWNED_FIELDS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, why)| *why)
 }
 
 /// A URL canaryd cannot use as a target.
@@ -175,10 +213,23 @@ impl Target {
             headers: Vec::new(),
             ca_bundle: None,
             timeout: Duration::from_secs(600),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             streaming: true,
             max_tokens_field: MaxTokensField::Both,
             extra_inputs: Map::new(),
         })
+    }
+
+    /// Checks that [`Target::extra_inputs`] leaves alone the fields canaryd sets itself
+    /// (`model`, `messages`, `prompt`, `stream`, `stream_options`, `max_tokens`,
+    /// `max_completion_tokens`). The message names the field and why.
+    pub fn check_extra_inputs(&self) -> Result<(), String> {
+        for key in self.extra_inputs.keys() {
+            if let Some(why) = owned_field(key) {
+                return Err(format!("\"{key}\" is set by canaryd: {why}"));
+            }
+        }
+        Ok(())
     }
 
     /// `host:port` as shown in logs (never with credentials).
@@ -335,6 +386,30 @@ mod tests {
         assert_eq!(b["prompt"], "x");
         assert!(b.get("max_completion_tokens").is_none());
         assert!(b.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn extra_inputs_may_not_replace_what_canaryd_sets() {
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+        t.extra_inputs.insert("ignore_eos".into(), json!(true));
+        assert_eq!(t.check_extra_inputs(), Ok(()));
+        for key in [
+            "model",
+            "messages",
+            "prompt",
+            "stream",
+            "stream_options",
+            "max_tokens",
+            "max_completion_tokens",
+        ] {
+            let mut t = t.clone();
+            t.extra_inputs.insert(key.into(), json!(false));
+            let err = t.check_extra_inputs().unwrap_err();
+            assert!(
+                err.starts_with(&format!("\"{key}\" is set by canaryd: ")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -55,6 +55,12 @@ use read::{Lines, Rows};
 /// How many warning messages a [`LoadReport`] keeps; later ones are only counted.
 pub const MAX_WARNINGS: usize = 20;
 
+/// The longest schedule a trace may describe: no request more than this after the trace's
+/// first, and no Mooncake `delay` longer. Far above any real trace (BurstGPT's files span
+/// months), it catches a timestamp in the wrong unit (epoch milliseconds in a seconds column)
+/// at load time, naming the row, instead of a deadline centuries away.
+pub const MAX_SPAN: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
 /// A supported trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,6 +80,15 @@ impl TraceFormat {
             Self::Mooncake => "mooncake",
             Self::Bailian => "bailian",
             Self::BurstGpt => "burstgpt",
+        }
+    }
+
+    /// The name of the timestamp field, its unit and microseconds per unit.
+    pub(crate) fn timestamp_field(self) -> (&'static str, &'static str, u64) {
+        match self {
+            Self::Mooncake => ("timestamp", "ms", 1_000),
+            Self::Bailian => ("timestamp", "s", 1_000_000),
+            Self::BurstGpt => ("Timestamp", "s", 1_000_000),
         }
     }
 

@@ -1,5 +1,6 @@
 //! canary-replay's integration tests: one binary, real simulator, real sockets.
 
+mod connect;
 mod prompt;
 mod replay_sim;
 mod support;

@@ -59,7 +59,7 @@ fn text(prompt: &Prompt) -> &str {
 macro_rules! assert_exact {
     ($builder:expr, $req:expr) => {{
         let (builder, r) = ($builder, &$req);
-        let prompt = builder.build(r);
+        let prompt = builder.build(r, 0);
         let t = text(&prompt);
         let n = r.input_tokens as usize;
         assert_eq!(prompt.tokens, Some(r.input_tokens));
@@ -138,10 +138,38 @@ fn seed_changes_the_text_and_same_seed_repeats_it() {
     let seeded = PromptBuilder::new(tok.clone(), 1).unwrap();
     let again = PromptBuilder::new(tok, 1).unwrap();
     let r = covered(0, 700, 0, 512);
-    assert_ne!(text(&o200k().build(&r)), text(&seeded.build(&r)));
-    assert_eq!(seeded.build(&r), again.build(&r));
-    assert_eq!(o200k().build(&r), o200k().build(&r));
+    assert_ne!(text(&o200k().build(&r, 0)), text(&seeded.build(&r, 0)));
+    assert_eq!(seeded.build(&r, 0), again.build(&r, 0));
+    assert_eq!(o200k().build(&r, 0), o200k().build(&r, 0));
     assert_exact!(&seeded, r);
+}
+
+#[test]
+fn unique_blocks_differ_across_runs_and_shards_hash_id_blocks_do_not() {
+    let b = o200k();
+    let words = |p: &Prompt, n: usize| text(p).split(' ').take(n + 1).collect::<Vec<_>>().join(" ");
+    // Two shards each renumber their rows from 0; their rows come from different trace lines.
+    let shard0 = req(0, 300, &[], 512);
+    let mut shard1 = req(0, 300, &[], 512);
+    shard1.line = 7;
+    assert_ne!(
+        words(&b.build(&shard0, 1), 16),
+        words(&b.build(&shard1, 1), 16)
+    );
+    // The same row on two runs: a fresh salt each run.
+    assert_ne!(
+        words(&b.build(&shard0, 1), 16),
+        words(&b.build(&shard0, 2), 16)
+    );
+    assert_eq!(b.build(&shard0, 1), b.build(&shard0, 1));
+    // Hash-id blocks are the same whatever the salt; only the uncovered tail changes.
+    let covered = covered(0, 1000, 40, 512);
+    assert_eq!(b.build(&covered, 1), b.build(&covered, 2));
+    let tail = req(0, 600, &[40], 512);
+    let (x, y) = (b.build(&tail, 1), b.build(&tail, 2));
+    assert_eq!(words(&x, 512), words(&y, 512));
+    assert_ne!(text(&x), text(&y));
+    assert_exact!(b, tail);
 }
 
 #[test]
@@ -155,7 +183,7 @@ fn rows_without_hash_ids_are_unique() {
     distinct.dedup();
     assert_eq!(distinct.len(), prompts.len());
     // Index-derived blocks never coincide with hash-id blocks of the same number.
-    assert_ne!(prompts[3], text(&b.build(&req(9, 16, &[3], 16))));
+    assert_ne!(prompts[3], text(&b.build(&req(9, 16, &[3], 16), 0)));
 }
 
 #[test]
@@ -163,13 +191,13 @@ fn verbatim_trace_prompts_are_used_as_is() {
     let b = o200k();
     let mut r = req(0, 100, &[1], 16);
     r.prompt = Some(Box::new(TracePrompt::Text("hello there".into())));
-    let p = b.build(&r);
+    let p = b.build(&r, 0);
     assert_eq!(p.body, PromptBody::Text("hello there".into()));
     assert_eq!(p.tokens, None);
     let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
     r.prompt = Some(Box::new(TracePrompt::Messages(messages.clone())));
-    assert_eq!(b.build(&r).body, PromptBody::Messages(messages));
-    assert_eq!(b.build_verified(&r).1, None);
+    assert_eq!(b.build(&r, 0).body, PromptBody::Messages(messages));
+    assert_eq!(b.build_verified(&r, 0).1, None);
 }
 
 #[test]
@@ -177,11 +205,11 @@ fn verified_build_reports_exact_counts() {
     let b = o200k();
     for len in [0, 1, 17, 512, 3000] {
         let r = covered(len, len, 40, 512);
-        let (p, check) = b.build_verified(&r);
+        let (p, check) = b.build_verified(&r, 0);
         let check = check.unwrap();
         assert!(check.was_exact() && check.is_exact(), "{check:?}");
         assert_eq!(check.tail_words_changed, 0);
-        assert_eq!(p, b.build(&r));
+        assert_eq!(p, b.build(&r, 0));
     }
 }
 
@@ -238,11 +266,11 @@ fn hugging_face_tokenizers_give_exact_counts() {
             for block in [16, 512] {
                 assert_exact!(&b, covered(len, len, 3, block));
             }
-            let (_, check) = b.build_verified(&req(len, len, &[], 32));
+            let (_, check) = b.build_verified(&req(len, len, &[], 32), 0);
             assert!(check.unwrap().was_exact());
         }
-        let shared = text(&b.build(&req(0, 32, &[1, 2], 16))).to_owned();
-        assert!(text(&b.build(&req(1, 40, &[1, 2, 3], 16))).starts_with(&shared));
+        let shared = text(&b.build(&req(0, 32, &[1, 2], 16), 0)).to_owned();
+        assert!(text(&b.build(&req(1, 40, &[1, 2, 3], 16), 0)).starts_with(&shared));
     }
 }
 
@@ -283,7 +311,7 @@ fn mooncake_rows_get_exact_counts_and_shared_prefixes() {
             req(i as u32, input, &ids, 512)
         })
         .collect();
-    let block0 = text(&b.build(&req(0, 512, &[0], 512))).to_owned();
+    let block0 = text(&b.build(&req(0, 512, &[0], 512), 0)).to_owned();
     let mut sharing = 0;
     for r in &rows {
         let p = assert_exact!(b, r);

@@ -300,3 +300,101 @@ async fn a_server_that_closes_after_each_response_costs_no_request() {
         "each request reached the server once"
     );
 }
+
+#[tokio::test]
+async fn settings_that_could_never_run_are_refused_up_front() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut bad_body = target(&sim);
+    bad_body
+        .extra_inputs
+        .insert("stream".into(), serde_json::json!(false));
+    let cases = [
+        (target(&sim), Some(0), "--concurrency"),
+        (bad_body, None, "--extra-inputs"),
+    ];
+    for (t, concurrency, field) in cases {
+        let mut config = canary_replay::Config::new(t);
+        config.concurrency = concurrency;
+        let run = canary_replay::run(
+            config,
+            canary_replay::Schedule::new(requests(2, 20, 4), 1.0),
+            prompts(),
+            serde_json::json!({}),
+            tokio_util::sync::CancellationToken::new(),
+            Default::default(),
+        );
+        // Without the check a zero-slot ceiling waits forever: bound the wait so the test
+        // fails instead of hanging.
+        let err = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("refused, not hung")
+            .expect_err("refused");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("invalid replay setting {field}: ")),
+            "{msg}"
+        );
+    }
+    assert!(sim.truth().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn unique_prompts_are_new_to_the_server_on_every_run_and_shard() {
+    // 16-token cache blocks, so the short BurstGPT prompts fill whole blocks.
+    let sim = sim(&["--profile", "fast", "--block-size", "16"]).await;
+    let burst = load_shared("burstgpt_readme_rows.csv");
+    // The same rows twice (113 s of trace, replayed 1000× faster): each run draws its own salt.
+    for _ in 0..2 {
+        let run = replay(burst.requests.clone(), target(&sim), |c| c.speedup = 1000.0).await;
+        assert_eq!(run.outcome.summary.errors, 0, "{:?}", run.records);
+        assert_eq!(
+            run.outcome.summary.total_cached_tokens, 0,
+            "{:?}",
+            run.records
+        );
+    }
+    // The shards of one trace, given the same salt: each renumbers its rows from 0. (Two
+    // splits, each with its own salt: shards of different splits share rows.)
+    let mut shards_run = 0;
+    for count in [2u32, 3] {
+        for index in 0..count {
+            let shard = canary_replay::Selection {
+                shard: Some(canary_replay::Shard { index, count }),
+                ..Default::default()
+            };
+            let Ok((part, _)) = burst.clone().select(&shard) else {
+                continue; // no row of this trace lands on this shard
+            };
+            shards_run += 1;
+            let salt = u64::from(count);
+            let run = replay(part.requests, target(&sim), |c| {
+                c.speedup = 1000.0;
+                c.prompt_salt = salt;
+            })
+            .await;
+            assert_eq!(
+                run.outcome.summary.total_cached_tokens, 0,
+                "shard {index}/{count}"
+            );
+            assert_eq!(run.outcome.prompt_salt, salt);
+        }
+    }
+    assert!(shards_run >= 3, "the rows fall on several shards");
+
+    // Rows with hash ids keep their text across runs: the second run finds every full block
+    // of every prompt in the server's cache.
+    let mut mooncake = load_shared("mooncake_arxiv_first20.jsonl");
+    mooncake.requests.truncate(4);
+    let first = replay(mooncake.requests.clone(), target(&sim), |_| {}).await;
+    let again = replay(mooncake.requests, target(&sim), |_| {}).await;
+    assert_ne!(first.outcome.prompt_salt, again.outcome.prompt_salt);
+    for r in &again.records {
+        let cached = r.usage.as_ref().and_then(|u| u.cached_tokens).unwrap();
+        assert!(
+            cached + 16 > r.input_tokens,
+            "request {}: {cached} of {} tokens cached",
+            r.id,
+            r.input_tokens
+        );
+    }
+}

@@ -19,6 +19,33 @@ struct SimArgs {
     sim: canary_sim::Args,
 }
 
+/// A loopback TCP server that accepts connections and never reads or writes: TLS handshakes
+/// against it never finish. Returns its port.
+pub fn silent_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.extend(conn.ok());
+        }
+    });
+    port
+}
+
+/// A loopback TCP server that closes every connection as soon as it accepts it. Returns its
+/// port.
+pub fn closing_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    port
+}
+
 /// Starts the simulator on a free loopback port with the given `canaryd sim` flags.
 pub async fn sim(flags: &[&str]) -> SimHandle {
     let mut argv = vec!["sim", "--port", "0"];
@@ -104,6 +131,17 @@ pub async fn replay_with_stop(
     tweak: impl FnOnce(&mut Config),
     stop: CancellationToken,
 ) -> Run {
+    replay_watched(reqs, target, tweak, stop, Arc::default()).await
+}
+
+/// [`replay_with_stop`], with live counters the test can watch.
+pub async fn replay_watched(
+    reqs: Vec<TraceRequest>,
+    target: Target,
+    tweak: impl FnOnce(&mut Config),
+    stop: CancellationToken,
+    progress: Arc<Progress>,
+) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(target);
     config.output_dir = Some(dir.path().to_path_buf());
@@ -117,7 +155,7 @@ pub async fn replay_with_stop(
         prompts(),
         serde_json::json!({"test": true}),
         stop,
-        Arc::new(Progress::default()),
+        progress,
     )
     .await
     .expect("run completes");

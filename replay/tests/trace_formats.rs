@@ -421,6 +421,20 @@ fn error_invalid_lengths() {
 }
 
 #[test]
+fn error_extra_replaces_a_field_canaryd_sets() {
+    parse_err(
+        "x.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"extra\": {\"top_p\": 1}}\n\
+         {\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"extra\": {\"stream\": false}}\n",
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"x.jsonl:2: field "extra": expected an object without fields canaryd sets"#,
+            r#"found field "stream""#,
+        ],
+    );
+}
+
+#[test]
 fn error_block_rule() {
     let text = "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
                 {\"timestamp\": 0, \"input_length\": 1025, \"output_length\": 5, \"hash_ids\": [1, 2]}\n";
@@ -558,13 +572,111 @@ fn error_burstgpt_bad_number() {
         TraceErrorKind::WrongType,
         &[r#"n.csv:3: field "Request tokens": expected a positive integer, found string "abc""#],
     );
-    let text = format!("{BURSTGPT_HEADER}5,ChatGPT,472\n");
+}
+
+#[test]
+fn burstgpt_rows_with_the_wrong_number_of_columns() {
+    // The real README rows with one row cut short and one given an extra column.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let mut lines: Vec<String> = real.lines().map(String::from).collect();
+    lines[2] = lines[2].rsplitn(4, ',').last().unwrap().to_string(); // "45,ChatGPT,1087"
+    lines[3].push_str(",extra");
+    let text = lines.join("\n") + "\n";
     parse_err(
         "n.csv",
         &text,
         TraceErrorKind::Csv,
-        &["n.csv:2: malformed CSV"],
+        &["n.csv:3: malformed CSV"],
     );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("n.csv", &text, &opts).unwrap();
+    assert_eq!(
+        t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [2],
+        "the two bad rows are skipped, the good one kept"
+    );
+    assert_eq!((t.report.rows, t.report.invalid_skipped), (3, 2));
+    assert_eq!(t.report.invalid_by_kind.get(&TraceErrorKind::Csv), Some(&2));
+    assert!(t.report.warnings[0].contains("n.csv:3:"), "{:?}", t.report);
+    assert!(t.report.warnings[1].contains("n.csv:4:"), "{:?}", t.report);
+}
+
+/// The first `n` lines of a real trace file, each passed through `edit(line number, line)`.
+fn edited(path: &str, n: usize, edit: impl Fn(usize, &str) -> String) -> String {
+    let real = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<String> = real
+        .lines()
+        .take(n)
+        .enumerate()
+        .map(|(i, l)| edit(i + 1, l))
+        .collect();
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn error_timestamp_in_the_wrong_unit() {
+    // The real BurstGPT rows, the last one's `Timestamp` written as epoch milliseconds.
+    let text = edited(trace_file!("burstgpt_readme_rows.csv"), 4, |n, l| {
+        if n == 4 {
+            l.replacen("118,", "1700000118000,", 1)
+        } else {
+            l.to_string()
+        }
+    });
+    parse_err(
+        "u.csv",
+        &text,
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"u.csv:4: field "Timestamp": expected a time at most 365 days after the trace's first request (line 2, 5 s)"#,
+            "found 1700000118000 s",
+        ],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("u.csv", &text, &opts).unwrap();
+    assert_eq!(
+        t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [2, 3]
+    );
+    assert_eq!(t.report.invalid_skipped, 1);
+}
+
+#[test]
+fn error_huge_delay() {
+    // The first two rows of the real arXiv Mooncake trace made one session, the second turn
+    // given a delay of about 31,700 years.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 2, |n, l| {
+        let extra = if n == 2 {
+            r#""session_id": "s", "delay": 1e15, "#
+        } else {
+            r#""session_id": "s", "#
+        };
+        l.replacen('{', &format!("{{{extra}"), 1)
+    });
+    parse_err(
+        "d.jsonl",
+        &text,
+        TraceErrorKind::InvalidValue,
+        &[r#"d.jsonl:2: field "delay": expected at most 365 days"#],
+    );
+}
+
+#[test]
+fn analysis_at_the_end_of_the_clock() {
+    // Real arXiv Mooncake rows moved to the last millisecond a u64 of microseconds can hold.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 3, |_, l| {
+        l.replacen(r#""timestamp": 0"#, r#""timestamp": 18446744073709551"#, 1)
+    });
+    let t = parse("end.jsonl", &text);
+    assert_eq!(t.requests[0].timestamp_us, 18_446_744_073_709_551_000);
+    let a = trace::analyze(&t);
+    assert_eq!((a.peak_burst.requests, a.peak_1s.requests), (3, 3));
 }
 
 #[test]

@@ -130,7 +130,12 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
                 at_s: secs(r.timestamp_us - first),
             };
         }
-        while reqs[window_start].timestamp_us + 1_000_000 <= r.timestamp_us {
+        // A window ending past the u64 microsecond range holds everything after its start.
+        while reqs[window_start]
+            .timestamp_us
+            .checked_add(1_000_000)
+            .is_some_and(|end| end <= r.timestamp_us)
+        {
             window_start += 1;
         }
         let in_window = (i - window_start + 1) as u64;

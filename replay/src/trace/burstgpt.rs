@@ -84,14 +84,26 @@ pub(super) fn parse<R: BufRead>(
     let mut record = csv::ByteRecord::new();
     let mut session_keys: HashMap<Box<[u8]>, u64> = HashMap::new();
     loop {
-        let more = reader.read_byte_record(&mut record).map_err(|source| {
-            let line = source.position().map_or(header_line, |p| p.line() + offset);
-            TraceError::Csv {
-                path: rows.path.into(),
-                line,
-                source,
+        let more = match reader.read_byte_record(&mut record) {
+            Ok(more) => more,
+            Err(source) => {
+                let line = source.position().map_or(header_line, |p| p.line() + offset);
+                // A record with the wrong number of fields was read whole: it is one bad row,
+                // and the reader goes on after it. Anything else (I/O) ends the file.
+                let one_row = matches!(source.kind(), csv::ErrorKind::UnequalLengths { .. });
+                let err = TraceError::Csv {
+                    path: rows.path.into(),
+                    line,
+                    source,
+                };
+                if !one_row {
+                    return Err(err);
+                }
+                rows.report.rows += 1;
+                rows.reject(err)?;
+                continue;
             }
-        })?;
+        };
         if !more {
             break;
         }

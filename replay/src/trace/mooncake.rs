@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
 use super::read::{line_u32, Lines, Rows};
-use super::{TraceError, TraceFormat};
+use super::{TraceError, TraceFormat, MAX_SPAN};
 
 /// One Mooncake line as written, every field lenient (see [`super::field`]).
 #[derive(Deserialize)]
@@ -136,6 +136,17 @@ fn convert(
         .as_ref()
         .map(|v| row.time_us("delay", v, "milliseconds", 1_000))
         .transpose()?;
+    if let Some(d) = delay_us.filter(|&d| u128::from(d) > MAX_SPAN.as_micros()) {
+        return Err(row.invalid(
+            "delay",
+            format!(
+                "at most {} days ({} ms); is it in milliseconds?",
+                MAX_SPAN.as_secs() / 86_400,
+                MAX_SPAN.as_millis()
+            ),
+            format_args!("{} ms", d as f64 / 1e3),
+        ));
+    }
 
     let session_id: Option<&str> = match &raw.session_id {
         None => None,
@@ -162,7 +173,19 @@ fn convert(
     };
     let extra = match raw.extra {
         None => None,
-        Some(v @ serde_json::Value::Object(_)) => Some(Box::new(v)),
+        Some(serde_json::Value::Object(map)) => {
+            if let Some((key, why)) = map
+                .keys()
+                .find_map(|k| crate::target::owned_field(k).map(|why| (k, why)))
+            {
+                return Err(row.invalid(
+                    "extra",
+                    format!("an object without fields canaryd sets ({why})"),
+                    format_args!("field {key:?}"),
+                ));
+            }
+            Some(Box::new(serde_json::Value::Object(map)))
+        }
         Some(other) => return Err(row.wrong_type("extra", "an object", other)),
     };
 

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use canary_core::TraceRequest;
 
-use super::{LoadOptions, LoadReport, Trace, TraceError, TraceFormat};
+use super::field::Row;
+use super::{LoadOptions, LoadReport, Trace, TraceError, TraceFormat, MAX_SPAN};
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -98,15 +99,17 @@ impl<'p> Rows<'p> {
         Ok(())
     }
 
-    /// Sorts by timestamp (stable), assigns `index` and checks something is left.
+    /// Sorts by timestamp (stable), checks the span, assigns `index` and checks something is
+    /// left.
     pub(super) fn finish(mut self, format: TraceFormat) -> Result<Trace, TraceError> {
+        self.requests.sort_by_key(|r| r.timestamp_us);
+        self.check_span(format)?;
         if self.requests.is_empty() {
             return Err(TraceError::Empty {
                 path: self.path.into(),
                 rows: self.report.rows,
             });
         }
-        self.requests.sort_by_key(|r| r.timestamp_us);
         reindex(&mut self.requests);
         self.report.requests = self.requests.len() as u64;
         Ok(Trace {
@@ -115,6 +118,40 @@ impl<'p> Rows<'p> {
             requests: self.requests,
             report: self.report,
         })
+    }
+}
+
+impl Rows<'_> {
+    /// Rejects the rows more than [`MAX_SPAN`] after the first (requests are sorted by
+    /// timestamp, so they are a tail), in file order.
+    fn check_span(&mut self, format: TraceFormat) -> Result<(), TraceError> {
+        let Some(first) = self.requests.first() else {
+            return Ok(());
+        };
+        let (first_us, first_line) = (first.timestamp_us, first.line);
+        let limit = first_us.saturating_add(MAX_SPAN.as_micros() as u64);
+        let keep = self.requests.partition_point(|r| r.timestamp_us <= limit);
+        let mut late: Vec<TraceRequest> = self.requests.split_off(keep);
+        late.sort_by_key(|r| r.line);
+        let (field, unit, us_per_unit) = format.timestamp_field();
+        let in_unit = |us: u64| us as f64 / us_per_unit as f64;
+        for r in late {
+            let row = Row {
+                path: self.path,
+                line: u64::from(r.line),
+            };
+            self.reject(row.invalid(
+                field,
+                format!(
+                    "a time at most {} days after the trace's first request (line {first_line}, \
+                     {} {unit}); is the column in {unit}?",
+                    MAX_SPAN.as_secs() / 86_400,
+                    in_unit(first_us)
+                ),
+                format_args!("{} {unit}", in_unit(r.timestamp_us)),
+            ))?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,134 @@
+//! Opening connections and stopping a run: timeouts, servers that never answer or hang up,
+//! and requests that wait (for a connection or a concurrency slot) when the run stops.
+
+use crate::support::*;
+use canary_core::{ErrorKind, Status};
+use canary_replay::{Endpoint, Progress, Target};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A replay that could hang without the fix under test is bounded, so the test fails instead.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// An `https` target at `port`, trusting a CA made here (so no system roots are needed).
+fn https_target(port: u16) -> (Target, tempfile::TempDir) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, ca.pem()).unwrap();
+    let mut t = Target::new(&format!("https://127.0.0.1:{port}"), Endpoint::Chat, "m").unwrap();
+    t.ca_bundle = Some(bundle);
+    (t, dir)
+}
+
+#[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_a_connect_error() {
+    let (mut t, _ca) = https_target(silent_server());
+    t.connect_timeout = Duration::from_millis(300);
+    let run = tokio::time::timeout(HANG_GUARD, replay(requests(2, 20, 4), t, |_| {}))
+        .await
+        .expect("the connect timeout ends the run");
+    assert_eq!(run.records.len(), 2);
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+        assert!(e.message.contains("timed out"), "{}", e.message);
+        assert!(e.message.contains("TLS handshake"), "{}", e.message);
+    }
+    assert_eq!(run.outcome.summary.errors_by_kind["connect"], 2);
+}
+
+#[tokio::test]
+async fn stopping_while_connecting_leaves_requests_unsent() {
+    let (mut t, _ca) = https_target(silent_server());
+    t.connect_timeout = Duration::from_secs(3600);
+    let stop = CancellationToken::new();
+    let s2 = stop.clone();
+    tokio::spawn(async move {
+        // Whenever it comes, the stop finds both requests still connecting.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s2.cancel();
+    });
+    let run = tokio::time::timeout(
+        HANG_GUARD,
+        replay_with_stop(requests(2, 20, 4), t, |_| {}, stop),
+    )
+    .await
+    .expect("the stop ends the run, not the connect timeout");
+    assert!(run.outcome.interrupted);
+    assert!(run.records.is_empty(), "{:?}", run.records);
+    assert_eq!(run.outcome.unsent, 2);
+}
+
+#[tokio::test]
+async fn a_fresh_connection_closed_before_the_request_is_a_connect_error() {
+    let t = Target::new(
+        &format!("http://127.0.0.1:{}", closing_server()),
+        Endpoint::Chat,
+        "m",
+    )
+    .unwrap();
+    // Connections are opened a second ahead, so the server has closed them by the time the
+    // requests are due.
+    let run = replay(requests(2, 20, 4), t, |c| {
+        c.prepare_ahead = Duration::from_secs(1)
+    })
+    .await;
+    assert_eq!(run.records.len(), 2);
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+        assert!(r.connect_ms.is_some(), "a fresh connection");
+    }
+}
+
+#[tokio::test]
+async fn stopping_leaves_requests_queued_for_a_slot_unsent() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut t = target(&sim);
+    // The request holding the only slot is still waiting for its first token when the run
+    // stops, and finishes within the grace period.
+    t.headers.push(header("x-sim-fault", "stall_first_ms=1500"));
+    let stop = CancellationToken::new();
+    let progress = Arc::new(Progress::default());
+    {
+        let (stop, progress) = (stop.clone(), progress.clone());
+        tokio::spawn(async move {
+            while progress.sent.load(Ordering::Relaxed) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            stop.cancel();
+        });
+    }
+    let run = replay_watched(
+        requests(4, 20, 4), // all due at t = 0
+        t,
+        |c| c.concurrency = Some(1),
+        stop,
+        progress,
+    )
+    .await;
+    assert!(run.outcome.interrupted);
+    assert_eq!(run.records.len(), 1, "{:?}", run.records);
+    assert_eq!(
+        run.records[0].status,
+        Status::Ok,
+        "{:?}",
+        run.records[0].error
+    );
+    assert_eq!(
+        run.outcome.unsent, 3,
+        "the three queued requests never went out"
+    );
+    let generations = sim
+        .truth()
+        .iter()
+        .filter(|t| t.path == "/v1/chat/completions")
+        .count();
+    assert_eq!(generations, 1, "the server saw only the first request");
+}
