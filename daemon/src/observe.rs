@@ -11,8 +11,8 @@ use canary_replay::{
     Config, Observer, Observers, Progress, PromptBuilder, RunOutcome, Schedule, SectionsFuture,
 };
 use canary_telemetry::{
-    gpu_over_interval, DcgmConfig, DcgmScraper, GpuSample, NvmlConfig, NvmlSampler, Ring,
-    RunGpuSummary, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SourceState,
+    gpu_over_interval, DcgmConfig, DcgmScraper, GpuSample, NvmlConfig, NvmlSampler, OutageLog,
+    Ring, RunGpuSummary, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SourceState,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -44,6 +44,10 @@ pub struct TelemetryConfig {
     pub ca_bundle: Option<PathBuf>,
     /// Kernel socket timing through eBPF (needs CAP_BPF and CAP_PERFMON).
     pub ebpf: bool,
+    /// Whether the server endpoint's outage was already warned about (shared across runs).
+    pub server_metrics_outage: OutageLog,
+    /// The same for DCGM.
+    pub dcgm_outage: OutageLog,
 }
 
 impl Default for TelemetryConfig {
@@ -59,6 +63,8 @@ impl Default for TelemetryConfig {
             server_pid: None,
             ca_bundle: None,
             ebpf: true,
+            server_metrics_outage: OutageLog::default(),
+            dcgm_outage: OutageLog::default(),
         }
     }
 }
@@ -174,6 +180,7 @@ impl TelemetryObserver {
                 let mut c = ServerMetricsConfig::new(url.clone());
                 c.interval = cfg.server_metrics_interval;
                 c.tls = tls.clone();
+                c.outage = cfg.server_metrics_outage.clone();
                 match ServerMetricsScraper::new(c) {
                     Ok(scraper) => {
                         server = Some(scraper.handle());
@@ -214,6 +221,7 @@ impl TelemetryObserver {
                 let dcgm_cfg = DcgmConfig {
                     url: url.clone(),
                     tls: tls.clone(),
+                    outage: cfg.dcgm_outage.clone(),
                     interval: cfg.dcgm_interval,
                     ..DcgmConfig::default()
                 };

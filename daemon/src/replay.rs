@@ -190,6 +190,7 @@ impl TelemetryArgs {
             server_pid: self.server_pid,
             ca_bundle: target.ca_bundle.clone(),
             ebpf: !self.no_ebpf,
+            ..Default::default()
         }
     }
 }

@@ -104,6 +104,8 @@ type PromptKey = (Option<PathBuf>, u64);
 pub struct RunContext {
     prompts: Mutex<HashMap<PromptKey, Arc<PromptBuilder>>>,
     missing_sources: Mutex<BTreeSet<String>>,
+    /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
+    outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
 }
 
@@ -260,7 +262,15 @@ impl RunContext {
     fn telemetry(&self, config: &Config, t: &Target) -> TelemetryConfig {
         let missing = self.missing_sources.lock().unwrap();
         let tel = &config.telemetry;
+        let outage = |url: &Option<String>| {
+            let mut outages = self.outages.lock().unwrap();
+            url.as_ref()
+                .map(|u| outages.entry(u.clone()).or_default().clone())
+                .unwrap_or_default()
+        };
         TelemetryConfig {
+            server_metrics_outage: outage(&t.metrics_url),
+            dcgm_outage: outage(&tel.dcgm_url),
             server_metrics_url: t.metrics_url.clone(),
             server_metrics_interval: tel.scrape_interval,
             nvml: tel.nvml && !missing.contains("nvml"),

@@ -413,9 +413,9 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     extra = extra.replace("max_requests = 40\n", "");
     extra += &workload("fine", "sim", "1s", "");
     // A server that is down: nothing listens on its port.
+    let down_port = free_port();
     extra += &format!(
-        "[targets.down]\nurl = \"http://127.0.0.1:{}\"\nmodel = \"m\"\nallow_concurrent_runs = true\n",
-        free_port()
+        "[targets.down]\nurl = \"http://127.0.0.1:{down_port}\"\nmodel = \"m\"\nallow_concurrent_runs = true\n"
     );
     extra +=
         &workload("refused", "down", "1s", "").replace("max_requests = 40", "max_requests = 5");
@@ -458,7 +458,15 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
         "error runs are not compared with the baseline"
     );
     let refused = of(&all, "refused");
-    assert!(!refused.is_empty(), "{all:?}");
+    assert!(refused.len() >= 2, "{all:?}");
+    // Its /metrics is down too: warned about once, not once per run.
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let down_metrics = format!("127.0.0.1:{down_port}/metrics");
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("metrics endpoint unavailable") && l.contains(&down_metrics))
+        .count();
+    assert_eq!(warnings, 1, "{} runs: {log}", refused.len());
     let why = refused[0]["verdict"].as_str().unwrap();
     assert!(
         why.contains("none of 5 requests completed (connect: 5)"),

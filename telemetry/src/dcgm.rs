@@ -10,7 +10,7 @@ use canary_core::MonoTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::gpu::{GpuSample, GpuSource};
-use crate::http::{self, Endpoint, ScrapeError};
+use crate::http::{self, Endpoint, OutageLog, ScrapeError};
 use crate::prometheus::{self, Scrape};
 use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
@@ -107,6 +107,8 @@ pub struct DcgmConfig {
     pub timeout: Option<Duration>,
     /// Samples kept (one per GPU per scrape; default 28800: 8 GPUs for an hour at 1 s).
     pub capacity: usize,
+    /// Shared with earlier scrapers of the same endpoint so an outage is warned about once.
+    pub outage: OutageLog,
 }
 
 impl Default for DcgmConfig {
@@ -117,6 +119,7 @@ impl Default for DcgmConfig {
             interval: Duration::from_secs(1),
             timeout: None,
             capacity: 28_800,
+            outage: OutageLog::default(),
         }
     }
 }
@@ -135,7 +138,8 @@ impl DcgmScraper {
     /// Validates the URL; nothing is contacted yet.
     pub fn new(config: DcgmConfig) -> Result<DcgmScraper, ScrapeError> {
         Ok(DcgmScraper {
-            endpoint: Endpoint::parse(&config.url, config.tls.clone())?,
+            endpoint: Endpoint::parse(&config.url, config.tls.clone())?
+                .with_outage(config.outage.clone()),
             interval: config.interval,
             timeout: config
                 .timeout

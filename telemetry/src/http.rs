@@ -171,6 +171,7 @@ pub(crate) struct Endpoint {
     host: String,
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
+    outage: OutageLog,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -227,7 +228,14 @@ impl Endpoint {
             host,
             port,
             tls,
+            outage: OutageLog::default(),
         })
+    }
+
+    /// Shares `outage` with earlier scrapers of this endpoint.
+    pub fn with_outage(mut self, outage: OutageLog) -> Endpoint {
+        self.outage = outage;
+        self
     }
 
     /// GETs the page; the returned time is when its body had been read.
@@ -308,6 +316,24 @@ impl Endpoint {
     }
 }
 
+/// Whether an endpoint's current outage has been logged. Scrapers of one endpoint that share
+/// it (clones share) warn once per outage between them: a daemon that starts a scraper per
+/// run does not repeat the warning every run.
+#[derive(Debug, Clone, Default)]
+pub struct OutageLog(Arc<std::sync::atomic::AtomicBool>);
+
+impl OutageLog {
+    /// Marks the endpoint failing; true if that was news (so it should be logged).
+    fn failed(&self) -> bool {
+        !self.0.swap(true, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Marks the endpoint answering; true if it had been logged as failing.
+    fn recovered(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Scrapes `endpoint` every `interval` until `shutdown`, handing each page to `on_page`.
 /// The first failure after a success (or at start) is logged once at `warn`; further failures
 /// are silent until the endpoint answers again. Never returns an error.
@@ -322,9 +348,9 @@ pub(crate) async fn poll<F>(
 ) where
     F: FnMut(String, MonoTime) -> String,
 {
+    let outage = &endpoint.outage;
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -337,21 +363,19 @@ pub(crate) async fn poll<F>(
         match result {
             Ok((text, at)) => {
                 let detail = on_page(text, at);
-                if failing {
+                if outage.recovered() {
                     tracing::info!(what, url = %endpoint.url, "reachable again");
                 }
-                failing = false;
                 state.set(SourceState::available(detail));
             }
             Err(e) => {
                 let reason = error_chain(&e);
-                if !failing {
+                if outage.failed() {
                     tracing::warn!(
                         what, url = %endpoint.url, error = %reason,
                         "metrics endpoint unavailable; retrying quietly every {interval:?}"
                     );
                 }
-                failing = true;
                 state.set(SourceState::unavailable(reason));
             }
         }
@@ -361,6 +385,21 @@ pub(crate) async fn poll<F>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_is_news_once_until_the_endpoint_answers() {
+        let run1 = OutageLog::default();
+        let run2 = run1.clone();
+        assert!(run1.failed());
+        assert!(!run1.failed());
+        assert!(
+            !run2.failed(),
+            "a later scraper sharing the log stays quiet"
+        );
+        assert!(run2.recovered());
+        assert!(!run1.recovered());
+        assert!(run1.failed(), "a new outage is news again");
+    }
 
     #[test]
     fn shown_urls_carry_no_credentials() {

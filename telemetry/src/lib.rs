@@ -76,7 +76,7 @@ pub use dcgm::{
 };
 pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
 pub use gpu::{throttle_reason_names, GpuRunStats, GpuSample, GpuSource, RunGpuSummary};
-pub use http::{default_scrape_timeout, error_chain, ScrapeError, MAX_BODY_BYTES};
+pub use http::{default_scrape_timeout, error_chain, OutageLog, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};

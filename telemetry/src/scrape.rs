@@ -9,7 +9,7 @@ use canary_core::MonoTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::ServerSample;
-use crate::http::{self, Endpoint, ScrapeError};
+use crate::http::{self, Endpoint, OutageLog, ScrapeError};
 use crate::prometheus;
 use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
@@ -30,6 +30,8 @@ pub struct ServerMetricsConfig {
     pub timeout: Option<Duration>,
     /// Samples kept in the ring (default 7200: two hours at 1 s).
     pub capacity: usize,
+    /// Shared with earlier scrapers of the same endpoint so an outage is warned about once.
+    pub outage: OutageLog,
     /// Keep every parsed page in its sample (memory grows with the page size times
     /// `capacity`; default false, whatever the engine).
     pub keep_raw: bool,
@@ -45,6 +47,7 @@ impl ServerMetricsConfig {
             timeout: None,
             capacity: 7200,
             keep_raw: false,
+            outage: OutageLog::default(),
         }
     }
 }
@@ -71,7 +74,8 @@ impl ServerMetricsScraper {
     /// Validates the URL (`http://` or `https://`) and builds the TLS client an `https://`
     /// URL needs; nothing is contacted yet.
     pub fn new(config: ServerMetricsConfig) -> Result<ServerMetricsScraper, ScrapeError> {
-        let endpoint = Endpoint::parse(&config.url, config.tls.clone())?;
+        let endpoint =
+            Endpoint::parse(&config.url, config.tls.clone())?.with_outage(config.outage.clone());
         Ok(ServerMetricsScraper {
             handle: ServerMetrics {
                 endpoint: Arc::new(endpoint),

@@ -101,6 +101,7 @@ async fn dcgm_scraper_on_loopback() {
         interval: Duration::from_millis(20),
         timeout: Some(Duration::from_secs(5)),
         capacity: 3,
+        ..DcgmConfig::default()
     })
     .unwrap();
     let ring = scraper.samples();

@@ -34,6 +34,7 @@ async fn both_sources(page: String) -> Option<(Vec<GpuSample>, MonoTime, MonoTim
         interval: Duration::from_millis(20),
         timeout: Some(Duration::from_secs(5)),
         capacity: 1000,
+        ..DcgmConfig::default()
     })
     .unwrap();
     let dcgm_ring = dcgm.samples();

@@ -118,6 +118,7 @@ async fn dcgm_over_https() {
         interval: Duration::from_millis(20),
         timeout: Some(Duration::from_secs(5)),
         capacity: 10,
+        ..DcgmConfig::default()
     })
     .unwrap();
     let ring = scraper.samples();
