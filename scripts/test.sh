@@ -34,6 +34,14 @@ for setup in scripts/setup/*.sh; do
     # shellcheck source=/dev/null
     source "$setup"
 done
+# Tiers whose setup worked must run, not skip: their tests fail instead of skipping.
+CANARYD_REQUIRE="${CANARYD_REQUIRE:-}"
+if command -v clang >/dev/null && [ -e /usr/include/bpf/bpf_helpers.h ] && [ "$(id -u)" = 0 ]; then
+    CANARYD_REQUIRE="$CANARYD_REQUIRE ebpf"
+fi
+[ -x "${CANARYD_VICTORIA_METRICS:-}" ] && CANARYD_REQUIRE="$CANARYD_REQUIRE victoria-metrics"
+export CANARYD_REQUIRE
+echo "required tiers:${CANARYD_REQUIRE:- none}"
 
 step "format"
 cargo fmt --all -- --check

@@ -83,13 +83,16 @@ fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
 #[test]
 fn every_dashboard_query_returns_data_from_a_real_replay() {
     let Some(vm_bin) = std::env::var_os("CANARYD_VICTORIA_METRICS").map(PathBuf::from) else {
-        eprintln!("SKIPPED: CANARYD_VICTORIA_METRICS is not set (source scripts/setup/victoria-metrics.sh); dashboard queries were not checked against a metrics store");
+        common::skip("victoria-metrics", "CANARYD_VICTORIA_METRICS is not set (source scripts/setup/victoria-metrics.sh); dashboard queries were not checked against a metrics store");
         return;
     };
     if !vm_bin.exists() {
-        eprintln!(
-            "SKIPPED: CANARYD_VICTORIA_METRICS={} does not exist",
-            vm_bin.display()
+        common::skip(
+            "victoria-metrics",
+            &format!(
+                "CANARYD_VICTORIA_METRICS={} does not exist",
+                vm_bin.display()
+            ),
         );
         return;
     }
@@ -237,7 +240,10 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             for t in p["targets"].as_array().unwrap() {
                 let expr = fill(t["expr"].as_str().unwrap());
                 if needs_ebpf && !have_kernel {
-                    eprintln!("SKIPPED {name} / {title}: no eBPF timing on this host, so no TTFT parts to show");
+                    common::skip(
+                        "ebpf",
+                        &format!("{name} / {title}: no eBPF timing on this host, so no TTFT parts to show"),
+                    );
                     continue;
                 }
                 checked += 1;

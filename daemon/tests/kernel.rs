@@ -21,11 +21,14 @@ fn is_root() -> bool {
 /// `None` (and one message) when the test cannot run here.
 fn skip_unless(test: &str, need_root: bool) -> Option<()> {
     if let Err(reason) = canary_ebpf::built() {
-        eprintln!("SKIP {test}: {reason}");
+        common::skip("ebpf", &format!("{test}: {reason}"));
         return None;
     }
     if need_root && !is_root() {
-        eprintln!("SKIP {test}: loading eBPF programs needs root (CI runs as root)");
+        common::skip(
+            "ebpf",
+            &format!("{test}: loading eBPF programs needs root (CI runs as root)"),
+        );
         return None;
     }
     Some(())
