@@ -159,6 +159,14 @@ impl History {
         Ok(conn.query_row(&sql, params![id], row).optional()?)
     }
 
+    /// Workloads with runs stored, configured or not.
+    pub fn workloads(&self) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT DISTINCT workload FROM runs ORDER BY workload")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`;
     /// returns their artifact folders.
     pub fn prune(&self, workload: &str, keep: usize, max_age: Duration) -> Result<Vec<PathBuf>> {
@@ -292,5 +300,17 @@ mod tests {
         assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
         assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
         assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
+        assert_eq!(h.workloads().unwrap(), ["other", "w"]);
+
+        // Age alone (a workload no longer configured): no count limit, old runs go.
+        assert!(h
+            .prune("w", usize::MAX, Duration::from_secs(3600))
+            .unwrap()
+            .is_empty());
+        let gone = h
+            .prune("other", usize::MAX, Duration::from_millis(500))
+            .unwrap();
+        assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
+        assert_eq!(h.workloads().unwrap(), ["w"]);
     }
 }

@@ -488,10 +488,20 @@ impl Daemon {
         std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
             .with_context(|| format!("writing {}", path.display()))?;
         self.history.insert(&RunRow::from(&*result))?;
-        for dir in self
-            .history
-            .prune(&w.name, config.retention_runs, config.retention_age)?
-        {
+        // A workload gone from the config keeps its history until it ages out (it may come
+        // back); the count limit applies only to configured ones.
+        let mut doomed =
+            self.history
+                .prune(&w.name, config.retention_runs, config.retention_age)?;
+        for name in self.history.workloads()? {
+            if !config.workloads.iter().any(|c| c.name == name) {
+                doomed.extend(
+                    self.history
+                        .prune(&name, usize::MAX, config.retention_age)?,
+                );
+            }
+        }
+        for dir in doomed {
             // Only ever delete inside the artifacts tree.
             if dir.starts_with(&config.artifacts_dir) && dir.exists() {
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
