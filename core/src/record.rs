@@ -159,6 +159,14 @@ pub struct KernelTiming {
     pub client_overhead_ms: Option<f64>,
     /// What TTFT has left once the parts above are taken out.
     pub remainder_ms: Option<f64>,
+    /// canaryd's send call to the first request byte handed to TCP.
+    pub first_send_ms: Option<f64>,
+    /// canaryd's send call to the last response bytes TCP received while the request ran:
+    /// beside `e2e_ms`, how long canaryd took to see the end.
+    pub last_received_ms: Option<f64>,
+    /// canaryd's send call to the connection's close, when it closed while the request ran
+    /// (a server that cut the stream, say).
+    pub closed_ms: Option<f64>,
     /// Bytes handed to TCP for the request.
     pub bytes_sent: Option<u64>,
     /// Bytes TCP received for the response.

@@ -152,6 +152,15 @@ fn kernel_timing_splits_ttft_and_agrees_with_the_simulators_truth() {
             "{r}"
         );
         assert!(k["chunk_delay_p99_ms"].as_f64().unwrap() >= f(k, "chunk_delay_p50_ms"));
+        // Order on one clock (µs rounding aside): first send before last send, the response's
+        // last bytes in the kernel before canaryd saw the end; the connection stayed open.
+        assert!(f(k, "first_send_ms") <= rw + 0.002, "{k}");
+        let last_in = f(k, "last_received_ms");
+        assert!(
+            last_in >= rw + sw - 0.002 && last_in <= f(r, "e2e_ms") + 0.002,
+            "{r}"
+        );
+        assert!(k["closed_ms"].is_null(), "{k}");
 
         // Against the simulator's truth, on the same clock. Strict causality only: the first
         // response bytes reached canaryd's kernel after the sim had the whole request, and the

@@ -108,6 +108,15 @@ impl SocketLog {
         if let Some(last) = data.last() {
             t.bytes_received = Some(payload_received(events, last).saturating_sub(base_rx));
         }
+        if let Some(s) = sends.first() {
+            t.first_send_ms = Some(ms(s.ts_ns.saturating_sub(span.sent_ns)));
+        }
+        if let Some(d) = data.last() {
+            t.last_received_ms = Some(ms(d.ts_ns.saturating_sub(span.sent_ns)));
+        }
+        if let Some(c) = window.iter().find(|e| is(e, EventKind::Close)) {
+            t.closed_ms = Some(ms(c.ts_ns.saturating_sub(span.sent_ns)));
+        }
         let first_in = data.first();
         // The request's last byte handed to TCP before the response began.
         let last_send = sends
@@ -236,6 +245,9 @@ mod tests {
             + t.remainder_ms.unwrap()
             + t.client_overhead_ms.unwrap();
         assert!((sum - ttft).abs() < 1e-9);
+        assert!(close(t.first_send_ms, 0.0001), "{t:?}");
+        assert!(close(t.last_received_ms, 10.0), "{t:?}");
+        assert_eq!(t.closed_ms, None, "the connection stayed open");
         assert_eq!(t.bytes_sent, Some(700));
         assert_eq!(t.bytes_received, Some(520));
         assert_eq!(t.srtt_us, Some(30));
@@ -294,6 +306,12 @@ mod tests {
         assert_eq!(t.client_overhead_ms, None);
         assert_eq!(t.bytes_received, None);
         assert_eq!(t.bytes_sent, Some(700));
+        assert_eq!(t.last_received_ms, None);
+        // A server that closes mid-response: the close is part of the request.
+        let mut log = one_request();
+        log.push(ev(10_500_000, EventKind::Close, 0, 0, 400));
+        let t = log.timing(&span()).unwrap();
+        assert!((t.closed_ms.unwrap() - 9.5).abs() < 1e-9, "{t:?}");
     }
 
     #[test]
