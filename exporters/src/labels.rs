@@ -11,9 +11,11 @@ pub mod attr {
     pub const WORKLOAD: &str = "canary.workload";
     /// `ok` or `error`.
     pub const REQUEST_STATUS: &str = "canary.request.status";
-    /// A part of TTFT as the kernel saw it (`connect`, `request_write`, `server_wait`,
+    /// A part of TTFT as the kernel saw it (`request_write`, `server_wait`,
     /// `client_overhead`, `remainder`).
     pub const TTFT_PART: &str = "canary.ttft.part";
+    /// Which per-request statistic of chunk delay (`p50`, `p99`).
+    pub const CHUNK_DELAY_STAT: &str = "canary.chunk_delay.stat";
     /// A run's verdict (`pass`, `fail`, …, or `unjudged`).
     pub const VERDICT: &str = "canary.run.verdict";
     /// Why a run failed or errored (`; `-separated), on the run event.

@@ -49,6 +49,7 @@ pub(crate) struct Instruments {
     lag: Histogram<f64>,
     ttft_part: Histogram<f64>,
     connect: Histogram<f64>,
+    chunk_delay: Histogram<f64>,
     requests: Counter<u64>,
     errors: Counter<u64>,
     good: Counter<u64>,
@@ -169,6 +170,13 @@ impl Instruments {
                 "canary.request.connect",
                 "s",
                 "TCP handshake of a new connection as the kernel saw it (eBPF); before TTFT starts",
+                &PART_BUCKETS,
+            ),
+            chunk_delay: hist(
+                m,
+                "canary.request.chunk_delay",
+                "s",
+                "Per request, the p50 and p99 of token chunks' kernel arrival to canaryd's read (eBPF)",
                 &PART_BUCKETS,
             ),
             requests: counter(
@@ -369,6 +377,12 @@ impl Instruments {
             // The handshake precedes the send TTFT is timed from: not one of its parts.
             if let Some(v) = k.connect_ms.filter(|v| v.is_finite() && *v >= 0.0) {
                 self.connect.record(s(v), base);
+            }
+            for (stat, v) in [("p50", k.chunk_delay_p50_ms), ("p99", k.chunk_delay_p99_ms)] {
+                if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
+                    self.chunk_delay
+                        .record(s(v), &with(KeyValue::new(attr::CHUNK_DELAY_STAT, stat)));
+                }
             }
             for (part, v) in [
                 ("request_write", k.request_write_ms),

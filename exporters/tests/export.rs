@@ -437,6 +437,8 @@ async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
         server_wait_ms: Some(5.0),
         client_overhead_ms: Some(0.04),
         remainder_ms: Some(0.3),
+        chunk_delay_p50_ms: Some(0.02),
+        chunk_delay_p99_ms: Some(0.09),
         ..KernelTiming::default()
     };
     replay_with_kernel(&sim, &exporter, dir.path(), Some(kernel)).await;
@@ -469,6 +471,14 @@ async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
         below_50us, 20,
         "{:?} {:?}",
         point.explicit_bounds, point.bucket_counts
+    );
+    let delay = metric(&ms, "canary.request.chunk_delay");
+    let (n, sum) = histogram(delay, &[("canary.chunk_delay.stat", "p99")]);
+    assert_eq!(n, 20);
+    assert!((sum - 20.0 * 0.09e-3).abs() < 1e-12, "{sum}");
+    assert_eq!(
+        histogram(delay, &[("canary.chunk_delay.stat", "p50")]).0,
+        20
     );
     let (n, sum) = histogram(metric(&ms, "canary.request.connect"), &[]);
     assert_eq!(n, 20);
