@@ -66,10 +66,17 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
     checks.push(("ebpf", crate::kernel::probe()));
+    // The prompt builder a replay would use: the built-in tokenizer and its word list.
+    let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
+        .and_then(|t| canary_replay::PromptBuilder::new(t, 0));
     checks.push((
         "tokenizer",
-        match canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k) {
-            Ok(t) => SourceState::available(t.name()),
+        match prompts {
+            Ok(p) => SourceState::available(format!(
+                "{}: {} single-token words",
+                p.tokenizer().name(),
+                p.vocabulary_len()
+            )),
             Err(e) => SourceState::unavailable(e.to_string()),
         },
     ));

@@ -324,6 +324,13 @@ fn doctor_says_what_is_available_and_why_not() {
     );
     assert_eq!(report["nvml"]["state"], "available", "{report}");
     assert!(
+        report["tokenizer"]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("single-token words"),
+        "{report}"
+    );
+    assert!(
         report["dcgm"]["reason"]
             .as_str()
             .unwrap()
