@@ -84,7 +84,19 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     let path = dir.path().join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
 
-    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+    // No CA certificates on this host (a scratch container, say): plain http export must
+    // not need them.
+    std::fs::write(dir.path().join("no-certs.pem"), "").unwrap();
+    std::fs::create_dir(dir.path().join("no-certs")).unwrap();
+    let no_certs = [
+        ("SSL_CERT_FILE", dir.path().join("no-certs.pem")),
+        ("SSL_CERT_DIR", dir.path().join("no-certs")),
+    ];
+    let no_certs: Vec<(&str, &str)> = no_certs
+        .iter()
+        .map(|(k, v)| (*k, v.to_str().unwrap()))
+        .collect();
+    let (mut daemon, status) = daemon(dir.path(), &path, &no_certs);
 
     // Two finished runs of each workload.
     let api = eventually(120, "two runs of each workload", || {

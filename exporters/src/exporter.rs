@@ -142,11 +142,23 @@ fn http_settings<B: WithExportConfig + WithHttpConfig>(
 }
 
 /// The blocking client every signal shares: rustls with ring, trusting the system store
-/// plus [`Config::certificate`] (the replay's own TLS setup), and the export timeout.
-fn http_client(config: &Config) -> Result<reqwest::blocking::Client, ExportError> {
-    let tls = canary_replay::client_config(config.certificate.as_deref())
-        .map_err(|e| ExportError::Tls(e.to_string()))?;
-    let tls = rustls::ClientConfig::clone(&tls);
+/// plus [`Config::certificate`] (the replay's own TLS setup), and the export timeout. With no
+/// `https` endpoint no trust store is needed, so a host without CA certificates still
+/// exports over plain http.
+fn http_client(config: &Config, https: bool) -> Result<reqwest::blocking::Client, ExportError> {
+    let tls = if https {
+        let tls = canary_replay::client_config(config.certificate.as_deref())
+            .map_err(|e| ExportError::Tls(e.to_string()))?;
+        rustls::ClientConfig::clone(&tls)
+    } else {
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ExportError::Tls(e.to_string()))?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
+    };
     let timeout = config.timeout;
     // A blocking client owns a runtime, which must not be built (or dropped) on an async
     // one: callers may be inside tokio.
@@ -158,7 +170,19 @@ fn http_client(config: &Config) -> Result<reqwest::blocking::Client, ExportError
     })
     .join()
     .map_err(|_| ExportError::Tls("building the HTTP client panicked".into()))?
-    .map_err(|e| ExportError::Tls(e.to_string()))
+    .map_err(|e| ExportError::Tls(error_chain(&e)))
+}
+
+/// `e` and its sources, `: `-joined (reqwest's own message is only "builder error").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 impl OtlpExporter {
@@ -171,6 +195,7 @@ impl OtlpExporter {
             config.signal_url(Signal::Logs)?,
         ];
         let health = Arc::new(Health::new(&config, urls.clone()));
+        let https = urls.iter().flatten().any(|u| u.starts_with("https://"));
         let [traces_url, metrics_url, logs_url] = urls;
         let mut attrs: Vec<KeyValue> = config
             .resource
@@ -191,7 +216,7 @@ impl OtlpExporter {
         let scope = InstrumentationScope::builder("canaryd")
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
-        let client = http_client(&config)?;
+        let client = http_client(&config, https)?;
         let spans = match &traces_url {
             None => None,
             Some(url) => {
