@@ -753,9 +753,9 @@ pub fn redact_url(url: &str) -> String {
 /// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
 /// would only be a secret sitting in the config, quoted by whatever shows the URL.
 fn no_user_info(url: &str) -> Result<(), String> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    match authority.contains('@') {
+    // Any `@`: a password may hold `/`, `?` or `#`, so where the authority ends is not known
+    // until the user info is gone.
+    match url.contains('@') {
         true => Err(format!(
             "user info (user:password@) is not sent; remove it and put credentials in \
              api_key_env, api_key_file or headers (got {})",

@@ -332,13 +332,13 @@ pub fn ratio(source_name: &str, text: &str) -> Result<f64, ConfigError> {
 /// `scheme://host:port/path` of a URL: user info and query dropped.
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    // Everything up to the last `@` may be user info: a password can hold `/`, `?` or `#`,
+    // so the authority's end cannot be trusted before it is gone. Hiding a path that holds
+    // an `@` too is the safe side.
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
     let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let rest = match rest.split_once('/') {
-        Some((auth, path)) => format!("{}/{path}", auth.rsplit('@').next().unwrap_or(auth)),
-        None => rest.rsplit('@').next().unwrap_or(rest).to_string(),
-    };
     if scheme.is_empty() {
-        rest
+        rest.to_string()
     } else {
         format!("{scheme}://{rest}")
     }
@@ -454,6 +454,13 @@ mod tests {
             "http://h:4318/v1/traces"
         );
         assert_eq!(redact_url("http://h:4318"), "http://h:4318");
+        for url in [
+            "http://u:ab/cd@h:9400/metrics",
+            "http://u:ab?cd@h:9400/metrics",
+            "http://u:ab#cd@h:9400/metrics",
+        ] {
+            assert_eq!(redact_url(url), "http://h:9400/metrics", "{url}");
+        }
         assert_eq!(percent_decode("a%2Cb%"), "a,b%");
     }
 }

@@ -150,14 +150,13 @@ fn tls_client(roots: rustls::RootCertStore) -> Arc<ClientConfig> {
 
 /// `url` without user info, query or fragment.
 fn redacted(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or(url);
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            format!("{scheme}://{host}{path}")
-        }
-        None => url.rsplit('@').next().unwrap_or(url).to_owned(),
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    // Up to the last `@` may be user info, and a password can hold `/`, `?` or `#`.
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    match scheme {
+        "" => rest.to_owned(),
+        _ => format!("{scheme}://{rest}"),
     }
 }
 
@@ -411,6 +410,8 @@ mod tests {
             ("https://h/metrics?k=v", "https://h/metrics"),
             ("http://h:8000", "http://h:8000"),
             ("h:1/x?y", "h:1/x"),
+            ("http://u:ab/cd@h:9400/metrics", "http://h:9400/metrics"),
+            ("http://u:ab?cd@h:9400/metrics", "http://h:9400/metrics"),
         ] {
             assert_eq!(redacted(url), shown);
         }

@@ -419,6 +419,8 @@ fn metrics_and_dcgm_urls_are_checked_at_load() {
         ),
         ("http://", "no host"),
         ("http://u:pw-SECRET@127.0.0.1:8000/metrics", "user info"),
+        ("http://u:pw/SECRET@127.0.0.1:8000/metrics", "user info"),
+        ("http://u:pw?SECRET@127.0.0.1:8000/metrics", "user info"),
     ] {
         let text = with_metrics(url);
         let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
