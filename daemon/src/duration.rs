@@ -9,6 +9,14 @@ pub const MAX: Duration = Duration::from_secs(100 * 365 * 86400);
 /// The longest period, jitter, timeout or interval the daemon's config accepts: one year.
 pub const MAX_PERIOD: Duration = Duration::from_secs(365 * 86400);
 
+/// [`parse`], refusing zero (a timeout or interval of nothing).
+pub fn parse_positive(s: &str) -> Result<Duration, String> {
+    match parse(s)? {
+        d if d.is_zero() => Err("must be above zero".into()),
+        d => Ok(d),
+    }
+}
+
 /// Parses a duration of at most [`MAX`], naming what was wrong on failure.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();

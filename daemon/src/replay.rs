@@ -115,7 +115,7 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
     /// Per-request timeout.
-    #[arg(long, default_value = "10m", value_parser = duration::parse)]
+    #[arg(long, default_value = "10m", value_parser = duration::parse_positive)]
     pub request_timeout: Duration,
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
     #[arg(long)]
@@ -148,7 +148,7 @@ pub struct TelemetryArgs {
     #[arg(long)]
     pub no_server_metrics: bool,
     /// How often to scrape the server's `/metrics`.
-    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    #[arg(long, default_value = "1s", value_parser = duration::parse_positive)]
     pub server_metrics_interval: Duration,
     /// Do not sample GPUs through NVML.
     #[arg(long)]
@@ -157,7 +157,7 @@ pub struct TelemetryArgs {
     #[arg(long, value_name = "FILE")]
     pub nvml_lib: Option<PathBuf>,
     /// How often to sample NVML. Sampling much faster than ~100 ms has a cost on decode.
-    #[arg(long, default_value = "500ms", value_parser = duration::parse)]
+    #[arg(long, default_value = "500ms", value_parser = duration::parse_positive)]
     pub gpu_interval: Duration,
     /// A dcgm-exporter endpoint to scrape, e.g. http://127.0.0.1:9400/metrics.
     #[arg(long, value_name = "URL")]

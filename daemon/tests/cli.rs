@@ -165,6 +165,14 @@ fn zero_concurrency_is_refused() {
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(2), "{msg}");
     assert!(msg.contains("--concurrency"), "{msg}");
+    let out = replay_arxiv(
+        dir.path(),
+        "http://127.0.0.1:9",
+        &["--request-timeout", "0s"],
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("--request-timeout"), "{msg}");
 }
 
 #[test]

@@ -168,6 +168,12 @@ impl Config {
                 reason: "expected a positive duration, found 0".into(),
             });
         }
+        if self.target.timeout.is_zero() {
+            return Err(ReplayError::Invalid {
+                field: "--request-timeout",
+                reason: "expected a positive duration, found 0".into(),
+            });
+        }
         if self.concurrency == Some(0) {
             return Err(ReplayError::Invalid {
                 field: "--concurrency",

@@ -133,11 +133,11 @@ pub struct Telemetry {
     /// `libnvidia-ml.so` path.
     pub nvml_lib: Option<PathBuf>,
     /// Default `500ms`.
-    pub gpu_interval: Option<Period>,
+    pub gpu_interval: Option<PositivePeriod>,
     /// dcgm-exporter URL (`http://host:port/metrics`).
     pub dcgm_url: Option<toml::Spanned<String>>,
     /// Default `1s`.
-    pub scrape_interval: Option<Period>,
+    pub scrape_interval: Option<PositivePeriod>,
     /// Kernel socket timing; default true (without privileges it is reported once, then off).
     pub ebpf: Option<bool>,
 }
@@ -184,7 +184,7 @@ pub struct Target {
     /// The server's PID.
     pub server_pid: Option<u32>,
     /// Default `10m`; at most a year.
-    pub request_timeout: Option<Period>,
+    pub request_timeout: Option<PositivePeriod>,
     /// PEM bundle for https.
     pub ca_bundle: Option<PathBuf>,
     /// Default false.
@@ -263,6 +263,19 @@ impl<'de> Deserialize<'de> for Period {
         duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
             .map(Period)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A [`Period`] above zero (a zero request timeout fails every request).
+#[derive(Debug, Clone, Copy)]
+pub struct PositivePeriod(pub Duration);
+
+impl<'de> Deserialize<'de> for PositivePeriod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Period::deserialize(d)? {
+            Period(p) if p.is_zero() => Err(serde::de::Error::custom("must be above zero")),
+            Period(p) => Ok(PositivePeriod(p)),
+        }
     }
 }
 

@@ -318,6 +318,9 @@ fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
         let e = error_at(&text, at, key);
         assert!(e.contains("too long"), "{e}");
     }
+    let text = GOOD.replace("model = \"m\"", "model = \"m\"\nrequest_timeout = \"0s\"");
+    let e = error_at(&text, "request_timeout", "targets.local.request_timeout");
+    assert!(e.contains("must be above zero"), "{e}");
     // A year is the most a period may be; retention may be longer.
     assert!(parse(&GOOD.replace("every = \"15m\"", "every = \"365d\"")).is_ok());
     let text = format!("{GOOD}[export]\nretention_age = \"3650d\"\n");
