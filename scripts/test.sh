@@ -18,7 +18,8 @@ cargo --version
 # start it afresh when less than 10 GiB is free.
 mkdir -p "$CARGO_TARGET_DIR"
 free_kib="$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')"
-if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ]; then
+# Only a directory cargo made (it leaves a CACHEDIR.TAG) is ever removed.
+if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ] && [ -e "$CARGO_TARGET_DIR/CACHEDIR.TAG" ]; then
     echo "only $((free_kib / 1024)) MiB free: removing the cached build in $CARGO_TARGET_DIR"
     rm -rf "$CARGO_TARGET_DIR"
     mkdir -p "$CARGO_TARGET_DIR"

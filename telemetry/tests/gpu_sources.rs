@@ -18,9 +18,9 @@ const FAKE_GPU0_UUID: &str = "GPU-fake-0000";
 
 /// Samples NVML four times, with at least one DCGM scrape between rounds, and returns both
 /// rings' windows over the run as the daemon gathers them (NVML's, then DCGM's).
-async fn both_sources(page: String) -> Option<(Vec<GpuSample>, MonoTime, MonoTime)> {
+async fn both_sources(page: String) -> (Vec<GpuSample>, MonoTime, MonoTime) {
     let dir = tempfile::tempdir().unwrap();
-    let lib = crate::nvml::build_fake(dir.path(), "libnvidia-ml.so", &[])?;
+    let lib = crate::nvml::build_fake(dir.path(), "libnvidia-ml.so", &[]);
     let config = NvmlConfig {
         capacity: 1000,
         ..crate::nvml::config(lib)
@@ -54,7 +54,7 @@ async fn both_sources(page: String) -> Option<(Vec<GpuSample>, MonoTime, MonoTim
     task.await.unwrap().unwrap();
     let rings: [&Ring<GpuSample>; 2] = [&nvml_ring, &dcgm_ring];
     let all = rings.iter().flat_map(|r| r.covering(t0, t1)).collect();
-    Some((all, t0, t1))
+    (all, t0, t1)
 }
 
 #[tokio::test]
@@ -62,9 +62,7 @@ async fn nvml_and_dcgm_of_the_same_gpu_count_it_once() {
     // The capture as if dcgm-exporter ran on the fake's host: its one GPU is NVML's GPU 0.
     let page =
         fixture!("dcgm_exporter_metrics_rtx4000ada.prom").replace(CAPTURE_UUID, FAKE_GPU0_UUID);
-    let Some((samples, t0, t1)) = both_sources(page).await else {
-        return;
-    };
+    let (samples, t0, t1) = both_sources(page).await;
     assert!(samples.iter().any(|s| s.source == GpuSource::Dcgm));
     let e = energy_over_run(&samples, t0, t1).unwrap();
     // NVML alone: 2 GPUs, 4 rounds, each GPU's counter 10 J higher every round (the fake adds
@@ -84,11 +82,7 @@ async fn nvml_and_dcgm_of_the_same_gpu_count_it_once() {
 #[tokio::test]
 async fn a_dcgm_gpu_nvml_does_not_see_is_kept_apart() {
     // The capture unchanged: another GPU (its own UUID), e.g. dcgm-exporter on the server's node.
-    let Some((samples, t0, t1)) =
-        both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await
-    else {
-        return;
-    };
+    let (samples, t0, t1) = both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await;
     let e = energy_over_run(&samples, t0, t1).unwrap();
     // Its counter is constant across the captures served, so it adds nothing; before GPUs were
     // told apart by source, its 455 kJ against NVML's 1 kJ on the same index looked like a reset.
@@ -98,11 +92,7 @@ async fn a_dcgm_gpu_nvml_does_not_see_is_kept_apart() {
 
 #[tokio::test]
 async fn the_run_summary_carries_memory_temperature_throttling_and_the_server_process() {
-    let Some((samples, t0, t1)) =
-        both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await
-    else {
-        return;
-    };
+    let (samples, t0, t1) = both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await;
     let s = RunGpuSummary::over(&samples, t0, t1, 0).unwrap();
     assert_eq!(s.gpus, 3);
     assert_eq!(s.sources, [GpuSource::Nvml, GpuSource::Dcgm]);
