@@ -85,6 +85,11 @@ pub struct ShapeArgs {
     /// Changes which text each hash id maps to (same seed, same prompts).
     #[arg(long, default_value_t = 0)]
     pub prompt_seed: u64,
+    /// The salt of the text that is unique per request (rows without hash ids, and tokens
+    /// past the last one). Default: fresh each run; give a run's `prompt_salt` (from its
+    /// `summary.json`) to send its exact prompts again.
+    #[arg(long, value_name = "N")]
+    pub prompt_salt: Option<u64>,
     /// Compare the server's usage counts with the requested lengths in the summary.
     #[arg(long)]
     pub use_server_token_count: bool,
@@ -367,6 +372,9 @@ pub async fn replay(
     config.goodput = shape.goodput.clone().unwrap_or_default();
     config.output_dir = Some(shape.output_dir.clone());
     config.record_chunks = shape.record_chunks;
+    if let Some(salt) = shape.prompt_salt {
+        config.prompt_salt = salt;
+    }
     let info = serde_json::json!({
         "canaryd_version": env!("CARGO_PKG_VERSION"),
         "run_id": config.run_id,

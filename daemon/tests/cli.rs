@@ -354,6 +354,23 @@ fn doctor_says_what_is_available_and_why_not() {
 }
 
 #[test]
+fn a_given_prompt_salt_is_the_runs_salt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let mut salts = Vec::new();
+    for extra in [&["--prompt-salt", "4242"][..], &[], &[]] {
+        let mut args = vec!["--speedup", "50"];
+        args.extend_from_slice(extra);
+        let out = replay_arxiv(dir.path(), &url, &args);
+        assert!(out.status.success(), "{}", text(&out));
+        salts.push(summary(dir.path())["prompt_salt"].as_u64().unwrap());
+    }
+    assert_eq!(salts[0], 4242);
+    assert_ne!(salts[1], salts[2], "a fresh salt each run by default");
+}
+
+#[test]
 fn shards_of_one_replay_add_up_to_the_whole_trace() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = common::sim(&[]);
