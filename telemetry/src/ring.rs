@@ -46,6 +46,10 @@ impl<T: Stamped> Inner<T> {
     }
 }
 
+/// How long a sample stays in force for [`Ring::covering`]: far above any sampling interval
+/// (NVML 500 ms, DCGM 1 s by default), far below a series that stopped.
+pub const IN_FORCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A bounded ring of samples in time order, behind a shared handle (clones share the ring).
 #[derive(Debug)]
 pub struct Ring<T> {
@@ -121,7 +125,8 @@ impl<T: Stamped + Clone> Ring<T> {
     }
 
     /// Like [`Ring::between`], plus, for every series ([`Stamped::series`]: every GPU), the
-    /// last sample before `t0` (the state in force at `t0`); in time order.
+    /// last sample before `t0` (the state in force at `t0`) if it is at most [`IN_FORCE`]
+    /// old; in time order.
     pub fn covering(&self, t0: MonoTime, t1: MonoTime) -> Vec<T> {
         let g = self.lock();
         let q = &g.samples;
@@ -131,8 +136,10 @@ impl<T: Stamped + Clone> Ring<T> {
         // never longer than the ring).
         let mut found: Vec<u64> = Vec::with_capacity(g.series.len());
         let mut before: Vec<usize> = Vec::with_capacity(g.series.len());
+        // A series silent that long (a GPU gone from DCGM, say) says nothing about t0.
+        let horizon = t0.as_nanos().saturating_sub(IN_FORCE.as_nanos() as u64);
         for i in (0..start).rev() {
-            if found.len() == g.series.len() {
+            if found.len() == g.series.len() || q[i].at().as_nanos() < horizon {
                 break;
             }
             let k = q[i].series();
@@ -216,6 +223,24 @@ mod tests {
         want.push((303, 3));
         want.sort();
         assert_eq!(gpus, want);
+    }
+
+    #[test]
+    fn a_series_that_stopped_long_ago_is_not_in_force() {
+        use crate::gpu::{GpuSample, GpuSource};
+        let s = |secs: u64| secs * 1_000_000_000;
+        let r = Ring::new(1000);
+        // GPU 1 reported once at 0 s and never again; GPU 0 every second up to 200 s.
+        r.push(GpuSample::new(MonoTime(0), GpuSource::Dcgm, 1));
+        for t in 1..=200 {
+            r.push(GpuSample::new(MonoTime(s(t)), GpuSource::Dcgm, 0));
+        }
+        let got = r.covering(MonoTime(s(200) + 1), MonoTime(s(200) + 2));
+        let gpus: Vec<u32> = got.iter().map(|g| g.gpu).collect();
+        assert_eq!(gpus, [0], "GPU 1's 200 s old reading is not in force");
+        // Within the horizon it still is.
+        let got = r.covering(MonoTime(s(30)), MonoTime(s(30)));
+        assert!(got.iter().any(|g| g.gpu == 1), "{got:?}");
     }
 
     #[test]
