@@ -406,12 +406,14 @@ impl Daemon {
             Some(lock) => tokio::select! {
                 g = lock.lock_owned() => Some(g),
                 _ = self.shutdown.cancelled() => {
-                    let mut result = RunResult::new(&config, &w, new_run_id());
-                    result.verdict = Verdict::error(format!(
-                        "interrupted: the daemon stopped while the run waited for its turn on target {}",
+                    // Never started, so not a failed run (a restart would raise error alerts
+                    // for every queued workload): a skip, counted and logged.
+                    tracing::info!(
+                        workload = %w.name,
+                        "not started: the daemon stopped while the run waited for its turn on target {}",
                         target.name
-                    ));
-                    self.finish(&config, &w, result);
+                    );
+                    self.sinks.run_skipped(&w.name);
                     return;
                 }
             },
@@ -608,7 +610,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stop_while_waiting_for_the_target_is_recorded() {
+    async fn a_stop_while_waiting_for_the_target_is_a_skip_not_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let (d, c) = daemon(dir.path(), unreachable_run);
         // Another workload's run holds the target.
@@ -622,11 +624,13 @@ mod tests {
         d.shutdown.cancel();
         task.await.unwrap();
         assert!(d.metrics.running().is_empty());
-        let runs = d.history.recent(Some("w"), 10).unwrap();
-        assert_eq!(runs.len(), 1, "the waiting run is recorded");
-        assert_eq!(
-            runs[0].verdict.to_string(),
-            "error: interrupted: the daemon stopped while the run waited for its turn on target t"
+        assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+        assert!(
+            d.metrics
+                .render()
+                .contains("canaryd_skips_total{workload=\"w\"} 1"),
+            "{}",
+            d.metrics.render()
         );
     }
 }

@@ -116,7 +116,7 @@ impl StatusMetrics {
             &mut out,
             "canaryd_skips_total",
             "counter",
-            "Scheduled runs skipped because the previous run of the workload was still going.",
+            "Scheduled runs skipped: the previous run of the workload was still going, or the daemon stopped while the run waited for its target.",
             s.skips
                 .iter()
                 .map(|(w, c)| (format!("workload=\"{}\"", esc(w)), *c as f64)),
