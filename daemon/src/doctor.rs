@@ -27,6 +27,15 @@ pub struct DoctorArgs {
     /// `libnvidia-ml.so` to try instead of the system's.
     #[arg(long, value_name = "FILE")]
     pub nvml_lib: Option<PathBuf>,
+    /// The target's API key from this variable (default: `OPENAI_API_KEY` if set).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// The target's API key from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "api_key_env")]
+    pub api_key_file: Option<PathBuf>,
+    /// Extra CA certificates (PEM) to trust for an https target.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -38,14 +47,20 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     let mut checks: Vec<(&str, SourceState)> = Vec::new();
     let mut target_ok = true;
     if let Some(url) = &args.url {
-        let target =
-            canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "").map_err(|e| {
+        let mut target = canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "")
+            .map_err(|e| {
                 anyhow::anyhow!(
                     "target URL {}: {}",
                     crate::config::redact_url(url),
                     e.reason
                 )
             })?;
+        target.api_key = crate::replay::api_key_from(
+            args.api_key_file.as_deref(),
+            args.api_key_env.as_deref(),
+            Some("OPENAI_API_KEY"),
+        )?;
+        target.ca_bundle.clone_from(&args.ca_bundle);
         let base = format!(
             "{}://{}",
             if target.tls { "https" } else { "http" },
@@ -139,9 +154,12 @@ async fn get(
 ) -> Result<(http::StatusCode, bytes::Bytes)> {
     use hyper_util::rt::TokioIo;
     let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
-    let req = http::Request::get(path)
+    let mut req = http::Request::get(path)
         .header(http::header::HOST, target.authority())
         .body(Empty::<bytes::Bytes>::new())?;
+    if let Some(value) = target.api_key.as_ref().and_then(|k| k.authorization()) {
+        req.headers_mut().insert(http::header::AUTHORIZATION, value);
+    }
     let resp = if target.tls {
         let config = canary_replay::client_config(target.ca_bundle.as_deref())?;
         let name = rustls_pki_types::ServerName::try_from(target.host.clone())?;

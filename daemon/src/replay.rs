@@ -313,23 +313,50 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
 /// The API key named by `--api-key-file` or `--api-key-env`; without either, the variable
 /// `default_env` when it is set and `default_env` is given.
 pub fn api_key(shape: &ShapeArgs, default_env: Option<&str>) -> Result<Option<ApiKey>> {
-    if let Some(path) = &shape.api_key_file {
+    api_key_from(
+        shape.api_key_file.as_deref(),
+        shape.api_key_env.as_deref(),
+        default_env,
+    )
+}
+
+/// The key from `file`, else from the variable `env`, else from `default_env` if set; an
+/// error names the source, never the key.
+pub fn api_key_from(
+    file: Option<&Path>,
+    env: Option<&str>,
+    default_env: Option<&str>,
+) -> Result<Option<ApiKey>> {
+    let key = if let Some(path) = file {
         let key = std::fs::read_to_string(path)
             .with_context(|| format!("reading --api-key-file {}", path.display()))?;
         if key.trim().is_empty() {
             bail!("--api-key-file {} is empty", path.display());
         }
-        return Ok(Some(ApiKey::new(&key)));
-    }
-    match &shape.api_key_env {
-        Some(var) => match std::env::var(var) {
-            Ok(k) if !k.trim().is_empty() => Ok(Some(ApiKey::new(&k))),
-            _ => bail!("--api-key-env {var}: the variable is not set or empty"),
-        },
-        None => Ok(default_env
-            .and_then(|var| std::env::var(var).ok())
-            .filter(|k| !k.trim().is_empty())
-            .map(|k| ApiKey::new(&k))),
+        Some((
+            ApiKey::new(&key),
+            format!("--api-key-file {}", path.display()),
+        ))
+    } else {
+        match env {
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.trim().is_empty() => {
+                    Some((ApiKey::new(&k), format!("--api-key-env {var}")))
+                }
+                _ => bail!("--api-key-env {var}: the variable is not set or empty"),
+            },
+            None => default_env.and_then(|var| {
+                let k = std::env::var(var).ok().filter(|k| !k.trim().is_empty())?;
+                Some((ApiKey::new(&k), var.to_string()))
+            }),
+        }
+    };
+    match key {
+        Some((key, _)) if key.authorization().is_some() => Ok(Some(key)),
+        Some((_, source)) => {
+            bail!("{source}: the key holds characters an HTTP header cannot carry")
+        }
+        None => Ok(None),
     }
 }
 

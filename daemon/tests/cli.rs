@@ -191,24 +191,33 @@ fn an_unknown_log_format_is_refused() {
 fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key"), "sk-canary-SECRET-123\n").unwrap();
+    // A server that, like vLLM with --api-key, answers 401 without that key.
+    let (_sim, port) = common::sim(&["--api-key", "sk-canary-SECRET-123"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let args = ["--speedup", "1000", "--max-requests", "4"];
     let out = replay_arxiv(
         dir.path(),
-        "http://127.0.0.1:9",
-        &[
-            "--speedup",
-            "1000",
-            "--max-requests",
-            "2",
-            "--api-key-file",
-            "key",
-        ],
+        &url,
+        &[&args[..], &["--api-key-file", "key"]].concat(),
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("SECRET"));
+    let s = summary(dir.path());
+    assert_eq!(
+        (s["completed"].as_u64(), s["errors"].as_u64()),
+        (Some(4), Some(0)),
+        "{s}"
+    );
     for f in ["records.jsonl", "summary.json", "summary.csv"] {
         let body = std::fs::read_to_string(dir.path().join("out").join(f)).unwrap();
         assert!(!body.contains("SECRET"), "{f} leaks the key");
     }
+    // Without it, every request is refused: the key above really was sent.
+    let out = replay_arxiv(dir.path(), &url, &args);
+    assert!(!text(&out).contains("SECRET"));
+    let s = summary(dir.path());
+    assert_eq!(s["completed"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["errors_by_kind"]["http_status"].as_u64(), Some(4), "{s}");
 }
 
 #[test]
@@ -345,6 +354,20 @@ fn doctor_says_what_is_available_and_why_not() {
             .contains("127.0.0.1:9"),
         "{report}"
     );
+
+    // A target that wants a key: 401 without it (exit 1), listed with it; never printed.
+    let (_guarded, gport) = common::sim(&["--api-key", "sk-doctor-SECRET-9"]);
+    let gurl = format!("http://127.0.0.1:{gport}");
+    let out = canaryd(&["doctor", "--url", &gurl], dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    std::fs::write(dir.path().join("doctor-key"), "sk-doctor-SECRET-9\n").unwrap();
+    let out = canaryd(
+        &["doctor", "--url", &gurl, "--api-key-file", "doctor-key"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("SECRET"), "{}", text(&out));
 
     // A target that does not answer: the replay cannot run, so the exit status says so.
     let closed = format!("http://127.0.0.1:{}", free_port());

@@ -87,6 +87,14 @@ impl ApiKey {
     pub fn new(key: &str) -> ApiKey {
         ApiKey(key.trim().to_string())
     }
+
+    /// The `Authorization: Bearer …` value, marked sensitive; `None` when the key holds bytes
+    /// an HTTP header cannot carry (check with this when the key is read).
+    pub fn authorization(&self) -> Option<http::HeaderValue> {
+        let mut v = http::HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
+        v.set_sensitive(true);
+        Some(v)
+    }
 }
 
 impl std::fmt::Debug for ApiKey {
@@ -333,8 +341,8 @@ impl Target {
         if self.streaming {
             req = req.header(http::header::ACCEPT, "text/event-stream");
         }
-        if let Some(key) = &self.api_key {
-            req = req.header(AUTHORIZATION, format!("Bearer {}", key.0));
+        if let Some(value) = self.api_key.as_ref().and_then(ApiKey::authorization) {
+            req = req.header(AUTHORIZATION, value);
         }
         let mut req = req
             .body(Full::new(Bytes::from(bytes)))

@@ -49,6 +49,10 @@ pub struct Args {
     /// Prefix-cache capacity in blocks (0 disables the cache).
     #[arg(long, default_value_t = 4096)]
     pub cache_blocks: usize,
+    /// Require `Authorization: Bearer KEY` on `/v1/*`, as vLLM's `--api-key` does (401
+    /// without it); `/health` and `/metrics` stay open.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
 }
 
 /// Validated configuration of a [`crate::Sim`].
@@ -74,6 +78,8 @@ pub struct Config {
     pub block_size: u32,
     /// Prefix-cache capacity in blocks.
     pub cache_blocks: usize,
+    /// The bearer token `/v1/*` requires, if any.
+    pub api_key: Option<String>,
 }
 
 impl Default for Config {
@@ -90,6 +96,7 @@ impl Default for Config {
             threads: 1,
             block_size: 512,
             cache_blocks: 4096,
+            api_key: None,
         }
     }
 }
@@ -191,6 +198,7 @@ impl TryFrom<Args> for Config {
             threads: a.threads,
             block_size: a.block_size,
             cache_blocks: a.cache_blocks,
+            api_key: a.api_key.filter(|k| !k.is_empty()),
         })
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub faults: FaultInjector,
     pub reasoning_tokens: u32,
     pub block_size: u32,
+    /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
+    pub authorization: Option<String>,
     seq: AtomicU64,
     pub gen_index: AtomicU64,
 }
@@ -79,6 +81,7 @@ impl Sim {
             faults: config.faults,
             reasoning_tokens: config.reasoning_tokens,
             block_size: config.block_size,
+            authorization: config.api_key.map(|k| format!("Bearer {k}")),
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
         });
@@ -158,6 +161,24 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             Err(e) => return bad_input(&mut conn, e).await,
         };
         rec.body_received_ns = MonoTime::now().as_nanos();
+        if let Some(want) = &shared.authorization {
+            if head.path.starts_with("/v1/") && head.header("authorization") != Some(want) {
+                let body = chunk::error_body(401, "missing or wrong API key");
+                let keep = head.keep_alive;
+                let sent = respond(
+                    &mut conn,
+                    401,
+                    "application/json",
+                    body.as_bytes(),
+                    keep,
+                    &[],
+                );
+                match sent.await {
+                    Ok(_) if keep => continue,
+                    _ => return,
+                }
+            }
+        }
         let generation = match (head.method.as_str(), head.path.as_str()) {
             ("POST", "/v1/chat/completions") => Some(Api::Chat),
             ("POST", "/v1/completions") => Some(Api::Completions),

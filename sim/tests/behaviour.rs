@@ -415,3 +415,35 @@ async fn profile_switching() {
     .await;
     assert_eq!(r.events().len(), 5);
 }
+
+#[tokio::test]
+async fn an_api_key_guards_v1_and_leaves_health_and_metrics_open() {
+    let sim = sim_with(|c| c.api_key = Some("sk-sim-test".into())).await;
+    let body = chat_body("hello there", 3, false);
+    let chat = |headers: &'static [(&'static str, &'static str)]| {
+        let body = body.clone();
+        async move { request(sim.addr, "POST", "/v1/chat/completions", headers, &body).await }
+    };
+    let r = chat(&[]).await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(r.json()["error"]["message"].is_string(), "{}", r.text());
+    assert_eq!(chat(&[("authorization", "Bearer wrong")]).await.status, 401);
+    assert_eq!(
+        chat(&[("authorization", "Bearer sk-sim-test")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        request(sim.addr, "GET", "/v1/models", &[], "").await.status,
+        401
+    );
+    assert_eq!(
+        request(sim.addr, "GET", "/health", &[], "").await.status,
+        200
+    );
+    assert_eq!(
+        request(sim.addr, "GET", "/metrics", &[], "").await.status,
+        200
+    );
+}
