@@ -212,6 +212,20 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
         let body = std::fs::read_to_string(dir.path().join("out").join(f)).unwrap();
         assert!(!body.contains("SECRET"), "{f} leaks the key");
     }
+    // A key a header cannot carry is an error naming the file, not a panic.
+    std::fs::write(dir.path().join("bad-key"), "sk-canary-SECRET\u{1}123\n").unwrap();
+    let bad = replay_arxiv(
+        dir.path(),
+        &url,
+        &[&args[..], &["--api-key-file", "bad-key"]].concat(),
+    );
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad).contains("--api-key-file bad-key"),
+        "{}",
+        text(&bad)
+    );
+    assert!(!text(&bad).contains("SECRET") && !text(&bad).contains("panicked"));
     // Without it, every request is refused: the key above really was sent.
     let out = replay_arxiv(dir.path(), &url, &args);
     assert!(!text(&out).contains("SECRET"));
