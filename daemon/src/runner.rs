@@ -416,25 +416,6 @@ mod tests {
     }
 
     #[test]
-    fn a_target_gets_a_key_only_from_the_source_it_names() {
-        // The daemon's environment holds a key meant for some server; neither target names it.
-        std::env::set_var("OPENAI_API_KEY", "sk-fallback-not-for-these-targets");
-        std::env::set_var("CANARYD_TEST_NAMED_KEY_31", "sk-named");
-        let text = "[targets.plain]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
-                    [targets.keyed]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
-                    api_key_env = \"CANARYD_TEST_NAMED_KEY_31\"\n\
-                    [workloads.w]\ntarget = \"plain\"\ntrace = \"bundled\"\nevery = \"1h\"\n";
-        let c = Config::parse(text, Path::new("t.toml"), Path::new("/tmp")).unwrap();
-        let w = &c.workloads[0];
-        let build = |name: &str| {
-            let t = &c.targets[name];
-            replay_target(t, &shape(w, t, Path::new("/tmp")).unwrap()).unwrap()
-        };
-        assert!(build("plain").api_key.is_none());
-        assert!(build("keyed").api_key.is_some());
-    }
-
-    #[test]
     fn run_ids_sort_by_time_and_differ() {
         let (a, b) = (new_run_id(), new_run_id());
         assert_ne!(a, b);

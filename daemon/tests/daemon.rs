@@ -567,3 +567,43 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
     assert!(run.join("verdict.json").exists() && run.join("summary.json").exists());
     assert!(dir.path().join("canaryd-data/history.sqlite").exists());
 }
+
+#[test]
+fn only_a_target_that_names_its_key_source_gets_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // A server that wants the key, like vLLM with --api-key.
+    let (_sim, sim_port) = common::sim(&["--block-size", "26", "--api-key", SECRET]);
+    // `sim` names its key file (SECRET); `plain` is the same server with no key source. The
+    // daemon's own OPENAI_API_KEY holds the key too, and must not go to `plain`.
+    let mut extra =
+        format!("[targets.plain]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n");
+    extra += &workload("keyed", "sim", "1s", "max_requests = 5").replace("max_requests = 40\n", "");
+    extra +=
+        &workload("unkeyed", "plain", "1s", "max_requests = 5").replace("max_requests = 40\n", "");
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let _d = common::daemon(
+        dir.path(),
+        &config,
+        status,
+        "daemon.log",
+        &[("OPENAI_API_KEY", SECRET)],
+    );
+    let all = eventually(60, "a run of each workload", || {
+        let all = runs(status);
+        (!of(&all, "keyed").is_empty() && !of(&all, "unkeyed").is_empty()).then_some(all)
+    });
+    let keyed = of(&all, "keyed")[0];
+    assert_eq!(keyed["verdict"], "pass", "{keyed}");
+    let unkeyed = of(&all, "unkeyed")[0];
+    assert_eq!(unkeyed["verdict_kind"], "error", "{unkeyed}");
+    assert!(
+        unkeyed["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("http_status: 5"),
+        "{unkeyed}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(!log.contains(SECRET), "the key reached the log");
+}
