@@ -3,57 +3,7 @@
 
 use crate::receiver::Receiver;
 use canary_exporters::{Config, OtlpExporter};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-
-/// TLS for `localhost` in front of `backend`: the listening port and the CA in PEM.
-async fn tls_terminator(backend: SocketAddr) -> (u16, String) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "canaryd exporter test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![CertificateDer::from(leaf.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let (Ok(mut tls), Ok(mut up)) = (
-                    acceptor.accept(tcp).await,
-                    TcpStream::connect(backend).await,
-                ) else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-            });
-        }
-    });
-    (port, ca.pem())
-}
 
 fn export_one_run(config: Config) -> canary_exporters::ExportReport {
     let exporter = OtlpExporter::start(config).unwrap();
@@ -68,7 +18,7 @@ fn export_one_run(config: Config) -> canary_exporters::ExportReport {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_endpoint_with_a_private_ca() {
     let receiver = Receiver::start().await;
-    let (port, ca_pem) = tls_terminator(receiver.addr).await;
+    let (port, ca_pem) = canary_testkit::tls_terminator(receiver.addr).await;
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("ca.pem");
     std::fs::write(&bundle, ca_pem).unwrap();
@@ -90,7 +40,7 @@ async fn https_endpoint_with_a_private_ca() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_endpoint_whose_ca_is_not_trusted_is_refused_and_counted() {
     let receiver = Receiver::start().await;
-    let (port, _ca_pem) = tls_terminator(receiver.addr).await;
+    let (port, _ca_pem) = canary_testkit::tls_terminator(receiver.addr).await;
     let config = Config {
         endpoint: Some(format!("https://localhost:{port}")),
         timeout: Duration::from_secs(5),

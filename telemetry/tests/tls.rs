@@ -7,64 +7,25 @@ use std::time::Duration;
 use canary_telemetry::{
     DcgmConfig, DcgmScraper, Engine, ServerMetricsConfig, ServerMetricsScraper, SourceState,
 };
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::net::{TcpListener, TcpStream};
+use rustls::pki_types::{pem::PemObject, CertificateDer};
 use tokio_util::sync::CancellationToken;
 
 /// TLS for `localhost` in front of `backend` (`http://127.0.0.1:port`). Returns the https base
 /// URL and a client config trusting the test CA.
 async fn tls_in_front_of(backend: &str) -> (String, Arc<rustls::ClientConfig>) {
-    let backend = backend.trim_start_matches("http://").to_owned();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "canaryd telemetry test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(leaf.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, backend) = (acceptor.clone(), backend.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut upstream) = TcpStream::connect(backend).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
-            });
-        }
-    });
+    let backend = backend.trim_start_matches("http://").parse().unwrap();
+    let (port, ca_pem) = canary_testkit::tls_terminator(backend).await;
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(ca.der().to_vec())).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     (format!("https://localhost:{port}"), Arc::new(client))
 }
 
