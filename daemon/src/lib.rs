@@ -25,6 +25,7 @@ mod replay;
 mod report;
 pub mod runner;
 mod service;
+mod state_lock;
 pub mod status;
 pub mod verdict;
 

@@ -70,6 +70,10 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
     }
+    // Before the history is opened or anything is scheduled: a second daemon on this
+    // state_dir stops here, naming the first.
+    let state_lock = crate::state_lock::StateLock::acquire(&config.state_dir)?;
+    tracing::debug!("holding {}", state_lock.path().display());
     let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
     let metrics = Arc::new(StatusMetrics::default());
     metrics.seed(&history);
@@ -169,6 +173,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         let _ = sim.shutdown().await;
     }
     tracing::info!("stopped");
+    drop(state_lock);
     Ok(0)
 }
 

@@ -607,3 +607,58 @@ fn only_a_target_that_names_its_key_source_gets_a_key() {
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(!log.contains(SECRET), "the key reached the log");
 }
+
+#[test]
+fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    let status = free_port();
+    let mut first = daemon(dir.path(), &config, status, "first.log");
+    eventually(60, "a run of the first daemon", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+
+    // Not `common::daemon`: that one waits for a status endpoint this one must never open.
+    let second_status = free_port();
+    let start_second = |log: &str| {
+        Child(
+            Command::new(CANARYD)
+                .args(["run", "--config"])
+                .arg(&config)
+                .args(["--status-listen", &format!("127.0.0.1:{second_status}")])
+                .current_dir(dir.path())
+                .env("RUST_LOG", "info")
+                .env_remove("NOTIFY_SOCKET")
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut second = start_second("second.log");
+    let code = second.wait_exit(Duration::from_secs(60));
+    let log = std::fs::read_to_string(dir.path().join("second.log")).unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!("another canaryd (pid {})", first.0.id()))
+            && log.contains("canaryd.lock"),
+        "{log}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", second_status)).is_err(),
+        "the second daemon opened its status endpoint"
+    );
+    // The first one goes on, alone in the history.
+    assert_eq!(http(status, "GET", "/healthz", "").0, 200);
+    assert!(runs(status).iter().all(|r| r["workload"] == "w"));
+    assert_eq!(runs(status).len(), 1, "the workload ran once, not twice");
+
+    // Once the first has stopped, the lock file it leaves behind does not block a restart.
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(0));
+    assert!(dir.path().join("state/canaryd.lock").exists());
+    let _second = start_second("second-again.log");
+    wait_listening(second_status, "the second daemon, after the first stopped");
+}
