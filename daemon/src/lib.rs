@@ -21,6 +21,7 @@ pub mod kernel;
 mod notify;
 pub mod observe;
 mod otlp;
+pub mod recovery;
 mod replay;
 mod report;
 pub mod runner;
