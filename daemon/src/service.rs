@@ -73,8 +73,17 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     }
     // Before the history is opened or anything is scheduled: a second daemon on this
     // state_dir stops here, naming the first.
-    let state_lock = crate::state_lock::StateLock::acquire(&config.state_dir)?;
+    let state_lock = crate::state_lock::StateLock::acquire(&config.state_dir, "state_dir")?;
     tracing::debug!("holding {}", state_lock.path().display());
+    // Artifacts elsewhere are as much this daemon's: another one would take its runs in
+    // progress for runs whose process died.
+    let artifacts_lock = match config.artifacts_dir.starts_with(&config.state_dir) {
+        true => None,
+        false => Some(crate::state_lock::StateLock::acquire(
+            &config.artifacts_dir,
+            "artifacts_dir",
+        )?),
+    };
     let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
     let metrics = Arc::new(StatusMetrics::default());
     metrics.seed(&history);
@@ -177,7 +186,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         let _ = sim.shutdown().await;
     }
     tracing::info!("stopped");
-    drop(state_lock);
+    drop((state_lock, artifacts_lock));
     Ok(0)
 }
 

@@ -1,5 +1,6 @@
 //! One daemon per `state_dir`: an exclusive `flock` on `<state_dir>/canaryd.lock`, held for
-//! the life of the process, with the holder's PID written in the file.
+//! the life of the process, with the holder's PID written in the file (and the same in an
+//! `artifacts_dir` outside the `state_dir`, which is as much the daemon's own).
 //!
 //! Two daemons on one state directory would replay the same workloads twice and interleave
 //! one history and one baseline. The kernel drops the lock when the process ends, however it
@@ -24,12 +25,12 @@ pub struct StateLock {
 }
 
 impl StateLock {
-    /// Takes the lock of `state_dir` (created if missing) and writes this process's PID in
-    /// it; an error naming the holder's PID when another process holds it.
-    pub fn acquire(state_dir: &Path) -> Result<StateLock> {
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        let path = state_dir.join(LOCK_FILE);
+    /// Takes the lock of `dir` (created if missing), the daemon's `key` (`state_dir`), and
+    /// writes this process's PID in it; an error naming the holder's PID when another
+    /// process holds it.
+    pub fn acquire(dir: &Path, key: &str) -> Result<StateLock> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(LOCK_FILE);
         // Not truncated on open: the PID in it belongs to the holder until the lock is ours.
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -52,10 +53,10 @@ impl StateLock {
                 Err(_) => "a process that has not written its pid yet".to_string(),
             };
             bail!(
-                "another canaryd ({holder}) is running with state_dir {}: it holds {}; \
-                 two daemons on one state_dir would run every workload twice and share one \
-                 history and baseline (stop it, or give this one another state_dir)",
-                state_dir.display(),
+                "another canaryd ({holder}) is running with {key} {}: it holds {}; \
+                 two daemons on one {key} would run every workload twice and share one \
+                 history and baseline (stop it, or give this one another {key})",
+                dir.display(),
                 path.display()
             );
         }
@@ -81,19 +82,22 @@ mod tests {
     fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
-        let first = StateLock::acquire(&state).unwrap();
+        let first = StateLock::acquire(&state, "state_dir").unwrap();
         let pid = std::fs::read_to_string(first.path()).unwrap();
         assert_eq!(pid, format!("{}\n", std::process::id()));
         // flock locks belong to the open file, so a second open in this process conflicts
         // just as another process would.
-        let e = format!("{:#}", StateLock::acquire(&state).unwrap_err());
+        let e = format!("{:#}", StateLock::acquire(&state, "state_dir").unwrap_err());
         assert!(
-            e.contains(&format!("pid {}", std::process::id())) && e.contains(LOCK_FILE),
+            e.contains(&format!(
+                "another canaryd (pid {}) is running with state_dir",
+                std::process::id()
+            )) && e.contains(LOCK_FILE),
             "{e}"
         );
         drop(first);
         // The file stays behind; the lock does not.
         assert!(state.join(LOCK_FILE).exists());
-        StateLock::acquire(&state).unwrap();
+        StateLock::acquire(&state, "state_dir").unwrap();
     }
 }

@@ -613,7 +613,13 @@ fn only_a_target_that_names_its_key_source_gets_a_key() {
 fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim();
-    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    // Artifacts outside the state_dir: they are locked too.
+    let extra = workload("w", "sim", "1h", "")
+        + &format!(
+            "[export]\nartifacts_dir = {:?}\n",
+            dir.path().join("artifacts")
+        );
+    let config = write_config(dir.path(), sim_port, &extra);
     let status = free_port();
     let mut first = daemon(dir.path(), &config, status, "first.log");
     eventually(60, "a run of the first daemon", || {
@@ -622,11 +628,11 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
 
     // Not `common::daemon`: that one waits for a status endpoint this one must never open.
     let second_status = free_port();
-    let start_second = |log: &str| {
+    let start_second = |config: &Path, log: &str| {
         Child(
             Command::new(CANARYD)
                 .args(["run", "--config"])
-                .arg(&config)
+                .arg(config)
                 .args(["--status-listen", &format!("127.0.0.1:{second_status}")])
                 .current_dir(dir.path())
                 .env("RUST_LOG", "info")
@@ -638,7 +644,7 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
                 .unwrap(),
         )
     };
-    let mut second = start_second("second.log");
+    let mut second = start_second(&config, "second.log");
     let code = second.wait_exit(Duration::from_secs(60));
     let log = std::fs::read_to_string(dir.path().join("second.log")).unwrap();
     assert_eq!(code, Some(1), "{log}");
@@ -651,6 +657,22 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
         std::net::TcpStream::connect(("127.0.0.1", second_status)).is_err(),
         "the second daemon opened its status endpoint"
     );
+    // Another state_dir, but the same artifacts_dir: refused as well.
+    let other = dir.path().join("other.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&other, text.replace("/state\"", "/state2\"")).unwrap();
+    let mut third = start_second(&other, "third.log");
+    let code = third.wait_exit(Duration::from_secs(60));
+    let log = std::fs::read_to_string(dir.path().join("third.log")).unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "another canaryd (pid {}) is running with artifacts_dir",
+            first.0.id()
+        )),
+        "{log}"
+    );
+
     // The first one goes on, alone in the history.
     assert_eq!(http(status, "GET", "/healthz", "").0, 200);
     assert!(runs(status).iter().all(|r| r["workload"] == "w"));
@@ -660,7 +682,7 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     first.signal(libc::SIGTERM);
     assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(0));
     assert!(dir.path().join("state/canaryd.lock").exists());
-    let _second = start_second("second-again.log");
+    let _second = start_second(&config, "second-again.log");
     wait_listening(second_status, "the second daemon, after the first stopped");
 }
 
