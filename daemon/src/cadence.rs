@@ -43,9 +43,36 @@ impl Cadence {
             ))
             }
         };
-        cron::Schedule::from_str(&full)
+        let schedule = cron::Schedule::from_str(&full)
             .map_err(|e| format!("invalid cron expression {expr:?}: {e}"))?;
+        // `0 0 31 2 *` parses but matches no date (the crate searches up to 2100): a workload
+        // that would silently never run.
+        if schedule.upcoming(chrono::Utc).next().is_none() {
+            return Err(format!(
+                "cron expression {expr:?} never fires: no date from now on matches it"
+            ));
+        }
         Ok(Cadence::Cron { expr: full, jitter })
+    }
+
+    /// The shortest time between two runs: the period, or for cron the shortest gap between
+    /// its next [`CRON_GAPS_CHECKED`] firings (`None` when it fires once at most). Jitter must
+    /// stay below it, or a run lands past the next one's due time.
+    pub fn shortest_gap(&self) -> Option<Duration> {
+        match self {
+            Cadence::Every { period, .. } => Some(*period),
+            Cadence::Cron { expr, .. } => {
+                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
+                let times: Vec<_> = schedule
+                    .upcoming(chrono::Utc)
+                    .take(CRON_GAPS_CHECKED + 1)
+                    .collect();
+                times
+                    .windows(2)
+                    .filter_map(|w| (w[1] - w[0]).to_std().ok())
+                    .min()
+            }
+        }
     }
 
     fn jitter(&self) -> Option<Duration> {
@@ -103,6 +130,10 @@ fn human(d: Duration) -> String {
         (s, _) => format!("{s}s"),
     }
 }
+
+/// How many upcoming cron firings [`Cadence::shortest_gap`] looks at: enough to cover a
+/// week of hourly runs, or a weekday-only daily schedule several times over.
+pub const CRON_GAPS_CHECKED: usize = 200;
 
 /// Yields the moments a workload is due.
 pub struct Ticker {
@@ -235,6 +266,24 @@ mod tests {
         assert!(Cadence::cron("61 * * * *", None)
             .unwrap_err()
             .contains("61"));
+    }
+
+    #[test]
+    fn a_cron_that_never_fires_is_refused_and_gaps_are_measured() {
+        // February 31st, and a year long gone: both parse, neither ever fires.
+        for expr in ["0 0 31 2 *", "0 0 0 1 1 * 2001"] {
+            let e = Cadence::cron(expr, None).unwrap_err();
+            assert!(e.contains("never fires"), "{e}");
+        }
+        let gap = |expr: &str| Cadence::cron(expr, None).unwrap().shortest_gap();
+        assert_eq!(gap("*/15 * * * *"), Some(Duration::from_secs(900)));
+        // Weekdays at 09:00 and 17:00: the 8 hours between them, not the day or the weekend.
+        assert_eq!(gap("0 9,17 * * 1-5"), Some(Duration::from_secs(8 * 3600)));
+        let every = Cadence::Every {
+            period: Duration::from_secs(60),
+            jitter: None,
+        };
+        assert_eq!(every.shortest_gap(), Some(Duration::from_secs(60)));
     }
 
     #[test]

@@ -332,10 +332,17 @@ pub struct Workload {
 pub mod raw;
 
 impl Config {
-    /// What is valid but will not work on this host yet: trace files or key files missing,
-    /// key variables unset.
+    /// What is valid but will not work on this host yet (trace files or key files missing,
+    /// key variables unset), or works less well than the file suggests (a retention that
+    /// caps the baseline).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if self.retention_runs < self.baseline.runs {
+            out.push(format!(
+                "export.retention_runs ({}) is below baseline.runs ({}): baselines hold at most {} runs",
+                self.retention_runs, self.baseline.runs, self.retention_runs
+            ));
+        }
         for w in &self.workloads {
             if let TraceSource::File(path, _) = &w.trace {
                 if !path.exists() {
@@ -541,7 +548,8 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ),
             ));
         }
-        let jitter = w.jitter.map(|j| j.0);
+        let jitter_at = w.jitter.as_ref().map(|j| j.span().start);
+        let jitter = w.jitter.map(|j| j.into_inner().0);
         let cadence = match (w.every, w.cron) {
             (Some(every), None) if every.0.is_zero() => {
                 return Err(err(at, format!("workloads.{name}.every: must be above zero")))
@@ -564,6 +572,23 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ))
             }
         };
+        // A jitter as long as the gap between runs pushes a run past the next one's due
+        // time: the schedule would no longer be the one written.
+        if let (Some(j), Some(gap)) = (jitter, cadence.shortest_gap()) {
+            if j >= gap {
+                let what = match &cadence {
+                    Cadence::Every { .. } => "every",
+                    Cadence::Cron { .. } => "the shortest gap between the cron expression's runs",
+                };
+                return Err(err(
+                    jitter_at,
+                    format!(
+                        "workloads.{name}.jitter: {j:?} is not shorter than {what} ({gap:?}); \
+                         a run would start after the next one is due"
+                    ),
+                ));
+            }
+        }
         let trace = if w.trace == BUNDLED_TRACE {
             TraceSource::Bundled
         } else {
@@ -624,6 +649,24 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             ),
         ));
     }
+    let retention_runs = match raw.export.retention_runs {
+        None => 500,
+        // Retention counts every run, the baseline only passing ones: with fewer kept than
+        // min_runs, no run would ever be compared.
+        Some(r) if *r.get_ref() < baseline.min_runs => {
+            return Err(err(
+                Some(r.span().start),
+                format!(
+                    "export.retention_runs: {} keeps fewer runs than baseline.min_runs ({}) \
+                     needs, so no run would ever be compared with a baseline; expected {} or more",
+                    r.get_ref(),
+                    baseline.min_runs,
+                    baseline.min_runs
+                ),
+            ))
+        }
+        Some(r) => r.into_inner(),
+    };
     let otlp = match raw.otlp {
         None => Otlp::default(),
         Some(o) => otlp(o.span().start, o.into_inner(), &err, &rel)?,
@@ -646,7 +689,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             .map(rel)
             .unwrap_or_else(|| state_dir.join("artifacts")),
         state_dir,
-        retention_runs: raw.export.retention_runs.unwrap_or(500).max(1),
+        retention_runs,
         retention_age: raw
             .export
             .retention_age

@@ -21,10 +21,12 @@ pub mod kernel;
 mod notify;
 pub mod observe;
 mod otlp;
+pub mod recovery;
 mod replay;
 mod report;
 pub mod runner;
 mod service;
+mod state_lock;
 pub mod status;
 pub mod verdict;
 

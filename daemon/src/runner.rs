@@ -42,6 +42,9 @@ pub struct RunResult {
     pub comparison: Option<crate::baseline::Comparison>,
     /// The artifacts folder.
     pub artifacts: PathBuf,
+    /// For a run whose process died (no outcome then): the summary rebuilt from its
+    /// records at the next start, as written to its `summary.json`.
+    pub recovered: Option<serde_json::Value>,
 }
 
 impl RunResult {
@@ -59,6 +62,7 @@ impl RunResult {
             outcome: None,
             samples: None,
             comparison: None,
+            recovered: None,
         }
     }
 }
@@ -78,7 +82,8 @@ impl From<&RunResult> for RunRow {
             summary: r
                 .outcome
                 .as_ref()
-                .and_then(|o| serde_json::to_value(o).ok()),
+                .and_then(|o| serde_json::to_value(o).ok())
+                .or_else(|| r.recovered.clone()),
             artifacts: r.artifacts.clone(),
             samples: r.samples.clone(),
         }

@@ -1,5 +1,6 @@
-//! `canaryd run`: the long-running daemon. Load the config, open the history, bind the status
-//! endpoint, schedule every workload, tell systemd it is ready, then wait for signals:
+//! `canaryd run`: the long-running daemon. Load the config, lock the state directory, open the
+//! history, bind the status endpoint, record the runs a killed process left without a verdict,
+//! schedule every workload, tell systemd it is ready, then wait for signals:
 //! SIGHUP reloads the config (a bad one is logged and the running one kept), SIGTERM or
 //! SIGINT stop dispatching, give in-flight requests their grace period, record the partial
 //! runs as `error: interrupted`, flush the sinks and exit 0.
@@ -70,6 +71,19 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
     }
+    // Before the history is opened or anything is scheduled: a second daemon on this
+    // state_dir stops here, naming the first.
+    let state_lock = crate::state_lock::StateLock::acquire(&config.state_dir, "state_dir")?;
+    tracing::debug!("holding {}", state_lock.path().display());
+    // Artifacts elsewhere are as much this daemon's: another one would take its runs in
+    // progress for runs whose process died.
+    let artifacts_lock = match config.artifacts_dir.starts_with(&config.state_dir) {
+        true => None,
+        false => Some(crate::state_lock::StateLock::acquire(
+            &config.artifacts_dir,
+            "artifacts_dir",
+        )?),
+    };
     let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
     let metrics = Arc::new(StatusMetrics::default());
     metrics.seed(&history);
@@ -105,6 +119,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         progress: Mutex::default(),
         runner: replay_run,
     });
+    // Before the first run: a run folder of this workload could otherwise be mistaken for
+    // one the previous process left behind.
+    daemon.recover_orphans(&config);
     let mut schedulers = daemon.schedule(Arc::new(config.clone()));
 
     let notifier = Notifier::from_env();
@@ -169,6 +186,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         let _ = sim.shutdown().await;
     }
     tracing::info!("stopped");
+    drop((state_lock, artifacts_lock));
     Ok(0)
 }
 
@@ -437,26 +455,41 @@ impl Daemon {
                 result
             }
         };
-        self.finish(&config, &w, result);
+        self.finish(&config, &w.name, result);
     }
 
-    /// Records a finished run and hands it to the sinks.
-    fn finish(&self, config: &Config, w: &Workload, mut result: RunResult) {
-        if let Err(e) = self.record(config, w, &mut result) {
-            tracing::error!(workload = %w.name, run = %result.id, "recording the run: {e:#}");
+    /// Records the runs a process that died left without a verdict (see
+    /// [`crate::recovery`]): `error: interrupted (process died)`, never in a baseline.
+    fn recover_orphans(&self, config: &Config) {
+        for orphan in crate::recovery::find(&config.artifacts_dir, &self.history) {
+            match crate::recovery::recover(config, &orphan) {
+                Ok(result) => self.finish(config, &orphan.workload, result),
+                Err(e) => tracing::error!(
+                    workload = %orphan.workload,
+                    run = %orphan.id,
+                    "recovering a run whose process died: {e:#}"
+                ),
+            }
         }
-        self.sinks.run_finished(&w.name, &result);
+    }
+
+    /// Records a finished run of `workload` and hands it to the sinks.
+    fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
+        if let Err(e) = self.record(config, workload, &mut result) {
+            tracing::error!(workload = %workload, run = %result.id, "recording the run: {e:#}");
+        }
+        self.sinks.run_finished(workload, &result);
     }
 
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
-    fn record(&self, config: &Config, w: &Workload, result: &mut RunResult) -> Result<()> {
+    fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         if let Some(samples) = &result.samples {
             // A baseline that cannot be read leaves this run uncompared, not unrecorded.
-            match self.history.baseline(&w.name, config.baseline.runs) {
+            match self.history.baseline(workload, config.baseline.runs) {
                 Ok(base) => {
                     result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
                 }
-                Err(e) => tracing::error!(workload = %w.name, "reading the baseline: {e:#}"),
+                Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
             }
         }
         let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
@@ -469,8 +502,8 @@ impl Daemon {
                 .unwrap_or_default()
         );
         match result.verdict.kind {
-            crate::verdict::VerdictKind::Pass => tracing::info!(workload = %w.name, "{line}"),
-            _ => tracing::warn!(workload = %w.name, "{line}"),
+            crate::verdict::VerdictKind::Pass => tracing::info!(workload = %workload, "{line}"),
+            _ => tracing::warn!(workload = %workload, "{line}"),
         }
         std::fs::create_dir_all(&result.artifacts)
             .with_context(|| format!("creating {}", result.artifacts.display()))?;
@@ -494,7 +527,7 @@ impl Daemon {
         // back); the count limit applies only to configured ones.
         let mut doomed =
             self.history
-                .prune(&w.name, config.retention_runs, config.retention_age)?;
+                .prune(workload, config.retention_runs, config.retention_age)?;
         for name in self.history.workloads()? {
             if !config.workloads.iter().any(|c| c.name == name) {
                 doomed.extend(

@@ -1,6 +1,7 @@
 //! `canaryd run` as a real process against a real `canaryd sim` process on loopback: verdicts,
 //! baselines and an induced regression, config reloads, SIGTERM mid-run, restarts, a stalled
-//! target, the embedded default and `check-config`. Every child is killed and reaped on every
+//! target, the embedded default and `check-config`, a second daemon on one `state_dir`, and a
+//! run killed with SIGKILL recovered at the next start. Every child is killed and reaped on every
 //! path (the guards below); nothing asserts on timing, the status API is polled with generous
 //! deadlines instead.
 
@@ -606,4 +607,168 @@ fn only_a_target_that_names_its_key_source_gets_a_key() {
     );
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(!log.contains(SECRET), "the key reached the log");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    // Artifacts outside the state_dir: they are locked too.
+    let extra = workload("w", "sim", "1h", "")
+        + &format!(
+            "[export]\nartifacts_dir = {:?}\n",
+            dir.path().join("artifacts")
+        );
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let mut first = daemon(dir.path(), &config, status, "first.log");
+    eventually(60, "a run of the first daemon", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+
+    // Not `common::daemon`: that one waits for a status endpoint this one must never open.
+    let second_status = free_port();
+    let start_second = |config: &Path, log: &str| {
+        Child(
+            Command::new(CANARYD)
+                .args(["run", "--config"])
+                .arg(config)
+                .args(["--status-listen", &format!("127.0.0.1:{second_status}")])
+                .current_dir(dir.path())
+                .env("RUST_LOG", "info")
+                .env_remove("NOTIFY_SOCKET")
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut second = start_second(&config, "second.log");
+    let code = second.wait_exit(Duration::from_secs(60));
+    let log = std::fs::read_to_string(dir.path().join("second.log")).unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!("another canaryd (pid {})", first.0.id()))
+            && log.contains("canaryd.lock"),
+        "{log}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", second_status)).is_err(),
+        "the second daemon opened its status endpoint"
+    );
+    // Another state_dir, but the same artifacts_dir: refused as well.
+    let other = dir.path().join("other.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&other, text.replace("/state\"", "/state2\"")).unwrap();
+    let mut third = start_second(&other, "third.log");
+    let code = third.wait_exit(Duration::from_secs(60));
+    let log = std::fs::read_to_string(dir.path().join("third.log")).unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "another canaryd (pid {}) is running with artifacts_dir",
+            first.0.id()
+        )),
+        "{log}"
+    );
+
+    // The first one goes on, alone in the history.
+    assert_eq!(http(status, "GET", "/healthz", "").0, 200);
+    assert!(runs(status).iter().all(|r| r["workload"] == "w"));
+    assert_eq!(runs(status).len(), 1, "the workload ran once, not twice");
+
+    // Once the first has stopped, the lock file it leaves behind does not block a restart.
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(0));
+    assert!(dir.path().join("state/canaryd.lock").exists());
+    let _second = start_second(&config, "second-again.log");
+    wait_listening(second_status, "the second daemon, after the first stopped");
+}
+
+#[test]
+fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    // 300 requests over 102 s of trace at 2x: far from done when the kill comes.
+    let long = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+                scale_lengths = 0.05\nevery = \"1h\"\n\
+                slos = \"request_latency:60000\"\nmin_good_fraction = 0.5\n";
+    let config = write_config(dir.path(), sim_port, long);
+    let status = free_port();
+    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    let artifacts = dir.path().join("state/artifacts/long");
+    let run_dir = eventually(60, "the run to record requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("records.jsonl")).ok()?;
+        (records.lines().count() >= 5).then_some(run)
+    });
+    d.signal(libc::SIGKILL);
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(30)),
+        None,
+        "killed by a signal"
+    );
+    for f in ["summary.json", "summary.csv", "verdict.json"] {
+        assert!(!run_dir.join(f).exists(), "{f} written by a killed process");
+    }
+    // Killed in the middle of writing a record: the last line is cut short.
+    let records = run_dir.join("records.jsonl");
+    let valid = std::fs::read_to_string(&records).unwrap().lines().count() as u64;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&records)
+        .unwrap();
+    std::io::Write::write_all(&mut f, br#"{"id":4242,"session":7,"sent_at"#).unwrap();
+    drop(f);
+
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let id = run_dir.file_name().unwrap().to_str().unwrap();
+    let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+    assert_eq!(code, 200, "the killed run is in the history: {body}");
+    let run: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        run["verdict"], "error: interrupted (process died)",
+        "{run:#}"
+    );
+    assert_eq!(run["summary"]["requests"].as_u64(), Some(valid), "{run:#}");
+    assert_eq!(run["summary"]["skipped_lines"], 1, "{run:#}");
+    assert_eq!(run["summary"]["process_died"], true, "{run:#}");
+    assert!(
+        run["trend"].is_null() && run["comparison"].is_null(),
+        "{run:#}"
+    );
+    assert!(
+        metrics(status).contains("canaryd_runs_total{workload=\"long\",verdict=\"error\"} 1"),
+        "{}",
+        metrics(status)
+    );
+
+    // Its folder now has what every run leaves: a summary from its records, and a verdict.
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["requests"].as_u64(), Some(valid));
+    assert_eq!(summary["interrupted"], true);
+    assert_eq!(summary["run"]["run_id"], id);
+    assert!(
+        summary["request_latency"]["count"].as_u64().unwrap() > 0,
+        "{summary:#}"
+    );
+    // The SLOs of the workload were applied to the recovered records.
+    assert!(
+        summary["goodput"]["good_requests"].as_u64().unwrap() > 0,
+        "{summary:#}"
+    );
+    let csv = std::fs::read_to_string(run_dir.join("summary.csv")).unwrap();
+    assert!(csv.contains(&format!("\nrequests,{valid}\n")), "{csv}");
+    let verdict: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["verdict"], "error: interrupted (process died)");
+    // It keeps no samples, so no baseline ever includes it.
+    let db = rusqlite::Connection::open(dir.path().join("state/history.sqlite")).unwrap();
+    let samples: Option<String> = db
+        .query_row("SELECT samples FROM runs WHERE id = ?1", [id], |r| r.get(0))
+        .unwrap();
+    assert_eq!(samples, None);
 }

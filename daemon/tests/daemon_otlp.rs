@@ -3,7 +3,9 @@
 //! (the one the exporters crate tests with). After a few short scheduled runs and a SIGTERM,
 //! the receiver must hold the requests' spans, the run metrics, and exactly one `canary.run`
 //! event per run with its workload, verdict and trend; the header secret must reach the
-//! collector and nothing else (logs, artifacts, SQLite history, status API).
+//! collector and nothing else (logs, artifacts, SQLite history, status API). Against a
+//! collector that accepts but never answers, the final flush of `canaryd replay` and of the
+//! daemon's SIGTERM keeps its deadline and reports every item it did not deliver.
 
 #[allow(dead_code)] // the exporters tests use more of it than this test does
 #[path = "../../exporters/tests/receiver.rs"]
@@ -326,4 +328,145 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
         assert_eq!(n, 1, "{signal}: {log}");
     }
     assert!(!log.contains(SECRET), "{log}");
+}
+
+/// `OTLP export lost data: N spans dropped, M metric exports failed, K log events dropped`
+/// in `log`: (N, M, K).
+fn losses(log: &str) -> (u64, u64, u64) {
+    let line = log
+        .lines()
+        .find(|l| l.contains("OTLP export lost data: "))
+        .unwrap_or_else(|| panic!("no loss report in {log}"));
+    let n = |what: &str| -> u64 {
+        let before = line.split(what).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    (
+        n(" spans dropped"),
+        n(" metric exports failed"),
+        n(" log events dropped"),
+    )
+}
+
+/// Lines of `records.jsonl` in `dir`: one span per request (the sample ratio is 1).
+fn records_in(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64
+}
+
+#[test]
+fn replay_flush_to_a_collector_that_never_answers_keeps_its_deadline_and_counts_every_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let silent = receiver::Silent::start();
+    let trace = common::shared("traces/mooncake_arxiv_first20.jsonl");
+    let mut replay = Child(
+        std::process::Command::new(common::CANARYD)
+            .args(["replay", "--trace"])
+            .arg(&trace)
+            .args(["--url", &format!("http://127.0.0.1:{sim_port}")])
+            .args([
+                "--model",
+                "canary-sim",
+                "--output-dir",
+                "out",
+                "--speedup",
+                "20",
+            ])
+            .args(["--otlp-endpoint", &silent.url()])
+            .args([
+                "--otlp-metrics-interval",
+                "200ms",
+                "--otlp-flush-timeout",
+                "2s",
+            ])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TIMEOUT")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("replay.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // summary.json is written when the replay ends, just before the flush starts.
+    let out = dir.path().join("out");
+    let flush_started = eventually(120, "the replay to end", || {
+        out.join("summary.json")
+            .exists()
+            .then(std::time::Instant::now)
+    });
+    let code = replay.wait_exit(Duration::from_secs(60));
+    let took = flush_started.elapsed();
+    let log = std::fs::read_to_string(dir.path().join("replay.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    // A deadline, not a performance figure: 2 s plus a generous margin (it took about 7 s,
+    // the metric reader's own 5 s after the deadline, before the fix).
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?} from the end of the replay to exit: {log}"
+    );
+    // Nothing was delivered: every span, the run event and the metric export in flight
+    // are lost, and said to be.
+    let (spans, metric_exports, events) = losses(&log);
+    assert_eq!(spans, records_in(&out), "{log}");
+    assert_eq!(events, 1, "{log}");
+    assert!(metric_exports >= 1, "{log}");
+    assert!(
+        log.contains("the flush stopped at its 2s deadline"),
+        "{log}"
+    );
+}
+
+#[test]
+fn daemon_sigterm_flush_to_a_collector_that_never_answers_keeps_its_deadline_and_counts_every_loss()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let silent = receiver::Silent::start();
+    // The default 10 s export timeout: every export outlives the 2 s flush deadline.
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"200ms\"\nflush_timeout = \"2s\"\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+        silent.url()
+    );
+    config += &workload("once", "").replace("every = \"2s\"", "every = \"1h\"");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+    let run = eventually(120, "the run to finish", || {
+        api_runs(status).into_iter().next()
+    });
+    assert_eq!(run["verdict"], "pass", "{run}");
+    // Spans, metrics and the run event are each stuck in an export.
+    eventually(30, "three exports waiting for an answer", || {
+        (silent.accepted.load(std::sync::atomic::Ordering::Relaxed) >= 3).then_some(())
+    });
+
+    let stopping = std::time::Instant::now();
+    daemon.signal(libc::SIGTERM);
+    let code = daemon.wait_exit(Duration::from_secs(60));
+    let took = stopping.elapsed();
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    // Nothing runs, so the stop is the flush: 2 s plus a generous margin (about 7 s before
+    // the fix).
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?} from SIGTERM to exit: {log}"
+    );
+    let artifacts = Path::new(run["artifacts"].as_str().unwrap());
+    let artifacts = if artifacts.is_absolute() {
+        artifacts.to_path_buf()
+    } else {
+        dir.path().join(artifacts)
+    };
+    let (spans, metric_exports, events) = losses(&log);
+    assert_eq!(spans, records_in(&artifacts), "{log}");
+    assert_eq!(events, 1, "one run, one event: {log}");
+    assert!(metric_exports >= 1, "{log}");
 }

@@ -21,6 +21,8 @@ impl PushMetricExporter for CountingMetricExporter {
         &self,
         metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
     ) -> opentelemetry_sdk::error::OTelSdkResult {
+        // An export still in flight at the shutdown deadline counts as failed.
+        self.health.accepted(Signal::Metrics, 1);
         let r = self.inner.export(metrics).await;
         match &r {
             Ok(()) => self.health.exported(Signal::Metrics, 1),
@@ -39,7 +41,8 @@ impl PushMetricExporter for CountingMetricExporter {
     }
 }
 
-/// Counts log events exported and lost.
+/// Counts log events exported and lost (they are counted as accepted when emitted, so one
+/// the batch processor drops unexported still shows at the shutdown deadline).
 #[derive(Debug)]
 pub(crate) struct CountingLogExporter {
     pub inner: LogExporter,

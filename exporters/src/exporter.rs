@@ -50,16 +50,16 @@ pub enum ExportError {
 pub struct ExportReport {
     /// Spans exported.
     pub spans_exported: u64,
-    /// Spans lost: queue full, export failed, or still queued at the deadline.
+    /// Spans lost: queue full, export failed, or still queued or in flight at the deadline.
     pub spans_dropped: u64,
     /// Metric exports that succeeded. Metrics are cumulative, so a later success carries
     /// what a failed export missed.
     pub metric_exports: u64,
-    /// Metric exports that failed.
+    /// Metric exports that failed, or were still under way at the deadline.
     pub metric_exports_failed: u64,
     /// Log events exported.
     pub logs_exported: u64,
-    /// Log events lost.
+    /// Log events lost: export failed, or still queued or in flight at the deadline.
     pub logs_dropped: u64,
     /// True when everything was flushed before the deadline.
     pub flushed_in_time: bool,
@@ -414,6 +414,7 @@ impl OtlpExporter {
                     r.add_attribute("canary.run.goodput", g.goodput);
                 }
             }
+            self.health.accepted(Signal::Logs, 1);
             logger.emit(r);
         }
     }
@@ -424,24 +425,70 @@ impl OtlpExporter {
     }
 
     /// Flushes every pipeline and stops it, giving up at `deadline` from now; what was not
-    /// exported by then is counted as dropped.
+    /// exported by then (still queued, or in flight) is counted as dropped.
+    ///
+    /// The three pipelines stop at once, each on a thread of its own, against the one
+    /// deadline; this returns by the deadline whatever they do. (The SDK's metric reader
+    /// ignores the timeout it is given and waits up to 5 s, and an export to a collector
+    /// that accepts but never answers blocks for the export timeout: such a thread is left
+    /// to end on its own, and what it held is already counted as dropped.)
     pub fn shutdown(self, deadline: Duration) -> ExportReport {
         let until = Instant::now() + deadline;
         let left = || until.saturating_duration_since(Instant::now());
-        let mut in_time = true;
         if let Some(q) = &self.spans {
-            in_time &= q.shutdown(until);
+            q.close();
         }
         // A failed final export is already counted; only running out of time matters here.
-        let timed_out = |r: opentelemetry_sdk::error::OTelSdkResult| {
+        let timed_out = |r: &opentelemetry_sdk::error::OTelSdkResult| {
             matches!(r, Err(opentelemetry_sdk::error::OTelSdkError::Timeout(_)))
         };
+        let (done_tx, done) = std::sync::mpsc::channel::<bool>();
+        let mut stopping = 0;
+        let mut stop = |name: &str, f: Box<dyn FnOnce() -> bool + Send>| {
+            let tx = done_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("otlp-{name}-stop"))
+                .spawn(move || {
+                    let _ = tx.send(f());
+                });
+            // No thread, no wait: what the pipeline holds is counted as dropped below.
+            if spawned.is_ok() {
+                stopping += 1;
+            }
+            spawned.is_ok()
+        };
+        let mut in_time = true;
         if let Some((provider, _)) = &self.logs {
-            in_time &= !timed_out(provider.shutdown_with_timeout(left()));
+            let (p, t) = (provider.clone(), left());
+            in_time &= stop(
+                "logs",
+                Box::new(move || !timed_out(&p.shutdown_with_timeout(t))),
+            );
         }
         if self.health.metrics.endpoint.is_some() {
-            in_time &= !timed_out(self.meters.shutdown_with_timeout(left()));
+            let (m, t) = (self.meters.clone(), left());
+            in_time &= stop(
+                "metrics",
+                Box::new(move || !timed_out(&m.shutdown_with_timeout(t))),
+            );
         }
+        drop(done_tx);
+        if let Some(q) = &self.spans {
+            in_time &= q.wait(until);
+        }
+        for _ in 0..stopping {
+            match done.recv_timeout(left()) {
+                Ok(ok) => in_time &= ok,
+                Err(_) => {
+                    in_time = false;
+                    break;
+                }
+            }
+        }
+        let written_off: u64 = [Signal::Traces, Signal::Metrics, Signal::Logs]
+            .into_iter()
+            .map(|s| self.health.settle(s))
+            .sum();
         let h = &self.health;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let report = ExportReport {
@@ -454,12 +501,20 @@ impl OtlpExporter {
             flushed_in_time: in_time,
         };
         if !report.is_clean() {
+            // Exact counts of what the collector did not acknowledge; an item in flight at
+            // the deadline may still have reached it.
             tracing::warn!(
-                "OTLP export lost data: {} spans dropped, {} metric exports failed, {} log events dropped{}",
+                "OTLP export lost data: {} spans dropped, {} metric exports failed, {} log events dropped (exact counts of what the collector did not acknowledge){}",
                 report.spans_dropped,
                 report.metric_exports_failed,
                 report.logs_dropped,
-                if in_time { "" } else { "; the flush ran past its deadline" }
+                match (in_time, written_off) {
+                    (true, _) => String::new(),
+                    (false, 0) => format!("; the flush stopped at its {deadline:?} deadline"),
+                    (false, n) => format!(
+                        "; the flush stopped at its {deadline:?} deadline with {n} of them still queued or in flight"
+                    ),
+                }
             );
         }
         report

@@ -5,20 +5,42 @@
 //! warning naming the (redacted) endpoint and the cause, later ones are only counted, and a
 //! recovery is noted once. Counts are exported as `canary.exporter.dropped` and returned by
 //! [`OtlpExporter::shutdown`](crate::OtlpExporter::shutdown).
+//!
+//! Every item handed to a pipeline is counted as accepted, so what is neither exported nor
+//! dropped is still queued or being sent. At the shutdown deadline [`Health::settle`] counts
+//! that remainder as dropped and closes the books: a pipeline thread that finishes an export
+//! later cannot count it a second time.
 
 use crate::config::{redact_url, Config, Signal};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// One signal's export counters.
 #[derive(Debug, Default)]
 pub(crate) struct SignalHealth {
     pub endpoint: Option<String>,
+    /// Items handed to the pipeline: queued, batched, being sent, or done.
+    pub accepted: AtomicU64,
     pub exported: AtomicU64,
     pub dropped: AtomicU64,
     pub failures: AtomicU64,
+    /// True once settled; held while a count changes, so settling sees a consistent set.
+    settled: Mutex<bool>,
     failing: AtomicBool,
     reported: AtomicBool,
+}
+
+impl SignalHealth {
+    /// Runs `f` unless the signal was settled; false when it was.
+    fn count(&self, f: impl FnOnce()) -> bool {
+        let settled = self.settled.lock().unwrap_or_else(|p| p.into_inner());
+        if *settled {
+            return false;
+        }
+        f();
+        true
+    }
 }
 
 /// The three signals' counters and the redaction rules for their error messages.
@@ -60,10 +82,22 @@ impl Health {
         }
     }
 
+    /// `items` were handed to the signal's pipeline.
+    pub fn accepted(&self, signal: Signal, items: u64) {
+        let s = self.of(signal);
+        s.count(|| {
+            s.accepted.fetch_add(items, Ordering::Relaxed);
+        });
+    }
+
     /// `items` were exported.
     pub fn exported(&self, signal: Signal, items: u64) {
         let s = self.of(signal);
-        s.exported.fetch_add(items, Ordering::Relaxed);
+        if !s.count(|| {
+            s.exported.fetch_add(items, Ordering::Relaxed);
+        }) {
+            return;
+        }
         if s.failing.swap(false, Ordering::Relaxed) {
             tracing::info!(
                 "OTLP {} export to {} works again",
@@ -76,7 +110,11 @@ impl Health {
     /// `items` were lost (queue full or export failed); `cause` is logged the first time.
     pub fn dropped(&self, signal: Signal, items: u64, cause: Option<&dyn std::fmt::Display>) {
         let s = self.of(signal);
-        s.dropped.fetch_add(items, Ordering::Relaxed);
+        if !s.count(|| {
+            s.dropped.fetch_add(items, Ordering::Relaxed);
+        }) {
+            return;
+        }
         let Some(cause) = cause else { return };
         s.failures.fetch_add(1, Ordering::Relaxed);
         s.failing.store(true, Ordering::Relaxed);
@@ -94,6 +132,22 @@ impl Health {
                 s.endpoint.as_deref().unwrap_or("?"),
             );
         }
+    }
+
+    /// The shutdown deadline has come: what `signal`'s pipeline accepted but neither
+    /// exported nor dropped (still queued, or in flight) is counted as dropped, and later
+    /// counts are ignored. Returns that remainder; 0 when already settled.
+    pub fn settle(&self, signal: Signal) -> u64 {
+        let s = self.of(signal);
+        let mut settled = s.settled.lock().unwrap_or_else(|p| p.into_inner());
+        if *settled {
+            return 0;
+        }
+        *settled = true;
+        let done = s.exported.load(Ordering::Relaxed) + s.dropped.load(Ordering::Relaxed);
+        let pending = s.accepted.load(Ordering::Relaxed).saturating_sub(done);
+        s.dropped.fetch_add(pending, Ordering::Relaxed);
+        pending
     }
 
     /// Counts as JSON, for reports.
@@ -137,6 +191,27 @@ fn probe(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_counts_what_is_pending_once_and_ignores_late_results() {
+        let h = Health::new(&Config::default(), [None, None, None]);
+        h.accepted(Signal::Traces, 10);
+        h.exported(Signal::Traces, 3);
+        h.dropped(Signal::Traces, 2, None);
+        // 5 still queued or in flight at the deadline.
+        assert_eq!(h.settle(Signal::Traces), 5);
+        assert_eq!(h.traces.dropped.load(Ordering::Relaxed), 7);
+        // A batch the pipeline thread finishes after the deadline is not counted again.
+        h.exported(Signal::Traces, 5);
+        h.dropped(Signal::Traces, 5, Some(&"late"));
+        assert_eq!(h.traces.exported.load(Ordering::Relaxed), 3);
+        assert_eq!(h.traces.dropped.load(Ordering::Relaxed), 7);
+        assert_eq!(h.settle(Signal::Traces), 0);
+        // Nothing pending: nothing written off.
+        h.accepted(Signal::Logs, 1);
+        h.exported(Signal::Logs, 1);
+        assert_eq!(h.settle(Signal::Logs), 0);
+    }
 
     #[test]
     fn probe_says_why_a_connection_fails() {

@@ -182,6 +182,8 @@ impl SpanQueue {
     }
 
     pub fn push(&self, span: SpanData) {
+        // Counted first: from here the span is exported, dropped, or pending at the deadline.
+        self.health.accepted(Signal::Traces, 1);
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let Some(tx) = tx.as_ref() else {
             self.health.dropped(Signal::Traces, 1, None);
@@ -198,13 +200,18 @@ impl SpanQueue {
         }
     }
 
-    /// Exports what is queued and stops the thread, waiting at most until `deadline`; true
-    /// when everything queued was dealt with (exported or counted as dropped) in time.
-    pub fn shutdown(&self, deadline: Instant) -> bool {
+    /// Closes the queue: the thread exports what is queued, then stops. Returns at once.
+    pub fn close(&self) {
         // The worker drains every queued span before it sees the channel closed.
         drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+
+    /// Waits, at most until `deadline`, for the thread to stop after [`close`](Self::close);
+    /// true when everything queued was dealt with (exported or counted as dropped) in time.
+    /// Past the deadline the thread is left to finish on its own; what it still held is
+    /// the caller's to count (`Health::settle`).
+    pub fn wait(&self, deadline: Instant) -> bool {
         let left = deadline.saturating_duration_since(Instant::now());
-        // Past the deadline the thread is left to finish on its own.
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         done.recv_timeout(left).is_ok()
     }

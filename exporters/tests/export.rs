@@ -484,3 +484,50 @@ async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
     assert_eq!(n, 20);
     assert!((sum - 20.0 * 0.08e-3).abs() < 1e-12, "{sum}");
 }
+
+/// A collector that accepts but never answers: the flush gives up at its deadline, not
+/// seconds later (the SDK's metric reader alone waits 5 s whatever it is told, and each
+/// export waits for its 10 s timeout), and everything still queued or in flight then is
+/// counted as dropped: nothing was delivered, so nothing may be reported as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_costs_the_deadline_and_every_unsent_item_counts() {
+    let sim = sim().await;
+    let silent = crate::receiver::Silent::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        endpoint: Some(silent.url()),
+        // The default export timeout: every export outlives the flush deadline.
+        timeout: Duration::from_secs(10),
+        metrics_interval: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (labels, outcome) = replay(&sim, &exporter, dir.path()).await;
+    assert_eq!(records(dir.path()).len(), 20);
+    // Exports are under way (and stuck) before the flush starts.
+    wait_for("the exporters to connect", || {
+        silent.accepted.load(std::sync::atomic::Ordering::Relaxed) >= 2
+    })
+    .await;
+    exporter.export_run(&labels, &outcome, None);
+    let deadline = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(deadline))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    // A deadline, not a performance figure: the margin is generous. Before the fix this
+    // took the deadline plus the metric reader's own 5 s.
+    assert!(took < Duration::from_secs(5), "the flush took {took:?}");
+    assert!(!report.flushed_in_time, "{report:?}");
+    assert_eq!(report.spans_exported, 0, "{report:?}");
+    assert_eq!(report.spans_dropped, 20, "every span, unsent: {report:?}");
+    assert_eq!(
+        (report.logs_exported, report.logs_dropped),
+        (0, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.metric_exports, 0, "{report:?}");
+    assert!(report.metric_exports_failed >= 1, "{report:?}");
+    assert!(!report.is_clean());
+}

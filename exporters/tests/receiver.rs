@@ -19,6 +19,70 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+/// A collector that accepts connections and reads every byte sent, but never answers: each
+/// export waits for a response that does not come. On its own threads (no runtime needed),
+/// so a process-level test can use it too; stops accepting when dropped.
+pub struct Silent {
+    pub addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Connections accepted so far.
+    pub accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Silent {
+    pub fn start() -> Silent {
+        use std::io::Read;
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (s, a) = (stop.clone(), accepted.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        a.fetch_add(1, Ordering::Relaxed);
+                        let s = s.clone();
+                        conn.set_nonblocking(false).unwrap();
+                        conn.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+                            .unwrap();
+                        std::thread::spawn(move || {
+                            let mut buf = [0u8; 65536];
+                            while !s.load(Ordering::Relaxed) {
+                                match conn.read(&mut buf) {
+                                    Ok(0) => return,
+                                    Ok(_) => {}
+                                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                                    Err(_) => return,
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+        });
+        Silent {
+            addr,
+            stop,
+            accepted,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One POST as received.
 #[derive(Debug, Clone)]
 pub struct Post {

@@ -33,7 +33,9 @@ pub use ids::{sampled as trace_sampled, TraceContext};
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
-pub use results::{summary_csv, ArtifactError, ResultsWriter};
+pub use results::{
+    fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
+};
 pub use run::{
     run, Config, Observer, Observers, Progress, ReplayError, RunOutcome, SectionsFuture,
 };

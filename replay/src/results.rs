@@ -93,13 +93,84 @@ impl ResultsWriter {
             return Err(e);
         }
         let Some(dir) = &self.dir else { return Ok(()) };
-        let path = dir.join("summary.json");
-        let json = serde_json::to_vec_pretty(report).expect("reports always serialize");
-        std::fs::write(&path, json).map_err(at(&path))?;
-        let path = dir.join("summary.csv");
-        std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
-        Ok(())
+        write_summary(dir, report, summary)
     }
+}
+
+/// Writes `summary.json` (`report`) and `summary.csv` (`summary`) into `dir`: the end of
+/// every run, and of a run rebuilt from its records after its process died.
+pub fn write_summary<R: Serialize>(
+    dir: &Path,
+    report: &R,
+    summary: &RunSummary,
+) -> Result<(), ArtifactError> {
+    let path = dir.join("summary.json");
+    let json = serde_json::to_vec_pretty(report).expect("reports always serialize");
+    std::fs::write(&path, json).map_err(at(&path))?;
+    let path = dir.join("summary.csv");
+    std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
+    Ok(())
+}
+
+/// A `records.jsonl` folded again into statistics.
+#[derive(Debug, Clone)]
+pub struct FoldedRecords {
+    /// The statistics of every record read, as the run's writer would have made them
+    /// (inter-chunk gaps only where records carry them, `--record-chunks`).
+    pub summary: RunSummary,
+    /// Records read.
+    pub records: u64,
+    /// Lines that are not a record, skipped: a run killed mid-write leaves its last line
+    /// cut short.
+    pub skipped_lines: u64,
+}
+
+/// Longest line [`fold_records`] reads; a longer one is skipped (a record with every chunk
+/// gap of a long answer is well under it).
+const MAX_RECORD_LINE: u64 = 64 << 20;
+
+/// Reads `records.jsonl` at `path` and folds its records with `goodput`, as the run itself
+/// would have: for a run whose process died before writing its summary. Lines that do not
+/// parse (the cut-short last one of a process killed mid-write) are skipped and counted.
+pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, ArtifactError> {
+    use std::io::{BufRead, Read};
+    let file = File::open(path).map_err(at(path))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut aggregator = Aggregator::new(goodput);
+    let (mut records, mut skipped_lines) = (0, 0);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_RECORD_LINE + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(at(path))?;
+        if n == 0 {
+            break;
+        }
+        if line.len() as u64 > MAX_RECORD_LINE && line.last() != Some(&b'\n') {
+            // Too long to be a record: skip the rest of it.
+            skipped_lines += 1;
+            reader.skip_until(b'\n').map_err(at(path))?;
+            continue;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<RequestRecord>(&line) {
+            Ok(r) => {
+                let gaps = r.chunk_gaps_ms.clone().unwrap_or_default();
+                aggregator.add(&r, &gaps);
+                records += 1;
+            }
+            Err(_) => skipped_lines += 1,
+        }
+    }
+    Ok(FoldedRecords {
+        summary: aggregator.summary(),
+        records,
+        skipped_lines,
+    })
 }
 
 /// The summary as CSV: one row per metric with its statistics, then the run-level figures.
@@ -192,6 +263,41 @@ mod tests {
         assert!(csv.contains("time_to_first_token,ms,1,12.5000"), "{csv}");
         assert!(csv.contains("inter_chunk_latency,ms,2,"), "{csv}");
         assert!(csv.contains("\nrequests,1\n"), "{csv}");
+    }
+
+    #[test]
+    fn records_fold_back_into_the_same_summary_skipping_a_line_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let goodput: Goodput = "time_to_first_token:20".parse().unwrap();
+        let mut w = ResultsWriter::new(Some(dir.path()), goodput.clone()).unwrap();
+        for (id, ttft) in [(0, 12.5), (1, 30.0), (2, 8.0)] {
+            let rec = RequestRecord {
+                id,
+                ttft_ms: Some(ttft),
+                e2e_ms: Some(ttft + 40.0),
+                ended_at_ms: 100.0 * id as f64 + ttft + 40.0,
+                ..Default::default()
+            };
+            w.record(&rec, &[]);
+        }
+        let written = w.summary();
+        // The process is killed in the middle of writing a fourth record.
+        let path = dir.path().join("records.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(br#"{"id":3,"ttft_ms":1"#).unwrap();
+        drop(f);
+        let folded = fold_records(&path, goodput).unwrap();
+        assert_eq!((folded.records, folded.skipped_lines), (3, 1));
+        assert_eq!(
+            serde_json::to_value(&folded.summary).unwrap(),
+            serde_json::to_value(&written).unwrap()
+        );
+        assert_eq!(folded.summary.goodput.unwrap().good_requests, 2);
+        let e = fold_records(&dir.path().join("none.jsonl"), Goodput::default()).unwrap_err();
+        assert!(e.to_string().contains("none.jsonl"), "{e}");
     }
 
     #[test]

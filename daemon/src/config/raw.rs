@@ -48,8 +48,9 @@ pub struct Status {
 pub struct Export {
     /// Default `<state_dir>/artifacts`.
     pub artifacts_dir: Option<PathBuf>,
-    /// Runs kept per workload (default 500).
-    pub retention_runs: Option<usize>,
+    /// Runs kept per workload (default 500); at least `baseline.min_runs`, or the baseline
+    /// could never form.
+    pub retention_runs: Option<toml::Spanned<usize>>,
     /// Runs older than this are deleted (default `30d`).
     pub retention_age: Option<HumanDuration>,
 }
@@ -217,10 +218,11 @@ pub struct Workload {
     pub warmup_requests: Option<usize>,
     /// `"15m"`: a run every period (at most a year).
     pub every: Option<Period>,
-    /// A cron expression (5 or 6 fields, UTC).
+    /// A cron expression (5 or 6 fields, UTC) that fires at least once from now on.
     pub cron: Option<CronExpr>,
-    /// A random delay up to this much before each run (at most a year).
-    pub jitter: Option<Period>,
+    /// A random delay up to this much before each run; shorter than `every`, or than the
+    /// shortest gap between the cron expression's next 200 firings.
+    pub jitter: Option<toml::Spanned<Period>>,
     /// aiperf goodput syntax.
     pub slos: Option<SloSpec>,
     /// Default 0.95.

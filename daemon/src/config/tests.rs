@@ -482,3 +482,56 @@ fn target_headers_are_checked_and_their_values_never_shown() {
     );
     assert!(!e.contains("SECRET"), "{e}");
 }
+
+#[test]
+fn a_cron_that_never_fires_is_refused_naming_line_and_key() {
+    let text = GOOD.replace("0 3 * * *", "0 0 31 2 *");
+    let e = error_at(&text, "cron = ", "workloads.nightly.cron: ");
+    assert!(e.contains("never fires"), "{e}");
+}
+
+#[test]
+fn jitter_must_be_shorter_than_the_gap_between_runs() {
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"20m\"");
+    let e = error_at(&text, "jitter = ", "workloads.chat.jitter: ");
+    assert!(e.contains("not shorter than every (900s)"), "{e}");
+    // As long as the period is refused too: the run lands on the next due time.
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"15m\"");
+    error_at(&text, "jitter = ", "workloads.chat.jitter: ");
+    // Cron: against the shortest gap between firings (15 minutes here).
+    let text = GOOD.replace(
+        "cron = \"0 3 * * *\"",
+        "cron = \"*/15 * * * *\"\njitter = \"16m\"",
+    );
+    let e = error_at(&text, "jitter = \"16m\"", "workloads.nightly.jitter: ");
+    assert!(e.contains("shortest gap") && e.contains("900s"), "{e}");
+    let ok = GOOD.replace(
+        "cron = \"0 3 * * *\"",
+        "cron = \"*/15 * * * *\"\njitter = \"14m\"",
+    );
+    assert!(parse(&ok).is_ok());
+}
+
+#[test]
+fn retention_below_the_baseline_minimum_is_refused_and_below_its_size_warned() {
+    let text = format!("{GOOD}[export]\nretention_runs = 0\n");
+    let e = error_at(&text, "retention_runs", "export.retention_runs: ");
+    assert!(
+        e.contains("fewer runs than baseline.min_runs (3)") && e.contains("3 or more"),
+        "{e}"
+    );
+    let text = format!("{GOOD}[baseline]\nruns = 10\nmin_runs = 5\n[export]\nretention_runs = 4\n");
+    let e = error_at(&text, "retention_runs", "export.retention_runs: ");
+    assert!(e.contains("baseline.min_runs (5)"), "{e}");
+    // Enough for a baseline, if a smaller one than baseline.runs: loaded, with a warning.
+    let text = format!("{GOOD}[export]\nretention_runs = 5\n");
+    let c = parse(&text).unwrap();
+    assert_eq!(c.retention_runs, 5);
+    let warnings = c.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("export.retention_runs (5) is below baseline.runs (20)")),
+        "{warnings:?}"
+    );
+}

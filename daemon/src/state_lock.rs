@@ -1,0 +1,103 @@
+//! One daemon per `state_dir`: an exclusive `flock` on `<state_dir>/canaryd.lock`, held for
+//! the life of the process, with the holder's PID written in the file (and the same in an
+//! `artifacts_dir` outside the `state_dir`, which is as much the daemon's own).
+//!
+//! Two daemons on one state directory would replay the same workloads twice and interleave
+//! one history and one baseline. The kernel drops the lock when the process ends, however it
+//! ends (`kill -9` included), so a lock file left behind never blocks a restart: only a live
+//! holder does, and the second daemon refuses to start, naming it.
+
+use anyhow::{bail, Context, Result};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside `state_dir`.
+pub const LOCK_FILE: &str = "canaryd.lock";
+
+/// The held lock; dropping it (or the process ending) releases it.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// Takes the lock of `dir` (created if missing), the daemon's `key` (`state_dir`), and
+    /// writes this process's PID in it; an error naming the holder's PID when another
+    /// process holds it.
+    pub fn acquire(dir: &Path, key: &str) -> Result<StateLock> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(LOCK_FILE);
+        // Not truncated on open: the PID in it belongs to the holder until the lock is ours.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening the lock file {}", path.display()))?;
+        // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            let holder = match text.trim().parse::<u32>() {
+                Ok(pid) => format!("pid {pid}"),
+                Err(_) => "a process that has not written its pid yet".to_string(),
+            };
+            bail!(
+                "another canaryd ({holder}) is running with {key} {}: it holds {}; \
+                 two daemons on one {key} would run every workload twice and share one \
+                 history and baseline (stop it, or give this one another {key})",
+                dir.display(),
+                path.display()
+            );
+        }
+        let pid = format!("{}\n", std::process::id());
+        // Written over the old content, then cut to length: the file never reads empty.
+        file.write_all_at(pid.as_bytes(), 0)
+            .and_then(|_| file.set_len(pid.len() as u64))
+            .with_context(|| format!("writing the pid to {}", path.display()))?;
+        Ok(StateLock { _file: file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let first = StateLock::acquire(&state, "state_dir").unwrap();
+        let pid = std::fs::read_to_string(first.path()).unwrap();
+        assert_eq!(pid, format!("{}\n", std::process::id()));
+        // flock locks belong to the open file, so a second open in this process conflicts
+        // just as another process would.
+        let e = format!("{:#}", StateLock::acquire(&state, "state_dir").unwrap_err());
+        assert!(
+            e.contains(&format!(
+                "another canaryd (pid {}) is running with state_dir",
+                std::process::id()
+            )) && e.contains(LOCK_FILE),
+            "{e}"
+        );
+        drop(first);
+        // The file stays behind; the lock does not.
+        assert!(state.join(LOCK_FILE).exists());
+        StateLock::acquire(&state, "state_dir").unwrap();
+    }
+}
