@@ -487,6 +487,12 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                     format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
                 )
             })?;
+            if let Some(why) = canary_replay::reserved_header(header.as_str()) {
+                return Err(err(
+                    at,
+                    format!("targets.{name}.headers.{key}: set by canaryd itself: {why}"),
+                ));
+            }
             let mut v = HeaderValue::try_from(value.get_ref().as_str()).map_err(|_| {
                 err(
                     at,
@@ -753,12 +759,18 @@ pub fn redact_url(url: &str) -> String {
 /// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
 /// would only be a secret sitting in the config, quoted by whatever shows the URL.
 fn no_user_info(url: &str) -> Result<(), String> {
+    refuse_user_info(url, "api_key_env, api_key_file or headers")
+}
+
+/// Refuses `user:password@` in `url`, saying to put credentials in `instead` (the settings
+/// of the front end that reads it). The URL is shown without its user info.
+pub fn refuse_user_info(url: &str, instead: &str) -> Result<(), String> {
     // Any `@`: a password may hold `/`, `?` or `#`, so where the authority ends is not known
     // until the user info is gone.
     match url.contains('@') {
         true => Err(format!(
             "user info (user:password@) is not sent; remove it and put credentials in \
-             api_key_env, api_key_file or headers (got {})",
+             {instead} (got {})",
             redact_url(url)
         )),
         false => Ok(()),
@@ -781,7 +793,9 @@ fn scrape_url(url: &str) -> Result<(), String> {
     no_user_info(url)?;
     let uri: Result<http::Uri, _> = url.parse();
     match uri {
-        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => Ok(()),
+        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => canary_replay::uri_port(&u, 80)
+            .map(|_| ())
+            .map_err(|m| format!("{m} (got {})", shown())),
         _ if rest.is_empty() || rest.starts_with('/') => Err(format!("no host (got {})", shown())),
         _ => Err(format!("not a valid URL (got {})", shown())),
     }

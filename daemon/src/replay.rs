@@ -274,6 +274,10 @@ pub fn target_without_key(
             e.reason
         )
     })?;
+    // User info is never sent: dropping it without a word would leave requests
+    // unauthenticated, and the password in shell history.
+    crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
+        .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
     t.streaming = !shape.no_streaming;
     t.max_tokens_field = shape.max_tokens_field;
     t.timeout = shape.request_timeout;
@@ -304,6 +308,9 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::try_from(name.trim()).map_err(|_| {
         "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".to_string()
     })?;
+    if let Some(why) = canary_replay::reserved_header(name.as_str()) {
+        return Err(format!("{name} is set by canaryd: {why}"));
+    }
     let mut value = HeaderValue::try_from(value.trim())
         .map_err(|_| format!("{name}: invalid value (visible ASCII, spaces and tabs only)"))?;
     value.set_sensitive(true);

@@ -39,7 +39,10 @@ pub use run::{
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{SseEvent, SseParser};
-pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError, DEFAULT_CONNECT_TIMEOUT};
+pub use target::{
+    reserved_header, uri_port, ApiKey, Endpoint, MaxTokensField, Target, UrlError,
+    DEFAULT_CONNECT_TIMEOUT,
+};
 pub use tls::{client_config, TlsError};
 pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,

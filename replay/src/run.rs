@@ -158,8 +158,9 @@ impl Config {
 
 impl Config {
     /// Checks the settings [`run()`] would otherwise trip on: a concurrency ceiling of 0 (no
-    /// request could ever be sent), a zero connect timeout (no connection could ever open)
-    /// and `extra_inputs` replacing fields canaryd sets itself.
+    /// request could ever be sent), a zero connect timeout (no connection could ever open),
+    /// extra headers that frame the request, and `extra_inputs` replacing fields canaryd
+    /// sets itself.
     /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
     pub fn validate(&self) -> Result<(), ReplayError> {
         if self.target.connect_timeout.is_zero() {
@@ -180,6 +181,12 @@ impl Config {
                 reason: "expected at least 1 request in flight, found 0".into(),
             });
         }
+        self.target
+            .check_headers()
+            .map_err(|reason| ReplayError::Invalid {
+                field: "--header",
+                reason,
+            })?;
         self.target
             .check_extra_inputs()
             .map_err(|reason| ReplayError::Invalid {
@@ -234,10 +241,11 @@ pub enum ReplayError {
     #[error(transparent)]
     Connect(#[from] crate::connection::ConnectError),
     /// The release thread could not start.
-    #[error("starting the dispatch thread: {0}")]
+    // Causes are sources, never repeated in the message (`{:#}` prints each once).
+    #[error("starting the dispatch thread")]
     Dispatcher(#[source] std::io::Error),
     /// An artifact could not be written.
-    #[error("writing results: {0}")]
+    #[error("writing results")]
     Artifact(#[from] ArtifactError),
     /// A setting is out of range (see [`Config::validate`]).
     #[error("invalid replay setting {field}: {reason}")]

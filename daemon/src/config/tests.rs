@@ -383,6 +383,21 @@ fn target_errors_name_their_line() {
     let text = GOOD.replace("http://127.0.0.1:8000", "ftp://127.0.0.1:8000");
     let e = error_at(&text, "ftp://", "targets.local.url: ");
     assert!(e.contains("scheme must be http or https"), "{e}");
+    // Issue 14, item 5: an unreadable port used to mean port 80.
+    for port in ["99999", "abc", "-1", "0"] {
+        let text = GOOD.replace("127.0.0.1:8000", &format!("127.0.0.1:{port}"));
+        let e = error_at(&text, "url =", "targets.local.url: ");
+        assert!(
+            e.contains(&format!("port \"{port}\" is not a number from 1 to 65535")),
+            "{e}"
+        );
+        let text = GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("metrics_url = \"http://127.0.0.1:{port}/metrics\""),
+        );
+        let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
+        assert!(e.contains(&format!("port \"{port}\"")), "{e}");
+    }
 }
 
 #[test]
@@ -481,4 +496,20 @@ fn target_headers_are_checked_and_their_values_never_shown() {
         "targets.local.headers.x-api-key: the value is not a valid HTTP header value",
     );
     assert!(!e.contains("SECRET"), "{e}");
+    // Issue 14, item 10: framing headers broke every request of the target.
+    for key in [
+        "Content-Length",
+        "transfer-encoding",
+        "Host",
+        "Connection",
+        "Upgrade",
+        "TE",
+    ] {
+        let e = error_at(
+            &with(&format!("{key} = \"hdr-SECRET-77\"")),
+            "headers",
+            &format!("targets.local.headers.{key}: set by canaryd itself: "),
+        );
+        assert!(!e.contains("SECRET"), "{e}");
+    }
 }
