@@ -158,6 +158,89 @@ fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
     assert!(!msg.contains("SECRET"), "{msg}");
 }
 
+// Issue 14, items 5, 10 and 12: each of these was accepted, and sent somewhere else or
+// broke every request.
+#[test]
+fn bad_ports_framing_headers_and_credentials_in_the_url_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for port in ["99999", "abc", "-1"] {
+        let url = format!("http://127.0.0.1:{port}");
+        for out in [
+            replay_arxiv(dir.path(), &url, &[]),
+            canaryd(&["doctor", "--url", &url], dir.path()),
+        ] {
+            let msg = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{url}: {msg}");
+            assert!(
+                msg.contains(&format!("port \"{port}\" is not a number from 1 to 65535")),
+                "{url}: {msg}"
+            );
+        }
+    }
+    for header in [
+        "Content-Length: 5",
+        "transfer-encoding: chunked",
+        "Host: elsewhere",
+        "Connection: close",
+        "Upgrade: h2c",
+        "TE: trailers",
+    ] {
+        let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &["-H", header]);
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{header}: {msg}");
+        let name = header.split(':').next().unwrap().to_ascii_lowercase();
+        assert!(
+            msg.contains(&format!(
+                "--header #1 (value not shown): {name} is set by canaryd"
+            )),
+            "{header}: {msg}"
+        );
+        assert!(!msg.contains(header.split(": ").nth(1).unwrap()), "{msg}");
+    }
+    let creds = "http://admin:pw-SECRET-3@127.0.0.1:9";
+    for out in [
+        replay_arxiv(dir.path(), creds, &[]),
+        canaryd(&["doctor", "--url", creds], dir.path()),
+    ] {
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(
+            msg.contains("--url: user info (user:password@) is not sent"),
+            "{msg}"
+        );
+        assert!(msg.contains("--api-key-file"), "{msg}");
+        assert!(!msg.contains("SECRET"), "{msg}");
+    }
+}
+
+// Issue 14, item 13: the cause of an artifact error was printed three times.
+#[test]
+fn an_error_chain_names_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plainfile"), "x").unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--output-dir",
+            "plainfile/out",
+        ],
+        dir.path(),
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("writing results: plainfile/out"), "{msg}");
+    assert_eq!(msg.matches("Not a directory").count(), 1, "{msg}");
+}
+
 #[test]
 fn zero_concurrency_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// An artifact that could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[error("{}", path.display())]
 pub struct ArtifactError {
     /// The file.
     pub path: PathBuf,
@@ -203,5 +203,9 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("plainfile"), "{err}");
+        // Issue 14, item 13: the chain printed its cause three times.
+        let chain = format!("{:#}", anyhow::Error::from(crate::ReplayError::from(err)));
+        assert!(chain.starts_with("writing results: "), "{chain}");
+        assert_eq!(chain.matches("Not a directory").count(), 1, "{chain}");
     }
 }
