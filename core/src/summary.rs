@@ -3,6 +3,7 @@
 //! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
 //! same memory as aggregating ten.
 
+use crate::gaps::ChunkGaps;
 use crate::goodput::Goodput;
 use crate::record::{ErrorKind, RequestRecord};
 use crate::stats::{Distribution, Stats};
@@ -70,9 +71,9 @@ impl Aggregator {
         }
     }
 
-    /// Adds one finished request. `chunk_gaps_ms` are its gaps between content chunks.
+    /// Adds one finished request. `chunk_gaps` are its gaps between content chunks.
     /// Warm-up requests are counted but left out of every statistic.
-    pub fn add(&mut self, r: &RequestRecord, chunk_gaps_ms: &[f64]) {
+    pub fn add(&mut self, r: &RequestRecord, chunk_gaps: &ChunkGaps) {
         if r.warmup {
             self.warmup += 1;
             return;
@@ -139,9 +140,7 @@ impl Aggregator {
             }
         }
         if let Some((_, d)) = self.metrics.get_mut("inter_chunk_latency") {
-            for &g in chunk_gaps_ms {
-                d.record(g);
-            }
+            chunk_gaps.record_into(d);
         }
     }
 
@@ -315,8 +314,11 @@ mod tests {
     #[test]
     fn aggregates_counts_throughput_goodput_and_errors() {
         let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
-        agg.add(&ok(0, 0.0, 40.0, 1000.0, 11), &[10.0; 10]);
-        agg.add(&ok(1, 500.0, 60.0, 1500.0, 11), &[]);
+        agg.add(
+            &ok(0, 0.0, 40.0, 1000.0, 11),
+            &ChunkGaps::from(&[10.0; 10][..]),
+        );
+        agg.add(&ok(1, 500.0, 60.0, 1500.0, 11), &ChunkGaps::new());
         let mut failed = ok(2, 600.0, 1.0, 10.0, 1);
         failed.status = Status::Error;
         failed.error = Some(RequestError {
@@ -324,10 +326,10 @@ mod tests {
             http_status: Some(503),
             message: String::new(),
         });
-        agg.add(&failed, &[]);
+        agg.add(&failed, &ChunkGaps::new());
         let mut warm = ok(3, 0.0, 1.0, 1.0, 2);
         warm.warmup = true;
-        agg.add(&warm, &[]);
+        agg.add(&warm, &ChunkGaps::new());
 
         let s = agg.summary();
         assert_eq!(
@@ -365,8 +367,8 @@ mod tests {
             prompt_ms: Some(31.5),
             ..Default::default()
         });
-        agg.add(&with_timings, &[]);
-        agg.add(&ok(1, 0.0, 70.0, 100.0, 5), &[]);
+        agg.add(&with_timings, &ChunkGaps::new());
+        agg.add(&ok(1, 0.0, 70.0, 100.0, 5), &ChunkGaps::new());
         let s = agg.summary();
         let gap = &s.metrics["ttft_minus_server_prompt_time"];
         assert_eq!(gap.count, 1);

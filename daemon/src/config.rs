@@ -279,6 +279,8 @@ pub struct Target {
     pub ca_bundle: Option<PathBuf>,
     /// Let two workloads run against this target at the same time.
     pub allow_concurrent_runs: bool,
+    /// How much of one response is held at most.
+    pub limits: canary_replay::ResponseLimits,
 }
 
 /// Which trace a workload replays.
@@ -505,6 +507,16 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             v.set_sensitive(true);
             headers.push((header, v));
         }
+        let d = canary_replay::ResponseLimits::default();
+        let limits = canary_replay::ResponseLimits {
+            header_bytes: t.max_header_bytes.map_or(d.header_bytes, |b| b.0),
+            event_bytes: t.max_event_bytes.map_or(d.event_bytes, |b| b.0),
+            body_bytes: t.max_body_bytes.map_or(d.body_bytes, |b| b.0),
+            output_ratio: t.max_output_ratio.map_or(d.output_ratio, |r| r.0),
+        };
+        limits
+            .validate()
+            .map_err(|(key, m)| err(url_at, format!("targets.{name}.{key}: {m}")))?;
         targets.insert(
             name.clone(),
             Target {
@@ -519,6 +531,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 request_timeout: t.request_timeout.map_or(Duration::from_secs(600), |d| d.0),
                 ca_bundle: t.ca_bundle.map(rel),
                 allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
+                limits,
             },
         );
     }

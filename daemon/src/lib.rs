@@ -25,6 +25,7 @@ mod replay;
 mod report;
 pub mod runner;
 mod service;
+mod size;
 pub mod status;
 pub mod verdict;
 

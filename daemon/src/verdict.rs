@@ -158,7 +158,7 @@ mod tests {
         let w = workload();
         let mut agg = Aggregator::new(w.slos.clone());
         for t in ttfts {
-            agg.add(&rec(*t), &[]);
+            agg.add(&rec(*t), &Default::default());
         }
         Verdict::judge(&w, &agg.summary(), interrupted)
     }

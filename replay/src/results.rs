@@ -4,7 +4,7 @@
 //! leaves every measurement it took. The summary is written at the end of every run, including
 //! interrupted and failed ones.
 
-use canary_core::{Aggregator, Goodput, RequestRecord, RunSummary, Stats};
+use canary_core::{Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -60,8 +60,8 @@ impl ResultsWriter {
     /// (measuring goes on: the summary still counts the request).
     ///
     /// [`finish`]: ResultsWriter::finish
-    pub fn record(&mut self, record: &RequestRecord, chunk_gaps_ms: &[f64]) {
-        self.aggregator.add(record, chunk_gaps_ms);
+    pub fn record(&mut self, record: &RequestRecord, chunk_gaps: &ChunkGaps) {
+        self.aggregator.add(record, chunk_gaps);
         if let (Some((path, w)), None) = (&mut self.records, &self.write_error) {
             let line = serde_json::to_string(record).expect("records always serialize");
             let res = w
@@ -175,7 +175,7 @@ mod tests {
             ended_at_ms: 40.0,
             ..Default::default()
         };
-        w.record(&rec, &[1.0, 2.0]);
+        w.record(&rec, &ChunkGaps::from(&[1.0, 2.0][..]));
         // Already on disk before the run finishes.
         let lines = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
         let back: RequestRecord = serde_json::from_str(lines.lines().next().unwrap()).unwrap();

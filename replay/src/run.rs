@@ -8,15 +8,15 @@
 
 use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
-use crate::exchange::{duplicate, exchange, Measurement};
+use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::ids::TraceContext;
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status, TraceRequest,
-    WallAnchor,
+    ChunkGaps, ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status,
+    TraceRequest, WallAnchor,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -72,7 +72,9 @@ pub trait Observer: Send + Sync {
 
     /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
     /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
-    /// one; the default ignores the gaps.
+    /// one; the default ignores the gaps. A stream longer than [`ChunkGaps::KEPT`] chunks
+    /// passes only its first gaps (in order, so chunk times still add up from the first
+    /// token); the later chunks are not joined one by one.
     fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
         self.annotate(record, t0);
     }
@@ -175,6 +177,15 @@ impl Config {
                 reason: "expected a positive duration, found 0".into(),
             });
         }
+        if let Err((key, reason)) = self.target.limits.validate() {
+            let field = match key {
+                "max_header_bytes" => "--max-header-bytes",
+                "max_event_bytes" => "--max-event-bytes",
+                "max_body_bytes" => "--max-body-bytes",
+                _ => "--max-output-ratio",
+            };
+            return Err(ReplayError::Invalid { field, reason });
+        }
         if self.concurrency == Some(0) {
             return Err(ReplayError::Invalid {
                 field: "--concurrency",
@@ -265,7 +276,7 @@ struct Ctx {
     connector: Connector,
     dispatcher: Dispatcher,
     permits: Option<Semaphore>,
-    records: mpsc::Sender<(RequestRecord, Vec<f64>)>,
+    records: mpsc::Sender<(RequestRecord, ChunkGaps)>,
     progress: Arc<Progress>,
     t0: MonoTime,
     stop: CancellationToken,
@@ -297,6 +308,7 @@ pub async fn run(
         config.target.port,
         tls,
         config.target.connect_timeout.min(config.target.timeout),
+        config.target.limits.header_bytes,
     )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
@@ -305,7 +317,7 @@ pub async fn run(
         .store(schedule.len() as u64, Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
-    let (tx, mut rx) = mpsc::channel::<(RequestRecord, Vec<f64>)>(4096);
+    let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
     let observer = config.observer.clone();
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
@@ -313,7 +325,8 @@ pub async fn run(
         std::thread::spawn(move || {
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
-                    o.annotate_chunks(&mut rec, &gaps, MonoTime(t0_shared.load(Ordering::Relaxed)));
+                    let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
+                    o.annotate_chunks(&mut rec, gaps.kept(), t0);
                 }
                 writer.record(&rec, &gaps);
             }
@@ -501,7 +514,7 @@ async fn send_one(
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> Option<(RequestRecord, Vec<f64>)> {
+) -> Option<(RequestRecord, ChunkGaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let mut rec = RequestRecord {
@@ -585,7 +598,7 @@ async fn send_one(
                 ctx.progress.done.fetch_add(1, Ordering::Relaxed);
                 ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
             }
-            return Some((rec, Vec::new()));
+            return Some((rec, ChunkGaps::new()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -595,6 +608,12 @@ async fn send_one(
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
     let streaming = ctx.config.target.streaming;
+    let max_tokens = ctx.target.max_tokens_sent(req.output_tokens);
+    let limits = ReadLimits {
+        caps: ctx.target.limits,
+        max_chunks: ctx.target.limits.max_output_chunks(max_tokens),
+        max_tokens,
+    };
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
     // closes after each stream, its FIN racing the next request): then the request never
     // reached the server, and it is sent once more on a new connection. The record's send
@@ -603,7 +622,7 @@ async fn send_one(
     let reused = conn.connect_time.is_none();
     let second_try = reused.then(|| duplicate(&request));
     let mut m = tokio::select! {
-        m = exchange(&mut conn, request, streaming, deadline) => m,
+        m = exchange(&mut conn, request, streaming, deadline, &limits) => m,
         _ = ctx.hard_stop.cancelled() => stopped(),
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
@@ -615,7 +634,7 @@ async fn send_one(
                 rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
                 rec.socket_cookie = conn.cookie;
                 m = tokio::select! {
-                    m = exchange(&mut conn, request, streaming, deadline) => m,
+                    m = exchange(&mut conn, request, streaming, deadline, &limits) => m,
                     _ = ctx.hard_stop.cancelled() => stopped(),
                 };
             }
@@ -627,7 +646,7 @@ async fn send_one(
             }
         }
     }
-    let gaps = fill(&mut rec, &m, t0);
+    fill(&mut rec, &m, t0);
     if m.error.is_none() && m.reusable {
         ctx.connector.release(conn);
     }
@@ -638,9 +657,9 @@ async fn send_one(
         }
     }
     if ctx.config.record_chunks {
-        rec.chunk_gaps_ms = Some(gaps.clone());
+        rec.chunk_gaps_ms = Some(m.gaps.kept().to_vec());
     }
-    Some((rec, gaps))
+    Some((rec, m.gaps))
 }
 
 fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
@@ -651,8 +670,8 @@ fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
     }
 }
 
-/// Derives a record's metrics from a measurement; returns the chunk gaps in ms.
-fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
+/// Derives a record's metrics from a measurement.
+fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let since_sent = |t: Option<MonoTime>| t.map(|t| ms(t.since(m.sent)));
     rec.sent_at_ms = m.sent.ms_since(t0);
@@ -668,7 +687,7 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
-    rec.max_chunk_gap_ms = m.gaps.iter().max().map(|g| ms(*g));
+    rec.max_chunk_gap_ms = m.gaps.max();
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
@@ -687,5 +706,4 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
             }
         }
     }
-    m.gaps.iter().map(|g| ms(*g)).collect()
 }

@@ -1,5 +1,6 @@
 //! The server under test and how requests to it are shaped.
 
+use crate::limits::ResponseLimits;
 use crate::prompt::PromptBody;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -135,6 +136,8 @@ pub struct Target {
     pub max_tokens_field: MaxTokensField,
     /// Fields merged into every request body (`--extra-inputs`).
     pub extra_inputs: Map<String, Value>,
+    /// How much of a response canaryd holds at most.
+    pub limits: ResponseLimits,
 }
 
 /// Default of [`Target::connect_timeout`].
@@ -289,6 +292,7 @@ impl Target {
             streaming: true,
             max_tokens_field: MaxTokensField::Both,
             extra_inputs: Map::new(),
+            limits: ResponseLimits::default(),
         })
     }
 
@@ -333,6 +337,12 @@ impl Target {
             self.authority(),
             self.path
         )
+    }
+
+    /// The `max_tokens` a request for `output_tokens` carries, if it carries one.
+    pub fn max_tokens_sent(&self, output_tokens: u32) -> Option<u32> {
+        (output_tokens > 0 && self.max_tokens_field != MaxTokensField::None)
+            .then_some(output_tokens)
     }
 
     /// The JSON body for one request.

@@ -513,3 +513,44 @@ fn target_headers_are_checked_and_their_values_never_shown() {
         assert!(!e.contains("SECRET"), "{e}");
     }
 }
+
+// Issue 14, item 1: the response caps are per target, with defaults.
+#[test]
+fn response_caps_are_read_with_units_and_checked() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(
+        c.targets["local"].limits,
+        canary_replay::ResponseLimits::default()
+    );
+    let with = |keys: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\n{keys}"),
+        )
+    };
+    let c = parse(&with(
+        "max_header_bytes = 32768\nmax_event_bytes = \"2MiB\"\n\
+         max_body_bytes = \"64 MiB\"\nmax_output_ratio = 3",
+    ))
+    .unwrap();
+    let l = c.targets["local"].limits;
+    assert_eq!(
+        (l.header_bytes, l.event_bytes, l.body_bytes, l.output_ratio),
+        (32768, 2 << 20, 64 << 20, 3.0)
+    );
+    for (key, value, expected) in [
+        ("max_event_bytes", "\"5 parsecs\"", "unknown unit"),
+        (
+            "max_event_bytes",
+            "100",
+            "expected at least 1 KiB, found 100 bytes",
+        ),
+        ("max_body_bytes", "-5", "expected a size"),
+        ("max_header_bytes", "true", "expected a size"),
+        ("max_output_ratio", "0.5", "expected a number of 1 or more"),
+    ] {
+        let text = with(&format!("{key} = {value}"));
+        let e = error_at(&text, key, &format!("targets.local.{key}: "));
+        assert!(e.contains(expected), "{key} = {value}: {e}");
+    }
+}
