@@ -218,11 +218,14 @@ pub enum ErrorKind {
     /// The response streamed far more token chunks than the request's `max_tokens` allows:
     /// canaryd stopped reading a stream that may never end.
     ResponseTooLong,
+    /// canaryd itself ran out of a resource (open files, memory, local ports) before the
+    /// request reached the target: the client's fault, never counted against the target.
+    ClientResources,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Connect,
         ErrorKind::HttpStatus,
         ErrorKind::StreamCut,
@@ -231,6 +234,7 @@ impl ErrorKind {
         ErrorKind::ServerError,
         ErrorKind::ResponseTooLarge,
         ErrorKind::ResponseTooLong,
+        ErrorKind::ClientResources,
         ErrorKind::Cancelled,
     ];
 
@@ -246,7 +250,15 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::ResponseTooLarge => "response_too_large",
             ErrorKind::ResponseTooLong => "response_too_long",
+            ErrorKind::ClientResources => "client_resources",
         }
+    }
+}
+
+impl ErrorKind {
+    /// True for failures of canaryd's own, which say nothing about the target.
+    pub fn is_client_side(self) -> bool {
+        self == ErrorKind::ClientResources
     }
 }
 

@@ -20,6 +20,7 @@ pub struct Aggregator {
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
+    client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
     input_tokens: u64,
     output_tokens: u64,
@@ -97,6 +98,7 @@ impl Aggregator {
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
+            self.client_errors += kind.is_client_side() as u64;
             return;
         }
         self.completed += 1;
@@ -168,10 +170,12 @@ impl Aggregator {
             }
         };
         let errors = self.requests - self.completed;
+        // Requests canaryd itself failed to send say nothing of the target.
+        let judged = self.requests - self.client_errors;
         let goodput = (!self.goodput.is_empty()).then(|| GoodputSummary {
             slos: self.goodput.to_string(),
             good_requests: self.good,
-            good_request_fraction: fraction(self.good, self.requests),
+            good_request_fraction: fraction(self.good, judged),
             goodput: per_s(self.good),
             misses_by_metric: self
                 .slo_misses
@@ -183,7 +187,8 @@ impl Aggregator {
             requests: self.requests,
             completed: self.completed,
             errors,
-            error_rate: fraction(errors, self.requests),
+            client_errors: self.client_errors,
+            error_rate: fraction(errors - self.client_errors, judged),
             errors_by_kind: self
                 .errors
                 .iter()
@@ -225,7 +230,12 @@ pub struct RunSummary {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
-    /// `errors / requests`.
+    /// Of those, requests canaryd failed itself for lack of its own resources
+    /// (`client_resources`): canaryd was the bottleneck, not the target.
+    #[serde(default)]
+    pub client_errors: u64,
+    /// The target's errors over the requests it was sent:
+    /// `(errors - client_errors) / (requests - client_errors)`.
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
@@ -277,7 +287,7 @@ pub struct GoodputSummary {
     pub slos: String,
     /// Requests that completed and met every SLO.
     pub good_requests: u64,
-    /// `good_requests / requests`.
+    /// `good_requests / (requests - client_errors)`.
     pub good_request_fraction: f64,
     /// Good requests per second.
     pub goodput: f64,
@@ -357,6 +367,36 @@ mod tests {
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());
+    }
+
+    // Issue 14, item 7: canaryd out of file descriptors was counted as the target's errors.
+    #[test]
+    fn the_clients_own_failures_are_not_the_targets_error_rate() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 40.0, 100.0, 5), &ChunkGaps::new());
+        for (i, kind) in [
+            ErrorKind::ClientResources,
+            ErrorKind::ClientResources,
+            ErrorKind::Timeout,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut failed = ok(i as u32 + 1, 0.0, 1.0, 1.0, 2);
+            failed.status = Status::Error;
+            failed.error = Some(RequestError {
+                kind,
+                http_status: None,
+                message: String::new(),
+            });
+            agg.add(&failed, &ChunkGaps::new());
+        }
+        let s = agg.summary();
+        assert_eq!((s.requests, s.errors, s.client_errors), (4, 3, 2));
+        assert_eq!(s.errors_by_kind["client_resources"], 2);
+        // One timeout over the two requests the target was sent.
+        assert_eq!(s.error_rate, 0.5);
+        assert_eq!(s.goodput.unwrap().good_request_fraction, 0.5);
     }
 
     #[test]

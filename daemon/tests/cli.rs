@@ -273,6 +273,65 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
     );
 }
 
+// Issue 14, item 7: with no --concurrency a burst opened more sockets than the open-file
+// limit allows, and "Too many open files" was recorded as the target's connect errors. Now
+// the limit caps the requests in flight, and summary.json says so.
+#[test]
+fn the_open_file_limit_caps_requests_in_flight_and_the_summary_says_so() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let trace = shared("traces/mooncake_conversation_first2000.jsonl");
+    let url = format!("http://127.0.0.1:{port}");
+    // 300 requests due within about a second, each held a second by the server: far more
+    // in flight at once than 128 open files allow.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+        .args(["--model", "canary-sim", "--output-dir", "out"])
+        .args(["--max-requests", "300", "--speedup", "100"])
+        .args([
+            "--scale-lengths",
+            "0.02",
+            "-H",
+            "x-sim-fault: stall_first_ms=1000",
+        ])
+        .args(["--no-ebpf", "--no-nvml", "--no-server-metrics"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    // SAFETY: the hook only calls setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 128,
+                rlim_max: 128,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 300);
+    assert_eq!(s["errors"], 0, "{}", s["errors_by_kind"]);
+    let cap = &s["in_flight_cap"];
+    assert_eq!(cap["source"], "open_files", "{cap}");
+    assert_eq!(cap["open_files_limit"], 128, "{cap}");
+    assert_eq!(cap["headroom"], 32, "{cap}");
+    let limit = cap["limit"].as_u64().unwrap();
+    assert!((1..=96).contains(&limit), "{cap}");
+    assert!(
+        s["schedule_hold"]["max"].as_f64().unwrap() > 0.0,
+        "requests waited for a slot, and the wait is recorded"
+    );
+    assert!(s["client_bottleneck"].is_null(), "{s}");
+}
+
 // Issue 14, items 5, 10 and 12: each of these was accepted, and sent somewhere else or
 // broke every request.
 #[test]

@@ -81,6 +81,8 @@ pub struct ConnectError {
     pub addr: String,
     /// The cause.
     pub reason: String,
+    /// canaryd itself ran out of open files, memory or local ports: not the target's fault.
+    pub client_exhausted: bool,
 }
 
 impl Connector {
@@ -99,6 +101,7 @@ impl Connector {
                 let name = ServerName::try_from(host.to_string()).map_err(|e| ConnectError {
                     addr: format!("{host}:{port}"),
                     reason: format!("invalid TLS server name: {e}"),
+                    client_exhausted: false,
                 })?;
                 Some((TlsConnector::from(config), name))
             }
@@ -171,6 +174,7 @@ impl Connector {
                         "TCP connect"
                     }
                 ),
+                client_exhausted: false,
             }),
         }
     }
@@ -180,11 +184,15 @@ impl Connector {
         let err = |reason: String| ConnectError {
             addr: addr.clone(),
             reason,
+            client_exhausted: false,
         };
         let start = MonoTime::now();
         let tcp = TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| ConnectError {
+                client_exhausted: crate::in_flight::is_client_exhaustion(&e),
+                ..err(e.to_string())
+            })?;
         tcp.set_nodelay(true).map_err(|e| err(e.to_string()))?;
         let cookie = socket_cookie(&tcp);
         let io = Arc::new(IoTrace::default());

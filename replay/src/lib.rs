@@ -17,6 +17,7 @@ mod connection;
 mod dispatch;
 mod exchange;
 mod ids;
+mod in_flight;
 mod limits;
 mod prompt;
 mod results;
@@ -31,6 +32,7 @@ pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use ids::{sampled as trace_sampled, TraceContext};
+pub use in_flight::InFlightCap;
 pub use limits::ResponseLimits;
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,

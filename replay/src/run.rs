@@ -10,6 +10,7 @@ use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
 use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::ids::TraceContext;
+use crate::in_flight::InFlightCap;
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
@@ -234,6 +235,11 @@ pub struct RunOutcome {
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
     /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
     pub t0_monotonic_ns: u64,
+    /// The run's in-flight ceiling and what set it.
+    pub in_flight_cap: InFlightCap,
+    /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
+    /// its own resources (`client_resources`), which are not counted against the target.
+    pub client_bottleneck: Option<String>,
     /// Sections the observers added (server-side figures, GPU energy, …).
     #[serde(flatten)]
     pub sections: serde_json::Map<String, serde_json::Value>,
@@ -275,7 +281,11 @@ struct Ctx {
     target: Arc<Target>,
     connector: Connector,
     dispatcher: Dispatcher,
+    /// The concurrency setting: a request takes a permit when it is due, then its connection.
     permits: Option<Semaphore>,
+    /// The open-file ceiling, when lower than the setting: a request takes a slot before it
+    /// opens its connection, ahead of its deadline as usual.
+    slots: Option<Semaphore>,
     records: mpsc::Sender<(RequestRecord, ChunkGaps)>,
     progress: Arc<Progress>,
     t0: MonoTime,
@@ -345,8 +355,18 @@ pub async fn run(
         })
     };
 
+    let in_flight_cap = InFlightCap::for_run(config.concurrency);
+    let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
+        ("concurrency", Some(n)) => (Some(Semaphore::new(n)), None),
+        (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+        (_, None) => (None, None),
+    };
+    if in_flight_cap.source == "open_files" {
+        tracing::debug!(?in_flight_cap, "in-flight ceiling from the open-file limit");
+    }
     let mut ctx = Ctx {
-        permits: config.concurrency.map(Semaphore::new),
+        permits,
+        slots,
         target: Arc::new(config.target.clone()),
         config,
         timing: schedule.timing(),
@@ -398,9 +418,15 @@ pub async fn run(
     if let Some(o) = &ctx.config.observer {
         sections.extend(o.finish(t0, end, &summary).await);
     }
+    let client_bottleneck = bottleneck(&summary);
+    if let Some(b) = &client_bottleneck {
+        tracing::warn!("{b}");
+    }
     let outcome = RunOutcome {
         interrupted,
         unsent,
+        in_flight_cap,
+        client_bottleneck,
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
@@ -421,6 +447,18 @@ pub async fn run(
         &outcome.summary,
     )?;
     Ok(outcome)
+}
+
+/// What a run where canaryd ran out of its own resources says about it.
+fn bottleneck(s: &RunSummary) -> Option<String> {
+    (s.client_errors > 0).then(|| {
+        format!(
+            "canaryd was the bottleneck: {} of {} requests failed for lack of its own resources \
+             (open files, memory or local ports), not counted against the target; raise the \
+             open-file limit (ulimit -n, LimitNOFILE=) or lower --concurrency",
+            s.client_errors, s.requests
+        )
+    })
 }
 
 /// Sleeps until `t` on the monotonic clock; false if `stop` fired first.
@@ -541,6 +579,20 @@ async fn send_one(
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
     let request = ctx.target.request(&body, &traceparent, &request_id);
     drop(body);
+    // Under the open-file ceiling a request holds a slot from before it opens its
+    // connection to its end; waiting for one past the deadline is held time.
+    let mut slot_free_at = None;
+    let _slot = match &ctx.slots {
+        None => None,
+        Some(sem) => match sem.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                let p = unless_stopped(&ctx.stop, sem.acquire()).await?.ok();
+                slot_free_at = Some(MonoTime::now());
+                p
+            }
+        },
+    };
     // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
@@ -573,6 +625,7 @@ async fn send_one(
             }
         },
     };
+    let hold_end = hold_end.max(slot_free_at);
     if let Some(h) = hold_end {
         rec.hold_ms = h.ms_since(scheduled).max(0.0);
     }
@@ -663,10 +716,17 @@ async fn send_one(
 }
 
 fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
-    RequestError {
-        kind: ErrorKind::Connect,
-        http_status: None,
-        message: e.to_string(),
+    match e.client_exhausted {
+        true => RequestError {
+            kind: ErrorKind::ClientResources,
+            http_status: None,
+            message: format!("canaryd is out of resources, the target is not at fault: {e}"),
+        },
+        false => RequestError {
+            kind: ErrorKind::Connect,
+            http_status: None,
+            message: e.to_string(),
+        },
     }
 }
 
