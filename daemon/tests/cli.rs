@@ -161,6 +161,8 @@ fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
 
 /// `canaryd ARGS` in `cwd` to its end: its output, and its peak resident memory in MiB
 /// (the kernel's count for this one child, from `wait4`).
+// The child is reaped by `wait4`, which `std` does not see.
+#[allow(clippy::zombie_processes)]
 fn canaryd_peak_rss(args: &[&str], cwd: &Path) -> (Output, u64) {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
