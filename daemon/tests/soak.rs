@@ -1,8 +1,9 @@
 //! A soak of `canaryd run` against hostile servers (issue 14): a line, a stream and a body that
 //! never end, headers that come a byte at a time, silence and garbage, each a target with its
-//! own workload, beside a healthy workload against `canaryd sim`. For a bounded 90 seconds the
-//! daemon must stay up, the healthy workload keep its schedule and pass, every hostile run end
-//! in its classified error, and the daemon's peak memory stay under a stated bound.
+//! own workload (its `/metrics` scraped, as by default), beside a healthy workload against
+//! `canaryd sim`. For a bounded 90 seconds the daemon must stay up, the healthy workload keep
+//! its schedule and pass, every hostile run end in its classified error, and the daemon's peak
+//! memory stay under a stated bound.
 
 mod common;
 
@@ -15,12 +16,14 @@ use std::time::{Duration, Instant};
 /// How long the hostile servers play.
 const SOAK: Duration = Duration::from_secs(90);
 
-/// The daemon's peak resident memory (VmHWM) may not pass this. Measured: 65 MiB on the
-/// 2-core development VM. The caps bound each hostile run: 20 requests in flight, each
-/// holding at most one 1 MiB SSE event and hyper's 64 KiB read buffer, so six hostile
-/// workloads add at most about 130 MiB to the daemon's own. Before the caps, the endless line
-/// alone buffered 64 MiB per request, over a GiB per run.
-const RSS_BOUND_MIB: u64 = 200;
+/// The daemon's peak resident memory (VmHWM) may not pass this. Measured on the 2-core
+/// development VM: 156 MiB, of which about 90 MiB are the `/metrics` scrapes of the hostile
+/// targets (left on, as by default: the scraper holds up to 32 MiB of one scrape, and three
+/// of these servers answer `/metrics` with an endless body); 65 MiB with scraping off. The
+/// caps bound each hostile run: 20 requests in flight, each holding at most one 1 MiB SSE
+/// event and hyper's 64 KiB read buffer. Before the caps, the endless line alone buffered
+/// 64 MiB per request, over a GiB per run.
+const RSS_BOUND_MIB: u64 = 300;
 
 /// The hostile workloads: name, how the server misbehaves, the error kind it must cost.
 fn hostile() -> Vec<(&'static str, Hostile, &'static str)> {
@@ -94,7 +97,7 @@ fn the_daemon_survives_hostile_targets_and_keeps_its_healthy_schedule() {
     );
     for (name, server, _) in &servers {
         config += &format!(
-            "[targets.{name}]\nurl = \"{}\"\nmodel = \"m\"\nmetrics_url = \"\"\n\
+            "[targets.{name}]\nurl = \"{}\"\nmodel = \"m\"\n\
              request_timeout = \"5s\"\n\
              [workloads.{name}]\ntarget = \"{name}\"\ntrace = \"bundled\"\nmax_requests = 20\n\
              speedup = 20\nscale_lengths = 0.05\nevery = \"4s\"\ngrace_period = \"1s\"\n",
