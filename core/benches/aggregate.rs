@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use canary_core::{Aggregator, Goodput, RequestRecord, Usage};
+use canary_core::{Aggregator, ChunkGaps, Goodput, RequestRecord, Usage};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const MOONCAKE: &str = concat!(
@@ -17,7 +17,7 @@ const MOONCAKE: &str = concat!(
     "/../../shared/traces/mooncake_conversation_first2000.jsonl"
 );
 
-fn records() -> Vec<(RequestRecord, Vec<f64>)> {
+fn records() -> Vec<(RequestRecord, ChunkGaps)> {
     let trace = std::fs::read_to_string(MOONCAKE).expect(MOONCAKE);
     trace
         .lines()
@@ -30,7 +30,7 @@ fn records() -> Vec<(RequestRecord, Vec<f64>)> {
             let ttft = 20.0 + f64::from(input) / 10_000.0;
             let itl = 10.0 + (i % 7) as f64;
             let e2e = ttft + itl * f64::from(output.saturating_sub(1));
-            let gaps = vec![itl; output.saturating_sub(1) as usize];
+            let gaps = ChunkGaps::from(&vec![itl; output.saturating_sub(1) as usize][..]);
             let record = RequestRecord {
                 id: i as u32,
                 trace_line: i as u32 + 1,
@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut agg = Aggregator::new(goodput.clone());
             for (r, _) in &records {
-                agg.add(black_box(r), &[]);
+                agg.add(black_box(r), &ChunkGaps::new());
             }
             agg.requests()
         })

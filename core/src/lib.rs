@@ -3,7 +3,8 @@
 //! * [`MonoTime`] — the single monotonic clock all measurements use.
 //! * [`TraceRequest`] — one row of a production trace, format-independent.
 //! * [`RequestRecord`] — what was measured for one request.
-//! * [`Distribution`], [`Aggregator`], [`RunSummary`] — bounded-memory statistics.
+//! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
+//!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
 //!
 //! This crate does no I/O.
@@ -11,12 +12,13 @@
 //! ```
 //! use canary_core::{Aggregator, RequestRecord};
 //! let mut agg = Aggregator::new("time_to_first_token:400".parse().unwrap());
-//! agg.add(&RequestRecord { ttft_ms: Some(120.0), ..Default::default() }, &[]);
+//! agg.add(&RequestRecord { ttft_ms: Some(120.0), ..Default::default() }, &Default::default());
 //! assert_eq!(agg.summary().goodput.unwrap().good_requests, 1);
 //! ```
 #![deny(missing_docs)]
 
 mod clock;
+mod gaps;
 mod goodput;
 mod hash;
 mod record;
@@ -25,6 +27,7 @@ mod summary;
 mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
+pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use record::{

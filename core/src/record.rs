@@ -212,17 +212,29 @@ pub enum ErrorKind {
     ServerError,
     /// The run stopped before the request finished.
     Cancelled,
+    /// The response overran a buffer cap (its head, one SSE event, or a non-streaming body):
+    /// canaryd stopped reading instead of holding it all.
+    ResponseTooLarge,
+    /// The response streamed far more token chunks than the request's `max_tokens` allows:
+    /// canaryd stopped reading a stream that may never end.
+    ResponseTooLong,
+    /// canaryd itself ran out of a resource (open files, memory, local ports) before the
+    /// request reached the target: the client's fault, never counted against the target.
+    ClientResources,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Connect,
         ErrorKind::HttpStatus,
         ErrorKind::StreamCut,
         ErrorKind::Timeout,
         ErrorKind::MalformedChunk,
         ErrorKind::ServerError,
+        ErrorKind::ResponseTooLarge,
+        ErrorKind::ResponseTooLong,
+        ErrorKind::ClientResources,
         ErrorKind::Cancelled,
     ];
 
@@ -236,7 +248,17 @@ impl ErrorKind {
             ErrorKind::MalformedChunk => "malformed_chunk",
             ErrorKind::ServerError => "server_error",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::ResponseTooLarge => "response_too_large",
+            ErrorKind::ResponseTooLong => "response_too_long",
+            ErrorKind::ClientResources => "client_resources",
         }
+    }
+}
+
+impl ErrorKind {
+    /// True for failures of canaryd's own, which say nothing about the target.
+    pub fn is_client_side(self) -> bool {
+        self == ErrorKind::ClientResources
     }
 }
 

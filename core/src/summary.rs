@@ -3,6 +3,7 @@
 //! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
 //! same memory as aggregating ten.
 
+use crate::gaps::ChunkGaps;
 use crate::goodput::Goodput;
 use crate::record::{ErrorKind, RequestRecord};
 use crate::stats::{Distribution, Stats};
@@ -19,6 +20,7 @@ pub struct Aggregator {
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
+    client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
     input_tokens: u64,
     output_tokens: u64,
@@ -70,9 +72,9 @@ impl Aggregator {
         }
     }
 
-    /// Adds one finished request. `chunk_gaps_ms` are its gaps between content chunks.
+    /// Adds one finished request. `chunk_gaps` are its gaps between content chunks.
     /// Warm-up requests are counted but left out of every statistic.
-    pub fn add(&mut self, r: &RequestRecord, chunk_gaps_ms: &[f64]) {
+    pub fn add(&mut self, r: &RequestRecord, chunk_gaps: &ChunkGaps) {
         if r.warmup {
             self.warmup += 1;
             return;
@@ -96,6 +98,7 @@ impl Aggregator {
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
+            self.client_errors += kind.is_client_side() as u64;
             return;
         }
         self.completed += 1;
@@ -139,9 +142,7 @@ impl Aggregator {
             }
         }
         if let Some((_, d)) = self.metrics.get_mut("inter_chunk_latency") {
-            for &g in chunk_gaps_ms {
-                d.record(g);
-            }
+            chunk_gaps.record_into(d);
         }
     }
 
@@ -169,10 +170,12 @@ impl Aggregator {
             }
         };
         let errors = self.requests - self.completed;
+        // Requests canaryd itself failed to send say nothing of the target.
+        let judged = self.requests - self.client_errors;
         let goodput = (!self.goodput.is_empty()).then(|| GoodputSummary {
             slos: self.goodput.to_string(),
             good_requests: self.good,
-            good_request_fraction: fraction(self.good, self.requests),
+            good_request_fraction: fraction(self.good, judged),
             goodput: per_s(self.good),
             misses_by_metric: self
                 .slo_misses
@@ -184,7 +187,8 @@ impl Aggregator {
             requests: self.requests,
             completed: self.completed,
             errors,
-            error_rate: fraction(errors, self.requests),
+            client_errors: self.client_errors,
+            error_rate: fraction(errors - self.client_errors, judged),
             errors_by_kind: self
                 .errors
                 .iter()
@@ -226,7 +230,12 @@ pub struct RunSummary {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
-    /// `errors / requests`.
+    /// Of those, requests canaryd failed itself for lack of its own resources
+    /// (`client_resources`): canaryd was the bottleneck, not the target.
+    #[serde(default)]
+    pub client_errors: u64,
+    /// The target's errors over the requests it was sent:
+    /// `(errors - client_errors) / (requests - client_errors)`.
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
@@ -278,7 +287,7 @@ pub struct GoodputSummary {
     pub slos: String,
     /// Requests that completed and met every SLO.
     pub good_requests: u64,
-    /// `good_requests / requests`.
+    /// `good_requests / (requests - client_errors)`.
     pub good_request_fraction: f64,
     /// Good requests per second.
     pub goodput: f64,
@@ -315,8 +324,11 @@ mod tests {
     #[test]
     fn aggregates_counts_throughput_goodput_and_errors() {
         let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
-        agg.add(&ok(0, 0.0, 40.0, 1000.0, 11), &[10.0; 10]);
-        agg.add(&ok(1, 500.0, 60.0, 1500.0, 11), &[]);
+        agg.add(
+            &ok(0, 0.0, 40.0, 1000.0, 11),
+            &ChunkGaps::from(&[10.0; 10][..]),
+        );
+        agg.add(&ok(1, 500.0, 60.0, 1500.0, 11), &ChunkGaps::new());
         let mut failed = ok(2, 600.0, 1.0, 10.0, 1);
         failed.status = Status::Error;
         failed.error = Some(RequestError {
@@ -324,10 +336,10 @@ mod tests {
             http_status: Some(503),
             message: String::new(),
         });
-        agg.add(&failed, &[]);
+        agg.add(&failed, &ChunkGaps::new());
         let mut warm = ok(3, 0.0, 1.0, 1.0, 2);
         warm.warmup = true;
-        agg.add(&warm, &[]);
+        agg.add(&warm, &ChunkGaps::new());
 
         let s = agg.summary();
         assert_eq!(
@@ -357,6 +369,36 @@ mod tests {
         assert!(json["request_latency"]["p50"].is_number());
     }
 
+    // Issue 14, item 7: canaryd out of file descriptors was counted as the target's errors.
+    #[test]
+    fn the_clients_own_failures_are_not_the_targets_error_rate() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 40.0, 100.0, 5), &ChunkGaps::new());
+        for (i, kind) in [
+            ErrorKind::ClientResources,
+            ErrorKind::ClientResources,
+            ErrorKind::Timeout,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut failed = ok(i as u32 + 1, 0.0, 1.0, 1.0, 2);
+            failed.status = Status::Error;
+            failed.error = Some(RequestError {
+                kind,
+                http_status: None,
+                message: String::new(),
+            });
+            agg.add(&failed, &ChunkGaps::new());
+        }
+        let s = agg.summary();
+        assert_eq!((s.requests, s.errors, s.client_errors), (4, 3, 2));
+        assert_eq!(s.errors_by_kind["client_resources"], 2);
+        // One timeout over the two requests the target was sent.
+        assert_eq!(s.error_rate, 0.5);
+        assert_eq!(s.goodput.unwrap().good_request_fraction, 0.5);
+    }
+
     #[test]
     fn ttft_gap_to_the_server_prompt_time_only_where_the_server_reported_it() {
         let mut agg = Aggregator::new(Goodput::default());
@@ -365,8 +407,8 @@ mod tests {
             prompt_ms: Some(31.5),
             ..Default::default()
         });
-        agg.add(&with_timings, &[]);
-        agg.add(&ok(1, 0.0, 70.0, 100.0, 5), &[]);
+        agg.add(&with_timings, &ChunkGaps::new());
+        agg.add(&ok(1, 0.0, 70.0, 100.0, 5), &ChunkGaps::new());
         let s = agg.summary();
         let gap = &s.metrics["ttft_minus_server_prompt_time"];
         assert_eq!(gap.count, 1);

@@ -279,6 +279,8 @@ pub struct Target {
     pub ca_bundle: Option<PathBuf>,
     /// Let two workloads run against this target at the same time.
     pub allow_concurrent_runs: bool,
+    /// How much of one response is held at most.
+    pub limits: canary_replay::ResponseLimits,
 }
 
 /// Which trace a workload replays.
@@ -494,6 +496,12 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                     format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
                 )
             })?;
+            if let Some(why) = canary_replay::reserved_header(header.as_str()) {
+                return Err(err(
+                    at,
+                    format!("targets.{name}.headers.{key}: set by canaryd itself: {why}"),
+                ));
+            }
             let mut v = HeaderValue::try_from(value.get_ref().as_str()).map_err(|_| {
                 err(
                     at,
@@ -506,6 +514,16 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             v.set_sensitive(true);
             headers.push((header, v));
         }
+        let d = canary_replay::ResponseLimits::default();
+        let limits = canary_replay::ResponseLimits {
+            header_bytes: t.max_header_bytes.map_or(d.header_bytes, |b| b.0),
+            event_bytes: t.max_event_bytes.map_or(d.event_bytes, |b| b.0),
+            body_bytes: t.max_body_bytes.map_or(d.body_bytes, |b| b.0),
+            output_ratio: t.max_output_ratio.map_or(d.output_ratio, |r| r.0),
+        };
+        limits
+            .validate()
+            .map_err(|(key, m)| err(url_at, format!("targets.{name}.{key}: {m}")))?;
         targets.insert(
             name.clone(),
             Target {
@@ -520,6 +538,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 request_timeout: t.request_timeout.map_or(Duration::from_secs(600), |d| d.0),
                 ca_bundle: t.ca_bundle.map(rel),
                 allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
+                limits,
             },
         );
     }
@@ -796,12 +815,18 @@ pub fn redact_url(url: &str) -> String {
 /// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
 /// would only be a secret sitting in the config, quoted by whatever shows the URL.
 fn no_user_info(url: &str) -> Result<(), String> {
+    refuse_user_info(url, "api_key_env, api_key_file or headers")
+}
+
+/// Refuses `user:password@` in `url`, saying to put credentials in `instead` (the settings
+/// of the front end that reads it). The URL is shown without its user info.
+pub fn refuse_user_info(url: &str, instead: &str) -> Result<(), String> {
     // Any `@`: a password may hold `/`, `?` or `#`, so where the authority ends is not known
     // until the user info is gone.
     match url.contains('@') {
         true => Err(format!(
             "user info (user:password@) is not sent; remove it and put credentials in \
-             api_key_env, api_key_file or headers (got {})",
+             {instead} (got {})",
             redact_url(url)
         )),
         false => Ok(()),
@@ -824,7 +849,9 @@ fn scrape_url(url: &str) -> Result<(), String> {
     no_user_info(url)?;
     let uri: Result<http::Uri, _> = url.parse();
     match uri {
-        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => Ok(()),
+        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => canary_replay::uri_port(&u, 80)
+            .map(|_| ())
+            .map_err(|m| format!("{m} (got {})", shown())),
         _ if rest.is_empty() || rest.starts_with('/') => Err(format!("no host (got {})", shown())),
         _ => Err(format!("not a valid URL (got {})", shown())),
     }

@@ -55,6 +55,8 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
                     e.reason
                 )
             })?;
+        crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
+            .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
         target.api_key = crate::replay::api_key_from(
             args.api_key_file.as_deref(),
             args.api_key_env.as_deref(),

@@ -26,6 +26,7 @@ mod replay;
 mod report;
 pub mod runner;
 mod service;
+mod size;
 mod state_lock;
 pub mod status;
 pub mod verdict;

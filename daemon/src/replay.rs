@@ -5,8 +5,8 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
 use canary_replay::{
-    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, Schedule,
-    Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
+    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, ResponseLimits,
+    Schedule, Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
 };
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
@@ -122,6 +122,22 @@ pub struct ShapeArgs {
     /// Per-request timeout.
     #[arg(long, default_value = "10m", value_parser = duration::parse_positive)]
     pub request_timeout: Duration,
+    /// Most bytes a response head (status line and headers) may take; past it the request is
+    /// a `response_too_large` error. Default 64KiB.
+    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    pub max_header_bytes: Option<usize>,
+    /// Most bytes one SSE event may take, its unfinished line included (a `data:` line that
+    /// never ends); past it, `response_too_large`. Default 1MiB.
+    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    pub max_event_bytes: Option<usize>,
+    /// Most bytes of a non-streaming response body (`--no-streaming`); past it,
+    /// `response_too_large`. Default 16MiB.
+    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    pub max_body_bytes: Option<usize>,
+    /// Token chunks read per request, as a multiple of its max_tokens (plus 64); past it the
+    /// request is `response_too_long`. Default 8.
+    #[arg(long, value_name = "F")]
+    pub max_output_ratio: Option<f64>,
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
     #[arg(long)]
     pub goodput: Option<Goodput>,
@@ -141,6 +157,19 @@ pub struct ShapeArgs {
     pub telemetry: TelemetryArgs,
     #[command(flatten)]
     pub export: crate::otlp::ExportArgs,
+}
+
+impl ShapeArgs {
+    /// The response caps these flags set; the rest keep the library's defaults.
+    pub fn limits(&self) -> ResponseLimits {
+        let d = ResponseLimits::default();
+        ResponseLimits {
+            header_bytes: self.max_header_bytes.unwrap_or(d.header_bytes),
+            event_bytes: self.max_event_bytes.unwrap_or(d.event_bytes),
+            body_bytes: self.max_body_bytes.unwrap_or(d.body_bytes),
+            output_ratio: self.max_output_ratio.unwrap_or(d.output_ratio),
+        }
+    }
 }
 
 /// Telemetry sources joined to the run.
@@ -274,7 +303,15 @@ pub fn target_without_key(
             e.reason
         )
     })?;
+    // User info is never sent: dropping it without a word would leave requests
+    // unauthenticated, and the password in shell history.
+    crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
+        .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
     t.streaming = !shape.no_streaming;
+    t.limits = shape.limits();
+    t.limits
+        .validate()
+        .map_err(|(key, reason)| anyhow::anyhow!("--{}: {reason}", key.replace('_', "-")))?;
     t.max_tokens_field = shape.max_tokens_field;
     t.timeout = shape.request_timeout;
     t.ca_bundle = shape.ca_bundle.clone();
@@ -304,6 +341,9 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::try_from(name.trim()).map_err(|_| {
         "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".to_string()
     })?;
+    if let Some(why) = canary_replay::reserved_header(name.as_str()) {
+        return Err(format!("{name} is set by canaryd: {why}"));
+    }
     let mut value = HeaderValue::try_from(value.trim())
         .map_err(|_| format!("{name}: invalid value (visible ASCII, spaces and tabs only)"))?;
     value.set_sensitive(true);

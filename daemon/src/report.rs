@@ -192,6 +192,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             .collect();
         println!("telemetry: {}", states.join(", "));
     }
+    if let Some(b) = &outcome.client_bottleneck {
+        println!("{b}");
+    }
     if outcome.interrupted {
         println!(
             "interrupted: {} scheduled requests were not sent",

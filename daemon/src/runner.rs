@@ -336,6 +336,10 @@ fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     }
     s.ca_bundle.clone_from(&t.ca_bundle);
     s.request_timeout = t.request_timeout;
+    s.max_header_bytes = Some(t.limits.header_bytes);
+    s.max_event_bytes = Some(t.limits.event_bytes);
+    s.max_body_bytes = Some(t.limits.body_bytes);
+    s.max_output_ratio = Some(t.limits.output_ratio);
     s.goodput = Some(w.slos.clone());
     s.output_dir = dir.to_path_buf();
     s.grace_period = w.grace_period;

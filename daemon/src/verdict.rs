@@ -63,6 +63,17 @@ impl Verdict {
         if summary.requests == 0 {
             return Verdict::error("no request was sent");
         }
+        // Requests canaryd could not send for lack of its own resources say nothing of the
+        // target; too many of them, and the run measured canaryd instead.
+        let client = summary.client_errors;
+        let client_share = client as f64 / summary.requests as f64;
+        if client > 0 && (client_share > w.max_error_rate || summary.completed == 0) {
+            return Verdict::error(format!(
+                "canaryd was the bottleneck: {client} of {} requests failed for lack of its own \
+                 resources (client_resources), not judged against the target",
+                summary.requests
+            ));
+        }
         if summary.completed == 0 {
             let kinds: Vec<String> = summary
                 .errors_by_kind
@@ -158,7 +169,7 @@ mod tests {
         let w = workload();
         let mut agg = Aggregator::new(w.slos.clone());
         for t in ttfts {
-            agg.add(&rec(*t), &[]);
+            agg.add(&rec(*t), &Default::default());
         }
         Verdict::judge(&w, &agg.summary(), interrupted)
     }
@@ -195,5 +206,36 @@ mod tests {
             "error: interrupted"
         );
         assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    // Issue 14, item 7: canaryd out of file descriptors failed the target's verdict.
+    #[test]
+    fn the_clients_own_failures_never_fail_the_target() {
+        let w = workload();
+        let judge = |ok: usize, client: usize| {
+            let mut agg = Aggregator::new(w.slos.clone());
+            for _ in 0..ok {
+                agg.add(&rec(Some(10.0)), &Default::default());
+            }
+            for _ in 0..client {
+                let mut r = rec(None);
+                r.error.as_mut().unwrap().kind = ErrorKind::ClientResources;
+                agg.add(&r, &Default::default());
+            }
+            Verdict::judge(&w, &agg.summary(), false)
+        };
+        // 1 in 50 is within max_error_rate (0.05): judged on the other 49, which pass.
+        assert_eq!(judge(49, 1).to_string(), "pass");
+        // 10 in 50: the run measured canaryd, not the target.
+        let v = judge(40, 10);
+        assert_eq!(v.kind, VerdictKind::Error);
+        assert!(
+            v.to_string()
+                .contains("canaryd was the bottleneck: 10 of 50 requests"),
+            "{v}"
+        );
+        let v = judge(0, 3);
+        assert!(v.to_string().contains("canaryd was the bottleneck"), "{v}");
+        assert!(!v.to_string().contains("target unusable"), "{v}");
     }
 }

@@ -3,9 +3,10 @@
 
 mod common;
 
+use canary_testkit::{Hostile, HostileServer};
 use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn canaryd(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_canaryd"))
@@ -156,6 +157,264 @@ fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
         "{msg}"
     );
     assert!(!msg.contains("SECRET"), "{msg}");
+}
+
+/// `canaryd ARGS` in `cwd` to its end: its output, and its peak resident memory in MiB
+/// (the kernel's count for this one child, from `wait4`).
+// The child is reaped by `wait4`, which `std` does not see.
+#[allow(clippy::zombie_processes)]
+fn canaryd_peak_rss(args: &[&str], cwd: &Path) -> (Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("canaryd runs");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it in for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, with valid out-pointers.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    // ru_maxrss is in KiB on Linux.
+    (output, usage.ru_maxrss as u64 / 1024)
+}
+
+/// Peak resident memory a `canaryd replay` of four requests may reach whatever a server
+/// sends: 51 MiB measured against these servers with the caps, 121 MiB when all four hold a
+/// full 16 MiB body (the largest default cap); the rest is room for the allocator.
+const REPLAY_RSS_BOUND_MIB: u64 = 200;
+
+// Issue 14, item 1: a 4 GB body or a `data:` line that never ends made the process allocate
+// until it aborted (exit 134, no summary). Each server below offers 256 MiB per request,
+// more than the bound: before the caps, the peak memory check fails.
+#[test]
+fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = HostileServer::start(Hostile::HugeBody {
+        declared: 4 << 30,
+        bytes: 256 << 20,
+    });
+    let endless = HostileServer::start(Hostile::EndlessLine { bytes: 256 << 20 });
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    for (server, extra, expected) in [
+        (
+            &huge,
+            &["--no-streaming"][..],
+            "response body of 4294967296 bytes (Content-Length), over 16 MiB (max_body_bytes)",
+        ),
+        (&huge, &[][..], "an SSE event over 1 MiB (max_event_bytes)"),
+        (
+            &endless,
+            &["--no-streaming"][..],
+            "response body, over 16 MiB (max_body_bytes)",
+        ),
+        (
+            &endless,
+            &["--max-event-bytes", "256KiB"][..],
+            "an SSE event over 256 KiB (max_event_bytes)",
+        ),
+    ] {
+        let url = server.url();
+        let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
+        args.extend(["--model", "m", "--output-dir", "out", "--max-requests", "4"]);
+        args.extend([
+            "--speedup",
+            "1000",
+            "--request-timeout",
+            "60s",
+            "--no-server-metrics",
+        ]);
+        args.extend_from_slice(extra);
+        let (out, peak_mib) = canaryd_peak_rss(&args, dir.path());
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {msg}");
+        let s = summary(dir.path());
+        assert_eq!(
+            s["errors_by_kind"]["response_too_large"], 4,
+            "{extra:?}: {s}"
+        );
+        let records = std::fs::read_to_string(dir.path().join("out/records.jsonl")).unwrap();
+        for line in records.lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(r["error"]["message"], expected, "{extra:?}");
+        }
+        assert!(
+            peak_mib < REPLAY_RSS_BOUND_MIB,
+            "{extra:?}: peak RSS {peak_mib} MiB, bound {REPLAY_RSS_BOUND_MIB} MiB"
+        );
+        eprintln!("{extra:?} against {url}: peak RSS {peak_mib} MiB");
+    }
+    let out = replay_arxiv(dir.path(), &huge.url(), &["--max-event-bytes", "12"]);
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("--max-event-bytes: expected at least 1 KiB, found 12 bytes"),
+        "{msg}"
+    );
+}
+
+// Issue 14, item 7: with no --concurrency a burst opened more sockets than the open-file
+// limit allows, and "Too many open files" was recorded as the target's connect errors. Now
+// the limit caps the requests in flight, and summary.json says so.
+#[test]
+fn the_open_file_limit_caps_requests_in_flight_and_the_summary_says_so() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let trace = shared("traces/mooncake_conversation_first2000.jsonl");
+    let url = format!("http://127.0.0.1:{port}");
+    // 300 requests due within about a second, each held a second by the server: far more
+    // in flight at once than 128 open files allow.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+        .args(["--model", "canary-sim", "--output-dir", "out"])
+        .args(["--max-requests", "300", "--speedup", "100"])
+        .args([
+            "--scale-lengths",
+            "0.02",
+            "-H",
+            "x-sim-fault: stall_first_ms=1000",
+        ])
+        .args(["--no-ebpf", "--no-nvml", "--no-server-metrics"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    // SAFETY: the hook only calls setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 128,
+                rlim_max: 128,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 300);
+    assert_eq!(s["errors"], 0, "{}", s["errors_by_kind"]);
+    let cap = &s["in_flight_cap"];
+    assert_eq!(cap["source"], "open_files", "{cap}");
+    assert_eq!(cap["open_files_limit"], 128, "{cap}");
+    assert_eq!(cap["headroom"], 32, "{cap}");
+    let limit = cap["limit"].as_u64().unwrap();
+    assert!((1..=96).contains(&limit), "{cap}");
+    assert!(
+        s["schedule_hold"]["max"].as_f64().unwrap() > 0.0,
+        "requests waited for a slot, and the wait is recorded"
+    );
+    assert!(s["client_bottleneck"].is_null(), "{s}");
+}
+
+// Issue 14, items 5, 10 and 12: each of these was accepted, and sent somewhere else or
+// broke every request.
+#[test]
+fn bad_ports_framing_headers_and_credentials_in_the_url_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for port in ["99999", "abc", "-1"] {
+        let url = format!("http://127.0.0.1:{port}");
+        for out in [
+            replay_arxiv(dir.path(), &url, &[]),
+            canaryd(&["doctor", "--url", &url], dir.path()),
+        ] {
+            let msg = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{url}: {msg}");
+            assert!(
+                msg.contains(&format!("port \"{port}\" is not a number from 1 to 65535")),
+                "{url}: {msg}"
+            );
+        }
+    }
+    for header in [
+        "Content-Length: 5",
+        "transfer-encoding: chunked",
+        "Host: elsewhere",
+        "Connection: close",
+        "Upgrade: h2c",
+        "TE: trailers",
+    ] {
+        let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &["-H", header]);
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{header}: {msg}");
+        let name = header.split(':').next().unwrap().to_ascii_lowercase();
+        assert!(
+            msg.contains(&format!(
+                "--header #1 (value not shown): {name} is set by canaryd"
+            )),
+            "{header}: {msg}"
+        );
+        assert!(!msg.contains(header.split(": ").nth(1).unwrap()), "{msg}");
+    }
+    let creds = "http://admin:pw-SECRET-3@127.0.0.1:9";
+    for out in [
+        replay_arxiv(dir.path(), creds, &[]),
+        canaryd(&["doctor", "--url", creds], dir.path()),
+    ] {
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(
+            msg.contains("--url: user info (user:password@) is not sent"),
+            "{msg}"
+        );
+        assert!(msg.contains("--api-key-file"), "{msg}");
+        assert!(!msg.contains("SECRET"), "{msg}");
+    }
+}
+
+// Issue 14, item 13: the cause of an artifact error was printed three times.
+#[test]
+fn an_error_chain_names_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plainfile"), "x").unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--output-dir",
+            "plainfile/out",
+        ],
+        dir.path(),
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("writing results: plainfile/out"), "{msg}");
+    assert_eq!(msg.matches("Not a directory").count(), 1, "{msg}");
 }
 
 #[test]

@@ -11,9 +11,12 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -25,6 +28,8 @@ pub struct Connector {
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Bounds opening a connection: TCP connect, TLS handshake, HTTP/1.1 setup.
     connect_timeout: Duration,
+    /// Bytes a response head may take (status line and headers).
+    max_header_bytes: usize,
     idle: Arc<Mutex<Vec<Connection>>>,
     /// Set once a pooled connection turned out closed by the server: from then on every
     /// request opens its own connection ahead of its deadline instead of reusing one.
@@ -38,6 +43,34 @@ pub struct Connection {
     pub cookie: Option<u64>,
     /// How long opening it took, if it was opened for this request (not reused).
     pub connect_time: Option<Duration>,
+    /// What its socket did, to tell a failure sending the request from one reading the
+    /// response.
+    pub(crate) io: Arc<IoTrace>,
+}
+
+/// What a connection's socket did, as seen by the HTTP client above it.
+#[derive(Debug, Default)]
+pub(crate) struct IoTrace {
+    read: AtomicU64,
+    read_failed: AtomicBool,
+    write_failed: AtomicBool,
+}
+
+impl IoTrace {
+    /// Bytes of response read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// A read from the socket failed.
+    pub fn read_failed(&self) -> bool {
+        self.read_failed.load(Ordering::Relaxed)
+    }
+
+    /// A write to the socket failed.
+    pub fn write_failed(&self) -> bool {
+        self.write_failed.load(Ordering::Relaxed)
+    }
 }
 
 /// Why a connection could not be opened.
@@ -48,16 +81,19 @@ pub struct ConnectError {
     pub addr: String,
     /// The cause.
     pub reason: String,
+    /// canaryd itself ran out of open files, memory or local ports: not the target's fault.
+    pub client_exhausted: bool,
 }
 
 impl Connector {
     /// A connector to `host:port`, with TLS when `tls` is given. Opening a connection fails
-    /// after `connect_timeout`.
+    /// after `connect_timeout`; a response head over `max_header_bytes` fails its request.
     pub fn new(
         host: &str,
         port: u16,
         tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
+        max_header_bytes: usize,
     ) -> Result<Connector, ConnectError> {
         let tls = match tls {
             None => None,
@@ -65,6 +101,7 @@ impl Connector {
                 let name = ServerName::try_from(host.to_string()).map_err(|e| ConnectError {
                     addr: format!("{host}:{port}"),
                     reason: format!("invalid TLS server name: {e}"),
+                    client_exhausted: false,
                 })?;
                 Some((TlsConnector::from(config), name))
             }
@@ -74,6 +111,7 @@ impl Connector {
             port,
             tls,
             connect_timeout,
+            max_header_bytes,
             idle: Arc::default(),
             no_reuse: Arc::default(),
         })
@@ -136,6 +174,7 @@ impl Connector {
                         "TCP connect"
                     }
                 ),
+                client_exhausted: false,
             }),
         }
     }
@@ -145,21 +184,27 @@ impl Connector {
         let err = |reason: String| ConnectError {
             addr: addr.clone(),
             reason,
+            client_exhausted: false,
         };
         let start = MonoTime::now();
         let tcp = TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| ConnectError {
+                client_exhausted: crate::in_flight::is_client_exhaustion(&e),
+                ..err(e.to_string())
+            })?;
         tcp.set_nodelay(true).map_err(|e| err(e.to_string()))?;
         let cookie = socket_cookie(&tcp);
+        let io = Arc::new(IoTrace::default());
+        let max_header = self.max_header_bytes;
         let sender = match &self.tls {
-            None => handshake(tcp).await,
+            None => handshake(Traced::new(tcp, &io), max_header).await,
             Some((connector, name)) => {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|e| err(format!("TLS handshake: {e}")))?;
-                handshake(stream).await
+                handshake(Traced::new(stream, &io), max_header).await
             }
         }
         .map_err(|e| err(e.to_string()))?;
@@ -167,20 +212,108 @@ impl Connector {
             sender,
             cookie,
             connect_time: Some(MonoTime::now().since(start)),
+            io,
         })
     }
 }
 
-async fn handshake<S>(io: S) -> hyper::Result<SendRequest<Full<Bytes>>>
+async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(io)).await?;
+    // The head must fit in hyper's read buffer as well as under its header cap; the buffer
+    // also bounds each body frame, so a connection holds at most this much unread.
+    let (sender, conn) = http1::Builder::new()
+        .max_header_size(max_header_bytes)
+        .max_buf_size(max_header_bytes.max(MIN_READ_BUFFER))
+        .handshake(TokioIo::new(io))
+        .await?;
     tokio::spawn(async move {
         // Errors surface on the request that was using the connection.
         let _ = conn.await;
     });
     Ok(sender)
+}
+
+/// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a
+/// fast stream few.
+const MIN_READ_BUFFER: usize = 64 << 10;
+
+/// A stream that notes, in its [`IoTrace`], what it read and which way it failed.
+struct Traced<S> {
+    inner: S,
+    trace: Arc<IoTrace>,
+}
+
+impl<S> Traced<S> {
+    fn new(inner: S, trace: &Arc<IoTrace>) -> Traced<S> {
+        Traced {
+            inner,
+            trace: trace.clone(),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Traced<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &poll {
+            Poll::Ready(Ok(())) => {
+                let n = (buf.filled().len() - before) as u64;
+                self.trace.read.fetch_add(n, Ordering::Relaxed);
+            }
+            Poll::Ready(Err(_)) => self.trace.read_failed.store(true, Ordering::Relaxed),
+            Poll::Pending => {}
+        }
+        poll
+    }
+}
+
+impl<S: AsyncWrite + Unpin> Traced<S> {
+    fn noted<T>(&self, poll: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(_)) = &poll {
+            self.trace.write_failed.store(true, Ordering::Relaxed);
+        }
+        poll
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Traced<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.noted(poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.noted(poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.noted(poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// The kernel's socket cookie, equal to `bpf_get_socket_cookie` on the same socket.

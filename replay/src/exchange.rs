@@ -5,10 +5,11 @@
 //! completes each SSE event returns. Everything else is derived from those.
 
 use crate::chunk::{self, ChunkInfo};
-use crate::connection::Connection;
+use crate::connection::{Connection, IoTrace};
+use crate::limits::{show_bytes, ResponseLimits};
 use crate::sse::{SseEvent, SseParser};
 use bytes::Bytes;
-use canary_core::{ErrorKind, MonoTime, RequestError, ServerTimings, Usage};
+use canary_core::{ChunkGaps, ErrorKind, MonoTime, RequestError, ServerTimings, Usage};
 use http_body_util::{BodyExt, Full};
 use std::time::Duration;
 
@@ -32,8 +33,8 @@ pub struct Measurement {
     pub end: MonoTime,
     /// Token-bearing chunks.
     pub chunks: u32,
-    /// Gaps between consecutive token-bearing chunks.
-    pub gaps: Vec<Duration>,
+    /// Gaps between consecutive token-bearing chunks (ms), in bounded memory.
+    pub gaps: ChunkGaps,
     /// Server-reported usage.
     pub usage: Option<Usage>,
     /// Server-reported timings.
@@ -65,21 +66,38 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
     }
 }
 
+/// How much of one response may be read: the target's caps, and the token chunks this
+/// request may stream.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadLimits {
+    /// The target's caps.
+    pub caps: ResponseLimits,
+    /// Token-bearing chunks read at most ([`ResponseLimits::max_output_chunks`]).
+    pub max_chunks: u64,
+    /// The `max_tokens` asked for, for the message.
+    pub max_tokens: Option<u32>,
+}
+
 /// Sends `request` on `conn` and reads the whole response, never failing: errors are part
-/// of the measurement. `deadline` bounds the whole exchange.
+/// of the measurement. `deadline` bounds the whole exchange, `limits` what it may hold.
 pub async fn exchange(
     conn: &mut Connection,
     request: http::Request<Full<Bytes>>,
     streaming: bool,
     deadline: tokio::time::Instant,
+    limits: &ReadLimits,
 ) -> Measurement {
     let mut m = Measurement {
         sent: MonoTime::now(),
         ..Default::default()
     };
+    // A reused connection has read earlier responses: only what comes after counts here.
+    let read_before = conn.io.bytes_read();
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
-            m.unanswered = true;
+            let answered = conn.io.bytes_read() > read_before;
+            // Nothing of a response came: on a reused connection, the server closed it idle.
+            m.unanswered = !answered;
             if e.is_canceled() {
                 // hyper cancels a request only before writing any of it: the connection was
                 // closed before it could carry the request, so nothing reached the server.
@@ -87,8 +105,16 @@ pub async fn exchange(
                     ErrorKind::Connect,
                     format!("connection closed before the request was sent: {e}"),
                 )
+            } else if e.is_parse_too_large() {
+                error(
+                    ErrorKind::ResponseTooLarge,
+                    format!(
+                        "response head over {} or 100 headers (max_header_bytes)",
+                        show_bytes(limits.caps.header_bytes)
+                    ),
+                )
             } else {
-                classify_hyper(&e, "sending request")
+                classify_hyper(&e, head_failure(&e, &conn.io, answered))
             }
         })?;
         m.head = Some(MonoTime::now());
@@ -117,9 +143,10 @@ pub async fn exchange(
             });
         }
         if streaming {
-            read_stream(&mut body, &mut m).await
+            read_stream(&mut body, &mut m, limits).await
         } else {
-            read_whole(&mut body, &mut m).await
+            let declared = hyper::body::Body::size_hint(&body).exact();
+            read_whole(&mut body, &mut m, limits, declared).await
         }
     };
     let result = match tokio::time::timeout_at(deadline, run).await {
@@ -134,11 +161,28 @@ pub async fn exchange(
     m
 }
 
+/// Where a request failed before its response head: the socket and hyper's error say
+/// whether it was writing the request, or waiting for or reading the answer. `answered`:
+/// bytes of a response came.
+fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str {
+    if answered || e.is_parse() {
+        "reading the response head"
+    } else if io.write_failed() || e.is_body_write_aborted() {
+        "sending the request"
+    } else if io.read_failed() || e.is_incomplete_message() {
+        // Closed or reset before a byte of response.
+        "waiting for the response"
+    } else {
+        "before the response head"
+    }
+}
+
 async fn read_stream(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
+    limits: &ReadLimits,
 ) -> Result<(), RequestError> {
-    let mut parser = SseParser::new();
+    let mut parser = SseParser::with_limit(limits.caps.event_bytes);
     let mut events: Vec<SseEvent> = Vec::new();
     let mut last_token: Option<MonoTime> = None;
     loop {
@@ -157,7 +201,15 @@ async fn read_stream(
         let Some(data) = frame.data_ref() else {
             continue;
         };
-        parser.push(data, at, &mut events);
+        parser.push(data, at, &mut events).map_err(|_| {
+            error(
+                ErrorKind::ResponseTooLarge,
+                format!(
+                    "an SSE event over {} (max_event_bytes)",
+                    show_bytes(limits.caps.event_bytes)
+                ),
+            )
+        })?;
         for ev in events.drain(..) {
             if ev.data == "[DONE]" {
                 m.end = ev.at;
@@ -180,7 +232,7 @@ async fn read_stream(
             if let Some(msg) = info.error {
                 return Err(error(ErrorKind::ServerError, msg));
             }
-            absorb(m, &info, ev.at, &mut last_token);
+            absorb(m, &info, ev.at, &mut last_token, limits)?;
         }
     }
 }
@@ -208,11 +260,29 @@ async fn drain(body: &mut hyper::body::Incoming) -> bool {
 async fn read_whole(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
+    limits: &ReadLimits,
+    declared: Option<u64>,
 ) -> Result<(), RequestError> {
+    let cap = limits.caps.body_bytes;
+    let too_large = |what: String| {
+        error(
+            ErrorKind::ResponseTooLarge,
+            format!("{what}, over {} (max_body_bytes)", show_bytes(cap)),
+        )
+    };
+    if let Some(n) = declared.filter(|&n| n > cap as u64) {
+        // Refused before a byte of it is read.
+        return Err(too_large(format!(
+            "response body of {n} bytes (Content-Length)"
+        )));
+    }
     let mut buf = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| classify_hyper(&e, "reading body"))?;
         if let Some(d) = frame.data_ref() {
+            if buf.len() + d.len() > cap {
+                return Err(too_large("response body".to_string()));
+            }
             buf.extend_from_slice(d);
         }
     }
@@ -224,14 +294,33 @@ async fn read_whole(
         return Err(error(ErrorKind::ServerError, msg));
     }
     let mut last = None;
-    absorb(m, &info, at, &mut last);
+    absorb(m, &info, at, &mut last, limits)?;
     m.end = at;
     m.reusable = true;
     Ok(())
 }
 
-fn absorb(m: &mut Measurement, info: &ChunkInfo, at: MonoTime, last_token: &mut Option<MonoTime>) {
+fn absorb(
+    m: &mut Measurement,
+    info: &ChunkInfo,
+    at: MonoTime,
+    last_token: &mut Option<MonoTime>,
+    limits: &ReadLimits,
+) -> Result<(), RequestError> {
     if info.has_token() {
+        if u64::from(m.chunks) >= limits.max_chunks {
+            return Err(error(
+                ErrorKind::ResponseTooLong,
+                format!(
+                    "over {} token chunks{} (max_output_ratio)",
+                    limits.max_chunks,
+                    match limits.max_tokens {
+                        Some(n) => format!(" for max_tokens {n}"),
+                        None => " with no max_tokens sent".to_string(),
+                    }
+                ),
+            ));
+        }
         m.chunks += 1;
         if m.first_token.is_none() {
             m.first_token = Some(at);
@@ -242,7 +331,7 @@ fn absorb(m: &mut Measurement, info: &ChunkInfo, at: MonoTime, last_token: &mut 
             m.first_output = Some(at);
         }
         if let Some(prev) = last_token.replace(at) {
-            m.gaps.push(at.since(prev));
+            m.gaps.push(at.since(prev).as_secs_f64() * 1e3);
         }
     }
     if info.usage.is_some() {
@@ -251,6 +340,7 @@ fn absorb(m: &mut Measurement, info: &ChunkInfo, at: MonoTime, last_token: &mut 
     if info.timings.is_some() {
         m.timings.clone_from(&info.timings);
     }
+    Ok(())
 }
 
 fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {

@@ -17,6 +17,8 @@ mod connection;
 mod dispatch;
 mod exchange;
 mod ids;
+mod in_flight;
+mod limits;
 mod prompt;
 mod results;
 mod run;
@@ -30,6 +32,8 @@ pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use ids::{sampled as trace_sampled, TraceContext};
+pub use in_flight::InFlightCap;
+pub use limits::ResponseLimits;
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
@@ -40,8 +44,11 @@ pub use run::{
     run, Config, Observer, Observers, Progress, ReplayError, RunOutcome, SectionsFuture,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
-pub use sse::{SseEvent, SseParser};
-pub use target::{ApiKey, Endpoint, MaxTokensField, Target, UrlError, DEFAULT_CONNECT_TIMEOUT};
+pub use sse::{EventTooLarge, SseEvent, SseParser};
+pub use target::{
+    reserved_header, uri_port, ApiKey, Endpoint, MaxTokensField, Target, UrlError,
+    DEFAULT_CONNECT_TIMEOUT,
+};
 pub use tls::{client_config, TlsError};
 pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,

@@ -4,7 +4,7 @@
 //! leaves every measurement it took. The summary is written at the end of every run, including
 //! interrupted and failed ones.
 
-use canary_core::{Aggregator, Goodput, RequestRecord, RunSummary, Stats};
+use canary_core::{Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// An artifact that could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[error("{}", path.display())]
 pub struct ArtifactError {
     /// The file.
     pub path: PathBuf,
@@ -60,8 +60,8 @@ impl ResultsWriter {
     /// (measuring goes on: the summary still counts the request).
     ///
     /// [`finish`]: ResultsWriter::finish
-    pub fn record(&mut self, record: &RequestRecord, chunk_gaps_ms: &[f64]) {
-        self.aggregator.add(record, chunk_gaps_ms);
+    pub fn record(&mut self, record: &RequestRecord, chunk_gaps: &ChunkGaps) {
+        self.aggregator.add(record, chunk_gaps);
         if let (Some((path, w)), None) = (&mut self.records, &self.write_error) {
             let line = serde_json::to_string(record).expect("records always serialize");
             let res = w
@@ -159,7 +159,8 @@ pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, Arti
         }
         match serde_json::from_slice::<RequestRecord>(&line) {
             Ok(r) => {
-                let gaps = r.chunk_gaps_ms.clone().unwrap_or_default();
+                let gaps =
+                    canary_core::ChunkGaps::from(r.chunk_gaps_ms.as_deref().unwrap_or_default());
                 aggregator.add(&r, &gaps);
                 records += 1;
             }
@@ -246,7 +247,7 @@ mod tests {
             ended_at_ms: 40.0,
             ..Default::default()
         };
-        w.record(&rec, &[1.0, 2.0]);
+        w.record(&rec, &ChunkGaps::from(&[1.0, 2.0][..]));
         // Already on disk before the run finishes.
         let lines = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
         let back: RequestRecord = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
@@ -278,7 +279,7 @@ mod tests {
                 ended_at_ms: 100.0 * id as f64 + ttft + 40.0,
                 ..Default::default()
             };
-            w.record(&rec, &[]);
+            w.record(&rec, &ChunkGaps::new());
         }
         let written = w.summary();
         // The process is killed in the middle of writing a fourth record.
@@ -309,5 +310,9 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("plainfile"), "{err}");
+        // Issue 14, item 13: the chain printed its cause three times.
+        let chain = format!("{:#}", anyhow::Error::from(crate::ReplayError::from(err)));
+        assert!(chain.starts_with("writing results: "), "{chain}");
+        assert_eq!(chain.matches("Not a directory").count(), 1, "{chain}");
     }
 }

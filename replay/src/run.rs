@@ -8,15 +8,16 @@
 
 use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
-use crate::exchange::{duplicate, exchange, Measurement};
+use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::ids::TraceContext;
+use crate::in_flight::InFlightCap;
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status, TraceRequest,
-    WallAnchor,
+    ChunkGaps, ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status,
+    TraceRequest, WallAnchor,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -72,7 +73,9 @@ pub trait Observer: Send + Sync {
 
     /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
     /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
-    /// one; the default ignores the gaps.
+    /// one; the default ignores the gaps. A stream longer than [`ChunkGaps::KEPT`] chunks
+    /// passes only its first gaps (in order, so chunk times still add up from the first
+    /// token); the later chunks are not joined one by one.
     fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
         self.annotate(record, t0);
     }
@@ -158,8 +161,9 @@ impl Config {
 
 impl Config {
     /// Checks the settings [`run()`] would otherwise trip on: a concurrency ceiling of 0 (no
-    /// request could ever be sent), a zero connect timeout (no connection could ever open)
-    /// and `extra_inputs` replacing fields canaryd sets itself.
+    /// request could ever be sent), a zero connect timeout (no connection could ever open),
+    /// extra headers that frame the request, and `extra_inputs` replacing fields canaryd
+    /// sets itself.
     /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
     pub fn validate(&self) -> Result<(), ReplayError> {
         if self.target.connect_timeout.is_zero() {
@@ -174,12 +178,27 @@ impl Config {
                 reason: "expected a positive duration, found 0".into(),
             });
         }
+        if let Err((key, reason)) = self.target.limits.validate() {
+            let field = match key {
+                "max_header_bytes" => "--max-header-bytes",
+                "max_event_bytes" => "--max-event-bytes",
+                "max_body_bytes" => "--max-body-bytes",
+                _ => "--max-output-ratio",
+            };
+            return Err(ReplayError::Invalid { field, reason });
+        }
         if self.concurrency == Some(0) {
             return Err(ReplayError::Invalid {
                 field: "--concurrency",
                 reason: "expected at least 1 request in flight, found 0".into(),
             });
         }
+        self.target
+            .check_headers()
+            .map_err(|reason| ReplayError::Invalid {
+                field: "--header",
+                reason,
+            })?;
         self.target
             .check_extra_inputs()
             .map_err(|reason| ReplayError::Invalid {
@@ -216,6 +235,11 @@ pub struct RunOutcome {
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
     /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
     pub t0_monotonic_ns: u64,
+    /// The run's in-flight ceiling and what set it.
+    pub in_flight_cap: InFlightCap,
+    /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
+    /// its own resources (`client_resources`), which are not counted against the target.
+    pub client_bottleneck: Option<String>,
     /// Sections the observers added (server-side figures, GPU energy, …).
     #[serde(flatten)]
     pub sections: serde_json::Map<String, serde_json::Value>,
@@ -234,10 +258,11 @@ pub enum ReplayError {
     #[error(transparent)]
     Connect(#[from] crate::connection::ConnectError),
     /// The release thread could not start.
-    #[error("starting the dispatch thread: {0}")]
+    // Causes are sources, never repeated in the message (`{:#}` prints each once).
+    #[error("starting the dispatch thread")]
     Dispatcher(#[source] std::io::Error),
     /// An artifact could not be written.
-    #[error("writing results: {0}")]
+    #[error("writing results")]
     Artifact(#[from] ArtifactError),
     /// A setting is out of range (see [`Config::validate`]).
     #[error("invalid replay setting {field}: {reason}")]
@@ -256,8 +281,12 @@ struct Ctx {
     target: Arc<Target>,
     connector: Connector,
     dispatcher: Dispatcher,
+    /// The concurrency setting: a request takes a permit when it is due, then its connection.
     permits: Option<Semaphore>,
-    records: mpsc::Sender<(RequestRecord, Vec<f64>)>,
+    /// The open-file ceiling, when lower than the setting: a request takes a slot before it
+    /// opens its connection, ahead of its deadline as usual.
+    slots: Option<Semaphore>,
+    records: mpsc::Sender<(RequestRecord, ChunkGaps)>,
     progress: Arc<Progress>,
     t0: MonoTime,
     stop: CancellationToken,
@@ -289,6 +318,7 @@ pub async fn run(
         config.target.port,
         tls,
         config.target.connect_timeout.min(config.target.timeout),
+        config.target.limits.header_bytes,
     )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
@@ -297,7 +327,7 @@ pub async fn run(
         .store(schedule.len() as u64, Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
-    let (tx, mut rx) = mpsc::channel::<(RequestRecord, Vec<f64>)>(4096);
+    let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
     let observer = config.observer.clone();
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
@@ -305,7 +335,8 @@ pub async fn run(
         std::thread::spawn(move || {
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
-                    o.annotate_chunks(&mut rec, &gaps, MonoTime(t0_shared.load(Ordering::Relaxed)));
+                    let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
+                    o.annotate_chunks(&mut rec, gaps.kept(), t0);
                 }
                 writer.record(&rec, &gaps);
             }
@@ -324,8 +355,18 @@ pub async fn run(
         })
     };
 
+    let in_flight_cap = InFlightCap::for_run(config.concurrency);
+    let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
+        ("concurrency", Some(n)) => (Some(Semaphore::new(n)), None),
+        (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+        (_, None) => (None, None),
+    };
+    if in_flight_cap.source == "open_files" {
+        tracing::debug!(?in_flight_cap, "in-flight ceiling from the open-file limit");
+    }
     let mut ctx = Ctx {
-        permits: config.concurrency.map(Semaphore::new),
+        permits,
+        slots,
         target: Arc::new(config.target.clone()),
         config,
         timing: schedule.timing(),
@@ -377,9 +418,15 @@ pub async fn run(
     if let Some(o) = &ctx.config.observer {
         sections.extend(o.finish(t0, end, &summary).await);
     }
+    let client_bottleneck = bottleneck(&summary);
+    if let Some(b) = &client_bottleneck {
+        tracing::warn!("{b}");
+    }
     let outcome = RunOutcome {
         interrupted,
         unsent,
+        in_flight_cap,
+        client_bottleneck,
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
@@ -400,6 +447,18 @@ pub async fn run(
         &outcome.summary,
     )?;
     Ok(outcome)
+}
+
+/// What a run where canaryd ran out of its own resources says about it.
+fn bottleneck(s: &RunSummary) -> Option<String> {
+    (s.client_errors > 0).then(|| {
+        format!(
+            "canaryd was the bottleneck: {} of {} requests failed for lack of its own resources \
+             (open files, memory or local ports), not counted against the target; raise the \
+             open-file limit (ulimit -n, LimitNOFILE=) or lower --concurrency",
+            s.client_errors, s.requests
+        )
+    })
 }
 
 /// Sleeps until `t` on the monotonic clock; false if `stop` fired first.
@@ -493,7 +552,7 @@ async fn send_one(
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> Option<(RequestRecord, Vec<f64>)> {
+) -> Option<(RequestRecord, ChunkGaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let mut rec = RequestRecord {
@@ -520,6 +579,20 @@ async fn send_one(
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
     let request = ctx.target.request(&body, &traceparent, &request_id);
     drop(body);
+    // Under the open-file ceiling a request holds a slot from before it opens its
+    // connection to its end; waiting for one past the deadline is held time.
+    let mut slot_free_at = None;
+    let _slot = match &ctx.slots {
+        None => None,
+        Some(sem) => match sem.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                let p = unless_stopped(&ctx.stop, sem.acquire()).await?.ok();
+                slot_free_at = Some(MonoTime::now());
+                p
+            }
+        },
+    };
     // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
@@ -552,6 +625,7 @@ async fn send_one(
             }
         },
     };
+    let hold_end = hold_end.max(slot_free_at);
     if let Some(h) = hold_end {
         rec.hold_ms = h.ms_since(scheduled).max(0.0);
     }
@@ -577,7 +651,7 @@ async fn send_one(
                 ctx.progress.done.fetch_add(1, Ordering::Relaxed);
                 ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
             }
-            return Some((rec, Vec::new()));
+            return Some((rec, ChunkGaps::new()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -587,6 +661,12 @@ async fn send_one(
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
     let streaming = ctx.config.target.streaming;
+    let max_tokens = ctx.target.max_tokens_sent(req.output_tokens);
+    let limits = ReadLimits {
+        caps: ctx.target.limits,
+        max_chunks: ctx.target.limits.max_output_chunks(max_tokens),
+        max_tokens,
+    };
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
     // closes after each stream, its FIN racing the next request): then the request never
     // reached the server, and it is sent once more on a new connection. The record's send
@@ -595,7 +675,7 @@ async fn send_one(
     let reused = conn.connect_time.is_none();
     let second_try = reused.then(|| duplicate(&request));
     let mut m = tokio::select! {
-        m = exchange(&mut conn, request, streaming, deadline) => m,
+        m = exchange(&mut conn, request, streaming, deadline, &limits) => m,
         _ = ctx.hard_stop.cancelled() => stopped(),
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
@@ -607,7 +687,7 @@ async fn send_one(
                 rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
                 rec.socket_cookie = conn.cookie;
                 m = tokio::select! {
-                    m = exchange(&mut conn, request, streaming, deadline) => m,
+                    m = exchange(&mut conn, request, streaming, deadline, &limits) => m,
                     _ = ctx.hard_stop.cancelled() => stopped(),
                 };
             }
@@ -619,7 +699,7 @@ async fn send_one(
             }
         }
     }
-    let gaps = fill(&mut rec, &m, t0);
+    fill(&mut rec, &m, t0);
     if m.error.is_none() && m.reusable {
         ctx.connector.release(conn);
     }
@@ -630,21 +710,28 @@ async fn send_one(
         }
     }
     if ctx.config.record_chunks {
-        rec.chunk_gaps_ms = Some(gaps.clone());
+        rec.chunk_gaps_ms = Some(m.gaps.kept().to_vec());
     }
-    Some((rec, gaps))
+    Some((rec, m.gaps))
 }
 
 fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
-    RequestError {
-        kind: ErrorKind::Connect,
-        http_status: None,
-        message: e.to_string(),
+    match e.client_exhausted {
+        true => RequestError {
+            kind: ErrorKind::ClientResources,
+            http_status: None,
+            message: format!("canaryd is out of resources, the target is not at fault: {e}"),
+        },
+        false => RequestError {
+            kind: ErrorKind::Connect,
+            http_status: None,
+            message: e.to_string(),
+        },
     }
 }
 
-/// Derives a record's metrics from a measurement; returns the chunk gaps in ms.
-fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
+/// Derives a record's metrics from a measurement.
+fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let since_sent = |t: Option<MonoTime>| t.map(|t| ms(t.since(m.sent)));
     rec.sent_at_ms = m.sent.ms_since(t0);
@@ -660,7 +747,7 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
-    rec.max_chunk_gap_ms = m.gaps.iter().max().map(|g| ms(*g));
+    rec.max_chunk_gap_ms = m.gaps.max();
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
@@ -679,5 +766,4 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) -> Vec<f64> {
             }
         }
     }
-    m.gaps.iter().map(|g| ms(*g)).collect()
 }

@@ -4,6 +4,9 @@
 //! returned it. An event is complete when its terminating blank line arrives, so it carries the
 //! time of *that* read: the moment canaryd's code could first have acted on it. Handles `\n`,
 //! `\r\n` and `\r` line endings, comments, multi-line `data:` and events split across reads.
+//!
+//! Memory is bounded: an event (its unfinished line included) longer than the parser's limit
+//! is an error, so a `data:` line that never ends costs one request, not the process.
 
 use bytes::BytesMut;
 use canary_core::MonoTime;
@@ -19,9 +22,19 @@ pub struct SseEvent {
     pub at: MonoTime,
 }
 
+/// An SSE event grew past the parser's limit (its unfinished line included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an SSE event over the limit of {limit} bytes")]
+pub struct EventTooLarge {
+    /// The limit, in bytes.
+    pub limit: usize,
+}
+
 /// Incremental SSE parser.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
+    /// Bytes an event may hold, its unfinished line included.
+    limit: usize,
     buf: BytesMut,
     event: Option<String>,
     data: Option<String>,
@@ -31,14 +44,39 @@ pub struct SseParser {
     scanned: usize,
 }
 
+impl Default for SseParser {
+    fn default() -> SseParser {
+        SseParser::with_limit(crate::limits::ResponseLimits::EVENT_BYTES)
+    }
+}
+
 impl SseParser {
-    /// An empty parser.
+    /// An empty parser whose events may hold up to 1 MiB.
     pub fn new() -> SseParser {
         SseParser::default()
     }
 
-    /// Feeds one read; complete events are appended to `out`.
-    pub fn push(&mut self, bytes: &[u8], at: MonoTime, out: &mut Vec<SseEvent>) {
+    /// An empty parser whose events may hold up to `limit` bytes, the line still being read
+    /// included.
+    pub fn with_limit(limit: usize) -> SseParser {
+        SseParser {
+            limit,
+            buf: BytesMut::new(),
+            event: None,
+            data: None,
+            pending_cr: false,
+            scanned: 0,
+        }
+    }
+
+    /// Feeds one read; complete events are appended to `out`. Past the limit the event is
+    /// an error (the parser holds at most the limit plus one read).
+    pub fn push(
+        &mut self,
+        bytes: &[u8],
+        at: MonoTime,
+        out: &mut Vec<SseEvent>,
+    ) -> Result<(), EventTooLarge> {
         let mut bytes = bytes;
         if self.pending_cr {
             self.pending_cr = false;
@@ -54,7 +92,7 @@ impl SseParser {
                 .map(|p| p + self.scanned)
             else {
                 self.scanned = self.buf.len();
-                return;
+                return self.check();
             };
             let mut end = pos + 1;
             if self.buf[pos] == b'\r' {
@@ -67,6 +105,18 @@ impl SseParser {
             let line = self.buf.split_to(end);
             self.scanned = 0;
             self.line(&line[..pos], at, out);
+            self.check()?;
+        }
+    }
+
+    /// The event so far, and the line being read, within the limit.
+    fn check(&self) -> Result<(), EventTooLarge> {
+        let held = self.buf.len()
+            + self.data.as_ref().map_or(0, String::len)
+            + self.event.as_ref().map_or(0, String::len);
+        match held > self.limit {
+            true => Err(EventTooLarge { limit: self.limit }),
+            false => Ok(()),
         }
     }
 
@@ -125,7 +175,7 @@ mod tests {
         let mut p = SseParser::new();
         let mut out = Vec::new();
         for (i, chunk) in input.chunks(piece).enumerate() {
-            p.push(chunk, MonoTime(i as u64), &mut out);
+            p.push(chunk, MonoTime(i as u64), &mut out).unwrap();
         }
         out
     }
@@ -146,12 +196,12 @@ mod tests {
     fn event_time_is_the_read_that_completed_it() {
         let mut p = SseParser::new();
         let mut out = Vec::new();
-        p.push(b"data: hel", MonoTime(10), &mut out);
+        p.push(b"data: hel", MonoTime(10), &mut out).unwrap();
         assert!(out.is_empty());
         assert!(p.has_partial_event());
-        p.push(b"lo\n", MonoTime(20), &mut out);
+        p.push(b"lo\n", MonoTime(20), &mut out).unwrap();
         assert!(out.is_empty());
-        p.push(b"\n", MonoTime(30), &mut out);
+        p.push(b"\n", MonoTime(30), &mut out).unwrap();
         assert_eq!(
             out,
             [SseEvent {
@@ -161,6 +211,43 @@ mod tests {
             }]
         );
         assert!(!p.has_partial_event());
+    }
+
+    // Issue 14, item 1: a `data:` line that never ended was buffered until the process
+    // aborted.
+    #[test]
+    fn a_line_or_an_event_past_the_limit_is_an_error_and_nothing_more_is_held() {
+        let mut p = SseParser::with_limit(1000);
+        let mut out = Vec::new();
+        let piece = [b'a'; 300];
+        p.push(b"data: ", MonoTime(0), &mut out).unwrap();
+        for _ in 0..3 {
+            p.push(&piece, MonoTime(1), &mut out).unwrap();
+        }
+        assert_eq!(
+            p.push(&piece, MonoTime(2), &mut out),
+            Err(EventTooLarge { limit: 1000 })
+        );
+        assert!(p.buffered() <= 1000 + piece.len());
+        // Many short data lines that never meet their blank line.
+        let mut p = SseParser::with_limit(1000);
+        let lines = b"data: 0123456789\n".repeat(10);
+        let mut result = Ok(());
+        for i in 0..20 {
+            result = p.push(&lines, MonoTime(i), &mut out);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(EventTooLarge { limit: 1000 }));
+        assert!(out.is_empty());
+        // Events within the limit, however many, pass.
+        let mut p = SseParser::with_limit(1000);
+        for i in 0..1000 {
+            p.push(b"data: {\"x\":1}\n\n", MonoTime(i), &mut out)
+                .unwrap();
+        }
+        assert_eq!(out.len(), 1000);
     }
 
     #[test]

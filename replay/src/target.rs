@@ -1,5 +1,6 @@
 //! The server under test and how requests to it are shaped.
 
+use crate::limits::ResponseLimits;
 use crate::prompt::PromptBody;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -135,6 +136,8 @@ pub struct Target {
     pub max_tokens_field: MaxTokensField,
     /// Fields merged into every request body (`--extra-inputs`).
     pub extra_inputs: Map<String, Value>,
+    /// How much of a response canaryd holds at most.
+    pub limits: ResponseLimits,
 }
 
 /// Default of [`Target::connect_timeout`].
@@ -172,6 +175,51 @@ pub(crate) fn owned_field(key: &str) -> Option<&'static str> {
         .map(|(_, why)| *why)
 }
 
+/// Headers an extra header (`-H`, a target's `headers`) may not set, and why: they frame the
+/// message or manage the connection, which canaryd's HTTP client does itself. Sent twice or
+/// wrong, they break every request (`Content-Length: 5` cuts each body to five bytes).
+const RESERVED_HEADERS: [(&str, &str); 10] = [
+    ("host", "it follows the target URL"),
+    (
+        "content-length",
+        "it frames the request body, which canaryd writes",
+    ),
+    (
+        "transfer-encoding",
+        "it frames the request body, which canaryd writes",
+    ),
+    (
+        "trailer",
+        "it frames the request body, which canaryd writes",
+    ),
+    ("te", "canaryd reads responses as HTTP/1.1 defines them"),
+    (
+        "expect",
+        "canaryd sends each body at once, never waiting for 100 Continue",
+    ),
+    (
+        "connection",
+        "canaryd manages its connections (one request on each at a time)",
+    ),
+    (
+        "keep-alive",
+        "canaryd manages its connections (one request on each at a time)",
+    ),
+    (
+        "proxy-connection",
+        "canaryd manages its connections (one request on each at a time)",
+    ),
+    ("upgrade", "canaryd speaks HTTP/1.1 on every connection"),
+];
+
+/// Why an extra header may not be called `name` (compared without case), if it may not.
+pub fn reserved_header(name: &str) -> Option<&'static str> {
+    RESERVED_HEADERS
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, why)| *why)
+}
+
 /// A URL canaryd cannot use as a target.
 #[derive(Debug, thiserror::Error)]
 #[error("target URL {url:?}: {reason}")]
@@ -180,6 +228,25 @@ pub struct UrlError {
     pub url: String,
     /// What is wrong with it.
     pub reason: String,
+}
+
+/// The port of `uri`: the one it names, else `default` (also for an empty port, as RFC 3986
+/// 3.2.3 says). `http::Uri` reads a port it cannot parse (`:99999`, `:abc`, `:-1`) as no port
+/// at all, which would quietly mean the default: such a port is an error naming it.
+pub fn uri_port(uri: &http::Uri, default: u16) -> Result<u16, String> {
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let after_host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+        None => host_port.find(':').map_or("", |i| &host_port[i..]),
+    };
+    match after_host.strip_prefix(':') {
+        None | Some("") => Ok(default),
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+            _ => Err(format!("port {p:?} is not a number from 1 to 65535")),
+        },
+    }
 }
 
 impl Target {
@@ -206,7 +273,7 @@ impl Target {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let port = uri_port(&uri, if tls { 443 } else { 80 }).map_err(|r| err(&r))?;
         let base = uri.path().trim_end_matches('/');
         // `http://host/v1` and `http://host` both mean the API root.
         let base = base.strip_suffix("/v1").unwrap_or(base);
@@ -225,6 +292,7 @@ impl Target {
             streaming: true,
             max_tokens_field: MaxTokensField::Both,
             extra_inputs: Map::new(),
+            limits: ResponseLimits::default(),
         })
     }
 
@@ -235,6 +303,18 @@ impl Target {
         for key in self.extra_inputs.keys() {
             if let Some(why) = owned_field(key) {
                 return Err(format!("\"{key}\" is set by canaryd: {why}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that [`Target::headers`] leaves alone the headers that frame a request or
+    /// manage its connection (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`,
+    /// …). The message names the header, never its value (it may be a secret).
+    pub fn check_headers(&self) -> Result<(), String> {
+        for (name, _) in &self.headers {
+            if let Some(why) = reserved_header(name.as_str()) {
+                return Err(format!("{name} is set by canaryd: {why}"));
             }
         }
         Ok(())
@@ -257,6 +337,12 @@ impl Target {
             self.authority(),
             self.path
         )
+    }
+
+    /// The `max_tokens` a request for `output_tokens` carries, if it carries one.
+    pub fn max_tokens_sent(&self, output_tokens: u32) -> Option<u32> {
+        (output_tokens > 0 && self.max_tokens_field != MaxTokensField::None)
+            .then_some(output_tokens)
     }
 
     /// The JSON body for one request.
@@ -375,6 +461,33 @@ mod tests {
         assert!(Target::new("ftp://x", Endpoint::Chat, "m").is_err());
     }
 
+    // Issue 14, item 5: an unreadable port was taken as "no port", i.e. 80.
+    #[test]
+    fn a_port_out_of_range_or_not_a_number_is_refused_naming_it() {
+        for (url, port) in [
+            ("http://127.0.0.1:99999", "99999"),
+            ("http://127.0.0.1:abc", "abc"),
+            ("http://127.0.0.1:-1", "-1"),
+            ("127.0.0.1:0", "0"),
+            ("https://[::1]:65536/v1", "65536"),
+            ("http://h:+80", "+80"),
+        ] {
+            match Target::new(url, Endpoint::Chat, "m") {
+                Ok(t) => panic!("{url} was accepted as port {}", t.port),
+                Err(e) => assert!(
+                    e.reason.contains(&format!("port \"{port}\"")),
+                    "{url}: {}",
+                    e.reason
+                ),
+            }
+        }
+        let t = Target::new("http://127.0.0.1:65535", Endpoint::Chat, "m").unwrap();
+        assert_eq!(t.port, 65535);
+        // An empty port means the scheme's default (RFC 3986, 3.2.3).
+        let t = Target::new("https://h:/v1", Endpoint::Chat, "m").unwrap();
+        assert_eq!(t.port, 443);
+    }
+
     #[test]
     fn body_has_lengths_stream_options_and_extras() {
         let mut t = Target::new("http://h:1", Endpoint::Chat, "smol").unwrap();
@@ -417,6 +530,39 @@ mod tests {
                 err.starts_with(&format!("\"{key}\" is set by canaryd: ")),
                 "{err}"
             );
+        }
+    }
+
+    // Issue 14, item 10: `-H 'Content-Length: 5'` was sent, and broke every request.
+    #[test]
+    fn headers_that_frame_the_request_are_refused_by_name() {
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+        t.headers.push((
+            HeaderName::from_static("x-canary"),
+            HeaderValue::from_static("1"),
+        ));
+        assert_eq!(t.check_headers(), Ok(()));
+        for name in [
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "keep-alive",
+            "upgrade",
+            "te",
+            "trailer",
+            "expect",
+            "proxy-connection",
+        ] {
+            let mut t = t.clone();
+            t.headers.push((
+                HeaderName::from_static(name),
+                HeaderValue::from_static("v-SECRET"),
+            ));
+            let e = t.check_headers().unwrap_err();
+            assert!(e.starts_with(&format!("{name} is set by canaryd: ")), "{e}");
+            assert!(!e.contains("SECRET"), "{e}");
+            assert!(reserved_header(&name.to_ascii_uppercase()).is_some());
         }
     }
 

@@ -132,3 +132,125 @@ async fn stopping_leaves_requests_queued_for_a_slot_unsent() {
         .count();
     assert_eq!(generations, 1, "the server saw only the first request");
 }
+
+/// Set in the child process that [`running_out_of_open_files_is_canaryds_fault`] starts.
+const FD_CHILD: &str = "CANARY_TEST_OPEN_FILE_LIMIT_CHILD";
+
+/// Puts the open-file limit back before the summary is written (an observer's `finish` runs
+/// just before).
+struct RestoreLimit(libc::rlimit);
+
+impl canary_replay::Observer for RestoreLimit {
+    fn annotate(&self, _: &mut canary_core::RequestRecord, _: canary_core::MonoTime) {}
+
+    fn finish<'a>(
+        &'a self,
+        _: canary_core::MonoTime,
+        _: canary_core::MonoTime,
+        _: &'a canary_core::RunSummary,
+    ) -> canary_replay::SectionsFuture<'a> {
+        // SAFETY: setrlimit reads one valid rlimit struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
+        Box::pin(async { Vec::new() })
+    }
+}
+
+// Issue 14, item 7: canaryd out of file descriptors ("Too many open files") was recorded as
+// the target's `connect` errors, and failed its verdict.
+#[test]
+fn running_out_of_open_files_is_canaryds_fault() {
+    let name = "connect::running_out_of_open_files_is_canaryds_fault";
+    if std::env::var_os(FD_CHILD).is_none() {
+        // The test lowers the process's open-file limit: it runs alone, in a child process.
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+            .env(FD_CHILD, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "the child ran the test: {text}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut original = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit struct.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut original) },
+            0
+        );
+        let progress = Arc::new(Progress::default());
+        {
+            let progress = progress.clone();
+            tokio::spawn(async move {
+                // Once the run has its files open, no new one can be: the lowest free
+                // descriptor becomes the limit.
+                while progress.total.load(Ordering::Relaxed) == 0 {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                // SAFETY: dup and close of descriptors this process owns.
+                let lowest_free = unsafe {
+                    let fd = libc::dup(0);
+                    libc::close(fd);
+                    fd
+                };
+                let lowered = libc::rlimit {
+                    rlim_cur: lowest_free as libc::rlim_t,
+                    rlim_max: original.rlim_max,
+                };
+                // SAFETY: setrlimit reads one valid rlimit struct.
+                assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
+            });
+        }
+        // Due a second after the start, well after the limit is lowered.
+        let mut reqs = requests(5, 20, 4);
+        for (i, r) in reqs.iter_mut().enumerate() {
+            r.timestamp_us = 1_000_000 + 50_000 * i as u64;
+        }
+        let t = Target::new("http://127.0.0.1:9", Endpoint::Chat, "m").unwrap();
+        let run = replay_watched(
+            reqs,
+            t,
+            |c| c.observer = Some(Arc::new(RestoreLimit(original))),
+            CancellationToken::new(),
+            progress,
+        )
+        .await;
+        assert_eq!(run.records.len(), 5);
+        for r in &run.records {
+            let e = r.error.as_ref().expect("an error");
+            assert_eq!(e.kind, ErrorKind::ClientResources, "{e:?}");
+            assert!(e.message.contains("Too many open files"), "{}", e.message);
+            assert!(
+                e.message.starts_with("canaryd is out of resources"),
+                "{}",
+                e.message
+            );
+        }
+        let s = &run.outcome.summary;
+        assert_eq!((s.errors, s.client_errors, s.error_rate), (5, 5, 0.0));
+        let b = run.outcome.client_bottleneck.as_deref().expect("said");
+        assert!(
+            b.starts_with("canaryd was the bottleneck: 5 of 5 requests"),
+            "{b}"
+        );
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(written["client_bottleneck"], b);
+        assert_eq!(written["client_errors"], 5);
+        assert_eq!(
+            written["in_flight_cap"]["source"], "open_files",
+            "{written}"
+        );
+    });
+}

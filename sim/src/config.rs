@@ -116,7 +116,7 @@ pub enum ConfigError {
         message: String,
     },
     /// A `--fault` spec.
-    #[error("--fault: {0}")]
+    #[error("--fault")]
     Fault(#[source] FaultParseError),
     /// The profile file could not be read.
     #[error("--profile {path}: cannot read")]

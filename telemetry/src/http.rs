@@ -182,6 +182,16 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// True when `authority` has a non-empty port after its host.
+fn port_given(authority: &str) -> bool {
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let after_host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+        None => host_port.find(':').map_or("", |i| &host_port[i..]),
+    };
+    after_host.len() > 1
+}
+
 impl Endpoint {
     /// An `http://` or `https://` endpoint; `https` uses `tls`, else the system's roots.
     pub fn parse(url: &str, tls: Option<Arc<ClientConfig>>) -> Result<Endpoint, ScrapeError> {
@@ -207,7 +217,19 @@ impl Endpoint {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        // `Uri` reads a port it cannot parse (`:99999`, `:abc`) as none, which would mean 80.
+        let port = match uri.port_u16() {
+            Some(0) => return Err(bad()),
+            Some(p) => p,
+            None if port_given(uri.authority().map_or("", |a| a.as_str())) => return Err(bad()),
+            None => {
+                if https {
+                    443
+                } else {
+                    80
+                }
+            }
+        };
         let tls = if https {
             let config = match tls {
                 Some(c) => c,
@@ -398,6 +420,25 @@ mod tests {
         assert!(run2.recovered());
         assert!(!run1.recovered());
         assert!(run1.failed(), "a new outage is news again");
+    }
+
+    // Issue 14, item 5: an unreadable port used to mean port 80.
+    #[test]
+    fn a_port_that_is_not_one_is_a_bad_url() {
+        for url in [
+            "http://127.0.0.1:99999/metrics",
+            "http://127.0.0.1:abc/metrics",
+            "http://127.0.0.1:-1/metrics",
+            "http://[::1]:0/metrics",
+        ] {
+            let e = Endpoint::parse(url, None).err();
+            assert!(
+                matches!(e, Some(ScrapeError::BadUrl { .. })),
+                "{url}: {e:?}"
+            );
+        }
+        assert_eq!(Endpoint::parse("http://h/m", None).unwrap().port, 80);
+        assert_eq!(Endpoint::parse("http://[::1]:9/m", None).unwrap().port, 9);
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! canary-testkit: what several crates' integration tests need alike, kept in one place.
 //! A dev-dependency only; nothing here ships in `canaryd`.
+//!
+//! * [`tls_terminator`]: TLS with a CA made on the spot, in front of a plain server.
+//! * [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
+//!   bounded in time and bytes.
+
+mod hostile;
+
+pub use hostile::{Hostile, HostileServer, DEFAULT_CONNECTION_LIMIT};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

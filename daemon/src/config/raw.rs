@@ -190,6 +190,16 @@ pub struct Target {
     pub ca_bundle: Option<PathBuf>,
     /// Default false.
     pub allow_concurrent_runs: Option<bool>,
+    /// Most bytes of a response head (status line and headers): `"64KiB"` (default) or a
+    /// number of bytes. Past a cap the request is a `response_too_large` error.
+    pub max_header_bytes: Option<ByteSize>,
+    /// Most bytes of one SSE event, its unfinished line included (default `"1MiB"`).
+    pub max_event_bytes: Option<ByteSize>,
+    /// Most bytes of a non-streaming response body (default `"16MiB"`).
+    pub max_body_bytes: Option<ByteSize>,
+    /// Token chunks read per request, as a multiple of its `max_tokens` (plus 64), before it
+    /// is a `response_too_long` error (default 8).
+    pub max_output_ratio: Option<AtLeastOneF64>,
 }
 
 /// `[workloads.NAME]`.
@@ -277,6 +287,48 @@ impl<'de> Deserialize<'de> for PositivePeriod {
         match Period::deserialize(d)? {
             Period(p) if p.is_zero() => Err(serde::de::Error::custom("must be above zero")),
             Period(p) => Ok(PositivePeriod(p)),
+        }
+    }
+}
+
+/// A size in bytes, at least 1 KiB: a number, or a string with a unit (`"64KiB"`, `"1MiB"`).
+#[derive(Debug, Clone, Copy)]
+pub struct ByteSize(pub usize);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let n = match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if n >= 0 => n as usize,
+            toml::Value::String(s) => crate::size::parse(&s).map_err(D::Error::custom)?,
+            _ => {
+                return Err(D::Error::custom(
+                    "expected a size such as \"64KiB\" or a number of bytes",
+                ))
+            }
+        };
+        match n {
+            n if n < 1024 => Err(D::Error::custom(format!(
+                "expected at least 1 KiB, found {n} bytes"
+            ))),
+            n => Ok(ByteSize(n)),
+        }
+    }
+}
+
+/// A finite number of 1 or more (integers accepted).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLeastOneF64(pub f64);
+
+impl<'de> Deserialize<'de> for AtLeastOneF64 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v >= 1.0 && v.is_finite() {
+            Ok(AtLeastOneF64(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a number of 1 or more, found {v}"
+            )))
         }
     }
 }

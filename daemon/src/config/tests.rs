@@ -383,6 +383,21 @@ fn target_errors_name_their_line() {
     let text = GOOD.replace("http://127.0.0.1:8000", "ftp://127.0.0.1:8000");
     let e = error_at(&text, "ftp://", "targets.local.url: ");
     assert!(e.contains("scheme must be http or https"), "{e}");
+    // Issue 14, item 5: an unreadable port used to mean port 80.
+    for port in ["99999", "abc", "-1", "0"] {
+        let text = GOOD.replace("127.0.0.1:8000", &format!("127.0.0.1:{port}"));
+        let e = error_at(&text, "url =", "targets.local.url: ");
+        assert!(
+            e.contains(&format!("port \"{port}\" is not a number from 1 to 65535")),
+            "{e}"
+        );
+        let text = GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("metrics_url = \"http://127.0.0.1:{port}/metrics\""),
+        );
+        let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
+        assert!(e.contains(&format!("port \"{port}\"")), "{e}");
+    }
 }
 
 #[test]
@@ -481,6 +496,63 @@ fn target_headers_are_checked_and_their_values_never_shown() {
         "targets.local.headers.x-api-key: the value is not a valid HTTP header value",
     );
     assert!(!e.contains("SECRET"), "{e}");
+    // Issue 14, item 10: framing headers broke every request of the target.
+    for key in [
+        "Content-Length",
+        "transfer-encoding",
+        "Host",
+        "Connection",
+        "Upgrade",
+        "TE",
+    ] {
+        let e = error_at(
+            &with(&format!("{key} = \"hdr-SECRET-77\"")),
+            "headers",
+            &format!("targets.local.headers.{key}: set by canaryd itself: "),
+        );
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+}
+
+// Issue 14, item 1: the response caps are per target, with defaults.
+#[test]
+fn response_caps_are_read_with_units_and_checked() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(
+        c.targets["local"].limits,
+        canary_replay::ResponseLimits::default()
+    );
+    let with = |keys: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\n{keys}"),
+        )
+    };
+    let c = parse(&with(
+        "max_header_bytes = 32768\nmax_event_bytes = \"2MiB\"\n\
+         max_body_bytes = \"64 MiB\"\nmax_output_ratio = 3",
+    ))
+    .unwrap();
+    let l = c.targets["local"].limits;
+    assert_eq!(
+        (l.header_bytes, l.event_bytes, l.body_bytes, l.output_ratio),
+        (32768, 2 << 20, 64 << 20, 3.0)
+    );
+    for (key, value, expected) in [
+        ("max_event_bytes", "\"5 parsecs\"", "unknown unit"),
+        (
+            "max_event_bytes",
+            "100",
+            "expected at least 1 KiB, found 100 bytes",
+        ),
+        ("max_body_bytes", "-5", "expected a size"),
+        ("max_header_bytes", "true", "expected a size"),
+        ("max_output_ratio", "0.5", "expected a number of 1 or more"),
+    ] {
+        let text = with(&format!("{key} = {value}"));
+        let e = error_at(&text, key, &format!("targets.local.{key}: "));
+        assert!(e.contains(expected), "{key} = {value}: {e}");
+    }
 }
 
 #[test]

@@ -1,0 +1,128 @@
+//! How much of one response canaryd holds at most. A canary is pointed at servers that
+//! misbehave: a `data:` line that never ends, a 4 GB `Content-Length`, headers that never end
+//! or a stream that never stops must each cost one classified error
+//! (`response_too_large`, `response_too_long`), never the process.
+
+/// Caps on what one response may make canaryd hold, per target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResponseLimits {
+    /// The response head: status line and headers, in bytes (hyper's `max_header_size`; at
+    /// most 100 headers besides).
+    pub header_bytes: usize,
+    /// One SSE event, its unfinished line included, in bytes.
+    pub event_bytes: usize,
+    /// A non-streaming (`--no-streaming`) response body, in bytes.
+    pub body_bytes: usize,
+    /// Token-bearing chunks read per request, as a multiple of the `max_tokens` it asked for
+    /// (plus [`ResponseLimits::OUTPUT_SLACK`]); past it the request is `response_too_long`.
+    pub output_ratio: f64,
+}
+
+impl ResponseLimits {
+    /// Default [`ResponseLimits::header_bytes`]: 64 KiB. LLM servers send a few hundred bytes
+    /// of headers; common proxies refuse more than 8–16 KiB.
+    pub const HEADER_BYTES: usize = 64 << 10;
+    /// Default [`ResponseLimits::event_bytes`]: 1 MiB. A chunk is a few hundred bytes; with
+    /// `logprobs` and top-20 alternatives a few tens of KiB.
+    pub const EVENT_BYTES: usize = 1 << 20;
+    /// Default [`ResponseLimits::body_bytes`]: 16 MiB. A 128k-token completion is about
+    /// 0.5 MiB of text.
+    pub const BODY_BYTES: usize = 16 << 20;
+    /// Default [`ResponseLimits::output_ratio`]: 8. Servers send at most one chunk per token,
+    /// proxies that re-chunk text about one per character (4 per token on average).
+    pub const OUTPUT_RATIO: f64 = 8.0;
+    /// Chunks allowed beyond `max_tokens` × ratio, for tiny `max_tokens`.
+    pub const OUTPUT_SLACK: u64 = 64;
+    /// Chunks read at most when a request sets no `max_tokens` (the server picks the length):
+    /// 8 Mi, more than any model generates in one response.
+    pub const OUTPUT_UNBOUNDED: u64 = 8 << 20;
+
+    /// Token-bearing chunks read at most for a request asking for `max_tokens` (`None` when it
+    /// sends no length field).
+    pub fn max_output_chunks(&self, max_tokens: Option<u32>) -> u64 {
+        match max_tokens {
+            Some(n) if n > 0 => {
+                (f64::from(n) * self.output_ratio).min(Self::OUTPUT_UNBOUNDED as f64) as u64
+                    + Self::OUTPUT_SLACK
+            }
+            _ => Self::OUTPUT_UNBOUNDED,
+        }
+    }
+
+    /// Checks every cap is usable; the error names the setting (as its config key).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (key, v) in [
+            ("max_header_bytes", self.header_bytes),
+            ("max_event_bytes", self.event_bytes),
+            ("max_body_bytes", self.body_bytes),
+        ] {
+            if v < 1024 {
+                return Err((key, format!("expected at least 1 KiB, found {v} bytes")));
+            }
+        }
+        if !(self.output_ratio >= 1.0 && self.output_ratio.is_finite()) {
+            return Err((
+                "max_output_ratio",
+                format!(
+                    "expected a number of 1 or more, found {}",
+                    self.output_ratio
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for ResponseLimits {
+    fn default() -> ResponseLimits {
+        ResponseLimits {
+            header_bytes: Self::HEADER_BYTES,
+            event_bytes: Self::EVENT_BYTES,
+            body_bytes: Self::BODY_BYTES,
+            output_ratio: Self::OUTPUT_RATIO,
+        }
+    }
+}
+
+/// `n` bytes as people read them: `64 KiB`, `1 MiB`, `1500 bytes`.
+pub fn show_bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_cap_follows_max_tokens_with_a_margin() {
+        let l = ResponseLimits::default();
+        assert_eq!(l.max_output_chunks(Some(100)), 864);
+        assert_eq!(
+            l.max_output_chunks(Some(0)),
+            ResponseLimits::OUTPUT_UNBOUNDED
+        );
+        assert_eq!(l.max_output_chunks(None), ResponseLimits::OUTPUT_UNBOUNDED);
+        assert_eq!(
+            l.max_output_chunks(Some(u32::MAX)),
+            ResponseLimits::OUTPUT_UNBOUNDED + ResponseLimits::OUTPUT_SLACK
+        );
+        assert_eq!(l.validate(), Ok(()));
+        let tiny = ResponseLimits {
+            event_bytes: 10,
+            ..l
+        };
+        assert_eq!(tiny.validate().unwrap_err().0, "max_event_bytes");
+        let ratio = ResponseLimits {
+            output_ratio: 0.5,
+            ..l
+        };
+        assert_eq!(ratio.validate().unwrap_err().0, "max_output_ratio");
+        assert_eq!(show_bytes(64 << 10), "64 KiB");
+        assert_eq!(show_bytes(1500), "1500 bytes");
+    }
+}

@@ -1,0 +1,189 @@
+//! Hostile servers (issue 14): a line, an event or a stream that never ends, a 4 GB body,
+//! headers that never end, garbage, hang-ups. Each costs its request one classified error,
+//! holds bounded memory, and the run goes on. The servers are bounded in bytes and time, and
+//! so is every replay here (a generous request timeout): before the caps, these tests fail on
+//! the error kind, they do not exhaust memory.
+
+use crate::support::*;
+use canary_core::{ChunkGaps, ErrorKind, RequestRecord, Status};
+use canary_replay::{Endpoint, MaxTokensField, ResponseLimits, Target};
+use canary_testkit::{Hostile, HostileServer};
+use std::time::Duration;
+
+/// A target at `server` with small caps, so a test moves little data.
+fn target(server: &HostileServer, streaming: bool) -> Target {
+    let mut t = Target::new(&server.url(), Endpoint::Chat, "m").unwrap();
+    t.streaming = streaming;
+    t.timeout = Duration::from_secs(30);
+    t.limits = ResponseLimits {
+        header_bytes: 16 << 10,
+        event_bytes: 64 << 10,
+        body_bytes: 256 << 10,
+        ..ResponseLimits::default()
+    };
+    t
+}
+
+/// The error of every record, which must all be of `kind`.
+fn errors_of(records: &[RequestRecord], n: usize, kind: ErrorKind) -> Vec<String> {
+    assert_eq!(records.len(), n, "every request is recorded");
+    records
+        .iter()
+        .map(|r| {
+            let e = r.error.as_ref().expect("an error");
+            assert_eq!(e.kind, kind, "{e:?}");
+            e.message.clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_sse_line_or_event_that_never_ends_is_response_too_large() {
+    for mode in [
+        Hostile::EndlessLine { bytes: 64 << 20 },
+        Hostile::EndlessEvent { bytes: 64 << 20 },
+    ] {
+        let server = HostileServer::start(mode);
+        let run = replay(requests(3, 20, 4), target(&server, true), |_| {}).await;
+        for m in errors_of(&run.records, 3, ErrorKind::ResponseTooLarge) {
+            assert_eq!(m, "an SSE event over 64 KiB (max_event_bytes)", "{mode:?}");
+        }
+        assert_eq!(run.outcome.summary.errors_by_kind["response_too_large"], 3);
+        // Each request stopped reading near the cap: far less than the server offered.
+        assert!(
+            server.bytes_sent() < 3 * (16 << 20),
+            "{mode:?}: {}",
+            server.bytes_sent()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_huge_body_is_response_too_large_streaming_or_not() {
+    // A declared 4 GB body is refused before a byte of it is read.
+    let server = HostileServer::start(Hostile::HugeBody {
+        declared: 4 << 30,
+        bytes: 64 << 20,
+    });
+    let run = replay(requests(2, 20, 4), target(&server, false), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLarge) {
+        assert_eq!(
+            m,
+            "response body of 4294967296 bytes (Content-Length), over 256 KiB (max_body_bytes)"
+        );
+    }
+    // Streaming, the same body is one SSE line that never ends.
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    errors_of(&run.records, 2, ErrorKind::ResponseTooLarge);
+    // A chunked body, with no length to refuse up front, is cut at the cap.
+    let server = HostileServer::start(Hostile::EndlessLine { bytes: 64 << 20 });
+    let run = replay(requests(2, 20, 4), target(&server, false), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLarge) {
+        assert_eq!(m, "response body, over 256 KiB (max_body_bytes)");
+    }
+}
+
+#[tokio::test]
+async fn headers_that_never_end_are_response_too_large() {
+    let server = HostileServer::start(Hostile::HugeHeaders { bytes: 8 << 20 });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLarge) {
+        assert_eq!(
+            m,
+            "response head over 16 KiB or 100 headers (max_header_bytes)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_error_body_keeps_only_its_first_4_kib() {
+    let server = HostileServer::start(Hostile::HugeErrorBody { bytes: 1 << 30 });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for r in &run.records {
+        let e = r.error.as_ref().unwrap();
+        assert_eq!((e.kind, e.http_status), (ErrorKind::HttpStatus, Some(503)));
+        assert_eq!(e.message.len(), 4096, "trimmed to the error body limit");
+    }
+    assert!(server.bytes_sent() < 1 << 28, "{}", server.bytes_sent());
+}
+
+#[tokio::test]
+async fn a_stream_far_past_max_tokens_is_response_too_long() {
+    let server = HostileServer::start(Hostile::EndlessStream {
+        chunks: 10_000_000,
+        every: Duration::ZERO,
+    });
+    // max_tokens 10: at most 10 x 8 + 64 token chunks are read.
+    let run = replay(requests(2, 20, 10), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLong) {
+        assert_eq!(
+            m,
+            "over 144 token chunks for max_tokens 10 (max_output_ratio)"
+        );
+    }
+    for r in &run.records {
+        assert_eq!(r.chunks, 144);
+    }
+}
+
+#[tokio::test]
+async fn a_long_stream_keeps_a_bounded_prefix_of_its_chunk_gaps() {
+    let chunks = ChunkGaps::KEPT as u64 * 5 / 2;
+    let server = HostileServer::start(Hostile::EndlessStream {
+        chunks,
+        every: Duration::ZERO,
+    });
+    let mut t = target(&server, true);
+    t.max_tokens_field = MaxTokensField::None;
+    let run = replay(requests(1, 20, 10), t, |c| c.record_chunks = true).await;
+    let r = &run.records[0];
+    // The server hung up without [DONE] after its last chunk.
+    assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::StreamCut);
+    assert_eq!(u64::from(r.chunks), chunks);
+    let gaps = r.chunk_gaps_ms.as_ref().expect("--record-chunks");
+    assert_eq!(gaps.len(), ChunkGaps::KEPT, "only the first gaps are kept");
+    let max = r
+        .max_chunk_gap_ms
+        .expect("the largest gap over every chunk");
+    assert!(gaps.iter().all(|g| *g <= max));
+}
+
+#[tokio::test]
+async fn response_side_failures_say_where_they_happened() {
+    for (mode, label) in [
+        (
+            Hostile::Garbage { bytes: 4096 },
+            "reading the response head: invalid HTTP",
+        ),
+        (
+            Hostile::CloseAfterRequest,
+            "waiting for the response: connection closed before message completed",
+        ),
+        (
+            Hostile::ResetAfterRequest,
+            "waiting for the response: connection error: Connection reset by peer",
+        ),
+    ] {
+        let server = HostileServer::start(mode);
+        let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::StreamCut) {
+            assert!(m.starts_with(label), "{mode:?}: {m}");
+            // hyper's error, then its io cause, each once.
+            let cause = m.rsplit(": ").next().unwrap();
+            assert_eq!(m.matches(cause).count(), 1, "{m}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_run_against_a_hostile_server_still_measures_its_healthy_neighbour() {
+    // Two runs at once in one process: the hostile one cannot starve the healthy one.
+    let sim = sim(&["--profile", "fast"]).await;
+    let server = HostileServer::start(Hostile::EndlessLine { bytes: 256 << 20 });
+    let (healthy, hostile) = tokio::join!(
+        replay(requests(20, 50, 8), crate::support::target(&sim), |_| {}),
+        replay(requests(20, 20, 4), target(&server, true), |_| {}),
+    );
+    assert!(healthy.records.iter().all(|r| r.status == Status::Ok));
+    errors_of(&hostile.records, 20, ErrorKind::ResponseTooLarge);
+}

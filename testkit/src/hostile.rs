@@ -1,0 +1,413 @@
+//! A loopback HTTP server that misbehaves on purpose, the way a broken or hostile inference
+//! server would: a line that never ends, a stream that never ends, a 4 GB body, headers that
+//! never end or come a byte at a time, silence, garbage. Every way ends on its own after a
+//! bounded time and byte count, so a test that fails cannot hang or fill the disk.
+//!
+//! Plain threads, no runtime: the replay tests (async) and the daemon tests (a `canaryd run`
+//! process) use it alike.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the server answers every request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hostile {
+    /// A 200 SSE stream whose first `data:` line never ends: up to `bytes` of text, no newline.
+    EndlessLine {
+        /// Bytes of the line sent at most.
+        bytes: u64,
+    },
+    /// A 200 SSE stream of one event whose `data:` lines never meet a blank line.
+    EndlessEvent {
+        /// Bytes sent at most.
+        bytes: u64,
+    },
+    /// A 200 SSE stream of valid one-token chunks that never sends `[DONE]`: `chunks` of them,
+    /// one every `every` (zero: as fast as the socket takes them), then it hangs up.
+    EndlessStream {
+        /// Chunks sent at most.
+        chunks: u64,
+        /// Pause between chunks.
+        every: Duration,
+    },
+    /// A 200 response declaring `Content-Length: declared` (say 4 GB) that sends at most
+    /// `bytes` of a JSON body that never closes, streaming or not.
+    HugeBody {
+        /// The declared length.
+        declared: u64,
+        /// Bytes actually sent at most.
+        bytes: u64,
+    },
+    /// An error status whose body is `bytes` long (the client keeps only the start).
+    HugeErrorBody {
+        /// Bytes of the body.
+        bytes: u64,
+    },
+    /// A status line, then one header whose value never ends: up to `bytes`.
+    HugeHeaders {
+        /// Bytes of the header sent at most.
+        bytes: u64,
+    },
+    /// A status line, then one header byte every `every`, never finishing the head.
+    SlowHeaders {
+        /// Pause between bytes.
+        every: Duration,
+    },
+    /// Reads the request and never answers.
+    Silent,
+    /// Reads the request and answers with `bytes` of bytes that are not HTTP, then closes.
+    Garbage {
+        /// Bytes sent.
+        bytes: u64,
+    },
+    /// Reads the request and closes the connection without a byte.
+    CloseAfterRequest,
+    /// Reads the request and resets the connection (RST).
+    ResetAfterRequest,
+}
+
+/// A running hostile server on `127.0.0.1`. Dropping it stops it: the listener closes and
+/// every connection ends at its next write or within a second.
+pub struct HostileServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Stats>,
+}
+
+#[derive(Default)]
+struct Stats {
+    requests: AtomicU64,
+    bytes_sent: AtomicU64,
+}
+
+/// How long one connection may last, whatever its mode, unless [`HostileServer::lasting`]
+/// says otherwise.
+pub const DEFAULT_CONNECTION_LIMIT: Duration = Duration::from_secs(120);
+
+impl HostileServer {
+    /// Starts answering every request as `mode`; each connection lasts at most
+    /// [`DEFAULT_CONNECTION_LIMIT`].
+    pub fn start(mode: Hostile) -> HostileServer {
+        HostileServer::lasting(mode, DEFAULT_CONNECTION_LIMIT)
+    }
+
+    /// [`HostileServer::start`], each connection lasting at most `limit`.
+    pub fn lasting(mode: Hostile, limit: Duration) -> HostileServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Stats::default());
+        {
+            let (stop, stats) = (stop.clone(), stats.clone());
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let (stop, stats) = (stop.clone(), stats.clone());
+                    std::thread::spawn(move || {
+                        let deadline = Instant::now() + limit;
+                        let mut c = Conn {
+                            tcp: conn,
+                            deadline,
+                            stop,
+                            stats,
+                        };
+                        c.serve(mode);
+                    });
+                }
+            });
+        }
+        HostileServer { port, stop, stats }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Requests read so far.
+    pub fn requests(&self) -> u64 {
+        self.stats.requests.load(Ordering::Relaxed)
+    }
+
+    /// Response bytes written so far, over every connection.
+    pub fn bytes_sent(&self) -> u64 {
+        self.stats.bytes_sent.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for HostileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so it sees the stop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+struct Conn {
+    tcp: TcpStream,
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Stats>,
+}
+
+/// Bytes written per call while streaming filler.
+const PIECE: usize = 64 * 1024;
+
+impl Conn {
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    /// Writes all of `bytes`; false once the client is gone or time is up.
+    fn send(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() {
+            if self.over() {
+                return false;
+            }
+            match self.tcp.write(bytes) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.stats.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+                    bytes = &bytes[n..];
+                }
+                // The write timeout: the client is not reading; look at the clock again.
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Sends `filler` again and again, `total` bytes at most.
+    fn flood(&mut self, filler: u8, total: u64) {
+        let piece = vec![filler; PIECE];
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(PIECE as u64) as usize;
+            if !self.send(&piece[..n]) {
+                return;
+            }
+            left -= n as u64;
+        }
+    }
+
+    /// Waits until the client closes or time is up, reading and dropping what it sends.
+    fn linger(&mut self) {
+        let mut buf = [0u8; 4096];
+        while !self.over() {
+            match self.tcp.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn pause(&self, d: Duration) -> bool {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            if self.over() {
+                return false;
+            }
+            std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+        }
+        true
+    }
+
+    /// Reads one request (head and `Content-Length` body, both bounded); false if none came.
+    fn read_request(&mut self) -> bool {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if self.over() || buf.len() > 1 << 20 {
+                return false;
+            }
+            match self.tcp.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return false,
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+            .min(64 << 20);
+        let mut have = buf.len() - head_end;
+        while have < length {
+            if self.over() {
+                return false;
+            }
+            match self.tcp.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => have += n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return false,
+            }
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn serve(&mut self, mode: Hostile) {
+        let tick = Some(Duration::from_secs(1));
+        if self.tcp.set_read_timeout(tick).is_err() || self.tcp.set_write_timeout(tick).is_err() {
+            return;
+        }
+        let _ = self.tcp.set_nodelay(true);
+        if !self.read_request() {
+            return;
+        }
+        const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                             cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
+        match mode {
+            Hostile::EndlessLine { bytes } => {
+                // One chunk of the chunked body as large as the whole line.
+                let start = b"data: {\"choices\":[{\"delta\":{\"content\":\"";
+                let head = format!("{:x}\r\n", start.len() as u64 + bytes);
+                if self.send(SSE) && self.send(head.as_bytes()) && self.send(start) {
+                    self.flood(b'a', bytes);
+                }
+            }
+            Hostile::EndlessEvent { bytes } => {
+                let line = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n";
+                let per = line.len() as u64;
+                let lines = bytes / per;
+                let head = format!("{:x}\r\n", lines * per);
+                if self.send(SSE) && self.send(head.as_bytes()) {
+                    let piece: Vec<u8> = line
+                        .iter()
+                        .copied()
+                        .cycle()
+                        .take(line.len() * 1024)
+                        .collect();
+                    let mut left = lines;
+                    while left > 0 {
+                        let n = left.min(1024);
+                        if !self.send(&piece[..(n * per) as usize]) {
+                            return;
+                        }
+                        left -= n;
+                    }
+                }
+            }
+            Hostile::EndlessStream { chunks, every } => {
+                if !self.send(SSE) {
+                    return;
+                }
+                let event =
+                    b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n";
+                let framed = [format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat();
+                // Without a pause, batch the chunks into large writes; each is still its
+                // own SSE event, so the client counts every one.
+                let batch = if every.is_zero() { 512 } else { 1 };
+                let piece = framed.repeat(batch);
+                let mut sent = 0;
+                while sent < chunks {
+                    let n = (chunks - sent).min(batch as u64) as usize;
+                    if !self.send(&piece[..n * framed.len()]) {
+                        return;
+                    }
+                    sent += n as u64;
+                    if !every.is_zero() && !self.pause(every) {
+                        return;
+                    }
+                }
+                // Hang up without `[DONE]`: the stream is cut.
+                return;
+            }
+            Hostile::HugeBody { declared, bytes } => {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n"
+                );
+                let start = b"{\"choices\":[{\"message\":{\"content\":\"";
+                if self.send(head.as_bytes()) && self.send(start) {
+                    self.flood(b'a', bytes.min(declared));
+                }
+            }
+            Hostile::HugeErrorBody { bytes } => {
+                let head = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {bytes}\r\n\r\n"
+                );
+                if self.send(head.as_bytes()) {
+                    self.flood(b'e', bytes);
+                }
+            }
+            Hostile::HugeHeaders { bytes } => {
+                if self.send(b"HTTP/1.1 200 OK\r\nx-filler: ") {
+                    self.flood(b'h', bytes);
+                }
+            }
+            Hostile::SlowHeaders { every } => {
+                if !self.send(b"HTTP/1.1 200 OK\r\n") {
+                    return;
+                }
+                for &b in b"x-slow: 1".iter().cycle() {
+                    if !self.pause(every) || !self.send(&[b]) {
+                        return;
+                    }
+                }
+            }
+            Hostile::Silent => {}
+            Hostile::Garbage { bytes } => {
+                let noise: Vec<u8> = (0..bytes).map(|i| (i * 131 % 251) as u8).collect();
+                self.send(&noise);
+                return;
+            }
+            Hostile::CloseAfterRequest => return,
+            Hostile::ResetAfterRequest => {
+                // SO_LINGER 0: close sends RST instead of FIN.
+                let _ = socket_linger_zero(&self.tcp);
+                return;
+            }
+        }
+        // Hold the connection until the client goes or time is up: a hostile server never
+        // ends a response properly.
+        self.linger();
+        let _ = self.tcp.shutdown(Shutdown::Both);
+    }
+}
+
+fn socket_linger_zero(tcp: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: valid fd, a `linger` struct and its size, as SO_LINGER takes.
+    let rc = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

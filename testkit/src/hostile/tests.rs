@@ -1,0 +1,73 @@
+use super::*;
+
+/// Sends one request and reads until the server closes; the bytes it sent.
+fn exchange(server: &HostileServer) -> Vec<u8> {
+    let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    tcp.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match tcp.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("the server did not end the connection: {e}"),
+        }
+    }
+}
+
+#[test]
+fn every_mode_ends_on_its_own_within_its_bounds() {
+    let limit = Duration::from_millis(500);
+    for mode in [
+        Hostile::EndlessLine { bytes: 100_000 },
+        Hostile::EndlessEvent { bytes: 100_000 },
+        Hostile::EndlessStream {
+            chunks: 1000,
+            every: Duration::ZERO,
+        },
+        Hostile::HugeBody {
+            declared: 4 << 30,
+            bytes: 100_000,
+        },
+        Hostile::HugeErrorBody { bytes: 100_000 },
+        Hostile::HugeHeaders { bytes: 100_000 },
+        Hostile::SlowHeaders {
+            every: Duration::from_millis(10),
+        },
+        Hostile::Silent,
+        Hostile::Garbage { bytes: 1000 },
+        Hostile::CloseAfterRequest,
+        Hostile::ResetAfterRequest,
+    ] {
+        let server = HostileServer::lasting(mode, limit);
+        let got = exchange(&server);
+        assert_eq!(server.requests(), 1, "{mode:?}");
+        let text = String::from_utf8_lossy(&got);
+        match mode {
+            Hostile::EndlessLine { bytes }
+            | Hostile::EndlessEvent { bytes }
+            | Hostile::HugeBody { bytes, .. }
+            | Hostile::HugeErrorBody { bytes }
+            | Hostile::HugeHeaders { bytes } => {
+                assert!(
+                    got.len() as u64 >= bytes * 9 / 10,
+                    "{mode:?}: {}",
+                    got.len()
+                );
+                assert!(text.starts_with("HTTP/1.1 "), "{mode:?}");
+            }
+            Hostile::EndlessStream { chunks, .. } => {
+                assert_eq!(text.matches("data: ").count() as u64, chunks);
+                assert!(!text.contains("[DONE]"));
+            }
+            Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
+            Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
+            Hostile::Silent | Hostile::CloseAfterRequest | Hostile::ResetAfterRequest => {
+                assert!(got.is_empty(), "{mode:?}")
+            }
+        }
+    }
+}
