@@ -58,6 +58,7 @@ mod engine;
 mod fault;
 mod generate;
 mod http;
+mod link;
 mod metrics;
 mod openai;
 mod prefix_cache;
@@ -66,11 +67,11 @@ mod prompt;
 mod server;
 mod truth;
 
-pub use config::{Args, Config, ConfigError};
+pub use config::{default_engine_version, Args, Config, ConfigError};
 pub use fault::{FaultInjector, FaultParseError, FaultPlan};
-pub use profile::{Profile, ProfilePatch};
+pub use profile::{Capacity, KvAdmission, Profile, ProfilePatch, UnloadedLatency};
 pub use server::Sim;
-pub use truth::TruthRecord;
+pub use truth::{NetDelay, TruthRecord};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use canary_core::MonoTime;
@@ -19,7 +20,7 @@ use crate::generate;
 use crate::http::{self, Conn, ReadError, RequestHead};
 use crate::metrics::Metrics;
 use crate::openai::Api;
-use crate::profile::ProfilePatch;
+use crate::profile::{Profile, ProfilePatch};
 use crate::truth::{TruthRecord, TruthStore};
 
 /// State shared by every connection.
@@ -33,8 +34,23 @@ pub(crate) struct Shared {
     pub block_size: u32,
     /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
     pub authorization: Option<String>,
+    /// `--max-model-len`, if given.
+    max_model_len: Option<u64>,
+    /// What `GET /version` reports; `POST /sim/version` changes it.
+    engine_version: RwLock<String>,
+    /// Unix seconds at startup: `created` in `/v1/models`.
+    created: u64,
     seq: AtomicU64,
     pub gen_index: AtomicU64,
+}
+
+impl Shared {
+    /// The longest `prompt + max_tokens` accepted: `--max-model-len`, capped by the KV budget.
+    pub fn max_model_len(&self, profile: &Profile) -> u64 {
+        self.max_model_len
+            .unwrap_or(profile.kv_budget_tokens)
+            .min(profile.kv_budget_tokens)
+    }
 }
 
 /// What to do with the connection after a response.
@@ -82,6 +98,11 @@ impl Sim {
             reasoning_tokens: config.reasoning_tokens,
             block_size: config.block_size,
             authorization: config.api_key.map(|k| format!("Bearer {k}")),
+            max_model_len: config.max_model_len,
+            engine_version: RwLock::new(config.engine_version),
+            created: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
         });
@@ -234,14 +255,16 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     let json = "application/json";
     let (status, ctype, out): (u16, &str, Vec<u8>) =
         match (head.method.as_str(), head.path.as_str()) {
-            ("GET", "/v1/models") => {
-                let profile = shared.engine.profile();
-                let v = serde_json::json!({"object": "list", "data": [{
-                    "id": shared.model, "object": "model", "created": 0, "owned_by": "canary-sim",
-                    "root": shared.model, "parent": null, "max_model_len": profile.kv_budget_tokens,
-                }]});
-                (200, json, v.to_string().into_bytes())
+            ("GET", "/v1/models") => (200, json, models(shared).into_bytes()),
+            ("GET", "/version") => {
+                let v = shared.engine_version.read().expect("version lock").clone();
+                let body = serde_json::json!({ "version": v });
+                (200, json, body.to_string().into_bytes())
             }
+            ("POST", "/sim/version") => match set_version(shared, body) {
+                Ok(out) => (200, json, out),
+                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+            },
             ("GET", "/health") => (200, "text/plain", Vec::new()),
             ("GET", "/metrics") => (
                 200,
@@ -285,10 +308,12 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                     "/v1/chat/completions",
                     "/v1/completions",
                     "/v1/models",
+                    "/version",
                     "/health",
                     "/metrics",
                     "/sim/truth",
                     "/sim/profile",
+                    "/sim/version",
                 ];
                 let status = if known.contains(&path) { 405 } else { 404 };
                 let msg = format!("{} {path}: {}", head.method, http::reason(status));
@@ -301,10 +326,45 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     }
 }
 
-/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned.
+/// The `/v1/models` body, shaped like vLLM's `ModelList` (`owned_by` names the sim).
+fn models(shared: &Shared) -> String {
+    let profile = shared.engine.profile();
+    let permission = serde_json::json!({
+        "id": format!("modelperm-canary-sim-{}", shared.created),
+        "object": "model_permission", "created": shared.created,
+        "allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true,
+        "allow_search_indices": false, "allow_view": true, "allow_fine_tuning": false,
+        "organization": "*", "group": null, "is_blocking": false,
+    });
+    serde_json::json!({"object": "list", "data": [{
+        "id": shared.model, "object": "model", "created": shared.created,
+        "owned_by": "canary-sim", "root": shared.model, "parent": null,
+        "max_model_len": shared.max_model_len(&profile), "permission": [permission],
+    }]})
+    .to_string()
+}
+
+/// `POST /sim/version {"version": "..."}`: what `GET /version` reports from now on.
+fn set_version(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        version: String,
+    }
+    let b: Body = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if b.version.trim().is_empty() || b.version.chars().any(char::is_control) {
+        return Err("version must be non-empty, without control characters".into());
+    }
+    let out = serde_json::json!({ "version": b.version }).to_string();
+    tracing::info!("canary-sim: engine version now {:?}", b.version);
+    *shared.engine_version.write().expect("version lock") = b.version;
+    Ok(out.into_bytes())
+}
+
+/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned (on a
+/// slow link, the time the sim produced them; see [`Conn::send`]).
 pub(crate) async fn write_timed(conn: &mut Conn, bytes: &[u8]) -> std::io::Result<u64> {
-    conn.stream.write_all(bytes).await?;
-    Ok(MonoTime::now().as_nanos())
+    conn.send(bytes).await
 }
 
 /// A complete response in one write.
@@ -352,7 +412,10 @@ pub(crate) async fn respond_error(
             }
         }
         Err(_) => {
-            rec.end_ns = MonoTime::now().as_nanos();
+            let now = MonoTime::now().as_nanos();
+            rec.end_ns = now;
+            rec.disconnected = true;
+            rec.disconnect_ns = Some(now);
             Next::Close
         }
     }
