@@ -8,7 +8,9 @@
 //! `vt` is more than 1 ms ahead of the clock (tokio's timer has 1 ms resolution), otherwise it
 //! just yields. So sub-millisecond steps come out in small bursts but at the right average rate.
 //! If the engine falls more than 5 ms behind (the host was busy), the lost time is forgotten
-//! instead of replayed as a burst, as a real GPU would not catch up either.
+//! instead of replayed as a burst, as a real GPU would not catch up either; it is counted
+//! (`canary_sim_engine_lag_dropped_seconds_total`), since the sim then served less than its
+//! profile says.
 
 mod scheduler;
 
@@ -98,6 +100,7 @@ impl EngineHandle {
 pub(crate) struct Engine {
     rx: mpsc::UnboundedReceiver<Seq>,
     profile: Arc<RwLock<Arc<Profile>>>,
+    metrics: Arc<Metrics>,
     sched: Scheduler,
 }
 
@@ -114,6 +117,7 @@ impl Engine {
         let engine = Engine {
             rx,
             profile: profile.clone(),
+            metrics: metrics.clone(),
             sched: Scheduler::new(block_size, cache_blocks, metrics, aborts.clone()),
         };
         (
@@ -145,7 +149,11 @@ impl Engine {
                 continue;
             };
             let now = MonoTime::now().as_nanos();
-            vt = vt.max(now.saturating_sub(MAX_LAG_NS)) + cost as u64;
+            let floor = now.saturating_sub(MAX_LAG_NS);
+            if floor > vt {
+                self.metrics.lag_dropped_ns.fetch_add(floor - vt, Relaxed);
+            }
+            vt = vt.max(floor) + cost as u64;
             if vt > now + SLEEP_THRESHOLD_NS {
                 tokio::time::sleep(Duration::from_nanos(vt - now)).await;
             } else {

@@ -42,11 +42,11 @@ pub(crate) async fn serve(
     if let Some(ms) = fault.net_delay_ms {
         conn.link = Some(DelayLine::new(ms));
     }
-    let mut next = respond(shared, conn, head, body, rec, api, &fault).await;
+    let (mut next, timings) = respond(shared, conn, head, body, rec, api, &fault).await;
     if conn.link.is_some() {
         if !rec.disconnected {
             match conn.drain().await {
-                Err(e) => next = client_gone(rec, e.to_string()),
+                Err(why) => next = client_gone(rec, why),
                 Ok(()) if next == Next::Reset => rec.end_ns = MonoTime::now().as_nanos(),
                 Ok(()) => {}
             }
@@ -55,10 +55,18 @@ pub(crate) async fn serve(
         let role_events = usize::from(api == Api::Chat);
         link::settle(rec, &line, role_events);
     }
+    // Counted once the tokens that reached the socket are known, so that the token counters
+    // keep equal to the truth's `completion_tokens`.
+    if let Some(t) = timings {
+        shared
+            .metrics
+            .finish(rec.prompt_tokens, rec.completion_tokens, &t);
+    }
     next
 }
 
-/// Everything after the fault is known: validation, the engine, the reply, the metrics.
+/// Everything after the fault is known: validation, the engine, the reply. Returns the
+/// server-side timings of a request that reached the engine.
 async fn respond(
     shared: &Shared,
     conn: &mut Conn,
@@ -67,21 +75,21 @@ async fn respond(
     rec: &mut TruthRecord,
     api: Api,
     fault: &FaultPlan,
-) -> Next {
+) -> (Next, Option<RequestTimings>) {
     let keep_alive = head.keep_alive;
     let reasoning = match head.header("x-sim-reasoning-tokens") {
         Some(v) => match v.parse::<u32>() {
             Ok(n) => n,
             Err(_) => {
                 let msg = format!("x-sim-reasoning-tokens: {v:?} is not a non-negative integer");
-                return respond_error(conn, rec, 400, &msg, keep_alive).await;
+                return (respond_error(conn, rec, 400, &msg, keep_alive).await, None);
             }
         },
         None => shared.reasoning_tokens,
     };
     let req = match GenRequest::parse(api, &body, shared.block_size) {
         Ok(r) => r,
-        Err(msg) => return respond_error(conn, rec, 400, &msg, keep_alive).await,
+        Err(msg) => return (respond_error(conn, rec, 400, &msg, keep_alive).await, None),
     };
     drop(body);
     rec.stream = req.stream;
@@ -99,7 +107,7 @@ async fn respond(
 
     if let Some(status) = fault.status {
         if let Err(e) = reply::stall(conn, fault.stall_first_ms).await {
-            return client_gone(rec, e.to_string());
+            return (client_gone(rec, e.to_string()), None);
         }
         let body = chunk::error_body(status, &format!("injected fault: status={status}"));
         let head_bytes = http::response_head(
@@ -109,7 +117,7 @@ async fn respond(
             keep_alive,
             &extra,
         );
-        return finish_plain(
+        let next = finish_plain(
             conn,
             rec,
             status,
@@ -119,6 +127,7 @@ async fn respond(
             keep_alive,
         )
         .await;
+        return (next, None);
     }
 
     let profile = shared.engine.profile();
@@ -131,7 +140,7 @@ async fn respond(
              {need} tokens ({} in the messages, {max_tokens} in the completion).",
             req.prompt.count
         );
-        return respond_error(conn, rec, 400, &msg, keep_alive).await;
+        return (respond_error(conn, rec, 400, &msg, keep_alive).await, None);
     }
     let reasoning = if api == Api::Chat {
         reasoning.min(max_tokens)
@@ -167,11 +176,7 @@ async fn respond(
     };
     // Abort now, not when the slow link (if any) has drained: the engine is done with it.
     drop(seq);
-    let timings = timings(rec, api, finished);
-    shared
-        .metrics
-        .finish(rec.prompt_tokens, rec.completion_tokens, &timings);
-    next
+    (next, Some(timings(rec, api, finished)))
 }
 
 /// What the engine knows about the request, into its record.

@@ -74,6 +74,7 @@ pub use server::Sim;
 pub use truth::{NetDelay, TruthRecord};
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -103,6 +104,13 @@ impl SimHandle {
     /// The current latency profile.
     pub fn profile(&self) -> Profile {
         (*self.shared.engine.profile()).clone()
+    }
+
+    /// Time the engine fell more than 5 ms behind its virtual clock (the host was busy) and
+    /// dropped rather than caught up: the sim served that much less than its profile says.
+    pub fn engine_lag_dropped(&self) -> std::time::Duration {
+        let ns = self.shared.metrics.lag_dropped_ns.load(Ordering::Relaxed);
+        std::time::Duration::from_nanos(ns)
     }
 
     /// Stops serving, waits for the server task and flushes the truth log.

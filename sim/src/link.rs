@@ -159,10 +159,16 @@ impl Conn {
         }
     }
 
-    /// Writes everything still queued, each when due.
-    pub async fn drain(&mut self) -> io::Result<()> {
-        while self.link.as_ref().is_some_and(|l| !l.queue.is_empty()) {
-            self.write_front().await?;
+    /// Writes everything still queued, each when due, watching for the client leaving
+    /// meanwhile. `Err` is why the client is gone.
+    pub async fn drain(&mut self) -> Result<(), String> {
+        while let Some(d) = self.until_due() {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => self.flush_due().await.map_err(|e| e.to_string())?,
+                alive = self.read_more() => if !alive {
+                    return Err("client closed the connection".into());
+                },
+            }
         }
         Ok(())
     }
@@ -185,6 +191,9 @@ pub(crate) fn settle(rec: &mut TruthRecord, link: &DelayLine, events_before_toke
     };
     let w = |t: Option<u64>| t.and_then(|t| link.written(t));
     rec.first_byte_ns = w(produced.first_byte_ns);
+    if produced.first_byte_ns.is_some() && rec.first_byte_ns.is_none() {
+        rec.status = 0; // no head reached the client
+    }
     rec.first_chunk_ns = w(produced.first_chunk_ns);
     rec.first_token_ns = w(produced.first_token_ns);
     rec.first_output_ns = w(produced.first_output_ns);

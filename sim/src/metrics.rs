@@ -107,6 +107,8 @@ pub(crate) struct Metrics {
     pub prefix_queries: AtomicU64,
     pub prefix_hits: AtomicU64,
     pub preemptions: AtomicU64,
+    /// Time the engine fell behind its virtual clock by more than it catches up, and dropped.
+    pub lag_dropped_ns: AtomicU64,
     finished_length: AtomicU64,
     finished_abort: AtomicU64,
     hist: Mutex<Histograms>,
@@ -124,6 +126,7 @@ impl Metrics {
             prefix_queries: AtomicU64::new(0),
             prefix_hits: AtomicU64::new(0),
             preemptions: AtomicU64::new(0),
+            lag_dropped_ns: AtomicU64::new(0),
             finished_length: AtomicU64::new(0),
             finished_abort: AtomicU64::new(0),
             hist: Mutex::new(Histograms {
@@ -229,6 +232,13 @@ impl Metrics {
             "counter",
             "Prefix cache hits, in terms of number of cached tokens.",
             n(&self.prefix_hits),
+        );
+        // The sim's own: not vLLM's, so that a reader knows when the host starved the engine.
+        scalar(
+            "canary_sim_engine_lag_dropped_seconds_total",
+            "counter",
+            "Time the simulated engine fell more than 5 ms behind its virtual clock (busy host) and dropped instead of catching up.",
+            format!("{:?}", self.lag_dropped_ns.load(Relaxed) as f64 / 1e9),
         );
         let name = "vllm:request_success_total";
         let _ = writeln!(
@@ -362,7 +372,7 @@ mod tests {
                 assert!(typed.iter().any(|t| name.starts_with(t.as_str())), "{line}");
             }
         }
-        assert_eq!(typed.len(), 16);
+        assert_eq!(typed.len(), 17);
         assert!(text.contains(
             "vllm:request_success_total{model_name=\"m\\\"x\",engine=\"0\",finished_reason=\"length\"} 1\n"
         ));
