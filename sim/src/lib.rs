@@ -2,15 +2,17 @@
 //! tell the truth.
 //!
 //! It serves `POST /v1/chat/completions` and `POST /v1/completions` (streaming SSE and not),
-//! `GET /v1/models`, `GET /health` and a vLLM V1-shaped `GET /metrics`, with a latency model
-//! (prefill, prefix cache, continuous-batching decode, capacity and a FIFO queue), injectable
-//! faults, and a ground-truth record of every generation request on CLOCK_MONOTONIC, so that
-//! canaryd's client-side measurements can be checked against what the server really did.
+//! `GET /v1/models`, `GET /version`, `GET /health` and a vLLM V1-shaped `GET /metrics`, with a
+//! latency model (prefill, prefix cache, continuous-batching decode, capacity, a FIFO queue, KV
+//! admission with optional preemption), injectable faults, and a ground-truth record of every
+//! generation request on CLOCK_MONOTONIC, so that canaryd's client-side measurements can be
+//! checked against what the server really did.
 //!
 //! Main types:
 //! - [`Args`] (the `canaryd sim` flags) → [`Config`] (validated, via `TryFrom`);
 //! - [`Profile`]: the latency model's parameters ([`Profile::fast`], [`Profile::illustrative`],
-//!   [`Profile::load`]);
+//!   [`Profile::capacity_profile`], [`Profile::load`]) and its closed-form throughput
+//!   ([`Profile::capacity`] → [`Capacity`]);
 //! - [`Sim`]: [`Sim::bind`] then [`Sim::run`]; [`spawn`] gives a [`SimHandle`] for tests;
 //! - [`TruthRecord`]: one request's ground truth; [`FaultPlan`]: one response's faults.
 //!
@@ -28,7 +30,10 @@
 //! `decode_base_us + decode_per_seq_us × running`, plus `prefill_overhead_us +
 //! prefill_us_per_token × uncached_prompt_tokens` for each request admitted in that step, and
 //! gives every running sequence one token. Requests wait in a FIFO queue while `max_running`
-//! sequences run or the KV budget (`prompt + max_tokens` reserved per running request) is full.
+//! sequences run or the KV budget is full: by default `prompt + max_tokens` is reserved per
+//! running request; with [`KvAdmission::Optimistic`] a request is admitted on its prompt, grows
+//! one token per step, and the newest running sequence is preempted when the budget runs out,
+//! as in vLLM. A client that leaves aborts its sequence at the next step.
 //! The prefix cache hashes each `--block-size` block of prompt tokens chained with its prefix
 //! and keeps `--cache-blocks` blocks in LRU order; `cached_tokens` = matched full blocks × block
 //! size.
