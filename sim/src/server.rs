@@ -74,9 +74,8 @@ pub struct Sim {
 impl Sim {
     /// Binds the listener and builds the engine; nothing runs until [`Sim::run`].
     pub async fn bind(config: Config) -> anyhow::Result<Sim> {
-        let listener = TcpListener::bind(config.addr)
-            .await
-            .with_context(|| format!("canary-sim: binding {}", config.addr))?;
+        let listener =
+            listen(config.addr).with_context(|| format!("canary-sim: binding {}", config.addr))?;
         let metrics = Arc::new(Metrics::new(&config.model));
         let (engine, handle) = Engine::new(
             config.profile.clone(),
@@ -156,6 +155,22 @@ impl Sim {
         tokio::task::spawn_blocking(move || s.truth.close()).await?;
         result
     }
+}
+
+/// Listen backlog: the kernel caps it at `net.core.somaxconn` (4096 by default). tokio's
+/// `TcpListener::bind` asks for 128: a burst of new connections while the host starves the
+/// accept loop then loses SYNs, and each lost SYN costs the client a 1 s+ retransmit.
+const BACKLOG: u32 = 4096;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
