@@ -133,7 +133,7 @@ async fn respond(
     let profile = shared.engine.profile();
     let max_tokens = req.max_tokens.unwrap_or(profile.default_max_tokens);
     let need = req.prompt.count as u64 + max_tokens as u64;
-    let limit = shared.max_model_len(&profile);
+    let limit = shared.identity.max_model_len(&profile);
     if need > limit {
         let msg = format!(
             "This model's maximum context length is {limit} tokens. However, you requested \

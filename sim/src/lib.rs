@@ -63,6 +63,7 @@ mod engine;
 mod fault;
 mod generate;
 mod http;
+mod identity;
 mod link;
 mod metrics;
 mod openai;

@@ -2,8 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use canary_core::MonoTime;
@@ -18,9 +17,10 @@ use crate::engine::{Engine, EngineHandle};
 use crate::fault::FaultInjector;
 use crate::generate;
 use crate::http::{self, Conn, ReadError, RequestHead};
+use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
-use crate::profile::{Profile, ProfilePatch};
+use crate::profile::ProfilePatch;
 use crate::truth::{TruthRecord, TruthStore};
 
 /// State shared by every connection.
@@ -34,23 +34,10 @@ pub(crate) struct Shared {
     pub block_size: u32,
     /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
     pub authorization: Option<String>,
-    /// `--max-model-len`, if given.
-    max_model_len: Option<u64>,
-    /// What `GET /version` reports; `POST /sim/version` changes it.
-    engine_version: RwLock<String>,
-    /// Unix seconds at startup: `created` in `/v1/models`.
-    created: u64,
+    /// `/version`, `/v1/models` and the context-length limit.
+    pub identity: Identity,
     seq: AtomicU64,
     pub gen_index: AtomicU64,
-}
-
-impl Shared {
-    /// The longest `prompt + max_tokens` accepted: `--max-model-len`, capped by the KV budget.
-    pub fn max_model_len(&self, profile: &Profile) -> u64 {
-        self.max_model_len
-            .unwrap_or(profile.kv_budget_tokens)
-            .min(profile.kv_budget_tokens)
-    }
 }
 
 /// What to do with the connection after a response.
@@ -88,6 +75,7 @@ impl Sim {
                 Some(p) => format!("--truth-log {}: cannot open", p.display()),
                 None => "truth store".into(),
             })?;
+        let identity = Identity::new(&config.model, config.max_model_len, config.engine_version);
         let shared = Arc::new(Shared {
             model: config.model,
             engine: handle,
@@ -97,11 +85,7 @@ impl Sim {
             reasoning_tokens: config.reasoning_tokens,
             block_size: config.block_size,
             authorization: config.api_key.map(|k| format!("Bearer {k}")),
-            max_model_len: config.max_model_len,
-            engine_version: RwLock::new(config.engine_version),
-            created: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            identity,
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
         });
@@ -270,13 +254,12 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     let json = "application/json";
     let (status, ctype, out): (u16, &str, Vec<u8>) =
         match (head.method.as_str(), head.path.as_str()) {
-            ("GET", "/v1/models") => (200, json, models(shared).into_bytes()),
-            ("GET", "/version") => {
-                let v = shared.engine_version.read().expect("version lock").clone();
-                let body = serde_json::json!({ "version": v });
-                (200, json, body.to_string().into_bytes())
+            ("GET", "/v1/models") => {
+                let profile = shared.engine.profile();
+                (200, json, shared.identity.models(&profile))
             }
-            ("POST", "/sim/version") => match set_version(shared, body) {
+            ("GET", "/version") => (200, json, shared.identity.version()),
+            ("POST", "/sim/version") => match shared.identity.set_version(body) {
                 Ok(out) => (200, json, out),
                 Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
             },
@@ -339,41 +322,6 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
     }
-}
-
-/// The `/v1/models` body, shaped like vLLM's `ModelList` (`owned_by` names the sim).
-fn models(shared: &Shared) -> String {
-    let profile = shared.engine.profile();
-    let permission = serde_json::json!({
-        "id": format!("modelperm-canary-sim-{}", shared.created),
-        "object": "model_permission", "created": shared.created,
-        "allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true,
-        "allow_search_indices": false, "allow_view": true, "allow_fine_tuning": false,
-        "organization": "*", "group": null, "is_blocking": false,
-    });
-    serde_json::json!({"object": "list", "data": [{
-        "id": shared.model, "object": "model", "created": shared.created,
-        "owned_by": "canary-sim", "root": shared.model, "parent": null,
-        "max_model_len": shared.max_model_len(&profile), "permission": [permission],
-    }]})
-    .to_string()
-}
-
-/// `POST /sim/version {"version": "..."}`: what `GET /version` reports from now on.
-fn set_version(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, String> {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        version: String,
-    }
-    let b: Body = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    if b.version.trim().is_empty() || b.version.chars().any(char::is_control) {
-        return Err("version must be non-empty, without control characters".into());
-    }
-    let out = serde_json::json!({ "version": b.version }).to_string();
-    tracing::info!("canary-sim: engine version now {:?}", b.version);
-    *shared.engine_version.write().expect("version lock") = b.version;
-    Ok(out.into_bytes())
 }
 
 /// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned (on a
