@@ -15,7 +15,8 @@ pub struct Args {
     /// Port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// Latency profile: `illustrative` (default), `fast`, or a path to a JSON profile file.
+    /// Latency profile: `illustrative` (default), `fast`, `capacity`, or a path to a JSON
+    /// profile file.
     #[arg(long, default_value = "illustrative")]
     pub profile: String,
     /// Model name served by /v1/models and echoed in responses.
@@ -53,6 +54,14 @@ pub struct Args {
     /// without it); `/health` and `/metrics` stay open.
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
+    /// Longest prompt + max_tokens accepted, shown as `max_model_len` in /v1/models (default
+    /// and upper bound: the profile's KV budget).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_model_len: Option<u64>,
+    /// The version `GET /version` reports (default `canary-sim <crate version>`), to simulate
+    /// an engine upgrade.
+    #[arg(long, value_name = "VERSION")]
+    pub engine_version: Option<String>,
 }
 
 /// Validated configuration of a [`crate::Sim`].
@@ -80,6 +89,16 @@ pub struct Config {
     pub cache_blocks: usize,
     /// The bearer token `/v1/*` requires, if any.
     pub api_key: Option<String>,
+    /// Longest prompt + max_tokens accepted (`None`: the profile's KV budget, which also caps
+    /// it).
+    pub max_model_len: Option<u64>,
+    /// What `GET /version` reports.
+    pub engine_version: String,
+}
+
+/// `canary-sim <crate version>`: what `GET /version` reports by default.
+pub fn default_engine_version() -> String {
+    format!("canary-sim {}", env!("CARGO_PKG_VERSION"))
 }
 
 impl Default for Config {
@@ -97,6 +116,8 @@ impl Default for Config {
             block_size: 512,
             cache_blocks: 4096,
             api_key: None,
+            max_model_len: None,
+            engine_version: default_engine_version(),
         }
     }
 }
@@ -174,6 +195,18 @@ impl TryFrom<Args> for Config {
         if a.truth_capacity == 0 {
             return Err(flag("--truth-capacity", "must be >= 1"));
         }
+        if a.max_model_len == Some(0) {
+            return Err(flag("--max-model-len", "must be >= 1"));
+        }
+        if a.engine_version
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty() || v.chars().any(char::is_control))
+        {
+            return Err(flag(
+                "--engine-version",
+                "must be non-empty, without control characters",
+            ));
+        }
         let mix = if a.faults.is_empty() {
             FaultPlan::default_mix()
         } else {
@@ -199,6 +232,8 @@ impl TryFrom<Args> for Config {
             block_size: a.block_size,
             cache_blocks: a.cache_blocks,
             api_key: a.api_key.filter(|k| !k.is_empty()),
+            max_model_len: a.max_model_len,
+            engine_version: a.engine_version.unwrap_or_else(default_engine_version),
         })
     }
 }
@@ -225,6 +260,18 @@ mod tests {
         assert_eq!(c.addr.to_string(), "127.0.0.1:8000");
         assert_eq!(c.profile, Profile::illustrative());
         assert_eq!(c.faults.mix, FaultPlan::default_mix());
+        assert_eq!(
+            c.engine_version,
+            format!("canary-sim {}", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(c.max_model_len, None);
+        let c = parse(&["--engine-version", "0.9.2", "--max-model-len", "4096"]).unwrap();
+        assert_eq!(
+            (c.engine_version.as_str(), c.max_model_len),
+            ("0.9.2", Some(4096))
+        );
+        let c = parse(&["--profile", "capacity"]).unwrap();
+        assert_eq!(c.profile, Profile::capacity_profile());
         let c = parse(&[
             "--profile",
             "fast",
@@ -254,6 +301,8 @@ mod tests {
         assert!(e(&["--fault-rate", "2"]).contains("--fault-rate"));
         assert!(e(&["--fault", "boom"]).contains("--fault"));
         assert!(e(&["--threads", "0"]).contains("--threads"));
+        assert!(e(&["--max-model-len", "0"]).contains("--max-model-len"));
+        assert!(e(&["--engine-version", " "]).contains("--engine-version"));
         assert!(e(&["--profile", "/nonexistent/p.json"]).contains("/nonexistent/p.json"));
     }
 }

@@ -13,6 +13,7 @@
 //! | `trickle_headers_ms=MS` | write the response head in 8-byte pieces spread over MS |
 //! | `no_done` | end the stream cleanly but without `data: [DONE]` |
 //! | `close_after[=MS]` | after a complete response, close the connection although it was kept alive, MS later (default 0) and without reading anything meanwhile (llama.cpp's `llama-server` does this after every stream) |
+//! | `net_delay_ms=MS` | a slow link: every write of the response reaches the socket MS after the sim produced it (a constant one-way delay, not a stall: the spacing between writes is kept); the server-side figures (`/metrics`, `TruthRecord::net_delay`) exclude it |
 //!
 //! "Token chunks" are the chunks that carry one output token (reasoning or content), counted
 //! from 1; the role, finish and usage chunks do not count. For non-streaming requests `reset_after`
@@ -44,6 +45,9 @@ pub struct FaultPlan {
     pub no_done: bool,
     /// Close the connection this many milliseconds after the response, without announcing it.
     pub close_after: Option<u64>,
+    /// Delay every write of the response by this many milliseconds (a slow link).
+    #[serde(default)]
+    pub net_delay_ms: Option<u64>,
 }
 
 /// A fault specification that does not parse.
@@ -113,10 +117,12 @@ impl FaultPlan {
                         None => 0,
                     })
                 }
+                "net_delay_ms" => plan.net_delay_ms = Some(num(value)?),
                 other => {
                     return Err(err(format!(
                         "unknown item {other:?} (known: status, reset_after, stall_first_ms, \
-                         stall_mid_ms+at, malformed_at, trickle_headers_ms, no_done, close_after)"
+                         stall_mid_ms+at, malformed_at, trickle_headers_ms, no_done, close_after, \
+                         net_delay_ms)"
                     )))
                 }
             }
@@ -184,6 +190,9 @@ impl fmt::Display for FaultPlan {
         if let Some(ms) = self.close_after {
             items.push(format!("close_after={ms}"));
         }
+        if let Some(ms) = self.net_delay_ms {
+            items.push(format!("net_delay_ms={ms}"));
+        }
         f.write_str(&items.join(","))
     }
 }
@@ -244,6 +253,7 @@ mod tests {
         assert!(p("no_done").no_done);
         assert_eq!(p("close_after").close_after, Some(0));
         assert_eq!(p("close_after=20").close_after, Some(20));
+        assert_eq!(p("net_delay_ms=40").net_delay_ms, Some(40));
         let both = p("stall_first_ms=10,no_done");
         assert!(both.no_done && both.stall_first_ms == Some(10));
     }
@@ -261,6 +271,8 @@ mod tests {
             "malformed_at=0",
             "no_done=1",
             "close_after=soon",
+            "net_delay_ms",
+            "net_delay_ms=-3",
             "explode",
         ] {
             let e = FaultPlan::parse(bad).unwrap_err();
@@ -275,7 +287,7 @@ mod tests {
         }
         let all = FaultPlan::parse(
             "status=500,reset_after=1,stall_first_ms=2,stall_mid_ms=3,at=4,malformed_at=5,\
-             trickle_headers_ms=6,no_done,close_after=7",
+             trickle_headers_ms=6,no_done,close_after=7,net_delay_ms=8",
         )
         .unwrap();
         assert_eq!(FaultPlan::parse(&all.to_string()).unwrap(), all);

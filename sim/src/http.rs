@@ -13,6 +13,8 @@ use canary_core::MonoTime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::link::DelayLine;
+
 const MAX_HEAD: usize = 64 * 1024;
 /// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -57,6 +59,8 @@ pub(crate) enum ReadError {
 pub(crate) struct Conn {
     pub stream: TcpStream,
     pub buf: BytesMut,
+    /// A slow link for the response in progress (the `net_delay_ms` fault).
+    pub link: Option<DelayLine>,
 }
 
 impl Conn {
@@ -64,6 +68,7 @@ impl Conn {
         Conn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
+            link: None,
         }
     }
 

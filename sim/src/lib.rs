@@ -2,15 +2,17 @@
 //! tell the truth.
 //!
 //! It serves `POST /v1/chat/completions` and `POST /v1/completions` (streaming SSE and not),
-//! `GET /v1/models`, `GET /health` and a vLLM V1-shaped `GET /metrics`, with a latency model
-//! (prefill, prefix cache, continuous-batching decode, capacity and a FIFO queue), injectable
-//! faults, and a ground-truth record of every generation request on CLOCK_MONOTONIC, so that
-//! canaryd's client-side measurements can be checked against what the server really did.
+//! `GET /v1/models`, `GET /version`, `GET /health` and a vLLM V1-shaped `GET /metrics`, with a
+//! latency model (prefill, prefix cache, continuous-batching decode, capacity, a FIFO queue, KV
+//! admission with optional preemption), injectable faults, and a ground-truth record of every
+//! generation request on CLOCK_MONOTONIC, so that canaryd's client-side measurements can be
+//! checked against what the server really did.
 //!
 //! Main types:
 //! - [`Args`] (the `canaryd sim` flags) → [`Config`] (validated, via `TryFrom`);
 //! - [`Profile`]: the latency model's parameters ([`Profile::fast`], [`Profile::illustrative`],
-//!   [`Profile::load`]);
+//!   [`Profile::capacity_profile`], [`Profile::load`]) and its closed-form throughput
+//!   ([`Profile::capacity`] → [`Capacity`]);
 //! - [`Sim`]: [`Sim::bind`] then [`Sim::run`]; [`spawn`] gives a [`SimHandle`] for tests;
 //! - [`TruthRecord`]: one request's ground truth; [`FaultPlan`]: one response's faults.
 //!
@@ -28,7 +30,10 @@
 //! `decode_base_us + decode_per_seq_us × running`, plus `prefill_overhead_us +
 //! prefill_us_per_token × uncached_prompt_tokens` for each request admitted in that step, and
 //! gives every running sequence one token. Requests wait in a FIFO queue while `max_running`
-//! sequences run or the KV budget (`prompt + max_tokens` reserved per running request) is full.
+//! sequences run or the KV budget is full: by default `prompt + max_tokens` is reserved per
+//! running request; with [`KvAdmission::Optimistic`] a request is admitted on its prompt, grows
+//! one token per step, and the newest running sequence is preempted when the budget runs out,
+//! as in vLLM. A client that leaves aborts its sequence at the next step.
 //! The prefix cache hashes each `--block-size` block of prompt tokens chained with its prefix
 //! and keeps `--cache-blocks` blocks in LRU order; `cached_tokens` = matched full blocks × block
 //! size.
@@ -58,6 +63,8 @@ mod engine;
 mod fault;
 mod generate;
 mod http;
+mod identity;
+mod link;
 mod metrics;
 mod openai;
 mod prefix_cache;
@@ -66,13 +73,14 @@ mod prompt;
 mod server;
 mod truth;
 
-pub use config::{Args, Config, ConfigError};
+pub use config::{default_engine_version, Args, Config, ConfigError};
 pub use fault::{FaultInjector, FaultParseError, FaultPlan};
-pub use profile::{Profile, ProfilePatch};
+pub use profile::{Capacity, KvAdmission, Profile, ProfilePatch, UnloadedLatency};
 pub use server::Sim;
-pub use truth::TruthRecord;
+pub use truth::{NetDelay, TruthRecord};
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -102,6 +110,13 @@ impl SimHandle {
     /// The current latency profile.
     pub fn profile(&self) -> Profile {
         (*self.shared.engine.profile()).clone()
+    }
+
+    /// Time the engine fell more than 5 ms behind its virtual clock (the host was busy) and
+    /// dropped rather than caught up: the sim served that much less than its profile says.
+    pub fn engine_lag_dropped(&self) -> std::time::Duration {
+        let ns = self.shared.metrics.lag_dropped_ns.load(Ordering::Relaxed);
+        std::time::Duration::from_nanos(ns)
     }
 
     /// Stops serving, waits for the server task and flushes the truth log.

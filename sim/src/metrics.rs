@@ -4,10 +4,11 @@
 //! 1 ms..2560 s, inter-token latency 10 ms..80 s, request latency (e2e, queue) 0.3 s..7680 s.
 //! Labels: `model_name` and `engine="0"`.
 //!
-//! Counting points: prompt and generation tokens, and the request histograms, are counted when a
-//! request finishes (with the numbers in its truth record, so they always agree with the ground
-//! truth); prefix-cache queries and hits (in tokens, like vLLM) when the engine admits a request;
-//! gauges are published by the engine after every step.
+//! Counting points: prompt and generation tokens, finished requests and the request histograms
+//! are counted when a request finishes (with the numbers in its truth record, so they always
+//! agree with the ground truth); prefix-cache queries and hits (in tokens, like vLLM) when the
+//! engine admits a request; preemptions when they happen; gauges are published by the engine
+//! after every step.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -60,6 +61,20 @@ struct Histograms {
     itl: Histogram,
     e2e: Histogram,
     queue: Histogram,
+    prefill: Histogram,
+    decode: Histogram,
+    inference: Histogram,
+}
+
+/// Why a request that reached the engine finished (vLLM's `FinishReason`; the sim never stops
+/// early, so never `stop`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum FinishReason {
+    /// All `max_tokens` generated.
+    #[default]
+    Length,
+    /// The client left (or a reset cut it) before the engine finished.
+    Abort,
 }
 
 /// Timings of one finished request, in seconds, for the histograms.
@@ -68,7 +83,15 @@ pub(crate) struct RequestTimings {
     pub ttft: Option<f64>,
     pub itl: Vec<f64>,
     pub e2e: Option<f64>,
+    /// Arrival to first admission.
     pub queue: Option<f64>,
+    /// First admission to the first token's step end.
+    pub prefill: Option<f64>,
+    /// First token's step end to the last token's.
+    pub decode: Option<f64>,
+    /// First admission to the last token's step end.
+    pub inference: Option<f64>,
+    pub finished: FinishReason,
 }
 
 /// All the sim's metrics. Shared by the engine and the connection tasks.
@@ -84,6 +107,10 @@ pub(crate) struct Metrics {
     pub prefix_queries: AtomicU64,
     pub prefix_hits: AtomicU64,
     pub preemptions: AtomicU64,
+    /// Time the engine fell behind its virtual clock by more than it catches up, and dropped.
+    pub lag_dropped_ns: AtomicU64,
+    finished_length: AtomicU64,
+    finished_abort: AtomicU64,
     hist: Mutex<Histograms>,
 }
 
@@ -99,11 +126,17 @@ impl Metrics {
             prefix_queries: AtomicU64::new(0),
             prefix_hits: AtomicU64::new(0),
             preemptions: AtomicU64::new(0),
+            lag_dropped_ns: AtomicU64::new(0),
+            finished_length: AtomicU64::new(0),
+            finished_abort: AtomicU64::new(0),
             hist: Mutex::new(Histograms {
                 ttft: Histogram::new(TTFT_BUCKETS),
                 itl: Histogram::new(ITL_BUCKETS),
                 e2e: Histogram::new(REQUEST_LATENCY_BUCKETS),
                 queue: Histogram::new(REQUEST_LATENCY_BUCKETS),
+                prefill: Histogram::new(REQUEST_LATENCY_BUCKETS),
+                decode: Histogram::new(REQUEST_LATENCY_BUCKETS),
+                inference: Histogram::new(REQUEST_LATENCY_BUCKETS),
             }),
         }
     }
@@ -113,7 +146,13 @@ impl Metrics {
         self.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
         self.generation_tokens
             .fetch_add(completion_tokens as u64, Relaxed);
-        let mut h = self.hist.lock().expect("metrics lock");
+        match t.finished {
+            FinishReason::Length => &self.finished_length,
+            FinishReason::Abort => &self.finished_abort,
+        }
+        .fetch_add(1, Relaxed);
+        let mut guard = self.hist.lock().expect("metrics lock");
+        let h = &mut *guard;
         if let Some(v) = t.ttft {
             h.ttft.observe(v);
         }
@@ -123,8 +162,16 @@ impl Metrics {
         if let Some(v) = t.e2e {
             h.e2e.observe(v);
         }
-        if let Some(v) = t.queue {
-            h.queue.observe(v);
+        let phases = [
+            (&mut h.queue, t.queue),
+            (&mut h.prefill, t.prefill),
+            (&mut h.decode, t.decode),
+            (&mut h.inference, t.inference),
+        ];
+        for (hist, v) in phases {
+            if let Some(v) = v {
+                hist.observe(v);
+            }
         }
     }
 
@@ -186,6 +233,29 @@ impl Metrics {
             "Prefix cache hits, in terms of number of cached tokens.",
             n(&self.prefix_hits),
         );
+        // The sim's own: not vLLM's, so that a reader knows when the host starved the engine.
+        scalar(
+            "canary_sim_engine_lag_dropped_seconds_total",
+            "counter",
+            "Time the simulated engine fell more than 5 ms behind its virtual clock (busy host) and dropped instead of catching up.",
+            format!("{:?}", self.lag_dropped_ns.load(Relaxed) as f64 / 1e9),
+        );
+        let name = "vllm:request_success_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Count of successfully processed requests."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (reason, count) in [
+            ("stop", 0),
+            ("length", self.finished_length.load(Relaxed)),
+            ("abort", self.finished_abort.load(Relaxed)),
+        ] {
+            let _ = writeln!(
+                out,
+                "{name}{{{labels},finished_reason=\"{reason}\"}} {count}"
+            );
+        }
         let h = self.hist.lock().expect("metrics lock");
         let hists = [
             (
@@ -207,6 +277,21 @@ impl Metrics {
                 "vllm:request_queue_time_seconds",
                 "Histogram of time spent in WAITING phase for request.",
                 &h.queue,
+            ),
+            (
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+                &h.prefill,
+            ),
+            (
+                "vllm:request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+                &h.decode,
+            ),
+            (
+                "vllm:request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.",
+                &h.inference,
             ),
         ];
         for (name, help, hist) in hists {
@@ -258,6 +343,7 @@ mod tests {
                 itl: vec![0.01, 0.02],
                 e2e: Some(0.1),
                 queue: Some(0.0),
+                ..Default::default()
             },
         );
         let text = m.render();
@@ -286,6 +372,9 @@ mod tests {
                 assert!(typed.iter().any(|t| name.starts_with(t.as_str())), "{line}");
             }
         }
-        assert_eq!(typed.len(), 12);
+        assert_eq!(typed.len(), 17);
+        assert!(text.contains(
+            "vllm:request_success_total{model_name=\"m\\\"x\",engine=\"0\",finished_reason=\"length\"} 1\n"
+        ));
     }
 }

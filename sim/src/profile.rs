@@ -1,7 +1,12 @@
-//! The latency model's parameters, and the two named profiles.
+//! The latency model's parameters, and the named profiles.
 //!
 //! A profile is plain data: the engine reads the current one at every step, so swapping it at
-//! runtime (`POST /sim/profile`) changes the timing of requests already running.
+//! runtime (`POST /sim/profile`) changes the timing of requests already running. Its
+//! closed-form throughput is in the `capacity` submodule.
+
+mod capacity;
+
+pub use capacity::{Capacity, UnloadedLatency};
 
 use std::path::Path;
 
@@ -26,10 +31,29 @@ pub struct Profile {
     pub decode_per_seq_us: f64,
     /// Most sequences running at once (vLLM's `max_num_seqs`).
     pub max_running: u32,
-    /// KV-cache budget in tokens; a request reserves `prompt + max_tokens` when admitted.
+    /// KV-cache budget in tokens. A running sequence holds `prompt + generated` tokens.
     pub kv_budget_tokens: u64,
     /// Output length when a request gives neither `max_tokens` nor `max_completion_tokens`.
     pub default_max_tokens: u32,
+    /// How admission uses the KV budget: reserve `prompt + max_tokens` up front (no
+    /// preemptions), or admit on the prompt alone and preempt under pressure, as vLLM does.
+    #[serde(default)]
+    pub kv_admission: KvAdmission,
+}
+
+/// How the engine admits requests against the KV budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvAdmission {
+    /// Admit only when `prompt + max_tokens` fits beside what running sequences reserved, so a
+    /// sequence never runs out of KV and nothing is preempted.
+    #[default]
+    Reserve,
+    /// vLLM's scheduler: admit when the prompt (plus generated tokens, for a preempted
+    /// sequence) and its next token fit; grow each sequence by one token per step; when the
+    /// next step would overflow the budget, preempt the most recently admitted sequence
+    /// (recompute: its KV is freed and it goes back to the head of the queue).
+    Optimistic,
 }
 
 impl Profile {
@@ -44,6 +68,7 @@ impl Profile {
             max_running: 4096,
             kv_budget_tokens: 1 << 32,
             default_max_tokens: 16,
+            kv_admission: KvAdmission::Reserve,
         }
     }
 
@@ -59,14 +84,37 @@ impl Profile {
             max_running: 256,
             kv_budget_tokens: 1_000_000,
             default_max_tokens: 16,
+            kv_admission: KvAdmission::Reserve,
         }
     }
 
-    /// A named profile (`fast`, `illustrative`).
+    /// A small engine with a known, modest capacity and a sharp knee, for tests of knee and
+    /// capacity searches on a small machine: 8 sequences at most, 2 ms + 0.25 ms per sequence
+    /// per step. With 32 prompt and 16 output tokens it saturates at about 107 requests/s
+    /// ([`Profile::capacity`]); past that the queue, and so latency, grows without bound.
+    pub fn capacity_profile() -> Profile {
+        Profile {
+            name: "capacity".into(),
+            prefill_overhead_us: 1_000.0,
+            prefill_us_per_token: 10.0,
+            decode_base_us: 2_000.0,
+            decode_per_seq_us: 250.0,
+            max_running: 8,
+            kv_budget_tokens: 1 << 20,
+            default_max_tokens: 16,
+            kv_admission: KvAdmission::Reserve,
+        }
+    }
+
+    /// The names [`Profile::named`] knows.
+    pub const NAMES: &'static [&'static str] = &["fast", "illustrative", "capacity"];
+
+    /// A named profile (`fast`, `illustrative`, `capacity`).
     pub fn named(name: &str) -> Option<Profile> {
         match name {
             "fast" => Some(Profile::fast()),
             "illustrative" => Some(Profile::illustrative()),
+            "capacity" => Some(Profile::capacity_profile()),
             _ => None,
         }
     }
@@ -119,7 +167,7 @@ impl Profile {
     }
 
     /// Nanoseconds of prefill for a request with `uncached` tokens to compute.
-    pub(crate) fn prefill_ns(&self, uncached: u32) -> f64 {
+    pub(crate) fn prefill_ns(&self, uncached: u64) -> f64 {
         (self.prefill_overhead_us + self.prefill_us_per_token * uncached as f64) * 1_000.0
     }
 
@@ -152,14 +200,20 @@ pub struct ProfilePatch {
     pub kv_budget_tokens: Option<u64>,
     #[allow(missing_docs)]
     pub default_max_tokens: Option<u32>,
+    #[allow(missing_docs)]
+    pub kv_admission: Option<KvAdmission>,
 }
 
 impl ProfilePatch {
     /// The profile this patch describes, starting from `profile` if named, else from `current`.
     pub fn apply(&self, current: &Profile) -> Result<Profile, String> {
         let mut p = match &self.profile {
-            Some(name) => Profile::named(name)
-                .ok_or_else(|| format!("unknown profile {name:?} (known: fast, illustrative)"))?,
+            Some(name) => Profile::named(name).ok_or_else(|| {
+                format!(
+                    "unknown profile {name:?} (known: {})",
+                    Profile::NAMES.join(", ")
+                )
+            })?,
             None => current.clone(),
         };
         let overrides = self.prefill_overhead_us.is_some()
@@ -168,7 +222,8 @@ impl ProfilePatch {
             || self.decode_per_seq_us.is_some()
             || self.max_running.is_some()
             || self.kv_budget_tokens.is_some()
-            || self.default_max_tokens.is_some();
+            || self.default_max_tokens.is_some()
+            || self.kv_admission.is_some();
         if overrides {
             p.name = "custom".into();
         }
@@ -182,7 +237,8 @@ impl ProfilePatch {
             decode_per_seq_us,
             max_running,
             kv_budget_tokens,
-            default_max_tokens
+            default_max_tokens,
+            kv_admission
         );
         if let Some(name) = &self.name {
             p.name = name.clone();
@@ -224,6 +280,12 @@ mod tests {
 
         let bad: ProfilePatch = serde_json::from_str(r#"{"profile":"nope"}"#).unwrap();
         assert!(bad.apply(&Profile::fast()).unwrap_err().contains("nope"));
+        let optimistic: ProfilePatch =
+            serde_json::from_str(r#"{"profile":"capacity","kv_admission":"optimistic"}"#).unwrap();
+        let p = optimistic.apply(&Profile::fast()).unwrap();
+        assert_eq!(p.kv_admission, KvAdmission::Optimistic);
+        assert_eq!(p.max_running, 8);
+        assert!(serde_json::from_str::<ProfilePatch>(r#"{"kv_admission":"lazy"}"#).is_err());
         let neg: ProfilePatch = serde_json::from_str(r#"{"decode_base_us":-1}"#).unwrap();
         assert!(neg.apply(&Profile::fast()).is_err());
         assert!(serde_json::from_str::<ProfilePatch>(r#"{"bogus":1}"#).is_err());

@@ -17,6 +17,7 @@ use crate::engine::{Engine, EngineHandle};
 use crate::fault::FaultInjector;
 use crate::generate;
 use crate::http::{self, Conn, ReadError, RequestHead};
+use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
 use crate::profile::ProfilePatch;
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub block_size: u32,
     /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
     pub authorization: Option<String>,
+    /// `/version`, `/v1/models` and the context-length limit.
+    pub identity: Identity,
     seq: AtomicU64,
     pub gen_index: AtomicU64,
 }
@@ -58,9 +61,8 @@ pub struct Sim {
 impl Sim {
     /// Binds the listener and builds the engine; nothing runs until [`Sim::run`].
     pub async fn bind(config: Config) -> anyhow::Result<Sim> {
-        let listener = TcpListener::bind(config.addr)
-            .await
-            .with_context(|| format!("canary-sim: binding {}", config.addr))?;
+        let listener =
+            listen(config.addr).with_context(|| format!("canary-sim: binding {}", config.addr))?;
         let metrics = Arc::new(Metrics::new(&config.model));
         let (engine, handle) = Engine::new(
             config.profile.clone(),
@@ -73,6 +75,7 @@ impl Sim {
                 Some(p) => format!("--truth-log {}: cannot open", p.display()),
                 None => "truth store".into(),
             })?;
+        let identity = Identity::new(&config.model, config.max_model_len, config.engine_version);
         let shared = Arc::new(Shared {
             model: config.model,
             engine: handle,
@@ -82,6 +85,7 @@ impl Sim {
             reasoning_tokens: config.reasoning_tokens,
             block_size: config.block_size,
             authorization: config.api_key.map(|k| format!("Bearer {k}")),
+            identity,
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
         });
@@ -135,6 +139,22 @@ impl Sim {
         tokio::task::spawn_blocking(move || s.truth.close()).await?;
         result
     }
+}
+
+/// Listen backlog: the kernel caps it at `net.core.somaxconn` (4096 by default). tokio's
+/// `TcpListener::bind` asks for 128: a burst of new connections while the host starves the
+/// accept loop then loses SYNs, and each lost SYN costs the client a 1 s+ retransmit.
+const BACKLOG: u32 = 4096;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
@@ -236,12 +256,13 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
         match (head.method.as_str(), head.path.as_str()) {
             ("GET", "/v1/models") => {
                 let profile = shared.engine.profile();
-                let v = serde_json::json!({"object": "list", "data": [{
-                    "id": shared.model, "object": "model", "created": 0, "owned_by": "canary-sim",
-                    "root": shared.model, "parent": null, "max_model_len": profile.kv_budget_tokens,
-                }]});
-                (200, json, v.to_string().into_bytes())
+                (200, json, shared.identity.models(&profile))
             }
+            ("GET", "/version") => (200, json, shared.identity.version()),
+            ("POST", "/sim/version") => match shared.identity.set_version(body) {
+                Ok(out) => (200, json, out),
+                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+            },
             ("GET", "/health") => (200, "text/plain", Vec::new()),
             ("GET", "/metrics") => (
                 200,
@@ -285,10 +306,12 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                     "/v1/chat/completions",
                     "/v1/completions",
                     "/v1/models",
+                    "/version",
                     "/health",
                     "/metrics",
                     "/sim/truth",
                     "/sim/profile",
+                    "/sim/version",
                 ];
                 let status = if known.contains(&path) { 405 } else { 404 };
                 let msg = format!("{} {path}: {}", head.method, http::reason(status));
@@ -301,10 +324,10 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     }
 }
 
-/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned.
+/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned (on a
+/// slow link, the time the sim produced them; see [`Conn::send`]).
 pub(crate) async fn write_timed(conn: &mut Conn, bytes: &[u8]) -> std::io::Result<u64> {
-    conn.stream.write_all(bytes).await?;
-    Ok(MonoTime::now().as_nanos())
+    conn.send(bytes).await
 }
 
 /// A complete response in one write.
@@ -352,7 +375,10 @@ pub(crate) async fn respond_error(
             }
         }
         Err(_) => {
-            rec.end_ns = MonoTime::now().as_nanos();
+            let now = MonoTime::now().as_nanos();
+            rec.end_ns = now;
+            rec.disconnected = true;
+            rec.disconnect_ns = Some(now);
             Next::Close
         }
     }

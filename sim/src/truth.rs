@@ -71,6 +71,61 @@ pub struct TruthRecord {
     pub completion_tokens: u32,
     /// Of those, reasoning tokens.
     pub reasoning_tokens: u32,
+    /// End of the engine step that produced the first token: vLLM's `first_token_ts`.
+    /// `engine_first_token_ns - admitted_ns` is the prefill time in `/metrics`.
+    #[serde(default)]
+    pub engine_first_token_ns: Option<u64>,
+    /// End of the engine step that produced the last token generated for this request:
+    /// vLLM's `last_token_ts`.
+    #[serde(default)]
+    pub engine_last_token_ns: Option<u64>,
+    /// Tokens the engine generated for this request by the time it ended; more than
+    /// `completion_tokens` when the client left, or a reset cut the stream, before all were
+    /// written.
+    #[serde(default)]
+    pub generated_tokens: u32,
+    /// Times the engine preempted this request (optimistic KV admission only).
+    #[serde(default)]
+    pub preemptions: u32,
+    /// The client closed the connection (or it failed) before the response was complete; the
+    /// engine aborted the sequence, freeing its batch slot and KV.
+    #[serde(default)]
+    pub disconnected: bool,
+    /// When the sim noticed the disconnect (a read saw the end of the stream, or a write
+    /// failed).
+    #[serde(default)]
+    pub disconnect_ns: Option<u64>,
+    /// With the `net_delay_ms` fault: when the sim produced each write, that is when it would
+    /// have been written without the slow link. The server-side figures (`/metrics`) use these;
+    /// the top-level times above are when the delayed writes reached the socket.
+    #[serde(default)]
+    pub net_delay: Option<NetDelay>,
+}
+
+/// The times a response was produced, before a slow link (`net_delay_ms`) delayed its writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetDelay {
+    /// The delay, in milliseconds.
+    pub delay_ms: u64,
+    /// Response head produced.
+    pub first_byte_ns: Option<u64>,
+    /// First SSE event produced.
+    pub first_chunk_ns: Option<u64>,
+    /// First output token produced.
+    pub first_token_ns: Option<u64>,
+    /// First content token produced.
+    pub first_output_ns: Option<u64>,
+    /// Every SSE event produced, in order (including any the client left before receiving).
+    pub chunk_ns: Vec<u64>,
+    /// Last byte produced (or, if the client left, when the sim noticed).
+    pub end_ns: u64,
+}
+
+impl TruthRecord {
+    /// Timestamps held, for the ring's memory bound.
+    fn chunk_times(&self) -> usize {
+        self.chunk_ns.len() + self.net_delay.as_ref().map_or(0, |n| n.chunk_ns.len())
+    }
 }
 
 /// Ring of recent records plus the optional JSONL file.
@@ -120,13 +175,13 @@ impl TruthStore {
             }
         }
         let mut ring = self.ring.lock().expect("truth lock");
-        ring.chunk_times += record.chunk_ns.len();
+        ring.chunk_times += record.chunk_times();
         ring.records.push_back(record);
         while ring.records.len() > ring.capacity
             || (ring.chunk_times > MAX_CHUNK_TIMES && ring.records.len() > 1)
         {
             let old = ring.records.pop_front().expect("non-empty");
-            ring.chunk_times -= old.chunk_ns.len();
+            ring.chunk_times -= old.chunk_times();
         }
     }
 

@@ -228,3 +228,75 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .parse()
         .unwrap()
 }
+
+/// Sends one request on a fresh connection and reads the raw response as it comes until
+/// `until(bytes so far)` holds (or the connection ends). Returns the open stream (drop it to
+/// disconnect), the bytes, and the time from the request's write to the read that satisfied
+/// `until`.
+pub async fn read_until(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    until: impl Fn(&[u8]) -> bool,
+) -> (TcpStream, Vec<u8>, std::time::Duration) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nhost: sim\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let sent = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 16 * 1024];
+    while !until(&got) {
+        match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&tmp[..n]),
+        }
+    }
+    (stream, got, sent.elapsed())
+}
+
+/// Occurrences of `needle` in `hay`.
+pub fn count(hay: &[u8], needle: &str) -> usize {
+    hay.windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
+}
+
+/// Polls `/metrics` until `pred` holds for it, for at most `secs`; returns the last scrape and
+/// whether `pred` held.
+pub async fn wait_metrics(
+    addr: SocketAddr,
+    secs: f64,
+    pred: impl Fn(&str) -> bool,
+) -> (String, bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    loop {
+        let m = request(addr, "GET", "/metrics", &[], "").await.text();
+        if pred(&m) {
+            return (m, true);
+        }
+        if std::time::Instant::now() > deadline {
+            return (m, false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// A Prometheus sample with an extra label, e.g. `finished_reason="abort"`.
+pub fn labelled(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("no {name} with {label} in metrics"))
+        .parse()
+        .unwrap()
+}

@@ -3,7 +3,13 @@
 mod client;
 
 mod behaviour;
+mod capacity;
+mod disconnect;
 mod faults;
+mod identity;
+mod kv_pressure;
+mod net_delay;
+mod phases;
 mod wire;
 
 use canary_sim::{Config, Profile, SimHandle};

@@ -223,3 +223,28 @@ async fn other_routes() {
         assert_eq!(r.events().len(), n as usize + 3);
     }
 }
+
+/// New connections queue in the kernel while the accept loop is busy (or starved by a busy
+/// host): 1,100 connections before anything accepts all complete their handshake. With tokio's
+/// default backlog (128) the rest lost their SYNs, and a client waited 1 s+ per retransmit.
+#[tokio::test]
+async fn a_burst_of_connections_queues_while_nothing_accepts() {
+    let sim = canary_sim::Sim::bind(canary_sim::Config::default())
+        .await
+        .unwrap();
+    let addr = sim.local_addr();
+    // The kernel caps the backlog at net.core.somaxconn (4096 by default since Linux 5.4).
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    let n = somaxconn.min(1100);
+    for i in 0..n {
+        // A closed connection stays in the accept queue too, so one descriptor suffices.
+        let connect = tokio::net::TcpStream::connect(addr);
+        let stream = tokio::time::timeout(std::time::Duration::from_secs(2), connect)
+            .await
+            .unwrap_or_else(|_| panic!("connection {i} of {n} timed out: the backlog is full"));
+        drop(stream.unwrap());
+    }
+}

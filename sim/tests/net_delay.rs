@@ -1,0 +1,139 @@
+//! A slow link (`net_delay_ms`): the client sees the delay, the server's own figures do not.
+
+use std::time::Duration;
+
+use canary_sim::{FaultInjector, FaultPlan};
+
+use crate::client::{chat_body, completion_body, count, metric, read_until, request};
+use crate::{sim, sim_with};
+
+const DELAY_MS: u64 = 150;
+
+/// Streams a chat request; returns the client's TTFT (request written → first token read)
+/// and the sim's TTFT for it from `/metrics` (one request per sim).
+async fn ttft_pair(fault: Option<&str>) -> (f64, f64, canary_sim::SimHandle) {
+    let sim = sim_with(|c| c.profile.decode_base_us = 2_000.0).await;
+    let headers: Vec<(&str, &str)> = fault.map(|f| ("x-sim-fault", f)).into_iter().collect();
+    let body = chat_body("how far away are you", 5, true);
+    let (mut stream, mut got, ttft) =
+        read_until(sim.addr, "/v1/chat/completions", &headers, &body, |b| {
+            count(b, "\"content\":\" ") >= 1
+        })
+        .await;
+    // Read the rest, to [DONE].
+    let mut tmp = [0u8; 4096];
+    while count(&got, "[DONE]") == 0 {
+        use tokio::io::AsyncReadExt;
+        let n = stream.read(&mut tmp).await.unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&tmp[..n]);
+    }
+    assert_eq!(count(&got, "\"content\":\" "), 5);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 1.0);
+    let server = metric(&m, "vllm:time_to_first_token_seconds_sum");
+    (ttft.as_secs_f64(), server, sim)
+}
+
+#[tokio::test]
+async fn the_client_sees_the_delay_and_the_server_figures_do_not() {
+    let (client, server, sim) = ttft_pair(Some("net_delay_ms=150")).await;
+    let gap = client - server;
+    assert!(
+        (0.150..0.300).contains(&gap),
+        "client TTFT {client:.4} s, server {server:.4} s"
+    );
+    let t = &sim.truth()[0];
+    let nd = t.net_delay.as_ref().expect("net_delay times");
+    assert_eq!(nd.delay_ms, DELAY_MS);
+    assert_eq!(t.fault.as_deref(), Some("net_delay_ms=150"));
+    // The top-level times are when the delayed writes reached the socket.
+    let first = t.first_token_ns.unwrap() - nd.first_token_ns.unwrap();
+    assert!(first >= DELAY_MS * 1_000_000, "{first} ns");
+    assert_eq!(
+        (server * 1e9).round() as u64,
+        nd.first_token_ns.unwrap() - t.arrival_ns,
+        "the server's TTFT is the produced time's"
+    );
+    // Every event went out, keeping its spacing: a delay, not a stall per write.
+    assert_eq!(t.chunk_ns.len(), nd.chunk_ns.len());
+    assert_eq!(t.completion_tokens, 5);
+    let span = |v: &[u64]| v.last().unwrap() - v[0];
+    let stretch = span(&t.chunk_ns) as i64 - span(&nd.chunk_ns) as i64;
+    assert!(stretch.abs() < 50_000_000, "stretched by {stretch} ns");
+    // 4 steps of 2 ms between the first and last token (less on the wall clock when the
+    // engine catches up after a busy host).
+    assert!(span(&nd.chunk_ns) >= 3_000_000);
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    let e2e = metric(&m, "vllm:e2e_request_latency_seconds_sum");
+    assert_eq!((e2e * 1e9).round() as u64, nd.end_ns - t.arrival_ns);
+    assert!(t.end_ns - nd.end_ns >= DELAY_MS * 1_000_000);
+}
+
+#[tokio::test]
+async fn without_the_fault_client_and_server_agree() {
+    let (client, server, sim) = ttft_pair(None).await;
+    assert!(
+        client - server < 0.1,
+        "client TTFT {client:.4} s, server {server:.4} s"
+    );
+    assert!(sim.truth()[0].net_delay.is_none());
+}
+
+#[tokio::test]
+async fn server_wide_and_non_streaming() {
+    let sim = sim_with(|c| {
+        c.faults = FaultInjector {
+            rate: 1.0,
+            mix: vec![FaultPlan::parse("net_delay_ms=80").unwrap()],
+            seed: 0,
+        }
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &[],
+        &completion_body("a b", 3, false),
+    )
+    .await;
+    assert!(started.elapsed() >= Duration::from_millis(80));
+    assert_eq!(r.json()["usage"]["completion_tokens"], 3);
+    let t = &sim.truth()[0];
+    assert_eq!(t.fault.as_deref(), Some("net_delay_ms=80"));
+    let nd = t.net_delay.as_ref().unwrap();
+    assert!(t.end_ns - nd.end_ns >= 80_000_000);
+    assert_eq!(
+        t.first_byte_ns,
+        Some(t.end_ns),
+        "head and body in one write"
+    );
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    assert!(metric(&m, "vllm:e2e_request_latency_seconds_sum") < 0.08);
+}
+
+#[tokio::test]
+async fn a_client_leaving_during_the_delay_got_nothing() {
+    let sim = sim().await;
+    let body = chat_body("a b", 3, true);
+    let headers = [("x-sim-fault", "net_delay_ms=300")];
+    let (stream, got, _) =
+        read_until(sim.addr, "/v1/chat/completions", &headers, &body, |_| true).await;
+    assert!(got.is_empty());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = &sim.truth()[0];
+    assert!(t.disconnected, "noticed during the delay: {t:?}");
+    assert_eq!((t.status, t.completion_tokens), (0, 0));
+    assert!(t.chunk_ns.is_empty() && t.first_byte_ns.is_none());
+    let nd = t.net_delay.as_ref().unwrap();
+    // Produced: role, 3 tokens, finish, usage, [DONE].
+    assert_eq!(nd.chunk_ns.len(), 7);
+    assert_eq!(t.generated_tokens, 3);
+    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    assert_eq!(metric(&m, "vllm:generation_tokens_total"), 0.0);
+}
