@@ -96,6 +96,14 @@ impl<R: Read> Guard<R> {
         self.record_line = line;
     }
 
+    /// Ends the bytes handed on one past the limit, in a run that starts at `start` of the
+    /// buffer: how many bytes to hand on.
+    fn cut(&mut self, start: usize, max: usize) -> usize {
+        let kept = start + (max + 1 - self.run);
+        self.run = max + 1;
+        kept
+    }
+
     /// A record ended at `line` (1-based; its bytes have all been read).
     pub(crate) fn mark_record(&mut self, line: u64) {
         self.run = 0;
@@ -124,35 +132,26 @@ impl<R: Read> Read for Guard<R> {
             return Err(io::Error::other(Halt::TooLong { line, limit }));
         }
         let n = self.inner.read(out)?;
-        let mut rest = &out[..n];
-        let mut kept = n;
         // Walk the line breaks: each one ends a run (unless records are marked instead), and
         // the first run over the limit cuts what is handed on one byte past the limit; the
         // next read reports it.
-        loop {
-            let gap = rest.iter().position(|&b| b == b'\n');
-            let len = gap.unwrap_or(rest.len());
-            if self.run + len > max {
-                kept -= rest.len() - (max + 1 - self.run);
-                self.run = max + 1;
-                break;
+        let mut start = 0;
+        for p in memchr::memchr_iter(b'\n', &out[..n]) {
+            if self.run + (p - start) > max {
+                return Ok(self.cut(start, max));
             }
-            match gap {
-                Some(p) => {
-                    self.breaks += 1;
-                    self.run = match self.records {
-                        true => self.run + p + 1,
-                        false => 0,
-                    };
-                    rest = &rest[p + 1..];
-                }
-                None => {
-                    self.run += len;
-                    break;
-                }
-            }
+            self.breaks += 1;
+            self.run = match self.records {
+                true => self.run + (p - start) + 1,
+                false => 0,
+            };
+            start = p + 1;
         }
-        Ok(kept)
+        if self.run + (n - start) > max {
+            return Ok(self.cut(start, max));
+        }
+        self.run += n - start;
+        Ok(n)
     }
 }
 
