@@ -311,6 +311,10 @@ pub struct Workload {
     pub speedup: f64,
     /// Length scaling.
     pub scale_lengths: Option<f64>,
+    /// Trace rows (and scaled lengths) above this many input or output tokens are refused.
+    pub length_limit: u32,
+    /// A trace line (CSV record) longer than this many bytes is refused.
+    pub max_line_bytes: usize,
     /// Concurrency ceiling.
     pub concurrency: Option<usize>,
     /// Warm-up requests before the measured phase.
@@ -618,6 +622,21 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             });
             TraceSource::File(rel(PathBuf::from(&w.trace)), format)
         };
+        let length_limit = w
+            .length_limit
+            .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+        let scale_lengths = w.scale_lengths.map(|f| (f.span().start, f.into_inner().0));
+        if let Some((f_at, f)) = scale_lengths.filter(|&(_, f)| f > f64::from(length_limit)) {
+            // Every row holds at least one token: all of them would end over the limit.
+            return Err(err(
+                Some(f_at),
+                format!(
+                    "workloads.{name}.scale_lengths: {} takes every length over the length \
+                     limit of {length_limit} tokens (length_limit)",
+                    canary_replay::trace::Number(f)
+                ),
+            ));
+        }
         workloads.push(Workload {
             name,
             target: w.target.into_inner(),
@@ -626,7 +645,11 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             end_offset: w.end_offset.map(|d| d.0),
             max_requests: w.max_requests,
             speedup: w.speedup.map_or(1.0, |s| s.0),
-            scale_lengths: w.scale_lengths.map(|s| s.0),
+            scale_lengths: scale_lengths.map(|(_, f)| f),
+            length_limit,
+            max_line_bytes: w
+                .max_line_bytes
+                .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
             concurrency: w.concurrency.map(|c| c.0),
             warmup_requests: w.warmup_requests.unwrap_or(0),
             cadence,

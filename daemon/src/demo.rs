@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Replay speed relative to the trace (300 rows span 102 s of trace time).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = replay::positive_number)]
     pub speedup: f64,
     /// Scale the trace's lengths (and its 512-token blocks) so the simulated small model keeps
     /// up: Mooncake prompts average 15k tokens, sized for a large cluster.
-    #[arg(long, default_value_t = 0.125)]
+    #[arg(long, default_value_t = 0.125, value_parser = replay::positive_number)]
     pub scale_lengths: f64,
     /// Simulator latency profile (`fast`, `illustrative`, or a profile file).
     #[arg(long, default_value = "illustrative")]
@@ -50,27 +50,6 @@ struct ShapeOnly {
 
 /// Runs the demo; returns the exit code.
 pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
-    // The simulator's prefix-cache blocks match the scaled trace blocks, so reuse shows.
-    let block = ((512.0 * args.scale_lengths).round() as u32)
-        .max(1)
-        .to_string();
-    let sim_args = SimOnly::try_parse_from([
-        "sim",
-        "--port",
-        "0",
-        "--profile",
-        &args.profile,
-        "--block-size",
-        &block,
-    ])?
-    .sim;
-    let sim_config = canary_sim::Config::try_from(sim_args).context("simulator configuration")?;
-    let sim = canary_sim::spawn(sim_config)
-        .await
-        .context("starting the simulator")?;
-    let url = sim.url();
-    tracing::info!("simulator ({} profile) listening on {url}", args.profile);
-
     let mut flags = vec![
         "demo".to_string(),
         "--speedup".into(),
@@ -93,16 +72,42 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         &LoadOptions::default(),
     )?;
     let loaded = replay::select(trace, &shape)?;
+    // The trace is selected (and its scaled lengths checked) before anything starts.
+    // The simulator's prefix-cache blocks match the scaled trace blocks, so reuse shows.
+    let block = ((512.0 * args.scale_lengths).round() as u32)
+        .max(1)
+        .to_string();
+    let sim_args = SimOnly::try_parse_from([
+        "sim",
+        "--port",
+        "0",
+        "--profile",
+        &args.profile,
+        "--block-size",
+        &block,
+    ])?
+    .sim;
+    let sim_config = canary_sim::Config::try_from(sim_args).context("simulator configuration")?;
+    let sim = canary_sim::spawn(sim_config)
+        .await
+        .context("starting the simulator")?;
+    let url = sim.url();
+    tracing::info!("simulator ({} profile) listening on {url}", args.profile);
+
     let target = replay::target(&url, Endpoint::Chat, DEMO_MODEL, &shape)?;
     let prompts = replay::prompts(&shape)?;
     let outcome = replay::replay(loaded, target, &shape, prompts, shutdown).await?;
     sim.shutdown().await.context("stopping the simulator")?;
     if !args.json {
-        println!(
+        outln!(
             "demo done: {} requests against the simulator; see {}/summary.json and records.jsonl",
             outcome.summary.requests,
             args.output_dir.display()
-        );
+        )?;
     }
-    Ok(if outcome.interrupted { 130 } else { 0 })
+    Ok(if outcome.interrupted {
+        crate::INTERRUPTED
+    } else {
+        0
+    })
 }

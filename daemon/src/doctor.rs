@@ -112,10 +112,10 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .iter()
             .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&map)?);
+        outln!("{}", serde_json::to_string_pretty(&map)?)?;
     } else {
         for (name, state) in &checks {
-            println!("{name:<16} {state}");
+            outln!("{name:<16} {state}")?;
         }
     }
     Ok(if target_ok { 0 } else { 1 })

@@ -8,6 +8,18 @@
 //! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
 //! trace, in one process).
 
+/// `println!` that returns write errors instead of panicking, and takes a closed stdout
+/// (`canaryd check-config | head -1`) as no error at all: the rest of the output is dropped
+/// and the command's own exit status stands, as with ripgrep. Use as `outln!(…)?`.
+macro_rules! outln {
+    () => {
+        $crate::stdout_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout_line(format_args!($($arg)*))
+    };
+}
+
 pub mod baseline;
 mod bundled;
 pub mod cadence;
@@ -98,6 +110,22 @@ pub struct AnalyzeArgs {
     /// Keep going past bad rows, counting them.
     #[arg(long)]
     pub skip_invalid: bool,
+    /// Rows above N input or output tokens are invalid (default: 10M).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub length_limit: u32,
+    /// A line longer than N bytes ends the load (default: 16 MiB).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_line_bytes: usize,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -113,44 +141,80 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Replay(args) => runtime()?.block_on(async move {
             let shutdown = shutdown_on_signal();
-            let loaded = replay::load_trace(&args.trace, &args.shape, args.format)?;
+            let Some(loaded) =
+                replay::load_trace(&args.trace, &args.shape, args.format, &shutdown).await?
+            else {
+                return Ok(INTERRUPTED);
+            };
             let target = replay::target(&args.url, args.endpoint_type, &args.model, &args.shape)?;
             let prompts = replay::prompts(&args.shape)?;
             let outcome = replay::replay(loaded, target, &args.shape, prompts, shutdown).await?;
-            Ok(if outcome.interrupted { 130 } else { 0 })
+            Ok(if outcome.interrupted { INTERRUPTED } else { 0 })
         }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
-        Command::CheckConfig(args) => check_config(&args.path),
+        Command::CheckConfig(args) => {
+            runtime()?.block_on(async move { check_config(&args.path, shutdown_on_signal()).await })
+        }
         Command::Demo(args) => {
             runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
         }
     }
 }
 
-fn check_config(path: &std::path::Path) -> Result<i32> {
+/// The exit status of a command stopped by SIGINT or SIGTERM (128 + SIGINT, as shells
+/// report it).
+pub const INTERRUPTED: i32 = 130;
+
+/// Writes one line to stdout; see `outln!`.
+fn stdout_line(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Validates the file, then loads and selects each workload's trace as its runs will, so a
+/// bad row (`file:line: field`), a scale taking lengths over the limit or a speedup that
+/// would never end is found now, not at the first run.
+async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Result<i32> {
     let c = config::Config::load(path)?;
-    println!(
+    let mut traces = Vec::new();
+    for w in &c.workloads {
+        let checked = runner::check_workload(&c, w, &shutdown)
+            .await
+            .with_context(|| path.display().to_string())?;
+        match checked {
+            runner::TraceCheck::Stopped => return Ok(INTERRUPTED),
+            checked => traces.push(checked),
+        }
+    }
+    outln!(
         "{}: ok: {} target(s), {} workload(s); status on {}; artifacts in {}",
         path.display(),
         c.targets.len(),
         c.workloads.len(),
         c.status_listen,
         c.artifacts_dir.display()
-    );
+    )?;
     if let Some(otlp) = c.otlp.describe() {
-        println!("  {otlp}");
+        outln!("  {otlp}")?;
     }
-    for w in &c.workloads {
-        println!(
+    for (w, trace) in c.workloads.iter().zip(traces) {
+        outln!(
             "  {}: {} against {}",
             w.name,
             w.cadence.describe(),
             w.target
-        );
+        )?;
+        if let runner::TraceCheck::Ok(what) = trace {
+            outln!("    trace: {what}")?; // a missing one is among the warnings
+        }
     }
     for warning in c.warnings() {
-        println!("  warning: {warning}");
+        outln!("  warning: {warning}")?;
     }
     Ok(0)
 }
@@ -159,14 +223,16 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     let opts = canary_replay::LoadOptions {
         format: args.format,
         skip_invalid: args.skip_invalid,
+        length_limit: args.length_limit,
+        max_line_bytes: args.max_line_bytes,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.file, &opts)?;
     let analysis = canary_replay::analyze(&trace);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&analysis)?);
+        outln!("{}", serde_json::to_string_pretty(&analysis)?)?;
     } else {
-        println!("{analysis}");
+        outln!("{analysis}")?;
     }
     Ok(0)
 }
@@ -200,7 +266,7 @@ fn shutdown_on_signal() -> CancellationToken {
         tracing::warn!("stopping: no new requests; in-flight ones get the grace period (Ctrl-C again to quit now)");
         t.cancel();
         let _ = tokio::signal::ctrl_c().await;
-        std::process::exit(130);
+        std::process::exit(INTERRUPTED);
     });
     token
 }

@@ -1,6 +1,7 @@
 //! The `canaryd` binary: parse the command line, set up logging, run, pick an exit code.
 
 use clap::Parser;
+use std::io::Write;
 
 fn main() {
     let cli = canaryd::Cli::parse();
@@ -8,7 +9,8 @@ fn main() {
     match canaryd::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not eprintln!: a closed stderr must not turn an error into a panic.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             std::process::exit(1);
         }
     }

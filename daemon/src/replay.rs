@@ -4,6 +4,7 @@ use crate::duration;
 use crate::report;
 use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
+use canary_replay::trace::{Number, MAX_SPAN};
 use canary_replay::{
     ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, ResponseLimits,
     Schedule, Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
@@ -11,6 +12,7 @@ use canary_replay::{
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -40,8 +42,9 @@ pub struct ReplayArgs {
 /// Everything about a replay except the trace and the target, shared with `canaryd demo`.
 #[derive(Debug, Clone, Args)]
 pub struct ShapeArgs {
-    /// Replay this many times faster than the trace's own clock.
-    #[arg(long, default_value_t = 1.0)]
+    /// Replay this many times faster than the trace's own clock (a schedule that would take
+    /// more than 365 days is refused).
+    #[arg(long, default_value_t = 1.0, value_parser = positive_number)]
     pub speedup: f64,
     /// Start of the window, in trace time from its first request (e.g. `60s`).
     #[arg(long, value_parser = duration::parse)]
@@ -60,7 +63,7 @@ pub struct ShapeArgs {
     #[arg(long, default_value_t = 0)]
     pub warmup_requests: usize,
     /// Multiply input and output lengths (and the block size) by F, keeping block structure.
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", value_parser = positive_number)]
     pub scale_lengths: Option<f64>,
     /// Cap input lengths; capped rows are counted.
     #[arg(long)]
@@ -72,6 +75,24 @@ pub struct ShapeArgs {
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+    /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
+    /// the longest context any model is served with).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub length_limit: u32,
+    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
+    /// (`/dev/zero`, a FIFO) stops there.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_line_bytes: usize,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -237,19 +258,82 @@ pub struct LoadedTrace {
     pub report: serde_json::Value,
 }
 
-/// Loads and selects a trace from a file.
-pub fn load_trace(
-    path: &Path,
-    shape: &ShapeArgs,
-    format: Option<TraceFormat>,
-) -> Result<LoadedTrace> {
-    let opts = LoadOptions {
+/// `--speedup` and `--scale-lengths`: a finite number above zero.
+pub(crate) fn positive_number(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("expected a positive number, found {s:?}")),
+    }
+}
+
+/// How `shape` says to read a trace.
+pub fn load_options(shape: &ShapeArgs, format: Option<TraceFormat>) -> LoadOptions {
+    LoadOptions {
         format,
         skip_invalid: shape.skip_invalid,
         burstgpt_failed: shape.burstgpt_failed,
-    };
-    let trace = canary_replay::load(path, &opts)?;
-    select(trace, shape)
+        length_limit: shape.length_limit,
+        max_line_bytes: shape.max_line_bytes,
+        stop: None,
+    }
+}
+
+/// Loads and selects a trace from a file; `None` when `shutdown` fired first.
+pub async fn load_trace(
+    path: &Path,
+    shape: &ShapeArgs,
+    format: Option<TraceFormat>,
+    shutdown: &CancellationToken,
+) -> Result<Option<LoadedTrace>> {
+    match load_until(path, load_options(shape, format), shutdown).await? {
+        Some(trace) => select(trace, shape).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Loads a trace on a thread of its own, so that `shutdown` ends the wait at once: a FIFO
+/// that never ends, or one that sends nothing, cannot hold a stop (the stop flag ends the
+/// thread at its next read). `None` when `shutdown` fired first.
+pub async fn load_until(
+    path: &Path,
+    mut opts: LoadOptions,
+    shutdown: &CancellationToken,
+) -> Result<Option<Trace>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    opts.stop = Some(stop.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let file = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("trace-load".into())
+        .spawn(move || {
+            let _ = tx.send(canary_replay::load(&file, &opts));
+        })
+        .context("starting the trace loader")?;
+    tokio::select! {
+        loaded = rx => Ok(Some(loaded.context("the trace loader failed")??)),
+        _ = shutdown.cancelled() => {
+            stop.store(true, Ordering::Relaxed);
+            tracing::warn!("stopped while loading {}", path.display());
+            Ok(None)
+        }
+    }
+}
+
+/// Refuses a schedule that would take more than [`MAX_SPAN`] to replay (a speedup of 1e-12);
+/// `setting` names where the speedup came from (`--speedup`, `workloads.NAME.speedup`).
+pub fn check_duration(schedule: &Schedule, setting: &str) -> Result<()> {
+    let takes = schedule.min_duration();
+    if takes <= MAX_SPAN {
+        return Ok(());
+    }
+    let days = |d: Duration| Number((d.as_secs_f64() / 86_400.0).round());
+    bail!(
+        "{setting} {}: replaying the selected requests would take at least {} days, more than \
+         the {} days allowed",
+        Number(schedule.timing().speedup()),
+        days(takes),
+        days(MAX_SPAN)
+    )
 }
 
 /// Applies the window and length transforms to a loaded trace.
@@ -262,6 +346,7 @@ pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
         max_input_tokens: shape.max_input_tokens,
         max_output_tokens: shape.max_output_tokens,
         shard: shape.shard,
+        length_limit: shape.length_limit,
     };
     let load_report = serde_json::to_value(&trace.report)?;
     for w in &trace.report.warnings {
@@ -428,11 +513,13 @@ pub async fn replay(
     if requests.is_empty() {
         bail!("the selected window of the trace holds no request");
     }
-    // Bad OTLP settings stop the run before anything is sent.
-    let exporter = shape.export.start()?;
     let schedule = Schedule::new(requests, shape.speedup);
+    check_duration(&schedule, "--speedup")?;
     let mut config = canary_replay::Config::new(target);
     config.speedup = shape.speedup;
+    config.length_limit = shape.length_limit;
+    // Bad OTLP settings stop the run before anything is sent.
+    let exporter = shape.export.start()?;
     config.concurrency = shape.concurrency;
     config.warmup_requests = shape.warmup_requests;
     config.grace_period = shape.grace_period;
@@ -492,10 +579,10 @@ pub async fn replay(
         crate::otlp::finish(e, labels, &outcome, shape.export.otlp_flush_timeout).await;
     }
     if shape.json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        outln!("{}", serde_json::to_string_pretty(&outcome)?)?;
     } else {
-        report::print_table(&outcome, shape.use_server_token_count);
-        println!("artifacts: {}", shape.output_dir.display());
+        report::print_table(&outcome, shape.use_server_token_count)?;
+        outln!("artifacts: {}", shape.output_dir.display())?;
     }
     Ok(outcome)
 }

@@ -2,7 +2,7 @@
 
 use canary_replay::{Progress, RunOutcome};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,9 @@ impl ProgressDisplay {
                             bar.set_message(format!("sent {sent}, errors {errors}"));
                         }
                         None if ticks % 25 == 0 => {
-                            eprintln!(
+                            // A closed stderr is no reason to panic.
+                            let _ = writeln!(
+                                std::io::stderr(),
                                 "progress: {done}/{total} done, {sent} sent, {errors} errors"
                             );
                         }
@@ -77,13 +79,19 @@ impl ProgressDisplay {
 }
 
 /// Prints the run summary as a table.
-pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
+pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<()> {
     let s = &outcome.summary;
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "metric", "avg", "min", "p50", "p90", "p99", "max"
-    );
+        "metric",
+        "avg",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "max"
+    )?;
     let rows = [
         ("time_to_first_token", "TTFT (ms)"),
         ("time_to_second_token", "TTST (ms)"),
@@ -107,17 +115,22 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
     ];
     for (key, label) in rows {
         if let Some(st) = s.metrics.get(key) {
-            println!(
+            outln!(
                 "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-                st.avg, st.min, st.p50, st.p90, st.p99, st.max
-            );
+                st.avg,
+                st.min,
+                st.p50,
+                st.p90,
+                st.p99,
+                st.max
+            )?;
         }
     }
     if let Some(server) = outcome.sections.get("server") {
-        print_server_side(server);
+        print_server_side(server)?;
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "requests {} (completed {}, errors {}{}), duration {:.2} s",
         s.requests,
         s.completed,
@@ -135,32 +148,34 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             )
         },
         s.duration_s
-    );
-    println!(
+    )?;
+    outln!(
         "throughput {:.2} req/s, {:.1} output tokens/s; cached prompt tokens {}",
-        s.request_throughput, s.output_token_throughput, s.total_cached_tokens
-    );
+        s.request_throughput,
+        s.output_token_throughput,
+        s.total_cached_tokens
+    )?;
     if let Some(g) = &s.goodput {
-        println!(
+        outln!(
             "goodput {:.2} req/s: {} of {} requests ({:.1}%) met {}",
             g.goodput,
             g.good_requests,
             s.requests,
             g.good_request_fraction * 100.0,
             g.slos
-        );
+        )?;
     }
     if token_counts {
         let a = &s.token_agreement;
         let n = a.requests_with_usage.max(1) as f64;
-        println!(
+        outln!(
             "server token counts ({} requests with usage): prompt exact {}, mean delta {:+.1}; completion exact {}, mean delta {:+.1}",
             a.requests_with_usage,
             a.prompt_exact,
             a.prompt_delta_sum as f64 / n,
             a.completion_exact,
             a.completion_delta_sum as f64 / n
-        );
+        )?;
     }
     if let Some(gpu) = outcome.sections.get("gpu") {
         let f = |k: &str| {
@@ -168,7 +183,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
                 .as_f64()
                 .map_or("-".to_string(), |v| format!("{v:.1}"))
         };
-        println!(
+        outln!(
             "GPU: util avg {}% max {}%, power avg {} W; energy {} J, {} J per output token",
             f("util_avg_pct"),
             f("util_max_pct"),
@@ -179,7 +194,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             gpu["energy_per_output_token_j"]
                 .as_f64()
                 .map_or("-".into(), |v| format!("{v:.4}")),
-        );
+        )?;
     }
     if let Some(sources) = outcome
         .sections
@@ -190,21 +205,22 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) {
             .iter()
             .map(|(k, v)| format!("{k}: {}", v["state"].as_str().unwrap_or("?")))
             .collect();
-        println!("telemetry: {}", states.join(", "));
+        outln!("telemetry: {}", states.join(", "))?;
     }
     if let Some(b) = &outcome.client_bottleneck {
         println!("{b}");
     }
     if outcome.interrupted {
-        println!(
+        outln!(
             "interrupted: {} scheduled requests were not sent",
             outcome.unsent
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The server's own latency estimates (from its `/metrics` histograms) beside the client's.
-fn print_server_side(server: &serde_json::Value) {
+fn print_server_side(server: &serde_json::Value) -> std::io::Result<()> {
     let rows = [
         ("ttft_s", "server TTFT (ms, /metrics)"),
         ("itl_s", "server ITL (ms, /metrics)"),
@@ -221,7 +237,7 @@ fn print_server_side(server: &serde_json::Value) {
                 .as_f64()
                 .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3))
         };
-        println!(
+        outln!(
             "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             ms("mean"),
             "-",
@@ -229,9 +245,10 @@ fn print_server_side(server: &serde_json::Value) {
             ms("p90"),
             ms("p99"),
             "-"
-        );
+        )?;
     }
     if let Some(gap) = server["client_minus_server_ttft_ms"]["mean"].as_f64() {
-        println!("client TTFT - server TTFT (mean): {gap:.3} ms (network, client, queueing outside the engine)");
+        outln!("client TTFT - server TTFT (mean): {gap:.3} ms (network, client, queueing outside the engine)")?;
     }
+    Ok(())
 }

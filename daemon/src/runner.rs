@@ -8,11 +8,11 @@ use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
 use crate::config::{ApiKeySource, Config, Target, TraceSource, Workload};
 use crate::history::RunRow;
 use crate::observe::TelemetryConfig;
-use crate::replay::ShapeArgs;
+use crate::replay::{LoadedTrace, ShapeArgs};
 use crate::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_core::{MonoTime, RequestRecord};
-use canary_replay::{LoadOptions, Observer, Progress, PromptBuilder, RunOutcome, Schedule};
+use canary_replay::{Observer, Progress, PromptBuilder, RunOutcome, Schedule};
 use clap::Parser;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -187,29 +187,19 @@ impl RunContext {
         otlp: Option<(canary_exporters::RunObserver, f64)>,
     ) -> Result<(RunOutcome, Samples)> {
         let shape = shape(w, t, dir)?;
-        let trace = match &w.trace {
-            TraceSource::Bundled => canary_replay::parse(
-                BUNDLED_TRACE.as_bytes(),
-                Path::new(BUNDLED_TRACE_NAME),
-                &LoadOptions::default(),
-            )?,
-            TraceSource::File(path, format) => {
-                let opts = LoadOptions {
-                    format: *format,
-                    ..Default::default()
-                };
-                canary_replay::load(path, &opts).context("loading the trace")?
-            }
+        let Some(loaded) = load_trace(w, &shape, &shutdown).await? else {
+            anyhow::bail!("interrupted while loading the trace");
         };
-        let loaded = crate::replay::select(trace, &shape)?;
         if loaded.trace.requests.is_empty() {
             anyhow::bail!("the selected window of the trace holds no request");
         }
         let target = replay_target(t, &shape)?;
         let prompts = self.prompts(&shape)?;
         let schedule = Schedule::new(loaded.trace.requests, w.speedup);
+        crate::replay::check_duration(&schedule, &format!("workloads.{}.speedup", w.name))?;
         let mut rc = canary_replay::Config::new(target);
         rc.speedup = w.speedup;
+        rc.length_limit = w.length_limit;
         rc.concurrency = w.concurrency;
         rc.warmup_requests = w.warmup_requests;
         rc.grace_period = w.grace_period;
@@ -306,6 +296,72 @@ impl RunContext {
     }
 }
 
+/// Loads and selects `w`'s trace as its runs do; `None` when `shutdown` fired first.
+async fn load_trace(
+    w: &Workload,
+    shape: &ShapeArgs,
+    shutdown: &CancellationToken,
+) -> Result<Option<LoadedTrace>> {
+    let trace = match &w.trace {
+        TraceSource::Bundled => canary_replay::parse(
+            BUNDLED_TRACE.as_bytes(),
+            Path::new(BUNDLED_TRACE_NAME),
+            &crate::replay::load_options(shape, None),
+        )?,
+        TraceSource::File(path, format) => {
+            let opts = crate::replay::load_options(shape, *format);
+            match crate::replay::load_until(path, opts, shutdown)
+                .await
+                .context("loading the trace")?
+            {
+                Some(trace) => trace,
+                None => return Ok(None),
+            }
+        }
+    };
+    crate::replay::select(trace, shape).map(Some)
+}
+
+/// What `check-config` found loading a workload's trace.
+pub enum TraceCheck {
+    /// It loads; what it holds.
+    Ok(String),
+    /// The file is not there (a warning, not an error: it may be put there later).
+    Missing,
+    /// A signal stopped the load.
+    Stopped,
+}
+
+/// Loads, selects and schedules `w`'s trace as a run would, sending nothing: a bad row is an
+/// error naming it (`file:line: field`), as is a scale taking lengths over the limit or a
+/// speedup that would take more than a year.
+pub async fn check_workload(
+    config: &Config,
+    w: &Workload,
+    shutdown: &CancellationToken,
+) -> Result<TraceCheck> {
+    if let TraceSource::File(path, _) = &w.trace {
+        if !path.exists() {
+            return Ok(TraceCheck::Missing);
+        }
+    }
+    let shape = shape(w, &config.targets[&w.target], Path::new("."))?;
+    let loaded = load_trace(w, &shape, shutdown)
+        .await
+        .with_context(|| format!("workloads.{}", w.name))?;
+    let Some(loaded) = loaded else {
+        return Ok(TraceCheck::Stopped);
+    };
+    let rows = loaded.trace.report.rows;
+    let schedule = Schedule::new(loaded.trace.requests, w.speedup);
+    crate::replay::check_duration(&schedule, &format!("workloads.{}.speedup", w.name))?;
+    Ok(TraceCheck::Ok(format!(
+        "{} of {rows} rows selected, at least {:.1} s to replay",
+        schedule.len(),
+        schedule.min_duration().as_secs_f64()
+    )))
+}
+
 /// The replay's target for `t`: its headers (checked at load, values marked sensitive) and
 /// its API key, read now, only from the source the target names. No `OPENAI_API_KEY`
 /// fallback as in `canaryd replay`: every target, plain http included, would get that key.
@@ -326,6 +382,8 @@ fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     s.concurrency = w.concurrency;
     s.warmup_requests = w.warmup_requests;
     s.scale_lengths = w.scale_lengths;
+    s.length_limit = w.length_limit;
+    s.max_line_bytes = w.max_line_bytes;
     s.tokenizer.clone_from(&w.tokenizer);
     s.prompt_seed = w.prompt_seed;
     // The key itself is read by the replay's target builder, at run time, and never logged.

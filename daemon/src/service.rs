@@ -98,7 +98,10 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     ));
     tracing::info!("status endpoint on http://{status_addr} (/healthz /readyz /metrics /api/runs)");
     if sim.is_some() {
-        print_embedded_banner(status_addr, &config);
+        // A daemon goes on whatever its stdout is.
+        if let Err(e) = print_embedded_banner(status_addr, &config) {
+            tracing::warn!("printing the banner: {e}");
+        }
     }
 
     // Every finished run goes to each sink: the status metrics, and OTLP when configured
@@ -252,8 +255,8 @@ async fn resolve(
     Ok((None, c, Some(sim)))
 }
 
-fn print_embedded_banner(status: SocketAddr, c: &Config) {
-    println!(
+fn print_embedded_banner(status: SocketAddr, c: &Config) -> std::io::Result<()> {
+    outln!(
         "canaryd: no config file (--config, or {}): running the embedded default.\n  \
          target:    the built-in simulator at {} (illustrative profile)\n  \
          workload:  `demo`, the bundled Mooncake slice (300 requests at 5x, lengths x1/8), every minute\n  \
@@ -264,7 +267,7 @@ fn print_embedded_banner(status: SocketAddr, c: &Config) {
         c.targets["sim"].url,
         c.artifacts_dir.display(),
         c.state_dir.display(),
-    );
+    )
 }
 
 /// Shared state of the scheduler and its runs; survives reloads.

@@ -2,6 +2,8 @@
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
 mod common;
+#[path = "cli/hostile.rs"]
+mod hostile;
 
 use canary_testkit::{Hostile, HostileServer};
 use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};

@@ -166,6 +166,10 @@ impl PromptBuilder {
     /// The prompt for `req`: the trace's own prompt verbatim if it has one, otherwise
     /// `req.input_tokens` tokens synthesized from its hash ids. `salt` changes the text of the
     /// blocks no hash id covers, and only those.
+    ///
+    /// The text is sized by `req.input_tokens` (a few bytes a token): lengths are checked
+    /// before this, when the trace loads and again when [`run()`](crate::run()) starts
+    /// ([`Config::length_limit`](crate::Config::length_limit)).
     pub fn build(&self, req: &TraceRequest, salt: u64) -> Prompt {
         if let Some(verbatim) = verbatim(req) {
             return verbatim;

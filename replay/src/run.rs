@@ -63,6 +63,10 @@ pub struct Config {
     /// so the trace's prefix sharing is replayed. [`Config::new`] draws a fresh one; set it to
     /// repeat a run's exact prompts (it is reported as `prompt_salt` in `summary.json`).
     pub prompt_salt: u64,
+    /// [`run()`] refuses a schedule with a row asking for more input or output tokens than
+    /// this: prompts and response caps are sized by those numbers. Default
+    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
+    pub length_limit: u32,
 }
 
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
@@ -155,6 +159,7 @@ impl Config {
             trace_sample_ratio: 1.0,
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
+            length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
         }
     }
 }
@@ -193,6 +198,12 @@ impl Config {
                 reason: "expected at least 1 request in flight, found 0".into(),
             });
         }
+        if !(self.speedup > 0.0 && self.speedup.is_finite()) {
+            return Err(ReplayError::Invalid {
+                field: "--speedup",
+                reason: format!("expected a positive number, found {}", self.speedup),
+            });
+        }
         self.target
             .check_headers()
             .map_err(|reason| ReplayError::Invalid {
@@ -205,6 +216,35 @@ impl Config {
                 field: "--extra-inputs",
                 reason,
             })
+    }
+
+    /// Checks what [`run()`] would be asked to do with `schedule`: every length within
+    /// [`Config::length_limit`] (a prompt is sized by it), and an end within
+    /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
+    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), ReplayError> {
+        let limit = self.length_limit;
+        let mut rows = schedule.sessions().iter().flat_map(|s| &s.turns);
+        if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
+            return Err(ReplayError::Invalid {
+                field: "--length-limit",
+                reason: format!(
+                    "line {} asks for {} input and {} output tokens, over the limit of {limit}",
+                    r.line, r.input_tokens, r.output_tokens
+                ),
+            });
+        }
+        let max = crate::trace::MAX_SPAN;
+        if schedule.min_duration() > max {
+            return Err(ReplayError::Invalid {
+                field: "--speedup",
+                reason: format!(
+                    "at {}x the schedule would take more than {} days",
+                    crate::trace::Number(schedule.timing().speedup()),
+                    max.as_secs() / 86_400
+                ),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -306,6 +346,7 @@ pub async fn run(
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
     config.validate()?;
+    config.check_schedule(&schedule)?;
     let tls = if config.target.tls {
         Some(crate::tls::client_config(
             config.target.ca_bundle.as_deref(),

@@ -111,6 +111,25 @@ impl Schedule {
         self.timing.turn_due(req)
     }
 
+    /// The least time replaying the schedule takes, server time not counted: the last
+    /// deadline by timestamp, or a session's first deadline plus the `delay`s of its later
+    /// turns where that ends later. Saturates at `Duration::MAX` (a speedup of 1e-12).
+    pub fn min_duration(&self) -> Duration {
+        let mut longest = 0f64; // trace seconds
+        for s in &self.sessions {
+            let mut end = 0f64;
+            for (k, r) in s.turns.iter().enumerate() {
+                let at = r.timestamp_us.saturating_sub(self.timing.origin_us) as f64 / 1e6;
+                end = match r.delay_us {
+                    Some(d) if k > 0 => end + d as f64 / 1e6,
+                    _ => end.max(at),
+                };
+            }
+            longest = longest.max(end);
+        }
+        Duration::try_from_secs_f64(longest / self.timing.speedup).unwrap_or(Duration::MAX)
+    }
+
     /// The time the whole schedule spans (last deadline by timestamp).
     pub fn span(&self) -> Duration {
         self.sessions
@@ -123,6 +142,11 @@ impl Schedule {
 }
 
 impl Timing {
+    /// The trace-time divisor.
+    pub fn speedup(&self) -> f64 {
+        self.speedup
+    }
+
     /// When `req` is due by its timestamp, from the run start.
     pub fn offset(&self, req: &TraceRequest) -> Duration {
         let us = req.timestamp_us.saturating_sub(self.origin_us) as f64 / self.speedup;
@@ -188,6 +212,19 @@ mod tests {
             .collect();
         let s = Schedule::new(reqs, 20.0);
         assert_eq!(s.span(), Duration::from_millis(33_450));
+    }
+
+    #[test]
+    fn min_duration_counts_delays_and_saturates() {
+        let mut t1 = req(2, 500, Some(7), 1);
+        t1.delay_us = Some(10_000_000);
+        let reqs = vec![req(0, 100, Some(7), 0), req(1, 4000, None, 0), t1];
+        // Session 7: first turn at 0 s, then 10 s of delay; the other request at 3.9 s.
+        let s = Schedule::new(reqs.clone(), 2.0);
+        assert_eq!(s.min_duration(), Duration::from_secs(5));
+        assert_eq!(s.span(), Duration::from_millis(1950));
+        let s = Schedule::new(reqs, 1e-300);
+        assert_eq!(s.min_duration(), Duration::MAX);
     }
 
     #[test]

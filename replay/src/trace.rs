@@ -39,18 +39,20 @@ mod select;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use canary_core::TraceRequest;
 use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use error::{TraceError, TraceErrorKind};
-pub use select::{Selection, SelectionReport, Shard};
+pub use select::{Number, Selection, SelectionReport, Shard};
 
-use read::{Lines, Rows};
+use read::{Guard, Lines, Rows};
 
 /// How many warning messages a [`LoadReport`] keeps; later ones are only counted.
 pub const MAX_WARNINGS: usize = 20;
@@ -60,6 +62,24 @@ pub const MAX_WARNINGS: usize = 20;
 /// months), it catches a timestamp in the wrong unit (epoch milliseconds in a seconds column)
 /// at load time, naming the row, instead of a deadline centuries away.
 pub const MAX_SPAN: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
+/// The longest input or output a row may ask for, in tokens, unless [`LoadOptions::length_limit`]
+/// says otherwise: the largest context any model is served with today, Llama 4 Scout's 10M
+/// tokens (Meta, "The Llama 4 herd", 5 April 2025, and the model card of
+/// `meta-llama/Llama-4-Scout-17B-16E-Instruct`). Magic's LTM-2-mini was announced with 100M
+/// (magic.dev/blog/100m-token-context-windows, August 2024) but is not served to anyone.
+/// A longer row is a unit mistake or hostile input: the prompt built for it would be sized by
+/// the number (`input_length` 1e9 is a 7 GB allocation), so it is refused at load, naming the
+/// row.
+pub const DEFAULT_LENGTH_LIMIT: u32 = 10_000_000;
+
+/// The longest line a trace may hold, in bytes, unless [`LoadOptions::max_line_bytes`] says
+/// otherwise. Real rows are far shorter (the longest in the published Mooncake traces,
+/// 191k tokens in 374 hash ids, is 2.7 KB), but a row of [`DEFAULT_LENGTH_LIMIT`] tokens in
+/// Bailian's 16-token blocks lists 625,000 hash ids, up to 13.75 MB written out (20 digits,
+/// a comma and a space each): 16 MiB keeps every well-formed row loadable, and bounds the
+/// memory a file without line breaks (`/dev/zero`, a FIFO) can take before it is refused.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
 /// A supported trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -202,7 +222,7 @@ impl FromStr for FailedPolicy {
 }
 
 /// How to read a trace file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Force a format instead of detecting it from the first line.
     pub format: Option<TraceFormat>,
@@ -212,6 +232,29 @@ pub struct LoadOptions {
     pub skip_invalid: bool,
     /// What to do with BurstGPT failed rows.
     pub burstgpt_failed: FailedPolicy,
+    /// Rows asking for more input or output tokens than this are invalid (default
+    /// [`DEFAULT_LENGTH_LIMIT`]).
+    pub length_limit: u32,
+    /// A line (a CSV record) longer than this many bytes ends the load with
+    /// [`TraceError::LineTooLong`] (default [`DEFAULT_MAX_LINE_BYTES`]).
+    pub max_line_bytes: usize,
+    /// Set it to stop a load in progress: it ends with [`TraceError::Stopped`] at the next
+    /// read. A read blocked on a pipe that sends nothing does not see it; a caller that must
+    /// not wait loads on a thread of its own.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            format: None,
+            skip_invalid: false,
+            burstgpt_failed: FailedPolicy::default(),
+            length_limit: DEFAULT_LENGTH_LIMIT,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            stop: None,
+        }
+    }
 }
 
 /// What loading a trace skipped, kept or noticed.
@@ -283,12 +326,21 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
         line: None,
         source,
     })?;
-    parse(BufReader::with_capacity(1 << 18, file), path, opts)
+    parse_guarded(Guard::new(file, opts), path, opts)
 }
 
 /// Parses a trace from any reader; `name` is used in error messages and [`Trace::path`].
 pub fn parse(reader: impl BufRead, name: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
-    let mut lines = Lines::new(reader, name);
+    parse_guarded(Guard::new(reader, opts), name, opts)
+}
+
+/// Every byte goes through the [`Guard`], which bounds lines and sees the stop flag.
+fn parse_guarded<R: Read>(
+    guard: Guard<R>,
+    name: &Path,
+    opts: &LoadOptions,
+) -> Result<Trace, TraceError> {
+    let mut lines = Lines::new(BufReader::with_capacity(1 << 18, guard), name);
     let Some((line, first)) = lines.next_line()? else {
         return Err(TraceError::Empty {
             path: name.into(),

@@ -2,6 +2,7 @@
 
 mod connect;
 mod hostile;
+mod hostile_traces;
 mod prompt;
 mod replay_sim;
 mod support;

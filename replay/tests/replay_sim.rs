@@ -338,6 +338,51 @@ async fn settings_that_could_never_run_are_refused_up_front() {
     assert!(sim.truth().is_empty(), "nothing was sent");
 }
 
+/// Issue 14: a speedup of 1e-12 would wait for ages, a length no model serves would size a
+/// prompt by it. Both are refused before anything is sent.
+#[tokio::test]
+async fn schedules_that_never_end_or_fit_are_refused_up_front() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut spread = requests(2, 20, 4);
+    spread[1].timestamp_us = 1_000_000;
+    let cases = [
+        (
+            spread,
+            1e-12,
+            canary_replay::trace::DEFAULT_LENGTH_LIMIT,
+            "--speedup: at 1e-12x the schedule would take more than 365 days",
+        ),
+        (
+            requests(2, 2000, 4),
+            1.0,
+            1000,
+            "--length-limit: line 1 asks for 2000 input and 4 output tokens, over the limit of 1000",
+        ),
+    ];
+    for (reqs, speedup, limit, expected) in cases {
+        let mut config = canary_replay::Config::new(target(&sim));
+        config.speedup = speedup;
+        config.length_limit = limit;
+        let run = canary_replay::run(
+            config,
+            canary_replay::Schedule::new(reqs, speedup),
+            prompts(),
+            serde_json::json!({}),
+            tokio_util::sync::CancellationToken::new(),
+            Default::default(),
+        );
+        let err = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("refused, not waiting for ages")
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            format!("invalid replay setting {expected}")
+        );
+    }
+    assert!(sim.truth().is_empty(), "nothing was sent");
+}
+
 #[tokio::test]
 async fn unique_prompts_are_new_to_the_server_on_every_run_and_shard() {
     // 16-token cache blocks, so the short BurstGPT prompts fill whole blocks.

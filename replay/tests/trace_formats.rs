@@ -366,7 +366,7 @@ fn error_bad_json() {
         "bad.jsonl",
         text,
         TraceErrorKind::Json,
-        &["bad.jsonl:3: malformed JSON"],
+        &[r#"bad.jsonl:3: field "input_length": malformed JSON"#],
     );
     assert!(std::error::Error::source(&err).is_some());
 }

@@ -218,10 +218,16 @@ pub struct Workload {
     pub end_offset: Option<HumanDuration>,
     /// Request cap.
     pub max_requests: Option<usize>,
-    /// Default 1.
+    /// Default 1. A schedule that would take more than 365 days to replay is refused (by
+    /// `check-config` too, which loads the trace).
     pub speedup: Option<Positive>,
-    /// Length scaling.
-    pub scale_lengths: Option<Positive>,
+    /// Length scaling; at most `length_limit` (every row has a token or more).
+    pub scale_lengths: Option<toml::Spanned<Positive>>,
+    /// Trace rows, and scaled lengths, above this many input or output tokens are refused
+    /// (default 10000000, the longest context any model is served with).
+    pub length_limit: Option<LengthLimit>,
+    /// A trace line (CSV record) longer than this many bytes is refused (default 16 MiB).
+    pub max_line_bytes: Option<AtLeastOne>,
     /// Concurrency ceiling, 1 or more.
     pub concurrency: Option<AtLeastOne>,
     /// Default 0.
@@ -347,6 +353,22 @@ impl<'de> Deserialize<'de> for AtLeastOne {
             Err(_) => Err(serde::de::Error::custom(
                 "expected a whole number, 1 or more",
             )),
+        }
+    }
+}
+
+/// A token count of 1 to 2^32 - 1 (lengths are `u32`).
+#[derive(Debug, Clone, Copy)]
+pub struct LengthLimit(pub u32);
+
+impl<'de> Deserialize<'de> for LengthLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match u64::deserialize(d) {
+            Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(LengthLimit(n as u32)),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a whole number of tokens from 1 to {}",
+                u32::MAX
+            ))),
         }
     }
 }

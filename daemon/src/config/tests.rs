@@ -607,3 +607,47 @@ fn retention_below_the_baseline_minimum_is_refused_and_below_its_size_warned() {
         "{warnings:?}"
     );
 }
+
+/// Issue 14: `scale_lengths = 1e30` was accepted, and every run then aborted on a 30 GB
+/// allocation. Lengths have a limit, which a workload can raise.
+#[test]
+fn scale_lengths_cannot_pass_the_length_limit() {
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nscale_lengths = 1e30");
+    let e = error_at(&text, "scale_lengths", "workloads.chat.scale_lengths: ");
+    assert!(
+        e.ends_with(
+            "1e30 takes every length over the length limit of 10000000 tokens (length_limit)"
+        ),
+        "{e}"
+    );
+    let c =
+        parse(&GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nscale_lengths = 0.5")).unwrap();
+    assert_eq!(
+        (c.workloads[0].length_limit, c.workloads[0].max_line_bytes),
+        (10_000_000, 16 << 20)
+    );
+    let raised =
+        "jitter = \"30s\"\nscale_lengths = 2e7\nlength_limit = 4000000000\nmax_line_bytes = 100";
+    let c = parse(&GOOD.replace("jitter = \"30s\"", raised)).unwrap();
+    assert_eq!(c.workloads[0].scale_lengths, Some(2e7));
+    assert_eq!(
+        (c.workloads[0].length_limit, c.workloads[0].max_line_bytes),
+        (4_000_000_000, 100)
+    );
+    for (bad, key) in [
+        ("length_limit = 0", "workloads.chat.length_limit: "),
+        ("length_limit = 5000000000", "workloads.chat.length_limit: "),
+        ("max_line_bytes = 0", "workloads.chat.max_line_bytes: "),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        error_at(&text, bad, key);
+    }
+    for bad in ["inf", "nan", "-1.0", "0"] {
+        let text = GOOD.replace(
+            "jitter = \"30s\"",
+            &format!("jitter = \"30s\"\nspeedup = {bad}"),
+        );
+        let e = error_at(&text, "speedup", "workloads.chat.speedup: ");
+        assert!(e.contains("expected a positive number"), "{e}");
+    }
+}

@@ -61,12 +61,8 @@ pub(super) fn parse<R: BufRead>(
             line,
         };
         let result = serde_json::from_slice::<RawRow<'_>>(text)
-            .map_err(|source| TraceError::Json {
-                path: rows.path.into(),
-                line,
-                source,
-            })
-            .and_then(|raw| convert(row, raw, &by_chat, &rows.requests));
+            .map_err(|source| row.json(text, source))
+            .and_then(|raw| convert(row, raw, &by_chat, &rows.requests, rows.opts.length_limit));
         match result {
             Ok((req, link, kind)) => {
                 by_chat.insert(link.chat, rows.requests.len());
@@ -85,6 +81,7 @@ fn convert<'a>(
     raw: RawRow<'a>,
     by_chat: &HashMap<u64, usize>,
     kept: &[TraceRequest],
+    limit: u32,
 ) -> Result<(TraceRequest, Link, &'static str), TraceError> {
     let chat = match row.required("chat_id", &raw.chat_id)? {
         Scalar::Uint(n) => *n,
@@ -113,15 +110,17 @@ fn convert<'a>(
         "seconds",
         1_000_000,
     )?;
-    let input = row.count(
+    let input = row.length(
         "input_length",
         row.required("input_length", &raw.input_length)?,
         false,
+        limit,
     )?;
-    let output = row.count(
+    let output = row.length(
         "output_length",
         row.required("output_length", &raw.output_length)?,
         false,
+        limit,
     )?;
     let kind = match &raw.kind {
         None => "unknown",
@@ -236,7 +235,7 @@ fn resolve_chains(
             }
             rows.report.orphans_rerooted += 1;
             rows.report
-                .warn(format_args!("kept as its own session: {err}"));
+                .warn(format_args!("{err} (kept as its own session)"));
             break Resolved {
                 root: links[cur].chat,
                 depth: 0,
@@ -270,7 +269,7 @@ fn resolve_chains(
                 }
                 rows.report.turn_mismatches += 1;
                 rows.report
-                    .warn(format_args!("turn taken from the chain: {err}"));
+                    .warn(format_args!("{err} (turn taken from the chain)"));
             }
         }
     }

@@ -10,12 +10,12 @@
 //! column, rows of one id form a session; turns follow timestamp order.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Cursor, Read};
+use std::io::{Cursor, Read};
 
 use canary_core::TraceRequest;
 
 use super::field::{Row, Scalar};
-use super::read::{line_u32, Lines, Rows};
+use super::read::{halted, line_u32, Lines, Rows, Source};
 use super::{FailedPolicy, TraceError, TraceFormat};
 
 const TIMESTAMP: &str = "Timestamp";
@@ -59,43 +59,62 @@ impl Columns {
     }
 }
 
-pub(super) fn parse<R: BufRead>(
-    lines: Lines<'_, R>,
+/// The CSV reader's own buffer (its default), read ahead of the record it parses.
+const CSV_BUFFER: usize = 8 << 10;
+
+pub(super) fn parse<R: Read>(
+    lines: Lines<'_, Source<R>>,
     rows: &mut Rows<'_>,
 ) -> Result<(), TraceError> {
     // The header line was already read for detection: put it back in front of the reader.
-    let (header_line, first, rest) = lines.into_parts();
+    let (header_line, first, mut rest) = lines.into_parts();
     let offset = header_line - 1;
+    // From here a quoted field may hold line breaks: the limit is on a whole record, and the
+    // buffers between the guard and the parser may hold that much more.
+    let slack = rest.capacity() + CSV_BUFFER + first.len();
+    rest.get_mut().records(slack, header_line + 1);
     let input = Cursor::new(first).chain(rest);
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
+        .buffer_capacity(CSV_BUFFER)
         .from_reader(input);
     let header_row = Row {
         path: rows.path,
         line: header_line,
     };
-    let header = reader.byte_headers().map_err(|source| TraceError::Csv {
-        path: rows.path.into(),
-        line: header_line,
-        source,
-    })?;
-    let cols = Columns::from_header(header, header_row)?;
+    let csv_error = |source: csv::Error, line: u64| {
+        match source.kind() {
+            csv::ErrorKind::Io(e) => halted(e, rows.path),
+            _ => None,
+        }
+        .unwrap_or_else(|| TraceError::Csv {
+            path: rows.path.into(),
+            line,
+            source,
+        })
+    };
+    let header = match reader.byte_headers() {
+        Ok(h) => h.clone(),
+        Err(source) => return Err(csv_error(source, header_line)),
+    };
+    let cols = Columns::from_header(&header, header_row)?;
 
     let mut record = csv::ByteRecord::new();
     let mut session_keys: HashMap<Box<[u8]>, u64> = HashMap::new();
+    let limit = rows.opts.length_limit;
     loop {
-        let more = match reader.read_byte_record(&mut record) {
+        let read = reader.read_byte_record(&mut record);
+        // Whatever was read, the next record starts here.
+        let next = reader.position().line() + offset;
+        reader.get_mut().get_mut().1.get_mut().mark_record(next);
+        let more = match read {
             Ok(more) => more,
             Err(source) => {
                 let line = source.position().map_or(header_line, |p| p.line() + offset);
                 // A record with the wrong number of fields was read whole: it is one bad row,
                 // and the reader goes on after it. Anything else (I/O) ends the file.
                 let one_row = matches!(source.kind(), csv::ErrorKind::UnequalLengths { .. });
-                let err = TraceError::Csv {
-                    path: rows.path.into(),
-                    line,
-                    source,
-                };
+                let err = csv_error(source, line);
                 if !one_row {
                     return Err(err);
                 }
@@ -113,7 +132,7 @@ pub(super) fn parse<R: BufRead>(
             path: rows.path,
             line,
         };
-        match convert(row, &record, &cols, &mut session_keys) {
+        match convert(row, &record, &cols, &mut session_keys, limit) {
             Ok(req)
                 if req.output_tokens == 0 && rows.opts.burstgpt_failed == FailedPolicy::Skip =>
             {
@@ -177,6 +196,7 @@ fn convert(
     record: &csv::ByteRecord,
     cols: &Columns,
     session_keys: &mut HashMap<Box<[u8]>, u64>,
+    limit: u32,
 ) -> Result<TraceRequest, TraceError> {
     let timestamp_us = row.time_us(
         TIMESTAMP,
@@ -184,8 +204,18 @@ fn convert(
         "seconds",
         1_000_000,
     )?;
-    let input = row.count(REQUEST, &cell(row, record, cols.request, REQUEST)?, false)?;
-    let output = row.count(RESPONSE, &cell(row, record, cols.response, RESPONSE)?, true)?;
+    let input = row.length(
+        REQUEST,
+        &cell(row, record, cols.request, REQUEST)?,
+        false,
+        limit,
+    )?;
+    let output = row.length(
+        RESPONSE,
+        &cell(row, record, cols.response, RESPONSE)?,
+        true,
+        limit,
+    )?;
     let session = match cols
         .session
         .and_then(|i| record.get(i))

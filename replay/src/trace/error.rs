@@ -23,6 +23,29 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
+    /// A line (or CSV record) is longer than the limit: not a trace, or a row far beyond any
+    /// real one. Not skippable: the rest of the line would have to be read to skip it, and a
+    /// file without line breaks never ends.
+    #[error(
+        "{}:{line}: line longer than {limit} bytes (max_line_bytes); is this a trace file?",
+        path.display()
+    )]
+    LineTooLong {
+        /// The trace file.
+        path: PathBuf,
+        /// The line that is too long.
+        line: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The load was stopped ([`LoadOptions::stop`](super::LoadOptions::stop)).
+    #[error("{}: loading stopped at line {line}", path.display())]
+    Stopped {
+        /// The trace file.
+        path: PathBuf,
+        /// The line being read.
+        line: u64,
+    },
     /// The file holds no row at all, or every row was skipped as invalid or failed.
     #[error("{}: empty trace: no usable rows ({rows} rows read)", path.display())]
     Empty {
@@ -46,12 +69,15 @@ pub enum TraceError {
         found: String,
     },
     /// A JSONL row is not valid JSON (or not an object).
-    #[error("{}:{line}: malformed JSON", path.display())]
+    #[error("{}:{line}: {}malformed JSON", path.display(), in_field(field))]
     Json {
         /// The trace file.
         path: PathBuf,
         /// The offending line.
         line: u64,
+        /// The top-level field whose value the error is in, when it is in one (a number out
+        /// of range, a truncated array).
+        field: Option<String>,
         /// The parser's error (its column is relative to the line).
         #[source]
         source: serde_json::Error,
@@ -175,6 +201,13 @@ pub enum TraceError {
     },
 }
 
+fn in_field(field: &Option<String>) -> String {
+    field
+        .as_ref()
+        .map(|f| format!("field {f:?}: "))
+        .unwrap_or_default()
+}
+
 fn at_line(line: Option<u64>) -> String {
     line.map(|l| format!(" (at line {l})")).unwrap_or_default()
 }
@@ -185,6 +218,8 @@ fn at_line(line: Option<u64>) -> String {
 #[allow(missing_docs)] // one per TraceError variant, same names
 pub enum TraceErrorKind {
     Io,
+    LineTooLong,
+    Stopped,
     Empty,
     UnknownFormat,
     Json,
@@ -204,6 +239,8 @@ impl TraceError {
     pub fn kind(&self) -> TraceErrorKind {
         match self {
             Self::Io { .. } => TraceErrorKind::Io,
+            Self::LineTooLong { .. } => TraceErrorKind::LineTooLong,
+            Self::Stopped { .. } => TraceErrorKind::Stopped,
             Self::Empty { .. } => TraceErrorKind::Empty,
             Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
             Self::Json { .. } => TraceErrorKind::Json,
@@ -224,6 +261,8 @@ impl TraceError {
         match self {
             Self::Io { line, .. } => *line,
             Self::UnknownFormat { line, .. }
+            | Self::LineTooLong { line, .. }
+            | Self::Stopped { line, .. }
             | Self::Json { line, .. }
             | Self::Csv { line, .. }
             | Self::MissingField { line, .. }

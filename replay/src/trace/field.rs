@@ -230,6 +230,33 @@ impl Row<'_> {
         u32::try_from(n).map_err(|_| self.invalid(field, format!("{expected} below 2^32"), v))
     }
 
+    /// A token length: a [`count`](Self::count) of at most `limit` (the load's
+    /// [`length_limit`](super::LoadOptions::length_limit)), so that nothing sized by it (a
+    /// prompt, a response cap) can be absurd.
+    pub fn length(
+        &self,
+        field: &'static str,
+        v: &Scalar<'_>,
+        allow_zero: bool,
+        limit: u32,
+    ) -> Result<u32, TraceError> {
+        let n = self.count(field, v, allow_zero)?;
+        if n > limit {
+            return Err(self.invalid(field, format!("at most {limit} tokens (length_limit)"), n));
+        }
+        Ok(n)
+    }
+
+    /// A JSON row that did not parse, naming the field the error is in when there is one.
+    pub fn json(&self, text: &[u8], source: serde_json::Error) -> TraceError {
+        TraceError::Json {
+            path: self.path.into(),
+            line: self.line,
+            field: key_at(text, source.column().saturating_sub(1)),
+            source,
+        }
+    }
+
     /// A non-negative time in the trace's unit, converted to microseconds
     /// (`us_per_unit` is 1,000 for milliseconds, 1,000,000 for seconds).
     pub fn time_us(
@@ -283,6 +310,44 @@ impl Row<'_> {
             }
         }
     }
+}
+
+/// The top-level key of a one-line JSON object whose value holds byte `at`: where a syntax
+/// error is (`"input_length": 1e400`, a truncated `hash_ids` array). `None` before the first
+/// key, or when `at` is inside a key.
+fn key_at(line: &[u8], at: usize) -> Option<String> {
+    let end = at.min(line.len());
+    let (mut depth, mut want_key, mut key) = (0usize, false, None);
+    let mut i = 0;
+    while i < end {
+        match line[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < line.len() && line[j] != b'"' {
+                    j += if line[j] == b'\\' { 2 } else { 1 };
+                }
+                if j >= end {
+                    return None; // the error is in this string
+                }
+                if depth == 1 && want_key {
+                    key = Some(String::from_utf8_lossy(&line[start..j]).into_owned());
+                    want_key = false;
+                }
+                i = j + 1;
+                continue;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                want_key = depth == 1;
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => want_key = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    key
 }
 
 #[cfg(test)]
@@ -350,6 +415,35 @@ mod tests {
             e.to_string(),
             r#"f.jsonl:3: field "t": expected a number, found string "x""#
         );
+    }
+
+    #[test]
+    fn lengths_have_a_limit() {
+        let r = row();
+        assert_eq!(r.length("n", &Scalar::Uint(10), false, 10).unwrap(), 10);
+        let e = r.length("n", &Scalar::Uint(11), false, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"f.jsonl:3: field "n": expected at most 10 tokens (length_limit), found 11"#
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_the_field_they_are_in() {
+        let at = |line: &str| {
+            let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
+            key_at(line.as_bytes(), e.column().saturating_sub(1))
+        };
+        let field = |s: &str| Some(s.to_string());
+        assert_eq!(
+            at(r#"{"a": 1, "input_length": 1e400}"#),
+            field("input_length")
+        );
+        assert_eq!(at(r#"{"a": 1, "hash_ids": [1, 2"#), field("hash_ids"));
+        assert_eq!(at(r#"{"a\"b": {"x": tru}}"#), field("a\\\"b"));
+        assert_eq!(at(r#"{"a": "x", "b": [1, {"c": -}]}"#), field("b"));
+        assert_eq!(at(r#"{"a": 1, "b"#), None);
+        assert_eq!(at("not json"), None);
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub(super) fn parse<R: BufRead>(
 ) -> Result<(), TraceError> {
     let mut sessions = Sessions::default();
     let mut num = itoa_buf();
+    let limit = rows.opts.length_limit;
     while let Some((line, text)) = lines.next_line()? {
         rows.report.rows += 1;
         let row = Row {
@@ -88,12 +89,8 @@ pub(super) fn parse<R: BufRead>(
             line,
         };
         let result = serde_json::from_slice::<RawRow<'_>>(text)
-            .map_err(|source| TraceError::Json {
-                path: rows.path.into(),
-                line,
-                source,
-            })
-            .and_then(|raw| convert(row, raw, &mut sessions, &mut num));
+            .map_err(|source| row.json(text, source))
+            .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit));
         match result {
             Ok(req) => rows.requests.push(req),
             Err(e) => rows.reject(e)?,
@@ -111,16 +108,19 @@ fn convert(
     raw: RawRow<'_>,
     sessions: &mut Sessions,
     num: &mut String,
+    limit: u32,
 ) -> Result<TraceRequest, TraceError> {
-    let input = row.count(
+    let input = row.length(
         "input_length",
         row.required("input_length", &raw.input_length)?,
         false,
+        limit,
     )?;
-    let output = row.count(
+    let output = row.length(
         "output_length",
         row.required("output_length", &raw.output_length)?,
         false,
+        limit,
     )?;
     let block_size = TraceFormat::Mooncake.block_size();
     let hash_ids = row.hash_ids(raw.hash_ids)?;

@@ -1,8 +1,12 @@
-//! Plumbing shared by the parsers: a reader of non-empty lines that reuses one buffer, and
-//! the collector that applies `skip_invalid`, sorts by timestamp and assigns indices.
+//! Plumbing shared by the parsers: the [`Guard`] every byte is read through (it bounds a line
+//! and sees the stop flag), a reader of non-empty lines that reuses one buffer, and the
+//! collector that applies `skip_invalid`, sorts by timestamp and assigns indices.
 
-use std::io::BufRead;
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use canary_core::TraceRequest;
 
@@ -10,6 +14,146 @@ use super::field::Row;
 use super::{LoadOptions, LoadReport, Trace, TraceError, TraceFormat, MAX_SPAN};
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What the parsers read: the file through its [`Guard`], buffered.
+pub(crate) type Source<R> = BufReader<Guard<R>>;
+
+/// Why the [`Guard`] refused to read on, carried inside an `io::Error` through `BufRead` and
+/// the CSV reader, and turned back into a [`TraceError`] by [`halted`].
+#[derive(Debug)]
+enum Halt {
+    TooLong { line: u64, limit: usize },
+    Stopped { line: u64 },
+}
+
+impl fmt::Display for Halt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Halt::TooLong { line, limit } => write!(f, "line {line} is over {limit} bytes"),
+            Halt::Stopped { line } => write!(f, "stopped at line {line}"),
+        }
+    }
+}
+
+impl std::error::Error for Halt {}
+
+/// The [`TraceError`] for an I/O error that is the [`Guard`] refusing to read on, if it is one.
+pub(crate) fn halted(e: &io::Error, path: &Path) -> Option<TraceError> {
+    match *e.get_ref()?.downcast_ref::<Halt>()? {
+        Halt::TooLong { line, limit } => Some(TraceError::LineTooLong {
+            path: path.into(),
+            line,
+            limit,
+        }),
+        Halt::Stopped { line } => Some(TraceError::Stopped {
+            path: path.into(),
+            line,
+        }),
+    }
+}
+
+/// Reads a trace file and refuses, with the line's number, to go past a line longer than the
+/// limit, so a file without line breaks (`/dev/zero`, a FIFO) costs at most that much memory.
+/// A CSV record counts as one line whatever newlines its quoted fields hold: the BurstGPT parser
+/// calls [`Guard::records`] and marks each record's end. Also stops when the stop flag is set.
+pub(crate) struct Guard<R> {
+    inner: R,
+    limit: usize,
+    /// Read-ahead allowed on top of the limit (CSV).
+    slack: usize,
+    /// Bytes read since the last line break (the last record mark for CSV).
+    run: usize,
+    /// Line breaks read: the line being read is `breaks + 1`.
+    breaks: u64,
+    /// The line where the current record started (CSV).
+    record_line: u64,
+    /// Only [`Guard::mark_record`] ends a run (CSV), not a line break.
+    records: bool,
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl<R: Read> Guard<R> {
+    pub(crate) fn new(inner: R, opts: &LoadOptions) -> Self {
+        Guard {
+            inner,
+            limit: opts.max_line_bytes.max(1),
+            slack: 0,
+            run: 0,
+            breaks: 0,
+            record_line: 1,
+            records: false,
+            stop: opts.stop.clone(),
+        }
+    }
+
+    /// From now on a run ends only at [`Guard::mark_record`]; `slack` bytes of read-ahead
+    /// (the buffers between this reader and the CSV parser) are allowed on top of the limit.
+    /// `line`: where the first record starts.
+    pub(crate) fn records(&mut self, slack: usize, line: u64) {
+        self.records = true;
+        self.slack = slack;
+        self.run = 0;
+        self.record_line = line;
+    }
+
+    /// Ends the bytes handed on one past the limit, in a run that starts at `start` of the
+    /// buffer: how many bytes to hand on.
+    fn cut(&mut self, start: usize, max: usize) -> usize {
+        let kept = start + (max + 1 - self.run);
+        self.run = max + 1;
+        kept
+    }
+
+    /// A record ended at `line` (1-based; its bytes have all been read).
+    pub(crate) fn mark_record(&mut self, line: u64) {
+        self.run = 0;
+        self.record_line = line;
+    }
+}
+
+impl<R: Read> Read for Guard<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            return Err(io::Error::other(Halt::Stopped {
+                line: self.breaks + 1,
+            }));
+        }
+        let max = self.limit.saturating_add(self.slack);
+        if self.run > max {
+            let line = match self.records {
+                true => self.record_line,
+                false => self.breaks + 1,
+            };
+            let limit = self.limit;
+            return Err(io::Error::other(Halt::TooLong { line, limit }));
+        }
+        let n = self.inner.read(out)?;
+        // Walk the line breaks: each one ends a run (unless records are marked instead), and
+        // the first run over the limit cuts what is handed on one byte past the limit; the
+        // next read reports it.
+        let mut start = 0;
+        for p in memchr::memchr_iter(b'\n', &out[..n]) {
+            if self.run + (p - start) > max {
+                return Ok(self.cut(start, max));
+            }
+            self.breaks += 1;
+            self.run = match self.records {
+                true => self.run + (p - start) + 1,
+                false => 0,
+            };
+            start = p + 1;
+        }
+        if self.run + (n - start) > max {
+            return Ok(self.cut(start, max));
+        }
+        self.run += n - start;
+        Ok(n)
+    }
+}
 
 /// Non-empty lines of a reader, with 1-based line numbers, reusing one buffer.
 pub(crate) struct Lines<'p, R> {
@@ -41,10 +185,13 @@ impl<'p, R: BufRead> Lines<'p, R> {
             let n = self
                 .reader
                 .read_until(b'\n', &mut self.buf)
-                .map_err(|source| TraceError::Io {
-                    path: self.path.into(),
-                    line: Some(self.line + 1),
-                    source,
+                .map_err(|source| match halted(&source, self.path) {
+                    Some(e) => e,
+                    None => TraceError::Io {
+                        path: self.path.into(),
+                        line: Some(self.line + 1),
+                        source,
+                    },
                 })?;
             if n == 0 {
                 return Ok(None);
@@ -95,7 +242,8 @@ impl<'p> Rows<'p> {
         }
         self.report.invalid_skipped += 1;
         *self.report.invalid_by_kind.entry(err.kind()).or_default() += 1;
-        self.report.warn(format_args!("skipped: {err}"));
+        self.report
+            .warn(format_args!("{} (row skipped)", Chain(&err)));
         Ok(())
     }
 
@@ -150,6 +298,21 @@ impl Rows<'_> {
                 ),
                 format_args!("{} {unit}", in_unit(r.timestamp_us)),
             ))?;
+        }
+        Ok(())
+    }
+}
+
+/// An error and its causes, `: `-separated (what anyhow's `{:#}` prints), for warnings.
+pub(crate) struct Chain<'e>(pub &'e dyn std::error::Error);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
         }
         Ok(())
     }

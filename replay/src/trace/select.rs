@@ -18,10 +18,10 @@ use canary_core::{splitmix64, TraceRequest};
 use serde::Serialize;
 
 use super::read::reindex;
-use super::{Trace, TraceError};
+use super::{Trace, TraceError, DEFAULT_LENGTH_LIMIT};
 
 /// Which part of a trace to replay, and how to transform lengths.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
     /// Keep requests at or after this offset from the trace's first timestamp.
     pub start_offset: Option<Duration>,
@@ -37,6 +37,24 @@ pub struct Selection {
     pub max_output_tokens: Option<u32>,
     /// Keep only this shard's part of the trace.
     pub shard: Option<Shard>,
+    /// No length may end above this many tokens after scaling and caps: a scale factor that
+    /// takes one there is refused (default [`DEFAULT_LENGTH_LIMIT`]).
+    pub length_limit: u32,
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Selection {
+            start_offset: None,
+            end_offset: None,
+            max_requests: None,
+            scale_lengths: None,
+            max_input_tokens: None,
+            max_output_tokens: None,
+            shard: None,
+            length_limit: DEFAULT_LENGTH_LIMIT,
+        }
+    }
 }
 
 /// One of `count` disjoint parts of a trace, for one big replay spread over several machines.
@@ -113,8 +131,8 @@ pub struct SelectionReport {
 
 impl Trace {
     /// Applies a [`Selection`] and reassigns `index`. Errors on an invalid parameter (a scale
-    /// factor that is not a positive finite number, a zero cap, an empty window) or when
-    /// nothing is left.
+    /// factor that is not a positive finite number or that takes a length over the limit, a
+    /// zero cap, an empty window) or when nothing is left.
     pub fn select(mut self, sel: &Selection) -> Result<(Trace, SelectionReport), TraceError> {
         let invalid = |field, reason: String| TraceError::InvalidSelection {
             path: self.path.clone(),
@@ -190,6 +208,7 @@ impl Trace {
         }
 
         for r in &mut self.requests {
+            let before = (r.input_tokens, r.output_tokens);
             if let Some(f) = sel.scale_lengths {
                 scale(r, f);
             }
@@ -205,6 +224,34 @@ impl Trace {
                     r.output_tokens = cap;
                     report.output_capped += 1;
                 }
+            }
+            let over = [
+                ("input", before.0, r.input_tokens),
+                ("output", before.1, r.output_tokens),
+            ]
+            .into_iter()
+            .find(|&(_, _, now)| now > sel.length_limit);
+            if let Some((what, was, now)) = over {
+                let limit = sel.length_limit;
+                return Err(match sel.scale_lengths {
+                    Some(f) => invalid(
+                        "scale_lengths",
+                        format!(
+                            "scaling by {} takes the {what} of line {} from {was} tokens to {}, \
+                             over the length limit of {limit} (length_limit)",
+                            Number(f),
+                            r.line,
+                            Number(was as f64 * f),
+                        ),
+                    ),
+                    None => invalid(
+                        "length_limit",
+                        format!(
+                            "line {} asks for {now} {what} tokens, over the limit of {limit}",
+                            r.line
+                        ),
+                    ),
+                });
             }
         }
         reindex(&mut self.requests);
@@ -223,6 +270,23 @@ fn describe_drops(r: &SelectionReport) -> String {
         r.dropped_orphan_turns,
         r.dropped_over_limit
     )
+}
+
+/// A number as a person would write it in a message: `1e30` and `1e-12`, not thirty digits.
+#[derive(Debug, Clone, Copy)]
+pub struct Number(pub f64);
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if x != 0.0 && !(1e-4..1e9).contains(&x.abs()) {
+            write!(f, "{x:e}")
+        } else if x.fract() == 0.0 {
+            write!(f, "{x:.0}")
+        } else {
+            write!(f, "{x}")
+        }
+    }
 }
 
 /// Rounds a non-negative product into `u32`, saturating.
@@ -324,6 +388,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn numbers_read_as_written() {
+        let s = |x: f64| Number(x).to_string();
+        assert_eq!(
+            [s(1e30), s(1e-12), s(0.125), s(512.0), s(2.5e9), s(0.0)],
+            ["1e30", "1e-12", "0.125", "512", "2.5e9", "0"]
+        );
     }
 
     #[test]
