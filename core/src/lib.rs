@@ -6,6 +6,7 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //!
 //! This crate does no I/O.
 //!
@@ -18,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+pub mod compare;
 mod gaps;
 mod goodput;
 mod hash;
