@@ -4,7 +4,9 @@
 //! * [`tls_terminator`]: TLS with a CA made on the spot, in front of a plain server.
 //! * [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
+//! * [`browser`]: headless Chromium over the DevTools protocol, for tests of HTML pages.
 
+pub mod browser;
 mod hostile;
 
 pub use hostile::{Hostile, HostileServer, DEFAULT_CONNECTION_LIMIT};
