@@ -148,9 +148,11 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "--workload",
             workload,
         ])
+        // A generous SLO: the goodput panel needs good requests however loaded the machine
+        // is (50 ms once left none on a busy CI host, and the panel had no data).
         .args([
             "--goodput",
-            "time_to_first_token:50",
+            "time_to_first_token:5000",
             "--otlp-metrics-interval",
             "500ms",
         ])
