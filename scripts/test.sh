@@ -52,19 +52,31 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "tests"
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
+# Every skip is a line here (canary_testkit::skip appends it): counted and listed at the end.
+CANARYD_SKIP_LOG="$(mktemp)"
+export CANARYD_SKIP_LOG
+trap 'rm -f "$log" "$CANARYD_SKIP_LOG"' EXIT
+status=0
+cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
 
 step "real server (llama.cpp)"
 # canaryd against a real llama-server and model on this CPU; the first run builds llama.cpp
-# (10-17 min on 2 cores) and caches it. CANARYD_SKIP_REAL=1 skips this tier locally.
+# (10-17 min on 2 cores) and caches it. CANARYD_SKIP_REAL=1 skips this tier locally; its tests
+# are then counted as skipped.
 if [ "${CANARYD_SKIP_REAL:-0}" = 1 ]; then
     echo "skipped: CANARYD_SKIP_REAL=1"
+    cargo test -p canaryd --locked --test real_server -- --ignored --list 2>/dev/null |
+        sed -n 's/: test$//p' |
+        while read -r name; do
+            printf 'real-server\tdaemon/tests/real_server.rs\t%s\tCANARYD_SKIP_REAL=1\n' "$name"
+        done >>"$CANARYD_SKIP_LOG"
 else
     # shellcheck source=scripts/real-server.sh
     source scripts/real-server.sh
-    cargo test -p canaryd --locked --test real_server -- --ignored --nocapture 2>&1 | tee -a "$log"
+    cargo test -p canaryd --locked --test real_server -- --ignored --nocapture 2>&1 | tee -a "$log" ||
+        status=$?
 fi
-# One closing line for the whole suite (cargo prints one per test binary).
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "\ncanaryd suite: %d passed, %d failed\n", p, f }' "$log"
+
+# One closing line for the whole suite, skips listed and counted (see scripts/suite-summary.awk).
+awk -v skips="$CANARYD_SKIP_LOG" -v status="$status" -f scripts/suite-summary.awk "$log"
+exit "$status"

@@ -27,7 +27,7 @@ fn cookie(fd: &impl AsRawFd) -> u64 {
 
 #[test]
 fn follows_own_connection_by_cookie() {
-    let Some(mut tracer) = tracer_or_skip("follows_own_connection_by_cookie") else {
+    let Some(mut tracer) = tracer_or_skip() else {
         return;
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,5 +1,13 @@
 //! canary-testkit: what several crates' integration tests need alike, kept in one place.
 //! A dev-dependency only; nothing here ships in `canaryd`.
+//!
+//! - [`skip`]: a test that cannot run here says why, and the suite counts it as skipped (or
+//!   fails it, when its tier is required).
+//! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server.
+
+mod skip;
+
+pub use skip::{skip, REQUIRE, SKIP_LOG};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
