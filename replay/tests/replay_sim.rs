@@ -57,43 +57,45 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
 }
 
 #[tokio::test]
-async fn ttft_agrees_with_the_servers_own_clock() {
-    let sim = sim(&["--profile", "fast"]).await;
-    let mut t = target(&sim);
-    // A known stall before the first byte makes TTFT large compared with noise.
-    t.headers.push(header("x-sim-fault", "stall_first_ms=60"));
-    let run = replay(requests(5, 200, 8), t, |_| {}).await;
-    let truth = sim.truth();
-    let by_id = truth_by_request_id(&truth, &run.run_id);
-    for r in &run.records {
-        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-        let ttft = r.ttft_ms.unwrap();
-        assert!(
-            ttft >= 60.0,
-            "TTFT {ttft} ms shorter than the injected stall"
-        );
-        let t = by_id[&r.id];
-        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
-        let server_first_token_ms = (t.first_token_ns.unwrap() as f64 - sent_ns) / 1e6;
-        // Client TTFT is never earlier than the server wrote the token.
-        assert!(
-            ttft >= server_first_token_ms,
-            "client {ttft} < server {server_first_token_ms}"
-        );
-    }
-}
-
-#[tokio::test]
 async fn reasoning_tokens_separate_ttfo_from_ttft() {
     let sim = sim(&["--profile", "fast"]).await;
     let mut t = target(&sim);
     t.headers.push(header("x-sim-reasoning-tokens", "4"));
-    let run = replay(requests(3, 50, 10), t, |_| {}).await;
+    // A stall between the last reasoning token and the first output token keeps them apart
+    // (the fast profile would otherwise write all ten at once).
+    t.headers
+        .push(header("x-sim-fault", "stall_mid_ms=300,at=4"));
+    let run = replay(requests(3, 50, 10), t, |c| c.record_chunks = true).await;
+    let truth = sim.truth();
+    let by_id = truth_by_request_id(&truth, &run.run_id);
     for r in &run.records {
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-        assert!(r.ttfo_ms.unwrap() > r.ttft_ms.unwrap());
         assert_eq!(r.usage.as_ref().unwrap().reasoning_tokens, Some(4));
         assert_eq!(r.chunks, 10);
+        let t = by_id[&r.id];
+        let (first_token, first_output) = (t.first_token_ns.unwrap(), t.first_output_ns.unwrap());
+        assert!(first_output - first_token >= 300_000_000, "{t:?}");
+        // The first output token is the fifth token chunk: TTFO is TTFT plus the first four
+        // gaps, the stall among them; read no earlier than the sim wrote it, and (on this one
+        // thread, sim and client alike) the first token read before the stall ended.
+        let (ttft, ttfo) = (r.ttft_ms.unwrap(), r.ttfo_ms.unwrap());
+        let gaps = r.chunk_gaps_ms.as_ref().unwrap();
+        let fifth = ttft + gaps[..4].iter().sum::<f64>();
+        assert!(
+            (ttfo - fifth).abs() < 1e-6,
+            "TTFO {ttfo} vs chunk 5 at {fifth}"
+        );
+        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
+        let (ttft_at, ttfo_at) = (sent_ns + ttft * 1e6, sent_ns + ttfo * 1e6);
+        assert!(ttft_at + 1e3 >= first_token as f64, "TTFT before the write");
+        assert!(
+            ttft_at < first_output as f64,
+            "first token read after the stall"
+        );
+        assert!(
+            ttfo_at + 1e3 >= first_output as f64,
+            "TTFO before the write"
+        );
     }
     assert_eq!(run.outcome.summary.total_reasoning_tokens, 12);
 }
