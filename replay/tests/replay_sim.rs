@@ -13,6 +13,7 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         .iter()
         .map(|r| (r.index, r.input_tokens, r.output_tokens))
         .collect();
+    let trace_rows = trace.requests.clone();
     let run = replay(trace.requests, target(&sim), |c| c.speedup = 200.0).await;
 
     assert_eq!(run.records.len(), 2000);
@@ -33,9 +34,33 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         // The simulator counts one token per word; canaryd's prompts are exact by construction.
         assert_eq!(usage.prompt_tokens, Some(input), "request {}", r.id);
         assert_eq!(usage.completion_tokens, Some(output), "request {}", r.id);
-        assert_eq!(r.prompt_tokens_synthesized, Some(input));
-        assert!(r.schedule_lag_ms >= 0.0);
+        // Released at its deadline, never before it: the lag is the plain difference, with
+        // nothing clamped away.
+        assert!(
+            r.sent_at_ms >= r.scheduled_at_ms,
+            "request {} sent {} ms early",
+            r.id,
+            r.scheduled_at_ms - r.sent_at_ms
+        );
+        assert_same(
+            r.schedule_lag_ms,
+            r.sent_at_ms - r.scheduled_at_ms,
+            "lag = sent - scheduled",
+        );
         assert!(r.ttft_ms.unwrap() <= r.e2e_ms.unwrap());
+    }
+    // The recorded prompt length is what the tokenizer counts in the prompt sent: the same
+    // builder and salt give the same bytes, re-encoded here (a sample: encoding is slow).
+    for r in run.records.iter().step_by(97) {
+        let req = &trace_rows[r.id as usize];
+        let (_, check) = prompts().build_verified(req, run.outcome.prompt_salt);
+        let check = check.expect("a synthesized prompt");
+        assert_eq!(
+            Some(check.counted_before as u32),
+            r.prompt_tokens_synthesized,
+            "request {}: {check:?}",
+            r.id
+        );
     }
     // The trace repeats prefixes (hash id 0 opens most prompts): the server must see reuse.
     assert!(run.outcome.summary.total_cached_tokens > 0);
