@@ -1,6 +1,7 @@
 //! canary-replay's integration tests: one binary, real simulator, real sockets.
 
 mod connect;
+mod fuzz;
 mod latency_truth;
 mod prompt;
 mod replay_sim;

@@ -3,8 +3,11 @@
 //!
 //! - [`skip`]: a test that cannot run here says why, and the suite counts it as skipped (or
 //!   fails it, when its tier is required).
+//! - [`fuzz`](mod@fuzz): a mutation fuzzer for parsers, seeded with real captures, bounded for
+//!   CI and longer by hand (`CANARYD_FUZZ_SECS`).
 //! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server.
 
+pub mod fuzz;
 mod skip;
 
 pub use skip::{skip, REQUIRE, SKIP_LOG};
