@@ -69,7 +69,8 @@ CANARYD_SKIP_LOG="$(mktemp)"
 export CANARYD_SKIP_LOG
 trap 'rm -f "$log" "$CANARYD_SKIP_LOG"' EXIT
 status=0
-cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+# Every test binary runs even after one fails, so the closing line counts the whole suite.
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 
 step "real server (llama.cpp)"
 # canaryd against a real llama-server and model on this CPU; the first run builds llama.cpp
