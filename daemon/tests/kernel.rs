@@ -1,7 +1,7 @@
 //! Kernel socket timing (eBPF) joined to a real replay against `canaryd sim`, checked against
 //! the simulator's own ground truth on the same monotonic clock; and what happens without the
 //! privileges to load it. CI runs as root, so the programs really load; elsewhere these tests
-//! skip with one message saying why.
+//! skip, counted by the suite and saying why.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! canary-ebpf's integration tests: real programs in the real kernel (CI runs as root).
-//! Each test skips with one message when the programs were not built (no clang) or this
-//! process may not load them (not root).
+//! Each test skips, counted by the suite and saying why, when the programs were not built (no
+//! clang) or this process may not load them (not root).
 
 mod load;
 
