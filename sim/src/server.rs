@@ -58,9 +58,8 @@ pub struct Sim {
 impl Sim {
     /// Binds the listener and builds the engine; nothing runs until [`Sim::run`].
     pub async fn bind(config: Config) -> anyhow::Result<Sim> {
-        let listener = TcpListener::bind(config.addr)
-            .await
-            .with_context(|| format!("canary-sim: binding {}", config.addr))?;
+        let listener =
+            listen(config.addr).with_context(|| format!("canary-sim: binding {}", config.addr))?;
         let metrics = Arc::new(Metrics::new(&config.model));
         let (engine, handle) = Engine::new(
             config.profile.clone(),
@@ -135,6 +134,25 @@ impl Sim {
         tokio::task::spawn_blocking(move || s.truth.close()).await?;
         result
     }
+}
+
+/// Connections the kernel completes and queues before the sim accepts them. `TcpListener::bind`
+/// leaves 128 here (the 130th connect to an idle listener hangs); a replay's burst of new
+/// connections (a trace's rows on one timestamp, at a high speedup) on a busy machine
+/// overflowed it, and every dropped SYN cost its client a second or more of retransmission, up
+/// to a connect timeout. The kernel caps it at `net.core.somaxconn` (4096 by default).
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restarted sim can take its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {

@@ -223,3 +223,28 @@ async fn other_routes() {
         assert_eq!(r.events().len(), n as usize + 3);
     }
 }
+
+#[tokio::test]
+async fn a_burst_of_connections_waits_in_the_listen_queue_not_dropped() {
+    // Bound but not serving yet, so nothing accepts: every connection the kernel completes
+    // waits in the listen queue. A burst of 1,500 must connect; with the queue full the kernel
+    // drops the SYN and the connect hangs (with `TcpListener::bind`'s backlog, from the 130th).
+    let sim = canary_sim::Sim::bind(canary_sim::Config::default())
+        .await
+        .unwrap();
+    let addr = sim.local_addr();
+    let connected = tokio::task::spawn_blocking(move || {
+        let mut held = Vec::new();
+        for i in 0..1500 {
+            match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)) {
+                Ok(c) => held.push(c),
+                Err(e) => return Err(format!("connection {} of 1500: {e}", i + 1)),
+            }
+        }
+        Ok(held.len())
+    })
+    .await
+    .unwrap();
+    assert_eq!(connected, Ok(1500));
+    drop(sim);
+}
