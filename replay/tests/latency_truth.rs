@@ -18,6 +18,9 @@ const TOKENS: u32 = 6;
 const STALL_MS: f64 = 600.0;
 /// How long the server waits before its response head: TTFT well above noise.
 const STALL_FIRST_MS: f64 = 50.0;
+/// Prefill time: the head goes out after `STALL_FIRST_MS`, the first token only after this,
+/// so a TTFT taken at the head is caught.
+const PREFILL_MS: f64 = 250.0;
 /// Float slack for times rebuilt from ms fields (ns).
 const ROUNDING_NS: f64 = 1e3;
 
@@ -67,7 +70,18 @@ async fn every_latency_lies_between_the_servers_write_and_its_next_step() {
 
 /// Three requests, one at a time, each stalled by the server after its `k`-th token chunk.
 async fn stalled_after(k: usize) {
-    let sim = sim(&["--profile", "fast"]).await;
+    // The fast profile (no decode time) with a long prefill.
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::write(
+        &profile,
+        format!(
+            r#"{{"profile": "fast", "prefill_overhead_us": {}}}"#,
+            PREFILL_MS * 1e3
+        ),
+    )
+    .unwrap();
+    let sim = sim(&["--profile", profile.to_str().unwrap()]).await;
     let mut t = target(&sim);
     t.headers.push(header(
         "x-sim-fault",
@@ -103,6 +117,17 @@ async fn stalled_after(k: usize) {
             w[k] - w[k - 1] >= STALL_MS * 1e6,
             "the sim stalled after chunk {k}: {tr:?}"
         );
+
+        // The head: read after the server wrote it, and before the first token was written
+        // (the prefill keeps them apart).
+        let first_byte = tr.first_byte_ns.unwrap() as f64;
+        assert!(
+            w[0] - first_byte >= (PREFILL_MS - STALL_FIRST_MS) * 1e6 / 2.0,
+            "{tr:?}"
+        );
+        let head = c.sent + r.ttfb_ms.unwrap() * 1e6;
+        before(first_byte, head, "head written vs read");
+        before(head, w[0], "head read vs first token written");
 
         // The send: not after the server parsed the request, and (one at a time) not before
         // the server finished the previous one.
