@@ -95,6 +95,8 @@ pub enum Verdict {
         trend: Trend,
         /// The rank test's two-sided p-value.
         p_value: f64,
+        /// Why a change is not real: the test or the floor that held it back.
+        why_not: Option<String>,
         /// How it was judged.
         how: String,
     },
@@ -128,6 +130,7 @@ pub fn compare(a: &Run, b: &Run, rules: &ShiftRules) -> Comparison {
             Some(s) => Verdict::Judged {
                 trend: s.trend,
                 p_value: s.p_value,
+                why_not: why_not(s, rules),
                 how: format!(
                     "whole distribution: Mann-Whitney p {}, median shift {:+.1} % ({:+.1} MADs), \
                      rank-biserial {:+.2}",
@@ -266,11 +269,33 @@ fn rate_verdict(a: &[f64], b: &[f64], rules: &ShiftRules, higher_is_better: bool
     Verdict::Judged {
         trend,
         p_value: p,
+        why_not: (trend == Trend::Steady).then(|| "not significant".to_string()),
         how: format!(
             "Mann-Whitney on each request's 0/1 outcome, p {}",
             p_text(p)
         ),
     }
+}
+
+/// For a steady latency metric, which part of the rule held the change back.
+fn why_not(s: &MetricShift, rules: &ShiftRules) -> Option<String> {
+    if s.trend != Trend::Steady {
+        return None;
+    }
+    let delta = (s.median - s.baseline_median).abs();
+    Some(if s.p_value >= rules.alpha {
+        "not significant".into()
+    } else if s.shift_ratio.abs() < rules.min_shift {
+        format!(
+            "median shift {:.1} % under {} %",
+            s.shift_ratio.abs() * 100.0,
+            rules.min_shift * 100.0
+        )
+    } else if delta < rules.min_shift_ms {
+        format!("median shift {delta:.3} ms under {} ms", rules.min_shift_ms)
+    } else {
+        format!("median shift within {} MADs", rules.k_mad)
+    })
 }
 
 fn p_text(p: f64) -> String {

@@ -51,6 +51,8 @@ pub enum Mark {
     Line(Vec<(f64, f64)>),
     /// A dot per point.
     Points(Vec<(f64, f64)>),
+    /// A polyline through the points, with a dot on each.
+    LinePoints(Vec<(f64, f64)>),
     /// A cross per point (errors, marked events).
     Crosses(Vec<(f64, f64)>),
     /// Filled rectangles `(x0, x1, y0, y1)`: histogram and stacked bars.
@@ -64,7 +66,9 @@ pub enum Mark {
 impl Mark {
     fn is_empty(&self) -> bool {
         match self {
-            Mark::Line(p) | Mark::Points(p) | Mark::Crosses(p) => p.is_empty(),
+            Mark::Line(p) | Mark::Points(p) | Mark::LinePoints(p) | Mark::Crosses(p) => {
+                p.is_empty()
+            }
             Mark::Bars(b) => b.is_empty(),
             Mark::Band(b) => b.is_empty(),
             Mark::VRule(_) => false,
@@ -74,7 +78,7 @@ impl Mark {
     /// Every (x, y) the mark covers, for auto ranges (`None` y: any y).
     fn extent(&self) -> Vec<(f64, Option<f64>)> {
         match self {
-            Mark::Line(p) | Mark::Points(p) | Mark::Crosses(p) => {
+            Mark::Line(p) | Mark::Points(p) | Mark::LinePoints(p) | Mark::Crosses(p) => {
                 p.iter().map(|&(x, y)| (x, Some(y))).collect()
             }
             Mark::Bars(b) => b

@@ -20,6 +20,9 @@ pub fn num(v: f64) -> String {
         return "–".into();
     }
     let a = v.abs();
+    if a < 1000.0 && v.fract() == 0.0 {
+        return format!("{v:.0}");
+    }
     if a >= 1000.0 {
         let s = format!("{v:.0}");
         // 12345 → 12,345 for reading at a glance.

@@ -106,10 +106,19 @@ pub(super) fn change(r: &Row) -> String {
 /// The verdict in a few words.
 pub(super) fn verdict(v: &Verdict) -> String {
     match v {
-        Verdict::Judged { trend, p_value, .. } => match trend {
+        Verdict::Judged {
+            trend,
+            p_value,
+            why_not,
+            ..
+        } => match trend {
             Trend::Regressed => format!("yes: worse (p {p_value:.1e})"),
             Trend::Improved => format!("yes: better (p {p_value:.1e})"),
-            _ => format!("no: within noise (p {p_value:.2})"),
+            _ => format!(
+                "no: {} (p {})",
+                why_not.as_deref().unwrap_or("within noise"),
+                super::p_text(*p_value)
+            ),
         },
         Verdict::NotJudged { why } => format!("not judged: {why}"),
     }

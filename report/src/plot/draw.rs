@@ -91,6 +91,15 @@ where
                         .map_err(|e| err(&e))?;
                     p.len()
                 }
+                Mark::LinePoints(p) => {
+                    chart
+                        .draw_series(LineSeries::new(p.iter().copied(), c.stroke_width(2)))
+                        .map_err(|e| err(&e))?;
+                    chart
+                        .draw_series(p.iter().map(|&q| Circle::new(q, 3, c.filled())))
+                        .map_err(|e| err(&e))?;
+                    p.len()
+                }
                 Mark::Points(p) => {
                     chart
                         .draw_series(p.iter().map(|&q| Circle::new(q, 2, c.mix(0.7).filled())))

@@ -83,7 +83,9 @@ pub fn render(run: &Run) -> String {
                 } else {
                     format!("{key}.{k}")
                 };
-                pairs.push((k, val));
+                if !pairs.iter().any(|(have, _)| *have == k) {
+                    pairs.push((k, val));
+                }
             }
         }
     }
@@ -129,6 +131,6 @@ mod tests {
         );
         assert!(f.contains(&("speedup".into(), "2.50".into())));
         assert!(f.contains(&("tags".into(), "a, b".into())));
-        assert!(f.contains(&("per_gpu[0].util".into(), "50.0".into())));
+        assert!(f.contains(&("per_gpu[0].util".into(), "50".into())));
     }
 }

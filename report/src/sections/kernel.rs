@@ -94,7 +94,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
          The parts add up to TTFT per request.",
         num(n as f64)
     ));
-    let mut html = plot.to_html()?;
+    let mut html = format!("<div class=\"grid\">\n{}<div>\n", plot.to_html()?);
     let head = [
         "band",
         "requests",
@@ -119,5 +119,6 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         ms(quantile(&ttfts, 0.5)),
         ms(quantile(&ttfts, 0.99))
     ));
+    html.push_str("</div>\n</div>\n");
     Ok(Some(html))
 }

@@ -122,8 +122,7 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     .into_iter()
     .enumerate()
     {
-        lat.layer(name, Colour::nth(i), Mark::Line(xy(f)));
-        lat.layer(&format!("{name} runs"), Colour::nth(i), Mark::Points(xy(f)));
+        lat.layer(name, Colour::nth(i), Mark::LinePoints(xy(f)));
     }
     match knee {
         Some(k) => {
