@@ -118,3 +118,108 @@ fn run_sections(run: &Run, prefix: &str) -> Result<String, ReportError> {
     ));
     Ok(html)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifacts::{KernelParts, Records, Request, Telemetry};
+
+    /// Generated requests (not a real run: real runs are rendered by daemon/tests/report.rs):
+    /// one every 10 ms, TTFT rising with a slow wave, one huge outlier, 1 % errors, kernel
+    /// parts and telemetry on each.
+    fn generated(n: usize) -> Run {
+        let requests = (0..n)
+            .map(|i| {
+                let t = i as f64 * 10.0;
+                let ttft = if i == n / 2 {
+                    98_765.0
+                } else {
+                    20.0 + (i % 97) as f64 + 10.0 * (t / 60_000.0).sin()
+                };
+                let ok = i % 100 != 7;
+                Request {
+                    ok,
+                    error_kind: (!ok).then(|| "timeout".into()),
+                    scheduled_ms: t,
+                    sent_ms: t + 0.2,
+                    ended_ms: t + ttft + 500.0,
+                    lag_ms: 0.2,
+                    ttft_ms: ok.then_some(ttft),
+                    itl_ms: ok.then_some(5.0 + (i % 13) as f64 / 10.0),
+                    e2e_ms: ok.then_some(ttft + 500.0),
+                    tokens_per_s: Some(200.0),
+                    output_tokens: 100,
+                    telemetry: Telemetry {
+                        server_queue_depth_at_send: Some((i % 17) as f64),
+                        server_kv_usage_at_send: Some(0.5),
+                        ..Default::default()
+                    },
+                    kernel: Some(KernelParts {
+                        request_write_ms: Some(0.05),
+                        server_wait_ms: Some(ttft * 0.8),
+                        remainder_ms: Some(ttft * 0.15),
+                        client_overhead_ms: Some(ttft * 0.05 - 0.05),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        Run {
+            dir: "generated".into(),
+            label: "generated".into(),
+            records: Records {
+                requests,
+                notes: Vec::new(),
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_100k_request_page_stays_small_and_keeps_its_tail() {
+        let html = render(&[generated(100_000)]).unwrap();
+        assert!(html.len() < 3 << 20, "{} bytes", html.len());
+        // The one outlier is on the page: in the table (exact max) and as the CDF's last point.
+        assert!(html.contains("98,765 ms"), "max TTFT missing");
+        // Timelines are folded into buckets, errors included.
+        assert!(html.contains("TTFT min–max"));
+        assert!(
+            html.contains("errors (1,000) at their end"),
+            "errors not marked"
+        );
+        assert!(
+            html.contains("2,000 of 99,000 values drawn"),
+            "CDF not downsampled"
+        );
+        for id in [
+            "ttft-cdf",
+            "ttft-time",
+            "lag-time",
+            "queue-time",
+            "kv-time",
+            "kernel-parts",
+        ] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
+        }
+        // No per-request GPU figures in these records: said, not drawn.
+        assert!(html.contains("Not in these records: Requests running on the server at each first token; GPU utilization"));
+        assert!(!html.contains("id=\"gpu-util-time\""));
+    }
+
+    #[test]
+    fn a_series_has_its_sweep_charts_and_every_run_collapsed() {
+        let runs = [generated(500), generated(800)];
+        let html = render(&runs).unwrap();
+        for id in [
+            "sweep-latency",
+            "sweep-pareto",
+            "series-ttft-cdf",
+            "run0-ttft-cdf",
+            "run1-kernel-parts",
+        ] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "no {id}");
+        }
+        assert_eq!(html.matches("<details").count(), 2);
+    }
+}

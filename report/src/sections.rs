@@ -71,7 +71,7 @@ pub fn section(id: &str, title: &str, body: &str) -> String {
 }
 
 /// Requests to draw one by one before folding them into time buckets.
-pub const POINTS_MAX: usize = 3000;
+pub const POINTS_MAX: usize = 2000;
 /// Time buckets of a folded timeline.
 pub const BUCKETS: usize = 300;
 

@@ -237,10 +237,11 @@ mod tests {
     use super::*;
 
     fn read_str(text: &str) -> Result<Records, ReportError> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "canary-report-records-{}-{}",
             std::process::id(),
-            text.len()
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("records.jsonl");

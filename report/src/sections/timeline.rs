@@ -36,9 +36,20 @@ pub fn render(run: &Run, prefix: &str) -> Result<String, ReportError> {
             WIDE,
         );
         let note = series(&mut plot, "TTFT", &ttft, t0, t1, 0);
-        let crosses = errors.iter().map(|&t| (t, top)).collect();
+        // Few errors: a cross each. Many: a cross per time bucket that had any, so a run
+        // that failed throughout still draws in bounded size.
+        let (crosses, per): (Vec<(f64, f64)>, &str) = if errors.len() <= POINTS_MAX {
+            (errors.iter().map(|&t| (t, top)).collect(), "")
+        } else {
+            let pts: Vec<(f64, f64)> = errors.iter().map(|&t| (t, 1.0)).collect();
+            let b = buckets(&pts, t0, t1, BUCKETS);
+            (
+                b.iter().map(|b| ((b.t0 + b.t1) / 2.0, top)).collect(),
+                ", a cross per time bucket with any",
+            )
+        };
         plot.layer(
-            &format!("errors ({}), at their end, top edge", errors.len()),
+            &format!("errors ({}) at their end{per}", num(errors.len() as f64)),
             Colour::ERROR,
             Mark::Crosses(crosses),
         );
