@@ -7,7 +7,8 @@
 # SPEEDUP against `canaryd sim --profile fast` on loopback, lengths scaled by 1/100 and outputs
 # capped at 16 tokens so 100,000 requests take about two minutes on 2 cores. Then:
 #   - `canaryd report` of that run, three times: wall time, peak RSS, page size; beside the
-#     floor of reading records.jsonl once (`cat`), and the report of a 2,000-request run;
+#     floors of reading records.jsonl (`cat`) and of parsing it (jq, Python's json), and the
+#     report of a 2,000-request run;
 #   - the page loaded in headless Chromium (testkit's page_load example): load-event end and
 #     first contentful paint as the browser timed them, beside a blank page with the same CSP.
 set -euo pipefail
@@ -36,15 +37,22 @@ PY
 SIM=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
 replay() {
-  "$BIN" replay --trace "$1" --url "http://127.0.0.1:$PORT" --model canary-sim --speedup "$2" \
+  /usr/bin/time -f "replay: %e s wall, %M KB max RSS" \
+    "$BIN" replay --trace "$1" --url "http://127.0.0.1:$PORT" --model canary-sim --speedup "$2" \
     --scale-lengths 0.01 --max-output-tokens 16 --output-dir "$3" --json >/dev/null
 }
-/usr/bin/time -f "replay of $((TILES * 2000)) requests: %e s wall" replay "$OUT/tiled.jsonl" "$SPEEDUP" "$OUT/run"
+replay "$OUT/tiled.jsonl" "$SPEEDUP" "$OUT/run"
 replay "$TRACE" 100 "$OUT/run2000"
 kill "$SIM"; wait "$SIM" 2>/dev/null || true
 
 echo "records.jsonl: $(wc -l <"$OUT/run/records.jsonl") lines, $(du -m "$OUT/run/records.jsonl" | cut -f1) MB"
+# Floors: reading the file, and parsing every line with jq and with Python's json.
 /usr/bin/time -f "floor, cat records.jsonl: %e s wall" cat "$OUT/run/records.jsonl" >/dev/null
+if command -v jq >/dev/null; then
+  /usr/bin/time -f "floor, jq empty: %e s wall, %U s user" jq empty "$OUT/run/records.jsonl"
+fi
+/usr/bin/time -f "floor, python json.loads per line: %e s wall, %U s user" \
+  python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$OUT/run/records.jsonl"
 for i in 1 2 3; do
   /usr/bin/time -f "report (100k) #$i: %e s wall, %U s user, %M KB max RSS" \
     "$BIN" report "$OUT/run" -o "$OUT/report.html"

@@ -87,7 +87,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
             Axis::linear(s.unit),
             WIDE,
         );
-        let note = series(&mut plot, s.id, &points, t0, t1, 4);
+        let note = series(&mut plot, s.id, &points, t0, t1, 2);
         plot.note(format!("x: each request's {}. {note}", s.when));
         html.push_str(&plot.to_html()?);
     }
