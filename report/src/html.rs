@@ -22,7 +22,7 @@ pub fn attr(s: &str) -> String {
 
 /// Nothing may be fetched: no script, font, image or connection; only the inline styles
 /// (the `<style>` element and the legend swatches' `style` attributes).
-pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
 
 const STYLE: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#222;background:#f6f7f9}
