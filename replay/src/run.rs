@@ -264,6 +264,8 @@ pub async fn run(
     )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
+    // Before the run opens anything else: the ceiling counts the files open at its start.
+    let in_flight_cap = in_flight_cap(config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -297,7 +299,6 @@ pub async fn run(
         })
     };
 
-    let in_flight_cap = in_flight_cap(config.concurrency);
     let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
         (CapSource::Concurrency, Some(n)) => (Some(Semaphore::new(n)), None),
         (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
