@@ -7,6 +7,8 @@
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
 //! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
+//! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
+//!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
 //!
 //! This crate does no I/O.
 //!
@@ -23,19 +25,33 @@ pub mod compare;
 mod gaps;
 mod goodput;
 mod hash;
+mod observer;
+mod outcome;
 mod record;
+mod redact;
+mod sampling;
 mod stats;
 mod summary;
+mod telemetry;
 mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
+pub use observer::{Observer, Observers, TelemetryFuture};
+pub use outcome::{CapSource, InFlightCap, RunOutcome};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
     Usage,
 };
+pub use redact::{redact_url, Redactions};
+pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
+pub use telemetry::{
+    ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
+    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
+    RunServerSummary, RunTelemetry, Source, SourceState,
+};
 pub use trace::{TracePrompt, TraceRequest};

@@ -154,10 +154,7 @@ impl Otlp {
             ("logs ", &self.logs_endpoint),
         ]
         .into_iter()
-        .filter_map(|(what, u)| {
-            u.as_deref()
-                .map(|u| format!("{what}{}", canary_exporters::redact_url(u)))
-        })
+        .filter_map(|(what, u)| u.as_deref().map(|u| format!("{what}{}", redact_url(u))))
         .collect();
         if urls.is_empty() {
             return None;
@@ -484,11 +481,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 scrape_url(&u).map_err(|m| err(at, format!("targets.{name}.metrics_url: {m}")))?;
                 Some(u)
             }
-            None => Some(format!(
-                "{}://{}/metrics",
-                if probe.tls { "https" } else { "http" },
-                probe.authority()
-            )),
+            None => Some(probe.metrics_url()),
         };
         let mut headers = Vec::new();
         for (key, value) in t.headers {
@@ -831,9 +824,7 @@ fn otlp(
 }
 
 /// `url` for messages: no user info, query or fragment (any of them may hold a secret).
-pub fn redact_url(url: &str) -> String {
-    canary_exporters::redact_url(url)
-}
+pub use canary_core::redact_url;
 
 /// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
 /// would only be a secret sitting in the config, quoted by whatever shows the URL.

@@ -29,7 +29,6 @@ mod doctor;
 mod duration;
 pub mod export;
 pub mod history;
-pub mod kernel;
 mod notify;
 pub mod observe;
 mod otlp;

@@ -80,7 +80,7 @@ impl ExportArgs {
 pub async fn finish(
     exporter: OtlpExporter,
     labels: RunLabels,
-    outcome: &canary_replay::RunOutcome,
+    outcome: &canary_core::RunOutcome,
     flush_timeout: Duration,
 ) {
     exporter.export_run(&labels, outcome, None);

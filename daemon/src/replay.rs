@@ -227,15 +227,13 @@ pub struct TelemetryArgs {
 
 impl TelemetryArgs {
     /// The telemetry settings for a run against `target`.
-    pub fn config(&self, target: &Target) -> crate::observe::TelemetryConfig {
-        let derived = format!(
-            "{}://{}/metrics",
-            if target.tls { "https" } else { "http" },
-            target.authority()
-        );
-        crate::observe::TelemetryConfig {
-            server_metrics_url: (!self.no_server_metrics)
-                .then(|| self.server_metrics_url.clone().unwrap_or(derived)),
+    pub fn config(&self, target: &Target) -> canary_telemetry::Config {
+        canary_telemetry::Config {
+            server_metrics_url: (!self.no_server_metrics).then(|| {
+                self.server_metrics_url
+                    .clone()
+                    .unwrap_or_else(|| target.metrics_url())
+            }),
             server_metrics_interval: self.server_metrics_interval,
             nvml: !self.no_nvml,
             nvml_lib: self.nvml_lib.clone(),
@@ -244,7 +242,6 @@ impl TelemetryArgs {
             dcgm_interval: self.server_metrics_interval,
             server_pid: self.server_pid,
             ca_bundle: target.ca_bundle.clone(),
-            ebpf: !self.no_ebpf,
             ..Default::default()
         }
     }
@@ -508,7 +505,7 @@ pub async fn replay(
     shape: &ShapeArgs,
     prompts: Arc<PromptBuilder>,
     shutdown: CancellationToken,
-) -> Result<canary_replay::RunOutcome> {
+) -> Result<canary_core::RunOutcome> {
     let requests = loaded.trace.requests;
     if requests.is_empty() {
         bail!("the selected window of the trace holds no request");
@@ -559,7 +556,7 @@ pub async fn replay(
         let stem = loaded.trace.path.file_stem();
         stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
     });
-    let mut labels = canary_exporters::RunLabels::for_target(&config.target, &workload);
+    let mut labels = run_labels(&config.target, &workload);
     labels.goodput = config.goodput.clone();
     labels.run_id = Some(config.run_id.to_string());
     if let Some(e) = &exporter {
@@ -569,8 +566,9 @@ pub async fn replay(
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
     let telemetry = shape.telemetry.config(&config.target);
+    let ebpf = !shape.telemetry.no_ebpf;
     let outcome = crate::observe::observed_run(
-        config, schedule, prompts, info, &telemetry, shutdown, progress,
+        config, schedule, prompts, info, &telemetry, ebpf, shutdown, progress,
     )
     .await;
     display.finish();
@@ -585,4 +583,15 @@ pub async fn replay(
         outln!("artifacts: {}", shape.output_dir.display())?;
     }
     Ok(outcome)
+}
+
+/// The OTLP labels of a run of `workload` against `target`.
+pub fn run_labels(target: &Target, workload: &str) -> canary_exporters::RunLabels {
+    canary_exporters::RunLabels::new(
+        workload,
+        target.endpoint.operation(),
+        &target.model,
+        &target.host,
+        target.port,
+    )
 }

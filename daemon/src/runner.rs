@@ -7,12 +7,11 @@ use crate::baseline::Samples;
 use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
 use crate::config::{ApiKeySource, Config, Target, TraceSource, Workload};
 use crate::history::RunRow;
-use crate::observe::TelemetryConfig;
 use crate::replay::{LoadedTrace, ShapeArgs};
 use crate::verdict::Verdict;
 use anyhow::{Context, Result};
-use canary_core::{MonoTime, RequestRecord};
-use canary_replay::{Observer, Progress, PromptBuilder, RunOutcome, Schedule};
+use canary_core::{MonoTime, Observer, Observers, RequestRecord, RunOutcome, Source};
+use canary_replay::{Progress, PromptBuilder, Schedule};
 use clap::Parser;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -112,7 +111,7 @@ type PromptKey = (Option<PathBuf>, u64);
 #[derive(Default)]
 pub struct RunContext {
     prompts: Mutex<HashMap<PromptKey, Arc<PromptBuilder>>>,
-    missing_sources: Mutex<BTreeSet<String>>,
+    missing_sources: Mutex<BTreeSet<Source>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
@@ -215,10 +214,10 @@ impl RunContext {
         if let Some((observer, sample_ratio)) = otlp {
             // The traceparent's sampled flag follows the exporter's ratio.
             rc.trace_sample_ratio = sample_ratio;
-            rc.observer = Some(Arc::new(canary_replay::Observers(vec![
-                collector.clone(),
-                Arc::new(observer),
-            ])));
+            let mut observers = Observers::new();
+            observers.push(collector.clone());
+            observers.push(Arc::new(observer));
+            rc.observer = Some(Arc::new(observers));
         }
         let info = serde_json::json!({
             "canaryd_version": env!("CARGO_PKG_VERSION"),
@@ -238,7 +237,7 @@ impl RunContext {
             "prompt_seed": w.prompt_seed,
             "goodput": rc.goodput.to_string(),
         });
-        let telemetry = self.telemetry(config, t);
+        let (telemetry, ebpf) = self.telemetry(config, t);
         tracing::info!(
             workload = %w.name,
             run = id,
@@ -248,7 +247,7 @@ impl RunContext {
             rc.target.url()
         );
         let outcome = crate::observe::observed_run(
-            rc, schedule, prompts, info, &telemetry, shutdown, progress,
+            rc, schedule, prompts, info, &telemetry, ebpf, shutdown, progress,
         )
         .await?;
         self.note_missing_sources(&outcome);
@@ -258,7 +257,8 @@ impl RunContext {
         Ok((outcome, samples))
     }
 
-    fn telemetry(&self, config: &Config, t: &Target) -> TelemetryConfig {
+    /// The telemetry settings of a run against `t`, and whether to time sockets (eBPF).
+    fn telemetry(&self, config: &Config, t: &Target) -> (canary_telemetry::Config, bool) {
         let missing = self.missing_sources.lock().unwrap();
         let tel = &config.telemetry;
         let outage = |url: &Option<String>| {
@@ -267,34 +267,30 @@ impl RunContext {
                 .map(|u| outages.entry(u.clone()).or_default().clone())
                 .unwrap_or_default()
         };
-        TelemetryConfig {
+        let telemetry = canary_telemetry::Config {
             server_metrics_outage: outage(&t.metrics_url),
             dcgm_outage: outage(&tel.dcgm_url),
             server_metrics_url: t.metrics_url.clone(),
             server_metrics_interval: tel.scrape_interval,
-            nvml: tel.nvml && !missing.contains("nvml"),
+            nvml: tel.nvml && !missing.contains(&Source::Nvml),
             nvml_lib: tel.nvml_lib.clone(),
             nvml_interval: tel.gpu_interval,
             dcgm_url: tel.dcgm_url.clone(),
             dcgm_interval: tel.scrape_interval,
             server_pid: t.server_pid,
             ca_bundle: t.ca_bundle.clone(),
-            ebpf: tel.ebpf && !missing.contains("ebpf"),
-        }
+        };
+        (telemetry, tel.ebpf && !missing.contains(&Source::Ebpf))
     }
 
     /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
     /// each run.
     fn note_missing_sources(&self, outcome: &RunOutcome) {
-        for source in ["nvml", "ebpf"] {
-            let state = outcome
-                .sections
-                .get("telemetry_sources")
-                .and_then(|s| s.get(source))
-                .and_then(|s| s.get("state"))
-                .and_then(|s| s.as_str());
-            if state == Some("unavailable") {
-                self.missing_sources.lock().unwrap().insert(source.into());
+        for source in [Source::Nvml, Source::Ebpf] {
+            if let Some(canary_core::SourceState::Unavailable { .. }) =
+                outcome.telemetry.source(source)
+            {
+                self.missing_sources.lock().unwrap().insert(source);
             }
         }
     }

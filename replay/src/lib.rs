@@ -25,14 +25,13 @@ mod run;
 mod schedule;
 mod sse;
 mod target;
-mod tls;
 pub mod trace;
 
+pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
-pub use ids::{sampled as trace_sampled, TraceContext};
-pub use in_flight::InFlightCap;
+pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -40,16 +39,13 @@ pub use prompt::{
 pub use results::{
     fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
 };
-pub use run::{
-    run, Config, Observer, Observers, Progress, ReplayError, RunOutcome, SectionsFuture,
-};
+pub use run::{run, Config, Progress, ReplayError};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use target::{
     reserved_header, uri_port, ApiKey, Endpoint, MaxTokensField, Target, UrlError,
     DEFAULT_CONNECT_TIMEOUT,
 };
-pub use tls::{client_config, TlsError};
 pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
     Trace, TraceAnalysis, TraceError, TraceFormat,

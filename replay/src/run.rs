@@ -10,14 +10,14 @@ use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
 use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::ids::TraceContext;
-use crate::in_flight::InFlightCap;
+use crate::in_flight::in_flight_cap;
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    ChunkGaps, ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status,
-    TraceRequest, WallAnchor,
+    CapSource, ChunkGaps, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
+    RunOutcome, RunSummary, Status, TraceRequest, WallAnchor,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -67,78 +67,6 @@ pub struct Config {
     /// this: prompts and response caps are sized by those numbers. Default
     /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
     pub length_limit: u32,
-}
-
-/// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
-pub trait Observer: Send + Sync {
-    /// Called once per record, off the runtime, before the record is written. `t0` is the
-    /// run's start on the monotonic clock (record times are milliseconds after it).
-    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
-
-    /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
-    /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
-    /// one; the default ignores the gaps. A stream longer than [`ChunkGaps::KEPT`] chunks
-    /// passes only its first gaps (in order, so chunk times still add up from the first
-    /// token); the later chunks are not joined one by one.
-    fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
-        self.annotate(record, t0);
-    }
-
-    /// Called once after the last request finished, with the client-side statistics, before
-    /// `summary.json` is written: the returned `(key, value)` sections are added to it (and
-    /// to [`RunOutcome::sections`]).
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
-    }
-}
-
-/// What [`Observer::finish`] returns: named sections for `summary.json`.
-pub type SectionsFuture<'a> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Vec<(String, serde_json::Value)>> + Send + 'a>,
->;
-
-/// Several observers, called in order.
-#[derive(Default)]
-pub struct Observers(pub Vec<Arc<dyn Observer>>);
-
-impl Observer for Observers {
-    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime) {
-        for o in &self.0 {
-            o.annotate(record, t0);
-        }
-    }
-
-    fn annotate_chunks(&self, record: &mut RequestRecord, chunk_gaps_ms: &[f64], t0: MonoTime) {
-        for o in &self.0 {
-            o.annotate_chunks(record, chunk_gaps_ms, t0);
-        }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        t0: MonoTime,
-        end: MonoTime,
-        summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async move {
-            let mut sections = Vec::new();
-            for o in &self.0 {
-                sections.extend(o.finish(t0, end, summary).await);
-            }
-            sections
-        })
-    }
-}
-
-impl std::fmt::Debug for dyn Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Observer")
-    }
 }
 
 impl Config {
@@ -261,39 +189,12 @@ pub struct Progress {
     pub errors: AtomicU64,
 }
 
-/// What a run produced.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunOutcome {
-    /// True when a stop signal cut the run short.
-    pub interrupted: bool,
-    /// Scheduled requests never sent because the run stopped.
-    pub unsent: u64,
-    /// [`Config::prompt_salt`] of the run.
-    pub prompt_salt: u64,
-    /// Wall-clock start (Unix ns) of the measured phase, for labelling.
-    pub started_unix_ns: u64,
-    /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
-    /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
-    pub t0_monotonic_ns: u64,
-    /// The run's in-flight ceiling and what set it.
-    pub in_flight_cap: InFlightCap,
-    /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
-    /// its own resources (`client_resources`), which are not counted against the target.
-    pub client_bottleneck: Option<String>,
-    /// Sections the observers added (server-side figures, GPU energy, …).
-    #[serde(flatten)]
-    pub sections: serde_json::Map<String, serde_json::Value>,
-    /// The statistics.
-    #[serde(flatten)]
-    pub summary: RunSummary,
-}
-
 /// A run that could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// TLS configuration failed.
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] canary_tls::TlsError),
     /// The target's host name is unusable for TLS.
     #[error(transparent)]
     Connect(#[from] crate::connection::ConnectError),
@@ -348,7 +249,7 @@ pub async fn run(
     config.validate()?;
     config.check_schedule(&schedule)?;
     let tls = if config.target.tls {
-        Some(crate::tls::client_config(
+        Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
         )?)
     } else {
@@ -364,7 +265,7 @@ pub async fn run(
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
-    let in_flight_cap = InFlightCap::for_run(config.concurrency);
+    let in_flight_cap = in_flight_cap(config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -399,11 +300,11 @@ pub async fn run(
     };
 
     let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
-        ("concurrency", Some(n)) => (Some(Semaphore::new(n)), None),
+        (CapSource::Concurrency, Some(n)) => (Some(Semaphore::new(n)), None),
         (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
         (_, None) => (None, None),
     };
-    if in_flight_cap.source == "open_files" {
+    if in_flight_cap.source == CapSource::OpenFiles {
         tracing::debug!(?in_flight_cap, "in-flight ceiling from the open-file limit");
     }
     let mut ctx = Ctx {
@@ -456,10 +357,10 @@ pub async fn run(
     let writer = collector.join().expect("collector thread does not panic");
     let summary = writer.summary();
     let end = MonoTime::now();
-    let mut sections = serde_json::Map::new();
-    if let Some(o) = &ctx.config.observer {
-        sections.extend(o.finish(t0, end, &summary).await);
-    }
+    let telemetry = match &ctx.config.observer {
+        Some(o) => o.finish(t0, end, &summary).await,
+        None => Default::default(),
+    };
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -472,7 +373,7 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
-        sections,
+        telemetry,
         summary,
     };
     #[derive(Serialize)]

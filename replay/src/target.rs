@@ -331,12 +331,19 @@ impl Target {
 
     /// The URL requests go to.
     pub fn url(&self) -> String {
-        format!(
-            "{}://{}{}",
-            if self.tls { "https" } else { "http" },
-            self.authority(),
-            self.path
-        )
+        format!("{}{}", self.base_url(), self.path)
+    }
+
+    /// The server's root: `scheme://host:port`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.authority())
+    }
+
+    /// Where the server's Prometheus metrics are unless told otherwise: `/metrics` on its
+    /// host and port.
+    pub fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.base_url())
     }
 
     /// The `max_tokens` a request for `output_tokens` carries, if it carries one.

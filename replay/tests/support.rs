@@ -1,9 +1,9 @@
 //! Shared helpers: a simulator on loopback, generated requests, and one-call replays.
 
-use canary_core::{RequestRecord, TraceRequest};
+use canary_core::{RequestRecord, RunOutcome, TraceRequest};
 use canary_replay::{
-    Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunOutcome, Schedule, Target,
-    Tokenizer, TokenizerSpec, Trace,
+    Config, Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer,
+    TokenizerSpec, Trace,
 };
 use clap::Parser;
 use std::collections::HashMap;
