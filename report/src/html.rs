@@ -46,6 +46,7 @@ th{background:#f0f2f5;font-weight:600}
 .tile b{display:block;font-size:20px}.tile span{color:#666;font-size:12px}
 .regressed{color:#b3261e;font-weight:600}.improved{color:#1e7b34;font-weight:600}.steady{color:#555}
 .insufficient{color:#999}
+.verdict{font-weight:600}.verdict.pass{color:#1e7b34}.verdict.fail,.verdict.error{color:#b3261e}
 .slot{border-left:4px solid #4e79a7;padding-left:10px}
 details{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:6px 10px;margin:8px 0}
 summary{cursor:pointer;font-weight:600}

@@ -5,6 +5,8 @@
 //! Each test file includes it with `mod common;`, so an item one file does not use carries
 //! `#[allow(dead_code)]`.
 
+pub mod page;
+
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
