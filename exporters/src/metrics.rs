@@ -5,10 +5,12 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
+use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
 use canary_core::{RequestRecord, RunSummary, RunTelemetry};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
+use std::sync::Arc;
 
 /// `gen_ai.client.operation.duration` (semconv): doubling from 10 ms to 82 s.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -37,6 +39,9 @@ const PART_BUCKETS: [f64; 19] = [
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+const TTFO: &str = "canary.request.time_to_first_output_token";
+const ITL: &str = "canary.request.inter_token_latency";
 
 /// Every instrument canaryd records.
 pub(crate) struct Instruments {
@@ -68,6 +73,8 @@ pub(crate) struct Instruments {
     run_gpu_util: Gauge<f64>,
     run_gpu_power: Gauge<f64>,
     run_prefix_hit: Gauge<f64>,
+    /// The latency histograms' exemplars (see [`crate::exemplars`]).
+    pub exemplars: Arc<Exemplars>,
 }
 
 fn hist(
@@ -107,9 +114,10 @@ fn counter(
 }
 
 impl Instruments {
-    pub fn new(meter: &Meter) -> Instruments {
+    pub fn new(meter: &Meter, exemplars: Arc<Exemplars>) -> Instruments {
         let m = meter;
         Instruments {
+            exemplars,
             duration: hist(
                 m,
                 metric::GEN_AI_CLIENT_OPERATION_DURATION,
@@ -139,14 +147,14 @@ impl Instruments {
                 .build(),
             ttfo: hist(
                 m,
-                "canary.request.time_to_first_output_token",
+                TTFO,
                 "s",
                 "Time to the first output (non-reasoning) token",
                 &TTFT_BUCKETS,
             ),
             itl: hist(
                 m,
-                "canary.request.inter_token_latency",
+                ITL,
                 "s",
                 "(e2e - TTFT) / (output tokens - 1), one per request",
                 &TPOT_BUCKETS,
@@ -285,9 +293,23 @@ impl Instruments {
         }
     }
 
-    /// Records one finished request (warm-up requests are left out by the caller).
-    pub fn record_request(&self, rec: &RequestRecord, labels: &RunLabels, base: &[KeyValue]) {
+    /// Records one finished request (warm-up requests are left out by the caller); a
+    /// `sampled` one (its trace is exported) is also offered as an exemplar of the latency
+    /// histograms.
+    pub fn record_request(
+        &self,
+        rec: &RequestRecord,
+        labels: &RunLabels,
+        base: &[KeyValue],
+        sampled: bool,
+    ) {
         let s = |ms: f64| ms / 1e3;
+        let exemplar = |name: &str, bounds: &[f64], attrs: &[KeyValue], v: f64| {
+            if sampled {
+                self.exemplars
+                    .offer(name, bounds, attrs, v, &rec.trace_id, &rec.span_id);
+            }
+        };
         let mut attrs = base.to_vec();
         if let Some(e) = &rec.error {
             attrs.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
@@ -298,9 +320,21 @@ impl Instruments {
             .filter(|d| d.is_finite() && *d >= 0.0);
         if let Some(d) = duration {
             self.duration.record(s(d), &attrs);
+            exemplar(
+                metric::GEN_AI_CLIENT_OPERATION_DURATION,
+                &DURATION_BUCKETS,
+                &attrs,
+                s(d),
+            );
         }
         if let Some(t) = rec.ttft_ms {
             self.ttfc.record(s(t), base);
+            exemplar(
+                metric::GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+                &TTFT_BUCKETS,
+                base,
+                s(t),
+            );
         }
         match &rec.chunk_gaps_ms {
             Some(gaps) if !gaps.is_empty() => {
@@ -316,9 +350,11 @@ impl Instruments {
         }
         if let Some(itl) = rec.itl_ms {
             self.itl.record(s(itl), base);
+            exemplar(ITL, &TPOT_BUCKETS, base, s(itl));
         }
         if let Some(t) = rec.ttfo_ms {
             self.ttfo.record(s(t), base);
+            exemplar(TTFO, &TTFT_BUCKETS, base, s(t));
         }
         if rec.sent_at_ms.is_finite() {
             self.lag.record(s(rec.schedule_lag_ms.max(0.0)), base);
