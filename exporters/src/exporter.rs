@@ -331,6 +331,8 @@ impl OtlpExporter {
     /// An observer for one run: a span and metric points per record, as records are
     /// written. Add it to the replay's `Config::observer`.
     pub fn run_observer(&self, labels: RunLabels) -> RunObserver {
+        self.instruments
+            .record_slos(&labels.goodput, &labels.attributes());
         RunObserver {
             base: labels.attributes(),
             labels,
@@ -368,6 +370,8 @@ impl OtlpExporter {
             run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
         }
         self.instruments.count_run(&base, &run_attrs);
+        self.instruments
+            .record_states(&base, verdict, judgement.trend.as_deref());
         if let Some(o) = outcome {
             self.instruments.record_run(&o.summary, &o.telemetry, &base);
         }

@@ -21,6 +21,8 @@ pub mod attr {
     pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
     /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
     pub const TREND: &str = "canary.run.trend";
+    /// The metric an SLO threshold is for (`time_to_first_token`, aiperf's names).
+    pub const SLO_METRIC: &str = "canary.slo.metric";
     /// Who measured a run-level figure: `client` (canaryd) or `server` (its `/metrics`).
     pub const MEASURED_BY: &str = "canary.measured_by";
     /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.

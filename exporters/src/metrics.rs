@@ -7,7 +7,7 @@
 
 use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
-use canary_core::{RequestRecord, RunSummary, RunTelemetry};
+use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
 use std::sync::Arc;
@@ -73,6 +73,9 @@ pub(crate) struct Instruments {
     run_gpu_util: Gauge<f64>,
     run_gpu_power: Gauge<f64>,
     run_prefix_hit: Gauge<f64>,
+    verdict_state: Gauge<f64>,
+    trend_state: Gauge<f64>,
+    slo: Gauge<f64>,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
 }
@@ -290,6 +293,24 @@ impl Instruments {
                 "1",
                 "Server prefix-cache hit rate over the last run",
             ),
+            verdict_state: gauge(
+                m,
+                "canary.run.verdict.state",
+                "{run}",
+                "1 for the last run's verdict, 0 for the others (a state set)",
+            ),
+            trend_state: gauge(
+                m,
+                "canary.run.trend.state",
+                "{run}",
+                "1 for the last run's trend against its baseline, 0 for the others (a state set)",
+            ),
+            slo: gauge(
+                m,
+                "canary.slo.threshold",
+                "s",
+                "The workload's latency SLOs, so dashboards draw them on the latency panels",
+            ),
         }
     }
 
@@ -439,6 +460,52 @@ impl Instruments {
         let mut a = base.to_vec();
         a.extend_from_slice(verdict);
         self.runs.add(1, &a);
+    }
+
+    /// The last run's verdict and trend as state sets: the one that holds is 1, the others
+    /// 0, so "the last verdict" is a plain query (`== 1`) rather than a guess from counters.
+    pub fn record_states(&self, base: &[KeyValue], verdict: &str, trend: Option<&str>) {
+        let set = |g: &Gauge<f64>, key: &'static str, states: &[&str], now: &str| {
+            for s in states
+                .iter()
+                .chain((!states.contains(&now)).then_some(&now))
+            {
+                let mut a = base.to_vec();
+                a.push(KeyValue::new(key, s.to_string()));
+                g.record(if *s == now { 1.0 } else { 0.0 }, &a);
+            }
+        };
+        set(
+            &self.verdict_state,
+            attr::VERDICT,
+            &["pass", "fail", "error", "unjudged"],
+            verdict,
+        );
+        set(
+            &self.trend_state,
+            attr::TREND,
+            &[
+                "steady",
+                "regressed",
+                "improved",
+                "insufficient",
+                "not_compared",
+            ],
+            trend.unwrap_or("not_compared"),
+        );
+    }
+
+    /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to
+    /// draw on a latency panel).
+    pub fn record_slos(&self, goodput: &Goodput, base: &[KeyValue]) {
+        for slo in &goodput.slos {
+            if slo.metric == SloMetric::OutputTokenThroughputPerUser || !slo.threshold.is_finite() {
+                continue;
+            }
+            let mut a = base.to_vec();
+            a.push(KeyValue::new(attr::SLO_METRIC, slo.metric.name()));
+            self.slo.record(slo.threshold / 1e3, &a);
+        }
     }
 
     /// Records a finished run's figures: the client's, and what the server and the GPUs
