@@ -26,14 +26,14 @@ mod stats;
 mod summary;
 mod trace;
 
-pub use clock::{MonoTime, WallAnchor};
+pub use clock::{MonoTime, RealtimeMap, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
-    Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
+    ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
+pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
 pub use trace::{TracePrompt, TraceRequest};

@@ -5,7 +5,7 @@
 
 use crate::gaps::ChunkGaps;
 use crate::goodput::Goodput;
-use crate::record::{ErrorKind, RequestRecord};
+use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,10 +29,11 @@ pub struct Aggregator {
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
+    rx: RxSummary,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
-const METRICS: [(&str, &str); 15] = [
+const METRICS: [(&str, &str); 18] = [
     ("time_to_first_token", "ms"),
     ("time_to_second_token", "ms"),
     ("time_to_first_output_token", "ms"),
@@ -50,6 +51,12 @@ const METRICS: [(&str, &str); 15] = [
     // Client TTFT minus the prompt time the server reported for the same request (llama.cpp's
     // `timings.prompt_ms`): network, queueing and client overhead, exact per request.
     ("ttft_minus_server_prompt_time", "ms"),
+    // canaryd's own delay (issue 16): its read of the first token minus the kernel's receive
+    // time, per request; the largest such delay over each request's events; and TTFT as
+    // canaryd's reads saw it, beside the kernel-stamped `time_to_first_token`.
+    ("client_read_delay", "ms"),
+    ("client_read_delay_max", "ms"),
+    ("time_to_first_token_userspace", "ms"),
 ];
 
 impl Aggregator {
@@ -115,6 +122,12 @@ impl Aggregator {
         let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
         if let (Some(ttft), Some(prompt)) = (r.ttft_ms, server_prompt_ms) {
             self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+        }
+        self.record("time_to_first_token_userspace", r.userspace_ttft_ms());
+        self.record("client_read_delay", r.first_token_read_delay_ms());
+        if let Some(rx) = &r.rx {
+            self.record("client_read_delay_max", rx.read_delay_max_ms);
+            self.rx.add(rx);
         }
         let usage = r.usage.clone().unwrap_or_default();
         let isl = usage
@@ -204,6 +217,7 @@ impl Aggregator {
             total_reasoning_tokens: self.reasoning_tokens,
             goodput,
             token_agreement: self.agreement.clone(),
+            receive_timestamps: self.rx.clone(),
             metrics: self
                 .metrics
                 .iter()
@@ -259,6 +273,10 @@ pub struct RunSummary {
     pub goodput: Option<GoodputSummary>,
     /// How the server's token counts compare with what was asked.
     pub token_agreement: TokenAgreement,
+    /// How the completed requests' response times were taken: kernel receive timestamps,
+    /// exact or bounds, or canaryd's reads.
+    #[serde(default)]
+    pub receive_timestamps: RxSummary,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
@@ -278,6 +296,48 @@ pub struct TokenAgreement {
     pub completion_exact: u64,
     /// Sum of `completion_tokens - requested`.
     pub completion_delta_sum: i64,
+}
+
+/// How a run's response times were taken, over its completed requests (issue 16).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxSummary {
+    /// `on`, `off` (turned off) or `refused` (the kernel refused the socket option; the run
+    /// said so once), set by the run; absent when folded again from records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why they are off or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Completed requests timed with receive timestamps on (records with `rx`).
+    pub requests: u64,
+    /// Of those, by where the first token's time came from: `kernel` (exact),
+    /// `kernel_bound` (an upper bound), `userspace` (no stamp: canaryd's read).
+    pub first_token: BTreeMap<String, u64>,
+    /// Token events of those requests.
+    pub token_events: u64,
+    /// Of those, events whose time is only a bound.
+    pub token_events_bound: u64,
+    /// The largest clock-mapping uncertainty of any request, µs.
+    pub clock_map_uncertainty_max_us: Option<f64>,
+}
+
+impl RxSummary {
+    fn add(&mut self, rx: &RxTiming) {
+        self.requests += 1;
+        if let Some(source) = rx.first_token {
+            let name = match source {
+                RxSource::Kernel => "kernel",
+                RxSource::KernelBound => "kernel_bound",
+                RxSource::Userspace => "userspace",
+            };
+            *self.first_token.entry(name.to_string()).or_default() += 1;
+        }
+        self.token_events += u64::from(rx.token_events);
+        self.token_events_bound += u64::from(rx.token_events_bound);
+        let u = rx.clock_map_uncertainty_us;
+        self.clock_map_uncertainty_max_us =
+            Some(self.clock_map_uncertainty_max_us.map_or(u, |m| m.max(u)));
+    }
 }
 
 /// Goodput figures of a run.

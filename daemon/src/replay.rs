@@ -117,6 +117,9 @@ pub struct ShapeArgs {
     /// Read one JSON body instead of an SSE stream.
     #[arg(long)]
     pub no_streaming: bool,
+    /// Time responses by canaryd's own reads instead of the kernel's receive timestamps.
+    #[arg(long)]
+    pub no_kernel_timestamps: bool,
     /// Which output-length field(s) to send.
     #[arg(
         long,
@@ -393,6 +396,7 @@ pub fn target_without_key(
     crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
         .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
     t.streaming = !shape.no_streaming;
+    t.kernel_timestamps = !shape.no_kernel_timestamps;
     t.limits = shape.limits();
     t.limits
         .validate()

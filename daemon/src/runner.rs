@@ -398,6 +398,7 @@ fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
     s.max_event_bytes = Some(t.limits.event_bytes);
     s.max_body_bytes = Some(t.limits.body_bytes);
     s.max_output_ratio = Some(t.limits.output_ratio);
+    s.no_kernel_timestamps = !t.kernel_timestamps;
     s.goodput = Some(w.slos.clone());
     s.output_dir = dir.to_path_buf();
     s.grace_period = w.grace_period;

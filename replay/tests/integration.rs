@@ -5,6 +5,7 @@ mod hostile;
 mod hostile_traces;
 mod prompt;
 mod replay_sim;
+mod rx_stamps;
 mod support;
 mod tls;
 mod trace_formats;
