@@ -27,20 +27,32 @@ fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 step "tools"
-# Each script here installs one thing a test tier needs, cached outside the repo, and may
-# export where it put it (for example CANARYD_VICTORIA_METRICS).
+# Each script here installs one thing a test tier needs, cached outside the repo, may export
+# where it put it (for example CANARYD_VICTORIA_METRICS), and returns non-zero when it could
+# not. On CI (CI=true) that fails the suite: a tier dropped there is a tier never tested.
+# Elsewhere the tier's tests skip, and the closing line counts and lists every skip.
+setup_failed=()
 for setup in scripts/setup/*.sh; do
     [ -e "$setup" ] || continue
     echo "--- $setup"
     # shellcheck source=/dev/null
-    source "$setup"
+    source "$setup" || setup_failed+=("$setup")
 done
+if [ "${#setup_failed[@]}" -gt 0 ]; then
+    if [ "${CI:-}" = true ]; then
+        echo "error: tier setup failed on CI (CI=true): ${setup_failed[*]}" >&2
+        exit 1
+    fi
+    echo "warning: tier setup failed: ${setup_failed[*]}; those tiers' tests will skip (counted)"
+fi
 # Tiers whose setup worked must run, not skip: their tests fail instead of skipping.
 CANARYD_REQUIRE="${CANARYD_REQUIRE:-}"
 if command -v clang >/dev/null && [ -e /usr/include/bpf/bpf_helpers.h ] && [ "$(id -u)" = 0 ]; then
     CANARYD_REQUIRE="$CANARYD_REQUIRE ebpf"
 fi
 [ -x "${CANARYD_VICTORIA_METRICS:-}" ] && CANARYD_REQUIRE="$CANARYD_REQUIRE victoria-metrics"
+command -v systemd-analyze >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE systemd"
+command -v setpriv >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE setpriv"
 export CANARYD_REQUIRE
 echo "required tiers:${CANARYD_REQUIRE:- none}"
 
@@ -52,19 +64,32 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "tests"
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
+# Every skip is a line here (canary_testkit::skip appends it): counted and listed at the end.
+CANARYD_SKIP_LOG="$(mktemp)"
+export CANARYD_SKIP_LOG
+trap 'rm -f "$log" "$CANARYD_SKIP_LOG"' EXIT
+status=0
+# Every test binary runs even after one fails, so the closing line counts the whole suite.
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 
 step "real server (llama.cpp)"
 # canaryd against a real llama-server and model on this CPU; the first run builds llama.cpp
-# (10-17 min on 2 cores) and caches it. CANARYD_SKIP_REAL=1 skips this tier locally.
+# (10-17 min on 2 cores) and caches it. CANARYD_SKIP_REAL=1 skips this tier locally; its tests
+# are then counted as skipped.
 if [ "${CANARYD_SKIP_REAL:-0}" = 1 ]; then
     echo "skipped: CANARYD_SKIP_REAL=1"
+    cargo test -p canaryd --locked --test real_server -- --ignored --list 2>/dev/null |
+        sed -n 's/: test$//p' |
+        while read -r name; do
+            printf 'real-server\tdaemon/tests/real_server.rs\t%s\tCANARYD_SKIP_REAL=1\n' "$name"
+        done >>"$CANARYD_SKIP_LOG"
 else
     # shellcheck source=scripts/real-server.sh
     source scripts/real-server.sh
-    cargo test -p canaryd --locked --test real_server -- --ignored --nocapture 2>&1 | tee -a "$log"
+    cargo test -p canaryd --locked --test real_server -- --ignored --nocapture 2>&1 | tee -a "$log" ||
+        status=$?
 fi
-# One closing line for the whole suite (cargo prints one per test binary).
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "\ncanaryd suite: %d passed, %d failed\n", p, f }' "$log"
+
+# One closing line for the whole suite, skips listed and counted (see scripts/suite-summary.awk).
+awk -v skips="$CANARYD_SKIP_LOG" -v status="$status" -f scripts/suite-summary.awk "$log"
+exit "$status"

@@ -259,6 +259,10 @@ pub struct UserspaceTimes {
     pub max_chunk_gap_ms: Option<f64>,
     /// Send to the end of the response.
     pub e2e_ms: Option<f64>,
+    /// Gaps between the reads of consecutive token chunks, only when the run asks for them
+    /// (`--record-chunks`; `chunk_gaps_ms` of the record holds the kernel's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_gaps_ms: Option<Vec<f64>>,
 }
 
 /// Why a request failed.

@@ -258,16 +258,19 @@ mod tests {
     fn runs_and_baselines_survive_reopening_and_retention_prunes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.sqlite");
+        // Runs an hour apart and age limits half an hour from any of them: the test may take
+        // as long as it likes between taking `now` and pruning.
         let now = now_unix_ms();
+        let hours = |h: i64| now - h * 3_600_000;
         {
             let h = History::open(&path).unwrap();
-            h.insert(&run("r1", "w", now - 4000, VerdictKind::Pass, 1.0))
+            h.insert(&run("r1", "w", hours(4), VerdictKind::Pass, 1.0))
                 .unwrap();
-            h.insert(&run("r2", "w", now - 3000, VerdictKind::Fail, 2.0))
+            h.insert(&run("r2", "w", hours(3), VerdictKind::Fail, 2.0))
                 .unwrap();
-            h.insert(&run("r3", "w", now - 2000, VerdictKind::Pass, 3.0))
+            h.insert(&run("r3", "w", hours(2), VerdictKind::Pass, 3.0))
                 .unwrap();
-            h.insert(&run("x1", "other", now - 1000, VerdictKind::Error, 9.0))
+            h.insert(&run("x1", "other", hours(1), VerdictKind::Error, 9.0))
                 .unwrap();
         }
         let h = History::open(&path).unwrap();
@@ -293,10 +296,10 @@ mod tests {
             ["x1", "r3"]
         );
 
-        // Keep 2 per workload: r1 goes. Then an age limit of 2.5 s: r2 goes too.
-        let gone = h.prune("w", 2, Duration::from_secs(3600)).unwrap();
+        // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
+        let gone = h.prune("w", 2, Duration::from_secs(10 * 3600)).unwrap();
         assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
-        let gone = h.prune("w", 10, Duration::from_millis(2500)).unwrap();
+        let gone = h.prune("w", 10, Duration::from_secs(9000)).unwrap();
         assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
         assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
         assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
@@ -304,11 +307,11 @@ mod tests {
 
         // Age alone (a workload no longer configured): no count limit, old runs go.
         assert!(h
-            .prune("w", usize::MAX, Duration::from_secs(3600))
+            .prune("w", usize::MAX, Duration::from_secs(10 * 3600))
             .unwrap()
             .is_empty());
         let gone = h
-            .prune("other", usize::MAX, Duration::from_millis(500))
+            .prune("other", usize::MAX, Duration::from_secs(1800))
             .unwrap();
         assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
         assert_eq!(h.workloads().unwrap(), ["w"]);

@@ -92,11 +92,15 @@ impl From<&RunResult> for RunRow {
 
 /// A fresh run id: UTC start time and a random suffix, sortable and unique.
 pub fn new_run_id() -> String {
+    run_id_at(chrono::Utc::now())
+}
+
+/// The run id of a run started at `at`: sorts by start time to the second.
+fn run_id_at(at: chrono::DateTime<chrono::Utc>) -> String {
     use std::hash::{BuildHasher, Hasher};
-    let now = chrono::Utc::now();
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_i64(now.timestamp_nanos_opt().unwrap_or_default());
-    format!("{}-{:08x}", now.format("%Y%m%dT%H%M%SZ"), h.finish() as u32)
+    h.write_i64(at.timestamp_nanos_opt().unwrap_or_default());
+    format!("{}-{:08x}", at.format("%Y%m%dT%H%M%SZ"), h.finish() as u32)
 }
 
 /// A prompt synthesizer is built per tokenizer file and seed.
@@ -485,8 +489,36 @@ mod tests {
 
     #[test]
     fn run_ids_sort_by_time_and_differ() {
+        use chrono::TimeZone;
+        // Start times across second, minute, day, month and year boundaries, and one year
+        // with a ninth digit of seconds since the epoch: as strings they sort as in time.
+        let times = [
+            (2009, 9, 9, 1, 46, 39),
+            (2009, 9, 9, 1, 46, 40),
+            (2009, 9, 9, 1, 47, 0),
+            (2026, 9, 30, 23, 59, 59),
+            (2026, 10, 1, 0, 0, 0),
+            (2026, 12, 31, 23, 59, 59),
+            (2027, 1, 1, 0, 0, 0),
+        ];
+        let ids: Vec<String> = times
+            .iter()
+            .map(|&(y, mo, d, h, mi, s)| {
+                run_id_at(chrono::Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap())
+            })
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids);
+        assert_eq!(
+            ids[0].len(),
+            "20261123T110512Z-3fa2c0de".len(),
+            "{}",
+            ids[0]
+        );
+        assert!(ids[4].starts_with("20261001T000000Z-"), "{}", ids[4]);
+        // Two runs started in the same second still differ.
         let (a, b) = (new_run_id(), new_run_id());
         assert_ne!(a, b);
-        assert_eq!(a.len(), "20261123T110512Z-3fa2c0de".len(), "{a}");
     }
 }

@@ -529,8 +529,10 @@ fn check_config_validates_the_example_and_names_errors() {
 #[test]
 fn the_embedded_default_runs_the_simulator_with_no_config() {
     if Path::new("/etc/canaryd/canaryd.toml").exists() {
-        eprintln!("SKIPPED: /etc/canaryd/canaryd.toml exists, so the embedded default is not used");
-        return;
+        return canary_testkit::skip(
+            "default-config",
+            "/etc/canaryd/canaryd.toml exists on this host, so `canaryd run` would not use the embedded default",
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let status = free_port();

@@ -7,6 +7,7 @@
 
 mod common;
 
+use canary_testkit::skip;
 use common::{fake_nvml, free_port, shared, wait_listening, Child, CANARYD};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -83,18 +84,16 @@ fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
 #[test]
 fn every_dashboard_query_returns_data_from_a_real_replay() {
     let Some(vm_bin) = std::env::var_os("CANARYD_VICTORIA_METRICS").map(PathBuf::from) else {
-        common::skip("victoria-metrics", "CANARYD_VICTORIA_METRICS is not set (source scripts/setup/victoria-metrics.sh); dashboard queries were not checked against a metrics store");
-        return;
+        return skip("victoria-metrics", "CANARYD_VICTORIA_METRICS is not set (source scripts/setup/victoria-metrics.sh); dashboard queries were not checked against a metrics store");
     };
     if !vm_bin.exists() {
-        common::skip(
+        return skip(
             "victoria-metrics",
             &format!(
                 "CANARYD_VICTORIA_METRICS={} does not exist",
                 vm_bin.display()
             ),
         );
-        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let vm_port = free_port();
@@ -148,9 +147,11 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "--workload",
             workload,
         ])
+        // A generous SLO: the goodput panel needs good requests however loaded the machine
+        // is (50 ms once left none on a busy CI host, and the panel had no data).
         .args([
             "--goodput",
-            "time_to_first_token:50",
+            "time_to_first_token:5000",
             "--otlp-metrics-interval",
             "500ms",
         ])
@@ -201,6 +202,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     };
     let mut checked = 0;
     let mut empty = Vec::new();
+    let mut unchecked = Vec::new();
     let all = dashboards();
     assert!(all.len() >= 2, "{all:?}");
     for (path, d) in &all {
@@ -240,10 +242,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             for t in p["targets"].as_array().unwrap() {
                 let expr = fill(t["expr"].as_str().unwrap());
                 if needs_ebpf && !have_kernel {
-                    common::skip(
-                        "ebpf",
-                        &format!("{name} / {title}: no eBPF timing on this host, so no TTFT parts to show"),
-                    );
+                    unchecked.push(format!("{name} / {title}"));
                     continue;
                 }
                 checked += 1;
@@ -259,6 +258,17 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         "panels with no data:\n{}",
         empty.join("\n")
     );
+    // The rest was checked, but the test as a whole did not run here: it counts as a skip.
+    if !unchecked.is_empty() {
+        skip(
+            "ebpf",
+            &format!(
+                "no eBPF timing on this host, so {} panel queries were not checked: {}",
+                unchecked.len(),
+                unchecked.join(", ")
+            ),
+        );
+    }
 }
 
 #[test]

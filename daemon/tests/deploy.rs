@@ -1,6 +1,7 @@
 //! The deployment files in `deploy/`: the systemd unit's hardening, rated by systemd itself,
 //! the README section it points to, the Kubernetes DaemonSet's config (valid, and consistent with
-//! the pod's env and privileges) and the shard Job's consistency with `--shard`.
+//! the pod's env and privileges) and the shard Job's consistency with `--shard`; and the test
+//! suite's closing line (`scripts/suite-summary.awk`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,8 +22,12 @@ fn systemd_unit_exposure_is_at_most_2_0() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipped: systemd-analyze is not available here ({e})");
-            return;
+            return canary_testkit::skip(
+                "systemd",
+                &format!(
+                    "systemd-analyze does not run here ({e}); scripts/setup/systemd.sh installs it"
+                ),
+            )
         }
     };
     let text =
@@ -152,4 +157,55 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
             "capabilities added to a non-root container do not reach its process"
         );
     }
+}
+
+#[test]
+fn the_suite_counts_a_skip_as_skipped_not_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    // What canary_testkit::skip appends (one test skipping twice counts once), and the `test
+    // result:` lines of two test binaries.
+    let skips = dir.path().join("skips");
+    std::fs::write(
+        &skips,
+        "ebpf\tebpf/tests/integration.rs:14\tload::follows\tnot root: EPERM\n\
+         ebpf\tebpf/tests/integration.rs:14\tload::follows\tagain\n\
+         systemd\tdaemon/tests/deploy.rs:24\tsystemd_unit\tno systemd-analyze\n",
+    )
+    .unwrap();
+    let log = dir.path().join("log");
+    std::fs::write(
+        &log,
+        "test result: ok. 10 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n\
+         test result: FAILED. 5 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out\n",
+    )
+    .unwrap();
+    let summary = |status: &str| {
+        let out = Command::new("awk")
+            .arg("-v")
+            .arg(format!("skips={}", skips.display()))
+            .args(["-v", &format!("status={status}"), "-f"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/suite-summary.awk"))
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = summary("101");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "  skipped [ebpf] load::follows (ebpf/tests/integration.rs:14): not root: EPERM",
+            "  skipped [systemd] systemd_unit (daemon/tests/deploy.rs:24): no systemd-analyze",
+            "canaryd: 13 passed, 1 failed, 2 skipped",
+        ]
+    );
+    // A failed run whose failure left no result line says so rather than "0 failed".
+    std::fs::write(&log, "").unwrap();
+    std::fs::write(&skips, "").unwrap();
+    assert_eq!(
+        summary("101").trim(),
+        "canaryd: 0 passed, 0 failed, 0 skipped (a test binary failed without a result line: see above)"
+    );
 }

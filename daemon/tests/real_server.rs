@@ -182,7 +182,13 @@ fn mooncake_slice_against_llama_server() {
         let line = r["trace_line"].as_u64().unwrap() as usize;
         let ids = &hash_ids[line - 1];
         let cache_n = timings["cache_n"].as_u64().unwrap();
-        assert_eq!(usage["cached_tokens"].as_u64().unwrap_or(cache_n), cache_n);
+        // llama-server reports its reuse twice (usage.prompt_tokens_details.cached_tokens and
+        // timings.cache_n, see shared/fixtures/llamacpp_server_chat_stream.sse): canaryd must
+        // carry both, and they agree.
+        let cached = usage["cached_tokens"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no usage.cached_tokens in the record: {r}"));
+        assert_eq!(cached, cache_n, "{r}");
         if seen_blocks.contains(&ids[0]) {
             repeated += 1;
             repeated_hits += (cache_n > 0) as u32;

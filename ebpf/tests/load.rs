@@ -27,7 +27,7 @@ fn cookie(fd: &impl AsRawFd) -> u64 {
 
 #[test]
 fn follows_own_connection_by_cookie() {
-    let Some(mut tracer) = tracer_or_skip("follows_own_connection_by_cookie") else {
+    let Some(mut tracer) = tracer_or_skip() else {
         return;
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -114,9 +114,24 @@ fn follows_own_connection_by_cookie() {
     assert_eq!(t.bytes_sent, Some(1000));
     assert_eq!(t.bytes_received, Some(500));
     assert!(t.connect_ms.is_some() && t.srtt_us.is_some(), "{t:?}");
-    assert!(
-        t.client_overhead_ms.unwrap() >= 0.0 && t.remainder_ms.unwrap() >= -1e-9,
-        "{t:?}"
+    // The TTFT parts are the distances between these very events: the request's last send
+    // before the response, the response's first bytes (which carry the "first token" here),
+    // and the client's read of them.
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let first_in = data[0].ts_ns;
+    let last_send = mine
+        .iter()
+        .filter(|e| e.kind() == Some(EventKind::Send) && e.ts_ns <= first_in)
+        .map(|e| e.ts_ns)
+        .max()
+        .expect("a send before the response");
+    assert!(last_send >= sent.as_nanos(), "the send is the client's");
+    assert_eq!(t.request_write_ms, Some(ms(last_send - sent.as_nanos())));
+    assert_eq!(t.server_wait_ms, Some(ms(first_in - last_send)));
+    assert_eq!(t.remainder_ms, Some(0.0), "{t:?}");
+    assert_eq!(
+        t.client_overhead_ms,
+        Some(ms(first_read.as_nanos() - first_in))
     );
     // The 200 ms pause was the peer's, between the two arrivals: it must not show up as delay
     // of ours in reading the second part.

@@ -55,6 +55,7 @@ fn times(
         },
         max_chunk_gap_ms: gaps.max(),
         e2e_ms: e2e,
+        chunk_gaps_ms: None,
     }
 }
 

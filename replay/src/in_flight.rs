@@ -33,7 +33,7 @@ impl InFlightCap {
         let files = open_files();
         let derived = files.map(|(limit, open)| {
             let headroom = headroom(limit);
-            let cap = limit.saturating_sub(open + headroom).max(1);
+            let cap = limit.saturating_sub(open.unwrap_or(0) + headroom).max(1);
             (cap.min(usize::MAX as u64) as usize, limit, open, headroom)
         });
         match (concurrency, derived) {
@@ -43,7 +43,7 @@ impl InFlightCap {
                 limit: Some(cap),
                 source: "open_files",
                 open_files_limit: Some(limit),
-                open_files_at_start: Some(open),
+                open_files_at_start: open,
                 headroom: Some(headroom),
             },
             (None, None) => InFlightCap {
@@ -72,8 +72,9 @@ fn headroom(limit: u64) -> u64 {
     (limit / 4).min(128)
 }
 
-/// The soft `RLIMIT_NOFILE` and the files open now; `None` without a finite limit.
-fn open_files() -> Option<(u64, u64)> {
+/// The soft `RLIMIT_NOFILE` and the files open now (unknown when `/proc/self/fd` cannot be
+/// read, as when no descriptor is left to read it with); `None` without a finite limit.
+fn open_files() -> Option<(u64, Option<u64>)> {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -84,7 +85,9 @@ fn open_files() -> Option<(u64, u64)> {
     {
         return None;
     }
-    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    let open = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as u64);
     Some((rl.rlim_cur, open))
 }
 

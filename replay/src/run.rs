@@ -366,6 +366,8 @@ pub async fn run(
     )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
+    // Before the run opens anything else: the ceiling counts the files open at its start.
+    let in_flight_cap = InFlightCap::for_run(config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -399,7 +401,6 @@ pub async fn run(
         })
     };
 
-    let in_flight_cap = InFlightCap::for_run(config.concurrency);
     let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
         ("concurrency", Some(n)) => (Some(Semaphore::new(n)), None),
         (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
@@ -758,6 +759,9 @@ async fn send_one(
     }
     if ctx.config.record_chunks {
         rec.chunk_gaps_ms = Some(m.gaps.at.kept().to_vec());
+        if let Some(rx) = &mut rec.rx {
+            rx.userspace.chunk_gaps_ms = Some(m.gaps.read.kept().to_vec());
+        }
     }
     Some((rec, m.gaps))
 }

@@ -1,8 +1,10 @@
 //! canary-replay's integration tests: one binary, real simulator, real sockets.
 
 mod connect;
+mod fuzz;
 mod hostile;
 mod hostile_traces;
+mod latency_truth;
 mod prompt;
 mod replay_sim;
 mod rx_stamps;

@@ -13,6 +13,7 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         .iter()
         .map(|r| (r.index, r.input_tokens, r.output_tokens))
         .collect();
+    let trace_rows = trace.requests.clone();
     let run = replay(trace.requests, target(&sim), |c| c.speedup = 200.0).await;
 
     assert_eq!(run.records.len(), 2000);
@@ -33,9 +34,33 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         // The simulator counts one token per word; canaryd's prompts are exact by construction.
         assert_eq!(usage.prompt_tokens, Some(input), "request {}", r.id);
         assert_eq!(usage.completion_tokens, Some(output), "request {}", r.id);
-        assert_eq!(r.prompt_tokens_synthesized, Some(input));
-        assert!(r.schedule_lag_ms >= 0.0);
+        // Released at its deadline, never before it: the lag is the plain difference, with
+        // nothing clamped away.
+        assert!(
+            r.sent_at_ms >= r.scheduled_at_ms,
+            "request {} sent {} ms early",
+            r.id,
+            r.scheduled_at_ms - r.sent_at_ms
+        );
+        assert_same(
+            r.schedule_lag_ms,
+            r.sent_at_ms - r.scheduled_at_ms,
+            "lag = sent - scheduled",
+        );
         assert!(r.ttft_ms.unwrap() <= r.e2e_ms.unwrap());
+    }
+    // The recorded prompt length is what the tokenizer counts in the prompt sent: the same
+    // builder and salt give the same bytes, re-encoded here (a sample: encoding is slow).
+    for r in run.records.iter().step_by(97) {
+        let req = &trace_rows[r.id as usize];
+        let (_, check) = prompts().build_verified(req, run.outcome.prompt_salt);
+        let check = check.expect("a synthesized prompt");
+        assert_eq!(
+            Some(check.counted_before as u32),
+            r.prompt_tokens_synthesized,
+            "request {}: {check:?}",
+            r.id
+        );
     }
     // The trace repeats prefixes (hash id 0 opens most prompts): the server must see reuse.
     assert!(run.outcome.summary.total_cached_tokens > 0);
@@ -57,51 +82,65 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
 }
 
 #[tokio::test]
-async fn ttft_agrees_with_the_servers_own_clock() {
-    let sim = sim(&["--profile", "fast"]).await;
-    let mut t = target(&sim);
-    // A known stall before the first byte makes TTFT large compared with noise.
-    t.headers.push(header("x-sim-fault", "stall_first_ms=60"));
-    let run = replay(requests(5, 200, 8), t, |_| {}).await;
-    let truth = sim.truth();
-    let by_id = truth_by_request_id(&truth, &run.run_id);
-    for r in &run.records {
-        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-        let ttft = r.ttft_ms.unwrap();
-        assert!(
-            ttft >= 60.0,
-            "TTFT {ttft} ms shorter than the injected stall"
-        );
-        let t = by_id[&r.id];
-        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
-        let since_sent = |ns: u64| (ns as f64 - sent_ns) / 1e6;
-        // canaryd's read of the first token is never earlier than the server's write of it
-        // returned.
-        let read = r.userspace_ttft_ms().unwrap();
-        let written = since_sent(t.first_token_ns.unwrap());
-        assert!(read >= written, "client {read} < server {written}");
-        // The kernel's receive stamp is taken inside that write (loopback delivers it before
-        // the write returns): after the server wrote its head, before canaryd read the token.
-        let u = r.rx.as_ref().unwrap().clock_map_uncertainty_us / 1e3 + 1e-3;
-        assert!(
-            ttft + u >= since_sent(t.first_byte_ns.unwrap()),
-            "{r:?}\n{t:?}"
-        );
-        assert!(ttft <= read, "{r:?}");
-    }
-}
-
-#[tokio::test]
 async fn reasoning_tokens_separate_ttfo_from_ttft() {
     let sim = sim(&["--profile", "fast"]).await;
     let mut t = target(&sim);
     t.headers.push(header("x-sim-reasoning-tokens", "4"));
-    let run = replay(requests(3, 50, 10), t, |_| {}).await;
+    // A stall between the last reasoning token and the first output token keeps them apart
+    // (the fast profile would otherwise write all ten at once).
+    t.headers
+        .push(header("x-sim-fault", "stall_mid_ms=300,at=4"));
+    let run = replay(requests(3, 50, 10), t, |c| c.record_chunks = true).await;
+    let truth = sim.truth();
+    let by_id = truth_by_request_id(&truth, &run.run_id);
     for r in &run.records {
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-        assert!(r.ttfo_ms.unwrap() > r.ttft_ms.unwrap());
         assert_eq!(r.usage.as_ref().unwrap().reasoning_tokens, Some(4));
         assert_eq!(r.chunks, 10);
+        let t = by_id[&r.id];
+        let (first_token, first_output) = (t.first_token_ns.unwrap(), t.first_output_ns.unwrap());
+        assert!(first_output - first_token >= 300_000_000, "{t:?}");
+        // The first output token is the fifth token chunk: TTFO is TTFT plus the first four
+        // gaps, the stall among them, on the kernel's clock and on canaryd's reads alike.
+        let u = &r.rx.as_ref().unwrap().userspace;
+        let clocks = [
+            (r.ttft_ms, r.ttfo_ms, r.chunk_gaps_ms.as_ref()),
+            (u.ttft_ms, u.ttfo_ms, u.chunk_gaps_ms.as_ref()),
+        ];
+        for (ttft, ttfo, gaps) in clocks {
+            let (ttft, ttfo) = (ttft.unwrap(), ttfo.unwrap());
+            let fifth = ttft + gaps.unwrap()[..4].iter().sum::<f64>();
+            assert!(
+                (ttfo - fifth).abs() < 1e-6,
+                "TTFO {ttfo} vs chunk 5 at {fifth}"
+            );
+        }
+        let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
+        let at = |ms: Option<f64>| sent_ns + ms.unwrap() * 1e6;
+        // Read no earlier than the sim wrote it, and (on this one thread, sim and client
+        // alike) the first token read before the stall ended.
+        let (ttft_at, ttfo_at) = (at(u.ttft_ms), at(u.ttfo_ms));
+        assert!(ttft_at + 1e3 >= first_token as f64, "TTFT before the write");
+        assert!(
+            ttft_at < first_output as f64,
+            "first token read after the stall"
+        );
+        assert!(
+            ttfo_at + 1e3 >= first_output as f64,
+            "TTFO before the write"
+        );
+        // Received by the kernel during the sim's write, so after the write before it (the
+        // head) and after the stall; never after canaryd's read.
+        let (kernel_ttft, kernel_ttfo) = (at(r.ttft_ms), at(r.ttfo_ms));
+        assert!(
+            kernel_ttft + 1e3 >= t.first_byte_ns.unwrap() as f64,
+            "{r:?}"
+        );
+        assert!(
+            kernel_ttfo + 1e3 >= (first_token + 300_000_000) as f64,
+            "{r:?}"
+        );
+        assert!(kernel_ttft <= ttft_at && kernel_ttfo <= ttfo_at, "{r:?}");
     }
     assert_eq!(run.outcome.summary.total_reasoning_tokens, 12);
 }

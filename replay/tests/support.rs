@@ -191,3 +191,14 @@ pub fn truth_by_request_id<'a>(
         })
         .collect()
 }
+
+/// `a == b` to the last bits: records come back through serde_json, whose default float parser
+/// may round a value's final bit differently from the one written, so a figure recomputed from
+/// parsed fields can differ from the parsed figure by an ulp or two, and never by more.
+#[track_caller]
+pub fn assert_same(a: f64, b: f64, what: &str) {
+    assert!(
+        (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()),
+        "{what}: {a} != {b}"
+    );
+}

@@ -946,44 +946,112 @@ fn byte_order_mark_and_crlf() {
 }
 
 #[test]
-fn shards_split_the_real_trace_without_overlap_and_keep_sessions_whole() {
-    // The 20-row arXiv slice has no sessions: it exercises the by-line split.
+fn shards_split_the_real_traces_by_line_without_overlap() {
     for file in [
         trace_file!("mooncake_conversation_first2000.jsonl"),
         trace_file!("mooncake_arxiv_first20.jsonl"),
     ] {
         let t = load(file);
-        let total = t.requests.len();
-        let mut lines = std::collections::HashMap::new();
-        let mut session_shard = std::collections::HashMap::new();
-        let n = 4;
-        for index in 0..n {
-            let shard = Shard { index, count: n };
-            let sel = Selection {
-                shard: Some(shard),
-                ..Selection::default()
-            };
-            let (part, rep) = t.clone().select(&sel).unwrap();
-            assert_eq!(rep.requests_out + rep.dropped_other_shards, total as u64);
-            for r in &part.requests {
-                assert!(
-                    lines.insert(r.line, index).is_none(),
-                    "line {} twice",
-                    r.line
-                );
-                if let Some(s) = r.session {
-                    assert_eq!(
-                        *session_shard.entry(s).or_insert(index),
-                        index,
-                        "session {s}"
-                    );
-                }
-            }
-        }
-        assert_eq!(lines.len(), total, "{file}: every request in some shard");
-        let sizes: Vec<usize> = (0..n)
-            .map(|i| lines.values().filter(|&&s| s == i).count())
+        // No session here, so this is the by-line split; sessions are the next test's.
+        assert!(t.requests.iter().all(|r| r.session.is_none()), "{file}");
+        let shard_of = split_in_4(&t);
+        assert_eq!(
+            shard_of.len(),
+            t.requests.len(),
+            "{file}: every request in some shard"
+        );
+        let sizes: Vec<usize> = (0..4)
+            .map(|i| shard_of.values().filter(|&&s| s == i).count())
             .collect();
         assert!(sizes.iter().all(|&k| k > 0), "{file}: {sizes:?}");
     }
+}
+
+#[test]
+fn shards_keep_sessions_whole() {
+    // Generated Mooncake rows: 40 sessions of 1 to 4 turns, their turns interleaved in time
+    // with the other sessions' and with 10 rows that have no session.
+    let mut text = String::new();
+    let mut expected_turns = std::collections::HashMap::new();
+    for session in 0..40u32 {
+        let turns = 1 + session % 4;
+        expected_turns.insert(session, turns);
+        for turn in 0..turns {
+            text += &format!(
+                "{{\"session_id\": \"conv-{session}\", \"timestamp\": {}, \"input_length\": 10, \"output_length\": 2}}\n",
+                turn * 1000 + session
+            );
+        }
+    }
+    for i in 0..10 {
+        text += &format!(
+            "{{\"timestamp\": {}, \"input_length\": 5, \"output_length\": 1}}\n",
+            i * 333
+        );
+    }
+    let t = parse("gen_sessions.jsonl", &text);
+    let shard_of = split_in_4(&t);
+    assert_eq!(
+        shard_of.len(),
+        t.requests.len(),
+        "every request in some shard"
+    );
+    // Group by session: each session's turns, all of them, in exactly one shard.
+    let mut sessions: std::collections::HashMap<u64, Vec<(u32, u32)>> = Default::default();
+    for r in &t.requests {
+        if let Some(s) = r.session {
+            sessions
+                .entry(s)
+                .or_default()
+                .push((r.turn, shard_of[&r.line]));
+        }
+    }
+    assert_eq!(sessions.len(), 40);
+    let mut owners = std::collections::HashSet::new();
+    for (s, turns) in &sessions {
+        let shard = turns[0].1;
+        assert!(
+            turns.iter().all(|&(_, i)| i == shard),
+            "session {s} split: {turns:?}"
+        );
+        let mut numbers: Vec<u32> = turns.iter().map(|&(turn, _)| turn).collect();
+        numbers.sort();
+        assert_eq!(
+            numbers,
+            (0..numbers.len() as u32).collect::<Vec<_>>(),
+            "session {s}"
+        );
+        owners.insert(shard);
+    }
+    let mut sizes: Vec<usize> = sessions.values().map(Vec::len).collect();
+    sizes.sort();
+    let mut want: Vec<usize> = expected_turns.values().map(|&n| n as usize).collect();
+    want.sort();
+    assert_eq!(sizes, want, "every turn of every session kept");
+    assert!(owners.len() > 1, "sessions spread over shards: {owners:?}");
+}
+
+/// Splits `t` into 4 shards; the shard of each request, by trace line. Fails on a line in two
+/// shards or a report that does not add up.
+fn split_in_4(t: &Trace) -> std::collections::HashMap<u32, u32> {
+    let mut shard_of = std::collections::HashMap::new();
+    for index in 0..4 {
+        let sel = Selection {
+            shard: Some(Shard { index, count: 4 }),
+            ..Selection::default()
+        };
+        let (part, rep) = t.clone().select(&sel).unwrap();
+        assert_eq!(
+            rep.requests_out + rep.dropped_other_shards,
+            t.requests.len() as u64
+        );
+        for r in &part.requests {
+            assert!(
+                shard_of.insert(r.line, index).is_none(),
+                "line {} twice",
+                r.line
+            );
+        }
+    }
+    shard_of
 }

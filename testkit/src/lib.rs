@@ -1,13 +1,20 @@
 //! canary-testkit: what several crates' integration tests need alike, kept in one place.
 //! A dev-dependency only; nothing here ships in `canaryd`.
 //!
-//! * [`tls_terminator`]: TLS with a CA made on the spot, in front of a plain server.
-//! * [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
+//! - [`skip`]: a test that cannot run here says why, and the suite counts it as skipped (or
+//!   fails it, when its tier is required).
+//! - [`fuzz`](mod@fuzz): a mutation fuzzer for parsers, seeded with real captures, bounded for
+//!   CI and longer by hand (`CANARYD_FUZZ_SECS`).
+//! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server.
+//! - [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
 
+pub mod fuzz;
 mod hostile;
+mod skip;
 
 pub use hostile::{Hostile, HostileServer, DEFAULT_CONNECTION_LIMIT};
+pub use skip::{skip, REQUIRE, SKIP_LOG};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

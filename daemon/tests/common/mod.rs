@@ -16,18 +16,6 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 pub const CANARYD: &str = env!("CARGO_BIN_EXE_canaryd");
 
-/// Says why a test does not run here, or fails it when `tier` is listed in
-/// `CANARYD_REQUIRE` (scripts/test.sh lists the tiers whose setup succeeded, so CI cannot
-/// pass by skipping them).
-#[allow(dead_code)]
-pub fn skip(tier: &str, why: &str) {
-    let required = std::env::var("CANARYD_REQUIRE").unwrap_or_default();
-    if required.split_whitespace().any(|t| t == tier) {
-        panic!("{tier} is required here (CANARYD_REQUIRE={required}) but: {why}");
-    }
-    eprintln!("SKIP: {why}");
-}
-
 /// A file of the shared real data (traces, fixtures) beside the repository.
 #[allow(dead_code)]
 pub fn shared(rel: &str) -> PathBuf {
