@@ -479,4 +479,55 @@ mod tests {
             .metrics
             .contains_key("ttft_minus_server_prompt_time"));
     }
+    // Issue 16: TTFT on the kernel's receive clock, canaryd's own delay reported beside it.
+    #[test]
+    fn kernel_stamped_requests_report_canaryds_read_delay_beside_ttft() {
+        use crate::record::{RxSource, RxTiming, UserspaceTimes};
+        let stamped = |id, source, read_ttft: f64, u: f64| {
+            let mut r = ok(id, 0.0, 40.0, 100.0, 5);
+            r.rx = Some(RxTiming {
+                first_token: Some(source),
+                token_events: 5,
+                token_events_bound: 1,
+                clock_map_uncertainty_us: u,
+                read_delay_max_ms: Some(read_ttft - 40.0 + 1.0),
+                userspace: UserspaceTimes {
+                    ttft_ms: Some(read_ttft),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            r
+        };
+        let mut agg = Aggregator::new(Goodput::default());
+        agg.add(&stamped(0, RxSource::Kernel, 42.5, 0.05), &ChunkGaps::new());
+        agg.add(
+            &stamped(1, RxSource::KernelBound, 41.0, 0.2),
+            &ChunkGaps::new(),
+        );
+        // No stamp came for this one's first token: no read delay to report.
+        agg.add(
+            &stamped(2, RxSource::Userspace, 40.0, 0.1),
+            &ChunkGaps::new(),
+        );
+        agg.add(&ok(3, 0.0, 50.0, 100.0, 5), &ChunkGaps::new());
+        let s = agg.summary();
+        let delay = &s.metrics["client_read_delay"];
+        assert_eq!(delay.count, 2);
+        assert!((delay.avg - 1.75).abs() < 1e-9, "{delay:?}");
+        assert_eq!(s.metrics["client_read_delay_max"].max, 3.5);
+        let read = &s.metrics["time_to_first_token_userspace"];
+        assert_eq!((read.count, read.max), (4, 50.0));
+        assert_eq!(s.metrics["time_to_first_token"].max, 50.0);
+        let rx = &s.receive_timestamps;
+        assert_eq!(
+            (rx.requests, rx.token_events, rx.token_events_bound),
+            (3, 15, 3)
+        );
+        assert_eq!(rx.first_token["kernel"], 1);
+        assert_eq!(rx.first_token["kernel_bound"], 1);
+        assert_eq!(rx.first_token["userspace"], 1);
+        assert_eq!(rx.clock_map_uncertainty_max_us, Some(0.2));
+        assert_eq!(rx.state, None, "the run sets it");
+    }
 }
