@@ -6,7 +6,8 @@
 //! response came after the event in that read; when more did (several events in one read, or
 //! the start of the next), the stamp is the last segment's and only an upper bound. Which of
 //! the two is known when the next body bytes reach the exchange: they came in the same read
-//! or a later one.
+//! or a later one. A read that filled its buffer may have left bytes behind, merged into its
+//! last segment with the latest arrival's stamp: its events are bounds too.
 
 use super::{LastRead, RxLog};
 use canary_core::{MonoTime, RealtimeMap, RxSource, RxTiming, UserspaceTimes};
@@ -119,7 +120,7 @@ impl RxTimer {
         let kernel = self.kernel_time(last, read);
         let source = match kernel {
             None => RxSource::Userspace,
-            Some(_) if more_after => RxSource::KernelBound,
+            Some(_) if more_after || last.filled => RxSource::KernelBound,
             Some(_) => RxSource::Kernel,
         };
         if let Some(k) = kernel {
@@ -246,7 +247,7 @@ mod tests {
             head: true,
             ..Role::default()
         };
-        log.note(Some(realtime(&t, sent + ms(2))));
+        log.note(Some(realtime(&t, sent + ms(2))), false);
         let s = next(&mut t, sent + ms(5), head, false);
         assert_eq!(
             s,
@@ -255,7 +256,7 @@ mod tests {
                 read: sent + ms(5)
             }
         );
-        log.note(Some(realtime(&t, sent + ms(10))));
+        log.note(Some(realtime(&t, sent + ms(10))), false);
         let first = Role {
             first_token: true,
             ..TOKEN
@@ -282,7 +283,7 @@ mod tests {
         let sent = MonoTime::now();
         let (mut t, log) = timer(sent);
         // Two events in one piece: the first is followed by the second.
-        log.note(Some(realtime(&t, sent + ms(3))));
+        log.note(Some(realtime(&t, sent + ms(3))), false);
         let last = t.bytes();
         let first = Role {
             first_token: true,
@@ -294,9 +295,9 @@ mod tests {
         // More bytes of that same read reach the exchange: the second is a bound too.
         t.bytes();
         // The next read's event, then a later read: exact.
-        log.note(Some(realtime(&t, sent + ms(6))));
+        log.note(Some(realtime(&t, sent + ms(6))), false);
         let c = next(&mut t, sent + ms(7), TOKEN, false);
-        log.note(Some(realtime(&t, sent + ms(8))));
+        log.note(Some(realtime(&t, sent + ms(8))), false);
         t.bytes();
         assert_eq!(c.at, sent + ms(6));
         let rx = t.finish(UserspaceTimes::default()).unwrap();
@@ -312,14 +313,14 @@ mod tests {
             first_token: true,
             ..TOKEN
         };
-        log.note(None);
+        log.note(None, false);
         let a = next(&mut t, sent + ms(1), first, false);
         assert_eq!(a, Stamp::read(sent + ms(1)));
         // Stamped after the read that returned it, or before the request went out: the
         // realtime clock was stepped in between.
-        log.note(Some(realtime(&t, sent + ms(50))));
+        log.note(Some(realtime(&t, sent + ms(50))), false);
         let b = next(&mut t, sent + ms(2), TOKEN, false);
-        log.note(Some(realtime(&t, sent - ms(50))));
+        log.note(Some(realtime(&t, sent - ms(50))), false);
         let c = next(&mut t, sent + ms(3), TOKEN, false);
         assert_eq!((b.at, c.at), (sent + ms(2), sent + ms(3)));
         let rx = t.finish(UserspaceTimes::default()).unwrap();
@@ -329,13 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn an_event_ending_a_read_that_filled_its_buffer_is_a_bound() {
+        let sent = MonoTime::now();
+        let (mut t, log) = timer(sent);
+        let first = Role {
+            first_token: true,
+            ..TOKEN
+        };
+        // The socket may have held more than the buffer took, later segments merged into
+        // the one that completed this event.
+        log.note(Some(realtime(&t, sent + ms(3))), true);
+        let a = next(&mut t, sent + ms(4), first, false);
+        assert_eq!(a.at, sent + ms(3));
+        log.note(Some(realtime(&t, sent + ms(5))), false);
+        next(&mut t, sent + ms(6), TOKEN, false);
+        let rx = t.finish(UserspaceTimes::default()).unwrap();
+        assert_eq!(rx.first_token, Some(RxSource::KernelBound));
+        assert_eq!((rx.token_events, rx.token_events_bound), (2, 1));
+    }
+
+    #[test]
     fn kernel_times_never_go_backwards() {
         let sent = MonoTime::now();
         let (mut t, log) = timer(sent);
-        log.note(Some(realtime(&t, sent + ms(5))));
+        log.note(Some(realtime(&t, sent + ms(5))), false);
         let a = next(&mut t, sent + ms(6), TOKEN, false);
         // Reordered segments: a later read's last segment arrived earlier.
-        log.note(Some(realtime(&t, sent + ms(4))));
+        log.note(Some(realtime(&t, sent + ms(4))), false);
         let b = next(&mut t, sent + ms(7), TOKEN, false);
         assert_eq!((a.at, b.at), (sent + ms(5), sent + ms(5)));
     }
