@@ -6,6 +6,8 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
+//!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
 //!
 //! This crate does no I/O.
 //!
@@ -21,19 +23,33 @@ mod clock;
 mod gaps;
 mod goodput;
 mod hash;
+mod observer;
+mod outcome;
 mod record;
+mod redact;
+mod sampling;
 mod stats;
 mod summary;
+mod telemetry;
 mod trace;
 
 pub use clock::{MonoTime, RealtimeMap, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
+pub use observer::{Observer, Observers, TelemetryFuture};
+pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
     ServerTimings, Status, Usage, UserspaceTimes,
 };
+pub use redact::{redact_url, Redactions};
+pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
+pub use telemetry::{
+    ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
+    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
+    RunServerSummary, RunTelemetry, Source, SourceState,
+};
 pub use trace::{TracePrompt, TraceRequest};

@@ -57,24 +57,21 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             })?;
         crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
-        target.api_key = crate::replay::api_key_from(
+        let key = crate::replay::api_key_source(
             args.api_key_file.as_deref(),
             args.api_key_env.as_deref(),
-            Some("OPENAI_API_KEY"),
-        )?;
-        target.ca_bundle.clone_from(&args.ca_bundle);
-        let base = format!(
-            "{}://{}",
-            if target.tls { "https" } else { "http" },
-            target.authority()
         );
+        target.api_key = key
+            .read()
+            .map_err(|e| crate::execute::spelled(e, crate::replay::flag))?;
+        target.ca_bundle.clone_from(&args.ca_bundle);
         let state = probe_models(&target, timeout).await;
         target_ok = state.is_available();
         checks.push(("target", state));
         let metrics = args
             .server_metrics_url
             .clone()
-            .unwrap_or(format!("{base}/metrics"));
+            .unwrap_or_else(|| target.metrics_url());
         checks.push((
             "server_metrics",
             probe_server_metrics(&metrics, timeout).await,
@@ -82,7 +79,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     }
     checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
-    checks.push(("ebpf", crate::kernel::probe()));
+    checks.push(("ebpf", canary_ebpf::probe()));
     // The prompt builder a replay would use: the built-in tokenizer and its word list.
     let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
         .and_then(|t| canary_replay::PromptBuilder::new(t, 0));
@@ -98,7 +95,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
         },
     ));
     // States quote the endpoints: never with their user info or query.
-    let mut redactions = crate::observe::Redactions::default();
+    let mut redactions = canary_core::Redactions::default();
     redactions.add(&args.dcgm_url);
     if let Some(url) = &args.server_metrics_url {
         redactions.add(url);

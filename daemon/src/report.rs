@@ -1,6 +1,7 @@
 //! What a person sees: live progress while a run goes on and the summary table after it.
 
-use canary_replay::{Progress, RunOutcome};
+use canary_core::{RunOutcome, RunServerSummary};
+use canary_replay::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
@@ -131,7 +132,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             )?;
         }
     }
-    if let Some(server) = outcome.sections.get("server") {
+    if let Some(server) = &outcome.telemetry.server {
         print_server_side(server)?;
     }
     outln!()?;
@@ -182,33 +183,23 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             a.completion_delta_sum as f64 / n
         )?;
     }
-    if let Some(gpu) = outcome.sections.get("gpu") {
-        let f = |k: &str| {
-            gpu[k]
-                .as_f64()
-                .map_or("-".to_string(), |v| format!("{v:.1}"))
-        };
+    if let Some(gpu) = &outcome.telemetry.gpu {
+        let f =
+            |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         outln!(
             "GPU: util avg {}% max {}%, power avg {} W; energy {} J, {} J per output token",
-            f("util_avg_pct"),
-            f("util_max_pct"),
-            f("power_avg_w"),
-            gpu["energy"]["joules"]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.1}")),
-            gpu["energy_per_output_token_j"]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.4}")),
+            f(gpu.util_avg_pct, 1),
+            f(gpu.util_max_pct, 1),
+            f(gpu.power_avg_w, 1),
+            f(gpu.energy.map(|e| e.joules), 1),
+            f(gpu.energy_per_output_token_j, 4),
         )?;
     }
-    if let Some(sources) = outcome
-        .sections
-        .get("telemetry_sources")
-        .and_then(|s| s.as_object())
-    {
+    let sources = &outcome.telemetry.sources;
+    if !sources.is_empty() {
         let states: Vec<String> = sources
             .iter()
-            .map(|(k, v)| format!("{k}: {}", v["state"].as_str().unwrap_or("?")))
+            .map(|(k, v)| format!("{k}: {}", v.name()))
             .collect();
         outln!("telemetry: {}", states.join(", "))?;
     }
@@ -225,34 +216,27 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
 }
 
 /// The server's own latency estimates (from its `/metrics` histograms) beside the client's.
-fn print_server_side(server: &serde_json::Value) -> std::io::Result<()> {
+fn print_server_side(server: &RunServerSummary) -> std::io::Result<()> {
     let rows = [
-        ("ttft_s", "server TTFT (ms, /metrics)"),
-        ("itl_s", "server ITL (ms, /metrics)"),
-        ("e2e_s", "server e2e (ms, /metrics)"),
-        ("queue_time_s", "server queue time (ms, /metrics)"),
+        (&server.ttft_s, "server TTFT (ms, /metrics)"),
+        (&server.itl_s, "server ITL (ms, /metrics)"),
+        (&server.e2e_s, "server e2e (ms, /metrics)"),
+        (&server.queue_time_s, "server queue time (ms, /metrics)"),
     ];
-    for (key, label) in rows {
-        let est = &server[key];
-        if est.is_null() {
-            continue;
-        }
-        let ms = |k: &str| {
-            est[k]
-                .as_f64()
-                .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3))
-        };
+    for (est, label) in rows {
+        let Some(est) = est else { continue };
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.3}", v * 1e3));
         outln!(
             "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            ms("mean"),
+            ms(est.mean),
             "-",
-            ms("p50"),
-            ms("p90"),
-            ms("p99"),
+            ms(est.p50),
+            ms(est.p90),
+            ms(est.p99),
             "-"
         )?;
     }
-    if let Some(gap) = server["client_minus_server_ttft_ms"]["mean"].as_f64() {
+    if let Some(gap) = server.client_minus_server_ttft_ms.and_then(|g| g.mean) {
         outln!("client TTFT - server TTFT (mean): {gap:.3} ms (network, client, queueing outside the engine)")?;
     }
     Ok(())

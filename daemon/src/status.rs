@@ -3,9 +3,11 @@
 //! verdicts; `?workload=NAME&limit=N`) and `/api/runs/{id}` (one run's summary and baseline
 //! comparison).
 
+mod brief;
 mod metrics;
 
-pub use metrics::{brief, StatusMetrics};
+pub use brief::RunBrief;
+pub use metrics::StatusMetrics;
 
 use crate::history::History;
 use bytes::Bytes;
@@ -97,7 +99,7 @@ fn route(
             match history.recent(query.get("workload").map(String::as_str), limit) {
                 Ok(rows) => json_response(
                     StatusCode::OK,
-                    &json!({ "runs": rows.iter().map(brief).collect::<Vec<_>>() }),
+                    &json!({ "runs": rows.iter().map(RunBrief::from).collect::<Vec<_>>() }),
                 ),
                 Err(e) => json_error(e),
             }
@@ -105,7 +107,7 @@ fn route(
         _ => match path.strip_prefix("/api/runs/") {
             Some(id) => match history.get(id) {
                 Ok(Some(row)) => {
-                    let mut v = brief(&row);
+                    let mut v = json!(RunBrief::from(&row));
                     v["comparison"] = json!(row.comparison);
                     v["summary"] = json!(row.summary);
                     json_response(StatusCode::OK, &v)

@@ -9,6 +9,9 @@
 //!   not possible it says why ([`Unavailable`]).
 //! * [`SocketLog`] keeps the events per socket and turns one request's window into a
 //!   [`canary_core::KernelTiming`] ([`SocketLog::timing`]).
+//! * [`KernelObserver`] does both for a run: it joins every record by cookie and time and
+//!   sums the run up as `summary.json`'s `kernel` section; [`probe`] says whether it works
+//!   here (`canaryd doctor`).
 //!
 //! ```no_run
 //! use canary_ebpf::{RequestSpan, SocketLog, Tracer};
@@ -22,8 +25,10 @@
 
 mod abi;
 mod join;
+mod observer;
 mod tracer;
 
 pub use abi::{tcp_state, EventKind, SocketEvent};
 pub use join::{RequestSpan, SocketLog};
+pub use observer::{probe, KernelObserver};
 pub use tracer::{built, ProgramStats, Tracer, Unavailable};

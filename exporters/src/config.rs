@@ -40,6 +40,12 @@ pub struct Config {
     pub max_queued_spans: usize,
 }
 
+impl Config {
+    /// How long the final flush after a run (or at the daemon's stop) may take unless told
+    /// otherwise (`--otlp-flush-timeout`, `[otlp] flush_timeout`).
+    pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -329,20 +335,8 @@ pub fn ratio(source_name: &str, text: &str) -> Result<f64, ConfigError> {
     }
 }
 
-/// `scheme://host:port/path` of a URL: user info and query dropped.
-pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    // Everything up to the last `@` may be user info: a password can hold `/`, `?` or `#`,
-    // so the authority's end cannot be trusted before it is gone. Hiding a path that holds
-    // an `@` too is the safe side.
-    let rest = rest.rsplit('@').next().unwrap_or(rest);
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    if scheme.is_empty() {
-        rest.to_string()
-    } else {
-        format!("{scheme}://{rest}")
-    }
-}
+/// `url` for messages: see [`canary_core::redact_url`].
+pub use canary_core::redact_url;
 
 fn validate_url(source_name: &str, url: &str) -> Result<(), ConfigError> {
     let err = |reason: &str| ConfigError::Endpoint {

@@ -8,8 +8,8 @@ use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
 use crate::observer::RunObserver;
 use crate::spans::SpanQueue;
+use canary_core::RunOutcome;
 use canary_core::{RunSummary, WallAnchor};
-use canary_replay::RunOutcome;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry::{InstrumentationScope, KeyValue};
@@ -147,18 +147,12 @@ fn http_settings<B: WithExportConfig + WithHttpConfig>(
 /// exports over plain http.
 fn http_client(config: &Config, https: bool) -> Result<reqwest::blocking::Client, ExportError> {
     let tls = if https {
-        let tls = canary_replay::client_config(config.certificate.as_deref())
-            .map_err(|e| ExportError::Tls(e.to_string()))?;
-        rustls::ClientConfig::clone(&tls)
+        canary_tls::client_config(config.certificate.as_deref())
+            .map_err(|e| ExportError::Tls(e.to_string()))?
     } else {
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ExportError::Tls(e.to_string()))?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth()
+        canary_tls::with_roots(rustls::RootCertStore::empty())
     };
+    let tls = rustls::ClientConfig::clone(&tls);
     let timeout = config.timeout;
     // A blocking client owns a runtime, which must not be built (or dropped) on an async
     // one: callers may be inside tokio.
@@ -368,7 +362,7 @@ impl OtlpExporter {
         }
         self.instruments.count_run(&base, &run_attrs);
         if let Some(o) = outcome {
-            self.instruments.record_run(&o.summary, &o.sections, &base);
+            self.instruments.record_run(&o.summary, &o.telemetry, &base);
         }
         if let Some((_, logger)) = &self.logs {
             let mut r = logger.create_log_record();
@@ -422,6 +416,15 @@ impl OtlpExporter {
     /// Export counters so far.
     pub fn report(&self) -> serde_json::Value {
         self.health.report()
+    }
+
+    /// Items lost so far, every signal together.
+    pub fn dropped(&self) -> u64 {
+        let h = &self.health;
+        [&h.traces, &h.metrics, &h.logs]
+            .iter()
+            .map(|s| s.dropped.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
     }
 
     /// Flushes every pipeline and stops it, giving up at `deadline` from now; what was not

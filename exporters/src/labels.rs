@@ -2,7 +2,6 @@
 //! the GenAI operation.
 
 use canary_core::Goodput;
-use canary_replay::Target;
 use opentelemetry::KeyValue;
 
 /// Attribute names used beyond the GenAI semantic conventions.
@@ -97,15 +96,23 @@ pub struct RunLabels {
 }
 
 impl RunLabels {
-    /// Labels for a run against `target`.
-    pub fn for_target(target: &Target, workload: &str) -> RunLabels {
+    /// Labels of a run of `workload` calling `operation` (`chat`, `text_completion`) of
+    /// `model` on `server_address:server_port`, an OpenAI-compatible API; no run id or SLOs
+    /// yet.
+    pub fn new(
+        workload: &str,
+        operation: &str,
+        model: &str,
+        server_address: &str,
+        server_port: u16,
+    ) -> RunLabels {
         RunLabels {
             workload: workload.to_string(),
-            operation: target.endpoint.operation().to_string(),
-            model: target.model.clone(),
+            operation: operation.to_string(),
+            model: model.to_string(),
             provider: "openai".into(),
-            server_address: target.host.clone(),
-            server_port: target.port,
+            server_address: server_address.to_string(),
+            server_port,
             run_id: None,
             goodput: Goodput::default(),
         }

@@ -13,13 +13,13 @@
 //! as `canary.exporter.dropped` when the backend is back.
 //!
 //! ```no_run
-//! # fn demo(target: &canary_replay::Target, mut config: canary_replay::Config) -> Result<(), Box<dyn std::error::Error>> {
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use canary_exporters::{Config, OtlpExporter, RunLabels};
 //! let exporter = OtlpExporter::start(Config::from_env()?)?;
-//! let labels = RunLabels::for_target(target, "chat-mooncake");
-//! config.observer = Some(std::sync::Arc::new(exporter.run_observer(labels.clone())));
-//! config.trace_sample_ratio = exporter.sample_ratio(); // traceparent's sampled flag
-//! // … canary_replay::run(config, …) → outcome; then:
+//! let labels = RunLabels::new("chat-mooncake", "chat", "llama-3-8b", "10.0.0.7", 8000);
+//! let observer = exporter.run_observer(labels.clone()); // a `canary_core::Observer`
+//! let sample_ratio = exporter.sample_ratio(); // the traceparent's sampled flag follows it
+//! // … run the replay with `observer` and `sample_ratio` → outcome; then:
 //! // exporter.export_run(&labels, &outcome, Some("pass"));
 //! let report = exporter.shutdown(std::time::Duration::from_secs(5));
 //! # Ok(()) }

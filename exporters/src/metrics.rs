@@ -6,7 +6,7 @@
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
 use crate::labels::{attr, metric, RunLabels};
-use canary_core::{RequestRecord, RunSummary};
+use canary_core::{RequestRecord, RunSummary, RunTelemetry};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
 
@@ -405,14 +405,9 @@ impl Instruments {
         self.runs.add(1, &a);
     }
 
-    /// Records a finished run's figures. `sections` are the extra `summary.json` sections
-    /// (`server`, `gpu`) the telemetry observer added.
-    pub fn record_run(
-        &self,
-        summary: &RunSummary,
-        sections: &serde_json::Map<String, serde_json::Value>,
-        base: &[KeyValue],
-    ) {
+    /// Records a finished run's figures: the client's, and what the server and the GPUs
+    /// saw (`telemetry`).
+    pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
         let with = |extra: &[KeyValue]| {
             let mut a = base.to_vec();
             a.extend_from_slice(extra);
@@ -454,28 +449,35 @@ impl Instruments {
             ttft("client", "p90", c.p90 / 1e3);
             ttft("client", "p99", c.p99 / 1e3);
         }
-        let num = |v: &serde_json::Value| v.as_f64().filter(|v| v.is_finite());
-        if let Some(server) = sections.get("server") {
-            for stat in ["mean", "p50", "p90", "p99"] {
-                if let Some(v) = num(&server["ttft_s"][stat]) {
-                    ttft("server", stat, v);
+        let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+        if let Some(server) = &telemetry.server {
+            if let Some(t) = &server.ttft_s {
+                for (stat, v) in [
+                    ("mean", t.mean),
+                    ("p50", t.p50),
+                    ("p90", t.p90),
+                    ("p99", t.p99),
+                ] {
+                    if let Some(v) = finite(v) {
+                        ttft("server", stat, v);
+                    }
                 }
             }
-            if let Some(v) = num(&server["prefix_cache_hit_rate"]) {
+            if let Some(v) = finite(server.prefix_cache_hit_rate) {
                 self.run_prefix_hit.record(v, base);
             }
         }
-        if let Some(gpu) = sections.get("gpu") {
-            if let Some(v) = num(&gpu["energy"]["joules"]) {
+        if let Some(gpu) = &telemetry.gpu {
+            if let Some(v) = finite(gpu.energy.map(|e| e.joules)) {
                 self.run_energy.record(v, base);
             }
-            if let Some(v) = num(&gpu["energy_per_output_token_j"]) {
+            if let Some(v) = finite(gpu.energy_per_output_token_j) {
                 self.run_energy_per_token.record(v, base);
             }
-            if let Some(v) = num(&gpu["util_avg_pct"]) {
+            if let Some(v) = finite(gpu.util_avg_pct) {
                 self.run_gpu_util.record(v / 100.0, base);
             }
-            if let Some(v) = num(&gpu["power_avg_w"]) {
+            if let Some(v) = finite(gpu.power_avg_w) {
                 self.run_gpu_power.record(v, base);
             }
         }

@@ -4,12 +4,11 @@
 use crate::labels::RunLabels;
 use crate::metrics::Instruments;
 use crate::spans::{span_for, SpanQueue};
-use canary_core::{MonoTime, RequestRecord, WallAnchor};
-use canary_replay::Observer;
+use canary_core::{MonoTime, Observer, RequestRecord, WallAnchor};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use std::sync::Arc;
 
-/// Feeds one run's records to an [`OtlpExporter`](crate::OtlpExporter); implements the replay's [`Observer`].
+/// Feeds one run's records to an [`OtlpExporter`](crate::OtlpExporter); an [`Observer`] of the run.
 pub struct RunObserver {
     pub(crate) labels: RunLabels,
     pub(crate) base: Vec<KeyValue>,
@@ -36,7 +35,7 @@ impl Observer for RunObserver {
             .record_request(rec, &self.labels, &self.base);
         let Some(q) = &self.spans else { return };
         // The same rule the replay used for the traceparent's sampled flag.
-        if !canary_replay::trace_sampled(&rec.trace_id, self.sample_ratio) {
+        if !canary_core::trace_sampled(&rec.trace_id, self.sample_ratio) {
             return;
         }
         // None: never sent (the run stopped first), so there is no span to show.

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 fn export_one_run(config: Config) -> canary_exporters::ExportReport {
     let exporter = OtlpExporter::start(config).unwrap();
-    let target =
-        canary_replay::Target::new("http://127.0.0.1:8000", canary_replay::Endpoint::Chat, "m")
-            .unwrap();
-    let labels = canary_exporters::RunLabels::for_target(&target, "tls-test");
+    let labels = canary_exporters::RunLabels::new("tls-test", "chat", "m", "127.0.0.1", 8000);
     exporter.export_judged_run(&labels, None, &Default::default());
     exporter.shutdown(Duration::from_secs(20))
 }

@@ -50,23 +50,8 @@ impl TraceContext {
     /// `TraceIdRatioBased` rule (the low 63 bits of the trace id against the ratio), which
     /// canaryd's exporter applies too.
     pub fn is_sampled(&self, ratio: f64) -> bool {
-        sampled(&self.trace_id, ratio)
+        canary_core::trace_sampled(&self.trace_id, ratio)
     }
-}
-
-/// [`TraceContext::is_sampled`] for a trace id in hex (32 digits); false when it is not one.
-pub fn sampled(trace_id: &str, ratio: f64) -> bool {
-    if ratio >= 1.0 {
-        return true;
-    }
-    let Some(low) = trace_id
-        .get(16..32)
-        .and_then(|h| u64::from_str_radix(h, 16).ok())
-    else {
-        return false;
-    };
-    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
-    (low >> 1) < bound
 }
 
 impl Default for TraceContext {
@@ -78,6 +63,7 @@ impl Default for TraceContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use canary_core::trace_sampled as sampled;
 
     #[test]
     fn traceparent_is_well_formed_and_unique() {

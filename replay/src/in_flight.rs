@@ -6,64 +6,43 @@
 //! So a run keeps at most the open-file limit, less what is already open and some headroom
 //! for telemetry, artifacts and eBPF, in flight; `--concurrency` wins when it is lower.
 
-use serde::Serialize;
+use canary_core::{CapSource, InFlightCap};
 
-/// The in-flight ceiling of a run, as `summary.json` states it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InFlightCap {
-    /// Requests in flight at most; `None`: no ceiling.
-    pub limit: Option<usize>,
-    /// What set it: `concurrency` (the setting), `open_files` (`RLIMIT_NOFILE`) or `none`.
-    pub source: &'static str,
-    /// The process's soft open-file limit, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_files_limit: Option<u64>,
-    /// Files open when the run started.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_files_at_start: Option<u64>,
-    /// Files left for everything but requests (telemetry, artifacts, eBPF, a retried
-    /// request's second connection).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub headroom: Option<u64>,
-}
-
-impl InFlightCap {
-    /// The ceiling for a run asking for `concurrency`, on this process as it is now.
-    pub fn for_run(concurrency: Option<usize>) -> InFlightCap {
-        let files = open_files();
-        let derived = files.map(|(limit, open)| {
-            let headroom = headroom(limit);
-            let cap = limit.saturating_sub(open.unwrap_or(0) + headroom).max(1);
-            (cap.min(usize::MAX as u64) as usize, limit, open, headroom)
-        });
-        match (concurrency, derived) {
-            (Some(c), Some((cap, ..))) if c <= cap => InFlightCap::setting(c),
-            (Some(c), None) => InFlightCap::setting(c),
-            (_, Some((cap, limit, open, headroom))) => InFlightCap {
-                limit: Some(cap),
-                source: "open_files",
-                open_files_limit: Some(limit),
-                open_files_at_start: open,
-                headroom: Some(headroom),
-            },
-            (None, None) => InFlightCap {
-                limit: None,
-                source: "none",
-                open_files_limit: None,
-                open_files_at_start: None,
-                headroom: None,
-            },
-        }
-    }
-
-    fn setting(c: usize) -> InFlightCap {
-        InFlightCap {
-            limit: Some(c),
-            source: "concurrency",
+/// The ceiling for a run asking for `concurrency`, on this process as it is now.
+pub fn in_flight_cap(concurrency: Option<usize>) -> InFlightCap {
+    let files = open_files();
+    let derived = files.map(|(limit, open)| {
+        let headroom = headroom(limit);
+        let cap = limit.saturating_sub(open.unwrap_or(0) + headroom).max(1);
+        (cap.min(usize::MAX as u64) as usize, limit, open, headroom)
+    });
+    match (concurrency, derived) {
+        (Some(c), Some((cap, ..))) if c <= cap => setting(c),
+        (Some(c), None) => setting(c),
+        (_, Some((cap, limit, open, headroom))) => InFlightCap {
+            limit: Some(cap),
+            source: CapSource::OpenFiles,
+            open_files_limit: Some(limit),
+            open_files_at_start: open,
+            headroom: Some(headroom),
+        },
+        (None, None) => InFlightCap {
+            limit: None,
+            source: CapSource::None,
             open_files_limit: None,
             open_files_at_start: None,
             headroom: None,
-        }
+        },
+    }
+}
+
+fn setting(c: usize) -> InFlightCap {
+    InFlightCap {
+        limit: Some(c),
+        source: CapSource::Concurrency,
+        open_files_limit: None,
+        open_files_at_start: None,
+        headroom: None,
     }
 }
 
@@ -107,15 +86,15 @@ mod tests {
     #[test]
     fn the_ceiling_leaves_headroom_below_the_open_file_limit() {
         let (limit, _) = open_files().expect("Linux has a finite RLIMIT_NOFILE here");
-        let cap = InFlightCap::for_run(None);
-        assert_eq!(cap.source, "open_files");
+        let cap = in_flight_cap(None);
+        assert_eq!(cap.source.as_str(), "open_files");
         assert_eq!(cap.open_files_limit, Some(limit));
         let n = cap.limit.unwrap() as u64;
         assert!(n >= 1 && n <= limit - headroom(limit), "{cap:?}");
         // A lower setting wins; a higher one does not.
-        assert_eq!(InFlightCap::for_run(Some(3)), InFlightCap::setting(3));
+        assert_eq!(in_flight_cap(Some(3)), setting(3));
         assert_eq!(
-            InFlightCap::for_run(Some(usize::MAX)).source,
+            in_flight_cap(Some(usize::MAX)).source.as_str(),
             "open_files",
             "{cap:?}"
         );

@@ -10,17 +10,17 @@ use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
 use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
 use crate::ids::TraceContext;
-use crate::in_flight::InFlightCap;
+use crate::in_flight::in_flight_cap;
+use crate::plan::{RunInfo, Setting, SettingError};
 use crate::prompt::PromptBuilder;
-use crate::results::{ArtifactError, ResultsWriter};
+use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
 use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    ErrorKind, Goodput, MonoTime, RequestError, RequestRecord, RunSummary, Status, TraceRequest,
-    WallAnchor,
+    CapSource, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord, RunOutcome,
+    RunSummary, Status, TraceRequest, WallAnchor,
 };
-use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,13 +29,12 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Settings of one replay run.
+/// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
+/// the schedule's ([`Schedule::new`]); the observers are given to [`run()`].
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The server.
     pub target: Target,
-    /// Trace-time divisor (2.0 replays twice as fast).
-    pub speedup: f64,
     /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
     pub concurrency: Option<usize>,
     /// Requests sent, one at a time, before the measured phase; left out of statistics.
@@ -52,9 +51,6 @@ pub struct Config {
     pub prepare_ahead: Duration,
     /// Prefix of `x-request-id` values.
     pub run_id: String,
-    /// Adds what other sources saw (GPU, server metrics, kernel) to each record before it is
-    /// written.
-    pub observer: Option<Arc<dyn Observer>>,
     /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
     /// the exporter decides which spans to send).
     pub trace_sample_ratio: f64,
@@ -70,94 +66,19 @@ pub struct Config {
     pub length_limit: u32,
 }
 
-/// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
-pub trait Observer: Send + Sync {
-    /// Called once per record, off the runtime, before the record is written. `t0` is the
-    /// run's start on the monotonic clock (record times are milliseconds after it).
-    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
-
-    /// [`Observer::annotate`] with the gaps (ms) between canaryd's reads of the record's
-    /// consecutive token chunks (from `RequestRecord::userspace_ttft_ms`), for observers that
-    /// join each chunk (kernel socket timing). The run calls this
-    /// one; the default ignores the gaps. A stream longer than [`canary_core::ChunkGaps::KEPT`] chunks
-    /// passes only its first gaps (in order, so chunk times still add up from the first
-    /// token); the later chunks are not joined one by one.
-    fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
-        self.annotate(record, t0);
-    }
-
-    /// Called once after the last request finished, with the client-side statistics, before
-    /// `summary.json` is written: the returned `(key, value)` sections are added to it (and
-    /// to [`RunOutcome::sections`]).
-    fn finish<'a>(
-        &'a self,
-        _t0: MonoTime,
-        _end: MonoTime,
-        _summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async { Vec::new() })
-    }
-}
-
-/// What [`Observer::finish`] returns: named sections for `summary.json`.
-pub type SectionsFuture<'a> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Vec<(String, serde_json::Value)>> + Send + 'a>,
->;
-
-/// Several observers, called in order.
-#[derive(Default)]
-pub struct Observers(pub Vec<Arc<dyn Observer>>);
-
-impl Observer for Observers {
-    fn annotate(&self, record: &mut RequestRecord, t0: MonoTime) {
-        for o in &self.0 {
-            o.annotate(record, t0);
-        }
-    }
-
-    fn annotate_chunks(&self, record: &mut RequestRecord, chunk_gaps_ms: &[f64], t0: MonoTime) {
-        for o in &self.0 {
-            o.annotate_chunks(record, chunk_gaps_ms, t0);
-        }
-    }
-
-    fn finish<'a>(
-        &'a self,
-        t0: MonoTime,
-        end: MonoTime,
-        summary: &'a RunSummary,
-    ) -> SectionsFuture<'a> {
-        Box::pin(async move {
-            let mut sections = Vec::new();
-            for o in &self.0 {
-                sections.extend(o.finish(t0, end, summary).await);
-            }
-            sections
-        })
-    }
-}
-
-impl std::fmt::Debug for dyn Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Observer")
-    }
-}
-
 impl Config {
     /// Defaults for everything but the target.
     pub fn new(target: Target) -> Config {
         Config {
             target,
-            speedup: 1.0,
             concurrency: None,
-            warmup_requests: 0,
-            grace_period: Duration::from_secs(30),
+            warmup_requests: crate::Plan::WARMUP_REQUESTS,
+            grace_period: crate::Plan::GRACE_PERIOD,
             goodput: Goodput::default(),
             output_dir: None,
             record_chunks: false,
             prepare_ahead: Duration::from_millis(50),
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
-            observer: None,
             trace_sample_ratio: 1.0,
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
@@ -172,79 +93,56 @@ impl Config {
     /// extra headers that frame the request, and `extra_inputs` replacing fields canaryd
     /// sets itself.
     /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
-    pub fn validate(&self) -> Result<(), ReplayError> {
-        if self.target.connect_timeout.is_zero() {
-            return Err(ReplayError::Invalid {
-                field: "connect_timeout",
-                reason: "expected a positive duration, found 0".into(),
-            });
-        }
-        if self.target.timeout.is_zero() {
-            return Err(ReplayError::Invalid {
-                field: "--request-timeout",
-                reason: "expected a positive duration, found 0".into(),
-            });
-        }
-        if let Err((key, reason)) = self.target.limits.validate() {
-            let field = match key {
-                "max_header_bytes" => "--max-header-bytes",
-                "max_event_bytes" => "--max-event-bytes",
-                "max_body_bytes" => "--max-body-bytes",
-                _ => "--max-output-ratio",
-            };
-            return Err(ReplayError::Invalid { field, reason });
-        }
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let positive = |setting, d: Duration| match d.is_zero() {
+            true => Err(SettingError::new(
+                setting,
+                "expected a positive duration, found 0",
+            )),
+            false => Ok(()),
+        };
+        positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
+        positive(Setting::RequestTimeout, self.target.timeout)?;
+        self.target.limits.validate()?;
         if self.concurrency == Some(0) {
-            return Err(ReplayError::Invalid {
-                field: "--concurrency",
-                reason: "expected at least 1 request in flight, found 0".into(),
-            });
-        }
-        if !(self.speedup > 0.0 && self.speedup.is_finite()) {
-            return Err(ReplayError::Invalid {
-                field: "--speedup",
-                reason: format!("expected a positive number, found {}", self.speedup),
-            });
+            return Err(SettingError::new(
+                Setting::Concurrency,
+                "expected at least 1 request in flight, found 0",
+            ));
         }
         self.target
             .check_headers()
-            .map_err(|reason| ReplayError::Invalid {
-                field: "--header",
-                reason,
-            })?;
+            .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
         self.target
             .check_extra_inputs()
-            .map_err(|reason| ReplayError::Invalid {
-                field: "--extra-inputs",
-                reason,
-            })
+            .map_err(|reason| SettingError::new(Setting::ExtraInputs, reason))
     }
 
     /// Checks what [`run()`] would be asked to do with `schedule`: every length within
     /// [`Config::length_limit`] (a prompt is sized by it), and an end within
     /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
-    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), ReplayError> {
+    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), SettingError> {
         let limit = self.length_limit;
         let mut rows = schedule.sessions().iter().flat_map(|s| &s.turns);
         if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
-            return Err(ReplayError::Invalid {
-                field: "--length-limit",
-                reason: format!(
+            return Err(SettingError::new(
+                Setting::LengthLimit,
+                format!(
                     "line {} asks for {} input and {} output tokens, over the limit of {limit}",
                     r.line, r.input_tokens, r.output_tokens
                 ),
-            });
+            ));
         }
         let max = crate::trace::MAX_SPAN;
         if schedule.min_duration() > max {
-            return Err(ReplayError::Invalid {
-                field: "--speedup",
-                reason: format!(
+            return Err(SettingError::new(
+                Setting::Speedup,
+                format!(
                     "at {}x the schedule would take more than {} days",
                     crate::trace::Number(schedule.timing().speedup()),
                     max.as_secs() / 86_400
                 ),
-            });
+            ));
         }
         Ok(())
     }
@@ -263,39 +161,12 @@ pub struct Progress {
     pub errors: AtomicU64,
 }
 
-/// What a run produced.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunOutcome {
-    /// True when a stop signal cut the run short.
-    pub interrupted: bool,
-    /// Scheduled requests never sent because the run stopped.
-    pub unsent: u64,
-    /// [`Config::prompt_salt`] of the run.
-    pub prompt_salt: u64,
-    /// Wall-clock start (Unix ns) of the measured phase, for labelling.
-    pub started_unix_ns: u64,
-    /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
-    /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
-    pub t0_monotonic_ns: u64,
-    /// The run's in-flight ceiling and what set it.
-    pub in_flight_cap: InFlightCap,
-    /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
-    /// its own resources (`client_resources`), which are not counted against the target.
-    pub client_bottleneck: Option<String>,
-    /// Sections the observers added (server-side figures, GPU energy, …).
-    #[serde(flatten)]
-    pub sections: serde_json::Map<String, serde_json::Value>,
-    /// The statistics.
-    #[serde(flatten)]
-    pub summary: RunSummary,
-}
-
 /// A run that could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// TLS configuration failed.
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] canary_tls::TlsError),
     /// The target's host name is unusable for TLS.
     #[error(transparent)]
     Connect(#[from] crate::connection::ConnectError),
@@ -307,13 +178,21 @@ pub enum ReplayError {
     #[error("writing results")]
     Artifact(#[from] ArtifactError),
     /// A setting is out of range (see [`Config::validate`]).
-    #[error("invalid replay setting {field}: {reason}")]
-    Invalid {
-        /// The setting, as the command line spells it (`--concurrency`).
-        field: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error("invalid replay setting {0}")]
+    Invalid(#[from] SettingError),
+}
+
+impl ReplayError {
+    /// The message with the setting of an [`ReplayError::Invalid`] named by `spell` (the
+    /// front end's words: `--concurrency`, `workloads.chat.concurrency`).
+    pub fn spelled(&self, spell: impl Fn(Setting) -> String) -> String {
+        match self {
+            ReplayError::Invalid(e) => {
+                format!("invalid replay setting {}", e.spelled(&spell(e.setting)))
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 struct Ctx {
@@ -336,21 +215,24 @@ struct Ctx {
     unsent: AtomicU64,
 }
 
-/// Replays `schedule` against the configured target. `info` is written verbatim under `run`
-/// in `summary.json`. Stopping `shutdown` ends dispatching; in-flight requests then get the
-/// grace period. Artifacts are written in every case.
+/// Replays `schedule` against the configured target: prepares each request ahead, releases
+/// it at its deadline, measures it, and hands each record to `observer` (what other sources
+/// saw: GPU, server metrics, kernel, exporters) before it is written. `info` is `summary.json`'s
+/// `run` block. Stopping `shutdown` ends dispatching; in-flight requests then get the grace
+/// period. Artifacts are written in every case.
 pub async fn run(
     config: Config,
     schedule: Schedule,
     prompts: Arc<PromptBuilder>,
-    info: serde_json::Value,
+    info: RunInfo,
+    observer: Option<Arc<dyn Observer>>,
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
     config.validate()?;
     config.check_schedule(&schedule)?;
     let tls = if config.target.tls {
-        Some(crate::tls::client_config(
+        Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
         )?)
     } else {
@@ -367,17 +249,17 @@ pub async fn run(
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
-    let in_flight_cap = InFlightCap::for_run(config.concurrency);
+    let in_flight_cap = in_flight_cap(config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
     let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
-    let observer = config.observer.clone();
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
         let t0_shared = t0_shared.clone();
+        let observer = observer.clone();
         std::thread::spawn(move || {
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
@@ -402,11 +284,11 @@ pub async fn run(
     };
 
     let (permits, slots) = match (in_flight_cap.source, in_flight_cap.limit) {
-        ("concurrency", Some(n)) => (Some(Semaphore::new(n)), None),
+        (CapSource::Concurrency, Some(n)) => (Some(Semaphore::new(n)), None),
         (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
         (_, None) => (None, None),
     };
-    if in_flight_cap.source == "open_files" {
+    if in_flight_cap.source == CapSource::OpenFiles {
         tracing::debug!(?in_flight_cap, "in-flight ceiling from the open-file limit");
     }
     let mut ctx = Ctx {
@@ -462,10 +344,10 @@ pub async fn run(
     summary.receive_timestamps.state = Some(state.to_string());
     summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
-    let mut sections = serde_json::Map::new();
-    if let Some(o) = &ctx.config.observer {
-        sections.extend(o.finish(t0, end, &summary).await);
-    }
+    let telemetry = match &observer {
+        Some(o) => o.finish(t0, end, &summary).await,
+        None => Default::default(),
+    };
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -478,22 +360,10 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
-        sections,
+        telemetry,
         summary,
     };
-    #[derive(Serialize)]
-    struct Report<'a> {
-        run: &'a serde_json::Value,
-        #[serde(flatten)]
-        outcome: &'a RunOutcome,
-    }
-    writer.finish(
-        &Report {
-            run: &info,
-            outcome: &outcome,
-        },
-        &outcome.summary,
-    )?;
+    writer.finish(&SummaryFile::new(&info, &outcome), &outcome.summary)?;
     Ok(outcome)
 }
 

@@ -140,7 +140,7 @@ const FD_CHILD: &str = "CANARY_TEST_OPEN_FILE_LIMIT_CHILD";
 /// just before).
 struct RestoreLimit(libc::rlimit);
 
-impl canary_replay::Observer for RestoreLimit {
+impl canary_core::Observer for RestoreLimit {
     fn annotate(&self, _: &mut canary_core::RequestRecord, _: canary_core::MonoTime) {}
 
     fn finish<'a>(
@@ -148,10 +148,10 @@ impl canary_replay::Observer for RestoreLimit {
         _: canary_core::MonoTime,
         _: canary_core::MonoTime,
         _: &'a canary_core::RunSummary,
-    ) -> canary_replay::SectionsFuture<'a> {
+    ) -> canary_core::TelemetryFuture<'a> {
         // SAFETY: setrlimit reads one valid rlimit struct.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
-        Box::pin(async { Vec::new() })
+        Box::pin(async { Default::default() })
     }
 }
 

@@ -4,10 +4,10 @@
 //! Inputs are time-ordered slices (a ring's `snapshot`, `between` or `covering`); nothing
 //! here locks or allocates more than a few small vectors.
 
-use canary_core::MonoTime;
+use canary_core::{EnergyMethod, GpuSource, MonoTime, RunEnergy};
 
 use crate::engine::{counter_delta, ServerSample};
-use crate::gpu::{GpuSample, GpuSource};
+use crate::gpu::GpuSample;
 
 /// GPU activity over one request's `[sent, end]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -170,36 +170,6 @@ pub fn running_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
 /// KV-cache usage (0..=1) at `t`.
 pub fn kv_usage_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
     server_at(samples, t).and_then(|s| s.kv_cache_usage)
-}
-
-/// How a run's energy was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnergyMethod {
-    /// From the GPUs' cumulative energy counters.
-    Counter,
-    /// By integrating power over time (no counter available).
-    PowerIntegral,
-    /// Counters for some GPUs, power for others.
-    Mixed,
-}
-
-/// Energy used by the GPUs during a run.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct RunEnergy {
-    /// Joules, all GPUs together.
-    pub joules: f64,
-    /// How it was obtained.
-    pub method: EnergyMethod,
-    /// GPUs that contributed.
-    pub gpus: usize,
-}
-
-impl RunEnergy {
-    /// Joules per output token; `None` for zero tokens.
-    pub fn per_token(&self, output_tokens: u64) -> Option<f64> {
-        (output_tokens > 0).then(|| self.joules / output_tokens as f64)
-    }
 }
 
 /// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU).

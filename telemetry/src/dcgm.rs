@@ -9,11 +9,12 @@ use std::time::Duration;
 use canary_core::MonoTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::gpu::{GpuSample, GpuSource};
+use crate::gpu::GpuSample;
 use crate::http::{self, Endpoint, OutageLog, ScrapeError};
 use crate::prometheus::{self, Scrape};
 use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
+use canary_core::GpuSource;
 
 /// dcgm-exporter's default address.
 pub const DEFAULT_DCGM_URL: &str = "http://127.0.0.1:9400/metrics";

@@ -12,65 +12,43 @@
 
 use std::sync::Arc;
 
-use canary_core::MonoTime;
+use canary_core::{Engine, MonoTime};
 
 use crate::prometheus::{HistogramSnapshot, Scrape};
 use crate::ring::Stamped;
 
-/// The inference engine behind a `/metrics` endpoint, detected from its metric names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Engine {
-    /// vLLM with the V1 engine (`vllm:kv_cache_usage_perc`, prefix-cache counters).
-    VllmV1,
-    /// vLLM with the V0 engine (`vllm:gpu_cache_usage_perc`, `vllm:num_requests_swapped`).
-    VllmV0,
-    /// SGLang (`sglang:*`).
-    Sglang,
-    /// NVIDIA Dynamo's HTTP frontend (`dynamo_frontend_*`), e.g. in front of TensorRT-LLM.
-    Dynamo,
-    /// Hugging Face text-generation-inference (`tgi_*`).
-    Tgi,
-    /// llama.cpp's `llama-server --metrics` (`llamacpp:*`).
-    LlamaCpp,
-    /// None of the above: raw samples only.
-    Unknown,
+/// Detects the engine from the families present.
+fn detect(scrape: &Scrape) -> Engine {
+    let has_prefix = |p: &str| scrape.families.iter().any(|f| f.name.starts_with(p));
+    if has_prefix("dynamo_frontend_") {
+        Engine::Dynamo
+    } else if has_prefix("vllm:") {
+        let v0 = scrape.family("vllm:gpu_cache_usage_perc").is_some()
+            || scrape.family("vllm:num_requests_swapped").is_some();
+        if v0 {
+            Engine::VllmV0
+        } else {
+            Engine::VllmV1
+        }
+    } else if has_prefix("sglang:") {
+        Engine::Sglang
+    } else if has_prefix("tgi_") {
+        Engine::Tgi
+    } else if has_prefix("llamacpp:") {
+        Engine::LlamaCpp
+    } else {
+        Engine::Unknown
+    }
 }
 
-impl Engine {
-    /// Detects the engine from the families present.
-    pub fn detect(scrape: &Scrape) -> Engine {
-        let has_prefix = |p: &str| scrape.families.iter().any(|f| f.name.starts_with(p));
-        if has_prefix("dynamo_frontend_") {
-            Engine::Dynamo
-        } else if has_prefix("vllm:") {
-            let v0 = scrape.family("vllm:gpu_cache_usage_perc").is_some()
-                || scrape.family("vllm:num_requests_swapped").is_some();
-            if v0 {
-                Engine::VllmV0
-            } else {
-                Engine::VllmV1
-            }
-        } else if has_prefix("sglang:") {
-            Engine::Sglang
-        } else if has_prefix("tgi_") {
-            Engine::Tgi
-        } else if has_prefix("llamacpp:") {
-            Engine::LlamaCpp
-        } else {
-            Engine::Unknown
-        }
-    }
-
-    fn names(self) -> &'static Names {
-        match self {
-            Engine::VllmV1 | Engine::VllmV0 => &VLLM,
-            Engine::Sglang => &SGLANG,
-            Engine::Dynamo => &DYNAMO,
-            Engine::Tgi => &TGI,
-            Engine::LlamaCpp => &LLAMACPP,
-            Engine::Unknown => &UNKNOWN,
-        }
+fn names(engine: Engine) -> &'static Names {
+    match engine {
+        Engine::VllmV1 | Engine::VllmV0 => &VLLM,
+        Engine::Sglang => &SGLANG,
+        Engine::Dynamo => &DYNAMO,
+        Engine::Tgi => &TGI,
+        Engine::LlamaCpp => &LLAMACPP,
+        Engine::Unknown => &UNKNOWN,
     }
 }
 
@@ -283,8 +261,8 @@ fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
 impl ServerSample {
     /// Maps a parsed page taken at `at`. `keep_raw` keeps the whole page in the sample.
     pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
-        let engine = Engine::detect(&scrape);
-        let n = engine.names();
+        let engine = detect(&scrape);
+        let n = names(engine);
         let s = &scrape;
         let (hits, queries) = match &n.prefix {
             Prefix::HitsQueries(pairs) => pairs

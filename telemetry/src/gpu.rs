@@ -1,23 +1,9 @@
 //! [`GpuSample`]: one reading of one GPU, the same type whether it came from NVML or from
 //! dcgm-exporter, so correlation code does not care which source a host has.
 
-use canary_core::MonoTime;
+use canary_core::{GpuSource, MonoTime};
 
 use crate::ring::Stamped;
-
-mod summary;
-
-pub use summary::{throttle_reason_names, GpuRunStats, RunGpuSummary};
-
-/// Where a [`GpuSample`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuSource {
-    /// NVML, in this process.
-    Nvml,
-    /// dcgm-exporter's `/metrics`.
-    Dcgm,
-}
 
 /// One reading of one GPU. Fields a source cannot provide (or a GPU does not support) are
 /// `None`.

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use canary_core::redact_url;
 use canary_core::MonoTime;
 use http::{header, Request, Uri};
 use http_body_util::{BodyExt, Empty, Limited};
@@ -125,39 +126,15 @@ fn system_tls() -> Result<Arc<ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            let roots = canary_tls::system_roots();
             if roots.is_empty() {
                 return Err("no system root certificates (give a CA bundle, or use an \
                             http:// metrics URL)"
                     .into());
             }
-            Ok(tls_client(roots))
+            Ok(canary_tls::with_roots(roots))
         })
         .clone()
-}
-
-fn tls_client(roots: rustls::RootCertStore) -> Arc<ClientConfig> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
-}
-
-/// `url` without user info, query or fragment.
-fn redacted(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    // Up to the last `@` may be user info, and a password can hold `/`, `?` or `#`.
-    let rest = rest.rsplit('@').next().unwrap_or(rest);
-    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
-    match scheme {
-        "" => rest.to_owned(),
-        _ => format!("{scheme}://{rest}"),
-    }
 }
 
 /// A validated endpoint.
@@ -195,10 +172,10 @@ fn port_given(authority: &str) -> bool {
 impl Endpoint {
     /// An `http://` or `https://` endpoint; `https` uses `tls`, else the system's roots.
     pub fn parse(url: &str, tls: Option<Arc<ClientConfig>>) -> Result<Endpoint, ScrapeError> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|_| ScrapeError::BadUrl { url: redacted(url) })?;
-        let url = &redacted(url);
+        let uri: Uri = url.parse().map_err(|_| ScrapeError::BadUrl {
+            url: redact_url(url),
+        })?;
+        let url = &redact_url(url);
         let bad = || ScrapeError::BadUrl {
             url: url.to_owned(),
         };
@@ -454,7 +431,7 @@ mod tests {
             ("http://u:ab/cd@h:9400/metrics", "http://h:9400/metrics"),
             ("http://u:ab?cd@h:9400/metrics", "http://h:9400/metrics"),
         ] {
-            assert_eq!(redacted(url), shown);
+            assert_eq!(redact_url(url), shown);
         }
         let e = Endpoint::parse("http://h:9400/metrics?token=abc", None).unwrap();
         assert_eq!(e.url, "http://h:9400/metrics");

@@ -58,28 +58,37 @@ mod correlate;
 mod dcgm;
 mod engine;
 mod gpu;
+mod gpu_summary;
 mod http;
 mod nvml;
+mod observer;
 /// The Prometheus / OpenMetrics text parser: [`prometheus::parse`] and its types.
 pub mod prometheus;
 mod ring;
 mod scrape;
+mod server_summary;
 mod source;
-mod summary;
 
 pub use correlate::{
     energy_over_run, gpu_over_interval, gpu_samples_covering, kv_usage_at, queue_depth_at,
-    running_at, server_at, EnergyMethod, GpuWindow, RunEnergy,
+    running_at, server_at, GpuWindow,
 };
 pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
 };
-pub use engine::{counter_delta, Engine, ServerRates, ServerSample};
-pub use gpu::{throttle_reason_names, GpuRunStats, GpuSample, GpuSource, RunGpuSummary};
+pub use engine::{counter_delta, ServerRates, ServerSample};
+pub use gpu::GpuSample;
+pub use gpu_summary::{gpu_summary, throttle_reason_names};
 pub use http::{default_scrape_timeout, error_chain, OutageLog, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
+pub use observer::{Config, TelemetryObserver};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};
 pub use scrape::{probe_server_metrics, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
-pub use source::{SharedState, SourceState};
-pub use summary::{GaugeStats, LatencyEstimate, RunServerSummary};
+pub use server_summary::{latency_estimate, server_summary};
+pub use source::SharedState;
+// The run-level types this crate fills live in `canary_core`; re-exported for convenience.
+pub use canary_core::{
+    EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource, LatencyEstimate, RunEnergy,
+    RunGpuSummary, RunServerSummary, SourceState,
+};

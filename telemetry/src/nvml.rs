@@ -20,9 +20,10 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSen
 use nvml_wrapper::Nvml;
 use tokio_util::sync::CancellationToken;
 
-use crate::gpu::{GpuSample, GpuSource};
+use crate::gpu::GpuSample;
 use crate::ring::Ring;
 use crate::source::SourceState;
+use canary_core::GpuSource;
 
 /// Why NVML could not be used.
 #[derive(Debug, thiserror::Error)]

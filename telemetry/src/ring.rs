@@ -193,7 +193,8 @@ mod tests {
 
     #[test]
     fn covering_keeps_the_sample_in_force_for_every_gpu() {
-        use crate::gpu::{GpuSample, GpuSource};
+        use crate::gpu::GpuSample;
+        use canary_core::GpuSource;
         // 8 GPUs sampled one after another every 100 ns.
         let r = Ring::new(1000);
         for tick in 0..5u64 {
@@ -227,7 +228,8 @@ mod tests {
 
     #[test]
     fn a_series_that_stopped_long_ago_is_not_in_force() {
-        use crate::gpu::{GpuSample, GpuSource};
+        use crate::gpu::GpuSample;
+        use canary_core::GpuSource;
         let s = |secs: u64| secs * 1_000_000_000;
         let r = Ring::new(1000);
         // GPU 1 reported once at 0 s and never again; GPU 0 every second up to 200 s.

@@ -12,8 +12,9 @@ use crate::engine::ServerSample;
 use crate::http::{self, Endpoint, OutageLog, ScrapeError};
 use crate::prometheus;
 use crate::ring::Ring;
+use crate::server_summary::server_summary;
 use crate::source::{SharedState, SourceState};
-use crate::summary::RunServerSummary;
+use canary_core::RunServerSummary;
 
 /// Settings of a [`ServerMetricsScraper`].
 #[derive(Debug, Clone)]
@@ -199,7 +200,7 @@ impl ServerMetrics {
 
     /// The server-side summary of a run `[t0, t1]`.
     pub fn summary(&self, t0: MonoTime, t1: MonoTime) -> RunServerSummary {
-        RunServerSummary::from_samples(&self.run_window(t0, t1))
+        server_summary(&self.run_window(t0, t1))
     }
 }
 
@@ -214,7 +215,7 @@ pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
         Ok((text, at)) => {
             let s = ServerSample::from_scrape(prometheus::parse(&text), at, false);
             match s.engine {
-                Some(crate::Engine::Unknown) => SourceState::available(format!(
+                Some(canary_core::Engine::Unknown) => SourceState::available(format!(
                     "{url}: unknown engine, {} metric families",
                     s.families
                 )),

@@ -1,61 +1,8 @@
-//! Whether a telemetry source works on this host, and why not: the one answer shared by the
-//! samplers (which report it once and carry on) and `canaryd doctor` (which prints it).
+//! A running sampler's [`SourceState`] (the type is `canary_core`'s), shared with whoever
+//! asks about it: the run's observer and `canaryd doctor`.
 
-use std::fmt;
+pub use canary_core::SourceState;
 use std::sync::{Arc, Mutex};
-
-/// The state of one telemetry source (NVML, DCGM, the server's `/metrics`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum SourceState {
-    /// Not tried yet (a scraper before its first attempt).
-    Pending,
-    /// Working; `detail` says what was found ("2 GPUs: NVIDIA H100 …", "engine vllm").
-    Available {
-        /// What was found.
-        detail: String,
-    },
-    /// Not working; `reason` says why (no library, connection refused, …). Samplers keep
-    /// retrying where retrying can help.
-    Unavailable {
-        /// Why, in words, with the endpoint or path.
-        reason: String,
-    },
-    /// Turned off in the configuration.
-    Disabled,
-}
-
-impl SourceState {
-    /// Shorthand for [`SourceState::Available`].
-    pub fn available(detail: impl Into<String>) -> SourceState {
-        SourceState::Available {
-            detail: detail.into(),
-        }
-    }
-
-    /// Shorthand for [`SourceState::Unavailable`].
-    pub fn unavailable(reason: impl Into<String>) -> SourceState {
-        SourceState::Unavailable {
-            reason: reason.into(),
-        }
-    }
-
-    /// True for [`SourceState::Available`].
-    pub fn is_available(&self) -> bool {
-        matches!(self, SourceState::Available { .. })
-    }
-}
-
-impl fmt::Display for SourceState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceState::Pending => f.write_str("not tried yet"),
-            SourceState::Available { detail } => write!(f, "available: {detail}"),
-            SourceState::Unavailable { reason } => write!(f, "unavailable: {reason}"),
-            SourceState::Disabled => f.write_str("disabled"),
-        }
-    }
-}
 
 /// A [`SourceState`] shared between a running sampler and whoever asks about it.
 #[derive(Debug, Clone)]

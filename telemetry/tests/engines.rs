@@ -3,7 +3,7 @@
 
 use canary_core::MonoTime;
 use canary_telemetry::prometheus::parse;
-use canary_telemetry::{Engine, RunServerSummary, ServerRates, ServerSample};
+use canary_telemetry::{server_summary, Engine, ServerRates, ServerSample};
 
 fn sample(text: &str, at_s: u64) -> ServerSample {
     ServerSample::from_scrape(parse(text), MonoTime(at_s * 1_000_000_000), false)
@@ -108,7 +108,7 @@ fn unknown_engine_keeps_no_page_and_its_summary_says_so() {
     assert!(samples.iter().all(|s| s.raw.is_none()));
     let kept = ServerSample::from_scrape(parse(&page), MonoTime(1), true);
     assert_eq!(kept.raw.unwrap().families.len(), 25, "only when asked for");
-    let s = RunServerSummary::from_samples(&samples);
+    let s = server_summary(&samples);
     assert_eq!(
         (s.engine, s.metric_families, s.scrapes),
         (Some(Engine::Unknown), 25, 3)
@@ -122,7 +122,7 @@ fn unknown_engine_keeps_no_page_and_its_summary_says_so() {
     );
     // A known engine has no note.
     let v0 = sample(&fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom"), 1);
-    let json = serde_json::to_value(RunServerSummary::from_samples(&[v0])).unwrap();
+    let json = serde_json::to_value(server_summary(&[v0])).unwrap();
     assert!(json.get("note").is_none(), "{json}");
 }
 
@@ -137,7 +137,7 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     assert_eq!(r.generation_tokens_per_s, Some(200.0));
     assert_eq!(r.prefix_cache_hit_rate, Some(0.4));
 
-    let s = RunServerSummary::from_samples(&samples[2..]);
+    let s = server_summary(&samples[2..]);
     assert_eq!(s.engine, Some(Engine::VllmV1));
     assert_eq!(s.scrapes, 9);
     assert_eq!(s.window_s, 8.0);
@@ -168,7 +168,7 @@ fn counter_reset_mid_run_counts_from_zero() {
     let mut samples: Vec<ServerSample> = (0..=5).map(|n| sample(&vllm_v1_page(n), n)).collect();
     samples.push(sample(&vllm_v1_page(1), 6));
     samples.push(sample(&vllm_v1_page(2), 7));
-    let s = RunServerSummary::from_samples(&samples);
+    let s = server_summary(&samples);
     assert_eq!(s.prompt_tokens, Some(7000.0));
     // The end histogram is below the start one: the delta is the end histogram itself.
     assert_eq!(s.ttft_s.unwrap().count, 20.0);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use canary_core::MonoTime;
 use canary_telemetry::{
-    energy_over_run, gpu_over_interval, DcgmConfig, DcgmScraper, EnergyMethod, GpuSample,
-    GpuSource, NvmlConfig, NvmlSampler, Ring, RunGpuSummary,
+    energy_over_run, gpu_over_interval, gpu_summary, DcgmConfig, DcgmScraper, EnergyMethod,
+    GpuSample, GpuSource, NvmlConfig, NvmlSampler, Ring,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -74,7 +74,7 @@ async fn nvml_and_dcgm_of_the_same_gpu_count_it_once() {
     assert_eq!((w.samples, w.util_avg_pct), (8, Some(73.0)));
     assert_eq!(w.power_max_w, Some(215.123));
 
-    let s = RunGpuSummary::over(&samples, t0, t1, 6).unwrap();
+    let s = gpu_summary(&samples, t0, t1, 6).unwrap();
     assert_eq!((s.gpus, s.sources.as_slice()), (2, &[GpuSource::Nvml][..]));
     assert_close!(s.energy_per_output_token_j.unwrap(), 10.0);
 }
@@ -93,7 +93,7 @@ async fn a_dcgm_gpu_nvml_does_not_see_is_kept_apart() {
 #[tokio::test]
 async fn the_run_summary_carries_memory_temperature_throttling_and_the_server_process() {
     let (samples, t0, t1) = both_sources(fixture!("dcgm_exporter_metrics_rtx4000ada.prom")).await;
-    let s = RunGpuSummary::over(&samples, t0, t1, 0).unwrap();
+    let s = gpu_summary(&samples, t0, t1, 0).unwrap();
     assert_eq!(s.gpus, 3);
     assert_eq!(s.sources, [GpuSource::Nvml, GpuSource::Dcgm]);
     // The fake's values (NVML), above the capture's 48 C and 1 MiB.

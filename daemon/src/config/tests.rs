@@ -564,7 +564,20 @@ fn kernel_timestamps_are_on_unless_a_target_says_false() {
         "api_key_env = \"MY_KEY\"",
         "api_key_env = \"MY_KEY\"\nkernel_timestamps = false",
     );
-    assert!(!parse(&text).unwrap().targets["local"].kernel_timestamps);
+    let off = parse(&text).unwrap();
+    assert!(!off.targets["local"].kernel_timestamps);
+    // …and the run plan carries it to the replay (the plan redesign once dropped it).
+    let plan = |c: &Config| {
+        let w = &c.workloads[0];
+        let t = &c.targets[&w.target];
+        canary_replay::Plan::try_from(WorkloadPlan {
+            workload: w,
+            target: t,
+        })
+        .unwrap()
+    };
+    assert!(plan(&c).replay.target.kernel_timestamps);
+    assert!(!plan(&off).replay.target.kernel_timestamps);
     let text = GOOD.replace(
         "api_key_env = \"MY_KEY\"",
         "api_key_env = \"MY_KEY\"\nkernel_timestamps = \"no\"",

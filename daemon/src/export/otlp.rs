@@ -78,7 +78,7 @@ impl OtlpSink {
         let Some(exporter) = guard.as_ref() else {
             return false;
         };
-        self.count_drops(dropped(&exporter.report()));
+        self.count_drops(exporter.dropped());
         true
     }
 
@@ -107,7 +107,7 @@ impl OtlpSink {
 /// Labels of one run; the target's URL was checked when the config loaded.
 fn labels(w: &Workload, t: &Target, id: &str) -> RunLabels {
     let mut labels = match canary_replay::Target::new(&t.url, t.endpoint, &t.model) {
-        Ok(target) => RunLabels::for_target(&target, &w.name),
+        Ok(target) => crate::replay::run_labels(&target, &w.name),
         Err(_) => RunLabels {
             workload: w.name.clone(),
             operation: t.endpoint.operation().to_string(),
@@ -151,7 +151,7 @@ impl RunSink for OtlpSink {
                 .map(|c| c.trend.as_str().to_string()),
         };
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
-        self.count_drops(dropped(&exporter.report()));
+        self.count_drops(exporter.dropped());
     }
 
     fn flush(&self) {
@@ -167,12 +167,4 @@ impl RunSink for OtlpSink {
             r.logs_exported
         );
     }
-}
-
-/// Items lost so far, every signal together.
-fn dropped(report: &serde_json::Value) -> u64 {
-    ["traces", "metrics", "logs"]
-        .iter()
-        .filter_map(|s| report[s]["dropped"].as_u64())
-        .sum()
 }

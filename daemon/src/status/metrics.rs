@@ -2,11 +2,11 @@
 //! workload's last run (verdict, baseline trend, figures, telemetry source states), rendered
 //! as Prometheus text for `/metrics` and summarized for `/api/runs`.
 
+use super::brief::{Figures, RunBrief};
 use crate::export::RunSink;
 use crate::history::{History, RunRow};
 use crate::runner::RunResult;
 use crate::verdict::VerdictKind;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +24,7 @@ struct State {
     runs: BTreeMap<(String, VerdictKind), u64>,
     skips: BTreeMap<String, u64>,
     running: BTreeMap<String, bool>,
-    last: BTreeMap<String, Value>,
+    last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
     export_drops: u64,
 }
@@ -37,7 +37,7 @@ impl StatusMetrics {
         };
         let mut s = self.state.lock().unwrap();
         for row in latest {
-            s.last.insert(row.workload.clone(), brief(&row));
+            s.last.insert(row.workload.clone(), RunBrief::from(&row));
         }
     }
 
@@ -76,9 +76,9 @@ impl StatusMetrics {
         s.last
             .iter()
             .map(|(w, v)| {
-                let kind = v["verdict_kind"].as_str().unwrap_or("?");
-                match v["trend"].as_str() {
-                    Some(t) => format!("{w} {kind} ({t})"),
+                let kind = v.verdict_kind.as_str();
+                match v.trend {
+                    Some(t) => format!("{w} {kind} ({})", t.as_str()),
                     None => format!("{w} {kind}"),
                 }
             })
@@ -100,12 +100,21 @@ impl StatusMetrics {
     pub fn render(&self) -> String {
         let s = self.state.lock().unwrap();
         let mut out = String::new();
+        s.render_counters(&mut out);
+        s.render_last_runs(&mut out);
+        out
+    }
+}
+
+impl State {
+    /// What happened since start: runs by verdict, skips, reloads, export drops.
+    fn render_counters(&self, out: &mut String) {
         write_family(
-            &mut out,
+            out,
             "canaryd_runs_total",
             "counter",
             "Finished runs by workload and verdict, since start.",
-            s.runs.iter().map(|((w, v), c)| {
+            self.runs.iter().map(|((w, v), c)| {
                 (
                     format!("workload=\"{}\",verdict=\"{}\"", esc(w), v.as_str()),
                     *c as f64,
@@ -113,159 +122,171 @@ impl StatusMetrics {
             }),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_skips_total",
             "counter",
             "Scheduled runs skipped: the previous run of the workload was still going, or the daemon stopped while the run waited for its target.",
-            s.skips
+            self.skips
                 .iter()
                 .map(|(w, c)| (format!("workload=\"{}\"", esc(w)), *c as f64)),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_running",
             "gauge",
             "1 while a run of the workload is going (or waiting for its target).",
-            s.running
+            self.running
                 .iter()
                 .map(|(w, r)| (format!("workload=\"{}\"", esc(w)), f64::from(u8::from(*r)))),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_config_reloads_total",
             "counter",
             "SIGHUP reloads, applied (ok) or rejected (bad config; the old one kept running).",
-            s.reloads
+            self.reloads
                 .iter()
                 .map(|(k, c)| (format!("result=\"{k}\""), *c as f64)),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_export_drops_total",
             "counter",
             "Items exporters dropped.",
-            [(String::new(), s.export_drops as f64)].into_iter(),
+            [(String::new(), self.export_drops as f64)].into_iter(),
         );
-        let last = |key: &'static str| last_values(&s.last, key);
+    }
+
+    /// Each workload's last run: when, its verdict and trend, figures, telemetry sources.
+    fn render_last_runs(&self, out: &mut String) {
         write_family(
-            &mut out,
+            out,
             "canaryd_last_run_timestamp_seconds",
             "gauge",
             "When the workload's last run finished (Unix time).",
-            last("/finished_unix_ms").map(|(l, v)| (l, v / 1000.0)),
+            self.last_values(|r| Some(r.finished_unix_ms as f64 / 1000.0)),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_last_run_verdict",
             "gauge",
             "1 for the verdict of the workload's last run.",
-            s.last.iter().flat_map(|(w, v)| {
-                let kind = v["verdict_kind"].as_str().unwrap_or("").to_string();
+            self.last.iter().flat_map(|(w, v)| {
                 VerdictKind::ALL.into_iter().map(move |k| {
                     (
                         format!("workload=\"{}\",verdict=\"{}\"", esc(w), k.as_str()),
-                        f64::from(u8::from(k.as_str() == kind)),
+                        f64::from(u8::from(k == v.verdict_kind)),
                     )
                 })
             }),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_last_run_baseline",
             "gauge",
             "1 for the baseline trend of the workload's last run.",
-            s.last.iter().flat_map(|(w, v)| {
-                let trend = v["trend"].as_str().unwrap_or("").to_string();
+            self.last.iter().flat_map(|(w, v)| {
                 crate::baseline::Trend::ALL.into_iter().map(move |t| {
                     (
                         format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
-                        f64::from(u8::from(t.as_str() == trend)),
+                        f64::from(u8::from(Some(t) == v.trend)),
                     )
                 })
             }),
         );
-        for (name, key, help) in [
-            ("requests", "/figures/requests", "Measured requests"),
-            ("errors", "/figures/errors", "Failed requests"),
+        type Figure = fn(&Figures) -> Option<f64>;
+        let figures: [(&str, Figure, &str); 4] = [
+            (
+                "requests",
+                |f| f.requests.map(|v| v as f64),
+                "Measured requests",
+            ),
+            ("errors", |f| f.errors.map(|v| v as f64), "Failed requests"),
             (
                 "good_request_fraction",
-                "/figures/good_request_fraction",
+                |f| f.good_request_fraction,
                 "Share of requests meeting every SLO",
             ),
-            ("duration_seconds", "/figures/duration_s", "Run duration"),
-        ] {
+            ("duration_seconds", |f| f.duration_s, "Run duration"),
+        ];
+        for (name, figure, help) in figures {
             write_family(
-                &mut out,
+                out,
                 &format!("canaryd_last_run_{name}"),
                 "gauge",
                 &format!("{help} in the workload's last run."),
-                last(key),
+                self.last_values(|r| r.figures.as_ref().and_then(figure)),
             );
         }
         write_family(
-            &mut out,
+            out,
             "canaryd_last_run_latency_ms",
             "gauge",
             "Client-side latency percentiles of the workload's last run, ms.",
-            s.last.iter().flat_map(|(w, v)| {
-                let w = esc(w);
-                [
-                    "time_to_first_token",
-                    "inter_token_latency",
-                    "request_latency",
-                ]
-                .into_iter()
-                .flat_map(move |m| ["p50", "p99"].into_iter().map(move |q| (m, q)))
-                .filter_map(move |(m, q)| {
-                    v.pointer(&format!("/figures/{m}/{q}"))
-                        .and_then(Value::as_f64)
-                        .map(|x| {
-                            (
-                                format!(
-                                    "workload=\"{w}\",metric=\"{m}\",quantile=\"0.{}\"",
-                                    &q[1..]
-                                ),
-                                x,
-                            )
-                        })
-                })
-            }),
+            self.last.iter().flat_map(|(w, v)| latency_samples(w, v)),
         );
         write_family(
-            &mut out,
+            out,
             "canaryd_telemetry_source_up",
             "gauge",
             "Telemetry sources in the workload's last run: 1 available, 0 not (state label says why).",
-            s.last.iter().flat_map(|(w, v)| {
+            self.last.iter().flat_map(|(w, v)| {
                 let w = esc(w);
-                v["telemetry_sources"]
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default()
-                    .into_iter()
+                v.telemetry_sources
+                    .iter()
+                    .flatten()
                     .map(move |(src, st)| {
-                        let state = st["state"].as_str().unwrap_or("unknown").to_string();
                         (
-                            format!("workload=\"{w}\",source=\"{}\",state=\"{state}\"", esc(&src)),
-                            f64::from(u8::from(state == "available")),
+                            format!(
+                                "workload=\"{w}\",source=\"{}\",state=\"{}\"",
+                                esc(src.as_str()),
+                                st.name()
+                            ),
+                            f64::from(u8::from(st.is_available())),
                         )
                     })
             }),
         );
-        out
+    }
+
+    /// `(workload label, figure)` for each workload's last run that has the figure.
+    fn last_values<'a>(
+        &'a self,
+        figure: impl Fn(&RunBrief) -> Option<f64> + 'a,
+    ) -> impl Iterator<Item = (String, f64)> + 'a {
+        self.last
+            .iter()
+            .filter_map(move |(w, v)| figure(v).map(|x| (format!("workload=\"{}\"", esc(w)), x)))
     }
 }
 
-/// `(workload label, number at key)` for each workload's last run that has it.
-fn last_values<'a>(
-    last: &'a BTreeMap<String, Value>,
-    key: &'a str,
-) -> impl Iterator<Item = (String, f64)> + 'a {
-    last.iter().filter_map(move |(w, v)| {
-        v.pointer(key)
-            .and_then(Value::as_f64)
-            .map(|x| (format!("workload=\"{}\"", esc(w)), x))
-    })
+/// The client-side p50 and p99 of TTFT, ITL and request latency of workload `w`'s last run.
+fn latency_samples(w: &str, v: &RunBrief) -> Vec<(String, f64)> {
+    let w = esc(w);
+    let Some(f) = &v.figures else {
+        return Vec::new();
+    };
+    let metrics = [
+        ("time_to_first_token", f.time_to_first_token),
+        ("inter_token_latency", f.inter_token_latency),
+        ("request_latency", f.request_latency),
+    ];
+    let mut out = Vec::new();
+    for (m, q) in metrics {
+        let Some(q) = q else { continue };
+        for (name, x) in [("p50", q.p50), ("p99", q.p99)] {
+            if let Some(x) = x {
+                out.push((
+                    format!(
+                        "workload=\"{w}\",metric=\"{m}\",quantile=\"0.{}\"",
+                        &name[1..]
+                    ),
+                    x,
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn write_family(
@@ -299,7 +320,7 @@ impl RunSink for StatusMetrics {
             .entry((workload.to_string(), run.verdict.kind))
             .or_default() += 1;
         s.last
-            .insert(workload.to_string(), brief(&RunRow::from(run)));
+            .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
     }
 
     fn run_skipped(&self, workload: &str) {
@@ -311,40 +332,4 @@ impl RunSink for StatusMetrics {
             .entry(workload.to_string())
             .or_default() += 1;
     }
-}
-
-/// A run as `/api/runs` lists it: verdict, trend and the headline figures.
-pub fn brief(r: &RunRow) -> Value {
-    let sum = r.summary.as_ref();
-    let metric = |m: &str| {
-        sum.and_then(|s| s.get(m))
-            .map(|b| json!({ "p50": b.get("p50"), "p99": b.get("p99") }))
-    };
-    let figures = sum.map(|s| {
-        json!({
-            "requests": s.get("requests"),
-            "completed": s.get("completed"),
-            "errors": s.get("errors"),
-            "duration_s": s.get("duration_s"),
-            "interrupted": s.get("interrupted"),
-            "good_request_fraction": s.pointer("/goodput/good_request_fraction"),
-            "time_to_first_token": metric("time_to_first_token"),
-            "inter_token_latency": metric("inter_token_latency"),
-            "request_latency": metric("request_latency"),
-        })
-    });
-    json!({
-        "id": r.id,
-        "workload": r.workload,
-        "target": r.target,
-        "started_unix_ms": r.started_unix_ms,
-        "finished_unix_ms": r.finished_unix_ms,
-        "verdict": r.verdict.to_string(),
-        "verdict_kind": r.verdict.kind.as_str(),
-        "reasons": r.verdict.reasons,
-        "trend": r.trend.map(|t| t.as_str()),
-        "figures": figures,
-        "telemetry_sources": sum.and_then(|s| s.get("telemetry_sources")),
-        "artifacts": r.artifacts,
-    })
 }

@@ -1,16 +1,20 @@
 //! A real replay against `canary-sim`, exported to a real OTLP receiver: what arrives must
-//! be exactly what `records.jsonl` says.
+//! be exactly what `records.jsonl` says. (The exporters crate depends on `canary-core` only;
+//! the daemon is where replay and export meet, so this test lives here.)
 
-use crate::receiver::{attrs, Receiver};
-use canary_core::{KernelTiming, MonoTime, RequestRecord, Status};
+#[allow(dead_code)] // daemon_otlp.rs uses more of it than this test does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+
+use canary_core::{KernelTiming, MonoTime, Observer, RequestRecord, Status};
 use canary_exporters::{Config, OtlpExporter, RunLabels};
 use canary_replay::{
-    Endpoint, LoadOptions, Observer, Progress, PromptBuilder, Schedule, Target, Tokenizer,
-    TokenizerSpec,
+    Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer, TokenizerSpec,
 };
 use clap::Parser;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
+use receiver::{attrs, Receiver};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -105,7 +109,7 @@ async fn replay(
     sim: &canary_sim::SimHandle,
     exporter: &OtlpExporter,
     out: &Path,
-) -> (RunLabels, canary_replay::RunOutcome) {
+) -> (RunLabels, canary_core::RunOutcome) {
     replay_with_kernel(sim, exporter, out, None).await
 }
 
@@ -114,32 +118,39 @@ async fn replay_with_kernel(
     exporter: &OtlpExporter,
     out: &Path,
     kernel: Option<KernelTiming>,
-) -> (RunLabels, canary_replay::RunOutcome) {
+) -> (RunLabels, canary_core::RunOutcome) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
     let trace = canary_replay::load(&path, &LoadOptions::default()).unwrap();
     let schedule = Schedule::new(trace.requests, 20.0);
     let target = Target::new(&sim.url(), Endpoint::Chat, "canary-sim").unwrap();
-    let mut labels = RunLabels::for_target(&target, "arxiv-test");
+    let mut labels = RunLabels::new(
+        "arxiv-test",
+        target.endpoint.operation(),
+        &target.model,
+        &target.host,
+        target.port,
+    );
     labels.goodput = "time_to_first_token:100000".parse().unwrap();
     let mut config = canary_replay::Config::new(target);
     config.output_dir = Some(out.to_path_buf());
-    config.speedup = 20.0;
     config.goodput = labels.goodput.clone();
     let observer = exporter.run_observer(labels.clone());
-    config.observer = Some(match kernel {
+    let observer: Arc<dyn Observer> = match kernel {
         Some(kernel) => Arc::new(KernelAnnotator {
             kernel,
             inner: observer,
         }),
         None => Arc::new(observer),
-    });
+    };
     config.trace_sample_ratio = exporter.sample_ratio();
+    let info = canary_replay::RunInfo::unplanned(&config.run_id, "arxiv-test");
     let outcome = canary_replay::run(
         config,
         schedule,
         prompts(),
-        serde_json::json!({}),
+        info,
+        Some(observer),
         CancellationToken::new(),
         Arc::new(Progress::default()),
     )

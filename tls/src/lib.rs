@@ -1,4 +1,15 @@
-//! TLS client configuration: the system's roots plus an optional CA bundle for internal PKIs.
+//! canary-tls: the one TLS client setup every canaryd connection uses — the replay's target,
+//! the telemetry scrapers' `https://` endpoints and the OTLP exporter.
+//!
+//! rustls with the ring provider (no cmake or nasm on a fresh machine), trusting the system's
+//! roots (`SSL_CERT_FILE` honoured by the loader) plus, when given, every certificate of a PEM
+//! bundle for internal PKIs. ALPN asks for HTTP/1.1: canaryd maps one request to one socket.
+//!
+//! ```no_run
+//! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")))?;
+//! # Ok::<(), canary_tls::TlsError>(())
+//! ```
+#![deny(missing_docs)]
 
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use rustls::{ClientConfig, RootCertStore};
@@ -26,11 +37,8 @@ pub enum TlsError {
 /// Builds a client config trusting the system roots and, if given, every certificate in
 /// `ca_bundle` (PEM). `SSL_CERT_FILE` is honoured by the system-root loader as well.
 pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
-    let mut roots = RootCertStore::empty();
-    // A broken system store is not fatal when a bundle is given; errors here are per file.
-    let native = rustls_native_certs::load_native_certs();
-    let (added, _ignored) = roots.add_parsable_certificates(native.certs);
-    let mut total = added;
+    let mut roots = system_roots();
+    let mut total = roots.len();
     if let Some(path) = ca_bundle {
         let err = |reason: String| TlsError::CaBundle {
             path: path.to_path_buf(),
@@ -54,6 +62,19 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
     if total == 0 {
         return Err(TlsError::NoRoots);
     }
+    Ok(with_roots(roots))
+}
+
+/// The system's trust anchors; a broken store is not fatal (errors are per file), it is
+/// just empty.
+pub fn system_roots() -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    roots
+}
+
+/// A client config trusting exactly `roots`.
+pub fn with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -61,5 +82,5 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Arc::new(config)
 }

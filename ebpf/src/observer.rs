@@ -1,4 +1,5 @@
-//! Kernel socket timing (eBPF) joined to every record of a run, and its `doctor` probe.
+//! [`KernelObserver`]: kernel socket timing joined to every record of a run, and the
+//! `doctor` [`probe`].
 //!
 //! The tracer follows the TCP connections this process opens. A drain thread empties its ring
 //! buffer every few milliseconds into a [`SocketLog`]; when a record is annotated, the events
@@ -6,11 +7,12 @@
 //! events and the TTFT parts are computed ([`SocketLog::timing`]). A record the kernel saw
 //! nothing of keeps `kernel` absent.
 
-use canary_core::{Distribution, MonoTime, RequestRecord, RunSummary};
-use canary_ebpf::{RequestSpan, SocketLog, Tracer, Unavailable};
-use canary_replay::{Observer, SectionsFuture};
-use canary_telemetry::SourceState;
-use serde_json::json;
+use crate::join::{RequestSpan, SocketLog};
+use crate::tracer::{Tracer, Unavailable};
+use canary_core::{
+    Distribution, KernelProgramStats, KernelRunSummary, MonoTime, Observer, RequestRecord,
+    RunSummary, RunTelemetry, Source, SourceState, TelemetryFuture,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -185,41 +187,52 @@ impl Observer for KernelObserver {
         }
     }
 
-    fn finish<'a>(&'a self, _: MonoTime, _: MonoTime, _: &'a RunSummary) -> SectionsFuture<'a> {
+    fn finish<'a>(&'a self, _: MonoTime, _: MonoTime, _: &'a RunSummary) -> TelemetryFuture<'a> {
         Box::pin(async move {
-            let mut s = self.shared.state.lock().expect("kernel state");
-            s.drain();
-            let stats = |d: &Distribution| d.stats_in("ms");
-            // Only with `sysctl kernel.bpf_stats_enabled=1` (the overhead bench sets it).
-            let programs: serde_json::Map<String, serde_json::Value> = s
-                .tracer
-                .program_stats()
-                .iter()
-                .map(|p| {
-                    let ns = p.run_time.as_nanos() as f64;
-                    (
-                        p.tracepoint.to_string(),
-                        json!({"runs": p.runs, "run_time_ms": ns / 1e6, "ns_per_run": ns / p.runs as f64}),
-                    )
-                })
-                .collect();
-            vec![(
-                "kernel".to_string(),
-                json!({
-                    "events": s.events,
-                    "userspace_ms": s.busy.as_secs_f64() * 1e3,
-                    "events_lost": s.tracer.lost(),
-                    "requests_joined": s.joined,
-                    "requests_unseen": s.unseen,
-                    "request_write": stats(&s.request_write),
-                    "server_wait": stats(&s.server_wait),
-                    "remainder": stats(&s.remainder),
-                    "client_overhead": stats(&s.client_overhead),
-                    "chunk_delay_p99": stats(&s.chunk_delay_p99),
-                    "programs": (!programs.is_empty()).then_some(programs),
-                }),
-            )]
+            let kernel = self.shared.state.lock().expect("kernel state").summary();
+            let available = SourceState::available("socket timing joined by cookie");
+            RunTelemetry {
+                kernel: Some(kernel),
+                sources: [(Source::Ebpf, available)].into(),
+                ..Default::default()
+            }
         })
+    }
+}
+
+impl State {
+    /// The run so far, once the ring buffer is drained.
+    fn summary(&mut self) -> KernelRunSummary {
+        self.drain();
+        let stats = |d: &Distribution| d.stats_in("ms");
+        // Only with `sysctl kernel.bpf_stats_enabled=1` (the overhead bench sets it).
+        let programs: std::collections::BTreeMap<String, KernelProgramStats> = self
+            .tracer
+            .program_stats()
+            .iter()
+            .map(|p| {
+                let ns = p.run_time.as_nanos() as f64;
+                let stats = KernelProgramStats {
+                    runs: p.runs,
+                    run_time_ms: ns / 1e6,
+                    ns_per_run: ns / p.runs as f64,
+                };
+                (p.tracepoint.to_string(), stats)
+            })
+            .collect();
+        KernelRunSummary {
+            events: self.events,
+            userspace_ms: self.busy.as_secs_f64() * 1e3,
+            events_lost: self.tracer.lost(),
+            requests_joined: self.joined,
+            requests_unseen: self.unseen,
+            request_write: stats(&self.request_write),
+            server_wait: stats(&self.server_wait),
+            remainder: stats(&self.remainder),
+            client_overhead: stats(&self.client_overhead),
+            chunk_delay_p99: stats(&self.chunk_delay_p99),
+            programs: (!programs.is_empty()).then_some(programs),
+        }
     }
 }
 

@@ -1,0 +1,80 @@
+//! [`RunOutcome`]: what one run produced — the client-side statistics, the telemetry the
+//! observers added, and how the run went (stopped early, requests never sent, the in-flight
+//! ceiling, canaryd's own bottleneck). It is `summary.json` without its `run` block.
+
+use crate::summary::RunSummary;
+use crate::telemetry::RunTelemetry;
+use serde::Serialize;
+
+/// The version of `summary.json`'s schema (`core/summary.schema.json`), written as its
+/// `schema_version`. Raised when a key changes meaning or goes away; added keys keep it.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutcome {
+    /// True when a stop signal cut the run short.
+    pub interrupted: bool,
+    /// Scheduled requests never sent because the run stopped.
+    pub unsent: u64,
+    /// The salt of the run's per-request prompt text (give it again to repeat the prompts).
+    pub prompt_salt: u64,
+    /// Wall-clock start (Unix ns) of the measured phase, for labelling.
+    pub started_unix_ns: u64,
+    /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
+    /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
+    pub t0_monotonic_ns: u64,
+    /// The run's in-flight ceiling and what set it.
+    pub in_flight_cap: InFlightCap,
+    /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
+    /// its own resources (`client_resources`), which are not counted against the target.
+    pub client_bottleneck: Option<String>,
+    /// What the observers saw (server-side figures, GPUs, kernel, source states).
+    #[serde(flatten)]
+    pub telemetry: RunTelemetry,
+    /// The statistics.
+    #[serde(flatten)]
+    pub summary: RunSummary,
+}
+
+/// The in-flight ceiling of a run, as `summary.json` states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InFlightCap {
+    /// Requests in flight at most; `None`: no ceiling.
+    pub limit: Option<usize>,
+    /// What set it.
+    pub source: CapSource,
+    /// The process's soft open-file limit, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_files_limit: Option<u64>,
+    /// Files open when the run started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_files_at_start: Option<u64>,
+    /// Files left for everything but requests (telemetry, artifacts, eBPF, a retried
+    /// request's second connection).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<u64>,
+}
+
+/// What set a run's in-flight ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapSource {
+    /// The concurrency setting.
+    Concurrency,
+    /// The process's open-file limit (`RLIMIT_NOFILE`).
+    OpenFiles,
+    /// Nothing: no ceiling.
+    None,
+}
+
+impl CapSource {
+    /// The name `summary.json` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapSource::Concurrency => "concurrency",
+            CapSource::OpenFiles => "open_files",
+            CapSource::None => "none",
+        }
+    }
+}

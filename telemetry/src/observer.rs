@@ -1,0 +1,297 @@
+//! [`TelemetryObserver`]: the run's server `/metrics`, NVML and DCGM, sampled on the same
+//! monotonic clock as the records, joined to every record and summarized beside the
+//! client's figures.
+//!
+//! Every source is optional. One that cannot start is reported once (a warning and a
+//! `telemetry_sources` entry in `summary.json`) and the run goes on without it.
+
+use crate::correlate::gpu_over_interval;
+use crate::dcgm::{DcgmConfig, DcgmScraper};
+use crate::gpu::GpuSample;
+use crate::gpu_summary::gpu_summary;
+use crate::http::OutageLog;
+use crate::nvml::{NvmlConfig, NvmlSampler};
+use crate::ring::Ring;
+use crate::scrape::{ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
+use crate::source::SharedState;
+use canary_core::{
+    ClientMinusServer, MonoTime, Observer, Redactions, RequestRecord, RequestTelemetry, RunSummary,
+    RunTelemetry, Source, SourceState, TelemetryFuture,
+};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Which telemetry sources a run uses. [`Config::default`] holds every default: NVML on at
+/// 500 ms, `/metrics` and DCGM off until given a URL, scraped every second.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's Prometheus endpoint; `None` turns scraping off.
+    pub server_metrics_url: Option<String>,
+    /// How often to scrape it.
+    pub server_metrics_interval: Duration,
+    /// Sample GPUs through NVML.
+    pub nvml: bool,
+    /// `libnvidia-ml.so` to load instead of the system's.
+    pub nvml_lib: Option<PathBuf>,
+    /// How often to sample NVML.
+    pub nvml_interval: Duration,
+    /// A dcgm-exporter endpoint; `None` turns it off.
+    pub dcgm_url: Option<String>,
+    /// How often to scrape DCGM.
+    pub dcgm_interval: Duration,
+    /// The inference server's PID, for per-process GPU utilization.
+    pub server_pid: Option<u32>,
+    /// Extra trust anchors (PEM) for `https://` metrics endpoints, the target's CA bundle.
+    pub ca_bundle: Option<PathBuf>,
+    /// Whether the server endpoint's outage was already warned about (shared across runs).
+    pub server_metrics_outage: OutageLog,
+    /// The same for DCGM.
+    pub dcgm_outage: OutageLog,
+}
+
+impl Config {
+    /// How often NVML is sampled unless told otherwise: faster than ~100 ms has a cost on
+    /// decode.
+    pub const NVML_INTERVAL: Duration = Duration::from_millis(500);
+    /// How often `/metrics` and DCGM are scraped unless told otherwise.
+    pub const SCRAPE_INTERVAL: Duration = Duration::from_secs(1);
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server_metrics_url: None,
+            server_metrics_interval: Config::SCRAPE_INTERVAL,
+            nvml: true,
+            nvml_lib: None,
+            nvml_interval: Config::NVML_INTERVAL,
+            dcgm_url: None,
+            dcgm_interval: Config::SCRAPE_INTERVAL,
+            server_pid: None,
+            ca_bundle: None,
+            server_metrics_outage: OutageLog::default(),
+            dcgm_outage: OutageLog::default(),
+        }
+    }
+}
+
+/// Samples the configured sources and joins them to records by time.
+pub struct TelemetryObserver {
+    server: Option<ServerMetrics>,
+    gpus: Vec<Ring<GpuSample>>,
+    dcgm_state: Option<SharedState>,
+    sources: BTreeMap<Source, SourceState>,
+    /// The endpoints' URLs as configured and as shown: states quote the URL, and its user
+    /// info or query may hold a secret.
+    redactions: Redactions,
+}
+
+impl TelemetryObserver {
+    /// Starts every configured source; they stop when `stop` is cancelled.
+    pub fn start(cfg: &Config, stop: &CancellationToken) -> TelemetryObserver {
+        let mut redactions = Redactions::default();
+        for url in [&cfg.server_metrics_url, &cfg.dcgm_url]
+            .into_iter()
+            .flatten()
+        {
+            redactions.add(url);
+        }
+        let mut observer = TelemetryObserver {
+            server: None,
+            gpus: Vec::new(),
+            dcgm_state: None,
+            sources: BTreeMap::new(),
+            redactions,
+        };
+        // https:// metrics endpoints trust what the target trusts; without a bundle the
+        // scrapers use the system's roots themselves.
+        let tls = cfg
+            .ca_bundle
+            .as_deref()
+            .and_then(|b| match canary_tls::client_config(Some(b)) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!("metrics over https: {e}; using the system's roots");
+                    None
+                }
+            });
+        observer.start_server_metrics(cfg, tls.clone(), stop);
+        observer.start_nvml(cfg, stop);
+        observer.start_dcgm(cfg, tls, stop);
+        observer
+    }
+
+    fn start_server_metrics(
+        &mut self,
+        cfg: &Config,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        stop: &CancellationToken,
+    ) {
+        let Some(url) = &cfg.server_metrics_url else {
+            self.sources
+                .insert(Source::ServerMetrics, SourceState::Disabled);
+            return;
+        };
+        let mut c = ServerMetricsConfig::new(url.clone());
+        c.interval = cfg.server_metrics_interval;
+        c.tls = tls;
+        c.outage = cfg.server_metrics_outage.clone();
+        let state = match ServerMetricsScraper::new(c) {
+            Ok(scraper) => {
+                self.server = Some(scraper.handle());
+                tokio::spawn(scraper.run(stop.clone()));
+                SourceState::Pending
+            }
+            Err(e) => {
+                let e = self.redactions.text(&e.to_string());
+                tracing::warn!("server metrics off: {e}");
+                SourceState::unavailable(e)
+            }
+        };
+        self.sources.insert(Source::ServerMetrics, state);
+    }
+
+    fn start_nvml(&mut self, cfg: &Config, stop: &CancellationToken) {
+        if !cfg.nvml {
+            self.sources.insert(Source::Nvml, SourceState::Disabled);
+            return;
+        }
+        let nvml_cfg = NvmlConfig {
+            lib_path: cfg.nvml_lib.clone(),
+            interval: cfg.nvml_interval,
+            server_pid: cfg.server_pid,
+            ..NvmlConfig::default()
+        };
+        let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
+        if let Some(sampler) = sampler {
+            self.gpus.push(sampler.samples());
+            tokio::spawn(sampler.run(stop.clone()));
+        }
+        self.sources.insert(Source::Nvml, state);
+    }
+
+    fn start_dcgm(
+        &mut self,
+        cfg: &Config,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        stop: &CancellationToken,
+    ) {
+        let Some(url) = &cfg.dcgm_url else {
+            self.sources.insert(Source::Dcgm, SourceState::Disabled);
+            return;
+        };
+        let dcgm_cfg = DcgmConfig {
+            url: url.clone(),
+            tls,
+            outage: cfg.dcgm_outage.clone(),
+            interval: cfg.dcgm_interval,
+            ..DcgmConfig::default()
+        };
+        let state = match DcgmScraper::new(dcgm_cfg) {
+            Ok(scraper) => {
+                self.gpus.push(scraper.samples());
+                self.dcgm_state = Some(scraper.state());
+                tokio::spawn(scraper.run(stop.clone()));
+                SourceState::Pending
+            }
+            Err(e) => {
+                let e = self.redactions.text(&e.to_string());
+                tracing::warn!("DCGM off: {e}");
+                SourceState::unavailable(e)
+            }
+        };
+        self.sources.insert(Source::Dcgm, state);
+    }
+
+    /// The server's own figures over `[t0, end]`, beside the client's TTFT.
+    async fn server_section(
+        &self,
+        server: &ServerMetrics,
+        t0: MonoTime,
+        end: MonoTime,
+        summary: &RunSummary,
+    ) -> canary_core::RunServerSummary {
+        // One last scrape so the run's final requests are inside the histogram deltas.
+        let _ = server.scrape_now().await;
+        let mut section = server.summary(t0, end);
+        // Client minus server TTFT: network, client overhead and queueing outside the
+        // engine. Server percentiles are bucket estimates, so the mean is the firmer one.
+        if let (Some(client), Some(srv)) = (
+            summary.metrics.get("time_to_first_token"),
+            section.ttft_s.as_ref(),
+        ) {
+            let gap = |c: f64, s: Option<f64>| s.map(|s| c - s * 1e3);
+            section.client_minus_server_ttft_ms = Some(ClientMinusServer {
+                mean: gap(client.avg, srv.mean),
+                p50: gap(client.p50, srv.p50),
+                p99: gap(client.p99, srv.p99),
+            });
+        }
+        section
+    }
+}
+
+fn at(t0: MonoTime, ms: f64) -> MonoTime {
+    MonoTime((t0.as_nanos() as f64 + ms.max(0.0) * 1e6) as u64)
+}
+
+impl Observer for TelemetryObserver {
+    fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
+        if self.server.is_none() && self.gpus.is_empty() {
+            return;
+        }
+        let sent = at(t0, rec.sent_at_ms);
+        let end = at(t0, rec.ended_at_ms.max(rec.sent_at_ms));
+        let mut t = RequestTelemetry::default();
+        for ring in &self.gpus {
+            let w = gpu_over_interval(&ring.covering(sent, end), None, sent, end);
+            t.gpu_util_avg_pct = t.gpu_util_avg_pct.or(w.util_avg_pct);
+            t.gpu_util_max_pct = t.gpu_util_max_pct.or(w.util_max_pct);
+            t.gpu_power_avg_w = t.gpu_power_avg_w.or(w.power_avg_w);
+            t.gpu_power_max_w = t.gpu_power_max_w.or(w.power_max_w);
+        }
+        if let Some(server) = &self.server {
+            if let Some(s) = server.at_or_before(sent) {
+                t.server_queue_depth_at_send = s.queue_depth;
+                t.server_kv_usage_at_send = s.kv_cache_usage;
+            }
+            if let Some(ttft) = rec.ttft_ms {
+                if let Some(s) = server.at_or_before(at(t0, rec.sent_at_ms + ttft)) {
+                    t.server_running_at_first_token = s.running_requests;
+                }
+            }
+        }
+        if t != RequestTelemetry::default() {
+            rec.telemetry = Some(t);
+        }
+    }
+
+    fn finish<'a>(
+        &'a self,
+        t0: MonoTime,
+        end: MonoTime,
+        summary: &'a RunSummary,
+    ) -> TelemetryFuture<'a> {
+        Box::pin(async move {
+            let mut sources = self.sources.clone();
+            let mut telemetry = RunTelemetry::default();
+            if let Some(server) = &self.server {
+                telemetry.server = Some(self.server_section(server, t0, end, summary).await);
+                sources.insert(Source::ServerMetrics, server.state());
+            }
+            if let Some(state) = &self.dcgm_state {
+                sources.insert(Source::Dcgm, state.get());
+            }
+            let gpu_samples: Vec<GpuSample> =
+                self.gpus.iter().flat_map(|r| r.covering(t0, end)).collect();
+            telemetry.gpu = gpu_summary(&gpu_samples, t0, end, summary.total_output_tokens);
+            telemetry.sources = sources
+                .into_iter()
+                .map(|(k, v)| (k, self.redactions.state(v)))
+                .collect();
+            telemetry
+        })
+    }
+}
