@@ -62,6 +62,7 @@ def main():
         "abs_kernel_minus_ebpf", "abs_read_minus_ebpf",
         "abs_kernel_minus_truth", "abs_read_minus_truth",
         "read_delay_first_token", "read_delay_max", "clock_map_uncertainty_us",
+        "kernel_minus_truth_exact", "kernel_minus_truth_bound",
     ]}
     sources = {}
     no_rx = 0
@@ -90,6 +91,8 @@ def main():
             for name, at in (("kernel", kernel), ("read", read)):
                 d[f"{name}_minus_truth"].append((at - t["first_token_ns"]) / 1e6)
                 d[f"abs_{name}_minus_truth"].append(abs(at - t["first_token_ns"]) / 1e6)
+            label = "exact" if rx.get("first_token") == "kernel" else "bound"
+            d[f"kernel_minus_truth_{label}"].append((kernel - t["first_token_ns"]) / 1e6)
 
     rx = summary.get("receive_timestamps", {})
     print(f"records ok {len(records)}, errors {summary['errors']}, without rx {no_rx}, "
@@ -108,6 +111,8 @@ def main():
         row(f"  read   - {ref}", "ms", d[f"read_minus_{ref}"])
         row(f"  |kernel - {ref}|", "ms", d[f"abs_kernel_minus_{ref}"])
         row(f"  |read   - {ref}|", "ms", d[f"abs_read_minus_{ref}"])
+    row("  kernel - truth, first tokens labelled exact", "ms", d["kernel_minus_truth_exact"])
+    row("  kernel - truth, first tokens labelled bound", "ms", d["kernel_minus_truth_bound"])
     row("canaryd read delay, first token (read - kernel)", "ms", d["read_delay_first_token"])
     row("canaryd read delay, per request max over events", "ms", d["read_delay_max"])
     row("clock mapping uncertainty", "us", d["clock_map_uncertainty_us"])
