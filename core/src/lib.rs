@@ -33,20 +33,20 @@ mod summary;
 mod telemetry;
 mod trace;
 
-pub use clock::{MonoTime, WallAnchor};
+pub use clock::{MonoTime, RealtimeMap, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
-    Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
+    ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
+pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
 pub use telemetry::{
     ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
     KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
