@@ -6,6 +6,7 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
 //!
@@ -20,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+pub mod compare;
 mod gaps;
 mod goodput;
 mod hash;
