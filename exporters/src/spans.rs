@@ -46,7 +46,13 @@ pub(crate) fn span_for(
         return None;
     }
     let start = wall(anchor, t0, rec.sent_at_ms);
-    let end = wall(anchor, t0, rec.ended_at_ms.max(rec.sent_at_ms));
+    // A completed request's span lasts its e2e, on the clock e2e was taken on (the kernel's
+    // receive time where the socket stamped it); one that failed ends when canaryd gave up.
+    let end_ms = match rec.e2e_ms {
+        Some(e2e) if e2e.is_finite() => rec.sent_at_ms + e2e,
+        _ => rec.ended_at_ms,
+    };
+    let end = wall(anchor, t0, end_ms.max(rec.sent_at_ms));
     let mut a = labels.attributes();
     a.push(KeyValue::new(
         attr::GEN_AI_REQUEST_MAX_TOKENS,
