@@ -3,7 +3,7 @@
 //! → judge → export. What differs between those front ends is a [`Front`]: how it names
 //! settings, where its prompts come from, its own observers, how it judges, where it exports.
 
-use crate::verdict::Verdict;
+use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_core::{Observer, Observers, RunOutcome, Source, SourceState};
 use canary_replay::{

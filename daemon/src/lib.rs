@@ -20,31 +20,18 @@ macro_rules! outln {
     };
 }
 
-pub mod baseline;
 mod bundled;
-pub mod cadence;
+mod cli;
 pub mod config;
-mod demo;
-mod doctor;
-mod duration;
 pub mod execute;
-pub mod export;
-pub mod history;
-mod notify;
-mod otlp;
-pub mod recovery;
-mod replay;
-mod report;
-pub mod runner;
-mod service;
-mod size;
-mod state_lock;
-pub mod status;
-pub mod verdict;
+pub mod judge;
+pub mod service;
 
 pub use bundled::BUNDLED_TRACE_NAME;
-pub use duration::parse as parse_duration;
-pub use replay::{ReplayArgs, ShapeArgs};
+pub use cli::replay::{ReplayArgs, ShapeArgs};
+pub use config::duration::parse as parse_duration;
+
+use cli::{demo, doctor, replay};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -185,11 +172,11 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     let c = config::Config::load(path)?;
     let mut traces = Vec::new();
     for w in &c.workloads {
-        let checked = runner::check_workload(&c, w, &shutdown)
+        let checked = service::workload::check_workload(&c, w, &shutdown)
             .await
             .with_context(|| path.display().to_string())?;
         match checked {
-            runner::TraceCheck::Stopped => return Ok(INTERRUPTED),
+            service::workload::TraceCheck::Stopped => return Ok(INTERRUPTED),
             checked => traces.push(checked),
         }
     }
@@ -211,7 +198,7 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
             w.cadence.describe(),
             w.target
         )?;
-        if let runner::TraceCheck::Ok(what) = trace {
+        if let service::workload::TraceCheck::Ok(what) = trace {
             outln!("    trace: {what}")?; // a missing one is among the warnings
         }
     }

@@ -9,17 +9,25 @@
 //! waiting for its target) is skipped and counted. Two workloads on one target take turns
 //! unless the target sets `allow_concurrent_runs`.
 
-use crate::baseline;
-use crate::cadence::{Cadence, Ticker};
+pub mod cadence;
+pub mod history;
+mod notify;
+pub mod recovery;
+pub mod sinks;
+mod state_lock;
+pub mod status;
+pub mod workload;
+
 use crate::config::{self, Config, Workload};
-use crate::export::{RunSink, Sinks};
-use crate::history::{History, RunRow};
-use crate::notify::Notifier;
-use crate::runner::{new_run_id, RunContext, RunResult};
-use crate::status::{self, StatusMetrics};
-use crate::verdict::Verdict;
+use crate::judge::baseline;
+use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
+use cadence::{Cadence, Ticker};
 use canary_replay::Progress;
+use history::{History, RunRow};
+use notify::Notifier;
+use sinks::{RunSink, Sinks};
+use status::StatusMetrics;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -31,6 +39,7 @@ use std::time::{Duration, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use workload::{new_run_id, RunContext, RunResult};
 
 /// Flags of `canaryd run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -73,13 +82,14 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     }
     // Before the history is opened or anything is scheduled: a second daemon on this
     // state_dir stops here, naming the first.
-    let state_lock = crate::state_lock::StateLock::acquire(&config.state_dir, "state_dir")?;
+    let state_lock =
+        crate::service::state_lock::StateLock::acquire(&config.state_dir, "state_dir")?;
     tracing::debug!("holding {}", state_lock.path().display());
     // Artifacts elsewhere are as much this daemon's: another one would take its runs in
     // progress for runs whose process died.
     let artifacts_lock = match config.artifacts_dir.starts_with(&config.state_dir) {
         true => None,
-        false => Some(crate::state_lock::StateLock::acquire(
+        false => Some(crate::service::state_lock::StateLock::acquire(
             &config.artifacts_dir,
             "artifacts_dir",
         )?),
@@ -106,7 +116,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 
     // Every finished run goes to each sink: the status metrics, and OTLP when configured
     // (one exporter for the process; `[otlp]` changes take effect at restart).
-    let otlp = crate::export::otlp::OtlpSink::start(&config, metrics.clone());
+    let otlp = crate::service::sinks::otlp::OtlpSink::start(&config, metrics.clone());
     let mut sink_list = vec![metrics.clone() as Arc<dyn RunSink>];
     sink_list.extend(otlp.clone().map(|o| o as Arc<dyn RunSink>));
     let sinks: Arc<Sinks> = Arc::new(Sinks(sink_list));
@@ -454,7 +464,7 @@ impl Daemon {
             Err(e) => {
                 let mut result = started;
                 result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
-                result.finished_unix_ms = crate::history::now_unix_ms();
+                result.finished_unix_ms = crate::service::history::now_unix_ms();
                 result
             }
         };
@@ -462,10 +472,10 @@ impl Daemon {
     }
 
     /// Records the runs a process that died left without a verdict (see
-    /// [`crate::recovery`]): `error: interrupted (process died)`, never in a baseline.
+    /// [`crate::service::recovery`]): `error: interrupted (process died)`, never in a baseline.
     fn recover_orphans(&self, config: &Config) {
-        for orphan in crate::recovery::find(&config.artifacts_dir, &self.history) {
-            match crate::recovery::recover(config, &orphan) {
+        for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
+            match crate::service::recovery::recover(config, &orphan) {
                 Ok(result) => self.finish(config, &orphan.workload, result),
                 Err(e) => tracing::error!(
                     workload = %orphan.workload,
@@ -505,7 +515,9 @@ impl Daemon {
                 .unwrap_or_default()
         );
         match result.verdict.kind {
-            crate::verdict::VerdictKind::Pass => tracing::info!(workload = %workload, "{line}"),
+            crate::judge::verdict::VerdictKind::Pass => {
+                tracing::info!(workload = %workload, "{line}")
+            }
             _ => tracing::warn!(workload = %workload, "{line}"),
         }
         std::fs::create_dir_all(&result.artifacts)

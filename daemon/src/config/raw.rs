@@ -306,7 +306,7 @@ impl<'de> Deserialize<'de> for ByteSize {
         use serde::de::Error;
         let n = match toml::Value::deserialize(d)? {
             toml::Value::Integer(n) if n >= 0 => n as usize,
-            toml::Value::String(s) => crate::size::parse(&s).map_err(D::Error::custom)?,
+            toml::Value::String(s) => crate::config::size::parse(&s).map_err(D::Error::custom)?,
             _ => {
                 return Err(D::Error::custom(
                     "expected a size such as \"64KiB\" or a number of bytes",

@@ -3,10 +3,10 @@
 //! as Prometheus text for `/metrics` and summarized for `/api/runs`.
 
 use super::brief::{Figures, RunBrief};
-use crate::export::RunSink;
-use crate::history::{History, RunRow};
-use crate::runner::RunResult;
-use crate::verdict::VerdictKind;
+use crate::judge::verdict::VerdictKind;
+use crate::service::history::{History, RunRow};
+use crate::service::sinks::RunSink;
+use crate::service::workload::RunResult;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -186,12 +186,14 @@ impl State {
             "gauge",
             "1 for the baseline trend of the workload's last run.",
             self.last.iter().flat_map(|(w, v)| {
-                crate::baseline::Trend::ALL.into_iter().map(move |t| {
-                    (
-                        format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
-                        f64::from(u8::from(Some(t) == v.trend)),
-                    )
-                })
+                crate::judge::baseline::Trend::ALL
+                    .into_iter()
+                    .map(move |t| {
+                        (
+                            format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
+                            f64::from(u8::from(Some(t) == v.trend)),
+                        )
+                    })
             }),
         );
         type Figure = fn(&Figures) -> Option<f64>;

@@ -2,7 +2,7 @@
 //! when configured, OTLP ([`otlp`]). A sink is called once per finished run (every verdict,
 //! interrupted runs included) and once per skipped schedule, and flushed on shutdown.
 
-use crate::runner::RunResult;
+use crate::service::workload::RunResult;
 
 pub mod otlp;
 

@@ -3,11 +3,11 @@
 //! Artifacts go to `<artifacts>/<workload>/<run-id>/`; an interrupted run still writes
 //! everything it measured, and its verdict is `error: interrupted`.
 
-use crate::baseline::Samples;
 use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
-use crate::history::RunRow;
-use crate::verdict::Verdict;
+use crate::judge::baseline::Samples;
+use crate::judge::verdict::Verdict;
+use crate::service::history::RunRow;
 use anyhow::{Context, Result};
 use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
@@ -36,7 +36,7 @@ pub struct RunResult {
     /// Per-request values for the baseline (completed, uninterrupted runs only).
     pub samples: Option<Samples>,
     /// Against the rolling baseline (filled in after the run; absent for `error` runs).
-    pub comparison: Option<crate::baseline::Comparison>,
+    pub comparison: Option<crate::judge::baseline::Comparison>,
     /// The artifacts folder.
     pub artifacts: PathBuf,
     /// For a run whose process died (no outcome then): the summary rebuilt from its
@@ -47,7 +47,7 @@ pub struct RunResult {
 impl RunResult {
     /// A run of `workload` starting now, not carried out yet (`error: not started`).
     pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {
-        let started_unix_ms = crate::history::now_unix_ms();
+        let started_unix_ms = crate::service::history::now_unix_ms();
         RunResult {
             artifacts: config.artifacts_dir.join(&workload.name).join(&id),
             id,
@@ -110,7 +110,7 @@ pub struct RunContext {
     missing_sources: Mutex<BTreeSet<Source>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
-    otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
+    otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
 }
 
 /// One run of a workload, as the daemon carries it out: its settings named by their config
@@ -164,7 +164,7 @@ impl Front for WorkloadFront<'_> {
 
 impl RunContext {
     /// A context whose runs are exported through `otlp`.
-    pub fn with_otlp(otlp: Option<Arc<crate::export::otlp::OtlpSink>>) -> RunContext {
+    pub fn with_otlp(otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>) -> RunContext {
         RunContext {
             otlp,
             ..RunContext::default()
@@ -187,14 +187,14 @@ impl RunContext {
         {
             Ok((judged, samples)) => {
                 result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.verdict.kind != crate::verdict::VerdictKind::Error {
+                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
                     result.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);
             }
             Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
         }
-        result.finished_unix_ms = crate::history::now_unix_ms();
+        result.finished_unix_ms = crate::service::history::now_unix_ms();
         result
     }
 

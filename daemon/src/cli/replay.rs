@@ -1,9 +1,9 @@
 //! `canaryd replay`: one replay of a trace against a server, from the command line.
 
-use crate::duration;
+use crate::cli::report;
+use crate::config::duration;
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
-use crate::report;
-use crate::verdict::Verdict;
+use crate::judge::verdict::Verdict;
 use anyhow::{bail, Context, Result};
 use canary_core::{Goodput, Observer, RunOutcome};
 use canary_exporters::{OtlpExporter, RunLabels};
@@ -146,15 +146,15 @@ pub struct ShapeArgs {
     pub request_timeout: Option<Duration>,
     /// Most bytes a response head (status line and headers) may take; past it the request is
     /// a `response_too_large` error. Default 64KiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_header_bytes: Option<usize>,
     /// Most bytes one SSE event may take, its unfinished line included (a `data:` line that
     /// never ends); past it, `response_too_large`. Default 1MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_event_bytes: Option<usize>,
     /// Most bytes of a non-streaming response body (`--no-streaming`); past it,
     /// `response_too_large`. Default 16MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_body_bytes: Option<usize>,
     /// Token chunks read per request, as a multiple of its max_tokens (plus 64); past it the
     /// request is `response_too_long`. Default 8.
@@ -178,7 +178,7 @@ pub struct ShapeArgs {
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
     #[command(flatten)]
-    pub export: crate::otlp::ExportArgs,
+    pub export: crate::cli::otlp_flags::ExportArgs,
 }
 
 impl ShapeArgs {
@@ -426,7 +426,13 @@ impl Front for OneShot {
         Box::pin(async move {
             let exporter = self.exporter.lock().unwrap().take();
             if let Some(e) = exporter {
-                crate::otlp::finish(e, self.labels.clone(), &run.outcome, self.flush_timeout).await;
+                crate::cli::otlp_flags::finish(
+                    e,
+                    self.labels.clone(),
+                    &run.outcome,
+                    self.flush_timeout,
+                )
+                .await;
             }
         })
     }
@@ -446,7 +452,7 @@ pub struct Print {
 pub async fn one_shot(
     mut plan: Plan,
     observe: &Observe,
-    export: &crate::otlp::ExportArgs,
+    export: &crate::cli::otlp_flags::ExportArgs,
     print: Print,
     shutdown: CancellationToken,
 ) -> Result<Option<RunOutcome>> {

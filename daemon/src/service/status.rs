@@ -9,7 +9,7 @@ mod metrics;
 pub use brief::RunBrief;
 pub use metrics::StatusMetrics;
 
-use crate::history::History;
+use crate::service::history::History;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
