@@ -7,7 +7,7 @@
 //! API keys are never read here: a target holds only *where* its key is (a variable name or a
 //! file), and the key itself is read when a run starts, so it never reaches logs or `Debug`.
 
-use crate::service::cadence::Cadence;
+use cadence::Cadence;
 use canary_core::Goodput;
 use canary_replay::HeaderError;
 use canary_replay::{Endpoint, Plan, TraceFormat};
@@ -327,6 +327,7 @@ pub struct Workload {
     pub prompt_seed: u64,
 }
 
+pub mod cadence;
 pub(crate) mod duration;
 mod plan;
 pub mod raw;

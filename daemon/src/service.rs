@@ -9,23 +9,24 @@
 //! waiting for its target) is skipped and counted. Two workloads on one target take turns
 //! unless the target sets `allow_concurrent_runs`.
 
-pub mod cadence;
 pub mod history;
 mod notify;
 pub mod recovery;
+pub mod run_result;
 pub mod sinks;
 mod state_lock;
 pub mod status;
 pub mod workload;
 
+use crate::config::cadence::{Cadence, Ticker};
 use crate::config::{self, Config, Workload};
 use crate::judge::baseline;
 use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
-use cadence::{Cadence, Ticker};
 use canary_replay::Progress;
 use history::{History, RunRow};
 use notify::Notifier;
+use run_result::{new_run_id, RunResult};
 use sinks::{RunSink, Sinks};
 use status::StatusMetrics;
 use std::collections::HashMap;
@@ -39,7 +40,7 @@ use std::time::{Duration, SystemTime};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use workload::{new_run_id, RunContext, RunResult};
+use workload::RunContext;
 
 /// Flags of `canaryd run`.
 #[derive(Debug, Clone, clap::Args)]

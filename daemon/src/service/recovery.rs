@@ -9,7 +9,7 @@
 use crate::config::Config;
 use crate::judge::verdict::Verdict;
 use crate::service::history::History;
-use crate::service::workload::RunResult;
+use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
 use canary_replay::{RunInfo, SummaryFile};
 use serde::Serialize;
@@ -187,7 +187,7 @@ mod tests {
             Some(1_795_432_987_000)
         );
         assert_eq!(started_unix_ms("not-a-run"), None);
-        assert!(started_unix_ms(&crate::service::workload::new_run_id()).is_some());
+        assert!(started_unix_ms(&crate::service::run_result::new_run_id()).is_some());
     }
 
     #[test]

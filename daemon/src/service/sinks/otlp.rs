@@ -8,9 +8,9 @@
 //! few seconds between runs.
 
 use crate::config::{Config, Target, Workload};
+use crate::service::run_result::RunResult;
 use crate::service::sinks::RunSink;
 use crate::service::status::StatusMetrics;
-use crate::service::workload::RunResult;
 use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

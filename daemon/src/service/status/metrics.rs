@@ -5,8 +5,7 @@
 use super::brief::{Figures, RunBrief};
 use crate::judge::verdict::VerdictKind;
 use crate::service::history::{History, RunRow};
-use crate::service::sinks::RunSink;
-use crate::service::workload::RunResult;
+use crate::service::run_result::RunResult;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -315,8 +314,10 @@ fn esc(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-impl RunSink for StatusMetrics {
-    fn run_finished(&self, workload: &str, run: &RunResult) {
+/// Counting runs and skips: what the status metrics do as a sink (see `sinks`).
+impl StatusMetrics {
+    /// Counts a finished run and keeps it as its workload's last.
+    pub fn record_run(&self, workload: &str, run: &RunResult) {
         let mut s = self.state.lock().unwrap();
         *s.runs
             .entry((workload.to_string(), run.verdict.kind))
@@ -325,7 +326,8 @@ impl RunSink for StatusMetrics {
             .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
     }
 
-    fn run_skipped(&self, workload: &str) {
+    /// Counts a skipped schedule.
+    pub fn record_skip(&self, workload: &str) {
         *self
             .state
             .lock()
