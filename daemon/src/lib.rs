@@ -125,8 +125,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::AnalyzeTrace(args) => analyze(&args),
-        Command::Replay(args) => runtime()?.block_on(async move {
-            let shutdown = shutdown_on_signal();
+        Command::Replay(args) => interruptible(|shutdown| async move {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
             let observe = shape.telemetry.observe(&plan.replay.target);
@@ -143,11 +142,9 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
         Command::CheckConfig(args) => {
-            runtime()?.block_on(async move { check_config(&args.path, shutdown_on_signal()).await })
+            interruptible(|shutdown| async move { check_config(&args.path, shutdown).await })
         }
-        Command::Demo(args) => {
-            runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
-        }
+        Command::Demo(args) => interruptible(|shutdown| demo::demo(*args, shutdown)),
     }
 }
 
@@ -233,9 +230,45 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// A token cancelled by the first SIGINT or SIGTERM; a second SIGINT exits at once.
-fn shutdown_on_signal() -> CancellationToken {
+/// Runs a one-shot command on a fresh runtime, handing it a token the first SIGINT or
+/// SIGTERM cancels (no new requests; in-flight ones get the grace period). A second SIGINT
+/// returns [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
+fn interruptible<F, Fut>(command: F) -> Result<i32>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<i32>>,
+{
+    let rt = runtime()?;
+    let finished = rt.block_on(async move {
+        let (shutdown, quit_now) = shutdown_on_signal();
+        let mut command = Box::pin(command(shutdown));
+        let finished = tokio::select! {
+            r = &mut command => Some(r),
+            Ok(()) = quit_now => None,
+        };
+        if finished.is_none() {
+            // Not dropped: a run's drop may wait (an exporter's flush), and the user asked
+            // to quit now. The process exits right after.
+            std::mem::forget(command);
+        }
+        finished
+    });
+    match finished {
+        Some(r) => r,
+        None => {
+            // Likewise the runtime: its tasks are not waited for.
+            std::mem::forget(rt);
+            Ok(INTERRUPTED)
+        }
+    }
+}
+
+/// A token cancelled by the first SIGINT or SIGTERM, and a receiver that resolves on the
+/// second SIGINT. The signal task only reports: what to do is the caller's (see
+/// [`interruptible`]).
+fn shutdown_on_signal() -> (CancellationToken, tokio::sync::oneshot::Receiver<()>) {
     let token = CancellationToken::new();
+    let (quit, quit_now) = tokio::sync::oneshot::channel();
     let t = token.clone();
     tokio::spawn(async move {
         let mut term =
@@ -255,7 +288,7 @@ fn shutdown_on_signal() -> CancellationToken {
         tracing::warn!("stopping: no new requests; in-flight ones get the grace period (Ctrl-C again to quit now)");
         t.cancel();
         let _ = tokio::signal::ctrl_c().await;
-        std::process::exit(INTERRUPTED);
+        let _ = quit.send(());
     });
-    token
+    (token, quit_now)
 }

@@ -158,6 +158,13 @@ impl State {
 
     /// Each workload's last run: when, its verdict and trend, figures, telemetry sources.
     fn render_last_runs(&self, out: &mut String) {
+        self.render_last_verdicts(out);
+        self.render_last_figures(out);
+        self.render_telemetry_sources(out);
+    }
+
+    /// When each workload's last run finished, its verdict and its baseline trend.
+    fn render_last_verdicts(&self, out: &mut String) {
         write_family(
             out,
             "canaryd_last_run_timestamp_seconds",
@@ -195,6 +202,10 @@ impl State {
                     })
             }),
         );
+    }
+
+    /// The headline figures and latency percentiles of each workload's last run.
+    fn render_last_figures(&self, out: &mut String) {
         type Figure = fn(&Figures) -> Option<f64>;
         let figures: [(&str, Figure, &str); 4] = [
             (
@@ -226,6 +237,10 @@ impl State {
             "Client-side latency percentiles of the workload's last run, ms.",
             self.last.iter().flat_map(|(w, v)| latency_samples(w, v)),
         );
+    }
+
+    /// Which telemetry sources each workload's last run had, and why not.
+    fn render_telemetry_sources(&self, out: &mut String) {
         write_family(
             out,
             "canaryd_telemetry_source_up",
