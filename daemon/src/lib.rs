@@ -96,22 +96,8 @@ pub struct AnalyzeArgs {
     /// Keep going past bad rows, counting them.
     #[arg(long)]
     pub skip_invalid: bool,
-    /// Rows above N input or output tokens are invalid (default: 10M).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub length_limit: u32,
-    /// A line longer than N bytes ends the load (default: 16 MiB).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
-    )]
-    pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub trace_limits: cli::replay::TraceLimits,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -209,8 +195,8 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     let opts = canary_replay::LoadOptions {
         format: args.format,
         skip_invalid: args.skip_invalid,
-        length_limit: args.length_limit,
-        max_line_bytes: args.max_line_bytes,
+        length_limit: args.trace_limits.length_limit,
+        max_line_bytes: args.trace_limits.max_line_bytes,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.file, &opts)?;

@@ -76,24 +76,8 @@ pub struct ShapeArgs {
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
-    /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
-    /// the longest context any model is served with).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub length_limit: u32,
-    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
-    /// (`/dev/zero`, a FIFO) stops there.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
-    )]
-    pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub trace_limits: TraceLimits,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -181,6 +165,29 @@ pub struct ShapeArgs {
     pub export: crate::cli::otlp_flags::ExportArgs,
 }
 
+/// What one trace row or line may hold, for `replay` and `analyze-trace` alike.
+#[derive(Debug, Clone, Args)]
+pub struct TraceLimits {
+    /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
+    /// the longest context any model is served with).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub length_limit: u32,
+    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
+    /// (`/dev/zero`, a FIFO) stops there.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_line_bytes: usize,
+}
+
 impl ShapeArgs {
     /// The response caps these flags set; the rest keep the library's defaults.
     pub fn limits(&self) -> ResponseLimits {
@@ -200,7 +207,7 @@ impl ShapeArgs {
         trace.speedup = self.speedup;
         trace.read.skip_invalid = self.skip_invalid;
         trace.read.burstgpt_failed = self.burstgpt_failed;
-        trace.read.max_line_bytes = self.max_line_bytes;
+        trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
         trace.selection = Selection {
             start_offset: self.start_offset,
             end_offset: self.end_offset,
@@ -211,7 +218,7 @@ impl ShapeArgs {
             shard: self.shard,
             ..trace.selection.clone()
         };
-        plan.set_length_limit(self.length_limit);
+        plan.set_length_limit(self.trace_limits.length_limit);
         plan.prompts = PromptSpec {
             tokenizer: match &self.tokenizer {
                 Some(p) => TokenizerSpec::HuggingFace(p.clone()),
