@@ -182,3 +182,14 @@ fn replay_error(front: &dyn Front, e: ReplayError) -> anyhow::Error {
         other => other.into(),
     }
 }
+
+/// The OTLP labels of a run of `workload` against `target`.
+pub fn run_labels(target: &canary_replay::Target, workload: &str) -> canary_exporters::RunLabels {
+    canary_exporters::RunLabels::new(
+        workload,
+        target.endpoint.operation(),
+        &target.model,
+        &target.host,
+        target.port,
+    )
+}

@@ -31,7 +31,7 @@ pub use bundled::BUNDLED_TRACE_NAME;
 pub use cli::replay::{ReplayArgs, ShapeArgs};
 pub use config::duration::parse as parse_duration;
 
-use cli::{demo, doctor, replay};
+use cli::{demo, doctor, one_shot};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -115,11 +115,12 @@ pub fn run(cli: Cli) -> Result<i32> {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
             let observe = shape.telemetry.observe(&plan.replay.target);
-            let print = replay::Print {
+            let print = one_shot::Print {
                 json: shape.json,
                 token_counts: shape.use_server_token_count,
             };
-            let outcome = replay::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
+            let outcome =
+                one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
             Ok(match outcome {
                 Some(o) if !o.interrupted => 0,
                 _ => INTERRUPTED,

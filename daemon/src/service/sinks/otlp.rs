@@ -107,7 +107,7 @@ impl OtlpSink {
 /// Labels of one run; the target's URL was checked when the config loaded.
 fn labels(w: &Workload, t: &Target, id: &str) -> RunLabels {
     let mut labels = match canary_replay::Target::new(&t.url, t.endpoint, &t.model) {
-        Ok(target) => crate::cli::replay::run_labels(&target, &w.name),
+        Ok(target) => crate::execute::run_labels(&target, &w.name),
         Err(_) => RunLabels {
             workload: w.name.clone(),
             operation: t.endpoint.operation().to_string(),
