@@ -6,6 +6,7 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
 //!
@@ -20,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+pub mod compare;
 mod gaps;
 mod goodput;
 mod hash;
@@ -34,7 +36,7 @@ mod summary;
 mod telemetry;
 mod trace;
 
-pub use clock::{MonoTime, WallAnchor};
+pub use clock::{MonoTime, RealtimeMap, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
@@ -42,13 +44,13 @@ pub use observer::{Observer, Observers, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
-    Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
+    ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
+pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
 pub use telemetry::{
     ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
     KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,

@@ -127,6 +127,8 @@ pub struct Target {
     pub allow_concurrent_runs: bool,
     /// How much of one response is held at most.
     pub limits: canary_replay::ResponseLimits,
+    /// Time responses by the kernel's receive timestamps.
+    pub kernel_timestamps: bool,
 }
 
 /// Which trace a workload replays.

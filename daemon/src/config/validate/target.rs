@@ -65,6 +65,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         ca_bundle: t.ca_bundle.map(|p| src.rel(p)),
         allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
         limits,
+        kernel_timestamps: t.kernel_timestamps.unwrap_or(true),
     })
 }
 
