@@ -27,6 +27,7 @@ mod goodput;
 mod hash;
 mod observer;
 mod outcome;
+mod percent;
 mod record;
 mod redact;
 mod sampling;
@@ -41,6 +42,7 @@ pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
+pub use percent::{percent_decode, percent_decode_query};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
     ServerTimings, Status, Usage, UserspaceTimes,

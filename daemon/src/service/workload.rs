@@ -3,102 +3,17 @@
 //! Artifacts go to `<artifacts>/<workload>/<run-id>/`; an interrupted run still writes
 //! everything it measured, and its verdict is `error: interrupted`.
 
-use crate::baseline::Samples;
 use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
-use crate::history::RunRow;
-use crate::verdict::Verdict;
+use crate::judge::baseline::Samples;
+use crate::judge::verdict::Verdict;
+use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
 use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-
-/// What a run produced.
-#[derive(Debug, Clone)]
-pub struct RunResult {
-    /// The run id.
-    pub id: String,
-    /// The workload's name.
-    pub workload: String,
-    /// The target's name.
-    pub target: String,
-    /// Wall-clock start and end, Unix ms.
-    pub started_unix_ms: i64,
-    /// Wall-clock end, Unix ms.
-    pub finished_unix_ms: i64,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// The replay's outcome, when it ran at all.
-    pub outcome: Option<RunOutcome>,
-    /// Per-request values for the baseline (completed, uninterrupted runs only).
-    pub samples: Option<Samples>,
-    /// Against the rolling baseline (filled in after the run; absent for `error` runs).
-    pub comparison: Option<crate::baseline::Comparison>,
-    /// The artifacts folder.
-    pub artifacts: PathBuf,
-    /// For a run whose process died (no outcome then): the summary rebuilt from its
-    /// records at the next start, as written to its `summary.json`.
-    pub recovered: Option<serde_json::Value>,
-}
-
-impl RunResult {
-    /// A run of `workload` starting now, not carried out yet (`error: not started`).
-    pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {
-        let started_unix_ms = crate::history::now_unix_ms();
-        RunResult {
-            artifacts: config.artifacts_dir.join(&workload.name).join(&id),
-            id,
-            workload: workload.name.clone(),
-            target: workload.target.clone(),
-            started_unix_ms,
-            finished_unix_ms: started_unix_ms,
-            verdict: Verdict::error("not started"),
-            outcome: None,
-            samples: None,
-            comparison: None,
-            recovered: None,
-        }
-    }
-}
-
-/// The history row of a finished run.
-impl From<&RunResult> for RunRow {
-    fn from(r: &RunResult) -> RunRow {
-        RunRow {
-            id: r.id.clone(),
-            workload: r.workload.clone(),
-            target: r.target.clone(),
-            started_unix_ms: r.started_unix_ms,
-            finished_unix_ms: r.finished_unix_ms,
-            verdict: r.verdict.clone(),
-            trend: r.comparison.as_ref().map(|c| c.trend),
-            comparison: r.comparison.clone(),
-            summary: r
-                .outcome
-                .as_ref()
-                .and_then(|o| serde_json::to_value(o).ok())
-                .or_else(|| r.recovered.clone()),
-            artifacts: r.artifacts.clone(),
-            samples: r.samples.clone(),
-        }
-    }
-}
-
-/// A fresh run id: UTC start time and a random suffix, sortable and unique.
-pub fn new_run_id() -> String {
-    run_id_at(chrono::Utc::now())
-}
-
-/// The run id of a run started at `at`: sorts by start time to the second.
-fn run_id_at(at: chrono::DateTime<chrono::Utc>) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_i64(at.timestamp_nanos_opt().unwrap_or_default());
-    format!("{}-{:08x}", at.format("%Y%m%dT%H%M%SZ"), h.finish() as u32)
-}
 
 /// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
 /// missing (reported once, then left off instead of warned about every run), the OTLP
@@ -110,7 +25,7 @@ pub struct RunContext {
     missing_sources: Mutex<BTreeSet<Source>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
-    otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
+    otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
 }
 
 /// One run of a workload, as the daemon carries it out: its settings named by their config
@@ -164,7 +79,7 @@ impl Front for WorkloadFront<'_> {
 
 impl RunContext {
     /// A context whose runs are exported through `otlp`.
-    pub fn with_otlp(otlp: Option<Arc<crate::export::otlp::OtlpSink>>) -> RunContext {
+    pub fn with_otlp(otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>) -> RunContext {
         RunContext {
             otlp,
             ..RunContext::default()
@@ -187,14 +102,14 @@ impl RunContext {
         {
             Ok((judged, samples)) => {
                 result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.verdict.kind != crate::verdict::VerdictKind::Error {
+                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
                     result.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);
             }
             Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
         }
-        result.finished_unix_ms = crate::history::now_unix_ms();
+        result.finished_unix_ms = crate::service::history::now_unix_ms();
         result
     }
 
@@ -408,40 +323,5 @@ mod tests {
         // A uniform sample of 0..20000 has about half its values above 10000.
         let upper = v.iter().filter(|x| **x >= 10_000.0).count();
         assert!((800..1200).contains(&upper), "{upper}");
-    }
-
-    #[test]
-    fn run_ids_sort_by_time_and_differ() {
-        use chrono::TimeZone;
-        // Start times across second, minute, day, month and year boundaries, and one year
-        // with a ninth digit of seconds since the epoch: as strings they sort as in time.
-        let times = [
-            (2009, 9, 9, 1, 46, 39),
-            (2009, 9, 9, 1, 46, 40),
-            (2009, 9, 9, 1, 47, 0),
-            (2026, 9, 30, 23, 59, 59),
-            (2026, 10, 1, 0, 0, 0),
-            (2026, 12, 31, 23, 59, 59),
-            (2027, 1, 1, 0, 0, 0),
-        ];
-        let ids: Vec<String> = times
-            .iter()
-            .map(|&(y, mo, d, h, mi, s)| {
-                run_id_at(chrono::Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap())
-            })
-            .collect();
-        let mut sorted = ids.clone();
-        sorted.sort();
-        assert_eq!(sorted, ids);
-        assert_eq!(
-            ids[0].len(),
-            "20261123T110512Z-3fa2c0de".len(),
-            "{}",
-            ids[0]
-        );
-        assert!(ids[4].starts_with("20261001T000000Z-"), "{}", ids[4]);
-        // Two runs started in the same second still differ.
-        let (a, b) = (new_run_id(), new_run_id());
-        assert_ne!(a, b);
     }
 }

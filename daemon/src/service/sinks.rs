@@ -2,7 +2,8 @@
 //! when configured, OTLP ([`otlp`]). A sink is called once per finished run (every verdict,
 //! interrupted runs included) and once per skipped schedule, and flushed on shutdown.
 
-use crate::runner::RunResult;
+use crate::service::run_result::RunResult;
+use crate::service::status::StatusMetrics;
 
 pub mod otlp;
 
@@ -39,5 +40,16 @@ impl RunSink for Sinks {
         for s in &self.0 {
             s.flush();
         }
+    }
+}
+
+/// The status endpoint's metrics count every run and skip.
+impl RunSink for StatusMetrics {
+    fn run_finished(&self, workload: &str, run: &RunResult) {
+        self.record_run(workload, run);
+    }
+
+    fn run_skipped(&self, workload: &str) {
+        self.record_skip(workload);
     }
 }

@@ -3,10 +3,9 @@
 //! as Prometheus text for `/metrics` and summarized for `/api/runs`.
 
 use super::brief::{Figures, RunBrief};
-use crate::export::RunSink;
-use crate::history::{History, RunRow};
-use crate::runner::RunResult;
-use crate::verdict::VerdictKind;
+use crate::judge::verdict::VerdictKind;
+use crate::service::history::{History, RunRow};
+use crate::service::run_result::RunResult;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -159,6 +158,13 @@ impl State {
 
     /// Each workload's last run: when, its verdict and trend, figures, telemetry sources.
     fn render_last_runs(&self, out: &mut String) {
+        self.render_last_verdicts(out);
+        self.render_last_figures(out);
+        self.render_telemetry_sources(out);
+    }
+
+    /// When each workload's last run finished, its verdict and its baseline trend.
+    fn render_last_verdicts(&self, out: &mut String) {
         write_family(
             out,
             "canaryd_last_run_timestamp_seconds",
@@ -186,14 +192,20 @@ impl State {
             "gauge",
             "1 for the baseline trend of the workload's last run.",
             self.last.iter().flat_map(|(w, v)| {
-                crate::baseline::Trend::ALL.into_iter().map(move |t| {
-                    (
-                        format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
-                        f64::from(u8::from(Some(t) == v.trend)),
-                    )
-                })
+                crate::judge::baseline::Trend::ALL
+                    .into_iter()
+                    .map(move |t| {
+                        (
+                            format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
+                            f64::from(u8::from(Some(t) == v.trend)),
+                        )
+                    })
             }),
         );
+    }
+
+    /// The headline figures and latency percentiles of each workload's last run.
+    fn render_last_figures(&self, out: &mut String) {
         type Figure = fn(&Figures) -> Option<f64>;
         let figures: [(&str, Figure, &str); 4] = [
             (
@@ -225,6 +237,10 @@ impl State {
             "Client-side latency percentiles of the workload's last run, ms.",
             self.last.iter().flat_map(|(w, v)| latency_samples(w, v)),
         );
+    }
+
+    /// Which telemetry sources each workload's last run had, and why not.
+    fn render_telemetry_sources(&self, out: &mut String) {
         write_family(
             out,
             "canaryd_telemetry_source_up",
@@ -313,8 +329,10 @@ fn esc(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-impl RunSink for StatusMetrics {
-    fn run_finished(&self, workload: &str, run: &RunResult) {
+/// Counting runs and skips: what the status metrics do as a sink (see `sinks`).
+impl StatusMetrics {
+    /// Counts a finished run and keeps it as its workload's last.
+    pub fn record_run(&self, workload: &str, run: &RunResult) {
         let mut s = self.state.lock().unwrap();
         *s.runs
             .entry((workload.to_string(), run.verdict.kind))
@@ -323,7 +341,8 @@ impl RunSink for StatusMetrics {
             .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
     }
 
-    fn run_skipped(&self, workload: &str) {
+    /// Counts a skipped schedule.
+    pub fn record_skip(&self, workload: &str) {
         *self
             .state
             .lock()

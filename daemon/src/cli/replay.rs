@@ -1,12 +1,9 @@
 //! `canaryd replay`: one replay of a trace against a server, from the command line.
 
-use crate::duration;
-use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
-use crate::report;
-use crate::verdict::Verdict;
+use crate::config::duration;
+use crate::execute::Observe;
 use anyhow::{bail, Context, Result};
-use canary_core::{Goodput, Observer, RunOutcome};
-use canary_exporters::{OtlpExporter, RunLabels};
+use canary_core::Goodput;
 use canary_replay::{
     ApiKeySource, Endpoint, FailedPolicy, HeaderError, LoadShape, MaxTokensField, Plan, PromptSpec,
     ResponseLimits, Selection, Setting, Shard, Target, TokenizerSpec, TraceFormat, TracePlan,
@@ -14,9 +11,7 @@ use canary_replay::{
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Flags of `canaryd replay` (spelled as aiperf spells them where the concept is the same).
 #[derive(Debug, Clone, Args)]
@@ -76,24 +71,8 @@ pub struct ShapeArgs {
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
-    /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
-    /// the longest context any model is served with).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub length_limit: u32,
-    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
-    /// (`/dev/zero`, a FIFO) stops there.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
-    )]
-    pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub trace_limits: TraceLimits,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -149,15 +128,15 @@ pub struct ShapeArgs {
     pub request_timeout: Option<Duration>,
     /// Most bytes a response head (status line and headers) may take; past it the request is
     /// a `response_too_large` error. Default 64KiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_header_bytes: Option<usize>,
     /// Most bytes one SSE event may take, its unfinished line included (a `data:` line that
     /// never ends); past it, `response_too_large`. Default 1MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_event_bytes: Option<usize>,
     /// Most bytes of a non-streaming response body (`--no-streaming`); past it,
     /// `response_too_large`. Default 16MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_body_bytes: Option<usize>,
     /// Token chunks read per request, as a multiple of its max_tokens (plus 64); past it the
     /// request is `response_too_long`. Default 8.
@@ -181,7 +160,30 @@ pub struct ShapeArgs {
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
     #[command(flatten)]
-    pub export: crate::otlp::ExportArgs,
+    pub export: crate::cli::otlp_flags::ExportArgs,
+}
+
+/// What one trace row or line may hold, for `replay` and `analyze-trace` alike.
+#[derive(Debug, Clone, Args)]
+pub struct TraceLimits {
+    /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
+    /// the longest context any model is served with).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub length_limit: u32,
+    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
+    /// (`/dev/zero`, a FIFO) stops there.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_line_bytes: usize,
 }
 
 impl ShapeArgs {
@@ -203,7 +205,7 @@ impl ShapeArgs {
         trace.speedup = self.speedup;
         trace.read.skip_invalid = self.skip_invalid;
         trace.read.burstgpt_failed = self.burstgpt_failed;
-        trace.read.max_line_bytes = self.max_line_bytes;
+        trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
         trace.selection = Selection {
             start_offset: self.start_offset,
             end_offset: self.end_offset,
@@ -214,7 +216,7 @@ impl ShapeArgs {
             shard: self.shard,
             ..trace.selection.clone()
         };
-        plan.set_length_limit(self.length_limit);
+        plan.set_length_limit(self.trace_limits.length_limit);
         plan.prompts = PromptSpec {
             tokenizer: match &self.tokenizer {
                 Some(p) => TokenizerSpec::HuggingFace(p.clone()),
@@ -399,100 +401,4 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
             format!("{name}: invalid value (visible ASCII, spaces and tabs only)")
         }
     })
-}
-
-/// `canaryd replay` and `canaryd demo`: a run not judged, exported over OTLP when an
-/// endpoint is configured, flushed within `--otlp-flush-timeout`.
-pub struct OneShot {
-    exporter: Mutex<Option<OtlpExporter>>,
-    labels: RunLabels,
-    flush_timeout: Duration,
-}
-
-impl Front for OneShot {
-    fn spell(&self, setting: Setting) -> String {
-        flag(setting)
-    }
-
-    fn observers(&self) -> Vec<Arc<dyn Observer>> {
-        let exporter = self.exporter.lock().unwrap();
-        exporter
-            .iter()
-            .map(|e| Arc::new(e.run_observer(self.labels.clone())) as Arc<dyn Observer>)
-            .collect()
-    }
-
-    fn judge(&self, _: &RunOutcome) -> Option<Verdict> {
-        None
-    }
-
-    fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a> {
-        Box::pin(async move {
-            let exporter = self.exporter.lock().unwrap().take();
-            if let Some(e) = exporter {
-                crate::otlp::finish(e, self.labels.clone(), &run.outcome, self.flush_timeout).await;
-            }
-        })
-    }
-}
-
-/// What a one-shot run prints when it ends.
-pub struct Print {
-    /// The summary as JSON instead of a table.
-    pub json: bool,
-    /// The server's token counts against the requested lengths.
-    pub token_counts: bool,
-}
-
-/// Runs `plan` once with the telemetry `observe` names, exported as `export` says, showing
-/// progress and printing the summary. `None` when a signal stopped it before anything was
-/// sent.
-pub async fn one_shot(
-    mut plan: Plan,
-    observe: &Observe,
-    export: &crate::otlp::ExportArgs,
-    print: Print,
-    shutdown: CancellationToken,
-) -> Result<Option<RunOutcome>> {
-    // Bad OTLP settings stop the run before anything is sent.
-    let exporter = export.start()?;
-    let mut labels = run_labels(&plan.replay.target, &plan.workload);
-    labels.goodput = plan.replay.goodput.clone();
-    labels.run_id = Some(plan.replay.run_id.clone());
-    if let Some(e) = &exporter {
-        plan.replay.trace_sample_ratio = e.sample_ratio();
-    }
-    let output_dir = plan.replay.output_dir.clone();
-    let front = OneShot {
-        exporter: Mutex::new(exporter),
-        labels,
-        flush_timeout: export.flush_timeout(),
-    };
-    let progress = Arc::new(canary_replay::Progress::default());
-    let display = report::ProgressDisplay::start(progress.clone());
-    let run = execute(plan, observe, &front, shutdown, progress).await;
-    display.finish();
-    let Some(run) = run? else {
-        return Ok(None);
-    };
-    if print.json {
-        outln!("{}", serde_json::to_string_pretty(&run.outcome)?)?;
-    } else {
-        report::print_table(&run.outcome, print.token_counts)?;
-        if let Some(dir) = output_dir {
-            outln!("artifacts: {}", dir.display())?;
-        }
-    }
-    Ok(Some(run.outcome))
-}
-
-/// The OTLP labels of a run of `workload` against `target`.
-pub fn run_labels(target: &Target, workload: &str) -> canary_exporters::RunLabels {
-    canary_exporters::RunLabels::new(
-        workload,
-        target.endpoint.operation(),
-        &target.model,
-        &target.host,
-        target.port,
-    )
 }

@@ -7,9 +7,9 @@
 //! keeps no samples.
 
 use crate::config::Config;
-use crate::history::History;
-use crate::runner::RunResult;
-use crate::verdict::Verdict;
+use crate::judge::verdict::Verdict;
+use crate::service::history::History;
+use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
 use canary_replay::{RunInfo, SummaryFile};
 use serde::Serialize;
@@ -107,7 +107,9 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or_else(crate::history::now_unix_ms, |d| d.as_millis() as i64);
+        .map_or_else(crate::service::history::now_unix_ms, |d| {
+            d.as_millis() as i64
+        });
     Ok(RunResult {
         id: o.id.clone(),
         workload: o.workload.clone(),
@@ -185,7 +187,7 @@ mod tests {
             Some(1_795_432_987_000)
         );
         assert_eq!(started_unix_ms("not-a-run"), None);
-        assert!(started_unix_ms(&crate::runner::new_run_id()).is_some());
+        assert!(started_unix_ms(&crate::service::run_result::new_run_id()).is_some());
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! last one — verdict, trend and the headline figures. The figures are read back from the
 //! summary the history stored (JSON, the history's edge) into typed fields once, here.
 
-use crate::baseline::Trend;
-use crate::history::RunRow;
-use crate::verdict::VerdictKind;
+use crate::judge::baseline::Trend;
+use crate::judge::verdict::VerdictKind;
+use crate::service::history::RunRow;
 use canary_core::{Source, SourceState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -123,7 +123,7 @@ impl From<&RunRow> for RunBrief {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::Verdict;
+    use crate::judge::verdict::Verdict;
     use serde_json::json;
 
     fn row(summary: Option<serde_json::Value>) -> RunRow {

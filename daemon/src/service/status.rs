@@ -9,8 +9,9 @@ mod metrics;
 pub use brief::RunBrief;
 pub use metrics::StatusMetrics;
 
-use crate::history::History;
+use crate::service::history::History;
 use bytes::Bytes;
+use canary_core::percent_decode_query as percent_decode;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -146,30 +147,6 @@ fn json_error(e: anyhow::Error) -> Response<Full<Bytes>> {
         StatusCode::INTERNAL_SERVER_ERROR,
         &json!({ "error": format!("{e:#}") }),
     )
-}
-
-/// Decodes `%XX` escapes and `+` in a query component (workload names may hold any
-/// character); a malformed escape is kept as it is.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 //! few seconds between runs.
 
 use crate::config::{Config, Target, Workload};
-use crate::export::RunSink;
-use crate::runner::RunResult;
-use crate::status::StatusMetrics;
+use crate::service::run_result::RunResult;
+use crate::service::sinks::RunSink;
+use crate::service::status::StatusMetrics;
 use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,7 +107,7 @@ impl OtlpSink {
 /// Labels of one run; the target's URL was checked when the config loaded.
 fn labels(w: &Workload, t: &Target, id: &str) -> RunLabels {
     let mut labels = match canary_replay::Target::new(&t.url, t.endpoint, &t.model) {
-        Ok(target) => crate::replay::run_labels(&target, &w.name),
+        Ok(target) => crate::execute::run_labels(&target, &w.name),
         Err(_) => RunLabels {
             workload: w.name.clone(),
             operation: t.endpoint.operation().to_string(),

@@ -1,7 +1,7 @@
 //! OTLP export of a `canaryd replay` (or `demo`) run: flags over the standard
 //! `OTEL_EXPORTER_OTLP_*` variables, one exporter for the run, flushed with a deadline.
 
-use crate::duration;
+use crate::config::duration;
 use anyhow::{Context, Result};
 use canary_exporters::{Config, OtlpExporter, RunLabels};
 use clap::Args;

@@ -2,8 +2,9 @@
 //! This is the embedded default a fresh machine can run with no server and no files.
 
 use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
+use crate::cli::one_shot::{self, Print};
+use crate::cli::replay;
 use crate::execute::Observe;
-use crate::replay::{self, Print};
 use anyhow::{Context, Result};
 use canary_replay::{Endpoint, LoadShape, Plan, Selection, Target, TracePlan};
 use clap::Args;
@@ -78,8 +79,8 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         json: args.json,
         token_counts: false,
     };
-    let export = crate::otlp::ExportArgs::from_env_only();
-    let outcome = replay::one_shot(plan, &observe, &export, print, shutdown).await?;
+    let export = crate::cli::otlp_flags::ExportArgs::from_env_only();
+    let outcome = one_shot::one_shot(plan, &observe, &export, print, shutdown).await?;
     sim.shutdown().await.context("stopping the simulator")?;
     let Some(outcome) = outcome else {
         return Ok(crate::INTERRUPTED);

@@ -57,13 +57,13 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             })?;
         crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
-        let key = crate::replay::api_key_source(
+        let key = crate::cli::replay::api_key_source(
             args.api_key_file.as_deref(),
             args.api_key_env.as_deref(),
         );
         target.api_key = key
             .read()
-            .map_err(|e| crate::execute::spelled(e, crate::replay::flag))?;
+            .map_err(|e| crate::execute::spelled(e, crate::cli::replay::flag))?;
         target.ca_bundle.clone_from(&args.ca_bundle);
         let state = probe_models(&target, timeout).await;
         target_ok = state.is_available();

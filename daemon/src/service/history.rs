@@ -2,8 +2,8 @@
 //! summary and latency samples, so verdicts and baselines survive restarts. Retention (count
 //! and age, per workload) deletes rows and returns the artifact folders to remove with them.
 
-use crate::baseline::{Comparison, Samples, Trend};
-use crate::verdict::{Verdict, VerdictKind};
+use crate::judge::baseline::{Comparison, Samples, Trend};
+use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
