@@ -7,6 +7,7 @@ use crate::gaps::ChunkGaps;
 use crate::goodput::Goodput;
 use crate::record::{ErrorKind, RequestRecord};
 use crate::stats::{Distribution, Stats};
+use crate::timeline::ClientTimeline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -29,6 +30,7 @@ pub struct Aggregator {
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
+    timeline: ClientTimeline,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -80,6 +82,7 @@ impl Aggregator {
             return;
         }
         self.requests += 1;
+        self.timeline.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
                 .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
@@ -154,6 +157,11 @@ impl Aggregator {
     /// Errors added so far.
     pub fn errors(&self) -> u64 {
         self.requests - self.completed
+    }
+
+    /// The requests added so far over the run's time (for the diagnosis).
+    pub fn timeline(&self) -> &ClientTimeline {
+        &self.timeline
     }
 
     /// The run's statistics so far.

@@ -26,6 +26,7 @@ mod schedule;
 mod sse;
 mod target;
 pub mod trace;
+mod workload;
 
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
@@ -50,3 +51,4 @@ pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
     Trace, TraceAnalysis, TraceError, TraceFormat,
 };
+pub use workload::workload_context;

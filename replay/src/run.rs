@@ -16,8 +16,9 @@ use crate::results::{ArtifactError, ResultsWriter};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    CapSource, ChunkGaps, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
-    RunOutcome, RunSummary, Status, TraceRequest, WallAnchor,
+    CapSource, ChunkGaps, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RequestError,
+    RequestRecord, RunContext, RunOutcome, RunSummary, RunTelemetry, Status, TraceRequest,
+    WallAnchor,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -266,6 +267,7 @@ pub async fn run(
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    let workload = crate::workload::workload_context(&config.target, &schedule, config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -357,10 +359,22 @@ pub async fn run(
     let writer = collector.join().expect("collector thread does not panic");
     let summary = writer.summary();
     let end = MonoTime::now();
-    let telemetry = match &ctx.config.observer {
+    let mut telemetry = match &ctx.config.observer {
         Some(o) => o.finish(t0, end, &summary).await,
-        None => Default::default(),
+        None => RunTelemetry::default(),
     };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            workload,
+            ..Default::default()
+        });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -373,6 +387,7 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        diagnosis,
         telemetry,
         summary,
     };
