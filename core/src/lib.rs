@@ -51,7 +51,7 @@ pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, TelemetryFuture};
-pub use outcome::{CapSource, InFlightCap, RunOutcome};
+pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
     Usage,

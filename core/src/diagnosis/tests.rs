@@ -381,13 +381,15 @@ fn llama_cpp_prompt_timings_stand_in_for_missing_histograms() {
         };
         agg.add(&r, &Default::default());
     }
-    let mut t = RunTelemetry::default();
-    t.server = Some(RunServerSummary {
-        engine: Some(crate::Engine::LlamaCpp),
-        scrapes: 5,
-        queue_depth: gauge(0.0, 0.0),
+    let t = RunTelemetry {
+        server: Some(RunServerSummary {
+            engine: Some(crate::Engine::LlamaCpp),
+            scrapes: 5,
+            queue_depth: gauge(0.0, 0.0),
+            ..Default::default()
+        }),
         ..Default::default()
-    });
+    };
     let summary = agg.summary();
     let d = diagnose(&DiagnosisInput {
         summary: &summary,
@@ -418,8 +420,10 @@ fn the_windows_of_a_series_point_to_where_the_gap_held() {
         };
         agg.add(&r, &Default::default());
     }
-    let mut t = RunTelemetry::default();
-    t.server = Some(server(15.0, 0.1, 10.0, 300.0, 120.0));
+    let mut t = RunTelemetry {
+        server: Some(server(15.0, 0.1, 10.0, 300.0, 120.0)),
+        ..Default::default()
+    };
     t.series.server = (0..=10)
         .map(|s| ServerPoint {
             t_s: s as f64,
