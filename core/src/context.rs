@@ -26,9 +26,12 @@ pub enum Known<T> {
     },
 }
 
+/// The reason a field nobody filled gives.
+const NOT_COLLECTED: &str = "not collected by this run";
+
 impl<T> Default for Known<T> {
     fn default() -> Self {
-        Known::unavailable("not collected by this run")
+        Known::unavailable(NOT_COLLECTED)
     }
 }
 
@@ -56,9 +59,11 @@ impl<T> Known<T> {
         }
     }
 
-    /// Keeps a value; takes `other`'s when this one is unavailable and `other` has one.
+    /// Keeps a value; takes `other`'s when this one is unavailable and `other` has one, or
+    /// has a reason where this one only says nobody collected it.
     pub fn merge(&mut self, other: Known<T>) {
-        if self.value().is_none() && other.value().is_some() {
+        let uncollected = |k: &Known<T>| matches!(k, Known::Unavailable { unavailable } if unavailable == NOT_COLLECTED);
+        if self.value().is_none() && (other.value().is_some() || uncollected(self)) {
             *self = other;
         }
     }
@@ -270,6 +275,17 @@ mod tests {
         a.merge(b);
         assert_eq!(a.server.engine.value().unwrap(), "vllm_v1");
         assert_eq!(a.gpu.count.value(), Some(&8));
+        // A reason replaces "not collected", never a value or another reason.
+        let mut c = RunContext::default();
+        c.canaryd.git_sha = Known::unavailable("built without CANARYD_GIT_SHA");
+        a.merge(c.clone());
+        assert_eq!(a.canaryd.git_sha, c.canaryd.git_sha);
+        c.canaryd.git_sha = Known::unavailable("another reason");
+        a.merge(c);
+        assert_eq!(
+            a.canaryd.git_sha,
+            Known::unavailable("built without CANARYD_GIT_SHA")
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod interval;
 mod rules;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use crate::summary::RunSummary;
 use crate::telemetry::RunTelemetry;

@@ -18,6 +18,7 @@ mod chunk;
 mod connection;
 mod dispatch;
 mod exchange;
+mod host;
 mod ids;
 mod in_flight;
 mod limits;
@@ -35,6 +36,7 @@ pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{

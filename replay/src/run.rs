@@ -349,6 +349,8 @@ pub async fn run(
         .context
         .get_or_insert_with(Default::default)
         .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
             workload,
             ..Default::default()
         });

@@ -227,8 +227,9 @@ impl Figures {
                 self.cpu_utilization = Some(Fig::new(c.utilization, ESTIMATE, src));
             }
             None => {
-                self.client_cpu_missing =
-                    Some("client_cpu: canaryd's own CPU was not measured (no /proc)".into())
+                self.client_cpu_missing = Some(
+                    "client_cpu: canaryd's own CPU use is not measured (no measurement yet)".into(),
+                )
             }
         }
     }

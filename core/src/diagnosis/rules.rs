@@ -322,7 +322,8 @@ fn kv_memory_bound(c: &Ctx) -> Finding {
     let spans = c.server_spans(|p| {
         let kv = p.kv_usage.unwrap_or(0.0);
         let pre = p.preemptions.unwrap_or(0.0);
-        (p.kv_usage.is_some() || p.preemptions.is_some()).then_some((kv >= KV_HIGH || pre > 0.0, kv))
+        (p.kv_usage.is_some() || p.preemptions.is_some())
+            .then_some((kv >= KV_HIGH || pre > 0.0, kv))
     });
     x.interval = longest(&spans, "kv_cache_usage >= 0.9 or a preemption", c.run_s);
     x
