@@ -76,6 +76,15 @@ fn replay_with(
         Ok(b) => serde_json::from_slice(&b).unwrap(),
         Err(e) => panic!("{}: {e}\n{printed}", summary.display()),
     };
+    // Every class's summary, preemptions and GPU context included, keeps to the one schema.
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(schema).unwrap()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
     (doc, printed)
 }
 
