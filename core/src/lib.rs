@@ -9,6 +9,8 @@
 //! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
+//! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
+//!   [`RunContext`] — what the run ran on and against.
 //!
 //! This crate does no I/O.
 //!
@@ -22,6 +24,8 @@
 
 mod clock;
 pub mod compare;
+mod context;
+mod diagnosis;
 mod gaps;
 mod goodput;
 mod hash;
@@ -34,9 +38,18 @@ mod sampling;
 mod stats;
 mod summary;
 mod telemetry;
+mod timeline;
 mod trace;
 
 pub use clock::{MonoTime, RealtimeMap, WallAnchor};
+pub use context::{
+    CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
+    RunContext, ServerContext, WorkloadContext,
+};
+pub use diagnosis::{
+    diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,
+    Finding, Interval, RuleState, Threshold,
+};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;
@@ -52,8 +65,10 @@ pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
 pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
 pub use telemetry::{
-    ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
-    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
-    RunServerSummary, RunTelemetry, Source, SourceState,
+    bounded_gpu, bounded_server, ClientCpu, ClientMinusServer, EnergyMethod, Engine, GaugeStats,
+    GpuPoint, GpuRunStats, GpuSource, KernelProgramStats, KernelRunSummary, LatencyEstimate,
+    RunEnergy, RunGpuSummary, RunSeries, RunServerSummary, RunTelemetry, ServerPoint, Source,
+    SourceState, Window,
 };
+pub use timeline::{ClientBucket, ClientTimeline};
 pub use trace::{TracePrompt, TraceRequest};

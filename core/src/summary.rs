@@ -7,6 +7,7 @@ use crate::gaps::ChunkGaps;
 use crate::goodput::Goodput;
 use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
+use crate::timeline::ClientTimeline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -30,6 +31,7 @@ pub struct Aggregator {
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
     rx: RxSummary,
+    timeline: ClientTimeline,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -87,6 +89,7 @@ impl Aggregator {
             return;
         }
         self.requests += 1;
+        self.timeline.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
                 .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
@@ -167,6 +170,11 @@ impl Aggregator {
     /// Errors added so far.
     pub fn errors(&self) -> u64 {
         self.requests - self.completed
+    }
+
+    /// The requests added so far over the run's time (for the diagnosis).
+    pub fn timeline(&self) -> &ClientTimeline {
+        &self.timeline
     }
 
     /// The run's statistics so far.

@@ -360,6 +360,9 @@ impl OtlpExporter {
         if let Some(t) = &judgement.trend {
             run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
         }
+        if let Some(o) = outcome {
+            run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
+        }
         self.instruments.count_run(&base, &run_attrs);
         if let Some(o) = outcome {
             self.instruments.record_run(&o.summary, &o.telemetry, &base);
@@ -407,6 +410,10 @@ impl OtlpExporter {
                 if let Some(g) = &s.goodput {
                     r.add_attribute("canary.run.goodput", g.goodput);
                 }
+                let d = &o.diagnosis;
+                r.add_attribute(attr::BOTTLENECK, d.class.as_str());
+                r.add_attribute(attr::BOTTLENECK_CONFIDENCE, d.confidence.as_str());
+                r.add_attribute(attr::BOTTLENECK_WHY, d.why.clone());
             }
             self.health.accepted(Signal::Logs, 1);
             logger.emit(r);

@@ -19,6 +19,7 @@ mod connection;
 mod dispatch;
 mod exchange;
 mod figures;
+mod host;
 mod ids;
 mod in_flight;
 mod limits;
@@ -31,11 +32,13 @@ mod schedule;
 mod sse;
 mod target;
 pub mod trace;
+mod workload;
 
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
@@ -60,3 +63,4 @@ pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
     Trace, TraceAnalysis, TraceError, TraceFormat,
 };
+pub use workload::workload_context;

@@ -107,6 +107,11 @@ impl ResultsWriter {
         self.aggregator.summary()
     }
 
+    /// The requests so far over the run's time, for the diagnosis.
+    pub fn timeline(&self) -> &canary_core::ClientTimeline {
+        self.aggregator.timeline()
+    }
+
     /// Writes `summary.json` and `summary.csv` for `report` (whose summary should come from
     /// [`ResultsWriter::summary`]) and closes the records file.
     pub fn finish<R: Serialize>(

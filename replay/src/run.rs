@@ -18,8 +18,8 @@ use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    CapSource, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord, RunOutcome,
-    RunSummary, Status, TraceRequest, WallAnchor,
+    CapSource, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
+    RunContext, RunOutcome, RunSummary, RunTelemetry, Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -250,6 +250,7 @@ pub async fn run(
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    let workload = crate::workload::workload_context(&config.target, &schedule, config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -344,10 +345,24 @@ pub async fn run(
     summary.receive_timestamps.state = Some(state.to_string());
     summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
-    let telemetry = match &observer {
+    let mut telemetry = match &observer {
         Some(o) => o.finish(t0, end, &summary).await,
-        None => Default::default(),
+        None => RunTelemetry::default(),
     };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
+            workload,
+            ..Default::default()
+        });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -360,6 +375,7 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        diagnosis,
         telemetry,
         summary,
     };

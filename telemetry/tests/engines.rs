@@ -40,6 +40,7 @@ pub fn vllm_v1_page(n: u64) -> String {
         ("vllm:prefix_cache_hits_total", "counter", 40.0 * n as f64),
         ("vllm:prompt_tokens_total", "counter", 1000.0 * n as f64),
         ("vllm:generation_tokens_total", "counter", 200.0 * n as f64),
+        ("vllm:num_preemptions_total", "counter", (n / 2) as f64),
     ] {
         page += &format!("# TYPE {name} {kind}\n{name}{{engine=\"0\",model_name=\"m,1\"}} {v}\n");
     }
@@ -63,6 +64,16 @@ pub fn vllm_v1_page(n: u64) -> String {
         &[("0.001", 10), ("+Inf", 10)],
         0.001,
     );
+    page += &hist(
+        "vllm:request_prefill_time_seconds",
+        &[("0.3", 10), ("+Inf", 10)],
+        0.5,
+    );
+    page += &hist(
+        "vllm:request_decode_time_seconds",
+        &[("0.3", 2), ("1.0", 10), ("+Inf", 10)],
+        6.0,
+    );
     page
 }
 
@@ -77,6 +88,10 @@ fn fixtures_detect_their_engine() {
     assert_eq!(v0.prefix_cache_hit_rate_gauge, None);
     assert_eq!(v0.prompt_tokens_total, Some(148.0));
     assert_eq!(v0.generation_tokens_total, Some(955.0));
+    // KV pressure, by the capture's own names: `vllm:num_preemptions_total` and V0's
+    // `vllm:num_requests_swapped`.
+    assert_eq!(v0.preemptions_total, Some(0.0));
+    assert_eq!(v0.requests_swapped, Some(0.0));
     assert!(v0.raw.is_none());
 
     let ll = sample(&fixture!("llamacpp_server_metrics.prom"), 1);
@@ -154,6 +169,11 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     assert_eq!(s.itl_s.unwrap().count, 1600.0);
     assert_eq!(s.e2e_s.unwrap().p99, Some(4.92));
     assert_eq!(s.queue_time_s.unwrap().count, 80.0);
+    // The phases: 0.05 s of prefill and 0.6 s of decode per request; one preemption every
+    // second step (from 1 at step 2 to 5 at step 10).
+    assert!((s.prefill_time_s.unwrap().mean.unwrap() - 0.05).abs() < 1e-12);
+    assert!((s.decode_time_s.unwrap().mean.unwrap() - 0.6).abs() < 1e-12);
+    assert_eq!(s.preemptions, Some(4.0));
     let q = s.queue_depth.unwrap();
     assert_eq!((q.max, q.samples), (2.0, 9));
     assert_eq!(s.running_requests.unwrap().max, 3.0);

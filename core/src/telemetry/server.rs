@@ -88,6 +88,19 @@ pub struct RunServerSummary {
     pub e2e_s: Option<LatencyEstimate>,
     /// Server-side time in queue, seconds.
     pub queue_time_s: Option<LatencyEstimate>,
+    /// Server-side prefill time (admitted → first token), seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_time_s: Option<LatencyEstimate>,
+    /// Server-side decode time (first token → last token), seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_time_s: Option<LatencyEstimate>,
+    /// Requests the engine preempted during the run (vLLM's `num_preemptions_total`
+    /// delta): KV-cache pressure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<f64>,
+    /// Requests swapped out to CPU memory (vLLM V0's `num_requests_swapped`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_swapped: Option<GaugeStats>,
     /// Prompt tokens the server processed during the run.
     pub prompt_tokens: Option<f64>,
     /// Tokens the server generated during the run.

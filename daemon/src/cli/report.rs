@@ -203,6 +203,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             .collect();
         outln!("telemetry: {}", states.join(", "))?;
     }
+    for line in outcome.diagnosis.lines() {
+        outln!("{line}")?;
+    }
     if let Some(b) = &outcome.client_bottleneck {
         println!("{b}");
     }

@@ -35,6 +35,9 @@ pub struct RunBrief {
     pub figures: Option<Figures>,
     /// The telemetry sources' states in the run.
     pub telemetry_sources: Option<BTreeMap<Source, SourceState>>,
+    /// Why it was slow: the diagnosis's class, confidence and reason (`summary.json` has
+    /// its evidence); `None` for a run without one.
+    pub diagnosis: Option<DiagnosisBrief>,
     /// The run's artifacts folder.
     pub artifacts: PathBuf,
 }
@@ -65,6 +68,18 @@ pub struct Figures {
     pub request_latency: Option<Quantiles>,
 }
 
+/// A run's diagnosis in brief, read from its stored summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiagnosisBrief {
+    /// The dominant bottleneck (`queueing`, `kv-memory-bound`, …).
+    pub class: String,
+    /// `high`, `medium` or `low`.
+    pub confidence: String,
+    /// The thresholds that fired and where in the run.
+    pub why: String,
+}
+
 /// The median and 99th percentile of a metric.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Quantiles {
@@ -82,6 +97,7 @@ struct Stored {
     figures: Figures,
     goodput: Option<StoredGoodput>,
     telemetry_sources: Option<BTreeMap<Source, SourceState>>,
+    diagnosis: Option<DiagnosisBrief>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -99,6 +115,7 @@ impl From<&RunRow> for RunBrief {
             .as_ref()
             .map(|s| Stored::deserialize(s).unwrap_or_default());
         let telemetry_sources = stored.as_ref().and_then(|s| s.telemetry_sources.clone());
+        let diagnosis = stored.as_ref().and_then(|s| s.diagnosis.clone());
         let figures = stored.map(|s| Figures {
             good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
             ..s.figures
@@ -115,6 +132,7 @@ impl From<&RunRow> for RunBrief {
             trend: r.trend,
             figures,
             telemetry_sources,
+            diagnosis,
             artifacts: r.artifacts.clone(),
         }
     }
@@ -153,6 +171,8 @@ mod tests {
             "goodput": {"good_request_fraction": 0.9, "goodput": 5.0},
             "time_to_first_token": {"p50": 12.0, "p99": 40.0, "avg": 15.0},
             "telemetry_sources": {"nvml": {"state": "unavailable", "reason": "no GPU"}},
+            "diagnosis": {"class": "queueing", "confidence": "high", "why": "queue 400 ms",
+                          "evidence": [], "findings": []},
         });
         let b = json!(RunBrief::from(&row(Some(summary))));
         assert_eq!(
@@ -165,9 +185,14 @@ mod tests {
             })
         );
         assert_eq!(b["telemetry_sources"]["nvml"]["state"], "unavailable");
+        assert_eq!(
+            b["diagnosis"],
+            json!({"class": "queueing", "confidence": "high", "why": "queue 400 ms"})
+        );
         assert_eq!(b["verdict_kind"], "pass");
         // A run that never started has no figures; one this version cannot read shows none.
         assert!(json!(RunBrief::from(&row(None)))["figures"].is_null());
+        assert!(json!(RunBrief::from(&row(None)))["diagnosis"].is_null());
         let odd = json!(RunBrief::from(&row(Some(json!({"requests": "many"})))));
         assert!(odd["figures"]["requests"].is_null(), "{odd}");
     }
