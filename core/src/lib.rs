@@ -35,9 +35,9 @@ mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
 pub use gaps::ChunkGaps;
-pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
+pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;
-pub use observer::{Observer, Observers, TelemetryFuture};
+pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
@@ -46,9 +46,9 @@ pub use record::{
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
+pub use summary::{Aggregator, GoodputSummary, NoValue, RunSummary, TokenAgreement, MIN_RATE_SPAN_S};
 pub use telemetry::{
-    ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
+    BucketQuantile, ClientMinusServer, Comparison, EnergyMethod, GapRange, Engine, GaugeStats, GpuRunStats, GpuSource,
     KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
     RunServerSummary, RunTelemetry, Source, SourceState,
 };

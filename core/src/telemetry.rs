@@ -6,13 +6,15 @@
 //! (`summary.json`, the status API, OTLP). Its keys in `summary.json` are `server`, `gpu`,
 //! `kernel` and `telemetry_sources`, each absent when no observer filled it.
 
+mod comparison;
 mod gpu;
 mod kernel;
 mod server;
 
+pub use comparison::{ClientMinusServer, Comparison, GapRange};
 pub use gpu::{EnergyMethod, GpuRunStats, GpuSource, RunEnergy, RunGpuSummary};
 pub use kernel::{KernelProgramStats, KernelRunSummary};
-pub use server::{ClientMinusServer, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
+pub use server::{BucketQuantile, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

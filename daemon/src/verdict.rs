@@ -95,10 +95,12 @@ impl Verdict {
         }
         if let Some(g) = &summary.goodput {
             if g.good_request_fraction < w.min_good_fraction {
+                // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
                 let misses: Vec<String> = g
                     .misses_by_metric
                     .iter()
                     .map(|(m, n)| format!("{m}: {n} missed"))
+                    .chain(g.no_value.iter().map(|v| v.to_string()))
                     .collect();
                 reasons.push(format!(
                     "good-request fraction {:.3} below min_good_fraction {} ({})",
@@ -206,6 +208,29 @@ mod tests {
             "error: interrupted"
         );
         assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    // Issue 16, item 4: one-token outputs were reported as ITL misses.
+    #[test]
+    fn one_token_outputs_are_named_apart_from_itl_misses() {
+        let mut w = workload();
+        w.slos = "time_to_first_token:100 inter_token_latency:40".parse().unwrap();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(Some(10.0));
+        r.itl_ms = Some(5.0);
+        r.chunks = 4;
+        for _ in 0..8 {
+            agg.add(&r, &Default::default());
+        }
+        r.itl_ms = None;
+        r.chunks = 1;
+        agg.add(&r, &Default::default());
+        agg.add(&r, &Default::default());
+        let v = Verdict::judge(&w, &agg.summary(), false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        let text = v.to_string();
+        assert!(text.contains("no ITL (1 output token): 2"), "{text}");
+        assert!(!text.contains("inter_token_latency: 2 missed"), "{text}");
     }
 
     // Issue 14, item 7: canaryd out of file descriptors failed the target's verdict.
