@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+mod error_causes;
 mod gaps;
 mod goodput;
 mod hash;
@@ -34,11 +35,12 @@ mod telemetry;
 mod trace;
 
 pub use clock::{MonoTime, WallAnchor};
+pub use error_causes::{ErrorCause, ErrorCauses};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
-pub use outcome::{CapSource, InFlightCap, RunOutcome};
+pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
     Usage,
@@ -46,10 +48,12 @@ pub use record::{
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, NoValue, RunSummary, TokenAgreement, MIN_RATE_SPAN_S};
+pub use summary::{
+    Aggregator, GoodputSummary, NoValue, RunSummary, TokenAgreement, MIN_RATE_SPAN_S,
+};
 pub use telemetry::{
-    BucketQuantile, ClientMinusServer, Comparison, EnergyMethod, GapRange, Engine, GaugeStats, GpuRunStats, GpuSource,
-    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
-    RunServerSummary, RunTelemetry, Source, SourceState,
+    BucketQuantile, ClientMinusServer, Comparison, EnergyMethod, Engine, GapRange, GaugeStats,
+    GpuRunStats, GpuSource, KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy,
+    RunGpuSummary, RunServerSummary, RunTelemetry, Source, SourceState,
 };
 pub use trace::{TracePrompt, TraceRequest};

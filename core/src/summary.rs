@@ -3,6 +3,7 @@
 //! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
 //! same memory as aggregating ten.
 
+use crate::error_causes::{ErrorCause, ErrorCauses};
 use crate::gaps::ChunkGaps;
 use crate::goodput::{Goodput, OutputTokens, Shortfall};
 use crate::record::{ErrorKind, RequestRecord};
@@ -21,6 +22,7 @@ pub struct Aggregator {
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
+    causes: ErrorCauses,
     client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
     slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
@@ -103,6 +105,9 @@ impl Aggregator {
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
+            if let Some(e) = &r.error {
+                self.causes.add(e);
+            }
             self.client_errors += kind.is_client_side() as u64;
             return;
         }
@@ -204,6 +209,7 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
+            error_causes: self.causes.top(),
             warmup_requests: self.warmup,
             duration_s,
             rate_unavailable,
@@ -273,6 +279,10 @@ pub struct RunSummary {
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// The most frequent causes of the errors (kind and message), most frequent first; at
+    /// most [`ErrorCauses::LISTED`]. Absent without errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_causes: Vec<ErrorCause>,
     /// Warm-up requests sent before the measured phase.
     pub warmup_requests: u64,
     /// First send to last response end, seconds.

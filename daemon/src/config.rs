@@ -10,7 +10,8 @@
 use crate::cadence::Cadence;
 use crate::duration;
 use canary_core::Goodput;
-use canary_replay::{Endpoint, TraceFormat};
+use canary_replay::HeaderError;
+use canary_replay::{Endpoint, Plan, TraceFormat};
 use http::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -115,7 +116,7 @@ impl Default for Otlp {
             timeout: None,
             sample_ratio: None,
             metrics_interval: None,
-            flush_timeout: Duration::from_secs(10),
+            flush_timeout: canary_exporters::Config::FLUSH_TIMEOUT,
             certificate: None,
         }
     }
@@ -241,14 +242,9 @@ pub struct BaselineConfig {
     pub min_shift_ms: f64,
 }
 
-/// Where a target's API key comes from (the key itself is read at run time).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ApiKeySource {
-    /// An environment variable's name.
-    Env(String),
-    /// A file holding the key.
-    File(PathBuf),
-}
+/// Where a target's API key comes from (the key itself is read when a run starts); a config
+/// names an [`ApiKeySource::Env`] or an [`ApiKeySource::File`].
+pub use canary_replay::ApiKeySource;
 
 /// A server canaryd probes.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,7 +328,10 @@ pub struct Workload {
     pub prompt_seed: u64,
 }
 
+mod plan;
 pub mod raw;
+
+pub use plan::WorkloadPlan;
 
 impl Config {
     /// What is valid but will not work on this host yet (trace files or key files missing,
@@ -487,29 +486,22 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         for (key, value) in t.headers {
             let at = Some(value.span().start);
             // Errors name the header, never its value: it may be a key.
-            let header = HeaderName::try_from(key.as_str()).map_err(|_| {
-                err(
-                    at,
-                    format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
-                )
-            })?;
-            if let Some(why) = canary_replay::reserved_header(header.as_str()) {
-                return Err(err(
-                    at,
-                    format!("targets.{name}.headers.{key}: set by canaryd itself: {why}"),
-                ));
-            }
-            let mut v = HeaderValue::try_from(value.get_ref().as_str()).map_err(|_| {
-                err(
-                    at,
-                    format!(
-                        "targets.{name}.headers.{key}: the value is not a valid HTTP header \
+            let header = canary_replay::header(&key, value.get_ref()).map_err(|e| {
+                let why = match e {
+                    HeaderError::InvalidName => {
+                        return err(
+                            at,
+                            format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
+                        )
+                    }
+                    HeaderError::Reserved { why, .. } => format!("set by canaryd itself: {why}"),
+                    HeaderError::InvalidValue { .. } => "the value is not a valid HTTP header \
                          value (visible ASCII, spaces and tabs only; not shown here)"
-                    ),
-                )
+                        .to_string(),
+                };
+                err(at, format!("targets.{name}.headers.{key}: {why}"))
             })?;
-            v.set_sensitive(true);
-            headers.push((header, v));
+            headers.push(header);
         }
         let d = canary_replay::ResponseLimits::default();
         let limits = canary_replay::ResponseLimits {
@@ -518,9 +510,10 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             body_bytes: t.max_body_bytes.map_or(d.body_bytes, |b| b.0),
             output_ratio: t.max_output_ratio.map_or(d.output_ratio, |r| r.0),
         };
-        limits
-            .validate()
-            .map_err(|(key, m)| err(url_at, format!("targets.{name}.{key}: {m}")))?;
+        limits.validate().map_err(|e| {
+            let key = e.setting.name();
+            err(url_at, format!("targets.{name}.{key}: {}", e.reason))
+        })?;
         targets.insert(
             name.clone(),
             Target {
@@ -532,7 +525,9 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 headers,
                 metrics_url,
                 server_pid: t.server_pid,
-                request_timeout: t.request_timeout.map_or(Duration::from_secs(600), |d| d.0),
+                request_timeout: t
+                    .request_timeout
+                    .map_or(canary_replay::DEFAULT_REQUEST_TIMEOUT, |d| d.0),
                 ca_bundle: t.ca_bundle.map(rel),
                 allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
                 limits,
@@ -637,21 +632,21 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             start_offset: w.start_offset.map(|d| d.0),
             end_offset: w.end_offset.map(|d| d.0),
             max_requests: w.max_requests,
-            speedup: w.speedup.map_or(1.0, |s| s.0),
+            speedup: w.speedup.map_or(Plan::SPEEDUP, |s| s.0),
             scale_lengths: scale_lengths.map(|(_, f)| f),
             length_limit,
             max_line_bytes: w
                 .max_line_bytes
                 .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
             concurrency: w.concurrency.map(|c| c.0),
-            warmup_requests: w.warmup_requests.unwrap_or(0),
+            warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
             cadence,
             slos: w.slos.map(|s| s.0).unwrap_or_default(),
             min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
             max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
-            grace_period: w.grace_period.map_or(Duration::from_secs(30), |d| d.0),
+            grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
             tokenizer: w.tokenizer.map(rel),
-            prompt_seed: w.prompt_seed.unwrap_or(0),
+            prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         });
     }
     if workloads.is_empty() {
@@ -736,9 +731,13 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         telemetry: Telemetry {
             nvml: t.nvml.unwrap_or(true),
             nvml_lib: t.nvml_lib.map(rel),
-            gpu_interval: t.gpu_interval.map_or(Duration::from_millis(500), |d| d.0),
+            gpu_interval: t
+                .gpu_interval
+                .map_or(canary_telemetry::Config::NVML_INTERVAL, |d| d.0),
             dcgm_url,
-            scrape_interval: t.scrape_interval.map_or(Duration::from_secs(1), |d| d.0),
+            scrape_interval: t
+                .scrape_interval
+                .map_or(canary_telemetry::Config::SCRAPE_INTERVAL, |d| d.0),
             ebpf: t.ebpf.unwrap_or(true),
         },
         otlp,
@@ -818,7 +817,9 @@ fn otlp(
         timeout: positive("timeout", o.timeout)?,
         sample_ratio: o.sample_ratio.map(|r| r.0),
         metrics_interval: positive("metrics_interval", o.metrics_interval)?,
-        flush_timeout: o.flush_timeout.map_or(Duration::from_secs(10), |d| d.0),
+        flush_timeout: o
+            .flush_timeout
+            .map_or(canary_exporters::Config::FLUSH_TIMEOUT, |d| d.0),
         certificate: o.certificate.map(rel),
     })
 }

@@ -2,10 +2,11 @@
 //! This is the embedded default a fresh machine can run with no server and no files.
 
 use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
-use crate::replay::{self, ShapeArgs};
+use crate::execute::Observe;
+use crate::replay::{self, Print};
 use anyhow::{Context, Result};
-use canary_replay::{Endpoint, LoadOptions};
-use clap::{Args, Parser};
+use canary_replay::{Endpoint, LoadShape, Plan, Selection, Target, TracePlan};
+use clap::Args;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -28,76 +29,67 @@ pub struct DemoArgs {
     /// Where the run's artifacts go.
     #[arg(long, short = 'o', default_value = "canaryd-out/demo")]
     pub output_dir: PathBuf,
+    /// Replace an earlier run's artifacts in the output directory (refused without it).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-#[derive(Parser)]
-struct SimOnly {
-    #[command(flatten)]
-    sim: canary_sim::Args,
-}
-
 /// The model name the demo asks the simulator for.
 const DEMO_MODEL: &str = "canary-sim";
 
-#[derive(Parser)]
-struct ShapeOnly {
-    #[command(flatten)]
-    shape: ShapeArgs,
-}
-
 /// Runs the demo; returns the exit code.
 pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
-    let mut flags = vec![
-        "demo".to_string(),
-        "--speedup".into(),
-        args.speedup.to_string(),
-        "--output-dir".into(),
-        args.output_dir.display().to_string(),
-        "--scale-lengths".into(),
-        args.scale_lengths.to_string(),
-    ];
-    if let Some(n) = args.max_requests {
-        flags.extend(["--max-requests".into(), n.to_string()]);
-    }
-    if args.json {
-        flags.push("--json".into());
-    }
-    let shape = ShapeOnly::try_parse_from(flags)?.shape;
-    let trace = canary_replay::parse(
-        BUNDLED_TRACE.as_bytes(),
-        Path::new(BUNDLED_TRACE_NAME),
-        &LoadOptions::default(),
-    )?;
-    let loaded = replay::select(trace, &shape)?;
-    // The trace is selected (and its scaled lengths checked) before anything starts.
     // The simulator's prefix-cache blocks match the scaled trace blocks, so reuse shows.
-    let block = ((512.0 * args.scale_lengths).round() as u32)
-        .max(1)
-        .to_string();
-    let sim_args = SimOnly::try_parse_from([
-        "sim",
-        "--port",
-        "0",
-        "--profile",
-        &args.profile,
-        "--block-size",
-        &block,
-    ])?
-    .sim;
-    let sim_config = canary_sim::Config::try_from(sim_args).context("simulator configuration")?;
-    let sim = canary_sim::spawn(sim_config)
-        .await
-        .context("starting the simulator")?;
+    let block_size = ((512.0 * args.scale_lengths).round() as u32).max(1);
+    let profile = match canary_sim::Profile::named(&args.profile) {
+        Some(p) => p,
+        None => canary_sim::Profile::load(Path::new(&args.profile))
+            .context("simulator configuration")?,
+    };
+    let sim = canary_sim::spawn(canary_sim::Config {
+        block_size,
+        profile,
+        ..Default::default()
+    })
+    .await
+    .context("starting the simulator")?;
     let url = sim.url();
     tracing::info!("simulator ({} profile) listening on {url}", args.profile);
 
-    let target = replay::target(&url, Endpoint::Chat, DEMO_MODEL, &shape)?;
-    let prompts = replay::prompts(&shape)?;
-    let outcome = replay::replay(loaded, target, &shape, prompts, shutdown).await?;
+    let target = Target::new(&url, Endpoint::Chat, DEMO_MODEL)?;
+    let observe = Observe {
+        telemetry: canary_telemetry::Config {
+            server_metrics_url: Some(target.metrics_url()),
+            ..Default::default()
+        },
+        ebpf: true,
+    };
+    let mut trace = TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE);
+    trace.speedup = args.speedup;
+    trace.selection = Selection {
+        max_requests: args.max_requests,
+        scale_lengths: Some(args.scale_lengths),
+        ..Selection::default()
+    };
+    let mut plan = Plan::new(workload_name(), LoadShape::Trace(trace), target);
+    plan.replay.output_dir = Some(args.output_dir.clone());
+    plan.api_key = Some(replay::api_key_source(None, None));
+    let print = Print {
+        json: args.json,
+        token_counts: false,
+        criteria: crate::verdict::Criteria::NONE,
+        overwrite: args.overwrite,
+    };
+    let export = crate::otlp::ExportArgs::from_env_only();
+    let outcome = replay::one_shot(plan, &observe, &export, print, shutdown).await?;
     sim.shutdown().await.context("stopping the simulator")?;
+    let Some(run) = outcome else {
+        return Ok(crate::INTERRUPTED);
+    };
+    let outcome = &run.outcome;
     if !args.json {
         outln!(
             "demo done: {} requests against the simulator; see {}/summary.json and records.jsonl",
@@ -105,9 +97,13 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
             args.output_dir.display()
         )?;
     }
-    Ok(if outcome.interrupted {
-        crate::INTERRUPTED
-    } else {
-        0
-    })
+    Ok(replay::exit_status(&run))
+}
+
+/// The demo's workload name: the bundled trace's stem, as `canaryd replay` names a run
+/// after its trace file.
+fn workload_name() -> String {
+    Path::new(BUNDLED_TRACE_NAME)
+        .file_stem()
+        .map_or("demo".into(), |s| s.to_string_lossy().into_owned())
 }

@@ -57,11 +57,13 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             })?;
         crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
-        target.api_key = crate::replay::api_key_from(
+        let key = crate::replay::api_key_source(
             args.api_key_file.as_deref(),
             args.api_key_env.as_deref(),
-            Some("OPENAI_API_KEY"),
-        )?;
+        );
+        target.api_key = key
+            .read()
+            .map_err(|e| crate::execute::spelled(e, crate::replay::flag))?;
         target.ca_bundle.clone_from(&args.ca_bundle);
         let state = probe_models(&target, timeout).await;
         target_ok = state.is_available();

@@ -27,10 +27,10 @@ pub mod config;
 mod demo;
 mod doctor;
 mod duration;
+pub mod execute;
 pub mod export;
 pub mod history;
 mod notify;
-pub mod observe;
 mod otlp;
 pub mod recovery;
 mod replay;
@@ -140,15 +140,17 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Replay(args) => runtime()?.block_on(async move {
             let shutdown = shutdown_on_signal();
-            let Some(loaded) =
-                replay::load_trace(&args.trace, &args.shape, args.format, &shutdown).await?
-            else {
-                return Ok(INTERRUPTED);
+            let plan = canary_replay::Plan::try_from(&*args)?;
+            let shape = &args.shape;
+            let observe = shape.telemetry.observe(&plan.replay.target);
+            let print = replay::Print {
+                json: shape.json,
+                token_counts: shape.use_server_token_count,
+                criteria: shape.criteria(),
+                overwrite: shape.overwrite,
             };
-            let target = replay::target(&args.url, args.endpoint_type, &args.model, &args.shape)?;
-            let prompts = replay::prompts(&args.shape)?;
-            let outcome = replay::replay(loaded, target, &args.shape, prompts, shutdown).await?;
-            Ok(if outcome.interrupted { INTERRUPTED } else { 0 })
+            let run = replay::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
+            Ok(run.as_ref().map_or(INTERRUPTED, replay::exit_status))
         }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),

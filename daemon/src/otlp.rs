@@ -8,7 +8,7 @@ use clap::Args;
 use std::time::Duration;
 
 /// Where the run's spans, metrics and run event go.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct ExportArgs {
     /// OTLP/HTTP base URL (`/v1/traces`, `/v1/metrics`, `/v1/logs` are appended); default
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`. Per-signal `OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`
@@ -29,15 +29,26 @@ pub struct ExportArgs {
     /// How often metrics are pushed during the run (default 10 s).
     #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub otlp_metrics_interval: Option<Duration>,
-    /// How long the final flush may take after the run.
-    #[arg(long, default_value = "10s", value_name = "D", value_parser = duration::parse)]
-    pub otlp_flush_timeout: Duration,
+    /// How long the final flush may take after the run (default 10s).
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub otlp_flush_timeout: Option<Duration>,
     /// Workload name on every exported series and span (default: the trace file's stem).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
 }
 
 impl ExportArgs {
+    /// No flags: the standard `OTEL_*` variables alone decide (`canaryd demo`).
+    pub fn from_env_only() -> ExportArgs {
+        ExportArgs::default()
+    }
+
+    /// How long the final flush may take.
+    pub fn flush_timeout(&self) -> Duration {
+        self.otlp_flush_timeout
+            .unwrap_or(canary_exporters::Config::FLUSH_TIMEOUT)
+    }
+
     /// The exporter configuration: environment first, then flags.
     pub fn config(&self) -> Result<Config> {
         let mut c = Config::from_env().context("OTLP settings from the environment")?;

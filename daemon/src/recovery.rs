@@ -11,6 +11,8 @@ use crate::history::History;
 use crate::runner::RunResult;
 use crate::verdict::Verdict;
 use anyhow::{Context, Result};
+use canary_replay::{RunInfo, SummaryFile};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The verdict's reason for such a run.
@@ -92,7 +94,9 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
         Ok(bytes) => {
             let mut v: serde_json::Value = serde_json::from_slice(&bytes)
                 .with_context(|| format!("reading {}", summary_path.display()))?;
+            // As the history keeps a summary: what the run produced, without its header.
             if let Some(m) = v.as_object_mut() {
+                m.remove("schema_version");
                 m.remove("run");
             }
             v
@@ -128,26 +132,20 @@ fn rebuild(
 ) -> Result<serde_json::Value> {
     let goodput = workload.map(|w| w.slos.clone()).unwrap_or_default();
     let folded = canary_replay::fold_records(records, goodput)?;
-    let mut summary = serde_json::to_value(&folded.summary)?;
-    let m = summary.as_object_mut().expect("a summary is an object");
-    m.insert("interrupted".into(), true.into());
-    m.insert("process_died".into(), true.into());
-    m.insert("skipped_lines".into(), folded.skipped_lines.into());
-    let mut report = summary.clone();
-    report.as_object_mut().expect("an object").insert(
-        "run".into(),
-        serde_json::json!({
-            "run_id": o.id,
-            "workload": o.workload,
-            "recovered": format!(
-                "the process died during this run; this summary was rebuilt from \
-                 records.jsonl when canaryd next started ({} records, {} unreadable lines \
-                 skipped; requests never sent are not known)",
-                folded.records, folded.skipped_lines
-            ),
-        }),
+    let body = Rebuilt {
+        interrupted: true,
+        process_died: true,
+        skipped_lines: folded.skipped_lines,
+        summary: &folded.summary,
+    };
+    let how = format!(
+        "the process died during this run; this summary was rebuilt from records.jsonl when \
+         canaryd next started ({} records, {} unreadable lines skipped; requests never sent \
+         are not known)",
+        folded.records, folded.skipped_lines
     );
-    canary_replay::write_summary(&o.dir, &report, &folded.summary)?;
+    let info = RunInfo::recovered(&o.id, &o.workload, how);
+    canary_replay::write_summary(&o.dir, &SummaryFile::new(&info, &body), &folded.summary)?;
     tracing::warn!(
         workload = %o.workload,
         run = %o.id,
@@ -155,7 +153,18 @@ fn rebuild(
         folded.records,
         folded.skipped_lines
     );
-    Ok(summary)
+    Ok(serde_json::to_value(&body)?)
+}
+
+/// What `summary.json` holds for a run rebuilt from its records: the statistics, and that
+/// the run was cut short by its process's death.
+#[derive(Serialize)]
+struct Rebuilt<'a> {
+    interrupted: bool,
+    process_died: bool,
+    skipped_lines: u64,
+    #[serde(flatten)]
+    summary: &'a canary_core::RunSummary,
 }
 
 /// The start of run `id` (`20261123T112307Z-0a6a616f`), Unix ms.

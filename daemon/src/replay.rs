@@ -1,19 +1,20 @@
 //! `canaryd replay`: one replay of a trace against a server, from the command line.
 
 use crate::duration;
+use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
 use crate::report;
+use crate::verdict::{Criteria, Verdict, VerdictKind};
 use anyhow::{bail, Context, Result};
-use canary_core::Goodput;
-use canary_replay::trace::{Number, MAX_SPAN};
+use canary_core::{Goodput, Observer, RunOutcome};
+use canary_exporters::{OtlpExporter, RunLabels};
 use canary_replay::{
-    ApiKey, Endpoint, FailedPolicy, LoadOptions, MaxTokensField, PromptBuilder, ResponseLimits,
-    Schedule, Selection, Shard, Target, Tokenizer, TokenizerSpec, Trace, TraceFormat,
+    ApiKeySource, Endpoint, FailedPolicy, HeaderError, LoadShape, MaxTokensField, Plan, PromptSpec,
+    ResponseLimits, Selection, Setting, Shard, Target, TokenizerSpec, TraceFormat, TracePlan,
 };
 use clap::Args;
 use http::header::{HeaderName, HeaderValue};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +45,7 @@ pub struct ReplayArgs {
 pub struct ShapeArgs {
     /// Replay this many times faster than the trace's own clock (a schedule that would take
     /// more than 365 days is refused).
-    #[arg(long, default_value_t = 1.0, value_parser = positive_number)]
+    #[arg(long, default_value_t = Plan::SPEEDUP, value_parser = positive_number)]
     pub speedup: f64,
     /// Start of the window, in trace time from its first request (e.g. `60s`).
     #[arg(long, value_parser = duration::parse)]
@@ -60,7 +61,7 @@ pub struct ShapeArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = Plan::WARMUP_REQUESTS)]
     pub warmup_requests: usize,
     /// Multiply input and output lengths (and the block size) by F, keeping block structure.
     #[arg(long, value_name = "F", value_parser = positive_number)]
@@ -104,7 +105,7 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
     /// Changes which text each hash id maps to (same seed, same prompts).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = Plan::PROMPT_SEED)]
     pub prompt_seed: u64,
     /// The salt of the text that is unique per request (rows without hash ids, and tokens
     /// past the last one). Default: fresh each run; give a run's `prompt_salt` (from its
@@ -140,9 +141,9 @@ pub struct ShapeArgs {
     /// Extra CA certificates (PEM) to trust for https targets; `SSL_CERT_FILE` also works.
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
-    /// Per-request timeout.
-    #[arg(long, default_value = "10m", value_parser = duration::parse_positive)]
-    pub request_timeout: Duration,
+    /// Per-request timeout (default 10m).
+    #[arg(long, value_parser = duration::parse_positive)]
+    pub request_timeout: Option<Duration>,
     /// Most bytes a response head (status line and headers) may take; past it the request is
     /// a `response_too_large` error. Default 64KiB.
     #[arg(long, value_name = "BYTES", value_parser = crate::size::parse)]
@@ -162,15 +163,27 @@ pub struct ShapeArgs {
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
     #[arg(long)]
     pub goodput: Option<Goodput>,
-    /// Directory for records.jsonl, summary.json and summary.csv.
+    /// Gate for CI, the daemon's `min_good_fraction`: exit with status 3 when fewer than this
+    /// share (0 to 1) of the requests sent were good by `--goodput`. Needs `--goodput`.
+    #[arg(long, value_name = "F", value_parser = fraction, requires = "goodput")]
+    pub min_good_fraction: Option<f64>,
+    /// Gate for CI, the daemon's `max_error_rate`: exit with status 3 when more than this share
+    /// (0 to 1) of the requests sent failed.
+    #[arg(long, value_name = "R", value_parser = fraction)]
+    pub max_error_rate: Option<f64>,
+    /// Directory for records.jsonl, summary.json and summary.csv. One that holds an earlier
+    /// run's is refused, unless `--overwrite`.
     #[arg(long, short = 'o', default_value = "canaryd-out")]
     pub output_dir: PathBuf,
+    /// Replace an earlier run's artifacts in the output directory.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Write every inter-chunk gap into each record.
     #[arg(long)]
     pub record_chunks: bool,
-    /// After Ctrl-C, how long in-flight requests may take to finish.
-    #[arg(long, default_value = "30s", value_parser = duration::parse)]
-    pub grace_period: Duration,
+    /// After Ctrl-C, how long in-flight requests may take to finish (default 30s).
+    #[arg(long, value_parser = duration::parse)]
+    pub grace_period: Option<Duration>,
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -181,6 +194,17 @@ pub struct ShapeArgs {
 }
 
 impl ShapeArgs {
+    /// The bars `--min-good-fraction` and `--max-error-rate` set; without them, only a run in
+    /// which nothing completed fails.
+    pub fn criteria(&self) -> Criteria {
+        Criteria {
+            max_error_rate: self.max_error_rate.unwrap_or(Criteria::NONE.max_error_rate),
+            min_good_fraction: self
+                .min_good_fraction
+                .unwrap_or(Criteria::NONE.min_good_fraction),
+        }
+    }
+
     /// The response caps these flags set; the rest keep the library's defaults.
     pub fn limits(&self) -> ResponseLimits {
         let d = ResponseLimits::default();
@@ -189,6 +213,46 @@ impl ShapeArgs {
             event_bytes: self.max_event_bytes.unwrap_or(d.event_bytes),
             body_bytes: self.max_body_bytes.unwrap_or(d.body_bytes),
             output_ratio: self.max_output_ratio.unwrap_or(d.output_ratio),
+        }
+    }
+
+    /// Sets `plan`'s trace selection, pacing, prompts, limits, SLOs and artifacts from these
+    /// flags (the target and its key are the caller's).
+    fn apply(&self, plan: &mut Plan) {
+        let trace = plan.trace_mut();
+        trace.speedup = self.speedup;
+        trace.read.skip_invalid = self.skip_invalid;
+        trace.read.burstgpt_failed = self.burstgpt_failed;
+        trace.read.max_line_bytes = self.max_line_bytes;
+        trace.selection = Selection {
+            start_offset: self.start_offset,
+            end_offset: self.end_offset,
+            max_requests: self.max_requests,
+            scale_lengths: self.scale_lengths,
+            max_input_tokens: self.max_input_tokens,
+            max_output_tokens: self.max_output_tokens,
+            shard: self.shard,
+            ..trace.selection.clone()
+        };
+        plan.set_length_limit(self.length_limit);
+        plan.prompts = PromptSpec {
+            tokenizer: match &self.tokenizer {
+                Some(p) => TokenizerSpec::HuggingFace(p.clone()),
+                None => TokenizerSpec::BuiltinO200k,
+            },
+            seed: self.prompt_seed,
+        };
+        let r = &mut plan.replay;
+        r.concurrency = self.concurrency;
+        r.warmup_requests = self.warmup_requests;
+        if let Some(g) = self.grace_period {
+            r.grace_period = g;
+        }
+        r.goodput = self.goodput.clone().unwrap_or_default();
+        r.output_dir = Some(self.output_dir.clone());
+        r.record_chunks = self.record_chunks;
+        if let Some(salt) = self.prompt_salt {
+            r.prompt_salt = salt;
         }
     }
 }
@@ -202,18 +266,19 @@ pub struct TelemetryArgs {
     /// Do not scrape the server's `/metrics`.
     #[arg(long)]
     pub no_server_metrics: bool,
-    /// How often to scrape the server's `/metrics`.
-    #[arg(long, default_value = "1s", value_parser = duration::parse_positive)]
-    pub server_metrics_interval: Duration,
+    /// How often to scrape the server's `/metrics` and DCGM (default 1s).
+    #[arg(long, value_parser = duration::parse_positive)]
+    pub server_metrics_interval: Option<Duration>,
     /// Do not sample GPUs through NVML.
     #[arg(long)]
     pub no_nvml: bool,
     /// `libnvidia-ml.so` to load instead of the system's.
     #[arg(long, value_name = "FILE")]
     pub nvml_lib: Option<PathBuf>,
-    /// How often to sample NVML. Sampling much faster than ~100 ms has a cost on decode.
-    #[arg(long, default_value = "500ms", value_parser = duration::parse_positive)]
-    pub gpu_interval: Duration,
+    /// How often to sample NVML (default 500ms). Sampling much faster than ~100 ms has a cost
+    /// on decode.
+    #[arg(long, value_parser = duration::parse_positive)]
+    pub gpu_interval: Option<Duration>,
     /// A dcgm-exporter endpoint to scrape, e.g. http://127.0.0.1:9400/metrics.
     #[arg(long, value_name = "URL")]
     pub dcgm_url: Option<String>,
@@ -226,33 +291,40 @@ pub struct TelemetryArgs {
 }
 
 impl TelemetryArgs {
-    /// The telemetry settings for a run against `target`.
-    pub fn config(&self, target: &Target) -> canary_telemetry::Config {
-        canary_telemetry::Config {
-            server_metrics_url: (!self.no_server_metrics).then(|| {
-                self.server_metrics_url
-                    .clone()
-                    .unwrap_or_else(|| target.metrics_url())
-            }),
-            server_metrics_interval: self.server_metrics_interval,
-            nvml: !self.no_nvml,
-            nvml_lib: self.nvml_lib.clone(),
-            nvml_interval: self.gpu_interval,
-            dcgm_url: self.dcgm_url.clone(),
-            dcgm_interval: self.server_metrics_interval,
-            server_pid: self.server_pid,
-            ca_bundle: target.ca_bundle.clone(),
-            ..Default::default()
+    /// The telemetry these flags join to a run against `target`.
+    pub fn observe(&self, target: &Target) -> Observe {
+        let d = canary_telemetry::Config::default();
+        let scrape = self
+            .server_metrics_interval
+            .unwrap_or(d.server_metrics_interval);
+        Observe {
+            telemetry: canary_telemetry::Config {
+                server_metrics_url: (!self.no_server_metrics).then(|| {
+                    self.server_metrics_url
+                        .clone()
+                        .unwrap_or_else(|| target.metrics_url())
+                }),
+                server_metrics_interval: scrape,
+                nvml: !self.no_nvml,
+                nvml_lib: self.nvml_lib.clone(),
+                nvml_interval: self.gpu_interval.unwrap_or(d.nvml_interval),
+                dcgm_url: self.dcgm_url.clone(),
+                dcgm_interval: scrape,
+                server_pid: self.server_pid,
+                ca_bundle: target.ca_bundle.clone(),
+                ..d
+            },
+            ebpf: !self.no_ebpf,
         }
     }
 }
 
-/// A trace loaded, windowed and scaled, with what that did.
-pub struct LoadedTrace {
-    /// The requests.
-    pub trace: Trace,
-    /// Load and selection reports, for `summary.json`.
-    pub report: serde_json::Value,
+/// `--min-good-fraction` and `--max-error-rate`: a number from 0 to 1.
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("expected a number from 0 to 1, found {s:?}")),
+    }
 }
 
 /// `--speedup` and `--scale-lengths`: a finite number above zero.
@@ -263,127 +335,53 @@ pub(crate) fn positive_number(s: &str) -> Result<f64, String> {
     }
 }
 
-/// How `shape` says to read a trace.
-pub fn load_options(shape: &ShapeArgs, format: Option<TraceFormat>) -> LoadOptions {
-    LoadOptions {
-        format,
-        skip_invalid: shape.skip_invalid,
-        burstgpt_failed: shape.burstgpt_failed,
-        length_limit: shape.length_limit,
-        max_line_bytes: shape.max_line_bytes,
-        stop: None,
+/// How `canaryd replay` spells a setting: its flag.
+pub fn flag(setting: Setting) -> String {
+    match setting {
+        Setting::Headers => "--header".into(),
+        s => format!("--{}", s.name().replace('_', "-")),
     }
 }
 
-/// Loads and selects a trace from a file; `None` when `shutdown` fired first.
-pub async fn load_trace(
-    path: &Path,
-    shape: &ShapeArgs,
-    format: Option<TraceFormat>,
-    shutdown: &CancellationToken,
-) -> Result<Option<LoadedTrace>> {
-    match load_until(path, load_options(shape, format), shutdown).await? {
-        Some(trace) => select(trace, shape).map(Some),
-        None => Ok(None),
+/// The plan of `canaryd replay`: the trace file, the target from the flags with the API key
+/// of `--api-key-file`, `--api-key-env`, or else `OPENAI_API_KEY` when it is set, and the
+/// rest of the flags over the library's defaults.
+impl TryFrom<&ReplayArgs> for Plan {
+    type Error = anyhow::Error;
+
+    fn try_from(args: &ReplayArgs) -> Result<Plan> {
+        let shape = &args.shape;
+        let target = target(&args.url, args.endpoint_type, &args.model, shape)?;
+        let trace = TracePlan::file(&args.trace).with_format(args.format);
+        let workload = shape.export.workload.clone().unwrap_or_else(|| {
+            let stem = args.trace.file_stem();
+            stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
+        });
+        let mut plan = Plan::new(workload, LoadShape::Trace(trace), target);
+        shape.apply(&mut plan);
+        plan.api_key = Some(api_key_source(
+            shape.api_key_file.as_deref(),
+            shape.api_key_env.as_deref(),
+        ));
+        Ok(plan)
     }
 }
 
-/// Loads a trace on a thread of its own, so that `shutdown` ends the wait at once: a FIFO
-/// that never ends, or one that sends nothing, cannot hold a stop (the stop flag ends the
-/// thread at its next read). `None` when `shutdown` fired first.
-pub async fn load_until(
-    path: &Path,
-    mut opts: LoadOptions,
-    shutdown: &CancellationToken,
-) -> Result<Option<Trace>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    opts.stop = Some(stop.clone());
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let file = path.to_path_buf();
-    std::thread::Builder::new()
-        .name("trace-load".into())
-        .spawn(move || {
-            let _ = tx.send(canary_replay::load(&file, &opts));
-        })
-        .context("starting the trace loader")?;
-    tokio::select! {
-        loaded = rx => Ok(Some(loaded.context("the trace loader failed")??)),
-        _ = shutdown.cancelled() => {
-            stop.store(true, Ordering::Relaxed);
-            tracing::warn!("stopped while loading {}", path.display());
-            Ok(None)
-        }
+/// Where `--api-key-file` or `--api-key-env` say the key is; without either,
+/// `OPENAI_API_KEY` when it is set.
+pub fn api_key_source(file: Option<&Path>, env: Option<&str>) -> ApiKeySource {
+    match (file, env) {
+        (Some(path), _) => ApiKeySource::File(path.to_path_buf()),
+        (None, Some(var)) => ApiKeySource::Env(var.to_string()),
+        (None, None) => ApiKeySource::EnvIfSet("OPENAI_API_KEY".into()),
     }
 }
 
-/// Refuses a schedule that would take more than [`MAX_SPAN`] to replay (a speedup of 1e-12);
-/// `setting` names where the speedup came from (`--speedup`, `workloads.NAME.speedup`).
-pub fn check_duration(schedule: &Schedule, setting: &str) -> Result<()> {
-    let takes = schedule.min_duration();
-    if takes <= MAX_SPAN {
-        return Ok(());
-    }
-    let days = |d: Duration| Number((d.as_secs_f64() / 86_400.0).round());
-    bail!(
-        "{setting} {}: replaying the selected requests would take at least {} days, more than \
-         the {} days allowed",
-        Number(schedule.timing().speedup()),
-        days(takes),
-        days(MAX_SPAN)
-    )
-}
-
-/// Applies the window and length transforms to a loaded trace.
-pub fn select(trace: Trace, shape: &ShapeArgs) -> Result<LoadedTrace> {
-    let sel = Selection {
-        start_offset: shape.start_offset,
-        end_offset: shape.end_offset,
-        max_requests: shape.max_requests,
-        scale_lengths: shape.scale_lengths,
-        max_input_tokens: shape.max_input_tokens,
-        max_output_tokens: shape.max_output_tokens,
-        shard: shape.shard,
-        length_limit: shape.length_limit,
-    };
-    let load_report = serde_json::to_value(&trace.report)?;
-    for w in &trace.report.warnings {
-        tracing::warn!("{w}");
-    }
-    let (trace, sel_report) = trace.select(&sel)?;
-    let report = serde_json::json!({
-        "path": trace.path,
-        "format": trace.format.to_string(),
-        "load": load_report,
-        "selection": sel_report,
-    });
-    Ok(LoadedTrace { trace, report })
-}
-
-/// Builds the target from flags, with the API key of `--api-key-file`, `--api-key-env`, or
-/// else `OPENAI_API_KEY` when it is set.
+/// The target the flags describe, without its API key. Errors never quote a header value or
+/// the URL's user info or query: any of them may be a secret.
 pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
-    let mut t = target_without_key(url, endpoint, model, shape)?;
-    t.api_key = api_key(shape, Some("OPENAI_API_KEY"))?;
-    Ok(t)
-}
-
-/// Builds the target from flags, sending no API key (the caller sets one). Errors never
-/// quote a header value or the URL's user info or query: any of them may be a secret.
-pub fn target_without_key(
-    url: &str,
-    endpoint: Endpoint,
-    model: &str,
-    shape: &ShapeArgs,
-) -> Result<Target> {
-    if !(shape.speedup > 0.0 && shape.speedup.is_finite()) {
-        bail!("--speedup must be a positive number, got {}", shape.speedup);
-    }
     let mut t = Target::new(url, endpoint, model).map_err(|e| {
-        anyhow::anyhow!(
-            "target URL {}: {}",
-            crate::config::redact_url(url),
-            e.reason
-        )
+        anyhow::anyhow!("target URL {}: {}", canary_core::redact_url(url), e.reason)
     })?;
     // User info is never sent: dropping it without a word would leave requests
     // unauthenticated, and the password in shell history.
@@ -391,11 +389,10 @@ pub fn target_without_key(
         .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
     t.streaming = !shape.no_streaming;
     t.limits = shape.limits();
-    t.limits
-        .validate()
-        .map_err(|(key, reason)| anyhow::anyhow!("--{}: {reason}", key.replace('_', "-")))?;
     t.max_tokens_field = shape.max_tokens_field;
-    t.timeout = shape.request_timeout;
+    if let Some(timeout) = shape.request_timeout {
+        t.timeout = timeout;
+    }
     t.ca_bundle = shape.ca_bundle.clone();
     if let Some(json) = &shape.extra_inputs {
         let v: serde_json::Value =
@@ -420,169 +417,164 @@ fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     let (name, value) = h
         .split_once(':')
         .ok_or("expected \"Name: value\", found no ':'")?;
-    let name = HeaderName::try_from(name.trim()).map_err(|_| {
-        "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".to_string()
-    })?;
-    if let Some(why) = canary_replay::reserved_header(name.as_str()) {
-        return Err(format!("{name} is set by canaryd: {why}"));
-    }
-    let mut value = HeaderValue::try_from(value.trim())
-        .map_err(|_| format!("{name}: invalid value (visible ASCII, spaces and tabs only)"))?;
-    value.set_sensitive(true);
-    Ok((name, value))
-}
-
-/// The API key named by `--api-key-file` or `--api-key-env`; without either, the variable
-/// `default_env` when it is set and `default_env` is given.
-pub fn api_key(shape: &ShapeArgs, default_env: Option<&str>) -> Result<Option<ApiKey>> {
-    api_key_from(
-        shape.api_key_file.as_deref(),
-        shape.api_key_env.as_deref(),
-        default_env,
-    )
-}
-
-/// The key from `file`, else from the variable `env`, else from `default_env` if set; an
-/// error names the source, never the key.
-pub fn api_key_from(
-    file: Option<&Path>,
-    env: Option<&str>,
-    default_env: Option<&str>,
-) -> Result<Option<ApiKey>> {
-    let key = if let Some(path) = file {
-        let key = std::fs::read_to_string(path)
-            .with_context(|| format!("reading --api-key-file {}", path.display()))?;
-        if key.trim().is_empty() {
-            bail!("--api-key-file {} is empty", path.display());
+    canary_replay::header(name.trim(), value.trim()).map_err(|e| match e {
+        HeaderError::InvalidName => {
+            "invalid name: expected letters, digits and !#$%&'*+-.^_`|~ before the ':'".into()
         }
-        Some((
-            ApiKey::new(&key),
-            format!("--api-key-file {}", path.display()),
+        HeaderError::Reserved { name, why } => format!("{name} is set by canaryd: {why}"),
+        HeaderError::InvalidValue { name } => {
+            format!("{name}: invalid value (visible ASCII, spaces and tabs only)")
+        }
+    })
+}
+
+/// `canaryd replay` and `canaryd demo`: a run judged by `criteria` (by default only whether
+/// anything completed), exported over OTLP when an endpoint is configured, flushed within
+/// `--otlp-flush-timeout`.
+pub struct OneShot {
+    exporter: Mutex<Option<OtlpExporter>>,
+    labels: RunLabels,
+    flush_timeout: Duration,
+    criteria: Criteria,
+}
+
+impl Front for OneShot {
+    fn spell(&self, setting: Setting) -> String {
+        flag(setting)
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let exporter = self.exporter.lock().unwrap();
+        exporter
+            .iter()
+            .map(|e| Arc::new(e.run_observer(self.labels.clone())) as Arc<dyn Observer>)
+            .collect()
+    }
+
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        Some(Verdict::judge_by(
+            &self.criteria,
+            &outcome.summary,
+            outcome.interrupted,
         ))
-    } else {
-        match env {
-            Some(var) => match std::env::var(var) {
-                Ok(k) if !k.trim().is_empty() => {
-                    Some((ApiKey::new(&k), format!("--api-key-env {var}")))
-                }
-                _ => bail!("--api-key-env {var}: the variable is not set or empty"),
-            },
-            None => default_env.and_then(|var| {
-                let k = std::env::var(var).ok().filter(|k| !k.trim().is_empty())?;
-                Some((ApiKey::new(&k), var.to_string()))
-            }),
-        }
-    };
-    match key {
-        Some((key, _)) if key.authorization().is_some() => Ok(Some(key)),
-        Some((_, source)) => {
-            bail!("{source}: the key holds characters an HTTP header cannot carry")
-        }
-        None => Ok(None),
+    }
+
+    fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a> {
+        Box::pin(async move {
+            let exporter = self.exporter.lock().unwrap().take();
+            if let Some(e) = exporter {
+                crate::otlp::finish(e, self.labels.clone(), &run.outcome, self.flush_timeout).await;
+            }
+        })
     }
 }
 
-/// Loads the tokenizer and builds the prompt synthesizer.
-pub fn prompts(shape: &ShapeArgs) -> Result<Arc<PromptBuilder>> {
-    let spec = match &shape.tokenizer {
-        Some(p) => TokenizerSpec::HuggingFace(p.clone()),
-        None => TokenizerSpec::BuiltinO200k,
-    };
-    let tokenizer = Tokenizer::load(&spec)?;
-    if tokenizer.is_builtin() {
-        tracing::info!(
-            "prompt lengths are exact for {}; for other models they are approximate (pass --tokenizer)",
-            tokenizer.name()
+/// What a one-shot run prints when it ends, and what it is judged by.
+pub struct Print {
+    /// The summary as JSON instead of a table.
+    pub json: bool,
+    /// The server's token counts against the requested lengths.
+    pub token_counts: bool,
+    /// The bars of the verdict (and so of the exit status).
+    pub criteria: Criteria,
+    /// Replace an earlier run's artifacts in the output directory.
+    pub overwrite: bool,
+}
+
+/// The files a run writes into its output directory.
+const ARTIFACTS: [&str; 3] = ["records.jsonl", "summary.json", "summary.csv"];
+
+/// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
+/// would silently replace what the first measured.
+fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+    if overwrite {
+        return Ok(());
+    }
+    let earlier: Vec<&str> = ARTIFACTS
+        .into_iter()
+        .filter(|f| dir.join(f).exists())
+        .collect();
+    if !earlier.is_empty() {
+        bail!(
+            "{} holds an earlier run ({}): give another --output-dir, or --overwrite to replace it",
+            dir.display(),
+            earlier.join(", ")
         );
     }
-    Ok(Arc::new(PromptBuilder::new(tokenizer, shape.prompt_seed)?))
+    Ok(())
 }
 
-/// Runs one replay end to end and prints the summary. Returns the process exit code.
-pub async fn replay(
-    loaded: LoadedTrace,
-    target: Target,
-    shape: &ShapeArgs,
-    prompts: Arc<PromptBuilder>,
+/// The exit status when no request completed (or canaryd itself was the bottleneck): the run
+/// measured nothing of the target. (2 is a usage error, as clap reports it.)
+pub const NOTHING_COMPLETED: i32 = 4;
+/// The exit status when the run missed `--max-error-rate` or `--min-good-fraction`.
+pub const GATE_FAILED: i32 = 3;
+
+/// A one-shot run's exit status: 0 when it passed, [`crate::INTERRUPTED`] when a signal
+/// stopped it, [`NOTHING_COMPLETED`] or [`GATE_FAILED`] otherwise.
+pub fn exit_status(run: &Judged) -> i32 {
+    if run.outcome.interrupted {
+        return crate::INTERRUPTED;
+    }
+    match run.verdict.as_ref().map(|v| v.kind) {
+        None | Some(VerdictKind::Pass) => 0,
+        Some(VerdictKind::Fail) => GATE_FAILED,
+        Some(VerdictKind::Error) => NOTHING_COMPLETED,
+    }
+}
+
+/// Runs `plan` once with the telemetry `observe` names, exported as `export` says, showing
+/// progress and printing the summary. `None` when a signal stopped it before anything was
+/// sent.
+pub async fn one_shot(
+    mut plan: Plan,
+    observe: &Observe,
+    export: &crate::otlp::ExportArgs,
+    print: Print,
     shutdown: CancellationToken,
-) -> Result<canary_core::RunOutcome> {
-    let requests = loaded.trace.requests;
-    if requests.is_empty() {
-        bail!("the selected window of the trace holds no request");
-    }
-    let schedule = Schedule::new(requests, shape.speedup);
-    check_duration(&schedule, "--speedup")?;
-    let mut config = canary_replay::Config::new(target);
-    config.speedup = shape.speedup;
-    config.length_limit = shape.length_limit;
+) -> Result<Option<Judged>> {
     // Bad OTLP settings stop the run before anything is sent.
-    let exporter = shape.export.start()?;
-    config.concurrency = shape.concurrency;
-    config.warmup_requests = shape.warmup_requests;
-    config.grace_period = shape.grace_period;
-    config.goodput = shape.goodput.clone().unwrap_or_default();
-    config.output_dir = Some(shape.output_dir.clone());
-    config.record_chunks = shape.record_chunks;
-    if let Some(salt) = shape.prompt_salt {
-        config.prompt_salt = salt;
-    }
-    let info = serde_json::json!({
-        "canaryd_version": env!("CARGO_PKG_VERSION"),
-        "run_id": config.run_id,
-        "target": {
-            "url": config.target.url(),
-            "model": config.target.model,
-            "endpoint": config.target.endpoint.operation(),
-            "streaming": config.target.streaming,
-        },
-        "trace": loaded.report,
-        "speedup": shape.speedup,
-        "concurrency": shape.concurrency,
-        "warmup_requests": shape.warmup_requests,
-        "tokenizer": prompts.tokenizer().name(),
-        "tokenizer_exact_for_target": !prompts.tokenizer().is_builtin(),
-        "prompt_seed": shape.prompt_seed,
-        "goodput": config.goodput.to_string(),
-    });
-    tracing::info!(
-        requests = schedule.len(),
-        span_s = format!("{:.1}", schedule.span().as_secs_f64()),
-        url = %config.target.url(),
-        "replaying {} at {}x",
-        loaded.trace.path.display(),
-        shape.speedup
-    );
-    let workload = shape.export.workload.clone().unwrap_or_else(|| {
-        let stem = loaded.trace.path.file_stem();
-        stem.map_or("replay".into(), |s| s.to_string_lossy().into_owned())
-    });
-    let mut labels = run_labels(&config.target, &workload);
-    labels.goodput = config.goodput.clone();
-    labels.run_id = Some(config.run_id.to_string());
+    let exporter = export.start()?;
+    let mut labels = run_labels(&plan.replay.target, &plan.workload);
+    labels.goodput = plan.replay.goodput.clone();
+    labels.run_id = Some(plan.replay.run_id.clone());
     if let Some(e) = &exporter {
-        config.trace_sample_ratio = e.sample_ratio();
-        config.observer = Some(Arc::new(e.run_observer(labels.clone())));
+        plan.replay.trace_sample_ratio = e.sample_ratio();
     }
+    let output_dir = plan.replay.output_dir.clone();
+    if let Some(dir) = &output_dir {
+        refuse_earlier_run(dir, print.overwrite)?;
+    }
+    let front = OneShot {
+        exporter: Mutex::new(exporter),
+        labels,
+        flush_timeout: export.flush_timeout(),
+        criteria: print.criteria,
+    };
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
-    let telemetry = shape.telemetry.config(&config.target);
-    let ebpf = !shape.telemetry.no_ebpf;
-    let outcome = crate::observe::observed_run(
-        config, schedule, prompts, info, &telemetry, ebpf, shutdown, progress,
-    )
-    .await;
+    let run = execute(plan, observe, &front, shutdown, progress).await;
     display.finish();
-    let outcome = outcome?;
-    if let Some(e) = exporter {
-        crate::otlp::finish(e, labels, &outcome, shape.export.otlp_flush_timeout).await;
-    }
-    if shape.json {
-        outln!("{}", serde_json::to_string_pretty(&outcome)?)?;
+    let Some(run) = run? else {
+        return Ok(None);
+    };
+    if print.json {
+        // What summary.json holds, `run` block included.
+        let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
+        outln!("{}", serde_json::to_string_pretty(&file)?)?;
     } else {
-        report::print_table(&outcome, shape.use_server_token_count)?;
-        outln!("artifacts: {}", shape.output_dir.display())?;
+        report::print_table(&run.outcome, print.token_counts)?;
+        if let Some(v) = &run.verdict {
+            // A plain pass without bars says nothing the table does not.
+            if v.kind != VerdictKind::Pass || print.criteria != Criteria::NONE {
+                outln!("verdict: {v}")?;
+            }
+        }
+        if let Some(dir) = output_dir {
+            outln!("artifacts: {}", dir.display())?;
+        }
     }
-    Ok(outcome)
+    Ok(Some(run))
 }
 
 /// The OTLP labels of a run of `workload` against `target`.

@@ -191,6 +191,18 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         },
         s.duration_s
     )?;
+    // Why requests failed, not only how many: the most frequent cause, as records.jsonl has it.
+    if let Some(top) = s.error_causes.first() {
+        let more = s.error_causes.len() - 1;
+        outln!(
+            "top error cause: {top}{}",
+            if more > 0 {
+                format!(" (the next {more} in summary.json's error_causes)")
+            } else {
+                String::new()
+            }
+        )?;
+    }
     match (s.request_throughput, s.output_token_throughput) {
         (Some(req), Some(tok)) => outln!(
             "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
@@ -204,11 +216,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         )?,
     }
     if let Some(g) = &s.goodput {
-        let rate = g
-            .goodput
-            .map_or("goodput unavailable".to_string(), |r| {
-                format!("goodput {r:.2} req/s")
-            });
+        let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
+            format!("goodput {r:.2} req/s")
+        });
         let mut not_good: Vec<String> = g
             .misses_by_metric
             .iter()
@@ -279,7 +289,8 @@ fn print_server_row(
     label: &str,
 ) -> std::io::Result<()> {
     let Some(est) = est else { return Ok(()) };
-    let bucket = |q: Option<canary_core::BucketQuantile>| q.map_or("-".to_string(), |q| q.range_ms());
+    let bucket =
+        |q: Option<canary_core::BucketQuantile>| q.map_or("-".to_string(), |q| q.range_ms());
     outln!(
         "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         est.mean

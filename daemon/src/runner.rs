@@ -4,17 +4,15 @@
 //! everything it measured, and its verdict is `error: interrupted`.
 
 use crate::baseline::Samples;
-use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
-use crate::config::{ApiKeySource, Config, Target, TraceSource, Workload};
+use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
+use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
 use crate::history::RunRow;
-use crate::replay::{LoadedTrace, ShapeArgs};
 use crate::verdict::Verdict;
 use anyhow::{Context, Result};
-use canary_core::{MonoTime, Observer, Observers, RequestRecord, RunOutcome, Source};
-use canary_replay::{Progress, PromptBuilder, Schedule};
-use clap::Parser;
+use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
+use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -102,25 +100,66 @@ fn run_id_at(at: chrono::DateTime<chrono::Utc>) -> String {
     format!("{}-{:08x}", at.format("%Y%m%dT%H%M%SZ"), h.finish() as u32)
 }
 
-/// A prompt synthesizer is built per tokenizer file and seed.
-type PromptKey = (Option<PathBuf>, u64);
-
 /// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
 /// missing (reported once, then left off instead of warned about every run), the OTLP
 /// exporter.
 #[derive(Default)]
 pub struct RunContext {
-    prompts: Mutex<HashMap<PromptKey, Arc<PromptBuilder>>>,
+    /// A prompt synthesizer per tokenizer and seed, kept loaded between runs.
+    prompts: Mutex<HashMap<PromptSpec, Arc<PromptBuilder>>>,
     missing_sources: Mutex<BTreeSet<Source>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     otlp: Option<Arc<crate::export::otlp::OtlpSink>>,
 }
 
-#[derive(Parser)]
-struct ShapeOnly {
-    #[command(flatten)]
-    shape: ShapeArgs,
+/// One run of a workload, as the daemon carries it out: its settings named by their config
+/// keys, tokenizers kept loaded, the baseline's sampler and the OTLP sink's observer attached,
+/// judged by the workload's verdict rules. Its export is the service's: every run, the ones
+/// that never started too, is recorded and handed to the sinks (OTLP among them) once
+/// compared with the baseline.
+struct WorkloadFront<'a> {
+    ctx: &'a RunContext,
+    plan: WorkloadPlan<'a>,
+    samples: Arc<SampleCollector>,
+    otlp: Option<Arc<canary_exporters::RunObserver>>,
+}
+
+impl Front for WorkloadFront<'_> {
+    fn spell(&self, setting: Setting) -> String {
+        self.plan.key(setting)
+    }
+
+    fn prompts(&self, spec: &PromptSpec) -> Result<Arc<PromptBuilder>> {
+        if let Some(p) = self.ctx.prompts.lock().unwrap().get(spec) {
+            return Ok(p.clone());
+        }
+        let p = spec.build()?;
+        self.ctx
+            .prompts
+            .lock()
+            .unwrap()
+            .insert(spec.clone(), p.clone());
+        Ok(p)
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let mut own: Vec<Arc<dyn Observer>> = vec![self.samples.clone()];
+        own.extend(self.otlp.clone().map(|o| o as Arc<dyn Observer>));
+        own
+    }
+
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        Some(Verdict::judge(
+            self.plan.workload,
+            &outcome.summary,
+            outcome.interrupted,
+        ))
+    }
+
+    fn export<'a>(&'a self, _: &'a Judged) -> ExportFuture<'a> {
+        Box::pin(async {})
+    }
 }
 
 impl RunContext {
@@ -132,16 +171,6 @@ impl RunContext {
         }
     }
 
-    fn prompts(&self, shape: &ShapeArgs) -> Result<Arc<PromptBuilder>> {
-        let key = (shape.tokenizer.clone(), shape.prompt_seed);
-        if let Some(p) = self.prompts.lock().unwrap().get(&key) {
-            return Ok(p.clone());
-        }
-        let p = crate::replay::prompts(shape)?;
-        self.prompts.lock().unwrap().insert(key, p.clone());
-        Ok(p)
-    }
-
     /// Runs `workload` once; never fails: what goes wrong becomes an `error` verdict.
     pub async fn run(
         &self,
@@ -151,25 +180,17 @@ impl RunContext {
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> RunResult {
-        let target = &config.targets[&workload.target];
         let mut result = RunResult::new(config, workload, id);
-        let artifacts = result.artifacts.clone();
-        let otlp = self
-            .otlp
-            .as_ref()
-            .and_then(|o| o.begin_run(workload, target, &result.id));
         match self
-            .replay(
-                config, workload, target, &result.id, &artifacts, shutdown, progress, otlp,
-            )
+            .replay(config, workload, &result, shutdown, progress)
             .await
         {
-            Ok((outcome, samples)) => {
-                result.verdict = Verdict::judge(workload, &outcome.summary, outcome.interrupted);
+            Ok((judged, samples)) => {
+                result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
                 if result.verdict.kind != crate::verdict::VerdictKind::Error {
                     result.samples = Some(samples);
                 }
-                result.outcome = Some(outcome);
+                result.outcome = Some(judged.outcome);
             }
             Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
         }
@@ -177,88 +198,52 @@ impl RunContext {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The workload's plan for run `result`, executed with its telemetry.
     async fn replay(
         &self,
         config: &Config,
         w: &Workload,
-        t: &Target,
-        id: &str,
-        dir: &Path,
+        result: &RunResult,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
-        otlp: Option<(canary_exporters::RunObserver, f64)>,
-    ) -> Result<(RunOutcome, Samples)> {
-        let shape = shape(w, t, dir)?;
-        let Some(loaded) = load_trace(w, &shape, &shutdown).await? else {
+    ) -> Result<(Judged, Samples)> {
+        let t = &config.targets[&w.target];
+        let wp = WorkloadPlan {
+            workload: w,
+            target: t,
+        };
+        let mut plan = Plan::try_from(wp)?;
+        plan.replay.run_id.clone_from(&result.id);
+        plan.replay.output_dir = Some(result.artifacts.clone());
+        let otlp = self
+            .otlp
+            .as_ref()
+            .and_then(|o| o.begin_run(w, t, &result.id));
+        if let Some((_, sample_ratio)) = &otlp {
+            // The traceparent's sampled flag follows the exporter's ratio.
+            plan.replay.trace_sample_ratio = *sample_ratio;
+        }
+        let front = WorkloadFront {
+            ctx: self,
+            plan: wp,
+            samples: Arc::new(SampleCollector::default()),
+            otlp: otlp.map(|(o, _)| Arc::new(o)),
+        };
+        let observe = self.observe(config, t);
+        let judged = execute(plan, &observe, &front, shutdown, progress).await?;
+        let Some(judged) = judged else {
             anyhow::bail!("interrupted while loading the trace");
         };
-        if loaded.trace.requests.is_empty() {
-            anyhow::bail!("the selected window of the trace holds no request");
-        }
-        let target = replay_target(t, &shape)?;
-        let prompts = self.prompts(&shape)?;
-        let schedule = Schedule::new(loaded.trace.requests, w.speedup);
-        crate::replay::check_duration(&schedule, &format!("workloads.{}.speedup", w.name))?;
-        let mut rc = canary_replay::Config::new(target);
-        rc.speedup = w.speedup;
-        rc.length_limit = w.length_limit;
-        rc.concurrency = w.concurrency;
-        rc.warmup_requests = w.warmup_requests;
-        rc.grace_period = w.grace_period;
-        rc.goodput = w.slos.clone();
-        rc.output_dir = Some(dir.to_path_buf());
-        rc.run_id = id.to_string();
-        let collector = Arc::new(SampleCollector::default());
-        rc.observer = Some(collector.clone());
-        if let Some((observer, sample_ratio)) = otlp {
-            // The traceparent's sampled flag follows the exporter's ratio.
-            rc.trace_sample_ratio = sample_ratio;
-            let mut observers = Observers::new();
-            observers.push(collector.clone());
-            observers.push(Arc::new(observer));
-            rc.observer = Some(Arc::new(observers));
-        }
-        let info = serde_json::json!({
-            "canaryd_version": env!("CARGO_PKG_VERSION"),
-            "run_id": id,
-            "workload": w.name,
-            "target": {
-                "name": t.name,
-                "url": rc.target.url(),
-                "model": rc.target.model,
-                "endpoint": rc.target.endpoint.operation(),
-            },
-            "trace": loaded.report,
-            "speedup": w.speedup,
-            "concurrency": w.concurrency,
-            "warmup_requests": w.warmup_requests,
-            "tokenizer": prompts.tokenizer().name(),
-            "prompt_seed": w.prompt_seed,
-            "goodput": rc.goodput.to_string(),
-        });
-        let (telemetry, ebpf) = self.telemetry(config, t);
-        tracing::info!(
-            workload = %w.name,
-            run = id,
-            requests = schedule.len(),
-            "run started against {} ({})",
-            t.name,
-            rc.target.url()
-        );
-        let outcome = crate::observe::observed_run(
-            rc, schedule, prompts, info, &telemetry, ebpf, shutdown, progress,
-        )
-        .await?;
-        self.note_missing_sources(&outcome);
-        let samples = Arc::into_inner(collector)
+        self.note_missing_sources(&judged.outcome);
+        let WorkloadFront { samples, .. } = front;
+        let samples = Arc::into_inner(samples)
             .map(|c| c.samples.into_inner().unwrap().values)
             .unwrap_or_default();
-        Ok((outcome, samples))
+        Ok((judged, samples))
     }
 
-    /// The telemetry settings of a run against `t`, and whether to time sockets (eBPF).
-    fn telemetry(&self, config: &Config, t: &Target) -> (canary_telemetry::Config, bool) {
+    /// The telemetry joined to a run against `t`.
+    fn observe(&self, config: &Config, t: &Target) -> Observe {
         let missing = self.missing_sources.lock().unwrap();
         let tel = &config.telemetry;
         let outage = |url: &Option<String>| {
@@ -280,7 +265,10 @@ impl RunContext {
             server_pid: t.server_pid,
             ca_bundle: t.ca_bundle.clone(),
         };
-        (telemetry, tel.ebpf && !missing.contains(&Source::Ebpf))
+        Observe {
+            telemetry,
+            ebpf: tel.ebpf && !missing.contains(&Source::Ebpf),
+        }
     }
 
     /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
@@ -294,32 +282,6 @@ impl RunContext {
             }
         }
     }
-}
-
-/// Loads and selects `w`'s trace as its runs do; `None` when `shutdown` fired first.
-async fn load_trace(
-    w: &Workload,
-    shape: &ShapeArgs,
-    shutdown: &CancellationToken,
-) -> Result<Option<LoadedTrace>> {
-    let trace = match &w.trace {
-        TraceSource::Bundled => canary_replay::parse(
-            BUNDLED_TRACE.as_bytes(),
-            Path::new(BUNDLED_TRACE_NAME),
-            &crate::replay::load_options(shape, None),
-        )?,
-        TraceSource::File(path, format) => {
-            let opts = crate::replay::load_options(shape, *format);
-            match crate::replay::load_until(path, opts, shutdown)
-                .await
-                .context("loading the trace")?
-            {
-                Some(trace) => trace,
-                None => return Ok(None),
-            }
-        }
-    };
-    crate::replay::select(trace, shape).map(Some)
 }
 
 /// What `check-config` found loading a workload's trace.
@@ -345,63 +307,29 @@ pub async fn check_workload(
             return Ok(TraceCheck::Missing);
         }
     }
-    let shape = shape(w, &config.targets[&w.target], Path::new("."))?;
-    let loaded = load_trace(w, &shape, shutdown)
+    let wp = WorkloadPlan {
+        workload: w,
+        target: &config.targets[&w.target],
+    };
+    let plan = Plan::try_from(wp)?;
+    let loaded = plan
+        .trace()
+        .load(shutdown)
         .await
+        .context("loading the trace")
         .with_context(|| format!("workloads.{}", w.name))?;
-    let Some(loaded) = loaded else {
+    let Some(mut loaded) = loaded else {
         return Ok(TraceCheck::Stopped);
     };
-    let rows = loaded.trace.report.rows;
-    let schedule = Schedule::new(loaded.trace.requests, w.speedup);
-    crate::replay::check_duration(&schedule, &format!("workloads.{}.speedup", w.name))?;
+    let rows = loaded.load.rows;
+    let schedule = loaded
+        .take_schedule()
+        .map_err(|e| crate::execute::load_error(e, |s| wp.key(s)))?;
     Ok(TraceCheck::Ok(format!(
         "{} of {rows} rows selected, at least {:.1} s to replay",
         schedule.len(),
         schedule.min_duration().as_secs_f64()
     )))
-}
-
-/// The replay's target for `t`: its headers (checked at load, values marked sensitive) and
-/// its API key, read now, only from the source the target names. No `OPENAI_API_KEY`
-/// fallback as in `canaryd replay`: every target, plain http included, would get that key.
-fn replay_target(t: &Target, shape: &ShapeArgs) -> Result<canary_replay::Target> {
-    let mut target = crate::replay::target_without_key(&t.url, t.endpoint, &t.model, shape)?;
-    target.headers = t.headers.clone();
-    target.api_key = crate::replay::api_key(shape, None)?;
-    Ok(target)
-}
-
-/// The replay settings of a workload, in the form `canaryd replay` takes them.
-fn shape(w: &Workload, t: &Target, dir: &Path) -> Result<ShapeArgs> {
-    let mut s = ShapeOnly::try_parse_from(["canaryd"])?.shape;
-    s.speedup = w.speedup;
-    s.start_offset = w.start_offset;
-    s.end_offset = w.end_offset;
-    s.max_requests = w.max_requests;
-    s.concurrency = w.concurrency;
-    s.warmup_requests = w.warmup_requests;
-    s.scale_lengths = w.scale_lengths;
-    s.length_limit = w.length_limit;
-    s.max_line_bytes = w.max_line_bytes;
-    s.tokenizer.clone_from(&w.tokenizer);
-    s.prompt_seed = w.prompt_seed;
-    // The key itself is read by the replay's target builder, at run time, and never logged.
-    match &t.api_key {
-        Some(ApiKeySource::Env(var)) => s.api_key_env = Some(var.clone()),
-        Some(ApiKeySource::File(path)) => s.api_key_file = Some(path.clone()),
-        None => {}
-    }
-    s.ca_bundle.clone_from(&t.ca_bundle);
-    s.request_timeout = t.request_timeout;
-    s.max_header_bytes = Some(t.limits.header_bytes);
-    s.max_event_bytes = Some(t.limits.event_bytes);
-    s.max_body_bytes = Some(t.limits.body_bytes);
-    s.max_output_ratio = Some(t.limits.output_ratio);
-    s.goodput = Some(w.slos.clone());
-    s.output_dir = dir.to_path_buf();
-    s.grace_period = w.grace_period;
-    Ok(s)
 }
 
 /// Keeps a bounded uniform sample (reservoir) of TTFT, ITL and e2e of measured requests.

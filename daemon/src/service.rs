@@ -496,10 +496,19 @@ impl Daemon {
             }
         }
         let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
+        // The figures the verdict rests on and the bars they met or missed, so the log line
+        // says more than `pass`.
+        let w = config.workloads.iter().find(|w| w.name == workload);
+        let figures = result
+            .outcome
+            .as_ref()
+            .zip(w)
+            .map(|(o, w)| crate::verdict::Criteria::of(w).figures(&o.summary));
         let line = format!(
-            "{}: {}{}",
+            "{}: {}{}{}",
             result.id,
             result.verdict,
+            figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
             trend
                 .map(|t| format!("; baseline: {t}"))
                 .unwrap_or_default()

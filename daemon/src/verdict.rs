@@ -57,6 +57,11 @@ impl Verdict {
 
     /// The verdict of a run that ended with `summary`, judged by the workload's criteria.
     pub fn judge(w: &Workload, summary: &RunSummary, interrupted: bool) -> Verdict {
+        Verdict::judge_by(&Criteria::of(w), summary, interrupted)
+    }
+
+    /// The verdict of a run that ended with `summary`, judged by `c`.
+    pub fn judge_by(c: &Criteria, summary: &RunSummary, interrupted: bool) -> Verdict {
         if interrupted {
             return Verdict::error("interrupted");
         }
@@ -67,7 +72,7 @@ impl Verdict {
         // target; too many of them, and the run measured canaryd instead.
         let client = summary.client_errors;
         let client_share = client as f64 / summary.requests as f64;
-        if client > 0 && (client_share > w.max_error_rate || summary.completed == 0) {
+        if client > 0 && (client_share > c.max_error_rate || summary.completed == 0) {
             return Verdict::error(format!(
                 "canaryd was the bottleneck: {client} of {} requests failed for lack of its own \
                  resources (client_resources), not judged against the target",
@@ -87,14 +92,14 @@ impl Verdict {
             ));
         }
         let mut reasons = Vec::new();
-        if summary.error_rate > w.max_error_rate {
+        if summary.error_rate > c.max_error_rate {
             reasons.push(format!(
                 "error rate {:.3} above max_error_rate {}",
-                summary.error_rate, w.max_error_rate
+                summary.error_rate, c.max_error_rate
             ));
         }
         if let Some(g) = &summary.goodput {
-            if g.good_request_fraction < w.min_good_fraction {
+            if g.good_request_fraction < c.min_good_fraction {
                 // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
                 let misses: Vec<String> = g
                     .misses_by_metric
@@ -105,7 +110,7 @@ impl Verdict {
                 reasons.push(format!(
                     "good-request fraction {:.3} below min_good_fraction {} ({})",
                     g.good_request_fraction,
-                    w.min_good_fraction,
+                    c.min_good_fraction,
                     misses.join(", ")
                 ));
             }
@@ -118,6 +123,57 @@ impl Verdict {
             },
             reasons,
         }
+    }
+}
+
+/// What a run must show to pass: the daemon's `max_error_rate` and `min_good_fraction`
+/// (the latter over the run's SLOs, when it has any). Any run in which no request completed is
+/// an `error`, whatever they say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Criteria {
+    /// The most of the target's errors over the requests it was sent.
+    pub max_error_rate: f64,
+    /// The least share of good requests, when the run has SLOs.
+    pub min_good_fraction: f64,
+}
+
+impl Criteria {
+    /// No bar but that something completed: an error rate up to 1, any good fraction.
+    pub const NONE: Criteria = Criteria {
+        max_error_rate: 1.0,
+        min_good_fraction: 0.0,
+    };
+
+    /// A workload's criteria.
+    pub fn of(w: &Workload) -> Criteria {
+        Criteria {
+            max_error_rate: w.max_error_rate,
+            min_good_fraction: w.min_good_fraction,
+        }
+    }
+
+    /// The figures a verdict rests on, each beside its bar, for a log line:
+    /// `20 requests, 20 completed; error rate 0.000 (max 0.05); good 0.950 (min 0.9) over
+    /// time_to_first_token:100; TTFT p50 12.100 ms, p99 40.300 ms`.
+    pub fn figures(&self, s: &RunSummary) -> String {
+        let mut parts = vec![
+            format!("{} requests, {} completed", s.requests, s.completed),
+            format!(
+                "error rate {:.3} (max {})",
+                s.error_rate, self.max_error_rate
+            ),
+        ];
+        match &s.goodput {
+            Some(g) => parts.push(format!(
+                "good {:.3} (min {}) over {}",
+                g.good_request_fraction, self.min_good_fraction, g.slos
+            )),
+            None => parts.push("no SLOs".into()),
+        }
+        if let Some(t) = s.metrics.get("time_to_first_token") {
+            parts.push(format!("TTFT p50 {:.3} ms, p99 {:.3} ms", t.p50, t.p99));
+        }
+        parts.join("; ")
     }
 }
 
@@ -214,7 +270,9 @@ mod tests {
     #[test]
     fn one_token_outputs_are_named_apart_from_itl_misses() {
         let mut w = workload();
-        w.slos = "time_to_first_token:100 inter_token_latency:40".parse().unwrap();
+        w.slos = "time_to_first_token:100 inter_token_latency:40"
+            .parse()
+            .unwrap();
         let mut agg = Aggregator::new(w.slos.clone());
         let mut r = rec(Some(10.0));
         r.itl_ms = Some(5.0);

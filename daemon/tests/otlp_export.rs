@@ -134,22 +134,23 @@ async fn replay_with_kernel(
     labels.goodput = "time_to_first_token:100000".parse().unwrap();
     let mut config = canary_replay::Config::new(target);
     config.output_dir = Some(out.to_path_buf());
-    config.speedup = 20.0;
     config.goodput = labels.goodput.clone();
     let observer = exporter.run_observer(labels.clone());
-    config.observer = Some(match kernel {
+    let observer: Arc<dyn Observer> = match kernel {
         Some(kernel) => Arc::new(KernelAnnotator {
             kernel,
             inner: observer,
         }),
         None => Arc::new(observer),
-    });
+    };
     config.trace_sample_ratio = exporter.sample_ratio();
+    let info = canary_replay::RunInfo::unplanned(&config.run_id, "arxiv-test");
     let outcome = canary_replay::run(
         config,
         schedule,
         prompts(),
-        serde_json::json!({}),
+        info,
+        Some(observer),
         CancellationToken::new(),
         Arc::new(Progress::default()),
     )

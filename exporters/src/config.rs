@@ -40,6 +40,12 @@ pub struct Config {
     pub max_queued_spans: usize,
 }
 
+impl Config {
+    /// How long the final flush after a run (or at the daemon's stop) may take unless told
+    /// otherwise (`--otlp-flush-timeout`, `[otlp] flush_timeout`).
+    pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

@@ -4,6 +4,8 @@
 //! The pieces, in the order a run uses them:
 //!
 //! * [`load`] / [`analyze`] — Mooncake, Bailian and BurstGPT traces, validated row by row.
+//! * [`Plan`] — everything a run needs but its observers, every default in one place;
+//!   built by each front end, checked up front, its errors naming the [`Setting`].
 //! * [`Schedule`] — sessions and deadlines from trace time and a speedup.
 //! * [`PromptBuilder`] — deterministic prompts of exact token length from hash ids.
 //! * [`Target`] — the server and the shape of its requests.
@@ -19,6 +21,7 @@ mod exchange;
 mod ids;
 mod in_flight;
 mod limits;
+mod plan;
 mod prompt;
 mod results;
 mod run;
@@ -33,18 +36,23 @@ pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
+pub use plan::{
+    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo,
+    SelectionAsked, Setting, SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
+};
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
 pub use results::{
     fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
+    SummaryFile,
 };
 pub use run::{run, Config, Progress, ReplayError};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use target::{
-    reserved_header, uri_port, ApiKey, Endpoint, MaxTokensField, Target, UrlError,
-    DEFAULT_CONNECT_TIMEOUT,
+    header, reserved_header, uri_port, ApiKey, Endpoint, HeaderError, MaxTokensField, Target,
+    UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,

@@ -3,6 +3,8 @@
 //! or a stream that never stops must each cost one classified error
 //! (`response_too_large`, `response_too_long`), never the process.
 
+use crate::plan::{Setting, SettingError};
+
 /// Caps on what one response may make canaryd hold, per target.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResponseLimits {
@@ -50,19 +52,22 @@ impl ResponseLimits {
     }
 
     /// Checks every cap is usable; the error names the setting (as its config key).
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        for (key, v) in [
-            ("max_header_bytes", self.header_bytes),
-            ("max_event_bytes", self.event_bytes),
-            ("max_body_bytes", self.body_bytes),
+    pub fn validate(&self) -> Result<(), SettingError> {
+        for (setting, v) in [
+            (Setting::MaxHeaderBytes, self.header_bytes),
+            (Setting::MaxEventBytes, self.event_bytes),
+            (Setting::MaxBodyBytes, self.body_bytes),
         ] {
             if v < 1024 {
-                return Err((key, format!("expected at least 1 KiB, found {v} bytes")));
+                return Err(SettingError::new(
+                    setting,
+                    format!("expected at least 1 KiB, found {v} bytes"),
+                ));
             }
         }
         if !(self.output_ratio >= 1.0 && self.output_ratio.is_finite()) {
-            return Err((
-                "max_output_ratio",
+            return Err(SettingError::new(
+                Setting::MaxOutputRatio,
                 format!(
                     "expected a number of 1 or more, found {}",
                     self.output_ratio
@@ -111,17 +116,23 @@ mod tests {
             l.max_output_chunks(Some(u32::MAX)),
             ResponseLimits::OUTPUT_UNBOUNDED + ResponseLimits::OUTPUT_SLACK
         );
-        assert_eq!(l.validate(), Ok(()));
+        assert_eq!(l.validate().ok(), Some(()));
         let tiny = ResponseLimits {
             event_bytes: 10,
             ..l
         };
-        assert_eq!(tiny.validate().unwrap_err().0, "max_event_bytes");
+        assert_eq!(
+            tiny.validate().unwrap_err().setting.name(),
+            "max_event_bytes"
+        );
         let ratio = ResponseLimits {
             output_ratio: 0.5,
             ..l
         };
-        assert_eq!(ratio.validate().unwrap_err().0, "max_output_ratio");
+        assert_eq!(
+            ratio.validate().unwrap_err().setting.name(),
+            "max_output_ratio"
+        );
         assert_eq!(show_bytes(64 << 10), "64 KiB");
         assert_eq!(show_bytes(1500), "1500 bytes");
     }

@@ -4,11 +4,39 @@
 //! leaves every measurement it took. The summary is written at the end of every run, including
 //! interrupted and failed ones.
 
-use canary_core::{Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats};
+use crate::plan::RunInfo;
+use canary_core::{
+    Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats, SUMMARY_SCHEMA_VERSION,
+};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// `summary.json`: the version of its schema, the `run` block, then what the run produced
+/// (`body`, flattened: a [`RunOutcome`](canary_core::RunOutcome), or the summary of a run
+/// rebuilt from its records). Its JSON Schema is `core/summary.schema.json`.
+#[derive(Debug, Serialize)]
+pub struct SummaryFile<'a, T: Serialize> {
+    /// [`SUMMARY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// What the run was.
+    pub run: &'a RunInfo,
+    /// What it produced.
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+impl<'a, T: Serialize> SummaryFile<'a, T> {
+    /// The summary of the run `run`, which produced `body`.
+    pub fn new(run: &'a RunInfo, body: &'a T) -> SummaryFile<'a, T> {
+        SummaryFile {
+            schema_version: SUMMARY_SCHEMA_VERSION,
+            run,
+            body,
+        }
+    }
+}
 
 /// An artifact that could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -11,15 +11,15 @@ use crate::dispatch::Dispatcher;
 use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::ids::TraceContext;
 use crate::in_flight::in_flight_cap;
+use crate::plan::{RunInfo, Setting, SettingError};
 use crate::prompt::PromptBuilder;
-use crate::results::{ArtifactError, ResultsWriter};
+use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
     CapSource, ChunkGaps, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
     RunOutcome, RunSummary, Status, TraceRequest, WallAnchor,
 };
-use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,13 +28,12 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Settings of one replay run.
+/// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
+/// the schedule's ([`Schedule::new`]); the observers are given to [`run()`].
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The server.
     pub target: Target,
-    /// Trace-time divisor (2.0 replays twice as fast).
-    pub speedup: f64,
     /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
     pub concurrency: Option<usize>,
     /// Requests sent, one at a time, before the measured phase; left out of statistics.
@@ -51,9 +50,6 @@ pub struct Config {
     pub prepare_ahead: Duration,
     /// Prefix of `x-request-id` values.
     pub run_id: String,
-    /// Adds what other sources saw (GPU, server metrics, kernel) to each record before it is
-    /// written.
-    pub observer: Option<Arc<dyn Observer>>,
     /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
     /// the exporter decides which spans to send).
     pub trace_sample_ratio: f64,
@@ -74,16 +70,14 @@ impl Config {
     pub fn new(target: Target) -> Config {
         Config {
             target,
-            speedup: 1.0,
             concurrency: None,
-            warmup_requests: 0,
-            grace_period: Duration::from_secs(30),
+            warmup_requests: crate::Plan::WARMUP_REQUESTS,
+            grace_period: crate::Plan::GRACE_PERIOD,
             goodput: Goodput::default(),
             output_dir: None,
             record_chunks: false,
             prepare_ahead: Duration::from_millis(50),
             run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
-            observer: None,
             trace_sample_ratio: 1.0,
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
@@ -98,79 +92,56 @@ impl Config {
     /// extra headers that frame the request, and `extra_inputs` replacing fields canaryd
     /// sets itself.
     /// [`run()`] calls it first; callers may call it earlier to fail before starting anything.
-    pub fn validate(&self) -> Result<(), ReplayError> {
-        if self.target.connect_timeout.is_zero() {
-            return Err(ReplayError::Invalid {
-                field: "connect_timeout",
-                reason: "expected a positive duration, found 0".into(),
-            });
-        }
-        if self.target.timeout.is_zero() {
-            return Err(ReplayError::Invalid {
-                field: "--request-timeout",
-                reason: "expected a positive duration, found 0".into(),
-            });
-        }
-        if let Err((key, reason)) = self.target.limits.validate() {
-            let field = match key {
-                "max_header_bytes" => "--max-header-bytes",
-                "max_event_bytes" => "--max-event-bytes",
-                "max_body_bytes" => "--max-body-bytes",
-                _ => "--max-output-ratio",
-            };
-            return Err(ReplayError::Invalid { field, reason });
-        }
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let positive = |setting, d: Duration| match d.is_zero() {
+            true => Err(SettingError::new(
+                setting,
+                "expected a positive duration, found 0",
+            )),
+            false => Ok(()),
+        };
+        positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
+        positive(Setting::RequestTimeout, self.target.timeout)?;
+        self.target.limits.validate()?;
         if self.concurrency == Some(0) {
-            return Err(ReplayError::Invalid {
-                field: "--concurrency",
-                reason: "expected at least 1 request in flight, found 0".into(),
-            });
-        }
-        if !(self.speedup > 0.0 && self.speedup.is_finite()) {
-            return Err(ReplayError::Invalid {
-                field: "--speedup",
-                reason: format!("expected a positive number, found {}", self.speedup),
-            });
+            return Err(SettingError::new(
+                Setting::Concurrency,
+                "expected at least 1 request in flight, found 0",
+            ));
         }
         self.target
             .check_headers()
-            .map_err(|reason| ReplayError::Invalid {
-                field: "--header",
-                reason,
-            })?;
+            .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
         self.target
             .check_extra_inputs()
-            .map_err(|reason| ReplayError::Invalid {
-                field: "--extra-inputs",
-                reason,
-            })
+            .map_err(|reason| SettingError::new(Setting::ExtraInputs, reason))
     }
 
     /// Checks what [`run()`] would be asked to do with `schedule`: every length within
     /// [`Config::length_limit`] (a prompt is sized by it), and an end within
     /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
-    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), ReplayError> {
+    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), SettingError> {
         let limit = self.length_limit;
         let mut rows = schedule.sessions().iter().flat_map(|s| &s.turns);
         if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
-            return Err(ReplayError::Invalid {
-                field: "--length-limit",
-                reason: format!(
+            return Err(SettingError::new(
+                Setting::LengthLimit,
+                format!(
                     "line {} asks for {} input and {} output tokens, over the limit of {limit}",
                     r.line, r.input_tokens, r.output_tokens
                 ),
-            });
+            ));
         }
         let max = crate::trace::MAX_SPAN;
         if schedule.min_duration() > max {
-            return Err(ReplayError::Invalid {
-                field: "--speedup",
-                reason: format!(
+            return Err(SettingError::new(
+                Setting::Speedup,
+                format!(
                     "at {}x the schedule would take more than {} days",
                     crate::trace::Number(schedule.timing().speedup()),
                     max.as_secs() / 86_400
                 ),
-            });
+            ));
         }
         Ok(())
     }
@@ -206,13 +177,21 @@ pub enum ReplayError {
     #[error("writing results")]
     Artifact(#[from] ArtifactError),
     /// A setting is out of range (see [`Config::validate`]).
-    #[error("invalid replay setting {field}: {reason}")]
-    Invalid {
-        /// The setting, as the command line spells it (`--concurrency`).
-        field: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error("invalid replay setting {0}")]
+    Invalid(#[from] SettingError),
+}
+
+impl ReplayError {
+    /// The message with the setting of an [`ReplayError::Invalid`] named by `spell` (the
+    /// front end's words: `--concurrency`, `workloads.chat.concurrency`).
+    pub fn spelled(&self, spell: impl Fn(Setting) -> String) -> String {
+        match self {
+            ReplayError::Invalid(e) => {
+                format!("invalid replay setting {}", e.spelled(&spell(e.setting)))
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 struct Ctx {
@@ -235,14 +214,17 @@ struct Ctx {
     unsent: AtomicU64,
 }
 
-/// Replays `schedule` against the configured target. `info` is written verbatim under `run`
-/// in `summary.json`. Stopping `shutdown` ends dispatching; in-flight requests then get the
-/// grace period. Artifacts are written in every case.
+/// Replays `schedule` against the configured target: prepares each request ahead, releases
+/// it at its deadline, measures it, and hands each record to `observer` (what other sources
+/// saw: GPU, server metrics, kernel, exporters) before it is written. `info` is `summary.json`'s
+/// `run` block. Stopping `shutdown` ends dispatching; in-flight requests then get the grace
+/// period. Artifacts are written in every case.
 pub async fn run(
     config: Config,
     schedule: Schedule,
     prompts: Arc<PromptBuilder>,
-    info: serde_json::Value,
+    info: RunInfo,
+    observer: Option<Arc<dyn Observer>>,
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
@@ -272,10 +254,10 @@ pub async fn run(
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
     let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
-    let observer = config.observer.clone();
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
         let t0_shared = t0_shared.clone();
+        let observer = observer.clone();
         std::thread::spawn(move || {
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
@@ -327,7 +309,7 @@ pub async fn run(
     warmup(&ctx, &schedule).await;
     // Observers that measure over a window (the server's histogram deltas) start it now, so
     // warm-up stays outside it.
-    if let Some(o) = &ctx.config.observer {
+    if let Some(o) = &observer {
         o.measured_phase(ctx.config.warmup_requests).await;
     }
 
@@ -362,7 +344,7 @@ pub async fn run(
     let writer = collector.join().expect("collector thread does not panic");
     let summary = writer.summary();
     let end = MonoTime::now();
-    let telemetry = match &ctx.config.observer {
+    let telemetry = match &observer {
         Some(o) => o.finish(t0, end, &summary).await,
         None => Default::default(),
     };
@@ -381,19 +363,7 @@ pub async fn run(
         telemetry,
         summary,
     };
-    #[derive(Serialize)]
-    struct Report<'a> {
-        run: &'a serde_json::Value,
-        #[serde(flatten)]
-        outcome: &'a RunOutcome,
-    }
-    writer.finish(
-        &Report {
-            run: &info,
-            outcome: &outcome,
-        },
-        &outcome.summary,
-    )?;
+    writer.finish(&SummaryFile::new(&info, &outcome), &outcome.summary)?;
     Ok(outcome)
 }
 

@@ -140,6 +140,9 @@ pub struct Target {
     pub limits: ResponseLimits,
 }
 
+/// Default of [`Target::timeout`]: ten minutes, longer than any sane generation.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Default of [`Target::connect_timeout`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -220,6 +223,39 @@ pub fn reserved_header(name: &str) -> Option<&'static str> {
         .map(|(_, why)| *why)
 }
 
+/// An extra request header that cannot be sent. Never carries the value (it may be a key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Not a valid header name (it is not shown either: `-H "Bearer sk-…"` has no name and is
+    /// all secret).
+    InvalidName,
+    /// A header canaryd sets itself, and why.
+    Reserved {
+        /// The header.
+        name: HeaderName,
+        /// Why canaryd sets it.
+        why: &'static str,
+    },
+    /// The value holds bytes a header cannot carry.
+    InvalidValue {
+        /// The header.
+        name: HeaderName,
+    },
+}
+
+/// The extra request header `name: value`, its value marked sensitive (never logged or
+/// shown by `Debug`): the one check behind `-H` and a daemon target's `headers`.
+pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), HeaderError> {
+    let name = HeaderName::try_from(name).map_err(|_| HeaderError::InvalidName)?;
+    if let Some(why) = reserved_header(name.as_str()) {
+        return Err(HeaderError::Reserved { name, why });
+    }
+    let mut value = HeaderValue::try_from(value)
+        .map_err(|_| HeaderError::InvalidValue { name: name.clone() })?;
+    value.set_sensitive(true);
+    Ok((name, value))
+}
+
 /// A URL canaryd cannot use as a target.
 #[derive(Debug, thiserror::Error)]
 #[error("target URL {url:?}: {reason}")]
@@ -287,7 +323,7 @@ impl Target {
             api_key: None,
             headers: Vec::new(),
             ca_bundle: None,
-            timeout: Duration::from_secs(600),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             streaming: true,
             max_tokens_field: MaxTokensField::Both,

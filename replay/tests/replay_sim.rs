@@ -346,7 +346,8 @@ async fn settings_that_could_never_run_are_refused_up_front() {
             config,
             canary_replay::Schedule::new(requests(2, 20, 4), 1.0),
             prompts(),
-            serde_json::json!({}),
+            info("refused"),
+            None,
             tokio_util::sync::CancellationToken::new(),
             Default::default(),
         );
@@ -356,7 +357,7 @@ async fn settings_that_could_never_run_are_refused_up_front() {
             .await
             .expect("refused, not hung")
             .expect_err("refused");
-        let msg = err.to_string();
+        let msg = err.spelled(flag);
         assert!(
             msg.starts_with(&format!("invalid replay setting {field}: ")),
             "{msg}"
@@ -388,13 +389,13 @@ async fn schedules_that_never_end_or_fit_are_refused_up_front() {
     ];
     for (reqs, speedup, limit, expected) in cases {
         let mut config = canary_replay::Config::new(target(&sim));
-        config.speedup = speedup;
         config.length_limit = limit;
         let run = canary_replay::run(
             config,
             canary_replay::Schedule::new(reqs, speedup),
             prompts(),
-            serde_json::json!({}),
+            info("refused"),
+            None,
             tokio_util::sync::CancellationToken::new(),
             Default::default(),
         );
@@ -403,7 +404,7 @@ async fn schedules_that_never_end_or_fit_are_refused_up_front() {
             .expect("refused, not waiting for ages")
             .expect_err("refused");
         assert_eq!(
-            err.to_string(),
+            err.spelled(flag),
             format!("invalid replay setting {expected}")
         );
     }

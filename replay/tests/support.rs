@@ -1,8 +1,8 @@
 //! Shared helpers: a simulator on loopback, generated requests, and one-call replays.
 
-use canary_core::{RequestRecord, RunOutcome, TraceRequest};
+use canary_core::{Observer, RequestRecord, RunOutcome, TraceRequest};
 use canary_replay::{
-    Config, Endpoint, LoadOptions, Progress, PromptBuilder, Schedule, Target, Tokenizer,
+    Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunInfo, Schedule, Target, Tokenizer,
     TokenizerSpec, Trace,
 };
 use clap::Parser;
@@ -115,11 +115,37 @@ pub struct Run {
     pub dir: tempfile::TempDir,
 }
 
+/// What a test replay is given: the dispatcher's settings (through `Deref`), the speedup
+/// and an observer.
+pub struct Setup {
+    pub config: Config,
+    pub speedup: f64,
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl std::ops::DerefMut for Setup {
+    fn deref_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+}
+
+/// The `run` block of a test replay.
+pub fn info(run_id: &str) -> RunInfo {
+    RunInfo::unplanned(run_id, "test")
+}
+
 /// Replays `reqs` at `target` with default settings adjusted by `tweak`.
 pub async fn replay(
     reqs: Vec<TraceRequest>,
     target: Target,
-    tweak: impl FnOnce(&mut Config),
+    tweak: impl FnOnce(&mut Setup),
 ) -> Run {
     replay_with_stop(reqs, target, tweak, CancellationToken::new()).await
 }
@@ -128,7 +154,7 @@ pub async fn replay(
 pub async fn replay_with_stop(
     reqs: Vec<TraceRequest>,
     target: Target,
-    tweak: impl FnOnce(&mut Config),
+    tweak: impl FnOnce(&mut Setup),
     stop: CancellationToken,
 ) -> Run {
     replay_watched(reqs, target, tweak, stop, Arc::default()).await
@@ -138,22 +164,32 @@ pub async fn replay_with_stop(
 pub async fn replay_watched(
     reqs: Vec<TraceRequest>,
     target: Target,
-    tweak: impl FnOnce(&mut Config),
+    tweak: impl FnOnce(&mut Setup),
     stop: CancellationToken,
     progress: Arc<Progress>,
 ) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::new(target);
-    config.output_dir = Some(dir.path().to_path_buf());
-    config.grace_period = std::time::Duration::from_secs(5);
-    tweak(&mut config);
+    let mut setup = Setup {
+        config: Config::new(target),
+        speedup: 1.0,
+        observer: None,
+    };
+    setup.output_dir = Some(dir.path().to_path_buf());
+    setup.grace_period = std::time::Duration::from_secs(5);
+    tweak(&mut setup);
+    let Setup {
+        config,
+        speedup,
+        observer,
+    } = setup;
     let run_id = config.run_id.clone();
-    let schedule = Schedule::new(reqs, config.speedup);
+    let schedule = Schedule::new(reqs, speedup);
     let outcome = canary_replay::run(
         config,
         schedule,
         prompts(),
-        serde_json::json!({"test": true}),
+        info(&run_id),
+        observer,
         stop,
         progress,
     )
@@ -201,4 +237,12 @@ pub fn assert_same(a: f64, b: f64, what: &str) {
         (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()),
         "{what}: {a} != {b}"
     );
+}
+
+/// A setting as `canaryd replay` spells it (`--concurrency`), as these tests name them.
+pub fn flag(s: canary_replay::Setting) -> String {
+    match s {
+        canary_replay::Setting::Headers => "--header".into(),
+        s => format!("--{}", s.name().replace('_', "-")),
+    }
 }

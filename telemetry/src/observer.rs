@@ -248,8 +248,7 @@ impl Observer for TelemetryObserver {
             // After warm-up, wait for the server to count its last warm-up request, so the
             // window's first scrape has them all and the deltas none.
             let first = server.settled_scrape(warmup_requests > 0).await;
-            *self.window_from.lock().expect("window lock") =
-                Some(first.map_or(began, |s| s.at));
+            *self.window_from.lock().expect("window lock") = Some(first.map_or(began, |s| s.at));
         })
     }
 

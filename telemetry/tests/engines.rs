@@ -168,8 +168,14 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     assert_eq!(json["ttft_s"]["count"], 80.0);
     // Each percentile says it is a bucket: both edges and the interpolated estimate.
     let p90 = &json["ttft_s"]["p90"];
-    assert_eq!((&p90["lower_bound"], &p90["upper_bound"]), (&0.1.into(), &0.5.into()));
-    assert!((p90["estimate"].as_f64().unwrap() - 0.3).abs() < 1e-12, "{p90}");
+    assert_eq!(
+        (&p90["lower_bound"], &p90["upper_bound"]),
+        (&0.1.into(), &0.5.into())
+    );
+    assert!(
+        (p90["estimate"].as_f64().unwrap() - 0.3).abs() < 1e-12,
+        "{p90}"
+    );
 }
 
 #[test]

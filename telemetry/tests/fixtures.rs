@@ -138,7 +138,10 @@ fn vllm_v0_capture() {
     for q in [est.p50, est.p90, est.p95, est.p99].into_iter().flatten() {
         let edges: Vec<f64> = h.buckets.iter().map(|b| b.0).collect();
         assert!(edges.contains(&q.upper_bound.unwrap()), "{q:?}");
-        assert!(q.lower_bound == 0.0 || edges.contains(&q.lower_bound), "{q:?}");
+        assert!(
+            q.lower_bound == 0.0 || edges.contains(&q.lower_bound),
+            "{q:?}"
+        );
         assert!(q.lower_bound <= q.estimate && q.estimate <= q.upper_bound.unwrap());
     }
 }

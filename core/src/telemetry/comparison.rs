@@ -207,7 +207,9 @@ fn withheld_reason(what: &str, client_n: u64, server_n: u64, client: &RunSummary
         let more = server_n - client_n;
         let failed = match client.errors {
             0 => String::new(),
-            n => format!("canaryd's {n} failed requests (a timeout still runs, or aborts, on the server), "),
+            n => format!(
+                "canaryd's {n} failed requests (a timeout still runs, or aborts, on the server), "
+            ),
         };
         format!("{more} more on the server: {failed}warm-up that finished late, or other clients")
     } else {
@@ -286,7 +288,10 @@ mod tests {
             ..Default::default()
         };
         let line = Comparison::of(&c, &slower).unwrap().to_string();
-        assert!(line.contains("server mean 8.000 ms above the client's"), "{line}");
+        assert!(
+            line.contains("server mean 8.000 ms above the client's"),
+            "{line}"
+        );
         assert!(!line.contains("network") && !line.contains('-'), "{line}");
     }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use super::PromptError;
 
 /// Which tokenizer prompt lengths are measured in.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum TokenizerSpec {
     /// The o200k_base BPE embedded in the binary. Counts are exact for OpenAI's o-series /
     /// GPT-4o family and approximate for every other model.

@@ -1,0 +1,82 @@
+//! A workload and its target as a [`Plan`]: the daemon's front end of the library's run plan.
+//! Defaults are the plan's own (the config filled them in when it loaded); errors name the
+//! config keys (`workloads.chat.speedup`, `targets.local.api_key_file`).
+
+use super::{Target, TraceSource, Workload};
+use crate::bundled::{BUNDLED_TRACE, BUNDLED_TRACE_NAME};
+use canary_replay::{
+    LoadShape, Plan, PromptSpec, Selection, Setting, Table, TokenizerSpec, TracePlan,
+};
+
+/// A workload of the config with its target: what [`Plan::try_from`] builds a plan from.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadPlan<'a> {
+    /// The workload.
+    pub workload: &'a Workload,
+    /// Its target.
+    pub target: &'a Target,
+}
+
+impl WorkloadPlan<'_> {
+    /// How the daemon names `setting` of this workload: its key path in the config file.
+    pub fn key(&self, setting: Setting) -> String {
+        match setting.table() {
+            Table::Workload => format!("workloads.{}.{}", self.workload.name, setting.name()),
+            Table::Target => format!("targets.{}.{}", self.target.name, setting.name()),
+        }
+    }
+}
+
+impl TryFrom<WorkloadPlan<'_>> for Plan {
+    type Error = anyhow::Error;
+
+    /// The plan of one run of the workload; the caller sets its run id and artifacts folder.
+    /// The target's key is read when the run starts, only from the source the target names:
+    /// no `OPENAI_API_KEY` fallback as in `canaryd replay` (every target, plain http
+    /// included, would get that key).
+    fn try_from(p: WorkloadPlan<'_>) -> anyhow::Result<Plan> {
+        let (w, t) = (p.workload, p.target);
+        let mut target = canary_replay::Target::new(&t.url, t.endpoint, &t.model)
+            .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
+        target.headers = t.headers.clone();
+        target.ca_bundle.clone_from(&t.ca_bundle);
+        target.timeout = t.request_timeout;
+        target.limits = t.limits;
+        let mut trace = match &w.trace {
+            TraceSource::Bundled => TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE),
+            TraceSource::File(path, format) => TracePlan::file(path).with_format(*format),
+        };
+        trace.speedup = w.speedup;
+        trace.read.max_line_bytes = w.max_line_bytes;
+        trace.selection = Selection {
+            start_offset: w.start_offset,
+            end_offset: w.end_offset,
+            max_requests: w.max_requests,
+            scale_lengths: w.scale_lengths,
+            ..Selection::default()
+        };
+        let mut plan = Plan::new(w.name.clone(), LoadShape::Trace(trace), target);
+        plan.set_length_limit(w.length_limit);
+        plan.target_name = Some(t.name.clone());
+        plan.prompts = PromptSpec {
+            tokenizer: match &w.tokenizer {
+                Some(path) => TokenizerSpec::HuggingFace(path.clone()),
+                None => TokenizerSpec::BuiltinO200k,
+            },
+            seed: w.prompt_seed,
+        };
+        plan.api_key.clone_from(&t.api_key);
+        let r = &mut plan.replay;
+        r.concurrency = w.concurrency;
+        r.warmup_requests = w.warmup_requests;
+        r.grace_period = w.grace_period;
+        r.goodput = w.slos.clone();
+        Ok(plan)
+    }
+}
+
+impl WorkloadPlan<'_> {
+    fn key_url(&self) -> String {
+        format!("targets.{}.url", self.target.name)
+    }
+}

@@ -1,0 +1,190 @@
+//! One run of a plan, whoever asked for it — `canaryd replay`, `canaryd demo` or a daemon
+//! workload — read top to bottom: plan → load → synthesize → dispatch → measure → correlate
+//! → judge → export. What differs between those front ends is a [`Front`]: how it names
+//! settings, where its prompts come from, its own observers, how it judges, where it exports.
+
+use crate::verdict::Verdict;
+use anyhow::{Context, Result};
+use canary_core::{Observer, Observers, RunOutcome, Source, SourceState};
+use canary_replay::{
+    LoadError, LoadShape, Plan, Progress, PromptBuilder, PromptSpec, ReplayError, RunInfo, Setting,
+    SettingError,
+};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The telemetry joined to a run: the telemetry crate's sources (server `/metrics`, NVML,
+/// DCGM) and kernel socket timing (eBPF).
+#[derive(Debug, Clone)]
+pub struct Observe {
+    /// The telemetry sources.
+    pub telemetry: canary_telemetry::Config,
+    /// Time sockets in the kernel.
+    pub ebpf: bool,
+}
+
+/// What a front end does with a judged run, besides its artifacts (already written).
+pub type ExportFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// What differs between the front ends that run a plan.
+pub trait Front: Sync {
+    /// How the front end names `setting` in its errors (`--concurrency`,
+    /// `workloads.chat.concurrency`).
+    fn spell(&self, setting: Setting) -> String;
+
+    /// The prompt synthesizer for `spec`.
+    fn prompts(&self, spec: &PromptSpec) -> Result<Arc<PromptBuilder>> {
+        Ok(spec.build()?)
+    }
+
+    /// The front end's own observers (an exporter, a baseline sampler), called after the
+    /// telemetry and kernel ones, so they see what those added to each record.
+    fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        Vec::new()
+    }
+
+    /// The verdict on a measured run; `None`: unjudged.
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict>;
+
+    /// Where a judged run goes besides its artifacts.
+    fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a>;
+}
+
+/// A run measured and judged.
+#[derive(Debug)]
+pub struct Judged {
+    /// What the run was: `summary.json`'s `run` block.
+    pub info: RunInfo,
+    /// What it produced.
+    pub outcome: RunOutcome,
+    /// Its verdict; `None`: unjudged.
+    pub verdict: Option<Verdict>,
+}
+
+/// Runs `plan` with the telemetry `observe` names, for `front`. `None` when `shutdown`
+/// fired while the trace was loading (nothing was sent); a stop later ends dispatching and
+/// the run is measured, judged and exported as far as it went.
+pub async fn execute(
+    mut plan: Plan,
+    observe: &Observe,
+    front: &dyn Front,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<Option<Judged>> {
+    // Plan: settings that hold together, and the API key from where the plan says it is.
+    let spell = |s: Setting| front.spell(s);
+    plan.validate().map_err(|e| spelled(e, spell))?;
+    plan.read_api_key().map_err(|e| spelled(e, spell))?;
+
+    // Load: the trace, windowed and scaled, then its schedule.
+    let LoadShape::Trace(trace) = &plan.load;
+    let loaded = trace
+        .load(&shutdown)
+        .await
+        .map_err(|e| load_error(e, spell));
+    let Some(mut loaded) = loaded.context("loading the trace")? else {
+        return Ok(None);
+    };
+    let schedule = loaded.take_schedule().map_err(|e| load_error(e, spell))?;
+
+    // Synthesize: the tokenizer and the prompt synthesizer; each prompt is built just in
+    // time, shortly before its deadline, by the dispatcher.
+    let prompts = front.prompts(&plan.prompts)?;
+    let info = RunInfo::new(&plan, &loaded, &prompts);
+    tracing::info!(
+        workload = %plan.workload,
+        run = %plan.replay.run_id,
+        requests = schedule.len(),
+        span_s = format!("{:.1}", schedule.span().as_secs_f64()),
+        url = %plan.replay.target.url(),
+        "replaying {} at {}x",
+        loaded.trace.path.display(),
+        plan.trace().speedup
+    );
+
+    // Dispatch, measure and correlate: each request released at its deadline and measured,
+    // each record joined to what the server, the GPUs, the kernel and the front end's own
+    // observers saw at the same moments.
+    let stop_sources = CancellationToken::new();
+    let observers = attach(observe, front.observers(), &stop_sources);
+    let outcome = canary_replay::run(
+        plan.replay,
+        schedule,
+        prompts,
+        info.clone(),
+        Some(observers),
+        shutdown,
+        progress,
+    )
+    .await;
+    stop_sources.cancel();
+    let outcome = outcome.map_err(|e| replay_error(front, e))?;
+
+    // Judge.
+    let verdict = front.judge(&outcome);
+    let judged = Judged {
+        info,
+        outcome,
+        verdict,
+    };
+
+    // Export.
+    front.export(&judged).await;
+    Ok(Some(judged))
+}
+
+/// The run's observers: telemetry first, then kernel socket timing, then the front end's.
+/// A source that cannot start is reported once (a warning and its state in `summary.json`)
+/// and the run goes on without it.
+fn attach(
+    observe: &Observe,
+    own: Vec<Arc<dyn Observer>>,
+    stop_sources: &CancellationToken,
+) -> Arc<dyn Observer> {
+    let mut observers = Observers::new();
+    observers.push(Arc::new(canary_telemetry::TelemetryObserver::start(
+        &observe.telemetry,
+        stop_sources,
+    )));
+    if !observe.ebpf {
+        observers.note(Source::Ebpf, SourceState::Disabled);
+    } else {
+        match canary_ebpf::KernelObserver::start() {
+            Ok(k) => observers.push(Arc::new(k)),
+            Err(e) => {
+                tracing::warn!("kernel socket timing off: {e}");
+                observers.note(Source::Ebpf, SourceState::unavailable(e.to_string()));
+            }
+        }
+    }
+    for o in own {
+        observers.push(o);
+    }
+    Arc::new(observers)
+}
+
+/// `e` with its setting named by `spell` (a front end's words), its cause kept.
+pub fn spelled(e: SettingError, spell: impl Fn(Setting) -> String) -> anyhow::Error {
+    let message = e.spelled(&spell(e.setting));
+    match e.source {
+        Some(cause) => anyhow::Error::new(cause).context(message),
+        None => anyhow::anyhow!(message),
+    }
+}
+
+/// A trace that cannot be loaded or scheduled, a setting named by `spell`.
+pub fn load_error(e: LoadError, spell: impl Fn(Setting) -> String) -> anyhow::Error {
+    match e {
+        LoadError::Setting(e) => spelled(e, spell),
+        other => other.into(),
+    }
+}
+
+fn replay_error(front: &dyn Front, e: ReplayError) -> anyhow::Error {
+    match e {
+        ReplayError::Invalid(_) => anyhow::anyhow!(e.spelled(|s| front.spell(s))),
+        other => other.into(),
+    }
+}

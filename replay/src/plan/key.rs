@@ -1,0 +1,62 @@
+//! [`ApiKeySource`]: where a target's API key is. A plan holds only that; the key itself is
+//! read when the run starts, so it never sits in a config, a log or a `Debug` print.
+
+use super::setting::{Setting, SettingError};
+use crate::target::ApiKey;
+use std::path::PathBuf;
+
+/// Where a target's API key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiKeySource {
+    /// A file holding the key (surrounding white space dropped).
+    File(PathBuf),
+    /// An environment variable that must be set.
+    Env(String),
+    /// An environment variable used when it is set (`OPENAI_API_KEY` for `canaryd replay`):
+    /// unset or empty means no key.
+    EnvIfSet(String),
+}
+
+impl ApiKeySource {
+    /// Reads the key. `None` only for an [`ApiKeySource::EnvIfSet`] variable that is unset.
+    /// Errors name the source, never the key.
+    pub fn read(&self) -> Result<Option<ApiKey>, SettingError> {
+        let (key, setting, from) = match self {
+            ApiKeySource::File(path) => {
+                let shown = path.display().to_string();
+                let key = std::fs::read_to_string(path).map_err(|e| SettingError {
+                    source: Some(e),
+                    ..SettingError::new(Setting::ApiKeyFile, "cannot be read").with_value(&shown)
+                })?;
+                if key.trim().is_empty() {
+                    return Err(SettingError::new(Setting::ApiKeyFile, "the file is empty")
+                        .with_value(shown));
+                }
+                (key, Setting::ApiKeyFile, shown)
+            }
+            ApiKeySource::Env(var) => match std::env::var(var) {
+                Ok(k) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, var.clone()),
+                _ => {
+                    return Err(SettingError::new(
+                        Setting::ApiKeyEnv,
+                        "the variable is not set or empty",
+                    )
+                    .with_value(var))
+                }
+            },
+            ApiKeySource::EnvIfSet(var) => match std::env::var(var) {
+                Ok(k) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, var.clone()),
+                _ => return Ok(None),
+            },
+        };
+        let key = ApiKey::new(&key);
+        match key.authorization() {
+            Some(_) => Ok(Some(key)),
+            None => Err(SettingError::new(
+                setting,
+                "the key holds characters an HTTP header cannot carry",
+            )
+            .with_value(from)),
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The load of a plan: which requests a run sends, and when. Today a trace on its own
+//! schedule ([`TracePlan`]); synthetic shapes (an open-loop rate, a closed loop of users) join
+//! [`LoadShape`] as variants of their own, each producing requests for the same dispatcher.
+
+use super::setting::{Setting, SettingError};
+use crate::schedule::Schedule;
+use crate::trace::{
+    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Trace, TraceError,
+    TraceFormat, MAX_SPAN,
+};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What a run sends, and when.
+#[derive(Debug, Clone)]
+pub enum LoadShape {
+    /// A production trace, replayed on its own schedule.
+    Trace(TracePlan),
+}
+
+/// A trace to replay: where it is, how to read it, which part of it, how fast.
+#[derive(Debug, Clone)]
+pub struct TracePlan {
+    /// The file, or a trace built into the binary.
+    pub source: TraceSource,
+    /// How rows are read and checked (format, bad rows, length and line limits).
+    pub read: LoadOptions,
+    /// The window, count, length scaling and caps, and shard.
+    pub selection: Selection,
+    /// Trace-time divisor (2.0 replays twice as fast).
+    pub speedup: f64,
+}
+
+/// Where a trace is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceSource {
+    /// A file (Mooncake or Bailian JSONL, BurstGPT CSV).
+    File(PathBuf),
+    /// Text built into the binary, under a name for reports.
+    Embedded {
+        /// The name reports show (`bundled:…`).
+        name: &'static str,
+        /// The trace.
+        text: &'static str,
+    },
+}
+
+/// A trace loaded and selected, with what loading and selecting did.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The selected requests.
+    pub trace: Trace,
+    /// The load's report (rows, skipped, warnings).
+    pub load: LoadReport,
+    /// The selection's report (kept, dropped, scaled, capped).
+    pub selection: SelectionReport,
+    /// The speedup it is replayed at.
+    pub speedup: f64,
+}
+
+/// Why a trace could not be loaded or scheduled.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A bad row, an unreadable file, a scale over the length limit.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The loader thread could not start or died.
+    #[error("the trace loader failed")]
+    Loader(#[source] std::io::Error),
+    /// The selection holds no request.
+    #[error("the selected window of the trace holds no request")]
+    Empty,
+    /// A setting makes the schedule unusable (a speedup that would never end).
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+}
+
+impl TracePlan {
+    /// The file at `path`, read with the default checks, whole, at 1×.
+    pub fn file(path: impl Into<PathBuf>) -> TracePlan {
+        TracePlan::from_source(TraceSource::File(path.into()))
+    }
+
+    /// Text built into the binary, called `name` in reports.
+    pub fn embedded(name: &'static str, text: &'static str) -> TracePlan {
+        TracePlan::from_source(TraceSource::Embedded { name, text })
+    }
+
+    fn from_source(source: TraceSource) -> TracePlan {
+        TracePlan {
+            source,
+            read: LoadOptions::default(),
+            selection: Selection::default(),
+            speedup: super::Plan::SPEEDUP,
+        }
+    }
+
+    /// Forces a format instead of detecting it.
+    pub fn with_format(mut self, format: Option<TraceFormat>) -> TracePlan {
+        self.read.format = format;
+        self
+    }
+
+    /// Loads and selects the trace; `None` when `stop` fired first. A file is read on a
+    /// thread of its own, so a stop ends the wait at once: a FIFO that never ends, or one that
+    /// sends nothing, cannot hold it (the stop flag ends the thread at its next read).
+    pub async fn load(&self, stop: &CancellationToken) -> Result<Option<Loaded>, LoadError> {
+        let trace = match &self.source {
+            TraceSource::Embedded { name, text } => {
+                trace::parse(text.as_bytes(), Path::new(name), &self.read)?
+            }
+            TraceSource::File(path) => match load_until(path, self.read.clone(), stop).await? {
+                Some(trace) => trace,
+                None => return Ok(None),
+            },
+        };
+        let load = trace.report.clone();
+        for w in &load.warnings {
+            tracing::warn!("{w}");
+        }
+        let (trace, selection) = trace.select(&self.selection)?;
+        Ok(Some(Loaded {
+            trace,
+            load,
+            selection,
+            speedup: self.speedup,
+        }))
+    }
+}
+
+impl Loaded {
+    /// The schedule of the selected requests, which it takes (what is left describes the
+    /// trace for `summary.json`). Refuses an empty selection, and one that would take more
+    /// than [`MAX_SPAN`] to replay (a speedup of 1e-12).
+    pub fn take_schedule(&mut self) -> Result<Schedule, LoadError> {
+        if self.trace.requests.is_empty() {
+            return Err(LoadError::Empty);
+        }
+        let requests = std::mem::take(&mut self.trace.requests);
+        let schedule = Schedule::new(requests, self.speedup);
+        let takes = schedule.min_duration();
+        if takes > MAX_SPAN {
+            let days = |d: Duration| Number((d.as_secs_f64() / 86_400.0).round());
+            return Err(SettingError::new(
+                Setting::Speedup,
+                format!(
+                    "replaying the selected requests would take at least {} days, more than \
+                     the {} days allowed",
+                    days(takes),
+                    days(MAX_SPAN)
+                ),
+            )
+            .with_value(Number(self.speedup))
+            .into());
+        }
+        Ok(schedule)
+    }
+}
+
+/// Loads `path` on a thread of its own; `None` when `stop` fired first.
+async fn load_until(
+    path: &Path,
+    mut opts: LoadOptions,
+    stop: &CancellationToken,
+) -> Result<Option<Trace>, LoadError> {
+    let flag = Arc::new(AtomicBool::new(false));
+    opts.stop = Some(flag.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let file = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("trace-load".into())
+        .spawn(move || {
+            let _ = tx.send(trace::load(&file, &opts));
+        })
+        .map_err(LoadError::Loader)?;
+    tokio::select! {
+        loaded = rx => match loaded {
+            Ok(trace) => Ok(Some(trace?)),
+            Err(_) => Err(LoadError::Loader(std::io::Error::other("the loader thread died"))),
+        },
+        _ = stop.cancelled() => {
+            flag.store(true, Ordering::Relaxed);
+            tracing::warn!("stopped while loading {}", path.display());
+            Ok(None)
+        }
+    }
+}
