@@ -85,8 +85,14 @@ impl Verdict {
                 .iter()
                 .map(|(k, n)| format!("{k}: {n}"))
                 .collect();
+            // The commonest cause, so the verdict says why (`Connection refused`), not only how.
+            let cause = summary
+                .error_causes
+                .first()
+                .map(|c| format!("; top cause: {c}"))
+                .unwrap_or_default();
             return Verdict::error(format!(
-                "target unusable: none of {} requests completed ({})",
+                "target unusable: none of {} requests completed ({}){cause}",
                 summary.requests,
                 kinds.join(", ")
             ));
@@ -264,6 +270,30 @@ mod tests {
             "error: interrupted"
         );
         assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    // Issue 16, item 6: an unreachable target's verdict named the error kind, not its cause.
+    #[test]
+    fn a_target_that_refuses_every_connection_says_so() {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(None);
+        r.error = Some(RequestError {
+            kind: ErrorKind::Connect,
+            http_status: None,
+            message: "connect to 127.0.0.1:9: Connection refused (os error 111)".into(),
+        });
+        for _ in 0..3 {
+            agg.add(&r, &Default::default());
+        }
+        let v = Verdict::judge(&w, &agg.summary(), false).to_string();
+        assert!(
+            v.ends_with(
+                "(connect: 3); top cause: 3 × connect: connect to 127.0.0.1:9: Connection \
+                 refused (os error 111)"
+            ),
+            "{v}"
+        );
     }
 
     // Issue 16, item 4: one-token outputs were reported as ITL misses.

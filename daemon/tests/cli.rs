@@ -180,7 +180,7 @@ fn replay_gates_on_good_fraction_and_error_rate_for_ci() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");
-    let base = ["--speedup", "1000", "--max-requests", "6"];
+    let base = ["--speedup", "1000", "--max-requests", "6", "--overwrite"];
     let run = |extra: &[&str]| replay_arxiv(dir.path(), &url, &[&base[..], extra].concat());
     // No request can meet a 1 µs TTFT: no gate, exit 0; with one, exit 3 and why.
     let unmeetable = ["--goodput", "time_to_first_token:0.001"];
@@ -326,6 +326,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         let url = server.url();
         let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
         args.extend(["--model", "m", "--output-dir", "out", "--max-requests", "4"]);
+        // Each case replaces the last one's artifacts.
+        args.push("--overwrite");
         args.extend([
             "--speedup",
             "1000",
@@ -336,7 +338,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         args.extend_from_slice(extra);
         let (out, peak_mib) = canaryd_peak_rss(&args, dir.path());
         let msg = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {msg}");
+        // Nothing completed: exit 4.
+        assert_eq!(out.status.code(), Some(4), "{extra:?}: {msg}");
         let s = summary(dir.path());
         assert_eq!(
             s["errors_by_kind"]["response_too_large"], 4,
@@ -353,7 +356,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         );
         eprintln!("{extra:?} against {url}: peak RSS {peak_mib} MiB");
     }
-    let out = replay_arxiv(dir.path(), &huge.url(), &["--max-event-bytes", "12"]);
+    let args = ["--max-event-bytes", "12", "--overwrite"];
+    let out = replay_arxiv(dir.path(), &huge.url(), &args);
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(
@@ -540,7 +544,7 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     // A server that, like vLLM with --api-key, answers 401 without that key.
     let (_sim, port) = common::sim(&["--api-key", "sk-canary-SECRET-123"]);
     let url = format!("http://127.0.0.1:{port}");
-    let args = ["--speedup", "1000", "--max-requests", "4"];
+    let args = ["--speedup", "1000", "--max-requests", "4", "--overwrite"];
     let out = replay_arxiv(
         dir.path(),
         &url,
@@ -767,7 +771,7 @@ fn a_given_prompt_salt_is_the_runs_salt() {
     let url = format!("http://127.0.0.1:{port}");
     let mut salts = Vec::new();
     for extra in [&["--prompt-salt", "4242"][..], &[], &[]] {
-        let mut args = vec!["--speedup", "50"];
+        let mut args = vec!["--speedup", "50", "--overwrite"];
         args.extend_from_slice(extra);
         let out = replay_arxiv(dir.path(), &url, &args);
         assert!(out.status.success(), "{}", text(&out));
@@ -787,7 +791,8 @@ fn shards_of_one_replay_add_up_to_the_whole_trace() {
     assert!(text(&bad).contains("0 <= i < n"), "{}", text(&bad));
     let mut total = 0;
     for shard in ["0/2", "1/2"] {
-        let out = replay_arxiv(dir.path(), &url, &["--speedup", "50", "--shard", shard]);
+        let args = ["--speedup", "50", "--shard", shard, "--overwrite"];
+        let out = replay_arxiv(dir.path(), &url, &args);
         assert!(out.status.success(), "{}", text(&out));
         let s = summary(dir.path());
         total += s["requests"].as_u64().unwrap();

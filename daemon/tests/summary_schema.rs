@@ -131,6 +131,20 @@ fn replay_demo_and_daemon_summaries_follow_the_one_schema() {
 
     let run_dir = daemon_run(d, port);
     let daemon = valid_summary(&v, &run_dir.join("summary.json"));
+    // Issue 16, item 6: the run's log line said `pass` with no figures and no SLOs.
+    let log = std::fs::read_to_string(d.join("daemon.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains(": pass"))
+        .unwrap_or_else(|| panic!("no pass line: {log}"));
+    for part in [
+        "10 requests, 10 completed",
+        "error rate 0.000 (max 0.05)",
+        "good 1.000 (min 0.95) over time_to_first_token:5000",
+        "TTFT p50 ",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line}");
+    }
 
     // One `run` block: the same keys from every front end; the daemon's target also has
     // its name in the config.

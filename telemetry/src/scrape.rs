@@ -240,9 +240,18 @@ pub const SETTLE_STEP: Duration = Duration::from_millis(25);
 pub const SETTLE_TRIES: usize = 8;
 
 /// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
-/// URL is checked against the system's roots.
-pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
-    let endpoint = match Endpoint::parse(url, None) {
+/// URL is checked against the system's roots and `ca_bundle`, as a run's scrapes are.
+pub async fn probe_server_metrics(
+    url: &str,
+    ca_bundle: Option<&std::path::Path>,
+    timeout: Duration,
+) -> SourceState {
+    let tls = match ca_bundle.map(|b| canary_tls::client_config(Some(b))) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => return SourceState::unavailable(e.to_string()),
+    };
+    let endpoint = match Endpoint::parse(url, tls) {
         Ok(e) => e,
         Err(e) => return SourceState::unavailable(http::error_chain(&e)),
     };

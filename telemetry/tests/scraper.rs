@@ -129,10 +129,24 @@ async fn real_fixture_pages_are_served_and_mapped() {
     let page = fixture!("llamacpp_server_metrics.prom");
     let base = serve(move |_| page.clone()).await;
     let url = format!("{base}/metrics");
-    let state = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    let state = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
     assert!(
         matches!(&state, SourceState::Available { detail } if detail.contains("LlamaCpp")),
         "{state}"
+    );
+    // Issue 16, item 6: over https, the probe (`canaryd doctor`) ignored `--ca-bundle`.
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (tls_port, ca_pem) = canary_testkit::tls_terminator(addr).await;
+    let https = format!("https://localhost:{tls_port}/metrics");
+    let untrusted = probe_server_metrics(&https, None, Duration::from_secs(5)).await;
+    assert!(!untrusted.is_available(), "{untrusted}");
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, ca_pem).unwrap();
+    let trusted = probe_server_metrics(&https, Some(&bundle), Duration::from_secs(5)).await;
+    assert!(
+        matches!(&trusted, SourceState::Available { detail } if detail.contains("LlamaCpp")),
+        "{trusted}"
     );
     let scraper = ServerMetricsScraper::new(fast(url)).unwrap();
     let s = scraper.handle().scrape_now().await.unwrap();
@@ -169,7 +183,7 @@ async fn unreachable_endpoint_degrades_gracefully() {
         other => panic!("{other}"),
     }
     assert!(handle.scrape_now().await.is_err());
-    let probe = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    let probe = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
     assert!(!probe.is_available());
     // Bad URLs are rejected up front, with the URL in the message.
     let err = ServerMetricsScraper::new(ServerMetricsConfig::new("ftp://x/metrics")).unwrap_err();
