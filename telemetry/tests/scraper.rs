@@ -231,3 +231,31 @@ async fn scrape_timeout_follows_the_interval() {
     let err = fast.scrape_now().await.unwrap_err();
     assert!(err.to_string().contains("within 900ms"), "{err}");
 }
+
+// Issue 16, item 2: a server counts a finished request a moment after the client sees it end,
+// so a scrape taken right after warm-up (or after the last response) can miss some, and the
+// window's deltas then hold warm-up requests (or lack measured ones). The window's scrapes wait
+// until the count stops changing.
+#[tokio::test]
+async fn a_settled_scrape_waits_until_the_server_stops_counting() {
+    // The server's count catches up over its first three scrapes: 0, 1, 2, then 3 for good.
+    let page = |n: u64| {
+        let c = n.min(3);
+        format!(
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n\
+             vllm:e2e_request_latency_seconds_bucket{{le=\"1.0\"}} {c}\n\
+             vllm:e2e_request_latency_seconds_bucket{{le=\"+Inf\"}} {c}\n\
+             vllm:e2e_request_latency_seconds_sum {}\n\
+             vllm:e2e_request_latency_seconds_count {c}\n",
+            c as f64 * 0.1
+        )
+    };
+    let base = serve(page).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let h = scraper.handle();
+    let s = h.settled_scrape(true).await.unwrap();
+    assert_eq!(s.requests_counted(), Some(3.0));
+    // Settled, it stays: one more scrape, the same count.
+    let again = h.settled_scrape(false).await.unwrap();
+    assert_eq!(again.requests_counted(), Some(3.0));
+}
