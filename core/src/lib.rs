@@ -6,6 +6,7 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
 //!
@@ -20,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod clock;
+pub mod compare;
 mod error_causes;
 mod gaps;
 mod goodput;
@@ -34,7 +36,7 @@ mod summary;
 mod telemetry;
 mod trace;
 
-pub use clock::{MonoTime, WallAnchor};
+pub use clock::{MonoTime, RealtimeMap, WallAnchor};
 pub use error_causes::{ErrorCause, ErrorCauses};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
@@ -42,14 +44,14 @@ pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
-    Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
+    ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
 pub use summary::{
-    Aggregator, GoodputSummary, NoValue, RunSummary, TokenAgreement, MIN_RATE_SPAN_S,
+    Aggregator, GoodputSummary, NoValue, RunSummary, RxSummary, TokenAgreement, MIN_RATE_SPAN_S,
 };
 pub use telemetry::{
     BucketQuantile, ClientMinusServer, Comparison, EnergyMethod, Engine, GapRange, GaugeStats,

@@ -27,8 +27,9 @@ pub trait Observer: Send + Sync {
     /// run's start on the monotonic clock (record times are milliseconds after it).
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
 
-    /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
-    /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
+    /// [`Observer::annotate`] with the gaps (ms) between canaryd's reads of the record's
+    /// consecutive token chunks (from `RequestRecord::userspace_ttft_ms`), for observers that
+    /// join each chunk (kernel socket timing). The run calls this
     /// one; the default ignores the gaps. A stream longer than
     /// [`ChunkGaps::KEPT`](crate::ChunkGaps::KEPT) chunks passes only its first gaps (in
     /// order, so chunk times still add up from the first token); the later chunks are not

@@ -6,7 +6,7 @@
 use crate::error_causes::{ErrorCause, ErrorCauses};
 use crate::gaps::ChunkGaps;
 use crate::goodput::{Goodput, OutputTokens, Shortfall};
-use crate::record::{ErrorKind, RequestRecord};
+use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
 use crate::SloMetric;
 use serde::{Deserialize, Serialize};
@@ -33,10 +33,11 @@ pub struct Aggregator {
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
+    rx: RxSummary,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
-const METRICS: [(&str, &str); 15] = [
+const METRICS: [(&str, &str); 18] = [
     ("time_to_first_token", "ms"),
     ("time_to_second_token", "ms"),
     ("time_to_first_output_token", "ms"),
@@ -54,6 +55,12 @@ const METRICS: [(&str, &str); 15] = [
     // Client TTFT minus the prompt time the server reported for the same request (llama.cpp's
     // `timings.prompt_ms`): network, queueing and client overhead, exact per request.
     ("ttft_minus_server_prompt_time", "ms"),
+    // canaryd's own delay (issue 16): its read of the first token minus the kernel's receive
+    // time, per request; the largest such delay over each request's events; and TTFT as
+    // canaryd's reads saw it, beside the kernel-stamped `time_to_first_token`.
+    ("client_read_delay", "ms"),
+    ("client_read_delay_max", "ms"),
+    ("time_to_first_token_userspace", "ms"),
 ];
 
 impl Aggregator {
@@ -125,6 +132,12 @@ impl Aggregator {
         let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
         if let (Some(ttft), Some(prompt)) = (r.ttft_ms, server_prompt_ms) {
             self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+        }
+        self.record("time_to_first_token_userspace", r.userspace_ttft_ms());
+        self.record("client_read_delay", r.first_token_read_delay_ms());
+        if let Some(rx) = &r.rx {
+            self.record("client_read_delay_max", rx.read_delay_max_ms);
+            self.rx.add(rx);
         }
         let usage = r.usage.clone().unwrap_or_default();
         let isl = usage
@@ -221,6 +234,7 @@ impl Aggregator {
             total_reasoning_tokens: self.reasoning_tokens,
             goodput,
             token_agreement: self.agreement.clone(),
+            receive_timestamps: self.rx.clone(),
             metrics: self
                 .metrics
                 .iter()
@@ -307,6 +321,10 @@ pub struct RunSummary {
     pub goodput: Option<GoodputSummary>,
     /// How the server's token counts compare with what was asked.
     pub token_agreement: TokenAgreement,
+    /// How the completed requests' response times were taken: kernel receive timestamps,
+    /// exact or bounds, or canaryd's reads.
+    #[serde(default)]
+    pub receive_timestamps: RxSummary,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
@@ -326,6 +344,48 @@ pub struct TokenAgreement {
     pub completion_exact: u64,
     /// Sum of `completion_tokens - requested`.
     pub completion_delta_sum: i64,
+}
+
+/// How a run's response times were taken, over its completed requests (issue 16).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxSummary {
+    /// `on`, `off` (turned off) or `refused` (the kernel refused the socket option; the run
+    /// said so once), set by the run; absent when folded again from records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why they are off or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Completed requests timed with receive timestamps on (records with `rx`).
+    pub requests: u64,
+    /// Of those, by where the first token's time came from: `kernel` (exact),
+    /// `kernel_bound` (an upper bound), `userspace` (no stamp: canaryd's read).
+    pub first_token: BTreeMap<String, u64>,
+    /// Token events of those requests.
+    pub token_events: u64,
+    /// Of those, events whose time is only a bound.
+    pub token_events_bound: u64,
+    /// The largest clock-mapping uncertainty of any request, µs.
+    pub clock_map_uncertainty_max_us: Option<f64>,
+}
+
+impl RxSummary {
+    fn add(&mut self, rx: &RxTiming) {
+        self.requests += 1;
+        if let Some(source) = rx.first_token {
+            let name = match source {
+                RxSource::Kernel => "kernel",
+                RxSource::KernelBound => "kernel_bound",
+                RxSource::Userspace => "userspace",
+            };
+            *self.first_token.entry(name.to_string()).or_default() += 1;
+        }
+        self.token_events += u64::from(rx.token_events);
+        self.token_events_bound += u64::from(rx.token_events_bound);
+        let u = rx.clock_map_uncertainty_us;
+        self.clock_map_uncertainty_max_us =
+            Some(self.clock_map_uncertainty_max_us.map_or(u, |m| m.max(u)));
+    }
 }
 
 /// Goodput figures of a run.
@@ -561,5 +621,56 @@ mod tests {
             .summary()
             .metrics
             .contains_key("ttft_minus_server_prompt_time"));
+    }
+    // Issue 16: TTFT on the kernel's receive clock, canaryd's own delay reported beside it.
+    #[test]
+    fn kernel_stamped_requests_report_canaryds_read_delay_beside_ttft() {
+        use crate::record::{RxSource, RxTiming, UserspaceTimes};
+        let stamped = |id, source, read_ttft: f64, u: f64| {
+            let mut r = ok(id, 0.0, 40.0, 100.0, 5);
+            r.rx = Some(RxTiming {
+                first_token: Some(source),
+                token_events: 5,
+                token_events_bound: 1,
+                clock_map_uncertainty_us: u,
+                read_delay_max_ms: Some(read_ttft - 40.0 + 1.0),
+                userspace: UserspaceTimes {
+                    ttft_ms: Some(read_ttft),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            r
+        };
+        let mut agg = Aggregator::new(Goodput::default());
+        agg.add(&stamped(0, RxSource::Kernel, 42.5, 0.05), &ChunkGaps::new());
+        agg.add(
+            &stamped(1, RxSource::KernelBound, 41.0, 0.2),
+            &ChunkGaps::new(),
+        );
+        // No stamp came for this one's first token: no read delay to report.
+        agg.add(
+            &stamped(2, RxSource::Userspace, 40.0, 0.1),
+            &ChunkGaps::new(),
+        );
+        agg.add(&ok(3, 0.0, 50.0, 100.0, 5), &ChunkGaps::new());
+        let s = agg.summary();
+        let delay = &s.metrics["client_read_delay"];
+        assert_eq!(delay.count, 2);
+        assert!((delay.avg - 1.75).abs() < 1e-9, "{delay:?}");
+        assert_eq!(s.metrics["client_read_delay_max"].max, 3.5);
+        let read = &s.metrics["time_to_first_token_userspace"];
+        assert_eq!((read.count, read.max), (4, 50.0));
+        assert_eq!(s.metrics["time_to_first_token"].max, 50.0);
+        let rx = &s.receive_timestamps;
+        assert_eq!(
+            (rx.requests, rx.token_events, rx.token_events_bound),
+            (3, 15, 3)
+        );
+        assert_eq!(rx.first_token["kernel"], 1);
+        assert_eq!(rx.first_token["kernel_bound"], 1);
+        assert_eq!(rx.first_token["userspace"], 1);
+        assert_eq!(rx.clock_map_uncertainty_max_us, Some(0.2));
+        assert_eq!(rx.state, None, "the run sets it");
     }
 }

@@ -274,6 +274,8 @@ pub struct Target {
     pub allow_concurrent_runs: bool,
     /// How much of one response is held at most.
     pub limits: canary_replay::ResponseLimits,
+    /// Time responses by the kernel's receive timestamps.
+    pub kernel_timestamps: bool,
 }
 
 /// Which trace a workload replays.
@@ -531,6 +533,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ca_bundle: t.ca_bundle.map(rel),
                 allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
                 limits,
+                kernel_timestamps: t.kernel_timestamps.unwrap_or(true),
             },
         );
     }

@@ -6,7 +6,7 @@
 //! Commands: `run` (the daemon: scheduled replays, verdicts, baselines, status endpoint),
 //! `check-config`, `replay` (one replay against a server), `analyze-trace` (what a trace
 //! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
-//! trace, in one process).
+//! trace, in one process), `report` and `compare` (HTML reports of run artifacts).
 
 /// `println!` that returns write errors instead of panicking, and takes a closed stdout
 /// (`canaryd check-config | head -1`) as no error at all: the rest of the output is dropped
@@ -88,6 +88,10 @@ pub enum Command {
     Run(service::RunArgs),
     /// Validate a daemon config file and say what it schedules.
     CheckConfig(CheckConfigArgs),
+    /// Write one self-contained HTML report of run folders (several: a series).
+    Report(canary_report::cli::ReportArgs),
+    /// Compare run B against run A, metric by metric: is each change real?
+    Compare(canary_report::cli::CompareArgs),
 }
 
 /// Flags of `canaryd check-config`.
@@ -159,6 +163,14 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Demo(args) => {
             runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
+        }
+        Command::Report(args) => {
+            outln!("{}", canary_report::cli::report(&args)?)?;
+            Ok(0)
+        }
+        Command::Compare(args) => {
+            outln!("{}", canary_report::cli::compare(&args)?)?;
+            Ok(0)
         }
     }
 }

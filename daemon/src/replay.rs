@@ -118,6 +118,9 @@ pub struct ShapeArgs {
     /// Read one JSON body instead of an SSE stream.
     #[arg(long)]
     pub no_streaming: bool,
+    /// Time responses by canaryd's own reads instead of the kernel's receive timestamps.
+    #[arg(long)]
+    pub no_kernel_timestamps: bool,
     /// Which output-length field(s) to send.
     #[arg(
         long,
@@ -388,6 +391,7 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
     crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
         .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
     t.streaming = !shape.no_streaming;
+    t.kernel_timestamps = !shape.no_kernel_timestamps;
     t.limits = shape.limits();
     t.max_tokens_field = shape.max_tokens_field;
     if let Some(timeout) = shape.request_timeout {

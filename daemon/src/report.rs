@@ -98,6 +98,11 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     // client's inter-chunk gaps (both one value per token gap), not under per-request ITL.
     let rows = [
         ("time_to_first_token", "TTFT (ms)"),
+        (
+            "time_to_first_token_userspace",
+            "  TTFT at canaryd's read (ms)",
+        ),
+        ("client_read_delay", "  canaryd's read delay (ms)"),
         ("time_to_second_token", "TTST (ms)"),
         ("time_to_first_output_token", "TTFO (ms)"),
         ("inter_token_latency", "ITL (ms, mean per request)"),

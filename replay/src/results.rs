@@ -260,6 +260,31 @@ pub fn summary_csv(s: &RunSummary) -> String {
             format!("{:.6}", g.good_request_fraction),
         );
     }
+    let rx = &s.receive_timestamps;
+    if let Some(state) = &rx.state {
+        scalar("receive_timestamps.state", state.clone());
+    }
+    scalar("receive_timestamps.requests", rx.requests.to_string());
+    for (source, n) in &rx.first_token {
+        scalar(
+            &format!("receive_timestamps.first_token.{source}"),
+            n.to_string(),
+        );
+    }
+    scalar(
+        "receive_timestamps.token_events",
+        rx.token_events.to_string(),
+    );
+    scalar(
+        "receive_timestamps.token_events_bound",
+        rx.token_events_bound.to_string(),
+    );
+    if let Some(u) = rx.clock_map_uncertainty_max_us {
+        scalar(
+            "receive_timestamps.clock_map_uncertainty_max_us",
+            format!("{u:.3}"),
+        );
+    }
     out
 }
 

@@ -200,6 +200,9 @@ pub struct Target {
     /// Token chunks read per request, as a multiple of its `max_tokens` (plus 64), before it
     /// is a `response_too_long` error (default 8).
     pub max_output_ratio: Option<AtLeastOneF64>,
+    /// Time responses by the kernel's receive timestamps (default true); false times them
+    /// by canaryd's own reads.
+    pub kernel_timestamps: Option<bool>,
 }
 
 /// `[workloads.NAME]`.
