@@ -26,6 +26,7 @@ mod clock;
 pub mod compare;
 mod context;
 mod diagnosis;
+mod error_causes;
 mod gaps;
 mod goodput;
 mod hash;
@@ -50,10 +51,11 @@ pub use diagnosis::{
     diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,
     Finding, Interval, RuleState, Threshold,
 };
+pub use error_causes::{ErrorCause, ErrorCauses};
 pub use gaps::ChunkGaps;
-pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
+pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;
-pub use observer::{Observer, Observers, TelemetryFuture};
+pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
 pub use record::{
@@ -63,12 +65,14 @@ pub use record::{
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, RxSummary, TokenAgreement};
+pub use summary::{
+    Aggregator, GoodputSummary, NoValue, RunSummary, RxSummary, TokenAgreement, MIN_RATE_SPAN_S,
+};
 pub use telemetry::{
-    bounded_gpu, bounded_server, ClientCpu, ClientMinusServer, EnergyMethod, Engine, GaugeStats,
-    GpuPoint, GpuRunStats, GpuSource, KernelProgramStats, KernelRunSummary, LatencyEstimate,
-    RunEnergy, RunGpuSummary, RunSeries, RunServerSummary, RunTelemetry, ServerPoint, Source,
-    SourceState, Window,
+    bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, Comparison,
+    EnergyMethod, Engine, GapRange, GaugeStats, GpuPoint, GpuRunStats, GpuSource,
+    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary, RunSeries,
+    RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
 };
 pub use timeline::{ClientBucket, ClientTimeline};
 pub use trace::{TracePrompt, TraceRequest};

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// The version of `summary.json`'s schema (`core/summary.schema.json`), written as its
 /// `schema_version`. Raised when a key changes meaning or goes away; added keys keep it.
-pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
 
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]

@@ -8,16 +8,18 @@
 //! filled it. The time series ([`RunSeries`]) stay in the process.
 
 mod client;
+mod comparison;
 mod gpu;
 mod kernel;
 mod series;
 mod server;
 
 pub use client::ClientCpu;
+pub use comparison::{ClientMinusServer, Comparison, GapRange};
 pub use gpu::{EnergyMethod, GpuRunStats, GpuSource, RunEnergy, RunGpuSummary};
 pub use kernel::{KernelProgramStats, KernelRunSummary};
 pub use series::{bounded_gpu, bounded_server, GpuPoint, RunSeries, ServerPoint, Window};
-pub use server::{ClientMinusServer, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
+pub use server::{BucketQuantile, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
 
 use crate::context::RunContext;
 use serde::{Deserialize, Serialize};

@@ -55,6 +55,8 @@ pub trait Front: Sync {
 /// A run measured and judged.
 #[derive(Debug)]
 pub struct Judged {
+    /// What the run was: `summary.json`'s `run` block.
+    pub info: RunInfo,
     /// What it produced.
     pub outcome: RunOutcome,
     /// Its verdict; `None`: unjudged.
@@ -111,7 +113,7 @@ pub async fn execute(
         plan.replay,
         schedule,
         prompts,
-        info,
+        info.clone(),
         Some(observers),
         shutdown,
         progress,
@@ -122,7 +124,11 @@ pub async fn execute(
 
     // Judge.
     let verdict = front.judge(&outcome);
-    let judged = Judged { outcome, verdict };
+    let judged = Judged {
+        info,
+        outcome,
+        verdict,
+    };
 
     // Export.
     front.export(&judged).await;

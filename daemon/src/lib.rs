@@ -122,13 +122,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             let print = one_shot::Print {
                 json: shape.json,
                 token_counts: shape.use_server_token_count,
+                criteria: shape.criteria(),
+                overwrite: shape.overwrite,
             };
-            let outcome =
-                one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
-            Ok(match outcome {
-                Some(o) if !o.interrupted => 0,
-                _ => INTERRUPTED,
-            })
+            let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
+            Ok(run.as_ref().map_or(INTERRUPTED, one_shot::exit_status))
         }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),

@@ -407,8 +407,8 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.errors", s.errors as i64);
                 r.add_attribute("canary.run.duration_s", s.duration_s);
                 r.add_attribute("canary.run.interrupted", o.interrupted);
-                if let Some(g) = &s.goodput {
-                    r.add_attribute("canary.run.goodput", g.goodput);
+                if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
+                    r.add_attribute("canary.run.goodput", g);
                 }
                 let d = &o.diagnosis;
                 r.add_attribute(attr::BOTTLENECK, d.class.as_str());

@@ -42,8 +42,8 @@ pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
-    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo, Setting,
-    SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
+    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo,
+    SelectionAsked, Setting, SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,

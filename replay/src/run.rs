@@ -310,6 +310,11 @@ pub async fn run(
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     warmup(&ctx, &schedule).await;
+    // Observers that measure over a window (the server's histogram deltas) start it now, so
+    // warm-up stays outside it.
+    if let Some(o) = &observer {
+        o.measured_phase(ctx.config.warmup_requests).await;
+    }
 
     // Leave room to prepare the first burst before it is due.
     ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);

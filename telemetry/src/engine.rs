@@ -298,6 +298,12 @@ fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
 }
 
 impl ServerSample {
+    /// Requests the server has counted as finished (its e2e histogram's count, else its
+    /// TTFT histogram's): what a settled scrape waits to stop changing.
+    pub fn requests_counted(&self) -> Option<f64> {
+        self.e2e.as_ref().or(self.ttft.as_ref()).map(|h| h.total())
+    }
+
     /// Maps a parsed page taken at `at`. `keep_raw` keeps the whole page in the sample.
     pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
         let engine = detect(&scrape);

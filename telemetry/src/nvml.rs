@@ -289,3 +289,31 @@ pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
         Err(e) => SourceState::unavailable(crate::http::error_chain(&e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 16, item 6: the warning for a missing library said its cause twice
+    // (nvml-wrapper's message repeats its source's).
+    #[test]
+    fn a_missing_library_names_its_cause_once() {
+        let lib = "/nonexistent/libnvidia-ml.so";
+        let Err(e) = NvmlSampler::open(NvmlConfig {
+            lib_path: Some(PathBuf::from(lib)),
+            ..NvmlConfig::default()
+        }) else {
+            panic!("no library at {lib}");
+        };
+        let reason = crate::http::error_chain(&e);
+        assert!(
+            reason.starts_with("cannot initialize NVML from"),
+            "{reason}"
+        );
+        assert_eq!(
+            reason.matches("No such file or directory").count(),
+            1,
+            "{reason}"
+        );
+    }
+}

@@ -17,11 +17,12 @@ use crate::series::{gpu_series, server_series};
 use crate::server_info::{base_url, server_context};
 use crate::source::SharedState;
 use canary_core::{
-    ClientMinusServer, GpuContext, Known, MonoTime, Observer, Redactions, RequestRecord,
+    Comparison, GpuContext, Known, MonoTime, Observer, PhaseFuture, Redactions, RequestRecord,
     RequestTelemetry, RunContext, RunSummary, RunTelemetry, Source, SourceState, TelemetryFuture,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -93,6 +94,9 @@ pub struct TelemetryObserver {
     /// The endpoints' URLs as configured and as shown: states quote the URL, and its user
     /// info or query may hold a secret.
     redactions: Redactions,
+    /// Where the server's window starts: the scrape taken when the measured phase began
+    /// (after warm-up), else the moment it began. `None` before then.
+    window_from: Mutex<Option<MonoTime>>,
 }
 
 impl TelemetryObserver {
@@ -113,6 +117,7 @@ impl TelemetryObserver {
             server_base: None,
             sources: BTreeMap::new(),
             redactions,
+            window_from: Mutex::new(None),
         };
         // https:// metrics endpoints trust what the target trusts; without a bundle the
         // scrapers use the system's roots themselves.
@@ -263,7 +268,8 @@ impl TelemetryObserver {
         c
     }
 
-    /// The server's own figures over `[t0, end]`, beside the client's TTFT.
+    /// The server's own figures over the measured phase, and how they compare with the
+    /// client's.
     async fn server_section(
         &self,
         server: &ServerMetrics,
@@ -271,22 +277,19 @@ impl TelemetryObserver {
         end: MonoTime,
         summary: &RunSummary,
     ) -> canary_core::RunServerSummary {
-        // One last scrape so the run's final requests are inside the histogram deltas.
-        let _ = server.scrape_now().await;
-        let mut section = server.summary(t0, end);
-        // Client minus server TTFT: network, client overhead and queueing outside the
-        // engine. Server percentiles are bucket estimates, so the mean is the firmer one.
-        if let (Some(client), Some(srv)) = (
-            summary.metrics.get("time_to_first_token"),
-            section.ttft_s.as_ref(),
-        ) {
-            let gap = |c: f64, s: Option<f64>| s.map(|s| c - s * 1e3);
-            section.client_minus_server_ttft_ms = Some(ClientMinusServer {
-                mean: gap(client.avg, srv.mean),
-                p50: gap(client.p50, srv.p50),
-                p99: gap(client.p99, srv.p99),
-            });
+        // One last scrape, settled, so the run's final requests are inside the deltas.
+        let last = server.settled_scrape(true).await;
+        let to = last.map_or(end, |s| s.at.max(end));
+        let from = *self.window_from.lock().expect("window lock");
+        let mut section = match from {
+            Some(from) => server.summary_within(from, to),
+            None => server.summary(t0, to),
+        };
+        if section.itl_s.is_some() {
+            section.client_inter_chunk_latency_ms =
+                summary.metrics.get("inter_chunk_latency").cloned();
         }
+        section.comparison = Comparison::of(summary, &section);
         section
     }
 }
@@ -303,6 +306,17 @@ fn at(t0: MonoTime, ms: f64) -> MonoTime {
 }
 
 impl Observer for TelemetryObserver {
+    fn measured_phase(&self, warmup_requests: usize) -> PhaseFuture<'_> {
+        Box::pin(async move {
+            let Some(server) = &self.server else { return };
+            let began = MonoTime::now();
+            // After warm-up, wait for the server to count its last warm-up request, so the
+            // window's first scrape has them all and the deltas none.
+            let first = server.settled_scrape(warmup_requests > 0).await;
+            *self.window_from.lock().expect("window lock") = Some(first.map_or(began, |s| s.at));
+        })
+    }
+
     fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
         if self.server.is_none() && self.gpus.is_empty() {
             return;

@@ -162,12 +162,18 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     let ttft = s.ttft_s.unwrap();
     assert_eq!(ttft.count, 80.0);
     assert!((ttft.mean.unwrap() - 0.1).abs() < 1e-12);
-    // 64 of 80 under 0.1 s: p50 at rank 40 is interpolated to 0.0625.
-    assert!((ttft.p50.unwrap() - 0.0625).abs() < 1e-12);
+    // 64 of 80 under 0.1 s: p50 at rank 40 is in the first bucket, interpolated to 0.0625.
+    let p50 = ttft.p50.unwrap();
+    assert_eq!((p50.lower_bound, p50.upper_bound), (0.0, Some(0.1)));
+    assert!((p50.estimate - 0.0625).abs() < 1e-12);
     // p90 at rank 72 sits in (0.1, 0.5]: 0.1 + 0.4 * 8/16.
-    assert!((ttft.p90.unwrap() - 0.3).abs() < 1e-12);
+    let p90 = ttft.p90.unwrap();
+    assert_eq!((p90.lower_bound, p90.upper_bound), (0.1, Some(0.5)));
+    assert!((p90.estimate - 0.3).abs() < 1e-12);
     assert_eq!(s.itl_s.unwrap().count, 1600.0);
-    assert_eq!(s.e2e_s.unwrap().p99, Some(4.92));
+    let e2e_p99 = s.e2e_s.unwrap().p99.unwrap();
+    assert_eq!(e2e_p99.upper_bound, Some(5.0));
+    assert!((e2e_p99.estimate - 4.92).abs() < 1e-12);
     assert_eq!(s.queue_time_s.unwrap().count, 80.0);
     // The phases: 0.05 s of prefill and 0.6 s of decode per request; one preemption every
     // second step (from 1 at step 2 to 5 at step 10).
@@ -180,6 +186,16 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     let json = serde_json::to_value(&s).unwrap();
     assert_eq!(json["engine"], "vllm_v1");
     assert_eq!(json["ttft_s"]["count"], 80.0);
+    // Each percentile says it is a bucket: both edges and the interpolated estimate.
+    let p90 = &json["ttft_s"]["p90"];
+    assert_eq!(
+        (&p90["lower_bound"], &p90["upper_bound"]),
+        (&0.1.into(), &0.5.into())
+    );
+    assert!(
+        (p90["estimate"].as_f64().unwrap() - 0.3).abs() < 1e-12,
+        "{p90}"
+    );
 }
 
 #[test]

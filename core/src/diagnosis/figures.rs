@@ -95,7 +95,8 @@ impl Figures {
             client_errors: s.client_errors,
             error_rate: s.error_rate,
             target_errors: s.errors - s.client_errors,
-            throughput: s.request_throughput,
+            // Not given for under 2 requests or 100 ms: no rate, no wait derived from it.
+            throughput: s.request_throughput.unwrap_or(0.0),
             ..Default::default()
         };
         let client = |name: &str| {
@@ -139,10 +140,13 @@ impl Figures {
             Some(Fig::new((ttft.value - queue.value).max(0.0), ESTIMATE, src).fallback())
         });
         self.server_decode_ms = ms(&sv.decode_time_s);
-        self.ttft_gap_ms = sv
-            .client_minus_server_ttft_ms
-            .and_then(|g| g.mean)
-            .map(|g| Fig::new(g, ESTIMATE, "client and server_metrics"));
+        // Only over the same requests (counts matched): otherwise no gap is read.
+        self.ttft_gap_ms = match &sv.comparison {
+            Some(crate::Comparison::Matched {
+                ttft_ms: Some(g), ..
+            }) => Some(Fig::new(g.mean, EXACT, "client and server_metrics")),
+            _ => None,
+        };
         let gauge = |g: &Option<crate::GaugeStats>, max: bool| {
             g.map(|g| Fig::new(if max { g.max } else { g.mean }, ESTIMATE, src))
         };

@@ -50,11 +50,20 @@ fn est(mean_ms: f64) -> Option<LatencyEstimate> {
     Some(LatencyEstimate {
         count: 100.0,
         mean: Some(s),
-        p50: Some(s),
-        p90: Some(s),
-        p95: Some(s),
-        p99: Some(s),
+        p50: Some(bucket(s)),
+        p90: Some(bucket(s)),
+        p95: Some(bucket(s)),
+        p99: Some(bucket(s)),
     })
+}
+
+/// A bucket holding `s` seconds.
+fn bucket(s: f64) -> crate::BucketQuantile {
+    crate::BucketQuantile {
+        lower_bound: s * 0.9,
+        upper_bound: Some(s * 1.1),
+        estimate: s,
+    }
 }
 
 fn gauge(mean: f64, max: f64) -> Option<GaugeStats> {
@@ -78,10 +87,14 @@ fn server(ttft: f64, queue: f64, prefill: f64, decode: f64, client_ttft: f64) ->
         queue_depth: gauge(0.0, 0.0),
         kv_cache_usage: gauge(0.2, 0.25),
         preemptions: Some(0.0),
-        client_minus_server_ttft_ms: Some(crate::ClientMinusServer {
-            mean: Some(client_ttft - ttft),
-            p50: None,
-            p99: None,
+        comparison: Some(crate::Comparison::Matched {
+            requests: 100,
+            ttft_ms: Some(crate::ClientMinusServer {
+                mean: client_ttft - ttft,
+                p50: None,
+                p99: None,
+            }),
+            e2e_ms: None,
         }),
         ..Default::default()
     }

@@ -30,6 +30,9 @@ pub struct DemoArgs {
     /// Where the run's artifacts go.
     #[arg(long, short = 'o', default_value = "canaryd-out/demo")]
     pub output_dir: PathBuf,
+    /// Replace an earlier run's artifacts in the output directory (refused without it).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -78,13 +81,16 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
     let print = Print {
         json: args.json,
         token_counts: false,
+        criteria: crate::judge::verdict::Criteria::NONE,
+        overwrite: args.overwrite,
     };
     let export = crate::cli::otlp_flags::ExportArgs::from_env_only();
     let outcome = one_shot::one_shot(plan, &observe, &export, print, shutdown).await?;
     sim.shutdown().await.context("stopping the simulator")?;
-    let Some(outcome) = outcome else {
+    let Some(run) = outcome else {
         return Ok(crate::INTERRUPTED);
     };
+    let outcome = &run.outcome;
     if !args.json {
         outln!(
             "demo done: {} requests against the simulator; see {}/summary.json and records.jsonl",
@@ -92,11 +98,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
             args.output_dir.display()
         )?;
     }
-    Ok(if outcome.interrupted {
-        crate::INTERRUPTED
-    } else {
-        0
-    })
+    Ok(one_shot::exit_status(&run))
 }
 
 /// The demo's workload name: the bundled trace's stem, as `canaryd replay` names a run

@@ -74,7 +74,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .unwrap_or_else(|| target.metrics_url());
         checks.push((
             "server_metrics",
-            probe_server_metrics(&metrics, timeout).await,
+            probe_server_metrics(&metrics, args.ca_bundle.as_deref(), timeout).await,
         ));
     }
     checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));

@@ -1,24 +1,27 @@
-//! The run of `canaryd replay` and `canaryd demo`: not judged, shown live, printed as a table
+//! The run of `canaryd replay` and `canaryd demo`: judged by its gates, shown live, printed as a table
 //! or JSON, exported over OTLP when an endpoint is configured.
 
 use crate::cli::replay::flag;
 use crate::cli::report;
 use crate::execute::{execute, run_labels, ExportFuture, Front, Judged, Observe};
-use crate::judge::verdict::Verdict;
-use anyhow::Result;
+use crate::judge::verdict::{Criteria, Verdict, VerdictKind};
+use anyhow::{bail, Result};
 use canary_core::{Observer, RunOutcome};
 use canary_exporters::{OtlpExporter, RunLabels};
 use canary_replay::{Plan, Setting};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// `canaryd replay` and `canaryd demo`: a run not judged, exported over OTLP when an
-/// endpoint is configured, flushed within `--otlp-flush-timeout`.
+/// `canaryd replay` and `canaryd demo`: a run judged by `criteria` (by default only whether
+/// anything completed), exported over OTLP when an endpoint is configured, flushed within
+/// `--otlp-flush-timeout`.
 pub struct OneShot {
     exporter: Mutex<Option<OtlpExporter>>,
     labels: RunLabels,
     flush_timeout: Duration,
+    criteria: Criteria,
 }
 
 impl Front for OneShot {
@@ -34,8 +37,12 @@ impl Front for OneShot {
             .collect()
     }
 
-    fn judge(&self, _: &RunOutcome) -> Option<Verdict> {
-        None
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        Some(Verdict::judge_by(
+            &self.criteria,
+            &outcome.summary,
+            outcome.interrupted,
+        ))
     }
 
     fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a> {
@@ -54,12 +61,58 @@ impl Front for OneShot {
     }
 }
 
-/// What a one-shot run prints when it ends.
+/// What a one-shot run prints when it ends, and what it is judged by.
 pub struct Print {
     /// The summary as JSON instead of a table.
     pub json: bool,
     /// The server's token counts against the requested lengths.
     pub token_counts: bool,
+    /// The bars of the verdict (and so of the exit status).
+    pub criteria: Criteria,
+    /// Replace an earlier run's artifacts in the output directory.
+    pub overwrite: bool,
+}
+
+/// The files a run writes into its output directory.
+const ARTIFACTS: [&str; 3] = ["records.jsonl", "summary.json", "summary.csv"];
+
+/// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
+/// would silently replace what the first measured.
+fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+    if overwrite {
+        return Ok(());
+    }
+    let earlier: Vec<&str> = ARTIFACTS
+        .into_iter()
+        .filter(|f| dir.join(f).exists())
+        .collect();
+    if !earlier.is_empty() {
+        bail!(
+            "{} holds an earlier run ({}): give another --output-dir, or --overwrite to replace it",
+            dir.display(),
+            earlier.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The exit status when no request completed (or canaryd itself was the bottleneck): the run
+/// measured nothing of the target. (2 is a usage error, as clap reports it.)
+pub const NOTHING_COMPLETED: i32 = 4;
+/// The exit status when the run missed `--max-error-rate` or `--min-good-fraction`.
+pub const GATE_FAILED: i32 = 3;
+
+/// A one-shot run's exit status: 0 when it passed, [`crate::INTERRUPTED`] when a signal
+/// stopped it, [`NOTHING_COMPLETED`] or [`GATE_FAILED`] otherwise.
+pub fn exit_status(run: &Judged) -> i32 {
+    if run.outcome.interrupted {
+        return crate::INTERRUPTED;
+    }
+    match run.verdict.as_ref().map(|v| v.kind) {
+        None | Some(VerdictKind::Pass) => 0,
+        Some(VerdictKind::Fail) => GATE_FAILED,
+        Some(VerdictKind::Error) => NOTHING_COMPLETED,
+    }
 }
 
 /// Runs `plan` once with the telemetry `observe` names, exported as `export` says, showing
@@ -71,7 +124,7 @@ pub async fn one_shot(
     export: &crate::cli::otlp_flags::ExportArgs,
     print: Print,
     shutdown: CancellationToken,
-) -> Result<Option<RunOutcome>> {
+) -> Result<Option<Judged>> {
     // Bad OTLP settings stop the run before anything is sent.
     let exporter = export.start()?;
     let mut labels = run_labels(&plan.replay.target, &plan.workload);
@@ -81,10 +134,14 @@ pub async fn one_shot(
         plan.replay.trace_sample_ratio = e.sample_ratio();
     }
     let output_dir = plan.replay.output_dir.clone();
+    if let Some(dir) = &output_dir {
+        refuse_earlier_run(dir, print.overwrite)?;
+    }
     let front = OneShot {
         exporter: Mutex::new(exporter),
         labels,
         flush_timeout: export.flush_timeout(),
+        criteria: print.criteria,
     };
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
@@ -94,12 +151,20 @@ pub async fn one_shot(
         return Ok(None);
     };
     if print.json {
-        outln!("{}", serde_json::to_string_pretty(&run.outcome)?)?;
+        // What summary.json holds, `run` block included.
+        let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
+        outln!("{}", serde_json::to_string_pretty(&file)?)?;
     } else {
         report::print_table(&run.outcome, print.token_counts)?;
+        if let Some(v) = &run.verdict {
+            // A plain pass without bars says nothing the table does not.
+            if v.kind != VerdictKind::Pass || print.criteria != Criteria::NONE {
+                outln!("verdict: {v}")?;
+            }
+        }
         if let Some(dir) = output_dir {
             outln!("artifacts: {}", dir.display())?;
         }
     }
-    Ok(Some(run.outcome))
+    Ok(Some(run))
 }

@@ -2,6 +2,7 @@
 
 use crate::config::duration;
 use crate::execute::Observe;
+use crate::judge::verdict::Criteria;
 use anyhow::{bail, Context, Result};
 use canary_core::Goodput;
 use canary_replay::{
@@ -145,9 +146,21 @@ pub struct ShapeArgs {
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
     #[arg(long)]
     pub goodput: Option<Goodput>,
-    /// Directory for records.jsonl, summary.json and summary.csv.
+    /// Gate for CI, the daemon's `min_good_fraction`: exit with status 3 when fewer than this
+    /// share (0 to 1) of the requests sent were good by `--goodput`. Needs `--goodput`.
+    #[arg(long, value_name = "F", value_parser = fraction, requires = "goodput")]
+    pub min_good_fraction: Option<f64>,
+    /// Gate for CI, the daemon's `max_error_rate`: exit with status 3 when more than this share
+    /// (0 to 1) of the requests sent failed.
+    #[arg(long, value_name = "R", value_parser = fraction)]
+    pub max_error_rate: Option<f64>,
+    /// Directory for records.jsonl, summary.json and summary.csv. One that holds an earlier
+    /// run's is refused, unless `--overwrite`.
     #[arg(long, short = 'o', default_value = "canaryd-out")]
     pub output_dir: PathBuf,
+    /// Replace an earlier run's artifacts in the output directory.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Write every inter-chunk gap into each record.
     #[arg(long)]
     pub record_chunks: bool,
@@ -187,6 +200,17 @@ pub struct TraceLimits {
 }
 
 impl ShapeArgs {
+    /// The bars `--min-good-fraction` and `--max-error-rate` set; without them, only a run in
+    /// which nothing completed fails.
+    pub fn criteria(&self) -> Criteria {
+        Criteria {
+            max_error_rate: self.max_error_rate.unwrap_or(Criteria::NONE.max_error_rate),
+            min_good_fraction: self
+                .min_good_fraction
+                .unwrap_or(Criteria::NONE.min_good_fraction),
+        }
+    }
+
     /// The response caps these flags set; the rest keep the library's defaults.
     pub fn limits(&self) -> ResponseLimits {
         let d = ResponseLimits::default();
@@ -298,6 +322,14 @@ impl TelemetryArgs {
             },
             ebpf: !self.no_ebpf,
         }
+    }
+}
+
+/// `--min-good-fraction` and `--max-error-rate`: a number from 0 to 1.
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("expected a number from 0 to 1, found {s:?}")),
     }
 }
 

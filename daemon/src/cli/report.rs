@@ -1,6 +1,6 @@
 //! What a person sees: live progress while a run goes on and the summary table after it.
 
-use canary_core::{RunOutcome, RunServerSummary};
+use canary_core::RunOutcome;
 use canary_replay::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -82,6 +82,7 @@ impl ProgressDisplay {
 /// Prints the run summary as a table.
 pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<()> {
     let s = &outcome.summary;
+    let server = outcome.telemetry.server.as_ref();
     outln!()?;
     outln!(
         "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -93,6 +94,8 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         "p99",
         "max"
     )?;
+    // Each server row sits under the client figure it compares with: its ITL under the
+    // client's inter-chunk gaps (both one value per token gap), not under per-request ITL.
     let rows = [
         ("time_to_first_token", "TTFT (ms)"),
         (
@@ -102,7 +105,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         ("client_read_delay", "  canaryd's read delay (ms)"),
         ("time_to_second_token", "TTST (ms)"),
         ("time_to_first_output_token", "TTFO (ms)"),
-        ("inter_token_latency", "ITL (ms)"),
+        ("inter_token_latency", "ITL (ms, mean per request)"),
         ("inter_chunk_latency", "inter-chunk gap (ms)"),
         ("request_latency", "request latency (ms)"),
         (
@@ -121,23 +124,61 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     ];
     for (key, label) in rows {
         if let Some(st) = s.metrics.get(key) {
-            outln!(
-                "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-                st.avg,
-                st.min,
-                st.p50,
-                st.p90,
-                st.p99,
-                st.max
-            )?;
+            if st.unit == "tokens" {
+                // Token counts: whole tokens, the mean to one decimal.
+                let n = |v: f64| format!("{:.0}", v);
+                outln!(
+                    "{label:<34} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    st.avg,
+                    n(st.min),
+                    n(st.p50),
+                    n(st.p90),
+                    n(st.p99),
+                    n(st.max)
+                )?;
+            } else {
+                outln!(
+                    "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+                    st.avg,
+                    st.min,
+                    st.p50,
+                    st.p90,
+                    st.p99,
+                    st.max
+                )?;
+            }
+        }
+        if let Some(server) = server {
+            let beside = match key {
+                "time_to_first_token" => Some((&server.ttft_s, "  server TTFT (ms, /metrics)")),
+                "inter_chunk_latency" => Some((&server.itl_s, "  server ITL (ms, /metrics)")),
+                "request_latency" => Some((&server.e2e_s, "  server e2e (ms, /metrics)")),
+                _ => None,
+            };
+            if let Some((est, label)) = beside {
+                print_server_row(est, label)?;
+            }
         }
     }
-    if let Some(server) = &outcome.telemetry.server {
-        print_server_side(server)?;
+    if let Some(server) = server {
+        print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)")?;
+    }
+    outln!(
+        "(client: avg, min, max exact, percentiles within 0.1%{}; lengths: mean to 0.1 token, \
+         the rest whole tokens)",
+        if server.is_some() {
+            "; server: mean exact over the requests it counted, percentiles only known to their \
+             bucket: lo–hi ms means above lo and at most hi (bounds)"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(c) = server.and_then(|s| s.comparison.as_ref()) {
+        outln!("{c}")?;
     }
     outln!()?;
     outln!(
-        "requests {} (completed {}, errors {}{}), duration {:.2} s",
+        "requests {} (completed {}, errors {}{}), duration {:.3} s (exact)",
         s.requests,
         s.completed,
         s.errors,
@@ -155,20 +196,51 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         },
         s.duration_s
     )?;
-    outln!(
-        "throughput {:.2} req/s, {:.1} output tokens/s; cached prompt tokens {}",
-        s.request_throughput,
-        s.output_token_throughput,
-        s.total_cached_tokens
-    )?;
-    if let Some(g) = &s.goodput {
+    // Why requests failed, not only how many: the most frequent cause, as records.jsonl has it.
+    if let Some(top) = s.error_causes.first() {
+        let more = s.error_causes.len() - 1;
         outln!(
-            "goodput {:.2} req/s: {} of {} requests ({:.1}%) met {}",
-            g.goodput,
+            "top error cause: {top}{}",
+            if more > 0 {
+                format!(" (the next {more} in summary.json's error_causes)")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    match (s.request_throughput, s.output_token_throughput) {
+        (Some(req), Some(tok)) => outln!(
+            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
+             duration); cached prompt tokens {}",
+            s.total_cached_tokens
+        )?,
+        _ => outln!(
+            "throughput unavailable ({}); cached prompt tokens {}",
+            s.rate_unavailable.as_deref().unwrap_or("no rate"),
+            s.total_cached_tokens
+        )?,
+    }
+    if let Some(g) = &s.goodput {
+        let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
+            format!("goodput {r:.2} req/s")
+        });
+        let mut not_good: Vec<String> = g
+            .misses_by_metric
+            .iter()
+            .map(|(m, n)| format!("{m} missed {n}"))
+            .collect();
+        not_good.extend(g.no_value.iter().map(|v| v.to_string()));
+        outln!(
+            "{rate}: {} of {} requests ({:.1}%) met {}{}",
             g.good_requests,
             s.requests,
             g.good_request_fraction * 100.0,
-            g.slos
+            g.slos,
+            if not_good.is_empty() {
+                String::new()
+            } else {
+                format!("; not good: {}", not_good.join(", "))
+            }
         )?;
     }
     if token_counts {
@@ -218,29 +290,23 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     Ok(())
 }
 
-/// The server's own latency estimates (from its `/metrics` histograms) beside the client's.
-fn print_server_side(server: &RunServerSummary) -> std::io::Result<()> {
-    let rows = [
-        (&server.ttft_s, "server TTFT (ms, /metrics)"),
-        (&server.itl_s, "server ITL (ms, /metrics)"),
-        (&server.e2e_s, "server e2e (ms, /metrics)"),
-        (&server.queue_time_s, "server queue time (ms, /metrics)"),
-    ];
-    for (est, label) in rows {
-        let Some(est) = est else { continue };
-        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.3}", v * 1e3));
-        outln!(
-            "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            ms(est.mean),
-            "-",
-            ms(est.p50),
-            ms(est.p90),
-            ms(est.p99),
-            "-"
-        )?;
-    }
-    if let Some(gap) = server.client_minus_server_ttft_ms.and_then(|g| g.mean) {
-        outln!("client TTFT - server TTFT (mean): {gap:.3} ms (network, client, queueing outside the engine)")?;
-    }
-    Ok(())
+/// One server latency row: the mean (exact over the requests the server counted) and each
+/// percentile as the bucket holding it.
+fn print_server_row(
+    est: &Option<canary_core::LatencyEstimate>,
+    label: &str,
+) -> std::io::Result<()> {
+    let Some(est) = est else { return Ok(()) };
+    let bucket =
+        |q: Option<canary_core::BucketQuantile>| q.map_or("-".to_string(), |q| q.range_ms());
+    outln!(
+        "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        est.mean
+            .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3)),
+        "-",
+        bucket(est.p50),
+        bucket(est.p90),
+        bucket(est.p99),
+        "-"
+    )
 }

@@ -57,6 +57,11 @@ impl Verdict {
 
     /// The verdict of a run that ended with `summary`, judged by the workload's criteria.
     pub fn judge(w: &Workload, summary: &RunSummary, interrupted: bool) -> Verdict {
+        Verdict::judge_by(&Criteria::of(w), summary, interrupted)
+    }
+
+    /// The verdict of a run that ended with `summary`, judged by `c`.
+    pub fn judge_by(c: &Criteria, summary: &RunSummary, interrupted: bool) -> Verdict {
         if interrupted {
             return Verdict::error("interrupted");
         }
@@ -67,7 +72,7 @@ impl Verdict {
         // target; too many of them, and the run measured canaryd instead.
         let client = summary.client_errors;
         let client_share = client as f64 / summary.requests as f64;
-        if client > 0 && (client_share > w.max_error_rate || summary.completed == 0) {
+        if client > 0 && (client_share > c.max_error_rate || summary.completed == 0) {
             return Verdict::error(format!(
                 "canaryd was the bottleneck: {client} of {} requests failed for lack of its own \
                  resources (client_resources), not judged against the target",
@@ -80,30 +85,38 @@ impl Verdict {
                 .iter()
                 .map(|(k, n)| format!("{k}: {n}"))
                 .collect();
+            // The commonest cause, so the verdict says why (`Connection refused`), not only how.
+            let cause = summary
+                .error_causes
+                .first()
+                .map(|c| format!("; top cause: {c}"))
+                .unwrap_or_default();
             return Verdict::error(format!(
-                "target unusable: none of {} requests completed ({})",
+                "target unusable: none of {} requests completed ({}){cause}",
                 summary.requests,
                 kinds.join(", ")
             ));
         }
         let mut reasons = Vec::new();
-        if summary.error_rate > w.max_error_rate {
+        if summary.error_rate > c.max_error_rate {
             reasons.push(format!(
                 "error rate {:.3} above max_error_rate {}",
-                summary.error_rate, w.max_error_rate
+                summary.error_rate, c.max_error_rate
             ));
         }
         if let Some(g) = &summary.goodput {
-            if g.good_request_fraction < w.min_good_fraction {
+            if g.good_request_fraction < c.min_good_fraction {
+                // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
                 let misses: Vec<String> = g
                     .misses_by_metric
                     .iter()
                     .map(|(m, n)| format!("{m}: {n} missed"))
+                    .chain(g.no_value.iter().map(|v| v.to_string()))
                     .collect();
                 reasons.push(format!(
                     "good-request fraction {:.3} below min_good_fraction {} ({})",
                     g.good_request_fraction,
-                    w.min_good_fraction,
+                    c.min_good_fraction,
                     misses.join(", ")
                 ));
             }
@@ -116,6 +129,57 @@ impl Verdict {
             },
             reasons,
         }
+    }
+}
+
+/// What a run must show to pass: the daemon's `max_error_rate` and `min_good_fraction`
+/// (the latter over the run's SLOs, when it has any). Any run in which no request completed is
+/// an `error`, whatever they say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Criteria {
+    /// The most of the target's errors over the requests it was sent.
+    pub max_error_rate: f64,
+    /// The least share of good requests, when the run has SLOs.
+    pub min_good_fraction: f64,
+}
+
+impl Criteria {
+    /// No bar but that something completed: an error rate up to 1, any good fraction.
+    pub const NONE: Criteria = Criteria {
+        max_error_rate: 1.0,
+        min_good_fraction: 0.0,
+    };
+
+    /// A workload's criteria.
+    pub fn of(w: &Workload) -> Criteria {
+        Criteria {
+            max_error_rate: w.max_error_rate,
+            min_good_fraction: w.min_good_fraction,
+        }
+    }
+
+    /// The figures a verdict rests on, each beside its bar, for a log line:
+    /// `20 requests, 20 completed; error rate 0.000 (max 0.05); good 0.950 (min 0.9) over
+    /// time_to_first_token:100; TTFT p50 12.100 ms, p99 40.300 ms`.
+    pub fn figures(&self, s: &RunSummary) -> String {
+        let mut parts = vec![
+            format!("{} requests, {} completed", s.requests, s.completed),
+            format!(
+                "error rate {:.3} (max {})",
+                s.error_rate, self.max_error_rate
+            ),
+        ];
+        match &s.goodput {
+            Some(g) => parts.push(format!(
+                "good {:.3} (min {}) over {}",
+                g.good_request_fraction, self.min_good_fraction, g.slos
+            )),
+            None => parts.push("no SLOs".into()),
+        }
+        if let Some(t) = s.metrics.get("time_to_first_token") {
+            parts.push(format!("TTFT p50 {:.3} ms, p99 {:.3} ms", t.p50, t.p99));
+        }
+        parts.join("; ")
     }
 }
 
@@ -206,6 +270,55 @@ mod tests {
             "error: interrupted"
         );
         assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    // Issue 16, item 6: an unreachable target's verdict named the error kind, not its cause.
+    #[test]
+    fn a_target_that_refuses_every_connection_says_so() {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(None);
+        r.error = Some(RequestError {
+            kind: ErrorKind::Connect,
+            http_status: None,
+            message: "connect to 127.0.0.1:9: Connection refused (os error 111)".into(),
+        });
+        for _ in 0..3 {
+            agg.add(&r, &Default::default());
+        }
+        let v = Verdict::judge(&w, &agg.summary(), false).to_string();
+        assert!(
+            v.ends_with(
+                "(connect: 3); top cause: 3 × connect: connect to 127.0.0.1:9: Connection \
+                 refused (os error 111)"
+            ),
+            "{v}"
+        );
+    }
+
+    // Issue 16, item 4: one-token outputs were reported as ITL misses.
+    #[test]
+    fn one_token_outputs_are_named_apart_from_itl_misses() {
+        let mut w = workload();
+        w.slos = "time_to_first_token:100 inter_token_latency:40"
+            .parse()
+            .unwrap();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(Some(10.0));
+        r.itl_ms = Some(5.0);
+        r.chunks = 4;
+        for _ in 0..8 {
+            agg.add(&r, &Default::default());
+        }
+        r.itl_ms = None;
+        r.chunks = 1;
+        agg.add(&r, &Default::default());
+        agg.add(&r, &Default::default());
+        let v = Verdict::judge(&w, &agg.summary(), false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        let text = v.to_string();
+        assert!(text.contains("no ITL (1 output token): 2"), "{text}");
+        assert!(!text.contains("inter_token_latency: 2 missed"), "{text}");
     }
 
     // Issue 14, item 7: canaryd out of file descriptors failed the target's verdict.

@@ -280,7 +280,7 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
-        log_verdict(workload, result);
+        log_verdict(config, workload, result);
         write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
         self.apply_retention(config, workload)
@@ -351,12 +351,21 @@ impl Daemon {
 }
 
 /// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
-fn log_verdict(workload: &str, result: &RunResult) {
+fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
+    // The figures the verdict rests on and the bars they met or missed, so the log line says
+    // more than `pass`.
+    let w = config.workloads.iter().find(|w| w.name == workload);
+    let figures = result
+        .outcome
+        .as_ref()
+        .zip(w)
+        .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
     let line = format!(
-        "{}: {}{}",
+        "{}: {}{}{}",
         result.id,
         result.verdict,
+        figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
         trend
             .map(|t| format!("; baseline: {t}"))
             .unwrap_or_default()

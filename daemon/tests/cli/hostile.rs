@@ -385,7 +385,8 @@ fn a_closed_stdout_is_not_an_error() {
     let closed = format!("http://127.0.0.1:{}", super::common::free_port());
     let replay = |json: bool| {
         let mut a = vec!["replay", "--trace", arxiv.to_str().unwrap(), "--url", &url];
-        a.extend(["--model", "canary-sim", "--max-requests", "2", "-o", "out"]);
+        let o = if json { "out-json" } else { "out" };
+        a.extend(["--model", "canary-sim", "--max-requests", "2", "-o", o]);
         if json {
             a.push("--json");
         }
