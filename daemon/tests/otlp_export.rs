@@ -335,6 +335,25 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     assert_eq!(logs.len(), 1);
     assert_eq!(logs[0].event_name, "canary.run");
     assert_eq!(attrs(&logs[0].attributes)["canary.run.verdict"], "pass");
+    // The run's diagnosis travels with it: on the event and on `canary.runs`.
+    let class = outcome.diagnosis.class.as_str();
+    let run_attrs = attrs(&logs[0].attributes);
+    assert_eq!(run_attrs["canary.run.bottleneck"], class);
+    assert_eq!(
+        run_attrs["canary.run.bottleneck.confidence"],
+        outcome.diagnosis.confidence.as_str()
+    );
+    assert_eq!(
+        run_attrs["canary.run.bottleneck.why"],
+        outcome.diagnosis.why
+    );
+    assert_eq!(
+        counter_total(
+            metric(&ms, "canary.runs"),
+            &[("canary.run.bottleneck", class)]
+        ),
+        1.0
+    );
     for p in receiver.posts() {
         assert!(
             p.headers

@@ -369,6 +369,9 @@ impl OtlpExporter {
         if let Some(t) = &judgement.trend {
             run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
         }
+        if let Some(o) = outcome {
+            run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
+        }
         self.instruments.count_run(&base, &run_attrs);
         self.instruments
             .record_states(&base, verdict, judgement.trend.as_deref());
@@ -415,9 +418,13 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.errors", s.errors as i64);
                 r.add_attribute("canary.run.duration_s", s.duration_s);
                 r.add_attribute("canary.run.interrupted", o.interrupted);
-                if let Some(g) = &s.goodput {
-                    r.add_attribute("canary.run.goodput", g.goodput);
+                if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
+                    r.add_attribute("canary.run.goodput", g);
                 }
+                let d = &o.diagnosis;
+                r.add_attribute(attr::BOTTLENECK, d.class.as_str());
+                r.add_attribute(attr::BOTTLENECK_CONFIDENCE, d.confidence.as_str());
+                r.add_attribute(attr::BOTTLENECK_WHY, d.why.clone());
             }
             self.health.accepted(Signal::Logs, 1);
             logger.emit(r);

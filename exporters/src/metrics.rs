@@ -528,7 +528,10 @@ impl Instruments {
                 },
             ),
         };
-        self.run_goodput.record(good, base);
+        // A run too short for a rate (one request) records none.
+        if let Some(good) = good {
+            self.run_goodput.record(good, base);
+        }
         self.run_good_ratio.record(ratio, base);
         self.run_error_ratio.record(summary.error_rate, base);
         let ttft = |by: &'static str, stat: &'static str, v: f64| {
@@ -555,11 +558,14 @@ impl Instruments {
         let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
         if let Some(server) = &telemetry.server {
             if let Some(t) = &server.ttft_s {
+                // Server percentiles are known to a bucket: the interpolated estimate goes
+                // out under the same statistic names as before.
+                let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
                 for (stat, v) in [
                     ("mean", t.mean),
-                    ("p50", t.p50),
-                    ("p90", t.p90),
-                    ("p99", t.p99),
+                    ("p50", est(t.p50)),
+                    ("p90", est(t.p90)),
+                    ("p99", est(t.p99)),
                 ] {
                     if let Some(v) = finite(v) {
                         ttft("server", stat, v);

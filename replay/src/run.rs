@@ -8,17 +8,18 @@
 
 use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
-use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
+use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
 use crate::ids::TraceContext;
 use crate::in_flight::in_flight_cap;
 use crate::plan::{RunInfo, Setting, SettingError};
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
+use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::target::Target;
 use canary_core::{
-    CapSource, ChunkGaps, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
-    RunOutcome, RunSummary, Status, TraceRequest, WallAnchor,
+    CapSource, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
+    RunContext, RunOutcome, RunSummary, RunTelemetry, Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -206,7 +207,7 @@ struct Ctx {
     /// The open-file ceiling, when lower than the setting: a request takes a slot before it
     /// opens its connection, ahead of its deadline as usual.
     slots: Option<Semaphore>,
-    records: mpsc::Sender<(RequestRecord, ChunkGaps)>,
+    records: mpsc::Sender<(RequestRecord, Gaps)>,
     progress: Arc<Progress>,
     t0: MonoTime,
     stop: CancellationToken,
@@ -243,17 +244,19 @@ pub async fn run(
         tls,
         config.target.connect_timeout.min(config.target.timeout),
         config.target.limits.header_bytes,
+        config.target.kernel_timestamps,
     )?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    let workload = crate::workload::workload_context(&config.target, &schedule, config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
-    let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
+    let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
         let t0_shared = t0_shared.clone();
@@ -262,9 +265,9 @@ pub async fn run(
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
                     let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
-                    o.annotate_chunks(&mut rec, gaps.kept(), t0);
+                    o.annotate_chunks(&mut rec, gaps.read.kept(), t0);
                 }
-                writer.record(&rec, &gaps);
+                writer.record(&rec, &gaps.at);
             }
             writer
         })
@@ -307,6 +310,11 @@ pub async fn run(
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     warmup(&ctx, &schedule).await;
+    // Observers that measure over a window (the server's histogram deltas) start it now, so
+    // warm-up stays outside it.
+    if let Some(o) = &observer {
+        o.measured_phase(ctx.config.warmup_requests).await;
+    }
 
     // Leave room to prepare the first burst before it is due.
     ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
@@ -337,12 +345,29 @@ pub async fn run(
     let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
-    let summary = writer.summary();
+    let mut summary = writer.summary();
+    let (state, reason) = ctx.connector.rx_state();
+    summary.receive_timestamps.state = Some(state.to_string());
+    summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
-    let telemetry = match &observer {
+    let mut telemetry = match &observer {
         Some(o) => o.finish(t0, end, &summary).await,
-        None => Default::default(),
+        None => RunTelemetry::default(),
     };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
+            workload,
+            ..Default::default()
+        });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -355,6 +380,7 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        diagnosis,
         telemetry,
         summary,
     };
@@ -434,7 +460,7 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
 fn stopped() -> Measurement {
     Measurement {
         sent: MonoTime::now(),
-        end: MonoTime::now(),
+        end: Stamp::read(MonoTime::now()),
         error: Some(RequestError {
             kind: ErrorKind::Cancelled,
             http_status: None,
@@ -465,7 +491,7 @@ async fn send_one(
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> Option<(RequestRecord, ChunkGaps)> {
+) -> Option<(RequestRecord, Gaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let mut rec = RequestRecord {
@@ -564,7 +590,7 @@ async fn send_one(
                 ctx.progress.done.fetch_add(1, Ordering::Relaxed);
                 ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
             }
-            return Some((rec, ChunkGaps::new()));
+            return Some((rec, Gaps::default()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -608,7 +634,7 @@ async fn send_one(
             // send it again: that is a failure to connect.
             Some(Err(e)) => {
                 m.error = Some(connect_error(&e));
-                m.end = MonoTime::now();
+                m.end = Stamp::read(MonoTime::now());
             }
         }
     }
@@ -623,7 +649,10 @@ async fn send_one(
         }
     }
     if ctx.config.record_chunks {
-        rec.chunk_gaps_ms = Some(m.gaps.kept().to_vec());
+        rec.chunk_gaps_ms = Some(m.gaps.at.kept().to_vec());
+        if let Some(rx) = &mut rec.rx {
+            rx.userspace.chunk_gaps_ms = Some(m.gaps.read.kept().to_vec());
+        }
     }
     Some((rec, m.gaps))
 }
@@ -645,38 +674,15 @@ fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
 
 /// Derives a record's metrics from a measurement.
 fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let since_sent = |t: Option<MonoTime>| t.map(|t| ms(t.since(m.sent)));
     rec.sent_at_ms = m.sent.ms_since(t0);
-    rec.ended_at_ms = m.end.ms_since(t0);
+    rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
-    rec.ttfb_ms = since_sent(m.head);
-    rec.ttft_ms = since_sent(m.first_token);
-    rec.ttfo_ms = since_sent(m.first_output);
-    rec.ttst_ms = match (m.first_token, m.second_token) {
-        (Some(a), Some(b)) => Some(ms(b.since(a))),
-        _ => None,
-    };
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
-    rec.max_chunk_gap_ms = m.gaps.max();
-    match &m.error {
-        Some(e) => {
-            rec.status = Status::Error;
-            rec.error = Some(e.clone());
-        }
-        None => {
-            let e2e = ms(m.end.since(m.sent));
-            rec.e2e_ms = Some(e2e);
-            let osl = rec.output_token_count();
-            if let (Some(ttft), true) = (rec.ttft_ms, osl > 1) {
-                let itl = (e2e - ttft) / (osl - 1) as f64;
-                rec.itl_ms = Some(itl);
-                if itl > 0.0 {
-                    rec.output_tokens_per_s = Some(1000.0 / itl);
-                }
-            }
-        }
+    if let Some(e) = &m.error {
+        rec.status = Status::Error;
+        rec.error = Some(e.clone());
     }
+    crate::figures::fill_response_times(rec, m);
 }

@@ -42,6 +42,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
         target.ca_bundle.clone_from(&t.ca_bundle);
         target.timeout = t.request_timeout;
         target.limits = t.limits;
+        target.kernel_timestamps = t.kernel_timestamps;
         let mut trace = match &w.trace {
             TraceSource::Bundled => TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE),
             TraceSource::File(path, format) => TracePlan::file(path).with_format(*format),

@@ -555,6 +555,37 @@ fn response_caps_are_read_with_units_and_checked() {
     }
 }
 
+// Issue 16: kernel receive timestamps are on unless a target turns them off.
+#[test]
+fn kernel_timestamps_are_on_unless_a_target_says_false() {
+    let c = parse(GOOD).unwrap();
+    assert!(c.targets["local"].kernel_timestamps);
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\nkernel_timestamps = false",
+    );
+    let off = parse(&text).unwrap();
+    assert!(!off.targets["local"].kernel_timestamps);
+    // …and the run plan carries it to the replay (the plan redesign once dropped it).
+    let plan = |c: &Config| {
+        let w = &c.workloads[0];
+        let t = &c.targets[&w.target];
+        canary_replay::Plan::try_from(WorkloadPlan {
+            workload: w,
+            target: t,
+        })
+        .unwrap()
+    };
+    assert!(plan(&c).replay.target.kernel_timestamps);
+    assert!(!plan(&off).replay.target.kernel_timestamps);
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\nkernel_timestamps = \"no\"",
+    );
+    let e = error_at(&text, "kernel_timestamps", "targets.local");
+    assert!(e.contains("kernel_timestamps"), "{e}");
+}
+
 #[test]
 fn a_cron_that_never_fires_is_refused_naming_line_and_key() {
     let text = GOOD.replace("0 3 * * *", "0 0 31 2 *");
