@@ -57,10 +57,23 @@ pub struct RunLine {
     pub itl_ms: (Option<f64>, Option<f64>),
     /// Request latency median and p99, ms.
     pub e2e_ms: (Option<f64>, Option<f64>),
+    /// The run's diagnosis (issue 19), when it has one.
+    pub diagnosis: Option<RunDiagnosis>,
     /// The run's report, a link relative to the page (`runs/ID/report`).
     pub report_href: String,
     /// The run's JSON, a link relative to the page.
     pub json_href: String,
+}
+
+/// A run's diagnosis in brief, as the daemon's `/api/runs` lists it.
+#[derive(Debug, Clone, Default)]
+pub struct RunDiagnosis {
+    /// The bottleneck class (`queueing`, `healthy`, …; also a CSS class).
+    pub class: String,
+    /// `high`, `medium` or `low`.
+    pub confidence: String,
+    /// Why, in a sentence.
+    pub why: String,
 }
 
 /// The status page as HTML.
@@ -116,6 +129,7 @@ fn overview(p: &StatusPage) -> String {
                 format!("<a href=\"#workload-{i}\">{}</a>", esc(&w.name)),
                 verdict(last),
                 trend(last),
+                diagnosis(last, true),
                 opt(last.ttft_ms.1, ms),
                 opt(last.e2e_ms.1, ms),
                 opt(last.good_fraction, pct),
@@ -132,6 +146,7 @@ fn overview(p: &StatusPage) -> String {
             "workload",
             "last verdict",
             "trend",
+            "diagnosis",
             "TTFT p99",
             "e2e p99",
             "good",
@@ -152,6 +167,7 @@ fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError>
                 esc(&r.target),
                 verdict(r),
                 trend(r),
+                diagnosis(r, false),
                 opt(r.requests.map(|v| v as f64), num),
                 opt(r.errors.map(|v| v as f64), num),
                 opt(r.ttft_ms.0, ms),
@@ -170,8 +186,19 @@ fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError>
     html.push_str(&table(
         "runs",
         &[
-            "started", "target", "verdict", "trend", "requests", "errors", "TTFT p50", "TTFT p99",
-            "ITL p50", "e2e p99", "good", "run",
+            "started",
+            "target",
+            "verdict",
+            "trend",
+            "diagnosis",
+            "requests",
+            "errors",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "e2e p99",
+            "good",
+            "run",
         ],
         &rows,
     ));
@@ -272,6 +299,25 @@ fn trend(r: &RunLine) -> String {
     }
 }
 
+/// The diagnosis class with its confidence, and why: in the cell under it (`why_shown`,
+/// the overview), always as the hover title.
+fn diagnosis(r: &RunLine, why_shown: bool) -> String {
+    let Some(d) = &r.diagnosis else {
+        return "–".into();
+    };
+    let mut s = format!(
+        "<span class=\"bottleneck {}\" title=\"{}\">{}</span> <span class=\"confidence\">{}</span>",
+        attr(&d.class),
+        attr(&d.why),
+        esc(&d.class),
+        esc(&d.confidence)
+    );
+    if why_shown && !d.why.is_empty() {
+        s.push_str(&format!("<small class=\"why\">{}</small>", esc(&d.why)));
+    }
+    s
+}
+
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or("–".into(), f)
 }
@@ -296,6 +342,11 @@ mod tests {
             errors: Some(0),
             ttft_ms: (Some(1.0), ttft_p99),
             e2e_ms: (Some(3.0), Some(9.0)),
+            diagnosis: (kind != "error").then(|| RunDiagnosis {
+                class: "queueing".into(),
+                confidence: "high".into(),
+                why: "server queue <400 ms>".into(),
+            }),
             report_href: format!("runs/{id}/report"),
             json_href: format!("api/runs/{id}"),
             ..Default::default()
@@ -335,6 +386,14 @@ mod tests {
         assert!(!html.contains("id=\"trend-1\""));
         assert!(html.contains("nothing to chart"));
         assert!(html.contains("3 run(s); each point"));
+        // The diagnosis: class and confidence in each run's row, why on hover and under the
+        // overview's; a run without one shows a dash.
+        assert_eq!(
+            html.matches("<span class=\"bottleneck queueing\" title=\"server queue &lt;400 ms&gt;\">queueing</span> <span class=\"confidence\">high</span>").count(),
+            3,
+            "{html}"
+        );
+        assert!(html.contains("<small class=\"why\">server queue &lt;400 ms&gt;</small>"));
     }
 
     #[test]

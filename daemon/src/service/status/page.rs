@@ -5,9 +5,9 @@
 
 use super::brief::RunBrief;
 use super::StatusMetrics;
-use crate::history::History;
+use crate::service::history::History;
 use bytes::Bytes;
-use canary_report::status::{RunLine, StatusPage, WorkloadRuns};
+use canary_report::status::{RunDiagnosis, RunLine, StatusPage, WorkloadRuns};
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ fn status_page(metrics: &StatusMetrics, history: &History) -> anyhow::Result<Sta
         });
     }
     Ok(StatusPage {
-        now_unix_ms: crate::history::now_unix_ms(),
+        now_unix_ms: crate::service::history::now_unix_ms(),
         version: env!("CARGO_PKG_VERSION").into(),
         workloads,
     })
@@ -75,6 +75,11 @@ fn line(b: &RunBrief) -> RunLine {
         ttft_ms: q(f.time_to_first_token),
         itl_ms: q(f.inter_token_latency),
         e2e_ms: q(f.request_latency),
+        diagnosis: b.diagnosis.as_ref().map(|d| RunDiagnosis {
+            class: d.class.clone(),
+            confidence: d.confidence.clone(),
+            why: d.why.clone(),
+        }),
         report_href: format!("runs/{id}/report"),
         json_href: format!("api/runs/{id}"),
     }
