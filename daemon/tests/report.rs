@@ -141,6 +141,123 @@ fn a_run_a_series_and_a_comparison_render_in_chromium_with_every_chart_drawn() {
     eprintln!("screenshots: {}", shots.display());
 }
 
+/// A run whose diagnosis is known (the capacity profile overloaded 60×: `queueing`, as in
+/// `diagnosis.rs`): its report shows the class, the evidence figures with kind and source,
+/// and the interval where the queue held, shaded on the TTFT timeline.
+#[test]
+fn a_queueing_run_shows_its_diagnosis_evidence_and_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_sim, port) = common::sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
+    let trace = common::shared("traces/mooncake_conversation_first2000.jsonl");
+    let o = Command::new(common::CANARYD)
+        .args(["replay", "--trace"])
+        .arg(&trace)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--model", "canary-sim", "--no-ebpf", "--no-nvml"])
+        .args(["--server-metrics-interval", "100ms", "--output-dir", "q"])
+        .args(["--speedup", "60", "--max-requests", "300"])
+        .args(["--max-input-tokens", "32", "--max-output-tokens", "16"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    ok(&o);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("q/summary.json")).unwrap()).unwrap();
+    let d = &summary["diagnosis"];
+    assert_eq!(d["class"], "queueing", "{d:#}");
+    ok(&canaryd(&["report", "q", "-o", "q.html"], dir));
+
+    let html = std::fs::read_to_string(dir.join("q.html")).unwrap();
+    assert!(
+        html.contains("<span class=\"bottleneck queueing\">queueing</span>"),
+        "no class"
+    );
+    let bin = match chromium() {
+        Ok(bin) => bin,
+        Err(why) => return canary_testkit::skip("chromium", &why),
+    };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut b = Browser::launch(&bin).unwrap();
+    let page = dir.join("q.html");
+    let charts = check_page(&mut b, &page, &shots.join("run-diagnosis.png"));
+    // The interval is a shaded band (one rectangle) under the TTFT dots, named for the class.
+    let ttft = chart(&charts, "ttft-time");
+    assert!(
+        ttft[0].0.starts_with("queueing held (") && ttft[0].1 == 1,
+        "{ttft:?}"
+    );
+    assert!(ttft.iter().any(|s| s.0 == "TTFT" && s.1 > 0), "{ttft:?}");
+
+    // What the reader sees in the diagnosis section, from the DOM.
+    let load = b.open(&format!("file://{}", page.display()), 1240).unwrap();
+    let seen: Value = serde_json::from_str(
+        b.eval(
+            &load,
+            r#"JSON.stringify({
+              class: document.querySelector('#diagnosis .bottleneck').textContent,
+              confidence: document.querySelector('#diagnosis .confidence').textContent,
+              why: document.querySelector('#diagnosis p.why').textContent,
+              evidence: [...document.querySelectorAll('#diagnosis table.evidence tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
+              thresholds: [...document.querySelectorAll('#diagnosis table.thresholds tbody tr')]
+                .map(r => r.cells[0].textContent),
+              start: Number(document.querySelector('#diagnosis p.interval').dataset.startS),
+              end: Number(document.querySelector('#diagnosis p.interval').dataset.endS)
+            })"#,
+        )
+        .unwrap()
+        .as_str()
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen["class"], "queueing", "{seen}");
+    assert_eq!(
+        seen["confidence"],
+        format!("{} confidence", d["confidence"].as_str().unwrap())
+    );
+    assert_eq!(seen["why"], d["why"], "{seen}");
+    // Each evidence figure is a row: name, value, unit, kind, source as summary.json has them.
+    let rows = seen["evidence"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        d["evidence"].as_array().unwrap().len(),
+        "{seen}"
+    );
+    let queue = rows
+        .iter()
+        .find(|r| r[0] == "server_queue_time_mean")
+        .unwrap_or_else(|| panic!("no queue evidence: {seen}"));
+    let e = d["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "server_queue_time_mean")
+        .unwrap();
+    assert_eq!(queue[2], e["unit"], "{seen}");
+    assert_eq!(queue[3], e["kind"], "{seen}");
+    assert_eq!(queue[4], "server_metrics", "{seen}");
+    assert!(
+        seen["thresholds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "queue_share_of_ttft"),
+        "{seen}"
+    );
+    for (at, key) in [("start", "start_s"), ("end", "end_s")] {
+        assert_eq!(
+            seen[at].as_f64(),
+            d["interval"][key].as_f64(),
+            "{key}: {seen}"
+        );
+    }
+}
+
 #[test]
 fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
     let tmp = tempfile::tempdir().unwrap();

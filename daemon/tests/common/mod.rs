@@ -108,6 +108,27 @@ pub fn sim(extra: &[&str]) -> (Child, u16) {
     (child, port)
 }
 
+/// `canaryd sim` with the profile `profile` (JSON, a named base plus overrides, written to
+/// `dir/profile.json`) and `extra` flags, listening when it returns.
+#[allow(dead_code)]
+pub fn sim_with_profile(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
+    let file = dir.join("profile.json");
+    std::fs::write(&file, profile).unwrap();
+    let port = free_port();
+    let child = Child(
+        Command::new(CANARYD)
+            .args(["sim", "--port", &port.to_string(), "--profile"])
+            .arg(&file)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port, "canaryd sim");
+    (child, port)
+}
+
 /// `canaryd run --config CONFIG` in `dir` with its status endpoint on `status`, stderr to
 /// `dir/LOG`, `env` added to an environment cleared of the variables that would change it
 /// (an API key, systemd's notify socket and watchdog, OTLP settings).
