@@ -118,6 +118,11 @@ fn the_status_page_lists_runs_per_workload_and_serves_each_report_offline() {
               rows: document.querySelectorAll('table.runs tbody tr').length,
               reports: [...document.querySelectorAll('a.report')].map(a => a.href),
               fails: document.querySelectorAll('span.verdict.fail').length,
+              diagnoses: [...document.querySelectorAll('table.runs tbody tr')].map(r => {
+                const d = r.querySelector('.bottleneck');
+                return [r.querySelector('a.report').href, d && d.textContent, d && d.title];
+              }),
+              overview_why: [...document.querySelectorAll('table.overview small.why')].length,
               sections: [...document.querySelectorAll('section h2')].map(h => h.textContent)
             })"#,
         )
@@ -136,6 +141,23 @@ fn the_status_page_lists_runs_per_workload_and_serves_each_report_offline() {
     let reports = seen["reports"].as_array().unwrap();
     assert_eq!(reports.len() as u64, rows, "{seen}");
     assert!(seen["fails"].as_u64().unwrap() >= 2, "{seen}");
+    // Each run's diagnosis class, with its why on hover, as the API has it for that run; the
+    // overview prints the why of each workload's last run.
+    for row in seen["diagnoses"].as_array().unwrap() {
+        let href = row[0].as_str().unwrap();
+        let id = href
+            .rsplit_once("/runs/")
+            .and_then(|(_, r)| r.strip_suffix("/report"))
+            .unwrap();
+        let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+        assert_eq!(code, 200, "{body}");
+        let api: Value = serde_json::from_str(&body).unwrap();
+        let d = &api["diagnosis"];
+        assert!(d["class"].is_string(), "run {id} has no diagnosis: {api}");
+        assert_eq!(row[1], d["class"], "{id}: {seen}");
+        assert_eq!(row[2], d["why"], "{id}: {seen}");
+    }
+    assert_eq!(seen["overview_why"], 2, "{seen}");
     assert!(
         seen["sections"][0].as_str().unwrap().starts_with("chat"),
         "{seen}"
