@@ -5,29 +5,14 @@
 
 mod common;
 
-use common::{free_port, shared, text, wait_listening, Child, CANARYD};
+use common::{shared, text, Child, CANARYD};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-/// `canaryd sim` with the profile `profile` (JSON, a named base plus overrides) and `extra`
-/// flags, listening when it returns.
+/// `canaryd sim` with the profile `profile`: [`common::sim_with_profile`].
 fn sim(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
-    let file = dir.join("profile.json");
-    std::fs::write(&file, profile).unwrap();
-    let port = free_port();
-    let child = Child(
-        Command::new(CANARYD)
-            .args(["sim", "--port", &port.to_string(), "--profile"])
-            .arg(&file)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("canaryd sim starts"),
-    );
-    wait_listening(port, "canaryd sim");
-    (child, port)
+    common::sim_with_profile(dir, profile, extra)
 }
 
 /// `canaryd replay` of the Mooncake conversation trace against `port`, `/metrics` scraped

@@ -1,10 +1,12 @@
 //! The status endpoint (hyper, `127.0.0.1:9464` by default): `/healthz`, `/readyz`,
 //! `/metrics` (the daemon's own metrics, Prometheus text), `/api/runs` (recent runs with their
 //! verdicts; `?workload=NAME&limit=N`) and `/api/runs/{id}` (one run's summary and baseline
-//! comparison).
+//! comparison), and for a person `/` (an HTML page of recent runs per workload) and
+//! `/runs/{id}/report` (that run's report, made on demand).
 
 mod brief;
 mod metrics;
+mod page;
 
 pub use brief::RunBrief;
 pub use metrics::StatusMetrics;
@@ -44,7 +46,16 @@ pub async fn serve(
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| {
                 let (metrics, history) = (metrics.clone(), history.clone());
-                async move { Ok::<_, std::convert::Infallible>(route(req, &metrics, &history)) }
+                async move {
+                    // A report reads files and draws charts: made off the async threads.
+                    let report = (req.method() == Method::GET)
+                        .then(|| report_id(req.uri().path()))
+                        .flatten();
+                    Ok::<_, std::convert::Infallible>(match report {
+                        Some(id) => page::report(history, id).await,
+                        None => route(req, &metrics, &history),
+                    })
+                }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
@@ -80,6 +91,7 @@ fn route(
         .map(|(k, v)| (percent_decode(k), percent_decode(v)))
         .collect();
     match path {
+        "/" => page::status(metrics, history),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if metrics.is_ready() => text(StatusCode::OK, "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
@@ -121,10 +133,16 @@ fn route(
             },
             None => text(
                 StatusCode::NOT_FOUND,
-                "routes: /healthz /readyz /metrics /api/runs /api/runs/{id}\n",
+                "routes: / /runs/{id}/report /healthz /readyz /metrics /api/runs /api/runs/{id}\n",
             ),
         },
     }
+}
+
+/// The run id of `/runs/{id}/report`.
+fn report_id(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/runs/")?.strip_suffix("/report")?;
+    (!id.is_empty() && !id.contains('/')).then(|| percent_decode(id))
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
@@ -159,5 +177,18 @@ mod tests {
         assert_eq!(d("caf%C3%A9"), "café");
         assert_eq!(d("100%"), "100%");
         assert_eq!(d("%zz"), "%zz");
+    }
+
+    #[test]
+    fn report_paths_name_one_run() {
+        use super::report_id as r;
+        assert_eq!(
+            r("/runs/20260101T000002Z-2/report").as_deref(),
+            Some("20260101T000002Z-2")
+        );
+        assert_eq!(r("/runs/a%20b/report").as_deref(), Some("a b"));
+        assert_eq!(r("/runs//report"), None);
+        assert_eq!(r("/runs/a/b/report"), None);
+        assert_eq!(r("/runs/a"), None);
     }
 }
