@@ -148,6 +148,11 @@ fn attach(
         &observe.telemetry,
         stop_sources,
     )));
+    // canaryd's own CPU: the diagnosis's client-bound rule reads it.
+    match canary_telemetry::ClientCpuObserver::start() {
+        Some(c) => observers.push(Arc::new(c)),
+        None => tracing::warn!("canaryd's own CPU is not measured: no /proc/self/task/*/schedstat"),
+    }
     if !observe.ebpf {
         observers.note(Source::Ebpf, SourceState::Disabled);
     } else {

@@ -54,6 +54,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod client_cpu;
 mod correlate;
 mod dcgm;
 mod engine;
@@ -71,6 +72,7 @@ mod server_info;
 mod server_summary;
 mod source;
 
+pub use client_cpu::ClientCpuObserver;
 pub use correlate::{
     energy_over_run, gpu_over_interval, gpu_samples_covering, kv_usage_at, queue_depth_at,
     running_at, server_at, GpuWindow,

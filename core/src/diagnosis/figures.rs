@@ -68,6 +68,10 @@ pub(super) struct Figures {
     pub read_delay_ms: Option<Fig>,
     pub cpu_wait_per_wakeup_ms: Option<Fig>,
     pub cpu_utilization: Option<Fig>,
+    /// Seconds canaryd's cgroup was throttled by its CPU quota per second of the run.
+    pub cpu_throttled_share: Option<Fig>,
+    /// The client's p99 lateness against the trace's schedule, ms.
+    pub schedule_lag_p99_ms: Option<Fig>,
     /// Why each source is not usable, when it is not (`None`: usable).
     pub server_missing: Option<String>,
     pub gpu_missing: Option<String>,
@@ -107,6 +111,11 @@ impl Figures {
         };
         f.client_ttft_ms = client("time_to_first_token");
         f.client_e2e_ms = client("request_latency");
+        f.schedule_lag_p99_ms = s
+            .metrics
+            .get("schedule_lag")
+            .filter(|st| st.count > 0)
+            .map(|st| Fig::new(st.p99, EXACT, "client"));
         f.server_figures(s, t);
         f.gpu_figures(t);
         f.client_figures(t);
@@ -221,18 +230,26 @@ impl Figures {
         }
         match &t.client_cpu {
             Some(c) => {
+                // Differences of the kernel's ns counters: exact, but threads that exited
+                // during the run are missing from the per-thread sums (lower bounds then).
                 let src = "client_cpu";
                 let kind = if c.exited_threads > 0 {
                     FigureKind::Bound
                 } else {
-                    ESTIMATE
+                    EXACT
                 };
                 self.cpu_wait_per_wakeup_ms = c.wait_per_wakeup_ms.map(|w| Fig::new(w, kind, src));
-                self.cpu_utilization = Some(Fig::new(c.utilization, ESTIMATE, src));
+                self.cpu_utilization = Some(Fig::new(c.utilization, kind, src));
+                self.cpu_throttled_share = c
+                    .throttled_s
+                    .filter(|_| c.wall_s > 0.0)
+                    .map(|t| Fig::new(t / c.wall_s, EXACT, src));
             }
             None => {
                 self.client_cpu_missing = Some(
-                    "client_cpu: canaryd's own CPU use is not measured (no measurement yet)".into(),
+                    "client_cpu: canaryd's own CPU was not measured (no per-thread schedstat in \
+                     /proc)"
+                        .into(),
                 )
             }
         }

@@ -11,11 +11,22 @@ use crate::timeline::ClientTimeline;
 pub mod thresholds {
     /// `target-errors`: the target failed at least this share of the requests it was sent.
     pub const ERROR_RATE: f64 = 0.05;
-    /// `client-bound`: canaryd's read delay (kernel receive → read) or its threads' wait for
-    /// a CPU per wake-up is at least this many ms …
+    /// `client-bound`: canaryd's read delay (kernel receive → read, eBPF) is at least this
+    /// many ms …
     pub const CLIENT_DELAY_MIN_MS: f64 = 2.0;
     /// … and at least this share of the client's mean TTFT.
     pub const CLIENT_DELAY_SHARE: f64 = 0.10;
+    /// `client-bound`: canaryd's cgroup was throttled by its CPU quota for at least this
+    /// many seconds per second of the run (kernel `cpu.stat`, exact). Keyed on throttling,
+    /// not on raw run delay: a busy host makes every thread wait a little, only a quota
+    /// stops canaryd outright.
+    pub const CLIENT_THROTTLED_SHARE: f64 = 0.10;
+    /// `client-bound`: canaryd's threads waited, runnable, at least this many ms for a CPU
+    /// per wake-up (`schedstat` run delay over timeslices) …
+    pub const CLIENT_CPU_WAIT_MIN_MS: f64 = 10.0;
+    /// … and at least [`CLIENT_DELAY_SHARE`] of the mean TTFT, while the client's p99
+    /// schedule lag is at least as large: the wait showed in the requests it sent late.
+    pub const CLIENT_CPU_WAIT_SHARE: f64 = 0.10;
     /// `client-bound`: canaryd used at least this share of the CPU it may use.
     pub const CLIENT_CPU_SATURATED: f64 = 0.90;
     /// `network`: client TTFT minus the server's own TTFT (minus canaryd's read delay) is at
@@ -213,6 +224,15 @@ fn client_limit(f: &Figures) -> f64 {
     CLIENT_DELAY_MIN_MS.max(CLIENT_DELAY_SHARE * ttft)
 }
 
+/// The CPU wait per wake-up that counts, for a run with this TTFT.
+fn cpu_wait_limit(f: &Figures) -> f64 {
+    let ttft = f.client_ttft_ms.map_or(0.0, |t| t.value);
+    CLIENT_CPU_WAIT_MIN_MS.max(CLIENT_CPU_WAIT_SHARE * ttft)
+}
+
+/// Fires on any of: canaryd's own resource errors; its read delay (eBPF); its cgroup's CPU
+/// throttling; its CPU wait per wake-up together with as large a p99 schedule lag; its CPU
+/// use at its limit.
 fn client_bound(c: &Ctx) -> Finding {
     let f = c.f;
     let mut x = Finding::new(Bottleneck::ClientBound);
@@ -234,10 +254,33 @@ fn client_bound(c: &Ctx) -> Finding {
         x.thresholds.push(ge("read_delay_mean", rd.value, limit));
         weight = Some(rd.value);
     }
+    if let Some(t) = f.cpu_throttled_share {
+        x.evidence
+            .push(t.evidence("cpu_throttled_s_per_run_s", "ratio"));
+        x.thresholds.push(ge(
+            "cpu_throttled_s_per_run_s",
+            t.value,
+            CLIENT_THROTTLED_SHARE,
+        ));
+    }
+    // The wait counts only with the lateness it caused: one threshold on the smaller of
+    // the two, met when both are.
     if let Some(w) = f.cpu_wait_per_wakeup_ms {
+        let wl = cpu_wait_limit(f);
         x.evidence.push(w.evidence("cpu_wait_per_wakeup", "ms"));
-        x.thresholds.push(ge("cpu_wait_per_wakeup", w.value, limit));
-        weight = Some(weight.map_or(w.value, |r| r.max(w.value)));
+        let lag = f.schedule_lag_p99_ms.map_or(0.0, |l| {
+            x.evidence.push(l.evidence("schedule_lag_p99", "ms"));
+            l.value
+        });
+        let both = ge(
+            "cpu_wait_per_wakeup_and_schedule_lag_p99",
+            w.value.min(lag),
+            wl,
+        );
+        if both.met {
+            weight = Some(weight.map_or(w.value, |r| r.max(w.value)));
+        }
+        x.thresholds.push(both);
     }
     if let Some(u) = f.cpu_utilization {
         x.evidence.push(u.evidence("cpu_utilization", "ratio"));

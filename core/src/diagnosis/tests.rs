@@ -18,6 +18,11 @@ struct Run {
 
 /// `n` requests, one every 100 ms, with this TTFT and e2e; every `fail_every`-th a 503.
 fn run(n: u32, ttft: f64, e2e: f64, fail_every: Option<u32>) -> Run {
+    run_late(n, ttft, e2e, fail_every, 0.0)
+}
+
+/// [`run`], each request sent `lag` ms after its schedule.
+fn run_late(n: u32, ttft: f64, e2e: f64, fail_every: Option<u32>, lag: f64) -> Run {
     let mut agg = Aggregator::new(Goodput::default());
     for i in 0..n {
         let mut r = RequestRecord {
@@ -26,6 +31,7 @@ fn run(n: u32, ttft: f64, e2e: f64, fail_every: Option<u32>) -> Run {
             ended_at_ms: i as f64 * 100.0 + e2e,
             ttft_ms: Some(ttft),
             e2e_ms: Some(e2e),
+            schedule_lag_ms: lag,
             ..Default::default()
         };
         if fail_every.is_some_and(|k| i % k == 0) {
@@ -302,8 +308,8 @@ fn failing_requests_are_the_targets_errors_before_anything_else() {
 }
 
 #[test]
-fn a_client_late_to_read_is_client_bound_before_the_servers_queue() {
-    let mut r = run(100, 460.0, 700.0, None);
+fn a_client_whose_cpu_wait_made_it_late_is_client_bound_before_the_servers_queue() {
+    let mut r = run_late(100, 460.0, 700.0, None, 80.0);
     r.telemetry.server = Some(server(400.0, 350.0, 40.0, 230.0, 460.0));
     r.telemetry.client_cpu = Some(ClientCpu {
         wait_per_wakeup_ms: Some(55.0),
@@ -313,8 +319,11 @@ fn a_client_late_to_read_is_client_bound_before_the_servers_queue() {
     let d = r.diagnose();
     assert_eq!(d.class, Bottleneck::ClientBound, "{d:#?}");
     let t = &d.thresholds[0];
-    // 10 % of a 460 ms TTFT.
-    assert_eq!((t.figure.as_str(), t.limit), ("cpu_wait_per_wakeup", 46.0));
+    // 10 % of a 460 ms TTFT; the smaller of the wait (55) and the p99 lag (80).
+    assert_eq!(
+        (t.figure.as_str(), t.limit, t.observed),
+        ("cpu_wait_per_wakeup_and_schedule_lag_p99", 46.0, 55.0)
+    );
     assert!(d.also.contains(&Bottleneck::Queueing));
     // A wait of 1 ms per wake-up is no bottleneck.
     r.telemetry.client_cpu = Some(ClientCpu {
@@ -322,6 +331,83 @@ fn a_client_late_to_read_is_client_bound_before_the_servers_queue() {
         ..quiet_client()
     });
     assert_eq!(r.diagnose().class, Bottleneck::Queueing);
+}
+
+#[test]
+fn a_cpu_wait_that_made_nothing_late_is_not_client_bound() {
+    // A loaded host: canaryd's threads wait for a CPU, yet every request left on time.
+    let mut r = run(100, 460.0, 700.0, None);
+    r.telemetry.server = Some(server(400.0, 350.0, 40.0, 230.0, 460.0));
+    r.telemetry.client_cpu = Some(ClientCpu {
+        wait_per_wakeup_ms: Some(55.0),
+        utilization: 0.1,
+        ..quiet_client()
+    });
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Queueing, "{d:#?}");
+    let cb = finding(&d, Bottleneck::ClientBound);
+    assert_eq!(cb.state, RuleState::Clear);
+    let t = cb
+        .thresholds
+        .iter()
+        .find(|t| t.figure == "cpu_wait_per_wakeup_and_schedule_lag_p99")
+        .unwrap();
+    assert_eq!((t.observed, t.met), (0.0, false));
+    // Under 10 ms per wake-up does not count, however late the requests.
+    let mut r = run_late(100, 30.0, 400.0, None, 50.0);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 360.0, 30.0));
+    r.telemetry.client_cpu = Some(ClientCpu {
+        wait_per_wakeup_ms: Some(8.0),
+        ..quiet_client()
+    });
+    assert_eq!(
+        finding(&r.diagnose(), Bottleneck::ClientBound).state,
+        RuleState::Clear
+    );
+}
+
+#[test]
+fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
+    let mut r = run(100, 30.0, 400.0, None);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 360.0, 30.0));
+    let throttled = |s: f64| ClientCpu {
+        cpu_quota_cores: Some(0.05),
+        throttled_s: Some(s),
+        throttled_periods: Some(40),
+        utilization: 0.5,
+        ..quiet_client()
+    };
+    // 4 s of a 10 s run throttled.
+    r.telemetry.client_cpu = Some(throttled(4.0));
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::ClientBound, "{d:#?}");
+    assert_eq!(d.thresholds.len(), 1, "{d:#?}");
+    let t = &d.thresholds[0];
+    assert_eq!(
+        (t.figure.as_str(), t.observed, t.limit),
+        ("cpu_throttled_s_per_run_s", 0.4, 0.1)
+    );
+    let e = d
+        .evidence
+        .iter()
+        .find(|e| e.name == "cpu_throttled_s_per_run_s")
+        .unwrap();
+    assert_eq!(
+        (e.kind, e.source.as_str()),
+        (FigureKind::Exact, "client_cpu")
+    );
+    assert_eq!(d.confidence, Confidence::High);
+    assert!(
+        d.why.contains("cpu_throttled_s_per_run_s 0.400 ≥ 0.100"),
+        "{}",
+        d.why
+    );
+    // Under a tenth of the run throttled: not canaryd's bottleneck.
+    r.telemetry.client_cpu = Some(throttled(0.5));
+    assert_eq!(
+        finding(&r.diagnose(), Bottleneck::ClientBound).state,
+        RuleState::Clear
+    );
 }
 
 #[test]

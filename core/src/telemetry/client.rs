@@ -1,7 +1,10 @@
 //! [`ClientCpu`]: how canaryd's own process fared for CPU during a run, `summary.json`'s
 //! `client_cpu` section. A canary starved of CPU reads what the kernel already received
 //! late, and every latency it reports grows by that wait: the diagnosis needs to know.
-//! The telemetry crate measures it from `/proc` (Linux).
+//! The telemetry crate measures it from the kernel's counters (Linux): every figure here is
+//! exact, a difference of nanosecond counters (`/proc/self/task/*/schedstat`, the cgroup's
+//! `cpu.stat`), except that threads which exited during the run are missing from the
+//! per-thread sums (then those sums are lower bounds; `exited_threads` says how many).
 
 use serde::Serialize;
 
@@ -29,6 +32,13 @@ pub struct ClientCpu {
     pub wait_per_wakeup_ms: Option<f64>,
     /// Threads that exited during the run: their waits are missing from the figures above.
     pub exited_threads: usize,
-    /// Seconds its cgroup was throttled by its CPU quota, when known.
+    /// Seconds its cgroup was throttled by its CPU quota (`cpu.stat`: v2 `throttled_usec`,
+    /// v1 `throttled_time`), when canaryd is in a cgroup with the `cpu` controller.
     pub throttled_s: Option<f64>,
+    /// Quota periods in which it was throttled (`nr_throttled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_periods: Option<u64>,
+    /// The `cpu.stat` read, when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
 }
