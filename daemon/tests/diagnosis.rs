@@ -4,6 +4,8 @@
 //! scraped, and reads what `canaryd replay` wrote and printed.
 
 mod common;
+#[path = "diagnosis/cpu_quota.rs"]
+mod cpu_quota;
 
 use common::{shared, text, Child, CANARYD};
 use serde_json::Value;
@@ -29,6 +31,16 @@ fn replay_with(
     args: &[&str],
     nvml: Option<(&Path, &[(&str, &str)])>,
 ) -> (Value, String) {
+    run_replay(dir, replay_cmd(dir, port, args, nvml))
+}
+
+/// The command [`replay_with`] runs.
+fn replay_cmd(
+    dir: &Path,
+    port: u16,
+    args: &[&str],
+    nvml: Option<(&Path, &[(&str, &str)])>,
+) -> Command {
     let trace = shared("traces/mooncake_conversation_first2000.jsonl");
     let mut cmd = Command::new(CANARYD);
     cmd.args(["replay", "--trace"])
@@ -47,14 +59,17 @@ fn replay_with(
             cmd.arg("--no-nvml");
         }
     }
-    let out = cmd
-        .args(args)
+    cmd.args(args)
         .current_dir(dir)
         .env("RUST_LOG", "warn")
         .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("canaryd replay runs");
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+    cmd
+}
+
+/// Runs a replay `cmd`: `summary.json`, checked against the schema, and what it printed.
+fn run_replay(dir: &Path, mut cmd: Command) -> (Value, String) {
+    let out = cmd.output().expect("canaryd replay runs");
     let printed = text(&out);
     let summary = dir.join("out/summary.json");
     let doc: Value = match std::fs::read(&summary) {
@@ -430,4 +445,66 @@ fn finding<'a>(d: &'a Value, class: &str) -> &'a Value {
         .iter()
         .find(|f| f["class"] == class)
         .unwrap_or_else(|| panic!("no finding for {class}"))
+}
+
+/// The replay [`canaryd_starved_of_cpu_is_client_bound`] and its control run: the fast
+/// engine, 150 requests of up to 64 streamed tokens at 100× the trace's pace.
+const STARVED_REPLAY: &[&str] = &[
+    "--speedup",
+    "100",
+    "--max-requests",
+    "150",
+    "--max-input-tokens",
+    "32",
+    "--max-output-tokens",
+    "64",
+];
+
+#[test]
+fn canaryd_starved_of_cpu_is_client_bound() {
+    // canaryd itself in a cgroup allowed 5 % of one CPU (the simulator is not): it cannot
+    // read 100× the trace's pace, and the kernel counts how long the quota stopped it.
+    let quota = match cpu_quota::CpuQuota::create(5_000, 100_000) {
+        Ok(q) => q,
+        Err(why) => return canary_testkit::skip("cgroup-cpu", &why),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, &[]);
+    let cmd = quota.wrap(replay_cmd(dir.path(), port, STARVED_REPLAY, None));
+    let (doc, printed) = run_replay(dir.path(), cmd);
+    let cpu = &doc["client_cpu"];
+    // What the kernel said, from the cgroup canaryd was put in.
+    assert_eq!(
+        cpu["cgroup"].as_str(),
+        Some(quota.stat().to_str().unwrap()),
+        "{cpu:#}"
+    );
+    assert_eq!(cpu["cpu_quota_cores"].as_f64(), Some(0.05), "{cpu:#}");
+    assert!(cpu["throttled_periods"].as_u64().unwrap() > 0, "{cpu:#}");
+    let d = diagnosis(&doc, &printed, "client-bound");
+    let share = fired(d, "cpu_throttled_s_per_run_s");
+    let wall = cpu["wall_s"].as_f64().unwrap();
+    let throttled = cpu["throttled_s"].as_f64().unwrap();
+    assert!((share - throttled / wall).abs() < 1e-9, "{cpu:#}");
+    // The quota made it late against the trace's schedule.
+    assert!(fired(d, "schedule_lag_p99") >= 10.0);
+    let e = evidence(d, "cpu_throttled_s_per_run_s");
+    assert_eq!(
+        (e["kind"].as_str(), e["source"].as_str()),
+        (Some("exact"), Some("client_cpu"))
+    );
+    assert!(printed.contains("cpu_throttled_s_per_run_s"), "{printed}");
+    drop(quota);
+
+    // The control: the same run with canaryd free is not client-bound.
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, &[]);
+    let (doc, printed) = replay(dir.path(), port, STARVED_REPLAY);
+    let d = &doc["diagnosis"];
+    assert_ne!(d["class"], "client-bound", "{d:#}\n{printed}");
+    let cb = finding(d, "client-bound");
+    assert_eq!(cb["state"], "clear", "{cb:#}");
+    let cpu = &doc["client_cpu"];
+    assert!(cpu["cpu_s"].as_f64().unwrap() > 0.0, "{cpu:#}");
+    assert!(cpu["timeslices"].as_u64().unwrap() > 0, "{cpu:#}");
 }

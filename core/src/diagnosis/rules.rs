@@ -17,9 +17,10 @@ pub mod thresholds {
     /// … and at least this share of the client's mean TTFT.
     pub const CLIENT_DELAY_SHARE: f64 = 0.10;
     /// `client-bound`: canaryd's cgroup was throttled by its CPU quota for at least this
-    /// many seconds per second of the run (kernel `cpu.stat`, exact). Keyed on throttling,
-    /// not on raw run delay: a busy host makes every thread wait a little, only a quota
-    /// stops canaryd outright.
+    /// many seconds per second of the run (kernel `cpu.stat`, exact), and its p99 schedule
+    /// lag is at least [`CLIENT_CPU_WAIT_MIN_MS`] (and [`CLIENT_CPU_WAIT_SHARE`] of the mean
+    /// TTFT). Keyed on throttling, not on raw run delay: a busy host makes every thread wait
+    /// a little, only a quota stops canaryd outright.
     pub const CLIENT_THROTTLED_SHARE: f64 = 0.10;
     /// `client-bound`: canaryd's threads waited, runnable, at least this many ms for a CPU
     /// per wake-up (`schedstat` run delay over timeslices) …
@@ -231,8 +232,8 @@ fn cpu_wait_limit(f: &Figures) -> f64 {
 }
 
 /// Fires on any of: canaryd's own resource errors; its read delay (eBPF); its cgroup's CPU
-/// throttling; its CPU wait per wake-up together with as large a p99 schedule lag; its CPU
-/// use at its limit.
+/// throttling with a p99 schedule lag of at least [`cpu_wait_limit`]; its CPU wait per
+/// wake-up together with as large a p99 schedule lag; its CPU use at its limit.
 fn client_bound(c: &Ctx) -> Finding {
     let f = c.f;
     let mut x = Finding::new(Bottleneck::ClientBound);
@@ -254,24 +255,34 @@ fn client_bound(c: &Ctx) -> Finding {
         x.thresholds.push(ge("read_delay_mean", rd.value, limit));
         weight = Some(rd.value);
     }
+    // Throttling counts with the lateness it caused (a host's whole container may be
+    // throttled by other processes without canaryd falling behind).
+    let lag = f.schedule_lag_p99_ms;
+    let mut throttled_and_late = false;
     if let Some(t) = f.cpu_throttled_share {
         x.evidence
             .push(t.evidence("cpu_throttled_s_per_run_s", "ratio"));
-        x.thresholds.push(ge(
-            "cpu_throttled_s_per_run_s",
-            t.value,
-            CLIENT_THROTTLED_SHARE,
-        ));
+        let throttled = ge("cpu_throttled_s_per_run_s", t.value, CLIENT_THROTTLED_SHARE);
+        let late = ge(
+            "schedule_lag_p99",
+            lag.map_or(0.0, |l| l.value),
+            cpu_wait_limit(f),
+        );
+        throttled_and_late = throttled.met && late.met;
+        x.thresholds.push(throttled);
+        x.thresholds.push(late);
+    }
+    if let Some(l) =
+        lag.filter(|_| f.cpu_throttled_share.is_some() || f.cpu_wait_per_wakeup_ms.is_some())
+    {
+        x.evidence.push(l.evidence("schedule_lag_p99", "ms"));
     }
     // The wait counts only with the lateness it caused: one threshold on the smaller of
     // the two, met when both are.
     if let Some(w) = f.cpu_wait_per_wakeup_ms {
         let wl = cpu_wait_limit(f);
         x.evidence.push(w.evidence("cpu_wait_per_wakeup", "ms"));
-        let lag = f.schedule_lag_p99_ms.map_or(0.0, |l| {
-            x.evidence.push(l.evidence("schedule_lag_p99", "ms"));
-            l.value
-        });
+        let lag = lag.map_or(0.0, |l| l.value);
         let both = ge(
             "cpu_wait_per_wakeup_and_schedule_lag_p99",
             w.value.min(lag),
@@ -300,7 +311,21 @@ fn client_bound(c: &Ctx) -> Finding {
         return x;
     }
     x.weight_ms = weight;
-    fire_any(&mut x);
+    let met = |name: &str| x.thresholds.iter().any(|t| t.figure == name && t.met);
+    let fired = throttled_and_late
+        || [
+            "client_error_share",
+            "read_delay_mean",
+            "cpu_wait_per_wakeup_and_schedule_lag_p99",
+            "cpu_utilization",
+        ]
+        .into_iter()
+        .any(met);
+    x.state = if fired {
+        RuleState::Fired
+    } else {
+        RuleState::Clear
+    };
     let spans = c.client_spans(|b| b.read_delay_mean_ms().map(|d| (d >= limit, d)));
     x.interval = longest(&spans, "first-token read delay >= its limit", c.run_s);
     x

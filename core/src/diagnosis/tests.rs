@@ -368,7 +368,7 @@ fn a_cpu_wait_that_made_nothing_late_is_not_client_bound() {
 
 #[test]
 fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
-    let mut r = run(100, 30.0, 400.0, None);
+    let mut r = run_late(100, 30.0, 400.0, None, 40.0);
     r.telemetry.server = Some(server(25.0, 0.5, 20.0, 360.0, 30.0));
     let throttled = |s: f64| ClientCpu {
         cpu_quota_cores: Some(0.05),
@@ -381,11 +381,16 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
     r.telemetry.client_cpu = Some(throttled(4.0));
     let d = r.diagnose();
     assert_eq!(d.class, Bottleneck::ClientBound, "{d:#?}");
-    assert_eq!(d.thresholds.len(), 1, "{d:#?}");
+    assert_eq!(d.thresholds.len(), 2, "{d:#?}");
     let t = &d.thresholds[0];
     assert_eq!(
         (t.figure.as_str(), t.observed, t.limit),
         ("cpu_throttled_s_per_run_s", 0.4, 0.1)
+    );
+    let t = &d.thresholds[1];
+    assert_eq!(
+        (t.figure.as_str(), t.observed, t.limit),
+        ("schedule_lag_p99", 40.0, 10.0)
     );
     let e = d
         .evidence
@@ -404,6 +409,14 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
     );
     // Under a tenth of the run throttled: not canaryd's bottleneck.
     r.telemetry.client_cpu = Some(throttled(0.5));
+    assert_eq!(
+        finding(&r.diagnose(), Bottleneck::ClientBound).state,
+        RuleState::Clear
+    );
+    // Throttled (its container's quota, say) but every request left on time: not either.
+    let mut r = run(100, 30.0, 400.0, None);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 360.0, 30.0));
+    r.telemetry.client_cpu = Some(throttled(4.0));
     assert_eq!(
         finding(&r.diagnose(), Bottleneck::ClientBound).state,
         RuleState::Clear
