@@ -401,6 +401,8 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
         (e.kind, e.source.as_str()),
         (FigureKind::Exact, "client_cpu")
     );
+    let lags = d.evidence.iter().filter(|e| e.name == "schedule_lag_p99");
+    assert_eq!(lags.count(), 1, "{d:#?}");
     assert_eq!(d.confidence, Confidence::High);
     assert!(
         d.why.contains("cpu_throttled_s_per_run_s 0.400 ≥ 0.100"),
