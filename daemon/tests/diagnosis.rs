@@ -270,7 +270,7 @@ fn a_slow_link_is_network() {
     // Without eBPF the gap still holds canaryd's own read delay: a bound, said so.
     assert_eq!(evidence(d, "network_mean")["kind"], "bound");
     assert!(
-        d["missing"]
+        finding(d, "network")["missing"]
             .as_array()
             .unwrap()
             .iter()
