@@ -32,6 +32,7 @@ pub mod export;
 pub mod history;
 mod notify;
 mod otlp;
+mod profile;
 pub mod recovery;
 mod replay;
 mod report;
@@ -44,6 +45,7 @@ pub mod verdict;
 
 pub use bundled::BUNDLED_TRACE_NAME;
 pub use duration::parse as parse_duration;
+pub use profile::ProfileArgs;
 pub use replay::{ReplayArgs, ShapeArgs};
 
 use anyhow::{Context, Result};
@@ -76,6 +78,9 @@ pub enum LogFormat {
 pub enum Command {
     /// Replay a trace against an OpenAI-compatible server, once.
     Replay(Box<ReplayArgs>),
+    /// Measure a server under any load shape, with aiperf's flags: a trace (`--trace`), an
+    /// open-loop rate (`--request-rate`) or a closed loop of users (`--concurrency`).
+    Profile(Box<ProfileArgs>),
     /// Describe a trace: rate, bursts, lengths, sessions, ideal prefix-cache hit rate.
     AnalyzeTrace(AnalyzeArgs),
     /// Serve the simulated OpenAI-compatible inference server.
@@ -153,6 +158,9 @@ pub fn run(cli: Cli) -> Result<i32> {
                 _ => INTERRUPTED,
             })
         }),
+        Command::Profile(args) => {
+            runtime()?.block_on(async move { profile::profile(&args, shutdown_on_signal()).await })
+        }
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
         Command::CheckConfig(args) => {

@@ -4,6 +4,8 @@
 mod common;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/profile.rs"]
+mod profile;
 
 use canary_testkit::{Hostile, HostileServer};
 use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};

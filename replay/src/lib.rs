@@ -14,6 +14,7 @@
 //! * [`ResultsWriter`] — `records.jsonl`, `summary.json`, `summary.csv`.
 #![deny(missing_docs)]
 
+mod arrival;
 mod chunk;
 mod connection;
 mod dispatch;
@@ -27,9 +28,11 @@ mod results;
 mod run;
 mod schedule;
 mod sse;
+mod synthetic;
 mod target;
 pub mod trace;
 
+pub use arrival::{ArrivalPattern, Arrivals, Rng};
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
@@ -37,8 +40,9 @@ pub use dispatch::Dispatcher;
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
-    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo, Setting,
-    SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
+    ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
+    Prepared, PromptSpec, RatePlan, RunInfo, Setting, SettingError, SyntheticInfo, Table,
+    TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -47,9 +51,10 @@ pub use results::{
     fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
     SummaryFile,
 };
-pub use run::{run, Config, Progress, ReplayError};
+pub use run::{run, run_work, ClosedLoopWork, Config, Progress, RateWork, ReplayError, Work};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
+pub use synthetic::{Length, SyntheticRequests};
 pub use target::{
     header, reserved_header, uri_port, ApiKey, Endpoint, HeaderError, MaxTokensField, Target,
     UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,

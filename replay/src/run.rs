@@ -28,6 +28,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod work;
+pub use work::{ClosedLoopWork, RateWork, Work};
+
 /// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
 /// the schedule's ([`Schedule::new`]); the observers are given to [`run()`].
 #[derive(Debug, Clone)]
@@ -228,8 +231,25 @@ pub async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
+    let work = Work::Schedule(schedule);
+    run_work(config, work, prompts, info, observer, shutdown, progress).await
+}
+
+/// [`run()`] for any [`Work`]: a trace's schedule, an open-loop rate (its deadlines released
+/// by the same dispatcher, a concurrency ceiling recorded as hold) or a closed loop of users.
+pub async fn run_work(
+    config: Config,
+    work: Work,
+    prompts: Arc<PromptBuilder>,
+    info: RunInfo,
+    observer: Option<Arc<dyn Observer>>,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, ReplayError> {
     config.validate()?;
-    config.check_schedule(&schedule)?;
+    if let Work::Schedule(schedule) = &work {
+        config.check_schedule(schedule)?;
+    }
     let tls = if config.target.tls {
         Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
@@ -250,7 +270,7 @@ pub async fn run(
     let in_flight_cap = in_flight_cap(config.concurrency);
     progress
         .total
-        .store(schedule.len() as u64, Ordering::Relaxed);
+        .store(work.expected_requests(), Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
     let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
@@ -294,7 +314,7 @@ pub async fn run(
         slots,
         target: Arc::new(config.target.clone()),
         config,
-        timing: schedule.timing(),
+        timing: work.timing(),
         prompts,
         connector,
         dispatcher,
@@ -306,7 +326,7 @@ pub async fn run(
         unsent: AtomicU64::new(0),
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
-    warmup(&ctx, &schedule).await;
+    warmup(&ctx, &work.shapes(ctx.config.warmup_requests)).await;
 
     // Leave room to prepare the first burst before it is due.
     ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
@@ -315,7 +335,19 @@ pub async fn run(
     let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
     let ctx = Arc::new(ctx);
     let mut tasks = JoinSet::new();
-    let mut sessions = schedule.into_sessions().into_iter();
+    let mut sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
+        Work::Schedule(s) => Box::new(s.into_sessions().into_iter()),
+        Work::Rate(r) => Box::new(r.into_sessions()),
+        Work::ClosedLoop(users) => {
+            let users = Arc::new(users);
+            for _ in 0..users.users {
+                tasks.spawn(run_user(ctx.clone(), users.clone()));
+            }
+            while tasks.join_next().await.is_some() {}
+            ctx.unsent.fetch_add(users.unclaimed(), Ordering::Relaxed);
+            Box::new(std::iter::empty())
+        }
+    };
     while let Some(session) = sessions.next() {
         let first_due = ctx.t0 + ctx.timing.offset(&session.turns[0]);
         if !sleep_until(first_due - ctx.config.prepare_ahead, &ctx.stop).await {
@@ -387,8 +419,7 @@ async fn sleep_until(t: MonoTime, stop: &CancellationToken) -> bool {
     }
 }
 
-async fn warmup(ctx: &Ctx, schedule: &Schedule) {
-    let shapes: Vec<&TraceRequest> = schedule.sessions().iter().map(|s| &s.turns[0]).collect();
+async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
     for i in 0..ctx.config.warmup_requests {
         if ctx.stop.is_cancelled() || shapes.is_empty() {
             return;
@@ -427,6 +458,28 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
             return;
         };
         prev_end = Some(ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64));
+        let _ = ctx.records.send((rec, gaps)).await;
+    }
+}
+
+/// One user of a closed loop: sends a request, and its next one when that ends, until the
+/// loop's count or duration is reached or the run stops. Each request is due when the
+/// previous one ended, so any delay of canaryd's shows as schedule lag.
+async fn run_user(ctx: Arc<Ctx>, users: Arc<ClosedLoopWork>) {
+    let mut due = ctx.t0;
+    while !ctx.stop.is_cancelled() {
+        let Some(req) = users.next(due.since(ctx.t0)) else {
+            return;
+        };
+        if !sleep_until(due - ctx.config.prepare_ahead, &ctx.stop).await {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some((rec, gaps)) = send_one(&ctx, &req, due, None, false).await else {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        due = ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64);
         let _ = ctx.records.send((rec, gaps)).await;
     }
 }

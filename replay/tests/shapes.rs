@@ -1,0 +1,190 @@
+//! Synthetic load shapes against the real simulator, refereed by its ground truth: exact
+//! lengths, the arrival process the rate asked for, and a closed loop that never has more
+//! requests in flight than users (issue 17).
+
+use crate::support::*;
+use canary_replay::{
+    ArrivalPattern, Arrivals, ClosedLoopPlan, Extent, RatePlan, SyntheticRequests, Work,
+};
+
+const LIMIT: u32 = 1_000_000;
+
+fn rate(rate: f64, arrival: ArrivalPattern, count: u64) -> RatePlan {
+    RatePlan {
+        requests: SyntheticRequests {
+            seed: 11,
+            ..SyntheticRequests::fixed(16, 4)
+        },
+        rate,
+        arrival,
+        extent: Extent {
+            count: Some(count),
+            duration: None,
+        },
+    }
+}
+
+/// Mean and coefficient of variation of the gaps between sorted times.
+fn gaps_cv(mut times: Vec<f64>) -> (f64, f64) {
+    times.sort_by(f64::total_cmp);
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt() / mean)
+}
+
+/// The simulator's arrival times (ms) of this run's generation requests.
+fn arrivals_seen(sim: &SimHandle, run: &Run) -> Vec<f64> {
+    let truth = sim.truth();
+    truth_by_request_id(&truth, &run.run_id)
+        .values()
+        .map(|t| t.arrival_ns as f64 / 1e6)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_isl_and_osl_are_exact_in_the_servers_usage() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let users = ClosedLoopPlan {
+        requests: SyntheticRequests::fixed(200, 37),
+        users: 2,
+        extent: Extent {
+            count: Some(12),
+            duration: None,
+        },
+    };
+    let run = run_work(Work::closed_loop(&users, LIMIT), target(&sim), |c| {
+        c.concurrency = Some(2)
+    })
+    .await;
+    assert_eq!(run.records.len(), 12);
+    assert_eq!(run.outcome.summary.errors, 0);
+    for r in &run.records {
+        let usage = r.usage.as_ref().expect("usage chunk");
+        assert_eq!(usage.prompt_tokens, Some(200), "request {}", r.id);
+        assert_eq!(usage.completion_tokens, Some(37), "request {}", r.id);
+    }
+    let truth = sim.truth();
+    let seen = truth_by_request_id(&truth, &run.run_id);
+    assert_eq!(seen.len(), 12);
+    assert!(seen.values().all(|t| t.prompt_tokens == 200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_and_constant_arrivals_reach_the_server_as_asked() {
+    let sim = sim(&["--profile", "fast"]).await;
+    for (pattern, cv_range) in [
+        (ArrivalPattern::Poisson, 0.8..1.2),
+        (ArrivalPattern::Constant, 0.0..0.3),
+    ] {
+        let plan = rate(100.0, pattern, 300);
+        let run = run_work(Work::rate(&plan, LIMIT), target(&sim), |_| {}).await;
+        assert_eq!(run.records.len(), 300, "{pattern}");
+        assert_eq!(run.outcome.summary.errors, 0, "{pattern}");
+
+        // Intended send times are the generator's arrivals, exactly (to the microsecond).
+        let mut intended: Vec<f64> = run.records.iter().map(|r| r.scheduled_at_ms).collect();
+        intended.sort_by(f64::total_cmp);
+        let want: Vec<f64> = Arrivals::new(100.0, pattern, 11)
+            .take(300)
+            .map(|d| d.as_micros() as f64 / 1e3)
+            .collect();
+        for (got, want) in intended.iter().zip(&want) {
+            assert!((got - want).abs() < 0.002, "{pattern}: {got} vs {want}");
+        }
+
+        // What the simulator saw: the same variation, and the rate the schedule asked for.
+        let (mean_intended, _) = gaps_cv(intended);
+        let (mean_seen, cv_seen) = gaps_cv(arrivals_seen(&sim, &run));
+        assert!(cv_range.contains(&cv_seen), "{pattern}: cv {cv_seen}");
+        let ratio = mean_intended / mean_seen;
+        assert!(
+            (0.97..1.03).contains(&ratio),
+            "{pattern}: achieved/asked rate {ratio}"
+        );
+        if pattern == ArrivalPattern::Constant {
+            assert!((mean_intended - 10.0).abs() < 1e-3, "{mean_intended}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_never_has_more_requests_in_flight_than_users() {
+    // 5 ms a decode step: each request takes tens of milliseconds, so users overlap.
+    let sim = sim(&["--profile", "illustrative"]).await;
+    let users = ClosedLoopPlan {
+        requests: SyntheticRequests::fixed(32, 8),
+        users: 4,
+        extent: Extent {
+            count: Some(40),
+            duration: None,
+        },
+    };
+    let run = run_work(Work::closed_loop(&users, LIMIT), target(&sim), |c| {
+        c.concurrency = Some(4)
+    })
+    .await;
+    assert_eq!(run.records.len(), 40);
+    assert_eq!(run.outcome.summary.errors, 0);
+    assert_eq!(run.outcome.unsent, 0);
+
+    // The simulator's truth: the most requests it was serving at once.
+    let truth = sim.truth();
+    let mut edges: Vec<(u64, i32)> = truth_by_request_id(&truth, &run.run_id)
+        .values()
+        .flat_map(|t| [(t.arrival_ns, 1), (t.end_ns, -1)])
+        .collect();
+    edges.sort(); // an end sorts before an arrival at the same instant
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(most <= 4, "{most} requests in flight with 4 users");
+    assert!(most >= 2, "the users never overlapped: {most}");
+    // No user waited for a slot: a closed loop's users are its ceiling.
+    assert!(run.records.iter().all(|r| r.hold_ms == 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ceiling_under_a_rate_is_recorded_as_hold_not_a_later_schedule() {
+    // 8 tokens at 5 ms each: one request in flight cannot keep up with 100 requests/s.
+    let sim = sim(&["--profile", "illustrative"]).await;
+    let plan = rate(100.0, ArrivalPattern::Constant, 20);
+    let run = run_work(Work::rate(&plan, LIMIT), target(&sim), |c| {
+        c.concurrency = Some(1)
+    })
+    .await;
+    assert_eq!(run.records.len(), 20);
+    let mut by_id = run.records.clone();
+    by_id.sort_by_key(|r| r.id);
+    for (i, r) in by_id.iter().enumerate() {
+        assert!(
+            (r.scheduled_at_ms - 10.0 * i as f64).abs() < 1e-3,
+            "{}",
+            r.scheduled_at_ms
+        );
+    }
+    assert!(
+        by_id.last().unwrap().hold_ms > 0.0,
+        "the last request waited for the ceiling"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duration_ends_the_sending_and_counts_nothing_as_unsent() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let plan = RatePlan {
+        extent: Extent {
+            count: None,
+            duration: Some(std::time::Duration::from_millis(500)),
+        },
+        ..rate(40.0, ArrivalPattern::Constant, 1)
+    };
+    let run = run_work(Work::rate(&plan, LIMIT), target(&sim), |_| {}).await;
+    // Arrivals at 0, 25, …, 475 ms: 20 of them, none at or past 500 ms.
+    assert_eq!(run.records.len(), 20);
+    assert_eq!(run.outcome.unsent, 0);
+    assert!(!run.outcome.interrupted);
+}
