@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod by_url;
 mod clock;
 mod gaps;
 mod goodput;
@@ -33,6 +34,7 @@ mod summary;
 mod telemetry;
 mod trace;
 
+pub use by_url::{ByUrl, UrlSummary};
 pub use clock::{MonoTime, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};

@@ -32,6 +32,9 @@ pub struct RequestRecord {
     pub hold_ms: f64,
     /// Kernel socket cookie (`SO_COOKIE`) of the connection it used: the key eBPF events join on.
     pub socket_cookie: Option<u64>,
+    /// The URL it was sent to (one of several with `--url` repeated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Time to open the connection, when this request opened a new one.
     pub connect_ms: Option<f64>,
     /// Time to the response head (status line and headers).

@@ -29,6 +29,7 @@ pub struct Aggregator {
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
+    by_url: crate::ByUrl,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -80,6 +81,7 @@ impl Aggregator {
             return;
         }
         self.requests += 1;
+        self.by_url.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
                 .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
@@ -204,6 +206,7 @@ impl Aggregator {
             total_reasoning_tokens: self.reasoning_tokens,
             goodput,
             token_agreement: self.agreement.clone(),
+            by_url: self.by_url.summary(),
             metrics: self
                 .metrics
                 .iter()
@@ -259,6 +262,10 @@ pub struct RunSummary {
     pub goodput: Option<GoodputSummary>,
     /// How the server's token counts compare with what was asked.
     pub token_agreement: TokenAgreement,
+    /// Each URL's share of the run, when requests named their URL (`--url` repeated shows an
+    /// unbalanced replica here).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_url: BTreeMap<String, crate::UrlSummary>,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,

@@ -6,7 +6,7 @@
 use crate::replay::{self, Print, ShapeArgs};
 use anyhow::{bail, Result};
 use canary_replay::{
-    ArrivalPattern, ClosedLoopPlan, Endpoint, Extent, Length, LoadShape, Plan, RatePlan,
+    ArrivalPattern, Balance, ClosedLoopPlan, Endpoint, Extent, Length, LoadShape, Plan, RatePlan,
     SyntheticRequests, TraceFormat, TracePlan,
 };
 use clap::Args;
@@ -23,9 +23,17 @@ pub struct ProfileArgs {
     /// Trace format; detected from the content when omitted.
     #[arg(long, value_name = "mooncake|bailian|burstgpt")]
     pub format: Option<TraceFormat>,
-    /// Server base URL (`http://host:port`, `https://…`).
-    #[arg(long, short = 'u')]
-    pub url: String,
+    /// Server base URL (`http://host:port`, `https://…`); repeat it to spread requests over
+    /// several replicas of one service.
+    #[arg(long, short = 'u', required = true)]
+    pub url: Vec<String>,
+    /// How requests are spread over several --url.
+    #[arg(
+        long,
+        default_value = "round-robin",
+        value_name = "round-robin|least-in-flight"
+    )]
+    pub url_strategy: Balance,
     /// Model name sent in each request.
     #[arg(long, short = 'm')]
     pub model: String,
@@ -202,7 +210,11 @@ impl TryFrom<&ProfileArgs> for Plan {
     fn try_from(args: &ProfileArgs) -> Result<Plan> {
         args.check()?;
         let shape = &args.shape;
-        let target = replay::target(&args.url, args.endpoint_type, &args.model, shape)?;
+        let target = replay::target(&args.url[0], args.endpoint_type, &args.model, shape)?;
+        let replicas = args.url[1..]
+            .iter()
+            .map(|u| replay::target(u, args.endpoint_type, &args.model, shape))
+            .collect::<Result<Vec<_>>>()?;
         let workload = shape.export.workload.clone().unwrap_or_else(|| {
             match (&args.trace, args.request_rate) {
                 (Some(t), _) => t
@@ -214,6 +226,8 @@ impl TryFrom<&ProfileArgs> for Plan {
         });
         let mut plan = Plan::new(workload, args.load(), target);
         shape.apply(&mut plan);
+        plan.replay.replicas = replicas;
+        plan.replay.balance = args.url_strategy;
         if let (Some(trace), Some(n)) = (plan.trace_mut(), args.request_count) {
             trace.selection.max_requests = Some(n.try_into().unwrap_or(usize::MAX));
         }

@@ -51,7 +51,9 @@ pub use results::{
     fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
     SummaryFile,
 };
-pub use run::{run, run_work, ClosedLoopWork, Config, Progress, RateWork, ReplayError, Work};
+pub use run::{
+    run, run_work, Balance, ClosedLoopWork, Config, Progress, RateWork, ReplayError, Work,
+};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use synthetic::{Length, SyntheticRequests};

@@ -158,7 +158,11 @@ impl Plan {
     /// Reads the API key from where the plan says it is into the target (no source: no key).
     pub fn read_api_key(&mut self) -> Result<(), SettingError> {
         if let Some(source) = &self.api_key {
-            self.replay.target.api_key = source.read()?;
+            let key = source.read()?;
+            for replica in &mut self.replay.replicas {
+                replica.api_key.clone_from(&key);
+            }
+            self.replay.target.api_key = key;
         }
         Ok(())
     }

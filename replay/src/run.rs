@@ -28,7 +28,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod replicas;
 mod work;
+pub use replicas::Balance;
+use replicas::Replicas;
 pub use work::{ClosedLoopWork, RateWork, Work};
 
 /// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
@@ -37,6 +40,11 @@ pub use work::{ClosedLoopWork, RateWork, Work};
 pub struct Config {
     /// The server.
     pub target: Target,
+    /// More URLs of the same service (`--url` repeated): the same settings as `target` but
+    /// the URL; requests are spread over `target` and these by `balance`.
+    pub replicas: Vec<Target>,
+    /// How requests are spread when there are replicas.
+    pub balance: Balance,
     /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
     pub concurrency: Option<usize>,
     /// Requests sent, one at a time, before the measured phase; left out of statistics.
@@ -73,6 +81,8 @@ impl Config {
     pub fn new(target: Target) -> Config {
         Config {
             target,
+            replicas: Vec::new(),
+            balance: Balance::default(),
             concurrency: None,
             warmup_requests: crate::Plan::WARMUP_REQUESTS,
             grace_period: crate::Plan::GRACE_PERIOD,
@@ -201,8 +211,8 @@ struct Ctx {
     config: Config,
     timing: Timing,
     prompts: Arc<PromptBuilder>,
-    target: Arc<Target>,
-    connector: Connector,
+    /// The URLs requests go to, each with its connection pool.
+    replicas: Replicas,
     dispatcher: Dispatcher,
     /// The concurrency setting: a request takes a permit when it is due, then its connection.
     permits: Option<Semaphore>,
@@ -250,20 +260,24 @@ pub async fn run_work(
     if let Work::Schedule(schedule) = &work {
         config.check_schedule(schedule)?;
     }
-    let tls = if config.target.tls {
+    let any_tls = config.target.tls || config.replicas.iter().any(|t| t.tls);
+    let tls = if any_tls {
         Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
         )?)
     } else {
         None
     };
-    let connector = Connector::new(
-        &config.target.host,
-        config.target.port,
-        tls,
-        config.target.connect_timeout.min(config.target.timeout),
-        config.target.limits.header_bytes,
-    )?;
+    let targets = std::iter::once(config.target.clone()).chain(config.replicas.iter().cloned());
+    let replicas = Replicas::new(targets, config.balance, |t| {
+        Connector::new(
+            &t.host,
+            t.port,
+            t.tls.then(|| tls.clone()).flatten(),
+            t.connect_timeout.min(t.timeout),
+            t.limits.header_bytes,
+        )
+    })?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
@@ -312,11 +326,10 @@ pub async fn run_work(
     let mut ctx = Ctx {
         permits,
         slots,
-        target: Arc::new(config.target.clone()),
         config,
         timing: work.timing(),
         prompts,
-        connector,
+        replicas,
         dispatcher,
         records: tx,
         progress,
@@ -521,7 +534,10 @@ async fn send_one(
 ) -> Option<(RequestRecord, ChunkGaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
+    let pick = ctx.replicas.pick();
+    let (target, connector) = (&pick.replica.target, &pick.replica.connector);
     let mut rec = RequestRecord {
+        url: Some(pick.replica.url.to_string()),
         id: req.index,
         trace_line: req.line,
         session: req.session,
@@ -537,13 +553,11 @@ async fn send_one(
 
     let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
     rec.prompt_tokens_synthesized = prompt.tokens;
-    let body = ctx
-        .target
-        .body(&prompt.body, req.output_tokens, req.extra.as_deref());
+    let body = target.body(&prompt.body, req.output_tokens, req.extra.as_deref());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
-    let request = ctx.target.request(&body, &traceparent, &request_id);
+    let request = target.request(&body, &traceparent, &request_id);
     drop(body);
     // Under the open-file ceiling a request holds a slot from before it opens its
     // connection to its end; waiting for one past the deadline is held time.
@@ -563,7 +577,7 @@ async fn send_one(
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
     let mut conn = match ctx.permits {
-        None => Some(unless_stopped(&ctx.stop, ctx.connector.acquire()).await?),
+        None => Some(unless_stopped(&ctx.stop, connector.acquire()).await?),
         Some(_) => None,
     };
 
@@ -598,7 +612,7 @@ async fn send_one(
 
     let conn = match conn.take() {
         Some(c) => c,
-        None => unless_stopped(&ctx.stop, ctx.connector.acquire()).await?,
+        None => unless_stopped(&ctx.stop, connector.acquire()).await?,
     };
     // A stop that came while this request was being released is not in flight yet.
     if ctx.stop.is_cancelled() {
@@ -627,10 +641,10 @@ async fn send_one(
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
     let streaming = ctx.config.target.streaming;
-    let max_tokens = ctx.target.max_tokens_sent(req.output_tokens);
+    let max_tokens = target.max_tokens_sent(req.output_tokens);
     let limits = ReadLimits {
-        caps: ctx.target.limits,
-        max_chunks: ctx.target.limits.max_output_chunks(max_tokens),
+        caps: target.limits,
+        max_chunks: target.limits.max_output_chunks(max_tokens),
         max_tokens,
     };
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
@@ -645,8 +659,8 @@ async fn send_one(
         _ = ctx.hard_stop.cancelled() => stopped(),
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
-        ctx.connector.stop_reuse();
-        match unless_stopped(&ctx.hard_stop, ctx.connector.open()).await {
+        connector.stop_reuse();
+        match unless_stopped(&ctx.hard_stop, connector.open()).await {
             None => m = stopped(),
             Some(Ok(fresh)) => {
                 conn = fresh;
@@ -667,7 +681,7 @@ async fn send_one(
     }
     fill(&mut rec, &m, t0);
     if m.error.is_none() && m.reusable {
-        ctx.connector.release(conn);
+        connector.release(conn);
     }
     if !warmup {
         ctx.progress.done.fetch_add(1, Ordering::Relaxed);

@@ -179,3 +179,42 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
         "nothing was sent"
     );
 }
+
+#[test]
+fn repeated_urls_share_the_requests_and_the_summary_breaks_them_down() {
+    let ((_a, pa), (_b, pb)) = (sim(&[]), sim(&[]));
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}"),
+        format!("http://127.0.0.1:{pb}"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &ua,
+        &[
+            "--url",
+            &ub,
+            "--isl",
+            "20",
+            "--osl",
+            "4",
+            "--request-count",
+            "10",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let s = summary(dir.path());
+    let by_url = s["by_url"].as_object().expect("a per-URL breakdown");
+    assert_eq!(by_url.len(), 2, "{by_url:?}");
+    for (url, share) in by_url {
+        assert_eq!(share["requests"], 5, "{url}");
+        assert_eq!(share["errors"], 0, "{url}");
+    }
+    let recs = records(dir.path());
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r["url"].as_str().unwrap().starts_with(&ub))
+            .count(),
+        5
+    );
+}
