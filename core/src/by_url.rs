@@ -17,6 +17,7 @@ pub struct ByUrl {
 struct Tally {
     requests: u64,
     completed: u64,
+    cancelled: u64,
     ttft: Distribution,
     e2e: Distribution,
 }
@@ -31,6 +32,9 @@ pub struct UrlSummary {
     pub completed: u64,
     /// Of those, failed.
     pub errors: u64,
+    /// Of those, cancelled on purpose by the client.
+    #[serde(default)]
+    pub cancelled: u64,
     /// Time to first token of its completed requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_to_first_token: Option<Stats>,
@@ -49,6 +53,7 @@ impl ByUrl {
             None => self.urls.entry(url.clone()).or_default(),
         };
         t.requests += 1;
+        t.cancelled += r.is_cancelled() as u64;
         if r.is_ok() {
             t.completed += 1;
             if let Some(v) = r.ttft_ms {
@@ -68,7 +73,8 @@ impl ByUrl {
                 let s = UrlSummary {
                     requests: t.requests,
                     completed: t.completed,
-                    errors: t.requests - t.completed,
+                    errors: t.requests - t.completed - t.cancelled,
+                    cancelled: t.cancelled,
                     time_to_first_token: t.ttft.stats_in("ms"),
                     request_latency: t.e2e.stats_in("ms"),
                 };
@@ -85,16 +91,21 @@ mod tests {
     #[test]
     fn each_url_counts_its_own_requests() {
         let mut by = ByUrl::default();
-        for (url, ok) in [("a", true), ("b", true), ("a", false), ("a", true)] {
+        use crate::record::Status;
+        for (url, status) in [
+            ("a", Status::Ok),
+            ("b", Status::Ok),
+            ("a", Status::Error),
+            ("a", Status::Ok),
+            ("b", Status::Cancelled),
+        ] {
             let mut r = RequestRecord {
                 url: Some(url.into()),
                 ttft_ms: Some(10.0),
                 e2e_ms: Some(20.0),
                 ..Default::default()
             };
-            if !ok {
-                r.status = crate::record::Status::Error;
-            }
+            r.status = status;
             by.add(&r);
         }
         by.add(&RequestRecord::default()); // names no URL
@@ -104,7 +115,16 @@ mod tests {
             (s["a"].requests, s["a"].completed, s["a"].errors),
             (3, 2, 1)
         );
-        assert_eq!(s["b"].requests, 1);
+        assert_eq!(
+            (
+                s["b"].requests,
+                s["b"].completed,
+                s["b"].errors,
+                s["b"].cancelled
+            ),
+            (2, 1, 0, 1)
+        );
+        assert_eq!(s["b"].time_to_first_token.as_ref().unwrap().count, 1);
         assert_eq!(s["a"].time_to_first_token.as_ref().unwrap().count, 2);
     }
 }

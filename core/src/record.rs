@@ -55,7 +55,7 @@ pub struct RequestRecord {
     pub output_tokens_per_s: Option<f64>,
     /// Content-bearing chunks received.
     pub chunks: u32,
-    /// `ok` or `error`.
+    /// `ok`, `error` or `cancelled`.
     pub status: Status,
     /// What went wrong, when `status` is `error`.
     pub error: Option<RequestError>,
@@ -96,6 +96,20 @@ pub enum Status {
     Ok,
     /// It did not; see [`RequestError`].
     Error,
+    /// The client closed it on purpose (`--request-cancellation-rate`), keeping what it had
+    /// received: neither an error nor a completion, counted apart.
+    Cancelled,
+}
+
+impl Status {
+    /// The name `records.jsonl` and the exporters use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// Server-reported token counts (`usage` of the last chunk).
@@ -284,6 +298,11 @@ impl RequestRecord {
     /// True when the request completed.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// True when the client cancelled it on purpose.
+    pub fn is_cancelled(&self) -> bool {
+        self.status == Status::Cancelled
     }
 }
 

@@ -17,6 +17,7 @@ pub struct Aggregator {
     metrics: BTreeMap<&'static str, (&'static str, Distribution)>,
     requests: u64,
     completed: u64,
+    cancelled: u64,
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
@@ -94,6 +95,12 @@ impl Aggregator {
         self.record("schedule_hold", Some(r.hold_ms));
         self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
         self.record("connect_time", r.connect_ms);
+        // Cancelled on purpose: neither the target's error nor a miss, and its partial
+        // latencies would skew every statistic of completed requests.
+        if r.is_cancelled() {
+            self.cancelled += 1;
+            return;
+        }
         for miss in self.goodput.misses(r) {
             *self.slo_misses.entry(miss.name()).or_default() += 1;
         }
@@ -155,7 +162,7 @@ impl Aggregator {
 
     /// Errors added so far.
     pub fn errors(&self) -> u64 {
-        self.requests - self.completed
+        self.requests - self.completed - self.cancelled
     }
 
     /// The run's statistics so far.
@@ -171,9 +178,10 @@ impl Aggregator {
                 0.0
             }
         };
-        let errors = self.requests - self.completed;
-        // Requests canaryd itself failed to send say nothing of the target.
-        let judged = self.requests - self.client_errors;
+        let errors = self.errors();
+        // Requests canaryd itself failed to send, or cancelled on purpose, say nothing of the
+        // target.
+        let judged = self.requests - self.client_errors - self.cancelled;
         let goodput = (!self.goodput.is_empty()).then(|| GoodputSummary {
             slos: self.goodput.to_string(),
             good_requests: self.good,
@@ -189,6 +197,7 @@ impl Aggregator {
             requests: self.requests,
             completed: self.completed,
             errors,
+            cancelled: self.cancelled,
             client_errors: self.client_errors,
             error_rate: fraction(errors - self.client_errors, judged),
             errors_by_kind: self
@@ -233,12 +242,17 @@ pub struct RunSummary {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
+    /// Requests the client cancelled on purpose (`--request-cancellation-rate`): neither
+    /// completed nor failed, left out of every statistic but the schedule's and out of
+    /// `error_rate` and goodput.
+    #[serde(default)]
+    pub cancelled: u64,
     /// Of those, requests canaryd failed itself for lack of its own resources
     /// (`client_resources`): canaryd was the bottleneck, not the target.
     #[serde(default)]
     pub client_errors: u64,
-    /// The target's errors over the requests it was sent:
-    /// `(errors - client_errors) / (requests - client_errors)`.
+    /// The target's errors over the requests it was sent and not cancelled:
+    /// `(errors - client_errors) / (requests - client_errors - cancelled)`.
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
@@ -294,7 +308,7 @@ pub struct GoodputSummary {
     pub slos: String,
     /// Requests that completed and met every SLO.
     pub good_requests: u64,
-    /// `good_requests / (requests - client_errors)`.
+    /// `good_requests / (requests - client_errors - cancelled)`.
     pub good_request_fraction: f64,
     /// Good requests per second.
     pub goodput: f64,
@@ -425,5 +439,44 @@ mod tests {
             .summary()
             .metrics
             .contains_key("ttft_minus_server_prompt_time"));
+    }
+
+    // Issue 17: a request the client cancels on purpose is neither the target's error nor a
+    // completion, and its partial latencies stay out of the completed requests' statistics.
+    #[test]
+    fn cancelled_requests_are_counted_apart() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 40.0, 100.0, 5), &ChunkGaps::new());
+        let mut cut = ok(1, 0.0, 900.0, 1000.0, 3);
+        cut.status = Status::Cancelled;
+        cut.e2e_ms = None;
+        agg.add(&cut, &ChunkGaps::from(&[5.0, 5.0][..]));
+        let mut failed = ok(2, 0.0, 1.0, 1.0, 2);
+        failed.status = Status::Error;
+        failed.error = Some(RequestError {
+            kind: ErrorKind::Timeout,
+            http_status: None,
+            message: String::new(),
+        });
+        agg.add(&failed, &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(
+            (s.requests, s.completed, s.errors, s.cancelled),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(agg.errors(), 1);
+        // One timeout over the two requests that were not cancelled.
+        assert_eq!(s.error_rate, 0.5);
+        let g = s.goodput.as_ref().unwrap();
+        assert_eq!(g.good_request_fraction, 0.5);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
+        assert_eq!(s.metrics["time_to_first_token"].count, 1);
+        assert!(!s.metrics.contains_key("inter_chunk_latency"));
+        assert_eq!(s.metrics["schedule_lag"].count, 3);
+        assert_eq!(s.total_output_tokens, 5);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["cancelled"], 1);
+        let rec = serde_json::to_value(&cut).unwrap();
+        assert_eq!(rec["status"], "cancelled");
     }
 }

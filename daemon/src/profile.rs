@@ -6,8 +6,8 @@
 use crate::replay::{self, Print, ShapeArgs};
 use anyhow::{bail, Result};
 use canary_replay::{
-    ArrivalPattern, Balance, ClosedLoopPlan, Endpoint, Extent, Length, LoadShape, Plan, RatePlan,
-    SyntheticRequests, TraceFormat, TracePlan,
+    ArrivalPattern, Balance, Cancellation, ClosedLoopPlan, Endpoint, Extent, Length, LoadShape,
+    Plan, RatePlan, SyntheticRequests, TraceFormat, TracePlan,
 };
 use clap::Args;
 use std::path::PathBuf;
@@ -84,6 +84,13 @@ pub struct ProfileArgs {
     /// Shape of gamma arrivals: 1 is Poisson, above is smoother, below burstier.
     #[arg(long, value_name = "K")]
     pub arrival_smoothness: Option<f64>,
+    /// Percentage of requests (0 to 100) that close their stream --request-cancellation-delay
+    /// after being sent, as users who give up; recorded as `cancelled`, apart from errors.
+    #[arg(long, value_name = "P")]
+    pub request_cancellation_rate: Option<f64>,
+    /// Time from sending a cancelled request to closing it (`0.5`, `250ms`; default 0).
+    #[arg(long, value_parser = crate::duration::parse, value_name = "D")]
+    pub request_cancellation_delay: Option<Duration>,
     #[command(flatten)]
     pub shape: ShapeArgs,
 }
@@ -148,6 +155,12 @@ impl ProfileArgs {
             if let Some(flag) = given(&synthetic_flags[7..]) {
                 bail!("{flag} shapes the arrivals of --request-rate, which is not given");
             }
+        }
+        if self.request_cancellation_delay.is_some() && self.request_cancellation_rate.is_none() {
+            bail!(
+                "--request-cancellation-delay says when cancelled requests close; \
+                 --request-cancellation-rate, which picks them, is not given"
+            );
         }
         if self.arrival_smoothness.is_some()
             && !matches!(self.arrival_pattern, Some(ArrivalPattern::Gamma(_)))
@@ -233,6 +246,13 @@ impl TryFrom<&ProfileArgs> for Plan {
         }
         if let Some(seed) = args.random_seed {
             plan.prompts.seed = seed;
+        }
+        if let Some(rate_percent) = args.request_cancellation_rate {
+            plan.replay.cancellation = Some(Cancellation {
+                rate_percent,
+                delay: args.request_cancellation_delay.unwrap_or_default(),
+                seed: args.random_seed.unwrap_or(0),
+            });
         }
         if let LoadShape::ClosedLoop(_) = plan.load {
             // The users are the ceiling (`Plan::dispatcher_config`): not a second one.

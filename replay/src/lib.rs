@@ -52,7 +52,8 @@ pub use results::{
     SummaryFile,
 };
 pub use run::{
-    run, run_work, Balance, ClosedLoopWork, Config, Progress, RateWork, ReplayError, Work,
+    run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Progress, RateWork, ReplayError,
+    Work,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};

@@ -28,8 +28,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod cancel;
 mod replicas;
 mod work;
+pub use cancel::Cancellation;
 pub use replicas::Balance;
 use replicas::Replicas;
 pub use work::{ClosedLoopWork, RateWork, Work};
@@ -74,6 +76,8 @@ pub struct Config {
     /// this: prompts and response caps are sized by those numbers. Default
     /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
     pub length_limit: u32,
+    /// Requests cancelled on purpose (never warm-up ones); `None`: none.
+    pub cancellation: Option<Cancellation>,
 }
 
 impl Config {
@@ -95,6 +99,7 @@ impl Config {
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
+            cancellation: None,
         }
     }
 }
@@ -116,6 +121,9 @@ impl Config {
         positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
         positive(Setting::RequestTimeout, self.target.timeout)?;
         self.target.limits.validate()?;
+        if let Some(c) = &self.cancellation {
+            c.validate()?;
+        }
         if self.concurrency == Some(0) {
             return Err(SettingError::new(
                 Setting::Concurrency,
@@ -646,6 +654,11 @@ async fn send_one(
         caps: target.limits,
         max_chunks: target.limits.max_output_chunks(max_tokens),
         max_tokens,
+        cancel_after: ctx
+            .config
+            .cancellation
+            .filter(|c| !warmup && c.cancels(req.index))
+            .map(|c| c.delay),
     };
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
     // closes after each stream, its FIN racing the next request): then the request never
@@ -733,6 +746,8 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
             rec.status = Status::Error;
             rec.error = Some(e.clone());
         }
+        // What arrived before the close stays; there is no end-to-end latency.
+        None if m.cancelled => rec.status = Status::Cancelled,
         None => {
             let e2e = ms(m.end.since(m.sent));
             rec.e2e_ms = Some(e2e);

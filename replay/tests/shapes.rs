@@ -3,9 +3,12 @@
 //! requests in flight than users (issue 17).
 
 use crate::support::*;
+use canary_core::Status;
 use canary_replay::{
-    ArrivalPattern, Arrivals, ClosedLoopPlan, Extent, RatePlan, SyntheticRequests, Work,
+    ArrivalPattern, Arrivals, Cancellation, ClosedLoopPlan, Extent, RatePlan, SyntheticRequests,
+    Work,
 };
+use std::time::Duration;
 
 const LIMIT: u32 = 1_000_000;
 
@@ -247,4 +250,86 @@ async fn requests_split_evenly_over_two_servers_and_each_url_is_counted_apart() 
             .filter(|r| r.url.as_deref() == Some(&target(&b).url()));
         assert_eq!(named.count(), on_b, "{balance}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_requests_close_their_stream_and_the_server_frees_them() {
+    // 200 tokens at 5 ms a step: a second a stream, cancelled 150 ms after it was sent.
+    let sim = sim(&["--profile", "illustrative"]).await;
+    let users = ClosedLoopPlan {
+        requests: SyntheticRequests::fixed(16, 200),
+        users: 4,
+        extent: Extent {
+            count: Some(16),
+            duration: None,
+        },
+    };
+    let cancellation = Cancellation {
+        rate_percent: 40.0,
+        delay: Duration::from_millis(150),
+        seed: 3,
+    };
+    let run = run_work(Work::closed_loop(&users, LIMIT), target(&sim), |c| {
+        c.concurrency = Some(4);
+        c.cancellation = Some(cancellation);
+    })
+    .await;
+    assert_eq!(run.records.len(), 16);
+    let chosen: Vec<u32> = (0..16).filter(|&i| cancellation.cancels(i)).collect();
+    assert!((1..16).contains(&chosen.len()), "{chosen:?}");
+    let mut cancelled: Vec<u32> = run
+        .records
+        .iter()
+        .filter(|r| r.status == Status::Cancelled)
+        .map(|r| r.id)
+        .collect();
+    cancelled.sort();
+    assert_eq!(cancelled, chosen);
+    let s = &run.outcome.summary;
+    assert_eq!(
+        (s.requests, s.completed, s.errors, s.cancelled),
+        (16, 16 - chosen.len() as u64, 0, chosen.len() as u64)
+    );
+    assert_eq!(s.error_rate, 0.0);
+
+    // The simulator's truth: each cancelled request was a disconnect, and the engine stopped
+    // generating for it (the sequence was freed); every other one ran to its end.
+    let seen = wait_for_truth(&sim, &run.run_id, 16).await;
+    let mut received = 0;
+    for r in &run.records {
+        let t = &seen[&r.id];
+        if r.status == Status::Cancelled {
+            assert!(t.disconnected, "request {}: no disconnect seen", r.id);
+            assert!(t.generated_tokens < 200, "request {}: {t:?}", r.id);
+            // What it kept is what it received: no more than the server wrote.
+            assert!(r.chunks <= t.completion_tokens, "request {}", r.id);
+            assert!(r.error.is_none() && r.e2e_ms.is_none());
+            received += r.chunks;
+        } else {
+            assert!(!t.disconnected, "request {}", r.id);
+            assert_eq!(t.completion_tokens, 200, "request {}", r.id);
+        }
+    }
+    assert!(
+        received > 0,
+        "the cancelled requests kept what they received"
+    );
+}
+
+/// The simulator's records of `n` requests of this run (a disconnected request's record is
+/// written when the simulator notices, which may be just after the client moved on).
+async fn wait_for_truth(
+    sim: &SimHandle,
+    run_id: &str,
+    n: usize,
+) -> std::collections::HashMap<u32, TruthRecord> {
+    for _ in 0..100 {
+        let truth = sim.truth();
+        let seen = truth_by_request_id(&truth, run_id);
+        if seen.len() >= n {
+            return seen.into_iter().map(|(k, v)| (k, v.clone())).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the simulator recorded fewer than {n} requests of the run");
 }

@@ -218,3 +218,61 @@ fn repeated_urls_share_the_requests_and_the_summary_breaks_them_down() {
         5
     );
 }
+
+#[test]
+fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
+    // Every response stalls for a second after its second token: a request cancelled 100 ms
+    // after it was sent has received exactly those two, and the others complete.
+    let (_sim, port) = sim(&["--fault-rate", "1", "--fault", "stall_mid_ms=1000,at=2"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--isl",
+            "16",
+            "--osl",
+            "8",
+            "--request-count",
+            "8",
+            "--concurrency",
+            "4",
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "100ms",
+            "--random-seed",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 8);
+    let cancelled: Vec<_> = recs.iter().filter(|r| r["status"] == "cancelled").collect();
+    assert!((1..8).contains(&cancelled.len()), "{recs:?}");
+    for r in &cancelled {
+        assert_eq!(r["chunks"], 2, "{r}");
+        assert!(r["error"].is_null() && r["e2e_ms"].is_null(), "{r}");
+    }
+    for r in recs.iter().filter(|r| r["status"] != "cancelled") {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 8, "{r}");
+    }
+    let s = summary(dir.path());
+    assert_eq!(s["cancelled"], cancelled.len(), "{s}");
+    assert_eq!(s["errors"], 0);
+    assert_eq!(s["completed"], 8 - cancelled.len());
+    assert!(text(&out).contains(&format!("cancelled {}", cancelled.len())));
+
+    let out = profile(dir.path(), &url, &["--request-cancellation-delay", "1"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--request-cancellation-rate, which picks them, is not given"));
+    let out = profile(dir.path(), &url, &["--request-cancellation-rate", "150"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--request-cancellation-rate 150: expected a percentage"),
+        "{}",
+        text(&out)
+    );
+}

@@ -55,6 +55,10 @@ pub enum Setting {
     RequestCount,
     /// How long to send synthetic requests.
     BenchmarkDuration,
+    /// Percentage of requests cancelled on purpose.
+    RequestCancellationRate,
+    /// Time from sending a cancelled request to closing it.
+    RequestCancellationDelay,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -93,6 +97,8 @@ impl Setting {
             Setting::SharedPrefix => "shared_system_prompt_length",
             Setting::RequestCount => "request_count",
             Setting::BenchmarkDuration => "benchmark_duration",
+            Setting::RequestCancellationRate => "request_cancellation_rate",
+            Setting::RequestCancellationDelay => "request_cancellation_delay",
         }
     }
 
@@ -111,7 +117,9 @@ impl Setting {
             | Setting::OslStddev
             | Setting::SharedPrefix
             | Setting::RequestCount
-            | Setting::BenchmarkDuration => Table::Workload,
+            | Setting::BenchmarkDuration
+            | Setting::RequestCancellationRate
+            | Setting::RequestCancellationDelay => Table::Workload,
             _ => Table::Target,
         }
     }
