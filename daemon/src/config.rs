@@ -292,8 +292,12 @@ pub struct Workload {
     pub name: String,
     /// The target's name.
     pub target: String,
-    /// The trace.
-    pub trace: TraceSource,
+    /// The trace; `None` for a synthetic load ([`Workload::synthetic`]).
+    pub trace: Option<TraceSource>,
+    /// Synthetic requests at a rate or from a closed loop of users, when there is no trace.
+    pub synthetic: Option<shape::Synthetic>,
+    /// Requests cancelled on purpose.
+    pub cancellation: Option<canary_replay::Cancellation>,
     /// Window start in trace time.
     pub start_offset: Option<Duration>,
     /// Window end in trace time.
@@ -330,8 +334,10 @@ pub struct Workload {
 
 mod plan;
 pub mod raw;
+mod shape;
 
 pub use plan::WorkloadPlan;
+pub use shape::Synthetic;
 
 impl Config {
     /// What is valid but will not work on this host yet (trace files or key files missing,
@@ -346,7 +352,7 @@ impl Config {
             ));
         }
         for w in &self.workloads {
-            if let TraceSource::File(path, _) = &w.trace {
+            if let Some(TraceSource::File(path, _)) = &w.trace {
                 if !path.exists() {
                     out.push(format!(
                         "workloads.{}.trace: {} does not exist (its runs will be errors until it does)",
@@ -559,6 +565,11 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ),
             ));
         }
+        let length_limit = w
+            .length_limit
+            .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+        let concurrency = w.concurrency.map(|c| c.0);
+        let shape = shape::shape(&name, &w, at, length_limit, concurrency, err)?;
         let jitter_at = w.jitter.as_ref().map(|j| j.span().start);
         let jitter = w.jitter.map(|j| j.into_inner().0);
         let cadence = match (w.every, w.cron) {
@@ -600,19 +611,19 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ));
             }
         }
-        let trace = if w.trace == BUNDLED_TRACE {
-            TraceSource::Bundled
-        } else {
-            let format = w.format.map(|f| match f {
-                raw::FormatName::Mooncake => TraceFormat::Mooncake,
-                raw::FormatName::Bailian => TraceFormat::Bailian,
-                raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
-            });
-            TraceSource::File(rel(PathBuf::from(&w.trace)), format)
+        let trace = match w.trace.as_deref() {
+            None => None,
+            Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
+            Some(path) => {
+                let format = w.format.map(|f| match f {
+                    raw::FormatName::Mooncake => TraceFormat::Mooncake,
+                    raw::FormatName::Bailian => TraceFormat::Bailian,
+                    raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
+                });
+                Some(TraceSource::File(rel(PathBuf::from(path)), format))
+            }
         };
-        let length_limit = w
-            .length_limit
-            .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+
         let scale_lengths = w.scale_lengths.map(|f| (f.span().start, f.into_inner().0));
         if let Some((f_at, f)) = scale_lengths.filter(|&(_, f)| f > f64::from(length_limit)) {
             // Every row holds at least one token: all of them would end over the limit.
@@ -629,6 +640,8 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             name,
             target: w.target.into_inner(),
             trace,
+            synthetic: shape.synthetic,
+            cancellation: shape.cancellation,
             start_offset: w.start_offset.map(|d| d.0),
             end_offset: w.end_offset.map(|d| d.0),
             max_requests: w.max_requests,
@@ -638,7 +651,7 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             max_line_bytes: w
                 .max_line_bytes
                 .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
-            concurrency: w.concurrency.map(|c| c.0),
+            concurrency,
             warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
             cadence,
             slos: w.slos.map(|s| s.0).unwrap_or_default(),

@@ -302,7 +302,7 @@ pub async fn check_workload(
     w: &Workload,
     shutdown: &CancellationToken,
 ) -> Result<TraceCheck> {
-    if let TraceSource::File(path, _) = &w.trace {
+    if let Some(TraceSource::File(path, _)) = &w.trace {
         if !path.exists() {
             return Ok(TraceCheck::Missing);
         }

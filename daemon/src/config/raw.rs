@@ -208,8 +208,8 @@ pub struct Target {
 pub struct Workload {
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
-    /// Trace file, or `"bundled"`.
-    pub trace: String,
+    /// Trace file, or `"bundled"`; absent: synthetic requests (the keys below).
+    pub trace: Option<String>,
     /// `mooncake`, `bailian` or `burstgpt` (default: detected).
     pub format: Option<FormatName>,
     /// Window start.
@@ -251,6 +251,34 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Default 0.
     pub prompt_seed: Option<u64>,
+    // Synthetic load (no `trace`), as `canaryd profile`'s flags: see `config::shape`.
+    /// Mean input length, tokens (default 550).
+    pub isl: Option<toml::Spanned<u32>>,
+    /// Its standard deviation (default 0).
+    pub isl_stddev: Option<toml::Spanned<f64>>,
+    /// Mean output length, tokens (default 150).
+    pub osl: Option<toml::Spanned<u32>>,
+    /// Its standard deviation (default 0).
+    pub osl_stddev: Option<toml::Spanned<f64>>,
+    /// Tokens of a prefix every request shares.
+    pub shared_system_prompt_length: Option<toml::Spanned<u32>>,
+    /// Requests to send (default 10 without `benchmark_duration`).
+    pub request_count: Option<toml::Spanned<u64>>,
+    /// How long to send.
+    pub benchmark_duration: Option<toml::Spanned<HumanDuration>>,
+    /// Open loop at this many requests per second; without it, a closed loop of
+    /// `concurrency` users.
+    pub request_rate: Option<toml::Spanned<f64>>,
+    /// `constant`, `poisson` (default) or `gamma`.
+    pub arrival_pattern: Option<toml::Spanned<String>>,
+    /// Gamma's shape.
+    pub arrival_smoothness: Option<toml::Spanned<f64>>,
+    /// Seeds lengths, arrivals and which requests are cancelled (default 0).
+    pub random_seed: Option<u64>,
+    /// Percentage of requests cancelled on purpose (trace or synthetic).
+    pub request_cancellation_rate: Option<toml::Spanned<f64>>,
+    /// Time from sending a cancelled request to closing it (default 0).
+    pub request_cancellation_delay: Option<toml::Spanned<HumanDuration>>,
 }
 
 /// A duration such as `"90s"` or `"15m"`.
