@@ -251,8 +251,13 @@ pub use canary_replay::ApiKeySource;
 pub struct Target {
     /// Its name in the file.
     pub name: String,
-    /// Base URL.
+    /// Base URL (the first of several).
     pub url: String,
+    /// More URLs of the same service (`url = [..]`): the same settings, requests spread by
+    /// `url_strategy`. `/metrics` is scraped from `url` only.
+    pub replica_urls: Vec<String>,
+    /// How requests are spread over several URLs.
+    pub url_strategy: canary_replay::Balance,
     /// Model sent in each request.
     pub model: String,
     /// Chat or completions.
@@ -466,7 +471,28 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
         // Checked here so a bad URL is a config error, not a failed run every 15 minutes.
         // The URL is shown without user info or query: either may hold a secret.
         let url_at = Some(t.url.span().start);
-        let url = t.url.into_inner();
+        let mut urls = t.url.into_inner().0.into_iter();
+        let url = urls.next().expect("a non-empty list");
+        let replica_urls: Vec<String> = urls.collect();
+        for (i, u) in replica_urls.iter().enumerate() {
+            let key = format!("targets.{name}.url[{}]", i + 1);
+            canary_replay::Target::new(u, endpoint, &t.model).map_err(|e| {
+                err(
+                    url_at,
+                    format!("{key}: {} (got {})", e.reason, redact_url(u)),
+                )
+            })?;
+            no_user_info(u).map_err(|m| err(url_at, format!("{key}: {m}")))?;
+        }
+        let url_strategy = match t.url_strategy {
+            None => canary_replay::Balance::default(),
+            Some(s) => s.get_ref().parse().map_err(|e| {
+                err(
+                    Some(s.span().start),
+                    format!("targets.{name}.url_strategy: {e}"),
+                )
+            })?,
+        };
         let probe = canary_replay::Target::new(&url, endpoint, &t.model).map_err(|e| {
             err(
                 url_at,
@@ -525,6 +551,8 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
             Target {
                 name,
                 url,
+                replica_urls,
+                url_strategy,
                 model: t.model,
                 endpoint,
                 api_key,

@@ -36,12 +36,22 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
     /// included, would get that key).
     fn try_from(p: WorkloadPlan<'_>) -> anyhow::Result<Plan> {
         let (w, t) = (p.workload, p.target);
-        let mut target = canary_replay::Target::new(&t.url, t.endpoint, &t.model)
-            .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
-        target.headers = t.headers.clone();
-        target.ca_bundle.clone_from(&t.ca_bundle);
-        target.timeout = t.request_timeout;
-        target.limits = t.limits;
+        // Every URL of the target (replicas: `url = [..]`) with the same settings.
+        let make = |url: &str| -> anyhow::Result<canary_replay::Target> {
+            let mut target = canary_replay::Target::new(url, t.endpoint, &t.model)
+                .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
+            target.headers = t.headers.clone();
+            target.ca_bundle.clone_from(&t.ca_bundle);
+            target.timeout = t.request_timeout;
+            target.limits = t.limits;
+            Ok(target)
+        };
+        let target = make(&t.url)?;
+        let replicas = t
+            .replica_urls
+            .iter()
+            .map(|u| make(u))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let load = match (&w.trace, &w.synthetic) {
             (Some(source), _) => {
                 let mut trace = match source {
@@ -77,6 +87,8 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
         plan.api_key.clone_from(&t.api_key);
         let closed_loop = matches!(plan.load, LoadShape::ClosedLoop(_));
         let r = &mut plan.replay;
+        r.replicas = replicas;
+        r.balance = t.url_strategy;
         // A closed loop's users are its ceiling (`Plan::dispatcher_config`), not a second one.
         r.concurrency = w.concurrency.filter(|_| !closed_loop);
         r.cancellation = w.cancellation;

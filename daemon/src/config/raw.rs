@@ -165,8 +165,11 @@ pub struct Baseline {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent).
-    pub url: toml::Spanned<String>,
+    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent), or
+    /// a list of them: replicas of one service, requests spread by `url_strategy`.
+    pub url: toml::Spanned<Urls>,
+    /// `round-robin` (default) or `least-in-flight`, with several URLs.
+    pub url_strategy: Option<toml::Spanned<String>>,
     /// Model name sent.
     pub model: String,
     /// `chat` (default) or `completions`.
@@ -200,6 +203,36 @@ pub struct Target {
     /// Token chunks read per request, as a multiple of its `max_tokens` (plus 64), before it
     /// is a `response_too_long` error (default 8).
     pub max_output_ratio: Option<AtLeastOneF64>,
+}
+
+/// A target's `url`: one string, or a non-empty array of them.
+#[derive(Debug)]
+pub struct Urls(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Urls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Urls;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a URL string, or an array of URL strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Urls, E> {
+                Ok(Urls(vec![v.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Urls, A::Error> {
+                let mut urls = Vec::new();
+                while let Some(u) = seq.next_element::<String>()? {
+                    urls.push(u);
+                }
+                match urls.is_empty() {
+                    true => Err(serde::de::Error::custom("expected at least one URL")),
+                    false => Ok(Urls(urls)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `[workloads.NAME]`.

@@ -19,7 +19,7 @@ pub enum Balance {
 }
 
 impl Balance {
-    /// Its name, as `--url-selection` takes it.
+    /// Its name, as `--url-strategy` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Balance::RoundRobin => "round-robin",

@@ -158,3 +158,61 @@ fn nonsense_is_refused_with_the_line_and_key_path() {
     );
     refused("isl = -3", "isl = -3", "workloads.s.isl", "");
 }
+
+/// A config whose target `local` has these keys, and a bundled workload on it.
+fn target_with(keys: &str) -> String {
+    format!(
+        "state_dir = \"/tmp/canaryd-state\"\n\n[targets.local]\nmodel = \"m\"\n{keys}\n\n\
+         [workloads.s]\ntarget = \"local\"\nevery = \"15m\"\ntrace = \"bundled\"\n"
+    )
+}
+
+#[test]
+fn a_target_of_several_urls_spreads_the_plan_over_them() {
+    let c = parse(&target_with(
+        "url = [\"http://127.0.0.1:8000\", \"http://127.0.0.1:8001\"]\n\
+         url_strategy = \"least-in-flight\"",
+    ))
+    .unwrap();
+    let t = &c.targets["local"];
+    assert_eq!(t.url, "http://127.0.0.1:8000");
+    assert_eq!(t.replica_urls, ["http://127.0.0.1:8001"]);
+    let plan = Plan::try_from(WorkloadPlan {
+        workload: &c.workloads[0],
+        target: t,
+    })
+    .unwrap();
+    assert_eq!(plan.replay.replicas.len(), 1);
+    assert_eq!(
+        plan.replay.replicas[0].url(),
+        "http://127.0.0.1:8001/v1/chat/completions"
+    );
+    assert_eq!(plan.replay.balance, canary_replay::Balance::LeastInFlight);
+    // One URL, as before: no replicas, round-robin.
+    let c = parse(&target_with("url = \"http://127.0.0.1:8000\"")).unwrap();
+    assert!(c.targets["local"].replica_urls.is_empty());
+
+    for (keys, at, says) in [
+        (
+            "url = []",
+            "url = []",
+            "targets.local.url: expected at least one URL",
+        ),
+        (
+            "url = [\"http://127.0.0.1:8000\", \"ftp://x\"]",
+            "ftp://",
+            "targets.local.url[1]:",
+        ),
+        (
+            "url = \"http://127.0.0.1:8000\"\nurl_strategy = \"random\"",
+            "random",
+            "targets.local.url_strategy:",
+        ),
+    ] {
+        let text = target_with(keys);
+        let line = text.lines().position(|l| l.contains(at)).unwrap() + 1;
+        let e = parse(&text).unwrap_err().to_string();
+        let want = format!("canaryd.toml:{line}: {says}");
+        assert!(e.starts_with(&want), "want {want:?}, got {e}");
+    }
+}
