@@ -41,6 +41,7 @@ mod service;
 mod size;
 mod state_lock;
 pub mod status;
+mod synthesize;
 pub mod verdict;
 
 pub use bundled::BUNDLED_TRACE_NAME;
@@ -83,6 +84,9 @@ pub enum Command {
     Profile(Box<ProfileArgs>),
     /// Describe a trace: rate, bursts, lengths, sessions, ideal prefix-cache hit rate.
     AnalyzeTrace(AnalyzeArgs),
+    /// Write a new trace from one: prefixes and prompts scaled, roots multiplied, lengths
+    /// capped, time sped up (as `aiperf synthesize`).
+    Synthesize(synthesize::SynthesizeArgs),
     /// Serve the simulated OpenAI-compatible inference server.
     Sim(Box<canary_sim::Args>),
     /// Replay the bundled Mooncake slice against the built-in simulator.
@@ -143,6 +147,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::AnalyzeTrace(args) => analyze(&args),
+        Command::Synthesize(args) => synthesize::synthesize(&args),
         Command::Replay(args) => runtime()?.block_on(async move {
             let shutdown = shutdown_on_signal();
             let plan = canary_replay::Plan::try_from(&*args)?;

@@ -6,6 +6,8 @@ mod common;
 mod hostile;
 #[path = "cli/profile.rs"]
 mod profile;
+#[path = "cli/synthesize.rs"]
+mod synthesize;
 
 use canary_testkit::{Hostile, HostileServer};
 use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};

@@ -805,7 +805,10 @@ fn a_synthetic_workload_runs_as_a_closed_loop_over_two_urls() {
             .unwrap();
     assert_eq!(s["run"]["load"]["shape"], "closed_loop", "{s}");
     assert_eq!(s["run"]["load"]["users"], 2, "{s}");
-    assert_eq!((s["requests"].as_u64(), s["completed"].as_u64()), (Some(10), Some(10)));
+    assert_eq!(
+        (s["requests"].as_u64(), s["completed"].as_u64()),
+        (Some(10), Some(10))
+    );
     let by_url = s["by_url"].as_object().expect("a per-URL breakdown");
     assert_eq!(by_url.len(), 2, "{by_url:?}");
     for (url, share) in by_url {

@@ -63,6 +63,7 @@ pub use target::{
     UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use trace::{
-    analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
-    Trace, TraceAnalysis, TraceError, TraceFormat,
+    analyze, load, parse, synthesize, FailedPolicy, LoadOptions, LoadReport, Selection,
+    SelectionReport, Shard, Synthesis, SynthesisError, SynthesisReport, Trace, TraceAnalysis,
+    TraceError, TraceFormat,
 };

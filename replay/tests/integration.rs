@@ -9,5 +9,6 @@ mod prompt;
 mod replay_sim;
 mod shapes;
 mod support;
+mod synthesize;
 mod tls;
 mod trace_formats;
