@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A closed loop of 1,000 users holds bounded memory (issue 17): canaryd's peak RSS for the same
-# loop run 5 s and 20 s against `canaryd sim --profile fast`. Usage: bench/closed-loop-memory.sh
+# loop run 5 s, 20 s and 60 s (DURATIONS="5 20 60") against `canaryd sim --profile fast`. Usage: bench/closed-loop-memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
@@ -13,7 +13,7 @@ SIM=$!
 trap 'kill $SIM 2>/dev/null || true; rm -rf "$OUT"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
 echo "== $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for D in 5 20; do
+for D in ${DURATIONS:-5 20 60}; do
   /usr/bin/time -o "$OUT/time-$D" -f "%M" \
     "$BIN" profile --url "http://127.0.0.1:$PORT" --model canary-sim --no-nvml --no-ebpf \
       --concurrency 1000 --benchmark-duration "${D}s" --isl 64 --osl 16 \
