@@ -35,7 +35,7 @@ mod summary;
 mod telemetry;
 mod trace;
 
-pub use clock::{MonoTime, RealtimeMap, WallAnchor};
+pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
 pub use hash::splitmix64;

@@ -328,6 +328,8 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Prompt seed.
     pub prompt_seed: u64,
+    /// The wall-clock instant each run's schedule starts at, and the lateness allowed.
+    pub start_at: Option<canary_replay::StartAt>,
 }
 
 mod plan;
@@ -628,8 +630,26 @@ fn validate(raw: raw::File, text: &str, file: &Path, base: &Path) -> Result<Conf
                 ),
             ));
         }
+        let max_late_at = w.max_late_start.as_ref().map(|m| m.span().start);
+        let max_late = w.max_late_start.map(|m| m.into_inner().0);
+        let start_at = match (w.start_at, max_late) {
+            (Some(s), max_late) => {
+                let s_at = s.span().start;
+                let start = crate::instant::start_at(s.get_ref(), max_late.unwrap_or_default())
+                    .map_err(|e| err(Some(s_at), format!("workloads.{name}.start_at: {e}")))?;
+                Some(start)
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    max_late_at,
+                    format!("workloads.{name}.max_late_start: only meaningful with start_at"),
+                ))
+            }
+            (None, None) => None,
+        };
         workloads.push(Workload {
             name,
+            start_at,
             target: w.target.into_inner(),
             trace,
             start_offset: w.start_offset.map(|d| d.0),

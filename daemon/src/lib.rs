@@ -30,6 +30,7 @@ mod duration;
 pub mod execute;
 pub mod export;
 pub mod history;
+mod instant;
 mod notify;
 mod otlp;
 pub mod recovery;
