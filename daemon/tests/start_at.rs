@@ -14,6 +14,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const TRACE: &str = "traces/mooncake_arxiv_first20.jsonl";
 
+/// One test at a time: the lag comparison must not share the CPUs with this file's other
+/// replays (the machine is loaded enough as it is).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// An RFC 3339 instant `offset_ms` from now (negative: in the past).
 fn instant_in(offset_ms: i64) -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -130,19 +138,19 @@ fn start_mono_ns(out: &Path) -> u64 {
 
 #[test]
 fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
+    let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (sim, url, truth_path) = sim(dir.path());
 
-    // The reference: one process replays every row from its own --start-at.
-    let out = replay(
-        dir.path(),
-        &url,
-        "single",
-        &["--start-at", &instant_in(2_000)],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    // The reference: one process replays every row from its own --start-at; twice, before
+    // and after the shards, since one replay's p99 lag moves by several ms on a loaded host.
+    let single_run = |name: &str| {
+        let out = replay(dir.path(), &url, name, &["--start-at", &instant_in(2_000)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    single_run("single");
 
     // Three shards, launched 700 ms apart, all given one instant after the last launch.
     let start = instant_in(3_500);
@@ -166,17 +174,25 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
     for o in &outs {
         assert!(o.status.success(), "{}", text(o));
     }
+    single_run("single-after");
     drop(sim); // flushes the truth log
     let truth = truth_arrivals(&truth_path);
 
-    let single_dir = dir.path().join("single");
-    let single = arrivals(&single_dir, &truth);
-    assert_eq!(single.len(), 20);
-    let t0 = start_mono_ns(&single_dir);
     let lag = |arrival: u64, t0: u64, scheduled_ms: f64| {
         (arrival as f64 - t0 as f64) / 1e6 - scheduled_ms
     };
-    let single_lags: Vec<f64> = single.values().map(|&(s, a)| lag(a, t0, s)).collect();
+    let single_p99 = |name: &str| {
+        let d = dir.path().join(name);
+        let rows = arrivals(&d, &truth);
+        assert_eq!(rows.len(), 20);
+        let t0 = start_mono_ns(&d);
+        (
+            p99(rows.values().map(|&(s, a)| lag(a, t0, s)).collect()),
+            rows,
+        )
+    };
+    let (p_before, single) = single_p99("single");
+    let (p_after, _) = single_p99("single-after");
 
     // Every shard placed the instant at one point of this host's monotonic clock (within
     // the mapping's own bound, a few µs).
@@ -206,7 +222,13 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
     // The union of the shards' arrivals, each against the unsharded schedule of its row.
     let mut union = HashMap::new();
     for d in &dirs {
-        for (line, (_, arrival)) in arrivals(d, &truth) {
+        for (line, (scheduled, arrival)) in arrivals(d, &truth) {
+            // Exact, not timed: the row's deadline is the unsharded schedule's.
+            let want = single[&line].0;
+            assert!(
+                (scheduled - want).abs() < 1e-3,
+                "line {line}: {scheduled} ms, want {want}"
+            );
             assert!(union.insert(line, arrival).is_none(), "line {line} twice");
         }
     }
@@ -225,16 +247,23 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
         earliest >= -0.05,
         "a row arrived {earliest} ms before its time"
     );
-    let (p_single, p_sharded) = (p99(single_lags), p99(sharded_lags));
-    eprintln!("p99 lag from truth: single {p_single:.3} ms, sharded {p_sharded:.3} ms");
+    let p_sharded = p99(sharded_lags);
+    // Within 1 ms of the single-process replay, or within the spread of its own two repeats
+    // when the host's noise is wider than that (it was 5 to 25 ms on the loaded 2-core VM):
+    // a relation between measured runs, not a fixed number.
+    let tolerance = (p_before - p_after).abs().max(1.0);
+    eprintln!(
+        "p99 lag from truth: single {p_before:.3} and {p_after:.3} ms, sharded {p_sharded:.3} ms"
+    );
     assert!(
-        p_sharded <= p_single + 1.0,
-        "sharded p99 lag {p_sharded:.3} ms, single-process {p_single:.3} ms"
+        p_sharded <= p_before.max(p_after) + tolerance,
+        "sharded p99 lag {p_sharded:.3} ms, single-process {p_before:.3} and {p_after:.3} ms"
     );
 }
 
 #[test]
 fn a_shard_launched_after_the_instant_is_refused_unless_lateness_is_allowed() {
+    let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (sim, url, truth_path) = sim(dir.path());
     let past = instant_in(-5_000);
@@ -286,6 +315,7 @@ fn a_shard_launched_after_the_instant_is_refused_unless_lateness_is_allowed() {
 
 #[test]
 fn summary_states_the_clock_mapping_and_the_kernels_view() {
+    let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, url, _) = sim(dir.path());
     let out = replay(dir.path(), &url, "out", &["--max-requests", "2"])
