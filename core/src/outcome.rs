@@ -3,13 +3,14 @@
 //! ceiling, canaryd's own bottleneck). It is `summary.json` without its `run` block.
 
 use crate::clock::ClockReport;
+use crate::diagnosis::Diagnosis;
 use crate::summary::RunSummary;
 use crate::telemetry::RunTelemetry;
 use serde::Serialize;
 
 /// The version of `summary.json`'s schema (`core/summary.schema.json`), written as its
 /// `schema_version`. Raised when a key changes meaning or goes away; added keys keep it.
-pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
 
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]
@@ -33,7 +34,9 @@ pub struct RunOutcome {
     /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
     /// its own resources (`client_resources`), which are not counted against the target.
     pub client_bottleneck: Option<String>,
-    /// What the observers saw (server-side figures, GPUs, kernel, source states).
+    /// The run's dominant bottleneck and why ([`crate::diagnose`]).
+    pub diagnosis: Diagnosis,
+    /// What the observers saw (server-side figures, GPUs, kernel, source states, context).
     #[serde(flatten)]
     pub telemetry: RunTelemetry,
     /// The statistics.

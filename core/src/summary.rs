@@ -3,10 +3,13 @@
 //! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
 //! same memory as aggregating ten.
 
+use crate::error_causes::{ErrorCause, ErrorCauses};
 use crate::gaps::ChunkGaps;
-use crate::goodput::Goodput;
+use crate::goodput::{Goodput, OutputTokens, Shortfall};
 use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
+use crate::timeline::ClientTimeline;
+use crate::SloMetric;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -20,8 +23,10 @@ pub struct Aggregator {
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
+    causes: ErrorCauses,
     client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
+    slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
     input_tokens: u64,
     output_tokens: u64,
     cached_tokens: u64,
@@ -30,6 +35,7 @@ pub struct Aggregator {
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
     rx: RxSummary,
+    timeline: ClientTimeline,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -87,6 +93,7 @@ impl Aggregator {
             return;
         }
         self.requests += 1;
+        self.timeline.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
                 .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
@@ -99,12 +106,18 @@ impl Aggregator {
         self.record("schedule_hold", Some(r.hold_ms));
         self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
         self.record("connect_time", r.connect_ms);
-        for miss in self.goodput.misses(r) {
-            *self.slo_misses.entry(miss.name()).or_default() += 1;
+        for (metric, shortfall) in self.goodput.shortfalls(r) {
+            match shortfall {
+                Shortfall::Missed => *self.slo_misses.entry(metric.name()).or_default() += 1,
+                Shortfall::NoValue(n) => *self.slo_no_value.entry((metric, n)).or_default() += 1,
+            }
         }
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
+            if let Some(e) = &r.error {
+                self.causes.add(e);
+            }
             self.client_errors += kind.is_client_side() as u64;
             return;
         }
@@ -169,19 +182,20 @@ impl Aggregator {
         self.requests - self.completed
     }
 
+    /// The requests added so far over the run's time (for the diagnosis).
+    pub fn timeline(&self) -> &ClientTimeline {
+        &self.timeline
+    }
+
     /// The run's statistics so far.
     pub fn summary(&self) -> RunSummary {
         let duration_s = match (self.first_sent_ms, self.last_end_ms) {
             (Some(a), Some(b)) if b > a => (b - a) / 1000.0,
             _ => 0.0,
         };
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                n as f64 / duration_s
-            } else {
-                0.0
-            }
-        };
+        let rate_unavailable = rate_unavailable(self.requests, duration_s);
+        let has_rate = rate_unavailable.is_none();
+        let per_s = |n: u64| has_rate.then(|| n as f64 / duration_s);
         let errors = self.requests - self.completed;
         // Requests canaryd itself failed to send say nothing of the target.
         let judged = self.requests - self.client_errors;
@@ -195,6 +209,15 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            no_value: self
+                .slo_no_value
+                .iter()
+                .map(|(&(metric, output_tokens), &requests)| NoValue {
+                    metric,
+                    output_tokens,
+                    requests,
+                })
+                .collect(),
         });
         RunSummary {
             requests: self.requests,
@@ -207,8 +230,10 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
+            error_causes: self.causes.top(),
             warmup_requests: self.warmup,
             duration_s,
+            rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
             total_input_tokens: self.input_tokens,
@@ -224,6 +249,29 @@ impl Aggregator {
                 .filter_map(|(name, (unit, d))| Some((name.to_string(), d.stats_in(unit)?)))
                 .collect(),
         }
+    }
+}
+
+/// The shortest span over which canaryd states a rate (requests or tokens per second).
+pub const MIN_RATE_SPAN_S: f64 = 0.1;
+
+/// Why a run's counts over its duration are not a rate, or `None` when they are: one request
+/// divided by its own latency is a latency, and a span under [`MIN_RATE_SPAN_S`] is
+/// extrapolated more than ten-fold to a second.
+fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
+    if requests < 2 {
+        Some(format!(
+            "{requests} measured request{}: a rate needs at least 2",
+            if requests == 1 { "" } else { "s" }
+        ))
+    } else if duration_s < MIN_RATE_SPAN_S {
+        Some(format!(
+            "the run spanned {:.1} ms, under the {} ms a rate needs",
+            duration_s * 1e3,
+            MIN_RATE_SPAN_S * 1e3
+        ))
+    } else {
+        None
     }
 }
 
@@ -253,14 +301,22 @@ pub struct RunSummary {
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// The most frequent causes of the errors (kind and message), most frequent first; at
+    /// most [`ErrorCauses::LISTED`]. Absent without errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_causes: Vec<ErrorCause>,
     /// Warm-up requests sent before the measured phase.
     pub warmup_requests: u64,
     /// First send to last response end, seconds.
     pub duration_s: f64,
-    /// Completed requests per second.
-    pub request_throughput: f64,
-    /// Output tokens per second.
-    pub output_token_throughput: f64,
+    /// Why the run has no rates (`request_throughput`, `output_token_throughput`, goodput):
+    /// fewer than 2 measured requests, or a span under 100 ms. `None` when it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_unavailable: Option<String>,
+    /// Completed requests per second over `duration_s`; `None` when `rate_unavailable`.
+    pub request_throughput: Option<f64>,
+    /// Output tokens per second over `duration_s`; `None` when `rate_unavailable`.
+    pub output_token_throughput: Option<f64>,
     /// Prompt tokens of completed requests (server count when reported).
     pub total_input_tokens: u64,
     /// Output tokens of completed requests (server count when reported).
@@ -349,10 +405,40 @@ pub struct GoodputSummary {
     pub good_requests: u64,
     /// `good_requests / (requests - client_errors)`.
     pub good_request_fraction: f64,
-    /// Good requests per second.
-    pub goodput: f64,
-    /// How many requests missed each SLO term.
+    /// Good requests per second; `None` when the run has no rates (see
+    /// [`RunSummary::rate_unavailable`]).
+    pub goodput: Option<f64>,
+    /// How many requests missed each SLO term: they failed, or their value is past the
+    /// threshold.
     pub misses_by_metric: BTreeMap<String, u64>,
+    /// Completed requests not good for want of a value, not for missing a threshold: one
+    /// output token has no ITL (aiperf's rule: not good). By term and why.
+    #[serde(default)]
+    pub no_value: Vec<NoValue>,
+}
+
+/// Completed requests without a value for one SLO term, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoValue {
+    /// The term's metric.
+    pub metric: SloMetric,
+    /// Their output tokens (`one` for "no ITL (1 output token)").
+    pub output_tokens: OutputTokens,
+    /// How many.
+    pub requests: u64,
+}
+
+impl std::fmt::Display for NoValue {
+    /// `no ITL (1 output token): 11`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no {} ({}): {}",
+            self.metric.short_name(),
+            self.output_tokens.describe(),
+            self.requests
+        )
+    }
 }
 
 #[cfg(test)]
@@ -408,7 +494,8 @@ mod tests {
         );
         assert_eq!(s.errors_by_kind["http_status"], 1);
         assert_eq!(s.duration_s, 2.0); // first send 0 ms, last end 2000 ms
-        assert_eq!(s.request_throughput, 1.0);
+        assert_eq!(s.request_throughput, Some(1.0));
+        assert_eq!(s.rate_unavailable, None);
         assert_eq!(s.total_output_tokens, 22);
         assert_eq!(s.total_cached_tokens, 128);
         assert_eq!(s.metrics["time_to_first_token"].count, 2);
@@ -427,6 +514,70 @@ mod tests {
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());
+    }
+
+    // Issue 16, item 6: one request printed `throughput 228 req/s` over `duration 0.00 s`.
+    #[test]
+    fn a_single_request_or_a_too_short_span_has_no_rate() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 4.0, 4.4, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(s.request_throughput, None);
+        assert_eq!(s.output_token_throughput, None);
+        assert_eq!(s.goodput.as_ref().unwrap().goodput, None);
+        assert_eq!(s.goodput.as_ref().unwrap().good_requests, 1);
+        let why = s.rate_unavailable.clone().unwrap();
+        assert!(why.contains("1 measured request"), "{why}");
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["request_throughput"].is_null(), "{json}");
+        assert_eq!(json["rate_unavailable"], why.as_str());
+        // Two requests within 50 ms: counted, but no rate either.
+        agg.add(&ok(1, 40.0, 4.0, 5.0, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert!(s.rate_unavailable.unwrap().contains("45.0 ms"));
+        assert_eq!(s.request_throughput, None);
+        // A third ending past 100 ms: a rate.
+        agg.add(&ok(2, 90.0, 4.0, 110.0, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(s.rate_unavailable, None);
+        assert_eq!(s.request_throughput, Some(3.0 / 0.2));
+    }
+
+    // Issue 16, item 4: one-token outputs were counted as ITL misses.
+    #[test]
+    fn one_token_outputs_are_counted_apart_from_misses() {
+        let mut agg = Aggregator::new(
+            "time_to_first_token:50 inter_token_latency:40"
+                .parse()
+                .unwrap(),
+        );
+        agg.add(&ok(0, 0.0, 10.0, 100.0, 5), &ChunkGaps::new());
+        let mut one = ok(1, 0.0, 10.0, 10.0, 2);
+        one.itl_ms = None;
+        one.usage.as_mut().unwrap().completion_tokens = Some(1);
+        agg.add(&one, &ChunkGaps::new());
+        agg.add(&one, &ChunkGaps::new());
+        let mut slow = ok(2, 0.0, 90.0, 1000.0, 3);
+        slow.itl_ms = Some(455.0);
+        agg.add(&slow, &ChunkGaps::new());
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_requests, 1);
+        assert_eq!(g.misses_by_metric["inter_token_latency"], 1);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
+        assert_eq!(
+            g.no_value,
+            vec![NoValue {
+                metric: SloMetric::InterTokenLatency,
+                output_tokens: OutputTokens::One,
+                requests: 2
+            }]
+        );
+        assert_eq!(g.no_value[0].to_string(), "no ITL (1 output token): 2");
+        let json = serde_json::to_value(&g).unwrap();
+        assert_eq!(
+            json["no_value"][0],
+            serde_json::json!({"metric": "inter_token_latency", "output_tokens": "one", "requests": 2})
+        );
     }
 
     // Issue 14, item 7: canaryd out of file descriptors was counted as the target's errors.

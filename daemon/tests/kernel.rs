@@ -247,7 +247,12 @@ fn without_privileges_kernel_timing_is_off_once_and_the_replay_goes_on() {
         assert!(r.get("kernel").is_none(), "absent, not zero: {r}");
     }
     // `--no-ebpf` turns it off without a warning.
-    let quiet = replay(dir.path(), &drop_all, &sim.url(), &["--no-ebpf"]);
+    let quiet = replay(
+        dir.path(),
+        &drop_all,
+        &sim.url(),
+        &["--no-ebpf", "--overwrite"],
+    );
     assert!(quiet.status.success(), "{}", text(&quiet));
     assert!(
         !text(&quiet).contains("kernel socket timing"),

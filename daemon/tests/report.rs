@@ -5,6 +5,7 @@
 mod common;
 
 use canary_testkit::browser::{chromium, Browser};
+use common::page::{chart, CHARTS};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -44,86 +45,9 @@ fn demo(dir: &Path, name: &str, profile: &str, speedup: &str, n: &str) -> PathBu
     out
 }
 
-/// What each chart of a page drew, counted in the browser's DOM: per `figure.chart`, its id,
-/// the series it declares, and per `g.series` the marks drawn (points of polylines, circles,
-/// rectangles, polygons, lines).
-const CHARTS: &str = r#"JSON.stringify([...document.querySelectorAll('figure.chart')].map(f => ({
-  id: f.id,
-  declared: Number(f.dataset.series),
-  width: f.querySelector('svg').getBoundingClientRect().width,
-  series: [...f.querySelectorAll('svg g.series')].map(g => ({
-    name: g.dataset.name,
-    marks: g.querySelectorAll('circle,rect,polygon,line').length
-      + [...g.querySelectorAll('polyline')].reduce((n, p) => n + p.points.numberOfItems, 0)
-  }))
-})))"#;
-
-/// Loads `page` in Chromium and checks it as a reader's browser would; returns the charts
-/// by id with their series' mark counts, and saves a screenshot as `shot`.
+/// Loads the page file `page` in Chromium: [`common::page::check`].
 fn check_page(b: &mut Browser, page: &Path, shot: &Path) -> Vec<(String, Vec<(String, u64)>)> {
-    let url = format!("file://{}", page.display());
-    let load = b.open(&url, 1240).unwrap();
-    assert!(
-        load.errors.is_empty(),
-        "{}: {:?}",
-        page.display(),
-        load.errors
-    );
-    assert_eq!(
-        load.requests,
-        vec![url.clone()],
-        "only the page itself is loaded"
-    );
-    let resources = b
-        .eval(&load, "performance.getEntriesByType('resource').length")
-        .unwrap();
-    assert_eq!(resources, 0, "{}: resources fetched", page.display());
-    let charts: Value =
-        serde_json::from_str(b.eval(&load, CHARTS).unwrap().as_str().unwrap()).unwrap();
-    let mut out = Vec::new();
-    for c in charts.as_array().unwrap() {
-        let id = c["id"].as_str().unwrap().to_string();
-        let series = c["series"].as_array().unwrap();
-        assert!(c["declared"].as_u64().unwrap() >= 1, "{id}: no series");
-        assert_eq!(
-            series.len() as u64,
-            c["declared"].as_u64().unwrap(),
-            "{id}: {c}"
-        );
-        assert!(
-            c["width"].as_f64().unwrap() > 300.0,
-            "{id} is not laid out: {c}"
-        );
-        let counted: Vec<(String, u64)> = series
-            .iter()
-            .map(|s| {
-                (
-                    s["name"].as_str().unwrap().to_string(),
-                    s["marks"].as_u64().unwrap(),
-                )
-            })
-            .collect();
-        for (name, marks) in &counted {
-            assert!(*marks > 0, "{id}: series {name} drew nothing");
-        }
-        out.push((id, counted));
-    }
-    b.screenshot(&load, shot, 12_000).unwrap();
-    assert!(
-        std::fs::metadata(shot).unwrap().len() > 10_000,
-        "{}",
-        shot.display()
-    );
-    out
-}
-
-fn chart<'a>(charts: &'a [(String, Vec<(String, u64)>)], id: &str) -> &'a [(String, u64)] {
-    let ids: Vec<&String> = charts.iter().map(|c| &c.0).collect();
-    &charts
-        .iter()
-        .find(|c| c.0 == id)
-        .unwrap_or_else(|| panic!("no chart {id} among {ids:?}"))
-        .1
+    common::page::check(b, &format!("file://{}", page.display()), shot)
 }
 
 #[test]
@@ -215,6 +139,123 @@ fn a_run_a_series_and_a_comparison_render_in_chromium_with_every_chart_drawn() {
         assert_eq!(chart(&charts, id).len(), 2, "{id}: A and B");
     }
     eprintln!("screenshots: {}", shots.display());
+}
+
+/// A run whose diagnosis is known (the capacity profile overloaded 60×: `queueing`, as in
+/// `diagnosis.rs`): its report shows the class, the evidence figures with kind and source,
+/// and the interval where the queue held, shaded on the TTFT timeline.
+#[test]
+fn a_queueing_run_shows_its_diagnosis_evidence_and_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_sim, port) = common::sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
+    let trace = common::shared("traces/mooncake_conversation_first2000.jsonl");
+    let o = Command::new(common::CANARYD)
+        .args(["replay", "--trace"])
+        .arg(&trace)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--model", "canary-sim", "--no-ebpf", "--no-nvml"])
+        .args(["--server-metrics-interval", "100ms", "--output-dir", "q"])
+        .args(["--speedup", "60", "--max-requests", "300"])
+        .args(["--max-input-tokens", "32", "--max-output-tokens", "16"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    ok(&o);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("q/summary.json")).unwrap()).unwrap();
+    let d = &summary["diagnosis"];
+    assert_eq!(d["class"], "queueing", "{d:#}");
+    ok(&canaryd(&["report", "q", "-o", "q.html"], dir));
+
+    let html = std::fs::read_to_string(dir.join("q.html")).unwrap();
+    assert!(
+        html.contains("<span class=\"bottleneck queueing\">queueing</span>"),
+        "no class"
+    );
+    let bin = match chromium() {
+        Ok(bin) => bin,
+        Err(why) => return canary_testkit::skip("chromium", &why),
+    };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut b = Browser::launch(&bin).unwrap();
+    let page = dir.join("q.html");
+    let charts = check_page(&mut b, &page, &shots.join("run-diagnosis.png"));
+    // The interval is a shaded band (one rectangle) under the TTFT dots, named for the class.
+    let ttft = chart(&charts, "ttft-time");
+    assert!(
+        ttft[0].0.starts_with("queueing held (") && ttft[0].1 == 1,
+        "{ttft:?}"
+    );
+    assert!(ttft.iter().any(|s| s.0 == "TTFT" && s.1 > 0), "{ttft:?}");
+
+    // What the reader sees in the diagnosis section, from the DOM.
+    let load = b.open(&format!("file://{}", page.display()), 1240).unwrap();
+    let seen: Value = serde_json::from_str(
+        b.eval(
+            &load,
+            r#"JSON.stringify({
+              class: document.querySelector('#diagnosis .bottleneck').textContent,
+              confidence: document.querySelector('#diagnosis .confidence').textContent,
+              why: document.querySelector('#diagnosis p.why').textContent,
+              evidence: [...document.querySelectorAll('#diagnosis table.evidence tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
+              thresholds: [...document.querySelectorAll('#diagnosis table.thresholds tbody tr')]
+                .map(r => r.cells[0].textContent),
+              start: Number(document.querySelector('#diagnosis p.interval').dataset.startS),
+              end: Number(document.querySelector('#diagnosis p.interval').dataset.endS)
+            })"#,
+        )
+        .unwrap()
+        .as_str()
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen["class"], "queueing", "{seen}");
+    assert_eq!(
+        seen["confidence"],
+        format!("{} confidence", d["confidence"].as_str().unwrap())
+    );
+    assert_eq!(seen["why"], d["why"], "{seen}");
+    // Each evidence figure is a row: name, value, unit, kind, source as summary.json has them.
+    let rows = seen["evidence"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        d["evidence"].as_array().unwrap().len(),
+        "{seen}"
+    );
+    let queue = rows
+        .iter()
+        .find(|r| r[0] == "server_queue_time_mean")
+        .unwrap_or_else(|| panic!("no queue evidence: {seen}"));
+    let e = d["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "server_queue_time_mean")
+        .unwrap();
+    assert_eq!(queue[2], e["unit"], "{seen}");
+    assert_eq!(queue[3], e["kind"], "{seen}");
+    assert_eq!(queue[4], "server_metrics", "{seen}");
+    assert!(
+        seen["thresholds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "queue_share_of_ttft"),
+        "{seen}"
+    );
+    for (at, key) in [("start", "start_s"), ("end", "end_s")] {
+        assert_eq!(
+            seen[at].as_f64(),
+            d["interval"][key].as_f64(),
+            "{key}: {seen}"
+        );
+    }
 }
 
 #[test]

@@ -176,9 +176,17 @@ pub async fn exchange(
             read_whole(&mut body, &mut m, &mut rx, limits, declared).await
         }
     };
+    // What the deadline left this exchange, for the message: the cause, not only the kind.
+    let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
     let result = match tokio::time::timeout_at(deadline, run).await {
         Ok(r) => r,
-        Err(_) => Err(error(ErrorKind::Timeout, "request timed out")),
+        Err(_) => Err(error(
+            ErrorKind::Timeout,
+            format!(
+                "no complete response within {:.0} ms of sending (request timeout)",
+                budget.as_secs_f64() * 1e3
+            ),
+        )),
     };
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,

@@ -19,6 +19,7 @@ mod connection;
 mod dispatch;
 mod exchange;
 mod figures;
+mod host;
 mod ids;
 mod in_flight;
 mod limits;
@@ -32,16 +33,18 @@ mod sse;
 mod start;
 mod target;
 pub mod trace;
+mod workload;
 
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
-    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo, Setting,
-    SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
+    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo,
+    SelectionAsked, Setting, SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -62,3 +65,4 @@ pub use trace::{
     analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
     Trace, TraceAnalysis, TraceError, TraceFormat,
 };
+pub use workload::workload_context;

@@ -22,7 +22,7 @@ mod key;
 mod load;
 mod setting;
 
-pub use info::{PlanInfo, RunInfo, TargetInfo, TraceInfo};
+pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
 pub use key::ApiKeySource;
 pub use load::{LoadError, LoadShape, Loaded, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};

@@ -19,8 +19,9 @@ use crate::schedule::{Schedule, Session, Timing, TurnDue};
 use crate::start::{Placed, StartAt};
 use crate::target::Target;
 use canary_core::{
-    CapSource, ClockReport, ErrorKind, Goodput, MonoTime, Observer, RealtimeMap, RequestError,
-    RequestRecord, RunOutcome, RunSummary, StartReport, Status, TraceRequest, WallAnchor,
+    CapSource, ClockReport, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RealtimeMap,
+    RequestError, RequestRecord, RunContext, RunOutcome, RunSummary, RunTelemetry, StartReport,
+    Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -261,6 +262,7 @@ pub async fn run(
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    let workload = crate::workload::workload_context(&config.target, &schedule, config.concurrency);
     progress
         .total
         .store(schedule.len() as u64, Ordering::Relaxed);
@@ -320,6 +322,11 @@ pub async fn run(
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     warmup(&ctx, &schedule).await;
+    // Observers that measure over a window (the server's histogram deltas) start it now, so
+    // warm-up stays outside it.
+    if let Some(o) = &observer {
+        o.measured_phase(ctx.config.warmup_requests).await;
+    }
 
     // Leave room to prepare the first burst before it is due; or start at the common
     // instant, which a long warm-up may have overrun.
@@ -375,10 +382,24 @@ pub async fn run(
     summary.receive_timestamps.state = Some(state.to_string());
     summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
-    let telemetry = match &observer {
+    let mut telemetry = match &observer {
         Some(o) => o.finish(t0, end, &summary).await,
-        None => Default::default(),
+        None => RunTelemetry::default(),
     };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
+            workload,
+            ..Default::default()
+        });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -392,6 +413,7 @@ pub async fn run(
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
         clock,
+        diagnosis,
         telemetry,
         summary,
     };

@@ -186,10 +186,21 @@ async fn a_stalled_server_times_out() {
     t.headers.push(header("x-sim-fault", "stall_first_ms=5000"));
     t.timeout = Duration::from_millis(200);
     let run = replay(requests(1, 20, 8), t, |_| {}).await;
-    assert_eq!(
-        run.records[0].error.as_ref().unwrap().kind,
-        ErrorKind::Timeout
+    let e = run.records[0].error.as_ref().unwrap();
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    // Issue 16, item 6: the message said "request timed out", not after how long.
+    assert!(
+        e.message.starts_with("no complete response within ")
+            && e.message.ends_with(" ms of sending (request timeout)"),
+        "{e:?}"
     );
+    let ms: f64 = e.message["no complete response within ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ms > 0.0 && ms <= 200.0, "{e:?}");
 }
 
 #[tokio::test]

@@ -3,8 +3,11 @@
 //! computed from the records, exactly; the summary's histogram percentiles are used only where
 //! records cannot say.
 
+mod diagnosis;
 mod records;
 mod summary;
+
+pub use diagnosis::Diagnosis;
 
 pub use records::{KernelParts, Records, Request, Telemetry};
 pub use summary::{utc, Summary};

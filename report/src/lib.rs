@@ -8,6 +8,8 @@
 //! * [`compare`] judges two runs metric by metric with the daemon's baseline rule
 //!   ([`canary_core::compare`]), for the terminal ([`Comparison::to_text`]) and as a page
 //!   ([`Comparison::to_html`]).
+//! * [`status::render`] draws the daemon's status page (recent runs per workload) from a
+//!   [`status::StatusPage`] the daemon fills.
 //!
 //! Pages are one file with no script: inline CSS, charts as SVG drawn in Rust (plotters), and
 //! a Content-Security-Policy of `default-src 'none'`, so a report opened from a laptop's disk
@@ -28,10 +30,12 @@ mod plot;
 mod report;
 mod sample;
 mod sections;
+pub mod status;
 
 pub use artifacts::{
     load_runs, utc, Figures, KernelParts, Metric, Records, Request, Run, Summary, Telemetry,
 };
 pub use compare::{compare, Comparison};
 pub use error::ReportError;
+pub use html::{esc, page, CSP};
 pub use report::render as render_report;

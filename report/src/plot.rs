@@ -32,6 +32,8 @@ impl Colour {
     pub const ERROR: Colour = Colour(0xd6, 0x27, 0x28);
     /// Reference lines (knees, thresholds).
     pub const RULE: Colour = Colour(0x55, 0x55, 0x55);
+    /// Shaded intervals (where the diagnosis held).
+    pub const SPAN: Colour = Colour(0xb0, 0x7a, 0xa1);
 
     /// The `i`-th palette colour (wrapping).
     pub fn nth(i: usize) -> Colour {
@@ -61,6 +63,9 @@ pub enum Mark {
     Band(Vec<(f64, f64, f64)>),
     /// A vertical reference line at x.
     VRule(f64),
+    /// A shaded stretch of x, `(x0, x1)`, the chart's full height: an interval where a
+    /// condition held. Add it first, so the data is drawn over it.
+    Span(f64, f64),
 }
 
 impl Mark {
@@ -71,7 +76,7 @@ impl Mark {
             }
             Mark::Bars(b) => b.is_empty(),
             Mark::Band(b) => b.is_empty(),
-            Mark::VRule(_) => false,
+            Mark::VRule(_) | Mark::Span(..) => false,
         }
     }
 
@@ -90,6 +95,7 @@ impl Mark {
                 .flat_map(|&(x, lo, hi)| [(x, Some(lo)), (x, Some(hi))])
                 .collect(),
             Mark::VRule(x) => vec![(*x, None)],
+            Mark::Span(x0, x1) => vec![(*x0, None), (*x1, None)],
         }
     }
 }
@@ -358,10 +364,15 @@ mod tests {
             Mark::Band(vec![(0.0, 1.0, 2.0), (1.0, 2.0, 3.0)]),
         )
         .layer("x", Colour::ERROR, Mark::Crosses(vec![(1.5, 50.0)]))
-        .layer("rule", Colour::RULE, Mark::VRule(1.0));
+        .layer("rule", Colour::RULE, Mark::VRule(1.0))
+        .layer("span", Colour::SPAN, Mark::Span(0.5, 1.5));
         let html = p.to_html().unwrap();
-        assert_eq!(html.matches("<g class=\"series\"").count(), 5, "{html}");
-        assert!(html.contains("data-series=\"5\""));
+        assert_eq!(html.matches("<g class=\"series\"").count(), 6, "{html}");
+        assert!(html.contains("data-series=\"6\""));
+        assert!(
+            html.contains("data-name=\"span\" data-marks=\"1\"><rect"),
+            "{html}"
+        );
         assert!(html.contains("<polyline"), "{html}");
         assert!(html.contains("<polygon"), "{html}");
         assert!(

@@ -89,6 +89,9 @@ fn run_sections(run: &Run, prefix: &str) -> Result<String, ReportError> {
         "Headline",
         &sections::headline::render(run),
     );
+    if let Some(d) = sections::diagnosis::render(run) {
+        html.push_str(&section(&id("diagnosis"), "Diagnosis", &d));
+    }
     html.push_str(&section(
         &id("latency"),
         "Latency distributions",
@@ -107,9 +110,6 @@ fn run_sections(run: &Run, prefix: &str) -> Result<String, ReportError> {
     }
     if let Some(t) = sections::slots::timeslices(run) {
         html.push_str(&section(&id("timeslices"), "Timeslices", &t));
-    }
-    if let Some(d) = sections::slots::diagnosis(run) {
-        html.push_str(&section(&id("diagnosis"), "Diagnosis", &d));
     }
     html.push_str(&section(
         &id("context"),

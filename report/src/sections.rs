@@ -3,6 +3,7 @@
 //! so a later section (a new slot) is one more function and one more line there.
 
 pub mod context;
+pub mod diagnosis;
 pub mod headline;
 pub mod kernel;
 pub mod latency;

@@ -6,7 +6,7 @@
 use super::load::{LoadShape, Loaded};
 use super::Plan;
 use crate::prompt::PromptBuilder;
-use crate::trace::{LoadReport, SelectionReport};
+use crate::trace::{LoadReport, Selection, SelectionReport};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -80,6 +80,46 @@ pub struct TraceInfo {
     pub load: LoadReport,
     /// What selecting the window did.
     pub selection: SelectionReport,
+    /// The selection asked for, so the run can be repeated from its summary.
+    pub asked: SelectionAsked,
+}
+
+/// The settings that chose and shaped a run's requests, as asked (`--start-offset`,
+/// `--max-requests`, `--scale-lengths`, `--shard`, …); `null`: not set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectionAsked {
+    /// Start of the window, seconds of trace time after its first request.
+    pub start_offset_s: Option<f64>,
+    /// End of the window, seconds of trace time after its first request.
+    pub end_offset_s: Option<f64>,
+    /// At most this many requests.
+    pub max_requests: Option<usize>,
+    /// Lengths multiplied by this factor.
+    pub scale_lengths: Option<f64>,
+    /// Input lengths capped here.
+    pub max_input_tokens: Option<u32>,
+    /// Output lengths capped here.
+    pub max_output_tokens: Option<u32>,
+    /// This shard of the trace, `I/N`.
+    pub shard: Option<String>,
+    /// No length above this many tokens.
+    pub length_limit: u32,
+}
+
+impl SelectionAsked {
+    /// What `s` asks for.
+    pub fn of(s: &Selection) -> SelectionAsked {
+        SelectionAsked {
+            start_offset_s: s.start_offset.map(|d| d.as_secs_f64()),
+            end_offset_s: s.end_offset.map(|d| d.as_secs_f64()),
+            max_requests: s.max_requests,
+            scale_lengths: s.scale_lengths,
+            max_input_tokens: s.max_input_tokens,
+            max_output_tokens: s.max_output_tokens,
+            shard: s.shard.map(|s| s.to_string()),
+            length_limit: s.length_limit,
+        }
+    }
 }
 
 impl RunInfo {
@@ -104,6 +144,7 @@ impl RunInfo {
                     format: loaded.trace.format.to_string(),
                     load: loaded.load.clone(),
                     selection: loaded.selection.clone(),
+                    asked: SelectionAsked::of(&trace.selection),
                 }),
                 speedup: trace.speedup,
                 concurrency: r.concurrency,

@@ -71,6 +71,12 @@ impl Summary {
             .filter(|s| !s.trim().is_empty())
     }
 
+    /// The `diagnosis` block (issue 19): `None` when the run has none, `Some(Err(why))`
+    /// when it cannot be read.
+    pub fn diagnosis(&self) -> Option<Result<super::Diagnosis, String>> {
+        self.section("diagnosis").map(super::Diagnosis::from_value)
+    }
+
     /// Wall-clock start of the run, ns since the Unix epoch.
     pub fn started_unix_ns(&self) -> Option<u64> {
         self.at(&["started_unix_ns"])?.as_u64()

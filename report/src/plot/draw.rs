@@ -129,6 +129,15 @@ where
                         .map_err(|e| err(&e))?;
                     b.len()
                 }
+                Mark::Span(x0, x1) => {
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            [(*x0, ylo), (*x1, yhi)],
+                            c.mix(0.18).filled(),
+                        )))
+                        .map_err(|e| err(&e))?;
+                    1
+                }
                 Mark::VRule(x) => {
                     chart
                         .draw_series(std::iter::once(PathElement::new(

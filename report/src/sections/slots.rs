@@ -1,14 +1,10 @@
 //! Slots for what later issues add to a run's artifacts, drawn only when the data is there:
-//!
-//! * `timeslices` (issue 18, `--slice-duration`): per-slice statistics, expected as an array
-//!   of objects in `summary.json`;
-//! * `diagnosis` (issue 19): the dominant bottleneck with its evidence, expected as an object
-//!   in `summary.json`.
-//!
-//! Their formats do not exist yet, so each is shown generically (a table of its fields); when
-//! they land, a dedicated rendering replaces the generic one here and nothing else changes.
+//! `timeslices` (issue 18, `--slice-duration`), per-slice statistics expected as an array of
+//! objects in `summary.json`. Its format does not exist yet, so it is shown generically (a
+//! table of its fields); when it lands, a dedicated section replaces this one, as
+//! [`super::diagnosis`] replaced the diagnosis slot.
 
-use super::context::{flatten, kv_table};
+use super::context::flatten;
 use crate::artifacts::Run;
 use crate::html::{esc, table};
 use serde_json::Value;
@@ -45,18 +41,5 @@ pub fn timeslices(run: &Run) -> Option<String> {
     Some(format!(
         "<div class=\"slot\" data-slot=\"timeslices\">{}</div>\n",
         table("timeslices", &head, &rows)
-    ))
-}
-
-/// The diagnosis, when the summary has one.
-pub fn diagnosis(run: &Run) -> Option<String> {
-    let d = run.summary.as_ref()?.section("diagnosis")?;
-    let pairs = flatten(d);
-    if pairs.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "<div class=\"slot\" data-slot=\"diagnosis\">{}</div>\n",
-        kv_table(&pairs)
     ))
 }

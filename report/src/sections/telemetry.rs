@@ -100,8 +100,8 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     for (key, title) in [
         (
             "server",
-            "The server's own figures (/metrics; its percentiles are estimates inside its \
-             Prometheus buckets)",
+            "The server's own figures (/metrics; each percentile is the Prometheus bucket \
+             holding it, lower_bound to upper_bound, and an estimate inside)",
         ),
         ("gpu", "GPU over the run (NVML / DCGM)"),
     ] {

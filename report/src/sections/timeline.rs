@@ -35,6 +35,13 @@ pub fn render(run: &Run, prefix: &str) -> Result<String, ReportError> {
             Axis::linear("TTFT (ms)").range(0.0, top * 1.04),
             WIDE,
         );
+        // Where the diagnosis held, under the data: a burst is seen where it happened.
+        let band = super::diagnosis::band(run)
+            .map(|(a, b, name)| (a.max(t0), b.min(t1), name))
+            .filter(|(a, b, _)| b > a);
+        if let Some((a, b, name)) = &band {
+            plot.layer(name, Colour::SPAN, Mark::Span(*a, *b));
+        }
         let note = series(&mut plot, "TTFT", &ttft, t0, t1, 0);
         // Few errors: a cross each. Many: a cross per time bucket that had any, so a run
         // that failed throughout still draws in bounded size.
@@ -53,7 +60,10 @@ pub fn render(run: &Run, prefix: &str) -> Result<String, ReportError> {
             Colour::ERROR,
             Mark::Crosses(crosses),
         );
-        plot.note(format!("x: when each request was sent. {note}"));
+        let shaded = band.map_or(String::new(), |(.., name)| {
+            format!(" Shaded: {name}, the diagnosis's interval (from its telemetry).")
+        });
+        plot.note(format!("x: when each request was sent. {note}{shaded}"));
         html.push_str(&plot.to_html()?);
     }
     if !lag.is_empty() {
