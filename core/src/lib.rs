@@ -42,7 +42,7 @@ mod telemetry;
 mod timeline;
 mod trace;
 
-pub use clock::{MonoTime, RealtimeMap, WallAnchor};
+pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
 pub use context::{
     CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
     RunContext, ServerContext, WorkloadContext,

@@ -181,6 +181,8 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Prompt seed.
     pub prompt_seed: u64,
+    /// The wall-clock instant each run's schedule starts at, and the lateness allowed.
+    pub start_at: Option<canary_replay::StartAt>,
 }
 
 pub mod cadence;

@@ -24,6 +24,7 @@ mod bundled;
 mod cli;
 pub mod config;
 pub mod execute;
+mod instant;
 pub mod judge;
 pub mod service;
 

@@ -30,6 +30,7 @@ mod run;
 mod rx_stamp;
 mod schedule;
 mod sse;
+mod start;
 mod target;
 pub mod trace;
 mod workload;
@@ -55,6 +56,7 @@ pub use results::{
 pub use run::{run, Config, Progress, ReplayError};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
+pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use target::{
     header, reserved_header, uri_port, ApiKey, Endpoint, HeaderError, MaxTokensField, Target,
     UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,

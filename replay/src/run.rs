@@ -16,10 +16,12 @@ use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
 use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
+use crate::start::{Placed, StartAt};
 use crate::target::Target;
 use canary_core::{
-    CapSource, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
-    RunContext, RunOutcome, RunSummary, RunTelemetry, Status, TraceRequest, WallAnchor,
+    CapSource, ClockReport, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RealtimeMap,
+    RequestError, RequestRecord, RunContext, RunOutcome, RunSummary, RunTelemetry, StartReport,
+    Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,6 +66,9 @@ pub struct Config {
     /// this: prompts and response caps are sized by those numbers. Default
     /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
     pub length_limit: u32,
+    /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
+    /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
+    pub start_at: Option<StartAt>,
 }
 
 impl Config {
@@ -83,6 +88,7 @@ impl Config {
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
+            start_at: None,
         }
     }
 }
@@ -109,6 +115,9 @@ impl Config {
                 Setting::Concurrency,
                 "expected at least 1 request in flight, found 0",
             ));
+        }
+        if let Some(start) = &self.start_at {
+            start.place()?;
         }
         self.target
             .check_headers()
@@ -229,8 +238,11 @@ pub async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
-    config.validate()?;
     config.check_schedule(&schedule)?;
+    // The common start is mapped onto the monotonic clock once, here (validate() places it
+    // too, so a shard launched too late is refused before it opens anything).
+    config.validate()?;
+    let placed = config.start_at.as_ref().map(StartAt::place).transpose()?;
     let tls = if config.target.tls {
         Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
@@ -316,8 +328,28 @@ pub async fn run(
         o.measured_phase(ctx.config.warmup_requests).await;
     }
 
-    // Leave room to prepare the first burst before it is due.
-    ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+    // Leave room to prepare the first burst before it is due; or start at the common
+    // instant, which a long warm-up may have overrun.
+    let clock = match (&ctx.config.start_at, &placed) {
+        (Some(start), Some(placed)) => {
+            let now = MonoTime::now();
+            if let Err(e) = start.check_late(placed, now) {
+                stop.cancel();
+                grace.abort();
+                drop(ctx);
+                let _ = collector.join();
+                return Err(e.into());
+            }
+            ctx.t0 = placed.t0;
+            start_report(start, placed, now)
+        }
+        _ => {
+            ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+            let at = MonoTime::now();
+            ClockReport::new(&RealtimeMap::measure(), at)
+        }
+    };
+    warn_unsynchronized(&clock);
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     let anchor = WallAnchor::now();
     let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
@@ -380,12 +412,46 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        clock,
         diagnosis,
         telemetry,
         summary,
     };
     writer.finish(&SummaryFile::new(&info, &outcome), &outcome.summary)?;
     Ok(outcome)
+}
+
+/// The clock block of a run started at `start`, placed as `placed`, beginning at `now`.
+fn start_report(start: &StartAt, placed: &Placed, now: MonoTime) -> ClockReport {
+    let late = placed.late_by(now);
+    if !late.is_zero() {
+        tracing::warn!(
+            "started {:.3} s after --start-at {}: requests due before now leave at once, late \
+             by up to that much (their schedule_lag_ms says how much)",
+            late.as_secs_f64(),
+            start.text
+        );
+    }
+    ClockReport {
+        start_at: Some(StartReport {
+            requested: start.text.clone(),
+            unix_ns: start.unix_ns,
+            monotonic_ns: placed.t0.as_nanos(),
+            lead_ms: placed.t0.ms_since(placed.at),
+            late_by_ms: late.as_secs_f64() * 1e3,
+            max_late_ms: start.max_late.as_secs_f64() * 1e3,
+        }),
+        ..ClockReport::new(&placed.map, placed.at)
+    }
+}
+
+/// Says once per process, loudly, that the wall clock is not known to be synchronized (every
+/// run's `summary.json` says it in `clock.warning`).
+fn warn_unsynchronized(clock: &ClockReport) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(w) = &clock.warning {
+        WARNED.call_once(|| tracing::warn!("{w}"));
+    }
 }
 
 /// What a run where canaryd ran out of its own resources says about it.

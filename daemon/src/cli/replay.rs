@@ -68,6 +68,15 @@ pub struct ShapeArgs {
     /// Cap output lengths; capped rows are counted.
     #[arg(long)]
     pub max_output_tokens: Option<u32>,
+    /// Start the schedule at this wall-clock instant (RFC 3339, e.g. `2026-11-24T12:00:00Z`)
+    /// instead of as soon as the replay is ready: give every shard the same one. A replay
+    /// that reaches it late is refused (see `--max-late-start`).
+    #[arg(long, value_name = "RFC3339", value_parser = |s: &str| crate::instant::start_at(s, Duration::ZERO))]
+    pub start_at: Option<canary_replay::StartAt>,
+    /// Let a replay that reaches `--start-at` late by up to this much go ahead: it keeps the
+    /// common start, sends what is already due at once, and records how late it was.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "start_at")]
+    pub max_late_start: Option<Duration>,
     /// Replay only shard I of N (`0/4`): every session lands on exactly one shard, the same on
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
@@ -260,6 +269,10 @@ impl ShapeArgs {
         if let Some(salt) = self.prompt_salt {
             r.prompt_salt = salt;
         }
+        r.start_at = self.start_at.clone().map(|mut s| {
+            s.max_late = self.max_late_start.unwrap_or_default();
+            s
+        });
     }
 }
 

@@ -71,6 +71,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
         r.concurrency = w.concurrency;
         r.warmup_requests = w.warmup_requests;
         r.grace_period = w.grace_period;
+        r.start_at.clone_from(&w.start_at);
         r.goodput = w.slos.clone();
         Ok(plan)
     }

@@ -258,6 +258,11 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Default 0.
     pub prompt_seed: Option<u64>,
+    /// RFC 3339 instant each run's schedule starts at (shared by the shards of a sharded
+    /// replay); a run that begins after it is refused, unless `max_late_start` allows it.
+    pub start_at: Option<toml::Spanned<String>>,
+    /// With `start_at`: how late a run may begin and still go ahead (default 0).
+    pub max_late_start: Option<toml::Spanned<Period>>,
 }
 
 /// `chat` or `completions`.

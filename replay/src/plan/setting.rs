@@ -37,6 +37,10 @@ pub enum Setting {
     ApiKeyFile,
     /// The variable holding the API key.
     ApiKeyEnv,
+    /// The wall-clock instant the schedule starts at (shared by shards).
+    StartAt,
+    /// How late a run may begin after that instant.
+    MaxLateStart,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -66,6 +70,8 @@ impl Setting {
             Setting::ExtraInputs => "extra_inputs",
             Setting::ApiKeyFile => "api_key_file",
             Setting::ApiKeyEnv => "api_key_env",
+            Setting::StartAt => "start_at",
+            Setting::MaxLateStart => "max_late_start",
         }
     }
 
@@ -75,7 +81,9 @@ impl Setting {
             Setting::Speedup
             | Setting::Concurrency
             | Setting::LengthLimit
-            | Setting::ScaleLengths => Table::Workload,
+            | Setting::ScaleLengths
+            | Setting::StartAt
+            | Setting::MaxLateStart => Table::Workload,
             _ => Table::Target,
         }
     }

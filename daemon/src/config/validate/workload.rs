@@ -85,8 +85,10 @@ fn workload(
             ),
         ));
     }
+    let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     Ok(Workload {
         name,
+        start_at,
         target: w.target.into_inner(),
         trace,
         start_offset: w.start_offset.map(|d| d.0),
@@ -108,6 +110,31 @@ fn workload(
         tokenizer: w.tokenizer.map(|p| src.rel(p)),
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
     })
+}
+
+/// `start_at` (an RFC 3339 instant) and the lateness `max_late_start` allows, which means
+/// nothing without it.
+fn start_at(
+    name: &str,
+    start_at: Option<toml::Spanned<String>>,
+    max_late_start: Option<toml::Spanned<raw::Period>>,
+    src: &Source,
+) -> Result<Option<canary_replay::StartAt>, ConfigError> {
+    let max_late_at = max_late_start.as_ref().map(|m| m.span().start);
+    let max_late = max_late_start.map(|m| m.into_inner().0);
+    match (start_at, max_late) {
+        (Some(s), max_late) => {
+            let s_at = s.span().start;
+            crate::instant::start_at(s.get_ref(), max_late.unwrap_or_default())
+                .map(Some)
+                .map_err(|e| src.err(Some(s_at), format!("workloads.{name}.start_at: {e}")))
+        }
+        (None, Some(_)) => Err(src.err(
+            max_late_at,
+            format!("workloads.{name}.max_late_start: only meaningful with start_at"),
+        )),
+        (None, None) => Ok(None),
+    }
 }
 
 /// `every` or `cron` (one of them), with a jitter shorter than the gap between runs.
