@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
-cargo build --release -p canaryd >/dev/null
-BIN="$CARGO_TARGET_DIR/release/canaryd"
+# BIN=path/to/canaryd compares another build (e.g. an older commit) on the same machine.
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -p canaryd >/dev/null
+  BIN="$CARGO_TARGET_DIR/release/canaryd"
+fi
 TRACE="${TRACE:-../shared/traces/mooncake_conversation_first2000.jsonl}"
 OUT="$(mktemp -d)"
 PORT="${PORT:-18471}"

@@ -51,6 +51,7 @@ if command -v clang >/dev/null && [ -e /usr/include/bpf/bpf_helpers.h ] && [ "$(
     CANARYD_REQUIRE="$CANARYD_REQUIRE ebpf"
 fi
 [ -x "${CANARYD_VICTORIA_METRICS:-}" ] && CANARYD_REQUIRE="$CANARYD_REQUIRE victoria-metrics"
+[ -x "${CANARYD_CHROMIUM:-}" ] && CANARYD_REQUIRE="$CANARYD_REQUIRE chromium"
 command -v systemd-analyze >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE systemd"
 command -v setpriv >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE setpriv"
 export CANARYD_REQUIRE

@@ -4,6 +4,10 @@
 //! `std::time::Instant` on Linux, so kernel events, telemetry samples and request records can be
 //! subtracted from each other. Wall-clock time only labels exports (see [`WallAnchor`]).
 
+mod quality;
+
+pub use quality::{ClockReport, KernelSync, StartReport};
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A point on `CLOCK_MONOTONIC`, in nanoseconds since boot.
@@ -98,6 +102,74 @@ impl WallAnchor {
     }
 }
 
+/// How `CLOCK_REALTIME` maps onto the monotonic clock, from readings of both taken together.
+///
+/// The kernel stamps received packets on `CLOCK_REALTIME` (`SO_TIMESTAMPING`), which NTP or an
+/// operator may step; the two clocks otherwise run at the same rate, so one offset, measured close
+/// to the stamps it maps, turns a stamp into a [`MonoTime`] (DESIGN.md, "Clocks and honest
+/// timestamps").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RealtimeMap {
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC`, in nanoseconds.
+    pub offset_ns: i64,
+    /// How far the mapping may be off, in nanoseconds: half the width of the tightest
+    /// monotonic bracket around a realtime reading.
+    pub uncertainty_ns: u64,
+}
+
+impl RealtimeMap {
+    /// Brackets taken by [`RealtimeMap::measure`]; the tightest wins (one may be stretched by
+    /// an interrupt or a preemption).
+    pub const BRACKETS: usize = 4;
+
+    /// Measures the offset now: the tightest of [`RealtimeMap::BRACKETS`] monotonic brackets
+    /// around a realtime reading.
+    pub fn measure() -> RealtimeMap {
+        (0..Self::BRACKETS)
+            .map(|_| {
+                let before = MonoTime::now();
+                let realtime = realtime_nanos();
+                let after = MonoTime::now();
+                RealtimeMap::from_bracket(before, realtime, after)
+            })
+            .min_by_key(|m| m.uncertainty_ns)
+            .expect("at least one bracket")
+    }
+
+    /// The map from one realtime reading taken between two monotonic ones.
+    pub fn from_bracket(before: MonoTime, realtime_ns: u64, after: MonoTime) -> RealtimeMap {
+        let half = after.since(before).as_nanos() as u64 / 2;
+        let mid = before.0 + half;
+        RealtimeMap {
+            offset_ns: realtime_ns as i64 - mid as i64,
+            uncertainty_ns: half,
+        }
+    }
+
+    /// A `CLOCK_REALTIME` time (ns since the Unix epoch) on the monotonic clock.
+    pub fn to_mono(&self, realtime_ns: u64) -> MonoTime {
+        MonoTime((realtime_ns as i64 - self.offset_ns).max(0) as u64)
+    }
+
+    /// How far this map and `later` disagree, beyond what their uncertainties allow (0 when
+    /// they agree): nonzero when the realtime clock was stepped between the two.
+    pub fn step_since(&self, earlier: &RealtimeMap) -> u64 {
+        let diff = self.offset_ns.abs_diff(earlier.offset_ns);
+        diff.saturating_sub(self.uncertainty_ns + earlier.uncertainty_ns)
+    }
+}
+
+/// `CLOCK_REALTIME` now, in nanoseconds since the Unix epoch.
+fn realtime_nanos() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_REALTIME always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +228,38 @@ mod tests {
         );
         assert_eq!(later.ms_since(anchor.mono), 2000.0);
         assert_eq!(anchor.mono.ms_since(later), -2000.0);
+    }
+    #[test]
+    fn realtime_map_puts_a_realtime_reading_inside_its_monotonic_bracket() {
+        let map = RealtimeMap::measure();
+        for _ in 0..100 {
+            let before = MonoTime::now();
+            let realtime = realtime_nanos();
+            let after = MonoTime::now();
+            let mapped = map.to_mono(realtime);
+            let u = Duration::from_nanos(map.uncertainty_ns);
+            assert!(
+                mapped + u >= before && mapped <= after + u,
+                "{mapped:?} outside {before:?}..{after:?} ± {u:?}"
+            );
+        }
+        assert_eq!(map.step_since(&RealtimeMap::measure()), 0);
+    }
+
+    #[test]
+    fn a_step_of_the_realtime_clock_shows_between_two_maps() {
+        let a = RealtimeMap::from_bracket(MonoTime(1_000), 5_000_500, MonoTime(2_000));
+        assert_eq!((a.offset_ns, a.uncertainty_ns), (4_999_000, 500));
+        assert_eq!(a.to_mono(5_000_500), MonoTime(1_500));
+        let stepped = RealtimeMap {
+            offset_ns: a.offset_ns + 10_000,
+            uncertainty_ns: 100,
+        };
+        assert_eq!(stepped.step_since(&a), 10_000 - 600);
+        let same = RealtimeMap {
+            offset_ns: a.offset_ns - 400,
+            uncertainty_ns: 100,
+        };
+        assert_eq!(same.step_since(&a), 0);
     }
 }

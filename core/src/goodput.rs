@@ -3,12 +3,20 @@
 //! `"time_to_first_token:400 inter_token_latency:40"`: each term names a metric and a
 //! threshold in the metric's unit (ms for latencies, tokens/s for throughput). A request is
 //! *good* when it completed and meets every term; goodput is good requests per second.
+//!
+//! A completed request can lack a value for a term: one output token has no ITL, no TTST and
+//! no per-user token rate (they need two tokens), no output token has no TTFT. aiperf's rule
+//! is that such a request is not good (`GoodRequestCountMetric._is_good` returns false on
+//! `NoMetricValue`, which `InterTokenLatencyMetric` raises for an output sequence length
+//! under 2; ai-dynamo/aiperf, `src/aiperf/metrics/types/good_request_count_metric.py` and
+//! `inter_token_latency_metric.py`). canaryd follows it, but counts such a request apart
+//! ([`Shortfall::NoValue`]), as "no ITL (1 output token)", never as an ITL miss.
 
 use crate::record::RequestRecord;
 use serde::{Deserialize, Serialize};
 
 /// A metric an SLO can constrain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SloMetric {
     /// TTFT, ms, lower is better.
@@ -41,6 +49,18 @@ impl SloMetric {
         ),
     ];
 
+    /// The metric's short name in printed text (`TTFT`, `ITL`, …).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            SloMetric::TimeToFirstToken => "TTFT",
+            SloMetric::TimeToSecondToken => "TTST",
+            SloMetric::TimeToFirstOutputToken => "TTFO",
+            SloMetric::InterTokenLatency => "ITL",
+            SloMetric::RequestLatency => "e2e",
+            SloMetric::OutputTokenThroughputPerUser => "output tokens/s per user",
+        }
+    }
+
     /// aiperf's name for the metric.
     pub fn name(self) -> &'static str {
         Self::NAMES
@@ -64,6 +84,48 @@ impl SloMetric {
             SloMetric::OutputTokenThroughputPerUser => r.output_tokens_per_s,
         }
     }
+}
+
+/// How many output tokens a completed request without a value for a term produced: the
+/// reason it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputTokens {
+    /// No output token: no TTFT, nothing after it.
+    None,
+    /// One output token: no ITL, TTST or per-user token rate, which need two.
+    One,
+    /// Two or more, yet no value (TTFO of a response that was all reasoning, say).
+    Several,
+}
+
+impl OutputTokens {
+    fn of(n: u32) -> OutputTokens {
+        match n {
+            0 => OutputTokens::None,
+            1 => OutputTokens::One,
+            _ => OutputTokens::Several,
+        }
+    }
+
+    /// The reason in printed text: `1 output token`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OutputTokens::None => "no output token",
+            OutputTokens::One => "1 output token",
+            OutputTokens::Several => "not measured",
+        }
+    }
+}
+
+/// Why a request is not good on one term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shortfall {
+    /// It failed, or its value is past the threshold: a miss.
+    Missed,
+    /// It completed without a value for the metric (one output token has no ITL): not good,
+    /// as in aiperf, but not a miss either.
+    NoValue(OutputTokens),
 }
 
 /// One SLO term.
@@ -133,28 +195,43 @@ impl Goodput {
         self.slos.is_empty()
     }
 
-    /// The SLO terms this request misses (empty: it is good). A failed request, or one
-    /// lacking a constrained metric, misses every term it cannot show it meets.
-    pub fn misses(&self, r: &RequestRecord) -> Vec<SloMetric> {
+    /// The terms this request does not meet, and why (empty: it is good). A failed request
+    /// misses every term; a completed one without the metric's value (one output token has
+    /// no ITL) falls short of it with [`Shortfall::NoValue`].
+    pub fn shortfalls(&self, r: &RequestRecord) -> Vec<(SloMetric, Shortfall)> {
         self.slos
             .iter()
-            .filter(|slo| {
+            .filter_map(|slo| {
                 if !r.is_ok() {
-                    return true;
+                    return Some((slo.metric, Shortfall::Missed));
                 }
-                match slo.metric.value(r) {
-                    None => true,
+                let missed = match slo.metric.value(r) {
+                    None => {
+                        let n = OutputTokens::of(r.output_token_count());
+                        return Some((slo.metric, Shortfall::NoValue(n)));
+                    }
                     Some(v) if slo.metric.higher_is_better() => v < slo.threshold,
                     Some(v) => v > slo.threshold,
-                }
+                };
+                missed.then_some((slo.metric, Shortfall::Missed))
             })
-            .map(|slo| slo.metric)
             .collect()
     }
 
-    /// True when the request completed and meets every term.
+    /// The terms this request misses: it failed, or its value is past the threshold. A term
+    /// it has no value for is not among them (see [`Goodput::shortfalls`]).
+    pub fn misses(&self, r: &RequestRecord) -> Vec<SloMetric> {
+        self.shortfalls(r)
+            .into_iter()
+            .filter(|(_, s)| *s == Shortfall::Missed)
+            .map(|(m, _)| m)
+            .collect()
+    }
+
+    /// True when the request completed and meets every term (a term it has no value for is
+    /// not met: aiperf's rule).
     pub fn is_good(&self, r: &RequestRecord) -> bool {
-        r.is_ok() && self.misses(r).is_empty()
+        r.is_ok() && self.shortfalls(r).is_empty()
     }
 }
 
@@ -201,6 +278,38 @@ mod tests {
         let mut failed = rec(1.0, 1.0);
         failed.status = Status::Error;
         assert!(!g.is_good(&failed));
+    }
+
+    // Issue 16, item 4: a one-token output has no ITL; it was counted as an ITL miss.
+    #[test]
+    fn one_output_token_is_not_good_and_not_an_itl_miss() {
+        let g: Goodput = "time_to_first_token:400 inter_token_latency:40"
+            .parse()
+            .unwrap();
+        let one = RequestRecord {
+            ttft_ms: Some(10.0),
+            e2e_ms: Some(10.0),
+            chunks: 1,
+            ..Default::default()
+        };
+        assert!(!g.is_good(&one), "aiperf: no ITL value, not good");
+        assert!(g.misses(&one).is_empty());
+        assert_eq!(
+            g.shortfalls(&one),
+            vec![(
+                SloMetric::InterTokenLatency,
+                Shortfall::NoValue(OutputTokens::One)
+            )]
+        );
+        // Past the TTFT threshold as well: that one is a miss.
+        let slow = RequestRecord {
+            ttft_ms: Some(500.0),
+            ..one.clone()
+        };
+        assert_eq!(g.misses(&slow), vec![SloMetric::TimeToFirstToken]);
+        // A TTFT-only SLO judges it on TTFT alone.
+        let ttft: Goodput = "time_to_first_token:400".parse().unwrap();
+        assert!(ttft.is_good(&one));
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! * [`Distribution`], [`Aggregator`], [`RunSummary`], [`ChunkGaps`] — bounded-memory
 //!   statistics.
 //! * [`Goodput`] — SLOs in aiperf's syntax.
+//! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
+//! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
+//!   [`RunContext`] — what the run ran on and against.
 //!
 //! This crate does no I/O.
 //!
@@ -21,37 +24,57 @@
 
 mod by_url;
 mod clock;
+pub mod compare;
+mod context;
+mod diagnosis;
+mod error_causes;
 mod gaps;
 mod goodput;
 mod hash;
 mod observer;
 mod outcome;
+mod percent;
 mod record;
 mod redact;
 mod sampling;
 mod stats;
 mod summary;
 mod telemetry;
+mod timeline;
 mod trace;
 
 pub use by_url::{ByUrl, UrlSummary};
-pub use clock::{MonoTime, WallAnchor};
+pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
+pub use context::{
+    CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
+    RunContext, ServerContext, WorkloadContext,
+};
+pub use diagnosis::{
+    diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,
+    Finding, Interval, RuleState, Threshold,
+};
+pub use error_causes::{ErrorCause, ErrorCauses};
 pub use gaps::ChunkGaps;
-pub use goodput::{Goodput, GoodputParseError, Slo, SloMetric};
+pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;
-pub use observer::{Observer, Observers, TelemetryFuture};
+pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
+pub use percent::{percent_decode, percent_decode_query};
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, ServerTimings, Status,
-    Usage,
+    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
+    ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
 pub use stats::{Distribution, Stats};
-pub use summary::{Aggregator, GoodputSummary, RunSummary, TokenAgreement};
-pub use telemetry::{
-    ClientMinusServer, EnergyMethod, Engine, GaugeStats, GpuRunStats, GpuSource,
-    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
-    RunServerSummary, RunTelemetry, Source, SourceState,
+pub use summary::{
+    Aggregator, GoodputSummary, NoValue, RunSummary, RxSummary, TokenAgreement, MIN_RATE_SPAN_S,
 };
+pub use telemetry::{
+    bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, Comparison,
+    EnergyMethod, Engine, GapRange, GaugeStats, GpuPoint, GpuRunStats, GpuSource,
+    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary, RunSeries,
+    RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
+};
+pub use timeline::{ClientBucket, ClientTimeline};
 pub use trace::{TracePrompt, TraceRequest};

@@ -18,20 +18,32 @@ use std::sync::Arc;
 /// What [`Observer::finish`] returns: the observer's part of the run's telemetry.
 pub type TelemetryFuture<'a> = Pin<Box<dyn Future<Output = RunTelemetry> + Send + 'a>>;
 
+/// What [`Observer::measured_phase`] returns.
+pub type PhaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// Something that watched the run from elsewhere (GPU, server metrics, kernel, exporters).
 pub trait Observer: Send + Sync {
     /// Called once per record, off the runtime, before the record is written. `t0` is the
     /// run's start on the monotonic clock (record times are milliseconds after it).
     fn annotate(&self, record: &mut RequestRecord, t0: MonoTime);
 
-    /// [`Observer::annotate`] with the gaps (ms) between the record's consecutive token
-    /// chunks, for observers that join each chunk (kernel socket timing). The run calls this
+    /// [`Observer::annotate`] with the gaps (ms) between canaryd's reads of the record's
+    /// consecutive token chunks (from `RequestRecord::userspace_ttft_ms`), for observers that
+    /// join each chunk (kernel socket timing). The run calls this
     /// one; the default ignores the gaps. A stream longer than
     /// [`ChunkGaps::KEPT`](crate::ChunkGaps::KEPT) chunks passes only its first gaps (in
     /// order, so chunk times still add up from the first token); the later chunks are not
     /// joined one by one.
     fn annotate_chunks(&self, record: &mut RequestRecord, _chunk_gaps_ms: &[f64], t0: MonoTime) {
         self.annotate(record, t0);
+    }
+
+    /// Called once when warm-up is over (`warmup_requests` were asked for; 0 without
+    /// warm-up) and before the first measured request is prepared; the run waits for it.
+    /// Observers whose figures cover a window (a server's histogram deltas) start it here,
+    /// so warm-up stays out of them.
+    fn measured_phase(&self, _warmup_requests: usize) -> PhaseFuture<'_> {
+        Box::pin(async {})
     }
 
     /// Called once after the last request finished, with the client-side statistics, before
@@ -94,6 +106,14 @@ impl Observer for Observers {
         for o in &self.list {
             o.annotate_chunks(record, chunk_gaps_ms, t0);
         }
+    }
+
+    fn measured_phase(&self, warmup_requests: usize) -> PhaseFuture<'_> {
+        Box::pin(async move {
+            for o in &self.list {
+                o.measured_phase(warmup_requests).await;
+            }
+        })
     }
 
     fn finish<'a>(

@@ -2,13 +2,15 @@
 //! observers added, and how the run went (stopped early, requests never sent, the in-flight
 //! ceiling, canaryd's own bottleneck). It is `summary.json` without its `run` block.
 
+use crate::clock::ClockReport;
+use crate::diagnosis::Diagnosis;
 use crate::summary::RunSummary;
 use crate::telemetry::RunTelemetry;
 use serde::Serialize;
 
 /// The version of `summary.json`'s schema (`core/summary.schema.json`), written as its
 /// `schema_version`. Raised when a key changes meaning or goes away; added keys keep it.
-pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
 
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]
@@ -24,12 +26,17 @@ pub struct RunOutcome {
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
     /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
     pub t0_monotonic_ns: u64,
+    /// How the run tied wall-clock time to its monotonic clock, and how far this host's wall
+    /// clock can be trusted (the kernel's view); the common start, when given.
+    pub clock: ClockReport,
     /// The run's in-flight ceiling and what set it.
     pub in_flight_cap: InFlightCap,
     /// Set when canaryd itself was the bottleneck: requests it could not send for lack of
     /// its own resources (`client_resources`), which are not counted against the target.
     pub client_bottleneck: Option<String>,
-    /// What the observers saw (server-side figures, GPUs, kernel, source states).
+    /// The run's dominant bottleneck and why ([`crate::diagnose`]).
+    pub diagnosis: Diagnosis,
+    /// What the observers saw (server-side figures, GPUs, kernel, source states, context).
     #[serde(flatten)]
     pub telemetry: RunTelemetry,
     /// The statistics.

@@ -23,7 +23,8 @@ pub struct RequestRecord {
     pub scheduled_at_ms: f64,
     /// When its first request byte was handed to the socket (ms from run start).
     pub sent_at_ms: f64,
-    /// When the response ended or the request failed (ms from run start).
+    /// When canaryd's code saw the response end or the request fail (ms from run start):
+    /// a read time, never a kernel one, so the next turn of a session is timed from it.
     pub ended_at_ms: f64,
     /// `sent_at_ms - scheduled_at_ms`: absolute, not relative to the least-late request.
     pub schedule_lag_ms: f64,
@@ -37,7 +38,9 @@ pub struct RequestRecord {
     pub url: Option<String>,
     /// Time to open the connection, when this request opened a new one.
     pub connect_ms: Option<f64>,
-    /// Time to the response head (status line and headers).
+    /// Time to the response head (status line and headers). This and the response times
+    /// below end at the kernel's receive time of the bytes where the socket gave one, else
+    /// at canaryd's read: `rx` says which, and keeps canaryd's reads beside them.
     pub ttfb_ms: Option<f64>,
     /// Time to the first token (reasoning or output).
     pub ttft_ms: Option<f64>,
@@ -49,7 +52,7 @@ pub struct RequestRecord {
     pub itl_ms: Option<f64>,
     /// Largest gap between two consecutive content chunks.
     pub max_chunk_gap_ms: Option<f64>,
-    /// End-to-end latency, send to last byte.
+    /// End-to-end latency, send to the end of the response (`[DONE]`, or the body's end).
     pub e2e_ms: Option<f64>,
     /// Output tokens per second seen by this request's user, after the first token.
     pub output_tokens_per_s: Option<f64>,
@@ -70,6 +73,12 @@ pub struct RequestRecord {
     /// Timings the server reported in the stream (llama.cpp's `timings`), when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<ServerTimings>,
+    /// How the response times were taken (kernel receive timestamps or canaryd's reads),
+    /// which are exact and which bounds, and canaryd's reads beside them. Absent when receive
+    /// timestamps were off or refused (every time is then canaryd's read) and for requests that
+    /// opened no connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx: Option<RxTiming>,
     /// What the GPU and the server's own metrics showed while this request ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<RequestTelemetry>,
@@ -198,6 +207,81 @@ pub struct KernelTiming {
     pub chunk_delay_p99_ms: Option<f64>,
 }
 
+/// Where one response time comes from, and so what kind of figure it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxSource {
+    /// The kernel's receive time of the segment that completed the event, nothing read after
+    /// it in the same read: exact (to the clock mapping's uncertainty).
+    Kernel,
+    /// The kernel's receive time of the last segment of a read that also carried later bytes
+    /// of the response: an upper bound.
+    KernelBound,
+    /// canaryd's own read, the socket gave no stamp: an upper bound, late by canaryd's delay.
+    Userspace,
+}
+
+/// How one request's response times were taken (issue 16). Linux stamps every received
+/// segment and `recvmsg` returns the stamp of the last segment a read consumed; canaryd maps it
+/// from `CLOCK_REALTIME` to the monotonic clock and times each response event (the head, each
+/// SSE event, a non-streaming body) by the read that completed it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxTiming {
+    /// Source of the response head's time (`ttfb_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<RxSource>,
+    /// Source of the first token's time (`ttft_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token: Option<RxSource>,
+    /// Source of the end's time (`e2e_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<RxSource>,
+    /// Response events timed: the head, each SSE event (or a non-streaming body).
+    pub events: u32,
+    /// Of those, events the kernel stamped (exactly or as a bound).
+    pub stamped_events: u32,
+    /// Token-bearing events.
+    pub token_events: u32,
+    /// Of those, events whose time is only a bound (`kernel_bound` or `userspace`).
+    pub token_events_bound: u32,
+    /// How far the `CLOCK_REALTIME` → monotonic mapping may be off, µs (it grows to cover a
+    /// step of the realtime clock during the request).
+    pub clock_map_uncertainty_us: f64,
+    /// canaryd's own delay per stamped event, its read minus the kernel's receive time: the
+    /// median (over the first events kept, see README) and the largest, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_delay_p50_ms: Option<f64>,
+    /// The largest such delay, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_delay_max_ms: Option<f64>,
+    /// The record's response times as canaryd's reads saw them.
+    pub userspace: UserspaceTimes,
+}
+
+/// Response times ending at canaryd's reads (user space): what `ttft_ms` and the others were
+/// before kernel receive timestamps, kept so nothing is lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserspaceTimes {
+    /// Time to the response head.
+    pub ttfb_ms: Option<f64>,
+    /// Time to the first token.
+    pub ttft_ms: Option<f64>,
+    /// First token to the second.
+    pub ttst_ms: Option<f64>,
+    /// Time to the first output token.
+    pub ttfo_ms: Option<f64>,
+    /// `(e2e - ttft) / (output tokens - 1)`.
+    pub itl_ms: Option<f64>,
+    /// Largest gap between two consecutive token chunks.
+    pub max_chunk_gap_ms: Option<f64>,
+    /// Send to the end of the response.
+    pub e2e_ms: Option<f64>,
+    /// Gaps between the reads of consecutive token chunks, only when the run asks for them
+    /// (`--record-chunks`; `chunk_gaps_ms` of the record holds the kernel's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_gaps_ms: Option<Vec<f64>>,
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestError {
@@ -303,6 +387,25 @@ impl RequestRecord {
     /// True when the client cancelled it on purpose.
     pub fn is_cancelled(&self) -> bool {
         self.status == Status::Cancelled
+    }
+
+    /// Time to the first token as canaryd's code saw it (user space), whatever clock
+    /// `ttft_ms` is on: what joins of canaryd's own reads (eBPF's client overhead) start from.
+    pub fn userspace_ttft_ms(&self) -> Option<f64> {
+        match &self.rx {
+            Some(rx) => rx.userspace.ttft_ms,
+            None => self.ttft_ms,
+        }
+    }
+
+    /// canaryd's own delay reading the first token: its read minus the kernel's receive time,
+    /// when the kernel stamped it.
+    pub fn first_token_read_delay_ms(&self) -> Option<f64> {
+        let rx = self.rx.as_ref()?;
+        match rx.first_token? {
+            RxSource::Kernel | RxSource::KernelBound => Some(rx.userspace.ttft_ms? - self.ttft_ms?),
+            RxSource::Userspace => None,
+        }
     }
 }
 

@@ -3,10 +3,13 @@
 //! Every metric is a fixed-size [`Distribution`], so aggregating a million requests costs the
 //! same memory as aggregating ten.
 
+use crate::error_causes::{ErrorCause, ErrorCauses};
 use crate::gaps::ChunkGaps;
-use crate::goodput::Goodput;
-use crate::record::{ErrorKind, RequestRecord};
+use crate::goodput::{Goodput, OutputTokens, Shortfall};
+use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
+use crate::timeline::ClientTimeline;
+use crate::SloMetric;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -21,8 +24,10 @@ pub struct Aggregator {
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
+    causes: ErrorCauses,
     client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
+    slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
     input_tokens: u64,
     output_tokens: u64,
     cached_tokens: u64,
@@ -31,10 +36,12 @@ pub struct Aggregator {
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
     by_url: crate::ByUrl,
+    rx: RxSummary,
+    timeline: ClientTimeline,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
-const METRICS: [(&str, &str); 15] = [
+const METRICS: [(&str, &str); 18] = [
     ("time_to_first_token", "ms"),
     ("time_to_second_token", "ms"),
     ("time_to_first_output_token", "ms"),
@@ -52,6 +59,12 @@ const METRICS: [(&str, &str); 15] = [
     // Client TTFT minus the prompt time the server reported for the same request (llama.cpp's
     // `timings.prompt_ms`): network, queueing and client overhead, exact per request.
     ("ttft_minus_server_prompt_time", "ms"),
+    // canaryd's own delay (issue 16): its read of the first token minus the kernel's receive
+    // time, per request; the largest such delay over each request's events; and TTFT as
+    // canaryd's reads saw it, beside the kernel-stamped `time_to_first_token`.
+    ("client_read_delay", "ms"),
+    ("client_read_delay_max", "ms"),
+    ("time_to_first_token_userspace", "ms"),
 ];
 
 impl Aggregator {
@@ -83,6 +96,7 @@ impl Aggregator {
         }
         self.requests += 1;
         self.by_url.add(r);
+        self.timeline.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
                 .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
@@ -101,12 +115,18 @@ impl Aggregator {
             self.cancelled += 1;
             return;
         }
-        for miss in self.goodput.misses(r) {
-            *self.slo_misses.entry(miss.name()).or_default() += 1;
+        for (metric, shortfall) in self.goodput.shortfalls(r) {
+            match shortfall {
+                Shortfall::Missed => *self.slo_misses.entry(metric.name()).or_default() += 1,
+                Shortfall::NoValue(n) => *self.slo_no_value.entry((metric, n)).or_default() += 1,
+            }
         }
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
+            if let Some(e) = &r.error {
+                self.causes.add(e);
+            }
             self.client_errors += kind.is_client_side() as u64;
             return;
         }
@@ -124,6 +144,12 @@ impl Aggregator {
         let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
         if let (Some(ttft), Some(prompt)) = (r.ttft_ms, server_prompt_ms) {
             self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+        }
+        self.record("time_to_first_token_userspace", r.userspace_ttft_ms());
+        self.record("client_read_delay", r.first_token_read_delay_ms());
+        if let Some(rx) = &r.rx {
+            self.record("client_read_delay_max", rx.read_delay_max_ms);
+            self.rx.add(rx);
         }
         let usage = r.usage.clone().unwrap_or_default();
         let isl = usage
@@ -165,19 +191,20 @@ impl Aggregator {
         self.requests - self.completed - self.cancelled
     }
 
+    /// The requests added so far over the run's time (for the diagnosis).
+    pub fn timeline(&self) -> &ClientTimeline {
+        &self.timeline
+    }
+
     /// The run's statistics so far.
     pub fn summary(&self) -> RunSummary {
         let duration_s = match (self.first_sent_ms, self.last_end_ms) {
             (Some(a), Some(b)) if b > a => (b - a) / 1000.0,
             _ => 0.0,
         };
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                n as f64 / duration_s
-            } else {
-                0.0
-            }
-        };
+        let rate_unavailable = rate_unavailable(self.requests, duration_s);
+        let has_rate = rate_unavailable.is_none();
+        let per_s = |n: u64| has_rate.then(|| n as f64 / duration_s);
         let errors = self.errors();
         // Requests canaryd itself failed to send, or cancelled on purpose, say nothing of the
         // target.
@@ -192,6 +219,15 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            no_value: self
+                .slo_no_value
+                .iter()
+                .map(|(&(metric, output_tokens), &requests)| NoValue {
+                    metric,
+                    output_tokens,
+                    requests,
+                })
+                .collect(),
         });
         RunSummary {
             requests: self.requests,
@@ -205,8 +241,10 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
+            error_causes: self.causes.top(),
             warmup_requests: self.warmup,
             duration_s,
+            rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
             total_input_tokens: self.input_tokens,
@@ -216,12 +254,36 @@ impl Aggregator {
             goodput,
             token_agreement: self.agreement.clone(),
             by_url: self.by_url.summary(),
+            receive_timestamps: self.rx.clone(),
             metrics: self
                 .metrics
                 .iter()
                 .filter_map(|(name, (unit, d))| Some((name.to_string(), d.stats_in(unit)?)))
                 .collect(),
         }
+    }
+}
+
+/// The shortest span over which canaryd states a rate (requests or tokens per second).
+pub const MIN_RATE_SPAN_S: f64 = 0.1;
+
+/// Why a run's counts over its duration are not a rate, or `None` when they are: one request
+/// divided by its own latency is a latency, and a span under [`MIN_RATE_SPAN_S`] is
+/// extrapolated more than ten-fold to a second.
+fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
+    if requests < 2 {
+        Some(format!(
+            "{requests} measured request{}: a rate needs at least 2",
+            if requests == 1 { "" } else { "s" }
+        ))
+    } else if duration_s < MIN_RATE_SPAN_S {
+        Some(format!(
+            "the run spanned {:.1} ms, under the {} ms a rate needs",
+            duration_s * 1e3,
+            MIN_RATE_SPAN_S * 1e3
+        ))
+    } else {
+        None
     }
 }
 
@@ -256,14 +318,22 @@ pub struct RunSummary {
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// The most frequent causes of the errors (kind and message), most frequent first; at
+    /// most [`ErrorCauses::LISTED`]. Absent without errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_causes: Vec<ErrorCause>,
     /// Warm-up requests sent before the measured phase.
     pub warmup_requests: u64,
     /// First send to last response end, seconds.
     pub duration_s: f64,
-    /// Completed requests per second.
-    pub request_throughput: f64,
-    /// Output tokens per second.
-    pub output_token_throughput: f64,
+    /// Why the run has no rates (`request_throughput`, `output_token_throughput`, goodput):
+    /// fewer than 2 measured requests, or a span under 100 ms. `None` when it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_unavailable: Option<String>,
+    /// Completed requests per second over `duration_s`; `None` when `rate_unavailable`.
+    pub request_throughput: Option<f64>,
+    /// Output tokens per second over `duration_s`; `None` when `rate_unavailable`.
+    pub output_token_throughput: Option<f64>,
     /// Prompt tokens of completed requests (server count when reported).
     pub total_input_tokens: u64,
     /// Output tokens of completed requests (server count when reported).
@@ -280,6 +350,10 @@ pub struct RunSummary {
     /// unbalanced replica here).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_url: BTreeMap<String, crate::UrlSummary>,
+    /// How the completed requests' response times were taken: kernel receive timestamps,
+    /// exact or bounds, or canaryd's reads.
+    #[serde(default)]
+    pub receive_timestamps: RxSummary,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
@@ -301,6 +375,48 @@ pub struct TokenAgreement {
     pub completion_delta_sum: i64,
 }
 
+/// How a run's response times were taken, over its completed requests (issue 16).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RxSummary {
+    /// `on`, `off` (turned off) or `refused` (the kernel refused the socket option; the run
+    /// said so once), set by the run; absent when folded again from records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why they are off or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Completed requests timed with receive timestamps on (records with `rx`).
+    pub requests: u64,
+    /// Of those, by where the first token's time came from: `kernel` (exact),
+    /// `kernel_bound` (an upper bound), `userspace` (no stamp: canaryd's read).
+    pub first_token: BTreeMap<String, u64>,
+    /// Token events of those requests.
+    pub token_events: u64,
+    /// Of those, events whose time is only a bound.
+    pub token_events_bound: u64,
+    /// The largest clock-mapping uncertainty of any request, µs.
+    pub clock_map_uncertainty_max_us: Option<f64>,
+}
+
+impl RxSummary {
+    fn add(&mut self, rx: &RxTiming) {
+        self.requests += 1;
+        if let Some(source) = rx.first_token {
+            let name = match source {
+                RxSource::Kernel => "kernel",
+                RxSource::KernelBound => "kernel_bound",
+                RxSource::Userspace => "userspace",
+            };
+            *self.first_token.entry(name.to_string()).or_default() += 1;
+        }
+        self.token_events += u64::from(rx.token_events);
+        self.token_events_bound += u64::from(rx.token_events_bound);
+        let u = rx.clock_map_uncertainty_us;
+        self.clock_map_uncertainty_max_us =
+            Some(self.clock_map_uncertainty_max_us.map_or(u, |m| m.max(u)));
+    }
+}
+
 /// Goodput figures of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GoodputSummary {
@@ -310,10 +426,40 @@ pub struct GoodputSummary {
     pub good_requests: u64,
     /// `good_requests / (requests - client_errors - cancelled)`.
     pub good_request_fraction: f64,
-    /// Good requests per second.
-    pub goodput: f64,
-    /// How many requests missed each SLO term.
+    /// Good requests per second; `None` when the run has no rates (see
+    /// [`RunSummary::rate_unavailable`]).
+    pub goodput: Option<f64>,
+    /// How many requests missed each SLO term: they failed, or their value is past the
+    /// threshold.
     pub misses_by_metric: BTreeMap<String, u64>,
+    /// Completed requests not good for want of a value, not for missing a threshold: one
+    /// output token has no ITL (aiperf's rule: not good). By term and why.
+    #[serde(default)]
+    pub no_value: Vec<NoValue>,
+}
+
+/// Completed requests without a value for one SLO term, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoValue {
+    /// The term's metric.
+    pub metric: SloMetric,
+    /// Their output tokens (`one` for "no ITL (1 output token)").
+    pub output_tokens: OutputTokens,
+    /// How many.
+    pub requests: u64,
+}
+
+impl std::fmt::Display for NoValue {
+    /// `no ITL (1 output token): 11`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no {} ({}): {}",
+            self.metric.short_name(),
+            self.output_tokens.describe(),
+            self.requests
+        )
+    }
 }
 
 #[cfg(test)]
@@ -369,7 +515,8 @@ mod tests {
         );
         assert_eq!(s.errors_by_kind["http_status"], 1);
         assert_eq!(s.duration_s, 2.0); // first send 0 ms, last end 2000 ms
-        assert_eq!(s.request_throughput, 1.0);
+        assert_eq!(s.request_throughput, Some(1.0));
+        assert_eq!(s.rate_unavailable, None);
         assert_eq!(s.total_output_tokens, 22);
         assert_eq!(s.total_cached_tokens, 128);
         assert_eq!(s.metrics["time_to_first_token"].count, 2);
@@ -388,6 +535,70 @@ mod tests {
         let json = serde_json::to_value(agg.summary()).unwrap();
         assert!(json["time_to_first_token"]["p99"].is_number(), "{json}");
         assert!(json["request_latency"]["p50"].is_number());
+    }
+
+    // Issue 16, item 6: one request printed `throughput 228 req/s` over `duration 0.00 s`.
+    #[test]
+    fn a_single_request_or_a_too_short_span_has_no_rate() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 4.0, 4.4, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(s.request_throughput, None);
+        assert_eq!(s.output_token_throughput, None);
+        assert_eq!(s.goodput.as_ref().unwrap().goodput, None);
+        assert_eq!(s.goodput.as_ref().unwrap().good_requests, 1);
+        let why = s.rate_unavailable.clone().unwrap();
+        assert!(why.contains("1 measured request"), "{why}");
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["request_throughput"].is_null(), "{json}");
+        assert_eq!(json["rate_unavailable"], why.as_str());
+        // Two requests within 50 ms: counted, but no rate either.
+        agg.add(&ok(1, 40.0, 4.0, 5.0, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert!(s.rate_unavailable.unwrap().contains("45.0 ms"));
+        assert_eq!(s.request_throughput, None);
+        // A third ending past 100 ms: a rate.
+        agg.add(&ok(2, 90.0, 4.0, 110.0, 3), &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(s.rate_unavailable, None);
+        assert_eq!(s.request_throughput, Some(3.0 / 0.2));
+    }
+
+    // Issue 16, item 4: one-token outputs were counted as ITL misses.
+    #[test]
+    fn one_token_outputs_are_counted_apart_from_misses() {
+        let mut agg = Aggregator::new(
+            "time_to_first_token:50 inter_token_latency:40"
+                .parse()
+                .unwrap(),
+        );
+        agg.add(&ok(0, 0.0, 10.0, 100.0, 5), &ChunkGaps::new());
+        let mut one = ok(1, 0.0, 10.0, 10.0, 2);
+        one.itl_ms = None;
+        one.usage.as_mut().unwrap().completion_tokens = Some(1);
+        agg.add(&one, &ChunkGaps::new());
+        agg.add(&one, &ChunkGaps::new());
+        let mut slow = ok(2, 0.0, 90.0, 1000.0, 3);
+        slow.itl_ms = Some(455.0);
+        agg.add(&slow, &ChunkGaps::new());
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_requests, 1);
+        assert_eq!(g.misses_by_metric["inter_token_latency"], 1);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
+        assert_eq!(
+            g.no_value,
+            vec![NoValue {
+                metric: SloMetric::InterTokenLatency,
+                output_tokens: OutputTokens::One,
+                requests: 2
+            }]
+        );
+        assert_eq!(g.no_value[0].to_string(), "no ITL (1 output token): 2");
+        let json = serde_json::to_value(&g).unwrap();
+        assert_eq!(
+            json["no_value"][0],
+            serde_json::json!({"metric": "inter_token_latency", "output_tokens": "one", "requests": 2})
+        );
     }
 
     // Issue 14, item 7: canaryd out of file descriptors was counted as the target's errors.
@@ -478,5 +689,57 @@ mod tests {
         assert_eq!(json["cancelled"], 1);
         let rec = serde_json::to_value(&cut).unwrap();
         assert_eq!(rec["status"], "cancelled");
+    }
+
+    // Issue 16: TTFT on the kernel's receive clock, canaryd's own delay reported beside it.
+    #[test]
+    fn kernel_stamped_requests_report_canaryds_read_delay_beside_ttft() {
+        use crate::record::{RxSource, RxTiming, UserspaceTimes};
+        let stamped = |id, source, read_ttft: f64, u: f64| {
+            let mut r = ok(id, 0.0, 40.0, 100.0, 5);
+            r.rx = Some(RxTiming {
+                first_token: Some(source),
+                token_events: 5,
+                token_events_bound: 1,
+                clock_map_uncertainty_us: u,
+                read_delay_max_ms: Some(read_ttft - 40.0 + 1.0),
+                userspace: UserspaceTimes {
+                    ttft_ms: Some(read_ttft),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            r
+        };
+        let mut agg = Aggregator::new(Goodput::default());
+        agg.add(&stamped(0, RxSource::Kernel, 42.5, 0.05), &ChunkGaps::new());
+        agg.add(
+            &stamped(1, RxSource::KernelBound, 41.0, 0.2),
+            &ChunkGaps::new(),
+        );
+        // No stamp came for this one's first token: no read delay to report.
+        agg.add(
+            &stamped(2, RxSource::Userspace, 40.0, 0.1),
+            &ChunkGaps::new(),
+        );
+        agg.add(&ok(3, 0.0, 50.0, 100.0, 5), &ChunkGaps::new());
+        let s = agg.summary();
+        let delay = &s.metrics["client_read_delay"];
+        assert_eq!(delay.count, 2);
+        assert!((delay.avg - 1.75).abs() < 1e-9, "{delay:?}");
+        assert_eq!(s.metrics["client_read_delay_max"].max, 3.5);
+        let read = &s.metrics["time_to_first_token_userspace"];
+        assert_eq!((read.count, read.max), (4, 50.0));
+        assert_eq!(s.metrics["time_to_first_token"].max, 50.0);
+        let rx = &s.receive_timestamps;
+        assert_eq!(
+            (rx.requests, rx.token_events, rx.token_events_bound),
+            (3, 15, 3)
+        );
+        assert_eq!(rx.first_token["kernel"], 1);
+        assert_eq!(rx.first_token["kernel_bound"], 1);
+        assert_eq!(rx.first_token["userspace"], 1);
+        assert_eq!(rx.clock_map_uncertainty_max_us, Some(0.2));
+        assert_eq!(rx.state, None, "the run sets it");
     }
 }

@@ -4,16 +4,24 @@
 //! Observers fill a [`RunTelemetry`] when a run ends ([`crate::Observer::finish`]); the run
 //! carries it in [`crate::RunOutcome`], and it is serialized only where it leaves the process
 //! (`summary.json`, the status API, OTLP). Its keys in `summary.json` are `server`, `gpu`,
-//! `kernel` and `telemetry_sources`, each absent when no observer filled it.
+//! `kernel`, `client_cpu`, `context` and `telemetry_sources`, each absent when no observer
+//! filled it. The time series ([`RunSeries`]) stay in the process.
 
+mod client;
+mod comparison;
 mod gpu;
 mod kernel;
+mod series;
 mod server;
 
+pub use client::ClientCpu;
+pub use comparison::{ClientMinusServer, Comparison, GapRange};
 pub use gpu::{EnergyMethod, GpuRunStats, GpuSource, RunEnergy, RunGpuSummary};
 pub use kernel::{KernelProgramStats, KernelRunSummary};
-pub use server::{ClientMinusServer, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
+pub use series::{bounded_gpu, bounded_server, GpuPoint, RunSeries, ServerPoint, Window};
+pub use server::{BucketQuantile, Engine, GaugeStats, LatencyEstimate, RunServerSummary};
 
+use crate::context::RunContext;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +38,15 @@ pub struct RunTelemetry {
     /// What the server's `/metrics` said (`server`): absent when it was not scraped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<RunServerSummary>,
+    /// canaryd's own process (`client_cpu`): absent where it cannot be measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<ClientCpu>,
+    /// What the run ran on and against (`context`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<RunContext>,
+    /// The server's and the GPUs' time series, for the diagnosis (not serialized).
+    #[serde(skip)]
+    pub series: RunSeries,
     /// Each source's state (`telemetry_sources`): absent when no telemetry was attached.
     #[serde(
         rename = "telemetry_sources",
@@ -45,6 +62,20 @@ impl RunTelemetry {
         self.gpu = self.gpu.take().or(other.gpu);
         self.kernel = self.kernel.take().or(other.kernel);
         self.server = self.server.take().or(other.server);
+        self.client_cpu = self.client_cpu.take().or(other.client_cpu);
+        self.context = match (self.context.take(), other.context) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+        if self.series.server.is_empty() {
+            self.series.server = other.series.server;
+        }
+        if self.series.gpu.is_empty() {
+            self.series.gpu = other.series.gpu;
+        }
         self.sources.extend(other.sources);
     }
 

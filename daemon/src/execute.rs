@@ -3,7 +3,7 @@
 //! → judge → export. What differs between those front ends is a [`Front`]: how it names
 //! settings, where its prompts come from, its own observers, how it judges, where it exports.
 
-use crate::verdict::Verdict;
+use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_core::{Observer, Observers, RunOutcome, Source, SourceState};
 use canary_replay::{
@@ -55,6 +55,8 @@ pub trait Front: Sync {
 /// A run measured and judged.
 #[derive(Debug)]
 pub struct Judged {
+    /// What the run was: `summary.json`'s `run` block.
+    pub info: RunInfo,
     /// What it produced.
     pub outcome: RunOutcome,
     /// Its verdict; `None`: unjudged.
@@ -109,7 +111,7 @@ pub async fn execute(
         plan.dispatcher_config(),
         prepared.work,
         prompts,
-        info,
+        info.clone(),
         Some(observers),
         shutdown,
         progress,
@@ -120,7 +122,11 @@ pub async fn execute(
 
     // Judge.
     let verdict = front.judge(&outcome);
-    let judged = Judged { outcome, verdict };
+    let judged = Judged {
+        info,
+        outcome,
+        verdict,
+    };
 
     // Export.
     front.export(&judged).await;
@@ -179,4 +185,15 @@ fn replay_error(front: &dyn Front, e: ReplayError) -> anyhow::Error {
         ReplayError::Invalid(_) => anyhow::anyhow!(e.spelled(|s| front.spell(s))),
         other => other.into(),
     }
+}
+
+/// The OTLP labels of a run of `workload` against `target`.
+pub fn run_labels(target: &canary_replay::Target, workload: &str) -> canary_exporters::RunLabels {
+    canary_exporters::RunLabels::new(
+        workload,
+        target.endpoint.operation(),
+        &target.model,
+        &target.host,
+        target.port,
+    )
 }

@@ -6,7 +6,7 @@
 //! Commands: `run` (the daemon: scheduled replays, verdicts, baselines, status endpoint),
 //! `check-config`, `replay` (one replay against a server), `analyze-trace` (what a trace
 //! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
-//! trace, in one process).
+//! trace, in one process), `report` and `compare` (HTML reports of run artifacts).
 
 /// `println!` that returns write errors instead of panicking, and takes a closed stdout
 /// (`canaryd check-config | head -1`) as no error at all: the rest of the output is dropped
@@ -20,34 +20,20 @@ macro_rules! outln {
     };
 }
 
-pub mod baseline;
 mod bundled;
-pub mod cadence;
+mod cli;
 pub mod config;
-mod demo;
-mod doctor;
-mod duration;
 pub mod execute;
-pub mod export;
-pub mod history;
-mod notify;
-mod otlp;
-mod profile;
-pub mod recovery;
-mod replay;
-mod report;
-pub mod runner;
-mod service;
-mod size;
-mod state_lock;
-pub mod status;
-mod synthesize;
-pub mod verdict;
+mod instant;
+pub mod judge;
+pub mod service;
 
 pub use bundled::BUNDLED_TRACE_NAME;
-pub use duration::parse as parse_duration;
-pub use profile::ProfileArgs;
-pub use replay::{ReplayArgs, ShapeArgs};
+pub use cli::profile::ProfileArgs;
+pub use cli::replay::{ReplayArgs, ShapeArgs};
+pub use config::duration::parse as parse_duration;
+
+use cli::{demo, doctor, one_shot, profile, synthesize};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -97,6 +83,10 @@ pub enum Command {
     Run(service::RunArgs),
     /// Validate a daemon config file and say what it schedules.
     CheckConfig(CheckConfigArgs),
+    /// Write one self-contained HTML report of run folders (several: a series).
+    Report(canary_report::cli::ReportArgs),
+    /// Compare run B against run A, metric by metric: is each change real?
+    Compare(canary_report::cli::CompareArgs),
 }
 
 /// Flags of `canaryd check-config`.
@@ -118,22 +108,8 @@ pub struct AnalyzeArgs {
     /// Keep going past bad rows, counting them.
     #[arg(long)]
     pub skip_invalid: bool,
-    /// Rows above N input or output tokens are invalid (default: 10M).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_LENGTH_LIMIT,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub length_limit: u32,
-    /// A line longer than N bytes ends the load (default: 16 MiB).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
-    )]
-    pub max_line_bytes: usize,
+    #[command(flatten)]
+    pub trace_limits: cli::replay::TraceLimits,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -148,31 +124,35 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Synthesize(args) => synthesize::synthesize(&args),
-        Command::Replay(args) => runtime()?.block_on(async move {
-            let shutdown = shutdown_on_signal();
+        Command::Replay(args) => interruptible(|shutdown| async move {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
             let observe = shape.telemetry.observe(&plan.replay.target);
-            let print = replay::Print {
+            let print = one_shot::Print {
                 json: shape.json,
                 token_counts: shape.use_server_token_count,
+                criteria: shape.criteria(),
+                overwrite: shape.overwrite,
             };
-            let outcome = replay::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
-            Ok(match outcome {
-                Some(o) if !o.interrupted => 0,
-                _ => INTERRUPTED,
-            })
+            let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
+            Ok(run.as_ref().map_or(INTERRUPTED, one_shot::exit_status))
         }),
         Command::Profile(args) => {
-            runtime()?.block_on(async move { profile::profile(&args, shutdown_on_signal()).await })
+            interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })
         }
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
         Command::CheckConfig(args) => {
-            runtime()?.block_on(async move { check_config(&args.path, shutdown_on_signal()).await })
+            interruptible(|shutdown| async move { check_config(&args.path, shutdown).await })
         }
-        Command::Demo(args) => {
-            runtime()?.block_on(async move { demo::demo(*args, shutdown_on_signal()).await })
+        Command::Demo(args) => interruptible(|shutdown| demo::demo(*args, shutdown)),
+        Command::Report(args) => {
+            outln!("{}", canary_report::cli::report(&args)?)?;
+            Ok(0)
+        }
+        Command::Compare(args) => {
+            outln!("{}", canary_report::cli::compare(&args)?)?;
+            Ok(0)
         }
     }
 }
@@ -198,11 +178,11 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     let c = config::Config::load(path)?;
     let mut traces = Vec::new();
     for w in &c.workloads {
-        let checked = runner::check_workload(&c, w, &shutdown)
+        let checked = service::workload::check_workload(&c, w, &shutdown)
             .await
             .with_context(|| path.display().to_string())?;
         match checked {
-            runner::TraceCheck::Stopped => return Ok(INTERRUPTED),
+            service::workload::TraceCheck::Stopped => return Ok(INTERRUPTED),
             checked => traces.push(checked),
         }
     }
@@ -224,7 +204,7 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
             w.cadence.describe(),
             w.target
         )?;
-        if let runner::TraceCheck::Ok(what) = trace {
+        if let service::workload::TraceCheck::Ok(what) = trace {
             outln!("    trace: {what}")?; // a missing one is among the warnings
         }
     }
@@ -238,8 +218,8 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     let opts = canary_replay::LoadOptions {
         format: args.format,
         skip_invalid: args.skip_invalid,
-        length_limit: args.length_limit,
-        max_line_bytes: args.max_line_bytes,
+        length_limit: args.trace_limits.length_limit,
+        max_line_bytes: args.trace_limits.max_line_bytes,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.file, &opts)?;
@@ -259,9 +239,45 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// A token cancelled by the first SIGINT or SIGTERM; a second SIGINT exits at once.
-fn shutdown_on_signal() -> CancellationToken {
+/// Runs a one-shot command on a fresh runtime, handing it a token the first SIGINT or
+/// SIGTERM cancels (no new requests; in-flight ones get the grace period). A second SIGINT
+/// returns [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
+fn interruptible<F, Fut>(command: F) -> Result<i32>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<i32>>,
+{
+    let rt = runtime()?;
+    let finished = rt.block_on(async move {
+        let (shutdown, quit_now) = shutdown_on_signal();
+        let mut command = Box::pin(command(shutdown));
+        let finished = tokio::select! {
+            r = &mut command => Some(r),
+            Ok(()) = quit_now => None,
+        };
+        if finished.is_none() {
+            // Not dropped: a run's drop may wait (an exporter's flush), and the user asked
+            // to quit now. The process exits right after.
+            std::mem::forget(command);
+        }
+        finished
+    });
+    match finished {
+        Some(r) => r,
+        None => {
+            // Likewise the runtime: its tasks are not waited for.
+            std::mem::forget(rt);
+            Ok(INTERRUPTED)
+        }
+    }
+}
+
+/// A token cancelled by the first SIGINT or SIGTERM, and a receiver that resolves on the
+/// second SIGINT. The signal task only reports: what to do is the caller's (see
+/// [`interruptible`]).
+fn shutdown_on_signal() -> (CancellationToken, tokio::sync::oneshot::Receiver<()>) {
     let token = CancellationToken::new();
+    let (quit, quit_now) = tokio::sync::oneshot::channel();
     let t = token.clone();
     tokio::spawn(async move {
         let mut term =
@@ -281,7 +297,7 @@ fn shutdown_on_signal() -> CancellationToken {
         tracing::warn!("stopping: no new requests; in-flight ones get the grace period (Ctrl-C again to quit now)");
         t.cancel();
         let _ = tokio::signal::ctrl_c().await;
-        std::process::exit(INTERRUPTED);
+        let _ = quit.send(());
     });
-    token
+    (token, quit_now)
 }

@@ -127,10 +127,95 @@ fn an_unreachable_server_gives_connect_errors_not_a_crash() {
         "http://127.0.0.1:9",
         &["--speedup", "1000", "--max-requests", "5"],
     );
-    assert!(out.status.success(), "{}", text(&out));
+    // Issue 16, item 1: this exited 0, and the table did not say why requests failed.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let msg = text(&out);
+    assert!(
+        msg.contains("top error cause: 5 × connect: connect to 127.0.0.1:9: Connection refused"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("verdict: error: target unusable: none of 5 requests completed"),
+        "{msg}"
+    );
     let summary = summary(dir.path());
     assert_eq!(summary["requests"], 5);
     assert_eq!(summary["errors_by_kind"]["connect"], 5, "{summary}");
+    assert_eq!(summary["error_causes"][0]["requests"], 5, "{summary}");
+    assert_eq!(summary["error_causes"][0]["kind"], "connect", "{summary}");
+}
+
+// Issue 16, item 5: a second run into the same `-o DIR` silently replaced the first.
+#[test]
+fn an_earlier_run_in_the_output_dir_is_kept_unless_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--speedup", "1000", "--max-requests", "2"];
+    let first = replay_arxiv(dir.path(), "http://127.0.0.1:9", &args);
+    assert_eq!(first.status.code(), Some(4), "{}", text(&first));
+    let before = std::fs::read(dir.path().join("out/summary.json")).unwrap();
+    let again = replay_arxiv(dir.path(), "http://127.0.0.1:9", &args);
+    let msg = text(&again);
+    assert_eq!(again.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("out holds an earlier run (records.jsonl, summary.json, summary.csv)")
+            && msg.contains("--overwrite"),
+        "{msg}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("out/summary.json")).unwrap(),
+        before
+    );
+    let replaced = replay_arxiv(
+        dir.path(),
+        "http://127.0.0.1:9",
+        &[&args[..], &["--overwrite"]].concat(),
+    );
+    assert_eq!(replaced.status.code(), Some(4), "{}", text(&replaced));
+    assert_ne!(
+        std::fs::read(dir.path().join("out/summary.json")).unwrap(),
+        before,
+        "a new run id and start time"
+    );
+}
+
+// Issue 16, item 1: CI had no gate on a replay's SLOs or error rate.
+#[test]
+fn replay_gates_on_good_fraction_and_error_rate_for_ci() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let base = ["--speedup", "1000", "--max-requests", "6", "--overwrite"];
+    let run = |extra: &[&str]| replay_arxiv(dir.path(), &url, &[&base[..], extra].concat());
+    // No request can meet a 1 µs TTFT: no gate, exit 0; with one, exit 3 and why.
+    let unmeetable = ["--goodput", "time_to_first_token:0.001"];
+    let out = run(&unmeetable);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run(&[&unmeetable[..], &["--min-good-fraction", "0.5"]].concat());
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{msg}");
+    assert!(
+        msg.contains("verdict: fail: good-request fraction 0.000 below min_good_fraction 0.5"),
+        "{msg}"
+    );
+    assert!(msg.contains("time_to_first_token: 6 missed"), "{msg}");
+    // Met bars pass, and say so.
+    let out = run(&[
+        "--goodput",
+        "time_to_first_token:60000",
+        "--min-good-fraction",
+        "1",
+        "--max-error-rate",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("verdict: pass"), "{}", text(&out));
+    // A good fraction needs SLOs; a fraction is between 0 and 1.
+    let out = run(&["--min-good-fraction", "0.5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--goodput"), "{}", text(&out));
+    let out = run(&["--max-error-rate", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("from 0 to 1"), "{}", text(&out));
 }
 
 #[test]
@@ -245,6 +330,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         let url = server.url();
         let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
         args.extend(["--model", "m", "--output-dir", "out", "--max-requests", "4"]);
+        // Each case replaces the last one's artifacts.
+        args.push("--overwrite");
         args.extend([
             "--speedup",
             "1000",
@@ -255,7 +342,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         args.extend_from_slice(extra);
         let (out, peak_mib) = canaryd_peak_rss(&args, dir.path());
         let msg = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {msg}");
+        // Nothing completed: exit 4.
+        assert_eq!(out.status.code(), Some(4), "{extra:?}: {msg}");
         let s = summary(dir.path());
         assert_eq!(
             s["errors_by_kind"]["response_too_large"], 4,
@@ -272,7 +360,8 @@ fn a_huge_body_or_an_endless_line_costs_one_error_each_in_bounded_memory() {
         );
         eprintln!("{extra:?} against {url}: peak RSS {peak_mib} MiB");
     }
-    let out = replay_arxiv(dir.path(), &huge.url(), &["--max-event-bytes", "12"]);
+    let args = ["--max-event-bytes", "12", "--overwrite"];
+    let out = replay_arxiv(dir.path(), &huge.url(), &args);
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(
@@ -459,7 +548,7 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     // A server that, like vLLM with --api-key, answers 401 without that key.
     let (_sim, port) = common::sim(&["--api-key", "sk-canary-SECRET-123"]);
     let url = format!("http://127.0.0.1:{port}");
-    let args = ["--speedup", "1000", "--max-requests", "4"];
+    let args = ["--speedup", "1000", "--max-requests", "4", "--overwrite"];
     let out = replay_arxiv(
         dir.path(),
         &url,
@@ -494,6 +583,13 @@ fn api_key_comes_from_a_file_and_never_reaches_artifacts_or_output() {
     // Without it, every request is refused: the key above really was sent.
     let out = replay_arxiv(dir.path(), &url, &args);
     assert!(!text(&out).contains("SECRET"));
+    // Nothing completed: a failed command, and the cause in the table.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        text(&out).contains("top error cause: 4 × http_status"),
+        "{}",
+        text(&out)
+    );
     let s = summary(dir.path());
     assert_eq!(s["completed"].as_u64(), Some(0), "{s}");
     assert_eq!(s["errors_by_kind"]["http_status"].as_u64(), Some(4), "{s}");
@@ -516,6 +612,8 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
             "20ms",
             "--server-metrics-interval",
             "100ms",
+            "--warmup-requests",
+            "3",
         ],
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -523,15 +621,30 @@ fn replay_joins_server_metrics_and_nvml_to_records_and_summary() {
     // The simulator's vLLM-shaped /metrics, parsed and reduced over the run.
     let server = &summary["server"];
     assert_eq!(server["engine"], "vllm_v1", "{server}");
-    assert!(server["ttft_s"]["p50"].as_f64().unwrap() > 0.0, "{server}");
-    // Same host, loopback: the client sees the first token after the server counted it.
-    assert!(
-        server["client_minus_server_ttft_ms"]["mean"]
-            .as_f64()
-            .unwrap()
-            >= 0.0,
+    // Issue 16, item 3: a server percentile is the bucket holding it, not a value.
+    let p50 = &server["ttft_s"]["p50"];
+    let (lo, hi) = (
+        p50["lower_bound"].as_f64().unwrap(),
+        p50["upper_bound"].as_f64().unwrap(),
+    );
+    let est = p50["estimate"].as_f64().unwrap();
+    assert!(lo < hi && lo <= est && est <= hi, "{p50}");
+    // Issue 16, item 2: the server's window leaves the 3 warm-up requests out, so its count
+    // equals canaryd's measured requests and the two are compared; same host, loopback: the
+    // client sees the first token after the server counted it.
+    assert_eq!(summary["warmup_requests"], 3, "{summary}");
+    let cmp = &server["comparison"];
+    assert_eq!(cmp["state"], "matched", "{server}");
+    assert_eq!(cmp["requests"], summary["completed"], "{server}");
+    assert!(cmp["ttft_ms"]["mean"].as_f64().unwrap() >= 0.0, "{server}");
+    // The server's ITL sits beside the client's inter-chunk gaps, not per-request ITL.
+    assert_eq!(
+        server["client_inter_chunk_latency_ms"], summary["inter_chunk_latency"],
         "{server}"
     );
+    let table = text(&out);
+    assert!(table.contains("client vs server over"), "{table}");
+    assert!(!table.contains("server TTFT - "), "{table}");
     assert_eq!(
         server["generation_tokens"].as_f64().unwrap() as u64,
         summary["total_output_tokens"].as_u64().unwrap()
@@ -662,7 +775,7 @@ fn a_given_prompt_salt_is_the_runs_salt() {
     let url = format!("http://127.0.0.1:{port}");
     let mut salts = Vec::new();
     for extra in [&["--prompt-salt", "4242"][..], &[], &[]] {
-        let mut args = vec!["--speedup", "50"];
+        let mut args = vec!["--speedup", "50", "--overwrite"];
         args.extend_from_slice(extra);
         let out = replay_arxiv(dir.path(), &url, &args);
         assert!(out.status.success(), "{}", text(&out));
@@ -682,7 +795,8 @@ fn shards_of_one_replay_add_up_to_the_whole_trace() {
     assert!(text(&bad).contains("0 <= i < n"), "{}", text(&bad));
     let mut total = 0;
     for shard in ["0/2", "1/2"] {
-        let out = replay_arxiv(dir.path(), &url, &["--speedup", "50", "--shard", shard]);
+        let args = ["--speedup", "50", "--shard", shard, "--overwrite"];
+        let out = replay_arxiv(dir.path(), &url, &args);
         assert!(out.status.success(), "{}", text(&out));
         let s = summary(dir.path());
         total += s["requests"].as_u64().unwrap();

@@ -727,8 +727,12 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     let status = free_port();
     let _d = daemon(dir.path(), &config, status, "daemon2.log");
     let id = run_dir.file_name().unwrap().to_str().unwrap();
-    let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
-    assert_eq!(code, 200, "the killed run is in the history: {body}");
+    // The status endpoint opens before the orphans are recovered: wait for the run to show.
+    let path = format!("/api/runs/{id}");
+    let body = eventually(60, "the killed run in the history", || {
+        let (code, body) = http(status, "GET", &path, "");
+        (code == 200).then_some(body)
+    });
     let run: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         run["verdict"], "error: interrupted (process died)",

@@ -147,11 +147,13 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "--workload",
             workload,
         ])
-        // A generous SLO: the goodput panel needs good requests however loaded the machine
-        // is (50 ms once left none on a busy CI host, and the panel had no data).
+        // Generous SLOs: the goodput panel needs good requests however loaded the machine
+        // is (50 ms once left none on a busy CI host, and the panel had no data). One per
+        // latency panel, each of which draws its SLO.
         .args([
             "--goodput",
-            "time_to_first_token:5000",
+            "time_to_first_token:5000 inter_token_latency:5000 request_latency:60000 \
+             time_to_first_output_token:5000",
             "--otlp-metrics-interval",
             "500ms",
         ])

@@ -263,6 +263,40 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     assert_eq!(n as usize, ttfts.len());
     let want: f64 = ttfts.iter().map(|t| t / 1e3).sum();
     assert!((sum - want).abs() < 1e-9 * want.max(1.0), "{sum} vs {want}");
+
+    // Exemplars on the TTFT histogram: one per bucket a request fell in, each a real request
+    // of that bucket with the trace and span id it sent in `traceparent`.
+    let Some(metric::Data::Histogram(h)) =
+        &metric(&ms, "gen_ai.client.operation.time_to_first_chunk").data
+    else {
+        panic!("TTFT is a histogram")
+    };
+    let point = h
+        .data_points
+        .iter()
+        .find(|p| matches(&p.attributes, &[("canary.workload", "arxiv-test")]))
+        .unwrap();
+    let bounds = &point.explicit_bounds;
+    let bucket = |v: f64| bounds.partition_point(|b| *b < v);
+    let mut hit: Vec<usize> = ttfts.iter().map(|t| bucket(t / 1e3)).collect();
+    hit.sort();
+    hit.dedup();
+    let mut seen = Vec::new();
+    for e in &point.exemplars {
+        let r = recs
+            .iter()
+            .find(|r| r.trace_id == hex(&e.trace_id))
+            .unwrap_or_else(|| panic!("an exemplar of no request: {e:?}"));
+        assert_eq!(hex(&e.span_id), r.span_id);
+        let Some(opentelemetry_proto::tonic::metrics::v1::exemplar::Value::AsDouble(v)) = e.value
+        else {
+            panic!("{e:?}")
+        };
+        assert!((v - r.ttft_ms.unwrap() / 1e3).abs() < 1e-12, "{v} vs {r:?}");
+        seen.push(bucket(v));
+    }
+    seen.sort();
+    assert_eq!(seen, hit, "one exemplar per bucket with requests");
     let (n, sum) = histogram(
         metric(&ms, "gen_ai.client.token.usage"),
         &[("gen_ai.token.type", "output")],
@@ -301,6 +335,25 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     assert_eq!(logs.len(), 1);
     assert_eq!(logs[0].event_name, "canary.run");
     assert_eq!(attrs(&logs[0].attributes)["canary.run.verdict"], "pass");
+    // The run's diagnosis travels with it: on the event and on `canary.runs`.
+    let class = outcome.diagnosis.class.as_str();
+    let run_attrs = attrs(&logs[0].attributes);
+    assert_eq!(run_attrs["canary.run.bottleneck"], class);
+    assert_eq!(
+        run_attrs["canary.run.bottleneck.confidence"],
+        outcome.diagnosis.confidence.as_str()
+    );
+    assert_eq!(
+        run_attrs["canary.run.bottleneck.why"],
+        outcome.diagnosis.why
+    );
+    assert_eq!(
+        counter_total(
+            metric(&ms, "canary.runs"),
+            &[("canary.run.bottleneck", class)]
+        ),
+        1.0
+    );
     for p in receiver.posts() {
         assert!(
             p.headers

@@ -212,8 +212,11 @@ fn mooncake_slice_against_llama_server() {
         let kernel = &r["kernel"];
         if let Some(wait) = kernel["server_wait_ms"].as_f64() {
             let server_side = wait + kernel["remainder_ms"].as_f64().unwrap_or(0.0);
+            // eBPF's parts end at canaryd's read of the first token (`ttft_ms` is the
+            // kernel's receive stamp of it, a few µs before eBPF's `sk_data_ready`).
+            let read_ttft = r["rx"]["userspace"]["ttft_ms"].as_f64().unwrap_or(ttft);
             assert!(
-                server_side >= prompt_ms && server_side <= ttft,
+                server_side >= prompt_ms && server_side <= read_ttft,
                 "server_wait {wait} + remainder: {server_side} ms vs prompt_ms {prompt_ms}: {r}"
             );
             kernel_server_side.push(server_side - prompt_ms);
@@ -240,6 +243,22 @@ fn mooncake_slice_against_llama_server() {
     // for, both in canaryd's own scrape summary and in a direct before/after reading.
     let srv = &summary["server"];
     assert_eq!(srv["engine"], "llama_cpp", "{srv}");
+    // The run's context says what the server is, as llama-server itself says it: the build
+    // from `/props`, the model from `/v1/models` (the alias), the context length per slot.
+    let (status, props) = http_get(port, "/props").expect("/props answers");
+    assert_eq!(status, 200, "{props}");
+    let props: Value = serde_json::from_str(&props).unwrap();
+    let ctx = &summary["context"]["server"];
+    assert_eq!(ctx["engine"], "llama_cpp", "{ctx}");
+    let build = props["build_info"]
+        .as_str()
+        .expect("/props gives build_info");
+    assert_eq!(ctx["version"], build, "{ctx}");
+    assert_eq!(ctx["model"], "smollm2", "{ctx}");
+    let n_ctx = &props["default_generation_settings"]["n_ctx"];
+    assert!(n_ctx.as_u64().is_some_and(|n| n > 0), "{props}");
+    // llama.cpp's /v1/models has no vLLM-style `max_model_len`: it comes from /props' n_ctx.
+    assert_eq!(&ctx["max_model_len"], n_ctx, "{ctx}");
     assert_eq!(
         srv["generation_tokens"].as_f64().unwrap(),
         predicted,

@@ -29,7 +29,12 @@ fn valid_summary(v: &jsonschema::Validator, path: &Path) -> Value {
     let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let errors = violations(v, &doc);
     assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
-    assert_eq!(doc["schema_version"], 1, "{}", path.display());
+    assert_eq!(
+        doc["schema_version"],
+        canary_core::SUMMARY_SCHEMA_VERSION,
+        "{}",
+        path.display()
+    );
     doc
 }
 
@@ -97,11 +102,15 @@ fn replay_demo_and_daemon_summaries_follow_the_one_schema() {
             "--no-nvml",
             "--output-dir",
             "replay-out",
+            "--json",
         ],
         d,
     );
     assert!(replay.status.success(), "{}", text(&replay));
+    let printed: Value = serde_json::from_slice(&replay.stdout).unwrap();
     let replay = valid_summary(&v, &d.join("replay-out/summary.json"));
+    // Issue 16, item 5: `--json` dropped the `run` block; it prints what summary.json holds.
+    assert_eq!(printed, replay);
 
     let demo = canaryd(
         &[
@@ -122,6 +131,20 @@ fn replay_demo_and_daemon_summaries_follow_the_one_schema() {
 
     let run_dir = daemon_run(d, port);
     let daemon = valid_summary(&v, &run_dir.join("summary.json"));
+    // Issue 16, item 6: the run's log line said `pass` with no figures and no SLOs.
+    let log = std::fs::read_to_string(d.join("daemon.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains(": pass"))
+        .unwrap_or_else(|| panic!("no pass line: {log}"));
+    for part in [
+        "10 requests, 10 completed",
+        "error rate 0.000 (max 0.05)",
+        "good 1.000 (min 0.95) over time_to_first_token:5000",
+        "TTFT p50 ",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line}");
+    }
 
     // One `run` block: the same keys from every front end; the daemon's target also has
     // its name in the config.
@@ -136,6 +159,14 @@ fn replay_demo_and_daemon_summaries_follow_the_one_schema() {
     assert_eq!(replay["run"]["workload"], "mooncake_arxiv_first20");
     assert_eq!(replay["run"]["trace"]["load"]["rows"], 20);
     assert_eq!(daemon["run"]["goodput"], "time_to_first_token:5000");
+    // Issue 16, item 5: the selection asked for is in the run block, so it can be repeated.
+    let asked = &demo["run"]["trace"]["asked"];
+    assert_eq!(asked["max_requests"], 20, "{asked}");
+    assert!(asked["scale_lengths"].as_f64().unwrap() > 0.0, "{asked}");
+    let asked = &daemon["run"]["trace"]["asked"];
+    assert_eq!(asked["max_requests"], 10, "{asked}");
+    assert_eq!(asked["scale_lengths"], 0.05, "{asked}");
+    assert_eq!(asked["shard"], Value::Null, "{asked}");
 
     // The schema is strict enough to catch drift: an unknown key, a wrong type, a
     // missing version.
@@ -183,7 +214,8 @@ fn a_summary_rebuilt_after_the_process_died_follows_the_schema() {
         ],
         d,
     );
-    assert!(out.status.success(), "{}", text(&out));
+    // Nothing completed (port 9 is closed): exit 4, artifacts written all the same.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
     for f in ["summary.json", "summary.csv"] {
         std::fs::remove_file(run_dir.join(f)).unwrap();
     }

@@ -125,7 +125,9 @@ fn ns(t0: MonoTime, ms: f64) -> u64 {
 /// The client's side of a record, as the join needs it.
 fn span(rec: &RequestRecord, cookie: u64, gaps_ms: &[f64], t0: MonoTime) -> RequestSpan {
     let sent_ms = rec.sent_at_ms;
-    let first_ms = rec.ttft_ms.map(|t| sent_ms + t);
+    // canaryd's own reads (the gaps are between them too): client overhead is kernel
+    // arrival → canaryd's code, whatever clock `ttft_ms` is on.
+    let first_ms = rec.userspace_ttft_ms().map(|t| sent_ms + t);
     let mut chunk_reads_ns = Vec::new();
     if let Some(mut at) = first_ms {
         chunk_reads_ns.push(ns(t0, at));

@@ -5,6 +5,7 @@
 //! shows header names only, errors never quote a header value, and endpoints are shown
 //! without user info or query.
 
+use canary_core::percent_decode;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -293,25 +294,6 @@ pub fn parse_headers(source_name: &str, text: &str) -> Result<Vec<(String, Strin
         out.push((k.to_ascii_lowercase(), percent_decode(v.trim())));
     }
     Ok(out)
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn millis(source_name: &str, text: &str) -> Result<Duration, ConfigError> {

@@ -3,6 +3,7 @@
 
 use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
 use crate::counting::{CountingLogExporter, CountingMetricExporter};
+use crate::exemplars::{ExemplarClient, Exemplars};
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
@@ -227,8 +228,14 @@ impl OtlpExporter {
         };
 
         let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
+        let exemplars = Arc::new(Exemplars::default());
         if let Some(url) = &metrics_url {
             let inner = http_settings(MetricExporter::builder().with_http(), url, &config, &client)
+                // The SDK samples no exemplars: this client adds them to each export.
+                .with_http_client(ExemplarClient {
+                    inner: client.clone(),
+                    exemplars: exemplars.clone(),
+                })
                 // Cumulative: what a failed export missed arrives with the next one, and
                 // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
                 .with_temporality(Temporality::Cumulative)
@@ -244,7 +251,7 @@ impl OtlpExporter {
         }
         let meters = meters.build();
         let meter = meters.meter_with_scope(scope.clone());
-        let instruments = Arc::new(Instruments::new(&meter));
+        let instruments = Arc::new(Instruments::new(&meter, exemplars));
         {
             // Drops are themselves a metric, exported as soon as the backend takes metrics.
             let h = health.clone();
@@ -324,6 +331,8 @@ impl OtlpExporter {
     /// An observer for one run: a span and metric points per record, as records are
     /// written. Add it to the replay's `Config::observer`.
     pub fn run_observer(&self, labels: RunLabels) -> RunObserver {
+        self.instruments
+            .record_slos(&labels.goodput, &labels.attributes());
         RunObserver {
             base: labels.attributes(),
             labels,
@@ -360,7 +369,12 @@ impl OtlpExporter {
         if let Some(t) = &judgement.trend {
             run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
         }
+        if let Some(o) = outcome {
+            run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
+        }
         self.instruments.count_run(&base, &run_attrs);
+        self.instruments
+            .record_states(&base, verdict, judgement.trend.as_deref());
         if let Some(o) = outcome {
             self.instruments.record_run(&o.summary, &o.telemetry, &base);
         }
@@ -404,9 +418,13 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.errors", s.errors as i64);
                 r.add_attribute("canary.run.duration_s", s.duration_s);
                 r.add_attribute("canary.run.interrupted", o.interrupted);
-                if let Some(g) = &s.goodput {
-                    r.add_attribute("canary.run.goodput", g.goodput);
+                if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
+                    r.add_attribute("canary.run.goodput", g);
                 }
+                let d = &o.diagnosis;
+                r.add_attribute(attr::BOTTLENECK, d.class.as_str());
+                r.add_attribute(attr::BOTTLENECK_CONFIDENCE, d.confidence.as_str());
+                r.add_attribute(attr::BOTTLENECK_WHY, d.why.clone());
             }
             self.health.accepted(Signal::Logs, 1);
             logger.emit(r);

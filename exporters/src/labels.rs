@@ -21,6 +21,14 @@ pub mod attr {
     pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
     /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
     pub const TREND: &str = "canary.run.trend";
+    /// The metric an SLO threshold is for (`time_to_first_token`, aiperf's names).
+    pub const SLO_METRIC: &str = "canary.slo.metric";
+    /// The run's dominant bottleneck (`queueing`, `kv-memory-bound`, … the diagnosis class).
+    pub const BOTTLENECK: &str = "canary.run.bottleneck";
+    /// How sure the diagnosis is: `high`, `medium`, `low`.
+    pub const BOTTLENECK_CONFIDENCE: &str = "canary.run.bottleneck.confidence";
+    /// Why, in one line: the thresholds that fired and where in the run.
+    pub const BOTTLENECK_WHY: &str = "canary.run.bottleneck.why";
     /// Who measured a run-level figure: `client` (canaryd) or `server` (its `/metrics`).
     pub const MEASURED_BY: &str = "canary.measured_by";
     /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.

@@ -28,6 +28,7 @@
 
 mod config;
 mod counting;
+mod exemplars;
 mod exporter;
 mod health;
 mod labels;

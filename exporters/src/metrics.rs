@@ -5,10 +5,12 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
+use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
-use canary_core::{RequestRecord, RunSummary, RunTelemetry};
+use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
+use std::sync::Arc;
 
 /// `gen_ai.client.operation.duration` (semconv): doubling from 10 ms to 82 s.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -37,6 +39,9 @@ const PART_BUCKETS: [f64; 19] = [
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+const TTFO: &str = "canary.request.time_to_first_output_token";
+const ITL: &str = "canary.request.inter_token_latency";
 
 /// Every instrument canaryd records.
 pub(crate) struct Instruments {
@@ -68,6 +73,11 @@ pub(crate) struct Instruments {
     run_gpu_util: Gauge<f64>,
     run_gpu_power: Gauge<f64>,
     run_prefix_hit: Gauge<f64>,
+    verdict_state: Gauge<f64>,
+    trend_state: Gauge<f64>,
+    slo: Gauge<f64>,
+    /// The latency histograms' exemplars (see [`crate::exemplars`]).
+    pub exemplars: Arc<Exemplars>,
 }
 
 fn hist(
@@ -107,9 +117,10 @@ fn counter(
 }
 
 impl Instruments {
-    pub fn new(meter: &Meter) -> Instruments {
+    pub fn new(meter: &Meter, exemplars: Arc<Exemplars>) -> Instruments {
         let m = meter;
         Instruments {
+            exemplars,
             duration: hist(
                 m,
                 metric::GEN_AI_CLIENT_OPERATION_DURATION,
@@ -139,14 +150,14 @@ impl Instruments {
                 .build(),
             ttfo: hist(
                 m,
-                "canary.request.time_to_first_output_token",
+                TTFO,
                 "s",
                 "Time to the first output (non-reasoning) token",
                 &TTFT_BUCKETS,
             ),
             itl: hist(
                 m,
-                "canary.request.inter_token_latency",
+                ITL,
                 "s",
                 "(e2e - TTFT) / (output tokens - 1), one per request",
                 &TPOT_BUCKETS,
@@ -282,12 +293,44 @@ impl Instruments {
                 "1",
                 "Server prefix-cache hit rate over the last run",
             ),
+            verdict_state: gauge(
+                m,
+                "canary.run.verdict.state",
+                "{run}",
+                "1 for the last run's verdict, 0 for the others (a state set)",
+            ),
+            trend_state: gauge(
+                m,
+                "canary.run.trend.state",
+                "{run}",
+                "1 for the last run's trend against its baseline, 0 for the others (a state set)",
+            ),
+            slo: gauge(
+                m,
+                "canary.slo.threshold",
+                "s",
+                "The workload's latency SLOs, so dashboards draw them on the latency panels",
+            ),
         }
     }
 
-    /// Records one finished request (warm-up requests are left out by the caller).
-    pub fn record_request(&self, rec: &RequestRecord, labels: &RunLabels, base: &[KeyValue]) {
+    /// Records one finished request (warm-up requests are left out by the caller); a
+    /// `sampled` one (its trace is exported) is also offered as an exemplar of the latency
+    /// histograms.
+    pub fn record_request(
+        &self,
+        rec: &RequestRecord,
+        labels: &RunLabels,
+        base: &[KeyValue],
+        sampled: bool,
+    ) {
         let s = |ms: f64| ms / 1e3;
+        let exemplar = |name: &str, bounds: &[f64], attrs: &[KeyValue], v: f64| {
+            if sampled {
+                self.exemplars
+                    .offer(name, bounds, attrs, v, &rec.trace_id, &rec.span_id);
+            }
+        };
         let mut attrs = base.to_vec();
         if let Some(e) = &rec.error {
             attrs.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
@@ -298,9 +341,21 @@ impl Instruments {
             .filter(|d| d.is_finite() && *d >= 0.0);
         if let Some(d) = duration {
             self.duration.record(s(d), &attrs);
+            exemplar(
+                metric::GEN_AI_CLIENT_OPERATION_DURATION,
+                &DURATION_BUCKETS,
+                &attrs,
+                s(d),
+            );
         }
         if let Some(t) = rec.ttft_ms {
             self.ttfc.record(s(t), base);
+            exemplar(
+                metric::GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+                &TTFT_BUCKETS,
+                base,
+                s(t),
+            );
         }
         match &rec.chunk_gaps_ms {
             Some(gaps) if !gaps.is_empty() => {
@@ -316,9 +371,11 @@ impl Instruments {
         }
         if let Some(itl) = rec.itl_ms {
             self.itl.record(s(itl), base);
+            exemplar(ITL, &TPOT_BUCKETS, base, s(itl));
         }
         if let Some(t) = rec.ttfo_ms {
             self.ttfo.record(s(t), base);
+            exemplar(TTFO, &TTFT_BUCKETS, base, s(t));
         }
         if rec.sent_at_ms.is_finite() {
             self.lag.record(s(rec.schedule_lag_ms.max(0.0)), base);
@@ -402,6 +459,52 @@ impl Instruments {
         self.runs.add(1, &a);
     }
 
+    /// The last run's verdict and trend as state sets: the one that holds is 1, the others
+    /// 0, so "the last verdict" is a plain query (`== 1`) rather than a guess from counters.
+    pub fn record_states(&self, base: &[KeyValue], verdict: &str, trend: Option<&str>) {
+        let set = |g: &Gauge<f64>, key: &'static str, states: &[&str], now: &str| {
+            for s in states
+                .iter()
+                .chain((!states.contains(&now)).then_some(&now))
+            {
+                let mut a = base.to_vec();
+                a.push(KeyValue::new(key, s.to_string()));
+                g.record(if *s == now { 1.0 } else { 0.0 }, &a);
+            }
+        };
+        set(
+            &self.verdict_state,
+            attr::VERDICT,
+            &["pass", "fail", "error", "unjudged"],
+            verdict,
+        );
+        set(
+            &self.trend_state,
+            attr::TREND,
+            &[
+                "steady",
+                "regressed",
+                "improved",
+                "insufficient",
+                "not_compared",
+            ],
+            trend.unwrap_or("not_compared"),
+        );
+    }
+
+    /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to
+    /// draw on a latency panel).
+    pub fn record_slos(&self, goodput: &Goodput, base: &[KeyValue]) {
+        for slo in &goodput.slos {
+            if slo.metric == SloMetric::OutputTokenThroughputPerUser || !slo.threshold.is_finite() {
+                continue;
+            }
+            let mut a = base.to_vec();
+            a.push(KeyValue::new(attr::SLO_METRIC, slo.metric.name()));
+            self.slo.record(slo.threshold / 1e3, &a);
+        }
+    }
+
     /// Records a finished run's figures: the client's, and what the server and the GPUs
     /// saw (`telemetry`).
     pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
@@ -422,7 +525,10 @@ impl Instruments {
                 },
             ),
         };
-        self.run_goodput.record(good, base);
+        // A run too short for a rate (one request) records none.
+        if let Some(good) = good {
+            self.run_goodput.record(good, base);
+        }
         self.run_good_ratio.record(ratio, base);
         self.run_error_ratio.record(summary.error_rate, base);
         let ttft = |by: &'static str, stat: &'static str, v: f64| {
@@ -449,11 +555,14 @@ impl Instruments {
         let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
         if let Some(server) = &telemetry.server {
             if let Some(t) = &server.ttft_s {
+                // Server percentiles are known to a bucket: the interpolated estimate goes
+                // out under the same statistic names as before.
+                let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
                 for (stat, v) in [
                     ("mean", t.mean),
-                    ("p50", t.p50),
-                    ("p90", t.p90),
-                    ("p99", t.p99),
+                    ("p50", est(t.p50)),
+                    ("p90", est(t.p90)),
+                    ("p99", est(t.p99)),
                 ] {
                     if let Some(v) = finite(v) {
                         ttft("server", stat, v);

@@ -31,11 +31,12 @@ impl Observer for RunObserver {
         if rec.warmup {
             return;
         }
-        self.instruments
-            .record_request(rec, &self.labels, &self.base);
-        let Some(q) = &self.spans else { return };
         // The same rule the replay used for the traceparent's sampled flag.
-        if !canary_core::trace_sampled(&rec.trace_id, self.sample_ratio) {
+        let sampled = canary_core::trace_sampled(&rec.trace_id, self.sample_ratio);
+        self.instruments
+            .record_request(rec, &self.labels, &self.base, sampled);
+        let Some(q) = &self.spans else { return };
+        if !sampled {
             return;
         }
         // None: never sent (the run stopped first), so there is no span to show.

@@ -46,7 +46,10 @@ pub(crate) fn span_for(
         return None;
     }
     let start = wall(anchor, t0, rec.sent_at_ms);
-    let end = wall(anchor, t0, rec.ended_at_ms.max(rec.sent_at_ms));
+    // The span lasts the request's e2e (on the kernel's receive clock where it stamped the
+    // end, as TTFT is); `ended_at_ms` is canaryd's read, later by its read delay.
+    let end_ms = rec.e2e_ms.map_or(rec.ended_at_ms, |e| rec.sent_at_ms + e);
+    let end = wall(anchor, t0, end_ms.max(rec.sent_at_ms));
     let mut a = labels.attributes();
     a.push(KeyValue::new(
         attr::GEN_AI_REQUEST_MAX_TOKENS,

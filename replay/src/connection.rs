@@ -4,6 +4,7 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
+use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
 use http_body_util::Full;
@@ -34,6 +35,8 @@ pub struct Connector {
     /// Set once a pooled connection turned out closed by the server: from then on every
     /// request opens its own connection ahead of its deadline instead of reusing one.
     no_reuse: Arc<AtomicBool>,
+    /// Kernel receive timestamps: wanted, and whether the kernel refused them.
+    rx: Arc<RxStamps>,
 }
 
 /// An open connection ready for one request.
@@ -48,12 +51,15 @@ pub struct Connection {
     pub(crate) io: Arc<IoTrace>,
 }
 
-/// What a connection's socket did, as seen by the HTTP client above it.
+/// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
+/// stamped its reads with.
 #[derive(Debug, Default)]
 pub(crate) struct IoTrace {
     read: AtomicU64,
     read_failed: AtomicBool,
     write_failed: AtomicBool,
+    /// The kernel's receive stamps of the TCP socket's reads (below TLS), when they are on.
+    pub rx: Option<Arc<RxLog>>,
 }
 
 impl IoTrace {
@@ -88,12 +94,14 @@ pub struct ConnectError {
 impl Connector {
     /// A connector to `host:port`, with TLS when `tls` is given. Opening a connection fails
     /// after `connect_timeout`; a response head over `max_header_bytes` fails its request.
+    /// `rx_stamps`: read responses with the kernel's receive timestamps.
     pub fn new(
         host: &str,
         port: u16,
         tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
         max_header_bytes: usize,
+        rx_stamps: bool,
     ) -> Result<Connector, ConnectError> {
         let tls = match tls {
             None => None,
@@ -114,7 +122,14 @@ impl Connector {
             max_header_bytes,
             idle: Arc::default(),
             no_reuse: Arc::default(),
+            rx: Arc::new(RxStamps::new(rx_stamps)),
         })
+    }
+
+    /// Whether this connector's connections read with kernel receive timestamps: `on`, `off`
+    /// (not asked for) or `refused`, with the kernel's reason.
+    pub fn rx_state(&self) -> (&'static str, Option<String>) {
+        self.rx.state()
     }
 
     /// An idle connection if one is ready, else a new one.
@@ -195,7 +210,13 @@ impl Connector {
             })?;
         tcp.set_nodelay(true).map_err(|e| err(e.to_string()))?;
         let cookie = socket_cookie(&tcp);
-        let io = Arc::new(IoTrace::default());
+        let rx = self.rx.log_for(&tcp);
+        let io = Arc::new(IoTrace {
+            rx: rx.clone(),
+            ..IoTrace::default()
+        });
+        // Below TLS: the stamps are the TCP segments'.
+        let tcp = RxStream::new(tcp, rx);
         let max_header = self.max_header_bytes;
         let sender = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
@@ -332,3 +353,6 @@ fn socket_cookie(tcp: &TcpStream) -> Option<u64> {
     };
     (rc == 0).then_some(cookie)
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,39 +2,48 @@
 //!
 //! Timestamps are taken at the points canaryd's own code observes: right before the request
 //! is handed to the connection, when the response head is parsed, and when the read that
-//! completes each SSE event returns. Everything else is derived from those.
+//! completes each SSE event returns. Each response event also gets the kernel's receive time
+//! of its bytes where the socket stamps them ([`RxTimer`]). Everything else is derived from
+//! those.
 
 use crate::chunk::{self, ChunkInfo};
 use crate::connection::{Connection, IoTrace};
 use crate::limits::{show_bytes, ResponseLimits};
+use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
 use bytes::Bytes;
-use canary_core::{ChunkGaps, ErrorKind, MonoTime, RequestError, ServerTimings, Usage};
+use canary_core::{
+    ChunkGaps, ErrorKind, MonoTime, RequestError, RxTiming, ServerTimings, Usage, UserspaceTimes,
+};
 use http_body_util::{BodyExt, Full};
 use std::time::Duration;
 
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
 
-/// What the client saw of one exchange.
+/// What the client saw of one exchange. Each response time is a [`Stamp`]: the kernel's
+/// receive time where the socket gave one, and canaryd's read.
 #[derive(Debug, Default)]
 pub struct Measurement {
     /// Request handed to the connection.
     pub sent: MonoTime,
     /// Response head parsed.
-    pub head: Option<MonoTime>,
+    pub head: Option<Stamp>,
     /// First token (output or reasoning).
-    pub first_token: Option<MonoTime>,
+    pub first_token: Option<Stamp>,
     /// Second token.
-    pub second_token: Option<MonoTime>,
+    pub second_token: Option<Stamp>,
     /// First output (non-reasoning) token.
-    pub first_output: Option<MonoTime>,
-    /// Response complete, or the error happened.
-    pub end: MonoTime,
+    pub first_output: Option<Stamp>,
+    /// Response complete (`[DONE]`, the body's end), or the error happened (a read only).
+    pub end: Stamp,
     /// Token-bearing chunks.
     pub chunks: u32,
     /// Gaps between consecutive token-bearing chunks (ms), in bounded memory.
-    pub gaps: ChunkGaps,
+    pub gaps: Gaps,
+    /// How the times were taken, when the connection had kernel receive timestamps on
+    /// (`userspace` is left for the record to fill).
+    pub rx: Option<RxTiming>,
     /// Server-reported usage.
     pub usage: Option<Usage>,
     /// Server-reported timings.
@@ -48,6 +57,16 @@ pub struct Measurement {
     pub unanswered: bool,
     /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed.
     pub cancelled: bool,
+}
+
+/// One request's inter-chunk gaps on both clocks.
+#[derive(Debug, Default)]
+pub struct Gaps {
+    /// Between the kernel's receive times, where stamped (else canaryd's reads): what the
+    /// run's statistics use.
+    pub at: ChunkGaps,
+    /// Between canaryd's reads: what joins of canaryd's own reads (eBPF) use.
+    pub read: ChunkGaps,
 }
 
 /// A copy of `r` for a second attempt (the body is reference-counted, so this is cheap).
@@ -92,10 +111,12 @@ pub async fn exchange(
     deadline: tokio::time::Instant,
     limits: &ReadLimits,
 ) -> Measurement {
+    let mut rx = RxTimer::start(conn.io.rx.clone());
     let mut m = Measurement {
         sent: MonoTime::now(),
         ..Default::default()
     };
+    rx.sent(m.sent);
     // A reused connection has read earlier responses: only what comes after counts here.
     let read_before = conn.io.bytes_read();
     let run = async {
@@ -122,7 +143,13 @@ pub async fn exchange(
                 classify_hyper(&e, head_failure(&e, &conn.io, answered))
             }
         })?;
-        m.head = Some(MonoTime::now());
+        let read = MonoTime::now();
+        let head = Role {
+            head: true,
+            ..Role::default()
+        };
+        let last = rx.bytes();
+        m.head = Some(rx.event(last, read, head, false));
         let status = response.status();
         let mut body = response.into_body();
         if !status.is_success() {
@@ -148,12 +175,14 @@ pub async fn exchange(
             });
         }
         if streaming {
-            read_stream(&mut body, &mut m, limits).await
+            read_stream(&mut body, &mut m, &mut rx, limits).await
         } else {
             let declared = hyper::body::Body::size_hint(&body).exact();
-            read_whole(&mut body, &mut m, limits, declared).await
+            read_whole(&mut body, &mut m, &mut rx, limits, declared).await
         }
     };
+    // What the deadline left this exchange, for the message: the cause, not only the kind.
+    let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
     let cancel_at = limits.cancel_after.map(|d| tokio::time::Instant::now() + d);
     let cancel = async {
         match cancel_at {
@@ -164,22 +193,29 @@ pub async fn exchange(
     let result = tokio::select! {
         r = tokio::time::timeout_at(deadline, run) => match r {
             Ok(r) => r,
-            Err(_) => Err(error(ErrorKind::Timeout, "request timed out")),
+            Err(_) => Err(error(
+                ErrorKind::Timeout,
+                format!(
+                    "no complete response within {:.0} ms of sending (request timeout)",
+                    budget.as_secs_f64() * 1e3
+                ),
+            )),
         },
         () = cancel => {
             // The response is dropped unread: the connection cannot carry another request,
             // and closing it is the disconnect the server must see.
-            m.end = MonoTime::now();
+            m.end = Stamp::read(MonoTime::now());
             m.cancelled = true;
             m.reusable = false;
             return m;
         }
     };
     m.end = match (&result, m.end) {
-        (Ok(()), end) if end != MonoTime::default() => end,
-        _ => MonoTime::now(),
+        (Ok(()), end) if end != Stamp::default() => end,
+        _ => Stamp::read(MonoTime::now()),
     };
     m.error = result.err();
+    m.rx = rx.finish(UserspaceTimes::default());
     m
 }
 
@@ -202,11 +238,12 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
 async fn read_stream(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
+    rx: &mut RxTimer,
     limits: &ReadLimits,
 ) -> Result<(), RequestError> {
     let mut parser = SseParser::with_limit(limits.caps.event_bytes);
     let mut events: Vec<SseEvent> = Vec::new();
-    let mut last_token: Option<MonoTime> = None;
+    let mut last_token: Option<Stamp> = None;
     loop {
         let Some(frame) = body.frame().await else {
             return Err(error(
@@ -223,6 +260,8 @@ async fn read_stream(
         let Some(data) = frame.data_ref() else {
             continue;
         };
+        // Before the parser: the read these bytes came in (or a later one).
+        let read = rx.bytes();
         parser.push(data, at, &mut events).map_err(|_| {
             error(
                 ErrorKind::ResponseTooLarge,
@@ -232,9 +271,18 @@ async fn read_stream(
                 ),
             )
         })?;
-        for ev in events.drain(..) {
+        // Every event this piece completed but the last is followed by more of it; the last
+        // too when the piece holds the start of the next event.
+        let n = events.len();
+        let partial = parser.has_partial_event();
+        for (i, ev) in events.drain(..).enumerate() {
+            let more_after = i + 1 < n || partial;
             if ev.data == "[DONE]" {
-                m.end = ev.at;
+                let end = Role {
+                    end: true,
+                    ..Role::default()
+                };
+                m.end = rx.event(read, ev.at, end, more_after);
                 // Read past [DONE] to the end of the body (the chunked terminator): a body
                 // dropped early makes hyper close the connection, and a request racing that
                 // close on a pooled connection would fail with a reset. Bounded, so a server
@@ -254,7 +302,13 @@ async fn read_stream(
             if let Some(msg) = info.error {
                 return Err(error(ErrorKind::ServerError, msg));
             }
-            absorb(m, &info, ev.at, &mut last_token, limits)?;
+            let role = Role {
+                token: info.has_token(),
+                first_token: info.has_token() && m.chunks == 0,
+                ..Role::default()
+            };
+            let at = rx.event(read, ev.at, role, more_after);
+            absorb(m, &info, at, &mut last_token, limits)?;
         }
     }
 }
@@ -282,6 +336,7 @@ async fn drain(body: &mut hyper::body::Incoming) -> bool {
 async fn read_whole(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
+    rx: &mut RxTimer,
     limits: &ReadLimits,
     declared: Option<u64>,
 ) -> Result<(), RequestError> {
@@ -299,6 +354,7 @@ async fn read_whole(
         )));
     }
     let mut buf = Vec::new();
+    let mut read = rx.bytes();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| classify_hyper(&e, "reading body"))?;
         if let Some(d) = frame.data_ref() {
@@ -306,6 +362,7 @@ async fn read_whole(
                 return Err(too_large("response body".to_string()));
             }
             buf.extend_from_slice(d);
+            read = rx.bytes();
         }
     }
     let at = MonoTime::now();
@@ -315,8 +372,15 @@ async fn read_whole(
     if let Some(msg) = info.error {
         return Err(error(ErrorKind::ServerError, msg));
     }
-    let mut last = None;
-    absorb(m, &info, at, &mut last, limits)?;
+    // One event: the whole body, its first token and its end.
+    let role = Role {
+        token: info.has_token(),
+        first_token: info.has_token(),
+        end: true,
+        ..Role::default()
+    };
+    let at = rx.event(read, at, role, false);
+    absorb(m, &info, at, &mut None, limits)?;
     m.end = at;
     m.reusable = true;
     Ok(())
@@ -325,8 +389,8 @@ async fn read_whole(
 fn absorb(
     m: &mut Measurement,
     info: &ChunkInfo,
-    at: MonoTime,
-    last_token: &mut Option<MonoTime>,
+    at: Stamp,
+    last_token: &mut Option<Stamp>,
     limits: &ReadLimits,
 ) -> Result<(), RequestError> {
     if info.has_token() {
@@ -353,7 +417,9 @@ fn absorb(
             m.first_output = Some(at);
         }
         if let Some(prev) = last_token.replace(at) {
-            m.gaps.push(at.since(prev).as_secs_f64() * 1e3);
+            let ms = |a: MonoTime, b: MonoTime| a.since(b).as_secs_f64() * 1e3;
+            m.gaps.at.push(ms(at.at, prev.at));
+            m.gaps.read.push(ms(at.read, prev.read));
         }
     }
     if info.usage.is_some() {

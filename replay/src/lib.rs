@@ -19,6 +19,8 @@ mod chunk;
 mod connection;
 mod dispatch;
 mod exchange;
+mod figures;
+mod host;
 mod ids;
 mod in_flight;
 mod limits;
@@ -26,23 +28,27 @@ mod plan;
 mod prompt;
 mod results;
 mod run;
+mod rx_stamp;
 mod schedule;
 mod sse;
+mod start;
 mod synthetic;
 mod target;
 pub mod trace;
+mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
-    Prepared, PromptSpec, RatePlan, RunInfo, Setting, SettingError, SyntheticInfo, Table,
-    TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
+    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
+    Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -57,6 +63,7 @@ pub use run::{
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
+pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use synthetic::{Length, SyntheticRequests};
 pub use target::{
     header, reserved_header, uri_port, ApiKey, Endpoint, HeaderError, MaxTokensField, Target,
@@ -67,3 +74,4 @@ pub use trace::{
     SelectionReport, Shard, Synthesis, SynthesisError, SynthesisReport, Trace, TraceAnalysis,
     TraceError, TraceFormat,
 };
+pub use workload::workload_context;

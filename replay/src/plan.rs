@@ -23,7 +23,7 @@ mod load;
 mod setting;
 mod synthetic;
 
-pub use info::{PlanInfo, RunInfo, TargetInfo, TraceInfo};
+pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
 pub use key::ApiKeySource;
 pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};

@@ -107,6 +107,11 @@ impl ResultsWriter {
         self.aggregator.summary()
     }
 
+    /// The requests so far over the run's time, for the diagnosis.
+    pub fn timeline(&self) -> &canary_core::ClientTimeline {
+        self.aggregator.timeline()
+    }
+
     /// Writes `summary.json` and `summary.csv` for `report` (whose summary should come from
     /// [`ResultsWriter::summary`]) and closes the records file.
     pub fn finish<R: Serialize>(
@@ -230,6 +235,8 @@ pub fn summary_csv(s: &RunSummary) -> String {
         ));
     }
     out.push_str("\nmetric,value\n");
+    // A free-text cell, quoted as RFC 4180 says.
+    let csv_text = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
     let mut scalar = |k: &str, v: String| out.push_str(&format!("{k},{v}\n"));
     scalar("requests", s.requests.to_string());
     scalar("completed", s.completed.to_string());
@@ -240,20 +247,47 @@ pub fn summary_csv(s: &RunSummary) -> String {
     }
     scalar("warmup_requests", s.warmup_requests.to_string());
     scalar("duration_s", format!("{:.3}", s.duration_s));
-    scalar("request_throughput", format!("{:.4}", s.request_throughput));
-    scalar(
-        "output_token_throughput",
-        format!("{:.4}", s.output_token_throughput),
-    );
+    // A run too short for a rate leaves the cell empty; `rate_unavailable` says why.
+    let rate = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    scalar("request_throughput", rate(s.request_throughput));
+    scalar("output_token_throughput", rate(s.output_token_throughput));
+    if let Some(why) = &s.rate_unavailable {
+        scalar("rate_unavailable", csv_text(why));
+    }
     scalar("total_input_tokens", s.total_input_tokens.to_string());
     scalar("total_output_tokens", s.total_output_tokens.to_string());
     scalar("total_cached_tokens", s.total_cached_tokens.to_string());
     if let Some(g) = &s.goodput {
-        scalar("goodput", format!("{:.4}", g.goodput));
+        scalar("goodput", rate(g.goodput));
         scalar("good_requests", g.good_requests.to_string());
         scalar(
             "good_request_fraction",
             format!("{:.6}", g.good_request_fraction),
+        );
+    }
+    let rx = &s.receive_timestamps;
+    if let Some(state) = &rx.state {
+        scalar("receive_timestamps.state", state.clone());
+    }
+    scalar("receive_timestamps.requests", rx.requests.to_string());
+    for (source, n) in &rx.first_token {
+        scalar(
+            &format!("receive_timestamps.first_token.{source}"),
+            n.to_string(),
+        );
+    }
+    scalar(
+        "receive_timestamps.token_events",
+        rx.token_events.to_string(),
+    );
+    scalar(
+        "receive_timestamps.token_events_bound",
+        rx.token_events_bound.to_string(),
+    );
+    if let Some(u) = rx.clock_map_uncertainty_max_us {
+        scalar(
+            "receive_timestamps.clock_map_uncertainty_max_us",
+            format!("{u:.3}"),
         );
     }
     out

@@ -8,17 +8,20 @@
 
 use crate::connection::{Connection, Connector};
 use crate::dispatch::Dispatcher;
-use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
+use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
 use crate::ids::TraceContext;
 use crate::in_flight::in_flight_cap;
 use crate::plan::{RunInfo, Setting, SettingError};
 use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
+use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
+use crate::start::{Placed, StartAt};
 use crate::target::Target;
 use canary_core::{
-    CapSource, ChunkGaps, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
-    RunOutcome, RunSummary, Status, TraceRequest, WallAnchor,
+    CapSource, ClockReport, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RealtimeMap,
+    RequestError, RequestRecord, RunContext, RunOutcome, RunSummary, RunTelemetry, StartReport,
+    Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,6 +81,9 @@ pub struct Config {
     pub length_limit: u32,
     /// Requests cancelled on purpose (never warm-up ones); `None`: none.
     pub cancellation: Option<Cancellation>,
+    /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
+    /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
+    pub start_at: Option<StartAt>,
 }
 
 impl Config {
@@ -100,6 +106,7 @@ impl Config {
             prompt_salt: crate::ids::next_u64() >> 11,
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
             cancellation: None,
+            start_at: None,
         }
     }
 }
@@ -129,6 +136,9 @@ impl Config {
                 Setting::Concurrency,
                 "expected at least 1 request in flight, found 0",
             ));
+        }
+        if let Some(start) = &self.start_at {
+            start.place()?;
         }
         self.target
             .check_headers()
@@ -227,7 +237,7 @@ struct Ctx {
     /// The open-file ceiling, when lower than the setting: a request takes a slot before it
     /// opens its connection, ahead of its deadline as usual.
     slots: Option<Semaphore>,
-    records: mpsc::Sender<(RequestRecord, ChunkGaps)>,
+    records: mpsc::Sender<(RequestRecord, Gaps)>,
     progress: Arc<Progress>,
     t0: MonoTime,
     stop: CancellationToken,
@@ -264,10 +274,13 @@ pub async fn run_work(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
-    config.validate()?;
     if let Work::Schedule(schedule) = &work {
         config.check_schedule(schedule)?;
     }
+    // The common start is mapped onto the monotonic clock once, here (validate() places it
+    // too, so a shard launched too late is refused before it opens anything).
+    config.validate()?;
+    let placed = config.start_at.as_ref().map(StartAt::place).transpose()?;
     let any_tls = config.target.tls || config.replicas.iter().any(|t| t.tls);
     let tls = if any_tls {
         Some(canary_tls::client_config(
@@ -284,18 +297,33 @@ pub async fn run_work(
             t.tls.then(|| tls.clone()).flatten(),
             t.connect_timeout.min(t.timeout),
             t.limits.header_bytes,
+            t.kernel_timestamps,
         )
     })?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    let workload = match &work {
+        Work::Schedule(schedule) => {
+            crate::workload::workload_context(&config.target, schedule, config.concurrency)
+        }
+        Work::Rate(_) => {
+            crate::workload::synthetic_context(&config.target, "rate", &work, config.concurrency)
+        }
+        Work::ClosedLoop(_) => crate::workload::synthetic_context(
+            &config.target,
+            "closed_loop",
+            &work,
+            config.concurrency,
+        ),
+    };
     progress
         .total
         .store(work.expected_requests(), Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
-    let (tx, mut rx) = mpsc::channel::<(RequestRecord, ChunkGaps)>(4096);
+    let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
     let t0_shared = Arc::new(AtomicU64::new(0));
     let collector = {
         let t0_shared = t0_shared.clone();
@@ -304,9 +332,9 @@ pub async fn run_work(
             while let Some((mut rec, gaps)) = rx.blocking_recv() {
                 if let Some(o) = &observer {
                     let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
-                    o.annotate_chunks(&mut rec, gaps.kept(), t0);
+                    o.annotate_chunks(&mut rec, gaps.read.kept(), t0);
                 }
-                writer.record(&rec, &gaps);
+                writer.record(&rec, &gaps.at);
             }
             writer
         })
@@ -348,9 +376,34 @@ pub async fn run_work(
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     warmup(&ctx, &work.shapes(ctx.config.warmup_requests)).await;
+    // Observers that measure over a window (the server's histogram deltas) start it now, so
+    // warm-up stays outside it.
+    if let Some(o) = &observer {
+        o.measured_phase(ctx.config.warmup_requests).await;
+    }
 
-    // Leave room to prepare the first burst before it is due.
-    ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+    // Leave room to prepare the first burst before it is due; or start at the common
+    // instant, which a long warm-up may have overrun.
+    let clock = match (&ctx.config.start_at, &placed) {
+        (Some(start), Some(placed)) => {
+            let now = MonoTime::now();
+            if let Err(e) = start.check_late(placed, now) {
+                stop.cancel();
+                grace.abort();
+                drop(ctx);
+                let _ = collector.join();
+                return Err(e.into());
+            }
+            ctx.t0 = placed.t0;
+            start_report(start, placed, now)
+        }
+        _ => {
+            ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+            let at = MonoTime::now();
+            ClockReport::new(&RealtimeMap::measure(), at)
+        }
+    };
+    warn_unsynchronized(&clock);
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     let anchor = WallAnchor::now();
     let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
@@ -390,12 +443,29 @@ pub async fn run_work(
     let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
-    let summary = writer.summary();
+    let mut summary = writer.summary();
+    let (state, reason) = ctx.replicas.rx_state();
+    summary.receive_timestamps.state = Some(state.to_string());
+    summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
-    let telemetry = match &observer {
+    let mut telemetry = match &observer {
         Some(o) => o.finish(t0, end, &summary).await,
-        None => Default::default(),
+        None => RunTelemetry::default(),
     };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
+            workload,
+            ..Default::default()
+        });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
     let client_bottleneck = bottleneck(&summary);
     if let Some(b) = &client_bottleneck {
         tracing::warn!("{b}");
@@ -408,11 +478,46 @@ pub async fn run_work(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        clock,
+        diagnosis,
         telemetry,
         summary,
     };
     writer.finish(&SummaryFile::new(&info, &outcome), &outcome.summary)?;
     Ok(outcome)
+}
+
+/// The clock block of a run started at `start`, placed as `placed`, beginning at `now`.
+fn start_report(start: &StartAt, placed: &Placed, now: MonoTime) -> ClockReport {
+    let late = placed.late_by(now);
+    if !late.is_zero() {
+        tracing::warn!(
+            "started {:.3} s after --start-at {}: requests due before now leave at once, late \
+             by up to that much (their schedule_lag_ms says how much)",
+            late.as_secs_f64(),
+            start.text
+        );
+    }
+    ClockReport {
+        start_at: Some(StartReport {
+            requested: start.text.clone(),
+            unix_ns: start.unix_ns,
+            monotonic_ns: placed.t0.as_nanos(),
+            lead_ms: placed.t0.ms_since(placed.at),
+            late_by_ms: late.as_secs_f64() * 1e3,
+            max_late_ms: start.max_late.as_secs_f64() * 1e3,
+        }),
+        ..ClockReport::new(&placed.map, placed.at)
+    }
+}
+
+/// Says once per process, loudly, that the wall clock is not known to be synchronized (every
+/// run's `summary.json` says it in `clock.warning`).
+fn warn_unsynchronized(clock: &ClockReport) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(w) = &clock.warning {
+        WARNED.call_once(|| tracing::warn!("{w}"));
+    }
 }
 
 /// What a run where canaryd ran out of its own resources says about it.
@@ -508,7 +613,7 @@ async fn run_user(ctx: Arc<Ctx>, users: Arc<ClosedLoopWork>) {
 fn stopped() -> Measurement {
     Measurement {
         sent: MonoTime::now(),
-        end: MonoTime::now(),
+        end: Stamp::read(MonoTime::now()),
         error: Some(RequestError {
             kind: ErrorKind::Cancelled,
             http_status: None,
@@ -539,7 +644,7 @@ async fn send_one(
     scheduled: MonoTime,
     not_before: Option<MonoTime>,
     warmup: bool,
-) -> Option<(RequestRecord, ChunkGaps)> {
+) -> Option<(RequestRecord, Gaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
     let pick = ctx.replicas.pick();
@@ -639,7 +744,7 @@ async fn send_one(
                 ctx.progress.done.fetch_add(1, Ordering::Relaxed);
                 ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
             }
-            return Some((rec, ChunkGaps::new()));
+            return Some((rec, Gaps::default()));
         }
     };
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
@@ -688,7 +793,7 @@ async fn send_one(
             // send it again: that is a failure to connect.
             Some(Err(e)) => {
                 m.error = Some(connect_error(&e));
-                m.end = MonoTime::now();
+                m.end = Stamp::read(MonoTime::now());
             }
         }
     }
@@ -703,7 +808,10 @@ async fn send_one(
         }
     }
     if ctx.config.record_chunks {
-        rec.chunk_gaps_ms = Some(m.gaps.kept().to_vec());
+        rec.chunk_gaps_ms = Some(m.gaps.at.kept().to_vec());
+        if let Some(rx) = &mut rec.rx {
+            rx.userspace.chunk_gaps_ms = Some(m.gaps.read.kept().to_vec());
+        }
     }
     Some((rec, m.gaps))
 }
@@ -725,22 +833,12 @@ fn connect_error(e: &crate::connection::ConnectError) -> RequestError {
 
 /// Derives a record's metrics from a measurement.
 fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let since_sent = |t: Option<MonoTime>| t.map(|t| ms(t.since(m.sent)));
     rec.sent_at_ms = m.sent.ms_since(t0);
-    rec.ended_at_ms = m.end.ms_since(t0);
+    rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
-    rec.ttfb_ms = since_sent(m.head);
-    rec.ttft_ms = since_sent(m.first_token);
-    rec.ttfo_ms = since_sent(m.first_output);
-    rec.ttst_ms = match (m.first_token, m.second_token) {
-        (Some(a), Some(b)) => Some(ms(b.since(a))),
-        _ => None,
-    };
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
-    rec.max_chunk_gap_ms = m.gaps.max();
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
@@ -748,17 +846,7 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
         }
         // What arrived before the close stays; there is no end-to-end latency.
         None if m.cancelled => rec.status = Status::Cancelled,
-        None => {
-            let e2e = ms(m.end.since(m.sent));
-            rec.e2e_ms = Some(e2e);
-            let osl = rec.output_token_count();
-            if let (Some(ttft), true) = (rec.ttft_ms, osl > 1) {
-                let itl = (e2e - ttft) / (osl - 1) as f64;
-                rec.itl_ms = Some(itl);
-                if itl > 0.0 {
-                    rec.output_tokens_per_s = Some(1000.0 / itl);
-                }
-            }
-        }
+        None => {}
     }
+    crate::figures::fill_response_times(rec, m);
 }

@@ -138,6 +138,10 @@ pub struct Target {
     pub extra_inputs: Map<String, Value>,
     /// How much of a response canaryd holds at most.
     pub limits: ResponseLimits,
+    /// Read responses with the kernel's receive timestamps (default on): response times then
+    /// end when the bytes reached the kernel, not when canaryd's code read them. When the
+    /// kernel refuses, the run says so once and times by its reads.
+    pub kernel_timestamps: bool,
 }
 
 /// Default of [`Target::timeout`]: ten minutes, longer than any sane generation.
@@ -329,6 +333,7 @@ impl Target {
             max_tokens_field: MaxTokensField::Both,
             extra_inputs: Map::new(),
             limits: ResponseLimits::default(),
+            kernel_timestamps: true,
         })
     }
 

@@ -319,6 +319,10 @@ pub struct Trace {
     pub requests: Vec<TraceRequest>,
     /// What was skipped or noticed while loading.
     pub report: LoadReport,
+    /// The trace time the schedule starts from when it is not the first request kept: a
+    /// shard's is the window's first request, whichever shard owns it, so every shard's
+    /// schedule has one origin and together they keep the trace's timing.
+    pub origin_us: Option<u64>,
 }
 
 /// Opens and parses a trace file (see [`parse`]).

@@ -7,6 +7,7 @@ mod hostile_traces;
 mod latency_truth;
 mod prompt;
 mod replay_sim;
+mod rx_stamps;
 mod shapes;
 mod support;
 mod synthesize;

@@ -2,15 +2,20 @@
 //!
 //! The sim runs in this test's single-threaded runtime and records, on the client's clock, when
 //! each of its writes returned. On one thread the client reads an event only after that write
-//! and its timestamp, so each client time lies at or after the server's. Upper bounds come from
-//! what the server did next, never from how fast this machine is: with one request at a time,
-//! the next request reaches the server after canaryd ended the previous one; and a stall of
-//! `STALL_MS` after chunk `k` leaves the client that long to read chunk `k` before chunk `k + 1`
-//! exists. A client that timestamped the wrong event (the head for the first token, the schedule
-//! for the send, a gap on the wrong chunk) falls outside these bounds; a slow one does not.
+//! and its timestamp, so each read time lies at or after the server's. The kernel stamps the
+//! bytes inside that write (loopback delivers them before it returns), so a kernel receive time
+//! lies after the write *began*: after the sim's previous write returned, after a stall it slept
+//! before this one, after the engine produced the token; and never after canaryd's read. Upper
+//! bounds come from what the server did next, never from how fast this machine is: with one
+//! request at a time, the next request reaches the server after canaryd ended the previous one;
+//! and a stall of `STALL_MS` after chunk `k` leaves the client that long to read chunk `k`
+//! before chunk `k + 1` exists. A client that timestamped the wrong event (the head for the
+//! first token, the schedule for the send, a gap on the wrong chunk) falls outside these bounds;
+//! a slow one does not.
 
 use crate::support::*;
 use canary_core::{RequestRecord, Status};
+use canary_sim::TruthRecord;
 
 /// Output tokens per request.
 const TOKENS: u32 = 6;
@@ -24,29 +29,103 @@ const PREFILL_MS: f64 = 250.0;
 /// Float slack for times rebuilt from ms fields (ns).
 const ROUNDING_NS: f64 = 1e3;
 
-/// A request's client-side times as absolute monotonic ns, rebuilt from its record.
+/// A request's client-side times and figures on one clock, times as absolute monotonic ns,
+/// rebuilt from its record.
 struct ClientTimes {
     sent: f64,
-    /// Token chunk `k` (1-based) was read at `tokens[k - 1]`.
+    head: f64,
+    /// Token chunk `k` (1-based) was received at `tokens[k - 1]`.
     tokens: Vec<f64>,
     end: f64,
+    ttft: f64,
+    ttst: f64,
+    gaps: Vec<f64>,
+    max_gap: f64,
+    e2e: f64,
+    itl: f64,
 }
 
 impl ClientTimes {
-    fn of(r: &RequestRecord, t0_ns: f64) -> ClientTimes {
+    /// The record's own figures: the kernel's receive times.
+    fn kernel(r: &RequestRecord, t0_ns: f64) -> ClientTimes {
+        let gaps = r.chunk_gaps_ms.clone().expect("--record-chunks");
+        ClientTimes::new(
+            r,
+            t0_ns,
+            [
+                r.ttfb_ms,
+                r.ttft_ms,
+                r.ttst_ms,
+                r.max_chunk_gap_ms,
+                r.e2e_ms,
+                r.itl_ms,
+            ],
+            gaps,
+        )
+    }
+
+    /// canaryd's reads, kept beside them.
+    fn read(r: &RequestRecord, t0_ns: f64) -> ClientTimes {
+        let u = &r.rx.as_ref().expect("receive timestamps on").userspace;
+        let gaps = u.chunk_gaps_ms.clone().expect("--record-chunks");
+        ClientTimes::new(
+            r,
+            t0_ns,
+            [
+                u.ttfb_ms,
+                u.ttft_ms,
+                u.ttst_ms,
+                u.max_chunk_gap_ms,
+                u.e2e_ms,
+                u.itl_ms,
+            ],
+            gaps,
+        )
+    }
+
+    fn new(r: &RequestRecord, t0_ns: f64, figures: [Option<f64>; 6], gaps: Vec<f64>) -> Self {
+        let [ttfb, ttft, ttst, max_gap, e2e, itl] = figures.map(Option::unwrap);
         let sent = t0_ns + r.sent_at_ms * 1e6;
-        let mut at = sent + r.ttft_ms.unwrap() * 1e6;
+        let mut at = sent + ttft * 1e6;
         let mut tokens = vec![at];
-        for gap in r.chunk_gaps_ms.as_ref().expect("--record-chunks") {
+        for gap in &gaps {
             at += gap * 1e6;
             tokens.push(at);
         }
         ClientTimes {
             sent,
+            head: sent + ttfb * 1e6,
             tokens,
-            end: sent + r.e2e_ms.unwrap() * 1e6,
+            end: sent + e2e * 1e6,
+            ttft,
+            ttst,
+            gaps,
+            max_gap,
+            e2e,
+            itl,
         }
     }
+}
+
+/// The earliest the sim can have begun the write that returned at `written`: after the
+/// request arrived and the head stall, for the head; else after its previous write returned,
+/// after the stall when this write is the one the stall held back (`w[k]`), and after the
+/// engine produced the first token.
+fn write_began(tr: &TruthRecord, written: f64, after_stall: f64) -> f64 {
+    let first_byte = tr.first_byte_ns.unwrap() as f64;
+    if written <= first_byte {
+        return tr.arrival_ns as f64 + STALL_FIRST_MS * 1e6;
+    }
+    let previous = std::iter::once(first_byte)
+        .chain(tr.chunk_ns.iter().map(|&ns| ns as f64))
+        .filter(|&x| x < written)
+        .fold(first_byte, f64::max);
+    let stall = if written == after_stall {
+        STALL_MS * 1e6
+    } else {
+        0.0
+    };
+    (previous + stall).max(tr.engine_first_token_ns.unwrap() as f64)
 }
 
 /// `a <= b` up to float rounding, with both values in the message.
@@ -103,10 +182,8 @@ async fn stalled_after(k: usize) {
         let id = r.id;
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
         let tr = by_id[&id];
-        let c = ClientTimes::of(r, t0);
         let n = r.usage.as_ref().unwrap().completion_tokens.unwrap();
         assert_eq!((n, r.chunks), (TOKENS, TOKENS), "request {id}");
-        assert_eq!(c.tokens.len(), TOKENS as usize);
         // Chat: the role chunk, TOKENS token chunks, finish, usage, [DONE].
         assert_eq!(tr.chunk_ns.len(), TOKENS as usize + 4, "{tr:?}");
         let w: Vec<f64> = tr.chunk_ns[1..=TOKENS as usize]
@@ -117,109 +194,136 @@ async fn stalled_after(k: usize) {
             w[k] - w[k - 1] >= STALL_MS * 1e6,
             "the sim stalled after chunk {k}: {tr:?}"
         );
-
-        // The head: read after the server wrote it, and before the first token was written
-        // (the prefill keeps them apart).
+        // The prefill keeps the head and the first token apart.
         let first_byte = tr.first_byte_ns.unwrap() as f64;
         assert!(
             w[0] - first_byte >= (PREFILL_MS - STALL_FIRST_MS) * 1e6 / 2.0,
             "{tr:?}"
         );
-        let head = c.sent + r.ttfb_ms.unwrap() * 1e6;
-        before(first_byte, head, "head written vs read");
-        before(head, w[0], "head read vs first token written");
+        let next_arrival = records
+            .get(i + 1)
+            .map(|next| by_id[&next.id].arrival_ns as f64);
+        let prev_end = (i > 0).then(|| by_id[&records[i - 1].id].end_ns as f64);
 
-        // The send: not after the server parsed the request, and (one at a time) not before
-        // the server finished the previous one.
-        before(c.sent, tr.arrival_ns as f64, "sent vs the server's arrival");
-        if i > 0 {
-            let prev = by_id[&records[i - 1].id];
-            before(prev.end_ns as f64, c.sent, "previous end vs this send");
-        }
-        // Each token chunk: read after the server wrote it, before the server wrote anything
-        // after the stall (for chunks up to k) or before the response ended on the client.
-        for (j, (&cj, &wj)) in c.tokens.iter().zip(&w).enumerate() {
+        let read = ClientTimes::read(r, t0);
+        let kernel = ClientTimes::kernel(r, t0);
+        // canaryd's reads: each at or after the write that returned the event.
+        check(r, tr, &read, &w, k, prev_end, next_arrival, |written| {
+            written
+        });
+        // The kernel's receive times: each after its write began, none after its read.
+        let began = |written: f64| write_began(tr, written, w[k]);
+        check(r, tr, &kernel, &w, k, prev_end, next_arrival, began);
+        before(kernel.head, read.head, "head: kernel vs read");
+        before(kernel.end, read.end, "end: kernel vs read");
+        for (j, (kj, cj)) in kernel.tokens.iter().zip(&read.tokens).enumerate() {
             before(
-                wj,
-                cj,
-                &format!("request {id} chunk {} written vs read", j + 1),
-            );
-            before(cj, c.end, &format!("request {id} chunk {} vs end", j + 1));
-            if j < k {
-                before(
-                    cj,
-                    w[k],
-                    &format!("request {id} chunk {} vs chunk after stall", j + 1),
-                );
-            }
-        }
-        // The end: after the server's [DONE], before the next request reached the server.
-        before(tr.end_ns as f64, c.end, "[DONE] written vs read");
-        if let Some(next) = records.get(i + 1) {
-            before(
-                c.end,
-                by_id[&next.id].arrival_ns as f64,
-                "end vs next arrival",
+                *kj,
+                *cj,
+                &format!("request {id} chunk {}: kernel vs read", j + 1),
             );
         }
-
-        // The same bounds in each metric's own terms.
-        let ttft = r.ttft_ms.unwrap();
-        let truth_ttft = (w[0] - tr.arrival_ns as f64) / 1e6;
-        assert!(
-            truth_ttft >= STALL_FIRST_MS,
-            "the sim stalled its head: {tr:?}"
-        );
-        assert!(
-            ttft * 1e6 + ROUNDING_NS >= truth_ttft * 1e6,
-            "{ttft} < truth {truth_ttft}"
-        );
-        if i > 0 {
-            // Sent after the previous end, first token read before the post-stall write.
-            let prev_end = by_id[&records[i - 1].id].end_ns as f64;
-            let most = (w[k] - prev_end) / 1e6;
-            assert!(ttft <= most + 1e-3, "TTFT {ttft} ms > {most} ms");
-        }
-        let gaps = r.chunk_gaps_ms.as_ref().unwrap();
-        let ttst = r.ttst_ms.unwrap();
-        assert_eq!(ttst, gaps[0], "TTST is the first gap");
-        // From chunk 1's read to chunk 2's write at least; at most from chunk 1's write to the
-        // latest chunk 2 can have been read.
-        let second_by = if k > 1 { w[k] } else { c.end };
-        before(w[1] - c.tokens[0], ttst * 1e6, "TTST lower bound");
-        before(ttst * 1e6, second_by - w[0], "TTST upper bound");
-        let max = r.max_chunk_gap_ms.unwrap();
-        assert_eq!(max, gaps.iter().copied().fold(f64::MIN, f64::max));
-        let at = gaps.iter().position(|&g| g == max).unwrap();
-        assert_eq!(at, k - 1, "the stall is the gap after chunk {k}: {gaps:?}");
-        // At least the stall, less what the client took to read chunk k (from the truth);
-        // at most from chunk k's write to the end.
-        let read_delay = c.tokens[k - 1] - w[k - 1];
-        assert!(
-            max * 1e6 + ROUNDING_NS >= w[k] - w[k - 1] - read_delay,
-            "max gap {max} ms, stall {STALL_MS} ms, chunk {k} read {:.3} ms late",
-            read_delay / 1e6
-        );
-        assert!(max >= STALL_MS - read_delay / 1e6 - 1e-3);
-        before(
-            c.tokens[k - 1] + max * 1e6,
-            c.end,
-            "the gap ends within the response",
-        );
-        let e2e = r.e2e_ms.unwrap();
-        before(
-            tr.end_ns as f64 - tr.arrival_ns as f64,
-            e2e * 1e6,
-            "truth e2e vs client e2e",
-        );
-
-        // Derived figures, exactly as documented.
-        let itl = r.itl_ms.unwrap();
-        assert_same(itl, (e2e - ttft) / f64::from(n - 1), "ITL formula");
+        // The record's derived figures come from the kernel's times, as documented.
         assert_same(
             r.output_tokens_per_s.unwrap(),
-            1000.0 / itl,
+            1000.0 / kernel.itl,
             "tokens/s formula",
         );
     }
+}
+
+/// The bounds on one clock. `lower` turns the time a write of the sim returned into the
+/// earliest this clock can have seen the bytes it wrote.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    r: &RequestRecord,
+    tr: &TruthRecord,
+    c: &ClientTimes,
+    w: &[f64],
+    k: usize,
+    prev_end: Option<f64>,
+    next_arrival: Option<f64>,
+    lower: impl Fn(f64) -> f64,
+) {
+    let id = r.id;
+    assert_eq!(c.tokens.len(), TOKENS as usize);
+    // The head: after the server wrote it, before the first token was written.
+    let first_byte = tr.first_byte_ns.unwrap() as f64;
+    before(lower(first_byte), c.head, "head written vs received");
+    before(c.head, w[0], "head received vs first token written");
+
+    // The send: not after the server parsed the request, and (one at a time) not before
+    // the server finished the previous one.
+    before(c.sent, tr.arrival_ns as f64, "sent vs the server's arrival");
+    if let Some(prev_end) = prev_end {
+        before(prev_end, c.sent, "previous end vs this send");
+    }
+    // Each token chunk: received after the server wrote it, before the server wrote anything
+    // after the stall (for chunks up to k) or before the response ended on the client.
+    for (j, (&cj, &wj)) in c.tokens.iter().zip(w).enumerate() {
+        before(
+            lower(wj),
+            cj,
+            &format!("request {id} chunk {} written vs received", j + 1),
+        );
+        before(cj, c.end, &format!("request {id} chunk {} vs end", j + 1));
+        if j < k {
+            before(
+                cj,
+                w[k],
+                &format!("request {id} chunk {} vs chunk after stall", j + 1),
+            );
+        }
+    }
+    // The end: after the server's [DONE], before the next request reached the server.
+    before(lower(tr.end_ns as f64), c.end, "[DONE] written vs received");
+    if let Some(next) = next_arrival {
+        before(c.end, next, "end vs next arrival");
+    }
+
+    // The same bounds in each metric's own terms.
+    let arrival = tr.arrival_ns as f64;
+    assert!(
+        w[0] - arrival >= STALL_FIRST_MS * 1e6,
+        "the sim stalled its head: {tr:?}"
+    );
+    before(lower(w[0]) - arrival, c.ttft * 1e6, "TTFT vs truth");
+    if let Some(prev_end) = prev_end {
+        // Sent after the previous end, first token received before the post-stall write.
+        before(c.ttft * 1e6, w[k] - prev_end, "TTFT upper bound");
+    }
+    assert_eq!(c.ttst, c.gaps[0], "TTST is the first gap");
+    // From chunk 1's arrival to chunk 2's write at least; at most from chunk 1's write to the
+    // latest chunk 2 can have been received.
+    let second_by = if k > 1 { w[k] } else { c.end };
+    before(lower(w[1]) - c.tokens[0], c.ttst * 1e6, "TTST lower bound");
+    before(c.ttst * 1e6, second_by - lower(w[0]), "TTST upper bound");
+    assert_eq!(c.max_gap, c.gaps.iter().copied().fold(f64::MIN, f64::max));
+    let at = c.gaps.iter().position(|&g| g == c.max_gap).unwrap();
+    assert_eq!(
+        at,
+        k - 1,
+        "the stall is the gap after chunk {k}: {:?}",
+        c.gaps
+    );
+    // At least from chunk k's arrival to the write after the stall; at most from chunk k's
+    // to the end.
+    before(
+        lower(w[k]) - c.tokens[k - 1],
+        c.max_gap * 1e6,
+        "max gap vs the stall",
+    );
+    before(
+        c.tokens[k - 1] + c.max_gap * 1e6,
+        c.end,
+        "the gap ends within the response",
+    );
+    before(
+        lower(tr.end_ns as f64) - arrival,
+        c.e2e * 1e6,
+        "truth e2e vs client e2e",
+    );
+    // Derived figures, exactly as documented.
+    let n = r.usage.as_ref().unwrap().completion_tokens.unwrap();
+    assert_same(c.itl, (c.e2e - c.ttft) / f64::from(n - 1), "ITL formula");
 }

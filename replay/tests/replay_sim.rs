@@ -101,17 +101,25 @@ async fn reasoning_tokens_separate_ttfo_from_ttft() {
         let (first_token, first_output) = (t.first_token_ns.unwrap(), t.first_output_ns.unwrap());
         assert!(first_output - first_token >= 300_000_000, "{t:?}");
         // The first output token is the fifth token chunk: TTFO is TTFT plus the first four
-        // gaps, the stall among them; read no earlier than the sim wrote it, and (on this one
-        // thread, sim and client alike) the first token read before the stall ended.
-        let (ttft, ttfo) = (r.ttft_ms.unwrap(), r.ttfo_ms.unwrap());
-        let gaps = r.chunk_gaps_ms.as_ref().unwrap();
-        let fifth = ttft + gaps[..4].iter().sum::<f64>();
-        assert!(
-            (ttfo - fifth).abs() < 1e-6,
-            "TTFO {ttfo} vs chunk 5 at {fifth}"
-        );
+        // gaps, the stall among them, on the kernel's clock and on canaryd's reads alike.
+        let u = &r.rx.as_ref().unwrap().userspace;
+        let clocks = [
+            (r.ttft_ms, r.ttfo_ms, r.chunk_gaps_ms.as_ref()),
+            (u.ttft_ms, u.ttfo_ms, u.chunk_gaps_ms.as_ref()),
+        ];
+        for (ttft, ttfo, gaps) in clocks {
+            let (ttft, ttfo) = (ttft.unwrap(), ttfo.unwrap());
+            let fifth = ttft + gaps.unwrap()[..4].iter().sum::<f64>();
+            assert!(
+                (ttfo - fifth).abs() < 1e-6,
+                "TTFO {ttfo} vs chunk 5 at {fifth}"
+            );
+        }
         let sent_ns = run.outcome.t0_monotonic_ns as f64 + r.sent_at_ms * 1e6;
-        let (ttft_at, ttfo_at) = (sent_ns + ttft * 1e6, sent_ns + ttfo * 1e6);
+        let at = |ms: Option<f64>| sent_ns + ms.unwrap() * 1e6;
+        // Read no earlier than the sim wrote it, and (on this one thread, sim and client
+        // alike) the first token read before the stall ended.
+        let (ttft_at, ttfo_at) = (at(u.ttft_ms), at(u.ttfo_ms));
         assert!(ttft_at + 1e3 >= first_token as f64, "TTFT before the write");
         assert!(
             ttft_at < first_output as f64,
@@ -121,6 +129,18 @@ async fn reasoning_tokens_separate_ttfo_from_ttft() {
             ttfo_at + 1e3 >= first_output as f64,
             "TTFO before the write"
         );
+        // Received by the kernel during the sim's write, so after the write before it (the
+        // head) and after the stall; never after canaryd's read.
+        let (kernel_ttft, kernel_ttfo) = (at(r.ttft_ms), at(r.ttfo_ms));
+        assert!(
+            kernel_ttft + 1e3 >= t.first_byte_ns.unwrap() as f64,
+            "{r:?}"
+        );
+        assert!(
+            kernel_ttfo + 1e3 >= (first_token + 300_000_000) as f64,
+            "{r:?}"
+        );
+        assert!(kernel_ttft <= ttft_at && kernel_ttfo <= ttfo_at, "{r:?}");
     }
     assert_eq!(run.outcome.summary.total_reasoning_tokens, 12);
 }
@@ -166,10 +186,21 @@ async fn a_stalled_server_times_out() {
     t.headers.push(header("x-sim-fault", "stall_first_ms=5000"));
     t.timeout = Duration::from_millis(200);
     let run = replay(requests(1, 20, 8), t, |_| {}).await;
-    assert_eq!(
-        run.records[0].error.as_ref().unwrap().kind,
-        ErrorKind::Timeout
+    let e = run.records[0].error.as_ref().unwrap();
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    // Issue 16, item 6: the message said "request timed out", not after how long.
+    assert!(
+        e.message.starts_with("no complete response within ")
+            && e.message.ends_with(" ms of sending (request timeout)"),
+        "{e:?}"
     );
+    let ms: f64 = e.message["no complete response within ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ms > 0.0 && ms <= 200.0, "{e:?}");
 }
 
 #[tokio::test]

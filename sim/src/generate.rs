@@ -15,7 +15,7 @@ use crate::http::{self, Conn, RequestHead};
 use crate::link::{self, DelayLine};
 use crate::metrics::{FinishReason, RequestTimings};
 use crate::openai::{Api, GenRequest};
-use crate::server::{respond_error, Next, Shared};
+use crate::shared::{Next, Shared};
 use crate::truth::TruthRecord;
 use reply::{client_gone, finish_plain, Job};
 
@@ -219,5 +219,45 @@ fn timings(rec: &TruthRecord, api: Api, finished: FinishReason) -> RequestTiming
         decode: between(rec.engine_first_token_ns, rec.engine_last_token_ns),
         inference: between(rec.admitted_ns, rec.engine_last_token_ns),
         finished,
+    }
+}
+
+/// An error reply for a generation request, recorded in its truth record.
+pub(crate) async fn respond_error(
+    conn: &mut Conn,
+    rec: &mut TruthRecord,
+    status: u16,
+    message: &str,
+    keep_alive: bool,
+) -> Next {
+    let body = chunk::error_body(status, message);
+    rec.status = status;
+    rec.error = Some(message.to_owned());
+    match http::respond(
+        conn,
+        status,
+        "application/json",
+        body.as_bytes(),
+        keep_alive,
+        &[],
+    )
+    .await
+    {
+        Ok(t) => {
+            rec.first_byte_ns = Some(t);
+            rec.end_ns = t;
+            if keep_alive {
+                Next::Continue
+            } else {
+                Next::Close
+            }
+        }
+        Err(_) => {
+            let now = MonoTime::now().as_nanos();
+            rec.end_ns = now;
+            rec.disconnected = true;
+            rec.disconnect_ns = Some(now);
+            Next::Close
+        }
     }
 }

@@ -272,6 +272,26 @@ impl std::fmt::Write for VecWriter<'_> {
     }
 }
 
+/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned (on a
+/// slow link, the time the sim produced them; see [`Conn::send`]).
+pub(crate) async fn write_timed(conn: &mut Conn, bytes: &[u8]) -> std::io::Result<u64> {
+    conn.send(bytes).await
+}
+
+/// A complete response in one write.
+pub(crate) async fn respond(
+    conn: &mut Conn,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    keep_alive: bool,
+    extra: &[(&str, &str)],
+) -> std::io::Result<u64> {
+    let mut out = response_head(status, content_type, Some(body.len()), keep_alive, extra);
+    out.extend_from_slice(body);
+    write_timed(conn, &out).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

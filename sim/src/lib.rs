@@ -60,6 +60,7 @@
 mod chunk;
 mod config;
 mod engine;
+mod error;
 mod fault;
 mod generate;
 mod http;
@@ -71,9 +72,11 @@ mod prefix_cache;
 mod profile;
 mod prompt;
 mod server;
+mod shared;
 mod truth;
 
-pub use config::{default_engine_version, Args, Config, ConfigError};
+pub use config::{default_engine_version, Args, Config};
+pub use error::ConfigError;
 pub use fault::{FaultInjector, FaultParseError, FaultPlan};
 pub use profile::{Capacity, KvAdmission, Profile, ProfilePatch, UnloadedLatency};
 pub use server::Sim;
@@ -91,7 +94,7 @@ use tokio_util::sync::CancellationToken;
 pub struct SimHandle {
     /// The bound address.
     pub addr: SocketAddr,
-    shared: Arc<server::Shared>,
+    shared: Arc<shared::Shared>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 
 /// Parameters of the latency model (see the crate docs for the maths). Times are microseconds
 /// and may be fractional.

@@ -13,43 +13,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chunk;
 use crate::config::Config;
-use crate::engine::{Engine, EngineHandle};
-use crate::fault::FaultInjector;
+use crate::engine::Engine;
 use crate::generate;
-use crate::http::{self, Conn, ReadError, RequestHead};
+use crate::http::{self, respond, Conn, ReadError, RequestHead};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
 use crate::profile::ProfilePatch;
+use crate::shared::{Next, Shared};
 use crate::truth::{TruthRecord, TruthStore};
-
-/// State shared by every connection.
-pub(crate) struct Shared {
-    pub model: String,
-    pub engine: EngineHandle,
-    pub metrics: Arc<Metrics>,
-    pub truth: TruthStore,
-    pub faults: FaultInjector,
-    pub reasoning_tokens: u32,
-    pub block_size: u32,
-    /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
-    pub authorization: Option<String>,
-    /// `/version`, `/v1/models` and the context-length limit.
-    pub identity: Identity,
-    seq: AtomicU64,
-    pub gen_index: AtomicU64,
-}
-
-/// What to do with the connection after a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Next {
-    Continue,
-    Close,
-    /// Close this many milliseconds later, reading nothing meanwhile.
-    CloseAfter(u64),
-    /// Drop it with SO_LINGER 0 already set: the peer sees a RST.
-    Reset,
-}
 
 /// A bound, not yet running, simulated server.
 pub struct Sim {
@@ -321,65 +293,5 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
     match respond(conn, status, ctype, &out, keep, &[]).await {
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
-    }
-}
-
-/// Writes `bytes` and returns the CLOCK_MONOTONIC time right after the write returned (on a
-/// slow link, the time the sim produced them; see [`Conn::send`]).
-pub(crate) async fn write_timed(conn: &mut Conn, bytes: &[u8]) -> std::io::Result<u64> {
-    conn.send(bytes).await
-}
-
-/// A complete response in one write.
-pub(crate) async fn respond(
-    conn: &mut Conn,
-    status: u16,
-    content_type: &str,
-    body: &[u8],
-    keep_alive: bool,
-    extra: &[(&str, &str)],
-) -> std::io::Result<u64> {
-    let mut out = http::response_head(status, content_type, Some(body.len()), keep_alive, extra);
-    out.extend_from_slice(body);
-    write_timed(conn, &out).await
-}
-
-/// An error reply for a generation request, recorded in its truth record.
-pub(crate) async fn respond_error(
-    conn: &mut Conn,
-    rec: &mut TruthRecord,
-    status: u16,
-    message: &str,
-    keep_alive: bool,
-) -> Next {
-    let body = chunk::error_body(status, message);
-    rec.status = status;
-    rec.error = Some(message.to_owned());
-    match respond(
-        conn,
-        status,
-        "application/json",
-        body.as_bytes(),
-        keep_alive,
-        &[],
-    )
-    .await
-    {
-        Ok(t) => {
-            rec.first_byte_ns = Some(t);
-            rec.end_ns = t;
-            if keep_alive {
-                Next::Continue
-            } else {
-                Next::Close
-            }
-        }
-        Err(_) => {
-            let now = MonoTime::now().as_nanos();
-            rec.end_ns = now;
-            rec.disconnected = true;
-            rec.disconnect_ns = Some(now);
-            Next::Close
-        }
     }
 }

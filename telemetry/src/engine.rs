@@ -6,7 +6,8 @@
 //! canaryd issue (vLLM V1, Dynamo frontend). Not confirmed against a live server here: the vLLM
 //! V1 names (no complete V1 capture exists), the Dynamo frontend names (its source builds them
 //! from a prefix at run time), `llamacpp:kv_cache_usage_ratio` (absent from the recent llama.cpp
-//! capture; older builds had it) and SGLang's `sglang:inter_token_latency_seconds`. An unknown
+//! capture; older builds had it), SGLang's `sglang:inter_token_latency_seconds` and
+//! `sglang:num_retracted_requests_total` (its preemptions, from other projects' readers). An unknown
 //! engine still yields a sample whose canonical fields are empty; it records how many metric
 //! families the page had, but not the page itself (samples stay small whatever the engine).
 
@@ -85,6 +86,12 @@ struct Names {
     itl: &'static [&'static str],
     e2e: &'static [&'static str],
     queue_time: &'static [&'static str],
+    /// Counters of requests the engine preempted (KV pressure).
+    preemptions: &'static [&'static str],
+    /// Gauge of requests swapped out to CPU memory.
+    swapped: &'static [&'static str],
+    prefill_time: &'static [&'static str],
+    decode_time: &'static [&'static str],
 }
 
 static VLLM: Names = Names {
@@ -111,6 +118,10 @@ static VLLM: Names = Names {
     ],
     e2e: &["vllm:e2e_request_latency_seconds"],
     queue_time: &["vllm:request_queue_time_seconds"],
+    preemptions: &["vllm:num_preemptions_total"],
+    swapped: &["vllm:num_requests_swapped"],
+    prefill_time: &["vllm:request_prefill_time_seconds"],
+    decode_time: &["vllm:request_decode_time_seconds"],
 };
 
 static SGLANG: Names = Names {
@@ -128,6 +139,10 @@ static SGLANG: Names = Names {
     ],
     e2e: &["sglang:e2e_request_latency_seconds"],
     queue_time: &["sglang:queue_time_seconds"],
+    preemptions: &["sglang:num_retracted_requests_total"],
+    swapped: &[],
+    prefill_time: &[],
+    decode_time: &[],
 };
 
 static DYNAMO: Names = Names {
@@ -143,6 +158,10 @@ static DYNAMO: Names = Names {
     itl: &["dynamo_frontend_inter_token_latency_seconds"],
     e2e: &["dynamo_frontend_request_duration_seconds"],
     queue_time: &[],
+    preemptions: &[],
+    swapped: &[],
+    prefill_time: &[],
+    decode_time: &[],
 };
 
 static TGI: Names = Names {
@@ -159,6 +178,10 @@ static TGI: Names = Names {
     itl: &["tgi_request_mean_time_per_token_duration"],
     e2e: &["tgi_request_duration"],
     queue_time: &["tgi_request_queue_duration"],
+    preemptions: &[],
+    swapped: &[],
+    prefill_time: &[],
+    decode_time: &[],
 };
 
 static LLAMACPP: Names = Names {
@@ -177,6 +200,10 @@ static LLAMACPP: Names = Names {
     itl: &[],
     e2e: &[],
     queue_time: &[],
+    preemptions: &[],
+    swapped: &[],
+    prefill_time: &[],
+    decode_time: &[],
 };
 
 static UNKNOWN: Names = Names {
@@ -191,6 +218,10 @@ static UNKNOWN: Names = Names {
     itl: &[],
     e2e: &[],
     queue_time: &[],
+    preemptions: &[],
+    swapped: &[],
+    prefill_time: &[],
+    decode_time: &[],
 };
 
 /// One scrape of the server's `/metrics`, mapped onto canonical signals. Gauges are summed
@@ -226,6 +257,14 @@ pub struct ServerSample {
     pub e2e: Option<HistogramSnapshot>,
     /// Server-side time in queue, seconds.
     pub queue_time: Option<HistogramSnapshot>,
+    /// Server-side prefill time (admitted → first token), seconds.
+    pub prefill_time: Option<HistogramSnapshot>,
+    /// Server-side decode time (first → last token), seconds.
+    pub decode_time: Option<HistogramSnapshot>,
+    /// Cumulative requests the engine preempted (vLLM) or retracted (SGLang).
+    pub preemptions_total: Option<f64>,
+    /// Requests swapped out to CPU memory (vLLM V0).
+    pub requests_swapped: Option<f64>,
     /// Lines of the page the parser skipped.
     pub skipped_lines: usize,
     /// Metric families on the page (what an unknown engine exposed, in one number).
@@ -259,6 +298,12 @@ fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
 }
 
 impl ServerSample {
+    /// Requests the server has counted as finished (its e2e histogram's count, else its
+    /// TTFT histogram's): what a settled scrape waits to stop changing.
+    pub fn requests_counted(&self) -> Option<f64> {
+        self.e2e.as_ref().or(self.ttft.as_ref()).map(|h| h.total())
+    }
+
     /// Maps a parsed page taken at `at`. `keep_raw` keeps the whole page in the sample.
     pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
         let engine = detect(&scrape);
@@ -290,6 +335,10 @@ impl ServerSample {
             itl: first_hist(s, n.itl),
             e2e: first_hist(s, n.e2e),
             queue_time: first_hist(s, n.queue_time),
+            prefill_time: first_hist(s, n.prefill_time),
+            decode_time: first_hist(s, n.decode_time),
+            preemptions_total: first_sum(s, n.preemptions),
+            requests_swapped: first_sum(s, n.swapped),
             skipped_lines: scrape.skipped_lines,
             families: scrape.families.len(),
             raw: None,

@@ -66,6 +66,8 @@ mod observer;
 pub mod prometheus;
 mod ring;
 mod scrape;
+mod series;
+mod server_info;
 mod server_summary;
 mod source;
 
@@ -84,7 +86,11 @@ pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
 pub use observer::{Config, TelemetryObserver};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};
-pub use scrape::{probe_server_metrics, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
+pub use scrape::{
+    probe_server_metrics, ServerMetrics, ServerMetricsConfig, ServerMetricsScraper, SETTLE_STEP,
+    SETTLE_TRIES,
+};
+pub use series::{gpu_series, server_series};
 pub use server_summary::{latency_estimate, server_summary};
 pub use source::SharedState;
 // The run-level types this crate fills live in `canary_core`; re-exported for convenience.

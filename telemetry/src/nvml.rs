@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::gpu::GpuSample;
 use crate::ring::Ring;
 use crate::source::SourceState;
-use canary_core::GpuSource;
+use canary_core::{GpuContext, GpuSource, Known};
 
 /// Why NVML could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +88,7 @@ pub struct NvmlSampler {
     config: NvmlConfig,
     ring: Ring<GpuSample>,
     detail: String,
+    context: GpuContext,
 }
 
 impl std::fmt::Debug for NvmlSampler {
@@ -133,6 +134,7 @@ impl NvmlSampler {
         let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
         let model = names[0].1.clone().unwrap_or_else(|| "unknown".into());
         let detail = format!("{count} GPU(s), {model}, driver {driver} ({lib})");
+        let context = gpu_context(&nvml, count, &names);
         Ok(NvmlSampler {
             nvml: Arc::new(nvml),
             count,
@@ -141,7 +143,13 @@ impl NvmlSampler {
             ring: Ring::new(config.capacity),
             config,
             detail,
+            context,
         })
+    }
+
+    /// The GPUs as NVML describes them, for `summary.json`'s `context.gpu`.
+    pub fn context(&self) -> &GpuContext {
+        &self.context
     }
 
     /// Opens NVML or says why not, logging an unavailable NVML once at `warn`.
@@ -241,6 +249,35 @@ impl NvmlSampler {
     }
 }
 
+/// Model (the first GPU's, then each other distinct one), count, driver and CUDA version.
+fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>)]) -> GpuContext {
+    let mut models: Vec<&str> = Vec::new();
+    for m in names.iter().filter_map(|(_, m)| m.as_deref()) {
+        if !models.contains(&m) {
+            models.push(m);
+        }
+    }
+    let why = |what: &str, e: &dyn std::fmt::Display| format!("nvml: {what}: {e}");
+    GpuContext {
+        model: if models.is_empty() {
+            Known::unavailable("nvml: no GPU reported its name")
+        } else {
+            Known::Value(models.join(", "))
+        },
+        count: Known::Value(count),
+        driver: match nvml.sys_driver_version() {
+            Ok(v) => Known::Value(v),
+            Err(e) => Known::unavailable(why("driver version", &e)),
+        },
+        // NVML gives the CUDA version as 1000 × major + 10 × minor.
+        cuda: match nvml.sys_cuda_driver_version() {
+            Ok(v) => Known::Value(format!("{}.{}", v / 1000, (v % 1000) / 10)),
+            Err(e) => Known::unavailable(why("CUDA driver version", &e)),
+        },
+        source: Known::Value("nvml".into()),
+    }
+}
+
 /// Says whether NVML can be loaded here (for `canaryd doctor`).
 pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     match NvmlSampler::open(NvmlConfig {
@@ -250,5 +287,33 @@ pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     }) {
         Ok(s) => SourceState::available(s.detail),
         Err(e) => SourceState::unavailable(crate::http::error_chain(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 16, item 6: the warning for a missing library said its cause twice
+    // (nvml-wrapper's message repeats its source's).
+    #[test]
+    fn a_missing_library_names_its_cause_once() {
+        let lib = "/nonexistent/libnvidia-ml.so";
+        let Err(e) = NvmlSampler::open(NvmlConfig {
+            lib_path: Some(PathBuf::from(lib)),
+            ..NvmlConfig::default()
+        }) else {
+            panic!("no library at {lib}");
+        };
+        let reason = crate::http::error_chain(&e);
+        assert!(
+            reason.starts_with("cannot initialize NVML from"),
+            "{reason}"
+        );
+        assert_eq!(
+            reason.matches("No such file or directory").count(),
+            1,
+            "{reason}"
+        );
     }
 }

@@ -13,13 +13,16 @@ use crate::http::OutageLog;
 use crate::nvml::{NvmlConfig, NvmlSampler};
 use crate::ring::Ring;
 use crate::scrape::{ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
+use crate::series::{gpu_series, server_series};
+use crate::server_info::{base_url, server_context};
 use crate::source::SharedState;
 use canary_core::{
-    ClientMinusServer, MonoTime, Observer, Redactions, RequestRecord, RequestTelemetry, RunSummary,
-    RunTelemetry, Source, SourceState, TelemetryFuture,
+    Comparison, GpuContext, Known, MonoTime, Observer, PhaseFuture, Redactions, RequestRecord,
+    RequestTelemetry, RunContext, RunSummary, RunTelemetry, Source, SourceState, TelemetryFuture,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -82,10 +85,18 @@ pub struct TelemetryObserver {
     server: Option<ServerMetrics>,
     gpus: Vec<Ring<GpuSample>>,
     dcgm_state: Option<SharedState>,
+    /// The GPUs as NVML described them when it opened.
+    gpu_context: Option<GpuContext>,
+    /// The server's base URL (its metrics URL's scheme and authority) and TLS, to ask it
+    /// what it is.
+    server_base: Option<(String, Option<std::sync::Arc<rustls::ClientConfig>>)>,
     sources: BTreeMap<Source, SourceState>,
     /// The endpoints' URLs as configured and as shown: states quote the URL, and its user
     /// info or query may hold a secret.
     redactions: Redactions,
+    /// Where the server's window starts: the scrape taken when the measured phase began
+    /// (after warm-up), else the moment it began. `None` before then.
+    window_from: Mutex<Option<MonoTime>>,
 }
 
 impl TelemetryObserver {
@@ -102,8 +113,11 @@ impl TelemetryObserver {
             server: None,
             gpus: Vec::new(),
             dcgm_state: None,
+            gpu_context: None,
+            server_base: None,
             sources: BTreeMap::new(),
             redactions,
+            window_from: Mutex::new(None),
         };
         // https:// metrics endpoints trust what the target trusts; without a bundle the
         // scrapers use the system's roots themselves.
@@ -134,6 +148,7 @@ impl TelemetryObserver {
                 .insert(Source::ServerMetrics, SourceState::Disabled);
             return;
         };
+        self.server_base = base_url(url).map(|b| (b, tls.clone()));
         let mut c = ServerMetricsConfig::new(url.clone());
         c.interval = cfg.server_metrics_interval;
         c.tls = tls;
@@ -166,6 +181,7 @@ impl TelemetryObserver {
         };
         let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
         if let Some(sampler) = sampler {
+            self.gpu_context = Some(sampler.context().clone());
             self.gpus.push(sampler.samples());
             tokio::spawn(sampler.run(stop.clone()));
         }
@@ -205,7 +221,55 @@ impl TelemetryObserver {
         self.sources.insert(Source::Dcgm, state);
     }
 
-    /// The server's own figures over `[t0, end]`, beside the client's TTFT.
+    /// What this observer knows of the run's context: the GPUs (NVML) and the server's
+    /// engine (its `/metrics`); what it could not see, and why.
+    fn context(&self, t: &RunTelemetry) -> RunContext {
+        let state = |s: Source| match self.sources.get(&s) {
+            Some(st) => format!("{s}: {}", self.redactions.state(st.clone()).name()),
+            None => format!("{s}: not attached"),
+        };
+        let gpu = match &self.gpu_context {
+            Some(g) => g.clone(),
+            None => {
+                let why = format!("no GPU description ({})", state(Source::Nvml));
+                GpuContext {
+                    model: Known::unavailable(why.clone()),
+                    count: Known::unavailable(why.clone()),
+                    driver: Known::unavailable(why.clone()),
+                    cuda: Known::unavailable(why.clone()),
+                    source: Known::unavailable(why),
+                }
+            }
+        };
+        let engine = t.server.as_ref().and_then(|s| s.engine);
+        // Its name as `summary.json`'s `server.engine` spells it.
+        let engine = engine.and_then(|e| match serde_json::to_value(e) {
+            Ok(serde_json::Value::String(s)) => Some(s),
+            _ => None,
+        });
+        let mut c = RunContext {
+            gpu,
+            ..Default::default()
+        };
+        let why = format!(
+            "not asked: no server URL ({})",
+            state(Source::ServerMetrics)
+        );
+        c.server.version = Known::unavailable(why.clone());
+        c.server.model = Known::unavailable(why.clone());
+        c.server.max_model_len = Known::unavailable(why);
+        c.server.engine = match engine {
+            Some(e) => Known::Value(e),
+            None => Known::unavailable(format!(
+                "engine not detected ({})",
+                state(Source::ServerMetrics)
+            )),
+        };
+        c
+    }
+
+    /// The server's own figures over the measured phase, and how they compare with the
+    /// client's.
     async fn server_section(
         &self,
         server: &ServerMetrics,
@@ -213,31 +277,46 @@ impl TelemetryObserver {
         end: MonoTime,
         summary: &RunSummary,
     ) -> canary_core::RunServerSummary {
-        // One last scrape so the run's final requests are inside the histogram deltas.
-        let _ = server.scrape_now().await;
-        let mut section = server.summary(t0, end);
-        // Client minus server TTFT: network, client overhead and queueing outside the
-        // engine. Server percentiles are bucket estimates, so the mean is the firmer one.
-        if let (Some(client), Some(srv)) = (
-            summary.metrics.get("time_to_first_token"),
-            section.ttft_s.as_ref(),
-        ) {
-            let gap = |c: f64, s: Option<f64>| s.map(|s| c - s * 1e3);
-            section.client_minus_server_ttft_ms = Some(ClientMinusServer {
-                mean: gap(client.avg, srv.mean),
-                p50: gap(client.p50, srv.p50),
-                p99: gap(client.p99, srv.p99),
-            });
+        // One last scrape, settled, so the run's final requests are inside the deltas.
+        let last = server.settled_scrape(true).await;
+        let to = last.map_or(end, |s| s.at.max(end));
+        let from = *self.window_from.lock().expect("window lock");
+        let mut section = match from {
+            Some(from) => server.summary_within(from, to),
+            None => server.summary(t0, to),
+        };
+        if section.itl_s.is_some() {
+            section.client_inter_chunk_latency_ms =
+                summary.metrics.get("inter_chunk_latency").cloned();
         }
+        section.comparison = Comparison::of(summary, &section);
         section
     }
 }
+
+/// How long each of the server's info routes may take to answer.
+const SERVER_INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// GPU samples this close together are one sampling round (every GPU read in turn); the
+/// fastest sampling allowed is well apart from it.
+const GPU_ROUND: Duration = Duration::from_millis(50);
 
 fn at(t0: MonoTime, ms: f64) -> MonoTime {
     MonoTime((t0.as_nanos() as f64 + ms.max(0.0) * 1e6) as u64)
 }
 
 impl Observer for TelemetryObserver {
+    fn measured_phase(&self, warmup_requests: usize) -> PhaseFuture<'_> {
+        Box::pin(async move {
+            let Some(server) = &self.server else { return };
+            let began = MonoTime::now();
+            // After warm-up, wait for the server to count its last warm-up request, so the
+            // window's first scrape has them all and the deltas none.
+            let first = server.settled_scrape(warmup_requests > 0).await;
+            *self.window_from.lock().expect("window lock") = Some(first.map_or(began, |s| s.at));
+        })
+    }
+
     fn annotate(&self, rec: &mut RequestRecord, t0: MonoTime) {
         if self.server.is_none() && self.gpus.is_empty() {
             return;
@@ -279,6 +358,7 @@ impl Observer for TelemetryObserver {
             let mut telemetry = RunTelemetry::default();
             if let Some(server) = &self.server {
                 telemetry.server = Some(self.server_section(server, t0, end, summary).await);
+                telemetry.series.server = server_series(&server.run_window(t0, end), t0);
                 sources.insert(Source::ServerMetrics, server.state());
             }
             if let Some(state) = &self.dcgm_state {
@@ -287,6 +367,25 @@ impl Observer for TelemetryObserver {
             let gpu_samples: Vec<GpuSample> =
                 self.gpus.iter().flat_map(|r| r.covering(t0, end)).collect();
             telemetry.gpu = gpu_summary(&gpu_samples, t0, end, summary.total_output_tokens);
+            telemetry.series.gpu = gpu_series(&gpu_samples, t0, GPU_ROUND);
+            let mut context = self.context(&telemetry);
+            if let Some((base, tls)) = &self.server_base {
+                let found = server_context(base, tls.clone(), SERVER_INFO_TIMEOUT).await;
+                let s = &mut context.server;
+                s.version = found.version;
+                s.model = found.model;
+                s.max_model_len = found.max_model_len;
+                // Reasons quote URLs: a secret in them stays out of summary.json.
+                for k in [&mut s.version, &mut s.model] {
+                    if let Known::Unavailable { unavailable } = k {
+                        *unavailable = self.redactions.text(unavailable);
+                    }
+                }
+                if let Known::Unavailable { unavailable } = &mut s.max_model_len {
+                    *unavailable = self.redactions.text(unavailable);
+                }
+            }
+            telemetry.context = Some(context);
             telemetry.sources = sources
                 .into_iter()
                 .map(|(k, v)| (k, self.redactions.state(v)))

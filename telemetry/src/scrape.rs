@@ -145,6 +145,29 @@ impl ServerMetrics {
         }
     }
 
+    /// Scrapes now and, when `settle` is set, again every [`SETTLE_STEP`] until two scrapes
+    /// in a row count the same finished requests (at most [`SETTLE_TRIES`] more): a client
+    /// sees a response end a moment before the server counts it, so a scrape taken just
+    /// after the last response could miss it. `None` when the endpoint did not answer.
+    pub async fn settled_scrape(&self, settle: bool) -> Option<ServerSample> {
+        let mut last = self.scrape_now().await.ok()?;
+        if !settle {
+            return Some(last);
+        }
+        for _ in 0..SETTLE_TRIES {
+            tokio::time::sleep(SETTLE_STEP).await;
+            let Ok(next) = self.scrape_now().await else {
+                return Some(last);
+            };
+            let same = next.requests_counted() == last.requests_counted();
+            last = next;
+            if same {
+                break;
+            }
+        }
+        Some(last)
+    }
+
     /// The URL scraped, without user info or query.
     pub fn url(&self) -> &str {
         &self.endpoint.url
@@ -202,12 +225,33 @@ impl ServerMetrics {
     pub fn summary(&self, t0: MonoTime, t1: MonoTime) -> RunServerSummary {
         server_summary(&self.run_window(t0, t1))
     }
+
+    /// The server-side summary over exactly the scrapes taken in `[from, to]`: deltas start
+    /// at the first scrape at or after `from` (the one taken after warm-up), never at an
+    /// earlier one.
+    pub fn summary_within(&self, from: MonoTime, to: MonoTime) -> RunServerSummary {
+        server_summary(&self.ring.between(from, to))
+    }
 }
 
+/// Time between the scrapes of [`ServerMetrics::settled_scrape`].
+pub const SETTLE_STEP: Duration = Duration::from_millis(25);
+/// Scrapes [`ServerMetrics::settled_scrape`] adds at most.
+pub const SETTLE_TRIES: usize = 8;
+
 /// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
-/// URL is checked against the system's roots.
-pub async fn probe_server_metrics(url: &str, timeout: Duration) -> SourceState {
-    let endpoint = match Endpoint::parse(url, None) {
+/// URL is checked against the system's roots and `ca_bundle`, as a run's scrapes are.
+pub async fn probe_server_metrics(
+    url: &str,
+    ca_bundle: Option<&std::path::Path>,
+    timeout: Duration,
+) -> SourceState {
+    let tls = match ca_bundle.map(|b| canary_tls::client_config(Some(b))) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => return SourceState::unavailable(e.to_string()),
+    };
+    let endpoint = match Endpoint::parse(url, tls) {
         Ok(e) => e,
         Err(e) => return SourceState::unavailable(http::error_chain(&e)),
     };

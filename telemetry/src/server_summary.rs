@@ -1,21 +1,22 @@
 //! [`server_summary`]: what the server itself saw during one run — its own latency
-//! percentiles (estimated from histogram deltas), token counts, queue, batch and KV usage —
-//! as `canary_core`'s [`RunServerSummary`].
+//! percentiles (bounded by the buckets of histogram deltas), token counts, queue, batch and
+//! KV usage — as `canary_core`'s [`RunServerSummary`].
 
 use crate::engine::{counter_delta, ServerSample};
 use crate::prometheus::HistogramSnapshot;
 use canary_core::{Engine, GaugeStats, LatencyEstimate, RunServerSummary};
 
-/// Percentile estimates from a histogram (usually a run delta); `None` with no observations.
+/// Count, mean and bucket-bounded percentiles of a histogram (usually a run delta); `None`
+/// with no observations.
 pub fn latency_estimate(h: &HistogramSnapshot) -> Option<LatencyEstimate> {
     let count = h.total();
     (count > 0.0).then(|| LatencyEstimate {
         count,
         mean: h.mean(),
-        p50: h.quantile(0.5),
-        p90: h.quantile(0.9),
-        p95: h.quantile(0.95),
-        p99: h.quantile(0.99),
+        p50: h.quantile_bucket(0.5),
+        p90: h.quantile_bucket(0.9),
+        p95: h.quantile_bucket(0.95),
+        p99: h.quantile_bucket(0.99),
     })
 }
 
@@ -80,14 +81,19 @@ pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
         window_s: last.at.since(first.at).as_secs_f64(),
         ttft_s: hist_delta(samples, |s| s.ttft.as_ref()),
         itl_s: hist_delta(samples, |s| s.itl.as_ref()),
+        client_inter_chunk_latency_ms: None,
         e2e_s: hist_delta(samples, |s| s.e2e.as_ref()),
         queue_time_s: hist_delta(samples, |s| s.queue_time.as_ref()),
+        prefill_time_s: hist_delta(samples, |s| s.prefill_time.as_ref()),
+        decode_time_s: hist_delta(samples, |s| s.decode_time.as_ref()),
+        preemptions: counter_growth(samples, |s| s.preemptions_total),
+        requests_swapped: gauge_stats(samples.iter().filter_map(|s| s.requests_swapped)),
         prompt_tokens: counter_growth(samples, |s| s.prompt_tokens_total),
         generation_tokens: counter_growth(samples, |s| s.generation_tokens_total),
         queue_depth: gauge_stats(samples.iter().filter_map(|s| s.queue_depth)),
         running_requests: gauge_stats(samples.iter().filter_map(|s| s.running_requests)),
         kv_cache_usage: gauge_stats(samples.iter().filter_map(|s| s.kv_cache_usage)),
         prefix_cache_hit_rate,
-        client_minus_server_ttft_ms: None,
+        comparison: None,
     }
 }

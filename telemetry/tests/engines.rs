@@ -40,6 +40,7 @@ pub fn vllm_v1_page(n: u64) -> String {
         ("vllm:prefix_cache_hits_total", "counter", 40.0 * n as f64),
         ("vllm:prompt_tokens_total", "counter", 1000.0 * n as f64),
         ("vllm:generation_tokens_total", "counter", 200.0 * n as f64),
+        ("vllm:num_preemptions_total", "counter", (n / 2) as f64),
     ] {
         page += &format!("# TYPE {name} {kind}\n{name}{{engine=\"0\",model_name=\"m,1\"}} {v}\n");
     }
@@ -63,6 +64,16 @@ pub fn vllm_v1_page(n: u64) -> String {
         &[("0.001", 10), ("+Inf", 10)],
         0.001,
     );
+    page += &hist(
+        "vllm:request_prefill_time_seconds",
+        &[("0.3", 10), ("+Inf", 10)],
+        0.5,
+    );
+    page += &hist(
+        "vllm:request_decode_time_seconds",
+        &[("0.3", 2), ("1.0", 10), ("+Inf", 10)],
+        6.0,
+    );
     page
 }
 
@@ -77,6 +88,10 @@ fn fixtures_detect_their_engine() {
     assert_eq!(v0.prefix_cache_hit_rate_gauge, None);
     assert_eq!(v0.prompt_tokens_total, Some(148.0));
     assert_eq!(v0.generation_tokens_total, Some(955.0));
+    // KV pressure, by the capture's own names: `vllm:num_preemptions_total` and V0's
+    // `vllm:num_requests_swapped`.
+    assert_eq!(v0.preemptions_total, Some(0.0));
+    assert_eq!(v0.requests_swapped, Some(0.0));
     assert!(v0.raw.is_none());
 
     let ll = sample(&fixture!("llamacpp_server_metrics.prom"), 1);
@@ -147,19 +162,40 @@ fn vllm_v1_run_summary_from_histogram_deltas() {
     let ttft = s.ttft_s.unwrap();
     assert_eq!(ttft.count, 80.0);
     assert!((ttft.mean.unwrap() - 0.1).abs() < 1e-12);
-    // 64 of 80 under 0.1 s: p50 at rank 40 is interpolated to 0.0625.
-    assert!((ttft.p50.unwrap() - 0.0625).abs() < 1e-12);
+    // 64 of 80 under 0.1 s: p50 at rank 40 is in the first bucket, interpolated to 0.0625.
+    let p50 = ttft.p50.unwrap();
+    assert_eq!((p50.lower_bound, p50.upper_bound), (0.0, Some(0.1)));
+    assert!((p50.estimate - 0.0625).abs() < 1e-12);
     // p90 at rank 72 sits in (0.1, 0.5]: 0.1 + 0.4 * 8/16.
-    assert!((ttft.p90.unwrap() - 0.3).abs() < 1e-12);
+    let p90 = ttft.p90.unwrap();
+    assert_eq!((p90.lower_bound, p90.upper_bound), (0.1, Some(0.5)));
+    assert!((p90.estimate - 0.3).abs() < 1e-12);
     assert_eq!(s.itl_s.unwrap().count, 1600.0);
-    assert_eq!(s.e2e_s.unwrap().p99, Some(4.92));
+    let e2e_p99 = s.e2e_s.unwrap().p99.unwrap();
+    assert_eq!(e2e_p99.upper_bound, Some(5.0));
+    assert!((e2e_p99.estimate - 4.92).abs() < 1e-12);
     assert_eq!(s.queue_time_s.unwrap().count, 80.0);
+    // The phases: 0.05 s of prefill and 0.6 s of decode per request; one preemption every
+    // second step (from 1 at step 2 to 5 at step 10).
+    assert!((s.prefill_time_s.unwrap().mean.unwrap() - 0.05).abs() < 1e-12);
+    assert!((s.decode_time_s.unwrap().mean.unwrap() - 0.6).abs() < 1e-12);
+    assert_eq!(s.preemptions, Some(4.0));
     let q = s.queue_depth.unwrap();
     assert_eq!((q.max, q.samples), (2.0, 9));
     assert_eq!(s.running_requests.unwrap().max, 3.0);
     let json = serde_json::to_value(&s).unwrap();
     assert_eq!(json["engine"], "vllm_v1");
     assert_eq!(json["ttft_s"]["count"], 80.0);
+    // Each percentile says it is a bucket: both edges and the interpolated estimate.
+    let p90 = &json["ttft_s"]["p90"];
+    assert_eq!(
+        (&p90["lower_bound"], &p90["upper_bound"]),
+        (&0.1.into(), &0.5.into())
+    );
+    assert!(
+        (p90["estimate"].as_f64().unwrap() - 0.3).abs() < 1e-12,
+        "{p90}"
+    );
 }
 
 #[test]

@@ -125,6 +125,25 @@ fn vllm_v0_capture() {
     // 994 of 998 steps had one token: the median sits in the first bucket.
     assert!(h.quantile(0.5).unwrap() <= 1.0);
     assert!(h.quantile(0.999).unwrap() > 32.0);
+    // Issue 16, item 3: what the buckets know is a bucket, not a value. The median is at most
+    // 1 token; the 99.9th percentile (rank 997 of 998) is above 32 and at most 40, the
+    // capture's own edges, whatever the interpolation guesses inside.
+    let p50 = h.quantile_bucket(0.5).unwrap();
+    assert_eq!((p50.lower_bound, p50.upper_bound), (0.0, Some(1.0)));
+    let p999 = h.quantile_bucket(0.999).unwrap();
+    assert_eq!((p999.lower_bound, p999.upper_bound), (32.0, Some(40.0)));
+    assert!(p999.estimate > 32.0 && p999.estimate <= 40.0, "{p999:?}");
+    let est = canary_telemetry::latency_estimate(&h).unwrap();
+    assert_eq!(est.count, 998.0);
+    for q in [est.p50, est.p90, est.p95, est.p99].into_iter().flatten() {
+        let edges: Vec<f64> = h.buckets.iter().map(|b| b.0).collect();
+        assert!(edges.contains(&q.upper_bound.unwrap()), "{q:?}");
+        assert!(
+            q.lower_bound == 0.0 || edges.contains(&q.lower_bound),
+            "{q:?}"
+        );
+        assert!(q.lower_bound <= q.estimate && q.estimate <= q.upper_bound.unwrap());
+    }
 }
 
 #[test]

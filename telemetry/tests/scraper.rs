@@ -129,10 +129,24 @@ async fn real_fixture_pages_are_served_and_mapped() {
     let page = fixture!("llamacpp_server_metrics.prom");
     let base = serve(move |_| page.clone()).await;
     let url = format!("{base}/metrics");
-    let state = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    let state = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
     assert!(
         matches!(&state, SourceState::Available { detail } if detail.contains("LlamaCpp")),
         "{state}"
+    );
+    // Issue 16, item 6: over https, the probe (`canaryd doctor`) ignored `--ca-bundle`.
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (tls_port, ca_pem) = canary_testkit::tls_terminator(addr).await;
+    let https = format!("https://localhost:{tls_port}/metrics");
+    let untrusted = probe_server_metrics(&https, None, Duration::from_secs(5)).await;
+    assert!(!untrusted.is_available(), "{untrusted}");
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, ca_pem).unwrap();
+    let trusted = probe_server_metrics(&https, Some(&bundle), Duration::from_secs(5)).await;
+    assert!(
+        matches!(&trusted, SourceState::Available { detail } if detail.contains("LlamaCpp")),
+        "{trusted}"
     );
     let scraper = ServerMetricsScraper::new(fast(url)).unwrap();
     let s = scraper.handle().scrape_now().await.unwrap();
@@ -169,7 +183,7 @@ async fn unreachable_endpoint_degrades_gracefully() {
         other => panic!("{other}"),
     }
     assert!(handle.scrape_now().await.is_err());
-    let probe = probe_server_metrics(&url, Duration::from_secs(5)).await;
+    let probe = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
     assert!(!probe.is_available());
     // Bad URLs are rejected up front, with the URL in the message.
     let err = ServerMetricsScraper::new(ServerMetricsConfig::new("ftp://x/metrics")).unwrap_err();
@@ -216,4 +230,32 @@ async fn scrape_timeout_follows_the_interval() {
     assert_eq!(fast.timeout(), ms(900));
     let err = fast.scrape_now().await.unwrap_err();
     assert!(err.to_string().contains("within 900ms"), "{err}");
+}
+
+// Issue 16, item 2: a server counts a finished request a moment after the client sees it end,
+// so a scrape taken right after warm-up (or after the last response) can miss some, and the
+// window's deltas then hold warm-up requests (or lack measured ones). The window's scrapes wait
+// until the count stops changing.
+#[tokio::test]
+async fn a_settled_scrape_waits_until_the_server_stops_counting() {
+    // The server's count catches up over its first three scrapes: 0, 1, 2, then 3 for good.
+    let page = |n: u64| {
+        let c = n.min(3);
+        format!(
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n\
+             vllm:e2e_request_latency_seconds_bucket{{le=\"1.0\"}} {c}\n\
+             vllm:e2e_request_latency_seconds_bucket{{le=\"+Inf\"}} {c}\n\
+             vllm:e2e_request_latency_seconds_sum {}\n\
+             vllm:e2e_request_latency_seconds_count {c}\n",
+            c as f64 * 0.1
+        )
+    };
+    let base = serve(page).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let h = scraper.handle();
+    let s = h.settled_scrape(true).await.unwrap();
+    assert_eq!(s.requests_counted(), Some(3.0));
+    // Settled, it stays: one more scrape, the same count.
+    let again = h.settled_scrape(false).await.unwrap();
+    assert_eq!(again.requests_counted(), Some(3.0));
 }

@@ -8,7 +8,9 @@
 //! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server.
 //! - [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
+//! - [`browser`]: headless Chromium over the DevTools protocol, for tests of HTML pages.
 
+pub mod browser;
 pub mod fuzz;
 mod hostile;
 mod skip;

@@ -44,6 +44,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
             target.ca_bundle.clone_from(&t.ca_bundle);
             target.timeout = t.request_timeout;
             target.limits = t.limits;
+            target.kernel_timestamps = t.kernel_timestamps;
             Ok(target)
         };
         let target = make(&t.url)?;
@@ -94,6 +95,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
         r.cancellation = w.cancellation;
         r.warmup_requests = w.warmup_requests;
         r.grace_period = w.grace_period;
+        r.start_at.clone_from(&w.start_at);
         r.goodput = w.slos.clone();
         Ok(plan)
     }

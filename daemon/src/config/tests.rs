@@ -558,6 +558,37 @@ fn response_caps_are_read_with_units_and_checked() {
     }
 }
 
+// Issue 16: kernel receive timestamps are on unless a target turns them off.
+#[test]
+fn kernel_timestamps_are_on_unless_a_target_says_false() {
+    let c = parse(GOOD).unwrap();
+    assert!(c.targets["local"].kernel_timestamps);
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\nkernel_timestamps = false",
+    );
+    let off = parse(&text).unwrap();
+    assert!(!off.targets["local"].kernel_timestamps);
+    // …and the run plan carries it to the replay (the plan redesign once dropped it).
+    let plan = |c: &Config| {
+        let w = &c.workloads[0];
+        let t = &c.targets[&w.target];
+        canary_replay::Plan::try_from(WorkloadPlan {
+            workload: w,
+            target: t,
+        })
+        .unwrap()
+    };
+    assert!(plan(&c).replay.target.kernel_timestamps);
+    assert!(!plan(&off).replay.target.kernel_timestamps);
+    let text = GOOD.replace(
+        "api_key_env = \"MY_KEY\"",
+        "api_key_env = \"MY_KEY\"\nkernel_timestamps = \"no\"",
+    );
+    let e = error_at(&text, "kernel_timestamps", "targets.local");
+    assert!(e.contains("kernel_timestamps"), "{e}");
+}
+
 #[test]
 fn a_cron_that_never_fires_is_refused_naming_line_and_key() {
     let text = GOOD.replace("0 3 * * *", "0 0 31 2 *");
@@ -653,4 +684,37 @@ fn scale_lengths_cannot_pass_the_length_limit() {
         let e = error_at(&text, "speedup", "workloads.chat.speedup: ");
         assert!(e.contains("expected a positive number"), "{e}");
     }
+}
+
+#[test]
+fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
+    for (bad, key, says) in [
+        (
+            "start_at = \"tomorrow\"",
+            "workloads.chat.start_at: ",
+            "RFC 3339",
+        ),
+        (
+            "start_at = \"2026-11-24T12:00:00\"",
+            "workloads.chat.start_at: ",
+            "RFC 3339",
+        ),
+        (
+            "max_late_start = \"10s\"",
+            "workloads.chat.max_late_start: ",
+            "only meaningful with start_at",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.contains(says), "{e}");
+    }
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nstart_at = \"2026-11-24T12:00:00+01:00\"\nmax_late_start = \"5s\"",
+    );
+    let c = parse(&text).unwrap();
+    let s = c.workloads[0].start_at.clone().expect("start_at kept");
+    assert_eq!(s.unix_ns, 1_795_518_000 * 1_000_000_000);
+    assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }

@@ -8,6 +8,7 @@
 //! never ends fails the test instead of hanging it).
 
 use super::common::{shared, Child, CANARYD};
+use canary_testkit::{Hostile, HostileServer};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -241,6 +242,45 @@ fn sigterm_stops_a_trace_load_at_once() {
 }
 
 #[test]
+fn a_second_sigint_quits_at_once_while_a_request_waits_out_its_grace_period() {
+    // A server that reads each request and never answers: the first SIGINT stops dispatch
+    // and leaves the request in flight for its grace period (10 minutes here); the second
+    // one quits now, with the interrupted status.
+    let server = HostileServer::start(Hostile::Silent);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let url = server.url();
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
+    args.extend(["--model", "m", "--output-dir", "out"]);
+    args.extend(["--grace-period", "10m", "--request-timeout", "10m"]);
+    let mut child = spawn(&args, dir.path());
+    let waited = |what: &str, done: &dyn Fn() -> bool| {
+        for _ in 0..600 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{what}: {}", printed(dir.path()));
+    };
+    waited("no request reached the server", &|| server.requests() > 0);
+    child.signal(libc::SIGINT);
+    waited("the first SIGINT was not taken as a stop", &|| {
+        printed(dir.path()).contains("Ctrl-C again to quit now")
+    });
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the first SIGINT waits for the request in flight: {}",
+        printed(dir.path())
+    );
+    // The signal task is waiting for the second SIGINT once it has said so.
+    std::thread::sleep(Duration::from_millis(500));
+    child.signal(libc::SIGINT);
+    let code = child.wait_exit(Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{}", printed(dir.path()));
+}
+
+#[test]
 fn check_config_loads_each_trace_and_names_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -345,7 +385,8 @@ fn a_closed_stdout_is_not_an_error() {
     let closed = format!("http://127.0.0.1:{}", super::common::free_port());
     let replay = |json: bool| {
         let mut a = vec!["replay", "--trace", arxiv.to_str().unwrap(), "--url", &url];
-        a.extend(["--model", "canary-sim", "--max-requests", "2", "-o", "out"]);
+        let o = if json { "out-json" } else { "out" };
+        a.extend(["--model", "canary-sim", "--max-requests", "2", "-o", o]);
         if json {
             a.push("--json");
         }

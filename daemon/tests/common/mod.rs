@@ -5,6 +5,8 @@
 //! Each test file includes it with `mod common;`, so an item one file does not use carries
 //! `#[allow(dead_code)]`.
 
+pub mod page;
+
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -96,6 +98,27 @@ pub fn sim(extra: &[&str]) -> (Child, u16) {
     let child = Child(
         Command::new(CANARYD)
             .args(["sim", "--profile", "fast", "--port", &port.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("canaryd sim starts"),
+    );
+    wait_listening(port, "canaryd sim");
+    (child, port)
+}
+
+/// `canaryd sim` with the profile `profile` (JSON, a named base plus overrides, written to
+/// `dir/profile.json`) and `extra` flags, listening when it returns.
+#[allow(dead_code)]
+pub fn sim_with_profile(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
+    let file = dir.join("profile.json");
+    std::fs::write(&file, profile).unwrap();
+    let port = free_port();
+    let child = Child(
+        Command::new(CANARYD)
+            .args(["sim", "--port", &port.to_string(), "--profile"])
+            .arg(&file)
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

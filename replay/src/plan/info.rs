@@ -7,7 +7,7 @@ use super::load::Prepared;
 use super::synthetic::LoadInfo;
 use super::Plan;
 use crate::prompt::PromptBuilder;
-use crate::trace::{LoadReport, SelectionReport};
+use crate::trace::{LoadReport, Selection, SelectionReport};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -83,6 +83,46 @@ pub struct TraceInfo {
     pub load: LoadReport,
     /// What selecting the window did.
     pub selection: SelectionReport,
+    /// The selection asked for, so the run can be repeated from its summary.
+    pub asked: SelectionAsked,
+}
+
+/// The settings that chose and shaped a run's requests, as asked (`--start-offset`,
+/// `--max-requests`, `--scale-lengths`, `--shard`, …); `null`: not set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectionAsked {
+    /// Start of the window, seconds of trace time after its first request.
+    pub start_offset_s: Option<f64>,
+    /// End of the window, seconds of trace time after its first request.
+    pub end_offset_s: Option<f64>,
+    /// At most this many requests.
+    pub max_requests: Option<usize>,
+    /// Lengths multiplied by this factor.
+    pub scale_lengths: Option<f64>,
+    /// Input lengths capped here.
+    pub max_input_tokens: Option<u32>,
+    /// Output lengths capped here.
+    pub max_output_tokens: Option<u32>,
+    /// This shard of the trace, `I/N`.
+    pub shard: Option<String>,
+    /// No length above this many tokens.
+    pub length_limit: u32,
+}
+
+impl SelectionAsked {
+    /// What `s` asks for.
+    pub fn of(s: &Selection) -> SelectionAsked {
+        SelectionAsked {
+            start_offset_s: s.start_offset.map(|d| d.as_secs_f64()),
+            end_offset_s: s.end_offset.map(|d| d.as_secs_f64()),
+            max_requests: s.max_requests,
+            scale_lengths: s.scale_lengths,
+            max_input_tokens: s.max_input_tokens,
+            max_output_tokens: s.max_output_tokens,
+            shard: s.shard.map(|s| s.to_string()),
+            length_limit: s.length_limit,
+        }
+    }
 }
 
 impl RunInfo {
@@ -102,12 +142,17 @@ impl RunInfo {
                     streaming: r.target.streaming,
                 },
                 load: plan.load.info(),
-                trace: prepared.trace.as_ref().map(|loaded| TraceInfo {
-                    path: loaded.trace.path.clone(),
-                    format: loaded.trace.format.to_string(),
-                    load: loaded.load.clone(),
-                    selection: loaded.selection.clone(),
-                }),
+                trace: prepared
+                    .trace
+                    .as_ref()
+                    .zip(plan.trace())
+                    .map(|(loaded, trace)| TraceInfo {
+                        path: loaded.trace.path.clone(),
+                        format: loaded.trace.format.to_string(),
+                        load: loaded.load.clone(),
+                        selection: loaded.selection.clone(),
+                        asked: SelectionAsked::of(&trace.selection),
+                    }),
                 speedup: plan.trace().map_or(1.0, |t| t.speedup),
                 concurrency: plan.dispatcher_config().concurrency,
                 warmup_requests: r.warmup_requests,

@@ -59,6 +59,10 @@ pub enum Setting {
     RequestCancellationRate,
     /// Time from sending a cancelled request to closing it.
     RequestCancellationDelay,
+    /// The wall-clock instant the schedule starts at (shared by shards).
+    StartAt,
+    /// How late a run may begin after that instant.
+    MaxLateStart,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -99,6 +103,8 @@ impl Setting {
             Setting::BenchmarkDuration => "benchmark_duration",
             Setting::RequestCancellationRate => "request_cancellation_rate",
             Setting::RequestCancellationDelay => "request_cancellation_delay",
+            Setting::StartAt => "start_at",
+            Setting::MaxLateStart => "max_late_start",
         }
     }
 
@@ -119,7 +125,9 @@ impl Setting {
             | Setting::RequestCount
             | Setting::BenchmarkDuration
             | Setting::RequestCancellationRate
-            | Setting::RequestCancellationDelay => Table::Workload,
+            | Setting::RequestCancellationDelay
+            | Setting::StartAt
+            | Setting::MaxLateStart => Table::Workload,
             _ => Table::Target,
         }
     }

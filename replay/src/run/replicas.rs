@@ -99,6 +99,20 @@ impl Replicas {
         })
     }
 
+    /// Whether the connections read with kernel receive timestamps: the first URL's state
+    /// that is not `on` (a kernel's refusal shows), else `on` or `off` as asked.
+    pub fn rx_state(&self) -> (&'static str, Option<String>) {
+        let states = self.all.iter().map(|r| r.connector.rx_state());
+        let mut first = None;
+        for (state, reason) in states {
+            if state == "refused" {
+                return (state, reason);
+            }
+            first.get_or_insert((state, reason));
+        }
+        first.unwrap_or(("off", None))
+    }
+
     /// The URL for the next request.
     pub fn pick(&self) -> Pick<'_> {
         let n = self.all.len();
@@ -128,7 +142,7 @@ mod tests {
         ]
         .map(|u| Target::new(u, Endpoint::Chat, "m").unwrap());
         Replicas::new(targets, balance, |t| {
-            Connector::new(&t.host, t.port, None, t.connect_timeout, 1024)
+            Connector::new(&t.host, t.port, None, t.connect_timeout, 1024, false)
         })
         .unwrap()
     }

@@ -9,9 +9,10 @@ use canary_core::MonoTime;
 use crate::chunk::{self, Chunks, Usage};
 use crate::engine::SeqState;
 use crate::fault::FaultPlan;
+use crate::http::write_timed;
 use crate::http::{self, Conn};
 use crate::openai::Api;
-use crate::server::{write_timed, Next, Shared};
+use crate::shared::{Next, Shared};
 use crate::truth::TruthRecord;
 
 pub(super) struct Job<'a> {

@@ -2,6 +2,7 @@
 //! by linear interpolation inside buckets, the way PromQL's `histogram_quantile` does.
 
 use super::{Family, Labels};
+use canary_core::BucketQuantile;
 
 impl Family {
     /// Builds a snapshot per label set (without `le`) from `_bucket`, `_sum`/`_gsum` and
@@ -168,6 +169,13 @@ impl HistogramSnapshot {
     /// starts at 0 when its bound is positive). A rank in the `+Inf` bucket gives the highest
     /// finite bound. `None` with no observations or no buckets.
     pub fn quantile(&self, q: f64) -> Option<f64> {
+        self.quantile_bucket(q).map(|b| b.estimate)
+    }
+
+    /// The `q`-quantile (0..=1) as what the buckets know of it: the bucket holding rank
+    /// `q * total` bounds it, and [`BucketQuantile::estimate`] interpolates inside that bucket
+    /// as [`HistogramSnapshot::quantile`] does. `None` with no observations or no buckets.
+    pub fn quantile_bucket(&self, q: f64) -> Option<BucketQuantile> {
         if !(0.0..=1.0).contains(&q) || self.buckets.is_empty() {
             return None;
         }
@@ -191,18 +199,29 @@ impl HistogramSnapshot {
             .position(|b| b.1 >= rank)
             .unwrap_or(cum.len() - 1);
         let (upper, count) = cum[i];
-        if upper == f64::INFINITY {
-            return Some(if i == 0 { f64::INFINITY } else { cum[i - 1].0 });
-        }
+        // Latencies and sizes are never negative: the lowest bucket starts at 0 (or at its
+        // own bound, when that is not positive).
         let (lower, below) = match i {
-            0 if upper > 0.0 => (0.0, 0.0),
-            0 => return Some(upper),
+            0 => (upper.min(0.0), 0.0),
             _ => cum[i - 1],
         };
-        if count <= below {
-            return Some(upper);
+        if upper == f64::INFINITY {
+            return Some(BucketQuantile {
+                lower_bound: if i == 0 { 0.0 } else { lower },
+                upper_bound: None,
+                estimate: if i == 0 { 0.0 } else { lower },
+            });
         }
-        Some(lower + (upper - lower) * (rank - below) / (count - below))
+        let estimate = if count <= below || upper <= lower {
+            upper
+        } else {
+            lower + (upper - lower) * (rank - below) / (count - below)
+        };
+        Some(BucketQuantile {
+            lower_bound: lower,
+            upper_bound: Some(upper),
+            estimate,
+        })
     }
 }
 
@@ -239,6 +258,24 @@ mod tests {
     fn rank_in_inf_bucket_gives_highest_finite_bound() {
         let x = h(&[(1.0, 1.0), (2.0, 2.0), (f64::INFINITY, 10.0)], 100.0);
         assert_eq!(x.quantile(0.99), Some(2.0));
+        let b = x.quantile_bucket(0.99).unwrap();
+        assert_eq!((b.lower_bound, b.upper_bound), (2.0, None));
+    }
+
+    // Issue 16, item 3: a percentile inside a bucket printed as if it were exact.
+    #[test]
+    fn quantile_bucket_bounds_the_value_by_its_bucket() {
+        let x = h(
+            &[(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (f64::INFINITY, 40.0)],
+            12.0,
+        );
+        let p50 = x.quantile_bucket(0.5).unwrap();
+        assert_eq!((p50.lower_bound, p50.upper_bound), (0.1, Some(0.5)));
+        assert!((p50.estimate - 0.3).abs() < 1e-12);
+        let p10 = x.quantile_bucket(0.1).unwrap();
+        assert_eq!((p10.lower_bound, p10.upper_bound), (0.0, Some(0.1)));
+        let p100 = x.quantile_bucket(1.0).unwrap();
+        assert_eq!((p100.lower_bound, p100.upper_bound), (0.5, Some(1.0)));
     }
 
     #[test]

@@ -7,7 +7,7 @@
  * when) its wrapper is called, except nvmlShutdown, which Drop calls unchecked (it would panic).
  * Build with -DNO_PROCESS_UTIL to leave nvmlDeviceGetProcessUtilization out.
  *
- * Values: 2 GPUs (FAKE_NVML_GPUS overrides), utilization 73% / 41%, 80 GiB total and
+ * Values: 2 GPUs (FAKE_NVML_GPUS overrides), utilization 73% (FAKE_NVML_UTIL overrides) / 41%, 80 GiB total and
  * 12345678912 B used, power 215123 mW, energy counter starting at 1000000 mJ and growing by
  * 5000 mJ per read, 64 C, SM 1980 MHz, memory 2619 MHz, throttle reasons 0x4 (SW power cap),
  * PCIe TX 1000 KB/s and RX 2000 KB/s, one process sample for pid FAKE_NVML_PID (default 4242)
@@ -78,7 +78,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) 
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
     (void)d;
-    u->gpu = 73;
+    const char *g = getenv("FAKE_NVML_UTIL");
+    u->gpu = g ? (unsigned int)atoi(g) : 73;
     u->memory = 41;
     return NVML_SUCCESS;
 }

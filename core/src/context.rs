@@ -1,0 +1,297 @@
+//! [`RunContext`]: what a run ran on and against — canaryd's build, the host, the GPUs, the
+//! server's engine and model, the request shape and load pattern — `summary.json`'s
+//! `context` section. A latency figure without it is not reproducible (the vLLM bench
+//! guide's words), and a regression that comes with a changed engine version or driver
+//! comes with its likely cause ([`RunContext::changes_since`]).
+//!
+//! Every field is [`Known`]: a value, or `{"unavailable": "why"}`. Observers fill the parts
+//! they can see and [`RunContext::merge`] keeps the first value found for each field.
+
+mod diff;
+
+pub use diff::ContextChange;
+
+use serde::{Deserialize, Serialize};
+
+/// A context figure: its value, or why it is not known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Known<T> {
+    /// The value.
+    Value(T),
+    /// Why there is none.
+    Unavailable {
+        /// The reason, naming the source.
+        unavailable: String,
+    },
+}
+
+/// The reason a field nobody filled gives.
+const NOT_COLLECTED: &str = "not collected by this run";
+
+impl<T> Default for Known<T> {
+    fn default() -> Self {
+        Known::unavailable(NOT_COLLECTED)
+    }
+}
+
+impl<T> Known<T> {
+    /// Shorthand for [`Known::Unavailable`].
+    pub fn unavailable(why: impl Into<String>) -> Known<T> {
+        Known::Unavailable {
+            unavailable: why.into(),
+        }
+    }
+
+    /// `Some(value)` when known.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Known::Value(v) => Some(v),
+            Known::Unavailable { .. } => None,
+        }
+    }
+
+    /// A value from `Some`, else unavailable for `why`.
+    pub fn from_option(v: Option<T>, why: impl Into<String>) -> Known<T> {
+        match v {
+            Some(v) => Known::Value(v),
+            None => Known::unavailable(why),
+        }
+    }
+
+    /// Keeps a value; takes `other`'s when this one is unavailable and `other` has one, or
+    /// has a reason where this one only says nobody collected it.
+    pub fn merge(&mut self, other: Known<T>) {
+        let uncollected = |k: &Known<T>| matches!(k, Known::Unavailable { unavailable } if unavailable == NOT_COLLECTED);
+        if self.value().is_none() && (other.value().is_some() || uncollected(self)) {
+            *self = other;
+        }
+    }
+}
+
+/// canaryd itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CanarydContext {
+    /// Its version.
+    pub version: Known<String>,
+    /// The git commit it was built from.
+    pub git_sha: Known<String>,
+}
+
+/// The host canaryd ran on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostContext {
+    /// Host name.
+    pub name: Known<String>,
+    /// CPU model.
+    pub cpu_model: Known<String>,
+    /// Logical CPUs online.
+    pub cpu_cores: Known<u32>,
+    /// CPUs canaryd may run on (its affinity).
+    pub cpus_allowed: Known<u32>,
+    /// Kernel release.
+    pub kernel: Known<String>,
+}
+
+/// The GPUs the server ran on, as NVML or DCGM describe them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GpuContext {
+    /// Product name (of the first GPU, with every other distinct one after it).
+    pub model: Known<String>,
+    /// GPUs seen.
+    pub count: Known<u32>,
+    /// Driver version.
+    pub driver: Known<String>,
+    /// The CUDA version the driver supports.
+    pub cuda: Known<String>,
+    /// Where these came from (`nvml`, `dcgm`).
+    pub source: Known<String>,
+}
+
+/// The inference server, from what its engine exposes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerContext {
+    /// The engine, detected from its `/metrics`.
+    pub engine: Known<String>,
+    /// The engine's version (vLLM `/version`, SGLang `/get_server_info`, TGI `/info`,
+    /// llama.cpp `/props` `build_info`).
+    pub version: Known<String>,
+    /// The model served (`/v1/models`, else the engine's own info).
+    pub model: Known<String>,
+    /// The longest context the server accepts, tokens.
+    pub max_model_len: Known<u64>,
+}
+
+/// Requested token lengths over a run's schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LengthStats {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl LengthStats {
+    /// The statistics of `values`; `None` when empty.
+    pub fn of(values: &mut [f64]) -> Option<LengthStats> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        Some(LengthStats {
+            mean: values.iter().sum::<f64>() / n as f64,
+            p50: values[n / 2],
+            max: values[n - 1],
+        })
+    }
+}
+
+/// How load was offered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadPattern {
+    /// `trace`: a trace on its own schedule.
+    pub kind: String,
+    /// Trace time divided by this.
+    pub speedup: f64,
+    /// Requests in flight at most (`None`: no limit but the open-file ceiling).
+    pub concurrency: Option<usize>,
+    /// Requests scheduled.
+    pub requests: u64,
+    /// Sessions (first turns are open-loop; later turns wait for the previous one).
+    pub sessions: u64,
+    /// Seconds from the first to the last scheduled send.
+    pub span_s: f64,
+    /// `requests / span_s`.
+    pub offered_rate_per_s: Option<f64>,
+}
+
+/// The request shape and the load pattern of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkloadContext {
+    /// The API called (`chat`, `text_completion`).
+    pub endpoint: Known<String>,
+    /// Streamed responses (SSE) or one body.
+    pub streaming: Known<bool>,
+    /// Prompt lengths asked, tokens.
+    pub input_tokens: Known<LengthStats>,
+    /// Output lengths asked, tokens.
+    pub output_tokens: Known<LengthStats>,
+    /// How the requests were offered.
+    pub load: Known<LoadPattern>,
+}
+
+/// A run's full context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunContext {
+    /// canaryd.
+    pub canaryd: CanarydContext,
+    /// The client host.
+    pub host: HostContext,
+    /// The GPUs.
+    pub gpu: GpuContext,
+    /// The server.
+    pub server: ServerContext,
+    /// What was sent, and how.
+    pub workload: WorkloadContext,
+}
+
+impl RunContext {
+    /// Adds what another observer found: fields already known stay.
+    pub fn merge(&mut self, o: RunContext) {
+        let c = &mut self.canaryd;
+        c.version.merge(o.canaryd.version);
+        c.git_sha.merge(o.canaryd.git_sha);
+        let h = &mut self.host;
+        h.name.merge(o.host.name);
+        h.cpu_model.merge(o.host.cpu_model);
+        h.cpu_cores.merge(o.host.cpu_cores);
+        h.cpus_allowed.merge(o.host.cpus_allowed);
+        h.kernel.merge(o.host.kernel);
+        let g = &mut self.gpu;
+        g.model.merge(o.gpu.model);
+        g.count.merge(o.gpu.count);
+        g.driver.merge(o.gpu.driver);
+        g.cuda.merge(o.gpu.cuda);
+        g.source.merge(o.gpu.source);
+        let s = &mut self.server;
+        s.engine.merge(o.server.engine);
+        s.version.merge(o.server.version);
+        s.model.merge(o.server.model);
+        s.max_model_len.merge(o.server.max_model_len);
+        let w = &mut self.workload;
+        w.endpoint.merge(o.workload.endpoint);
+        w.streaming.merge(o.workload.streaming);
+        w.input_tokens.merge(o.workload.input_tokens);
+        w.output_tokens.merge(o.workload.output_tokens);
+        w.load.merge(o.workload.load);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_fields_serialize_as_values_or_reasons_and_read_back() {
+        let mut c = RunContext::default();
+        c.server.version = Known::Value("0.10.1".into());
+        c.server.max_model_len = Known::Value(8192);
+        c.gpu.driver = Known::unavailable("nvml: unavailable: no libnvidia-ml.so");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["server"]["version"], "0.10.1");
+        assert_eq!(json["server"]["max_model_len"], 8192);
+        assert_eq!(
+            json["gpu"]["driver"]["unavailable"],
+            "nvml: unavailable: no libnvidia-ml.so"
+        );
+        assert_eq!(
+            json["host"]["kernel"]["unavailable"],
+            "not collected by this run"
+        );
+        let back: RunContext = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+        // A summary.json older than the context reads as all unavailable.
+        let old: RunContext = serde_json::from_str("{}").unwrap();
+        assert_eq!(old, RunContext::default());
+    }
+
+    #[test]
+    fn merging_keeps_the_first_value_and_fills_the_rest() {
+        let mut a = RunContext::default();
+        a.server.engine = Known::Value("vllm_v1".into());
+        a.gpu.count = Known::unavailable("no GPU source");
+        let mut b = RunContext::default();
+        b.server.engine = Known::Value("sglang".into());
+        b.gpu.count = Known::Value(8);
+        a.merge(b);
+        assert_eq!(a.server.engine.value().unwrap(), "vllm_v1");
+        assert_eq!(a.gpu.count.value(), Some(&8));
+        // A reason replaces "not collected", never a value or another reason.
+        let mut c = RunContext::default();
+        c.canaryd.git_sha = Known::unavailable("built without CANARYD_GIT_SHA");
+        a.merge(c.clone());
+        assert_eq!(a.canaryd.git_sha, c.canaryd.git_sha);
+        c.canaryd.git_sha = Known::unavailable("another reason");
+        a.merge(c);
+        assert_eq!(
+            a.canaryd.git_sha,
+            Known::unavailable("built without CANARYD_GIT_SHA")
+        );
+    }
+
+    #[test]
+    fn length_statistics() {
+        let s = LengthStats::of(&mut [3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.mean, s.p50, s.max), (4.0, 3.0, 10.0));
+        assert!(LengthStats::of(&mut []).is_none());
+    }
+}

@@ -1,0 +1,573 @@
+//! One rule per class. Each reads [`Figures`], tests its thresholds (the constants in
+//! [`thresholds`]), and says where in the run its condition held.
+
+use super::figures::{Fig, Figures};
+use super::interval::{longest, spans_between, Span};
+use super::{Bottleneck, DiagnosisInput, Evidence, FigureKind, Finding, RuleState, Threshold};
+use crate::telemetry::ServerPoint;
+use crate::timeline::ClientTimeline;
+
+/// The rules' thresholds (documented with each class in the README).
+pub mod thresholds {
+    /// `target-errors`: the target failed at least this share of the requests it was sent.
+    pub const ERROR_RATE: f64 = 0.05;
+    /// `client-bound`: canaryd's read delay (kernel receive → read) or its threads' wait for
+    /// a CPU per wake-up is at least this many ms …
+    pub const CLIENT_DELAY_MIN_MS: f64 = 2.0;
+    /// … and at least this share of the client's mean TTFT.
+    pub const CLIENT_DELAY_SHARE: f64 = 0.10;
+    /// `client-bound`: canaryd used at least this share of the CPU it may use.
+    pub const CLIENT_CPU_SATURATED: f64 = 0.90;
+    /// `network`: client TTFT minus the server's own TTFT (minus canaryd's read delay) is at
+    /// least this many ms …
+    pub const NETWORK_MIN_MS: f64 = 5.0;
+    /// … and at least this share of the client's mean TTFT.
+    pub const NETWORK_SHARE: f64 = 0.20;
+    /// `kv-memory-bound`: KV-cache usage at or above this …
+    pub const KV_HIGH: f64 = 0.90;
+    /// … on at least this many consecutive scrapes;
+    pub const KV_HELD_SCRAPES: f64 = 2.0;
+    /// or at least this many preemptions per request sent;
+    pub const PREEMPTIONS_PER_REQUEST: f64 = 0.01;
+    /// or at least this many requests swapped out (vLLM V0).
+    pub const SWAPPED: f64 = 1.0;
+    /// `queueing`: the server's mean queue time is at least this many ms …
+    pub const QUEUE_MIN_MS: f64 = 10.0;
+    /// … and at least this share of its TTFT (queueing dominates TTFT). Without a
+    /// queue-time histogram: a mean queue depth of at least [`QUEUE_DEPTH`] whose wait by
+    /// Little's law (depth / throughput) is at least [`QUEUE_MIN_MS`].
+    pub const QUEUE_SHARE: f64 = 0.50;
+    /// Requests waiting, on average.
+    pub const QUEUE_DEPTH: f64 = 1.0;
+    /// `prefill-bound`: the server's mean prefill time is at least this many ms, …
+    pub const PREFILL_MIN_MS: f64 = 10.0;
+    /// … at least this share of the client's TTFT, …
+    pub const PREFILL_SHARE: f64 = 0.50;
+    /// … and TTFT is at least this share of the request's end-to-end latency.
+    pub const TTFT_SHARE_OF_E2E: f64 = 0.50;
+    /// `compute-bound`: mean GPU utilization at least this (percent), with KV-cache usage
+    /// under [`KV_LOW`], nothing waiting and no preemptions.
+    pub const GPU_BUSY_PCT: f64 = 90.0;
+    /// KV-cache usage under this is "low".
+    pub const KV_LOW: f64 = 0.50;
+}
+
+use thresholds::*;
+
+fn ge(figure: &str, observed: f64, limit: f64) -> Threshold {
+    Threshold {
+        figure: figure.into(),
+        op: ">=".into(),
+        limit,
+        observed,
+        met: observed >= limit,
+    }
+}
+
+fn lt(figure: &str, observed: f64, limit: f64) -> Threshold {
+    Threshold {
+        figure: figure.into(),
+        op: "<".into(),
+        limit,
+        observed,
+        met: observed < limit,
+    }
+}
+
+fn exact(name: &str, value: f64, unit: &str, source: &str) -> Evidence {
+    Evidence {
+        name: name.into(),
+        value,
+        unit: unit.into(),
+        kind: FigureKind::Exact,
+        source: source.into(),
+    }
+}
+
+fn fire_all(x: &mut Finding) {
+    let all = !x.thresholds.is_empty() && x.thresholds.iter().all(|t| t.met);
+    x.state = if all {
+        RuleState::Fired
+    } else {
+        RuleState::Clear
+    };
+}
+
+fn fire_any(x: &mut Finding) {
+    x.state = if x.thresholds.iter().any(|t| t.met) {
+        RuleState::Fired
+    } else {
+        RuleState::Clear
+    };
+}
+
+fn unknown(x: &mut Finding, why: impl Into<String>) {
+    x.state = RuleState::Unknown;
+    x.missing.push(why.into());
+}
+
+/// What the rules share: the figures, the time series and the run's length.
+struct Ctx<'a> {
+    f: &'a Figures,
+    input: &'a DiagnosisInput<'a>,
+    run_s: f64,
+}
+
+impl Ctx<'_> {
+    fn server(&self) -> &[ServerPoint] {
+        &self.input.telemetry.series.server
+    }
+
+    fn timeline(&self) -> Option<&ClientTimeline> {
+        self.input.timeline
+    }
+
+    /// Spans of the client's time buckets.
+    fn client_spans(
+        &self,
+        held: impl Fn(&crate::timeline::ClientBucket) -> Option<(bool, f64)>,
+    ) -> Vec<Span> {
+        let Some(t) = self.timeline() else {
+            return Vec::new();
+        };
+        let w = t.width_ms() / 1e3;
+        t.buckets()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let (h, v) = held(b)?;
+                Some(Span {
+                    start_s: i as f64 * w,
+                    end_s: ((i + 1) as f64 * w).min(self.run_s.max(w)),
+                    held: h,
+                    value: v,
+                })
+            })
+            .collect()
+    }
+
+    fn server_spans(&self, held: impl Fn(&ServerPoint) -> Option<(bool, f64)>) -> Vec<Span> {
+        spans_between(self.server(), |p| p.t_s, self.run_s, held)
+    }
+
+    /// The client's mean TTFT over the buckets whose middle lies in `(a, b]`, ms.
+    fn client_ttft_between(&self, a: f64, b: f64) -> Option<f64> {
+        let t = self.timeline()?;
+        let w = t.width_ms() / 1e3;
+        let (mut n, mut sum) = (0u64, 0.0);
+        for (i, bk) in t.buckets().iter().enumerate() {
+            let mid = (i as f64 + 0.5) * w;
+            if mid > a && mid <= b {
+                n += bk.ttft_n;
+                sum += bk.ttft_sum_ms;
+            }
+        }
+        (n > 0).then(|| sum / n as f64)
+    }
+}
+
+/// Evaluates every rule, in [`Bottleneck::ALL`]'s order.
+pub(super) fn evaluate(f: &Figures, input: &DiagnosisInput) -> Vec<Finding> {
+    let timeline_s = input
+        .timeline
+        .map_or(0.0, |t| t.buckets().len() as f64 * t.width_ms() / 1e3);
+    let run_s = timeline_s.max(input.summary.duration_s);
+    let c = Ctx { f, input, run_s };
+    vec![
+        target_errors(&c),
+        client_bound(&c),
+        kv_memory_bound(&c),
+        queueing(&c),
+        prefill_bound(&c),
+        network(&c),
+        compute_bound(&c),
+    ]
+}
+
+fn target_errors(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::TargetErrors);
+    if f.requests == 0 {
+        unknown(&mut x, "no request was sent");
+        return x;
+    }
+    x.evidence
+        .push(exact("error_rate", f.error_rate, "ratio", "client"));
+    x.evidence.push(exact(
+        "target_errors",
+        f.target_errors as f64,
+        "requests",
+        "client",
+    ));
+    x.thresholds
+        .push(ge("error_rate", f.error_rate, ERROR_RATE));
+    fire_all(&mut x);
+    let spans = c.client_spans(|b| b.error_share().map(|s| (s >= ERROR_RATE, s)));
+    x.interval = longest(&spans, "error share >= 0.05", c.run_s);
+    x
+}
+
+/// The delay that counts as canaryd's bottleneck for a run with this TTFT.
+fn client_limit(f: &Figures) -> f64 {
+    let ttft = f.client_ttft_ms.map_or(0.0, |t| t.value);
+    CLIENT_DELAY_MIN_MS.max(CLIENT_DELAY_SHARE * ttft)
+}
+
+fn client_bound(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::ClientBound);
+    let limit = client_limit(f);
+    if f.client_errors > 0 && f.requests > 0 {
+        let share = f.client_errors as f64 / f.requests as f64;
+        x.evidence.push(exact(
+            "client_resource_errors",
+            f.client_errors as f64,
+            "requests",
+            "client",
+        ));
+        x.thresholds
+            .push(ge("client_error_share", share, ERROR_RATE));
+    }
+    let mut weight = None::<f64>;
+    if let Some(rd) = f.read_delay_ms {
+        x.evidence.push(rd.evidence("read_delay_mean", "ms"));
+        x.thresholds.push(ge("read_delay_mean", rd.value, limit));
+        weight = Some(rd.value);
+    }
+    if let Some(w) = f.cpu_wait_per_wakeup_ms {
+        x.evidence.push(w.evidence("cpu_wait_per_wakeup", "ms"));
+        x.thresholds.push(ge("cpu_wait_per_wakeup", w.value, limit));
+        weight = Some(weight.map_or(w.value, |r| r.max(w.value)));
+    }
+    if let Some(u) = f.cpu_utilization {
+        x.evidence.push(u.evidence("cpu_utilization", "ratio"));
+        x.thresholds
+            .push(ge("cpu_utilization", u.value, CLIENT_CPU_SATURATED));
+    }
+    if x.thresholds.is_empty() {
+        let why = [&f.kernel_missing, &f.client_cpu_missing];
+        unknown(
+            &mut x,
+            why.into_iter()
+                .flatten()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        return x;
+    }
+    x.weight_ms = weight;
+    fire_any(&mut x);
+    let spans = c.client_spans(|b| b.read_delay_mean_ms().map(|d| (d >= limit, d)));
+    x.interval = longest(&spans, "first-token read delay >= its limit", c.run_s);
+    x
+}
+
+fn kv_memory_bound(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::KvMemoryBound);
+    if f.kv_mean.is_none() && f.preemptions.is_none() && f.swapped_max.is_none() {
+        let why = f.server_missing.clone().unwrap_or_else(|| {
+            format!(
+                "server_metrics ({}) exposes no KV-cache gauge and no preemption counter",
+                f.engine.as_deref().unwrap_or("engine unknown")
+            )
+        });
+        unknown(&mut x, why);
+        return x;
+    }
+    for (name, fig, unit) in [
+        ("kv_cache_usage_mean", f.kv_mean, "ratio"),
+        ("kv_cache_usage_max", f.kv_max, "ratio"),
+        ("preemptions", f.preemptions, "requests"),
+        ("requests_swapped_max", f.swapped_max, "requests"),
+    ] {
+        if let Some(v) = fig {
+            x.evidence.push(v.evidence(name, unit));
+        }
+    }
+    if let (Some(p), true) = (f.preemptions, f.requests > 0) {
+        let per = p.value / f.requests as f64;
+        x.thresholds
+            .push(ge("preemptions_per_request", per, PREEMPTIONS_PER_REQUEST));
+    }
+    let kv_points: Vec<f64> = c.server().iter().filter_map(|p| p.kv_usage).collect();
+    if kv_points.len() >= 2 {
+        let (mut run, mut best) = (0usize, 0usize);
+        for kv in &kv_points {
+            run = if *kv >= KV_HIGH { run + 1 } else { 0 };
+            best = best.max(run);
+        }
+        x.thresholds.push(ge(
+            "kv_high_consecutive_scrapes",
+            best as f64,
+            KV_HELD_SCRAPES,
+        ));
+    } else if let Some(kv) = f.kv_mean {
+        x.thresholds
+            .push(ge("kv_cache_usage_mean", kv.value, KV_HIGH));
+    }
+    if let Some(s) = f.swapped_max {
+        x.thresholds
+            .push(ge("requests_swapped_max", s.value, SWAPPED));
+    }
+    fire_any(&mut x);
+    let parts = [f.server_queue_ms, f.server_decode_ms];
+    let w: f64 = parts.iter().flatten().map(|p| p.value).sum();
+    x.weight_ms = if parts.iter().any(Option::is_some) {
+        Some(w)
+    } else {
+        f.client_e2e_ms.map(|e| e.value)
+    };
+    let spans = c.server_spans(|p| {
+        let kv = p.kv_usage.unwrap_or(0.0);
+        let pre = p.preemptions.unwrap_or(0.0);
+        (p.kv_usage.is_some() || p.preemptions.is_some())
+            .then_some((kv >= KV_HIGH || pre > 0.0, kv))
+    });
+    x.interval = longest(&spans, "kv_cache_usage >= 0.9 or a preemption", c.run_s);
+    x
+}
+
+fn queueing(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::Queueing);
+    if let Some(q) = f.server_queue_ms {
+        let reference = f.server_ttft_ms.or(f.client_ttft_ms);
+        x.evidence.push(q.evidence("server_queue_time_mean", "ms"));
+        x.thresholds
+            .push(ge("server_queue_time_mean", q.value, QUEUE_MIN_MS));
+        if let Some(r) = reference.filter(|r| r.value > 0.0) {
+            let name = if f.server_ttft_ms.is_some() {
+                "server_ttft_mean"
+            } else {
+                "client_ttft_mean"
+            };
+            x.evidence.push(r.evidence(name, "ms"));
+            x.thresholds
+                .push(ge("queue_share_of_ttft", q.value / r.value, QUEUE_SHARE));
+        }
+        x.weight_ms = Some(q.value);
+    } else if let Some(d) = f.queue_depth_mean {
+        x.evidence.push(d.evidence("queue_depth_mean", "requests"));
+        x.thresholds
+            .push(ge("queue_depth_mean", d.value, QUEUE_DEPTH));
+        if f.throughput > 0.0 {
+            // Little's law: the mean wait is the mean queue over the arrival rate.
+            let wait = d.value / f.throughput * 1e3;
+            x.evidence.push(Evidence {
+                name: "queue_wait_littles_law".into(),
+                value: wait,
+                unit: "ms".into(),
+                kind: FigureKind::Estimate,
+                source: "server_metrics and client".into(),
+            });
+            x.thresholds
+                .push(ge("queue_wait_littles_law", wait, QUEUE_MIN_MS));
+            x.weight_ms = Some(wait);
+        }
+        x.fallback = true;
+    } else {
+        let why = f.server_missing.clone().unwrap_or_else(|| {
+            format!(
+                "server_metrics ({}) exposes no queue-time histogram and no queue gauge",
+                f.engine.as_deref().unwrap_or("engine unknown")
+            )
+        });
+        unknown(&mut x, why);
+        return x;
+    }
+    fire_all(&mut x);
+    let has_depth = c.server().iter().any(|p| p.queue_depth.is_some());
+    let spans = c.server_spans(|p| match (has_depth, p.queue_depth, p.queue_time) {
+        (true, Some(d), _) => Some((d >= QUEUE_DEPTH, d)),
+        (false, _, Some(w)) => w.mean().map(|m| (m * 1e3 >= QUEUE_MIN_MS, m * 1e3)),
+        _ => None,
+    });
+    let condition = if has_depth {
+        "queue_depth >= 1"
+    } else {
+        "queue time >= 10 ms"
+    };
+    x.interval = longest(&spans, condition, c.run_s);
+    x
+}
+
+fn prefill_bound(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::PrefillBound);
+    let (Some(p), Some(ttft), Some(e2e)) = (f.server_prefill_ms, f.client_ttft_ms, f.client_e2e_ms)
+    else {
+        let why = f.server_missing.clone().unwrap_or_else(|| {
+            "no server prefill figure (prefill histogram, TTFT and queue histograms, or \
+             per-request prompt timings)"
+                .to_string()
+        });
+        unknown(&mut x, why);
+        return x;
+    };
+    x.fallback = p.fallback;
+    x.evidence
+        .push(p.evidence("server_prefill_time_mean", "ms"));
+    x.evidence.push(ttft.evidence("client_ttft_mean", "ms"));
+    x.evidence.push(e2e.evidence("client_e2e_mean", "ms"));
+    x.thresholds
+        .push(ge("server_prefill_time_mean", p.value, PREFILL_MIN_MS));
+    if ttft.value > 0.0 && e2e.value > 0.0 {
+        x.thresholds.push(ge(
+            "prefill_share_of_ttft",
+            p.value / ttft.value,
+            PREFILL_SHARE,
+        ));
+        x.thresholds.push(ge(
+            "ttft_share_of_e2e",
+            ttft.value / e2e.value,
+            TTFT_SHARE_OF_E2E,
+        ));
+    }
+    x.weight_ms = Some(p.value);
+    fire_all(&mut x);
+    let spans = c.server_spans(|pt| {
+        let prefill = pt.prefill_time?.mean()? * 1e3;
+        let ttft = pt.ttft.and_then(|w| w.mean()).map_or(0.0, |m| m * 1e3);
+        Some((prefill >= PREFILL_MIN_MS.max(PREFILL_SHARE * ttft), prefill))
+    });
+    x.interval = longest(
+        &spans,
+        "prefill time >= 10 ms and >= half the TTFT",
+        c.run_s,
+    );
+    x
+}
+
+fn network(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::Network);
+    let (Some(gap), Some(ttft)) = (f.ttft_gap_ms, f.client_ttft_ms) else {
+        let why = f.server_missing.clone().unwrap_or_else(|| {
+            format!(
+                "server_metrics ({}) exposes no TTFT histogram and the stream carried no \
+                 per-request timings",
+                f.engine.as_deref().unwrap_or("engine unknown")
+            )
+        });
+        unknown(&mut x, why);
+        return x;
+    };
+    x.fallback = gap.fallback;
+    let read_delay = f.read_delay_ms.map_or(0.0, |r| r.value);
+    let net = gap.value - read_delay;
+    let kind = if f.read_delay_ms.is_some() && !gap.fallback {
+        FigureKind::Estimate
+    } else {
+        // It still holds canaryd's read delay, or the server's queue (llama.cpp timings).
+        FigureKind::Bound
+    };
+    x.evidence.push(
+        Fig {
+            value: net,
+            kind,
+            ..gap
+        }
+        .evidence("network_mean", "ms"),
+    );
+    x.evidence
+        .push(gap.evidence("client_minus_server_ttft_mean", "ms"));
+    if let Some(r) = f.read_delay_ms {
+        x.evidence.push(r.evidence("read_delay_mean", "ms"));
+    } else if let Some(m) = &f.kernel_missing {
+        // The gap still holds canaryd's own read delay: a coarser figure.
+        x.fallback = true;
+        x.missing
+            .push(format!("{m} (the gap includes canaryd's own read delay)"));
+    }
+    x.evidence.push(ttft.evidence("client_ttft_mean", "ms"));
+    let limit = NETWORK_MIN_MS.max(NETWORK_SHARE * ttft.value);
+    x.thresholds.push(ge("network_mean", net, limit));
+    x.weight_ms = Some(net);
+    fire_all(&mut x);
+    let spans: Vec<Span> = c
+        .server()
+        .windows(2)
+        .filter_map(|w| {
+            let (a, b) = (w[0].t_s.max(0.0), w[1].t_s.min(c.run_s));
+            if b <= a {
+                return None;
+            }
+            let server = w[1].ttft?.mean()? * 1e3;
+            let value = c.client_ttft_between(a, b)? - server - read_delay;
+            Some(Span {
+                start_s: a,
+                end_s: b,
+                held: value >= limit,
+                value,
+            })
+        })
+        .collect();
+    x.interval = longest(&spans, "client TTFT - server TTFT >= its limit", c.run_s);
+    x
+}
+
+fn compute_bound(c: &Ctx) -> Finding {
+    let f = c.f;
+    let mut x = Finding::new(Bottleneck::ComputeBound);
+    let Some(util) = f.gpu_util_pct else {
+        unknown(
+            &mut x,
+            f.gpu_missing
+                .clone()
+                .unwrap_or_else(|| "no GPU source".into()),
+        );
+        return x;
+    };
+    x.evidence.push(util.evidence("gpu_utilization_mean", "%"));
+    x.thresholds
+        .push(ge("gpu_utilization_mean", util.value, GPU_BUSY_PCT));
+    if let Some(kv) = f.kv_mean {
+        x.evidence.push(kv.evidence("kv_cache_usage_mean", "ratio"));
+        x.thresholds
+            .push(lt("kv_cache_usage_mean", kv.value, KV_LOW));
+    }
+    match (f.queue_depth_mean, f.server_queue_ms) {
+        (Some(d), _) => {
+            x.evidence.push(d.evidence("queue_depth_mean", "requests"));
+            x.thresholds
+                .push(lt("queue_depth_mean", d.value, QUEUE_DEPTH));
+        }
+        (None, Some(q)) => {
+            x.evidence.push(q.evidence("server_queue_time_mean", "ms"));
+            x.thresholds
+                .push(lt("server_queue_time_mean", q.value, QUEUE_MIN_MS));
+        }
+        (None, None) => {
+            let why = f.server_missing.clone().unwrap_or_else(|| {
+                "server_metrics exposes neither a queue gauge nor queue times: cannot tell \
+                 whether requests waited"
+                    .into()
+            });
+            unknown(&mut x, why);
+            return x;
+        }
+    }
+    if let (Some(p), true) = (f.preemptions, f.requests > 0) {
+        x.thresholds.push(lt(
+            "preemptions_per_request",
+            p.value / f.requests as f64,
+            PREEMPTIONS_PER_REQUEST,
+        ));
+    }
+    if let Some(d) = f.server_decode_ms {
+        x.evidence.push(d.evidence("decode_time_mean", "ms"));
+        x.weight_ms = Some(d.value);
+        x.fallback = d.fallback;
+    }
+    fire_all(&mut x);
+    let spans = spans_between(
+        &c.input.telemetry.series.gpu,
+        |p| p.t_s,
+        c.run_s,
+        |p| Some((p.util_pct >= GPU_BUSY_PCT, p.util_pct)),
+    );
+    x.interval = longest(&spans, "gpu utilization >= 90%", c.run_s);
+    x
+}

@@ -1,0 +1,459 @@
+//! The rules on hand-made figures. The simulator tests (daemon/tests/diagnosis.rs) produce
+//! each class from a server that really behaves that way; these pin the rules' edges.
+
+use super::*;
+use crate::record::{KernelTiming, RequestError, RequestRecord, Status};
+use crate::stats::Stats;
+use crate::summary::Aggregator;
+use crate::telemetry::{
+    ClientCpu, GaugeStats, GpuPoint, KernelRunSummary, LatencyEstimate, RunGpuSummary,
+    RunServerSummary, ServerPoint, Source, SourceState, Window,
+};
+use crate::{ErrorKind, Goodput};
+
+struct Run {
+    agg: Aggregator,
+    telemetry: RunTelemetry,
+}
+
+/// `n` requests, one every 100 ms, with this TTFT and e2e; every `fail_every`-th a 503.
+fn run(n: u32, ttft: f64, e2e: f64, fail_every: Option<u32>) -> Run {
+    let mut agg = Aggregator::new(Goodput::default());
+    for i in 0..n {
+        let mut r = RequestRecord {
+            id: i,
+            sent_at_ms: i as f64 * 100.0,
+            ended_at_ms: i as f64 * 100.0 + e2e,
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(e2e),
+            ..Default::default()
+        };
+        if fail_every.is_some_and(|k| i % k == 0) {
+            r.status = Status::Error;
+            r.error = Some(RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(503),
+                message: String::new(),
+            });
+        }
+        agg.add(&r, &Default::default());
+    }
+    let mut telemetry = RunTelemetry::default();
+    for s in Source::ALL {
+        telemetry.sources.insert(s, SourceState::available("test"));
+    }
+    Run { agg, telemetry }
+}
+
+fn est(mean_ms: f64) -> Option<LatencyEstimate> {
+    let s = mean_ms / 1e3;
+    Some(LatencyEstimate {
+        count: 100.0,
+        mean: Some(s),
+        p50: Some(bucket(s)),
+        p90: Some(bucket(s)),
+        p95: Some(bucket(s)),
+        p99: Some(bucket(s)),
+    })
+}
+
+/// A bucket holding `s` seconds.
+fn bucket(s: f64) -> crate::BucketQuantile {
+    crate::BucketQuantile {
+        lower_bound: s * 0.9,
+        upper_bound: Some(s * 1.1),
+        estimate: s,
+    }
+}
+
+fn gauge(mean: f64, max: f64) -> Option<GaugeStats> {
+    Some(GaugeStats {
+        mean,
+        max,
+        samples: 10,
+    })
+}
+
+/// A vLLM-like server summary: TTFT `ttft`, of which `queue` queued and `prefill` in prefill;
+/// decode `decode` (all ms); nothing waiting, KV at 20 %.
+fn server(ttft: f64, queue: f64, prefill: f64, decode: f64, client_ttft: f64) -> RunServerSummary {
+    RunServerSummary {
+        engine: Some(crate::Engine::VllmV1),
+        scrapes: 10,
+        ttft_s: est(ttft),
+        queue_time_s: est(queue),
+        prefill_time_s: est(prefill),
+        decode_time_s: est(decode),
+        queue_depth: gauge(0.0, 0.0),
+        kv_cache_usage: gauge(0.2, 0.25),
+        preemptions: Some(0.0),
+        comparison: Some(crate::Comparison::Matched {
+            requests: 100,
+            ttft_ms: Some(crate::ClientMinusServer {
+                mean: client_ttft - ttft,
+                p50: None,
+                p99: None,
+            }),
+            e2e_ms: None,
+        }),
+        ..Default::default()
+    }
+}
+
+fn gpu(util: f64) -> RunGpuSummary {
+    RunGpuSummary {
+        util_avg_pct: Some(util),
+        util_max_pct: Some(util),
+        power_avg_w: None,
+        power_max_w: None,
+        energy: None,
+        energy_per_output_token_j: None,
+        gpus: 1,
+        sources: vec![crate::GpuSource::Nvml],
+        mem_used_max_bytes: None,
+        mem_used_max_pct: None,
+        temp_max_c: None,
+        throttle_reasons: None,
+        process_sm_util_avg_pct: None,
+        process_sm_util_max_pct: None,
+        process_mem_util_avg_pct: None,
+        per_gpu: Vec::new(),
+    }
+}
+
+fn stats(avg: f64) -> Option<Stats> {
+    Some(Stats {
+        count: 10,
+        avg,
+        min: avg,
+        max: avg,
+        std: 0.0,
+        p1: avg,
+        p5: avg,
+        p10: avg,
+        p25: avg,
+        p50: avg,
+        p75: avg,
+        p90: avg,
+        p95: avg,
+        p99: avg,
+        p99_9: avg,
+        unit: "ms".into(),
+    })
+}
+
+fn quiet_client() -> ClientCpu {
+    ClientCpu {
+        wall_s: 10.0,
+        cpu_s: 0.5,
+        cpus_allowed: 2,
+        utilization: 0.025,
+        run_delay_s: 0.01,
+        timeslices: 1000,
+        wait_per_wakeup_ms: Some(0.01),
+        ..Default::default()
+    }
+}
+
+impl Run {
+    fn diagnose(&self) -> Diagnosis {
+        let summary = self.agg.summary();
+        diagnose(&DiagnosisInput {
+            summary: &summary,
+            telemetry: &self.telemetry,
+            timeline: Some(self.agg.timeline()),
+        })
+    }
+}
+
+fn finding(d: &Diagnosis, c: Bottleneck) -> &Finding {
+    d.findings.iter().find(|f| f.class == c).unwrap()
+}
+
+#[test]
+fn a_run_with_no_stress_is_healthy_and_says_what_it_could_not_judge() {
+    let mut r = run(100, 22.0, 230.0, None);
+    r.telemetry.server = Some(server(20.0, 0.1, 5.0, 200.0, 22.0));
+    r.telemetry.client_cpu = Some(quiet_client());
+    r.telemetry
+        .sources
+        .insert(Source::Nvml, SourceState::unavailable("no libnvidia-ml.so"));
+    r.telemetry
+        .sources
+        .insert(Source::Dcgm, SourceState::Disabled);
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Healthy, "{d:#?}");
+    assert_eq!(d.confidence, Confidence::Medium);
+    assert_eq!(
+        finding(&d, Bottleneck::ComputeBound).state,
+        RuleState::Unknown
+    );
+    assert!(d.why.contains("no libnvidia-ml.so"), "{}", d.why);
+    assert!(d.also.is_empty());
+    // The same figures, the same answer.
+    assert_eq!(r.diagnose(), d);
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["class"], "healthy");
+    let back: Diagnosis = serde_json::from_value(json).unwrap();
+    assert_eq!(back, d);
+}
+
+#[test]
+fn queue_time_dominating_ttft_is_queueing() {
+    let mut r = run(100, 460.0, 700.0, None);
+    r.telemetry.server = Some(server(450.0, 400.0, 40.0, 230.0, 460.0));
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Queueing, "{d:#?}");
+    let share = d
+        .thresholds
+        .iter()
+        .find(|t| t.figure == "queue_share_of_ttft")
+        .unwrap();
+    assert!((share.observed - 400.0 / 450.0).abs() < 1e-9);
+    assert!(
+        d.why.contains("server_queue_time_mean 400 ≥ 10"),
+        "{}",
+        d.why
+    );
+    // Decode (230 ms) is not half of the queue (400 ms) and 400 is far over 10 ms.
+    assert_eq!(d.confidence, Confidence::High);
+}
+
+#[test]
+fn a_twenty_second_kv_burst_is_not_averaged_away() {
+    // 600 s at 1 s scrapes; KV at 0.2 except 0.97 from 300 s to 320 s: the mean is 0.23.
+    let mut r = run(6000, 30.0, 400.0, None);
+    let mut s = server(25.0, 2.0, 20.0, 360.0, 30.0);
+    s.kv_cache_usage = gauge(0.225, 0.97);
+    r.telemetry.server = Some(s);
+    r.telemetry.series.server = (0..=600)
+        .map(|t| ServerPoint {
+            t_s: t as f64,
+            kv_usage: Some(if (301..=320).contains(&t) { 0.97 } else { 0.2 }),
+            queue_depth: Some(0.0),
+            ..Default::default()
+        })
+        .collect();
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::KvMemoryBound, "{d:#?}");
+    let i = d.interval.as_ref().unwrap();
+    assert_eq!((i.start_s, i.end_s, i.held_s), (300.0, 320.0, 20.0));
+    assert!((i.peak - 0.97).abs() < 1e-12);
+    let t = &d.thresholds[0];
+    assert_eq!(
+        (t.figure.as_str(), t.observed),
+        ("kv_high_consecutive_scrapes", 20.0)
+    );
+}
+
+#[test]
+fn preemptions_are_memory_pressure() {
+    let mut r = run(100, 30.0, 400.0, None);
+    let mut s = server(25.0, 2.0, 20.0, 360.0, 30.0);
+    s.preemptions = Some(12.0);
+    r.telemetry.server = Some(s);
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::KvMemoryBound, "{d:#?}");
+    assert_eq!(d.thresholds[0].figure, "preemptions_per_request");
+    assert!((d.thresholds[0].observed - 0.12).abs() < 1e-12);
+}
+
+#[test]
+fn a_gap_the_server_does_not_see_is_network() {
+    let mut r = run(100, 130.0, 330.0, None);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 200.0, 130.0));
+    r.telemetry.client_cpu = Some(quiet_client());
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Network, "{d:#?}");
+    let net = d
+        .evidence
+        .iter()
+        .find(|e| e.name == "network_mean")
+        .unwrap();
+    assert_eq!(net.value, 105.0);
+    // Without the kernel's read delay the gap also holds canaryd's own: a bound.
+    assert_eq!(net.kind, FigureKind::Bound);
+    assert_eq!(d.confidence, Confidence::Medium);
+    // With it, the read delay is taken out.
+    r.telemetry.kernel = Some(KernelRunSummary {
+        client_overhead: stats(0.4),
+        ..Default::default()
+    });
+    let d = r.diagnose();
+    let net = d
+        .evidence
+        .iter()
+        .find(|e| e.name == "network_mean")
+        .unwrap();
+    assert!((net.value - 104.6).abs() < 1e-9);
+    assert_eq!(d.confidence, Confidence::High);
+}
+
+#[test]
+fn failing_requests_are_the_targets_errors_before_anything_else() {
+    let mut r = run(100, 460.0, 700.0, Some(5));
+    r.telemetry.server = Some(server(450.0, 400.0, 40.0, 230.0, 460.0));
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::TargetErrors, "{d:#?}");
+    assert_eq!(d.also, [Bottleneck::Queueing]);
+    assert!((d.thresholds[0].observed - 0.2).abs() < 1e-12);
+    let i = d.interval.as_ref().unwrap();
+    assert_eq!((i.start_s, i.end_s), (0.0, 10.0));
+}
+
+#[test]
+fn a_client_late_to_read_is_client_bound_before_the_servers_queue() {
+    let mut r = run(100, 460.0, 700.0, None);
+    r.telemetry.server = Some(server(400.0, 350.0, 40.0, 230.0, 460.0));
+    r.telemetry.client_cpu = Some(ClientCpu {
+        wait_per_wakeup_ms: Some(55.0),
+        utilization: 0.1,
+        ..quiet_client()
+    });
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::ClientBound, "{d:#?}");
+    let t = &d.thresholds[0];
+    // 10 % of a 460 ms TTFT.
+    assert_eq!((t.figure.as_str(), t.limit), ("cpu_wait_per_wakeup", 46.0));
+    assert!(d.also.contains(&Bottleneck::Queueing));
+    // A wait of 1 ms per wake-up is no bottleneck.
+    r.telemetry.client_cpu = Some(ClientCpu {
+        wait_per_wakeup_ms: Some(1.0),
+        ..quiet_client()
+    });
+    assert_eq!(r.diagnose().class, Bottleneck::Queueing);
+}
+
+#[test]
+fn a_busy_gpu_with_nothing_waiting_is_compute_bound() {
+    let mut r = run(100, 30.0, 900.0, None);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 860.0, 30.0));
+    r.telemetry.gpu = Some(gpu(97.0));
+    r.telemetry.series.gpu = (0..20)
+        .map(|t| GpuPoint {
+            t_s: t as f64 * 0.5,
+            util_pct: 97.0,
+            gpus: 1,
+        })
+        .collect();
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::ComputeBound, "{d:#?}");
+    assert_eq!(d.interval.as_ref().unwrap().start_s, 0.0);
+    // At 73 % it is not.
+    r.telemetry.gpu = Some(gpu(73.0));
+    assert_eq!(r.diagnose().class, Bottleneck::Healthy);
+}
+
+#[test]
+fn a_first_token_waiting_on_prefill_is_prefill_bound() {
+    let mut r = run(100, 215.0, 260.0, None);
+    r.telemetry.server = Some(server(210.0, 1.0, 205.0, 45.0, 215.0));
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::PrefillBound, "{d:#?}");
+    assert_eq!(d.thresholds.len(), 3);
+}
+
+#[test]
+fn without_the_servers_figures_the_class_is_unknown_and_says_why() {
+    let mut r = run(100, 215.0, 260.0, None);
+    r.telemetry.sources.insert(
+        Source::ServerMetrics,
+        SourceState::unavailable("http://h:1/metrics: cannot connect"),
+    );
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Unknown, "{d:#?}");
+    assert_eq!(d.confidence, Confidence::Low);
+    assert!(
+        d.why
+            .contains("server_metrics: unavailable: http://h:1/metrics"),
+        "{}",
+        d.why
+    );
+    // The kernel joined to records still lets the client rule judge.
+    assert_eq!(
+        finding(&d, Bottleneck::TargetErrors).state,
+        RuleState::Clear
+    );
+}
+
+#[test]
+fn llama_cpp_prompt_timings_stand_in_for_missing_histograms() {
+    let mut agg = Aggregator::new(Goodput::default());
+    for i in 0..20 {
+        let r = RequestRecord {
+            sent_at_ms: i as f64 * 100.0,
+            ended_at_ms: i as f64 * 100.0 + 300.0,
+            ttft_ms: Some(250.0),
+            e2e_ms: Some(300.0),
+            server_timings: Some(crate::ServerTimings {
+                prompt_ms: Some(240.0),
+                ..Default::default()
+            }),
+            kernel: Some(KernelTiming::default()),
+            ..Default::default()
+        };
+        agg.add(&r, &Default::default());
+    }
+    let t = RunTelemetry {
+        server: Some(RunServerSummary {
+            engine: Some(crate::Engine::LlamaCpp),
+            scrapes: 5,
+            queue_depth: gauge(0.0, 0.0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let summary = agg.summary();
+    let d = diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &t,
+        timeline: Some(agg.timeline()),
+    });
+    assert_eq!(d.class, Bottleneck::PrefillBound, "{d:#?}");
+    assert!(finding(&d, Bottleneck::PrefillBound).fallback);
+    assert_eq!(finding(&d, Bottleneck::Network).state, RuleState::Clear);
+    assert_eq!(
+        finding(&d, Bottleneck::KvMemoryBound).state,
+        RuleState::Unknown
+    );
+}
+
+#[test]
+fn the_windows_of_a_series_point_to_where_the_gap_held() {
+    // Client TTFT 20 ms, then 220 ms from 5 s on; the server's stays at 15 ms.
+    let mut agg = Aggregator::new(Goodput::default());
+    for i in 0..100 {
+        let ttft = if i >= 50 { 220.0 } else { 20.0 };
+        let r = RequestRecord {
+            sent_at_ms: i as f64 * 100.0,
+            ended_at_ms: i as f64 * 100.0 + 400.0,
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(400.0),
+            ..Default::default()
+        };
+        agg.add(&r, &Default::default());
+    }
+    let mut t = RunTelemetry {
+        server: Some(server(15.0, 0.1, 10.0, 300.0, 120.0)),
+        ..Default::default()
+    };
+    t.series.server = (0..=10)
+        .map(|s| ServerPoint {
+            t_s: s as f64,
+            ttft: Some(Window {
+                count: 10.0,
+                sum: 0.15,
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let summary = agg.summary();
+    let d = diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &t,
+        timeline: Some(agg.timeline()),
+    });
+    assert_eq!(d.class, Bottleneck::Network, "{d:#?}");
+    let i = d.interval.unwrap();
+    assert_eq!((i.start_s, i.end_s), (5.0, 10.0));
+}

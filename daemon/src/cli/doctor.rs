@@ -1,0 +1,178 @@
+//! `canaryd doctor`: what this host and a target offer, and why not where they don't.
+//!
+//! Exits 0 when a replay can run (the target, if one is given, answers); every optional
+//! source is reported with the reason it is off.
+
+use anyhow::Result;
+use canary_telemetry::{
+    probe_dcgm, probe_nvml, probe_server_metrics, SourceState, DEFAULT_DCGM_URL,
+};
+use clap::Args;
+use http_body_util::{BodyExt, Empty};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of `canaryd doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The inference server to check (`http://host:port`).
+    #[arg(long, short = 'u')]
+    pub url: Option<String>,
+    /// Its Prometheus endpoint (default: `/metrics` on the target).
+    #[arg(long, value_name = "URL")]
+    pub server_metrics_url: Option<String>,
+    /// dcgm-exporter endpoint.
+    #[arg(long, value_name = "URL", default_value = DEFAULT_DCGM_URL)]
+    pub dcgm_url: String,
+    /// `libnvidia-ml.so` to try instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub nvml_lib: Option<PathBuf>,
+    /// The target's API key from this variable (default: `OPENAI_API_KEY` if set).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// The target's API key from this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "api_key_env")]
+    pub api_key_file: Option<PathBuf>,
+    /// Extra CA certificates (PEM) to trust for an https target.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the checks; returns the exit code.
+pub async fn doctor(args: DoctorArgs) -> Result<i32> {
+    let timeout = Duration::from_secs(2);
+    let mut checks: Vec<(&str, SourceState)> = Vec::new();
+    let mut target_ok = true;
+    if let Some(url) = &args.url {
+        let mut target = canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "")
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "target URL {}: {}",
+                    crate::config::redact_url(url),
+                    e.reason
+                )
+            })?;
+        crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
+            .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
+        let key = crate::cli::replay::api_key_source(
+            args.api_key_file.as_deref(),
+            args.api_key_env.as_deref(),
+        );
+        target.api_key = key
+            .read()
+            .map_err(|e| crate::execute::spelled(e, crate::cli::replay::flag))?;
+        target.ca_bundle.clone_from(&args.ca_bundle);
+        let state = probe_models(&target, timeout).await;
+        target_ok = state.is_available();
+        checks.push(("target", state));
+        let metrics = args
+            .server_metrics_url
+            .clone()
+            .unwrap_or_else(|| target.metrics_url());
+        checks.push((
+            "server_metrics",
+            probe_server_metrics(&metrics, args.ca_bundle.as_deref(), timeout).await,
+        ));
+    }
+    checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
+    checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
+    checks.push(("ebpf", canary_ebpf::probe()));
+    // The prompt builder a replay would use: the built-in tokenizer and its word list.
+    let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
+        .and_then(|t| canary_replay::PromptBuilder::new(t, 0));
+    checks.push((
+        "tokenizer",
+        match prompts {
+            Ok(p) => SourceState::available(format!(
+                "{}: {} single-token words",
+                p.tokenizer().name(),
+                p.vocabulary_len()
+            )),
+            Err(e) => SourceState::unavailable(e.to_string()),
+        },
+    ));
+    // States quote the endpoints: never with their user info or query.
+    let mut redactions = canary_core::Redactions::default();
+    redactions.add(&args.dcgm_url);
+    if let Some(url) = &args.server_metrics_url {
+        redactions.add(url);
+    }
+    let checks: Vec<(&str, SourceState)> = checks
+        .into_iter()
+        .map(|(k, v)| (k, redactions.state(v)))
+        .collect();
+    if args.json {
+        let map: serde_json::Map<String, serde_json::Value> = checks
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&map)?)?;
+    } else {
+        for (name, state) in &checks {
+            outln!("{name:<16} {state}")?;
+        }
+    }
+    Ok(if target_ok { 0 } else { 1 })
+}
+
+/// `GET /v1/models`: the target answers and lists its models.
+async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> SourceState {
+    let path = target.path.replace(target.endpoint.path(), "/v1/models");
+    match tokio::time::timeout(timeout, get(target, &path)).await {
+        Err(_) => SourceState::unavailable(format!(
+            "{}: no answer within {timeout:?}",
+            target.authority()
+        )),
+        Ok(Err(e)) => SourceState::unavailable(format!("{}: {e:#}", target.authority())),
+        Ok(Ok((status, body))) if status.is_success() => {
+            let models: Vec<String> = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["data"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|m| m["id"].as_str().map(str::to_string))
+                .collect();
+            SourceState::available(format!(
+                "{} serves {}",
+                target.authority(),
+                models.join(", ")
+            ))
+        }
+        Ok(Ok((status, _))) => {
+            SourceState::unavailable(format!("{}{path}: HTTP {status}", target.authority()))
+        }
+    }
+}
+
+async fn get(
+    target: &canary_replay::Target,
+    path: &str,
+) -> Result<(http::StatusCode, bytes::Bytes)> {
+    use hyper_util::rt::TokioIo;
+    let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
+    let mut req = http::Request::get(path)
+        .header(http::header::HOST, target.authority())
+        .body(Empty::<bytes::Bytes>::new())?;
+    if let Some(value) = target.api_key.as_ref().and_then(|k| k.authorization()) {
+        req.headers_mut().insert(http::header::AUTHORIZATION, value);
+    }
+    let resp = if target.tls {
+        let config = canary_replay::client_config(target.ca_bundle.as_deref())?;
+        let name = rustls_pki_types::ServerName::try_from(target.host.clone())?;
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await?;
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(conn);
+        send.send_request(req).await?
+    } else {
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+        tokio::spawn(conn);
+        send.send_request(req).await?
+    };
+    let status = resp.status();
+    Ok((status, resp.into_body().collect().await?.to_bytes()))
+}

@@ -1,0 +1,170 @@
+//! The run of `canaryd replay` and `canaryd demo`: judged by its gates, shown live, printed as a table
+//! or JSON, exported over OTLP when an endpoint is configured.
+
+use crate::cli::replay::flag;
+use crate::cli::report;
+use crate::execute::{execute, run_labels, ExportFuture, Front, Judged, Observe};
+use crate::judge::verdict::{Criteria, Verdict, VerdictKind};
+use anyhow::{bail, Result};
+use canary_core::{Observer, RunOutcome};
+use canary_exporters::{OtlpExporter, RunLabels};
+use canary_replay::{Plan, Setting};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `canaryd replay` and `canaryd demo`: a run judged by `criteria` (by default only whether
+/// anything completed), exported over OTLP when an endpoint is configured, flushed within
+/// `--otlp-flush-timeout`.
+pub struct OneShot {
+    exporter: Mutex<Option<OtlpExporter>>,
+    labels: RunLabels,
+    flush_timeout: Duration,
+    criteria: Criteria,
+}
+
+impl Front for OneShot {
+    fn spell(&self, setting: Setting) -> String {
+        flag(setting)
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let exporter = self.exporter.lock().unwrap();
+        exporter
+            .iter()
+            .map(|e| Arc::new(e.run_observer(self.labels.clone())) as Arc<dyn Observer>)
+            .collect()
+    }
+
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        Some(Verdict::judge_by(
+            &self.criteria,
+            &outcome.summary,
+            outcome.interrupted,
+        ))
+    }
+
+    fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a> {
+        Box::pin(async move {
+            let exporter = self.exporter.lock().unwrap().take();
+            if let Some(e) = exporter {
+                crate::cli::otlp_flags::finish(
+                    e,
+                    self.labels.clone(),
+                    &run.outcome,
+                    self.flush_timeout,
+                )
+                .await;
+            }
+        })
+    }
+}
+
+/// What a one-shot run prints when it ends, and what it is judged by.
+pub struct Print {
+    /// The summary as JSON instead of a table.
+    pub json: bool,
+    /// The server's token counts against the requested lengths.
+    pub token_counts: bool,
+    /// The bars of the verdict (and so of the exit status).
+    pub criteria: Criteria,
+    /// Replace an earlier run's artifacts in the output directory.
+    pub overwrite: bool,
+}
+
+/// The files a run writes into its output directory.
+const ARTIFACTS: [&str; 3] = ["records.jsonl", "summary.json", "summary.csv"];
+
+/// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
+/// would silently replace what the first measured.
+fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+    if overwrite {
+        return Ok(());
+    }
+    let earlier: Vec<&str> = ARTIFACTS
+        .into_iter()
+        .filter(|f| dir.join(f).exists())
+        .collect();
+    if !earlier.is_empty() {
+        bail!(
+            "{} holds an earlier run ({}): give another --output-dir, or --overwrite to replace it",
+            dir.display(),
+            earlier.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The exit status when no request completed (or canaryd itself was the bottleneck): the run
+/// measured nothing of the target. (2 is a usage error, as clap reports it.)
+pub const NOTHING_COMPLETED: i32 = 4;
+/// The exit status when the run missed `--max-error-rate` or `--min-good-fraction`.
+pub const GATE_FAILED: i32 = 3;
+
+/// A one-shot run's exit status: 0 when it passed, [`crate::INTERRUPTED`] when a signal
+/// stopped it, [`NOTHING_COMPLETED`] or [`GATE_FAILED`] otherwise.
+pub fn exit_status(run: &Judged) -> i32 {
+    if run.outcome.interrupted {
+        return crate::INTERRUPTED;
+    }
+    match run.verdict.as_ref().map(|v| v.kind) {
+        None | Some(VerdictKind::Pass) => 0,
+        Some(VerdictKind::Fail) => GATE_FAILED,
+        Some(VerdictKind::Error) => NOTHING_COMPLETED,
+    }
+}
+
+/// Runs `plan` once with the telemetry `observe` names, exported as `export` says, showing
+/// progress and printing the summary. `None` when a signal stopped it before anything was
+/// sent.
+pub async fn one_shot(
+    mut plan: Plan,
+    observe: &Observe,
+    export: &crate::cli::otlp_flags::ExportArgs,
+    print: Print,
+    shutdown: CancellationToken,
+) -> Result<Option<Judged>> {
+    // Bad OTLP settings stop the run before anything is sent.
+    let exporter = export.start()?;
+    let mut labels = run_labels(&plan.replay.target, &plan.workload);
+    labels.goodput = plan.replay.goodput.clone();
+    labels.run_id = Some(plan.replay.run_id.clone());
+    if let Some(e) = &exporter {
+        plan.replay.trace_sample_ratio = e.sample_ratio();
+    }
+    let output_dir = plan.replay.output_dir.clone();
+    if let Some(dir) = &output_dir {
+        refuse_earlier_run(dir, print.overwrite)?;
+    }
+    let front = OneShot {
+        exporter: Mutex::new(exporter),
+        labels,
+        flush_timeout: export.flush_timeout(),
+        criteria: print.criteria,
+    };
+    let progress = Arc::new(canary_replay::Progress::default());
+    let display = report::ProgressDisplay::start(progress.clone());
+    let run = execute(plan, observe, &front, shutdown, progress).await;
+    display.finish();
+    let Some(run) = run? else {
+        return Ok(None);
+    };
+    if print.json {
+        // What summary.json holds, `run` block included.
+        let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
+        outln!("{}", serde_json::to_string_pretty(&file)?)?;
+    } else {
+        report::print_table(&run.outcome, print.token_counts)?;
+        if let Some(v) = &run.verdict {
+            // A plain pass without bars says nothing the table does not.
+            if v.kind != VerdictKind::Pass || print.criteria != Criteria::NONE {
+                outln!("verdict: {v}")?;
+            }
+        }
+        if let Some(dir) = output_dir {
+            outln!("artifacts: {}", dir.display())?;
+        }
+    }
+    Ok(Some(run))
+}

@@ -1,0 +1,109 @@
+//! OTLP export of a `canaryd replay` (or `demo`) run: flags over the standard
+//! `OTEL_EXPORTER_OTLP_*` variables, one exporter for the run, flushed with a deadline.
+
+use crate::config::duration;
+use anyhow::{Context, Result};
+use canary_exporters::{Config, OtlpExporter, RunLabels};
+use clap::Args;
+use std::time::Duration;
+
+/// Where the run's spans, metrics and run event go.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ExportArgs {
+    /// OTLP/HTTP base URL (`/v1/traces`, `/v1/metrics`, `/v1/logs` are appended); default
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`. Per-signal `OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`
+    /// variables are honoured too. Nothing is exported when none is set.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Header sent with every export, `name=value` (repeatable; adds to
+    /// `OTEL_EXPORTER_OTLP_HEADERS`). Values are never logged.
+    #[arg(long = "otlp-header", value_name = "NAME=VALUE")]
+    pub otlp_headers: Vec<String>,
+    /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s).
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub otlp_timeout: Option<Duration>,
+    /// Fraction of requests whose span is exported, decided on the trace id (default 1, or
+    /// `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio`).
+    #[arg(long, value_name = "RATIO")]
+    pub otlp_sample_ratio: Option<String>,
+    /// How often metrics are pushed during the run (default 10 s).
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub otlp_metrics_interval: Option<Duration>,
+    /// How long the final flush may take after the run (default 10s).
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub otlp_flush_timeout: Option<Duration>,
+    /// Workload name on every exported series and span (default: the trace file's stem).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+}
+
+impl ExportArgs {
+    /// No flags: the standard `OTEL_*` variables alone decide (`canaryd demo`).
+    pub fn from_env_only() -> ExportArgs {
+        ExportArgs::default()
+    }
+
+    /// How long the final flush may take.
+    pub fn flush_timeout(&self) -> Duration {
+        self.otlp_flush_timeout
+            .unwrap_or(canary_exporters::Config::FLUSH_TIMEOUT)
+    }
+
+    /// The exporter configuration: environment first, then flags.
+    pub fn config(&self) -> Result<Config> {
+        let mut c = Config::from_env().context("OTLP settings from the environment")?;
+        if let Some(e) = &self.otlp_endpoint {
+            c.endpoint = Some(e.clone());
+        }
+        for h in &self.otlp_headers {
+            let parsed = canary_exporters::parse_headers("--otlp-header", h)?;
+            for (k, v) in parsed {
+                c.headers.retain(|(name, _)| *name != k);
+                c.headers.push((k, v));
+            }
+        }
+        if let Some(t) = self.otlp_timeout {
+            c.timeout = t;
+        }
+        if let Some(r) = &self.otlp_sample_ratio {
+            c.sample_ratio = canary_exporters::ratio("--otlp-sample-ratio", r)?;
+        }
+        if let Some(i) = self.otlp_metrics_interval {
+            c.metrics_interval = i;
+        }
+        Ok(c)
+    }
+
+    /// Starts the exporter when an endpoint is configured.
+    pub fn start(&self) -> Result<Option<OtlpExporter>> {
+        let c = self.config()?;
+        if !c.is_enabled() {
+            return Ok(None);
+        }
+        Ok(Some(
+            OtlpExporter::start(c).context("starting OTLP export")?,
+        ))
+    }
+}
+
+/// Exports the finished run and flushes everything within the flush timeout, off the async
+/// workers (the flush blocks).
+pub async fn finish(
+    exporter: OtlpExporter,
+    labels: RunLabels,
+    outcome: &canary_core::RunOutcome,
+    flush_timeout: Duration,
+) {
+    exporter.export_run(&labels, outcome, None);
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(flush_timeout)).await;
+    if let Ok(r) = report {
+        if r.is_clean() {
+            tracing::info!(
+                "OTLP: {} spans, {} metric exports, {} run events sent",
+                r.spans_exported,
+                r.metric_exports,
+                r.logs_exported
+            );
+        }
+    }
+}

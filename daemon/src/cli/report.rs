@@ -1,0 +1,316 @@
+//! What a person sees: live progress while a run goes on and the summary table after it.
+
+use canary_core::RunOutcome;
+use canary_replay::Progress;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A progress bar on a terminal, a plain line every few seconds otherwise.
+pub struct ProgressDisplay {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressDisplay {
+    /// Starts showing `progress`.
+    pub fn start(progress: Arc<Progress>) -> ProgressDisplay {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tty = std::io::stderr().is_terminal();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let bar = tty.then(|| {
+                    let bar = ProgressBar::new(0);
+                    bar.set_style(
+                        ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:40}] {pos}/{len} done {msg}",
+                        )
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                    );
+                    bar
+                });
+                let mut ticks = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    ticks += 1;
+                    let (total, sent, done, errors) = (
+                        progress.total.load(Ordering::Relaxed),
+                        progress.sent.load(Ordering::Relaxed),
+                        progress.done.load(Ordering::Relaxed),
+                        progress.errors.load(Ordering::Relaxed),
+                    );
+                    match &bar {
+                        Some(bar) => {
+                            bar.set_length(total);
+                            bar.set_position(done);
+                            bar.set_message(format!("sent {sent}, errors {errors}"));
+                        }
+                        None if ticks % 25 == 0 => {
+                            // A closed stderr is no reason to panic.
+                            let _ = writeln!(
+                                std::io::stderr(),
+                                "progress: {done}/{total} done, {sent} sent, {errors} errors"
+                            );
+                        }
+                        None => {}
+                    }
+                }
+                if let Some(bar) = bar {
+                    bar.finish_and_clear();
+                }
+            })
+        };
+        ProgressDisplay {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the display.
+    pub fn finish(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Prints the run summary as a table.
+pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<()> {
+    let s = &outcome.summary;
+    let server = outcome.telemetry.server.as_ref();
+    outln!()?;
+    outln!(
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "metric",
+        "avg",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "max"
+    )?;
+    // Each server row sits under the client figure it compares with: its ITL under the
+    // client's inter-chunk gaps (both one value per token gap), not under per-request ITL.
+    let rows = [
+        ("time_to_first_token", "TTFT (ms)"),
+        (
+            "time_to_first_token_userspace",
+            "  TTFT at canaryd's read (ms)",
+        ),
+        ("client_read_delay", "  canaryd's read delay (ms)"),
+        ("time_to_second_token", "TTST (ms)"),
+        ("time_to_first_output_token", "TTFO (ms)"),
+        ("inter_token_latency", "ITL (ms, mean per request)"),
+        ("inter_chunk_latency", "inter-chunk gap (ms)"),
+        ("request_latency", "request latency (ms)"),
+        (
+            "output_token_throughput_per_user",
+            "output tokens/s per user",
+        ),
+        ("input_sequence_length", "input length (tokens)"),
+        ("output_sequence_length", "output length (tokens)"),
+        ("schedule_lag", "schedule lag (ms)"),
+        ("dispatch_lag", "  of which dispatch (ms)"),
+        ("schedule_hold", "  of which held (ms)"),
+        (
+            "ttft_minus_server_prompt_time",
+            "TTFT - server prompt time (ms)",
+        ),
+    ];
+    for (key, label) in rows {
+        if let Some(st) = s.metrics.get(key) {
+            if st.unit == "tokens" {
+                // Token counts: whole tokens, the mean to one decimal.
+                let n = |v: f64| format!("{:.0}", v);
+                outln!(
+                    "{label:<34} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    st.avg,
+                    n(st.min),
+                    n(st.p50),
+                    n(st.p90),
+                    n(st.p99),
+                    n(st.max)
+                )?;
+            } else {
+                outln!(
+                    "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+                    st.avg,
+                    st.min,
+                    st.p50,
+                    st.p90,
+                    st.p99,
+                    st.max
+                )?;
+            }
+        }
+        if let Some(server) = server {
+            let beside = match key {
+                "time_to_first_token" => Some((&server.ttft_s, "  server TTFT (ms, /metrics)")),
+                "inter_chunk_latency" => Some((&server.itl_s, "  server ITL (ms, /metrics)")),
+                "request_latency" => Some((&server.e2e_s, "  server e2e (ms, /metrics)")),
+                _ => None,
+            };
+            if let Some((est, label)) = beside {
+                print_server_row(est, label)?;
+            }
+        }
+    }
+    if let Some(server) = server {
+        print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)")?;
+    }
+    outln!(
+        "(client: avg, min, max exact, percentiles within 0.1%{}; lengths: mean to 0.1 token, \
+         the rest whole tokens)",
+        if server.is_some() {
+            "; server: mean exact over the requests it counted, percentiles only known to their \
+             bucket: lo–hi ms means above lo and at most hi (bounds)"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(c) = server.and_then(|s| s.comparison.as_ref()) {
+        outln!("{c}")?;
+    }
+    outln!()?;
+    outln!(
+        "requests {} (completed {}, {}errors {}{}), duration {:.3} s (exact)",
+        s.requests,
+        s.completed,
+        match s.cancelled {
+            0 => String::new(),
+            n => format!("cancelled {n}, "),
+        },
+        s.errors,
+        if s.errors_by_kind.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {}",
+                s.errors_by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        s.duration_s
+    )?;
+    // Why requests failed, not only how many: the most frequent cause, as records.jsonl has it.
+    if let Some(top) = s.error_causes.first() {
+        let more = s.error_causes.len() - 1;
+        outln!(
+            "top error cause: {top}{}",
+            if more > 0 {
+                format!(" (the next {more} in summary.json's error_causes)")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    match (s.request_throughput, s.output_token_throughput) {
+        (Some(req), Some(tok)) => outln!(
+            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
+             duration); cached prompt tokens {}",
+            s.total_cached_tokens
+        )?,
+        _ => outln!(
+            "throughput unavailable ({}); cached prompt tokens {}",
+            s.rate_unavailable.as_deref().unwrap_or("no rate"),
+            s.total_cached_tokens
+        )?,
+    }
+    if let Some(g) = &s.goodput {
+        let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
+            format!("goodput {r:.2} req/s")
+        });
+        let mut not_good: Vec<String> = g
+            .misses_by_metric
+            .iter()
+            .map(|(m, n)| format!("{m} missed {n}"))
+            .collect();
+        not_good.extend(g.no_value.iter().map(|v| v.to_string()));
+        outln!(
+            "{rate}: {} of {} requests ({:.1}%) met {}{}",
+            g.good_requests,
+            s.requests,
+            g.good_request_fraction * 100.0,
+            g.slos,
+            if not_good.is_empty() {
+                String::new()
+            } else {
+                format!("; not good: {}", not_good.join(", "))
+            }
+        )?;
+    }
+    if token_counts {
+        let a = &s.token_agreement;
+        let n = a.requests_with_usage.max(1) as f64;
+        outln!(
+            "server token counts ({} requests with usage): prompt exact {}, mean delta {:+.1}; completion exact {}, mean delta {:+.1}",
+            a.requests_with_usage,
+            a.prompt_exact,
+            a.prompt_delta_sum as f64 / n,
+            a.completion_exact,
+            a.completion_delta_sum as f64 / n
+        )?;
+    }
+    if let Some(gpu) = &outcome.telemetry.gpu {
+        let f =
+            |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        outln!(
+            "GPU: util avg {}% max {}%, power avg {} W; energy {} J, {} J per output token",
+            f(gpu.util_avg_pct, 1),
+            f(gpu.util_max_pct, 1),
+            f(gpu.power_avg_w, 1),
+            f(gpu.energy.map(|e| e.joules), 1),
+            f(gpu.energy_per_output_token_j, 4),
+        )?;
+    }
+    let sources = &outcome.telemetry.sources;
+    if !sources.is_empty() {
+        let states: Vec<String> = sources
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.name()))
+            .collect();
+        outln!("telemetry: {}", states.join(", "))?;
+    }
+    for line in outcome.diagnosis.lines() {
+        outln!("{line}")?;
+    }
+    if let Some(b) = &outcome.client_bottleneck {
+        println!("{b}");
+    }
+    if outcome.interrupted {
+        outln!(
+            "interrupted: {} scheduled requests were not sent",
+            outcome.unsent
+        )?;
+    }
+    Ok(())
+}
+
+/// One server latency row: the mean (exact over the requests the server counted) and each
+/// percentile as the bucket holding it.
+fn print_server_row(
+    est: &Option<canary_core::LatencyEstimate>,
+    label: &str,
+) -> std::io::Result<()> {
+    let Some(est) = est else { return Ok(()) };
+    let bucket =
+        |q: Option<canary_core::BucketQuantile>| q.map_or("-".to_string(), |q| q.range_ms());
+    outln!(
+        "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        est.mean
+            .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3)),
+        "-",
+        bucket(est.p50),
+        bucket(est.p90),
+        bucket(est.p99),
+        "-"
+    )
+}

@@ -1,0 +1,226 @@
+//! `[otlp]`: the daemon's OTLP export settings, validated from the file and turned into the
+//! exporter's settings over the standard `OTEL_*` variables when the daemon starts.
+
+use super::validate::Source;
+use super::{raw, redact_url, ConfigError};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// OTLP export settings from `[otlp]`; each one set overrides the matching standard
+/// `OTEL_*` variable of the daemon's environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Otlp {
+    /// Base URL.
+    pub endpoint: Option<String>,
+    /// Full traces URL.
+    pub traces_endpoint: Option<String>,
+    /// Full metrics URL.
+    pub metrics_endpoint: Option<String>,
+    /// Full logs URL.
+    pub logs_endpoint: Option<String>,
+    /// Headers (lower-case names) and where their values are.
+    pub headers: Vec<(String, OtlpHeader)>,
+    /// Per-export timeout.
+    pub timeout: Option<Duration>,
+    /// Fraction of requests whose span is exported.
+    pub sample_ratio: Option<f64>,
+    /// Metrics push interval.
+    pub metrics_interval: Option<Duration>,
+    /// How long the final flush may take.
+    pub flush_timeout: Duration,
+    /// CA bundle for https endpoints.
+    pub certificate: Option<PathBuf>,
+}
+
+impl Default for Otlp {
+    fn default() -> Self {
+        Otlp {
+            endpoint: None,
+            traces_endpoint: None,
+            metrics_endpoint: None,
+            logs_endpoint: None,
+            headers: Vec::new(),
+            timeout: None,
+            sample_ratio: None,
+            metrics_interval: None,
+            flush_timeout: canary_exporters::Config::FLUSH_TIMEOUT,
+            certificate: None,
+        }
+    }
+}
+
+/// Where an OTLP header's value is. Values may be secrets: `Debug` never shows them, and
+/// those from a variable or file are read only when the exporter starts.
+#[derive(Clone, PartialEq)]
+pub enum OtlpHeader {
+    /// Written in the file.
+    Plain(String),
+    /// In an environment variable, with a prefix (`"Bearer "`).
+    Env(String, String),
+    /// In a file (trailing newline dropped), with a prefix.
+    File(PathBuf, String),
+}
+
+impl std::fmt::Debug for OtlpHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OtlpHeader::Plain(_) => f.write_str("Plain(<redacted>)"),
+            OtlpHeader::Env(v, _) => write!(f, "Env({v:?})"),
+            OtlpHeader::File(p, _) => write!(f, "File({p:?})"),
+        }
+    }
+}
+
+impl Otlp {
+    /// What `check-config` says about export: endpoints without user info or query, and
+    /// header names (never values). `None` when the file sets no endpoint.
+    pub fn describe(&self) -> Option<String> {
+        let urls: Vec<String> = [
+            ("", &self.endpoint),
+            ("traces ", &self.traces_endpoint),
+            ("metrics ", &self.metrics_endpoint),
+            ("logs ", &self.logs_endpoint),
+        ]
+        .into_iter()
+        .filter_map(|(what, u)| u.as_deref().map(|u| format!("{what}{}", redact_url(u))))
+        .collect();
+        if urls.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        Some(format!(
+            "OTLP export to {}{}",
+            urls.join(", "),
+            match names.is_empty() {
+                true => String::new(),
+                false => format!(" with headers {}", names.join(", ")),
+            }
+        ))
+    }
+
+    /// The exporter's settings: the standard `OTEL_*` variables, overridden by `[otlp]`.
+    /// Header values are read here; an error names the key, never a value.
+    pub fn exporter_config(&self) -> Result<canary_exporters::Config, String> {
+        let mut c = canary_exporters::Config::from_env()
+            .map_err(|e| format!("OTLP settings from the environment: {e}"))?;
+        let set = |dst: &mut Option<String>, src: &Option<String>| {
+            if src.is_some() {
+                dst.clone_from(src);
+            }
+        };
+        set(&mut c.endpoint, &self.endpoint);
+        set(&mut c.traces_endpoint, &self.traces_endpoint);
+        set(&mut c.metrics_endpoint, &self.metrics_endpoint);
+        set(&mut c.logs_endpoint, &self.logs_endpoint);
+        for (name, h) in &self.headers {
+            let value = match h {
+                OtlpHeader::Plain(v) => v.clone(),
+                OtlpHeader::Env(var, prefix) => match std::env::var(var) {
+                    Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
+                    _ => return Err(format!("otlp.headers.{name}: {var} is not set")),
+                },
+                OtlpHeader::File(path, prefix) => match std::fs::read_to_string(path) {
+                    Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
+                    Ok(_) => {
+                        return Err(format!("otlp.headers.{name}: {} is empty", path.display()))
+                    }
+                    Err(e) => {
+                        return Err(format!(
+                            "otlp.headers.{name}: reading {}: {e}",
+                            path.display()
+                        ))
+                    }
+                },
+            };
+            c.headers.retain(|(k, _)| k != name);
+            c.headers.push((name.clone(), value));
+        }
+        if let Some(t) = self.timeout {
+            c.timeout = t;
+        }
+        if let Some(r) = self.sample_ratio {
+            c.sample_ratio = r;
+        }
+        if self.certificate.is_some() {
+            c.certificate.clone_from(&self.certificate);
+        }
+        if let Some(i) = self.metrics_interval {
+            c.metrics_interval = i;
+        }
+        Ok(c)
+    }
+}
+
+/// Validates `[otlp]`: endpoints are `http://` URLs, header names are valid and each value
+/// comes from exactly one place, durations are above zero.
+pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Otlp, ConfigError> {
+    let err = |at, message| src.err(at, message);
+    let rel = |p| src.rel(p);
+    let url = |key: &str, v: Option<toml::Spanned<String>>| -> Result<_, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        let probe = canary_exporters::Config {
+            traces_endpoint: Some(v.get_ref().clone()),
+            ..Default::default()
+        };
+        match probe.signal_url(canary_exporters::Signal::Traces) {
+            Ok(_) => Ok(Some(v.into_inner())),
+            Err(canary_exporters::ConfigError::Endpoint { reason, shown, .. }) => Err(err(
+                Some(v.span().start),
+                format!("otlp.{key}: {reason} (got {shown})"),
+            )),
+            Err(e) => Err(err(Some(v.span().start), format!("otlp.{key}: {e}"))),
+        }
+    };
+    let positive = |key: &str, d: Option<raw::Period>| match d {
+        Some(d) if d.0.is_zero() => Err(err(
+            Some(table_at),
+            format!("otlp.{key}: must be above zero"),
+        )),
+        d => Ok(d.map(|d| d.0)),
+    };
+    let mut headers = Vec::new();
+    for (name, v) in o.headers {
+        let at = Some(v.span().start);
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !valid {
+            return Err(err(
+                at,
+                format!("otlp.headers.{name:?}: not a valid HTTP header name"),
+            ));
+        }
+        let value = match v.into_inner() {
+            raw::HeaderValue::Plain(s) => OtlpHeader::Plain(s),
+            raw::HeaderValue::From(src) => {
+                let prefix = src.prefix.unwrap_or_default();
+                match (src.env, src.file) {
+                    (Some(var), None) => OtlpHeader::Env(var, prefix),
+                    (None, Some(f)) => OtlpHeader::File(rel(f), prefix),
+                    _ => {
+                        return Err(err(
+                            at,
+                            format!("otlp.headers.{name}: expected exactly one of env = \"VAR\" or file = \"PATH\""),
+                        ))
+                    }
+                }
+            }
+        };
+        headers.push((name.to_ascii_lowercase(), value));
+    }
+    Ok(Otlp {
+        endpoint: url("endpoint", o.endpoint)?,
+        traces_endpoint: url("traces_endpoint", o.traces_endpoint)?,
+        metrics_endpoint: url("metrics_endpoint", o.metrics_endpoint)?,
+        logs_endpoint: url("logs_endpoint", o.logs_endpoint)?,
+        headers,
+        timeout: positive("timeout", o.timeout)?,
+        sample_ratio: o.sample_ratio.map(|r| r.0),
+        metrics_interval: positive("metrics_interval", o.metrics_interval)?,
+        flush_timeout: o
+            .flush_timeout
+            .map_or(canary_exporters::Config::FLUSH_TIMEOUT, |d| d.0),
+        certificate: o.certificate.map(rel),
+    })
+}

@@ -1,0 +1,217 @@
+//! The value types of the file's keys: each checks what it can while parsing (a duration,
+//! a size, a cron expression, a fraction), so an error points at the offending value's line.
+
+use super::*;
+
+/// A duration such as `"90s"` or `"15m"`.
+#[derive(Debug, Clone, Copy)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
+        })?;
+        duration::parse(&s)
+            .map(HumanDuration)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A duration of at most a year: a schedule period, jitter, timeout or interval, which is
+/// added to clock readings (a longer one is a typo, and a huge one would overflow them).
+#[derive(Debug, Clone, Copy)]
+pub struct Period(pub Duration);
+
+impl<'de> Deserialize<'de> for Period {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
+        })?;
+        duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
+            .map(Period)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A [`Period`] above zero (a zero request timeout fails every request).
+#[derive(Debug, Clone, Copy)]
+pub struct PositivePeriod(pub Duration);
+
+impl<'de> Deserialize<'de> for PositivePeriod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Period::deserialize(d)? {
+            Period(p) if p.is_zero() => Err(serde::de::Error::custom("must be above zero")),
+            Period(p) => Ok(PositivePeriod(p)),
+        }
+    }
+}
+
+/// A size in bytes, at least 1 KiB: a number, or a string with a unit (`"64KiB"`, `"1MiB"`).
+#[derive(Debug, Clone, Copy)]
+pub struct ByteSize(pub usize);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let n = match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if n >= 0 => n as usize,
+            toml::Value::String(s) => crate::config::size::parse(&s).map_err(D::Error::custom)?,
+            _ => {
+                return Err(D::Error::custom(
+                    "expected a size such as \"64KiB\" or a number of bytes",
+                ))
+            }
+        };
+        match n {
+            n if n < 1024 => Err(D::Error::custom(format!(
+                "expected at least 1 KiB, found {n} bytes"
+            ))),
+            n => Ok(ByteSize(n)),
+        }
+    }
+}
+
+/// A finite number of 1 or more (integers accepted).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLeastOneF64(pub f64);
+
+impl<'de> Deserialize<'de> for AtLeastOneF64 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v >= 1.0 && v.is_finite() {
+            Ok(AtLeastOneF64(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a number of 1 or more, found {v}"
+            )))
+        }
+    }
+}
+
+/// A count of 1 or more (`concurrency = 0` would never send a request).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLeastOne(pub usize);
+
+impl<'de> Deserialize<'de> for AtLeastOne {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match usize::deserialize(d) {
+            Ok(n) if n >= 1 => Ok(AtLeastOne(n)),
+            Ok(n) => Err(serde::de::Error::custom(format!(
+                "expected 1 or more, found {n}"
+            ))),
+            Err(_) => Err(serde::de::Error::custom(
+                "expected a whole number, 1 or more",
+            )),
+        }
+    }
+}
+
+/// A token count of 1 to 2^32 - 1 (lengths are `u32`).
+#[derive(Debug, Clone, Copy)]
+pub struct LengthLimit(pub u32);
+
+impl<'de> Deserialize<'de> for LengthLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match u64::deserialize(d) {
+            Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(LengthLimit(n as u32)),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a whole number of tokens from 1 to {}",
+                u32::MAX
+            ))),
+        }
+    }
+}
+
+/// A probability strictly between 0 and 1 (a significance level).
+#[derive(Debug, Clone, Copy)]
+pub struct Probability(pub f64);
+
+impl<'de> Deserialize<'de> for Probability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v < 1.0 {
+            Ok(Probability(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a number strictly between 0 and 1, found {v}"
+            )))
+        }
+    }
+}
+
+/// A finite number, zero or more.
+#[derive(Debug, Clone, Copy)]
+pub struct NonNegative(pub f64);
+
+impl<'de> Deserialize<'de> for NonNegative {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v >= 0.0 && v.is_finite() {
+            Ok(NonNegative(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a finite number, zero or more, found {v}"
+            )))
+        }
+    }
+}
+
+/// A cron expression, checked.
+#[derive(Debug, Clone)]
+pub struct CronExpr(pub String);
+
+impl<'de> Deserialize<'de> for CronExpr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Cadence::cron(&s, None).map_err(serde::de::Error::custom)?;
+        Ok(CronExpr(s))
+    }
+}
+
+/// SLOs in aiperf's syntax, checked.
+#[derive(Debug, Clone)]
+pub struct SloSpec(pub Goodput);
+
+impl<'de> Deserialize<'de> for SloSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse::<Goodput>()
+            .map(SloSpec)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A number in [0, 1].
+#[derive(Debug, Clone, Copy)]
+pub struct Fraction(pub f64);
+
+impl<'de> Deserialize<'de> for Fraction {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if (0.0..=1.0).contains(&v) {
+            Ok(Fraction(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a fraction between 0 and 1, found {v}"
+            )))
+        }
+    }
+}
+
+/// A positive finite number (integers accepted).
+#[derive(Debug, Clone, Copy)]
+pub struct Positive(pub f64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if v > 0.0 && v.is_finite() {
+            Ok(Positive(v))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected a positive number, found {v}"
+            )))
+        }
+    }
+}

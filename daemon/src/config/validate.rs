@@ -1,0 +1,173 @@
+//! From the file as written ([`raw`]) to the validated [`Config`], one section at a time.
+//! Every error names the file, the line and the key path.
+
+mod target;
+mod workload;
+
+use super::{line_of, otlp, raw, BaselineConfig, Config, ConfigError, Otlp, Telemetry};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use target::scrape_url;
+
+/// Where the file came from: its text (for line numbers), its name (for messages) and the
+/// folder relative paths in it are taken from.
+pub(super) struct Source<'a> {
+    pub text: &'a str,
+    pub file: &'a Path,
+    pub base: &'a Path,
+}
+
+impl Source<'_> {
+    /// An error at byte offset `at` of the file.
+    pub fn err(&self, at: Option<usize>, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.to_path_buf(),
+            line: at.map(|a| line_of(self.text, a)),
+            message,
+        }
+    }
+
+    /// `p` taken from the file's folder when relative.
+    pub fn rel(&self, p: PathBuf) -> PathBuf {
+        if p.is_absolute() {
+            p
+        } else {
+            self.base.join(p)
+        }
+    }
+}
+
+/// Validates the whole file, in the order its errors are reported.
+pub(super) fn validate(raw: raw::File, src: &Source) -> Result<Config, ConfigError> {
+    let state_dir = state_dir(raw.state_dir, src);
+    let mut targets = BTreeMap::new();
+    for (name, t) in raw.targets {
+        targets.insert(name.clone(), target::target(name, t, src)?);
+    }
+    let workloads = workload::workloads(raw.workloads, &targets, src)?;
+    let baseline = baseline(raw.baseline, src)?;
+    let retention_runs = retention_runs(raw.export.retention_runs, &baseline, src)?;
+    let otlp = match raw.otlp {
+        None => Otlp::default(),
+        Some(o) => otlp::validate(o.span().start, o.into_inner(), src)?,
+    };
+    let telemetry = telemetry(raw.telemetry, src)?;
+    Ok(Config {
+        artifacts_dir: raw
+            .export
+            .artifacts_dir
+            .map(|p| src.rel(p))
+            .unwrap_or_else(|| state_dir.join("artifacts")),
+        state_dir,
+        retention_runs,
+        retention_age: raw
+            .export
+            .retention_age
+            .map_or(Duration::from_secs(30 * 86400), |d| d.0),
+        status_listen: raw
+            .status
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9464))),
+        telemetry,
+        otlp,
+        baseline,
+        targets,
+        workloads,
+    })
+}
+
+/// `state_dir`, else systemd's `$STATE_DIRECTORY`, else `/var/lib/canaryd`.
+fn state_dir(set: Option<PathBuf>, src: &Source) -> PathBuf {
+    match set {
+        Some(p) => src.rel(p),
+        None => std::env::var_os("STATE_DIRECTORY")
+            // systemd may pass several, separated by ':'; the first is ours.
+            .and_then(|v| {
+                v.to_str()
+                    .and_then(|s| s.split(':').next())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(|| PathBuf::from("/var/lib/canaryd")),
+    }
+}
+
+/// `[baseline]`, with `min_runs` not above `runs`.
+fn baseline(b: raw::Baseline, src: &Source) -> Result<BaselineConfig, ConfigError> {
+    // The line of min_runs when set, else of runs: one of them is in the file.
+    let min_runs_at = b
+        .min_runs
+        .as_ref()
+        .or(b.runs.as_ref())
+        .map(|v| v.span().start);
+    let baseline = BaselineConfig {
+        runs: b.runs.map_or(20, |v| v.into_inner()).max(1),
+        min_runs: b.min_runs.map_or(3, |v| v.into_inner()).max(1),
+        alpha: b.alpha.map_or(0.001, |v| v.0),
+        k_mad: b.k_mad.map_or(3.0, |v| v.0),
+        min_shift: b.min_shift.map_or(0.05, |v| v.0),
+        min_shift_ms: b.min_shift_ms.map_or(1.0, |v| v.0),
+    };
+    if baseline.min_runs > baseline.runs {
+        return Err(src.err(
+            min_runs_at,
+            format!(
+                "baseline.min_runs ({}) must not exceed baseline.runs ({})",
+                baseline.min_runs, baseline.runs
+            ),
+        ));
+    }
+    Ok(baseline)
+}
+
+/// `export.retention_runs`: at least what the baseline needs to compare at all.
+fn retention_runs(
+    set: Option<toml::Spanned<usize>>,
+    baseline: &BaselineConfig,
+    src: &Source,
+) -> Result<usize, ConfigError> {
+    match set {
+        None => Ok(500),
+        // Retention counts every run, the baseline only passing ones: with fewer kept than
+        // min_runs, no run would ever be compared.
+        Some(r) if *r.get_ref() < baseline.min_runs => Err(src.err(
+            Some(r.span().start),
+            format!(
+                "export.retention_runs: {} keeps fewer runs than baseline.min_runs ({}) \
+                 needs, so no run would ever be compared with a baseline; expected {} or more",
+                r.get_ref(),
+                baseline.min_runs,
+                baseline.min_runs
+            ),
+        )),
+        Some(r) => Ok(r.into_inner()),
+    }
+}
+
+/// `[telemetry]`, with a usable `dcgm_url` when one is set.
+fn telemetry(t: raw::Telemetry, src: &Source) -> Result<Telemetry, ConfigError> {
+    let dcgm_url = match t.dcgm_url {
+        Some(u) if u.get_ref().is_empty() => None,
+        Some(u) => {
+            let at = Some(u.span().start);
+            let u = u.into_inner();
+            scrape_url(&u).map_err(|m| src.err(at, format!("telemetry.dcgm_url: {m}")))?;
+            Some(u)
+        }
+        None => None,
+    };
+    Ok(Telemetry {
+        nvml: t.nvml.unwrap_or(true),
+        nvml_lib: t.nvml_lib.map(|p| src.rel(p)),
+        gpu_interval: t
+            .gpu_interval
+            .map_or(canary_telemetry::Config::NVML_INTERVAL, |d| d.0),
+        dcgm_url,
+        scrape_interval: t
+            .scrape_interval
+            .map_or(canary_telemetry::Config::SCRAPE_INTERVAL, |d| d.0),
+        ebpf: t.ebpf.unwrap_or(true),
+    })
+}

@@ -1,0 +1,179 @@
+//! `[targets.NAME]`: the URL (no user info), where the key is, headers, `/metrics`, and
+//! what one response may hold.
+
+use super::Source;
+use crate::config::{raw, redact_url, refuse_user_info, ApiKeySource, ConfigError, Target};
+use canary_replay::{Endpoint, HeaderError};
+use http::header::{HeaderName, HeaderValue};
+
+/// One target, checked now so a bad URL is a config error, not a failed run every 15 minutes.
+pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Target, ConfigError> {
+    let err = |at, message| src.err(at, message);
+    let api_key = api_key(&name, t.api_key_env, t.api_key_file, src)?;
+    let endpoint = match t.endpoint {
+        Some(raw::EndpointName::Completions) => Endpoint::Completions,
+        _ => Endpoint::Chat,
+    };
+    // The URL is shown without user info or query: either may hold a secret.
+    let url_at = Some(t.url.span().start);
+    let mut urls = t.url.into_inner().0.into_iter();
+    let url = urls.next().expect("a non-empty list");
+    // More URLs of the same service (`url = [..]`), checked as the first is.
+    let replica_urls: Vec<String> = urls.collect();
+    for (i, u) in replica_urls.iter().enumerate() {
+        let key = format!("targets.{name}.url[{}]", i + 1);
+        canary_replay::Target::new(u, endpoint, &t.model).map_err(|e| {
+            err(
+                url_at,
+                format!("{key}: {} (got {})", e.reason, redact_url(u)),
+            )
+        })?;
+        no_user_info(u).map_err(|m| err(url_at, format!("{key}: {m}")))?;
+    }
+    let url_strategy = match t.url_strategy {
+        None => canary_replay::Balance::default(),
+        Some(s) => s.get_ref().parse().map_err(|e| {
+            err(
+                Some(s.span().start),
+                format!("targets.{name}.url_strategy: {e}"),
+            )
+        })?,
+    };
+    let probe = canary_replay::Target::new(&url, endpoint, &t.model).map_err(|e| {
+        err(
+            url_at,
+            format!(
+                "targets.{name}.url: {} (got {})",
+                e.reason,
+                redact_url(&url)
+            ),
+        )
+    })?;
+    no_user_info(&url).map_err(|m| err(url_at, format!("targets.{name}.url: {m}")))?;
+    let metrics_url = match t.metrics_url {
+        Some(u) if u.get_ref().is_empty() => None,
+        Some(u) => {
+            let at = Some(u.span().start);
+            let u = u.into_inner();
+            scrape_url(&u).map_err(|m| err(at, format!("targets.{name}.metrics_url: {m}")))?;
+            Some(u)
+        }
+        None => Some(probe.metrics_url()),
+    };
+    let headers = headers(&name, t.headers, src)?;
+    let d = canary_replay::ResponseLimits::default();
+    let limits = canary_replay::ResponseLimits {
+        header_bytes: t.max_header_bytes.map_or(d.header_bytes, |b| b.0),
+        event_bytes: t.max_event_bytes.map_or(d.event_bytes, |b| b.0),
+        body_bytes: t.max_body_bytes.map_or(d.body_bytes, |b| b.0),
+        output_ratio: t.max_output_ratio.map_or(d.output_ratio, |r| r.0),
+    };
+    limits.validate().map_err(|e| {
+        let key = e.setting.name();
+        err(url_at, format!("targets.{name}.{key}: {}", e.reason))
+    })?;
+    Ok(Target {
+        name,
+        url,
+        replica_urls,
+        url_strategy,
+        model: t.model,
+        endpoint,
+        api_key,
+        headers,
+        metrics_url,
+        server_pid: t.server_pid,
+        request_timeout: t
+            .request_timeout
+            .map_or(canary_replay::DEFAULT_REQUEST_TIMEOUT, |d| d.0),
+        ca_bundle: t.ca_bundle.map(|p| src.rel(p)),
+        allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
+        limits,
+        kernel_timestamps: t.kernel_timestamps.unwrap_or(true),
+    })
+}
+
+/// Where the key is: a variable or a file, never both (the key itself is read per run).
+fn api_key(
+    name: &str,
+    env: Option<toml::Spanned<String>>,
+    file: Option<toml::Spanned<std::path::PathBuf>>,
+    src: &Source,
+) -> Result<Option<ApiKeySource>, ConfigError> {
+    Ok(match (env, file) {
+        (Some(_), Some(f)) => {
+            return Err(src.err(
+                Some(f.span().start),
+                format!("targets.{name}: set api_key_env or api_key_file, not both"),
+            ))
+        }
+        (Some(v), None) if v.get_ref().trim().is_empty() => {
+            return Err(src.err(
+                Some(v.span().start),
+                format!("targets.{name}.api_key_env: expected a variable name"),
+            ))
+        }
+        (Some(v), None) => Some(ApiKeySource::Env(v.into_inner())),
+        (None, Some(f)) => Some(ApiKeySource::File(src.rel(f.into_inner()))),
+        (None, None) => None,
+    })
+}
+
+/// Extra request headers. Errors name the header, never its value: it may be a key.
+fn headers(
+    name: &str,
+    raw: std::collections::BTreeMap<String, toml::Spanned<String>>,
+    src: &Source,
+) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
+    let mut headers = Vec::new();
+    for (key, value) in raw {
+        let at = Some(value.span().start);
+        let header = canary_replay::header(&key, value.get_ref()).map_err(|e| {
+            let why = match e {
+                HeaderError::InvalidName => {
+                    return src.err(
+                        at,
+                        format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
+                    )
+                }
+                HeaderError::Reserved { why, .. } => format!("set by canaryd itself: {why}"),
+                HeaderError::InvalidValue { .. } => "the value is not a valid HTTP header \
+                     value (visible ASCII, spaces and tabs only; not shown here)"
+                    .to_string(),
+            };
+            src.err(at, format!("targets.{name}.headers.{key}: {why}"))
+        })?;
+        headers.push(header);
+    }
+    Ok(headers)
+}
+
+/// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
+/// would only be a secret sitting in the config, quoted by whatever shows the URL.
+fn no_user_info(url: &str) -> Result<(), String> {
+    refuse_user_info(url, "api_key_env, api_key_file or headers")
+}
+
+/// Checks a Prometheus endpoint the scrapers can use: `http(s)://host[:port][/path]`. Shown
+/// redacted on error.
+pub(in crate::config) fn scrape_url(url: &str) -> Result<(), String> {
+    let shown = || redact_url(url);
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(format!(
+            "expected an http:// or https:// URL (got {})",
+            shown()
+        ));
+    };
+    no_user_info(url)?;
+    let uri: Result<http::Uri, _> = url.parse();
+    match uri {
+        Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => canary_replay::uri_port(&u, 80)
+            .map(|_| ())
+            .map_err(|m| format!("{m} (got {})", shown())),
+        _ if rest.is_empty() || rest.starts_with('/') => Err(format!("no host (got {})", shown())),
+        _ => Err(format!("not a valid URL (got {})", shown())),
+    }
+}

@@ -1,0 +1,198 @@
+//! `[workloads.NAME]`: a target that exists, one schedule whose jitter fits it, the trace,
+//! and lengths the limit allows.
+
+use super::Source;
+use crate::config::cadence::Cadence;
+use crate::config::{raw, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE};
+use canary_replay::{Plan, TraceFormat};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+type RawWorkloads = Option<toml::Spanned<BTreeMap<String, toml::Spanned<raw::Workload>>>>;
+
+/// Every workload; at least one.
+pub(super) fn workloads(
+    raw: RawWorkloads,
+    targets: &BTreeMap<String, Target>,
+    src: &Source,
+) -> Result<Vec<Workload>, ConfigError> {
+    let (workloads_at, raw_workloads) = match raw {
+        Some(w) => (Some(w.span().start), w.into_inner()),
+        None => (None, BTreeMap::new()),
+    };
+    let mut workloads = Vec::new();
+    for (name, w) in raw_workloads {
+        workloads.push(workload(name, w, targets, src)?);
+    }
+    if workloads.is_empty() {
+        return Err(src.err(
+            workloads_at,
+            "workloads: none defined; expected at least one [workloads.NAME] table".into(),
+        ));
+    }
+    Ok(workloads)
+}
+
+fn workload(
+    name: String,
+    w: toml::Spanned<raw::Workload>,
+    targets: &BTreeMap<String, Target>,
+    src: &Source,
+) -> Result<Workload, ConfigError> {
+    let err = |at, message| src.err(at, message);
+    let at = Some(w.span().start);
+    let w = w.into_inner();
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(err(
+            at,
+            format!("workloads.{name:?}: a name must be usable as a folder name"),
+        ));
+    }
+    if !targets.contains_key(w.target.get_ref()) {
+        let known: Vec<&str> = targets.keys().map(String::as_str).collect();
+        return Err(err(
+            Some(w.target.span().start),
+            format!(
+                "workloads.{name}.target: no target {:?}; expected one of [{}]",
+                w.target.get_ref(),
+                known.join(", ")
+            ),
+        ));
+    }
+    let length_limit = w
+        .length_limit
+        .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+    let concurrency = w.concurrency.map(|c| c.0);
+    let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
+    let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
+    let trace = match w.trace.as_deref() {
+        None => None,
+        Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
+        Some(path) => {
+            let format = w.format.map(|f| match f {
+                raw::FormatName::Mooncake => TraceFormat::Mooncake,
+                raw::FormatName::Bailian => TraceFormat::Bailian,
+                raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
+            });
+            Some(TraceSource::File(src.rel(PathBuf::from(path)), format))
+        }
+    };
+    let scale_lengths = w.scale_lengths.map(|f| (f.span().start, f.into_inner().0));
+    if let Some((f_at, f)) = scale_lengths.filter(|&(_, f)| f > f64::from(length_limit)) {
+        // Every row holds at least one token: all of them would end over the limit.
+        return Err(err(
+            Some(f_at),
+            format!(
+                "workloads.{name}.scale_lengths: {} takes every length over the length \
+                 limit of {length_limit} tokens (length_limit)",
+                canary_replay::trace::Number(f)
+            ),
+        ));
+    }
+    let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
+    Ok(Workload {
+        name,
+        start_at,
+        target: w.target.into_inner(),
+        trace,
+        synthetic: shape.synthetic,
+        cancellation: shape.cancellation,
+        start_offset: w.start_offset.map(|d| d.0),
+        end_offset: w.end_offset.map(|d| d.0),
+        max_requests: w.max_requests,
+        speedup: w.speedup.map_or(Plan::SPEEDUP, |s| s.0),
+        scale_lengths: scale_lengths.map(|(_, f)| f),
+        length_limit,
+        max_line_bytes: w
+            .max_line_bytes
+            .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
+        concurrency,
+        warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
+        cadence,
+        slos: w.slos.map(|s| s.0).unwrap_or_default(),
+        min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
+        max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
+        grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
+        tokenizer: w.tokenizer.map(|p| src.rel(p)),
+        prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
+    })
+}
+
+/// `start_at` (an RFC 3339 instant) and the lateness `max_late_start` allows, which means
+/// nothing without it.
+fn start_at(
+    name: &str,
+    start_at: Option<toml::Spanned<String>>,
+    max_late_start: Option<toml::Spanned<raw::Period>>,
+    src: &Source,
+) -> Result<Option<canary_replay::StartAt>, ConfigError> {
+    let max_late_at = max_late_start.as_ref().map(|m| m.span().start);
+    let max_late = max_late_start.map(|m| m.into_inner().0);
+    match (start_at, max_late) {
+        (Some(s), max_late) => {
+            let s_at = s.span().start;
+            crate::instant::start_at(s.get_ref(), max_late.unwrap_or_default())
+                .map(Some)
+                .map_err(|e| src.err(Some(s_at), format!("workloads.{name}.start_at: {e}")))
+        }
+        (None, Some(_)) => Err(src.err(
+            max_late_at,
+            format!("workloads.{name}.max_late_start: only meaningful with start_at"),
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `every` or `cron` (one of them), with a jitter shorter than the gap between runs.
+fn cadence(
+    name: &str,
+    at: Option<usize>,
+    every: Option<raw::Period>,
+    cron: Option<raw::CronExpr>,
+    jitter: Option<toml::Spanned<raw::Period>>,
+    src: &Source,
+) -> Result<Cadence, ConfigError> {
+    let err = |at, message| src.err(at, message);
+    let jitter_at = jitter.as_ref().map(|j| j.span().start);
+    let jitter = jitter.map(|j| j.into_inner().0);
+    let cadence = match (every, cron) {
+        (Some(every), None) if every.0.is_zero() => {
+            return Err(err(at, format!("workloads.{name}.every: must be above zero")))
+        }
+        (Some(every), None) => Cadence::Every {
+            period: every.0,
+            jitter,
+        },
+        (None, Some(c)) => Cadence::cron(&c.0, jitter).expect("checked when parsed"),
+        (Some(_), Some(_)) => {
+            return Err(err(
+                at,
+                format!("workloads.{name}: set either every or cron, not both"),
+            ))
+        }
+        (None, None) => {
+            return Err(err(
+                at,
+                format!("workloads.{name}: missing schedule; expected every = \"15m\" or cron = \"0 */15 * * * *\""),
+            ))
+        }
+    };
+    // A jitter as long as the gap between runs pushes a run past the next one's due
+    // time: the schedule would no longer be the one written.
+    if let (Some(j), Some(gap)) = (jitter, cadence.shortest_gap()) {
+        if j >= gap {
+            let what = match &cadence {
+                Cadence::Every { .. } => "every",
+                Cadence::Cron { .. } => "the shortest gap between the cron expression's runs",
+            };
+            return Err(err(
+                jitter_at,
+                format!(
+                    "workloads.{name}.jitter: {j:?} is not shorter than {what} ({gap:?}); \
+                     a run would start after the next one is due"
+                ),
+            ));
+        }
+    }
+    Ok(cadence)
+}

@@ -1,0 +1,5 @@
+//! Judgement of a finished run: its verdict against the workload's SLOs and its comparison
+//! with the rolling baseline.
+
+pub mod baseline;
+pub mod verdict;

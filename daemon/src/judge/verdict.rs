@@ -1,0 +1,354 @@
+//! A run's verdict: `pass`, `fail` (an SLO, the goodput floor or the error budget missed, and
+//! which) or `error` (the run could not be carried out: target down, trace unreadable,
+//! interrupted).
+
+use crate::config::Workload;
+use canary_core::RunSummary;
+use serde::{Deserialize, Serialize};
+
+/// The three outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// Every criterion met.
+    Pass,
+    /// The server answered, but not well enough.
+    Fail,
+    /// No judgement possible.
+    Error,
+}
+
+impl VerdictKind {
+    /// Every kind, in report order.
+    pub const ALL: [VerdictKind; 3] = [VerdictKind::Pass, VerdictKind::Fail, VerdictKind::Error];
+
+    /// `pass`, `fail` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Pass => "pass",
+            VerdictKind::Fail => "fail",
+            VerdictKind::Error => "error",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s output.
+    pub fn parse(s: &str) -> Option<VerdictKind> {
+        VerdictKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A verdict and the reasons for it (empty for `pass`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The outcome.
+    pub kind: VerdictKind,
+    /// Why: each missed criterion, or what made the run impossible.
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// The run could not be carried out.
+    pub fn error(reason: impl Into<String>) -> Verdict {
+        Verdict {
+            kind: VerdictKind::Error,
+            reasons: vec![reason.into()],
+        }
+    }
+
+    /// The verdict of a run that ended with `summary`, judged by the workload's criteria.
+    pub fn judge(w: &Workload, summary: &RunSummary, interrupted: bool) -> Verdict {
+        Verdict::judge_by(&Criteria::of(w), summary, interrupted)
+    }
+
+    /// The verdict of a run that ended with `summary`, judged by `c`.
+    pub fn judge_by(c: &Criteria, summary: &RunSummary, interrupted: bool) -> Verdict {
+        if interrupted {
+            return Verdict::error("interrupted");
+        }
+        if summary.requests == 0 {
+            return Verdict::error("no request was sent");
+        }
+        // Requests canaryd could not send for lack of its own resources say nothing of the
+        // target; too many of them, and the run measured canaryd instead.
+        let client = summary.client_errors;
+        let client_share = client as f64 / summary.requests as f64;
+        if client > 0 && (client_share > c.max_error_rate || summary.completed == 0) {
+            return Verdict::error(format!(
+                "canaryd was the bottleneck: {client} of {} requests failed for lack of its own \
+                 resources (client_resources), not judged against the target",
+                summary.requests
+            ));
+        }
+        if summary.completed == 0 {
+            let kinds: Vec<String> = summary
+                .errors_by_kind
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            // The commonest cause, so the verdict says why (`Connection refused`), not only how.
+            let cause = summary
+                .error_causes
+                .first()
+                .map(|c| format!("; top cause: {c}"))
+                .unwrap_or_default();
+            return Verdict::error(format!(
+                "target unusable: none of {} requests completed ({}){cause}",
+                summary.requests,
+                kinds.join(", ")
+            ));
+        }
+        let mut reasons = Vec::new();
+        if summary.error_rate > c.max_error_rate {
+            reasons.push(format!(
+                "error rate {:.3} above max_error_rate {}",
+                summary.error_rate, c.max_error_rate
+            ));
+        }
+        if let Some(g) = &summary.goodput {
+            if g.good_request_fraction < c.min_good_fraction {
+                // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
+                let misses: Vec<String> = g
+                    .misses_by_metric
+                    .iter()
+                    .map(|(m, n)| format!("{m}: {n} missed"))
+                    .chain(g.no_value.iter().map(|v| v.to_string()))
+                    .collect();
+                reasons.push(format!(
+                    "good-request fraction {:.3} below min_good_fraction {} ({})",
+                    g.good_request_fraction,
+                    c.min_good_fraction,
+                    misses.join(", ")
+                ));
+            }
+        }
+        Verdict {
+            kind: if reasons.is_empty() {
+                VerdictKind::Pass
+            } else {
+                VerdictKind::Fail
+            },
+            reasons,
+        }
+    }
+}
+
+/// What a run must show to pass: the daemon's `max_error_rate` and `min_good_fraction`
+/// (the latter over the run's SLOs, when it has any). Any run in which no request completed is
+/// an `error`, whatever they say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Criteria {
+    /// The most of the target's errors over the requests it was sent.
+    pub max_error_rate: f64,
+    /// The least share of good requests, when the run has SLOs.
+    pub min_good_fraction: f64,
+}
+
+impl Criteria {
+    /// No bar but that something completed: an error rate up to 1, any good fraction.
+    pub const NONE: Criteria = Criteria {
+        max_error_rate: 1.0,
+        min_good_fraction: 0.0,
+    };
+
+    /// A workload's criteria.
+    pub fn of(w: &Workload) -> Criteria {
+        Criteria {
+            max_error_rate: w.max_error_rate,
+            min_good_fraction: w.min_good_fraction,
+        }
+    }
+
+    /// The figures a verdict rests on, each beside its bar, for a log line:
+    /// `20 requests, 20 completed; error rate 0.000 (max 0.05); good 0.950 (min 0.9) over
+    /// time_to_first_token:100; TTFT p50 12.100 ms, p99 40.300 ms`.
+    pub fn figures(&self, s: &RunSummary) -> String {
+        let mut parts = vec![
+            format!("{} requests, {} completed", s.requests, s.completed),
+            format!(
+                "error rate {:.3} (max {})",
+                s.error_rate, self.max_error_rate
+            ),
+        ];
+        match &s.goodput {
+            Some(g) => parts.push(format!(
+                "good {:.3} (min {}) over {}",
+                g.good_request_fraction, self.min_good_fraction, g.slos
+            )),
+            None => parts.push("no SLOs".into()),
+        }
+        if let Some(t) = s.metrics.get("time_to_first_token") {
+            parts.push(format!("TTFT p50 {:.3} ms, p99 {:.3} ms", t.p50, t.p99));
+        }
+        parts.join("; ")
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    /// `pass`, `fail: …; …` or `error: interrupted`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.as_str())?;
+        if !self.reasons.is_empty() {
+            write!(f, ": {}", self.reasons.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::{Aggregator, ErrorKind, RequestError, RequestRecord, Status};
+
+    fn workload() -> Workload {
+        let text = "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n\
+                    [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1m\"\n\
+                    slos = \"time_to_first_token:100\"\nmin_good_fraction = 0.9\n";
+        let c = crate::config::Config::parse(
+            text,
+            std::path::Path::new("c.toml"),
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        c.workloads[0].clone()
+    }
+
+    fn rec(ttft: Option<f64>) -> RequestRecord {
+        let mut r = RequestRecord {
+            ttft_ms: ttft,
+            e2e_ms: ttft.map(|t| t + 50.0),
+            ..Default::default()
+        };
+        if ttft.is_none() {
+            r.status = Status::Error;
+            r.error = Some(RequestError {
+                kind: ErrorKind::Timeout,
+                http_status: None,
+                message: String::new(),
+            });
+        }
+        r
+    }
+
+    fn judge(ttfts: &[Option<f64>], interrupted: bool) -> Verdict {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        for t in ttfts {
+            agg.add(&rec(*t), &Default::default());
+        }
+        Verdict::judge(&w, &agg.summary(), interrupted)
+    }
+
+    #[test]
+    fn pass_fail_and_error_say_why() {
+        assert_eq!(judge(&[Some(10.0); 20], false).to_string(), "pass");
+
+        let mut slow = vec![Some(10.0); 17];
+        slow.extend([Some(500.0); 3]);
+        let v = judge(&slow, false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        assert!(v.to_string().contains("good-request fraction 0.850"), "{v}");
+        assert!(
+            v.to_string().contains("time_to_first_token: 3 missed"),
+            "{v}"
+        );
+
+        let mut failing = vec![Some(10.0); 18];
+        failing.extend([None; 2]);
+        let v = judge(&failing, false);
+        assert!(v.to_string().contains("error rate 0.100"), "{v}");
+
+        let v = judge(&[None; 5], false);
+        assert_eq!(v.kind, VerdictKind::Error);
+        assert!(
+            v.to_string()
+                .contains("none of 5 requests completed (timeout: 5)"),
+            "{v}"
+        );
+
+        assert_eq!(
+            judge(&[Some(10.0); 3], true).to_string(),
+            "error: interrupted"
+        );
+        assert_eq!(judge(&[], false).kind, VerdictKind::Error);
+    }
+
+    // Issue 16, item 6: an unreachable target's verdict named the error kind, not its cause.
+    #[test]
+    fn a_target_that_refuses_every_connection_says_so() {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(None);
+        r.error = Some(RequestError {
+            kind: ErrorKind::Connect,
+            http_status: None,
+            message: "connect to 127.0.0.1:9: Connection refused (os error 111)".into(),
+        });
+        for _ in 0..3 {
+            agg.add(&r, &Default::default());
+        }
+        let v = Verdict::judge(&w, &agg.summary(), false).to_string();
+        assert!(
+            v.ends_with(
+                "(connect: 3); top cause: 3 × connect: connect to 127.0.0.1:9: Connection \
+                 refused (os error 111)"
+            ),
+            "{v}"
+        );
+    }
+
+    // Issue 16, item 4: one-token outputs were reported as ITL misses.
+    #[test]
+    fn one_token_outputs_are_named_apart_from_itl_misses() {
+        let mut w = workload();
+        w.slos = "time_to_first_token:100 inter_token_latency:40"
+            .parse()
+            .unwrap();
+        let mut agg = Aggregator::new(w.slos.clone());
+        let mut r = rec(Some(10.0));
+        r.itl_ms = Some(5.0);
+        r.chunks = 4;
+        for _ in 0..8 {
+            agg.add(&r, &Default::default());
+        }
+        r.itl_ms = None;
+        r.chunks = 1;
+        agg.add(&r, &Default::default());
+        agg.add(&r, &Default::default());
+        let v = Verdict::judge(&w, &agg.summary(), false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        let text = v.to_string();
+        assert!(text.contains("no ITL (1 output token): 2"), "{text}");
+        assert!(!text.contains("inter_token_latency: 2 missed"), "{text}");
+    }
+
+    // Issue 14, item 7: canaryd out of file descriptors failed the target's verdict.
+    #[test]
+    fn the_clients_own_failures_never_fail_the_target() {
+        let w = workload();
+        let judge = |ok: usize, client: usize| {
+            let mut agg = Aggregator::new(w.slos.clone());
+            for _ in 0..ok {
+                agg.add(&rec(Some(10.0)), &Default::default());
+            }
+            for _ in 0..client {
+                let mut r = rec(None);
+                r.error.as_mut().unwrap().kind = ErrorKind::ClientResources;
+                agg.add(&r, &Default::default());
+            }
+            Verdict::judge(&w, &agg.summary(), false)
+        };
+        // 1 in 50 is within max_error_rate (0.05): judged on the other 49, which pass.
+        assert_eq!(judge(49, 1).to_string(), "pass");
+        // 10 in 50: the run measured canaryd, not the target.
+        let v = judge(40, 10);
+        assert_eq!(v.kind, VerdictKind::Error);
+        assert!(
+            v.to_string()
+                .contains("canaryd was the bottleneck: 10 of 50 requests"),
+            "{v}"
+        );
+        let v = judge(0, 3);
+        assert!(v.to_string().contains("canaryd was the bottleneck"), "{v}");
+        assert!(!v.to_string().contains("target unusable"), "{v}");
+    }
+}

@@ -1,0 +1,404 @@
+//! The scheduler: one loop per workload, its runs (one at a time per workload, in turn per
+//! target unless it allows concurrent runs), and what happens to each finished run —
+//! compared with the baseline, its verdict written and logged, stored, retention applied,
+//! handed to the sinks.
+
+use super::history::{History, RunRow};
+use super::run_result::{new_run_id, RunResult};
+use super::sinks::{RunSink, Sinks};
+use super::status::StatusMetrics;
+use super::workload::RunContext;
+use crate::config::cadence::{Cadence, Ticker};
+use crate::config::{Config, Workload};
+use crate::judge::baseline;
+use crate::judge::verdict::Verdict;
+use anyhow::{Context, Result};
+use canary_replay::Progress;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Shared state of the scheduler and its runs; survives reloads.
+pub(super) struct Daemon {
+    history: Arc<History>,
+    metrics: Arc<StatusMetrics>,
+    sinks: Arc<Sinks>,
+    ctx: RunContext,
+    /// Cancelled on SIGTERM: runs stop dispatching and finish within their grace period.
+    shutdown: CancellationToken,
+    target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
+    previous_due: Mutex<HashMap<String, (Cadence, SystemTime)>>,
+    progress: Mutex<HashMap<String, Arc<Progress>>>,
+    /// Carries out one run: [`replay_run`]; tests put a stand-in here.
+    runner: Runner,
+}
+
+/// A run in progress, boxed so the runner can be swapped.
+type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
+
+/// What carries out one run, given its id and progress counters.
+type Runner = fn(Arc<Daemon>, Arc<Config>, Workload, String, Arc<Progress>) -> RunFuture;
+
+/// The daemon's runner: the workload's replay, with telemetry and export.
+fn replay_run(
+    d: Arc<Daemon>,
+    config: Arc<Config>,
+    w: Workload,
+    id: String,
+    progress: Arc<Progress>,
+) -> RunFuture {
+    Box::pin(async move {
+        let shutdown = d.shutdown.clone();
+        d.ctx.run(&config, &w, id, shutdown, progress).await
+    })
+}
+
+/// Marks a workload as running until dropped, however its run ends (a panic included):
+/// a flag left set would have every later run of the workload skipped.
+struct RunningGuard {
+    daemon: Arc<Daemon>,
+    workload: String,
+}
+
+impl RunningGuard {
+    fn new(daemon: &Arc<Daemon>, workload: &str) -> RunningGuard {
+        daemon.metrics.set_running(workload, true);
+        RunningGuard {
+            daemon: daemon.clone(),
+            workload: workload.to_string(),
+        }
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        // A lock poisoned by a panic elsewhere must not turn this drop into an abort.
+        self.daemon
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.workload);
+        self.daemon.metrics.set_running(&self.workload, false);
+    }
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return format!("the run's task ended abnormally: {e}");
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+impl Daemon {
+    /// A daemon whose runs are the workloads' replays, recorded in `history` and handed to
+    /// `sinks`.
+    pub(super) fn new(
+        history: Arc<History>,
+        metrics: Arc<StatusMetrics>,
+        sinks: Arc<Sinks>,
+        ctx: RunContext,
+    ) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            history,
+            metrics,
+            sinks,
+            ctx,
+            shutdown: CancellationToken::new(),
+            target_locks: Mutex::default(),
+            tasks: Mutex::default(),
+            previous_due: Mutex::default(),
+            progress: Mutex::default(),
+            runner: replay_run,
+        })
+    }
+
+    /// Stops the runs: no new requests; in-flight ones get their grace period.
+    pub(super) fn stop_runs(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Waits for every run task to end.
+    pub(super) async fn drain(&self) {
+        loop {
+            let task = self.tasks.lock().unwrap().pop();
+            match task {
+                Some(t) => {
+                    let _ = t.await;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Starts one scheduler per workload; cancel the token to stop them (runs go on).
+    pub(super) fn schedule(self: &Arc<Self>, config: Arc<Config>) -> CancellationToken {
+        let stop = CancellationToken::new();
+        for w in &config.workloads {
+            tracing::info!(
+                workload = %w.name,
+                "scheduled {} against {}",
+                w.cadence.describe(),
+                w.target
+            );
+            let (d, c, w, s) = (self.clone(), config.clone(), w.clone(), stop.clone());
+            tokio::spawn(async move { d.schedule_loop(c, w, s).await });
+        }
+        stop
+    }
+
+    async fn schedule_loop(
+        self: Arc<Self>,
+        config: Arc<Config>,
+        w: Workload,
+        stop: CancellationToken,
+    ) {
+        let previous = self
+            .previous_due
+            .lock()
+            .unwrap()
+            .get(&w.name)
+            .filter(|(c, _)| *c == w.cadence)
+            .map(|(_, t)| *t);
+        let mut ticker = Ticker::resume(w.cadence.clone(), previous);
+        while ticker.tick(&stop).await.is_some() {
+            if let Some(due) = ticker.previous() {
+                self.previous_due
+                    .lock()
+                    .unwrap()
+                    .insert(w.name.clone(), (w.cadence.clone(), due));
+            }
+            if self.metrics.running().contains(&w.name) {
+                tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");
+                self.sinks.run_skipped(&w.name);
+                continue;
+            }
+            let task = self.start_run(config.clone(), w.clone());
+            let mut tasks = self.tasks.lock().unwrap();
+            tasks.retain(|t| !t.is_finished());
+            tasks.push(task);
+        }
+    }
+
+    /// Marks the workload running and runs it once in a task of its own.
+    fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> JoinHandle<()> {
+        let running = RunningGuard::new(self, &w.name);
+        let d = self.clone();
+        tokio::spawn(async move {
+            let _running = running;
+            d.run_once(config, w).await
+        })
+    }
+
+    /// Waits for the target's turn, runs, records. Whatever happens is recorded: a run that
+    /// panics becomes an `error` verdict with the panic's message, a stop while waiting for
+    /// the target an `error: interrupted` one.
+    async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
+        let target = &config.targets[&w.target];
+        let lock = (!target.allow_concurrent_runs).then(|| {
+            self.target_locks
+                .lock()
+                .unwrap()
+                .entry(target.name.clone())
+                .or_default()
+                .clone()
+        });
+        let _turn = match lock {
+            None => None,
+            Some(lock) => tokio::select! {
+                g = lock.lock_owned() => Some(g),
+                _ = self.shutdown.cancelled() => {
+                    // Never started, so not a failed run (a restart would raise error alerts
+                    // for every queued workload): a skip, counted and logged.
+                    tracing::info!(
+                        workload = %w.name,
+                        "not started: the daemon stopped while the run waited for its turn on target {}",
+                        target.name
+                    );
+                    self.sinks.run_skipped(&w.name);
+                    return;
+                }
+            },
+        };
+        let progress = Arc::new(Progress::default());
+        self.progress
+            .lock()
+            .unwrap()
+            .insert(w.name.clone(), progress.clone());
+        // The id says when the run started, so it is drawn once the target is ours.
+        let id = new_run_id();
+        // In a task of its own, so a panic ends this run only, and is recorded.
+        let started = RunResult::new(&config, &w, id.clone());
+        let run = (self.runner)(self.clone(), config.clone(), w.clone(), id, progress);
+        let result = match tokio::spawn(run).await {
+            Ok(result) => result,
+            Err(e) => {
+                let mut result = started;
+                result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
+                result.finished_unix_ms = crate::service::history::now_unix_ms();
+                result
+            }
+        };
+        self.finish(&config, &w.name, result);
+    }
+
+    /// Records the runs a process that died left without a verdict (see
+    /// [`crate::service::recovery`]): `error: interrupted (process died)`, never in a baseline.
+    pub(super) fn recover_orphans(&self, config: &Config) {
+        for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
+            match crate::service::recovery::recover(config, &orphan) {
+                Ok(result) => self.finish(config, &orphan.workload, result),
+                Err(e) => tracing::error!(
+                    workload = %orphan.workload,
+                    run = %orphan.id,
+                    "recovering a run whose process died: {e:#}"
+                ),
+            }
+        }
+    }
+
+    /// Records a finished run of `workload` and hands it to the sinks.
+    fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
+        if let Err(e) = self.record(config, workload, &mut result) {
+            tracing::error!(workload = %workload, run = %result.id, "recording the run: {e:#}");
+        }
+        self.sinks.run_finished(workload, &result);
+    }
+
+    /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
+    fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
+        self.compare_with_baseline(config, workload, result);
+        log_verdict(config, workload, result);
+        write_verdict(result)?;
+        self.history.insert(&RunRow::from(&*result))?;
+        self.apply_retention(config, workload)
+    }
+
+    /// Fills in the run's comparison with the rolling baseline, when it has samples.
+    fn compare_with_baseline(&self, config: &Config, workload: &str, result: &mut RunResult) {
+        let Some(samples) = &result.samples else {
+            return;
+        };
+        // A baseline that cannot be read leaves this run uncompared, not unrecorded.
+        match self.history.baseline(workload, config.baseline.runs) {
+            Ok(base) => {
+                result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+            }
+            Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
+        }
+    }
+
+    /// Deletes the runs retention drops, history rows and artifact folders.
+    fn apply_retention(&self, config: &Config, workload: &str) -> Result<()> {
+        // A workload gone from the config keeps its history until it ages out (it may come
+        // back); the count limit applies only to configured ones.
+        let mut doomed =
+            self.history
+                .prune(workload, config.retention_runs, config.retention_age)?;
+        for name in self.history.workloads()? {
+            if !config.workloads.iter().any(|c| c.name == name) {
+                doomed.extend(
+                    self.history
+                        .prune(&name, usize::MAX, config.retention_age)?,
+                );
+            }
+        }
+        for dir in doomed {
+            // Only ever delete inside the artifacts tree.
+            if dir.starts_with(&config.artifacts_dir) && dir.exists() {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("retention: removing {}: {e}", dir.display());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What runs now, for systemd's STATUS= line.
+    pub(super) fn status_line(&self) -> String {
+        let progress = self.progress.lock().unwrap();
+        if progress.is_empty() {
+            let last = self.metrics.last_verdicts();
+            return match last.is_empty() {
+                true => "idle; waiting for the first scheduled run".into(),
+                false => format!("idle; last runs: {}", last.join(", ")),
+            };
+        }
+        let parts: Vec<String> = progress
+            .iter()
+            .map(|(w, p)| {
+                format!(
+                    "{w} ({}/{} done)",
+                    p.done.load(Ordering::Relaxed),
+                    p.total.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        format!("running {}", parts.join(", "))
+    }
+}
+
+/// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
+fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
+    let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
+    // The figures the verdict rests on and the bars they met or missed, so the log line says
+    // more than `pass`.
+    let w = config.workloads.iter().find(|w| w.name == workload);
+    let figures = result
+        .outcome
+        .as_ref()
+        .zip(w)
+        .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
+    let line = format!(
+        "{}: {}{}{}",
+        result.id,
+        result.verdict,
+        figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
+        trend
+            .map(|t| format!("; baseline: {t}"))
+            .unwrap_or_default()
+    );
+    match result.verdict.kind {
+        crate::judge::verdict::VerdictKind::Pass => {
+            tracing::info!(workload = %workload, "{line}")
+        }
+        _ => tracing::warn!(workload = %workload, "{line}"),
+    }
+}
+
+/// Writes the run's `verdict.json` into its artifacts folder.
+fn write_verdict(result: &RunResult) -> Result<()> {
+    std::fs::create_dir_all(&result.artifacts)
+        .with_context(|| format!("creating {}", result.artifacts.display()))?;
+    let verdict = serde_json::json!({
+        "id": result.id,
+        "workload": result.workload,
+        "target": result.target,
+        "verdict": result.verdict.to_string(),
+        "verdict_kind": result.verdict.kind,
+        "reasons": result.verdict.reasons,
+        "trend": result.comparison.as_ref().map(|c| c.trend.as_str()),
+        "comparison": result.comparison,
+        "started_unix_ms": result.started_unix_ms,
+        "finished_unix_ms": result.finished_unix_ms,
+    });
+    let path = result.artifacts.join("verdict.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,94 @@
+use super::*;
+use std::path::Path;
+
+/// A daemon over a history in `dir`, with one workload `w` on target `t`, whose runs
+/// are carried out by `runner`.
+fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
+    let text = format!(
+        "state_dir = {:?}\n[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+        dir.display().to_string()
+    );
+    let config = Config::parse(&text, Path::new("test.toml"), dir).unwrap();
+    let metrics = Arc::new(StatusMetrics::default());
+    let d = Arc::new(Daemon {
+        history: Arc::new(History::open(&dir.join("history.sqlite")).unwrap()),
+        metrics: metrics.clone(),
+        sinks: Arc::new(Sinks(vec![metrics as Arc<dyn RunSink>])),
+        ctx: RunContext::default(),
+        shutdown: CancellationToken::new(),
+        target_locks: Mutex::default(),
+        tasks: Mutex::default(),
+        previous_due: Mutex::default(),
+        progress: Mutex::default(),
+        runner,
+    });
+    (d, Arc::new(config))
+}
+
+fn panicking(
+    _: Arc<Daemon>,
+    _: Arc<Config>,
+    _: Workload,
+    _: String,
+    _: Arc<Progress>,
+) -> RunFuture {
+    Box::pin(async { panic!("replay blew up: index 3 of 2") })
+}
+
+fn unreachable_run(
+    _: Arc<Daemon>,
+    _: Arc<Config>,
+    _: Workload,
+    _: String,
+    _: Arc<Progress>,
+) -> RunFuture {
+    Box::pin(async { unreachable!("the run must not start") })
+}
+
+#[tokio::test]
+async fn a_panicking_run_is_an_error_verdict_and_the_workload_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), panicking);
+    let w = c.workloads[0].clone();
+    for _ in 0..2 {
+        d.start_run(c.clone(), w.clone()).await.unwrap();
+        // Not left "running": the next due time runs it instead of skipping it.
+        assert!(d.metrics.running().is_empty(), "{:?}", d.metrics.running());
+        assert!(d.progress.lock().unwrap().is_empty());
+    }
+    let runs = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(
+            r.verdict.to_string(),
+            "error: the run panicked: replay blew up: index 3 of 2"
+        );
+        assert!(r.artifacts.join("verdict.json").exists());
+    }
+}
+
+#[tokio::test]
+async fn a_stop_while_waiting_for_the_target_is_a_skip_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), unreachable_run);
+    // Another workload's run holds the target.
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    d.target_locks
+        .lock()
+        .unwrap()
+        .insert("t".into(), lock.clone());
+    let _turn = lock.lock().await;
+    let task = d.start_run(c.clone(), c.workloads[0].clone());
+    d.shutdown.cancel();
+    task.await.unwrap();
+    assert!(d.metrics.running().is_empty());
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    assert!(
+        d.metrics
+            .render()
+            .contains("canaryd_skips_total{workload=\"w\"} 1"),
+        "{}",
+        d.metrics.render()
+    );
+}

@@ -1,0 +1,170 @@
+//! OTLP export of the daemon's runs: one exporter for the life of the process, a run
+//! observer per run (a span and metric points per request), and when a run ends its verdict
+//! and trend as `canary.runs` and one `canary.run` log event. Flushed, with the `[otlp]`
+//! flush timeout, when the daemon stops.
+//!
+//! A collector that is down is reported once by the exporter and runs go on; what it loses
+//! is added to the status endpoint's `canaryd_export_drops_total` as each run ends and every
+//! few seconds between runs.
+
+use crate::config::{Config, Target, Workload};
+use crate::service::run_result::RunResult;
+use crate::service::sinks::RunSink;
+use crate::service::status::StatusMetrics;
+use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The daemon's OTLP exporter as a [`RunSink`].
+pub struct OtlpSink {
+    /// `None` once flushed.
+    exporter: Mutex<Option<OtlpExporter>>,
+    flush_timeout: Duration,
+    /// Labels of runs in flight, by run id (their observer carries the same ones).
+    labels: Mutex<HashMap<String, RunLabels>>,
+    metrics: Arc<StatusMetrics>,
+    /// Drops already added to the status metrics.
+    drops_counted: AtomicU64,
+}
+
+impl OtlpSink {
+    /// Starts the exporter when `config` (or the environment) names an endpoint. Settings
+    /// that cannot be used (a header variable unset, a bad `OTEL_*` value) are logged once
+    /// and the daemon runs without export.
+    pub fn start(config: &Config, metrics: Arc<StatusMetrics>) -> Option<Arc<OtlpSink>> {
+        let settings = match config.otlp.exporter_config() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("OTLP export off: {e}");
+                return None;
+            }
+        };
+        if !settings.is_enabled() {
+            return None;
+        }
+        let sink = match OtlpExporter::start(settings) {
+            Ok(exporter) => Arc::new(OtlpSink {
+                exporter: Mutex::new(Some(exporter)),
+                flush_timeout: config.otlp.flush_timeout,
+                labels: Mutex::default(),
+                metrics,
+                drops_counted: AtomicU64::new(0),
+            }),
+            Err(e) => {
+                tracing::error!("OTLP export off: {e}");
+                return None;
+            }
+        };
+        // Metric exports fail between runs too: the status metrics follow every few seconds.
+        let weak = Arc::downgrade(&sink);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(sink) if sink.refresh_drops() => {}
+                    _ => return,
+                }
+            }
+        });
+        Some(sink)
+    }
+
+    /// Brings `canaryd_export_drops_total` up to date; false once the exporter is flushed.
+    fn refresh_drops(&self) -> bool {
+        let guard = self.exporter.lock().unwrap();
+        let Some(exporter) = guard.as_ref() else {
+            return false;
+        };
+        self.count_drops(exporter.dropped());
+        true
+    }
+
+    /// The observer for run `id` of `w` against `t`, and the sampling ratio its
+    /// `traceparent` flags must follow; `None` once the exporter is flushed.
+    pub fn begin_run(&self, w: &Workload, t: &Target, id: &str) -> Option<(RunObserver, f64)> {
+        let guard = self.exporter.lock().unwrap();
+        let exporter = guard.as_ref()?;
+        let labels = labels(w, t, id);
+        self.labels
+            .lock()
+            .unwrap()
+            .insert(id.to_string(), labels.clone());
+        Some((exporter.run_observer(labels), exporter.sample_ratio()))
+    }
+
+    /// Adds the drops since the last call to `canaryd_export_drops_total`.
+    fn count_drops(&self, total: u64) {
+        let before = self.drops_counted.fetch_max(total, Ordering::Relaxed);
+        if total > before {
+            self.metrics.export_dropped(total - before);
+        }
+    }
+}
+
+/// Labels of one run; the target's URL was checked when the config loaded.
+fn labels(w: &Workload, t: &Target, id: &str) -> RunLabels {
+    let mut labels = match canary_replay::Target::new(&t.url, t.endpoint, &t.model) {
+        Ok(target) => crate::execute::run_labels(&target, &w.name),
+        Err(_) => RunLabels {
+            workload: w.name.clone(),
+            operation: t.endpoint.operation().to_string(),
+            model: t.model.clone(),
+            provider: "openai".into(),
+            server_address: String::new(),
+            server_port: 0,
+            run_id: None,
+            goodput: Default::default(),
+        },
+    };
+    labels.run_id = Some(id.to_string());
+    labels.goodput = w.slos.clone();
+    labels
+}
+
+impl RunSink for OtlpSink {
+    fn run_finished(&self, workload: &str, run: &RunResult) {
+        let guard = self.exporter.lock().unwrap();
+        let Some(exporter) = guard.as_ref() else {
+            return;
+        };
+        // A run that ended before its observer was made still gets its verdict out.
+        let labels = self.labels.lock().unwrap().remove(&run.id);
+        let labels = labels.unwrap_or_else(|| RunLabels {
+            workload: workload.to_string(),
+            operation: String::new(),
+            model: String::new(),
+            provider: "openai".into(),
+            server_address: String::new(),
+            server_port: 0,
+            run_id: Some(run.id.clone()),
+            goodput: Default::default(),
+        });
+        let judgement = RunJudgement {
+            verdict: run.verdict.kind.as_str().to_string(),
+            reasons: run.verdict.reasons.clone(),
+            trend: run
+                .comparison
+                .as_ref()
+                .map(|c| c.trend.as_str().to_string()),
+        };
+        exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
+        self.count_drops(exporter.dropped());
+    }
+
+    fn flush(&self) {
+        let Some(exporter) = self.exporter.lock().unwrap().take() else {
+            return;
+        };
+        let r = exporter.shutdown(self.flush_timeout);
+        self.count_drops(r.spans_dropped + r.metric_exports_failed + r.logs_dropped);
+        tracing::info!(
+            "OTLP: {} spans, {} metric exports, {} run events sent over the daemon's life",
+            r.spans_exported,
+            r.metric_exports,
+            r.logs_exported
+        );
+    }
+}

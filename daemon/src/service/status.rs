@@ -1,0 +1,194 @@
+//! The status endpoint (hyper, `127.0.0.1:9464` by default): `/healthz`, `/readyz`,
+//! `/metrics` (the daemon's own metrics, Prometheus text), `/api/runs` (recent runs with their
+//! verdicts; `?workload=NAME&limit=N`) and `/api/runs/{id}` (one run's summary and baseline
+//! comparison), and for a person `/` (an HTML page of recent runs per workload) and
+//! `/runs/{id}/report` (that run's report, made on demand).
+
+mod brief;
+mod metrics;
+mod page;
+
+pub use brief::RunBrief;
+pub use metrics::StatusMetrics;
+
+use crate::service::history::History;
+use bytes::Bytes;
+use canary_core::percent_decode_query as percent_decode;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Serves the endpoint until `stop` fires.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<StatusMetrics>,
+    history: Arc<History>,
+    stop: CancellationToken,
+) {
+    loop {
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!("status endpoint accept: {e}");
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => return,
+        };
+        let (metrics, history) = (metrics.clone(), history.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let (metrics, history) = (metrics.clone(), history.clone());
+                async move {
+                    // A report reads files and draws charts: made off the async threads.
+                    let report = (req.method() == Method::GET)
+                        .then(|| report_id(req.uri().path()))
+                        .flatten();
+                    Ok::<_, std::convert::Infallible>(match report {
+                        Some(id) => page::report(history, id).await,
+                        None => route(req, &metrics, &history),
+                    })
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await;
+        });
+    }
+}
+
+/// Binds the listen address, naming it on failure.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    use anyhow::Context;
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("status endpoint: cannot listen on {addr}"))
+}
+
+fn route(
+    req: Request<Incoming>,
+    metrics: &StatusMetrics,
+    history: &History,
+) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+    }
+    let path = req.uri().path();
+    let query: BTreeMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (percent_decode(k), percent_decode(v)))
+        .collect();
+    match path {
+        "/" => page::status(metrics, history),
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" if metrics.is_ready() => text(StatusCode::OK, "ready\n"),
+        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/metrics" => {
+            let mut r = text(StatusCode::OK, &metrics.render());
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        "/api/runs" => {
+            let limit = query
+                .get("limit")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(100usize)
+                .min(10_000);
+            match history.recent(query.get("workload").map(String::as_str), limit) {
+                Ok(rows) => json_response(
+                    StatusCode::OK,
+                    &json!({ "runs": rows.iter().map(RunBrief::from).collect::<Vec<_>>() }),
+                ),
+                Err(e) => json_error(e),
+            }
+        }
+        _ => match path.strip_prefix("/api/runs/") {
+            Some(id) => match history.get(id) {
+                Ok(Some(row)) => {
+                    let mut v = json!(RunBrief::from(&row));
+                    v["comparison"] = json!(row.comparison);
+                    v["summary"] = json!(row.summary);
+                    json_response(StatusCode::OK, &v)
+                }
+                Ok(None) => json_response(
+                    StatusCode::NOT_FOUND,
+                    &json!({ "error": format!("no run {id:?}") }),
+                ),
+                Err(e) => json_error(e),
+            },
+            None => text(
+                StatusCode::NOT_FOUND,
+                "routes: / /runs/{id}/report /healthz /readyz /metrics /api/runs /api/runs/{id}\n",
+            ),
+        },
+    }
+}
+
+/// The run id of `/runs/{id}/report`.
+fn report_id(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/runs/")?.strip_suffix("/report")?;
+    (!id.is_empty() && !id.contains('/')).then(|| percent_decode(id))
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
+    let mut r = text(status, &serde_json::to_string_pretty(v).unwrap_or_default());
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn json_error(e: anyhow::Error) -> Response<Full<Bytes>> {
+    json_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &json!({ "error": format!("{e:#}") }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_components_are_percent_decoded() {
+        use super::percent_decode as d;
+        assert_eq!(d("chat%20peak"), "chat peak");
+        assert_eq!(d("a+b"), "a b");
+        assert_eq!(d("caf%C3%A9"), "café");
+        assert_eq!(d("100%"), "100%");
+        assert_eq!(d("%zz"), "%zz");
+    }
+
+    #[test]
+    fn report_paths_name_one_run() {
+        use super::report_id as r;
+        assert_eq!(
+            r("/runs/20260101T000002Z-2/report").as_deref(),
+            Some("20260101T000002Z-2")
+        );
+        assert_eq!(r("/runs/a%20b/report").as_deref(), Some("a b"));
+        assert_eq!(r("/runs//report"), None);
+        assert_eq!(r("/runs/a/b/report"), None);
+        assert_eq!(r("/runs/a"), None);
+    }
+}

@@ -1,0 +1,199 @@
+//! [`RunBrief`]: a run as `/api/runs` lists it and as the status metrics keep each workload's
+//! last one — verdict, trend and the headline figures. The figures are read back from the
+//! summary the history stored (JSON, the history's edge) into typed fields once, here.
+
+use crate::judge::baseline::Trend;
+use crate::judge::verdict::VerdictKind;
+use crate::service::history::RunRow;
+use canary_core::{Source, SourceState};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A run's verdict, trend and headline figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunBrief {
+    /// The run id.
+    pub id: String,
+    /// The workload.
+    pub workload: String,
+    /// The target's name.
+    pub target: String,
+    /// Wall-clock start, Unix ms.
+    pub started_unix_ms: i64,
+    /// Wall-clock end, Unix ms.
+    pub finished_unix_ms: i64,
+    /// The verdict in words (`fail: …`).
+    pub verdict: String,
+    /// The verdict's kind.
+    pub verdict_kind: VerdictKind,
+    /// Why it is not a pass.
+    pub reasons: Vec<String>,
+    /// Against the baseline.
+    pub trend: Option<Trend>,
+    /// The headline figures; `None` for a run that never started.
+    pub figures: Option<Figures>,
+    /// The telemetry sources' states in the run.
+    pub telemetry_sources: Option<BTreeMap<Source, SourceState>>,
+    /// Why it was slow: the diagnosis's class, confidence and reason (`summary.json` has
+    /// its evidence); `None` for a run without one.
+    pub diagnosis: Option<DiagnosisBrief>,
+    /// The run's artifacts folder.
+    pub artifacts: PathBuf,
+}
+
+/// A run's headline figures, read from the stored summary under the same names (but
+/// `good_request_fraction`, which sits in its `goodput` block).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Figures {
+    /// Measured requests.
+    pub requests: Option<u64>,
+    /// Completed ones.
+    pub completed: Option<u64>,
+    /// Failed ones.
+    pub errors: Option<u64>,
+    /// First send to last end, seconds.
+    pub duration_s: Option<f64>,
+    /// Cut short by a stop.
+    pub interrupted: Option<bool>,
+    /// Share of requests meeting every SLO.
+    #[serde(skip_deserializing)]
+    pub good_request_fraction: Option<f64>,
+    /// Client-side TTFT, ms.
+    pub time_to_first_token: Option<Quantiles>,
+    /// Client-side ITL, ms.
+    pub inter_token_latency: Option<Quantiles>,
+    /// Client-side request latency, ms.
+    pub request_latency: Option<Quantiles>,
+}
+
+/// A run's diagnosis in brief, read from its stored summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiagnosisBrief {
+    /// The dominant bottleneck (`queueing`, `kv-memory-bound`, …).
+    pub class: String,
+    /// `high`, `medium` or `low`.
+    pub confidence: String,
+    /// The thresholds that fired and where in the run.
+    pub why: String,
+}
+
+/// The median and 99th percentile of a metric.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+}
+
+/// The part of a stored summary a brief shows; whatever else it holds is passed over.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Stored {
+    #[serde(flatten)]
+    figures: Figures,
+    goodput: Option<StoredGoodput>,
+    telemetry_sources: Option<BTreeMap<Source, SourceState>>,
+    diagnosis: Option<DiagnosisBrief>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StoredGoodput {
+    good_request_fraction: Option<f64>,
+}
+
+impl From<&RunRow> for RunBrief {
+    fn from(r: &RunRow) -> RunBrief {
+        // A summary the history holds but this version cannot read shows no figures rather
+        // than failing the whole listing.
+        let stored: Option<Stored> = r
+            .summary
+            .as_ref()
+            .map(|s| Stored::deserialize(s).unwrap_or_default());
+        let telemetry_sources = stored.as_ref().and_then(|s| s.telemetry_sources.clone());
+        let diagnosis = stored.as_ref().and_then(|s| s.diagnosis.clone());
+        let figures = stored.map(|s| Figures {
+            good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
+            ..s.figures
+        });
+        RunBrief {
+            id: r.id.clone(),
+            workload: r.workload.clone(),
+            target: r.target.clone(),
+            started_unix_ms: r.started_unix_ms,
+            finished_unix_ms: r.finished_unix_ms,
+            verdict: r.verdict.to_string(),
+            verdict_kind: r.verdict.kind,
+            reasons: r.verdict.reasons.clone(),
+            trend: r.trend,
+            figures,
+            telemetry_sources,
+            diagnosis,
+            artifacts: r.artifacts.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::verdict::Verdict;
+    use serde_json::json;
+
+    fn row(summary: Option<serde_json::Value>) -> RunRow {
+        RunRow {
+            id: "r1".into(),
+            workload: "w".into(),
+            target: "t".into(),
+            started_unix_ms: 1,
+            finished_unix_ms: 2,
+            verdict: Verdict {
+                kind: VerdictKind::Pass,
+                reasons: Vec::new(),
+            },
+            trend: None,
+            comparison: None,
+            summary,
+            artifacts: "/a/r1".into(),
+            samples: None,
+        }
+    }
+
+    #[test]
+    fn figures_and_sources_come_from_the_stored_summary() {
+        let summary = json!({
+            "requests": 20, "completed": 19, "errors": 1, "duration_s": 3.5,
+            "interrupted": false,
+            "goodput": {"good_request_fraction": 0.9, "goodput": 5.0},
+            "time_to_first_token": {"p50": 12.0, "p99": 40.0, "avg": 15.0},
+            "telemetry_sources": {"nvml": {"state": "unavailable", "reason": "no GPU"}},
+            "diagnosis": {"class": "queueing", "confidence": "high", "why": "queue 400 ms",
+                          "evidence": [], "findings": []},
+        });
+        let b = json!(RunBrief::from(&row(Some(summary))));
+        assert_eq!(
+            b["figures"],
+            json!({
+                "requests": 20, "completed": 19, "errors": 1, "duration_s": 3.5,
+                "interrupted": false, "good_request_fraction": 0.9,
+                "time_to_first_token": {"p50": 12.0, "p99": 40.0},
+                "inter_token_latency": null, "request_latency": null,
+            })
+        );
+        assert_eq!(b["telemetry_sources"]["nvml"]["state"], "unavailable");
+        assert_eq!(
+            b["diagnosis"],
+            json!({"class": "queueing", "confidence": "high", "why": "queue 400 ms"})
+        );
+        assert_eq!(b["verdict_kind"], "pass");
+        // A run that never started has no figures; one this version cannot read shows none.
+        assert!(json!(RunBrief::from(&row(None)))["figures"].is_null());
+        assert!(json!(RunBrief::from(&row(None)))["diagnosis"].is_null());
+        let odd = json!(RunBrief::from(&row(Some(json!({"requests": "many"})))));
+        assert!(odd["figures"]["requests"].is_null(), "{odd}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The daemon's own metrics: run counts by verdict, skips, reloads, export drops, and each
+//! workload's last run (verdict, baseline trend, figures, telemetry source states), rendered
+//! as Prometheus text for `/metrics` and summarized for `/api/runs`.
+
+use super::brief::{Figures, RunBrief};
+use crate::judge::verdict::VerdictKind;
+use crate::service::history::{History, RunRow};
+use crate::service::run_result::RunResult;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// The daemon's live state, as the status endpoint shows it.
+#[derive(Default)]
+pub struct StatusMetrics {
+    ready: AtomicBool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    runs: BTreeMap<(String, VerdictKind), u64>,
+    skips: BTreeMap<String, u64>,
+    running: BTreeMap<String, bool>,
+    last: BTreeMap<String, RunBrief>,
+    reloads: BTreeMap<&'static str, u64>,
+    export_drops: u64,
+}
+
+impl StatusMetrics {
+    /// Seeds last-run figures from history, so a restart does not blank them.
+    pub fn seed(&self, history: &History) {
+        let Ok(latest) = history.latest_per_workload() else {
+            return;
+        };
+        let mut s = self.state.lock().unwrap();
+        for row in latest {
+            s.last.insert(row.workload.clone(), RunBrief::from(&row));
+        }
+    }
+
+    /// Sets readiness (`/readyz` is 503 until then, and again while stopping).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether `/readyz` says ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// A run of `workload` starts or ends.
+    pub fn set_running(&self, workload: &str, running: bool) {
+        self.state
+            .lock()
+            .unwrap()
+            .running
+            .insert(workload.to_string(), running);
+    }
+
+    /// Workloads now running.
+    pub fn running(&self) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.running
+            .iter()
+            .filter(|(_, r)| **r)
+            .map(|(w, _)| w.clone())
+            .collect()
+    }
+
+    /// Each workload's last verdict kind and trend, `chat pass (steady)`, by workload.
+    pub fn last_verdicts(&self) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.last
+            .iter()
+            .map(|(w, v)| {
+                let kind = v.verdict_kind.as_str();
+                match v.trend {
+                    Some(t) => format!("{w} {kind} ({})", t.as_str()),
+                    None => format!("{w} {kind}"),
+                }
+            })
+            .collect()
+    }
+
+    /// A SIGHUP reload was applied (`ok`) or rejected.
+    pub fn reloaded(&self, ok: bool) {
+        let key = if ok { "ok" } else { "rejected" };
+        *self.state.lock().unwrap().reloads.entry(key).or_default() += 1;
+    }
+
+    /// Exporters dropped `n` items (queue full, endpoint down).
+    pub fn export_dropped(&self, n: u64) {
+        self.state.lock().unwrap().export_drops += n;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let s = self.state.lock().unwrap();
+        let mut out = String::new();
+        s.render_counters(&mut out);
+        s.render_last_runs(&mut out);
+        out
+    }
+}
+
+impl State {
+    /// What happened since start: runs by verdict, skips, reloads, export drops.
+    fn render_counters(&self, out: &mut String) {
+        write_family(
+            out,
+            "canaryd_runs_total",
+            "counter",
+            "Finished runs by workload and verdict, since start.",
+            self.runs.iter().map(|((w, v), c)| {
+                (
+                    format!("workload=\"{}\",verdict=\"{}\"", esc(w), v.as_str()),
+                    *c as f64,
+                )
+            }),
+        );
+        write_family(
+            out,
+            "canaryd_skips_total",
+            "counter",
+            "Scheduled runs skipped: the previous run of the workload was still going, or the daemon stopped while the run waited for its target.",
+            self.skips
+                .iter()
+                .map(|(w, c)| (format!("workload=\"{}\"", esc(w)), *c as f64)),
+        );
+        write_family(
+            out,
+            "canaryd_running",
+            "gauge",
+            "1 while a run of the workload is going (or waiting for its target).",
+            self.running
+                .iter()
+                .map(|(w, r)| (format!("workload=\"{}\"", esc(w)), f64::from(u8::from(*r)))),
+        );
+        write_family(
+            out,
+            "canaryd_config_reloads_total",
+            "counter",
+            "SIGHUP reloads, applied (ok) or rejected (bad config; the old one kept running).",
+            self.reloads
+                .iter()
+                .map(|(k, c)| (format!("result=\"{k}\""), *c as f64)),
+        );
+        write_family(
+            out,
+            "canaryd_export_drops_total",
+            "counter",
+            "Items exporters dropped.",
+            [(String::new(), self.export_drops as f64)].into_iter(),
+        );
+    }
+
+    /// Each workload's last run: when, its verdict and trend, figures, telemetry sources.
+    fn render_last_runs(&self, out: &mut String) {
+        self.render_last_verdicts(out);
+        self.render_last_figures(out);
+        self.render_telemetry_sources(out);
+    }
+
+    /// When each workload's last run finished, its verdict and its baseline trend.
+    fn render_last_verdicts(&self, out: &mut String) {
+        write_family(
+            out,
+            "canaryd_last_run_timestamp_seconds",
+            "gauge",
+            "When the workload's last run finished (Unix time).",
+            self.last_values(|r| Some(r.finished_unix_ms as f64 / 1000.0)),
+        );
+        write_family(
+            out,
+            "canaryd_last_run_verdict",
+            "gauge",
+            "1 for the verdict of the workload's last run.",
+            self.last.iter().flat_map(|(w, v)| {
+                VerdictKind::ALL.into_iter().map(move |k| {
+                    (
+                        format!("workload=\"{}\",verdict=\"{}\"", esc(w), k.as_str()),
+                        f64::from(u8::from(k == v.verdict_kind)),
+                    )
+                })
+            }),
+        );
+        write_family(
+            out,
+            "canaryd_last_run_baseline",
+            "gauge",
+            "1 for the baseline trend of the workload's last run.",
+            self.last.iter().flat_map(|(w, v)| {
+                crate::judge::baseline::Trend::ALL
+                    .into_iter()
+                    .map(move |t| {
+                        (
+                            format!("workload=\"{}\",trend=\"{}\"", esc(w), t.as_str()),
+                            f64::from(u8::from(Some(t) == v.trend)),
+                        )
+                    })
+            }),
+        );
+    }
+
+    /// The headline figures and latency percentiles of each workload's last run.
+    fn render_last_figures(&self, out: &mut String) {
+        type Figure = fn(&Figures) -> Option<f64>;
+        let figures: [(&str, Figure, &str); 4] = [
+            (
+                "requests",
+                |f| f.requests.map(|v| v as f64),
+                "Measured requests",
+            ),
+            ("errors", |f| f.errors.map(|v| v as f64), "Failed requests"),
+            (
+                "good_request_fraction",
+                |f| f.good_request_fraction,
+                "Share of requests meeting every SLO",
+            ),
+            ("duration_seconds", |f| f.duration_s, "Run duration"),
+        ];
+        for (name, figure, help) in figures {
+            write_family(
+                out,
+                &format!("canaryd_last_run_{name}"),
+                "gauge",
+                &format!("{help} in the workload's last run."),
+                self.last_values(|r| r.figures.as_ref().and_then(figure)),
+            );
+        }
+        write_family(
+            out,
+            "canaryd_last_run_latency_ms",
+            "gauge",
+            "Client-side latency percentiles of the workload's last run, ms.",
+            self.last.iter().flat_map(|(w, v)| latency_samples(w, v)),
+        );
+    }
+
+    /// Which telemetry sources each workload's last run had, and why not.
+    fn render_telemetry_sources(&self, out: &mut String) {
+        write_family(
+            out,
+            "canaryd_telemetry_source_up",
+            "gauge",
+            "Telemetry sources in the workload's last run: 1 available, 0 not (state label says why).",
+            self.last.iter().flat_map(|(w, v)| {
+                let w = esc(w);
+                v.telemetry_sources
+                    .iter()
+                    .flatten()
+                    .map(move |(src, st)| {
+                        (
+                            format!(
+                                "workload=\"{w}\",source=\"{}\",state=\"{}\"",
+                                esc(src.as_str()),
+                                st.name()
+                            ),
+                            f64::from(u8::from(st.is_available())),
+                        )
+                    })
+            }),
+        );
+    }
+
+    /// `(workload label, figure)` for each workload's last run that has the figure.
+    fn last_values<'a>(
+        &'a self,
+        figure: impl Fn(&RunBrief) -> Option<f64> + 'a,
+    ) -> impl Iterator<Item = (String, f64)> + 'a {
+        self.last
+            .iter()
+            .filter_map(move |(w, v)| figure(v).map(|x| (format!("workload=\"{}\"", esc(w)), x)))
+    }
+}
+
+/// The client-side p50 and p99 of TTFT, ITL and request latency of workload `w`'s last run.
+fn latency_samples(w: &str, v: &RunBrief) -> Vec<(String, f64)> {
+    let w = esc(w);
+    let Some(f) = &v.figures else {
+        return Vec::new();
+    };
+    let metrics = [
+        ("time_to_first_token", f.time_to_first_token),
+        ("inter_token_latency", f.inter_token_latency),
+        ("request_latency", f.request_latency),
+    ];
+    let mut out = Vec::new();
+    for (m, q) in metrics {
+        let Some(q) = q else { continue };
+        for (name, x) in [("p50", q.p50), ("p99", q.p99)] {
+            if let Some(x) = x {
+                out.push((
+                    format!(
+                        "workload=\"{w}\",metric=\"{m}\",quantile=\"0.{}\"",
+                        &name[1..]
+                    ),
+                    x,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn write_family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl Iterator<Item = (String, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
+    }
+}
+
+/// Escapes a Prometheus label value.
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Counting runs and skips: what the status metrics do as a sink (see `sinks`).
+impl StatusMetrics {
+    /// Counts a finished run and keeps it as its workload's last.
+    pub fn record_run(&self, workload: &str, run: &RunResult) {
+        let mut s = self.state.lock().unwrap();
+        *s.runs
+            .entry((workload.to_string(), run.verdict.kind))
+            .or_default() += 1;
+        s.last
+            .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
+    }
+
+    /// Counts a skipped schedule.
+    pub fn record_skip(&self, workload: &str) {
+        *self
+            .state
+            .lock()
+            .unwrap()
+            .skips
+            .entry(workload.to_string())
+            .or_default() += 1;
+    }
+}

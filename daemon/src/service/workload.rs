@@ -1,0 +1,329 @@
+//! One scheduled run of a workload: load and window the trace, build the target, replay with
+//! telemetry attached, keep per-request samples for the baseline, judge the verdict.
+//! Artifacts go to `<artifacts>/<workload>/<run-id>/`; an interrupted run still writes
+//! everything it measured, and its verdict is `error: interrupted`.
+
+use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
+use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
+use crate::judge::baseline::Samples;
+use crate::judge::verdict::Verdict;
+use crate::service::run_result::RunResult;
+use anyhow::{Context, Result};
+use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
+use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
+/// missing (reported once, then left off instead of warned about every run), the OTLP
+/// exporter.
+#[derive(Default)]
+pub struct RunContext {
+    /// A prompt synthesizer per tokenizer and seed, kept loaded between runs.
+    prompts: Mutex<HashMap<PromptSpec, Arc<PromptBuilder>>>,
+    missing_sources: Mutex<BTreeSet<Source>>,
+    /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
+    outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
+    otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
+}
+
+/// One run of a workload, as the daemon carries it out: its settings named by their config
+/// keys, tokenizers kept loaded, the baseline's sampler and the OTLP sink's observer attached,
+/// judged by the workload's verdict rules. Its export is the service's: every run, the ones
+/// that never started too, is recorded and handed to the sinks (OTLP among them) once
+/// compared with the baseline.
+struct WorkloadFront<'a> {
+    ctx: &'a RunContext,
+    plan: WorkloadPlan<'a>,
+    samples: Arc<SampleCollector>,
+    otlp: Option<Arc<canary_exporters::RunObserver>>,
+}
+
+impl Front for WorkloadFront<'_> {
+    fn spell(&self, setting: Setting) -> String {
+        self.plan.key(setting)
+    }
+
+    fn prompts(&self, spec: &PromptSpec) -> Result<Arc<PromptBuilder>> {
+        if let Some(p) = self.ctx.prompts.lock().unwrap().get(spec) {
+            return Ok(p.clone());
+        }
+        let p = spec.build()?;
+        self.ctx
+            .prompts
+            .lock()
+            .unwrap()
+            .insert(spec.clone(), p.clone());
+        Ok(p)
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let mut own: Vec<Arc<dyn Observer>> = vec![self.samples.clone()];
+        own.extend(self.otlp.clone().map(|o| o as Arc<dyn Observer>));
+        own
+    }
+
+    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        Some(Verdict::judge(
+            self.plan.workload,
+            &outcome.summary,
+            outcome.interrupted,
+        ))
+    }
+
+    fn export<'a>(&'a self, _: &'a Judged) -> ExportFuture<'a> {
+        Box::pin(async {})
+    }
+}
+
+impl RunContext {
+    /// A context whose runs are exported through `otlp`.
+    pub fn with_otlp(otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>) -> RunContext {
+        RunContext {
+            otlp,
+            ..RunContext::default()
+        }
+    }
+
+    /// Runs `workload` once; never fails: what goes wrong becomes an `error` verdict.
+    pub async fn run(
+        &self,
+        config: &Config,
+        workload: &Workload,
+        id: String,
+        shutdown: CancellationToken,
+        progress: Arc<Progress>,
+    ) -> RunResult {
+        let mut result = RunResult::new(config, workload, id);
+        match self
+            .replay(config, workload, &result, shutdown, progress)
+            .await
+        {
+            Ok((judged, samples)) => {
+                result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
+                    result.samples = Some(samples);
+                }
+                result.outcome = Some(judged.outcome);
+            }
+            Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
+        }
+        result.finished_unix_ms = crate::service::history::now_unix_ms();
+        result
+    }
+
+    /// The workload's plan for run `result`, executed with its telemetry.
+    async fn replay(
+        &self,
+        config: &Config,
+        w: &Workload,
+        result: &RunResult,
+        shutdown: CancellationToken,
+        progress: Arc<Progress>,
+    ) -> Result<(Judged, Samples)> {
+        let t = &config.targets[&w.target];
+        let wp = WorkloadPlan {
+            workload: w,
+            target: t,
+        };
+        let mut plan = Plan::try_from(wp)?;
+        plan.replay.run_id.clone_from(&result.id);
+        plan.replay.output_dir = Some(result.artifacts.clone());
+        let otlp = self
+            .otlp
+            .as_ref()
+            .and_then(|o| o.begin_run(w, t, &result.id));
+        if let Some((_, sample_ratio)) = &otlp {
+            // The traceparent's sampled flag follows the exporter's ratio.
+            plan.replay.trace_sample_ratio = *sample_ratio;
+        }
+        let front = WorkloadFront {
+            ctx: self,
+            plan: wp,
+            samples: Arc::new(SampleCollector::default()),
+            otlp: otlp.map(|(o, _)| Arc::new(o)),
+        };
+        let observe = self.observe(config, t);
+        let judged = execute(plan, &observe, &front, shutdown, progress).await?;
+        let Some(judged) = judged else {
+            anyhow::bail!("interrupted while loading the trace");
+        };
+        self.note_missing_sources(&judged.outcome);
+        let WorkloadFront { samples, .. } = front;
+        let samples = Arc::into_inner(samples)
+            .map(|c| c.samples.into_inner().unwrap().values)
+            .unwrap_or_default();
+        Ok((judged, samples))
+    }
+
+    /// The telemetry joined to a run against `t`.
+    fn observe(&self, config: &Config, t: &Target) -> Observe {
+        let missing = self.missing_sources.lock().unwrap();
+        let tel = &config.telemetry;
+        let outage = |url: &Option<String>| {
+            let mut outages = self.outages.lock().unwrap();
+            url.as_ref()
+                .map(|u| outages.entry(u.clone()).or_default().clone())
+                .unwrap_or_default()
+        };
+        let telemetry = canary_telemetry::Config {
+            server_metrics_outage: outage(&t.metrics_url),
+            dcgm_outage: outage(&tel.dcgm_url),
+            server_metrics_url: t.metrics_url.clone(),
+            server_metrics_interval: tel.scrape_interval,
+            nvml: tel.nvml && !missing.contains(&Source::Nvml),
+            nvml_lib: tel.nvml_lib.clone(),
+            nvml_interval: tel.gpu_interval,
+            dcgm_url: tel.dcgm_url.clone(),
+            dcgm_interval: tel.scrape_interval,
+            server_pid: t.server_pid,
+            ca_bundle: t.ca_bundle.clone(),
+        };
+        Observe {
+            telemetry,
+            ebpf: tel.ebpf && !missing.contains(&Source::Ebpf),
+        }
+    }
+
+    /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
+    /// each run.
+    fn note_missing_sources(&self, outcome: &RunOutcome) {
+        for source in [Source::Nvml, Source::Ebpf] {
+            if let Some(canary_core::SourceState::Unavailable { .. }) =
+                outcome.telemetry.source(source)
+            {
+                self.missing_sources.lock().unwrap().insert(source);
+            }
+        }
+    }
+}
+
+/// What `check-config` found loading a workload's trace.
+pub enum TraceCheck {
+    /// It loads; what it holds.
+    Ok(String),
+    /// The file is not there (a warning, not an error: it may be put there later).
+    Missing,
+    /// A signal stopped the load.
+    Stopped,
+}
+
+/// Loads, selects and schedules `w`'s trace as a run would, sending nothing: a bad row is an
+/// error naming it (`file:line: field`), as is a scale taking lengths over the limit or a
+/// speedup that would take more than a year.
+pub async fn check_workload(
+    config: &Config,
+    w: &Workload,
+    shutdown: &CancellationToken,
+) -> Result<TraceCheck> {
+    if let Some(TraceSource::File(path, _)) = &w.trace {
+        if !path.exists() {
+            return Ok(TraceCheck::Missing);
+        }
+    }
+    let wp = WorkloadPlan {
+        workload: w,
+        target: &config.targets[&w.target],
+    };
+    let plan = Plan::try_from(wp)?;
+    let prepared = plan
+        .load
+        .prepare(plan.replay.length_limit, shutdown)
+        .await
+        .map_err(|e| crate::execute::load_error(e, |s| wp.key(s)))
+        .context("loading the trace")
+        .with_context(|| format!("workloads.{}", w.name))?;
+    let Some(prepared) = prepared else {
+        return Ok(TraceCheck::Stopped);
+    };
+    let (canary_replay::Work::Schedule(schedule), Some(loaded)) = (&prepared.work, &prepared.trace)
+    else {
+        return Ok(TraceCheck::Ok(plan.load.describe()));
+    };
+    let rows = loaded.load.rows;
+    Ok(TraceCheck::Ok(format!(
+        "{} of {rows} rows selected, at least {:.1} s to replay",
+        schedule.len(),
+        schedule.min_duration().as_secs_f64()
+    )))
+}
+
+/// Keeps a bounded uniform sample (reservoir) of TTFT, ITL and e2e of measured requests.
+#[derive(Default)]
+struct SampleCollector {
+    samples: Mutex<Reservoirs>,
+}
+
+#[derive(Default)]
+struct Reservoirs {
+    values: Samples,
+    seen: [u64; 3],
+    rng: u64,
+}
+
+impl Reservoirs {
+    fn add(&mut self, metric: usize, v: Option<f64>) {
+        let Some(v) = v.filter(|v| v.is_finite()) else {
+            return;
+        };
+        // Microseconds are plenty for a rank test, and halve the stored JSON.
+        let v = (v * 1000.0).round() / 1000.0;
+        self.seen[metric] += 1;
+        let list = match metric {
+            0 => &mut self.values.ttft_ms,
+            1 => &mut self.values.itl_ms,
+            _ => &mut self.values.e2e_ms,
+        };
+        if list.len() < Samples::CAP {
+            list.push(v);
+            return;
+        }
+        // xorshift: a uniform slot in [0, seen); kept only if it lands in the reservoir.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let slot = (self.rng % self.seen[metric]) as usize;
+        if slot < Samples::CAP {
+            list[slot] = v;
+        }
+    }
+}
+
+impl Observer for SampleCollector {
+    fn annotate(&self, r: &mut RequestRecord, _t0: MonoTime) {
+        if r.warmup || !r.is_ok() {
+            return;
+        }
+        let mut s = self.samples.lock().unwrap();
+        if s.rng == 0 {
+            s.rng = 0x2545_F491_4F6C_DD1D;
+        }
+        s.add(0, r.ttft_ms);
+        s.add(1, r.itl_ms);
+        s.add(2, r.e2e_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reservoir_stays_bounded_and_keeps_a_spread() {
+        let mut r = Reservoirs {
+            rng: 0x2545_F491_4F6C_DD1D,
+            ..Default::default()
+        };
+        for i in 0..10 * Samples::CAP {
+            r.add(0, Some(i as f64));
+            r.add(1, None);
+        }
+        let v = &r.values.ttft_ms;
+        assert_eq!(v.len(), Samples::CAP);
+        assert!(r.values.itl_ms.is_empty());
+        // A uniform sample of 0..20000 has about half its values above 10000.
+        let upper = v.iter().filter(|x| **x >= 10_000.0).count();
+        assert!((800..1200).contains(&upper), "{upper}");
+    }
+}

@@ -1,0 +1,433 @@
+//! The diagnosis names the bottleneck a simulator profile or fault really causes, with its
+//! evidence, in `summary.json` and in the printed table (issue 19). Each test starts
+//! `canaryd sim` shaped to cause one class, replays a real trace against it with `/metrics`
+//! scraped, and reads what `canaryd replay` wrote and printed.
+
+mod common;
+
+use common::{shared, text, Child, CANARYD};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// `canaryd sim` with the profile `profile`: [`common::sim_with_profile`].
+fn sim(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
+    common::sim_with_profile(dir, profile, extra)
+}
+
+/// `canaryd replay` of the Mooncake conversation trace against `port`, `/metrics` scraped
+/// every 100 ms, NVML and eBPF off; `summary.json` and what it printed.
+fn replay(dir: &Path, port: u16, args: &[&str]) -> (Value, String) {
+    replay_with(dir, port, args, None)
+}
+
+/// [`replay`], with GPUs sampled every 100 ms through `nvml` (a library and its environment)
+/// when given.
+fn replay_with(
+    dir: &Path,
+    port: u16,
+    args: &[&str],
+    nvml: Option<(&Path, &[(&str, &str)])>,
+) -> (Value, String) {
+    let trace = shared("traces/mooncake_conversation_first2000.jsonl");
+    let mut cmd = Command::new(CANARYD);
+    cmd.args(["replay", "--trace"])
+        .arg(&trace)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--model", "canary-sim", "--no-ebpf"])
+        .args(["--server-metrics-interval", "100ms", "--output-dir", "out"]);
+    match nvml {
+        Some((lib, env)) => {
+            cmd.arg("--nvml-lib")
+                .arg(lib)
+                .args(["--gpu-interval", "100ms"]);
+            cmd.envs(env.iter().copied());
+        }
+        None => {
+            cmd.arg("--no-nvml");
+        }
+    }
+    let out = cmd
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .expect("canaryd replay runs");
+    let printed = text(&out);
+    let summary = dir.join("out/summary.json");
+    let doc: Value = match std::fs::read(&summary) {
+        Ok(b) => serde_json::from_slice(&b).unwrap(),
+        Err(e) => panic!("{}: {e}\n{printed}", summary.display()),
+    };
+    // Every class's summary, preemptions and GPU context included, keeps to the one schema.
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(schema).unwrap()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    (doc, printed)
+}
+
+/// The evidence figure `name` of the diagnosis.
+fn evidence<'a>(d: &'a Value, name: &str) -> &'a Value {
+    d["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no evidence {name} in {d:#}"))
+}
+
+/// The threshold on `figure` that fired: its observed value.
+fn fired(d: &Value, figure: &str) -> f64 {
+    let t = d["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["figure"] == figure)
+        .unwrap_or_else(|| panic!("no threshold {figure} fired in {d:#}"));
+    assert_eq!(t["met"], true, "{t}");
+    let (observed, limit) = (
+        t["observed"].as_f64().unwrap(),
+        t["limit"].as_f64().unwrap(),
+    );
+    match t["op"].as_str().unwrap() {
+        ">=" => assert!(observed >= limit, "{t}"),
+        _ => assert!(observed < limit, "{t}"),
+    }
+    observed
+}
+
+/// The diagnosis of `doc`, checked to name `class` in `summary.json` and in the table.
+fn diagnosis<'a>(doc: &'a Value, printed: &str, class: &str) -> &'a Value {
+    let d = &doc["diagnosis"];
+    assert_eq!(d["class"], class, "{d:#}\n{printed}");
+    assert!(
+        printed.contains(&format!("diagnosis: {class} (")),
+        "the table names the class:\n{printed}"
+    );
+    assert!(printed.contains("  why: "), "{printed}");
+    d
+}
+
+/// The interval where the class held lies inside the run and took some of it.
+fn held_inside_the_run(d: &Value) {
+    let i = &d["interval"];
+    let (start, end) = (i["start_s"].as_f64().unwrap(), i["end_s"].as_f64().unwrap());
+    assert!(0.0 <= start && start < end, "{i}");
+    assert!(i["held_s"].as_f64().unwrap() > 0.0, "{i}");
+    let share = i["share_of_run"].as_f64().unwrap();
+    assert!(share > 0.0 && share <= 1.0 + 1e-9, "{i}");
+}
+
+#[test]
+fn an_overloaded_engine_is_queueing() {
+    let dir = tempfile::tempdir().unwrap();
+    // The capacity profile saturates at ~107 req/s for these lengths; the trace sped up 60×
+    // offers ~180 req/s, so requests wait in the engine's queue.
+    let (_sim, port) = sim(dir.path(), r#"{"profile": "capacity"}"#, &[]);
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "60",
+            "--max-requests",
+            "300",
+            "--max-input-tokens",
+            "32",
+            "--max-output-tokens",
+            "16",
+        ],
+    );
+    let d = diagnosis(&doc, &printed, "queueing");
+    let queue = fired(d, "server_queue_time_mean");
+    assert!(fired(d, "queue_share_of_ttft") >= 0.5);
+    let e = evidence(d, "server_queue_time_mean");
+    assert_eq!(e["source"], "server_metrics");
+    assert_eq!(e["value"].as_f64().unwrap(), queue);
+    // From the scrapes over time: where the queue held.
+    held_inside_the_run(d);
+    assert_eq!(d["interval"]["condition"], "queue_depth >= 1");
+}
+
+#[test]
+fn kv_pressure_with_preemptions_is_kv_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // Eight 10-token prompts of 30 output tokens need 320 tokens of KV; the engine has 120
+    // and admits optimistically, so it preempts (sim README, "KV pressure").
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast", "decode_base_us": 1000, "kv_budget_tokens": 120,
+            "kv_admission": "optimistic"}"#,
+        &[],
+    );
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "60",
+            "--concurrency",
+            "8",
+            "--max-input-tokens",
+            "10",
+            "--max-output-tokens",
+            "30",
+        ],
+    );
+    let d = diagnosis(&doc, &printed, "kv-memory-bound");
+    assert!(fired(d, "preemptions_per_request") >= 0.01);
+    assert!(evidence(d, "preemptions")["value"].as_f64().unwrap() >= 1.0);
+    assert!(evidence(d, "kv_cache_usage_max")["value"].as_f64().unwrap() >= 0.9);
+    held_inside_the_run(d);
+    assert_eq!(doc["completed"], 60, "preempted requests still complete");
+}
+
+#[test]
+fn a_slow_prefill_is_prefill_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // 40 ms per prefill, 0.5 ms per decode step, one request at a time: the first token is
+    // most of every request and nothing queues.
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast", "prefill_overhead_us": 40000, "decode_base_us": 500}"#,
+        &[],
+    );
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "15",
+            "--concurrency",
+            "1",
+            "--max-input-tokens",
+            "64",
+            "--max-output-tokens",
+            "8",
+        ],
+    );
+    let d = diagnosis(&doc, &printed, "prefill-bound");
+    assert!(fired(d, "server_prefill_time_mean") >= 40.0);
+    assert!(fired(d, "prefill_share_of_ttft") >= 0.5);
+    assert!(fired(d, "ttft_share_of_e2e") >= 0.5);
+    let queueing = finding(d, "queueing");
+    assert_eq!(queueing["state"], "clear", "{queueing:#}");
+}
+
+#[test]
+fn a_slow_link_is_network() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every write of every response is delayed 30 ms: the server's own TTFT stays ~1 ms.
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast", "decode_base_us": 500}"#,
+        &["--fault-rate", "1", "--fault", "net_delay_ms=30"],
+    );
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "20",
+            "--max-input-tokens",
+            "32",
+            "--max-output-tokens",
+            "4",
+        ],
+    );
+    let d = diagnosis(&doc, &printed, "network");
+    assert!(fired(d, "network_mean") >= 25.0);
+    let gap = evidence(d, "client_minus_server_ttft_mean");
+    assert!(gap["value"].as_f64().unwrap() >= 25.0, "{gap}");
+    // Without eBPF the gap still holds canaryd's own read delay: a bound, said so.
+    assert_eq!(evidence(d, "network_mean")["kind"], "bound");
+    assert!(
+        d["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().contains("ebpf")),
+        "{d:#}"
+    );
+}
+
+#[test]
+fn a_failing_target_is_target_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast"}"#,
+        &["--fault-rate", "0.5", "--fault", "status=503"],
+    );
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &["--speedup", "100", "--max-requests", "40"],
+    );
+    let d = diagnosis(&doc, &printed, "target-errors");
+    let rate = fired(d, "error_rate");
+    assert_eq!(rate, doc["error_rate"].as_f64().unwrap());
+    assert!(rate >= 0.05);
+    assert_eq!(
+        evidence(d, "target_errors")["value"].as_f64().unwrap(),
+        doc["errors"].as_f64().unwrap()
+    );
+}
+
+#[test]
+fn an_idle_fast_engine_is_healthy_and_says_what_it_could_not_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, &[]);
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "20",
+            "--max-input-tokens",
+            "32",
+            "--max-output-tokens",
+            "8",
+        ],
+    );
+    let d = diagnosis(&doc, &printed, "healthy");
+    assert!(d["also"].as_array().unwrap().is_empty(), "{d:#}");
+    // No GPU source: compute-bound could not be judged, and the diagnosis says why.
+    let compute = finding(d, "compute-bound");
+    assert_eq!(compute["state"], "unknown", "{compute:#}");
+    assert_eq!(d["confidence"], "medium");
+    for class in ["queueing", "prefill-bound", "network", "kv-memory-bound"] {
+        assert_eq!(finding(d, class)["state"], "clear", "{class}: {d:#}");
+    }
+
+    // The run's context: what the sim says of itself (vLLM's routes), this host, the load.
+    let c = &doc["context"];
+    assert_eq!(c["server"]["engine"], "vllm_v1", "{c:#}");
+    assert_eq!(
+        c["server"]["version"],
+        format!("canary-sim {}", env!("CARGO_PKG_VERSION")),
+        "{c:#}"
+    );
+    assert_eq!(c["server"]["model"], "canary-sim");
+    assert!(c["server"]["max_model_len"].as_u64().unwrap() > 0, "{c:#}");
+    assert!(
+        c["host"]["kernel"].as_str().is_some_and(|k| !k.is_empty()),
+        "{c:#}"
+    );
+    assert!(c["host"]["cpu_cores"].as_u64().unwrap() >= 1);
+    assert_eq!(c["canaryd"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(c["workload"]["load"]["requests"], 20);
+    assert_eq!(c["workload"]["output_tokens"]["max"], 8.0);
+    // NVML was off: the GPU fields say so rather than vanish.
+    assert!(
+        c["gpu"]["model"]["unavailable"]
+            .as_str()
+            .is_some_and(|w| w.contains("nvml")),
+        "{c:#}"
+    );
+}
+
+#[test]
+fn busy_gpus_with_nothing_waiting_are_compute_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // Decode-heavy: 4 ms a step, free prefill, room for everything, a few requests at a
+    // time. The GPUs are the fake NVML library's, scripted at 97% (no real GPU here).
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast", "decode_base_us": 4000}"#,
+        &[],
+    );
+    let lib = common::fake_nvml(dir.path());
+    let (doc, printed) = replay_with(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "12",
+            "--concurrency",
+            "2",
+            "--max-input-tokens",
+            "32",
+            "--max-output-tokens",
+            "40",
+        ],
+        Some((&lib, &[("FAKE_NVML_UTIL", "97")])),
+    );
+    let d = diagnosis(&doc, &printed, "compute-bound");
+    assert_eq!(fired(d, "gpu_utilization_mean"), 97.0);
+    assert!(fired(d, "kv_cache_usage_mean") < 0.5);
+    assert!(fired(d, "queue_depth_mean") < 1.0);
+    assert_eq!(evidence(d, "gpu_utilization_mean")["source"], "nvml");
+    // From the GPU samples over time.
+    held_inside_the_run(d);
+    // The run's context names the GPUs NVML described.
+    let gpu = &doc["context"]["gpu"];
+    assert_eq!(gpu["model"], "Fake NVIDIA H100 80GB HBM3", "{gpu:#}");
+    assert_eq!(gpu["count"], 2);
+    assert_eq!(gpu["driver"], "580.00-fake");
+    assert_eq!(gpu["source"], "nvml");
+}
+
+#[test]
+fn the_same_run_with_idle_gpus_is_not_compute_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast", "decode_base_us": 4000}"#,
+        &[],
+    );
+    let lib = common::fake_nvml(dir.path());
+    let (doc, printed) = replay_with(
+        dir.path(),
+        port,
+        &[
+            "--speedup",
+            "100",
+            "--max-requests",
+            "12",
+            "--concurrency",
+            "2",
+            "--max-input-tokens",
+            "32",
+            "--max-output-tokens",
+            "40",
+        ],
+        Some((&lib, &[("FAKE_NVML_UTIL", "40")])),
+    );
+    let d = diagnosis(&doc, &printed, "healthy");
+    assert_eq!(finding(d, "compute-bound")["state"], "clear", "{d:#}");
+    // The GPU rule could judge this time; only canaryd's own CPU (no eBPF here) could not.
+    let missing = d["missing"].as_array().unwrap();
+    assert!(
+        missing
+            .iter()
+            .all(|m| m.as_str().unwrap().starts_with("client-bound")),
+        "{d:#}"
+    );
+}
+
+fn finding<'a>(d: &'a Value, class: &str) -> &'a Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == class)
+        .unwrap_or_else(|| panic!("no finding for {class}"))
+}

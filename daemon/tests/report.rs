@@ -1,0 +1,370 @@
+//! `canaryd report` and `canaryd compare` on real runs (the bundled trace replayed against the
+//! simulator by `canaryd demo`), and their pages loaded in headless Chromium: no console
+//! error, no network request, every chart drawn with data.
+
+mod common;
+
+use canary_testkit::browser::{chromium, Browser};
+use common::page::{chart, CHARTS};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn canaryd(args: &[&str], cwd: &Path) -> Output {
+    Command::new(common::CANARYD)
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("canaryd runs")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", common::text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A real run: `canaryd demo` with `profile` at `speedup`, its first `n` requests, into
+/// `dir/name`.
+fn demo(dir: &Path, name: &str, profile: &str, speedup: &str, n: &str) -> PathBuf {
+    let out = dir.join(name);
+    ok(&canaryd(
+        &[
+            "demo",
+            "--profile",
+            profile,
+            "--speedup",
+            speedup,
+            "--max-requests",
+            n,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        dir,
+    ));
+    out
+}
+
+/// Loads the page file `page` in Chromium: [`common::page::check`].
+fn check_page(b: &mut Browser, page: &Path, shot: &Path) -> Vec<(String, Vec<(String, u64)>)> {
+    common::page::check(b, &format!("file://{}", page.display()), shot)
+}
+
+#[test]
+fn a_run_a_series_and_a_comparison_render_in_chromium_with_every_chart_drawn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A series of the bundled trace at rising speed: the load grows run by run.
+    std::fs::create_dir(dir.join("series")).unwrap();
+    let runs: Vec<PathBuf> = [("1-x10", "10"), ("2-x20", "20"), ("3-x40", "40")]
+        .iter()
+        .map(|(name, speedup)| demo(&dir.join("series"), name, "fast", speedup, "150"))
+        .collect();
+    let run = runs[0].to_str().unwrap();
+    let said = ok(&canaryd(&["report", run, "-o", "run.html"], dir));
+    assert!(said.contains("run.html (1 run(s), 150 requests"), "{said}");
+    let said = ok(&canaryd(&["report", "series", "-o", "series.html"], dir));
+    assert!(said.contains("(3 run(s), 450 requests"), "{said}");
+    let said = ok(&canaryd(
+        &[
+            "compare",
+            run,
+            runs[2].to_str().unwrap(),
+            "-o",
+            "compare.html",
+        ],
+        dir,
+    ));
+    assert!(
+        said.contains("TTFT p99") && said.contains("page: compare.html"),
+        "{said}"
+    );
+
+    for page in ["run.html", "series.html", "compare.html"] {
+        let html = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(
+            html.contains("content=\"default-src 'none'"),
+            "{page}: no CSP"
+        );
+        assert!(!html.contains("<script"), "{page}: has a script");
+        assert!(
+            !html.contains(" src=") && !html.contains("href=\"http"),
+            "{page}: links out"
+        );
+    }
+
+    let bin = match chromium() {
+        Ok(bin) => bin,
+        Err(why) => return canary_testkit::skip("chromium", &why),
+    };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut b = Browser::launch(&bin).unwrap();
+
+    let charts = check_page(&mut b, &dir.join("run.html"), &shots.join("run.png"));
+    for id in [
+        "ttft-cdf",
+        "ttft-hist",
+        "itl-cdf",
+        "e2e-cdf",
+        "e2e-hist",
+        "lag-time",
+        "queue-time",
+    ] {
+        chart(&charts, id);
+    }
+    // Every one of the 150 requests is a dot on the TTFT timeline (none failed).
+    assert_eq!(chart(&charts, "ttft-time"), [("TTFT".to_string(), 150)]);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(runs[0].join("summary.json")).unwrap()).unwrap();
+    if summary["telemetry_sources"]["ebpf"]["state"] == "available" {
+        assert!(chart(&charts, "kernel-parts").len() >= 3, "{charts:?}");
+    }
+
+    let charts = check_page(&mut b, &dir.join("series.html"), &shots.join("series.png"));
+    // Three runs: three points per latency line (a vertex and a dot each), and each run's
+    // own charts below.
+    let sweep = chart(&charts, "sweep-latency");
+    assert!(sweep.contains(&("TTFT p99".to_string(), 6)), "{sweep:?}");
+    assert!(chart(&charts, "sweep-pareto").contains(&("runs".to_string(), 3)));
+    assert_eq!(chart(&charts, "series-ttft-cdf").len(), 3);
+    chart(&charts, "run2-ttft-time");
+
+    let charts = check_page(
+        &mut b,
+        &dir.join("compare.html"),
+        &shots.join("compare.png"),
+    );
+    for id in ["cmp-ttft-cdf", "cmp-itl-cdf", "cmp-e2e-cdf"] {
+        assert_eq!(chart(&charts, id).len(), 2, "{id}: A and B");
+    }
+    eprintln!("screenshots: {}", shots.display());
+}
+
+/// A run whose diagnosis is known (the capacity profile overloaded 60×: `queueing`, as in
+/// `diagnosis.rs`): its report shows the class, the evidence figures with kind and source,
+/// and the interval where the queue held, shaded on the TTFT timeline.
+#[test]
+fn a_queueing_run_shows_its_diagnosis_evidence_and_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_sim, port) = common::sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
+    let trace = common::shared("traces/mooncake_conversation_first2000.jsonl");
+    let o = Command::new(common::CANARYD)
+        .args(["replay", "--trace"])
+        .arg(&trace)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--model", "canary-sim", "--no-ebpf", "--no-nvml"])
+        .args(["--server-metrics-interval", "100ms", "--output-dir", "q"])
+        .args(["--speedup", "60", "--max-requests", "300"])
+        .args(["--max-input-tokens", "32", "--max-output-tokens", "16"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    ok(&o);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("q/summary.json")).unwrap()).unwrap();
+    let d = &summary["diagnosis"];
+    assert_eq!(d["class"], "queueing", "{d:#}");
+    ok(&canaryd(&["report", "q", "-o", "q.html"], dir));
+
+    let html = std::fs::read_to_string(dir.join("q.html")).unwrap();
+    assert!(
+        html.contains("<span class=\"bottleneck queueing\">queueing</span>"),
+        "no class"
+    );
+    let bin = match chromium() {
+        Ok(bin) => bin,
+        Err(why) => return canary_testkit::skip("chromium", &why),
+    };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut b = Browser::launch(&bin).unwrap();
+    let page = dir.join("q.html");
+    let charts = check_page(&mut b, &page, &shots.join("run-diagnosis.png"));
+    // The interval is a shaded band (one rectangle) under the TTFT dots, named for the class.
+    let ttft = chart(&charts, "ttft-time");
+    assert!(
+        ttft[0].0.starts_with("queueing held (") && ttft[0].1 == 1,
+        "{ttft:?}"
+    );
+    assert!(ttft.iter().any(|s| s.0 == "TTFT" && s.1 > 0), "{ttft:?}");
+
+    // What the reader sees in the diagnosis section, from the DOM.
+    let load = b.open(&format!("file://{}", page.display()), 1240).unwrap();
+    let seen: Value = serde_json::from_str(
+        b.eval(
+            &load,
+            r#"JSON.stringify({
+              class: document.querySelector('#diagnosis .bottleneck').textContent,
+              confidence: document.querySelector('#diagnosis .confidence').textContent,
+              why: document.querySelector('#diagnosis p.why').textContent,
+              evidence: [...document.querySelectorAll('#diagnosis table.evidence tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
+              thresholds: [...document.querySelectorAll('#diagnosis table.thresholds tbody tr')]
+                .map(r => r.cells[0].textContent),
+              start: Number(document.querySelector('#diagnosis p.interval').dataset.startS),
+              end: Number(document.querySelector('#diagnosis p.interval').dataset.endS)
+            })"#,
+        )
+        .unwrap()
+        .as_str()
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen["class"], "queueing", "{seen}");
+    assert_eq!(
+        seen["confidence"],
+        format!("{} confidence", d["confidence"].as_str().unwrap())
+    );
+    assert_eq!(seen["why"], d["why"], "{seen}");
+    // Each evidence figure is a row: name, value, unit, kind, source as summary.json has them.
+    let rows = seen["evidence"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        d["evidence"].as_array().unwrap().len(),
+        "{seen}"
+    );
+    let queue = rows
+        .iter()
+        .find(|r| r[0] == "server_queue_time_mean")
+        .unwrap_or_else(|| panic!("no queue evidence: {seen}"));
+    let e = d["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "server_queue_time_mean")
+        .unwrap();
+    assert_eq!(queue[2], e["unit"], "{seen}");
+    assert_eq!(queue[3], e["kind"], "{seen}");
+    assert_eq!(queue[4], "server_metrics", "{seen}");
+    assert!(
+        seen["thresholds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "queue_share_of_ttft"),
+        "{seen}"
+    );
+    for (at, key) in [("start", "start_s"), ("end", "end_s")] {
+        assert_eq!(
+            seen[at].as_f64(),
+            d["interval"][key].as_f64(),
+            "{key}: {seen}"
+        );
+    }
+}
+
+#[test]
+fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fast = demo(dir, "fast", "fast", "20", "100");
+    // The illustrative profile's prefill and decode are hundreds of times slower.
+    let slow = demo(dir, "slow", "illustrative", "20", "100");
+    let (a, b) = (fast.to_str().unwrap(), slow.to_str().unwrap());
+
+    let json: Value =
+        serde_json::from_str(&ok(&canaryd(&["compare", a, b, "--json"], dir))).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let row = |m: &str| {
+        rows.iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("{m}"))
+    };
+    for m in ["TTFT p50", "TTFT p99", "ITL p50", "e2e p99"] {
+        assert_eq!(row(m)["verdict"]["trend"], "regressed", "{m}: {}", row(m));
+        assert!(row(m)["change"].as_f64().unwrap() > 1.0, "{m}: {}", row(m));
+    }
+    assert_eq!(row("throughput")["verdict"]["kind"], "not_judged");
+    assert_eq!(row("error rate")["verdict"]["trend"], "steady");
+    assert!(
+        json["context_diff"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d[0] == "run_id"),
+        "{}",
+        json["context_diff"]
+    );
+
+    // A run against itself: the same values, nothing real.
+    let text = ok(&canaryd(&["compare", a, a], dir));
+    assert!(!text.contains("yes:"), "{text}");
+    assert_eq!(
+        text.matches("no: not significant (p 1.0000)").count(),
+        10,
+        "{text}"
+    );
+}
+
+#[test]
+fn report_and_compare_say_which_folder_is_not_a_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("empty")).unwrap();
+    let o = canaryd(&["report", "empty", "-o", "r.html"], dir);
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    assert!(
+        common::text(&o).contains("empty: no run here"),
+        "{}",
+        common::text(&o)
+    );
+    assert!(!dir.join("r.html").exists());
+    // A record with a field of the wrong type: named by file, line and field.
+    std::fs::create_dir(dir.join("bad")).unwrap();
+    std::fs::write(
+        dir.join("bad/records.jsonl"),
+        "{\"sent_at_ms\":1,\"status\":\"ok\"}\n{\"e2e_ms\":[1]}\n",
+    )
+    .unwrap();
+    let o = canaryd(&["compare", "bad", "bad"], dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        common::text(&o).contains("bad/records.jsonl:2: field \"e2e_ms\": invalid type"),
+        "{}",
+        common::text(&o)
+    );
+}
+
+#[test]
+fn the_browser_check_sees_requests_errors_and_undrawn_series() {
+    let bin = match chromium() {
+        Ok(bin) => bin,
+        Err(why) => return canary_testkit::skip("chromium", &why),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // A page that fetches (from a closed loopback port), logs an error, and declares a series
+    // it never draws: each is what the checks above must catch.
+    let page = tmp.path().join("bad.html");
+    std::fs::write(
+        &page,
+        "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\">\
+         <figure class=\"chart\" id=\"c\" data-series=\"2\"><svg><g class=\"series\"></g></svg></figure>\
+         <script>console.error('boom')</script></body></html>",
+    )
+    .unwrap();
+    let mut b = Browser::launch(&bin).unwrap();
+    let url = format!("file://{}", page.display());
+    let load = b.open(&url, 800).unwrap();
+    assert!(
+        load.requests
+            .iter()
+            .any(|r| r.starts_with("http://127.0.0.1:9/")),
+        "{:?}",
+        load.requests
+    );
+    assert!(
+        load.errors.iter().any(|e| e.contains("boom")),
+        "{:?}",
+        load.errors
+    );
+    let charts: Value =
+        serde_json::from_str(b.eval(&load, CHARTS).unwrap().as_str().unwrap()).unwrap();
+    assert_eq!(charts[0]["declared"], 2);
+    assert_eq!(charts[0]["series"].as_array().unwrap().len(), 1);
+    assert_eq!(charts[0]["series"][0]["marks"], 0);
+}

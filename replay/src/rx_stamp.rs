@@ -1,0 +1,200 @@
+//! Kernel receive timestamps on the response socket, for any user (issue 16).
+//!
+//! canaryd's read of a socket can lag the data's arrival by milliseconds when its threads wait
+//! for a core. Linux stamps every received segment in software, and with `SO_TIMESTAMPING`
+//! (`SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE`) `recvmsg` returns, with each
+//! read, the stamp of the last segment that read consumed: no privilege needed. [`RxStream`]
+//! reads the TCP socket that way (under TLS as well: rustls reads through it) and notes each
+//! read's stamp in the connection's [`RxLog`]; [`RxTimer`] turns those into the times of one
+//! exchange's response events, on the monotonic clock.
+//!
+//! A stamp is the arrival of the last segment the read consumed, and no earlier one can be
+//! recovered: reading only up to an event's end does not help, because the kernel merges
+//! segments queued behind an unread one into it (`tcp_try_coalesce`) and moves its stamp to
+//! the latest. Measured here (issue 16): a first token written 106 ms after the request, read
+//! alone 420 ms later with 23 tokens queued behind it, was stamped 186 ms, the 17th token's
+//! arrival. So an event is exact only when nothing came after it before the read.
+
+mod recv;
+mod timer;
+
+pub(crate) use recv::enable;
+pub(crate) use timer::{Role, RxTimer, Stamp};
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Whether a connector's connections read with kernel receive timestamps.
+#[derive(Debug)]
+pub(crate) struct RxStamps {
+    wanted: bool,
+    /// Why the kernel refused them, the first time it did; from then on none is asked for.
+    refused: OnceLock<String>,
+    /// Turns them on for a socket (a seam: tests make it fail).
+    pub(crate) enable: fn(&TcpStream) -> io::Result<()>,
+}
+
+impl RxStamps {
+    /// Stamps `wanted` or not.
+    pub(crate) fn new(wanted: bool) -> RxStamps {
+        RxStamps {
+            wanted,
+            refused: OnceLock::new(),
+            enable,
+        }
+    }
+
+    /// `on`, `off` (not asked for) or `refused`, with the kernel's reason.
+    pub(crate) fn state(&self) -> (&'static str, Option<String>) {
+        match (self.wanted, self.refused.get()) {
+            (false, _) => ("off", None),
+            (true, None) => ("on", None),
+            (true, Some(why)) => ("refused", Some(why.clone())),
+        }
+    }
+
+    /// Turns stamps on for `tcp` and returns the log its reads will note them in; `None` when
+    /// they are off or refused (said once, the first time).
+    pub(crate) fn log_for(&self, tcp: &TcpStream) -> Option<Arc<RxLog>> {
+        if !self.wanted || self.refused.get().is_some() {
+            return None;
+        }
+        match (self.enable)(tcp) {
+            Ok(()) => Some(Arc::default()),
+            Err(e) => {
+                let why = format!("setsockopt(SO_TIMESTAMPING): {e}");
+                if self.refused.set(why.clone()).is_ok() {
+                    tracing::warn!(
+                        "kernel receive timestamps off, the kernel refused them ({why}): \
+                         response times are canaryd's own reads"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The last read of one connection's socket: its sequence number (1 for the first read that
+/// returned data) and the kernel's stamp of the last segment it consumed (`CLOCK_REALTIME`
+/// ns), when the kernel gave one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LastRead {
+    pub seq: u64,
+    pub realtime_ns: Option<u64>,
+    /// The read filled its buffer, so the socket may have held more: later segments merged
+    /// into its last one would have moved the stamp past this read's last byte.
+    pub filled: bool,
+}
+
+/// What the socket's reads were stamped with, shared by the reader (the connection's task)
+/// and the exchange timing the events.
+#[derive(Debug, Default)]
+pub(crate) struct RxLog {
+    last: Mutex<LastRead>,
+}
+
+impl RxLog {
+    pub(crate) fn note(&self, realtime_ns: Option<u64>, filled: bool) {
+        let mut last = self.last.lock().expect("rx log lock");
+        last.seq += 1;
+        last.realtime_ns = realtime_ns;
+        last.filled = filled;
+    }
+
+    /// The last read so far.
+    pub(crate) fn last(&self) -> LastRead {
+        *self.last.lock().expect("rx log lock")
+    }
+}
+
+/// A TCP stream whose reads go through `recvmsg` and note the kernel's stamp in `log`; with
+/// no log it reads as a plain stream.
+pub(crate) struct RxStream {
+    tcp: TcpStream,
+    log: Option<Arc<RxLog>>,
+}
+
+impl RxStream {
+    /// Reads `tcp`, noting stamps into `log` when there is one.
+    pub(crate) fn new(tcp: TcpStream, log: Option<Arc<RxLog>>) -> RxStream {
+        RxStream { tcp, log }
+    }
+}
+
+impl AsyncRead for RxStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let Some(log) = &this.log else {
+            return Pin::new(&mut this.tcp).poll_read(cx, buf);
+        };
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            ready!(this.tcp.poll_read_ready(cx))?;
+            let fd = this.tcp.as_raw_fd();
+            // SAFETY: recvmsg only writes initialized bytes into the unfilled part, and the
+            // count it returns is what `assume_init` is told.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            let len = unfilled.len();
+            match this
+                .tcp
+                .try_io(Interest::READABLE, || recv::recv_stamped(fd, unfilled))
+            {
+                Ok((n, stamp)) => {
+                    // End of stream carries no data, and no stamp.
+                    if n > 0 {
+                        log.note(stamp, n == len);
+                    }
+                    // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                // Readiness was stale: `try_io` cleared it, wait again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for RxStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,269 @@
+//! A run's artifacts as a report reads them: `records.jsonl` (every request) and
+//! `summary.json` (the run's context and its telemetry sections). Figures a report prints are
+//! computed from the records, exactly; the summary's histogram percentiles are used only where
+//! records cannot say.
+
+mod diagnosis;
+mod records;
+mod summary;
+
+pub use diagnosis::Diagnosis;
+
+pub use records::{KernelParts, Records, Request, Telemetry};
+pub use summary::{utc, Summary};
+
+use crate::error::{io, ReportError};
+use canary_core::{Goodput, RequestRecord, Status};
+use std::path::{Path, PathBuf};
+
+/// One run folder, loaded.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// The folder.
+    pub dir: PathBuf,
+    /// What to call it: the folder's name.
+    pub label: String,
+    /// `summary.json`, when the run wrote one.
+    pub summary: Option<Summary>,
+    /// `records.jsonl`.
+    pub records: Records,
+    /// Sentences about what was missing or left out.
+    pub notes: Vec<String>,
+}
+
+/// The latency metrics a report draws, with their aiperf names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Time to first token.
+    Ttft,
+    /// Inter-token latency.
+    Itl,
+    /// End-to-end latency.
+    E2e,
+}
+
+impl Metric {
+    /// Every latency metric, in report order.
+    pub const ALL: [Metric; 3] = [Metric::Ttft, Metric::Itl, Metric::E2e];
+
+    /// Short label (`TTFT`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Itl => "ITL",
+            Metric::E2e => "e2e",
+        }
+    }
+
+    /// aiperf's name, as in `summary.json`.
+    pub fn aiperf(self) -> &'static str {
+        match self {
+            Metric::Ttft => "time_to_first_token",
+            Metric::Itl => "inter_token_latency",
+            Metric::E2e => "request_latency",
+        }
+    }
+
+    /// An id for HTML (`ttft`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Itl => "itl",
+            Metric::E2e => "e2e",
+        }
+    }
+
+    /// This metric of one request.
+    pub fn of(self, r: &Request) -> Option<f64> {
+        match self {
+            Metric::Ttft => r.ttft_ms,
+            Metric::Itl => r.itl_ms,
+            Metric::E2e => r.e2e_ms,
+        }
+    }
+}
+
+/// A run's headline figures, computed from its records (exact: counted or timed per request).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// Requests measured (warm-up left out).
+    pub requests: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Failed, canaryd's own failures included.
+    pub errors: u64,
+    /// Failures of canaryd's own (`client_resources`).
+    pub client_errors: u64,
+    /// The target's errors over the requests it was sent.
+    pub error_rate: f64,
+    /// First send to last end, s.
+    pub duration_s: f64,
+    /// Completed requests per second.
+    pub request_throughput: f64,
+    /// Output tokens per second.
+    pub output_token_throughput: f64,
+    /// Good requests per second, with SLOs.
+    pub goodput: Option<f64>,
+    /// Good requests over the requests the target was sent, with SLOs.
+    pub good_fraction: Option<f64>,
+}
+
+impl Run {
+    /// Loads a run folder: `records.jsonl` must be there; `summary.json` may be missing.
+    pub fn load(dir: &Path) -> Result<Run, ReportError> {
+        let records_path = dir.join("records.jsonl");
+        if !records_path.is_file() {
+            return Err(ReportError::NoRun {
+                path: dir.to_path_buf(),
+            });
+        }
+        let summary = Summary::read(&dir.join("summary.json"))?;
+        let mut records = records::read(&records_path)?;
+        let mut notes = std::mem::take(&mut records.notes);
+        if summary.is_none() {
+            notes.push(format!(
+                "{}: no summary.json (the run's process died before writing it?): run context \
+                 and telemetry summaries are missing",
+                dir.display()
+            ));
+        }
+        if let Some(slos) = summary.as_ref().and_then(Summary::goodput_slos) {
+            match slos.parse::<Goodput>() {
+                Ok(goodput) => {
+                    for r in &mut records.requests {
+                        r.good = Some(goodput.is_good(&as_record(r)));
+                    }
+                }
+                Err(e) => notes.push(format!(
+                    "summary.json: goodput SLOs \"{slos}\" do not parse ({e}): goodput left out"
+                )),
+            }
+        }
+        let label = dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| dir.display().to_string());
+        Ok(Run {
+            dir: dir.to_path_buf(),
+            label,
+            summary,
+            records,
+            notes,
+        })
+    }
+
+    /// The measured requests (warm-up left out).
+    pub fn measured(&self) -> impl Iterator<Item = &Request> {
+        self.records.requests.iter().filter(|r| !r.warmup)
+    }
+
+    /// `metric` of every completed measured request, finite values only, unsorted.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        self.measured()
+            .filter(|r| r.ok)
+            .filter_map(|r| metric.of(r))
+            .filter(|v| v.is_finite())
+            .collect()
+    }
+
+    /// The run's id from its summary, else its folder's name.
+    pub fn name(&self) -> &str {
+        self.summary
+            .as_ref()
+            .and_then(Summary::run_id)
+            .unwrap_or(&self.label)
+    }
+
+    /// Headline figures from the records.
+    pub fn figures(&self) -> Figures {
+        let mut f = Figures::default();
+        let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut tokens, mut good, mut judged_good) = (0u64, 0u64, false);
+        for r in self.measured() {
+            f.requests += 1;
+            first = first.min(r.sent_ms);
+            last = last.max(r.ended_ms);
+            if r.ok {
+                f.completed += 1;
+                tokens += r.output_tokens;
+            } else {
+                f.errors += 1;
+                f.client_errors += u64::from(r.error_kind.as_deref() == Some("client_resources"));
+            }
+            if let Some(g) = r.good {
+                judged_good = true;
+                good += u64::from(g);
+            }
+        }
+        f.duration_s = if last > first {
+            (last - first) / 1000.0
+        } else {
+            0.0
+        };
+        let per_s = |n: u64| {
+            if f.duration_s > 0.0 {
+                n as f64 / f.duration_s
+            } else {
+                0.0
+            }
+        };
+        let judged = f.requests - f.client_errors;
+        let frac = |n: u64| {
+            if judged > 0 {
+                n as f64 / judged as f64
+            } else {
+                0.0
+            }
+        };
+        f.error_rate = frac(f.errors - f.client_errors);
+        f.request_throughput = per_s(f.completed);
+        f.output_token_throughput = per_s(tokens);
+        if judged_good {
+            f.goodput = Some(per_s(good));
+            f.good_fraction = Some(frac(good));
+        }
+        f
+    }
+}
+
+/// The core record goodput judges (only the fields SLOs read).
+fn as_record(r: &Request) -> RequestRecord {
+    RequestRecord {
+        status: if r.ok { Status::Ok } else { Status::Error },
+        ttft_ms: r.ttft_ms,
+        ttst_ms: r.ttst_ms,
+        ttfo_ms: r.ttfo_ms,
+        itl_ms: r.itl_ms,
+        e2e_ms: r.e2e_ms,
+        output_tokens_per_s: r.tokens_per_s,
+        ..Default::default()
+    }
+}
+
+/// The runs named on a command line. A folder with `records.jsonl` is one run; a folder
+/// without is a series (a sweep): each subfolder holding a run, in name order. Several
+/// folders make a series in the order given.
+pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
+    let mut runs = Vec::new();
+    for path in paths {
+        if path.join("records.jsonl").is_file() {
+            runs.push(Run::load(path)?);
+            continue;
+        }
+        let entries = std::fs::read_dir(path).map_err(io(path))?;
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("records.jsonl").is_file())
+            .collect();
+        if dirs.is_empty() {
+            return Err(ReportError::NoRun { path: path.clone() });
+        }
+        dirs.sort();
+        for d in dirs {
+            runs.push(Run::load(&d)?);
+        }
+    }
+    Ok(runs)
+}

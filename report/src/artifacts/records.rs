@@ -1,0 +1,284 @@
+//! `records.jsonl` read tolerantly: only the fields a report draws, unknown fields ignored,
+//! missing optional ones absent, so records of other canaryd versions still load.
+
+use crate::error::{io, ReportError};
+use serde::Deserialize;
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+/// One request, as far as a report needs it. Times are ms from the run's start, on the
+/// run's monotonic clock.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    /// Warm-up requests are left out of every figure.
+    pub warmup: bool,
+    /// The response completed.
+    pub ok: bool,
+    /// The error class, for failed requests (`connect`, `http_status`, …).
+    pub error_kind: Option<String>,
+    /// When the schedule said to send it.
+    pub scheduled_ms: f64,
+    /// When it was sent.
+    pub sent_ms: f64,
+    /// When it ended.
+    pub ended_ms: f64,
+    /// Sent − scheduled.
+    pub lag_ms: f64,
+    /// The part of the lag held on purpose.
+    pub hold_ms: f64,
+    /// Time to first token.
+    pub ttft_ms: Option<f64>,
+    /// Time from the first token to the second.
+    pub ttst_ms: Option<f64>,
+    /// Time to the first output (non-reasoning) token.
+    pub ttfo_ms: Option<f64>,
+    /// Inter-token latency.
+    pub itl_ms: Option<f64>,
+    /// End-to-end latency.
+    pub e2e_ms: Option<f64>,
+    /// Output tokens/s seen by this request's user.
+    pub tokens_per_s: Option<f64>,
+    /// Completed and met every SLO of the run (`None`: the run had no SLOs).
+    pub good: Option<bool>,
+    /// Output tokens (the server's count, else chunks).
+    pub output_tokens: u64,
+    /// What the GPU and the server's metrics showed around it.
+    pub telemetry: Telemetry,
+    /// The kernel's split of its TTFT (eBPF), when traced.
+    pub kernel: Option<KernelParts>,
+}
+
+/// Telemetry joined to one request (absent: the source was off or had no sample).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Telemetry {
+    /// Mean GPU utilization (%) over its lifetime.
+    pub gpu_util_avg_pct: Option<f64>,
+    /// Peak GPU utilization (%).
+    pub gpu_util_max_pct: Option<f64>,
+    /// Mean board power (W).
+    pub gpu_power_avg_w: Option<f64>,
+    /// Peak board power (W).
+    pub gpu_power_max_w: Option<f64>,
+    /// Server queue depth when it was sent.
+    pub server_queue_depth_at_send: Option<f64>,
+    /// Server KV-cache usage (0–1) when it was sent.
+    pub server_kv_usage_at_send: Option<f64>,
+    /// Requests running when its first token came.
+    pub server_running_at_first_token: Option<f64>,
+}
+
+/// The kernel's parts of one TTFT (eBPF), ms; a part not seen is absent.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct KernelParts {
+    /// SYN_SENT to ESTABLISHED (new connections only).
+    pub connect_ms: Option<f64>,
+    /// Send call to the last request byte handed to TCP.
+    pub request_write_ms: Option<f64>,
+    /// Last request byte out to first response byte in: network, queueing, prefill.
+    pub server_wait_ms: Option<f64>,
+    /// First-token bytes in the kernel to canaryd reading them.
+    pub client_overhead_ms: Option<f64>,
+    /// What TTFT has left.
+    pub remainder_ms: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Line {
+    warmup: bool,
+    scheduled_at_ms: Option<f64>,
+    sent_at_ms: Option<f64>,
+    ended_at_ms: Option<f64>,
+    schedule_lag_ms: Option<f64>,
+    hold_ms: Option<f64>,
+    ttft_ms: Option<f64>,
+    ttst_ms: Option<f64>,
+    ttfo_ms: Option<f64>,
+    itl_ms: Option<f64>,
+    e2e_ms: Option<f64>,
+    output_tokens_per_s: Option<f64>,
+    chunks: Option<u64>,
+    status: Option<String>,
+    error: Option<ErrorLine>,
+    usage: Option<UsageLine>,
+    telemetry: Option<Telemetry>,
+    kernel: Option<KernelParts>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ErrorLine {
+    kind: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct UsageLine {
+    completion_tokens: Option<u64>,
+}
+
+/// The requests of one `records.jsonl`, and what was left out.
+#[derive(Debug, Default)]
+pub struct Records {
+    /// Every record, warm-up included, in file order.
+    pub requests: Vec<Request>,
+    /// A sentence per line left out (a last line cut short by a process that died).
+    pub notes: Vec<String>,
+}
+
+/// Longest line read: a record with every chunk gap of a long answer is well under it.
+const MAX_LINE: u64 = 64 << 20;
+
+/// Reads `path`. A line that is not a record is an error naming its line and field, except a
+/// last line with no line break, which a run killed mid-write leaves: it is left out and noted.
+pub fn read(path: &Path) -> Result<Records, ReportError> {
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut out = Records::default();
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let complete = buf.last() == Some(&b'\n');
+        if buf.len() as u64 > MAX_LINE && !complete {
+            return Err(ReportError::Record {
+                path: path.to_path_buf(),
+                line: line_no,
+                what: format!("longer than {} MiB: not a record", MAX_LINE >> 20),
+            });
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Line>(&buf) {
+            Ok(l) => out.requests.push(request(l)),
+            Err(_) if !complete => out.notes.push(format!(
+                "{}:{line_no}: the last line is cut short (the run's process died while \
+                 writing it): left out",
+                path.display()
+            )),
+            Err(e) => {
+                return Err(ReportError::Record {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    what: describe(&buf, e),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn request(l: Line) -> Request {
+    let sent = l.sent_at_ms.unwrap_or(0.0);
+    let scheduled = l.scheduled_at_ms.unwrap_or(sent);
+    let ok = match l.status.as_deref() {
+        Some(s) => s == "ok",
+        None => l.error.is_none(),
+    };
+    Request {
+        warmup: l.warmup,
+        ok,
+        error_kind: (!ok).then(|| {
+            l.error
+                .and_then(|e| e.kind)
+                .unwrap_or_else(|| "unknown".into())
+        }),
+        scheduled_ms: scheduled,
+        sent_ms: sent,
+        ended_ms: l.ended_at_ms.unwrap_or(sent),
+        lag_ms: l.schedule_lag_ms.unwrap_or(sent - scheduled),
+        hold_ms: l.hold_ms.unwrap_or(0.0),
+        ttft_ms: l.ttft_ms,
+        ttst_ms: l.ttst_ms,
+        ttfo_ms: l.ttfo_ms,
+        itl_ms: l.itl_ms,
+        e2e_ms: l.e2e_ms,
+        tokens_per_s: l.output_tokens_per_s,
+        good: None,
+        output_tokens: l
+            .usage
+            .and_then(|u| u.completion_tokens)
+            .or(l.chunks)
+            .unwrap_or(0),
+        telemetry: l.telemetry.unwrap_or_default(),
+        kernel: l.kernel,
+    }
+}
+
+/// serde_json says where and what, not which field: find the field by parsing the line
+/// loosely and trying each known field on its own.
+fn describe(line: &[u8], e: serde_json::Error) -> String {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(line)
+    else {
+        return format!("not a JSON object: {e}");
+    };
+    for (key, value) in &map {
+        let one = serde_json::Value::Object([(key.clone(), value.clone())].into_iter().collect());
+        if let Err(e) = serde_json::from_value::<Line>(one) {
+            return format!("field \"{key}\": {e}");
+        }
+    }
+    e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_str(text: &str) -> Result<Records, ReportError> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "canary-report-records-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("records.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let r = read(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_missing_ones_absent() {
+        let r = read_str(
+            "{\"sent_at_ms\":5.0,\"ttft_ms\":12.5,\"status\":\"ok\",\"rx_stamp_ns\":7,\"new\":{\"a\":1}}\n\
+             {\"sent_at_ms\":6.0,\"status\":\"error\",\"error\":{\"kind\":\"timeout\",\"message\":\"x\"}}\n",
+        )
+        .unwrap();
+        assert_eq!(r.requests.len(), 2);
+        assert_eq!(r.requests[0].ttft_ms, Some(12.5));
+        assert!(r.requests[0].ok && r.requests[0].kernel.is_none());
+        assert_eq!(r.requests[1].error_kind.as_deref(), Some("timeout"));
+        assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn a_bad_line_names_its_line_and_field_but_a_cut_last_line_is_noted() {
+        let err = read_str("{\"sent_at_ms\":1}\n{\"ttft_ms\":\"fast\"}\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.ends_with(":2: field \"ttft_ms\": invalid type: string \"fast\", expected f64"),
+            "{msg}"
+        );
+        let r = read_str("{\"sent_at_ms\":1}\n{\"sent_at_ms\":2,\"ttf").unwrap();
+        assert_eq!(r.requests.len(), 1);
+        assert!(
+            r.notes[0].contains(":2: the last line is cut short"),
+            "{:?}",
+            r.notes
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! The `canaryd report` and `canaryd compare` commands: their flags and what they do, so the
+//! daemon's command line only parses and prints.
+
+use crate::{load_runs, render_report, ReportError, Run};
+use canary_core::compare::ShiftRules;
+use std::path::{Path, PathBuf};
+
+/// Flags of `canaryd report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Run folders (each with records.jsonl and summary.json). Several, or a folder of runs,
+    /// make a series (a sweep).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "FILE", default_value = "report.html")]
+    pub output: PathBuf,
+}
+
+/// Flags of `canaryd compare`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The reference run's folder.
+    pub a: PathBuf,
+    /// The run compared against it.
+    pub b: PathBuf,
+    /// Also write the comparison as an HTML page.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Writes the report; returns the line to print.
+pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
+    let runs = load_runs(&args.dirs)?;
+    let html = render_report(&runs)?;
+    write(&args.output, &html)?;
+    let requests: u64 = runs.iter().map(|r| r.figures().requests).sum();
+    Ok(format!(
+        "report: {} ({} run(s), {} requests, {} KiB)",
+        args.output.display(),
+        runs.len(),
+        requests,
+        html.len().div_ceil(1024)
+    ))
+}
+
+/// Compares the runs, writes the page if asked; returns the text to print.
+pub fn compare(args: &CompareArgs) -> Result<String, ReportError> {
+    let a = Run::load(&args.a)?;
+    let b = Run::load(&args.b)?;
+    let c = crate::compare(&a, &b, &ShiftRules::default());
+    if let Some(path) = &args.output {
+        write(path, &c.to_html()?)?;
+    }
+    let mut out = if args.json {
+        serde_json::to_string_pretty(&c).expect("comparisons always serialize")
+    } else {
+        c.to_text()
+    };
+    if let (Some(path), false) = (&args.output, args.json) {
+        out.push_str(&format!("\npage: {}", path.display()));
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// Writes `text` to `path` through a temporary file beside it, so a reader never sees half a
+/// page.
+fn write(path: &Path, text: &str) -> Result<(), ReportError> {
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, text).map_err(crate::error::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(crate::error::io(path))
+}

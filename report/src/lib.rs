@@ -1,0 +1,41 @@
+//! canary-report: self-contained HTML reports of canaryd runs, read from their artifacts
+//! (`records.jsonl`, `summary.json`), never from canaryd's internals.
+//!
+//! * [`load_runs`] reads run folders (one run, several, or a folder of runs: a series).
+//! * [`render_report`] makes one HTML page of them: latency CDFs and histograms, TTFT over the
+//!   run with schedule lag and errors, telemetry, the eBPF TTFT split, the run context, and
+//!   for a series the throughput–latency curve with its knee and the Pareto front.
+//! * [`compare`] judges two runs metric by metric with the daemon's baseline rule
+//!   ([`canary_core::compare`]), for the terminal ([`Comparison::to_text`]) and as a page
+//!   ([`Comparison::to_html`]).
+//! * [`status::render`] draws the daemon's status page (recent runs per workload) from a
+//!   [`status::StatusPage`] the daemon fills.
+//!
+//! Pages are one file with no script: inline CSS, charts as SVG drawn in Rust (plotters), and
+//! a Content-Security-Policy of `default-src 'none'`, so a report opened from a laptop's disk
+//! or an artifact store fetches nothing.
+//!
+//! ```no_run
+//! let runs = canary_report::load_runs(&["canaryd-out/demo".into()]).unwrap();
+//! std::fs::write("report.html", canary_report::render_report(&runs).unwrap()).unwrap();
+//! ```
+#![deny(missing_docs)]
+
+mod artifacts;
+pub mod cli;
+mod compare;
+mod error;
+mod html;
+mod plot;
+mod report;
+mod sample;
+mod sections;
+pub mod status;
+
+pub use artifacts::{
+    load_runs, utc, Figures, KernelParts, Metric, Records, Request, Run, Summary, Telemetry,
+};
+pub use compare::{compare, Comparison};
+pub use error::ReportError;
+pub use html::{esc, page, CSP};
+pub use report::render as render_report;

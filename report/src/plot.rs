@@ -1,0 +1,395 @@
+//! Charts as inline SVG, drawn by `plotters` in Rust: no script, no font file, nothing fetched.
+//!
+//! A [`Plot`] is axes plus named layers (a line, points, bars, a band). The frame (axes,
+//! grid, tick labels) and each layer are drawn by plotters on identical layouts, and every
+//! layer lands in its own `<g class="series">` group, so a browser test can count what each
+//! chart really drew. The legend is HTML, beside the SVG.
+
+mod draw;
+
+use crate::html::{attr, esc};
+
+/// One of the report's colours (Tableau 10: distinct, and readable by most colour-blind
+/// readers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Colour(pub u8, pub u8, pub u8);
+
+impl Colour {
+    /// The series palette, in order.
+    pub const PALETTE: [Colour; 10] = [
+        Colour(0x4e, 0x79, 0xa7),
+        Colour(0xf2, 0x8e, 0x2b),
+        Colour(0x59, 0xa1, 0x4f),
+        Colour(0xb0, 0x7a, 0xa1),
+        Colour(0x76, 0xb7, 0xb2),
+        Colour(0xed, 0xc9, 0x48),
+        Colour(0x9c, 0x75, 0x5f),
+        Colour(0xff, 0x9d, 0xa7),
+        Colour(0xba, 0xb0, 0xac),
+        Colour(0xe1, 0x57, 0x59),
+    ];
+    /// Errors and failures.
+    pub const ERROR: Colour = Colour(0xd6, 0x27, 0x28);
+    /// Reference lines (knees, thresholds).
+    pub const RULE: Colour = Colour(0x55, 0x55, 0x55);
+    /// Shaded intervals (where the diagnosis held).
+    pub const SPAN: Colour = Colour(0xb0, 0x7a, 0xa1);
+
+    /// The `i`-th palette colour (wrapping).
+    pub fn nth(i: usize) -> Colour {
+        Colour::PALETTE[i % Colour::PALETTE.len()]
+    }
+
+    /// `#rrggbb`.
+    pub fn hex(self) -> String {
+        format!("#{:02x}{:02x}{:02x}", self.0, self.1, self.2)
+    }
+}
+
+/// What a layer draws, in data coordinates.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mark {
+    /// A polyline through the points.
+    Line(Vec<(f64, f64)>),
+    /// A dot per point.
+    Points(Vec<(f64, f64)>),
+    /// A polyline through the points, with a dot on each.
+    LinePoints(Vec<(f64, f64)>),
+    /// A cross per point (errors, marked events).
+    Crosses(Vec<(f64, f64)>),
+    /// Filled rectangles `(x0, x1, y0, y1)`: histogram and stacked bars.
+    Bars(Vec<(f64, f64, f64, f64)>),
+    /// A filled band `(x, low, high)`: a time bucket's minimum to maximum.
+    Band(Vec<(f64, f64, f64)>),
+    /// A vertical reference line at x.
+    VRule(f64),
+    /// A shaded stretch of x, `(x0, x1)`, the chart's full height: an interval where a
+    /// condition held. Add it first, so the data is drawn over it.
+    Span(f64, f64),
+}
+
+impl Mark {
+    fn is_empty(&self) -> bool {
+        match self {
+            Mark::Line(p) | Mark::Points(p) | Mark::LinePoints(p) | Mark::Crosses(p) => {
+                p.is_empty()
+            }
+            Mark::Bars(b) => b.is_empty(),
+            Mark::Band(b) => b.is_empty(),
+            Mark::VRule(_) | Mark::Span(..) => false,
+        }
+    }
+
+    /// Every (x, y) the mark covers, for auto ranges (`None` y: any y).
+    fn extent(&self) -> Vec<(f64, Option<f64>)> {
+        match self {
+            Mark::Line(p) | Mark::Points(p) | Mark::LinePoints(p) | Mark::Crosses(p) => {
+                p.iter().map(|&(x, y)| (x, Some(y))).collect()
+            }
+            Mark::Bars(b) => b
+                .iter()
+                .flat_map(|&(x0, x1, y0, y1)| [(x0, Some(y0)), (x1, Some(y1))])
+                .collect(),
+            Mark::Band(b) => b
+                .iter()
+                .flat_map(|&(x, lo, hi)| [(x, Some(lo)), (x, Some(hi))])
+                .collect(),
+            Mark::VRule(x) => vec![(*x, None)],
+            Mark::Span(x0, x1) => vec![(*x0, None), (*x1, None)],
+        }
+    }
+}
+
+/// A named layer of a plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    /// Its legend entry.
+    pub name: String,
+    /// Its colour.
+    pub colour: Colour,
+    /// What it draws.
+    pub mark: Mark,
+}
+
+/// An axis: linear or logarithmic, with its range (automatic when `None`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Axis {
+    /// Its label, with the unit.
+    pub label: String,
+    /// Logarithmic.
+    pub log: bool,
+    /// Fixed range.
+    pub range: Option<(f64, f64)>,
+    /// Names for the integer ticks 0, 1, 2, … (bars by category); other ticks unlabelled.
+    pub categories: Vec<String>,
+}
+
+impl Axis {
+    /// A linear axis with an automatic range.
+    pub fn linear(label: &str) -> Axis {
+        Axis {
+            label: label.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A logarithmic axis with an automatic range.
+    pub fn log(label: &str) -> Axis {
+        Axis {
+            label: label.into(),
+            log: true,
+            ..Default::default()
+        }
+    }
+
+    /// A linear axis of named categories at 0, 1, 2, ….
+    pub fn categories(label: &str, names: Vec<String>) -> Axis {
+        let n = names.len() as f64;
+        Axis {
+            label: label.into(),
+            log: false,
+            range: Some((-0.6, n - 0.4)),
+            categories: names,
+        }
+    }
+
+    /// The label of the tick at `v`.
+    fn tick(&self, v: f64) -> String {
+        if self.categories.is_empty() {
+            return tick(v);
+        }
+        let i = v.round();
+        if (v - i).abs() < 1e-6 && i >= 0.0 {
+            self.categories.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    }
+
+    /// This axis with a fixed range.
+    pub fn range(mut self, lo: f64, hi: f64) -> Axis {
+        self.range = Some((lo, hi));
+        self
+    }
+}
+
+/// A chart: a title, two axes, layers and a note under it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plot {
+    /// An HTML id, unique in the page (`ttft-cdf`).
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The x axis.
+    pub x: Axis,
+    /// The y axis.
+    pub y: Axis,
+    /// Width and height in SVG pixels.
+    pub size: (u32, u32),
+    /// The layers, drawn in order.
+    pub layers: Vec<Layer>,
+    /// A sentence under the chart (what is exact, what was downsampled).
+    pub note: Option<String>,
+}
+
+/// Width and height of a chart in a two-column grid.
+pub const HALF: (u32, u32) = (560, 280);
+/// Width and height of a full-width timeline.
+pub const WIDE: (u32, u32) = (1140, 240);
+
+impl Plot {
+    /// An empty plot.
+    pub fn new(id: &str, title: &str, x: Axis, y: Axis, size: (u32, u32)) -> Plot {
+        Plot {
+            id: id.into(),
+            title: title.into(),
+            x,
+            y,
+            size,
+            layers: Vec::new(),
+            note: None,
+        }
+    }
+
+    /// Adds a layer; an empty one is left out (nothing to draw, nothing to count).
+    pub fn layer(&mut self, name: &str, colour: Colour, mark: Mark) -> &mut Plot {
+        if !mark.is_empty() {
+            self.layers.push(Layer {
+                name: name.into(),
+                colour,
+                mark,
+            });
+        }
+        self
+    }
+
+    /// Sets the note.
+    pub fn note(&mut self, note: impl Into<String>) -> &mut Plot {
+        self.note = Some(note.into());
+        self
+    }
+
+    /// The chart as an HTML `<figure>`: caption with legend, SVG, note.
+    pub fn to_html(&self) -> Result<String, crate::ReportError> {
+        let svg = draw::svg(self).map_err(|what| crate::ReportError::Draw {
+            chart: self.id.clone(),
+            what,
+        })?;
+        let mut legend = String::new();
+        for l in &self.layers {
+            legend.push_str(&format!(
+                "<span class=\"key\"><i style=\"background:{}\"></i>{}</span>",
+                l.colour.hex(),
+                esc(&l.name)
+            ));
+        }
+        let note = self
+            .note
+            .as_deref()
+            .map(|n| format!("<p class=\"note\">{}</p>", esc(n)))
+            .unwrap_or_default();
+        Ok(format!(
+            "<figure class=\"chart\" id=\"{}\" data-series=\"{}\"><figcaption><b>{}</b> {legend}</figcaption>{svg}{note}</figure>\n",
+            attr(&self.id),
+            self.layers.len(),
+            esc(&self.title)
+        ))
+    }
+
+    /// The data ranges of both axes, from the fixed ones or the layers' data.
+    fn ranges(&self) -> ((f64, f64), (f64, f64)) {
+        let pts: Vec<(f64, Option<f64>)> =
+            self.layers.iter().flat_map(|l| l.mark.extent()).collect();
+        let xs = pts.iter().map(|p| p.0);
+        let ys = pts.iter().filter_map(|p| p.1);
+        (
+            self.x.range.unwrap_or_else(|| auto(xs, self.x.log)),
+            self.y.range.unwrap_or_else(|| auto(ys, self.y.log)),
+        )
+    }
+}
+
+/// A range covering `values` (positive ones only on a log axis), padded a little on a
+/// linear axis, never empty.
+fn auto(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return if log { (1.0, 10.0) } else { (0.0, 1.0) };
+    }
+    if log {
+        if hi <= lo {
+            return (lo / 2.0, hi * 2.0);
+        }
+        return (lo / 1.15, hi * 1.15);
+    }
+    if hi <= lo {
+        if lo == 0.0 {
+            return (0.0, 1.0);
+        }
+        let pad = lo.abs() * 0.1;
+        return (lo - pad, hi + pad);
+    }
+    let pad = (hi - lo) * 0.04;
+    // Latencies and counts start at zero: keep the axis there rather than below it.
+    let lo = if lo >= 0.0 {
+        (lo - pad).max(0.0)
+    } else {
+        lo - pad
+    };
+    (lo, hi + pad)
+}
+
+/// A tick label: few digits, no trailing zeros.
+pub fn tick(v: f64) -> String {
+    let a = v.abs();
+    let s = if a == 0.0 {
+        "0".to_string()
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else if a >= 0.01 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.1e}")
+    };
+    if s.contains('.') && !s.contains('e') && !s.ends_with(['k', 'M']) {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(250.0), "250");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(3.0), "3");
+        assert_eq!(tick(0.125), "0.125");
+        assert_eq!(tick(0.5), "0.5");
+        assert_eq!(tick(25_000.0), "25k");
+        assert_eq!(tick(0.0001), "1.0e-4");
+    }
+
+    #[test]
+    fn every_layer_is_its_own_group_and_empty_layers_are_left_out() {
+        let mut p = Plot::new("t", "T", Axis::linear("x"), Axis::log("y"), HALF);
+        p.layer(
+            "line",
+            Colour::nth(0),
+            Mark::Line(vec![(0.0, 1.0), (1.0, 10.0), (2.0, 100.0)]),
+        )
+        .layer("none", Colour::nth(1), Mark::Points(vec![]))
+        .layer(
+            "bars",
+            Colour::nth(2),
+            Mark::Bars(vec![(0.0, 1.0, 1.0, 5.0)]),
+        )
+        .layer(
+            "band",
+            Colour::nth(3),
+            Mark::Band(vec![(0.0, 1.0, 2.0), (1.0, 2.0, 3.0)]),
+        )
+        .layer("x", Colour::ERROR, Mark::Crosses(vec![(1.5, 50.0)]))
+        .layer("rule", Colour::RULE, Mark::VRule(1.0))
+        .layer("span", Colour::SPAN, Mark::Span(0.5, 1.5));
+        let html = p.to_html().unwrap();
+        assert_eq!(html.matches("<g class=\"series\"").count(), 6, "{html}");
+        assert!(html.contains("data-series=\"6\""));
+        assert!(
+            html.contains("data-name=\"span\" data-marks=\"1\"><rect"),
+            "{html}"
+        );
+        assert!(html.contains("<polyline"), "{html}");
+        assert!(html.contains("<polygon"), "{html}");
+        assert!(
+            !html.contains("<svg width"),
+            "sized by CSS, not fixed: {html}"
+        );
+        assert!(html.contains("viewBox=\"0 0 560 280\""));
+    }
+
+    #[test]
+    fn auto_ranges_pad_and_never_collapse() {
+        assert_eq!(auto([5.0, 5.0].into_iter(), false), (4.5, 5.5));
+        assert_eq!(auto([0.0].into_iter(), false), (0.0, 1.0));
+        assert_eq!(auto(std::iter::empty(), true), (1.0, 10.0));
+        let (lo, hi) = auto([0.0, 1.0, 100.0].into_iter(), true);
+        assert!(lo > 0.0 && lo < 1.0 && hi > 100.0);
+        let (lo, _) = auto([1.0, 101.0].into_iter(), false);
+        assert_eq!(lo, 0.0);
+    }
+}

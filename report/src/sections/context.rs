@@ -1,0 +1,136 @@
+//! The run's context (`summary.json`'s `run` block and the run-level facts around it), and
+//! the generic JSON-to-table rendering the other sections share.
+
+use super::num;
+use crate::artifacts::{utc, Run};
+use crate::html::{esc, table};
+use serde_json::Value;
+
+/// `a.b.c = value` pairs of a JSON value, leaves only; arrays of scalars joined.
+pub fn flatten(v: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(v, String::new(), &mut out);
+    out
+}
+
+fn walk(v: &Value, key: String, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let key = if key.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{key}.{k}")
+                };
+                walk(v, key, out);
+            }
+        }
+        Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
+            let joined: Vec<String> = items.iter().map(scalar).collect();
+            out.push((key, joined.join(", ")));
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                walk(v, format!("{key}[{i}]"), out);
+            }
+        }
+        _ => out.push((key, scalar(v))),
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "–".into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), num),
+        other => other.to_string(),
+    }
+}
+
+/// A two-column table of `pairs`.
+pub fn kv_table(pairs: &[(String, String)]) -> String {
+    let rows: Vec<Vec<String>> = pairs.iter().map(|(k, v)| vec![esc(k), esc(v)]).collect();
+    table("kv", &["field", "value"], &rows)
+}
+
+/// The run context section's body.
+pub fn render(run: &Run) -> String {
+    let mut pairs = vec![("folder".to_string(), run.dir.display().to_string())];
+    let Some(s) = &run.summary else {
+        let mut html = kv_table(&pairs);
+        html.push_str(&notes(run));
+        return html;
+    };
+    if let Some(ns) = s.started_unix_ns() {
+        pairs.push(("started".into(), utc(ns)));
+    }
+    if let Some(run_block) = s.section("run") {
+        pairs.extend(flatten(run_block));
+    }
+    // Run-level facts beside the run block (the trace's full load report stays in the file).
+    for key in [
+        "schema_version",
+        "interrupted",
+        "unsent",
+        "warmup_requests",
+        "client_bottleneck",
+        "in_flight_cap",
+    ] {
+        if let Some(v) = s.doc.get(key) {
+            for (k, val) in flatten(v) {
+                let k = if k.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{key}.{k}")
+                };
+                if !pairs.iter().any(|(have, _)| *have == k) {
+                    pairs.push((k, val));
+                }
+            }
+        }
+    }
+    let mut html = kv_table(&pairs);
+    if let Some(Value::Object(kinds)) = s.section("errors_by_kind") {
+        if !kinds.is_empty() {
+            let rows: Vec<Vec<String>> =
+                kinds.iter().map(|(k, v)| vec![esc(k), scalar(v)]).collect();
+            html.push_str("<h3>Errors by kind</h3>\n");
+            html.push_str(&table("errors", &["kind", "requests"], &rows));
+        }
+    }
+    html.push_str(&notes(run));
+    html
+}
+
+fn notes(run: &Run) -> String {
+    if run.notes.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<h3>Notes on the artifacts</h3><ul>");
+    for n in &run.notes {
+        html.push_str(&format!("<li>{}</li>", esc(n)));
+    }
+    html.push_str("</ul>\n");
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flatten_names_leaves_by_path() {
+        let v: Value = serde_json::from_str(
+            r#"{"target":{"url":"http://x","model":"m"},"speedup":2.5,"tags":["a","b"],"per_gpu":[{"util":50}]}"#,
+        )
+        .unwrap();
+        let f = flatten(&v);
+        assert!(
+            f.contains(&("target.url".into(), "http://x".into())),
+            "{f:?}"
+        );
+        assert!(f.contains(&("speedup".into(), "2.50".into())));
+        assert!(f.contains(&("tags".into(), "a, b".into())));
+        assert!(f.contains(&("per_gpu[0].util".into(), "50".into())));
+    }
+}

@@ -1,0 +1,88 @@
+//! The figures a reader wants first: counts, rates, and the latency percentiles, all exact
+//! (counted or timed per request from `records.jsonl`).
+
+use super::{ms, num, pct};
+use crate::artifacts::{Metric, Run};
+use crate::html::{esc, table};
+use crate::sample::{quantile, sorted};
+
+/// The percentiles a report prints, with their labels.
+pub const PERCENTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("max", 1.0),
+];
+
+/// Tiles of counts and rates, then the latency table.
+pub fn render(run: &Run) -> String {
+    let f = run.figures();
+    let mut tiles = vec![
+        (num(f.requests as f64), "requests".to_string()),
+        (
+            format!("{} ({})", num(f.errors as f64), pct(f.error_rate)),
+            "errors (rate of the target's)".to_string(),
+        ),
+        (
+            format!("{} req/s", num(f.request_throughput)),
+            "completed per second".into(),
+        ),
+        (
+            format!("{} tok/s", num(f.output_token_throughput)),
+            "output tokens per second".into(),
+        ),
+        (
+            format!("{} s", num(f.duration_s)),
+            "first send to last end".into(),
+        ),
+    ];
+    if let (Some(g), Some(frac)) = (f.goodput, f.good_fraction) {
+        let slos = run
+            .summary
+            .as_ref()
+            .and_then(|s| s.goodput_slos())
+            .unwrap_or_default();
+        tiles.push((
+            format!("{} req/s ({})", num(g), pct(frac)),
+            format!("goodput against {slos}"),
+        ));
+    }
+    let mut html = String::from("<div class=\"tiles\">");
+    for (value, what) in tiles {
+        html.push_str(&format!(
+            "<div class=\"tile\"><b>{}</b><span>{}</span></div>",
+            esc(&value),
+            esc(&what)
+        ));
+    }
+    html.push_str("</div>\n");
+    html.push_str(&latency_table(run));
+    html
+}
+
+/// Count, mean and percentiles of each latency metric.
+pub fn latency_table(run: &Run) -> String {
+    let mut rows = Vec::new();
+    for m in Metric::ALL {
+        let s = sorted(run.values(m));
+        if s.is_empty() {
+            continue;
+        }
+        let mean = s.iter().sum::<f64>() / s.len() as f64;
+        let mut row = vec![esc(m.label()), num(s.len() as f64), ms(mean)];
+        row.extend(PERCENTILES.iter().map(|&(_, q)| ms(quantile(&s, q))));
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return "<p class=\"note\">No completed request: no latency to show.</p>\n".into();
+    }
+    let mut head = vec!["metric", "count", "mean"];
+    head.extend(PERCENTILES.iter().map(|p| p.0));
+    let mut html = table("latency", &head, &rows);
+    html.push_str(
+        "<p class=\"note\">Exact: from every completed, measured request in records.jsonl \
+         (nearest-rank percentiles, warm-up left out).</p>\n",
+    );
+    html
+}

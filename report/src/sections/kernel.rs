@@ -1,0 +1,124 @@
+//! Where TTFT goes, from the kernel's view of each request's socket (eBPF): its four parts in
+//! time order, stacked, per TTFT band, so the tail's make-up shows beside the body's.
+
+use super::{ms, num};
+use crate::artifacts::{KernelParts, Run};
+use crate::html::{esc, table};
+use crate::plot::{Axis, Colour, Mark, Plot, HALF};
+use crate::sample::{quantile, sorted};
+use crate::ReportError;
+
+/// A TTFT part: what it is, and its value in a record.
+type Part = (&'static str, fn(&KernelParts) -> Option<f64>);
+
+/// The TTFT parts in time order.
+const PARTS: [Part; 4] = [
+    ("request write", |k| k.request_write_ms),
+    (
+        "server wait (network, queue, work before the first byte)",
+        |k| k.server_wait_ms,
+    ),
+    ("remainder (first byte → first-token bytes)", |k| {
+        k.remainder_ms
+    }),
+    ("client overhead (kernel → canaryd's read)", |k| {
+        k.client_overhead_ms
+    }),
+];
+
+/// TTFT bands by quantile: `[from, to)` of the requests ranked by TTFT.
+const BANDS: [(&str, f64, f64); 5] = [
+    ("p0–p50", 0.0, 0.5),
+    ("p50–p90", 0.5, 0.9),
+    ("p90–p99", 0.9, 0.99),
+    ("p99–p99.9", 0.99, 0.999),
+    ("p99.9–max", 0.999, 1.0001),
+];
+
+/// The decomposition of one run; `None` when no record carries kernel timing.
+pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
+    let rows: Vec<(f64, &KernelParts)> = run
+        .measured()
+        .filter(|r| r.ok)
+        .filter_map(|r| Some((r.ttft_ms?, r.kernel.as_ref()?)))
+        .filter(|(t, k)| t.is_finite() && PARTS.iter().any(|p| p.1(k).is_some()))
+        .collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let ttfts = sorted(rows.iter().map(|r| r.0).collect());
+    let n = ttfts.len();
+    let mut ranked = rows.clone();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Per band: its name, requests, mean TTFT and the mean of each part (absent counts 0).
+    let mut bands: Vec<(&str, usize, f64, [f64; 4])> = Vec::new();
+    for (name, from, to) in BANDS {
+        let lo = (from * n as f64).floor() as usize;
+        let hi = ((to * n as f64).floor() as usize).min(n);
+        if hi <= lo {
+            continue;
+        }
+        let slice = &ranked[lo..hi];
+        let count = slice.len() as f64;
+        let mut means = [0.0; 4];
+        for (i, (_, part)) in PARTS.iter().enumerate() {
+            means[i] = slice.iter().filter_map(|r| part(r.1)).sum::<f64>() / count;
+        }
+        let ttft = slice.iter().map(|r| r.0).sum::<f64>() / count;
+        bands.push((name, slice.len(), ttft, means));
+    }
+    let mut plot = Plot::new(
+        &format!("{prefix}kernel-parts"),
+        "TTFT split by the kernel, per TTFT band (means)",
+        Axis::categories(
+            "requests ranked by TTFT",
+            bands.iter().map(|b| b.0.to_string()).collect(),
+        ),
+        Axis::linear("ms"),
+        HALF,
+    );
+    for (i, (name, _)) in PARTS.iter().enumerate() {
+        let bars = bands
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                let below: f64 = b.3[..i].iter().sum();
+                (j as f64 - 0.35, j as f64 + 0.35, below, below + b.3[i])
+            })
+            .filter(|b| b.3 > b.2)
+            .collect();
+        plot.layer(name, Colour::nth(i), Mark::Bars(bars));
+    }
+    plot.note(format!(
+        "{} requests with kernel timing; a part the kernel did not see counts as 0 in its mean. \
+         The parts add up to TTFT per request.",
+        num(n as f64)
+    ));
+    let mut html = format!("<div class=\"grid\">\n{}<div>\n", plot.to_html()?);
+    let head = [
+        "band",
+        "requests",
+        "mean TTFT",
+        "write",
+        "server wait",
+        "remainder",
+        "client",
+    ];
+    let table_rows: Vec<Vec<String>> = bands
+        .iter()
+        .map(|b| {
+            let mut row = vec![esc(b.0), num(b.1 as f64), ms(b.2)];
+            row.extend(b.3.iter().map(|v| ms(*v)));
+            row
+        })
+        .collect();
+    html.push_str(&table("kernel", &head, &table_rows));
+    html.push_str(&format!(
+        "<p class=\"note\">Exact per request (kernel timestamps on canaryd's clock); TTFT p50 \
+         {}, p99 {} over these requests.</p>\n",
+        ms(quantile(&ttfts, 0.5)),
+        ms(quantile(&ttfts, 0.99))
+    ));
+    html.push_str("</div>\n</div>\n");
+    Ok(Some(html))
+}

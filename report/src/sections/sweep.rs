@@ -1,0 +1,268 @@
+//! A series of runs (a sweep, or runs named together): throughput against latency with the
+//! saturation knee, and the Pareto front of total against per-user token throughput.
+//!
+//! The knee, documented so a reader can check it: walking the runs in series order (the
+//! sweep's order of increasing load), the first step whose completed-request throughput grows
+//! by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`] marks saturation;
+//! the knee is the run before that step, the last one that still scaled.
+
+use super::{ms, num, pct};
+use crate::artifacts::{Metric, Run};
+use crate::html::{esc, table};
+use crate::plot::{Axis, Colour, Mark, Plot, HALF};
+use crate::sample::{quantile, sorted};
+use crate::ReportError;
+
+/// Below this relative throughput gain per step, load no longer buys throughput.
+pub const KNEE_GAIN: f64 = 0.10;
+/// Above this relative TTFT p99 rise per step, latency pays for it.
+pub const KNEE_RISE: f64 = 0.20;
+
+/// One run's point in the series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The run's label.
+    pub label: String,
+    /// Completed requests per second.
+    pub throughput: f64,
+    /// Output tokens per second, all users.
+    pub tokens_per_s: f64,
+    /// Median output tokens per second of one user.
+    pub tokens_per_user: f64,
+    /// TTFT p50, ms.
+    pub ttft_p50: f64,
+    /// TTFT p99, ms.
+    pub ttft_p99: f64,
+    /// e2e p99, ms.
+    pub e2e_p99: f64,
+    /// The target's error rate.
+    pub error_rate: f64,
+}
+
+impl Point {
+    /// The figures of `run` (exact, from its records).
+    pub fn of(run: &Run) -> Point {
+        let f = run.figures();
+        let ttft = sorted(run.values(Metric::Ttft));
+        let e2e = sorted(run.values(Metric::E2e));
+        let per_user = sorted(
+            run.measured()
+                .filter(|r| r.ok)
+                .filter_map(|r| r.tokens_per_s)
+                .collect(),
+        );
+        Point {
+            label: run.label.clone(),
+            throughput: f.request_throughput,
+            tokens_per_s: f.output_token_throughput,
+            tokens_per_user: quantile(&per_user, 0.5),
+            ttft_p50: quantile(&ttft, 0.5),
+            ttft_p99: quantile(&ttft, 0.99),
+            e2e_p99: quantile(&e2e, 0.99),
+            error_rate: f.error_rate,
+        }
+    }
+}
+
+/// The index of the knee in `points` (series order), if the series saturates.
+pub fn knee(points: &[Point]) -> Option<usize> {
+    (1..points.len()).find_map(|i| {
+        let (a, b) = (&points[i - 1], &points[i]);
+        let gain = b.throughput / a.throughput - 1.0;
+        let rise = b.ttft_p99 / a.ttft_p99 - 1.0;
+        (a.throughput > 0.0 && a.ttft_p99 > 0.0 && gain < KNEE_GAIN && rise > KNEE_RISE)
+            .then_some(i - 1)
+    })
+}
+
+/// Indices of the Pareto-optimal points: no other point has at least as much total and
+/// per-user token throughput and more of one.
+pub fn pareto(points: &[Point]) -> Vec<usize> {
+    let ok = |p: &Point| p.tokens_per_s.is_finite() && p.tokens_per_user.is_finite();
+    (0..points.len())
+        .filter(|&i| ok(&points[i]))
+        .filter(|&i| {
+            let p = &points[i];
+            !points.iter().any(|q| {
+                ok(q)
+                    && q.tokens_per_s >= p.tokens_per_s
+                    && q.tokens_per_user >= p.tokens_per_user
+                    && (q.tokens_per_s > p.tokens_per_s || q.tokens_per_user > p.tokens_per_user)
+            })
+        })
+        .collect()
+}
+
+/// The series section's body.
+pub fn render(runs: &[Run]) -> Result<String, ReportError> {
+    let points: Vec<Point> = runs.iter().map(Point::of).collect();
+    let knee = knee(&points);
+    let front = pareto(&points);
+    let mut html = String::from("<div class=\"grid\">\n");
+
+    let xy = |f: fn(&Point) -> f64| -> Vec<(f64, f64)> {
+        points
+            .iter()
+            .map(|p| (p.throughput, f(p)))
+            .filter(|q| q.0.is_finite() && q.1.is_finite())
+            .collect()
+    };
+    let mut lat = Plot::new(
+        "sweep-latency",
+        "Throughput against latency",
+        Axis::linear("completed requests per second"),
+        Axis::linear("ms"),
+        HALF,
+    );
+    for (i, (name, f)) in [
+        ("TTFT p50", (|p: &Point| p.ttft_p50) as fn(&Point) -> f64),
+        ("TTFT p99", |p: &Point| p.ttft_p99),
+        ("e2e p99", |p: &Point| p.e2e_p99),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lat.layer(name, Colour::nth(i), Mark::LinePoints(xy(f)));
+    }
+    match knee {
+        Some(k) => {
+            lat.layer(
+                &format!("knee: {}", points[k].label),
+                Colour::RULE,
+                Mark::VRule(points[k].throughput),
+            );
+            lat.note(format!(
+                "Lines join the runs in series order. Knee at {} ({} req/s): the next step gained \
+                 under {:.0} % throughput while TTFT p99 rose over {:.0} %.",
+                points[k].label,
+                num(points[k].throughput),
+                KNEE_GAIN * 100.0,
+                KNEE_RISE * 100.0
+            ));
+        }
+        None => {
+            lat.note(format!(
+                "Lines join the runs in series order. No knee: no step gained under {:.0} % \
+                 throughput while TTFT p99 rose over {:.0} %.",
+                KNEE_GAIN * 100.0,
+                KNEE_RISE * 100.0
+            ));
+        }
+    }
+    html.push_str(&lat.to_html()?);
+
+    let mut par = Plot::new(
+        "sweep-pareto",
+        "Pareto front: total against per-user token throughput",
+        Axis::linear("output tokens/s per user (median)"),
+        Axis::linear("output tokens/s, all users"),
+        HALF,
+    );
+    let all: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.tokens_per_user, p.tokens_per_s))
+        .filter(|q| q.0.is_finite() && q.1.is_finite())
+        .collect();
+    par.layer("runs", Colour::nth(0), Mark::Points(all));
+    let mut line: Vec<(f64, f64)> = front
+        .iter()
+        .map(|&i| (points[i].tokens_per_user, points[i].tokens_per_s))
+        .collect();
+    line.sort_by(|a, b| a.0.total_cmp(&b.0));
+    par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
+    par.note(
+        "Per GPU once runs record their GPU count (issue 18); a run is on the front when no \
+         other has at least as much of both and more of one.",
+    );
+    html.push_str(&par.to_html()?);
+    html.push_str("</div>\n");
+
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut tags = Vec::new();
+            if knee == Some(i) {
+                tags.push("knee");
+            }
+            if front.contains(&i) {
+                tags.push("Pareto");
+            }
+            vec![
+                esc(&p.label),
+                num(p.throughput),
+                num(p.tokens_per_s),
+                num(p.tokens_per_user),
+                ms(p.ttft_p50),
+                ms(p.ttft_p99),
+                ms(p.e2e_p99),
+                pct(p.error_rate),
+                tags.join(", "),
+            ]
+        })
+        .collect();
+    html.push_str(&table(
+        "sweep",
+        &[
+            "run",
+            "req/s",
+            "tok/s",
+            "tok/s per user (p50)",
+            "TTFT p50",
+            "TTFT p99",
+            "e2e p99",
+            "error rate",
+            "",
+        ],
+        &rows,
+    ));
+    html.push_str("<p class=\"note\">Exact: each figure from the run's records.</p>\n");
+    Ok(html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
+        Point {
+            label: format!("{throughput}"),
+            throughput,
+            tokens_per_s: throughput * 10.0,
+            tokens_per_user: per_user,
+            ttft_p50: ttft_p99 / 2.0,
+            ttft_p99,
+            e2e_p99: ttft_p99 * 4.0,
+            error_rate: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_knee_is_the_last_run_that_still_scaled() {
+        // Linear, then a plateau with latency climbing.
+        let s = [
+            p(10.0, 50.0, 90.0),
+            p(20.0, 52.0, 80.0),
+            p(40.0, 60.0, 70.0),
+            p(42.0, 200.0, 30.0),
+            p(43.0, 900.0, 10.0),
+        ];
+        assert_eq!(knee(&s), Some(2));
+        // Still scaling: no knee.
+        assert_eq!(knee(&s[..3]), None);
+        // Latency up but throughput still growing: not a knee.
+        assert_eq!(knee(&[p(10.0, 50.0, 1.0), p(20.0, 100.0, 1.0)]), None);
+    }
+
+    #[test]
+    fn the_pareto_front_drops_dominated_runs() {
+        let s = [
+            p(10.0, 50.0, 90.0),
+            p(20.0, 52.0, 80.0),
+            p(15.0, 60.0, 70.0),
+            p(40.0, 60.0, 70.0),
+        ];
+        // Run 2 (150 tok/s, 70 per user) is dominated by run 1 (200, 80) and run 3 (400, 70).
+        assert_eq!(pareto(&s), vec![0, 1, 3]);
+    }
+}

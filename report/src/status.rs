@@ -1,0 +1,405 @@
+//! The daemon's status page: recent runs per workload, each with its verdict, baseline trend
+//! and headline figures, a chart of those figures across the runs, and links to each run's
+//! report and JSON. The daemon fills a [`StatusPage`] from its history; this module only
+//! draws it, so the page follows the same rules as a report (no script, nothing fetched).
+
+use crate::html::{attr, esc, page, table};
+use crate::plot::{Axis, Colour, Mark, Plot, WIDE};
+use crate::sections::{ms, num, pct, section};
+use crate::ReportError;
+
+/// What the status page shows.
+#[derive(Debug, Clone, Default)]
+pub struct StatusPage {
+    /// When the page was made, Unix ms (the charts' time axis ends there).
+    pub now_unix_ms: i64,
+    /// The daemon's version.
+    pub version: String,
+    /// Each workload with its recent runs, in display order.
+    pub workloads: Vec<WorkloadRuns>,
+}
+
+/// A workload and its recent runs.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadRuns {
+    /// The workload's name.
+    pub name: String,
+    /// A run of it is in progress now.
+    pub running: bool,
+    /// Its recent runs, newest first.
+    pub runs: Vec<RunLine>,
+}
+
+/// One run as the status page lists it.
+#[derive(Debug, Clone, Default)]
+pub struct RunLine {
+    /// The run id.
+    pub id: String,
+    /// The target's name.
+    pub target: String,
+    /// Wall-clock start, Unix ms.
+    pub started_unix_ms: i64,
+    /// `pass`, `fail`, `error`, … (also a CSS class).
+    pub verdict_kind: String,
+    /// Why it is not a pass.
+    pub reasons: Vec<String>,
+    /// Against the baseline: `steady`, `regressed`, `improved`, `insufficient`.
+    pub trend: Option<String>,
+    /// Measured requests.
+    pub requests: Option<u64>,
+    /// Failed requests.
+    pub errors: Option<u64>,
+    /// Share of requests meeting every SLO.
+    pub good_fraction: Option<f64>,
+    /// TTFT median and p99, ms.
+    pub ttft_ms: (Option<f64>, Option<f64>),
+    /// ITL median and p99, ms.
+    pub itl_ms: (Option<f64>, Option<f64>),
+    /// Request latency median and p99, ms.
+    pub e2e_ms: (Option<f64>, Option<f64>),
+    /// The run's diagnosis (issue 19), when it has one.
+    pub diagnosis: Option<RunDiagnosis>,
+    /// The run's report, a link relative to the page (`runs/ID/report`).
+    pub report_href: String,
+    /// The run's JSON, a link relative to the page.
+    pub json_href: String,
+}
+
+/// A run's diagnosis in brief, as the daemon's `/api/runs` lists it.
+#[derive(Debug, Clone, Default)]
+pub struct RunDiagnosis {
+    /// The bottleneck class (`queueing`, `healthy`, …; also a CSS class).
+    pub class: String,
+    /// `high`, `medium` or `low`.
+    pub confidence: String,
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+/// The status page as HTML.
+pub fn render(p: &StatusPage) -> Result<String, ReportError> {
+    let title = "canaryd status";
+    let runs: usize = p.workloads.iter().map(|w| w.runs.len()).sum();
+    let running: Vec<&str> = p
+        .workloads
+        .iter()
+        .filter(|w| w.running)
+        .map(|w| w.name.as_str())
+        .collect();
+    let mut body = format!(
+        "<h1>{title}</h1>\n<p class=\"lead\">canaryd {}, {} workload(s), {runs} recent run(s); \
+         made {}. {} Read-only: reload for newer runs. Percentiles are the runs' \
+         summary.json values (histogram, within 0.1%); counts are exact.</p>\n",
+        esc(&p.version),
+        p.workloads.len(),
+        esc(&crate::utc(p.now_unix_ms.max(0) as u64 * 1_000_000)),
+        if running.is_empty() {
+            "No run in progress.".to_string()
+        } else {
+            format!("Running now: {}.", esc(&running.join(", ")))
+        },
+    );
+    if p.workloads.is_empty() {
+        body.push_str("<p class=\"note\">No run yet: the first appears here when it ends.</p>\n");
+    }
+    body.push_str(&overview(p));
+    for (i, w) in p.workloads.iter().enumerate() {
+        body.push_str(&section(
+            &format!("workload-{i}"),
+            &format!(
+                "{}{}",
+                w.name,
+                if w.running { " (running now)" } else { "" }
+            ),
+            &workload(p.now_unix_ms, i, w)?,
+        ));
+    }
+    Ok(page(title, "status", &body))
+}
+
+/// One line per workload: its last run's verdict and trend.
+fn overview(p: &StatusPage) -> String {
+    let rows: Vec<Vec<String>> = p
+        .workloads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let last = w.runs.first()?;
+            Some(vec![
+                format!("<a href=\"#workload-{i}\">{}</a>", esc(&w.name)),
+                verdict(last),
+                trend(last),
+                diagnosis(last, true),
+                opt(last.ttft_ms.1, ms),
+                opt(last.e2e_ms.1, ms),
+                opt(last.good_fraction, pct),
+                esc(&crate::utc(last.started_unix_ms.max(0) as u64 * 1_000_000)),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    table(
+        "overview",
+        &[
+            "workload",
+            "last verdict",
+            "trend",
+            "diagnosis",
+            "TTFT p99",
+            "e2e p99",
+            "good",
+            "started",
+        ],
+        &rows,
+    )
+}
+
+fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError> {
+    let mut html = trend_chart(now, i, w)?;
+    let rows: Vec<Vec<String>> = w
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                esc(&crate::utc(r.started_unix_ms.max(0) as u64 * 1_000_000)),
+                esc(&r.target),
+                verdict(r),
+                trend(r),
+                diagnosis(r, false),
+                opt(r.requests.map(|v| v as f64), num),
+                opt(r.errors.map(|v| v as f64), num),
+                opt(r.ttft_ms.0, ms),
+                opt(r.ttft_ms.1, ms),
+                opt(r.itl_ms.0, ms),
+                opt(r.e2e_ms.1, ms),
+                opt(r.good_fraction, pct),
+                format!(
+                    "<a class=\"report\" href=\"{}\">report</a> · <a href=\"{}\">json</a>",
+                    attr(&r.report_href),
+                    attr(&r.json_href)
+                ),
+            ]
+        })
+        .collect();
+    html.push_str(&table(
+        "runs",
+        &[
+            "started",
+            "target",
+            "verdict",
+            "trend",
+            "diagnosis",
+            "requests",
+            "errors",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "e2e p99",
+            "good",
+            "run",
+        ],
+        &rows,
+    ));
+    Ok(html)
+}
+
+/// TTFT and request latency percentiles across the runs, by start time, with the runs that
+/// did not pass marked: the trend a reader looks for first.
+fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError> {
+    let oldest = w
+        .runs
+        .iter()
+        .map(|r| r.started_unix_ms)
+        .min()
+        .unwrap_or(now);
+    // The unit that keeps the axis' numbers short: seconds, minutes or hours.
+    let (unit, per) = match now - oldest {
+        span if span > 3 * 3_600_000 => ("hours", 3_600_000.0),
+        span if span > 3 * 60_000 => ("minutes", 60_000.0),
+        _ => ("seconds", 1000.0),
+    };
+    let x = |r: &RunLine| (r.started_unix_ms - now) as f64 / per;
+    let series = |f: fn(&RunLine) -> Option<f64>| -> Vec<(f64, f64)> {
+        let mut pts: Vec<(f64, f64)> = w
+            .runs
+            .iter()
+            .filter_map(|r| {
+                f(r).filter(|v| v.is_finite() && *v > 0.0)
+                    .map(|v| (x(r), v))
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    };
+    let mut plot = Plot::new(
+        &format!("trend-{i}"),
+        "Latency across recent runs",
+        Axis::linear(&format!("run start, {unit} before this page")),
+        Axis::log("ms (log)"),
+        WIDE,
+    );
+    plot.layer(
+        "TTFT p50",
+        Colour::nth(0),
+        Mark::LinePoints(series(|r| r.ttft_ms.0)),
+    )
+    .layer(
+        "TTFT p99",
+        Colour::nth(1),
+        Mark::LinePoints(series(|r| r.ttft_ms.1)),
+    )
+    .layer(
+        "e2e p99",
+        Colour::nth(2),
+        Mark::LinePoints(series(|r| r.e2e_ms.1)),
+    );
+    // Failed and errored runs, drawn at their TTFT p99 (or the chart's floor without one).
+    let floor = series(|r| r.ttft_ms.1)
+        .iter()
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min);
+    let bad: Vec<(f64, f64)> = w
+        .runs
+        .iter()
+        .filter(|r| r.verdict_kind != "pass")
+        .map(|r| (x(r), r.ttft_ms.1.unwrap_or(floor)))
+        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+        .collect();
+    plot.layer("not a pass", Colour::ERROR, Mark::Crosses(bad));
+    if plot.layers.is_empty() {
+        return Ok(
+            "<p class=\"note\">No run with latency figures yet: nothing to chart.</p>\n".into(),
+        );
+    }
+    plot.note(format!(
+        "{} run(s); each point is one run's percentile from its summary.json.",
+        w.runs.len()
+    ));
+    plot.to_html()
+}
+
+fn verdict(r: &RunLine) -> String {
+    let mut s = format!(
+        "<span class=\"verdict {}\">{}</span>",
+        attr(&r.verdict_kind),
+        esc(&r.verdict_kind)
+    );
+    if !r.reasons.is_empty() {
+        s.push_str(&format!(": {}", esc(&r.reasons.join("; "))));
+    }
+    s
+}
+
+fn trend(r: &RunLine) -> String {
+    match &r.trend {
+        Some(t) => format!("<span class=\"{}\">{}</span>", attr(t), esc(t)),
+        None => "–".into(),
+    }
+}
+
+/// The diagnosis class with its confidence, and why: in the cell under it (`why_shown`,
+/// the overview), always as the hover title.
+fn diagnosis(r: &RunLine, why_shown: bool) -> String {
+    let Some(d) = &r.diagnosis else {
+        return "–".into();
+    };
+    let mut s = format!(
+        "<span class=\"bottleneck {}\" title=\"{}\">{}</span> <span class=\"confidence\">{}</span>",
+        attr(&d.class),
+        attr(&d.why),
+        esc(&d.class),
+        esc(&d.confidence)
+    );
+    if why_shown && !d.why.is_empty() {
+        s.push_str(&format!("<small class=\"why\">{}</small>", esc(&d.why)));
+    }
+    s
+}
+
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or("–".into(), f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(id: &str, minutes_ago: i64, kind: &str, ttft_p99: Option<f64>) -> RunLine {
+        RunLine {
+            id: id.into(),
+            target: "sim".into(),
+            started_unix_ms: 10_000_000 - minutes_ago * 60_000,
+            verdict_kind: kind.into(),
+            reasons: if kind == "pass" {
+                vec![]
+            } else {
+                vec!["TTFT <p99> over 5 ms".into()]
+            },
+            trend: Some("steady".into()),
+            requests: Some(40),
+            errors: Some(0),
+            ttft_ms: (Some(1.0), ttft_p99),
+            e2e_ms: (Some(3.0), Some(9.0)),
+            diagnosis: (kind != "error").then(|| RunDiagnosis {
+                class: "queueing".into(),
+                confidence: "high".into(),
+                why: "server queue <400 ms>".into(),
+            }),
+            report_href: format!("runs/{id}/report"),
+            json_href: format!("api/runs/{id}"),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_page_lists_runs_charts_them_and_escapes_what_it_shows() {
+        let p = StatusPage {
+            now_unix_ms: 10_000_000,
+            version: "0.1.0".into(),
+            workloads: vec![
+                WorkloadRuns {
+                    name: "chat<b>".into(),
+                    running: true,
+                    runs: vec![
+                        line("r3", 1, "fail", Some(20.0)),
+                        line("r2", 2, "pass", Some(4.0)),
+                        line("r1", 3, "error", None),
+                    ],
+                },
+                WorkloadRuns {
+                    name: "quiet".into(),
+                    running: false,
+                    runs: vec![],
+                },
+            ],
+        };
+        let html = render(&p).unwrap();
+        assert!(html.contains("default-src 'none'") && !html.contains("<script"));
+        assert!(html.contains("chat&lt;b&gt; (running now)"), "{html}");
+        assert!(html.contains("Running now: chat&lt;b&gt;."));
+        assert!(html.contains("TTFT &lt;p99&gt; over 5 ms"));
+        assert!(html.contains("href=\"runs/r2/report\"") && html.contains("href=\"api/runs/r1\""));
+        assert!(html.contains("id=\"trend-0\" data-series=\"4\""), "{html}");
+        // The quiet workload has no chart, and says why.
+        assert!(!html.contains("id=\"trend-1\""));
+        assert!(html.contains("nothing to chart"));
+        assert!(html.contains("3 run(s); each point"));
+        // The diagnosis: class and confidence in each run's row, why on hover and under the
+        // overview's; a run without one shows a dash.
+        assert_eq!(
+            html.matches("<span class=\"bottleneck queueing\" title=\"server queue &lt;400 ms&gt;\">queueing</span> <span class=\"confidence\">high</span>").count(),
+            3,
+            "{html}"
+        );
+        assert!(html.contains("<small class=\"why\">server queue &lt;400 ms&gt;</small>"));
+    }
+
+    #[test]
+    fn an_empty_daemon_says_so() {
+        let html = render(&StatusPage::default()).unwrap();
+        assert!(html.contains("No run yet"), "{html}");
+        assert!(!html.contains("<table"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The inference server's engine version, model and context length, for `summary.json`'s
+//! `context.server`: read from what each engine exposes beside its `/metrics` (same host and
+//! port) — vLLM's `/version`, SGLang's `/get_server_info`, TGI's `/info`, llama.cpp's
+//! `/props` — and the OpenAI-compatible `/v1/models`. Each field not found says which routes
+//! were tried and what they answered.
+
+use crate::http::{error_chain, Endpoint};
+use canary_core::{Known, ServerContext};
+use rustls::ClientConfig;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The server's base URL from its metrics URL: the scheme and authority, path dropped.
+pub(crate) fn base_url(metrics_url: &str) -> Option<String> {
+    let (scheme, rest) = metrics_url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
+}
+
+/// The first of `keys` (`a.b` for nested) holding a string or a number, as text.
+fn text(v: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| {
+        let x = k.split('.').try_fold(v, |v, part| v.get(part))?;
+        match x {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    })
+}
+
+fn number(v: &Value, keys: &[&str]) -> Option<u64> {
+    keys.iter().find_map(|k| {
+        k.split('.')
+            .try_fold(v, |v, part| v.get(part))?
+            .as_u64()
+            .filter(|n| *n > 0)
+    })
+}
+
+/// What one engine route says: (version, model, context length).
+fn engine_info(route: &str, v: &Value) -> (Option<String>, Option<String>, Option<u64>) {
+    match route {
+        // vLLM (and canary-sim): {"version": "0.10.1"}.
+        "/version" => (text(v, &["version"]), None, None),
+        // SGLang: {"version", "model_path", "context_length"?, ...}.
+        "/get_server_info" => (
+            text(v, &["version"]),
+            text(v, &["served_model_name", "model_path"]),
+            number(v, &["context_length", "max_total_num_tokens"]),
+        ),
+        // TGI: {"model_id", "version", "max_total_tokens", ...}.
+        "/info" => (
+            text(v, &["version"]),
+            text(v, &["model_id"]),
+            number(v, &["max_total_tokens"]),
+        ),
+        // llama.cpp: {"build_info", "model_path", "default_generation_settings": {"n_ctx"}}.
+        "/props" => (
+            text(v, &["build_info"]),
+            text(v, &["model_alias", "model_path"]),
+            number(v, &["default_generation_settings.n_ctx", "n_ctx"]),
+        ),
+        _ => (None, None, None),
+    }
+}
+
+/// The first model of a `/v1/models` list: its id and `max_model_len` (vLLM, canary-sim).
+fn models_info(v: &Value) -> (Option<String>, Option<u64>) {
+    let first = v.get("data").and_then(|d| d.get(0));
+    match first {
+        Some(m) => (text(m, &["id"]), number(m, &["max_model_len"])),
+        None => (None, None),
+    }
+}
+
+/// GETs `route` on `base` and parses its JSON body; why not, in words.
+async fn get_json(
+    base: &str,
+    route: &str,
+    tls: Option<Arc<ClientConfig>>,
+    t: Duration,
+) -> Result<Value, String> {
+    let url = format!("{base}{route}");
+    let endpoint = Endpoint::parse(&url, tls).map_err(|e| error_chain(&e))?;
+    let (body, _) = endpoint.get(t).await.map_err(|e| error_chain(&e))?;
+    serde_json::from_str(&body).map_err(|e| format!("{route}: not JSON: {e}"))
+}
+
+/// The engines' info routes, in the order tried.
+const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
+
+/// What the server at `base` says of itself. `/v1/models` first (the model and, on vLLM,
+/// `max_model_len`), then each engine's route until one gives a version.
+pub(crate) async fn server_context(
+    base: &str,
+    tls: Option<Arc<ClientConfig>>,
+    timeout: Duration,
+) -> ServerContext {
+    let mut tried: Vec<String> = Vec::new();
+    let (mut model, mut max_len) = (None, None);
+    match get_json(base, "/v1/models", tls.clone(), timeout).await {
+        Ok(v) => (model, max_len) = models_info(&v),
+        Err(e) => tried.push(e),
+    }
+    let mut version = None;
+    for route in ROUTES {
+        match get_json(base, route, tls.clone(), timeout).await {
+            Ok(v) => {
+                let (ver, m, len) = engine_info(route, &v);
+                model = model.or(m);
+                max_len = max_len.or(len);
+                if ver.is_some() {
+                    version = ver;
+                    break;
+                }
+                tried.push(format!("{route}: no version in its answer"));
+            }
+            Err(e) => tried.push(e),
+        }
+    }
+    let why = |what: &str| format!("{what} not found: {}", tried.join("; "));
+    ServerContext {
+        version: Known::from_option(version, why("version")),
+        model: Known::from_option(model, why("model")),
+        max_model_len: Known::from_option(max_len, why("context length")),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_base_of_a_metrics_url() {
+        assert_eq!(
+            base_url("http://127.0.0.1:8000/metrics").unwrap(),
+            "http://127.0.0.1:8000"
+        );
+        assert_eq!(base_url("https://h/metrics?x=1").unwrap(), "https://h");
+        assert!(base_url("metrics").is_none());
+    }
+
+    #[test]
+    fn each_engine_route_is_read_by_its_own_keys() {
+        let props = json!({"build_info": "b5000-abc", "model_path": "/m/q.gguf",
+                           "default_generation_settings": {"n_ctx": 4096}});
+        assert_eq!(
+            engine_info("/props", &props),
+            (
+                Some("b5000-abc".into()),
+                Some("/m/q.gguf".into()),
+                Some(4096)
+            )
+        );
+        let tgi = json!({"model_id": "m", "version": "3.0.1", "max_total_tokens": 8192});
+        assert_eq!(
+            engine_info("/info", &tgi),
+            (Some("3.0.1".into()), Some("m".into()), Some(8192))
+        );
+        let models = json!({"data": [{"id": "canary-sim", "max_model_len": 1000}]});
+        assert_eq!(
+            models_info(&models),
+            (Some("canary-sim".into()), Some(1000))
+        );
+        assert_eq!(models_info(&json!({"data": []})), (None, None));
+    }
+}
