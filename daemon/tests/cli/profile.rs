@@ -265,10 +265,18 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
     assert_eq!(s["completed"], 8 - cancelled.len());
     assert!(text(&out).contains(&format!("cancelled {}", cancelled.len())));
 
-    let out = profile(dir.path(), &url, &["--request-cancellation-delay", "1"]);
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--overwrite", "--request-cancellation-delay", "1"],
+    );
     assert!(!out.status.success());
     assert!(text(&out).contains("--request-cancellation-rate, which picks them, is not given"));
-    let out = profile(dir.path(), &url, &["--request-cancellation-rate", "150"]);
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--overwrite", "--request-cancellation-rate", "150"],
+    );
     assert!(!out.status.success());
     assert!(
         text(&out).contains("--request-cancellation-rate 150: expected a percentage"),
