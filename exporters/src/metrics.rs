@@ -402,10 +402,7 @@ impl Instruments {
             );
         }
         let mut status = attrs.clone();
-        status.push(KeyValue::new(
-            attr::REQUEST_STATUS,
-            if rec.is_ok() { "ok" } else { "error" },
-        ));
+        status.push(KeyValue::new(attr::REQUEST_STATUS, rec.status.as_str()));
         self.requests.add(1, &status);
         if rec.error.is_some() {
             self.errors.add(1, &attrs);

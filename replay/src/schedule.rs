@@ -154,6 +154,14 @@ impl Schedule {
 }
 
 impl Timing {
+    /// Run time itself: timestamps are microseconds from the run start (generated arrivals).
+    pub(crate) fn real_time() -> Timing {
+        Timing {
+            origin_us: 0,
+            speedup: 1.0,
+        }
+    }
+
     /// The trace-time divisor.
     pub fn speedup(&self) -> f64 {
         self.speedup

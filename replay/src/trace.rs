@@ -35,6 +35,7 @@ mod field;
 mod mooncake;
 mod read;
 mod select;
+mod synthesize;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +52,7 @@ use serde::Serialize;
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use error::{TraceError, TraceErrorKind};
 pub use select::{Number, Selection, SelectionReport, Shard};
+pub use synthesize::{synthesize, Synthesis, SynthesisError, SynthesisReport};
 
 use read::{Guard, Lines, Rows};
 

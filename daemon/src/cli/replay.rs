@@ -57,7 +57,7 @@ pub struct ShapeArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
-    #[arg(long, default_value_t = Plan::WARMUP_REQUESTS)]
+    #[arg(long, visible_alias = "warmup-request-count", default_value_t = Plan::WARMUP_REQUESTS)]
     pub warmup_requests: usize,
     /// Multiply input and output lengths (and the block size) by F, keeping block structure.
     #[arg(long, value_name = "F", value_parser = positive_number)]
@@ -233,22 +233,23 @@ impl ShapeArgs {
 
     /// Sets `plan`'s trace selection, pacing, prompts, limits, SLOs and artifacts from these
     /// flags (the target and its key are the caller's).
-    fn apply(&self, plan: &mut Plan) {
-        let trace = plan.trace_mut();
-        trace.speedup = self.speedup;
-        trace.read.skip_invalid = self.skip_invalid;
-        trace.read.burstgpt_failed = self.burstgpt_failed;
-        trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
-        trace.selection = Selection {
-            start_offset: self.start_offset,
-            end_offset: self.end_offset,
-            max_requests: self.max_requests,
-            scale_lengths: self.scale_lengths,
-            max_input_tokens: self.max_input_tokens,
-            max_output_tokens: self.max_output_tokens,
-            shard: self.shard,
-            ..trace.selection.clone()
-        };
+    pub(crate) fn apply(&self, plan: &mut Plan) {
+        if let Some(trace) = plan.trace_mut() {
+            trace.speedup = self.speedup;
+            trace.read.skip_invalid = self.skip_invalid;
+            trace.read.burstgpt_failed = self.burstgpt_failed;
+            trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
+            trace.selection = Selection {
+                start_offset: self.start_offset,
+                end_offset: self.end_offset,
+                max_requests: self.max_requests,
+                scale_lengths: self.scale_lengths,
+                max_input_tokens: self.max_input_tokens,
+                max_output_tokens: self.max_output_tokens,
+                shard: self.shard,
+                ..trace.selection.clone()
+            };
+        }
         plan.set_length_limit(self.trace_limits.length_limit);
         plan.prompts = PromptSpec {
             tokenizer: match &self.tokenizer {

@@ -39,7 +39,10 @@ fn a_good_file_gets_its_defaults() {
     let chat = &c.workloads[0];
     assert_eq!(
         chat.trace,
-        TraceSource::File("/etc/canaryd/traces/m.jsonl".into(), None)
+        Some(TraceSource::File(
+            "/etc/canaryd/traces/m.jsonl".into(),
+            None
+        ))
     );
     assert_eq!(
         chat.cadence,
@@ -49,7 +52,7 @@ fn a_good_file_gets_its_defaults() {
         }
     );
     assert_eq!(chat.slos.slos.len(), 1);
-    assert_eq!(c.workloads[1].trace, TraceSource::Bundled);
+    assert_eq!(c.workloads[1].trace, Some(TraceSource::Bundled));
     assert!(matches!(c.workloads[1].cadence, Cadence::Cron { .. }));
 }
 

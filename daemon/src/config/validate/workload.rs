@@ -59,20 +59,24 @@ fn workload(
             ),
         ));
     }
-    let cadence = cadence(&name, at, w.every, w.cron, w.jitter, src)?;
-    let trace = if w.trace == BUNDLED_TRACE {
-        TraceSource::Bundled
-    } else {
-        let format = w.format.map(|f| match f {
-            raw::FormatName::Mooncake => TraceFormat::Mooncake,
-            raw::FormatName::Bailian => TraceFormat::Bailian,
-            raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
-        });
-        TraceSource::File(src.rel(PathBuf::from(&w.trace)), format)
-    };
     let length_limit = w
         .length_limit
         .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+    let concurrency = w.concurrency.map(|c| c.0);
+    let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
+    let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
+    let trace = match w.trace.as_deref() {
+        None => None,
+        Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
+        Some(path) => {
+            let format = w.format.map(|f| match f {
+                raw::FormatName::Mooncake => TraceFormat::Mooncake,
+                raw::FormatName::Bailian => TraceFormat::Bailian,
+                raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
+            });
+            Some(TraceSource::File(src.rel(PathBuf::from(path)), format))
+        }
+    };
     let scale_lengths = w.scale_lengths.map(|f| (f.span().start, f.into_inner().0));
     if let Some((f_at, f)) = scale_lengths.filter(|&(_, f)| f > f64::from(length_limit)) {
         // Every row holds at least one token: all of them would end over the limit.
@@ -91,6 +95,8 @@ fn workload(
         start_at,
         target: w.target.into_inner(),
         trace,
+        synthetic: shape.synthetic,
+        cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),
         end_offset: w.end_offset.map(|d| d.0),
         max_requests: w.max_requests,
@@ -100,7 +106,7 @@ fn workload(
         max_line_bytes: w
             .max_line_bytes
             .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
-        concurrency: w.concurrency.map(|c| c.0),
+        concurrency,
         warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
