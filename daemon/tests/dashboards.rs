@@ -67,9 +67,16 @@ fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
 /// The series a PromQL instant query returns now (what a Grafana stat panel with an
 /// instant query shows).
 fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
+    // At the next whole second: VictoriaMetrics takes an instant query's time to the whole
+    // second, and the last export is a fraction of a second old, so "now" can miss it.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
     let (status, body) = get(
         port,
-        &format!("/api/v1/query?query={}", percent_encode(expr)),
+        &format!("/api/v1/query?query={}&time={at}", percent_encode(expr)),
     );
     let v: serde_json::Value =
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{status}: {e}: {body} for {expr}"));
