@@ -4,6 +4,10 @@
 //! `std::time::Instant` on Linux, so kernel events, telemetry samples and request records can be
 //! subtracted from each other. Wall-clock time only labels exports (see [`WallAnchor`]).
 
+mod quality;
+
+pub use quality::{ClockReport, KernelSync, StartReport};
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A point on `CLOCK_MONOTONIC`, in nanoseconds since boot.

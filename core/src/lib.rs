@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod by_url;
 mod clock;
 pub mod compare;
 mod context;
@@ -42,7 +43,8 @@ mod telemetry;
 mod timeline;
 mod trace;
 
-pub use clock::{MonoTime, RealtimeMap, WallAnchor};
+pub use by_url::{ByUrl, UrlSummary};
+pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
 pub use context::{
     CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
     RunContext, ServerContext, WorkloadContext,

@@ -2,6 +2,7 @@
 //! observers added, and how the run went (stopped early, requests never sent, the in-flight
 //! ceiling, canaryd's own bottleneck). It is `summary.json` without its `run` block.
 
+use crate::clock::ClockReport;
 use crate::diagnosis::Diagnosis;
 use crate::summary::RunSummary;
 use crate::telemetry::RunTelemetry;
@@ -25,6 +26,9 @@ pub struct RunOutcome {
     /// The same start on CLOCK_MONOTONIC: record times are milliseconds after it, so other
     /// observers on this host (the simulator's ground truth, eBPF) can be compared directly.
     pub t0_monotonic_ns: u64,
+    /// How the run tied wall-clock time to its monotonic clock, and how far this host's wall
+    /// clock can be trusted (the kernel's view); the common start, when given.
+    pub clock: ClockReport,
     /// The run's in-flight ceiling and what set it.
     pub in_flight_cap: InFlightCap,
     /// Set when canaryd itself was the bottleneck: requests it could not send for lack of

@@ -33,6 +33,9 @@ pub struct RequestRecord {
     pub hold_ms: f64,
     /// Kernel socket cookie (`SO_COOKIE`) of the connection it used: the key eBPF events join on.
     pub socket_cookie: Option<u64>,
+    /// The URL it was sent to (one of several with `--url` repeated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Time to open the connection, when this request opened a new one.
     pub connect_ms: Option<f64>,
     /// Time to the response head (status line and headers). This and the response times
@@ -55,7 +58,7 @@ pub struct RequestRecord {
     pub output_tokens_per_s: Option<f64>,
     /// Content-bearing chunks received.
     pub chunks: u32,
-    /// `ok` or `error`.
+    /// `ok`, `error` or `cancelled`.
     pub status: Status,
     /// What went wrong, when `status` is `error`.
     pub error: Option<RequestError>,
@@ -102,6 +105,20 @@ pub enum Status {
     Ok,
     /// It did not; see [`RequestError`].
     Error,
+    /// The client closed it on purpose (`--request-cancellation-rate`), keeping what it had
+    /// received: neither an error nor a completion, counted apart.
+    Cancelled,
+}
+
+impl Status {
+    /// The name `records.jsonl` and the exporters use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// Server-reported token counts (`usage` of the last chunk).
@@ -365,6 +382,11 @@ impl RequestRecord {
     /// True when the request completed.
     pub fn is_ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// True when the client cancelled it on purpose.
+    pub fn is_cancelled(&self) -> bool {
+        self.status == Status::Cancelled
     }
 
     /// Time to the first token as canaryd's code saw it (user space), whatever clock

@@ -20,6 +20,7 @@ pub struct Aggregator {
     metrics: BTreeMap<&'static str, (&'static str, Distribution)>,
     requests: u64,
     completed: u64,
+    cancelled: u64,
     warmup: u64,
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
@@ -34,6 +35,7 @@ pub struct Aggregator {
     first_sent_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
+    by_url: crate::ByUrl,
     rx: RxSummary,
     timeline: ClientTimeline,
 }
@@ -93,6 +95,7 @@ impl Aggregator {
             return;
         }
         self.requests += 1;
+        self.by_url.add(r);
         self.timeline.add(r);
         self.first_sent_ms = Some(
             self.first_sent_ms
@@ -106,6 +109,12 @@ impl Aggregator {
         self.record("schedule_hold", Some(r.hold_ms));
         self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
         self.record("connect_time", r.connect_ms);
+        // Cancelled on purpose: neither the target's error nor a miss, and its partial
+        // latencies would skew every statistic of completed requests.
+        if r.is_cancelled() {
+            self.cancelled += 1;
+            return;
+        }
         for (metric, shortfall) in self.goodput.shortfalls(r) {
             match shortfall {
                 Shortfall::Missed => *self.slo_misses.entry(metric.name()).or_default() += 1,
@@ -179,7 +188,7 @@ impl Aggregator {
 
     /// Errors added so far.
     pub fn errors(&self) -> u64 {
-        self.requests - self.completed
+        self.requests - self.completed - self.cancelled
     }
 
     /// The requests added so far over the run's time (for the diagnosis).
@@ -196,9 +205,10 @@ impl Aggregator {
         let rate_unavailable = rate_unavailable(self.requests, duration_s);
         let has_rate = rate_unavailable.is_none();
         let per_s = |n: u64| has_rate.then(|| n as f64 / duration_s);
-        let errors = self.requests - self.completed;
-        // Requests canaryd itself failed to send say nothing of the target.
-        let judged = self.requests - self.client_errors;
+        let errors = self.errors();
+        // Requests canaryd itself failed to send, or cancelled on purpose, say nothing of the
+        // target.
+        let judged = self.requests - self.client_errors - self.cancelled;
         let goodput = (!self.goodput.is_empty()).then(|| GoodputSummary {
             slos: self.goodput.to_string(),
             good_requests: self.good,
@@ -223,6 +233,7 @@ impl Aggregator {
             requests: self.requests,
             completed: self.completed,
             errors,
+            cancelled: self.cancelled,
             client_errors: self.client_errors,
             error_rate: fraction(errors - self.client_errors, judged),
             errors_by_kind: self
@@ -242,6 +253,7 @@ impl Aggregator {
             total_reasoning_tokens: self.reasoning_tokens,
             goodput,
             token_agreement: self.agreement.clone(),
+            by_url: self.by_url.summary(),
             receive_timestamps: self.rx.clone(),
             metrics: self
                 .metrics
@@ -292,12 +304,17 @@ pub struct RunSummary {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
+    /// Requests the client cancelled on purpose (`--request-cancellation-rate`): neither
+    /// completed nor failed, left out of every statistic but the schedule's and out of
+    /// `error_rate` and goodput.
+    #[serde(default)]
+    pub cancelled: u64,
     /// Of those, requests canaryd failed itself for lack of its own resources
     /// (`client_resources`): canaryd was the bottleneck, not the target.
     #[serde(default)]
     pub client_errors: u64,
-    /// The target's errors over the requests it was sent:
-    /// `(errors - client_errors) / (requests - client_errors)`.
+    /// The target's errors over the requests it was sent and not cancelled:
+    /// `(errors - client_errors) / (requests - client_errors - cancelled)`.
     pub error_rate: f64,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
@@ -329,6 +346,10 @@ pub struct RunSummary {
     pub goodput: Option<GoodputSummary>,
     /// How the server's token counts compare with what was asked.
     pub token_agreement: TokenAgreement,
+    /// Each URL's share of the run, when requests named their URL (`--url` repeated shows an
+    /// unbalanced replica here).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_url: BTreeMap<String, crate::UrlSummary>,
     /// How the completed requests' response times were taken: kernel receive timestamps,
     /// exact or bounds, or canaryd's reads.
     #[serde(default)]
@@ -403,7 +424,7 @@ pub struct GoodputSummary {
     pub slos: String,
     /// Requests that completed and met every SLO.
     pub good_requests: u64,
-    /// `good_requests / (requests - client_errors)`.
+    /// `good_requests / (requests - client_errors - cancelled)`.
     pub good_request_fraction: f64,
     /// Good requests per second; `None` when the run has no rates (see
     /// [`RunSummary::rate_unavailable`]).
@@ -630,6 +651,46 @@ mod tests {
             .metrics
             .contains_key("ttft_minus_server_prompt_time"));
     }
+
+    // Issue 17: a request the client cancels on purpose is neither the target's error nor a
+    // completion, and its partial latencies stay out of the completed requests' statistics.
+    #[test]
+    fn cancelled_requests_are_counted_apart() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        agg.add(&ok(0, 0.0, 40.0, 100.0, 5), &ChunkGaps::new());
+        let mut cut = ok(1, 0.0, 900.0, 1000.0, 3);
+        cut.status = Status::Cancelled;
+        cut.e2e_ms = None;
+        agg.add(&cut, &ChunkGaps::from(&[5.0, 5.0][..]));
+        let mut failed = ok(2, 0.0, 1.0, 1.0, 2);
+        failed.status = Status::Error;
+        failed.error = Some(RequestError {
+            kind: ErrorKind::Timeout,
+            http_status: None,
+            message: String::new(),
+        });
+        agg.add(&failed, &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!(
+            (s.requests, s.completed, s.errors, s.cancelled),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(agg.errors(), 1);
+        // One timeout over the two requests that were not cancelled.
+        assert_eq!(s.error_rate, 0.5);
+        let g = s.goodput.as_ref().unwrap();
+        assert_eq!(g.good_request_fraction, 0.5);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
+        assert_eq!(s.metrics["time_to_first_token"].count, 1);
+        assert!(!s.metrics.contains_key("inter_chunk_latency"));
+        assert_eq!(s.metrics["schedule_lag"].count, 3);
+        assert_eq!(s.total_output_tokens, 5);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["cancelled"], 1);
+        let rec = serde_json::to_value(&cut).unwrap();
+        assert_eq!(rec["status"], "cancelled");
+    }
+
     // Issue 16: TTFT on the kernel's receive clock, canaryd's own delay reported beside it.
     #[test]
     fn kernel_stamped_requests_report_canaryds_read_delay_beside_ttft() {

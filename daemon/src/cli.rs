@@ -5,5 +5,7 @@ pub mod demo;
 pub mod doctor;
 pub mod one_shot;
 pub mod otlp_flags;
+pub mod profile;
 pub mod replay;
 pub mod report;
+pub mod synthesize;

@@ -104,8 +104,13 @@ pub use canary_replay::ApiKeySource;
 pub struct Target {
     /// Its name in the file.
     pub name: String,
-    /// Base URL.
+    /// Base URL (the first of several).
     pub url: String,
+    /// More URLs of the same service (`url = [..]`): the same settings, requests spread by
+    /// `url_strategy`. `/metrics` is scraped from `url` only.
+    pub replica_urls: Vec<String>,
+    /// How requests are spread over several URLs.
+    pub url_strategy: canary_replay::Balance,
     /// Model sent in each request.
     pub model: String,
     /// Chat or completions.
@@ -147,8 +152,12 @@ pub struct Workload {
     pub name: String,
     /// The target's name.
     pub target: String,
-    /// The trace.
-    pub trace: TraceSource,
+    /// The trace; `None` for a synthetic load ([`Workload::synthetic`]).
+    pub trace: Option<TraceSource>,
+    /// Synthetic requests at a rate or from a closed loop of users, when there is no trace.
+    pub synthetic: Option<shape::Synthetic>,
+    /// Requests cancelled on purpose.
+    pub cancellation: Option<canary_replay::Cancellation>,
     /// Window start in trace time.
     pub start_offset: Option<Duration>,
     /// Window end in trace time.
@@ -181,6 +190,8 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Prompt seed.
     pub prompt_seed: u64,
+    /// The wall-clock instant each run's schedule starts at, and the lateness allowed.
+    pub start_at: Option<canary_replay::StartAt>,
 }
 
 pub mod cadence;
@@ -188,11 +199,13 @@ pub(crate) mod duration;
 mod otlp;
 mod plan;
 pub mod raw;
+mod shape;
 pub(crate) mod size;
 mod validate;
 
 pub use otlp::{Otlp, OtlpHeader};
 pub use plan::WorkloadPlan;
+pub use shape::Synthetic;
 
 impl Config {
     /// What is valid but will not work on this host yet (trace files or key files missing,
@@ -207,7 +220,7 @@ impl Config {
             ));
         }
         for w in &self.workloads {
-            if let TraceSource::File(path, _) = &w.trace {
+            if let Some(TraceSource::File(path, _)) = &w.trace {
                 if !path.exists() {
                     out.push(format!(
                         "workloads.{}.trace: {} does not exist (its runs will be errors until it does)",

@@ -7,7 +7,7 @@ use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_core::{Observer, Observers, RunOutcome, Source, SourceState};
 use canary_replay::{
-    LoadError, LoadShape, Plan, Progress, PromptBuilder, PromptSpec, ReplayError, RunInfo, Setting,
+    LoadError, Plan, Progress, PromptBuilder, PromptSpec, ReplayError, RunInfo, Setting,
     SettingError,
 };
 use std::future::Future;
@@ -78,30 +78,28 @@ pub async fn execute(
     plan.validate().map_err(|e| spelled(e, spell))?;
     plan.read_api_key().map_err(|e| spelled(e, spell))?;
 
-    // Load: the trace, windowed and scaled, then its schedule.
-    let LoadShape::Trace(trace) = &plan.load;
-    let loaded = trace
-        .load(&shutdown)
+    // Load: the trace, windowed and scaled, then its schedule; or the synthetic requests
+    // of a rate or a closed loop, generated as they come due.
+    let prepared = plan
+        .load
+        .prepare(plan.replay.length_limit, &shutdown)
         .await
         .map_err(|e| load_error(e, spell));
-    let Some(mut loaded) = loaded.context("loading the trace")? else {
+    let Some(prepared) = prepared.context("loading the trace")? else {
         return Ok(None);
     };
-    let schedule = loaded.take_schedule().map_err(|e| load_error(e, spell))?;
 
     // Synthesize: the tokenizer and the prompt synthesizer; each prompt is built just in
     // time, shortly before its deadline, by the dispatcher.
     let prompts = front.prompts(&plan.prompts)?;
-    let info = RunInfo::new(&plan, &loaded, &prompts);
+    let info = RunInfo::new(&plan, &prepared, &prompts);
     tracing::info!(
         workload = %plan.workload,
         run = %plan.replay.run_id,
-        requests = schedule.len(),
-        span_s = format!("{:.1}", schedule.span().as_secs_f64()),
+        requests = prepared.work.expected_requests(),
         url = %plan.replay.target.url(),
-        "replaying {} at {}x",
-        loaded.trace.path.display(),
-        plan.trace().speedup
+        "{}",
+        plan.load.describe()
     );
 
     // Dispatch, measure and correlate: each request released at its deadline and measured,
@@ -109,9 +107,9 @@ pub async fn execute(
     // observers saw at the same moments.
     let stop_sources = CancellationToken::new();
     let observers = attach(observe, front.observers(), &stop_sources);
-    let outcome = canary_replay::run(
-        plan.replay,
-        schedule,
+    let outcome = canary_replay::run_work(
+        plan.dispatcher_config(),
+        prepared.work,
         prompts,
         info.clone(),
         Some(observers),

@@ -24,14 +24,16 @@ mod bundled;
 mod cli;
 pub mod config;
 pub mod execute;
+mod instant;
 pub mod judge;
 pub mod service;
 
 pub use bundled::BUNDLED_TRACE_NAME;
+pub use cli::profile::ProfileArgs;
 pub use cli::replay::{ReplayArgs, ShapeArgs};
 pub use config::duration::parse as parse_duration;
 
-use cli::{demo, doctor, one_shot};
+use cli::{demo, doctor, one_shot, profile, synthesize};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -63,8 +65,14 @@ pub enum LogFormat {
 pub enum Command {
     /// Replay a trace against an OpenAI-compatible server, once.
     Replay(Box<ReplayArgs>),
+    /// Measure a server under any load shape, with aiperf's flags: a trace (`--trace`), an
+    /// open-loop rate (`--request-rate`) or a closed loop of users (`--concurrency`).
+    Profile(Box<ProfileArgs>),
     /// Describe a trace: rate, bursts, lengths, sessions, ideal prefix-cache hit rate.
     AnalyzeTrace(AnalyzeArgs),
+    /// Write a new trace from one: prefixes and prompts scaled, roots multiplied, lengths
+    /// capped, time sped up (as `aiperf synthesize`).
+    Synthesize(synthesize::SynthesizeArgs),
     /// Serve the simulated OpenAI-compatible inference server.
     Sim(Box<canary_sim::Args>),
     /// Replay the bundled Mooncake slice against the built-in simulator.
@@ -115,6 +123,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::AnalyzeTrace(args) => analyze(&args),
+        Command::Synthesize(args) => synthesize::synthesize(&args),
         Command::Replay(args) => interruptible(|shutdown| async move {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
@@ -128,6 +137,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
             Ok(run.as_ref().map_or(INTERRUPTED, one_shot::exit_status))
         }),
+        Command::Profile(args) => {
+            interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })
+        }
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
         Command::CheckConfig(args) => {

@@ -4,6 +4,10 @@
 mod common;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/profile.rs"]
+mod profile;
+#[path = "cli/synthesize.rs"]
+mod synthesize;
 
 use canary_testkit::{Hostile, HostileServer};
 use common::{assert_no_file_holds, fake_nvml, free_port, shared, text};

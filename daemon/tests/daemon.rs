@@ -778,3 +778,50 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
         .unwrap();
     assert_eq!(samples, None);
 }
+
+#[test]
+fn a_synthetic_workload_runs_as_a_closed_loop_over_two_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, pa) = sim();
+    let (_b, pb) = sim();
+    // No trace: 10 requests of 20 tokens in, 4 out, from 2 users, spread over two replicas.
+    let extra = format!(
+        "[targets.pair]\nurl = [\"http://127.0.0.1:{pa}\", \"http://127.0.0.1:{pb}\"]\n\
+         model = \"canary-sim\"\n\
+         [workloads.loop]\ntarget = \"pair\"\nisl = 20\nosl = 4\nconcurrency = 2\n\
+         request_count = 10\nevery = \"1h\"\n"
+    );
+    let config = write_config(dir.path(), pa, &extra);
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let run = eventually(90, "a finished run of the synthetic workload", || {
+        let all = runs(status);
+        let done = of(&all, "loop")
+            .into_iter()
+            .find(|r| r["artifacts"].is_string() && r["verdict_kind"].is_string())?;
+        Some(done.clone())
+    });
+    let log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
+    assert_eq!(run["verdict"], "pass", "{run}\n{}", log());
+    let artifacts = Path::new(run["artifacts"].as_str().unwrap());
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(artifacts.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["run"]["load"]["shape"], "closed_loop", "{s}");
+    assert_eq!(s["run"]["load"]["users"], 2, "{s}");
+    assert_eq!(
+        (s["requests"].as_u64(), s["completed"].as_u64()),
+        (Some(10), Some(10))
+    );
+    let by_url = s["by_url"].as_object().expect("a per-URL breakdown");
+    assert_eq!(by_url.len(), 2, "{by_url:?}");
+    for (url, share) in by_url {
+        assert_eq!(share["requests"], 5, "{url}");
+    }
+    let records = std::fs::read_to_string(artifacts.join("records.jsonl")).unwrap();
+    for line in records.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["usage"]["prompt_tokens"], 20, "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 4, "{r}");
+    }
+}

@@ -64,6 +64,43 @@ fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
 
+/// The series a PromQL instant query returns now (what a Grafana stat panel with an
+/// instant query shows).
+fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
+    // At the next whole second: VictoriaMetrics takes an instant query's time to the whole
+    // second, and the last export is a fraction of a second old, so "now" can miss it.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    let (status, body) = get(
+        port,
+        &format!("/api/v1/query?query={}&time={at}", percent_encode(expr)),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{status}: {e}: {body} for {expr}"));
+    assert_eq!(v["status"], "success", "{expr}: {body}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// The one query of the overview panel titled `title`.
+fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_json::Value {
+    let (_, d) = all
+        .iter()
+        .find(|(p, _)| p.ends_with("canaryd-overview.json"))
+        .expect("the overview dashboard");
+    let p = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["title"] == title)
+        .unwrap_or_else(|| panic!("no panel {title}"));
+    let targets = p["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{title}");
+    targets[0].clone()
+}
+
 fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/dashboards");
     let mut out: Vec<_> = std::fs::read_dir(&dir)
@@ -201,6 +238,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             .replace("$target", "127.0.0.1")
             .replace("$host", &host)
             .replace("$__rate_interval", "30s")
+            // The dashboard's time range (an instant stat's window).
+            .replace("$__range", "3m")
     };
     let mut checked = 0;
     let mut empty = Vec::new();
@@ -255,6 +294,38 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         }
     }
     assert!(checked >= 25, "only {checked} queries checked");
+
+    // The diagnosis panels show the class and confidence this run was diagnosed with.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let class = summary["diagnosis"]["class"].as_str().unwrap();
+    let confidence = summary["diagnosis"]["confidence"].as_str().unwrap();
+    let last = overview_query(&all, "Last diagnosis");
+    assert_eq!(last["instant"], true, "a stat of the current state");
+    let series = query_instant(vm_port, &fill(last["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "one workload, one class: {series:?}");
+    let m = &series[0]["metric"];
+    assert_eq!(m["canary_workload"], workload, "{series:?}");
+    assert_eq!(m["canary_run_bottleneck"], class, "{series:?}");
+    assert_eq!(
+        m["canary_run_bottleneck_confidence"], confidence,
+        "{series:?}"
+    );
+    assert_eq!(series[0]["value"][1], "1", "{series:?}");
+    let timeline = overview_query(&all, "Diagnosis per run");
+    let series = query_range(vm_port, &fill(timeline["expr"].as_str().unwrap()));
+    let classes: Vec<_> = series
+        .iter()
+        .map(|s| s["metric"]["canary_run_bottleneck"].clone())
+        .collect();
+    assert_eq!(classes, [class], "{series:?}");
+    // The last verdict is a stat of the current state too: the replay's `unjudged`.
+    let verdict = overview_query(&all, "Last verdict");
+    assert_eq!(verdict["instant"], true);
+    let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(series[0]["metric"]["canary_run_verdict"], "unjudged");
     assert!(
         empty.is_empty(),
         "panels with no data:\n{}",

@@ -66,6 +66,51 @@ fn shard_job_runs_one_shard_per_completion_index() {
     );
 }
 
+/// The command `shard-job.yaml` and the README give for filling in `START_AT`.
+const FILL_START_AT: &str = "START_AT=$(date -u -d '+2 minutes' +%Y-%m-%dT%H:%M:%SZ)";
+
+#[test]
+fn shard_job_starts_every_pod_at_one_instant_filled_in_at_creation() {
+    let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
+    assert!(job.contains("--start-at \"${START_AT}\""), "{job}");
+    assert!(
+        job.contains("- {name: START_AT, value: \"__START_AT__\"}"),
+        "{job}"
+    );
+    let fill = "sed \"s/__START_AT__/$START_AT/\" deploy/k8s/shard-job.yaml | kubectl create -f -";
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    for (name, text) in [("shard-job.yaml", &job), ("README.md", &readme)] {
+        assert!(text.contains(FILL_START_AT), "{name} lacks {FILL_START_AT}");
+        assert!(text.contains(fill), "{name} lacks {fill}");
+    }
+    // The instant that command produces is one canaryd takes; the placeholder is refused.
+    let script = format!("{FILL_START_AT}; printf %s \"$START_AT\"");
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let start_at = String::from_utf8(out.stdout).unwrap();
+    for (value, accepted) in [(start_at.as_str(), true), ("__START_AT__", false)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args([
+                "replay",
+                "--trace",
+                "/nonexistent/trace.jsonl",
+                "--model",
+                "m",
+            ])
+            .args(["--url", "http://127.0.0.1:9", "--start-at", value])
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert_eq!(!err.contains("RFC 3339"), accepted, "{value:?}: {err}");
+        if accepted {
+            assert!(err.contains("/nonexistent/trace.jsonl"), "{value:?}: {err}");
+        }
+    }
+}
+
 #[test]
 fn systemd_unit_points_to_a_readme_section_that_exists() {
     let unit = std::fs::read_to_string(deploy("systemd/canaryd.service")).unwrap();

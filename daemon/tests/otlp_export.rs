@@ -28,9 +28,14 @@ struct SimArgs {
 }
 
 async fn sim() -> canary_sim::SimHandle {
-    let args = SimArgs::try_parse_from(["sim", "--port", "0", "--profile", "fast"])
-        .unwrap()
-        .sim;
+    sim_with("0", &[]).await
+}
+
+/// The fast simulator on `port` (0: any) with extra flags (faults).
+async fn sim_with(port: &str, extra: &[&str]) -> canary_sim::SimHandle {
+    let mut args = vec!["sim", "--port", port, "--profile", "fast"];
+    args.extend_from_slice(extra);
+    let args = SimArgs::try_parse_from(args).unwrap().sim;
     canary_sim::spawn(canary_sim::Config::try_from(args).unwrap())
         .await
         .expect("simulator starts")
@@ -83,6 +88,24 @@ fn counter_total(m: &Metric, filter: &[(&str, &str)]) -> f64 {
             None => 0.0,
         })
         .sum()
+}
+
+/// Each point of a gauge: (the value of attribute `key`, the point's value).
+fn gauge_points(m: &Metric, key: &str) -> HashMap<String, f64> {
+    let Some(metric::Data::Gauge(g)) = &m.data else {
+        panic!("{} is not a gauge", m.name)
+    };
+    g.data_points
+        .iter()
+        .map(|p| {
+            let v = match p.value {
+                Some(number_data_point::Value::AsInt(i)) => i as f64,
+                Some(number_data_point::Value::AsDouble(d)) => d,
+                None => f64::NAN,
+            };
+            (attrs(&p.attributes)[key].clone(), v)
+        })
+        .collect()
 }
 
 fn prompts() -> Arc<PromptBuilder> {
@@ -368,6 +391,77 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
                 .find(|(k, _)| k == "content-type")
                 .map(|(_, v)| v.as_str()),
             Some("application/x-protobuf")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_diagnosis_is_a_state_set_that_follows_the_runs() {
+    // Two real runs of one workload and target with different diagnoses: a clean one, then,
+    // from a simulator restarted on the same port, one whose every request gets a 503
+    // (target-errors).
+    let clean = sim().await;
+    let receiver = Receiver::start().await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (labels, first) = replay(&clean, &exporter, d1.path()).await;
+    exporter.export_run(&labels, &first, None);
+    let port = labels.server_port.to_string();
+    clean.shutdown().await.unwrap();
+    let failing = sim_with(&port, &["--fault-rate", "1", "--fault", "status=503"]).await;
+    let (labels, last) = replay(&failing, &exporter, d2.path()).await;
+    assert_eq!(labels.server_port.to_string(), port);
+    exporter.export_run(&labels, &last, None);
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let (c1, c2) = (
+        first.diagnosis.class.as_str(),
+        last.diagnosis.class.as_str(),
+    );
+    assert_eq!(c2, "target-errors", "{:?}", last.diagnosis.why);
+    assert_ne!(c1, c2, "{:?}", first.diagnosis.why);
+
+    let ms = receiver.last_metrics();
+    let classes = gauge_points(
+        metric(&ms, "canary.run.bottleneck.state"),
+        "canary.run.bottleneck",
+    );
+    // Every class is there, only the last run's is 1: the first run's went back to 0.
+    let all: Vec<&str> = canary_core::Bottleneck::ALL.map(|b| b.as_str()).to_vec();
+    let mut got: Vec<&str> = classes.keys().map(String::as_str).collect();
+    got.sort();
+    let mut want = all.clone();
+    want.sort();
+    assert_eq!(got, want);
+    for c in all {
+        assert_eq!(
+            classes[c],
+            if c == c2 { 1.0 } else { 0.0 },
+            "{c}: {classes:?}"
+        );
+    }
+    let confidence = gauge_points(
+        metric(&ms, "canary.run.bottleneck.confidence.state"),
+        "canary.run.bottleneck.confidence",
+    );
+    assert_eq!(confidence.len(), 3, "{confidence:?}");
+    let now = last.diagnosis.confidence.as_str();
+    for (c, v) in &confidence {
+        assert_eq!(*v, if c == now { 1.0 } else { 0.0 }, "{c}: {confidence:?}");
+    }
+    // The counter keeps both runs, one per class.
+    for c in [c1, c2] {
+        assert_eq!(
+            counter_total(metric(&ms, "canary.runs"), &[("canary.run.bottleneck", c)]),
+            1.0,
+            "{c}"
         );
     }
 }

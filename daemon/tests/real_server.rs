@@ -297,3 +297,70 @@ fn mooncake_slice_against_llama_server() {
         summary["total_cached_tokens"]
     );
 }
+
+/// Issue 17: a synthetic closed loop (`canaryd profile --isl --osl --concurrency`) against the
+/// real server: exact lengths in the server's own counts, and never more requests in flight
+/// than users.
+#[test]
+#[ignore = "real-server tier: run by scripts/test.sh after scripts/real-server.sh"]
+fn synthetic_closed_loop_against_llama_server() {
+    const USERS: usize = 3;
+    const COUNT: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let server = LlamaServer::start(&dir.path().join("llama-server.log"));
+    let port = server.port;
+    let predicted_before = counter(port, "llamacpp:tokens_predicted_total");
+    let tokenizer = env_path("CANARYD_LLAMA_TOKENIZER");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(["profile", "--url", &url, "--model", "smollm2"])
+        .args(["--endpoint-type", "completions"])
+        .args(["--isl", "64", "--osl", "16", "--random-seed", "3"])
+        .args(["--concurrency", &USERS.to_string()])
+        .args(["--request-count", &COUNT.to_string()])
+        .args(["--extra-inputs", r#"{"ignore_eos":true}"#])
+        .args(["--tokenizer", tokenizer.to_str().unwrap()])
+        .args(["--output-dir", "out", "--json"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("canaryd runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["run"]["load"]["shape"], "closed_loop", "{summary}");
+    assert_eq!(summary["errors"], 0, "{summary}");
+    let records: Vec<Value> = std::fs::read_to_string(dir.path().join("out/records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), COUNT, "{text}");
+    let mut edges = Vec::new();
+    for r in &records {
+        assert_eq!(r["usage"]["completion_tokens"], 16, "{r}");
+        // Sized with the model's own tokenizer; the server may add a BOS token.
+        let got = r["usage"]["prompt_tokens"].as_u64().unwrap();
+        assert!(got.abs_diff(64) <= 1, "{r}");
+        edges.push((r["sent_at_ms"].as_f64().unwrap(), 1));
+        edges.push((r["ended_at_ms"].as_f64().unwrap(), -1));
+    }
+    // An end sorts before a send at the same instant.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(most <= USERS as i32, "{most} in flight with {USERS} users");
+    assert!(most >= 2, "the users never overlapped");
+    // The server's own count of what it generated.
+    let predicted = counter(port, "llamacpp:tokens_predicted_total") - predicted_before;
+    assert_eq!(predicted, (COUNT * 16) as f64);
+}

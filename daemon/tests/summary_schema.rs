@@ -239,3 +239,46 @@ fn a_summary_rebuilt_after_the_process_died_follows_the_schema() {
     assert_eq!(rebuilt["process_died"], true);
     assert!(rebuilt["run"]["recovered"].is_string(), "{rebuilt}");
 }
+
+#[test]
+fn synthetic_profile_summaries_follow_the_schema_and_say_their_shape() {
+    let v = validator();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for (out, shape, flags) in [
+        (
+            "rate-out",
+            "rate",
+            vec!["--request-rate", "100", "--request-count", "5"],
+        ),
+        (
+            "loop-out",
+            "closed_loop",
+            vec!["--concurrency", "2", "--benchmark-duration", "300ms"],
+        ),
+    ] {
+        let mut args = vec![
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--no-nvml",
+        ];
+        args.extend(["--isl", "20", "--osl", "4", "--output-dir", out]);
+        args.extend(flags);
+        let run = canaryd(&args, d);
+        assert!(run.status.success(), "{}", text(&run));
+        let doc = valid_summary(&v, &d.join(out).join("summary.json"));
+        assert_eq!(doc["run"]["load"]["shape"], shape);
+        // The schema knows each shape's keys: a rate without its rate is caught.
+        let mut drifted = doc.clone();
+        drifted["run"]["load"]
+            .as_object_mut()
+            .unwrap()
+            .remove("isl");
+        assert_eq!(violations(&v, &drifted).len(), 1, "{shape}");
+    }
+}

@@ -377,6 +377,8 @@ impl OtlpExporter {
             .record_states(&base, verdict, judgement.trend.as_deref());
         if let Some(o) = outcome {
             self.instruments.record_run(&o.summary, &o.telemetry, &base);
+            // A run that never replayed has no diagnosis: the last diagnosed one stays.
+            self.instruments.record_diagnosis(&base, &o.diagnosis);
         }
         if let Some((_, logger)) = &self.logs {
             let mut r = logger.create_log_record();

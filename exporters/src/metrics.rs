@@ -5,6 +5,8 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
+mod states;
+
 use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
 use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
@@ -75,6 +77,8 @@ pub(crate) struct Instruments {
     run_prefix_hit: Gauge<f64>,
     verdict_state: Gauge<f64>,
     trend_state: Gauge<f64>,
+    bottleneck_state: Gauge<f64>,
+    confidence_state: Gauge<f64>,
     slo: Gauge<f64>,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
@@ -305,6 +309,18 @@ impl Instruments {
                 "{run}",
                 "1 for the last run's trend against its baseline, 0 for the others (a state set)",
             ),
+            bottleneck_state: gauge(
+                m,
+                "canary.run.bottleneck.state",
+                "{run}",
+                "1 for the last run's diagnosed bottleneck class, 0 for the others (a state set)",
+            ),
+            confidence_state: gauge(
+                m,
+                "canary.run.bottleneck.confidence.state",
+                "{run}",
+                "1 for the last run's diagnosis confidence, 0 for the others (a state set)",
+            ),
             slo: gauge(
                 m,
                 "canary.slo.threshold",
@@ -402,10 +418,7 @@ impl Instruments {
             );
         }
         let mut status = attrs.clone();
-        status.push(KeyValue::new(
-            attr::REQUEST_STATUS,
-            if rec.is_ok() { "ok" } else { "error" },
-        ));
+        status.push(KeyValue::new(attr::REQUEST_STATUS, rec.status.as_str()));
         self.requests.add(1, &status);
         if rec.error.is_some() {
             self.errors.add(1, &attrs);
@@ -460,39 +473,6 @@ impl Instruments {
         let mut a = base.to_vec();
         a.extend_from_slice(verdict);
         self.runs.add(1, &a);
-    }
-
-    /// The last run's verdict and trend as state sets: the one that holds is 1, the others
-    /// 0, so "the last verdict" is a plain query (`== 1`) rather than a guess from counters.
-    pub fn record_states(&self, base: &[KeyValue], verdict: &str, trend: Option<&str>) {
-        let set = |g: &Gauge<f64>, key: &'static str, states: &[&str], now: &str| {
-            for s in states
-                .iter()
-                .chain((!states.contains(&now)).then_some(&now))
-            {
-                let mut a = base.to_vec();
-                a.push(KeyValue::new(key, s.to_string()));
-                g.record(if *s == now { 1.0 } else { 0.0 }, &a);
-            }
-        };
-        set(
-            &self.verdict_state,
-            attr::VERDICT,
-            &["pass", "fail", "error", "unjudged"],
-            verdict,
-        );
-        set(
-            &self.trend_state,
-            attr::TREND,
-            &[
-                "steady",
-                "regressed",
-                "improved",
-                "insufficient",
-                "not_compared",
-            ],
-            trend.unwrap_or("not_compared"),
-        );
     }
 
     /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to

@@ -106,10 +106,7 @@ pub(crate) fn span_for(
         }
         None => Status::Unset,
     };
-    a.push(KeyValue::new(
-        attr::REQUEST_STATUS,
-        if rec.is_ok() { "ok" } else { "error" },
-    ));
+    a.push(KeyValue::new(attr::REQUEST_STATUS, rec.status.as_str()));
     let mut events = Vec::new();
     if let Some(t) = rec.ttft_ms {
         events.push(Event::new(

@@ -55,6 +55,8 @@ pub struct Measurement {
     /// The connection failed before any response head: on a reused connection this is a
     /// server that closed it while idle, and the request never reached the server.
     pub unanswered: bool,
+    /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed.
+    pub cancelled: bool,
 }
 
 /// One request's inter-chunk gaps on both clocks.
@@ -95,6 +97,9 @@ pub struct ReadLimits {
     pub max_chunks: u64,
     /// The `max_tokens` asked for, for the message.
     pub max_tokens: Option<u32>,
+    /// Close the exchange this long after sending, keeping what arrived (a cancelled
+    /// request); `None`: read it to its end.
+    pub cancel_after: Option<Duration>,
 }
 
 /// Sends `request` on `conn` and reads the whole response, never failing: errors are part
@@ -178,15 +183,32 @@ pub async fn exchange(
     };
     // What the deadline left this exchange, for the message: the cause, not only the kind.
     let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let result = match tokio::time::timeout_at(deadline, run).await {
-        Ok(r) => r,
-        Err(_) => Err(error(
-            ErrorKind::Timeout,
-            format!(
-                "no complete response within {:.0} ms of sending (request timeout)",
-                budget.as_secs_f64() * 1e3
-            ),
-        )),
+    let cancel_at = limits.cancel_after.map(|d| tokio::time::Instant::now() + d);
+    let cancel = async {
+        match cancel_at {
+            Some(at) if at < deadline => tokio::time::sleep_until(at).await,
+            _ => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        r = tokio::time::timeout_at(deadline, run) => match r {
+            Ok(r) => r,
+            Err(_) => Err(error(
+                ErrorKind::Timeout,
+                format!(
+                    "no complete response within {:.0} ms of sending (request timeout)",
+                    budget.as_secs_f64() * 1e3
+                ),
+            )),
+        },
+        () = cancel => {
+            // The response is dropped unread: the connection cannot carry another request,
+            // and closing it is the disconnect the server must see.
+            m.end = Stamp::read(MonoTime::now());
+            m.cancelled = true;
+            m.reusable = false;
+            return m;
+        }
     };
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,

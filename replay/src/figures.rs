@@ -11,7 +11,8 @@ use std::time::Duration;
 /// `max_chunk_gap_ms`) and `rx` from `m`. `e2e_ms` and what depends on it only when the
 /// request completed; the record's `usage` must be set already (ITL counts its tokens).
 pub(crate) fn fill_response_times(rec: &mut RequestRecord, m: &Measurement) {
-    let completed = m.error.is_none();
+    // A request cancelled on purpose did not complete: no e2e, no ITL.
+    let completed = m.error.is_none() && !m.cancelled;
     let osl = rec.output_token_count();
     let at = times(m, |s| s.at, &m.gaps.at, completed, osl);
     let read = times(m, |s| s.read, &m.gaps.read, completed, osl);

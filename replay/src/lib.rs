@@ -14,6 +14,7 @@
 //! * [`ResultsWriter`] — `records.jsonl`, `summary.json`, `summary.csv`.
 #![deny(missing_docs)]
 
+mod arrival;
 mod chunk;
 mod connection;
 mod dispatch;
@@ -30,10 +31,13 @@ mod run;
 mod rx_stamp;
 mod schedule;
 mod sse;
+mod start;
+mod synthetic;
 mod target;
 pub mod trace;
 mod workload;
 
+pub use arrival::{ArrivalPattern, Arrivals, Rng};
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
@@ -42,8 +46,9 @@ pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
 pub use plan::{
-    ApiKeySource, LoadError, LoadShape, Loaded, Plan, PlanInfo, PromptSpec, RunInfo,
-    SelectionAsked, Setting, SettingError, Table, TargetInfo, TraceInfo, TracePlan, TraceSource,
+    ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
+    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
+    Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -52,15 +57,21 @@ pub use results::{
     fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
     SummaryFile,
 };
-pub use run::{run, Config, Progress, ReplayError};
+pub use run::{
+    run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Progress, RateWork, ReplayError,
+    Work,
+};
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};
+pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
+pub use synthetic::{Length, SyntheticRequests};
 pub use target::{
     header, reserved_header, uri_port, ApiKey, Endpoint, HeaderError, MaxTokensField, Target,
     UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use trace::{
-    analyze, load, parse, FailedPolicy, LoadOptions, LoadReport, Selection, SelectionReport, Shard,
-    Trace, TraceAnalysis, TraceError, TraceFormat,
+    analyze, load, parse, synthesize, FailedPolicy, LoadOptions, LoadReport, Selection,
+    SelectionReport, Shard, Synthesis, SynthesisError, SynthesisReport, Trace, TraceAnalysis,
+    TraceError, TraceFormat,
 };
 pub use workload::workload_context;

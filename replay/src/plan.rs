@@ -21,11 +21,13 @@ mod info;
 mod key;
 mod load;
 mod setting;
+mod synthetic;
 
 pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
 pub use key::ApiKeySource;
-pub use load::{LoadError, LoadShape, Loaded, TracePlan, TraceSource};
+pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
+pub use synthetic::{ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT};
 
 use crate::prompt::{PromptBuilder, PromptError, Tokenizer, TokenizerSpec};
 use crate::run::Config;
@@ -98,17 +100,19 @@ impl Plan {
         }
     }
 
-    /// The trace this plan replays.
-    pub fn trace(&self) -> &TracePlan {
+    /// The trace this plan replays, if it replays one.
+    pub fn trace(&self) -> Option<&TracePlan> {
         match &self.load {
-            LoadShape::Trace(t) => t,
+            LoadShape::Trace(t) => Some(t),
+            _ => None,
         }
     }
 
     /// The same, to change.
-    pub fn trace_mut(&mut self) -> &mut TracePlan {
+    pub fn trace_mut(&mut self) -> Option<&mut TracePlan> {
         match &mut self.load {
-            LoadShape::Trace(t) => t,
+            LoadShape::Trace(t) => Some(t),
+            _ => None,
         }
     }
 
@@ -116,28 +120,49 @@ impl Plan {
     /// loading, scaling, and the dispatcher's own guard.
     pub fn set_length_limit(&mut self, limit: u32) {
         self.replay.length_limit = limit;
-        let t = self.trace_mut();
-        t.read.length_limit = limit;
-        t.selection.length_limit = limit;
+        if let Some(t) = self.trace_mut() {
+            t.read.length_limit = limit;
+            t.selection.length_limit = limit;
+        }
     }
 
     /// Checks the settings the run would otherwise trip on (see [`Config::validate`]) and the
-    /// speedup, before anything is started.
+    /// load shape's own (a speedup, a rate, lengths, users), before anything is started.
     pub fn validate(&self) -> Result<(), SettingError> {
-        let speedup = self.trace().speedup;
-        if !(speedup > 0.0 && speedup.is_finite()) {
-            return Err(SettingError::new(
-                Setting::Speedup,
-                format!("expected a positive number, found {speedup}"),
-            ));
+        self.load.validate(self.replay.length_limit)?;
+        if let (LoadShape::ClosedLoop(c), Some(n)) = (&self.load, self.replay.concurrency) {
+            if n != c.users {
+                return Err(SettingError::new(
+                    Setting::Concurrency,
+                    format!(
+                        "a closed loop of {} users has exactly that many requests in flight; a \
+                         ceiling of {n} beside it means nothing",
+                        c.users
+                    ),
+                ));
+            }
         }
         self.replay.validate()
+    }
+
+    /// The dispatcher's settings for this plan's load: a closed loop's users are its
+    /// in-flight ceiling (never contended, and the open-file check sees it).
+    pub fn dispatcher_config(&self) -> Config {
+        let mut config = self.replay.clone();
+        if let LoadShape::ClosedLoop(c) = &self.load {
+            config.concurrency = Some(c.users);
+        }
+        config
     }
 
     /// Reads the API key from where the plan says it is into the target (no source: no key).
     pub fn read_api_key(&mut self) -> Result<(), SettingError> {
         if let Some(source) = &self.api_key {
-            self.replay.target.api_key = source.read()?;
+            let key = source.read()?;
+            for replica in &mut self.replay.replicas {
+                replica.api_key.clone_from(&key);
+            }
+            self.replay.target.api_key = key;
         }
         Ok(())
     }

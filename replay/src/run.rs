@@ -16,10 +16,12 @@ use crate::prompt::PromptBuilder;
 use crate::results::{ArtifactError, ResultsWriter, SummaryFile};
 use crate::rx_stamp::Stamp;
 use crate::schedule::{Schedule, Session, Timing, TurnDue};
+use crate::start::{Placed, StartAt};
 use crate::target::Target;
 use canary_core::{
-    CapSource, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RequestError, RequestRecord,
-    RunContext, RunOutcome, RunSummary, RunTelemetry, Status, TraceRequest, WallAnchor,
+    CapSource, ClockReport, DiagnosisInput, ErrorKind, Goodput, MonoTime, Observer, RealtimeMap,
+    RequestError, RequestRecord, RunContext, RunOutcome, RunSummary, RunTelemetry, StartReport,
+    Status, TraceRequest, WallAnchor,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,12 +31,25 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod cancel;
+mod replicas;
+mod work;
+pub use cancel::Cancellation;
+pub use replicas::Balance;
+use replicas::Replicas;
+pub use work::{ClosedLoopWork, RateWork, Work};
+
 /// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
 /// the schedule's ([`Schedule::new`]); the observers are given to [`run()`].
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The server.
     pub target: Target,
+    /// More URLs of the same service (`--url` repeated): the same settings as `target` but
+    /// the URL; requests are spread over `target` and these by `balance`.
+    pub replicas: Vec<Target>,
+    /// How requests are spread when there are replicas.
+    pub balance: Balance,
     /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
     pub concurrency: Option<usize>,
     /// Requests sent, one at a time, before the measured phase; left out of statistics.
@@ -64,6 +79,11 @@ pub struct Config {
     /// this: prompts and response caps are sized by those numbers. Default
     /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
     pub length_limit: u32,
+    /// Requests cancelled on purpose (never warm-up ones); `None`: none.
+    pub cancellation: Option<Cancellation>,
+    /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
+    /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
+    pub start_at: Option<StartAt>,
 }
 
 impl Config {
@@ -71,6 +91,8 @@ impl Config {
     pub fn new(target: Target) -> Config {
         Config {
             target,
+            replicas: Vec::new(),
+            balance: Balance::default(),
             concurrency: None,
             warmup_requests: crate::Plan::WARMUP_REQUESTS,
             grace_period: crate::Plan::GRACE_PERIOD,
@@ -83,6 +105,8 @@ impl Config {
             // 53 bits: exact in every JSON reader (summary.json reports it).
             prompt_salt: crate::ids::next_u64() >> 11,
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
+            cancellation: None,
+            start_at: None,
         }
     }
 }
@@ -104,11 +128,17 @@ impl Config {
         positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
         positive(Setting::RequestTimeout, self.target.timeout)?;
         self.target.limits.validate()?;
+        if let Some(c) = &self.cancellation {
+            c.validate()?;
+        }
         if self.concurrency == Some(0) {
             return Err(SettingError::new(
                 Setting::Concurrency,
                 "expected at least 1 request in flight, found 0",
             ));
+        }
+        if let Some(start) = &self.start_at {
+            start.place()?;
         }
         self.target
             .check_headers()
@@ -199,8 +229,8 @@ struct Ctx {
     config: Config,
     timing: Timing,
     prompts: Arc<PromptBuilder>,
-    target: Arc<Target>,
-    connector: Connector,
+    /// The URLs requests go to, each with its connection pool.
+    replicas: Replicas,
     dispatcher: Dispatcher,
     /// The concurrency setting: a request takes a permit when it is due, then its connection.
     permits: Option<Semaphore>,
@@ -229,31 +259,68 @@ pub async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ReplayError> {
+    let work = Work::Schedule(schedule);
+    run_work(config, work, prompts, info, observer, shutdown, progress).await
+}
+
+/// [`run()`] for any [`Work`]: a trace's schedule, an open-loop rate (its deadlines released
+/// by the same dispatcher, a concurrency ceiling recorded as hold) or a closed loop of users.
+pub async fn run_work(
+    config: Config,
+    work: Work,
+    prompts: Arc<PromptBuilder>,
+    info: RunInfo,
+    observer: Option<Arc<dyn Observer>>,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, ReplayError> {
+    if let Work::Schedule(schedule) = &work {
+        config.check_schedule(schedule)?;
+    }
+    // The common start is mapped onto the monotonic clock once, here (validate() places it
+    // too, so a shard launched too late is refused before it opens anything).
     config.validate()?;
-    config.check_schedule(&schedule)?;
-    let tls = if config.target.tls {
+    let placed = config.start_at.as_ref().map(StartAt::place).transpose()?;
+    let any_tls = config.target.tls || config.replicas.iter().any(|t| t.tls);
+    let tls = if any_tls {
         Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
         )?)
     } else {
         None
     };
-    let connector = Connector::new(
-        &config.target.host,
-        config.target.port,
-        tls,
-        config.target.connect_timeout.min(config.target.timeout),
-        config.target.limits.header_bytes,
-        config.target.kernel_timestamps,
-    )?;
+    let targets = std::iter::once(config.target.clone()).chain(config.replicas.iter().cloned());
+    let replicas = Replicas::new(targets, config.balance, |t| {
+        Connector::new(
+            &t.host,
+            t.port,
+            t.tls.then(|| tls.clone()).flatten(),
+            t.connect_timeout.min(t.timeout),
+            t.limits.header_bytes,
+            t.kernel_timestamps,
+        )
+    })?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
-    let workload = crate::workload::workload_context(&config.target, &schedule, config.concurrency);
+    let workload = match &work {
+        Work::Schedule(schedule) => {
+            crate::workload::workload_context(&config.target, schedule, config.concurrency)
+        }
+        Work::Rate(_) => {
+            crate::workload::synthetic_context(&config.target, "rate", &work, config.concurrency)
+        }
+        Work::ClosedLoop(_) => crate::workload::synthetic_context(
+            &config.target,
+            "closed_loop",
+            &work,
+            config.concurrency,
+        ),
+    };
     progress
         .total
-        .store(schedule.len() as u64, Ordering::Relaxed);
+        .store(work.expected_requests(), Ordering::Relaxed);
 
     // Records go to a plain thread: file writes never stall the runtime's workers.
     let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
@@ -295,11 +362,10 @@ pub async fn run(
     let mut ctx = Ctx {
         permits,
         slots,
-        target: Arc::new(config.target.clone()),
         config,
-        timing: schedule.timing(),
+        timing: work.timing(),
         prompts,
-        connector,
+        replicas,
         dispatcher,
         records: tx,
         progress,
@@ -309,21 +375,53 @@ pub async fn run(
         unsent: AtomicU64::new(0),
     };
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
-    warmup(&ctx, &schedule).await;
+    warmup(&ctx, &work.shapes(ctx.config.warmup_requests)).await;
     // Observers that measure over a window (the server's histogram deltas) start it now, so
     // warm-up stays outside it.
     if let Some(o) = &observer {
         o.measured_phase(ctx.config.warmup_requests).await;
     }
 
-    // Leave room to prepare the first burst before it is due.
-    ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+    // Leave room to prepare the first burst before it is due; or start at the common
+    // instant, which a long warm-up may have overrun.
+    let clock = match (&ctx.config.start_at, &placed) {
+        (Some(start), Some(placed)) => {
+            let now = MonoTime::now();
+            if let Err(e) = start.check_late(placed, now) {
+                stop.cancel();
+                grace.abort();
+                drop(ctx);
+                let _ = collector.join();
+                return Err(e.into());
+            }
+            ctx.t0 = placed.t0;
+            start_report(start, placed, now)
+        }
+        _ => {
+            ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+            let at = MonoTime::now();
+            ClockReport::new(&RealtimeMap::measure(), at)
+        }
+    };
+    warn_unsynchronized(&clock);
     t0_shared.store(ctx.t0.as_nanos(), Ordering::Relaxed);
     let anchor = WallAnchor::now();
     let started_unix_ns = anchor.unix_nanos_at(ctx.t0);
     let ctx = Arc::new(ctx);
     let mut tasks = JoinSet::new();
-    let mut sessions = schedule.into_sessions().into_iter();
+    let mut sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
+        Work::Schedule(s) => Box::new(s.into_sessions().into_iter()),
+        Work::Rate(r) => Box::new(r.into_sessions()),
+        Work::ClosedLoop(users) => {
+            let users = Arc::new(users);
+            for _ in 0..users.users {
+                tasks.spawn(run_user(ctx.clone(), users.clone()));
+            }
+            while tasks.join_next().await.is_some() {}
+            ctx.unsent.fetch_add(users.unclaimed(), Ordering::Relaxed);
+            Box::new(std::iter::empty())
+        }
+    };
     while let Some(session) = sessions.next() {
         let first_due = ctx.t0 + ctx.timing.offset(&session.turns[0]);
         if !sleep_until(first_due - ctx.config.prepare_ahead, &ctx.stop).await {
@@ -346,7 +444,7 @@ pub async fn run(
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
     let mut summary = writer.summary();
-    let (state, reason) = ctx.connector.rx_state();
+    let (state, reason) = ctx.replicas.rx_state();
     summary.receive_timestamps.state = Some(state.to_string());
     summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
@@ -380,12 +478,46 @@ pub async fn run(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
+        clock,
         diagnosis,
         telemetry,
         summary,
     };
     writer.finish(&SummaryFile::new(&info, &outcome), &outcome.summary)?;
     Ok(outcome)
+}
+
+/// The clock block of a run started at `start`, placed as `placed`, beginning at `now`.
+fn start_report(start: &StartAt, placed: &Placed, now: MonoTime) -> ClockReport {
+    let late = placed.late_by(now);
+    if !late.is_zero() {
+        tracing::warn!(
+            "started {:.3} s after --start-at {}: requests due before now leave at once, late \
+             by up to that much (their schedule_lag_ms says how much)",
+            late.as_secs_f64(),
+            start.text
+        );
+    }
+    ClockReport {
+        start_at: Some(StartReport {
+            requested: start.text.clone(),
+            unix_ns: start.unix_ns,
+            monotonic_ns: placed.t0.as_nanos(),
+            lead_ms: placed.t0.ms_since(placed.at),
+            late_by_ms: late.as_secs_f64() * 1e3,
+            max_late_ms: start.max_late.as_secs_f64() * 1e3,
+        }),
+        ..ClockReport::new(&placed.map, placed.at)
+    }
+}
+
+/// Says once per process, loudly, that the wall clock is not known to be synchronized (every
+/// run's `summary.json` says it in `clock.warning`).
+fn warn_unsynchronized(clock: &ClockReport) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(w) = &clock.warning {
+        WARNED.call_once(|| tracing::warn!("{w}"));
+    }
 }
 
 /// What a run where canaryd ran out of its own resources says about it.
@@ -413,8 +545,7 @@ async fn sleep_until(t: MonoTime, stop: &CancellationToken) -> bool {
     }
 }
 
-async fn warmup(ctx: &Ctx, schedule: &Schedule) {
-    let shapes: Vec<&TraceRequest> = schedule.sessions().iter().map(|s| &s.turns[0]).collect();
+async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
     for i in 0..ctx.config.warmup_requests {
         if ctx.stop.is_cancelled() || shapes.is_empty() {
             return;
@@ -457,6 +588,28 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
     }
 }
 
+/// One user of a closed loop: sends a request, and its next one when that ends, until the
+/// loop's count or duration is reached or the run stops. Each request is due when the
+/// previous one ended, so any delay of canaryd's shows as schedule lag.
+async fn run_user(ctx: Arc<Ctx>, users: Arc<ClosedLoopWork>) {
+    let mut due = ctx.t0;
+    while !ctx.stop.is_cancelled() {
+        let Some(req) = users.next(due.since(ctx.t0)) else {
+            return;
+        };
+        if !sleep_until(due - ctx.config.prepare_ahead, &ctx.stop).await {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some((rec, gaps)) = send_one(&ctx, &req, due, None, false).await else {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        due = ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64);
+        let _ = ctx.records.send((rec, gaps)).await;
+    }
+}
+
 fn stopped() -> Measurement {
     Measurement {
         sent: MonoTime::now(),
@@ -494,7 +647,10 @@ async fn send_one(
 ) -> Option<(RequestRecord, Gaps)> {
     let t0 = ctx.t0;
     let trace = TraceContext::new();
+    let pick = ctx.replicas.pick();
+    let (target, connector) = (&pick.replica.target, &pick.replica.connector);
     let mut rec = RequestRecord {
+        url: Some(pick.replica.url.to_string()),
         id: req.index,
         trace_line: req.line,
         session: req.session,
@@ -510,13 +666,11 @@ async fn send_one(
 
     let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
     rec.prompt_tokens_synthesized = prompt.tokens;
-    let body = ctx
-        .target
-        .body(&prompt.body, req.output_tokens, req.extra.as_deref());
+    let body = target.body(&prompt.body, req.output_tokens, req.extra.as_deref());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
-    let request = ctx.target.request(&body, &traceparent, &request_id);
+    let request = target.request(&body, &traceparent, &request_id);
     drop(body);
     // Under the open-file ceiling a request holds a slot from before it opens its
     // connection to its end; waiting for one past the deadline is held time.
@@ -536,7 +690,7 @@ async fn send_one(
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
     let mut conn = match ctx.permits {
-        None => Some(unless_stopped(&ctx.stop, ctx.connector.acquire()).await?),
+        None => Some(unless_stopped(&ctx.stop, connector.acquire()).await?),
         Some(_) => None,
     };
 
@@ -571,7 +725,7 @@ async fn send_one(
 
     let conn = match conn.take() {
         Some(c) => c,
-        None => unless_stopped(&ctx.stop, ctx.connector.acquire()).await?,
+        None => unless_stopped(&ctx.stop, connector.acquire()).await?,
     };
     // A stop that came while this request was being released is not in flight yet.
     if ctx.stop.is_cancelled() {
@@ -600,11 +754,16 @@ async fn send_one(
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
     let streaming = ctx.config.target.streaming;
-    let max_tokens = ctx.target.max_tokens_sent(req.output_tokens);
+    let max_tokens = target.max_tokens_sent(req.output_tokens);
     let limits = ReadLimits {
-        caps: ctx.target.limits,
-        max_chunks: ctx.target.limits.max_output_chunks(max_tokens),
+        caps: target.limits,
+        max_chunks: target.limits.max_output_chunks(max_tokens),
         max_tokens,
+        cancel_after: ctx
+            .config
+            .cancellation
+            .filter(|c| !warmup && c.cancels(req.index))
+            .map(|c| c.delay),
     };
     // A pooled connection may have been closed by the server just as it was taken (llama.cpp
     // closes after each stream, its FIN racing the next request): then the request never
@@ -618,8 +777,8 @@ async fn send_one(
         _ = ctx.hard_stop.cancelled() => stopped(),
     };
     if let (true, Some(request)) = (m.unanswered, second_try) {
-        ctx.connector.stop_reuse();
-        match unless_stopped(&ctx.hard_stop, ctx.connector.open()).await {
+        connector.stop_reuse();
+        match unless_stopped(&ctx.hard_stop, connector.open()).await {
             None => m = stopped(),
             Some(Ok(fresh)) => {
                 conn = fresh;
@@ -640,7 +799,7 @@ async fn send_one(
     }
     fill(&mut rec, &m, t0);
     if m.error.is_none() && m.reusable {
-        ctx.connector.release(conn);
+        connector.release(conn);
     }
     if !warmup {
         ctx.progress.done.fetch_add(1, Ordering::Relaxed);
@@ -680,9 +839,14 @@ fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
-    if let Some(e) = &m.error {
-        rec.status = Status::Error;
-        rec.error = Some(e.clone());
+    match &m.error {
+        Some(e) => {
+            rec.status = Status::Error;
+            rec.error = Some(e.clone());
+        }
+        // What arrived before the close stays; there is no end-to-end latency.
+        None if m.cancelled => rec.status = Status::Cancelled,
+        None => {}
     }
     crate::figures::fill_response_times(rec, m);
 }

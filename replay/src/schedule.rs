@@ -44,11 +44,23 @@ pub enum TurnDue {
 impl Schedule {
     /// Groups `requests` (sorted by timestamp) into sessions. `speedup` must be positive.
     pub fn new(requests: Vec<TraceRequest>, speedup: f64) -> Schedule {
+        Schedule::with_origin(requests, speedup, None)
+    }
+
+    /// The same, with deadlines counted from trace time `origin_us` (when earlier than the
+    /// first request) rather than from the first request: a shard's schedule keeps the
+    /// whole trace's origin.
+    pub fn with_origin(
+        requests: Vec<TraceRequest>,
+        speedup: f64,
+        origin_us: Option<u64>,
+    ) -> Schedule {
         assert!(
             speedup > 0.0 && speedup.is_finite(),
             "speedup must be positive"
         );
-        let origin_us = requests.iter().map(|r| r.timestamp_us).min().unwrap_or(0);
+        let first = requests.iter().map(|r| r.timestamp_us).min().unwrap_or(0);
+        let origin_us = origin_us.map_or(first, |o| o.min(first));
         let count = requests.len();
         let mut sessions: Vec<Session> = Vec::new();
         let mut by_key: HashMap<u64, usize> = HashMap::new();
@@ -142,6 +154,14 @@ impl Schedule {
 }
 
 impl Timing {
+    /// Run time itself: timestamps are microseconds from the run start (generated arrivals).
+    pub(crate) fn real_time() -> Timing {
+        Timing {
+            origin_us: 0,
+            speedup: 1.0,
+        }
+    }
+
     /// The trace-time divisor.
     pub fn speedup(&self) -> f64 {
         self.speedup

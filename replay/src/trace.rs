@@ -35,6 +35,7 @@ mod field;
 mod mooncake;
 mod read;
 mod select;
+mod synthesize;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +52,7 @@ use serde::Serialize;
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use error::{TraceError, TraceErrorKind};
 pub use select::{Number, Selection, SelectionReport, Shard};
+pub use synthesize::{synthesize, Synthesis, SynthesisError, SynthesisReport};
 
 use read::{Guard, Lines, Rows};
 
@@ -317,6 +319,10 @@ pub struct Trace {
     pub requests: Vec<TraceRequest>,
     /// What was skipped or noticed while loading.
     pub report: LoadReport,
+    /// The trace time the schedule starts from when it is not the first request kept: a
+    /// shard's is the window's first request, whichever shard owns it, so every shard's
+    /// schedule has one origin and together they keep the trace's timing.
+    pub origin_us: Option<u64>,
 }
 
 /// Opens and parses a trace file (see [`parse`]).

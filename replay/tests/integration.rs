@@ -8,6 +8,8 @@ mod latency_truth;
 mod prompt;
 mod replay_sim;
 mod rx_stamps;
+mod shapes;
 mod support;
+mod synthesize;
 mod tls;
 mod trace_formats;

@@ -182,11 +182,38 @@ pub async fn replay_watched(
         speedup,
         observer,
     } = setup;
+    let work = canary_replay::Work::Schedule(Schedule::new(reqs, speedup));
+    run_prepared(config, work, observer, stop, progress, dir).await
+}
+
+/// Runs `work` against `target` with default settings adjusted by `tweak` (a closed loop's
+/// users are its concurrency, as the plan sets them).
+pub async fn run_work(
+    work: canary_replay::Work,
+    target: Target,
+    tweak: impl FnOnce(&mut Config),
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(target);
+    config.output_dir = Some(dir.path().to_path_buf());
+    config.grace_period = std::time::Duration::from_secs(5);
+    tweak(&mut config);
+    let stop = CancellationToken::new();
+    run_prepared(config, work, None, stop, Arc::default(), dir).await
+}
+
+async fn run_prepared(
+    config: Config,
+    work: canary_replay::Work,
+    observer: Option<Arc<dyn Observer>>,
+    stop: CancellationToken,
+    progress: Arc<Progress>,
+    dir: tempfile::TempDir,
+) -> Run {
     let run_id = config.run_id.clone();
-    let schedule = Schedule::new(reqs, speedup);
-    let outcome = canary_replay::run(
+    let outcome = canary_replay::run_work(
         config,
-        schedule,
+        work,
         prompts(),
         info(&run_id),
         observer,

@@ -1031,6 +1031,50 @@ fn shards_keep_sessions_whole() {
     assert!(owners.len() > 1, "sessions spread over shards: {owners:?}");
 }
 
+#[test]
+fn every_shard_schedules_from_the_whole_windows_origin() {
+    // Each row is due at the same offset whichever process replays it, so shards started at
+    // one instant together send the trace's arrival pattern (issue 22).
+    for file in [
+        trace_file!("mooncake_conversation_first2000.jsonl"),
+        trace_file!("mooncake_arxiv_first20.jsonl"),
+    ] {
+        for start_offset in [None, Some(Duration::from_secs(2))] {
+            let t = load(file);
+            let window = Selection {
+                start_offset,
+                ..Selection::default()
+            };
+            let (whole, _) = t.clone().select(&window).unwrap();
+            let due = |part: Trace| -> Vec<(u32, Duration)> {
+                let s = canary_replay::Schedule::with_origin(part.requests, 3.0, part.origin_us);
+                let timing = s.timing();
+                let rows = s.into_sessions().into_iter().flat_map(|s| s.turns);
+                rows.map(|r| (r.line, timing.offset(&r))).collect()
+            };
+            let want: std::collections::HashMap<u32, Duration> = due(whole).into_iter().collect();
+            let mut seen = 0;
+            for index in 0..4 {
+                let sel = Selection {
+                    shard: Some(Shard { index, count: 4 }),
+                    ..window.clone()
+                };
+                let part = match t.clone().select(&sel) {
+                    Ok((part, _)) => part,
+                    // A small window may leave a shard nothing.
+                    Err(TraceError::EmptySelection { .. }) => continue,
+                    Err(e) => panic!("{e}"),
+                };
+                for (line, at) in due(part) {
+                    assert_eq!(at, want[&line], "{file} shard {index}/4 line {line}");
+                    seen += 1;
+                }
+            }
+            assert_eq!(seen, want.len(), "{file}");
+        }
+    }
+}
+
 /// Splits `t` into 4 shards; the shard of each request, by trace line. Fails on a line in two
 /// shards or a report that does not add up.
 fn split_in_4(t: &Trace) -> std::collections::HashMap<u32, u32> {

@@ -57,7 +57,7 @@ pub struct ShapeArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
-    #[arg(long, default_value_t = Plan::WARMUP_REQUESTS)]
+    #[arg(long, visible_alias = "warmup-request-count", default_value_t = Plan::WARMUP_REQUESTS)]
     pub warmup_requests: usize,
     /// Multiply input and output lengths (and the block size) by F, keeping block structure.
     #[arg(long, value_name = "F", value_parser = positive_number)]
@@ -68,6 +68,15 @@ pub struct ShapeArgs {
     /// Cap output lengths; capped rows are counted.
     #[arg(long)]
     pub max_output_tokens: Option<u32>,
+    /// Start the schedule at this wall-clock instant (RFC 3339, e.g. `2026-11-24T12:00:00Z`)
+    /// instead of as soon as the replay is ready: give every shard the same one. A replay
+    /// that reaches it late is refused (see `--max-late-start`).
+    #[arg(long, value_name = "RFC3339", value_parser = |s: &str| crate::instant::start_at(s, Duration::ZERO))]
+    pub start_at: Option<canary_replay::StartAt>,
+    /// Let a replay that reaches `--start-at` late by up to this much go ahead: it keeps the
+    /// common start, sends what is already due at once, and records how late it was.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "start_at")]
+    pub max_late_start: Option<Duration>,
     /// Replay only shard I of N (`0/4`): every session lands on exactly one shard, the same on
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
@@ -224,22 +233,23 @@ impl ShapeArgs {
 
     /// Sets `plan`'s trace selection, pacing, prompts, limits, SLOs and artifacts from these
     /// flags (the target and its key are the caller's).
-    fn apply(&self, plan: &mut Plan) {
-        let trace = plan.trace_mut();
-        trace.speedup = self.speedup;
-        trace.read.skip_invalid = self.skip_invalid;
-        trace.read.burstgpt_failed = self.burstgpt_failed;
-        trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
-        trace.selection = Selection {
-            start_offset: self.start_offset,
-            end_offset: self.end_offset,
-            max_requests: self.max_requests,
-            scale_lengths: self.scale_lengths,
-            max_input_tokens: self.max_input_tokens,
-            max_output_tokens: self.max_output_tokens,
-            shard: self.shard,
-            ..trace.selection.clone()
-        };
+    pub(crate) fn apply(&self, plan: &mut Plan) {
+        if let Some(trace) = plan.trace_mut() {
+            trace.speedup = self.speedup;
+            trace.read.skip_invalid = self.skip_invalid;
+            trace.read.burstgpt_failed = self.burstgpt_failed;
+            trace.read.max_line_bytes = self.trace_limits.max_line_bytes;
+            trace.selection = Selection {
+                start_offset: self.start_offset,
+                end_offset: self.end_offset,
+                max_requests: self.max_requests,
+                scale_lengths: self.scale_lengths,
+                max_input_tokens: self.max_input_tokens,
+                max_output_tokens: self.max_output_tokens,
+                shard: self.shard,
+                ..trace.selection.clone()
+            };
+        }
         plan.set_length_limit(self.trace_limits.length_limit);
         plan.prompts = PromptSpec {
             tokenizer: match &self.tokenizer {
@@ -260,6 +270,10 @@ impl ShapeArgs {
         if let Some(salt) = self.prompt_salt {
             r.prompt_salt = salt;
         }
+        r.start_at = self.start_at.clone().map(|mut s| {
+            s.max_late = self.max_late_start.unwrap_or_default();
+            s
+        });
     }
 }
 

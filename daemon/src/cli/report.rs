@@ -178,9 +178,13 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     }
     outln!()?;
     outln!(
-        "requests {} (completed {}, errors {}{}), duration {:.3} s (exact)",
+        "requests {} (completed {}, {}errors {}{}), duration {:.3} s (exact)",
         s.requests,
         s.completed,
+        match s.cancelled {
+            0 => String::new(),
+            n => format!("cancelled {n}, "),
+        },
         s.errors,
         if s.errors_by_kind.is_empty() {
             String::new()

@@ -36,27 +36,46 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
     /// included, would get that key).
     fn try_from(p: WorkloadPlan<'_>) -> anyhow::Result<Plan> {
         let (w, t) = (p.workload, p.target);
-        let mut target = canary_replay::Target::new(&t.url, t.endpoint, &t.model)
-            .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
-        target.headers = t.headers.clone();
-        target.ca_bundle.clone_from(&t.ca_bundle);
-        target.timeout = t.request_timeout;
-        target.limits = t.limits;
-        target.kernel_timestamps = t.kernel_timestamps;
-        let mut trace = match &w.trace {
-            TraceSource::Bundled => TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE),
-            TraceSource::File(path, format) => TracePlan::file(path).with_format(*format),
+        // Every URL of the target (replicas: `url = [..]`) with the same settings.
+        let make = |url: &str| -> anyhow::Result<canary_replay::Target> {
+            let mut target = canary_replay::Target::new(url, t.endpoint, &t.model)
+                .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
+            target.headers = t.headers.clone();
+            target.ca_bundle.clone_from(&t.ca_bundle);
+            target.timeout = t.request_timeout;
+            target.limits = t.limits;
+            target.kernel_timestamps = t.kernel_timestamps;
+            Ok(target)
         };
-        trace.speedup = w.speedup;
-        trace.read.max_line_bytes = w.max_line_bytes;
-        trace.selection = Selection {
-            start_offset: w.start_offset,
-            end_offset: w.end_offset,
-            max_requests: w.max_requests,
-            scale_lengths: w.scale_lengths,
-            ..Selection::default()
+        let target = make(&t.url)?;
+        let replicas = t
+            .replica_urls
+            .iter()
+            .map(|u| make(u))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let load = match (&w.trace, &w.synthetic) {
+            (Some(source), _) => {
+                let mut trace = match source {
+                    TraceSource::Bundled => TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE),
+                    TraceSource::File(path, format) => TracePlan::file(path).with_format(*format),
+                };
+                trace.speedup = w.speedup;
+                trace.read.max_line_bytes = w.max_line_bytes;
+                trace.selection = Selection {
+                    start_offset: w.start_offset,
+                    end_offset: w.end_offset,
+                    max_requests: w.max_requests,
+                    scale_lengths: w.scale_lengths,
+                    ..Selection::default()
+                };
+                LoadShape::Trace(trace)
+            }
+            (None, Some(synthetic)) => synthetic.load(),
+            (None, None) => {
+                anyhow::bail!("workloads.{}: neither a trace nor a synthetic load", w.name)
+            }
         };
-        let mut plan = Plan::new(w.name.clone(), LoadShape::Trace(trace), target);
+        let mut plan = Plan::new(w.name.clone(), load, target);
         plan.set_length_limit(w.length_limit);
         plan.target_name = Some(t.name.clone());
         plan.prompts = PromptSpec {
@@ -67,10 +86,16 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
             seed: w.prompt_seed,
         };
         plan.api_key.clone_from(&t.api_key);
+        let closed_loop = matches!(plan.load, LoadShape::ClosedLoop(_));
         let r = &mut plan.replay;
-        r.concurrency = w.concurrency;
+        r.replicas = replicas;
+        r.balance = t.url_strategy;
+        // A closed loop's users are its ceiling (`Plan::dispatcher_config`), not a second one.
+        r.concurrency = w.concurrency.filter(|_| !closed_loop);
+        r.cancellation = w.cancellation;
         r.warmup_requests = w.warmup_requests;
         r.grace_period = w.grace_period;
+        r.start_at.clone_from(&w.start_at);
         r.goodput = w.slos.clone();
         Ok(plan)
     }

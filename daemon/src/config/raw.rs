@@ -169,8 +169,11 @@ pub struct Baseline {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent).
-    pub url: toml::Spanned<String>,
+    /// Base URL, `http://host:port` or `https://…` (no `user:password@`: it is not sent), or
+    /// a list of them: replicas of one service, requests spread by `url_strategy`.
+    pub url: toml::Spanned<Urls>,
+    /// `round-robin` (default) or `least-in-flight`, with several URLs.
+    pub url_strategy: Option<toml::Spanned<String>>,
     /// Model name sent.
     pub model: String,
     /// `chat` (default) or `completions`.
@@ -209,14 +212,44 @@ pub struct Target {
     pub kernel_timestamps: Option<bool>,
 }
 
+/// A target's `url`: one string, or a non-empty array of them.
+#[derive(Debug)]
+pub struct Urls(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Urls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Urls;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a URL string, or an array of URL strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Urls, E> {
+                Ok(Urls(vec![v.to_string()]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Urls, A::Error> {
+                let mut urls = Vec::new();
+                while let Some(u) = seq.next_element::<String>()? {
+                    urls.push(u);
+                }
+                match urls.is_empty() {
+                    true => Err(serde::de::Error::custom("expected at least one URL")),
+                    false => Ok(Urls(urls)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// `[workloads.NAME]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
-    /// Trace file, or `"bundled"`.
-    pub trace: String,
+    /// Trace file, or `"bundled"`; absent: synthetic requests (the keys below).
+    pub trace: Option<String>,
     /// `mooncake`, `bailian` or `burstgpt` (default: detected).
     pub format: Option<FormatName>,
     /// Window start.
@@ -258,6 +291,39 @@ pub struct Workload {
     pub tokenizer: Option<PathBuf>,
     /// Default 0.
     pub prompt_seed: Option<u64>,
+    // Synthetic load (no `trace`), as `canaryd profile`'s flags: see `config::shape`.
+    /// Mean input length, tokens (default 550).
+    pub isl: Option<toml::Spanned<u32>>,
+    /// Its standard deviation (default 0).
+    pub isl_stddev: Option<toml::Spanned<f64>>,
+    /// Mean output length, tokens (default 150).
+    pub osl: Option<toml::Spanned<u32>>,
+    /// Its standard deviation (default 0).
+    pub osl_stddev: Option<toml::Spanned<f64>>,
+    /// Tokens of a prefix every request shares.
+    pub shared_system_prompt_length: Option<toml::Spanned<u32>>,
+    /// Requests to send (default 10 without `benchmark_duration`).
+    pub request_count: Option<toml::Spanned<u64>>,
+    /// How long to send.
+    pub benchmark_duration: Option<toml::Spanned<HumanDuration>>,
+    /// Open loop at this many requests per second; without it, a closed loop of
+    /// `concurrency` users.
+    pub request_rate: Option<toml::Spanned<f64>>,
+    /// `constant`, `poisson` (default) or `gamma`.
+    pub arrival_pattern: Option<toml::Spanned<String>>,
+    /// Gamma's shape.
+    pub arrival_smoothness: Option<toml::Spanned<f64>>,
+    /// Seeds lengths, arrivals and which requests are cancelled (default 0).
+    pub random_seed: Option<u64>,
+    /// Percentage of requests cancelled on purpose (trace or synthetic).
+    pub request_cancellation_rate: Option<toml::Spanned<f64>>,
+    /// Time from sending a cancelled request to closing it (default 0).
+    pub request_cancellation_delay: Option<toml::Spanned<HumanDuration>>,
+    /// RFC 3339 instant each run's schedule starts at (shared by the shards of a sharded
+    /// replay); a run that begins after it is refused, unless `max_late_start` allows it.
+    pub start_at: Option<toml::Spanned<String>>,
+    /// With `start_at`: how late a run may begin and still go ahead (default 0).
+    pub max_late_start: Option<toml::Spanned<Period>>,
 }
 
 /// `chat` or `completions`.

@@ -39,7 +39,10 @@ fn a_good_file_gets_its_defaults() {
     let chat = &c.workloads[0];
     assert_eq!(
         chat.trace,
-        TraceSource::File("/etc/canaryd/traces/m.jsonl".into(), None)
+        Some(TraceSource::File(
+            "/etc/canaryd/traces/m.jsonl".into(),
+            None
+        ))
     );
     assert_eq!(
         chat.cadence,
@@ -49,7 +52,7 @@ fn a_good_file_gets_its_defaults() {
         }
     );
     assert_eq!(chat.slos.slos.len(), 1);
-    assert_eq!(c.workloads[1].trace, TraceSource::Bundled);
+    assert_eq!(c.workloads[1].trace, Some(TraceSource::Bundled));
     assert!(matches!(c.workloads[1].cadence, Cadence::Cron { .. }));
 }
 
@@ -681,4 +684,37 @@ fn scale_lengths_cannot_pass_the_length_limit() {
         let e = error_at(&text, "speedup", "workloads.chat.speedup: ");
         assert!(e.contains("expected a positive number"), "{e}");
     }
+}
+
+#[test]
+fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
+    for (bad, key, says) in [
+        (
+            "start_at = \"tomorrow\"",
+            "workloads.chat.start_at: ",
+            "RFC 3339",
+        ),
+        (
+            "start_at = \"2026-11-24T12:00:00\"",
+            "workloads.chat.start_at: ",
+            "RFC 3339",
+        ),
+        (
+            "max_late_start = \"10s\"",
+            "workloads.chat.max_late_start: ",
+            "only meaningful with start_at",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.contains(says), "{e}");
+    }
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nstart_at = \"2026-11-24T12:00:00+01:00\"\nmax_late_start = \"5s\"",
+    );
+    let c = parse(&text).unwrap();
+    let s = c.workloads[0].start_at.clone().expect("start_at kept");
+    assert_eq!(s.unix_ns, 1_795_518_000 * 1_000_000_000);
+    assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }

@@ -217,7 +217,7 @@ pub async fn check_workload(
     w: &Workload,
     shutdown: &CancellationToken,
 ) -> Result<TraceCheck> {
-    if let TraceSource::File(path, _) = &w.trace {
+    if let Some(TraceSource::File(path, _)) = &w.trace {
         if !path.exists() {
             return Ok(TraceCheck::Missing);
         }
@@ -227,19 +227,21 @@ pub async fn check_workload(
         target: &config.targets[&w.target],
     };
     let plan = Plan::try_from(wp)?;
-    let loaded = plan
-        .trace()
-        .load(shutdown)
+    let prepared = plan
+        .load
+        .prepare(plan.replay.length_limit, shutdown)
         .await
+        .map_err(|e| crate::execute::load_error(e, |s| wp.key(s)))
         .context("loading the trace")
         .with_context(|| format!("workloads.{}", w.name))?;
-    let Some(mut loaded) = loaded else {
+    let Some(prepared) = prepared else {
         return Ok(TraceCheck::Stopped);
     };
+    let (canary_replay::Work::Schedule(schedule), Some(loaded)) = (&prepared.work, &prepared.trace)
+    else {
+        return Ok(TraceCheck::Ok(plan.load.describe()));
+    };
     let rows = loaded.load.rows;
-    let schedule = loaded
-        .take_schedule()
-        .map_err(|e| crate::execute::load_error(e, |s| wp.key(s)))?;
     Ok(TraceCheck::Ok(format!(
         "{} of {rows} rows selected, at least {:.1} s to replay",
         schedule.len(),

@@ -3,7 +3,8 @@
 //! front end wrote it (`canaryd replay`, `canaryd demo`, the daemon). A run rebuilt from its
 //! records after its process died knows less: only its id and workload, and says so.
 
-use super::load::{LoadShape, Loaded};
+use super::load::Prepared;
+use super::synthetic::LoadInfo;
 use super::Plan;
 use crate::prompt::PromptBuilder;
 use crate::trace::{LoadReport, Selection, SelectionReport};
@@ -34,10 +35,12 @@ pub struct RunInfo {
 pub struct PlanInfo {
     /// The server.
     pub target: TargetInfo,
+    /// The load's shape: a trace, a rate or a closed loop, and its settings.
+    pub load: LoadInfo,
     /// The trace, for a trace replay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceInfo>,
-    /// Trace-time divisor.
+    /// Trace-time divisor (1 for generated schedules, which run in real time).
     pub speedup: f64,
     /// The in-flight ceiling asked for (`null`: none; see `in_flight_cap` for the one used).
     pub concurrency: Option<usize>,
@@ -123,10 +126,9 @@ impl SelectionAsked {
 }
 
 impl RunInfo {
-    /// The `run` block of `plan`, run on `loaded` with `prompts`.
-    pub fn new(plan: &Plan, loaded: &Loaded, prompts: &PromptBuilder) -> RunInfo {
+    /// The `run` block of `plan`, run on `prepared` with `prompts`.
+    pub fn new(plan: &Plan, prepared: &Prepared, prompts: &PromptBuilder) -> RunInfo {
         let r = &plan.replay;
-        let LoadShape::Trace(trace) = &plan.load;
         RunInfo {
             canaryd_version: env!("CARGO_PKG_VERSION").to_string(),
             run_id: r.run_id.clone(),
@@ -139,15 +141,20 @@ impl RunInfo {
                     endpoint: r.target.endpoint.operation().to_string(),
                     streaming: r.target.streaming,
                 },
-                trace: Some(TraceInfo {
-                    path: loaded.trace.path.clone(),
-                    format: loaded.trace.format.to_string(),
-                    load: loaded.load.clone(),
-                    selection: loaded.selection.clone(),
-                    asked: SelectionAsked::of(&trace.selection),
-                }),
-                speedup: trace.speedup,
-                concurrency: r.concurrency,
+                load: plan.load.info(),
+                trace: prepared
+                    .trace
+                    .as_ref()
+                    .zip(plan.trace())
+                    .map(|(loaded, trace)| TraceInfo {
+                        path: loaded.trace.path.clone(),
+                        format: loaded.trace.format.to_string(),
+                        load: loaded.load.clone(),
+                        selection: loaded.selection.clone(),
+                        asked: SelectionAsked::of(&trace.selection),
+                    }),
+                speedup: plan.trace().map_or(1.0, |t| t.speedup),
+                concurrency: plan.dispatcher_config().concurrency,
                 warmup_requests: r.warmup_requests,
                 tokenizer: prompts.tokenizer().name().to_string(),
                 tokenizer_exact_for_target: !prompts.tokenizer().is_builtin(),

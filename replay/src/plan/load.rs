@@ -1,8 +1,11 @@
-//! The load of a plan: which requests a run sends, and when. Today a trace on its own
-//! schedule ([`TracePlan`]); synthetic shapes (an open-loop rate, a closed loop of users) join
-//! [`LoadShape`] as variants of their own, each producing requests for the same dispatcher.
+//! The load of a plan: which requests a run sends, and when. A trace on its own schedule
+//! ([`TracePlan`]), an open-loop rate ([`RatePlan`]) or a closed loop of users
+//! ([`ClosedLoopPlan`]), each turned into [`Work`] for the same dispatcher
+//! ([`LoadShape::prepare`]).
 
 use super::setting::{Setting, SettingError};
+use super::synthetic::{ClosedLoopPlan, LoadInfo, RatePlan};
+use crate::run::Work;
 use crate::schedule::Schedule;
 use crate::trace::{
     self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Trace, TraceError,
@@ -19,6 +22,94 @@ use tokio_util::sync::CancellationToken;
 pub enum LoadShape {
     /// A production trace, replayed on its own schedule.
     Trace(TracePlan),
+    /// Synthetic requests at a rate, open loop.
+    Rate(RatePlan),
+    /// Synthetic requests from a closed loop of users.
+    ClosedLoop(ClosedLoopPlan),
+}
+
+/// A load ready to send: its [`Work`], and the trace it came from, if any.
+#[derive(Debug)]
+pub struct Prepared {
+    /// What the dispatcher sends.
+    pub work: Work,
+    /// The trace loaded and selected (what is left once its schedule is taken describes it
+    /// for `summary.json`); `None` for synthetic loads.
+    pub trace: Option<Loaded>,
+}
+
+impl LoadShape {
+    /// Loads what the shape needs (a trace file; nothing for synthetic requests) and turns it
+    /// into work, lengths kept within `length_limit`; `None` when `stop` fired first.
+    pub async fn prepare(
+        &self,
+        length_limit: u32,
+        stop: &CancellationToken,
+    ) -> Result<Option<Prepared>, LoadError> {
+        let (work, trace) = match self {
+            LoadShape::Trace(t) => {
+                let Some(mut loaded) = t.load(stop).await? else {
+                    return Ok(None);
+                };
+                (Work::Schedule(loaded.take_schedule()?), Some(loaded))
+            }
+            LoadShape::Rate(r) => (Work::rate(r, length_limit), None),
+            LoadShape::ClosedLoop(c) => (Work::closed_loop(c, length_limit), None),
+        };
+        Ok(Some(Prepared { work, trace }))
+    }
+
+    /// Checks the shape's own settings (those shared with the dispatcher are checked by
+    /// [`Plan::validate`](super::Plan::validate)).
+    pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
+        match self {
+            LoadShape::Trace(t) => {
+                let speedup = t.speedup;
+                match speedup > 0.0 && speedup.is_finite() {
+                    true => Ok(()),
+                    false => Err(SettingError::new(
+                        Setting::Speedup,
+                        format!("expected a positive number, found {speedup}"),
+                    )),
+                }
+            }
+            LoadShape::Rate(r) => r.validate(length_limit),
+            LoadShape::ClosedLoop(c) => c.validate(length_limit),
+        }
+    }
+
+    /// One line for the log: what is sent, and how fast.
+    pub fn describe(&self) -> String {
+        match self {
+            LoadShape::Trace(t) => {
+                let what = match &t.source {
+                    TraceSource::File(p) => p.display().to_string(),
+                    TraceSource::Embedded { name, .. } => (*name).to_string(),
+                };
+                format!("replaying {what} at {}x", Number(t.speedup))
+            }
+            LoadShape::Rate(r) => format!(
+                "{} req/s, {} arrivals, {} in / {} out tokens",
+                Number(r.rate),
+                r.arrival,
+                r.requests.isl.mean,
+                r.requests.osl.mean
+            ),
+            LoadShape::ClosedLoop(c) => format!(
+                "closed loop of {} users, {} in / {} out tokens",
+                c.users, c.requests.isl.mean, c.requests.osl.mean
+            ),
+        }
+    }
+
+    /// `summary.json`'s `load` block.
+    pub fn info(&self) -> LoadInfo {
+        match self {
+            LoadShape::Trace(_) => LoadInfo::Trace,
+            LoadShape::Rate(r) => r.info(),
+            LoadShape::ClosedLoop(c) => c.info(),
+        }
+    }
 }
 
 /// A trace to replay: where it is, how to read it, which part of it, how fast.
@@ -140,7 +231,7 @@ impl Loaded {
             return Err(LoadError::Empty);
         }
         let requests = std::mem::take(&mut self.trace.requests);
-        let schedule = Schedule::new(requests, self.speedup);
+        let schedule = Schedule::with_origin(requests, self.speedup, self.trace.origin_us);
         let takes = schedule.min_duration();
         if takes > MAX_SPAN {
             let days = |d: Duration| Number((d.as_secs_f64() / 86_400.0).round());

@@ -37,6 +37,32 @@ pub enum Setting {
     ApiKeyFile,
     /// The variable holding the API key.
     ApiKeyEnv,
+    /// Requests per second of an open-loop rate.
+    RequestRate,
+    /// The gamma shape of arrival gaps.
+    ArrivalSmoothness,
+    /// Mean synthetic input length.
+    Isl,
+    /// Its standard deviation.
+    IslStddev,
+    /// Mean synthetic output length.
+    Osl,
+    /// Its standard deviation.
+    OslStddev,
+    /// Tokens of the prefix every synthetic request shares.
+    SharedPrefix,
+    /// Synthetic requests to send.
+    RequestCount,
+    /// How long to send synthetic requests.
+    BenchmarkDuration,
+    /// Percentage of requests cancelled on purpose.
+    RequestCancellationRate,
+    /// Time from sending a cancelled request to closing it.
+    RequestCancellationDelay,
+    /// The wall-clock instant the schedule starts at (shared by shards).
+    StartAt,
+    /// How late a run may begin after that instant.
+    MaxLateStart,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -66,6 +92,19 @@ impl Setting {
             Setting::ExtraInputs => "extra_inputs",
             Setting::ApiKeyFile => "api_key_file",
             Setting::ApiKeyEnv => "api_key_env",
+            Setting::RequestRate => "request_rate",
+            Setting::ArrivalSmoothness => "arrival_smoothness",
+            Setting::Isl => "isl",
+            Setting::IslStddev => "isl_stddev",
+            Setting::Osl => "osl",
+            Setting::OslStddev => "osl_stddev",
+            Setting::SharedPrefix => "shared_system_prompt_length",
+            Setting::RequestCount => "request_count",
+            Setting::BenchmarkDuration => "benchmark_duration",
+            Setting::RequestCancellationRate => "request_cancellation_rate",
+            Setting::RequestCancellationDelay => "request_cancellation_delay",
+            Setting::StartAt => "start_at",
+            Setting::MaxLateStart => "max_late_start",
         }
     }
 
@@ -75,7 +114,20 @@ impl Setting {
             Setting::Speedup
             | Setting::Concurrency
             | Setting::LengthLimit
-            | Setting::ScaleLengths => Table::Workload,
+            | Setting::ScaleLengths
+            | Setting::RequestRate
+            | Setting::ArrivalSmoothness
+            | Setting::Isl
+            | Setting::IslStddev
+            | Setting::Osl
+            | Setting::OslStddev
+            | Setting::SharedPrefix
+            | Setting::RequestCount
+            | Setting::BenchmarkDuration
+            | Setting::RequestCancellationRate
+            | Setting::RequestCancellationDelay
+            | Setting::StartAt
+            | Setting::MaxLateStart => Table::Workload,
             _ => Table::Target,
         }
     }

@@ -265,6 +265,7 @@ impl<'p> Rows<'p> {
             format,
             requests: self.requests,
             report: self.report,
+            origin_us: None,
         })
     }
 }

@@ -176,6 +176,10 @@ impl Trace {
         // first turn comes no later than its other turns.
         let mut open_sessions = HashSet::new();
         let mut kept = 0usize;
+        if sel.shard.is_some() {
+            let in_window = self.requests.iter().map(|r| r.timestamp_us);
+            self.origin_us = in_window.filter(|&t| t >= start && t < end).min();
+        }
         self.requests.retain(|r| {
             if r.timestamp_us < start || r.timestamp_us >= end {
                 report.dropped_outside_window += 1;

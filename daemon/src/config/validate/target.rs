@@ -16,7 +16,29 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
     };
     // The URL is shown without user info or query: either may hold a secret.
     let url_at = Some(t.url.span().start);
-    let url = t.url.into_inner();
+    let mut urls = t.url.into_inner().0.into_iter();
+    let url = urls.next().expect("a non-empty list");
+    // More URLs of the same service (`url = [..]`), checked as the first is.
+    let replica_urls: Vec<String> = urls.collect();
+    for (i, u) in replica_urls.iter().enumerate() {
+        let key = format!("targets.{name}.url[{}]", i + 1);
+        canary_replay::Target::new(u, endpoint, &t.model).map_err(|e| {
+            err(
+                url_at,
+                format!("{key}: {} (got {})", e.reason, redact_url(u)),
+            )
+        })?;
+        no_user_info(u).map_err(|m| err(url_at, format!("{key}: {m}")))?;
+    }
+    let url_strategy = match t.url_strategy {
+        None => canary_replay::Balance::default(),
+        Some(s) => s.get_ref().parse().map_err(|e| {
+            err(
+                Some(s.span().start),
+                format!("targets.{name}.url_strategy: {e}"),
+            )
+        })?,
+    };
     let probe = canary_replay::Target::new(&url, endpoint, &t.model).map_err(|e| {
         err(
             url_at,
@@ -53,6 +75,8 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
     Ok(Target {
         name,
         url,
+        replica_urls,
+        url_strategy,
         model: t.model,
         endpoint,
         api_key,

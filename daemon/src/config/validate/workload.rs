@@ -59,20 +59,24 @@ fn workload(
             ),
         ));
     }
-    let cadence = cadence(&name, at, w.every, w.cron, w.jitter, src)?;
-    let trace = if w.trace == BUNDLED_TRACE {
-        TraceSource::Bundled
-    } else {
-        let format = w.format.map(|f| match f {
-            raw::FormatName::Mooncake => TraceFormat::Mooncake,
-            raw::FormatName::Bailian => TraceFormat::Bailian,
-            raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
-        });
-        TraceSource::File(src.rel(PathBuf::from(&w.trace)), format)
-    };
     let length_limit = w
         .length_limit
         .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
+    let concurrency = w.concurrency.map(|c| c.0);
+    let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
+    let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
+    let trace = match w.trace.as_deref() {
+        None => None,
+        Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
+        Some(path) => {
+            let format = w.format.map(|f| match f {
+                raw::FormatName::Mooncake => TraceFormat::Mooncake,
+                raw::FormatName::Bailian => TraceFormat::Bailian,
+                raw::FormatName::Burstgpt => TraceFormat::BurstGpt,
+            });
+            Some(TraceSource::File(src.rel(PathBuf::from(path)), format))
+        }
+    };
     let scale_lengths = w.scale_lengths.map(|f| (f.span().start, f.into_inner().0));
     if let Some((f_at, f)) = scale_lengths.filter(|&(_, f)| f > f64::from(length_limit)) {
         // Every row holds at least one token: all of them would end over the limit.
@@ -85,10 +89,14 @@ fn workload(
             ),
         ));
     }
+    let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     Ok(Workload {
         name,
+        start_at,
         target: w.target.into_inner(),
         trace,
+        synthetic: shape.synthetic,
+        cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),
         end_offset: w.end_offset.map(|d| d.0),
         max_requests: w.max_requests,
@@ -98,7 +106,7 @@ fn workload(
         max_line_bytes: w
             .max_line_bytes
             .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
-        concurrency: w.concurrency.map(|c| c.0),
+        concurrency,
         warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
@@ -108,6 +116,31 @@ fn workload(
         tokenizer: w.tokenizer.map(|p| src.rel(p)),
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
     })
+}
+
+/// `start_at` (an RFC 3339 instant) and the lateness `max_late_start` allows, which means
+/// nothing without it.
+fn start_at(
+    name: &str,
+    start_at: Option<toml::Spanned<String>>,
+    max_late_start: Option<toml::Spanned<raw::Period>>,
+    src: &Source,
+) -> Result<Option<canary_replay::StartAt>, ConfigError> {
+    let max_late_at = max_late_start.as_ref().map(|m| m.span().start);
+    let max_late = max_late_start.map(|m| m.into_inner().0);
+    match (start_at, max_late) {
+        (Some(s), max_late) => {
+            let s_at = s.span().start;
+            crate::instant::start_at(s.get_ref(), max_late.unwrap_or_default())
+                .map(Some)
+                .map_err(|e| src.err(Some(s_at), format!("workloads.{name}.start_at: {e}")))
+        }
+        (None, Some(_)) => Err(src.err(
+            max_late_at,
+            format!("workloads.{name}.max_late_start: only meaningful with start_at"),
+        )),
+        (None, None) => Ok(None),
+    }
 }
 
 /// `every` or `cron` (one of them), with a jitter shorter than the gap between runs.

@@ -1,0 +1,286 @@
+//! `canaryd profile` as a real process against `canaryd sim`: synthetic lengths exact in the
+//! server's usage, `summary.json` saying what shape ran, and nonsense refused before anything
+//! is sent (issue 17).
+
+use super::{canaryd, summary};
+use crate::common::{sim, text};
+use std::path::Path;
+
+fn profile(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["profile", "--url", url, "--model", "canary-sim"];
+    args.extend(["--output-dir", "out", "--no-nvml", "--no-ebpf"]);
+    args.extend_from_slice(extra);
+    canaryd(&args, dir)
+}
+
+fn records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("out/records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn profile_sends_synthetic_lengths_exactly_in_a_closed_loop() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--isl", "200", "--osl", "50", "--concurrency", "3"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // No count and no duration: aiperf's default of 10 requests.
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 10);
+    for r in &recs {
+        assert_eq!(r["usage"]["prompt_tokens"], 200, "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 50, "{r}");
+    }
+    let s = summary(dir.path());
+    assert_eq!(s["run"]["load"]["shape"], "closed_loop");
+    assert_eq!(s["run"]["load"]["users"], 3);
+    assert_eq!(s["run"]["concurrency"], 3);
+    assert_eq!(s["run"]["workload"], "closed-loop");
+    assert!(s["run"].get("trace").is_none());
+}
+
+#[test]
+fn profile_at_a_rate_records_the_arrival_process() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--synthetic-input-tokens-mean",
+            "64",
+            "--output-tokens-mean",
+            "8",
+            "--request-rate",
+            "200",
+            "--arrival-pattern",
+            "gamma",
+            "--arrival-smoothness",
+            "4",
+            "--request-count",
+            "40",
+            "--random-seed",
+            "5",
+            "--warmup-request-count",
+            "2",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let recs = records(dir.path());
+    assert_eq!(
+        recs.iter().filter(|r| r.get("warmup").is_none()).count(),
+        40
+    );
+    assert_eq!(recs.iter().filter(|r| r["warmup"] == true).count(), 2);
+    let s = summary(dir.path());
+    let load = &s["run"]["load"];
+    assert_eq!(load["shape"], "rate");
+    assert_eq!(load["arrival_pattern"], "gamma");
+    assert_eq!(load["arrival_smoothness"], 4.0);
+    assert_eq!(load["random_seed"], 5);
+    assert_eq!(load["isl"]["mean"], 64);
+    assert_eq!(s["run"]["prompt_seed"], 5);
+}
+
+#[test]
+fn profile_with_a_trace_replays_it_as_replay_does() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = crate::common::shared("traces/mooncake_arxiv_first20.jsonl");
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--speedup",
+            "100",
+            "--request-count",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(records(dir.path()).len(), 5);
+    let s = summary(dir.path());
+    assert_eq!(s["run"]["load"]["shape"], "trace");
+    assert_eq!(s["run"]["trace"]["selection"]["requests_out"], 5);
+}
+
+#[test]
+fn nonsensical_combinations_are_refused_before_anything_is_sent() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = crate::common::shared("traces/mooncake_arxiv_first20.jsonl");
+    let trace = trace.to_str().unwrap();
+    for (flags, says) in [
+        (
+            vec!["--trace", trace, "--isl", "100"],
+            "--isl shapes synthetic requests",
+        ),
+        (
+            vec!["--trace", trace, "--request-rate", "5"],
+            "--request-rate shapes",
+        ),
+        (vec!["--speedup", "2"], "--speedup applies to a --trace"),
+        (
+            vec!["--arrival-pattern", "poisson"],
+            "--request-rate, which is not given",
+        ),
+        (
+            vec!["--request-rate", "5", "--arrival-smoothness", "2"],
+            "--arrival-smoothness is the shape of --arrival-pattern gamma",
+        ),
+        (
+            vec!["--request-rate", "0"],
+            "--request-rate: expected a positive",
+        ),
+        (
+            vec!["--request-rate", "5", "--isl", "0"],
+            "--isl: expected 1 to",
+        ),
+        (
+            vec!["--concurrency", "20", "--request-count", "10"],
+            "--concurrency: 20 users for 10 requests",
+        ),
+        (
+            vec!["--request-count", "0"],
+            "--request-count: expected 1 to",
+        ),
+        (
+            vec![
+                "--request-rate",
+                "5",
+                "--arrival-pattern",
+                "gamma",
+                "--arrival-smoothness=-1",
+            ],
+            "--arrival-smoothness: expected a positive number",
+        ),
+    ] {
+        let out = profile(dir.path(), &url, &flags);
+        assert!(!out.status.success(), "{flags:?} was accepted");
+        let said = text(&out);
+        assert!(said.contains(says), "{flags:?}: {said}");
+        assert!(!said.contains("panicked"), "{said}");
+    }
+    assert!(
+        !dir.path().join("out/records.jsonl").exists(),
+        "nothing was sent"
+    );
+}
+
+#[test]
+fn repeated_urls_share_the_requests_and_the_summary_breaks_them_down() {
+    let ((_a, pa), (_b, pb)) = (sim(&[]), sim(&[]));
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}"),
+        format!("http://127.0.0.1:{pb}"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &ua,
+        &[
+            "--url",
+            &ub,
+            "--isl",
+            "20",
+            "--osl",
+            "4",
+            "--request-count",
+            "10",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let s = summary(dir.path());
+    let by_url = s["by_url"].as_object().expect("a per-URL breakdown");
+    assert_eq!(by_url.len(), 2, "{by_url:?}");
+    for (url, share) in by_url {
+        assert_eq!(share["requests"], 5, "{url}");
+        assert_eq!(share["errors"], 0, "{url}");
+    }
+    let recs = records(dir.path());
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r["url"].as_str().unwrap().starts_with(&ub))
+            .count(),
+        5
+    );
+}
+
+#[test]
+fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
+    // Every response stalls for a second after its second token: a request cancelled 100 ms
+    // after it was sent has received exactly those two, and the others complete.
+    let (_sim, port) = sim(&["--fault-rate", "1", "--fault", "stall_mid_ms=1000,at=2"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--isl",
+            "16",
+            "--osl",
+            "8",
+            "--request-count",
+            "8",
+            "--concurrency",
+            "4",
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "100ms",
+            "--random-seed",
+            "5",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 8);
+    let cancelled: Vec<_> = recs.iter().filter(|r| r["status"] == "cancelled").collect();
+    assert!((1..8).contains(&cancelled.len()), "{recs:?}");
+    for r in &cancelled {
+        assert_eq!(r["chunks"], 2, "{r}");
+        assert!(r["error"].is_null() && r["e2e_ms"].is_null(), "{r}");
+    }
+    for r in recs.iter().filter(|r| r["status"] != "cancelled") {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["usage"]["completion_tokens"], 8, "{r}");
+    }
+    let s = summary(dir.path());
+    assert_eq!(s["cancelled"], cancelled.len(), "{s}");
+    assert_eq!(s["errors"], 0);
+    assert_eq!(s["completed"], 8 - cancelled.len());
+    assert!(text(&out).contains(&format!("cancelled {}", cancelled.len())));
+
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--overwrite", "--request-cancellation-delay", "1"],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--request-cancellation-rate, which picks them, is not given"));
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--overwrite", "--request-cancellation-rate", "150"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--request-cancellation-rate 150: expected a percentage"),
+        "{}",
+        text(&out)
+    );
+}

@@ -1,0 +1,75 @@
+//! Per-run state sets: the last run's verdict, baseline trend and diagnosis, each a gauge
+//! per possible value, 1 for the one that holds and 0 for the others, so a dashboard asks
+//! for "the last one" with `== 1` instead of guessing from counters.
+
+use super::Instruments;
+use crate::labels::attr;
+use canary_core::{Bottleneck, Confidence, Diagnosis};
+use opentelemetry::metrics::Gauge;
+use opentelemetry::KeyValue;
+
+/// Records a state set on `g`: 1 for `now` (added when not among `states`), 0 for the
+/// others, each under `key`.
+fn record_state_set(
+    g: &Gauge<f64>,
+    base: &[KeyValue],
+    key: &'static str,
+    states: &[&str],
+    now: &str,
+) {
+    for s in states
+        .iter()
+        .chain((!states.contains(&now)).then_some(&now))
+    {
+        let mut a = base.to_vec();
+        a.push(KeyValue::new(key, s.to_string()));
+        g.record(if *s == now { 1.0 } else { 0.0 }, &a);
+    }
+}
+
+impl Instruments {
+    /// The last run's verdict and trend as state sets: the one that holds is 1, the others
+    /// 0, so "the last verdict" is a plain query (`== 1`) rather than a guess from counters.
+    pub fn record_states(&self, base: &[KeyValue], verdict: &str, trend: Option<&str>) {
+        record_state_set(
+            &self.verdict_state,
+            base,
+            attr::VERDICT,
+            &["pass", "fail", "error", "unjudged"],
+            verdict,
+        );
+        record_state_set(
+            &self.trend_state,
+            base,
+            attr::TREND,
+            &[
+                "steady",
+                "regressed",
+                "improved",
+                "insufficient",
+                "not_compared",
+            ],
+            trend.unwrap_or("not_compared"),
+        );
+    }
+
+    /// The last run's diagnosis as two state sets, its class and its confidence, so "the
+    /// last diagnosis" is a plain query like the last verdict. Every class is written each
+    /// time, so the previous run's class drops to 0.
+    pub fn record_diagnosis(&self, base: &[KeyValue], d: &Diagnosis) {
+        record_state_set(
+            &self.bottleneck_state,
+            base,
+            attr::BOTTLENECK,
+            &Bottleneck::ALL.map(Bottleneck::as_str),
+            d.class.as_str(),
+        );
+        record_state_set(
+            &self.confidence_state,
+            base,
+            attr::BOTTLENECK_CONFIDENCE,
+            &[Confidence::High, Confidence::Medium, Confidence::Low].map(Confidence::as_str),
+            d.confidence.as_str(),
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The synthetic load shapes of a plan: an open-loop rate ([`RatePlan`]) and a closed loop
+//! of users ([`ClosedLoopPlan`]), both sending [`SyntheticRequests`] until a count or a
+//! duration ([`Extent`]) is reached, and checked here so that every front end refuses the
+//! same nonsense with the same setting named.
+
+use super::setting::{Setting, SettingError};
+use crate::arrival::ArrivalPattern;
+use crate::synthetic::{Length, SyntheticRequests};
+use serde::Serialize;
+use std::time::Duration;
+
+/// The most requests one synthetic run may send (request indices must stay clear of the
+/// warm-up's).
+pub const MAX_REQUEST_COUNT: u64 = 1_000_000_000;
+
+/// When a synthetic load stops: after `count` requests, after `duration`, whichever comes
+/// first. With neither, [`Extent::DEFAULT_COUNT`] requests (aiperf's default).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Extent {
+    /// Requests to send.
+    pub count: Option<u64>,
+    /// How long to keep sending (requests in flight at the end still finish).
+    pub duration: Option<Duration>,
+}
+
+impl Extent {
+    /// Requests sent when neither a count nor a duration is given.
+    pub const DEFAULT_COUNT: u64 = 10;
+
+    /// The count to stop at: the one given, none with only a duration, else the default.
+    pub fn count(&self) -> Option<u64> {
+        match (self.count, self.duration) {
+            (Some(n), _) => Some(n),
+            (None, Some(_)) => None,
+            (None, None) => Some(Extent::DEFAULT_COUNT),
+        }
+    }
+
+    fn validate(&self) -> Result<(), SettingError> {
+        if let Some(n) = self.count {
+            if n == 0 || n > MAX_REQUEST_COUNT {
+                return Err(SettingError::new(
+                    Setting::RequestCount,
+                    format!("expected 1 to {MAX_REQUEST_COUNT} requests, found {n}"),
+                ));
+            }
+        }
+        if self.duration == Some(Duration::ZERO) {
+            return Err(SettingError::new(
+                Setting::BenchmarkDuration,
+                "expected a positive duration, found 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An open loop: requests arrive at `rate` per second with gaps drawn by `arrival`, whatever
+/// the server does; a concurrency ceiling (the plan's `concurrency`) holds them, recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatePlan {
+    /// What each request looks like.
+    pub requests: SyntheticRequests,
+    /// Requests per second.
+    pub rate: f64,
+    /// How gaps are drawn.
+    pub arrival: ArrivalPattern,
+    /// When to stop.
+    pub extent: Extent,
+}
+
+/// A closed loop: `users` users, each sending its next request when its previous one ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedLoopPlan {
+    /// What each request looks like.
+    pub requests: SyntheticRequests,
+    /// Users, so requests in flight: never more.
+    pub users: usize,
+    /// When to stop.
+    pub extent: Extent,
+}
+
+/// `summary.json`'s `load` block: the shape a run had.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "shape", rename_all = "snake_case")]
+pub enum LoadInfo {
+    /// A trace on its own schedule (see the `trace` block).
+    Trace,
+    /// An open-loop rate.
+    Rate {
+        /// Requests per second asked for.
+        request_rate: f64,
+        /// `constant`, `poisson` or `gamma`.
+        arrival_pattern: &'static str,
+        /// The gamma shape; absent for the others.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arrival_smoothness: Option<f64>,
+        /// The synthetic requests and when they stop.
+        #[serde(flatten)]
+        requests: SyntheticInfo,
+    },
+    /// A closed loop of users.
+    ClosedLoop {
+        /// Users.
+        users: usize,
+        /// The synthetic requests and when they stop.
+        #[serde(flatten)]
+        requests: SyntheticInfo,
+    },
+}
+
+/// The synthetic requests of a run and when they stop.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyntheticInfo {
+    /// Input length after the shared prefix.
+    pub isl: Length,
+    /// Output length.
+    pub osl: Length,
+    /// The shared prefix, in tokens.
+    pub shared_system_prompt_length: u32,
+    /// The seed of lengths and arrivals.
+    pub random_seed: u64,
+    /// Requests to send (`null`: until the duration ends).
+    pub request_count: Option<u64>,
+    /// Seconds to keep sending (`null`: until the count is sent).
+    pub benchmark_duration_s: Option<f64>,
+}
+
+impl SyntheticInfo {
+    fn new(r: &SyntheticRequests, extent: &Extent) -> SyntheticInfo {
+        SyntheticInfo {
+            isl: r.isl,
+            osl: r.osl,
+            shared_system_prompt_length: r.shared_prefix,
+            random_seed: r.seed,
+            request_count: extent.count(),
+            benchmark_duration_s: extent.duration.map(|d| d.as_secs_f64()),
+        }
+    }
+}
+
+impl RatePlan {
+    /// Checks the rate, the arrival pattern, the lengths and the extent.
+    pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
+        if !(self.rate > 0.0 && self.rate.is_finite()) {
+            return Err(SettingError::new(
+                Setting::RequestRate,
+                format!(
+                    "expected a positive number of requests per second, found {}",
+                    self.rate
+                ),
+            ));
+        }
+        if let ArrivalPattern::Gamma(k) = self.arrival {
+            if !(k > 0.0 && k.is_finite()) {
+                return Err(SettingError::new(
+                    Setting::ArrivalSmoothness,
+                    format!("expected a positive number, found {k}"),
+                ));
+            }
+        }
+        validate_requests(&self.requests, length_limit)?;
+        self.extent.validate()
+    }
+
+    /// Its `load` block.
+    pub fn info(&self) -> LoadInfo {
+        LoadInfo::Rate {
+            request_rate: self.rate,
+            arrival_pattern: self.arrival.name(),
+            arrival_smoothness: match self.arrival {
+                ArrivalPattern::Gamma(k) => Some(k),
+                _ => None,
+            },
+            requests: SyntheticInfo::new(&self.requests, &self.extent),
+        }
+    }
+}
+
+impl ClosedLoopPlan {
+    /// Checks the users, the lengths and the extent: at least one user, and no more users
+    /// than requests (the extra ones would never send).
+    pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
+        if self.users == 0 {
+            return Err(SettingError::new(
+                Setting::Concurrency,
+                "expected at least 1 user, found 0",
+            ));
+        }
+        validate_requests(&self.requests, length_limit)?;
+        self.extent.validate()?;
+        match self.extent.count() {
+            Some(n) if (self.users as u64) > n => Err(SettingError::new(
+                Setting::Concurrency,
+                format!(
+                    "{} users for {n} requests: the last {} would never send one; lower the \
+                     concurrency or raise the request count",
+                    self.users,
+                    self.users as u64 - n
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Its `load` block.
+    pub fn info(&self) -> LoadInfo {
+        LoadInfo::ClosedLoop {
+            users: self.users,
+            requests: SyntheticInfo::new(&self.requests, &self.extent),
+        }
+    }
+}
+
+fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingError> {
+    for (setting, stddev_setting, len) in [
+        (Setting::Isl, Setting::IslStddev, r.isl),
+        (Setting::Osl, Setting::OslStddev, r.osl),
+    ] {
+        if len.mean == 0 || len.mean > limit {
+            return Err(SettingError::new(
+                setting,
+                format!(
+                    "expected 1 to {limit} tokens (the length limit), found {}",
+                    len.mean
+                ),
+            ));
+        }
+        if !(len.stddev >= 0.0 && len.stddev.is_finite()) {
+            return Err(SettingError::new(
+                stddev_setting,
+                format!(
+                    "expected 0 or a positive number of tokens, found {}",
+                    len.stddev
+                ),
+            ));
+        }
+    }
+    if r.shared_prefix > limit {
+        return Err(SettingError::new(
+            Setting::SharedPrefix,
+            format!(
+                "expected at most {limit} tokens (the length limit), found {}",
+                r.shared_prefix
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(rate: f64, arrival: ArrivalPattern) -> RatePlan {
+        RatePlan {
+            requests: SyntheticRequests::fixed(100, 10),
+            rate,
+            arrival,
+            extent: Extent::default(),
+        }
+    }
+
+    fn refused(r: Result<(), SettingError>) -> Setting {
+        r.expect_err("refused").setting
+    }
+
+    #[test]
+    fn nonsense_is_refused_naming_the_setting() {
+        assert!(rate(10.0, ArrivalPattern::Poisson).validate(1000).is_ok());
+        assert_eq!(
+            refused(rate(0.0, ArrivalPattern::Poisson).validate(1000)),
+            Setting::RequestRate
+        );
+        assert_eq!(
+            refused(rate(f64::NAN, ArrivalPattern::Constant).validate(1000)),
+            Setting::RequestRate
+        );
+        assert_eq!(
+            refused(rate(1.0, ArrivalPattern::Gamma(0.0)).validate(1000)),
+            Setting::ArrivalSmoothness
+        );
+        let mut long = rate(1.0, ArrivalPattern::Constant);
+        long.requests.isl.mean = 2000;
+        assert_eq!(refused(long.validate(1000)), Setting::Isl);
+        let mut bad = rate(1.0, ArrivalPattern::Constant);
+        bad.requests.osl.stddev = -1.0;
+        assert_eq!(refused(bad.validate(1000)), Setting::OslStddev);
+        bad.requests.osl = Length::fixed(0);
+        assert_eq!(refused(bad.validate(1000)), Setting::Osl);
+        let mut none = rate(1.0, ArrivalPattern::Constant);
+        none.extent.count = Some(0);
+        assert_eq!(refused(none.validate(1000)), Setting::RequestCount);
+        none.extent = Extent {
+            count: None,
+            duration: Some(Duration::ZERO),
+        };
+        assert_eq!(refused(none.validate(1000)), Setting::BenchmarkDuration);
+    }
+
+    #[test]
+    fn more_users_than_requests_is_refused() {
+        let mut users = ClosedLoopPlan {
+            requests: SyntheticRequests::fixed(100, 10),
+            users: 11,
+            extent: Extent::default(),
+        };
+        // The default count is 10.
+        assert_eq!(refused(users.validate(1000)), Setting::Concurrency);
+        users.extent.duration = Some(Duration::from_secs(1));
+        assert!(
+            users.validate(1000).is_ok(),
+            "a duration has no count to exceed"
+        );
+        users.users = 0;
+        assert_eq!(refused(users.validate(1000)), Setting::Concurrency);
+    }
+
+    #[test]
+    fn the_extent_defaults_to_aiperfs_count() {
+        assert_eq!(Extent::default().count(), Some(10));
+        let d = Extent {
+            count: None,
+            duration: Some(Duration::from_secs(5)),
+        };
+        assert_eq!(d.count(), None);
+    }
+}

@@ -1,0 +1,157 @@
+//! [`Work`]: what one run sends, in the form the dispatcher walks. A trace's schedule and an
+//! open-loop rate are both sessions on absolute deadlines (a rate's are single requests,
+//! generated as they come due, so a long run holds no list of them); a closed loop is users
+//! whose next deadline is their previous request's end.
+
+use crate::arrival::Arrivals;
+use crate::plan::{ClosedLoopPlan, RatePlan};
+use crate::schedule::{Schedule, Session, Timing};
+use crate::synthetic::SyntheticRequests;
+use canary_core::TraceRequest;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// What a run sends.
+#[derive(Debug)]
+pub enum Work {
+    /// Sessions of a trace on its own schedule.
+    Schedule(Schedule),
+    /// Synthetic requests arriving at a rate.
+    Rate(RateWork),
+    /// Synthetic requests sent by a closed loop of users.
+    ClosedLoop(ClosedLoopWork),
+}
+
+/// An open-loop rate's requests, generated in deadline order.
+#[derive(Debug)]
+pub struct RateWork {
+    requests: SyntheticRequests,
+    arrivals: Arrivals,
+    count: Option<u64>,
+    until: Option<Duration>,
+    rate: f64,
+    limit: u32,
+}
+
+/// A closed loop's users and the requests they share out.
+#[derive(Debug)]
+pub struct ClosedLoopWork {
+    requests: SyntheticRequests,
+    /// Users.
+    pub(super) users: usize,
+    count: Option<u64>,
+    until: Option<Duration>,
+    limit: u32,
+    /// Requests claimed so far (the next one's index).
+    claimed: AtomicU64,
+}
+
+impl Work {
+    /// The arrivals of `plan`, lengths kept within `limit` tokens.
+    pub fn rate(plan: &RatePlan, limit: u32) -> Work {
+        Work::Rate(RateWork {
+            requests: plan.requests.clone(),
+            arrivals: Arrivals::new(plan.rate, plan.arrival, plan.requests.seed),
+            count: plan.extent.count(),
+            until: plan.extent.duration,
+            rate: plan.rate,
+            limit,
+        })
+    }
+
+    /// The users of `plan`, lengths kept within `limit` tokens.
+    pub fn closed_loop(plan: &ClosedLoopPlan, limit: u32) -> Work {
+        Work::ClosedLoop(ClosedLoopWork {
+            requests: plan.requests.clone(),
+            users: plan.users,
+            count: plan.extent.count(),
+            until: plan.extent.duration,
+            limit,
+            claimed: AtomicU64::new(0),
+        })
+    }
+
+    /// Requests it will send: exact for a schedule and a count, an estimate (rate × duration)
+    /// for a rate bounded by time only, 0 when unknown (a closed loop bounded by time).
+    pub fn expected_requests(&self) -> u64 {
+        match self {
+            Work::Schedule(s) => s.len() as u64,
+            Work::Rate(r) => r.count.unwrap_or_else(|| {
+                (r.rate * r.until.unwrap_or_default().as_secs_f64()).round() as u64
+            }),
+            Work::ClosedLoop(c) => c.count.unwrap_or(0),
+        }
+    }
+
+    /// The trace-to-run time mapping (real time for generated deadlines).
+    pub fn timing(&self) -> Timing {
+        match self {
+            Work::Schedule(s) => s.timing(),
+            _ => Timing::real_time(),
+        }
+    }
+
+    /// The first `n` requests' shapes, for warm-up requests of the same lengths.
+    pub fn shapes(&self, n: usize) -> Vec<TraceRequest> {
+        let synthetic = |r: &SyntheticRequests, limit| {
+            (0..n.min(1024) as u32)
+                .map(|i| r.request(i, limit))
+                .collect()
+        };
+        match self {
+            Work::Schedule(s) => s
+                .sessions()
+                .iter()
+                .map(|s| s.turns[0].clone())
+                .take(n)
+                .collect(),
+            Work::Rate(r) => synthetic(&r.requests, r.limit),
+            Work::ClosedLoop(c) => synthetic(&c.requests, c.limit),
+        }
+    }
+}
+
+impl RateWork {
+    /// Its requests as single-request sessions, each stamped with its arrival, in order.
+    pub fn into_sessions(self) -> impl Iterator<Item = Session> + Send {
+        let RateWork {
+            requests,
+            arrivals,
+            count,
+            until,
+            limit,
+            ..
+        } = self;
+        arrivals
+            .take_while(move |at| until.is_none_or(|u| *at < u))
+            .zip(0..count.unwrap_or(u64::MAX))
+            .map(move |(at, i)| {
+                let mut req = requests.request(i as u32, limit);
+                req.timestamp_us = at.as_micros() as u64;
+                Session { turns: vec![req] }
+            })
+    }
+}
+
+impl ClosedLoopWork {
+    /// The next request for a user whose turn is due at `due` (from the run start): `None`
+    /// once the count is sent or the duration is over.
+    pub(super) fn next(&self, due: Duration) -> Option<TraceRequest> {
+        if self.until.is_some_and(|u| due >= u) {
+            return None;
+        }
+        let i = self.claimed.fetch_add(1, Ordering::Relaxed);
+        if self.count.is_some_and(|n| i >= n) {
+            return None;
+        }
+        Some(self.requests.request(i as u32, self.limit))
+    }
+
+    /// Requests of the count never claimed (a stop came first).
+    pub(super) fn unclaimed(&self) -> u64 {
+        match self.count {
+            Some(n) => n.saturating_sub(self.claimed.load(Ordering::Relaxed)),
+            None => 0,
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `synthesize` on the real Mooncake conversation trace, read back by the same loader: the
+//! identity keeps every length, time and the prefix reuse; each factor changes what it names
+//! and nothing else (issue 17).
+
+use crate::support::load_shared;
+use canary_replay::{analyze, parse, synthesize, LoadOptions, Synthesis, Trace};
+use std::collections::HashSet;
+use std::path::Path;
+
+const TRACE: &str = "mooncake_conversation_first2000.jsonl";
+
+/// `trace` synthesized by `s`, loaded back.
+fn round_trip(trace: &Trace, s: &Synthesis) -> Trace {
+    let mut out = Vec::new();
+    let report = synthesize(trace, s, &mut out).unwrap();
+    assert_eq!(report.rows, trace.requests.len() as u64);
+    parse(
+        &out[..],
+        Path::new("synthesized.jsonl"),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+}
+
+/// Rows by line (the loader sorts by timestamp; equal timestamps keep file order).
+fn lengths(t: &Trace) -> Vec<(u32, u32)> {
+    t.requests
+        .iter()
+        .map(|r| (r.input_tokens, r.output_tokens))
+        .collect()
+}
+
+#[test]
+fn the_identity_keeps_lengths_times_and_prefix_reuse() {
+    let trace = load_shared(TRACE);
+    let back = round_trip(&trace, &Synthesis::default());
+    assert_eq!(lengths(&back), lengths(&trace));
+    for (a, b) in trace.requests.iter().zip(&back.requests) {
+        assert_eq!(a.timestamp_us, b.timestamp_us);
+        assert_eq!(a.hash_ids.len(), b.hash_ids.len());
+    }
+    let (a, b) = (analyze(&trace), analyze(&back));
+    let (pa, pb) = (a.prefix_reuse.unwrap(), b.prefix_reuse.unwrap());
+    assert!(pa.reused_blocks > 0, "the trace shares prefixes");
+    assert_eq!(
+        (pa.blocks, pa.reused_blocks, pa.distinct_blocks),
+        (pb.blocks, pb.reused_blocks, pb.distinct_blocks)
+    );
+}
+
+#[test]
+fn each_factor_changes_what_it_names() {
+    let trace = load_shared(TRACE);
+    let base = analyze(&trace).prefix_reuse.unwrap();
+    let shared: HashSet<u64> = {
+        let mut seen = HashSet::new();
+        let mut twice = HashSet::new();
+        for id in trace.requests.iter().flat_map(|r| &r.hash_ids) {
+            if !seen.insert(*id) {
+                twice.insert(*id);
+            }
+        }
+        twice
+    };
+
+    // Twice the speed: every timestamp halved (to the microsecond).
+    let fast = round_trip(
+        &trace,
+        &Synthesis {
+            speedup_ratio: 2.0,
+            ..Synthesis::default()
+        },
+    );
+    for (a, b) in trace.requests.iter().zip(&fast.requests) {
+        assert!(a.timestamp_us / 2 - b.timestamp_us <= 1);
+    }
+    assert_eq!(lengths(&fast), lengths(&trace));
+
+    // Four prefix roots: the same lengths, fewer reused blocks, more distinct ones.
+    let roots = round_trip(
+        &trace,
+        &Synthesis {
+            prefix_root_multiplier: 4,
+            seed: 1,
+            ..Synthesis::default()
+        },
+    );
+    assert_eq!(lengths(&roots), lengths(&trace));
+    let r = analyze(&roots).prefix_reuse.unwrap();
+    assert!(r.reused_blocks < base.reused_blocks, "{r:?} vs {base:?}");
+    assert!(r.distinct_blocks > base.distinct_blocks);
+
+    // Half the unique prompt: the leading shared blocks (the prefix) keep their tokens, the
+    // rest halves; outputs stay.
+    let half = round_trip(
+        &trace,
+        &Synthesis {
+            prompt_len_multiplier: 0.5,
+            ..Synthesis::default()
+        },
+    );
+    let mut changed = 0;
+    for (a, b) in trace.requests.iter().zip(&half.requests) {
+        assert_eq!(a.output_tokens, b.output_tokens);
+        let prefix_blocks = a
+            .hash_ids
+            .iter()
+            .take_while(|id| shared.contains(id))
+            .count();
+        let prefix = (prefix_blocks as u32 * 512).min(a.input_tokens);
+        let unique = a.input_tokens - prefix;
+        let want = (prefix + (unique as f64 * 0.5).round() as u32).max(1);
+        assert_eq!(b.input_tokens, want, "line {}", a.line);
+        changed += (b.input_tokens != a.input_tokens) as u32;
+    }
+    assert!(changed > 0);
+
+    // Twice the shared prefix: more reused blocks, never a shorter prompt.
+    let long = round_trip(
+        &trace,
+        &Synthesis {
+            prefix_len_multiplier: 2.0,
+            ..Synthesis::default()
+        },
+    );
+    let l = analyze(&long).prefix_reuse.unwrap();
+    assert!(l.reused_blocks > base.reused_blocks, "{l:?} vs {base:?}");
+    for (a, b) in trace.requests.iter().zip(&long.requests) {
+        assert!(b.input_tokens >= a.input_tokens);
+    }
+
+    // Caps: every length within them, blocks matching the capped length.
+    let capped = round_trip(
+        &trace,
+        &Synthesis {
+            max_isl: Some(1000),
+            max_osl: Some(100),
+            ..Synthesis::default()
+        },
+    );
+    for (a, b) in trace.requests.iter().zip(&capped.requests) {
+        assert_eq!(b.input_tokens, a.input_tokens.min(1000));
+        assert_eq!(b.output_tokens, a.output_tokens.min(100));
+        assert_eq!(b.hash_ids.len() as u32, b.input_tokens.div_ceil(512));
+    }
+}
+
+#[test]
+fn nonsense_settings_are_refused() {
+    let trace = load_shared(TRACE);
+    for s in [
+        Synthesis {
+            speedup_ratio: 0.0,
+            ..Synthesis::default()
+        },
+        Synthesis {
+            prefix_root_multiplier: 0,
+            ..Synthesis::default()
+        },
+        Synthesis {
+            prompt_len_multiplier: f64::NAN,
+            ..Synthesis::default()
+        },
+        Synthesis {
+            max_isl: Some(0),
+            ..Synthesis::default()
+        },
+    ] {
+        assert!(synthesize(&trace, &s, &mut Vec::new()).is_err(), "{s:?}");
+    }
+}
