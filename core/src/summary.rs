@@ -193,8 +193,12 @@ impl Aggregator {
 
     /// Every metric's distribution so far, by name, with its unit: what `histograms.json`
     /// keeps so that shard runs merge exactly (`canaryd merge`).
-    pub fn distributions(&self) -> impl Iterator<Item = (&'static str, &'static str, &Distribution)> {
-        self.metrics.iter().map(|(name, (unit, d))| (*name, *unit, d))
+    pub fn distributions(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, &'static str, &Distribution)> {
+        self.metrics
+            .iter()
+            .map(|(name, (unit, d))| (*name, *unit, d))
     }
 
     /// The requests added so far over the run's time (for the diagnosis).

@@ -103,12 +103,11 @@ impl Histograms {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(HistogramsError::Io { path, source }),
         };
-        let h: Histograms = serde_json::from_slice(&bytes).map_err(|source| {
-            HistogramsError::Parse {
+        let h: Histograms =
+            serde_json::from_slice(&bytes).map_err(|source| HistogramsError::Parse {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            })?;
         if h.version != HISTOGRAMS_VERSION {
             return Err(HistogramsError::Version {
                 path,

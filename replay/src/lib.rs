@@ -58,8 +58,8 @@ pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
 pub use results::{
-    fold_records, read_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
-    SummaryFile,
+    fold_records, read_records, summary_csv, write_summary, ArtifactError, FoldedRecords,
+    ResultsWriter, SummaryFile,
 };
 pub use run::{
     run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Progress, RateWork, ReplayError,

@@ -173,7 +173,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             rec.scheduled_at_ms += shift;
             rec.sent_at_ms += shift;
             rec.ended_at_ms += shift;
-            let gaps = canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
+            let gaps =
+                canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
             aggregator.add(&rec, &gaps);
         })?;
     }

@@ -130,7 +130,12 @@ mod tests {
         let (m, e) = (merged.stats().unwrap(), all.stats().unwrap());
         assert_eq!((m.count, m.min, m.max), (e.count, e.min, e.max));
         // Every percentile from the same buckets as one distribution of everything.
-        for (x, y) in [(m.p1, e.p1), (m.p50, e.p50), (m.p99, e.p99), (m.p99_9, e.p99_9)] {
+        for (x, y) in [
+            (m.p1, e.p1),
+            (m.p50, e.p50),
+            (m.p99, e.p99),
+            (m.p99_9, e.p99_9),
+        ] {
             assert_eq!(x, y);
         }
         assert!((m.avg - e.avg).abs() < 1e-9 && (m.std - e.std).abs() < 1e-9);

@@ -80,7 +80,9 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
             boot: clock.boot_id.as_deref(),
         });
     }
-    let reference = (0..raw.len()).min_by_key(|&i| raw[i].wall).expect("one shard at least");
+    let reference = (0..raw.len())
+        .min_by_key(|&i| raw[i].wall)
+        .expect("one shard at least");
     let same_boot = |a: &Raw, b: &Raw| a.boot.is_some() && a.boot == b.boot;
     let refr = &raw[reference];
     let mut clocks: Vec<ShardClock> = raw
@@ -103,7 +105,10 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
         .collect();
     // Shards of the reference's host are placed on its monotonic clock, which can put one
     // a few ns before it: the earliest is the origin.
-    let earliest = clocks.iter().map(|c| c.t0_offset_ms).fold(f64::INFINITY, f64::min);
+    let earliest = clocks
+        .iter()
+        .map(|c| c.t0_offset_ms)
+        .fold(f64::INFINITY, f64::min);
     for c in &mut clocks {
         c.t0_offset_ms -= earliest;
     }
@@ -149,10 +154,7 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
             .map(|s| s.requested.clone()),
         _ => None,
     };
-    let spread = clocks
-        .iter()
-        .map(|c| c.t0_offset_ms)
-        .fold(0.0f64, f64::max)
+    let spread = clocks.iter().map(|c| c.t0_offset_ms).fold(0.0f64, f64::max)
         - clocks.iter().map(|c| c.t0_offset_ms).fold(0.0f64, f64::min);
     let basis = if hosts.len() == 1 && hosts[0].is_some() {
         "one host (one CLOCK_MONOTONIC)".to_string()

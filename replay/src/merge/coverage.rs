@@ -120,8 +120,7 @@ pub(super) fn check_summaries(runs: &[ShardRun]) -> Result<(u32, String), Vec<St
             ));
         }
         let (s, b) = (&r.selection, &first.selection);
-        if (s.requests_in, s.dropped_outside_window) != (b.requests_in, b.dropped_outside_window)
-        {
+        if (s.requests_in, s.dropped_outside_window) != (b.requests_in, b.dropped_outside_window) {
             problems.push(format!(
                 "{}: its window held {} of {} requests, {}'s {} of {}: not one window of one \
                  trace",
@@ -204,7 +203,10 @@ pub(super) fn check_records(
         }
         records.push(measured);
     }
-    for (n, what) in [(duplicates, "replayed twice"), (misplaced, "in the wrong shard")] {
+    for (n, what) in [
+        (duplicates, "replayed twice"),
+        (misplaced, "in the wrong shard"),
+    ] {
         if n > LISTED as u64 {
             problems.push(format!("… {} more trace lines {what}", n - LISTED as u64));
         }

@@ -63,16 +63,21 @@ impl ShardRun {
             problem,
         };
         let path = dir.join("summary.json");
-        let bytes = std::fs::read(&path)
-            .map_err(|e| bad(format!("summary.json cannot be read ({e}): not a run folder?")))?;
+        let bytes = std::fs::read(&path).map_err(|e| {
+            bad(format!(
+                "summary.json cannot be read ({e}): not a run folder?"
+            ))
+        })?;
         let head: SummaryHead = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
         let run = head.run;
         let text = |v: &Value| v.as_str().map(str::to_string);
         let trace = run.get("trace").filter(|t| t.is_object()).ok_or_else(|| {
-            bad("summary.json has no run.trace: not a trace replay (or a run rebuilt from its \
+            bad(
+                "summary.json has no run.trace: not a trace replay (or a run rebuilt from its \
                  records, which does not say which shard it was)"
-                .into())
+                    .into(),
+            )
         })?;
         let shard = match trace.pointer("/asked/shard") {
             Some(Value::String(s)) => Some(

@@ -45,7 +45,9 @@ pub fn digest(trace: &Trace) -> String {
             h.u64(id);
         }
         for text in [
-            r.prompt.as_ref().map(|p| serde_json::to_string(p).unwrap_or_default()),
+            r.prompt
+                .as_ref()
+                .map(|p| serde_json::to_string(p).unwrap_or_default()),
             r.extra.as_ref().map(|e| e.to_string()),
         ] {
             let text = text.unwrap_or_default();
@@ -74,7 +76,10 @@ mod tests {
         let d = of(ROWS);
         assert!(d.starts_with("fnv1a64:") && d.len() == 8 + 16, "{d}");
         assert_eq!(d, of(ROWS));
-        assert_ne!(d, of(&ROWS.replace("\"output_length\":7", "\"output_length\":8")));
+        assert_ne!(
+            d,
+            of(&ROWS.replace("\"output_length\":7", "\"output_length\":8"))
+        );
         assert_ne!(d, of(&ROWS.replace("[3]", "[4]")));
         assert_ne!(d, of(ROWS.lines().next().unwrap()));
     }
