@@ -172,3 +172,99 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
         clocks,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::{ClockReport, KernelSync};
+
+    /// A shard whose t0 is `mono` ns on a host whose wall clock reads `mono + wall_minus_mono`,
+    /// with `maxerror_us` (synchronized) or unsynchronized (`None`).
+    fn shard(boot: &str, mono: u64, wall_minus_mono: i64, maxerror_us: Option<i64>) -> ShardRun {
+        let kernel = KernelSync {
+            synchronized: maxerror_us.is_some(),
+            state: "ok".into(),
+            unsync_flag: maxerror_us.is_none(),
+            maxerror_us: maxerror_us.unwrap_or(16_000_000),
+            esterror_us: 0,
+        };
+        ShardRun {
+            dir: format!("/runs/{boot}-{mono}").into(),
+            shard: None,
+            run_id: String::new(),
+            run: serde_json::Value::Null,
+            digest: None,
+            trace_path: String::new(),
+            selection: Default::default(),
+            max_requests: None,
+            goodput: String::new(),
+            interrupted: false,
+            unsent: 0,
+            t0_monotonic_ns: Some(mono),
+            clock: Some(ClockReport {
+                realtime_minus_monotonic_ns: wall_minus_mono,
+                mapping_uncertainty_ns: 2_000,
+                mapped_at_monotonic_ns: mono,
+                kernel: Some(kernel),
+                kernel_unavailable: None,
+                warning: None,
+                start_at: None,
+                boot_id: Some(boot.into()),
+            }),
+            histograms: None,
+        }
+    }
+
+    #[test]
+    fn shards_of_one_host_align_on_its_monotonic_clock_exactly() {
+        // The wall clock stepped 5 s between the two mappings: the monotonic clock did not.
+        let runs = [
+            shard("a", 1_000_000_000, 10_000_000_000, None),
+            shard("a", 1_000_250_000, 15_000_000_000, None),
+        ];
+        let (a, clocks) = align(&runs).unwrap();
+        assert_eq!(a.bound_ms, Some(0.0));
+        assert_eq!(a.basis, "one host (one CLOCK_MONOTONIC)");
+        assert_eq!(clocks[1].t0_offset_ms, 0.25);
+        assert_eq!(clocks[1].offset_basis, "monotonic");
+        assert_eq!(a.start_spread_ms, 0.25);
+    }
+
+    #[test]
+    fn shards_of_several_hosts_are_bounded_by_their_two_largest_clock_errors() {
+        let runs = [
+            shard("a", 5_000_000_000, 1_000_000_000, Some(1_000)),
+            shard("b", 9_000_000_000, -2_999_000_000, Some(3_000)),
+            shard("c", 100, 6_000_000_000, Some(500)),
+        ];
+        let (a, clocks) = align(&runs).unwrap();
+        // Walls: 6.000 s (the earliest: the origin), 6.001 s, 6.0000001 s.
+        assert_eq!(clocks[0].offset_basis, "monotonic");
+        assert_eq!(clocks[1].offset_basis, "wall_clock");
+        assert!((clocks[1].t0_offset_ms - 1.0).abs() < 1e-9, "{clocks:?}");
+        assert!((clocks[2].t0_offset_ms - 0.0001).abs() < 1e-9, "{clocks:?}");
+        assert_eq!(clocks[0].wall_clock_error_ms, Some(1.002));
+        // (3000 µs + 2 µs) + (1000 µs + 2 µs)
+        assert_eq!(a.bound_ms, Some(4.004));
+        assert_eq!(a.basis, "wall clocks of 3 hosts");
+    }
+
+    #[test]
+    fn an_unsynchronized_clock_on_another_host_leaves_no_bound_and_says_whose() {
+        let runs = [
+            shard("a", 1_000, 0, Some(1_000)),
+            shard("b", 1_000, 0, None),
+        ];
+        let (a, clocks) = align(&runs).unwrap();
+        assert_eq!(a.bound_ms, None);
+        let why = a.unbounded_because.unwrap();
+        assert!(
+            why.contains("/runs/b-1000 is not known to be synchronized"),
+            "{why}"
+        );
+        assert_eq!(clocks[1].wall_clock_error_ms, None);
+        let mut old = shard("a", 1_000, 0, Some(1));
+        old.clock = None;
+        assert!(align(&[old]).unwrap_err().contains("cannot be aligned"));
+    }
+}
