@@ -84,8 +84,14 @@ fn print(m: &Merged) -> std::io::Result<()> {
         row("schedule lag, one axis (ms)", st)?;
     }
     outln!(
-        "(percentiles from the shards' histograms summed ({}), within 0.1%; avg, min, max exact)",
-        i.metrics_from
+        "{}",
+        if i.metrics_from == "histograms" {
+            "(the shards' histograms summed: percentiles within 0.1% as in one run; avg, min, \
+             max exact)"
+        } else {
+            "(folded from the shards' records: percentiles within 0.1%; avg, min, max exact; \
+             see the notes)"
+        }
     )?;
     outln!()?;
     outln!(
