@@ -204,6 +204,64 @@ fn merged_shards_equal_the_unsharded_run() {
         "{table}"
     );
     assert!(table.contains("within ±0.000 ms (a bound)"), "{table}");
+    // A second merge into the same folder would replace the first.
+    let again = merge(&["shard0", "shard1", "shard2", "-o", "merged"]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("holds an earlier run"),
+        "{}",
+        text(&again)
+    );
+}
+
+#[test]
+fn shards_without_histograms_are_folded_from_their_records_and_say_so() {
+    let dir = &runs().dir;
+    // As an older canaryd left them: no histograms.json.
+    for i in 0..3 {
+        let (from, to) = (dir.join(format!("shard{i}")), dir.join(format!("old{i}")));
+        if !to.exists() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in ["summary.json", "records.jsonl"] {
+                std::fs::copy(from.join(f), to.join(f)).unwrap();
+            }
+        }
+    }
+    let out = merge(&["old0", "old1", "old2", "-o", "from-records"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (single, m) = (
+        summary(&dir.join("single")),
+        summary(&dir.join("from-records")),
+    );
+    valid(&m);
+    assert_eq!(m["merged"]["metrics_from"], "records");
+    for key in [
+        "requests",
+        "completed",
+        "errors",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(m[key], single[key], "{key}");
+    }
+    // The records hold every request's TTFT: the same histogram as the shards' summed.
+    let out = merge(&["shard0", "shard1", "shard2", "-o", "from-histograms"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let h = summary(&dir.join("from-histograms"));
+    for p in ["count", "min", "max", "p50", "p90", "p99"] {
+        assert_eq!(
+            m["time_to_first_token"][p], h["time_to_first_token"][p],
+            "{p}"
+        );
+    }
+    // Without --record-chunks the records hold no chunk gaps: absent, and said.
+    assert!(m.get("inter_chunk_latency").is_none(), "{m}");
+    assert!(h["inter_chunk_latency"]["count"].as_u64().unwrap() > 0);
+    let notes = m["merged"]["notes"].to_string();
+    assert!(
+        notes.contains("no histograms.json in old0, old1, old2"),
+        "{notes}"
+    );
 }
 
 #[test]

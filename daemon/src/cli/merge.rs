@@ -18,10 +18,14 @@ pub struct MergeArgs {
     /// Print the merged summary.json instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Replace an earlier run's or merge's artifacts in the output folder.
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// Runs `canaryd merge`; a coverage problem is an error (exit status 1).
 pub fn merge(args: &MergeArgs) -> Result<i32> {
+    super::one_shot::refuse_earlier_run(&args.output_dir, args.overwrite)?;
     let merged = canary_replay::merge(&args.dirs, &args.output_dir).context("merging shards")?;
     if args.json {
         let path = args.output_dir.join("summary.json");
