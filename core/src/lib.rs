@@ -66,7 +66,7 @@ pub use record::{
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
-pub use stats::{Distribution, Stats};
+pub use stats::{Distribution, DistributionSnapshot, SnapshotError, Stats};
 pub use summary::{
     Aggregator, GoodputSummary, NoValue, RunSummary, RxSummary, TokenAgreement, MIN_RATE_SPAN_S,
 };

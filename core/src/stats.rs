@@ -4,8 +4,12 @@
 //! at most 0.1%), so memory stays bounded however long a run is. Mean, min, max and standard
 //! deviation are tracked exactly alongside it.
 
+mod snapshot;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+pub use snapshot::{DistributionSnapshot, SnapshotError};
 
 /// Quantum of stored values: a value `v` is recorded as `round(v * SCALE)`. With values in
 /// milliseconds that is microsecond resolution before the histogram's own 0.1% bucketing.

@@ -191,6 +191,16 @@ impl Aggregator {
         self.requests - self.completed - self.cancelled
     }
 
+    /// Every metric's distribution so far, by name, with its unit: what `histograms.json`
+    /// keeps so that shard runs merge exactly (`canaryd merge`).
+    pub fn distributions(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, &'static str, &Distribution)> {
+        self.metrics
+            .iter()
+            .map(|(name, (unit, d))| (*name, *unit, d))
+    }
+
     /// The requests added so far over the run's time (for the diagnosis).
     pub fn timeline(&self) -> &ClientTimeline {
         &self.timeline

@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod doctor;
+pub mod merge;
 pub mod one_shot;
 pub mod otlp_flags;
 pub mod profile;

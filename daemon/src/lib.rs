@@ -87,6 +87,9 @@ pub enum Command {
     Report(canary_report::cli::ReportArgs),
     /// Compare run B against run A, metric by metric: is each change real?
     Compare(canary_report::cli::CompareArgs),
+    /// Merge the artifacts of the shards of one replay (`--shard I/N`) into one run's,
+    /// checking that they cover the trace exactly once.
+    Merge(cli::merge::MergeArgs),
 }
 
 /// Flags of `canaryd check-config`.
@@ -150,6 +153,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             outln!("{}", canary_report::cli::report(&args)?)?;
             Ok(0)
         }
+        Command::Merge(args) => cli::merge::merge(&args),
         Command::Compare(args) => {
             outln!("{}", canary_report::cli::compare(&args)?)?;
             Ok(0)

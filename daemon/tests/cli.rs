@@ -157,8 +157,9 @@ fn an_earlier_run_in_the_output_dir_is_kept_unless_overwrite() {
     let msg = text(&again);
     assert_eq!(again.status.code(), Some(1), "{msg}");
     assert!(
-        msg.contains("out holds an earlier run (records.jsonl, summary.json, summary.csv)")
-            && msg.contains("--overwrite"),
+        msg.contains(
+            "out holds an earlier run (records.jsonl, summary.json, summary.csv, histograms.json)"
+        ) && msg.contains("--overwrite"),
         "{msg}"
     );
     assert_eq!(

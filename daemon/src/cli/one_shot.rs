@@ -74,11 +74,16 @@ pub struct Print {
 }
 
 /// The files a run writes into its output directory.
-const ARTIFACTS: [&str; 3] = ["records.jsonl", "summary.json", "summary.csv"];
+const ARTIFACTS: [&str; 4] = [
+    "records.jsonl",
+    "summary.json",
+    "summary.csv",
+    canary_replay::HISTOGRAMS_FILE,
+];
 
 /// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
 /// would silently replace what the first measured.
-fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
     if overwrite {
         return Ok(());
     }
