@@ -248,6 +248,14 @@ fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
     );
     assert!(csv.contains(&row), "{row} not in {csv}");
 
+    // The HTML report draws them and lists them, the partial slice said.
+    let said = canaryd(&["report", "out", "-o", "r.html"], dir.path());
+    assert!(said.status.success(), "{}", text(&said));
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(html.contains("id=\"timeslices\""), "no timeslices section");
+    assert!(html.contains("slices-latency"), "no latency-by-slice chart");
+    assert!(html.contains("(partial)"), "the partial slice is not said");
+
     // The same slices over OTLP, one point per slice start.
     let metrics = receiver.last_metrics();
     let m = metrics
