@@ -15,7 +15,7 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
         String::new()
     };
     outln!(
-        "timeslices of {} s by send time{widened}; counts exact, percentiles within 0.1%",
+        "timeslices of {} s by send time{widened}; counts exact, percentiles within 1%",
         t.slice_duration_s
     )?;
     outln!(

@@ -130,7 +130,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         .collect();
     html.push_str(&format!(
         "<p>Slices of {} s from the run's start. A request belongs to the slice it was sent in; \
-         throughput counts what finished in the slice. Counts exact, percentiles within 0.1 %; \
+         throughput counts what finished in the slice. Counts exact, percentiles within 1 %; \
          a partial slice's rates are over the part the run covered.</p>\n",
         esc(&width.map_or("–".to_string(), num))
     ));
