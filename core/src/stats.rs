@@ -47,8 +47,8 @@ impl Distribution {
 
     /// An empty distribution keeping `digits` (1 to 5) significant digits: its percentiles
     /// are within 10^−digits of the truth, relative (3: 0.1%, 2: 1%), and each digit fewer
-    /// takes about a sixth of
-    /// the memory (a run's many timeslices keep 2: 2 kB empty, 18 kB with values up to 10 s).
+    /// takes about a sixth of the memory (a run's many timeslices keep 2: 2 kB empty, 18 kB
+    /// with values up to 10 s).
     pub fn with_digits(digits: u8) -> Distribution {
         Distribution {
             hist: Histogram::new(digits.clamp(1, 5))
