@@ -25,6 +25,7 @@
 mod by_url;
 mod clock;
 pub mod compare;
+mod confidence;
 mod context;
 mod diagnosis;
 mod error_causes;
@@ -41,10 +42,12 @@ mod stats;
 mod summary;
 mod telemetry;
 mod timeline;
+mod timeslice;
 mod trace;
 
 pub use by_url::{ByUrl, UrlSummary};
 pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
+pub use confidence::{t_cdf, t_quantile, MeanInterval};
 pub use context::{
     CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
     RunContext, ServerContext, WorkloadContext,
@@ -77,4 +80,5 @@ pub use telemetry::{
     RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
 };
 pub use timeline::{ClientBucket, ClientTimeline};
+pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};
 pub use trace::{TracePrompt, TraceRequest};

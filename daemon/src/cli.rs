@@ -7,6 +7,8 @@ pub mod merge;
 pub mod one_shot;
 pub mod otlp_flags;
 pub mod profile;
+pub mod repeats;
 pub mod replay;
 pub mod report;
 pub mod synthesize;
+pub mod timeslices;

@@ -136,9 +136,10 @@ pub fn run(cli: Cli) -> Result<i32> {
                 token_counts: shape.use_server_token_count,
                 criteria: shape.criteria(),
                 overwrite: shape.overwrite,
+                quiet: false,
             };
-            let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
-            Ok(run.as_ref().map_or(INTERRUPTED, one_shot::exit_status))
+            let repeats = shape.repeats();
+            cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
         }),
         Command::Profile(args) => {
             interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })

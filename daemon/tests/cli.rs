@@ -2,10 +2,15 @@
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
 mod common;
+#[path = "cli/experiments.rs"]
+mod experiments;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/profile.rs"]
 mod profile;
+#[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
 #[path = "cli/synthesize.rs"]
 mod synthesize;
 

@@ -84,6 +84,15 @@ impl ResultsWriter {
         })
     }
 
+    /// The same, also keeping the run's figures in slices of `width` (`--slice-duration`),
+    /// written to `summary.json`'s `timeslices` and `timeslices.csv`.
+    pub fn with_timeslices(mut self, width: Option<std::time::Duration>) -> ResultsWriter {
+        if let Some(w) = width {
+            self.aggregator = std::mem::take(&mut self.aggregator).with_timeslices(w);
+        }
+        self
+    }
+
     /// Records one finished request. A write failure is kept and reported by [`finish`]
     /// (measuring goes on: the summary still counts the request).
     ///
@@ -147,6 +156,10 @@ pub fn write_summary<R: Serialize>(
     std::fs::write(&path, json).map_err(at(&path))?;
     let path = dir.join("summary.csv");
     std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
+    if let Some(t) = &summary.timeslices {
+        let path = dir.join("timeslices.csv");
+        std::fs::write(&path, t.csv()).map_err(at(&path))?;
+    }
     Ok(())
 }
 
