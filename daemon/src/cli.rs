@@ -8,4 +8,5 @@ pub mod otlp_flags;
 pub mod profile;
 pub mod replay;
 pub mod report;
+pub mod sweep;
 pub mod synthesize;
