@@ -6,6 +6,8 @@ mod common;
 mod hostile;
 #[path = "cli/profile.rs"]
 mod profile;
+#[path = "cli/sweep.rs"]
+mod sweep;
 #[path = "cli/synthesize.rs"]
 mod synthesize;
 
