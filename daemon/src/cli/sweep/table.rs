@@ -18,7 +18,11 @@ fn rate(v: Option<f64>) -> String {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+    match v {
+        Some(v) if v > 0.0 && v < 0.01 => format!("{:.2}%", v * 100.0),
+        Some(v) => format!("{:.1}%", v * 100.0),
+        None => "-".into(),
+    }
 }
 
 /// `point 3 c16: 107 req/s, 1715 tok/s, TTFT p99 148 ms: pass`.
