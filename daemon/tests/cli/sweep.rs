@@ -243,7 +243,7 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
             "--arrival-pattern",
             "constant",
             "--benchmark-duration",
-            "1.5s",
+            "2s",
             "--max-runs",
             "9",
         ],
@@ -282,6 +282,33 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
         "{stdout}"
     );
     assert!(stdout.contains("a bound: at least"), "{stdout}");
+
+    // The report draws the probes in order of increasing rate, not in the order they ran:
+    // the third probe (200 req/s, the first fail) is the highest rate, so it comes last.
+    let report = canaryd(&["report", "out", "-o", "search.html"], dir.path());
+    assert!(report.status.success(), "{}", text(&report));
+    let html = std::fs::read_to_string(dir.path().join("search.html")).unwrap();
+    assert_eq!(points[2]["dir"], "point-03-r200", "{doc:#}");
+    let mut by_rate: Vec<&Value> = points.iter().collect();
+    by_rate.sort_by(|a, b| {
+        a["value"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&b["value"].as_f64().unwrap())
+    });
+    let at = |p: &Value| {
+        let cell = format!("<td>{}</td>", p["dir"].as_str().unwrap());
+        html.find(&cell)
+            .unwrap_or_else(|| panic!("{cell} not in the report"))
+    };
+    for pair in by_rate.windows(2) {
+        assert!(
+            at(pair[0]) < at(pair[1]),
+            "{} before {}",
+            pair[0]["dir"],
+            pair[1]["dir"]
+        );
+    }
 }
 
 #[test]
