@@ -5,7 +5,8 @@
 //!
 //! Commands: `run` (the daemon: scheduled replays, verdicts, baselines, status endpoint),
 //! `check-config`, `replay` (one replay against a server), `analyze-trace` (what a trace
-//! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
+//! holds), `sweep` (a series of runs: knee, Pareto front, capacity at an SLO), `sim` (the
+//! simulated inference server), `demo` (the simulator and the bundled
 //! trace, in one process), `report` and `compare` (HTML reports of run artifacts).
 
 /// `println!` that returns write errors instead of panicking, and takes a closed stdout
