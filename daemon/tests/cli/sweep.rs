@@ -182,10 +182,13 @@ fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
     let out = sweep(
         dir.path(),
         &url,
-        &["--concurrency", "1,4", "--request-count", "12"],
+        &["--concurrency", "1,4", "--request-count", "12", "--json"],
     );
     assert!(out.status.success(), "{}", text(&out));
     let doc = sweep_json(dir.path());
+    // --json: stdout is sweep.json, nothing else.
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(printed, doc);
     assert_eq!(doc["axis"], "concurrency");
     for (p, users) in doc["points"].as_array().unwrap().iter().zip([1, 4]) {
         let folder = dir.path().join("out").join(p["dir"].as_str().unwrap());

@@ -184,7 +184,10 @@ async fn run_point(
     point.passed = verdict.kind == VerdictKind::Pass;
     point.verdict = verdict.to_string();
     point.figures = Some(PointFigures::of(&run, args.sweep.gpus));
-    table::progress_line(&point)?;
+    if !args.profile.shape.json {
+        // With --json, stdout holds sweep.json alone.
+        table::progress_line(&point)?;
+    }
     Ok(PointRun {
         point,
         interrupted: run.outcome.interrupted,
