@@ -9,6 +9,8 @@
 //! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
+//! * [`series`] — the knee and the Pareto front of a sweep; [`RateSearch`] — the search
+//!   for the highest rate meeting an SLO.
 //! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
 //!   [`RunContext`] — what the run ran on and against.
 //!
@@ -35,9 +37,11 @@ mod hash;
 mod observer;
 mod outcome;
 mod percent;
+mod rate_search;
 mod record;
 mod redact;
 mod sampling;
+pub mod series;
 mod stats;
 mod summary;
 mod telemetry;
@@ -63,6 +67,7 @@ pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
+pub use rate_search::{RateBracket, RateSearch};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
     ServerTimings, Status, Usage, UserspaceTimes,

@@ -10,5 +10,6 @@ pub mod profile;
 pub mod repeats;
 pub mod replay;
 pub mod report;
+pub mod sweep;
 pub mod synthesize;
 pub mod timeslices;

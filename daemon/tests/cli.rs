@@ -11,6 +11,8 @@ mod profile;
 #[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
 #[path = "../../exporters/tests/receiver.rs"]
 mod receiver;
+#[path = "cli/sweep.rs"]
+mod sweep;
 #[path = "cli/synthesize.rs"]
 mod synthesize;
 
