@@ -405,6 +405,11 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "--speedup applies to a --trace",
         ),
+        (
+            vec!["--concurrency", "1,2", "--runs", "3"],
+            1,
+            "--runs is not taken by canaryd sweep",
+        ),
     ] {
         let out = sweep(dir.path(), &url, &flags);
         assert_eq!(out.status.code(), Some(code), "{flags:?}: {}", text(&out));
