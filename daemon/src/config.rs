@@ -192,6 +192,25 @@ pub struct Workload {
     pub prompt_seed: u64,
     /// The wall-clock instant each run's schedule starts at, and the lateness allowed.
     pub start_at: Option<canary_replay::StartAt>,
+    /// `kind = "capacity"`: each run is a capacity search from `request_rate`.
+    pub capacity: Option<CapacitySearch>,
+}
+
+/// A `kind = "capacity"` workload's search: each run probes open-loop rates (each probe a
+/// full run of the workload's synthetic load, `benchmark_duration` or `request_count` long,
+/// judged by its `slos`, `min_good_fraction` and `max_error_rate`), bracketing then
+/// bisecting, and its answer is compared with the capacity of the last passing runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacitySearch {
+    /// Most probes per run.
+    pub max_probes: usize,
+    /// Stop when the bracket is narrower than this share of its passing end.
+    pub precision: f64,
+    /// The lowest rate tried.
+    pub min_rate: f64,
+    /// Fail when the capacity's bracket lies below the baseline's lower end by more than
+    /// this share of it.
+    pub tolerance: f64,
 }
 
 pub mod cadence;
@@ -199,7 +218,7 @@ pub(crate) mod duration;
 mod otlp;
 mod plan;
 pub mod raw;
-mod shape;
+pub(crate) mod shape;
 pub(crate) mod size;
 mod validate;
 

@@ -2,4 +2,5 @@
 //! with the rolling baseline.
 
 pub mod baseline;
+pub mod capacity;
 pub mod verdict;

@@ -22,6 +22,7 @@ macro_rules! outln {
 }
 
 mod bundled;
+pub mod capacity;
 mod cli;
 pub mod config;
 pub mod execute;

@@ -246,6 +246,9 @@ impl<'de> Deserialize<'de> for Urls {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// `replay` (default): one run of the load each time; `capacity`: a search for the
+    /// highest `request_rate` that meets `slos` (see [`crate::config::CapacitySearch`]).
+    pub kind: Option<toml::Spanned<WorkloadKind>>,
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
     /// Trace file, or `"bundled"`; absent: synthetic requests (the keys below).
@@ -324,6 +327,27 @@ pub struct Workload {
     pub start_at: Option<toml::Spanned<String>>,
     /// With `start_at`: how late a run may begin and still go ahead (default 0).
     pub max_late_start: Option<toml::Spanned<Period>>,
+    // `kind = "capacity"` only.
+    /// Most probes (runs) one search makes (default 6).
+    pub max_probes: Option<toml::Spanned<AtLeastOne>>,
+    /// The search stops when its bracket is narrower than this share of its passing end
+    /// (default 0.1).
+    pub search_precision: Option<toml::Spanned<Positive>>,
+    /// The lowest rate a search tries, requests/s (default 0.1).
+    pub min_rate: Option<toml::Spanned<Positive>>,
+    /// A run fails when its capacity is below the baseline's lower end by more than this
+    /// share (default 0.1).
+    pub capacity_tolerance: Option<toml::Spanned<Fraction>>,
+}
+
+/// A workload's `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// One run of the load.
+    Replay,
+    /// A capacity search.
+    Capacity,
 }
 
 /// `chat` or `completions`.

@@ -2,7 +2,9 @@
 //! summary and latency samples, so verdicts and baselines survive restarts. Retention (count
 //! and age, per workload) deletes rows and returns the artifact folders to remove with them.
 
+use crate::capacity::Capacity;
 use crate::judge::baseline::{Comparison, Samples, Trend};
+use crate::judge::capacity::CapacityRun;
 use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -37,6 +39,9 @@ pub struct RunRow {
     /// Per-request values kept for later baselines (not served by the API).
     #[serde(skip)]
     pub samples: Option<Samples>,
+    /// A capacity workload's search and the baseline it met (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRun>,
 }
 
 /// The history database.
@@ -62,8 +67,12 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_workload ON runs (workload, started_unix_ms);
 ";
 
+/// Columns added after the first schema, each with its type: added to an older file when it
+/// opens, so older history files stay readable (their rows have none).
+const ADDED_COLUMNS: &[(&str, &str)] = &[("capacity", "TEXT")];
+
 const COLUMNS: &str = "id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
-                       reasons, trend, comparison, summary, artifacts";
+                       reasons, trend, comparison, summary, artifacts, capacity";
 
 impl History {
     /// Opens (creating if needed) the database at `path`.
@@ -77,6 +86,7 @@ impl History {
         // already committed.
         conn.pragma_update(None, "journal_mode", "WAL")
             .and_then(|_| conn.execute_batch(SCHEMA))
+            .and_then(|_| add_columns(&conn))
             .with_context(|| format!("preparing the history database {}", path.display()))?;
         Ok(History {
             conn: Mutex::new(conn),
@@ -93,7 +103,8 @@ impl History {
             .execute(
                 "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
                  finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
-                 artifacts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 artifacts, capacity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
+                 ?13)",
                 params![
                     run.id,
                     run.workload,
@@ -107,6 +118,7 @@ impl History {
                     run.summary.as_ref().map(json),
                     run.samples.as_ref().map(json),
                     run.artifacts.to_string_lossy(),
+                    run.capacity.as_ref().map(json),
                 ],
             )
             .context("writing the run to the history database")?;
@@ -124,6 +136,23 @@ impl History {
         let mut out = Vec::new();
         for row in rows {
             out.push(serde_json::from_str(&row?).context("a stored sample set")?);
+        }
+        Ok(out)
+    }
+
+    /// The capacity searches of the last `n` passing runs of `workload`, newest first.
+    pub fn capacity_baseline(&self, workload: &str, n: usize) -> Result<Vec<Capacity>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT capacity FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+             AND capacity IS NOT NULL ORDER BY started_unix_ms DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![workload, n as i64], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let run: CapacityRun =
+                serde_json::from_str(&row?).context("a stored capacity search")?;
+            out.push(run.found);
         }
         Ok(out)
     }
@@ -214,7 +243,22 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         summary: parse(9)?,
         artifacts: PathBuf::from(r.get::<_, String>(10)?),
         samples: None,
+        capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
     })
+}
+
+/// Adds the [`ADDED_COLUMNS`] an older file lacks.
+fn add_columns(conn: &Connection) -> rusqlite::Result<()> {
+    let have: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('runs')")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (name, kind) in ADDED_COLUMNS {
+        if !have.iter().any(|h| h == name) {
+            conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {name} {kind}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch.
@@ -251,6 +295,7 @@ mod tests {
                 ttft_ms: vec![ttft],
                 ..Default::default()
             }),
+            capacity: None,
         }
     }
 

@@ -122,6 +122,7 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
         comparison: None,
         artifacts: o.dir.clone(),
         recovered: Some(summary),
+        capacity: None,
     })
 }
 

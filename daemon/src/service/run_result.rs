@@ -35,6 +35,8 @@ pub struct RunResult {
     /// For a run whose process died (no outcome then): the summary rebuilt from its
     /// records at the next start, as written to its `summary.json`.
     pub recovered: Option<serde_json::Value>,
+    /// A capacity workload's search, its probes and (after the run) its baseline.
+    pub capacity: Option<crate::judge::capacity::CapacityRun>,
 }
 
 impl RunResult {
@@ -53,6 +55,7 @@ impl RunResult {
             samples: None,
             comparison: None,
             recovered: None,
+            capacity: None,
         }
     }
 }
@@ -76,6 +79,7 @@ impl From<&RunResult> for RunRow {
                 .or_else(|| r.recovered.clone()),
             artifacts: r.artifacts.clone(),
             samples: r.samples.clone(),
+            capacity: r.capacity.clone(),
         }
     }
 }

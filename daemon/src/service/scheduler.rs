@@ -11,6 +11,7 @@ use super::workload::RunContext;
 use crate::config::cadence::{Cadence, Ticker};
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
+use crate::judge::capacity::CapacityBaseline;
 use crate::judge::verdict::Verdict;
 use anyhow::{Context, Result};
 use canary_replay::Progress;
@@ -280,6 +281,7 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
+        self.compare_capacity(config, workload, result);
         log_verdict(config, workload, result);
         write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
@@ -297,6 +299,44 @@ impl Daemon {
                 result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
             }
             Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
+        }
+    }
+
+    /// A capacity run that passed its search: compared with the capacity of the last passing
+    /// runs (read before this one is stored), `fail` when it dropped (the rule in
+    /// [`crate::judge::capacity`]).
+    fn compare_capacity(&self, config: &Config, workload: &str, result: &mut RunResult) {
+        let Some(run) = &mut result.capacity else {
+            return;
+        };
+        if result.verdict.kind != crate::judge::verdict::VerdictKind::Pass {
+            return;
+        }
+        let Some(tolerance) = config
+            .workloads
+            .iter()
+            .find(|w| w.name == workload)
+            .and_then(|w| w.capacity)
+            .map(|c| c.tolerance)
+        else {
+            return;
+        };
+        let base = match self
+            .history
+            .capacity_baseline(workload, config.baseline.runs)
+        {
+            Ok(base) => base,
+            Err(e) => {
+                tracing::error!(workload = %workload, "reading the capacity baseline: {e:#}");
+                return;
+            }
+        };
+        run.baseline = CapacityBaseline::of(&base, config.baseline.min_runs, tolerance);
+        if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(&run.found)) {
+            result.verdict = crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Fail,
+                reasons: vec![why],
+            };
         }
     }
 
@@ -356,11 +396,14 @@ fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     // The figures the verdict rests on and the bars they met or missed, so the log line says
     // more than `pass`.
     let w = config.workloads.iter().find(|w| w.name == workload);
-    let figures = result
-        .outcome
-        .as_ref()
-        .zip(w)
-        .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
+    let figures = match &result.capacity {
+        Some(c) => Some(capacity_figures(c)),
+        None => result
+            .outcome
+            .as_ref()
+            .zip(w)
+            .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary)),
+    };
     let line = format!(
         "{}: {}{}{}",
         result.id,
@@ -378,6 +421,41 @@ fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     }
 }
 
+/// `capacity at SLO 100 req/s, a bound: at least 100, below 125; 5 probes; baseline 100 ±
+/// 12 over 1 runs`.
+fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
+    use crate::judge::capacity::rate;
+    let f = &c.found;
+    let bracket = match (f.max_passing_rate, f.min_failing_rate) {
+        (Some(p), Some(b)) => format!(
+            "capacity at SLO {} req/s, a bound: at least {}, below {}",
+            rate(p),
+            rate(p),
+            rate(b)
+        ),
+        (Some(p), None) => format!(
+            "capacity at SLO at least {} req/s (no rate failed)",
+            rate(p)
+        ),
+        (None, Some(b)) => format!("capacity at SLO below {} req/s (no rate passed)", rate(b)),
+        (None, None) => "capacity at SLO unknown (no probe ran)".into(),
+    };
+    let baseline = match &c.baseline {
+        Some(b) => format!(
+            "; baseline {} ± {} over {} runs",
+            rate(b.capacity),
+            rate(b.spread),
+            b.runs
+        ),
+        None => "; no baseline yet".into(),
+    };
+    format!(
+        "{bracket}; {} probes, stopped by {}{baseline}",
+        c.probes.len(),
+        f.stopped_by
+    )
+}
+
 /// Writes the run's `verdict.json` into its artifacts folder.
 fn write_verdict(result: &RunResult) -> Result<()> {
     std::fs::create_dir_all(&result.artifacts)
@@ -391,6 +469,7 @@ fn write_verdict(result: &RunResult) -> Result<()> {
         "reasons": result.verdict.reasons,
         "trend": result.comparison.as_ref().map(|c| c.trend.as_str()),
         "comparison": result.comparison,
+        "capacity": result.capacity,
         "started_unix_ms": result.started_unix_ms,
         "finished_unix_ms": result.finished_unix_ms,
     });

@@ -15,6 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+mod capacity;
+
 /// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
 /// missing (reported once, then left off instead of warned about every run), the OTLP
 /// exporter.
@@ -96,10 +98,26 @@ impl RunContext {
         progress: Arc<Progress>,
     ) -> RunResult {
         let mut result = RunResult::new(config, workload, id);
-        match self
-            .replay(config, workload, &result, shutdown, progress)
-            .await
-        {
+        if let Some(search) = workload.capacity {
+            capacity::run(
+                self,
+                config,
+                workload,
+                search,
+                &mut result,
+                shutdown,
+                progress,
+            )
+            .await;
+            result.finished_unix_ms = crate::service::history::now_unix_ms();
+            return result;
+        }
+        let ids = RunIds {
+            run: &result.id,
+            export: &result.id,
+            artifacts: &result.artifacts,
+        };
+        match self.replay(config, workload, ids, shutdown, progress).await {
             Ok((judged, samples)) => {
                 result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
                 if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
@@ -113,12 +131,12 @@ impl RunContext {
         result
     }
 
-    /// The workload's plan for run `result`, executed with its telemetry.
+    /// The workload's plan for run `ids`, executed with its telemetry.
     async fn replay(
         &self,
         config: &Config,
         w: &Workload,
-        result: &RunResult,
+        ids: RunIds<'_>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> Result<(Judged, Samples)> {
@@ -128,12 +146,12 @@ impl RunContext {
             target: t,
         };
         let mut plan = Plan::try_from(wp)?;
-        plan.replay.run_id.clone_from(&result.id);
-        plan.replay.output_dir = Some(result.artifacts.clone());
+        plan.replay.run_id = ids.run.to_string();
+        plan.replay.output_dir = Some(ids.artifacts.to_path_buf());
         let otlp = self
             .otlp
             .as_ref()
-            .and_then(|o| o.begin_run(w, t, &result.id));
+            .and_then(|o| o.begin_run(w, t, ids.export));
         if let Some((_, sample_ratio)) = &otlp {
             // The traceparent's sampled flag follows the exporter's ratio.
             plan.replay.trace_sample_ratio = *sample_ratio;
@@ -197,6 +215,15 @@ impl RunContext {
             }
         }
     }
+}
+
+/// Who a replay is: its run id (in its records and summary), the run id its OTLP export is
+/// labelled with (a capacity search's probes are exported as its one run), its folder.
+#[derive(Clone, Copy)]
+struct RunIds<'a> {
+    run: &'a str,
+    export: &'a str,
+    artifacts: &'a std::path::Path,
 }
 
 /// What `check-config` found loading a workload's trace.

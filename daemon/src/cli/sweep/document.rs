@@ -2,6 +2,7 @@
 //! capacity search, the bracket of the highest passing rate.
 
 use super::point::{Axis, Point};
+use crate::capacity::Capacity;
 use anyhow::{Context, Result};
 use canary_core::series;
 use serde::Serialize;
@@ -19,25 +20,6 @@ pub struct Knee {
     pub value: f64,
     /// Its completed requests per second.
     pub request_throughput: Option<f64>,
-}
-
-/// The outcome of `--find-max-rate`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Capacity {
-    /// The SLOs (aiperf's syntax).
-    pub slo: String,
-    /// The share of requests that had to meet them.
-    pub min_good_fraction: f64,
-    /// The highest offered rate that passed, requests/s: a lower bound of the capacity at the
-    /// SLO. Absent when no rate passed.
-    pub max_passing_rate: Option<f64>,
-    /// The lowest offered rate above it that failed: the capacity is below it. Absent when no
-    /// rate failed (the search ran out of runs while still passing).
-    pub min_failing_rate: Option<f64>,
-    /// Half the bracket's width relative to its midpoint, when both ends are known.
-    pub relative_uncertainty: Option<f64>,
-    /// Why the search stopped: `precision`, `max_runs`, `floor` or `interrupted`.
-    pub stopped_by: String,
 }
 
 /// The whole of `sweep.json`.

@@ -1,16 +1,17 @@
 //! Running the points: each a plan of `canaryd profile`'s flags with the axis set, run through
 //! the one run function into its own folder, with a cooldown between points.
 
-use super::document::{Capacity, SweepDoc};
+use super::document::SweepDoc;
 use super::point::{Axis, Point, PointFigures};
 use super::{table, SweepArgs, NO_PASSING_RATE, POINT_FAILED};
+use crate::capacity::{self, Probed, Prober, SearchBounds};
 use crate::cli::profile::ProfileArgs;
 use crate::cli::replay::flag;
 use crate::cli::report::ProgressDisplay;
 use crate::execute::{execute, run_labels, ExportFuture, Front, Judged};
 use crate::judge::verdict::{Criteria, Verdict, VerdictKind};
 use anyhow::{bail, Context, Result};
-use canary_core::{Observer, RateSearch, RunOutcome};
+use canary_core::{Observer, RunOutcome};
 use canary_exporters::{OtlpExporter, RunLabels};
 use canary_replay::{Plan, Setting};
 use std::path::Path;
@@ -276,6 +277,38 @@ pub async fn sweep(
     Ok(code)
 }
 
+/// The sweep's runs as the capacity search's probes: each a point of its own folder.
+struct SweepProber<'a> {
+    args: &'a SweepArgs,
+    root: &'a Path,
+    shutdown: &'a CancellationToken,
+    points: Vec<Point>,
+}
+
+impl Prober for SweepProber<'_> {
+    async fn probe(&mut self, rate: f64, index: usize) -> Result<Probed> {
+        let run = run_point(
+            self.args,
+            Axis::RequestRate,
+            rate,
+            index,
+            self.root,
+            self.shutdown,
+        )
+        .await?;
+        let passed = run.point.passed;
+        self.points.push(run.point);
+        Ok(Probed {
+            passed,
+            interrupted: run.interrupted,
+        })
+    }
+
+    async fn pause(&mut self) {
+        cooldown(self.args, self.shutdown).await
+    }
+}
+
 /// `--find-max-rate`: bracketing then bisection from `start` requests/s.
 pub async fn find_max_rate(
     args: &SweepArgs,
@@ -294,70 +327,28 @@ pub async fn find_max_rate(
         .context("--find-max-rate needs --min-good-fraction")?;
     Plan::try_from(&point_args(args, Axis::RequestRate, start, root))?;
     prepare_root(root, args.profile.shape.overwrite)?;
-    let mut search = RateSearch::new(start, s.min_rate, s.search_precision, s.max_runs);
-    let mut points = Vec::new();
-    let mut interrupted = false;
-    let mut failed = None;
-    while let Some(rate) = search.next_rate() {
-        if !points.is_empty() {
-            cooldown(args, &shutdown).await;
-        }
-        if shutdown.is_cancelled() {
-            interrupted = true;
-            break;
-        }
-        match run_point(
-            args,
-            Axis::RequestRate,
-            rate,
-            points.len() + 1,
-            root,
-            &shutdown,
-        )
-        .await
-        {
-            Ok(run) => {
-                search.record(rate, run.point.passed);
-                points.push(run.point);
-                if run.interrupted {
-                    interrupted = true;
-                    break;
-                }
-            }
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let b = search.bracket();
-    let stopped_by = if interrupted {
-        "interrupted"
-    } else if failed.is_some() {
-        "point_failed"
-    } else if search.runs().len() >= s.max_runs {
-        "max_runs"
-    } else if b.passed.is_none() {
-        "floor"
-    } else {
-        "precision"
+    let bounds = SearchBounds {
+        start,
+        min_rate: s.min_rate,
+        precision: s.search_precision,
+        max_runs: s.max_runs,
     };
-    let mut doc = SweepDoc::new("find_max_rate", Axis::RequestRate, points);
-    doc.capacity = Some(Capacity {
-        slo: slo.to_string(),
-        min_good_fraction: min_good,
-        max_passing_rate: b.passed,
-        min_failing_rate: b.failed,
-        relative_uncertainty: b.passed.zip(b.failed).map(|(p, f)| (f - p) / (f + p)),
-        stopped_by: stopped_by.to_string(),
-    });
-    let ok = if b.passed.is_some() {
+    let mut prober = SweepProber {
+        args,
+        root,
+        shutdown: &shutdown,
+        points: Vec::new(),
+    };
+    let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
+    let mut doc = SweepDoc::new("find_max_rate", Axis::RequestRate, prober.points);
+    let ok = if found.capacity.max_passing_rate.is_some() {
         0
     } else {
         NO_PASSING_RATE
     };
-    let code = finish(args, &doc, interrupted, ok)?;
-    if let Some(e) = failed {
+    doc.capacity = Some(found.capacity);
+    let code = finish(args, &doc, found.interrupted, ok)?;
+    if let Some(e) = found.failed {
         tracing::error!("{e:#}");
         return Ok(POINT_FAILED);
     }

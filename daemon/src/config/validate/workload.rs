@@ -3,7 +3,9 @@
 
 use super::Source;
 use crate::config::cadence::Cadence;
-use crate::config::{raw, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE};
+use crate::config::{
+    raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
+};
 use canary_replay::{Plan, TraceFormat};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -64,6 +66,7 @@ fn workload(
         .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
     let concurrency = w.concurrency.map(|c| c.0);
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
+    let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace = match w.trace.as_deref() {
         None => None,
@@ -91,6 +94,7 @@ fn workload(
     }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     Ok(Workload {
+        capacity,
         name,
         start_at,
         target: w.target.into_inner(),
@@ -116,6 +120,69 @@ fn workload(
         tokenizer: w.tokenizer.map(|p| src.rel(p)),
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
     })
+}
+
+/// `kind = "capacity"` and its keys: a synthetic open-loop load (its `request_rate` is the
+/// search's first rate) and SLOs to search by; the keys are refused on other kinds.
+fn capacity_search(
+    name: &str,
+    w: &raw::Workload,
+    at: Option<usize>,
+    synthetic: &Option<crate::config::shape::Synthetic>,
+    src: &Source,
+) -> Result<Option<CapacitySearch>, ConfigError> {
+    let kind = w.kind.as_ref().map(|k| (k.span().start, *k.get_ref()));
+    let keys = [
+        ("max_probes", w.max_probes.as_ref().map(|k| k.span().start)),
+        (
+            "search_precision",
+            w.search_precision.as_ref().map(|k| k.span().start),
+        ),
+        ("min_rate", w.min_rate.as_ref().map(|k| k.span().start)),
+        (
+            "capacity_tolerance",
+            w.capacity_tolerance.as_ref().map(|k| k.span().start),
+        ),
+    ];
+    let Some((kind_at, raw::WorkloadKind::Capacity)) = kind else {
+        if let Some((key, key_at)) = keys.iter().find(|k| k.1.is_some()) {
+            return Err(src.err(
+                *key_at,
+                format!("workloads.{name}.{key}: only taken by kind = \"capacity\""),
+            ));
+        }
+        return Ok(None);
+    };
+    if w.trace.is_some() {
+        return Err(src.err(
+            Some(kind_at),
+            format!(
+                "workloads.{name}.kind: a capacity search varies request_rate: give a synthetic \
+                 load (request_rate, benchmark_duration), not a trace"
+            ),
+        ));
+    }
+    if !matches!(synthetic, Some(crate::config::shape::Synthetic::Rate(_))) {
+        return Err(src.err(
+            Some(kind_at),
+            format!("workloads.{name}.kind: a capacity search needs request_rate (its first rate)"),
+        ));
+    }
+    if w.slos.is_none() {
+        return Err(src.err(
+            at,
+            format!(
+                "workloads.{name}.slos: a capacity search needs the SLOs its rates must meet \
+                 (slos = \"time_to_first_token:400\")"
+            ),
+        ));
+    }
+    Ok(Some(CapacitySearch {
+        max_probes: w.max_probes.as_ref().map_or(6, |m| m.get_ref().0),
+        precision: w.search_precision.as_ref().map_or(0.1, |p| p.get_ref().0),
+        min_rate: w.min_rate.as_ref().map_or(0.1, |m| m.get_ref().0),
+        tolerance: w.capacity_tolerance.as_ref().map_or(0.1, |t| t.get_ref().0),
+    }))
 }
 
 /// `start_at` (an RFC 3339 instant) and the lateness `max_late_start` allows, which means

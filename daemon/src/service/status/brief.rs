@@ -40,6 +40,9 @@ pub struct RunBrief {
     pub diagnosis: Option<DiagnosisBrief>,
     /// The run's artifacts folder.
     pub artifacts: PathBuf,
+    /// A capacity workload's search: the bracket, the probes and the baseline it met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::judge::capacity::CapacityRun>,
 }
 
 /// A run's headline figures, read from the stored summary under the same names (but
@@ -134,6 +137,7 @@ impl From<&RunRow> for RunBrief {
             telemetry_sources,
             diagnosis,
             artifacts: r.artifacts.clone(),
+            capacity: r.capacity.clone(),
         }
     }
 }
@@ -160,6 +164,7 @@ mod tests {
             summary,
             artifacts: "/a/r1".into(),
             samples: None,
+            capacity: None,
         }
     }
 

@@ -1,0 +1,153 @@
+//! The capacity search as `canaryd sweep --find-max-rate` and the daemon's `capacity`
+//! workloads both carry it out: [`canary_core::RateSearch`] asks for rates, a [`Prober`] runs
+//! each one (a full run through [`crate::execute::execute`]) and says whether it met the SLOs,
+//! and [`search`] keeps going until the search is done, a run cannot be made, or a signal
+//! comes. The answer is a [`Capacity`]: the bracket and why the search stopped.
+
+use anyhow::Result;
+use canary_core::{RateBracket, RateSearch};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// How far a search may go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchBounds {
+    /// The first rate tried, requests/s.
+    pub start: f64,
+    /// The lowest rate tried.
+    pub min_rate: f64,
+    /// Stop when the bracket is narrower than this share of its passing end.
+    pub precision: f64,
+    /// Most runs.
+    pub max_runs: usize,
+}
+
+/// One probe's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probed {
+    /// It met the SLOs (and the error budget).
+    pub passed: bool,
+    /// A signal stopped it.
+    pub interrupted: bool,
+}
+
+/// Runs one rate of the search.
+pub trait Prober {
+    /// Runs `rate` requests/s as the search's `index`-th run (from 1). An error: the run
+    /// could not be made at all (its plan, its folder); the search stops there.
+    fn probe(
+        &mut self,
+        rate: f64,
+        index: usize,
+    ) -> impl std::future::Future<Output = Result<Probed>> + Send;
+
+    /// Waits between two runs (a cooldown); by default not at all.
+    fn pause(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// A finished (or stopped) search.
+pub struct Searched {
+    /// The rates run and their verdicts.
+    pub search: RateSearch,
+    /// What it found.
+    pub capacity: Capacity,
+    /// A signal stopped it.
+    pub interrupted: bool,
+    /// The run that could not be made, when one could not.
+    pub failed: Option<anyhow::Error>,
+}
+
+/// Searches from `bounds.start` with `prober`, under the SLOs `slo` and `min_good_fraction`
+/// (recorded in the answer; the prober judges by them).
+pub async fn search<P: Prober + Send>(
+    bounds: SearchBounds,
+    slo: String,
+    min_good_fraction: f64,
+    prober: &mut P,
+    shutdown: &CancellationToken,
+) -> Searched {
+    let mut search = RateSearch::new(
+        bounds.start,
+        bounds.min_rate,
+        bounds.precision,
+        bounds.max_runs,
+    );
+    let mut interrupted = false;
+    let mut failed = None;
+    while let Some(rate) = search.next_rate() {
+        if !search.runs().is_empty() {
+            prober.pause().await;
+        }
+        if shutdown.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        match prober.probe(rate, search.runs().len() + 1).await {
+            Ok(p) => {
+                search.record(rate, p.passed);
+                if p.interrupted {
+                    interrupted = true;
+                    break;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let b = search.bracket();
+    let stopped_by = if interrupted {
+        "interrupted"
+    } else if failed.is_some() {
+        "point_failed"
+    } else if search.runs().len() >= bounds.max_runs {
+        "max_runs"
+    } else if b.passed.is_none() {
+        "floor"
+    } else {
+        "precision"
+    };
+    Searched {
+        capacity: Capacity::of(b, slo, min_good_fraction, stopped_by),
+        search,
+        interrupted,
+        failed,
+    }
+}
+
+/// The outcome of a capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// The SLOs (aiperf's syntax).
+    pub slo: String,
+    /// The share of requests that had to meet them.
+    pub min_good_fraction: f64,
+    /// The highest offered rate that passed, requests/s: a lower bound of the capacity at the
+    /// SLO. Absent when no rate passed.
+    pub max_passing_rate: Option<f64>,
+    /// The lowest offered rate above it that failed: the capacity is below it. Absent when no
+    /// rate failed (the search ran out of runs while still passing).
+    pub min_failing_rate: Option<f64>,
+    /// Half the bracket's width relative to its midpoint, when both ends are known.
+    pub relative_uncertainty: Option<f64>,
+    /// Why the search stopped: `precision`, `max_runs`, `floor`, `point_failed` or
+    /// `interrupted`.
+    pub stopped_by: String,
+}
+
+impl Capacity {
+    /// The answer of bracket `b`.
+    pub fn of(b: RateBracket, slo: String, min_good_fraction: f64, stopped_by: &str) -> Capacity {
+        Capacity {
+            slo,
+            min_good_fraction,
+            max_passing_rate: b.passed,
+            min_failing_rate: b.failed,
+            relative_uncertainty: b.passed.zip(b.failed).map(|(p, f)| (f - p) / (f + p)),
+            stopped_by: stopped_by.to_string(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! A capacity run against its baseline: has the highest rate that meets the SLOs dropped?
+//!
+//! Each run's search ends in a bracket: the capacity at the SLO is at least its passing end
+//! and below its failing end (as far as each probe's verdict holds). The baseline is the last
+//! `baseline.runs` passing capacity runs (at least `baseline.min_runs`): its capacity is the
+//! median of their passing ends, and its `±` the larger of half their median bracket width
+//! and the MAD of their passing ends. The rule: a run **fails** when its failing end (the
+//! capacity is below it) is at or under the baseline's lower end (capacity − ±) less
+//! `capacity_tolerance` of it; a run with no failing end (every rate passed) or a bracket
+//! reaching above that bar passes.
+
+use crate::capacity::Capacity;
+use serde::{Deserialize, Serialize};
+
+/// A capacity run as stored: the search's answer, its probes, and the baseline it met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityRun {
+    /// The search's answer.
+    #[serde(flatten)]
+    pub found: Capacity,
+    /// Every probe in run order.
+    pub probes: Vec<CapacityProbe>,
+    /// The baseline it was compared with; `None` while fewer than `min_runs` passing runs
+    /// exist.
+    pub baseline: Option<CapacityBaseline>,
+}
+
+/// One probe of a search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbe {
+    /// Offered rate, requests/s.
+    pub rate: f64,
+    /// Met the SLOs.
+    pub passed: bool,
+    /// Its verdict (`pass`, `fail: …`).
+    pub verdict: String,
+}
+
+/// The capacity of the last passing runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityBaseline {
+    /// Passing runs it was built from.
+    pub runs: usize,
+    /// Median of their passing ends, requests/s.
+    pub capacity: f64,
+    /// The larger of half their median bracket width and the MAD of their passing ends.
+    pub spread: f64,
+    /// A run whose failing end is at or below this fails: `(capacity − spread) × (1 −
+    /// tolerance)`.
+    pub fail_at_or_below: f64,
+}
+
+impl CapacityBaseline {
+    /// The baseline of `runs` (passing runs, any order); `None` below `min_runs`.
+    pub fn of(runs: &[Capacity], min_runs: usize, tolerance: f64) -> Option<CapacityBaseline> {
+        let ends: Vec<f64> = runs.iter().filter_map(|c| c.max_passing_rate).collect();
+        if ends.is_empty() || ends.len() < min_runs {
+            return None;
+        }
+        let capacity = median(&ends);
+        let widths: Vec<f64> = runs
+            .iter()
+            .filter_map(|c| Some(c.min_failing_rate? - c.max_passing_rate?))
+            .collect();
+        let half_width = if widths.is_empty() {
+            0.0
+        } else {
+            median(&widths) / 2.0
+        };
+        let mad = median(
+            &ends
+                .iter()
+                .map(|e| (e - capacity).abs())
+                .collect::<Vec<_>>(),
+        );
+        let spread = half_width.max(mad);
+        Some(CapacityBaseline {
+            runs: ends.len(),
+            capacity,
+            spread,
+            fail_at_or_below: (capacity - spread) * (1.0 - tolerance),
+        })
+    }
+
+    /// Why `found` fails against this baseline, or `None` when it passes.
+    pub fn judge(&self, found: &Capacity) -> Option<String> {
+        let below = found.min_failing_rate?;
+        (below <= self.fail_at_or_below).then(|| {
+            format!(
+                "capacity at SLO {} req/s, baseline {} ± {} (below {} req/s, at or under {} \
+                 req/s: the baseline's lower end less the tolerance)",
+                rate(found.max_passing_rate.unwrap_or(0.0)),
+                rate(self.capacity),
+                rate(self.spread),
+                rate(below),
+                rate(self.fail_at_or_below),
+            )
+        })
+    }
+}
+
+/// A rate as the verdicts print it: whole requests/s from 10 up, one decimal below.
+pub fn rate(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n % 2 {
+        1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(passed: Option<f64>, failed: Option<f64>) -> Capacity {
+        Capacity::of(
+            canary_core::RateBracket { passed, failed },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    }
+
+    #[test]
+    fn a_drop_below_the_lower_end_less_the_tolerance_fails_and_says_so() {
+        let base = [
+            cap(Some(520.0), Some(560.0)),
+            cap(Some(530.0), Some(554.0)),
+            cap(Some(540.0), Some(560.0)),
+        ];
+        let b = CapacityBaseline::of(&base, 3, 0.1).unwrap();
+        assert_eq!(b.capacity, 530.0);
+        // Half the median width (24 / 2) beats the MAD (10).
+        assert_eq!(b.spread, 12.0);
+        assert!((b.fail_at_or_below - 518.0 * 0.9).abs() < 1e-9);
+        let why = b.judge(&cap(Some(412.0), Some(440.0))).unwrap();
+        assert!(
+            why.starts_with("capacity at SLO 412 req/s, baseline 530 ± 12"),
+            "{why}"
+        );
+        // Within the tolerance, or a bracket reaching above the bar: pass.
+        assert_eq!(b.judge(&cap(Some(470.0), Some(500.0))), None);
+        assert_eq!(b.judge(&cap(Some(300.0), None)), None);
+        // Nothing passed at all, the floor failing well below: fail, capacity 0.
+        let why = b.judge(&cap(None, Some(0.1))).unwrap();
+        assert!(why.starts_with("capacity at SLO 0.0 req/s"), "{why}");
+    }
+
+    #[test]
+    fn too_few_passing_runs_make_no_baseline() {
+        let base = [cap(Some(100.0), Some(125.0)), cap(None, Some(0.1))];
+        assert_eq!(CapacityBaseline::of(&base, 2, 0.1), None);
+        let b = CapacityBaseline::of(&base, 1, 0.1).unwrap();
+        assert_eq!((b.runs, b.capacity, b.spread), (1, 100.0, 12.5));
+    }
+}

@@ -1,0 +1,167 @@
+//! One run of a `kind = "capacity"` workload: the capacity search
+//! ([`crate::capacity::search`], as `canaryd sweep --find-max-rate`) whose probes are runs of
+//! the workload at each rate, each through the one run function into its own folder
+//! (`<run>/probe-NN-<rate>rps/`), judged by the workload's SLOs. The run's summary is the
+//! probe at the capacity (the highest passing rate); its verdict is `pass` until the
+//! scheduler compares the capacity with the baseline (`crate::judge::capacity`), `fail` when
+//! no rate passed, `error` when a probe could not run or errored.
+
+use super::{RunContext, RunIds};
+use crate::capacity::{self, Probed, Prober, SearchBounds};
+use crate::config::shape::Synthetic;
+use crate::config::{CapacitySearch, Config, Workload};
+use crate::judge::capacity::{rate, CapacityProbe, CapacityRun};
+use crate::judge::verdict::{Verdict, VerdictKind};
+use crate::service::run_result::RunResult;
+use anyhow::{bail, Result};
+use canary_core::RunOutcome;
+use canary_replay::Progress;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The workload's runs as the search's probes.
+struct WorkloadProber<'a> {
+    ctx: &'a RunContext,
+    config: &'a Config,
+    workload: &'a Workload,
+    result: &'a RunResult,
+    shutdown: &'a CancellationToken,
+    progress: Arc<Progress>,
+    probes: Vec<CapacityProbe>,
+    /// The outcome of the highest passing probe so far.
+    at_capacity: Option<(f64, RunOutcome)>,
+    /// The last probe's outcome, kept when none passed.
+    last: Option<RunOutcome>,
+}
+
+impl Prober for WorkloadProber<'_> {
+    async fn probe(&mut self, r: f64, index: usize) -> Result<Probed> {
+        let mut w = self.workload.clone();
+        match &mut w.synthetic {
+            Some(Synthetic::Rate(plan)) => plan.rate = r,
+            _ => bail!("workloads.{}: a capacity search needs request_rate", w.name),
+        }
+        let run_id = format!("{}-p{index:02}", self.result.id);
+        let dir = self
+            .result
+            .artifacts
+            .join(format!("probe-{index:02}-{}rps", rate(r)));
+        let ids = RunIds {
+            run: &run_id,
+            export: &self.result.id,
+            artifacts: &dir,
+        };
+        let (judged, _) = self
+            .ctx
+            .replay(
+                self.config,
+                &w,
+                ids,
+                self.shutdown.clone(),
+                self.progress.clone(),
+            )
+            .await?;
+        let verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+        let interrupted = judged.outcome.interrupted;
+        if verdict.kind == VerdictKind::Error && !interrupted {
+            bail!("the probe at {} req/s: {verdict}", rate(r));
+        }
+        let passed = verdict.kind == VerdictKind::Pass;
+        tracing::info!(
+            workload = %w.name,
+            run = %self.result.id,
+            "capacity probe {index} at {} req/s: {verdict}",
+            rate(r)
+        );
+        self.probes.push(CapacityProbe {
+            rate: r,
+            passed,
+            verdict: verdict.to_string(),
+        });
+        if passed && self.at_capacity.as_ref().is_none_or(|(best, _)| r > *best) {
+            self.at_capacity = Some((r, judged.outcome));
+        } else {
+            self.last = Some(judged.outcome);
+        }
+        Ok(Probed {
+            passed,
+            interrupted,
+        })
+    }
+}
+
+/// Runs the search of `w` into `result`: its capacity, probes, summary and verdict.
+pub(super) async fn run(
+    ctx: &RunContext,
+    config: &Config,
+    w: &Workload,
+    search: CapacitySearch,
+    result: &mut RunResult,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) {
+    let start = match &w.synthetic {
+        Some(Synthetic::Rate(plan)) => plan.rate,
+        _ => {
+            result.verdict = Verdict::error("a capacity search needs request_rate");
+            return;
+        }
+    };
+    let bounds = SearchBounds {
+        start,
+        min_rate: search.min_rate,
+        precision: search.precision,
+        max_runs: search.max_probes,
+    };
+    let mut prober = WorkloadProber {
+        ctx,
+        config,
+        workload: w,
+        result,
+        shutdown: &shutdown,
+        progress,
+        probes: Vec::new(),
+        at_capacity: None,
+        last: None,
+    };
+    let found = capacity::search(
+        bounds,
+        w.slos.to_string(),
+        w.min_good_fraction,
+        &mut prober,
+        &shutdown,
+    )
+    .await;
+    let WorkloadProber {
+        probes,
+        at_capacity,
+        last,
+        ..
+    } = prober;
+    result.verdict = if found.interrupted {
+        Verdict::error("interrupted")
+    } else if let Some(e) = &found.failed {
+        Verdict::error(format!("{e:#}"))
+    } else if found.capacity.max_passing_rate.is_none() {
+        Verdict {
+            kind: VerdictKind::Fail,
+            reasons: vec![format!(
+                "capacity at SLO: no rate passed {} down to {} req/s ({} probes)",
+                found.capacity.slo,
+                rate(search.min_rate),
+                probes.len()
+            )],
+        }
+    } else {
+        Verdict {
+            kind: VerdictKind::Pass,
+            reasons: Vec::new(),
+        }
+    };
+    result.outcome = at_capacity.map(|(_, o)| o).or(last);
+    result.capacity = Some(CapacityRun {
+        found: found.capacity,
+        probes,
+        baseline: None,
+    });
+}

@@ -1,0 +1,158 @@
+//! The capacity canary: `canaryd run` with a `kind = "capacity"` workload against a real
+//! `canaryd sim --profile capacity` (its capacity at the SLO known in closed form,
+//! `Profile::capacity`). The first runs find it and become the baseline; then
+//! `POST /sim/profile` makes every decode step four times slower, and the next run's verdict
+//! turns to `fail: capacity at SLO … req/s, baseline … ± …`, in `/api/runs`, the status page,
+//! `verdict.json` and the log (issue 18). Probes are 2 s long and few (a coarse precision),
+//! to keep the test's wall time modest.
+
+mod common;
+
+use canary_sim::Profile;
+use common::{api_runs, eventually, free_port, http, sim_with_profile};
+use serde_json::Value;
+
+/// 32 prompt tokens and 16 output tokens per request, as the sweep tests use.
+const ISL: u32 = 32;
+const OSL: u32 = 16;
+
+/// Four times the capacity profile's decode cost: about a quarter of its capacity.
+const SLOWER: &str = r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#;
+
+fn known_capacity(p: &Profile) -> f64 {
+    p.capacity(ISL, OSL).requests_per_s
+}
+
+fn config(dir: &std::path::Path, sim_port: u16) -> std::path::PathBuf {
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [baseline]\nruns = 10\nmin_runs = 1\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.capacity]\ntarget = \"sim\"\nkind = \"capacity\"\nevery = \"1s\"\n\
+         request_rate = 50\narrival_pattern = \"constant\"\nbenchmark_duration = \"2s\"\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 2\n\
+         slos = \"time_to_first_token:100\"\nmin_good_fraction = 0.95\n\
+         max_probes = 4\nsearch_precision = 0.3\ncapacity_tolerance = 0.1\n",
+        dir.join("state").display()
+    );
+    let path = dir.join("canaryd.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
+    let status = free_port();
+    let cfg = config(dir.path(), sim_port);
+    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let fast = known_capacity(&Profile::capacity_profile());
+    let slow_profile = serde_json::from_str::<canary_sim::ProfilePatch>(SLOWER)
+        .unwrap()
+        .apply(&Profile::capacity_profile())
+        .unwrap();
+    let slow = known_capacity(&slow_profile);
+    eprintln!("known capacity: {fast:.1} req/s, slowed: {slow:.1} req/s");
+
+    // The first run: a passing search, no baseline yet, the known capacity in its bracket.
+    let first = eventually(120, "a finished capacity run", || {
+        api_runs(status).into_iter().last()
+    });
+    eprintln!("first run: {first:#}");
+    assert_eq!(first["verdict"], "pass", "{first:#}");
+    let c = &first["capacity"];
+    let (p, b) = (f(&c["max_passing_rate"]), f(&c["min_failing_rate"]));
+    assert!(
+        p <= fast * 1.05 && fast < b * 1.05,
+        "{fast} not in [{p}, {b})"
+    );
+    assert!(c["baseline"].is_null());
+    assert_eq!(c["slo"], "time_to_first_token:100");
+    let probes = c["probes"].as_array().unwrap();
+    assert!(!probes.is_empty() && probes.len() <= 4, "{c:#}");
+    assert_eq!(f(&probes[0]["rate"]), 50.0);
+    // Each probe is a run of its own folder; the run's summary is the probe at capacity.
+    let art = dir
+        .path()
+        .join("state/artifacts/capacity")
+        .join(first["id"].as_str().unwrap());
+    assert!(art.join("probe-01-50rps/records.jsonl").is_file());
+    assert!(art.join("verdict.json").is_file());
+    assert!(first["figures"]["requests"].as_u64().unwrap() > 0);
+
+    // Slow the simulator down.
+    let switched_ms = common_now_ms();
+    let (code, body) = http(sim_port, "POST", "/sim/profile", SLOWER);
+    assert_eq!(code, 200, "{body}");
+
+    let failed = eventually(
+        180,
+        "a failed capacity run started after the slowdown",
+        || {
+            api_runs(status).into_iter().find(|r| {
+                r["verdict_kind"] == "fail" && r["started_unix_ms"].as_i64().unwrap() > switched_ms
+            })
+        },
+    );
+    eprintln!("failed run: {failed:#}");
+    let verdict = failed["verdict"].as_str().unwrap();
+    let c = &failed["capacity"];
+    let base = &c["baseline"];
+    let found = f(&c["max_passing_rate"]);
+    let below = f(&c["min_failing_rate"]);
+    // The numbers of the verdict are the stored ones.
+    let expected = format!(
+        "fail: capacity at SLO {:.0} req/s, baseline {:.0} ± {:.0}",
+        found,
+        f(&base["capacity"]),
+        f(&base["spread"])
+    );
+    assert!(verdict.starts_with(&expected), "{verdict} vs {expected}");
+    // The slowed capacity is in the bracket (a probe near it may go either way: 25 % slack),
+    // and well under the baseline.
+    assert!(
+        found <= slow * 1.25 && slow < below * 1.25,
+        "{slow} not in [{found}, {below})"
+    );
+    assert!(below <= f(&base["fail_at_or_below"]), "{c:#}");
+    assert!(f(&base["capacity"]) >= fast * 0.4, "{base:#}");
+
+    // Shown where verdicts show: the run by id, the status page, verdict.json and the log.
+    let id = failed["id"].as_str().unwrap();
+    let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+    assert_eq!(code, 200);
+    assert!(body.contains("capacity at SLO"), "{body}");
+    let (_, page) = http(status, "GET", "/", "");
+    let shown = eventually(30, "the failed capacity verdict on the status page", || {
+        let (_, page) = http(status, "GET", "/", "");
+        page.contains("capacity at SLO").then_some(page)
+    });
+    assert!(shown.contains("capacity"), "{page}");
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(
+            dir.path()
+                .join("state/artifacts/capacity")
+                .join(id)
+                .join("verdict.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["verdict"], verdict);
+    assert_eq!(v["capacity"]["baseline"], *base);
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(log.contains(&expected[6..]), "{log}");
+}
+
+fn common_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
