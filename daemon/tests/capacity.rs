@@ -6,10 +6,16 @@
 //! `verdict.json` and the log (issue 18). Probes are 2 s long and few (a coarse precision),
 //! to keep the test's wall time modest.
 
+#[allow(dead_code)] // the exporters tests use more of it than this test does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+
 mod common;
 
 use canary_sim::Profile;
 use common::{api_runs, eventually, free_port, http, sim_with_profile};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+use receiver::{attrs, Receiver};
 use serde_json::Value;
 
 /// 32 prompt tokens and 16 output tokens per request, as the sweep tests use.
@@ -23,10 +29,11 @@ fn known_capacity(p: &Profile) -> f64 {
     p.capacity(ISL, OSL).requests_per_s
 }
 
-fn config(dir: &std::path::Path, sim_port: u16) -> std::path::PathBuf {
+fn config(dir: &std::path::Path, sim_port: u16, otlp: &str) -> std::path::PathBuf {
     let text = format!(
         "state_dir = \"{}\"\n\
          [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{otlp}\"\nmetrics_interval = \"500ms\"\n\
          [baseline]\nruns = 10\nmin_runs = 1\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
          [workloads.capacity]\ntarget = \"sim\"\nkind = \"capacity\"\nevery = \"1s\"\n\
@@ -47,10 +54,12 @@ fn f(v: &Value) -> f64 {
 
 #[test]
 fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
     let status = free_port();
-    let cfg = config(dir.path(), sim_port);
+    let cfg = config(dir.path(), sim_port, &receiver.url());
     let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
     let fast = known_capacity(&Profile::capacity_profile());
     let slow_profile = serde_json::from_str::<canary_sim::ProfilePatch>(SLOWER)
@@ -148,6 +157,43 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     assert_eq!(v["capacity"]["baseline"], *base);
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(log.contains(&expected[6..]), "{log}");
+
+    // Over OTLP: `canary.capacity.rate` by bound, each the figure of a run the API lists.
+    let points = eventually(30, "canary.capacity.rate with a baseline point", || {
+        let metrics = receiver.last_metrics();
+        let m = metrics.iter().find(|m| m.name == "canary.capacity.rate")?;
+        let Some(metric::Data::Gauge(g)) = &m.data else {
+            panic!("canary.capacity.rate is not a gauge: {m:?}")
+        };
+        let points: Vec<(String, f64)> = g
+            .data_points
+            .iter()
+            .map(|p| {
+                let a = attrs(&p.attributes);
+                assert_eq!(a["canary.workload"], "capacity", "{a:?}");
+                let v = match p.value {
+                    Some(number_data_point::Value::AsDouble(v)) => v,
+                    other => panic!("{other:?}"),
+                };
+                (a["canary.capacity.bound"].clone(), v)
+            })
+            .collect();
+        points.iter().any(|p| p.0 == "baseline").then_some(points)
+    });
+    let runs = api_runs(status);
+    for (bound, v) in &points {
+        let key = match bound.as_str() {
+            "passed" => "/capacity/max_passing_rate",
+            "failed" => "/capacity/min_failing_rate",
+            "baseline" => "/capacity/baseline/capacity",
+            other => panic!("unknown bound {other}"),
+        };
+        assert!(
+            runs.iter()
+                .any(|r| r.pointer(key).and_then(Value::as_f64) == Some(*v)),
+            "{bound} = {v} is no run's {key}"
+        );
+    }
 }
 
 fn common_now_ms() -> i64 {

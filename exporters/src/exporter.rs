@@ -354,6 +354,13 @@ impl OtlpExporter {
         self.export_judged_run(labels, Some(outcome), &judgement);
     }
 
+    /// Exports a capacity search's figures as `canary.capacity.rate`, one point per
+    /// `(bound, requests/s)`: `passed`, `failed`, `baseline` (a figure not known is left out).
+    pub fn export_capacity(&self, labels: &RunLabels, figures: &[(&'static str, f64)]) {
+        self.instruments
+            .record_capacity(&labels.attributes(), figures);
+    }
+
     /// Exports a run the daemon judged: `canary.runs` with its verdict (and baseline trend,
     /// when compared), the run-level gauges when the replay ran at all (`outcome`), and one
     /// `canary.run` log event carrying the verdict, its reasons and the trend.

@@ -21,6 +21,11 @@ pub mod attr {
     pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
     /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
     pub const TREND: &str = "canary.run.trend";
+    /// Which figure of a capacity search a `canary.capacity.rate` point is: `passed` (the
+    /// highest rate that met the SLOs: the capacity is at least this), `failed` (the lowest
+    /// rate above it that missed them: the capacity is below this), `baseline` (the
+    /// baseline's capacity).
+    pub const CAPACITY_BOUND: &str = "canary.capacity.bound";
     /// The metric an SLO threshold is for (`time_to_first_token`, aiperf's names).
     pub const SLO_METRIC: &str = "canary.slo.metric";
     /// The run's dominant bottleneck (`queueing`, `kv-memory-bound`, … the diagnosis class).

@@ -81,6 +81,7 @@ pub(crate) struct Instruments {
     bottleneck_state: Gauge<f64>,
     confidence_state: Gauge<f64>,
     slo: Gauge<f64>,
+    capacity: Gauge<f64>,
     slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
@@ -324,6 +325,13 @@ impl Instruments {
                 "{run}",
                 "1 for the last run's diagnosis confidence, 0 for the others (a state set)",
             ),
+            capacity: gauge(
+                m,
+                "canary.capacity.rate",
+                "{request}/s",
+                "The last capacity search's bracket at the workload's SLOs, by canary.capacity.bound: \
+                 passed (a lower bound), failed (the capacity is below it), baseline",
+            ),
             slo: gauge(
                 m,
                 "canary.slo.threshold",
@@ -476,6 +484,16 @@ impl Instruments {
         let mut a = base.to_vec();
         a.extend_from_slice(verdict);
         self.runs.add(1, &a);
+    }
+
+    /// A capacity search's figures, each `(bound, requests/s)`: `passed`, `failed`,
+    /// `baseline` (see [`attr::CAPACITY_BOUND`]).
+    pub fn record_capacity(&self, base: &[KeyValue], figures: &[(&'static str, f64)]) {
+        for (bound, rate) in figures {
+            let mut a = base.to_vec();
+            a.push(KeyValue::new(attr::CAPACITY_BOUND, *bound));
+            self.capacity.record(*rate, &a);
+        }
     }
 
     /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to

@@ -151,6 +151,17 @@ impl RunSink for OtlpSink {
                 .map(|c| c.trend.as_str().to_string()),
         };
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
+        if let Some(c) = &run.capacity {
+            let figures: Vec<(&'static str, f64)> = [
+                ("passed", c.found.max_passing_rate),
+                ("failed", c.found.min_failing_rate),
+                ("baseline", c.baseline.as_ref().map(|b| b.capacity)),
+            ]
+            .into_iter()
+            .filter_map(|(bound, rate)| Some((bound, rate?)))
+            .collect();
+            exporter.export_capacity(&labels, &figures);
+        }
         self.count_drops(exporter.dropped());
     }
 
