@@ -309,6 +309,31 @@ impl Prober for SweepProber<'_> {
     }
 }
 
+/// The search's answer as `canary.capacity.rate` (by bound: `passed`, `failed`), when an
+/// OTLP endpoint is configured, as the daemon's capacity workloads export theirs.
+async fn export_capacity(args: &SweepArgs, start: f64, c: &capacity::Capacity) -> Result<()> {
+    let export = &args.profile.shape.export;
+    let Some(exporter) = export.start()? else {
+        return Ok(());
+    };
+    let root = &args.profile.shape.output_dir;
+    let plan = Plan::try_from(&point_args(args, Axis::RequestRate, start, root))?;
+    let labels = run_labels(&plan.replay.target, &plan.workload);
+    let figures: Vec<(&'static str, f64)> = [
+        ("passed", c.max_passing_rate),
+        ("failed", c.min_failing_rate),
+    ]
+    .into_iter()
+    .filter_map(|(bound, rate)| Some((bound, rate?)))
+    .collect();
+    exporter.export_capacity(&labels, &figures);
+    let timeout = export.flush_timeout();
+    tokio::task::spawn_blocking(move || exporter.shutdown(timeout))
+        .await
+        .context("flushing the OTLP export")?;
+    Ok(())
+}
+
 /// `--find-max-rate`: bracketing then bisection from `start` requests/s.
 pub async fn find_max_rate(
     args: &SweepArgs,
@@ -340,6 +365,7 @@ pub async fn find_max_rate(
         points: Vec::new(),
     };
     let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
+    export_capacity(args, start, &found.capacity).await?;
     let mut doc = SweepDoc::new("find_max_rate", Axis::RequestRate, prober.points);
     let ok = if found.capacity.max_passing_rate.is_some() {
         0
