@@ -361,4 +361,49 @@ mod tests {
         assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
         assert_eq!(h.workloads().unwrap(), ["w"]);
     }
+
+    #[test]
+    fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite");
+        {
+            // The first schema, as files written before capacity workloads hold it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute(
+                "INSERT INTO runs (id, workload, target, started_unix_ms, finished_unix_ms, \
+                 verdict, reasons, artifacts) VALUES ('old', 'w', 't', 1, 2, 'pass', '[]', '/a')",
+                [],
+            )
+            .unwrap();
+        }
+        let h = History::open(&path).unwrap();
+        let old = h.get("old").unwrap().unwrap();
+        assert_eq!(old.verdict.kind, VerdictKind::Pass);
+        assert!(old.capacity.is_none());
+        let mut r = run("new", "w", 3, VerdictKind::Pass, 1.0);
+        let found = Capacity::of(
+            canary_core::RateBracket {
+                passed: Some(100.0),
+                failed: Some(125.0),
+            },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        );
+        r.capacity = Some(CapacityRun {
+            found: found.clone(),
+            probes: Vec::new(),
+            baseline: None,
+        });
+        h.insert(&r).unwrap();
+        drop(h);
+        // Opened again: the column is not added twice, the capacity reads back.
+        let h = History::open(&path).unwrap();
+        assert_eq!(
+            h.get("new").unwrap().unwrap().capacity.unwrap().found,
+            found
+        );
+        assert_eq!(h.capacity_baseline("w", 10).unwrap(), vec![found]);
+    }
 }
