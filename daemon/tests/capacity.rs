@@ -48,6 +48,15 @@ fn config(dir: &std::path::Path, sim_port: u16, otlp: &str) -> std::path::PathBu
     path
 }
 
+/// A rate as verdicts print it: whole from 100 req/s up, else one decimal at most.
+fn rate(r: f64) -> String {
+    if r >= 100.0 {
+        return format!("{r:.0}");
+    }
+    let s = format!("{r:.1}");
+    s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+}
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -117,10 +126,10 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let below = f(&c["min_failing_rate"]);
     // The numbers of the verdict are the stored ones.
     let expected = format!(
-        "fail: capacity at SLO {:.0} req/s, baseline {:.0} ± {:.0}",
-        found,
-        f(&base["capacity"]),
-        f(&base["spread"])
+        "fail: capacity at SLO {} req/s, baseline {} ± {}",
+        rate(found),
+        rate(f(&base["capacity"])),
+        rate(f(&base["spread"]))
     );
     assert!(verdict.starts_with(&expected), "{verdict} vs {expected}");
     // The slowed capacity is in the bracket (a probe near it may go either way: 25 % slack),

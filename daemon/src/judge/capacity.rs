@@ -99,13 +99,14 @@ impl CapacityBaseline {
     }
 }
 
-/// A rate as the verdicts print it: whole requests/s from 10 up, one decimal below.
+/// A rate as the verdicts print it: whole requests/s from 100 up, else one decimal at most
+/// (`31.2`, `50`): the stored bracket keeps the exact rates.
 pub fn rate(r: f64) -> String {
-    if r >= 10.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r:.1}")
+    if r >= 100.0 {
+        return format!("{r:.0}");
     }
+    let s = format!("{r:.1}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -153,7 +154,7 @@ mod tests {
         assert_eq!(b.judge(&cap(Some(300.0), None)), None);
         // Nothing passed at all, the floor failing well below: fail, capacity 0.
         let why = b.judge(&cap(None, Some(0.1))).unwrap();
-        assert!(why.starts_with("capacity at SLO 0.0 req/s"), "{why}");
+        assert!(why.starts_with("capacity at SLO 0 req/s"), "{why}");
     }
 
     #[test]
