@@ -221,6 +221,16 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
         if let service::workload::TraceCheck::Ok(what) = trace {
             outln!("    trace: {what}")?; // a missing one is among the warnings
         }
+        if let Some(s) = &w.capacity {
+            outln!(
+                "    capacity search: at most {} probes, bracket precision {}, floor {} req/s; \
+                 fails below the baseline's lower end by more than {}%",
+                s.max_probes,
+                s.precision,
+                s.min_rate,
+                s.tolerance * 100.0
+            )?;
+        }
     }
     for warning in c.warnings() {
         outln!("  warning: {warning}")?;

@@ -48,13 +48,13 @@ fn config(dir: &std::path::Path, sim_port: u16, otlp: &str) -> std::path::PathBu
     path
 }
 
-/// A rate as verdicts print it: whole from 100 req/s up, else one decimal at most.
+/// A rate as verdicts print it: whole from 100 req/s up, else two decimals at most.
 fn rate(r: f64) -> String {
     if r >= 100.0 {
         return format!("{r:.0}");
     }
-    let s = format!("{r:.1}");
-    s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+    let s = format!("{r:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn f(v: &Value) -> f64 {

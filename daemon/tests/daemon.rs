@@ -499,7 +499,7 @@ fn check_config_validates_the_example_and_names_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("2 workload(s)") && text.contains("chat-peak"),
+        text.contains("3 workload(s)") && text.contains("chat-peak"),
         "{text}"
     );
 

@@ -99,14 +99,15 @@ impl CapacityBaseline {
     }
 }
 
-/// A rate as the verdicts print it: whole requests/s from 100 up, else one decimal at most
-/// (`31.2`, `50`): the stored bracket keeps the exact rates.
+/// A rate as the verdicts print it: whole requests/s from 100 up, else two decimals at most
+/// (`31.25`, `37.5`, `50`: the search's halvings print exactly); the stored bracket keeps the
+/// exact rates.
 pub fn rate(r: f64) -> String {
     if r >= 100.0 {
         return format!("{r:.0}");
     }
-    let s = format!("{r:.1}");
-    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+    let s = format!("{r:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -155,6 +156,18 @@ mod tests {
         // Nothing passed at all, the floor failing well below: fail, capacity 0.
         let why = b.judge(&cap(None, Some(0.1))).unwrap();
         assert!(why.starts_with("capacity at SLO 0 req/s"), "{why}");
+    }
+
+    #[test]
+    fn rates_print_whole_from_100_and_the_search_halvings_exactly_below() {
+        let shown: Vec<String> = [530.4, 100.0, 50.0, 37.5, 31.25, 20.0, 0.1, 0.0]
+            .into_iter()
+            .map(rate)
+            .collect();
+        assert_eq!(
+            shown,
+            ["530", "100", "50", "37.5", "31.25", "20", "0.1", "0"]
+        );
     }
 
     #[test]
