@@ -44,7 +44,9 @@ mod timeline;
 mod trace;
 
 pub use by_url::{ByUrl, UrlSummary};
-pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
+pub use clock::{
+    ClockReport, KernelSync, MonoTime, RealtimeMap, ReleaseReport, StartReport, WallAnchor,
+};
 pub use context::{
     CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
     RunContext, ServerContext, WorkloadContext,

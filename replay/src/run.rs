@@ -478,7 +478,10 @@ pub async fn run_work(
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns,
         t0_monotonic_ns: t0.as_nanos(),
-        clock,
+        clock: ClockReport {
+            release: Some(ctx.dispatcher.report()),
+            ..clock
+        },
         diagnosis,
         telemetry,
         summary,

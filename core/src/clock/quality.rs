@@ -92,6 +92,9 @@ pub struct ClockReport {
     /// The common start the run was given, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartReport>,
+    /// How the thread releasing requests at their deadlines ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<super::ReleaseReport>,
 }
 
 /// A run started at a wall-clock instant shared with other shards.
@@ -141,6 +144,7 @@ impl ClockReport {
             kernel_unavailable,
             warning,
             start_at: None,
+            release: None,
         }
     }
 }
