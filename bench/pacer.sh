@@ -4,14 +4,16 @@
 # simulator's truth log. Short requests (64 tokens in, 8 out), three arrival patterns: the real
 # Mooncake slice's bursts sped up to RATE, constant and Poisson.
 # Usage: bench/pacer.sh [REPEATS] [RATE ...]   (default 3 repeats; 200 1000 2000 4000 req/s)
-# BINS="before=/path/a after=/path/b" compares builds (default: this tree's release build);
+# FLOOR=path skips building the floor client; BINS="before=/path/a after=/path/b" compares builds (default: this tree's release build);
 # every run appends one JSON line to $LOG (default bench-pacer.jsonl in a temp dir), and the
 # table of medians and ratios to the floor is printed at the end (bench/pacer_stats.py table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
-cargo build --release -p canary-sim --example floor_client >/dev/null
-FLOOR="$CARGO_TARGET_DIR/release/examples/floor_client"
+if [ -z "${FLOOR:-}" ]; then
+  cargo build --release -p canary-sim --example floor_client >/dev/null
+  FLOOR="$CARGO_TARGET_DIR/release/examples/floor_client"
+fi
 if [ -z "${BINS:-}" ]; then
   cargo build --release -p canaryd >/dev/null
   BINS="canaryd=$CARGO_TARGET_DIR/release/canaryd"

@@ -6,7 +6,7 @@
 //!
 //! Each request opens its own connection 20 ms ahead, then waits with `tokio::time::sleep_until`
 //! (tokio's 1 ms timer wheel, the usual way to pace in tokio) and writes a streaming completions
-//! request with `connection: close`, reading to end of stream without parsing it. One JSON line
+//! request, reading to the stream's last chunk without parsing it. One JSON line
 //! per request: `{"id","scheduled_ns","sent_ns"}` on CLOCK_MONOTONIC, so the simulator's
 //! truth log referees it exactly as it referees canaryd (`x-request-id` is `id`).
 
@@ -105,7 +105,7 @@ fn main() -> anyhow::Result<()> {
                 o.max_tokens
             );
             let req = format!(
-                "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\nx-request-id: floor-{i}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\nx-request-id: floor-{i}\r\ncontent-length: {}\r\n\r\n{body}",
                 body.len()
             );
             let addr = o.addr;
@@ -115,8 +115,15 @@ fn main() -> anyhow::Result<()> {
                 tokio::time::sleep_until(at).await;
                 let sent = now_ns();
                 s.write_all(req.as_bytes()).await.ok()?;
-                let mut buf = [0u8; 4096];
-                while s.read(&mut buf).await.ok()? > 0 {}
+                // To the stream's last (empty) chunk: the simulator keeps the connection open.
+                let (mut buf, mut got) = ([0u8; 4096], Vec::with_capacity(4096));
+                while !got.ends_with(b"\r\n0\r\n\r\n") {
+                    let n = s.read(&mut buf).await.ok()?;
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
                 Some(format!(
                     r#"{{"id":"floor-{i}","scheduled_ns":{},"sent_ns":{sent}}}"#,
                     base_ns + off
