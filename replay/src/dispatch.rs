@@ -17,28 +17,33 @@ mod wake_error;
 use canary_core::{MonoTime, ReleaseReport};
 use deadlines::{Deadlines, Pending};
 use priority::Scheduling;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use wake_error::WakeError;
 
-/// What the registering side and the release thread share.
+/// What the registering side and the release thread share. Registering takes no lock the
+/// release thread waits on: under real-time priority, waiting for a preempted ordinary
+/// thread that holds a lock would cost the whole preemption.
+#[derive(Default)]
 struct Shared {
-    state: Mutex<State>,
-    /// The earliest deadline pending, in ns (`u64::MAX`: none): read without the lock by the
-    /// spinning thread, so a registration due sooner ends the spin.
-    earliest: AtomicU64,
+    /// The earliest deadline registered since the thread last took registrations in, in ns
+    /// (`u64::MAX`: none): read by the spinning or about-to-sleep thread.
+    fresh: AtomicU64,
+    /// When the sleeping thread wakes by itself (`u64::MAX`: not before it is woken; 0:
+    /// awake). Only a registration due before this wakes it.
+    wake_at: AtomicU64,
+    /// Set when the [`Dispatcher`] is dropped.
+    closed: AtomicBool,
+    /// How the thread has run, for [`Dispatcher::report`] (only the thread writes it).
+    stats: Mutex<Stats>,
 }
 
-struct State {
-    pending: Deadlines,
-    /// When the sleeping thread will wake by itself (`u64::MAX`: not before it is woken; 0:
-    /// awake). Only a registration due before this wakes it.
-    wake_at: u64,
-    /// False once the [`Dispatcher`] is dropped.
-    open: bool,
+#[derive(Default)]
+struct Stats {
     scheduling: Option<Scheduling>,
     wake: WakeError,
     spin: Duration,
@@ -47,6 +52,7 @@ struct State {
 /// Handle to the release thread; dropping it stops the thread once its heap is empty.
 pub struct Dispatcher {
     shared: Arc<Shared>,
+    tx: mpsc::Sender<Pending>,
     thread: Thread,
     seq: AtomicU64,
 }
@@ -55,22 +61,17 @@ impl Dispatcher {
     /// Starts the release thread.
     pub fn start() -> std::io::Result<Dispatcher> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                pending: Deadlines::default(),
-                wake_at: 0,
-                open: true,
-                scheduling: None,
-                wake: WakeError::default(),
-                spin: Duration::ZERO,
-            }),
-            earliest: AtomicU64::new(u64::MAX),
+            fresh: AtomicU64::new(u64::MAX),
+            ..Default::default()
         });
+        let (tx, rx) = mpsc::channel();
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("canary-dispatch".into())
-            .spawn(move || release_loop(&s))?;
+            .spawn(move || release_loop(&s, rx))?;
         Ok(Dispatcher {
             shared,
+            tx,
             thread: handle.thread().clone(),
             seq: Default::default(),
         })
@@ -80,18 +81,16 @@ impl Dispatcher {
     pub fn at(&self, deadline: MonoTime) -> oneshot::Receiver<MonoTime> {
         let (fire, rx) = oneshot::channel();
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let mut s = lock(&self.shared);
-        s.pending.push(Pending {
+        // If the thread is gone the receiver errors, which callers treat as "go now".
+        let _ = self.tx.send(Pending {
             deadline,
             seq,
             fire,
         });
-        self.shared
-            .earliest
-            .fetch_min(deadline.0, Ordering::Relaxed);
-        let wake = deadline.0 < s.wake_at;
-        drop(s);
-        if wake {
+        // Sent first, then announced: the thread clears `fresh` before taking registrations
+        // in, so a registration it has not taken in is always announced here.
+        self.shared.fresh.fetch_min(deadline.0, Ordering::SeqCst);
+        if deadline.0 < self.shared.wake_at.load(Ordering::SeqCst) {
             self.thread.unpark();
         }
         rx
@@ -99,7 +98,7 @@ impl Dispatcher {
 
     /// How the release thread has run so far, for the run's `clock.release` block.
     pub fn report(&self) -> ReleaseReport {
-        let s = lock(&self.shared);
+        let s = stats(&self.shared);
         let us = |d: Duration| d.as_nanos() as f64 / 1e3;
         ReleaseReport {
             scheduling: s
@@ -122,14 +121,14 @@ impl Dispatcher {
 
 impl Drop for Dispatcher {
     fn drop(&mut self) {
-        lock(&self.shared).open = false;
+        self.shared.closed.store(true, Ordering::SeqCst);
         self.thread.unpark();
     }
 }
 
-/// The state, whoever panicked while holding it (nothing here leaves it half-updated).
-fn lock(shared: &Shared) -> MutexGuard<'_, State> {
-    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+/// The statistics, whoever panicked while holding them (nothing leaves them half-updated).
+fn stats(shared: &Shared) -> MutexGuard<'_, Stats> {
+    shared.stats.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What the thread does next, `now`, with `next` the earliest deadline.
@@ -150,7 +149,7 @@ fn step(now: MonoTime, next: MonoTime, margin: Duration) -> Step {
     }
 }
 
-fn release_loop(shared: &Shared) {
+fn release_loop(shared: &Shared, rx: mpsc::Receiver<Pending>) {
     let scheduling = priority::tighten();
     if let Some(why) = scheduling.unavailable() {
         // Once per process; every run's summary.json says it in `clock.release`.
@@ -162,36 +161,46 @@ fn release_loop(shared: &Shared) {
             )
         });
     }
-    lock(shared).scheduling = Some(scheduling);
+    stats(shared).scheduling = Some(scheduling);
     calibrate(shared);
+    let mut pending = Deadlines::default();
+    let mut open = true;
+    let mut margin = stats(shared).wake.margin();
     let mut due = Vec::new();
     loop {
-        let now = MonoTime::now();
-        let mut s = lock(shared);
-        s.wake_at = 0;
-        s.pending.take_due(now, &mut due);
-        let next = s.pending.next();
-        shared
-            .earliest
-            .store(next.map_or(u64::MAX, |n| n.0), Ordering::Relaxed);
-        let closed = next.is_none() && !s.open;
-        let todo = match next {
-            None => Step::Sleep(MonoTime(u64::MAX)),
-            Some(next) => step(now, next, s.wake.margin()),
-        };
-        if let Step::Sleep(wake) = todo {
-            s.wake_at = wake.0;
+        shared.fresh.store(u64::MAX, Ordering::SeqCst);
+        loop {
+            match rx.try_recv() {
+                Ok(p) => pending.push(p),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
         }
-        drop(s);
+        open &= !shared.closed.load(Ordering::SeqCst);
+        let now = MonoTime::now();
+        pending.take_due(now, &mut due);
         for fire in due.drain(..) {
             let _ = fire.send(now);
         }
-        if closed {
-            return;
-        }
-        match todo {
-            Step::Sleep(MonoTime(u64::MAX)) => std::thread::park(),
+        let Some(next) = pending.next() else {
+            if !open {
+                return;
+            }
+            if sleep_unless_fresh(shared, u64::MAX) {
+                std::thread::park();
+            }
+            shared.wake_at.store(0, Ordering::SeqCst);
+            continue;
+        };
+        match step(MonoTime::now(), next, margin) {
             Step::Sleep(wake) => {
+                if !sleep_unless_fresh(shared, wake.0) {
+                    shared.wake_at.store(0, Ordering::SeqCst);
+                    continue;
+                }
                 let before = MonoTime::now();
                 if wake > before {
                     std::thread::park_timeout(wake.since(before));
@@ -199,19 +208,32 @@ fn release_loop(shared: &Shared) {
                     // Woken early means a registration (or a spurious wake-up): not a timer's
                     // error. A wake-up at or after the instant asked is.
                     if woke >= wake {
-                        lock(shared).wake.record(woke.since(wake));
+                        let mut s = stats(shared);
+                        s.wake.record(woke.since(wake));
+                        margin = s.wake.margin();
                     }
                 }
+                shared.wake_at.store(0, Ordering::SeqCst);
             }
             Step::Spin => {
                 let start = MonoTime::now();
-                while MonoTime::now().0 < shared.earliest.load(Ordering::Relaxed) {
+                let mut t = start;
+                while t < next && t.0 < shared.fresh.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
+                    t = MonoTime::now();
                 }
-                lock(shared).spin += MonoTime::now().since(start);
+                stats(shared).spin += t.since(start);
             }
         }
     }
+}
+
+/// Announces a sleep until `wake` (ns) and says whether to go ahead: not when a registration
+/// came in since the thread last looked. Paired with [`Dispatcher::at`] (which announces, then
+/// reads `wake_at`), either the thread sees the registration or the registration wakes it.
+fn sleep_unless_fresh(shared: &Shared, wake: u64) -> bool {
+    shared.wake_at.store(wake, Ordering::SeqCst);
+    shared.fresh.load(Ordering::SeqCst) == u64::MAX
 }
 
 /// Measures the first wake-ups before any deadline is due (the run's first one is tens of ms
@@ -224,7 +246,7 @@ fn calibrate(shared: &Shared) {
         std::thread::park_timeout(NAP);
         let woke = MonoTime::now();
         if woke >= wake {
-            lock(shared).wake.record(woke.since(wake));
+            stats(shared).wake.record(woke.since(wake));
         }
     }
 }
