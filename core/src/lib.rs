@@ -9,6 +9,8 @@
 //! * [`compare`] — is a shift between two latency distributions real (Mann-Whitney and MAD)?
 //! * [`Observer`] — what watches a run from elsewhere; [`RunOutcome`] — what a run
 //!   produced, with the observers' typed [`RunTelemetry`] (server, GPU, kernel, sources).
+//! * [`series`] — the knee and the Pareto front of a sweep; [`RateSearch`] — the search
+//!   for the highest rate meeting an SLO.
 //! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
 //!   [`RunContext`] — what the run ran on and against.
 //!
@@ -25,6 +27,7 @@
 mod by_url;
 mod clock;
 pub mod compare;
+mod confidence;
 mod context;
 mod diagnosis;
 mod error_causes;
@@ -34,19 +37,23 @@ mod hash;
 mod observer;
 mod outcome;
 mod percent;
+mod rate_search;
 mod record;
 mod redact;
 mod sampling;
+pub mod series;
 mod stats;
 mod summary;
 mod telemetry;
 mod timeline;
+mod timeslice;
 mod trace;
 
 pub use by_url::{ByUrl, UrlSummary};
 pub use clock::{
     ClockReport, KernelSync, MonoTime, RealtimeMap, ReleaseReport, StartReport, WallAnchor,
 };
+pub use confidence::{t_cdf, t_quantile, MeanInterval};
 pub use context::{
     CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
     RunContext, ServerContext, WorkloadContext,
@@ -62,13 +69,14 @@ pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
+pub use rate_search::{RateBracket, RateSearch};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
     ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
-pub use stats::{Distribution, Stats};
+pub use stats::{Distribution, DistributionSnapshot, SnapshotError, Stats};
 pub use summary::{
     Aggregator, GoodputSummary, NoValue, RunSummary, RxSummary, TokenAgreement, MIN_RATE_SPAN_S,
 };
@@ -79,4 +87,5 @@ pub use telemetry::{
     RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
 };
 pub use timeline::{ClientBucket, ClientTimeline};
+pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};
 pub use trace::{TracePrompt, TraceRequest};

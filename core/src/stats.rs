@@ -4,8 +4,12 @@
 //! at most 0.1%), so memory stays bounded however long a run is. Mean, min, max and standard
 //! deviation are tracked exactly alongside it.
 
+mod snapshot;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+pub use snapshot::{DistributionSnapshot, SnapshotError};
 
 /// Quantum of stored values: a value `v` is recorded as `round(v * SCALE)`. With values in
 /// milliseconds that is microsecond resolution before the histogram's own 0.1% bucketing.
@@ -41,9 +45,18 @@ impl Default for Distribution {
 impl Distribution {
     /// An empty distribution.
     pub fn new() -> Distribution {
+        // 3 significant digits, auto-resizing: it grows with the largest value, never with count.
+        Distribution::with_digits(3)
+    }
+
+    /// An empty distribution keeping `digits` (1 to 5) significant digits: its percentiles
+    /// are within 10^−digits of the truth, relative (3: 0.1%, 2: 1%), and each digit fewer
+    /// takes about a sixth of the memory (a run's many timeslices keep 2: 2 kB empty, 18 kB
+    /// with values up to 10 s).
+    pub fn with_digits(digits: u8) -> Distribution {
         Distribution {
-            // 3 significant digits, auto-resizing: it grows with the largest value, never with count.
-            hist: Histogram::new(3).expect("3 significant digits is a valid histogram precision"),
+            hist: Histogram::new(digits.clamp(1, 5))
+                .expect("1 to 5 significant digits is a valid histogram precision"),
             count: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,

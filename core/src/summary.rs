@@ -38,6 +38,7 @@ pub struct Aggregator {
     by_url: crate::ByUrl,
     rx: RxSummary,
     timeline: ClientTimeline,
+    timeslices: Option<crate::Timeslices>,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -81,6 +82,12 @@ impl Aggregator {
         }
     }
 
+    /// The same, also keeping the run's figures in slices of `width` (issue 18).
+    pub fn with_timeslices(mut self, width: std::time::Duration) -> Aggregator {
+        self.timeslices = Some(crate::Timeslices::new(width));
+        self
+    }
+
     fn record(&mut self, name: &'static str, value: Option<f64>) {
         if let (Some(v), Some((_, d))) = (value, self.metrics.get_mut(name)) {
             d.record(v);
@@ -109,6 +116,14 @@ impl Aggregator {
         self.record("schedule_hold", Some(r.hold_ms));
         self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
         self.record("connect_time", r.connect_ms);
+        if let Some(t) = &mut self.timeslices {
+            let tokens = if r.is_ok() {
+                r.output_token_count() as u64
+            } else {
+                0
+            };
+            t.add(r, tokens);
+        }
         // Cancelled on purpose: neither the target's error nor a miss, and its partial
         // latencies would skew every statistic of completed requests.
         if r.is_cancelled() {
@@ -191,6 +206,16 @@ impl Aggregator {
         self.requests - self.completed - self.cancelled
     }
 
+    /// Every metric's distribution so far, by name, with its unit: what `histograms.json`
+    /// keeps so that shard runs merge exactly (`canaryd merge`).
+    pub fn distributions(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, &'static str, &Distribution)> {
+        self.metrics
+            .iter()
+            .map(|(name, (unit, d))| (*name, *unit, d))
+    }
+
     /// The requests added so far over the run's time (for the diagnosis).
     pub fn timeline(&self) -> &ClientTimeline {
         &self.timeline
@@ -260,6 +285,10 @@ impl Aggregator {
                 .iter()
                 .filter_map(|(name, (unit, d))| Some((name.to_string(), d.stats_in(unit)?)))
                 .collect(),
+            timeslices: self
+                .timeslices
+                .as_ref()
+                .map(|t| t.report(self.last_end_ms.unwrap_or(0.0))),
         }
     }
 }
@@ -354,6 +383,9 @@ pub struct RunSummary {
     /// exact or bounds, or canaryd's reads.
     #[serde(default)]
     pub receive_timestamps: RxSummary,
+    /// The run in slices of `--slice-duration` (issue 18); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeslices: Option<crate::TimesliceReport>,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,

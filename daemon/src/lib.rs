@@ -5,7 +5,8 @@
 //!
 //! Commands: `run` (the daemon: scheduled replays, verdicts, baselines, status endpoint),
 //! `check-config`, `replay` (one replay against a server), `analyze-trace` (what a trace
-//! holds), `sim` (the simulated inference server), `demo` (the simulator and the bundled
+//! holds), `sweep` (a series of runs: knee, Pareto front, capacity at an SLO), `sim` (the
+//! simulated inference server), `demo` (the simulator and the bundled
 //! trace, in one process), `report` and `compare` (HTML reports of run artifacts).
 
 /// `println!` that returns write errors instead of panicking, and takes a closed stdout
@@ -68,6 +69,10 @@ pub enum Command {
     /// Measure a server under any load shape, with aiperf's flags: a trace (`--trace`), an
     /// open-loop rate (`--request-rate`) or a closed loop of users (`--concurrency`).
     Profile(Box<ProfileArgs>),
+    /// Run one load shape at several points (`--concurrency 1,4,16`, `--request-rate …`,
+    /// `--speedup …`) and find the knee and the Pareto front, or search for the highest rate
+    /// meeting an SLO (`--find-max-rate`).
+    Sweep(Box<cli::sweep::SweepArgs>),
     /// Describe a trace: rate, bursts, lengths, sessions, ideal prefix-cache hit rate.
     AnalyzeTrace(AnalyzeArgs),
     /// Write a new trace from one: prefixes and prompts scaled, roots multiplied, lengths
@@ -87,6 +92,9 @@ pub enum Command {
     Report(canary_report::cli::ReportArgs),
     /// Compare run B against run A, metric by metric: is each change real?
     Compare(canary_report::cli::CompareArgs),
+    /// Merge the artifacts of the shards of one replay (`--shard I/N`) into one run's,
+    /// checking that they cover the trace exactly once.
+    Merge(cli::merge::MergeArgs),
 }
 
 /// Flags of `canaryd check-config`.
@@ -133,12 +141,16 @@ pub fn run(cli: Cli) -> Result<i32> {
                 token_counts: shape.use_server_token_count,
                 criteria: shape.criteria(),
                 overwrite: shape.overwrite,
+                quiet: false,
             };
-            let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
-            Ok(run.as_ref().map_or(INTERRUPTED, one_shot::exit_status))
+            let repeats = shape.repeats();
+            cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
         }),
         Command::Profile(args) => {
             interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })
+        }
+        Command::Sweep(args) => {
+            interruptible(|shutdown| async move { cli::sweep::sweep(&args, shutdown).await })
         }
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
@@ -150,6 +162,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             outln!("{}", canary_report::cli::report(&args)?)?;
             Ok(0)
         }
+        Command::Merge(args) => cli::merge::merge(&args),
         Command::Compare(args) => {
             outln!("{}", canary_report::cli::compare(&args)?)?;
             Ok(0)

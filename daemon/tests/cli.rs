@@ -2,10 +2,17 @@
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
 mod common;
+#[path = "cli/experiments.rs"]
+mod experiments;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/profile.rs"]
 mod profile;
+#[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+#[path = "cli/sweep.rs"]
+mod sweep;
 #[path = "cli/synthesize.rs"]
 mod synthesize;
 
@@ -157,8 +164,9 @@ fn an_earlier_run_in_the_output_dir_is_kept_unless_overwrite() {
     let msg = text(&again);
     assert_eq!(again.status.code(), Some(1), "{msg}");
     assert!(
-        msg.contains("out holds an earlier run (records.jsonl, summary.json, summary.csv)")
-            && msg.contains("--overwrite"),
+        msg.contains(
+            "out holds an earlier run (records.jsonl, summary.json, summary.csv, histograms.json)"
+        ) && msg.contains("--overwrite"),
         "{msg}"
     );
     assert_eq!(

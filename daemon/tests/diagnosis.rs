@@ -175,10 +175,12 @@ fn an_overloaded_engine_is_queueing() {
 fn kv_pressure_with_preemptions_is_kv_memory_bound() {
     let dir = tempfile::tempdir().unwrap();
     // Eight 10-token prompts of 30 output tokens need 320 tokens of KV; the engine has 120
-    // and admits optimistically, so it preempts (sim README, "KV pressure").
+    // and admits optimistically, so it preempts (sim README, "KV pressure"). Decode steps of
+    // 4 ms keep the KV full for a few hundred ms, so the 100 ms scrapes catch it full even on
+    // a loaded host (at 1 ms the whole run could fall between scrapes).
     let (_sim, port) = sim(
         dir.path(),
-        r#"{"profile": "fast", "decode_base_us": 1000, "kv_budget_tokens": 120,
+        r#"{"profile": "fast", "decode_base_us": 4000, "kv_budget_tokens": 120,
             "kv_admission": "optimistic"}"#,
         &[],
     );

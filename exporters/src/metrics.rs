@@ -5,6 +5,7 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
+mod slices;
 mod states;
 
 use crate::exemplars::Exemplars;
@@ -80,6 +81,7 @@ pub(crate) struct Instruments {
     bottleneck_state: Gauge<f64>,
     confidence_state: Gauge<f64>,
     slo: Gauge<f64>,
+    slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
 }
@@ -124,6 +126,7 @@ impl Instruments {
     pub fn new(meter: &Meter, exemplars: Arc<Exemplars>) -> Instruments {
         let m = meter;
         Instruments {
+            slices: slices::SliceInstruments::new(m),
             exemplars,
             duration: hist(
                 m,
@@ -514,6 +517,9 @@ impl Instruments {
         }
         self.run_good_ratio.record(ratio, base);
         self.run_error_ratio.record(summary.error_rate, base);
+        if let Some(t) = &summary.timeslices {
+            self.slices.record(t, base);
+        }
         let ttft = |by: &'static str, stat: &'static str, v: f64| {
             if v.is_finite() {
                 self.run_ttft.record(

@@ -20,10 +20,12 @@ mod connection;
 mod dispatch;
 mod exchange;
 mod figures;
+mod histograms;
 mod host;
 mod ids;
 mod in_flight;
 mod limits;
+mod merge;
 mod plan;
 mod prompt;
 mod results;
@@ -42,9 +44,11 @@ pub use canary_tls::{client_config, TlsError};
 pub use chunk::{parse as parse_chunk, ChunkInfo};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use histograms::{Histograms, HistogramsError, MetricHistogram, HISTOGRAMS_FILE};
 pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use limits::ResponseLimits;
+pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
     Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
@@ -54,8 +58,8 @@ pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
 };
 pub use results::{
-    fold_records, summary_csv, write_summary, ArtifactError, FoldedRecords, ResultsWriter,
-    SummaryFile,
+    fold_records, read_records, summary_csv, write_summary, ArtifactError, FoldedRecords,
+    ResultsWriter, SummaryFile,
 };
 pub use run::{
     run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Progress, RateWork, ReplayError,

@@ -84,6 +84,15 @@ impl ResultsWriter {
         })
     }
 
+    /// The same, also keeping the run's figures in slices of `width` (`--slice-duration`),
+    /// written to `summary.json`'s `timeslices` and `timeslices.csv`.
+    pub fn with_timeslices(mut self, width: Option<std::time::Duration>) -> ResultsWriter {
+        if let Some(w) = width {
+            self.aggregator = std::mem::take(&mut self.aggregator).with_timeslices(w);
+        }
+        self
+    }
+
     /// Records one finished request. A write failure is kept and reported by [`finish`]
     /// (measuring goes on: the summary still counts the request).
     ///
@@ -126,7 +135,12 @@ impl ResultsWriter {
             return Err(e);
         }
         let Some(dir) = &self.dir else { return Ok(()) };
-        write_summary(dir, report, summary)
+        write_summary(dir, report, summary)?;
+        // The whole distributions, so shard runs merge exactly (`canaryd merge`).
+        let path = dir.join(crate::HISTOGRAMS_FILE);
+        let json = serde_json::to_vec(&crate::Histograms::of(&self.aggregator))
+            .expect("histograms always serialize");
+        std::fs::write(&path, json).map_err(at(&path))
     }
 }
 
@@ -142,6 +156,10 @@ pub fn write_summary<R: Serialize>(
     std::fs::write(&path, json).map_err(at(&path))?;
     let path = dir.join("summary.csv");
     std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
+    if let Some(t) = &summary.timeslices {
+        let path = dir.join("timeslices.csv");
+        std::fs::write(&path, t.csv()).map_err(at(&path))?;
+    }
     Ok(())
 }
 
@@ -166,10 +184,28 @@ const MAX_RECORD_LINE: u64 = 64 << 20;
 /// would have: for a run whose process died before writing its summary. Lines that do not
 /// parse (the cut-short last one of a process killed mid-write) are skipped and counted.
 pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, ArtifactError> {
+    let mut aggregator = Aggregator::new(goodput);
+    let (records, skipped_lines) = read_records(path, |r, _| {
+        let gaps = canary_core::ChunkGaps::from(r.chunk_gaps_ms.as_deref().unwrap_or_default());
+        aggregator.add(&r, &gaps);
+    })?;
+    Ok(FoldedRecords {
+        summary: aggregator.summary(),
+        records,
+        skipped_lines,
+    })
+}
+
+/// Calls `f` with each record of the `records.jsonl` at `path` and its line as written;
+/// returns the records read and the lines skipped (not a record, or longer than any record:
+/// the cut-short last line of a process killed mid-write).
+pub fn read_records(
+    path: &Path,
+    mut f: impl FnMut(RequestRecord, &[u8]),
+) -> Result<(u64, u64), ArtifactError> {
     use std::io::{BufRead, Read};
     let file = File::open(path).map_err(at(path))?;
     let mut reader = std::io::BufReader::new(file);
-    let mut aggregator = Aggregator::new(goodput);
     let (mut records, mut skipped_lines) = (0, 0);
     let mut line = Vec::new();
     loop {
@@ -192,19 +228,13 @@ pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, Arti
         }
         match serde_json::from_slice::<RequestRecord>(&line) {
             Ok(r) => {
-                let gaps =
-                    canary_core::ChunkGaps::from(r.chunk_gaps_ms.as_deref().unwrap_or_default());
-                aggregator.add(&r, &gaps);
+                f(r, line.trim_ascii());
                 records += 1;
             }
             Err(_) => skipped_lines += 1,
         }
     }
-    Ok(FoldedRecords {
-        summary: aggregator.summary(),
-        records,
-        skipped_lines,
-    })
+    Ok((records, skipped_lines))
 }
 
 /// The summary as CSV: one row per metric with its statistics, then the run-level figures.

@@ -84,6 +84,8 @@ pub struct Config {
     /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
     /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
     pub start_at: Option<StartAt>,
+    /// Keep the run's figures in slices of this duration from its start (issue 18).
+    pub slice_duration: Option<Duration>,
 }
 
 impl Config {
@@ -107,6 +109,7 @@ impl Config {
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
             cancellation: None,
             start_at: None,
+            slice_duration: None,
         }
     }
 }
@@ -139,6 +142,9 @@ impl Config {
         }
         if let Some(start) = &self.start_at {
             start.place()?;
+        }
+        if let Some(d) = self.slice_duration {
+            positive(Setting::SliceDuration, d)?;
         }
         self.target
             .check_headers()
@@ -301,7 +307,8 @@ pub async fn run_work(
         )
     })?;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
-    let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?;
+    let mut writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?
+        .with_timeslices(config.slice_duration);
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
     let workload = match &work {

@@ -30,6 +30,7 @@
 mod analyze;
 mod bailian;
 mod burstgpt;
+mod digest;
 mod error;
 mod field;
 mod mooncake;
@@ -50,6 +51,7 @@ use canary_core::TraceRequest;
 use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
+pub use digest::digest;
 pub use error::{TraceError, TraceErrorKind};
 pub use select::{Number, Selection, SelectionReport, Shard};
 pub use synthesize::{synthesize, Synthesis, SynthesisError, SynthesisReport};

@@ -242,7 +242,9 @@ fn as_record(r: &Request) -> RequestRecord {
 }
 
 /// The runs named on a command line. A folder with `records.jsonl` is one run; a folder
-/// without is a series (a sweep): each subfolder holding a run, in name order. Several
+/// without is a series (a sweep): each subfolder holding a run, in name order, or in order of
+/// increasing load when the folder has a `sweep.json` (`canaryd sweep`'s, whose capacity
+/// search runs its points out of order). Several
 /// folders make a series in the order given.
 pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
     let mut runs = Vec::new();
@@ -261,9 +263,38 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
             return Err(ReportError::NoRun { path: path.clone() });
         }
         dirs.sort();
+        sweep_order(path, &mut dirs);
         for d in dirs {
             runs.push(Run::load(&d)?);
         }
     }
     Ok(runs)
+}
+
+/// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,
+/// when there is one; a folder it does not name keeps its place after those it does.
+fn sweep_order(series: &Path, dirs: &mut [PathBuf]) {
+    let Ok(text) = std::fs::read(series.join("sweep.json")) else {
+        return;
+    };
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return;
+    };
+    let Some(points) = doc.get("points").and_then(|p| p.as_array()) else {
+        return;
+    };
+    let load = |d: &PathBuf| {
+        let name = d.file_name()?.to_str()?;
+        points
+            .iter()
+            .find(|p| p.get("dir").and_then(|d| d.as_str()) == Some(name))?
+            .get("value")?
+            .as_f64()
+    };
+    dirs.sort_by(|a, b| {
+        let (a, b) = (load(a), load(b));
+        b.is_some()
+            .cmp(&a.is_some())
+            .then(a.unwrap_or(0.0).total_cmp(&b.unwrap_or(0.0)))
+    });
 }

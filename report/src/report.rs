@@ -108,7 +108,7 @@ fn run_sections(run: &Run, prefix: &str) -> Result<String, ReportError> {
     if let Some(k) = sections::kernel::render(run, prefix)? {
         html.push_str(&section(&id("kernel"), "TTFT decomposition (eBPF)", &k));
     }
-    if let Some(t) = sections::slots::timeslices(run) {
+    if let Some(t) = sections::timeslices::render(run, prefix)? {
         html.push_str(&section(&id("timeslices"), "Timeslices", &t));
     }
     html.push_str(&section(

@@ -7,10 +7,10 @@ pub mod diagnosis;
 pub mod headline;
 pub mod kernel;
 pub mod latency;
-pub mod slots;
 pub mod sweep;
 pub mod telemetry;
 pub mod timeline;
+pub mod timeslices;
 
 use crate::artifacts::Run;
 use crate::html::esc;

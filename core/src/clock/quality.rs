@@ -4,11 +4,11 @@
 //! their wall clocks agree; this is what each says about its own.
 
 use super::{MonoTime, RealtimeMap};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The kernel's view of `CLOCK_REALTIME`'s synchronization, read with `adjtimex` (modes 0:
 /// a read, no privilege needed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelSync {
     /// Whether the kernel considers the clock synchronized: `STA_UNSYNC` clear and the state
     /// not `TIME_ERROR`. An NTP or PTP daemon clears `STA_UNSYNC` once it disciplines the
@@ -69,7 +69,7 @@ impl KernelSync {
 
 /// `summary.json`'s `clock` block: how the run tied wall-clock time to its monotonic clock,
 /// and how far that wall clock can be trusted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClockReport {
     /// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns, measured once when the run mapped its start.
     pub realtime_minus_monotonic_ns: i64,
@@ -95,10 +95,15 @@ pub struct ClockReport {
     /// How the thread releasing requests at their deadlines ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release: Option<super::ReleaseReport>,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): runs that show the same one
+    /// share one CLOCK_MONOTONIC (processes and containers on one host), so `canaryd merge`
+    /// aligns them on it exactly, without the wall clock's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// A run started at a wall-clock instant shared with other shards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartReport {
     /// The instant as given (RFC 3339).
     pub requested: String,
@@ -145,6 +150,10 @@ impl ClockReport {
             warning,
             start_at: None,
             release: None,
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .map(|id| id.trim().to_string())
+                .filter(|id| !id.is_empty()),
         }
     }
 }

@@ -83,6 +83,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         token_counts: false,
         criteria: crate::judge::verdict::Criteria::NONE,
         overwrite: args.overwrite,
+        quiet: false,
     };
     let export = crate::cli::otlp_flags::ExportArgs::from_env_only();
     let outcome = one_shot::one_shot(plan, &observe, &export, print, shutdown).await?;

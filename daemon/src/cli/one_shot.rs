@@ -62,6 +62,7 @@ impl Front for OneShot {
 }
 
 /// What a one-shot run prints when it ends, and what it is judged by.
+#[derive(Clone)]
 pub struct Print {
     /// The summary as JSON instead of a table.
     pub json: bool,
@@ -71,14 +72,21 @@ pub struct Print {
     pub criteria: Criteria,
     /// Replace an earlier run's artifacts in the output directory.
     pub overwrite: bool,
+    /// Print nothing: a repeat of `--runs`, whose summary is printed once at the end.
+    pub quiet: bool,
 }
 
 /// The files a run writes into its output directory.
-const ARTIFACTS: [&str; 3] = ["records.jsonl", "summary.json", "summary.csv"];
+const ARTIFACTS: [&str; 4] = [
+    "records.jsonl",
+    "summary.json",
+    "summary.csv",
+    canary_replay::HISTOGRAMS_FILE,
+];
 
 /// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
 /// would silently replace what the first measured.
-fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
     if overwrite {
         return Ok(());
     }
@@ -150,12 +158,18 @@ pub async fn one_shot(
     let Some(run) = run? else {
         return Ok(None);
     };
+    if print.quiet {
+        return Ok(Some(run));
+    }
     if print.json {
         // What summary.json holds, `run` block included.
         let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
         outln!("{}", serde_json::to_string_pretty(&file)?)?;
     } else {
         report::print_table(&run.outcome, print.token_counts)?;
+        if let Some(t) = &run.outcome.summary.timeslices {
+            crate::cli::timeslices::print(t)?;
+        }
         if let Some(v) = &run.verdict {
             // A plain pass without bars says nothing the table does not.
             if v.kind != VerdictKind::Pass || print.criteria != Criteria::NONE {

@@ -3,7 +3,7 @@
 //! (`--request-rate`, `--arrival-pattern`), or a closed loop of users (`--concurrency` alone).
 //! Combinations that mean nothing are refused before anything is sent.
 
-use crate::cli::one_shot::{self, Print};
+use crate::cli::one_shot::Print;
 use crate::cli::replay::{self, ShapeArgs};
 use anyhow::{bail, Result};
 use canary_replay::{
@@ -280,9 +280,8 @@ pub async fn profile(
         token_counts: shape.use_server_token_count,
         criteria: shape.criteria(),
         overwrite: shape.overwrite,
+        quiet: false,
     };
-    let run = one_shot::one_shot(plan, &observe, &shape.export, print, shutdown).await?;
-    Ok(run
-        .as_ref()
-        .map_or(crate::INTERRUPTED, one_shot::exit_status))
+    let repeats = shape.repeats();
+    crate::cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
 }

@@ -81,6 +81,16 @@ pub struct ShapeArgs {
     /// every machine, so N processes together replay the trace once.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+    /// Run the plan N times, each a full run with its artifacts in OUTPUT_DIR/run-1 … run-N;
+    /// OUTPUT_DIR/summary.json then gives each headline figure's mean over the runs with its
+    /// 95% confidence interval (Student's t). The exit status is the worst run's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: Option<u32>,
+    /// Report the run in consecutive slices of this duration from its start (`10s`): requests,
+    /// errors, latency percentiles and throughput per slice, in summary.json's `timeslices`,
+    /// timeslices.csv and OTLP, so warm-up and drift show.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
+    pub slice_duration: Option<Duration>,
     #[command(flatten)]
     pub trace_limits: TraceLimits,
     /// Turn bad trace rows into counted warnings instead of errors.
@@ -220,6 +230,14 @@ impl ShapeArgs {
         }
     }
 
+    /// `--runs`, when given.
+    pub(crate) fn repeats(&self) -> Option<crate::cli::repeats::Repeats> {
+        self.runs.map(|runs| crate::cli::repeats::Repeats {
+            runs,
+            same_prompts: self.prompt_salt.is_some(),
+        })
+    }
+
     /// The response caps these flags set; the rest keep the library's defaults.
     pub fn limits(&self) -> ResponseLimits {
         let d = ResponseLimits::default();
@@ -267,6 +285,7 @@ impl ShapeArgs {
         r.goodput = self.goodput.clone().unwrap_or_default();
         r.output_dir = Some(self.output_dir.clone());
         r.record_chunks = self.record_chunks;
+        r.slice_duration = self.slice_duration;
         if let Some(salt) = self.prompt_salt {
             r.prompt_salt = salt;
         }

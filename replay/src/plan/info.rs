@@ -79,6 +79,9 @@ pub struct TraceInfo {
     pub path: PathBuf,
     /// Its format.
     pub format: String,
+    /// A digest of every row as read, before selection (`fnv1a64:…`): shards of one replay
+    /// show the same one.
+    pub digest: String,
     /// What loading it did.
     pub load: LoadReport,
     /// What selecting the window did.
@@ -149,6 +152,7 @@ impl RunInfo {
                     .map(|(loaded, trace)| TraceInfo {
                         path: loaded.trace.path.clone(),
                         format: loaded.trace.format.to_string(),
+                        digest: loaded.digest.clone(),
                         load: loaded.load.clone(),
                         selection: loaded.selection.clone(),
                         asked: SelectionAsked::of(&trace.selection),

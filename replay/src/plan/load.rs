@@ -150,6 +150,9 @@ pub struct Loaded {
     pub selection: SelectionReport,
     /// The speedup it is replayed at.
     pub speedup: f64,
+    /// The whole trace's [`digest`](crate::trace::digest), before selection: equal in every
+    /// shard of one replay.
+    pub digest: String,
 }
 
 /// Why a trace could not be loaded or scheduled.
@@ -212,12 +215,14 @@ impl TracePlan {
         for w in &load.warnings {
             tracing::warn!("{w}");
         }
+        let digest = trace::digest(&trace);
         let (trace, selection) = trace.select(&self.selection)?;
         Ok(Some(Loaded {
             trace,
             load,
             selection,
             speedup: self.speedup,
+            digest,
         }))
     }
 }

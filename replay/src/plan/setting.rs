@@ -63,6 +63,8 @@ pub enum Setting {
     StartAt,
     /// How late a run may begin after that instant.
     MaxLateStart,
+    /// The duration of the run's timeslices.
+    SliceDuration,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -105,6 +107,7 @@ impl Setting {
             Setting::RequestCancellationDelay => "request_cancellation_delay",
             Setting::StartAt => "start_at",
             Setting::MaxLateStart => "max_late_start",
+            Setting::SliceDuration => "slice_duration",
         }
     }
 
@@ -127,7 +130,8 @@ impl Setting {
             | Setting::RequestCancellationRate
             | Setting::RequestCancellationDelay
             | Setting::StartAt
-            | Setting::MaxLateStart => Table::Workload,
+            | Setting::MaxLateStart
+            | Setting::SliceDuration => Table::Workload,
             _ => Table::Target,
         }
     }

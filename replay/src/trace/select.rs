@@ -71,9 +71,15 @@ pub struct Shard {
 impl Shard {
     /// Whether `r` belongs to this shard.
     pub fn owns(&self, r: &TraceRequest) -> bool {
-        let key = match r.session {
+        self.owns_row(r.session, r.line)
+    }
+
+    /// Whether the row at trace `line` of `session` belongs to this shard (what a record
+    /// keeps of its row is enough: `canaryd merge` checks each shard's records with it).
+    pub fn owns_row(&self, session: Option<u64>, line: u32) -> bool {
+        let key = match session {
             Some(s) => s,
-            None => u64::from(r.line) | 1 << 63,
+            None => u64::from(line) | 1 << 63,
         };
         splitmix64(key) % u64::from(self.count) == u64::from(self.index)
     }

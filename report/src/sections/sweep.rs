@@ -1,10 +1,11 @@
 //! A series of runs (a sweep, or runs named together): throughput against latency with the
 //! saturation knee, and the Pareto front of total against per-user token throughput.
 //!
-//! The knee, documented so a reader can check it: walking the runs in series order (the
-//! sweep's order of increasing load), the first step whose completed-request throughput grows
-//! by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`] marks saturation;
-//! the knee is the run before that step, the last one that still scaled.
+//! The knee and the front are `canary_core::series`'s, the same `canaryd sweep` writes into
+//! `sweep.json`: walking the runs in series order (the sweep's order of increasing load), the
+//! first step whose completed-request throughput grows by less than [`KNEE_GAIN`] while TTFT
+//! p99 rises by more than [`KNEE_RISE`] marks saturation; the knee is the run before that step,
+//! the last one that still scaled.
 
 use super::{ms, num, pct};
 use crate::artifacts::{Metric, Run};
@@ -12,11 +13,9 @@ use crate::html::{esc, table};
 use crate::plot::{Axis, Colour, Mark, Plot, HALF};
 use crate::sample::{quantile, sorted};
 use crate::ReportError;
+use canary_core::series::{LoadStep, TokenRates};
 
-/// Below this relative throughput gain per step, load no longer buys throughput.
-pub const KNEE_GAIN: f64 = 0.10;
-/// Above this relative TTFT p99 rise per step, latency pays for it.
-pub const KNEE_RISE: f64 = 0.20;
+pub use canary_core::series::{KNEE_GAIN, KNEE_RISE};
 
 /// One run's point in the series.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +36,8 @@ pub struct Point {
     pub e2e_p99: f64,
     /// The target's error rate.
     pub error_rate: f64,
+    /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
+    pub gpus: Option<u64>,
 }
 
 impl Point {
@@ -60,37 +61,47 @@ impl Point {
             ttft_p99: quantile(&ttft, 0.99),
             e2e_p99: quantile(&e2e, 0.99),
             error_rate: f.error_rate,
+            gpus: run
+                .summary
+                .as_ref()
+                .and_then(|s| s.doc.get("gpu")?.get("gpus")?.as_u64())
+                .filter(|&n| n > 0),
+        }
+    }
+
+    /// Output tokens/s per GPU when every point of `series` knows its GPU count; else the
+    /// total, which orders the runs the same when they all ran on the same GPUs.
+    pub fn per_gpu(&self, series: &[Point]) -> f64 {
+        match self.gpus {
+            Some(n) if series.iter().all(|p| p.gpus.is_some()) => self.tokens_per_s / n as f64,
+            _ => self.tokens_per_s,
         }
     }
 }
 
 /// The index of the knee in `points` (series order), if the series saturates.
 pub fn knee(points: &[Point]) -> Option<usize> {
-    (1..points.len()).find_map(|i| {
-        let (a, b) = (&points[i - 1], &points[i]);
-        let gain = b.throughput / a.throughput - 1.0;
-        let rise = b.ttft_p99 / a.ttft_p99 - 1.0;
-        (a.throughput > 0.0 && a.ttft_p99 > 0.0 && gain < KNEE_GAIN && rise > KNEE_RISE)
-            .then_some(i - 1)
-    })
+    let steps: Vec<LoadStep> = points
+        .iter()
+        .map(|p| LoadStep {
+            throughput: p.throughput,
+            ttft_p99_ms: p.ttft_p99,
+        })
+        .collect();
+    canary_core::series::knee(&steps)
 }
 
-/// Indices of the Pareto-optimal points: no other point has at least as much total and
-/// per-user token throughput and more of one.
+/// Indices of the Pareto-optimal points: no other point has at least as much per-GPU (or,
+/// without a GPU count in every run, total) and per-user token throughput and more of one.
 pub fn pareto(points: &[Point]) -> Vec<usize> {
-    let ok = |p: &Point| p.tokens_per_s.is_finite() && p.tokens_per_user.is_finite();
-    (0..points.len())
-        .filter(|&i| ok(&points[i]))
-        .filter(|&i| {
-            let p = &points[i];
-            !points.iter().any(|q| {
-                ok(q)
-                    && q.tokens_per_s >= p.tokens_per_s
-                    && q.tokens_per_user >= p.tokens_per_user
-                    && (q.tokens_per_s > p.tokens_per_s || q.tokens_per_user > p.tokens_per_user)
-            })
+    let rates: Vec<TokenRates> = points
+        .iter()
+        .map(|p| TokenRates {
+            per_gpu: p.per_gpu(points),
+            per_user: p.tokens_per_user,
         })
-        .collect()
+        .collect();
+    canary_core::series::pareto(&rates)
 }
 
 /// The series section's body.
@@ -171,8 +182,8 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
     par.note(
-        "Per GPU once runs record their GPU count (issue 18); a run is on the front when no \
-         other has at least as much of both and more of one.",
+        "Total tokens/s (per GPU in sweep.json when the GPU count is known); a run is on the \
+         front when no other has at least as much of both and more of one.",
     );
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
@@ -234,6 +245,7 @@ mod tests {
             ttft_p99,
             e2e_p99: ttft_p99 * 4.0,
             error_rate: 0.0,
+            gpus: None,
         }
     }
 

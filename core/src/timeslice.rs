@@ -1,0 +1,381 @@
+//! Timeslices (issue 18): the run's figures in consecutive slices of a fixed duration from its
+//! start, so warm-up effects and drift show (`--slice-duration`).
+//!
+//! A request belongs to the slice in which it was sent (its dispatch time after the run's
+//! start): its latencies, and whether it completed or failed, are that slice's. Throughput is
+//! what *finished* in a slice (completed requests and their output tokens by end time) over
+//! the slice's duration, as a server's own counters would show it. The last slice usually
+//! ends with the run, short of its full duration: it is marked `partial` and its rates are
+//! over the part it covers.
+//!
+//! Memory is bounded: at most [`Timeslices::MAX_SLICES`] slices are kept; a run that
+//! outgrows them has its slices merged in pairs (their duration doubles, and the report says
+//! so), as the diagnosis timeline does. Each slice's latencies keep two significant digits
+//! (percentiles within 1%; a histogram takes 2 kB empty, 14 kB with values up to 1 s, 18 kB
+//! up to 10 s), so the slices of a run take at most about 14 MB however long it is, where
+//! three-digit histograms (16, 90 and 123 kB) would take 94 MB.
+
+use crate::record::RequestRecord;
+use crate::stats::Distribution;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The accumulating slices of one run.
+#[derive(Debug, Clone)]
+pub struct Timeslices {
+    requested_ms: f64,
+    width_ms: f64,
+    slices: Vec<SliceAcc>,
+}
+
+#[derive(Debug, Clone)]
+struct SliceAcc {
+    sent: u64,
+    completed: u64,
+    errors: u64,
+    cancelled: u64,
+    ttft: Distribution,
+    itl: Distribution,
+    e2e: Distribution,
+    finished: u64,
+    finished_output_tokens: u64,
+}
+
+impl SliceAcc {
+    fn new() -> SliceAcc {
+        SliceAcc {
+            sent: 0,
+            completed: 0,
+            errors: 0,
+            cancelled: 0,
+            ttft: Distribution::with_digits(2),
+            itl: Distribution::with_digits(2),
+            e2e: Distribution::with_digits(2),
+            finished: 0,
+            finished_output_tokens: 0,
+        }
+    }
+
+    fn merge(&mut self, o: &SliceAcc) {
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.errors += o.errors;
+        self.cancelled += o.cancelled;
+        self.ttft.merge(&o.ttft);
+        self.itl.merge(&o.itl);
+        self.e2e.merge(&o.e2e);
+        self.finished += o.finished;
+        self.finished_output_tokens += o.finished_output_tokens;
+    }
+}
+
+impl Timeslices {
+    /// The most slices kept (each holds three histograms of 2–18 kB).
+    pub const MAX_SLICES: usize = 256;
+
+    /// Slices of `width` (positive).
+    pub fn new(width: Duration) -> Timeslices {
+        let ms = (width.as_secs_f64() * 1e3).max(1e-3);
+        Timeslices {
+            requested_ms: ms,
+            width_ms: ms,
+            slices: Vec::new(),
+        }
+    }
+
+    fn slot(&mut self, at_ms: f64) -> &mut SliceAcc {
+        let mut i = (at_ms.max(0.0) / self.width_ms) as usize;
+        while i >= Self::MAX_SLICES {
+            self.widen();
+            i = (at_ms.max(0.0) / self.width_ms) as usize;
+        }
+        if self.slices.len() <= i {
+            self.slices.resize_with(i + 1, SliceAcc::new);
+        }
+        &mut self.slices[i]
+    }
+
+    /// Doubles the width, merging neighbours.
+    fn widen(&mut self) {
+        let old = std::mem::take(&mut self.slices);
+        for pair in old.chunks(2) {
+            let mut s = pair[0].clone();
+            if let Some(b) = pair.get(1) {
+                s.merge(b);
+            }
+            self.slices.push(s);
+        }
+        self.width_ms *= 2.0;
+    }
+
+    /// Adds one measured request (the caller leaves warm-up out). `output_tokens`: the output
+    /// tokens the run counts for it when it completed.
+    pub fn add(&mut self, r: &RequestRecord, output_tokens: u64) {
+        let slice = self.slot(r.sent_at_ms);
+        slice.sent += 1;
+        if r.is_cancelled() {
+            slice.cancelled += 1;
+            return;
+        }
+        if !r.is_ok() {
+            slice.errors += 1;
+            return;
+        }
+        slice.completed += 1;
+        if let Some(v) = r.ttft_ms {
+            slice.ttft.record(v);
+        }
+        if let Some(v) = r.itl_ms {
+            slice.itl.record(v);
+        }
+        if let Some(v) = r.e2e_ms {
+            slice.e2e.record(v);
+        }
+        let end = self.slot(r.ended_at_ms);
+        end.finished += 1;
+        end.finished_output_tokens += output_tokens;
+    }
+
+    /// The slices from the run's start to `run_end_ms` (the last response's end).
+    pub fn report(&self, run_end_ms: f64) -> TimesliceReport {
+        let w = self.width_ms;
+        let run_end_ms = run_end_ms.max(0.0);
+        // Every slice up to the one the run ended in, even empty ones: a gap is news.
+        let needed = ((run_end_ms / w).ceil() as usize).max(self.slices.len());
+        let empty = SliceAcc::new();
+        let slices = (0..needed)
+            .map(|i| {
+                let acc = self.slices.get(i).unwrap_or(&empty);
+                let start = i as f64 * w;
+                let end = start + w;
+                let covered = (run_end_ms.min(end) - start).max(0.0);
+                let partial = covered < w;
+                let per_s = |n: u64| {
+                    (covered / 1e3 >= crate::MIN_RATE_SPAN_S).then(|| n as f64 / (covered / 1e3))
+                };
+                Timeslice {
+                    index: i as u64,
+                    start_s: start / 1e3,
+                    end_s: end / 1e3,
+                    covered_s: covered / 1e3,
+                    partial,
+                    requests: acc.sent,
+                    completed: acc.completed,
+                    errors: acc.errors,
+                    cancelled: acc.cancelled,
+                    request_throughput: per_s(acc.finished),
+                    output_token_throughput: per_s(acc.finished_output_tokens),
+                    time_to_first_token: SliceStats::of(&acc.ttft),
+                    inter_token_latency: SliceStats::of(&acc.itl),
+                    request_latency: SliceStats::of(&acc.e2e),
+                }
+            })
+            .collect();
+        TimesliceReport {
+            slice_duration_s: w / 1e3,
+            requested_slice_duration_s: self.requested_ms / 1e3,
+            slices,
+        }
+    }
+}
+
+/// `summary.json`'s `timeslices`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimesliceReport {
+    /// The slices' duration, seconds: `requested_slice_duration_s`, doubled as often as a
+    /// run longer than [`Timeslices::MAX_SLICES`] of them needed.
+    pub slice_duration_s: f64,
+    /// The duration asked for (`--slice-duration`), seconds.
+    pub requested_slice_duration_s: f64,
+    /// The slices, from the run's start.
+    pub slices: Vec<Timeslice>,
+}
+
+/// One slice of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeslice {
+    /// 0 for the first slice.
+    pub index: u64,
+    /// Its start, seconds after the run's start.
+    pub start_s: f64,
+    /// Its end (start + the slice duration), seconds after the run's start.
+    pub end_s: f64,
+    /// The part of it the run covered, seconds: the slice duration, less for the last slice.
+    pub covered_s: f64,
+    /// True when the run ended before the slice did (the last slice): its counts are of a
+    /// shorter span, its rates over `covered_s`.
+    pub partial: bool,
+    /// Requests sent in the slice (exact).
+    pub requests: u64,
+    /// Of those, requests that completed (exact).
+    pub completed: u64,
+    /// Of those, requests that failed (exact).
+    pub errors: u64,
+    /// Of those, requests cancelled on purpose (exact).
+    pub cancelled: u64,
+    /// Requests that finished in the slice, per second of `covered_s`; `None` when it covers
+    /// under 100 ms.
+    pub request_throughput: Option<f64>,
+    /// Output tokens of the requests that finished in the slice, per second of `covered_s`.
+    pub output_token_throughput: Option<f64>,
+    /// TTFT of the completed requests sent in the slice, ms.
+    pub time_to_first_token: Option<SliceStats>,
+    /// Inter-token latency of those requests, ms.
+    pub inter_token_latency: Option<SliceStats>,
+    /// Their end-to-end latency, ms.
+    pub request_latency: Option<SliceStats>,
+}
+
+/// A latency's statistics within one slice (count, mean and max exact; percentiles within 1%).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SliceStats {
+    /// Values.
+    pub count: u64,
+    /// Their mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl SliceStats {
+    fn of(d: &Distribution) -> Option<SliceStats> {
+        let s = d.stats()?;
+        Some(SliceStats {
+            count: s.count,
+            avg: s.avg,
+            p50: s.p50,
+            p90: s.p90,
+            p99: s.p99,
+            max: s.max,
+        })
+    }
+}
+
+impl TimesliceReport {
+    /// `timeslices.csv`: tidy, one row per slice × metric × statistic
+    /// (`slice,start_s,end_s,partial,metric,statistic,unit,value`); a latency with no value
+    /// in a slice has no rows there.
+    pub fn csv(&self) -> String {
+        let mut out = String::from("slice,start_s,end_s,partial,metric,statistic,unit,value\n");
+        for s in &self.slices {
+            let mut row = |metric: &str, stat: &str, unit: &str, v: String| {
+                out.push_str(&format!(
+                    "{},{:.3},{:.3},{},{metric},{stat},{unit},{v}\n",
+                    s.index, s.start_s, s.end_s, s.partial
+                ));
+            };
+            row("requests", "count", "requests", s.requests.to_string());
+            row("completed", "count", "requests", s.completed.to_string());
+            row("errors", "count", "requests", s.errors.to_string());
+            row("cancelled", "count", "requests", s.cancelled.to_string());
+            if let Some(v) = s.request_throughput {
+                row(
+                    "request_throughput",
+                    "rate",
+                    "requests/s",
+                    format!("{v:.4}"),
+                );
+            }
+            if let Some(v) = s.output_token_throughput {
+                row(
+                    "output_token_throughput",
+                    "rate",
+                    "tokens/s",
+                    format!("{v:.4}"),
+                );
+            }
+            for (metric, st) in [
+                ("time_to_first_token", s.time_to_first_token),
+                ("inter_token_latency", s.inter_token_latency),
+                ("request_latency", s.request_latency),
+            ] {
+                let Some(st) = st else { continue };
+                row(metric, "count", "requests", st.count.to_string());
+                for (stat, v) in [
+                    ("avg", st.avg),
+                    ("p50", st.p50),
+                    ("p90", st.p90),
+                    ("p99", st.p99),
+                    ("max", st.max),
+                ] {
+                    row(metric, stat, "ms", format!("{v:.4}"));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ErrorKind, RequestError, Status};
+
+    fn rec(sent: f64, ttft: f64, e2e: f64) -> RequestRecord {
+        RequestRecord {
+            sent_at_ms: sent,
+            ended_at_ms: sent + e2e,
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(e2e),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn requests_fall_in_the_slice_they_were_sent_in_and_the_last_is_partial() {
+        let mut t = Timeslices::new(Duration::from_secs(1));
+        // Slice 0: two fast requests; slice 1: one slow and one failed; nothing sent in 2.
+        t.add(&rec(100.0, 10.0, 50.0), 16);
+        t.add(&rec(900.0, 20.0, 60.0), 16);
+        t.add(&rec(1200.0, 400.0, 1400.0), 16);
+        let mut failed = rec(1500.0, 0.0, 0.0);
+        failed.status = Status::Error;
+        failed.error = Some(RequestError {
+            kind: ErrorKind::HttpStatus,
+            http_status: Some(500),
+            message: String::new(),
+        });
+        t.add(&failed, 0);
+        let r = t.report(2600.0);
+        assert_eq!(r.slices.len(), 3);
+        let (a, b, c) = (&r.slices[0], &r.slices[1], &r.slices[2]);
+        assert_eq!((a.requests, a.completed, a.errors), (2, 2, 0));
+        assert_eq!((b.requests, b.completed, b.errors), (2, 1, 1));
+        assert_eq!((c.requests, c.completed), (0, 0));
+        assert_eq!(a.time_to_first_token.unwrap().count, 2);
+        assert_eq!(b.time_to_first_token.unwrap().p50, 400.0);
+        assert!(!a.partial && !b.partial && c.partial);
+        assert!((c.covered_s - 0.6).abs() < 1e-9);
+        // Throughput by end time: both slice-0 requests ended in slice 0; the slow one in 2.
+        assert_eq!(a.request_throughput, Some(2.0));
+        assert_eq!(b.request_throughput, Some(0.0));
+        assert!((c.request_throughput.unwrap() - 1.0 / 0.6).abs() < 1e-9);
+        assert!((c.output_token_throughput.unwrap() - 16.0 / 0.6).abs() < 1e-9);
+        let csv = r.csv();
+        assert!(csv.contains("\n1,1.000,2.000,false,time_to_first_token,p50,ms,400.0000\n"));
+        assert!(
+            csv.contains("\n2,2.000,3.000,true,requests,count,requests,0\n"),
+            "{csv}"
+        );
+    }
+
+    #[test]
+    fn a_run_longer_than_the_cap_widens_its_slices() {
+        let mut t = Timeslices::new(Duration::from_millis(10));
+        for i in 0..3000 {
+            t.add(&rec(i as f64 * 10.0, 5.0, 5.0), 1);
+        }
+        let r = t.report(30_000.0);
+        assert!(r.slices.len() <= Timeslices::MAX_SLICES);
+        // 10 ms → 160 ms: 30 s in 188 slices.
+        assert_eq!(r.slice_duration_s, 0.16);
+        assert_eq!(r.requested_slice_duration_s, 0.01);
+        assert_eq!(r.slices.iter().map(|s| s.requests).sum::<u64>(), 3000);
+    }
+}

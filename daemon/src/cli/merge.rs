@@ -1,0 +1,149 @@
+//! `canaryd merge DIR…`: the shards of one replay combined into one run's artifacts, and the
+//! union's figures printed with what its timing across hosts means.
+
+use anyhow::{Context, Result};
+use canary_replay::Merged;
+use std::path::PathBuf;
+
+/// Flags of `canaryd merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The shard runs' output folders (`--output-dir` of each `canaryd replay --shard I/N`).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the merged `summary.json`, `summary.csv`, `histograms.json` and
+    /// `records.jsonl`.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output_dir: PathBuf,
+    /// Print the merged summary.json instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Replace an earlier run's or merge's artifacts in the output folder.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+/// Runs `canaryd merge`; a coverage problem is an error (exit status 1).
+pub fn merge(args: &MergeArgs) -> Result<i32> {
+    super::one_shot::refuse_earlier_run(&args.output_dir, args.overwrite)?;
+    let merged = canary_replay::merge(&args.dirs, &args.output_dir).context("merging shards")?;
+    if args.json {
+        let path = args.output_dir.join("summary.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        outln!("{text}")?;
+    } else {
+        print(&merged)?;
+        outln!("merged into {}", args.output_dir.display())?;
+    }
+    Ok(0)
+}
+
+fn print(m: &Merged) -> std::io::Result<()> {
+    let (s, i) = (&m.summary, &m.info);
+    outln!(
+        "merged {} shards of trace {}: {} of the window's {} requests replayed, each once \
+         (exact)",
+        i.shard_count,
+        i.trace_digest,
+        i.replayed,
+        i.window_requests
+    )?;
+    outln!()?;
+    outln!(
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "metric",
+        "avg",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "max"
+    )?;
+    let rows = [
+        ("time_to_first_token", "TTFT (ms)"),
+        ("inter_token_latency", "ITL (ms, mean per request)"),
+        ("inter_chunk_latency", "inter-chunk gap (ms)"),
+        ("request_latency", "request latency (ms)"),
+        ("output_sequence_length", "output length (tokens)"),
+        ("schedule_lag", "schedule lag, own clocks (ms)"),
+    ];
+    let row = |label: &str, st: &canary_core::Stats| {
+        outln!(
+            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            st.avg,
+            st.min,
+            st.p50,
+            st.p90,
+            st.p99,
+            st.max
+        )
+    };
+    for (key, label) in rows {
+        if let Some(st) = s.metrics.get(key) {
+            row(label, st)?;
+        }
+    }
+    if let Some(st) = &i.cross_host_schedule_lag {
+        row("schedule lag, one axis (ms)", st)?;
+    }
+    outln!(
+        "{}",
+        if i.metrics_from == "histograms" {
+            "(the shards' histograms summed: percentiles within 0.1% as in one run; avg, min, \
+             max exact)"
+        } else {
+            "(folded from the shards' records: percentiles within 0.1%; avg, min, max exact; \
+             see the notes)"
+        }
+    )?;
+    outln!()?;
+    outln!(
+        "requests {} (completed {}, errors {}), input tokens {}, output tokens {} (exact)",
+        s.requests,
+        s.completed,
+        s.errors,
+        s.total_input_tokens,
+        s.total_output_tokens
+    )?;
+    outln!("shard  t0 offset (ms)  basis       wall-clock error  records  folder")?;
+    for input in &i.inputs {
+        let c = &input.clock;
+        let err = match (c.wall_clock_error_ms, c.synchronized) {
+            (Some(e), _) => format!("±{e:.3} ms"),
+            (None, Some(false)) => "unsynchronized".to_string(),
+            (None, _) => "unknown".to_string(),
+        };
+        outln!(
+            "{:<6} {:>15.3}  {:<11} {:>16}  {:>7}  {}",
+            input.shard,
+            c.t0_offset_ms,
+            c.offset_basis,
+            err,
+            input.records,
+            input.dir.display()
+        )?;
+    }
+    let a = &i.alignment;
+    outln!(
+        "alignment: {}; start spread {:.3} ms (as measured){}; {}",
+        a.basis,
+        a.start_spread_ms,
+        a.common_start
+            .as_ref()
+            .map_or(String::new(), |s| format!(", common start {s}")),
+        match (a.bound_ms, &a.unbounded_because) {
+            (Some(b), _) => format!("shards placed on one time axis within ±{b:.3} ms (a bound)"),
+            (None, Some(why)) => format!("no bound on the cross-host alignment: {why}"),
+            (None, None) => "no bound on the cross-host alignment".to_string(),
+        }
+    )?;
+    outln!(
+        "(schedule lag, own clocks: each request on its shard's monotonic clock, exact; one \
+         axis: plus its shard's t0 offset, within the alignment bound)"
+    )?;
+    for n in &i.notes {
+        outln!("note: {n}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `--runs N` of `canaryd replay` and `canaryd profile` (issue 18): the same plan run N times,
+//! each a full run with its own artifacts in `<out>/run-1` … `<out>/run-N`, then one summary
+//! of the experiment in `<out>/summary.json` and `<out>/repeats.csv`: for each headline
+//! figure, its mean over the runs with a 95% confidence interval from Student's t on n − 1
+//! degrees of freedom ([`canary_core::MeanInterval`]). The command's exit status is the worst
+//! run's.
+
+mod summary;
+
+pub use summary::{RepeatsFile, RepeatsSummary};
+
+use crate::cli::one_shot::{self, Print};
+use crate::execute::{Judged, Observe};
+use anyhow::{bail, Context, Result};
+use canary_replay::Plan;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// How the repeats of one command go.
+pub struct Repeats {
+    /// Runs asked for (1 or more).
+    pub runs: u32,
+    /// `--prompt-salt` was given: every run sends the same prompts. Otherwise each run
+    /// draws its own salt, so no run finds the previous one's unique text in the server's
+    /// prefix cache.
+    pub same_prompts: bool,
+}
+
+/// Runs `plan` once (`repeats` `None`: exactly as before `--runs` existed) or `runs` times;
+/// the command's exit status.
+pub async fn run(
+    plan: Plan,
+    observe: &Observe,
+    export: &crate::cli::otlp_flags::ExportArgs,
+    print: Print,
+    repeats: Option<Repeats>,
+    shutdown: CancellationToken,
+) -> Result<i32> {
+    let Some(repeats) = repeats else {
+        let run = one_shot::one_shot(plan, observe, export, print, shutdown).await?;
+        return Ok(run
+            .as_ref()
+            .map_or(crate::INTERRUPTED, one_shot::exit_status));
+    };
+    let Some(out) = plan.replay.output_dir.clone() else {
+        bail!("--runs needs an output directory for each run's artifacts");
+    };
+    if !print.overwrite && out.join("summary.json").exists() {
+        bail!(
+            "{} holds an earlier run (summary.json): give another --output-dir, or --overwrite \
+             to replace it",
+            out.display()
+        );
+    }
+    let json = print.json;
+    let n = repeats.runs;
+    let mut runs: Vec<(String, Judged, i32)> = Vec::new();
+    let mut interrupted = false;
+    for i in 1..=n {
+        let dir = format!("run-{i}");
+        let mut p = plan.clone();
+        p.replay.output_dir = Some(out.join(&dir));
+        p.replay.run_id = format!("{}-{i}", plan.replay.run_id);
+        if !repeats.same_prompts {
+            p.replay.prompt_salt =
+                canary_core::splitmix64(plan.replay.prompt_salt ^ u64::from(i)) >> 11;
+        }
+        if !json {
+            outln!("run {i}/{n} ({})", out.join(&dir).display())?;
+        }
+        let each = Print {
+            quiet: true,
+            ..print.clone()
+        };
+        let run = one_shot::one_shot(p, observe, export, each, shutdown.clone()).await?;
+        let Some(run) = run else {
+            interrupted = true;
+            break;
+        };
+        let status = one_shot::exit_status(&run);
+        if !json {
+            outln!("  {}", summary::one_line(&run, status))?;
+        }
+        let stop = run.outcome.interrupted;
+        runs.push((dir, run, status));
+        if stop {
+            interrupted = true;
+            break;
+        }
+    }
+    let worst = runs.iter().map(|r| r.2).max().unwrap_or(0);
+    let status = if interrupted {
+        crate::INTERRUPTED
+    } else {
+        worst
+    };
+    let summary = RepeatsSummary::of(n, &runs, status, interrupted);
+    write(&out, &summary)?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&RepeatsFile::new(&summary))?
+        )?;
+    } else {
+        summary.print()?;
+        outln!(
+            "artifacts: {} (summary.json, repeats.csv, run-1 … run-{n})",
+            out.display()
+        )?;
+    }
+    Ok(status)
+}
+
+/// Writes `summary.json` and `repeats.csv` into `out`.
+fn write(out: &std::path::Path, summary: &RepeatsSummary) -> Result<()> {
+    let path: PathBuf = out.join("summary.json");
+    let json = serde_json::to_vec_pretty(&RepeatsFile::new(summary))?;
+    std::fs::write(&path, json).with_context(|| path.display().to_string())?;
+    let path = out.join("repeats.csv");
+    std::fs::write(&path, summary.csv()).with_context(|| path.display().to_string())?;
+    Ok(())
+}

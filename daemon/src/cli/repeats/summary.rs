@@ -1,0 +1,297 @@
+//! The summary of `--runs N`: each headline figure's mean over the runs with its confidence
+//! interval, typed here and written as `summary.json` (`$defs/repeats_summary` of
+//! `core/summary.schema.json`), `repeats.csv` and the table.
+
+use crate::execute::Judged;
+use canary_core::{MeanInterval, RunSummary};
+use serde::Serialize;
+
+/// The confidence level of every interval.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The headline figures, in table order: (metric, statistic, unit, table label).
+const HEADLINE: [(&str, &str, &str, &str); 10] = [
+    ("time_to_first_token", "p50", "ms", "TTFT p50"),
+    ("time_to_first_token", "p99", "ms", "TTFT p99"),
+    ("inter_token_latency", "p50", "ms", "ITL p50"),
+    ("inter_token_latency", "p99", "ms", "ITL p99"),
+    ("request_latency", "p50", "ms", "e2e p50"),
+    ("request_latency", "p99", "ms", "e2e p99"),
+    ("request_throughput", "value", "requests/s", "throughput"),
+    (
+        "output_token_throughput",
+        "value",
+        "tokens/s",
+        "output tokens/s",
+    ),
+    ("goodput", "value", "requests/s", "goodput"),
+    ("schedule_lag", "p99", "ms", "schedule lag p99"),
+];
+
+/// The figure `metric`/`statistic` of one run, if it has one.
+fn figure(s: &RunSummary, metric: &str, statistic: &str) -> Option<f64> {
+    match metric {
+        "request_throughput" => s.request_throughput,
+        "output_token_throughput" => s.output_token_throughput,
+        "goodput" => s.goodput.as_ref().and_then(|g| g.goodput),
+        _ => {
+            let st = s.metrics.get(metric).filter(|st| st.count > 0)?;
+            match statistic {
+                "p50" => Some(st.p50),
+                "p99" => Some(st.p99),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// `summary.json` of `--runs N`.
+#[derive(Debug, Serialize)]
+pub struct RepeatsFile<'a> {
+    /// [`canary_core::SUMMARY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The experiment.
+    pub repeats: &'a RepeatsSummary,
+}
+
+impl<'a> RepeatsFile<'a> {
+    /// The file of `repeats`.
+    pub fn new(repeats: &'a RepeatsSummary) -> RepeatsFile<'a> {
+        RepeatsFile {
+            schema_version: canary_core::SUMMARY_SCHEMA_VERSION,
+            repeats,
+        }
+    }
+}
+
+/// The experiment's figures.
+#[derive(Debug, Serialize)]
+pub struct RepeatsSummary {
+    /// `--runs`.
+    pub runs_asked: u32,
+    /// Runs carried out (fewer when a signal stopped the experiment).
+    pub runs: u64,
+    /// The intervals' confidence level.
+    pub confidence: f64,
+    /// How the intervals are computed (they are estimates).
+    pub method: &'static str,
+    /// The command's exit status: the worst run's (130 when a signal stopped it).
+    pub exit_status: i32,
+    /// True when a signal stopped the experiment.
+    pub interrupted: bool,
+    /// Each run: its folder, run id, exit status and verdict.
+    pub per_run: Vec<RunEntry>,
+    /// The headline figures that at least one run gave.
+    pub metrics: Vec<Figure>,
+}
+
+/// One run of the experiment.
+#[derive(Debug, Serialize)]
+pub struct RunEntry {
+    /// Its folder under the output directory (`run-1`).
+    pub dir: String,
+    /// Its run id (`x-request-id` prefix, OTLP `canary.run.id`).
+    pub run_id: String,
+    /// Its exit status as a single run.
+    pub exit_status: i32,
+    /// Its verdict.
+    pub verdict: Option<String>,
+    /// True when a signal cut it short (left out of the estimates).
+    pub interrupted: bool,
+}
+
+/// One headline figure over the runs.
+#[derive(Debug, Serialize)]
+pub struct Figure {
+    /// The metric (`summary.json`'s name).
+    pub metric: &'static str,
+    /// `p50`, `p99`, or `value` for a rate.
+    pub statistic: &'static str,
+    /// Its unit.
+    pub unit: &'static str,
+    /// Each complete run's figure, in run order.
+    pub values: Vec<f64>,
+    /// The mean and its interval.
+    #[serde(flatten)]
+    pub interval: MeanInterval,
+    #[serde(skip)]
+    label: &'static str,
+}
+
+/// The method, as `summary.json` states it.
+const METHOD: &str = "estimate: mean of the runs' figures, two-sided 95% confidence interval \
+                      from Student's t on n-1 degrees of freedom (runs taken as independent)";
+
+impl RepeatsSummary {
+    /// The summary of `runs` ((folder, run, exit status), in order) of `asked`.
+    pub fn of(
+        asked: u32,
+        runs: &[(String, Judged, i32)],
+        exit_status: i32,
+        interrupted: bool,
+    ) -> RepeatsSummary {
+        // A run cut short measured part of the plan: its figures would bias the mean.
+        let complete: Vec<&RunSummary> = runs
+            .iter()
+            .filter(|r| !r.1.outcome.interrupted)
+            .map(|r| &r.1.outcome.summary)
+            .collect();
+        let metrics = HEADLINE
+            .iter()
+            .filter_map(|&(metric, statistic, unit, label)| {
+                let values: Vec<f64> = complete
+                    .iter()
+                    .filter_map(|s| figure(s, metric, statistic))
+                    .collect();
+                Some(Figure {
+                    interval: MeanInterval::of(&values, CONFIDENCE)?,
+                    metric,
+                    statistic,
+                    unit,
+                    values,
+                    label,
+                })
+            })
+            .collect();
+        RepeatsSummary {
+            runs_asked: asked,
+            runs: runs.len() as u64,
+            confidence: CONFIDENCE,
+            method: METHOD,
+            exit_status,
+            interrupted,
+            per_run: runs
+                .iter()
+                .map(|(dir, run, status)| RunEntry {
+                    dir: dir.clone(),
+                    run_id: run.info.run_id.clone(),
+                    exit_status: *status,
+                    verdict: run.verdict.as_ref().map(|v| v.to_string()),
+                    interrupted: run.outcome.interrupted,
+                })
+                .collect(),
+            metrics,
+        }
+    }
+
+    /// The table.
+    pub fn print(&self) -> std::io::Result<()> {
+        outln!()?;
+        outln!(
+            "{} of {} runs: estimates, mean over runs ± half-width of its 95% confidence \
+             interval (Student's t, n-1 degrees of freedom)",
+            self.runs,
+            self.runs_asked
+        )?;
+        for f in &self.metrics {
+            outln!("  {}", f.line())?;
+        }
+        outln!(
+            "exit status {}: the worst run's{}",
+            self.exit_status,
+            if self.interrupted {
+                " (stopped by a signal)"
+            } else {
+                ""
+            }
+        )?;
+        Ok(())
+    }
+
+    /// `repeats.csv`: one row per figure.
+    pub fn csv(&self) -> String {
+        let mut out =
+            String::from("metric,statistic,unit,n,mean,std,confidence,half_width,low,high\n");
+        let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
+        for f in &self.metrics {
+            let i = &f.interval;
+            out.push_str(&format!(
+                "{},{},{},{},{:.6},{},{},{},{},{}\n",
+                f.metric,
+                f.statistic,
+                f.unit,
+                i.n,
+                i.mean,
+                cell(i.std),
+                i.confidence,
+                cell(i.half_width),
+                cell(i.low),
+                cell(i.high)
+            ));
+        }
+        out
+    }
+}
+
+impl Figure {
+    /// `TTFT p50 45.2 ms ± 2.1 ms (95% CI, 5 runs)`, or `… (1 run: no interval)`.
+    pub fn line(&self) -> String {
+        let i = &self.interval;
+        let unit = self.unit;
+        match i.half_width {
+            Some(h) => format!(
+                "{:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
+                self.label,
+                number(i.mean),
+                number(h),
+                i.n
+            ),
+            None => format!(
+                "{:<18} {} {unit} (1 run: no interval)",
+                self.label,
+                number(i.mean)
+            ),
+        }
+    }
+}
+
+/// Three significant figures or one decimal, whichever is longer.
+fn number(v: f64) -> String {
+    match v.abs() {
+        a if a >= 10.0 => format!("{v:.1}"),
+        a if a >= 1.0 => format!("{v:.2}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+/// One run in a line: `20 requests, 0 errors, TTFT p50 12.3 ms, exit 0 (pass)`.
+pub fn one_line(run: &Judged, status: i32) -> String {
+    let s = &run.outcome.summary;
+    let ttft = figure(s, "time_to_first_token", "p50")
+        .map_or(String::new(), |v| format!(", TTFT p50 {} ms", number(v)));
+    let verdict = run
+        .verdict
+        .as_ref()
+        .map_or(String::new(), |v| format!(" ({v})"));
+    format!(
+        "{} requests, {} errors{ttft}, exit {status}{verdict}",
+        s.requests, s.errors
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_say_the_interval_or_that_there_is_none() {
+        let f = |values: &[f64]| Figure {
+            metric: "time_to_first_token",
+            statistic: "p50",
+            unit: "ms",
+            values: values.to_vec(),
+            interval: MeanInterval::of(values, CONFIDENCE).unwrap(),
+            label: "TTFT p50",
+        };
+        // Mean 45.2, s = 1.9235, t(0.975, 4) = 2.776: ± 2.39.
+        let line = f(&[43.0, 44.0, 45.0, 46.0, 48.0]).line();
+        assert_eq!(
+            line,
+            "TTFT p50           45.2 ms ± 2.39 ms (95% CI, 5 runs)"
+        );
+        assert_eq!(
+            f(&[45.2]).line(),
+            "TTFT p50           45.2 ms (1 run: no interval)"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! `canaryd sweep`: a series of full runs of one load shape, one axis varied from point to
+//! point (`--concurrency 1,4,16`, `--request-rate 10,20,40`, or a trace's `--speedup 1,2,4`),
+//! each with its own artifacts folder, then `sweep.json` and `sweep.csv` with the knee and the
+//! Pareto front; or, with `--find-max-rate`, a bounded search for the highest request rate
+//! whose good-request fraction meets `--min-good-fraction`.
+//!
+//! Every point is a plan of `canaryd profile`'s flags run through the one run function
+//! ([`crate::execute::execute`]).
+
+mod document;
+mod point;
+mod points;
+mod table;
+
+use crate::cli::profile::ProfileArgs;
+use crate::config::duration;
+use anyhow::{bail, Result};
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use point::Axis;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The exit status when a point of the sweep could not run or measured nothing.
+pub const POINT_FAILED: i32 = 5;
+/// The exit status when `--find-max-rate` found no rate that met the SLOs.
+pub const NO_PASSING_RATE: i32 = 6;
+
+/// The sweep's own flags; the rest are `canaryd profile`'s, set the same for every point.
+#[derive(Debug, Clone, Args)]
+pub struct SweepFlags {
+    /// Sweep closed loops of these many users (`1,4,16,64`); with --request-rate or --trace,
+    /// one value is the in-flight ceiling of every point.
+    #[arg(
+        long = "concurrency",
+        id = "sweep_concurrency",
+        value_delimiter = ',',
+        value_name = "N,N,…",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub concurrency: Vec<usize>,
+    /// Sweep open-loop request rates (`10,20,40`, requests/s); with --find-max-rate, one value
+    /// is the search's first rate (default 10).
+    #[arg(
+        long = "request-rate",
+        id = "sweep_request_rate",
+        value_delimiter = ',',
+        value_name = "RPS,RPS,…",
+        value_parser = crate::cli::replay::positive_number
+    )]
+    pub request_rate: Vec<f64>,
+    /// Sweep a --trace's speedups (`1,2,4,8`).
+    #[arg(
+        long = "speedup",
+        id = "sweep_speedup",
+        value_delimiter = ',',
+        value_name = "F,F,…",
+        value_parser = crate::cli::replay::positive_number
+    )]
+    pub speedup: Vec<f64>,
+    /// Pause between points, so one point's backlog does not spill into the next (`5s`).
+    #[arg(long, value_parser = duration::parse, default_value = "0s")]
+    pub cooldown: Duration,
+    /// GPUs serving the target, for tokens/s per GPU when neither NVML nor DCGM sees them.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus: Option<u64>,
+    /// Search for the highest --request-rate whose share of good requests (by --slo) meets
+    /// --min-good-fraction: bracketing, then bisection.
+    #[arg(long, requires = "min_good_fraction")]
+    pub find_max_rate: bool,
+    /// Most runs the search may make.
+    #[arg(long, default_value_t = 12, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_runs: usize,
+    /// The search stops when the bracket (last pass .. first fail) is narrower than this share
+    /// of its passing rate.
+    #[arg(long, default_value_t = 0.05, value_name = "F",
+          value_parser = crate::cli::replay::positive_number)]
+    pub search_precision: f64,
+    /// The lowest rate the search tries (requests/s).
+    #[arg(long, default_value_t = 0.1, value_name = "RPS",
+          value_parser = crate::cli::replay::positive_number)]
+    pub min_rate: f64,
+}
+
+/// Flags of `canaryd sweep`: the sweep's own, and `canaryd profile`'s for every point.
+#[derive(Debug, Clone)]
+pub struct SweepArgs {
+    /// Every point's flags (the axis set per point).
+    pub profile: ProfileArgs,
+    /// The sweep's own.
+    pub sweep: SweepFlags,
+}
+
+impl FromArgMatches for SweepArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(SweepArgs {
+            profile: ProfileArgs::from_arg_matches(m)?,
+            sweep: SweepFlags::from_arg_matches(m)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        self.profile.update_from_arg_matches(m)?;
+        self.sweep.update_from_arg_matches(m)
+    }
+}
+
+impl Args for SweepArgs {
+    fn augment_args(cmd: Command) -> Command {
+        SweepFlags::augment_args(profile_flags(ProfileArgs::augment_args(cmd)))
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        SweepFlags::augment_args_for_update(profile_flags(ProfileArgs::augment_args_for_update(
+            cmd,
+        )))
+    }
+}
+
+/// `canaryd profile`'s flags as the sweep takes them: the three it varies give their names to
+/// the sweep's lists (the sweep sets them per point), `--slo` is `--goodput`, and the
+/// artifacts go to `canaryd-sweep` by default.
+fn profile_flags(cmd: Command) -> Command {
+    cmd.mut_arg("concurrency", |a| a.long("point-concurrency").hide(true))
+        .mut_arg("request_rate", |a| a.long("point-request-rate").hide(true))
+        .mut_arg("speedup", |a| a.long("point-speedup").hide(true))
+        .mut_arg("goodput", |a| a.visible_alias("slo"))
+        .mut_arg("output_dir", |a| {
+            a.default_value("canaryd-sweep")
+                .help("Directory of the sweep: sweep.json, sweep.csv and one folder per point")
+        })
+}
+
+impl SweepArgs {
+    /// The axis the flags vary and its values, in the order given; refuses a sweep of two
+    /// axes at once, or of none.
+    fn axis(&self) -> Result<(Axis, Vec<f64>)> {
+        let s = &self.sweep;
+        let lists = [
+            (
+                Axis::Concurrency,
+                s.concurrency.iter().map(|&c| c as f64).collect::<Vec<_>>(),
+            ),
+            (Axis::RequestRate, s.request_rate.clone()),
+            (Axis::Speedup, s.speedup.clone()),
+        ];
+        let varied: Vec<_> = lists.iter().filter(|l| l.1.len() > 1).collect();
+        if s.find_max_rate {
+            if self.profile.trace.is_some() {
+                bail!("--find-max-rate searches --request-rate: give synthetic requests, not a --trace");
+            }
+            if let Some(l) = varied.first() {
+                bail!(
+                    "--find-max-rate picks its own rates: give {} one value at most",
+                    l.0.flag()
+                );
+            }
+            let start = s.request_rate.first().copied().unwrap_or(10.0);
+            return Ok((Axis::RequestRate, vec![start]));
+        }
+        match varied.as_slice() {
+            [one] => Ok((one.0, one.1.clone())),
+            [] => {
+                // One value of one list: a sweep of one point is still a sweep.
+                match lists.iter().rev().find(|l| !l.1.is_empty()) {
+                    Some(l) => Ok((l.0, l.1.clone())),
+                    None => bail!(
+                        "give the points: --concurrency 1,4,16, --request-rate 10,20,40 or, with \
+                         a --trace, --speedup 1,2,4; or --find-max-rate"
+                    ),
+                }
+            }
+            [a, b, ..] => bail!(
+                "{} and {} both list several values: a sweep varies one at a time",
+                a.0.flag(),
+                b.0.flag()
+            ),
+        }
+    }
+}
+
+/// Runs `canaryd sweep`; the exit code.
+pub async fn sweep(args: &SweepArgs, shutdown: CancellationToken) -> Result<i32> {
+    // Repeats per point are not built yet: refused, never silently run once.
+    if args.profile.shape.runs.is_some() {
+        bail!("--runs is not taken by canaryd sweep yet: each point runs once");
+    }
+    let (axis, values) = args.axis()?;
+    if args.sweep.find_max_rate {
+        points::find_max_rate(args, values[0], shutdown).await
+    } else {
+        points::sweep(args, axis, &values, shutdown).await
+    }
+}

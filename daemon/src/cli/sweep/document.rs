@@ -1,0 +1,241 @@
+//! `sweep.json` and `sweep.csv`: every point's figures, the knee, the Pareto front and, for a
+//! capacity search, the bracket of the highest passing rate.
+
+use super::point::{Axis, Point};
+use anyhow::{Context, Result};
+use canary_core::series;
+use serde::Serialize;
+use std::path::Path;
+
+/// `sweep.json`'s schema version: bumped when a field changes meaning or goes away.
+pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+
+/// The knee as `sweep.json` states it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Knee {
+    /// The knee point's label.
+    pub label: String,
+    /// Its axis value.
+    pub value: f64,
+    /// Its completed requests per second.
+    pub request_throughput: Option<f64>,
+}
+
+/// The outcome of `--find-max-rate`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capacity {
+    /// The SLOs (aiperf's syntax).
+    pub slo: String,
+    /// The share of requests that had to meet them.
+    pub min_good_fraction: f64,
+    /// The highest offered rate that passed, requests/s: a lower bound of the capacity at the
+    /// SLO. Absent when no rate passed.
+    pub max_passing_rate: Option<f64>,
+    /// The lowest offered rate above it that failed: the capacity is below it. Absent when no
+    /// rate failed (the search ran out of runs while still passing).
+    pub min_failing_rate: Option<f64>,
+    /// Half the bracket's width relative to its midpoint, when both ends are known.
+    pub relative_uncertainty: Option<f64>,
+    /// Why the search stopped: `precision`, `max_runs`, `floor` or `interrupted`.
+    pub stopped_by: String,
+}
+
+/// The whole of `sweep.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepDoc {
+    /// [`SWEEP_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `sweep` or `find_max_rate`.
+    pub kind: &'static str,
+    /// What varies from point to point.
+    pub axis: Axis,
+    /// The knee rule, in words.
+    pub knee_method: String,
+    /// The knee, when the series saturates (points in order of increasing load).
+    pub knee: Option<Knee>,
+    /// What the Pareto front compares: `output_tokens_per_s_per_gpu` against
+    /// `output_tokens_per_s_per_user`, or the total when the GPU count is unknown.
+    pub pareto_axes: [&'static str; 2],
+    /// The Pareto-optimal points' labels.
+    pub pareto: Vec<String>,
+    /// Why a figure is missing: the GPU count, when no point knows it.
+    pub notes: Vec<String>,
+    /// The search's answer, for `--find-max-rate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Capacity>,
+    /// Every point, in run order.
+    pub points: Vec<Point>,
+}
+
+impl SweepDoc {
+    /// The document of `points`, with the knee and the front marked on them.
+    pub fn new(kind: &'static str, axis: Axis, mut points: Vec<Point>) -> SweepDoc {
+        // The knee walks the points in order of increasing load, whatever order they ran in.
+        let mut order: Vec<usize> = (0..points.len()).collect();
+        order.sort_by(|&a, &b| points[a].value.total_cmp(&points[b].value));
+        let steps: Vec<_> = order.iter().map(|&i| points[i].step()).collect();
+        let knee = series::knee(&steps).map(|k| order[k]);
+        let per_gpu_known = !points.is_empty()
+            && points.iter().all(|p| {
+                p.figures
+                    .as_ref()
+                    .is_none_or(|f| f.output_tokens_per_s_per_gpu.is_some())
+            })
+            && points.iter().any(|p| p.figures.is_some());
+        let rates: Vec<_> = points.iter().map(|p| p.rates(per_gpu_known)).collect();
+        let front = series::pareto(&rates);
+        for &i in &front {
+            points[i].pareto = true;
+        }
+        if let Some(k) = knee {
+            points[k].knee = true;
+        }
+        let mut notes = Vec::new();
+        if !per_gpu_known {
+            notes.push(
+                "tokens/s per GPU unknown: no GPU seen through NVML or DCGM and no --gpus; \
+                 the Pareto front compares tokens/s in all (the same order on a fixed set of GPUs)"
+                    .to_string(),
+            );
+        }
+        SweepDoc {
+            schema_version: SWEEP_SCHEMA_VERSION,
+            kind,
+            axis,
+            knee_method: format!(
+                "in order of increasing load, the first step whose request throughput grows by \
+                 less than {:.0}% while TTFT p99 rises by more than {:.0}%; the knee is the point \
+                 before that step",
+                series::KNEE_GAIN * 100.0,
+                series::KNEE_RISE * 100.0
+            ),
+            knee: knee.map(|k| Knee {
+                label: points[k].label.clone(),
+                value: points[k].value,
+                request_throughput: points[k]
+                    .figures
+                    .as_ref()
+                    .and_then(|f| f.request_throughput),
+            }),
+            pareto_axes: if per_gpu_known {
+                [
+                    "output_tokens_per_s_per_gpu",
+                    "output_tokens_per_s_per_user",
+                ]
+            } else {
+                ["output_tokens_per_s", "output_tokens_per_s_per_user"]
+            },
+            pareto: front.iter().map(|&i| points[i].label.clone()).collect(),
+            notes,
+            capacity: None,
+            points,
+        }
+    }
+
+    /// Writes `sweep.json` and `sweep.csv` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let json = dir.join("sweep.json");
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(&json, text + "\n")
+            .with_context(|| format!("writing {}", json.display()))?;
+        let csv = dir.join("sweep.csv");
+        std::fs::write(&csv, self.csv()).with_context(|| format!("writing {}", csv.display()))
+    }
+
+    /// `sweep.csv`: one row per point, in run order.
+    pub fn csv(&self) -> String {
+        let mut out = CSV_COLUMNS.join(",");
+        out.push('\n');
+        for p in &self.points {
+            let f = p.figures.clone().unwrap_or_default();
+            let server = f.server.clone().unwrap_or_default();
+            let n = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+            let row = [
+                p.index.to_string(),
+                p.label.clone(),
+                format!("{}", p.value),
+                p.dir.clone(),
+                quoted(&p.verdict),
+                f.requests.to_string(),
+                f.completed.to_string(),
+                f.errors.to_string(),
+                format!("{}", f.error_rate),
+                format!("{}", f.duration_s),
+                n(f.request_throughput),
+                n(f.output_tokens_per_s),
+                n(f.output_tokens_per_s_per_user),
+                n(f.output_tokens_per_s_per_gpu),
+                f.gpus.map_or(String::new(), |g| g.to_string()),
+                n(f.time_to_first_token_ms.p50),
+                n(f.time_to_first_token_ms.p90),
+                n(f.time_to_first_token_ms.p99),
+                n(f.inter_token_latency_ms.p50),
+                n(f.inter_token_latency_ms.p90),
+                n(f.inter_token_latency_ms.p99),
+                n(f.request_latency_ms.p50),
+                n(f.request_latency_ms.p90),
+                n(f.request_latency_ms.p99),
+                n(f.goodput),
+                n(f.good_fraction),
+                n(server.queue_depth_mean),
+                n(server.queue_depth_max),
+                n(server.running_mean),
+                n(server.kv_cache_usage_mean),
+                n(server.kv_cache_usage_max),
+                n(server.preemptions),
+                p.knee.to_string(),
+                p.pareto.to_string(),
+            ];
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s).
+pub const CSV_COLUMNS: [&str; 34] = [
+    "index",
+    "label",
+    "value",
+    "dir",
+    "verdict",
+    "requests",
+    "completed",
+    "errors",
+    "error_rate",
+    "duration_s",
+    "request_throughput",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_user",
+    "output_tokens_per_s_per_gpu",
+    "gpus",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p90_ms",
+    "e2e_p99_ms",
+    "goodput",
+    "good_fraction",
+    "queue_depth_mean",
+    "queue_depth_max",
+    "running_mean",
+    "kv_cache_usage_mean",
+    "kv_cache_usage_max",
+    "preemptions",
+    "knee",
+    "pareto",
+];
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn quoted(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,231 @@
+//! One point of a sweep: the figures `sweep.json`, `sweep.csv` and the table show, read from
+//! the point's measured run.
+
+use crate::execute::Judged;
+use canary_core::{GaugeStats, RunSummary, Stats};
+use serde::Serialize;
+
+/// What a sweep varies from point to point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// Users of a closed loop (or, with a trace or a rate, the in-flight ceiling).
+    Concurrency,
+    /// Requests per second of an open loop.
+    RequestRate,
+    /// A trace's speedup.
+    Speedup,
+}
+
+impl Axis {
+    /// The point's short label: `c16`, `r50`, `x2`.
+    pub fn label(self, value: f64) -> String {
+        let prefix = match self {
+            Axis::Concurrency => "c",
+            Axis::RequestRate => "r",
+            Axis::Speedup => "x",
+        };
+        format!("{prefix}{value}")
+    }
+
+    /// The flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Axis::Concurrency => "--concurrency",
+            Axis::RequestRate => "--request-rate",
+            Axis::Speedup => "--speedup",
+        }
+    }
+}
+
+/// p50, p90 and p99 of a latency, ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+}
+
+impl Percentiles {
+    fn of(s: Option<&Stats>) -> Percentiles {
+        match s.filter(|s| s.count > 0) {
+            Some(s) => Percentiles {
+                p50: Some(s.p50),
+                p90: Some(s.p90),
+                p99: Some(s.p99),
+            },
+            None => Percentiles::default(),
+        }
+    }
+}
+
+/// What the server's `/metrics` said during the point (gauges sampled at each scrape).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerFigures {
+    /// Requests waiting: mean over scrapes.
+    pub queue_depth_mean: Option<f64>,
+    /// Requests waiting: most seen.
+    pub queue_depth_max: Option<f64>,
+    /// Requests running: mean over scrapes.
+    pub running_mean: Option<f64>,
+    /// KV-cache usage (0 to 1): mean over scrapes.
+    pub kv_cache_usage_mean: Option<f64>,
+    /// KV-cache usage: most seen.
+    pub kv_cache_usage_max: Option<f64>,
+    /// Requests preempted during the point (a counter's delta).
+    pub preemptions: Option<f64>,
+}
+
+/// One point's figures. Rates are per second of the point's measured phase; percentiles are
+/// exact per request, within the histogram's precision (0.1 %).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PointFigures {
+    /// Requests sent in the measured phase.
+    pub requests: u64,
+    /// Requests completed.
+    pub completed: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// Share of requests the target failed.
+    pub error_rate: f64,
+    /// Seconds of the measured phase.
+    pub duration_s: f64,
+    /// Completed requests per second.
+    pub request_throughput: Option<f64>,
+    /// Output tokens per second, all users.
+    pub output_tokens_per_s: Option<f64>,
+    /// Output tokens per second of one user: the median request's.
+    pub output_tokens_per_s_per_user: Option<f64>,
+    /// Output tokens per second per GPU: absent when the GPU count is unknown.
+    pub output_tokens_per_s_per_gpu: Option<f64>,
+    /// GPUs the per-GPU figure divides by.
+    pub gpus: Option<u64>,
+    /// Where that count comes from: `nvml`/`dcgm` (measured during the point) or `--gpus`.
+    pub gpus_from: Option<String>,
+    /// Time to first token, ms.
+    pub time_to_first_token_ms: Percentiles,
+    /// Inter-token latency, ms.
+    pub inter_token_latency_ms: Percentiles,
+    /// End-to-end latency, ms.
+    pub request_latency_ms: Percentiles,
+    /// Good requests per second by the SLOs, when SLOs were given.
+    pub goodput: Option<f64>,
+    /// Share of requests meeting the SLOs, when SLOs were given.
+    pub good_fraction: Option<f64>,
+    /// The server's queue and KV figures: absent without `/metrics`.
+    pub server: Option<ServerFigures>,
+}
+
+impl PointFigures {
+    /// The figures of `run`; `gpus_flag` is `--gpus`, used when no GPU was measured.
+    pub fn of(run: &Judged, gpus_flag: Option<u64>) -> PointFigures {
+        let s: &RunSummary = &run.outcome.summary;
+        let measured = run.outcome.telemetry.gpu.as_ref().filter(|g| g.gpus > 0);
+        let (gpus, gpus_from) = match (measured, gpus_flag) {
+            (Some(g), _) => {
+                let from = g.sources.iter().map(|s| format!("{s:?}").to_lowercase());
+                (
+                    Some(g.gpus as u64),
+                    Some(from.collect::<Vec<_>>().join("+")),
+                )
+            }
+            (None, Some(n)) => (Some(n), Some("--gpus".to_string())),
+            (None, None) => (None, None),
+        };
+        let tokens = s.output_token_throughput;
+        let server = run.outcome.telemetry.server.as_ref().map(|v| {
+            let mean = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.mean);
+            let max = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.max);
+            ServerFigures {
+                queue_depth_mean: mean(&v.queue_depth),
+                queue_depth_max: max(&v.queue_depth),
+                running_mean: mean(&v.running_requests),
+                kv_cache_usage_mean: mean(&v.kv_cache_usage),
+                kv_cache_usage_max: max(&v.kv_cache_usage),
+                preemptions: v.preemptions,
+            }
+        });
+        PointFigures {
+            requests: s.requests,
+            completed: s.completed,
+            errors: s.errors,
+            error_rate: s.error_rate,
+            duration_s: s.duration_s,
+            request_throughput: s.request_throughput,
+            output_tokens_per_s: tokens,
+            output_tokens_per_s_per_user: s
+                .metrics
+                .get("output_token_throughput_per_user")
+                .filter(|m| m.count > 0)
+                .map(|m| m.p50),
+            output_tokens_per_s_per_gpu: tokens.zip(gpus).map(|(t, n)| t / n as f64),
+            gpus,
+            gpus_from,
+            time_to_first_token_ms: Percentiles::of(s.metrics.get("time_to_first_token")),
+            inter_token_latency_ms: Percentiles::of(s.metrics.get("inter_token_latency")),
+            request_latency_ms: Percentiles::of(s.metrics.get("request_latency")),
+            goodput: s.goodput.as_ref().and_then(|g| g.goodput),
+            good_fraction: s.goodput.as_ref().map(|g| g.good_request_fraction),
+            server,
+        }
+    }
+}
+
+/// One point of the sweep as `sweep.json` holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// Position in run order, from 1 (the folder's `NN`).
+    pub index: usize,
+    /// `c16`, `r50`, `x2`.
+    pub label: String,
+    /// The axis value the point ran at.
+    pub value: f64,
+    /// Its artifacts folder, relative to the sweep's.
+    pub dir: String,
+    /// `pass`, `fail: …` by the gates (`--min-good-fraction`, `--max-error-rate`), or
+    /// `error: …` when the point measured nothing or could not run.
+    pub verdict: String,
+    /// Whether the verdict is a pass.
+    pub passed: bool,
+    /// The figures; absent when the point could not run.
+    #[serde(flatten)]
+    pub figures: Option<PointFigures>,
+    /// Set on the knee.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub knee: bool,
+    /// Set on the Pareto-optimal points.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pareto: bool,
+}
+
+impl Point {
+    /// The knee's view of the point: NaN figures where it measured nothing.
+    pub fn step(&self) -> canary_core::series::LoadStep {
+        let f = self.figures.as_ref();
+        canary_core::series::LoadStep {
+            throughput: f.and_then(|f| f.request_throughput).unwrap_or(f64::NAN),
+            ttft_p99_ms: f
+                .and_then(|f| f.time_to_first_token_ms.p99)
+                .unwrap_or(f64::NAN),
+        }
+    }
+
+    /// The Pareto front's view: per GPU when every point knows its GPU count, else in all.
+    pub fn rates(&self, per_gpu_known: bool) -> canary_core::series::TokenRates {
+        let f = self.figures.as_ref();
+        let per_gpu = if per_gpu_known {
+            f.and_then(|f| f.output_tokens_per_s_per_gpu)
+        } else {
+            f.and_then(|f| f.output_tokens_per_s)
+        };
+        canary_core::series::TokenRates {
+            per_gpu: per_gpu.unwrap_or(f64::NAN),
+            per_user: f
+                .and_then(|f| f.output_tokens_per_s_per_user)
+                .unwrap_or(f64::NAN),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! What a person sees of a sweep: one line per point as it ends, then the table with the
+//! knee, the Pareto front and the search's answer.
+
+use super::document::SweepDoc;
+use super::point::Point;
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() && v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) if v.is_finite() => format!("{v:.1}"),
+        _ => "-".into(),
+    }
+}
+
+/// A rate the search tried, as given (`109.375`).
+fn rate(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{}", (v * 1000.0).round() / 1000.0))
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v > 0.0 && v < 0.01 => format!("{:.2}%", v * 100.0),
+        Some(v) => format!("{:.1}%", v * 100.0),
+        None => "-".into(),
+    }
+}
+
+/// `point 3 c16: 107 req/s, 1715 tok/s, TTFT p99 148 ms: pass`.
+pub fn progress_line(p: &Point) -> std::io::Result<()> {
+    let f = p.figures.clone().unwrap_or_default();
+    outln!(
+        "point {} {}: {} req/s, {} tok/s, TTFT p99 {} ms{}: {}",
+        p.index,
+        p.label,
+        num(f.request_throughput),
+        num(f.output_tokens_per_s),
+        num(f.time_to_first_token_ms.p99),
+        f.good_fraction
+            .map_or(String::new(), |g| format!(", good {}", pct(Some(g)))),
+        p.verdict
+    )
+}
+
+/// The sweep's table, then the knee, the front and the capacity at the SLO.
+pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
+    let head = [
+        "point",
+        "req/s",
+        "tok/s",
+        "tok/s/user",
+        "tok/s/GPU",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "e2e p99",
+        "good",
+        "queue max",
+        "KV max",
+        "",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for p in &doc.points {
+        let f = p.figures.clone().unwrap_or_default();
+        let server = f.server.clone().unwrap_or_default();
+        let mut tags = Vec::new();
+        if p.knee {
+            tags.push("knee".to_string());
+        }
+        if p.pareto {
+            tags.push("Pareto".to_string());
+        }
+        if !p.passed {
+            tags.push(p.verdict.split(':').next().unwrap_or("").to_string());
+        }
+        rows.push(vec![
+            format!("{:02} {}", p.index, p.label),
+            num(f.request_throughput),
+            num(f.output_tokens_per_s),
+            num(f.output_tokens_per_s_per_user),
+            num(f.output_tokens_per_s_per_gpu),
+            num(f.time_to_first_token_ms.p50),
+            num(f.time_to_first_token_ms.p99),
+            num(f.inter_token_latency_ms.p50),
+            num(f.request_latency_ms.p99),
+            pct(f.good_fraction),
+            num(server.queue_depth_max),
+            pct(server.kv_cache_usage_max),
+            tags.join(", "),
+        ]);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                if c == 0 || c == head.len() - 1 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        outln!("{}", line.join("  ").trim_end())?;
+    }
+    outln!(
+        "exact: counted and timed per request (percentiles within 0.1 %); latencies in ms; \
+         queue and KV from the server's /metrics scrapes"
+    )?;
+    match &doc.knee {
+        Some(k) => outln!(
+            "knee: {} ({} req/s): the next step in load gained under {:.0}% throughput while TTFT p99 rose over {:.0}%",
+            k.label,
+            num(k.request_throughput),
+            canary_core::series::KNEE_GAIN * 100.0,
+            canary_core::series::KNEE_RISE * 100.0
+        )?,
+        None => outln!("knee: none (no step in load gained under {:.0}% throughput while TTFT p99 rose over {:.0}%)",
+            canary_core::series::KNEE_GAIN * 100.0,
+            canary_core::series::KNEE_RISE * 100.0)?,
+    }
+    outln!(
+        "Pareto front ({} against {}): {}",
+        doc.pareto_axes[0],
+        doc.pareto_axes[1],
+        doc.pareto.join(", ")
+    )?;
+    for n in &doc.notes {
+        outln!("note: {n}")?;
+    }
+    if let Some(c) = &doc.capacity {
+        let runs = doc.points.len();
+        match (c.max_passing_rate, c.min_failing_rate) {
+            (Some(p), Some(f)) => outln!(
+                "capacity at SLO ({}, {:.0}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} runs, stopped by {}",
+                c.slo,
+                c.min_good_fraction * 100.0,
+                rate(Some(p)),
+                rate(Some(p)),
+                rate(Some(f)),
+                runs,
+                c.stopped_by
+            )?,
+            (Some(p), None) => outln!(
+                "capacity at SLO ({}, {:.0}% good): at least {} req/s (a lower bound: no rate failed in {} runs, stopped by {})",
+                c.slo,
+                c.min_good_fraction * 100.0,
+                rate(Some(p)),
+                runs,
+                c.stopped_by
+            )?,
+            (None, f) => outln!(
+                "capacity at SLO ({}, {:.0}% good): no rate passed (lowest tried {} req/s); {} runs",
+                c.slo,
+                c.min_good_fraction * 100.0,
+                rate(f),
+                runs
+            )?,
+        }
+    }
+    Ok(())
+}

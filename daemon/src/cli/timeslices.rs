@@ -1,0 +1,60 @@
+//! The table of a run's timeslices (`--slice-duration`), printed under its summary.
+
+use canary_core::{SliceStats, TimesliceReport};
+
+/// Prints one line per slice: what was sent in it and how fast it was served.
+pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
+    outln!()?;
+    let widened = if t.slice_duration_s != t.requested_slice_duration_s {
+        format!(
+            " (widened from {} s: a run over {} slices has them merged in pairs)",
+            t.requested_slice_duration_s,
+            canary_core::Timeslices::MAX_SLICES
+        )
+    } else {
+        String::new()
+    };
+    outln!(
+        "timeslices of {} s by send time{widened}; counts exact, percentiles within 1%",
+        t.slice_duration_s
+    )?;
+    outln!(
+        "{:>16} {:>8} {:>7} {:>11} {:>11} {:>11} {:>9} {:>10}",
+        "slice (s)",
+        "sent",
+        "errors",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "req/s",
+        "tokens/s"
+    )?;
+    let ms = |s: Option<SliceStats>, p: fn(&SliceStats) -> f64| {
+        s.map_or("-".to_string(), |s| format!("{:.1} ms", p(&s)))
+    };
+    let rate = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for s in &t.slices {
+        let span = format!(
+            "{:.1}-{:.1}{}",
+            s.start_s,
+            s.start_s + s.covered_s,
+            if s.partial { "*" } else { "" }
+        );
+        outln!(
+            "{span:>16} {:>8} {:>7} {:>11} {:>11} {:>11} {:>9} {:>10}",
+            s.requests,
+            s.errors,
+            ms(s.time_to_first_token, |s| s.p50),
+            ms(s.time_to_first_token, |s| s.p99),
+            ms(s.inter_token_latency, |s| s.p50),
+            rate(s.request_throughput),
+            rate(s.output_token_throughput),
+        )?;
+    }
+    if t.slices.last().is_some_and(|s| s.partial) {
+        outln!(
+            "* partial: the run ended inside the slice; its rates are over the part it covered"
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! Repeat runs with confidence intervals and timeslices (issue 18), as real `canaryd`
+//! processes against `canaryd sim`, replaying the real Mooncake traces.
+
+use super::{canaryd, receiver::Receiver};
+use crate::common::{http, shared, sim, sim_with_profile, text, CANARYD};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn json(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn schema() -> Value {
+    json(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json"))
+}
+
+/// `doc` checked against `core/summary.schema.json`, or against its `$defs/NAME`.
+fn assert_valid(doc: &Value, def: Option<&str>) {
+    let root = schema();
+    let schema = match def {
+        None => root,
+        Some(name) => serde_json::json!({
+            "$schema": root["$schema"],
+            "$ref": format!("#/$defs/{name}"),
+            "$defs": root["$defs"],
+        }),
+    };
+    let v = jsonschema::draft202012::new(&schema).expect("a valid schema");
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// `canaryd replay` of the 20-row Mooncake arXiv trace at 10x into `DIR/out`, plus `extra`.
+fn replay(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
+    args.extend(["--model", "canary-sim", "--output-dir", "out", "--no-nvml"]);
+    args.extend(["--no-ebpf", "--speedup", "10", "--scale-lengths", "0.05"]);
+    args.extend_from_slice(extra);
+    canaryd(&args, dir)
+}
+
+#[test]
+fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay(dir.path(), &url, &["--runs", "3"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let root = dir.path().join("out");
+
+    // Each run is a full run with its own artifacts, its own run id and its own salt.
+    let mut ttft_p50 = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut salts = std::collections::BTreeSet::new();
+    for i in 1..=3 {
+        let run = root.join(format!("run-{i}"));
+        let s = json(&run.join("summary.json"));
+        assert_valid(&s, None);
+        assert_eq!(s["requests"], 20, "run {i}");
+        assert_eq!(
+            std::fs::read_to_string(run.join("records.jsonl"))
+                .unwrap()
+                .lines()
+                .count(),
+            20
+        );
+        ttft_p50.push(s["time_to_first_token"]["p50"].as_f64().unwrap());
+        ids.insert(s["run"]["run_id"].as_str().unwrap().to_string());
+        salts.insert(s["prompt_salt"].as_u64().unwrap());
+    }
+    assert_eq!((ids.len(), salts.len()), (3, 3), "{ids:?} {salts:?}");
+
+    // The experiment's summary: the mean of the runs' own figures, with the interval
+    // t(0.975, 2) = 4.302653 (the printed table) times s/√3.
+    let top = json(&root.join("summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    let r = &top["repeats"];
+    assert_eq!(
+        (r["runs_asked"].as_u64(), r["runs"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(r["exit_status"], 0);
+    assert_eq!(r["per_run"].as_array().unwrap().len(), 3);
+    let figure = |metric: &str, stat: &str| {
+        r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == metric && m["statistic"] == stat)
+            .unwrap_or_else(|| panic!("no {metric} {stat} in {r}"))
+            .clone()
+    };
+    let ttft = figure("time_to_first_token", "p50");
+    let values: Vec<f64> = serde_json::from_value(ttft["values"].clone()).unwrap();
+    assert_eq!(values, ttft_p50);
+    let mean = values.iter().sum::<f64>() / 3.0;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let half = 4.302_653 * sd / 3f64.sqrt();
+    assert_eq!(ttft["n"], 3);
+    assert!((ttft["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    assert!((ttft["half_width"].as_f64().unwrap() - half).abs() < 1e-5 * half.max(1e-3));
+    assert!((ttft["low"].as_f64().unwrap() - (mean - half)).abs() < 1e-5 * half.max(1e-3));
+    for (m, s) in [
+        ("time_to_first_token", "p99"),
+        ("inter_token_latency", "p50"),
+        ("request_latency", "p99"),
+        ("request_throughput", "value"),
+        ("output_token_throughput", "value"),
+        ("schedule_lag", "p99"),
+    ] {
+        assert_eq!(figure(m, s)["n"], 3, "{m} {s}");
+    }
+    let csv = std::fs::read_to_string(root.join("repeats.csv")).unwrap();
+    assert!(csv.starts_with("metric,statistic,unit,n,mean,std,confidence,half_width"));
+    assert!(csv.contains("\ntime_to_first_token,p50,ms,3,"), "{csv}");
+    let shown = text(&out);
+    assert!(shown.contains("(95% CI, 3 runs)"), "{shown}");
+    assert!(shown.contains("TTFT p50"), "{shown}");
+    assert!(shown.contains("estimates"), "{shown}");
+
+    // One run says there is no interval; a gate every run misses gives the worst status.
+    let dir = tempfile::tempdir().unwrap();
+    let gate = [
+        "--goodput",
+        "request_latency:0.001",
+        "--min-good-fraction",
+        "0.9",
+    ];
+    let out = replay(dir.path(), &url, &[&["--runs", "1"][..], &gate].concat());
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("(1 run: no interval)"),
+        "{}",
+        text(&out)
+    );
+    let top = json(&dir.path().join("out/summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    assert_eq!(top["repeats"]["exit_status"], 3);
+    assert!(top["repeats"]["metrics"][0]["half_width"].is_null());
+    // A second experiment into the same folder is refused, as a second run is.
+    let again = replay(dir.path(), &url, &["--runs", "2"]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(text(&again).contains("earlier run"), "{}", text(&again));
+}
+
+/// Slices of 1 s over a replay of the Mooncake conversation trace (100 rows at 10x, about
+/// 30 requests/s for 3 s); 1.2 s after the first record lands the simulator turns slow
+/// (`POST /sim/profile`, 30 ms per prefill step): the later slices show it.
+#[test]
+fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim_with_profile(dir.path(), r#"{"profile":"fast"}"#, &[]);
+    let trace = shared("traces/mooncake_conversation_first2000.jsonl");
+    let child = Command::new(CANARYD)
+        .args([
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--model",
+            "canary-sim",
+        ])
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args([
+            "--speedup",
+            "10",
+            "--max-requests",
+            "100",
+            "--scale-lengths",
+            "0.02",
+        ])
+        .args([
+            "--slice-duration",
+            "1s",
+            "--output-dir",
+            "out",
+            "--no-nvml",
+            "--no-ebpf",
+        ])
+        .args([
+            "--otlp-endpoint",
+            &receiver.url(),
+            "--otlp-flush-timeout",
+            "5s",
+        ])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let records = dir.path().join("out/records.jsonl");
+    let started = Instant::now();
+    while std::fs::metadata(&records).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the replay never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let (code, body) = http(
+        port,
+        "POST",
+        "/sim/profile",
+        r#"{"prefill_overhead_us":30000}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+
+    let s = json(&dir.path().join("out/summary.json"));
+    assert_valid(&s, None);
+    let t = &s["timeslices"];
+    assert_eq!(t["slice_duration_s"], 1.0);
+    let slices = t["slices"].as_array().unwrap();
+    assert!(slices.len() >= 3, "{t}");
+    let p50 = |i: usize| slices[i]["time_to_first_token"]["p50"].as_f64().unwrap();
+    // Before the switch the fast profile answers in a few ms; two slices later every
+    // request's first token waits for a 30 ms prefill step at least.
+    assert!(p50(0) < 20.0, "slice 0: {}", slices[0]);
+    assert!(p50(2) > 29.0, "slice 2: {}", slices[2]);
+    let sent: u64 = slices.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    assert_eq!(sent, s["requests"].as_u64().unwrap());
+    let last = slices.last().unwrap();
+    assert_eq!(last["partial"], true, "{last}");
+    assert!(slices[..slices.len() - 1]
+        .iter()
+        .all(|s| s["partial"] == false));
+    assert!(text(&out).contains("timeslices of 1 s"), "{}", text(&out));
+
+    let csv = std::fs::read_to_string(dir.path().join("out/timeslices.csv")).unwrap();
+    assert!(csv.starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value\n"));
+    let row = format!(
+        "\n2,2.000,3.000,false,time_to_first_token,p50,ms,{:.4}\n",
+        p50(2)
+    );
+    assert!(csv.contains(&row), "{row} not in {csv}");
+
+    // The HTML report draws them and lists them, the partial slice said.
+    let said = canaryd(&["report", "out", "-o", "r.html"], dir.path());
+    assert!(said.status.success(), "{}", text(&said));
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    assert!(html.contains("id=\"timeslices\""), "no timeslices section");
+    assert!(html.contains("slices-latency"), "no latency-by-slice chart");
+    assert!(html.contains("(partial)"), "the partial slice is not said");
+
+    // The same slices over OTLP, one point per slice start.
+    let metrics = receiver.last_metrics();
+    let m = metrics
+        .iter()
+        .find(|m| m.name == "canary.slice.time_to_first_token")
+        .unwrap_or_else(|| panic!("{:?}", metrics.iter().map(|m| &m.name).collect::<Vec<_>>()));
+    let Some(metric::Data::Gauge(g)) = &m.data else {
+        panic!("not a gauge")
+    };
+    let point = |start: &str| {
+        g.data_points
+            .iter()
+            .find(|p| {
+                let a = super::receiver::attrs(&p.attributes);
+                a.get("canary.slice.start_s").map(String::as_str) == Some(start)
+                    && a.get("canary.statistic").map(String::as_str) == Some("p50")
+            })
+            .and_then(|p| match p.value {
+                Some(number_data_point::Value::AsDouble(d)) => Some(d),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no p50 point at slice {start}: {g:?}"))
+    };
+    assert!((point("0") - p50(0) / 1e3).abs() < 1e-9);
+    assert!((point("2") - p50(2) / 1e3).abs() < 1e-9);
+    drop(rt);
+}

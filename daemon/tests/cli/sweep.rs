@@ -1,0 +1,422 @@
+//! `canaryd sweep` as a real process against `canaryd sim` with the `capacity` profile, whose
+//! saturation rate is known in closed form (`Profile::capacity`): the knee lands on the last
+//! offered rate below it, `--find-max-rate` finds it within 10 %, `sweep.json` and
+//! `sweep.csv` hold every point, `canaryd report` reads the folder, and the exit status says
+//! when a point measured nothing or no rate passed (issue 18).
+
+use super::canaryd;
+use crate::common::{free_port, sim_with_profile, text};
+use canary_sim::Profile;
+use serde_json::Value;
+use std::path::Path;
+
+/// 32 prompt tokens and 16 output tokens per request, as `Profile::capacity`'s docs use.
+const ISL: u32 = 32;
+const OSL: u32 = 16;
+
+/// The capacity profile's saturation rate for these lengths (about 107 requests/s).
+fn known_capacity() -> f64 {
+    Profile::capacity_profile()
+        .capacity(ISL, OSL)
+        .requests_per_s
+}
+
+fn sweep(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    let (isl, osl) = (ISL.to_string(), OSL.to_string());
+    let mut args = vec!["sweep", "--url", url, "--model", "canary-sim"];
+    args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", "out"]);
+    args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
+    args.extend_from_slice(extra);
+    canaryd(&args, dir)
+}
+
+fn sweep_json(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/sweep.json")).unwrap()).unwrap()
+}
+
+/// Held by the tests whose figures need the simulator to keep up with its virtual time: two
+/// of them at once on a 2-core machine starve each other's simulator.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing() -> std::sync::MutexGuard<'static, ()> {
+    TIMING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn capacity_sim(dir: &Path) -> (crate::common::Child, String) {
+    let (child, port) = sim_with_profile(dir, r#"{"profile": "capacity"}"#, &[]);
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+#[test]
+fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let cap = known_capacity();
+    assert!((100.0..115.0).contains(&cap), "{cap}");
+    // Offered rates around the capacity: 105 is the last below it, 140 well above.
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--request-rate",
+            "35,70,105,140,210",
+            "--arrival-pattern",
+            "constant",
+            "--benchmark-duration",
+            "1.5s",
+            "--gpus",
+            "2",
+            "--cooldown",
+            "200ms",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["kind"], "sweep");
+    assert_eq!(doc["axis"], "request_rate");
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5);
+
+    // The knee: the last rate below the closed-form capacity.
+    assert_eq!(doc["knee"]["label"], "r105", "{doc:#}");
+    // Above it, throughput stops at the capacity whatever the offered rate: never above it
+    // (by more than the measurement's edges), and not far below (a starved host runs the
+    // simulator's virtual time late, so only a loose floor).
+    for p in &points[2..] {
+        let tp = p["request_throughput"].as_f64().unwrap();
+        assert!(tp < 1.05 * cap && tp > 0.75 * cap, "{tp} vs {cap}: {p:#}");
+    }
+
+    // Each point: its folder, its own run at its rate, its figures.
+    for (i, p) in points.iter().enumerate() {
+        let rate = [35.0, 70.0, 105.0, 140.0, 210.0][i];
+        assert_eq!(p["index"], i + 1);
+        assert_eq!(p["value"], rate);
+        let folder = format!("point-{:02}-r{rate}", i + 1);
+        assert_eq!(p["dir"], folder.as_str());
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("out").join(&folder).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(summary["run"]["load"]["shape"], "rate");
+        assert_eq!(summary["run"]["load"]["request_rate"], rate);
+        assert_eq!(p["requests"], summary["requests"]);
+        assert_eq!(p["verdict"], "pass");
+        // --gpus: no GPU seen, so the flag's count, and tokens/s per GPU is half the total.
+        assert_eq!(p["gpus"], 2);
+        assert_eq!(p["gpus_from"], "--gpus");
+        let total = p["output_tokens_per_s"].as_f64().unwrap();
+        assert_eq!(
+            p["output_tokens_per_s_per_gpu"].as_f64().unwrap(),
+            total / 2.0
+        );
+        assert!(p["output_tokens_per_s_per_user"].as_f64().unwrap() > 0.0);
+        for m in [
+            "time_to_first_token_ms",
+            "inter_token_latency_ms",
+            "request_latency_ms",
+        ] {
+            let (p50, p99) = (p[m]["p50"].as_f64().unwrap(), p[m]["p99"].as_f64().unwrap());
+            assert!(0.0 < p50 && p50 <= p99, "{m}: {p:#}");
+        }
+        // The simulator's /metrics: its queue and KV gauges.
+        assert!(p["server"]["queue_depth_max"].is_number(), "{p:#}");
+        assert!(p["server"]["kv_cache_usage_mean"].is_number(), "{p:#}");
+    }
+    // Above capacity the server's own queue grows.
+    assert!(points[4]["server"]["queue_depth_max"].as_f64().unwrap() > 5.0);
+    assert_eq!(doc["pareto_axes"][0], "output_tokens_per_s_per_gpu");
+    let pareto: Vec<&str> = doc["pareto"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(pareto.contains(&"r35"), "the fastest per user: {pareto:?}");
+
+    // sweep.csv: the header, then one row per point agreeing with sweep.json.
+    let csv = std::fs::read_to_string(dir.path().join("out/sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5);
+    for (row, p) in rows.iter().zip(points) {
+        assert_eq!(row.len(), header.len());
+        assert_eq!(row[col("label")], p["label"].as_str().unwrap());
+        let tp: f64 = row[col("request_throughput")].parse().unwrap();
+        assert_eq!(tp, p["request_throughput"].as_f64().unwrap());
+        let ttft: f64 = row[col("ttft_p99_ms")].parse().unwrap();
+        assert_eq!(ttft, p["time_to_first_token_ms"]["p99"].as_f64().unwrap());
+        assert_eq!(
+            row[col("knee")],
+            if p["label"] == "r105" {
+                "true"
+            } else {
+                "false"
+            }
+        );
+    }
+
+    // The table says the same.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("knee: r105"), "{stdout}");
+    assert!(
+        stdout.contains("Pareto front (output_tokens_per_s_per_gpu"),
+        "{stdout}"
+    );
+
+    // `canaryd report` of the folder draws the series with the same knee.
+    let report = canaryd(&["report", "out", "-o", "sweep.html"], dir.path());
+    assert!(report.status.success(), "{}", text(&report));
+    let html = std::fs::read_to_string(dir.path().join("sweep.html")).unwrap();
+    assert!(html.contains("Knee at point-03-r105"), "{}", text(&report));
+}
+
+#[test]
+fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let out = sweep(
+        dir.path(),
+        &url,
+        &["--concurrency", "1,4", "--request-count", "12", "--json"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    // --json: stdout is sweep.json, nothing else.
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(printed, doc);
+    assert_eq!(doc["axis"], "concurrency");
+    for (p, users) in doc["points"].as_array().unwrap().iter().zip([1, 4]) {
+        let folder = dir.path().join("out").join(p["dir"].as_str().unwrap());
+        let summary: Value =
+            serde_json::from_slice(&std::fs::read(folder.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["run"]["load"]["shape"], "closed_loop");
+        assert_eq!(summary["run"]["load"]["users"], users);
+        assert_eq!(p["completed"], 12);
+        assert!(p["output_tokens_per_s_per_gpu"].is_null());
+        assert!(p["gpus"].is_null());
+    }
+    assert_eq!(doc["pareto_axes"][0], "output_tokens_per_s");
+    assert!(
+        doc["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("tokens/s per GPU unknown"),
+        "{doc:#}"
+    );
+    // A second sweep into the same folder is refused, naming it, unless --overwrite.
+    let again = sweep(
+        dir.path(),
+        &url,
+        &["--concurrency", "1", "--request-count", "2"],
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again).contains("holds an earlier sweep"),
+        "{}",
+        text(&again)
+    );
+    let again = sweep(
+        dir.path(),
+        &url,
+        &["--concurrency", "2", "--request-count", "2", "--overwrite"],
+    );
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        !dir.path().join("out/point-02-c4").exists(),
+        "the earlier points are gone"
+    );
+    assert_eq!(
+        sweep_json(dir.path())["points"].as_array().unwrap().len(),
+        1
+    );
+}
+
+#[test]
+fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let cap = known_capacity();
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--find-max-rate",
+            "--slo",
+            "time_to_first_token:100",
+            "--min-good-fraction",
+            "0.95",
+            "--request-rate",
+            "50",
+            "--arrival-pattern",
+            "constant",
+            "--benchmark-duration",
+            "2s",
+            "--max-runs",
+            "9",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    assert_eq!(doc["kind"], "find_max_rate");
+    let c = &doc["capacity"];
+    let passed = c["max_passing_rate"].as_f64().unwrap();
+    let failed = c["min_failing_rate"].as_f64().unwrap();
+    assert!(
+        (passed - cap).abs() < 0.1 * cap,
+        "{passed} vs {cap}: {doc:#}"
+    );
+    assert!(passed < failed);
+    assert_eq!(c["slo"], "time_to_first_token:100");
+    assert_eq!(c["min_good_fraction"], 0.95);
+    // Every probe is a run with its own folder; the bounded search used at most --max-runs.
+    let points = doc["points"].as_array().unwrap();
+    assert!(points.len() <= 9 && points.len() >= 3, "{doc:#}");
+    assert_eq!(points[0]["value"], 50.0);
+    for p in points {
+        assert!(dir
+            .path()
+            .join("out")
+            .join(p["dir"].as_str().unwrap())
+            .join("records.jsonl")
+            .is_file());
+        // A probe passes exactly when its good fraction met the bar.
+        let good = p["good_fraction"].as_f64().unwrap();
+        assert_eq!(p["passed"].as_bool().unwrap(), good >= 0.95, "{p:#}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("capacity at SLO (time_to_first_token:100, 95% good)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("a bound: at least"), "{stdout}");
+
+    // The report draws the probes in order of increasing rate, not in the order they ran:
+    // the third probe (200 req/s, the first fail) is the highest rate, so it comes last.
+    let report = canaryd(&["report", "out", "-o", "search.html"], dir.path());
+    assert!(report.status.success(), "{}", text(&report));
+    let html = std::fs::read_to_string(dir.path().join("search.html")).unwrap();
+    assert_eq!(points[2]["dir"], "point-03-r200", "{doc:#}");
+    let mut by_rate: Vec<&Value> = points.iter().collect();
+    by_rate.sort_by(|a, b| {
+        a["value"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&b["value"].as_f64().unwrap())
+    });
+    let at = |p: &Value| {
+        let cell = format!("<td>{}</td>", p["dir"].as_str().unwrap());
+        html.find(&cell)
+            .unwrap_or_else(|| panic!("{cell} not in the report"))
+    };
+    for pair in by_rate.windows(2) {
+        assert!(
+            at(pair[0]) < at(pair[1]),
+            "{} before {}",
+            pair[0]["dir"],
+            pair[1]["dir"]
+        );
+    }
+}
+
+#[test]
+fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    // No request is served in under 1 ms (an idle request takes 3.57 ms): nothing passes.
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--find-max-rate",
+            "--slo",
+            "time_to_first_token:1",
+            "--min-good-fraction",
+            "0.9",
+            "--request-count",
+            "4",
+            "--max-runs",
+            "2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    assert!(doc["capacity"]["max_passing_rate"].is_null());
+    assert_eq!(doc["capacity"]["stopped_by"], "max_runs");
+    assert_eq!(doc["points"].as_array().unwrap().len(), 2);
+    assert!(text(&out).contains("no rate passed"), "{}", text(&out));
+
+    // Nothing listens: each point measures nothing, the sweep says so with status 5, and
+    // sweep.json still records the points.
+    let nothing = format!("http://127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        dir.path(),
+        &nothing,
+        &["--concurrency", "1,2", "--request-count", "2"],
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert!(
+        points[0]["verdict"].as_str().unwrap().starts_with("error"),
+        "{doc:#}"
+    );
+    assert_eq!(points[0]["completed"], 0);
+}
+
+#[test]
+fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", free_port());
+    for (flags, code, says) in [
+        (
+            vec!["--concurrency", "1,2", "--request-rate", "5,10"],
+            1,
+            "--concurrency and --request-rate both list several values",
+        ),
+        (vec![], 1, "give the points"),
+        (
+            vec!["--find-max-rate", "--slo", "time_to_first_token:100"],
+            2,
+            "--min-good-fraction",
+        ),
+        (
+            vec![
+                "--find-max-rate",
+                "--slo",
+                "time_to_first_token:100",
+                "--min-good-fraction",
+                "0.9",
+                "--request-rate",
+                "5,10",
+            ],
+            1,
+            "--find-max-rate picks its own rates",
+        ),
+        (
+            vec!["--speedup", "1,2"],
+            1,
+            "--speedup applies to a --trace",
+        ),
+        (
+            vec!["--concurrency", "1,2", "--runs", "3"],
+            1,
+            "--runs is not taken by canaryd sweep",
+        ),
+    ] {
+        let out = sweep(dir.path(), &url, &flags);
+        assert_eq!(out.status.code(), Some(code), "{flags:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{flags:?}: {}", text(&out));
+        assert!(
+            !dir.path().join("out").exists(),
+            "{flags:?}: nothing written"
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! `canaryd merge` (issues 18 and 22): three shard processes of one trace, started apart but
+//! given one `--start-at`, replay against one `canaryd sim`; their merge equals an unsharded
+//! replay of the same trace in every count, sums the shards' histograms, places the shards on
+//! one time axis with its bound, and validates against the summary schema. Shard sets that do
+//! not cover the trace exactly once (a shard missing, one given twice, one of another trace)
+//! are refused with a non-zero exit status naming the folder and the problem.
+
+mod common;
+
+use common::{shared, text, CANARYD};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const TRACE: &str = "traces/mooncake_arxiv_first20.jsonl";
+
+/// The replays every test here reads: made once, kept for the test binary's life.
+struct Runs {
+    dir: PathBuf,
+}
+
+fn replay(dir: &Path, url: &str, trace: &str, out: &str, extra: &[&str]) -> Command {
+    let trace = shared(trace);
+    let mut c = Command::new(CANARYD);
+    c.args(["replay", "--trace", trace.to_str().unwrap(), "--url", url])
+        .args(["--model", "canary-sim", "--output-dir", out])
+        .args(["--speedup", "4"])
+        .args(extra)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// An RFC 3339 instant `offset_ms` from now, in UTC.
+fn instant_in(offset_ms: i64) -> String {
+    let ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+        + offset_ms * 1_000_000;
+    let out = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
+        ])
+        .arg("+%Y-%m-%dT%H:%M:%S.%NZ")
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn runs() -> &'static Runs {
+    static RUNS: OnceLock<Runs> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (sim, port) = common::sim(&[]);
+        let url = format!("http://127.0.0.1:{port}");
+        let ok = |o: Output| assert!(o.status.success(), "{}", text(&o));
+        ok(replay(&dir, &url, TRACE, "single", &[]).output().unwrap());
+        // Three shards launched 300 ms apart, one instant after the last launch.
+        let start = instant_in(2_500);
+        let mut shards = Vec::new();
+        for i in 0..3 {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            let shard = format!("{i}/3");
+            let args = ["--shard", shard.as_str(), "--start-at", start.as_str()];
+            let out = format!("shard{i}");
+            shards.push(replay(&dir, &url, TRACE, &out, &args).spawn().unwrap());
+        }
+        for c in shards {
+            ok(c.wait_with_output().unwrap());
+        }
+        // Shard 2/3 of another trace (its first request only, to keep it short).
+        let other = "traces/mooncake_synthetic.jsonl";
+        let args = [
+            "--shard",
+            "2/3",
+            "--max-requests",
+            "1",
+            "--max-input-tokens",
+            "2048",
+        ];
+        ok(replay(&dir, &url, other, "other2", &args).output().unwrap());
+        drop(sim);
+        Runs { dir }
+    })
+}
+
+fn merge(args: &[&str]) -> Output {
+    Command::new(CANARYD)
+        .arg("merge")
+        .args(args)
+        .current_dir(&runs().dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn valid(doc: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let errors: Vec<String> = v.iter_errors(doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_run() {
+    let dir = &runs().dir;
+    let out = merge(&["shard2", "shard0", "shard1", "-o", "merged"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = text(&out);
+    let (single, merged) = (summary(&dir.join("single")), summary(&dir.join("merged")));
+    valid(&merged);
+    valid(&summary(&dir.join("shard0")));
+    for key in [
+        "requests",
+        "completed",
+        "errors",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(merged[key], single[key], "{key}\n{table}");
+    }
+    assert_eq!(merged["requests"], 20);
+    let m = &merged["merged"];
+    assert_eq!(
+        (m["shard_count"].as_u64(), m["replayed"].as_u64()),
+        (Some(3), Some(20))
+    );
+    assert_eq!(m["metrics_from"], "histograms");
+    assert!(merged["run"]["trace"]["asked"]["shard"].is_null());
+    assert_eq!(merged["run"]["trace"]["selection"]["requests_out"], 20);
+    // The shards' histograms summed: every metric counts what the shards counted together.
+    let shards: Vec<Value> = (0..3)
+        .map(|i| summary(&dir.join(format!("shard{i}"))))
+        .collect();
+    for metric in [
+        "time_to_first_token",
+        "inter_chunk_latency",
+        "request_latency",
+        "schedule_lag",
+    ] {
+        let sum: u64 = shards
+            .iter()
+            .map(|s| s[metric]["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(merged[metric]["count"].as_u64(), Some(sum), "{metric}");
+        let max = shards
+            .iter()
+            .map(|s| s[metric]["max"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        assert_eq!(merged[metric]["max"].as_f64(), Some(max), "{metric}");
+    }
+    assert_eq!(
+        merged["time_to_first_token"]["count"],
+        single["time_to_first_token"]["count"]
+    );
+    // One host: the shards are placed on one monotonic clock, exactly.
+    let a = &m["alignment"];
+    assert_eq!(a["bound_ms"].as_f64(), Some(0.0), "{a}");
+    assert_eq!(a["basis"], "one host (one CLOCK_MONOTONIC)");
+    assert!(a["common_start"].is_string(), "{a}");
+    assert!(m["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["offset_basis"] == "monotonic"));
+    assert_eq!(m["cross_host_schedule_lag"]["count"], 20);
+    // Every record once, each with its shard.
+    let records = std::fs::read_to_string(dir.join("merged/records.jsonl")).unwrap();
+    let lines: Vec<Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 20);
+    let distinct: HashSet<u64> = lines
+        .iter()
+        .map(|r| r["trace_line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(distinct.len(), 20);
+    assert!(lines
+        .iter()
+        .all(|r| r["shard"].as_str().is_some_and(|s| s.ends_with("/3"))));
+    assert!(
+        table.contains("20 of the window's 20 requests replayed"),
+        "{table}"
+    );
+    assert!(table.contains("within ±0.000 ms (a bound)"), "{table}");
+    // A second merge into the same folder would replace the first.
+    let again = merge(&["shard0", "shard1", "shard2", "-o", "merged"]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("holds an earlier run"),
+        "{}",
+        text(&again)
+    );
+}
+
+#[test]
+fn shards_without_histograms_are_folded_from_their_records_and_say_so() {
+    let dir = &runs().dir;
+    // As an older canaryd left them: no histograms.json.
+    for i in 0..3 {
+        let (from, to) = (dir.join(format!("shard{i}")), dir.join(format!("old{i}")));
+        if !to.exists() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in ["summary.json", "records.jsonl"] {
+                std::fs::copy(from.join(f), to.join(f)).unwrap();
+            }
+        }
+    }
+    let out = merge(&["old0", "old1", "old2", "-o", "from-records"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (single, m) = (
+        summary(&dir.join("single")),
+        summary(&dir.join("from-records")),
+    );
+    valid(&m);
+    assert_eq!(m["merged"]["metrics_from"], "records");
+    for key in [
+        "requests",
+        "completed",
+        "errors",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(m[key], single[key], "{key}");
+    }
+    // The records hold every request's TTFT: the same histogram as the shards' summed.
+    let out = merge(&["shard0", "shard1", "shard2", "-o", "from-histograms"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let h = summary(&dir.join("from-histograms"));
+    for p in ["count", "min", "max", "p50", "p90", "p99"] {
+        assert_eq!(
+            m["time_to_first_token"][p], h["time_to_first_token"][p],
+            "{p}"
+        );
+    }
+    // Without --record-chunks the records hold no chunk gaps: absent, and said.
+    assert!(m.get("inter_chunk_latency").is_none(), "{m}");
+    assert!(h["inter_chunk_latency"]["count"].as_u64().unwrap() > 0);
+    let notes = m["merged"]["notes"].to_string();
+    assert!(
+        notes.contains("no histograms.json in old0, old1, old2"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn a_missing_shard_is_refused_by_its_index() {
+    let out = merge(&["shard0", "shard2", "-o", "missing"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("shard 1/3 is missing"),
+        "{}",
+        text(&out)
+    );
+    assert!(!runs().dir.join("missing/summary.json").exists());
+}
+
+#[test]
+fn a_shard_given_twice_is_refused_naming_both_folders() {
+    let dir = &runs().dir;
+    let copy = dir.join("shard1-copy");
+    if !copy.exists() {
+        std::fs::create_dir_all(&copy).unwrap();
+        for f in ["summary.json", "records.jsonl", "histograms.json"] {
+            std::fs::copy(dir.join("shard1").join(f), copy.join(f)).unwrap();
+        }
+    }
+    let out = merge(&["shard0", "shard1", "shard1-copy", "shard2", "-o", "twice"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("shard 1/3 appears more than once: shard1, shard1-copy"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_shard_of_another_trace_is_refused_naming_its_folder() {
+    let out = merge(&["shard0", "shard1", "other2", "-o", "other"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("other2: replayed another trace"), "{t}");
+    assert!(t.contains("mooncake_synthetic.jsonl"), "{t}");
+}

@@ -1,0 +1,331 @@
+//! `canaryd merge`: the artifacts of the shards of one replay (`--shard I/N`) combined into one
+//! run's, as one process replaying every row would have written them (issues 18 and 22).
+//!
+//! - **Coverage first.** The shards must be one replay: one trace (the same digest), one
+//!   shard count, every index once, the same settings, and records whose trace lines are
+//!   disjoint, each in the shard owning its session, together the whole window. Anything
+//!   else is refused, every problem named with its folder ([`MergeError::Coverage`]).
+//! - **Exact figures.** Counts, tokens, errors and goodput are folded again from the union of
+//!   the records (`records.jsonl`); each metric's distribution is the sum of the shards'
+//!   histograms (`histograms.json`), never an average of percentiles.
+//! - **Clocks stated.** Each shard's schedule lag is exact on its own monotonic clock. The
+//!   union is put on one time axis with each shard's t0 ([`alignment`]), and the merge says
+//!   how far that axis can be off between shards (`merged.alignment.bound_ms`).
+
+mod alignment;
+mod coverage;
+mod shard;
+
+pub use alignment::{Alignment, ShardClock};
+
+use crate::histograms::Histograms;
+use crate::results::{read_records, summary_csv, ArtifactError};
+use canary_core::{Aggregator, Distribution, Goodput, RunSummary, Stats, SUMMARY_SCHEMA_VERSION};
+use serde::Serialize;
+use serde_json::Value;
+use shard::ShardRun;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why shards could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// No folder given.
+    #[error("no shard folders given")]
+    NoInput,
+    /// A folder that is not a usable shard run.
+    #[error("{}: {problem}", dir.display())]
+    Shard {
+        /// The folder.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The shards do not cover the trace exactly once.
+    #[error("the shards do not cover the trace exactly once:\n  - {}", problems.join("\n  - "))]
+    Coverage {
+        /// Each problem, naming its folder.
+        problems: Vec<String>,
+    },
+    /// The merged artifacts could not be written.
+    #[error("writing the merged artifacts")]
+    Write(#[from] ArtifactError),
+}
+
+/// `summary.json`'s `merged` block: what was merged and what the union's timing means.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergedInfo {
+    /// N of `--shard I/N`.
+    pub shard_count: u32,
+    /// The trace every shard replayed (`run.trace.digest`).
+    pub trace_digest: String,
+    /// Requests in the trace's window.
+    pub window_requests: u64,
+    /// Of those, replayed by the shards together (each once): the window less later turns
+    /// whose first turn fell outside it.
+    pub replayed: u64,
+    /// The shard folders, by shard index.
+    pub inputs: Vec<MergedInput>,
+    /// How the shards' clocks line up, and the bound on it.
+    pub alignment: Alignment,
+    /// The union's schedule lag against one schedule: each request's lag on its own shard's
+    /// clock plus its shard's t0 offset (ms). Within `alignment.bound_ms` of the truth.
+    pub cross_host_schedule_lag: Option<Stats>,
+    /// Where the metrics' distributions come from: `histograms` (every shard's
+    /// `histograms.json`, summed: exact as one process) or `records` (some shard has none).
+    pub metrics_from: &'static str,
+    /// What the merge leaves out or can only bound.
+    pub notes: Vec<String>,
+}
+
+/// One merged shard.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergedInput {
+    /// Its folder, as given.
+    pub dir: PathBuf,
+    /// `I/N`.
+    pub shard: String,
+    /// Its run id.
+    pub run_id: String,
+    /// Measured requests it recorded.
+    pub records: u64,
+    /// Its place on the merged time axis.
+    #[serde(flatten)]
+    pub clock: ShardClock,
+}
+
+/// A merge's result, written to the output folder.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The union's statistics.
+    pub summary: RunSummary,
+    /// The `merged` block.
+    pub info: MergedInfo,
+}
+
+#[derive(Serialize)]
+struct MergedFile<'a> {
+    schema_version: u32,
+    run: &'a Value,
+    interrupted: bool,
+    unsent: u64,
+    merged: &'a MergedInfo,
+    #[serde(flatten)]
+    summary: &'a RunSummary,
+}
+
+/// Merges the shard runs in `dirs` into `out` (created): `summary.json`, `summary.csv`,
+/// `histograms.json` and `records.jsonl` (every shard's records, each with its `shard`).
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
+    if dirs.is_empty() {
+        return Err(MergeError::NoInput);
+    }
+    let mut runs = dirs
+        .iter()
+        .map(|d| ShardRun::read(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (count, digest) =
+        coverage::check_summaries(&runs).map_err(|problems| MergeError::Coverage { problems })?;
+    runs.sort_by_key(|r| r.shard.map(|s| s.index));
+    let coverage = coverage::check_records(&runs, count, digest)
+        .map_err(|problems| MergeError::Coverage { problems })?;
+    let (alignment, clocks) = alignment::align(&runs).map_err(|problem| MergeError::Shard {
+        dir: runs[0].dir.clone(),
+        problem,
+    })?;
+    if let Some(r) = runs.iter().find(|r| same_dir(&r.dir, out)) {
+        return Err(MergeError::Shard {
+            dir: r.dir.clone(),
+            problem: "is also the output folder: merge into another one".into(),
+        });
+    }
+    let goodput: Goodput = runs[0].goodput.parse().map_err(|e| MergeError::Shard {
+        dir: runs[0].dir.clone(),
+        problem: format!("run.goodput: {e}"),
+    })?;
+
+    let write = |path: PathBuf| move |source| ArtifactError { path, source };
+    std::fs::create_dir_all(out).map_err(write(out.to_path_buf()))?;
+    let records_path = out.join("records.jsonl");
+    let mut records_out = std::io::BufWriter::new(
+        std::fs::File::create(&records_path).map_err(write(records_path.clone()))?,
+    );
+    let mut aggregator = Aggregator::new(goodput);
+    let mut cross_lag = Distribution::new();
+    let mut write_error = None;
+    for (r, clock) in runs.iter().zip(&clocks) {
+        let shard = r.shard.expect("checked").to_string();
+        let shift = clock.t0_offset_ms;
+        read_records(&r.dir.join("records.jsonl"), |mut rec, line| {
+            if write_error.is_none() {
+                // `{"shard":"1/3",` then the record as the shard wrote it.
+                let res = records_out
+                    .write_all(format!("{{\"shard\":\"{shard}\",").as_bytes())
+                    .and_then(|()| records_out.write_all(&line[1..]))
+                    .and_then(|()| records_out.write_all(b"\n"));
+                write_error = res.err();
+            }
+            if !rec.warmup {
+                cross_lag.record(rec.schedule_lag_ms + shift);
+            }
+            // On the merged axis; the lag itself stays as measured on the shard's own clock.
+            rec.scheduled_at_ms += shift;
+            rec.sent_at_ms += shift;
+            rec.ended_at_ms += shift;
+            let gaps =
+                canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
+            aggregator.add(&rec, &gaps);
+        })?;
+    }
+    if let Some(e) = write_error {
+        return Err(write(records_path)(e).into());
+    }
+    records_out.flush().map_err(write(records_path))?;
+
+    let mut summary = aggregator.summary();
+    let mut notes = vec![
+        "server (/metrics), GPU and kernel telemetry, the diagnosis and client_cpu are each \
+         shard's own: they are in the shards' summary.json files, not merged"
+            .to_string(),
+        "duration_s and the rates span the shards on the merged time axis: within \
+         merged.alignment.bound_ms"
+            .to_string(),
+    ];
+    let histograms: Option<Vec<&Histograms>> = runs.iter().map(|r| r.histograms.as_ref()).collect();
+    let metrics_from = match histograms {
+        Some(hs) => {
+            let mut merged: BTreeMap<String, (String, Distribution)> = BTreeMap::new();
+            for (h, r) in hs.iter().zip(&runs) {
+                let ds = h.distributions(&r.dir).map_err(|e| MergeError::Shard {
+                    dir: r.dir.clone(),
+                    problem: format!("{e:#}"),
+                })?;
+                for (name, (unit, d)) in ds {
+                    merged
+                        .entry(name)
+                        .or_insert_with(|| (unit, Distribution::new()))
+                        .1
+                        .merge(&d);
+                }
+            }
+            summary.metrics = merged
+                .iter()
+                .filter_map(|(name, (unit, d))| Some((name.clone(), d.stats_in(unit)?)))
+                .collect();
+            write_histograms(out, &merged)?;
+            "histograms"
+        }
+        None => {
+            let missing: Vec<String> = runs
+                .iter()
+                .filter(|r| r.histograms.is_none())
+                .map(|r| r.dir.display().to_string())
+                .collect();
+            notes.push(format!(
+                "no histograms.json in {}: the distributions were folded from records.jsonl \
+                 (exact as the run's, except inter_chunk_latency, which records hold only with \
+                 --record-chunks and only for each request's first 16384 gaps)",
+                missing.join(", ")
+            ));
+            "records"
+        }
+    };
+    let info = MergedInfo {
+        shard_count: coverage.count,
+        trace_digest: coverage.digest,
+        window_requests: coverage.window_requests,
+        replayed: coverage.replayed,
+        inputs: runs
+            .iter()
+            .zip(clocks)
+            .zip(&coverage.records)
+            .map(|((r, clock), &records)| MergedInput {
+                dir: r.dir.clone(),
+                shard: r.shard.expect("checked").to_string(),
+                run_id: r.run_id.clone(),
+                records,
+                clock,
+            })
+            .collect(),
+        alignment,
+        cross_host_schedule_lag: cross_lag.stats_in("ms"),
+        metrics_from,
+        notes,
+    };
+    let run = merged_run(&runs);
+    let file = MergedFile {
+        schema_version: SUMMARY_SCHEMA_VERSION,
+        run: &run,
+        interrupted: false,
+        unsent: 0,
+        merged: &info,
+        summary: &summary,
+    };
+    let path = out.join("summary.json");
+    let json = serde_json::to_vec_pretty(&file).expect("summaries always serialize");
+    std::fs::write(&path, json).map_err(write(path.clone()))?;
+    let path = out.join("summary.csv");
+    std::fs::write(&path, summary_csv(&summary)).map_err(write(path.clone()))?;
+    Ok(Merged { summary, info })
+}
+
+/// The first shard's `run` block as the union's: a new run id, no shard, the selection
+/// summed over the shards.
+fn merged_run(runs: &[ShardRun]) -> Value {
+    let mut run = runs[0].run.clone();
+    run["run_id"] = Value::from(format!("merged-{}", runs[0].run_id));
+    let sum = |f: fn(&shard::SelectionCounts) -> u64| -> u64 {
+        runs.iter().map(|r| f(&r.selection)).sum()
+    };
+    let s = &runs[0].selection;
+    if let Some(t) = run.get_mut("trace").and_then(Value::as_object_mut) {
+        if let Some(a) = t.get_mut("asked").and_then(Value::as_object_mut) {
+            a.insert("shard".into(), Value::Null);
+        }
+        let mut sel = serde_json::Map::new();
+        for (k, v) in [
+            ("requests_in", s.requests_in),
+            ("requests_out", sum(|s| s.requests_out)),
+            ("dropped_outside_window", s.dropped_outside_window),
+            ("dropped_other_shards", 0),
+            ("dropped_orphan_turns", sum(|s| s.dropped_orphan_turns)),
+            ("dropped_over_limit", sum(|s| s.dropped_over_limit)),
+            ("input_capped", sum(|s| s.input_capped)),
+            ("output_capped", sum(|s| s.output_capped)),
+        ] {
+            sel.insert(k.into(), Value::from(v));
+        }
+        t.insert("selection".into(), Value::Object(sel));
+    }
+    run
+}
+
+fn write_histograms(
+    out: &Path,
+    merged: &BTreeMap<String, (String, Distribution)>,
+) -> Result<(), ArtifactError> {
+    let h = Histograms {
+        version: crate::histograms::HISTOGRAMS_VERSION,
+        metrics: merged
+            .iter()
+            .map(|(name, (unit, d))| {
+                let m = crate::histograms::MetricHistogram {
+                    unit: unit.clone(),
+                    distribution: d.snapshot(),
+                };
+                (name.clone(), m)
+            })
+            .collect(),
+    };
+    let path = out.join(crate::HISTOGRAMS_FILE);
+    let json = serde_json::to_vec(&h).expect("histograms always serialize");
+    std::fs::write(&path, json).map_err(|source| ArtifactError { path, source })
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}

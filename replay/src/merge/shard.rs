@@ -1,0 +1,173 @@
+//! One shard's folder as `canaryd merge` reads it: the parts of its `summary.json` that say
+//! which shard of which trace it replayed and how its clock stood, and its `histograms.json`.
+
+use super::MergeError;
+use crate::histograms::Histograms;
+use crate::trace::Shard;
+use canary_core::ClockReport;
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A shard run's folder, read.
+#[derive(Debug, Clone)]
+pub(super) struct ShardRun {
+    pub dir: PathBuf,
+    /// `None`: the run was not sharded (`--shard` not given).
+    pub shard: Option<Shard>,
+    pub run_id: String,
+    /// The `run` block as written.
+    pub run: Value,
+    pub digest: Option<String>,
+    pub trace_path: String,
+    pub selection: SelectionCounts,
+    pub max_requests: Option<u64>,
+    pub goodput: String,
+    pub interrupted: bool,
+    pub unsent: u64,
+    pub t0_monotonic_ns: Option<u64>,
+    pub clock: Option<ClockReport>,
+    pub histograms: Option<Histograms>,
+}
+
+/// `run.trace.selection`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub(super) struct SelectionCounts {
+    pub requests_in: u64,
+    pub requests_out: u64,
+    pub dropped_outside_window: u64,
+    pub dropped_other_shards: u64,
+    pub dropped_orphan_turns: u64,
+    pub dropped_over_limit: u64,
+    pub input_capped: u64,
+    pub output_capped: u64,
+}
+
+#[derive(Deserialize)]
+struct SummaryHead {
+    run: Value,
+    #[serde(default)]
+    interrupted: bool,
+    #[serde(default)]
+    unsent: u64,
+    t0_monotonic_ns: Option<u64>,
+    clock: Option<ClockReport>,
+}
+
+impl ShardRun {
+    /// Reads `dir`'s `summary.json` and `histograms.json`.
+    pub fn read(dir: &Path) -> Result<ShardRun, MergeError> {
+        let bad = |problem: String| MergeError::Shard {
+            dir: dir.to_path_buf(),
+            problem,
+        };
+        let path = dir.join("summary.json");
+        let bytes = std::fs::read(&path).map_err(|e| {
+            bad(format!(
+                "summary.json cannot be read ({e}): not a run folder?"
+            ))
+        })?;
+        let head: SummaryHead = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
+        let run = head.run;
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let trace = run.get("trace").filter(|t| t.is_object()).ok_or_else(|| {
+            bad(
+                "summary.json has no run.trace: not a trace replay (or a run rebuilt from its \
+                 records, which does not say which shard it was)"
+                    .into(),
+            )
+        })?;
+        let shard = match trace.pointer("/asked/shard") {
+            Some(Value::String(s)) => Some(
+                s.parse::<Shard>()
+                    .map_err(|e| bad(format!("run.trace.asked.shard `{s}`: {e}")))?,
+            ),
+            _ => None,
+        };
+        let selection = serde_json::from_value(trace["selection"].clone())
+            .map_err(|e| bad(format!("run.trace.selection: {e}")))?;
+        let histograms = Histograms::read(dir).map_err(|e| bad(format!("{e:#}")))?;
+        Ok(ShardRun {
+            dir: dir.to_path_buf(),
+            shard,
+            run_id: run.get("run_id").and_then(text).unwrap_or_default(),
+            digest: trace.get("digest").and_then(text),
+            trace_path: trace.get("path").and_then(text).unwrap_or_default(),
+            selection,
+            max_requests: trace.pointer("/asked/max_requests").and_then(Value::as_u64),
+            goodput: run.get("goodput").and_then(text).unwrap_or_default(),
+            interrupted: head.interrupted,
+            unsent: head.unsent,
+            t0_monotonic_ns: head.t0_monotonic_ns,
+            clock: head.clock,
+            histograms,
+            run,
+        })
+    }
+
+    /// `0/3 (path/to/dir)`.
+    pub fn name(&self) -> String {
+        match self.shard {
+            Some(s) => format!("shard {s} ({})", self.dir.display()),
+            None => self.dir.display().to_string(),
+        }
+    }
+
+    /// The `run` block without what differs between shards of one replay by design: the run
+    /// id, the trace's path (hosts mount it in different places; the digest says it is the
+    /// same), the shard and what selecting it dropped.
+    pub fn shared_settings(&self) -> Value {
+        let mut run = self.run.clone();
+        if let Some(m) = run.as_object_mut() {
+            m.remove("run_id");
+        }
+        if let Some(t) = run.get_mut("trace").and_then(Value::as_object_mut) {
+            t.remove("path");
+            t.remove("selection");
+            if let Some(a) = t.get_mut("asked").and_then(Value::as_object_mut) {
+                a.remove("shard");
+            }
+        }
+        run
+    }
+}
+
+/// The first key path where `a` and `b` differ, with both values: `run.speedup: 2 vs 4`.
+pub(super) fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let null = Value::Null;
+                first_difference(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&null),
+                    y.get(k).unwrap_or(&null),
+                )
+            })
+        }
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} vs {b}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_first_difference_is_named_by_its_key_path() {
+        let a = json!({"speedup": 2, "target": {"url": "http://a", "model": "m"}});
+        let b = json!({"speedup": 2, "target": {"url": "http://b", "model": "m"}});
+        assert_eq!(
+            first_difference("run", &a, &b).unwrap(),
+            "run.target.url: \"http://a\" vs \"http://b\""
+        );
+        assert_eq!(first_difference("run", &a, &a), None);
+        let c = json!({"speedup": 2, "target": {"url": "http://a", "model": "m"}, "x": 1});
+        assert_eq!(first_difference("run", &a, &c).unwrap(), "run.x: null vs 1");
+    }
+}
