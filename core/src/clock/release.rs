@@ -1,10 +1,10 @@
 //! `summary.json`'s `clock.release` block: how the thread that releases requests at their
 //! deadlines was scheduled, and what its timer wake-ups cost on this host.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How the release thread ran.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReleaseReport {
     /// The thread's scheduling: `SCHED_FIFO` (real-time priority, preempts ordinary threads
     /// at once) or `SCHED_OTHER`.
