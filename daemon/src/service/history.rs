@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// One finished run as stored.
+/// What every view of a finished run holds, declared once: [`RunRow`] (as the history
+/// stores and serves it) and [`RunResult`](crate::service::run_result::RunResult) (as the
+/// run produced it) each own one.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub struct RunFacts {
     /// The run id (also its artifacts folder name).
     pub id: String,
     /// The workload.
@@ -26,17 +28,27 @@ pub struct RunRow {
     pub finished_unix_ms: i64,
     /// The verdict.
     pub verdict: Verdict,
-    /// Against the baseline (absent for `error` runs).
-    pub trend: Option<Trend>,
-    /// The comparison in detail.
+    /// Against the rolling baseline (absent for `error` runs and before it is compared).
     pub comparison: Option<Comparison>,
-    /// The run's `summary.json` content (absent when the run never started).
-    pub summary: Option<serde_json::Value>,
     /// The run's artifacts folder.
     pub artifacts: PathBuf,
-    /// Per-request values kept for later baselines (not served by the API).
+    /// Per-request values kept for later baselines (completed, uninterrupted runs only; not
+    /// served by the API).
     #[serde(skip)]
     pub samples: Option<Samples>,
+}
+
+/// One finished run as stored: its facts, and what the history keeps of its outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// The run (its fields are served at the top level).
+    #[serde(flatten)]
+    pub run: RunFacts,
+    /// Against the baseline (absent for `error` runs): the comparison's trend, stored in a
+    /// column of its own so it reads even when the comparison does not.
+    pub trend: Option<Trend>,
+    /// The run's `summary.json` content (absent when the run never started).
+    pub summary: Option<serde_json::Value>,
 }
 
 /// The history database.
@@ -88,25 +100,25 @@ impl History {
     }
 
     /// Stores a finished run.
-    pub fn insert(&self, run: &RunRow) -> Result<()> {
+    pub fn insert(&self, row: &RunRow) -> Result<()> {
         self.conn()
             .execute(
                 "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
                  finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
                  artifacts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
-                    run.id,
-                    run.workload,
-                    run.target,
-                    run.started_unix_ms,
-                    run.finished_unix_ms,
-                    run.verdict.kind.as_str(),
-                    json(&run.verdict.reasons),
-                    run.trend.map(Trend::as_str),
-                    run.comparison.as_ref().map(json),
-                    run.summary.as_ref().map(json),
-                    run.samples.as_ref().map(json),
-                    run.artifacts.to_string_lossy(),
+                    row.run.id,
+                    row.run.workload,
+                    row.run.target,
+                    row.run.started_unix_ms,
+                    row.run.finished_unix_ms,
+                    row.run.verdict.kind.as_str(),
+                    json(&row.run.verdict.reasons),
+                    row.trend.map(Trend::as_str),
+                    row.run.comparison.as_ref().map(json),
+                    row.summary.as_ref().map(json),
+                    row.run.samples.as_ref().map(json),
+                    row.run.artifacts.to_string_lossy(),
                 ],
             )
             .context("writing the run to the history database")?;
@@ -198,22 +210,24 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         Ok(text(i)?.and_then(|s| serde_json::from_str(&s).ok()))
     };
     Ok(RunRow {
-        id: r.get(0)?,
-        workload: r.get(1)?,
-        target: r.get(2)?,
-        started_unix_ms: r.get(3)?,
-        finished_unix_ms: r.get(4)?,
-        verdict: Verdict {
-            kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
-            reasons: parse(6)?
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default(),
+        run: RunFacts {
+            id: r.get(0)?,
+            workload: r.get(1)?,
+            target: r.get(2)?,
+            started_unix_ms: r.get(3)?,
+            finished_unix_ms: r.get(4)?,
+            verdict: Verdict {
+                kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
+                reasons: parse(6)?
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default(),
+            },
+            comparison: parse(8)?.and_then(|v| serde_json::from_value(v).ok()),
+            artifacts: PathBuf::from(r.get::<_, String>(10)?),
+            samples: None,
         },
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
-        comparison: parse(8)?.and_then(|v| serde_json::from_value(v).ok()),
         summary: parse(9)?,
-        artifacts: PathBuf::from(r.get::<_, String>(10)?),
-        samples: None,
     })
 }
 
@@ -234,23 +248,25 @@ mod tests {
 
     fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> RunRow {
         RunRow {
-            id: id.into(),
-            workload: workload.into(),
-            target: "t".into(),
-            started_unix_ms: started,
-            finished_unix_ms: started + 1000,
-            verdict: Verdict {
-                kind,
-                reasons: vec![],
+            run: RunFacts {
+                id: id.into(),
+                workload: workload.into(),
+                target: "t".into(),
+                started_unix_ms: started,
+                finished_unix_ms: started + 1000,
+                verdict: Verdict {
+                    kind,
+                    reasons: vec![],
+                },
+                comparison: None,
+                artifacts: PathBuf::from(format!("/a/{workload}/{id}")),
+                samples: Some(Samples {
+                    ttft_ms: vec![ttft],
+                    ..Default::default()
+                }),
             },
             trend: Some(Trend::Steady),
-            comparison: None,
             summary: Some(serde_json::json!({"requests": 3})),
-            artifacts: PathBuf::from(format!("/a/{workload}/{id}")),
-            samples: Some(Samples {
-                ttft_ms: vec![ttft],
-                ..Default::default()
-            }),
         }
     }
 
@@ -283,16 +299,16 @@ mod tests {
         assert_eq!(h.recent(None, 10).unwrap().len(), 4);
         let w = h.recent(Some("w"), 2).unwrap();
         assert_eq!(
-            w.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            w.iter().map(|r| r.run.id.as_str()).collect::<Vec<_>>(),
             ["r3", "r2"]
         );
         let r2 = h.get("r2").unwrap().unwrap();
-        assert_eq!(r2.verdict.kind, VerdictKind::Fail);
+        assert_eq!(r2.run.verdict.kind, VerdictKind::Fail);
         assert_eq!(r2.summary.unwrap()["requests"], 3);
         assert!(h.get("nope").unwrap().is_none());
         let latest = h.latest_per_workload().unwrap();
         assert_eq!(
-            latest.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            latest.iter().map(|r| r.run.id.as_str()).collect::<Vec<_>>(),
             ["x1", "r3"]
         );
 
@@ -315,5 +331,70 @@ mod tests {
             .unwrap();
         assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
         assert_eq!(h.workloads().unwrap(), ["w"]);
+    }
+
+    /// A database as canaryd wrote it before a run's facts were declared once (and before a
+    /// comparison said what changed in the run's context): the table and JSON of that
+    /// version, written here by hand in that version's words, still reads.
+    #[test]
+    fn a_database_written_by_an_earlier_version_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, \
+                 target TEXT NOT NULL, started_unix_ms INTEGER NOT NULL, \
+                 finished_unix_ms INTEGER NOT NULL, verdict TEXT NOT NULL, \
+                 reasons TEXT NOT NULL, trend TEXT, comparison TEXT, summary TEXT, \
+                 samples TEXT, artifacts TEXT NOT NULL);",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO runs VALUES ('20261120T101500Z-0a6a616f', 'chat', 'vllm', \
+                 1795170900000, 1795170930000, 'fail', \
+                 '[\"request_latency p99 812.0 ms > 500 ms\"]', 'regressed', \
+                 '{\"trend\":\"regressed\",\"baseline_runs\":3,\"metrics\":{\"request_latency\":\
+                 {\"baseline_median\":410.5,\"median\":612.25,\"shift_ratio\":1.49,\
+                 \"shift_in_mads\":7.5,\"p_value\":0.0001,\"rank_biserial\":0.8,\
+                 \"trend\":\"regressed\"}}}', \
+                 '{\"requests\":40,\"completed\":40,\"errors\":0}', \
+                 '{\"ttft_ms\":[12.5],\"itl_ms\":[3.0],\"e2e_ms\":[612.25]}', \
+                 '/var/lib/canaryd/artifacts/chat/20261120T101500Z-0a6a616f')",
+                [],
+            )
+            .unwrap();
+        }
+        let h = History::open(&path).unwrap();
+        let row = h.get("20261120T101500Z-0a6a616f").unwrap().unwrap();
+        assert_eq!(row.run.workload, "chat");
+        assert_eq!(row.run.target, "vllm");
+        assert_eq!(row.run.verdict.kind, VerdictKind::Fail);
+        assert_eq!(
+            row.run.verdict.reasons,
+            ["request_latency p99 812.0 ms > 500 ms"]
+        );
+        assert_eq!(row.trend, Some(Trend::Regressed));
+        let comparison = row.run.comparison.as_ref().expect("the stored comparison");
+        assert_eq!(comparison.baseline_runs, 3);
+        assert_eq!(comparison.metrics["request_latency"].median, 612.25);
+        assert_eq!(row.summary.as_ref().unwrap()["requests"], 40);
+        // Serialized as before: the run's fields at the top level, samples never.
+        let served = serde_json::to_value(&row).unwrap();
+        for key in ["id", "workload", "target", "verdict", "trend", "comparison"] {
+            assert!(served.get(key).is_some(), "{key} missing: {served:#}");
+        }
+        assert!(served.get("samples").is_none() && served.get("run").is_none());
+        assert_eq!(served["started_unix_ms"], 1_795_170_900_000_i64);
+        // Its samples count in a baseline (a failed run's do not, so store a passing copy).
+        let mut passing = row.clone();
+        passing.run.id = "20261120T102000Z-1b2c3d4e".into();
+        passing.run.verdict.kind = VerdictKind::Pass;
+        passing.run.samples = Some(Samples {
+            ttft_ms: vec![11.0],
+            ..Default::default()
+        });
+        h.insert(&passing).unwrap();
+        assert_eq!(h.baseline("chat", 10).unwrap()[0].ttft_ms, [11.0]);
     }
 }

@@ -246,8 +246,9 @@ impl Daemon {
             Ok(result) => result,
             Err(e) => {
                 let mut result = started;
-                result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
-                result.finished_unix_ms = crate::service::history::now_unix_ms();
+                result.run.verdict =
+                    Verdict::error(format!("the run panicked: {}", panic_message(e)));
+                result.run.finished_unix_ms = crate::service::history::now_unix_ms();
                 result
             }
         };
@@ -272,7 +273,7 @@ impl Daemon {
     /// Records a finished run of `workload` and hands it to the sinks.
     fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
         if let Err(e) = self.record(config, workload, &mut result) {
-            tracing::error!(workload = %workload, run = %result.id, "recording the run: {e:#}");
+            tracing::error!(workload = %workload, run = %result.run.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(workload, &result);
     }
@@ -288,13 +289,13 @@ impl Daemon {
 
     /// Fills in the run's comparison with the rolling baseline, when it has samples.
     fn compare_with_baseline(&self, config: &Config, workload: &str, result: &mut RunResult) {
-        let Some(samples) = &result.samples else {
+        let Some(samples) = &result.run.samples else {
             return;
         };
         // A baseline that cannot be read leaves this run uncompared, not unrecorded.
         match self.history.baseline(workload, config.baseline.runs) {
             Ok(base) => {
-                result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                result.run.comparison = Some(baseline::compare(&config.baseline, &base, samples))
             }
             Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
         }
@@ -352,7 +353,7 @@ impl Daemon {
 
 /// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
 fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
-    let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
+    let trend = result.run.comparison.as_ref().map(|c| c.trend.as_str());
     // The figures the verdict rests on and the bars they met or missed, so the log line says
     // more than `pass`.
     let w = config.workloads.iter().find(|w| w.name == workload);
@@ -363,14 +364,14 @@ fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
         .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
     let line = format!(
         "{}: {}{}{}",
-        result.id,
-        result.verdict,
+        result.run.id,
+        result.run.verdict,
         figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
         trend
             .map(|t| format!("; baseline: {t}"))
             .unwrap_or_default()
     );
-    match result.verdict.kind {
+    match result.run.verdict.kind {
         crate::judge::verdict::VerdictKind::Pass => {
             tracing::info!(workload = %workload, "{line}")
         }
@@ -380,21 +381,21 @@ fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
 
 /// Writes the run's `verdict.json` into its artifacts folder.
 fn write_verdict(result: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(&result.artifacts)
-        .with_context(|| format!("creating {}", result.artifacts.display()))?;
+    std::fs::create_dir_all(&result.run.artifacts)
+        .with_context(|| format!("creating {}", result.run.artifacts.display()))?;
     let verdict = serde_json::json!({
-        "id": result.id,
-        "workload": result.workload,
-        "target": result.target,
-        "verdict": result.verdict.to_string(),
-        "verdict_kind": result.verdict.kind,
-        "reasons": result.verdict.reasons,
-        "trend": result.comparison.as_ref().map(|c| c.trend.as_str()),
-        "comparison": result.comparison,
-        "started_unix_ms": result.started_unix_ms,
-        "finished_unix_ms": result.finished_unix_ms,
+        "id": result.run.id,
+        "workload": result.run.workload,
+        "target": result.run.target,
+        "verdict": result.run.verdict.to_string(),
+        "verdict_kind": result.run.verdict.kind,
+        "reasons": result.run.verdict.reasons,
+        "trend": result.run.comparison.as_ref().map(|c| c.trend.as_str()),
+        "comparison": result.run.comparison,
+        "started_unix_ms": result.run.started_unix_ms,
+        "finished_unix_ms": result.run.finished_unix_ms,
     });
-    let path = result.artifacts.join("verdict.json");
+    let path = result.run.artifacts.join("verdict.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())

@@ -101,15 +101,15 @@ impl RunContext {
             .await
         {
             Ok((judged, samples)) => {
-                result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
-                    result.samples = Some(samples);
+                result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+                if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
+                    result.run.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);
             }
-            Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
+            Err(e) => result.run.verdict = Verdict::error(format!("{e:#}")),
         }
-        result.finished_unix_ms = crate::service::history::now_unix_ms();
+        result.run.finished_unix_ms = crate::service::history::now_unix_ms();
         result
     }
 
@@ -128,12 +128,12 @@ impl RunContext {
             target: t,
         };
         let mut plan = Plan::try_from(wp)?;
-        plan.replay.run_id.clone_from(&result.id);
-        plan.replay.output_dir = Some(result.artifacts.clone());
+        plan.replay.run_id.clone_from(&result.run.id);
+        plan.replay.output_dir = Some(result.run.artifacts.clone());
         let otlp = self
             .otlp
             .as_ref()
-            .and_then(|o| o.begin_run(w, t, &result.id));
+            .and_then(|o| o.begin_run(w, t, &result.run.id));
         if let Some((_, sample_ratio)) = &otlp {
             // The traceparent's sampled flag follows the exporter's ratio.
             plan.replay.trace_sample_ratio = *sample_ratio;

@@ -121,19 +121,19 @@ impl From<&RunRow> for RunBrief {
             ..s.figures
         });
         RunBrief {
-            id: r.id.clone(),
-            workload: r.workload.clone(),
-            target: r.target.clone(),
-            started_unix_ms: r.started_unix_ms,
-            finished_unix_ms: r.finished_unix_ms,
-            verdict: r.verdict.to_string(),
-            verdict_kind: r.verdict.kind,
-            reasons: r.verdict.reasons.clone(),
+            id: r.run.id.clone(),
+            workload: r.run.workload.clone(),
+            target: r.run.target.clone(),
+            started_unix_ms: r.run.started_unix_ms,
+            finished_unix_ms: r.run.finished_unix_ms,
+            verdict: r.run.verdict.to_string(),
+            verdict_kind: r.run.verdict.kind,
+            reasons: r.run.verdict.reasons.clone(),
             trend: r.trend,
             figures,
             telemetry_sources,
             diagnosis,
-            artifacts: r.artifacts.clone(),
+            artifacts: r.run.artifacts.clone(),
         }
     }
 }
@@ -142,24 +142,27 @@ impl From<&RunRow> for RunBrief {
 mod tests {
     use super::*;
     use crate::judge::verdict::Verdict;
+    use crate::service::history::RunFacts;
     use serde_json::json;
 
     fn row(summary: Option<serde_json::Value>) -> RunRow {
         RunRow {
-            id: "r1".into(),
-            workload: "w".into(),
-            target: "t".into(),
-            started_unix_ms: 1,
-            finished_unix_ms: 2,
-            verdict: Verdict {
-                kind: VerdictKind::Pass,
-                reasons: Vec::new(),
+            run: RunFacts {
+                id: "r1".into(),
+                workload: "w".into(),
+                target: "t".into(),
+                started_unix_ms: 1,
+                finished_unix_ms: 2,
+                verdict: Verdict {
+                    kind: VerdictKind::Pass,
+                    reasons: Vec::new(),
+                },
+                comparison: None,
+                artifacts: "/a/r1".into(),
+                samples: None,
             },
             trend: None,
-            comparison: None,
             summary,
-            artifacts: "/a/r1".into(),
-            samples: None,
         }
     }
 
