@@ -6,7 +6,7 @@ use crate::plan::{Setting, SettingError};
 use crate::schedule::Schedule;
 use crate::start::StartAt;
 use crate::target::Target;
-use canary_core::Goodput;
+use canary_core::{ContextBaseline, Goodput};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ pub struct Config {
     /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
     /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
     pub start_at: Option<StartAt>,
+    /// The run the context is compared with (the daemon's newest baseline run): what
+    /// changed since is `summary.json`'s `context_changes`. `None`: not compared.
+    pub baseline_context: Option<ContextBaseline>,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
             cancellation: None,
             start_at: None,
+            baseline_context: None,
         }
     }
 }

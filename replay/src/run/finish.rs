@@ -1,5 +1,6 @@
-//! The end of a run: the records' summary, what the observers saw, the run's context and
-//! diagnosis, canaryd's own bottleneck, and the artifacts, as one [`RunOutcome`].
+//! The end of a run: the records' summary, what the observers saw, the run's context (and
+//! what changed in it since the baseline run) and diagnosis, canaryd's own bottleneck, and
+//! the artifacts, as one [`RunOutcome`].
 
 use super::setup::Collector;
 use super::Ctx;
@@ -40,6 +41,10 @@ pub(super) async fn finish(
     summary.receive_timestamps.reason = reason;
     let end = MonoTime::now();
     let telemetry = telemetry(observer.as_deref(), t0, end, &summary, ended.workload).await;
+    let context_changes = ctx.config.baseline_context.as_ref().map(|baseline| {
+        let now = telemetry.context.clone().unwrap_or_default();
+        baseline.compare(&now)
+    });
     let diagnosis = canary_core::diagnose(&DiagnosisInput {
         summary: &summary,
         telemetry: &telemetry,
@@ -59,6 +64,7 @@ pub(super) async fn finish(
         t0_monotonic_ns: t0.as_nanos(),
         clock: ended.clock,
         diagnosis,
+        context_changes,
         telemetry,
         summary,
     };
