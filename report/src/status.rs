@@ -45,6 +45,9 @@ pub struct RunLine {
     pub reasons: Vec<String>,
     /// Against the baseline: `steady`, `regressed`, `improved`, `insufficient`.
     pub trend: Option<String>,
+    /// What changed in the run's context since its baseline run (`server.version 0.9 →
+    /// 0.10`), shown beside the trend as its likely cause; empty: nothing, or not compared.
+    pub context_changes: Vec<String>,
     /// Measured requests.
     pub requests: Option<u64>,
     /// Failed requests.
@@ -293,10 +296,17 @@ fn verdict(r: &RunLine) -> String {
 }
 
 fn trend(r: &RunLine) -> String {
-    match &r.trend {
+    let mut s = match &r.trend {
         Some(t) => format!("<span class=\"{}\">{}</span>", attr(t), esc(t)),
         None => "–".into(),
+    };
+    if !r.context_changes.is_empty() {
+        s.push_str(&format!(
+            "<br><small class=\"changed\">changed: {}</small>",
+            esc(&r.context_changes.join("; "))
+        ));
     }
+    s
 }
 
 /// The diagnosis class with its confidence, and why: in the cell under it (`why_shown`,
@@ -394,6 +404,27 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("<small class=\"why\">server queue &lt;400 ms&gt;</small>"));
+    }
+
+    #[test]
+    fn a_changed_context_shows_beside_the_trend() {
+        let mut changed = line("r2", 1, "pass", Some(4.0));
+        changed.context_changes = vec!["server.version 0.9 → <0.10>".into()];
+        let p = StatusPage {
+            now_unix_ms: 10_000_000,
+            version: "0.1.0".into(),
+            workloads: vec![WorkloadRuns {
+                name: "chat".into(),
+                running: false,
+                runs: vec![changed, line("r1", 2, "pass", Some(4.0))],
+            }],
+        };
+        let html = render(&p).unwrap();
+        let cell = "<span class=\"steady\">steady</span><br><small class=\"changed\">changed: \
+                    server.version 0.9 → &lt;0.10&gt;</small>";
+        // In the overview (the last run) and in the run's row; the other run has none.
+        assert_eq!(html.matches(cell).count(), 2, "{html}");
+        assert_eq!(html.matches("class=\"changed\"").count(), 2, "{html}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::judge::baseline::{Comparison, Samples, Trend};
 use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{Context, Result};
+use canary_core::{ContextBaseline, RunContext};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -138,6 +139,32 @@ impl History {
             out.push(serde_json::from_str(&row?).context("a stored sample set")?);
         }
         Ok(out)
+    }
+
+    /// The context of `workload`'s newest baseline run (the newest passing run with
+    /// samples), as its stored summary recorded it; `None` when there is none, or its summary
+    /// holds no context this version can read (a run from before contexts were recorded).
+    pub fn baseline_context(&self, workload: &str) -> Result<Option<ContextBaseline>> {
+        let conn = self.conn();
+        let newest: Option<(String, Option<String>)> = conn
+            .query_row(
+                "SELECT id, summary FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+                 AND samples IS NOT NULL ORDER BY started_unix_ms DESC, id DESC LIMIT 1",
+                params![workload],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((run, Some(summary))) = newest else {
+            return Ok(None);
+        };
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            context: Option<RunContext>,
+        }
+        let context = serde_json::from_str::<Stored>(&summary)
+            .ok()
+            .and_then(|s| s.context);
+        Ok(context.map(|context| ContextBaseline { run, context }))
     }
 
     /// The most recent runs, newest first, optionally of one workload.

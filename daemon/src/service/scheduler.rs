@@ -56,7 +56,15 @@ fn replay_run(
 ) -> RunFuture {
     Box::pin(async move {
         let shutdown = d.shutdown.clone();
-        d.ctx.run(&config, &w, id, shutdown, progress).await
+        // The run's context is compared with its newest baseline run's, read before it
+        // starts (no other run of the workload can finish meanwhile).
+        let baseline = d.history.baseline_context(&w.name).unwrap_or_else(|e| {
+            tracing::error!(workload = %w.name, "reading the baseline run's context: {e:#}");
+            None
+        });
+        d.ctx
+            .run(&config, &w, id, baseline, shutdown, progress)
+            .await
     })
 }
 
@@ -362,14 +370,21 @@ fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
         .as_ref()
         .zip(w)
         .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
+    // What changed in the context since the baseline run: a regression's likely cause.
+    let changed = result
+        .outcome
+        .as_ref()
+        .and_then(|o| o.context_changes.as_ref())
+        .filter(|c| !c.changes.is_empty());
     let line = format!(
-        "{}: {}{}{}",
+        "{}: {}{}{}{}",
         result.run.id,
         result.run.verdict,
         figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
         trend
             .map(|t| format!("; baseline: {t}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        changed.map(|c| format!("; {c}")).unwrap_or_default()
     );
     match result.run.verdict.kind {
         crate::judge::verdict::VerdictKind::Pass => {
@@ -392,6 +407,7 @@ fn write_verdict(result: &RunResult) -> Result<()> {
         "reasons": result.run.verdict.reasons,
         "trend": result.run.comparison.as_ref().map(|c| c.trend.as_str()),
         "comparison": result.run.comparison,
+        "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,
     });

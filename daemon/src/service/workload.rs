@@ -9,7 +9,7 @@ use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
 use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
-use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
+use canary_core::{ContextBaseline, MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -86,18 +86,20 @@ impl RunContext {
         }
     }
 
-    /// Runs `workload` once; never fails: what goes wrong becomes an `error` verdict.
+    /// Runs `workload` once, its context compared with `baseline`'s; never fails: what goes
+    /// wrong becomes an `error` verdict.
     pub async fn run(
         &self,
         config: &Config,
         workload: &Workload,
         id: String,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> RunResult {
         let mut result = RunResult::new(config, workload, id);
         match self
-            .replay(config, workload, &result, shutdown, progress)
+            .replay(config, workload, &result, baseline, shutdown, progress)
             .await
         {
             Ok((judged, samples)) => {
@@ -119,6 +121,7 @@ impl RunContext {
         config: &Config,
         w: &Workload,
         result: &RunResult,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> Result<(Judged, Samples)> {
@@ -130,6 +133,7 @@ impl RunContext {
         let mut plan = Plan::try_from(wp)?;
         plan.replay.run_id.clone_from(&result.run.id);
         plan.replay.output_dir = Some(result.run.artifacts.clone());
+        plan.replay.baseline_context = baseline;
         let otlp = self
             .otlp
             .as_ref()

@@ -69,6 +69,11 @@ fn line(b: &RunBrief) -> RunLine {
         verdict_kind: b.verdict_kind.as_str().into(),
         reasons: b.reasons.clone(),
         trend: b.trend.map(|t| t.as_str().into()),
+        context_changes: b
+            .context_changes
+            .iter()
+            .flat_map(|c| c.changes.iter().map(|c| c.to_string()))
+            .collect(),
         requests: f.requests,
         errors: f.errors,
         good_fraction: f.good_request_fraction,
