@@ -3,6 +3,8 @@
 //! compared with the baseline, its verdict written and logged, stored, retention applied,
 //! handed to the sinks.
 
+mod announce;
+
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
 use super::sinks::{RunSink, Sinks};
@@ -12,7 +14,7 @@ use crate::config::cadence::{Cadence, Ticker};
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::verdict::Verdict;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use canary_replay::Progress;
 use std::collections::HashMap;
 use std::future::Future;
@@ -289,8 +291,8 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
-        log_verdict(config, workload, result);
-        write_verdict(result)?;
+        announce::log_verdict(config, workload, result);
+        announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
         self.apply_retention(config, workload)
     }
@@ -357,64 +359,6 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
-}
-
-/// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
-fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
-    let trend = result.run.comparison.as_ref().map(|c| c.trend.as_str());
-    // The figures the verdict rests on and the bars they met or missed, so the log line says
-    // more than `pass`.
-    let w = config.workloads.iter().find(|w| w.name == workload);
-    let figures = result
-        .outcome
-        .as_ref()
-        .zip(w)
-        .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
-    // What changed in the context since the baseline run: a regression's likely cause.
-    let changed = result
-        .outcome
-        .as_ref()
-        .and_then(|o| o.context_changes.as_ref())
-        .filter(|c| !c.changes.is_empty());
-    let line = format!(
-        "{}: {}{}{}{}",
-        result.run.id,
-        result.run.verdict,
-        figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
-        trend
-            .map(|t| format!("; baseline: {t}"))
-            .unwrap_or_default(),
-        changed.map(|c| format!("; {c}")).unwrap_or_default()
-    );
-    match result.run.verdict.kind {
-        crate::judge::verdict::VerdictKind::Pass => {
-            tracing::info!(workload = %workload, "{line}")
-        }
-        _ => tracing::warn!(workload = %workload, "{line}"),
-    }
-}
-
-/// Writes the run's `verdict.json` into its artifacts folder.
-fn write_verdict(result: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(&result.run.artifacts)
-        .with_context(|| format!("creating {}", result.run.artifacts.display()))?;
-    let verdict = serde_json::json!({
-        "id": result.run.id,
-        "workload": result.run.workload,
-        "target": result.run.target,
-        "verdict": result.run.verdict.to_string(),
-        "verdict_kind": result.run.verdict.kind,
-        "reasons": result.run.verdict.reasons,
-        "trend": result.run.comparison.as_ref().map(|c| c.trend.as_str()),
-        "comparison": result.run.comparison,
-        "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
-        "started_unix_ms": result.run.started_unix_ms,
-        "finished_unix_ms": result.run.finished_unix_ms,
-    });
-    let path = result.run.artifacts.join("verdict.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]
