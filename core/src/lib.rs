@@ -55,8 +55,8 @@ pub use clock::{
 };
 pub use confidence::{t_cdf, t_quantile, MeanInterval};
 pub use context::{
-    CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
-    RunContext, ServerContext, WorkloadContext,
+    CanarydContext, ContextBaseline, ContextChange, ContextComparison, GpuContext, HostContext,
+    Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkloadContext,
 };
 pub use diagnosis::{
     diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,

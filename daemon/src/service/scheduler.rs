@@ -3,6 +3,8 @@
 //! compared with the baseline, its verdict written and logged, stored, retention applied,
 //! handed to the sinks.
 
+mod announce;
+
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
 use super::sinks::{RunSink, Sinks};
@@ -12,7 +14,7 @@ use crate::config::cadence::{Cadence, Ticker};
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::verdict::Verdict;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use canary_replay::Progress;
 use std::collections::HashMap;
 use std::future::Future;
@@ -56,7 +58,15 @@ fn replay_run(
 ) -> RunFuture {
     Box::pin(async move {
         let shutdown = d.shutdown.clone();
-        d.ctx.run(&config, &w, id, shutdown, progress).await
+        // The run's context is compared with its newest baseline run's, read before it
+        // starts (no other run of the workload can finish meanwhile).
+        let baseline = d.history.baseline_context(&w.name).unwrap_or_else(|e| {
+            tracing::error!(workload = %w.name, "reading the baseline run's context: {e:#}");
+            None
+        });
+        d.ctx
+            .run(&config, &w, id, baseline, shutdown, progress)
+            .await
     })
 }
 
@@ -246,8 +256,9 @@ impl Daemon {
             Ok(result) => result,
             Err(e) => {
                 let mut result = started;
-                result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
-                result.finished_unix_ms = crate::service::history::now_unix_ms();
+                result.run.verdict =
+                    Verdict::error(format!("the run panicked: {}", panic_message(e)));
+                result.run.finished_unix_ms = crate::service::history::now_unix_ms();
                 result
             }
         };
@@ -272,7 +283,7 @@ impl Daemon {
     /// Records a finished run of `workload` and hands it to the sinks.
     fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
         if let Err(e) = self.record(config, workload, &mut result) {
-            tracing::error!(workload = %workload, run = %result.id, "recording the run: {e:#}");
+            tracing::error!(workload = %workload, run = %result.run.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(workload, &result);
     }
@@ -280,21 +291,21 @@ impl Daemon {
     /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
-        log_verdict(config, workload, result);
-        write_verdict(result)?;
+        announce::log_verdict(config, workload, result);
+        announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
         self.apply_retention(config, workload)
     }
 
     /// Fills in the run's comparison with the rolling baseline, when it has samples.
     fn compare_with_baseline(&self, config: &Config, workload: &str, result: &mut RunResult) {
-        let Some(samples) = &result.samples else {
+        let Some(samples) = &result.run.samples else {
             return;
         };
         // A baseline that cannot be read leaves this run uncompared, not unrecorded.
         match self.history.baseline(workload, config.baseline.runs) {
             Ok(base) => {
-                result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                result.run.comparison = Some(baseline::compare(&config.baseline, &base, samples))
             }
             Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
         }
@@ -348,56 +359,6 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
-}
-
-/// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
-fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
-    let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
-    // The figures the verdict rests on and the bars they met or missed, so the log line says
-    // more than `pass`.
-    let w = config.workloads.iter().find(|w| w.name == workload);
-    let figures = result
-        .outcome
-        .as_ref()
-        .zip(w)
-        .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary));
-    let line = format!(
-        "{}: {}{}{}",
-        result.id,
-        result.verdict,
-        figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
-        trend
-            .map(|t| format!("; baseline: {t}"))
-            .unwrap_or_default()
-    );
-    match result.verdict.kind {
-        crate::judge::verdict::VerdictKind::Pass => {
-            tracing::info!(workload = %workload, "{line}")
-        }
-        _ => tracing::warn!(workload = %workload, "{line}"),
-    }
-}
-
-/// Writes the run's `verdict.json` into its artifacts folder.
-fn write_verdict(result: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(&result.artifacts)
-        .with_context(|| format!("creating {}", result.artifacts.display()))?;
-    let verdict = serde_json::json!({
-        "id": result.id,
-        "workload": result.workload,
-        "target": result.target,
-        "verdict": result.verdict.to_string(),
-        "verdict_kind": result.verdict.kind,
-        "reasons": result.verdict.reasons,
-        "trend": result.comparison.as_ref().map(|c| c.trend.as_str()),
-        "comparison": result.comparison,
-        "started_unix_ms": result.started_unix_ms,
-        "finished_unix_ms": result.finished_unix_ms,
-    });
-    let path = result.artifacts.join("verdict.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]

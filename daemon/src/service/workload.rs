@@ -9,7 +9,7 @@ use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
 use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
-use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
+use canary_core::{ContextBaseline, MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -86,30 +86,32 @@ impl RunContext {
         }
     }
 
-    /// Runs `workload` once; never fails: what goes wrong becomes an `error` verdict.
+    /// Runs `workload` once, its context compared with `baseline`'s; never fails: what goes
+    /// wrong becomes an `error` verdict.
     pub async fn run(
         &self,
         config: &Config,
         workload: &Workload,
         id: String,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> RunResult {
         let mut result = RunResult::new(config, workload, id);
         match self
-            .replay(config, workload, &result, shutdown, progress)
+            .replay(config, workload, &result, baseline, shutdown, progress)
             .await
         {
             Ok((judged, samples)) => {
-                result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
-                    result.samples = Some(samples);
+                result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+                if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
+                    result.run.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);
             }
-            Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
+            Err(e) => result.run.verdict = Verdict::error(format!("{e:#}")),
         }
-        result.finished_unix_ms = crate::service::history::now_unix_ms();
+        result.run.finished_unix_ms = crate::service::history::now_unix_ms();
         result
     }
 
@@ -119,6 +121,7 @@ impl RunContext {
         config: &Config,
         w: &Workload,
         result: &RunResult,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> Result<(Judged, Samples)> {
@@ -128,12 +131,13 @@ impl RunContext {
             target: t,
         };
         let mut plan = Plan::try_from(wp)?;
-        plan.replay.run_id.clone_from(&result.id);
-        plan.replay.output_dir = Some(result.artifacts.clone());
+        plan.replay.run_id.clone_from(&result.run.id);
+        plan.replay.output_dir = Some(result.run.artifacts.clone());
+        plan.replay.baseline_context = baseline;
         let otlp = self
             .otlp
             .as_ref()
-            .and_then(|o| o.begin_run(w, t, &result.id));
+            .and_then(|o| o.begin_run(w, t, &result.run.id));
         if let Some((_, sample_ratio)) = &otlp {
             // The traceparent's sampled flag follows the exporter's ratio.
             plan.replay.trace_sample_ratio = *sample_ratio;
