@@ -5,8 +5,10 @@
 //! subtracted from each other. Wall-clock time only labels exports (see [`WallAnchor`]).
 
 mod quality;
+mod release;
 
 pub use quality::{ClockReport, KernelSync, StartReport};
+pub use release::ReleaseReport;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -9,7 +9,7 @@
 
 mod diff;
 
-pub use diff::ContextChange;
+pub use diff::{ContextBaseline, ContextChange, ContextComparison};
 
 use serde::{Deserialize, Serialize};
 

@@ -50,11 +50,13 @@ mod timeslice;
 mod trace;
 
 pub use by_url::{ByUrl, UrlSummary};
-pub use clock::{ClockReport, KernelSync, MonoTime, RealtimeMap, StartReport, WallAnchor};
+pub use clock::{
+    ClockReport, KernelSync, MonoTime, RealtimeMap, ReleaseReport, StartReport, WallAnchor,
+};
 pub use confidence::{t_cdf, t_quantile, MeanInterval};
 pub use context::{
-    CanarydContext, ContextChange, GpuContext, HostContext, Known, LengthStats, LoadPattern,
-    RunContext, ServerContext, WorkloadContext,
+    CanarydContext, ContextBaseline, ContextChange, ContextComparison, GpuContext, HostContext,
+    Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkloadContext,
 };
 pub use diagnosis::{
     diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,

@@ -3,6 +3,7 @@
 //! ceiling, canaryd's own bottleneck). It is `summary.json` without its `run` block.
 
 use crate::clock::ClockReport;
+use crate::context::ContextComparison;
 use crate::diagnosis::Diagnosis;
 use crate::summary::RunSummary;
 use crate::telemetry::RunTelemetry;
@@ -36,6 +37,10 @@ pub struct RunOutcome {
     pub client_bottleneck: Option<String>,
     /// The run's dominant bottleneck and why ([`crate::diagnose`]).
     pub diagnosis: Diagnosis,
+    /// What changed in the run's context since its baseline run's; absent when it was not
+    /// compared with one (the daemon compares each run with its newest baseline run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_changes: Option<ContextComparison>,
     /// What the observers saw (server-side figures, GPUs, kernel, source states, context).
     #[serde(flatten)]
     pub telemetry: RunTelemetry,

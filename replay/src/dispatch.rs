@@ -1,59 +1,78 @@
-//! Sub-millisecond release of requests at their deadlines.
+//! Sub-millisecond release of requests at their deadlines, at a CPU cost that follows the
+//! host's wake-up error rather than a fixed spin.
 //!
 //! Tokio's timer has 1 ms granularity, too coarse for a schedule whose bursts must leave within
-//! a millisecond. One dedicated thread keeps every pending deadline in a heap, sleeps on a
-//! futex with a tight timer slack until shortly before the earliest, then spins the last
-//! stretch and releases every due request at once. Requests are prepared (prompt built,
+//! a millisecond. One dedicated thread (real-time priority where permitted, 1 ns timer slack)
+//! keeps every pending deadline in a heap and sleeps until shortly before the earliest: by the
+//! margin its own recent wake-ups needed ([`wake_error`], measured from its start), not a fixed
+//! 200 µs. It spins only that last stretch and releases every due request at once; deadlines
+//! closer together than the margin share one wake-up. Registering a later deadline does not
+//! wake it; only one due before its planned wake-up does. Requests are prepared (prompt built,
 //! connection open) before they register, so a release only has to wake a task.
 
-use canary_core::MonoTime;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::mpsc::{self, RecvTimeoutError};
+mod deadlines;
+mod priority;
+mod wake_error;
+
+use canary_core::{MonoTime, ReleaseReport};
+use deadlines::{Deadlines, Pending};
+use priority::Scheduling;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::Thread;
 use std::time::Duration;
 use tokio::sync::oneshot;
+use wake_error::WakeError;
 
-/// Below this distance to the next deadline the thread spins instead of sleeping.
-const SPIN: Duration = Duration::from_micros(200);
-
-struct Pending {
-    deadline: MonoTime,
-    seq: u64,
-    fire: oneshot::Sender<MonoTime>,
+/// What the registering side and the release thread share. Registering takes no lock the
+/// release thread waits on: under real-time priority, waiting for a preempted ordinary
+/// thread that holds a lock would cost the whole preemption.
+#[derive(Default)]
+struct Shared {
+    /// The earliest deadline registered since the thread last took registrations in, in ns
+    /// (`u64::MAX`: none): read by the spinning or about-to-sleep thread.
+    fresh: AtomicU64,
+    /// When the sleeping thread wakes by itself (`u64::MAX`: not before it is woken; 0:
+    /// awake). Only a registration due before this wakes it.
+    wake_at: AtomicU64,
+    /// Set when the [`Dispatcher`] is dropped.
+    closed: AtomicBool,
+    /// How the thread has run, for [`Dispatcher::report`] (only the thread writes it).
+    stats: Mutex<Stats>,
 }
 
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.deadline, self.seq) == (o.deadline, o.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.deadline, self.seq).cmp(&(o.deadline, o.seq))
-    }
+#[derive(Default)]
+struct Stats {
+    scheduling: Option<Scheduling>,
+    wake: WakeError,
+    spin: Duration,
 }
 
 /// Handle to the release thread; dropping it stops the thread once its heap is empty.
 pub struct Dispatcher {
+    shared: Arc<Shared>,
     tx: mpsc::Sender<Pending>,
-    seq: std::sync::atomic::AtomicU64,
+    thread: Thread,
+    seq: AtomicU64,
 }
 
 impl Dispatcher {
     /// Starts the release thread.
     pub fn start() -> std::io::Result<Dispatcher> {
+        let shared = Arc::new(Shared {
+            fresh: AtomicU64::new(u64::MAX),
+            ..Default::default()
+        });
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
+        let s = shared.clone();
+        let handle = std::thread::Builder::new()
             .name("canary-dispatch".into())
-            .spawn(move || release_loop(rx))?;
+            .spawn(move || release_loop(&s, rx))?;
         Ok(Dispatcher {
+            shared,
             tx,
+            thread: handle.thread().clone(),
             seq: Default::default(),
         })
     }
@@ -61,87 +80,174 @@ impl Dispatcher {
     /// Resolves at `deadline` (or right away if it has passed) with the release time.
     pub fn at(&self, deadline: MonoTime) -> oneshot::Receiver<MonoTime> {
         let (fire, rx) = oneshot::channel();
-        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         // If the thread is gone the receiver errors, which callers treat as "go now".
         let _ = self.tx.send(Pending {
             deadline,
             seq,
             fire,
         });
+        // Sent first, then announced: the thread clears `fresh` before taking registrations
+        // in, so a registration it has not taken in is always announced here.
+        self.shared.fresh.fetch_min(deadline.0, Ordering::SeqCst);
+        if deadline.0 < self.shared.wake_at.load(Ordering::SeqCst) {
+            self.thread.unpark();
+        }
         rx
     }
-}
 
-/// Registered releases, earliest deadline first (registration order among equals).
-#[derive(Default)]
-struct Deadlines {
-    heap: BinaryHeap<Reverse<Pending>>,
-}
-
-impl Deadlines {
-    fn push(&mut self, p: Pending) {
-        self.heap.push(Reverse(p));
-    }
-
-    /// The earliest deadline pending.
-    fn next(&self) -> Option<MonoTime> {
-        self.heap.peek().map(|Reverse(p)| p.deadline)
-    }
-
-    /// Releases every request due at `now`, all with `now` as their release time: a burst on
-    /// one deadline (or several deadlines passed in one wake-up) leaves together.
-    fn release_due(&mut self, now: MonoTime) {
-        while self.next().is_some_and(|d| d <= now) {
-            let Reverse(p) = self.heap.pop().expect("peeked");
-            let _ = p.fire.send(now);
+    /// How the release thread has run so far, for the run's `clock.release` block.
+    pub fn report(&self) -> ReleaseReport {
+        let s = stats(&self.shared);
+        let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+        ReleaseReport {
+            scheduling: s
+                .scheduling
+                .as_ref()
+                .map_or("SCHED_OTHER", |x| x.policy())
+                .into(),
+            realtime_unavailable: match &s.scheduling {
+                Some(x) => x.unavailable().map(str::to_string),
+                None => Some("the release thread had not started".into()),
+            },
+            timer_wakeups: s.wake.wakeups,
+            wake_error_p50_us: s.wake.quantile(0.5).map(us),
+            wake_error_p95_us: s.wake.quantile(0.95).map(us),
+            spin_margin_us: us(s.wake.margin()),
+            spin_ms: s.spin.as_secs_f64() * 1e3,
         }
     }
 }
 
-fn release_loop(rx: mpsc::Receiver<Pending>) {
-    tighten_timer_slack();
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// The statistics, whoever panicked while holding them (nothing leaves them half-updated).
+fn stats(shared: &Shared) -> MutexGuard<'_, Stats> {
+    shared.stats.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the thread does next, `now`, with `next` the earliest deadline.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Sleep until this instant (the deadline less the margin), then look again.
+    Sleep(MonoTime),
+    /// The deadline is within the margin: spin to it.
+    Spin,
+}
+
+fn step(now: MonoTime, next: MonoTime, margin: Duration) -> Step {
+    let wake = next - margin;
+    if wake > now {
+        Step::Sleep(wake)
+    } else {
+        Step::Spin
+    }
+}
+
+fn release_loop(shared: &Shared, rx: mpsc::Receiver<Pending>) {
+    let scheduling = priority::tighten();
+    if let Some(why) = scheduling.unavailable() {
+        // Once per process; every run's summary.json says it in `clock.release`.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::info!(
+                "requests are released without real-time priority, so a busy host can delay \
+                 them: {why}"
+            )
+        });
+    }
+    stats(shared).scheduling = Some(scheduling);
+    calibrate(shared);
     let mut pending = Deadlines::default();
     let mut open = true;
+    let mut margin = stats(shared).wake.margin();
+    let mut due = Vec::new();
     loop {
-        // Take in everything registered so far.
-        while let Ok(p) = rx.try_recv() {
-            pending.push(p);
+        shared.fresh.store(u64::MAX, Ordering::SeqCst);
+        loop {
+            match rx.try_recv() {
+                Ok(p) => pending.push(p),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        open &= !shared.closed.load(Ordering::SeqCst);
+        let now = MonoTime::now();
+        pending.take_due(now, &mut due);
+        for fire in due.drain(..) {
+            let _ = fire.send(now);
         }
         let Some(next) = pending.next() else {
             if !open {
                 return;
             }
-            match rx.recv() {
-                Ok(p) => pending.push(p),
-                Err(_) => return,
+            if sleep_unless_fresh(shared, u64::MAX) {
+                std::thread::park();
             }
+            shared.wake_at.store(0, Ordering::SeqCst);
             continue;
         };
-        let now = MonoTime::now();
-        if now >= next {
-            pending.release_due(now);
-            continue;
-        }
-        let wait = next.since(now);
-        if wait > SPIN && open {
-            match rx.recv_timeout(wait - SPIN) {
-                Ok(p) => pending.push(p),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => open = false,
+        match step(MonoTime::now(), next, margin) {
+            Step::Sleep(wake) => {
+                if !sleep_unless_fresh(shared, wake.0) {
+                    shared.wake_at.store(0, Ordering::SeqCst);
+                    continue;
+                }
+                let before = MonoTime::now();
+                if wake > before {
+                    std::thread::park_timeout(wake.since(before));
+                    let woke = MonoTime::now();
+                    // Woken early means a registration (or a spurious wake-up): not a timer's
+                    // error. A wake-up at or after the instant asked is.
+                    if woke >= wake {
+                        let mut s = stats(shared);
+                        s.wake.record(woke.since(wake));
+                        margin = s.wake.margin();
+                    }
+                }
+                shared.wake_at.store(0, Ordering::SeqCst);
             }
-        } else if wait > SPIN {
-            std::thread::sleep(wait - SPIN);
-        } else {
-            std::hint::spin_loop();
+            Step::Spin => {
+                let start = MonoTime::now();
+                let mut t = start;
+                while t < next && t.0 < shared.fresh.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                    t = MonoTime::now();
+                }
+                stats(shared).spin += t.since(start);
+            }
         }
     }
 }
 
-/// The default 50 µs timer slack would dominate the error budget; ask for 1 µs.
-fn tighten_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+/// Announces a sleep until `wake` (ns) and says whether to go ahead: not when a registration
+/// came in since the thread last looked. Paired with [`Dispatcher::at`] (which announces, then
+/// reads `wake_at`), either the thread sees the registration or the registration wakes it.
+fn sleep_unless_fresh(shared: &Shared, wake: u64) -> bool {
+    shared.wake_at.store(wake, Ordering::SeqCst);
+    shared.fresh.load(Ordering::SeqCst) == u64::MAX
+}
+
+/// Measures the first wake-ups before any deadline is due (the run's first one is tens of ms
+/// away), so that a dense schedule, which leaves no room to sleep and so to measure, does not
+/// spin the conservative starting margin before every deadline.
+fn calibrate(shared: &Shared) {
+    const NAP: Duration = Duration::from_micros(50);
+    for _ in 0..wake_error::WARM_UP {
+        let wake = MonoTime::now() + NAP;
+        std::thread::park_timeout(NAP);
+        let woke = MonoTime::now();
+        if woke >= wake {
+            stats(shared).wake.record(woke.since(wake));
+        }
     }
 }
 
@@ -149,57 +255,19 @@ fn tighten_timer_slack() {
 mod tests {
     use super::*;
 
-    /// A registration at `deadline`, and where its release time arrives.
-    fn pending(deadline: MonoTime, seq: u64) -> (Pending, oneshot::Receiver<MonoTime>) {
-        let (fire, rx) = oneshot::channel();
-        let p = Pending {
-            deadline,
-            seq,
-            fire,
-        };
-        (p, rx)
-    }
-
-    // The order and the bursts, on made-up times: nothing here depends on how fast this
-    // machine runs.
     #[test]
-    fn releases_in_deadline_order_never_early_and_bursts_together() {
-        let base = MonoTime(1_000_000_000);
-        let ms = |n: u64| base + Duration::from_millis(n);
-        let mut d = Deadlines::default();
-        let mut rxs: Vec<_> = [15u64, 5, 5, 10, 0]
-            .iter()
-            .enumerate()
-            .map(|(seq, &off)| {
-                let (p, rx) = pending(ms(off), seq as u64);
-                d.push(p);
-                rx
-            })
-            .collect();
-        let mut released = |d: &mut Deadlines, now: MonoTime| {
-            d.release_due(now);
-            rxs.iter_mut()
-                .map(|rx| rx.try_recv().ok())
-                .collect::<Vec<_>>()
-        };
-        // Just before the first deadline: nothing.
-        assert_eq!(released(&mut d, ms(0) - Duration::from_nanos(1)), [None; 5]);
+    fn sleeps_until_the_margin_before_a_deadline_and_spins_within_it() {
+        let t = MonoTime(1_000_000_000);
+        let us = Duration::from_micros;
         assert_eq!(
-            released(&mut d, ms(0)),
-            [None, None, None, None, Some(ms(0))]
+            step(t, t + us(500), us(30)),
+            Step::Sleep(t + us(470)),
+            "wakes the margin early, not the old fixed 200 µs"
         );
-        // The two on one deadline leave together; the later ones wait.
-        assert_eq!(d.next(), Some(ms(5)));
-        assert_eq!(
-            released(&mut d, ms(7)),
-            [None, Some(ms(7)), Some(ms(7)), None, None]
-        );
-        // A late wake-up releases every deadline it passed, together.
-        assert_eq!(
-            released(&mut d, ms(20)),
-            [Some(ms(20)), None, None, Some(ms(20)), None]
-        );
-        assert_eq!(d.next(), None);
+        assert_eq!(step(t, t + us(30), us(30)), Step::Spin);
+        assert_eq!(step(t, t + us(10), us(30)), Step::Spin);
+        // A deadline already passed (registered late) is spun to at once, i.e. released.
+        assert_eq!(step(t, t - us(10), us(30)), Step::Spin);
     }
 
     #[tokio::test]
@@ -217,6 +285,13 @@ mod tests {
             let at = rx.await.expect("released");
             assert!(at >= deadline, "released {} ns early", deadline.0 - at.0);
         }
+        let r = d.report();
+        assert!(r.timer_wakeups >= 1, "{r:?}");
+        assert!(r.spin_margin_us <= 200.0, "{r:?}");
+        assert_eq!(
+            r.realtime_unavailable.is_none(),
+            r.scheduling == "SCHED_FIFO"
+        );
     }
 
     #[tokio::test]
@@ -236,5 +311,32 @@ mod tests {
             later.try_recv(),
             Err(tokio::sync::oneshot::error::TryRecvError::Empty)
         );
+    }
+
+    #[tokio::test]
+    async fn a_sooner_deadline_registered_during_a_long_sleep_keeps_its_own_time() {
+        let d = Dispatcher::start().unwrap();
+        let _far = d.at(MonoTime::now() + Duration::from_secs(3600));
+        // Let the thread go to sleep towards the far deadline first.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let soon = MonoTime::now() + Duration::from_millis(30);
+        let at = tokio::time::timeout(Duration::from_secs(60), d.at(soon))
+            .await
+            .expect("released at its deadline, not held until the far one")
+            .unwrap();
+        assert!(at >= soon, "released {} ns early", soon.0 - at.0);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_still_releases_what_was_registered() {
+        let d = Dispatcher::start().unwrap();
+        let deadline = MonoTime::now() + Duration::from_millis(30);
+        let rx = d.at(deadline);
+        drop(d);
+        let at = tokio::time::timeout(Duration::from_secs(60), rx)
+            .await
+            .expect("released after the handle was dropped")
+            .unwrap();
+        assert!(at >= deadline);
     }
 }

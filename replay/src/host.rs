@@ -4,14 +4,18 @@
 
 use canary_core::{CanarydContext, HostContext, Known};
 
-/// canaryd's version, and the commit it was built from when the build recorded one
-/// (`CANARYD_GIT_SHA` set at build time).
+/// Why a build does not know its commit.
+const SHA_UNKNOWN: &str =
+    "unknown: built outside canaryd's git repository (a tarball) and without CANARYD_GIT_SHA";
+
+/// canaryd's version, and the commit it was built from: `CANARYD_GIT_SHA` as `build.rs`
+/// recorded it (from the build's environment, else `git rev-parse HEAD`), else unknown.
 pub fn canaryd_context() -> CanarydContext {
     CanarydContext {
         version: Known::Value(env!("CARGO_PKG_VERSION").to_string()),
         git_sha: Known::from_option(
             option_env!("CANARYD_GIT_SHA").map(str::to_string),
-            "not recorded: built without CANARYD_GIT_SHA",
+            SHA_UNKNOWN,
         ),
     }
 }
@@ -88,5 +92,32 @@ mod tests {
         assert!(h.cpu_cores.value().is_some_and(|n| *n >= 1), "{h:?}");
         let c = canaryd_context();
         assert_eq!(c.version.value().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    /// Built in canaryd's checkout (as the suite is), the context names its commit; built
+    /// where git cannot say, it says the commit is unknown.
+    #[test]
+    fn the_git_sha_is_the_checkouts_commit_or_unknown() {
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(workspace)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let ours = git(&["rev-parse", "--show-toplevel"])
+            .and_then(|t| std::path::Path::new(&t).canonicalize().ok())
+            .is_some_and(|t| Some(t) == workspace.canonicalize().ok());
+        let sha = canaryd_context().git_sha;
+        match git(&["rev-parse", "HEAD"]).filter(|_| ours) {
+            Some(head) => assert_eq!(sha.value(), Some(&head), "{sha:?}"),
+            None => assert_eq!(sha, Known::unavailable(SHA_UNKNOWN)),
+        }
     }
 }

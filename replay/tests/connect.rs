@@ -209,6 +209,26 @@ fn running_out_of_open_files_is_canaryds_fault() {
                 };
                 // SAFETY: setrlimit reads one valid rlimit struct.
                 assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
+                // A descriptor the run held for a moment when the limit was taken (a thread
+                // starting, a /proc read) frees a slot below the limit when it closes: keep
+                // taking such slots, so the requests due a second later find none.
+                // Only slots below it: once the run restores the limit, nothing more is held.
+                loop {
+                    // SAFETY: dup and close of descriptors this process owns; a copy below the
+                    // lowered limit is kept open.
+                    unsafe {
+                        loop {
+                            let fd = libc::dup(0);
+                            if fd >= lowest_free {
+                                libc::close(fd);
+                            }
+                            if fd < 0 || fd >= lowest_free {
+                                break;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
             });
         }
         // Due a second after the start, well after the limit is lowered.

@@ -45,6 +45,9 @@ pub struct RunLine {
     pub reasons: Vec<String>,
     /// Against the baseline: `steady`, `regressed`, `improved`, `insufficient`.
     pub trend: Option<String>,
+    /// What changed in the run's context since its baseline run (`server.version 0.9 →
+    /// 0.10`), shown beside the trend as its likely cause; empty: nothing, or not compared.
+    pub context_changes: Vec<String>,
     /// Measured requests.
     pub requests: Option<u64>,
     /// Failed requests.
@@ -293,10 +296,17 @@ fn verdict(r: &RunLine) -> String {
 }
 
 fn trend(r: &RunLine) -> String {
-    match &r.trend {
+    let mut s = match &r.trend {
         Some(t) => format!("<span class=\"{}\">{}</span>", attr(t), esc(t)),
         None => "–".into(),
+    };
+    if !r.context_changes.is_empty() {
+        s.push_str(&format!(
+            "<br><small class=\"changed\">changed: {}</small>",
+            esc(&r.context_changes.join("; "))
+        ));
     }
+    s
 }
 
 /// The diagnosis class with its confidence, and why: in the cell under it (`why_shown`,
@@ -323,83 +333,4 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line(id: &str, minutes_ago: i64, kind: &str, ttft_p99: Option<f64>) -> RunLine {
-        RunLine {
-            id: id.into(),
-            target: "sim".into(),
-            started_unix_ms: 10_000_000 - minutes_ago * 60_000,
-            verdict_kind: kind.into(),
-            reasons: if kind == "pass" {
-                vec![]
-            } else {
-                vec!["TTFT <p99> over 5 ms".into()]
-            },
-            trend: Some("steady".into()),
-            requests: Some(40),
-            errors: Some(0),
-            ttft_ms: (Some(1.0), ttft_p99),
-            e2e_ms: (Some(3.0), Some(9.0)),
-            diagnosis: (kind != "error").then(|| RunDiagnosis {
-                class: "queueing".into(),
-                confidence: "high".into(),
-                why: "server queue <400 ms>".into(),
-            }),
-            report_href: format!("runs/{id}/report"),
-            json_href: format!("api/runs/{id}"),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_page_lists_runs_charts_them_and_escapes_what_it_shows() {
-        let p = StatusPage {
-            now_unix_ms: 10_000_000,
-            version: "0.1.0".into(),
-            workloads: vec![
-                WorkloadRuns {
-                    name: "chat<b>".into(),
-                    running: true,
-                    runs: vec![
-                        line("r3", 1, "fail", Some(20.0)),
-                        line("r2", 2, "pass", Some(4.0)),
-                        line("r1", 3, "error", None),
-                    ],
-                },
-                WorkloadRuns {
-                    name: "quiet".into(),
-                    running: false,
-                    runs: vec![],
-                },
-            ],
-        };
-        let html = render(&p).unwrap();
-        assert!(html.contains("default-src 'none'") && !html.contains("<script"));
-        assert!(html.contains("chat&lt;b&gt; (running now)"), "{html}");
-        assert!(html.contains("Running now: chat&lt;b&gt;."));
-        assert!(html.contains("TTFT &lt;p99&gt; over 5 ms"));
-        assert!(html.contains("href=\"runs/r2/report\"") && html.contains("href=\"api/runs/r1\""));
-        assert!(html.contains("id=\"trend-0\" data-series=\"4\""), "{html}");
-        // The quiet workload has no chart, and says why.
-        assert!(!html.contains("id=\"trend-1\""));
-        assert!(html.contains("nothing to chart"));
-        assert!(html.contains("3 run(s); each point"));
-        // The diagnosis: class and confidence in each run's row, why on hover and under the
-        // overview's; a run without one shows a dash.
-        assert_eq!(
-            html.matches("<span class=\"bottleneck queueing\" title=\"server queue &lt;400 ms&gt;\">queueing</span> <span class=\"confidence\">high</span>").count(),
-            3,
-            "{html}"
-        );
-        assert!(html.contains("<small class=\"why\">server queue &lt;400 ms&gt;</small>"));
-    }
-
-    #[test]
-    fn an_empty_daemon_says_so() {
-        let html = render(&StatusPage::default()).unwrap();
-        assert!(html.contains("No run yet"), "{html}");
-        assert!(!html.contains("<table"));
-    }
-}
+mod tests;

@@ -92,6 +92,9 @@ pub struct ClockReport {
     /// The common start the run was given, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartReport>,
+    /// How the thread releasing requests at their deadlines ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<super::ReleaseReport>,
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): runs that show the same one
     /// share one CLOCK_MONOTONIC (processes and containers on one host), so `canaryd merge`
     /// aligns them on it exactly, without the wall clock's error.
@@ -146,6 +149,7 @@ impl ClockReport {
             kernel_unavailable,
             warning,
             start_at: None,
+            release: None,
             boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
                 .ok()
                 .map(|id| id.trim().to_string())

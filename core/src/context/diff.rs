@@ -62,6 +62,62 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<ContextChange>) {
     }
 }
 
+/// The context of the run a new run is compared with: the daemon's newest baseline run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextBaseline {
+    /// That run's id.
+    pub run: String,
+    /// Its context, as its `summary.json` recorded it.
+    pub context: RunContext,
+}
+
+/// What changed in what a run ran on and against since its baseline run (`summary.json`'s
+/// `context_changes`): a regression that comes with a new engine version or driver comes
+/// with its likely cause.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextComparison {
+    /// The run compared with.
+    pub baseline_run: String,
+    /// The fields known on both sides whose values differ; empty: nothing changed.
+    pub changes: Vec<ContextChange>,
+}
+
+impl ContextBaseline {
+    /// What changed in `now` since this baseline, in the sections that describe the
+    /// environment: canaryd, the host, the GPUs and the server. The `workload` section is
+    /// left out: it is what the run's own settings asked (a trace window that moves between
+    /// runs changes its lengths every time), not what it ran on.
+    pub fn compare(&self, now: &RunContext) -> ContextComparison {
+        let changes = now
+            .changes_since(&self.context)
+            .into_iter()
+            .filter(|c| !c.field.starts_with("workload."))
+            .collect();
+        ContextComparison {
+            baseline_run: self.run.clone(),
+            changes,
+        }
+    }
+}
+
+impl std::fmt::Display for ContextComparison {
+    /// `context changed since run R: server.version 0.9 → 0.10; gpu.driver …`, or that it
+    /// did not.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.changes.is_empty() {
+            return write!(f, "context unchanged since run {}", self.baseline_run);
+        }
+        write!(f, "context changed since run {}: ", self.baseline_run)?;
+        for (i, c) in self.changes.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
 impl RunContext {
     /// The fields known in both `baseline` and this context whose values differ, in the
     /// order of their dotted names.
@@ -98,5 +154,34 @@ mod tests {
             ["gpu.driver 570.1 → 580.2", "server.version 0.9.2 → 0.10.0"]
         );
         assert!(base.changes_since(&base).is_empty());
+    }
+
+    #[test]
+    fn a_baseline_comparison_names_environment_changes_not_workload_ones() {
+        let mut base = RunContext::default();
+        base.server.model = Known::Value("llama-8b".into());
+        base.canaryd.git_sha = Known::Value("aaa".into());
+        base.workload.endpoint = Known::Value("chat".into());
+        let baseline = ContextBaseline {
+            run: "r1".into(),
+            context: base.clone(),
+        };
+        let same = baseline.compare(&base);
+        assert!(same.changes.is_empty());
+        assert_eq!(same.to_string(), "context unchanged since run r1");
+        let mut now = base.clone();
+        now.server.model = Known::Value("llama-70b".into());
+        now.canaryd.git_sha = Known::Value("bbb".into());
+        now.workload.endpoint = Known::Value("text_completion".into());
+        let changed = baseline.compare(&now);
+        assert_eq!(
+            changed.to_string(),
+            "context changed since run r1: canaryd.git_sha aaa → bbb; \
+             server.model llama-8b → llama-70b"
+        );
+        let json = serde_json::to_value(&changed).unwrap();
+        assert_eq!(json["baseline_run"], "r1");
+        assert_eq!(json["changes"][1]["field"], "server.model");
+        assert_eq!(json["changes"][1]["now"], "llama-70b");
     }
 }

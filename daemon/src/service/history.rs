@@ -7,15 +7,18 @@ use crate::judge::baseline::{Comparison, Samples, Trend};
 use crate::judge::capacity::CapacityRun;
 use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{Context, Result};
+use canary_core::{ContextBaseline, RunContext};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// One finished run as stored.
+/// What every view of a finished run holds, declared once: [`RunRow`] (as the history
+/// stores and serves it) and [`RunResult`](crate::service::run_result::RunResult) (as the
+/// run produced it) each own one.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub struct RunFacts {
     /// The run id (also its artifacts folder name).
     pub id: String,
     /// The workload.
@@ -28,20 +31,30 @@ pub struct RunRow {
     pub finished_unix_ms: i64,
     /// The verdict.
     pub verdict: Verdict,
-    /// Against the baseline (absent for `error` runs).
-    pub trend: Option<Trend>,
-    /// The comparison in detail.
+    /// Against the rolling baseline (absent for `error` runs and before it is compared).
     pub comparison: Option<Comparison>,
-    /// The run's `summary.json` content (absent when the run never started).
-    pub summary: Option<serde_json::Value>,
     /// The run's artifacts folder.
     pub artifacts: PathBuf,
-    /// Per-request values kept for later baselines (not served by the API).
+    /// Per-request values kept for later baselines (completed, uninterrupted runs only; not
+    /// served by the API).
     #[serde(skip)]
     pub samples: Option<Samples>,
     /// A capacity workload's search and the baseline it met (absent for other kinds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityRun>,
+}
+
+/// One finished run as stored: its facts, and what the history keeps of its outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// The run (its fields are served at the top level).
+    #[serde(flatten)]
+    pub run: RunFacts,
+    /// Against the baseline (absent for `error` runs): the comparison's trend, stored in a
+    /// column of its own so it reads even when the comparison does not.
+    pub trend: Option<Trend>,
+    /// The run's `summary.json` content (absent when the run never started).
+    pub summary: Option<serde_json::Value>,
 }
 
 /// The history database.
@@ -98,7 +111,7 @@ impl History {
     }
 
     /// Stores a finished run.
-    pub fn insert(&self, run: &RunRow) -> Result<()> {
+    pub fn insert(&self, row: &RunRow) -> Result<()> {
         self.conn()
             .execute(
                 "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
@@ -106,19 +119,19 @@ impl History {
                  artifacts, capacity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
                  ?13)",
                 params![
-                    run.id,
-                    run.workload,
-                    run.target,
-                    run.started_unix_ms,
-                    run.finished_unix_ms,
-                    run.verdict.kind.as_str(),
-                    json(&run.verdict.reasons),
-                    run.trend.map(Trend::as_str),
-                    run.comparison.as_ref().map(json),
-                    run.summary.as_ref().map(json),
-                    run.samples.as_ref().map(json),
-                    run.artifacts.to_string_lossy(),
-                    run.capacity.as_ref().map(json),
+                    row.run.id,
+                    row.run.workload,
+                    row.run.target,
+                    row.run.started_unix_ms,
+                    row.run.finished_unix_ms,
+                    row.run.verdict.kind.as_str(),
+                    json(&row.run.verdict.reasons),
+                    row.trend.map(Trend::as_str),
+                    row.run.comparison.as_ref().map(json),
+                    row.summary.as_ref().map(json),
+                    row.run.samples.as_ref().map(json),
+                    row.run.artifacts.to_string_lossy(),
+                    row.run.capacity.as_ref().map(json),
                 ],
             )
             .context("writing the run to the history database")?;
@@ -155,6 +168,32 @@ impl History {
             out.push(run.found);
         }
         Ok(out)
+    }
+
+    /// The context of `workload`'s newest baseline run (the newest passing run with
+    /// samples), as its stored summary recorded it; `None` when there is none, or its summary
+    /// holds no context this version can read (a run from before contexts were recorded).
+    pub fn baseline_context(&self, workload: &str) -> Result<Option<ContextBaseline>> {
+        let conn = self.conn();
+        let newest: Option<(String, Option<String>)> = conn
+            .query_row(
+                "SELECT id, summary FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+                 AND samples IS NOT NULL ORDER BY started_unix_ms DESC, id DESC LIMIT 1",
+                params![workload],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((run, Some(summary))) = newest else {
+            return Ok(None);
+        };
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            context: Option<RunContext>,
+        }
+        let context = serde_json::from_str::<Stored>(&summary)
+            .ok()
+            .and_then(|s| s.context);
+        Ok(context.map(|context| ContextBaseline { run, context }))
     }
 
     /// The most recent runs, newest first, optionally of one workload.
@@ -227,23 +266,25 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         Ok(text(i)?.and_then(|s| serde_json::from_str(&s).ok()))
     };
     Ok(RunRow {
-        id: r.get(0)?,
-        workload: r.get(1)?,
-        target: r.get(2)?,
-        started_unix_ms: r.get(3)?,
-        finished_unix_ms: r.get(4)?,
-        verdict: Verdict {
-            kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
-            reasons: parse(6)?
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default(),
+        run: RunFacts {
+            id: r.get(0)?,
+            workload: r.get(1)?,
+            target: r.get(2)?,
+            started_unix_ms: r.get(3)?,
+            finished_unix_ms: r.get(4)?,
+            verdict: Verdict {
+                kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
+                reasons: parse(6)?
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default(),
+            },
+            comparison: parse(8)?.and_then(|v| serde_json::from_value(v).ok()),
+            artifacts: PathBuf::from(r.get::<_, String>(10)?),
+            samples: None,
+            capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
         },
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
-        comparison: parse(8)?.and_then(|v| serde_json::from_value(v).ok()),
         summary: parse(9)?,
-        artifacts: PathBuf::from(r.get::<_, String>(10)?),
-        samples: None,
-        capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
     })
 }
 
@@ -273,137 +314,4 @@ fn json<T: Serialize>(v: &T) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> RunRow {
-        RunRow {
-            id: id.into(),
-            workload: workload.into(),
-            target: "t".into(),
-            started_unix_ms: started,
-            finished_unix_ms: started + 1000,
-            verdict: Verdict {
-                kind,
-                reasons: vec![],
-            },
-            trend: Some(Trend::Steady),
-            comparison: None,
-            summary: Some(serde_json::json!({"requests": 3})),
-            artifacts: PathBuf::from(format!("/a/{workload}/{id}")),
-            samples: Some(Samples {
-                ttft_ms: vec![ttft],
-                ..Default::default()
-            }),
-            capacity: None,
-        }
-    }
-
-    #[test]
-    fn runs_and_baselines_survive_reopening_and_retention_prunes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.sqlite");
-        // Runs an hour apart and age limits half an hour from any of them: the test may take
-        // as long as it likes between taking `now` and pruning.
-        let now = now_unix_ms();
-        let hours = |h: i64| now - h * 3_600_000;
-        {
-            let h = History::open(&path).unwrap();
-            h.insert(&run("r1", "w", hours(4), VerdictKind::Pass, 1.0))
-                .unwrap();
-            h.insert(&run("r2", "w", hours(3), VerdictKind::Fail, 2.0))
-                .unwrap();
-            h.insert(&run("r3", "w", hours(2), VerdictKind::Pass, 3.0))
-                .unwrap();
-            h.insert(&run("x1", "other", hours(1), VerdictKind::Error, 9.0))
-                .unwrap();
-        }
-        let h = History::open(&path).unwrap();
-        let b = h.baseline("w", 10).unwrap();
-        assert_eq!(
-            b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>(),
-            vec![3.0, 1.0],
-            "passing runs only, newest first"
-        );
-        assert_eq!(h.recent(None, 10).unwrap().len(), 4);
-        let w = h.recent(Some("w"), 2).unwrap();
-        assert_eq!(
-            w.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
-            ["r3", "r2"]
-        );
-        let r2 = h.get("r2").unwrap().unwrap();
-        assert_eq!(r2.verdict.kind, VerdictKind::Fail);
-        assert_eq!(r2.summary.unwrap()["requests"], 3);
-        assert!(h.get("nope").unwrap().is_none());
-        let latest = h.latest_per_workload().unwrap();
-        assert_eq!(
-            latest.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
-            ["x1", "r3"]
-        );
-
-        // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
-        let gone = h.prune("w", 2, Duration::from_secs(10 * 3600)).unwrap();
-        assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
-        let gone = h.prune("w", 10, Duration::from_secs(9000)).unwrap();
-        assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
-        assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
-        assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
-        assert_eq!(h.workloads().unwrap(), ["other", "w"]);
-
-        // Age alone (a workload no longer configured): no count limit, old runs go.
-        assert!(h
-            .prune("w", usize::MAX, Duration::from_secs(10 * 3600))
-            .unwrap()
-            .is_empty());
-        let gone = h
-            .prune("other", usize::MAX, Duration::from_secs(1800))
-            .unwrap();
-        assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
-        assert_eq!(h.workloads().unwrap(), ["w"]);
-    }
-
-    #[test]
-    fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.sqlite");
-        {
-            // The first schema, as files written before capacity workloads hold it.
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(SCHEMA).unwrap();
-            conn.execute(
-                "INSERT INTO runs (id, workload, target, started_unix_ms, finished_unix_ms, \
-                 verdict, reasons, artifacts) VALUES ('old', 'w', 't', 1, 2, 'pass', '[]', '/a')",
-                [],
-            )
-            .unwrap();
-        }
-        let h = History::open(&path).unwrap();
-        let old = h.get("old").unwrap().unwrap();
-        assert_eq!(old.verdict.kind, VerdictKind::Pass);
-        assert!(old.capacity.is_none());
-        let mut r = run("new", "w", 3, VerdictKind::Pass, 1.0);
-        let found = Capacity::of(
-            canary_core::RateBracket {
-                passed: Some(100.0),
-                failed: Some(125.0),
-            },
-            "time_to_first_token:100".into(),
-            0.95,
-            "precision",
-        );
-        r.capacity = Some(CapacityRun {
-            found: found.clone(),
-            probes: Vec::new(),
-            baseline: None,
-        });
-        h.insert(&r).unwrap();
-        drop(h);
-        // Opened again: the column is not added twice, the capacity reads back.
-        let h = History::open(&path).unwrap();
-        assert_eq!(
-            h.get("new").unwrap().unwrap().capacity.unwrap().found,
-            found
-        );
-        assert_eq!(h.capacity_baseline("w", 10).unwrap(), vec![found]);
-    }
-}
+mod tests;

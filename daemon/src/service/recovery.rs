@@ -8,7 +8,7 @@
 
 use crate::config::Config;
 use crate::judge::verdict::Verdict;
-use crate::service::history::History;
+use crate::service::history::{History, RunFacts};
 use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
 use canary_replay::{RunInfo, SummaryFile};
@@ -111,16 +111,19 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
             d.as_millis() as i64
         });
     Ok(RunResult {
-        id: o.id.clone(),
-        workload: o.workload.clone(),
-        target: workload.map_or_else(|| "unknown".into(), |w| w.target.clone()),
-        started_unix_ms: started_unix_ms(&o.id).unwrap_or(finished).min(finished),
-        finished_unix_ms: finished,
-        verdict: Verdict::error(PROCESS_DIED),
+        run: RunFacts {
+            id: o.id.clone(),
+            workload: o.workload.clone(),
+            target: workload.map_or_else(|| "unknown".into(), |w| w.target.clone()),
+            started_unix_ms: started_unix_ms(&o.id).unwrap_or(finished).min(finished),
+            finished_unix_ms: finished,
+            verdict: Verdict::error(PROCESS_DIED),
+            samples: None,
+            comparison: None,
+            capacity: None,
+            artifacts: o.dir.clone(),
+        },
         outcome: None,
-        samples: None,
-        comparison: None,
-        artifacts: o.dir.clone(),
         recovered: Some(summary),
         capacity: None,
     })

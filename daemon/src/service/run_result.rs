@@ -3,35 +3,17 @@
 //! other for it.
 
 use crate::config::{Config, Workload};
-use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
-use crate::service::history::RunRow;
+use crate::service::history::{RunFacts, RunRow};
 use canary_core::RunOutcome;
-use std::path::PathBuf;
 
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct RunResult {
-    /// The run id.
-    pub id: String,
-    /// The workload's name.
-    pub workload: String,
-    /// The target's name.
-    pub target: String,
-    /// Wall-clock start and end, Unix ms.
-    pub started_unix_ms: i64,
-    /// Wall-clock end, Unix ms.
-    pub finished_unix_ms: i64,
-    /// The verdict.
-    pub verdict: Verdict,
+    /// The run: id, workload, target, times, verdict, comparison, artifacts, samples.
+    pub run: RunFacts,
     /// The replay's outcome, when it ran at all.
     pub outcome: Option<RunOutcome>,
-    /// Per-request values for the baseline (completed, uninterrupted runs only).
-    pub samples: Option<Samples>,
-    /// Against the rolling baseline (filled in after the run; absent for `error` runs).
-    pub comparison: Option<crate::judge::baseline::Comparison>,
-    /// The artifacts folder.
-    pub artifacts: PathBuf,
     /// For a run whose process died (no outcome then): the summary rebuilt from its
     /// records at the next start, as written to its `summary.json`.
     pub recovered: Option<serde_json::Value>,
@@ -44,42 +26,37 @@ impl RunResult {
     pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {
         let started_unix_ms = crate::service::history::now_unix_ms();
         RunResult {
-            artifacts: config.artifacts_dir.join(&workload.name).join(&id),
-            id,
-            workload: workload.name.clone(),
-            target: workload.target.clone(),
-            started_unix_ms,
-            finished_unix_ms: started_unix_ms,
-            verdict: Verdict::error("not started"),
+            run: RunFacts {
+                artifacts: config.artifacts_dir.join(&workload.name).join(&id),
+                id,
+                workload: workload.name.clone(),
+                target: workload.target.clone(),
+                started_unix_ms,
+                finished_unix_ms: started_unix_ms,
+                verdict: Verdict::error("not started"),
+                samples: None,
+                comparison: None,
+                capacity: None,
+            },
             outcome: None,
-            samples: None,
-            comparison: None,
             recovered: None,
             capacity: None,
         }
     }
 }
 
-/// The history row of a finished run.
+/// The history row of a finished run: its facts, the trend of its comparison, and its
+/// summary (the outcome's, or the one rebuilt after its process died).
 impl From<&RunResult> for RunRow {
     fn from(r: &RunResult) -> RunRow {
         RunRow {
-            id: r.id.clone(),
-            workload: r.workload.clone(),
-            target: r.target.clone(),
-            started_unix_ms: r.started_unix_ms,
-            finished_unix_ms: r.finished_unix_ms,
-            verdict: r.verdict.clone(),
-            trend: r.comparison.as_ref().map(|c| c.trend),
-            comparison: r.comparison.clone(),
+            run: r.run.clone(),
+            trend: r.run.comparison.as_ref().map(|c| c.trend),
             summary: r
                 .outcome
                 .as_ref()
                 .and_then(|o| serde_json::to_value(o).ok())
                 .or_else(|| r.recovered.clone()),
-            artifacts: r.artifacts.clone(),
-            samples: r.samples.clone(),
-            capacity: r.capacity.clone(),
         }
     }
 }

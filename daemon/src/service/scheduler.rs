@@ -3,6 +3,8 @@
 //! compared with the baseline, its verdict written and logged, stored, retention applied,
 //! handed to the sinks.
 
+mod announce;
+
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
 use super::sinks::{RunSink, Sinks};
@@ -13,7 +15,7 @@ use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::capacity::CapacityBaseline;
 use crate::judge::verdict::Verdict;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use canary_replay::Progress;
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,7 +59,15 @@ fn replay_run(
 ) -> RunFuture {
     Box::pin(async move {
         let shutdown = d.shutdown.clone();
-        d.ctx.run(&config, &w, id, shutdown, progress).await
+        // The run's context is compared with its newest baseline run's, read before it
+        // starts (no other run of the workload can finish meanwhile).
+        let baseline = d.history.baseline_context(&w.name).unwrap_or_else(|e| {
+            tracing::error!(workload = %w.name, "reading the baseline run's context: {e:#}");
+            None
+        });
+        d.ctx
+            .run(&config, &w, id, baseline, shutdown, progress)
+            .await
     })
 }
 
@@ -247,8 +257,9 @@ impl Daemon {
             Ok(result) => result,
             Err(e) => {
                 let mut result = started;
-                result.verdict = Verdict::error(format!("the run panicked: {}", panic_message(e)));
-                result.finished_unix_ms = crate::service::history::now_unix_ms();
+                result.run.verdict =
+                    Verdict::error(format!("the run panicked: {}", panic_message(e)));
+                result.run.finished_unix_ms = crate::service::history::now_unix_ms();
                 result
             }
         };
@@ -273,7 +284,7 @@ impl Daemon {
     /// Records a finished run of `workload` and hands it to the sinks.
     fn finish(&self, config: &Config, workload: &str, mut result: RunResult) {
         if let Err(e) = self.record(config, workload, &mut result) {
-            tracing::error!(workload = %workload, run = %result.id, "recording the run: {e:#}");
+            tracing::error!(workload = %workload, run = %result.run.id, "recording the run: {e:#}");
         }
         self.sinks.run_finished(workload, &result);
     }
@@ -282,21 +293,21 @@ impl Daemon {
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
-        log_verdict(config, workload, result);
-        write_verdict(result)?;
+        announce::log_verdict(config, workload, result);
+        announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
         self.apply_retention(config, workload)
     }
 
     /// Fills in the run's comparison with the rolling baseline, when it has samples.
     fn compare_with_baseline(&self, config: &Config, workload: &str, result: &mut RunResult) {
-        let Some(samples) = &result.samples else {
+        let Some(samples) = &result.run.samples else {
             return;
         };
         // A baseline that cannot be read leaves this run uncompared, not unrecorded.
         match self.history.baseline(workload, config.baseline.runs) {
             Ok(base) => {
-                result.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                result.run.comparison = Some(baseline::compare(&config.baseline, &base, samples))
             }
             Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
         }
@@ -306,10 +317,10 @@ impl Daemon {
     /// runs (read before this one is stored), `fail` when it dropped (the rule in
     /// [`crate::judge::capacity`]).
     fn compare_capacity(&self, config: &Config, workload: &str, result: &mut RunResult) {
-        let Some(run) = &mut result.capacity else {
+        let Some(run) = &mut result.run.capacity else {
             return;
         };
-        if result.verdict.kind != crate::judge::verdict::VerdictKind::Pass {
+        if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Pass {
             return;
         }
         let Some(tolerance) = config
@@ -333,7 +344,7 @@ impl Daemon {
         };
         run.baseline = CapacityBaseline::of(&base, config.baseline.min_runs, tolerance);
         if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(&run.found)) {
-            result.verdict = crate::judge::verdict::Verdict {
+            result.run.verdict = crate::judge::verdict::Verdict {
                 kind: crate::judge::verdict::VerdictKind::Fail,
                 reasons: vec![why],
             };
@@ -388,95 +399,6 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
-}
-
-/// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
-fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
-    let trend = result.comparison.as_ref().map(|c| c.trend.as_str());
-    // The figures the verdict rests on and the bars they met or missed, so the log line says
-    // more than `pass`.
-    let w = config.workloads.iter().find(|w| w.name == workload);
-    let figures = match &result.capacity {
-        Some(c) => Some(capacity_figures(c)),
-        None => result
-            .outcome
-            .as_ref()
-            .zip(w)
-            .map(|(o, w)| crate::judge::verdict::Criteria::of(w).figures(&o.summary)),
-    };
-    let line = format!(
-        "{}: {}{}{}",
-        result.id,
-        result.verdict,
-        figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
-        trend
-            .map(|t| format!("; baseline: {t}"))
-            .unwrap_or_default()
-    );
-    match result.verdict.kind {
-        crate::judge::verdict::VerdictKind::Pass => {
-            tracing::info!(workload = %workload, "{line}")
-        }
-        _ => tracing::warn!(workload = %workload, "{line}"),
-    }
-}
-
-/// `capacity at SLO 100 req/s, a bound: at least 100, below 125; 5 probes; baseline 100 ±
-/// 12 over 1 runs`.
-fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
-    use crate::judge::capacity::rate;
-    let f = &c.found;
-    let bracket = match (f.max_passing_rate, f.min_failing_rate) {
-        (Some(p), Some(b)) => format!(
-            "capacity at SLO {} req/s, a bound: at least {}, below {}",
-            rate(p),
-            rate(p),
-            rate(b)
-        ),
-        (Some(p), None) => format!(
-            "capacity at SLO at least {} req/s (no rate failed)",
-            rate(p)
-        ),
-        (None, Some(b)) => format!("capacity at SLO below {} req/s (no rate passed)", rate(b)),
-        (None, None) => "capacity at SLO unknown (no probe ran)".into(),
-    };
-    let baseline = match &c.baseline {
-        Some(b) => format!(
-            "; baseline {} ± {} over {} runs",
-            rate(b.capacity),
-            rate(b.spread),
-            b.runs
-        ),
-        None => "; no baseline yet".into(),
-    };
-    format!(
-        "{bracket}; {} probes, stopped by {}{baseline}",
-        c.probes.len(),
-        f.stopped_by
-    )
-}
-
-/// Writes the run's `verdict.json` into its artifacts folder.
-fn write_verdict(result: &RunResult) -> Result<()> {
-    std::fs::create_dir_all(&result.artifacts)
-        .with_context(|| format!("creating {}", result.artifacts.display()))?;
-    let verdict = serde_json::json!({
-        "id": result.id,
-        "workload": result.workload,
-        "target": result.target,
-        "verdict": result.verdict.to_string(),
-        "verdict_kind": result.verdict.kind,
-        "reasons": result.verdict.reasons,
-        "trend": result.comparison.as_ref().map(|c| c.trend.as_str()),
-        "comparison": result.comparison,
-        "capacity": result.capacity,
-        "started_unix_ms": result.started_unix_ms,
-        "finished_unix_ms": result.finished_unix_ms,
-    });
-    let path = result.artifacts.join("verdict.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ fn route(
             Some(id) => match history.get(id) {
                 Ok(Some(row)) => {
                     let mut v = json!(RunBrief::from(&row));
-                    v["comparison"] = json!(row.comparison);
+                    v["comparison"] = json!(row.run.comparison);
                     v["summary"] = json!(row.summary);
                     json_response(StatusCode::OK, &v)
                 }

@@ -9,7 +9,7 @@ use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
 use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
-use canary_core::{MonoTime, Observer, RequestRecord, RunOutcome, Source};
+use canary_core::{ContextBaseline, MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -88,12 +88,14 @@ impl RunContext {
         }
     }
 
-    /// Runs `workload` once; never fails: what goes wrong becomes an `error` verdict.
+    /// Runs `workload` once, its context compared with `baseline`'s; never fails: what goes
+    /// wrong becomes an `error` verdict.
     pub async fn run(
         &self,
         config: &Config,
         workload: &Workload,
         id: String,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> RunResult {
@@ -109,25 +111,28 @@ impl RunContext {
                 progress,
             )
             .await;
-            result.finished_unix_ms = crate::service::history::now_unix_ms();
+            result.run.finished_unix_ms = crate::service::history::now_unix_ms();
             return result;
         }
         let ids = RunIds {
-            run: &result.id,
-            export: &result.id,
-            artifacts: &result.artifacts,
+            run: &result.run.id,
+            export: &result.run.id,
+            artifacts: &result.run.artifacts,
         };
-        match self.replay(config, workload, ids, shutdown, progress).await {
+        match self
+            .replay(config, workload, ids, baseline, shutdown, progress)
+            .await
+        {
             Ok((judged, samples)) => {
-                result.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
-                if result.verdict.kind != crate::judge::verdict::VerdictKind::Error {
-                    result.samples = Some(samples);
+                result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+                if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
+                    result.run.samples = Some(samples);
                 }
                 result.outcome = Some(judged.outcome);
             }
-            Err(e) => result.verdict = Verdict::error(format!("{e:#}")),
+            Err(e) => result.run.verdict = Verdict::error(format!("{e:#}")),
         }
-        result.finished_unix_ms = crate::service::history::now_unix_ms();
+        result.run.finished_unix_ms = crate::service::history::now_unix_ms();
         result
     }
 
@@ -137,6 +142,7 @@ impl RunContext {
         config: &Config,
         w: &Workload,
         ids: RunIds<'_>,
+        baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
     ) -> Result<(Judged, Samples)> {
@@ -148,6 +154,7 @@ impl RunContext {
         let mut plan = Plan::try_from(wp)?;
         plan.replay.run_id = ids.run.to_string();
         plan.replay.output_dir = Some(ids.artifacts.to_path_buf());
+        plan.replay.baseline_context = baseline;
         let otlp = self
             .otlp
             .as_ref()

@@ -210,6 +210,7 @@ mod tests {
                 warning: None,
                 start_at: None,
                 boot_id: Some(boot.into()),
+                release: None,
             }),
             histograms: None,
         }

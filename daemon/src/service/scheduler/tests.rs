@@ -61,10 +61,10 @@ async fn a_panicking_run_is_an_error_verdict_and_the_workload_runs_again() {
     assert_eq!(runs.len(), 2);
     for r in &runs {
         assert_eq!(
-            r.verdict.to_string(),
+            r.run.verdict.to_string(),
             "error: the run panicked: replay blew up: index 3 of 2"
         );
-        assert!(r.artifacts.join("verdict.json").exists());
+        assert!(r.run.artifacts.join("verdict.json").exists());
     }
 }
 

@@ -131,7 +131,7 @@ impl RunSink for OtlpSink {
             return;
         };
         // A run that ended before its observer was made still gets its verdict out.
-        let labels = self.labels.lock().unwrap().remove(&run.id);
+        let labels = self.labels.lock().unwrap().remove(&run.run.id);
         let labels = labels.unwrap_or_else(|| RunLabels {
             workload: workload.to_string(),
             operation: String::new(),
@@ -139,13 +139,14 @@ impl RunSink for OtlpSink {
             provider: "openai".into(),
             server_address: String::new(),
             server_port: 0,
-            run_id: Some(run.id.clone()),
+            run_id: Some(run.run.id.clone()),
             goodput: Default::default(),
         });
         let judgement = RunJudgement {
-            verdict: run.verdict.kind.as_str().to_string(),
-            reasons: run.verdict.reasons.clone(),
+            verdict: run.run.verdict.kind.as_str().to_string(),
+            reasons: run.run.verdict.reasons.clone(),
             trend: run
+                .run
                 .comparison
                 .as_ref()
                 .map(|c| c.trend.as_str().to_string()),

@@ -5,7 +5,7 @@
 use crate::judge::baseline::Trend;
 use crate::judge::verdict::VerdictKind;
 use crate::service::history::RunRow;
-use canary_core::{Source, SourceState};
+use canary_core::{ContextComparison, Source, SourceState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +31,9 @@ pub struct RunBrief {
     pub reasons: Vec<String>,
     /// Against the baseline.
     pub trend: Option<Trend>,
+    /// What changed in the run's context since its baseline run (`summary.json`'s
+    /// `context_changes`); `None` when it was not compared with one.
+    pub context_changes: Option<ContextComparison>,
     /// The headline figures; `None` for a run that never started.
     pub figures: Option<Figures>,
     /// The telemetry sources' states in the run.
@@ -101,6 +104,7 @@ struct Stored {
     goodput: Option<StoredGoodput>,
     telemetry_sources: Option<BTreeMap<Source, SourceState>>,
     diagnosis: Option<DiagnosisBrief>,
+    context_changes: Option<ContextComparison>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -119,25 +123,27 @@ impl From<&RunRow> for RunBrief {
             .map(|s| Stored::deserialize(s).unwrap_or_default());
         let telemetry_sources = stored.as_ref().and_then(|s| s.telemetry_sources.clone());
         let diagnosis = stored.as_ref().and_then(|s| s.diagnosis.clone());
+        let context_changes = stored.as_ref().and_then(|s| s.context_changes.clone());
         let figures = stored.map(|s| Figures {
             good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
             ..s.figures
         });
         RunBrief {
-            id: r.id.clone(),
-            workload: r.workload.clone(),
-            target: r.target.clone(),
-            started_unix_ms: r.started_unix_ms,
-            finished_unix_ms: r.finished_unix_ms,
-            verdict: r.verdict.to_string(),
-            verdict_kind: r.verdict.kind,
-            reasons: r.verdict.reasons.clone(),
+            id: r.run.id.clone(),
+            workload: r.run.workload.clone(),
+            target: r.run.target.clone(),
+            started_unix_ms: r.run.started_unix_ms,
+            finished_unix_ms: r.run.finished_unix_ms,
+            verdict: r.run.verdict.to_string(),
+            verdict_kind: r.run.verdict.kind,
+            reasons: r.run.verdict.reasons.clone(),
             trend: r.trend,
+            context_changes,
             figures,
             telemetry_sources,
             diagnosis,
-            artifacts: r.artifacts.clone(),
-            capacity: r.capacity.clone(),
+            artifacts: r.run.artifacts.clone(),
+            capacity: r.run.capacity.clone(),
         }
     }
 }
@@ -146,25 +152,28 @@ impl From<&RunRow> for RunBrief {
 mod tests {
     use super::*;
     use crate::judge::verdict::Verdict;
+    use crate::service::history::RunFacts;
     use serde_json::json;
 
     fn row(summary: Option<serde_json::Value>) -> RunRow {
         RunRow {
-            id: "r1".into(),
-            workload: "w".into(),
-            target: "t".into(),
-            started_unix_ms: 1,
-            finished_unix_ms: 2,
-            verdict: Verdict {
-                kind: VerdictKind::Pass,
-                reasons: Vec::new(),
+            run: RunFacts {
+                id: "r1".into(),
+                workload: "w".into(),
+                target: "t".into(),
+                started_unix_ms: 1,
+                finished_unix_ms: 2,
+                verdict: Verdict {
+                    kind: VerdictKind::Pass,
+                    reasons: Vec::new(),
+                },
+                comparison: None,
+                artifacts: "/a/r1".into(),
+                samples: None,
+                capacity: None,
             },
             trend: None,
-            comparison: None,
             summary,
-            artifacts: "/a/r1".into(),
-            samples: None,
-            capacity: None,
         }
     }
 

@@ -36,7 +36,8 @@ impl StatusMetrics {
         };
         let mut s = self.state.lock().unwrap();
         for row in latest {
-            s.last.insert(row.workload.clone(), RunBrief::from(&row));
+            s.last
+                .insert(row.run.workload.clone(), RunBrief::from(&row));
         }
     }
 
@@ -335,7 +336,7 @@ impl StatusMetrics {
     pub fn record_run(&self, workload: &str, run: &RunResult) {
         let mut s = self.state.lock().unwrap();
         *s.runs
-            .entry((workload.to_string(), run.verdict.kind))
+            .entry((workload.to_string(), run.run.verdict.kind))
             .or_default() += 1;
         s.last
             .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));

@@ -69,6 +69,11 @@ fn line(b: &RunBrief) -> RunLine {
         verdict_kind: b.verdict_kind.as_str().into(),
         reasons: b.reasons.clone(),
         trend: b.trend.map(|t| t.as_str().into()),
+        context_changes: b
+            .context_changes
+            .iter()
+            .flat_map(|c| c.changes.iter().map(|c| c.to_string()))
+            .collect(),
         requests: f.requests,
         errors: f.errors,
         good_fraction: f.good_request_fraction,
@@ -94,7 +99,7 @@ pub async fn report(history: Arc<History>, id: String) -> Response<Full<Bytes>> 
             Ok(None) => return Err((StatusCode::NOT_FOUND, format!("no run {id:?}"))),
             Err(e) => return Err((StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))),
         };
-        canary_report::load_runs(std::slice::from_ref(&row.artifacts))
+        canary_report::load_runs(std::slice::from_ref(&row.run.artifacts))
             .and_then(|runs| canary_report::render_report(&runs))
             .map_err(|e| match e {
                 // A run that never started has no records; a pruned one, no folder.

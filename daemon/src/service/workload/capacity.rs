@@ -41,14 +41,15 @@ impl Prober for WorkloadProber<'_> {
             Some(Synthetic::Rate(plan)) => plan.rate = r,
             _ => bail!("workloads.{}: a capacity search needs request_rate", w.name),
         }
-        let run_id = format!("{}-p{index:02}", self.result.id);
+        let run_id = format!("{}-p{index:02}", self.result.run.id);
         let dir = self
             .result
+            .run
             .artifacts
             .join(format!("probe-{index:02}-{}rps", rate(r)));
         let ids = RunIds {
             run: &run_id,
-            export: &self.result.id,
+            export: &self.result.run.id,
             artifacts: &dir,
         };
         let (judged, _) = self
@@ -57,6 +58,7 @@ impl Prober for WorkloadProber<'_> {
                 self.config,
                 &w,
                 ids,
+                None,
                 self.shutdown.clone(),
                 self.progress.clone(),
             )
@@ -69,7 +71,7 @@ impl Prober for WorkloadProber<'_> {
         let passed = verdict.kind == VerdictKind::Pass;
         tracing::info!(
             workload = %w.name,
-            run = %self.result.id,
+            run = %self.result.run.id,
             "capacity probe {index} at {} req/s: {verdict}",
             rate(r)
         );
@@ -103,7 +105,7 @@ pub(super) async fn run(
     let start = match &w.synthetic {
         Some(Synthetic::Rate(plan)) => plan.rate,
         _ => {
-            result.verdict = Verdict::error("a capacity search needs request_rate");
+            result.run.verdict = Verdict::error("a capacity search needs request_rate");
             return;
         }
     };
@@ -138,7 +140,7 @@ pub(super) async fn run(
         last,
         ..
     } = prober;
-    result.verdict = if found.interrupted {
+    result.run.verdict = if found.interrupted {
         Verdict::error("interrupted")
     } else if let Some(e) = &found.failed {
         Verdict::error(format!("{e:#}"))
@@ -159,7 +161,7 @@ pub(super) async fn run(
         }
     };
     result.outcome = at_capacity.map(|(_, o)| o).or(last);
-    result.capacity = Some(CapacityRun {
+    result.run.capacity = Some(CapacityRun {
         found: found.capacity,
         probes,
         baseline: None,

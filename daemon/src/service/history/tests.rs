@@ -1,0 +1,199 @@
+use super::*;
+
+fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> RunRow {
+    RunRow {
+        run: RunFacts {
+            id: id.into(),
+            workload: workload.into(),
+            target: "t".into(),
+            started_unix_ms: started,
+            finished_unix_ms: started + 1000,
+            verdict: Verdict {
+                kind,
+                reasons: vec![],
+            },
+            comparison: None,
+            artifacts: PathBuf::from(format!("/a/{workload}/{id}")),
+            samples: Some(Samples {
+                ttft_ms: vec![ttft],
+                ..Default::default()
+            }),
+            capacity: None,
+        },
+        trend: Some(Trend::Steady),
+        summary: Some(serde_json::json!({"requests": 3})),
+    }
+}
+
+#[test]
+fn runs_and_baselines_survive_reopening_and_retention_prunes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    // Runs an hour apart and age limits half an hour from any of them: the test may take
+    // as long as it likes between taking `now` and pruning.
+    let now = now_unix_ms();
+    let hours = |h: i64| now - h * 3_600_000;
+    {
+        let h = History::open(&path).unwrap();
+        h.insert(&run("r1", "w", hours(4), VerdictKind::Pass, 1.0))
+            .unwrap();
+        h.insert(&run("r2", "w", hours(3), VerdictKind::Fail, 2.0))
+            .unwrap();
+        h.insert(&run("r3", "w", hours(2), VerdictKind::Pass, 3.0))
+            .unwrap();
+        h.insert(&run("x1", "other", hours(1), VerdictKind::Error, 9.0))
+            .unwrap();
+    }
+    let h = History::open(&path).unwrap();
+    let b = h.baseline("w", 10).unwrap();
+    assert_eq!(
+        b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>(),
+        vec![3.0, 1.0],
+        "passing runs only, newest first"
+    );
+    assert_eq!(h.recent(None, 10).unwrap().len(), 4);
+    let w = h.recent(Some("w"), 2).unwrap();
+    assert_eq!(
+        w.iter().map(|r| r.run.id.as_str()).collect::<Vec<_>>(),
+        ["r3", "r2"]
+    );
+    let r2 = h.get("r2").unwrap().unwrap();
+    assert_eq!(r2.run.verdict.kind, VerdictKind::Fail);
+    assert_eq!(r2.summary.unwrap()["requests"], 3);
+    assert!(h.get("nope").unwrap().is_none());
+    let latest = h.latest_per_workload().unwrap();
+    assert_eq!(
+        latest.iter().map(|r| r.run.id.as_str()).collect::<Vec<_>>(),
+        ["x1", "r3"]
+    );
+
+    // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
+    let gone = h.prune("w", 2, Duration::from_secs(10 * 3600)).unwrap();
+    assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
+    let gone = h.prune("w", 10, Duration::from_secs(9000)).unwrap();
+    assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
+    assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
+    assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
+    assert_eq!(h.workloads().unwrap(), ["other", "w"]);
+
+    // Age alone (a workload no longer configured): no count limit, old runs go.
+    assert!(h
+        .prune("w", usize::MAX, Duration::from_secs(10 * 3600))
+        .unwrap()
+        .is_empty());
+    let gone = h
+        .prune("other", usize::MAX, Duration::from_secs(1800))
+        .unwrap();
+    assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
+    assert_eq!(h.workloads().unwrap(), ["w"]);
+}
+
+/// A database as canaryd wrote it before a run's facts were declared once (and before a
+/// comparison said what changed in the run's context): the table and JSON of that
+/// version, written here by hand in that version's words, still reads.
+#[test]
+fn a_database_written_by_an_earlier_version_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, \
+             target TEXT NOT NULL, started_unix_ms INTEGER NOT NULL, \
+             finished_unix_ms INTEGER NOT NULL, verdict TEXT NOT NULL, \
+             reasons TEXT NOT NULL, trend TEXT, comparison TEXT, summary TEXT, \
+             samples TEXT, artifacts TEXT NOT NULL);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO runs VALUES ('20261120T101500Z-0a6a616f', 'chat', 'vllm', \
+             1795170900000, 1795170930000, 'fail', \
+             '[\"request_latency p99 812.0 ms > 500 ms\"]', 'regressed', \
+             '{\"trend\":\"regressed\",\"baseline_runs\":3,\"metrics\":{\"request_latency\":\
+             {\"baseline_median\":410.5,\"median\":612.25,\"shift_ratio\":1.49,\
+             \"shift_in_mads\":7.5,\"p_value\":0.0001,\"rank_biserial\":0.8,\
+             \"trend\":\"regressed\"}}}', \
+             '{\"requests\":40,\"completed\":40,\"errors\":0}', \
+             '{\"ttft_ms\":[12.5],\"itl_ms\":[3.0],\"e2e_ms\":[612.25]}', \
+             '/var/lib/canaryd/artifacts/chat/20261120T101500Z-0a6a616f')",
+            [],
+        )
+        .unwrap();
+    }
+    let h = History::open(&path).unwrap();
+    let row = h.get("20261120T101500Z-0a6a616f").unwrap().unwrap();
+    assert_eq!(row.run.workload, "chat");
+    assert_eq!(row.run.target, "vllm");
+    assert_eq!(row.run.verdict.kind, VerdictKind::Fail);
+    assert_eq!(
+        row.run.verdict.reasons,
+        ["request_latency p99 812.0 ms > 500 ms"]
+    );
+    assert_eq!(row.trend, Some(Trend::Regressed));
+    let comparison = row.run.comparison.as_ref().expect("the stored comparison");
+    assert_eq!(comparison.baseline_runs, 3);
+    assert_eq!(comparison.metrics["request_latency"].median, 612.25);
+    assert_eq!(row.summary.as_ref().unwrap()["requests"], 40);
+    // Serialized as before: the run's fields at the top level, samples never.
+    let served = serde_json::to_value(&row).unwrap();
+    for key in ["id", "workload", "target", "verdict", "trend", "comparison"] {
+        assert!(served.get(key).is_some(), "{key} missing: {served:#}");
+    }
+    assert!(served.get("samples").is_none() && served.get("run").is_none());
+    assert_eq!(served["started_unix_ms"], 1_795_170_900_000_i64);
+    // Its samples count in a baseline (a failed run's do not, so store a passing copy).
+    let mut passing = row.clone();
+    passing.run.id = "20261120T102000Z-1b2c3d4e".into();
+    passing.run.verdict.kind = VerdictKind::Pass;
+    passing.run.samples = Some(Samples {
+        ttft_ms: vec![11.0],
+        ..Default::default()
+    });
+    h.insert(&passing).unwrap();
+    assert_eq!(h.baseline("chat", 10).unwrap()[0].ttft_ms, [11.0]);
+}
+
+#[test]
+fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    {
+        // The first schema, as files written before capacity workloads hold it.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, workload, target, started_unix_ms, finished_unix_ms, \
+             verdict, reasons, artifacts) VALUES ('old', 'w', 't', 1, 2, 'pass', '[]', '/a')",
+            [],
+        )
+        .unwrap();
+    }
+    let h = History::open(&path).unwrap();
+    let old = h.get("old").unwrap().unwrap();
+    assert_eq!(old.run.verdict.kind, VerdictKind::Pass);
+    assert!(old.run.capacity.is_none());
+    let mut r = run("new", "w", 3, VerdictKind::Pass, 1.0);
+    let found = Capacity::of(
+        canary_core::RateBracket {
+            passed: Some(100.0),
+            failed: Some(125.0),
+        },
+        "time_to_first_token:100".into(),
+        0.95,
+        "precision",
+    );
+    r.run.capacity = Some(CapacityRun {
+        found: found.clone(),
+        probes: Vec::new(),
+        baseline: None,
+    });
+    h.insert(&r).unwrap();
+    drop(h);
+    // Opened again: the column is not added twice, the capacity reads back.
+    let h = History::open(&path).unwrap();
+    assert_eq!(
+        h.get("new").unwrap().unwrap().run.capacity.unwrap().found,
+        found
+    );
+    assert_eq!(h.capacity_baseline("w", 10).unwrap(), vec![found]);
+}

@@ -1,0 +1,161 @@
+//! [`Config`]: the dispatcher's settings of one run, their defaults, and the checks
+//! [`run()`](super::run()) makes before it opens anything.
+
+use super::{Balance, Cancellation};
+use crate::plan::{Setting, SettingError};
+use crate::schedule::Schedule;
+use crate::start::StartAt;
+use crate::target::Target;
+use canary_core::{ContextBaseline, Goodput};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
+/// the schedule's ([`Schedule::new`]); the observers are given to [`run()`](super::run()).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server.
+    pub target: Target,
+    /// More URLs of the same service (`--url` repeated): the same settings as `target` but
+    /// the URL; requests are spread over `target` and these by `balance`.
+    pub replicas: Vec<Target>,
+    /// How requests are spread when there are replicas.
+    pub balance: Balance,
+    /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
+    pub concurrency: Option<usize>,
+    /// Requests sent, one at a time, before the measured phase; left out of statistics.
+    pub warmup_requests: usize,
+    /// After a stop, in-flight requests get this long to finish.
+    pub grace_period: Duration,
+    /// SLOs for goodput.
+    pub goodput: Goodput,
+    /// Where artifacts go; `None` keeps results in memory only.
+    pub output_dir: Option<PathBuf>,
+    /// Add every inter-chunk gap to each record.
+    pub record_chunks: bool,
+    /// How long before its deadline a request is prepared (prompt built, connection opened).
+    pub prepare_ahead: Duration,
+    /// Prefix of `x-request-id` values.
+    pub run_id: String,
+    /// Share of requests whose `traceparent` is flagged sampled (decided on the trace id, as
+    /// the exporter decides which spans to send).
+    pub trace_sample_ratio: f64,
+    /// Mixed into the text of prompt blocks no hash id covers (rows without hash ids, tokens
+    /// past a row's last id, warm-up requests), so that text is new to the server on every
+    /// run. Blocks of hash ids never depend on it: they stay equal across runs (and shards)
+    /// so the trace's prefix sharing is replayed. [`Config::new`] draws a fresh one; set it to
+    /// repeat a run's exact prompts (it is reported as `prompt_salt` in `summary.json`).
+    pub prompt_salt: u64,
+    /// [`run()`](super::run()) refuses a schedule with a row asking for more input or output
+    /// tokens than this: prompts and response caps are sized by those numbers. Default
+    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
+    pub length_limit: u32,
+    /// Requests cancelled on purpose (never warm-up ones); `None`: none.
+    pub cancellation: Option<Cancellation>,
+    /// Start the schedule at this wall-clock instant (shared by every shard) instead of as
+    /// soon as the run is ready; see [`StartAt`] for a run that begins after it.
+    pub start_at: Option<StartAt>,
+    /// The run the context is compared with (the daemon's newest baseline run): what
+    /// changed since is `summary.json`'s `context_changes`. `None`: not compared.
+    pub baseline_context: Option<ContextBaseline>,
+    /// Keep the run's figures in slices of this duration from its start (issue 18).
+    pub slice_duration: Option<Duration>,
+}
+
+impl Config {
+    /// Defaults for everything but the target.
+    pub fn new(target: Target) -> Config {
+        Config {
+            target,
+            replicas: Vec::new(),
+            balance: Balance::default(),
+            concurrency: None,
+            warmup_requests: crate::Plan::WARMUP_REQUESTS,
+            grace_period: crate::Plan::GRACE_PERIOD,
+            goodput: Goodput::default(),
+            output_dir: None,
+            record_chunks: false,
+            prepare_ahead: Duration::from_millis(50),
+            run_id: format!("run-{:08x}", crate::ids::next_u64() as u32),
+            trace_sample_ratio: 1.0,
+            // 53 bits: exact in every JSON reader (summary.json reports it).
+            prompt_salt: crate::ids::next_u64() >> 11,
+            length_limit: crate::trace::DEFAULT_LENGTH_LIMIT,
+            cancellation: None,
+            start_at: None,
+            baseline_context: None,
+            slice_duration: None,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the settings [`run()`](super::run()) would otherwise trip on: a concurrency
+    /// ceiling of 0 (no request could ever be sent), a zero connect timeout (no connection
+    /// could ever open), extra headers that frame the request, and `extra_inputs` replacing
+    /// fields canaryd sets itself.
+    /// [`run()`](super::run()) calls it first; callers may call it earlier to fail before
+    /// starting anything.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let positive = |setting, d: Duration| match d.is_zero() {
+            true => Err(SettingError::new(
+                setting,
+                "expected a positive duration, found 0",
+            )),
+            false => Ok(()),
+        };
+        positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
+        positive(Setting::RequestTimeout, self.target.timeout)?;
+        self.target.limits.validate()?;
+        if let Some(c) = &self.cancellation {
+            c.validate()?;
+        }
+        if self.concurrency == Some(0) {
+            return Err(SettingError::new(
+                Setting::Concurrency,
+                "expected at least 1 request in flight, found 0",
+            ));
+        }
+        if let Some(start) = &self.start_at {
+            start.place()?;
+        }
+        if let Some(d) = self.slice_duration {
+            positive(Setting::SliceDuration, d)?;
+        }
+        self.target
+            .check_headers()
+            .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
+        self.target
+            .check_extra_inputs()
+            .map_err(|reason| SettingError::new(Setting::ExtraInputs, reason))
+    }
+
+    /// Checks what [`run()`](super::run()) would be asked to do with `schedule`: every length
+    /// within [`Config::length_limit`] (a prompt is sized by it), and an end within
+    /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
+    pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), SettingError> {
+        let limit = self.length_limit;
+        let mut rows = schedule.sessions().iter().flat_map(|s| &s.turns);
+        if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
+            return Err(SettingError::new(
+                Setting::LengthLimit,
+                format!(
+                    "line {} asks for {} input and {} output tokens, over the limit of {limit}",
+                    r.line, r.input_tokens, r.output_tokens
+                ),
+            ));
+        }
+        let max = crate::trace::MAX_SPAN;
+        if schedule.min_duration() > max {
+            return Err(SettingError::new(
+                Setting::Speedup,
+                format!(
+                    "at {}x the schedule would take more than {} days",
+                    crate::trace::Number(schedule.timing().speedup()),
+                    max.as_secs() / 86_400
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! The end of a run: the records' summary, what the observers saw, the run's context (and
+//! what changed in it since the baseline run) and diagnosis, canaryd's own bottleneck, and
+//! the artifacts, as one [`RunOutcome`].
+
+use super::setup::Collector;
+use super::Ctx;
+use crate::plan::RunInfo;
+use crate::results::{ResultsWriter, SummaryFile};
+use canary_core::{
+    ClockReport, DiagnosisInput, InFlightCap, MonoTime, Observer, RunContext, RunOutcome,
+    RunSummary, RunTelemetry, WorkloadContext,
+};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// How the run went, as known when its last request ended.
+pub(super) struct Ended {
+    /// A stop cut it short.
+    pub interrupted: bool,
+    pub in_flight_cap: InFlightCap,
+    pub workload: WorkloadContext,
+    pub clock: ClockReport,
+    pub started_unix_ns: u64,
+}
+
+/// Closes the records, joins what every source saw, judges, and writes the artifacts.
+pub(super) async fn finish(
+    ctx: Ctx,
+    collector: Collector,
+    observer: Option<Arc<dyn Observer>>,
+    ended: Ended,
+    info: &RunInfo,
+) -> Result<RunOutcome, super::ReplayError> {
+    let unsent = ctx.unsent.load(Ordering::Relaxed);
+    let t0 = ctx.t0;
+    drop(ctx.records);
+    let writer = collector.join().expect("collector thread does not panic");
+    let mut summary = writer.summary();
+    let (state, reason) = ctx.replicas.rx_state();
+    summary.receive_timestamps.state = Some(state.to_string());
+    summary.receive_timestamps.reason = reason;
+    let end = MonoTime::now();
+    let telemetry = telemetry(observer.as_deref(), t0, end, &summary, ended.workload).await;
+    let context_changes = ctx.config.baseline_context.as_ref().map(|baseline| {
+        let now = telemetry.context.clone().unwrap_or_default();
+        baseline.compare(&now)
+    });
+    let diagnosis = canary_core::diagnose(&DiagnosisInput {
+        summary: &summary,
+        telemetry: &telemetry,
+        timeline: Some(writer.timeline()),
+    });
+    let client_bottleneck = bottleneck(&summary);
+    if let Some(b) = &client_bottleneck {
+        tracing::warn!("{b}");
+    }
+    let outcome = RunOutcome {
+        interrupted: ended.interrupted,
+        unsent,
+        in_flight_cap: ended.in_flight_cap,
+        client_bottleneck,
+        prompt_salt: ctx.config.prompt_salt,
+        started_unix_ns: ended.started_unix_ns,
+        t0_monotonic_ns: t0.as_nanos(),
+        clock: ended.clock,
+        diagnosis,
+        context_changes,
+        telemetry,
+        summary,
+    };
+    write(writer, info, &outcome)?;
+    Ok(outcome)
+}
+
+/// What the observers saw from `t0` to `end`, with the context canaryd knows itself: its
+/// build, the host, and `workload`.
+async fn telemetry(
+    observer: Option<&dyn Observer>,
+    t0: MonoTime,
+    end: MonoTime,
+    summary: &RunSummary,
+    workload: WorkloadContext,
+) -> RunTelemetry {
+    let mut telemetry = match observer {
+        Some(o) => o.finish(t0, end, summary).await,
+        None => RunTelemetry::default(),
+    };
+    telemetry
+        .context
+        .get_or_insert_with(Default::default)
+        .merge(RunContext {
+            canaryd: crate::host::canaryd_context(),
+            host: crate::host::host_context(),
+            workload,
+            ..Default::default()
+        });
+    telemetry
+}
+
+/// `summary.json` and the rest of the artifacts.
+fn write(
+    writer: ResultsWriter,
+    info: &RunInfo,
+    outcome: &RunOutcome,
+) -> Result<(), super::ReplayError> {
+    writer.finish(&SummaryFile::new(info, outcome), &outcome.summary)?;
+    Ok(())
+}
+
+/// What a run where canaryd ran out of its own resources says about it.
+fn bottleneck(s: &RunSummary) -> Option<String> {
+    (s.client_errors > 0).then(|| {
+        format!(
+            "canaryd was the bottleneck: {} of {} requests failed for lack of its own resources \
+             (open files, memory or local ports), not counted against the target; raise the \
+             open-file limit (ulimit -n, LimitNOFILE=) or lower --concurrency",
+            s.client_errors, s.requests
+        )
+    })
+}

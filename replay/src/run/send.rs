@@ -1,0 +1,205 @@
+//! One request, top to bottom: build it, take its place under the in-flight ceilings, open
+//! its connection ahead, wait for its release, exchange (once more on a fresh connection
+//! when a pooled one was already closed), and record what was measured.
+
+use super::record::{self, connect_error, connected, stopped};
+use super::replicas::Replica;
+use super::{release, unless_stopped, Ctx};
+use crate::connection::{ConnectError, Connection, Connector};
+use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
+use crate::ids::TraceContext;
+use crate::rx_stamp::Stamp;
+use crate::target::Target;
+use bytes::Bytes;
+use canary_core::{MonoTime, RequestRecord, TraceRequest};
+use http_body_util::Full;
+use std::sync::atomic::Ordering;
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+type Request = http::Request<Full<Bytes>>;
+
+/// Prepares, releases and measures one request. `not_before`: a previous turn's end that
+/// may hold this one back past its deadline. `None` when the run stopped before the request
+/// was sent: every wait before sending (connection, deadline, concurrency slot) gives way to
+/// the stop, so a stopped run sends nothing more and counts the rest as unsent.
+pub(super) async fn send_one(
+    ctx: &Ctx,
+    req: &TraceRequest,
+    scheduled: MonoTime,
+    not_before: Option<MonoTime>,
+    warmup: bool,
+) -> Option<(RequestRecord, Gaps)> {
+    let pick = ctx.replicas.pick();
+    let (target, connector) = (&pick.replica.target, &pick.replica.connector);
+    let (mut rec, request) = build(ctx, req, pick.replica, scheduled, warmup);
+    // Under the open-file ceiling a request holds a slot from before it opens its
+    // connection to its end; waiting for one past the deadline is held time.
+    let (_slot, slot_free_at) = take(ctx.slots.as_ref(), &ctx.stop).await?;
+    // Open (or take) the connection ahead of the deadline, so a burst never waits on setup.
+    // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
+    // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
+    let early = match ctx.permits {
+        None => Some(unless_stopped(&ctx.stop, connector.acquire()).await?),
+        Some(_) => None,
+    };
+    let released = release(ctx, scheduled, not_before).await?;
+    let (_permit, permit_free_at) = take(ctx.permits.as_ref(), &ctx.stop).await?;
+    let hold_end = permit_free_at.or(released.hold_end).max(slot_free_at);
+    if let Some(h) = hold_end {
+        rec.hold_ms = h.ms_since(scheduled).max(0.0);
+    }
+
+    let conn = match early {
+        Some(c) => c,
+        None => unless_stopped(&ctx.stop, connector.acquire()).await?,
+    };
+    // A stop that came while this request was being released is not in flight yet.
+    if ctx.stop.is_cancelled() {
+        return None;
+    }
+    let conn = match conn {
+        Ok(c) => c,
+        Err(e) => return Some(record::connect_failed(ctx, rec, &e, warmup)),
+    };
+    connected(&mut rec, &conn);
+    if !warmup {
+        ctx.progress.sent.fetch_add(1, Ordering::Relaxed);
+    }
+    let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
+    let limits = read_limits(ctx, target, req, warmup);
+    let (m, conn) = send(ctx, connector, conn, request, deadline, &limits, &mut rec).await;
+    record::fill(&mut rec, &m, ctx.t0);
+    if m.error.is_none() && m.reusable {
+        connector.release(conn);
+    }
+    Some(record::counted(ctx, rec, m, warmup))
+}
+
+/// The request's record as known before it is sent, and the request itself: prompt, body
+/// and headers (`x-request-id`, `traceparent`) for `replica`.
+fn build(
+    ctx: &Ctx,
+    req: &TraceRequest,
+    replica: &Replica,
+    scheduled: MonoTime,
+    warmup: bool,
+) -> (RequestRecord, Request) {
+    let trace = TraceContext::new();
+    let target = &replica.target;
+    let mut rec = RequestRecord {
+        url: Some(replica.url.to_string()),
+        id: req.index,
+        trace_line: req.line,
+        session: req.session,
+        turn: req.turn,
+        warmup,
+        scheduled_at_ms: scheduled.ms_since(ctx.t0),
+        input_tokens: req.input_tokens,
+        output_tokens: req.output_tokens,
+        trace_id: trace.trace_id.clone(),
+        span_id: trace.span_id.clone(),
+        ..Default::default()
+    };
+
+    let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
+    rec.prompt_tokens_synthesized = prompt.tokens;
+    let body = target.body(&prompt.body, req.output_tokens, req.extra.as_deref());
+    drop(prompt);
+    let request_id = format!("{}-{}", ctx.config.run_id, req.index);
+    let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
+    let request = target.request(&body, &traceparent, &request_id);
+    drop(body);
+    (rec, request)
+}
+
+/// A permit of `ceiling` (none without that ceiling), and when it came if it had to be
+/// waited for; `None` if the run stopped first.
+async fn take<'a>(
+    ceiling: Option<&'a Semaphore>,
+    stop: &CancellationToken,
+) -> Option<(Option<SemaphorePermit<'a>>, Option<MonoTime>)> {
+    let Some(sem) = ceiling else {
+        return Some((None, None));
+    };
+    match sem.try_acquire() {
+        Ok(p) => Some((Some(p), None)),
+        Err(_) => {
+            let p = unless_stopped(stop, sem.acquire()).await?.ok();
+            Some((p, Some(MonoTime::now())))
+        }
+    }
+}
+
+/// How much of the response may be read, and whether it is one this run cancels.
+fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> ReadLimits {
+    let max_tokens = target.max_tokens_sent(req.output_tokens);
+    ReadLimits {
+        caps: target.limits,
+        max_chunks: target.limits.max_output_chunks(max_tokens),
+        max_tokens,
+        cancel_after: ctx
+            .config
+            .cancellation
+            .filter(|c| !warmup && c.cancels(req.index))
+            .map(|c| c.delay),
+    }
+}
+
+/// Sends `request` on `conn` and reads the response, until `deadline` or the hard stop.
+///
+/// A pooled connection may have been closed by the server just as it was taken (llama.cpp
+/// closes after each stream, its FIN racing the next request): then the request never
+/// reached the server, and it is sent once more on a new connection. The record's send
+/// time is the second attempt's, so the lost time shows as schedule lag; later requests
+/// stop reusing connections to this server.
+async fn send(
+    ctx: &Ctx,
+    connector: &Connector,
+    mut conn: Connection,
+    request: Request,
+    deadline: tokio::time::Instant,
+    limits: &ReadLimits,
+    rec: &mut RequestRecord,
+) -> (Measurement, Connection) {
+    let reused = conn.connect_time.is_none();
+    let second_try = reused.then(|| duplicate(&request));
+    let mut m = read_response(ctx, &mut conn, request, deadline, limits).await;
+    if let (true, Some(request)) = (m.unanswered, second_try) {
+        connector.stop_reuse();
+        match unless_stopped(&ctx.hard_stop, connector.open()).await {
+            None => m = stopped(),
+            Some(Ok(fresh)) => {
+                conn = fresh;
+                connected(rec, &conn);
+                m = read_response(ctx, &mut conn, request, deadline, limits).await;
+            }
+            // The request never reached the server, and no connection could be opened to
+            // send it again: that is a failure to connect.
+            Some(Err(e)) => unreachable_again(&mut m, &e),
+        }
+    }
+    (m, conn)
+}
+
+/// One exchange on `conn`, cut short by the hard stop.
+async fn read_response(
+    ctx: &Ctx,
+    conn: &mut Connection,
+    request: Request,
+    deadline: tokio::time::Instant,
+    limits: &ReadLimits,
+) -> Measurement {
+    let streaming = ctx.config.target.streaming;
+    tokio::select! {
+        m = exchange(conn, request, streaming, deadline, limits) => m,
+        _ = ctx.hard_stop.cancelled() => stopped(),
+    }
+}
+
+/// `m`, of a request that never reached the server, as the failure to connect `e` that kept
+/// it from being sent again.
+fn unreachable_again(m: &mut Measurement, e: &ConnectError) {
+    m.error = Some(connect_error(e));
+    m.end = Stamp::read(MonoTime::now());
+}

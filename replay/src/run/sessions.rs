@@ -1,0 +1,110 @@
+//! Walking a run's [`Work`]: the warm-up, then a planner that starts each session shortly
+//! before its first turn is due (or every user of a closed loop at once), each session or
+//! user sending its requests in turn through [`send_one`].
+
+use super::send::send_one;
+use super::{sleep_until, ClosedLoopWork, Ctx, Work};
+use crate::schedule::{Session, TurnDue};
+use canary_core::{MonoTime, TraceRequest};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Sends the warm-up requests, one at a time: the lengths of `shapes`, unique prompts.
+pub(super) async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
+    for i in 0..ctx.config.warmup_requests {
+        if ctx.stop.is_cancelled() || shapes.is_empty() {
+            return;
+        }
+        // Same lengths as real rows, but unique prompts: warm-up must not pre-fill the
+        // server's prefix cache with the measured requests' blocks.
+        let mut req = shapes[i % shapes.len()].clone();
+        req.hash_ids.clear();
+        req.index = u32::MAX - i as u32;
+        req.line = 0;
+        req.session = None;
+        let now = MonoTime::now();
+        let Some(rec) = send_one(ctx, &req, now, None, true).await else {
+            return; // stopped before it was sent
+        };
+        let _ = ctx.records.send(rec).await;
+    }
+}
+
+/// Sends all of `work` and returns once every request has ended or the run stopped; what
+/// the stop left unsent is counted in `ctx.unsent`.
+pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
+    let mut tasks = JoinSet::new();
+    let mut sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
+        Work::Schedule(s) => Box::new(s.into_sessions().into_iter()),
+        Work::Rate(r) => Box::new(r.into_sessions()),
+        Work::ClosedLoop(users) => {
+            let users = Arc::new(users);
+            for _ in 0..users.users {
+                tasks.spawn(run_user(ctx.clone(), users.clone()));
+            }
+            while tasks.join_next().await.is_some() {}
+            ctx.unsent.fetch_add(users.unclaimed(), Ordering::Relaxed);
+            Box::new(std::iter::empty())
+        }
+    };
+    while let Some(session) = sessions.next() {
+        let first_due = ctx.t0 + ctx.timing.offset(&session.turns[0]);
+        if !sleep_until(first_due - ctx.config.prepare_ahead, &ctx.stop).await {
+            // This session and every later one are never sent.
+            let left = session.turns.len() + sessions.map(|s| s.turns.len()).sum::<usize>();
+            ctx.unsent.fetch_add(left as u64, Ordering::Relaxed);
+            break;
+        }
+        tasks.spawn(run_session(ctx.clone(), session));
+        // Reap finished sessions as we go so the set stays small on long traces.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn run_session(ctx: Arc<Ctx>, session: Session) {
+    let mut prev_end: Option<MonoTime> = None;
+    let turns = session.turns.len();
+    for (k, req) in session.turns.into_iter().enumerate() {
+        let (scheduled, not_before) = match (prev_end, ctx.timing.turn_due(&req)) {
+            (None, _) => (ctx.t0 + ctx.timing.offset(&req), None),
+            (Some(_), TurnDue::At(off)) => (ctx.t0 + off, prev_end),
+            (Some(end), TurnDue::AfterPrevious(d)) => (end + d, None),
+        };
+        if !sleep_until(scheduled - ctx.config.prepare_ahead, &ctx.stop).await {
+            ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
+            return;
+        }
+        let Some((rec, gaps)) = send_one(&ctx, &req, scheduled, not_before, false).await else {
+            // Stopped before it was sent.
+            ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
+            return;
+        };
+        prev_end = Some(ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64));
+        let _ = ctx.records.send((rec, gaps)).await;
+    }
+}
+
+/// One user of a closed loop: sends a request, and its next one when that ends, until the
+/// loop's count or duration is reached or the run stops. Each request is due when the
+/// previous one ended, so any delay of canaryd's shows as schedule lag.
+async fn run_user(ctx: Arc<Ctx>, users: Arc<ClosedLoopWork>) {
+    let mut due = ctx.t0;
+    while !ctx.stop.is_cancelled() {
+        let Some(req) = users.next(due.since(ctx.t0)) else {
+            return;
+        };
+        if !sleep_until(due - ctx.config.prepare_ahead, &ctx.stop).await {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some((rec, gaps)) = send_one(&ctx, &req, due, None, false).await else {
+            ctx.unsent.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        due = ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64);
+        let _ = ctx.records.send((rec, gaps)).await;
+    }
+}

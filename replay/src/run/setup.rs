@@ -1,0 +1,201 @@
+//! What a run opens before its first request, in the order [`run_work`](super::run_work())
+//! opens it: the checks, one connection pool per URL, the thread that writes records, the
+//! grace timer, the in-flight ceilings, and the clock the schedule starts on.
+
+use super::replicas::Replicas;
+use super::{Config, Ctx, ReplayError, Work};
+use crate::connection::Connector;
+use crate::exchange::Gaps;
+use crate::results::ResultsWriter;
+use crate::start::{Placed, StartAt};
+use canary_core::{
+    CapSource, ClockReport, InFlightCap, MonoTime, Observer, RealtimeMap, RequestRecord,
+    StartReport, WorkloadContext,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Checks the settings and `work` against them; the common start, placed on the monotonic
+/// clock, when there is one.
+pub(super) fn check(config: &Config, work: &Work) -> Result<Option<Placed>, ReplayError> {
+    if let Work::Schedule(schedule) = work {
+        config.check_schedule(schedule)?;
+    }
+    // The common start is mapped onto the monotonic clock once, here (validate() places it
+    // too, so a shard launched too late is refused before it opens anything).
+    config.validate()?;
+    Ok(config.start_at.as_ref().map(StartAt::place).transpose()?)
+}
+
+/// One connection pool per URL, with TLS where a URL asks for it.
+pub(super) fn replicas(config: &Config) -> Result<Replicas, ReplayError> {
+    let any_tls = config.target.tls || config.replicas.iter().any(|t| t.tls);
+    let tls = if any_tls {
+        Some(canary_tls::client_config(
+            config.target.ca_bundle.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let targets = std::iter::once(config.target.clone()).chain(config.replicas.iter().cloned());
+    let replicas = Replicas::new(targets, config.balance, |t| {
+        Connector::new(
+            &t.host,
+            t.port,
+            t.tls.then(|| tls.clone()).flatten(),
+            t.connect_timeout.min(t.timeout),
+            t.limits.header_bytes,
+            t.kernel_timestamps,
+        )
+    })?;
+    Ok(replicas)
+}
+
+/// The request shape and load pattern of `work`, for `summary.json`'s `context.workload`.
+pub(super) fn workload_context(config: &Config, work: &Work) -> WorkloadContext {
+    match work {
+        Work::Schedule(schedule) => {
+            crate::workload::workload_context(&config.target, schedule, config.concurrency)
+        }
+        Work::Rate(_) => {
+            crate::workload::synthetic_context(&config.target, "rate", work, config.concurrency)
+        }
+        Work::ClosedLoop(_) => crate::workload::synthetic_context(
+            &config.target,
+            "closed_loop",
+            work,
+            config.concurrency,
+        ),
+    }
+}
+
+/// The thread records go to: file writes never stall the runtime's workers.
+pub(super) struct Collector {
+    thread: std::thread::JoinHandle<ResultsWriter>,
+    /// The run's start, for the observer's chunk annotations (set once it is known).
+    t0: Arc<AtomicU64>,
+}
+
+impl Collector {
+    /// Starts the thread: each record is annotated by `observer`, then written by `writer`.
+    pub fn spawn(
+        mut writer: ResultsWriter,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> (Collector, mpsc::Sender<(RequestRecord, Gaps)>) {
+        let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
+        let t0 = Arc::new(AtomicU64::new(0));
+        let t0_shared = t0.clone();
+        let thread = std::thread::spawn(move || {
+            while let Some((mut rec, gaps)) = rx.blocking_recv() {
+                if let Some(o) = &observer {
+                    let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
+                    o.annotate_chunks(&mut rec, gaps.read.kept(), t0);
+                }
+                writer.record(&rec, &gaps.at);
+            }
+            writer
+        });
+        (Collector { thread, t0 }, tx)
+    }
+
+    /// The run's start, as the thread annotates records from now on.
+    pub fn set_t0(&self, t0: MonoTime) {
+        self.t0.store(t0.as_nanos(), Ordering::Relaxed);
+    }
+
+    /// The writer, once every sender is gone and the thread has written all it was sent.
+    pub fn join(self) -> std::thread::Result<ResultsWriter> {
+        self.thread.join()
+    }
+}
+
+/// The hard stop that ends in-flight requests `grace` after `stop`, and the task that
+/// fires it (aborted when the run ends first).
+pub(super) fn grace_timer(
+    stop: &CancellationToken,
+    grace: Duration,
+) -> (CancellationToken, JoinHandle<()>) {
+    let hard_stop = CancellationToken::new();
+    let timer = {
+        let (stop, hard_stop) = (stop.clone(), hard_stop.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            tokio::time::sleep(grace).await;
+            hard_stop.cancel();
+        })
+    };
+    (hard_stop, timer)
+}
+
+/// The concurrency setting's permits and the open-file ceiling's slots (see [`Ctx`]).
+pub(super) fn in_flight_limits(cap: &InFlightCap) -> (Option<Semaphore>, Option<Semaphore>) {
+    if cap.source == CapSource::OpenFiles {
+        tracing::debug!(in_flight_cap = ?cap, "in-flight ceiling from the open-file limit");
+    }
+    match (cap.source, cap.limit) {
+        (CapSource::Concurrency, Some(n)) => (Some(Semaphore::new(n)), None),
+        (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+        (_, None) => (None, None),
+    }
+}
+
+/// Sets the run's start in `ctx` and says how it was placed: at the common instant, unless
+/// a long warm-up overran it past what the run may be late by; else soon enough to prepare
+/// the first burst before it is due.
+pub(super) fn start_clock(
+    ctx: &mut Ctx,
+    placed: Option<&Placed>,
+) -> Result<ClockReport, ReplayError> {
+    let clock = match (&ctx.config.start_at, placed) {
+        (Some(start), Some(placed)) => {
+            let now = MonoTime::now();
+            start.check_late(placed, now)?;
+            ctx.t0 = placed.t0;
+            start_report(start, placed, now)
+        }
+        _ => {
+            ctx.t0 = MonoTime::now() + ctx.config.prepare_ahead + Duration::from_millis(20);
+            let at = MonoTime::now();
+            ClockReport::new(&RealtimeMap::measure(), at)
+        }
+    };
+    warn_unsynchronized(&clock);
+    Ok(clock)
+}
+
+/// The clock block of a run started at `start`, placed as `placed`, beginning at `now`.
+fn start_report(start: &StartAt, placed: &Placed, now: MonoTime) -> ClockReport {
+    let late = placed.late_by(now);
+    if !late.is_zero() {
+        tracing::warn!(
+            "started {:.3} s after --start-at {}: requests due before now leave at once, late \
+             by up to that much (their schedule_lag_ms says how much)",
+            late.as_secs_f64(),
+            start.text
+        );
+    }
+    ClockReport {
+        start_at: Some(StartReport {
+            requested: start.text.clone(),
+            unix_ns: start.unix_ns,
+            monotonic_ns: placed.t0.as_nanos(),
+            lead_ms: placed.t0.ms_since(placed.at),
+            late_by_ms: late.as_secs_f64() * 1e3,
+            max_late_ms: start.max_late.as_secs_f64() * 1e3,
+        }),
+        ..ClockReport::new(&placed.map, placed.at)
+    }
+}
+
+/// Says once per process, loudly, that the wall clock is not known to be synchronized (every
+/// run's `summary.json` says it in `clock.warning`).
+fn warn_unsynchronized(clock: &ClockReport) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(w) = &clock.warning {
+        WARNED.call_once(|| tracing::warn!("{w}"));
+    }
+}
