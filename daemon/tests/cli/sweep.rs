@@ -79,8 +79,14 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     let points = doc["points"].as_array().unwrap();
     assert_eq!(points.len(), 5);
 
-    // The knee: the last rate below the closed-form capacity.
-    assert_eq!(doc["knee"]["label"], "r105", "{doc:#}");
+    // The knee: where the closed-form capacity falls. 105 req/s is 98 % of it, so on a
+    // loaded host that point may already fall short (86 req/s, TTFT p99 up 30x, seen in
+    // CI) and the rule names 140, the first at capacity; never a point well below or
+    // well above it.
+    let knee = doc["knee"]["label"].as_str().unwrap_or_default();
+    assert!(["r105", "r140"].contains(&knee), "{doc:#}");
+    let knee_tp = doc["knee"]["request_throughput"].as_f64().unwrap();
+    assert!(knee_tp > 0.75 * cap && knee_tp < 1.05 * cap, "{doc:#}");
     // Above it, throughput stops at the capacity whatever the offered rate: never above it
     // (by more than the measurement's edges), and not far below (a starved host runs the
     // simulator's virtual time late, so only a loose floor).
@@ -152,17 +158,13 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
         assert_eq!(ttft, p["time_to_first_token_ms"]["p99"].as_f64().unwrap());
         assert_eq!(
             row[col("knee")],
-            if p["label"] == "r105" {
-                "true"
-            } else {
-                "false"
-            }
+            if p["label"] == knee { "true" } else { "false" }
         );
     }
 
     // The table says the same.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("knee: r105"), "{stdout}");
+    assert!(stdout.contains(&format!("knee: {knee}")), "{stdout}");
     assert!(
         stdout.contains("Pareto front (output_tokens_per_s_per_gpu"),
         "{stdout}"
@@ -172,7 +174,16 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     let report = canaryd(&["report", "out", "-o", "sweep.html"], dir.path());
     assert!(report.status.success(), "{}", text(&report));
     let html = std::fs::read_to_string(dir.path().join("sweep.html")).unwrap();
-    assert!(html.contains("Knee at point-03-r105"), "{}", text(&report));
+    let folder = if knee == "r105" {
+        "point-03-r105"
+    } else {
+        "point-04-r140"
+    };
+    assert!(
+        html.contains(&format!("Knee at {folder}")),
+        "{}",
+        text(&report)
+    );
 }
 
 #[test]
