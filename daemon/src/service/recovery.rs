@@ -125,7 +125,6 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
         },
         outcome: None,
         recovered: Some(summary),
-        capacity: None,
     })
 }
 

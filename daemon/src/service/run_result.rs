@@ -17,8 +17,6 @@ pub struct RunResult {
     /// For a run whose process died (no outcome then): the summary rebuilt from its
     /// records at the next start, as written to its `summary.json`.
     pub recovered: Option<serde_json::Value>,
-    /// A capacity workload's search, its probes and (after the run) its baseline.
-    pub capacity: Option<crate::judge::capacity::CapacityRun>,
 }
 
 impl RunResult {
@@ -40,7 +38,6 @@ impl RunResult {
             },
             outcome: None,
             recovered: None,
-            capacity: None,
         }
     }
 }

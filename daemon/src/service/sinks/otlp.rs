@@ -152,7 +152,7 @@ impl RunSink for OtlpSink {
                 .map(|c| c.trend.as_str().to_string()),
         };
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
-        if let Some(c) = &run.capacity {
+        if let Some(c) = &run.run.capacity {
             let figures: Vec<(&'static str, f64)> = [
                 ("passed", c.found.max_passing_rate),
                 ("failed", c.found.min_failing_rate),
