@@ -45,6 +45,7 @@ fn profile_sends_synthetic_lengths_exactly_in_a_closed_loop() {
     assert_eq!(s["run"]["concurrency"], 3);
     assert_eq!(s["run"]["workload"], "closed-loop");
     assert!(s["run"].get("trace").is_none());
+    assert!(s["run"].get("cancellation").is_none(), "none asked: {s}");
 }
 
 #[test]
@@ -264,6 +265,11 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
     assert_eq!(s["errors"], 0);
     assert_eq!(s["completed"], 8 - cancelled.len());
     assert!(text(&out).contains(&format!("cancelled {}", cancelled.len())));
+    // The run says it cancelled on purpose, and how, so it is never read as a clean one.
+    let c = &s["run"]["cancellation"];
+    assert_eq!(c["rate_percent"], 50.0, "{s}");
+    assert_eq!(c["delay_s"], 0.1, "{s}");
+    assert!(c["seed"].is_u64(), "{s}");
 
     let out = profile(
         dir.path(),

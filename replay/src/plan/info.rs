@@ -54,6 +54,21 @@ pub struct PlanInfo {
     pub prompt_seed: u64,
     /// The SLOs, in aiperf's syntax (empty: none).
     pub goodput: String,
+    /// Requests cancelled on purpose (`--request-cancellation-rate`), so a run with them is
+    /// never mistaken for one without; absent when none were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<CancellationInfo>,
+}
+
+/// The cancellation a run was asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct CancellationInfo {
+    /// Percentage of measured requests cancelled, 0 to 100.
+    pub rate_percent: f64,
+    /// Time from sending a request to closing it, seconds.
+    pub delay_s: f64,
+    /// The seed that picks which requests (the same seed cancels the same indexes).
+    pub seed: u64,
 }
 
 /// The server a run was sent to.
@@ -164,6 +179,11 @@ impl RunInfo {
                 tokenizer_exact_for_target: !prompts.tokenizer().is_builtin(),
                 prompt_seed: plan.prompts.seed,
                 goodput: r.goodput.to_string(),
+                cancellation: r.cancellation.as_ref().map(|c| CancellationInfo {
+                    rate_percent: c.rate_percent,
+                    delay_s: c.delay.as_secs_f64(),
+                    seed: c.seed,
+                }),
             }),
             recovered: None,
         }
