@@ -88,10 +88,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     // Before the first run: a run folder of this workload could otherwise be mistaken for
     // one the previous process left behind.
     daemon.recover_orphans(&config);
-    let schedulers = daemon.schedule(Arc::new(config.clone()));
+    // Ready before the first run can start: whoever sees a run going (`canaryd_running 1`)
+    // then never finds `/readyz` still 503 (seen under load when this came after).
     let notifier = Notifier::from_env();
     notifier.send("READY=1");
     metrics.set_ready(true);
+    let schedulers = daemon.schedule(Arc::new(config.clone()));
     let running = Running {
         args: &args,
         config_path: config_path.as_deref(),
