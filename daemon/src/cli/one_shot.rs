@@ -24,6 +24,31 @@ pub struct OneShot {
     criteria: Criteria,
 }
 
+impl OneShot {
+    /// The front of `plan` judged by `criteria`, its OTLP exporter started from `export` (bad
+    /// OTLP settings stop the run before anything is sent) and the plan's trace sampling set
+    /// to the exporter's ratio. `canaryd sweep` runs each point through one too.
+    pub fn start(
+        plan: &mut Plan,
+        export: &crate::cli::otlp_flags::ExportArgs,
+        criteria: Criteria,
+    ) -> Result<OneShot> {
+        let exporter = export.start()?;
+        let mut labels = run_labels(&plan.replay.target, &plan.workload);
+        labels.goodput = plan.replay.goodput.clone();
+        labels.run_id = Some(plan.replay.run_id.clone());
+        if let Some(e) = &exporter {
+            plan.replay.trace_sample_ratio = e.sample_ratio();
+        }
+        Ok(OneShot {
+            exporter: Mutex::new(exporter),
+            labels,
+            flush_timeout: export.flush_timeout(),
+            criteria,
+        })
+    }
+}
+
 impl Front for OneShot {
     fn spell(&self, setting: Setting) -> String {
         flag(setting)
@@ -133,24 +158,11 @@ pub async fn one_shot(
     print: Print,
     shutdown: CancellationToken,
 ) -> Result<Option<Judged>> {
-    // Bad OTLP settings stop the run before anything is sent.
-    let exporter = export.start()?;
-    let mut labels = run_labels(&plan.replay.target, &plan.workload);
-    labels.goodput = plan.replay.goodput.clone();
-    labels.run_id = Some(plan.replay.run_id.clone());
-    if let Some(e) = &exporter {
-        plan.replay.trace_sample_ratio = e.sample_ratio();
-    }
+    let front = OneShot::start(&mut plan, export, print.criteria)?;
     let output_dir = plan.replay.output_dir.clone();
     if let Some(dir) = &output_dir {
         refuse_earlier_run(dir, print.overwrite)?;
     }
-    let front = OneShot {
-        exporter: Mutex::new(exporter),
-        labels,
-        flush_timeout: export.flush_timeout(),
-        criteria: print.criteria,
-    };
     let progress = Arc::new(canary_replay::Progress::default());
     let display = report::ProgressDisplay::start(progress.clone());
     let run = execute(plan, observe, &front, shutdown, progress).await;

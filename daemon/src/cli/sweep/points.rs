@@ -5,65 +5,16 @@ use super::document::SweepDoc;
 use super::point::{Axis, Point, PointFigures};
 use super::{table, SweepArgs, NO_PASSING_RATE, POINT_FAILED};
 use crate::capacity::{self, Probed, Prober, SearchBounds};
+use crate::cli::one_shot::OneShot;
 use crate::cli::profile::ProfileArgs;
-use crate::cli::replay::flag;
 use crate::cli::report::ProgressDisplay;
-use crate::execute::{execute, run_labels, ExportFuture, Front, Judged};
-use crate::judge::verdict::{Criteria, Verdict, VerdictKind};
+use crate::execute::{execute, run_labels};
+use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{bail, Context, Result};
-use canary_core::{Observer, RunOutcome};
-use canary_exporters::{OtlpExporter, RunLabels};
-use canary_replay::{Plan, Setting};
+use canary_replay::Plan;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-/// A point judged by the sweep's gates, exported over OTLP when an endpoint is configured
-/// (as `canaryd profile` exports a run: each point is a run of its own, with its run id).
-struct PointFront {
-    criteria: Criteria,
-    exporter: Mutex<Option<OtlpExporter>>,
-    labels: RunLabels,
-    flush_timeout: Duration,
-}
-
-impl Front for PointFront {
-    fn spell(&self, setting: Setting) -> String {
-        flag(setting)
-    }
-
-    fn observers(&self) -> Vec<Arc<dyn Observer>> {
-        let exporter = self.exporter.lock().unwrap();
-        exporter
-            .iter()
-            .map(|e| Arc::new(e.run_observer(self.labels.clone())) as Arc<dyn Observer>)
-            .collect()
-    }
-
-    fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
-        Some(Verdict::judge_by(
-            &self.criteria,
-            &outcome.summary,
-            outcome.interrupted,
-        ))
-    }
-
-    fn export<'a>(&'a self, run: &'a Judged) -> ExportFuture<'a> {
-        Box::pin(async move {
-            let exporter = self.exporter.lock().unwrap().take();
-            if let Some(e) = exporter {
-                crate::cli::otlp_flags::finish(
-                    e,
-                    self.labels.clone(),
-                    &run.outcome,
-                    self.flush_timeout,
-                )
-                .await;
-            }
-        })
-    }
-}
 
 /// One point's run: its entry in `sweep.json`, and whether a signal stopped it.
 struct PointRun {
@@ -139,20 +90,9 @@ async fn run_point(
     let pargs = point_args(args, axis, value, &root.join(&dir_name));
     let mut plan = Plan::try_from(&pargs)?;
     let observe = pargs.shape.telemetry.observe(&plan.replay.target);
-    let export = &pargs.shape.export;
-    let exporter = export.start()?;
-    let mut labels = run_labels(&plan.replay.target, &plan.workload);
-    labels.goodput = plan.replay.goodput.clone();
-    labels.run_id = Some(plan.replay.run_id.clone());
-    if let Some(e) = &exporter {
-        plan.replay.trace_sample_ratio = e.sample_ratio();
-    }
-    let front = PointFront {
-        criteria: pargs.shape.criteria(),
-        exporter: Mutex::new(exporter),
-        labels,
-        flush_timeout: export.flush_timeout(),
-    };
+    // Judged by the sweep's gates and exported as `canaryd profile` exports a run: each
+    // point is a run of its own, with its run id.
+    let front = OneShot::start(&mut plan, &pargs.shape.export, pargs.shape.criteria())?;
     let progress = Arc::new(canary_replay::Progress::default());
     let display = ProgressDisplay::start(progress.clone());
     let run = execute(plan, &observe, &front, shutdown.clone(), progress).await;
