@@ -88,4 +88,4 @@ pub use telemetry::{
 };
 pub use timeline::{ClientBucket, ClientTimeline};
 pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};
-pub use trace::{TracePrompt, TraceRequest};
+pub use trace::{HashIds, HashIdsIter, TracePrompt, TraceRequest};

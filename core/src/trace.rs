@@ -1,5 +1,9 @@
 //! One request of a production trace, as the replay engine schedules it.
 
+mod hash_ids;
+
+pub use hash_ids::{HashIds, Iter as HashIdsIter};
+
 use serde::Serialize;
 
 /// One row of a trace after parsing and validation, independent of the source format.
@@ -25,7 +29,8 @@ pub struct TraceRequest {
     /// Requested output length in tokens.
     pub output_tokens: u32,
     /// Prefix-block ids; equal ids mean byte-identical prompt blocks. Empty: unique prompt.
-    pub hash_ids: Vec<u64>,
+    /// Stored as runs of consecutive ids, inline for real rows (see [`HashIds`]).
+    pub hash_ids: HashIds,
     /// Tokens per hash-id block (512 Mooncake, 16 Bailian).
     pub block_size: u32,
     /// Prompt carried by the trace itself (Mooncake `text_input` / `messages`), if any.

@@ -268,7 +268,7 @@ impl PromptBuilder {
             b => b as usize,
         };
         let total = req.input_tokens as usize;
-        let ids = req.hash_ids.iter().map(|&id| self.hash_key(id));
+        let ids = req.hash_ids.iter().map(|id| self.hash_key(id));
         let row = unique_row(salt, req.line, req.index);
         let unique = (req.hash_ids.len() as u64..).map(move |pos| self.unique_key(row, pos));
         ids.chain(unique)
@@ -333,7 +333,7 @@ mod tests {
             delay_us: None,
             input_tokens: 40,
             output_tokens: 1,
-            hash_ids: vec![1, 2, 3],
+            hash_ids: vec![1, 2, 3].into(),
             block_size: 16,
             prompt: None,
             extra: None,

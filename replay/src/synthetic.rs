@@ -10,7 +10,7 @@
 //! cache sees it.
 
 use crate::arrival::Rng;
-use canary_core::TraceRequest;
+use canary_core::{HashIds, TraceRequest};
 use serde::Serialize;
 
 /// The hash id of the shared prefix block (any fixed value: prompts key blocks by id).
@@ -73,8 +73,12 @@ impl SyntheticRequests {
         let isl = self.isl.draw(&mut rng, limit);
         let osl = self.osl.draw(&mut rng, limit);
         let (input_tokens, hash_ids, block_size) = match self.shared_prefix {
-            0 => (isl, Vec::new(), 0),
-            p => (p.saturating_add(isl).min(limit), vec![SHARED_PREFIX_ID], p),
+            0 => (isl, HashIds::new(), 0),
+            p => (
+                p.saturating_add(isl).min(limit),
+                HashIds::from(&[SHARED_PREFIX_ID][..]),
+                p,
+            ),
         };
         TraceRequest {
             index,

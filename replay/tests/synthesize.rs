@@ -56,8 +56,8 @@ fn each_factor_changes_what_it_names() {
         let mut seen = HashSet::new();
         let mut twice = HashSet::new();
         for id in trace.requests.iter().flat_map(|r| &r.hash_ids) {
-            if !seen.insert(*id) {
-                twice.insert(*id);
+            if !seen.insert(id) {
+                twice.insert(id);
             }
         }
         twice

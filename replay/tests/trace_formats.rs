@@ -146,7 +146,7 @@ fn mooncake_arxiv_first20() {
     );
     let r = &t.requests[19];
     assert_eq!(
-        (r.timestamp_us, r.input_tokens, r.hash_ids.clone()),
+        (r.timestamp_us, r.input_tokens, r.hash_ids.to_vec()),
         (3_052_000, 2007, vec![0, 446, 447, 448])
     );
     let a = trace::analyze(&t);
@@ -874,7 +874,7 @@ fn select_caps() {
     };
     let (s, rep) = t.select(&sel).unwrap();
     let r = &s.requests[2];
-    assert_eq!((r.input_tokens, r.hash_ids.clone()), (700, vec![1, 2]));
+    assert_eq!((r.input_tokens, r.hash_ids.to_vec()), (700, vec![1, 2]));
     assert_eq!(s.requests[0].output_tokens, 60);
     assert_eq!((rep.input_capped, rep.output_capped), (1, 1));
     block_rule_holds(&s);

@@ -37,7 +37,7 @@ pub(super) async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
 pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
     let mut tasks = JoinSet::new();
     let mut sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
-        Work::Schedule(s) => Box::new(s.into_sessions().into_iter()),
+        Work::Schedule(s) => Box::new(s.into_sessions()),
         Work::Rate(r) => Box::new(r.into_sessions()),
         Work::ClosedLoop(users) => {
             let users = Arc::new(users);

@@ -101,7 +101,6 @@ impl Work {
         match self {
             Work::Schedule(s) => s
                 .sessions()
-                .iter()
                 .map(|s| s.turns[0].clone())
                 .take(n)
                 .collect(),

@@ -223,7 +223,7 @@ fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
             };
             p.blocks += 1;
             p.tokens += tokens;
-            if !seen.insert(*id) {
+            if !seen.insert(id) {
                 p.reused_blocks += 1;
                 p.reused_tokens += tokens;
             }

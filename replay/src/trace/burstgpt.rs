@@ -239,7 +239,7 @@ fn convert(
         delay_us: None,
         input_tokens: input,
         output_tokens: output,
-        hash_ids: Vec::new(),
+        hash_ids: canary_core::HashIds::new(),
         block_size: TraceFormat::BurstGpt.block_size(),
         prompt: None,
         extra: None,

@@ -41,7 +41,7 @@ pub fn digest(trace: &Trace) -> String {
         h.u64(u64::from(r.output_tokens));
         h.u64(u64::from(r.block_size));
         h.u64(r.hash_ids.len() as u64);
-        for &id in &r.hash_ids {
+        for id in &r.hash_ids {
             h.u64(id);
         }
         for text in [

@@ -286,7 +286,12 @@ impl Row<'_> {
     }
 
     /// Checks `hash_ids` against `input_length`: `(n-1)*bs < input <= n*bs` for n ≥ 1 ids.
-    pub fn block_rule(&self, input: u32, ids: &[u64], block_size: u32) -> Result<(), TraceError> {
+    pub fn block_rule(
+        &self,
+        input: u32,
+        ids: &canary_core::HashIds,
+        block_size: u32,
+    ) -> Result<(), TraceError> {
         let n = ids.len() as u64;
         let (bs, input64) = (block_size as u64, input as u64);
         if n == 0 || ((n - 1) * bs < input64 && input64 <= n * bs) {
@@ -301,10 +306,11 @@ impl Row<'_> {
         })
     }
 
-    pub fn hash_ids(&self, v: Option<HashIds>) -> Result<Vec<u64>, TraceError> {
+    /// The ids in their compact form (the row's own `Vec` is dropped with the row).
+    pub fn hash_ids(&self, v: Option<HashIds>) -> Result<canary_core::HashIds, TraceError> {
         match v {
-            None => Ok(Vec::new()),
-            Some(HashIds::Ids(ids)) => Ok(ids),
+            None => Ok(canary_core::HashIds::new()),
+            Some(HashIds::Ids(ids)) => Ok(ids.into()),
             Some(HashIds::Bad(found)) => {
                 Err(self.wrong_type("hash_ids", "an array of non-negative integers", found))
             }

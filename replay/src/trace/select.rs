@@ -265,6 +265,9 @@ impl Trace {
             }
         }
         reindex(&mut self.requests);
+        // What was dropped gives its memory back (a window of a big trace would otherwise
+        // keep the whole trace's pages for the run).
+        self.requests.shrink_to_fit();
         report.requests_out = self.requests.len() as u64;
         self.report.requests = report.requests_out;
         Ok((self, report))

@@ -130,7 +130,7 @@ pub fn synthesize(
     let mut uses: HashMap<u64, u32> = HashMap::new();
     for r in rows {
         for id in &r.hash_ids {
-            *uses.entry(*id).or_default() += 1;
+            *uses.entry(id).or_default() += 1;
         }
     }
     let mut ids: HashMap<BlockKey, u64> = HashMap::new();
@@ -192,6 +192,7 @@ fn scale_prompt(
         1 => 0,
         n => (splitmix64(s.seed ^ splitmix64(u64::from(r.index))) % u64::from(n)) as u32,
     };
+    let source = r.hash_ids.to_vec();
     let blocks = input.div_ceil(bs);
     let new_prefix_blocks = scaled_prefix.div_ceil(bs);
     let mut out = Vec::with_capacity(blocks as usize);
@@ -201,7 +202,7 @@ fn scale_prompt(
             let at = ((pos as f64 / s.prefix_len_multiplier) as u64).min(prefix_blocks - 1);
             BlockKey::Prefix {
                 root,
-                source: r.hash_ids[at as usize],
+                source: source[at as usize],
                 pos: pos as u32,
             }
         } else {

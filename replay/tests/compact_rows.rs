@@ -1,0 +1,101 @@
+//! The compact row (hash ids as runs, inline) holds exactly what the trace file says, on every
+//! real trace: each row's ids, read back, equal the file's own list; and what a row costs is
+//! bounded by its type, whatever the trace (issue 21: a 1M-row trace in 64 MB).
+
+use canary_core::{HashIds, TraceRequest};
+use canary_replay::trace::{self, LoadOptions, Selection};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const TRACES: &str = "../../shared/traces";
+
+fn real_traces() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(TRACES)
+        .expect(TRACES)
+        .map(|e| e.unwrap().path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("jsonl")))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 4, "real JSONL traces in {TRACES}: {v:?}");
+    v
+}
+
+/// Each line's `hash_ids` as the file writes them, by 1-based line number.
+fn ids_in_file(path: &Path) -> HashMap<u32, Vec<u64>> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let ids = v["hash_ids"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+                .unwrap_or_default();
+            (i as u32 + 1, ids)
+        })
+        .collect()
+}
+
+#[test]
+fn every_real_rows_ids_read_back_as_the_file_lists_them() {
+    let mut rows = 0;
+    for path in real_traces() {
+        let file = ids_in_file(&path);
+        let t = trace::load(&path, &LoadOptions::default()).unwrap();
+        for r in &t.requests {
+            let want = &file[&r.line];
+            assert_eq!(r.hash_ids.to_vec(), *want, "{}:{}", path.display(), r.line);
+            assert_eq!(r.hash_ids.len(), want.len());
+            assert_eq!(r.hash_ids, HashIds::from(want.clone()));
+            // Serialized as the `Vec<u64>` it replaced.
+            assert_eq!(
+                serde_json::to_value(&r.hash_ids).unwrap(),
+                serde_json::json!(want)
+            );
+            rows += 1;
+        }
+    }
+    assert!(rows > 2000, "{rows} rows checked");
+}
+
+#[test]
+fn caps_truncate_the_compact_ids_as_the_list_was() {
+    let path = Path::new(TRACES).join("mooncake_conversation_first2000.jsonl");
+    let file = ids_in_file(&path);
+    let t = trace::load(&path, &LoadOptions::default()).unwrap();
+    let sel = Selection {
+        max_input_tokens: Some(3000),
+        scale_lengths: Some(0.5),
+        ..Selection::default()
+    };
+    let (t, report) = t.select(&sel).unwrap();
+    assert!(report.input_capped > 0);
+    for r in &t.requests {
+        let full = &file[&r.line];
+        let keep = (r.input_tokens.div_ceil(r.block_size) as usize).min(full.len());
+        assert_eq!(r.hash_ids.to_vec(), full[..keep], "line {}", r.line);
+    }
+}
+
+#[test]
+fn real_mooncake_rows_cost_their_struct_and_nothing_on_the_heap() {
+    // 24 bytes for the ids, as the `Vec<u64>` header was, but no allocation behind them.
+    assert_eq!(std::mem::size_of::<HashIds>(), 24);
+    assert!(
+        std::mem::size_of::<TraceRequest>() <= 112,
+        "{}",
+        std::mem::size_of::<TraceRequest>()
+    );
+    for name in [
+        "mooncake_conversation_first2000.jsonl",
+        "mooncake_arxiv_first20.jsonl",
+    ] {
+        let t = trace::load(&Path::new(TRACES).join(name), &LoadOptions::default()).unwrap();
+        let heap: usize = t.requests.iter().map(|r| r.hash_ids.heap_bytes()).sum();
+        let listed: usize = t.requests.iter().map(|r| r.hash_ids.len() * 8).sum();
+        // The Vecs held `listed` bytes; the runs at most 1/20 of that.
+        assert!(heap * 20 <= listed, "{name}: {heap} heap bytes for {listed}");
+    }
+}
