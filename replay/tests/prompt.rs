@@ -34,7 +34,7 @@ fn req(index: u32, input: u32, ids: &[u64], block: u32) -> TraceRequest {
         delay_us: None,
         input_tokens: input,
         output_tokens: 16,
-        hash_ids: ids.to_vec(),
+        hash_ids: ids.into(),
         block_size: block,
         prompt: None,
         extra: None,
@@ -315,7 +315,7 @@ fn mooncake_rows_get_exact_counts_and_shared_prefixes() {
     let mut sharing = 0;
     for r in &rows {
         let p = assert_exact!(b, r);
-        if r.hash_ids.first() == Some(&0) && r.input_tokens >= 512 {
+        if r.hash_ids.first() == Some(0) && r.input_tokens >= 512 {
             assert!(text(&p).starts_with(&block0), "row {}", r.index);
             sharing += 1;
         }

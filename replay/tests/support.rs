@@ -80,7 +80,7 @@ pub fn requests(n: u32, input: u32, output: u32) -> Vec<TraceRequest> {
             delay_us: None,
             input_tokens: input,
             output_tokens: output,
-            hash_ids: vec![],
+            hash_ids: Default::default(),
             block_size: 512,
             prompt: None,
             extra: None,

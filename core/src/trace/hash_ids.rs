@@ -94,6 +94,11 @@ impl HashIds {
         self.iter().nth(i)
     }
 
+    /// The first id, if any.
+    pub fn first(&self) -> Option<u64> {
+        self.iter().next()
+    }
+
     /// The ids as a `Vec`.
     pub fn to_vec(&self) -> Vec<u64> {
         self.iter().collect()
