@@ -76,7 +76,10 @@ impl Schedule {
             speedup > 0.0 && speedup.is_finite(),
             "speedup must be positive"
         );
-        assert!(u32::try_from(rows.len()).is_ok(), "at most 2^32 - 1 requests");
+        assert!(
+            u32::try_from(rows.len()).is_ok(),
+            "at most 2^32 - 1 requests"
+        );
         let first = rows.iter().map(|r| r.timestamp_us).min().unwrap_or(0);
         let origin_us = origin_us.map_or(first, |o| o.min(first));
         let timing = Timing { origin_us, speedup };
@@ -148,7 +151,10 @@ impl Schedule {
     }
 
     fn range(&self, k: usize) -> std::ops::Range<usize> {
-        let end = self.starts.get(k + 1).map_or(self.rows.len(), |&e| e as usize);
+        let end = self
+            .starts
+            .get(k + 1)
+            .map_or(self.rows.len(), |&e| e as usize);
         self.starts[k] as usize..end
     }
 
@@ -161,7 +167,10 @@ impl Schedule {
                 .iter()
                 .enumerate()
                 .map(|(k, &s)| {
-                    let end = self.starts.get(k + 1).map_or(self.rows.len(), |&e| e as usize);
+                    let end = self
+                        .starts
+                        .get(k + 1)
+                        .map_or(self.rows.len(), |&e| e as usize);
                     (end - s as usize) as u32
                 })
                 .collect::<Vec<u32>>()
@@ -415,16 +424,27 @@ mod tests {
         let mut checked = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            if !matches!(path.extension().and_then(|e| e.to_str()), Some("jsonl" | "csv")) {
+            if !matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("jsonl" | "csv")
+            ) {
                 continue;
             }
             let trace = load(&path, &LoadOptions::default()).unwrap();
             for speedup in [1.0, 37.0] {
-                check_against_reference(trace.requests.clone(), speedup, &path.display().to_string());
+                check_against_reference(
+                    trace.requests.clone(),
+                    speedup,
+                    &path.display().to_string(),
+                );
             }
             checked += 1;
         }
-        assert!(checked >= 4, "only {checked} real traces found in {}", dir.display());
+        assert!(
+            checked >= 4,
+            "only {checked} real traces found in {}",
+            dir.display()
+        );
     }
 
     #[test]
@@ -439,7 +459,12 @@ mod tests {
                     x ^= x >> 7;
                     x ^= x << 17;
                     let session = (x % 3 != 0).then_some(x % 11);
-                    let mut r = req(i as u32, (x >> 8) % 5 * 100, session, ((x >> 16) % 4) as u32);
+                    let mut r = req(
+                        i as u32,
+                        (x >> 8) % 5 * 100,
+                        session,
+                        ((x >> 16) % 4) as u32,
+                    );
                     if x % 5 == 0 {
                         r.delay_us = Some(1_000);
                     }

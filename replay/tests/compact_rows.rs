@@ -96,6 +96,27 @@ fn real_mooncake_rows_cost_their_struct_and_nothing_on_the_heap() {
         let heap: usize = t.requests.iter().map(|r| r.hash_ids.heap_bytes()).sum();
         let listed: usize = t.requests.iter().map(|r| r.hash_ids.len() * 8).sum();
         // The Vecs held `listed` bytes; the runs at most 1/20 of that.
-        assert!(heap * 20 <= listed, "{name}: {heap} heap bytes for {listed}");
+        assert!(
+            heap * 20 <= listed,
+            "{name}: {heap} heap bytes for {listed}"
+        );
+    }
+}
+
+#[test]
+fn digests_of_the_real_traces_are_what_they_were_with_vec_ids() {
+    // Written by main at 2267b75 (hash ids in a `Vec<u64>`), in `summary.json`'s
+    // `run.trace.digest`: shards and merges compare these across versions.
+    for (name, want) in [
+        (
+            "mooncake_conversation_first2000.jsonl",
+            "fnv1a64:4d5e33fce39f3d45",
+        ),
+        ("mooncake_synthetic.jsonl", "fnv1a64:013c8219fe2d588a"),
+        ("bailian_documented_row.jsonl", "fnv1a64:1c98fb76ff23676f"),
+        ("burstgpt_readme_rows.csv", "fnv1a64:e0a16745f460a3b7"),
+    ] {
+        let t = trace::load(&Path::new(TRACES).join(name), &LoadOptions::default()).unwrap();
+        assert_eq!(trace::digest(&t), want, "{name}");
     }
 }

@@ -280,7 +280,11 @@ mod tests {
         assert_eq!(h.len(), ids.len());
         assert_eq!(h.iter().len(), ids.len());
         assert_eq!(h, *ids);
-        assert_eq!(h, h.iter().collect::<HashIds>(), "one encoding per sequence");
+        assert_eq!(
+            h,
+            h.iter().collect::<HashIds>(),
+            "one encoding per sequence"
+        );
         for (i, &id) in ids.iter().enumerate() {
             assert_eq!(h.get(i), Some(id));
         }

@@ -153,8 +153,7 @@ pub(super) fn check_records(
     // says the window holds (no rehash on the way, where old and new tables coexist), within
     // reason should a summary say more.
     let window = runs[0].selection.requests_in;
-    let mut seen: HashMap<u32, u32> =
-        HashMap::with_capacity(window.min(1 << 24) as usize);
+    let mut seen: HashMap<u32, u32> = HashMap::with_capacity(window.min(1 << 24) as usize);
     let (mut duplicates, mut misplaced) = (0u64, 0u64);
     let mut records = Vec::with_capacity(runs.len());
     for (k, r) in runs.iter().enumerate() {
