@@ -1049,7 +1049,7 @@ fn every_shard_schedules_from_the_whole_windows_origin() {
             let due = |part: Trace| -> Vec<(u32, Duration)> {
                 let s = canary_replay::Schedule::with_origin(part.requests, 3.0, part.origin_us);
                 let timing = s.timing();
-                let rows = s.into_sessions().into_iter().flat_map(|s| s.turns);
+                let rows = s.into_sessions().flat_map(|s| s.turns);
                 rows.map(|r| (r.line, timing.offset(&r))).collect()
             };
             let want: std::collections::HashMap<u32, Duration> = due(whole).into_iter().collect();
