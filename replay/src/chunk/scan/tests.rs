@@ -1,5 +1,6 @@
 use super::*;
 use crate::chunk::parse_serde;
+use canary_core::Usage;
 
 /// The scanner's answer, checked against serde_json's: `Some` only where serde_json agrees.
 fn scanned(data: &str) -> Option<ChunkInfo> {
@@ -20,7 +21,10 @@ fn content_bytes_are_the_decoded_length() {
     // a " b \ c LF é 😀: 1+1+1+1+1+1+2+4 bytes once decoded.
     let d = r#"{"choices":[{"delta":{"content":"a\"b\\c\n\u00e9\ud83d\ude00"}}]}"#;
     assert_eq!(content(d), 12);
-    assert_eq!(content(r#"{"choices":[{"delta":{"content":"\u20AC\/"}}]}"#), 4);
+    assert_eq!(
+        content(r#"{"choices":[{"delta":{"content":"\u20AC\/"}}]}"#),
+        4
+    );
     assert_eq!(content(r#"{"choices":[{"text":"é😀"}]}"#), 6);
     assert_eq!(content(r#"{"choices":[{"text":"\u0000"}]}"#), 1);
 }
@@ -58,7 +62,10 @@ fn what_it_is_unsure_of_goes_to_serde_json() {
     for (data, serde_ok) in [
         (r#"{"choices":[{"delta":{"content":"\ud800"}}]}"#, false), // lone surrogate
         (r#"{"id":"\udc00","choices":[]}"#, true), // ignored: serde_json lets it pass
-        (r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#, false), // duplicate
+        (
+            r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            false,
+        ), // duplicate
         (r#"{"choices":[],"choices":[]}"#, false),
         (r#"{"choices":[{"delta":{"cont\u0065nt":"abc"}}]}"#, true), // escaped key
         (r#"{"error":{"message":"boom"}}"#, true),
@@ -88,7 +95,13 @@ fn what_it_is_unsure_of_goes_to_serde_json() {
 
 #[test]
 fn nesting_past_the_cap_goes_to_serde_json() {
-    let nest = |n: usize| format!(r#"{{"x":{}1{},"choices":[]}}"#, "[".repeat(n), "]".repeat(n));
+    let nest = |n: usize| {
+        format!(
+            r#"{{"x":{}1{},"choices":[]}}"#,
+            "[".repeat(n),
+            "]".repeat(n)
+        )
+    };
     assert!(scanned(&nest(MAX_DEPTH as usize - 1)).is_some());
     assert_eq!(scan(&nest(MAX_DEPTH as usize)), None);
     assert!(parse_serde(&nest(100)).is_ok(), "within serde_json's 128");
