@@ -254,6 +254,15 @@ mod tests {
     }
 
     #[test]
+    fn invalid_utf8_is_replaced_not_refused() {
+        for piece in [1, 4, 100] {
+            let ev = parse_in_pieces(b"data: a\xffb\xe2\x82\n\ndata: \xe2\x82\xac\n\n", piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["a\u{fffd}b\u{fffd}", "\u{20ac}"], "piece {piece}");
+        }
+    }
+
+    #[test]
     fn crlf_and_bare_cr_line_endings() {
         for input in [
             &b"data: a\r\n\r\ndata: b\r\n\r\n"[..],

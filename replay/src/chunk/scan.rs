@@ -11,8 +11,9 @@
 //! characters in strings, exact escapes, number grammar, nothing after the value but
 //! whitespace) because serde_json rejects a chunk for a fault in a field nobody reads.
 //!
-//! Bounded: no allocation at all, recursion only for nested values and capped at [`MAX_DEPTH`]
-//! (below serde_json's own limit of 128, so anything deeper is serde_json's to judge).
+//! Bounded: no allocation at all, recursion only for nested values and capped at [`MAX_DEPTH`];
+//! anything deeper is serde_json's to judge (its limit is 128 levels for what it decodes, none
+//! for what it skips).
 
 use super::ChunkInfo;
 
