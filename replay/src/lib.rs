@@ -41,7 +41,9 @@ mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
 pub use canary_tls::{client_config, TlsError};
-pub use chunk::{parse as parse_chunk, ChunkInfo};
+pub use chunk::{
+    parse as parse_chunk, parse_serde as parse_chunk_serde, scan as scan_chunk, ChunkInfo,
+};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use histograms::{Histograms, HistogramsError, MetricHistogram, HISTOGRAMS_FILE};
