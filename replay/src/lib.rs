@@ -51,7 +51,7 @@ pub use limits::ResponseLimits;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
-    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
+    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo, SyntheticInfo,
     Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
