@@ -157,9 +157,16 @@ const LAG_ROWS: [&str; 11] = [
     "--no-server-metrics",
 ];
 
+/// A replay of the lag rows in a session of its own (`setsid`). The kernel's autogroup
+/// scheduling (`kernel.sched_autogroup_enabled`, on here) shares the CPUs between sessions,
+/// not processes: three shards in the test's session would split one session's share where
+/// one process has it alone, and on a host loaded by other sessions (compilers) they fell
+/// 20-60 ms behind for that reason only. Each in its own session, every replay, single or
+/// shard, competes as a process of its own, as it would on a host of its own.
 fn lag_replay(dir: &Path, url: &str, out: &str, extra: &[&str]) -> Command {
-    let mut c = Command::new(CANARYD);
-    c.args(["replay", "--trace", shared(LAG_TRACE).to_str().unwrap()])
+    let mut c = Command::new("setsid");
+    c.arg(CANARYD)
+        .args(["replay", "--trace", shared(LAG_TRACE).to_str().unwrap()])
         .args(["--url", url, "--model", "canary-sim", "--output-dir", out])
         .args(LAG_ROWS)
         .args(extra)

@@ -55,9 +55,10 @@ pub fn apply(
             path: trace.path.clone(),
             reason,
         })?;
+    // The limit is checked below, naming the input's line rather than the text's.
     let opts = LoadOptions {
         format: Some(TraceFormat::Mooncake),
-        length_limit,
+        length_limit: u32::MAX,
         max_line_bytes: usize::MAX,
         ..LoadOptions::default()
     };
@@ -66,6 +67,23 @@ pub fn apply(
     // One row written per row read, in order, and a speedup keeps the order: row i is row i.
     for (new, old) in out.requests.iter_mut().zip(&trace.requests) {
         new.line = old.line;
+        for (field, n) in [
+            ("input_length", new.input_tokens),
+            ("output_length", new.output_tokens),
+        ] {
+            if n > length_limit {
+                return Err(trace::TraceError::InvalidValue {
+                    path: trace.path.clone(),
+                    line: u64::from(old.line),
+                    field,
+                    expected: format!(
+                        "at most {length_limit} tokens once synthesized (length_limit)"
+                    ),
+                    found: n.to_string(),
+                }
+                .into());
+            }
+        }
     }
     out.path.clone_from(&trace.path);
     out.report = trace.report.clone();
@@ -121,7 +139,7 @@ mod tests {
 
     const ROWS: &str = "{\"timestamp\":0,\"input_length\":1000,\"output_length\":50,\"hash_ids\":[1,2]}\n\
                         \n\
-                        {\"timestamp\":10,\"input_length\":900,\"output_length\":70,\"hash_ids\":[1,3]}\n";
+                        {\"timestamp\":10,\"input_length\":1020,\"output_length\":70,\"hash_ids\":[1,3]}\n";
 
     fn trace() -> Trace {
         trace::parse(ROWS.as_bytes(), Path::new("t.jsonl"), &LoadOptions::default()).unwrap()
@@ -205,6 +223,13 @@ mod tests {
             ..Synthesis::default()
         };
         let e = apply(&trace(), &s, 10_000).unwrap_err().to_string();
-        assert!(e.contains("t.jsonl (synthesized)") && e.contains("line 1"), "{e}");
+        assert_eq!(
+            e,
+            "t.jsonl:1: field \"input_length\": expected at most 10000 tokens once \
+             synthesized (length_limit), found 49312"
+        );
+        // The row on line 3 (after a blank line) is named by its line in the input.
+        let e = apply(&trace(), &s, 50_000).unwrap_err().to_string();
+        assert!(e.starts_with("t.jsonl:3: "), "{e}");
     }
 }

@@ -70,3 +70,67 @@ pub(super) fn synthesis(
     })?;
     Ok(Some(s))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    const HEAD: &str = "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n\n\
+                        [workloads.w]\ntarget = \"t\"\nevery = \"1m\"\n";
+
+    fn parse(keys: &str) -> Result<Config, crate::config::ConfigError> {
+        Config::parse(&format!("{HEAD}{keys}"), Path::new("c.toml"), Path::new("/"))
+    }
+
+    #[test]
+    fn synthesis_keys_reach_the_plan() {
+        let c = parse(
+            "trace = \"bundled\"\nsynthesis_max_isl = 512\nsynthesis_speedup_ratio = 2.5\n\
+             random_seed = 9\n",
+        )
+        .unwrap();
+        let s = c.workloads[0].synthesis.clone().unwrap();
+        assert_eq!((s.max_isl, s.speedup_ratio, s.seed), (Some(512), 2.5, 9));
+        assert_eq!(s.prompt_len_multiplier, 1.0);
+        let plan = canary_replay::Plan::try_from(crate::config::WorkloadPlan {
+            workload: &c.workloads[0],
+            target: &c.targets["t"],
+        })
+        .unwrap();
+        assert_eq!(plan.trace().unwrap().synthesis, Some(s));
+        let none = parse("trace = \"bundled\"\n").unwrap();
+        assert_eq!(none.workloads[0].synthesis, None);
+    }
+
+    #[test]
+    fn a_bad_synthesis_value_names_the_file_line_and_key() {
+        let e = parse("trace = \"bundled\"\nsynthesis_max_osl = 8\nsynthesis_prompt_len_multiplier = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "c.toml:10: workloads.w.synthesis_prompt_len_multiplier 0: expected a positive number"
+        );
+        let e = parse("trace = \"bundled\"\nsynthesis_prefix_root_multiplier = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "c.toml:9: workloads.w.synthesis_prefix_root_multiplier 0: expected 1 or more"
+        );
+        // A synthetic load has no trace to transform.
+        let e = parse("request_rate = 2.0\nsynthesis_max_isl = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("c.toml:9: workloads.w: synthesis_* keys transform a trace"),
+            "{e}"
+        );
+        // A value of the wrong type is caught by the parser, with its line.
+        let e = parse("trace = \"bundled\"\nsynthesis_max_isl = \"big\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml:9"), "{e}");
+    }
+}
