@@ -327,14 +327,14 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
              sharded {sharded:.3} ms; senders' own p99 {c_before:.3}, {c_after:.3} and \
              {c_sharded:.3} ms (exact percentiles of measured times)"
         );
-        seen.push(format!("single {before:.3}/{after:.3}, sharded {sharded:.3}"));
+        seen.push(format!(
+            "single {before:.3}/{after:.3}, sharded {sharded:.3}"
+        ));
         if sharded <= single + 1.0 {
             return;
         }
     }
-    panic!(
-        "sharded p99 lag above the single-process one + 1 ms in every attempt (ms): {seen:?}"
-    );
+    panic!("sharded p99 lag above the single-process one + 1 ms in every attempt (ms): {seen:?}");
 }
 
 #[test]

@@ -103,7 +103,11 @@ fn replay_with_synthesis_flags_sends_what_a_replay_of_the_synthesized_file_sends
     let input = shared("traces/mooncake_arxiv_first20.jsonl");
     let input = input.to_str().unwrap();
     let common = ["--url", &url, "--model", "canary-sim", "--speedup", "4"];
-    let common = [&common[..], &["--no-ebpf", "--no-nvml", "--no-server-metrics"]].concat();
+    let common = [
+        &common[..],
+        &["--no-ebpf", "--no-nvml", "--no-server-metrics"],
+    ]
+    .concat();
 
     // On the fly: aiperf's spellings, and a short one.
     let synth = [
@@ -116,7 +120,12 @@ fn replay_with_synthesis_flags_sends_what_a_replay_of_the_synthesized_file_sends
         "--synthesis-speedup-ratio",
         "2",
     ];
-    let args = [&["replay", "--trace", input, "-o", "fly"], &common[..], &synth].concat();
+    let args = [
+        &["replay", "--trace", input, "-o", "fly"],
+        &common[..],
+        &synth,
+    ]
+    .concat();
     let out = canaryd(&args, dir.path());
     assert!(out.status.success(), "{}", text(&out));
 
@@ -134,13 +143,19 @@ fn replay_with_synthesis_flags_sends_what_a_replay_of_the_synthesized_file_sends
     let out = canaryd(&args, dir.path());
     assert!(out.status.success(), "{}", text(&out));
 
-    let (fly, file) = (rows(&dir.path().join("fly")), rows(&dir.path().join("file")));
+    let (fly, file) = (
+        rows(&dir.path().join("fly")),
+        rows(&dir.path().join("file")),
+    );
     assert_eq!(fly.len(), 20);
     assert_eq!(fly, file, "same rows, schedule, lengths and usage");
     // Transformed: the arXiv rows ask for up to 87k tokens in and 794 out.
     assert!(fly.iter().all(|r| r.2 <= 3000 && r.3 <= 24), "{fly:?}");
     assert!(fly.iter().any(|r| r.2 == 3000), "{fly:?}");
-    assert!(fly.iter().all(|r| r.5 == r.3), "usage shows the capped outputs: {fly:?}");
+    assert!(
+        fly.iter().all(|r| r.5 == r.3),
+        "usage shows the capped outputs: {fly:?}"
+    );
     // Sped up 2 x 4: the second burst, 3052 ms into the trace, is due at 381.5 ms.
     assert!(fly.iter().any(|r| (r.1 - 381.5).abs() < 1e-6), "{fly:?}");
 

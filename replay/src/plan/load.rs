@@ -4,10 +4,10 @@
 //! ([`LoadShape::prepare`]).
 
 use super::setting::{Setting, SettingError};
+use super::synthesis::{self, SynthesisInfo};
 use super::synthetic::{ClosedLoopPlan, LoadInfo, RatePlan};
 use crate::run::Work;
 use crate::schedule::Schedule;
-use super::synthesis::{self, SynthesisInfo};
 use crate::trace::{
     self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Synthesis, Trace,
     TraceError, TraceFormat, MAX_SPAN,
@@ -241,12 +241,12 @@ impl TracePlan {
                 // CPU work over the whole trace: off the runtime, which may be running other
                 // workloads' schedules.
                 let (s, limit) = (s.clone(), self.read.length_limit);
-                let (trace, report) =
-                    tokio::task::spawn_blocking(move || synthesis::apply(&trace, &s, limit).map(
-                        |(t, r)| (t, SynthesisInfo::new(&s, &r)),
-                    ))
-                    .await
-                    .map_err(|e| LoadError::Loader(std::io::Error::other(e)))??;
+                let (trace, report) = tokio::task::spawn_blocking(move || {
+                    synthesis::apply(&trace, &s, limit)
+                        .map(|(t, r)| (t, SynthesisInfo::new(&s, &r)))
+                })
+                .await
+                .map_err(|e| LoadError::Loader(std::io::Error::other(e)))??;
                 (trace, Some(report))
             }
         };

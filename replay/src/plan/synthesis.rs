@@ -7,8 +7,8 @@
 //! two functions. Only the rows' line numbers are put back to the input's, so records still
 //! point at the file the user gave.
 
-use super::setting::{Setting, SettingError};
 use super::load::LoadError;
+use super::setting::{Setting, SettingError};
 use crate::trace::{self, LoadOptions, Synthesis, SynthesisReport, Trace, TraceFormat};
 use serde::Serialize;
 use std::path::Path;
@@ -28,8 +28,14 @@ pub(super) fn validate(s: &Synthesis) -> Result<(), SettingError> {
         false => Err(SettingError::new(setting, "expected a positive number").with_value(v)),
     };
     positive(Setting::SynthesisSpeedupRatio, s.speedup_ratio)?;
-    positive(Setting::SynthesisPrefixLenMultiplier, s.prefix_len_multiplier)?;
-    positive(Setting::SynthesisPromptLenMultiplier, s.prompt_len_multiplier)?;
+    positive(
+        Setting::SynthesisPrefixLenMultiplier,
+        s.prefix_len_multiplier,
+    )?;
+    positive(
+        Setting::SynthesisPromptLenMultiplier,
+        s.prompt_len_multiplier,
+    )?;
     let at_least_one = |setting, v: Option<u32>| match v {
         Some(0) => Err(SettingError::new(setting, "expected 1 or more").with_value(0)),
         _ => Ok(()),
@@ -50,11 +56,10 @@ pub fn apply(
     length_limit: u32,
 ) -> Result<(Trace, SynthesisReport), LoadError> {
     let mut text = Vec::new();
-    let report =
-        trace::synthesize(trace, s, &mut text).map_err(|reason| LoadError::Synthesis {
-            path: trace.path.clone(),
-            reason,
-        })?;
+    let report = trace::synthesize(trace, s, &mut text).map_err(|reason| LoadError::Synthesis {
+        path: trace.path.clone(),
+        reason,
+    })?;
     // The limit is checked below, naming the input's line rather than the text's.
     let opts = LoadOptions {
         format: Some(TraceFormat::Mooncake),
@@ -142,7 +147,12 @@ mod tests {
                         {\"timestamp\":10,\"input_length\":1020,\"output_length\":70,\"hash_ids\":[1,3]}\n";
 
     fn trace() -> Trace {
-        trace::parse(ROWS.as_bytes(), Path::new("t.jsonl"), &LoadOptions::default()).unwrap()
+        trace::parse(
+            ROWS.as_bytes(),
+            Path::new("t.jsonl"),
+            &LoadOptions::default(),
+        )
+        .unwrap()
     }
 
     #[test]

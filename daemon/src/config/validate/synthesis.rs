@@ -80,7 +80,11 @@ mod tests {
                         [workloads.w]\ntarget = \"t\"\nevery = \"1m\"\n";
 
     fn parse(keys: &str) -> Result<Config, crate::config::ConfigError> {
-        Config::parse(&format!("{HEAD}{keys}"), Path::new("c.toml"), Path::new("/"))
+        Config::parse(
+            &format!("{HEAD}{keys}"),
+            Path::new("c.toml"),
+            Path::new("/"),
+        )
     }
 
     #[test]
@@ -105,9 +109,11 @@ mod tests {
 
     #[test]
     fn a_bad_synthesis_value_names_the_file_line_and_key() {
-        let e = parse("trace = \"bundled\"\nsynthesis_max_osl = 8\nsynthesis_prompt_len_multiplier = 0\n")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            "trace = \"bundled\"\nsynthesis_max_osl = 8\nsynthesis_prompt_len_multiplier = 0\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "c.toml:10: workloads.w.synthesis_prompt_len_multiplier 0: expected a positive number"
