@@ -53,8 +53,8 @@ pub use limits::ResponseLimits;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
-    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
-    Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
+    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo,
+    SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
