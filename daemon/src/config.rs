@@ -194,6 +194,8 @@ pub struct Workload {
     pub start_at: Option<canary_replay::StartAt>,
     /// `kind = "capacity"`: each run is a capacity search from `request_rate`.
     pub capacity: Option<CapacitySearch>,
+    /// `synthesis_*`: the trace transformed as `canaryd synthesize` would, before selection.
+    pub synthesis: Option<canary_replay::trace::Synthesis>,
 }
 
 /// A `kind = "capacity"` workload's search: each run probes open-loop rates (each probe a

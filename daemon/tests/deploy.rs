@@ -47,6 +47,8 @@ fn systemd_unit_exposure_is_at_most_2_0() {
     assert!(unit.contains("\nType=notify\n"));
     assert!(unit.contains("\nCapabilityBoundingSet=CAP_BPF CAP_PERFMON\n"));
     assert!(unit.contains("\nStateDirectory=canaryd\n"));
+    // The release thread may take SCHED_FIFO 1, and no higher.
+    assert!(unit.contains("\nLimitRTPRIO=1\n") && unit.contains("\nRestrictRealtime=no\n"));
 }
 
 #[test]

@@ -112,6 +112,16 @@ fn arrivals(out: &Path, truth: &HashMap<String, u64>) -> HashMap<u64, (f64, u64)
         .collect()
 }
 
+/// The p99 of the replays' own schedule lag (sent minus due, canaryd's clock), over `dirs`:
+/// printed beside the truth's, to tell a late sender from a late receiver.
+fn client_p99(dirs: &[PathBuf]) -> f64 {
+    p99(dirs
+        .iter()
+        .flat_map(|d| json_lines(&d.join("records.jsonl")))
+        .map(|r| r["schedule_lag_ms"].as_f64().unwrap())
+        .collect())
+}
+
 fn truth_arrivals(path: &Path) -> HashMap<String, u64> {
     json_lines(path)
         .iter()
@@ -136,24 +146,84 @@ fn start_mono_ns(out: &Path) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (sim, url, truth_path) = sim(dir.path());
+/// The rows of the lag comparison: the real Mooncake conversation slice's first 60 s of trace
+/// time (162 rows, in bursts of up to 16 on one timestamp) at 15x, about 4 s and 45 req/s, with
+/// the short-request shape of the pacer bench (64 tokens in, 8 out). The arxiv rows of the
+/// other tests ask for up to 87k-token prompts and 800-token answers: building those prompts
+/// and streaming those answers in a debug build on 2 shared cores takes tens of ms, which is
+/// what single-process lag then measured, not the schedule.
+const LAG_TRACE: &str = "traces/mooncake_conversation_first2000.jsonl";
+const LAG_ROWS: [&str; 11] = [
+    "--end-offset",
+    "60s",
+    "--speedup",
+    "15",
+    "--max-input-tokens",
+    "64",
+    "--max-output-tokens",
+    "8",
+    "--no-ebpf",
+    "--no-nvml",
+    "--no-server-metrics",
+];
 
-    // The reference: one process replays every row from its own --start-at; twice, before
-    // and after the shards, since one replay's p99 lag moves by several ms on a loaded host.
+/// A replay of the lag rows in a session of its own (`setsid`). The kernel's autogroup
+/// scheduling (`kernel.sched_autogroup_enabled`, on on the test host) shares the CPUs between
+/// sessions, not processes: in the test's session, three shards would split one session's
+/// share where a single replay has it alone. Each in its own session, every replay, single or
+/// shard, competes as a process of its own, as on a host of its own. (Measured over 10 runs
+/// each, this did not change the pass rate on the loaded host: bench/RESULTS.md.)
+fn lag_replay(dir: &Path, url: &str, out: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new("setsid");
+    c.arg(CANARYD)
+        .args(["replay", "--trace", shared(LAG_TRACE).to_str().unwrap()])
+        .args(["--url", url, "--model", "canary-sim", "--output-dir", out])
+        .args(LAG_ROWS)
+        .args(extra)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// One attempt of the comparison: a single-process replay of every row, the three shards
+/// launched 700 ms apart with one `--start-at`, and the single-process replay again, each
+/// against its own simulator with a truth log. Asserts what is exact (each row's deadline
+/// in its shard is the unsharded one, every row once, one start instant within the mapping
+/// bounds) and returns the p99 lag from truth of the two single runs and of the union, and
+/// the senders' own p99 lag of each (for the printout).
+fn sharded_attempt(dir: &Path) -> ([f64; 3], [f64; 3]) {
+    let lag = |arrival: u64, t0: u64, scheduled_ms: f64| {
+        (arrival as f64 - t0 as f64) / 1e6 - scheduled_ms
+    };
     let single_run = |name: &str| {
-        let out = replay(dir.path(), &url, name, &["--start-at", &instant_in(2_000)])
+        let sub = dir.join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let (sim, url, truth_path) = sim(&sub);
+        // A start far enough ahead for a debug build to load the trace and the tokenizer
+        // on a loaded host: the schedule is then all that runs.
+        let out = lag_replay(&sub, &url, "out", &["--start-at", &instant_in(3_000)])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", text(&out));
+        drop(sim); // flushes the truth log
+        let d = sub.join("out");
+        let rows = arrivals(&d, &truth_arrivals(&truth_path));
+        let t0 = start_mono_ns(&d);
+        let p = p99(rows.values().map(|&(s, a)| lag(a, t0, s)).collect());
+        (p, client_p99(&[d]), rows)
     };
-    single_run("single");
+    let (p_before, c_before, single) = single_run("single");
+    assert_eq!(single.len(), 162);
 
-    // Three shards, launched 700 ms apart, all given one instant after the last launch.
-    let start = instant_in(3_500);
+    let sub = dir.join("sharded");
+    std::fs::create_dir(&sub).unwrap();
+    let (sim, url, truth_path) = sim(&sub);
+    // Three shards, launched 700 ms apart, all given one instant 3 s after the last launch.
+    let start = instant_in(4_400);
     let mut shards = Vec::new();
     for i in 0..3 {
         if i > 0 {
@@ -162,7 +232,7 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
         let shard = format!("{i}/3");
         let args = ["--start-at", start.as_str(), "--shard", shard.as_str()];
         shards.push(
-            replay(dir.path(), &url, &format!("shard{i}"), &args)
+            lag_replay(&sub, &url, &format!("shard{i}"), &args)
                 .spawn()
                 .unwrap(),
         );
@@ -174,31 +244,13 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
     for o in &outs {
         assert!(o.status.success(), "{}", text(o));
     }
-    single_run("single-after");
-    drop(sim); // flushes the truth log
+    drop(sim);
     let truth = truth_arrivals(&truth_path);
-
-    let lag = |arrival: u64, t0: u64, scheduled_ms: f64| {
-        (arrival as f64 - t0 as f64) / 1e6 - scheduled_ms
-    };
-    let single_p99 = |name: &str| {
-        let d = dir.path().join(name);
-        let rows = arrivals(&d, &truth);
-        assert_eq!(rows.len(), 20);
-        let t0 = start_mono_ns(&d);
-        (
-            p99(rows.values().map(|&(s, a)| lag(a, t0, s)).collect()),
-            rows,
-        )
-    };
-    let (p_before, single) = single_p99("single");
-    let (p_after, _) = single_p99("single-after");
+    let (p_after, c_after, _) = single_run("single-after");
 
     // Every shard placed the instant at one point of this host's monotonic clock (within
     // the mapping's own bound, a few µs).
-    let dirs: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("shard{i}")))
-        .collect();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| sub.join(format!("shard{i}"))).collect();
     let starts: Vec<u64> = dirs.iter().map(|d| start_mono_ns(d)).collect();
     let bound: u64 = dirs
         .iter()
@@ -241,26 +293,48 @@ fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
         .iter()
         .map(|(line, &arrival)| lag(arrival, starts[0], single[line].0))
         .collect();
-    // Never early: a shard that started its own clock at its launch would be seconds off.
+    // Never early: a request cannot reach the server before its deadline on the shared
+    // start (a shard on its own clock, started earlier, would be seconds early).
     let earliest = sharded_lags.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(
         earliest >= -0.05,
         "a row arrived {earliest} ms before its time"
     );
-    let p_sharded = p99(sharded_lags);
-    // The issue's goal (sharded p99 lag within 1 ms of a single-process replay) is a timing
-    // figure: two single-process runs of the same rows differ by 5 to 25 ms on a loaded 2-core
-    // host, so it is printed and recorded in bench/RESULTS.md, not asserted. What is asserted
-    // is what misalignment would break: shards launched 700 ms apart that each started their
-    // own clock would lag by the launch gaps, far above half of one.
-    eprintln!(
-        "p99 lag from truth: single {p_before:.3} and {p_after:.3} ms, sharded {p_sharded:.3} ms"
-    );
-    assert!(
-        p_sharded < 350.0,
-        "sharded p99 lag {p_sharded:.3} ms (single-process {p_before:.3} and {p_after:.3} ms): \
-         the shards did not share one start"
-    );
+    (
+        [p_before, p_after, p99(sharded_lags)],
+        [c_before, c_after, client_p99(&dirs)],
+    )
+}
+
+#[test]
+fn shards_started_apart_with_one_start_at_send_the_unsharded_schedule() {
+    let _one = exclusive();
+    // The issue's goal: the union of the shards' arrivals is as faithful to the unsharded
+    // schedule as one process replaying the same rows, p99 lag from the simulator's truth
+    // within 1 ms. The single-process reference runs right before and right after the
+    // shards and the worse of the two is taken, since one replay's p99 moves with what else
+    // the host does; an attempt that misses is printed and repeated, up to 3 times. Shards
+    // whose starts were misaligned by a few ms would miss every time.
+    const ATTEMPTS: usize = 3;
+    let mut seen = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let dir = tempfile::tempdir().unwrap();
+        let ([before, after, sharded], [c_before, c_after, c_sharded]) =
+            sharded_attempt(dir.path());
+        let single = before.max(after);
+        eprintln!(
+            "attempt {attempt}: p99 lag from truth, single {before:.3} and {after:.3} ms, \
+             sharded {sharded:.3} ms; senders' own p99 {c_before:.3}, {c_after:.3} and \
+             {c_sharded:.3} ms (exact percentiles of measured times)"
+        );
+        seen.push(format!(
+            "single {before:.3}/{after:.3}, sharded {sharded:.3}"
+        ));
+        if sharded <= single + 1.0 {
+            return;
+        }
+    }
+    panic!("sharded p99 lag above the single-process one + 1 ms in every attempt (ms): {seen:?}");
 }
 
 #[test]

@@ -3,10 +3,18 @@
 //! Works for `chat.completion.chunk` (`delta.content`, `delta.reasoning_content` or
 //! `delta.reasoning`), `text_completion` (`text`), final usage chunks, llama.cpp's `timings`,
 //! in-stream error objects, and non-streaming response bodies (`message.content`).
+//!
+//! Two readers give the same answer: [`scan`], which walks past the fields canaryd ignores
+//! without building anything and answers only when sure, and serde_json ([`parse_serde`]),
+//! which decides everything else, errors included. [`parse`] tries the first, then the second.
 
 use canary_core::{ServerTimings, Usage};
 use serde::Deserialize;
 use std::borrow::Cow;
+
+mod scan;
+
+pub use scan::scan;
 
 /// The timing-relevant content of one chunk.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -96,7 +104,19 @@ fn len(s: &Option<Cow<'_, str>>) -> usize {
 }
 
 /// Parses one chunk's JSON. `Err` means the chunk is not JSON of a recognisable shape.
+///
+/// The scanner's answer when it has one, else serde_json's: the same `ChunkInfo` for every
+/// input, and serde_json's error for every input that has one.
 pub fn parse(data: &str) -> Result<ChunkInfo, serde_json::Error> {
+    match scan(data) {
+        Some(info) => Ok(info),
+        None => parse_serde(data),
+    }
+}
+
+/// [`parse`] by serde_json alone: the reference the scanner is tested against, and what
+/// decides every chunk the scanner gives up on.
+pub fn parse_serde(data: &str) -> Result<ChunkInfo, serde_json::Error> {
     let raw: Raw<'_> = serde_json::from_str(data)?;
     let mut info = ChunkInfo::default();
     for choice in &raw.choices {

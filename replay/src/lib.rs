@@ -41,7 +41,9 @@ mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
 pub use canary_tls::{client_config, TlsError};
-pub use chunk::{parse as parse_chunk, ChunkInfo};
+pub use chunk::{
+    parse as parse_chunk, parse_serde as parse_chunk_serde, scan as scan_chunk, ChunkInfo,
+};
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
 pub use histograms::{Histograms, HistogramsError, MetricHistogram, HISTOGRAMS_FILE};
@@ -51,8 +53,8 @@ pub use limits::ResponseLimits;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
-    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SyntheticInfo,
-    Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
+    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo,
+    SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,

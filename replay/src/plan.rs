@@ -21,12 +21,14 @@ mod info;
 mod key;
 mod load;
 mod setting;
+mod synthesis;
 mod synthetic;
 
 pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
 pub use key::ApiKeySource;
 pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
+pub use synthesis::SynthesisInfo;
 pub use synthetic::{ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT};
 
 use crate::prompt::{PromptBuilder, PromptError, Tokenizer, TokenizerSpec};

@@ -86,10 +86,8 @@ impl SseParser {
         }
         self.buf.extend_from_slice(bytes);
         loop {
-            let Some(pos) = self.buf[self.scanned..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-                .map(|p| p + self.scanned)
+            let Some(pos) =
+                memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]).map(|p| p + self.scanned)
             else {
                 self.scanned = self.buf.len();
                 return self.check();
@@ -152,7 +150,12 @@ impl SseParser {
             }
             None => (line, &b""[..]),
         };
-        let value = String::from_utf8_lossy(value);
+        // Valid UTF-8 (every real chunk) is checked a word at a time; only a line with a bad
+        // byte pays for the lossy walk.
+        let value = match std::str::from_utf8(value) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(value),
+        };
         match field {
             b"data" => match &mut self.data {
                 Some(d) => {
@@ -248,6 +251,15 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_refused() {
+        for piece in [1, 4, 100] {
+            let ev = parse_in_pieces(b"data: a\xffb\xe2\x82\n\ndata: \xe2\x82\xac\n\n", piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["a\u{fffd}b\u{fffd}", "\u{20ac}"], "piece {piece}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! canary-replay's integration tests: one binary, real simulator, real sockets.
 
+mod chunk_scan;
 mod compact_rows;
 mod connect;
 mod fuzz;

@@ -147,7 +147,7 @@ impl ProfileArgs {
                 }
             }
             None => {
-                if let Some(flag) = given(&trace_flags) {
+                if let Some(flag) = given(&trace_flags).or(s.synthesis.first_given()) {
                     bail!("{flag} applies to a --trace; synthetic requests have none");
                 }
             }
@@ -247,6 +247,10 @@ impl TryFrom<&ProfileArgs> for Plan {
         }
         if let Some(seed) = args.random_seed {
             plan.prompts.seed = seed;
+        }
+        if let Some(trace) = plan.trace_mut() {
+            // aiperf's --random-seed seeds synthesis too, unless --synthesis-seed is given.
+            trace.synthesis = shape.synthesis.synthesis(args.random_seed);
         }
         if let Some(rate_percent) = args.request_cancellation_rate {
             plan.replay.cancellation = Some(Cancellation {

@@ -92,6 +92,8 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub slice_duration: Option<Duration>,
     #[command(flatten)]
+    pub synthesis: crate::cli::synthesize::SynthesisArgs,
+    #[command(flatten)]
     pub trace_limits: TraceLimits,
     /// Turn bad trace rows into counted warnings instead of errors.
     #[arg(long)]
@@ -267,6 +269,7 @@ impl ShapeArgs {
                 shard: self.shard,
                 ..trace.selection.clone()
             };
+            trace.synthesis = self.synthesis.synthesis(None);
         }
         plan.set_length_limit(self.trace_limits.length_limit);
         plan.prompts = PromptSpec {

@@ -90,3 +90,87 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     )?;
     Ok(0)
 }
+
+/// Trace synthesis on the fly, for `canaryd replay` and `canaryd profile --trace`: the
+/// transforms of `canaryd synthesize`, with aiperf's `--synthesis-*` spellings (and the short
+/// ones where replay has no flag of that name), applied to the loaded trace before its window,
+/// shard and caps are selected. The run replays the rows `canaryd synthesize` would write.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SynthesisArgs {
+    /// Divide every timestamp and session delay by this before replaying: the pace is then
+    /// this times `--speedup` (as `canaryd synthesize --speedup-ratio R` and a replay of its
+    /// output at `--speedup S`).
+    #[arg(long, value_name = "R")]
+    pub synthesis_speedup_ratio: Option<f64>,
+    /// Multiply shared-prefix lengths (a row's leading blocks that other rows share).
+    #[arg(long, visible_alias = "prefix-len-multiplier", value_name = "F")]
+    pub synthesis_prefix_len_multiplier: Option<f64>,
+    /// Copy every prefix tree this many times, each row going to one copy.
+    #[arg(long, visible_alias = "prefix-root-multiplier", value_name = "N")]
+    pub synthesis_prefix_root_multiplier: Option<u32>,
+    /// Multiply unique-prompt lengths (what follows the shared prefix).
+    #[arg(long, visible_alias = "prompt-len-multiplier", value_name = "F")]
+    pub synthesis_prompt_len_multiplier: Option<f64>,
+    /// Cap every input length at N tokens, dropping the blocks past it.
+    #[arg(long, visible_alias = "max-isl", value_name = "N")]
+    pub synthesis_max_isl: Option<u32>,
+    /// Cap every output length at N tokens.
+    #[arg(long, visible_alias = "max-osl", value_name = "N")]
+    pub synthesis_max_osl: Option<u32>,
+    /// Picks each row's prefix copy with --synthesis-prefix-root-multiplier (default 0;
+    /// `canaryd profile` takes --random-seed when this is not given).
+    #[arg(long, value_name = "N")]
+    pub synthesis_seed: Option<u64>,
+}
+
+impl SynthesisArgs {
+    /// The first transform flag given, to refuse it where there is no trace.
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (
+                "--synthesis-speedup-ratio",
+                self.synthesis_speedup_ratio.is_some(),
+            ),
+            (
+                "--synthesis-prefix-len-multiplier",
+                self.synthesis_prefix_len_multiplier.is_some(),
+            ),
+            (
+                "--synthesis-prefix-root-multiplier",
+                self.synthesis_prefix_root_multiplier.is_some(),
+            ),
+            (
+                "--synthesis-prompt-len-multiplier",
+                self.synthesis_prompt_len_multiplier.is_some(),
+            ),
+            ("--synthesis-max-isl", self.synthesis_max_isl.is_some()),
+            ("--synthesis-max-osl", self.synthesis_max_osl.is_some()),
+            ("--synthesis-seed", self.synthesis_seed.is_some()),
+        ]
+        .into_iter()
+        .find(|f| f.1)
+        .map(|f| f.0)
+    }
+
+    /// The synthesis the flags ask for, `None` when no transform is given; unset factors are
+    /// 1 (no change). Checked by the plan, which names the flag.
+    pub fn synthesis(&self, seed: Option<u64>) -> Option<Synthesis> {
+        self.first_given()?;
+        let d = Synthesis::default();
+        Some(Synthesis {
+            speedup_ratio: self.synthesis_speedup_ratio.unwrap_or(d.speedup_ratio),
+            prefix_len_multiplier: self
+                .synthesis_prefix_len_multiplier
+                .unwrap_or(d.prefix_len_multiplier),
+            prefix_root_multiplier: self
+                .synthesis_prefix_root_multiplier
+                .unwrap_or(d.prefix_root_multiplier),
+            prompt_len_multiplier: self
+                .synthesis_prompt_len_multiplier
+                .unwrap_or(d.prompt_len_multiplier),
+            max_isl: self.synthesis_max_isl,
+            max_osl: self.synthesis_max_osl,
+            seed: self.synthesis_seed.or(seed).unwrap_or(d.seed),
+        })
+    }
+}

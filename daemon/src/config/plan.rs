@@ -68,6 +68,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
                     scale_lengths: w.scale_lengths,
                     ..Selection::default()
                 };
+                trace.synthesis.clone_from(&w.synthesis);
                 LoadShape::Trace(trace)
             }
             (None, Some(synthetic)) => synthetic.load(),

@@ -327,6 +327,20 @@ pub struct Workload {
     pub start_at: Option<toml::Spanned<String>>,
     /// With `start_at`: how late a run may begin and still go ahead (default 0).
     pub max_late_start: Option<toml::Spanned<Period>>,
+    // Trace synthesis on the fly, as `canaryd replay --synthesis-*` (aiperf's spellings): see
+    // `config::validate::synthesis`. `random_seed` picks the prefix copies.
+    /// Trace-time divisor applied to the trace (on top of `speedup`).
+    pub synthesis_speedup_ratio: Option<toml::Spanned<f64>>,
+    /// Shared-prefix length multiplier.
+    pub synthesis_prefix_len_multiplier: Option<toml::Spanned<f64>>,
+    /// Copies of every prefix tree.
+    pub synthesis_prefix_root_multiplier: Option<toml::Spanned<u32>>,
+    /// Unique-prompt length multiplier.
+    pub synthesis_prompt_len_multiplier: Option<toml::Spanned<f64>>,
+    /// Input length cap, tokens.
+    pub synthesis_max_isl: Option<toml::Spanned<u32>>,
+    /// Output length cap, tokens.
+    pub synthesis_max_osl: Option<toml::Spanned<u32>>,
     // `kind = "capacity"` only.
     /// Most probes (runs) one search makes (default 6).
     pub max_probes: Option<toml::Spanned<AtLeastOne>>,

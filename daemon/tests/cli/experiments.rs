@@ -19,7 +19,7 @@ fn schema() -> Value {
 }
 
 /// `doc` checked against `core/summary.schema.json`, or against its `$defs/NAME`.
-fn assert_valid(doc: &Value, def: Option<&str>) {
+pub(crate) fn assert_valid(doc: &Value, def: Option<&str>) {
     let root = schema();
     let schema = match def {
         None => root,

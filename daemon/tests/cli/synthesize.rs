@@ -67,3 +67,174 @@ fn synthesize_writes_a_trace_analyze_trace_reads_back() {
     );
     assert!(!dir.path().join("other.jsonl").exists());
 }
+
+/// `(trace_line, scheduled ms, input, output, usage prompt, usage completion)` of each record.
+fn rows(dir: &std::path::Path) -> Vec<(u64, f64, u64, u64, u64, u64)> {
+    let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    let mut rows: Vec<_> = text
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(r["status"], "ok", "{r}");
+            let n = |v: &serde_json::Value| v.as_u64().unwrap();
+            (
+                n(&r["trace_line"]),
+                r["scheduled_at_ms"].as_f64().unwrap(),
+                n(&r["input_tokens"]),
+                n(&r["output_tokens"]),
+                n(&r["usage"]["prompt_tokens"]),
+                n(&r["usage"]["completion_tokens"]),
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows
+}
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn replay_with_synthesis_flags_sends_what_a_replay_of_the_synthesized_file_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = crate::common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let input = shared("traces/mooncake_arxiv_first20.jsonl");
+    let input = input.to_str().unwrap();
+    let common = ["--url", &url, "--model", "canary-sim", "--speedup", "4"];
+    let common = [
+        &common[..],
+        &["--no-ebpf", "--no-nvml", "--no-server-metrics"],
+    ]
+    .concat();
+
+    // On the fly: aiperf's spellings, and a short one.
+    let synth = [
+        "--synthesis-max-isl",
+        "3000",
+        "--synthesis-prompt-len-multiplier",
+        "0.25",
+        "--max-osl",
+        "24",
+        "--synthesis-speedup-ratio",
+        "2",
+    ];
+    let args = [
+        &["replay", "--trace", input, "-o", "fly"],
+        &common[..],
+        &synth,
+    ]
+    .concat();
+    let out = canaryd(&args, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The same through a file.
+    let out = canaryd(
+        &[&["synthesize", input, "synth.jsonl"], &synth[..]].concat(),
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let args = [
+        &["replay", "--trace", "synth.jsonl", "-o", "file"],
+        &common[..],
+    ]
+    .concat();
+    let out = canaryd(&args, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+
+    let (fly, file) = (
+        rows(&dir.path().join("fly")),
+        rows(&dir.path().join("file")),
+    );
+    assert_eq!(fly.len(), 20);
+    assert_eq!(fly, file, "same rows, schedule, lengths and usage");
+    // Transformed: the arXiv rows ask for up to 87k tokens in and 794 out.
+    assert!(fly.iter().all(|r| r.2 <= 3000 && r.3 <= 24), "{fly:?}");
+    assert!(fly.iter().any(|r| r.2 == 3000), "{fly:?}");
+    assert!(
+        fly.iter().all(|r| r.5 == r.3),
+        "usage shows the capped outputs: {fly:?}"
+    );
+    // Sped up 2 x 4: the second burst, 3052 ms into the trace, is due at 381.5 ms.
+    assert!(fly.iter().any(|r| (r.1 - 381.5).abs() < 1e-6), "{fly:?}");
+
+    // The run says what it replayed; the file's run replayed the same rows as read.
+    let (a, b) = (
+        summary(&dir.path().join("fly")),
+        summary(&dir.path().join("file")),
+    );
+    crate::experiments::assert_valid(&a, None);
+    let s = &a["run"]["trace"]["synthesis"];
+    assert_eq!(s["max_isl"], 3000, "{s}");
+    assert_eq!(s["max_osl"], 24, "{s}");
+    assert_eq!(s["prompt_len_multiplier"], 0.25, "{s}");
+    assert_eq!(s["speedup_ratio"], 2.0, "{s}");
+    assert_eq!(s["rows"], 20, "{s}");
+    assert!(b["run"]["trace"].get("synthesis").is_none());
+    assert_eq!(a["run"]["trace"]["digest"], b["run"]["trace"]["digest"]);
+
+    // A bad value is refused naming the flag, before anything is sent.
+    let args = [
+        &["replay", "--trace", input, "-o", "bad"],
+        &common[..],
+        &["--synthesis-max-isl", "0"],
+    ]
+    .concat();
+    let out = canaryd(&args, dir.path());
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--synthesis-max-isl 0: expected 1 or more"),
+        "{}",
+        text(&out)
+    );
+    // Synthetic requests have no trace to transform.
+    let out = canaryd(
+        &["profile", "--url", &url, "--model", "m", "--max-isl", "10"],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--synthesis-max-isl applies to a --trace"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn profile_trace_takes_the_synthesis_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = crate::common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let input = shared("traces/mooncake_arxiv_first20.jsonl");
+    let out = canaryd(
+        &[
+            "profile",
+            "--trace",
+            input.to_str().unwrap(),
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--synthesis-speedup-ratio",
+            "8",
+            "--synthesis-max-isl",
+            "512",
+            "--synthesis-max-osl",
+            "4",
+            "--random-seed",
+            "7",
+            "-o",
+            "out",
+            "--no-ebpf",
+            "--no-nvml",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = rows(&dir.path().join("out"));
+    assert_eq!(rows.len(), 20);
+    assert!(rows.iter().all(|r| r.2 <= 512 && r.3 <= 4), "{rows:?}");
+    let s = summary(&dir.path().join("out"));
+    assert_eq!(s["run"]["trace"]["synthesis"]["seed"], 7, "{s}");
+}

@@ -103,6 +103,10 @@ pub struct TraceInfo {
     pub selection: SelectionReport,
     /// The selection asked for, so the run can be repeated from its summary.
     pub asked: SelectionAsked,
+    /// The transforms applied to the trace before selection (`--synthesis-*`) and what they
+    /// did; absent when the rows were replayed as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthesis: Option<super::SynthesisInfo>,
 }
 
 /// The settings that chose and shaped a run's requests, as asked (`--start-offset`,
@@ -171,6 +175,7 @@ impl RunInfo {
                         load: loaded.load.clone(),
                         selection: loaded.selection.clone(),
                         asked: SelectionAsked::of(&trace.selection),
+                        synthesis: loaded.synthesis.clone(),
                     }),
                 speedup: plan.trace().map_or(1.0, |t| t.speedup),
                 concurrency: plan.dispatcher_config().concurrency,

@@ -4,12 +4,13 @@
 //! ([`LoadShape::prepare`]).
 
 use super::setting::{Setting, SettingError};
+use super::synthesis::{self, SynthesisInfo};
 use super::synthetic::{ClosedLoopPlan, LoadInfo, RatePlan};
 use crate::run::Work;
 use crate::schedule::Schedule;
 use crate::trace::{
-    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Trace, TraceError,
-    TraceFormat, MAX_SPAN,
+    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Synthesis, Trace,
+    TraceError, TraceFormat, MAX_SPAN,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,13 +66,13 @@ impl LoadShape {
         match self {
             LoadShape::Trace(t) => {
                 let speedup = t.speedup;
-                match speedup > 0.0 && speedup.is_finite() {
-                    true => Ok(()),
-                    false => Err(SettingError::new(
+                if !(speedup > 0.0 && speedup.is_finite()) {
+                    return Err(SettingError::new(
                         Setting::Speedup,
                         format!("expected a positive number, found {speedup}"),
-                    )),
+                    ));
                 }
+                t.synthesis.as_ref().map_or(Ok(()), synthesis::validate)
             }
             LoadShape::Rate(r) => r.validate(length_limit),
             LoadShape::ClosedLoop(c) => c.validate(length_limit),
@@ -86,7 +87,11 @@ impl LoadShape {
                     TraceSource::File(p) => p.display().to_string(),
                     TraceSource::Embedded { name, .. } => (*name).to_string(),
                 };
-                format!("replaying {what} at {}x", Number(t.speedup))
+                let synthesized = match t.synthesis {
+                    Some(_) => ", synthesized",
+                    None => "",
+                };
+                format!("replaying {what}{synthesized} at {}x", Number(t.speedup))
             }
             LoadShape::Rate(r) => format!(
                 "{} req/s, {} arrivals, {} in / {} out tokens",
@@ -123,6 +128,9 @@ pub struct TracePlan {
     pub selection: Selection,
     /// Trace-time divisor (2.0 replays twice as fast).
     pub speedup: f64,
+    /// Transforms applied to the whole trace as loaded, before the window, shard and caps
+    /// (`--synthesis-*`): the rows `canaryd synthesize` would write. `None`: as read.
+    pub synthesis: Option<Synthesis>,
 }
 
 /// Where a trace is.
@@ -150,9 +158,11 @@ pub struct Loaded {
     pub selection: SelectionReport,
     /// The speedup it is replayed at.
     pub speedup: f64,
-    /// The whole trace's [`digest`](crate::trace::digest), before selection: equal in every
-    /// shard of one replay.
+    /// The whole trace's [`digest`](crate::trace::digest), before selection (after any
+    /// synthesis: the rows replayed): equal in every shard of one replay.
     pub digest: String,
+    /// The synthesis applied, and what it did.
+    pub synthesis: Option<SynthesisInfo>,
 }
 
 /// Why a trace could not be loaded or scheduled.
@@ -170,6 +180,15 @@ pub enum LoadError {
     /// A setting makes the schedule unusable (a speedup that would never end).
     #[error(transparent)]
     Setting(#[from] SettingError),
+    /// The trace cannot be synthesized as asked (`--synthesis-*`): a row with its own prompt
+    /// text, or blocks other than Mooncake's.
+    #[error("{}: synthesis: {reason}", path.display())]
+    Synthesis {
+        /// The trace file.
+        path: PathBuf,
+        /// Why (shown in the message, so not a `source` too).
+        reason: crate::trace::SynthesisError,
+    },
 }
 
 impl TracePlan {
@@ -189,6 +208,7 @@ impl TracePlan {
             read: LoadOptions::default(),
             selection: Selection::default(),
             speedup: super::Plan::SPEEDUP,
+            synthesis: None,
         }
     }
 
@@ -215,6 +235,21 @@ impl TracePlan {
         for w in &load.warnings {
             tracing::warn!("{w}");
         }
+        let (trace, synthesis) = match &self.synthesis {
+            None => (trace, None),
+            Some(s) => {
+                // CPU work over the whole trace: off the runtime, which may be running other
+                // workloads' schedules.
+                let (s, limit) = (s.clone(), self.read.length_limit);
+                let (trace, report) = tokio::task::spawn_blocking(move || {
+                    synthesis::apply(&trace, &s, limit)
+                        .map(|(t, r)| (t, SynthesisInfo::new(&s, &r)))
+                })
+                .await
+                .map_err(|e| LoadError::Loader(std::io::Error::other(e)))??;
+                (trace, Some(report))
+            }
+        };
         let digest = trace::digest(&trace);
         let (trace, selection) = trace.select(&self.selection)?;
         Ok(Some(Loaded {
@@ -223,6 +258,7 @@ impl TracePlan {
             selection,
             speedup: self.speedup,
             digest,
+            synthesis,
         }))
     }
 }

@@ -65,6 +65,19 @@ pub enum Setting {
     MaxLateStart,
     /// The duration of the run's timeslices.
     SliceDuration,
+    // Trace synthesis on the fly (aiperf's `--synthesis-*`).
+    /// Trace-time divisor applied by synthesis (on top of `speedup`).
+    SynthesisSpeedupRatio,
+    /// Shared-prefix length multiplier.
+    SynthesisPrefixLenMultiplier,
+    /// Prefix-root multiplier.
+    SynthesisPrefixRootMultiplier,
+    /// Unique-prompt length multiplier.
+    SynthesisPromptLenMultiplier,
+    /// Input length cap of synthesis.
+    SynthesisMaxIsl,
+    /// Output length cap of synthesis.
+    SynthesisMaxOsl,
 }
 
 /// Which part of a daemon config a setting sits in.
@@ -108,6 +121,12 @@ impl Setting {
             Setting::StartAt => "start_at",
             Setting::MaxLateStart => "max_late_start",
             Setting::SliceDuration => "slice_duration",
+            Setting::SynthesisSpeedupRatio => "synthesis_speedup_ratio",
+            Setting::SynthesisPrefixLenMultiplier => "synthesis_prefix_len_multiplier",
+            Setting::SynthesisPrefixRootMultiplier => "synthesis_prefix_root_multiplier",
+            Setting::SynthesisPromptLenMultiplier => "synthesis_prompt_len_multiplier",
+            Setting::SynthesisMaxIsl => "synthesis_max_isl",
+            Setting::SynthesisMaxOsl => "synthesis_max_osl",
         }
     }
 
@@ -131,7 +150,13 @@ impl Setting {
             | Setting::RequestCancellationDelay
             | Setting::StartAt
             | Setting::MaxLateStart
-            | Setting::SliceDuration => Table::Workload,
+            | Setting::SliceDuration
+            | Setting::SynthesisSpeedupRatio
+            | Setting::SynthesisPrefixLenMultiplier
+            | Setting::SynthesisPrefixRootMultiplier
+            | Setting::SynthesisPromptLenMultiplier
+            | Setting::SynthesisMaxIsl
+            | Setting::SynthesisMaxOsl => Table::Workload,
             _ => Table::Target,
         }
     }

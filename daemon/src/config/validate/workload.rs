@@ -67,6 +67,7 @@ fn workload(
     let concurrency = w.concurrency.map(|c| c.0);
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
+    let synthesis = super::synthesis::synthesis(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace = match w.trace.as_deref() {
         None => None,
@@ -119,6 +120,7 @@ fn workload(
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
         tokenizer: w.tokenizer.map(|p| src.rel(p)),
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
+        synthesis,
     })
 }
 

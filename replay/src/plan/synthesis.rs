@@ -1,0 +1,245 @@
+//! Trace synthesis on the fly (`--synthesis-*`, `synthesis_*` keys): the transforms of
+//! `canaryd synthesize` (aiperf's `--synthesis-*`) applied to a loaded trace in memory, before
+//! its window, shard and caps are selected and its schedule built.
+//!
+//! The rows are exactly those `canaryd synthesize IN OUT` writes and a replay of OUT reads
+//! back: the trace is synthesized into memory and parsed again as Mooncake, through the same
+//! two functions. Only the rows' line numbers are put back to the input's, so records still
+//! point at the file the user gave.
+
+use super::load::LoadError;
+use super::setting::{Setting, SettingError};
+use crate::trace::{self, LoadOptions, Synthesis, SynthesisReport, Trace, TraceFormat};
+use serde::Serialize;
+use std::path::Path;
+
+impl Synthesis {
+    /// Checks each setting, naming the one that is wrong (as a plan's [`Setting`]): every
+    /// factor positive and finite, every cap and the root multiplier 1 or more.
+    pub fn validate_settings(&self) -> Result<(), SettingError> {
+        validate(self)
+    }
+}
+
+/// [`Synthesis::validate_settings`].
+pub(super) fn validate(s: &Synthesis) -> Result<(), SettingError> {
+    let positive = |setting, v: f64| match v.is_finite() && v > 0.0 {
+        true => Ok(()),
+        false => Err(SettingError::new(setting, "expected a positive number").with_value(v)),
+    };
+    positive(Setting::SynthesisSpeedupRatio, s.speedup_ratio)?;
+    positive(
+        Setting::SynthesisPrefixLenMultiplier,
+        s.prefix_len_multiplier,
+    )?;
+    positive(
+        Setting::SynthesisPromptLenMultiplier,
+        s.prompt_len_multiplier,
+    )?;
+    let at_least_one = |setting, v: Option<u32>| match v {
+        Some(0) => Err(SettingError::new(setting, "expected 1 or more").with_value(0)),
+        _ => Ok(()),
+    };
+    at_least_one(
+        Setting::SynthesisPrefixRootMultiplier,
+        Some(s.prefix_root_multiplier),
+    )?;
+    at_least_one(Setting::SynthesisMaxIsl, s.max_isl)?;
+    at_least_one(Setting::SynthesisMaxOsl, s.max_osl)
+}
+
+/// `trace` changed by `s`, with the rows `canaryd synthesize` would write (each keeping its
+/// input line); lengths over `length_limit` are refused, naming the row.
+pub fn apply(
+    trace: &Trace,
+    s: &Synthesis,
+    length_limit: u32,
+) -> Result<(Trace, SynthesisReport), LoadError> {
+    let mut text = Vec::new();
+    let report = trace::synthesize(trace, s, &mut text).map_err(|reason| LoadError::Synthesis {
+        path: trace.path.clone(),
+        reason,
+    })?;
+    // The limit is checked below, naming the input's line rather than the text's.
+    let opts = LoadOptions {
+        format: Some(TraceFormat::Mooncake),
+        length_limit: u32::MAX,
+        max_line_bytes: usize::MAX,
+        ..LoadOptions::default()
+    };
+    let name = format!("{} (synthesized)", trace.path.display());
+    let mut out = trace::parse(text.as_slice(), Path::new(&name), &opts)?;
+    // One row written per row read, in order, and a speedup keeps the order: row i is row i.
+    for (new, old) in out.requests.iter_mut().zip(&trace.requests) {
+        new.line = old.line;
+        for (field, n) in [
+            ("input_length", new.input_tokens),
+            ("output_length", new.output_tokens),
+        ] {
+            if n > length_limit {
+                return Err(trace::TraceError::InvalidValue {
+                    path: trace.path.clone(),
+                    line: u64::from(old.line),
+                    field,
+                    expected: format!(
+                        "at most {length_limit} tokens once synthesized (length_limit)"
+                    ),
+                    found: n.to_string(),
+                }
+                .into());
+            }
+        }
+    }
+    out.path.clone_from(&trace.path);
+    out.report = trace.report.clone();
+    Ok((out, report))
+}
+
+/// `summary.json`'s `run.trace.synthesis`: the transforms applied and what they did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SynthesisInfo {
+    /// Timestamps and delays were divided by this (on top of `speedup`).
+    pub speedup_ratio: f64,
+    /// Shared-prefix lengths were multiplied by this.
+    pub prefix_len_multiplier: f64,
+    /// Prefix trees were copied this many times.
+    pub prefix_root_multiplier: u32,
+    /// Unique-prompt lengths were multiplied by this.
+    pub prompt_len_multiplier: f64,
+    /// Input lengths were capped here (`null`: not capped).
+    pub max_isl: Option<u32>,
+    /// Output lengths were capped here (`null`: not capped).
+    pub max_osl: Option<u32>,
+    /// The seed that picked each row's prefix copy.
+    pub seed: u64,
+    /// Rows synthesized (the whole trace, before selection).
+    pub rows: u64,
+    /// Of those, rows whose input or output a cap cut.
+    pub capped: u64,
+    /// Distinct block ids in the synthesized trace.
+    pub blocks: u64,
+}
+
+impl SynthesisInfo {
+    /// The block of `s`, which did `report`.
+    pub fn new(s: &Synthesis, report: &SynthesisReport) -> SynthesisInfo {
+        SynthesisInfo {
+            speedup_ratio: s.speedup_ratio,
+            prefix_len_multiplier: s.prefix_len_multiplier,
+            prefix_root_multiplier: s.prefix_root_multiplier,
+            prompt_len_multiplier: s.prompt_len_multiplier,
+            max_isl: s.max_isl,
+            max_osl: s.max_osl,
+            seed: s.seed,
+            rows: report.rows,
+            capped: report.capped,
+            blocks: report.blocks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROWS: &str = "{\"timestamp\":0,\"input_length\":1000,\"output_length\":50,\"hash_ids\":[1,2]}\n\
+                        \n\
+                        {\"timestamp\":10,\"input_length\":1020,\"output_length\":70,\"hash_ids\":[1,3]}\n";
+
+    fn trace() -> Trace {
+        trace::parse(
+            ROWS.as_bytes(),
+            Path::new("t.jsonl"),
+            &LoadOptions::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn applied_rows_are_the_written_trace_read_back_with_the_input_lines() {
+        let s = Synthesis {
+            speedup_ratio: 4.0,
+            max_isl: Some(600),
+            max_osl: Some(60),
+            prompt_len_multiplier: 2.0,
+            ..Synthesis::default()
+        };
+        let t = trace();
+        let (got, report) = apply(&t, &s, trace::DEFAULT_LENGTH_LIMIT).unwrap();
+        let mut text = Vec::new();
+        trace::synthesize(&t, &s, &mut text).unwrap();
+        let file = trace::parse(text.as_slice(), Path::new("x"), &LoadOptions::default()).unwrap();
+        assert_eq!(report.rows, 2);
+        assert_eq!(report.capped, 2);
+        assert_eq!(got.requests.len(), 2);
+        for (g, f) in got.requests.iter().zip(&file.requests) {
+            assert_eq!(
+                (g.timestamp_us, g.input_tokens, g.output_tokens, &g.hash_ids),
+                (f.timestamp_us, f.input_tokens, f.output_tokens, &f.hash_ids)
+            );
+        }
+        assert_eq!(got.requests[1].timestamp_us, 2_500);
+        assert_eq!(
+            (got.requests[1].input_tokens, got.requests[1].output_tokens),
+            (600, 60)
+        );
+        // Lines stay the input's (the blank line 2 is skipped), the path too.
+        assert_eq!(got.requests[1].line, 3);
+        assert_eq!(got.path, Path::new("t.jsonl"));
+    }
+
+    #[test]
+    fn each_bad_setting_is_named() {
+        let bad = [
+            (
+                Synthesis {
+                    max_isl: Some(0),
+                    ..Synthesis::default()
+                },
+                Setting::SynthesisMaxIsl,
+            ),
+            (
+                Synthesis {
+                    speedup_ratio: f64::NAN,
+                    ..Synthesis::default()
+                },
+                Setting::SynthesisSpeedupRatio,
+            ),
+            (
+                Synthesis {
+                    prefix_root_multiplier: 0,
+                    ..Synthesis::default()
+                },
+                Setting::SynthesisPrefixRootMultiplier,
+            ),
+            (
+                Synthesis {
+                    prompt_len_multiplier: -1.0,
+                    ..Synthesis::default()
+                },
+                Setting::SynthesisPromptLenMultiplier,
+            ),
+        ];
+        for (s, setting) in bad {
+            assert_eq!(validate(&s).unwrap_err().setting, setting, "{s:?}");
+        }
+        validate(&Synthesis::default()).unwrap();
+    }
+
+    #[test]
+    fn a_length_over_the_limit_is_refused_naming_the_row() {
+        let s = Synthesis {
+            prompt_len_multiplier: 100.0,
+            ..Synthesis::default()
+        };
+        let e = apply(&trace(), &s, 10_000).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.jsonl:1: field \"input_length\": expected at most 10000 tokens once \
+             synthesized (length_limit), found 49312"
+        );
+        // The row on line 3 (after a blank line) is named by its line in the input.
+        let e = apply(&trace(), &s, 50_000).unwrap_err().to_string();
+        assert!(e.starts_with("t.jsonl:3: "), "{e}");
+    }
+}
