@@ -2,6 +2,7 @@
 //! Every error names the file, the line and the key path.
 
 mod target;
+mod sweep;
 mod workload;
 
 use super::{line_of, otlp, raw, BaselineConfig, Config, ConfigError, Otlp, Telemetry};

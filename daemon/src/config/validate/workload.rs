@@ -67,6 +67,7 @@ fn workload(
     let concurrency = w.concurrency.map(|c| c.0);
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
+    let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace = match w.trace.as_deref() {
@@ -96,6 +97,7 @@ fn workload(
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     Ok(Workload {
         capacity,
+        sweep,
         name,
         start_at,
         target: w.target.into_inner(),
