@@ -4,6 +4,7 @@
 //! handed to the sinks.
 
 mod announce;
+mod grid;
 
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
@@ -206,77 +207,6 @@ impl Daemon {
         }
     }
 
-    /// The schedule of a workload with `start_at`: runs on the grid anchored there (see
-    /// [`Cadence::next_on_grid`]), each launched [`Cadence::grid_lead`] ahead of its grid
-    /// instant with that instant as its `start_at`, so that every daemon given the same
-    /// `start_at` and schedule maps the same instant onto its monotonic clock and starts the
-    /// run there. A grid instant missed (the previous run still going, or too close when the
-    /// daemon started) is said once in the log, and the run goes to the next one.
-    async fn grid_loop(
-        self: Arc<Self>,
-        config: Arc<Config>,
-        w: Workload,
-        start: canary_replay::StartAt,
-        stop: CancellationToken,
-    ) {
-        let lead = w.cadence.grid_lead();
-        let lead_ns = i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX);
-        let mut first = true;
-        loop {
-            let now = crate::instant::now_unix_ns();
-            let Some(grid) = w.cadence.next_on_grid(start.unix_ns, now.saturating_add(lead_ns))
-            else {
-                tracing::warn!(workload = %w.name, "no grid instant from {} on: no more runs", start.text);
-                return;
-            };
-            if first {
-                tracing::info!(
-                    workload = %w.name,
-                    "runs on the grid from start_at {}; the first at {} (launched {:?} ahead)",
-                    start.text,
-                    crate::instant::rfc3339(grid),
-                    lead
-                );
-                first = false;
-            }
-            let launch = grid.saturating_sub(lead_ns).max(0) as u64;
-            let launch = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(launch);
-            if crate::config::cadence::wait_until(launch, &stop).await.is_none() {
-                return;
-            }
-            if self.metrics.running().contains(&w.name) {
-                tracing::info!(
-                    workload = %w.name,
-                    "grid instant {} missed: the previous run is still going; the next grid instant is taken",
-                    crate::instant::rfc3339(grid)
-                );
-                self.sinks.run_skipped(&w.name);
-                continue;
-            }
-            let mut run = w.clone();
-            run.start_at = Some(canary_replay::StartAt {
-                text: crate::instant::rfc3339(grid),
-                unix_ns: grid,
-                max_late: start.max_late,
-            });
-            let task = self.start_run(config.clone(), run);
-            {
-                let mut tasks = self.tasks.lock().unwrap();
-                tasks.retain(|t| !t.is_finished());
-                tasks.push(task);
-            }
-            // Past the launch time, so the same instant is not taken twice.
-            let after = std::time::UNIX_EPOCH
-                + std::time::Duration::from_nanos(grid.saturating_add(1).max(0) as u64);
-            if crate::config::cadence::wait_until(after.checked_sub(lead).unwrap_or(after), &stop)
-                .await
-                .is_none()
-            {
-                return;
-            }
-        }
-    }
-
     /// Marks the workload running and runs it once in a task of its own.
     fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> JoinHandle<()> {
         let running = RunningGuard::new(self, &w.name);
@@ -367,6 +297,7 @@ impl Daemon {
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
+        self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
         announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
@@ -418,6 +349,41 @@ impl Daemon {
         };
         run.baseline = CapacityBaseline::of(&base, config.baseline.min_runs, tolerance);
         if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(&run.found)) {
+            result.run.verdict = crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Fail,
+                reasons: vec![why],
+            };
+        }
+    }
+
+    /// A sweep run that ran every point: its knee compared with the knees of the last passing
+    /// sweep runs ([`crate::judge::knee`]).
+    fn compare_knee(&self, config: &Config, workload: &str, result: &mut RunResult) {
+        let Some(run) = &mut result.run.sweep else {
+            return;
+        };
+        if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Pass {
+            return;
+        }
+        let Some(tolerance) = config
+            .workloads
+            .iter()
+            .find(|w| w.name == workload)
+            .and_then(|w| w.sweep.as_ref())
+            .map(|s| s.tolerance)
+        else {
+            return;
+        };
+        let knees = match self.history.knee_baseline(workload, config.baseline.runs) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::error!(workload = %workload, "reading the knee baseline: {e:#}");
+                return;
+            }
+        };
+        run.baseline =
+            crate::judge::knee::KneeBaseline::of(&knees, config.baseline.min_runs, tolerance);
+        if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(run)) {
             result.run.verdict = crate::judge::verdict::Verdict {
                 kind: crate::judge::verdict::VerdictKind::Fail,
                 reasons: vec![why],

@@ -1,0 +1,205 @@
+//! One run of a `kind = "sweep"` workload: a run of the workload's load per value of the
+//! sweep's axis, each through the one run function ([`RunContext::replay`], as a capacity
+//! probe) into its own folder (`<run>/point-NN-<label>/`), each made a sweep point by
+//! `canaryd sweep`'s own code ([`Point::of_run`]) and the whole by its [`SweepDoc`] (the
+//! knee and the Pareto front, `sweep.json` and `sweep.csv` in the run's folder). The run's
+//! summary is the knee point's (the last point's when there is no knee); its verdict is
+//! `pass` until the scheduler compares the knee with the baseline ([`crate::judge::knee`]),
+//! `error` when a point could not run or errored.
+
+use super::{RunContext, RunIds};
+use crate::capacity::Capacity;
+use crate::cli::sweep::document::SweepDoc;
+use crate::cli::sweep::point::{Axis, Point};
+use crate::config::shape::Synthetic;
+use crate::config::{Config, SweepSpec, Workload};
+use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
+use crate::judge::verdict::{Verdict, VerdictKind};
+use crate::service::run_result::RunResult;
+use anyhow::{bail, Result};
+use canary_core::{RateBracket, RunOutcome};
+use canary_replay::Progress;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// `w` with the point's value of `axis` set, as `canaryd sweep` sets its flag per point.
+fn point_workload(w: &Workload, axis: Axis, value: f64, index: usize) -> Result<Workload> {
+    let mut w = w.clone();
+    if index > 1 {
+        // The run's start instant is the first point's; later points follow their cooldown.
+        w.start_at = None;
+    }
+    match axis {
+        Axis::Concurrency => {
+            w.concurrency = Some(value as usize);
+            if let Some(Synthetic::ClosedLoop(c)) = &mut w.synthetic {
+                c.users = value as usize;
+            }
+        }
+        Axis::RequestRate => match &mut w.synthetic {
+            Some(Synthetic::Rate(plan)) => plan.rate = value,
+            _ => bail!("workloads.{}: sweep_request_rate needs request_rate", w.name),
+        },
+        Axis::Speedup => w.speedup = value,
+    }
+    Ok(w)
+}
+
+/// Runs point `index` (from 1) of `w`'s sweep: its sweep point and outcome.
+async fn run_point(
+    ctx: &RunContext,
+    config: &Config,
+    w: &Workload,
+    spec: &SweepSpec,
+    (index, value): (usize, f64),
+    result: &RunResult,
+    shutdown: &CancellationToken,
+    progress: &Arc<Progress>,
+) -> Result<(Point, RunOutcome)> {
+    let label = spec.axis.label(value);
+    let dir_name = format!("point-{index:02}-{label}");
+    let pw = point_workload(w, spec.axis, value, index)?;
+    let run_id = format!("{}-p{index:02}", result.run.id);
+    let dir = result.run.artifacts.join(&dir_name);
+    let ids = RunIds {
+        run: &run_id,
+        export: &result.run.id,
+        artifacts: &dir,
+    };
+    let (judged, _) = ctx
+        .replay(config, &pw, ids, None, shutdown.clone(), progress.clone())
+        .await?;
+    let point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
+    if point.verdict.starts_with("error") && !judged.outcome.interrupted {
+        bail!("the point {}: {}", point.label, point.verdict);
+    }
+    tracing::info!(
+        workload = %w.name,
+        run = %result.run.id,
+        "sweep point {index} ({}): {}, {} req/s completed",
+        point.label,
+        point.verdict,
+        point
+            .figures
+            .as_ref()
+            .and_then(|f| f.request_throughput)
+            .map_or("no".into(), crate::judge::capacity::rate)
+    );
+    Ok((point, judged.outcome))
+}
+
+/// Over request rates: the highest passing rate and the lowest failing one above it, as a
+/// capacity search's answer (its bracket holds as far as each point's verdict does).
+fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
+    if axis != Axis::RequestRate || w.slos.to_string().is_empty() {
+        return None;
+    }
+    let passed = points
+        .iter()
+        .filter(|p| p.passed)
+        .map(|p| p.value)
+        .max_by(f64::total_cmp);
+    let failed = points
+        .iter()
+        .filter(|p| !p.passed && passed.is_none_or(|best| p.value > best))
+        .map(|p| p.value)
+        .min_by(f64::total_cmp);
+    Some(Capacity::of(
+        RateBracket { passed, failed },
+        w.slos.to_string(),
+        w.min_good_fraction,
+        "sweep",
+    ))
+}
+
+/// Runs the sweep of `w` into `result`: its points, knee, summary and verdict.
+pub(super) async fn run(
+    ctx: &RunContext,
+    config: &Config,
+    w: &Workload,
+    spec: &SweepSpec,
+    result: &mut RunResult,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) {
+    let mut points = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut failed = None;
+    for (i, &v) in spec.values.iter().enumerate() {
+        if i > 0 && !spec.cooldown.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(spec.cooldown) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let at = (i + 1, v);
+        match run_point(ctx, config, w, spec, at, result, &shutdown, &progress).await {
+            Ok((point, outcome)) => {
+                let interrupted = outcome.interrupted;
+                points.push(point);
+                outcomes.push(outcome);
+                if interrupted {
+                    break;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let interrupted = shutdown.is_cancelled() || outcomes.iter().any(|o| o.interrupted);
+    let doc = SweepDoc::new("sweep", spec.axis, points);
+    if let Err(e) = std::fs::create_dir_all(&result.run.artifacts)
+        .map_err(anyhow::Error::from)
+        .and_then(|_| doc.write(&result.run.artifacts))
+    {
+        tracing::error!(workload = %w.name, "writing sweep.json: {e:#}");
+    }
+    let knee_at = doc.points.iter().position(|p| p.knee);
+    let knee = knee_at.and_then(|k| {
+        let p = &doc.points[k];
+        Some(SweepKnee {
+            label: p.label.clone(),
+            value: p.value,
+            request_throughput: p.figures.as_ref()?.request_throughput?,
+        })
+    });
+    result.run.verdict = if interrupted {
+        Verdict::error("interrupted")
+    } else if let Some(e) = &failed {
+        Verdict::error(format!("{e:#}"))
+    } else {
+        Verdict {
+            kind: VerdictKind::Pass,
+            reasons: Vec::new(),
+        }
+    };
+    let capacity = capacity_of(w, spec.axis, &doc.points);
+    let rows = doc
+        .points
+        .iter()
+        .map(|p| SweepPointRow {
+            label: p.label.clone(),
+            value: p.value,
+            verdict: p.verdict.clone(),
+            request_throughput: p.figures.as_ref().and_then(|f| f.request_throughput),
+            ttft_p99_ms: p
+                .figures
+                .as_ref()
+                .and_then(|f| f.time_to_first_token_ms.p99),
+        })
+        .collect();
+    let summary_at = knee_at.unwrap_or(outcomes.len().saturating_sub(1));
+    result.outcome = (summary_at < outcomes.len()).then(|| outcomes.swap_remove(summary_at));
+    result.run.sweep = Some(SweepRun {
+        axis: spec.axis,
+        knee,
+        capacity,
+        points: rows,
+        baseline: None,
+    });
+}
