@@ -726,3 +726,4 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }
 mod capacity;
+mod sweep;
