@@ -36,7 +36,10 @@ fn clocks(dir: &Path, status: u16) -> BTreeMap<i64, Value> {
         .filter(|r| r["verdict_kind"] == "pass")
         .map(|r| {
             let id = r["id"].as_str().unwrap();
-            let s = dir.join("state/artifacts/shard").join(id).join("summary.json");
+            let s = dir
+                .join("state/artifacts/shard")
+                .join(id)
+                .join("summary.json");
             let s: Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
             let clock = s["clock"].clone();
             (clock["start_at"]["unix_ns"].as_i64().unwrap(), clock)

@@ -70,7 +70,9 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let status = free_port();
     let cfg = config(dir.path(), sim_port, &receiver.url());
     let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
-    let fast = Profile::capacity_profile().capacity(ISL, OSL).requests_per_s;
+    let fast = Profile::capacity_profile()
+        .capacity(ISL, OSL)
+        .requests_per_s;
     eprintln!("known capacity: {fast:.1} req/s");
 
     // The first run: a knee at the profile's 8 slots, near its capacity; no baseline yet.
@@ -95,7 +97,8 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
         .join("state/artifacts/knee")
         .join(first["id"].as_str().unwrap());
     assert!(art.join("point-02-c8/records.jsonl").is_file());
-    let doc: Value = serde_json::from_slice(&std::fs::read(art.join("sweep.json")).unwrap()).unwrap();
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(art.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(doc["knee"]["label"], "c8", "{doc:#}");
     assert!(first["figures"]["requests"].as_u64().unwrap() > 0);
 

@@ -128,7 +128,9 @@ impl Cadence {
     /// `None` when there is none (a cron expression that never fires again).
     pub fn next_on_grid(&self, start: i64, from: i64) -> Option<i64> {
         match self {
-            Cadence::Every { period, .. } => crate::instant::next_grid_instant(start, *period, from),
+            Cadence::Every { period, .. } => {
+                crate::instant::next_grid_instant(start, *period, from)
+            }
             Cadence::Cron { expr, .. } => {
                 let schedule = cron::Schedule::from_str(expr).expect("checked when built");
                 // `after` is strict: from one ns before, so an instant on a firing is kept.

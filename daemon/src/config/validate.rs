@@ -1,8 +1,8 @@
 //! From the file as written ([`raw`]) to the validated [`Config`], one section at a time.
 //! Every error names the file, the line and the key path.
 
-mod target;
 mod sweep;
+mod target;
 mod workload;
 
 use super::{line_of, otlp, raw, BaselineConfig, Config, ConfigError, Otlp, Telemetry};

@@ -231,10 +231,13 @@ impl Point {
                     .to_string();
             return point;
         };
-        let verdict = run.verdict.clone().unwrap_or(crate::judge::verdict::Verdict {
-            kind: crate::judge::verdict::VerdictKind::Pass,
-            reasons: Vec::new(),
-        });
+        let verdict = run
+            .verdict
+            .clone()
+            .unwrap_or(crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Pass,
+                reasons: Vec::new(),
+            });
         point.passed = verdict.kind == crate::judge::verdict::VerdictKind::Pass;
         point.verdict = verdict.to_string();
         point.figures = Some(PointFigures::of(run, gpus_flag));

@@ -41,24 +41,40 @@ fn a_sweep_workload_gets_its_points_and_defaults() {
     assert_eq!(w.warmup_requests, 4);
     assert_eq!(w.capacity, None);
     let rates = SWEEP
-        .replace("sweep_concurrency = [1, 4, 16, 64]", "sweep_request_rate = [10, 20.5]")
-        .replace("cooldown = \"5s\"", "request_rate = 10\ngpus = 2\nknee_tolerance = 0.2");
+        .replace(
+            "sweep_concurrency = [1, 4, 16, 64]",
+            "sweep_request_rate = [10, 20.5]",
+        )
+        .replace(
+            "cooldown = \"5s\"",
+            "request_rate = 10\ngpus = 2\nknee_tolerance = 0.2",
+        );
     let s = parse(&rates).unwrap().workloads[0].sweep.clone().unwrap();
     assert_eq!(
         (s.axis, s.values, s.gpus, s.tolerance),
         (Axis::RequestRate, vec![10.0, 20.5], Some(2), 0.2)
     );
     let speedups = SWEEP
-        .replace("sweep_concurrency = [1, 4, 16, 64]", "sweep_speedup = [1, 2, 4]")
+        .replace(
+            "sweep_concurrency = [1, 4, 16, 64]",
+            "sweep_speedup = [1, 2, 4]",
+        )
         .replace("benchmark_duration = \"30s\"", "trace = \"bundled\"");
-    let s = parse(&speedups).unwrap().workloads[0].sweep.clone().unwrap();
+    let s = parse(&speedups).unwrap().workloads[0]
+        .sweep
+        .clone()
+        .unwrap();
     assert_eq!((s.axis, s.values), (Axis::Speedup, vec![1.0, 2.0, 4.0]));
 }
 
 #[test]
 fn sweep_keys_are_refused_on_other_kinds_and_bad_points_named() {
     let replay = SWEEP.replace("kind = \"sweep\"\n", "");
-    let e = error_at(&replay, "sweep_concurrency", "workloads.knee.sweep_concurrency: ");
+    let e = error_at(
+        &replay,
+        "sweep_concurrency",
+        "workloads.knee.sweep_concurrency: ",
+    );
     assert!(e.contains("only taken by kind = \"sweep\""), "{e}");
     let replay = replay.replace("sweep_concurrency = [1, 4, 16, 64]\n", "");
     let e = error_at(&replay, "cooldown", "workloads.knee.cooldown: ");

@@ -7,6 +7,9 @@ use crate::cli::sweep::point::Axis;
 use crate::config::shape::Synthetic;
 use crate::config::{raw, ConfigError, SweepSpec};
 
+/// A list key: its axis, name, where it is, its values.
+type AxisList<'a> = (Axis, &'a str, Option<usize>, Option<Vec<f64>>);
+
 /// The sweep of `w`, when it is of `kind = "sweep"`.
 pub(super) fn sweep_spec(
     name: &str,
@@ -15,7 +18,7 @@ pub(super) fn sweep_spec(
     src: &Source,
 ) -> Result<Option<SweepSpec>, ConfigError> {
     let span = |s: Option<std::ops::Range<usize>>| s.map(|s| s.start);
-    let lists: [(Axis, &str, Option<usize>, Option<Vec<f64>>); 3] = [
+    let lists: [AxisList; 3] = [
         (
             Axis::Concurrency,
             "sweep_concurrency",
@@ -118,7 +121,10 @@ pub(super) fn sweep_spec(
     Ok(Some(SweepSpec {
         axis,
         values,
-        cooldown: w.cooldown.as_ref().map_or_else(Default::default, |c| c.get_ref().0),
+        cooldown: w
+            .cooldown
+            .as_ref()
+            .map_or_else(Default::default, |c| c.get_ref().0),
         gpus: w.gpus.as_ref().map(|g| g.get_ref().0 as u64),
         tolerance: w.knee_tolerance.as_ref().map_or(0.1, |t| t.get_ref().0),
     }))

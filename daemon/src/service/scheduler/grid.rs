@@ -2,8 +2,8 @@
 //! given the same `start_at` and schedule (issue 22).
 
 use super::Daemon;
-use crate::service::sinks::RunSink;
 use crate::config::{Config, Workload};
+use crate::service::sinks::RunSink;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +26,9 @@ impl Daemon {
         let mut first = true;
         loop {
             let now = crate::instant::now_unix_ns();
-            let Some(grid) = w.cadence.next_on_grid(start.unix_ns, now.saturating_add(lead_ns))
+            let Some(grid) = w
+                .cadence
+                .next_on_grid(start.unix_ns, now.saturating_add(lead_ns))
             else {
                 tracing::warn!(workload = %w.name, "no grid instant from {} on: no more runs", start.text);
                 return;
@@ -43,7 +45,10 @@ impl Daemon {
             }
             let launch = grid.saturating_sub(lead_ns).max(0) as u64;
             let launch = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(launch);
-            if crate::config::cadence::wait_until(launch, &stop).await.is_none() {
+            if crate::config::cadence::wait_until(launch, &stop)
+                .await
+                .is_none()
+            {
                 return;
             }
             if self.metrics.running().contains(&w.name) {

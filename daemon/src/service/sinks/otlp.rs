@@ -174,11 +174,13 @@ impl RunSink for OtlpSink {
             exporter.export_knee(&labels, &knee);
             if let Some(c) = &s.capacity {
                 // A sweep over rates brackets the capacity at the SLO as a search does.
-                let bounds: Vec<(&'static str, f64)> =
-                    [("passed", c.max_passing_rate), ("failed", c.min_failing_rate)]
-                        .into_iter()
-                        .filter_map(|(bound, rate)| Some((bound, rate?)))
-                        .collect();
+                let bounds: Vec<(&'static str, f64)> = [
+                    ("passed", c.max_passing_rate),
+                    ("failed", c.min_failing_rate),
+                ]
+                .into_iter()
+                .filter_map(|(bound, rate)| Some((bound, rate?)))
+                .collect();
                 exporter.export_capacity(&labels, &bounds);
             }
         }

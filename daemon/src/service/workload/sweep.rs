@@ -38,54 +38,72 @@ fn point_workload(w: &Workload, axis: Axis, value: f64, index: usize) -> Result<
         }
         Axis::RequestRate => match &mut w.synthetic {
             Some(Synthetic::Rate(plan)) => plan.rate = value,
-            _ => bail!("workloads.{}: sweep_request_rate needs request_rate", w.name),
+            _ => bail!(
+                "workloads.{}: sweep_request_rate needs request_rate",
+                w.name
+            ),
         },
         Axis::Speedup => w.speedup = value,
     }
     Ok(w)
 }
 
-/// Runs point `index` (from 1) of `w`'s sweep: its sweep point and outcome.
-async fn run_point(
-    ctx: &RunContext,
-    config: &Config,
-    w: &Workload,
-    spec: &SweepSpec,
-    (index, value): (usize, f64),
-    result: &RunResult,
-    shutdown: &CancellationToken,
-    progress: &Arc<Progress>,
-) -> Result<(Point, RunOutcome)> {
-    let label = spec.axis.label(value);
-    let dir_name = format!("point-{index:02}-{label}");
-    let pw = point_workload(w, spec.axis, value, index)?;
-    let run_id = format!("{}-p{index:02}", result.run.id);
-    let dir = result.run.artifacts.join(&dir_name);
-    let ids = RunIds {
-        run: &run_id,
-        export: &result.run.id,
-        artifacts: &dir,
-    };
-    let (judged, _) = ctx
-        .replay(config, &pw, ids, None, shutdown.clone(), progress.clone())
-        .await?;
-    let point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
-    if point.verdict.starts_with("error") && !judged.outcome.interrupted {
-        bail!("the point {}: {}", point.label, point.verdict);
+/// What every point of one sweep run shares.
+struct Sweeper<'a> {
+    ctx: &'a RunContext,
+    config: &'a Config,
+    w: &'a Workload,
+    spec: &'a SweepSpec,
+    /// The sweep run's id and folder.
+    run_id: String,
+    artifacts: std::path::PathBuf,
+    shutdown: &'a CancellationToken,
+    progress: &'a Arc<Progress>,
+}
+
+impl Sweeper<'_> {
+    /// Runs point `index` (from 1) at `value`: its sweep point and outcome.
+    async fn run_point(&self, index: usize, value: f64) -> Result<(Point, RunOutcome)> {
+        let (w, spec) = (self.w, self.spec);
+        let label = spec.axis.label(value);
+        let dir_name = format!("point-{index:02}-{label}");
+        let pw = point_workload(w, spec.axis, value, index)?;
+        let run_id = format!("{}-p{index:02}", self.run_id);
+        let dir = self.artifacts.join(&dir_name);
+        let ids = RunIds {
+            run: &run_id,
+            export: &self.run_id,
+            artifacts: &dir,
+        };
+        let (judged, _) = self
+            .ctx
+            .replay(
+                self.config,
+                &pw,
+                ids,
+                None,
+                self.shutdown.clone(),
+                self.progress.clone(),
+            )
+            .await?;
+        let point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
+        if point.verdict.starts_with("error") && !judged.outcome.interrupted {
+            bail!("the point {}: {}", point.label, point.verdict);
+        }
+        tracing::info!(
+            workload = %w.name,
+            run = %self.run_id,
+            "sweep point {index} ({}): {}, {} req/s completed",
+            point.label,
+            point.verdict,
+            point
+                .figures
+                .as_ref()
+                .and_then(|f| f.request_throughput)
+                .map_or("no".into(), crate::judge::capacity::rate)
+        );
+        Ok((point, judged.outcome))
     }
-    tracing::info!(
-        workload = %w.name,
-        run = %result.run.id,
-        "sweep point {index} ({}): {}, {} req/s completed",
-        point.label,
-        point.verdict,
-        point
-            .figures
-            .as_ref()
-            .and_then(|f| f.request_throughput)
-            .map_or("no".into(), crate::judge::capacity::rate)
-    );
-    Ok((point, judged.outcome))
 }
 
 /// Over request rates: the highest passing rate and the lowest failing one above it, as a
@@ -122,6 +140,16 @@ pub(super) async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) {
+    let sweeper = Sweeper {
+        ctx,
+        config,
+        w,
+        spec,
+        run_id: result.run.id.clone(),
+        artifacts: result.run.artifacts.clone(),
+        shutdown: &shutdown,
+        progress: &progress,
+    };
     let mut points = Vec::new();
     let mut outcomes = Vec::new();
     let mut failed = None;
@@ -135,8 +163,7 @@ pub(super) async fn run(
         if shutdown.is_cancelled() {
             break;
         }
-        let at = (i + 1, v);
-        match run_point(ctx, config, w, spec, at, result, &shutdown, &progress).await {
+        match sweeper.run_point(i + 1, v).await {
             Ok((point, outcome)) => {
                 let interrupted = outcome.interrupted;
                 points.push(point);
