@@ -103,3 +103,52 @@ fn common_parse(text: &str) -> i64 {
         .timestamp_nanos_opt()
         .unwrap()
 }
+
+#[test]
+fn a_run_that_overruns_its_period_skips_to_the_next_grid_instant_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim(&[]);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let start_ns = (now_ms - 2_700) * 1_000_000;
+    let start_at = chrono::DateTime::from_timestamp_nanos(start_ns)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    // Each run sends for 2.5 s: longer than the 2 s period.
+    let cfg = config(dir.path(), sim_port, &start_at);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "request_rate = 20\narrival_pattern = \"constant\"\nrequest_count = 4\n",
+        "request_rate = 10\narrival_pattern = \"constant\"\nbenchmark_duration = \"2500ms\"\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let status = free_port();
+    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let runs = eventually(60, "three runs", || {
+        let c = clocks(dir.path(), status);
+        (c.len() >= 3).then_some(c)
+    });
+    let instants: Vec<i64> = runs.keys().copied().collect();
+    for w in instants.windows(2) {
+        // On the grid, and never the instant right after a run's: it was still going.
+        assert_eq!((w[1] - start_ns) % PERIOD_NS, 0, "{instants:?}");
+        assert!(w[1] - w[0] >= 2 * PERIOD_NS, "{instants:?}");
+    }
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let missed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("missed: the previous run is still going"))
+        .collect();
+    assert!(!missed.is_empty(), "{log}");
+    // Each missed instant said once, and none of them is an instant a run took.
+    let mut said = std::collections::BTreeSet::new();
+    for l in &missed {
+        let text = l
+            .split("grid instant ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap();
+        let at = common_parse(text);
+        assert!(said.insert(at), "said twice: {text}\n{log}");
+        assert!(!runs.contains_key(&at), "{text} was run too");
+        assert_eq!((at - start_ns) % PERIOD_NS, 0, "{text}");
+    }
+    assert!(!log.contains("late"), "{log}");
+}

@@ -24,12 +24,13 @@ impl Daemon {
         let lead = w.cadence.grid_lead();
         let lead_ns = i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX);
         let mut first = true;
+        // Past the last instant taken or missed: never the same one twice.
+        let mut taken_until = i64::MIN;
         loop {
-            let now = crate::instant::now_unix_ns();
-            let Some(grid) = w
-                .cadence
-                .next_on_grid(start.unix_ns, now.saturating_add(lead_ns))
-            else {
+            let from = crate::instant::now_unix_ns()
+                .saturating_add(lead_ns)
+                .max(taken_until);
+            let Some(grid) = w.cadence.next_on_grid(start.unix_ns, from) else {
                 tracing::warn!(workload = %w.name, "no grid instant from {} on: no more runs", start.text);
                 return;
             };
@@ -51,6 +52,7 @@ impl Daemon {
             {
                 return;
             }
+            taken_until = grid.saturating_add(1);
             if self.metrics.running().contains(&w.name) {
                 tracing::info!(
                     workload = %w.name,
@@ -71,15 +73,6 @@ impl Daemon {
                 let mut tasks = self.tasks.lock().unwrap();
                 tasks.retain(|t| !t.is_finished());
                 tasks.push(task);
-            }
-            // Past the launch time, so the same instant is not taken twice.
-            let after = std::time::UNIX_EPOCH
-                + std::time::Duration::from_nanos(grid.saturating_add(1).max(0) as u64);
-            if crate::config::cadence::wait_until(after.checked_sub(lead).unwrap_or(after), &stop)
-                .await
-                .is_none()
-            {
-                return;
             }
         }
     }
