@@ -109,9 +109,20 @@ impl Sweeper<'_> {
 /// Over request rates: the highest passing rate and the lowest failing one above it, as a
 /// capacity search's answer (its bracket holds as far as each point's verdict does).
 fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
-    if axis != Axis::RequestRate || w.slos.to_string().is_empty() {
+    if axis != Axis::RequestRate || w.slos.is_empty() {
         return None;
     }
+    Some(Capacity::of(
+        bracket(points),
+        w.slos.to_string(),
+        w.min_good_fraction,
+        "sweep",
+    ))
+}
+
+/// The highest passing value of `points`, and the lowest failing one above it (any failing
+/// one when none passed).
+fn bracket(points: &[Point]) -> RateBracket {
     let passed = points
         .iter()
         .filter(|p| p.passed)
@@ -122,12 +133,7 @@ fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
         .filter(|p| !p.passed && passed.is_none_or(|best| p.value > best))
         .map(|p| p.value)
         .min_by(f64::total_cmp);
-    Some(Capacity::of(
-        RateBracket { passed, failed },
-        w.slos.to_string(),
-        w.min_good_fraction,
-        "sweep",
-    ))
+    RateBracket { passed, failed }
 }
 
 /// Runs the sweep of `w` into `result`: its points, knee, summary and verdict.
@@ -229,4 +235,41 @@ pub(super) async fn run(
         points: rows,
         baseline: None,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(value: f64, passed: bool) -> Point {
+        Point {
+            index: 0,
+            label: Axis::RequestRate.label(value),
+            value,
+            dir: String::new(),
+            verdict: String::new(),
+            passed,
+            figures: None,
+            knee: false,
+            pareto: false,
+        }
+    }
+
+    #[test]
+    fn a_rate_sweep_brackets_the_capacity_between_its_last_pass_and_the_next_fail() {
+        // Run order is not rate order; a fail below a pass (noise) does not bound it.
+        let pts = [
+            point(80.0, true),
+            point(40.0, false),
+            point(160.0, false),
+            point(120.0, true),
+            point(140.0, false),
+        ];
+        let b = bracket(&pts);
+        assert_eq!((b.passed, b.failed), (Some(120.0), Some(140.0)));
+        let b = bracket(&[point(10.0, false), point(20.0, false)]);
+        assert_eq!((b.passed, b.failed), (None, Some(10.0)));
+        let b = bracket(&[point(10.0, true), point(20.0, true)]);
+        assert_eq!((b.passed, b.failed), (Some(20.0), None));
+    }
 }
