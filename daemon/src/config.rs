@@ -196,6 +196,26 @@ pub struct Workload {
     pub capacity: Option<CapacitySearch>,
     /// `synthesis_*`: the trace transformed as `canaryd synthesize` would, before selection.
     pub synthesis: Option<canary_replay::trace::Synthesis>,
+    /// `kind = "sweep"`: each run is a sweep of one axis.
+    pub sweep: Option<SweepSpec>,
+}
+
+/// A `kind = "sweep"` workload's series: each run is a run of the workload's load per
+/// value of one axis (as `canaryd sweep`), in the order given, `cooldown` apart; its knee
+/// (and, over request rates with SLOs, its capacity at the SLO) is compared with the last
+/// passing runs' (`crate::judge::knee`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepSpec {
+    /// What varies.
+    pub axis: crate::cli::sweep::point::Axis,
+    /// Its values, in run order.
+    pub values: Vec<f64>,
+    /// Pause between points.
+    pub cooldown: Duration,
+    /// GPUs serving the target, when not measured.
+    pub gpus: Option<u64>,
+    /// Fail when the knee lies below the baseline's lower end by more than this share of it.
+    pub tolerance: f64,
 }
 
 /// A `kind = "capacity"` workload's search: each run probes open-loop rates (each probe a

@@ -3,4 +3,5 @@
 
 pub mod baseline;
 pub mod capacity;
+pub mod knee;
 pub mod verdict;

@@ -231,6 +231,23 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
                 s.tolerance * 100.0
             )?;
         }
+        if let Some(s) = &w.sweep {
+            let points: Vec<String> = s.values.iter().map(|v| s.axis.label(*v)).collect();
+            outln!(
+                "    sweep: {} ({}), cooldown {:?}; fails when the knee is below the baseline's \
+                 lower end by more than {}%",
+                points.join(", "),
+                s.axis.flag().trim_start_matches("--"),
+                s.cooldown,
+                s.tolerance * 100.0
+            )?;
+        }
+        if let Some(s) = &w.start_at {
+            outln!(
+                "    on the grid from start_at {} (each run at its grid instant)",
+                s.text
+            )?;
+        }
     }
     for warning in c.warnings() {
         outln!("  warning: {warning}")?;

@@ -499,7 +499,9 @@ fn check_config_validates_the_example_and_names_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("3 workload(s)") && text.contains("chat-peak"),
+        text.contains("4 workload(s)")
+            && text.contains("chat-peak")
+            && text.contains("sweep: c1, c4"),
         "{text}"
     );
 

@@ -259,6 +259,37 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", common::text(&out));
+    // A daemon's sweep workload of the same name, for the knee panel: closed loops of 8 and
+    // 32 users against the capacity profile (8 slots, so the knee is at 8), one short run.
+    let (_knee_sim, knee_port) =
+        common::sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
+    let cfg = dir.path().join("sweep.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "state_dir = \"{}\"\n[telemetry]\nnvml = false\nebpf = false\n\
+             [otlp]\nmetrics_endpoint = \"http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics\"\n\
+             metrics_interval = \"500ms\"\n\
+             [targets.sim]\nurl = \"http://localhost:{knee_port}\"\nmodel = \"canary-sim\"\n\
+             [workloads.{workload}]\ntarget = \"sim\"\nkind = \"sweep\"\nevery = \"1h\"\n\
+             sweep_concurrency = [8, 32]\nbenchmark_duration = \"1s\"\nisl = 32\nosl = 16\n",
+            dir.path().join("sweep-state").display()
+        ),
+    )
+    .unwrap();
+    let status_port = free_port();
+    let mut daemon = common::daemon(dir.path(), &cfg, status_port, "sweep.log", &[]);
+    common::eventually(60, "the sweep workload's first run", || {
+        common::api_runs(status_port)
+            .into_iter()
+            .find(|r| r["sweep"]["knee"]["label"] == "c8")
+    });
+    // SIGTERM: the daemon flushes its export on the way out.
+    daemon.signal(15);
+    assert_eq!(
+        daemon.wait_exit(std::time::Duration::from_secs(30)),
+        Some(0)
+    );
     let (status, _) = get(vm_port, "/internal/force_flush");
     assert!(status.contains("200"), "{status}");
 
@@ -315,7 +346,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
                 .is_some_and(|s| s.starts_with("Needs eBPF"));
             for t in p["targets"].as_array().unwrap() {
                 let mut expr = fill(t["expr"].as_str().unwrap());
-                if title == "Capacity at SLO" {
+                if title == "Capacity at SLO" || title == "Sweep knee" {
                     expr = expr.replace("\"127.0.0.1\"", "\"localhost\"");
                 }
                 if needs_ebpf && !have_kernel {

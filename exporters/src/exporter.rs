@@ -361,6 +361,12 @@ impl OtlpExporter {
             .record_capacity(&labels.attributes(), figures);
     }
 
+    /// Exports a sweep's knee as `canary.sweep.knee`, one point per `(figure, requests/s)`:
+    /// `knee`, `baseline` (a figure not known is left out).
+    pub fn export_knee(&self, labels: &RunLabels, figures: &[(&'static str, f64)]) {
+        self.instruments.record_knee(&labels.attributes(), figures);
+    }
+
     /// Exports a run the daemon judged: `canary.runs` with its verdict (and baseline trend,
     /// when compared), the run-level gauges when the replay ran at all (`outcome`), and one
     /// `canary.run` log event carrying the verdict, its reasons and the trend.

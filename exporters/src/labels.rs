@@ -26,6 +26,9 @@ pub mod attr {
     /// rate above it that missed them: the capacity is below this), `baseline` (the
     /// baseline's capacity).
     pub const CAPACITY_BOUND: &str = "canary.capacity.bound";
+    /// Which figure of a sweep a `canary.sweep.knee` point is: `knee` (the run's knee, its
+    /// completed requests/s) or `baseline` (the baseline's knee).
+    pub const SWEEP_FIGURE: &str = "canary.sweep.figure";
     /// The metric an SLO threshold is for (`time_to_first_token`, aiperf's names).
     pub const SLO_METRIC: &str = "canary.slo.metric";
     /// The run's dominant bottleneck (`queueing`, `kv-memory-bound`, … the diagnosis class).

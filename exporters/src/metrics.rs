@@ -82,6 +82,7 @@ pub(crate) struct Instruments {
     confidence_state: Gauge<f64>,
     slo: Gauge<f64>,
     capacity: Gauge<f64>,
+    knee: Gauge<f64>,
     slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
@@ -332,6 +333,13 @@ impl Instruments {
                 "The last capacity search's bracket at the workload's SLOs, by canary.capacity.bound: \
                  passed (a lower bound), failed (the capacity is below it), baseline",
             ),
+            knee: gauge(
+                m,
+                "canary.sweep.knee",
+                "{request}/s",
+                "The last sweep's knee (the last point that still scaled: its completed \
+                 requests/s), by canary.sweep.figure: knee, baseline",
+            ),
             slo: gauge(
                 m,
                 "canary.slo.threshold",
@@ -493,6 +501,16 @@ impl Instruments {
             let mut a = base.to_vec();
             a.push(KeyValue::new(attr::CAPACITY_BOUND, *bound));
             self.capacity.record(*rate, &a);
+        }
+    }
+
+    /// A sweep's knee figures, each `(figure, requests/s)`: `knee`, `baseline` (see
+    /// [`attr::SWEEP_FIGURE`]).
+    pub fn record_knee(&self, base: &[KeyValue], figures: &[(&'static str, f64)]) {
+        for (figure, rate) in figures {
+            let mut a = base.to_vec();
+            a.push(KeyValue::new(attr::SWEEP_FIGURE, *figure));
+            self.knee.record(*rate, &a);
         }
     }
 

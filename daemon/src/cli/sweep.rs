@@ -7,8 +7,8 @@
 //! Every point is a plan of `canaryd profile`'s flags run through the one run function
 //! ([`crate::execute::execute`]).
 
-mod document;
-mod point;
+pub(crate) mod document;
+pub(crate) mod point;
 mod points;
 mod table;
 

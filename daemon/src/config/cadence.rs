@@ -119,6 +119,54 @@ impl Cadence {
     }
 }
 
+/// With `start_at`, a workload's runs start on a grid anchored there: `start_at + k × every`,
+/// or the cron expression's firings from `start_at` on (cron firings are already wall-clock
+/// instants, the same on every host). Each run is launched [`Cadence::grid_lead`] before its
+/// grid instant, to load its trace and connect, and its schedule starts at the instant itself.
+impl Cadence {
+    /// The first grid instant at or after `from` (Unix ns) of the grid anchored at `start`;
+    /// `None` when there is none (a cron expression that never fires again).
+    pub fn next_on_grid(&self, start: i64, from: i64) -> Option<i64> {
+        match self {
+            Cadence::Every { period, .. } => {
+                crate::instant::next_grid_instant(start, *period, from)
+            }
+            Cadence::Cron { expr, .. } => {
+                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
+                // `after` is strict: from one ns before, so an instant on a firing is kept.
+                let from = chrono::DateTime::from_timestamp_nanos(start.max(from) - 1);
+                schedule.after(&from).next()?.timestamp_nanos_opt()
+            }
+        }
+    }
+
+    /// How long before its grid instant a run is launched: half the shortest gap between
+    /// runs, at most [`GRID_LEAD_MAX`]. A grid instant closer than that when the scheduler
+    /// looks is missed: the run goes to the next one.
+    pub fn grid_lead(&self) -> Duration {
+        self.shortest_gap()
+            .map_or(GRID_LEAD_MAX, |g| (g / 2).min(GRID_LEAD_MAX))
+    }
+}
+
+/// The most a grid run is launched ahead of its instant.
+pub const GRID_LEAD_MAX: Duration = Duration::from_secs(30);
+
+/// Waits until the wall clock reads `due`, re-reading it at least every few seconds (suspend,
+/// clock steps); `None` when `stop` fires first.
+pub async fn wait_until(due: SystemTime, stop: &CancellationToken) -> Option<()> {
+    loop {
+        let left = match due.duration_since(SystemTime::now()) {
+            Ok(left) if !left.is_zero() => left,
+            _ => return (!stop.is_cancelled()).then_some(()),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(left.min(SLICE)) => {}
+            _ = stop.cancelled() => return None,
+        }
+    }
+}
+
 /// `15m`, `2h`, `90s`, `1.5s`: the largest unit that divides the duration.
 fn human(d: Duration) -> String {
     let s = d.as_secs();
@@ -209,6 +257,29 @@ fn random_below(max: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grid_runs_follow_every_from_start_at_or_the_cron_firings_after_it() {
+        const S: i64 = 1_795_518_000 * 1_000_000_000; // 2026-11-24T11:00:00Z
+        let every = Cadence::Every {
+            period: Duration::from_secs(600),
+            jitter: None,
+        };
+        assert_eq!(every.next_on_grid(S, S - 5), Some(S));
+        assert_eq!(every.next_on_grid(S, S + 1), Some(S + 600_000_000_000));
+        assert_eq!(every.grid_lead(), GRID_LEAD_MAX);
+        let short = Cadence::Every {
+            period: Duration::from_secs(2),
+            jitter: None,
+        };
+        assert_eq!(short.grid_lead(), Duration::from_secs(1));
+        // Cron: its own firings, none before start_at; one exactly on from is kept.
+        let quarter = Cadence::cron("*/15 * * * *", None).unwrap();
+        let q = 900_000_000_000;
+        assert_eq!(quarter.next_on_grid(S, S - 3 * q), Some(S));
+        assert_eq!(quarter.next_on_grid(S, S + q), Some(S + q));
+        assert_eq!(quarter.next_on_grid(S + 7, S), Some(S + q));
+    }
 
     fn t(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs)

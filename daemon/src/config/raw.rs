@@ -247,7 +247,8 @@ impl<'de> Deserialize<'de> for Urls {
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// `replay` (default): one run of the load each time; `capacity`: a search for the
-    /// highest `request_rate` that meets `slos` (see [`crate::config::CapacitySearch`]).
+    /// highest `request_rate` that meets `slos` (see [`crate::config::CapacitySearch`]);
+    /// `sweep`: a series of runs and its knee (see [`crate::config::SweepSpec`]).
     pub kind: Option<toml::Spanned<WorkloadKind>>,
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
@@ -352,6 +353,21 @@ pub struct Workload {
     /// A run fails when its capacity is below the baseline's lower end by more than this
     /// share (default 0.1).
     pub capacity_tolerance: Option<toml::Spanned<Fraction>>,
+    // `kind = "sweep"` only: `canaryd sweep`'s flags (one list of the three).
+    /// The points: closed loops of these many users (or, with `request_rate` or a trace,
+    /// in-flight ceilings), as `canaryd sweep --concurrency`.
+    pub sweep_concurrency: Option<toml::Spanned<Vec<AtLeastOne>>>,
+    /// The points: open-loop request rates, requests/s (`--request-rate`).
+    pub sweep_request_rate: Option<toml::Spanned<Vec<Positive>>>,
+    /// The points: a trace's speedups (`--speedup`).
+    pub sweep_speedup: Option<toml::Spanned<Vec<Positive>>>,
+    /// Pause between points (`--cooldown`, default 0s).
+    pub cooldown: Option<toml::Spanned<Period>>,
+    /// GPUs serving the target, for tokens/s per GPU when neither NVML nor DCGM sees them.
+    pub gpus: Option<toml::Spanned<AtLeastOne>>,
+    /// A run fails when its knee is below the baseline's lower end by more than this share
+    /// (default 0.1).
+    pub knee_tolerance: Option<toml::Spanned<Fraction>>,
 }
 
 /// A workload's `kind`.
@@ -362,6 +378,8 @@ pub enum WorkloadKind {
     Replay,
     /// A capacity search.
     Capacity,
+    /// A sweep: its knee (and capacity at the SLO) against the baseline.
+    Sweep,
 }
 
 /// `chat` or `completions`.

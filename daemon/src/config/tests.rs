@@ -705,13 +705,20 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
             "only meaningful with start_at",
         ),
     ] {
-        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let text = GOOD.replace("jitter = \"30s\"", bad);
         let e = error_at(&text, bad, key);
         assert!(e.contains(says), "{e}");
     }
+    // A random delay per run would undo the grid every daemon shares.
     let text = GOOD.replace(
         "jitter = \"30s\"",
-        "jitter = \"30s\"\nstart_at = \"2026-11-24T12:00:00+01:00\"\nmax_late_start = \"5s\"",
+        "jitter = \"30s\"\nstart_at = \"2026-11-24T12:00:00+01:00\"",
+    );
+    let e = error_at(&text, "jitter = ", "workloads.chat.jitter: ");
+    assert!(e.contains("not taken with start_at"), "{e}");
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "start_at = \"2026-11-24T12:00:00+01:00\"\nmax_late_start = \"5s\"",
     );
     let c = parse(&text).unwrap();
     let s = c.workloads[0].start_at.clone().expect("start_at kept");
@@ -719,3 +726,4 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }
 mod capacity;
+mod sweep;

@@ -1,6 +1,7 @@
 //! From the file as written ([`raw`]) to the validated [`Config`], one section at a time.
 //! Every error names the file, the line and the key path.
 
+mod sweep;
 mod synthesis;
 mod target;
 mod workload;

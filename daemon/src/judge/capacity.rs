@@ -110,7 +110,8 @@ pub fn rate(r: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median of `v` (not empty).
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();

@@ -42,6 +42,9 @@ pub struct RunFacts {
     /// A capacity workload's search and the baseline it met (absent for other kinds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityRun>,
+    /// A sweep workload's knee, points and the baseline it met (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::judge::knee::SweepRun>,
 }
 
 /// One finished run as stored: its facts, and what the history keeps of its outcome.
@@ -82,10 +85,10 @@ CREATE INDEX IF NOT EXISTS runs_by_workload ON runs (workload, started_unix_ms);
 
 /// Columns added after the first schema, each with its type: added to an older file when it
 /// opens, so older history files stay readable (their rows have none).
-const ADDED_COLUMNS: &[(&str, &str)] = &[("capacity", "TEXT")];
+const ADDED_COLUMNS: &[(&str, &str)] = &[("capacity", "TEXT"), ("sweep", "TEXT")];
 
 const COLUMNS: &str = "id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
-                       reasons, trend, comparison, summary, artifacts, capacity";
+                       reasons, trend, comparison, summary, artifacts, capacity, sweep";
 
 impl History {
     /// Opens (creating if needed) the database at `path`.
@@ -116,8 +119,8 @@ impl History {
             .execute(
                 "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
                  finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
-                 artifacts, capacity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
-                 ?13)",
+                 artifacts, capacity, sweep) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
+                 ?12, ?13, ?14)",
                 params![
                     row.run.id,
                     row.run.workload,
@@ -132,6 +135,7 @@ impl History {
                     row.run.samples.as_ref().map(json),
                     row.run.artifacts.to_string_lossy(),
                     row.run.capacity.as_ref().map(json),
+                    row.run.sweep.as_ref().map(json),
                 ],
             )
             .context("writing the run to the history database")?;
@@ -166,6 +170,27 @@ impl History {
             let run: CapacityRun =
                 serde_json::from_str(&row?).context("a stored capacity search")?;
             out.push(run.found);
+        }
+        Ok(out)
+    }
+
+    /// The knees (requests/s) of the last `n` passing sweep runs of `workload` that found
+    /// one, newest first.
+    pub fn knee_baseline(&self, workload: &str, n: usize) -> Result<Vec<f64>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT sweep FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+             AND sweep IS NOT NULL ORDER BY started_unix_ms DESC",
+        )?;
+        let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let run: crate::judge::knee::SweepRun =
+                serde_json::from_str(&row?).context("a stored sweep")?;
+            out.extend(run.knee.map(|k| k.request_throughput));
+            if out.len() >= n {
+                break;
+            }
         }
         Ok(out)
     }
@@ -282,6 +307,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
             artifacts: PathBuf::from(r.get::<_, String>(10)?),
             samples: None,
             capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
+            sweep: parse(12)?.and_then(|v| serde_json::from_value(v).ok()),
         },
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
         summary: parse(9)?,

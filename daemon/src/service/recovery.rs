@@ -121,6 +121,7 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
             samples: None,
             comparison: None,
             capacity: None,
+            sweep: None,
             artifacts: o.dir.clone(),
         },
         outcome: None,

@@ -35,6 +35,7 @@ impl RunResult {
                 samples: None,
                 comparison: None,
                 capacity: None,
+                sweep: None,
             },
             outcome: None,
             recovered: None,

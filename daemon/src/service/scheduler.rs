@@ -4,6 +4,7 @@
 //! handed to the sinks.
 
 mod announce;
+mod grid;
 
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
@@ -176,6 +177,9 @@ impl Daemon {
         w: Workload,
         stop: CancellationToken,
     ) {
+        if let Some(start) = w.start_at.clone() {
+            return self.grid_loop(config, w, start, stop).await;
+        }
         let previous = self
             .previous_due
             .lock()
@@ -293,6 +297,7 @@ impl Daemon {
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
+        self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
         announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
@@ -344,6 +349,41 @@ impl Daemon {
         };
         run.baseline = CapacityBaseline::of(&base, config.baseline.min_runs, tolerance);
         if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(&run.found)) {
+            result.run.verdict = crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Fail,
+                reasons: vec![why],
+            };
+        }
+    }
+
+    /// A sweep run that ran every point: its knee compared with the knees of the last passing
+    /// sweep runs ([`crate::judge::knee`]).
+    fn compare_knee(&self, config: &Config, workload: &str, result: &mut RunResult) {
+        let Some(run) = &mut result.run.sweep else {
+            return;
+        };
+        if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Pass {
+            return;
+        }
+        let Some(tolerance) = config
+            .workloads
+            .iter()
+            .find(|w| w.name == workload)
+            .and_then(|w| w.sweep.as_ref())
+            .map(|s| s.tolerance)
+        else {
+            return;
+        };
+        let knees = match self.history.knee_baseline(workload, config.baseline.runs) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::error!(workload = %workload, "reading the knee baseline: {e:#}");
+                return;
+            }
+        };
+        run.baseline =
+            crate::judge::knee::KneeBaseline::of(&knees, config.baseline.min_runs, tolerance);
+        if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(run)) {
             result.run.verdict = crate::judge::verdict::Verdict {
                 kind: crate::judge::verdict::VerdictKind::Fail,
                 reasons: vec![why],

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 mod capacity;
+mod sweep;
 
 /// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
 /// missing (reported once, then left off instead of warned about every run), the OTLP
@@ -106,6 +107,20 @@ impl RunContext {
                 config,
                 workload,
                 search,
+                &mut result,
+                shutdown,
+                progress,
+            )
+            .await;
+            result.run.finished_unix_ms = crate::service::history::now_unix_ms();
+            return result;
+        }
+        if let Some(spec) = &workload.sweep {
+            sweep::run(
+                self,
+                config,
+                workload,
+                spec,
                 &mut result,
                 shutdown,
                 progress,

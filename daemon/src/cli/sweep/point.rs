@@ -3,10 +3,10 @@
 
 use crate::execute::Judged;
 use canary_core::{GaugeStats, RunSummary, Stats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What a sweep varies from point to point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Axis {
     /// Users of a closed loop (or, with a trace or a rate, the in-flight ceiling).
@@ -202,6 +202,48 @@ pub struct Point {
 }
 
 impl Point {
+    /// Point `index` (from 1) at `value`, its artifacts in `dir`, from its judged `run`
+    /// (`None`: a signal stopped it before anything was sent); `gpus_flag` as in
+    /// [`PointFigures::of`]. `canaryd sweep` and the daemon's `kind = "sweep"` workloads both
+    /// make their points here.
+    pub fn of_run(
+        index: usize,
+        label: String,
+        value: f64,
+        dir: String,
+        run: Option<&Judged>,
+        gpus_flag: Option<u64>,
+    ) -> Point {
+        let mut point = Point {
+            index,
+            label,
+            value,
+            dir,
+            verdict: String::new(),
+            passed: false,
+            figures: None,
+            knee: false,
+            pareto: false,
+        };
+        let Some(run) = run else {
+            point.verdict =
+                crate::judge::verdict::Verdict::error("interrupted before anything was sent")
+                    .to_string();
+            return point;
+        };
+        let verdict = run
+            .verdict
+            .clone()
+            .unwrap_or(crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Pass,
+                reasons: Vec::new(),
+            });
+        point.passed = verdict.kind == crate::judge::verdict::VerdictKind::Pass;
+        point.verdict = verdict.to_string();
+        point.figures = Some(PointFigures::of(run, gpus_flag));
+        point
+    }
+
     /// The knee's view of the point: NaN figures where it measured nothing.
     pub fn step(&self) -> canary_core::series::LoadStep {
         let f = self.figures.as_ref();

@@ -2,14 +2,13 @@
 //! the one run function into its own folder, with a cooldown between points.
 
 use super::document::SweepDoc;
-use super::point::{Axis, Point, PointFigures};
+use super::point::{Axis, Point};
 use super::{table, SweepArgs, NO_PASSING_RATE, POINT_FAILED};
 use crate::capacity::{self, Probed, Prober, SearchBounds};
 use crate::cli::one_shot::OneShot;
 use crate::cli::profile::ProfileArgs;
 use crate::cli::report::ProgressDisplay;
 use crate::execute::{execute, run_labels};
-use crate::judge::verdict::{Verdict, VerdictKind};
 use anyhow::{bail, Context, Result};
 use canary_replay::Plan;
 use std::path::Path;
@@ -97,34 +96,14 @@ async fn run_point(
     let display = ProgressDisplay::start(progress.clone());
     let run = execute(plan, &observe, &front, shutdown.clone(), progress).await;
     display.finish();
-    let mut point = Point {
-        index,
-        label,
-        value,
-        dir: dir_name,
-        verdict: String::new(),
-        passed: false,
-        figures: None,
-        knee: false,
-        pareto: false,
+    let run = run.with_context(|| format!("point {index} ({label})"))?;
+    let point = Point::of_run(index, label, value, dir_name, run.as_ref(), args.sweep.gpus);
+    let Some(run) = run else {
+        return Ok(PointRun {
+            point,
+            interrupted: true,
+        });
     };
-    let run = match run.with_context(|| format!("point {index} ({})", point.label))? {
-        Some(run) => run,
-        None => {
-            point.verdict = Verdict::error("interrupted before anything was sent").to_string();
-            return Ok(PointRun {
-                point,
-                interrupted: true,
-            });
-        }
-    };
-    let verdict = run.verdict.clone().unwrap_or(Verdict {
-        kind: VerdictKind::Pass,
-        reasons: Vec::new(),
-    });
-    point.passed = verdict.kind == VerdictKind::Pass;
-    point.verdict = verdict.to_string();
-    point.figures = Some(PointFigures::of(&run, args.sweep.gpus));
     if !args.profile.shape.json {
         // With --json, stdout holds sweep.json alone.
         table::progress_line(&point)?;

@@ -57,7 +57,7 @@ fn a_capacity_search_needs_a_rate_and_slos_and_no_trace() {
         "workloads.capacity.slos: ",
     );
     assert!(e.contains("needs the SLOs"), "{e}");
-    let bad = CAPACITY.replace("kind = \"capacity\"", "kind = \"sweep\"");
+    let bad = CAPACITY.replace("kind = \"capacity\"", "kind = \"search\"");
     let e = error_at(&bad, "kind = ", "workloads.capacity.kind: ");
     assert!(e.contains("capacity"), "{e}");
     let zero = CAPACITY.replace("max_probes = 8", "max_probes = 0");

@@ -68,6 +68,8 @@ fn workload(
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
+    let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
+    no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace = match w.trace.as_deref() {
         None => None,
@@ -96,6 +98,7 @@ fn workload(
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     Ok(Workload {
         capacity,
+        sweep,
         name,
         start_at,
         target: w.target.into_inner(),
@@ -209,6 +212,22 @@ fn start_at(
             format!("workloads.{name}.max_late_start: only meaningful with start_at"),
         )),
         (None, None) => Ok(None),
+    }
+}
+
+/// With `start_at` the runs start on a grid shared by every daemon given it (see
+/// [`Cadence::next_on_grid`]): a random delay per run would undo that.
+fn no_jitter_on_a_grid(name: &str, w: &raw::Workload, src: &Source) -> Result<(), ConfigError> {
+    match (&w.start_at, &w.jitter) {
+        (Some(_), Some(j)) => Err(src.err(
+            Some(j.span().start),
+            format!(
+                "workloads.{name}.jitter: not taken with start_at: runs start on the grid \
+                 start_at + k × every (or the cron firings from start_at on), the same instants \
+                 on every daemon given it"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

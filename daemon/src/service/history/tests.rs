@@ -19,6 +19,7 @@ fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> 
                 ..Default::default()
             }),
             capacity: None,
+            sweep: None,
         },
         trend: Some(Trend::Steady),
         summary: Some(serde_json::json!({"requests": 3})),

@@ -11,9 +11,10 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     // The figures the verdict rests on and the bars they met or missed, so the log line says
     // more than `pass`.
     let w = config.workloads.iter().find(|w| w.name == workload);
-    let figures = match &result.run.capacity {
-        Some(c) => Some(capacity_figures(c)),
-        None => result
+    let figures = match (&result.run.capacity, &result.run.sweep) {
+        (Some(c), _) => Some(capacity_figures(c)),
+        (None, Some(s)) => Some(sweep_figures(s)),
+        (None, None) => result
             .outcome
             .as_ref()
             .zip(w)
@@ -78,6 +79,31 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
     )
 }
 
+/// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`.
+fn sweep_figures(s: &crate::judge::knee::SweepRun) -> String {
+    use crate::judge::capacity::rate;
+    let knee = match &s.knee {
+        Some(k) => format!("knee at {}: {} req/s", k.label, rate(k.request_throughput)),
+        None => "no knee (the series did not saturate)".into(),
+    };
+    let capacity = s
+        .capacity
+        .as_ref()
+        .and_then(|c| c.max_passing_rate)
+        .map(|p| format!("; capacity at SLO at least {} req/s", rate(p)))
+        .unwrap_or_default();
+    let baseline = match &s.baseline {
+        Some(b) => format!(
+            "; baseline {} ± {} over {} runs",
+            rate(b.knee),
+            rate(b.spread),
+            b.runs
+        ),
+        None => "; no baseline yet".into(),
+    };
+    format!("{knee}{capacity}; {} points{baseline}", s.points.len())
+}
+
 /// Writes the run's `verdict.json` into its artifacts folder.
 pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
     std::fs::create_dir_all(&result.run.artifacts)
@@ -92,6 +118,7 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
         "trend": result.run.comparison.as_ref().map(|c| c.trend.as_str()),
         "comparison": result.run.comparison,
         "capacity": result.run.capacity,
+        "sweep": result.run.sweep,
         "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,

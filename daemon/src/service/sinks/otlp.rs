@@ -163,6 +163,27 @@ impl RunSink for OtlpSink {
             .collect();
             exporter.export_capacity(&labels, &figures);
         }
+        if let Some(s) = &run.run.sweep {
+            let knee: Vec<(&'static str, f64)> = [
+                ("knee", s.knee.as_ref().map(|k| k.request_throughput)),
+                ("baseline", s.baseline.as_ref().map(|b| b.knee)),
+            ]
+            .into_iter()
+            .filter_map(|(figure, rate)| Some((figure, rate?)))
+            .collect();
+            exporter.export_knee(&labels, &knee);
+            if let Some(c) = &s.capacity {
+                // A sweep over rates brackets the capacity at the SLO as a search does.
+                let bounds: Vec<(&'static str, f64)> = [
+                    ("passed", c.max_passing_rate),
+                    ("failed", c.min_failing_rate),
+                ]
+                .into_iter()
+                .filter_map(|(bound, rate)| Some((bound, rate?)))
+                .collect();
+                exporter.export_capacity(&labels, &bounds);
+            }
+        }
         self.count_drops(exporter.dropped());
     }
 

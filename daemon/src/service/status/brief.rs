@@ -46,6 +46,9 @@ pub struct RunBrief {
     /// A capacity workload's search: the bracket, the probes and the baseline it met.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::judge::capacity::CapacityRun>,
+    /// A sweep workload's knee, points and the baseline it met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::judge::knee::SweepRun>,
 }
 
 /// A run's headline figures, read from the stored summary under the same names (but
@@ -144,6 +147,7 @@ impl From<&RunRow> for RunBrief {
             diagnosis,
             artifacts: r.run.artifacts.clone(),
             capacity: r.run.capacity.clone(),
+            sweep: r.run.sweep.clone(),
         }
     }
 }
@@ -171,6 +175,7 @@ mod tests {
                 artifacts: "/a/r1".into(),
                 samples: None,
                 capacity: None,
+                sweep: None,
             },
             trend: None,
             summary,

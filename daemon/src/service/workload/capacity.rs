@@ -37,6 +37,10 @@ struct WorkloadProber<'a> {
 impl Prober for WorkloadProber<'_> {
     async fn probe(&mut self, r: f64, index: usize) -> Result<Probed> {
         let mut w = self.workload.clone();
+        if index > 1 {
+            // The run's start instant is the first probe's; later probes follow at once.
+            w.start_at = None;
+        }
         match &mut w.synthetic {
             Some(Synthetic::Rate(plan)) => plan.rate = r,
             _ => bail!("workloads.{}: a capacity search needs request_rate", w.name),

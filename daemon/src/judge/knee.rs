@@ -1,0 +1,150 @@
+//! A sweep run against its baseline: has the knee moved down?
+//!
+//! The knee of a sweep (`canary_core::series::knee`, as `canaryd sweep` finds it) is the last
+//! point that still scaled; its figure here is that point's completed requests per second
+//! (measured). The baseline is the last `baseline.runs` passing sweep runs that found a knee
+//! (at least `baseline.min_runs`): its knee is the median of theirs, and its `±` their MAD
+//! (median absolute deviation), as the capacity rule takes the MAD of its passing ends. The
+//! rule: a run **fails** when its knee is at or under the baseline's lower end (knee − ±)
+//! less `knee_tolerance` of it; a run whose series did not saturate (no knee: the knee lies
+//! beyond its last point) passes, and says so.
+
+use crate::capacity::Capacity;
+use crate::cli::sweep::point::Axis;
+use crate::judge::capacity::{median, rate};
+use serde::{Deserialize, Serialize};
+
+/// A sweep run as stored: its knee, its capacity at the SLO, its points, and the baseline it
+/// met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRun {
+    /// What varied.
+    pub axis: Axis,
+    /// The knee, when the series saturated.
+    pub knee: Option<SweepKnee>,
+    /// Over request rates with SLOs: the highest passing rate and the lowest failing one
+    /// above it (each point's verdict by the workload's SLOs and gates), as a capacity
+    /// search's answer.
+    pub capacity: Option<Capacity>,
+    /// Every point in run order.
+    pub points: Vec<SweepPointRow>,
+    /// The baseline it was compared with; `None` while fewer than `min_runs` passing runs
+    /// with a knee exist.
+    pub baseline: Option<KneeBaseline>,
+}
+
+/// The knee of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepKnee {
+    /// The point's label (`c8`, `r120`, `x2`).
+    pub label: String,
+    /// Its axis value.
+    pub value: f64,
+    /// Its completed requests per second (measured): the figure compared.
+    pub request_throughput: f64,
+}
+
+/// One point of a stored sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPointRow {
+    /// `c8`, `r120`, `x2`.
+    pub label: String,
+    /// The axis value.
+    pub value: f64,
+    /// Its verdict by the workload's SLOs and gates.
+    pub verdict: String,
+    /// Completed requests per second.
+    pub request_throughput: Option<f64>,
+    /// TTFT p99, ms.
+    pub ttft_p99_ms: Option<f64>,
+}
+
+/// The knee of the last passing runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KneeBaseline {
+    /// Passing runs with a knee it was built from.
+    pub runs: usize,
+    /// Median of their knees, requests/s.
+    pub knee: f64,
+    /// The MAD of their knees.
+    pub spread: f64,
+    /// A run whose knee is at or below this fails: `(knee − spread) × (1 − tolerance)`.
+    pub fail_at_or_below: f64,
+}
+
+impl KneeBaseline {
+    /// The baseline of the knees `knees` (requests/s, of passing runs); `None` below
+    /// `min_runs`.
+    pub fn of(knees: &[f64], min_runs: usize, tolerance: f64) -> Option<KneeBaseline> {
+        if knees.is_empty() || knees.len() < min_runs {
+            return None;
+        }
+        let knee = median(knees);
+        let spread = median(&knees.iter().map(|k| (k - knee).abs()).collect::<Vec<_>>());
+        Some(KneeBaseline {
+            runs: knees.len(),
+            knee,
+            spread,
+            fail_at_or_below: (knee - spread) * (1.0 - tolerance),
+        })
+    }
+
+    /// Why `run` fails against this baseline, or `None` when it passes.
+    pub fn judge(&self, run: &SweepRun) -> Option<String> {
+        let k = run.knee.as_ref()?;
+        (k.request_throughput <= self.fail_at_or_below).then(|| {
+            format!(
+                "knee at {} req/s, baseline {} ± {} (at {}; at or under {} req/s: the \
+                 baseline's lower end less the tolerance)",
+                rate(k.request_throughput),
+                rate(self.knee),
+                rate(self.spread),
+                k.label,
+                rate(self.fail_at_or_below),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(knee: Option<f64>) -> SweepRun {
+        SweepRun {
+            axis: Axis::Concurrency,
+            knee: knee.map(|k| SweepKnee {
+                label: "c8".into(),
+                value: 8.0,
+                request_throughput: k,
+            }),
+            capacity: None,
+            points: Vec::new(),
+            baseline: None,
+        }
+    }
+
+    #[test]
+    fn a_knee_below_the_lower_end_less_the_tolerance_fails_and_says_so() {
+        let b = KneeBaseline::of(&[260.0, 280.0, 300.0], 3, 0.1).unwrap();
+        assert_eq!((b.knee, b.spread), (280.0, 20.0));
+        assert!((b.fail_at_or_below - 234.0).abs() < 1e-9);
+        let why = b.judge(&run(Some(140.0))).unwrap();
+        assert!(
+            why.starts_with("knee at 140 req/s, baseline 280 ± 20"),
+            "{why}"
+        );
+        // Inside the tolerance: pass; no knee (did not saturate): pass.
+        assert_eq!(b.judge(&run(Some(240.0))), None);
+        assert_eq!(b.judge(&run(None)), None);
+        assert!(b.judge(&run(Some(234.0))).is_some());
+    }
+
+    #[test]
+    fn too_few_runs_make_no_baseline() {
+        assert_eq!(KneeBaseline::of(&[100.0], 2, 0.1), None);
+        assert_eq!(KneeBaseline::of(&[], 0, 0.1), None);
+        let b = KneeBaseline::of(&[100.0], 1, 0.1).unwrap();
+        assert_eq!((b.runs, b.knee, b.spread), (1, 100.0, 0.0));
+    }
+}

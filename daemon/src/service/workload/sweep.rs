@@ -1,0 +1,275 @@
+//! One run of a `kind = "sweep"` workload: a run of the workload's load per value of the
+//! sweep's axis, each through the one run function ([`RunContext::replay`], as a capacity
+//! probe) into its own folder (`<run>/point-NN-<label>/`), each made a sweep point by
+//! `canaryd sweep`'s own code ([`Point::of_run`]) and the whole by its [`SweepDoc`] (the
+//! knee and the Pareto front, `sweep.json` and `sweep.csv` in the run's folder). The run's
+//! summary is the knee point's (the last point's when there is no knee); its verdict is
+//! `pass` until the scheduler compares the knee with the baseline ([`crate::judge::knee`]),
+//! `error` when a point could not run or errored.
+
+use super::{RunContext, RunIds};
+use crate::capacity::Capacity;
+use crate::cli::sweep::document::SweepDoc;
+use crate::cli::sweep::point::{Axis, Point};
+use crate::config::shape::Synthetic;
+use crate::config::{Config, SweepSpec, Workload};
+use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
+use crate::judge::verdict::{Verdict, VerdictKind};
+use crate::service::run_result::RunResult;
+use anyhow::{bail, Result};
+use canary_core::{RateBracket, RunOutcome};
+use canary_replay::Progress;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// `w` with the point's value of `axis` set, as `canaryd sweep` sets its flag per point.
+fn point_workload(w: &Workload, axis: Axis, value: f64, index: usize) -> Result<Workload> {
+    let mut w = w.clone();
+    if index > 1 {
+        // The run's start instant is the first point's; later points follow their cooldown.
+        w.start_at = None;
+    }
+    match axis {
+        Axis::Concurrency => {
+            w.concurrency = Some(value as usize);
+            if let Some(Synthetic::ClosedLoop(c)) = &mut w.synthetic {
+                c.users = value as usize;
+            }
+        }
+        Axis::RequestRate => match &mut w.synthetic {
+            Some(Synthetic::Rate(plan)) => plan.rate = value,
+            _ => bail!(
+                "workloads.{}: sweep_request_rate needs request_rate",
+                w.name
+            ),
+        },
+        Axis::Speedup => w.speedup = value,
+    }
+    Ok(w)
+}
+
+/// What every point of one sweep run shares.
+struct Sweeper<'a> {
+    ctx: &'a RunContext,
+    config: &'a Config,
+    w: &'a Workload,
+    spec: &'a SweepSpec,
+    /// The sweep run's id and folder.
+    run_id: String,
+    artifacts: std::path::PathBuf,
+    shutdown: &'a CancellationToken,
+    progress: &'a Arc<Progress>,
+}
+
+impl Sweeper<'_> {
+    /// Runs point `index` (from 1) at `value`: its sweep point and outcome.
+    async fn run_point(&self, index: usize, value: f64) -> Result<(Point, RunOutcome)> {
+        let (w, spec) = (self.w, self.spec);
+        let label = spec.axis.label(value);
+        let dir_name = format!("point-{index:02}-{label}");
+        let pw = point_workload(w, spec.axis, value, index)?;
+        let run_id = format!("{}-p{index:02}", self.run_id);
+        let dir = self.artifacts.join(&dir_name);
+        let ids = RunIds {
+            run: &run_id,
+            export: &self.run_id,
+            artifacts: &dir,
+        };
+        let (judged, _) = self
+            .ctx
+            .replay(
+                self.config,
+                &pw,
+                ids,
+                None,
+                self.shutdown.clone(),
+                self.progress.clone(),
+            )
+            .await?;
+        let point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
+        if point.verdict.starts_with("error") && !judged.outcome.interrupted {
+            bail!("the point {}: {}", point.label, point.verdict);
+        }
+        tracing::info!(
+            workload = %w.name,
+            run = %self.run_id,
+            "sweep point {index} ({}): {}, {} req/s completed",
+            point.label,
+            point.verdict,
+            point
+                .figures
+                .as_ref()
+                .and_then(|f| f.request_throughput)
+                .map_or("no".into(), crate::judge::capacity::rate)
+        );
+        Ok((point, judged.outcome))
+    }
+}
+
+/// Over request rates: the highest passing rate and the lowest failing one above it, as a
+/// capacity search's answer (its bracket holds as far as each point's verdict does).
+fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
+    if axis != Axis::RequestRate || w.slos.is_empty() {
+        return None;
+    }
+    Some(Capacity::of(
+        bracket(points),
+        w.slos.to_string(),
+        w.min_good_fraction,
+        "sweep",
+    ))
+}
+
+/// The highest passing value of `points`, and the lowest failing one above it (any failing
+/// one when none passed).
+fn bracket(points: &[Point]) -> RateBracket {
+    let passed = points
+        .iter()
+        .filter(|p| p.passed)
+        .map(|p| p.value)
+        .max_by(f64::total_cmp);
+    let failed = points
+        .iter()
+        .filter(|p| !p.passed && passed.is_none_or(|best| p.value > best))
+        .map(|p| p.value)
+        .min_by(f64::total_cmp);
+    RateBracket { passed, failed }
+}
+
+/// Runs the sweep of `w` into `result`: its points, knee, summary and verdict.
+pub(super) async fn run(
+    ctx: &RunContext,
+    config: &Config,
+    w: &Workload,
+    spec: &SweepSpec,
+    result: &mut RunResult,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) {
+    let sweeper = Sweeper {
+        ctx,
+        config,
+        w,
+        spec,
+        run_id: result.run.id.clone(),
+        artifacts: result.run.artifacts.clone(),
+        shutdown: &shutdown,
+        progress: &progress,
+    };
+    let mut points = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut failed = None;
+    for (i, &v) in spec.values.iter().enumerate() {
+        if i > 0 && !spec.cooldown.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(spec.cooldown) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+        match sweeper.run_point(i + 1, v).await {
+            Ok((point, outcome)) => {
+                let interrupted = outcome.interrupted;
+                points.push(point);
+                outcomes.push(outcome);
+                if interrupted {
+                    break;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let interrupted = shutdown.is_cancelled() || outcomes.iter().any(|o| o.interrupted);
+    let doc = SweepDoc::new("sweep", spec.axis, points);
+    if let Err(e) = std::fs::create_dir_all(&result.run.artifacts)
+        .map_err(anyhow::Error::from)
+        .and_then(|_| doc.write(&result.run.artifacts))
+    {
+        tracing::error!(workload = %w.name, "writing sweep.json: {e:#}");
+    }
+    let knee_at = doc.points.iter().position(|p| p.knee);
+    let knee = knee_at.and_then(|k| {
+        let p = &doc.points[k];
+        Some(SweepKnee {
+            label: p.label.clone(),
+            value: p.value,
+            request_throughput: p.figures.as_ref()?.request_throughput?,
+        })
+    });
+    result.run.verdict = if interrupted {
+        Verdict::error("interrupted")
+    } else if let Some(e) = &failed {
+        Verdict::error(format!("{e:#}"))
+    } else {
+        Verdict {
+            kind: VerdictKind::Pass,
+            reasons: Vec::new(),
+        }
+    };
+    let capacity = capacity_of(w, spec.axis, &doc.points);
+    let rows = doc
+        .points
+        .iter()
+        .map(|p| SweepPointRow {
+            label: p.label.clone(),
+            value: p.value,
+            verdict: p.verdict.clone(),
+            request_throughput: p.figures.as_ref().and_then(|f| f.request_throughput),
+            ttft_p99_ms: p
+                .figures
+                .as_ref()
+                .and_then(|f| f.time_to_first_token_ms.p99),
+        })
+        .collect();
+    let summary_at = knee_at.unwrap_or(outcomes.len().saturating_sub(1));
+    result.outcome = (summary_at < outcomes.len()).then(|| outcomes.swap_remove(summary_at));
+    result.run.sweep = Some(SweepRun {
+        axis: spec.axis,
+        knee,
+        capacity,
+        points: rows,
+        baseline: None,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(value: f64, passed: bool) -> Point {
+        Point {
+            index: 0,
+            label: Axis::RequestRate.label(value),
+            value,
+            dir: String::new(),
+            verdict: String::new(),
+            passed,
+            figures: None,
+            knee: false,
+            pareto: false,
+        }
+    }
+
+    #[test]
+    fn a_rate_sweep_brackets_the_capacity_between_its_last_pass_and_the_next_fail() {
+        // Run order is not rate order; a fail below a pass (noise) does not bound it.
+        let pts = [
+            point(80.0, true),
+            point(40.0, false),
+            point(160.0, false),
+            point(120.0, true),
+            point(140.0, false),
+        ];
+        let b = bracket(&pts);
+        assert_eq!((b.passed, b.failed), (Some(120.0), Some(140.0)));
+        let b = bracket(&[point(10.0, false), point(20.0, false)]);
+        assert_eq!((b.passed, b.failed), (None, Some(10.0)));
+        let b = bracket(&[point(10.0, true), point(20.0, true)]);
+        assert_eq!((b.passed, b.failed), (Some(20.0), None));
+    }
+}

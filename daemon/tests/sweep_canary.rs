@@ -1,0 +1,179 @@
+//! The sweep canary: `canaryd run` with a `kind = "sweep"` workload (closed loops of 2, 8
+//! and 32 users, 2 s each) against a real `canaryd sim --profile capacity` (8 slots; its
+//! capacity known in closed form, `Profile::capacity`, ~107 req/s). The first run finds the
+//! knee at 8 users near that capacity and becomes the baseline; then `POST /sim/profile` makes
+//! every decode step four times slower, and a later run's verdict turns to `fail: knee at …
+//! req/s, baseline … ± …`, in `/api/runs`, `verdict.json`, the log and over OTLP
+//! (`canary.sweep.knee`) (issue 18).
+
+#[allow(dead_code)] // the exporters tests use more of it than this test does
+#[path = "../../exporters/tests/receiver.rs"]
+mod receiver;
+
+mod common;
+
+use canary_sim::Profile;
+use common::{api_runs, eventually, free_port, http, sim_with_profile};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+use receiver::{attrs, Receiver};
+use serde_json::Value;
+
+const ISL: u32 = 32;
+const OSL: u32 = 16;
+
+/// Four times the capacity profile's decode cost: about a quarter of its capacity.
+const SLOWER: &str = r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#;
+
+fn config(dir: &std::path::Path, sim_port: u16, otlp: &str) -> std::path::PathBuf {
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{otlp}\"\nmetrics_interval = \"500ms\"\n\
+         [baseline]\nruns = 10\nmin_runs = 1\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.knee]\ntarget = \"sim\"\nkind = \"sweep\"\nevery = \"1s\"\n\
+         sweep_concurrency = [2, 8, 32]\ncooldown = \"200ms\"\nbenchmark_duration = \"2s\"\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 2\nknee_tolerance = 0.1\n",
+        dir.join("state").display()
+    );
+    let path = dir.join("canaryd.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A rate as verdicts print it: whole from 100 req/s up, else two decimals at most.
+fn rate(r: f64) -> String {
+    if r >= 100.0 {
+        return format!("{r:.0}");
+    }
+    let s = format!("{r:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
+    let status = free_port();
+    let cfg = config(dir.path(), sim_port, &receiver.url());
+    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let fast = Profile::capacity_profile()
+        .capacity(ISL, OSL)
+        .requests_per_s;
+    eprintln!("known capacity: {fast:.1} req/s");
+
+    // The first run: a knee at the profile's 8 slots, near its capacity; no baseline yet.
+    let first = eventually(120, "a finished sweep run", || {
+        api_runs(status).into_iter().last()
+    });
+    eprintln!("first run: {first:#}");
+    assert_eq!(first["verdict"], "pass", "{first:#}");
+    let s = &first["sweep"];
+    assert_eq!(s["axis"], "concurrency");
+    assert_eq!(s["knee"]["label"], "c8", "{s:#}");
+    let knee = f(&s["knee"]["request_throughput"]);
+    assert!(
+        knee > fast * 0.8 && knee < fast * 1.05,
+        "knee {knee} vs capacity {fast}"
+    );
+    assert!(s["baseline"].is_null());
+    assert_eq!(s["points"].as_array().unwrap().len(), 3);
+    // Each point is a run of its own folder, and sweep.json marks the knee.
+    let art = dir
+        .path()
+        .join("state/artifacts/knee")
+        .join(first["id"].as_str().unwrap());
+    assert!(art.join("point-02-c8/records.jsonl").is_file());
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(art.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["knee"]["label"], "c8", "{doc:#}");
+    assert!(first["figures"]["requests"].as_u64().unwrap() > 0);
+
+    // Slow the simulator down.
+    let switched_ms = now_ms();
+    let (code, body) = http(sim_port, "POST", "/sim/profile", SLOWER);
+    assert_eq!(code, 200, "{body}");
+    let failed = eventually(180, "a failed sweep run started after the slowdown", || {
+        api_runs(status).into_iter().find(|r| {
+            r["verdict_kind"] == "fail" && r["started_unix_ms"].as_i64().unwrap() > switched_ms
+        })
+    });
+    eprintln!("failed run: {failed:#}");
+    let verdict = failed["verdict"].as_str().unwrap();
+    let s = &failed["sweep"];
+    let base = &s["baseline"];
+    let k = f(&s["knee"]["request_throughput"]);
+    let expected = format!(
+        "fail: knee at {} req/s, baseline {} ± {}",
+        rate(k),
+        rate(f(&base["knee"])),
+        rate(f(&base["spread"]))
+    );
+    assert!(verdict.starts_with(&expected), "{verdict} vs {expected}");
+    assert!(k <= f(&base["fail_at_or_below"]), "{s:#}");
+    assert!(k < fast * 0.5, "{s:#}");
+    let id = failed["id"].as_str().unwrap();
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(
+            dir.path()
+                .join("state/artifacts/knee")
+                .join(id)
+                .join("verdict.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["verdict"], verdict);
+    assert_eq!(v["sweep"]["baseline"], *base);
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(log.contains(&expected[6..]), "{log}");
+
+    // Over OTLP: `canary.sweep.knee` by figure, each the figure of a run the API lists.
+    let points = eventually(30, "canary.sweep.knee with a baseline point", || {
+        let metrics = receiver.last_metrics();
+        let m = metrics.iter().find(|m| m.name == "canary.sweep.knee")?;
+        let Some(metric::Data::Gauge(g)) = &m.data else {
+            panic!("canary.sweep.knee is not a gauge: {m:?}")
+        };
+        let points: Vec<(String, f64)> = g
+            .data_points
+            .iter()
+            .map(|p| {
+                let a = attrs(&p.attributes);
+                assert_eq!(a["canary.workload"], "knee", "{a:?}");
+                let v = match p.value {
+                    Some(number_data_point::Value::AsDouble(v)) => v,
+                    other => panic!("{other:?}"),
+                };
+                (a["canary.sweep.figure"].clone(), v)
+            })
+            .collect();
+        points.iter().any(|p| p.0 == "baseline").then_some(points)
+    });
+    let runs = api_runs(status);
+    for (figure, v) in &points {
+        let key = match figure.as_str() {
+            "knee" => "/sweep/knee/request_throughput",
+            "baseline" => "/sweep/baseline/knee",
+            other => panic!("unknown figure {other}"),
+        };
+        assert!(
+            runs.iter()
+                .any(|r| r.pointer(key).and_then(Value::as_f64) == Some(*v)),
+            "{figure} = {v} is no run's {key}"
+        );
+    }
+}
