@@ -4,7 +4,11 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
+mod gate;
+
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
+pub(crate) use gate::GateShared;
+use gate::Gate;
 use bytes::Bytes;
 use canary_core::MonoTime;
 use http_body_util::Full;
@@ -49,6 +53,8 @@ pub struct Connection {
     /// What its socket did, to tell a failure sending the request from one reading the
     /// response.
     pub(crate) io: Arc<IoTrace>,
+    /// Holds a request's bytes until the release thread writes them ([`gate`]).
+    pub(crate) gate: Arc<GateShared>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -57,7 +63,7 @@ pub struct Connection {
 pub(crate) struct IoTrace {
     read: AtomicU64,
     read_failed: AtomicBool,
-    write_failed: AtomicBool,
+    pub(super) write_failed: AtomicBool,
     /// The kernel's receive stamps of the TCP socket's reads (below TLS), when they are on.
     pub rx: Option<Arc<RxLog>>,
 }
@@ -215,8 +221,10 @@ impl Connector {
             rx: rx.clone(),
             ..IoTrace::default()
         });
-        // Below TLS: the stamps are the TCP segments'.
-        let tcp = RxStream::new(tcp, rx);
+        let fd = tcp.as_raw_fd();
+        // Below TLS: the stamps are the TCP segments', and the release thread writes the
+        // request's encrypted bytes.
+        let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
         let sender = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
@@ -234,6 +242,7 @@ impl Connector {
             cookie,
             connect_time: Some(MonoTime::now().since(start)),
             io,
+            gate,
         })
     }
 }

@@ -104,19 +104,30 @@ pub struct ReadLimits {
 
 /// Sends `request` on `conn` and reads the whole response, never failing: errors are part
 /// of the measurement. `deadline` bounds the whole exchange, `limits` what it may hold.
+/// `held_until`: the connection's gate is armed and the release thread writes the request at
+/// that deadline; the send time is then the gate's (the first byte's write).
 pub async fn exchange(
     conn: &mut Connection,
     request: http::Request<Full<Bytes>>,
     streaming: bool,
     deadline: tokio::time::Instant,
     limits: &ReadLimits,
+    held_until: Option<MonoTime>,
 ) -> Measurement {
     let mut rx = RxTimer::start(conn.io.rx.clone());
+    let now = MonoTime::now();
+    // Until the gate says when it went: not before its deadline.
+    let expected = held_until.map_or(now, |at| at.max(now));
     let mut m = Measurement {
-        sent: MonoTime::now(),
+        sent: expected,
         ..Default::default()
     };
     rx.sent(m.sent);
+    let gate = held_until.map(|_| conn.gate.clone());
+    let sent_at = |fallback: MonoTime| {
+        gate.as_ref()
+            .map_or(fallback, |g| g.sent_at().unwrap_or(fallback))
+    };
     // A reused connection has read earlier responses: only what comes after counts here.
     let read_before = conn.io.bytes_read();
     let run = async {
@@ -144,6 +155,8 @@ pub async fn exchange(
             }
         })?;
         let read = MonoTime::now();
+        m.sent = sent_at(m.sent);
+        rx.sent(m.sent);
         let head = Role {
             head: true,
             ..Role::default()
@@ -182,8 +195,9 @@ pub async fn exchange(
         }
     };
     // What the deadline left this exchange, for the message: the cause, not only the kind.
-    let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let cancel_at = limits.cancel_after.map(|d| tokio::time::Instant::now() + d);
+    let start = tokio::time::Instant::now() + expected.since(now);
+    let budget = deadline.saturating_duration_since(start);
+    let cancel_at = limits.cancel_after.map(|d| start + d);
     let cancel = async {
         match cancel_at {
             Some(at) if at < deadline => tokio::time::sleep_until(at).await,
@@ -205,6 +219,7 @@ pub async fn exchange(
             // The response is dropped unread: the connection cannot carry another request,
             // and closing it is the disconnect the server must see.
             m.end = Stamp::read(MonoTime::now());
+            m.sent = sent_at(m.sent);
             m.cancelled = true;
             m.reusable = false;
             return m;
@@ -215,6 +230,11 @@ pub async fn exchange(
         _ => Stamp::read(MonoTime::now()),
     };
     m.error = result.err();
+    if m.head.is_none() {
+        // Failed before a response head: sent when the gate wrote it, else (never written)
+        // no later than the failure.
+        m.sent = sent_at(m.sent.min(m.end.read));
+    }
     m.rx = rx.finish(UserspaceTimes::default());
     m
 }
