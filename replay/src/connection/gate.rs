@@ -354,3 +354,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Gate<S> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests;
