@@ -11,7 +11,8 @@ use crate::dispatch::Release;
 use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
 use crate::run::record::{self, connected, stopped};
 use crate::run::{release, unless_stopped, Ctx, Progress};
-use canary_core::{MonoTime, RequestRecord};
+use crate::rx_stamp::Stamp;
+use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -73,22 +74,34 @@ pub(in crate::run) async fn send_held(
     connected(rec, &conn);
     let second_try = conn.connect_time.is_none().then(|| duplicate(&request));
     let mut m = held_exchange(ctx, &mut conn, request, scheduled, limits, warmup).await?;
-    if let (true, Some(request)) = (m.unanswered, second_try) {
+    if m.unanswered {
         let went = !conn.gate.withdraw();
-        connector.stop_reuse();
-        match unless_stopped(&ctx.hard_stop, connector.open()).await {
-            None => m = stopped(),
-            Some(Ok(fresh)) => {
-                conn = fresh;
-                connected(rec, &conn);
-                m = if went {
-                    let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
-                    read_response(ctx, &mut conn, request, deadline, limits).await
-                } else {
-                    held_exchange(ctx, &mut conn, request, scheduled, limits, warmup).await?
-                };
+        match second_try {
+            Some(request) => {
+                connector.stop_reuse();
+                match unless_stopped(&ctx.hard_stop, connector.open()).await {
+                    None => m = stopped(),
+                    Some(Ok(fresh)) => {
+                        conn = fresh;
+                        connected(rec, &conn);
+                        m = if went {
+                            let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
+                            read_response(ctx, &mut conn, request, deadline, limits).await
+                        } else {
+                            held_exchange(ctx, &mut conn, request, scheduled, limits, warmup)
+                                .await?
+                        };
+                    }
+                    Some(Err(e)) => unreachable_again(&mut m, &e),
+                }
             }
-            Some(Err(e)) => unreachable_again(&mut m, &e),
+            None if !went => {
+                // A fresh connection the server closed before its request could go: a
+                // failure to connect, recorded at the deadline as when it is found then.
+                release(ctx, scheduled, None).await?;
+                closed_unsent(&mut m);
+            }
+            None => {}
         }
     }
     record::fill(rec, &m, ctx.t0);
@@ -148,4 +161,18 @@ async fn held_exchange(
         m = ex => m,
         _ = ctx.hard_stop.cancelled() => stopped(),
     })
+}
+
+/// `m`, of a request whose fresh connection closed before it went out, as the failure to
+/// connect it is, now.
+fn closed_unsent(m: &mut Measurement) {
+    let now = MonoTime::now();
+    m.sent = now;
+    m.end = Stamp::read(now);
+    let why = m.error.take().map(|e| e.message).unwrap_or_default();
+    m.error = Some(RequestError {
+        kind: ErrorKind::Connect,
+        http_status: None,
+        message: format!("connection closed before the request was sent: {why}"),
+    });
 }
