@@ -46,7 +46,7 @@ one() { # TOOL PATTERN RATE REP
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--rate "$rate" --pattern "$pattern" --count "$n" --seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%U %S %M" \
+    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$FLOOR" --addr "127.0.0.1:$PORT" --out "$OUT/floor-$label.jsonl" "${shape[@]}"
     sim_down
     python3 bench/pacer_stats.py run "$label" "$OUT/floor-$label.jsonl" "$OUT/truth-$label.jsonl" "$OUT/time-$label" >>"$LOG"
@@ -57,7 +57,7 @@ one() { # TOOL PATTERN RATE REP
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--request-rate "$rate" --arrival-pattern "$pattern" --request-count "$n" --isl 64 --osl 8 --random-seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%U %S %M" \
+    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$bin" profile --url "http://127.0.0.1:$PORT" --model canary-sim --no-nvml --no-ebpf \
         --output-dir "$OUT/run-$label" --json "${shape[@]}" >/dev/null
     sim_down

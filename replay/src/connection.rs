@@ -7,10 +7,10 @@
 mod gate;
 
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
-pub(crate) use gate::GateShared;
-use gate::Gate;
 use bytes::Bytes;
 use canary_core::MonoTime;
+use gate::Gate;
+pub(crate) use gate::GateShared;
 use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;

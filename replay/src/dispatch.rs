@@ -17,8 +17,8 @@ mod priority;
 mod wake_error;
 
 use canary_core::{MonoTime, ReleaseReport};
-use deadlines::{Deadlines, Fire, Pending};
 pub use deadlines::Release;
+use deadlines::{Deadlines, Fire, Pending};
 use priority::Scheduling;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, TryRecvError};

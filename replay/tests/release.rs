@@ -71,12 +71,15 @@ fn a_request_leaves_at_its_deadline_while_the_runtimes_only_thread_is_blocked() 
     assert!(sent <= arrival + 1e3, "sent before the server had it");
 }
 
+/// Per connection a server accepted: when, and the bytes it brought so far.
+type Seen = Arc<Mutex<Vec<(MonoTime, usize)>>>;
+
 /// A loopback server that accepts connections, counts the bytes each brings and never
-/// answers. Its port and, per connection, when it was accepted and the bytes so far.
-fn counting_server() -> (u16, Arc<Mutex<Vec<(MonoTime, usize)>>>) {
+/// answers. Its port and what it saw.
+fn counting_server() -> (u16, Seen) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let seen: Arc<Mutex<Vec<(MonoTime, usize)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let s = seen.clone();
     std::thread::spawn(move || {
         for c in l.incoming() {
@@ -157,7 +160,10 @@ async fn a_pooled_connection_closed_before_the_release_resends_at_the_deadline()
         "resent at its deadline, not when the close was seen"
     );
     let sent = mono_ns(&run, r.sent_at_ms);
-    assert!(sent <= ones[0].arrival_ns as f64 + 1e3, "the resend's own time");
+    assert!(
+        sent <= ones[0].arrival_ns as f64 + 1e3,
+        "the resend's own time"
+    );
     assert!((r.schedule_lag_ms - (r.sent_at_ms - r.scheduled_at_ms).max(0.0)).abs() < 1e-9);
 }
 

@@ -1,11 +1,11 @@
 //! One request, top to bottom: build it, take its place under the in-flight ceilings, open
-//! its connection ahead, wait for its release, exchange (once more on a fresh connection
-//! when a pooled one was already closed), and record what was measured.
+//! its connection ahead, have the release thread write it at its deadline (`held`) or wait
+//! for its release and write it, exchange (once more on a fresh connection when a pooled one
+//! was already closed), and record what was measured.
 
 use super::record::{self, connect_error, connected, stopped};
 use super::replicas::Replica;
 use super::{release, unless_stopped, Ctx};
-use held::{send_held, Held};
 use crate::connection::{ConnectError, Connection, Connector};
 use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
 use crate::ids::TraceContext;
@@ -13,6 +13,7 @@ use crate::rx_stamp::Stamp;
 use crate::target::Target;
 use bytes::Bytes;
 use canary_core::{MonoTime, RequestRecord, TraceRequest};
+use held::{send_held, Held};
 use http_body_util::Full;
 use std::sync::atomic::Ordering;
 use tokio::sync::{Semaphore, SemaphorePermit};

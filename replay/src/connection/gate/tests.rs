@@ -52,7 +52,10 @@ async fn an_armed_gate_holds_the_request_until_the_release_writes_it() {
     assert_eq!(ready_bytes(&mut peer), b"", "nothing before the release");
 
     let before = MonoTime::now();
-    assert!(shared.send_held(), "released from this (the release) thread");
+    assert!(
+        shared.send_held(),
+        "released from this (the release) thread"
+    );
     let sent = shared.sent_at().expect("stamped by the release");
     assert!(sent >= before);
     let mut got = [0u8; 18];
@@ -70,9 +73,14 @@ async fn an_armed_gate_holds_the_request_until_the_release_writes_it() {
 async fn a_withdrawn_request_is_never_written() {
     let (mut gate, shared, mut peer) = pair().await;
     assert!(shared.arm());
-    gate.write_all(b"POST /v1/chat/completions HTTP/1.1\r\n").await.unwrap();
+    gate.write_all(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        .await
+        .unwrap();
     assert!(shared.withdraw(), "nothing had gone out");
-    assert!(!shared.send_held(), "the deadline comes after the withdrawal");
+    assert!(
+        !shared.send_held(),
+        "the deadline comes after the withdrawal"
+    );
     // The writer learns it may not write on this connection.
     let e = gate.write_all(b"x").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::BrokenPipe);
@@ -132,7 +140,10 @@ async fn a_request_larger_than_the_gate_and_the_socket_buffers_goes_out_whole_in
     }
     assert_eq!(ready_bytes(&mut peer), b"");
     assert!(shared.send_held());
-    assert!(shared.sent_at().is_some(), "the first bytes went at the release");
+    assert!(
+        shared.sent_at().is_some(),
+        "the first bytes went at the release"
+    );
     // (This runtime's one thread is here: the writer has not run since.)
     let left = shared.lock().held.len();
     assert!(left > 0, "premise: the release's send was partial");
