@@ -29,6 +29,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// release, and its task writes the rest.
 pub(crate) const HELD_MAX: usize = 256 << 10;
 
+/// Buffer room a connection keeps between requests (a short request's head and body).
+const KEPT_ROOM: usize = 4 << 10;
+
 /// Where the connection's writes go.
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 enum Phase {
@@ -126,7 +129,8 @@ impl GateShared {
                 }
                 s.held.drain(..n);
                 if s.held.is_empty() {
-                    s.held = Vec::new();
+                    // A short request's room is kept for the connection's next one.
+                    s.held.shrink_to(KEPT_ROOM);
                     if !s.writer_waits {
                         // Whatever hyper writes next goes straight through.
                         s.phase = Phase::Open;
@@ -259,6 +263,7 @@ fn drain<S: AsyncWrite + Unpin>(
                 return failed(trace, e);
             }
             Phase::Released if s.held.is_empty() => {
+                s.held.shrink_to(KEPT_ROOM);
                 s.phase = Phase::Open;
                 return Poll::Ready(Ok(()));
             }
