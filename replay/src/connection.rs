@@ -19,7 +19,8 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -43,9 +44,15 @@ pub struct Connector {
     rx: Arc<RxStamps>,
 }
 
+/// hyper's side of a connection (it reads and writes the socket), driven by the task that
+/// uses the connection rather than by a task of its own ([`driven`]).
+pub(crate) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// An open connection ready for one request.
 pub struct Connection {
     pub(crate) sender: SendRequest<Full<Bytes>>,
+    /// `None` once the connection has ended.
+    pub(crate) driver: Option<Driver>,
     /// The socket cookie (`SO_COOKIE`), the key kernel events are joined on.
     pub cookie: Option<u64>,
     /// How long opening it took, if it was opened for this request (not reused).
@@ -142,14 +149,14 @@ impl Connector {
     pub async fn acquire(&self) -> Result<Connection, ConnectError> {
         loop {
             let candidate = self.idle.lock().expect("pool lock").pop();
-            match candidate {
-                Some(mut c) if !c.sender.is_closed() && c.sender.is_ready() => {
-                    c.connect_time = None;
-                    return Ok(c);
-                }
-                Some(_) => continue, // closed by the server meanwhile: drop it
-                None => return self.open().await,
+            let Some(mut c) = candidate else {
+                return self.open().await;
+            };
+            if c.poll_idle() && c.sender.is_ready() {
+                c.connect_time = None;
+                return Ok(c);
             }
+            // Closed by the server meanwhile: drop it.
         }
     }
 
@@ -226,7 +233,7 @@ impl Connector {
         // request's encrypted bytes.
         let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
-        let sender = match &self.tls {
+        let (sender, driver) = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
             Some((connector, name)) => {
                 let stream = connector
@@ -239,6 +246,7 @@ impl Connector {
         .map_err(|e| err(e.to_string()))?;
         Ok(Connection {
             sender,
+            driver: Some(driver),
             cookie,
             connect_time: Some(MonoTime::now().since(start)),
             io,
@@ -247,7 +255,10 @@ impl Connector {
     }
 }
 
-async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
+async fn handshake<S>(
+    io: S,
+    max_header_bytes: usize,
+) -> hyper::Result<(SendRequest<Full<Bytes>>, Driver)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -258,11 +269,110 @@ where
         .max_buf_size(max_header_bytes.max(MIN_READ_BUFFER))
         .handshake(TokioIo::new(io))
         .await?;
-    tokio::spawn(async move {
-        // Errors surface on the request that was using the connection.
+    // Errors surface on the request that was using the connection.
+    let driver: Driver = Box::pin(async move {
         let _ = conn.await;
     });
-    Ok(sender)
+    Ok((sender, driver))
+}
+
+impl Connection {
+    /// Lets an idle connection take in what happened since its last request (a close by the
+    /// server, hyper readying itself for the next request); false when it has ended.
+    fn poll_idle(&mut self) -> bool {
+        if let Some(d) = &mut self.driver {
+            let mut cx = Context::from_waker(Waker::noop());
+            if d.as_mut().poll(&mut cx).is_ready() {
+                self.driver = None;
+            }
+        }
+        self.driver.is_some() && !self.sender.is_closed()
+    }
+}
+
+/// Runs `fut` (an exchange on the connection) and the connection's `driver` in one task.
+///
+/// With hyper's connection in a task of its own, every response chunk went from that task
+/// to the request's and back (the body channel's "want"), and on a multi-thread runtime each
+/// such wake-up tends to wake the other worker: the largest share of canaryd's context
+/// switches per request after the release (issue 21). Wake-ups the two raise while this
+/// task polls them are taken as one more turn of the loop here, not a rescheduling.
+pub(crate) async fn driven<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let local = Arc::new(LocalWake::default());
+    let waker = Waker::from(local.clone());
+    std::future::poll_fn(move |cx| {
+        local.set_outer(cx.waker());
+        for _ in 0..LOCAL_TURNS {
+            local.state.store(POLLING, Ordering::SeqCst);
+            let mut inner = Context::from_waker(&waker);
+            if let Some(d) = driver.as_mut() {
+                if d.as_mut().poll(&mut inner).is_ready() {
+                    *driver = None;
+                }
+            }
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut inner) {
+                local.state.store(IDLE, Ordering::SeqCst);
+                return Poll::Ready(v);
+            }
+            if local
+                .state
+                .compare_exchange(POLLING, IDLE, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return Poll::Pending;
+            }
+            // Woken while polling: another turn.
+        }
+        local.state.store(IDLE, Ordering::SeqCst);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Turns [`driven`] takes in one poll before yielding to the runtime.
+const LOCAL_TURNS: usize = 16;
+const IDLE: u8 = 0;
+const POLLING: u8 = 1;
+const WOKEN: u8 = 2;
+
+/// The waker [`driven`] gives the exchange and the driver: noted when it fires during their
+/// poll, forwarded to the task's own waker otherwise.
+#[derive(Default)]
+struct LocalWake {
+    state: std::sync::atomic::AtomicU8,
+    outer: Mutex<Option<Waker>>,
+}
+
+impl LocalWake {
+    fn set_outer(&self, w: &Waker) {
+        let mut outer = self.outer.lock().unwrap_or_else(|e| e.into_inner());
+        if !outer.as_ref().is_some_and(|o| o.will_wake(w)) {
+            *outer = Some(w.clone());
+        }
+    }
+}
+
+impl std::task::Wake for LocalWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        match self
+            .state
+            .compare_exchange(POLLING, WOKEN, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) | Err(WOKEN) => {}
+            Err(_) => {
+                let outer = self.outer.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(w) = outer.as_ref() {
+                    w.wake_by_ref();
+                }
+            }
+        }
+    }
 }
 
 /// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a
