@@ -1,6 +1,7 @@
 //! Opening connections with and without kernel receive timestamps, on real sockets.
 
 use super::*;
+use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::task::Waker;
 
