@@ -7,6 +7,8 @@
 # FLOOR=path skips building the floor client; BINS="before=/path/a after=/path/b" compares builds (default: this tree's release build);
 # every run appends one JSON line to $LOG (default bench-pacer.jsonl in a temp dir), and the
 # table of medians and ratios to the floor is printed at the end (bench/pacer_stats.py table).
+# PATTERNS="constant poisson" picks patterns; COUNT=N requests per constant/Poisson run
+# (default 2000, 1000 at 200 req/s or less), for runs long enough at high rates (capacity).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
@@ -38,15 +40,15 @@ sim_up() { # LABEL
 sim_down() { kill "$SIM"; wait "$SIM" 2>/dev/null || true; SIM=""; }
 
 one() { # TOOL PATTERN RATE REP
-  local tool=$1 pattern=$2 rate=$3 rep=$4 label="$1-$2-$3-$4" n=2000 shape
-  [ "$rate" -le 200 ] && n=1000
+  local tool=$1 pattern=$2 rate=$3 rep=$4 label="$1-$2-$3-$4" n=${COUNT:-2000} shape
+  [ -z "${COUNT:-}" ] && [ "$rate" -le 200 ] && n=1000
   sim_up "$label"
   if [ "$tool" = floor ]; then
     case $pattern in
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--rate "$rate" --pattern "$pattern" --count "$n" --seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%U %S %M" \
+    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$FLOOR" --addr "127.0.0.1:$PORT" --out "$OUT/floor-$label.jsonl" "${shape[@]}"
     sim_down
     python3 bench/pacer_stats.py run "$label" "$OUT/floor-$label.jsonl" "$OUT/truth-$label.jsonl" "$OUT/time-$label" >>"$LOG"
@@ -57,7 +59,7 @@ one() { # TOOL PATTERN RATE REP
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--request-rate "$rate" --arrival-pattern "$pattern" --request-count "$n" --isl 64 --osl 8 --random-seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%U %S %M" \
+    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$bin" profile --url "http://127.0.0.1:$PORT" --model canary-sim --no-nvml --no-ebpf \
         --output-dir "$OUT/run-$label" --json "${shape[@]}" >/dev/null
     sim_down
@@ -77,7 +79,7 @@ done
 TOOLS=(floor); for b in $BINS; do TOOLS+=("${b%%=*}"); done
 for rep in $(seq "$REPEATS"); do
   for rate in "${RATES[@]}"; do
-    for pattern in bursts constant poisson; do
+    for pattern in ${PATTERNS:-bursts constant poisson}; do
       # Rotate the order every repeat, so no tool always runs first (or last) on a busy host.
       k=$(( (rep - 1) % ${#TOOLS[@]} ))
       order=("${TOOLS[@]:k}" "${TOOLS[@]:0:k}")

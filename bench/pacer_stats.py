@@ -50,7 +50,11 @@ def run(label, path, truth_path, time_path):
         s = by_id.get(t.get("request_id"))
         if s is not None:
             referee.append((t["arrival_ns"] - s) / 1e6)
-    user, sys_, rss_kb = open(time_path).read().split()[-3:]
+    fields = open(time_path).read().split()
+    user, sys_, rss_kb = fields[-3:]
+    # Voluntary and involuntary context switches of the whole process, when timed with them
+    # ("%w %c %U %S %M"): each a thread that slept and was woken, or was preempted.
+    switches = [int(x) for x in fields[-5:-3]] if len(fields) >= 5 else None
     client = [lag for _, _, lag in rows]
     tool, pattern, rate, rep = label.rsplit("-", 3)
     out = {
@@ -63,6 +67,9 @@ def run(label, path, truth_path, time_path):
         "referee_lag_p99_ms": round(pct(referee, 99), 4),
         "cpu_s_per_1000": round((float(user) + float(sys_)) * 1000 / len(rows), 4),
         "peak_rss_mb": round(int(rss_kb) / 1024, 1),
+        **({"voluntary_switches_per_request": round(switches[0] / len(rows), 3),
+            "involuntary_switches_per_request": round(switches[1] / len(rows), 3)}
+           if switches else {}),
         "load1": float(open("/proc/loadavg").read().split()[0]),
     }
     if release:
@@ -72,7 +79,8 @@ def run(label, path, truth_path, time_path):
 
 def table(log):
     runs = [json.loads(l) for l in open(log) if l.strip()]
-    figs = ["client_lag_p99_ms", "referee_lag_p99_ms", "cpu_s_per_1000"]
+    figs = ["client_lag_p99_ms", "referee_lag_p99_ms", "cpu_s_per_1000",
+            "voluntary_switches_per_request"]
     groups = {}
     for r in runs:
         groups.setdefault((r["pattern"], r["rate"]), {}).setdefault(r["tool"], []).append(r)
@@ -84,7 +92,7 @@ def table(log):
         for f in figs:
             cells, med = [], {}
             for t in tools:
-                v = [r[f] for r in by_tool.get(t, [])]
+                v = [r[f] for r in by_tool.get(t, []) if f in r]
                 if not v:
                     cells.append("–")
                     continue

@@ -4,9 +4,15 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
+mod driven;
+mod gate;
+
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
+pub(crate) use driven::{driven, Driver};
+use gate::Gate;
+pub(crate) use gate::GateShared;
 use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -15,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -42,6 +48,8 @@ pub struct Connector {
 /// An open connection ready for one request.
 pub struct Connection {
     pub(crate) sender: SendRequest<Full<Bytes>>,
+    /// `None` once the connection has ended.
+    pub(crate) driver: Option<Driver>,
     /// The socket cookie (`SO_COOKIE`), the key kernel events are joined on.
     pub cookie: Option<u64>,
     /// How long opening it took, if it was opened for this request (not reused).
@@ -49,6 +57,8 @@ pub struct Connection {
     /// What its socket did, to tell a failure sending the request from one reading the
     /// response.
     pub(crate) io: Arc<IoTrace>,
+    /// Holds a request's bytes until the release thread writes them ([`gate`]).
+    pub(crate) gate: Arc<GateShared>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -57,7 +67,7 @@ pub struct Connection {
 pub(crate) struct IoTrace {
     read: AtomicU64,
     read_failed: AtomicBool,
-    write_failed: AtomicBool,
+    pub(super) write_failed: AtomicBool,
     /// The kernel's receive stamps of the TCP socket's reads (below TLS), when they are on.
     pub rx: Option<Arc<RxLog>>,
 }
@@ -136,14 +146,14 @@ impl Connector {
     pub async fn acquire(&self) -> Result<Connection, ConnectError> {
         loop {
             let candidate = self.idle.lock().expect("pool lock").pop();
-            match candidate {
-                Some(mut c) if !c.sender.is_closed() && c.sender.is_ready() => {
-                    c.connect_time = None;
-                    return Ok(c);
-                }
-                Some(_) => continue, // closed by the server meanwhile: drop it
-                None => return self.open().await,
+            let Some(mut c) = candidate else {
+                return self.open().await;
+            };
+            if c.poll_idle() && c.sender.is_ready() {
+                c.connect_time = None;
+                return Ok(c);
             }
+            // Closed by the server meanwhile: drop it.
         }
     }
 
@@ -215,10 +225,12 @@ impl Connector {
             rx: rx.clone(),
             ..IoTrace::default()
         });
-        // Below TLS: the stamps are the TCP segments'.
-        let tcp = RxStream::new(tcp, rx);
+        let fd = tcp.as_raw_fd();
+        // Below TLS: the stamps are the TCP segments', and the release thread writes the
+        // request's encrypted bytes.
+        let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
-        let sender = match &self.tls {
+        let (sender, driver) = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
             Some((connector, name)) => {
                 let stream = connector
@@ -231,14 +243,19 @@ impl Connector {
         .map_err(|e| err(e.to_string()))?;
         Ok(Connection {
             sender,
+            driver: Some(driver),
             cookie,
             connect_time: Some(MonoTime::now().since(start)),
             io,
+            gate,
         })
     }
 }
 
-async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
+async fn handshake<S>(
+    io: S,
+    max_header_bytes: usize,
+) -> hyper::Result<(SendRequest<Full<Bytes>>, Driver)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -249,11 +266,25 @@ where
         .max_buf_size(max_header_bytes.max(MIN_READ_BUFFER))
         .handshake(TokioIo::new(io))
         .await?;
-    tokio::spawn(async move {
-        // Errors surface on the request that was using the connection.
+    // Errors surface on the request that was using the connection.
+    let driver: Driver = Box::pin(async move {
         let _ = conn.await;
     });
-    Ok(sender)
+    Ok((sender, driver))
+}
+
+impl Connection {
+    /// Lets an idle connection take in what happened since its last request (a close by the
+    /// server, hyper readying itself for the next request); false when it has ended.
+    fn poll_idle(&mut self) -> bool {
+        if let Some(d) = &mut self.driver {
+            let mut cx = Context::from_waker(Waker::noop());
+            if d.as_mut().poll(&mut cx).is_ready() {
+                self.driver = None;
+            }
+        }
+        self.driver.is_some() && !self.sender.is_closed()
+    }
 }
 
 /// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a

@@ -8,14 +8,17 @@
 //! 200 µs. It spins only that last stretch and releases every due request at once; deadlines
 //! closer together than the margin share one wake-up. Registering a later deadline does not
 //! wake it; only one due before its planned wake-up does. Requests are prepared (prompt built,
-//! connection open) before they register, so a release only has to wake a task.
+//! connection open, bytes held at the connection's gate) before they register, so a release
+//! is one non-blocking write from this thread ([`Dispatcher::send_at`]), or waking a task
+//! ([`Dispatcher::at`]) for a request that could not be prepared that far.
 
 mod deadlines;
 mod priority;
 mod wake_error;
 
 use canary_core::{MonoTime, ReleaseReport};
-use deadlines::{Deadlines, Pending};
+pub use deadlines::Release;
+use deadlines::{Deadlines, Fire, Pending};
 use priority::Scheduling;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
@@ -80,20 +83,34 @@ impl Dispatcher {
     /// Resolves at `deadline` (or right away if it has passed) with the release time.
     pub fn at(&self, deadline: MonoTime) -> oneshot::Receiver<MonoTime> {
         let (fire, rx) = oneshot::channel();
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         // If the thread is gone the receiver errors, which callers treat as "go now".
-        let _ = self.tx.send(Pending {
-            deadline,
-            seq,
-            fire,
-        });
+        self.register(deadline, Fire::Wake(fire));
+        rx
+    }
+
+    /// Has the release thread itself write `request` at `deadline` (or right away if it has
+    /// passed), without waking its task. False when the thread is gone: the caller writes.
+    pub fn send_at(&self, deadline: MonoTime, request: Arc<dyn Release>) -> bool {
+        self.register(deadline, Fire::Send(request))
+    }
+
+    fn register(&self, deadline: MonoTime, fire: Fire) -> bool {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let registered = self
+            .tx
+            .send(Pending {
+                deadline,
+                seq,
+                fire,
+            })
+            .is_ok();
         // Sent first, then announced: the thread clears `fresh` before taking registrations
         // in, so a registration it has not taken in is always announced here.
         self.shared.fresh.fetch_min(deadline.0, Ordering::SeqCst);
         if deadline.0 < self.shared.wake_at.load(Ordering::SeqCst) {
             self.thread.unpark();
         }
-        rx
+        registered
     }
 
     /// How the release thread has run so far, for the run's `clock.release` block.
@@ -183,7 +200,13 @@ fn release_loop(shared: &Shared, rx: mpsc::Receiver<Pending>) {
         let now = MonoTime::now();
         pending.take_due(now, &mut due);
         for fire in due.drain(..) {
-            let _ = fire.send(now);
+            match fire {
+                Fire::Wake(tx) => {
+                    let _ = tx.send(now);
+                }
+                // Stamps its own time: the last of a burst leaves after the first.
+                Fire::Send(request) => request.release(),
+            }
         }
         let Some(next) = pending.next() else {
             if !open {

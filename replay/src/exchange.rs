@@ -7,7 +7,7 @@
 //! those.
 
 use crate::chunk::{self, ChunkInfo};
-use crate::connection::{Connection, IoTrace};
+use crate::connection::{driven, Connection, IoTrace};
 use crate::limits::{show_bytes, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
@@ -104,21 +104,33 @@ pub struct ReadLimits {
 
 /// Sends `request` on `conn` and reads the whole response, never failing: errors are part
 /// of the measurement. `deadline` bounds the whole exchange, `limits` what it may hold.
+/// `held_until`: the connection's gate is armed and the release thread writes the request at
+/// that deadline; the send time is then the gate's (the first byte's write).
 pub async fn exchange(
     conn: &mut Connection,
     request: http::Request<Full<Bytes>>,
     streaming: bool,
     deadline: tokio::time::Instant,
     limits: &ReadLimits,
+    held_until: Option<MonoTime>,
 ) -> Measurement {
     let mut rx = RxTimer::start(conn.io.rx.clone());
+    let now = MonoTime::now();
+    // Until the gate says when it went: not before its deadline.
+    let expected = held_until.map_or(now, |at| at.max(now));
     let mut m = Measurement {
-        sent: MonoTime::now(),
+        sent: expected,
         ..Default::default()
     };
     rx.sent(m.sent);
+    let gate = held_until.map(|_| conn.gate.clone());
+    let sent_at = |fallback: MonoTime| {
+        gate.as_ref()
+            .map_or(fallback, |g| g.sent_at().unwrap_or(fallback))
+    };
     // A reused connection has read earlier responses: only what comes after counts here.
     let read_before = conn.io.bytes_read();
+    let mut driver = conn.driver.take();
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
             let answered = conn.io.bytes_read() > read_before;
@@ -144,6 +156,8 @@ pub async fn exchange(
             }
         })?;
         let read = MonoTime::now();
+        m.sent = sent_at(m.sent);
+        rx.sent(m.sent);
         let head = Role {
             head: true,
             ..Role::default()
@@ -182,8 +196,9 @@ pub async fn exchange(
         }
     };
     // What the deadline left this exchange, for the message: the cause, not only the kind.
-    let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let cancel_at = limits.cancel_after.map(|d| tokio::time::Instant::now() + d);
+    let start = tokio::time::Instant::now() + expected.since(now);
+    let budget = deadline.saturating_duration_since(start);
+    let cancel_at = limits.cancel_after.map(|d| start + d);
     let cancel = async {
         match cancel_at {
             Some(at) if at < deadline => tokio::time::sleep_until(at).await,
@@ -191,7 +206,7 @@ pub async fn exchange(
         }
     };
     let result = tokio::select! {
-        r = tokio::time::timeout_at(deadline, run) => match r {
+        r = tokio::time::timeout_at(deadline, driven(&mut driver, run)) => match r {
             Ok(r) => r,
             Err(_) => Err(error(
                 ErrorKind::Timeout,
@@ -205,16 +220,23 @@ pub async fn exchange(
             // The response is dropped unread: the connection cannot carry another request,
             // and closing it is the disconnect the server must see.
             m.end = Stamp::read(MonoTime::now());
+            m.sent = sent_at(m.sent);
             m.cancelled = true;
             m.reusable = false;
             return m;
         }
     };
+    conn.driver = driver;
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,
         _ => Stamp::read(MonoTime::now()),
     };
     m.error = result.err();
+    if m.head.is_none() {
+        // Failed before a response head: sent when the gate wrote it, else (never written)
+        // no later than the failure.
+        m.sent = sent_at(m.sent.min(m.end.read));
+    }
     m.rx = rx.finish(UserspaceTimes::default());
     m
 }

@@ -2,7 +2,9 @@
 //!
 //! A planner walks the sessions in deadline order and starts each one shortly before its
 //! first turn is due. A session task prepares a turn (prompt, body, connection) ahead of its
-//! deadline, registers it with the [`Dispatcher`], and sends the moment it is released. Every
+//! deadline, hands it to its connection, whose gate holds the bytes, and registers it with the
+//! [`Dispatcher`], whose thread writes them at the deadline (a request that has to wait for a
+//! concurrency slot or its previous turn is woken instead, and sends itself). Every
 //! record keeps both the scheduled and the actual send time, so lateness — ours or the
 //! server's — is always visible.
 //!

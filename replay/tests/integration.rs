@@ -8,6 +8,7 @@ mod hostile;
 mod hostile_traces;
 mod latency_truth;
 mod prompt;
+mod release;
 mod replay_sim;
 mod rx_stamps;
 mod shapes;

@@ -3,13 +3,28 @@
 use canary_core::MonoTime;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// What a release does.
+pub(super) enum Fire {
+    /// Wakes the request's task with the release time.
+    Wake(oneshot::Sender<MonoTime>),
+    /// Writes the request's held bytes from the release thread itself.
+    Send(Arc<dyn Release>),
+}
+
+/// A request whose bytes the release thread writes at its deadline.
+pub trait Release: Send + Sync {
+    /// Writes them, without blocking; what cannot be written is left to the request's task.
+    fn release(&self);
+}
 
 /// One registered release.
 pub(super) struct Pending {
     pub(super) deadline: MonoTime,
     pub(super) seq: u64,
-    pub(super) fire: oneshot::Sender<MonoTime>,
+    pub(super) fire: Fire,
 }
 
 impl PartialEq for Pending {
@@ -48,7 +63,7 @@ impl Deadlines {
     /// Moves every request due at `now` into `due`, to be sent `now` as their release time
     /// once the lock is dropped: a burst on one deadline (or several deadlines passed in one
     /// wake-up) leaves together.
-    pub(super) fn take_due(&mut self, now: MonoTime, due: &mut Vec<oneshot::Sender<MonoTime>>) {
+    pub(super) fn take_due(&mut self, now: MonoTime, due: &mut Vec<Fire>) {
         while self.next().is_some_and(|d| d <= now) {
             let Reverse(p) = self.heap.pop().expect("peeked");
             due.push(p.fire);
@@ -67,7 +82,7 @@ mod tests {
         let p = Pending {
             deadline,
             seq,
-            fire,
+            fire: Fire::Wake(fire),
         };
         (p, rx)
     }
@@ -92,6 +107,7 @@ mod tests {
             let mut due = Vec::new();
             d.take_due(now, &mut due);
             for f in due {
+                let Fire::Wake(f) = f else { unreachable!() };
                 let _ = f.send(now);
             }
             rxs.iter_mut()

@@ -1,6 +1,7 @@
 //! One request, top to bottom: build it, take its place under the in-flight ceilings, open
-//! its connection ahead, wait for its release, exchange (once more on a fresh connection
-//! when a pooled one was already closed), and record what was measured.
+//! its connection ahead, have the release thread write it at its deadline (`held`) or wait
+//! for its release and write it, exchange (once more on a fresh connection when a pooled one
+//! was already closed), and record what was measured.
 
 use super::record::{self, connect_error, connected, stopped};
 use super::replicas::Replica;
@@ -12,10 +13,13 @@ use crate::rx_stamp::Stamp;
 use crate::target::Target;
 use bytes::Bytes;
 use canary_core::{MonoTime, RequestRecord, TraceRequest};
+use held::{send_held, Held};
 use http_body_util::Full;
 use std::sync::atomic::Ordering;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
+
+mod held;
 
 type Request = http::Request<Full<Bytes>>;
 
@@ -33,6 +37,7 @@ pub(super) async fn send_one(
     let pick = ctx.replicas.pick();
     let (target, connector) = (&pick.replica.target, &pick.replica.connector);
     let (mut rec, request) = build(ctx, req, pick.replica, scheduled, warmup);
+    let limits = read_limits(ctx, target, req, warmup);
     // Under the open-file ceiling a request holds a slot from before it opens its
     // connection to its end; waiting for one past the deadline is held time.
     let (_slot, slot_free_at) = take(ctx.slots.as_ref(), &ctx.stop).await?;
@@ -42,6 +47,28 @@ pub(super) async fn send_one(
     let early = match ctx.permits {
         None => Some(unless_stopped(&ctx.stop, connector.acquire()).await?),
         Some(_) => None,
+    };
+    // Not held back by its previous turn, no ceiling to wait on after the deadline and a
+    // connection ready: the release thread writes the request itself.
+    let on_time = not_before.is_none_or(|end| end <= scheduled);
+    let early = match early {
+        Some(Ok(conn)) if on_time => {
+            if let Some(h) = slot_free_at {
+                rec.hold_ms = h.ms_since(scheduled).max(0.0);
+            }
+            let held = Held {
+                conn,
+                request,
+                scheduled,
+                warmup,
+            };
+            // Boxed, here and below: the exchange's state is large, and inline it made every
+            // session task's future large, copied several times over at each spawn (a fifth of
+            // all instructions were those copies, by callgrind).
+            let m = Box::pin(send_held(ctx, connector, held, &limits, &mut rec)).await?;
+            return Some(record::counted(ctx, rec, m, warmup));
+        }
+        early => early,
     };
     let released = release(ctx, scheduled, not_before).await?;
     let (_permit, permit_free_at) = take(ctx.permits.as_ref(), &ctx.stop).await?;
@@ -67,8 +94,10 @@ pub(super) async fn send_one(
         ctx.progress.sent.fetch_add(1, Ordering::Relaxed);
     }
     let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
-    let limits = read_limits(ctx, target, req, warmup);
-    let (m, conn) = send(ctx, connector, conn, request, deadline, &limits, &mut rec).await;
+    let (m, conn) = Box::pin(send(
+        ctx, connector, conn, request, deadline, &limits, &mut rec,
+    ))
+    .await;
     record::fill(&mut rec, &m, ctx.t0);
     if m.error.is_none() && m.reusable {
         connector.release(conn);
@@ -153,7 +182,7 @@ fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> 
 /// reached the server, and it is sent once more on a new connection. The record's send
 /// time is the second attempt's, so the lost time shows as schedule lag; later requests
 /// stop reusing connections to this server.
-async fn send(
+pub(super) async fn send(
     ctx: &Ctx,
     connector: &Connector,
     mut conn: Connection,
@@ -183,7 +212,7 @@ async fn send(
 }
 
 /// One exchange on `conn`, cut short by the hard stop.
-async fn read_response(
+pub(super) async fn read_response(
     ctx: &Ctx,
     conn: &mut Connection,
     request: Request,
@@ -192,14 +221,14 @@ async fn read_response(
 ) -> Measurement {
     let streaming = ctx.config.target.streaming;
     tokio::select! {
-        m = exchange(conn, request, streaming, deadline, limits) => m,
+        m = exchange(conn, request, streaming, deadline, limits, None) => m,
         _ = ctx.hard_stop.cancelled() => stopped(),
     }
 }
 
 /// `m`, of a request that never reached the server, as the failure to connect `e` that kept
 /// it from being sent again.
-fn unreachable_again(m: &mut Measurement, e: &ConnectError) {
+pub(super) fn unreachable_again(m: &mut Measurement, e: &ConnectError) {
     m.error = Some(connect_error(e));
     m.end = Stamp::read(MonoTime::now());
 }
