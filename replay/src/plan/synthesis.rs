@@ -95,23 +95,13 @@ pub fn apply(
     Ok((out, report))
 }
 
-/// `summary.json`'s `run.trace.synthesis`: the transforms applied and what they did.
+/// `summary.json`'s `run.trace.synthesis`: the transforms applied (the [`Synthesis`] itself,
+/// its fields at this level) and what they did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SynthesisInfo {
-    /// Timestamps and delays were divided by this (on top of `speedup`).
-    pub speedup_ratio: f64,
-    /// Shared-prefix lengths were multiplied by this.
-    pub prefix_len_multiplier: f64,
-    /// Prefix trees were copied this many times.
-    pub prefix_root_multiplier: u32,
-    /// Unique-prompt lengths were multiplied by this.
-    pub prompt_len_multiplier: f64,
-    /// Input lengths were capped here (`null`: not capped).
-    pub max_isl: Option<u32>,
-    /// Output lengths were capped here (`null`: not capped).
-    pub max_osl: Option<u32>,
-    /// The seed that picked each row's prefix copy.
-    pub seed: u64,
+    /// The transforms, as asked.
+    #[serde(flatten)]
+    pub settings: Synthesis,
     /// Rows synthesized (the whole trace, before selection).
     pub rows: u64,
     /// Of those, rows whose input or output a cap cut.
@@ -124,13 +114,7 @@ impl SynthesisInfo {
     /// The block of `s`, which did `report`.
     pub fn new(s: &Synthesis, report: &SynthesisReport) -> SynthesisInfo {
         SynthesisInfo {
-            speedup_ratio: s.speedup_ratio,
-            prefix_len_multiplier: s.prefix_len_multiplier,
-            prefix_root_multiplier: s.prefix_root_multiplier,
-            prompt_len_multiplier: s.prompt_len_multiplier,
-            max_isl: s.max_isl,
-            max_osl: s.max_osl,
-            seed: s.seed,
+            settings: s.clone(),
             rows: report.rows,
             capped: report.capped,
             blocks: report.blocks,

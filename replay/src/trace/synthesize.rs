@@ -18,8 +18,8 @@ use super::Trace;
 const MOONCAKE_BLOCK: u32 = 512;
 
 /// How to change a trace (aiperf's `--synthesis-*` settings). [`Synthesis::default`] changes
-/// nothing.
-#[derive(Debug, Clone, PartialEq)]
+/// nothing. Serialized as written in `summary.json`'s `run.trace.synthesis`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Synthesis {
     /// Timestamps and session delays are divided by this.
     pub speedup_ratio: f64,
