@@ -77,6 +77,11 @@ pub async fn execute(
     let spell = |s: Setting| front.spell(s);
     plan.validate().map_err(|e| spelled(e, spell))?;
     plan.read_api_key().map_err(|e| spelled(e, spell))?;
+    // Before anything is sent: a ceiling the open-file limit lowers is said, once.
+    crate::file_limit::warn_if_short(
+        &spell(Setting::Concurrency),
+        plan.dispatcher_config().concurrency,
+    );
 
     // Load: the trace, windowed and scaled, then its schedule; or the synthetic requests
     // of a rate or a closed loop, generated as they come due.

@@ -26,6 +26,7 @@ pub mod capacity;
 mod cli;
 pub mod config;
 pub mod execute;
+pub mod file_limit;
 mod instant;
 pub mod judge;
 pub mod service;

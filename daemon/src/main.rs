@@ -6,6 +6,18 @@ use std::io::Write;
 fn main() {
     let cli = canaryd::Cli::parse();
     init_logging(cli.log_format);
+    // Before any runtime or socket: a closed loop of 1,000 users needs more files than the
+    // usual soft limit of 1024; the hard limit needs no privilege to reach.
+    match canaryd::file_limit::raise() {
+        canaryd::file_limit::Raised::From(from, to) => {
+            tracing::debug!("open-file limit (RLIMIT_NOFILE) raised from {from} to {to}")
+        }
+        canaryd::file_limit::Raised::Refused(errno) => tracing::debug!(
+            "open-file limit (RLIMIT_NOFILE) not raised: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+        canaryd::file_limit::Raised::AlreadyHigh => {}
+    }
     match canaryd::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

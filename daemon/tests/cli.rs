@@ -6,6 +6,8 @@ mod common;
 mod experiments;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/open_files.rs"]
+mod open_files;
 #[path = "cli/profile.rs"]
 mod profile;
 #[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does

@@ -247,15 +247,15 @@ fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
     );
 }
 
-#[test]
-fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
-    let _timing = timing();
+/// One `--find-max-rate` search from 50 requests/s, in a fresh folder, with the checks that
+/// hold whatever the host's load: the document's shape, every probe's verdict against its own
+/// good fraction, and no passing rate above the capacity (a late simulator or a late client
+/// only lowers what passes). Returns the folder, the document and the command's stdout.
+fn find_max_rate_attempt(url: &str, cap: f64) -> (tempfile::TempDir, Value, String) {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, url) = capacity_sim(dir.path());
-    let cap = known_capacity();
     let out = sweep(
         dir.path(),
-        &url,
+        url,
         &[
             "--find-max-rate",
             "--slo",
@@ -278,17 +278,15 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
     let c = &doc["capacity"];
     let passed = c["max_passing_rate"].as_f64().unwrap();
     let failed = c["min_failing_rate"].as_f64().unwrap();
-    assert!(
-        (passed - cap).abs() < 0.1 * cap,
-        "{passed} vs {cap}: {doc:#}"
-    );
-    assert!(passed < failed);
+    assert!(passed < failed, "{doc:#}");
+    assert!(passed < 1.1 * cap, "{passed} vs {cap}: {doc:#}");
     assert_eq!(c["slo"], "time_to_first_token:100");
     assert_eq!(c["min_good_fraction"], 0.95);
     // Every probe is a run with its own folder; the bounded search used at most --max-runs.
     let points = doc["points"].as_array().unwrap();
     assert!(points.len() <= 9 && points.len() >= 3, "{doc:#}");
     assert_eq!(points[0]["value"], 50.0);
+    assert_eq!(points[0]["dir"], "point-01-r50", "{doc:#}");
     for p in points {
         assert!(dir
             .path()
@@ -299,20 +297,70 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
         // A probe passes exactly when its good fraction met the bar.
         let good = p["good_fraction"].as_f64().unwrap();
         assert_eq!(p["passed"].as_bool().unwrap(), good >= 0.95, "{p:#}");
+        // The answer is the bracket of the probes: the highest pass, the lowest fail above it.
+        let v = p["value"].as_f64().unwrap();
+        if p["passed"] == true {
+            assert!(v <= passed, "{p:#} passed above {passed}");
+        } else {
+            assert!(v >= failed || v < passed, "{p:#} failed inside the bracket");
+        }
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         stdout.contains("capacity at SLO (time_to_first_token:100, 95% good)"),
         "{stdout}"
     );
     assert!(stdout.contains("a bound: at least"), "{stdout}");
+    (dir, doc, stdout)
+}
 
-    // The report draws the probes in order of increasing rate, not in the order they ran:
-    // the third probe (200 req/s, the first fail) is the highest rate, so it comes last.
+#[test]
+fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
+    let _timing = timing();
+    let setup = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(setup.path());
+    let cap = known_capacity();
+    // A loaded host moves the answer down, never up: a simulator starved of CPU runs its
+    // virtual time late, so the 100 req/s probe (93 % of the capacity) misses the 100 ms TTFT
+    // (good fraction 0.46 to 0.94 seen at load 6 to 8 on 2 cores) and the search settles at
+    // 96.9, just inside the 10 %, or below it when a lower probe is hit too. So an attempt
+    // below 90 % is printed and the search run again, up to 3 times; every attempt's exact
+    // checks (above) must hold, and a search low 3 times (a real regression) fails.
+    const ATTEMPTS: usize = 3;
+    let mut seen = Vec::new();
+    let mut found = None;
+    for attempt in 1..=ATTEMPTS {
+        let (dir, doc, stdout) = find_max_rate_attempt(&url, cap);
+        let passed = doc["capacity"]["max_passing_rate"].as_f64().unwrap();
+        let rates: Vec<(f64, bool)> = doc["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["value"].as_f64().unwrap(), p["passed"] == true))
+            .collect();
+        eprintln!("attempt {attempt}: max passing rate {passed} vs capacity {cap:.1}: {rates:?}");
+        seen.push(passed);
+        if passed > 0.9 * cap {
+            found = Some((dir, doc, stdout));
+            break;
+        }
+    }
+    let Some((dir, doc, _stdout)) = found else {
+        panic!("max passing rate below 90 % of the capacity {cap:.1} in every attempt: {seen:?}");
+    };
+    let points = doc["points"].as_array().unwrap();
+    // The report draws the probes in order of increasing rate, not in the order they ran. A
+    // bisection always runs a probe after a higher one (200 then 150 when 100 passed, as on
+    // an idle host; 100 then 75 when a loaded host failed 100), so the two orders differ.
+    // (This used to name the third probe 200: that is the flake seen on a loaded host.)
+    let ran: Vec<f64> = points
+        .iter()
+        .map(|p| p["value"].as_f64().unwrap())
+        .collect();
+    assert!(ran.windows(2).any(|w| w[1] < w[0]), "{ran:?}");
     let report = canaryd(&["report", "out", "-o", "search.html"], dir.path());
     assert!(report.status.success(), "{}", text(&report));
     let html = std::fs::read_to_string(dir.path().join("search.html")).unwrap();
-    assert_eq!(points[2]["dir"], "point-03-r200", "{doc:#}");
     let mut by_rate: Vec<&Value> = points.iter().collect();
     by_rate.sort_by(|a, b| {
         a["value"]

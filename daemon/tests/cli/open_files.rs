@@ -1,0 +1,106 @@
+//! The open-file limit as a user meets it: `canaryd profile --concurrency 1000` under the
+//! usual soft limit of 1024. canaryd raises the soft limit to the hard one at start; when even
+//! the hard one leaves too little room, it says so once, before the run (the limit, the need,
+//! how to raise it), and the run still ends cleanly with fewer requests in flight.
+
+use super::summary;
+use crate::common::{sim, text};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// `canaryd profile` of `users` users for `count` requests against the simulator at `url`,
+/// started with the open-file limits `soft` and `hard`.
+fn profile_with_limit(
+    dir: &Path,
+    url: &str,
+    users: usize,
+    count: usize,
+    soft: u64,
+    hard: u64,
+) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["profile", "--url", url, "--model", "canary-sim"])
+        .args([
+            "--output-dir",
+            "out",
+            "--no-nvml",
+            "--no-ebpf",
+            "--no-server-metrics",
+        ])
+        .args(["--isl", "16", "--osl", "4"])
+        .args(["--concurrency", &users.to_string()])
+        .args(["--request-count", &count.to_string()])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    // SAFETY: the hook only calls setrlimit, which is async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_thousand_users_under_a_hard_limit_of_1024_are_warned_once_and_the_run_ends_cleanly() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = profile_with_limit(dir.path(), &url, 1000, 1500, 1024, 1024);
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = "--concurrency 1000: 1000 requests in flight need about";
+    assert_eq!(stderr.matches(warning).count(), 1, "said once: {stderr}");
+    for part in [
+        "the open-file limit (RLIMIT_NOFILE) is 1024 (hard limit 1024)",
+        "raise the hard limit",
+        "LimitNOFILE=65536 in its systemd unit",
+    ] {
+        assert!(stderr.contains(part), "{part:?} not in {stderr}");
+    }
+    // The ceiling the warning named is the one used, and every request got an answer.
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 1500, "{s}");
+    assert_eq!(s["errors"], 0, "{}", s["errors_by_kind"]);
+    let cap = &s["in_flight_cap"];
+    assert_eq!(cap["source"], "open_files", "{cap}");
+    assert_eq!(cap["open_files_limit"], 1024, "{cap}");
+    // The warning's figure is an estimate made before the run opened its own files.
+    let limit = cap["limit"].as_u64().unwrap();
+    let said: u64 = stderr
+        .split("limit 1024): about ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate in {stderr}"));
+    assert!(limit <= said && said - limit <= 16, "{cap} {stderr}");
+}
+
+#[test]
+fn the_soft_limit_is_raised_to_the_hard_one_so_a_thousand_users_fit() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    // The usual soft limit under a higher hard one: canaryd takes the hard one at start.
+    let out = profile_with_limit(dir.path(), &url, 1000, 1500, 1024, 4096);
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    assert!(!msg.contains("RLIMIT_NOFILE"), "no warning: {msg}");
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 1500, "{s}");
+    assert_eq!(s["errors"], 0, "{}", s["errors_by_kind"]);
+    let cap = &s["in_flight_cap"];
+    assert_eq!(cap["source"], "concurrency", "{cap}");
+    assert_eq!(cap["limit"], 1000, "{cap}");
+}
