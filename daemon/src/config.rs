@@ -23,9 +23,10 @@ pub const DEFAULT_PATH: &str = "/etc/canaryd/canaryd.toml";
 /// The value of a workload's `trace` that selects the trace bundled into the binary.
 pub const BUNDLED_TRACE: &str = "bundled";
 
-/// A configuration that does not load: where, and what is wrong.
+/// A configuration that does not load: where, and what is wrong; with every other error
+/// found in the same pass (a file with three mistakes says all three at once).
 #[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+#[error("{}", self.render())]
 pub struct ConfigError {
     /// The file.
     pub file: PathBuf,
@@ -33,6 +34,41 @@ pub struct ConfigError {
     pub line: Option<usize>,
     /// Key path and what was expected.
     pub message: String,
+    /// The other errors of the same file, after this one in file order.
+    pub more: Vec<ConfigError>,
+}
+
+impl ConfigError {
+    /// One error: `file:line: message`.
+    fn one(&self) -> String {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        format!("{}{line}: {}", self.file.display(), self.message)
+    }
+
+    /// One error as [`ConfigError::one`]; several as a count, then one per line.
+    fn render(&self) -> String {
+        if self.more.is_empty() {
+            return self.one();
+        }
+        let mut s = format!("{}: {} errors:", self.file.display(), self.more.len() + 1);
+        for e in std::iter::once(self).chain(&self.more) {
+            s.push_str("\n  ");
+            s.push_str(&e.one());
+        }
+        s
+    }
+
+    /// `errors` as one, in file order (`None` when there are none).
+    fn all(mut errors: Vec<ConfigError>) -> Option<ConfigError> {
+        errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+        let mut errors = errors.into_iter();
+        let mut first = errors.next()?;
+        first.more.extend(errors.flat_map(|mut e| {
+            let more = std::mem::take(&mut e.more);
+            std::iter::once(e).chain(more)
+        }));
+        Some(first)
+    }
 }
 
 /// The validated configuration.
@@ -240,6 +276,7 @@ pub(crate) mod duration;
 mod otlp;
 mod plan;
 pub mod raw;
+mod recover;
 pub(crate) mod shape;
 pub(crate) mod size;
 mod validate;
@@ -305,29 +342,39 @@ impl Config {
             file: path.to_path_buf(),
             line: None,
             message: format!("cannot read: {e}"),
+            more: Vec::new(),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Config::parse(&text, path, base)
     }
 
     /// Validates `text` (read from `file`, for messages); relative paths are joined to `base`.
+    /// Every error of the file is reported at once: a key or value that does not parse in
+    /// one workload or target does not hide the others' (see [`recover`]).
     pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
-        let raw: raw::File = toml::from_str(text).map_err(|e| {
-            let span = e.span();
-            let path = span
-                .clone()
-                .map(|s| key_path(text, s))
-                .filter(|p| !p.is_empty());
-            ConfigError {
-                file: file.to_path_buf(),
-                line: span.map(|s| line_of(text, s.start)),
-                message: match path {
-                    Some(p) => format!("{p}: {}", e.message().trim()),
-                    None => e.message().trim().to_string(),
-                },
-            }
-        })?;
-        validate::validate(raw, &validate::Source { text, file, base })
+        let src = validate::Source { text, file, base };
+        match toml::from_str::<raw::File>(text) {
+            Ok(raw) => validate::validate(raw, &src, &recover::Dropped::default()),
+            Err(e) => Err(recover::every_error(e, &src)),
+        }
+    }
+}
+
+/// A parse error of `text` (read from `file`) with its line and key path.
+fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> ConfigError {
+    let span = e.span();
+    let path = span
+        .clone()
+        .map(|s| key_path(text, s))
+        .filter(|p| !p.is_empty());
+    ConfigError {
+        file: file.to_path_buf(),
+        line: span.map(|s| line_of(text, s.start)),
+        message: match path {
+            Some(p) => format!("{p}: {}", e.message().trim()),
+            None => e.message().trim().to_string(),
+        },
+        more: Vec::new(),
     }
 }
 

@@ -526,6 +526,52 @@ fn check_config_validates_the_example_and_names_errors() {
         "{err}"
     );
     assert!(err.contains("expected a positive number"), "{err}");
+    // One mistake reads as one error always did: no count, one line.
+    assert!(
+        !err.contains("errors:") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn check_config_names_every_mistake_in_one_pass() {
+    // The example with three distinct mistakes, in three places: a value out of range in one
+    // workload, a target that does not exist in another, a key that does not exist in a third.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/canaryd.example.toml");
+    let example_text = std::fs::read_to_string(&example).unwrap();
+    let text = example_text.replace("speedup = 2", "speedup = -2")
+        + "\n[workloads.typo]\ntarget = \"vlm\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+           \n[workloads.colour]\ntarget = \"vllm\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+           colour = \"blue\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, &text).unwrap();
+    let out = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = |start: &str| text.lines().position(|l| l.starts_with(start)).unwrap() + 1;
+    assert!(err.contains("bad.toml: 3 errors:"), "{err}");
+    for one in [
+        format!(
+            "bad.toml:{}: workloads.chat-peak.speedup",
+            line("speedup = -2")
+        ),
+        format!(
+            "bad.toml:{}: workloads.typo.target: no target \"vlm\"",
+            line("target = \"vlm\"")
+        ),
+        format!(
+            "bad.toml:{}: workloads.colour.colour: unknown field",
+            line("colour = ")
+        ),
+    ] {
+        assert_eq!(err.matches(&one).count(), 1, "{one:?} once in {err}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(": ok:"));
 }
 
 #[test]

@@ -727,3 +727,89 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
 }
 mod capacity;
 mod sweep;
+
+/// The 1-based line of the first line of `text` that starts with `start`.
+fn line_starting(text: &str, start: &str) -> usize {
+    text.lines().position(|l| l.starts_with(start)).unwrap() + 1
+}
+
+#[test]
+fn every_bad_workload_is_named_in_one_pass() {
+    // Three distinct mistakes: a value that does not parse, a target that does not exist, a
+    // key that does not exist; and a good workload between them.
+    let text = format!(
+        "{GOOD}\n[workloads.a]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"5 fortnights\"\n\
+         \n[workloads.b]\ntarget = \"nowhere\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+         \n[workloads.c]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\ncolour = \"blue\"\n"
+    );
+    let e = parse(&text).unwrap_err();
+    assert_eq!(e.more.len(), 2, "{e}");
+    let lines = [
+        line_starting(&text, "every = \"5 fortnights\""),
+        line_starting(&text, "target = \"nowhere\""),
+        line_starting(&text, "colour"),
+    ];
+    let got: Vec<Option<usize>> = std::iter::once(&e).chain(&e.more).map(|e| e.line).collect();
+    assert_eq!(got, lines.map(Some));
+    let msg = e.to_string();
+    let mut at = 0;
+    for (line, what) in lines.iter().zip([
+        "workloads.a.every: invalid duration \"5 fortnights\"",
+        "workloads.b.target: no target \"nowhere\"",
+        "workloads.c.colour: unknown field `colour`",
+    ]) {
+        let one = format!("\n  canaryd.toml:{line}: {what}");
+        let found = msg[at..]
+            .find(&one)
+            .unwrap_or_else(|| panic!("{one:?} in order in {msg}"));
+        at += found + one.len();
+    }
+    assert!(msg.starts_with("canaryd.toml: 3 errors:\n"), "{msg}");
+}
+
+#[test]
+fn one_mistake_reads_as_it_always_did() {
+    let text = format!("{GOOD}\n[workloads.a]\ntarget = \"nowhere\"\ntrace = \"bundled\"\n");
+    let e = parse(&text).unwrap_err();
+    assert!(e.more.is_empty(), "{e}");
+    let line = line_starting(&text, "target = \"nowhere\"");
+    assert_eq!(
+        e.to_string(),
+        format!("canaryd.toml:{line}: workloads.a.target: no target \"nowhere\"; expected one of [local]")
+    );
+    let text = format!("{GOOD}\n[workloads.a]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"5 fortnights\"\n");
+    let e = parse(&text).unwrap_err().to_string();
+    let line = line_starting(&text, "every = \"5");
+    assert!(
+        e.starts_with(&format!(
+            "canaryd.toml:{line}: workloads.a.every: invalid duration"
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_target_that_does_not_parse_is_named_once_and_the_sections_too() {
+    // A bad key in a target: its own error, not a "no target" for each workload naming it;
+    // and a section's mistake beside a workload's.
+    let text = GOOD.replace("api_key_env = \"MY_KEY\"", "api_key_env = \"MY_KEY\"\nurll = \"x\"")
+        + "\n[baseline]\nruns = 2\nmin_runs = 5\n\n[workloads.b]\ntarget = \"local\"\ntrace = \"bundled\"\n";
+    let e = parse(&text).unwrap_err();
+    let msg = e.to_string();
+    assert_eq!(e.more.len(), 1, "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "canaryd.toml:{}: targets.local.urll: unknown field",
+            line_starting(&text, "urll")
+        )),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "canaryd.toml:{}: baseline.min_runs (5) must not exceed",
+            line_starting(&text, "min_runs")
+        )),
+        "{msg}"
+    );
+    assert!(!msg.contains("no target"), "{msg}");
+}

@@ -6,6 +6,7 @@ mod synthesis;
 mod target;
 mod workload;
 
+use super::recover::Dropped;
 use super::{line_of, otlp, raw, BaselineConfig, Config, ConfigError, Otlp, Telemetry};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ impl Source<'_> {
             file: self.file.to_path_buf(),
             line: at.map(|a| line_of(self.text, a)),
             message,
+            more: Vec::new(),
         }
     }
 
@@ -42,21 +44,52 @@ impl Source<'_> {
     }
 }
 
-/// Validates the whole file, in the order its errors are reported.
-pub(super) fn validate(raw: raw::File, src: &Source) -> Result<Config, ConfigError> {
+/// Validates the whole file: every target, every workload and every section, each error
+/// collected, so one pass names them all. `dropped`: what did not even parse (already said).
+pub(super) fn validate(
+    raw: raw::File,
+    src: &Source,
+    dropped: &Dropped,
+) -> Result<Config, ConfigError> {
+    let mut errors = Vec::new();
     let state_dir = state_dir(raw.state_dir, src);
     let mut targets = BTreeMap::new();
+    let mut bad_targets = dropped.targets.clone();
     for (name, t) in raw.targets {
-        targets.insert(name.clone(), target::target(name, t, src)?);
+        match keep(&mut errors, target::target(name.clone(), t, src)) {
+            Some(t) => drop(targets.insert(name, t)),
+            None => drop(bad_targets.insert(name)),
+        }
     }
-    let workloads = workload::workloads(raw.workloads, &targets, src)?;
-    let baseline = baseline(raw.baseline, src)?;
-    let retention_runs = retention_runs(raw.export.retention_runs, &baseline, src)?;
+    let workloads = workload::workloads(raw.workloads, &targets, &bad_targets, dropped, src);
+    let workloads = workloads.unwrap_or_else(|e| {
+        errors.extend(e);
+        Vec::new()
+    });
+    let baseline = keep(&mut errors, baseline(raw.baseline, src));
+    let retention_runs = baseline.as_ref().and_then(|b| {
+        keep(
+            &mut errors,
+            retention_runs(raw.export.retention_runs, b, src),
+        )
+    });
     let otlp = match raw.otlp {
-        None => Otlp::default(),
-        Some(o) => otlp::validate(o.span().start, o.into_inner(), src)?,
+        None => Some(Otlp::default()),
+        Some(o) => keep(
+            &mut errors,
+            otlp::validate(o.span().start, o.into_inner(), src),
+        ),
     };
-    let telemetry = telemetry(raw.telemetry, src)?;
+    let telemetry = keep(&mut errors, telemetry(raw.telemetry, src));
+    if let Some(e) = ConfigError::all(errors) {
+        return Err(e);
+    }
+    // Each `None` above pushed its error, so with none these are all set.
+    let (Some(baseline), Some(retention_runs), Some(otlp), Some(telemetry)) =
+        (baseline, retention_runs, otlp, telemetry)
+    else {
+        return Err(src.err(None, "a section failed without saying why".into()));
+    };
     Ok(Config {
         artifacts_dir: raw
             .export
@@ -79,6 +112,11 @@ pub(super) fn validate(raw: raw::File, src: &Source) -> Result<Config, ConfigErr
         targets,
         workloads,
     })
+}
+
+/// `r`'s value; its error joins `errors`.
+fn keep<T>(errors: &mut Vec<ConfigError>, r: Result<T, ConfigError>) -> Option<T> {
+    r.map_err(|e| errors.push(e)).ok()
 }
 
 /// `state_dir`, else systemd's `$STATE_DIRECTORY`, else `/var/lib/canaryd`.

@@ -3,36 +3,52 @@
 
 use super::Source;
 use crate::config::cadence::Cadence;
+use crate::config::recover::Dropped;
 use crate::config::{
     raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
 };
 use canary_replay::{Plan, TraceFormat};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 type RawWorkloads = Option<toml::Spanned<BTreeMap<String, toml::Spanned<raw::Workload>>>>;
 
 /// Every workload; at least one.
+/// Every error is collected: one per bad workload. A workload naming a target in
+/// `bad_targets` (whose own error is said) is skipped, as is "none defined" when `dropped`
+/// left some out.
 pub(super) fn workloads(
     raw: RawWorkloads,
     targets: &BTreeMap<String, Target>,
+    bad_targets: &BTreeSet<String>,
+    dropped: &Dropped,
     src: &Source,
-) -> Result<Vec<Workload>, ConfigError> {
+) -> Result<Vec<Workload>, Vec<ConfigError>> {
     let (workloads_at, raw_workloads) = match raw {
         Some(w) => (Some(w.span().start), w.into_inner()),
         None => (None, BTreeMap::new()),
     };
     let mut workloads = Vec::new();
+    let mut errors = Vec::new();
     for (name, w) in raw_workloads {
-        workloads.push(workload(name, w, targets, src)?);
+        if bad_targets.contains(w.get_ref().target.get_ref()) {
+            continue;
+        }
+        match workload(name, w, targets, src) {
+            Ok(w) => workloads.push(w),
+            Err(e) => errors.push(e),
+        }
     }
-    if workloads.is_empty() {
-        return Err(src.err(
+    if workloads.is_empty() && errors.is_empty() && bad_targets.is_empty() && !dropped.workloads {
+        errors.push(src.err(
             workloads_at,
             "workloads: none defined; expected at least one [workloads.NAME] table".into(),
         ));
     }
-    Ok(workloads)
+    match errors.is_empty() {
+        true => Ok(workloads),
+        false => Err(errors),
+    }
 }
 
 fn workload(
