@@ -38,39 +38,6 @@ pub struct ConfigError {
     pub more: Vec<ConfigError>,
 }
 
-impl ConfigError {
-    /// One error: `file:line: message`.
-    fn one(&self) -> String {
-        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
-        format!("{}{line}: {}", self.file.display(), self.message)
-    }
-
-    /// One error as [`ConfigError::one`]; several as a count, then one per line.
-    fn render(&self) -> String {
-        if self.more.is_empty() {
-            return self.one();
-        }
-        let mut s = format!("{}: {} errors:", self.file.display(), self.more.len() + 1);
-        for e in std::iter::once(self).chain(&self.more) {
-            s.push_str("\n  ");
-            s.push_str(&e.one());
-        }
-        s
-    }
-
-    /// `errors` as one, in file order (`None` when there are none).
-    fn all(mut errors: Vec<ConfigError>) -> Option<ConfigError> {
-        errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
-        let mut errors = errors.into_iter();
-        let mut first = errors.next()?;
-        first.more.extend(errors.flat_map(|mut e| {
-            let more = std::mem::take(&mut e.more);
-            std::iter::once(e).chain(more)
-        }));
-        Some(first)
-    }
-}
-
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -357,24 +324,6 @@ impl Config {
             Ok(raw) => validate::validate(raw, &src, &recover::Dropped::default()),
             Err(e) => Err(recover::every_error(e, &src)),
         }
-    }
-}
-
-/// A parse error of `text` (read from `file`) with its line and key path.
-fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> ConfigError {
-    let span = e.span();
-    let path = span
-        .clone()
-        .map(|s| key_path(text, s))
-        .filter(|p| !p.is_empty());
-    ConfigError {
-        file: file.to_path_buf(),
-        line: span.map(|s| line_of(text, s.start)),
-        message: match path {
-            Some(p) => format!("{p}: {}", e.message().trim()),
-            None => e.message().trim().to_string(),
-        },
-        more: Vec::new(),
     }
 }
 

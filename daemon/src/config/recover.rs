@@ -2,12 +2,14 @@
 //! parse, so when the whole file does not, each workload and each target is parsed on its own
 //! (from the file's spanned tree, so lines and key paths stay the file's), the ones that parse
 //! are kept, the rest of the file is parsed without the ones that do not, and what remains is
-//! validated as usual: `check-config` names every bad workload and key at once.
+//! validated as usual: `check-config` names every bad workload and key at once. Here too:
+//! how one error, or several, reads.
 
 use super::validate::{self, Source};
-use super::{raw, toml_error, ConfigError};
+use super::{key_path, line_of, raw, ConfigError};
 use serde::Deserialize;
 use std::collections::BTreeSet;
+use std::path::Path;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 /// What was left out of validation because it did not parse (its error is already said).
@@ -70,4 +72,55 @@ fn keep_parsing<'i, T: Deserialize<'i>>(
         }
     }
     bad
+}
+
+impl ConfigError {
+    /// One error: `file:line: message`.
+    pub(super) fn one(&self) -> String {
+        let line = self.line.map(|l| format!(":{l}")).unwrap_or_default();
+        format!("{}{line}: {}", self.file.display(), self.message)
+    }
+
+    /// One error as [`ConfigError::one`]; several as a count, then one per line.
+    pub(super) fn render(&self) -> String {
+        if self.more.is_empty() {
+            return self.one();
+        }
+        let mut s = format!("{}: {} errors:", self.file.display(), self.more.len() + 1);
+        for e in std::iter::once(self).chain(&self.more) {
+            s.push_str("\n  ");
+            s.push_str(&e.one());
+        }
+        s
+    }
+
+    /// `errors` as one, in file order (`None` when there are none).
+    pub(super) fn all(mut errors: Vec<ConfigError>) -> Option<ConfigError> {
+        errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+        let mut errors = errors.into_iter();
+        let mut first = errors.next()?;
+        first.more.extend(errors.flat_map(|mut e| {
+            let more = std::mem::take(&mut e.more);
+            std::iter::once(e).chain(more)
+        }));
+        Some(first)
+    }
+}
+
+/// A parse error of `text` (read from `file`) with its line and key path.
+pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> ConfigError {
+    let span = e.span();
+    let path = span
+        .clone()
+        .map(|s| key_path(text, s))
+        .filter(|p| !p.is_empty());
+    ConfigError {
+        file: file.to_path_buf(),
+        line: span.map(|s| line_of(text, s.start)),
+        message: match path {
+            Some(p) => format!("{p}: {}", e.message().trim()),
+            None => e.message().trim().to_string(),
+        },
+        more: Vec::new(),
+    }
 }
