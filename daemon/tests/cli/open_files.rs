@@ -104,3 +104,25 @@ fn the_soft_limit_is_raised_to_the_hard_one_so_a_thousand_users_fit() {
     assert_eq!(cap["source"], "concurrency", "{cap}");
     assert_eq!(cap["limit"], 1000, "{cap}");
 }
+
+#[test]
+fn a_limit_of_sixteen_files_still_ends_with_every_request_answered_or_classified() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    // About as low as a run can start under: a ceiling of one or two requests in flight.
+    let out = profile_with_limit(dir.path(), &url, 50, 100, 16, 16);
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    assert!(!msg.contains("panicked"), "{msg}");
+    assert!(
+        msg.contains("the open-file limit (RLIMIT_NOFILE) is 16 (hard limit 16)"),
+        "{msg}"
+    );
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 100, "{s}");
+    // Running out of files anyway is canaryd's own shortage, never the target's fault.
+    let kinds = s["errors_by_kind"].as_object().cloned().unwrap_or_default();
+    assert!(kinds.keys().all(|k| k == "client_resources"), "{kinds:?}");
+    assert_eq!(s["in_flight_cap"]["source"], "open_files", "{s}");
+}
