@@ -192,14 +192,26 @@ fn stdout_line(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
 async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Result<i32> {
     let c = config::Config::load(path)?;
     let mut traces = Vec::new();
+    // Every workload's trace is checked, and every one that fails is said (one: as before).
+    let mut failed = Vec::new();
     for w in &c.workloads {
-        let checked = service::workload::check_workload(&c, w, &shutdown)
-            .await
-            .with_context(|| path.display().to_string())?;
-        match checked {
-            service::workload::TraceCheck::Stopped => return Ok(INTERRUPTED),
-            checked => traces.push(checked),
+        match service::workload::check_workload(&c, w, &shutdown).await {
+            Ok(service::workload::TraceCheck::Stopped) => return Ok(INTERRUPTED),
+            Ok(checked) => traces.push(checked),
+            Err(e) => failed.push(e.context(path.display().to_string())),
         }
+    }
+    if failed.len() > 1 {
+        let each: Vec<String> = failed.iter().map(|e| format!("{e:#}")).collect();
+        anyhow::bail!(
+            "{}: {} errors:\n  {}",
+            path.display(),
+            failed.len(),
+            each.join("\n  ")
+        );
+    }
+    if let Some(e) = failed.pop() {
+        return Err(e);
     }
     outln!(
         "{}: ok: {} target(s), {} workload(s); status on {}; artifacts in {}",

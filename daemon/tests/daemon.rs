@@ -575,6 +575,36 @@ fn check_config_names_every_mistake_in_one_pass() {
 }
 
 #[test]
+fn check_config_names_every_workload_whose_trace_does_not_load() {
+    // Two workloads of the bundled trace, each wrong only once it is loaded: lengths scaled
+    // over the limit, and a speedup that would take decades.
+    let text = "state_dir = \"state\"\n[targets.local]\nurl = \"http://127.0.0.1:8000\"\nmodel = \"m\"\n\
+        [workloads.a]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+        scale_lengths = 1000\nlength_limit = 100000\n\
+        [workloads.b]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\nspeedup = 0.0000001\n";
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("traces.toml");
+    std::fs::write(&bad, text).unwrap();
+    let out = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("traces.toml: 2 errors:"), "{err}");
+    assert!(
+        err.contains("\n  ") && err.contains("traces.toml: workloads.a: loading the trace"),
+        "{err}"
+    );
+    assert!(err.contains("(length_limit), found"), "{err}");
+    assert!(
+        err.contains("traces.toml: workloads.b: loading the trace: workloads.b.speedup"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_embedded_default_runs_the_simulator_with_no_config() {
     if Path::new("/etc/canaryd/canaryd.toml").exists() {
         return canary_testkit::skip(
