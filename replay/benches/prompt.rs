@@ -28,25 +28,22 @@ fn rows() -> Vec<TraceRequest> {
         .enumerate()
         .map(|(i, line)| {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            TraceRequest {
-                index: i as u32,
-                line: i as u32 + 1,
-                timestamp_us: v["timestamp"].as_u64().unwrap_or(0) * 1000,
-                session: None,
-                turn: 0,
-                delay_us: None,
-                input_tokens: v["input_length"].as_u64().unwrap() as u32,
-                output_tokens: v["output_length"].as_u64().unwrap() as u32,
-                hash_ids: v["hash_ids"]
+            TraceRequest::new(
+                i as u32,
+                i as u32 + 1,
+                v["timestamp"].as_u64().unwrap_or(0) * 1000,
+                None,
+                0,
+                v["input_length"].as_u64().unwrap() as u32,
+                v["output_length"].as_u64().unwrap() as u32,
+                v["hash_ids"]
                     .as_array()
                     .unwrap()
                     .iter()
                     .map(|id| id.as_u64().unwrap())
                     .collect(),
-                block_size: 512,
-                prompt: None,
-                extra: None,
-            }
+                512,
+            )
         })
         .collect()
 }

@@ -301,7 +301,7 @@ fn unique_row(salt: u64, line: u32, index: u32) -> u64 {
 
 /// The trace's own prompt, if the row carries one.
 fn verbatim(req: &TraceRequest) -> Option<Prompt> {
-    let body = match req.prompt.as_deref()? {
+    let body = match req.prompt()? {
         TracePrompt::Text(text) => PromptBody::Text(text.clone()),
         TracePrompt::Messages(messages) => PromptBody::Messages(messages.clone()),
     };
@@ -324,20 +324,7 @@ mod tests {
     fn repair_regrows_only_the_last_block() {
         let tok = Tokenizer::load(&TokenizerSpec::BuiltinO200k).unwrap();
         let builder = PromptBuilder::new(tok, 0).unwrap();
-        let req = TraceRequest {
-            index: 0,
-            line: 1,
-            timestamp_us: 0,
-            session: None,
-            turn: 0,
-            delay_us: None,
-            input_tokens: 40,
-            output_tokens: 1,
-            hash_ids: vec![1, 2, 3].into(),
-            block_size: 16,
-            prompt: None,
-            extra: None,
-        };
+        let req = TraceRequest::new(0, 1, 0, None, 0, 40, 1, vec![1, 2, 3].into(), 16);
         for (expected, change) in [(45, 5), (33, -7), (40, 0)] {
             let mut text = String::new();
             let last = builder.write(&req, 0, &mut text);

@@ -208,7 +208,7 @@ impl Schedule {
             let mut end = 0f64;
             for (k, r) in s.turns.iter().enumerate() {
                 let at = r.timestamp_us.saturating_sub(self.timing.origin_us) as f64 / 1e6;
-                end = match r.delay_us {
+                end = match r.delay_us() {
                     Some(d) if k > 0 => end + d as f64 / 1e6,
                     _ => end.max(at),
                 };
@@ -291,7 +291,7 @@ impl Timing {
 
     /// When a later turn is due.
     pub fn turn_due(&self, req: &TraceRequest) -> TurnDue {
-        match req.delay_us {
+        match req.delay_us() {
             Some(d) => TurnDue::AfterPrevious(Duration::from_nanos(
                 (d as f64 * 1000.0 / self.speedup).round() as u64,
             )),
@@ -305,20 +305,17 @@ mod tests {
     use super::*;
 
     fn req(index: u32, ts_ms: u64, session: Option<u64>, turn: u32) -> TraceRequest {
-        TraceRequest {
+        TraceRequest::new(
             index,
-            line: index + 1,
-            timestamp_us: ts_ms * 1000,
+            index + 1,
+            ts_ms * 1000,
             session,
             turn,
-            delay_us: None,
-            input_tokens: 10,
-            output_tokens: 5,
-            hash_ids: Default::default(),
-            block_size: 512,
-            prompt: None,
-            extra: None,
-        }
+            10,
+            5,
+            Default::default(),
+            512,
+        )
     }
 
     #[test]
@@ -353,7 +350,7 @@ mod tests {
     #[test]
     fn min_duration_counts_delays_and_saturates() {
         let mut t1 = req(2, 500, Some(7), 1);
-        t1.delay_us = Some(10_000_000);
+        t1.set_delay_us(Some(10_000_000));
         let reqs = vec![req(0, 100, Some(7), 0), req(1, 4000, None, 0), t1];
         // Session 7: first turn at 0 s, then 10 s of delay; the other request at 3.9 s.
         let s = Schedule::new(reqs.clone(), 2.0);
@@ -366,7 +363,7 @@ mod tests {
     #[test]
     fn sessions_group_turns_and_keep_order() {
         let mut t1 = req(2, 500, Some(7), 1);
-        t1.delay_us = Some(2_000_000);
+        t1.set_delay_us(Some(2_000_000));
         let s = Schedule::new(vec![req(0, 100, Some(7), 0), req(1, 200, None, 0), t1], 2.0);
         assert_eq!(s.sessions().len(), 2);
         let sess = s.sessions().next().unwrap();
@@ -466,7 +463,7 @@ mod tests {
                         ((x >> 16) % 4) as u32,
                     );
                     if x % 5 == 0 {
-                        r.delay_us = Some(1_000);
+                        r.set_delay_us(Some(1_000));
                     }
                     r
                 })

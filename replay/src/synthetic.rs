@@ -80,20 +80,17 @@ impl SyntheticRequests {
                 p,
             ),
         };
-        TraceRequest {
+        TraceRequest::new(
             index,
-            line: index + 1,
-            timestamp_us: 0,
-            session: None,
-            turn: 0,
-            delay_us: None,
+            index + 1,
+            0,
+            None,
+            0,
             input_tokens,
-            output_tokens: osl,
+            osl,
             hash_ids,
             block_size,
-            prompt: None,
-            extra: None,
-        }
+        )
     }
 }
 

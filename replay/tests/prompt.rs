@@ -25,20 +25,7 @@ fn o200k() -> &'static PromptBuilder {
 
 /// A row of `input` tokens over `ids`, blocks of `block` tokens.
 fn req(index: u32, input: u32, ids: &[u64], block: u32) -> TraceRequest {
-    TraceRequest {
-        index,
-        line: index + 1,
-        timestamp_us: 0,
-        session: None,
-        turn: 0,
-        delay_us: None,
-        input_tokens: input,
-        output_tokens: 16,
-        hash_ids: ids.into(),
-        block_size: block,
-        prompt: None,
-        extra: None,
-    }
+    TraceRequest::new(index, index + 1, 0, None, 0, input, 16, ids.into(), block)
 }
 
 /// A row whose hash ids exactly cover `input` tokens, ids starting at `first`.
@@ -190,12 +177,12 @@ fn rows_without_hash_ids_are_unique() {
 fn verbatim_trace_prompts_are_used_as_is() {
     let b = o200k();
     let mut r = req(0, 100, &[1], 16);
-    r.prompt = Some(Box::new(TracePrompt::Text("hello there".into())));
+    r.set_prompt(Some(TracePrompt::Text("hello there".into())));
     let p = b.build(&r, 0);
     assert_eq!(p.body, PromptBody::Text("hello there".into()));
     assert_eq!(p.tokens, None);
     let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
-    r.prompt = Some(Box::new(TracePrompt::Messages(messages.clone())));
+    r.set_prompt(Some(TracePrompt::Messages(messages.clone())));
     assert_eq!(b.build(&r, 0).body, PromptBody::Messages(messages));
     assert_eq!(b.build_verified(&r, 0).1, None);
 }

@@ -71,20 +71,7 @@ pub fn header(name: &'static str, value: &str) -> (http::HeaderName, http::Heade
 /// `n` generated requests, all due at t = 0, with unique prompts.
 pub fn requests(n: u32, input: u32, output: u32) -> Vec<TraceRequest> {
     (0..n)
-        .map(|i| TraceRequest {
-            index: i,
-            line: i + 1,
-            timestamp_us: 0,
-            session: None,
-            turn: 0,
-            delay_us: None,
-            input_tokens: input,
-            output_tokens: output,
-            hash_ids: Default::default(),
-            block_size: 512,
-            prompt: None,
-            extra: None,
-        })
+        .map(|i| TraceRequest::new(i, i + 1, 0, None, 0, input, output, Default::default(), 512))
         .collect()
 }
 

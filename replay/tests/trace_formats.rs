@@ -209,7 +209,7 @@ fn mooncake_sessions_delay_and_prompts() {
     let got: Vec<_> = t
         .requests
         .iter()
-        .map(|r| (r.line, r.timestamp_us, r.session, r.turn, r.delay_us))
+        .map(|r| (r.line, r.timestamp_us, r.session, r.turn, r.delay_us()))
         .collect();
     assert_eq!(
         got,
@@ -224,15 +224,15 @@ fn mooncake_sessions_delay_and_prompts() {
     );
     use canary_core::TracePrompt;
     assert_eq!(
-        t.requests[1].prompt.as_deref(),
+        t.requests[1].prompt(),
         Some(&TracePrompt::Text("hi".into()))
     );
     assert!(matches!(
-        t.requests[0].prompt.as_deref(),
+        t.requests[0].prompt(),
         Some(TracePrompt::Messages(_))
     ));
     assert_eq!(
-        t.requests[2].extra.as_deref(),
+        t.requests[2].extra(),
         Some(&serde_json::json!({"temperature": 0}))
     );
     let a = trace::analyze(&t);

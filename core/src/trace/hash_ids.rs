@@ -4,15 +4,16 @@
 //! consecutive integers (a Mooncake conversation row: a shared root, then its own blocks
 //! `n, n+1, …`). Each run is two LEB128 varints (the gap from the previous run's end, zigzag,
 //! and the run's length − 1) after one varint with the count: 27 ids that took 216 bytes in a
-//! `Vec<u64>` (plus its allocation) take 6 or so, kept inline in the 24 bytes the `Vec` itself
-//! took. Longer encodings go to the heap. Any sequence of `u64` round-trips, in order, and
+//! `Vec<u64>` (plus its allocation) take 6 or so, kept inline in a 16-byte value (15 bytes of
+//! encoding and their length, whose unused values tell the inline form from the boxed one).
+//! Longer encodings go to the heap. Any sequence of `u64` round-trips, in order, and
 //! one sequence has one encoding, so equality of the encodings is equality of the ids.
 
 use serde::{Serialize, Serializer};
 use std::fmt;
 
 /// Encoded bytes that fit in the value itself (no allocation).
-const INLINE: usize = 22;
+const INLINE: usize = 15;
 
 /// A row's prefix-block ids, in order (see the module docs for the encoding).
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -20,9 +21,40 @@ pub struct HashIds(Repr);
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Repr {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<[u8]>),
+    Inline {
+        len: InlineLen,
+        bytes: [u8; INLINE],
+    },
+    /// Boxed twice so that this variant is one thin pointer: the whole value stays 16 bytes,
+    /// the variant told apart by `InlineLen`'s unused values. Only rows with scattered ids
+    /// pay the second allocation.
+    #[allow(clippy::box_collection, clippy::redundant_allocation)]
+    Heap(Box<Box<[u8]>>),
 }
+
+/// Length of an inline encoding, 0..=15: an enum so that its 240 unused byte values are free
+/// to mark the `Heap` variant (no separate tag byte).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[rustfmt::skip]
+enum InlineLen {
+    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15,
+}
+
+impl InlineLen {
+    const ALL: [InlineLen; INLINE + 1] = {
+        use InlineLen::*;
+        [
+            L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15,
+        ]
+    };
+
+    fn get(self) -> usize {
+        self as usize
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<HashIds>() == 16);
 
 impl Default for HashIds {
     fn default() -> HashIds {
@@ -34,14 +66,14 @@ impl HashIds {
     /// No ids: a unique prompt.
     pub const fn new() -> HashIds {
         HashIds(Repr::Inline {
-            len: 0,
+            len: InlineLen::L0,
             bytes: [0; INLINE],
         })
     }
 
     fn bytes(&self) -> &[u8] {
         match &self.0 {
-            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Inline { len, bytes } => &bytes[..len.get()],
             Repr::Heap(b) => b,
         }
     }
@@ -51,11 +83,11 @@ impl HashIds {
             let mut bytes = [0; INLINE];
             bytes[..enc.len()].copy_from_slice(enc);
             HashIds(Repr::Inline {
-                len: enc.len() as u8,
+                len: InlineLen::ALL[enc.len()],
                 bytes,
             })
         } else {
-            HashIds(Repr::Heap(enc.into()))
+            HashIds(Repr::Heap(Box::new(enc.into())))
         }
     }
 
@@ -120,7 +152,7 @@ impl HashIds {
     pub fn heap_bytes(&self) -> usize {
         match &self.0 {
             Repr::Inline { .. } => 0,
-            Repr::Heap(b) => b.len(),
+            Repr::Heap(b) => std::mem::size_of::<Box<[u8]>>() + b.len(),
         }
     }
 }
@@ -363,6 +395,20 @@ mod tests {
         let h = HashIds::from(&scattered[..]);
         assert!(h.heap_bytes() > INLINE);
         assert_eq!(h, scattered);
-        assert_eq!(std::mem::size_of::<HashIds>(), 24);
+        assert_eq!(std::mem::size_of::<HashIds>(), 16);
+    }
+
+    #[test]
+    fn encodings_either_side_of_the_inline_limit_round_trip() {
+        // Isolated ids 2 apart: each a run of its own, 2 bytes (gap, length); 1 byte of count.
+        for n in 5..=9 {
+            let ids: Vec<u64> = (0..n).map(|i| i * 2).collect();
+            let h = HashIds::from(&ids[..]);
+            let enc = 1 + 2 * n as usize;
+            assert_eq!(h.heap_bytes() == 0, enc <= INLINE, "{n} ids, {enc} bytes");
+            assert_eq!(h.to_vec(), ids);
+            assert_eq!(h.len(), ids.len());
+            assert_eq!(h.clone(), h);
+        }
     }
 }

@@ -133,7 +133,7 @@ fn build(
 
     let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
     rec.prompt_tokens_synthesized = prompt.tokens;
-    let body = target.body(&prompt.body, req.output_tokens, req.extra.as_deref());
+    let body = target.body(&prompt.body, req.output_tokens, req.extra());
     drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));

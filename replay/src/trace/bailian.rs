@@ -142,20 +142,17 @@ fn convert<'a>(
     let block_size = TraceFormat::Bailian.block_size();
     let hash_ids = row.hash_ids(raw.hash_ids)?;
     row.block_rule(input, &hash_ids, block_size)?;
-    let req = TraceRequest {
-        index: 0,
-        line: line_u32(row.line),
+    let req = TraceRequest::new(
+        0,
+        line_u32(row.line),
         timestamp_us,
-        session: None,
-        turn: 0,
-        delay_us: None,
-        input_tokens: input,
-        output_tokens: output,
+        None,
+        0,
+        input,
+        output,
         hash_ids,
         block_size,
-        prompt: None,
-        extra: None,
-    };
+    );
     Ok((
         req,
         Link {

@@ -230,18 +230,15 @@ fn convert(
             })
         }
     };
-    Ok(TraceRequest {
-        index: 0,
-        line: line_u32(row.line),
+    Ok(TraceRequest::new(
+        0,
+        line_u32(row.line),
         timestamp_us,
         session,
-        turn: 0,
-        delay_us: None,
-        input_tokens: input,
-        output_tokens: output,
-        hash_ids: canary_core::HashIds::new(),
-        block_size: TraceFormat::BurstGpt.block_size(),
-        prompt: None,
-        extra: None,
-    })
+        0,
+        input,
+        output,
+        canary_core::HashIds::new(),
+        TraceFormat::BurstGpt.block_size(),
+    ))
 }

@@ -36,7 +36,7 @@ pub fn digest(trace: &Trace) -> String {
         h.u64(r.timestamp_us);
         h.u64(r.session.map_or(u64::MAX, |s| s));
         h.u64(u64::from(r.turn));
-        h.u64(r.delay_us.map_or(u64::MAX, |d| d));
+        h.u64(r.delay_us().map_or(u64::MAX, |d| d));
         h.u64(u64::from(r.input_tokens));
         h.u64(u64::from(r.output_tokens));
         h.u64(u64::from(r.block_size));
@@ -45,10 +45,9 @@ pub fn digest(trace: &Trace) -> String {
             h.u64(id);
         }
         for text in [
-            r.prompt
-                .as_ref()
+            r.prompt()
                 .map(|p| serde_json::to_string(p).unwrap_or_default()),
-            r.extra.as_ref().map(|e| e.to_string()),
+            r.extra().map(|e| e.to_string()),
         ] {
             let text = text.unwrap_or_default();
             h.u64(text.len() as u64);

@@ -163,11 +163,11 @@ fn convert(
     };
 
     let prompt = match (raw.text_input, raw.messages) {
-        (_, Some(m @ serde_json::Value::Array(_))) => Some(Box::new(TracePrompt::Messages(m))),
+        (_, Some(m @ serde_json::Value::Array(_))) => Some(TracePrompt::Messages(m)),
         (_, Some(other)) => {
             return Err(row.wrong_type("messages", "an array of chat messages", other))
         }
-        (Some(Scalar::Str(s)), None) => Some(Box::new(TracePrompt::Text(s.into_owned()))),
+        (Some(Scalar::Str(s)), None) => Some(TracePrompt::Text(s.into_owned())),
         (Some(other), None) => return Err(row.wrong_type("text_input", "a string", other)),
         (None, None) => None,
     };
@@ -184,7 +184,7 @@ fn convert(
                     format_args!("field {key:?}"),
                 ));
             }
-            Some(Box::new(serde_json::Value::Object(map)))
+            Some(serde_json::Value::Object(map))
         }
         Some(other) => return Err(row.wrong_type("extra", "an object", other)),
     };
@@ -223,18 +223,19 @@ fn convert(
         }
     };
 
-    Ok(TraceRequest {
-        index: 0,
-        line: line_u32(row.line),
+    let mut req = TraceRequest::new(
+        0,
+        line_u32(row.line),
         timestamp_us,
         session,
         turn,
-        delay_us,
-        input_tokens: input,
-        output_tokens: output,
+        input,
+        output,
         hash_ids,
         block_size,
-        prompt,
-        extra,
-    })
+    );
+    req.set_delay_us(delay_us);
+    req.set_prompt(prompt);
+    req.set_extra(extra);
+    Ok(req)
 }

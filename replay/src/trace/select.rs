@@ -333,20 +333,17 @@ mod tests {
     use super::*;
 
     fn request(input: u32, blocks: usize, block_size: u32) -> TraceRequest {
-        TraceRequest {
-            index: 0,
-            line: 1,
-            timestamp_us: 0,
-            session: None,
-            turn: 0,
-            delay_us: None,
-            input_tokens: input,
-            output_tokens: 1,
-            hash_ids: (0..blocks as u64).collect(),
+        TraceRequest::new(
+            0,
+            1,
+            0,
+            None,
+            0,
+            input,
+            1,
+            (0..blocks as u64).collect(),
             block_size,
-            prompt: None,
-            extra: None,
-        }
+        )
     }
 
     #[test]

@@ -137,7 +137,7 @@ pub fn synthesize(
     let mut report = SynthesisReport::default();
     for r in rows {
         let line = r.line;
-        if r.prompt.is_some() {
+        if r.prompt().is_some() {
             return Err(SynthesisError::Row {
                 line,
                 reason: "carries its own prompt text, whose length cannot be scaled".into(),
@@ -237,11 +237,11 @@ fn write_row(
     if let Some(session) = r.session {
         row["session_id"] = serde_json::json!(session);
     }
-    if let Some(d) = r.delay_us {
+    if let Some(d) = r.delay_us() {
         row["delay"] = serde_json::json!(ms(d));
     }
-    if let Some(extra) = &r.extra {
-        row["extra"] = (**extra).clone();
+    if let Some(extra) = r.extra() {
+        row["extra"] = extra.clone();
     }
     serde_json::to_writer(&mut *out, &row)?;
     out.write_all(b"\n")
