@@ -4,13 +4,11 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
-mod driven;
 mod gate;
 
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
-pub(crate) use driven::{driven, Driver};
 use gate::Gate;
 pub(crate) use gate::GateShared;
 use http_body_util::Full;
@@ -21,7 +19,7 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -48,8 +46,6 @@ pub struct Connector {
 /// An open connection ready for one request.
 pub struct Connection {
     pub(crate) sender: SendRequest<Full<Bytes>>,
-    /// `None` once the connection has ended.
-    pub(crate) driver: Option<Driver>,
     /// The socket cookie (`SO_COOKIE`), the key kernel events are joined on.
     pub cookie: Option<u64>,
     /// How long opening it took, if it was opened for this request (not reused).
@@ -149,7 +145,7 @@ impl Connector {
             let Some(mut c) = candidate else {
                 return self.open().await;
             };
-            if c.poll_idle() && c.sender.is_ready() {
+            if !c.sender.is_closed() && c.sender.is_ready() {
                 c.connect_time = None;
                 return Ok(c);
             }
@@ -230,7 +226,7 @@ impl Connector {
         // request's encrypted bytes.
         let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
-        let (sender, driver) = match &self.tls {
+        let sender = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
             Some((connector, name)) => {
                 let stream = connector
@@ -243,7 +239,6 @@ impl Connector {
         .map_err(|e| err(e.to_string()))?;
         Ok(Connection {
             sender,
-            driver: Some(driver),
             cookie,
             connect_time: Some(MonoTime::now().since(start)),
             io,
@@ -252,10 +247,7 @@ impl Connector {
     }
 }
 
-async fn handshake<S>(
-    io: S,
-    max_header_bytes: usize,
-) -> hyper::Result<(SendRequest<Full<Bytes>>, Driver)>
+async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -266,25 +258,14 @@ where
         .max_buf_size(max_header_bytes.max(MIN_READ_BUFFER))
         .handshake(TokioIo::new(io))
         .await?;
-    // Errors surface on the request that was using the connection.
-    let driver: Driver = Box::pin(async move {
+    // hyper's side of the connection (it reads and writes the socket) runs in a task of its
+    // own, so it reads a response's segments as they come, whether or not the request's task
+    // is running: a first token read before the next one arrives keeps its own kernel stamp
+    // (issue 21). Errors surface on the request that was using the connection.
+    tokio::spawn(async move {
         let _ = conn.await;
     });
-    Ok((sender, driver))
-}
-
-impl Connection {
-    /// Lets an idle connection take in what happened since its last request (a close by the
-    /// server, hyper readying itself for the next request); false when it has ended.
-    fn poll_idle(&mut self) -> bool {
-        if let Some(d) = &mut self.driver {
-            let mut cx = Context::from_waker(Waker::noop());
-            if d.as_mut().poll(&mut cx).is_ready() {
-                self.driver = None;
-            }
-        }
-        self.driver.is_some() && !self.sender.is_closed()
-    }
+    Ok(sender)
 }
 
 /// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a

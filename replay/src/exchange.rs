@@ -7,7 +7,7 @@
 //! those.
 
 use crate::chunk::{self, ChunkInfo};
-use crate::connection::{driven, Connection, IoTrace};
+use crate::connection::{Connection, IoTrace};
 use crate::limits::{show_bytes, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
@@ -130,7 +130,6 @@ pub async fn exchange(
     };
     // A reused connection has read earlier responses: only what comes after counts here.
     let read_before = conn.io.bytes_read();
-    let mut driver = conn.driver.take();
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
             let answered = conn.io.bytes_read() > read_before;
@@ -206,7 +205,7 @@ pub async fn exchange(
         }
     };
     let result = tokio::select! {
-        r = tokio::time::timeout_at(deadline, driven(&mut driver, run)) => match r {
+        r = tokio::time::timeout_at(deadline, run) => match r {
             Ok(r) => r,
             Err(_) => Err(error(
                 ErrorKind::Timeout,
@@ -226,7 +225,6 @@ pub async fn exchange(
             return m;
         }
     };
-    conn.driver = driver;
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,
         _ => Stamp::read(MonoTime::now()),

@@ -1,9 +1,7 @@
 //! Opening connections with and without kernel receive timestamps, on real sockets.
 
 use super::*;
-use std::future::Future;
 use std::sync::atomic::AtomicUsize;
-use std::task::Waker;
 
 /// A loopback listener that accepts and holds connections; its port.
 fn listener() -> u16 {
@@ -66,74 +64,78 @@ async fn a_refused_socket_option_is_reported_once_and_connections_read_without_s
     );
 }
 
-/// A waker counting its wake-ups.
-#[derive(Default)]
-struct Count(AtomicUsize);
-
-impl std::task::Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
+/// A request for `/` on `port`.
+fn get(port: u16) -> http::Request<Full<Bytes>> {
+    http::Request::get(format!("http://127.0.0.1:{port}/"))
+        .body(Full::new(Bytes::new()))
+        .unwrap()
 }
 
-/// Pending `n` times, each time waking its own waker at once (as hyper's body channel does
-/// when the reader asks the connection for more), then ready.
-struct SelfWaking(usize);
-
-impl Future for SelfWaking {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 == 0 {
-            return Poll::Ready(());
+#[tokio::test]
+async fn the_connection_reads_a_segment_while_the_requests_task_is_not_polling() {
+    // A server that writes a streamed response's head, then each SSE event when told.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (next, told) = std::sync::mpsc::channel::<&'static [u8]>();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "closed before the request");
+            got.extend_from_slice(&buf[..n]);
         }
-        self.0 -= 1;
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        for piece in told {
+            s.write_all(piece).unwrap();
+        }
+    });
+    let c = connector(port, true);
+    let conn = c.open().await.unwrap();
+    let log = conn.io.rx.clone().expect("stamps on");
+    let mut sender = conn.sender;
+    let response = tokio::time::timeout(Duration::from_secs(10), sender.send_request(get(port)))
+        .await
+        .expect("a response head: the connection is driven without the request's task")
+        .unwrap();
+    let mut body = response.into_body();
+    // Ask for the body once, as the exchange does, then leave it unpolled: the request's task
+    // busy elsewhere (parsing, building another prompt).
+    std::future::poll_fn(|cx| {
+        assert!(hyper::body::Body::poll_frame(Pin::new(&mut body), cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+    let before = log.last().seq;
+    next.send(b"9\r\ndata: 1\n\n\r\n").unwrap();
+    // Bounded, so a connection that is never read fails the test instead of hanging it.
+    let mut waited = 0;
+    while log.last().seq == before {
+        assert!(
+            waited < 10_000,
+            "the first event's segment was not read while the body was not polled"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        waited += 1;
     }
-}
-
-#[test]
-fn wake_ups_raised_while_polling_are_taken_in_the_same_poll_not_rescheduled() {
-    let outer = Arc::new(Count::default());
-    let waker = Waker::from(outer.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut driver = None;
-    let mut fut = std::pin::pin!(driven(&mut driver, SelfWaking(3)));
-    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
-    assert_eq!(
-        outer.0.load(Ordering::SeqCst),
-        0,
-        "the runtime was not asked"
-    );
-}
-
-#[test]
-fn a_wake_up_after_the_poll_reaches_the_task() {
-    let outer = Arc::new(Count::default());
-    let waker = Waker::from(outer.clone());
-    let mut cx = Context::from_waker(&waker);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let mut driver = None;
-    let mut fut = std::pin::pin!(driven(&mut driver, rx));
-    assert!(fut.as_mut().poll(&mut cx).is_pending());
-    // From elsewhere (the reactor, another task): forwarded to the task's own waker.
-    tx.send(()).unwrap();
-    assert_eq!(outer.0.load(Ordering::SeqCst), 1);
-    assert!(fut.as_mut().poll(&mut cx).is_ready());
-}
-
-#[test]
-fn a_future_that_keeps_waking_itself_yields_to_the_runtime_in_the_end() {
-    let outer = Arc::new(Count::default());
-    let waker = Waker::from(outer.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut driver = None;
-    let mut fut = std::pin::pin!(driven(&mut driver, SelfWaking(1000)));
-    assert!(fut.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(
-        outer.0.load(Ordering::SeqCst),
-        1,
-        "rescheduled, not spun forever"
+    let first_read = log.last();
+    // The second event is sent only after the first was read: that read held the first alone,
+    // so its stamp is the first event's own.
+    next.send(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n").unwrap();
+    let frame = |f: Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>| {
+        f.expect("a frame").unwrap().into_data().unwrap()
+    };
+    use http_body_util::BodyExt;
+    assert_eq!(frame(body.frame().await), "data: 1\n\n");
+    assert_eq!(frame(body.frame().await), "data: 2\n\n");
+    assert!(body.frame().await.is_none());
+    assert!(!first_read.filled);
+    assert!(
+        log.last().seq > first_read.seq,
+        "the second came in a read of its own"
     );
 }
 
@@ -165,23 +167,13 @@ async fn pooled_connections_are_reused_while_the_server_keeps_them() {
         }
     });
     let c = connector(port, false);
-    let get = || {
-        http::Request::get(format!("http://127.0.0.1:{port}/"))
-            .body(Full::new(Bytes::new()))
-            .unwrap()
-    };
     for i in 0..3 {
         let mut conn = c.acquire().await.unwrap();
         assert_eq!(conn.connect_time.is_some(), i == 0, "request {i}");
-        let resp = driven(&mut conn.driver, conn.sender.send_request(get()))
+        let resp = conn.sender.send_request(get(port)).await.unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
             .await
             .unwrap();
-        let body = driven(
-            &mut conn.driver,
-            http_body_util::BodyExt::collect(resp.into_body()),
-        )
-        .await
-        .unwrap();
         assert_eq!(body.to_bytes(), "ok");
         c.release(conn);
     }
