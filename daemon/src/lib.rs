@@ -133,7 +133,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Synthesize(args) => synthesize::synthesize(&args),
-        Command::Replay(args) => interruptible(|shutdown| async move {
+        Command::Replay(args) => interruptible(one_shot_runtime()?, |shutdown| async move {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
             let observe = shape.telemetry.observe(&plan.replay.target);
@@ -147,18 +147,18 @@ pub fn run(cli: Cli) -> Result<i32> {
             let repeats = shape.repeats();
             cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
         }),
-        Command::Profile(args) => {
-            interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })
-        }
-        Command::Sweep(args) => {
-            interruptible(|shutdown| async move { cli::sweep::sweep(&args, shutdown).await })
-        }
+        Command::Profile(args) => interruptible(one_shot_runtime()?, |shutdown| async move {
+            profile::profile(&args, shutdown).await
+        }),
+        Command::Sweep(args) => interruptible(one_shot_runtime()?, |shutdown| async move {
+            cli::sweep::sweep(&args, shutdown).await
+        }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
-        Command::CheckConfig(args) => {
-            interruptible(|shutdown| async move { check_config(&args.path, shutdown).await })
-        }
-        Command::Demo(args) => interruptible(|shutdown| demo::demo(*args, shutdown)),
+        Command::CheckConfig(args) => interruptible(one_shot_runtime()?, |shutdown| async move {
+            check_config(&args.path, shutdown).await
+        }),
+        Command::Demo(args) => interruptible(runtime()?, |shutdown| demo::demo(*args, shutdown)),
         Command::Report(args) => {
             outln!("{}", canary_report::cli::report(&args)?)?;
             Ok(0)
@@ -273,6 +273,8 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The runtime of the daemon and of commands that run a server beside their client (`demo`):
+/// tokio's multi-thread default.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -280,15 +282,35 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Runs a one-shot command on a fresh runtime, handing it a token the first SIGINT or
-/// SIGTERM cancels (no new requests; in-flight ones get the grace period). A second SIGINT
-/// returns [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
-fn interruptible<F, Fut>(command: F) -> Result<i32>
+/// The runtime of a one-shot measurement (`replay`, `profile`, `sweep`): one thread.
+///
+/// Requests leave from the release thread and records are written by a thread of their own,
+/// so what runs here is preparing requests and reading responses. On tokio's multi-thread
+/// default (one worker per core, and the calling thread beside them) most of that was
+/// wake-ups from one thread to another: a response's readiness seen by the worker holding
+/// the I/O driver while the request's task was due on the other, the session planner's
+/// timer and spawn bouncing between the calling thread and a worker. One thread does the
+/// same work with about a third of the context switches and 15–25 % less CPU per request
+/// (issue 21; bench/RESULTS.md, "One runtime thread"). Real-sized prompts are built on the
+/// blocking pool instead, so that one thread's reads never wait behind them; the pool is kept
+/// to one thread per core, as more cannot build faster and each holds its own allocator arena.
+fn one_shot_runtime() -> Result<tokio::runtime::Runtime> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(cores.max(2))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Runs a one-shot command on `rt`, handing it a token the first SIGINT or SIGTERM cancels
+/// (no new requests; in-flight ones get the grace period). A second SIGINT returns
+/// [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
+fn interruptible<F, Fut>(rt: tokio::runtime::Runtime, command: F) -> Result<i32>
 where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: std::future::Future<Output = Result<i32>>,
 {
-    let rt = runtime()?;
     let finished = rt.block_on(async move {
         let (shutdown, quit_now) = shutdown_on_signal();
         let mut command = Box::pin(command(shutdown));

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 mod cancel;
 mod config;
 mod finish;
+mod planner;
 mod record;
 mod replicas;
 mod send;
@@ -190,7 +191,20 @@ pub async fn run_work(
     let started_unix_ns = WallAnchor::now().unix_nanos_at(ctx.t0);
 
     let ctx = Arc::new(ctx);
-    sessions::send_all(&ctx, work).await;
+    // The planner runs as a task of its own: on a multi-thread runtime the thread that called
+    // `run` is not one of the runtime's workers, and every session it started was a wake-up
+    // from a worker (its timer) to it and one back (the spawn).
+    let planner = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { sessions::send_all(&ctx, work).await }
+    });
+    // Dropped unfinished (the caller gave up on the run), it takes the planner with it.
+    let _abort = AbortOnDrop(planner.abort_handle());
+    if let Err(e) = planner.await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
     grace.abort();
 
     let ended = finish::Ended {
@@ -205,6 +219,15 @@ pub async fn run_work(
     };
     let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
     finish::finish(ctx, collector, observer, ended, &info).await
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How a request's wait for its deadline ended.
