@@ -1,18 +1,20 @@
 //! One replay run: schedule → prepare → release → exchange → record.
 //!
 //! A planner walks the sessions in deadline order and starts each one shortly before its
-//! first turn is due. A session task prepares a turn (prompt, body, connection) ahead of its
-//! deadline, hands it to its connection, whose gate holds the bytes, and registers it with the
-//! [`Dispatcher`], whose thread writes them at the deadline (a request that has to wait for a
-//! concurrency slot or its previous turn is woken instead, and sends itself). Every
-//! record keeps both the scheduled and the actual send time, so lateness — ours or the
-//! server's — is always visible.
+//! first turn is due, every session due within a few milliseconds at one wake-up. A session
+//! task prepares a turn (prompt, body, connection) ahead of its deadline, hands it to its
+//! connection, whose gate holds the bytes, and registers it with the [`Dispatcher`], whose
+//! thread writes them at the deadline (a request that has to wait for a concurrency slot or
+//! its previous turn is woken instead, and sends itself). Every record keeps both the
+//! scheduled and the actual send time, so lateness — ours or the server's — is always
+//! visible.
 //!
 //! [`run_work`] reads as the run's steps; each lives in a submodule: `setup` (checks,
 //! connection pools, the record-writing thread, the grace timer, the in-flight ceilings, the
-//! start), `sessions` (warm-up, the planner, sessions and closed-loop users), `send` (one
-//! request: build, connect, release, exchange), `record` (the outcome in the record) and
-//! `finish` (summary, telemetry, context, diagnosis, artifacts).
+//! start), `planner` (which sessions to start at each wake-up), `sessions` (warm-up, the
+//! planner's loop, sessions and closed-loop users), `send` (one request: build, connect,
+//! release, exchange), `record` (the outcome in the record) and `finish` (summary, telemetry,
+//! context, diagnosis, artifacts).
 
 use crate::dispatch::Dispatcher;
 use crate::exchange::Gaps;
