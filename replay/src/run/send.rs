@@ -106,12 +106,13 @@ pub(super) async fn send_one(
     Some(record::counted(ctx, rec, m, warmup))
 }
 
-/// Prompts of more input tokens than this are built on a blocking thread, not on the runtime's:
-/// a real-sized prompt (12.9k tokens on average in the Mooncake slice, up to 123k) takes from
-/// a fraction of a millisecond to several to build and encode, and a burst of them built in
-/// turn on the thread that reads responses would hold its reads (first tokens read late) and
-/// the burst's last requests past their deadlines. A short prompt costs less to build than
-/// the two wake-ups of handing it to another thread.
+/// On a one-thread runtime (one-shot runs), prompts of more input tokens than this are built on
+/// a blocking thread, not on the runtime's: a real-sized prompt (12.9k tokens on average in the
+/// Mooncake slice, up to 123k) takes from a fraction of a millisecond to several to build and
+/// encode, and a burst of them built in turn on the thread that reads responses held its reads
+/// (first tokens read late) and the burst's last requests past their deadlines. A short prompt
+/// costs less to build than the two wake-ups of handing it to another thread, and a runtime
+/// with several workers (the daemon's) already builds beside its reads.
 const BUILD_INLINE_MAX_TOKENS: u32 = 2048;
 
 /// The request's record as known before it is sent, and the request itself: prompt, body
@@ -141,7 +142,9 @@ async fn build(
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
     let salt = ctx.config.prompt_salt;
-    let (tokens, request) = if req.input_tokens <= BUILD_INLINE_MAX_TOKENS {
+    let one_thread = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread;
+    let (tokens, request) = if !one_thread || req.input_tokens <= BUILD_INLINE_MAX_TOKENS {
         encode(
             &ctx.prompts,
             req,
