@@ -289,10 +289,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// default (one worker per core, and the calling thread beside them) most of that was
 /// wake-ups from one thread to another: a response's readiness seen by the worker holding
 /// the I/O driver while the request's task was due on the other, the session planner's
-/// timer and spawn bouncing between the calling thread and a worker. With the planner's
-/// batching, one thread took 2.6 context switches per short request where two workers took
-/// 3.4–4.2, and 6–10 % less CPU (issue 21; bench/RESULTS.md, "One runtime thread and a batched
-/// planner"). Real-sized prompts are built on the blocking pool instead, so that one thread's
+/// timer and spawn bouncing between the calling thread and a worker. One thread took 2.6
+/// context switches per short request where two workers took 3.4–4.2, and 6–10 % less CPU
+/// (issue 21; bench/RESULTS.md, "One runtime thread"). Real-sized prompts are built on the blocking pool instead, so that one thread's
 /// reads never wait behind them; the pool is kept to one thread per core, as more cannot build
 /// faster and each holds its own allocator arena.
 fn one_shot_runtime() -> Result<tokio::runtime::Runtime> {

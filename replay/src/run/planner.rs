@@ -1,46 +1,35 @@
-//! Which sessions to start, and when: each shortly before its first turn is due, several at
-//! one wake-up.
+//! Which sessions to start, and when: each at its prepare time, shortly before its first turn
+//! is due; every session whose prepare time has passed at one wake-up.
 //!
-//! Starting each session at its own prepare time woke the planner once per session, and on
-//! an even or Poisson schedule that is once per request: a context switch each, the largest
-//! cost canaryd paid per request after the response itself (issue 21). One wake-up now
-//! starts every session to be prepared within the next [`Planner::batch`], so a session is
-//! prepared between `prepare_ahead` and `prepare_ahead + batch` before its first deadline
-//! and the planner wakes at most once per batch, however dense the schedule.
+//! Starting every session due within the next 10 ms at one wake-up (so a session was prepared
+//! up to 60 ms ahead instead of 50) saved the planner's wake-ups on even and Poisson arrivals,
+//! but it made the server's own arrival times later at 4,000 req/s (the simulator's referee
+//! lag p99 6–22 ms against main's 0.4–0.6, quiet host; bench/RESULTS.md, "One runtime
+//! thread"), so it was not kept (issue 21).
 
 use crate::schedule::{Session, Timing};
 use canary_core::MonoTime;
 use std::iter::Peekable;
 use std::time::Duration;
 
-/// Sessions in first-deadline order, handed out in batches.
+/// Sessions in first-deadline order, handed out as their prepare times pass.
 pub(super) struct Planner<I: Iterator<Item = Session>> {
     sessions: Peekable<I>,
     t0: MonoTime,
     timing: Timing,
     prepare_ahead: Duration,
-    batch: Duration,
 }
 
 impl<I: Iterator<Item = Session>> Planner<I> {
     /// The sessions of a run started at `t0`, each prepared `prepare_ahead` before its first
-    /// deadline (and up to [`Planner::batch`] more).
+    /// deadline.
     pub fn new(sessions: I, t0: MonoTime, timing: Timing, prepare_ahead: Duration) -> Self {
         Planner {
             sessions: sessions.peekable(),
             t0,
             timing,
             prepare_ahead,
-            batch: Self::batch(prepare_ahead),
         }
-    }
-
-    /// How much earlier than `prepare_ahead` a session may be started so that it shares a
-    /// wake-up with an earlier one: a fifth of it (10 ms by default). Holding a prepared
-    /// request that much longer costs a connection and its bytes; waking per session cost a
-    /// context switch per request.
-    pub fn batch(prepare_ahead: Duration) -> Duration {
-        prepare_ahead / 5
     }
 
     /// When the next session is to be prepared; `None` when every session has started.
@@ -51,14 +40,13 @@ impl<I: Iterator<Item = Session>> Planner<I> {
             .map(|s| t0 + timing.offset(&s.turns[0]) - ahead)
     }
 
-    /// Every session to be prepared by `now` plus the batch, in order.
+    /// Every session to be prepared by `now`, in order.
     pub fn due(&mut self, now: MonoTime) -> Vec<Session> {
         let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
-        let horizon = now + self.batch;
         let mut due = Vec::new();
         while let Some(s) = self
             .sessions
-            .next_if(|s| t0 + timing.offset(&s.turns[0]) - ahead <= horizon)
+            .next_if(|s| t0 + timing.offset(&s.turns[0]) - ahead <= now)
         {
             due.push(s);
         }
@@ -86,27 +74,24 @@ mod tests {
 
     // On made-up times: nothing here depends on how fast this machine runs.
     #[test]
-    fn one_wake_up_starts_every_session_due_within_the_batch_and_no_later_one() {
+    fn a_wake_up_starts_every_session_whose_prepare_time_passed_and_no_later_one() {
         let t0 = MonoTime(1_000_000_000);
         let ms = Duration::from_millis;
-        // Even arrivals every 2 ms (500 req/s), prepared 50 ms ahead: batch 10 ms.
+        // Even arrivals every 2 ms (500 req/s), prepared 50 ms ahead.
         let sessions = (0..20).map(|i| session(2 * i, 1));
         let mut p = Planner::new(sessions, t0, Timing::real_time(), ms(50));
-        assert_eq!(
-            Planner::<std::vec::IntoIter<Session>>::batch(ms(50)),
-            ms(10)
-        );
         let first = p.next_wake().unwrap();
         assert_eq!(first, t0 - ms(50));
-        // Woken at the first session's prepare time: it and the five due within 10 ms.
+        // Woken at the first session's prepare time: it alone, not the one 2 ms later.
         let due = p.due(first);
         let offsets: Vec<u64> = due.iter().map(|s| s.turns[0].timestamp_us).collect();
-        assert_eq!(offsets, [0, 2000, 4000, 6000, 8000, 10000]);
-        // The next wake-up is the first session left's prepare time, not earlier.
-        assert_eq!(p.next_wake(), Some(t0 + ms(12) - ms(50)));
-        // A late wake-up takes everything it passed, and the batch after it.
-        let due = p.due(t0);
-        assert_eq!(due.len(), 14, "12 .. 38 ms: every one left");
+        assert_eq!(offsets, [0]);
+        assert_eq!(p.next_wake(), Some(t0 + ms(2) - ms(50)));
+        // A late wake-up takes every session it passed, in order, and no later one.
+        let due = p.due(t0 + ms(7) - ms(50));
+        let offsets: Vec<u64> = due.iter().map(|s| s.turns[0].timestamp_us).collect();
+        assert_eq!(offsets, [2000, 4000, 6000]);
+        assert_eq!(p.due(t0).len(), 16, "8 .. 38 ms: every one left");
         assert_eq!(p.next_wake(), None);
         assert_eq!(p.unstarted(), 0);
     }
