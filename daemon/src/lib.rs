@@ -134,7 +134,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Synthesize(args) => synthesize::synthesize(&args),
-        Command::Replay(args) => interruptible(|shutdown| async move {
+        Command::Replay(args) => interruptible(runtime()?, |shutdown| async move {
             let plan = canary_replay::Plan::try_from(&*args)?;
             let shape = &args.shape;
             let observe = shape.telemetry.observe(&plan.replay.target);
@@ -148,18 +148,18 @@ pub fn run(cli: Cli) -> Result<i32> {
             let repeats = shape.repeats();
             cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
         }),
-        Command::Profile(args) => {
-            interruptible(|shutdown| async move { profile::profile(&args, shutdown).await })
-        }
-        Command::Sweep(args) => {
-            interruptible(|shutdown| async move { cli::sweep::sweep(&args, shutdown).await })
-        }
+        Command::Profile(args) => interruptible(runtime()?, |shutdown| async move {
+            profile::profile(&args, shutdown).await
+        }),
+        Command::Sweep(args) => interruptible(runtime()?, |shutdown| async move {
+            cli::sweep::sweep(&args, shutdown).await
+        }),
         Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
         Command::Run(args) => runtime()?.block_on(service::run(args)),
-        Command::CheckConfig(args) => {
-            interruptible(|shutdown| async move { check_config(&args.path, shutdown).await })
-        }
-        Command::Demo(args) => interruptible(|shutdown| demo::demo(*args, shutdown)),
+        Command::CheckConfig(args) => interruptible(runtime()?, |shutdown| async move {
+            check_config(&args.path, shutdown).await
+        }),
+        Command::Demo(args) => interruptible(runtime()?, |shutdown| demo::demo(*args, shutdown)),
         Command::Report(args) => {
             outln!("{}", canary_report::cli::report(&args)?)?;
             Ok(0)
@@ -286,6 +286,10 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// tokio's multi-thread default, for the daemon and every command. A one-thread runtime for
+/// one-shot runs was measured (issue 21, bench/RESULTS.md "One runtime thread"): 6-10 % less
+/// CPU, but the server saw requests up to 10 ms later at 4,000 req/s in some runs on a shared
+/// 2-core host, so it was not kept: precision first.
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -293,15 +297,14 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Runs a one-shot command on a fresh runtime, handing it a token the first SIGINT or
-/// SIGTERM cancels (no new requests; in-flight ones get the grace period). A second SIGINT
-/// returns [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
-fn interruptible<F, Fut>(command: F) -> Result<i32>
+/// Runs a one-shot command on `rt`, handing it a token the first SIGINT or SIGTERM cancels
+/// (no new requests; in-flight ones get the grace period). A second SIGINT returns
+/// [`INTERRUPTED`] at once, for `main` to exit with, without waiting for the command.
+fn interruptible<F, Fut>(rt: tokio::runtime::Runtime, command: F) -> Result<i32>
 where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: std::future::Future<Output = Result<i32>>,
 {
-    let rt = runtime()?;
     let finished = rt.block_on(async move {
         let (shutdown, quit_now) = shutdown_on_signal();
         let mut command = Box::pin(command(shutdown));

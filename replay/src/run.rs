@@ -1,18 +1,20 @@
 //! One replay run: schedule → prepare → release → exchange → record.
 //!
 //! A planner walks the sessions in deadline order and starts each one shortly before its
-//! first turn is due. A session task prepares a turn (prompt, body, connection) ahead of its
-//! deadline, hands it to its connection, whose gate holds the bytes, and registers it with the
-//! [`Dispatcher`], whose thread writes them at the deadline (a request that has to wait for a
-//! concurrency slot or its previous turn is woken instead, and sends itself). Every
-//! record keeps both the scheduled and the actual send time, so lateness — ours or the
-//! server's — is always visible.
+//! first turn is due, every session due within a few milliseconds at one wake-up. A session
+//! task prepares a turn (prompt, body, connection) ahead of its deadline, hands it to its
+//! connection, whose gate holds the bytes, and registers it with the [`Dispatcher`], whose
+//! thread writes them at the deadline (a request that has to wait for a concurrency slot or
+//! its previous turn is woken instead, and sends itself). Every record keeps both the
+//! scheduled and the actual send time, so lateness — ours or the server's — is always
+//! visible.
 //!
 //! [`run_work`] reads as the run's steps; each lives in a submodule: `setup` (checks,
 //! connection pools, the record-writing thread, the grace timer, the in-flight ceilings, the
-//! start), `sessions` (warm-up, the planner, sessions and closed-loop users), `send` (one
-//! request: build, connect, release, exchange), `record` (the outcome in the record) and
-//! `finish` (summary, telemetry, context, diagnosis, artifacts).
+//! start), `planner` (which sessions to start at each wake-up), `sessions` (warm-up, the
+//! planner's loop, sessions and closed-loop users), `send` (one request: build, connect,
+//! release, exchange), `record` (the outcome in the record) and `finish` (summary, telemetry,
+//! context, diagnosis, artifacts).
 
 use crate::dispatch::Dispatcher;
 use crate::exchange::Gaps;
@@ -30,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 mod cancel;
 mod config;
 mod finish;
+mod planner;
 mod record;
 mod replicas;
 mod send;
@@ -190,7 +193,20 @@ pub async fn run_work(
     let started_unix_ns = WallAnchor::now().unix_nanos_at(ctx.t0);
 
     let ctx = Arc::new(ctx);
-    sessions::send_all(&ctx, work).await;
+    // The planner runs as a task of its own: on a multi-thread runtime the thread that called
+    // `run` is not one of the runtime's workers, and every session it started was a wake-up
+    // from a worker (its timer) to it and one back (the spawn).
+    let planner = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { sessions::send_all(&ctx, work).await }
+    });
+    // Dropped unfinished (the caller gave up on the run), it takes the planner with it.
+    let _abort = AbortOnDrop(planner.abort_handle());
+    if let Err(e) = planner.await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
     grace.abort();
 
     let ended = finish::Ended {
@@ -205,6 +221,15 @@ pub async fn run_work(
     };
     let ctx = Arc::into_inner(ctx).expect("all session tasks have finished");
     finish::finish(ctx, collector, observer, ended, &info).await
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How a request's wait for its deadline ended.

@@ -9,6 +9,7 @@ use super::{release, unless_stopped, Ctx};
 use crate::connection::{ConnectError, Connection, Connector};
 use crate::exchange::{duplicate, exchange, Gaps, Measurement, ReadLimits};
 use crate::ids::TraceContext;
+use crate::prompt::PromptBuilder;
 use crate::rx_stamp::Stamp;
 use crate::target::Target;
 use bytes::Bytes;
@@ -36,7 +37,7 @@ pub(super) async fn send_one(
 ) -> Option<(RequestRecord, Gaps)> {
     let pick = ctx.replicas.pick();
     let (target, connector) = (&pick.replica.target, &pick.replica.connector);
-    let (mut rec, request) = build(ctx, req, pick.replica, scheduled, warmup);
+    let (mut rec, request) = build(ctx, req, pick.replica, scheduled, warmup).await;
     let limits = read_limits(ctx, target, req, warmup);
     // Under the open-file ceiling a request holds a slot from before it opens its
     // connection to its end; waiting for one past the deadline is held time.
@@ -107,7 +108,7 @@ pub(super) async fn send_one(
 
 /// The request's record as known before it is sent, and the request itself: prompt, body
 /// and headers (`x-request-id`, `traceparent`) for `replica`.
-fn build(
+async fn build(
     ctx: &Ctx,
     req: &TraceRequest,
     replica: &Replica,
@@ -115,7 +116,6 @@ fn build(
     warmup: bool,
 ) -> (RequestRecord, Request) {
     let trace = TraceContext::new();
-    let target = &replica.target;
     let mut rec = RequestRecord {
         url: Some(replica.url.to_string()),
         id: req.index,
@@ -130,16 +130,36 @@ fn build(
         span_id: trace.span_id.clone(),
         ..Default::default()
     };
-
-    let prompt = ctx.prompts.build(req, ctx.config.prompt_salt);
-    rec.prompt_tokens_synthesized = prompt.tokens;
-    let body = target.body(&prompt.body, req.output_tokens, req.extra());
-    drop(prompt);
     let request_id = format!("{}-{}", ctx.config.run_id, req.index);
     let traceparent = trace.traceparent_sampled(trace.is_sampled(ctx.config.trace_sample_ratio));
-    let request = target.request(&body, &traceparent, &request_id);
-    drop(body);
+    let salt = ctx.config.prompt_salt;
+    let (tokens, request) = encode(
+        &ctx.prompts,
+        req,
+        &replica.target,
+        salt,
+        &traceparent,
+        &request_id,
+    );
+    rec.prompt_tokens_synthesized = tokens;
     (rec, request)
+}
+
+/// `req`'s prompt built and encoded into `target`'s request: the prompt's synthesized token
+/// count and the request.
+fn encode(
+    prompts: &PromptBuilder,
+    req: &TraceRequest,
+    target: &Target,
+    salt: u64,
+    traceparent: &str,
+    request_id: &str,
+) -> (Option<u32>, Request) {
+    let prompt = prompts.build(req, salt);
+    let tokens = prompt.tokens;
+    let body = target.body(&prompt.body, req.output_tokens, req.extra());
+    drop(prompt);
+    (tokens, target.request(&body, traceparent, request_id))
 }
 
 /// A permit of `ceiling` (none without that ceiling), and when it came if it had to be

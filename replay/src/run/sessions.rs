@@ -2,6 +2,7 @@
 //! before its first turn is due (or every user of a closed loop at once), each session or
 //! user sending its requests in turn through [`send_one`].
 
+use super::planner::Planner;
 use super::send::send_one;
 use super::{sleep_until, ClosedLoopWork, Ctx, Work};
 use crate::schedule::{Session, TurnDue};
@@ -36,7 +37,7 @@ pub(super) async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
 /// the stop left unsent is counted in `ctx.unsent`.
 pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
     let mut tasks = JoinSet::new();
-    let mut sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
+    let sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
         Work::Schedule(s) => Box::new(s.into_sessions()),
         Work::Rate(r) => Box::new(r.into_sessions()),
         Work::ClosedLoop(users) => {
@@ -49,21 +50,24 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
             Box::new(std::iter::empty())
         }
     };
-    while let Some(session) = sessions.next() {
-        let first_due = ctx.t0 + ctx.timing.offset(&session.turns[0]);
-        if !sleep_until(first_due - ctx.config.prepare_ahead, &ctx.stop).await {
+    let mut planner = Planner::new(sessions, ctx.t0, ctx.timing, ctx.config.prepare_ahead);
+    while let Some(wake) = planner.next_wake() {
+        if !sleep_until(wake, &ctx.stop).await {
             // This session and every later one are never sent.
-            let left = session.turns.len() + sessions.map(|s| s.turns.len()).sum::<usize>();
-            ctx.unsent.fetch_add(left as u64, Ordering::Relaxed);
+            ctx.unsent.fetch_add(planner.unstarted(), Ordering::Relaxed);
             break;
         }
-        tasks.spawn(run_session(ctx.clone(), session));
+        for session in planner.due(MonoTime::now().max(wake)) {
+            tasks.spawn(run_session(ctx.clone(), session));
+        }
         // Reap finished sessions as we go so the set stays small on long traces.
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
 }
 
+/// Sends a session's turns in order; the planner started it when its first turn was to be
+/// prepared, so that one is prepared at once.
 async fn run_session(ctx: Arc<Ctx>, session: Session) {
     let mut prev_end: Option<MonoTime> = None;
     let turns = session.turns.len();
@@ -73,7 +77,11 @@ async fn run_session(ctx: Arc<Ctx>, session: Session) {
             (Some(_), TurnDue::At(off)) => (ctx.t0 + off, prev_end),
             (Some(end), TurnDue::AfterPrevious(d)) => (end + d, None),
         };
-        if !sleep_until(scheduled - ctx.config.prepare_ahead, &ctx.stop).await {
+        let prepare_at = match k {
+            0 => MonoTime::default(), // now
+            _ => scheduled - ctx.config.prepare_ahead,
+        };
+        if !sleep_until(prepare_at, &ctx.stop).await {
             ctx.unsent.fetch_add((turns - k) as u64, Ordering::Relaxed);
             return;
         }

@@ -1,0 +1,109 @@
+//! Which sessions to start, and when: each at its prepare time, shortly before its first turn
+//! is due; every session whose prepare time has passed at one wake-up.
+//!
+//! Starting every session due within the next 10 ms at one wake-up (so a session was prepared
+//! up to 60 ms ahead instead of 50) saved the planner's wake-ups on even and Poisson arrivals,
+//! but it made the server's own arrival times later at 4,000 req/s (the simulator's referee
+//! lag p99 6–22 ms against main's 0.4–0.6, quiet host; bench/RESULTS.md, "One runtime
+//! thread"), so it was not kept (issue 21).
+
+use crate::schedule::{Session, Timing};
+use canary_core::MonoTime;
+use std::iter::Peekable;
+use std::time::Duration;
+
+/// Sessions in first-deadline order, handed out as their prepare times pass.
+pub(super) struct Planner<I: Iterator<Item = Session>> {
+    sessions: Peekable<I>,
+    t0: MonoTime,
+    timing: Timing,
+    prepare_ahead: Duration,
+}
+
+impl<I: Iterator<Item = Session>> Planner<I> {
+    /// The sessions of a run started at `t0`, each prepared `prepare_ahead` before its first
+    /// deadline.
+    pub fn new(sessions: I, t0: MonoTime, timing: Timing, prepare_ahead: Duration) -> Self {
+        Planner {
+            sessions: sessions.peekable(),
+            t0,
+            timing,
+            prepare_ahead,
+        }
+    }
+
+    /// When the next session is to be prepared; `None` when every session has started.
+    pub fn next_wake(&mut self) -> Option<MonoTime> {
+        let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
+        self.sessions
+            .peek()
+            .map(|s| t0 + timing.offset(&s.turns[0]) - ahead)
+    }
+
+    /// Every session to be prepared by `now`, in order.
+    pub fn due(&mut self, now: MonoTime) -> Vec<Session> {
+        let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
+        let mut due = Vec::new();
+        while let Some(s) = self
+            .sessions
+            .next_if(|s| t0 + timing.offset(&s.turns[0]) - ahead <= now)
+        {
+            due.push(s);
+        }
+        due
+    }
+
+    /// Requests of the sessions never started (a stop came first).
+    pub fn unstarted(self) -> u64 {
+        self.sessions.map(|s| s.turns.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::SyntheticRequests;
+
+    fn session(at_ms: u64, turns: usize) -> Session {
+        let mut req = SyntheticRequests::fixed(64, 8).request(0, 1024);
+        req.timestamp_us = at_ms * 1000;
+        Session {
+            turns: vec![req; turns],
+        }
+    }
+
+    // On made-up times: nothing here depends on how fast this machine runs.
+    #[test]
+    fn a_wake_up_starts_every_session_whose_prepare_time_passed_and_no_later_one() {
+        let t0 = MonoTime(1_000_000_000);
+        let ms = Duration::from_millis;
+        // Even arrivals every 2 ms (500 req/s), prepared 50 ms ahead.
+        let sessions = (0..20).map(|i| session(2 * i, 1));
+        let mut p = Planner::new(sessions, t0, Timing::real_time(), ms(50));
+        let first = p.next_wake().unwrap();
+        assert_eq!(first, t0 - ms(50));
+        // Woken at the first session's prepare time: it alone, not the one 2 ms later.
+        let due = p.due(first);
+        let offsets: Vec<u64> = due.iter().map(|s| s.turns[0].timestamp_us).collect();
+        assert_eq!(offsets, [0]);
+        assert_eq!(p.next_wake(), Some(t0 + ms(2) - ms(50)));
+        // A late wake-up takes every session it passed, in order, and no later one.
+        let due = p.due(t0 + ms(7) - ms(50));
+        let offsets: Vec<u64> = due.iter().map(|s| s.turns[0].timestamp_us).collect();
+        assert_eq!(offsets, [2000, 4000, 6000]);
+        assert_eq!(p.due(t0).len(), 16, "8 .. 38 ms: every one left");
+        assert_eq!(p.next_wake(), None);
+        assert_eq!(p.unstarted(), 0);
+    }
+
+    #[test]
+    fn sessions_never_started_count_all_their_turns() {
+        let t0 = MonoTime(1_000_000_000);
+        let ms = Duration::from_millis;
+        let sessions = vec![session(0, 3), session(100, 2), session(200, 4)].into_iter();
+        let mut p = Planner::new(sessions, t0, Timing::real_time(), ms(50));
+        let wake = p.next_wake().unwrap();
+        assert_eq!(p.due(wake).len(), 1, "the others are 100 ms later");
+        assert_eq!(p.unstarted(), 6);
+    }
+}
