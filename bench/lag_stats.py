@@ -20,10 +20,9 @@ def pct(values, p):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def main():
-    run_dir, truth_path = sys.argv[1], sys.argv[2]
+def load(run_dir, truth_path):
+    """The run's summary, its measured records by request id, and the simulator's truth for them."""
     summary = json.load(open(f"{run_dir}/summary.json"))
-    t0 = summary["t0_monotonic_ns"]
     run_id = summary["run"]["run_id"]
     records = {}
     for line in open(f"{run_dir}/records.jsonl"):
@@ -35,6 +34,12 @@ def main():
         t = json.loads(line)
         if t.get("request_id") in records:
             truth[t["request_id"]] = t
+    return summary, records, truth
+
+
+def main():
+    summary, records, truth = load(sys.argv[1], sys.argv[2])
+    t0 = summary["t0_monotonic_ns"]
 
     client_lag = [r["schedule_lag_ms"] for r in records.values()]
     referee_lag, ttft_gap, arrival_after_send = [], [], []

@@ -20,31 +20,7 @@ All figures are exact per request; percentiles are interpolated over the request
 import json
 import sys
 
-
-def pct(values, p):
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    k = (len(v) - 1) * p / 100.0
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
-def load(run_dir, truth_path):
-    summary = json.load(open(f"{run_dir}/summary.json"))
-    t0 = summary["t0_monotonic_ns"]
-    run_id = summary["run"]["run_id"]
-    records = {}
-    for line in open(f"{run_dir}/records.jsonl"):
-        r = json.loads(line)
-        if not r.get("warmup"):
-            records[f"{run_id}-{r['id']}"] = r
-    truth = {}
-    for line in open(truth_path):
-        t = json.loads(line)
-        if t.get("request_id") in records:
-            truth[t["request_id"]] = t
-    return t0, records, truth
+from lag_stats import load, pct  # same join as the lag figures
 
 
 def rows(t0, records, truth):
@@ -93,7 +69,8 @@ def summarize(rs):
 
 
 def main():
-    t0, records, truth = load(sys.argv[1], sys.argv[2])
+    summary, records, truth = load(sys.argv[1], sys.argv[2])
+    t0 = summary["t0_monotonic_ns"]
     fig = summarize(rows(t0, records, truth))
     if "--json" in sys.argv:
         print(json.dumps(fig))

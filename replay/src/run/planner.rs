@@ -34,23 +34,24 @@ impl<I: Iterator<Item = Session>> Planner<I> {
 
     /// When the next session is to be prepared; `None` when every session has started.
     pub fn next_wake(&mut self) -> Option<MonoTime> {
-        let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
-        self.sessions
-            .peek()
-            .map(|s| t0 + timing.offset(&s.turns[0]) - ahead)
+        let prepare_at = self.prepare_at();
+        self.sessions.peek().map(prepare_at)
     }
 
     /// Every session to be prepared by `now`, in order.
     pub fn due(&mut self, now: MonoTime) -> Vec<Session> {
-        let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
+        let prepare_at = self.prepare_at();
         let mut due = Vec::new();
-        while let Some(s) = self
-            .sessions
-            .next_if(|s| t0 + timing.offset(&s.turns[0]) - ahead <= now)
-        {
+        while let Some(s) = self.sessions.next_if(|s| prepare_at(s) <= now) {
             due.push(s);
         }
         due
+    }
+
+    /// A session's prepare time: `prepare_ahead` before its first deadline.
+    fn prepare_at(&self) -> impl Fn(&Session) -> MonoTime {
+        let (t0, timing, ahead) = (self.t0, self.timing, self.prepare_ahead);
+        move |s| t0 + timing.offset(&s.turns[0]) - ahead
     }
 
     /// Requests of the sessions never started (a stop came first).
