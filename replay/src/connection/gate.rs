@@ -228,14 +228,15 @@ impl<S: AsyncWrite + Unpin> Gate<S> {
         if s.phase == Phase::Armed {
             return hold(&mut s, cx, bufs);
         }
+        // Stamped before the write: loopback hands the bytes to the server inside the
+        // syscall, so a stamp after it could fall after the server's arrival.
+        let at = s.sent_at.is_none().then(MonoTime::now);
         let poll = match bufs {
             [one] => Pin::new(&mut *inner).poll_write(cx, one),
             _ => Pin::new(&mut *inner).poll_write_vectored(cx, bufs),
         };
         match &poll {
-            Poll::Ready(Ok(n)) if *n > 0 && s.sent_at.is_none() => {
-                s.sent_at = Some(MonoTime::now())
-            }
+            Poll::Ready(Ok(n)) if *n > 0 && at.is_some() => s.sent_at = at,
             Poll::Ready(Err(_)) => trace.write_failed.store(true, Ordering::Relaxed),
             _ => {}
         }
@@ -267,20 +268,23 @@ fn drain<S: AsyncWrite + Unpin>(
                 s.phase = Phase::Open;
                 return Poll::Ready(Ok(()));
             }
-            Phase::Released => match Pin::new(&mut *inner).poll_write(cx, &s.held) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => {
-                    s.phase = Phase::Failed(e.raw_os_error().unwrap_or(libc::EIO));
-                    return failed(trace, e);
-                }
-                Poll::Ready(Ok(0)) => return failed(trace, io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => {
-                    if s.sent_at.is_none() {
-                        s.sent_at = Some(MonoTime::now());
+            Phase::Released => {
+                let at = MonoTime::now();
+                match Pin::new(&mut *inner).poll_write(cx, &s.held) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => {
+                        s.phase = Phase::Failed(e.raw_os_error().unwrap_or(libc::EIO));
+                        return failed(trace, e);
                     }
-                    s.held.drain(..n);
+                    Poll::Ready(Ok(0)) => return failed(trace, io::ErrorKind::WriteZero.into()),
+                    Poll::Ready(Ok(n)) => {
+                        if s.sent_at.is_none() {
+                            s.sent_at = Some(at);
+                        }
+                        s.held.drain(..n);
+                    }
                 }
-            },
+            }
         }
     }
 }
