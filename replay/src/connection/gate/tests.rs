@@ -158,3 +158,41 @@ async fn a_request_larger_than_the_gate_and_the_socket_buffers_goes_out_whole_in
     assert_eq!(got.len(), body.len());
     assert!(got == body, "the bytes arrived in order");
 }
+
+/// A socket stand-in that notes when its first write began.
+#[derive(Default)]
+struct FirstWrite(Option<MonoTime>);
+
+impl tokio::io::AsyncWrite for FirstWrite {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0.get_or_insert_with(MonoTime::now);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_written_through_request_is_stamped_before_its_write_begins() {
+    // Loopback hands the bytes to the server inside the write: a stamp taken after it could
+    // fall after the server's arrival stamp (seen once in CI as "arrived before it was sent").
+    // The fd is never used: nothing is held when the release comes.
+    let (mut gate, shared) = Gate::new(FirstWrite::default(), -1, &Arc::default());
+    assert!(shared.arm());
+    assert!(shared.send_held(), "released before the task wrote");
+    gate.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let sent = shared.sent_at().expect("stamped by the task's write");
+    let began = gate.inner.0.expect("written");
+    assert!(
+        sent <= began,
+        "sent {sent:?} after the write began at {began:?}"
+    );
+}
