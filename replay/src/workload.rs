@@ -12,9 +12,9 @@ pub fn workload_context(
     schedule: &Schedule,
     concurrency: Option<usize>,
 ) -> WorkloadContext {
-    let rows = schedule.requests();
-    let input = token_stats(rows.iter().map(|r| r.input_tokens));
-    let output = token_stats(rows.iter().map(|r| r.output_tokens));
+    let rows = schedule.rows();
+    let input = token_stats((0..rows.len()).map(|i| rows.row(i).input_tokens()));
+    let output = token_stats((0..rows.len()).map(|i| rows.row(i).output_tokens()));
     let empty = "the schedule holds no request";
     let span_s = schedule.span().as_secs_f64();
     let requests = schedule.len() as u64;

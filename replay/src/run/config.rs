@@ -135,7 +135,7 @@ impl Config {
     /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
     pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), SettingError> {
         let limit = self.length_limit;
-        let mut rows = schedule.requests().iter();
+        let mut rows = schedule.requests();
         if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
             return Err(SettingError::new(
                 Setting::LengthLimit,
