@@ -5,7 +5,7 @@
 //! wait for the previous turn and then follow their `delay` (if the trace gives one) or their
 //! timestamp, whichever the row carries.
 
-use canary_core::{TraceRequest, TraceRows};
+use canary_core::{RowRef, TraceRequest, TraceRows};
 use std::time::Duration;
 
 /// One session's turns, in order, as the dispatcher takes it.
@@ -165,10 +165,15 @@ impl Schedule {
         })
     }
 
+    /// Every request, session after session (each session's turns in order), read in place.
+    pub fn rows_in_order(&self) -> impl Iterator<Item = RowRef<'_>> + '_ {
+        (0..self.len()).map(|j| self.rows.row(self.at(j)))
+    }
+
     /// Every request, session after session (each session's turns in order), each built
     /// as it is reached.
     pub fn requests(&self) -> impl Iterator<Item = TraceRequest> + '_ {
-        (0..self.len()).map(|j| self.rows.row(self.at(j)).to_request())
+        self.rows_in_order().map(|r| r.to_request())
     }
 
     /// The rows, in trace order: for figures that do not depend on the order.
