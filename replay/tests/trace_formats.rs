@@ -90,7 +90,7 @@ fn mooncake_conversation_first2000() {
         (first.block_size, first.session, first.turn, first.line),
         (512, None, 0, 1)
     );
-    let last = t.requests.iter().last().unwrap();
+    let last = t.requests.last().unwrap();
     assert_eq!(
         (last.timestamp_us, last.input_tokens, last.line),
         (669_000_000, 1504, 2000)
@@ -129,10 +129,7 @@ fn mooncake_synthetic() {
     assert_eq!(t.requests.len(), 3993);
     block_rule_holds(&t);
     indices_contiguous_and_sorted(&t);
-    assert_eq!(
-        t.requests.iter().last().unwrap().timestamp_us,
-        1_022_025_000
-    );
+    assert_eq!(t.requests.last().unwrap().timestamp_us, 1_022_025_000);
     let a = trace::analyze(&t);
     assert_eq!(a.input_tokens.min, 13);
     assert_eq!(a.peak_burst.requests, 2);

@@ -18,7 +18,7 @@ use sessions::Sessions;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// No session, no ids: the value of [`Row::session`] or [`Row::ids`] that means none.
+/// No session, no ids: the value of `Row::session` or `Row::ids` that means none.
 const NONE: u32 = u32::MAX;
 
 /// One row as held.
@@ -26,12 +26,12 @@ const NONE: u32 = u32::MAX;
 struct Row {
     timestamp_us: u64,
     line: u32,
-    /// Number in [`TraceRows::sessions`]; [`NONE`]: no session.
+    /// Number in `TraceRows::sessions`; [`NONE`]: no session.
     session: u32,
     turn: u32,
     input_tokens: u32,
     output_tokens: u32,
-    /// Where the row's ids start in [`TraceRows::ids`]; [`NONE`]: no ids.
+    /// Where the row's ids start in `TraceRows::ids`; [`NONE`]: no ids.
     ids: u32,
 }
 
@@ -133,6 +133,11 @@ impl TraceRows {
     /// The row at `i`, built whole.
     pub fn get(&self, i: usize) -> Option<TraceRequest> {
         (i < self.rows.len()).then(|| self.request(i))
+    }
+
+    /// The last row, built whole.
+    pub fn last(&self) -> Option<TraceRequest> {
+        self.len().checked_sub(1).map(|i| self.request(i))
     }
 
     /// The row at `i`, read in place. Panics when out of range, as slice indexing does.

@@ -76,6 +76,8 @@ fn rows_read_back_as_pushed() {
         assert_eq!(r.is_first_turn(), w.is_first_turn());
     }
     assert_eq!(rows.get(want.len()), None);
+    assert_eq!(rows.last().as_ref(), want.last());
+    assert_eq!(TraceRows::new().last(), None);
     assert_eq!(rows.block_size(), Some(512));
     // One number per session, the same on every row of it.
     let n = |i: usize| rows.row(i).session_number();
