@@ -120,7 +120,12 @@ fn updates_store_every_field_and_reuse_the_ids_room_when_they_fit() {
     rows.update(4, |r| r.hash_ids.truncate(3)).unwrap();
     want[4].hash_ids.truncate(3);
     assert_eq!(rows.ids.len(), arena);
-    // Longer ones go to the end.
+    // Longer ones go to the end, even one byte longer (3 bytes, then 4: the gap 200 takes
+    // two), leaving the next row's ids as they were.
+    let longer: HashIds = vec![200, 201, 202, 203].into();
+    assert_eq!(longer.bytes().len(), want[0].hash_ids.bytes().len() + 1);
+    rows.update(0, |r| r.hash_ids = longer.clone()).unwrap();
+    want[0].hash_ids = longer;
     rows.update(5, |r| r.hash_ids = (0..50).map(|i| i * 977).collect())
         .unwrap();
     want[5].hash_ids = (0..50).map(|i| i * 977).collect();
