@@ -88,4 +88,6 @@ pub use telemetry::{
 };
 pub use timeline::{ClientBucket, ClientTimeline};
 pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};
-pub use trace::{HashIds, HashIdsIter, TracePrompt, TraceRequest};
+pub use trace::{
+    HashIds, HashIdsIter, RowRef, RowsError, TracePrompt, TraceRequest, TraceRows, TraceRowsIter,
+};

@@ -1,18 +1,22 @@
 //! One request of a production trace, as the replay engine schedules it.
 
 mod hash_ids;
+mod rows;
 
 pub use hash_ids::{HashIds, Iter as HashIdsIter};
+pub use rows::{Iter as TraceRowsIter, RowRef, RowsError, TraceRows};
 
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
 /// One row of a trace after parsing and validation, independent of the source format.
 ///
-/// Kept compact (72 bytes, see the size test): a trace is held whole for the run, so every
-/// byte here is a megabyte at 1M rows. Prompt text is built from `hash_ids` just in time,
-/// never stored here (unless the trace itself carries text); the fields most rows lack
-/// (`delay_us`, a verbatim prompt, `extra`) share one box, absent for a row with none.
+/// A whole trace is held as [`TraceRows`] (32 bytes a row and its ids in one arena); a
+/// `TraceRequest` is built from a row when the row is read: when its session is dispatched,
+/// or when a trace is analysed. Kept compact all the same (72 bytes, see the size test):
+/// the fields most rows lack (`delay_us`, a verbatim prompt, `extra`) share one box, absent
+/// for a row with none. Prompt text is built from `hash_ids` just in time, never stored here
+/// (unless the trace itself carries text).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceRequest {
     /// Position in the replayed sequence, 0-based, after windowing and filtering.

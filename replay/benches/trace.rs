@@ -107,7 +107,7 @@ fn load_and_synthesize(c: &mut Criterion) {
             assert_eq!(trace.requests.len(), 12_000);
             let mut tokens = 0u64;
             for r in &trace.requests {
-                tokens += u64::from(black_box(builder.build(r, 0)).tokens.unwrap_or(0));
+                tokens += u64::from(black_box(builder.build(&r, 0)).tokens.unwrap_or(0));
             }
             tokens
         })

@@ -13,9 +13,13 @@
 //! * **BurstGPT** CSV: `Timestamp` (s), `Model`, `Request tokens`, `Response tokens`, … with
 //!   optional `Session ID`.
 //!
-//! Files are read line by line; a row is kept only as its compact [`TraceRequest`]. Requests
-//! come out sorted by timestamp (stable), with `index` 0-based and contiguous, and
-//! `timestamp_us` in the trace's own absolute clock (the scheduler subtracts the first).
+//! Files are read line by line; a row is kept only in its packed form ([`TraceRows`]: 32
+//! bytes and its ids in one arena), and read back as a [`TraceRequest`] when needed.
+//! Requests come out sorted by timestamp (stable), with `index` 0-based and contiguous (a
+//! row's position), and `timestamp_us` in the trace's own absolute clock (the scheduler
+//! subtracts the first).
+//!
+//! [`TraceRequest`]: canary_core::TraceRequest
 //!
 //! ```no_run
 //! # use std::path::Path;
@@ -47,7 +51,7 @@ use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use canary_core::TraceRequest;
+use canary_core::TraceRows;
 use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
@@ -318,7 +322,7 @@ pub struct Trace {
     /// Its format.
     pub format: TraceFormat,
     /// Requests sorted by timestamp, `index` 0-based and contiguous.
-    pub requests: Vec<TraceRequest>,
+    pub requests: TraceRows,
     /// What was skipped or noticed while loading.
     pub report: LoadReport,
     /// The trace time the schedule starts from when it is not the first request kept: a

@@ -105,6 +105,33 @@ fn real_mooncake_rows_cost_their_struct_and_nothing_on_the_heap() {
 }
 
 #[test]
+fn a_loaded_trace_holds_44_bytes_a_real_row_or_less() {
+    // Issue 21: 1M rows in 64 MB, about 16 of which are not the trace. Held as
+    // `TraceRequest`s, these rows took 72 bytes each and more; packed, 32 bytes and their
+    // ids' runs (8 bytes a row of the conversation slice), sessions, block size and rare
+    // fields out of the row. Selecting (scaling, capping) keeps it so.
+    for name in [
+        "mooncake_conversation_first2000.jsonl",
+        "mooncake_synthetic.jsonl",
+        "mooncake_arxiv_first20.jsonl",
+    ] {
+        let t = trace::load(&Path::new(TRACES).join(name), &LoadOptions::default()).unwrap();
+        let per_row = t.requests.heap_bytes() as f64 / t.requests.len() as f64;
+        eprintln!("{name}: {per_row:.1} bytes a row");
+        assert!(per_row <= 44.0, "{name}: {per_row:.1} bytes a row");
+        let sel = Selection {
+            scale_lengths: Some(1.0 / 64.0),
+            max_input_tokens: Some(100),
+            max_output_tokens: Some(8),
+            ..Selection::default()
+        };
+        let (t, _) = t.select(&sel).unwrap();
+        let per_row = t.requests.heap_bytes() as f64 / t.requests.len() as f64;
+        assert!(per_row <= 44.0, "{name} selected: {per_row:.1} bytes a row");
+    }
+}
+
+#[test]
 fn digests_of_the_real_traces_are_what_they_were_with_vec_ids() {
     // Written by main at 2267b75 (hash ids in a `Vec<u64>`), in `summary.json`'s
     // `run.trace.digest`: shards and merges compare these across versions.

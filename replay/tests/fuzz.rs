@@ -33,6 +33,7 @@ fn parse_trace(name: &str, input: &[u8]) -> String {
                 }
                 assert!(t
                     .requests
+                    .to_vec()
                     .windows(2)
                     .all(|w| w[0].timestamp_us <= w[1].timestamp_us));
                 label += &format!("ok {:?} {} ", t.format, t.requests.len().min(3));

@@ -76,7 +76,7 @@ fn lengths_no_model_serves_are_refused_naming_row_and_field() {
         ..Default::default()
     };
     let t = parse("g.csv", &burstgpt, &opts).unwrap();
-    assert_eq!(t.requests[1].input_tokens, 20_000_000);
+    assert_eq!(t.requests.get(1).unwrap().input_tokens, 20_000_000);
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn scaling_past_the_length_limit_is_refused_naming_the_row() {
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(s.requests[0].input_tokens, 6_755_000);
+    assert_eq!(s.requests.get(0).unwrap().input_tokens, 6_755_000);
     assert!(s
         .requests
         .iter()
@@ -186,7 +186,8 @@ fn a_line_over_the_limit_ends_the_load_naming_it() {
     let t = parse("q.csv", &quoted("Chat\nGPT"), &opts).unwrap();
     assert_eq!(t.requests.len(), 3);
     assert_eq!(
-        t.requests[2].line, 5,
+        t.requests.get(2).unwrap().line,
+        5,
         "line numbers count the break inside the quotes"
     );
 }

@@ -13,7 +13,7 @@ async fn mooncake_slice_at_high_speedup_accounts_for_every_request() {
         .iter()
         .map(|r| (r.index, r.input_tokens, r.output_tokens))
         .collect();
-    let trace_rows = trace.requests.clone();
+    let trace_rows = trace.requests.to_vec();
     let run = replay(trace.requests, target(&sim), |c| c.speedup = 200.0).await;
 
     assert_eq!(run.records.len(), 2000);
@@ -375,7 +375,7 @@ async fn settings_that_could_never_run_are_refused_up_front() {
         config.concurrency = concurrency;
         let run = canary_replay::run(
             config,
-            canary_replay::Schedule::new(requests(2, 20, 4), 1.0),
+            canary_replay::Schedule::new(requests(2, 20, 4).into(), 1.0),
             prompts(),
             info("refused"),
             None,
@@ -423,7 +423,7 @@ async fn schedules_that_never_end_or_fit_are_refused_up_front() {
         config.length_limit = limit;
         let run = canary_replay::run(
             config,
-            canary_replay::Schedule::new(reqs, speedup),
+            canary_replay::Schedule::new(reqs.into(), speedup),
             prompts(),
             info("refused"),
             None,

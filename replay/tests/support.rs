@@ -1,6 +1,6 @@
 //! Shared helpers: a simulator on loopback, generated requests, and one-call replays.
 
-use canary_core::{Observer, RequestRecord, RunOutcome, TraceRequest};
+use canary_core::{Observer, RequestRecord, RunOutcome, TraceRequest, TraceRows};
 use canary_replay::{
     Config, Endpoint, LoadOptions, Progress, PromptBuilder, RunInfo, Schedule, Target, Tokenizer,
     TokenizerSpec, Trace,
@@ -130,7 +130,7 @@ pub fn info(run_id: &str) -> RunInfo {
 
 /// Replays `reqs` at `target` with default settings adjusted by `tweak`.
 pub async fn replay(
-    reqs: Vec<TraceRequest>,
+    reqs: impl Into<TraceRows>,
     target: Target,
     tweak: impl FnOnce(&mut Setup),
 ) -> Run {
@@ -139,7 +139,7 @@ pub async fn replay(
 
 /// [`replay`] with a stop token.
 pub async fn replay_with_stop(
-    reqs: Vec<TraceRequest>,
+    reqs: impl Into<TraceRows>,
     target: Target,
     tweak: impl FnOnce(&mut Setup),
     stop: CancellationToken,
@@ -149,7 +149,7 @@ pub async fn replay_with_stop(
 
 /// [`replay_with_stop`], with live counters the test can watch.
 pub async fn replay_watched(
-    reqs: Vec<TraceRequest>,
+    reqs: impl Into<TraceRows>,
     target: Target,
     tweak: impl FnOnce(&mut Setup),
     stop: CancellationToken,
@@ -169,7 +169,7 @@ pub async fn replay_watched(
         speedup,
         observer,
     } = setup;
-    let work = canary_replay::Work::Schedule(Schedule::new(reqs, speedup));
+    let work = canary_replay::Work::Schedule(Schedule::new(reqs.into(), speedup));
     run_prepared(config, work, observer, stop, progress, dir).await
 }
 

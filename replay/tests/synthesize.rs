@@ -55,7 +55,7 @@ fn each_factor_changes_what_it_names() {
     let shared: HashSet<u64> = {
         let mut seen = HashSet::new();
         let mut twice = HashSet::new();
-        for id in trace.requests.iter().flat_map(|r| &r.hash_ids) {
+        for id in trace.requests.iter().flat_map(|r| r.hash_ids.to_vec()) {
             if !seen.insert(id) {
                 twice.insert(id);
             }

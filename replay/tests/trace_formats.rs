@@ -65,6 +65,7 @@ fn indices_contiguous_and_sorted(t: &Trace) {
     }
     assert!(t
         .requests
+        .to_vec()
         .windows(2)
         .all(|w| w[0].timestamp_us <= w[1].timestamp_us));
 }
@@ -79,7 +80,7 @@ fn mooncake_conversation_first2000() {
     assert_eq!(t.report.rows, 2000);
     block_rule_holds(&t);
     indices_contiguous_and_sorted(&t);
-    let first = &t.requests[0];
+    let first = &t.requests.get(0).unwrap();
     assert_eq!(
         (first.timestamp_us, first.input_tokens, first.output_tokens),
         (0, 6758, 500)
@@ -139,12 +140,12 @@ fn mooncake_arxiv_first20() {
     let t = load(trace_file!("mooncake_arxiv_first20.jsonl"));
     assert_eq!(t.requests.len(), 20);
     block_rule_holds(&t);
-    let r = &t.requests[0];
+    let r = &t.requests.get(0).unwrap();
     assert_eq!(
         (r.input_tokens, r.output_tokens, r.hash_ids.len()),
         (6755, 500, 14)
     );
-    let r = &t.requests[19];
+    let r = &t.requests.get(19).unwrap();
     assert_eq!(
         (r.timestamp_us, r.input_tokens, r.hash_ids.to_vec()),
         (3_052_000, 2007, vec![0, 446, 447, 448])
@@ -158,7 +159,7 @@ fn bailian_documented_row() {
     let t = load(trace_file!("bailian_documented_row.jsonl"));
     assert_eq!(t.format, TraceFormat::Bailian);
     assert_eq!(t.requests.len(), 1);
-    let r = &t.requests[0];
+    let r = &t.requests.get(0).unwrap();
     assert_eq!((r.timestamp_us, r.session, r.turn), (0, Some(0), 0));
     assert_eq!(
         (r.input_tokens, r.output_tokens, r.block_size),
@@ -224,15 +225,15 @@ fn mooncake_sessions_delay_and_prompts() {
     );
     use canary_core::TracePrompt;
     assert_eq!(
-        t.requests[1].prompt(),
+        t.requests.get(1).unwrap().prompt(),
         Some(&TracePrompt::Text("hi".into()))
     );
     assert!(matches!(
-        t.requests[0].prompt(),
+        t.requests.get(0).unwrap().prompt(),
         Some(TracePrompt::Messages(_))
     ));
     assert_eq!(
-        t.requests[2].extra(),
+        t.requests.get(2).unwrap().extra(),
         Some(&serde_json::json!({"temperature": 0}))
     );
     let a = trace::analyze(&t);
@@ -287,7 +288,10 @@ fn bailian_chains() {
         ..Default::default()
     };
     let t = parse_with("gen_bailian.jsonl", &bad, &opts).unwrap();
-    assert_eq!((t.report.turn_mismatches, t.requests[3].turn), (1, 2));
+    assert_eq!(
+        (t.report.turn_mismatches, t.requests.get(3).unwrap().turn),
+        (1, 2)
+    );
 }
 
 const BURSTGPT_HEADER: &str =
@@ -541,7 +545,13 @@ fn error_orphan_parent() {
     };
     let t = parse_with("o.jsonl", text, &opts).unwrap();
     assert_eq!(t.report.orphans_rerooted, 1);
-    assert_eq!((t.requests[1].session, t.requests[1].turn), (Some(5), 0));
+    assert_eq!(
+        (
+            t.requests.get(1).unwrap().session,
+            t.requests.get(1).unwrap().turn
+        ),
+        (Some(5), 0)
+    );
     assert_eq!(t.report.warnings.len(), 1);
 }
 
@@ -674,7 +684,10 @@ fn analysis_at_the_end_of_the_clock() {
         l.replacen(r#""timestamp": 0"#, r#""timestamp": 18446744073709551"#, 1)
     });
     let t = parse("end.jsonl", &text);
-    assert_eq!(t.requests[0].timestamp_us, 18_446_744_073_709_551_000);
+    assert_eq!(
+        t.requests.get(0).unwrap().timestamp_us,
+        18_446_744_073_709_551_000
+    );
     let a = trace::analyze(&t);
     assert_eq!((a.peak_burst.requests, a.peak_1s.requests), (3, 3));
 }
@@ -717,7 +730,7 @@ fn skip_invalid_counts_and_caps_warnings() {
         "{}",
         t.report.warnings[0]
     );
-    assert_eq!(t.requests[1].line, 27);
+    assert_eq!(t.requests.get(1).unwrap().line, 27);
 }
 
 #[test]
@@ -843,9 +856,9 @@ fn select_scale_keeps_block_structure() {
         .unwrap();
     assert_eq!(
         (
-            s.requests[0].input_tokens,
-            s.requests[0].block_size,
-            s.requests[0].output_tokens
+            s.requests.get(0).unwrap().input_tokens,
+            s.requests.get(0).unwrap().block_size,
+            s.requests.get(0).unwrap().output_tokens
         ),
         (1200, 1024, 200)
     );
@@ -873,9 +886,9 @@ fn select_caps() {
         ..Default::default()
     };
     let (s, rep) = t.select(&sel).unwrap();
-    let r = &s.requests[2];
+    let r = &s.requests.get(2).unwrap();
     assert_eq!((r.input_tokens, r.hash_ids.to_vec()), (700, vec![1, 2]));
-    assert_eq!(s.requests[0].output_tokens, 60);
+    assert_eq!(s.requests.get(0).unwrap().output_tokens, 60);
     assert_eq!((rep.input_capped, rep.output_capped), (1, 1));
     block_rule_holds(&s);
 }
@@ -940,9 +953,19 @@ fn analysis_of_a_small_trace() {
 fn byte_order_mark_and_crlf() {
     // Generated: a BurstGPT file saved by a Windows tool, with a BOM and CRLF line endings.
     let text = "\u{feff}Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r\n5,ChatGPT,472,18,490,Conversation log\r\n";
-    assert_eq!(parse("bom.csv", text).requests[0].input_tokens, 472);
+    assert_eq!(
+        parse("bom.csv", text).requests.get(0).unwrap().input_tokens,
+        472
+    );
     let text = "\u{feff}{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1}\r\n";
-    assert_eq!(parse("bom.jsonl", text).requests[0].timestamp_us, 1000);
+    assert_eq!(
+        parse("bom.jsonl", text)
+            .requests
+            .get(0)
+            .unwrap()
+            .timestamp_us,
+        1000
+    );
 }
 
 #[test]

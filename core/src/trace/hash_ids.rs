@@ -71,14 +71,17 @@ impl HashIds {
         })
     }
 
-    fn bytes(&self) -> &[u8] {
+    /// The encoding (empty for no ids): what [`TraceRows`](super::TraceRows) keeps in its
+    /// arena.
+    pub(super) fn bytes(&self) -> &[u8] {
         match &self.0 {
             Repr::Inline { len, bytes } => &bytes[..len.get()],
             Repr::Heap(b) => b,
         }
     }
 
-    fn from_encoded(enc: &[u8]) -> HashIds {
+    /// The ids an encoding made by [`HashIds::bytes`] stands for.
+    pub(super) fn from_encoded(enc: &[u8]) -> HashIds {
         if enc.len() <= INLINE {
             let mut bytes = [0; INLINE];
             bytes[..enc.len()].copy_from_slice(enc);
@@ -269,6 +272,18 @@ impl Serialize for HashIds {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.iter())
     }
+}
+
+/// The length of the encoding that starts `bytes` (made by [`HashIds::bytes`], not empty):
+/// encodings are self-delimiting, so an arena of them needs no lengths.
+pub(super) fn encoded_len(bytes: &[u8]) -> usize {
+    let mut pos = 0;
+    let mut left = read_varint(bytes, &mut pos);
+    while left > 0 {
+        read_varint(bytes, &mut pos); // the gap
+        left -= read_varint(bytes, &mut pos) + 1; // the run's length − 1
+    }
+    pos
 }
 
 fn zigzag(x: i64) -> u64 {

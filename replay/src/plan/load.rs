@@ -271,8 +271,8 @@ impl Loaded {
         if self.trace.requests.is_empty() {
             return Err(LoadError::Empty);
         }
-        let requests = std::mem::take(&mut self.trace.requests);
-        let schedule = Schedule::with_origin(requests, self.speedup, self.trace.origin_us);
+        let rows = std::mem::take(&mut self.trace.requests);
+        let schedule = Schedule::with_origin(rows, self.speedup, self.trace.origin_us);
         let takes = schedule.min_duration();
         if takes > MAX_SPAN {
             let days = |d: Duration| Number((d.as_secs_f64() / 86_400.0).round());

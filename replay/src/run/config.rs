@@ -135,13 +135,15 @@ impl Config {
     /// [`MAX_SPAN`](crate::trace::MAX_SPAN) (a speedup of 1e-12 never ends).
     pub fn check_schedule(&self, schedule: &Schedule) -> Result<(), SettingError> {
         let limit = self.length_limit;
-        let mut rows = schedule.requests().iter();
-        if let Some(r) = rows.find(|r| r.input_tokens > limit || r.output_tokens > limit) {
+        let mut rows = schedule.rows_in_order();
+        if let Some(r) = rows.find(|r| r.input_tokens() > limit || r.output_tokens() > limit) {
             return Err(SettingError::new(
                 Setting::LengthLimit,
                 format!(
                     "line {} asks for {} input and {} output tokens, over the limit of {limit}",
-                    r.line, r.input_tokens, r.output_tokens
+                    r.line(),
+                    r.input_tokens(),
+                    r.output_tokens()
                 ),
             ));
         }

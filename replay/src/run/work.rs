@@ -99,7 +99,7 @@ impl Work {
                 .collect()
         };
         match self {
-            Work::Schedule(s) => s.sessions().map(|s| s.turns[0].clone()).take(n).collect(),
+            Work::Schedule(s) => s.sessions().take(n).map(|s| s.turns[0].clone()).collect(),
             Work::Rate(r) => synthetic(&r.requests, r.limit),
             Work::ClosedLoop(c) => synthetic(&c.requests, c.limit),
         }

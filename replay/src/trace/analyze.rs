@@ -106,8 +106,9 @@ pub struct PrefixReuse {
 /// Summarizes a trace. Cost: one pass plus two sorts of the lengths.
 pub fn analyze(trace: &Trace) -> TraceAnalysis {
     let reqs = &trace.requests;
-    let first = reqs.first().map_or(0, |r| r.timestamp_us);
-    let last = reqs.iter().map(|r| r.timestamp_us).max().unwrap_or(0);
+    let ts = |i: usize| reqs.row(i).timestamp_us();
+    let first = if reqs.is_empty() { 0 } else { ts(0) };
+    let last = (0..reqs.len()).map(ts).max().unwrap_or(0);
     let secs = |us: u64| us as f64 / 1e6;
     let duration_s = secs(last - first);
 
@@ -119,22 +120,22 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
     };
     let mut peak_1s = peak_burst;
     let (mut run_start, mut window_start) = (0, 0);
-    for (i, r) in reqs.iter().enumerate() {
-        if r.timestamp_us != reqs[run_start].timestamp_us {
+    for i in 0..reqs.len() {
+        let t = ts(i);
+        if t != ts(run_start) {
             run_start = i;
         }
         let run = (i - run_start + 1) as u64;
         if run > peak_burst.requests {
             peak_burst = Burst {
                 requests: run,
-                at_s: secs(r.timestamp_us - first),
+                at_s: secs(t - first),
             };
         }
         // A window ending past the u64 microsecond range holds everything after its start.
-        while reqs[window_start]
-            .timestamp_us
+        while ts(window_start)
             .checked_add(1_000_000)
-            .is_some_and(|end| end <= r.timestamp_us)
+            .is_some_and(|end| end <= t)
         {
             window_start += 1;
         }
@@ -142,13 +143,13 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         if in_window > peak_1s.requests {
             peak_1s = Burst {
                 requests: in_window,
-                at_s: secs(reqs[window_start].timestamp_us - first),
+                at_s: secs(ts(window_start) - first),
             };
         }
     }
 
     let mut per_session: HashMap<u64, u64> = HashMap::new();
-    for s in reqs.iter().filter_map(|r| r.session) {
+    for s in (0..reqs.len()).filter_map(|i| reqs.row(i).session()) {
         *per_session.entry(s).or_default() += 1;
     }
     let in_sessions: u64 = per_session.values().sum();
@@ -170,8 +171,16 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         mean_rate_rps: (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s),
         peak_burst,
         peak_1s,
-        input_tokens: length_stats(reqs.iter().map(|r| r.input_tokens).collect()),
-        output_tokens: length_stats(reqs.iter().map(|r| r.output_tokens).collect()),
+        input_tokens: length_stats(
+            (0..reqs.len())
+                .map(|i| reqs.row(i).input_tokens())
+                .collect(),
+        ),
+        output_tokens: length_stats(
+            (0..reqs.len())
+                .map(|i| reqs.row(i).output_tokens())
+                .collect(),
+        ),
         sessions,
         prefix_reuse: prefix_reuse(trace),
         load: trace.report.clone(),

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::io::BufRead;
 
-use canary_core::TraceRequest;
+use canary_core::{TraceRequest, TraceRows};
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
@@ -67,7 +67,7 @@ pub(super) fn parse<R: BufRead>(
             Ok((req, link, kind)) => {
                 by_chat.insert(link.chat, rows.requests.len());
                 rows.report.count_category(kind);
-                rows.requests.push(req);
+                rows.push(req)?;
                 links.push(link);
             }
             Err(e) => rows.reject(e)?,
@@ -80,7 +80,7 @@ fn convert<'a>(
     row: Row<'_>,
     raw: RawRow<'a>,
     by_chat: &HashMap<u64, usize>,
-    kept: &[TraceRequest],
+    kept: &TraceRows,
     limit: u32,
 ) -> Result<(TraceRequest, Link, &'static str), TraceError> {
     let chat = match row.required("chat_id", &raw.chat_id)? {
@@ -93,7 +93,7 @@ fn convert<'a>(
             "chat_id",
             format!(
                 "a unique id (chat {chat} already on line {})",
-                kept[first].line
+                kept.row(first).line()
             ),
             chat,
         ));
@@ -222,7 +222,7 @@ fn resolve_chains(
             // An orphan (or a cycle): an error, or with skip_invalid the root of its own session.
             let err = TraceError::OrphanParent {
                 path: rows.path.into(),
-                line: rows.requests[cur].line as u64,
+                line: u64::from(rows.requests.row(cur).line()),
                 chat: links[cur].chat,
                 parent: links[cur].parent.map_or(-1, |p| p as i64),
                 problem,
@@ -246,15 +246,20 @@ fn resolve_chains(
             resolved[i] = Some(r);
         }
     }
-    for ((req, link), r) in rows.requests.iter_mut().zip(links).zip(&resolved) {
+    for (i, (link, r)) in links.iter().zip(&resolved).enumerate() {
         let r = r.expect("every row resolved");
-        req.session = Some(r.root);
-        req.turn = r.depth;
+        let line = rows.requests.row(i).line();
+        rows.requests
+            .update(i, |req| {
+                req.session = Some(r.root);
+                req.turn = r.depth;
+            })
+            .map_err(|e| rows.too_large(line, e))?;
         if let Some(field) = link.turn_field {
             if !r.orphan && field != r.depth + 1 {
                 let row = Row {
                     path: rows.path,
-                    line: req.line as u64,
+                    line: u64::from(line),
                 };
                 let err = row.invalid(
                     "turn",

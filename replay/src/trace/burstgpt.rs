@@ -145,26 +145,32 @@ pub(super) fn parse<R: Read>(
                 let model = cols.model.and_then(|i| record.get(i)).unwrap_or_default();
                 rows.report
                     .count_category(&String::from_utf8_lossy(model.trim_ascii()));
-                rows.requests.push(req);
+                rows.push(req)?;
             }
             Err(e) => rows.reject(e)?,
         }
     }
-    assign_turns(&mut rows.requests);
-    Ok(())
+    assign_turns(rows)
 }
 
 /// Numbers turns within each session in timestamp order (the file may be unsorted).
-fn assign_turns(requests: &mut [TraceRequest]) {
-    requests.sort_by_key(|r| r.timestamp_us);
-    let mut next: HashMap<u64, u32> = HashMap::new();
-    for r in requests.iter_mut() {
-        if let Some(s) = r.session {
-            let t = next.entry(s).or_default();
-            r.turn = *t;
-            *t += 1;
+fn assign_turns(rows: &mut Rows<'_>) -> Result<(), TraceError> {
+    rows.requests.sort_by_key(|r| r.timestamp_us());
+    let mut next: Vec<u32> = vec![0; rows.requests.session_numbers()];
+    for i in 0..rows.requests.len() {
+        let r = rows.requests.row(i);
+        if let Some(s) = r.session_number() {
+            let turn = next[s as usize];
+            next[s as usize] += 1;
+            if r.turn() != turn {
+                let line = r.line();
+                rows.requests
+                    .update(i, |r| r.turn = turn)
+                    .map_err(|e| rows.too_large(line, e))?;
+            }
         }
     }
+    Ok(())
 }
 
 /// A CSV cell read as the JSON-like value the shared conversions expect.

@@ -199,6 +199,18 @@ pub enum TraceError {
         /// What dropped them.
         reason: String,
     },
+    /// The trace is larger than canaryd can hold (2^32 − 1 rows or sessions, 4 GiB of hash
+    /// ids). Not skippable: every later row would be too.
+    #[error("{}:{line}: trace too large to hold", path.display())]
+    TooLarge {
+        /// The trace file.
+        path: PathBuf,
+        /// The row that did not fit.
+        line: u64,
+        /// What ran out.
+        #[source]
+        source: canary_core::RowsError,
+    },
 }
 
 fn in_field(field: &Option<String>) -> String {
@@ -232,6 +244,7 @@ pub enum TraceErrorKind {
     BadHeader,
     InvalidSelection,
     EmptySelection,
+    TooLarge,
 }
 
 impl TraceError {
@@ -253,6 +266,7 @@ impl TraceError {
             Self::BadHeader { .. } => TraceErrorKind::BadHeader,
             Self::InvalidSelection { .. } => TraceErrorKind::InvalidSelection,
             Self::EmptySelection { .. } => TraceErrorKind::EmptySelection,
+            Self::TooLarge { .. } => TraceErrorKind::TooLarge,
         }
     }
 
@@ -270,7 +284,8 @@ impl TraceError {
             | Self::InvalidValue { line, .. }
             | Self::BlockRule { line, .. }
             | Self::OrphanParent { line, .. }
-            | Self::BadHeader { line, .. } => Some(*line),
+            | Self::BadHeader { line, .. }
+            | Self::TooLarge { line, .. } => Some(*line),
             Self::Empty { .. } | Self::InvalidSelection { .. } | Self::EmptySelection { .. } => {
                 None
             }

@@ -92,7 +92,7 @@ pub(super) fn parse<R: BufRead>(
             .map_err(|source| row.json(text, source))
             .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit));
         match result {
-            Ok(req) => rows.requests.push(req),
+            Ok(req) => rows.push(req)?,
             Err(e) => rows.reject(e)?,
         }
     }

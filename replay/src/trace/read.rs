@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use canary_core::TraceRequest;
+use canary_core::{TraceRequest, TraceRows};
 
 use super::field::Row;
 use super::{LoadOptions, LoadReport, Trace, TraceError, TraceFormat, MAX_SPAN};
@@ -221,7 +221,7 @@ impl<'p, R: BufRead> Lines<'p, R> {
 pub(crate) struct Rows<'p> {
     pub path: &'p Path,
     pub opts: &'p LoadOptions,
-    pub requests: Vec<TraceRequest>,
+    pub requests: TraceRows,
     pub report: LoadReport,
 }
 
@@ -230,8 +230,23 @@ impl<'p> Rows<'p> {
         Self {
             path,
             opts,
-            requests: Vec::new(),
+            requests: TraceRows::new(),
             report: LoadReport::default(),
+        }
+    }
+
+    /// Keeps a parsed row.
+    pub fn push(&mut self, req: TraceRequest) -> Result<(), TraceError> {
+        let line = req.line;
+        self.requests.push(req).map_err(|e| self.too_large(line, e))
+    }
+
+    /// The error for a row the rows cannot hold.
+    pub fn too_large(&self, line: u32, source: canary_core::RowsError) -> TraceError {
+        TraceError::TooLarge {
+            path: self.path.into(),
+            line: u64::from(line),
+            source,
         }
     }
 
@@ -250,7 +265,7 @@ impl<'p> Rows<'p> {
     /// Sorts by timestamp (stable), checks the span, assigns `index` and checks something is
     /// left.
     pub(super) fn finish(mut self, format: TraceFormat) -> Result<Trace, TraceError> {
-        self.requests.sort_by_key(|r| r.timestamp_us);
+        self.requests.sort_by_key(|r| r.timestamp_us());
         self.check_span(format)?;
         if self.requests.is_empty() {
             return Err(TraceError::Empty {
@@ -258,7 +273,7 @@ impl<'p> Rows<'p> {
                 rows: self.report.rows,
             });
         }
-        reindex(&mut self.requests);
+        self.requests.shrink_to_fit();
         self.report.requests = self.requests.len() as u64;
         Ok(Trace {
             path: self.path.into(),
@@ -274,20 +289,27 @@ impl Rows<'_> {
     /// Rejects the rows more than [`MAX_SPAN`] after the first (requests are sorted by
     /// timestamp, so they are a tail), in file order.
     fn check_span(&mut self, format: TraceFormat) -> Result<(), TraceError> {
-        let Some(first) = self.requests.first() else {
+        let rows = &self.requests;
+        if rows.is_empty() {
             return Ok(());
-        };
-        let (first_us, first_line) = (first.timestamp_us, first.line);
+        }
+        let (first_us, first_line) = (rows.row(0).timestamp_us(), rows.row(0).line());
         let limit = first_us.saturating_add(MAX_SPAN.as_micros() as u64);
-        let keep = self.requests.partition_point(|r| r.timestamp_us <= limit);
-        let mut late: Vec<TraceRequest> = self.requests.split_off(keep);
-        late.sort_by_key(|r| r.line);
+        let keep = (0..rows.len())
+            .find(|&i| rows.row(i).timestamp_us() > limit)
+            .unwrap_or(rows.len());
+        // (line, timestamp) of each row past the limit, in file order.
+        let mut late: Vec<(u32, u64)> = (keep..rows.len())
+            .map(|i| (rows.row(i).line(), rows.row(i).timestamp_us()))
+            .collect();
+        late.sort_unstable();
+        self.requests.truncate(keep);
         let (field, unit, us_per_unit) = format.timestamp_field();
         let in_unit = |us: u64| us as f64 / us_per_unit as f64;
-        for r in late {
+        for (line, timestamp_us) in late {
             let row = Row {
                 path: self.path,
-                line: u64::from(r.line),
+                line: u64::from(line),
             };
             self.reject(row.invalid(
                 field,
@@ -297,7 +319,7 @@ impl Rows<'_> {
                     MAX_SPAN.as_secs() / 86_400,
                     in_unit(first_us)
                 ),
-                format_args!("{} {unit}", in_unit(r.timestamp_us)),
+                format_args!("{} {unit}", in_unit(timestamp_us)),
             ))?;
         }
         Ok(())
@@ -322,10 +344,4 @@ impl fmt::Display for Chain<'_> {
 /// Line numbers in [`TraceRequest`] are `u32`; a file longer than that saturates.
 pub(crate) fn line_u32(line: u64) -> u32 {
     u32::try_from(line).unwrap_or(u32::MAX)
-}
-
-pub(crate) fn reindex(requests: &mut [TraceRequest]) {
-    for (i, r) in requests.iter_mut().enumerate() {
-        r.index = u32::try_from(i).unwrap_or(u32::MAX);
-    }
 }

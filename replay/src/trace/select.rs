@@ -14,10 +14,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use canary_core::{splitmix64, TraceRequest};
+use canary_core::{splitmix64, RowRef, TraceRequest};
 use serde::Serialize;
 
-use super::read::reindex;
 use super::{Trace, TraceError, DEFAULT_LENGTH_LIMIT};
 
 /// Which part of a trace to replay, and how to transform lengths.
@@ -72,6 +71,11 @@ impl Shard {
     /// Whether `r` belongs to this shard.
     pub fn owns(&self, r: &TraceRequest) -> bool {
         self.owns_row(r.session, r.line)
+    }
+
+    /// Whether the row `r` belongs to this shard (as [`Shard::owns`]).
+    pub fn owns_ref(&self, r: RowRef<'_>) -> bool {
+        self.owns_row(r.session(), r.line())
     }
 
     /// Whether the row at trace `line` of `session` belongs to this shard (what a record
@@ -168,11 +172,15 @@ impl Trace {
             }
         }
 
+        let rows = &mut self.requests;
         let mut report = SelectionReport {
-            requests_in: self.requests.len() as u64,
+            requests_in: rows.len() as u64,
             ..Default::default()
         };
-        let first = self.requests.first().map_or(0, |r| r.timestamp_us);
+        let first = match rows.is_empty() {
+            true => 0,
+            false => rows.row(0).timestamp_us(),
+        };
         let to_us =
             |d: Duration| first.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         let start = sel.start_offset.map_or(0, to_us);
@@ -183,15 +191,16 @@ impl Trace {
         let mut open_sessions = HashSet::new();
         let mut kept = 0usize;
         if sel.shard.is_some() {
-            let in_window = self.requests.iter().map(|r| r.timestamp_us);
+            let in_window = (0..rows.len()).map(|i| rows.row(i).timestamp_us());
             self.origin_us = in_window.filter(|&t| t >= start && t < end).min();
         }
-        self.requests.retain(|r| {
-            if r.timestamp_us < start || r.timestamp_us >= end {
+        rows.retain(|r| {
+            let t = r.timestamp_us();
+            if t < start || t >= end {
                 report.dropped_outside_window += 1;
                 return false;
             }
-            if sel.shard.is_some_and(|sh| !sh.owns(r)) {
+            if sel.shard.is_some_and(|sh| !sh.owns_ref(r)) {
                 report.dropped_other_shards += 1;
                 return false;
             }
@@ -199,7 +208,7 @@ impl Trace {
                 report.dropped_over_limit += 1;
                 return false;
             }
-            if let Some(s) = r.session {
+            if let Some(s) = r.session_number() {
                 if r.is_first_turn() {
                     open_sessions.insert(s);
                 } else if !open_sessions.contains(&s) {
@@ -210,65 +219,80 @@ impl Trace {
             kept += 1;
             true
         });
-        if self.requests.is_empty() {
+        drop(open_sessions);
+        if rows.is_empty() {
             return Err(TraceError::EmptySelection {
                 path: self.path.clone(),
                 reason: describe_drops(&report),
             });
         }
 
-        for r in &mut self.requests {
-            let before = (r.input_tokens, r.output_tokens);
-            if let Some(f) = sel.scale_lengths {
-                scale(r, f);
+        // Scaling scales the blocks: the trace's block size, the same for every row.
+        let block_size = rows.block_size().unwrap_or_default();
+        let scaled_block = sel.scale_lengths.map(|f| scaled_block_size(block_size, f));
+        if let Some(bs) = scaled_block {
+            rows.set_block_size(bs);
+        }
+        let transforms = sel.scale_lengths.is_some()
+            || sel.max_input_tokens.is_some()
+            || sel.max_output_tokens.is_some();
+        let mut over = None;
+        for i in 0..rows.len() {
+            let r = rows.row(i);
+            let before = (r.input_tokens(), r.output_tokens());
+            let mut now = before;
+            if transforms {
+                rows.update(i, |r| {
+                    if let (Some(f), Some(bs)) = (sel.scale_lengths, scaled_block) {
+                        scale(r, f, bs);
+                    }
+                    if let Some(cap) = sel.max_input_tokens {
+                        if r.input_tokens > cap {
+                            r.input_tokens = cap;
+                            r.hash_ids.truncate(cap.div_ceil(r.block_size) as usize);
+                            report.input_capped += 1;
+                        }
+                    }
+                    if let Some(cap) = sel.max_output_tokens {
+                        if r.output_tokens > cap {
+                            r.output_tokens = cap;
+                            report.output_capped += 1;
+                        }
+                    }
+                    now = (r.input_tokens, r.output_tokens);
+                })
+                .expect("the block size is the trace's");
             }
-            if let Some(cap) = sel.max_input_tokens {
-                if r.input_tokens > cap {
-                    r.input_tokens = cap;
-                    r.hash_ids.truncate(cap.div_ceil(r.block_size) as usize);
-                    report.input_capped += 1;
-                }
-            }
-            if let Some(cap) = sel.max_output_tokens {
-                if r.output_tokens > cap {
-                    r.output_tokens = cap;
-                    report.output_capped += 1;
-                }
-            }
-            let over = [
-                ("input", before.0, r.input_tokens),
-                ("output", before.1, r.output_tokens),
-            ]
-            .into_iter()
-            .find(|&(_, _, now)| now > sel.length_limit);
-            if let Some((what, was, now)) = over {
-                let limit = sel.length_limit;
-                return Err(match sel.scale_lengths {
-                    Some(f) => invalid(
-                        "scale_lengths",
-                        format!(
-                            "scaling by {} takes the {what} of line {} from {was} tokens to {}, \
-                             over the length limit of {limit} (length_limit)",
-                            Number(f),
-                            r.line,
-                            Number(was as f64 * f),
-                        ),
-                    ),
-                    None => invalid(
-                        "length_limit",
-                        format!(
-                            "line {} asks for {now} {what} tokens, over the limit of {limit}",
-                            r.line
-                        ),
-                    ),
-                });
+            over = [("input", before.0, now.0), ("output", before.1, now.1)]
+                .into_iter()
+                .find(|&(_, _, now)| now > sel.length_limit)
+                .map(|(what, was, now)| (what, was, now, rows.row(i).line()));
+            if over.is_some() {
+                break;
             }
         }
-        reindex(&mut self.requests);
+        if let Some((what, was, now, line)) = over {
+            let limit = sel.length_limit;
+            return Err(match sel.scale_lengths {
+                Some(f) => invalid(
+                    "scale_lengths",
+                    format!(
+                        "scaling by {} takes the {what} of line {line} from {was} tokens to {}, \
+                         over the length limit of {limit} (length_limit)",
+                        Number(f),
+                        Number(was as f64 * f),
+                    ),
+                ),
+                None => invalid(
+                    "length_limit",
+                    format!("line {line} asks for {now} {what} tokens, over the limit of {limit}"),
+                ),
+            });
+        }
         // What was dropped gives its memory back (a window of a big trace would otherwise
         // keep the whole trace's pages for the run).
-        self.requests.shrink_to_fit();
-        report.requests_out = self.requests.len() as u64;
+        rows.shrink_to_fit();
+        report.requests_out = rows.len() as u64;
         self.report.requests = report.requests_out;
         Ok((self, report))
     }
@@ -312,9 +336,14 @@ fn scaled(x: u32, f: f64) -> u32 {
     }
 }
 
-/// Scales one request's lengths by `f`, keeping its hash ids and the block rule.
-fn scale(r: &mut TraceRequest, f: f64) {
-    let bs = scaled(r.block_size, f).max(1);
+/// The block size of a trace whose lengths are scaled by `f`.
+fn scaled_block_size(block_size: u32, f: f64) -> u32 {
+    scaled(block_size, f).max(1)
+}
+
+/// Scales one request's lengths by `f`, keeping its hash ids and the block rule; `bs` is its
+/// block size scaled ([`scaled_block_size`]).
+fn scale(r: &mut TraceRequest, f: f64, bs: u32) {
     let n = r.hash_ids.len() as u64;
     let mut input = scaled(r.input_tokens, f).max(1) as u64;
     if n > 0 {
@@ -354,7 +383,7 @@ mod tests {
                 for input in [lo, lo + 1, (lo + n as u32 * bs) / 2, n as u32 * bs] {
                     for f in [0.001, 0.01, 0.3, 0.5, 0.77, 1.0, 1.5, 3.0, 10.0] {
                         let mut r = request(input, n, bs);
-                        scale(&mut r, f);
+                        scale(&mut r, f, scaled_block_size(bs, f));
                         let (b, k) = (r.block_size as u64, n as u64);
                         assert!(b >= 1 && r.hash_ids.len() == n, "bs {bs} n {n} f {f}");
                         let i = r.input_tokens as u64;
@@ -412,7 +441,7 @@ mod tests {
     #[test]
     fn scaling_saturates() {
         let mut r = request(u32::MAX, 0, 512);
-        scale(&mut r, 1e9);
+        scale(&mut r, 1e9, scaled_block_size(512, 1e9));
         assert_eq!(r.input_tokens, u32::MAX);
     }
 }

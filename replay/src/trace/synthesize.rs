@@ -152,12 +152,12 @@ pub fn synthesize(
                 ),
             });
         }
-        let (input, hash_ids, capped_in) = scale_prompt(r, s, &uses, &mut ids);
+        let (input, hash_ids, capped_in) = scale_prompt(&r, s, &uses, &mut ids);
         let output = s
             .max_osl
             .map_or(r.output_tokens, |m| r.output_tokens.min(m));
         report.capped += u64::from(capped_in || output < r.output_tokens);
-        write_row(out, r, s.speedup_ratio, input, output, &hash_ids)?;
+        write_row(out, &r, s.speedup_ratio, input, output, &hash_ids)?;
         report.rows += 1;
     }
     report.blocks = ids.len() as u64;
