@@ -28,6 +28,7 @@ mod limits;
 mod merge;
 mod plan;
 mod prompt;
+mod request_body;
 mod results;
 mod run;
 mod rx_stamp;

@@ -147,24 +147,34 @@ impl AsyncRead for RxStream {
             // count it returns is what `assume_init` is told.
             let unfilled = unsafe { buf.unfilled_mut() };
             let len = unfilled.len();
-            match this
-                .tcp
-                .try_io(Interest::READABLE, || recv::recv_stamped(fd, unfilled))
-            {
-                Ok((n, stamp)) => {
-                    // End of stream carries no data, and no stamp.
-                    if n > 0 {
-                        log.note(stamp, n == len);
-                    }
-                    // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
+            let mut drained = None;
+            let read = this.tcp.try_io(Interest::READABLE, || {
+                let (n, stamp) = recv::recv_stamped(fd, unfilled)?;
+                if n > 0 && n < len {
+                    // A read that did not fill the buffer took all the kernel had queued: told
+                    // "would block", tokio clears the readiness now (as its own TcpStream does
+                    // after a short read), so the next read waits for new data instead of
+                    // costing a recvmsg that finds none. Data that came meanwhile raised the
+                    // readiness again, and tokio keeps it.
+                    drained = Some((n, stamp));
+                    return Err(io::ErrorKind::WouldBlock.into());
                 }
+                Ok((n, stamp))
+            });
+            let (n, stamp) = match (read, drained) {
+                (_, Some(got)) | (Ok(got), None) => got,
                 // Readiness was stale: `try_io` cleared it, wait again.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
+                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                (Err(e), None) => return Poll::Ready(Err(e)),
+            };
+            // End of stream carries no data, and no stamp.
+            if n > 0 {
+                log.note(stamp, n == len);
             }
+            // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
+            unsafe { buf.assume_init(n) };
+            buf.advance(n);
+            return Poll::Ready(Ok(()));
         }
     }
 }
@@ -196,5 +206,48 @@ impl AsyncWrite for RxStream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    fn recvmsg_calls() -> usize {
+        recv::CALLS.with(|c| c.get())
+    }
+
+    // Issue 21, fewer syscalls per request: after a read that did not fill its buffer, the next
+    // read waits for new data instead of first spending a recvmsg on an empty socket.
+    #[tokio::test]
+    async fn a_read_that_emptied_the_socket_waits_without_another_recvmsg() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        recv::enable(&client).unwrap();
+        let log = Arc::new(RxLog::default());
+        let mut rx = RxStream::new(client, Some(log.clone()));
+        let mut buf = [0u8; 64];
+        for word in [&b"hello"[..], b"again"] {
+            server.write_all(word).await.unwrap();
+            let n = rx.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], word);
+            let calls = recvmsg_calls();
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let mut rb = ReadBuf::new(&mut buf);
+            assert!(Pin::new(&mut rx).poll_read(&mut cx, &mut rb).is_pending());
+            assert_eq!(recvmsg_calls(), calls, "a recvmsg found the socket empty");
+        }
+        // Each read came with the kernel's stamp, and neither filled the buffer.
+        let last = log.last();
+        assert_eq!(last.seq, 2);
+        assert!(last.realtime_ns.is_some() && !last.filled, "{last:?}");
+        // The end of the stream is still seen.
+        drop(server);
+        assert_eq!(rx.read(&mut buf).await.unwrap(), 0);
     }
 }

@@ -1,11 +1,10 @@
 //! The server under test and how requests to it are shaped.
 
 use crate::limits::ResponseLimits;
-use crate::prompt::PromptBody;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use http_body_util::Full;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -143,6 +142,10 @@ pub struct Target {
     /// kernel refuses, the run says so once and times by its reads.
     pub kernel_timestamps: bool,
 }
+
+/// Named once: a name given as a string is parsed again for every request.
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Default of [`Target::timeout`]: ten minutes, longer than any sane generation.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -393,85 +396,19 @@ impl Target {
             .then_some(output_tokens)
     }
 
-    /// The JSON body for one request.
-    pub fn body(
-        &self,
-        prompt: &PromptBody,
-        output_tokens: u32,
-        row_extra: Option<&Value>,
-    ) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
-        match (self.endpoint, prompt) {
-            (Endpoint::Chat, PromptBody::Text(t)) => {
-                body.insert("messages".into(), json!([{ "role": "user", "content": t }]));
-            }
-            (Endpoint::Chat, PromptBody::Messages(m)) => {
-                body.insert("messages".into(), m.clone());
-            }
-            (Endpoint::Completions, PromptBody::Text(t)) => {
-                body.insert("prompt".into(), json!(t));
-            }
-            (Endpoint::Completions, PromptBody::Messages(m)) => {
-                // A completions endpoint takes text: join the message contents.
-                let text: Vec<&str> = m
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|msg| msg.get("content").and_then(Value::as_str))
-                    .collect();
-                body.insert("prompt".into(), json!(text.join("\n")));
-            }
-        }
-        // A zero length (BurstGPT failures replayed with `--burstgpt-failed send`) cannot be
-        // asked for: leave the length to the server.
-        let field = if output_tokens == 0 {
-            MaxTokensField::None
-        } else {
-            self.max_tokens_field
-        };
-        match field {
-            MaxTokensField::Both => {
-                body.insert("max_tokens".into(), json!(output_tokens));
-                body.insert("max_completion_tokens".into(), json!(output_tokens));
-            }
-            MaxTokensField::MaxTokens => {
-                body.insert("max_tokens".into(), json!(output_tokens));
-            }
-            MaxTokensField::MaxCompletionTokens => {
-                body.insert("max_completion_tokens".into(), json!(output_tokens));
-            }
-            MaxTokensField::None => {}
-        }
-        body.insert("stream".into(), json!(self.streaming));
-        if self.streaming {
-            body.insert("stream_options".into(), json!({ "include_usage": true }));
-        }
-        for (k, v) in &self.extra_inputs {
-            body.insert(k.clone(), v.clone());
-        }
-        if let Some(Value::Object(extra)) = row_extra {
-            for (k, v) in extra {
-                body.insert(k.clone(), v.clone());
-            }
-        }
-        Value::Object(body)
-    }
-
     /// The HTTP request for one body. `traceparent` joins the server's spans to ours;
     /// `request_id` lets a server's logs (and the simulator's ground truth) name the request.
     pub fn request(
         &self,
-        body: &Value,
+        body: Vec<u8>,
         traceparent: &str,
         request_id: &str,
     ) -> http::Request<Full<Bytes>> {
-        let bytes = serde_json::to_vec(body).expect("a JSON value always serializes");
         let mut req = http::Request::post(self.path.as_str())
             .header(HOST, self.authority())
             .header(CONTENT_TYPE, "application/json")
-            .header("traceparent", traceparent)
-            .header("x-request-id", request_id);
+            .header(TRACEPARENT, traceparent)
+            .header(X_REQUEST_ID, request_id);
         if self.streaming {
             req = req.header(http::header::ACCEPT, "text/event-stream");
         }
@@ -479,7 +416,7 @@ impl Target {
             req = req.header(AUTHORIZATION, value);
         }
         let mut req = req
-            .body(Full::new(Bytes::from(bytes)))
+            .body(Full::new(Bytes::from(body)))
             .expect("static parts are valid");
         for (name, value) in &self.headers {
             req.headers_mut().insert(name.clone(), value.clone());
@@ -491,6 +428,8 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::PromptBody;
+    use serde_json::json;
 
     #[test]
     fn parses_urls_and_joins_paths() {
@@ -541,7 +480,10 @@ mod tests {
         let mut t = Target::new("http://h:1", Endpoint::Chat, "smol").unwrap();
         t.extra_inputs.insert("ignore_eos".into(), json!(true));
         let row_extra = json!({"temperature": 0.0});
-        let b = t.body(&PromptBody::Text("hi there".into()), 7, Some(&row_extra));
+        let body = |t: &Target, prompt: &str, n, extra| -> Value {
+            serde_json::from_slice(&t.body(&PromptBody::Text(prompt.into()), n, extra)).unwrap()
+        };
+        let b = body(&t, "hi there", 7, Some(&row_extra));
         assert_eq!(b["messages"][0]["content"], "hi there");
         assert_eq!(b["max_tokens"], 7);
         assert_eq!(b["max_completion_tokens"], 7);
@@ -551,7 +493,7 @@ mod tests {
         t.endpoint = Endpoint::Completions;
         t.max_tokens_field = MaxTokensField::MaxTokens;
         t.streaming = false;
-        let b = t.body(&PromptBody::Text("x".into()), 3, None);
+        let b = body(&t, "x", 3, None);
         assert_eq!(b["prompt"], "x");
         assert!(b.get("max_completion_tokens").is_none());
         assert!(b.get("stream_options").is_none());
@@ -619,7 +561,7 @@ mod tests {
         let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
         t.api_key = Some(ApiKey::new("sk-secret\n"));
         let req = t.request(
-            &json!({}),
+            b"{}".to_vec(),
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
             "r-1",
         );

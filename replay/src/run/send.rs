@@ -159,7 +159,7 @@ fn encode(
     let tokens = prompt.tokens;
     let body = target.body(&prompt.body, req.output_tokens, req.extra());
     drop(prompt);
-    (tokens, target.request(&body, traceparent, request_id))
+    (tokens, target.request(body, traceparent, request_id))
 }
 
 /// A permit of `ceiling` (none without that ceiling), and when it came if it had to be

@@ -54,6 +54,8 @@ pub(crate) fn recv_stamped(
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    #[cfg(test)]
+    CALLS.with(|c| c.set(c.get() + 1));
     // SAFETY: the iovec and control buffer outlive the call and their lengths are theirs.
     let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
     if n < 0 {
@@ -62,6 +64,12 @@ pub(crate) fn recv_stamped(
     // SAFETY: msg and its control buffer are as the kernel left them.
     let stamp = unsafe { software_stamp(&msg) };
     Ok((n as usize, stamp))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// `recvmsg` calls made by this thread, for tests that count them.
+    pub(crate) static CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The software stamp (`ts[0]` of `SCM_TIMESTAMPING`) among `msg`'s control messages.
