@@ -11,6 +11,7 @@
 pub(crate) const RELEASE_PRIORITY: u8 = 2;
 /// The runtime workers' priority (`--realtime-workers`), below [`RELEASE_PRIORITY`].
 pub(crate) const WORKER_PRIORITY: u8 = 1;
+const _: () = assert!(WORKER_PRIORITY < RELEASE_PRIORITY);
 
 /// The environment variable that keeps every thread ordinary on purpose (a host where a
 /// real-time thread is unwelcome).
@@ -179,7 +180,6 @@ mod tests {
                     .unwrap()
                     .is_ok();
                 assert_eq!(p == RELEASE_PRIORITY, may_have_2, "{had:?}");
-                assert!(WORKER_PRIORITY < RELEASE_PRIORITY);
             }
             Scheduling::Ordinary(why) => {
                 assert_eq!(now.0, libc::SCHED_OTHER);
