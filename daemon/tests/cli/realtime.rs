@@ -154,3 +154,34 @@ fn refused_realtime_workers_are_reported_once_and_the_run_completes() {
     // The release thread was refused too, and says so in its own block.
     assert_eq!(s["clock"]["release"]["scheduling"], "SCHED_OTHER");
 }
+
+/// A server streaming as fast as the socket takes it keeps real-time workers busy: each
+/// request still ends as one classified error (the chunk cap), and the run ends.
+#[test]
+fn a_server_streaming_without_pause_costs_real_time_workers_one_error_per_request() {
+    use canary_testkit::{Hostile, HostileServer};
+    let permitted = realtime_permitted();
+    let server = HostileServer::start(Hostile::EndlessStream {
+        chunks: 10_000_000,
+        every: std::time::Duration::ZERO,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_arxiv(
+        dir.path(),
+        &server.url(),
+        &[
+            "--realtime-workers",
+            "--max-requests",
+            "4",
+            "--max-output-tokens",
+            "10",
+        ],
+    );
+    // Nothing completed: exit 4.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let s = summary(dir.path());
+    assert_eq!(s["errors_by_kind"]["response_too_long"], 4, "{s}");
+    if permitted {
+        assert_eq!(workers(&s)["scheduling"], "SCHED_FIFO", "{s}");
+    }
+}
