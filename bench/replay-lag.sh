@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/canaryd/target}"
 # BIN=path/to/canaryd compares another build (e.g. an older commit) on the same machine.
+# REPLAY_FLAGS="--realtime-workers" adds flags to the replay (word-split).
 if [ -z "${BIN:-}" ]; then
   cargo build --release -p canaryd >/dev/null
   BIN="$CARGO_TARGET_DIR/release/canaryd"
@@ -30,9 +31,12 @@ for SPEEDUP in "${@:-20}"; do
   /usr/bin/time -o "$OUT/time-$SPEEDUP" \
     -f "canaryd: %e s wall, %U s user, %S s sys, %M KB max RSS, %w voluntary and %c involuntary switches" \
     "$BIN" replay --trace "$TRACE" --url "http://127.0.0.1:$PORT" --model canary-sim \
-      --speedup "$SPEEDUP" --output-dir "$OUT/run-$SPEEDUP" --json >/dev/null
+      --speedup "$SPEEDUP" --output-dir "$OUT/run-$SPEEDUP" --json ${REPLAY_FLAGS:-} >/dev/null
+  # The simulator's own CPU (user + sys, s; it shares the cores), before it is stopped.
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "sim: %.2f s user + sys\n", ($14 + $15) / hz }' \
+    "/proc/$SIM/stat" >"$OUT/sim-cpu-$SPEEDUP"
   kill "$SIM"; wait "$SIM" 2>/dev/null || true
-  cat "$OUT/time-$SPEEDUP"
+  cat "$OUT/time-$SPEEDUP" "$OUT/sim-cpu-$SPEEDUP"
   python3 bench/ttft_stats.py "$OUT/run-$SPEEDUP" "$OUT/truth-$SPEEDUP.jsonl"
   python3 bench/lag_stats.py "$OUT/run-$SPEEDUP" "$OUT/truth-$SPEEDUP.jsonl"
 done

@@ -54,6 +54,10 @@ fi
 [ -x "${CANARYD_CHROMIUM:-}" ] && CANARYD_REQUIRE="$CANARYD_REQUIRE chromium"
 command -v systemd-analyze >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE systemd"
 command -v setpriv >/dev/null && CANARYD_REQUIRE="$CANARYD_REQUIRE setpriv"
+# Real-time threads (--realtime-workers, the release thread): root where SCHED_FIFO works.
+if [ "$(id -u)" = 0 ] && chrt -f 1 true 2>/dev/null; then
+    CANARYD_REQUIRE="$CANARYD_REQUIRE realtime"
+fi
 # canaryd starved by a CPU quota of its own (daemon/tests/diagnosis.rs): root and a cgroup cpu
 # controller (v2, or v1's cpu hierarchy).
 if [ "$(id -u)" = 0 ] && { grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null || [ -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; }; then

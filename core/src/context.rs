@@ -77,6 +77,27 @@ pub struct CanarydContext {
     pub version: Known<String>,
     /// The git commit it was built from.
     pub git_sha: Known<String>,
+    /// How the async runtime's worker threads, which read the responses, were scheduled.
+    pub workers: Known<WorkersContext>,
+}
+
+/// How the runtime's worker threads were scheduled (`--realtime-workers`): a run measured
+/// with real-time workers reads first tokens sooner, at more CPU, and says so.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkersContext {
+    /// Real-time workers were asked for.
+    pub realtime_requested: bool,
+    /// `SCHED_FIFO` when at least one worker thread had it at the run's end, else
+    /// `SCHED_OTHER`.
+    pub scheduling: String,
+    /// Their real-time priority, below the release thread's (absent when ordinary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// Worker threads at `SCHED_FIFO` at the run's end (exact count).
+    pub realtime_threads: u64,
+    /// Why real-time workers were asked for and not had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime_unavailable: Option<String>,
 }
 
 /// The host canaryd ran on.
@@ -210,6 +231,7 @@ impl RunContext {
         let c = &mut self.canaryd;
         c.version.merge(o.canaryd.version);
         c.git_sha.merge(o.canaryd.git_sha);
+        c.workers.merge(o.canaryd.workers);
         let h = &mut self.host;
         h.name.merge(o.host.name);
         h.cpu_model.merge(o.host.cpu_model);

@@ -56,7 +56,7 @@ pub use clock::{
 pub use confidence::{t_cdf, t_quantile, MeanInterval};
 pub use context::{
     CanarydContext, ContextBaseline, ContextChange, ContextComparison, GpuContext, HostContext,
-    Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkloadContext,
+    Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkersContext, WorkloadContext,
 };
 pub use diagnosis::{
     diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,

@@ -51,6 +51,8 @@ pub struct Config {
     pub retention_age: Duration,
     /// The status endpoint's listen address.
     pub status_listen: SocketAddr,
+    /// Run the runtime's worker threads real-time (`realtime_workers`).
+    pub realtime_workers: bool,
     /// Telemetry joined to every run.
     pub telemetry: Telemetry,
     /// OTLP export (`[otlp]`); on when an endpoint comes from here or the environment.

@@ -39,6 +39,7 @@ pub use config::duration::parse as parse_duration;
 use cli::{demo, doctor, one_shot, profile, synthesize};
 
 use anyhow::{Context, Result};
+use canary_replay::workers::RealtimeWorkers;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
@@ -134,32 +135,44 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::AnalyzeTrace(args) => analyze(&args),
         Command::Synthesize(args) => synthesize::synthesize(&args),
-        Command::Replay(args) => interruptible(runtime()?, |shutdown| async move {
-            let plan = canary_replay::Plan::try_from(&*args)?;
-            let shape = &args.shape;
-            let observe = shape.telemetry.observe(&plan.replay.target);
-            let print = one_shot::Print {
-                json: shape.json,
-                token_counts: shape.use_server_token_count,
-                criteria: shape.criteria(),
-                overwrite: shape.overwrite,
-                quiet: false,
-            };
-            let repeats = shape.repeats();
-            cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
-        }),
-        Command::Profile(args) => interruptible(runtime()?, |shutdown| async move {
-            profile::profile(&args, shutdown).await
-        }),
-        Command::Sweep(args) => interruptible(runtime()?, |shutdown| async move {
-            cli::sweep::sweep(&args, shutdown).await
-        }),
-        Command::Doctor(args) => runtime()?.block_on(doctor::doctor(args)),
-        Command::Run(args) => runtime()?.block_on(service::run(args)),
-        Command::CheckConfig(args) => interruptible(runtime()?, |shutdown| async move {
+        Command::Replay(args) => {
+            interruptible(runtime(args.shape.workers())?, |shutdown| async move {
+                let plan = canary_replay::Plan::try_from(&*args)?;
+                let shape = &args.shape;
+                let observe = shape.telemetry.observe(&plan.replay.target);
+                let print = one_shot::Print {
+                    json: shape.json,
+                    token_counts: shape.use_server_token_count,
+                    criteria: shape.criteria(),
+                    overwrite: shape.overwrite,
+                    quiet: false,
+                };
+                let repeats = shape.repeats();
+                cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
+            })
+        }
+        Command::Profile(args) => {
+            interruptible(runtime(args.shape.workers())?, |shutdown| async move {
+                profile::profile(&args, shutdown).await
+            })
+        }
+        Command::Sweep(args) => interruptible(
+            runtime(args.profile.shape.workers())?,
+            |shutdown| async move { cli::sweep::sweep(&args, shutdown).await },
+        ),
+        Command::Doctor(args) => runtime(ordinary())?.block_on(doctor::doctor(args)),
+        Command::Run(args) => {
+            // Ordinary until the config asks otherwise (`realtime_workers`), reload included.
+            let workers = ordinary();
+            runtime(workers.clone())?.block_on(service::run(args, workers))
+        }
+        Command::CheckConfig(args) => interruptible(runtime(ordinary())?, |shutdown| async move {
             check_config(&args.path, shutdown).await
         }),
-        Command::Demo(args) => interruptible(runtime()?, |shutdown| demo::demo(*args, shutdown)),
+        // The simulator runs in the demo's own process: real-time workers would serve it too.
+        Command::Demo(args) => {
+            interruptible(runtime(ordinary())?, |shutdown| demo::demo(*args, shutdown))
+        }
         Command::Report(args) => {
             outln!("{}", canary_report::cli::report(&args)?)?;
             Ok(0)
@@ -290,11 +303,22 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
 /// one-shot runs was measured (issue 21, bench/RESULTS.md "One runtime thread"): 6-10 % less
 /// CPU, but the server saw requests up to 10 ms later at 4,000 req/s in some runs on a shared
 /// 2-core host, so it was not kept: precision first.
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+///
+/// `workers` says whether its worker threads run real-time (`--realtime-workers`, the
+/// daemon's `realtime_workers`; bench/RESULTS.md "Real-time workers"); blocking-pool threads
+/// never do.
+fn runtime(workers: RealtimeWorkers) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    workers.configure(&mut builder);
+    let rt = builder.build().context("starting the async runtime")?;
+    workers.register(rt.handle());
+    Ok(rt)
+}
+
+/// Ordinary worker threads.
+fn ordinary() -> RealtimeWorkers {
+    RealtimeWorkers::new(false)
 }
 
 /// Runs a one-shot command on `rt`, handing it a token the first SIGINT or SIGTERM cancels

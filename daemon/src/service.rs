@@ -21,6 +21,7 @@ pub mod workload;
 
 use crate::config::{self, Config};
 use anyhow::{Context, Result};
+use canary_replay::workers::RealtimeWorkers;
 use history::History;
 use notify::Notifier;
 use scheduler::Daemon;
@@ -65,11 +66,13 @@ slos = "time_to_first_token:2000 inter_token_latency:100"
 min_good_fraction = 0.9
 "#;
 
-/// Runs the daemon until SIGTERM or SIGINT; returns the exit code.
-pub async fn run(args: RunArgs) -> Result<i32> {
+/// Runs the daemon until SIGTERM or SIGINT; returns the exit code. `workers` is the
+/// runtime's: the config's `realtime_workers` sets it, at start and on reload.
+pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     // Handlers first: a SIGTERM during start-up is then a clean stop, not a kill.
     let mut signals = Signals::install()?;
     let (config_path, mut config, sim) = resolve(&args).await?;
+    workers.set(config.realtime_workers);
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
     }
@@ -100,6 +103,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         daemon: &daemon,
         metrics: &metrics,
         notifier: &notifier,
+        workers: &workers,
     };
     let schedulers = running
         .until_stopped(&mut signals, config, schedulers)
@@ -231,6 +235,7 @@ struct Running<'a> {
     daemon: &'a Arc<Daemon>,
     metrics: &'a StatusMetrics,
     notifier: &'a Notifier,
+    workers: &'a RealtimeWorkers,
 }
 
 impl Running<'_> {
@@ -252,6 +257,7 @@ impl Running<'_> {
                     None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
                     Some(path) => match reload(path, self.args, &config) {
                         Ok(new) => {
+                            self.workers.set(new.realtime_workers);
                             schedulers.cancel();
                             schedulers = self.daemon.schedule(Arc::new(new.clone()));
                             config = new;

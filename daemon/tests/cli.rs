@@ -10,6 +10,8 @@ mod hostile;
 mod open_files;
 #[path = "cli/profile.rs"]
 mod profile;
+#[path = "cli/realtime.rs"]
+mod realtime;
 #[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
 #[path = "../../exporters/tests/receiver.rs"]
 mod receiver;

@@ -903,3 +903,53 @@ fn a_synthetic_workload_runs_as_a_closed_loop_over_two_urls() {
         assert_eq!(r["usage"]["completion_tokens"], 4, "{r}");
     }
 }
+
+/// The config's `realtime_workers`: the daemon's runtime workers run `SCHED_FIFO` where
+/// permitted and each run's summary says so; a reload that turns it off is followed.
+#[test]
+fn realtime_workers_in_the_config_is_followed_at_start_and_on_reload() {
+    let permitted = std::thread::spawn(|| {
+        let param = libc::sched_param { sched_priority: 2 };
+        // SAFETY: pid 0 is this throwaway thread; `param` is valid for the call.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+    })
+    .join()
+    .unwrap();
+    if !permitted {
+        return canary_testkit::skip(
+            "realtime",
+            "SCHED_FIFO is not permitted here (CI runs as root)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let extra = workload("rt", "sim", "1s", "max_requests = 5").replace("max_requests = 40\n", "");
+    let config = write_config(dir.path(), sim_port, &extra);
+    let text = std::fs::read_to_string(&config).unwrap();
+    // A top-level key: before the first table.
+    std::fs::write(&config, format!("realtime_workers = true\n{text}")).unwrap();
+    let status = free_port();
+    let d = daemon(dir.path(), &config, status, "daemon.log");
+    let workers_of = |run: &Value| -> Value {
+        let dir = Path::new(run["artifacts"].as_str().unwrap());
+        let s: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+        s["context"]["canaryd"]["workers"].clone()
+    };
+    let first = eventually(60, "a first run", || runs(status).first().cloned());
+    let w = workers_of(&first);
+    assert_eq!(w["realtime_requested"], true, "{w}");
+    assert_eq!(w["scheduling"], "SCHED_FIFO", "{w}");
+
+    std::fs::write(&config, text).unwrap();
+    d.signal(libc::SIGHUP);
+    let w = eventually(60, "a run with ordinary workers after the reload", || {
+        runs(status)
+            .iter()
+            .map(workers_of)
+            // A run that ended as the reload came may say `false` before its workers
+            // followed: each worker changes before it next parks, so a later run is ordinary.
+            .find(|w| w["realtime_requested"] == false && w["scheduling"] == "SCHED_OTHER")
+    });
+    assert_eq!(w["realtime_threads"], 0, "{w}");
+}

@@ -47,8 +47,8 @@ fn systemd_unit_exposure_is_at_most_2_0() {
     assert!(unit.contains("\nType=notify\n"));
     assert!(unit.contains("\nCapabilityBoundingSet=CAP_BPF CAP_PERFMON\n"));
     assert!(unit.contains("\nStateDirectory=canaryd\n"));
-    // The release thread may take SCHED_FIFO 1, and no higher.
-    assert!(unit.contains("\nLimitRTPRIO=1\n") && unit.contains("\nRestrictRealtime=no\n"));
+    // The release thread may take SCHED_FIFO 2 (one above real-time workers), and no higher.
+    assert!(unit.contains("\nLimitRTPRIO=2\n") && unit.contains("\nRestrictRealtime=no\n"));
     // A hard open-file limit a closed loop of 1,000 users fits under (canaryd raises its soft
     // limit to it at start).
     assert!(unit.contains("\nLimitNOFILE=65536\n"));

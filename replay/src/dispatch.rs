@@ -13,7 +13,7 @@
 //! ([`Dispatcher::at`]) for a request that could not be prepared that far.
 
 mod deadlines;
-mod priority;
+pub(crate) mod priority;
 mod wake_error;
 
 use canary_core::{MonoTime, ReleaseReport};
@@ -123,6 +123,7 @@ impl Dispatcher {
                 .as_ref()
                 .map_or("SCHED_OTHER", |x| x.policy())
                 .into(),
+            priority: s.scheduling.as_ref().and_then(|x| x.priority()),
             realtime_unavailable: match &s.scheduling {
                 Some(x) => x.unavailable().map(str::to_string),
                 None => Some("the release thread had not started".into()),

@@ -17,6 +17,7 @@ pub fn canaryd_context() -> CanarydContext {
             option_env!("CANARYD_GIT_SHA").map(str::to_string),
             SHA_UNKNOWN,
         ),
+        workers: crate::workers::context(),
     }
 }
 

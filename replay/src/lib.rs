@@ -38,6 +38,7 @@ mod start;
 mod synthetic;
 mod target;
 pub mod trace;
+pub mod workers;
 mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};

@@ -9,6 +9,10 @@ pub struct ReleaseReport {
     /// The thread's scheduling: `SCHED_FIFO` (real-time priority, preempts ordinary threads
     /// at once) or `SCHED_OTHER`.
     pub scheduling: String,
+    /// Its real-time priority (absent when ordinary): 2, one above real-time workers, or 1
+    /// where the process may have only that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     /// Why real-time priority was not had (absent when it was): the release thread then waits
     /// behind ordinary threads for a core, which shows in schedule lag on a busy host.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -122,6 +122,14 @@ pub struct ShapeArgs {
     /// Time responses by canaryd's own reads instead of the kernel's receive timestamps.
     #[arg(long)]
     pub no_kernel_timestamps: bool,
+    /// Precision mode: run the async runtime's worker threads, which read the responses,
+    /// real-time (`SCHED_FIFO` 1, below the release thread's 2) where permitted, so a first
+    /// token is read as it arrives even when the server shares the cores. Costs CPU (about
+    /// 2.8× on real-sized streams, 2.1× with TOKIO_WORKER_THREADS=1); needs CAP_SYS_NICE or
+    /// an RLIMIT_RTPRIO of 2 (else it says why once and runs on ordinary workers).
+    /// `CANARYD_NO_REALTIME=1` refuses it.
+    #[arg(long)]
+    pub realtime_workers: bool,
     /// Which output-length field(s) to send.
     #[arg(
         long,
@@ -221,6 +229,11 @@ pub struct TraceLimits {
 }
 
 impl ShapeArgs {
+    /// The runtime workers' scheduling, from `--realtime-workers`.
+    pub fn workers(&self) -> canary_replay::workers::RealtimeWorkers {
+        canary_replay::workers::RealtimeWorkers::new(self.realtime_workers)
+    }
+
     /// The bars `--min-good-fraction` and `--max-error-rate` set; without them, only a run in
     /// which nothing completed fails.
     pub fn criteria(&self) -> Criteria {

@@ -813,3 +813,13 @@ fn a_target_that_does_not_parse_is_named_once_and_the_sections_too() {
     );
     assert!(!msg.contains("no target"), "{msg}");
 }
+
+#[test]
+fn realtime_workers_is_off_unless_asked_and_a_bad_value_names_line_and_key() {
+    assert!(!parse(GOOD).unwrap().realtime_workers);
+    let on = format!("realtime_workers = true\n{GOOD}");
+    assert!(parse(&on).unwrap().realtime_workers);
+    let bad = format!("realtime_workers = \"yes\"\n{GOOD}");
+    let e = error_at(&bad, "realtime_workers", "realtime_workers");
+    assert!(e.contains("bool"), "{e}");
+}

@@ -106,6 +106,7 @@ pub(super) fn validate(
             .status
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9464))),
+        realtime_workers: raw.realtime_workers.unwrap_or(false),
         telemetry,
         otlp,
         baseline,

@@ -1,0 +1,228 @@
+//! The async runtime's worker threads under real-time scheduling: `--realtime-workers` (the
+//! daemon's `realtime_workers`), off by default.
+//!
+//! Why: on a host where the server shares canaryd's cores, a worker woken by a response's
+//! first token waits for a core while the server's thread goes on writing (ordinary threads
+//! need not preempt each other on a wake-up). The read comes late, and the kernel merges the
+//! next token's segment into the unread one, so the first token's time becomes only a bound.
+//! `SCHED_FIFO` workers run as soon as the token arrives (bench/RESULTS.md, "Real-time
+//! workers"). The cost is CPU: a worker then wakes for nearly every segment the server writes
+//! instead of reading several at once.
+//!
+//! How: tokio gives no hook that runs only on worker threads at their start (blocking-pool
+//! threads share `on_thread_start`), but only workers park, so each worker sets its own
+//! scheduling the first time it parks after the wanted mode changed
+//! ([`RealtimeWorkers::set`], for a daemon's config reload). Workers are raised with
+//! `SCHED_RESET_ON_FORK`: threads they start (the blocking pool, helpers) begin ordinary, so
+//! prompt building and flushing never run real-time. The release thread stays one priority
+//! above the workers ([`crate::dispatch`]).
+//!
+//! Safety: a server streaming without pause could keep real-time workers busy; Linux bounds
+//! real-time threads to `sched_rt_runtime_us` of every `sched_rt_period_us` (95 % by default,
+//! and since 6.12 a deadline server keeps 5 % for ordinary threads on each CPU). Where that
+//! bound is off (-1) canaryd says so when it raises a worker.
+
+use crate::dispatch::priority::{self, WORKER_PRIORITY};
+use canary_core::{Known, WorkersContext};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// A measurement knob: at most this many worker threads are raised (default: all). It is how
+/// bench/RESULTS.md compared one real-time worker against two.
+const MAX_THREADS_ENV: &str = "CANARYD_REALTIME_WORKERS_MAX";
+
+/// The wanted scheduling of one runtime's workers, and what they got.
+#[derive(Clone)]
+pub struct RealtimeWorkers {
+    state: Arc<State>,
+}
+
+struct State {
+    wanted: AtomicBool,
+    /// Bumped when `wanted` changes: a worker whose last look is older looks again.
+    epoch: AtomicU64,
+    /// Worker threads raised at most.
+    max_threads: usize,
+    /// Worker threads at `SCHED_FIFO` now (exact).
+    raised: AtomicUsize,
+    /// Why the last refused raise was refused.
+    refused: Mutex<Option<String>>,
+}
+
+thread_local! {
+    /// The epoch this thread last converged to (`u64::MAX`: never).
+    static SEEN: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// Whether this thread is raised.
+    static RAISED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runtimes built with a [`RealtimeWorkers`], by id, so a run learns its own runtime's.
+static RUNTIMES: Mutex<Vec<(tokio::runtime::Id, Weak<State>)>> = Mutex::new(Vec::new());
+
+impl RealtimeWorkers {
+    /// Workers real-time or not, as asked.
+    pub fn new(realtime: bool) -> RealtimeWorkers {
+        let max_threads = std::env::var(MAX_THREADS_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX);
+        RealtimeWorkers {
+            state: Arc::new(State {
+                wanted: AtomicBool::new(realtime),
+                epoch: AtomicU64::new(0),
+                max_threads,
+                raised: AtomicUsize::new(0),
+                refused: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Adds the hooks to a multi-thread runtime's builder. Call [`RealtimeWorkers::register`]
+    /// with the built runtime's handle.
+    pub fn configure<'b>(
+        &self,
+        builder: &'b mut tokio::runtime::Builder,
+    ) -> &'b mut tokio::runtime::Builder {
+        let park = self.state.clone();
+        let stop = self.state.clone();
+        builder
+            .on_thread_park(move || park.converge())
+            .on_thread_stop(move || {
+                if RAISED.get() {
+                    stop.raised.fetch_sub(1, Ordering::Relaxed);
+                }
+            })
+    }
+
+    /// Ties this to the runtime `handle` belongs to, for [`context`].
+    pub fn register(&self, handle: &tokio::runtime::Handle) {
+        let mut runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+        runtimes.retain(|(_, s)| s.strong_count() > 0);
+        runtimes.push((handle.id(), Arc::downgrade(&self.state)));
+    }
+
+    /// Changes the wanted mode; each worker follows before it next parks.
+    pub fn set(&self, realtime: bool) {
+        if self.state.wanted.swap(realtime, Ordering::SeqCst) != realtime {
+            self.state.epoch.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// What the workers have now.
+    pub fn context(&self) -> WorkersContext {
+        self.state.context()
+    }
+}
+
+impl State {
+    /// Runs on a worker about to park: brings its scheduling to the wanted mode.
+    fn converge(&self) {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        if SEEN.get() == epoch {
+            return;
+        }
+        SEEN.set(epoch);
+        let wanted = self.wanted.load(Ordering::SeqCst);
+        if wanted && !RAISED.get() {
+            self.raise();
+        } else if !wanted && RAISED.get() && priority::set_ordinary().is_ok() {
+            priority::default_timer_slack();
+            RAISED.set(false);
+            self.raised.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn raise(&self) {
+        let why = if let Some(why) = priority::refused_by_env() {
+            why
+        } else if self.raised.fetch_add(1, Ordering::SeqCst) >= self.max_threads {
+            self.raised.fetch_sub(1, Ordering::SeqCst);
+            return;
+        } else {
+            match priority::set_fifo(WORKER_PRIORITY, true) {
+                Ok(()) => {
+                    priority::tighten_timer_slack();
+                    RAISED.set(true);
+                    warn_if_unbounded();
+                    return;
+                }
+                Err(e) => {
+                    self.raised.fetch_sub(1, Ordering::SeqCst);
+                    priority::refusal(WORKER_PRIORITY, &e)
+                }
+            }
+        };
+        // Once per process, clearly; every run's summary.json says it too.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                "real-time workers asked for (--realtime-workers, realtime_workers) but not \
+                 had, so responses may be read late on a busy host; the run goes on with \
+                 ordinary workers: {why}"
+            )
+        });
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
+    fn context(&self) -> WorkersContext {
+        let requested = self.wanted.load(Ordering::SeqCst);
+        let raised = self.raised.load(Ordering::SeqCst) as u64;
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        WorkersContext {
+            realtime_requested: requested,
+            scheduling: if raised > 0 {
+                "SCHED_FIFO"
+            } else {
+                "SCHED_OTHER"
+            }
+            .into(),
+            priority: (raised > 0).then_some(WORKER_PRIORITY),
+            realtime_threads: raised,
+            realtime_unavailable: if requested && raised == 0 {
+                Some(
+                    refused.clone().unwrap_or_else(|| {
+                        "no worker thread had parked yet to take it".to_string()
+                    }),
+                )
+            } else {
+                None
+            },
+        }
+    }
+}
+
+/// Says once when the kernel does not bound real-time threads' CPU.
+fn warn_if_unbounded() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        if priority::rt_throttle().is_none() {
+            tracing::warn!(
+                "real-time workers with /proc/sys/kernel/sched_rt_runtime_us at -1 (or \
+                 unreadable): nothing bounds their CPU, so a server streaming without pause \
+                 could starve this host's ordinary threads"
+            );
+        }
+    });
+}
+
+/// How the calling task's runtime's workers are scheduled, for `summary.json`'s
+/// `context.canaryd.workers`.
+pub fn context() -> Known<WorkersContext> {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return Known::unavailable("not run on an async runtime");
+    };
+    let id = handle.id();
+    let runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    match runtimes
+        .iter()
+        .find(|(r, _)| *r == id)
+        .and_then(|(_, s)| s.upgrade())
+    {
+        Some(state) => Known::Value(state.context()),
+        None => Known::unavailable("the runtime was not built by canaryd's front end"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
