@@ -299,10 +299,10 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// tokio's multi-thread default, for the daemon and every command. A one-thread runtime for
-/// one-shot runs was measured (issue 21, bench/RESULTS.md "One runtime thread"): 6-10 % less
-/// CPU, but the server saw requests up to 10 ms later at 4,000 req/s in some runs on a shared
-/// 2-core host, so it was not kept: precision first.
+/// tokio's multi-thread default, for the daemon and every command. One worker was measured
+/// (issue 21, bench/RESULTS.md "One runtime worker, re-judged with 12 repeats"): 4-18 % less
+/// CPU, but canaryd's own sends fell 27-53 ms behind in 2 of 36 runs at 4,000 req/s on a
+/// 2-core host (never with two workers), so it was not kept: precision first.
 ///
 /// `workers` says whether its worker threads run real-time (`--realtime-workers`, the
 /// daemon's `realtime_workers`; bench/RESULTS.md "Real-time workers"); blocking-pool threads
