@@ -19,20 +19,7 @@ pub struct Limits {
 
 /// The limits now; `None` when they cannot be read or are unlimited.
 pub fn limits() -> Option<Limits> {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit struct through a valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0
-        || rl.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some(Limits {
-        soft: rl.rlim_cur,
-        hard: rl.rlim_max,
-    })
+    canary_replay::open_files_limits().map(|(soft, hard)| Limits { soft, hard })
 }
 
 /// What [`raise`] did.

@@ -36,7 +36,7 @@ pub use cli::profile::ProfileArgs;
 pub use cli::replay::{ReplayArgs, ShapeArgs};
 pub use config::duration::parse as parse_duration;
 
-use cli::{demo, doctor, one_shot, profile, synthesize};
+use cli::{demo, doctor, profile, synthesize};
 
 use anyhow::{Context, Result};
 use canary_replay::workers::RealtimeWorkers;
@@ -138,17 +138,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Replay(args) => {
             interruptible(runtime(args.shape.workers())?, |shutdown| async move {
                 let plan = canary_replay::Plan::try_from(&*args)?;
-                let shape = &args.shape;
-                let observe = shape.telemetry.observe(&plan.replay.target);
-                let print = one_shot::Print {
-                    json: shape.json,
-                    token_counts: shape.use_server_token_count,
-                    criteria: shape.criteria(),
-                    overwrite: shape.overwrite,
-                    quiet: false,
-                };
-                let repeats = shape.repeats();
-                cli::repeats::run(plan, &observe, &shape.export, print, repeats, shutdown).await
+                profile::run_plan(plan, &args.shape, shutdown).await
             })
         }
         Command::Profile(args) => {

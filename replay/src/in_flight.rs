@@ -54,6 +54,16 @@ fn headroom(limit: u64) -> u64 {
 /// The soft `RLIMIT_NOFILE` and the files open now (unknown when `/proc/self/fd` cannot be
 /// read, as when no descriptor is left to read it with); `None` without a finite limit.
 fn open_files() -> Option<(u64, Option<u64>)> {
+    let (soft, _) = open_files_limits()?;
+    let open = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as u64);
+    Some((soft, open))
+}
+
+/// The process's `RLIMIT_NOFILE`, soft and hard; `None` when it cannot be read or the soft
+/// limit is unlimited.
+pub fn open_files_limits() -> Option<(u64, u64)> {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -64,10 +74,7 @@ fn open_files() -> Option<(u64, Option<u64>)> {
     {
         return None;
     }
-    let open = std::fs::read_dir("/proc/self/fd")
-        .ok()
-        .map(|d| d.count() as u64);
-    Some((rl.rlim_cur, open))
+    Some((rl.rlim_cur, rl.rlim_max))
 }
 
 /// True when an I/O error means canaryd itself is out of a resource: open files (per process

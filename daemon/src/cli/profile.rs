@@ -276,8 +276,16 @@ pub async fn profile(
     args: &ProfileArgs,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<i32> {
-    let plan = Plan::try_from(args)?;
-    let shape = &args.shape;
+    run_plan(Plan::try_from(args)?, &args.shape, shutdown).await
+}
+
+/// Runs `plan` (of `canaryd profile` or `replay`) with `shape`'s output and repeats; the exit
+/// code.
+pub async fn run_plan(
+    plan: Plan,
+    shape: &ShapeArgs,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<i32> {
     let observe = shape.telemetry.observe(&plan.replay.target);
     let print = Print {
         json: shape.json,
