@@ -79,8 +79,8 @@ pub use target::{
     UrlError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
 };
 pub use trace::{
-    analyze, load, parse, synthesize, FailedPolicy, LoadOptions, LoadReport, Selection,
-    SelectionReport, Shard, Synthesis, SynthesisError, SynthesisReport, Trace, TraceAnalysis,
-    TraceError, TraceFormat,
+    analyze, load, parse, synthesize, written_format, FailedPolicy, LoadOptions, LoadReport,
+    Selection, SelectionReport, Shard, Synthesis, SynthesisError, SynthesisReport, Trace,
+    TraceAnalysis, TraceError, TraceFormat,
 };
 pub use workload::workload_context;

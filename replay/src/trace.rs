@@ -58,7 +58,7 @@ pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceA
 pub use digest::digest;
 pub use error::{TraceError, TraceErrorKind};
 pub use select::{Number, Selection, SelectionReport, Shard};
-pub use synthesize::{synthesize, Synthesis, SynthesisError, SynthesisReport};
+pub use synthesize::{synthesize, written_format, Synthesis, SynthesisError, SynthesisReport};
 
 use read::{Guard, Lines, Rows};
 

@@ -3,7 +3,7 @@
 //! and nothing else (issue 17).
 
 use crate::support::load_shared;
-use canary_replay::{analyze, parse, synthesize, LoadOptions, Synthesis, Trace};
+use canary_replay::{analyze, parse, synthesize, LoadOptions, Synthesis, Trace, TraceFormat};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -168,4 +168,63 @@ fn nonsense_settings_are_refused() {
     ] {
         assert!(synthesize(&trace, &s, &mut Vec::new()).is_err(), "{s:?}");
     }
+}
+
+/// The real Bailian row (the one its documentation quotes: 502 tokens in 32 blocks of 16) is
+/// written back as Bailian, in its own 16-token blocks, and the same loader reads it; it used
+/// to be refused because a Mooncake file can only say 512-token blocks.
+#[test]
+fn a_bailian_trace_is_written_as_bailian_in_its_own_blocks() {
+    let trace = load_shared("bailian_documented_row.jsonl");
+    assert_eq!(trace.format, TraceFormat::Bailian);
+    let a = trace.requests.get(0).unwrap();
+    assert_eq!(
+        (a.input_tokens, a.hash_ids.len(), a.block_size),
+        (502, 32, 16)
+    );
+
+    let mut out = Vec::new();
+    synthesize(&trace, &Synthesis::default(), &mut out).unwrap();
+    let text = String::from_utf8(out.clone()).unwrap();
+    let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    // The first turn keeps its chat id (the session's), and the documented fields are there.
+    assert_eq!(row["chat_id"], 0, "{text}");
+    assert_eq!(row["parent_chat_id"], -1, "{text}");
+    assert_eq!(row["turn"], 1, "{text}");
+    assert_eq!(row["timestamp"], 0.0, "{text}");
+    assert_eq!(row["hash_ids"].as_array().unwrap().len(), 32, "{text}");
+    let back = round_trip(&trace, &Synthesis::default());
+    assert_eq!(back.format, TraceFormat::Bailian);
+    let b = back.requests.get(0).unwrap();
+    assert_eq!(
+        (
+            b.timestamp_us,
+            b.session,
+            b.turn,
+            b.input_tokens,
+            b.output_tokens
+        ),
+        (
+            a.timestamp_us,
+            a.session,
+            a.turn,
+            a.input_tokens,
+            a.output_tokens
+        )
+    );
+    assert_eq!((b.block_size, b.hash_ids.len()), (16, 32));
+
+    // Half the prompt and a capped output: 251 tokens are 16 blocks of 16 (the loader's block
+    // rule holds, or the parse above would fail), the output capped.
+    let s = Synthesis {
+        prompt_len_multiplier: 0.5,
+        max_osl: Some(100),
+        speedup_ratio: 2.0,
+        ..Synthesis::default()
+    };
+    let half = round_trip(&trace, &s);
+    let h = half.requests.get(0).unwrap();
+    assert_eq!((h.input_tokens, h.output_tokens), (251, 100));
+    assert_eq!((h.block_size, h.hash_ids.len()), (16, 16));
+    assert_eq!(analyze(&half).requests, 1);
 }

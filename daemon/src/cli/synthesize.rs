@@ -1,7 +1,9 @@
-//! `canaryd synthesize IN OUT`: a new Mooncake trace from an existing one, as `aiperf
-//! synthesize` makes one (the `--synthesis-*` spellings are accepted): shared prefixes and
-//! unique prompts scaled apart, prefix roots multiplied, lengths capped, time sped up.
-//! `canaryd analyze-trace OUT` (and every replay) reads it back.
+//! `canaryd synthesize IN OUT`: a new trace from an existing one, as `aiperf synthesize` makes
+//! one (the `--synthesis-*` spellings are accepted): shared prefixes and unique prompts scaled
+//! apart, prefix roots multiplied, lengths capped, time sped up. OUT is in IN's format
+//! (Bailian stays Bailian with its 16-token blocks; BurstGPT becomes Mooncake, see
+//! [`canary_replay::written_format`]); `canaryd analyze-trace OUT` (and every replay) reads it
+//! back.
 
 use anyhow::{Context, Result};
 use canary_replay::{LoadOptions, Synthesis, TraceFormat};
@@ -13,7 +15,8 @@ use std::path::PathBuf;
 pub struct SynthesizeArgs {
     /// The trace to start from (Mooncake JSONL, Bailian JSONL or BurstGPT CSV).
     pub input: PathBuf,
-    /// Where to write the new trace (Mooncake JSONL); refused if it exists.
+    /// Where to write the new trace, in the input's format (Bailian JSONL for Bailian, else
+    /// Mooncake JSONL); refused if it exists.
     pub output: PathBuf,
     /// Input format; detected when omitted.
     #[arg(long)]

@@ -238,3 +238,87 @@ fn profile_trace_takes_the_synthesis_flags() {
     let s = summary(&dir.path().join("out"));
     assert_eq!(s["run"]["trace"]["synthesis"]["seed"], 7, "{s}");
 }
+
+/// The real Bailian row (16-token blocks) in, a Bailian trace out, which `analyze-trace` reads
+/// back as Bailian; and a replay with the same transforms on the fly sends what a replay of
+/// that file sends. Both used to be refused ("the written Mooncake trace can only say 512").
+#[test]
+fn a_bailian_trace_is_synthesized_as_bailian_and_replayed_the_same_on_the_fly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = shared("traces/bailian_documented_row.jsonl");
+    let input = input.to_str().unwrap();
+    let synth = ["--prompt-len-multiplier", "0.5", "--max-osl", "100"];
+    let out = canaryd(
+        &[&["synthesize", input, "out.jsonl"], &synth[..]].concat(),
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("wrote 1 rows"), "{}", text(&out));
+    let row: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap())
+            .unwrap();
+    assert_eq!(row["chat_id"], 0, "{row}");
+    assert_eq!(row["parent_chat_id"], -1, "{row}");
+    assert_eq!(row["input_length"], 251, "{row}");
+    assert_eq!(row["output_length"], 100, "{row}");
+    assert_eq!(row["hash_ids"].as_array().unwrap().len(), 16, "{row}");
+    let (a, b) = (
+        analysis(dir.path(), input),
+        analysis(dir.path(), "out.jsonl"),
+    );
+    assert_eq!(a["format"], "bailian", "{a}");
+    assert_eq!(b["format"], "bailian", "{b}");
+    assert_eq!(b["requests"], 1, "{b}");
+    assert_eq!(b["input_tokens"]["max"], 251, "{b}");
+    assert_eq!(b["output_tokens"]["max"], 100, "{b}");
+    assert_eq!(b["sessions"], a["sessions"], "{b}");
+
+    let (_sim, port) = crate::common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let common = [
+        "--url",
+        &url,
+        "--model",
+        "canary-sim",
+        "--no-ebpf",
+        "--no-nvml",
+        "--no-server-metrics",
+        "--max-output-tokens",
+        "8",
+    ];
+    let fly_flags = [
+        "--synthesis-prompt-len-multiplier",
+        "0.5",
+        "--synthesis-max-osl",
+        "100",
+    ];
+    let fly = [
+        &["replay", "--trace", input, "-o", "fly"],
+        &common[..],
+        &fly_flags,
+    ]
+    .concat();
+    let out = canaryd(&fly, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let file = [
+        &["replay", "--trace", "out.jsonl", "-o", "file"],
+        &common[..],
+    ]
+    .concat();
+    let out = canaryd(&file, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let (fly, file) = (
+        rows(&dir.path().join("fly")),
+        rows(&dir.path().join("file")),
+    );
+    assert_eq!(fly.len(), 1);
+    assert_eq!(fly, file, "same rows, schedule, lengths and usage");
+    assert_eq!(fly[0].2, 251, "{fly:?}");
+    assert_eq!(fly[0].4, 251, "the simulator counted the prompt: {fly:?}");
+    let (a, b) = (
+        summary(&dir.path().join("fly")),
+        summary(&dir.path().join("file")),
+    );
+    assert_eq!(a["run"]["trace"]["format"], "bailian", "{a}");
+    assert_eq!(a["run"]["trace"]["digest"], b["run"]["trace"]["digest"]);
+}

@@ -3,13 +3,13 @@
 //! its window, shard and caps are selected and its schedule built.
 //!
 //! The rows are exactly those `canaryd synthesize IN OUT` writes and a replay of OUT reads
-//! back: the trace is synthesized into memory and parsed again as Mooncake, through the same
-//! two functions. Only the rows' line numbers are put back to the input's, so records still
+//! back: the trace is synthesized into memory and parsed again in the format written (Bailian
+//! for Bailian, Mooncake otherwise), through the same two functions. Only the rows' line numbers are put back to the input's, so records still
 //! point at the file the user gave.
 
 use super::load::LoadError;
 use super::setting::{Setting, SettingError};
-use crate::trace::{self, LoadOptions, Synthesis, SynthesisReport, Trace, TraceFormat};
+use crate::trace::{self, LoadOptions, Synthesis, SynthesisReport, Trace};
 use serde::Serialize;
 use std::path::Path;
 
@@ -62,7 +62,7 @@ pub fn apply(
     })?;
     // The limit is checked below, naming the input's line rather than the text's.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Mooncake),
+        format: Some(trace::written_format(trace.format)),
         length_limit: u32::MAX,
         max_line_bytes: usize::MAX,
         ..LoadOptions::default()

@@ -1,21 +1,35 @@
-//! Trace synthesis, as `aiperf synthesize`: a new Mooncake trace from an existing one with its
-//! shared prefixes and unique prompts scaled apart, its prefix roots multiplied, lengths capped
-//! and time sped up, keeping its structure (which rows share which blocks, sessions, order).
+//! Trace synthesis, as `aiperf synthesize`: a new trace from an existing one with its shared
+//! prefixes and unique prompts scaled apart, its prefix roots multiplied, lengths capped and
+//! time sped up, keeping its structure (which rows share which blocks, sessions, order).
 //! Backs `canaryd synthesize IN OUT`.
+//!
+//! The trace is written in the input's own format where canaryd can write it: Bailian in,
+//! Bailian out (16-token blocks); Mooncake and BurstGPT in, Mooncake out (BurstGPT's rows are
+//! lengths and sessions, which Mooncake says in full; see [`written_format`]).
 //!
 //! A block is *shared* when its id appears in more than one row; a row's *prefix* is its
 //! leading run of shared blocks, the rest of its prompt is *unique*. New block ids are
 //! numbered 0, 1, 2… in order of first use, so equal inputs give equal outputs.
+
+mod bailian;
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use canary_core::{splitmix64, TraceRequest};
 
-use super::Trace;
+use super::{Trace, TraceFormat};
 
-/// Mooncake's block size, the only one the written trace can say.
-const MOONCAKE_BLOCK: u32 = 512;
+/// The format [`synthesize`] writes a trace of `input` format in: Bailian stays Bailian,
+/// Mooncake stays Mooncake, BurstGPT becomes Mooncake (canaryd keeps a BurstGPT row's lengths,
+/// time and session, not its `Model` or `Log Type`, so a BurstGPT file would lose those
+/// columns; a Mooncake row holds everything it kept).
+pub fn written_format(input: TraceFormat) -> TraceFormat {
+    match input {
+        TraceFormat::Bailian => TraceFormat::Bailian,
+        TraceFormat::Mooncake | TraceFormat::BurstGpt => TraceFormat::Mooncake,
+    }
+}
 
 /// How to change a trace (aiperf's `--synthesis-*` settings). [`Synthesis::default`] changes
 /// nothing. Serialized as written in `summary.json`'s `run.trace.synthesis`.
@@ -119,14 +133,22 @@ enum BlockKey {
     Unique { row: u32, pos: u32 },
 }
 
-/// Writes `trace` changed by `s` to `out` as Mooncake JSONL.
+/// Writes `trace` changed by `s` to `out`, in [`written_format`] of the trace's format (JSONL).
 pub fn synthesize(
     trace: &Trace,
     s: &Synthesis,
     out: &mut impl Write,
 ) -> Result<SynthesisReport, SynthesisError> {
     s.validate()?;
+    let format = written_format(trace.format);
+    let block = format.block_size();
     let rows = &trace.requests;
+    // Bailian says sessions as parent links between chat ids: worked out before any row is
+    // written, so a row that cannot be linked is refused before the output is touched.
+    let chats = match format {
+        TraceFormat::Bailian => Some(bailian::Chats::of(trace)?),
+        _ => None,
+    };
     let mut uses: HashMap<u64, u32> = HashMap::new();
     for r in rows {
         for id in &r.hash_ids {
@@ -143,21 +165,30 @@ pub fn synthesize(
                 reason: "carries its own prompt text, whose length cannot be scaled".into(),
             });
         }
-        if !r.hash_ids.is_empty() && r.block_size != MOONCAKE_BLOCK {
+        if !r.hash_ids.is_empty() && r.block_size != block {
             return Err(SynthesisError::Row {
                 line,
                 reason: format!(
-                    "has {}-token blocks; the written Mooncake trace can only say {MOONCAKE_BLOCK}",
+                    "has {}-token blocks; the written {format} trace can only say {block}",
                     r.block_size
                 ),
             });
         }
-        let (input, hash_ids, capped_in) = scale_prompt(&r, s, &uses, &mut ids);
+        let (input, hash_ids, capped_in) = scale_prompt(&r, s, block, &uses, &mut ids);
         let output = s
             .max_osl
             .map_or(r.output_tokens, |m| r.output_tokens.min(m));
         report.capped += u64::from(capped_in || output < r.output_tokens);
-        write_row(out, &r, s.speedup_ratio, input, output, &hash_ids)?;
+        let written = Written {
+            speedup: s.speedup_ratio,
+            input,
+            output,
+            hash_ids: &hash_ids,
+        };
+        match &chats {
+            Some(chats) => chats.write_row(out, &r, &written)?,
+            None => write_row(out, &r, &written)?,
+        }
         report.rows += 1;
     }
     report.blocks = ids.len() as u64;
@@ -165,14 +196,15 @@ pub fn synthesize(
     Ok(report)
 }
 
-/// The row's new input length and block ids, and whether the cap cut it.
+/// The row's new input length and block ids (of `block` tokens), and whether the cap cut it.
 fn scale_prompt(
     r: &TraceRequest,
     s: &Synthesis,
+    block: u32,
     uses: &HashMap<u64, u32>,
     ids: &mut HashMap<BlockKey, u64>,
 ) -> (u32, Vec<u64>, bool) {
-    let bs = MOONCAKE_BLOCK as u64;
+    let bs = u64::from(block);
     let prefix_blocks = r.hash_ids.iter().take_while(|id| uses[id] > 1).count() as u64;
     let prefix = (prefix_blocks * bs).min(u64::from(r.input_tokens));
     let unique = u64::from(r.input_tokens) - prefix;
@@ -217,22 +249,24 @@ fn scale_prompt(
     (input as u32, out, input < wanted)
 }
 
-fn write_row(
-    out: &mut impl Write,
-    r: &TraceRequest,
+/// What a row becomes: its new lengths and block ids, and the speedup of its times.
+struct Written<'a> {
     speedup: f64,
     input: u32,
     output: u32,
-    hash_ids: &[u64],
-) -> std::io::Result<()> {
-    let ms = |us: u64| us as f64 / 1e3 / speedup;
+    hash_ids: &'a [u64],
+}
+
+/// Writes one Mooncake row.
+fn write_row(out: &mut impl Write, r: &TraceRequest, w: &Written<'_>) -> std::io::Result<()> {
+    let ms = |us: u64| us as f64 / 1e3 / w.speedup;
     let mut row = serde_json::json!({
         "timestamp": ms(r.timestamp_us),
-        "input_length": input,
-        "output_length": output,
+        "input_length": w.input,
+        "output_length": w.output,
     });
-    if !hash_ids.is_empty() {
-        row["hash_ids"] = serde_json::json!(hash_ids);
+    if !w.hash_ids.is_empty() {
+        row["hash_ids"] = serde_json::json!(w.hash_ids);
     }
     if let Some(session) = r.session {
         row["session_id"] = serde_json::json!(session);
