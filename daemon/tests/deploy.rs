@@ -134,6 +134,71 @@ fn systemd_unit_points_to_a_readme_section_that_exists() {
     );
 }
 
+/// The README's text under `heading` (a `###` heading), up to the next heading of any level.
+fn readme_section(heading: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    readme
+        .lines()
+        .skip_while(|l| l.trim_start_matches('#').trim() != heading || !l.starts_with('#'))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A Pod spec cannot set the open-file limit: each Kubernetes manifest says where it comes
+/// from, suggests the systemd unit's own `LimitNOFILE` and points to a README section that
+/// exists and says how to raise it with either runtime and how to see it (`canaryd doctor`).
+#[test]
+fn k8s_manifests_say_where_the_open_file_limit_comes_from_and_how_to_raise_it() {
+    let unit = std::fs::read_to_string(deploy("systemd/canaryd.service")).unwrap();
+    let nofile = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LimitNOFILE="))
+        .expect("the unit sets LimitNOFILE");
+    for file in ["k8s/daemonset.yaml", "k8s/shard-job.yaml"] {
+        let yaml = std::fs::read_to_string(deploy(file)).unwrap();
+        let comments: String = yaml
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix('#'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let comments = comments.split_whitespace().collect::<Vec<_>>().join(" ");
+        for part in [
+            "RLIMIT_NOFILE",
+            "Pod spec cannot set",
+            "raises its soft limit to",
+            "in_flight_cap",
+            &format!("LimitNOFILE={nofile}"),
+        ] {
+            assert!(comments.contains(part), "{file} does not say {part:?}");
+        }
+        let section = comments
+            .split("see README (\"")
+            .nth(1)
+            .and_then(|r| r.split("\")").next())
+            .unwrap_or_else(|| panic!("{file} names no README section"));
+        let text = readme_section(section);
+        assert!(!text.is_empty(), "README.md has no heading {section:?}");
+        for part in [
+            "RLIMIT_NOFILE",
+            "default_ulimits = [\"nofile=",
+            "base_runtime_spec",
+            &format!("LimitNOFILE={nofile}"),
+            &format!("the systemd unit's {nofile}"),
+            "canaryd doctor",
+            "in_flight_cap",
+        ] {
+            assert!(
+                text.contains(part),
+                "README {section:?} does not say {part:?}"
+            );
+        }
+    }
+}
+
 /// The `canaryd.toml` embedded in the DaemonSet's ConfigMap, dedented.
 fn configmap_toml(yaml: &str) -> String {
     let mut lines = yaml.lines().skip_while(|l| l.trim() != "canaryd.toml: |");

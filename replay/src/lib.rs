@@ -51,7 +51,7 @@ pub use dispatch::Dispatcher;
 pub use histograms::{Histograms, HistogramsError, MetricHistogram, HISTOGRAMS_FILE};
 pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
-pub use in_flight::open_files_limits;
+pub use in_flight::{in_flight_cap, open_files_limits};
 pub use limits::ResponseLimits;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{

@@ -80,6 +80,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
     checks.push(("ebpf", canary_ebpf::probe()));
+    checks.push(("open_files", open_files()));
     // The prompt builder a replay would use: the built-in tokenizer and its word list.
     let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
         .and_then(|t| canary_replay::PromptBuilder::new(t, 0));
@@ -116,6 +117,25 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
         }
     }
     Ok(if target_ok { 0 } else { 1 })
+}
+
+/// The open-file limit (`RLIMIT_NOFILE`) this process runs under, after `main` raised the soft
+/// limit to the hard one as every command does, and the requests in flight a run would keep at
+/// most under it. In a container it is the runtime's, which a Pod spec cannot set: this is
+/// where a user sees what the node gave.
+fn open_files() -> SourceState {
+    let Some((soft, hard)) = canary_replay::open_files_limits() else {
+        return SourceState::available("unlimited: no ceiling on requests in flight");
+    };
+    let cap = canary_replay::in_flight_cap(None);
+    let room = cap
+        .limit
+        .map_or("no".to_string(), |n| format!("about {n} (an estimate)"));
+    SourceState::available(format!(
+        "soft limit {soft}, hard {hard} (canaryd raises the soft one to the hard one at start): \
+         {room} requests in flight at most without a lower --concurrency; raise the hard \
+         limit to keep more (README \"Limits\")"
+    ))
 }
 
 /// `GET /v1/models`: the target answers and lists its models.

@@ -35,6 +35,12 @@ fn profile_with_limit(
         .env("RUST_LOG", "warn")
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::null());
+    limit_files(&mut cmd, soft, hard);
+    cmd.output().unwrap()
+}
+
+/// Starts `cmd` under the open-file limits `soft` and `hard`.
+fn limit_files(cmd: &mut Command, soft: u64, hard: u64) {
     // SAFETY: the hook only calls setrlimit, which is async-signal-safe, between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -48,7 +54,44 @@ fn profile_with_limit(
             }
         });
     }
-    cmd.output().unwrap()
+}
+
+/// `canaryd doctor` shows the open-file limit canaryd runs under once it raised the soft one,
+/// and the requests in flight that leaves room for: in a container, whose limit a Kubernetes
+/// Pod spec cannot set, this is where the runtime's shows (README "Running on Kubernetes").
+#[test]
+fn doctor_shows_the_open_file_limit_after_the_raise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args([
+        "doctor",
+        "--json",
+        "--dcgm-url",
+        "http://127.0.0.1:1/metrics",
+    ])
+    .current_dir(dir.path())
+    .env("RUST_LOG", "warn")
+    .stdin(Stdio::null());
+    // The usual soft limit under a higher hard one, as containerd 2 under systemd gives.
+    limit_files(&mut cmd, 1024, 4096);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let state = &v["open_files"];
+    assert_eq!(state["state"], "available", "{v}");
+    let detail = state["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("soft limit 4096, hard 4096 "),
+        "{detail}"
+    );
+    // Headroom of at most 128 and the few files doctor has open come off the limit.
+    let room: u64 = detail
+        .split("about ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate in {detail}"));
+    assert!((4096 - 128 - 64..=4096 - 128).contains(&room), "{detail}");
 }
 
 #[test]
