@@ -1,7 +1,9 @@
 //! The open-file limit as a user meets it: `canaryd profile --concurrency 1000` under the
 //! usual soft limit of 1024. canaryd raises the soft limit to the hard one at start; when even
 //! the hard one leaves too little room, it says so once, before the run (the limit, the need,
-//! how to raise it), and the run still ends cleanly with fewer requests in flight.
+//! how to raise it), and the run still ends cleanly with fewer requests in flight. And when
+//! files run out anyway (the limit lowered under a running replay), each request that could
+//! not connect is canaryd's own `client_resources` error and the run ends cleanly.
 
 use super::summary;
 use crate::common::{sim, text};
@@ -168,4 +170,125 @@ fn a_limit_of_sixteen_files_still_ends_with_every_request_answered_or_classified
     let kinds = s["errors_by_kind"].as_object().cloned().unwrap_or_default();
     assert!(kinds.keys().all(|k| k == "client_resources"), "{kinds:?}");
     assert_eq!(s["in_flight_cap"]["source"], "open_files", "{s}");
+}
+
+/// The process's descriptors now: sockets, and everything else.
+fn descriptors(pid: u32) -> (usize, usize) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return (0, 0);
+    };
+    let mut sockets = 0;
+    let mut other = 0;
+    for entry in dir.flatten() {
+        match std::fs::read_link(entry.path()) {
+            Ok(to) if to.to_string_lossy().starts_with("socket:") => sockets += 1,
+            Ok(_) => other += 1,
+            Err(_) => {}
+        }
+    }
+    (sockets, other)
+}
+
+/// Running out of files anyway, end to end (the EMFILE path; `in_flight`'s unit test only
+/// classifies error numbers). A closed loop of 20 users, each request on a new connection (the
+/// simulator closes every one after its response, `x-sim-fault: close_after`), under a limit
+/// that fits them at start; once connections are open, the test lowers the running process's
+/// limit (`prlimit(2)`, as `prlimit --pid` does) to what it holds besides sockets plus 4, so
+/// most connects then fail with "Too many open files". Each such request must be one
+/// `client_resources` error, never the target's `connect`; the run goes on to its end, no
+/// panic, every request is in `records.jsonl` and counted in `summary.json`, the ceiling is
+/// reported, and with an error budget the exit status is 4 (canaryd itself was the
+/// bottleneck), not 3 (the target missed its budget).
+#[test]
+fn files_running_out_mid_run_are_canaryds_own_errors_and_the_run_ends_cleanly() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["profile", "--url", &url, "--model", "canary-sim"])
+        .args(["--output-dir", "out", "--no-nvml", "--no-ebpf"])
+        .args(["--no-server-metrics", "--isl", "16", "--osl", "8"])
+        .args(["--concurrency", "20", "--max-error-rate", "0.05"])
+        // Whichever comes first: long enough to outlast the lowering, short on records.
+        .args(["--benchmark-duration", "3s", "--request-count", "5000"])
+        .args(["-H", "x-sim-fault: close_after"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
+    limit_files(&mut cmd, 256, 256);
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let started = std::time::Instant::now();
+    let (sockets, other) = loop {
+        let (sockets, other) = descriptors(pid);
+        if sockets >= 10 {
+            break (sockets, other);
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "canaryd never opened its connections ({sockets} sockets)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let files = (other + 4) as u64;
+    let limit = libc::rlimit {
+        rlim_cur: files,
+        rlim_max: files,
+    };
+    // SAFETY: prlimit reads one rlimit struct through a valid pointer and writes none.
+    let set = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let status = child.wait().unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    let said = format!("lowered to {files} files with {sockets} sockets open\n{stdout}\n{stderr}");
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(status.code(), Some(4), "{said}");
+    assert!(
+        stdout.contains("verdict: error: canaryd was the bottleneck"),
+        "{said}"
+    );
+    assert!(
+        stderr.contains("canaryd was the bottleneck")
+            && stderr.contains("raise the open-file limit"),
+        "{said}"
+    );
+
+    let s = summary(dir.path());
+    let kinds = s["errors_by_kind"].as_object().cloned().unwrap_or_default();
+    assert_eq!(
+        kinds.keys().collect::<Vec<_>>(),
+        ["client_resources"],
+        "{said}"
+    );
+    let errors = kinds["client_resources"].as_u64().unwrap();
+    assert!(errors > 0, "{said}");
+    let requests = s["requests"].as_u64().unwrap();
+    assert_eq!(s["errors"], errors, "{s}");
+    assert_eq!(s["in_flight_cap"]["limit"], 20, "{s}");
+    assert_eq!(s["in_flight_cap"]["source"], "concurrency", "{s}");
+    // Nothing measured is lost: every request has its record, each failure its cause.
+    let records = read("out/records.jsonl");
+    assert_eq!(records.lines().count() as u64, requests, "{s}");
+    let mut failed = 0;
+    for line in records.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        if r["status"] == "error" {
+            failed += 1;
+            assert_eq!(r["error"]["kind"], "client_resources", "{r}");
+            let message = r["error"]["message"].as_str().unwrap();
+            assert!(message.contains("Too many open files"), "{r}");
+        }
+    }
+    assert_eq!(failed, errors);
 }
