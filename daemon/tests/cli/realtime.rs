@@ -185,3 +185,45 @@ fn a_server_streaming_without_pause_costs_real_time_workers_one_error_per_reques
         assert_eq!(workers(&s)["scheduling"], "SCHED_FIFO", "{s}");
     }
 }
+
+/// `CANARYD_REALTIME_WORKERS_MAX=N`, the measurement knob (README "Precision mode", how
+/// bench/RESULTS.md compared one real-time worker of two against both): of the runtime's two
+/// workers only N are raised, and `context.canaryd.workers` says how many were.
+#[test]
+fn the_measurement_knob_raises_at_most_that_many_workers() {
+    if !realtime_permitted() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let trace = common::shared("traces/mooncake_arxiv_first20.jsonl");
+    let raised = |max: Option<&str>, out: &str| -> serde_json::Value {
+        let mut cmd = Command::new(common::CANARYD);
+        cmd.args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+            .args(["--model", "canary-sim", "--realtime-workers"])
+            .args(["--output-dir", out])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .env("TOKIO_WORKER_THREADS", "2")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("CANARYD_REALTIME_WORKERS_MAX");
+        if let Some(max) = max {
+            cmd.env("CANARYD_REALTIME_WORKERS_MAX", max);
+        }
+        let run = cmd.output().expect("canaryd runs");
+        assert!(run.status.success(), "{}", text(&run));
+        let s: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(out).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s["errors"], 0, "{s}");
+        workers(&s).clone()
+    };
+    let one = raised(Some("1"), "one");
+    assert_eq!(one["scheduling"], "SCHED_FIFO", "{one}");
+    assert_eq!(one["realtime_threads"], 1, "{one}");
+    // Without it, both (each is raised the first time it parks, which an idle worker does).
+    let both = raised(None, "both");
+    assert_eq!(both["realtime_threads"], 2, "{both}");
+}
