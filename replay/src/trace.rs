@@ -37,6 +37,7 @@ mod burstgpt;
 mod digest;
 mod error;
 mod field;
+mod kinds;
 mod mooncake;
 mod read;
 mod select;
@@ -57,6 +58,7 @@ use serde::Serialize;
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use digest::digest;
 pub use error::{TraceError, TraceErrorKind};
+pub use kinds::RowKinds;
 pub use select::{Number, Selection, SelectionReport, Shard};
 pub use synthesize::{synthesize, written_format, Synthesis, SynthesisError, SynthesisReport};
 
@@ -325,6 +327,9 @@ pub struct Trace {
     pub requests: TraceRows,
     /// What was skipped or noticed while loading.
     pub report: LoadReport,
+    /// Bailian's `type` of each row, by line (for `canaryd synthesize` to write it again);
+    /// `None` for the other formats.
+    pub kinds: Option<RowKinds>,
     /// The trace time the schedule starts from when it is not the first request kept: a
     /// shard's is the window's first request, whichever shard owns it, so every shard's
     /// schedule has one origin and together they keep the trace's timing.

@@ -192,6 +192,7 @@ fn a_bailian_trace_is_written_as_bailian_in_its_own_blocks() {
     assert_eq!(row["parent_chat_id"], -1, "{text}");
     assert_eq!(row["turn"], 1, "{text}");
     assert_eq!(row["timestamp"], 0.0, "{text}");
+    assert_eq!(row["type"], "thinking", "{text}");
     assert_eq!(row["hash_ids"].as_array().unwrap().len(), 32, "{text}");
     let back = round_trip(&trace, &Synthesis::default());
     assert_eq!(back.format, TraceFormat::Bailian);
@@ -213,6 +214,7 @@ fn a_bailian_trace_is_written_as_bailian_in_its_own_blocks() {
         )
     );
     assert_eq!((b.block_size, b.hash_ids.len()), (16, 32));
+    assert_eq!(back.report.categories, trace.report.categories);
 
     // Half the prompt and a capped output: 251 tokens are 16 blocks of 16 (the loader's block
     // rule holds, or the parse above would fail), the output capped.

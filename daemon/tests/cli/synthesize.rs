@@ -259,6 +259,7 @@ fn a_bailian_trace_is_synthesized_as_bailian_and_replayed_the_same_on_the_fly() 
             .unwrap();
     assert_eq!(row["chat_id"], 0, "{row}");
     assert_eq!(row["parent_chat_id"], -1, "{row}");
+    assert_eq!(row["type"], "thinking", "{row}");
     assert_eq!(row["input_length"], 251, "{row}");
     assert_eq!(row["output_length"], 100, "{row}");
     assert_eq!(row["hash_ids"].as_array().unwrap().len(), 16, "{row}");
@@ -272,6 +273,7 @@ fn a_bailian_trace_is_synthesized_as_bailian_and_replayed_the_same_on_the_fly() 
     assert_eq!(b["input_tokens"]["max"], 251, "{b}");
     assert_eq!(b["output_tokens"]["max"], 100, "{b}");
     assert_eq!(b["sessions"], a["sessions"], "{b}");
+    assert_eq!(b["load"]["categories"], a["load"]["categories"], "{b}");
 
     let (_sim, port) = crate::common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");

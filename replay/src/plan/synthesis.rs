@@ -95,6 +95,7 @@ pub fn apply(
     }
     out.path.clone_from(&trace.path);
     out.report = trace.report.clone();
+    out.kinds.clone_from(&trace.kinds);
     Ok((out, report))
 }
 

@@ -54,6 +54,7 @@ pub(super) fn parse<R: BufRead>(
 ) -> Result<(), TraceError> {
     let mut links = Vec::new();
     let mut by_chat: HashMap<u64, usize> = HashMap::new();
+    let mut kinds = super::RowKinds::default();
     while let Some((line, text)) = lines.next_line()? {
         rows.report.rows += 1;
         let row = Row {
@@ -67,12 +68,14 @@ pub(super) fn parse<R: BufRead>(
             Ok((req, link, kind)) => {
                 by_chat.insert(link.chat, rows.requests.len());
                 rows.report.count_category(kind);
+                kinds.set(req.line, kind);
                 rows.push(req)?;
                 links.push(link);
             }
             Err(e) => rows.reject(e)?,
         }
     }
+    rows.kinds = Some(kinds);
     resolve_chains(rows, &links, &by_chat)
 }
 

@@ -223,6 +223,7 @@ pub(crate) struct Rows<'p> {
     pub opts: &'p LoadOptions,
     pub requests: TraceRows,
     pub report: LoadReport,
+    pub kinds: Option<super::RowKinds>,
 }
 
 impl<'p> Rows<'p> {
@@ -232,6 +233,7 @@ impl<'p> Rows<'p> {
             opts,
             requests: TraceRows::new(),
             report: LoadReport::default(),
+            kinds: None,
         }
     }
 
@@ -280,6 +282,7 @@ impl<'p> Rows<'p> {
             format,
             requests: self.requests,
             report: self.report,
+            kinds: self.kinds,
             origin_us: None,
         })
     }

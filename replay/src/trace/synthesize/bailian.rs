@@ -1,13 +1,12 @@
 //! Writing a synthesized trace as Bailian JSONL: sessions said as `parent_chat_id` links.
 //!
-//! canaryd keeps a Bailian row's session (its root's `chat_id`) and turn (its depth in the
-//! chain), not its own `chat_id` or `type`. So chat ids are given anew: a first turn keeps its
-//! session's id (the root's own), so the trace read back has the same sessions; every later
-//! turn gets the lowest id no session uses, in row order, and links to the session's first row
-//! one turn shallower. Sessions, turns and their order come back as they were; a chain that
-//! branched (two replies to one chat) comes back as turns of one session at the same depth,
-//! which is how canaryd replays it anyway. `type` is left out: the rows read back count as
-//! `unknown`.
+//! canaryd keeps a Bailian row's session (its root's `chat_id`), turn (its depth in the chain)
+//! and `type` ([`RowKinds`](crate::trace::RowKinds)), not its own `chat_id`. So chat ids are
+//! given anew: a first turn keeps its session's id (the root's own), so the trace read back has
+//! the same sessions; every later turn gets the lowest id no session uses, in row order, and
+//! links to the session's first row one turn shallower. Sessions, turns, types and their order
+//! come back as they were; a chain that branched (two replies to one chat) comes back as turns
+//! of one session at the same depth, which is how canaryd replays it anyway.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -16,18 +15,19 @@ use canary_core::TraceRequest;
 use serde::{Serialize, Serializer};
 
 use super::{SynthesisError, Written};
-use crate::trace::Trace;
+use crate::trace::{RowKinds, Trace};
 
-/// Every row's chat id and parent, by position.
-pub(super) struct Chats {
+/// Every row's chat id and parent, by position, and the rows' types.
+pub(super) struct Chats<'t> {
     ids: Vec<u64>,
     parents: Vec<Option<u64>>,
+    kinds: Option<&'t RowKinds>,
 }
 
-impl Chats {
+impl<'t> Chats<'t> {
     /// The links of `trace`'s rows; a later turn with no turn before it in its session (which
     /// a loaded Bailian trace never has) is refused, naming its line.
-    pub(super) fn of(trace: &Trace) -> Result<Chats, SynthesisError> {
+    pub(super) fn of(trace: &'t Trace) -> Result<Chats<'t>, SynthesisError> {
         let n = trace.requests.len();
         let mut ids: Vec<Option<u64>> = vec![None; n];
         let mut taken = HashSet::new();
@@ -84,7 +84,11 @@ impl Chats {
             };
             parents.push(parent);
         }
-        Ok(Chats { ids, parents })
+        Ok(Chats {
+            ids,
+            parents,
+            kinds: trace.kinds.as_ref(),
+        })
     }
 
     /// Writes `r` as `w` says, as one Bailian line.
@@ -101,6 +105,7 @@ impl Chats {
             timestamp: r.timestamp_us as f64 / 1e6 / w.speedup,
             input_length: w.input,
             output_length: w.output,
+            kind: self.kinds.and_then(|k| k.get(r.line)),
             turn: r.turn.saturating_add(1),
             hash_ids: w.hash_ids,
         };
@@ -125,6 +130,8 @@ struct Row<'a> {
     timestamp: f64,
     input_length: u32,
     output_length: u32,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     /// 1-based.
     turn: u32,
     #[serde(skip_serializing_if = "<[u64]>::is_empty")]
@@ -177,11 +184,17 @@ mod tests {
         ];
         let mut requests: TraceRows = rows.into_iter().collect();
         requests.set_block_size(16);
+        // Line 2 had no `type`.
+        let mut kinds = RowKinds::default();
+        for (line, kind) in [(1, "thinking"), (3, "text"), (4, "search"), (5, "text")] {
+            kinds.set(line, kind);
+        }
         Trace {
             path: PathBuf::from("t.jsonl"),
             format: TraceFormat::Bailian,
             requests,
             report: LoadReport::default(),
+            kinds: Some(kinds),
             origin_us: None,
         }
     }
@@ -207,6 +220,15 @@ mod tests {
             .map(|r| r["parent_chat_id"].as_i64().unwrap())
             .collect();
         assert_eq!(parents, [-1, -1, 7, 7, 1], "{text}");
+        let kinds: Vec<Option<&str>> = rows.iter().map(|r| r["type"].as_str()).collect();
+        let want = [
+            Some("thinking"),
+            None,
+            Some("text"),
+            Some("search"),
+            Some("text"),
+        ];
+        assert_eq!(kinds, want, "{text}");
         let back = parse(&out[..], Path::new("s.jsonl"), &LoadOptions::default()).unwrap();
         assert_eq!(back.format, TraceFormat::Bailian);
         let key = |t: &Trace| -> Vec<_> {
@@ -224,6 +246,8 @@ mod tests {
                 .collect()
         };
         assert_eq!(key(&back), key(&t));
+        let counted = &back.report.categories;
+        assert_eq!((counted["text"], counted["unknown"]), (2, 1), "{counted:?}");
     }
 
     #[test]
