@@ -58,9 +58,12 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
             ctx.unsent.fetch_add(planner.unstarted(), Ordering::Relaxed);
             break;
         }
-        let due = planner.due(MonoTime::now().max(wake));
-        if !due.is_empty() {
+        let mut due = planner.due(MonoTime::now().max(wake));
+        // Chains of at most `CHAIN`: a big burst is still shared by both workers.
+        while !due.is_empty() {
+            let rest = due.split_off(due.len().min(CHAIN));
             tasks.spawn(run_chain(ctx.clone(), due.into()));
+            due = rest;
         }
         // Reap finished sessions as we go so the set stays small on long traces.
         while tasks.try_join_next().is_some() {}
@@ -87,6 +90,10 @@ fn run_chain(ctx: Arc<Ctx>, mut sessions: VecDeque<Session>) -> BoxFuture {
         }
     })
 }
+
+/// Sessions in one chain at most: preparing one takes tens of µs, so a chain's last is
+/// prepared well within its prepare-ahead.
+const CHAIN: usize = 16;
 
 /// A chain link: boxed, since each spawns the next.
 type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
