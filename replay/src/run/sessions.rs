@@ -7,7 +7,6 @@ use super::send::send_one;
 use super::{sleep_until, ClosedLoopWork, Ctx, Work};
 use crate::schedule::{Session, TurnDue};
 use canary_core::{MonoTime, TraceRequest};
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,45 +57,14 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
             ctx.unsent.fetch_add(planner.unstarted(), Ordering::Relaxed);
             break;
         }
-        let mut due = planner.due(MonoTime::now().max(wake));
-        // Chains of at most `CHAIN`: a big burst is still shared by both workers.
-        while !due.is_empty() {
-            let rest = due.split_off(due.len().min(CHAIN));
-            tasks.spawn(run_chain(ctx.clone(), due.into()));
-            due = rest;
+        for session in planner.due(MonoTime::now().max(wake)) {
+            tasks.spawn(run_session(ctx.clone(), session));
         }
         // Reap finished sessions as we go so the set stays small on long traces.
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
 }
-
-/// Runs the first of `sessions` and, spawned before it, the rest the same way: a wake-up's
-/// sessions one after the other on the worker that woke. Spawning them all at once made tokio
-/// wake the other worker for each one it queued (the first goes in the worker's next-task slot,
-/// each later one pushes the one before out to the shared queue), at two to three sessions
-/// per wake-up more switches than the planner's timers had cost (issue 21). Each link spawns
-/// the next into that free slot instead, and waits for it, so the run's set holds one task
-/// per wake-up and joining it waits for every session.
-fn run_chain(ctx: Arc<Ctx>, mut sessions: VecDeque<Session>) -> BoxFuture {
-    Box::pin(async move {
-        let Some(first) = sessions.pop_front() else {
-            return;
-        };
-        let rest = (!sessions.is_empty()).then(|| tokio::spawn(run_chain(ctx.clone(), sessions)));
-        run_session(ctx, first).await;
-        if let Some(rest) = rest {
-            let _ = rest.await;
-        }
-    })
-}
-
-/// Sessions in one chain at most: preparing one takes tens of µs, so a chain's last is
-/// prepared well within its prepare-ahead.
-const CHAIN: usize = 16;
-
-/// A chain link: boxed, since each spawns the next.
-type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Sends a session's turns in order; the planner started it when its first turn was to be
 /// prepared, so that one is prepared at once.
