@@ -5,6 +5,7 @@
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
 mod gate;
+mod tail;
 
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
@@ -21,6 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tail::TailState;
+pub(crate) use tail::{read_now, Tail};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -55,6 +58,9 @@ pub struct Connection {
     pub(crate) io: Arc<IoTrace>,
     /// Holds a request's bytes until the release thread writes them ([`gate`]).
     pub(crate) gate: Arc<GateShared>,
+    /// The last response's body, read past `[DONE]`, while its end is still to come
+    /// ([`tail`]).
+    pub(crate) tail: Option<Tail>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -140,16 +146,33 @@ impl Connector {
 
     /// An idle connection if one is ready, else a new one.
     pub async fn acquire(&self) -> Result<Connection, ConnectError> {
-        loop {
+        // Connections whose last body's end is still to come: back to the pool after.
+        let mut waiting = Vec::new();
+        let now = MonoTime::now();
+        let found = loop {
             let candidate = self.idle.lock().expect("pool lock").pop();
-            let Some(mut c) = candidate else {
-                return self.open().await;
-            };
+            let Some(mut c) = candidate else { break None };
+            match c.tail.as_mut().map(|t| t.check(now)) {
+                None | Some(TailState::Clean) => c.tail = None,
+                Some(TailState::Pending) => {
+                    waiting.push(c);
+                    continue;
+                }
+                // Dropped: hyper closes it.
+                Some(TailState::Spoilt) => continue,
+            }
             if !c.sender.is_closed() && c.sender.is_ready() {
                 c.connect_time = None;
-                return Ok(c);
+                break Some(c);
             }
             // Closed by the server meanwhile: drop it.
+        };
+        if !waiting.is_empty() {
+            self.idle.lock().expect("pool lock").extend(waiting);
+        }
+        match found {
+            Some(c) => Ok(c),
+            None => self.open().await,
         }
     }
 
@@ -166,7 +189,8 @@ impl Connector {
         }
     }
 
-    /// Returns a connection whose response was read to the end, for reuse.
+    /// Returns a connection whose response was read to the end (or to `[DONE]`, its end
+    /// kept in [`Connection::tail`]), for reuse.
     pub fn release(&self, c: Connection) {
         if !c.sender.is_closed() && !self.no_reuse.load(Ordering::Relaxed) {
             let mut idle = self.idle.lock().expect("pool lock");
@@ -243,6 +267,7 @@ impl Connector {
             connect_time: Some(MonoTime::now().since(start)),
             io,
             gate,
+            tail: None,
         })
     }
 }

@@ -178,3 +178,126 @@ async fn pooled_connections_are_reused_while_the_server_keeps_them() {
         c.release(conn);
     }
 }
+
+/// A server answering each request on a connection with a streamed body that stops after
+/// `[DONE]`, its end (the chunked terminator) sent only when `end` says so; its port.
+fn withholding_server(end: std::sync::mpsc::Receiver<()>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let end = Arc::new(Mutex::new(end));
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let end = end.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    let Ok(n @ 1..) = s.read(&mut buf) else {
+                        return;
+                    };
+                    got.extend_from_slice(&buf[..n]);
+                    while let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        got.drain(..at + 4);
+                        let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let done = "data: [DONE]\n\n";
+                        let r = format!("{head}{:x}\r\n{done}\r\n", done.len());
+                        if s.write_all(r.as_bytes()).is_err() {
+                            return;
+                        }
+                        // Held until told (a server slow to end its body, or one that never
+                        // does when the test drops the sender).
+                        if end.lock().unwrap().recv().is_err() || s.write_all(b"0\r\n\r\n").is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Sends a request on `conn` and reads its body up to `[DONE]` (the first frame).
+async fn to_done(conn: &mut Connection, port: u16) -> hyper::body::Incoming {
+    use http_body_util::BodyExt;
+    let resp = conn.sender.send_request(get(port)).await.unwrap();
+    let mut body = resp.into_body();
+    let frame = body.frame().await.unwrap().unwrap();
+    assert_eq!(frame.into_data().unwrap(), "data: [DONE]\n\n");
+    body
+}
+
+#[tokio::test]
+async fn a_connection_whose_body_ends_after_it_was_pooled_is_reused() {
+    let (end, told) = std::sync::mpsc::channel();
+    let port = withholding_server(told);
+    let c = connector(port, false);
+    let mut conn = c.acquire().await.unwrap();
+    let mut body = to_done(&mut conn, port).await;
+    // The end has not come: nothing to wait for now, the body goes with the connection.
+    assert_eq!(read_now(&mut body), None);
+    conn.tail = Some(Tail::new(body, MonoTime::now()));
+    c.release(conn);
+    // Taken again before its end came: not reused (a request on it would wait behind the
+    // body), kept in the pool, and a new connection opened instead.
+    let second = c.acquire().await.unwrap();
+    assert!(second.connect_time.is_some());
+    assert_eq!(
+        c.idle.lock().unwrap().len(),
+        1,
+        "the first waits in the pool"
+    );
+    // The first's end comes: the next acquire takes it, with no new connection.
+    end.send(()).unwrap();
+    // Once hyper has read it (bounded, so a connection never read fails the test instead of
+    // hanging it), the next acquire takes the first again, with no new connection.
+    let mut waited = 0;
+    loop {
+        {
+            let mut idle = c.idle.lock().unwrap();
+            let pooled = &mut idle[0];
+            let state = pooled.tail.as_mut().unwrap().check(MonoTime::now());
+            if state == TailState::Clean && pooled.sender.is_ready() {
+                break;
+            }
+            assert_ne!(state, TailState::Spoilt);
+        }
+        assert!(
+            waited < 10_000,
+            "the pooled connection's end was never read"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        waited += 1;
+    }
+    let first = c.acquire().await.unwrap();
+    assert!(first.connect_time.is_none(), "reused");
+    assert!(
+        first.tail.is_none(),
+        "its body ended cleanly and was let go"
+    );
+    assert!(c.idle.lock().unwrap().is_empty());
+    drop(second);
+}
+
+#[tokio::test]
+async fn a_connection_whose_body_never_ends_is_given_up_after_the_limit() {
+    let (end, told) = std::sync::mpsc::channel();
+    let port = withholding_server(told);
+    let c = connector(port, false);
+    let mut conn = c.acquire().await.unwrap();
+    let body = to_done(&mut conn, port).await;
+    // Read to [DONE] longer ago than the limit, its end never came.
+    let long_ago = MonoTime::now() - tail::TAIL_LIMIT - Duration::from_millis(1);
+    conn.tail = Some(Tail::new(body, long_ago));
+    c.release(conn);
+    let next = c.acquire().await.unwrap();
+    assert!(next.connect_time.is_some(), "a new connection");
+    assert!(
+        c.idle.lock().unwrap().is_empty(),
+        "the old one is closed, not pooled"
+    );
+    drop(end);
+}

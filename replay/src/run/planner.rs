@@ -5,7 +5,12 @@
 //! up to 60 ms ahead instead of 50) saved the planner's wake-ups on even and Poisson arrivals,
 //! but it made the server's own arrival times later at 4,000 req/s (the simulator's referee
 //! lag p99 6–22 ms against main's 0.4–0.6, quiet host; bench/RESULTS.md, "One runtime
-//! thread"), so it was not kept (issue 21).
+//! thread"), so it was not kept (issue 21). Re-judged with repeats (bench/RESULTS.md, "Fewer
+//! wake-ups per request"): wake-ups on a 5 ms grid, a wake-up's sessions started one after
+//! another so they did not wake the other worker, cost 0.75–1.13 × this planner's CPU per
+//! request at 2,000–4,000 req/s (medians per window and pattern), but at 4,000 req/s 34 of 68 runs had the server's arrivals p99 over 3 ms against
+//! 21 of 68 for this planner; plain batching on the grid woke the other worker per session and
+//! cost more switches than the timers it saved. Not kept either.
 
 use crate::schedule::{Session, Timing};
 use canary_core::MonoTime;

@@ -107,6 +107,8 @@ impl Collector {
                     writer.record(&rec, &gaps.at);
                     next = rx.try_recv().ok();
                 }
+                // On disk once per batch: a run that dies loses at most this batch.
+                writer.flush();
                 // Records come as fast as requests end: waking for each one cost a context
                 // switch per request (issue 21). Woken again within `BATCH`, wait out the
                 // rest of it and take what came meanwhile together; a slow run still has
