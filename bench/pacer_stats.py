@@ -3,8 +3,13 @@
 
 Usage:
   pacer_stats.py run LABEL RUN (canaryd output dir or floor_client JSONL) TRUTH_JSONL TIME_FILE
-      prints one JSON line: client lag (sent - scheduled), referee lag (sim arrival -
-      scheduled), CPU-s per 1,000 requests (user + sys from /usr/bin/time) and peak RSS.
+      prints one JSON line: client lag (sent - scheduled), referee lag in the server's view
+      (`referee_lag_*`: the sim's head parsed, `arrival_ns`, - scheduled) and, when the truth
+      has kernel receive stamps, in the wire's view (`referee_kernel_lag_*`: the kernel's stamp
+      of the request's first byte, `arrival_kernel_ns`, - scheduled: dispatch precision without
+      the sim's own delay), the sim's read delay between the two (`sim_read_delay_*`), CPU-s
+      per 1,000 requests (user + sys from /usr/bin/time) and peak RSS. Truth logs without the
+      kernel field give the server's view only.
   pacer_stats.py table LOG_JSONL
       medians (and ranges) over repeats per pattern, rate and tool, and each tool's ratio to the
       floor client's median in the same runs.
@@ -44,12 +49,16 @@ def sends(run):
 def run(label, path, truth_path, time_path):
     rows, errors, release = sends(path)
     by_id = {i: s for i, s, _ in rows}
-    referee = []
+    referee, referee_kernel, read_delay = [], [], []
     for line in open(truth_path):
         t = json.loads(line)
         s = by_id.get(t.get("request_id"))
         if s is not None:
             referee.append((t["arrival_ns"] - s) / 1e6)
+            k = t.get("arrival_kernel_ns")
+            if k is not None:
+                referee_kernel.append((k - s) / 1e6)
+                read_delay.append((t["arrival_ns"] - k) / 1e6)
     fields = open(time_path).read().split()
     user, sys_, rss_kb = fields[-3:]
     # Voluntary and involuntary context switches of the whole process, when timed with them
@@ -65,6 +74,12 @@ def run(label, path, truth_path, time_path):
         "client_lag_max_ms": round(max(client), 4),
         "referee_lag_p50_ms": round(pct(referee, 50), 4),
         "referee_lag_p99_ms": round(pct(referee, 99), 4),
+        **({"kernel_stamped": len(referee_kernel),
+            "referee_kernel_lag_p50_ms": round(pct(referee_kernel, 50), 4),
+            "referee_kernel_lag_p99_ms": round(pct(referee_kernel, 99), 4),
+            "sim_read_delay_p50_ms": round(pct(read_delay, 50), 4),
+            "sim_read_delay_p99_ms": round(pct(read_delay, 99), 4)}
+           if referee_kernel else {}),
         "cpu_s_per_1000": round((float(user) + float(sys_)) * 1000 / len(rows), 4),
         "peak_rss_mb": round(int(rss_kb) / 1024, 1),
         **({"voluntary_switches_per_request": round(switches[0] / len(rows), 3),
@@ -79,8 +94,10 @@ def run(label, path, truth_path, time_path):
 
 def table(log):
     runs = [json.loads(l) for l in open(log) if l.strip()]
-    figs = ["client_lag_p99_ms", "referee_lag_p99_ms", "cpu_s_per_1000",
-            "voluntary_switches_per_request"]
+    # referee_lag: head parsed by the sim (server's view); referee_kernel_lag: the kernel's stamp
+    # of the first byte (wire's view); sim_read_delay: the one minus the other.
+    figs = ["client_lag_p99_ms", "referee_lag_p99_ms", "referee_kernel_lag_p99_ms",
+            "sim_read_delay_p99_ms", "cpu_s_per_1000", "voluntary_switches_per_request"]
     groups = {}
     for r in runs:
         groups.setdefault((r["pattern"], r["rate"]), {}).setdefault(r["tool"], []).append(r)
@@ -90,6 +107,8 @@ def table(log):
     print("|" + "---|" * (3 + 2 * len(tools) - 1))
     for (pattern, rate), by_tool in sorted(groups.items()):
         for f in figs:
+            if not any(f in r for rs in by_tool.values() for r in rs):
+                continue  # truth without kernel stamps: no wire's-view rows
             cells, med = [], {}
             for t in tools:
                 v = [r[f] for r in by_tool.get(t, []) if f in r]

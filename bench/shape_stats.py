@@ -36,7 +36,7 @@ def main():
         r = json.loads(line)
         if not r.get("warmup"):
             records[f"{run_id}-{r['id']}"] = r
-    arrivals, referee = [], []
+    arrivals, referee, referee_kernel = [], [], []
     for line in open(truth_path):
         t = json.loads(line)
         r = records.get(t.get("request_id"))
@@ -44,6 +44,9 @@ def main():
             continue
         arrivals.append(t["arrival_ns"] / 1e6)
         referee.append((t["arrival_ns"] - (t0 + r["scheduled_at_ms"] * 1e6)) / 1e6)
+        # The wire's view (kernel stamp of the first byte), where the truth log has it.
+        if t.get("arrival_kernel_ns") is not None:
+            referee_kernel.append((t["arrival_kernel_ns"] - (t0 + r["scheduled_at_ms"] * 1e6)) / 1e6)
     client = [r["schedule_lag_ms"] for r in records.values()]
     intended = [r["scheduled_at_ms"] for r in records.values()]
     span_s = (max(arrivals) - min(arrivals)) / 1e3
@@ -57,6 +60,8 @@ def main():
         "client_lag_max_ms": round(max(client), 3),
         "referee_lag_p50_ms": round(pct(referee, 50), 3),
         "referee_lag_p99_ms": round(pct(referee, 99), 3),
+        **({"referee_kernel_lag_p50_ms": round(pct(referee_kernel, 50), 3),
+            "referee_kernel_lag_p99_ms": round(pct(referee_kernel, 99), 3)} if referee_kernel else {}),
         "cv_intended": round(cv(intended), 3),
         "cv_at_sim": round(cv(arrivals), 3),
         "achieved_rps_at_sim": round((len(arrivals) - 1) / span_s, 1),

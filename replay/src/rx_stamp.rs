@@ -14,20 +14,25 @@
 //! the latest. Measured here (issue 16): a first token written 106 ms after the request, read
 //! alone 420 ms later with 23 tokens queued behind it, was stamped 186 ms, the 17th token's
 //! arrival. So an event is exact only when nothing came after it before the read.
+//!
+//! The socket option, the stamped `recvmsg` and its readiness handling live in
+//! `canary-rxstamp`, shared with the simulator (which stamps a request's arrival with them).
 
-mod recv;
 mod timer;
 
-pub(crate) use recv::enable;
 pub(crate) use timer::{Role, RxTimer, Stamp};
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{ready, Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+
+/// Turns receive stamps on for `tcp` (an error: the kernel refused them).
+pub(crate) fn enable(tcp: &TcpStream) -> io::Result<()> {
+    canary_rxstamp::enable(tcp)
+}
 
 /// Whether a connector's connections read with kernel receive timestamps.
 #[derive(Debug)]
@@ -140,42 +145,12 @@ impl AsyncRead for RxStream {
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
-        loop {
-            ready!(this.tcp.poll_read_ready(cx))?;
-            let fd = this.tcp.as_raw_fd();
-            // SAFETY: recvmsg only writes initialized bytes into the unfilled part, and the
-            // count it returns is what `assume_init` is told.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            let len = unfilled.len();
-            let mut drained = None;
-            let read = this.tcp.try_io(Interest::READABLE, || {
-                let (n, stamp) = recv::recv_stamped(fd, unfilled)?;
-                if n > 0 && n < len {
-                    // A read that did not fill the buffer took all the kernel had queued: told
-                    // "would block", tokio clears the readiness now (as its own TcpStream does
-                    // after a short read), so the next read waits for new data instead of
-                    // costing a recvmsg that finds none. Data that came meanwhile raised the
-                    // readiness again, and tokio keeps it.
-                    drained = Some((n, stamp));
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                Ok((n, stamp))
-            });
-            let (n, stamp) = match (read, drained) {
-                (_, Some(got)) | (Ok(got), None) => got,
-                // Readiness was stale: `try_io` cleared it, wait again.
-                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                (Err(e), None) => return Poll::Ready(Err(e)),
-            };
-            // End of stream carries no data, and no stamp.
-            if n > 0 {
-                log.note(stamp, n == len);
-            }
-            // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
-            unsafe { buf.assume_init(n) };
-            buf.advance(n);
-            return Poll::Ready(Ok(()));
+        let got = ready!(canary_rxstamp::poll_recv(&this.tcp, cx, buf))?;
+        // End of stream carries no data, and no stamp.
+        if got.n > 0 {
+            log.note(got.realtime_ns, got.filled);
         }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -216,7 +191,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     fn recvmsg_calls() -> usize {
-        recv::CALLS.with(|c| c.get())
+        canary_rxstamp::recvmsg_calls()
     }
 
     // Issue 21, fewer syscalls per request: after a read that did not fill its buffer, the next
@@ -228,7 +203,14 @@ mod tests {
             .await
             .unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
-        recv::enable(&client).unwrap();
+        enable(&client).unwrap();
+        // The first socket on the host to want stamps turns the kernel's stamping on a moment
+        // later, from a workqueue: without this wait the first read can come unstamped.
+        assert!(
+            canary_rxstamp::wait_until_stamped(std::time::Duration::from_secs(1))
+                .await
+                .unwrap()
+        );
         let log = Arc::new(RxLog::default());
         let mut rx = RxStream::new(client, Some(log.clone()));
         let mut buf = [0u8; 64];

@@ -10,10 +10,11 @@ use std::fmt::Write as _;
 
 use bytes::{Buf, Bytes, BytesMut};
 use canary_core::MonoTime;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::link::DelayLine;
+use crate::wire_arrival::ReadStamps;
 
 const MAX_HEAD: usize = 64 * 1024;
 /// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
@@ -61,33 +62,77 @@ pub(crate) struct Conn {
     pub buf: BytesMut,
     /// A slow link for the response in progress (the `net_delay_ms` fault).
     pub link: Option<DelayLine>,
+    /// With kernel receive stamps on: each read's stamp, by the bytes it brought.
+    stamps: Option<ReadStamps>,
+}
+
+/// A request head as read: the head, when the sim had read and parsed it, and the kernel's
+/// receive stamp (`CLOCK_REALTIME` ns) of the read that brought its first byte.
+pub(crate) struct HeadRead {
+    pub head: RequestHead,
+    pub parsed: MonoTime,
+    pub first_byte_realtime_ns: Option<u64>,
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
+    /// A connection; `stamped`: its socket has kernel receive stamps on, and reads take them.
+    pub fn new(stream: TcpStream, stamped: bool) -> Conn {
         Conn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
             link: None,
+            stamps: stamped.then(ReadStamps::default),
         }
+    }
+
+    /// Reads more input into the buffer: one `read`, or with stamps on one `recvmsg` whose
+    /// stamp is noted. 0 at the end of the stream. Cancel-safe (a read either completes within
+    /// one poll or has taken nothing).
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        let Some(stamps) = &mut self.stamps else {
+            return self.stream.read_buf(&mut self.buf).await;
+        };
+        if self.buf.len() == self.buf.capacity() {
+            // As tokio's `read_buf` does for a full BytesMut (it reclaims consumed space first).
+            self.buf.reserve(64);
+        }
+        let before = self.buf.len();
+        let stream = &self.stream;
+        let mut rb = ReadBuf::uninit(self.buf.spare_capacity_mut());
+        let got = std::future::poll_fn(|cx| canary_rxstamp::poll_recv(stream, cx, &mut rb)).await?;
+        // SAFETY: `poll_recv` initialized the first `got.n` bytes of the spare capacity.
+        unsafe { self.buf.set_len(before + got.n) };
+        stamps.note(before, got.n, got.realtime_ns);
+        Ok(got.n)
     }
 
     /// Reads the next request head. `Ok(None)` on a clean close between requests. The time is
     /// taken right after the read that completed the head.
-    pub async fn read_head(&mut self) -> Result<Option<(RequestHead, MonoTime)>, ReadError> {
+    pub async fn read_head(&mut self) -> Result<Option<HeadRead>, ReadError> {
         let mut scanned = 0;
+        // Stream offset of the head's first byte (read already, or the next to come).
+        let first = self
+            .stamps
+            .as_ref()
+            .map(|s| s.received() - self.buf.len() as u64);
         loop {
             if let Some(end) = find_head_end(&self.buf, scanned) {
-                let now = MonoTime::now();
+                let parsed = MonoTime::now();
                 let head = parse_head(&self.buf[..end])?;
                 self.buf.advance(end + 4);
-                return Ok(Some((head, now)));
+                let first_byte_realtime_ns =
+                    self.stamps.as_ref().zip(first).and_then(|(s, at)| s.at(at));
+                return Ok(Some(HeadRead {
+                    head,
+                    parsed,
+                    first_byte_realtime_ns,
+                }));
             }
             scanned = self.buf.len().saturating_sub(3);
             if self.buf.len() > MAX_HEAD {
                 return Err(ReadError::Status(431, "request head too large".into()));
             }
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
+            if self.fill().await? == 0 {
                 return if self.buf.is_empty() {
                     Ok(None)
                 } else {
@@ -116,7 +161,7 @@ impl Conn {
         }
         self.buf.reserve(len.saturating_sub(self.buf.len()));
         while self.buf.len() < len {
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
+            if self.fill().await? == 0 {
                 return Err(ReadError::Truncated);
             }
         }
@@ -130,7 +175,7 @@ impl Conn {
             // Do not buffer without bound; wait until the response is done.
             std::future::pending::<()>().await;
         }
-        matches!(self.stream.read_buf(&mut self.buf).await, Ok(n) if n > 0)
+        matches!(self.fill().await, Ok(n) if n > 0)
     }
 }
 

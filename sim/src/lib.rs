@@ -74,6 +74,7 @@ mod prompt;
 mod server;
 mod shared;
 mod truth;
+mod wire_arrival;
 
 pub use config::{default_engine_version, Args, Config};
 pub use error::ConfigError;

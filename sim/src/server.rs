@@ -15,13 +15,14 @@ use crate::chunk;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::generate;
-use crate::http::{self, respond, Conn, ReadError, RequestHead};
+use crate::http::{self, respond, Conn, HeadRead, ReadError, RequestHead};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
 use crate::profile::ProfilePatch;
 use crate::shared::{Next, Shared};
 use crate::truth::{TruthRecord, TruthStore};
+use crate::wire_arrival::{Enable, KernelClock};
 
 /// A bound, not yet running, simulated server.
 pub struct Sim {
@@ -33,8 +34,14 @@ pub struct Sim {
 impl Sim {
     /// Binds the listener and builds the engine; nothing runs until [`Sim::run`].
     pub async fn bind(config: Config) -> anyhow::Result<Sim> {
+        Sim::bind_with(config, canary_rxstamp::enable).await
+    }
+
+    /// [`Sim::bind`], turning kernel receive stamps on with `enable` (a seam: tests refuse).
+    pub(crate) async fn bind_with(config: Config, enable: Enable) -> anyhow::Result<Sim> {
         let listener =
             listen(config.addr).with_context(|| format!("canary-sim: binding {}", config.addr))?;
+        let kernel_clock = KernelClock::enable(&listener, enable).await;
         let metrics = Arc::new(Metrics::new(&config.model));
         let (engine, handle) = Engine::new(
             config.profile.clone(),
@@ -60,6 +67,7 @@ impl Sim {
             identity,
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
+            kernel_clock,
         });
         Ok(Sim {
             listener,
@@ -131,9 +139,13 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(stream);
+    let mut conn = Conn::new(stream, shared.kernel_clock.on());
     loop {
-        let (head, arrival) = match conn.read_head().await {
+        let HeadRead {
+            head,
+            parsed: arrival,
+            first_byte_realtime_ns,
+        } = match conn.read_head().await {
             Ok(Some(x)) => x,
             Ok(None) => return,
             Err(e) => return bad_input(&mut conn, e).await,
@@ -146,6 +158,8 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             request_id: head.header("x-request-id").map(str::to_owned),
             traceparent: head.header("traceparent").map(str::to_owned),
             arrival_ns: arrival.as_nanos(),
+            arrival_kernel_ns: first_byte_realtime_ns
+                .and_then(|rt| shared.kernel_clock.to_mono(rt, arrival)),
             ..Default::default()
         };
         let body = match conn.read_body(&head).await {
@@ -295,3 +309,6 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
         _ => Next::Close,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,7 @@ use crate::fault::FaultInjector;
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::truth::TruthStore;
+use crate::wire_arrival::KernelClock;
 
 /// State shared by every connection.
 pub(crate) struct Shared {
@@ -27,6 +28,8 @@ pub(crate) struct Shared {
     /// Numbers connections for the logs.
     pub seq: AtomicU64,
     pub gen_index: AtomicU64,
+    /// Kernel receive stamps of request arrivals: on or refused, and their clock map.
+    pub kernel_clock: KernelClock,
 }
 
 /// What to do with the connection after a response.

@@ -1,5 +1,9 @@
 //! Ground truth: what the sim did for each request, on CLOCK_MONOTONIC.
 //!
+//! Arrival has two times: `arrival_kernel_ns`, when the request's first byte reached the sim's
+//! socket (the kernel's receive stamp), and `arrival_ns`, when the sim's task had read and parsed
+//! its head; the difference is the sim's own delay in getting to it.
+//!
 //! Every "written" time is read with [`MonoTime::now`] right after the `write(2)` (through
 //! tokio's `write_all`) that carried those bytes returned: at that point the bytes are in the
 //! kernel's socket send buffer, which is as close to "on the wire" as user space can see and the
@@ -45,8 +49,17 @@ pub struct TruthRecord {
     pub fault: Option<String>,
     /// Why the request ended abnormally (client gone, injected reset, bad request...).
     pub error: Option<String>,
-    /// Request head parsed.
+    /// Request head parsed: when the sim's own task had read and parsed it (the server's view;
+    /// includes the sim's scheduling delay).
     pub arrival_ns: u64,
+    /// The kernel's receive stamp of the read that brought the request's first byte, on
+    /// CLOCK_MONOTONIC (the wire's view: on loopback, the client's `write`). Never earlier than
+    /// that byte's arrival; exact unless the same read took later segments too (then a bound,
+    /// late by how long they took to follow). Converted from CLOCK_REALTIME within the map's
+    /// uncertainty (tens of ns; see the `wire_arrival` module). `None` when the kernel refused
+    /// receive timestamps, or in logs written before this field existed.
+    #[serde(default)]
+    pub arrival_kernel_ns: Option<u64>,
     /// Request body fully received.
     pub body_received_ns: u64,
     /// Engine admitted the request (left the waiting queue); generation requests only.
@@ -245,5 +258,25 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[2].chunk_ns, [3, 3, 3]);
+    }
+
+    // Truth logs written before `arrival_kernel_ns` existed still parse, with no kernel arrival.
+    #[test]
+    fn a_log_line_without_the_kernel_arrival_parses() {
+        let rec = TruthRecord {
+            seq: 7,
+            arrival_ns: 1_000,
+            arrival_kernel_ns: Some(900),
+            ..Default::default()
+        };
+        let mut line: serde_json::Value = serde_json::to_value(&rec).unwrap();
+        assert!(line
+            .as_object_mut()
+            .unwrap()
+            .remove("arrival_kernel_ns")
+            .is_some());
+        let old: TruthRecord = serde_json::from_value(line).unwrap();
+        assert_eq!(old.arrival_kernel_ns, None);
+        assert_eq!((old.seq, old.arrival_ns), (7, 1_000));
     }
 }

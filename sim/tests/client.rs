@@ -91,6 +91,16 @@ impl Client {
         self.read_response().await
     }
 
+    /// Writes `bytes` as they are, in one `write_all`.
+    pub async fn write_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads the next response.
+    pub async fn next_response(&mut self) -> Resp {
+        self.read_response().await
+    }
+
     /// Reads more; `Err(end)` when the connection is gone.
     async fn fill(&mut self) -> Result<(), End> {
         let mut tmp = [0u8; 16 * 1024];

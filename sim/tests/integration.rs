@@ -2,6 +2,7 @@
 
 mod client;
 
+mod arrival;
 mod behaviour;
 mod capacity;
 mod disconnect;

@@ -3,7 +3,6 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, RawFd};
-use tokio::net::TcpStream;
 
 /// `SO_TIMESTAMPING` (`SOL_SOCKET`), also the control message type it answers with
 /// (`SCM_TIMESTAMPING`): asm-generic's value, the same on x86-64 and arm64. The libc crate
@@ -13,14 +12,17 @@ const SO_TIMESTAMPING: libc::c_int = 37;
 /// Software receive stamps, reported to this socket.
 const FLAGS: libc::c_uint = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
 
-/// Asks the kernel to stamp what `tcp` receives. An error means the kernel refused (a kernel
-/// built without it, a seccomp filter): the connection then reads without stamps.
-pub(crate) fn enable(tcp: &TcpStream) -> io::Result<()> {
+/// Asks the kernel to stamp what `sock` receives. An error means the kernel refused (a kernel
+/// built without it, a seccomp filter): the socket then reads without stamps.
+///
+/// On a listening socket the option is inherited by every connection it accepts (the kernel
+/// copies the socket's flags into the child, `sk_clone_lock`): one call for all of them.
+pub fn enable(sock: &impl AsRawFd) -> io::Result<()> {
     let flags = FLAGS;
     // SAFETY: valid fd, pointer to a c_uint and its length, as SO_TIMESTAMPING takes.
     let rc = unsafe {
         libc::setsockopt(
-            tcp.as_raw_fd(),
+            sock.as_raw_fd(),
             libc::SOL_SOCKET,
             SO_TIMESTAMPING,
             &flags as *const libc::c_uint as *const libc::c_void,
@@ -39,10 +41,7 @@ const CONTROL_WORDS: usize = 16;
 
 /// One non-blocking `recvmsg` into `buf`: the bytes read and the software receive stamp of
 /// the last segment consumed (`CLOCK_REALTIME` ns), if the kernel attached one.
-pub(crate) fn recv_stamped(
-    fd: RawFd,
-    buf: &mut [MaybeUninit<u8>],
-) -> io::Result<(usize, Option<u64>)> {
+pub fn recv_stamped(fd: RawFd, buf: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<u64>)> {
     let mut control = [0u64; CONTROL_WORDS];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -54,7 +53,7 @@ pub(crate) fn recv_stamped(
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    #[cfg(test)]
+    #[cfg(feature = "count-calls")]
     CALLS.with(|c| c.set(c.get() + 1));
     // SAFETY: the iovec and control buffer outlive the call and their lengths are theirs.
     let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
@@ -66,10 +65,15 @@ pub(crate) fn recv_stamped(
     Ok((n as usize, stamp))
 }
 
-#[cfg(test)]
+#[cfg(feature = "count-calls")]
 thread_local! {
-    /// `recvmsg` calls made by this thread, for tests that count them.
-    pub(crate) static CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// `recvmsg` calls made by this thread so far (feature `count-calls`, for tests).
+#[cfg(feature = "count-calls")]
+pub fn recvmsg_calls() -> usize {
+    CALLS.with(|c| c.get())
 }
 
 /// The software stamp (`ts[0]` of `SCM_TIMESTAMPING`) among `msg`'s control messages.
