@@ -5,7 +5,6 @@
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
 mod gate;
-mod tail;
 
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
@@ -22,8 +21,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tail::TailState;
-pub(crate) use tail::{read_now, Tail};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -58,9 +55,6 @@ pub struct Connection {
     pub(crate) io: Arc<IoTrace>,
     /// Holds a request's bytes until the release thread writes them ([`gate`]).
     pub(crate) gate: Arc<GateShared>,
-    /// The last response's body, read past `[DONE]`, while its end is still to come
-    /// ([`tail`]).
-    pub(crate) tail: Option<Tail>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -146,33 +140,16 @@ impl Connector {
 
     /// An idle connection if one is ready, else a new one.
     pub async fn acquire(&self) -> Result<Connection, ConnectError> {
-        // Connections whose last body's end is still to come: back to the pool after.
-        let mut waiting = Vec::new();
-        let now = MonoTime::now();
-        let found = loop {
+        loop {
             let candidate = self.idle.lock().expect("pool lock").pop();
-            let Some(mut c) = candidate else { break None };
-            match c.tail.as_mut().map(|t| t.check(now)) {
-                None | Some(TailState::Clean) => c.tail = None,
-                Some(TailState::Pending) => {
-                    waiting.push(c);
-                    continue;
-                }
-                // Dropped: hyper closes it.
-                Some(TailState::Spoilt) => continue,
-            }
+            let Some(mut c) = candidate else {
+                return self.open().await;
+            };
             if !c.sender.is_closed() && c.sender.is_ready() {
                 c.connect_time = None;
-                break Some(c);
+                return Ok(c);
             }
             // Closed by the server meanwhile: drop it.
-        };
-        if !waiting.is_empty() {
-            self.idle.lock().expect("pool lock").extend(waiting);
-        }
-        match found {
-            Some(c) => Ok(c),
-            None => self.open().await,
         }
     }
 
@@ -189,8 +166,7 @@ impl Connector {
         }
     }
 
-    /// Returns a connection whose response was read to the end (or to `[DONE]`, its end
-    /// kept in [`Connection::tail`]), for reuse.
+    /// Returns a connection whose response was read to the end, for reuse.
     pub fn release(&self, c: Connection) {
         if !c.sender.is_closed() && !self.no_reuse.load(Ordering::Relaxed) {
             let mut idle = self.idle.lock().expect("pool lock");
@@ -267,7 +243,6 @@ impl Connector {
             connect_time: Some(MonoTime::now().since(start)),
             io,
             gate,
-            tail: None,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! those.
 
 use crate::chunk::{self, ChunkInfo};
-use crate::connection::{read_now, Connection, IoTrace, Tail};
+use crate::connection::{Connection, IoTrace};
 use crate::limits::{show_bytes, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
@@ -50,9 +50,7 @@ pub struct Measurement {
     pub timings: Option<ServerTimings>,
     /// Set when the exchange failed.
     pub error: Option<RequestError>,
-    /// The response was read to its very end, or to `[DONE]` with its end still to come
-    /// ([`Connection::tail`](crate::connection::Connection)), so the connection can carry
-    /// another request.
+    /// The response was read to its very end, so the connection can carry another request.
     pub reusable: bool,
     /// The connection failed before any response head: on a reused connection this is a
     /// server that closed it while idle, and the request never reached the server.
@@ -190,12 +188,10 @@ pub async fn exchange(
             });
         }
         if streaming {
-            let more = read_stream(&mut body, &mut m, &mut rx, limits).await?;
-            Ok(more.then_some(body))
+            read_stream(&mut body, &mut m, &mut rx, limits).await
         } else {
             let declared = hyper::body::Body::size_hint(&body).exact();
-            read_whole(&mut body, &mut m, &mut rx, limits, declared).await?;
-            Ok(None)
+            read_whole(&mut body, &mut m, &mut rx, limits, declared).await
         }
     };
     // What the deadline left this exchange, for the message: the cause, not only the kind.
@@ -229,8 +225,6 @@ pub async fn exchange(
             return m;
         }
     };
-    // A body whose end is still to come goes with its connection (to the pool, if reused).
-    let result = result.map(|tail| conn.tail = tail.map(|b| Tail::new(b, MonoTime::now())));
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,
         _ => Stamp::read(MonoTime::now()),
@@ -261,14 +255,12 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
     }
 }
 
-/// Reads a stream to `[DONE]`; true when the body's end (the chunked terminator) is still to
-/// come.
 async fn read_stream(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
     rx: &mut RxTimer,
     limits: &ReadLimits,
-) -> Result<bool, RequestError> {
+) -> Result<(), RequestError> {
     let mut parser = SseParser::with_limit(limits.caps.event_bytes);
     let mut events: Vec<SseEvent> = Vec::new();
     let mut last_token: Option<Stamp> = None;
@@ -311,20 +303,14 @@ async fn read_stream(
                     ..Role::default()
                 };
                 m.end = rx.event(read, ev.at, end, more_after);
-                // Read past [DONE] to the end of the body (the chunked terminator) if it has
-                // come; if not, the body goes with its connection, which is reused only once
-                // that end came cleanly (`connection::Tail`), so a server that never ends its
-                // body only costs the connection, not the measurement.
-                return Ok(match read_now(body) {
-                    Some(clean) => {
-                        m.reusable = clean;
-                        false
-                    }
-                    None => {
-                        m.reusable = true;
-                        true
-                    }
-                });
+                // Read past [DONE] to the end of the body (the chunked terminator): a body
+                // dropped early makes hyper close the connection, and a request racing that
+                // close on a pooled connection would fail with a reset. Bounded, so a server
+                // that never ends its body only costs the connection, not the measurement.
+                m.reusable = tokio::time::timeout(DRAIN_LIMIT, drain(body))
+                    .await
+                    .unwrap_or(false);
+                return Ok(());
             }
             let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
                 let shown: String = ev.data.chars().take(120).collect();
@@ -345,6 +331,26 @@ async fn read_stream(
             absorb(m, &info, at, &mut last_token, limits)?;
         }
     }
+}
+
+/// How long to wait for the end of a body after `[DONE]`.
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
+/// Reads a body to its end; true when it ended cleanly with nothing but framing left.
+async fn drain(body: &mut hyper::body::Incoming) -> bool {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f)
+                if f.data_ref()
+                    .is_some_and(|d| !d.iter().all(u8::is_ascii_whitespace)) =>
+            {
+                return false
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 async fn read_whole(
