@@ -58,6 +58,15 @@ fn limit_files(cmd: &mut Command, soft: u64, hard: u64) {
     }
 }
 
+/// The number that follows `marker` in `text` (an estimate canaryd printed).
+fn number_after(text: &str, marker: &str) -> u64 {
+    text.split(marker)
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate after {marker:?} in {text}"))
+}
+
 /// `canaryd doctor` shows the open-file limit canaryd runs under once it raised the soft one,
 /// and the requests in flight that leaves room for: in a container, whose limit a Kubernetes
 /// Pod spec cannot set, this is where the runtime's shows (README "Running on Kubernetes").
@@ -87,12 +96,7 @@ fn doctor_shows_the_open_file_limit_after_the_raise() {
         "{detail}"
     );
     // Headroom of at most 128 and the few files doctor has open come off the limit.
-    let room: u64 = detail
-        .split("about ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no estimate in {detail}"));
+    let room = number_after(detail, "about ");
     assert!((4096 - 128 - 64..=4096 - 128).contains(&room), "{detail}");
 }
 
@@ -123,12 +127,7 @@ fn a_thousand_users_under_a_hard_limit_of_1024_are_warned_once_and_the_run_ends_
     assert_eq!(cap["open_files_limit"], 1024, "{cap}");
     // The warning's figure is an estimate made before the run opened its own files.
     let limit = cap["limit"].as_u64().unwrap();
-    let said: u64 = stderr
-        .split("limit 1024): about ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no estimate in {stderr}"));
+    let said = number_after(&stderr, "limit 1024): about ");
     assert!(limit <= said && said - limit <= 16, "{cap} {stderr}");
 }
 
