@@ -81,10 +81,19 @@ pub struct CanarydContext {
     pub workers: Known<WorkersContext>,
 }
 
-/// How the runtime's worker threads were scheduled (`--realtime-workers`): a run measured
-/// with real-time workers reads first tokens sooner, at more CPU, and says so.
+/// How many worker threads read a run's responses, and how they were scheduled
+/// (`--realtime-workers`): a run measured with real-time workers reads first tokens sooner, at
+/// more CPU, and says so.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkersContext {
+    /// Worker threads of the run's own runtime, which prepares its requests and reads their
+    /// responses (exact, from the runtime; absent outside a run and in summaries from before
+    /// runs had their own runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u64>,
+    /// Why that many: the planned load and the rule, or the override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_why: Option<String>,
     /// Real-time workers were asked for.
     pub realtime_requested: bool,
     /// `SCHED_FIFO` when at least one worker thread had it at the run's end, else

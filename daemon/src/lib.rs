@@ -29,6 +29,7 @@ pub mod execute;
 pub mod file_limit;
 mod instant;
 pub mod judge;
+pub mod malloc_arenas;
 pub mod service;
 
 pub use bundled::BUNDLED_TRACE_NAME;
@@ -289,18 +290,14 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// tokio's multi-thread default, for the daemon and every command. One worker was measured
-/// (issue 21, bench/RESULTS.md "One runtime worker, re-judged with 12 repeats"): 4-18 % less
-/// CPU, but canaryd's own sends fell 27-53 ms behind in 2 of 36 runs at 4,000 req/s on a
-/// 2-core host (never with two workers), so it was not kept: precision first.
-///
-/// `workers` says whether its worker threads run real-time (`--realtime-workers`, the
-/// daemon's `realtime_workers`; bench/RESULTS.md "Real-time workers"); blocking-pool threads
-/// never do.
+/// tokio's multi-thread default, for the daemon and every command. A run's requests go on a
+/// runtime of the run's own, sized by its planned load (canary_replay's `request_runtime`;
+/// bench/RESULTS.md "The run's own runtime"), which takes `workers`: whether its worker threads
+/// run real-time (`--realtime-workers`, the daemon's `realtime_workers`; bench/RESULTS.md
+/// "Real-time workers"). This runtime's own threads stay ordinary.
 fn runtime(workers: RealtimeWorkers) -> Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    workers.configure(&mut builder);
     let rt = builder.build().context("starting the async runtime")?;
     workers.register(rt.handle());
     Ok(rt)

@@ -18,6 +18,14 @@ fn main() {
         ),
         canaryd::file_limit::Raised::AlreadyHigh => {}
     }
+    // Before any thread starts (see the module for why and what it saves).
+    match canaryd::malloc_arenas::cap() {
+        canaryd::malloc_arenas::Capped::At(n) => tracing::debug!("malloc arenas capped at {n}"),
+        canaryd::malloc_arenas::Capped::ByEnvironment => {
+            tracing::debug!("malloc arenas as MALLOC_ARENA_MAX says")
+        }
+        canaryd::malloc_arenas::Capped::Not => tracing::debug!("malloc arenas not capped"),
+    }
     match canaryd::run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

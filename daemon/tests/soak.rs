@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 const SOAK: Duration = Duration::from_secs(90);
 
 /// The daemon's peak resident memory (VmHWM) may not pass this. Measured on the 2-core
-/// development VM: 156 MiB, of which about 90 MiB are the `/metrics` scrapes of the hostile
-/// targets (left on, as by default: the scraper holds up to 32 MiB of one scrape, and three
+/// development VM: 156 MiB when this test was written, 249 MiB on 2026-11-25 before runs had
+/// worker threads of their own, 269 MiB since (361 MiB before the daemon capped glibc's malloc
+/// arenas, `daemon/src/malloc_arenas.rs`); of the first, about 90 MiB were the `/metrics`
+/// scrapes of the hostile targets (left on, as by default: the scraper holds up to 32 MiB of one scrape, and three
 /// of these servers answer `/metrics` with an endless body); 65 MiB with scraping off. The
 /// caps bound each hostile run: 20 requests in flight, each holding at most one 1 MiB SSE
 /// event and hyper's 64 KiB read buffer. Before the caps, the endless line alone buffered

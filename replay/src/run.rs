@@ -35,6 +35,7 @@ mod finish;
 mod planner;
 mod record;
 mod replicas;
+mod request_runtime;
 mod send;
 mod sessions;
 mod setup;
@@ -43,7 +44,8 @@ pub use cancel::Cancellation;
 pub use config::Config;
 pub use replicas::Balance;
 use replicas::Replicas;
-pub use work::{ClosedLoopWork, RateWork, Work};
+use request_runtime::RequestRuntime;
+pub use work::{ClosedLoopWork, PlannedLoad, RateWork, Work};
 
 /// Live counters, for progress display.
 #[derive(Debug, Default)]
@@ -71,6 +73,9 @@ pub enum ReplayError {
     // Causes are sources, never repeated in the message (`{:#}` prints each once).
     #[error("starting the dispatch thread")]
     Dispatcher(#[source] std::io::Error),
+    /// The run's own runtime could not start.
+    #[error("starting the run's worker threads")]
+    Runtime(#[source] std::io::Error),
     /// An artifact could not be written.
     #[error("writing results")]
     Artifact(#[from] ArtifactError),
@@ -132,7 +137,31 @@ pub async fn run(
 
 /// [`run()`] for any [`Work`]: a trace's schedule, an open-loop rate (its deadlines released
 /// by the same dispatcher, a concurrency ceiling recorded as hold) or a closed loop of users.
+///
+/// The run goes on a runtime of its own, its workers sized by the load it plans
+/// (`request_runtime`), unless [`Config::own_runtime`] is false.
 pub async fn run_work(
+    config: Config,
+    work: Work,
+    prompts: Arc<PromptBuilder>,
+    info: RunInfo,
+    observer: Option<Arc<dyn Observer>>,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, ReplayError> {
+    if !config.own_runtime {
+        return run_here(config, work, prompts, info, observer, shutdown, progress).await;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let knob = std::env::var(request_runtime::THREADS_ENV).ok();
+    let sizing = request_runtime::sizing(work.planned_load(), cores, knob.as_deref());
+    let runtime = RequestRuntime::start(sizing).map_err(ReplayError::Runtime)?;
+    let run = run_here(config, work, prompts, info, observer, shutdown, progress);
+    runtime.run(run).await
+}
+
+/// [`run_work`] on the runtime it is polled on.
+async fn run_here(
     config: Config,
     work: Work,
     prompts: Arc<PromptBuilder>,

@@ -235,6 +235,16 @@ impl Schedule {
         Duration::try_from_secs_f64(longest / self.timing.speedup).unwrap_or(Duration::MAX)
     }
 
+    /// Tokens in and out over every request, as the trace plans them.
+    pub fn tokens(&self) -> u64 {
+        (0..self.len())
+            .map(|i| {
+                let r = self.rows.row(i);
+                u64::from(r.input_tokens()) + u64::from(r.output_tokens())
+            })
+            .sum()
+    }
+
     /// The time the whole schedule spans (last deadline by timestamp).
     pub fn span(&self) -> Duration {
         let last = (0..self.len())

@@ -1,6 +1,10 @@
 //! The async runtime's worker threads under real-time scheduling: `--realtime-workers` (the
 //! daemon's `realtime_workers`), off by default.
 //!
+//! The front end registers the wanted mode with the process's runtime; each run's own runtime
+//! (`run::request_runtime`, the workers that read the responses) takes it from there, so only
+//! those workers are ever raised.
+//!
 //! Why: on a host where the server shares canaryd's cores, a worker woken by a response's
 //! first token waits for a core while the server's thread goes on writing (ordinary threads
 //! need not preempt each other on a wake-up). The read comes late, and the kernel merges the
@@ -26,7 +30,7 @@ use crate::dispatch::priority::{self, WORKER_PRIORITY};
 use canary_core::{Known, WorkersContext};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 /// A measurement knob: at most this many worker threads are raised (default: all). It is how
 /// bench/RESULTS.md compared one real-time worker against two.
@@ -57,8 +61,16 @@ thread_local! {
     static RAISED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runtimes built with a [`RealtimeWorkers`], by id, so a run learns its own runtime's.
-static RUNTIMES: Mutex<Vec<(tokio::runtime::Id, Weak<State>)>> = Mutex::new(Vec::new());
+/// Runtimes built with a [`RealtimeWorkers`], so a run learns its own runtime's.
+static RUNTIMES: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
+
+struct Registered {
+    id: tokio::runtime::Id,
+    /// Kept alive here: the front end's runtime has no other owner of it.
+    state: Arc<State>,
+    /// A run's own runtime: its worker threads and why that many.
+    threads: Option<(u64, String)>,
+}
 
 impl RealtimeWorkers {
     /// Workers real-time or not, as asked.
@@ -95,11 +107,33 @@ impl RealtimeWorkers {
             })
     }
 
-    /// Ties this to the runtime `handle` belongs to, for [`context`].
+    /// Ties this to the runtime `handle` belongs to, for [`context`] and for the runs started
+    /// on it, whose own runtimes take these settings ([`crate::run`]).
     pub fn register(&self, handle: &tokio::runtime::Handle) {
+        self.register_threads(handle, None);
+    }
+
+    /// [`RealtimeWorkers::register`] for a run's own runtime of `threads` workers, for `why`;
+    /// [`unregister`] when it is shut down.
+    pub(crate) fn register_threads(
+        &self,
+        handle: &tokio::runtime::Handle,
+        threads: Option<(u64, String)>,
+    ) {
         let mut runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
-        runtimes.retain(|(_, s)| s.strong_count() > 0);
-        runtimes.push((handle.id(), Arc::downgrade(&self.state)));
+        runtimes.push(Registered {
+            id: handle.id(),
+            state: self.state.clone(),
+            threads,
+        });
+    }
+
+    /// The settings the calling task's runtime was registered with, if it was.
+    pub(crate) fn of_current() -> Option<RealtimeWorkers> {
+        let id = tokio::runtime::Handle::try_current().ok()?.id();
+        let runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+        let state = runtimes.iter().find(|r| r.id == id)?.state.clone();
+        Some(RealtimeWorkers { state })
     }
 
     /// Changes the wanted mode; each worker follows before it next parks.
@@ -170,6 +204,8 @@ impl State {
         let raised = self.raised.load(Ordering::SeqCst) as u64;
         let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         WorkersContext {
+            threads: None,
+            threads_why: None,
             realtime_requested: requested,
             scheduling: if raised > 0 {
                 "SCHED_FIFO"
@@ -206,22 +242,36 @@ fn warn_if_unbounded() {
     });
 }
 
-/// How the calling task's runtime's workers are scheduled, for `summary.json`'s
-/// `context.canaryd.workers`.
+/// Whether the runtime `id` is registered.
+#[cfg(test)]
+pub(crate) fn is_registered(id: tokio::runtime::Id) -> bool {
+    let runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    runtimes.iter().any(|r| r.id == id)
+}
+
+/// Forgets a run's runtime that was shut down.
+pub(crate) fn unregister(id: tokio::runtime::Id) {
+    let mut runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    runtimes.retain(|r| r.id != id);
+}
+
+/// How many workers the calling task's runtime has and how they are scheduled, for
+/// `summary.json`'s `context.canaryd.workers`.
 pub fn context() -> Known<WorkersContext> {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return Known::unavailable("not run on an async runtime");
     };
     let id = handle.id();
     let runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
-    match runtimes
-        .iter()
-        .find(|(r, _)| *r == id)
-        .and_then(|(_, s)| s.upgrade())
-    {
-        Some(state) => Known::Value(state.context()),
-        None => Known::unavailable("the runtime was not built by canaryd's front end"),
+    let Some(registered) = runtimes.iter().find(|r| r.id == id) else {
+        return Known::unavailable("the runtime was not built by canaryd's front end");
+    };
+    let mut c = registered.state.context();
+    if let Some((threads, why)) = &registered.threads {
+        c.threads = Some(*threads);
+        c.threads_why = Some(why.clone());
     }
+    Known::Value(c)
 }
 
 #[cfg(test)]

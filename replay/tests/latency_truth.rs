@@ -169,6 +169,8 @@ async fn stalled_after(k: usize) {
     let run = replay(requests(3, 64, TOKENS), t, |c| {
         c.concurrency = Some(1);
         c.record_chunks = true;
+        // The client on this test's one thread, beside the sim (see the top).
+        c.own_runtime = false;
     })
     .await;
     let truth = sim.truth();

@@ -46,7 +46,12 @@ fn a_request_leaves_at_its_deadline_while_the_runtimes_only_thread_is_blocked() 
             std::thread::sleep(800 * MS);
             (start.as_nanos() as f64, MonoTime::now().as_nanos() as f64)
         });
-        let run = replay(requests(1, 40, 4), target(&sim), prepared_early).await;
+        let run = replay(requests(1, 40, 4), target(&sim), |c| {
+            prepared_early(c);
+            // On the runtime whose only thread the blocker holds.
+            c.own_runtime = false;
+        })
+        .await;
         (run, blocker.await.unwrap())
     });
     let r = &run.records[0];

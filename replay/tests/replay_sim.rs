@@ -90,7 +90,12 @@ async fn reasoning_tokens_separate_ttfo_from_ttft() {
     // (the fast profile would otherwise write all ten at once).
     t.headers
         .push(header("x-sim-fault", "stall_mid_ms=300,at=4"));
-    let run = replay(requests(3, 50, 10), t, |c| c.record_chunks = true).await;
+    let run = replay(requests(3, 50, 10), t, |c| {
+        c.record_chunks = true;
+        // Sim and client on this test's one thread (see below).
+        c.own_runtime = false;
+    })
+    .await;
     let truth = sim.truth();
     let by_id = truth_by_request_id(&truth, &run.run_id);
     for r in &run.records {

@@ -126,7 +126,11 @@ fn starve(sim_flags: &[&str], fault: &str, tokens: u32, block: Duration) -> Star
         let run = replay_watched(
             requests(1, 40, tokens),
             t,
-            |c| c.record_chunks = true,
+            |c| {
+                c.record_chunks = true;
+                // On this runtime's one thread, the one the blocker holds.
+                c.own_runtime = false;
+            },
             CancellationToken::new(),
             progress.clone(),
         )

@@ -290,3 +290,67 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
         text(&out)
     );
 }
+
+/// A run's own worker threads: one per 2,000 requests or 150,000 tokens per second it plans
+/// (at most one per core), one per core for a closed loop, `CANARYD_REQUEST_WORKERS` over both;
+/// `context.canaryd.workers` says how many the runtime had and why.
+#[test]
+fn a_run_sizes_its_worker_threads_by_its_planned_load() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let workers = |shape: &[&str], knob: Option<&str>| -> serde_json::Value {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
+        cmd.args([
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--no-nvml",
+        ])
+        .args(["--no-ebpf", "--output-dir", "out", "--overwrite"])
+        .args(["--isl", "64", "--osl", "8"])
+        .args(shape)
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("CANARYD_REQUEST_WORKERS");
+        if let Some(n) = knob {
+            cmd.env("CANARYD_REQUEST_WORKERS", n);
+        }
+        let out = cmd.output().expect("canaryd runs");
+        assert!(out.status.success(), "{}", text(&out));
+        let s = summary(dir.path());
+        assert_eq!(s["errors"], 0, "{s}");
+        s["context"]["canaryd"]["workers"].clone()
+    };
+    let slow = workers(&["--request-rate", "100", "--request-count", "10"], None);
+    assert_eq!(slow["threads"], 1, "{slow}");
+    let why = slow["threads_why"].as_str().unwrap();
+    assert!(
+        why.starts_with("100 requests/s and 7200 tokens/s planned"),
+        "{why}"
+    );
+
+    // 5,000 requests/s of 72 tokens: 3 workers by the requests (2.4 by the tokens).
+    let fast = workers(&["--request-rate", "5000", "--request-count", "20"], None);
+    assert_eq!(fast["threads"], 3.min(cores), "{fast}");
+
+    let closed = workers(&["--concurrency", "2", "--request-count", "6"], None);
+    assert_eq!(closed["threads"], cores, "{closed}");
+    assert!(
+        closed["threads_why"]
+            .as_str()
+            .unwrap()
+            .contains("closed loop"),
+        "{closed}"
+    );
+
+    let knob = workers(
+        &["--request-rate", "100", "--request-count", "10"],
+        Some("3"),
+    );
+    assert_eq!(knob["threads"], 3, "{knob}");
+    assert_eq!(knob["threads_why"], "CANARYD_REQUEST_WORKERS=3", "{knob}");
+}

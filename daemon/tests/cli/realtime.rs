@@ -187,7 +187,7 @@ fn a_server_streaming_without_pause_costs_real_time_workers_one_error_per_reques
 }
 
 /// `CANARYD_REALTIME_WORKERS_MAX=N`, the measurement knob (README "Precision mode", how
-/// bench/RESULTS.md compared one real-time worker of two against both): of the runtime's two
+/// bench/RESULTS.md compared one real-time worker of two against both): of the run's two
 /// workers only N are raised, and `context.canaryd.workers` says how many were.
 #[test]
 fn the_measurement_knob_raises_at_most_that_many_workers() {
@@ -205,7 +205,7 @@ fn the_measurement_knob_raises_at_most_that_many_workers() {
             .args(["--output-dir", out])
             .current_dir(dir.path())
             .env("RUST_LOG", "warn")
-            .env("TOKIO_WORKER_THREADS", "2")
+            .env("CANARYD_REQUEST_WORKERS", "2")
             .env_remove("OPENAI_API_KEY")
             .env_remove("CANARYD_REALTIME_WORKERS_MAX");
         if let Some(max) = max {

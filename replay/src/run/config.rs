@@ -60,6 +60,11 @@ pub struct Config {
     pub baseline_context: Option<ContextBaseline>,
     /// Keep the run's figures in slices of this duration from its start (issue 18).
     pub slice_duration: Option<Duration>,
+    /// Prepare the requests and read the responses on a runtime of the run's own, sized by
+    /// its planned load (the default; [`crate::run_work`]). False runs them on the caller's
+    /// runtime: a library caller's choice, and tests whose simulator must share the client's
+    /// one thread.
+    pub own_runtime: bool,
 }
 
 impl Config {
@@ -85,6 +90,7 @@ impl Config {
             start_at: None,
             baseline_context: None,
             slice_duration: None,
+            own_runtime: true,
         }
     }
 }

@@ -22,6 +22,15 @@ pub enum Work {
     ClosedLoop(ClosedLoopWork),
 }
 
+/// What a run plans to send per second, on average over its schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedLoad {
+    /// Requests per second (infinite when every deadline is the same instant).
+    pub requests_per_s: f64,
+    /// Tokens in and out per second, as planned (the server may stop a stream sooner).
+    pub tokens_per_s: f64,
+}
+
 /// An open-loop rate's requests, generated in deadline order.
 #[derive(Debug)]
 pub struct RateWork {
@@ -88,6 +97,30 @@ impl Work {
         match self {
             Work::Schedule(s) => s.timing(),
             _ => Timing::real_time(),
+        }
+    }
+
+    /// The load it plans on average, for sizing the run's runtime; `None` for a closed loop,
+    /// whose pace is the server's.
+    pub fn planned_load(&self) -> Option<PlannedLoad> {
+        match self {
+            Work::Schedule(s) => {
+                let secs = s.span().as_secs_f64();
+                let per_s = |n: f64| if secs > 0.0 { n / secs } else { f64::INFINITY };
+                Some(PlannedLoad {
+                    requests_per_s: per_s(s.len() as f64),
+                    tokens_per_s: per_s(s.tokens() as f64),
+                })
+            }
+            Work::Rate(r) => {
+                let q = &r.requests;
+                let tokens = q.shared_prefix as f64 + q.isl.mean as f64 + q.osl.mean as f64;
+                Some(PlannedLoad {
+                    requests_per_s: r.rate,
+                    tokens_per_s: r.rate * tokens,
+                })
+            }
+            Work::ClosedLoop(_) => None,
         }
     }
 
