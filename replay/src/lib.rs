@@ -67,8 +67,8 @@ pub use results::{
     ResultsWriter, SummaryFile,
 };
 pub use run::{
-    run, run_work, Balance, Cancellation, ClosedLoopWork, Config, PlannedLoad, Progress, RateWork,
-    ReplayError, Work,
+    run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Pace, PlannedLoad, Progress,
+    RateWork, ReplayError, Work,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use sse::{EventTooLarge, SseEvent, SseParser};

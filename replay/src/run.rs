@@ -45,7 +45,7 @@ pub use config::Config;
 pub use replicas::Balance;
 use replicas::Replicas;
 use request_runtime::RequestRuntime;
-pub use work::{ClosedLoopWork, PlannedLoad, RateWork, Work};
+pub use work::{ClosedLoopWork, Pace, PlannedLoad, RateWork, Work};
 
 /// Live counters, for progress display.
 #[derive(Debug, Default)]
@@ -154,7 +154,7 @@ pub async fn run_work(
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let knob = std::env::var(request_runtime::THREADS_ENV).ok();
-    let sizing = request_runtime::sizing(work.planned_load(), cores, knob.as_deref());
+    let sizing = request_runtime::sizing(work.pace(), cores, knob.as_deref());
     let runtime = RequestRuntime::start(sizing).map_err(ReplayError::Runtime)?;
     let run = run_here(config, work, prompts, info, observer, shutdown, progress);
     runtime.run(run).await

@@ -292,7 +292,8 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
 }
 
 /// A run's own worker threads: one per 2,000 requests or 150,000 tokens per second it plans
-/// (at most one per core), one per core for a closed loop, `CANARYD_REQUEST_WORKERS` over both;
+/// (at most one per core), one per core for a closed loop but no more than its users,
+/// `CANARYD_REQUEST_WORKERS` over both;
 /// `context.canaryd.workers` says how many the runtime had and why.
 #[test]
 fn a_run_sizes_its_worker_threads_by_its_planned_load() {
@@ -337,8 +338,11 @@ fn a_run_sizes_its_worker_threads_by_its_planned_load() {
     let fast = workers(&["--request-rate", "5000", "--request-count", "20"], None);
     assert_eq!(fast["threads"], 3.min(cores), "{fast}");
 
+    // A closed loop: one per core, no more than its users.
     let closed = workers(&["--concurrency", "2", "--request-count", "6"], None);
-    assert_eq!(closed["threads"], cores, "{closed}");
+    assert_eq!(closed["threads"], cores.min(2), "{closed}");
+    let single = workers(&["--concurrency", "1", "--request-count", "3"], None);
+    assert_eq!(single["threads"], 1, "{single}");
     assert!(
         closed["threads_why"]
             .as_str()

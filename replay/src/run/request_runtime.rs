@@ -7,14 +7,15 @@
 //! runtime"). One worker kept up with 2,000 short requests per second on a 2-core host (36 of
 //! 36 runs on time) and fell behind at 4,000 (2 of 36). So a run gets one worker per 2,000
 //! requests or 150,000 tokens per second it plans, whichever needs more, and at most one per
-//! core; a closed loop, whose pace is the server's, gets one per core (tokio's default).
+//! core; a closed loop, whose pace is the server's, gets one per core (tokio's default), but
+//! no more than it has users (each has at most one request in flight).
 //!
 //! The process's runtime keeps everything else (the daemon's API, telemetry, exporters), so
 //! none of it waits for, or wakes, a run's workers. `--realtime-workers` applies to a run's
 //! workers, which read the responses; `CANARYD_REQUEST_WORKERS=N` overrides the rule (a
 //! measurement knob).
 
-use super::work::PlannedLoad;
+use super::work::Pace;
 use crate::workers::{self, RealtimeWorkers};
 use std::future::Future;
 use std::time::Duration;
@@ -36,9 +37,9 @@ pub(super) struct Sizing {
     pub why: String,
 }
 
-/// The workers for `load` on a host of `cores`, unless `knob` (the environment's
+/// The workers for `pace` on a host of `cores`, unless `knob` (the environment's
 /// `CANARYD_REQUEST_WORKERS`) says otherwise.
-pub(super) fn sizing(load: Option<PlannedLoad>, cores: usize, knob: Option<&str>) -> Sizing {
+pub(super) fn sizing(pace: Pace, cores: usize, knob: Option<&str>) -> Sizing {
     let cores = cores.max(1);
     if let Some(knob) = knob {
         match knob.trim().parse::<usize>() {
@@ -59,11 +60,17 @@ pub(super) fn sizing(load: Option<PlannedLoad>, cores: usize, knob: Option<&str>
             }
         }
     }
-    let Some(load) = load else {
-        return Sizing {
-            threads: cores,
-            why: format!("one per core ({cores}): a closed loop's pace is the server's"),
-        };
+    let load = match pace {
+        Pace::Planned(load) => load,
+        Pace::ClosedLoop { users } => {
+            return Sizing {
+                threads: cores.min(users).max(1),
+                why: format!(
+                    "a closed loop of {users} users, whose pace is the server's: one worker per \
+                     core ({cores}), at most one per user"
+                ),
+            }
+        }
     };
     let needed = (load.requests_per_s / REQUESTS_PER_THREAD)
         .max(load.tokens_per_s / TOKENS_PER_THREAD)
@@ -156,15 +163,15 @@ impl Drop for Aborting {
 mod tests {
     use super::*;
 
-    fn load(requests_per_s: f64, tokens_per_s: f64) -> Option<PlannedLoad> {
-        Some(PlannedLoad {
+    fn load(requests_per_s: f64, tokens_per_s: f64) -> Pace {
+        Pace::Planned(super::super::work::PlannedLoad {
             requests_per_s,
             tokens_per_s,
         })
     }
 
     #[test]
-    fn one_worker_per_2000_requests_or_150000_tokens_per_second_at_most_one_per_core() {
+    fn one_worker_per_2000_requests_or_150000_tokens_per_second_at_most_one_per_core_or_user() {
         let threads = |l, cores| sizing(l, cores, None).threads;
         // Short requests (64 in, 8 out): the request rate decides.
         assert_eq!(threads(load(1_000.0, 72_000.0), 16), 1);
@@ -183,8 +190,10 @@ mod tests {
         // Every deadline at one instant; nothing planned.
         assert_eq!(threads(load(f64::INFINITY, f64::INFINITY), 4), 4);
         assert_eq!(threads(load(0.0, 0.0), 4), 1);
-        // A closed loop: one per core.
-        assert_eq!(threads(None, 4), 4);
+        // A closed loop: one per core, at most one per user.
+        assert_eq!(threads(Pace::ClosedLoop { users: 1000 }, 4), 4);
+        assert_eq!(threads(Pace::ClosedLoop { users: 2 }, 16), 2);
+        assert_eq!(threads(Pace::ClosedLoop { users: 0 }, 16), 1);
         let why = sizing(load(1_000.0, 72_000.0), 2, None).why;
         assert!(
             why.contains("1000 requests/s and 72000 tokens/s planned"),

@@ -22,6 +22,18 @@ pub enum Work {
     ClosedLoop(ClosedLoopWork),
 }
 
+/// How fast a run means to send (see [`Work::pace`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// A schedule or a rate: what it plans per second.
+    Planned(PlannedLoad),
+    /// A closed loop of this many users: as fast as the server answers them.
+    ClosedLoop {
+        /// Users, each with at most one request in flight.
+        users: usize,
+    },
+}
+
 /// What a run plans to send per second, on average over its schedule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlannedLoad {
@@ -100,14 +112,14 @@ impl Work {
         }
     }
 
-    /// The load it plans on average, for sizing the run's runtime; `None` for a closed loop,
-    /// whose pace is the server's.
-    pub fn planned_load(&self) -> Option<PlannedLoad> {
+    /// How fast it means to send, for sizing the run's runtime: the load it plans on
+    /// average, or a closed loop's users, whose pace is the server's.
+    pub fn pace(&self) -> Pace {
         match self {
             Work::Schedule(s) => {
                 let secs = s.span().as_secs_f64();
                 let per_s = |n: f64| if secs > 0.0 { n / secs } else { f64::INFINITY };
-                Some(PlannedLoad {
+                Pace::Planned(PlannedLoad {
                     requests_per_s: per_s(s.len() as f64),
                     tokens_per_s: per_s(s.tokens() as f64),
                 })
@@ -115,12 +127,12 @@ impl Work {
             Work::Rate(r) => {
                 let q = &r.requests;
                 let tokens = q.shared_prefix as f64 + q.isl.mean as f64 + q.osl.mean as f64;
-                Some(PlannedLoad {
+                Pace::Planned(PlannedLoad {
                     requests_per_s: r.rate,
                     tokens_per_s: r.rate * tokens,
                 })
             }
-            Work::ClosedLoop(_) => None,
+            Work::ClosedLoop(c) => Pace::ClosedLoop { users: c.users },
         }
     }
 
