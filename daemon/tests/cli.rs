@@ -26,11 +26,18 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn canaryd(args: &[&str], cwd: &Path) -> Output {
+    canaryd_env(args, cwd, &[])
+}
+
+/// [`canaryd`] with `env` set; the developer's own measurement knobs never reach it.
+fn canaryd_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_canaryd"))
         .args(args)
         .current_dir(cwd)
         .env("RUST_LOG", "warn")
         .env_remove("OPENAI_API_KEY")
+        .env_remove("CANARYD_REQUEST_WORKERS")
+        .envs(env.iter().copied())
         .output()
         .expect("canaryd runs")
 }

@@ -152,9 +152,7 @@ pub async fn run_work(
     if !config.own_runtime {
         return run_here(config, work, prompts, info, observer, shutdown, progress).await;
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let knob = std::env::var(request_runtime::THREADS_ENV).ok();
-    let sizing = request_runtime::sizing(work.pace(), cores, knob.as_deref());
+    let sizing = request_runtime::sizing_here(work.pace());
     let runtime = RequestRuntime::start(sizing).map_err(ReplayError::Runtime)?;
     let run = run_here(config, work, prompts, info, observer, shutdown, progress);
     runtime.run(run).await

@@ -2,15 +2,24 @@
 //! server's usage, `summary.json` saying what shape ran, and nonsense refused before anything
 //! is sent (issue 17).
 
-use super::{canaryd, summary};
+use super::{canaryd_env, summary};
 use crate::common::{sim, text};
 use std::path::Path;
 
 fn profile(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    profile_env(dir, url, extra, &[])
+}
+
+fn profile_env(
+    dir: &Path,
+    url: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let mut args = vec!["profile", "--url", url, "--model", "canary-sim"];
     args.extend(["--output-dir", "out", "--no-nvml", "--no-ebpf"]);
     args.extend_from_slice(extra);
-    canaryd(&args, dir)
+    canaryd_env(&args, dir, env)
 }
 
 fn records(dir: &Path) -> Vec<serde_json::Value> {
@@ -301,32 +310,16 @@ fn a_run_sizes_its_worker_threads_by_its_planned_load() {
     let url = format!("http://127.0.0.1:{port}");
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     let dir = tempfile::tempdir().unwrap();
-    let workers = |shape: &[&str], knob: Option<&str>| -> serde_json::Value {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
-        cmd.args([
-            "profile",
-            "--url",
-            &url,
-            "--model",
-            "canary-sim",
-            "--no-nvml",
-        ])
-        .args(["--no-ebpf", "--output-dir", "out", "--overwrite"])
-        .args(["--isl", "64", "--osl", "8"])
-        .args(shape)
-        .current_dir(dir.path())
-        .env("RUST_LOG", "warn")
-        .env_remove("CANARYD_REQUEST_WORKERS");
-        if let Some(n) = knob {
-            cmd.env("CANARYD_REQUEST_WORKERS", n);
-        }
-        let out = cmd.output().expect("canaryd runs");
+    let workers = |shape: &[&str], env: &[(&str, &str)]| -> serde_json::Value {
+        let mut extra = vec!["--overwrite", "--isl", "64", "--osl", "8"];
+        extra.extend_from_slice(shape);
+        let out = profile_env(dir.path(), &url, &extra, env);
         assert!(out.status.success(), "{}", text(&out));
         let s = summary(dir.path());
         assert_eq!(s["errors"], 0, "{s}");
         s["context"]["canaryd"]["workers"].clone()
     };
-    let slow = workers(&["--request-rate", "100", "--request-count", "10"], None);
+    let slow = workers(&["--request-rate", "100", "--request-count", "10"], &[]);
     assert_eq!(slow["threads"], 1, "{slow}");
     let why = slow["threads_why"].as_str().unwrap();
     assert!(
@@ -335,13 +328,13 @@ fn a_run_sizes_its_worker_threads_by_its_planned_load() {
     );
 
     // 5,000 requests/s of 72 tokens: 3 workers by the requests (2.4 by the tokens).
-    let fast = workers(&["--request-rate", "5000", "--request-count", "20"], None);
+    let fast = workers(&["--request-rate", "5000", "--request-count", "20"], &[]);
     assert_eq!(fast["threads"], 3.min(cores), "{fast}");
 
     // A closed loop: one per core, no more than its users.
-    let closed = workers(&["--concurrency", "2", "--request-count", "6"], None);
+    let closed = workers(&["--concurrency", "2", "--request-count", "6"], &[]);
     assert_eq!(closed["threads"], cores.min(2), "{closed}");
-    let single = workers(&["--concurrency", "1", "--request-count", "3"], None);
+    let single = workers(&["--concurrency", "1", "--request-count", "3"], &[]);
     assert_eq!(single["threads"], 1, "{single}");
     assert!(
         closed["threads_why"]
@@ -353,7 +346,7 @@ fn a_run_sizes_its_worker_threads_by_its_planned_load() {
 
     let knob = workers(
         &["--request-rate", "100", "--request-count", "10"],
-        Some("3"),
+        &[("CANARYD_REQUEST_WORKERS", "3")],
     );
     assert_eq!(knob["threads"], 3, "{knob}");
     assert_eq!(knob["threads_why"], "CANARYD_REQUEST_WORKERS=3", "{knob}");

@@ -26,7 +26,7 @@ const REQUESTS_PER_THREAD: f64 = 2_000.0;
 /// tokens in and 8 out, rounded up.
 const TOKENS_PER_THREAD: f64 = 150_000.0;
 /// Overrides the rule: this many workers for every run.
-pub(super) const THREADS_ENV: &str = "CANARYD_REQUEST_WORKERS";
+const THREADS_ENV: &str = "CANARYD_REQUEST_WORKERS";
 /// How long a finished run's runtime gets to stop its threads (they are idle by then).
 const SHUTDOWN: Duration = Duration::from_secs(5);
 
@@ -37,9 +37,15 @@ pub(super) struct Sizing {
     pub why: String,
 }
 
+/// The workers for `pace` on this host, unless `CANARYD_REQUEST_WORKERS` says otherwise.
+pub(super) fn sizing_here(pace: Pace) -> Sizing {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    sizing(pace, cores, std::env::var(THREADS_ENV).ok().as_deref())
+}
+
 /// The workers for `pace` on a host of `cores`, unless `knob` (the environment's
 /// `CANARYD_REQUEST_WORKERS`) says otherwise.
-pub(super) fn sizing(pace: Pace, cores: usize, knob: Option<&str>) -> Sizing {
+fn sizing(pace: Pace, cores: usize, knob: Option<&str>) -> Sizing {
     let cores = cores.max(1);
     if let Some(knob) = knob {
         match knob.trim().parse::<usize>() {
@@ -115,16 +121,18 @@ impl RequestRuntime {
     }
 
     /// Runs `run` to its end on these workers, then stops them. Dropped unfinished (the caller
-    /// gave up on the run), it drops `run` and stops them in the background.
+    /// gave up on the run), it stops them in the background, which drops `run`.
     pub async fn run<F>(mut self, run: F) -> F::Output
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let task = self.rt.as_ref().expect("not yet shut down").spawn(run);
-        let mut guard = Aborting(Some(task.abort_handle()));
-        let out = task.await;
-        guard.0 = None;
+        let out = self
+            .rt
+            .as_ref()
+            .expect("not yet shut down")
+            .spawn(run)
+            .await;
         if let Some(rt) = self.rt.take() {
             workers::unregister(rt.handle().id());
             // Dropping a runtime blocks until its threads stop: not on an async worker.
@@ -133,7 +141,8 @@ impl RequestRuntime {
         match out {
             Ok(out) => out,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only this function aborts it, and only once it is dropped.
+            // Only a shutdown cancels it, and that comes after it finished (above) or with
+            // this future dropped (below).
             Err(e) => unreachable!("a run's task ended without finishing: {e}"),
         }
     }
@@ -144,17 +153,6 @@ impl Drop for RequestRuntime {
         if let Some(rt) = self.rt.take() {
             workers::unregister(rt.handle().id());
             rt.shutdown_background();
-        }
-    }
-}
-
-/// Aborts the run's task when the future awaiting it is dropped first.
-struct Aborting(Option<tokio::task::AbortHandle>);
-
-impl Drop for Aborting {
-    fn drop(&mut self) {
-        if let Some(task) = &self.0 {
-            task.abort();
         }
     }
 }
