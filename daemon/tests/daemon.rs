@@ -1,9 +1,9 @@
 //! `canaryd run` as a real process against a real `canaryd sim` process on loopback: verdicts,
 //! baselines and an induced regression, config reloads, SIGTERM mid-run, restarts, a stalled
 //! target, the embedded default and `check-config`, a second daemon on one `state_dir`, and a
-//! run killed with SIGKILL recovered at the next start. Every child is killed and reaped on every
-//! path (the guards below); nothing asserts on timing, the status API is polled with generous
-//! deadlines instead.
+//! run killed with SIGKILL recovered at the next start (a capacity search's and a sweep's
+//! too). Every child is killed and reaped on every path (the guards below); nothing asserts on
+//! timing, the status API is polled with generous deadlines instead.
 
 mod common;
 
@@ -855,6 +855,93 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
         .query_row("SELECT samples FROM runs WHERE id = ?1", [id], |r| r.get(0))
         .unwrap();
     assert_eq!(samples, None);
+}
+
+/// A capacity search and a sweep keep their records in one folder per probe or point: a kill
+/// in the middle of one still leaves a run the next start records, with the part it cut short
+/// summarized from its records, a verdict, and a history row (so retention can remove it).
+#[test]
+fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    // Parts of a minute each: far from done when the kill comes.
+    let shape = "isl = 16\nosl = 4\nbenchmark_duration = \"60s\"\nevery = \"1h\"\n\
+                 slos = \"request_latency:60000\"\nmin_good_fraction = 0.5\n";
+    // Workloads on one target take turns: the sweep's target is the same server by another name.
+    let extra = format!(
+        "[targets.sim2]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.capacity]\ntarget = \"sim\"\nkind = \"capacity\"\nrequest_rate = 20\n\
+         arrival_pattern = \"constant\"\n{shape}\
+         [workloads.knee]\ntarget = \"sim2\"\nkind = \"sweep\"\nsweep_concurrency = [2, 4]\n\
+         {shape}"
+    );
+    let config = write_config(dir.path(), sim_port, &extra);
+    let status = free_port();
+    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    // The run's folder, once its first part has recorded a few requests.
+    let running = |workload: &str, part: &str| {
+        let artifacts = dir.path().join("state/artifacts").join(workload);
+        let part = part.to_string();
+        eventually(60, "the part to record requests", move || {
+            let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+            let records = std::fs::read_to_string(run.join(&part).join("records.jsonl")).ok()?;
+            (records.lines().count() >= 5).then_some(run)
+        })
+    };
+    let runs = [
+        (
+            "capacity",
+            running("capacity", "probe-01-20rps"),
+            "probe-01-20rps",
+        ),
+        ("knee", running("knee", "point-01-c2"), "point-01-c2"),
+    ];
+    d.signal(libc::SIGKILL);
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(30)),
+        None,
+        "killed by a signal"
+    );
+    for (_, run_dir, part) in &runs {
+        assert!(!run_dir.join("verdict.json").exists());
+        assert!(!run_dir.join(part).join("summary.json").exists());
+    }
+
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    for (workload, run_dir, part) in &runs {
+        let id = run_dir.file_name().unwrap().to_str().unwrap();
+        let path = format!("/api/runs/{id}");
+        let body = eventually(60, "the killed run in the history", || {
+            let (code, body) = http(status, "GET", &path, "");
+            (code == 200).then_some(body)
+        });
+        let run: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(run["workload"], *workload, "{run:#}");
+        assert_eq!(
+            run["verdict"], "error: interrupted (process died)",
+            "{run:#}"
+        );
+        // The run's summary is the part it was killed in, rebuilt from that part's records.
+        let read =
+            |f: &Path| -> Value { serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap() };
+        let summary = read(&run_dir.join(part).join("summary.json"));
+        let recorded = std::fs::read_to_string(run_dir.join(part).join("records.jsonl"))
+            .unwrap()
+            .lines()
+            .count() as u64;
+        assert_eq!(summary["requests"].as_u64(), Some(recorded), "{summary:#}");
+        assert_eq!(summary["interrupted"], true, "{summary:#}");
+        assert_eq!(summary["run"]["run_id"], format!("{id}-p01"), "{summary:#}");
+        assert_eq!(
+            run["summary"]["requests"].as_u64(),
+            Some(recorded),
+            "{run:#}"
+        );
+        assert_eq!(run["summary"]["process_died"], true, "{run:#}");
+        let verdict = read(&run_dir.join("verdict.json"));
+        assert_eq!(verdict["verdict"], "error: interrupted (process died)");
+    }
 }
 
 #[test]

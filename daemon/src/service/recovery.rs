@@ -4,7 +4,9 @@
 //! workload's folder, rebuilds their `summary.json` and `summary.csv` from `records.jsonl`,
 //! and records them as `error: interrupted (process died)` with a `verdict.json`, like any
 //! other run. They are never compared with the baseline and never join one: an error run
-//! keeps no samples.
+//! keeps no samples. A capacity search or a sweep keeps its records in one folder per probe or
+//! point (`probe-NN-…`, `point-NN-…`): each such part without a summary gets one rebuilt, and
+//! the run's summary is its last part's.
 
 use crate::config::Config;
 use crate::judge::verdict::Verdict;
@@ -29,15 +31,16 @@ pub struct Orphan {
     pub dir: PathBuf,
 }
 
-/// Every `<artifacts_dir>/<workload>/<run-id>/` holding a `records.jsonl` but neither a
-/// `verdict.json` nor a history row, oldest first (run ids sort by start time). Folders that
-/// cannot be read are logged and passed over.
+/// Every `<artifacts_dir>/<workload>/<run-id>/` holding a `records.jsonl` (its own, or a
+/// part's) but neither a `verdict.json` nor a history row, oldest first (run ids sort by start
+/// time). Folders that cannot be read are logged and passed over.
 pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
     let mut out = Vec::new();
     for workload in subdirs(artifacts_dir) {
         for run in subdirs(&workload) {
             // verdict.json first: it settles every finished run without a database query.
-            if run.join("verdict.json").exists() || !run.join("records.jsonl").is_file() {
+            let has_records = run.join("records.jsonl").is_file() || !parts(&run).is_empty();
+            if run.join("verdict.json").exists() || !has_records {
                 continue;
             }
             let (Some(w), Some(id)) = (name(&workload), name(&run)) else {
@@ -56,6 +59,26 @@ pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out
+}
+
+/// The folders of a run's parts, in order: a capacity search's probes (`probe-NN-<rate>rps`)
+/// and a sweep's points (`point-NN-<label>`), each a run of its own, those with records.
+fn parts(run: &Path) -> Vec<PathBuf> {
+    let mut parts: Vec<PathBuf> = subdirs(run)
+        .into_iter()
+        .filter(|p| {
+            name(p).is_some_and(|n| n.starts_with("probe-") || n.starts_with("point-"))
+                && p.join("records.jsonl").is_file()
+        })
+        .collect();
+    parts.sort();
+    parts
+}
+
+/// A part's run id, as its run was given it: `<run id>-pNN` for `probe-NN-…` or `point-NN-…`.
+fn part_id(run_id: &str, part: &Path) -> String {
+    let index = name(part).and_then(|n| n.split('-').nth(1).map(str::to_string));
+    format!("{run_id}-p{}", index.unwrap_or_default())
 }
 
 fn name(p: &Path) -> Option<String> {
@@ -84,24 +107,23 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 
 /// Rebuilds `o`'s summary from its records (a `summary.json` already written is kept: the
 /// process died after it) and returns the run as `error: interrupted (process died)`, ready
-/// to be recorded. The workload's SLOs and target are those configured now; a workload gone
-/// from the config gets no SLOs and target `unknown`.
+/// to be recorded. A run of parts gets each part's summary rebuilt where it has none, and is
+/// recorded with its last part's. The workload's SLOs and target are those configured now; a
+/// workload gone from the config gets no SLOs and target `unknown`.
 pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
     let workload = config.workloads.iter().find(|w| w.name == o.workload);
-    let records = o.dir.join("records.jsonl");
-    let summary_path = o.dir.join("summary.json");
-    let summary = match std::fs::read(&summary_path) {
-        Ok(bytes) => {
-            let mut v: serde_json::Value = serde_json::from_slice(&bytes)
-                .with_context(|| format!("reading {}", summary_path.display()))?;
-            // As the history keeps a summary: what the run produced, without its header.
-            if let Some(m) = v.as_object_mut() {
-                m.remove("schema_version");
-                m.remove("run");
-            }
-            v
+    let (summary, records) = if o.dir.join("records.jsonl").is_file() {
+        (
+            summary_of(&o.dir, &o.id, &o.workload, workload)?,
+            o.dir.join("records.jsonl"),
+        )
+    } else {
+        let mut last = None;
+        for part in parts(&o.dir) {
+            let summary = summary_of(&part, &part_id(&o.id, &part), &o.workload, workload)?;
+            last = Some((summary, part.join("records.jsonl")));
         }
-        Err(_) => rebuild(o, workload, &records)?,
+        last.with_context(|| format!("{}: no records", o.dir.display()))?
     };
     let finished = std::fs::metadata(&records)
         .and_then(|m| m.modified())
@@ -129,15 +151,40 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
     })
 }
 
-/// Folds `records` into `summary.json` and `summary.csv` in the run's folder; the summary
-/// as the history keeps it.
-fn rebuild(
-    o: &Orphan,
+/// The summary of the run `id` in `dir`, as the history keeps it: its `summary.json` when the
+/// run wrote one, else rebuilt from its `records.jsonl`.
+fn summary_of(
+    dir: &Path,
+    id: &str,
+    workload_name: &str,
     workload: Option<&crate::config::Workload>,
-    records: &Path,
+) -> Result<serde_json::Value> {
+    let summary_path = dir.join("summary.json");
+    match std::fs::read(&summary_path) {
+        Ok(bytes) => {
+            let mut v: serde_json::Value = serde_json::from_slice(&bytes)
+                .with_context(|| format!("reading {}", summary_path.display()))?;
+            // As the history keeps a summary: what the run produced, without its header.
+            if let Some(m) = v.as_object_mut() {
+                m.remove("schema_version");
+                m.remove("run");
+            }
+            Ok(v)
+        }
+        Err(_) => rebuild(dir, id, workload_name, workload),
+    }
+}
+
+/// Folds the `records.jsonl` of the run `id` in `dir` into `summary.json` and `summary.csv`
+/// there; the summary as the history keeps it.
+fn rebuild(
+    dir: &Path,
+    id: &str,
+    workload_name: &str,
+    workload: Option<&crate::config::Workload>,
 ) -> Result<serde_json::Value> {
     let goodput = workload.map(|w| w.slos.clone()).unwrap_or_default();
-    let folded = canary_replay::fold_records(records, goodput)?;
+    let folded = canary_replay::fold_records(&dir.join("records.jsonl"), goodput)?;
     let body = Rebuilt {
         interrupted: true,
         process_died: true,
@@ -150,11 +197,11 @@ fn rebuild(
          are not known)",
         folded.records, folded.skipped_lines
     );
-    let info = RunInfo::recovered(&o.id, &o.workload, how);
-    canary_replay::write_summary(&o.dir, &SummaryFile::new(&info, &body), &folded.summary)?;
+    let info = RunInfo::recovered(id, workload_name, how);
+    canary_replay::write_summary(dir, &SummaryFile::new(&info, &body), &folded.summary)?;
     tracing::warn!(
-        workload = %o.workload,
-        run = %o.id,
+        workload = %workload_name,
+        run = %id,
         "the process died during this run: its summary was rebuilt from {} records ({} unreadable lines skipped)",
         folded.records,
         folded.skipped_lines
@@ -219,8 +266,48 @@ mod tests {
         );
         mk("b", "20260101T000004Z-4", &[]);
         std::fs::write(art.join("b/stray-file"), "").unwrap();
+        // A capacity search's and a sweep's records are in their probes' and points' folders.
+        mk("c", "20260101T000005Z-5/probe-01-50rps", &["records.jsonl"]);
+        mk("c", "20260101T000006Z-6/point-02-c8", &["records.jsonl"]);
+        mk("c", "20260101T000007Z-7/point-01-c2", &["records.jsonl"]);
+        mk("c", "20260101T000007Z-7", &["verdict.json"]);
+        mk("c", "20260101T000008Z-8/other-01", &["records.jsonl"]);
+        mk("c", "20260101T000009Z-9/probe-01-50rps", &["summary.json"]);
         let found: Vec<String> = find(&art, &history).into_iter().map(|o| o.id).collect();
-        assert_eq!(found, ["20260101T000001Z-1", "20260101T000002Z-2"]);
+        assert_eq!(
+            found,
+            [
+                "20260101T000001Z-1",
+                "20260101T000002Z-2",
+                "20260101T000005Z-5",
+                "20260101T000006Z-6"
+            ]
+        );
         assert!(find(&dir.path().join("none"), &history).is_empty());
+    }
+
+    #[test]
+    fn a_runs_parts_come_in_order_with_the_run_ids_their_runs_had() {
+        let dir = tempfile::tempdir().unwrap();
+        for part in ["point-10-c64", "point-02-c8", "point-01-c2", "point-03-c16"] {
+            let d = dir.path().join(part);
+            std::fs::create_dir_all(&d).unwrap();
+            if part != "point-03-c16" {
+                std::fs::write(d.join("records.jsonl"), "").unwrap();
+            }
+        }
+        std::fs::write(dir.path().join("sweep.json"), "{}").unwrap();
+        let ids: Vec<String> = parts(dir.path())
+            .iter()
+            .map(|p| part_id("20260101T000006Z-6", p))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "20260101T000006Z-6-p01",
+                "20260101T000006Z-6-p02",
+                "20260101T000006Z-6-p10"
+            ]
+        );
     }
 }
