@@ -108,9 +108,10 @@ impl ResultsWriter {
     pub fn record(&mut self, record: &RequestRecord, chunk_gaps: &ChunkGaps) {
         self.aggregator.add(record, chunk_gaps);
         if let (Some((path, w)), None) = (&mut self.records, &self.write_error) {
-            let line = serde_json::to_string(record).expect("records always serialize");
-            let res = w
-                .write_all(line.as_bytes())
+            // Straight into the buffered writer: no string of its own per record. A record
+            // always serializes, so an error here is the writer's.
+            let res = serde_json::to_writer(&mut *w, record)
+                .map_err(std::io::Error::from)
                 .and_then(|_| w.write_all(b"\n"));
             if let Err(e) = res {
                 self.write_error = Some(at(path)(e));

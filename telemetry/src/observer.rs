@@ -332,13 +332,18 @@ impl Observer for TelemetryObserver {
             t.gpu_power_max_w = t.gpu_power_max_w.or(w.power_max_w);
         }
         if let Some(server) = &self.server {
-            if let Some(s) = server.at_or_before(sent) {
-                t.server_queue_depth_at_send = s.queue_depth;
-                t.server_kv_usage_at_send = s.kv_cache_usage;
+            // Once per request: read the gauges in place, not a copy of the whole sample.
+            if let Some((queue, kv)) =
+                server.read_at_or_before(sent, |s| (s.queue_depth, s.kv_cache_usage))
+            {
+                t.server_queue_depth_at_send = queue;
+                t.server_kv_usage_at_send = kv;
             }
             if let Some(ttft) = rec.ttft_ms {
-                if let Some(s) = server.at_or_before(at(t0, rec.sent_at_ms + ttft)) {
-                    t.server_running_at_first_token = s.running_requests;
+                let first_token = at(t0, rec.sent_at_ms + ttft);
+                if let Some(running) = server.read_at_or_before(first_token, |s| s.running_requests)
+                {
+                    t.server_running_at_first_token = running;
                 }
             }
         }

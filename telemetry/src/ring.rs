@@ -155,9 +155,15 @@ impl<T: Stamped + Clone> Ring<T> {
 
     /// The last sample taken at or before `t`.
     pub fn at_or_before(&self, t: MonoTime) -> Option<T> {
+        self.read_at_or_before(t, T::clone)
+    }
+
+    /// `read` of the last sample taken at or before `t`, without copying the sample: what a
+    /// request's record takes from it (a few gauges) costs no copy of its histograms.
+    pub fn read_at_or_before<R>(&self, t: MonoTime, read: impl FnOnce(&T) -> R) -> Option<R> {
         let g = self.lock();
         let n = g.samples.partition_point(|s| s.at() <= t);
-        n.checked_sub(1).and_then(|i| g.samples.get(i).cloned())
+        n.checked_sub(1).and_then(|i| g.samples.get(i)).map(read)
     }
 
     /// The first sample taken at or after `t`.
@@ -259,6 +265,8 @@ mod tests {
         assert_eq!(r.covering(MonoTime(26), MonoTime(35)), vec![S(25), S(30)]);
         assert_eq!(r.at_or_before(MonoTime(39)), Some(S(30)));
         assert_eq!(r.at_or_before(MonoTime(24)), None);
+        assert_eq!(r.read_at_or_before(MonoTime(30), |s| s.0 + 1), Some(31));
+        assert_eq!(r.read_at_or_before(MonoTime(24), |s| s.0), None);
         assert_eq!(r.at_or_after(MonoTime(31)), Some(S(40)));
         assert_eq!(r.latest(), Some(S(40)));
         let clone = r.clone();

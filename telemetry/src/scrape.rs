@@ -198,6 +198,15 @@ impl ServerMetrics {
         self.ring.at_or_before(t)
     }
 
+    /// `read` of the server's state at `t` (the last sample at or before it), without a copy.
+    pub fn read_at_or_before<R>(
+        &self,
+        t: MonoTime,
+        read: impl FnOnce(&ServerSample) -> R,
+    ) -> Option<R> {
+        self.ring.read_at_or_before(t, read)
+    }
+
     /// The scrapes bounding a run `[t0, t1]` for histogram and counter deltas: the last one at
     /// or before `t0` (else the first in the run), and the first at or after `t1` (else the
     /// last before it). `None` without two distinct scrapes.
