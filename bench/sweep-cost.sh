@@ -6,6 +6,10 @@
 #   (default 2 repeats; rates 250,500,1000 req/s; short requests, 64 in / 8 out, constant
 #   arrivals, 5 s per point). Each point appends one JSON line to $LOG; a table of every run and
 #   the medians' ratio to the first build is printed at the end.
+# SHAPE=trace sweeps the real 2000-row Mooncake slice instead (its bursts kept, lengths capped
+#   at 64 in / 8 out by `canaryd synthesize`), at the speedups that put its mean rate at RATES:
+#   the same points in requests per second, Mooncake's arrival pattern instead of even arrivals;
+#   each point replays the whole trace (2,000 requests: 8 s at 250 req/s, 2 s at 1,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS="${1:-2}"
@@ -18,12 +22,20 @@ PORT="${PORT:-18777}"
 SIM=$!
 trap 'kill $SIM 2>/dev/null; rm -rf "$OUT"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
+if [ "${SHAPE:-rate}" = trace ]; then
+  SRC="${TRACE:-../shared/traces/mooncake_conversation_first2000.jsonl}"
+  "$FIRST_BIN" synthesize "$SRC" "$OUT/trace.jsonl" --max-isl 64 --max-osl 8 >/dev/null
+  MEAN=$("$FIRST_BIN" analyze-trace --json "$OUT/trace.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["mean_rate_rps"])')
+  SPEEDUPS=$(python3 -c "print(','.join(f'{int(r) / $MEAN:.4g}' for r in '$RATES'.split(',')))")
+  POINTS=(--trace "$OUT/trace.jsonl" --speedup "$SPEEDUPS") # the whole trace per point
+else
+  POINTS=(--isl 64 --osl 8 --request-rate "$RATES" --arrival-pattern constant --benchmark-duration 5s)
+fi
 echo "== $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%H:%M) UTC"
 for rep in $(seq "$REPEATS"); do
   for b in $BINS; do
     tool="${b%%=*}" bin="${b#*=}"
-    "$bin" sweep --url "http://127.0.0.1:$PORT" --model canary-sim --isl 64 --osl 8 \
-      --request-rate "$RATES" --arrival-pattern constant --benchmark-duration 5s \
+    "$bin" sweep --url "http://127.0.0.1:$PORT" --model canary-sim "${POINTS[@]}" \
       --warmup-request-count 2 --no-nvml --no-ebpf --cooldown 1s \
       -o "$OUT/$tool-$rep" >/dev/null 2>&1
     for point in "$OUT/$tool-$rep"/point-*; do
