@@ -7,7 +7,10 @@
 //! is added to the status endpoint's `canaryd_export_drops_total` as each run ends and every
 //! few seconds between runs.
 
+use crate::capacity::Capacity;
 use crate::config::{Config, Target, Workload};
+use crate::judge::capacity::CapacityRun;
+use crate::judge::knee::SweepRun;
 use crate::service::run_result::RunResult;
 use crate::service::sinks::RunSink;
 use crate::service::status::StatusMetrics;
@@ -153,35 +156,13 @@ impl RunSink for OtlpSink {
         };
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
         if let Some(c) = &run.run.capacity {
-            let figures: Vec<(&'static str, f64)> = [
-                ("passed", c.found.max_passing_rate),
-                ("failed", c.found.min_failing_rate),
-                ("baseline", c.baseline.as_ref().map(|b| b.capacity)),
-            ]
-            .into_iter()
-            .filter_map(|(bound, rate)| Some((bound, rate?)))
-            .collect();
-            exporter.export_capacity(&labels, &figures);
+            exporter.export_capacity(&labels, &capacity_figures(c));
         }
         if let Some(s) = &run.run.sweep {
-            let knee: Vec<(&'static str, f64)> = [
-                ("knee", s.knee.as_ref().map(|k| k.request_throughput)),
-                ("baseline", s.baseline.as_ref().map(|b| b.knee)),
-            ]
-            .into_iter()
-            .filter_map(|(figure, rate)| Some((figure, rate?)))
-            .collect();
-            exporter.export_knee(&labels, &knee);
+            exporter.export_knee(&labels, &knee_figures(s));
             if let Some(c) = &s.capacity {
                 // A sweep over rates brackets the capacity at the SLO as a search does.
-                let bounds: Vec<(&'static str, f64)> = [
-                    ("passed", c.max_passing_rate),
-                    ("failed", c.min_failing_rate),
-                ]
-                .into_iter()
-                .filter_map(|(bound, rate)| Some((bound, rate?)))
-                .collect();
-                exporter.export_capacity(&labels, &bounds);
+                exporter.export_capacity(&labels, &bracket(c));
             }
         }
         self.count_drops(exporter.dropped());
@@ -199,5 +180,69 @@ impl RunSink for OtlpSink {
             r.metric_exports,
             r.logs_exported
         );
+    }
+}
+
+/// A figure of this run for a gauge, NaN when the run has none. The SDK exports each series at
+/// its last recorded value until recorded again, so leaving a figure out would show an earlier
+/// run's (a failed bound below this run's passed one, say); NaN is a gap on the panel.
+fn figure(v: Option<f64>) -> f64 {
+    v.unwrap_or(f64::NAN)
+}
+
+/// `canary.capacity.rate` of a capacity run, by bound.
+fn capacity_figures(c: &CapacityRun) -> [(&'static str, f64); 3] {
+    let [passed, failed] = bracket(&c.found);
+    let baseline = ("baseline", figure(c.baseline.as_ref().map(|b| b.capacity)));
+    [passed, failed, baseline]
+}
+
+/// The passed and failed bounds of a capacity bracket.
+fn bracket(c: &Capacity) -> [(&'static str, f64); 2] {
+    [
+        ("passed", figure(c.max_passing_rate)),
+        ("failed", figure(c.min_failing_rate)),
+    ]
+}
+
+/// `canary.sweep.knee` of a sweep run, by figure.
+fn knee_figures(s: &SweepRun) -> [(&'static str, f64); 2] {
+    [
+        (
+            "knee",
+            figure(s.knee.as_ref().map(|k| k.request_throughput)),
+        ),
+        ("baseline", figure(s.baseline.as_ref().map(|b| b.knee))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    // A search that ran out of probes while still passing has no failed bound: the gauge must
+    // not go on showing the failed bound of an earlier search, which could lie below this
+    // run's passed one.
+    #[test]
+    fn a_figure_the_run_does_not_have_is_nan_not_left_out() {
+        let run: CapacityRun = serde_json::from_value(json!({
+            "slo": "time_to_first_token:100", "min_good_fraction": 0.95,
+            "max_passing_rate": 400.0, "min_failing_rate": null, "relative_uncertainty": null,
+            "stopped_by": "max_runs", "probes": [], "baseline": null
+        }))
+        .unwrap();
+        let f = capacity_figures(&run);
+        assert_eq!(f.map(|(bound, _)| bound), ["passed", "failed", "baseline"]);
+        assert_eq!(f[0].1, 400.0);
+        assert!(f[1].1.is_nan() && f[2].1.is_nan(), "{f:?}");
+        let sweep: SweepRun = serde_json::from_value(json!({
+            "axis": "concurrency", "knee": null, "capacity": null, "points": [],
+            "baseline": {"runs": 3, "knee": 103.0, "spread": 2.0, "fail_at_or_below": 90.0}
+        }))
+        .unwrap();
+        let k = knee_figures(&sweep);
+        assert!(k[0].1.is_nan(), "no knee: {k:?}");
+        assert_eq!(k[1], ("baseline", 103.0));
     }
 }
