@@ -1,5 +1,7 @@
 //! Confidence intervals of a mean over a few repeated runs (issue 18): the mean of each run's
-//! figure, with the interval Student's t-distribution gives on n − 1 degrees of freedom.
+//! figure, with the interval Student's t-distribution gives on n − 1 degrees of freedom; and
+//! Welch's test of whether two such sets of runs differ (`canaryd compare` of two `--runs N`
+//! experiments).
 //!
 //! The t quantile is computed here rather than taken from a statistics crate: it needs only
 //! the regularized incomplete beta function (Lentz's continued fraction, as in Numerical
@@ -57,6 +59,57 @@ impl MeanInterval {
             low: half_width.map(|h| mean - h),
             high: half_width.map(|h| mean + h),
         })
+    }
+}
+
+/// Welch's two-sample t-test of two sets of runs' figures: do their means differ? An
+/// estimate, under the same assumption as [`MeanInterval`] (independent, normally
+/// distributed figures), without assuming equal variances.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WelchTest {
+    /// `(mean(b) − mean(a)) / √(s²a/na + s²b/nb)`; ±infinity when neither set varies but
+    /// their means differ.
+    pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom (`na + nb − 2` when neither set varies).
+    pub df: f64,
+    /// Two-sided p-value.
+    pub p_value: f64,
+}
+
+impl WelchTest {
+    /// The test of `b` against `a` (NaN and infinite values left out); `None` unless each
+    /// side has at least two values.
+    pub fn of(a: &[f64], b: &[f64]) -> Option<WelchTest> {
+        let stats = |v: &[f64]| {
+            let xs: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            (xs.len() >= 2).then_some((n, mean, var))
+        };
+        let ((na, ma, va), (nb, mb, vb)) = (stats(a)?, stats(b)?);
+        let (ea, eb) = (va / na, vb / nb);
+        let se2 = ea + eb;
+        if se2 == 0.0 {
+            // Neither set varies: equal means are no evidence of a difference, different
+            // ones are certain evidence.
+            let (t, p_value) = if ma == mb {
+                (0.0, 1.0)
+            } else {
+                ((mb - ma).signum() * f64::INFINITY, 0.0)
+            };
+            return Some(WelchTest {
+                t,
+                df: na + nb - 2.0,
+                p_value,
+            });
+        }
+        let t = (mb - ma) / se2.sqrt();
+        let df = se2 * se2 / (ea * ea / (na - 1.0) + eb * eb / (nb - 1.0));
+        // Both tails at once, I_x(df/2, ½) with x = df / (df + t²): no 1 − (1 − p) rounding
+        // for a small p.
+        let p_value = beta_inc(df / 2.0, 0.5, df / (df + t * t)).clamp(0.0, 1.0);
+        Some(WelchTest { t, df, p_value })
     }
 }
 
@@ -251,5 +304,56 @@ mod tests {
         // Equal values: a zero-width interval, not NaN.
         let ci = MeanInterval::of(&[3.0, 3.0], 0.95).unwrap();
         assert_eq!(ci.half_width, Some(0.0));
+    }
+
+    /// Against scipy 1.x `stats.ttest_ind(a, b, equal_var=False)` (b − a here, so t's sign
+    /// is scipy's flipped).
+    #[test]
+    fn welch_matches_scipy() {
+        for (a, b, t, df, p) in [
+            (
+                &[10.0, 12.0, 14.0][..],
+                &[15.0, 16.0, 17.0, 19.0][..],
+                3.307_475_463,
+                3.990_093_636,
+                0.029_834_761,
+            ),
+            (
+                &[43.0, 44.0, 45.0, 46.0, 48.0],
+                &[44.0, 45.0, 46.0, 47.0, 49.0],
+                0.821_994_937,
+                8.0,
+                0.434_892_298,
+            ),
+            (
+                &[1.0, 1.1, 0.9],
+                &[2.0, 2.5, 1.5, 2.2, 1.9],
+                5.818_289_661,
+                4.887_759_385,
+                0.002_283_777,
+            ),
+        ] {
+            let w = WelchTest::of(a, b).unwrap();
+            assert!((w.t - t).abs() < 1e-6, "t {} want {t}", w.t);
+            assert!((w.df - df).abs() < 1e-6, "df {} want {df}", w.df);
+            assert!((w.p_value - p).abs() < 1e-6, "p {} want {p}", w.p_value);
+        }
+        // Swapping the sides flips t, not p.
+        let (x, y) = (
+            WelchTest::of(&[1.0, 2.0, 4.0], &[3.0, 5.0]).unwrap(),
+            WelchTest::of(&[3.0, 5.0], &[1.0, 2.0, 4.0]).unwrap(),
+        );
+        assert_eq!(x.t, -y.t);
+        assert!((x.p_value - y.p_value).abs() < 1e-12);
+    }
+
+    #[test]
+    fn welch_needs_two_runs_a_side_and_copes_with_no_spread() {
+        assert_eq!(WelchTest::of(&[1.0], &[2.0, 3.0]), None);
+        assert_eq!(WelchTest::of(&[1.0, f64::NAN], &[2.0, 3.0]), None);
+        let same = WelchTest::of(&[5.0, 5.0], &[5.0, 5.0, 5.0]).unwrap();
+        assert_eq!((same.t, same.p_value), (0.0, 1.0));
+        let apart = WelchTest::of(&[5.0, 5.0], &[6.0, 6.0]).unwrap();
+        assert_eq!((apart.t, apart.p_value), (f64::INFINITY, 0.0));
     }
 }

@@ -53,7 +53,7 @@ pub use by_url::{ByUrl, UrlSummary};
 pub use clock::{
     ClockReport, KernelSync, MonoTime, RealtimeMap, ReleaseReport, StartReport, WallAnchor,
 };
-pub use confidence::{t_cdf, t_quantile, MeanInterval};
+pub use confidence::{t_cdf, t_quantile, MeanInterval, WelchTest};
 pub use context::{
     CanarydContext, ContextBaseline, ContextChange, ContextComparison, GpuContext, HostContext,
     Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkersContext, WorkloadContext,

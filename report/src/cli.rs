@@ -1,7 +1,7 @@
 //! The `canaryd report` and `canaryd compare` commands: their flags and what they do, so the
 //! daemon's command line only parses and prints.
 
-use crate::{load_runs, render_report, ReportError, Run};
+use crate::{load_runs, render_report, Experiment, ReportError};
 use canary_core::compare::ShiftRules;
 use std::path::{Path, PathBuf};
 
@@ -20,9 +20,9 @@ pub struct ReportArgs {
 /// Flags of `canaryd compare`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {
-    /// The reference run's folder.
+    /// The reference: a run's folder, or a `--runs N` experiment's.
     pub a: PathBuf,
-    /// The run compared against it.
+    /// What is compared against it: a run's folder, or an experiment's.
     pub b: PathBuf,
     /// Also write the comparison as an HTML page.
     #[arg(short, long, value_name = "FILE")]
@@ -49,8 +49,8 @@ pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
 
 /// Compares the runs, writes the page if asked; returns the text to print.
 pub fn compare(args: &CompareArgs) -> Result<String, ReportError> {
-    let a = Run::load(&args.a)?;
-    let b = Run::load(&args.b)?;
+    let a = Experiment::load(&args.a)?;
+    let b = Experiment::load(&args.b)?;
     let c = crate::compare(&a, &b, &ShiftRules::default());
     if let Some(path) = &args.output {
         write(path, &c.to_html()?)?;

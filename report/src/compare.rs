@@ -1,39 +1,55 @@
-//! `canaryd compare A B`: run B against run A, metric by metric, with the daemon's baseline
-//! rule deciding whether a latency shift is real ([`canary_core::compare::shift`]: a
-//! Mann-Whitney U test on every request's value and a median shift beyond noise).
+//! `canaryd compare A B`: B against A, metric by metric. A side is one run's folder, or the
+//! runs of a `--runs N` experiment ([`Experiment`]).
 //!
-//! With one run per side the spread of run medians is unknown, so the rule's MAD term falls
-//! to its floor (0.1 % of A's median) and the relative (`min_shift`, 5 %) and absolute
-//! (`min_shift_ms`, 1 ms) floors decide with the rank test. Rates (errors, good requests) are
-//! judged by the same rank test on each request's 0/1 outcome; a 0/1 outcome has no median to
-//! shift, so the MAD rule does not apply to them. Throughputs are one figure per run: judging
-//! them needs repeated runs, whose confidence intervals (issue 18) have their slot in [`Row`].
+//! * **One run per side.** The daemon's baseline rule decides whether a latency shift is real
+//!   ([`canary_core::compare::shift`]: a Mann-Whitney U test on every request's value and a
+//!   median shift beyond noise). The spread of run medians is unknown, so the rule's MAD term
+//!   falls to its floor (0.1 % of A's median) and the relative (`min_shift`, 5 %) and
+//!   absolute (`min_shift_ms`, 1 ms) floors decide with the rank test. Rates (errors, good
+//!   requests) are judged by the same rank test on each request's 0/1 outcome. Throughputs
+//!   are one figure per run and are not judged.
+//! * **At least two runs per side.** Every row is a figure per run (a run's TTFT p99, its
+//!   throughput), so every row, throughputs included, is judged by Welch's t-test on the two
+//!   sets of run figures, p < [`RUNS_ALPHA`] (the level of the 95 % intervals shown beside
+//!   each mean), with the same 5 % and 1 ms floors for a change to count. Each latency's whole
+//!   distribution, pooled over the runs, is still judged by the baseline rule below the
+//!   table, now with A's runs as its reference runs (their medians' MAD is known).
+//! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
+//!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
 mod page;
 mod text;
 
 use crate::artifacts::{Metric, Run};
 use crate::sample::{quantile, sorted};
+use crate::Experiment;
 use canary_core::compare::{mann_whitney, shift, MetricShift, ShiftRules, Trend};
+use canary_core::{MeanInterval, WelchTest};
 use serde::Serialize;
 
 /// The percentiles compared for each latency metric.
 const PERCENTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 
-/// Two runs compared.
+/// Significance level of Welch's test on run figures: the 95 % intervals' own level.
+pub const RUNS_ALPHA: f64 = 0.05;
+
+/// Confidence level of the intervals shown beside repeated runs' means.
+const CONFIDENCE: f64 = 0.95;
+
+/// Two sides compared.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
-    /// Run A (the reference): its name and folder.
+    /// Side A (the reference): its name and folder.
     pub a: Side,
-    /// Run B (compared against A).
+    /// Side B (compared against A).
     pub b: Side,
-    /// The thresholds of the rule, as the daemon's `[baseline]` defaults.
+    /// The thresholds of the rules.
     pub rules: Rules,
     /// One row per headline figure.
     pub rows: Vec<Row>,
-    /// Per latency metric, the distribution test behind its rows.
+    /// Per latency metric, the distribution test behind its rows (pooled over the runs).
     pub shifts: Vec<(String, Option<MetricShift>)>,
-    /// Run-context fields that differ: (field, A, B).
+    /// Run-context fields that differ between A's first run and B's: (field, A, B).
     pub context_diff: Vec<(String, String, String)>,
     #[serde(skip)]
     values: Vec<(Metric, Vec<f64>, Vec<f64>)>,
@@ -42,37 +58,41 @@ pub struct Comparison {
 /// One side of a comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct Side {
-    /// The run's id (or folder name).
+    /// The run's id, or the experiment folder's name.
     pub name: String,
     /// Its folder.
     pub dir: String,
-    /// Requests measured.
+    /// Requests measured, over all its runs.
     pub requests: u64,
+    /// Its runs (1 for a run's folder).
+    pub runs: u64,
 }
 
-/// The thresholds used (serializable copy of [`ShiftRules`]).
+/// The thresholds used (serializable copy of [`ShiftRules`], and the runs' test level).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Rules {
     /// Significance level of the rank test.
     pub alpha: f64,
     /// Shift beyond k × MAD of run medians.
     pub k_mad: f64,
-    /// … and this fraction of A's median.
+    /// … and this fraction of A's median (of A's mean, for run figures).
     pub min_shift: f64,
     /// … and this many ms.
     pub min_shift_ms: f64,
+    /// Significance level of Welch's test on run figures.
+    pub runs_alpha: f64,
 }
 
-/// One headline figure of both runs.
+/// One headline figure of both sides.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     /// What (`TTFT p99`, `error rate`).
     pub metric: String,
     /// Its unit (`ms`, `req/s`, `fraction`).
     pub unit: &'static str,
-    /// A's value.
+    /// A's value (the mean of its runs' values when it has several).
     pub a: Option<f64>,
-    /// B's value.
+    /// B's value (likewise).
     pub b: Option<f64>,
     /// B relative to A (`b / a − 1`), when both exist and A is not 0.
     pub change: Option<f64>,
@@ -80,9 +100,22 @@ pub struct Row {
     pub verdict: Verdict,
     /// Which way is better for this figure.
     pub higher_is_better: bool,
-    /// 95 % confidence intervals of A and B, once runs are repeated (issue 18); always
-    /// `None` until then.
-    pub ci: Option<((f64, f64), (f64, f64))>,
+    /// Each run's figure and each side's 95 % confidence interval of the mean (estimates),
+    /// when both sides have several runs.
+    pub runs: Option<RunFigures>,
+}
+
+/// A figure of every run of both sides.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    /// A's runs' values, in run order.
+    pub a_values: Vec<f64>,
+    /// B's.
+    pub b_values: Vec<f64>,
+    /// A's mean with its interval.
+    pub a_interval: MeanInterval,
+    /// B's.
+    pub b_interval: MeanInterval,
 }
 
 /// Whether a row's change is real.
@@ -93,7 +126,7 @@ pub enum Verdict {
     Judged {
         /// `regressed`, `improved`, `steady`.
         trend: Trend,
-        /// The rank test's two-sided p-value.
+        /// The test's two-sided p-value.
         p_value: f64,
         /// Why a change is not real: the test or the floor that held it back.
         why_not: Option<String>,
@@ -117,15 +150,29 @@ impl Verdict {
     }
 }
 
-/// Compares run `b` against run `a` under `rules` (the daemon's defaults:
+impl Comparison {
+    /// True when both sides have several runs, so rows are judged on run figures.
+    pub fn repeated(&self) -> bool {
+        self.a.runs >= 2 && self.b.runs >= 2
+    }
+}
+
+/// Compares side `b` against side `a` under `rules` (the daemon's defaults:
 /// `ShiftRules::default()`).
-pub fn compare(a: &Run, b: &Run, rules: &ShiftRules) -> Comparison {
+pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison {
+    let repeated = a.runs.len() >= 2 && b.runs.len() >= 2;
     let mut rows = Vec::new();
     let mut shifts = Vec::new();
     let mut values = Vec::new();
     for m in Metric::ALL {
-        let (va, vb) = (sorted(a.values(m)), sorted(b.values(m)));
-        let s = shift(&vb, &[&va], rules);
+        let per_run = |e: &Experiment| -> Vec<Vec<f64>> {
+            e.runs.iter().map(|r| sorted(r.values(m))).collect()
+        };
+        let (ra, rb) = (per_run(a), per_run(b));
+        let pooled = |runs: &[Vec<f64>]| sorted(runs.concat());
+        let (va, vb) = (pooled(&ra), pooled(&rb));
+        let reference: Vec<&[f64]> = ra.iter().map(Vec::as_slice).collect();
+        let s = shift(&vb, &reference, rules);
         let verdict = match &s {
             Some(s) => Verdict::Judged {
                 trend: s.trend,
@@ -145,59 +192,86 @@ pub fn compare(a: &Run, b: &Run, rules: &ShiftRules) -> Comparison {
             },
         };
         for (name, q) in PERCENTILES {
-            let (pa, pb) = (quantile(&va, q), quantile(&vb, q));
-            rows.push(row(
-                format!("{} {name}", m.label()),
-                "ms",
-                pa,
-                pb,
-                verdict.clone(),
-                false,
-            ));
+            let at_q =
+                |runs: &[Vec<f64>]| -> Vec<f64> { runs.iter().map(|v| quantile(v, q)).collect() };
+            let label = format!("{} {name}", m.label());
+            let (fa, fb) = (at_q(&ra), at_q(&rb));
+            rows.push(if repeated {
+                runs_row(label, "ms", &fa, &fb, false, rules)
+            } else {
+                row(label, "ms", mean(&fa), mean(&fb), verdict.clone(), false)
+            });
         }
         shifts.push((m.label().to_string(), s));
         values.push((m, va, vb));
     }
-    let (fa, fb) = (a.figures(), b.figures());
-    let one_figure = || Verdict::NotJudged {
-        why: "one figure per run: needs repeated runs (confidence intervals, issue 18)".into(),
-    };
-    rows.push(row(
-        "throughput".into(),
-        "req/s",
-        fa.request_throughput,
-        fb.request_throughput,
-        one_figure(),
-        true,
-    ));
-    rows.push(row(
-        "output tokens/s".into(),
-        "tok/s",
-        fa.output_token_throughput,
-        fb.output_token_throughput,
-        one_figure(),
-        true,
-    ));
-    if let (Some(ga), Some(gb)) = (fa.goodput, fb.goodput) {
-        let good = |r: &Run| outcomes(r, |q| q.good == Some(true));
-        rows.push(row(
-            "goodput".into(),
-            "req/s",
-            ga,
-            gb,
-            rate_verdict(&good(a), &good(b), rules, true),
-            true,
-        ));
+    let figures =
+        |e: &Experiment| -> Vec<crate::Figures> { e.runs.iter().map(Run::figures).collect() };
+    let (fa, fb) = (figures(a), figures(b));
+    let of =
+        |f: &[crate::Figures], get: FigureOf| -> Vec<f64> { f.iter().filter_map(get).collect() };
+    let throughputs: [(&str, &'static str, FigureOf); 2] = [
+        ("throughput", "req/s", |f| Some(f.request_throughput)),
+        ("output tokens/s", "tok/s", |f| {
+            Some(f.output_token_throughput)
+        }),
+    ];
+    for (label, unit, get) in throughputs {
+        let (xa, xb) = (of(&fa, get), of(&fb, get));
+        rows.push(if repeated {
+            runs_row(label.into(), unit, &xa, &xb, true, rules)
+        } else {
+            let why = format!(
+                "one figure per run: needs at least 2 runs per side (--runs N; A has {}, B has {})",
+                a.runs.len(),
+                b.runs.len()
+            );
+            row(
+                label.into(),
+                unit,
+                mean(&xa),
+                mean(&xb),
+                Verdict::NotJudged { why },
+                true,
+            )
+        });
     }
-    let failed = |r: &Run| outcomes(r, |q| !q.ok);
-    rows.push(row(
-        "error rate".into(),
-        "fraction",
-        fa.error_rate,
-        fb.error_rate,
-        rate_verdict(&failed(a), &failed(b), rules, false),
-        false,
-    ));
+    let every_run_judged_goodput = fa.iter().chain(&fb).all(|f| f.goodput.is_some());
+    if every_run_judged_goodput {
+        let (ga, gb) = (of(&fa, |f| f.goodput), of(&fb, |f| f.goodput));
+        rows.push(if repeated {
+            runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
+        } else {
+            let good = |e: &Experiment| outcomes(e, |q| q.good == Some(true));
+            let verdict = rate_verdict(&good(a), &good(b), rules, true);
+            row(
+                "goodput".into(),
+                "req/s",
+                mean(&ga),
+                mean(&gb),
+                verdict,
+                true,
+            )
+        });
+    }
+    let (ea, eb) = (
+        of(&fa, |f| Some(f.error_rate)),
+        of(&fb, |f| Some(f.error_rate)),
+    );
+    rows.push(if repeated {
+        runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
+    } else {
+        let failed = |e: &Experiment| outcomes(e, |q| !q.ok);
+        let verdict = rate_verdict(&failed(a), &failed(b), rules, false);
+        row(
+            "error rate".into(),
+            "fraction",
+            mean(&ea),
+            mean(&eb),
+            verdict,
+            false,
+        )
+    });
     Comparison {
         a: side(a),
         b: side(b),
@@ -206,20 +280,31 @@ pub fn compare(a: &Run, b: &Run, rules: &ShiftRules) -> Comparison {
             k_mad: rules.k_mad,
             min_shift: rules.min_shift,
             min_shift_ms: rules.min_shift_ms,
+            runs_alpha: RUNS_ALPHA,
         },
         rows,
         shifts,
-        context_diff: context_diff(a, b),
+        context_diff: context_diff(&a.runs[0], &b.runs[0]),
         values,
     }
 }
 
-fn side(r: &Run) -> Side {
+/// Reads one figure of a run's [`crate::Figures`].
+type FigureOf = fn(&crate::Figures) -> Option<f64>;
+
+fn side(e: &Experiment) -> Side {
     Side {
-        name: r.name().to_string(),
-        dir: r.dir.display().to_string(),
-        requests: r.figures().requests,
+        name: e.name.clone(),
+        dir: e.dir.display().to_string(),
+        requests: e.requests(),
+        runs: e.runs.len() as u64,
     }
+}
+
+/// The mean of finite values; NaN for none.
+fn mean(v: &[f64]) -> f64 {
+    let xs: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    xs.iter().sum::<f64>() / xs.len() as f64
 }
 
 fn row(metric: String, unit: &'static str, a: f64, b: f64, verdict: Verdict, hib: bool) -> Row {
@@ -236,14 +321,97 @@ fn row(metric: String, unit: &'static str, a: f64, b: f64, verdict: Verdict, hib
         b,
         verdict,
         higher_is_better: hib,
-        ci: None,
+        runs: None,
     }
 }
 
-/// Each measured request the target was sent (canaryd's own failures left out) as 1 when
-/// `hit`, else 0.
-fn outcomes(run: &Run, hit: impl Fn(&crate::artifacts::Request) -> bool) -> Vec<f64> {
-    run.measured()
+/// A row of run figures (`fa`, `fb`: one per run), judged by Welch's t-test, with each side's
+/// interval.
+fn runs_row(
+    metric: String,
+    unit: &'static str,
+    fa: &[f64],
+    fb: &[f64],
+    higher_is_better: bool,
+    rules: &ShiftRules,
+) -> Row {
+    let verdict = runs_verdict(fa, fb, unit, higher_is_better, rules);
+    let mut r = row(metric, unit, mean(fa), mean(fb), verdict, higher_is_better);
+    if let (Some(ia), Some(ib)) = (
+        MeanInterval::of(fa, CONFIDENCE),
+        MeanInterval::of(fb, CONFIDENCE),
+    ) {
+        r.runs = Some(RunFigures {
+            a_values: fa.to_vec(),
+            b_values: fb.to_vec(),
+            a_interval: ia,
+            b_interval: ib,
+        });
+    }
+    r
+}
+
+/// Welch's t-test on the runs' figures: real when p < [`RUNS_ALPHA`] and the change of the
+/// means passes the rule's floors (5 % of A's mean, and 1 ms for a latency; a fraction has
+/// no floor, as the per-request rank test on it has none).
+fn runs_verdict(
+    fa: &[f64],
+    fb: &[f64],
+    unit: &str,
+    higher_is_better: bool,
+    rules: &ShiftRules,
+) -> Verdict {
+    let Some(w) = WelchTest::of(fa, fb) else {
+        return Verdict::NotJudged {
+            why: "fewer than 2 runs with this figure on one side".into(),
+        };
+    };
+    let (ma, mb) = (mean(fa), mean(fb));
+    let delta = mb - ma;
+    let ratio = if ma != 0.0 { delta / ma } else { f64::INFINITY };
+    let why_not = if w.p_value >= RUNS_ALPHA || delta == 0.0 {
+        Some("not significant".to_string())
+    } else if unit != "fraction" && ratio.abs() < rules.min_shift {
+        Some(format!(
+            "change {:.1} % under {} %",
+            ratio.abs() * 100.0,
+            rules.min_shift * 100.0
+        ))
+    } else if unit == "ms" && delta.abs() < rules.min_shift_ms {
+        Some(format!(
+            "change {:.3} ms under {} ms",
+            delta.abs(),
+            rules.min_shift_ms
+        ))
+    } else {
+        None
+    };
+    let trend = match why_not {
+        Some(_) => Trend::Steady,
+        None if (delta > 0.0) == higher_is_better => Trend::Improved,
+        None => Trend::Regressed,
+    };
+    Verdict::Judged {
+        trend,
+        p_value: w.p_value,
+        why_not,
+        how: format!(
+            "Welch's t-test on the runs' figures ({} and {} runs): t {:+.2}, {:.1} df, p {}",
+            fa.len(),
+            fb.len(),
+            w.t,
+            w.df,
+            p_text(w.p_value)
+        ),
+    }
+}
+
+/// Each measured request of every run that the target was sent (canaryd's own failures left
+/// out) as 1 when `hit`, else 0.
+fn outcomes(e: &Experiment, hit: impl Fn(&crate::artifacts::Request) -> bool) -> Vec<f64> {
+    e.runs
+        .iter()
+        .flat_map(Run::measured)
         .filter(|r| r.error_kind.as_deref() != Some("client_resources"))
         .map(|r| f64::from(u8::from(hit(r))))
         .collect()

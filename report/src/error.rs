@@ -20,6 +20,15 @@ pub enum ReportError {
         /// The folder.
         path: PathBuf,
     },
+    /// A folder that cannot be one side of a comparison (a sweep's, or neither a run's nor
+    /// an experiment's).
+    #[error("{}: {why}", path.display())]
+    NotComparable {
+        /// The folder.
+        path: PathBuf,
+        /// Why not.
+        why: String,
+    },
     /// `summary.json` is not a JSON object, or a field of it has the wrong type.
     #[error("{}: {what}", path.display())]
     Summary {

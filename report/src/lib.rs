@@ -5,9 +5,10 @@
 //! * [`render_report`] makes one HTML page of them: latency CDFs and histograms, TTFT over the
 //!   run with schedule lag and errors, telemetry, the eBPF TTFT split, the run context, and
 //!   for a series the throughput–latency curve with its knee and the Pareto front.
-//! * [`compare`] judges two runs metric by metric with the daemon's baseline rule
-//!   ([`canary_core::compare`]), for the terminal ([`Comparison::to_text`]) and as a page
-//!   ([`Comparison::to_html`]).
+//! * [`compare`] judges two runs, or two `--runs N` experiments ([`Experiment`]), metric by
+//!   metric: the daemon's baseline rule ([`canary_core::compare`]) on every request's value,
+//!   and Welch's t-test on run figures when both sides are repeated; for the terminal
+//!   ([`Comparison::to_text`]) and as a page ([`Comparison::to_html`]).
 //! * [`status::render`] draws the daemon's status page (recent runs per workload) from a
 //!   [`status::StatusPage`] the daemon fills.
 //!
@@ -25,6 +26,7 @@ mod artifacts;
 pub mod cli;
 mod compare;
 mod error;
+mod experiment;
 mod html;
 mod plot;
 mod report;
@@ -35,7 +37,8 @@ pub mod status;
 pub use artifacts::{
     load_runs, utc, Figures, KernelParts, Metric, Records, Request, Run, Summary, Telemetry,
 };
-pub use compare::{compare, Comparison};
+pub use compare::{compare, Comparison, RUNS_ALPHA};
 pub use error::ReportError;
+pub use experiment::Experiment;
 pub use html::{esc, page, CSP};
 pub use report::render as render_report;

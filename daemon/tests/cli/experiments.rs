@@ -39,9 +39,14 @@ pub(crate) fn assert_valid(doc: &Value, def: Option<&str>) {
 
 /// `canaryd replay` of the 20-row Mooncake arXiv trace at 10x into `DIR/out`, plus `extra`.
 fn replay(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    replay_into(dir, url, "out", extra)
+}
+
+/// [`replay`] into `DIR/OUT`.
+fn replay_into(dir: &Path, url: &str, out: &str, extra: &[&str]) -> std::process::Output {
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
-    args.extend(["--model", "canary-sim", "--output-dir", "out", "--no-nvml"]);
+    args.extend(["--model", "canary-sim", "--output-dir", out, "--no-nvml"]);
     args.extend(["--no-ebpf", "--speedup", "10", "--scale-lengths", "0.05"]);
     args.extend_from_slice(extra);
     canaryd(&args, dir)
@@ -149,6 +154,120 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     let again = replay(dir.path(), &url, &["--runs", "2"]);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     assert!(text(&again).contains("earlier run"), "{}", text(&again));
+}
+
+/// `canaryd compare` of two `--runs 3` experiments (issue 18: is B really slower?): three
+/// runs against the fast simulator, then three after it turns slow (`POST /sim/profile`, 20 ms
+/// per prefill step). Every row is judged on the runs' figures by Welch's t-test, with each
+/// side's interval; an experiment against itself shows nothing real; against one run, the
+/// throughputs are not judged and the latencies use A's runs as the baseline rule's
+/// reference runs.
+#[test]
+fn compare_judges_two_experiments_on_their_runs_figures() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let a = replay_into(dir.path(), &url, "a", &["--runs", "3"]);
+    assert!(a.status.success(), "{}", text(&a));
+    let (code, body) = http(
+        port,
+        "POST",
+        "/sim/profile",
+        r#"{"prefill_overhead_us":20000}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let b = replay_into(dir.path(), &url, "b", &["--runs", "3"]);
+    assert!(b.status.success(), "{}", text(&b));
+
+    let compare = |x: &str, y: &str| -> Value {
+        let o = canaryd(&["compare", x, y, "--json"], dir.path());
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let row = |c: &Value, m: &str| -> Value {
+        c["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("{m}: {c}"))
+            .clone()
+    };
+    let c = compare("a", "b");
+    assert_eq!(
+        (c["a"]["runs"].as_u64(), c["b"]["runs"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(c["rules"]["runs_alpha"], 0.05);
+    // Each run's own figure, from its records: run-2 of B is B's second value.
+    let b2 = std::fs::read_to_string(dir.path().join("b/run-2/records.jsonl")).unwrap();
+    let mut ttft: Vec<f64> = b2
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["status"] == "ok" && r["warmup"] != true)
+        .filter_map(|r| r["ttft_ms"].as_f64())
+        .collect();
+    ttft.sort_by(f64::total_cmp);
+    let nearest_rank_p50 = ttft[(ttft.len() as f64 * 0.5).ceil() as usize - 1];
+    let t50 = row(&c, "TTFT p50");
+    assert_eq!(
+        t50["runs"]["b_values"][1].as_f64(),
+        Some(nearest_rank_p50),
+        "{t50}"
+    );
+    for m in ["TTFT p50", "TTFT p90", "e2e p50"] {
+        let r = row(&c, m);
+        assert_eq!(r["verdict"]["trend"], "regressed", "{m}: {r}");
+        assert!(
+            r["verdict"]["how"].as_str().unwrap().starts_with("Welch"),
+            "{r}"
+        );
+        assert!(r["verdict"]["p_value"].as_f64().unwrap() < 0.05, "{r}");
+        let (lo, hi) = (
+            r["runs"]["b_interval"]["low"].as_f64().unwrap(),
+            r["runs"]["b_interval"]["high"].as_f64().unwrap(),
+        );
+        let mean = r["b"].as_f64().unwrap();
+        assert!(lo <= mean && mean <= hi, "{r}");
+        assert_eq!(r["runs"]["a_values"].as_array().unwrap().len(), 3, "{r}");
+    }
+    // Throughputs are judged too now (one figure per run, three runs a side).
+    for m in ["throughput", "output tokens/s", "error rate"] {
+        assert_eq!(row(&c, m)["verdict"]["kind"], "judged", "{m}: {c}");
+    }
+    let shown = String::from_utf8(canaryd(&["compare", "a", "b"], dir.path()).stdout).unwrap();
+    assert!(shown.contains("3 runs") && shown.contains(" ± "), "{shown}");
+    assert!(
+        shown.contains("Welch's t-test on the runs' figures, p < 0.05"),
+        "{shown}"
+    );
+
+    // An experiment against itself: every row judged, none real.
+    let same = compare("a", "a");
+    for r in same["rows"].as_array().unwrap() {
+        assert_eq!(r["verdict"]["trend"], "steady", "{r}");
+    }
+
+    // Three runs against one: throughputs wait for repeats on both sides; latencies are the
+    // baseline rule's, A's three runs its reference.
+    let one = compare("a", "b/run-1");
+    assert_eq!(one["b"]["runs"].as_u64(), Some(1));
+    let tp = row(&one, "throughput");
+    assert_eq!(tp["verdict"]["kind"], "not_judged", "{tp}");
+    assert!(
+        tp["verdict"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("A has 3, B has 1"),
+        "{tp}"
+    );
+    let t50 = row(&one, "TTFT p50");
+    assert_eq!(t50["verdict"]["trend"], "regressed", "{t50}");
+    assert!(t50["verdict"]["how"]
+        .as_str()
+        .unwrap()
+        .starts_with("whole distribution"));
+    assert!(t50["runs"].is_null(), "{t50}");
 }
 
 /// Slices of 1 s over a replay of the Mooncake conversation trace (100 rows at 10x, about

@@ -1,6 +1,6 @@
 //! The comparison as a self-contained HTML page.
 
-use super::text::{change, value, verdict};
+use super::text::{change, side, value_with_interval, verdict, Side};
 use super::{Comparison, Verdict};
 use crate::html::{esc, page, table};
 use crate::sections::{latency, section};
@@ -12,14 +12,10 @@ impl Comparison {
     pub fn to_html(&self) -> Result<String, ReportError> {
         let title = format!("canaryd compare: {} → {}", self.a.name, self.b.name);
         let mut body = format!(
-            "<h1>{}</h1>\n<p class=\"lead\">A: {} ({}, {} requests) · B: {} ({}, {} requests)</p>\n",
+            "<h1>{}</h1>\n<p class=\"lead\">A: {} · B: {}</p>\n",
             esc(&title),
-            esc(&self.a.name),
-            esc(&self.a.dir),
-            self.a.requests,
-            esc(&self.b.name),
-            esc(&self.b.dir),
-            self.b.requests
+            esc(&side(&self.a)),
+            esc(&side(&self.b))
         );
         let rows: Vec<Vec<String>> = self
             .rows
@@ -31,8 +27,8 @@ impl Comparison {
                 };
                 vec![
                     esc(&r.metric),
-                    esc(&value(r, r.a)),
-                    esc(&value(r, r.b)),
+                    esc(&value_with_interval(r, r.a, Side::A)),
+                    esc(&value_with_interval(r, r.b, Side::B)),
                     esc(&change(r)),
                     format!(
                         "<span class=\"{class}\" title=\"{}\">{}</span>",
@@ -62,15 +58,8 @@ impl Comparison {
         how.push_str("</ul>\n");
         t.push_str(&how);
         t.push_str(&format!(
-            "<p class=\"note\">Real means the daemon's baseline rule: Mann-Whitney p &lt; {} on \
-             every request's value, and the median shift beyond {} MADs of run medians, {} % and \
-             {} ms. With one run per side the MAD is its floor. Rates are judged by the rank \
-             test on each request's outcome; throughputs need repeated runs. Figures are exact, \
-             from each run's records.</p>\n",
-            self.rules.alpha,
-            self.rules.k_mad,
-            self.rules.min_shift * 100.0,
-            self.rules.min_shift_ms
+            "<p class=\"note\">{}</p>\n",
+            esc(&self.rule_text())
         ));
         body.push_str(&section("compare", "B against A", &t));
         let mut charts = String::from("<div class=\"grid\">\n");
@@ -82,8 +71,8 @@ impl Comparison {
                 &format!("cmp-{}-cdf", m.id()),
                 *m,
                 &[
-                    (format!("A: {}", self.a.name), va.as_slice()),
-                    (format!("B: {}", self.b.name), vb.as_slice()),
+                    (pooled_label("A", &self.a), va.as_slice()),
+                    (pooled_label("B", &self.b), vb.as_slice()),
                 ],
             )?);
         }
@@ -102,5 +91,14 @@ impl Comparison {
             ));
         }
         Ok(page(&title, "compare", &body))
+    }
+}
+
+/// A CDF's legend: the side's name, and that its runs are pooled when it has several.
+fn pooled_label(which: &str, s: &super::Side) -> String {
+    if s.runs > 1 {
+        format!("{which}: {} ({} runs pooled)", s.name, s.runs)
+    } else {
+        format!("{which}: {}", s.name)
     }
 }

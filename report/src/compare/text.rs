@@ -7,18 +7,15 @@ use canary_core::compare::Trend;
 impl Comparison {
     /// The comparison as aligned text for a terminal.
     pub fn to_text(&self) -> String {
-        let mut out = format!(
-            "A: {} ({}, {} requests)\nB: {} ({}, {} requests)\n\n",
-            self.a.name, self.a.dir, self.a.requests, self.b.name, self.b.dir, self.b.requests
-        );
+        let mut out = format!("A: {}\nB: {}\n\n", side(&self.a), side(&self.b));
         let cells: Vec<[String; 5]> = self
             .rows
             .iter()
             .map(|r| {
                 [
                     r.metric.clone(),
-                    value(r, r.a),
-                    value(r, r.b),
+                    value_with_interval(r, r.a, Side::A),
+                    value_with_interval(r, r.b, Side::B),
                     change(r),
                     verdict(&r.verdict),
                 ]
@@ -66,15 +63,9 @@ impl Comparison {
                 ));
             }
         }
-        out.push_str(&format!(
-            "\nReal means: Mann-Whitney p < {} on every request's value, and the median shift \
-             beyond {} MADs, {} % and {} ms (the daemon's baseline rule; one run per side, so \
-             the MAD is its floor). Figures are exact, from each run's records.\n",
-            self.rules.alpha,
-            self.rules.k_mad,
-            self.rules.min_shift * 100.0,
-            self.rules.min_shift_ms
-        ));
+        out.push('\n');
+        out.push_str(&self.rule_text());
+        out.push('\n');
         if !self.context_diff.is_empty() {
             out.push_str("\nRun context that differs:\n");
             for (k, a, b) in &self.context_diff {
@@ -82,6 +73,79 @@ impl Comparison {
             }
         }
         out
+    }
+}
+
+/// Which side of a row.
+#[derive(Clone, Copy)]
+pub(super) enum Side {
+    A,
+    B,
+}
+
+/// A side as the header names it: `name (dir, N requests)`, with its runs when several.
+pub(super) fn side(s: &super::Side) -> String {
+    if s.runs > 1 {
+        format!(
+            "{} ({}, {} runs, {} requests)",
+            s.name, s.dir, s.runs, s.requests
+        )
+    } else {
+        format!("{} ({}, {} requests)", s.name, s.dir, s.requests)
+    }
+}
+
+impl Comparison {
+    /// What "real" meant in this comparison, in a few sentences.
+    pub(super) fn rule_text(&self) -> String {
+        let r = &self.rules;
+        let floors = format!("{} % and {} ms", r.min_shift * 100.0, r.min_shift_ms);
+        if self.repeated() {
+            format!(
+                "Real means: Welch's t-test on the runs' figures, p < {}, and a change of the \
+                 means of at least {} % ({} ms for a latency; none for a fraction). ± is the \
+                 half-width of each side's 95 % confidence interval of the mean (Student's t: \
+                 estimates, taking the runs as independent). Each distribution line pools the \
+                 runs and applies the daemon's baseline rule with A's runs as its reference \
+                 runs: Mann-Whitney p < {} on every request's value, and the median shift beyond \
+                 {} MADs of A's run medians, {floors}. Run figures are exact, from each run's \
+                 records.",
+                r.runs_alpha,
+                r.min_shift * 100.0,
+                r.min_shift_ms,
+                r.alpha,
+                r.k_mad
+            )
+        } else {
+            let mad = if self.a.runs > 1 {
+                "the MAD of A's run medians"
+            } else {
+                "the MAD at its floor (one run on A's side)"
+            };
+            format!(
+                "Real means: Mann-Whitney p < {} on every request's value, and the median shift \
+                 beyond {} MADs, {floors} (the daemon's baseline rule; {mad}). Rates are judged \
+                 by the rank test on each request's outcome; throughputs need at least 2 runs \
+                 per side (--runs N). Values of a side with several runs are the means of its \
+                 runs' figures. Figures are exact, from each run's records.",
+                r.alpha, r.k_mad
+            )
+        }
+    }
+}
+
+/// A row's value with its unit, and `± half-width` of its interval when runs are repeated.
+pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String {
+    let half = r.runs.as_ref().and_then(|f| match side {
+        Side::A => f.a_interval.half_width,
+        Side::B => f.b_interval.half_width,
+    });
+    match (v, half) {
+        (Some(_), Some(h)) if r.unit == "fraction" => {
+            format!("{} ± {:.2}", value(r, v), h * 100.0)
+        }
+        (Some(_), Some(h)) => format!("{} ± {}", value(r, v), num(h)),
+        _ => value(r, v),
     }
 }
 

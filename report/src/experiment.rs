@@ -1,0 +1,191 @@
+//! One side of `canaryd compare`: a run's folder, or the runs of a `--runs N` experiment,
+//! whose `summary.json` lists them (`repeats.per_run`).
+
+use crate::artifacts::{Run, Summary};
+use crate::error::ReportError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A run, or the complete runs of an experiment, loaded.
+#[derive(Debug)]
+pub struct Experiment {
+    /// The folder named on the command line.
+    pub dir: PathBuf,
+    /// What to call it: the run's id, or the experiment folder's name.
+    pub name: String,
+    /// Its runs (one for a run's folder), in the experiment's order.
+    pub runs: Vec<Run>,
+}
+
+impl Experiment {
+    /// One run on its own.
+    pub fn single(run: Run) -> Experiment {
+        Experiment {
+            dir: run.dir.clone(),
+            name: run.name().to_string(),
+            runs: vec![run],
+        }
+    }
+
+    /// Loads `path`: a run's folder (`records.jsonl`), or an experiment's, whose
+    /// `summary.json` (`repeats.per_run`) names its runs. Runs a signal cut short are left
+    /// out, as the experiment's own estimates leave them out. A sweep's folder is refused:
+    /// its points are different loads, not repeats.
+    pub fn load(path: &Path) -> Result<Experiment, ReportError> {
+        if path.join("records.jsonl").is_file() {
+            return Ok(Experiment::single(Run::load(path)?));
+        }
+        let refuse = |why: &str| ReportError::NotComparable {
+            path: path.to_path_buf(),
+            why: why.to_string(),
+        };
+        if path.join("sweep.json").is_file() {
+            return Err(refuse(
+                "a sweep's folder (sweep.json): its points are different loads, not repeats; \
+                 compare two of its points",
+            ));
+        }
+        let summary_path = path.join("summary.json");
+        let summary = Summary::read(&summary_path)?;
+        let Some(per_run) = summary
+            .as_ref()
+            .and_then(|s| s.at(&["repeats", "per_run"]))
+            .and_then(Value::as_array)
+        else {
+            return Err(if path.is_dir() {
+                refuse(
+                    "neither a run (records.jsonl) nor a --runs experiment (summary.json with \
+                     repeats.per_run)",
+                )
+            } else {
+                ReportError::NoRun {
+                    path: path.to_path_buf(),
+                }
+            });
+        };
+        let mut runs = Vec::new();
+        for (i, entry) in per_run.iter().enumerate() {
+            if entry.get("interrupted").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let dir = entry.get("dir").and_then(Value::as_str);
+            // The experiment's own folders are plain names: anything else is not its.
+            let Some(dir) = dir.filter(|d| is_plain_name(d)) else {
+                return Err(ReportError::Summary {
+                    path: summary_path,
+                    what: format!(
+                        "repeats.per_run[{i}].dir: {} is not a folder name",
+                        entry.get("dir").unwrap_or(&Value::Null)
+                    ),
+                });
+            };
+            runs.push(Run::load(&path.join(dir))?);
+        }
+        if runs.is_empty() {
+            return Err(refuse("the experiment has no complete run"));
+        }
+        let name = path
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| path.display().to_string());
+        Ok(Experiment {
+            dir: path.to_path_buf(),
+            name,
+            runs,
+        })
+    }
+
+    /// Measured requests over all runs.
+    pub fn requests(&self) -> u64 {
+        self.runs.iter().map(|r| r.figures().requests).sum()
+    }
+}
+
+fn is_plain_name(d: &str) -> bool {
+    !d.is_empty() && d != "." && d != ".." && !d.contains(['/', '\\'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_dir(at: &Path, ms: &[f64]) {
+        std::fs::create_dir_all(at).unwrap();
+        let lines: String = ms
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                format!(
+                    "{{\"sent_at_ms\":{i},\"ended_at_ms\":{},\"status\":\"ok\",\"ttft_ms\":{v},\
+                     \"e2e_ms\":{v}}}\n",
+                    i as f64 + v
+                )
+            })
+            .collect();
+        std::fs::write(at.join("records.jsonl"), lines).unwrap();
+    }
+
+    #[test]
+    fn an_experiment_is_its_complete_runs_in_its_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let exp = tmp.path().join("exp");
+        for (d, v) in [("run-1", 10.0), ("run-2", 20.0), ("run-3", 30.0)] {
+            run_dir(&exp.join(d), &[v, v]);
+        }
+        std::fs::write(
+            exp.join("summary.json"),
+            r#"{"schema_version":1,"repeats":{"per_run":[
+                {"dir":"run-2","interrupted":false},{"dir":"run-1","interrupted":false},
+                {"dir":"run-3","interrupted":true}]}}"#,
+        )
+        .unwrap();
+        let e = Experiment::load(&exp).unwrap();
+        assert_eq!(e.name, "exp");
+        let ttft: Vec<Vec<f64>> = e
+            .runs
+            .iter()
+            .map(|r| r.values(crate::Metric::Ttft))
+            .collect();
+        assert_eq!(ttft, [vec![20.0, 20.0], vec![10.0, 10.0]]);
+        assert_eq!(e.requests(), 4);
+        // A run's own folder is a side of one run.
+        assert_eq!(Experiment::load(&exp.join("run-3")).unwrap().runs.len(), 1);
+    }
+
+    #[test]
+    fn what_is_not_an_experiment_is_refused_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = |p: &Path| Experiment::load(p).unwrap_err().to_string();
+        let sweep = tmp.path().join("sweep");
+        run_dir(&sweep.join("point-01-c1"), &[1.0]);
+        std::fs::write(sweep.join("sweep.json"), "{}").unwrap();
+        assert!(err(&sweep).contains("a sweep's folder"), "{}", err(&sweep));
+        let plain = tmp.path().join("plain");
+        run_dir(&plain.join("a"), &[1.0]);
+        assert!(
+            err(&plain).contains("nor a --runs experiment"),
+            "{}",
+            err(&plain)
+        );
+        assert!(err(&tmp.path().join("none")).contains("no run here"));
+        let odd = tmp.path().join("odd");
+        run_dir(&odd.join("run-1"), &[1.0]);
+        std::fs::write(
+            odd.join("summary.json"),
+            r#"{"repeats":{"per_run":[{"dir":"../plain/a"}]}}"#,
+        )
+        .unwrap();
+        assert!(
+            err(&odd).contains("repeats.per_run[0].dir: \"../plain/a\" is not a folder name"),
+            "{}",
+            err(&odd)
+        );
+        std::fs::write(
+            odd.join("summary.json"),
+            r#"{"repeats":{"per_run":[{"dir":"run-1","interrupted":true}]}}"#,
+        )
+        .unwrap();
+        assert!(err(&odd).contains("no complete run"), "{}", err(&odd));
+    }
+}
