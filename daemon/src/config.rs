@@ -191,6 +191,8 @@ pub struct Workload {
     pub max_error_rate: f64,
     /// After a stop, in-flight requests get this long.
     pub grace_period: Duration,
+    /// Each run reported in slices of this duration (`timeslices`), when set.
+    pub slice_duration: Option<Duration>,
     /// `tokenizer.json` of the target model.
     pub tokenizer: Option<PathBuf>,
     /// Prompt seed.

@@ -74,7 +74,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
         receiver.url()
     );
-    config += &workload("steady", "");
+    // Each run of `steady` in slices (issue 18's timeslices, as a workload key).
+    config += &workload("steady", "slice_duration = \"250ms\"");
     // Every request misses a 1 ms end-to-end SLO: each run of `strict` fails.
     config += &workload(
         "strict",
@@ -254,6 +255,46 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         assert!(metrics.iter().any(|m| m.name == name), "{name} missing");
     }
 
+    // `steady`'s runs came in slices: in each completed run's artifacts and over OTLP, with
+    // its workload; `strict`, which has no slice_duration, has none.
+    let mut sliced = 0;
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
+        if p.file_name() != Some("summary.json".as_ref()) {
+            continue;
+        }
+        let s: Value = serde_json::from_slice(&bytes).unwrap();
+        let slices = s["timeslices"]["slices"].as_array();
+        match s["run"]["workload"].as_str() {
+            Some("steady") if s["requests"].as_u64() == Some(20) => {
+                assert_eq!(s["timeslices"]["requested_slice_duration_s"], 0.25, "{p:?}");
+                let sent: u64 = slices
+                    .unwrap()
+                    .iter()
+                    .map(|x| x["requests"].as_u64().unwrap())
+                    .sum();
+                assert_eq!(sent, 20, "{p:?}");
+                assert!(p.with_file_name("timeslices.csv").is_file(), "{p:?}");
+                sliced += 1;
+            }
+            Some("strict") => assert!(slices.is_none(), "{p:?}"),
+            _ => {}
+        }
+    }
+    assert!(sliced >= 2, "{sliced} complete runs of steady with slices");
+    let slice_ttft = metrics
+        .iter()
+        .find(|m| m.name == "canary.slice.time_to_first_token")
+        .expect("canary.slice.time_to_first_token exported");
+    let Some(metric::Data::Gauge(g)) = &slice_ttft.data else {
+        panic!("canary.slice.time_to_first_token is not a gauge")
+    };
+    let workloads: std::collections::BTreeSet<String> = g
+        .data_points
+        .iter()
+        .map(|p| attrs(&p.attributes)["canary.workload"].clone())
+        .collect();
+    assert_eq!(workloads.into_iter().collect::<Vec<_>>(), ["steady"]);
+
     // The secret went to the collector with every export, and nowhere else.
     let posts = receiver.posts();
     assert!(!posts.is_empty());
@@ -296,7 +337,8 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
          [otlp.headers]\nx-api-key = {{ env = \"CANARYD_TEST_OTLP_KEY\" }}\n\
          [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n"
     );
-    config += &workload("steady", "");
+    // Each run of `steady` in slices (issue 18's timeslices, as a workload key).
+    config += &workload("steady", "slice_duration = \"250ms\"");
     let path = dir.path().join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
     let (mut daemon, status) = daemon(dir.path(), &path, &[("CANARYD_TEST_OTLP_KEY", SECRET)]);

@@ -96,6 +96,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
         r.cancellation = w.cancellation;
         r.warmup_requests = w.warmup_requests;
         r.grace_period = w.grace_period;
+        r.slice_duration = w.slice_duration;
         r.start_at.clone_from(&w.start_at);
         r.goodput = w.slos.clone();
         Ok(plan)

@@ -298,6 +298,9 @@ pub struct Workload {
     pub max_error_rate: Option<Fraction>,
     /// Default `30s`; at most a year.
     pub grace_period: Option<Period>,
+    /// Report each run in consecutive slices of this duration (`"10s"`): summary.json's
+    /// `timeslices`, `timeslices.csv` and OTLP `canary.slice.*`, so warm-up and drift show.
+    pub slice_duration: Option<PositivePeriod>,
     /// `tokenizer.json`.
     pub tokenizer: Option<PathBuf>,
     /// Default 0.

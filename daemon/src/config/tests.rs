@@ -589,6 +589,33 @@ fn kernel_timestamps_are_on_unless_a_target_says_false() {
     assert!(e.contains("kernel_timestamps"), "{e}");
 }
 
+// Issue 18: a workload's runs in timeslices, as `--slice-duration` gives a one-shot run.
+#[test]
+fn slice_duration_reaches_the_run_plan_and_zero_is_refused() {
+    let with = |v: &str| {
+        GOOD.replace(
+            "slos = \"time_to_first_token:400\"",
+            &format!("slos = \"time_to_first_token:400\"\nslice_duration = {v}"),
+        )
+    };
+    let c = parse(&with("\"10s\"")).unwrap();
+    let w = &c.workloads[0];
+    assert_eq!(w.slice_duration, Some(Duration::from_secs(10)));
+    assert_eq!(c.workloads[1].slice_duration, None);
+    let plan = canary_replay::Plan::try_from(WorkloadPlan {
+        workload: w,
+        target: &c.targets[&w.target],
+    })
+    .unwrap();
+    assert_eq!(plan.replay.slice_duration, Some(Duration::from_secs(10)));
+    let e = error_at(
+        &with("\"0s\""),
+        "slice_duration",
+        "workloads.chat.slice_duration",
+    );
+    assert!(e.contains("must be above zero"), "{e}");
+}
+
 #[test]
 fn a_cron_that_never_fires_is_refused_naming_line_and_key() {
     let text = GOOD.replace("0 3 * * *", "0 0 31 2 *");

@@ -137,6 +137,7 @@ fn workload(
         min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
+        slice_duration: w.slice_duration.map(|d| d.0),
         tokenizer: w.tokenizer.map(|p| src.rel(p)),
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         synthesis,
