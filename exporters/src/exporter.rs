@@ -355,15 +355,17 @@ impl OtlpExporter {
     }
 
     /// Exports a capacity search's figures as `canary.capacity.rate`, one point per
-    /// `(bound, requests/s)`: `passed`, `failed`, `baseline` (a figure not known is left out).
-    pub fn export_capacity(&self, labels: &RunLabels, figures: &[(&'static str, f64)]) {
+    /// `(bound, requests/s)`: `passed`, `failed`, `baseline`. They replace the workload's
+    /// earlier figures: one that is `None` (not known, or not found by this search) is not
+    /// exported from now on, so no earlier run's value goes on showing.
+    pub fn export_capacity(&self, labels: &RunLabels, figures: &[(&'static str, Option<f64>)]) {
         self.instruments
             .record_capacity(&labels.attributes(), figures);
     }
 
     /// Exports a sweep's knee as `canary.sweep.knee`, one point per `(figure, requests/s)`:
-    /// `knee`, `baseline` (a figure not known is left out).
-    pub fn export_knee(&self, labels: &RunLabels, figures: &[(&'static str, f64)]) {
+    /// `knee`, `baseline`; as [`OtlpExporter::export_capacity`], a `None` ends its series.
+    pub fn export_knee(&self, labels: &RunLabels, figures: &[(&'static str, Option<f64>)]) {
         self.instruments.record_knee(&labels.attributes(), figures);
     }
 

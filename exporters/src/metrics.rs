@@ -5,6 +5,7 @@
 //! run ends ([`Instruments::record_run`]). Histograms use the conventions' recommended
 //! bucket boundaries, so dashboards built for other GenAI clients read ours.
 
+mod latest;
 mod slices;
 mod states;
 
@@ -81,8 +82,8 @@ pub(crate) struct Instruments {
     bottleneck_state: Gauge<f64>,
     confidence_state: Gauge<f64>,
     slo: Gauge<f64>,
-    capacity: Gauge<f64>,
-    knee: Gauge<f64>,
+    capacity: latest::LatestFigures,
+    knee: latest::LatestFigures,
     slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
@@ -326,19 +327,21 @@ impl Instruments {
                 "{run}",
                 "1 for the last run's diagnosis confidence, 0 for the others (a state set)",
             ),
-            capacity: gauge(
+            capacity: latest::LatestFigures::new(
                 m,
                 "canary.capacity.rate",
                 "{request}/s",
                 "The last capacity search's bracket at the workload's SLOs, by canary.capacity.bound: \
                  passed (a lower bound), failed (the capacity is below it), baseline",
+                attr::CAPACITY_BOUND,
             ),
-            knee: gauge(
+            knee: latest::LatestFigures::new(
                 m,
                 "canary.sweep.knee",
                 "{request}/s",
                 "The last sweep's knee (the last point that still scaled: its completed \
                  requests/s), by canary.sweep.figure: knee, baseline",
+                attr::SWEEP_FIGURE,
             ),
             slo: gauge(
                 m,
@@ -495,23 +498,16 @@ impl Instruments {
     }
 
     /// A capacity search's figures, each `(bound, requests/s)`: `passed`, `failed`,
-    /// `baseline` (see [`attr::CAPACITY_BOUND`]).
-    pub fn record_capacity(&self, base: &[KeyValue], figures: &[(&'static str, f64)]) {
-        for (bound, rate) in figures {
-            let mut a = base.to_vec();
-            a.push(KeyValue::new(attr::CAPACITY_BOUND, *bound));
-            self.capacity.record(*rate, &a);
-        }
+    /// `baseline` (see [`attr::CAPACITY_BOUND`]); they replace the workload's earlier ones,
+    /// and a bound that is `None` is not exported from now on.
+    pub fn record_capacity(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
+        self.capacity.record(base, figures);
     }
 
     /// A sweep's knee figures, each `(figure, requests/s)`: `knee`, `baseline` (see
-    /// [`attr::SWEEP_FIGURE`]).
-    pub fn record_knee(&self, base: &[KeyValue], figures: &[(&'static str, f64)]) {
-        for (figure, rate) in figures {
-            let mut a = base.to_vec();
-            a.push(KeyValue::new(attr::SWEEP_FIGURE, *figure));
-            self.knee.record(*rate, &a);
-        }
+    /// [`attr::SWEEP_FIGURE`]); as [`Instruments::record_capacity`].
+    pub fn record_knee(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
+        self.knee.record(base, figures);
     }
 
     /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to

@@ -1,6 +1,7 @@
 //! canary-exporters against a real OTLP/HTTP receiver decoding what arrives (the end-to-end
 //! test with a replay against `canary-sim` is the daemon's `otlp_export.rs`).
 
+mod latest;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
 mod tls;

@@ -199,6 +199,22 @@ impl Receiver {
             .collect()
     }
 
+    /// Every metric named `name` in every metrics export, in the order they came: several
+    /// exporters in one process (a sweep's points, then its series) each post their own.
+    pub fn metrics_named(&self, name: &str) -> Vec<Metric> {
+        self.bodies("/v1/metrics")
+            .into_iter()
+            .flat_map(|b| {
+                ExportMetricsServiceRequest::decode(b)
+                    .expect("valid OTLP metrics protobuf")
+                    .resource_metrics
+            })
+            .flat_map(|rm| rm.scope_metrics)
+            .flat_map(|sm| sm.metrics)
+            .filter(|m| m.name == name)
+            .collect()
+    }
+
     /// The resource attributes of the last metrics export.
     pub fn metrics_resource(&self) -> Vec<(String, String)> {
         let Some(b) = self.bodies("/v1/metrics").pop() else {

@@ -5,8 +5,10 @@
 //! when a point measured nothing or no rate passed (issue 18).
 
 use super::canaryd;
+use super::receiver::{attrs, Receiver};
 use crate::common::{free_port, sim_with_profile, text};
 use canary_sim::Profile;
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use serde_json::Value;
 use std::path::Path;
 
@@ -188,12 +190,22 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
 
 #[test]
 fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
     let (_sim, url) = capacity_sim(dir.path());
     let out = sweep(
         dir.path(),
         &url,
-        &["--concurrency", "1,4", "--request-count", "12", "--json"],
+        &[
+            "--concurrency",
+            "1,4",
+            "--request-count",
+            "12",
+            "--json",
+            "--otlp-endpoint",
+            &receiver.url(),
+        ],
     );
     assert!(out.status.success(), "{}", text(&out));
     let doc = sweep_json(dir.path());
@@ -211,6 +223,30 @@ fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
         assert!(p["output_tokens_per_s_per_gpu"].is_null());
         assert!(p["gpus"].is_null());
     }
+    // The knee over OTLP, as the daemon's sweep workloads export it: `canary.sweep.knee`
+    // with the knee's requests/s, or no point when the series has none.
+    let knees = receiver.metrics_named("canary.sweep.knee");
+    let points: Vec<(String, f64)> = knees
+        .iter()
+        .flat_map(|m| match &m.data {
+            Some(metric::Data::Gauge(g)) => g.data_points.clone(),
+            other => panic!("canary.sweep.knee is not a gauge: {other:?}"),
+        })
+        .map(|p| {
+            let Some(number_data_point::Value::AsDouble(v)) = p.value else {
+                panic!("{p:?}")
+            };
+            (attrs(&p.attributes)["canary.sweep.figure"].clone(), v)
+        })
+        .collect();
+    let expected: Vec<(String, f64)> = doc["knee"]["request_throughput"]
+        .as_f64()
+        .map(|tp| ("knee".to_string(), tp))
+        .into_iter()
+        .collect();
+    assert_eq!(points, expected, "{doc:#}");
+    // The sweep's own export came: the receiver saw metrics after the last point's.
+    assert!(!receiver.posts().is_empty());
     assert_eq!(doc["pareto_axes"][0], "output_tokens_per_s");
     assert!(
         doc["notes"][0]

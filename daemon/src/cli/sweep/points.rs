@@ -188,6 +188,9 @@ pub async fn sweep(
         }
     }
     let doc = SweepDoc::new("sweep", axis, points);
+    if let Some(&first) = values.first() {
+        export_knee(args, axis, first, &doc).await?;
+    }
     let code = finish(args, &doc, interrupted, 0)?;
     if let Some(e) = failed {
         tracing::error!("{e:#}");
@@ -228,29 +231,49 @@ impl Prober for SweepProber<'_> {
     }
 }
 
-/// The search's answer as `canary.capacity.rate` (by bound: `passed`, `failed`), when an
-/// OTLP endpoint is configured, as the daemon's capacity workloads export theirs.
-async fn export_capacity(args: &SweepArgs, start: f64, c: &capacity::Capacity) -> Result<()> {
+/// Exports one series figure of the sweep (`export_it`, given the exporter and the labels of
+/// the plan at the axis value `at`) and flushes it, when an OTLP endpoint is configured.
+async fn export_series(
+    args: &SweepArgs,
+    axis: Axis,
+    at: f64,
+    export_it: impl FnOnce(&canary_exporters::OtlpExporter, &canary_exporters::RunLabels),
+) -> Result<()> {
     let export = &args.profile.shape.export;
     let Some(exporter) = export.start()? else {
         return Ok(());
     };
     let root = &args.profile.shape.output_dir;
-    let plan = Plan::try_from(&point_args(args, Axis::RequestRate, start, root))?;
-    let labels = run_labels(&plan.replay.target, &plan.workload);
-    let figures: Vec<(&'static str, f64)> = [
-        ("passed", c.max_passing_rate),
-        ("failed", c.min_failing_rate),
-    ]
-    .into_iter()
-    .filter_map(|(bound, rate)| Some((bound, rate?)))
-    .collect();
-    exporter.export_capacity(&labels, &figures);
+    let plan = Plan::try_from(&point_args(args, axis, at, root))?;
+    export_it(&exporter, &run_labels(&plan.replay.target, &plan.workload));
     let timeout = export.flush_timeout();
     tokio::task::spawn_blocking(move || exporter.shutdown(timeout))
         .await
         .context("flushing the OTLP export")?;
     Ok(())
+}
+
+/// The search's answer as `canary.capacity.rate` (by bound: `passed`, `failed`), as the
+/// daemon's capacity workloads export theirs.
+async fn export_capacity(args: &SweepArgs, start: f64, c: &capacity::Capacity) -> Result<()> {
+    let figures = [
+        ("passed", c.max_passing_rate),
+        ("failed", c.min_failing_rate),
+    ];
+    export_series(args, Axis::RequestRate, start, |e, labels| {
+        e.export_capacity(labels, &figures)
+    })
+    .await
+}
+
+/// The knee's completed requests/s as `canary.sweep.knee` (`knee`), as the daemon's sweep
+/// workloads export theirs; none when the series has no knee.
+async fn export_knee(args: &SweepArgs, axis: Axis, first: f64, doc: &SweepDoc) -> Result<()> {
+    let knee = doc.knee.as_ref().and_then(|k| k.request_throughput);
+    export_series(args, axis, first, |e, labels| {
+        e.export_knee(labels, &[("knee", knee)])
+    })
+    .await
 }
 
 /// `--find-max-rate`: bracketing then bisection from `start` requests/s.

@@ -183,36 +183,28 @@ impl RunSink for OtlpSink {
     }
 }
 
-/// A figure of this run for a gauge, NaN when the run has none. The SDK exports each series at
-/// its last recorded value until recorded again, so leaving a figure out would show an earlier
-/// run's (a failed bound below this run's passed one, say); NaN is a gap on the panel.
-fn figure(v: Option<f64>) -> f64 {
-    v.unwrap_or(f64::NAN)
-}
-
-/// `canary.capacity.rate` of a capacity run, by bound.
-fn capacity_figures(c: &CapacityRun) -> [(&'static str, f64); 3] {
+/// `canary.capacity.rate` of a capacity run, by bound. A bound the run does not have is
+/// `None`: the exporter then stops exporting it, so no earlier run's bound goes on showing (a
+/// failed bound below this run's passed one, say).
+fn capacity_figures(c: &CapacityRun) -> [(&'static str, Option<f64>); 3] {
     let [passed, failed] = bracket(&c.found);
-    let baseline = ("baseline", figure(c.baseline.as_ref().map(|b| b.capacity)));
+    let baseline = ("baseline", c.baseline.as_ref().map(|b| b.capacity));
     [passed, failed, baseline]
 }
 
 /// The passed and failed bounds of a capacity bracket.
-fn bracket(c: &Capacity) -> [(&'static str, f64); 2] {
+fn bracket(c: &Capacity) -> [(&'static str, Option<f64>); 2] {
     [
-        ("passed", figure(c.max_passing_rate)),
-        ("failed", figure(c.min_failing_rate)),
+        ("passed", c.max_passing_rate),
+        ("failed", c.min_failing_rate),
     ]
 }
 
 /// `canary.sweep.knee` of a sweep run, by figure.
-fn knee_figures(s: &SweepRun) -> [(&'static str, f64); 2] {
+fn knee_figures(s: &SweepRun) -> [(&'static str, Option<f64>); 2] {
     [
-        (
-            "knee",
-            figure(s.knee.as_ref().map(|k| k.request_throughput)),
-        ),
-        ("baseline", figure(s.baseline.as_ref().map(|b| b.knee))),
+        ("knee", s.knee.as_ref().map(|k| k.request_throughput)),
+        ("baseline", s.baseline.as_ref().map(|b| b.knee)),
     ]
 }
 
@@ -225,7 +217,7 @@ mod tests {
     // not go on showing the failed bound of an earlier search, which could lie below this
     // run's passed one.
     #[test]
-    fn a_figure_the_run_does_not_have_is_nan_not_left_out() {
+    fn a_figure_the_run_does_not_have_is_none() {
         let run: CapacityRun = serde_json::from_value(json!({
             "slo": "time_to_first_token:100", "min_good_fraction": 0.95,
             "max_passing_rate": 400.0, "min_failing_rate": null, "relative_uncertainty": null,
@@ -234,15 +226,15 @@ mod tests {
         .unwrap();
         let f = capacity_figures(&run);
         assert_eq!(f.map(|(bound, _)| bound), ["passed", "failed", "baseline"]);
-        assert_eq!(f[0].1, 400.0);
-        assert!(f[1].1.is_nan() && f[2].1.is_nan(), "{f:?}");
+        assert_eq!(f.map(|(_, v)| v), [Some(400.0), None, None]);
         let sweep: SweepRun = serde_json::from_value(json!({
             "axis": "concurrency", "knee": null, "capacity": null, "points": [],
             "baseline": {"runs": 3, "knee": 103.0, "spread": 2.0, "fail_at_or_below": 90.0}
         }))
         .unwrap();
-        let k = knee_figures(&sweep);
-        assert!(k[0].1.is_nan(), "no knee: {k:?}");
-        assert_eq!(k[1], ("baseline", 103.0));
+        assert_eq!(
+            knee_figures(&sweep),
+            [("knee", None), ("baseline", Some(103.0))]
+        );
     }
 }
