@@ -12,6 +12,7 @@ mod states;
 use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
 use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
+use latest::LatestGauge;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
 use std::sync::Arc;
@@ -68,22 +69,22 @@ pub(crate) struct Instruments {
     kv: Gauge<f64>,
     running: Gauge<f64>,
     runs: Counter<u64>,
-    run_goodput: Gauge<f64>,
-    run_good_ratio: Gauge<f64>,
-    run_error_ratio: Gauge<f64>,
-    run_ttft: Gauge<f64>,
-    run_energy: Gauge<f64>,
-    run_energy_per_token: Gauge<f64>,
-    run_gpu_util: Gauge<f64>,
-    run_gpu_power: Gauge<f64>,
-    run_prefix_hit: Gauge<f64>,
-    verdict_state: Gauge<f64>,
-    trend_state: Gauge<f64>,
-    bottleneck_state: Gauge<f64>,
-    confidence_state: Gauge<f64>,
-    slo: Gauge<f64>,
-    capacity: latest::LatestFigures,
-    knee: latest::LatestFigures,
+    run_goodput: LatestGauge,
+    run_good_ratio: LatestGauge,
+    run_error_ratio: LatestGauge,
+    run_ttft: LatestGauge,
+    run_energy: LatestGauge,
+    run_energy_per_token: LatestGauge,
+    run_gpu_util: LatestGauge,
+    run_gpu_power: LatestGauge,
+    run_prefix_hit: LatestGauge,
+    verdict_state: LatestGauge,
+    trend_state: LatestGauge,
+    bottleneck_state: LatestGauge,
+    confidence_state: LatestGauge,
+    slo: LatestGauge,
+    capacity: LatestGauge,
+    knee: LatestGauge,
     slices: slices::SliceInstruments,
     /// The latency histograms' exemplars (see [`crate::exemplars`]).
     pub exemplars: Arc<Exemplars>,
@@ -249,101 +250,99 @@ impl Instruments {
                 "Requests the server ran at the last request's first token",
             ),
             runs: counter(m, "canary.runs", "{run}", "Runs finished, by verdict"),
-            run_goodput: gauge(
+            run_goodput: LatestGauge::new(
                 m,
                 "canary.run.goodput",
                 "{request}/s",
                 "Good requests per second over the last run",
             ),
-            run_good_ratio: gauge(
+            run_good_ratio: LatestGauge::new(
                 m,
                 "canary.run.good_request.ratio",
                 "1",
                 "Share of the last run's requests that were good",
             ),
-            run_error_ratio: gauge(
+            run_error_ratio: LatestGauge::new(
                 m,
                 "canary.run.error.ratio",
                 "1",
                 "Share of the last run's requests that failed",
             ),
-            run_ttft: gauge(
+            run_ttft: LatestGauge::new(
                 m,
                 "canary.run.time_to_first_token",
                 "s",
                 "The last run's TTFT as the client and the server measured it",
             ),
-            run_energy: gauge(
+            run_energy: LatestGauge::new(
                 m,
                 "canary.run.gpu.energy",
                 "J",
                 "GPU energy used during the last run",
             ),
-            run_energy_per_token: gauge(
+            run_energy_per_token: LatestGauge::new(
                 m,
                 "canary.run.gpu.energy_per_output_token",
                 "J/{token}",
                 "GPU energy per output token over the last run",
             ),
-            run_gpu_util: gauge(
+            run_gpu_util: LatestGauge::new(
                 m,
                 "canary.run.gpu.utilization",
                 "1",
                 "Mean GPU utilization over the last run (0-1)",
             ),
-            run_gpu_power: gauge(
+            run_gpu_power: LatestGauge::new(
                 m,
                 "canary.run.gpu.power",
                 "W",
                 "Mean GPU power over the last run",
             ),
-            run_prefix_hit: gauge(
+            run_prefix_hit: LatestGauge::new(
                 m,
                 "canary.run.server.prefix_cache.hit_ratio",
                 "1",
                 "Server prefix-cache hit rate over the last run",
             ),
-            verdict_state: gauge(
+            verdict_state: LatestGauge::new(
                 m,
                 "canary.run.verdict.state",
                 "{run}",
                 "1 for the last run's verdict, 0 for the others (a state set)",
             ),
-            trend_state: gauge(
+            trend_state: LatestGauge::new(
                 m,
                 "canary.run.trend.state",
                 "{run}",
                 "1 for the last run's trend against its baseline, 0 for the others (a state set)",
             ),
-            bottleneck_state: gauge(
+            bottleneck_state: LatestGauge::new(
                 m,
                 "canary.run.bottleneck.state",
                 "{run}",
                 "1 for the last run's diagnosed bottleneck class, 0 for the others (a state set)",
             ),
-            confidence_state: gauge(
+            confidence_state: LatestGauge::new(
                 m,
                 "canary.run.bottleneck.confidence.state",
                 "{run}",
                 "1 for the last run's diagnosis confidence, 0 for the others (a state set)",
             ),
-            capacity: latest::LatestFigures::new(
+            capacity: LatestGauge::new(
                 m,
                 "canary.capacity.rate",
                 "{request}/s",
                 "The last capacity search's bracket at the workload's SLOs, by canary.capacity.bound: \
                  passed (a lower bound), failed (the capacity is below it), baseline",
-                attr::CAPACITY_BOUND,
             ),
-            knee: latest::LatestFigures::new(
+            knee: LatestGauge::new(
                 m,
                 "canary.sweep.knee",
                 "{request}/s",
                 "The last sweep's knee (the last point that still scaled: its completed \
                  requests/s), by canary.sweep.figure: knee, baseline",
-                attr::SWEEP_FIGURE,
             ),
-            slo: gauge(
+            slo: LatestGauge::new(
                 m,
                 "canary.slo.threshold",
                 "s",
@@ -501,36 +500,38 @@ impl Instruments {
     /// `baseline` (see [`attr::CAPACITY_BOUND`]); they replace the workload's earlier ones,
     /// and a bound that is `None` is not exported from now on.
     pub fn record_capacity(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
-        self.capacity.record(base, figures);
+        self.capacity
+            .record_figures(base, attr::CAPACITY_BOUND, figures);
     }
 
     /// A sweep's knee figures, each `(figure, requests/s)`: `knee`, `baseline` (see
     /// [`attr::SWEEP_FIGURE`]); as [`Instruments::record_capacity`].
     pub fn record_knee(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
-        self.knee.record(base, figures);
+        self.knee.record_figures(base, attr::SWEEP_FIGURE, figures);
     }
 
     /// The latency SLOs of a run's workload, in seconds (throughput SLOs have no line to
-    /// draw on a latency panel).
+    /// draw on a latency panel); an SLO taken out of the workload is no longer exported.
     pub fn record_slos(&self, goodput: &Goodput, base: &[KeyValue]) {
-        for slo in &goodput.slos {
-            if slo.metric == SloMetric::OutputTokenThroughputPerUser || !slo.threshold.is_finite() {
-                continue;
-            }
-            let mut a = base.to_vec();
-            a.push(KeyValue::new(attr::SLO_METRIC, slo.metric.name()));
-            self.slo.record(slo.threshold / 1e3, &a);
-        }
+        let latency = goodput
+            .slos
+            .iter()
+            .filter(|slo| slo.metric != SloMetric::OutputTokenThroughputPerUser);
+        self.slo.record(
+            base,
+            latency.map(|slo| {
+                (
+                    vec![KeyValue::new(attr::SLO_METRIC, slo.metric.name())],
+                    Some(slo.threshold / 1e3),
+                )
+            }),
+        );
     }
 
     /// Records a finished run's figures: the client's, and what the server and the GPUs
-    /// saw (`telemetry`).
+    /// saw (`telemetry`). Each replaces its workload's last run's: a figure this run does not
+    /// have (no GPU, no server metrics, a run too short for a rate) is no longer exported.
     pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
-        let with = |extra: &[KeyValue]| {
-            let mut a = base.to_vec();
-            a.extend_from_slice(extra);
-            a
-        };
         let (good, ratio) = match &summary.goodput {
             Some(g) => (g.goodput, g.good_request_fraction),
             // No SLOs: every completed request is good.
@@ -543,70 +544,198 @@ impl Instruments {
                 },
             ),
         };
-        // A run too short for a rate (one request) records none.
-        if let Some(good) = good {
-            self.run_goodput.record(good, base);
-        }
-        self.run_good_ratio.record(ratio, base);
-        self.run_error_ratio.record(summary.error_rate, base);
-        if let Some(t) = &summary.timeslices {
-            self.slices.record(t, base);
-        }
-        let ttft = |by: &'static str, stat: &'static str, v: f64| {
-            if v.is_finite() {
-                self.run_ttft.record(
-                    v,
-                    &with(&[
-                        KeyValue::new(attr::MEASURED_BY, by),
-                        KeyValue::new(attr::STATISTIC, stat),
-                    ]),
-                );
-            }
+        // A run too short for a rate (one request) has none.
+        self.run_goodput.record_one(base, good);
+        self.run_good_ratio.record_one(base, Some(ratio));
+        self.run_error_ratio
+            .record_one(base, Some(summary.error_rate));
+        self.slices.record(summary.timeslices.as_ref(), base);
+        let ttft = |by: &'static str, stat: &'static str, v: Option<f64>| {
+            let a = vec![
+                KeyValue::new(attr::MEASURED_BY, by),
+                KeyValue::new(attr::STATISTIC, stat),
+            ];
+            (a, v)
         };
+        let mut ttfts = Vec::new();
         if let Some(c) = summary
             .metrics
             .get("time_to_first_token")
             .filter(|c| c.count > 0)
         {
-            ttft("client", "mean", c.avg / 1e3);
-            ttft("client", "p50", c.p50 / 1e3);
-            ttft("client", "p90", c.p90 / 1e3);
-            ttft("client", "p99", c.p99 / 1e3);
+            ttfts.push(ttft("client", "mean", Some(c.avg / 1e3)));
+            ttfts.push(ttft("client", "p50", Some(c.p50 / 1e3)));
+            ttfts.push(ttft("client", "p90", Some(c.p90 / 1e3)));
+            ttfts.push(ttft("client", "p99", Some(c.p99 / 1e3)));
         }
-        let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
-        if let Some(server) = &telemetry.server {
-            if let Some(t) = &server.ttft_s {
-                // Server percentiles are known to a bucket: the interpolated estimate goes
-                // out under the same statistic names as before.
-                let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
-                for (stat, v) in [
-                    ("mean", t.mean),
-                    ("p50", est(t.p50)),
-                    ("p90", est(t.p90)),
-                    ("p99", est(t.p99)),
-                ] {
-                    if let Some(v) = finite(v) {
-                        ttft("server", stat, v);
-                    }
+        let server = telemetry.server.as_ref();
+        if let Some(t) = server.and_then(|s| s.ttft_s.as_ref()) {
+            // Server percentiles are known to a bucket: the interpolated estimate goes out
+            // under the same statistic names as before.
+            let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
+            ttfts.push(ttft("server", "mean", t.mean));
+            ttfts.push(ttft("server", "p50", est(t.p50)));
+            ttfts.push(ttft("server", "p90", est(t.p90)));
+            ttfts.push(ttft("server", "p99", est(t.p99)));
+        }
+        self.run_ttft.record(base, ttfts);
+        self.run_prefix_hit
+            .record_one(base, server.and_then(|s| s.prefix_cache_hit_rate));
+        let gpu = telemetry.gpu.as_ref();
+        self.run_energy
+            .record_one(base, gpu.and_then(|g| g.energy.map(|e| e.joules)));
+        self.run_energy_per_token
+            .record_one(base, gpu.and_then(|g| g.energy_per_output_token_j));
+        self.run_gpu_util
+            .record_one(base, gpu.and_then(|g| g.util_avg_pct).map(|v| v / 100.0));
+        self.run_gpu_power
+            .record_one(base, gpu.and_then(|g| g.power_avg_w));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_core::{Aggregator, RunGpuSummary, Status};
+    use opentelemetry::metrics::MeterProvider;
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    use std::time::Duration;
+
+    /// The last export's points of every `canary.run.*`, `canary.slice.*` and
+    /// `canary.slo.threshold` gauge: (metric, server.address, value), sorted.
+    fn exported(exporter: &InMemoryMetricExporter) -> Vec<(String, String, f64)> {
+        let all = exporter.get_finished_metrics().unwrap();
+        let last = all.last().expect("an export");
+        let mut out = Vec::new();
+        for sm in last.scope_metrics() {
+            for m in sm.metrics() {
+                let AggregatedMetrics::F64(MetricData::Gauge(g)) = m.data() else {
+                    continue;
+                };
+                for p in g.data_points() {
+                    let host = p
+                        .attributes()
+                        .find(|kv| kv.key.as_str() == attr::SERVER_ADDRESS)
+                        .map(|kv| kv.value.to_string())
+                        .unwrap_or_default();
+                    out.push((m.name().to_string(), host, p.value()));
                 }
             }
-            if let Some(v) = finite(server.prefix_cache_hit_rate) {
-                self.run_prefix_hit.record(v, base);
-            }
         }
-        if let Some(gpu) = &telemetry.gpu {
-            if let Some(v) = finite(gpu.energy.map(|e| e.joules)) {
-                self.run_energy.record(v, base);
-            }
-            if let Some(v) = finite(gpu.energy_per_output_token_j) {
-                self.run_energy_per_token.record(v, base);
-            }
-            if let Some(v) = finite(gpu.util_avg_pct) {
-                self.run_gpu_util.record(v / 100.0, base);
-            }
-            if let Some(v) = finite(gpu.power_avg_w) {
-                self.run_gpu_power.record(v, base);
-            }
+        out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        out
+    }
+
+    /// A summary of `n` requests sent 600 ms apart, 40 ms TTFT each, in 1 s slices.
+    fn summary(n: u32, slos: &str) -> RunSummary {
+        let mut agg =
+            Aggregator::new(slos.parse().unwrap()).with_timeslices(Duration::from_secs(1));
+        for i in 0..n {
+            let sent = f64::from(i) * 600.0;
+            let r = RequestRecord {
+                status: Status::Ok,
+                sent_at_ms: sent,
+                ended_at_ms: sent + 50.0,
+                ttft_ms: Some(40.0),
+                e2e_ms: Some(50.0),
+                ..Default::default()
+            };
+            agg.add(&r, &Default::default());
         }
+        agg.summary()
+    }
+
+    fn gpu(power_w: f64) -> RunGpuSummary {
+        RunGpuSummary {
+            util_avg_pct: Some(50.0),
+            util_max_pct: Some(60.0),
+            power_avg_w: Some(power_w),
+            power_max_w: Some(power_w),
+            energy: None,
+            energy_per_output_token_j: None,
+            gpus: 1,
+            sources: Vec::new(),
+            mem_used_max_bytes: None,
+            mem_used_max_pct: None,
+            temp_max_c: None,
+            throttle_reasons: None,
+            process_sm_util_avg_pct: None,
+            process_sm_util_max_pct: None,
+            process_mem_util_avg_pct: None,
+            per_gpu: Vec::new(),
+        }
+    }
+
+    // The daemon exports each workload's runs for its whole life. Its last run's gauges must
+    // be that run's figures only: with plain gauges a figure the last run lacked (no GPU, no
+    // SLOs, fewer slices) and every series of its old target stayed at an earlier run's value.
+    #[test]
+    fn a_workloads_last_run_replaces_every_figure_of_its_earlier_runs() {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let base = |host: &str| RunLabels::new("nightly", "chat", "m", host, 8000).attributes();
+        let other = RunLabels::new("other", "chat", "m", "c", 8000).attributes();
+        let telemetry = RunTelemetry {
+            gpu: Some(gpu(300.0)),
+            ..Default::default()
+        };
+        let slos: Goodput = "time_to_first_token:100 request_latency:200"
+            .parse()
+            .unwrap();
+        m.record_run(
+            &summary(5, "time_to_first_token:100"),
+            &telemetry,
+            &base("a"),
+        );
+        m.record_slos(&slos, &base("a"));
+        m.record_states(&base("a"), "pass", Some("steady"));
+        m.record_run(&summary(3, ""), &telemetry, &other);
+        provider.force_flush().unwrap();
+        let first = exported(&exporter);
+        let count = |points: &[(String, String, f64)], name: &str, host: &str| {
+            points.iter().filter(|p| p.0 == name && p.1 == host).count()
+        };
+        // 5 requests 600 ms apart: three 1 s slices; two SLOs; the GPU's power.
+        assert_eq!(count(&first, "canary.slice.requests", "a"), 3, "{first:?}");
+        assert_eq!(count(&first, "canary.slo.threshold", "a"), 2, "{first:?}");
+        assert_eq!(count(&first, "canary.run.gpu.power", "a"), 1, "{first:?}");
+        assert_eq!(
+            count(&first, "canary.run.verdict.state", "a"),
+            4,
+            "{first:?}"
+        );
+
+        // The next run: on a new target, one request (one slice, too short for a rate), no
+        // GPU seen, one SLO left in the config.
+        let slos: Goodput = "time_to_first_token:100".parse().unwrap();
+        m.record_run(
+            &summary(1, "time_to_first_token:100"),
+            &Default::default(),
+            &base("b"),
+        );
+        m.record_slos(&slos, &base("b"));
+        m.record_states(&base("b"), "fail", None);
+        provider.force_flush().unwrap();
+        let last = exported(&exporter);
+        assert!(
+            last.iter().all(|p| p.1 != "a"),
+            "the old target's series go on: {last:?}"
+        );
+        assert_eq!(count(&last, "canary.slice.requests", "b"), 1, "{last:?}");
+        assert_eq!(count(&last, "canary.slo.threshold", "b"), 1, "{last:?}");
+        assert_eq!(count(&last, "canary.run.gpu.power", "b"), 0, "{last:?}");
+        assert_eq!(count(&last, "canary.run.goodput", "b"), 0, "{last:?}");
+        assert_eq!(
+            count(&last, "canary.run.good_request.ratio", "b"),
+            1,
+            "{last:?}"
+        );
+        // The other workload's last run is untouched.
+        assert_eq!(count(&last, "canary.slice.requests", "c"), 2, "{last:?}");
+        assert_eq!(count(&last, "canary.run.gpu.power", "c"), 1, "{last:?}");
     }
 }

@@ -1,14 +1,16 @@
-//! Gauges of each workload's latest figures that a later run may not have:
-//! `canary.capacity.rate` (a search that found no failing rate has no `failed` bound) and
-//! `canary.sweep.knee` (a series that never saturated has no knee).
+//! Gauges of each workload's last run: its figures (`canary.run.*`), its verdict and
+//! diagnosis state sets, its SLOs, its timeslices, its capacity bracket and its knee.
 //!
-//! A synchronous gauge keeps every series at its last value for the life of the process, and
-//! the SDK ignores a NaN recorded to clear it (`opentelemetry_sdk` 0.33 drops non-finite
-//! measurements). So a figure the latest run lacks would go on showing an earlier run's: a
-//! `failed` bound below the latest run's `passed` one, say. These are observable gauges over
-//! canaryd's own table of each workload's latest figures instead: the SDK exports only what
-//! the callback observes (observable gauges are delta, always), so a figure the latest run
-//! lacks is not exported from then on and the backend ends its series.
+//! A synchronous gauge keeps every series it ever saw at its last value for the life of the
+//! process, and the SDK ignores a NaN recorded to clear one (`opentelemetry_sdk` 0.33 drops
+//! non-finite measurements). So in the daemon a figure the last run did not have (a search
+//! that found no failing rate, a run without GPU energy, a shorter run with fewer slices, an
+//! SLO taken out of the config) went on showing an earlier run's, and so did every series of
+//! a workload whose labels changed (a new target). These are observable gauges over
+//! canaryd's own table of each workload's last points instead: the SDK exports only what the
+//! callback observes (observable gauges are always delta), so when a run replaces its
+//! workload's points, whatever it did not have is no longer exported and the backend ends
+//! those series.
 
 use crate::labels::attr;
 use opentelemetry::metrics::{Meter, ObservableGauge};
@@ -19,23 +21,21 @@ use std::sync::{Arc, Mutex};
 /// Each workload's points: (attributes, value).
 type Table = BTreeMap<String, Vec<(Vec<KeyValue>, f64)>>;
 
-/// One gauge of latest figures, each a point under `figure_key`.
-pub(crate) struct LatestFigures {
+/// One gauge of each workload's last points.
+pub(crate) struct LatestGauge {
     table: Arc<Mutex<Table>>,
-    figure_key: &'static str,
     /// Kept so the callback stays registered for the exporter's life.
     _gauge: ObservableGauge<f64>,
 }
 
-impl LatestFigures {
-    /// The gauge `name`, its points told apart by `figure_key`.
+impl LatestGauge {
+    /// The gauge `name`.
     pub(crate) fn new(
         meter: &Meter,
         name: &'static str,
         unit: &'static str,
         desc: &'static str,
-        figure_key: &'static str,
-    ) -> LatestFigures {
+    ) -> LatestGauge {
         let table = Arc::new(Mutex::new(Table::new()));
         let seen = table.clone();
         let gauge = meter
@@ -49,27 +49,30 @@ impl LatestFigures {
                 }
             })
             .build();
-        LatestFigures {
+        LatestGauge {
             table,
-            figure_key,
             _gauge: gauge,
         }
     }
 
-    /// Replaces the figures of `base`'s workload (its labels may have changed: a new target)
-    /// with `figures`, each `(figure, value)`; a figure that is `None` or not finite is not
-    /// exported from now on.
-    pub(crate) fn record(&self, base: &[KeyValue], figures: &[(&'static str, Option<f64>)]) {
+    /// Replaces the points of `base`'s workload (whatever its other labels were) with
+    /// `points`, each `(attributes beyond base, value)`; a value that is `None` or not finite
+    /// is left out, so its series ends.
+    pub(crate) fn record(
+        &self,
+        base: &[KeyValue],
+        points: impl IntoIterator<Item = (Vec<KeyValue>, Option<f64>)>,
+    ) {
         let workload = base
             .iter()
             .find(|kv| kv.key.as_str() == attr::WORKLOAD)
             .map_or_else(|| format!("{base:?}"), |kv| kv.value.to_string());
-        let points = figures
-            .iter()
-            .filter_map(|&(figure, value)| {
+        let points = points
+            .into_iter()
+            .filter_map(|(extra, value)| {
                 let value = value.filter(|v| v.is_finite())?;
                 let mut a = base.to_vec();
-                a.push(KeyValue::new(self.figure_key, figure));
+                a.extend(extra);
                 Some((a, value))
             })
             .collect();
@@ -77,5 +80,25 @@ impl LatestFigures {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(workload, points);
+    }
+
+    /// [`LatestGauge::record`] of one point with `base`'s attributes alone.
+    pub(crate) fn record_one(&self, base: &[KeyValue], value: Option<f64>) {
+        self.record(base, [(Vec::new(), value)]);
+    }
+
+    /// [`LatestGauge::record`] of one point per `(figure, value)`, told apart by `key`.
+    pub(crate) fn record_figures(
+        &self,
+        base: &[KeyValue],
+        key: &'static str,
+        figures: &[(&'static str, Option<f64>)],
+    ) {
+        self.record(
+            base,
+            figures
+                .iter()
+                .map(|&(figure, v)| (vec![KeyValue::new(key, figure)], v)),
+        );
     }
 }

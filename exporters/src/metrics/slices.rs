@@ -3,9 +3,10 @@
 //! whether the run ended inside it (`canary.slice.partial`), so a panel plots drift within a
 //! run. Latencies are in seconds, by statistic (`canary.statistic`: p50, p90, p99).
 
+use super::latest::LatestGauge;
 use crate::labels::attr;
 use canary_core::{SliceStats, TimesliceReport};
-use opentelemetry::metrics::{Gauge, Meter};
+use opentelemetry::metrics::Meter;
 use opentelemetry::KeyValue;
 
 /// The slice start attribute.
@@ -13,25 +14,21 @@ const SLICE_START: &str = "canary.slice.start_s";
 /// The partial-slice attribute.
 const SLICE_PARTIAL: &str = "canary.slice.partial";
 
-/// The slice gauges.
+/// The slice gauges, each holding its workload's last run's slices (a later run with fewer
+/// slices, or none, leaves no earlier slice showing).
 pub(crate) struct SliceInstruments {
-    requests: Gauge<f64>,
-    errors: Gauge<f64>,
-    throughput: Gauge<f64>,
-    token_throughput: Gauge<f64>,
-    ttft: Gauge<f64>,
-    itl: Gauge<f64>,
-    e2e: Gauge<f64>,
+    requests: LatestGauge,
+    errors: LatestGauge,
+    throughput: LatestGauge,
+    token_throughput: LatestGauge,
+    ttft: LatestGauge,
+    itl: LatestGauge,
+    e2e: LatestGauge,
 }
 
 impl SliceInstruments {
     pub fn new(m: &Meter) -> SliceInstruments {
-        let g = |name: &'static str, unit: &'static str, desc: &'static str| {
-            m.f64_gauge(name)
-                .with_unit(unit)
-                .with_description(desc)
-                .build()
-        };
+        let g = |name, unit, desc| LatestGauge::new(m, name, unit, desc);
         SliceInstruments {
             requests: g(
                 "canary.slice.requests",
@@ -71,31 +68,41 @@ impl SliceInstruments {
         }
     }
 
-    /// One point per slice and figure.
-    pub fn record(&self, t: &TimesliceReport, base: &[KeyValue]) {
-        for s in &t.slices {
-            let mut a = base.to_vec();
-            a.push(KeyValue::new(SLICE_START, s.start_s));
-            a.push(KeyValue::new(SLICE_PARTIAL, s.partial));
-            self.requests.record(s.requests as f64, &a);
-            self.errors.record(s.errors as f64, &a);
-            if let Some(v) = s.request_throughput {
-                self.throughput.record(v, &a);
-            }
-            if let Some(v) = s.output_token_throughput {
-                self.token_throughput.record(v, &a);
-            }
-            let latency = |g: &Gauge<f64>, st: Option<SliceStats>| {
-                let Some(st) = st else { return };
-                for (stat, v) in [("p50", st.p50), ("p90", st.p90), ("p99", st.p99)] {
-                    let mut a = a.clone();
-                    a.push(KeyValue::new(attr::STATISTIC, stat));
-                    g.record(v / 1e3, &a);
-                }
-            };
-            latency(&self.ttft, s.time_to_first_token);
-            latency(&self.itl, s.inter_token_latency);
-            latency(&self.e2e, s.request_latency);
-        }
+    /// One point per slice and figure of the run's slices (`None`: the run had none), in
+    /// place of its workload's last run's.
+    pub fn record(&self, t: Option<&TimesliceReport>, base: &[KeyValue]) {
+        let slices = t.map_or(&[][..], |t| t.slices.as_slice());
+        let at = |s: &canary_core::Timeslice| {
+            vec![
+                KeyValue::new(SLICE_START, s.start_s),
+                KeyValue::new(SLICE_PARTIAL, s.partial),
+            ]
+        };
+        let each = |v: fn(&canary_core::Timeslice) -> Option<f64>| {
+            slices.iter().map(move |s| (at(s), v(s)))
+        };
+        self.requests
+            .record(base, each(|s| Some(s.requests as f64)));
+        self.errors.record(base, each(|s| Some(s.errors as f64)));
+        self.throughput.record(base, each(|s| s.request_throughput));
+        self.token_throughput
+            .record(base, each(|s| s.output_token_throughput));
+        let latency = |g: &LatestGauge, st: fn(&canary_core::Timeslice) -> Option<SliceStats>| {
+            g.record(
+                base,
+                slices.iter().flat_map(|s| {
+                    let stats = st(s);
+                    [("p50", 0), ("p90", 1), ("p99", 2)].map(|(stat, i)| {
+                        let mut a = at(s);
+                        a.push(KeyValue::new(attr::STATISTIC, stat));
+                        let v = stats.map(|st| [st.p50, st.p90, st.p99][i] / 1e3);
+                        (a, v)
+                    })
+                }),
+            );
+        };
+        latency(&self.ttft, |s| s.time_to_first_token);
+        latency(&self.itl, |s| s.inter_token_latency);
+        latency(&self.e2e, |s| s.request_latency);
     }
 }

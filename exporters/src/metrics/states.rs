@@ -2,29 +2,31 @@
 //! per possible value, 1 for the one that holds and 0 for the others, so a dashboard asks
 //! for "the last one" with `== 1` instead of guessing from counters.
 
+use super::latest::LatestGauge;
 use super::Instruments;
 use crate::labels::attr;
 use canary_core::{Bottleneck, Confidence, Diagnosis};
-use opentelemetry::metrics::Gauge;
 use opentelemetry::KeyValue;
 
 /// Records a state set on `g`: 1 for `now` (added when not among `states`), 0 for the
-/// others, each under `key`.
+/// others, each under `key`, in place of the workload's last set.
 fn record_state_set(
-    g: &Gauge<f64>,
+    g: &LatestGauge,
     base: &[KeyValue],
     key: &'static str,
     states: &[&str],
     now: &str,
 ) {
-    for s in states
+    let all = states
         .iter()
-        .chain((!states.contains(&now)).then_some(&now))
-    {
-        let mut a = base.to_vec();
-        a.push(KeyValue::new(key, s.to_string()));
-        g.record(if *s == now { 1.0 } else { 0.0 }, &a);
-    }
+        .chain((!states.contains(&now)).then_some(&now));
+    g.record(
+        base,
+        all.map(|s| {
+            let value = if *s == now { 1.0 } else { 0.0 };
+            (vec![KeyValue::new(key, s.to_string())], Some(value))
+        }),
+    );
 }
 
 impl Instruments {
