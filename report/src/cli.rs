@@ -1,7 +1,7 @@
 //! The `canaryd report` and `canaryd compare` commands: their flags and what they do, so the
 //! daemon's command line only parses and prints.
 
-use crate::{load_runs, render_report, Experiment, ReportError};
+use crate::{load_runs, render_report, Experiment, ReportError, Sweep};
 use canary_core::compare::ShiftRules;
 use std::path::{Path, PathBuf};
 
@@ -47,13 +47,48 @@ pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
     ))
 }
 
-/// Compares the runs, writes the page if asked; returns the text to print.
+/// Compares the runs (or the sweeps), writes the page if asked; returns the text to print.
 pub fn compare(args: &CompareArgs) -> Result<String, ReportError> {
+    match (Sweep::load(&args.a)?, Sweep::load(&args.b)?) {
+        (Some(a), Some(b)) => return compare_sweeps(args, &a, &b),
+        (None, None) => {}
+        (a, _) => {
+            let (sweep, other) = if a.is_some() {
+                (&args.a, &args.b)
+            } else {
+                (&args.b, &args.a)
+            };
+            return Err(ReportError::NotComparable {
+                path: other.clone(),
+                why: format!(
+                    "not a sweep, and {} is one: compare two sweeps, or two runs",
+                    sweep.display()
+                ),
+            });
+        }
+    }
     let a = Experiment::load(&args.a)?;
     let b = Experiment::load(&args.b)?;
     let c = crate::compare(&a, &b, &ShiftRules::default());
     if let Some(path) = &args.output {
         write(path, &c.to_html()?)?;
+    }
+    let mut out = if args.json {
+        serde_json::to_string_pretty(&c).expect("comparisons always serialize")
+    } else {
+        c.to_text()
+    };
+    if let (Some(path), false) = (&args.output, args.json) {
+        out.push_str(&format!("\npage: {}", path.display()));
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// [`compare`] of two sweeps.
+fn compare_sweeps(args: &CompareArgs, a: &Sweep, b: &Sweep) -> Result<String, ReportError> {
+    let c = crate::compare_sweeps(a, b, &ShiftRules::default())?;
+    if let Some(path) = &args.output {
+        write(path, &c.to_html())?;
     }
     let mut out = if args.json {
         serde_json::to_string_pretty(&c).expect("comparisons always serialize")

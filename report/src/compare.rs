@@ -18,7 +18,10 @@
 //!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
 mod page;
+mod sweeps;
 mod text;
+
+pub use sweeps::{compare_sweeps, Sweep, SweepComparison};
 
 use crate::artifacts::{Metric, Run};
 use crate::sample::{quantile, sorted};

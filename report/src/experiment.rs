@@ -41,8 +41,8 @@ impl Experiment {
         };
         if path.join("sweep.json").is_file() {
             return Err(refuse(
-                "a sweep's folder (sweep.json): its points are different loads, not repeats; \
-                 compare two of its points",
+                "a sweep's folder (sweep.json), and the other side is not one: compare two \
+                 sweeps, or two of its points",
             ));
         }
         let summary_path = path.join("summary.json");

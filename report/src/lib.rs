@@ -37,7 +37,7 @@ pub mod status;
 pub use artifacts::{
     load_runs, utc, Figures, KernelParts, Metric, Records, Request, Run, Summary, Telemetry,
 };
-pub use compare::{compare, Comparison, RUNS_ALPHA};
+pub use compare::{compare, compare_sweeps, Comparison, Sweep, SweepComparison, RUNS_ALPHA};
 pub use error::ReportError;
 pub use experiment::Experiment;
 pub use html::{esc, page, CSP};

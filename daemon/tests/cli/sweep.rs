@@ -515,3 +515,89 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
         );
     }
 }
+
+/// `canaryd compare` of two sweeps (issue 18: did the change move the knee?): the capacity
+/// simulator swept over 1, 8 and 16 users, then again after every decode step became four
+/// times slower (`POST /sim/profile`). Point by point, B's throughput falls and its latency
+/// rises, judged by the per-point run rule; the knees are reported with their throughputs; a
+/// sweep against a run is refused, naming it.
+#[test]
+fn compare_of_two_sweeps_shows_the_slower_server_point_by_point() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let run_sweep = |out: &str| {
+        let (isl, osl) = (ISL.to_string(), OSL.to_string());
+        let mut args = vec!["sweep", "--url", &url, "--model", "canary-sim"];
+        args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", out]);
+        args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
+        args.extend(["--concurrency", "1,8,16", "--benchmark-duration", "1s"]);
+        let o = canaryd(&args, dir.path());
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    run_sweep("a");
+    let (code, body) = crate::common::http(
+        port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    run_sweep("b");
+
+    let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["axis"], "concurrency");
+    let points = c["points"].as_array().unwrap();
+    let labels: Vec<&str> = points
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["c1", "c8", "c16"], "{c:#}");
+    assert!(c["unmatched"].as_array().unwrap().is_empty());
+    let row = |p: &Value, m: &str| -> Value {
+        p["comparison"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .unwrap()
+            .clone()
+    };
+    for p in &points[1..] {
+        // Four times the decode cost: well under the throughput, well over the latency.
+        let tp = row(p, "throughput");
+        assert!(tp["change"].as_f64().unwrap() < -0.4, "{tp}");
+        let e2e = row(p, "e2e p50");
+        assert_eq!(e2e["verdict"]["trend"], "regressed", "{e2e}");
+    }
+    // Each point's figures are its own run's: B's c8 is b's point-02-c8.
+    let b8: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("b/point-02-c8/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(points[1]["comparison"]["b"]["requests"], b8["requests"]);
+    // The knees, each with its own throughput; B's, where it has one, far lower.
+    let knee = |side: &str| c["knee"][side]["request_throughput"].as_f64();
+    if let (Some(a), Some(b)) = (knee("a"), knee("b")) {
+        assert!(b < 0.6 * a, "{c:#}");
+    }
+    assert!(["earlier", "later", "same_point", "unknown"]
+        .contains(&c["knee"]["moved"].as_str().unwrap()));
+
+    let shown = String::from_utf8(canaryd(&["compare", "a", "b"], dir.path()).stdout).unwrap();
+    assert!(shown.contains("sweep over concurrency"), "{shown}");
+    assert!(shown.contains("knee: A "), "{shown}");
+    assert!(shown.contains("yes: worse"), "{shown}");
+
+    // A sweep against one run: refused, naming what is not a sweep.
+    let o = canaryd(&["compare", "a", "b/point-01-c1"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("b/point-01-c1: not a sweep, and a is one"),
+        "{}",
+        text(&o)
+    );
+}

@@ -1,0 +1,442 @@
+//! `canaryd compare A B` of two sweeps (`canaryd sweep` folders, issue 18: did the change move
+//! the knee, the capacity at the SLO, the latency at each load?).
+//!
+//! Points are matched by their axis value (`c8` with `c8`); each pair is compared as two runs
+//! are ([`super::compare`], one run a side: the baseline rule on every request's TTFT and e2e).
+//! The knee is a point of each sweep's grid, found once per sweep, so its move is reported, not
+//! judged against noise. A capacity search's answer is a bracket (at least the highest passing
+//! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
+//! apart, as bounds; overlapping ones do not at that precision.
+
+use super::{text::verdict, Comparison};
+use crate::artifacts::Run;
+use crate::error::{io, ReportError};
+use crate::html::{esc, page, table};
+use crate::sections::{num, section};
+use crate::Experiment;
+use canary_core::compare::ShiftRules;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A sweep's folder, loaded: its `sweep.json` and each point's run.
+#[derive(Debug)]
+pub struct Sweep {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its name.
+    pub name: String,
+    /// What varies (`concurrency`, `request_rate`, `speedup`).
+    pub axis: String,
+    /// Each point: its label, axis value and run, in order of increasing load.
+    pub points: Vec<(String, f64, Experiment)>,
+    /// The knee, when the sweep found one.
+    pub knee: Option<KneeAt>,
+    /// The capacity search's bracket (`--find-max-rate`).
+    pub capacity: Option<Bracket>,
+}
+
+/// Where a sweep's knee is.
+#[derive(Debug, Clone, Serialize)]
+pub struct KneeAt {
+    /// The point's label (`c8`).
+    pub label: String,
+    /// Its axis value.
+    pub value: f64,
+    /// Its completed requests per second.
+    pub request_throughput: Option<f64>,
+}
+
+/// A capacity search's answer: at least `passed`, below `failed` (bounds).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Bracket {
+    /// The highest rate that passed.
+    pub passed: Option<f64>,
+    /// The lowest rate above it that failed.
+    pub failed: Option<f64>,
+}
+
+impl Sweep {
+    /// Loads `path` when it holds a `sweep.json`; `None` when it does not.
+    pub fn load(path: &Path) -> Result<Option<Sweep>, ReportError> {
+        let file = path.join("sweep.json");
+        let text = match std::fs::read(&file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(&file)(e)),
+        };
+        let bad = |what: String| ReportError::Summary {
+            path: file.clone(),
+            what,
+        };
+        let doc: Value = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+        let text_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
+        let axis = text_at(&doc, "axis").ok_or_else(|| bad("field \"axis\": missing".into()))?;
+        let listed = doc
+            .get("points")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("field \"points\": missing".into()))?;
+        let mut points = Vec::new();
+        for (i, p) in listed.iter().enumerate() {
+            let field = |key: &str| bad(format!("points[{i}].{key}: missing or of the wrong type"));
+            let label = text_at(p, "label").ok_or_else(|| field("label"))?;
+            let value = p
+                .get("value")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| field("value"))?;
+            let dir = text_at(p, "dir")
+                .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != "..")
+                .ok_or_else(|| field("dir"))?;
+            points.push((
+                label,
+                value,
+                Experiment::single(Run::load(&path.join(dir))?),
+            ));
+        }
+        points.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let knee = doc.get("knee").filter(|k| !k.is_null()).map(|k| KneeAt {
+            label: text_at(k, "label").unwrap_or_default(),
+            value: k.get("value").and_then(Value::as_f64).unwrap_or(f64::NAN),
+            request_throughput: k.get("request_throughput").and_then(Value::as_f64),
+        });
+        let capacity = doc
+            .get("capacity")
+            .filter(|c| !c.is_null())
+            .map(|c| Bracket {
+                passed: c.get("max_passing_rate").and_then(Value::as_f64),
+                failed: c.get("min_failing_rate").and_then(Value::as_f64),
+            });
+        let name = path
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| path.display().to_string());
+        Ok(Some(Sweep {
+            dir: path.to_path_buf(),
+            name,
+            axis,
+            points,
+            knee,
+            capacity,
+        }))
+    }
+}
+
+/// Two sweeps compared.
+#[derive(Debug, Serialize)]
+pub struct SweepComparison {
+    /// Sweep A (the reference): name, folder, points.
+    pub a: SweepSide,
+    /// Sweep B.
+    pub b: SweepSide,
+    /// What varies in both.
+    pub axis: String,
+    /// Each axis value both sweeps ran, in order of increasing load: B's point against A's.
+    pub points: Vec<PointComparison>,
+    /// Axis values only one sweep ran (`A` or `B`, label).
+    pub unmatched: Vec<(String, String)>,
+    /// The knees, and how B's moved.
+    pub knee: KneeComparison,
+    /// The capacity brackets, when both sweeps searched for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityComparison>,
+}
+
+/// One side of a sweep comparison.
+#[derive(Debug, Serialize)]
+pub struct SweepSide {
+    /// The folder's name.
+    pub name: String,
+    /// The folder.
+    pub dir: String,
+    /// Its points.
+    pub points: usize,
+}
+
+/// One axis value of both sweeps.
+#[derive(Debug, Serialize)]
+pub struct PointComparison {
+    /// Its label (`c8`, `r100`).
+    pub label: String,
+    /// Its axis value.
+    pub value: f64,
+    /// The two points' runs compared, as `canaryd compare` compares two runs.
+    pub comparison: Comparison,
+}
+
+/// The two knees.
+#[derive(Debug, Serialize)]
+pub struct KneeComparison {
+    /// A's knee.
+    pub a: Option<KneeAt>,
+    /// B's knee.
+    pub b: Option<KneeAt>,
+    /// `earlier` (B's knee at a lower load), `later`, `same_point`, or `unknown` (a sweep
+    /// without a knee).
+    pub moved: &'static str,
+}
+
+/// The two capacity brackets.
+#[derive(Debug, Serialize)]
+pub struct CapacityComparison {
+    /// A's bracket.
+    pub a: Bracket,
+    /// B's bracket.
+    pub b: Bracket,
+    /// `higher` (B's passing rate at or above A's failing one), `lower`, or `not_told_apart`
+    /// (the brackets overlap, or a bound is missing).
+    pub verdict: &'static str,
+}
+
+/// Compares sweep `b` against sweep `a`; refused when they vary different things.
+pub fn compare_sweeps(
+    a: &Sweep,
+    b: &Sweep,
+    rules: &ShiftRules,
+) -> Result<SweepComparison, ReportError> {
+    if a.axis != b.axis {
+        return Err(ReportError::NotComparable {
+            path: b.dir.clone(),
+            why: format!(
+                "its sweep varies {}, {}'s varies {}: compare sweeps over one axis",
+                b.axis,
+                a.dir.display(),
+                a.axis
+            ),
+        });
+    }
+    let mut points = Vec::new();
+    let mut unmatched = Vec::new();
+    for (label, value, run) in &a.points {
+        match b.points.iter().find(|p| p.1 == *value) {
+            Some((_, _, other)) => points.push(PointComparison {
+                label: label.clone(),
+                value: *value,
+                comparison: super::compare(run, other, rules),
+            }),
+            None => unmatched.push(("A".to_string(), label.clone())),
+        }
+    }
+    for (label, value, _) in &b.points {
+        if !a.points.iter().any(|p| p.1 == *value) {
+            unmatched.push(("B".to_string(), label.clone()));
+        }
+    }
+    let moved = match (&a.knee, &b.knee) {
+        (Some(x), Some(y)) if y.value < x.value => "earlier",
+        (Some(x), Some(y)) if y.value > x.value => "later",
+        (Some(_), Some(_)) => "same_point",
+        _ => "unknown",
+    };
+    let capacity = match (a.capacity, b.capacity) {
+        (Some(x), Some(y)) => Some(CapacityComparison {
+            a: x,
+            b: y,
+            verdict: match (x, y) {
+                (
+                    Bracket {
+                        failed: Some(f), ..
+                    },
+                    Bracket {
+                        passed: Some(p), ..
+                    },
+                ) if p >= f => "higher",
+                (
+                    Bracket {
+                        passed: Some(p), ..
+                    },
+                    Bracket {
+                        failed: Some(f), ..
+                    },
+                ) if f <= p => "lower",
+                _ => "not_told_apart",
+            },
+        }),
+        _ => None,
+    };
+    let side = |s: &Sweep| SweepSide {
+        name: s.name.clone(),
+        dir: s.dir.display().to_string(),
+        points: s.points.len(),
+    };
+    Ok(SweepComparison {
+        a: side(a),
+        b: side(b),
+        axis: a.axis.clone(),
+        points,
+        unmatched,
+        knee: KneeComparison {
+            a: a.knee.clone(),
+            b: b.knee.clone(),
+            moved,
+        },
+        capacity,
+    })
+}
+
+/// The rows of the points' table: label, then A, B, change and verdict of throughput, TTFT
+/// p99 and e2e p99.
+fn point_rows(c: &SweepComparison) -> Vec<Vec<String>> {
+    c.points
+        .iter()
+        .map(|p| {
+            let mut cells = vec![p.label.clone()];
+            for metric in ["throughput", "TTFT p99", "e2e p99"] {
+                let Some(r) = p.comparison.rows.iter().find(|r| r.metric == metric) else {
+                    cells.extend(["–".into(), "–".into(), "–".into()]);
+                    continue;
+                };
+                cells.push(super::text::value(r, r.a));
+                cells.push(super::text::value(r, r.b));
+                cells.push(super::text::change(r));
+                if metric != "throughput" {
+                    cells.push(verdict(&r.verdict));
+                }
+            }
+            cells
+        })
+        .collect()
+}
+
+const HEAD: [&str; 12] = [
+    "point",
+    "req/s A",
+    "req/s B",
+    "B vs A",
+    "TTFT p99 A",
+    "TTFT p99 B",
+    "B vs A",
+    "real?",
+    "e2e p99 A",
+    "e2e p99 B",
+    "B vs A",
+    "real?",
+];
+
+impl SweepComparison {
+    /// The lines under the table: the knees, the capacity, what was not matched, the rule.
+    fn findings(&self) -> Vec<String> {
+        let knee = |k: &Option<KneeAt>| match k {
+            Some(k) => format!(
+                "{} ({} req/s)",
+                k.label,
+                k.request_throughput.map_or("–".into(), num)
+            ),
+            None => "none (the series did not saturate)".into(),
+        };
+        let mut out = vec![format!(
+            "knee: A {}, B {}: {}",
+            knee(&self.knee.a),
+            knee(&self.knee.b),
+            match self.knee.moved {
+                "earlier" => "B saturates at a lower load",
+                "later" => "B saturates at a higher load",
+                "same_point" => "the same point",
+                _ => "not compared",
+            }
+        )];
+        out.push(
+            "(each sweep ran once: a knee is a point of its grid, so its move is reported, not \
+             judged against run-to-run noise; repeat the sweeps, or let the daemon's sweep canary \
+             judge it against its baseline)"
+                .into(),
+        );
+        if let Some(c) = &self.capacity {
+            let bracket = |b: &Bracket| {
+                format!(
+                    "at least {}, below {}",
+                    b.passed.map_or("–".into(), num),
+                    b.failed.map_or("–".into(), num)
+                )
+            };
+            out.push(format!(
+                "capacity at SLO: A {} req/s, B {} req/s: {}",
+                bracket(&c.a),
+                bracket(&c.b),
+                match c.verdict {
+                    "higher" => "B higher (the brackets do not overlap: bounds)",
+                    "lower" => "B lower (the brackets do not overlap: bounds)",
+                    _ => "not told apart (the brackets overlap, or a bound is missing)",
+                }
+            ));
+        }
+        for (side, label) in &self.unmatched {
+            out.push(format!("{label}: only in {side}'s sweep, not compared"));
+        }
+        out.push(
+            "Each point: its two runs compared by the daemon's baseline rule on every request's \
+             value (Mann-Whitney p < 0.001 and a median shift beyond 5 % and 1 ms); figures \
+             exact, from the points' records."
+                .into(),
+        );
+        out
+    }
+
+    /// The comparison as aligned text for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "A: {} ({}, {} points)\nB: {} ({}, {} points)\nsweep over {}\n\n",
+            self.a.name,
+            self.a.dir,
+            self.a.points,
+            self.b.name,
+            self.b.dir,
+            self.b.points,
+            self.axis
+        );
+        let rows = point_rows(self);
+        let mut width = HEAD.map(str::len);
+        for r in &rows {
+            for (w, s) in width.iter_mut().zip(r) {
+                *w = (*w).max(s.chars().count());
+            }
+        }
+        let line = |cells: &[&str]| {
+            let mut l = String::new();
+            for (i, (c, w)) in cells.iter().zip(width).enumerate() {
+                let pad = " ".repeat(w.saturating_sub(c.chars().count()));
+                // Labels and verdicts left, figures right.
+                if i == 0 || i == 7 || i == 11 {
+                    l.push_str(&format!("{c}{pad}  "));
+                } else {
+                    l.push_str(&format!("{pad}{c}  "));
+                }
+            }
+            l.trim_end().to_string() + "\n"
+        };
+        out.push_str(&line(&HEAD));
+        for r in &rows {
+            out.push_str(&line(&r.iter().map(String::as_str).collect::<Vec<_>>()));
+        }
+        out.push('\n');
+        for f in self.findings() {
+            out.push_str(&f);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The comparison as one HTML page.
+    pub fn to_html(&self) -> String {
+        let title = format!("canaryd compare: sweep {} → {}", self.a.name, self.b.name);
+        let rows: Vec<Vec<String>> = point_rows(self)
+            .into_iter()
+            .map(|r| r.iter().map(|c| esc(c)).collect())
+            .collect();
+        let mut body = format!(
+            "<h1>{}</h1>\n<p class=\"lead\">A: {} ({} points) · B: {} ({} points) · over {}</p>\n",
+            esc(&title),
+            esc(&self.a.dir),
+            self.a.points,
+            esc(&self.b.dir),
+            self.b.points,
+            esc(&self.axis)
+        );
+        let mut t = table("compare", &HEAD, &rows);
+        for f in self.findings() {
+            t.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&f)));
+        }
+        body.push_str(&section("compare", "B against A, point by point", &t));
+        page(&title, "compare", &body)
+    }
+}
