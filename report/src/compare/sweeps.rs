@@ -440,3 +440,62 @@ impl SweepComparison {
         page(&title, "compare", &body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(axis: &str, passed: Option<f64>, failed: Option<f64>) -> Sweep {
+        Sweep {
+            dir: PathBuf::from(axis),
+            name: axis.into(),
+            axis: axis.into(),
+            points: Vec::new(),
+            knee: None,
+            capacity: Some(Bracket { passed, failed }),
+        }
+    }
+
+    // A capacity is at least its passing rate and below its failing one: two brackets tell
+    // the capacities apart only when they do not overlap.
+    #[test]
+    fn capacity_brackets_are_told_apart_only_when_they_do_not_overlap() {
+        let verdict = |a: Sweep, b: Sweep| {
+            compare_sweeps(&a, &b, &ShiftRules::default())
+                .unwrap()
+                .capacity
+                .unwrap()
+                .verdict
+        };
+        let r = |p, f| sweep("request_rate", p, f);
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(110.0), Some(120.0))),
+            "higher"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(50.0), Some(100.0))),
+            "lower"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(105.0), Some(115.0))),
+            "not_told_apart"
+        );
+        // A search that never failed has no upper bound: nothing is known to lie above it.
+        assert_eq!(
+            verdict(r(Some(100.0), None), r(Some(120.0), None)),
+            "not_told_apart"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), None), r(Some(90.0), Some(95.0))),
+            "lower"
+        );
+        assert_eq!(verdict(r(None, Some(50.0)), r(Some(50.0), None)), "higher");
+        let e = compare_sweeps(
+            &sweep("concurrency", None, None),
+            &r(None, None),
+            &ShiftRules::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("varies request_rate"), "{e}");
+    }
+}
