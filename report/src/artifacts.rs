@@ -139,11 +139,7 @@ impl Run {
                 )),
             }
         }
-        let label = dir
-            .canonicalize()
-            .ok()
-            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| dir.display().to_string());
+        let label = folder_name(dir);
         Ok(Run {
             dir: dir.to_path_buf(),
             label,
@@ -225,6 +221,14 @@ impl Run {
         }
         f
     }
+}
+
+/// What to call a folder: its own name (`.` resolved), else the path as given.
+pub(crate) fn folder_name(dir: &Path) -> String {
+    dir.canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| dir.display().to_string())
 }
 
 /// The core record goodput judges (only the fields SLOs read).

@@ -70,30 +70,31 @@ pub fn compare(args: &CompareArgs) -> Result<String, ReportError> {
     let a = Experiment::load(&args.a)?;
     let b = Experiment::load(&args.b)?;
     let c = crate::compare(&a, &b, &ShiftRules::default());
-    if let Some(path) = &args.output {
-        write(path, &c.to_html()?)?;
-    }
-    let mut out = if args.json {
-        serde_json::to_string_pretty(&c).expect("comparisons always serialize")
-    } else {
-        c.to_text()
-    };
-    if let (Some(path), false) = (&args.output, args.json) {
-        out.push_str(&format!("\npage: {}", path.display()));
-    }
-    Ok(out.trim_end().to_string())
+    let html = || c.to_html();
+    say(args, &c, c.to_text(), html)
 }
 
 /// [`compare`] of two sweeps.
 fn compare_sweeps(args: &CompareArgs, a: &Sweep, b: &Sweep) -> Result<String, ReportError> {
     let c = crate::compare_sweeps(a, b, &ShiftRules::default())?;
+    say(args, &c, c.to_text(), || Ok(c.to_html()))
+}
+
+/// Writes the comparison's page when asked (`-o`), and returns what to print: its JSON with
+/// `--json`, else `text` and where the page went.
+fn say(
+    args: &CompareArgs,
+    comparison: &impl serde::Serialize,
+    text: String,
+    html: impl FnOnce() -> Result<String, ReportError>,
+) -> Result<String, ReportError> {
     if let Some(path) = &args.output {
-        write(path, &c.to_html())?;
+        write(path, &html()?)?;
     }
     let mut out = if args.json {
-        serde_json::to_string_pretty(&c).expect("comparisons always serialize")
+        serde_json::to_string_pretty(comparison).expect("comparisons always serialize")
     } else {
-        c.to_text()
+        text
     };
     if let (Some(path), false) = (&args.output, args.json) {
         out.push_str(&format!("\npage: {}", path.display()));

@@ -84,11 +84,7 @@ impl Experiment {
         if runs.is_empty() {
             return Err(refuse("the experiment has no complete run"));
         }
-        let name = path
-            .canonicalize()
-            .ok()
-            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| path.display().to_string());
+        let name = crate::artifacts::folder_name(path);
         Ok(Experiment {
             dir: path.to_path_buf(),
             name,

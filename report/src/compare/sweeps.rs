@@ -106,11 +106,7 @@ impl Sweep {
                 passed: c.get("max_passing_rate").and_then(Value::as_f64),
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
             });
-        let name = path
-            .canonicalize()
-            .ok()
-            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| path.display().to_string());
+        let name = crate::artifacts::folder_name(path);
         Ok(Some(Sweep {
             dir: path.to_path_buf(),
             name,
