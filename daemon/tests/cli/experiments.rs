@@ -39,14 +39,9 @@ pub(crate) fn assert_valid(doc: &Value, def: Option<&str>) {
 
 /// `canaryd replay` of the 20-row Mooncake arXiv trace at 10x into `DIR/out`, plus `extra`.
 fn replay(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
-    replay_into(dir, url, "out", extra)
-}
-
-/// [`replay`] into `DIR/OUT`.
-fn replay_into(dir: &Path, url: &str, out: &str, extra: &[&str]) -> std::process::Output {
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
-    args.extend(["--model", "canary-sim", "--output-dir", out, "--no-nvml"]);
+    args.extend(["--model", "canary-sim", "--output-dir", "out", "--no-nvml"]);
     args.extend(["--no-ebpf", "--speedup", "10", "--scale-lengths", "0.05"]);
     args.extend_from_slice(extra);
     canaryd(&args, dir)
@@ -156,28 +151,40 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     assert!(text(&again).contains("earlier run"), "{}", text(&again));
 }
 
-/// `canaryd compare` of two `--runs 3` experiments (issue 18: is B really slower?): three
-/// runs against the fast simulator, then three after it turns slow (`POST /sim/profile`, 20 ms
-/// per prefill step). Every row is judged on the runs' figures by Welch's t-test, with each
-/// side's interval; an experiment against itself shows nothing real; against one run, the
-/// throughputs are not judged and the latencies use A's runs as the baseline rule's
-/// reference runs.
+/// `canaryd compare` of two `--runs 3` experiments (issue 18: is B really slower?): one user
+/// sending 15 short requests one after another (no queueing, so each run's figures vary
+/// little), three runs against the simulator at 2 ms a decode step, then three after its
+/// prefill turns slow too (`POST /sim/profile`, 20 ms per prefill step). Every row is judged on the runs' figures by Welch's
+/// t-test, with each side's interval; an experiment against itself shows nothing real; against
+/// one run, the throughputs are not judged and the latencies use A's runs as the baseline
+/// rule's reference runs.
 #[test]
 fn compare_judges_two_experiments_on_their_runs_figures() {
-    let (_sim, port) = sim(&[]);
-    let url = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
-    let a = replay_into(dir.path(), &url, "a", &["--runs", "3"]);
-    assert!(a.status.success(), "{}", text(&a));
+    // 2 ms a decode step: a request takes about 20 ms, so a run's throughput is steady.
+    let (_sim, port) = sim_with_profile(
+        dir.path(),
+        r#"{"profile":"fast","decode_base_us":2000}"#,
+        &[],
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let profile = |out: &str| {
+        let mut args = vec!["profile", "--url", &url, "--model", "canary-sim"];
+        args.extend(["--output-dir", out, "--no-nvml", "--no-ebpf", "--runs", "3"]);
+        args.extend(["--concurrency", "1", "--request-count", "15"]);
+        args.extend(["--isl", "64", "--osl", "8"]);
+        let o = canaryd(&args, dir.path());
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    profile("a");
     let (code, body) = http(
         port,
         "POST",
         "/sim/profile",
-        r#"{"prefill_overhead_us":20000}"#,
+        r#"{"profile":"fast","decode_base_us":2000,"prefill_overhead_us":20000}"#,
     );
     assert_eq!(code, 200, "{body}");
-    let b = replay_into(dir.path(), &url, "b", &["--runs", "3"]);
-    assert!(b.status.success(), "{}", text(&b));
+    profile("b");
 
     let compare = |x: &str, y: &str| -> Value {
         let o = canaryd(&["compare", x, y, "--json"], dir.path());
@@ -231,10 +238,12 @@ fn compare_judges_two_experiments_on_their_runs_figures() {
         assert!(lo <= mean && mean <= hi, "{r}");
         assert_eq!(r["runs"]["a_values"].as_array().unwrap().len(), 3, "{r}");
     }
-    // Throughputs are judged too now (one figure per run, three runs a side).
-    for m in ["throughput", "output tokens/s", "error rate"] {
-        assert_eq!(row(&c, m)["verdict"]["kind"], "judged", "{m}: {c}");
+    // Throughputs are judged too (one figure per run, three runs a side): one user waits
+    // out every slower prefill, so fewer requests a second.
+    for m in ["throughput", "output tokens/s"] {
+        assert_eq!(row(&c, m)["verdict"]["trend"], "regressed", "{m}: {c}");
     }
+    assert_eq!(row(&c, "error rate")["verdict"]["kind"], "judged", "{c}");
     let shown = String::from_utf8(canaryd(&["compare", "a", "b"], dir.path()).stdout).unwrap();
     assert!(shown.contains("3 runs") && shown.contains(" ± "), "{shown}");
     assert!(

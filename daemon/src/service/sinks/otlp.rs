@@ -160,10 +160,10 @@ impl RunSink for OtlpSink {
         }
         if let Some(s) = &run.run.sweep {
             exporter.export_knee(&labels, &knee_figures(s));
-            if let Some(c) = &s.capacity {
-                // A sweep over rates brackets the capacity at the SLO as a search does.
-                exporter.export_capacity(&labels, &bracket(c));
-            }
+            // A sweep over rates brackets the capacity at the SLO as a search does; one over
+            // another axis has none, and ends an earlier sweep's bracket.
+            let none = [("passed", None), ("failed", None)];
+            exporter.export_capacity(&labels, &s.capacity.as_ref().map_or(none, bracket));
         }
         self.count_drops(exporter.dropped());
     }
