@@ -291,8 +291,35 @@ fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
         json["context_diff"]
     );
 
+    // Each side's diagnosis, as its summary.json has it, and whether the class changed.
+    let class = |run: &Path| {
+        let s: Value =
+            serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+        format!(
+            "{} ({})",
+            s["diagnosis"]["class"].as_str().unwrap(),
+            s["diagnosis"]["confidence"].as_str().unwrap()
+        )
+    };
+    let d = &json["diagnosis"];
+    assert_eq!(d["a"], serde_json::json!([class(&fast)]), "{d}");
+    assert_eq!(d["b"], serde_json::json!([class(&slow)]), "{d}");
+    let strip = |c: String| c.split(' ').next().unwrap().to_string();
+    assert_eq!(
+        d["changed"],
+        strip(class(&fast)) != strip(class(&slow)),
+        "{d}"
+    );
+
     // A run against itself: the same values, nothing real.
     let text = ok(&canaryd(&["compare", a, a], dir));
+    assert!(
+        text.contains(&format!(
+            "diagnosis: A {c}; B {c}: the same class",
+            c = class(&fast)
+        )),
+        "{text}"
+    );
     assert!(!text.contains("yes:"), "{text}");
     assert_eq!(
         text.matches("no: not significant (p 1.0000)").count(),

@@ -61,6 +61,7 @@ impl Comparison {
             "<p class=\"note\">{}</p>\n",
             esc(&self.rule_text())
         ));
+        t.push_str(&format!("<p>{}</p>\n", esc(&self.diagnosis.to_text())));
         body.push_str(&section("compare", "B against A", &t));
         let mut charts = String::from("<div class=\"grid\">\n");
         for (m, va, vb) in &self.values {

@@ -66,6 +66,7 @@ impl Comparison {
         out.push('\n');
         out.push_str(&self.rule_text());
         out.push('\n');
+        out.push_str(&format!("\n{}\n", self.diagnosis.to_text()));
         if !self.context_diff.is_empty() {
             out.push_str("\nRun context that differs:\n");
             for (k, a, b) in &self.context_diff {
@@ -73,6 +74,31 @@ impl Comparison {
             }
         }
         out
+    }
+}
+
+impl super::DiagnosisChange {
+    /// One line: each side's diagnoses, and whether the bottleneck changed.
+    pub(super) fn to_text(&self) -> String {
+        let side = |d: &[String]| {
+            if d.is_empty() {
+                "none (no diagnosis in its summary)".to_string()
+            } else {
+                d.join(", ")
+            }
+        };
+        let verdict = if self.changed {
+            "the bottleneck changed"
+        } else if self.a.is_empty() || self.b.is_empty() {
+            "not compared"
+        } else {
+            "the same class"
+        };
+        format!(
+            "diagnosis: A {}; B {}: {verdict}",
+            side(&self.a),
+            side(&self.b)
+        )
     }
 }
 
