@@ -192,28 +192,15 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
             .any(|p| p.0 == "baseline" && p.1.is_finite())
             .then_some(points)
     });
-    // The points are one run's figures, exactly: a figure that run did not have is not
-    // exported at all (never an earlier run's, nor NaN, which the SDK would drop and so
-    // leave the earlier value showing).
-    let mut points = points;
-    points.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let runs = api_runs(status);
-    let figures_of = |r: &Value| -> Vec<(String, f64)> {
-        let mut f: Vec<(String, f64)> = [
+    // The points are one run's figures, exactly.
+    common::assert_one_runs_figures(
+        points,
+        &api_runs(status),
+        &[
             ("passed", "/capacity/max_passing_rate"),
             ("failed", "/capacity/min_failing_rate"),
             ("baseline", "/capacity/baseline/capacity"),
-        ]
-        .iter()
-        .filter_map(|(name, key)| Some((name.to_string(), r.pointer(key)?.as_f64()?)))
-        .collect();
-        f.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        f
-    };
-    assert!(
-        runs.iter().any(|r| figures_of(r) == points),
-        "{points:?} are no run's figures: {:?}",
-        runs.iter().map(figures_of).collect::<Vec<_>>()
+        ],
     );
 }
 

@@ -177,6 +177,32 @@ pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
+/// Asserts the exported gauge points `(figure, value)` are exactly one listed run's figures
+/// (`figures`: each figure's JSON pointer into a run of `/api/runs`): a figure that run did
+/// not have is not exported at all, never an earlier run's, nor NaN (which the SDK would drop
+/// and so leave the earlier value showing).
+#[allow(dead_code)]
+pub fn assert_one_runs_figures(
+    mut points: Vec<(String, f64)>,
+    runs: &[Value],
+    figures: &[(&str, &str)],
+) {
+    points.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let figures_of = |r: &Value| -> Vec<(String, f64)> {
+        let mut f: Vec<(String, f64)> = figures
+            .iter()
+            .filter_map(|(name, key)| Some((name.to_string(), r.pointer(key)?.as_f64()?)))
+            .collect();
+        f.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        f
+    };
+    assert!(
+        runs.iter().any(|r| figures_of(r) == points),
+        "{points:?} are no run's figures: {:?}",
+        runs.iter().map(figures_of).collect::<Vec<_>>()
+    );
+}
+
 /// The status API's runs (up to 1000).
 #[allow(dead_code)]
 pub fn api_runs(port: u16) -> Vec<Value> {
