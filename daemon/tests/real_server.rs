@@ -178,6 +178,13 @@ fn mooncake_slice_against_llama_server() {
             "asked {asked}, server counted {got}: {r}"
         );
 
+        // Every response event carries the kernel's receive stamp, the run's first ones
+        // included: llama-server does not ask for stamps, so on this host only canaryd keeps
+        // the kernel's switch on, from before its first connection.
+        let rx = &r["rx"];
+        assert!(rx["events"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(rx["stamped_events"], rx["events"], "{r}");
+
         // Prefix reuse where the trace repeats a block the server has already seen.
         let line = r["trace_line"].as_u64().unwrap() as usize;
         let ids = &hash_ids[line - 1];
@@ -229,6 +236,8 @@ fn mooncake_slice_against_llama_server() {
         repeated > 0 && repeated_hits * 3 >= repeated,
         "{repeated_hits} of {repeated} requests that repeat a prefix hit the server's cache"
     );
+
+    assert_eq!(summary["receive_timestamps"]["state"], "on", "{summary}");
 
     // The gap is reported, per request, in the summary.
     let gap = &summary["ttft_minus_server_prompt_time"];

@@ -170,6 +170,8 @@ async fn run_here(
 ) -> Result<RunOutcome, ReplayError> {
     let placed = setup::check(&config, &work)?;
     let replicas = setup::replicas(&config)?;
+    // Held to the end of the run, warm-up included.
+    let _stamping = setup::stamping_hold(&config).await;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?
         .with_timeslices(config.slice_duration);

@@ -21,7 +21,7 @@ mod probe;
 mod recv;
 mod stream;
 
-pub use probe::wait_until_stamped;
+pub use probe::{wait_until_stamped, StampingHold};
 #[cfg(feature = "count-calls")]
 pub use recv::recvmsg_calls;
 pub use recv::{enable, recv_stamped};

@@ -1,10 +1,14 @@
-//! Waiting for the kernel to start stamping.
+//! Waiting for the kernel to start stamping, and keeping it stamping.
 //!
 //! The kernel stamps received packets only while some socket wants stamps, behind a switch (the
 //! `netstamp_needed_key` static key) that the first such socket on the host flips from a
 //! workqueue, after its `setsockopt` has returned. Until then packets arrive unstamped: a
 //! server that asks for stamps and at once receives a request gets none for it (seen in the
 //! simulator's tests: the first requests after start had no stamp, 50 ms later every one had).
+//! The switch goes off again, the same way, when the last such socket closes: a client whose
+//! connections ask for stamps only as they open, on a host where nothing else wants them, can
+//! see its first responses come unstamped at every run's start. A [`StampingHold`] taken before
+//! the first connection opens, and kept for the run, avoids both.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -17,28 +21,74 @@ use crate::recv;
 /// Pause between tries.
 const TRY_EVERY: Duration = Duration::from_millis(1);
 
+/// A loopback socket that wants stamps: while it lives, the kernel's switch stays on.
+#[derive(Debug)]
+pub struct StampingHold {
+    udp: UdpSocket,
+}
+
+impl StampingHold {
+    /// Asks for stamps and waits until the kernel gives them: the hold, and `true` once a
+    /// datagram came back stamped, `false` if none had after `within` (the hold is kept either
+    /// way; the switch may still flip later).
+    pub async fn take(within: Duration) -> io::Result<(StampingHold, bool)> {
+        let udp = UdpSocket::bind("127.0.0.1:0")?;
+        udp.set_nonblocking(true)?;
+        recv::enable(&udp)?;
+        let hold = StampingHold { udp };
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if hold.stamps_now()? {
+                return Ok((hold, true));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok((hold, false));
+            }
+            tokio::time::sleep(TRY_EVERY).await;
+        }
+    }
+
+    /// Sends one datagram to itself: whether it came back stamped.
+    fn stamps_now(&self) -> io::Result<bool> {
+        let me = self.udp.local_addr()?;
+        self.udp.send_to(b"?", me)?;
+        let mut buf = [MaybeUninit::<u8>::uninit(); 8];
+        // Loopback delivers in a softirq right after the send, almost always before it returns.
+        match recv::recv_stamped(self.udp.as_raw_fd(), &mut buf) {
+            Ok((_, stamped)) => Ok(stamped.is_some()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Sends loopback datagrams to itself, with stamps on, until one comes back stamped: `true`
 /// once the kernel stamps what it receives, `false` if it still did not after `within`. Call it
 /// after [`crate::enable`] on the sockets that matter (which keep the switch on).
 pub async fn wait_until_stamped(within: Duration) -> io::Result<bool> {
-    let udp = UdpSocket::bind("127.0.0.1:0")?;
-    udp.set_nonblocking(true)?;
-    recv::enable(&udp)?;
-    let me = udp.local_addr()?;
-    let deadline = tokio::time::Instant::now() + within;
-    let mut buf = [MaybeUninit::<u8>::uninit(); 8];
-    loop {
-        udp.send_to(b"?", me)?;
-        // Loopback delivers in a softirq right after the send, almost always before it returns.
-        match recv::recv_stamped(udp.as_raw_fd(), &mut buf) {
-            Ok((_, Some(_))) => return Ok(true),
-            Ok((_, None)) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
+    StampingHold::take(within).await.map(|(_, on)| on)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // While a hold lives, a socket that asks for stamps gets them on its first packet, with no
+    // wait for the kernel's switch. (Another stamping socket on the host would also keep the
+    // switch on; this test fails when neither does and the hold let the switch go.)
+    #[tokio::test]
+    async fn a_socket_opened_under_a_hold_is_stamped_from_its_first_packet() {
+        let (hold, on) = StampingHold::take(Duration::from_secs(1)).await.unwrap();
+        assert!(on, "the kernel never started stamping");
+        for _ in 0..3 {
+            // Long enough for the switch's workqueue to have turned it off, were it free to.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let fresh = StampingHold::take(Duration::ZERO).await.unwrap();
+            assert!(
+                fresh.1,
+                "a fresh socket's first datagram came back unstamped"
+            );
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(TRY_EVERY).await;
+        assert!(hold.stamps_now().unwrap());
     }
 }

@@ -55,6 +55,37 @@ pub(super) fn replicas(config: &Config) -> Result<Replicas, ReplayError> {
     Ok(replicas)
 }
 
+/// Longest wait at a run's start for the kernel to begin stamping received packets.
+const STAMPING_WAIT: Duration = Duration::from_secs(1);
+
+/// Keeps the kernel stamping received packets for the run, when any URL reads with receive
+/// timestamps: the switch is host-wide and flips a moment after the first socket asks, so on a
+/// host where nothing else wants stamps a run's first responses came back unstamped. `None`
+/// when no URL wants stamps, or the kernel refused (the connections report that themselves).
+pub(super) async fn stamping_hold(config: &Config) -> Option<canary_rxstamp::StampingHold> {
+    let wanted = std::iter::once(&config.target)
+        .chain(&config.replicas)
+        .any(|t| t.kernel_timestamps);
+    if !wanted {
+        return None;
+    }
+    match canary_rxstamp::StampingHold::take(STAMPING_WAIT).await {
+        Ok((hold, true)) => Some(hold),
+        Ok((hold, false)) => {
+            tracing::warn!(
+                "the kernel did not stamp received packets within {} ms of turning receive \
+                 timestamps on; responses until it does are timed by canaryd's reads (bounds)",
+                STAMPING_WAIT.as_millis()
+            );
+            Some(hold)
+        }
+        Err(e) => {
+            tracing::debug!("receive timestamps: no stamping hold: {e}");
+            None
+        }
+    }
+}
+
 /// The request shape and load pattern of `work`, for `summary.json`'s `context.workload`.
 pub(super) fn workload_context(config: &Config, work: &Work) -> WorkloadContext {
     match work {
