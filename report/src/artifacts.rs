@@ -264,6 +264,19 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
             .filter(|p| p.join("records.jsonl").is_file())
             .collect();
         if dirs.is_empty() {
+            if let Some(point) = repeated_point(path) {
+                // A series walks one run per load: repeats at one load would read as steps.
+                return Err(ReportError::NotReportable {
+                    path: path.clone(),
+                    why: format!(
+                        "a sweep whose points each ran --runs times ({point} holds run-1 …): \
+                         its sweep.json and sweep.csv give each point's means with their \
+                         confidence intervals; report one point's runs ({}), or compare two \
+                         sweeps with canaryd compare",
+                        path.join(&point).display()
+                    ),
+                });
+            }
             return Err(ReportError::NoRun { path: path.clone() });
         }
         dirs.sort();
@@ -273,6 +286,27 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
         }
     }
     Ok(runs)
+}
+
+/// The first point of the sweep in `series` that is a `--runs` experiment (a folder whose
+/// `summary.json` lists repeats), by name.
+fn repeated_point(series: &Path) -> Option<String> {
+    if !series.join("sweep.json").is_file() {
+        return None;
+    }
+    let mut names: Vec<String> = std::fs::read_dir(series)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            std::fs::read(e.path().join("summary.json"))
+                .ok()
+                .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+                .is_some_and(|s| s.get("repeats").is_some())
+        })
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names.into_iter().next()
 }
 
 /// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,

@@ -13,7 +13,7 @@ use crate::cli::one_shot::{self, Print};
 use crate::execute::{Judged, Observe};
 use anyhow::{bail, Context, Result};
 use canary_replay::Plan;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 /// How the repeats of one command go.
@@ -24,6 +24,23 @@ pub struct Repeats {
     /// draws its own salt, so no run finds the previous one's unique text in the server's
     /// prefix cache.
     pub same_prompts: bool,
+}
+
+impl Repeats {
+    /// Run `i` (from 1) of the experiment of `plan` in `out`: its folder's name (`run-i`) and
+    /// its plan, with a run id of its own and, unless the prompts are to be the same, a salt
+    /// of its own.
+    pub(crate) fn nth(&self, plan: &Plan, out: &Path, i: u32) -> (String, Plan) {
+        let dir = format!("run-{i}");
+        let mut p = plan.clone();
+        p.replay.output_dir = Some(out.join(&dir));
+        p.replay.run_id = format!("{}-{i}", plan.replay.run_id);
+        if !self.same_prompts {
+            p.replay.prompt_salt =
+                canary_core::splitmix64(plan.replay.prompt_salt ^ u64::from(i)) >> 11;
+        }
+        (dir, p)
+    }
 }
 
 /// Runs `plan` once (`repeats` `None`: exactly as before `--runs` existed) or `runs` times;
@@ -57,14 +74,7 @@ pub async fn run(
     let mut runs: Vec<(String, Judged, i32)> = Vec::new();
     let mut interrupted = false;
     for i in 1..=n {
-        let dir = format!("run-{i}");
-        let mut p = plan.clone();
-        p.replay.output_dir = Some(out.join(&dir));
-        p.replay.run_id = format!("{}-{i}", plan.replay.run_id);
-        if !repeats.same_prompts {
-            p.replay.prompt_salt =
-                canary_core::splitmix64(plan.replay.prompt_salt ^ u64::from(i)) >> 11;
-        }
+        let (dir, p) = repeats.nth(&plan, &out, i);
         if !json {
             outln!("run {i}/{n} ({})", out.join(&dir).display())?;
         }
@@ -112,7 +122,7 @@ pub async fn run(
 }
 
 /// Writes `summary.json` and `repeats.csv` into `out`.
-fn write(out: &std::path::Path, summary: &RepeatsSummary) -> Result<()> {
+pub(crate) fn write(out: &Path, summary: &RepeatsSummary) -> Result<()> {
     let path: PathBuf = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&RepeatsFile::new(summary))?;
     std::fs::write(&path, json).with_context(|| path.display().to_string())?;

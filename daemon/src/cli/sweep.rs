@@ -5,7 +5,9 @@
 //! whose good-request fraction meets `--min-good-fraction`.
 //!
 //! Every point is a plan of `canaryd profile`'s flags run through the one run function
-//! ([`crate::execute::execute`]).
+//! ([`crate::execute::execute`]); with `--runs N`, N times, as `canaryd profile --runs N`
+//! runs a plan (the point's folder is then that experiment's), and the point's figures are the
+//! runs' means, with their confidence intervals beside them.
 
 pub(crate) mod document;
 pub(crate) mod point;
@@ -125,6 +127,13 @@ fn profile_flags(cmd: Command) -> Command {
         .mut_arg("request_rate", |a| a.long("point-request-rate").hide(true))
         .mut_arg("speedup", |a| a.long("point-speedup").hide(true))
         .mut_arg("goodput", |a| a.visible_alias("slo"))
+        .mut_arg("runs", |a| {
+            a.help(
+                "Run each point N times into its run-1 … run-N; sweep.json's figures are then \
+                 the runs' means with 95% confidence intervals (Student's t), and a point \
+                 passes only when every run does",
+            )
+        })
         .mut_arg("output_dir", |a| {
             a.default_value("canaryd-sweep")
                 .help("Directory of the sweep: sweep.json, sweep.csv and one folder per point")
@@ -181,10 +190,6 @@ impl SweepArgs {
 
 /// Runs `canaryd sweep`; the exit code.
 pub async fn sweep(args: &SweepArgs, shutdown: CancellationToken) -> Result<i32> {
-    // Repeats per point are not built yet: refused, never silently run once.
-    if args.profile.shape.runs.is_some() {
-        bail!("--runs is not taken by canaryd sweep yet: each point runs once");
-    }
     let (axis, values) = args.axis()?;
     if args.sweep.find_max_rate {
         points::find_max_rate(args, values[0], shutdown).await

@@ -500,11 +500,6 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "--speedup applies to a --trace",
         ),
-        (
-            vec!["--concurrency", "1,2", "--runs", "3"],
-            1,
-            "--runs is not taken by canaryd sweep",
-        ),
     ] {
         let out = sweep(dir.path(), &url, &flags);
         assert_eq!(out.status.code(), Some(code), "{flags:?}: {}", text(&out));
@@ -600,4 +595,115 @@ fn compare_of_two_sweeps_shows_the_slower_server_point_by_point() {
         "{}",
         text(&o)
     );
+}
+
+/// `canaryd sweep --runs N` (issue 18: "is the difference real or noise?" at every load): each
+/// point is an experiment of N runs in its folder, as `canaryd profile --runs N` makes one;
+/// sweep.json's figures are the means of the runs' own with their intervals; and `canaryd
+/// compare` of two repeated sweeps judges each point's figures by Welch's test on its runs.
+#[test]
+fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_against_run() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let run_sweep = |out: &str| {
+        let (isl, osl) = (ISL.to_string(), OSL.to_string());
+        let mut args = vec!["sweep", "--url", &url, "--model", "canary-sim"];
+        args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", out]);
+        args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
+        args.extend(["--concurrency", "1,8", "--benchmark-duration", "1s"]);
+        args.extend(["--runs", "2"]);
+        let o = canaryd(&args, dir.path());
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let shown = run_sweep("a");
+    assert!(shown.contains("(mean of 2 runs, ± 95% CI)"), "{shown}");
+    assert!(shown.contains("repeated points (--runs)"), "{shown}");
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("a/sweep.json")).unwrap()).unwrap();
+    for p in doc["points"].as_array().unwrap() {
+        let folder = dir.path().join("a").join(p["dir"].as_str().unwrap());
+        let read = |f: &Path| -> Value {
+            serde_json::from_slice(&std::fs::read(f).unwrap_or_else(|e| panic!("{f:?}: {e}")))
+                .unwrap()
+        };
+        // The point's folder is an experiment: its summary names its two runs.
+        let experiment = read(&folder.join("summary.json"));
+        assert_eq!(experiment["repeats"]["runs"], 2, "{experiment:#}");
+        assert_eq!(p["repeats"]["runs"], 2, "{p:#}");
+        let runs: Vec<Value> = ["run-1", "run-2"]
+            .iter()
+            .map(|r| read(&folder.join(r).join("summary.json")))
+            .collect();
+        // Counts are the runs' sums, rates their means (each run's own exact figure).
+        let sum = |k: &str| runs.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(p["completed"].as_u64().unwrap(), sum("completed"), "{p:#}");
+        assert_eq!(p["requests"].as_u64().unwrap(), sum("requests"), "{p:#}");
+        let tps: Vec<f64> = runs
+            .iter()
+            .map(|r| r["request_throughput"].as_f64().unwrap())
+            .collect();
+        let mean = (tps[0] + tps[1]) / 2.0;
+        let got = p["request_throughput"].as_f64().unwrap();
+        assert!((got - mean).abs() < 1e-9 * mean, "{got} vs {tps:?}");
+        // The interval beside it is over the same two values.
+        let tp = p["repeats"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "request_throughput")
+            .unwrap();
+        assert_eq!(tp["values"].as_array().unwrap().len(), 2, "{tp}");
+        assert!(
+            (tp["mean"].as_f64().unwrap() - mean).abs() < 1e-9 * mean,
+            "{tp}"
+        );
+        assert!(tp["half_width"].as_f64().unwrap() > 0.0, "{tp}");
+    }
+    // A report of the folder as one series is refused, saying what to read instead.
+    let o = canaryd(&["report", "a", "-o", "a.html"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("each ran --runs times"), "{}", text(&o));
+
+    let (code, body) = crate::common::http(
+        port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    run_sweep("b");
+    let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for p in c["points"].as_array().unwrap() {
+        let cmp = &p["comparison"];
+        assert_eq!(
+            (cmp["a"]["runs"].as_u64(), cmp["b"]["runs"].as_u64()),
+            (Some(2), Some(2))
+        );
+        for m in ["throughput", "e2e p50"] {
+            let r = cmp["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["metric"] == m)
+                .unwrap_or_else(|| panic!("{m}: {cmp}"));
+            // Four times the decode cost: judged worse run against run.
+            assert_eq!(r["verdict"]["trend"], "regressed", "{m}: {r}");
+            assert!(
+                r["verdict"]["how"].as_str().unwrap().starts_with("Welch"),
+                "{r}"
+            );
+            assert_eq!(r["runs"]["a_values"].as_array().unwrap().len(), 2, "{r}");
+        }
+    }
+    let shown = String::from_utf8(canaryd(&["compare", "a", "b"], dir.path()).stdout).unwrap();
+    assert!(
+        shown.contains("its two experiments (--runs) compared"),
+        "{shown}"
+    );
+    assert!(shown.contains("Welch"), "{shown}");
 }

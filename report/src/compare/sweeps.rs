@@ -2,14 +2,15 @@
 //! the knee, the capacity at the SLO, the latency at each load?).
 //!
 //! Points are matched by their axis value (`c8` with `c8`); each pair is compared as two runs
-//! are ([`super::compare`], one run a side: the baseline rule on every request's TTFT and e2e).
+//! are ([`super::compare`], one run a side: the baseline rule on every request's TTFT and e2e),
+//! or, when both sweeps ran each point `--runs N` times, as two experiments are (Welch's test
+//! on the runs' figures).
 //! The knee is a point of each sweep's grid, found once per sweep, so its move is reported, not
 //! judged against noise. A capacity search's answer is a bracket (at least the highest passing
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
 use super::{text::verdict, Comparison};
-use crate::artifacts::Run;
 use crate::error::{io, ReportError};
 use crate::html::{esc, page, table};
 use crate::sections::{num, section};
@@ -87,11 +88,8 @@ impl Sweep {
             let dir = text_at(p, "dir")
                 .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != "..")
                 .ok_or_else(|| field("dir"))?;
-            points.push((
-                label,
-                value,
-                Experiment::single(Run::load(&path.join(dir))?),
-            ));
+            // A point's folder is its run's, or with `canaryd sweep --runs N` its experiment's.
+            points.push((label, value, Experiment::load(&path.join(dir))?));
         }
         points.sort_by(|a, b| a.1.total_cmp(&b.1));
         let knee = doc.get("knee").filter(|k| !k.is_null()).map(|k| KneeAt {
@@ -331,12 +329,18 @@ impl SweepComparison {
                 _ => "not compared",
             }
         )];
-        out.push(
+        let repeated =
+            !self.points.is_empty() && self.points.iter().all(|p| p.comparison.repeated());
+        out.push(if repeated {
+            "(each sweep's knee is one point of its grid, found on its points' means: its move is \
+             reported, not judged; the points' own figures are judged run against run above)"
+                .into()
+        } else {
             "(each sweep ran once: a knee is a point of its grid, so its move is reported, not \
              judged against run-to-run noise; repeat the sweeps, or let the daemon's sweep canary \
              judge it against its baseline)"
-                .into(),
-        );
+                .into()
+        });
         if let Some(c) = &self.capacity {
             let bracket = |b: &Bracket| {
                 format!(
@@ -359,12 +363,18 @@ impl SweepComparison {
         for (side, label) in &self.unmatched {
             out.push(format!("{label}: only in {side}'s sweep, not compared"));
         }
-        out.push(
-            "Each point: its two runs compared by the daemon's baseline rule on every request's \
-             value (Mann-Whitney p < 0.001 and a median shift beyond 5 % and 1 ms); figures \
-             exact, from the points' records."
-                .into(),
-        );
+        match self.points.first() {
+            Some(p) if repeated => out.push(format!(
+                "Each point: its two experiments (--runs) compared. {}",
+                p.comparison.rule_text()
+            )),
+            _ => out.push(
+                "Each point: its two runs compared by the daemon's baseline rule on every \
+                 request's value (Mann-Whitney p < 0.001 and a median shift beyond 5 % and 1 ms); \
+                 figures exact, from the points' records."
+                    .into(),
+            ),
+        }
         out
     }
 

@@ -65,7 +65,7 @@ impl<'a> RepeatsFile<'a> {
 }
 
 /// The experiment's figures.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RepeatsSummary {
     /// `--runs`.
     pub runs_asked: u32,
@@ -86,7 +86,7 @@ pub struct RepeatsSummary {
 }
 
 /// One run of the experiment.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RunEntry {
     /// Its folder under the output directory (`run-1`).
     pub dir: String,
@@ -101,7 +101,7 @@ pub struct RunEntry {
 }
 
 /// One headline figure over the runs.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Figure {
     /// The metric (`summary.json`'s name).
     pub metric: &'static str,
@@ -172,6 +172,20 @@ impl RepeatsSummary {
                 .collect(),
             metrics,
         }
+    }
+
+    /// Complete runs the intervals are over.
+    pub fn metrics_runs(&self) -> u64 {
+        self.metrics.iter().map(|f| f.interval.n).max().unwrap_or(0)
+    }
+
+    /// The interval's half-width of `metric`/`statistic`, when the runs gave one.
+    pub fn half_width(&self, metric: &str, statistic: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|f| f.metric == metric && f.statistic == statistic)?
+            .interval
+            .half_width
     }
 
     /// The table.

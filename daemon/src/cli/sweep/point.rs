@@ -1,6 +1,7 @@
 //! One point of a sweep: the figures `sweep.json`, `sweep.csv` and the table show, read from
 //! the point's measured run.
 
+use crate::cli::repeats::RepeatsSummary;
 use crate::execute::Judged;
 use canary_core::{GaugeStats, RunSummary, Stats};
 use serde::{Deserialize, Serialize};
@@ -120,6 +121,67 @@ pub struct PointFigures {
 }
 
 impl PointFigures {
+    /// One point's figures from its repeats' (at least one): counts and durations summed;
+    /// rates, shares, percentiles and the server's means averaged over the runs that have
+    /// them (an estimate of the point's figure, never a percentile of pooled requests); the
+    /// server's maxima the largest; the GPU count the first run's.
+    pub fn mean(all: &[PointFigures]) -> PointFigures {
+        let mean = |get: &dyn Fn(&PointFigures) -> Option<f64>| {
+            let v: Vec<f64> = all.iter().filter_map(get).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let pct = |get: &dyn Fn(&PointFigures) -> &Percentiles| Percentiles {
+            p50: mean(&|f| get(f).p50),
+            p90: mean(&|f| get(f).p90),
+            p99: mean(&|f| get(f).p99),
+        };
+        let sum = |get: &dyn Fn(&PointFigures) -> u64| all.iter().map(get).sum::<u64>();
+        let (requests, errors) = (sum(&|f| f.requests), sum(&|f| f.errors));
+        let servers: Vec<&ServerFigures> = all.iter().filter_map(|f| f.server.as_ref()).collect();
+        let server = (!servers.is_empty()).then(|| {
+            let s_mean = |get: &dyn Fn(&ServerFigures) -> Option<f64>| {
+                let v: Vec<f64> = servers.iter().filter_map(|s| get(s)).collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            let s_max = |get: &dyn Fn(&ServerFigures) -> Option<f64>| {
+                servers.iter().filter_map(|s| get(s)).reduce(f64::max)
+            };
+            let preempted: Vec<f64> = servers.iter().filter_map(|s| s.preemptions).collect();
+            ServerFigures {
+                queue_depth_mean: s_mean(&|s| s.queue_depth_mean),
+                queue_depth_max: s_max(&|s| s.queue_depth_max),
+                running_mean: s_mean(&|s| s.running_mean),
+                kv_cache_usage_mean: s_mean(&|s| s.kv_cache_usage_mean),
+                kv_cache_usage_max: s_max(&|s| s.kv_cache_usage_max),
+                preemptions: (!preempted.is_empty()).then(|| preempted.iter().sum()),
+            }
+        });
+        let first = all.first();
+        PointFigures {
+            requests,
+            completed: sum(&|f| f.completed),
+            errors,
+            error_rate: if requests > 0 {
+                errors as f64 / requests as f64
+            } else {
+                0.0
+            },
+            duration_s: all.iter().map(|f| f.duration_s).sum(),
+            request_throughput: mean(&|f| f.request_throughput),
+            output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
+            output_tokens_per_s_per_user: mean(&|f| f.output_tokens_per_s_per_user),
+            output_tokens_per_s_per_gpu: mean(&|f| f.output_tokens_per_s_per_gpu),
+            gpus: first.and_then(|f| f.gpus),
+            gpus_from: first.and_then(|f| f.gpus_from.clone()),
+            time_to_first_token_ms: pct(&|f| &f.time_to_first_token_ms),
+            inter_token_latency_ms: pct(&|f| &f.inter_token_latency_ms),
+            request_latency_ms: pct(&|f| &f.request_latency_ms),
+            goodput: mean(&|f| f.goodput),
+            good_fraction: mean(&|f| f.good_fraction),
+            server,
+        }
+    }
+
     /// The figures of `run`; `gpus_flag` is `--gpus`, used when no GPU was measured.
     pub fn of(run: &Judged, gpus_flag: Option<u64>) -> PointFigures {
         let s: &RunSummary = &run.outcome.summary;
@@ -193,6 +255,11 @@ pub struct Point {
     /// The figures; absent when the point could not run.
     #[serde(flatten)]
     pub figures: Option<PointFigures>,
+    /// With `--runs N`: each run's verdict and each headline figure's mean with its 95%
+    /// confidence interval (the point's `summary.json`); the figures above are then the mean
+    /// of the point's complete runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<RepeatsSummary>,
     /// Set on the knee.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub knee: bool,
@@ -222,6 +289,7 @@ impl Point {
             verdict: String::new(),
             passed: false,
             figures: None,
+            repeats: None,
             knee: false,
             pareto: false,
         };
@@ -241,6 +309,50 @@ impl Point {
         point.passed = verdict.kind == crate::judge::verdict::VerdictKind::Pass;
         point.verdict = verdict.to_string();
         point.figures = Some(PointFigures::of(run, gpus_flag));
+        point
+    }
+
+    /// Point `index` of `--runs N`: `runs` ((folder, run, exit status), in order) in `dir`,
+    /// `summary` their experiment's. Its figures are the mean of the complete runs' (of every
+    /// run's when a signal cut each short); its verdict the first run's that did not pass,
+    /// named, or `pass`.
+    pub fn of_runs(
+        index: usize,
+        label: String,
+        value: f64,
+        dir: String,
+        runs: &[(String, Judged, i32)],
+        summary: RepeatsSummary,
+        gpus_flag: Option<u64>,
+    ) -> Point {
+        let Some((_, first, _)) = runs.first() else {
+            return Point::of_run(index, label, value, dir, None, gpus_flag);
+        };
+        let mut point = Point::of_run(index, label, value, dir, Some(first), gpus_flag);
+        let complete: Vec<&Judged> = runs
+            .iter()
+            .map(|r| &r.1)
+            .filter(|r| !r.outcome.interrupted)
+            .collect();
+        let pool = if complete.is_empty() {
+            runs.iter().map(|r| &r.1).collect()
+        } else {
+            complete
+        };
+        let figures: Vec<PointFigures> = pool
+            .iter()
+            .map(|r| PointFigures::of(r, gpus_flag))
+            .collect();
+        point.figures = Some(PointFigures::mean(&figures));
+        let judged: Vec<Point> = runs
+            .iter()
+            .map(|(d, r, _)| Point::of_run(index, String::new(), value, d.clone(), Some(r), None))
+            .collect();
+        point.passed = judged.iter().all(|p| p.passed);
+        if let Some(p) = judged.iter().find(|p| !p.passed) {
+            point.verdict = format!("{}: {}", p.dir, p.verdict);
+        }
+        point.repeats = Some(summary);
         point
     }
 

@@ -5,10 +5,11 @@ use super::document::SweepDoc;
 use super::point::{Axis, Point};
 use super::{table, SweepArgs, NO_PASSING_RATE, POINT_FAILED};
 use crate::capacity::{self, Probed, Prober, SearchBounds};
-use crate::cli::one_shot::OneShot;
+use crate::cli::one_shot::{self, OneShot};
 use crate::cli::profile::ProfileArgs;
+use crate::cli::repeats::{self, RepeatsSummary};
 use crate::cli::report::ProgressDisplay;
-use crate::execute::{execute, run_labels};
+use crate::execute::{execute, run_labels, Judged};
 use anyhow::{bail, Context, Result};
 use canary_replay::Plan;
 use std::path::Path;
@@ -74,8 +75,9 @@ fn prepare_root(root: &Path, overwrite: bool) -> Result<()> {
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))
 }
 
-/// Runs the point `index` (from 1) at `value` into `root/point-NN-label`. An error means
-/// the point could not run at all (its plan, its trace, its folder).
+/// Runs the point `index` (from 1) at `value` into `root/point-NN-label`: once, or with
+/// `--runs N` N times into its `run-1` … `run-N` with the experiment's `summary.json` beside
+/// them. An error means the point could not run at all (its plan, its trace, its folder).
 async fn run_point(
     args: &SweepArgs,
     axis: Axis,
@@ -86,32 +88,68 @@ async fn run_point(
 ) -> Result<PointRun> {
     let label = axis.label(value);
     let dir_name = format!("point-{index:02}-{label}");
-    let pargs = point_args(args, axis, value, &root.join(&dir_name));
-    let mut plan = Plan::try_from(&pargs)?;
+    let point_dir = root.join(&dir_name);
+    let pargs = point_args(args, axis, value, &point_dir);
+    let plan = Plan::try_from(&pargs)?;
+    let context = || format!("point {index} ({label})");
+    let gpus = args.sweep.gpus;
+    let (point, interrupted) = match pargs.shape.repeats() {
+        None => {
+            let run = run_once(&pargs, plan, shutdown)
+                .await
+                .with_context(context)?;
+            let interrupted = run.as_ref().is_none_or(|r| r.outcome.interrupted);
+            let point = Point::of_run(index, label.clone(), value, dir_name, run.as_ref(), gpus);
+            (point, interrupted)
+        }
+        Some(repeats) => {
+            let n = repeats.runs;
+            let mut runs = Vec::new();
+            let mut interrupted = false;
+            for i in 1..=n {
+                let (dir, p) = repeats.nth(&plan, &point_dir, i);
+                let Some(run) = run_once(&pargs, p, shutdown).await.with_context(context)? else {
+                    interrupted = true;
+                    break;
+                };
+                let status = one_shot::exit_status(&run);
+                interrupted = run.outcome.interrupted;
+                runs.push((dir, run, status));
+                if interrupted {
+                    break;
+                }
+            }
+            let status = match runs.iter().map(|r| r.2).max() {
+                _ if interrupted => crate::INTERRUPTED,
+                worst => worst.unwrap_or(0),
+            };
+            let summary = RepeatsSummary::of(n, &runs, status, interrupted);
+            repeats::write(&point_dir, &summary).with_context(context)?;
+            let point = Point::of_runs(index, label, value, dir_name, &runs, summary, gpus);
+            (point, interrupted)
+        }
+    };
+    if point.figures.is_some() && !args.profile.shape.json {
+        // With --json, stdout holds sweep.json alone.
+        table::progress_line(&point)?;
+    }
+    Ok(PointRun { point, interrupted })
+}
+
+/// One run of a point's plan, judged by the sweep's gates and exported as `canaryd profile`
+/// exports a run (each with its own run id). `None`: a signal came before anything was sent.
+async fn run_once(
+    pargs: &ProfileArgs,
+    mut plan: Plan,
+    shutdown: &CancellationToken,
+) -> Result<Option<Judged>> {
     let observe = pargs.shape.telemetry.observe(&plan.replay.target);
-    // Judged by the sweep's gates and exported as `canaryd profile` exports a run: each
-    // point is a run of its own, with its run id.
     let front = OneShot::start(&mut plan, &pargs.shape.export, pargs.shape.criteria())?;
     let progress = Arc::new(canary_replay::Progress::default());
     let display = ProgressDisplay::start(progress.clone());
     let run = execute(plan, &observe, &front, shutdown.clone(), progress).await;
     display.finish();
-    let run = run.with_context(|| format!("point {index} ({label})"))?;
-    let point = Point::of_run(index, label, value, dir_name, run.as_ref(), args.sweep.gpus);
-    let Some(run) = run else {
-        return Ok(PointRun {
-            point,
-            interrupted: true,
-        });
-    };
-    if !args.profile.shape.json {
-        // With --json, stdout holds sweep.json alone.
-        table::progress_line(&point)?;
-    }
-    Ok(PointRun {
-        point,
-        interrupted: run.outcome.interrupted,
-    })
+    run
 }
 
 /// Waits `--cooldown`, or less when a signal comes.

@@ -25,16 +25,37 @@ fn pct(v: Option<f64>) -> String {
     }
 }
 
-/// `point 3 c16: 107 req/s, 1715 tok/s, TTFT p99 148 ms: pass`.
+/// `v`, and with `--runs N` the half-width of its 95% confidence interval: `107 ±3.1`.
+fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
+    let hw = p
+        .repeats
+        .as_ref()
+        .and_then(|r| r.half_width(metric, statistic));
+    match hw {
+        Some(h) if v.is_some() => format!("{} ±{}", num(v), num(Some(h))),
+        _ => num(v),
+    }
+}
+
+/// `point 3 c16: 107 req/s, 1715 tok/s, TTFT p99 148 ms: pass`; with `--runs N`, the means
+/// of its runs with their intervals.
 pub fn progress_line(p: &Point) -> std::io::Result<()> {
     let f = p.figures.clone().unwrap_or_default();
+    let runs = p.repeats.as_ref().map_or(String::new(), |r| {
+        format!(" (mean of {} runs, ± 95% CI)", r.metrics_runs())
+    });
     outln!(
-        "point {} {}: {} req/s, {} tok/s, TTFT p99 {} ms{}: {}",
+        "point {} {}{runs}: {} req/s, {} tok/s, TTFT p99 {} ms{}: {}",
         p.index,
         p.label,
-        num(f.request_throughput),
-        num(f.output_tokens_per_s),
-        num(f.time_to_first_token_ms.p99),
+        num_ci(f.request_throughput, p, "request_throughput", "value"),
+        num_ci(f.output_tokens_per_s, p, "output_token_throughput", "value"),
+        num_ci(
+            f.time_to_first_token_ms.p99,
+            p,
+            "time_to_first_token",
+            "p99"
+        ),
         f.good_fraction
             .map_or(String::new(), |g| format!(", good {}", pct(Some(g)))),
         p.verdict
@@ -74,14 +95,29 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         }
         rows.push(vec![
             format!("{:02} {}", p.index, p.label),
-            num(f.request_throughput),
-            num(f.output_tokens_per_s),
+            num_ci(f.request_throughput, p, "request_throughput", "value"),
+            num_ci(f.output_tokens_per_s, p, "output_token_throughput", "value"),
             num(f.output_tokens_per_s_per_user),
             num(f.output_tokens_per_s_per_gpu),
-            num(f.time_to_first_token_ms.p50),
-            num(f.time_to_first_token_ms.p99),
-            num(f.inter_token_latency_ms.p50),
-            num(f.request_latency_ms.p99),
+            num_ci(
+                f.time_to_first_token_ms.p50,
+                p,
+                "time_to_first_token",
+                "p50",
+            ),
+            num_ci(
+                f.time_to_first_token_ms.p99,
+                p,
+                "time_to_first_token",
+                "p99",
+            ),
+            num_ci(
+                f.inter_token_latency_ms.p50,
+                p,
+                "inter_token_latency",
+                "p50",
+            ),
+            num_ci(f.request_latency_ms.p99, p, "request_latency", "p99"),
             pct(f.good_fraction),
             num(server.queue_depth_max),
             pct(server.kv_cache_usage_max),
@@ -110,6 +146,13 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         "exact: counted and timed per request (percentiles within 0.1 %); latencies in ms; \
          queue and KV from the server's /metrics scrapes"
     )?;
+    if doc.points.iter().any(|p| p.repeats.is_some()) {
+        outln!(
+            "repeated points (--runs): estimates, the mean of the point's complete runs ± the \
+             half-width of its 95% confidence interval (Student's t); the knee and the front \
+             are found on the means"
+        )?;
+    }
     match &doc.knee {
         Some(k) => outln!(
             "knee: {} ({} req/s): the next step in load gained under {:.0}% throughput while TTFT p99 rose over {:.0}%",

@@ -250,6 +250,7 @@ mod tests {
             verdict: String::new(),
             passed,
             figures: None,
+            repeats: None,
             knee: false,
             pareto: false,
         }
