@@ -124,7 +124,10 @@ async fn run_point(
                 worst => worst.unwrap_or(0),
             };
             let summary = RepeatsSummary::of(n, &runs, status, interrupted);
-            repeats::write(&point_dir, &summary).with_context(context)?;
+            if !runs.is_empty() {
+                // Beside the runs it summarizes (none, and no folder, if a signal came first).
+                repeats::write(&point_dir, &summary).with_context(context)?;
+            }
             let point = Point::of_runs(index, label, value, dir_name, &runs, summary, gpus);
             (point, interrupted)
         }
