@@ -262,6 +262,16 @@ pub struct IntoSessions {
     next: usize,
 }
 
+impl IntoSessions {
+    /// Requests of the sessions not yet taken (a session is a run of consecutive rows in
+    /// schedule order, so every row from the next session's start on); none is left after.
+    pub(crate) fn requests_left(&mut self) -> u64 {
+        let left = self.schedule.len().saturating_sub(self.next);
+        self.next = self.schedule.len();
+        left as u64
+    }
+}
+
 impl Iterator for IntoSessions {
     type Item = Session;
 

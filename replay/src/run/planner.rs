@@ -14,23 +14,39 @@
 
 use crate::schedule::{Session, Timing};
 use canary_core::MonoTime;
-use std::iter::Peekable;
 use std::time::Duration;
 
+/// A run's sessions in first-deadline order, which can count the requests of those not yet
+/// taken without building them: a stop of a long run (a rate for 24 hours) must not build
+/// every request it will never send just to count them.
+pub(crate) trait Sessions: Iterator<Item = Session> {
+    /// Requests of the sessions not yet taken; none is left to take after.
+    fn requests_left(&mut self) -> u64;
+}
+
+impl<S: Sessions + ?Sized> Sessions for Box<S> {
+    fn requests_left(&mut self) -> u64 {
+        (**self).requests_left()
+    }
+}
+
 /// Sessions in first-deadline order, handed out as their prepare times pass.
-pub(super) struct Planner<I: Iterator<Item = Session>> {
-    sessions: Peekable<I>,
+pub(super) struct Planner<I: Sessions> {
+    sessions: I,
+    /// The next session, taken to see its prepare time.
+    peeked: Option<Session>,
     t0: MonoTime,
     timing: Timing,
     prepare_ahead: Duration,
 }
 
-impl<I: Iterator<Item = Session>> Planner<I> {
+impl<I: Sessions> Planner<I> {
     /// The sessions of a run started at `t0`, each prepared `prepare_ahead` before its first
     /// deadline.
-    pub fn new(sessions: I, t0: MonoTime, timing: Timing, prepare_ahead: Duration) -> Self {
+    pub fn new(mut sessions: I, t0: MonoTime, timing: Timing, prepare_ahead: Duration) -> Self {
         Planner {
-            sessions: sessions.peekable(),
+            peeked: sessions.next(),
+            sessions,
             t0,
             timing,
             prepare_ahead,
@@ -40,15 +56,16 @@ impl<I: Iterator<Item = Session>> Planner<I> {
     /// When the next session is to be prepared; `None` when every session has started.
     pub fn next_wake(&mut self) -> Option<MonoTime> {
         let prepare_at = self.prepare_at();
-        self.sessions.peek().map(prepare_at)
+        self.peeked.as_ref().map(prepare_at)
     }
 
     /// Every session to be prepared by `now`, in order.
     pub fn due(&mut self, now: MonoTime) -> Vec<Session> {
         let prepare_at = self.prepare_at();
         let mut due = Vec::new();
-        while let Some(s) = self.sessions.next_if(|s| prepare_at(s) <= now) {
+        while let Some(s) = self.peeked.take_if(|s| prepare_at(s) <= now) {
             due.push(s);
+            self.peeked = self.sessions.next();
         }
         due
     }
@@ -60,8 +77,28 @@ impl<I: Iterator<Item = Session>> Planner<I> {
     }
 
     /// Requests of the sessions never started (a stop came first).
-    pub fn unstarted(self) -> u64 {
-        self.sessions.map(|s| s.turns.len() as u64).sum()
+    pub fn unstarted(mut self) -> u64 {
+        let peeked = self.peeked.map_or(0, |s| s.turns.len() as u64);
+        peeked + self.sessions.requests_left()
+    }
+}
+
+impl Sessions for crate::schedule::IntoSessions {
+    fn requests_left(&mut self) -> u64 {
+        crate::schedule::IntoSessions::requests_left(self)
+    }
+}
+
+impl Sessions for super::work::RateSessions {
+    fn requests_left(&mut self) -> u64 {
+        super::work::RateSessions::requests_left(self)
+    }
+}
+
+/// A closed loop's users claim their requests themselves: the planner starts none.
+impl Sessions for std::iter::Empty<Session> {
+    fn requests_left(&mut self) -> u64 {
+        0
     }
 }
 
@@ -69,6 +106,22 @@ impl<I: Iterator<Item = Session>> Planner<I> {
 mod tests {
     use super::*;
     use crate::synthetic::SyntheticRequests;
+
+    /// Made-up sessions, counted by building them (as nothing in the product may).
+    struct Listed<I>(I);
+
+    impl<I: Iterator<Item = Session>> Iterator for Listed<I> {
+        type Item = Session;
+        fn next(&mut self) -> Option<Session> {
+            self.0.next()
+        }
+    }
+
+    impl<I: Iterator<Item = Session>> Sessions for Listed<I> {
+        fn requests_left(&mut self) -> u64 {
+            self.0.by_ref().map(|s| s.turns.len() as u64).sum()
+        }
+    }
 
     fn session(at_ms: u64, turns: usize) -> Session {
         let mut req = SyntheticRequests::fixed(64, 8).request(0, 1024);
@@ -85,7 +138,7 @@ mod tests {
         let ms = Duration::from_millis;
         // Even arrivals every 2 ms (500 req/s), prepared 50 ms ahead.
         let sessions = (0..20).map(|i| session(2 * i, 1));
-        let mut p = Planner::new(sessions, t0, Timing::real_time(), ms(50));
+        let mut p = Planner::new(Listed(sessions), t0, Timing::real_time(), ms(50));
         let first = p.next_wake().unwrap();
         assert_eq!(first, t0 - ms(50));
         // Woken at the first session's prepare time: it alone, not the one 2 ms later.
@@ -107,7 +160,7 @@ mod tests {
         let t0 = MonoTime(1_000_000_000);
         let ms = Duration::from_millis;
         let sessions = vec![session(0, 3), session(100, 2), session(200, 4)].into_iter();
-        let mut p = Planner::new(sessions, t0, Timing::real_time(), ms(50));
+        let mut p = Planner::new(Listed(sessions), t0, Timing::real_time(), ms(50));
         let wake = p.next_wake().unwrap();
         assert_eq!(p.due(wake).len(), 1, "the others are 100 ms later");
         assert_eq!(p.unstarted(), 6);

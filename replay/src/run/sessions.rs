@@ -2,7 +2,7 @@
 //! before its first turn is due (or every user of a closed loop at once), each session or
 //! user sending its requests in turn through [`send_one`].
 
-use super::planner::Planner;
+use super::planner::{Planner, Sessions};
 use super::send::send_one;
 use super::{sleep_until, ClosedLoopWork, Ctx, Work};
 use crate::schedule::{Session, TurnDue};
@@ -37,7 +37,7 @@ pub(super) async fn warmup(ctx: &Ctx, shapes: &[TraceRequest]) {
 /// the stop left unsent is counted in `ctx.unsent`.
 pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
     let mut tasks = JoinSet::new();
-    let sessions: Box<dyn Iterator<Item = Session> + Send> = match work {
+    let sessions: Box<dyn Sessions + Send> = match work {
         Work::Schedule(s) => Box::new(s.into_sessions()),
         Work::Rate(r) => Box::new(r.into_sessions()),
         Work::ClosedLoop(users) => {
@@ -47,7 +47,7 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
             }
             while tasks.join_next().await.is_some() {}
             ctx.unsent.fetch_add(users.unclaimed(), Ordering::Relaxed);
-            Box::new(std::iter::empty())
+            Box::new(std::iter::empty::<Session>())
         }
     };
     let mut planner = Planner::new(sessions, ctx.t0, ctx.timing, ctx.config.prepare_ahead);

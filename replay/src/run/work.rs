@@ -153,23 +153,55 @@ impl Work {
 
 impl RateWork {
     /// Its requests as single-request sessions, each stamped with its arrival, in order.
-    pub fn into_sessions(self) -> impl Iterator<Item = Session> + Send {
-        let RateWork {
-            requests,
-            arrivals,
-            count,
-            until,
-            limit,
-            ..
-        } = self;
-        arrivals
-            .take_while(move |at| until.is_none_or(|u| *at < u))
-            .zip(0..count.unwrap_or(u64::MAX))
-            .map(move |(at, i)| {
-                let mut req = requests.request(i as u32, limit);
-                req.timestamp_us = at.as_micros() as u64;
-                Session { turns: vec![req] }
-            })
+    pub fn into_sessions(self) -> RateSessions {
+        RateSessions {
+            work: self,
+            taken: 0,
+        }
+    }
+}
+
+/// A rate's requests as single-request sessions, built as they are taken.
+#[derive(Debug)]
+pub struct RateSessions {
+    work: RateWork,
+    /// Sessions taken so far (the next request's index).
+    taken: u64,
+}
+
+impl RateSessions {
+    /// The next arrival within the count and the duration.
+    fn next_arrival(&mut self) -> Option<Duration> {
+        let w = &mut self.work;
+        if w.count.is_some_and(|n| self.taken >= n) {
+            return None;
+        }
+        let at = w
+            .arrivals
+            .next()
+            .filter(|at| w.until.is_none_or(|u| *at < u))?;
+        self.taken += 1;
+        Some(at)
+    }
+
+    /// Requests not yet taken, counted by drawing their arrivals (the same draws sending them
+    /// would make) without building the requests; none is left after.
+    pub(crate) fn requests_left(&mut self) -> u64 {
+        let before = self.taken;
+        while self.next_arrival().is_some() {}
+        self.taken - before
+    }
+}
+
+impl Iterator for RateSessions {
+    type Item = Session;
+
+    fn next(&mut self) -> Option<Session> {
+        let at = self.next_arrival()?;
+        let w = &self.work;
+        let mut req = w.requests.request((self.taken - 1) as u32, w.limit);
+        req.timestamp_us = at.as_micros() as u64;
+        Some(Session { turns: vec![req] })
     }
 }
 
@@ -192,6 +224,54 @@ impl ClosedLoopWork {
         match self.count {
             Some(n) => n.saturating_sub(self.claimed.load(Ordering::Relaxed)),
             None => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrival::ArrivalPattern;
+    use crate::plan::{Extent, RatePlan};
+    use crate::synthetic::SyntheticRequests;
+
+    fn rate_work(count: Option<u64>, duration: Option<Duration>) -> RateWork {
+        let plan = RatePlan {
+            requests: SyntheticRequests::fixed(16, 4),
+            rate: 1000.0,
+            arrival: ArrivalPattern::Poisson,
+            extent: Extent { count, duration },
+        };
+        match Work::rate(&plan, 1_000_000) {
+            Work::Rate(r) => r,
+            _ => unreachable!(),
+        }
+    }
+
+    // What a stop counts as unsent is what the run would have sent, drawn the same way but
+    // never built: the rest of the count, or the arrivals before the end of the duration.
+    #[test]
+    fn the_requests_left_are_those_the_sessions_would_have_been() {
+        for (count, duration) in [
+            (Some(500), None),
+            (None, Some(Duration::from_millis(700))),
+            (Some(500), Some(Duration::from_millis(300))),
+        ] {
+            let all: Vec<u64> = rate_work(count, duration)
+                .into_sessions()
+                .map(|s| s.turns[0].timestamp_us)
+                .collect();
+            assert!(all.len() > 100, "{count:?} {duration:?}: {}", all.len());
+            let mut sessions = rate_work(count, duration).into_sessions();
+            let taken: Vec<u64> = sessions
+                .by_ref()
+                .take(42)
+                .map(|s| s.turns[0].timestamp_us)
+                .collect();
+            assert_eq!(taken, all[..42]);
+            assert_eq!(sessions.requests_left(), all.len() as u64 - 42);
+            assert_eq!(sessions.requests_left(), 0, "nothing is left after");
+            assert!(sessions.next().is_none());
         }
     }
 }
