@@ -170,13 +170,17 @@ async fn run_here(
 ) -> Result<RunOutcome, ReplayError> {
     let placed = setup::check(&config, &work)?;
     let replicas = setup::replicas(&config)?;
-    // Held to the end of the run, warm-up included.
-    let _stamping = setup::stamping_hold(&config).await;
     let dispatcher = Dispatcher::start().map_err(ReplayError::Dispatcher)?;
     let writer = ResultsWriter::new(config.output_dir.as_deref(), config.goodput.clone())?
         .with_timeslices(config.slice_duration);
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    // Held to the end of the run, warm-up included; not where open files set the ceiling,
+    // since its descriptor would be one a request needs.
+    let _stamping = match in_flight_cap.source {
+        canary_core::CapSource::OpenFiles => None,
+        _ => setup::stamping_hold(&config).await,
+    };
     let workload = setup::workload_context(&config, &work);
     progress
         .total
