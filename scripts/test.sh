@@ -24,6 +24,17 @@ if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ] && [ -e "$CARGO_TARGET_DIR/CAC
     rm -rf "$CARGO_TARGET_DIR"
     mkdir -p "$CARGO_TARGET_DIR"
 fi
+# Our crates' tests find the shared fixtures by the source path they were compiled at
+# (env!("CARGO_MANIFEST_DIR")), and cargo does not rebuild a crate when only the checkout's
+# path changed: a cache built from another checkout would send them to a path that may be
+# gone. So a cache made elsewhere (or not known to be from here) rebuilds this workspace's
+# crates, a few minutes; the dependencies stay cached.
+checkout_stamp="$CARGO_TARGET_DIR/canaryd-checkout"
+if [ -e "$CARGO_TARGET_DIR/CACHEDIR.TAG" ] && [ "$(cat "$checkout_stamp" 2>/dev/null)" != "$PWD" ]; then
+    echo "the cached build was made from $(cat "$checkout_stamp" 2>/dev/null || echo "an unknown checkout"): rebuilding this workspace's crates"
+    cargo clean --workspace --quiet
+fi
+echo "$PWD" >"$checkout_stamp"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 step "tools"
