@@ -30,7 +30,7 @@ fi
 # gone. So a cache made elsewhere (or not known to be from here) rebuilds this workspace's
 # crates, a few minutes; the dependencies stay cached.
 checkout_stamp="$CARGO_TARGET_DIR/canaryd-checkout"
-if [ -e "$CARGO_TARGET_DIR/CACHEDIR.TAG" ] && [ "$(cat "$checkout_stamp" 2>/dev/null)" != "$PWD" ]; then
+if [ -d "$CARGO_TARGET_DIR/debug" ] && [ "$(cat "$checkout_stamp" 2>/dev/null)" != "$PWD" ]; then
     echo "the cached build was made from $(cat "$checkout_stamp" 2>/dev/null || echo "an unknown checkout"): rebuilding this workspace's crates"
     cargo clean --workspace --quiet
 fi
