@@ -36,6 +36,17 @@ pub fn in_flight_cap(concurrency: Option<usize>) -> InFlightCap {
     }
 }
 
+/// Whether this process has a descriptor to spare beyond `cap`'s requests and the headroom
+/// (for something a run may do without, as the receive-stamp hold); `true` when the
+/// open-file limit is unknown or unlimited.
+pub fn file_to_spare(cap: &InFlightCap) -> bool {
+    let Some((limit, open)) = open_files() else {
+        return true;
+    };
+    let requests = cap.limit.unwrap_or(0) as u64;
+    open.unwrap_or(0) + requests + headroom(limit) < limit
+}
+
 fn setting(c: usize) -> InFlightCap {
     InFlightCap {
         limit: Some(c),

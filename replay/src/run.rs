@@ -175,11 +175,11 @@ async fn run_here(
         .with_timeslices(config.slice_duration);
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
-    // Held to the end of the run, warm-up included; not where open files set the ceiling,
-    // since its descriptor would be one a request needs.
-    let _stamping = match in_flight_cap.source {
-        canary_core::CapSource::OpenFiles => None,
-        _ => setup::stamping_hold(&config).await,
+    // Held to the end of the run, warm-up included; not when its descriptor could be one a
+    // request needs (a low open-file limit).
+    let _stamping = match crate::in_flight::file_to_spare(&in_flight_cap) {
+        true => setup::stamping_hold(&config).await,
+        false => None,
     };
     let workload = setup::workload_context(&config, &work);
     progress

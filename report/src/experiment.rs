@@ -32,6 +32,16 @@ impl Experiment {
     /// out, as the experiment's own estimates leave them out. A sweep's folder is refused:
     /// its points are different loads, not repeats.
     pub fn load(path: &Path) -> Result<Experiment, ReportError> {
+        Experiment::load_keeping(path, false)
+    }
+
+    /// A sweep's point (`canaryd sweep --runs N`): as [`Experiment::load`], but a point whose
+    /// every run a signal cut short keeps them, as a point of single runs keeps its one.
+    pub fn load_point(path: &Path) -> Result<Experiment, ReportError> {
+        Experiment::load_keeping(path, true)
+    }
+
+    fn load_keeping(path: &Path, cut_short_if_none: bool) -> Result<Experiment, ReportError> {
         if path.join("records.jsonl").is_file() {
             return Ok(Experiment::single(Run::load(path)?));
         }
@@ -63,9 +73,11 @@ impl Experiment {
                 }
             });
         };
+        let cut_short = |e: &Value| e.get("interrupted").and_then(Value::as_bool) == Some(true);
+        let keep_cut_short = cut_short_if_none && per_run.iter().all(cut_short);
         let mut runs = Vec::new();
         for (i, entry) in per_run.iter().enumerate() {
-            if entry.get("interrupted").and_then(Value::as_bool) == Some(true) {
+            if cut_short(entry) && !keep_cut_short {
                 continue;
             }
             let dir = entry.get("dir").and_then(Value::as_str);

@@ -69,7 +69,7 @@ pub struct SweepFlags {
     /// --min-good-fraction: bracketing, then bisection.
     #[arg(long, requires = "min_good_fraction")]
     pub find_max_rate: bool,
-    /// Most runs the search may make.
+    /// Most probes the search may make (each of --runs runs).
     #[arg(long, default_value_t = 12, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_runs: usize,

@@ -89,7 +89,7 @@ impl Sweep {
                 .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != "..")
                 .ok_or_else(|| field("dir"))?;
             // A point's folder is its run's, or with `canaryd sweep --runs N` its experiment's.
-            points.push((label, value, Experiment::load(&path.join(dir))?));
+            points.push((label, value, Experiment::load_point(&path.join(dir))?));
         }
         points.sort_by(|a, b| a.1.total_cmp(&b.1));
         let knee = doc.get("knee").filter(|k| !k.is_null()).map(|k| KneeAt {

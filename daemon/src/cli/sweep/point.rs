@@ -351,6 +351,15 @@ impl Point {
         point.passed = judged.iter().all(|p| p.passed);
         if let Some(p) = judged.iter().find(|p| !p.passed) {
             point.verdict = format!("{}: {}", p.dir, p.verdict);
+        } else if runs.len() < summary.runs_asked as usize {
+            // Every run that ran passed, but a signal stopped the rest: not a pass.
+            point.passed = false;
+            point.verdict = crate::judge::verdict::Verdict::error(format!(
+                "interrupted after {} of {} runs",
+                runs.len(),
+                summary.runs_asked
+            ))
+            .to_string();
         }
         point.repeats = Some(summary);
         point

@@ -178,7 +178,14 @@ fn finish(args: &SweepArgs, doc: &SweepDoc, interrupted: bool, ok: i32) -> Resul
         outln!("artifacts: {}", root.display())?;
     }
     let measured_nothing = doc.points.iter().any(|p| {
-        p.figures.as_ref().is_none_or(|f| f.completed == 0) && !p.verdict.contains("interrupted")
+        // With --runs, one run that completed nothing counts, as for `profile --runs`.
+        let a_run_completed_nothing = p.repeats.as_ref().is_some_and(|r| {
+            r.per_run
+                .iter()
+                .any(|e| e.exit_status == one_shot::NOTHING_COMPLETED)
+        });
+        (p.figures.as_ref().is_none_or(|f| f.completed == 0) || a_run_completed_nothing)
+            && !p.verdict.contains("interrupted")
     });
     Ok(if interrupted {
         crate::INTERRUPTED

@@ -41,9 +41,13 @@ fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
 /// of its runs with their intervals.
 pub fn progress_line(p: &Point) -> std::io::Result<()> {
     let f = p.figures.clone().unwrap_or_default();
-    let runs = p.repeats.as_ref().map_or(String::new(), |r| {
-        format!(" (mean of {} runs, ± 95% CI)", r.metrics_runs())
-    });
+    let runs = p
+        .repeats
+        .as_ref()
+        .map_or(String::new(), |r| match r.metrics_runs() {
+            n if n >= 2 => format!(" (mean of {n} runs, ± 95% CI)"),
+            n => format!(" ({n} of {} runs complete: no interval)", r.runs_asked),
+        });
     outln!(
         "point {} {}{runs}: {} req/s, {} tok/s, TTFT p99 {} ms{}: {}",
         p.index,
