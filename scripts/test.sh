@@ -18,8 +18,9 @@ cargo --version
 # start it afresh when less than 10 GiB is free.
 mkdir -p "$CARGO_TARGET_DIR"
 free_kib="$(df -Pk "$CARGO_TARGET_DIR" | awk 'NR == 2 { print $4 }')"
-# Only a directory cargo made (it leaves a CACHEDIR.TAG) is ever removed.
-if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ] && [ -e "$CARGO_TARGET_DIR/CACHEDIR.TAG" ]; then
+# Only a directory cargo has built in is ever removed: it leaves .rustc_info.json (and no
+# CACHEDIR.TAG in a directory it did not create itself, as this script creates it).
+if [ "${free_kib:-0}" -lt $((10 * 1024 * 1024)) ] && [ -e "$CARGO_TARGET_DIR/.rustc_info.json" ]; then
     echo "only $((free_kib / 1024)) MiB free: removing the cached build in $CARGO_TARGET_DIR"
     rm -rf "$CARGO_TARGET_DIR"
     mkdir -p "$CARGO_TARGET_DIR"
