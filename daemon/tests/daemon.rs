@@ -926,9 +926,12 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
         let read =
             |f: &Path| -> Value { serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap() };
         let summary = read(&run_dir.join(part).join("summary.json"));
+        // A SIGKILL can land between the write(2)s of one batch: a torn last line is no
+        // record, and the rebuilt summary leaves it out.
         let recorded = std::fs::read_to_string(run_dir.join(part).join("records.jsonl"))
             .unwrap()
             .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok())
             .count() as u64;
         assert_eq!(summary["requests"].as_u64(), Some(recorded), "{summary:#}");
         assert_eq!(summary["interrupted"], true, "{summary:#}");

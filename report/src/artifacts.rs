@@ -21,8 +21,11 @@ use std::path::{Path, PathBuf};
 pub struct Run {
     /// The folder.
     pub dir: PathBuf,
-    /// What to call it: the folder's name.
+    /// What to call it: the folder's name (`point-01-c1/run-2` for a repeated sweep point's).
     pub label: String,
+    /// The sweep point it repeats (`canaryd sweep --runs N`): the point's folder name, shared
+    /// by that point's runs; `None` for a run of its own.
+    pub point: Option<String>,
     /// `summary.json`, when the run wrote one.
     pub summary: Option<Summary>,
     /// `records.jsonl`.
@@ -143,6 +146,7 @@ impl Run {
         Ok(Run {
             dir: dir.to_path_buf(),
             label,
+            point: None,
             summary,
             records,
             notes,
@@ -264,20 +268,12 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
             .filter(|p| p.join("records.jsonl").is_file())
             .collect();
         if dirs.is_empty() {
-            if let Some(point) = repeated_point(path) {
-                // A series walks one run per load: repeats at one load would read as steps.
-                return Err(ReportError::NotReportable {
-                    path: path.clone(),
-                    why: format!(
-                        "a sweep whose points each ran --runs times ({point} holds run-1 …): \
-                         its sweep.json and sweep.csv give each point's means with their \
-                         confidence intervals; report one point's runs ({}), or compare two \
-                         sweeps with canaryd compare",
-                        path.join(&point).display()
-                    ),
-                });
+            let points = repeated_points(path)?;
+            if points.is_empty() {
+                return Err(ReportError::NoRun { path: path.clone() });
             }
-            return Err(ReportError::NoRun { path: path.clone() });
+            runs.extend(points);
+            continue;
         }
         dirs.sort();
         sweep_order(path, &mut dirs);
@@ -288,25 +284,31 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
     Ok(runs)
 }
 
-/// The first point of the sweep in `series` that is a `--runs` experiment (a folder whose
-/// `summary.json` lists repeats), by name.
-fn repeated_point(series: &Path) -> Option<String> {
+/// The runs of a sweep whose points each ran `--runs N` times (each point's folder an
+/// experiment), in order of increasing load, each run marked with its point; none when
+/// `series` is not such a sweep.
+fn repeated_points(series: &Path) -> Result<Vec<Run>, ReportError> {
     if !series.join("sweep.json").is_file() {
-        return None;
+        return Ok(Vec::new());
     }
-    let mut names: Vec<String> = std::fs::read_dir(series)
-        .ok()?
+    let entries = std::fs::read_dir(series).map_err(io(series))?;
+    let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
-        .filter(|e| {
-            std::fs::read(e.path().join("summary.json"))
-                .ok()
-                .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-                .is_some_and(|s| s.get("repeats").is_some())
-        })
-        .filter_map(|e| e.file_name().into_string().ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("summary.json").is_file())
         .collect();
-    names.sort();
-    names.into_iter().next()
+    dirs.sort();
+    sweep_order(series, &mut dirs);
+    let mut runs = Vec::new();
+    for dir in dirs {
+        let point = folder_name(&dir);
+        for mut run in crate::Experiment::load_point(&dir)?.runs {
+            run.label = format!("{point}/{}", run.label);
+            run.point = Some(point.clone());
+            runs.push(run);
+        }
+    }
+    Ok(runs)
 }
 
 /// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,

@@ -29,14 +29,6 @@ pub enum ReportError {
         /// Why not.
         why: String,
     },
-    /// A folder the report cannot show as one series (a sweep whose points are repeated).
-    #[error("{}: {why}", path.display())]
-    NotReportable {
-        /// The folder.
-        path: PathBuf,
-        /// Why not, and what to report instead.
-        why: String,
-    },
     /// `summary.json` is not a JSON object, or a field of it has the wrong type.
     #[error("{}: {what}", path.display())]
     Summary {

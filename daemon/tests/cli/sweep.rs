@@ -662,10 +662,31 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
         );
         assert!(tp["half_width"].as_f64().unwrap() > 0.0, "{tp}");
     }
-    // A report of the folder as one series is refused, saying what to read instead.
+    // `canaryd report` of the folder draws one point per load, the mean of its runs, in the
+    // sweep's table of points; every run keeps its own section.
     let o = canaryd(&["report", "a", "-o", "a.html"], dir.path());
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("each ran --runs times"), "{}", text(&o));
+    assert!(o.status.success(), "{}", text(&o));
+    let html = std::fs::read_to_string(dir.path().join("a.html")).unwrap();
+    assert!(html.contains("a series of 4 runs"), "{}", text(&o));
+    assert!(html.contains("Estimates: each figure the mean of the point"));
+    for run in [
+        "point-01-c1/run-1",
+        "point-01-c1/run-2",
+        "point-02-c8/run-2",
+    ] {
+        assert!(html.contains(run), "{run} not in the page");
+    }
+    let table = html
+        .split("<table")
+        .find(|t| t.contains("<th>point</th>"))
+        .expect("the table of points");
+    let rows = table
+        .split("</table>")
+        .next()
+        .unwrap()
+        .matches("<tr>")
+        .count();
+    assert_eq!(rows, 3, "a header and one row per point: {table}");
 
     let (code, body) = crate::common::http(
         port,

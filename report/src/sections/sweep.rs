@@ -69,6 +69,23 @@ impl Point {
         }
     }
 
+    /// One point from the runs that repeat it (at least one): each figure the mean of the
+    /// runs' own (an estimate, as `canaryd sweep --runs N` gives it in `sweep.json`).
+    pub fn mean(label: String, runs: &[Point]) -> Point {
+        let mean = |f: fn(&Point) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        Point {
+            label,
+            throughput: mean(|p| p.throughput),
+            tokens_per_s: mean(|p| p.tokens_per_s),
+            tokens_per_user: mean(|p| p.tokens_per_user),
+            ttft_p50: mean(|p| p.ttft_p50),
+            ttft_p99: mean(|p| p.ttft_p99),
+            e2e_p99: mean(|p| p.e2e_p99),
+            error_rate: mean(|p| p.error_rate),
+            gpus: runs.first().and_then(|p| p.gpus),
+        }
+    }
+
     /// Output tokens/s per GPU when every point of `series` knows its GPU count; else the
     /// total, which orders the runs the same when they all ran on the same GPUs.
     pub fn per_gpu(&self, series: &[Point]) -> f64 {
@@ -104,9 +121,32 @@ pub fn pareto(points: &[Point]) -> Vec<usize> {
     canary_core::series::pareto(&rates)
 }
 
+/// The series' points: one per run, or for a sweep whose points repeat (`--runs N`) one per
+/// point, the mean of its runs (runs of one point are consecutive).
+pub fn points(runs: &[Run]) -> Vec<Point> {
+    let mut points: Vec<Point> = Vec::new();
+    let mut i = 0;
+    while i < runs.len() {
+        let Some(point) = &runs[i].point else {
+            points.push(Point::of(&runs[i]));
+            i += 1;
+            continue;
+        };
+        let n = runs[i..]
+            .iter()
+            .take_while(|r| r.point.as_ref() == Some(point))
+            .count();
+        let each: Vec<Point> = runs[i..i + n].iter().map(Point::of).collect();
+        points.push(Point::mean(point.clone(), &each));
+        i += n;
+    }
+    points
+}
+
 /// The series section's body.
 pub fn render(runs: &[Run]) -> Result<String, ReportError> {
-    let points: Vec<Point> = runs.iter().map(Point::of).collect();
+    let points = points(runs);
+    let repeated = runs.iter().any(|r| r.point.is_some());
     let knee = knee(&points);
     let front = pareto(&points);
     let mut html = String::from("<div class=\"grid\">\n");
@@ -215,7 +255,7 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     html.push_str(&table(
         "sweep",
         &[
-            "run",
+            if repeated { "point" } else { "run" },
             "req/s",
             "tok/s",
             "tok/s per user (p50)",
@@ -227,7 +267,13 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         ],
         &rows,
     ));
-    html.push_str("<p class=\"note\">Exact: each figure from the run's records.</p>\n");
+    html.push_str(if repeated {
+        "<p class=\"note\">Estimates: each figure the mean of the point's runs' own, each \
+         exact from that run's records (the points ran --runs times; sweep.json has each \
+         figure's confidence interval). The knee and the front are found on the means.</p>\n"
+    } else {
+        "<p class=\"note\">Exact: each figure from the run's records.</p>\n"
+    });
     Ok(html)
 }
 
