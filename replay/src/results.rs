@@ -65,6 +65,8 @@ const RECORDS_BUFFER: usize = 256 << 10;
 pub struct ResultsWriter {
     dir: Option<PathBuf>,
     records: Option<(PathBuf, BufWriter<File>)>,
+    /// One record's line, serialized whole before it goes to the writer (reused).
+    line: Vec<u8>,
     aggregator: Aggregator,
     write_error: Option<ArtifactError>,
 }
@@ -86,6 +88,7 @@ impl ResultsWriter {
         Ok(ResultsWriter {
             dir: dir.map(Path::to_path_buf),
             records,
+            line: Vec::new(),
             aggregator: Aggregator::new(goodput),
             write_error: None,
         })
@@ -108,11 +111,17 @@ impl ResultsWriter {
     pub fn record(&mut self, record: &RequestRecord, chunk_gaps: &ChunkGaps) {
         self.aggregator.add(record, chunk_gaps);
         if let (Some((path, w)), None) = (&mut self.records, &self.write_error) {
-            // Straight into the buffered writer: no string of its own per record. A record
-            // always serializes, so an error here is the writer's.
-            let res = serde_json::to_writer(&mut *w, record)
+            // Whole lines to the buffered writer, so that its writes end between records: a
+            // record serialized straight into it was split where the buffer filled, and a
+            // process killed between the two writes left a torn last line. The line's buffer
+            // is reused: no allocation per record.
+            self.line.clear();
+            let res = serde_json::to_writer(&mut self.line, record)
                 .map_err(std::io::Error::from)
-                .and_then(|_| w.write_all(b"\n"));
+                .and_then(|_| {
+                    self.line.push(b'\n');
+                    w.write_all(&self.line)
+                });
             if let Err(e) = res {
                 self.write_error = Some(at(path)(e));
             }
@@ -401,6 +410,44 @@ mod tests {
         let summary = w.summary();
         w.finish(&summary, &summary).unwrap();
         assert_eq!(on_disk(), 4, "finish writes the last batch");
+    }
+
+    // A process killed between two of the writer's writes must not leave half a record: every
+    // write ends at a line's end, however many records a batch holds.
+    #[test]
+    fn what_reaches_the_file_always_ends_between_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ResultsWriter::new(Some(dir.path()), Goodput::default()).unwrap();
+        let path = dir.path().join("records.jsonl");
+        let gaps: Vec<f64> = (0..200).map(|i| i as f64 * 0.37).collect();
+        let mut wrote = 0;
+        // About 2 KB a record, 600 of them: the buffer (256 KiB) fills several times before
+        // the batch is flushed.
+        for id in 0..600 {
+            let rec = RequestRecord {
+                id,
+                e2e_ms: Some(40.0),
+                chunk_gaps_ms: Some(gaps.clone()),
+                ..Default::default()
+            };
+            w.record(&rec, &ChunkGaps::default());
+            let on_disk = std::fs::read(&path).unwrap();
+            if on_disk.len() > wrote {
+                assert_eq!(
+                    on_disk.last(),
+                    Some(&b'\n'),
+                    "a write ended inside record {id}"
+                );
+                wrote = on_disk.len();
+            }
+        }
+        assert!(
+            wrote > 0,
+            "the buffer never filled: the test checked nothing"
+        );
+        w.flush();
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert_eq!(lines, 600);
     }
 
     #[test]
