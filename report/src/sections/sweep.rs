@@ -175,6 +175,11 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     {
         lat.layer(name, Colour::nth(i), Mark::LinePoints(xy(f)));
     }
+    let joined = if repeated {
+        "Lines join the points (each the mean of its runs) in series order."
+    } else {
+        "Lines join the runs in series order."
+    };
     match knee {
         Some(k) => {
             lat.layer(
@@ -183,8 +188,8 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
                 Mark::VRule(points[k].throughput),
             );
             lat.note(format!(
-                "Lines join the runs in series order. Knee at {} ({} req/s): the next step gained \
-                 under {:.0} % throughput while TTFT p99 rose over {:.0} %.",
+                "{joined} Knee at {} ({} req/s): the next step gained under {:.0} % throughput \
+                 while TTFT p99 rose over {:.0} %.",
                 points[k].label,
                 num(points[k].throughput),
                 KNEE_GAIN * 100.0,
@@ -193,8 +198,8 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         }
         None => {
             lat.note(format!(
-                "Lines join the runs in series order. No knee: no step gained under {:.0} % \
-                 throughput while TTFT p99 rose over {:.0} %.",
+                "{joined} No knee: no step gained under {:.0} % throughput while TTFT p99 rose \
+                 over {:.0} %.",
                 KNEE_GAIN * 100.0,
                 KNEE_RISE * 100.0
             ));
