@@ -261,12 +261,7 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
             runs.push(Run::load(path)?);
             continue;
         }
-        let entries = std::fs::read_dir(path).map_err(io(path))?;
-        let mut dirs: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.join("records.jsonl").is_file())
-            .collect();
+        let dirs = series_folders(path, "records.jsonl")?;
         if dirs.is_empty() {
             let points = repeated_points(path)?;
             if points.is_empty() {
@@ -275,8 +270,6 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
             runs.extend(points);
             continue;
         }
-        dirs.sort();
-        sweep_order(path, &mut dirs);
         for d in dirs {
             runs.push(Run::load(&d)?);
         }
@@ -291,16 +284,8 @@ fn repeated_points(series: &Path) -> Result<Vec<Run>, ReportError> {
     if !series.join("sweep.json").is_file() {
         return Ok(Vec::new());
     }
-    let entries = std::fs::read_dir(series).map_err(io(series))?;
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("summary.json").is_file())
-        .collect();
-    dirs.sort();
-    sweep_order(series, &mut dirs);
     let mut runs = Vec::new();
-    for dir in dirs {
+    for dir in series_folders(series, "summary.json")? {
         let point = folder_name(&dir);
         for mut run in crate::Experiment::load_point(&dir)?.runs {
             run.label = format!("{point}/{}", run.label);
@@ -309,6 +294,20 @@ fn repeated_points(series: &Path) -> Result<Vec<Run>, ReportError> {
         }
     }
     Ok(runs)
+}
+
+/// The subfolders of `series` holding `file`, in name order, or in order of increasing load
+/// when `series` is a sweep's folder.
+fn series_folders(series: &Path, file: &str) -> Result<Vec<PathBuf>, ReportError> {
+    let entries = std::fs::read_dir(series).map_err(io(series))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(file).is_file())
+        .collect();
+    dirs.sort();
+    sweep_order(series, &mut dirs);
+    Ok(dirs)
 }
 
 /// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,

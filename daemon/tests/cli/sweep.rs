@@ -24,12 +24,29 @@ fn known_capacity() -> f64 {
 }
 
 fn sweep(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    sweep_into(dir, url, "out", extra)
+}
+
+/// A sweep into `dir/out`.
+fn sweep_into(dir: &Path, url: &str, out: &str, extra: &[&str]) -> std::process::Output {
     let (isl, osl) = (ISL.to_string(), OSL.to_string());
     let mut args = vec!["sweep", "--url", url, "--model", "canary-sim"];
-    args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", "out"]);
+    args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", out]);
     args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
     args.extend_from_slice(extra);
     canaryd(&args, dir)
+}
+
+/// Makes the capacity simulator at `url` four times slower a decode step.
+fn slow_down(url: &str) {
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let (code, body) = crate::common::http(
+        port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#,
+    );
+    assert_eq!(code, 200, "{body}");
 }
 
 fn sweep_json(dir: &Path) -> Value {
@@ -521,24 +538,13 @@ fn compare_of_two_sweeps_shows_the_slower_server_point_by_point() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, url) = capacity_sim(dir.path());
-    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let run_sweep = |out: &str| {
-        let (isl, osl) = (ISL.to_string(), OSL.to_string());
-        let mut args = vec!["sweep", "--url", &url, "--model", "canary-sim"];
-        args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", out]);
-        args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
-        args.extend(["--concurrency", "1,8,16", "--benchmark-duration", "1s"]);
-        let o = canaryd(&args, dir.path());
+        let points = ["--concurrency", "1,8,16", "--benchmark-duration", "1s"];
+        let o = sweep_into(dir.path(), &url, out, &points);
         assert!(o.status.success(), "{}", text(&o));
     };
     run_sweep("a");
-    let (code, body) = crate::common::http(
-        port,
-        "POST",
-        "/sim/profile",
-        r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#,
-    );
-    assert_eq!(code, 200, "{body}");
+    slow_down(&url);
     run_sweep("b");
 
     let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
@@ -606,15 +612,16 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, url) = capacity_sim(dir.path());
-    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let run_sweep = |out: &str| {
-        let (isl, osl) = (ISL.to_string(), OSL.to_string());
-        let mut args = vec!["sweep", "--url", &url, "--model", "canary-sim"];
-        args.extend(["--isl", &isl, "--osl", &osl, "--output-dir", out]);
-        args.extend(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"]);
-        args.extend(["--concurrency", "1,8", "--benchmark-duration", "1s"]);
-        args.extend(["--runs", "2"]);
-        let o = canaryd(&args, dir.path());
+        let points = [
+            "--concurrency",
+            "1,8",
+            "--benchmark-duration",
+            "1s",
+            "--runs",
+            "2",
+        ];
+        let o = sweep_into(dir.path(), &url, out, &points);
         assert!(o.status.success(), "{}", text(&o));
         String::from_utf8(o.stdout).unwrap()
     };
@@ -688,13 +695,7 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
         .count();
     assert_eq!(rows, 3, "a header and one row per point: {table}");
 
-    let (code, body) = crate::common::http(
-        port,
-        "POST",
-        "/sim/profile",
-        r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#,
-    );
-    assert_eq!(code, 200, "{body}");
+    slow_down(&url);
     run_sweep("b");
     let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
     assert!(o.status.success(), "{}", text(&o));
