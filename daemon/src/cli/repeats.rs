@@ -98,12 +98,7 @@ pub async fn run(
             break;
         }
     }
-    let worst = runs.iter().map(|r| r.2).max().unwrap_or(0);
-    let status = if interrupted {
-        crate::INTERRUPTED
-    } else {
-        worst
-    };
+    let status = exit_status(&runs, interrupted);
     let summary = RepeatsSummary::of(n, &runs, status, interrupted);
     write(&out, &summary)?;
     if json {
@@ -119,6 +114,15 @@ pub async fn run(
         )?;
     }
     Ok(status)
+}
+
+/// An experiment's exit status: the worst of its `runs`' ((folder, run, status)), or
+/// [`crate::INTERRUPTED`] when a signal stopped it.
+pub(crate) fn exit_status(runs: &[(String, Judged, i32)], interrupted: bool) -> i32 {
+    match interrupted {
+        true => crate::INTERRUPTED,
+        false => runs.iter().map(|r| r.2).max().unwrap_or(0),
+    }
 }
 
 /// Writes `summary.json` and `repeats.csv` into `out`.

@@ -119,10 +119,7 @@ async fn run_point(
                     break;
                 }
             }
-            let status = match runs.iter().map(|r| r.2).max() {
-                _ if interrupted => crate::INTERRUPTED,
-                worst => worst.unwrap_or(0),
-            };
+            let status = repeats::exit_status(&runs, interrupted);
             let summary = RepeatsSummary::of(n, &runs, status, interrupted);
             if !runs.is_empty() {
                 // Beside the runs it summarizes (none, and no folder, if a signal came first).
