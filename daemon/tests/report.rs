@@ -113,8 +113,19 @@ fn a_run_a_series_and_a_comparison_render_in_chromium_with_every_chart_drawn() {
     ] {
         chart(&charts, id);
     }
-    // Every one of the 150 requests is a dot on the TTFT timeline (none failed).
-    assert_eq!(chart(&charts, "ttft-time"), [("TTFT".to_string(), 150)]);
+    // Every one of the 150 requests is a dot on the TTFT timeline (none failed). A host busy
+    // enough to hold the release back also gets its band drawn (a CI run saw one, 3–6 s).
+    let timeline = chart(&charts, "ttft-time");
+    assert!(
+        timeline.contains(&("TTFT".to_string(), 150)),
+        "{timeline:?}"
+    );
+    assert!(
+        timeline
+            .iter()
+            .all(|(name, _)| name == "TTFT" || name.starts_with("client-bound")),
+        "{timeline:?}"
+    );
     let summary: Value =
         serde_json::from_slice(&std::fs::read(runs[0].join("summary.json")).unwrap()).unwrap();
     if summary["telemetry_sources"]["ebpf"]["state"] == "available" {

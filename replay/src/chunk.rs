@@ -9,8 +9,11 @@
 //! which decides everything else, errors included. [`parse`] tries the first, then the second.
 
 use canary_core::{ServerTimings, Usage};
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::fmt;
 
 mod scan;
 
@@ -38,16 +41,57 @@ impl ChunkInfo {
     }
 }
 
+/// The longest error message kept from a server (as of an error status's body): a server's
+/// text goes into every record of the run, so it may not be as long as a response.
+pub const MESSAGE_LIMIT: usize = 4096;
+
+/// What serde_json reads of a chunk. Nothing in it grows faster than the chunk's own bytes:
+/// the choices are summed as they are read and the error is borrowed as its JSON text (a
+/// `Vec` of choices or a `serde_json::Value` cost a server's `[{},{},…]` about 170 bytes of
+/// memory for every 3 it sent).
 #[derive(Deserialize)]
 struct Raw<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<RawChoice<'a>>,
+    #[serde(default, deserialize_with = "text_bytes")]
+    choices: TextBytes,
     #[serde(default)]
     usage: Option<RawUsage>,
     #[serde(default)]
     timings: Option<RawTimings>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// Bytes of output and of reasoning text over all choices.
+#[derive(Default)]
+struct TextBytes {
+    content: usize,
+    reasoning: usize,
+}
+
+/// Reads `choices`, adding up each choice's text as it goes, keeping none of them.
+fn text_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<TextBytes, D::Error> {
+    struct Choices;
+    impl<'de> Visitor<'de> for Choices {
+        type Value = TextBytes;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            // What serde says of a `Vec`, so the errors read as they did.
+            f.write_str("a sequence")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TextBytes, A::Error> {
+            let mut t = TextBytes::default();
+            while let Some(choice) = seq.next_element::<RawChoice<'de>>()? {
+                t.content += len(&choice.text);
+                for d in [&choice.delta, &choice.message].into_iter().flatten() {
+                    t.content += len(&d.content);
+                    t.reasoning += len(&d.reasoning_content) + len(&d.reasoning);
+                }
+            }
+            Ok(t)
+        }
+    }
+    d.deserialize_seq(Choices)
 }
 
 #[derive(Deserialize)]
@@ -118,14 +162,11 @@ pub fn parse(data: &str) -> Result<ChunkInfo, serde_json::Error> {
 /// decides every chunk the scanner gives up on.
 pub fn parse_serde(data: &str) -> Result<ChunkInfo, serde_json::Error> {
     let raw: Raw<'_> = serde_json::from_str(data)?;
-    let mut info = ChunkInfo::default();
-    for choice in &raw.choices {
-        info.content_bytes += len(&choice.text);
-        for d in [&choice.delta, &choice.message].into_iter().flatten() {
-            info.content_bytes += len(&d.content);
-            info.reasoning_bytes += len(&d.reasoning_content) + len(&d.reasoning);
-        }
-    }
+    let mut info = ChunkInfo {
+        content_bytes: raw.choices.content,
+        reasoning_bytes: raw.choices.reasoning,
+        ..ChunkInfo::default()
+    };
     info.usage = raw.usage.map(|u| Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
@@ -139,21 +180,52 @@ pub fn parse_serde(data: &str) -> Result<ChunkInfo, serde_json::Error> {
         predicted_n: t.predicted_n,
         cache_n: t.cache_n,
     });
-    info.error = raw.error.map(|e| error_message(&e));
+    info.error = raw.error.map(error_message);
     Ok(info)
 }
 
-/// The message of an OpenAI-style error object (`{"error":{"message":..}}` or a bare string).
-pub fn error_message(e: &serde_json::Value) -> String {
-    match e {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Object(o) => o
-            .get("message")
-            .and_then(|m| m.as_str())
-            .map(str::to_string)
-            .unwrap_or_else(|| e.to_string()),
-        other => other.to_string(),
+/// The message of an OpenAI-style error (`{"message":..}` or a bare string), else the
+/// error's JSON text; at most [`MESSAGE_LIMIT`] bytes.
+fn error_message(e: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow)]
+        message: Option<&'a RawValue>,
     }
+    let text = e.get();
+    let string = |raw: &str| serde_json::from_str::<Cow<'_, str>>(raw).ok();
+    let message = if text.starts_with('{') {
+        serde_json::from_str::<Object<'_>>(text)
+            .ok()
+            .and_then(|o| o.message)
+            .and_then(|m| string(m.get()))
+    } else {
+        string(text)
+    };
+    cut(message.as_deref().unwrap_or(text), MESSAGE_LIMIT).to_string()
+}
+
+/// The error message in an error status's body (`{"error": …}`), if it has one.
+pub fn error_in_body(body: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        error: Option<&'a RawValue>,
+    }
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    let body: Body<'_> = serde_json::from_str(body).ok()?;
+    body.error.map(error_message)
+}
+
+/// `s`'s first `max` bytes at most, cut at a character's start.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -173,6 +245,32 @@ mod tests {
             .filter_map(|l| l.strip_prefix("data: "))
             .filter(|d| *d != "[DONE]")
             .collect()
+    }
+
+    #[test]
+    fn an_error_is_its_message_else_its_json_text_never_over_4_kib() {
+        let msg = |data: &str| parse_serde(data).unwrap().error;
+        let m = msg(r#"{"error":{"message":"bo\"om","code":5}}"#);
+        assert_eq!(m.as_deref(), Some("bo\"om"));
+        assert_eq!(msg(r#"{"error":"plain"}"#).as_deref(), Some("plain"));
+        let no_message = r#"{"code":500, "type":"x"}"#;
+        let m = msg(&format!(r#"{{"error":{no_message}}}"#));
+        assert_eq!(m.as_deref(), Some(no_message));
+        let m = msg(r#"{"error":{"message":7}}"#);
+        assert_eq!(m.as_deref(), Some(r#"{"message":7}"#));
+        assert_eq!(msg(r#"{"error":null}"#), None);
+        // Cut at a character's start: "é" is two bytes.
+        let long = "é".repeat(3000);
+        let m = msg(&format!(r#"{{"error":"{long}"}}"#)).unwrap();
+        assert_eq!(m.len(), MESSAGE_LIMIT);
+        assert!(long.starts_with(&m));
+        let m = msg(&format!(r#"{{"error":"x{long}"}}"#)).unwrap();
+        assert_eq!(m.len(), MESSAGE_LIMIT - 1);
+        // An error status's body.
+        let m = error_in_body(r#" {"error":{"message":"nope"},"x":1}"#);
+        assert_eq!(m.as_deref(), Some("nope"));
+        assert_eq!(error_in_body(r#"["error"]"#), None);
+        assert_eq!(error_in_body("Bad Gateway"), None);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use canary_core::{
 };
 use http_body_util::{BodyExt, Full};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
@@ -79,6 +80,11 @@ pub fn duplicate(r: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
     copy
 }
 
+/// The error of an exchange the hard stop ended (the grace period after a stop ran out).
+pub(crate) fn grace_over() -> RequestError {
+    error(ErrorKind::Cancelled, "run stopped; grace period over")
+}
+
 fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
     RequestError {
         kind,
@@ -113,6 +119,7 @@ pub async fn exchange(
     deadline: tokio::time::Instant,
     limits: &ReadLimits,
     held_until: Option<MonoTime>,
+    hard_stop: &CancellationToken,
 ) -> Measurement {
     let mut rx = RxTimer::start(conn.io.rx.clone());
     let now = MonoTime::now();
@@ -177,10 +184,7 @@ pub async fn exchange(
                 }
             }
             let text = String::from_utf8_lossy(&text);
-            let message = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("error").map(chunk::error_message))
-                .unwrap_or_else(|| text.trim().to_string());
+            let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
             return Err(RequestError {
                 kind: ErrorKind::HttpStatus,
                 http_status: Some(status.as_u16()),
@@ -222,6 +226,16 @@ pub async fn exchange(
             m.sent = sent_at(m.sent);
             m.cancelled = true;
             m.reusable = false;
+            return m;
+        }
+        () = hard_stop.cancelled() => {
+            // The run's grace period is over: what arrived stays measured (its send time,
+            // head, tokens), the rest is not waited for.
+            m.end = Stamp::read(MonoTime::now());
+            m.sent = sent_at(m.sent.min(m.end.read));
+            m.error = Some(grace_over());
+            m.reusable = false;
+            m.rx = rx.finish(UserspaceTimes::default());
             return m;
         }
     };

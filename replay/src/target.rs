@@ -364,6 +364,26 @@ impl Target {
         Ok(())
     }
 
+    /// `text` (a server's error message, say) with the API key and every extra header's value
+    /// replaced by `<redacted>`; `None` when it holds none of them. A server that quotes the
+    /// request it refused must not put a key into records, summaries or exports.
+    pub fn scrub(&self, text: &str) -> Option<String> {
+        let secrets = self
+            .api_key
+            .iter()
+            .map(|k| k.0.as_str())
+            .chain(self.headers.iter().filter_map(|(_, v)| v.to_str().ok()))
+            .filter(|s| !s.is_empty());
+        let mut scrubbed: Option<String> = None;
+        for secret in secrets {
+            let current = scrubbed.as_deref().unwrap_or(text);
+            if current.contains(secret) {
+                scrubbed = Some(current.replace(secret, "<redacted>"));
+            }
+        }
+        scrubbed
+    }
+
     /// `host:port` as shown in logs (never with credentials).
     pub fn authority(&self) -> String {
         if self.host.contains(':') {
@@ -567,5 +587,12 @@ mod tests {
         );
         assert_eq!(req.headers()[AUTHORIZATION], "Bearer sk-secret");
         assert!(!format!("{t:?}").contains("sk-secret"));
+        t.headers = vec![header("x-tenant-token", "tok-42").unwrap()];
+        assert_eq!(
+            t.scrub("invalid key Bearer sk-secret for tok-42; sk-secret again")
+                .as_deref(),
+            Some("invalid key Bearer <redacted> for <redacted>; <redacted> again")
+        );
+        assert_eq!(t.scrub("model not found"), None);
     }
 }

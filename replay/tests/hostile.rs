@@ -6,9 +6,10 @@
 
 use crate::support::*;
 use canary_core::{ChunkGaps, ErrorKind, RequestRecord, Status};
-use canary_replay::{Endpoint, MaxTokensField, ResponseLimits, Target};
+use canary_replay::{header, ApiKey, Endpoint, MaxTokensField, ResponseLimits, Target};
 use canary_testkit::{Hostile, HostileServer};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// A target at `server` with small caps, so a test moves little data.
 fn target(server: &HostileServer, streaming: bool) -> Target {
@@ -186,4 +187,78 @@ async fn a_run_against_a_hostile_server_still_measures_its_healthy_neighbour() {
     );
     assert!(healthy.records.iter().all(|r| r.status == Status::Ok));
     errors_of(&hostile.records, 20, ErrorKind::ResponseTooLarge);
+}
+
+#[tokio::test]
+async fn a_server_that_quotes_the_request_puts_no_secret_into_records_or_summary() {
+    for in_stream in [false, true] {
+        let server = HostileServer::start(Hostile::EchoRequest { in_stream });
+        let mut t = target(&server, true);
+        t.api_key = Some(ApiKey::new("sk-live-SECRET"));
+        t.headers = vec![header("x-tenant", "tenant-SECRET").unwrap()];
+        let run = replay(requests(2, 20, 4), t, |_| {}).await;
+        let kind = match in_stream {
+            true => ErrorKind::ServerError,
+            false => ErrorKind::HttpStatus,
+        };
+        for m in errors_of(&run.records, 2, kind) {
+            // The quote is kept, its secrets are not.
+            assert!(m.starts_with("refused: POST /v1/chat/completions"), "{m}");
+            assert!(m.contains("authorization: Bearer <redacted>"), "{m}");
+            assert!(m.contains("x-tenant: <redacted>"), "{m}");
+            assert!(!m.contains("SECRET"), "{m}");
+        }
+        for file in std::fs::read_dir(run.dir.path()).unwrap() {
+            let path = file.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(!text.contains("SECRET"), "{}: {text}", path.display());
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
+    // A token, then silence: the stop's grace period runs out with the exchange in flight.
+    let server = HostileServer::start(Hostile::EndlessStream {
+        chunks: 10,
+        every: Duration::from_secs(30),
+    });
+    let stop = CancellationToken::new();
+    let progress = std::sync::Arc::new(canary_replay::Progress::default());
+    let run = {
+        let (stop, progress) = (stop.clone(), progress.clone());
+        tokio::spawn(async move {
+            replay_watched(
+                requests(2, 20, 4),
+                target(&server, true),
+                |s| s.grace_period = Duration::from_millis(300),
+                stop,
+                progress,
+            )
+            .await
+        })
+    };
+    for _ in 0..3000 {
+        if progress.sent.load(std::sync::atomic::Ordering::Relaxed) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Time for the first token to arrive (the server sends it with the head).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    let run = run.await.unwrap();
+    assert_eq!(run.records.len(), 2);
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (ErrorKind::Cancelled, "run stopped; grace period over")
+        );
+        // What came before the hard stop is kept: it used to be dropped, and the send time
+        // taken at the stop (a schedule lag of the whole wait).
+        assert_eq!(r.chunks, 1, "{r:?}");
+        let ttft = r.ttft_ms.expect("the first token's time");
+        assert!(r.sent_at_ms + ttft <= r.ended_at_ms, "{r:?}");
+    }
 }

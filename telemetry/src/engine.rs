@@ -267,6 +267,8 @@ pub struct ServerSample {
     pub requests_swapped: Option<f64>,
     /// Lines of the page the parser skipped.
     pub skipped_lines: usize,
+    /// Histograms the page had but too large to use, with why (`prometheus::Oversized`).
+    pub oversized_histograms: Vec<String>,
     /// Metric families on the page (what an unknown engine exposed, in one number).
     pub families: usize,
     /// The whole parsed page, only when asked for (`keep_raw`): a ring of thousands of full
@@ -285,8 +287,20 @@ fn first_sum(s: &Scrape, names: &[&str]) -> Option<f64> {
     names.iter().find_map(|n| s.sum(n))
 }
 
-fn first_hist(s: &Scrape, names: &[&str]) -> Option<HistogramSnapshot> {
-    names.iter().find_map(|n| s.histogram(n))
+/// The first of `names` on the page as a histogram; one too large to use is named in
+/// `oversized` and passed over.
+fn first_hist(
+    s: &Scrape,
+    names: &[&str],
+    oversized: &mut Vec<String>,
+) -> Option<HistogramSnapshot> {
+    names.iter().find_map(|n| match s.histogram_checked(n) {
+        Ok(h) => h,
+        Err(why) => {
+            oversized.push(format!("{n} ({why})"));
+            None
+        }
+    })
 }
 
 fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
@@ -320,6 +334,14 @@ impl ServerSample {
             },
             Prefix::None => (None, None),
         };
+        let mut oversized = Vec::new();
+        let mut hist = |names: &[&str]| first_hist(s, names, &mut oversized);
+        let (ttft, itl, e2e) = (hist(n.ttft), hist(n.itl), hist(n.e2e));
+        let (queue_time, prefill_time, decode_time) = (
+            hist(n.queue_time),
+            hist(n.prefill_time),
+            hist(n.decode_time),
+        );
         let mut sample = ServerSample {
             at,
             engine: Some(engine),
@@ -331,15 +353,16 @@ impl ServerSample {
             prefix_cache_queries: queries,
             prompt_tokens_total: tokens(s, &n.prompt),
             generation_tokens_total: tokens(s, &n.generation),
-            ttft: first_hist(s, n.ttft),
-            itl: first_hist(s, n.itl),
-            e2e: first_hist(s, n.e2e),
-            queue_time: first_hist(s, n.queue_time),
-            prefill_time: first_hist(s, n.prefill_time),
-            decode_time: first_hist(s, n.decode_time),
+            ttft,
+            itl,
+            e2e,
+            queue_time,
+            prefill_time,
+            decode_time,
             preemptions_total: first_sum(s, n.preemptions),
             requests_swapped: first_sum(s, n.swapped),
             skipped_lines: scrape.skipped_lines,
+            oversized_histograms: oversized,
             families: scrape.families.len(),
             raw: None,
         };

@@ -281,10 +281,12 @@ impl Endpoint {
         // The connection task ends by itself once `sender` is dropped.
         tokio::spawn(conn);
         let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
-        let authority = self
-            .uri
-            .authority()
-            .map_or(self.host.as_str(), |a| a.as_str());
+        // Never the URL's user info: `Host` is read by every proxy and access log on the way.
+        let authority = self.uri.authority().map_or(self.host.as_str(), |a| {
+            a.as_str()
+                .rsplit_once('@')
+                .map_or(a.as_str(), |(_, host)| host)
+        });
         let req = Request::get(path)
             .header(header::HOST, authority)
             // Prefer the classic text format; the parser reads OpenMetrics too.

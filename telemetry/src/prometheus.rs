@@ -20,7 +20,7 @@ mod tests;
 use std::collections::HashMap;
 use std::fmt;
 
-pub use histogram::HistogramSnapshot;
+pub use histogram::{HistogramSnapshot, Oversized, MAX_BUCKETS, MAX_LABEL_SETS};
 pub use labels::Labels;
 use line::{parse_line, Line};
 
@@ -384,18 +384,20 @@ impl Scrape {
         any.then_some(total)
     }
 
-    /// The histogram `name` per label set (without `le`).
-    pub fn histograms(&self, name: &str) -> Vec<(Labels, HistogramSnapshot)> {
-        self.family(name)
-            .map(Family::histograms)
-            .unwrap_or_default()
+    /// The histogram `name` per label set (without `le`); an error when it is too large to
+    /// use ([`Oversized`]).
+    pub fn histograms(&self, name: &str) -> Result<Vec<(Labels, HistogramSnapshot)>, Oversized> {
+        self.family(name).map_or(Ok(Vec::new()), Family::histograms)
     }
 
-    /// The histogram `name` merged over all its label sets (buckets with equal bounds added).
+    /// The histogram `name` merged over all its label sets (buckets with equal bounds added);
+    /// `Ok(None)` when the page has none, an error when it is too large to use.
+    pub fn histogram_checked(&self, name: &str) -> Result<Option<HistogramSnapshot>, Oversized> {
+        self.family(name).map_or(Ok(None), Family::merged_histogram)
+    }
+
+    /// [`Scrape::histogram_checked`], with a histogram too large to use taken as absent.
     pub fn histogram(&self, name: &str) -> Option<HistogramSnapshot> {
-        self.histograms(name)
-            .into_iter()
-            .map(|(_, h)| h)
-            .reduce(|a, b| a.merge(&b))
+        self.histogram_checked(name).ok().flatten()
     }
 }

@@ -2,6 +2,7 @@
 //! each page onto canonical signals ([`ServerSample`]) stamped with [`MonoTime`], and keeps
 //! them in a bounded ring that the daemon reads through a [`ServerMetrics`] handle.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,6 +70,8 @@ pub struct ServerMetrics {
     keep_raw: bool,
     ring: Ring<ServerSample>,
     state: SharedState,
+    /// Whether a histogram too large to use was warned about (once per scraper).
+    oversized_warned: Arc<AtomicBool>,
 }
 
 impl ServerMetricsScraper {
@@ -86,6 +89,7 @@ impl ServerMetricsScraper {
                 keep_raw: config.keep_raw,
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
+                oversized_warned: Arc::default(),
             },
             interval: config.interval,
         })
@@ -121,6 +125,15 @@ impl ServerMetrics {
             Some(e) => format!("{} ({e:?})", self.endpoint.url),
             None => self.endpoint.url.clone(),
         };
+        if !sample.oversized_histograms.is_empty()
+            && !self.oversized_warned.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                url = %self.endpoint.url,
+                histograms = %sample.oversized_histograms.join(", "),
+                "server /metrics: histograms too large to use are left out (said once)"
+            );
+        }
         if sample.skipped_lines > 0 {
             tracing::debug!(url = %self.endpoint.url, skipped = sample.skipped_lines, "lines skipped");
         }

@@ -259,3 +259,60 @@ async fn a_settled_scrape_waits_until_the_server_stops_counting() {
     let again = h.settled_scrape(false).await.unwrap();
     assert_eq!(again.requests_counted(), Some(3.0));
 }
+
+#[tokio::test]
+async fn a_histogram_too_large_to_use_is_left_out_and_the_rest_of_the_page_kept() {
+    // A hostile page: vLLM's TTFT histogram with 40,000 label sets. Building it was
+    // quadratic in them (minutes for a page under the 32 MiB body cap), inside the scrape a
+    // run waits for before it starts.
+    let ttft = "# TYPE vllm:time_to_first_token_seconds histogram\n";
+    let mut extra = String::from(ttft);
+    for a in 0..40_000 {
+        extra.push_str(&format!(
+            "vllm:time_to_first_token_seconds_bucket{{a=\"{a}\",le=\"1\"}} 1\n"
+        ));
+    }
+    let page = crate::engines::vllm_v1_page(1).replace(ttft, &extra);
+    assert!(page.len() > 2 << 20, "{}", page.len());
+    let base = serve(move |_| page.clone()).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let s = scraper.handle().scrape_now().await.unwrap();
+    assert_eq!(s.ttft, None);
+    assert_eq!(
+        s.oversized_histograms,
+        vec!["vllm:time_to_first_token_seconds (over 1024 label sets)"]
+    );
+    // The rest of the page is measured as before.
+    assert_eq!(s.engine, Some(Engine::VllmV1));
+    assert!(s.itl.is_some());
+    assert_eq!(s.prompt_tokens_total, Some(1000.0));
+}
+
+#[tokio::test]
+async fn the_host_header_never_carries_the_urls_user_info() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the request's head ended early");
+            head.extend_from_slice(&chunk[..n]);
+        }
+        let body = "# TYPE up gauge\nup 1\n";
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(reply.as_bytes()).await.unwrap();
+        String::from_utf8(head).unwrap().to_ascii_lowercase()
+    });
+    let url = format!("http://scraper:pw-SECRET@{addr}/metrics");
+    let scraper = ServerMetricsScraper::new(fast(url)).unwrap();
+    scraper.handle().scrape_now().await.unwrap();
+    let head = server.await.unwrap();
+    assert!(head.contains(&format!("\r\nhost: {addr}\r\n")), "{head}");
+    assert!(!head.contains("secret"), "{head}");
+}

@@ -63,6 +63,13 @@ pub enum Hostile {
         /// Bytes sent.
         bytes: u64,
     },
+    /// Answers with an error that quotes the request's head, its `Authorization` and other
+    /// headers among it, as some servers quote what they refused: as a 401's OpenAI-style
+    /// error body, or as an error event in a 200 stream (after one token).
+    EchoRequest {
+        /// In a 200 stream (`data: {"error":…}`) rather than as a 401.
+        in_stream: bool,
+    },
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -227,8 +234,9 @@ impl Conn {
         true
     }
 
-    /// Reads one request (head and `Content-Length` body, both bounded); false if none came.
-    fn read_request(&mut self) -> bool {
+    /// Reads one request (head and `Content-Length` body, both bounded); its head, or `None`
+    /// if none came.
+    fn read_request(&mut self) -> Option<String> {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 8192];
         let head_end = loop {
@@ -236,17 +244,18 @@ impl Conn {
                 break i + 4;
             }
             if self.over() || buf.len() > 1 << 20 {
-                return false;
+                return None;
             }
             match self.tcp.read(&mut chunk) {
-                Ok(0) => return false,
+                Ok(0) => return None,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => return false,
+                Err(_) => return None,
             }
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
         let length: usize = head
+            .to_ascii_lowercase()
             .lines()
             .find_map(|l| l.strip_prefix("content-length:"))
             .and_then(|v| v.trim().parse().ok())
@@ -255,17 +264,17 @@ impl Conn {
         let mut have = buf.len() - head_end;
         while have < length {
             if self.over() {
-                return false;
+                return None;
             }
             match self.tcp.read(&mut chunk) {
-                Ok(0) => return false,
+                Ok(0) => return None,
                 Ok(n) => have += n,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => return false,
+                Err(_) => return None,
             }
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        true
+        Some(head)
     }
 
     fn serve(&mut self, mode: Hostile) {
@@ -274,9 +283,9 @@ impl Conn {
             return;
         }
         let _ = self.tcp.set_nodelay(true);
-        if !self.read_request() {
+        let Some(request) = self.read_request() else {
             return;
-        }
+        };
         const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                              cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
         match mode {
@@ -372,6 +381,28 @@ impl Conn {
                 let noise: Vec<u8> = (0..bytes).map(|i| (i * 131 % 251) as u8).collect();
                 self.send(&noise);
                 return;
+            }
+            Hostile::EchoRequest { in_stream } => {
+                let quoted = serde_json::json!({
+                    "error": {"message": format!("refused: {request}"), "type": "auth"}
+                })
+                .to_string();
+                if in_stream {
+                    let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+                    let body = format!("{token}data: {quoted}\n\n");
+                    let framed = format!("{:x}\r\n{body}\r\n", body.len());
+                    if !self.send(SSE) || !self.send(framed.as_bytes()) {
+                        return;
+                    }
+                } else {
+                    let head = format!(
+                        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        quoted.len()
+                    );
+                    if !self.send(head.as_bytes()) || !self.send(quoted.as_bytes()) {
+                        return;
+                    }
+                }
             }
             Hostile::CloseAfterRequest => return,
             Hostile::ResetAfterRequest => {

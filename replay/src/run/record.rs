@@ -5,6 +5,7 @@ use super::Ctx;
 use crate::connection::{ConnectError, Connection};
 use crate::exchange::{Gaps, Measurement};
 use crate::rx_stamp::Stamp;
+use crate::target::Target;
 use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord, Status};
 use std::sync::atomic::Ordering;
 
@@ -50,22 +51,17 @@ pub(super) fn connect_error(e: &ConnectError) -> RequestError {
     }
 }
 
-/// The measurement of an exchange the hard stop ended.
-pub(super) fn stopped() -> Measurement {
-    Measurement {
-        sent: MonoTime::now(),
-        end: Stamp::read(MonoTime::now()),
-        error: Some(RequestError {
-            kind: ErrorKind::Cancelled,
-            http_status: None,
-            message: "run stopped; grace period over".into(),
-        }),
-        ..Default::default()
-    }
+/// `m` ended by the hard stop while its request waited for a connection to be sent again:
+/// what it measured stays (its first send among it), it ends now, and its error says why.
+pub(super) fn stopped(m: &mut Measurement) {
+    m.end = Stamp::read(MonoTime::now());
+    m.error = Some(crate::exchange::grace_over());
+    m.reusable = false;
 }
 
-/// Derives a record's metrics from a measurement.
-pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
+/// Derives a record's metrics from a measurement; an error's message comes without the
+/// target's secrets, whatever the server quoted ([`Target::scrub`]).
+pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
@@ -75,7 +71,11 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime) {
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
-            rec.error = Some(e.clone());
+            let mut e = e.clone();
+            if let Some(scrubbed) = target.scrub(&e.message) {
+                e.message = scrubbed;
+            }
+            rec.error = Some(e);
         }
         // What arrived before the close stays; there is no end-to-end latency.
         None if m.cancelled => rec.status = Status::Cancelled,

@@ -99,7 +99,7 @@ pub(super) async fn send_one(
         ctx, connector, conn, request, deadline, &limits, &mut rec,
     ))
     .await;
-    record::fill(&mut rec, &m, ctx.t0);
+    record::fill(&mut rec, &m, ctx.t0, &ctx.config.target);
     if m.error.is_none() && m.reusable {
         connector.release(conn);
     }
@@ -217,7 +217,7 @@ pub(super) async fn send(
     if let (true, Some(request)) = (m.unanswered, second_try) {
         connector.stop_reuse();
         match unless_stopped(&ctx.hard_stop, connector.open()).await {
-            None => m = stopped(),
+            None => stopped(&mut m),
             Some(Ok(fresh)) => {
                 conn = fresh;
                 connected(rec, &conn);
@@ -231,7 +231,7 @@ pub(super) async fn send(
     (m, conn)
 }
 
-/// One exchange on `conn`, cut short by the hard stop.
+/// One exchange on `conn`, cut short by the hard stop (what it measured by then is kept).
 pub(super) async fn read_response(
     ctx: &Ctx,
     conn: &mut Connection,
@@ -240,10 +240,16 @@ pub(super) async fn read_response(
     limits: &ReadLimits,
 ) -> Measurement {
     let streaming = ctx.config.target.streaming;
-    tokio::select! {
-        m = exchange(conn, request, streaming, deadline, limits, None) => m,
-        _ = ctx.hard_stop.cancelled() => stopped(),
-    }
+    exchange(
+        conn,
+        request,
+        streaming,
+        deadline,
+        limits,
+        None,
+        &ctx.hard_stop,
+    )
+    .await
 }
 
 /// `m`, of a request that never reached the server, as the failure to connect `e` that kept

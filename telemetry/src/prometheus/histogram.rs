@@ -3,21 +3,53 @@
 
 use super::{Family, Labels};
 use canary_core::BucketQuantile;
+use std::collections::HashMap;
+
+/// Buckets one histogram may have, per label set and merged over its label sets. Real servers
+/// expose tens (vLLM's finest has about 25). Past this a page is not a histogram canaryd uses:
+/// merging and subtracting them would cost time and memory that grow with what a server
+/// sends, and every sample in the scraper's ring (7,200 by default) keeps up to six.
+pub const MAX_BUCKETS: usize = 128;
+
+/// Label sets (without `le`) one histogram family may have: one per model or engine on real
+/// servers, a few hundred with many adapters.
+pub const MAX_LABEL_SETS: usize = 1024;
+
+/// A histogram family on a page past [`MAX_BUCKETS`] or [`MAX_LABEL_SETS`]: not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oversized {
+    /// More than [`MAX_BUCKETS`] buckets in one label set, or in all of them merged.
+    Buckets,
+    /// More than [`MAX_LABEL_SETS`] label sets.
+    LabelSets,
+}
+
+impl std::fmt::Display for Oversized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Oversized::Buckets => write!(f, "over {MAX_BUCKETS} buckets"),
+            Oversized::LabelSets => write!(f, "over {MAX_LABEL_SETS} label sets"),
+        }
+    }
+}
 
 impl Family {
     /// Builds a snapshot per label set (without `le`) from `_bucket`, `_sum`/`_gsum` and
     /// `_count`/`_gcount` samples. Works on truncated expositions: a histogram without `+Inf`
-    /// or `_count` takes its count from its last bucket.
-    pub fn histograms(&self) -> Vec<(Labels, HistogramSnapshot)> {
+    /// or `_count` takes its count from its last bucket. Linear in the family's samples.
+    pub fn histograms(&self) -> Result<Vec<(Labels, HistogramSnapshot)>, Oversized> {
         let mut out: Vec<(Labels, HistogramSnapshot)> = Vec::new();
-        let slot = |labels: Labels, out: &mut Vec<(Labels, HistogramSnapshot)>| -> usize {
-            match out.iter().position(|(l, _)| *l == labels) {
-                Some(i) => i,
-                None => {
-                    out.push((labels, HistogramSnapshot::default()));
-                    out.len() - 1
-                }
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut slot = |labels: Labels, out: &mut Vec<(Labels, HistogramSnapshot)>| {
+            if let Some(&i) = index.get(&labels) {
+                return Ok(i);
             }
+            if out.len() == MAX_LABEL_SETS {
+                return Err(Oversized::LabelSets);
+            }
+            index.insert(labels.clone(), out.len());
+            out.push((labels, HistogramSnapshot::default()));
+            Ok(out.len() - 1)
         };
         let base = &self.name;
         for s in &self.samples {
@@ -29,15 +61,19 @@ impl Family {
                     let Some(le) = s.labels.get("le").and_then(super::line::parse_value) else {
                         continue;
                     };
-                    let i = slot(s.labels.without(&["le"]), &mut out);
-                    out[i].1.buckets.push((le, s.value));
+                    let i = slot(s.labels.without(&["le"]), &mut out)?;
+                    let buckets = &mut out[i].1.buckets;
+                    if buckets.len() == MAX_BUCKETS {
+                        return Err(Oversized::Buckets);
+                    }
+                    buckets.push((le, s.value));
                 }
                 "_sum" | "_gsum" => {
-                    let i = slot(s.labels.clone(), &mut out);
+                    let i = slot(s.labels.clone(), &mut out)?;
                     out[i].1.sum = Some(s.value);
                 }
                 "_count" | "_gcount" => {
-                    let i = slot(s.labels.clone(), &mut out);
+                    let i = slot(s.labels.clone(), &mut out)?;
                     out[i].1.count = Some(s.value);
                 }
                 _ => {}
@@ -47,7 +83,23 @@ impl Family {
         for (_, h) in &mut out {
             h.normalize();
         }
-        out
+        Ok(out)
+    }
+
+    /// The family's histograms merged over their label sets.
+    pub fn merged_histogram(&self) -> Result<Option<HistogramSnapshot>, Oversized> {
+        let mut merged: Option<HistogramSnapshot> = None;
+        for (_, h) in self.histograms()? {
+            let m = match merged {
+                Some(m) => m.merge(&h),
+                None => h,
+            };
+            if m.buckets.len() > MAX_BUCKETS {
+                return Err(Oversized::Buckets);
+            }
+            merged = Some(m);
+        }
+        Ok(merged)
     }
 }
 
@@ -109,11 +161,11 @@ impl HistogramSnapshot {
 
     /// Cumulative count of observations `<= le`, reading the step function of the buckets.
     fn cumulative_at(&self, le: f64) -> f64 {
-        self.buckets
-            .iter()
-            .take_while(|b| b.0 <= le)
-            .last()
-            .map_or(0.0, |b| b.1)
+        // Buckets are sorted by bound (`normalize`, `merge`), so a binary search finds it.
+        match self.buckets.partition_point(|b| b.0 <= le) {
+            0 => 0.0,
+            n => self.buckets[n - 1].1,
+        }
     }
 
     /// Adds two histograms (e.g. two label sets). Bucket bounds are the union; where one side

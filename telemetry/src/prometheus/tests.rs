@@ -182,7 +182,7 @@ fn histograms_per_label_set_and_merged() {
         "h_sum{m=\"b\"} 2\n",
         "h_count{m=\"b\"} 4\n",
     ));
-    let per = s.histograms("h");
+    let per = s.histograms("h").unwrap();
     assert_eq!(per.len(), 2);
     assert_eq!(per[1].0.get("m"), Some("b"));
     let all = s.histogram("h").unwrap();
@@ -197,4 +197,45 @@ fn empty_and_whitespace_inputs() {
         assert!(s.families.is_empty(), "{text:?}");
     }
     assert_eq!(parse("# HELP").skipped_lines, 1);
+}
+
+/// A page of `n` label sets of one histogram, each with `buckets` buckets of its own bounds.
+fn wide_histogram(n: usize, buckets: usize) -> String {
+    let mut page = String::from("# TYPE h histogram\n");
+    for a in 0..n {
+        for b in 0..buckets {
+            page.push_str(&format!(
+                "h_bucket{{a=\"{a}\",le=\"{}\"}} {b}\n",
+                a * buckets + b
+            ));
+        }
+        page.push_str(&format!("h_bucket{{a=\"{a}\",le=\"+Inf\"}} {buckets}\n"));
+    }
+    page
+}
+
+#[test]
+fn a_histogram_past_the_caps_is_refused_not_built() {
+    use super::{Oversized, MAX_BUCKETS, MAX_LABEL_SETS};
+    // At the caps: used. One bucket of each label set is `+Inf`, shared by all.
+    let s = parse(&wide_histogram(1, MAX_BUCKETS - 1));
+    assert_eq!(s.histogram("h").unwrap().buckets.len(), MAX_BUCKETS);
+    let s = parse(&wide_histogram(MAX_LABEL_SETS, 0));
+    assert_eq!(s.histograms("h").unwrap().len(), MAX_LABEL_SETS);
+    assert_eq!(s.histogram("h").unwrap().count, Some(0.0));
+    // One bucket more in one label set.
+    let s = parse(&wide_histogram(1, MAX_BUCKETS));
+    assert_eq!(s.histograms("h").unwrap_err(), Oversized::Buckets);
+    assert_eq!(s.histogram("h"), None);
+    // Label sets each within the cap whose bounds, merged, are past it.
+    let s = parse(&wide_histogram(4, MAX_BUCKETS / 2));
+    assert_eq!(s.histograms("h").unwrap().len(), 4);
+    assert_eq!(s.histogram_checked("h").unwrap_err(), Oversized::Buckets);
+    // One label set more.
+    let s = parse(&wide_histogram(MAX_LABEL_SETS + 1, 0));
+    assert_eq!(s.histograms("h").unwrap_err(), Oversized::LabelSets);
+    assert_eq!(s.histogram("h"), None);
+    // 40,000 label sets (the page a hostile server sent an audit): refused at the cap.
+    let s = parse(&wide_histogram(40_000, 1));
+    assert_eq!(s.histograms("h").unwrap_err(), Oversized::LabelSets);
 }

@@ -39,6 +39,8 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         },
         Hostile::Silent,
         Hostile::Garbage { bytes: 1000 },
+        Hostile::EchoRequest { in_stream: false },
+        Hostile::EchoRequest { in_stream: true },
         Hostile::CloseAfterRequest,
         Hostile::ResetAfterRequest,
     ] {
@@ -62,6 +64,21 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             Hostile::EndlessStream { chunks, .. } => {
                 assert_eq!(text.matches("data: ").count() as u64, chunks);
                 assert!(!text.contains("[DONE]"));
+            }
+            Hostile::EchoRequest { in_stream } => {
+                let status = if in_stream {
+                    "200 OK"
+                } else {
+                    "401 Unauthorized"
+                };
+                assert!(text.starts_with(&format!("HTTP/1.1 {status}")), "{text}");
+                // The request's head, quoted in JSON.
+                assert!(
+                    text.contains(
+                        r#""message":"refused: POST /v1/chat/completions HTTP/1.1\r\nhost: x"#
+                    ),
+                    "{text}"
+                );
             }
             Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),

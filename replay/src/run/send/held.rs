@@ -80,7 +80,7 @@ pub(in crate::run) async fn send_held(
             Some(request) => {
                 connector.stop_reuse();
                 match unless_stopped(&ctx.hard_stop, connector.open()).await {
-                    None => m = stopped(),
+                    None => stopped(&mut m),
                     Some(Ok(fresh)) => {
                         conn = fresh;
                         connected(rec, &conn);
@@ -104,7 +104,7 @@ pub(in crate::run) async fn send_held(
             None => {}
         }
     }
-    record::fill(rec, &m, ctx.t0);
+    record::fill(rec, &m, ctx.t0, &ctx.config.target);
     if m.error.is_none() && m.reusable {
         connector.release(conn);
     }
@@ -147,7 +147,15 @@ async fn held_exchange(
     }
     let deadline = tokio::time::Instant::now() + scheduled.since(MonoTime::now()) + timeout;
     let streaming = ctx.config.target.streaming;
-    let ex = exchange(conn, request, streaming, deadline, limits, Some(scheduled));
+    let ex = exchange(
+        conn,
+        request,
+        streaming,
+        deadline,
+        limits,
+        Some(scheduled),
+        &ctx.hard_stop,
+    );
     tokio::pin!(ex);
     tokio::select! {
         m = &mut ex => return Some(m),
@@ -157,10 +165,8 @@ async fn held_exchange(
     if gate.withdraw() {
         return None;
     }
-    Some(tokio::select! {
-        m = ex => m,
-        _ = ctx.hard_stop.cancelled() => stopped(),
-    })
+    // In flight: the exchange ends itself at the hard stop, keeping what it measured.
+    Some(ex.await)
 }
 
 /// `m`, of a request whose fresh connection closed before it went out, as the failure to
