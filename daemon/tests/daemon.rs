@@ -801,6 +801,13 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
         .unwrap();
     std::io::Write::write_all(&mut f, br#"{"id":4242,"session":7,"sent_at"#).unwrap();
     drop(f);
+    // And a summary.json torn as an older canaryd, which wrote it in place, could leave it:
+    // the records are read instead (it used to fail the recovery at every start).
+    std::fs::write(
+        run_dir.join("summary.json"),
+        br#"{"schema_version":3,"run":{"#,
+    )
+    .unwrap();
 
     let status = free_port();
     let _d = daemon(dir.path(), &config, status, "daemon2.log");

@@ -303,3 +303,60 @@ fn a_shard_of_another_trace_is_refused_naming_its_folder() {
     assert!(t.contains("other2: replayed another trace"), "{t}");
     assert!(t.contains("mooncake_synthetic.jsonl"), "{t}");
 }
+
+/// A copy of `shard1` as `name`, with `damage` done to its file `file` (read as text).
+fn damaged_shard1(name: &str, file: &str, mut damage: impl FnMut(String) -> String) {
+    let dir = &runs().dir;
+    let copy = dir.join(name);
+    if copy.exists() {
+        return;
+    }
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["summary.json", "records.jsonl", "histograms.json"] {
+        let text = std::fs::read_to_string(dir.join("shard1").join(f)).unwrap();
+        let text = if f == file { damage(text) } else { text };
+        std::fs::write(copy.join(f), text).unwrap();
+    }
+}
+
+#[test]
+fn a_damaged_shard_is_refused_naming_its_file_line_and_field() {
+    // Line 2 of the records: a field of the wrong type (as a hand edit or a disk might leave).
+    damaged_shard1("shard1-bad-line", "records.jsonl", |text| {
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        let mut record: Value = serde_json::from_str(&lines[1]).unwrap();
+        record["trace_line"] = "x".into();
+        lines[1] = record.to_string();
+        lines.join("\n") + "\n"
+    });
+    let out = merge(&["shard0", "shard1-bad-line", "shard2", "-o", "bad-line"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(
+            "shard1-bad-line: records.jsonl has 1 unreadable lines, the first line 2: \
+             invalid type: string \"x\", expected u32 (column"
+        ),
+        "{t}"
+    );
+    // A histogram whose numbers are finite but impossible (the merged std was null).
+    damaged_shard1("shard1-bad-m2", "histograms.json", |text| {
+        let mut h: Value = serde_json::from_str(&text).unwrap();
+        let m2 = &mut h["metrics"]["time_to_first_token"]["m2"];
+        assert!(m2.is_f64(), "histograms.json's layout changed: {text}");
+        *m2 = (-1.0).into();
+        h.to_string()
+    });
+    let out = merge(&["shard0", "shard1-bad-m2", "shard2", "-o", "bad-m2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("shard1-bad-m2: histograms.json: metric time_to_first_token"),
+        "{t}"
+    );
+    assert!(
+        t.contains("m2 (the sum of squared deviations) negative"),
+        "{t}"
+    );
+    assert!(!runs().dir.join("bad-m2/summary.json").exists());
+}

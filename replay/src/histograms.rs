@@ -64,15 +64,14 @@ pub enum HistogramsError {
         found: u32,
     },
     /// A histogram that is not a distribution's.
-    #[error("{}: metric {metric}", path.display())]
+    #[error("{}: metric {metric}: {why}", path.display())]
     Metric {
         /// The file.
         path: PathBuf,
         /// The metric.
         metric: String,
-        /// Why.
-        #[source]
-        source: canary_core::SnapshotError,
+        /// Why (in the message, not a source: every reader shows it, chain or not).
+        why: canary_core::SnapshotError,
     },
 }
 
@@ -125,11 +124,11 @@ impl Histograms {
         self.metrics
             .iter()
             .map(|(name, m)| {
-                let d = Distribution::from_snapshot(&m.distribution).map_err(|source| {
+                let d = Distribution::from_snapshot(&m.distribution).map_err(|why| {
                     HistogramsError::Metric {
                         path: path.to_path_buf(),
                         metric: name.clone(),
-                        source,
+                        why,
                     }
                 })?;
                 Ok((name.clone(), (m.unit.clone(), d)))

@@ -64,7 +64,7 @@ pub use prompt::{
 };
 pub use results::{
     fold_records, read_records, summary_csv, write_summary, ArtifactError, FoldedRecords,
-    ResultsWriter, SummaryFile,
+    RecordsRead, ResultsWriter, SummaryFile,
 };
 pub use run::{
     run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Pace, PlannedLoad, Progress,

@@ -197,7 +197,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         Some(hs) => {
             let mut merged: BTreeMap<String, (String, Distribution)> = BTreeMap::new();
             for (h, r) in hs.iter().zip(&runs) {
-                let ds = h.distributions(&r.dir).map_err(|e| MergeError::Shard {
+                // The error names the file; `Shard` puts the shard's folder before it.
+                let file = Path::new(crate::histograms::HISTOGRAMS_FILE);
+                let ds = h.distributions(file).map_err(|e| MergeError::Shard {
                     dir: r.dir.clone(),
                     problem: format!("{e:#}"),
                 })?;

@@ -179,9 +179,13 @@ pub fn write_summary<R: Serialize>(
     report: &R,
     summary: &RunSummary,
 ) -> Result<(), ArtifactError> {
+    // Whole or not at all: a process killed mid-write must not leave a torn summary.json,
+    // which readers (the daemon's recovery among them) take as the run's own.
     let path = dir.join("summary.json");
+    let partial = dir.join("summary.json.partial");
     let json = serde_json::to_vec_pretty(report).expect("reports always serialize");
-    std::fs::write(&path, json).map_err(at(&path))?;
+    std::fs::write(&partial, json).map_err(at(&partial))?;
+    std::fs::rename(&partial, &path).map_err(at(&path))?;
     let path = dir.join("summary.csv");
     std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
     if let Some(t) = &summary.timeslices {
@@ -213,30 +217,45 @@ const MAX_RECORD_LINE: u64 = 64 << 20;
 /// parse (the cut-short last one of a process killed mid-write) are skipped and counted.
 pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, ArtifactError> {
     let mut aggregator = Aggregator::new(goodput);
-    let (records, skipped_lines) = read_records(path, |r, _| {
+    let read = read_records(path, |r, _| {
         let gaps = canary_core::ChunkGaps::from(r.chunk_gaps_ms.as_deref().unwrap_or_default());
         aggregator.add(&r, &gaps);
     })?;
     Ok(FoldedRecords {
         summary: aggregator.summary(),
-        records,
-        skipped_lines,
+        records: read.records,
+        skipped_lines: read.skipped_lines,
     })
 }
 
+/// What [`read_records`] read of a `records.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordsRead {
+    /// Records read.
+    pub records: u64,
+    /// Lines skipped: not a record, or longer than any record (the cut-short last line of a
+    /// process killed mid-write among them).
+    pub skipped_lines: u64,
+    /// The first line skipped (counted from 1) and why it is not a record, naming the field.
+    pub first_skipped: Option<(u64, String)>,
+}
+
 /// Calls `f` with each record of the `records.jsonl` at `path` and its line as written;
-/// returns the records read and the lines skipped (not a record, or longer than any record:
-/// the cut-short last line of a process killed mid-write).
+/// says what it read and skipped.
 pub fn read_records(
     path: &Path,
     mut f: impl FnMut(RequestRecord, &[u8]),
-) -> Result<(u64, u64), ArtifactError> {
+) -> Result<RecordsRead, ArtifactError> {
     use std::io::{BufRead, Read};
     let file = File::open(path).map_err(at(path))?;
     let mut reader = std::io::BufReader::new(file);
-    let (mut records, mut skipped_lines) = (0, 0);
+    let mut read = RecordsRead::default();
+    let skip = |read: &mut RecordsRead, number: u64, why: String| {
+        read.skipped_lines += 1;
+        read.first_skipped.get_or_insert((number, why));
+    };
     let mut line = Vec::new();
-    loop {
+    for number in 1.. {
         line.clear();
         let n = (&mut reader)
             .take(MAX_RECORD_LINE + 1)
@@ -247,7 +266,11 @@ pub fn read_records(
         }
         if line.len() as u64 > MAX_RECORD_LINE && line.last() != Some(&b'\n') {
             // Too long to be a record: skip the rest of it.
-            skipped_lines += 1;
+            skip(
+                &mut read,
+                number,
+                format!("over {MAX_RECORD_LINE} bytes, longer than any record"),
+            );
             reader.skip_until(b'\n').map_err(at(path))?;
             continue;
         }
@@ -257,12 +280,19 @@ pub fn read_records(
         match serde_json::from_slice::<RequestRecord>(&line) {
             Ok(r) => {
                 f(r, line.trim_ascii());
-                records += 1;
+                read.records += 1;
             }
-            Err(_) => skipped_lines += 1,
+            Err(e) => {
+                // serde_json counts lines within the one it was given: say the column only.
+                let why = e.to_string();
+                let why = why
+                    .rsplit_once(" at line ")
+                    .map_or(why.as_str(), |(w, _)| w);
+                skip(&mut read, number, format!("{why} (column {})", e.column()));
+            }
         }
     }
-    Ok((records, skipped_lines))
+    Ok(read)
 }
 
 /// The summary as CSV: one row per metric with its statistics, then the run-level figures.

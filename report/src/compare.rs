@@ -153,10 +153,12 @@ pub struct Row {
 /// A figure of every run of both sides.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunFigures {
-    /// A's runs' values, in run order.
-    pub a_values: Vec<f64>,
+    /// A's runs' values, in run order; `None` (JSON `null`) for a run without a value of
+    /// this figure (one that completed no request has no latency). The interval's `n`
+    /// counts the runs that have one: it is over those only.
+    pub a_values: Vec<Option<f64>>,
     /// B's.
-    pub b_values: Vec<f64>,
+    pub b_values: Vec<Option<f64>>,
     /// A's mean with its interval.
     pub a_interval: MeanInterval,
     /// B's.
@@ -387,9 +389,10 @@ fn runs_row(
         MeanInterval::of(fa, CONFIDENCE),
         MeanInterval::of(fb, CONFIDENCE),
     ) {
+        let values = |f: &[f64]| f.iter().map(|v| v.is_finite().then_some(*v)).collect();
         r.runs = Some(RunFigures {
-            a_values: fa.to_vec(),
-            b_values: fb.to_vec(),
+            a_values: values(fa),
+            b_values: values(fb),
             a_interval: ia,
             b_interval: ib,
         });
@@ -544,4 +547,33 @@ fn context_diff(a: &Run, b: &Run) -> Vec<(String, String, String)> {
         .map(|k| (k.clone(), get(&fa, k), get(&fb, k)))
         .filter(|(_, x, y)| x != y)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_without_a_value_is_null_in_its_row_and_the_interval_says_over_how_many() {
+        // A's second run completed nothing, so it has no TTFT percentile (NaN from `quantile`).
+        let rules = ShiftRules::default();
+        let r = runs_row(
+            "TTFT p50".into(),
+            "ms",
+            &[10.0, f64::NAN, 11.0],
+            &[20.0, 21.0, 22.0],
+            false,
+            &rules,
+        );
+        let f = r.runs.as_ref().expect("run figures");
+        assert_eq!(f.a_values, [Some(10.0), None, Some(11.0)]);
+        assert_eq!((f.a_interval.n, f.b_interval.n), (2, 3));
+        assert_eq!(r.a, Some(10.5));
+        let json = serde_json::to_value(f).unwrap();
+        assert_eq!(json["a_values"], serde_json::json!([10.0, null, 11.0]));
+        let shown = text::value_with_interval(&r, r.a, text::Side::A);
+        assert!(shown.ends_with(" (2 of 3 runs)"), "{shown}");
+        let shown = text::value_with_interval(&r, r.b, text::Side::B);
+        assert!(!shown.contains("runs)"), "{shown}");
+    }
 }

@@ -263,10 +263,40 @@ impl Plot {
         let xs = pts.iter().map(|p| p.0);
         let ys = pts.iter().filter_map(|p| p.1);
         (
-            self.x.range.unwrap_or_else(|| auto(xs, self.x.log)),
-            self.y.range.unwrap_or_else(|| auto(ys, self.y.log)),
+            drawable(
+                self.x.range.unwrap_or_else(|| auto(xs, self.x.log)),
+                self.x.log,
+            ),
+            drawable(
+                self.y.range.unwrap_or_else(|| auto(ys, self.y.log)),
+                self.y.log,
+            ),
         )
     }
+}
+
+/// The largest magnitude an axis reaches. plotters' search for ticks never ends on an
+/// infinite range, which a padded 1.7e308 (a hand-edited record) gave: `canaryd report` hung.
+/// No latency, count or time comes near it.
+const AXIS_LIMIT: f64 = 1e300;
+
+/// `range` made safe to draw: finite, within [`AXIS_LIMIT`], not empty, positive on a log
+/// axis.
+fn drawable((lo, hi): (f64, f64), log: bool) -> (f64, f64) {
+    let limit = |v: f64| {
+        if v.is_nan() {
+            0.0
+        } else {
+            v.clamp(-AXIS_LIMIT, AXIS_LIMIT)
+        }
+    };
+    let (lo, hi) = (limit(lo), limit(hi));
+    if lo < hi && (!log || lo > 0.0) {
+        return (lo, hi);
+    }
+    // Collapsed by the limit, or empty as given: around what is left, as `auto` pads.
+    let (lo, hi) = auto([lo, hi].into_iter(), log);
+    (limit(lo), limit(hi))
 }
 
 /// A range covering `values` (positive ones only on a log axis), padded a little on a
@@ -391,5 +421,50 @@ mod tests {
         assert!(lo > 0.0 && lo < 1.0 && hi > 100.0);
         let (lo, _) = auto([1.0, 101.0].into_iter(), false);
         assert_eq!(lo, 0.0);
+    }
+
+    #[test]
+    fn a_value_near_the_largest_float_is_drawn_on_a_finite_axis() {
+        // Padding 1.7e308 overflowed to infinity, where plotters' tick search never ended.
+        assert_eq!(auto([1.7e308].into_iter(), false).1, f64::INFINITY);
+        for (range, log) in [
+            ((1.53e308, f64::INFINITY), false),
+            ((0.0, 1.7e308 * 1.04), false),
+            ((f64::NEG_INFINITY, f64::NAN), false),
+            ((5.0, 5.0), false),
+            ((0.0, 1.0), true),
+            ((1.0, f64::INFINITY), true),
+        ] {
+            let (lo, hi) = drawable(range, log);
+            assert!(
+                lo.is_finite() && hi.is_finite() && lo < hi,
+                "{range:?}: {lo} {hi}"
+            );
+            assert!(!log || lo > 0.0, "{range:?}");
+        }
+        assert_eq!(
+            drawable((0.0, 250.0), false),
+            (0.0, 250.0),
+            "a usual range as given"
+        );
+        // And the whole chart renders (it hung before; the thread bounds a regression).
+        let (done, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut p = Plot::new(
+                "t",
+                "T",
+                Axis::linear("x"),
+                Axis::linear("y").range(0.0, 1.7e308 * 1.04),
+                HALF,
+            );
+            p.layer(
+                "dots",
+                Colour::nth(0),
+                Mark::Points(vec![(0.0, 1.7e308), (1.0, 1.0)]),
+            );
+            let _ = done.send(p.to_html().is_ok());
+        });
+        let rendered = rx.recv_timeout(std::time::Duration::from_secs(120));
+        assert_eq!(rendered, Ok(true), "the chart never finished rendering");
     }
 }

@@ -87,8 +87,16 @@ impl Distribution {
         let (Some(min), Some(max)) = (s.min, s.max) else {
             return Err(SnapshotError::Invalid("min and max missing"));
         };
-        if ![min, max, s.mean, s.m2].iter().all(|v| v.is_finite()) || min > max {
+        if ![min, max, s.mean, s.m2].iter().all(|v| v.is_finite()) {
             return Err(SnapshotError::Invalid("min, max, mean or m2 not finite"));
+        }
+        // What no distribution has: a standard deviation from them would be NaN. (A running
+        // mean may round a hair past an extreme: allowed.)
+        let slack = 1e-9 * (min.abs() + max.abs() + 1.0);
+        if !(min - slack <= s.mean && s.mean <= max + slack) || s.m2 < 0.0 {
+            return Err(SnapshotError::Invalid(
+                "not min <= mean <= max, or m2 (the sum of squared deviations) negative",
+            ));
         }
         let mut hist: Histogram<u64> = d.hist.clone();
         for &(v, n) in &s.buckets {
@@ -163,5 +171,18 @@ mod tests {
         let mut s = d.snapshot();
         s.max = None;
         assert!(Distribution::from_snapshot(&s).is_err());
+        // Finite but impossible: the merged summary's `std` was NaN (`null`).
+        let mut s = d.snapshot();
+        s.m2 = -1.0;
+        assert!(matches!(
+            Distribution::from_snapshot(&s),
+            Err(SnapshotError::Invalid(_))
+        ));
+        let mut s = d.snapshot();
+        s.mean = 5.0;
+        assert!(
+            Distribution::from_snapshot(&s).is_err(),
+            "a mean above the max"
+        );
     }
 }

@@ -160,18 +160,27 @@ fn summary_of(
     workload: Option<&crate::config::Workload>,
 ) -> Result<serde_json::Value> {
     let summary_path = dir.join("summary.json");
-    match std::fs::read(&summary_path) {
-        Ok(bytes) => {
-            let mut v: serde_json::Value = serde_json::from_slice(&bytes)
-                .with_context(|| format!("reading {}", summary_path.display()))?;
+    let Ok(bytes) = std::fs::read(&summary_path) else {
+        return rebuild(dir, id, workload_name, workload);
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut m)) => {
             // As the history keeps a summary: what the run produced, without its header.
-            if let Some(m) = v.as_object_mut() {
-                m.remove("schema_version");
-                m.remove("run");
-            }
-            Ok(v)
+            m.remove("schema_version");
+            m.remove("run");
+            Ok(serde_json::Value::Object(m))
         }
-        Err(_) => rebuild(dir, id, workload_name, workload),
+        // Torn or damaged (an older canaryd wrote it in place): the records still say what
+        // was measured, and a run left without a verdict would be retried at every start.
+        unreadable => {
+            let why = unreadable.map_or_else(|e| e.to_string(), |_| "not an object".into());
+            tracing::warn!(
+                run = %id,
+                "{} is unreadable ({why}): rebuilding it from records.jsonl",
+                summary_path.display()
+            );
+            rebuild(dir, id, workload_name, workload)
+        }
     }
 }
 

@@ -192,11 +192,15 @@ pub(super) fn check_records(
         });
         match read {
             Err(e) => problems.push(format!("{}: {e}", r.dir.display())),
-            Ok((_, skipped)) if skipped > 0 => problems.push(format!(
-                "{}: records.jsonl has {skipped} unreadable lines",
-                r.dir.display()
-            )),
-            Ok(_) => {}
+            Ok(read) => {
+                if let Some((line, why)) = &read.first_skipped {
+                    problems.push(format!(
+                        "{}: records.jsonl has {} unreadable lines, the first line {line}: {why}",
+                        r.dir.display(),
+                        read.skipped_lines
+                    ));
+                }
+            }
         }
         if measured != r.selection.requests_out {
             problems.push(format!(

@@ -85,18 +85,25 @@ impl Sweep {
                 .get("value")
                 .and_then(Value::as_f64)
                 .ok_or_else(|| field("value"))?;
+            // A plain folder name beside sweep.json, never the sweep's own folder or above.
             let dir = text_at(p, "dir")
-                .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != "..")
+                .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != ".." && d != ".")
                 .ok_or_else(|| field("dir"))?;
             // A point's folder is its run's, or with `canaryd sweep --runs N` its experiment's.
             points.push((label, value, Experiment::load_point(&path.join(dir))?));
         }
         points.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let knee = doc.get("knee").filter(|k| !k.is_null()).map(|k| KneeAt {
-            label: text_at(k, "label").unwrap_or_default(),
-            value: k.get("value").and_then(Value::as_f64).unwrap_or(f64::NAN),
-            request_throughput: k.get("request_throughput").and_then(Value::as_f64),
-        });
+        let knee = match doc.get("knee").filter(|k| !k.is_null()) {
+            None => None,
+            Some(k) => Some(KneeAt {
+                label: text_at(k, "label").unwrap_or_default(),
+                value: k
+                    .get("value")
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| bad("knee.value: missing or not a number".into()))?,
+                request_throughput: k.get("request_throughput").and_then(Value::as_f64),
+            }),
+        };
         let capacity = doc
             .get("capacity")
             .filter(|c| !c.is_null())
@@ -460,6 +467,34 @@ mod tests {
             knee: None,
             capacity: Some(Bracket { passed, failed }),
         }
+    }
+
+    #[test]
+    fn a_knee_without_a_value_or_a_point_in_the_sweeps_own_folder_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |doc: &str| {
+            std::fs::write(dir.path().join("sweep.json"), doc).unwrap();
+            Sweep::load(dir.path()).unwrap_err().to_string()
+        };
+        let e = refused(r#"{"axis":"concurrency","points":[],"knee":{"label":"c8"}}"#);
+        assert!(
+            e.ends_with("sweep.json: knee.value: missing or not a number"),
+            "{e}"
+        );
+        let e = refused(r#"{"axis":"concurrency","points":[],"knee":{"label":"c8","value":"8"}}"#);
+        assert!(e.ends_with("knee.value: missing or not a number"), "{e}");
+        let e = refused(r#"{"axis":"concurrency","points":[{"label":"c1","value":1,"dir":"."}]}"#);
+        assert!(
+            e.ends_with("points[0].dir: missing or of the wrong type"),
+            "{e}"
+        );
+        // No knee at all is a sweep without one, not an error.
+        std::fs::write(
+            dir.path().join("sweep.json"),
+            r#"{"axis":"concurrency","points":[],"knee":null}"#,
+        )
+        .unwrap();
+        assert!(Sweep::load(dir.path()).unwrap().unwrap().knee.is_none());
     }
 
     // A capacity is at least its passing rate and below its failing one: two brackets tell

@@ -161,17 +161,23 @@ impl Comparison {
 }
 
 /// A row's value with its unit, and `± half-width` of its interval when runs are repeated.
+/// When some runs have no value of the figure, how many of them the mean is over.
 pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String {
-    let half = r.runs.as_ref().and_then(|f| match side {
-        Side::A => f.a_interval.half_width,
-        Side::B => f.b_interval.half_width,
+    let runs = r.runs.as_ref().map(|f| match side {
+        Side::A => (&f.a_interval, f.a_values.len()),
+        Side::B => (&f.b_interval, f.b_values.len()),
     });
-    match (v, half) {
+    let half = runs.and_then(|(i, _)| i.half_width);
+    let shown = match (v, half) {
         (Some(_), Some(h)) if r.unit == "fraction" => {
             format!("{} ± {:.2}", value(r, v), h * 100.0)
         }
         (Some(_), Some(h)) => format!("{} ± {}", value(r, v), num(h)),
         _ => value(r, v),
+    };
+    match runs {
+        Some((i, all)) if (i.n as usize) < all => format!("{shown} ({} of {all} runs)", i.n),
+        _ => shown,
     }
 }
 
