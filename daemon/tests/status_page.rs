@@ -171,3 +171,49 @@ fn the_status_page_lists_runs_per_workload_and_serves_each_report_offline() {
     assert!(chart(&charts, "ttft-time")[0].1 > 0);
     eprintln!("screenshots: {}", shots.display());
 }
+
+/// Clients that connect and say nothing cannot take the daemon's descriptors: past 256
+/// connections new ones are closed on accept (said once in the log), a silent one is closed
+/// 10 s after it was accepted, and the endpoint answers as before.
+#[test]
+fn silent_clients_are_capped_and_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let config = dir.path().join("canaryd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = \"{}\"\n[telemetry]\nnvml = false\nebpf = false\n\
+             [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+             [workloads.chat]\ntarget = \"sim\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+             max_requests = 5\nspeedup = 20\nscale_lengths = 0.05\n",
+            dir.path().join("state").display(),
+        ),
+    )
+    .unwrap();
+    let status = free_port();
+    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &[]);
+    let mut silent: Vec<std::net::TcpStream> = (0..266)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", status)).unwrap())
+        .collect();
+    for s in &silent {
+        s.set_nonblocking(true).unwrap();
+    }
+    // Every one is closed by the daemon in the end: the 10 past the cap at once, the rest
+    // when their time to send a request runs out.
+    eventually(120, "every silent connection closed by the daemon", || {
+        silent.retain_mut(|s| {
+            matches!(s.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        });
+        silent.is_empty().then_some(())
+    });
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert_eq!(
+        log.matches("256 connections open, closing new ones")
+            .count(),
+        1,
+        "{log}"
+    );
+    let (code, body) = http(status, "GET", "/healthz", "");
+    assert_eq!(code, 200, "{body}");
+}

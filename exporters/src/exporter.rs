@@ -161,6 +161,10 @@ fn http_client(config: &Config, https: bool) -> Result<reqwest::blocking::Client
         reqwest::blocking::Client::builder()
             .use_preconfigured_tls(tls)
             .timeout(timeout)
+            // A redirect to another host would carry the configured headers (API keys)
+            // there: reqwest strips only `Authorization` and cookies. An export answered
+            // with one fails, and says so.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
     })
     .join()

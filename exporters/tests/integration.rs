@@ -4,4 +4,5 @@
 mod latest;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
+mod redirect;
 mod tls;

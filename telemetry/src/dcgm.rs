@@ -24,8 +24,28 @@ const IDENTITY_LABELS: &[&str] = &["gpu", "UUID", "modelName", "device", "pci_bu
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// GPUs one page may describe; later ones are left out. Nodes have 8, or a few more.
+pub const MAX_GPUS: usize = 64;
+
+/// Labels kept per GPU beyond its identity, and the bytes kept of each name and value:
+/// every scrape's sample owns a copy, and the ring keeps thousands (a page whose label held
+/// 30 MiB grew the daemon by that much every second).
+pub const MAX_LABELS: usize = 12;
+const MAX_LABEL_NAME: usize = 64;
+const MAX_LABEL_VALUE: usize = 128;
+
+/// `s`'s first `max` bytes at most, cut at a character's start.
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
 /// Maps one dcgm-exporter page onto one [`GpuSample`] per GPU (by the `gpu` label), in GPU
-/// order. Metrics without a `gpu` label (or with a non-numeric one) are ignored.
+/// order. Metrics without a `gpu` label (or with a non-numeric one) are ignored; so are GPUs
+/// past [`MAX_GPUS`], and labels past [`MAX_LABELS`] (names and values are cut short).
 pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
     let mut out: Vec<GpuSample> = Vec::new();
     let mut fb_free: Vec<(u32, f64)> = Vec::new();
@@ -41,15 +61,18 @@ pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
             };
             let i = match out.iter().position(|g| g.gpu == gpu) {
                 Some(i) => i,
+                None if out.len() == MAX_GPUS => continue,
                 None => {
                     let mut g = GpuSample::new(at, GpuSource::Dcgm, gpu);
-                    g.uuid = s.labels.get("UUID").map(str::to_owned);
-                    g.model_name = s.labels.get("modelName").map(str::to_owned);
+                    let value = |k: &str| s.labels.get(k).map(|v| cut(v, MAX_LABEL_VALUE));
+                    g.uuid = value("UUID");
+                    g.model_name = value("modelName");
                     g.labels = s
                         .labels
                         .iter()
                         .filter(|(k, _)| !IDENTITY_LABELS.contains(k) && !k.starts_with("err_"))
-                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .take(MAX_LABELS)
+                        .map(|(k, v)| (cut(k, MAX_LABEL_NAME), cut(v, MAX_LABEL_VALUE)))
                         .collect();
                     out.push(g);
                     out.len() - 1
@@ -85,7 +108,8 @@ pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
             let find = |v: &[(u32, f64)]| v.iter().find(|(i, _)| *i == g.gpu).map(|x| x.1);
             if let (Some(used), Some(free)) = (g.mem_used_bytes, find(&fb_free)) {
                 let reserved = find(&fb_reserved).unwrap_or(0.0);
-                g.mem_total_bytes = Some(used + ((free + reserved) * MIB) as u64);
+                // `as` saturates; so does the sum, whatever a page claims.
+                g.mem_total_bytes = Some(used.saturating_add(((free + reserved) * MIB) as u64));
             }
         }
     }

@@ -79,6 +79,7 @@ pub use correlate::{
 };
 pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
+    MAX_GPUS as DCGM_MAX_GPUS, MAX_LABELS as DCGM_MAX_LABELS,
 };
 pub use engine::{counter_delta, ServerRates, ServerSample};
 pub use gpu::GpuSample;

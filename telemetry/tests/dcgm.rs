@@ -88,6 +88,31 @@ fn several_gpus_are_split_by_index() {
     );
 }
 
+#[test]
+fn a_hostile_page_gives_bounded_samples_and_no_overflow() {
+    use canary_telemetry::{DCGM_MAX_GPUS, DCGM_MAX_LABELS};
+    let long = "A".repeat(1024);
+    let mut text = String::from("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n");
+    for gpu in 0..100 {
+        let many: String = (0..20).map(|i| format!(",l{i:02}=\"{long}\"")).collect();
+        text += &format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"{gpu}\",UUID=\"{long}\"{many}}} 1\n");
+    }
+    // Framebuffer figures whose sum is past what a u64 of bytes holds.
+    text += "# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{gpu=\"0\"} 1e14\n";
+    text += "# TYPE DCGM_FI_DEV_FB_FREE gauge\nDCGM_FI_DEV_FB_FREE{gpu=\"0\"} 1e14\n";
+    let gpus = dcgm_gpu_samples(&parse(&text), MonoTime(1));
+    assert_eq!(gpus.len(), DCGM_MAX_GPUS);
+    for g in &gpus {
+        assert_eq!(g.labels.len(), DCGM_MAX_LABELS);
+        assert!(g
+            .labels
+            .iter()
+            .all(|(k, v)| k.len() <= 64 && v.len() <= 128));
+        assert!(g.uuid.as_ref().is_some_and(|u| u.len() <= 128));
+    }
+    assert_eq!(gpus[0].mem_total_bytes, Some(u64::MAX));
+}
+
 #[tokio::test]
 async fn dcgm_scraper_on_loopback() {
     let page = fixture!("dcgm_exporter_metrics_rtx4000ada.prom");

@@ -63,6 +63,10 @@ pub struct RunRow {
 /// The history database.
 pub struct History {
     conn: Mutex<Connection>,
+    /// The database file, for messages.
+    path: PathBuf,
+    /// Whether an unreadable row was warned about (once per process).
+    unreadable_warned: std::sync::atomic::AtomicBool,
 }
 
 const SCHEMA: &str = "
@@ -106,7 +110,31 @@ impl History {
             .with_context(|| format!("preparing the history database {}", path.display()))?;
         Ok(History {
             conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            unreadable_warned: Default::default(),
         })
+    }
+
+    /// The rows that read, in order. A row that does not (a hand edit, a damaged file) is
+    /// left out and said once, naming the file, instead of failing every listing with it.
+    fn readable(&self, rows: impl Iterator<Item = rusqlite::Result<RunRow>>) -> Vec<RunRow> {
+        rows.filter_map(|r| match r {
+            Ok(row) => Some(row),
+            Err(e) => {
+                if !self
+                    .unreadable_warned
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "history {}: a run's row is unreadable and left out of listings ({e}); \
+                         said once",
+                        self.path.display()
+                    );
+                }
+                None
+            }
+        })
+        .collect()
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -230,7 +258,7 @@ impl History {
         );
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map(params![workload, limit as i64], row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(self.readable(rows))
     }
 
     /// The latest run of each workload.
@@ -242,14 +270,16 @@ impl History {
         );
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(self.readable(rows))
     }
 
     /// One run by id.
     pub fn get(&self, id: &str) -> Result<Option<RunRow>> {
         let conn = self.conn();
         let sql = format!("SELECT {COLUMNS} FROM runs WHERE id = ?1");
-        Ok(conn.query_row(&sql, params![id], row).optional()?)
+        conn.query_row(&sql, params![id], row)
+            .optional()
+            .with_context(|| format!("history {}: run {id}", self.path.display()))
     }
 
     /// Workloads with runs stored, configured or not.

@@ -20,6 +20,7 @@ use anyhow::Result;
 use canary_replay::Progress;
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -407,8 +408,8 @@ impl Daemon {
             }
         }
         for dir in doomed {
-            // Only ever delete inside the artifacts tree.
-            if dir.starts_with(&config.artifacts_dir) && dir.exists() {
+            // Only ever delete a run's own folder, whatever the history row says.
+            if is_run_folder(&config.artifacts_dir, &dir) && dir.exists() {
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     tracing::warn!("retention: removing {}: {e}", dir.display());
                 }
@@ -439,6 +440,22 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
+}
+
+/// Whether `dir` is a run's folder in the artifacts tree: `ARTIFACTS/WORKLOAD/RUN`, plainly
+/// named. Retention deletes what the history names, and a damaged or hand-edited row (the
+/// tree itself, `…/chat/..`) must not take the tree, a workload's runs or the state with it.
+fn is_run_folder(artifacts: &Path, dir: &Path) -> bool {
+    use std::path::Component;
+    let plain = |p: &Path| {
+        p.components()
+            .all(|c| !matches!(c, Component::ParentDir | Component::CurDir))
+    };
+    plain(dir)
+        && dir.strip_prefix(artifacts).is_ok_and(|rest| {
+            rest.components().count() == 2
+                && rest.components().all(|c| matches!(c, Component::Normal(_)))
+        })
 }
 
 #[cfg(test)]

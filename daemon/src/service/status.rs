@@ -21,8 +21,19 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+/// Connections served at once; a client past it is closed on accept. Each holds a task and
+/// a descriptor, which runs need too: without a cap, clients that connect and say nothing
+/// took every descriptor the daemon had.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// A client that has not sent a request's whole head this long after the connection became
+/// ready for one (new, or idle between requests) is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves the endpoint until `stop` fires.
 pub async fn serve(
@@ -31,19 +42,34 @@ pub async fn serve(
     history: Arc<History>,
     stop: CancellationToken,
 ) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut refused = false;
     loop {
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
                 Err(e) => {
+                    // Out of descriptors, say: accept fails at once until one is freed, so
+                    // wait rather than spin a core.
                     tracing::debug!("status endpoint accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
             _ = stop.cancelled() => return,
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if !std::mem::replace(&mut refused, true) {
+                tracing::warn!(
+                    "status endpoint: {MAX_CONNECTIONS} connections open, closing new ones \
+                     until some end (said once)"
+                );
+            }
+            continue;
+        };
         let (metrics, history) = (metrics.clone(), history.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
                 let (metrics, history) = (metrics.clone(), history.clone());
                 async move {
@@ -59,6 +85,8 @@ pub async fn serve(
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(io, svc)
                 .await;
         });

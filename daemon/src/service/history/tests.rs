@@ -198,3 +198,28 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
     );
     assert_eq!(h.capacity_baseline("w", 10).unwrap(), vec![found]);
 }
+
+#[test]
+fn an_unreadable_row_is_left_out_of_listings_and_named_when_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    let now = now_unix_ms();
+    let h = History::open(&path).unwrap();
+    h.insert(&run("r1", "w", now - 2000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.insert(&run("r2", "w", now - 1000, VerdictKind::Pass, 2.0))
+        .unwrap();
+    // A hand edit SQLite allows: text where a number is kept.
+    h.conn()
+        .execute("UPDATE runs SET finished_unix_ms = 'x' WHERE id = 'r1'", [])
+        .unwrap();
+    let ids = |rows: Vec<RunRow>| rows.into_iter().map(|r| r.run.id).collect::<Vec<_>>();
+    assert_eq!(ids(h.recent(None, 10).unwrap()), ["r2"]);
+    assert_eq!(ids(h.latest_per_workload().unwrap()), ["r2"]);
+    let e = format!("{:#}", h.get("r1").unwrap_err());
+    assert!(
+        e.starts_with(&format!("history {}: run r1", path.display())),
+        "{e}"
+    );
+    assert!(h.get("r2").unwrap().is_some());
+}

@@ -92,3 +92,21 @@ async fn a_stop_while_waiting_for_the_target_is_a_skip_not_an_error() {
         d.metrics.render()
     );
 }
+
+#[test]
+fn retention_deletes_only_a_runs_own_folder_whatever_the_history_says() {
+    let tree = Path::new("/var/lib/canaryd/artifacts");
+    assert!(is_run_folder(tree, &tree.join("chat/20261128T2100-ab12")));
+    for damaged in [
+        "/var/lib/canaryd/artifacts",
+        "/var/lib/canaryd/artifacts/chat",
+        "/var/lib/canaryd/artifacts/chat/..",
+        "/var/lib/canaryd/artifacts/chat/../..",
+        "/var/lib/canaryd/artifacts/../state/x",
+        "/var/lib/canaryd/artifacts/chat/run/probe-01",
+        "/var/lib/canaryd/history.sqlite",
+        "/tmp/chat/run",
+    ] {
+        assert!(!is_run_folder(tree, Path::new(damaged)), "{damaged}");
+    }
+}
