@@ -20,6 +20,11 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Scheduled requests never sent because the run stopped.
     pub unsent: u64,
+    /// `unsent` is an estimate: a rate run stopped with more arrivals left in its duration
+    /// than a stop counts one by one (ten million), the rest taken as the rate times the time
+    /// left. Absent when `unsent` is counted (exact).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unsent_estimated: bool,
     /// The salt of the run's per-request prompt text (give it again to repeat the prompts).
     pub prompt_salt: u64,
     /// Wall-clock start (Unix ns) of the measured phase, for labelling.

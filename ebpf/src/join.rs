@@ -129,7 +129,13 @@ impl SocketLog {
         if let (Some(s), Some(d)) = (last_send, first_in) {
             t.server_wait_ms = Some(ms(d.ts_ns - s.ts_ns));
         }
-        let arrival = |read: u64| data.iter().rev().find(|d| d.ts_ns <= read).map(|d| d.ts_ns);
+        // The last data event at or before a read: a binary search (`data` is in time
+        // order), since a long stream has thousands of reads and of data events, and the
+        // join holds the lock the ring buffer's drain needs.
+        let arrival = |read: u64| {
+            let n = data.partition_point(|d| d.ts_ns <= read);
+            n.checked_sub(1).map(|i| data[i].ts_ns)
+        };
         if let Some(ft) = span.first_token_ns {
             if let Some(a) = arrival(ft) {
                 t.client_overhead_ms = Some(ms(ft - a));

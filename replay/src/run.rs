@@ -115,6 +115,8 @@ struct Ctx {
     stop: CancellationToken,
     hard_stop: CancellationToken,
     unsent: AtomicU64,
+    /// Some of `unsent` is estimated, not counted ([`planner::Left`]).
+    unsent_estimated: std::sync::atomic::AtomicBool,
 }
 
 /// Replays `schedule` against the configured target: prepares each request ahead, releases
@@ -203,6 +205,7 @@ async fn run_here(
         stop: stop.clone(),
         hard_stop,
         unsent: AtomicU64::new(0),
+        unsent_estimated: Default::default(),
     };
     collector.set_t0(ctx.t0);
 

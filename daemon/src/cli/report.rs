@@ -286,8 +286,13 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         println!("{b}");
     }
     if outcome.interrupted {
+        let about = if outcome.unsent_estimated {
+            " (an estimate: the rate times the time left)"
+        } else {
+            ""
+        };
         outln!(
-            "interrupted: {} scheduled requests were not sent",
+            "interrupted: {} scheduled requests were not sent{about}",
             outcome.unsent
         )?;
     }

@@ -153,7 +153,7 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
         ),
         (
             vec!["--request-rate", "0"],
-            "--request-rate: expected a positive",
+            "--request-rate: expected 0.000001 to 1000000 requests per second, found 0",
         ),
         (
             vec!["--request-rate", "5", "--isl", "0"],
@@ -175,7 +175,27 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
                 "gamma",
                 "--arrival-smoothness=-1",
             ],
-            "--arrival-smoothness: expected a positive number",
+            "--arrival-smoothness: expected 0.01 to 1000000, found -1",
+        ),
+        // Values whose arrivals never advance: the run hung, filling memory.
+        (
+            vec!["--request-rate", "1e15", "--benchmark-duration", "1m"],
+            "--request-rate: expected 0.000001 to 1000000 requests per second",
+        ),
+        (
+            vec![
+                "--request-rate",
+                "10",
+                "--arrival-pattern",
+                "gamma",
+                "--arrival-smoothness",
+                "1e-20",
+            ],
+            "--arrival-smoothness: expected 0.01 to 1000000",
+        ),
+        (
+            vec!["--concurrency", "100000000", "--benchmark-duration", "10s"],
+            "--concurrency: expected 1 to 100000 users",
         ),
     ] {
         let out = profile(dir.path(), &url, &flags);

@@ -13,6 +13,20 @@ use std::time::Duration;
 /// warm-up's).
 pub const MAX_REQUEST_COUNT: u64 = 1_000_000_000;
 
+/// The request rates an open loop may ask for, per second. Above the top, gaps fall below
+/// what the arrival clock (seconds in an `f64`) can add over a long run, so arrivals stop
+/// advancing and the planner never gets past them; one process sends thousands a second, not
+/// a million. Below the bottom, the first gap is past any duration a run may have.
+pub const REQUEST_RATES: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
+
+/// The arrival smoothness (gamma shape) an open loop may ask for. Below the bottom, most gaps
+/// round to zero and a run's arrivals never advance; above the top, arrivals are even to
+/// within rounding, which `--arrival-pattern constant` says better.
+pub const ARRIVAL_SMOOTHNESS: std::ops::RangeInclusive<f64> = 0.01..=1e6;
+
+/// Users a closed loop may have: each is a task for the whole run.
+pub const MAX_USERS: usize = 100_000;
+
 /// When a synthetic load stops: after `count` requests, after `duration`, whichever comes
 /// first. With neither, [`Extent::DEFAULT_COUNT`] requests (aiperf's default).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -142,20 +156,26 @@ impl SyntheticInfo {
 impl RatePlan {
     /// Checks the rate, the arrival pattern, the lengths and the extent.
     pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
-        if !(self.rate > 0.0 && self.rate.is_finite()) {
+        if !REQUEST_RATES.contains(&self.rate) {
             return Err(SettingError::new(
                 Setting::RequestRate,
                 format!(
-                    "expected a positive number of requests per second, found {}",
+                    "expected {} to {} requests per second, found {}",
+                    REQUEST_RATES.start(),
+                    REQUEST_RATES.end(),
                     self.rate
                 ),
             ));
         }
         if let ArrivalPattern::Gamma(k) = self.arrival {
-            if !(k > 0.0 && k.is_finite()) {
+            if !ARRIVAL_SMOOTHNESS.contains(&k) {
                 return Err(SettingError::new(
                     Setting::ArrivalSmoothness,
-                    format!("expected a positive number, found {k}"),
+                    format!(
+                        "expected {} to {}, found {k}",
+                        ARRIVAL_SMOOTHNESS.start(),
+                        ARRIVAL_SMOOTHNESS.end()
+                    ),
                 ));
             }
         }
@@ -181,10 +201,10 @@ impl ClosedLoopPlan {
     /// Checks the users, the lengths and the extent: at least one user, and no more users
     /// than requests (the extra ones would never send).
     pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
-        if self.users == 0 {
+        if !(1..=MAX_USERS).contains(&self.users) {
             return Err(SettingError::new(
                 Setting::Concurrency,
-                "expected at least 1 user, found 0",
+                format!("expected 1 to {MAX_USERS} users, found {}", self.users),
             ));
         }
         validate_requests(&self.requests, length_limit)?;
@@ -280,6 +300,22 @@ mod tests {
             refused(rate(1.0, ArrivalPattern::Gamma(0.0)).validate(1000)),
             Setting::ArrivalSmoothness
         );
+        // Values whose arrivals never advance (every gap rounds to zero): the run hung.
+        for r in [1e15, 1e-300, f64::INFINITY] {
+            let e = rate(r, ArrivalPattern::Constant)
+                .validate(1000)
+                .unwrap_err();
+            assert_eq!(e.setting, Setting::RequestRate);
+        }
+        for k in [1e-20, 1e300] {
+            let e = rate(10.0, ArrivalPattern::Gamma(k))
+                .validate(1000)
+                .unwrap_err();
+            assert_eq!(e.setting, Setting::ArrivalSmoothness);
+        }
+        assert!(rate(1e6, ArrivalPattern::Gamma(0.01))
+            .validate(1000)
+            .is_ok());
         let mut long = rate(1.0, ArrivalPattern::Constant);
         long.requests.isl.mean = 2000;
         assert_eq!(refused(long.validate(1000)), Setting::Isl);
@@ -314,6 +350,11 @@ mod tests {
         );
         users.users = 0;
         assert_eq!(refused(users.validate(1000)), Setting::Concurrency);
+        // With only a duration nothing bounded the users: 1e8 tasks ran the host out of memory.
+        users.users = 100_000_000;
+        assert_eq!(refused(users.validate(1000)), Setting::Concurrency);
+        users.users = MAX_USERS;
+        assert!(users.validate(1000).is_ok());
     }
 
     #[test]

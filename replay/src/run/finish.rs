@@ -32,6 +32,7 @@ pub(super) async fn finish(
     info: &RunInfo,
 ) -> Result<RunOutcome, super::ReplayError> {
     let unsent = ctx.unsent.load(Ordering::Relaxed);
+    let unsent_estimated = ctx.unsent_estimated.load(Ordering::Relaxed);
     let t0 = ctx.t0;
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
@@ -57,6 +58,7 @@ pub(super) async fn finish(
     let outcome = RunOutcome {
         interrupted: ended.interrupted,
         unsent,
+        unsent_estimated,
         in_flight_cap: ended.in_flight_cap,
         client_bottleneck,
         prompt_salt: ctx.config.prompt_salt,

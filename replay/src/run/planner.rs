@@ -21,11 +21,30 @@ use std::time::Duration;
 /// every request it will never send just to count them.
 pub(crate) trait Sessions: Iterator<Item = Session> {
     /// Requests of the sessions not yet taken; none is left to take after.
-    fn requests_left(&mut self) -> u64;
+    fn requests_left(&mut self) -> Left;
+}
+
+/// Requests a stop left unsent: how many, and whether counted or estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Left {
+    pub requests: u64,
+    /// Estimated, not counted (a rate run stopped with more arrivals left than a stop may
+    /// draw: `work::EXACT_DRAWS`).
+    pub estimated: bool,
+}
+
+impl Left {
+    /// `requests`, counted.
+    pub fn exact(requests: u64) -> Left {
+        Left {
+            requests,
+            estimated: false,
+        }
+    }
 }
 
 impl<S: Sessions + ?Sized> Sessions for Box<S> {
-    fn requests_left(&mut self) -> u64 {
+    fn requests_left(&mut self) -> Left {
         (**self).requests_left()
     }
 }
@@ -77,28 +96,32 @@ impl<I: Sessions> Planner<I> {
     }
 
     /// Requests of the sessions never started (a stop came first).
-    pub fn unstarted(mut self) -> u64 {
+    pub fn unstarted(mut self) -> Left {
         let peeked = self.peeked.map_or(0, |s| s.turns.len() as u64);
-        peeked + self.sessions.requests_left()
+        let left = self.sessions.requests_left();
+        Left {
+            requests: peeked + left.requests,
+            ..left
+        }
     }
 }
 
 impl Sessions for crate::schedule::IntoSessions {
-    fn requests_left(&mut self) -> u64 {
-        crate::schedule::IntoSessions::requests_left(self)
+    fn requests_left(&mut self) -> Left {
+        Left::exact(crate::schedule::IntoSessions::requests_left(self))
     }
 }
 
 impl Sessions for super::work::RateSessions {
-    fn requests_left(&mut self) -> u64 {
-        super::work::RateSessions::requests_left(self)
+    fn requests_left(&mut self) -> Left {
+        super::work::RateSessions::requests_left(self, super::work::EXACT_DRAWS)
     }
 }
 
 /// A closed loop's users claim their requests themselves: the planner starts none.
 impl Sessions for std::iter::Empty<Session> {
-    fn requests_left(&mut self) -> u64 {
-        0
+    fn requests_left(&mut self) -> Left {
+        Left::exact(0)
     }
 }
 
@@ -118,8 +141,8 @@ mod tests {
     }
 
     impl<I: Iterator<Item = Session>> Sessions for Listed<I> {
-        fn requests_left(&mut self) -> u64 {
-            self.0.by_ref().map(|s| s.turns.len() as u64).sum()
+        fn requests_left(&mut self) -> Left {
+            Left::exact(self.0.by_ref().map(|s| s.turns.len() as u64).sum())
         }
     }
 
@@ -152,7 +175,7 @@ mod tests {
         assert_eq!(offsets, [2000, 4000, 6000]);
         assert_eq!(p.due(t0).len(), 16, "8 .. 38 ms: every one left");
         assert_eq!(p.next_wake(), None);
-        assert_eq!(p.unstarted(), 0);
+        assert_eq!(p.unstarted(), Left::exact(0));
     }
 
     #[test]
@@ -163,6 +186,6 @@ mod tests {
         let mut p = Planner::new(Listed(sessions), t0, Timing::real_time(), ms(50));
         let wake = p.next_wake().unwrap();
         assert_eq!(p.due(wake).len(), 1, "the others are 100 ms later");
-        assert_eq!(p.unstarted(), 6);
+        assert_eq!(p.unstarted(), Left::exact(6));
     }
 }

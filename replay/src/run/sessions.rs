@@ -54,7 +54,11 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
     while let Some(wake) = planner.next_wake() {
         if !sleep_until(wake, &ctx.stop).await {
             // This session and every later one are never sent.
-            ctx.unsent.fetch_add(planner.unstarted(), Ordering::Relaxed);
+            let left = planner.unstarted();
+            ctx.unsent.fetch_add(left.requests, Ordering::Relaxed);
+            if left.estimated {
+                ctx.unsent_estimated.store(true, Ordering::Relaxed);
+            }
             break;
         }
         for session in planner.due(MonoTime::now().max(wake)) {

@@ -190,9 +190,11 @@ pub(super) fn in_flight_limits(cap: &InFlightCap) -> (Option<Semaphore>, Option<
     if cap.source == CapSource::OpenFiles {
         tracing::debug!(in_flight_cap = ?cap, "in-flight ceiling from the open-file limit");
     }
+    // tokio panics past its most permits; no ceiling that high differs from it in practice.
+    let permits = |n: usize| Semaphore::new(n.min(Semaphore::MAX_PERMITS));
     match (cap.source, cap.limit) {
-        (CapSource::Concurrency, Some(n)) => (Some(Semaphore::new(n)), None),
-        (_, Some(n)) => (None, Some(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
+        (CapSource::Concurrency, Some(n)) => (Some(permits(n)), None),
+        (_, Some(n)) => (None, Some(permits(n))),
         (_, None) => (None, None),
     }
 }

@@ -3,6 +3,7 @@
 //! generated as they come due, so a long run holds no list of them); a closed loop is users
 //! whose next deadline is their previous request's end.
 
+use super::planner::Left;
 use crate::arrival::Arrivals;
 use crate::plan::{ClosedLoopPlan, RatePlan};
 use crate::schedule::{Schedule, Session, Timing};
@@ -161,6 +162,10 @@ impl RateWork {
     }
 }
 
+/// Arrivals a stop draws at most to count a rate run's unsent requests (well under a second
+/// in a release build); past them the rest is estimated from the rate.
+pub(crate) const EXACT_DRAWS: u64 = 10_000_000;
+
 /// A rate's requests as single-request sessions, built as they are taken.
 #[derive(Debug)]
 pub struct RateSessions {
@@ -184,12 +189,34 @@ impl RateSessions {
         Some(at)
     }
 
-    /// Requests not yet taken, counted by drawing their arrivals (the same draws sending them
-    /// would make) without building the requests; none is left after.
-    pub(crate) fn requests_left(&mut self) -> u64 {
-        let before = self.taken;
-        while self.next_arrival().is_some() {}
-        self.taken - before
+    /// Requests not yet taken; none is left after. Without a duration, the rest of the
+    /// count. With one, counted by drawing their arrivals (the same draws sending them would
+    /// make) without building the requests, `draws` of them at most; past those, the rest is
+    /// estimated from the rate over the time left (within the count).
+    pub(crate) fn requests_left(&mut self, draws: u64) -> Left {
+        let w = &self.work;
+        let of_count = w.count.map(|n| n.saturating_sub(self.taken));
+        let Some(until) = w.until else {
+            self.taken += of_count.unwrap_or(0);
+            return Left::exact(of_count.unwrap_or(0));
+        };
+        let (rate, before) = (w.rate, self.taken);
+        let mut last = Duration::ZERO;
+        for _ in 0..draws {
+            match self.next_arrival() {
+                Some(at) => last = at,
+                None => return Left::exact(self.taken - before),
+            }
+        }
+        let drawn = self.taken - before;
+        let rest = (until.saturating_sub(last).as_secs_f64() * rate) as u64;
+        let requests = of_count.map_or(drawn + rest, |n| n.min(drawn + rest));
+        // Nothing more is taken from these sessions.
+        self.work.count = Some(self.taken);
+        Left {
+            requests,
+            estimated: true,
+        }
     }
 }
 
@@ -269,9 +296,46 @@ mod tests {
                 .map(|s| s.turns[0].timestamp_us)
                 .collect();
             assert_eq!(taken, all[..42]);
-            assert_eq!(sessions.requests_left(), all.len() as u64 - 42);
-            assert_eq!(sessions.requests_left(), 0, "nothing is left after");
+            let left = sessions.requests_left(EXACT_DRAWS);
+            assert_eq!(left, Left::exact(all.len() as u64 - 42));
+            assert_eq!(sessions.requests_left(EXACT_DRAWS), Left::exact(0));
             assert!(sessions.next().is_none());
         }
+    }
+
+    // A stop of a long run at a high rate drew every arrival left, for hours (1e9 req/s for
+    // an hour: 3.6e12 draws). Past a budget of draws the rest is estimated from the rate,
+    // and said to be.
+    #[test]
+    fn past_the_draws_a_stop_may_make_the_rest_is_estimated_and_said_to_be() {
+        let long = || rate_work(None, Some(Duration::from_secs(3600)));
+        let mut sessions = long().into_sessions();
+        sessions.by_ref().take(10).for_each(drop);
+        let left = sessions.requests_left(1000);
+        assert!(left.estimated);
+        // 1,000 a second for an hour, less the 10 taken: Poisson, so within a few per cent.
+        let expected = 3_600_000.0 - 10.0;
+        assert!(
+            (left.requests as f64 - expected).abs() < expected * 0.02,
+            "{left:?}"
+        );
+        assert_eq!(
+            sessions.requests_left(1000),
+            Left::exact(0),
+            "nothing is left after"
+        );
+        assert!(sessions.next().is_none());
+        // Within the budget it is counted, as before.
+        let mut short = rate_work(None, Some(Duration::from_millis(500))).into_sessions();
+        assert!(!short.requests_left(1000).estimated);
+        // A count and a long duration: the estimate never passes the count.
+        let mut both = rate_work(Some(50_000), Some(Duration::from_secs(3600))).into_sessions();
+        assert_eq!(
+            both.requests_left(1000),
+            Left {
+                requests: 50_000,
+                estimated: true
+            }
+        );
     }
 }

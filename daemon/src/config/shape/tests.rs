@@ -130,7 +130,7 @@ fn nonsense_is_refused_with_the_line_and_key_path() {
         "request_rate = 0.0",
         "request_rate",
         "workloads.s.request_rate",
-        "expected a positive",
+        "expected 0.000001 to 1000000 requests per second",
     );
     refused(
         "request_rate = 5.0\nisl = 0",
