@@ -93,10 +93,14 @@ impl SocketLog {
             return None;
         }
         // Counters are cumulative per socket: the request's share starts from the last event
-        // before it (0 on a new connection).
-        let (base_rx, base_retrans) = events[..start]
-            .last()
-            .map_or((0, 0), |e| (payload_received(events, e), e.total_retrans));
+        // before it (0 on a new connection). A reused connection without one (its earlier
+        // events expired while it sat idle in the pool, or it was opened before tracing
+        // began) has no baseline: its counts would be the socket's whole life, so none.
+        let base = match events[..start].last() {
+            Some(e) => Some((payload_received(events, e), e.total_retrans)),
+            None if span.new_connection => Some((0, 0)),
+            None => None,
+        };
         let ms = |ns: u64| ns as f64 / 1e6;
         let mut t = KernelTiming::default();
 
@@ -105,7 +109,7 @@ impl SocketLog {
             t.bytes_sent = Some(sends.iter().map(|e| u64::from(e.bytes)).sum());
         }
         let data: Vec<&SocketEvent> = window.iter().filter(|e| is(e, EventKind::Data)).collect();
-        if let Some(last) = data.last() {
+        if let (Some(last), Some((base_rx, _))) = (data.last(), base) {
             t.bytes_received = Some(payload_received(events, last).saturating_sub(base_rx));
         }
         if let Some(s) = sends.first() {
@@ -156,7 +160,7 @@ impl SocketLog {
             t.chunk_delay_p50_ms = Some(nearest_rank(&delays, 0.50));
             t.chunk_delay_p99_ms = Some(nearest_rank(&delays, 0.99));
         }
-        if let Some(last) = window.last() {
+        if let (Some(last), Some((_, base_retrans))) = (window.last(), base) {
             t.retransmits = Some(last.total_retrans.saturating_sub(base_retrans));
         }
         t.srtt_us = window.iter().rev().map(|e| e.srtt_us).find(|&s| s > 0);
@@ -287,6 +291,16 @@ mod tests {
         assert_eq!(t.bytes_sent, Some(650));
         assert_eq!(t.retransmits, Some(2));
         assert_eq!(t.connect_ms, None);
+        assert_eq!(t.remainder_ms, Some(0.0));
+        // The same request after its connection's earlier events expired (it sat idle in
+        // the pool past the log's keep): no baseline, so no counts, rather than the socket's
+        // totals since it opened as this request's own.
+        let mut log = SocketLog::default();
+        log.push(retrans);
+        log.push(data);
+        let t = log.timing(&s).unwrap();
+        assert_eq!((t.bytes_received, t.retransmits), (None, None), "{t:?}");
+        assert_eq!(t.bytes_sent, Some(650), "what the window itself saw stays");
         assert_eq!(t.remainder_ms, Some(0.0));
     }
 
