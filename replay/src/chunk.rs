@@ -47,8 +47,8 @@ pub const MESSAGE_LIMIT: usize = 4096;
 
 /// What serde_json reads of a chunk. Nothing in it grows faster than the chunk's own bytes:
 /// the choices are summed as they are read and the error is borrowed as its JSON text (a
-/// `Vec` of choices or a `serde_json::Value` cost a server's `[{},{},…]` about 170 bytes of
-/// memory for every 3 it sent).
+/// `Vec` of choices held about 88 MB of heap for a 1 MiB `[{},{},…]`, by a counting
+/// allocator, and a `serde_json::Value` of the error grew alike).
 #[derive(Deserialize)]
 struct Raw<'a> {
     #[serde(default, deserialize_with = "text_bytes")]
