@@ -15,7 +15,13 @@
 
 use crate::abi::{tcp_state, EventKind, SocketEvent};
 use canary_core::KernelTiming;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+/// Events kept per socket between two releases (one request, on HTTP/1.1): a stream has one
+/// data event per segment read, and a response that never ends would grow its list without
+/// end. Past it the socket's later events are dropped and that request's kernel figures left
+/// out: computed from part of what happened, they would be wrong, not bounds.
+pub const MAX_EVENTS_PER_SOCKET: usize = 65_536;
 
 /// What the client measured of one request, on the monotonic clock (ns).
 #[derive(Debug, Clone, Default)]
@@ -38,12 +44,21 @@ pub struct RequestSpan {
 #[derive(Debug, Default)]
 pub struct SocketLog {
     sockets: HashMap<u64, Vec<SocketEvent>>,
+    /// Sockets that reached [`MAX_EVENTS_PER_SOCKET`] since their last release.
+    full: HashSet<u64>,
+    /// Events dropped at the cap.
+    over_cap: u64,
 }
 
 impl SocketLog {
     /// Adds one event.
     pub fn push(&mut self, e: SocketEvent) {
         let events = self.sockets.entry(e.cookie).or_default();
+        if events.len() >= MAX_EVENTS_PER_SOCKET {
+            self.full.insert(e.cookie);
+            self.over_cap += 1;
+            return;
+        }
         // Events come from every CPU through one ring buffer, timestamped just before they
         // were queued, so they are nearly but not strictly in order.
         let at = events.partition_point(|x| x.ts_ns <= e.ts_ns);
@@ -55,9 +70,20 @@ impl SocketLog {
         self.sockets.len()
     }
 
+    /// Events dropped because their socket held [`MAX_EVENTS_PER_SOCKET`].
+    pub fn over_cap(&self) -> u64 {
+        self.over_cap
+    }
+
     /// Forgets a socket's events up to `ns`, keeping the last one as the baseline its next
     /// request's byte and retransmit counts start from.
     pub fn release(&mut self, cookie: u64, ns: u64) {
+        if self.full.remove(&cookie) {
+            // Events were dropped: the counters of the last one kept are no baseline for the
+            // next request, which then has none (no byte or retransmit counts).
+            self.sockets.remove(&cookie);
+            return;
+        }
         if let Some(events) = self.sockets.get_mut(&cookie) {
             let upto = events.partition_point(|x| x.ts_ns <= ns);
             if upto > 1 {
@@ -70,6 +96,8 @@ impl SocketLog {
     pub fn expire(&mut self, ns: u64) {
         self.sockets
             .retain(|_, events| events.last().is_some_and(|e| e.ts_ns >= ns));
+        let sockets = &self.sockets;
+        self.full.retain(|c| sockets.contains_key(c));
     }
 
     /// Forgets closed sockets whose close is older than `ns`.
@@ -79,11 +107,16 @@ impl SocketLog {
                 .last()
                 .is_none_or(|e| e.kind() != Some(EventKind::Close) || e.ts_ns >= ns)
         });
+        let sockets = &self.sockets;
+        self.full.retain(|c| sockets.contains_key(c));
     }
 
     /// The kernel's view of one request, `None` when the kernel saw nothing of it (a socket
     /// opened before tracing started, say).
     pub fn timing(&self, span: &RequestSpan) -> Option<KernelTiming> {
+        if self.full.contains(&span.cookie) {
+            return None;
+        }
         let events = self.sockets.get(&span.cookie)?;
         let is = |e: &SocketEvent, k: EventKind| e.kind() == Some(k);
         let start = events.partition_point(|e| e.ts_ns < span.sent_ns);
@@ -332,6 +365,43 @@ mod tests {
         log.push(ev(10_500_000, EventKind::Close, 0, 0, 400));
         let t = log.timing(&span()).unwrap();
         assert!((t.closed_ms.unwrap() - 9.5).abs() < 1e-9, "{t:?}");
+    }
+
+    #[test]
+    fn a_socket_past_the_cap_keeps_no_more_and_its_request_has_no_kernel_figures() {
+        let mut log = one_request();
+        let held = log.sockets[&C].len();
+        // A stream that never ends: data events far past the cap.
+        for i in 0..(MAX_EVENTS_PER_SOCKET + 100) as u64 {
+            log.push(ev(12_000_000 + i, EventKind::Data, 0, 0, 600 + i));
+        }
+        assert_eq!(log.sockets[&C].len(), MAX_EVENTS_PER_SOCKET);
+        assert_eq!(log.over_cap(), (held + 100) as u64);
+        let long = RequestSpan {
+            end_ns: u64::MAX,
+            ..span()
+        };
+        assert_eq!(
+            log.timing(&long),
+            None,
+            "partial events would give wrong figures"
+        );
+        // Released, the socket starts again, without a baseline for its next request.
+        log.release(C, u64::MAX);
+        assert_eq!(log.sockets(), 0);
+        let mut data = ev(99_000_000_000, EventKind::Data, 0, 0, 70_000);
+        data.total_retrans = 1;
+        log.push(data);
+        let next = RequestSpan {
+            sent_ns: 98_000_000_000,
+            end_ns: 99_500_000_000,
+            first_token_ns: None,
+            chunk_reads_ns: vec![],
+            new_connection: false,
+            ..span()
+        };
+        let t = log.timing(&next).unwrap();
+        assert_eq!((t.bytes_received, t.retransmits), (None, None), "{t:?}");
     }
 
     #[test]

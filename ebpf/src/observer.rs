@@ -224,6 +224,7 @@ impl State {
             events: self.events,
             userspace_ms: self.busy.as_secs_f64() * 1e3,
             events_lost: self.tracer.lost(),
+            events_over_cap: self.log.over_cap(),
             requests_joined: self.joined,
             requests_unseen: self.unseen,
             request_write: stats(&self.request_write),

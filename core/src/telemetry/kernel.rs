@@ -16,6 +16,10 @@ pub struct KernelRunSummary {
     pub events: u64,
     /// Events the ring buffer dropped (full).
     pub events_lost: u64,
+    /// Events dropped because their socket already held `MAX_EVENTS_PER_SOCKET` (65,536)
+    /// since its previous request: that request has no kernel figures (counted in
+    /// `requests_unseen`).
+    pub events_over_cap: u64,
     /// Each program's runs and CPU time; only with `sysctl kernel.bpf_stats_enabled=1`
     /// (`null` otherwise), keyed by tracepoint.
     pub programs: Option<BTreeMap<String, KernelProgramStats>>,
