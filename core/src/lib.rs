@@ -37,6 +37,7 @@ mod hash;
 mod observer;
 mod outcome;
 mod percent;
+mod prefix;
 mod rate_search;
 mod record;
 mod redact;
@@ -69,6 +70,7 @@ pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
+pub use prefix::prefix_within;
 pub use rate_search::{RateBracket, RateSearch};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,

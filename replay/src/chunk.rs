@@ -202,7 +202,7 @@ fn error_message(e: &RawValue) -> String {
     } else {
         string(text)
     };
-    cut(message.as_deref().unwrap_or(text), MESSAGE_LIMIT).to_string()
+    canary_core::prefix_within(message.as_deref().unwrap_or(text), MESSAGE_LIMIT).to_string()
 }
 
 /// The error message in an error status's body (`{"error": …}`), if it has one.
@@ -217,15 +217,6 @@ pub fn error_in_body(body: &str) -> Option<String> {
     }
     let body: Body<'_> = serde_json::from_str(body).ok()?;
     body.error.map(error_message)
-}
-
-/// `s`'s first `max` bytes at most, cut at a character's start.
-fn cut(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@ use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
 use canary_core::GpuSource;
 
+/// A label's name or value as a sample keeps it: at most `max` bytes.
+fn cut(s: &str, max: usize) -> String {
+    canary_core::prefix_within(s, max).to_owned()
+}
+
 /// dcgm-exporter's default address.
 pub const DEFAULT_DCGM_URL: &str = "http://127.0.0.1:9400/metrics";
 
@@ -33,15 +38,6 @@ pub const MAX_GPUS: usize = 64;
 pub const MAX_LABELS: usize = 12;
 const MAX_LABEL_NAME: usize = 64;
 const MAX_LABEL_VALUE: usize = 128;
-
-/// `s`'s first `max` bytes at most, cut at a character's start.
-fn cut(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
-}
 
 /// Maps one dcgm-exporter page onto one [`GpuSample`] per GPU (by the `gpu` label), in GPU
 /// order. Metrics without a `gpu` label (or with a non-numeric one) are ignored; so are GPUs

@@ -221,14 +221,10 @@ impl Builder {
             self.scrape.skipped_lines += 1;
         }
         if self.scrape.errors.len() < MAX_ISSUES {
-            let mut end = text.len().min(120);
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
             self.scrape.errors.push(ParseIssue {
                 line,
                 kind,
-                text: text[..end].to_owned(),
+                text: canary_core::prefix_within(text, 120).to_owned(),
             });
         }
     }
