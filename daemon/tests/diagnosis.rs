@@ -11,6 +11,21 @@ use common::{shared, text, Child, CANARYD};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Who has this host. The healthy test's premise is an idle host: on two cores, another
+/// test's simulator and replay beside it put scheduler slices (3–4 ms) into its TTFTs, and
+/// without eBPF the client−server gap cannot tell those from a slow link. So it runs alone;
+/// the other tests share the host, as they always did.
+static HOST: RwLock<()> = RwLock::new(());
+
+fn shared_host() -> RwLockReadGuard<'static, ()> {
+    HOST.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn idle_host() -> RwLockWriteGuard<'static, ()> {
+    HOST.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `canaryd sim` with the profile `profile`: [`common::sim_with_profile`].
 fn sim(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
@@ -142,6 +157,7 @@ fn held_inside_the_run(d: &Value) {
 
 #[test]
 fn an_overloaded_engine_is_queueing() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     // The capacity profile saturates at ~107 req/s for these lengths; the trace sped up 60×
     // offers ~180 req/s, so requests wait in the engine's queue.
@@ -173,6 +189,7 @@ fn an_overloaded_engine_is_queueing() {
 
 #[test]
 fn kv_pressure_with_preemptions_is_kv_memory_bound() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     // Eight 10-token prompts of 30 output tokens need 320 tokens of KV; the engine has 120
     // and admits optimistically, so it preempts (sim README, "KV pressure"). Decode steps of
@@ -210,6 +227,7 @@ fn kv_pressure_with_preemptions_is_kv_memory_bound() {
 
 #[test]
 fn a_slow_prefill_is_prefill_bound() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     // 40 ms per prefill, 0.5 ms per decode step, one request at a time: the first token is
     // most of every request and nothing queues.
@@ -244,6 +262,7 @@ fn a_slow_prefill_is_prefill_bound() {
 
 #[test]
 fn a_slow_link_is_network() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     // Every write of every response is delayed 30 ms: the server's own TTFT stays ~1 ms.
     let (_sim, port) = sim(
@@ -283,6 +302,7 @@ fn a_slow_link_is_network() {
 
 #[test]
 fn a_failing_target_is_target_errors() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = sim(
         dir.path(),
@@ -306,6 +326,7 @@ fn a_failing_target_is_target_errors() {
 
 #[test]
 fn an_idle_fast_engine_is_healthy_and_says_what_it_could_not_judge() {
+    let _host = idle_host();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, &[]);
     let (doc, printed) = replay(
@@ -361,6 +382,7 @@ fn an_idle_fast_engine_is_healthy_and_says_what_it_could_not_judge() {
 
 #[test]
 fn busy_gpus_with_nothing_waiting_are_compute_bound() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     // Decode-heavy: 4 ms a step, free prefill, room for everything, a few requests at a
     // time. The GPUs are the fake NVML library's, scripted at 97% (no real GPU here).
@@ -404,6 +426,7 @@ fn busy_gpus_with_nothing_waiting_are_compute_bound() {
 
 #[test]
 fn the_same_run_with_idle_gpus_is_not_compute_bound() {
+    let _host = shared_host();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = sim(
         dir.path(),
@@ -464,6 +487,7 @@ const STARVED_REPLAY: &[&str] = &[
 
 #[test]
 fn canaryd_starved_of_cpu_is_client_bound() {
+    let _host = shared_host();
     // canaryd itself in a cgroup allowed 5 % of one CPU (the simulator is not): it cannot
     // read 100× the trace's pace, and the kernel counts how long the quota stopped it.
     let quota = match cpu_quota::CpuQuota::create(5_000, 100_000) {
