@@ -37,7 +37,7 @@ impl Usage {
         json!({
             "prompt_tokens": self.prompt,
             "completion_tokens": self.completion,
-            "total_tokens": self.prompt + self.completion,
+            "total_tokens": u64::from(self.prompt) + u64::from(self.completion),
             "prompt_tokens_details": {"cached_tokens": self.cached},
             "completion_tokens_details": {"reasoning_tokens": self.reasoning},
         })

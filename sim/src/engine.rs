@@ -28,6 +28,9 @@ use scheduler::{Scheduler, Seq};
 
 const SLEEP_THRESHOLD_NS: u64 = 1_000_000;
 const MAX_LAG_NS: u64 = 5_000_000;
+/// The longest one step may take (an hour): a profile's per-token time times a huge prompt
+/// would otherwise overflow the engine's clock.
+const MAX_STEP_NS: f64 = 3.6e12;
 
 /// What the engine and a request's writer share.
 #[derive(Debug, Default)]
@@ -153,7 +156,7 @@ impl Engine {
             if floor > vt {
                 self.metrics.lag_dropped_ns.fetch_add(floor - vt, Relaxed);
             }
-            vt = vt.max(floor) + cost as u64;
+            vt = vt.max(floor).saturating_add(cost.min(MAX_STEP_NS) as u64);
             if vt > now + SLEEP_THRESHOLD_NS {
                 tokio::time::sleep(Duration::from_nanos(vt - now)).await;
             } else {

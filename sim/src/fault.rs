@@ -60,6 +60,9 @@ pub struct FaultParseError {
     pub reason: String,
 }
 
+/// The longest delay a fault may ask for (ten minutes).
+pub const MAX_FAULT_MS: u64 = 600_000;
+
 impl FaultPlan {
     /// Parses the header / flag syntax described in the module docs.
     pub fn parse(spec: &str) -> Result<FaultPlan, FaultParseError> {
@@ -82,6 +85,14 @@ impl FaultPlan {
                 v.parse::<u64>()
                     .map_err(|_| err(format!("{key}={v}: not a non-negative integer")))
             };
+            // A delay is at most MAX_FAULT_MS: a longer one only holds a socket and a task.
+            let ms = |v: Option<&str>| -> Result<u64, FaultParseError> {
+                let n = num(v)?;
+                if n > MAX_FAULT_MS {
+                    return Err(err(format!("{key}={n}: at most {MAX_FAULT_MS} ms")));
+                }
+                Ok(n)
+            };
             let num32 = |v: Option<&str>| -> Result<u32, FaultParseError> {
                 u32::try_from(num(v)?).map_err(|_| err(format!("{key}: value too large")))
             };
@@ -94,8 +105,8 @@ impl FaultPlan {
                     plan.status = Some(s as u16);
                 }
                 "reset_after" => plan.reset_after = Some(num32(value)?),
-                "stall_first_ms" => plan.stall_first_ms = Some(num(value)?),
-                "stall_mid_ms" => stall_mid_ms = Some(num(value)?),
+                "stall_first_ms" => plan.stall_first_ms = Some(ms(value)?),
+                "stall_mid_ms" => stall_mid_ms = Some(ms(value)?),
                 "at" => at = Some(num32(value)?),
                 "malformed_at" => {
                     let k = num32(value)?;
@@ -104,7 +115,7 @@ impl FaultPlan {
                     }
                     plan.malformed_at = Some(k);
                 }
-                "trickle_headers_ms" => plan.trickle_headers_ms = Some(num(value)?),
+                "trickle_headers_ms" => plan.trickle_headers_ms = Some(ms(value)?),
                 "no_done" => {
                     if value.is_some() {
                         return Err(err("no_done takes no value".into()));
@@ -113,11 +124,11 @@ impl FaultPlan {
                 }
                 "close_after" => {
                     plan.close_after = Some(match value {
-                        Some(_) => num(value)?,
+                        Some(_) => ms(value)?,
                         None => 0,
                     })
                 }
-                "net_delay_ms" => plan.net_delay_ms = Some(num(value)?),
+                "net_delay_ms" => plan.net_delay_ms = Some(ms(value)?),
                 other => {
                     return Err(err(format!(
                         "unknown item {other:?} (known: status, reset_after, stall_first_ms, \
@@ -273,11 +284,25 @@ mod tests {
             "close_after=soon",
             "net_delay_ms",
             "net_delay_ms=-3",
+            // Longer than ten minutes: the socket and task would be held for ever.
+            "close_after=18446744073709551615",
+            "stall_first_ms=600001",
+            "stall_mid_ms=18446744073709,at=1",
+            "trickle_headers_ms=700000",
+            "net_delay_ms=600001",
             "explode",
         ] {
             let e = FaultPlan::parse(bad).unwrap_err();
             assert!(!e.reason.is_empty(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ten_minutes_is_the_longest_delay() {
+        let plan = FaultPlan::parse("net_delay_ms=600000,stall_first_ms=600000").unwrap();
+        assert_eq!(plan.net_delay_ms, Some(MAX_FAULT_MS));
+        let e = FaultPlan::parse("net_delay_ms=600001").unwrap_err();
+        assert!(e.reason.contains("at most 600000 ms"), "{}", e.reason);
     }
 
     #[test]

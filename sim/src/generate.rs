@@ -19,6 +19,10 @@ use crate::shared::{Next, Shared};
 use crate::truth::TruthRecord;
 use reply::{client_gone, finish_plain, Job};
 
+/// The most tokens one request may ask for (1 Mi). A non-streamed reply is built whole, and
+/// the fast profile's context (2^32 tokens) would otherwise admit a reply of tens of GB.
+pub const MAX_COMPLETION_TOKENS: u32 = 1 << 20;
+
 /// Serves a chat or completions request; fills `rec`.
 pub(crate) async fn serve(
     shared: &Shared,
@@ -132,6 +136,12 @@ async fn respond(
 
     let profile = shared.engine.profile();
     let max_tokens = req.max_tokens.unwrap_or(profile.default_max_tokens);
+    if max_tokens > MAX_COMPLETION_TOKENS {
+        let msg = format!(
+            "max_tokens {max_tokens} is over this simulator's limit of {MAX_COMPLETION_TOKENS}"
+        );
+        return (respond_error(conn, rec, 400, &msg, keep_alive).await, None);
+    }
     let need = req.prompt.count as u64 + max_tokens as u64;
     let limit = shared.identity.max_model_len(&profile);
     if need > limit {

@@ -17,6 +17,11 @@ use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
 
 const MAX_HEAD: usize = 64 * 1024;
+/// Once a head's first byte is in, the rest of the head must come within this; an idle
+/// keep-alive connection between requests has no limit (a trace may pause for minutes).
+pub(crate) const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A body must be in within this of its head.
+pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
@@ -54,6 +59,9 @@ pub(crate) enum ReadError {
     Bad(String),
     #[error("{0}")]
     Status(u16, String),
+    /// The client started a request and stopped sending it.
+    #[error("request not completed within {0:?}")]
+    Timeout(std::time::Duration),
 }
 
 /// One accepted connection: the socket plus unread input.
@@ -106,10 +114,27 @@ impl Conn {
         Ok(got.n)
     }
 
+    /// [`Conn::fill`], given up at `deadline` (`limit` after the request began) when there is
+    /// one.
+    async fn fill_before(
+        &mut self,
+        deadline: Option<tokio::time::Instant>,
+        limit: std::time::Duration,
+    ) -> Result<usize, ReadError> {
+        match deadline {
+            None => Ok(self.fill().await?),
+            Some(at) => match tokio::time::timeout_at(at, self.fill()).await {
+                Ok(read) => Ok(read?),
+                Err(_) => Err(ReadError::Timeout(limit)),
+            },
+        }
+    }
+
     /// Reads the next request head. `Ok(None)` on a clean close between requests. The time is
     /// taken right after the read that completed the head.
     pub async fn read_head(&mut self) -> Result<Option<HeadRead>, ReadError> {
         let mut scanned = 0;
+        let mut deadline = None;
         // Stream offset of the head's first byte (read already, or the next to come).
         let first = self
             .stamps
@@ -132,7 +157,10 @@ impl Conn {
             if self.buf.len() > MAX_HEAD {
                 return Err(ReadError::Status(431, "request head too large".into()));
             }
-            if self.fill().await? == 0 {
+            if !self.buf.is_empty() {
+                deadline.get_or_insert_with(|| tokio::time::Instant::now() + HEAD_TIMEOUT);
+            }
+            if self.fill_before(deadline, HEAD_TIMEOUT).await? == 0 {
                 return if self.buf.is_empty() {
                     Ok(None)
                 } else {
@@ -160,8 +188,9 @@ impl Conn {
                 .await?;
         }
         self.buf.reserve(len.saturating_sub(self.buf.len()));
+        let deadline = Some(tokio::time::Instant::now() + BODY_TIMEOUT);
         while self.buf.len() < len {
-            if self.fill().await? == 0 {
+            if self.fill_before(deadline, BODY_TIMEOUT).await? == 0 {
                 return Err(ReadError::Truncated);
             }
         }
@@ -171,8 +200,8 @@ impl Conn {
     /// Reads whatever the client sends while a response is in progress (a pipelined request)
     /// into the buffer. Returns false when the client has closed its side or the socket failed.
     pub async fn read_more(&mut self) -> bool {
-        if self.buf.len() > MAX_HEAD + MAX_BODY {
-            // Do not buffer without bound; wait until the response is done.
+        if self.buf.len() > MAX_HEAD {
+            // Enough to see the client is there; the next request's body is read in its turn.
             std::future::pending::<()>().await;
         }
         matches!(self.fill().await, Ok(n) if n > 0)

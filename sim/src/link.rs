@@ -143,7 +143,8 @@ impl Conn {
 
     /// Sleeps for `d`; writes on the slow link still go out when due.
     pub async fn pause(&mut self, d: Duration) -> io::Result<()> {
-        let end = MonoTime::now().as_nanos() + d.as_nanos() as u64;
+        let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let end = MonoTime::now().as_nanos().saturating_add(d);
         loop {
             let now = MonoTime::now().as_nanos();
             if now >= end {

@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 
+/// The largest time a profile may give (µs): 100 s a step or a token. Larger ones only wedge
+/// the engine in a sleep no later profile can cut short.
+pub const MAX_TIME_US: f64 = 1e8;
+
 /// Parameters of the latency model (see the crate docs for the maths). Times are microseconds
 /// and may be fractional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,7 +145,7 @@ impl Profile {
             })
     }
 
-    /// Checks the numbers are usable (finite, non-negative, non-zero capacities).
+    /// Checks the numbers are usable (finite, within 0..=[`MAX_TIME_US`], non-zero capacities).
     pub fn validate(&self) -> Result<(), String> {
         let times = [
             ("prefill_overhead_us", self.prefill_overhead_us),
@@ -150,8 +154,10 @@ impl Profile {
             ("decode_per_seq_us", self.decode_per_seq_us),
         ];
         for (key, v) in times {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("{key} must be a finite number >= 0, got {v}"));
+            if !v.is_finite() || !(0.0..=MAX_TIME_US).contains(&v) {
+                return Err(format!(
+                    "{key} must be a number from 0 to {MAX_TIME_US} (µs), got {v}"
+                ));
             }
         }
         if self.max_running == 0 {
@@ -288,6 +294,15 @@ mod tests {
         assert!(serde_json::from_str::<ProfilePatch>(r#"{"kv_admission":"lazy"}"#).is_err());
         let neg: ProfilePatch = serde_json::from_str(r#"{"decode_base_us":-1}"#).unwrap();
         assert!(neg.apply(&Profile::fast()).is_err());
+        // A step of 116 days would hold the engine past any later profile.
+        let huge: ProfilePatch = serde_json::from_str(r#"{"decode_base_us":1e13}"#).unwrap();
+        let e = huge.apply(&Profile::fast()).unwrap_err();
+        assert!(
+            e.contains("decode_base_us") && e.contains("100000000"),
+            "{e}"
+        );
+        let most: ProfilePatch = serde_json::from_str(r#"{"prefill_us_per_token":1e8}"#).unwrap();
+        assert!(most.apply(&Profile::fast()).is_ok());
         assert!(serde_json::from_str::<ProfilePatch>(r#"{"bogus":1}"#).is_err());
     }
 

@@ -97,12 +97,22 @@ impl Sim {
         } = self;
         let mut tasks = JoinSet::new();
         tasks.spawn(engine.run());
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let result = loop {
+            // A connection past the cap waits in the listen backlog until one closes.
+            let accept = async {
+                let slot = slots.clone().acquire_owned().await;
+                (listener.accept().await, slot)
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => break Ok(()),
-                accepted = listener.accept() => match accepted {
+                (accepted, slot) = accept => match accepted {
                     Ok((stream, _)) => {
-                        tasks.spawn(serve_conn(shared.clone(), stream));
+                        let shared = shared.clone();
+                        tasks.spawn(async move {
+                            serve_conn(shared, stream).await;
+                            drop(slot);
+                        });
                     }
                     // Out of file descriptors and the like: log and keep serving.
                     Err(e) => {
@@ -120,6 +130,9 @@ impl Sim {
         result
     }
 }
+
+/// Connections served at once: each holds a task, a socket and up to a request's body.
+pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// Listen backlog: the kernel caps it at `net.core.somaxconn` (4096 by default). tokio's
 /// `TcpListener::bind` asks for 128: a burst of new connections while the host starves the
@@ -168,7 +181,11 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         };
         rec.body_received_ns = MonoTime::now().as_nanos();
         if let Some(want) = &shared.authorization {
-            if head.path.starts_with("/v1/") && head.header("authorization") != Some(want) {
+            // What vLLM guards, and the sim's own switches: a key-holder's sim is not re-shaped
+            // by whoever else reaches its port.
+            let guarded = head.path.starts_with("/v1/")
+                || (head.method == "POST" && head.path.starts_with("/sim/"));
+            if guarded && head.header("authorization") != Some(want) {
                 let body = chunk::error_body(401, "missing or wrong API key");
                 let keep = head.keep_alive;
                 let sent = respond(
@@ -220,6 +237,7 @@ async fn bad_input(conn: &mut Conn, e: ReadError) {
         ReadError::Io(_) | ReadError::Truncated => return,
         ReadError::Bad(m) => (400, m),
         ReadError::Status(s, m) => (s, m),
+        ReadError::Timeout(_) => (408, e.to_string()),
     };
     let body = chunk::error_body(status, &msg);
     let _ = respond(

@@ -57,6 +57,64 @@ async fn exact_max_tokens() {
 }
 
 #[tokio::test]
+async fn max_tokens_past_a_million_is_refused_by_name() {
+    // The fast profile's context (2^32 tokens) would admit it, and a non-streamed reply of
+    // four billion words is built whole.
+    let sim = sim().await;
+    let body = r#"{"messages":[{"role":"user","content":"q"}],"max_tokens":4000000000}"#;
+    let r = request(sim.addr, "POST", "/v1/chat/completions", &[], body).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("max_tokens 4000000000") && msg.contains("1048576"),
+        "{msg}"
+    );
+    // The sim still serves.
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &chat_body("a", 3, false),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn a_head_left_half_sent_is_closed_and_an_idle_connection_is_not() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = sim().await;
+    let mut idle = tokio::net::TcpStream::connect(sim.addr).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(sim.addr).await.unwrap();
+    half.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: sim\r\n")
+        .await
+        .unwrap();
+    // The rest of the head never comes: 408 once its time is up, then the close.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        half.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the half-sent head was held open past 30 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // A keep-alive connection that sent nothing is left alone (a trace may pause for minutes).
+    let body = completion_body("a", 2, false);
+    let req = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    idle.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    idle.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
 async fn reasoning_split() {
     let sim = sim_with(|c| c.reasoning_tokens = 1).await;
     let r = request(
@@ -393,6 +451,8 @@ async fn profile_switching() {
     for bad in [
         r#"{"profile":"warp"}"#,
         r#"{"decode_base_us":-5}"#,
+        // 116 days a step: the engine would sleep past any later profile.
+        r#"{"decode_base_us":1e13}"#,
         r#"{"bogus":1}"#,
         "nope",
     ] {
@@ -440,6 +500,27 @@ async fn an_api_key_guards_v1_and_leaves_health_and_metrics_open() {
     );
     assert_eq!(
         request(sim.addr, "GET", "/health", &[], "").await.status,
+        200
+    );
+    // The sim's own switches want the key too; reading them does not.
+    let slower = r#"{"decode_base_us":9000}"#;
+    let r = request(sim.addr, "POST", "/sim/profile", &[], slower).await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(sim.profile().name, "fast");
+    let key = [("authorization", "Bearer sk-sim-test")];
+    let r = request(sim.addr, "POST", "/sim/profile", &key, slower).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r#"{"version":"9"}"#;
+    assert_eq!(
+        request(sim.addr, "POST", "/sim/version", &[], v)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        request(sim.addr, "GET", "/sim/profile", &[], "")
+            .await
+            .status,
         200
     );
     assert_eq!(

@@ -15,6 +15,9 @@ use crate::openai::Api;
 use crate::shared::{Next, Shared};
 use crate::truth::TruthRecord;
 
+/// Token chunks written in one turn at most (about 50 KB).
+const MAX_TOKENS_PER_WRITE: u32 = 256;
+
 pub(super) struct Job<'a> {
     pub shared: &'a Shared,
     pub state: &'a SeqState,
@@ -88,7 +91,11 @@ impl Job<'_> {
                 Ok(g) => g,
                 Err(why) => return client_gone(rec, why),
             };
-            let mut limit = generated.min(self.max_tokens);
+            // A client that stopped reading lets the engine run ahead: write what it made in
+            // pieces, so a turn's buffer stays small however far behind the client is.
+            let mut limit = generated
+                .min(self.max_tokens)
+                .min(written.saturating_add(MAX_TOKENS_PER_WRITE));
             if let Some(n) = reset_at {
                 limit = limit.min(n);
             }
