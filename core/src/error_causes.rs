@@ -40,7 +40,10 @@ impl ErrorCauses {
 
     /// Counts one failed request.
     pub fn add(&mut self, e: &RequestError) {
+        // Printable whatever the records say (a merge reads them from files): the top cause
+        // is printed and logged.
         let message: String = e.message.chars().take(Self::MESSAGE_CHARS).collect();
+        let message = crate::printable(&message).into_owned();
         let key = (e.kind, message);
         if let Some(n) = self.counts.get_mut(&key) {
             *n += 1;

@@ -38,6 +38,7 @@ mod observer;
 mod outcome;
 mod percent;
 mod prefix;
+mod printable;
 mod rate_search;
 mod record;
 mod redact;
@@ -71,6 +72,7 @@ pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
 pub use prefix::prefix_within;
+pub use printable::printable;
 pub use rate_search::{RateBracket, RateSearch};
 pub use record::{
     ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,

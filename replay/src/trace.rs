@@ -296,6 +296,13 @@ pub struct LoadReport {
     pub warnings_omitted: u64,
 }
 
+/// Categories named in a [`LoadReport`] at most; a trace's text, so it is bounded.
+pub const MAX_CATEGORIES: usize = 64;
+/// The longest category name kept (bytes).
+pub const CATEGORY_LIMIT: usize = 64;
+/// Where rows of categories past [`MAX_CATEGORIES`] are counted.
+pub const OTHER_CATEGORIES: &str = "(other)";
+
 impl LoadReport {
     /// Records a warning message, keeping only the first [`MAX_WARNINGS`].
     pub fn warn(&mut self, message: impl fmt::Display) {
@@ -306,13 +313,20 @@ impl LoadReport {
         }
     }
 
+    /// Counts a row of category `name`: at most [`MAX_CATEGORIES`] are named, each cut to
+    /// [`CATEGORY_LIMIT`] bytes and printable; past them rows count under [`OTHER_CATEGORIES`].
     fn count_category(&mut self, name: &str) {
-        match self.categories.get_mut(name) {
-            Some(n) => *n += 1,
-            None => {
-                self.categories.insert(name.to_owned(), 1);
-            }
+        let name = canary_core::printable(canary_core::prefix_within(name, CATEGORY_LIMIT));
+        if let Some(n) = self.categories.get_mut(name.as_ref()) {
+            *n += 1;
+            return;
         }
+        let name = if self.categories.len() < MAX_CATEGORIES {
+            name.into_owned()
+        } else {
+            OTHER_CATEGORIES.to_owned()
+        };
+        *self.categories.entry(name).or_insert(0) += 1;
     }
 }
 
@@ -383,4 +397,29 @@ fn parse_guarded<R: Read>(
         TraceFormat::BurstGpt => burstgpt::parse(lines, &mut rows)?,
     }
     rows.finish(format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_are_bounded_in_number_and_length() {
+        let mut report = LoadReport::default();
+        report.count_category("gpt-4\u{1b}[2J");
+        report.count_category(&"x".repeat(1 << 20));
+        for i in 0..1000 {
+            report.count_category(&format!("model-{i}"));
+        }
+        report.count_category("gpt-4\u{1b}[2J");
+        assert_eq!(report.categories.len(), MAX_CATEGORIES + 1);
+        assert_eq!(report.categories[r"gpt-4\u{1b}[2J"], 2);
+        assert!(report.categories.keys().all(|k| k.len() <= CATEGORY_LIMIT * 6));
+        assert!(report.categories.contains_key(&"x".repeat(CATEGORY_LIMIT)));
+        assert_eq!(
+            report.categories[OTHER_CATEGORIES],
+            1002 - MAX_CATEGORIES as u64
+        );
+        assert_eq!(report.categories.values().sum::<u64>(), 1003);
+    }
 }

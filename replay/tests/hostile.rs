@@ -190,7 +190,7 @@ async fn a_run_against_a_hostile_server_still_measures_its_healthy_neighbour() {
 }
 
 #[tokio::test]
-async fn a_server_that_quotes_the_request_puts_no_secret_into_records_or_summary() {
+async fn a_server_that_quotes_the_request_puts_no_secret_and_no_control_character_into_records() {
     for in_stream in [false, true] {
         let server = HostileServer::start(Hostile::EchoRequest { in_stream });
         let mut t = target(&server, true);
@@ -207,6 +207,11 @@ async fn a_server_that_quotes_the_request_puts_no_secret_into_records_or_summary
             assert!(m.contains("authorization: Bearer <redacted>"), "{m}");
             assert!(m.contains("x-tenant: <redacted>"), "{m}");
             assert!(!m.contains("SECRET"), "{m}");
+            // The quoted head's line breaks are escaped: the message is printed as the top
+            // cause and logged in verdicts, where a raw one could forge lines or, with ESC,
+            // drive the terminal.
+            assert!(!m.chars().any(char::is_control), "{m}");
+            assert!(m.contains(r"\r\n"), "{m}");
         }
         for file in std::fs::read_dir(run.dir.path()).unwrap() {
             let path = file.unwrap().path();

@@ -16,9 +16,10 @@ use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
 use canary_core::GpuSource;
 
-/// A label's name or value as a sample keeps it: at most `max` bytes.
+/// A label's name or value as a sample keeps it: at most `max` bytes, printable (a GPU's
+/// model name is printed by `doctor` and kept in the run's context).
 fn cut(s: &str, max: usize) -> String {
-    canary_core::prefix_within(s, max).to_owned()
+    canary_core::printable(canary_core::prefix_within(s, max)).into_owned()
 }
 
 /// dcgm-exporter's default address.

@@ -18,12 +18,19 @@ pub(crate) fn base_url(metrics_url: &str) -> Option<String> {
     (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
 }
 
-/// The first of `keys` (`a.b` for nested) holding a string or a number, as text.
+/// The longest version or model name kept (bytes): they go into every run's context, the
+/// history, verdicts and log lines.
+const TEXT_LIMIT: usize = 128;
+
+/// The first of `keys` (`a.b` for nested) holding a string or a number, as text: at most
+/// [`TEXT_LIMIT`] bytes, control characters escaped.
 fn text(v: &Value, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|k| {
         let x = k.split('.').try_fold(v, |v, part| v.get(part))?;
         match x {
-            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::String(s) if !s.is_empty() => Some(
+                canary_core::printable(canary_core::prefix_within(s, TEXT_LIMIT)).into_owned(),
+            ),
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         }
@@ -142,6 +149,16 @@ mod tests {
         );
         assert_eq!(base_url("https://h/metrics?x=1").unwrap(), "https://h");
         assert!(base_url("metrics").is_none());
+    }
+
+    #[test]
+    fn a_hostile_version_is_one_short_printable_line() {
+        let forged = format!("1.0\n2026-01-01T00:00:00Z  INFO canaryd: prod: pass\u{1b}[2J{}", "x".repeat(1 << 20));
+        let (version, _, _) = engine_info("/version", &json!({ "version": forged }));
+        let version = version.unwrap();
+        assert!(version.len() <= TEXT_LIMIT + 16, "{} bytes", version.len());
+        assert!(!version.chars().any(char::is_control), "{version}");
+        assert!(version.starts_with("1.0\\n2026-01-01"), "{version}");
     }
 
     #[test]

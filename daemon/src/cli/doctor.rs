@@ -148,17 +148,10 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
         )),
         Ok(Err(e)) => SourceState::unavailable(format!("{}: {e:#}", target.authority())),
         Ok(Ok((status, body))) if status.is_success() => {
-            let models: Vec<String> = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["data"].as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|m| m["id"].as_str().map(str::to_string))
-                .collect();
             SourceState::available(format!(
                 "{} serves {}",
                 target.authority(),
-                models.join(", ")
+                model_list(&body)
             ))
         }
         Ok(Ok((status, _))) => {
@@ -166,6 +159,34 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
         }
     }
 }
+
+/// The most model ids `doctor` names, and the longest id it shows (bytes).
+const MODELS_SHOWN: usize = 16;
+const MODEL_ID_LIMIT: usize = 128;
+
+/// The model ids of a `/v1/models` body, as one printable line: the server's text, so each is
+/// capped and its control characters escaped, and a long list says how many it left out.
+fn model_list(body: &[u8]) -> String {
+    let listed = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["data"].as_array().cloned())
+        .unwrap_or_default();
+    let ids: Vec<&str> = listed.iter().filter_map(|m| m["id"].as_str()).collect();
+    let mut shown: Vec<String> = ids
+        .iter()
+        .take(MODELS_SHOWN)
+        .map(|id| {
+            canary_core::printable(canary_core::prefix_within(id, MODEL_ID_LIMIT)).into_owned()
+        })
+        .collect();
+    if ids.len() > MODELS_SHOWN {
+        shown.push(format!("and {} more", ids.len() - MODELS_SHOWN));
+    }
+    shown.join(", ")
+}
+
+/// The most of a `/v1/models` body `doctor` reads.
+const MODELS_BODY_LIMIT: usize = 1 << 20;
 
 async fn get(
     target: &canary_replay::Target,
@@ -194,5 +215,29 @@ async fn get(
         send.send_request(req).await?
     };
     let status = resp.status();
-    Ok((status, resp.into_body().collect().await?.to_bytes()))
+    let body = http_body_util::Limited::new(resp.into_body(), MODELS_BODY_LIMIT)
+        .collect()
+        .await
+        .map_err(|e| anyhow::anyhow!("{path}: {e} (more than {MODELS_BODY_LIMIT} bytes?)"))?;
+    Ok((status, body.to_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hostile_model_list_is_one_short_printable_line() {
+        let mut data = vec![serde_json::json!({
+            "id": format!("\u{1b}[2J\u{1b}]8;;http://evil\u{7}click{}", "m".repeat(1 << 16))
+        })];
+        data.extend((0..1000).map(|i| serde_json::json!({ "id": format!("model-{i}") })));
+        let body = serde_json::json!({ "data": data }).to_string();
+        let line = model_list(body.as_bytes());
+        assert!(!line.chars().any(char::is_control), "{line}");
+        assert!(line.starts_with(r"\u{1b}[2J"), "{line}");
+        assert!(line.ends_with("model-14, and 985 more"), "{line}");
+        assert!(line.len() < 1024, "{} bytes", line.len());
+        assert_eq!(model_list(br#"{"data":[{"id":"a"},{"id":"b"}]}"#), "a, b");
+    }
 }

@@ -60,7 +60,8 @@ pub(super) fn stopped(m: &mut Measurement) {
 }
 
 /// Derives a record's metrics from a measurement; an error's message comes without the
-/// target's secrets, whatever the server quoted ([`Target::scrub`]).
+/// target's secrets, whatever the server quoted ([`Target::scrub`]), and without control
+/// characters ([`canary_core::printable`]).
 pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
@@ -74,6 +75,10 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
             let mut e = e.clone();
             if let Some(scrubbed) = target.scrub(&e.message) {
                 e.message = scrubbed;
+            }
+            // Printed as the top cause and logged in verdicts: no escape sequences, one line.
+            if let std::borrow::Cow::Owned(shown) = canary_core::printable(&e.message) {
+                e.message = shown;
             }
             rec.error = Some(e);
         }

