@@ -88,7 +88,7 @@ impl Distribution {
             return;
         }
         let _ = self.hist.add(&other.hist);
-        let n = self.count + other.count;
+        let n = self.count.saturating_add(other.count);
         let delta = other.mean - self.mean;
         self.mean += delta * other.count as f64 / n as f64;
         self.m2 += other.m2 + delta * delta * self.count as f64 * other.count as f64 / n as f64;

@@ -138,8 +138,20 @@ impl Timeslices {
 
     /// The slices from the run's start to `run_end_ms` (the last response's end).
     pub fn report(&self, run_end_ms: f64) -> TimesliceReport {
+        let run_end_ms = if run_end_ms.is_finite() {
+            run_end_ms.max(0.0)
+        } else {
+            0.0
+        };
+        if run_end_ms / self.width_ms >= Self::MAX_SLICES as f64 {
+            // The run ended past the slices its completed requests reached (an error or a
+            // cancel at the end does not widen them): widen a copy, or 1 µs slices of a
+            // 10 s tail would be ten million.
+            let mut wider = self.clone();
+            wider.slot(run_end_ms);
+            return wider.report(run_end_ms);
+        }
         let w = self.width_ms;
-        let run_end_ms = run_end_ms.max(0.0);
         // Every slice up to the one the run ended in, even empty ones: a gap is news.
         let needed = ((run_end_ms / w).ceil() as usize).max(self.slices.len());
         let empty = SliceAcc::new();
@@ -377,5 +389,23 @@ mod tests {
         assert_eq!(r.slice_duration_s, 0.16);
         assert_eq!(r.requested_slice_duration_s, 0.01);
         assert_eq!(r.slices.iter().map(|s| s.requests).sum::<u64>(), 3000);
+    }
+
+    #[test]
+    fn a_tail_past_the_last_completed_request_stays_within_the_cap() {
+        // 1 µs slices; the last request, an error, ends 10 s after the others: the report
+        // used to hold ten million slices.
+        let mut t = Timeslices::new(Duration::from_micros(1));
+        t.add(&rec(0.0, 0.01, 0.02), 1);
+        let r = t.report(10_000.0);
+        assert!(
+            r.slices.len() <= Timeslices::MAX_SLICES,
+            "{}",
+            r.slices.len()
+        );
+        assert!(r.slices.last().unwrap().end_s >= 10.0);
+        assert_eq!(r.slices.iter().map(|s| s.requests).sum::<u64>(), 1);
+        // An end that is not a number cannot widen for ever.
+        assert_eq!(t.report(f64::INFINITY).slices.len(), 21);
     }
 }

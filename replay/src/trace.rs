@@ -414,7 +414,10 @@ mod tests {
         report.count_category("gpt-4\u{1b}[2J");
         assert_eq!(report.categories.len(), MAX_CATEGORIES + 1);
         assert_eq!(report.categories[r"gpt-4\u{1b}[2J"], 2);
-        assert!(report.categories.keys().all(|k| k.len() <= CATEGORY_LIMIT * 6));
+        assert!(report
+            .categories
+            .keys()
+            .all(|k| k.len() <= CATEGORY_LIMIT * 6));
         assert!(report.categories.contains_key(&"x".repeat(CATEGORY_LIMIT)));
         assert_eq!(
             report.categories[OTHER_CATEGORIES],

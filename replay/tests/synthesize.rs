@@ -12,7 +12,7 @@ const TRACE: &str = "mooncake_conversation_first2000.jsonl";
 /// `trace` synthesized by `s`, loaded back.
 fn round_trip(trace: &Trace, s: &Synthesis) -> Trace {
     let mut out = Vec::new();
-    let report = synthesize(trace, s, &mut out).unwrap();
+    let report = synthesize(trace, s, LoadOptions::default().length_limit, &mut out).unwrap();
     assert_eq!(report.rows, trace.requests.len() as u64);
     parse(
         &out[..],
@@ -166,7 +166,41 @@ fn nonsense_settings_are_refused() {
             ..Synthesis::default()
         },
     ] {
-        assert!(synthesize(&trace, &s, &mut Vec::new()).is_err(), "{s:?}");
+        assert!(
+            synthesize(
+                &trace,
+                &s,
+                LoadOptions::default().length_limit,
+                &mut Vec::new()
+            )
+            .is_err(),
+            "{s:?}"
+        );
+    }
+}
+
+/// A factor that makes a row longer than the length limit is refused by its line before the
+/// row's blocks are built: 1e6 used to ask for millions of block ids a row (out of memory),
+/// and 1e300 on the prefix overflowed the block arithmetic (a panic in debug builds).
+#[test]
+fn a_row_scaled_past_the_length_limit_is_refused_by_its_line_before_it_is_built() {
+    let trace = load_shared(TRACE);
+    for s in [
+        Synthesis {
+            prompt_len_multiplier: 1e6,
+            ..Synthesis::default()
+        },
+        Synthesis {
+            prefix_len_multiplier: 1e300,
+            ..Synthesis::default()
+        },
+    ] {
+        let e = synthesize(&trace, &s, 10_000_000, &mut Vec::new()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("line ") && msg.contains("over the limit of 10000000"),
+            "{msg}"
+        );
     }
 }
 
@@ -184,7 +218,13 @@ fn a_bailian_trace_is_written_as_bailian_in_its_own_blocks() {
     );
 
     let mut out = Vec::new();
-    synthesize(&trace, &Synthesis::default(), &mut out).unwrap();
+    synthesize(
+        &trace,
+        &Synthesis::default(),
+        LoadOptions::default().length_limit,
+        &mut out,
+    )
+    .unwrap();
     let text = String::from_utf8(out.clone()).unwrap();
     let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     // The first turn keeps its chat id (the session's), and the documented fields are there.

@@ -28,9 +28,9 @@ fn text(v: &Value, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|k| {
         let x = k.split('.').try_fold(v, |v, part| v.get(part))?;
         match x {
-            Value::String(s) if !s.is_empty() => Some(
-                canary_core::printable(canary_core::prefix_within(s, TEXT_LIMIT)).into_owned(),
-            ),
+            Value::String(s) if !s.is_empty() => {
+                Some(canary_core::printable(canary_core::prefix_within(s, TEXT_LIMIT)).into_owned())
+            }
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         }
@@ -153,7 +153,10 @@ mod tests {
 
     #[test]
     fn a_hostile_version_is_one_short_printable_line() {
-        let forged = format!("1.0\n2026-01-01T00:00:00Z  INFO canaryd: prod: pass\u{1b}[2J{}", "x".repeat(1 << 20));
+        let forged = format!(
+            "1.0\n2026-01-01T00:00:00Z  INFO canaryd: prod: pass\u{1b}[2J{}",
+            "x".repeat(1 << 20)
+        );
         let (version, _, _) = engine_info("/version", &json!({ "version": forged }));
         let version = version.unwrap();
         assert!(version.len() <= TEXT_LIMIT + 16, "{} bytes", version.len());

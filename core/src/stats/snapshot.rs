@@ -49,6 +49,10 @@ pub enum SnapshotError {
     Invalid(&'static str),
 }
 
+/// The most values a snapshot may say it holds: what an f64 counts exactly, and far from
+/// u64's end however many shards are merged.
+const MAX_COUNT: u64 = 1 << 53;
+
 impl Distribution {
     /// This distribution, whole, for [`Distribution::from_snapshot`] elsewhere.
     pub fn snapshot(&self) -> DistributionSnapshot {
@@ -73,7 +77,14 @@ impl Distribution {
         if s.scale != SCALE {
             return Err(SnapshotError::Scale(s.scale));
         }
-        let buckets = s.buckets.iter().map(|&(_, n)| n).sum::<u64>();
+        // A crafted file's counts could overflow the sum (a panic in debug builds, a wrapped
+        // total that passes in release) or, merged, the distribution's own count.
+        let buckets = s
+            .buckets
+            .iter()
+            .try_fold(0u64, |sum, &(_, n)| sum.checked_add(n))
+            .filter(|&sum| sum <= MAX_COUNT)
+            .ok_or(SnapshotError::Invalid("bucket counts past 2^53"))?;
         if buckets != s.count {
             return Err(SnapshotError::Count {
                 buckets,
@@ -184,5 +195,13 @@ mod tests {
             Distribution::from_snapshot(&s).is_err(),
             "a mean above the max"
         );
+        // Counts that overflow u64 when summed: wrapped, they used to add up to `count`.
+        let mut s = d.snapshot();
+        s.buckets = vec![(4_000, u64::MAX), (4_001, 2)];
+        s.count = 1;
+        assert!(matches!(
+            Distribution::from_snapshot(&s),
+            Err(SnapshotError::Invalid(m)) if m.contains("2^53")
+        ));
     }
 }

@@ -24,8 +24,8 @@ pub struct DemoArgs {
     /// Simulator latency profile (`fast`, `illustrative`, or a profile file).
     #[arg(long, default_value = "illustrative")]
     pub profile: String,
-    /// Replay at most this many of the bundled 300 requests.
-    #[arg(long)]
+    /// Replay at most this many of the bundled 300 requests (1 or more).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_requests: Option<usize>,
     /// Where the run's artifacts go.
     #[arg(long, short = 'o', default_value = "canaryd-out/demo")]

@@ -147,13 +147,11 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
             target.authority()
         )),
         Ok(Err(e)) => SourceState::unavailable(format!("{}: {e:#}", target.authority())),
-        Ok(Ok((status, body))) if status.is_success() => {
-            SourceState::available(format!(
-                "{} serves {}",
-                target.authority(),
-                model_list(&body)
-            ))
-        }
+        Ok(Ok((status, body))) if status.is_success() => SourceState::available(format!(
+            "{} serves {}",
+            target.authority(),
+            model_list(&body)
+        )),
         Ok(Ok((status, _))) => {
             SourceState::unavailable(format!("{}{path}: HTTP {status}", target.authority()))
         }

@@ -49,8 +49,8 @@ pub struct ShapeArgs {
     /// End of the window, in trace time from its first request.
     #[arg(long, value_parser = duration::parse)]
     pub end_offset: Option<Duration>,
-    /// Replay at most this many requests.
-    #[arg(long)]
+    /// Replay at most this many requests (1 or more).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_requests: Option<usize>,
     /// At most this many requests in flight (1 or more); later ones wait and the wait is
     /// recorded.

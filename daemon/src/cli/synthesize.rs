@@ -80,7 +80,8 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         .open(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    let report = canary_replay::synthesize(&trace, &s, &mut out)
+    // What loading the written trace will allow.
+    let report = canary_replay::synthesize(&trace, &s, opts.length_limit, &mut out)
         .with_context(|| format!("synthesizing from {}", args.input.display()))?;
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;

@@ -267,8 +267,8 @@ pub struct Workload {
     pub start_offset: Option<HumanDuration>,
     /// Window end.
     pub end_offset: Option<HumanDuration>,
-    /// Request cap.
-    pub max_requests: Option<usize>,
+    /// Request cap (1 or more: 0 would select nothing, an error at every run).
+    pub max_requests: Option<AtLeastOne>,
     /// Default 1. A schedule that would take more than 365 days to replay is refused (by
     /// `check-config` too, which loads the trace).
     pub speedup: Option<Positive>,
@@ -283,8 +283,8 @@ pub struct Workload {
     pub concurrency: Option<AtLeastOne>,
     /// Default 0.
     pub warmup_requests: Option<usize>,
-    /// `"15m"`: a run every period (at most a year).
-    pub every: Option<Period>,
+    /// `"15m"`: a run every period (1 s to a year).
+    pub every: Option<toml::Spanned<Period>>,
     /// A cron expression (5 or 6 fields, UTC) that fires at least once from now on.
     pub cron: Option<CronExpr>,
     /// A random delay up to this much before each run; shorter than `every`, or than the

@@ -326,6 +326,15 @@ fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
     assert!(e.contains("must be above zero"), "{e}");
     // A year is the most a period may be; retention may be longer.
     assert!(parse(&GOOD.replace("every = \"15m\"", "every = \"365d\"")).is_ok());
+    // A second is the least: shorter, a run still going made the scheduler spin.
+    let second = GOOD.replace("every = \"15m\"\njitter = \"30s\"", "every = \"1s\"");
+    assert!(parse(&second).is_ok(), "{:?}", parse(&second).err());
+    for short in ["999ms", "1us", "1ns"] {
+        let line = format!("every = \"{short}\"");
+        let text = GOOD.replace("every = \"15m\"", &line);
+        let e = error_at(&text, &line, "workloads.chat.every");
+        assert!(e.contains("at least 1s"), "{e}");
+    }
     let text = format!("{GOOD}[export]\nretention_age = \"3650d\"\n");
     assert_eq!(
         parse(&text).unwrap().retention_age,
@@ -337,6 +346,10 @@ fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
 fn zero_concurrency_is_refused() {
     let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 0");
     let e = error_at(&text, "concurrency = 0", "workloads.chat.concurrency: ");
+    assert!(e.contains("expected 1 or more, found 0"), "{e}");
+    // It used to load, and every run then failed selecting nothing, not naming the key.
+    let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nmax_requests = 0");
+    let e = error_at(&text, "max_requests = 0", "workloads.chat.max_requests: ");
     assert!(e.contains("expected 1 or more, found 0"), "{e}");
     let text = GOOD.replace("jitter = \"30s\"", "jitter = \"30s\"\nconcurrency = 8");
     assert_eq!(parse(&text).unwrap().workloads[0].concurrency, Some(8));

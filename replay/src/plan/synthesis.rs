@@ -48,6 +48,18 @@ pub(super) fn validate(s: &Synthesis) -> Result<(), SettingError> {
     at_least_one(Setting::SynthesisMaxOsl, s.max_osl)
 }
 
+/// A synthesized row's `field` over the length limit, named by its line in the input.
+fn over_limit(trace: &Trace, line: u64, field: &'static str, n: u64, limit: u32) -> LoadError {
+    trace::TraceError::InvalidValue {
+        path: trace.path.clone(),
+        line,
+        field,
+        expected: format!("at most {limit} tokens once synthesized (length_limit)"),
+        found: n.to_string(),
+    }
+    .into()
+}
+
 /// `trace` changed by `s`, with the rows `canaryd synthesize` would write (each keeping its
 /// input line); lengths over `length_limit` are refused, naming the row.
 pub fn apply(
@@ -56,9 +68,17 @@ pub fn apply(
     length_limit: u32,
 ) -> Result<(Trace, SynthesisReport), LoadError> {
     let mut text = Vec::new();
-    let report = trace::synthesize(trace, s, &mut text).map_err(|reason| LoadError::Synthesis {
-        path: trace.path.clone(),
-        reason,
+    let report = trace::synthesize(trace, s, length_limit, &mut text).map_err(|e| match e {
+        // Refused before the row was built: named as the check below names it.
+        trace::SynthesisError::TooLong {
+            line,
+            tokens,
+            limit,
+        } => over_limit(trace, u64::from(line), "input_length", tokens, limit),
+        reason => LoadError::Synthesis {
+            path: trace.path.clone(),
+            reason,
+        },
     })?;
     // The limit is checked below, naming the input's line rather than the text's.
     let opts = LoadOptions {
@@ -77,16 +97,13 @@ pub fn apply(
             ("output_length", new.output_tokens()),
         ] {
             if n > length_limit {
-                return Err(trace::TraceError::InvalidValue {
-                    path: trace.path.clone(),
-                    line: u64::from(line),
+                return Err(over_limit(
+                    trace,
+                    u64::from(line),
                     field,
-                    expected: format!(
-                        "at most {length_limit} tokens once synthesized (length_limit)"
-                    ),
-                    found: n.to_string(),
-                }
-                .into());
+                    u64::from(n),
+                    length_limit,
+                ));
             }
         }
         out.requests
@@ -155,7 +172,7 @@ mod tests {
         let t = trace();
         let (got, report) = apply(&t, &s, trace::DEFAULT_LENGTH_LIMIT).unwrap();
         let mut text = Vec::new();
-        trace::synthesize(&t, &s, &mut text).unwrap();
+        trace::synthesize(&t, &s, u32::MAX, &mut text).unwrap();
         let file = trace::parse(text.as_slice(), Path::new("x"), &LoadOptions::default()).unwrap();
         assert_eq!(report.rows, 2);
         assert_eq!(report.capped, 2);

@@ -5,7 +5,9 @@
 
 use super::planner::Left;
 use crate::arrival::Arrivals;
-use crate::plan::{ClosedLoopPlan, RatePlan};
+// A run bounded by time alone still ends at the count's own ceiling: request indices are
+// u32 (prompts and ids are keyed by them), and past it they would repeat.
+use crate::plan::{ClosedLoopPlan, RatePlan, MAX_REQUEST_COUNT};
 use crate::schedule::{Schedule, Session, Timing};
 use crate::synthetic::SyntheticRequests;
 use canary_core::TraceRequest;
@@ -178,7 +180,7 @@ impl RateSessions {
     /// The next arrival within the count and the duration.
     fn next_arrival(&mut self) -> Option<Duration> {
         let w = &mut self.work;
-        if w.count.is_some_and(|n| self.taken >= n) {
+        if self.taken >= w.count.unwrap_or(MAX_REQUEST_COUNT) {
             return None;
         }
         let at = w
@@ -210,7 +212,8 @@ impl RateSessions {
         }
         let drawn = self.taken - before;
         let rest = (until.saturating_sub(last).as_secs_f64() * rate) as u64;
-        let requests = of_count.map_or(drawn + rest, |n| n.min(drawn + rest));
+        let cap = of_count.unwrap_or(MAX_REQUEST_COUNT.saturating_sub(before));
+        let requests = cap.min(drawn + rest);
         // Nothing more is taken from these sessions.
         self.work.count = Some(self.taken);
         Left {
@@ -240,7 +243,7 @@ impl ClosedLoopWork {
             return None;
         }
         let i = self.claimed.fetch_add(1, Ordering::Relaxed);
-        if self.count.is_some_and(|n| i >= n) {
+        if i >= self.count.unwrap_or(MAX_REQUEST_COUNT) {
             return None;
         }
         Some(self.requests.request(i as u32, self.limit))
@@ -301,6 +304,36 @@ mod tests {
             assert_eq!(sessions.requests_left(EXACT_DRAWS), Left::exact(0));
             assert!(sessions.next().is_none());
         }
+    }
+
+    // Bounded by time alone, a run still ends at the count's ceiling (1e9): its u32 request
+    // indices used to wrap at 2^32, repeating prompts and ids (and overflowing `index + 1`).
+    #[test]
+    fn a_run_bounded_by_time_alone_ends_at_the_count_ceiling() {
+        let mut sessions =
+            rate_work(None, Some(Duration::from_secs(3600 * 24 * 365))).into_sessions();
+        sessions.taken = MAX_REQUEST_COUNT - 2;
+        let ids: Vec<u32> = sessions.by_ref().map(|s| s.turns[0].index).collect();
+        let last = (MAX_REQUEST_COUNT - 1) as u32;
+        assert_eq!(ids, [last - 1, last]);
+        assert_eq!(sessions.requests_left(1000), Left::exact(0));
+
+        let plan = ClosedLoopPlan {
+            requests: SyntheticRequests::fixed(16, 4),
+            users: 4,
+            extent: Extent {
+                count: None,
+                duration: Some(Duration::from_secs(3600)),
+            },
+        };
+        let Work::ClosedLoop(users) = Work::closed_loop(&plan, 1_000_000) else {
+            unreachable!()
+        };
+        users
+            .claimed
+            .store(MAX_REQUEST_COUNT - 1, Ordering::Relaxed);
+        assert_eq!(users.next(Duration::ZERO).map(|r| r.index), Some(last));
+        assert!(users.next(Duration::ZERO).is_none());
     }
 
     // A stop of a long run at a high rate drew every arrival left, for hours (1e9 req/s for

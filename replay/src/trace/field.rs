@@ -410,7 +410,10 @@ mod tests {
         let msg = row().wrong_type("t", "a number", &huge).to_string();
         assert!(msg.len() < 300, "{} bytes", msg.len());
         assert!(!msg.chars().any(char::is_control), "{msg}");
-        assert!(msg.starts_with(r#"f.jsonl:3: field "t": expected a number, found \u{1b}[2J999"#), "{msg}");
+        assert!(
+            msg.starts_with(r#"f.jsonl:3: field "t": expected a number, found \u{1b}[2J999"#),
+            "{msg}"
+        );
         assert!(msg.ends_with(&format!("… ({} bytes)", huge.len())), "{msg}");
     }
 

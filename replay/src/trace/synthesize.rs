@@ -80,6 +80,16 @@ pub enum SynthesisError {
         /// Why.
         reason: String,
     },
+    /// A row the factors make longer than the length limit.
+    #[error("line {line}: its input_length would be {tokens} tokens, over the limit of {limit}")]
+    TooLong {
+        /// Its line in the input.
+        line: u32,
+        /// The length it would have.
+        tokens: u64,
+        /// The limit.
+        limit: u32,
+    },
     /// Writing failed.
     #[error("writing the trace")]
     Io(#[from] std::io::Error),
@@ -137,6 +147,7 @@ enum BlockKey {
 pub fn synthesize(
     trace: &Trace,
     s: &Synthesis,
+    length_limit: u32,
     out: &mut impl Write,
 ) -> Result<SynthesisReport, SynthesisError> {
     s.validate()?;
@@ -174,7 +185,17 @@ pub fn synthesize(
                 ),
             });
         }
-        let (input, hash_ids, capped_in) = scale_prompt(&r, s, block, &uses, &mut ids);
+        // Refused before its blocks are built: a multiplier of 1e6 would otherwise ask for
+        // millions of block ids per row.
+        let input = scaled_input(&r, s, block, &uses);
+        if input.capped > u64::from(length_limit) {
+            return Err(SynthesisError::TooLong {
+                line,
+                tokens: input.capped,
+                limit: length_limit,
+            });
+        }
+        let (input, hash_ids, capped_in) = scale_prompt(&r, s, block, input, &mut ids);
         let output = s
             .max_osl
             .map_or(r.output_tokens, |m| r.output_tokens.min(m));
@@ -196,27 +217,60 @@ pub fn synthesize(
     Ok(report)
 }
 
-/// The row's new input length and block ids (of `block` tokens), and whether the cap cut it.
-fn scale_prompt(
+/// A row's scaled input: its source prefix (blocks), the scaled prefix (tokens), the length
+/// the multipliers ask for and that length within `max_isl`.
+#[derive(Debug, Clone, Copy)]
+struct ScaledInput {
+    prefix_blocks: u64,
+    scaled_prefix: u64,
+    wanted: u64,
+    capped: u64,
+}
+
+/// The row's new input length, before any block is built; saturating, whatever the factors.
+fn scaled_input(
     r: &TraceRequest,
     s: &Synthesis,
     block: u32,
     uses: &HashMap<u64, u32>,
-    ids: &mut HashMap<BlockKey, u64>,
-) -> (u32, Vec<u64>, bool) {
+) -> ScaledInput {
     let bs = u64::from(block);
     let prefix_blocks = r.hash_ids.iter().take_while(|id| uses[id] > 1).count() as u64;
     let prefix = (prefix_blocks * bs).min(u64::from(r.input_tokens));
     let unique = u64::from(r.input_tokens) - prefix;
+    // `as` saturates: a factor of 1e300 gives u64::MAX, and the sums below saturate too.
     let scaled_prefix = (prefix as f64 * s.prefix_len_multiplier).round() as u64;
     // A prefix followed by unique text stays whole blocks, so it stays shareable.
     let scaled_prefix = match unique {
         0 => scaled_prefix,
-        _ => scaled_prefix.div_ceil(bs) * bs,
+        _ => scaled_prefix.div_ceil(bs).saturating_mul(bs),
     };
     let scaled_unique = (unique as f64 * s.prompt_len_multiplier).round() as u64;
-    let wanted = (scaled_prefix + scaled_unique).clamp(1, u64::from(u32::MAX));
-    let input = s.max_isl.map_or(wanted, |m| wanted.min(u64::from(m)));
+    let wanted = scaled_prefix.saturating_add(scaled_unique).max(1);
+    ScaledInput {
+        prefix_blocks,
+        scaled_prefix,
+        wanted,
+        capped: s.max_isl.map_or(wanted, |m| wanted.min(u64::from(m))),
+    }
+}
+
+/// The row's new input length and block ids (of `block` tokens), and whether the cap cut it.
+/// `scaled` is within the length limit (so within u32).
+fn scale_prompt(
+    r: &TraceRequest,
+    s: &Synthesis,
+    block: u32,
+    scaled: ScaledInput,
+    ids: &mut HashMap<BlockKey, u64>,
+) -> (u32, Vec<u64>, bool) {
+    let bs = u64::from(block);
+    let ScaledInput {
+        prefix_blocks,
+        scaled_prefix,
+        wanted,
+        capped: input,
+    } = scaled;
     if r.hash_ids.is_empty() {
         return (input as u32, Vec::new(), input < wanted);
     }

@@ -92,8 +92,10 @@ pub fn render(run: &Run) -> String {
     let mut html = kv_table(&pairs);
     if let Some(Value::Object(kinds)) = s.section("errors_by_kind") {
         if !kinds.is_empty() {
-            let rows: Vec<Vec<String>> =
-                kinds.iter().map(|(k, v)| vec![esc(k), esc(&scalar(v))]).collect();
+            let rows: Vec<Vec<String>> = kinds
+                .iter()
+                .map(|(k, v)| vec![esc(k), esc(&scalar(v))])
+                .collect();
             html.push_str("<h3>Errors by kind</h3>\n");
             html.push_str(&table("errors", &["kind", "requests"], &rows));
         }

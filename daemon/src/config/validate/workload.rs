@@ -123,7 +123,7 @@ fn workload(
         cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),
         end_offset: w.end_offset.map(|d| d.0),
-        max_requests: w.max_requests,
+        max_requests: w.max_requests.map(|n| n.0),
         speedup: w.speedup.map_or(Plan::SPEEDUP, |s| s.0),
         scale_lengths: scale_lengths.map(|(_, f)| f),
         length_limit,
@@ -248,11 +248,14 @@ fn no_jitter_on_a_grid(name: &str, w: &raw::Workload, src: &Source) -> Result<()
     }
 }
 
+/// The shortest `every`.
+const MIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `every` or `cron` (one of them), with a jitter shorter than the gap between runs.
 fn cadence(
     name: &str,
     at: Option<usize>,
-    every: Option<raw::Period>,
+    every: Option<toml::Spanned<raw::Period>>,
     cron: Option<raw::CronExpr>,
     jitter: Option<toml::Spanned<raw::Period>>,
     src: &Source,
@@ -260,9 +263,19 @@ fn cadence(
     let err = |at, message| src.err(at, message);
     let jitter_at = jitter.as_ref().map(|j| j.span().start);
     let jitter = jitter.map(|j| j.into_inner().0);
+    let every_at = every.as_ref().map(|e| e.span().start);
+    let every = every.map(toml::Spanned::into_inner);
     let cadence = match (every, cron) {
-        (Some(every), None) if every.0.is_zero() => {
-            return Err(err(at, format!("workloads.{name}.every: must be above zero")))
+        // Cron's resolution. Shorter, a run still going makes each tick due at once: the
+        // scheduler skipped without ever waiting, one worker spun and the log flooded.
+        (Some(every), None) if every.0 < MIN_EVERY => {
+            return Err(err(
+                every_at,
+                format!(
+                    "workloads.{name}.every: at least 1s, found {:?}",
+                    every.0
+                ),
+            ))
         }
         (Some(every), None) => Cadence::Every {
             period: every.0,

@@ -203,7 +203,7 @@ mod tests {
     fn sessions_and_turns_come_back_through_new_chat_ids() {
         let t = trace();
         let mut out = Vec::new();
-        synthesize(&t, &Synthesis::default(), &mut out).unwrap();
+        synthesize(&t, &Synthesis::default(), u32::MAX, &mut out).unwrap();
         let text = String::from_utf8(out.clone()).unwrap();
         let rows: Vec<serde_json::Value> = text
             .lines()
@@ -254,7 +254,7 @@ mod tests {
     fn a_turn_with_nothing_before_it_is_refused_naming_its_line() {
         let mut t = trace();
         t.requests.update(4, |r| r.turn = 3).unwrap();
-        let err = synthesize(&t, &Synthesis::default(), &mut Vec::new()).unwrap_err();
+        let err = synthesize(&t, &Synthesis::default(), u32::MAX, &mut Vec::new()).unwrap_err();
         assert_eq!(
             err.to_string(),
             "line 5: is turn 4 of session 7, which has no turn 3"
