@@ -52,6 +52,10 @@ pub struct RunOutcome {
     /// The statistics.
     #[serde(flatten)]
     pub summary: RunSummary,
+    /// Why some artifacts could not be written (a full disk): the figures here are still
+    /// whole, and the front end shows them before it fails.
+    #[serde(skip)]
+    pub artifacts_error: Option<String>,
 }
 
 /// The in-flight ceiling of a run, as `summary.json` states it.

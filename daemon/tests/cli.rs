@@ -531,6 +531,55 @@ fn an_error_chain_names_each_cause_once() {
     assert_eq!(msg.matches("Not a directory").count(), 1, "{msg}");
 }
 
+// A full disk used to throw away the whole measured run: the records' write error was
+// returned before summary.json was tried, and nothing was printed. Here the file size limit
+// (RLIMIT_FSIZE, SIGXFSZ ignored) plays the full disk: records.jsonl outgrows it, the
+// summary does not.
+#[test]
+fn a_full_disk_loses_the_records_not_the_run() {
+    use std::os::unix::process::CommandExt;
+    const LIMIT: u64 = 128 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let trace = shared("traces/mooncake_conversation_first2000.jsonl");
+    let url = format!("http://127.0.0.1:{port}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+        .args(["--model", "canary-sim", "--output-dir", "out", "--no-ebpf"])
+        .args(["--speedup", "1000", "--max-requests", "1000"])
+        .args(["--max-input-tokens", "16", "--max-output-tokens", "4"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY");
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &rl) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let out = cmd.output().expect("canaryd runs");
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("writing results: out/records.jsonl: File too large"),
+        "{msg}"
+    );
+    // What was measured is shown and kept: the table, and summary.json with every request.
+    assert!(msg.contains("TTFT (ms)"), "{msg}");
+    let s = summary(dir.path());
+    assert_eq!(s["requests"], 1000, "{s}");
+    let records = std::fs::metadata(dir.path().join("out/records.jsonl")).unwrap();
+    assert!(records.len() <= LIMIT, "{}", records.len());
+}
+
 #[test]
 fn zero_concurrency_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -151,24 +151,33 @@ impl ResultsWriter {
 
     /// Writes `summary.json` and `summary.csv` for `report` (whose summary should come from
     /// [`ResultsWriter::summary`]) and closes the records file.
+    /// Every file is tried, whatever failed before it: the summary is small and may still
+    /// fit where the records did not. The first error is returned.
     pub fn finish<R: Serialize>(
         mut self,
         report: &R,
         summary: &RunSummary,
     ) -> Result<(), ArtifactError> {
+        let mut first = self.write_error.take();
         if let Some((path, mut w)) = self.records.take() {
-            w.flush().map_err(at(&path))?;
+            if let Err(e) = w.flush() {
+                first.get_or_insert(at(&path)(e));
+            }
         }
-        if let Some(e) = self.write_error.take() {
-            return Err(e);
+        let Some(dir) = &self.dir else {
+            return first.map_or(Ok(()), Err);
+        };
+        if let Err(e) = write_summary(dir, report, summary) {
+            first.get_or_insert(e);
         }
-        let Some(dir) = &self.dir else { return Ok(()) };
-        write_summary(dir, report, summary)?;
         // The whole distributions, so shard runs merge exactly (`canaryd merge`).
         let path = dir.join(crate::HISTOGRAMS_FILE);
         let json = serde_json::to_vec(&crate::Histograms::of(&self.aggregator))
             .expect("histograms always serialize");
-        std::fs::write(&path, json).map_err(at(&path))
+        if let Err(e) = std::fs::write(&path, json) {
+            first.get_or_insert(at(&path)(e));
+        }
+        first.map_or(Ok(()), Err)
     }
 }
 

@@ -171,7 +171,7 @@ pub async fn one_shot(
         return Ok(None);
     };
     if print.quiet {
-        return Ok(Some(run));
+        return artifacts_written(run);
     }
     if print.json {
         // What summary.json holds, `run` block included.
@@ -192,5 +192,14 @@ pub async fn one_shot(
             outln!("artifacts: {}", dir.display())?;
         }
     }
-    Ok(Some(run))
+    artifacts_written(run)
+}
+
+/// `run`, or the error of the artifacts it could not write (a full disk) once its figures
+/// were shown: the exit status says the run's files are not all there.
+fn artifacts_written(run: Judged) -> Result<Option<Judged>> {
+    match &run.outcome.artifacts_error {
+        Some(e) => anyhow::bail!("{e} (the figures shown are the run's, whole)"),
+        None => Ok(Some(run)),
+    }
 }

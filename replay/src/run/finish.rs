@@ -5,7 +5,7 @@
 use super::setup::Collector;
 use super::Ctx;
 use crate::plan::RunInfo;
-use crate::results::{ResultsWriter, SummaryFile};
+use crate::results::SummaryFile;
 use canary_core::{
     ClockReport, DiagnosisInput, InFlightCap, MonoTime, Observer, RunContext, RunOutcome,
     RunSummary, RunTelemetry, WorkloadContext,
@@ -69,8 +69,13 @@ pub(super) async fn finish(
         context_changes,
         telemetry,
         summary,
+        artifacts_error: None,
     };
-    write(writer, info, &outcome)?;
+    // Nothing measured is lost to a full disk: the outcome goes on, saying what failed.
+    let mut outcome = outcome;
+    if let Err(e) = writer.finish(&SummaryFile::new(info, &outcome), &outcome.summary) {
+        outcome.artifacts_error = Some(format!("writing results: {}", one_line(&e)));
+    }
     Ok(outcome)
 }
 
@@ -100,13 +105,15 @@ async fn telemetry(
 }
 
 /// `summary.json` and the rest of the artifacts.
-fn write(
-    writer: ResultsWriter,
-    info: &RunInfo,
-    outcome: &RunOutcome,
-) -> Result<(), super::ReplayError> {
-    writer.finish(&SummaryFile::new(info, outcome), &outcome.summary)?;
-    Ok(())
+/// An error and its causes on one line.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }
 
 /// What a run where canaryd ran out of its own resources says about it.
