@@ -863,3 +863,27 @@ fn realtime_workers_is_off_unless_asked_and_a_bad_value_names_line_and_key() {
     let e = error_at(&bad, "realtime_workers", "realtime_workers");
     assert!(e.contains("bool"), "{e}");
 }
+
+#[test]
+fn a_workload_name_that_cannot_be_a_folder_is_refused_naming_its_line() {
+    // They used to load; every run then failed creating its folder, with no history row.
+    let long = "w".repeat(300);
+    for bad in [
+        r#""a\u0000b""#,
+        r#""tab\there""#,
+        &format!("\"{long}\""),
+        r#"".hidden""#,
+        r#""a/b""#,
+    ] {
+        let text = GOOD.replace("[workloads.chat]", &format!("[workloads.{bad}]"));
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("a name must be usable as a folder name"),
+            "{bad}: {e}"
+        );
+        assert!(!e.contains('\0') && !e.contains('\t'), "{e}");
+        assert!(e.len() < 600, "{e}");
+    }
+    let fine = GOOD.replace("[workloads.chat]", "[workloads.\"chat-é 2\"]");
+    assert!(parse(&fine).is_ok(), "{:?}", parse(&fine).err());
+}

@@ -32,20 +32,25 @@ pub struct Orphan {
 }
 
 /// Every `<artifacts_dir>/<workload>/<run-id>/` holding a `records.jsonl` (its own, or a
-/// part's) but neither a `verdict.json` nor a history row, oldest first (run ids sort by start
-/// time). Folders that cannot be read are logged and passed over.
+/// part's) but neither a readable `verdict.json` nor a history row, oldest first (run ids
+/// sort by start time). Only folders named as the daemon names its runs: another tool's
+/// folder put there (`canaryd replay -o ARTIFACTS/manual/x`) is not taken over, and so never
+/// removed by retention. Folders that cannot be read are logged and passed over.
 pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
     let mut out = Vec::new();
     for workload in subdirs(artifacts_dir) {
         for run in subdirs(&workload) {
             // verdict.json first: it settles every finished run without a database query.
-            let has_records = run.join("records.jsonl").is_file() || !parts(&run).is_empty();
-            if run.join("verdict.json").exists() || !has_records {
-                continue;
-            }
             let (Some(w), Some(id)) = (name(&workload), name(&run)) else {
                 continue;
             };
+            if started_unix_ms(&id).is_none() {
+                continue;
+            }
+            let has_records = run.join("records.jsonl").is_file() || !parts(&run).is_empty();
+            if settled(&run) || !has_records {
+                continue;
+            }
             match history.get(&id) {
                 Ok(None) => out.push(Orphan {
                     workload: w,
@@ -59,6 +64,13 @@ pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out
+}
+
+/// A readable `verdict.json`: the run was recorded. A torn one (the process died writing it,
+/// before verdicts were written through a rename) is as good as none.
+fn settled(run: &Path) -> bool {
+    std::fs::read(run.join("verdict.json"))
+        .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
 }
 
 /// The folders of a run's parts, in order: a capacity search's probes (`probe-NN-<rate>rps`)
@@ -273,6 +285,16 @@ mod tests {
             "20260101T000003Z-3",
             &["records.jsonl", "verdict.json"],
         );
+        std::fs::write(art.join("a/20260101T000003Z-3/verdict.json"), "{}").unwrap();
+        // A torn verdict.json settles nothing.
+        mk(
+            "a",
+            "20260101T000004Z-torn",
+            &["records.jsonl", "verdict.json"],
+        );
+        // Another tool's run put among the daemon's: never taken over (retention would then
+        // remove it).
+        mk("manual", "base", &["records.jsonl"]);
         mk("b", "20260101T000004Z-4", &[]);
         std::fs::write(art.join("b/stray-file"), "").unwrap();
         // A capacity search's and a sweep's records are in their probes' and points' folders.
@@ -280,6 +302,7 @@ mod tests {
         mk("c", "20260101T000006Z-6/point-02-c8", &["records.jsonl"]);
         mk("c", "20260101T000007Z-7/point-01-c2", &["records.jsonl"]);
         mk("c", "20260101T000007Z-7", &["verdict.json"]);
+        std::fs::write(art.join("c/20260101T000007Z-7/verdict.json"), "{}").unwrap();
         mk("c", "20260101T000008Z-8/other-01", &["records.jsonl"]);
         mk("c", "20260101T000009Z-9/probe-01-50rps", &["summary.json"]);
         let found: Vec<String> = find(&art, &history).into_iter().map(|o| o.id).collect();
@@ -288,6 +311,7 @@ mod tests {
             [
                 "20260101T000001Z-1",
                 "20260101T000002Z-2",
+                "20260101T000004Z-torn",
                 "20260101T000005Z-5",
                 "20260101T000006Z-6"
             ]

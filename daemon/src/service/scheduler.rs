@@ -294,15 +294,18 @@ impl Daemon {
         self.sinks.run_finished(workload, &result);
     }
 
-    /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
+    /// Compares with the baseline, stores the run, writes `verdict.json`, applies retention.
+    /// The history row comes first: it is what retention deletes by, so a run whose verdict
+    /// could not be written (a full disk) is still known, shown and in time removed.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
-        announce::write_verdict(result)?;
         self.history.insert(&RunRow::from(&*result))?;
-        self.apply_retention(config, workload)
+        let written = announce::write_verdict(result);
+        self.apply_retention(config, workload)?;
+        written
     }
 
     /// Fills in the run's comparison with the rolling baseline, when it has samples.

@@ -284,6 +284,11 @@ fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
         "{}",
         text(&again)
     );
+    // The user's own folders beside the points stay, whatever their names.
+    for own in ["point-cloud", "point-01-notes"] {
+        std::fs::create_dir_all(dir.path().join("out").join(own)).unwrap();
+        std::fs::write(dir.path().join("out").join(own).join("keep.txt"), "x").unwrap();
+    }
     let again = sweep(
         dir.path(),
         &url,
@@ -294,6 +299,12 @@ fn a_concurrency_sweep_runs_closed_loops_and_says_per_gpu_is_unknown() {
         !dir.path().join("out/point-02-c4").exists(),
         "the earlier points are gone"
     );
+    for own in ["point-cloud", "point-01-notes"] {
+        assert!(
+            dir.path().join("out").join(own).join("keep.txt").exists(),
+            "{own}"
+        );
+    }
     assert_eq!(
         sweep_json(dir.path())["points"].as_array().unwrap().len(),
         1

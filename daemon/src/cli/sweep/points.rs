@@ -46,6 +46,22 @@ fn point_args(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> ProfileAr
     p
 }
 
+/// A point folder an earlier sweep wrote: named `point-NN-…`, a real folder (not a link), with
+/// a run's artifacts in it. Anything else in the folder is the user's, and `--overwrite`
+/// leaves it alone (a `point-cloud/` beside `-o .` used to be removed).
+fn earlier_point(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let numbered = name
+        .strip_prefix("point-")
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let folder = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let artifacts = ["records.jsonl", "summary.json", "run-1"]
+        .iter()
+        .any(|f| path.join(f).exists());
+    numbered && folder && artifacts
+}
+
 /// Refuses a folder holding an earlier sweep unless `--overwrite`; with it, removes the
 /// earlier points, so a report of the folder shows this sweep's alone.
 fn prepare_root(root: &Path, overwrite: bool) -> Result<()> {
@@ -53,10 +69,7 @@ fn prepare_root(root: &Path, overwrite: bool) -> Result<()> {
         Ok(entries) => entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| {
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                (name.starts_with("point-") && p.is_dir()) || name == "sweep.json"
-            })
+            .filter(|p| earlier_point(p) || p.file_name().is_some_and(|n| n == "sweep.json"))
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", root.display())),

@@ -60,10 +60,20 @@ fn workload(
     let err = |at, message| src.err(at, message);
     let at = Some(w.span().start);
     let w = w.into_inner();
-    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+    // It names the workload's folder of runs, its log lines and its labels.
+    if name.is_empty()
+        || name.len() > MAX_NAME_BYTES
+        || name.contains(['/', '\\'])
+        || name.chars().any(char::is_control)
+        || name.starts_with('.')
+    {
         return Err(err(
             at,
-            format!("workloads.{name:?}: a name must be usable as a folder name"),
+            format!(
+                "workloads.{}: a name must be usable as a folder name: 1 to \
+                 {MAX_NAME_BYTES} bytes, no '/', '\\' or control character, not starting with '.'",
+                canary_core::printable(canary_core::prefix_within(&name, MAX_NAME_BYTES))
+            ),
         ));
     }
     if !targets.contains_key(w.target.get_ref()) {
@@ -247,6 +257,9 @@ fn no_jitter_on_a_grid(name: &str, w: &raw::Workload, src: &Source) -> Result<()
         _ => Ok(()),
     }
 }
+
+/// The longest workload name (bytes): a folder name may be 255.
+const MAX_NAME_BYTES: usize = 100;
 
 /// The shortest `every`.
 const MIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);

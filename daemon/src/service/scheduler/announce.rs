@@ -123,8 +123,11 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,
     });
+    // Whole or not at all: recovery takes a readable verdict.json as the run settled.
     let path = result.run.artifacts.join("verdict.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&verdict)?)
-        .with_context(|| format!("writing {}", path.display()))?;
+    let partial = result.run.artifacts.join("verdict.json.partial");
+    std::fs::write(&partial, serde_json::to_vec_pretty(&verdict)?)
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
