@@ -57,7 +57,8 @@ pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, S
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
     Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo,
-    SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_REQUEST_COUNT,
+    SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES,
+    MAX_REQUEST_COUNT,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,

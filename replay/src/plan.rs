@@ -25,7 +25,7 @@ mod synthesis;
 mod synthetic;
 
 pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
-pub use key::ApiKeySource;
+pub use key::{ApiKeySource, MAX_KEY_FILE_BYTES};
 pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
 pub use synthesis::SynthesisInfo;

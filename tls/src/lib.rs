@@ -5,12 +5,18 @@
 //! roots (`SSL_CERT_FILE` honoured by the loader) plus, when given, every certificate of a PEM
 //! bundle for internal PKIs. ALPN asks for HTTP/1.1: canaryd maps one request to one socket.
 //!
+//! Credential files (a CA bundle, an API key) are read through [`read_small_file`]: a FIFO or
+//! `/dev/zero` named by mistake is refused, not waited on or read into memory.
+//!
 //! ```no_run
 //! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")))?;
 //! # Ok::<(), canary_tls::TlsError>(())
 //! ```
 #![deny(missing_docs)]
 
+mod credential_file;
+
+pub use credential_file::read_small_file;
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use rustls::{ClientConfig, RootCertStore};
 use std::path::{Path, PathBuf};
@@ -34,6 +40,9 @@ pub enum TlsError {
     NoRoots,
 }
 
+/// The largest CA bundle read (a system's whole store is about 200 KB).
+pub const MAX_CA_BUNDLE_BYTES: u64 = 16 << 20;
+
 /// Builds a client config trusting the system roots and, if given, every certificate in
 /// `ca_bundle` (PEM). `SSL_CERT_FILE` is honoured by the system-root loader as well.
 pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
@@ -44,8 +53,8 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
             path: path.to_path_buf(),
             reason,
         };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| err(e.to_string()))?
+        let pem = read_small_file(path, MAX_CA_BUNDLE_BYTES).map_err(|e| err(e.to_string()))?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<_, _>>()
             .map_err(|e| err(e.to_string()))?;
         if certs.is_empty() {
@@ -83,4 +92,20 @@ pub fn with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_that_is_a_device_is_refused_by_name() {
+        // It used to be read line by line until memory ran out.
+        let e = client_config(Some(Path::new("/dev/zero"))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "CA bundle /dev/zero: not a regular file",
+            "{e}"
+        );
+    }
 }

@@ -119,7 +119,7 @@ impl Otlp {
                     Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
                     _ => return Err(format!("otlp.headers.{name}: {var} is not set")),
                 },
-                OtlpHeader::File(path, prefix) => match std::fs::read_to_string(path) {
+                OtlpHeader::File(path, prefix) => match read_secret(path) {
                     Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
                     Ok(_) => {
                         return Err(format!("otlp.headers.{name}: {} is empty", path.display()))
@@ -223,4 +223,11 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
             .map_or(canary_exporters::Config::FLUSH_TIMEOUT, |d| d.0),
         certificate: o.certificate.map(rel),
     })
+}
+
+/// A header's secret from its file: a small regular file of UTF-8 (not a FIFO, not a device).
+fn read_secret(path: &std::path::Path) -> std::io::Result<String> {
+    let bytes = canary_tls::read_small_file(path, canary_replay::MAX_KEY_FILE_BYTES)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
 }

@@ -79,7 +79,7 @@ pub async fn serve(
                         .flatten();
                     Ok::<_, std::convert::Infallible>(match report {
                         Some(id) => page::report(history, id).await,
-                        None => route(req, &metrics, &history),
+                        None => answer(req, metrics, history).await,
                     })
                 }
             });
@@ -99,6 +99,26 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .with_context(|| format!("status endpoint: cannot listen on {addr}"))
+}
+
+/// Queries of the history answered at once: each reads and parses up to
+/// [`MAX_RUNS_LISTED`] summaries, off the async threads, so a burst of them queues rather
+/// than holding the runtime (and the history the scheduler writes to).
+static QUERIES: Semaphore = Semaphore::const_new(4);
+
+/// The most runs one `/api/runs` lists.
+const MAX_RUNS_LISTED: usize = 1_000;
+
+/// [`route`], on a blocking thread, a few at a time.
+async fn answer(
+    req: Request<Incoming>,
+    metrics: Arc<StatusMetrics>,
+    history: Arc<History>,
+) -> Response<Full<Bytes>> {
+    let _permit = QUERIES.acquire().await;
+    tokio::task::spawn_blocking(move || route(req, &metrics, &history))
+        .await
+        .unwrap_or_else(|e| text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")))
 }
 
 fn route(
@@ -136,7 +156,7 @@ fn route(
                 .get("limit")
                 .and_then(|l| l.parse().ok())
                 .unwrap_or(100usize)
-                .min(10_000);
+                .min(MAX_RUNS_LISTED);
             match history.recent(query.get("workload").map(String::as_str), limit) {
                 Ok(rows) => json_response(
                     StatusCode::OK,

@@ -17,6 +17,9 @@ pub enum ApiKeySource {
     EnvIfSet(String),
 }
 
+/// The largest API key file read: a key is a line; more is a wrong path.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+
 impl ApiKeySource {
     /// Reads the key. `None` only for an [`ApiKeySource::EnvIfSet`] variable that is unset.
     /// Errors name the source, never the key.
@@ -24,10 +27,17 @@ impl ApiKeySource {
         let (key, setting, from) = match self {
             ApiKeySource::File(path) => {
                 let shown = path.display().to_string();
-                let key = std::fs::read_to_string(path).map_err(|e| SettingError {
-                    source: Some(e),
-                    ..SettingError::new(Setting::ApiKeyFile, "cannot be read").with_value(&shown)
-                })?;
+                let key = canary_tls::read_small_file(path, MAX_KEY_FILE_BYTES)
+                    .and_then(|b| {
+                        String::from_utf8(b).map_err(|_| {
+                            std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8")
+                        })
+                    })
+                    .map_err(|e| SettingError {
+                        source: Some(e),
+                        ..SettingError::new(Setting::ApiKeyFile, "cannot be read")
+                            .with_value(&shown)
+                    })?;
                 if key.trim().is_empty() {
                     return Err(SettingError::new(Setting::ApiKeyFile, "the file is empty")
                         .with_value(shown));
@@ -58,5 +68,23 @@ impl ApiKeySource {
             )
             .with_value(from)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_that_is_a_device_is_refused_not_read() {
+        // /dev/zero used to be read until memory ran out; a FIFO blocked the run's thread.
+        let e = ApiKeySource::File("/dev/zero".into()).read().unwrap_err();
+        assert_eq!(e.setting, Setting::ApiKeyFile);
+        assert_eq!(e.source.unwrap().to_string(), "not a regular file");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("key");
+        std::fs::write(&big, vec![b'k'; (MAX_KEY_FILE_BYTES + 1) as usize]).unwrap();
+        let e = ApiKeySource::File(big).read().unwrap_err();
+        assert!(e.source.unwrap().to_string().contains("larger than"));
     }
 }
