@@ -48,7 +48,14 @@ pub struct SocketLog {
     full: HashSet<u64>,
     /// Events dropped at the cap.
     over_cap: u64,
+    /// Stretches of time in which the kernel lost events (its ring buffer was full),
+    /// oldest first: a request overlapping one may lack its own events, and another's
+    /// would stand in for them, so it gets no kernel figures.
+    losses: Vec<(u64, u64)>,
 }
+
+/// Loss stretches kept at most (adjacent ones merge, so this is many separate losses).
+const MAX_LOSSES: usize = 4096;
 
 impl SocketLog {
     /// Adds one event.
@@ -92,8 +99,23 @@ impl SocketLog {
         }
     }
 
+    /// Notes that the kernel lost events between `from_ns` and `to_ns` (two drains).
+    pub fn lost_between(&mut self, from_ns: u64, to_ns: u64) {
+        if let Some(last) = self.losses.last_mut() {
+            if from_ns <= last.1 {
+                last.1 = last.1.max(to_ns);
+                return;
+            }
+        }
+        if self.losses.len() == MAX_LOSSES {
+            self.losses.remove(0);
+        }
+        self.losses.push((from_ns, to_ns));
+    }
+
     /// Forgets sockets whose newest event is older than `ns` (idle, or never joined).
     pub fn expire(&mut self, ns: u64) {
+        self.losses.retain(|&(_, to)| to >= ns);
         self.sockets
             .retain(|_, events| events.last().is_some_and(|e| e.ts_ns >= ns));
         let sockets = &self.sockets;
@@ -115,6 +137,10 @@ impl SocketLog {
     /// opened before tracing started, say).
     pub fn timing(&self, span: &RequestSpan) -> Option<KernelTiming> {
         if self.full.contains(&span.cookie) {
+            return None;
+        }
+        let lost = |&(from, to): &(u64, u64)| from <= span.end_ns && span.sent_ns <= to;
+        if self.losses.iter().any(lost) {
             return None;
         }
         let events = self.sockets.get(&span.cookie)?;
@@ -298,6 +324,28 @@ mod tests {
         // Chunk delays 20, 10 and 40 µs.
         assert!(close(t.chunk_delay_p50_ms, 0.02), "{t:?}");
         assert!(close(t.chunk_delay_p99_ms, 0.04), "{t:?}");
+    }
+
+    // The ring buffer overflowed while the request was in flight: the head's Data event may
+    // be the lost one, and the next would pass for it (a server wait 4 ms too long).
+    #[test]
+    fn a_request_overlapping_lost_events_has_no_kernel_figures() {
+        let mut after = one_request();
+        after.lost_between(20_000_000, 30_000_000);
+        assert!(after.timing(&span()).is_some(), "a loss after the request");
+        let mut log = one_request();
+        log.lost_between(4_000_000, 6_000_000);
+        assert!(log.timing(&span()).is_none(), "a loss within it");
+        // Adjacent stretches (one drain to the next) merge; expired ones go.
+        log.lost_between(6_000_000, 7_000_000);
+        log.lost_between(20_000_000, 30_000_000);
+        assert_eq!(
+            log.losses,
+            [(4_000_000, 7_000_000), (20_000_000, 30_000_000)]
+        );
+        log.expire(8_000_000);
+        assert_eq!(log.losses, [(20_000_000, 30_000_000)]);
+        assert!(log.timing(&span()).is_some());
     }
 
     #[test]

@@ -43,6 +43,9 @@ struct State {
     /// Time spent draining and joining: canaryd's own share of the cost.
     busy: Duration,
     last_expiry: MonoTime,
+    /// The kernel's lost-event count at the last drain, and that drain's time.
+    lost_seen: u64,
+    last_drain: MonoTime,
     joined: u64,
     unseen: u64,
     request_write: Distribution,
@@ -58,6 +61,14 @@ impl State {
         let log = &mut self.log;
         self.events += self.tracer.drain(|e| log.push(e)) as u64;
         let now = MonoTime::now();
+        // Events lost since the last drain: some request in that stretch may lack its own.
+        let lost = self.tracer.lost();
+        if lost > self.lost_seen {
+            self.log
+                .lost_between(self.last_drain.as_nanos(), now.as_nanos());
+            self.lost_seen = lost;
+        }
+        self.last_drain = now;
         if now.since(self.last_expiry) > Duration::from_secs(1) {
             self.last_expiry = now;
             let before = |d: Duration| now.as_nanos().saturating_sub(d.as_nanos() as u64);
@@ -79,6 +90,8 @@ impl KernelObserver {
                 events: 0,
                 busy: Duration::ZERO,
                 last_expiry: MonoTime::now(),
+                lost_seen: 0,
+                last_drain: MonoTime::now(),
                 joined: 0,
                 unseen: 0,
                 request_write: Distribution::new(),

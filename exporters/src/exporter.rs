@@ -231,7 +231,8 @@ impl OtlpExporter {
             }
         };
 
-        let mut meters = SdkMeterProvider::builder().with_resource(resource.clone());
+        let mut meters =
+            crate::metrics::with_views(SdkMeterProvider::builder()).with_resource(resource.clone());
         let exemplars = Arc::new(Exemplars::default());
         if let Some(url) = &metrics_url {
             let inner = http_settings(MetricExporter::builder().with_http(), url, &config, &client)

@@ -15,7 +15,26 @@ use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
 use latest::LatestGauge;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 use opentelemetry::KeyValue;
+use opentelemetry_sdk::metrics::{Instrument, MeterProviderBuilder, Stream};
 use std::sync::Arc;
+
+/// Series one slice gauge may hold. A run's latency slice gauges write 768 points per
+/// workload (256 slices × p50/p90/p99); at the SDK's default of 2,000 a third workload's
+/// points were folded, silently, into one `otel.metric.overflow` series.
+pub(crate) const MAX_SLICE_SERIES: usize = 1 << 16;
+
+/// `builder` with the views canaryd's instruments need: room for every workload's slices.
+pub(crate) fn with_views(builder: MeterProviderBuilder) -> MeterProviderBuilder {
+    builder.with_view(|i: &Instrument| {
+        if !i.name().starts_with("canary.slice.") {
+            return None;
+        }
+        Stream::builder()
+            .with_cardinality_limit(MAX_SLICE_SERIES)
+            .build()
+            .ok()
+    })
+}
 
 /// `gen_ai.client.operation.duration` (semconv): doubling from 10 ms to 82 s.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -664,6 +683,31 @@ mod tests {
             process_sm_util_max_pct: None,
             process_mem_util_avg_pct: None,
             per_gpu: Vec::new(),
+        }
+    }
+
+    // Four workloads with 240 one-second slices each: 720 latency points apiece, 2,880 in
+    // all, past the SDK's default limit of 2,000 series an instrument.
+    #[test]
+    fn every_workloads_slices_are_exported_however_many_workloads() {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = with_views(SdkMeterProvider::builder())
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let hosts = ["a", "b", "c", "d"];
+        for host in hosts {
+            let labels = RunLabels::new(host, "chat", "m", host, 8000).attributes();
+            m.record_run(&summary(400, ""), &RunTelemetry::default(), &labels);
+        }
+        provider.force_flush().unwrap();
+        let points = exported(&exporter);
+        for host in hosts {
+            let n = points
+                .iter()
+                .filter(|p| p.0 == "canary.slice.time_to_first_token" && p.1 == host)
+                .count();
+            assert_eq!(n, 720, "{host}");
         }
     }
 

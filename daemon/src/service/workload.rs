@@ -18,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 mod capacity;
 mod sweep;
 
+/// Prompt synthesizers kept loaded between runs before unused ones are let go.
+const PROMPT_BUILDERS_KEPT: usize = 16;
+
 /// Things shared by every run of the daemon: loaded tokenizers, telemetry sources found
 /// missing (reported once, then left off instead of warned about every run), the OTLP
 /// exporter.
@@ -53,11 +56,13 @@ impl Front for WorkloadFront<'_> {
             return Ok(p.clone());
         }
         let p = spec.build()?;
-        self.ctx
-            .prompts
-            .lock()
-            .unwrap()
-            .insert(spec.clone(), p.clone());
+        let mut cache = self.ctx.prompts.lock().unwrap();
+        if cache.len() >= PROMPT_BUILDERS_KEPT {
+            // Reloads that change seeds or tokenizers would otherwise keep every one loaded
+            // (tens of MB each) for the daemon's life; those no run holds go.
+            cache.retain(|_, p| Arc::strong_count(p) > 1);
+        }
+        cache.insert(spec.clone(), p.clone());
         Ok(p)
     }
 
@@ -139,7 +144,11 @@ impl RunContext {
             .await
         {
             Ok((judged, samples)) => {
-                result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+                result.run.verdict = match &judged.outcome.artifacts_error {
+                    // The figures are kept in the history; the files are not all there.
+                    Some(e) => Verdict::error(e.clone()),
+                    None => judged.verdict.unwrap_or_else(|| Verdict::error("unjudged")),
+                };
                 if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
                     result.run.samples = Some(samples);
                 }
