@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 mod arrival;
+mod artifact_file;
 mod chunk;
 mod connection;
 mod dispatch;
@@ -42,6 +43,7 @@ pub mod workers;
 mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
+pub use artifact_file::{create_artifact, write_whole};
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{
     parse as parse_chunk, parse_serde as parse_chunk_serde, scan as scan_chunk, ChunkInfo,

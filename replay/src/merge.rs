@@ -266,9 +266,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     };
     let path = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&file).expect("summaries always serialize");
-    std::fs::write(&path, json).map_err(write(path.clone()))?;
+    crate::write_whole(&path, &json).map_err(write(path.clone()))?;
     let path = out.join("summary.csv");
-    std::fs::write(&path, summary_csv(&summary)).map_err(write(path.clone()))?;
+    crate::write_whole(&path, summary_csv(&summary).as_bytes()).map_err(write(path.clone()))?;
     Ok(Merged { summary, info })
 }
 
@@ -322,7 +322,7 @@ fn write_histograms(
     };
     let path = out.join(crate::HISTOGRAMS_FILE);
     let json = serde_json::to_vec(&h).expect("histograms always serialize");
-    std::fs::write(&path, json).map_err(|source| ArtifactError { path, source })
+    crate::write_whole(&path, &json).map_err(|source| ArtifactError { path, source })
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

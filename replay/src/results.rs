@@ -5,6 +5,7 @@
 //! every measurement it took but at most that last batch. The summary is written at the end of every run, including
 //! interrupted and failed ones.
 
+use crate::artifact_file::write_whole;
 use crate::plan::RunInfo;
 use canary_core::{
     Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats, SUMMARY_SCHEMA_VERSION,
@@ -78,7 +79,7 @@ impl ResultsWriter {
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(at(dir))?;
                 let path = dir.join("records.jsonl");
-                let file = File::create(&path).map_err(at(&path))?;
+                let file = crate::artifact_file::create_artifact(&path).map_err(at(&path))?;
                 // One write(2) per batch the collector takes (200 records at 4,000 req/s),
                 // not one per 8 KiB.
                 Some((path, BufWriter::with_capacity(RECORDS_BUFFER, file)))
@@ -174,7 +175,7 @@ impl ResultsWriter {
         let path = dir.join(crate::HISTOGRAMS_FILE);
         let json = serde_json::to_vec(&crate::Histograms::of(&self.aggregator))
             .expect("histograms always serialize");
-        if let Err(e) = std::fs::write(&path, json) {
+        if let Err(e) = write_whole(&path, &json) {
             first.get_or_insert(at(&path)(e));
         }
         first.map_or(Ok(()), Err)
@@ -191,15 +192,13 @@ pub fn write_summary<R: Serialize>(
     // Whole or not at all: a process killed mid-write must not leave a torn summary.json,
     // which readers (the daemon's recovery among them) take as the run's own.
     let path = dir.join("summary.json");
-    let partial = dir.join("summary.json.partial");
     let json = serde_json::to_vec_pretty(report).expect("reports always serialize");
-    std::fs::write(&partial, json).map_err(at(&partial))?;
-    std::fs::rename(&partial, &path).map_err(at(&path))?;
+    write_whole(&path, &json).map_err(at(&path))?;
     let path = dir.join("summary.csv");
-    std::fs::write(&path, summary_csv(summary)).map_err(at(&path))?;
+    write_whole(&path, summary_csv(summary).as_bytes()).map_err(at(&path))?;
     if let Some(t) = &summary.timeslices {
         let path = dir.join("timeslices.csv");
-        std::fs::write(&path, t.csv()).map_err(at(&path))?;
+        write_whole(&path, t.csv().as_bytes()).map_err(at(&path))?;
     }
     Ok(())
 }

@@ -69,6 +69,9 @@ pub async fn run(
             out.display()
         );
     }
+    if print.overwrite {
+        remove_earlier_runs(&out)?;
+    }
     let json = print.json;
     let n = repeats.runs;
     let mut runs: Vec<(String, Judged, i32)> = Vec::new();
@@ -125,12 +128,37 @@ pub(crate) fn exit_status(runs: &[(String, Judged, i32)], interrupted: bool) -> 
     }
 }
 
+/// Removes the `run-K` folders an earlier `--runs` left in `out` (real folders with a run's
+/// artifacts, nothing else): a `--runs 5` folder overwritten by `--runs 3` kept `run-4` and
+/// `run-5`, and a report of the folder mixed them in.
+fn remove_earlier_runs(out: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let numbered = name
+            .strip_prefix("run-")
+            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+        let folder = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        let artifacts = ["records.jsonl", "summary.json"]
+            .iter()
+            .any(|f| path.join(f).exists());
+        if numbered && folder && artifacts {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes `summary.json` and `repeats.csv` into `out`.
 pub(crate) fn write(out: &Path, summary: &RepeatsSummary) -> Result<()> {
     let path: PathBuf = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&RepeatsFile::new(summary))?;
-    std::fs::write(&path, json).with_context(|| path.display().to_string())?;
+    canary_replay::write_whole(&path, &json).with_context(|| path.display().to_string())?;
     let path = out.join("repeats.csv");
-    std::fs::write(&path, summary.csv()).with_context(|| path.display().to_string())?;
+    canary_replay::write_whole(&path, summary.csv().as_bytes())
+        .with_context(|| path.display().to_string())?;
     Ok(())
 }

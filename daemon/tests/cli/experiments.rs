@@ -149,6 +149,20 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     let again = replay(dir.path(), &url, &["--runs", "2"]);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     assert!(text(&again).contains("earlier run"), "{}", text(&again));
+    // With --overwrite, the earlier experiment's runs go (a report of the folder would mix a
+    // stale run-2 in); the user's own folders stay.
+    let two = replay(dir.path(), &url, &["--runs", "2", "--overwrite"]);
+    assert_eq!(two.status.code(), Some(0), "{}", text(&two));
+    assert!(dir.path().join("out/run-2/records.jsonl").exists());
+    std::fs::create_dir(dir.path().join("out/run-notes")).unwrap();
+    std::fs::write(dir.path().join("out/run-notes/keep.txt"), "x").unwrap();
+    let one = replay(dir.path(), &url, &["--runs", "1", "--overwrite"]);
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+    assert!(
+        !dir.path().join("out/run-2").exists(),
+        "the stale run is gone"
+    );
+    assert!(dir.path().join("out/run-notes/keep.txt").exists());
 }
 
 /// `canaryd compare` of two `--runs 3` experiments (issue 18: is B really slower?): one user

@@ -118,10 +118,11 @@ impl SweepDoc {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let json = dir.join("sweep.json");
         let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(&json, text + "\n")
+        canary_replay::write_whole(&json, (text + "\n").as_bytes())
             .with_context(|| format!("writing {}", json.display()))?;
         let csv = dir.join("sweep.csv");
-        std::fs::write(&csv, self.csv()).with_context(|| format!("writing {}", csv.display()))
+        canary_replay::write_whole(&csv, self.csv().as_bytes())
+            .with_context(|| format!("writing {}", csv.display()))
     }
 
     /// `sweep.csv`: one row per point, in run order.
