@@ -44,13 +44,25 @@ pub struct UrlSummary {
 }
 
 impl ByUrl {
+    /// URLs tallied apart at most: a run has one per replica it was given, but records read
+    /// back from files (a merge, a recovery) may name any number, each costing two
+    /// histograms. Past these, requests count under [`ByUrl::OTHER`].
+    pub const DISTINCT: usize = 64;
+    /// Where requests to URLs past [`ByUrl::DISTINCT`] are tallied.
+    pub const OTHER: &'static str = "(other)";
+
     /// Adds one measured (not warm-up) request, under the URL it names; one naming none
     /// (a run below the plan) is left out.
     pub fn add(&mut self, r: &RequestRecord) {
         let Some(url) = &r.url else { return };
-        let t = match self.urls.get_mut(url) {
+        let key = if self.urls.len() < Self::DISTINCT || self.urls.contains_key(url) {
+            url.as_str()
+        } else {
+            Self::OTHER
+        };
+        let t = match self.urls.get_mut(key) {
             Some(t) => t,
-            None => self.urls.entry(url.clone()).or_default(),
+            None => self.urls.entry(key.to_owned()).or_default(),
         };
         t.requests += 1;
         t.cancelled += r.is_cancelled() as u64;
@@ -126,5 +138,21 @@ mod tests {
         );
         assert_eq!(s["b"].time_to_first_token.as_ref().unwrap().count, 1);
         assert_eq!(s["a"].time_to_first_token.as_ref().unwrap().count, 2);
+    }
+
+    #[test]
+    fn urls_past_the_cap_are_counted_together() {
+        // Records read back from a file may name any number of URLs, two histograms each.
+        let mut by = ByUrl::default();
+        for i in 0..1000 {
+            by.add(&RequestRecord {
+                url: Some(format!("http://h{i}:8000")),
+                ..Default::default()
+            });
+        }
+        let s = by.summary();
+        assert_eq!(s.len(), ByUrl::DISTINCT + 1);
+        assert_eq!(s[ByUrl::OTHER].requests, 1000 - ByUrl::DISTINCT as u64);
+        assert_eq!(s.values().map(|u| u.requests).sum::<u64>(), 1000);
     }
 }

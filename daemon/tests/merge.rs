@@ -319,6 +319,27 @@ fn damaged_shard1(name: &str, file: &str, mut damage: impl FnMut(String) -> Stri
     }
 }
 
+// A crafted shard count of 2^32 - 1 used to list every missing index: billions of lines,
+// out of memory. The first five are named, the rest counted.
+#[test]
+fn a_crafted_shard_count_is_refused_in_a_few_lines() {
+    damaged_shard1("shard1-huge-count", "summary.json", |text| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["run"]["trace"]["asked"]["shard"] = "1/4294967295".into();
+        doc.to_string()
+    });
+    let out = merge(&["shard1-huge-count", "shard0", "-o", "huge-count"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("shard 0/4294967295 is missing"), "{t}");
+    assert!(t.contains("shard 5/4294967295 is missing"), "{t}");
+    assert!(
+        t.contains("and 4294967289 more of the 4294967295 shards are missing"),
+        "{t}"
+    );
+    assert!(t.len() < 10_000, "{} bytes", t.len());
+}
+
 #[test]
 fn a_damaged_shard_is_refused_naming_its_file_line_and_field() {
     // Line 2 of the records: a field of the wrong type (as a hand edit or a disk might leave).

@@ -30,6 +30,27 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::rename(&partial, path)
 }
 
+/// The largest artifact read whole (a summary is tens of KB, a histograms file hundreds):
+/// past it, a file is not canaryd's, and reading it would cost its size several times over.
+pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
+
+/// The bytes of the artifact at `path`, at most [`MAX_ARTIFACT_BYTES`] of them; a larger
+/// file is an error that says so.
+pub fn read_artifact(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_ARTIFACT_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_ARTIFACT_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {MAX_ARTIFACT_BYTES} bytes: not a canaryd artifact"),
+        ));
+    }
+    Ok(bytes)
+}
+
 fn partial_of(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");

@@ -97,7 +97,7 @@ impl Histograms {
     /// Reads `dir`'s `histograms.json`; `Ok(None)` when it has none.
     pub fn read(dir: &Path) -> Result<Option<Histograms>, HistogramsError> {
         let path = dir.join(HISTOGRAMS_FILE);
-        let bytes = match std::fs::read(&path) {
+        let bytes = match crate::artifact_file::read_artifact(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(HistogramsError::Io { path, source }),

@@ -310,10 +310,30 @@ fn series_folders(series: &Path, file: &str) -> Result<Vec<PathBuf>, ReportError
     Ok(dirs)
 }
 
+/// The largest JSON artifact read whole (a summary is tens of KB): past it, a file is not
+/// canaryd's, and parsing it would cost its size several times over.
+pub(crate) const MAX_JSON_BYTES: u64 = 64 << 20;
+
+/// The bytes of a JSON artifact, at most [`MAX_JSON_BYTES`]; a larger one is an error.
+pub(crate) fn read_json_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_JSON_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_JSON_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_JSON_BYTES} bytes: not a canaryd artifact"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,
 /// when there is one; a folder it does not name keeps its place after those it does.
 fn sweep_order(series: &Path, dirs: &mut [PathBuf]) {
-    let Ok(text) = std::fs::read(series.join("sweep.json")) else {
+    let Ok(text) = read_json_file(&series.join("sweep.json")) else {
         return;
     };
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&text) else {

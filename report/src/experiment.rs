@@ -76,6 +76,7 @@ impl Experiment {
         let cut_short = |e: &Value| e.get("interrupted").and_then(Value::as_bool) == Some(true);
         let keep_cut_short = cut_short_if_none && per_run.iter().all(cut_short);
         let mut runs = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, entry) in per_run.iter().enumerate() {
             if cut_short(entry) && !keep_cut_short {
                 continue;
@@ -91,6 +92,13 @@ impl Experiment {
                     ),
                 });
             };
+            // Once each: a run listed twice would count twice in the interval and the test.
+            if !seen.insert(dir) {
+                return Err(ReportError::Summary {
+                    path: summary_path,
+                    what: format!("repeats.per_run[{i}].dir: {dir:?} is listed twice"),
+                });
+            }
             runs.push(Run::load(&path.join(dir))?);
         }
         if runs.is_empty() {
@@ -195,5 +203,16 @@ mod tests {
         )
         .unwrap();
         assert!(err(&odd).contains("no complete run"), "{}", err(&odd));
+        // A run listed twice would count twice in the interval and in Welch's test.
+        std::fs::write(
+            odd.join("summary.json"),
+            r#"{"repeats":{"per_run":[{"dir":"run-1"},{"dir":"run-1"}]}}"#,
+        )
+        .unwrap();
+        assert!(
+            err(&odd).contains("repeats.per_run[1].dir: \"run-1\" is listed twice"),
+            "{}",
+            err(&odd)
+        );
     }
 }

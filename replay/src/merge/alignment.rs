@@ -67,14 +67,34 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
             ));
         };
         let synchronized = clock.kernel.as_ref().map(|k| k.synchronized);
-        let err_ns = clock
-            .kernel
-            .as_ref()
-            .filter(|k| k.synchronized)
-            .map(|k| clock.mapping_uncertainty_ns + k.maxerror_us.max(0) as u64 * 1_000);
+        // The file's numbers: out of any clock's range they would overflow below (a panic
+        // in debug builds, a wrapped "bound" in release).
+        let out_of_range = |field: &str| {
+            format!(
+                "{}: summary.json {field} is out of range for a clock",
+                r.dir.display()
+            )
+        };
+        let err_ns = match clock.kernel.as_ref().filter(|k| k.synchronized) {
+            None => None,
+            Some(k) => Some(
+                (k.maxerror_us.max(0) as u64)
+                    .checked_mul(1_000)
+                    .and_then(|e| e.checked_add(clock.mapping_uncertainty_ns))
+                    .ok_or_else(|| {
+                        out_of_range("clock.kernel.maxerror_us or clock.mapping_uncertainty_ns")
+                    })?,
+            ),
+        };
+        // Unix time in ns from 1970 to about 2116: differences of two cannot overflow.
+        let wall = i64::try_from(mono)
+            .ok()
+            .and_then(|m| clock.realtime_minus_monotonic_ns.checked_add(m))
+            .filter(|w| (0..=1 << 62).contains(w))
+            .ok_or_else(|| out_of_range("t0_monotonic_ns or clock.realtime_minus_monotonic_ns"))?;
         raw.push(Raw {
             mono,
-            wall: clock.realtime_minus_monotonic_ns + mono as i64,
+            wall,
             err_ns,
             synchronized,
             boot: clock.boot_id.as_deref(),
@@ -125,7 +145,7 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
                 continue;
             }
             match (a.err_ns, b.err_ns) {
-                (Some(x), Some(y)) => bound_ns = bound_ns.map(|m| m.max(x + y)),
+                (Some(x), Some(y)) => bound_ns = bound_ns.map(|m| m.max(x.saturating_add(y))),
                 _ => {
                     bound_ns = None;
                     let who = if a.err_ns.is_none() { i } else { j };
@@ -267,5 +287,18 @@ mod tests {
         let mut old = shard("a", 1_000, 0, Some(1));
         old.clock = None;
         assert!(align(&[old]).unwrap_err().contains("cannot be aligned"));
+    }
+
+    // A crafted summary's clock overflowed the arithmetic: a panic in debug builds, and in
+    // release a wrapped figure still called a bound.
+    #[test]
+    fn a_clock_out_of_any_range_is_refused_naming_its_field() {
+        let e = align(&[shard("a", 1_000, 0, Some(9_000_000_000_000_000_000))]).unwrap_err();
+        assert!(e.contains("clock.kernel.maxerror_us"), "{e}");
+        assert!(e.contains("out of range"), "{e}");
+        let e = align(&[shard("a", u64::MAX, 0, Some(1))]).unwrap_err();
+        assert!(e.contains("t0_monotonic_ns"), "{e}");
+        let e = align(&[shard("a", 1_000, i64::MAX, Some(1))]).unwrap_err();
+        assert!(e.contains("realtime_minus_monotonic_ns"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 use super::MergeError;
 use crate::histograms::Histograms;
 use crate::trace::Shard;
-use canary_core::ClockReport;
+use canary_core::{ClockReport, SUMMARY_SCHEMA_VERSION};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -46,6 +46,7 @@ pub(super) struct SelectionCounts {
 
 #[derive(Deserialize)]
 struct SummaryHead {
+    schema_version: Option<u32>,
     run: Value,
     #[serde(default)]
     interrupted: bool,
@@ -63,13 +64,21 @@ impl ShardRun {
             problem,
         };
         let path = dir.join("summary.json");
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = crate::artifact_file::read_artifact(&path).map_err(|e| {
             bad(format!(
                 "summary.json cannot be read ({e}): not a run folder?"
             ))
         })?;
         let head: SummaryHead = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
+        // Keys change meaning between versions: shards of another one are not merged as if
+        // they were this one's.
+        if let Some(v) = head.schema_version.filter(|&v| v != SUMMARY_SCHEMA_VERSION) {
+            return Err(bad(format!(
+                "summary.json has schema_version {v}; this canaryd merges version \
+                 {SUMMARY_SCHEMA_VERSION}"
+            )));
+        }
         let run = head.run;
         let text = |v: &Value| v.as_str().map(str::to_string);
         let trace = run.get("trace").filter(|t| t.is_object()).ok_or_else(|| {

@@ -16,7 +16,7 @@ impl Summary {
     /// Reads `path`; `Ok(None)` when there is no such file (a run whose process died before
     /// writing it).
     pub fn read(path: &Path) -> Result<Option<Summary>, ReportError> {
-        let text = match std::fs::read(path) {
+        let text = match crate::artifacts::read_json_file(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(path)(e)),

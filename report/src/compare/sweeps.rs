@@ -61,7 +61,7 @@ impl Sweep {
     /// Loads `path` when it holds a `sweep.json`; `None` when it does not.
     pub fn load(path: &Path) -> Result<Option<Sweep>, ReportError> {
         let file = path.join("sweep.json");
-        let text = match std::fs::read(&file) {
+        let text = match crate::artifacts::read_json_file(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(&file)(e)),
@@ -78,6 +78,7 @@ impl Sweep {
             .and_then(Value::as_array)
             .ok_or_else(|| bad("field \"points\": missing".into()))?;
         let mut points = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, p) in listed.iter().enumerate() {
             let field = |key: &str| bad(format!("points[{i}].{key}: missing or of the wrong type"));
             let label = text_at(p, "label").ok_or_else(|| field("label"))?;
@@ -89,6 +90,10 @@ impl Sweep {
             let dir = text_at(p, "dir")
                 .filter(|d| !d.is_empty() && !d.contains(['/', '\\']) && d != ".." && d != ".")
                 .ok_or_else(|| field("dir"))?;
+            // Once each: a folder listed twice would load twice and count twice.
+            if !seen.insert(dir.clone()) {
+                return Err(bad(format!("points[{i}].dir: {dir:?} is listed twice")));
+            }
             // A point's folder is its run's, or with `canaryd sweep --runs N` its experiment's.
             points.push((label, value, Experiment::load_point(&path.join(dir))?));
         }
@@ -488,6 +493,14 @@ mod tests {
             e.ends_with("points[0].dir: missing or of the wrong type"),
             "{e}"
         );
+        // A point's folder listed twice would load (and count) twice.
+        std::fs::create_dir_all(dir.path().join("p1")).unwrap();
+        std::fs::write(dir.path().join("p1/records.jsonl"), "").unwrap();
+        let e = refused(
+            r#"{"axis":"concurrency","points":[{"label":"c1","value":1,"dir":"p1"},
+                {"label":"c2","value":2,"dir":"p1"}]}"#,
+        );
+        assert!(e.ends_with("points[1].dir: \"p1\" is listed twice"), "{e}");
         // No knee at all is a sweep without one, not an error.
         std::fs::write(
             dir.path().join("sweep.json"),

@@ -52,10 +52,16 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     let Some(t) = run.summary.as_ref().and_then(|s| s.section("timeslices")) else {
         return Ok(None);
     };
-    let slices: Vec<Slice> = t
-        .get("slices")
-        .and_then(Value::as_array)
-        .map_or(Vec::new(), |a| a.iter().filter_map(Slice::read).collect());
+    let listed = t.get("slices").and_then(Value::as_array);
+    let in_file = listed.map_or(0, Vec::len);
+    // A run writes at most MAX_SLICES; a file with more is not one canaryd wrote, and a
+    // million would draw a million points and rows.
+    let slices: Vec<Slice> = listed.map_or(Vec::new(), |a| {
+        a.iter()
+            .take(canary_core::Timeslices::MAX_SLICES)
+            .filter_map(Slice::read)
+            .collect()
+    });
     if slices.is_empty() {
         return Ok(None);
     }
@@ -134,6 +140,14 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
          a partial slice's rates are over the part the run covered.</p>\n",
         esc(&width.map_or("–".to_string(), num))
     ));
+    if in_file > canary_core::Timeslices::MAX_SLICES {
+        html.push_str(&format!(
+            "<p class=\"note\">summary.json lists {in_file} slices; a run writes at most {}: \
+             the first {} are shown.</p>\n",
+            canary_core::Timeslices::MAX_SLICES,
+            canary_core::Timeslices::MAX_SLICES
+        ));
+    }
     html.push_str(&table(
         "timeslices",
         &[
@@ -149,4 +163,34 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         &rows,
     ));
     Ok(Some(html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_with_more_slices_than_a_run_writes_shows_the_first_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("records.jsonl"), "").unwrap();
+        let slices: Vec<Value> = (0..100_000)
+            .map(|i| serde_json::json!({"start_s": i, "covered_s": 1.0, "requests": 1}))
+            .collect();
+        let summary = serde_json::json!({
+            "timeslices": {"slice_duration_s": 1.0, "slices": slices}
+        });
+        std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
+        let html = render(&Run::load(dir.path()).unwrap(), "t-")
+            .unwrap()
+            .unwrap();
+        assert!(
+            html.contains("lists 100000 slices; a run writes at most 256"),
+            "note"
+        );
+        assert_eq!(
+            html.matches("<tr>").count(),
+            256 + 1,
+            "256 rows and the head"
+        );
+    }
 }
