@@ -131,14 +131,25 @@ pub struct Records {
 /// Longest line read: a record with every chunk gap of a long answer is well under it.
 const MAX_LINE: u64 = 64 << 20;
 
+/// Records a report draws at most (about 370 bytes each in memory): a day-long rate run can
+/// hold ten million, and the daemon makes reports beside its runs. Past these, the rest of
+/// the file is read (so a damaged line still names itself) but left out, and a note says so.
+pub const MAX_REQUESTS: usize = 1_000_000;
+
 /// Reads `path`. A line that is not a record is an error naming its line and field, except a
 /// last line with no line break, which a run killed mid-write leaves: it is left out and noted.
 pub fn read(path: &Path) -> Result<Records, ReportError> {
+    read_at_most(path, MAX_REQUESTS)
+}
+
+/// [`read`], keeping the first `most` records.
+fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
     let file = std::fs::File::open(path).map_err(io(path))?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut out = Records::default();
     let mut buf = Vec::new();
     let mut line_no = 0u64;
+    let mut left_out = 0u64;
     loop {
         buf.clear();
         let n = (&mut reader)
@@ -161,6 +172,7 @@ pub fn read(path: &Path) -> Result<Records, ReportError> {
             continue;
         }
         match serde_json::from_slice::<Line>(&buf) {
+            Ok(_) if out.requests.len() >= most => left_out += 1,
             Ok(l) => out.requests.push(request(l)),
             Err(_) if !complete => out.notes.push(format!(
                 "{}:{line_no}: the last line is cut short (the run's process died while \
@@ -175,6 +187,13 @@ pub fn read(path: &Path) -> Result<Records, ReportError> {
                 })
             }
         }
+    }
+    if left_out > 0 {
+        out.notes.push(format!(
+            "{}: the first {most} records are drawn and counted here, the last {left_out} \
+             are left out (memory); summary.json's figures are the whole run's",
+            path.display()
+        ));
     }
     Ok(out)
 }
@@ -277,6 +296,31 @@ mod tests {
         assert_eq!(r.requests.len(), 1);
         assert!(
             r.notes[0].contains(":2: the last line is cut short"),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
+    fn past_the_cap_records_are_left_out_and_a_note_says_how_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.jsonl");
+        let lines: String = (0..10)
+            .map(|i| format!("{{\"sent_at_ms\":{i},\"status\":\"ok\"}}\n"))
+            .collect();
+        std::fs::write(&path, lines + "{\"ttft_ms\":\"x\"}\n").unwrap();
+        // A damaged line past the cap still names itself.
+        let e = read_at_most(&path, 4).unwrap_err().to_string();
+        assert!(e.contains(":11: field \"ttft_ms\""), "{e}");
+        let lines: String = (0..10)
+            .map(|i| format!("{{\"sent_at_ms\":{i},\"status\":\"ok\"}}\n"))
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        let r = read_at_most(&path, 4).unwrap();
+        assert_eq!(r.requests.len(), 4);
+        assert_eq!(r.requests[3].sent_ms, 3.0);
+        assert!(
+            r.notes[0].contains("the first 4 records are drawn and counted here, the last 6"),
             "{:?}",
             r.notes
         );
