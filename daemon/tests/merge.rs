@@ -356,7 +356,7 @@ fn a_damaged_shard_is_refused_naming_its_file_line_and_field() {
     assert!(
         t.contains(
             "shard1-bad-line: records.jsonl has 1 unreadable lines, the first line 2: \
-             invalid type: string \"x\", expected u32 (column"
+             field \"trace_line\": invalid type: string \"x\", expected u32 (column"
         ),
         "{t}"
     );

@@ -203,6 +203,33 @@ pub fn write_summary<R: Serialize>(
     Ok(())
 }
 
+/// One line's record, or why not, naming the field that failed (`field "trace_line": invalid
+/// type: …`) and its column.
+fn record_of(line: &[u8]) -> Result<RequestRecord, String> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let parsed = serde_path_to_error::deserialize::<_, RequestRecord>(&mut de)
+        .map_err(|e| {
+            let field = e.path().to_string();
+            let e = e.into_inner();
+            (e.column(), (field != ".").then_some(field), e.to_string())
+        })
+        .and_then(|r| {
+            de.end()
+                .map(|()| r)
+                .map_err(|e| (e.column(), None, e.to_string()))
+        });
+    parsed.map_err(|(column, field, why)| {
+        // serde_json counts lines within the one it was given: say the column only.
+        let why = why
+            .rsplit_once(" at line ")
+            .map_or(why.as_str(), |(w, _)| w);
+        match field {
+            Some(f) => format!("field \"{f}\": {why} (column {column})"),
+            None => format!("{why} (column {column})"),
+        }
+    })
+}
+
 /// A `records.jsonl` folded again into statistics.
 #[derive(Debug, Clone)]
 pub struct FoldedRecords {
@@ -285,19 +312,12 @@ pub fn read_records(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<RequestRecord>(&line) {
+        match record_of(&line) {
             Ok(r) => {
                 f(r, line.trim_ascii());
                 read.records += 1;
             }
-            Err(e) => {
-                // serde_json counts lines within the one it was given: say the column only.
-                let why = e.to_string();
-                let why = why
-                    .rsplit_once(" at line ")
-                    .map_or(why.as_str(), |(w, _)| w);
-                skip(&mut read, number, format!("{why} (column {})", e.column()));
-            }
+            Err(why) => skip(&mut read, number, why),
         }
     }
     Ok(read)
