@@ -97,6 +97,8 @@ pub struct Figures {
     pub errors: u64,
     /// Failures of canaryd's own (`client_resources`).
     pub client_errors: u64,
+    /// Cancelled on purpose by canaryd: neither completed nor the target's errors.
+    pub cancelled: u64,
     /// The target's errors over the requests it was sent.
     pub error_rate: f64,
     /// First send to last end, s.
@@ -187,6 +189,8 @@ impl Run {
             if r.ok {
                 f.completed += 1;
                 tokens += r.output_tokens;
+            } else if r.cancelled {
+                f.cancelled += 1;
             } else {
                 f.errors += 1;
                 f.client_errors += u64::from(r.error_kind.as_deref() == Some("client_resources"));
@@ -208,7 +212,8 @@ impl Run {
                 0.0
             }
         };
-        let judged = f.requests - f.client_errors;
+        // As summary.json judges: canaryd's own failures and its cancels are not the target's.
+        let judged = f.requests - f.client_errors - f.cancelled;
         let frac = |n: u64| {
             if judged > 0 {
                 n as f64 / judged as f64
@@ -238,7 +243,11 @@ pub(crate) fn folder_name(dir: &Path) -> String {
 /// The core record goodput judges (only the fields SLOs read).
 fn as_record(r: &Request) -> RequestRecord {
     RequestRecord {
-        status: if r.ok { Status::Ok } else { Status::Error },
+        status: match (r.ok, r.cancelled) {
+            (true, _) => Status::Ok,
+            (false, true) => Status::Cancelled,
+            (false, false) => Status::Error,
+        },
         ttft_ms: r.ttft_ms,
         ttst_ms: r.ttst_ms,
         ttfo_ms: r.ttfo_ms,
@@ -356,4 +365,33 @@ fn sweep_order(series: &Path, dirs: &mut [PathBuf]) {
             .cmp(&a.is_some())
             .then(a.unwrap_or(0.0).total_cmp(&b.unwrap_or(0.0)))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Cancelled on purpose (--request-cancellation-rate) is not the target's error: it was
+    // counted as one of kind "unknown", and compare could call the run worse for it.
+    #[test]
+    fn a_cancelled_request_is_neither_completed_nor_the_targets_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"sent_at_ms":0,"ended_at_ms":100,"status":"ok","ttft_ms":10}"#,
+            r#"{"sent_at_ms":50,"ended_at_ms":150,"status":"ok","ttft_ms":12}"#,
+            r#"{"sent_at_ms":60,"ended_at_ms":160,"status":"error","error":{"kind":"timeout"}}"#,
+            r#"{"sent_at_ms":70,"ended_at_ms":90,"status":"cancelled"}"#,
+        ];
+        std::fs::write(dir.path().join("records.jsonl"), lines.join("\n") + "\n").unwrap();
+        let run = Run::load(dir.path()).unwrap();
+        let f = run.figures();
+        assert_eq!(
+            (f.requests, f.completed, f.errors, f.cancelled),
+            (4, 2, 1, 1)
+        );
+        assert!((f.error_rate - 1.0 / 3.0).abs() < 1e-12, "{}", f.error_rate);
+        let cancelled = &run.records.requests[3];
+        assert!(cancelled.cancelled && !cancelled.is_error());
+        assert_eq!(cancelled.error_kind, None);
+    }
 }

@@ -308,7 +308,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     rows.push(if repeated {
         runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
     } else {
-        let failed = |e: &Experiment| outcomes(e, |q| !q.ok);
+        let failed = |e: &Experiment| outcomes(e, |q| q.is_error());
         let verdict = rate_verdict(&failed(a), &failed(b), rules, false);
         row(
             "error rate".into(),
@@ -455,13 +455,13 @@ fn runs_verdict(
     }
 }
 
-/// Each measured request of every run that the target was sent (canaryd's own failures left
-/// out) as 1 when `hit`, else 0.
+/// Each measured request of every run that the target was sent and answered for (canaryd's
+/// own failures and its cancels left out) as 1 when `hit`, else 0.
 fn outcomes(e: &Experiment, hit: impl Fn(&crate::artifacts::Request) -> bool) -> Vec<f64> {
     e.runs
         .iter()
         .flat_map(Run::measured)
-        .filter(|r| r.error_kind.as_deref() != Some("client_resources"))
+        .filter(|r| r.error_kind.as_deref() != Some("client_resources") && !r.cancelled)
         .map(|r| f64::from(u8::from(hit(r))))
         .collect()
 }

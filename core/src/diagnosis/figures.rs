@@ -115,7 +115,8 @@ impl Figures {
             .metrics
             .get("schedule_lag")
             .filter(|st| st.count > 0)
-            .map(|st| Fig::new(st.p99, EXACT, "client"));
+            // A percentile of the histogram (within 0.1 %), not the value itself.
+            .map(|st| Fig::new(st.p99, ESTIMATE, "client"));
         f.server_figures(s, t);
         f.gpu_figures(t);
         f.client_figures(t);

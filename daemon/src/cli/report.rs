@@ -234,10 +234,16 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             .map(|(m, n)| format!("{m} missed {n}"))
             .collect();
         not_good.extend(g.no_value.iter().map(|v| v.to_string()));
+        // The fraction's own denominator: requests canaryd failed itself or cancelled on
+        // purpose say nothing of the target ("90 of 100 (100.0%)" used to read as a slip).
+        let judged = s.requests - s.client_errors - s.cancelled;
+        let left_out = match s.requests - judged {
+            0 => String::new(),
+            n => format!(" ({n} of canaryd's own failures or cancels left out)"),
+        };
         outln!(
-            "{rate}: {} of {} requests ({:.1}%) met {}{}",
+            "{rate}: {} of {judged} requests{left_out} ({:.1}%) met {}{}",
             g.good_requests,
-            s.requests,
             g.good_request_fraction * 100.0,
             g.slos,
             if not_good.is_empty() {

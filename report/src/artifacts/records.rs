@@ -14,6 +14,9 @@ pub struct Request {
     pub warmup: bool,
     /// The response completed.
     pub ok: bool,
+    /// Cancelled on purpose by canaryd (`--request-cancellation-rate`): neither completed nor
+    /// the target's error, as `summary.json` counts it.
+    pub cancelled: bool,
     /// The error class, for failed requests (`connect`, `http_status`, …).
     pub error_kind: Option<String>,
     /// When the schedule said to send it.
@@ -66,6 +69,13 @@ pub struct Telemetry {
     pub server_kv_usage_at_send: Option<f64>,
     /// Requests running when its first token came.
     pub server_running_at_first_token: Option<f64>,
+}
+
+impl Request {
+    /// Failed: neither completed nor cancelled on purpose.
+    pub fn is_error(&self) -> bool {
+        !self.ok && !self.cancelled
+    }
 }
 
 /// The kernel's parts of one TTFT (eBPF), ms; a part not seen is absent.
@@ -205,10 +215,12 @@ fn request(l: Line) -> Request {
         Some(s) => s == "ok",
         None => l.error.is_none(),
     };
+    let cancelled = l.status.as_deref() == Some("cancelled");
     Request {
         warmup: l.warmup,
         ok,
-        error_kind: (!ok).then(|| {
+        cancelled,
+        error_kind: (!ok && !cancelled).then(|| {
             l.error
                 .and_then(|e| e.kind)
                 .unwrap_or_else(|| "unknown".into())

@@ -17,7 +17,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<String, ReportError> {
         .collect();
     let errors: Vec<f64> = run
         .measured()
-        .filter(|r| !r.ok)
+        .filter(|r| r.is_error())
         .map(|r| r.ended_ms / 1000.0)
         .collect();
     let lag: Vec<(f64, f64)> = run

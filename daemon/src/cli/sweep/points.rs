@@ -162,6 +162,13 @@ async fn run_once(
     let display = ProgressDisplay::start(progress.clone());
     let run = execute(plan, &observe, &front, shutdown.clone(), progress).await;
     display.finish();
+    // A point whose files could not all be written (a full disk) failed: the sweep stops
+    // there, as `replay` does, rather than report a knee without it and exit 0.
+    if let Ok(Some(j)) = &run {
+        if let Some(e) = &j.outcome.artifacts_error {
+            anyhow::bail!("{e}");
+        }
+    }
     run
 }
 

@@ -148,7 +148,8 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     }
     outln!(
         "exact: counted and timed per request (percentiles within 0.1 %); latencies in ms; \
-         queue and KV from the server's /metrics scrapes"
+         queue and KV from the server's /metrics scrapes: means of the samples (estimates), \
+         maxima the highest sampled (lower bounds: a peak between scrapes is missed)"
     )?;
     if doc.points.iter().any(|p| p.repeats.is_some()) {
         outln!(
@@ -182,7 +183,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         let runs = doc.points.len();
         match (c.max_passing_rate, c.min_failing_rate) {
             (Some(p), Some(f)) => outln!(
-                "capacity at SLO ({}, {:.0}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} runs, stopped by {}",
+                "capacity at SLO ({}, {:.0}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} rates tried, stopped by {}",
                 c.slo,
                 c.min_good_fraction * 100.0,
                 rate(Some(p)),
@@ -192,7 +193,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
                 c.stopped_by
             )?,
             (Some(p), None) => outln!(
-                "capacity at SLO ({}, {:.0}% good): at least {} req/s (a lower bound: no rate failed in {} runs, stopped by {})",
+                "capacity at SLO ({}, {:.0}% good): at least {} req/s (a lower bound: no rate failed of {} tried, stopped by {})",
                 c.slo,
                 c.min_good_fraction * 100.0,
                 rate(Some(p)),
@@ -200,7 +201,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
                 c.stopped_by
             )?,
             (None, f) => outln!(
-                "capacity at SLO ({}, {:.0}% good): no rate passed (lowest tried {} req/s); {} runs",
+                "capacity at SLO ({}, {:.0}% good): no rate passed (lowest tried {} req/s); {} rates tried",
                 c.slo,
                 c.min_good_fraction * 100.0,
                 rate(f),
