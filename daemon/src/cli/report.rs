@@ -163,9 +163,22 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     if let Some(server) = server {
         print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)")?;
     }
+    // The aggregates are exact over the values recorded; a value itself is exact only where
+    // the kernel stamped the segment that completed it, else an upper bound.
+    let rx = &s.receive_timestamps;
+    if rx.requests > 0 {
+        let n = |k: &str| rx.first_token.get(k).copied().unwrap_or(0);
+        outln!(
+            "first tokens timed: {} by the kernel's stamp (exact), {} by a later segment's \
+             (upper bounds), {} by canaryd's read (upper bounds)",
+            n("kernel"),
+            n("kernel_bound"),
+            n("userspace")
+        )?;
+    }
     outln!(
-        "(client: avg, min, max exact, percentiles within 0.1%{}; lengths: mean to 0.1 token, \
-         the rest whole tokens)",
+        "(client: avg, min, max exact over the times recorded, percentiles within 0.1%{}; \
+         lengths: mean to 0.1 token, the rest whole tokens)",
         if server.is_some() {
             "; server: mean exact over the requests it counted, percentiles only known to their \
              bucket: lo–hi ms means above lo and at most hi (bounds)"
