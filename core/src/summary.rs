@@ -299,7 +299,7 @@ pub const MIN_RATE_SPAN_S: f64 = 0.1;
 /// Why a run's counts over its duration are not a rate, or `None` when they are: one request
 /// divided by its own latency is a latency, and a span under [`MIN_RATE_SPAN_S`] is
 /// extrapolated more than ten-fold to a second.
-fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
+pub fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
     if requests < 2 {
         Some(format!(
             "{requests} measured request{}: a rate needs at least 2",

@@ -103,10 +103,13 @@ pub struct Figures {
     pub error_rate: f64,
     /// First send to last end, s.
     pub duration_s: f64,
-    /// Completed requests per second.
-    pub request_throughput: f64,
-    /// Output tokens per second.
-    pub output_token_throughput: f64,
+    /// Completed requests per second; `None` when the run has no rate (`rate_unavailable`).
+    pub request_throughput: Option<f64>,
+    /// Output tokens per second; `None` as [`Figures::request_throughput`].
+    pub output_token_throughput: Option<f64>,
+    /// Why the run's counts are not a rate: under 2 requests, or a span under 100 ms (one
+    /// request over its own latency is a latency), as `summary.json` says.
+    pub rate_unavailable: Option<String>,
     /// Good requests per second, with SLOs.
     pub goodput: Option<f64>,
     /// Good requests over the requests the target was sent, with SLOs.
@@ -205,13 +208,9 @@ impl Run {
         } else {
             0.0
         };
-        let per_s = |n: u64| {
-            if f.duration_s > 0.0 {
-                n as f64 / f.duration_s
-            } else {
-                0.0
-            }
-        };
+        f.rate_unavailable = canary_core::rate_unavailable(f.requests, f.duration_s);
+        let has_rate = f.rate_unavailable.is_none();
+        let per_s = |n: u64| has_rate.then(|| n as f64 / f.duration_s);
         // As summary.json judges: canaryd's own failures and its cancels are not the target's.
         let judged = f.requests - f.client_errors - f.cancelled;
         let frac = |n: u64| {
@@ -225,7 +224,7 @@ impl Run {
         f.request_throughput = per_s(f.completed);
         f.output_token_throughput = per_s(tokens);
         if judged_good {
-            f.goodput = Some(per_s(good));
+            f.goodput = per_s(good);
             f.good_fraction = Some(frac(good));
         }
         f
@@ -393,5 +392,26 @@ mod tests {
         let cancelled = &run.records.requests[3];
         assert!(cancelled.cancelled && !cancelled.is_error());
         assert_eq!(cancelled.error_kind, None);
+        // Four requests over 160 ms: a rate.
+        assert_eq!(f.request_throughput, Some(2.0 / 0.16));
+    }
+
+    // One request over its own latency is a latency, not a rate: the report gave 1/latency
+    // as req/s where summary.json says rate_unavailable.
+    #[test]
+    fn a_run_too_short_for_a_rate_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = r#"{"sent_at_ms":0,"ended_at_ms":40,"status":"ok","ttft_ms":10}"#;
+        std::fs::write(dir.path().join("records.jsonl"), format!("{one}\n")).unwrap();
+        let f = Run::load(dir.path()).unwrap().figures();
+        assert_eq!(f.request_throughput, None);
+        assert_eq!(f.output_token_throughput, None);
+        assert!(
+            f.rate_unavailable
+                .as_deref()
+                .unwrap()
+                .contains("a rate needs at least 2"),
+            "{f:?}"
+        );
     }
 }

@@ -258,10 +258,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let of =
         |f: &[crate::Figures], get: FigureOf| -> Vec<f64> { f.iter().filter_map(get).collect() };
     let throughputs: [(&str, &'static str, FigureOf); 2] = [
-        ("throughput", "req/s", |f| Some(f.request_throughput)),
-        ("output tokens/s", "tok/s", |f| {
-            Some(f.output_token_throughput)
-        }),
+        ("throughput", "req/s", |f| f.request_throughput),
+        ("output tokens/s", "tok/s", |f| f.output_token_throughput),
     ];
     for (label, unit, get) in throughputs {
         let (xa, xb) = (of(&fa, get), of(&fb, get));
@@ -283,7 +281,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             )
         });
     }
-    let every_run_judged_goodput = fa.iter().chain(&fb).all(|f| f.goodput.is_some());
+    let every_run_judged_goodput = fa.iter().chain(&fb).all(|f| f.good_fraction.is_some());
     if every_run_judged_goodput {
         let (ga, gb) = (of(&fa, |f| f.goodput), of(&fb, |f| f.goodput));
         rows.push(if repeated {

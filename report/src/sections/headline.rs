@@ -25,11 +25,11 @@ pub fn render(run: &Run) -> String {
             "errors (rate of the target's)".to_string(),
         ),
         (
-            format!("{} req/s", num(f.request_throughput)),
+            rate(f.request_throughput, "req/s"),
             "completed per second".into(),
         ),
         (
-            format!("{} tok/s", num(f.output_token_throughput)),
+            rate(f.output_token_throughput, "tok/s"),
             "output tokens per second".into(),
         ),
         (
@@ -37,14 +37,18 @@ pub fn render(run: &Run) -> String {
             "first send to last end".into(),
         ),
     ];
-    if let (Some(g), Some(frac)) = (f.goodput, f.good_fraction) {
+    if let Some(why) = &f.rate_unavailable {
+        tiles.push(("no rates".into(), why.clone()));
+    }
+    if let Some(frac) = f.good_fraction {
+        let g = f.goodput;
         let slos = run
             .summary
             .as_ref()
             .and_then(|s| s.goodput_slos())
             .unwrap_or_default();
         tiles.push((
-            format!("{} req/s ({})", num(g), pct(frac)),
+            format!("{} ({})", rate(g, "req/s"), pct(frac)),
             format!("goodput against {slos}"),
         ));
     }
@@ -59,6 +63,11 @@ pub fn render(run: &Run) -> String {
     html.push_str("</div>\n");
     html.push_str(&latency_table(run));
     html
+}
+
+/// A rate with its unit, or "–" for a run that has none.
+fn rate(v: Option<f64>, unit: &str) -> String {
+    v.map_or("–".to_string(), |v| format!("{} {unit}", num(v)))
 }
 
 /// Count, mean and percentiles of each latency metric.

@@ -54,8 +54,9 @@ impl Point {
         );
         Point {
             label: run.label.clone(),
-            throughput: f.request_throughput,
-            tokens_per_s: f.output_token_throughput,
+            // A run without a rate (too short) has none to draw, as a missing percentile.
+            throughput: f.request_throughput.unwrap_or(f64::NAN),
+            tokens_per_s: f.output_token_throughput.unwrap_or(f64::NAN),
             tokens_per_user: quantile(&per_user, 0.5),
             ttft_p50: quantile(&ttft, 0.5),
             ttft_p99: quantile(&ttft, 0.99),
