@@ -53,7 +53,8 @@ pub mod thresholds {
     pub const QUEUE_DEPTH: f64 = 1.0;
     /// `prefill-bound`: the server's mean prefill time is at least this many ms, …
     pub const PREFILL_MIN_MS: f64 = 10.0;
-    /// … at least this share of the client's TTFT, …
+    /// … at least this share of the server's TTFT (the same requests; the client's when the
+    /// server gives none), …
     pub const PREFILL_SHARE: f64 = 0.50;
     /// … and TTFT is at least this share of the request's end-to-end latency.
     pub const TTFT_SHARE_OF_E2E: f64 = 0.50;
@@ -481,10 +482,19 @@ fn prefill_bound(c: &Ctx) -> Finding {
     x.evidence.push(e2e.evidence("client_e2e_mean", "ms"));
     x.thresholds
         .push(ge("server_prefill_time_mean", p.value, PREFILL_MIN_MS));
-    if ttft.value > 0.0 && e2e.value > 0.0 {
+    // The share within the server's own figures when it gives its TTFT (the same requests
+    // as its prefill), as queueing does; the client's TTFT covers canaryd's requests only.
+    let reference = match f.server_ttft_ms.filter(|t| t.value > 0.0) {
+        Some(t) => {
+            x.evidence.push(t.evidence("server_ttft_mean", "ms"));
+            t
+        }
+        None => ttft,
+    };
+    if reference.value > 0.0 && e2e.value > 0.0 {
         x.thresholds.push(ge(
             "prefill_share_of_ttft",
-            p.value / ttft.value,
+            p.value / reference.value,
             PREFILL_SHARE,
         ));
         x.thresholds.push(ge(
