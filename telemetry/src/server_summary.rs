@@ -44,13 +44,26 @@ fn counter_growth(
     (values.len() >= 2).then(|| values.windows(2).map(|w| counter_delta(w[0], w[1])).sum())
 }
 
+/// What a histogram gained over the run: the last scrape less the first, or, when the server
+/// restarted in between (a count went down), the sum of each step's gain, as counters are
+/// summed. First and last alone missed a restart whose counts grew back past the first's.
 fn hist_delta(
     samples: &[ServerSample],
     f: impl Fn(&ServerSample) -> Option<&HistogramSnapshot>,
 ) -> Option<LatencyEstimate> {
-    let first = samples.iter().find_map(&f)?;
-    let last = samples.iter().rev().find_map(&f)?;
-    latency_estimate(&last.delta(first))
+    let snaps: Vec<&HistogramSnapshot> = samples.iter().filter_map(&f).collect();
+    let (first, last) = (snaps.first()?, snaps.last()?);
+    let restarted = snaps
+        .windows(2)
+        .any(|w| w[1].count.unwrap_or(0.0) < w[0].count.unwrap_or(0.0));
+    if !restarted {
+        return latency_estimate(&last.delta(first));
+    }
+    let gained = snaps
+        .windows(2)
+        .map(|w| w[1].delta(w[0]))
+        .reduce(|a, b| a.merge(&b))?;
+    latency_estimate(&gained)
 }
 
 /// Summarizes time-ordered samples spanning a run, from the last scrape before it to the

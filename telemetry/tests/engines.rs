@@ -141,6 +141,22 @@ fn unknown_engine_keeps_no_page_and_its_summary_says_so() {
     assert!(json.get("note").is_none(), "{json}");
 }
 
+// The server restarted mid-run and its counts grew back past the first scrape's: first and
+// last alone gave 60 requests where 120 were served (40 before, 10 + 70 after).
+#[test]
+fn a_restart_mid_run_sums_each_steps_gain() {
+    let before = (2..=6).map(|n| sample(&vllm_v1_page(n), n));
+    let after = (1..=8).map(|n| sample(&vllm_v1_page(n), 10 + n));
+    let samples: Vec<ServerSample> = before.chain(after).collect();
+    let s = server_summary(&samples);
+    let ttft = s.ttft_s.unwrap();
+    assert_eq!(ttft.count, 120.0);
+    assert!((ttft.mean.unwrap() - 0.1).abs() < 1e-12);
+    // Without a restart, the same as before: last less first.
+    let plain: Vec<ServerSample> = (2..=10).map(|n| sample(&vllm_v1_page(n), n)).collect();
+    assert_eq!(server_summary(&plain).ttft_s.unwrap().count, 80.0);
+}
+
 #[test]
 fn vllm_v1_run_summary_from_histogram_deltas() {
     let samples: Vec<ServerSample> = (0..=10).map(|n| sample(&vllm_v1_page(n), n)).collect();
@@ -206,8 +222,9 @@ fn counter_reset_mid_run_counts_from_zero() {
     samples.push(sample(&vllm_v1_page(2), 7));
     let s = server_summary(&samples);
     assert_eq!(s.prompt_tokens, Some(7000.0));
-    // The end histogram is below the start one: the delta is the end histogram itself.
-    assert_eq!(s.ttft_s.unwrap().count, 20.0);
+    // As the counter: 50 requests before the restart, then 10 and 10 more (it used to be the
+    // end histogram alone, 20, beside 7,000 prompt tokens counted over the same run).
+    assert_eq!(s.ttft_s.unwrap().count, 70.0);
 }
 
 #[test]
