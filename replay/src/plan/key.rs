@@ -20,6 +20,30 @@ pub enum ApiKeySource {
 /// The largest API key file read: a key is a line; more is a wrong path.
 pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
 
+/// Warns, once per file in this process, when a key file can be read by others than its
+/// owner: the key is used all the same (the file is the user's to fix), but said.
+fn warn_if_others_can_read(path: &std::path::Path) {
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let Some(mode) = others_can_read(path) else {
+        return;
+    };
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if !warned.iter().any(|p| p == path) {
+        warned.push(path.to_path_buf());
+        tracing::warn!(
+            "API key file {} can be read by its group or others (mode {mode:o}): chmod 600 it",
+            path.display()
+        );
+    }
+}
+
+/// The file's mode when its group or others may read it.
+fn others_can_read(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then_some(mode)
+}
+
 impl ApiKeySource {
     /// Reads the key. `None` only for an [`ApiKeySource::EnvIfSet`] variable that is unset.
     /// Errors name the source, never the key.
@@ -42,6 +66,7 @@ impl ApiKeySource {
                     return Err(SettingError::new(Setting::ApiKeyFile, "the file is empty")
                         .with_value(shown));
                 }
+                warn_if_others_can_read(path);
                 (key, Setting::ApiKeyFile, shown)
             }
             ApiKeySource::Env(var) => match std::env::var(var) {
@@ -86,5 +111,19 @@ mod tests {
         std::fs::write(&big, vec![b'k'; (MAX_KEY_FILE_BYTES + 1) as usize]).unwrap();
         let e = ApiKeySource::File(big).read().unwrap_err();
         assert!(e.source.unwrap().to_string().contains("larger than"));
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key");
+        std::fs::write(&key, "sk-1").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(others_can_read(&key), Some(0o644));
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(others_can_read(&key), None);
+        // Read all the same: the warning is the user's to act on.
+        assert!(ApiKeySource::File(key).read().unwrap().is_some());
     }
 }
