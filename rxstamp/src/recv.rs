@@ -84,7 +84,11 @@ unsafe fn software_stamp(msg: &libc::msghdr) -> Option<u64> {
     let mut cmsg = libc::CMSG_FIRSTHDR(msg);
     while !cmsg.is_null() {
         let c = &*cmsg;
-        if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == SO_TIMESTAMPING {
+        // The message must hold the timespec it is read as: the kernel's always does, a
+        // truncated control buffer (MSG_CTRUNC) might not.
+        let holds_a_timespec = c.cmsg_len as usize
+            >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize;
+        if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == SO_TIMESTAMPING && holds_a_timespec {
             // struct scm_timestamping { struct timespec ts[3]; }: ts[0] is the software stamp.
             let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
             if ts.tv_sec > 0 || ts.tv_nsec > 0 {
