@@ -111,6 +111,11 @@ pub struct Side {
     pub requests: u64,
     /// Its runs (1 for a run's folder).
     pub runs: u64,
+    /// Of those, completed (the latency rows are over these alone).
+    pub completed: u64,
+    /// Runs a signal cut short (an experiment leaves them out; a single run is compared as
+    /// it is, and said to be cut short).
+    pub interrupted: u64,
 }
 
 /// The thresholds used (serializable copy of [`ShiftRules`], and the runs' test level).
@@ -339,11 +344,20 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
 type FigureOf = fn(&crate::Figures) -> Option<f64>;
 
 fn side(e: &Experiment) -> Side {
+    let cut_short = |r: &&Run| {
+        r.summary
+            .as_ref()
+            .and_then(|s| s.doc.get("interrupted"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    };
     Side {
         name: e.name.clone(),
         dir: e.dir.display().to_string(),
         requests: e.requests(),
         runs: e.runs.len() as u64,
+        completed: e.runs.iter().map(|r| r.figures().completed).sum(),
+        interrupted: e.runs.iter().filter(cut_short).count() as u64,
     }
 }
 

@@ -109,15 +109,24 @@ pub(super) enum Side {
     B,
 }
 
-/// A side as the header names it: `name (dir, N requests)`, with its runs when several.
+/// A side as the header names it: `name (dir, N requests, C completed)`, with its runs when
+/// several, and a run a signal cut short said to be.
 pub(super) fn side(s: &super::Side) -> String {
+    let cut = match s.interrupted {
+        0 => String::new(),
+        _ if s.runs == 1 => ", cut short by a signal".to_string(),
+        n => format!(", {n} cut short by a signal"),
+    };
     if s.runs > 1 {
         format!(
-            "{} ({}, {} runs, {} requests)",
-            s.name, s.dir, s.runs, s.requests
+            "{} ({}, {} runs, {} requests, {} completed{cut})",
+            s.name, s.dir, s.runs, s.requests, s.completed
         )
     } else {
-        format!("{} ({}, {} requests)", s.name, s.dir, s.requests)
+        format!(
+            "{} ({}, {} requests, {} completed{cut})",
+            s.name, s.dir, s.requests, s.completed
+        )
     }
 }
 
@@ -217,5 +226,33 @@ pub(super) fn verdict(v: &Verdict) -> String {
             ),
         },
         Verdict::NotJudged { why } => format!("not judged: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_says_what_its_latency_rows_cover_and_a_cut_short_run() {
+        let mut s = crate::compare::Side {
+            name: "a".into(),
+            dir: "runs/a".into(),
+            requests: 100,
+            runs: 1,
+            completed: 97,
+            interrupted: 0,
+        };
+        assert_eq!(side(&s), "a (runs/a, 100 requests, 97 completed)");
+        s.interrupted = 1;
+        assert_eq!(
+            side(&s),
+            "a (runs/a, 100 requests, 97 completed, cut short by a signal)"
+        );
+        s.runs = 3;
+        assert_eq!(
+            side(&s),
+            "a (runs/a, 3 runs, 100 requests, 97 completed, 1 cut short by a signal)"
+        );
     }
 }
