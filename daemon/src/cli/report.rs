@@ -177,7 +177,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         )?;
     }
     outln!(
-        "(client: avg, min, max exact over the times recorded, percentiles within 0.1%{}; \
+        "(client: avg, min, max exact over the times recorded, percentiles within 0.1% or 0.5 µs{}; \
          lengths: mean to 0.1 token, the rest whole tokens)",
         if server.is_some() {
             "; server: mean exact over the requests it counted, percentiles only known to their \
