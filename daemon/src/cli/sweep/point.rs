@@ -161,11 +161,10 @@ impl PointFigures {
             requests,
             completed: sum(&|f| f.completed),
             errors,
-            error_rate: if requests > 0 {
-                errors as f64 / requests as f64
-            } else {
-                0.0
-            },
+            // A share, averaged as the doc above says: the runs' own (target errors over the
+            // requests judged); pooling errors over requests counted cancels and canaryd's
+            // own failures as the target's.
+            error_rate: mean(&|f| Some(f.error_rate)).unwrap_or(0.0),
             duration_s: all.iter().map(|f| f.duration_s).sum(),
             request_throughput: mean(&|f| f.request_throughput),
             output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
@@ -390,5 +389,26 @@ impl Point {
                 .and_then(|f| f.output_tokens_per_s_per_user)
                 .unwrap_or(f64::NAN),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The runs' own shares, averaged: a run's cancels and canaryd's own failures are not
+    // the target's errors, and pooling errors over requests counted them.
+    #[test]
+    fn a_repeated_points_error_rate_is_the_mean_of_its_runs() {
+        let run = |requests, errors, error_rate| PointFigures {
+            requests,
+            errors,
+            error_rate,
+            ..Default::default()
+        };
+        // The second run: 3 failures, one of them canaryd's own; 2 of 9 judged.
+        let m = PointFigures::mean(&[run(10, 0, 0.0), run(10, 3, 2.0 / 9.0)]);
+        assert_eq!((m.requests, m.errors), (20, 3));
+        assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
     }
 }
