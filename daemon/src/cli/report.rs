@@ -281,8 +281,23 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     if let Some(gpu) = &outcome.telemetry.gpu {
         let f =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        // How the energy was had, over which GPUs: a counter's reading spans the samples
+        // around the run (up to one sampling interval off at each end), power integrated
+        // is an estimate; it is all the GPUs' traffic, over the tokens canaryd completed.
+        let how = gpu.energy.map_or(String::new(), |e| {
+            let method = match e.method {
+                canary_core::EnergyMethod::Counter => {
+                    "energy counters, from the sample before the run to its last"
+                }
+                canary_core::EnergyMethod::PowerIntegral => "power integrated: an estimate",
+                canary_core::EnergyMethod::Mixed => {
+                    "counters for some GPUs, power for the rest: an estimate"
+                }
+            };
+            format!(" ({method}; {} GPUs)", e.gpus)
+        });
         outln!(
-            "GPU: util avg {}% max {}%, power avg {} W; energy {} J, {} J per output token",
+            "GPU: util avg {}% max {}%, power avg {} W; energy {} J{how}, {} J per output token",
             f(gpu.util_avg_pct, 1),
             f(gpu.util_max_pct, 1),
             f(gpu.power_avg_w, 1),
