@@ -149,7 +149,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     std::fs::create_dir_all(out).map_err(write(out.to_path_buf()))?;
     let records_path = out.join("records.jsonl");
     let mut records_out = std::io::BufWriter::new(
-        std::fs::File::create(&records_path).map_err(write(records_path.clone()))?,
+        crate::create_artifact(&records_path).map_err(write(records_path.clone()))?,
     );
     let mut aggregator = Aggregator::new(goodput);
     let mut cross_lag = Distribution::new();

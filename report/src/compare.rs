@@ -56,6 +56,9 @@ pub struct Comparison {
     pub context_diff: Vec<(String, String, String)>,
     /// Each side's diagnosis (issue 19), and whether the dominant bottleneck changed.
     pub diagnosis: DiagnosisChange,
+    /// What was left out of either side's artifacts when read (records past the report's cap,
+    /// a last line cut short), as each run's notes say it: the rows are over what was read.
+    pub notes: Vec<String>,
     #[serde(skip)]
     values: Vec<(Metric, Vec<f64>, Vec<f64>)>,
 }
@@ -336,6 +339,12 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         shifts,
         context_diff: context_diff(&a.runs[0], &b.runs[0]),
         diagnosis: DiagnosisChange::of(a, b),
+        notes: a
+            .runs
+            .iter()
+            .chain(&b.runs)
+            .flat_map(|r| r.notes.iter().cloned())
+            .collect(),
         values,
     }
 }

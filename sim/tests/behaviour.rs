@@ -100,7 +100,9 @@ async fn a_head_left_half_sent_is_closed_and_an_idle_connection_is_not() {
     assert!(read.is_ok(), "the half-sent head was held open past 30 s");
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    // A keep-alive connection that sent nothing is left alone (a trace may pause for minutes).
+    // A keep-alive connection that sent nothing is left alone (a trace may pause for minutes):
+    // still there well past the head's limit.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let body = completion_body("a", 2, false);
     let req = format!(
         "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n\

@@ -44,25 +44,23 @@ fn counter_growth(
     (values.len() >= 2).then(|| values.windows(2).map(|w| counter_delta(w[0], w[1])).sum())
 }
 
-/// What a histogram gained over the run: the last scrape less the first, or, when the server
-/// restarted in between (a count went down), the sum of each step's gain, as counters are
-/// summed. First and last alone missed a restart whose counts grew back past the first's.
+/// What a histogram gained over the run: the sum of each scrape's gain over the one before
+/// (a server restart is a step that starts from zero, by [`HistogramSnapshot::delta`]'s own
+/// rule), as counters are summed. The last scrape less the first missed a restart whose
+/// counts grew back past the first's.
 fn hist_delta(
     samples: &[ServerSample],
     f: impl Fn(&ServerSample) -> Option<&HistogramSnapshot>,
 ) -> Option<LatencyEstimate> {
     let snaps: Vec<&HistogramSnapshot> = samples.iter().filter_map(&f).collect();
-    let (first, last) = (snaps.first()?, snaps.last()?);
-    let restarted = snaps
-        .windows(2)
-        .any(|w| w[1].count.unwrap_or(0.0) < w[0].count.unwrap_or(0.0));
-    if !restarted {
-        return latency_estimate(&last.delta(first));
-    }
-    let gained = snaps
-        .windows(2)
-        .map(|w| w[1].delta(w[0]))
-        .reduce(|a, b| a.merge(&b))?;
+    let gained = match snaps.as_slice() {
+        [] => return None,
+        [one] => one.delta(one),
+        _ => snaps
+            .windows(2)
+            .map(|w| w[1].delta(w[0]))
+            .reduce(|a, b| a.merge(&b))?,
+    };
     latency_estimate(&gained)
 }
 

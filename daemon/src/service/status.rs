@@ -109,12 +109,17 @@ static QUERIES: Semaphore = Semaphore::const_new(4);
 /// The most runs one `/api/runs` lists.
 const MAX_RUNS_LISTED: usize = 1_000;
 
-/// [`route`], on a blocking thread, a few at a time.
+/// [`route`]: the routes that read the history (the page, `/api/runs…`) on a blocking
+/// thread, a few at a time; health, readiness and `/metrics` at once, never queued behind
+/// them (a watchdog or a scrape must not wait on someone's `limit=1000`).
 async fn answer(
     req: Request<Incoming>,
     metrics: Arc<StatusMetrics>,
     history: Arc<History>,
 ) -> Response<Full<Bytes>> {
+    if matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics") {
+        return route(req, &metrics, &history);
+    }
     let _permit = QUERIES.acquire().await;
     tokio::task::spawn_blocking(move || route(req, &metrics, &history))
         .await

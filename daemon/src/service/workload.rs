@@ -73,6 +73,12 @@ impl Front for WorkloadFront<'_> {
     }
 
     fn judge(&self, outcome: &RunOutcome) -> Option<Verdict> {
+        // A run whose files were not all written (a full disk) is an error, whatever its
+        // figures: for a single run (its figures kept in the history), a capacity probe and
+        // a sweep point alike.
+        if let Some(e) = &outcome.artifacts_error {
+            return Some(Verdict::error(e.clone()));
+        }
         Some(Verdict::judge(
             self.plan.workload,
             &outcome.summary,
@@ -144,11 +150,7 @@ impl RunContext {
             .await
         {
             Ok((judged, samples)) => {
-                result.run.verdict = match &judged.outcome.artifacts_error {
-                    // The figures are kept in the history; the files are not all there.
-                    Some(e) => Verdict::error(e.clone()),
-                    None => judged.verdict.unwrap_or_else(|| Verdict::error("unjudged")),
-                };
+                result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
                 if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
                     result.run.samples = Some(samples);
                 }

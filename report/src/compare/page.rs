@@ -91,6 +91,18 @@ impl Comparison {
                 &table("kv", &["field", "A", "B"], &rows),
             ));
         }
+        if !self.notes.is_empty() {
+            let items: String = self
+                .notes
+                .iter()
+                .map(|n| format!("<li>{}</li>", esc(n)))
+                .collect();
+            body.push_str(&section(
+                "notes",
+                "Notes on the artifacts",
+                &format!("<ul>{items}</ul>"),
+            ));
+        }
         Ok(page(&title, "compare", &body))
     }
 }

@@ -73,6 +73,12 @@ impl Comparison {
                 out.push_str(&format!("  {k}: {a} → {b}\n"));
             }
         }
+        for n in &self.notes {
+            out.push_str(&format!("\nnote: {n}"));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+        }
         out
     }
 }
