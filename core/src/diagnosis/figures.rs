@@ -50,6 +50,10 @@ pub(super) struct Figures {
     pub error_rate: f64,
     pub target_errors: u64,
     pub throughput: f64,
+    /// Requests the server counted over its scrape window (its e2e, else TTFT, histogram),
+    /// and that window (s): the server's own request count and rate, every client's.
+    pub server_requests: Option<f64>,
+    pub server_window_s: Option<f64>,
     pub client_ttft_ms: Option<Fig>,
     pub client_e2e_ms: Option<Fig>,
     pub server_ttft_ms: Option<Fig>,
@@ -165,6 +169,13 @@ impl Figures {
         self.kv_max = gauge(&sv.kv_cache_usage, true);
         self.swapped_max = gauge(&sv.requests_swapped, true);
         self.preemptions = sv.preemptions.map(|p| Fig::new(p, EXACT, src));
+        self.server_requests = sv
+            .e2e_s
+            .as_ref()
+            .or(sv.ttft_s.as_ref())
+            .map(|e| e.count)
+            .filter(|&c| c > 0.0);
+        self.server_window_s = (sv.window_s > 0.0).then_some(sv.window_s);
         if self.server_ttft_ms.is_none() {
             self.llama_timings(s);
         }

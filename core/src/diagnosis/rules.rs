@@ -355,8 +355,7 @@ fn kv_memory_bound(c: &Ctx) -> Finding {
             x.evidence.push(v.evidence(name, unit));
         }
     }
-    if let (Some(p), true) = (f.preemptions, f.requests > 0) {
-        let per = p.value / f.requests as f64;
+    if let Some(per) = preemptions_per_request(f) {
         x.thresholds
             .push(ge("preemptions_per_request", per, PREEMPTIONS_PER_REQUEST));
     }
@@ -398,6 +397,15 @@ fn kv_memory_bound(c: &Ctx) -> Finding {
     x
 }
 
+/// The server's preemptions per request it counted (every client's, as its preemptions
+/// are); over canaryd's own requests only when the server counts none.
+fn preemptions_per_request(f: &Figures) -> Option<f64> {
+    let requests = f
+        .server_requests
+        .or((f.requests > 0).then_some(f.requests as f64))?;
+    Some(f.preemptions?.value / requests)
+}
+
 fn queueing(c: &Ctx) -> Finding {
     let f = c.f;
     let mut x = Finding::new(Bottleneck::Queueing);
@@ -421,9 +429,15 @@ fn queueing(c: &Ctx) -> Finding {
         x.evidence.push(d.evidence("queue_depth_mean", "requests"));
         x.thresholds
             .push(ge("queue_depth_mean", d.value, QUEUE_DEPTH));
-        if f.throughput > 0.0 {
+        // The server's own rate (every client's requests, as its queue holds them); canaryd's
+        // when the server counts none.
+        let rate = match (f.server_requests, f.server_window_s) {
+            (Some(n), Some(w)) => n / w,
+            _ => f.throughput,
+        };
+        if rate > 0.0 {
             // Little's law: the mean wait is the mean queue over the arrival rate.
-            let wait = d.value / f.throughput * 1e3;
+            let wait = d.value / rate * 1e3;
             x.evidence.push(Evidence {
                 name: "queue_wait_littles_law".into(),
                 value: wait,
@@ -627,12 +641,9 @@ fn compute_bound(c: &Ctx) -> Finding {
             return x;
         }
     }
-    if let (Some(p), true) = (f.preemptions, f.requests > 0) {
-        x.thresholds.push(lt(
-            "preemptions_per_request",
-            p.value / f.requests as f64,
-            PREEMPTIONS_PER_REQUEST,
-        ));
+    if let Some(per) = preemptions_per_request(f) {
+        x.thresholds
+            .push(lt("preemptions_per_request", per, PREEMPTIONS_PER_REQUEST));
     }
     if let Some(d) = f.server_decode_ms {
         x.evidence.push(d.evidence("decode_time_mean", "ms"));

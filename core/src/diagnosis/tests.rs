@@ -264,6 +264,31 @@ fn preemptions_are_memory_pressure() {
     assert!((d.thresholds[0].observed - 0.12).abs() < 1e-12);
 }
 
+// The server also served other clients (400 requests in its histograms, canaryd's 100): its
+// preemptions are counted over its own requests, not over canaryd's (which made 3 of them
+// read as 0.03 a request, memory pressure).
+#[test]
+fn preemptions_are_counted_per_request_the_server_served() {
+    let mut r = run(100, 30.0, 400.0, None);
+    let mut s = server(25.0, 2.0, 20.0, 360.0, 30.0);
+    s.preemptions = Some(3.0);
+    s.ttft_s.as_mut().unwrap().count = 400.0;
+    r.telemetry.server = Some(s);
+    let d = r.diagnose();
+    let kv = d
+        .findings
+        .iter()
+        .find(|f| f.class == Bottleneck::KvMemoryBound)
+        .unwrap();
+    let t = kv
+        .thresholds
+        .iter()
+        .find(|t| t.figure == "preemptions_per_request")
+        .unwrap();
+    assert!((t.observed - 0.0075).abs() < 1e-12, "{t:?}");
+    assert!(!t.met);
+}
+
 #[test]
 fn a_gap_the_server_does_not_see_is_network() {
     let mut r = run(100, 130.0, 330.0, None);
