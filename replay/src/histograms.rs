@@ -97,7 +97,7 @@ impl Histograms {
     /// Reads `dir`'s `histograms.json`; `Ok(None)` when it has none.
     pub fn read(dir: &Path) -> Result<Option<Histograms>, HistogramsError> {
         let path = dir.join(HISTOGRAMS_FILE);
-        let bytes = match crate::artifact_file::read_artifact(&path) {
+        let bytes = match canary_files::read_small_file(&path, crate::MAX_ARTIFACT_BYTES) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(HistogramsError::Io { path, source }),

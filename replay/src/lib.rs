@@ -15,7 +15,6 @@
 #![deny(missing_docs)]
 
 mod arrival;
-mod artifact_file;
 mod chunk;
 mod connection;
 mod dispatch;
@@ -43,7 +42,6 @@ pub mod workers;
 mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
-pub use artifact_file::{create_artifact, write_whole};
 pub use canary_tls::{client_config, TlsError};
 pub use chunk::{
     parse as parse_chunk, parse_serde as parse_chunk_serde, scan as scan_chunk, ChunkInfo,
@@ -55,6 +53,10 @@ pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;
 pub use in_flight::{in_flight_cap, open_files_limits};
 pub use limits::ResponseLimits;
+
+/// The largest JSON artifact read whole (a summary is tens of KB, a histograms file hundreds):
+/// past it, a file is not canaryd's, and reading it would cost its size several times over.
+pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,

@@ -149,7 +149,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     std::fs::create_dir_all(out).map_err(write(out.to_path_buf()))?;
     let records_path = out.join("records.jsonl");
     let mut records_out = std::io::BufWriter::new(
-        crate::create_artifact(&records_path).map_err(write(records_path.clone()))?,
+        canary_files::create_artifact(&records_path).map_err(write(records_path.clone()))?,
     );
     let mut aggregator = Aggregator::new(goodput);
     let mut cross_lag = Distribution::new();
@@ -266,9 +266,10 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     };
     let path = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&file).expect("summaries always serialize");
-    crate::write_whole(&path, &json).map_err(write(path.clone()))?;
+    canary_files::write_whole(&path, &json).map_err(write(path.clone()))?;
     let path = out.join("summary.csv");
-    crate::write_whole(&path, summary_csv(&summary).as_bytes()).map_err(write(path.clone()))?;
+    canary_files::write_whole(&path, summary_csv(&summary).as_bytes())
+        .map_err(write(path.clone()))?;
     Ok(Merged { summary, info })
 }
 
@@ -322,7 +323,7 @@ fn write_histograms(
     };
     let path = out.join(crate::HISTOGRAMS_FILE);
     let json = serde_json::to_vec(&h).expect("histograms always serialize");
-    crate::write_whole(&path, &json).map_err(|source| ArtifactError { path, source })
+    canary_files::write_whole(&path, &json).map_err(|source| ArtifactError { path, source })
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

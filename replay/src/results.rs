@@ -5,11 +5,11 @@
 //! every measurement it took but at most that last batch. The summary is written at the end of every run, including
 //! interrupted and failed ones.
 
-use crate::artifact_file::write_whole;
 use crate::plan::RunInfo;
 use canary_core::{
     Aggregator, ChunkGaps, Goodput, RequestRecord, RunSummary, Stats, SUMMARY_SCHEMA_VERSION,
 };
+use canary_files::write_whole;
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -79,7 +79,7 @@ impl ResultsWriter {
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(at(dir))?;
                 let path = dir.join("records.jsonl");
-                let file = crate::artifact_file::create_artifact(&path).map_err(at(&path))?;
+                let file = canary_files::create_artifact(&path).map_err(at(&path))?;
                 // One write(2) per batch the collector takes (200 records at 4,000 req/s),
                 // not one per 8 KiB.
                 Some((path, BufWriter::with_capacity(RECORDS_BUFFER, file)))

@@ -324,18 +324,7 @@ pub(crate) const MAX_JSON_BYTES: u64 = 64 << 20;
 
 /// The bytes of a JSON artifact, at most [`MAX_JSON_BYTES`]; a larger one is an error.
 pub(crate) fn read_json_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_JSON_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_JSON_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {MAX_JSON_BYTES} bytes: not a canaryd artifact"),
-        ));
-    }
-    Ok(bytes)
+    canary_files::read_small_file(path, MAX_JSON_BYTES)
 }
 
 /// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,

@@ -102,18 +102,8 @@ fn say(
     Ok(out.trim_end().to_string())
 }
 
-/// Writes `text` to `path` through a temporary file beside it, so a reader never sees half a
-/// page. The temporary file is made anew (`create_new` follows no link): one planted there in
-/// a shared folder would otherwise have been written through.
+/// Writes `text` to `path` whole (beside it, then renamed), never through a link planted
+/// where it goes: a reader never sees half a page.
 fn write(path: &Path, text: &str) -> Result<(), ReportError> {
-    use std::io::Write;
-    let tmp = path.with_extension("html.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(crate::error::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(crate::error::io(path))
+    canary_files::write_whole(path, text.as_bytes()).map_err(crate::error::io(path))
 }

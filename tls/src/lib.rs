@@ -5,8 +5,8 @@
 //! roots (`SSL_CERT_FILE` honoured by the loader) plus, when given, every certificate of a PEM
 //! bundle for internal PKIs. ALPN asks for HTTP/1.1: canaryd maps one request to one socket.
 //!
-//! Credential files (a CA bundle, an API key) are read through [`read_small_file`]: a FIFO or
-//! `/dev/zero` named by mistake is refused, not waited on or read into memory.
+//! The bundle is read through [`canary_files::read_small_file`]: a FIFO or `/dev/zero` named
+//! by mistake is refused, not waited on or read into memory.
 //!
 //! ```no_run
 //! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")))?;
@@ -14,9 +14,7 @@
 //! ```
 #![deny(missing_docs)]
 
-mod credential_file;
-
-pub use credential_file::read_small_file;
+use canary_files::read_small_file;
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use rustls::{ClientConfig, RootCertStore};
 use std::path::{Path, PathBuf};

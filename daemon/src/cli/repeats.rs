@@ -156,9 +156,9 @@ fn remove_earlier_runs(out: &Path) -> Result<()> {
 pub(crate) fn write(out: &Path, summary: &RepeatsSummary) -> Result<()> {
     let path: PathBuf = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&RepeatsFile::new(summary))?;
-    canary_replay::write_whole(&path, &json).with_context(|| path.display().to_string())?;
+    canary_files::write_whole(&path, &json).with_context(|| path.display().to_string())?;
     let path = out.join("repeats.csv");
-    canary_replay::write_whole(&path, summary.csv().as_bytes())
+    canary_files::write_whole(&path, summary.csv().as_bytes())
         .with_context(|| path.display().to_string())?;
     Ok(())
 }

@@ -227,7 +227,7 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
 
 /// A header's secret from its file: a small regular file of UTF-8 (not a FIFO, not a device).
 fn read_secret(path: &std::path::Path) -> std::io::Result<String> {
-    let bytes = canary_tls::read_small_file(path, canary_replay::MAX_KEY_FILE_BYTES)?;
+    let bytes = canary_files::read_small_file(path, canary_replay::MAX_KEY_FILE_BYTES)?;
     String::from_utf8(bytes)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
 }

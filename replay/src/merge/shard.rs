@@ -64,11 +64,12 @@ impl ShardRun {
             problem,
         };
         let path = dir.join("summary.json");
-        let bytes = crate::artifact_file::read_artifact(&path).map_err(|e| {
-            bad(format!(
-                "summary.json cannot be read ({e}): not a run folder?"
-            ))
-        })?;
+        let bytes =
+            canary_files::read_small_file(&path, crate::MAX_ARTIFACT_BYTES).map_err(|e| {
+                bad(format!(
+                    "summary.json cannot be read ({e}): not a run folder?"
+                ))
+            })?;
         let head: SummaryHead = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
         // Keys change meaning between versions: shards of another one are not merged as if

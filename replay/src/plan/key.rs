@@ -51,7 +51,7 @@ impl ApiKeySource {
         let (key, setting, from) = match self {
             ApiKeySource::File(path) => {
                 let shown = path.display().to_string();
-                let key = canary_tls::read_small_file(path, MAX_KEY_FILE_BYTES)
+                let key = canary_files::read_small_file(path, MAX_KEY_FILE_BYTES)
                     .and_then(|b| {
                         String::from_utf8(b).map_err(|_| {
                             std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8")

@@ -118,10 +118,10 @@ impl SweepDoc {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let json = dir.join("sweep.json");
         let text = serde_json::to_string_pretty(self)?;
-        canary_replay::write_whole(&json, (text + "\n").as_bytes())
+        canary_files::write_whole(&json, (text + "\n").as_bytes())
             .with_context(|| format!("writing {}", json.display()))?;
         let csv = dir.join("sweep.csv");
-        canary_replay::write_whole(&csv, self.csv().as_bytes())
+        canary_files::write_whole(&csv, self.csv().as_bytes())
             .with_context(|| format!("writing {}", csv.display()))
     }
 

@@ -125,6 +125,6 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
     });
     // Whole or not at all: recovery takes a readable verdict.json as the run settled.
     let path = result.run.artifacts.join("verdict.json");
-    canary_replay::write_whole(&path, &serde_json::to_vec_pretty(&verdict)?)
+    canary_files::write_whole(&path, &serde_json::to_vec_pretty(&verdict)?)
         .with_context(|| format!("writing {}", path.display()))
 }

@@ -1,11 +1,41 @@
-//! How canaryd writes an artifact: never through a symbolic link found where the file goes
-//! (someone's link planted in a shared output folder such as /tmp would have had canaryd
-//! truncate the file it points to), and the files readers take whole, whole or not at all.
+//! canary-files: canaryd's file I/O that a bad file cannot hurt.
+//!
+//! - Reading a file that ought to be small (an API key, a header's secret, a CA bundle, a
+//!   run's summary) without trusting it to be: a FIFO would block the reader for ever,
+//!   `/dev/zero` would fill memory ([`read_small_file`]).
+//! - Writing an artifact never through a symbolic link found where the file goes (someone's
+//!   link planted in a shared output folder such as /tmp would have had canaryd truncate the
+//!   file it points to), and the files readers take whole, whole or not at all
+//!   ([`create_artifact`], [`write_whole`]).
+#![deny(missing_docs)]
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// The bytes of the regular file at `path`, at most `limit` of them; a larger file, or one
+/// that is not a regular file (a FIFO, a device), is an error that says so.
+pub fn read_small_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    // Before opening: opening a FIFO for reading waits for a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
 
 /// Creates `path`, or empties it, for writing; a symbolic link there is an error (ELOOP).
 pub fn create_artifact(path: &Path) -> io::Result<File> {
@@ -30,27 +60,6 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::rename(&partial, path)
 }
 
-/// The largest artifact read whole (a summary is tens of KB, a histograms file hundreds):
-/// past it, a file is not canaryd's, and reading it would cost its size several times over.
-pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
-
-/// The bytes of the artifact at `path`, at most [`MAX_ARTIFACT_BYTES`] of them; a larger
-/// file is an error that says so.
-pub fn read_artifact(path: &Path) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_ARTIFACT_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_ARTIFACT_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than {MAX_ARTIFACT_BYTES} bytes: not a canaryd artifact"),
-        ));
-    }
-    Ok(bytes)
-}
-
 fn partial_of(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
@@ -60,6 +69,26 @@ fn partial_of(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_fifos_and_large_files_are_refused_small_ones_read() {
+        let e = read_small_file(Path::new("/dev/zero"), 1024).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read_small_file(&fifo, 1024).unwrap_err().to_string(),
+            "not a regular file"
+        );
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'k'; 2048]).unwrap();
+        let e = read_small_file(&big, 1024).unwrap_err();
+        assert_eq!(e.to_string(), "larger than 1024 bytes");
+        assert_eq!(read_small_file(&big, 2048).unwrap().len(), 2048);
+    }
 
     #[test]
     fn a_planted_link_is_refused_and_its_target_untouched() {
