@@ -111,6 +111,18 @@ pub(crate) fn series_covering<'a>(
         .collect()
 }
 
+/// One series' samples that span `[t0, t1]`: [`series_covering`]'s, plus the first after `t1`
+/// when there is one (the energy counter is read between the samples either side of an edge).
+pub(crate) fn series_spanning<'a>(
+    s: &Series<'a>,
+    t0: MonoTime,
+    t1: MonoTime,
+) -> Vec<&'a GpuSample> {
+    let mut out = series_covering(s, t0, t1);
+    out.extend(s.samples.iter().find(|g| g.at > t1));
+    out
+}
+
 /// The samples that describe `[t0, t1]` for GPU `gpu` (all GPUs when `None`): per GPU the last
 /// sample before `t0` (the reading in force when the interval began), then every sample with
 /// `t0 <= at <= t1`; in time order. The input may mix sources and need not be sorted: where
@@ -172,18 +184,19 @@ pub fn kv_usage_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
     server_at(samples, t).and_then(|s| s.kv_cache_usage)
 }
 
-/// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU).
+/// Energy of one GPU over `[t0, t1]` from its samples (time-ordered, one GPU); `true` when
+/// read from the energy counter. The counter is read as a straight line between samples, so an
+/// interval that straddles `t0` or `t1` counts only its part inside the run; before the first
+/// sample and after the last (the last usually falls up to one sampling interval before the
+/// run's end) the nearest interval's rate is carried, for at most that interval's length (a
+/// longer gap is missing samples, which say nothing).
 pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
     let counters: Vec<(MonoTime, f64)> = s
         .iter()
         .filter_map(|g| g.energy_j.map(|e| (g.at, e)))
         .collect();
     if counters.len() >= 2 {
-        let j = counters
-            .windows(2)
-            .map(|w| counter_delta(w[0].1, w[1].1))
-            .sum();
-        return Some((j, true));
+        return Some((counter_energy(&counters, t0, t1), true));
     }
     // Hold each power reading until the next one (or t1), clipped to [t0, t1].
     let powers: Vec<(MonoTime, f64)> = s
@@ -202,14 +215,47 @@ pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option
     Some((j, false))
 }
 
-/// Energy used by the GPUs over a run `[t0, t1]`: per GPU the energy-counter growth from the
-/// last sample before `t0` to the last one in the run (resets handled), or, without a counter,
+/// The counter's growth over `[t0, t1]` (see [`gpu_energy`]) from readings in time order.
+fn counter_energy(counters: &[(MonoTime, f64)], t0: MonoTime, t1: MonoTime) -> f64 {
+    let ns = |a: MonoTime, b: MonoTime| b.as_nanos().saturating_sub(a.as_nanos()) as f64;
+    // The part of `[a, b]` inside the run, in ns.
+    let inside = |a: MonoTime, b: MonoTime| ns(a.max(t0), b.min(t1));
+    let mut joules = 0.0;
+    for w in counters.windows(2) {
+        let ((a, ea), (b, eb)) = (w[0], w[1]);
+        let delta = counter_delta(ea, eb);
+        joules += if b > a {
+            delta * inside(a, b) / ns(a, b)
+        } else if (t0..=t1).contains(&a) {
+            delta // two readings at one instant: the growth is the run's
+        } else {
+            0.0
+        };
+    }
+    // Carry the first and last intervals' rates to the run's edges, one interval at most.
+    let (Some(head), Some(tail)) = (counters.first_chunk::<2>(), counters.last_chunk::<2>()) else {
+        return joules;
+    };
+    for (&[(a, ea), (b, eb)], edge_from, edge_to) in
+        [(head, t0, head[0].0.min(t1)), (tail, tail[1].0.max(t0), t1)]
+    {
+        let span = ns(a, b);
+        let gap = ns(edge_from, edge_to);
+        if span > 0.0 && gap > 0.0 {
+            joules += counter_delta(ea, eb) / span * gap.min(span);
+        }
+    }
+    joules
+}
+
+/// Energy used by the GPUs over a run `[t0, t1]`: per GPU the energy-counter growth over the
+/// run, read between samples as a straight line (resets handled; see [`gpu_energy`]), or, without a counter,
 /// power integrated over time. `None` without data. Samples may mix sources, in any order;
 /// each GPU is counted once, from one source (see [`gpu_samples_covering`]).
 pub fn energy_over_run(samples: &[GpuSample], t0: MonoTime, t1: MonoTime) -> Option<RunEnergy> {
     let (mut joules, mut by_counter, mut by_power) = (0.0, 0usize, 0usize);
     for series in gpu_series(samples) {
-        match gpu_energy(&series_covering(&series, t0, t1), t0, t1) {
+        match gpu_energy(&series_spanning(&series, t0, t1), t0, t1) {
             Some((j, true)) => {
                 joules += j;
                 by_counter += 1;
@@ -278,12 +324,40 @@ mod tests {
             g(2, 1, 0.0, 300.0, None),
         ];
         let e = energy_over_run(&samples, MonoTime(0), MonoTime(3 * S)).unwrap();
-        // GPU 0: 100 + 50 J by counter; GPU 1: 100 + 200 + 300 J by power over 3 s.
-        assert_eq!(e.joules, 750.0);
+        // GPU 0: 100 + 50 J by counter, the last second's 50 J/s carried to the run's end at
+        // 3 s; GPU 1: 100 + 200 + 300 J by power over 3 s.
+        assert_eq!(e.joules, 800.0);
         assert_eq!((e.method, e.gpus), (EnergyMethod::Mixed, 2));
-        assert_eq!(e.per_token(150), Some(5.0));
+        assert_eq!(e.per_token(160), Some(5.0));
         assert_eq!(e.per_token(0), None);
         assert!(energy_over_run(&[], MonoTime(0), MonoTime(S)).is_none());
+    }
+
+    #[test]
+    fn energy_counter_is_read_between_samples_at_the_run_edges() {
+        let counter = |points: &[(u64, f64)], t0: u64, t1: u64| {
+            let samples: Vec<GpuSample> = points
+                .iter()
+                .map(|&(t, e)| g(t, 0, 0.0, 0.0, Some(e)))
+                .collect();
+            energy_over_run(&samples, MonoTime(t0 * S), MonoTime(t1 * S))
+                .unwrap()
+                .joules
+        };
+        let every_10s = [(0, 0.0), (10, 1000.0), (20, 3000.0)];
+        // Half of 0..10 s's 1000 J, all of 10..20 s's 2000 J, and 200 J/s for the 5 s after
+        // the last sample.
+        assert_eq!(counter(&every_10s, 5, 25), 500.0 + 2000.0 + 1000.0);
+        assert_eq!(counter(&every_10s, 5, 15), 500.0 + 1000.0);
+        assert_eq!(counter(&every_10s, 12, 13), 200.0);
+        // No sample before the run: the first interval's rate carried back to its start.
+        assert_eq!(counter(&every_10s[1..], 0, 20), 2000.0 + 2000.0);
+        // At most one interval's length either side: a longer gap is samples missing.
+        assert_eq!(counter(&[(0, 0.0), (1, 100.0)], 0, 10), 200.0);
+        assert_eq!(counter(&[(9, 0.0), (10, 100.0)], 0, 10), 200.0);
+        // Two readings at one instant inside the run count whole; outside, not at all.
+        assert_eq!(counter(&[(1, 0.0), (1, 5.0), (2, 5.0)], 0, 2), 5.0);
+        assert_eq!(counter(&[(1, 0.0), (1, 5.0), (2, 5.0)], 2, 2), 0.0);
     }
 
     #[test]
@@ -324,7 +398,7 @@ mod tests {
             dcgm(2, 1, 1.0e6 + 1.0),
             dcgm(2, 2, 100.0),
         ];
-        let e = energy_over_run(&samples, MonoTime(0), MonoTime(3 * S)).unwrap();
+        let e = energy_over_run(&samples, MonoTime(0), MonoTime(2 * S)).unwrap();
         // GPU-a 400 J and GPU-b 200 J from NVML, GPU-z 30 J from DCGM.
         assert_eq!(
             (e.joules, e.gpus, e.method),
@@ -346,10 +420,10 @@ mod tests {
                 s
             })
             .collect();
-        let e = energy_over_run(&bare, MonoTime(0), MonoTime(3 * S)).unwrap();
+        let e = energy_over_run(&bare, MonoTime(0), MonoTime(2 * S)).unwrap();
         assert_eq!((e.joules, e.gpus), (630.0, 3));
         // DCGM alone is used as it is.
-        let e = energy_over_run(&samples[6..], MonoTime(0), MonoTime(3 * S)).unwrap();
+        let e = energy_over_run(&samples[6..], MonoTime(0), MonoTime(2 * S)).unwrap();
         assert_eq!((e.joules, e.gpus), (100.0 + 1.0 + 30.0, 3));
     }
 

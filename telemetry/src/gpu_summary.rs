@@ -6,7 +6,7 @@
 use canary_core::MonoTime;
 
 use crate::correlate::{
-    energy_over_run, gpu_energy, gpu_over_interval, gpu_series, series_covering,
+    energy_over_run, gpu_energy, gpu_over_interval, gpu_series, series_covering, series_spanning,
 };
 use crate::gpu::GpuSample;
 use canary_core::{GpuRunStats, GpuSource, RunGpuSummary};
@@ -79,7 +79,7 @@ pub fn gpu_summary(
             samples: mine.len(),
             util_avg_pct: mean(mine.iter().filter_map(|g| g.util_gpu_pct)),
             power_avg_w: mean(mine.iter().filter_map(|g| g.power_w)),
-            energy_j: gpu_energy(&mine, t0, t1).map(|(j, _)| j),
+            energy_j: gpu_energy(&series_spanning(s, t0, t1), t0, t1).map(|(j, _)| j),
             mem_used_max_bytes: mine.iter().filter_map(|g| g.mem_used_bytes).max(),
             mem_total_bytes: mine.iter().filter_map(|g| g.mem_total_bytes).max(),
             temp_max_c: max_f(mine.iter().filter_map(|g| g.temp_c)),

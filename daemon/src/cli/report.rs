@@ -281,13 +281,13 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     if let Some(gpu) = &outcome.telemetry.gpu {
         let f =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-        // How the energy was had, over which GPUs: a counter's reading spans the samples
-        // around the run (up to one sampling interval off at each end), power integrated
-        // is an estimate; it is all the GPUs' traffic, over the tokens canaryd completed.
+        // How the energy was had, over which GPUs: counters are exact at their samples and
+        // read as a straight line between them at the run's edges, power integrated is an
+        // estimate; it is all the GPUs' traffic, over the tokens canaryd completed.
         let how = gpu.energy.map_or(String::new(), |e| {
             let method = match e.method {
                 canary_core::EnergyMethod::Counter => {
-                    "energy counters, from the sample before the run to its last"
+                    "energy counters, read between samples at the run's edges"
                 }
                 canary_core::EnergyMethod::PowerIntegral => "power integrated: an estimate",
                 canary_core::EnergyMethod::Mixed => {
