@@ -286,9 +286,16 @@ fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
             .find(|r| r["metric"] == m)
             .unwrap_or_else(|| panic!("{m}"))
     };
-    for m in ["TTFT p50", "TTFT p99", "ITL p50", "e2e p99"] {
+    for m in ["TTFT p50", "TTFT p90", "ITL p50", "e2e p90"] {
         assert_eq!(row(m)["verdict"]["trend"], "regressed", "{m}: {}", row(m));
         assert!(row(m)["change"].as_f64().unwrap() > 1.0, "{m}: {}", row(m));
+    }
+    // A p99 is judged on its own tail, which 100 requests a side cannot bound.
+    for m in ["TTFT p99", "e2e p99"] {
+        assert!(row(m)["change"].as_f64().unwrap() > 1.0, "{m}: {}", row(m));
+        assert_eq!(row(m)["verdict"]["kind"], "not_judged", "{m}: {}", row(m));
+        let why = row(m)["verdict"]["why"].as_str().unwrap();
+        assert!(why.contains("too few requests"), "{m}: {why}");
     }
     assert_eq!(row("throughput")["verdict"]["kind"], "not_judged");
     assert_eq!(row("error rate")["verdict"]["trend"], "steady");
@@ -332,9 +339,16 @@ fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
         "{text}"
     );
     assert!(!text.contains("yes:"), "{text}");
+    // p50, p90 of TTFT, ITL and e2e, and the error rate; the p99s are 100 requests a side.
     assert_eq!(
         text.matches("no: not significant (p 1.0000)").count(),
-        10,
+        7,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("not judged: too few requests for a p99 test")
+            .count(),
+        3,
         "{text}"
     );
 }

@@ -5,9 +5,11 @@
 //!   ([`canary_core::compare::shift`]: a Mann-Whitney U test on every request's value and a
 //!   median shift beyond noise). The spread of run medians is unknown, so the rule's MAD term
 //!   falls to its floor (0.1 % of A's median) and the relative (`min_shift`, 5 %) and
-//!   absolute (`min_shift_ms`, 1 ms) floors decide with the rank test. Rates (errors, good
-//!   requests) are judged by the same rank test on each request's 0/1 outcome. Throughputs
-//!   are one figure per run and are not judged.
+//!   absolute (`min_shift_ms`, 1 ms) floors decide with the rank test. That rule judges the
+//!   p50 rows; a p90 or p99 row is judged on its own tail (Mood's quantile test, with the same
+//!   floors on the percentile's move), so a slower tail under a steady median is seen. Rates
+//!   (errors, the good fraction) are judged by the same rank test on each request's 0/1
+//!   outcome. Throughputs and goodput are one figure per run and are not judged.
 //! * **At least two runs per side.** Every row is a figure per run (a run's TTFT p99, its
 //!   throughput), so every row, throughputs included, is judged by Welch's t-test on the two
 //!   sets of run figures, p < [`RUNS_ALPHA`] (the level of the 95 % intervals shown beside
@@ -253,8 +255,11 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             let (fa, fb) = (at_q(&ra), at_q(&rb));
             rows.push(if repeated {
                 runs_row(label, "ms", &fa, &fb, false, rules)
-            } else {
+            } else if q == 0.5 {
                 row(label, "ms", mean(&fa), mean(&fb), verdict.clone(), false)
+            } else {
+                let tail = quantile_verdict(&va, &vb, name, q, rules);
+                row(label, "ms", mean(&fa), mean(&fb), tail, false)
             });
         }
         shifts.push((m.label().to_string(), s));
@@ -295,13 +300,40 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         rows.push(if repeated {
             runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
         } else {
-            let good = |e: &Experiment| outcomes(e, |q| q.good == Some(true));
-            let verdict = rate_verdict(&good(a), &good(b), rules, true);
+            // A rate, one figure per run, as throughput: its good fraction is judged below.
+            let why = format!(
+                "one figure per run: needs at least 2 runs per side (--runs N; A has {}, B has \
+                 {}); the good fraction is judged on each request",
+                a.runs.len(),
+                b.runs.len()
+            );
             row(
                 "goodput".into(),
                 "req/s",
                 mean(&ga),
                 mean(&gb),
+                Verdict::NotJudged { why },
+                true,
+            )
+        });
+        let (fa_good, fb_good) = (of(&fa, |f| f.good_fraction), of(&fb, |f| f.good_fraction));
+        rows.push(if repeated {
+            runs_row(
+                "good fraction".into(),
+                "fraction",
+                &fa_good,
+                &fb_good,
+                true,
+                rules,
+            )
+        } else {
+            let good = |e: &Experiment| outcomes(e, |q| q.good == Some(true));
+            let verdict = rate_verdict(&good(a), &good(b), rules, true);
+            row(
+                "good fraction".into(),
+                "fraction",
+                mean(&fa_good),
+                mean(&fb_good),
                 verdict,
                 true,
             )
@@ -436,6 +468,18 @@ fn runs_verdict(
             why: "fewer than 2 runs with this figure on one side".into(),
         };
     };
+    let finite = |f: &[f64]| f.iter().filter(|x| x.is_finite()).count();
+    let (na, nb) = (finite(fa), finite(fb));
+    if w.t.is_infinite() {
+        // Neither side's runs vary: there is no spread to judge a difference against (three
+        // runs with one error each are not certain evidence against three with none).
+        return Verdict::NotJudged {
+            why: format!(
+                "the runs' figures do not vary on either side ({na} and {nb} runs): no spread \
+                 to test against"
+            ),
+        };
+    }
     let (ma, mb) = (mean(fa), mean(fb));
     let delta = mb - ma;
     let ratio = if ma != 0.0 { delta / ma } else { f64::INFINITY };
@@ -466,12 +510,95 @@ fn runs_verdict(
         p_value: w.p_value,
         why_not,
         how: format!(
-            "Welch's t-test on the runs' figures ({} and {} runs): t {:+.2}, {:.1} df, p {}",
-            fa.len(),
-            fb.len(),
+            "Welch's t-test on the runs' figures ({na} and {nb} runs): t {:+.2}, {:.1} df, p {}",
             w.t,
             w.df,
             p_text(w.p_value)
+        ),
+    }
+}
+
+/// Values each side needs beyond a percentile, and within it, for [`quantile_verdict`]'s
+/// normal approximation to hold.
+const QUANTILE_TEST_MIN_CELL: f64 = 5.0;
+
+/// A tail percentile (`q`, named `name`) judged on its own, not by the median's rule: Mood's
+/// quantile test. Both sides' values (`a`, `b`, sorted) are pooled, and the fractions of each
+/// side above the pooled percentile compared by a two-proportion z-test. Real when p < alpha
+/// and the percentile moved past the rule's floors (5 % of A's, 1 ms). Not judged when a side
+/// expects fewer than 5 values beyond it (a p99 needs about 500 requests a side).
+fn quantile_verdict(a: &[f64], b: &[f64], name: &str, q: f64, rules: &ShiftRules) -> Verdict {
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let pooled = sorted([a, b].concat());
+    let cut = quantile(&pooled, q);
+    // Values tied at the cut go to whichever side of it leaves the pooled share beyond it
+    // nearest 1 − q, among the splits the test can use (ties are rare at 1 µs, but a plateau
+    // must not hide a tail).
+    let beyond = |v: &[f64], with_ties: bool| {
+        let within = v.partition_point(|x| if with_ties { *x < cut } else { *x <= cut });
+        (v.len() - within) as f64
+    };
+    let split = |with_ties: bool| {
+        let (ka, kb) = (beyond(a, with_ties), beyond(b, with_ties));
+        let p = (ka + kb) / (na + nb);
+        let cells = [na * p, na * (1.0 - p), nb * p, nb * (1.0 - p)];
+        let usable = cells.iter().all(|c| *c >= QUANTILE_TEST_MIN_CELL);
+        (usable, (p - (1.0 - q)).abs(), with_ties, ka, kb, p)
+    };
+    let best = [split(false), split(true)]
+        .into_iter()
+        .filter(|s| s.0)
+        .min_by(|x, y| x.1.total_cmp(&y.1));
+    let (true, Some((_, _, with_ties, ka, kb, p))) = (cut.is_finite(), best) else {
+        return Verdict::NotJudged {
+            why: format!(
+                "too few requests for a {name} test (about {:.0} a side; A has {na}, B has \
+                 {nb})",
+                (QUANTILE_TEST_MIN_CELL / (1.0 - q)).ceil()
+            ),
+        };
+    };
+    let se = (p * (1.0 - p) * (1.0 / na + 1.0 / nb)).sqrt();
+    let z = (kb / nb - ka / na) / se;
+    let p_value = canary_core::compare::erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0);
+    let (qa, qb) = (quantile(a, q), quantile(b, q));
+    let delta = qb - qa;
+    let ratio = if qa != 0.0 { delta / qa } else { f64::INFINITY };
+    let why_not = if p_value >= rules.alpha {
+        Some("not significant".to_string())
+    } else if delta == 0.0 || (delta > 0.0) != (z > 0.0) {
+        Some(format!("the {name} itself did not move that way"))
+    } else if ratio.abs() < rules.min_shift {
+        Some(format!(
+            "{name} shift {:.1} % under {} %",
+            ratio.abs() * 100.0,
+            rules.min_shift * 100.0
+        ))
+    } else if delta.abs() < rules.min_shift_ms {
+        Some(format!(
+            "{name} shift {:.3} ms under {} ms",
+            delta.abs(),
+            rules.min_shift_ms
+        ))
+    } else {
+        None
+    };
+    let trend = match why_not {
+        Some(_) => Trend::Steady,
+        None if delta > 0.0 => Trend::Regressed,
+        None => Trend::Improved,
+    };
+    Verdict::Judged {
+        trend,
+        p_value,
+        why_not,
+        how: format!(
+            "Mood's quantile test: {:.2} % of A and {:.2} % of B {} the pooled {name} \
+             ({cut:.3} ms), p {}",
+            ka / na * 100.0,
+            kb / nb * 100.0,
+            if with_ties { "at or above" } else { "above" },
+            p_text(p_value)
         ),
     }
 }
@@ -596,5 +723,51 @@ mod tests {
         assert!(shown.ends_with(" (2 of 3 runs)"), "{shown}");
         let shown = text::value_with_interval(&r, r.b, text::Side::B);
         assert!(!shown.contains("runs)"), "{shown}");
+    }
+
+    fn trend_of(v: &Verdict) -> Option<Trend> {
+        v.trend()
+    }
+
+    #[test]
+    fn a_tail_percentile_is_judged_on_its_tail_not_on_the_median() {
+        let rules = ShiftRules::default();
+        let repeat = |v: f64, n: usize| vec![v; n];
+        // A's tail is slow (2 % at 500 ms), B's is not, while B's median is 20 % slower.
+        let a = sorted([repeat(10.0, 980), repeat(500.0, 20)].concat());
+        let b = repeat(12.0, 1000);
+        let tail = quantile_verdict(&a, &b, "p99", 0.99, &rules);
+        assert_eq!(trend_of(&tail), Some(Trend::Improved), "{tail:?}");
+        // A steady median over a tail 200 times slower: the p99 row says so.
+        let a = repeat(10.0, 1000);
+        let b = sorted([repeat(10.0, 970), repeat(2000.0, 30)].concat());
+        let tail = quantile_verdict(&a, &b, "p99", 0.99, &rules);
+        assert_eq!(trend_of(&tail), Some(Trend::Regressed), "{tail:?}");
+        // The same values on both sides: nothing real.
+        let same = quantile_verdict(&b, &b, "p99", 0.99, &rules);
+        assert_eq!(trend_of(&same), Some(Trend::Steady), "{same:?}");
+        // 100 requests a side cannot bound a p99 (all 100 fall under it 37 % of the time).
+        let few = quantile_verdict(&a[..100], &b[..100], "p99", 0.99, &rules);
+        match few {
+            Verdict::NotJudged { why } => assert!(why.contains("about 500 a side"), "{why}"),
+            judged => panic!("{judged:?}"),
+        }
+    }
+
+    #[test]
+    fn runs_that_do_not_vary_are_not_certain_evidence() {
+        let rules = ShiftRules::default();
+        // One error in 100 in each of B's three runs, none in A's: no spread, no verdict.
+        let v = runs_verdict(&[0.0; 3], &[0.01; 3], "fraction", false, &rules);
+        match v {
+            Verdict::NotJudged { why } => assert!(why.contains("do not vary"), "{why}"),
+            judged => panic!("{judged:?}"),
+        }
+        // The test's run counts are those with a value.
+        let v = runs_verdict(&[1.0, f64::NAN, 1.2], &[2.0, 2.2, 2.1], "ms", false, &rules);
+        match v {
+            Verdict::Judged { how, .. } => assert!(how.contains("(2 and 3 runs)"), "{how}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

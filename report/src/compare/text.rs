@@ -165,11 +165,14 @@ impl Comparison {
             };
             format!(
                 "Real means: Mann-Whitney p < {} on every request's value, and the median shift \
-                 beyond {} MADs, {floors} (the daemon's baseline rule; {mad}). Rates are judged \
-                 by the rank test on each request's outcome; throughputs need at least 2 runs \
-                 per side (--runs N). Values of a side with several runs are the means of its \
-                 runs' figures. Figures are exact, from each run's records.",
-                r.alpha, r.k_mad
+                 beyond {} MADs, {floors} (the daemon's baseline rule; {mad}) for a p50; a p90 \
+                 or p99 on its own tail: Mood's quantile test, p < {}, and the percentile moved \
+                 {floors} (not judged below about 50 requests a side for a p90, 500 for a p99). \
+                 Rates (errors, the good fraction) are judged by the rank test on each \
+                 request's outcome; throughputs and goodput need at least 2 runs per side \
+                 (--runs N). Values of a side with several runs are the means of its runs' \
+                 figures. Figures are exact, from each run's records.",
+                r.alpha, r.k_mad, r.alpha
             )
         }
     }
