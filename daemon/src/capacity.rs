@@ -85,13 +85,12 @@ pub async fn search<P: Prober + Send>(
             break;
         }
         match prober.probe(rate, search.runs().len() + 1).await {
-            Ok(p) => {
-                search.record(rate, p.passed);
-                if p.interrupted {
-                    interrupted = true;
-                    break;
-                }
+            // A probe a signal cut short says nothing about the rate: it is not recorded.
+            Ok(p) if p.interrupted => {
+                interrupted = true;
+                break;
             }
+            Ok(p) => search.record(rate, p.passed),
             Err(e) => {
                 failed = Some(e);
                 break;
@@ -149,5 +148,75 @@ impl Capacity {
             relative_uncertainty: b.passed.zip(b.failed).map(|(p, f)| (f - p) / (f + p)),
             stopped_by: stopped_by.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Passes at or under `capacity` requests/s; the `cut`-th probe is stopped by a signal,
+    /// the `broken`-th cannot be made.
+    struct Scripted {
+        capacity: f64,
+        cut: usize,
+        broken: usize,
+        probed: Vec<f64>,
+    }
+
+    impl Prober for Scripted {
+        async fn probe(&mut self, rate: f64, index: usize) -> Result<Probed> {
+            self.probed.push(rate);
+            anyhow::ensure!(index != self.broken, "probe {index}: no folder");
+            Ok(Probed {
+                passed: rate <= self.capacity && index != self.cut,
+                interrupted: index == self.cut,
+            })
+        }
+    }
+
+    async fn run(cut: usize, broken: usize) -> (Searched, Vec<f64>) {
+        let bounds = SearchBounds {
+            start: 10.0,
+            min_rate: 1.0,
+            precision: 0.05,
+            max_runs: 12,
+        };
+        let mut p = Scripted {
+            capacity: 25.0,
+            cut,
+            broken,
+            probed: Vec::new(),
+        };
+        let found = search(
+            bounds,
+            "time_to_first_token:400".into(),
+            0.95,
+            &mut p,
+            &CancellationToken::new(),
+        )
+        .await;
+        (found, p.probed)
+    }
+
+    #[tokio::test]
+    async fn a_probe_cut_short_or_not_made_bounds_nothing() {
+        let (whole, rates) = run(0, 0).await;
+        let c = &whole.capacity;
+        assert!(c.max_passing_rate.unwrap() <= 25.0, "{c:?}");
+        assert!(c.min_failing_rate.unwrap() > 25.0, "{c:?}");
+        assert!(rates.len() >= 3, "{rates:?}");
+        // The second probe (above 10 req/s, under the capacity) is stopped by a signal: its
+        // rate is neither a pass nor a failure.
+        let (cut, rates) = run(2, 0).await;
+        assert_eq!(cut.capacity.stopped_by, "interrupted");
+        assert_eq!(cut.capacity.max_passing_rate, Some(rates[0]));
+        assert_eq!(cut.capacity.min_failing_rate, None, "{:?}", cut.capacity);
+        assert_eq!(cut.search.runs().len(), 1);
+        // The second cannot be made: the search ends, bounded by the first alone.
+        let (broken, _) = run(0, 2).await;
+        assert_eq!(broken.capacity.stopped_by, "point_failed");
+        assert!(broken.failed.is_some());
+        assert_eq!(broken.capacity.min_failing_rate, None);
     }
 }

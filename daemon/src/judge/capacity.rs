@@ -89,10 +89,10 @@ impl CapacityBaseline {
             format!(
                 "capacity at SLO {} req/s, baseline {} ± {} (below {} req/s, at or under {} \
                  req/s: the baseline's lower end less the tolerance)",
-                rate(found.max_passing_rate.unwrap_or(0.0)),
+                rate_at_least(found.max_passing_rate.unwrap_or(0.0)),
                 rate(self.capacity),
                 rate(self.spread),
-                rate(below),
+                rate_below(below),
                 rate(self.fail_at_or_below),
             )
         })
@@ -103,10 +103,24 @@ impl CapacityBaseline {
 /// (`31.25`, `37.5`, `50`: the search's halvings print exactly); the stored bracket keeps the
 /// exact rates.
 pub fn rate(r: f64) -> String {
+    rate_rounded(r, f64::round)
+}
+
+/// [`rate`] of a lower bound ("at least"), rounded down so the printed bound still holds.
+pub fn rate_at_least(r: f64) -> String {
+    rate_rounded(r, f64::floor)
+}
+
+/// [`rate`] of an upper bound ("below"), rounded up so the printed bound still holds.
+pub fn rate_below(r: f64) -> String {
+    rate_rounded(r, f64::ceil)
+}
+
+fn rate_rounded(r: f64, round: fn(f64) -> f64) -> String {
     if r >= 100.0 {
-        return format!("{r:.0}");
+        return format!("{}", round(r));
     }
-    let s = format!("{r:.2}");
+    let s = format!("{:.2}", round(r * 100.0) / 100.0);
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -168,6 +182,16 @@ mod tests {
         assert_eq!(
             shown,
             ["530", "100", "50", "37.5", "31.25", "20", "0.1", "0"]
+        );
+        // Bounds round outward, so what is printed still holds: at least 106 of 106.6, below
+        // 110 of 109.375.
+        assert_eq!(rate_at_least(106.6), "106");
+        assert_eq!(rate_below(109.375), "110");
+        assert_eq!(rate_at_least(12.345), "12.34");
+        assert_eq!(rate_below(12.341), "12.35");
+        assert_eq!(
+            (rate_at_least(37.5), rate_below(37.5)),
+            ("37.5".into(), "37.5".into())
         );
     }
 

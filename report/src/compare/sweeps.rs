@@ -49,12 +49,16 @@ pub struct KneeAt {
 }
 
 /// A capacity search's answer: at least `passed`, below `failed` (bounds).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Bracket {
     /// The highest rate that passed.
     pub passed: Option<f64>,
     /// The lowest rate above it that failed.
     pub failed: Option<f64>,
+    /// The SLOs it was searched under (aiperf's syntax), as its `sweep.json` says.
+    pub slo: Option<String>,
+    /// The share of requests that had to meet them.
+    pub min_good_fraction: Option<f64>,
 }
 
 impl Sweep {
@@ -115,6 +119,8 @@ impl Sweep {
             .map(|c| Bracket {
                 passed: c.get("max_passing_rate").and_then(Value::as_f64),
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
+                slo: c.get("slo").and_then(Value::as_str).map(str::to_owned),
+                min_good_fraction: c.get("min_good_fraction").and_then(Value::as_f64),
             });
         let name = crate::artifacts::folder_name(path);
         Ok(Some(Sweep {
@@ -189,8 +195,9 @@ pub struct CapacityComparison {
     pub a: Bracket,
     /// B's bracket.
     pub b: Bracket,
-    /// `higher` (B's passing rate at or above A's failing one), `lower`, or `not_told_apart`
-    /// (the brackets overlap, or a bound is missing).
+    /// `higher` (B's passing rate at or above A's failing one), `lower`, `not_told_apart`
+    /// (the brackets overlap, or a bound is missing), or `not_comparable` (searched under
+    /// different SLOs or good fractions).
     pub verdict: &'static str,
 }
 
@@ -234,11 +241,14 @@ pub fn compare_sweeps(
         (Some(_), Some(_)) => "same_point",
         _ => "unknown",
     };
-    let capacity = match (a.capacity, b.capacity) {
+    let capacity = match (a.capacity.clone(), b.capacity.clone()) {
         (Some(x), Some(y)) => Some(CapacityComparison {
-            a: x,
-            b: y,
-            verdict: match (x, y) {
+            verdict: match (&x, &y) {
+                // A capacity is at an SLO: two searched under different ones measure
+                // different things.
+                _ if (&x.slo, x.min_good_fraction) != (&y.slo, y.min_good_fraction) => {
+                    "not_comparable"
+                }
                 (
                     Bracket {
                         failed: Some(f), ..
@@ -257,6 +267,8 @@ pub fn compare_sweeps(
                 ) if f <= p => "lower",
                 _ => "not_told_apart",
             },
+            a: x,
+            b: y,
         }),
         _ => None,
     };
@@ -366,9 +378,24 @@ impl SweepComparison {
                 bracket(&c.a),
                 bracket(&c.b),
                 match c.verdict {
-                    "higher" => "B higher (the brackets do not overlap: bounds)",
-                    "lower" => "B lower (the brackets do not overlap: bounds)",
-                    _ => "not told apart (the brackets overlap, or a bound is missing)",
+                    "higher" => "B higher (the brackets do not overlap: bounds)".to_string(),
+                    "lower" => "B lower (the brackets do not overlap: bounds)".to_string(),
+                    "not_comparable" => {
+                        let at = |b: &Bracket| {
+                            format!(
+                                "{} for {}",
+                                b.slo.as_deref().unwrap_or("–"),
+                                b.min_good_fraction
+                                    .map_or("–".into(), |f| format!("{} %", f * 100.0))
+                            )
+                        };
+                        format!(
+                            "not comparable: searched under other SLOs (A {}, B {})",
+                            at(&c.a),
+                            at(&c.b)
+                        )
+                    }
+                    _ => "not told apart (the brackets overlap, or a bound is missing)".to_string(),
                 }
             ));
         }
@@ -470,7 +497,12 @@ mod tests {
             axis: axis.into(),
             points: Vec::new(),
             knee: None,
-            capacity: Some(Bracket { passed, failed }),
+            capacity: Some(Bracket {
+                passed,
+                failed,
+                slo: Some("time_to_first_token:400".into()),
+                min_good_fraction: Some(0.95),
+            }),
         }
     }
 
@@ -533,6 +565,26 @@ mod tests {
         assert_eq!(
             verdict(r(Some(100.0), Some(110.0)), r(Some(105.0), Some(115.0))),
             "not_told_apart"
+        );
+        // Capacities at other SLOs, or other good fractions, are not compared.
+        let at = |slo: &str, fraction: f64| {
+            let mut s = r(Some(200.0), Some(210.0));
+            let c = s.capacity.as_mut().unwrap();
+            (c.slo, c.min_good_fraction) = (Some(slo.into()), Some(fraction));
+            s
+        };
+        let low = || r(Some(100.0), Some(110.0));
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:800", 0.95)),
+            "not_comparable"
+        );
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:400", 0.9)),
+            "not_comparable"
+        );
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:400", 0.95)),
+            "higher"
         );
         // A search that never failed has no upper bound: nothing is known to lie above it.
         assert_eq!(

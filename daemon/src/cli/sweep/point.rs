@@ -265,6 +265,15 @@ pub struct Point {
     /// Set on the Pareto-optimal points.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub pareto: bool,
+    /// A signal cut its figures short (every run's, with `--runs N`): they are partial, so
+    /// the knee, the Pareto front and a capacity bracket leave the point out (its verdict
+    /// says `error: interrupted`).
+    #[serde(skip)]
+    pub cut_short: bool,
+    /// Its verdict (a run's, with `--runs N`) is an error: nothing completed, or canaryd
+    /// itself was the bottleneck. Not the target missing its gates.
+    #[serde(skip)]
+    pub errored: bool,
 }
 
 impl Point {
@@ -291,6 +300,8 @@ impl Point {
             repeats: None,
             knee: false,
             pareto: false,
+            cut_short: true,
+            errored: true,
         };
         let Some(run) = run else {
             point.verdict =
@@ -308,6 +319,8 @@ impl Point {
         point.passed = verdict.kind == crate::judge::verdict::VerdictKind::Pass;
         point.verdict = verdict.to_string();
         point.figures = Some(PointFigures::of(run, gpus_flag));
+        point.cut_short = run.outcome.interrupted;
+        point.errored = verdict.kind == crate::judge::verdict::VerdictKind::Error;
         point
     }
 
@@ -333,6 +346,7 @@ impl Point {
             .map(|r| &r.1)
             .filter(|r| !r.outcome.interrupted)
             .collect();
+        point.cut_short = complete.is_empty();
         let pool = if complete.is_empty() {
             runs.iter().map(|r| &r.1).collect()
         } else {
@@ -348,6 +362,7 @@ impl Point {
             .map(|(d, r, _)| Point::of_run(index, String::new(), value, d.clone(), Some(r), None))
             .collect();
         point.passed = judged.iter().all(|p| p.passed);
+        point.errored = judged.iter().any(|p| p.errored);
         if let Some(p) = judged.iter().find(|p| !p.passed) {
             point.verdict = format!("{}: {}", p.dir, p.verdict);
         } else if runs.len() < summary.runs_asked as usize {
@@ -366,7 +381,7 @@ impl Point {
 
     /// The knee's view of the point: NaN figures where it measured nothing.
     pub fn step(&self) -> canary_core::series::LoadStep {
-        let f = self.figures.as_ref();
+        let f = self.figures.as_ref().filter(|_| !self.cut_short);
         canary_core::series::LoadStep {
             throughput: f.and_then(|f| f.request_throughput).unwrap_or(f64::NAN),
             ttft_p99_ms: f
@@ -377,7 +392,7 @@ impl Point {
 
     /// The Pareto front's view: per GPU when every point knows its GPU count, else in all.
     pub fn rates(&self, per_gpu_known: bool) -> canary_core::series::TokenRates {
-        let f = self.figures.as_ref();
+        let f = self.figures.as_ref().filter(|_| !self.cut_short);
         let per_gpu = if per_gpu_known {
             f.and_then(|f| f.output_tokens_per_s_per_gpu)
         } else {
@@ -410,5 +425,45 @@ mod tests {
         let m = PointFigures::mean(&[run(10, 0, 0.0), run(10, 3, 2.0 / 9.0)]);
         assert_eq!((m.requests, m.errors), (20, 3));
         assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
+    }
+
+    // A point a signal stopped 0.2 s in has partial figures: it is not a step of the knee.
+    #[test]
+    fn a_point_cut_short_is_not_the_knees_evidence() {
+        let point = |value: f64, throughput: f64, ttft_p99: f64| Point {
+            index: value as usize,
+            label: Axis::Concurrency.label(value),
+            value,
+            dir: String::new(),
+            verdict: "pass".into(),
+            passed: true,
+            figures: Some(PointFigures {
+                request_throughput: Some(throughput),
+                time_to_first_token_ms: Percentiles {
+                    p99: Some(ttft_p99),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            repeats: None,
+            knee: false,
+            pareto: false,
+            cut_short: false,
+            errored: false,
+        };
+        let points = || {
+            vec![
+                point(1.0, 10.0, 50.0),
+                point(8.0, 80.0, 55.0),
+                point(16.0, 40.0, 90.0),
+            ]
+        };
+        let whole = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, points());
+        assert_eq!(whole.knee.map(|k| k.label), Some("c8".to_string()));
+        let mut cut = points();
+        cut[2].cut_short = true;
+        let cut = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, cut);
+        assert!(cut.knee.is_none(), "{:?}", cut.knee);
+        assert!(!cut.points[2].pareto);
     }
 }

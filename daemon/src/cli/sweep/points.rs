@@ -283,8 +283,14 @@ impl Prober for SweepProber<'_> {
             self.shutdown,
         )
         .await?;
-        let passed = run.point.passed;
+        let (passed, errored) = (run.point.passed, run.point.errored);
+        let verdict = run.point.verdict.clone();
         self.points.push(run.point);
+        // An error (canaryd's own limits, nothing completed) is not the target failing the
+        // SLOs: the search stops there rather than bound the capacity by it, as the daemon's.
+        if errored && !run.interrupted {
+            bail!("the probe at {rate} req/s: {verdict}");
+        }
         Ok(Probed {
             passed,
             interrupted: run.interrupted,

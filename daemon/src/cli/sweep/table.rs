@@ -17,6 +17,11 @@ fn rate(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{}", (v * 1000.0).round() / 1000.0))
 }
 
+/// A gate's share as a percentage, with the digits it was given (99.5, not 100).
+fn good_percent(fraction: f64) -> String {
+    format!("{}", (fraction * 100.0 * 1e6).round() / 1e6)
+}
+
 fn pct(v: Option<f64>) -> String {
     match v {
         Some(v) if v > 0.0 && v < 0.01 => format!("{:.2}%", v * 100.0),
@@ -183,9 +188,9 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         let runs = doc.points.len();
         match (c.max_passing_rate, c.min_failing_rate) {
             (Some(p), Some(f)) => outln!(
-                "capacity at SLO ({}, {:.0}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} rates tried, stopped by {}",
+                "capacity at SLO ({}, {}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} rates tried, stopped by {}",
                 c.slo,
-                c.min_good_fraction * 100.0,
+                good_percent(c.min_good_fraction),
                 rate(Some(p)),
                 rate(Some(p)),
                 rate(Some(f)),
@@ -193,17 +198,17 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
                 c.stopped_by
             )?,
             (Some(p), None) => outln!(
-                "capacity at SLO ({}, {:.0}% good): at least {} req/s (a lower bound: no rate failed of {} tried, stopped by {})",
+                "capacity at SLO ({}, {}% good): at least {} req/s (a lower bound: no rate failed of {} tried, stopped by {})",
                 c.slo,
-                c.min_good_fraction * 100.0,
+                good_percent(c.min_good_fraction),
                 rate(Some(p)),
                 runs,
                 c.stopped_by
             )?,
             (None, f) => outln!(
-                "capacity at SLO ({}, {:.0}% good): no rate passed (lowest tried {} req/s); {} rates tried",
+                "capacity at SLO ({}, {}% good): no rate passed (lowest tried {} req/s); {} rates tried",
                 c.slo,
-                c.min_good_fraction * 100.0,
+                good_percent(c.min_good_fraction),
                 rate(f),
                 runs
             )?,

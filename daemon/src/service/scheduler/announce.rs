@@ -47,20 +47,23 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
 /// `capacity at SLO 100 req/s, a bound: at least 100, below 125; 5 probes; baseline 100 ±
 /// 12 over 1 runs`.
 fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
-    use crate::judge::capacity::rate;
+    use crate::judge::capacity::{rate, rate_at_least, rate_below};
     let f = &c.found;
     let bracket = match (f.max_passing_rate, f.min_failing_rate) {
         (Some(p), Some(b)) => format!(
             "capacity at SLO {} req/s, a bound: at least {}, below {}",
-            rate(p),
-            rate(p),
-            rate(b)
+            rate_at_least(p),
+            rate_at_least(p),
+            rate_below(b)
         ),
         (Some(p), None) => format!(
             "capacity at SLO at least {} req/s (no rate failed)",
-            rate(p)
+            rate_at_least(p)
         ),
-        (None, Some(b)) => format!("capacity at SLO below {} req/s (no rate passed)", rate(b)),
+        (None, Some(b)) => format!(
+            "capacity at SLO below {} req/s (no rate passed)",
+            rate_below(b)
+        ),
         (None, None) => "capacity at SLO unknown (no probe ran)".into(),
     };
     let baseline = match &c.baseline {
@@ -81,7 +84,7 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
 
 /// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`.
 fn sweep_figures(s: &crate::judge::knee::SweepRun) -> String {
-    use crate::judge::capacity::rate;
+    use crate::judge::capacity::{rate, rate_at_least};
     let knee = match &s.knee {
         Some(k) => format!("knee at {}: {} req/s", k.label, rate(k.request_throughput)),
         None => "no knee (the series did not saturate)".into(),
@@ -90,7 +93,7 @@ fn sweep_figures(s: &crate::judge::knee::SweepRun) -> String {
         .capacity
         .as_ref()
         .and_then(|c| c.max_passing_rate)
-        .map(|p| format!("; capacity at SLO at least {} req/s", rate(p)))
+        .map(|p| format!("; capacity at SLO at least {} req/s", rate_at_least(p)))
         .unwrap_or_default();
     let baseline = match &s.baseline {
         Some(b) => format!(

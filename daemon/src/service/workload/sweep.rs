@@ -121,8 +121,9 @@ fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
 }
 
 /// The highest passing value of `points`, and the lowest failing one above it (any failing
-/// one when none passed).
+/// one when none passed); a point a signal cut short neither passed nor failed.
 fn bracket(points: &[Point]) -> RateBracket {
+    let points: Vec<&Point> = points.iter().filter(|p| !p.cut_short).collect();
     let passed = points
         .iter()
         .filter(|p| p.passed)
@@ -253,6 +254,8 @@ mod tests {
             repeats: None,
             knee: false,
             pareto: false,
+            cut_short: false,
+            errored: false,
         }
     }
 
@@ -271,6 +274,11 @@ mod tests {
         let b = bracket(&[point(10.0, false), point(20.0, false)]);
         assert_eq!((b.passed, b.failed), (None, Some(10.0)));
         let b = bracket(&[point(10.0, true), point(20.0, true)]);
+        assert_eq!((b.passed, b.failed), (Some(20.0), None));
+        // A point a signal cut short is neither.
+        let mut cut = point(30.0, false);
+        cut.cut_short = true;
+        let b = bracket(&[point(10.0, true), point(20.0, true), cut]);
         assert_eq!((b.passed, b.failed), (Some(20.0), None));
     }
 }
