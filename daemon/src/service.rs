@@ -284,11 +284,23 @@ fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, confi
     if let Some(addr) = args.status_listen {
         new.status_listen = addr;
     }
-    if new.status_listen != running.status_listen || new.state_dir != running.state_dir {
-        tracing::warn!("SIGHUP: status.listen and state_dir changes take effect at restart");
+    // These are held open from the start (the status socket, the state lock, the history, the
+    // exporters): the running values stay until a restart, and a later SIGHUP warns again.
+    // Runs written under another artifacts_dir than the history's would never be pruned.
+    if new.status_listen != running.status_listen
+        || new.state_dir != running.state_dir
+        || new.artifacts_dir != running.artifacts_dir
+    {
+        tracing::warn!(
+            "SIGHUP: status.listen, state_dir and artifacts_dir changes take effect at restart"
+        );
     }
+    new.status_listen = running.status_listen;
+    new.state_dir = running.state_dir.clone();
+    new.artifacts_dir = running.artifacts_dir.clone();
     if new.otlp != running.otlp {
         tracing::warn!("SIGHUP: [otlp] changes take effect at restart");
+        new.otlp = running.otlp.clone();
     }
     for warning in new.warnings() {
         tracing::warn!("{warning}");

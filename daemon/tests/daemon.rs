@@ -220,6 +220,64 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
     assert!(only.iter().all(|r| r["workload"] == "slo"), "{body}");
 }
 
+/// A reload that takes a workload out ends its series in the status metrics and the status
+/// line (a run still in flight does not bring them back); one that moves `artifacts_dir` is
+/// warned about and waits for a restart, as the history it must agree with does.
+#[test]
+fn a_reload_ends_a_removed_workloads_series_and_keeps_the_artifacts_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let (a, b) = (
+        workload("a", "sim", "1s", ""),
+        workload("b", "sim", "1s", ""),
+    );
+    let config = write_config(dir.path(), sim_port, &format!("{a}{b}"));
+    let status = free_port();
+    let d = daemon(dir.path(), &config, status, "daemon.log");
+    eventually(60, "runs of both workloads", || {
+        let all = runs(status);
+        (!of(&all, "a").is_empty() && !of(&all, "b").is_empty()).then_some(())
+    });
+    assert!(metrics(status).contains("workload=\"a\""));
+
+    let moved = dir.path().join("elsewhere");
+    let text = std::fs::read_to_string(&config).unwrap().replace(&a, "");
+    std::fs::write(
+        &config,
+        format!("{text}[export]\nartifacts_dir = \"{}\"\n", moved.display()),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    eventually(30, "the reload", || {
+        metrics(status)
+            .contains("canaryd_config_reloads_total{result=\"ok\"} 1")
+            .then_some(())
+    });
+    let reloaded = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    eventually(60, "two runs of `b` after the reload", || {
+        let after = runs(status)
+            .into_iter()
+            .filter(|r| r["workload"] == "b" && r["started_unix_ms"].as_i64() > Some(reloaded))
+            .count();
+        (after >= 2).then_some(())
+    });
+    let m = metrics(status);
+    assert!(!m.contains("workload=\"a\""), "{m}");
+    assert!(m.contains("workload=\"b\""), "{m}");
+    assert!(
+        !moved.exists(),
+        "artifacts went to the new artifacts_dir before a restart"
+    );
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("artifacts_dir changes take effect at restart"),
+        "{log}"
+    );
+}
+
 #[test]
 fn sighup_with_a_broken_config_keeps_the_old_one_and_baselines_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -368,6 +368,12 @@ impl OtlpExporter {
             .record_capacity(&labels.attributes(), figures);
     }
 
+    /// Stops exporting the last-run gauges of workloads `keep` says no to (taken out of the
+    /// daemon's config by a reload), so their series end.
+    pub fn retain_workloads(&self, keep: &dyn Fn(&str) -> bool) {
+        self.instruments.retain_workloads(keep);
+    }
+
     /// Exports a sweep's knee as `canary.sweep.knee`, one point per `(figure, requests/s)`:
     /// `knee`, `baseline`; as [`OtlpExporter::export_capacity`], a `None` ends its series.
     pub fn export_knee(&self, labels: &RunLabels, figures: &[(&'static str, Option<f64>)]) {

@@ -508,6 +508,33 @@ impl Instruments {
         }
     }
 
+    /// Ends every last-run gauge series (figures, states, SLOs, capacity, knee, slices) of
+    /// the workloads `keep` says no to: those a reload took out of the config. Counters and
+    /// per-request gauges are cumulative in the SDK and keep theirs until restart.
+    pub fn retain_workloads(&self, keep: &dyn Fn(&str) -> bool) {
+        let run = [
+            &self.run_goodput,
+            &self.run_good_ratio,
+            &self.run_error_ratio,
+            &self.run_ttft,
+            &self.run_energy,
+            &self.run_energy_per_token,
+            &self.run_gpu_util,
+            &self.run_gpu_power,
+            &self.run_prefix_hit,
+            &self.verdict_state,
+            &self.trend_state,
+            &self.bottleneck_state,
+            &self.confidence_state,
+            &self.slo,
+            &self.capacity,
+            &self.knee,
+        ];
+        for g in run.into_iter().chain(self.slices.gauges()) {
+            g.retain(keep);
+        }
+    }
+
     /// Counts a finished run: `canary.runs` with the run's labels and its verdict (and trend).
     pub fn count_run(&self, base: &[KeyValue], verdict: &[KeyValue]) {
         let mut a = base.to_vec();

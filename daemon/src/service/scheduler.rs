@@ -11,7 +11,7 @@ use super::run_result::{new_run_id, RunResult};
 use super::sinks::{RunSink, Sinks};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
-use crate::config::cadence::{Cadence, Ticker};
+use crate::config::cadence::Ticker;
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::capacity::CapacityBaseline;
@@ -39,7 +39,7 @@ pub(super) struct Daemon {
     target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
-    previous_due: Mutex<HashMap<String, (Cadence, SystemTime)>>,
+    previous_due: Mutex<HashMap<String, SystemTime>>,
     progress: Mutex<HashMap<String, Arc<Progress>>>,
     /// Carries out one run: [`replay_run`]; tests put a stand-in here.
     runner: Runner,
@@ -159,6 +159,14 @@ impl Daemon {
     /// Starts one scheduler per workload; cancel the token to stop them (runs go on).
     pub(super) fn schedule(self: &Arc<Self>, config: Arc<Config>) -> CancellationToken {
         let stop = CancellationToken::new();
+        // A workload the config no longer has stops showing, in the status metrics and OTLP.
+        let names: Vec<String> = config.workloads.iter().map(|w| w.name.clone()).collect();
+        self.metrics.retain_workloads(&names);
+        self.ctx.retain_workloads(&config);
+        self.previous_due
+            .lock()
+            .unwrap()
+            .retain(|w, _| names.contains(w));
         for w in &config.workloads {
             tracing::info!(
                 workload = %w.name,
@@ -181,20 +189,16 @@ impl Daemon {
         if let Some(start) = w.start_at.clone() {
             return self.grid_loop(config, w, start, stop).await;
         }
-        let previous = self
-            .previous_due
-            .lock()
-            .unwrap()
-            .get(&w.name)
-            .filter(|(c, _)| *c == w.cadence)
-            .map(|(_, t)| *t);
+        // Kept across a reload even when the cadence changed: the next run follows the last
+        // one by the new cadence, where starting afresh would run it at once.
+        let previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         let mut ticker = Ticker::resume(w.cadence.clone(), previous);
         while ticker.tick(&stop).await.is_some() {
             if let Some(due) = ticker.previous() {
                 self.previous_due
                     .lock()
                     .unwrap()
-                    .insert(w.name.clone(), (w.cadence.clone(), due));
+                    .insert(w.name.clone(), due);
             }
             if self.metrics.running().contains(&w.name) {
                 tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");

@@ -92,6 +92,13 @@ impl Front for WorkloadFront<'_> {
 }
 
 impl RunContext {
+    /// Ends the OTLP last-run series of workloads no longer in `config`.
+    pub fn retain_workloads(&self, config: &Config) {
+        if let Some(otlp) = &self.otlp {
+            otlp.retain_workloads(config);
+        }
+    }
+
     /// A context whose runs are exported through `otlp`.
     pub fn with_otlp(otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>) -> RunContext {
         RunContext {

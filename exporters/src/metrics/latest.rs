@@ -82,6 +82,14 @@ impl LatestGauge {
             .insert(workload, points);
     }
 
+    /// Ends the series of every workload `keep` says no to (one removed from the config).
+    pub(crate) fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        self.table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|workload, _| keep(workload));
+    }
+
     /// [`LatestGauge::record`] of one point with `base`'s attributes alone.
     pub(crate) fn record_one(&self, base: &[KeyValue], value: Option<f64>) {
         self.record(base, [(Vec::new(), value)]);

@@ -27,6 +27,19 @@ pub(crate) struct SliceInstruments {
 }
 
 impl SliceInstruments {
+    /// Every gauge, for [`super::Instruments::retain_workloads`].
+    pub fn gauges(&self) -> [&LatestGauge; 7] {
+        [
+            &self.requests,
+            &self.errors,
+            &self.throughput,
+            &self.token_throughput,
+            &self.ttft,
+            &self.itl,
+            &self.e2e,
+        ]
+    }
+
     pub fn new(m: &Meter) -> SliceInstruments {
         let g = |name, unit, desc| LatestGauge::new(m, name, unit, desc);
         SliceInstruments {

@@ -98,6 +98,13 @@ impl OtlpSink {
         Some((exporter.run_observer(labels), exporter.sample_ratio()))
     }
 
+    /// Ends the last-run gauge series of workloads no longer in `config`.
+    pub fn retain_workloads(&self, config: &Config) {
+        if let Some(exporter) = self.exporter.lock().unwrap().as_ref() {
+            exporter.retain_workloads(&|w| config.workloads.iter().any(|x| x.name == w));
+        }
+    }
+
     /// Adds the drops since the last call to `canaryd_export_drops_total`.
     fn count_drops(&self, total: u64) {
         let before = self.drops_counted.fetch_max(total, Ordering::Relaxed);

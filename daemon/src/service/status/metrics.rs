@@ -6,7 +6,7 @@ use super::brief::{Figures, RunBrief};
 use crate::judge::verdict::VerdictKind;
 use crate::service::history::{History, RunRow};
 use crate::service::run_result::RunResult;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -26,6 +26,17 @@ struct State {
     last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
     export_drops: u64,
+    /// The workloads of the running config, once known: others' runs (one still in flight
+    /// when a reload took its workload out, a recovered run of a removed one) are not shown.
+    configured: Option<BTreeSet<String>>,
+}
+
+impl State {
+    fn shows(&self, workload: &str) -> bool {
+        self.configured
+            .as_ref()
+            .is_none_or(|c| c.contains(workload))
+    }
 }
 
 impl StatusMetrics {
@@ -36,9 +47,23 @@ impl StatusMetrics {
         };
         let mut s = self.state.lock().unwrap();
         for row in latest {
-            s.last
-                .insert(row.run.workload.clone(), RunBrief::from(&row));
+            if s.shows(&row.run.workload) {
+                s.last
+                    .insert(row.run.workload.clone(), RunBrief::from(&row));
+            }
         }
+    }
+
+    /// Shows the workloads of the running config alone, from now on: a SIGHUP that took one
+    /// out ends its series (runs, skips, running, last run) and its part of the status line.
+    pub fn retain_workloads<'a>(&self, configured: impl IntoIterator<Item = &'a String>) {
+        let mut s = self.state.lock().unwrap();
+        let keep: BTreeSet<String> = configured.into_iter().cloned().collect();
+        s.runs.retain(|(w, _), _| keep.contains(w));
+        s.skips.retain(|w, _| keep.contains(w));
+        s.running.retain(|w, _| keep.contains(w));
+        s.last.retain(|w, _| keep.contains(w));
+        s.configured = Some(keep);
     }
 
     /// Sets readiness (`/readyz` is 503 until then, and again while stopping).
@@ -53,11 +78,10 @@ impl StatusMetrics {
 
     /// A run of `workload` starts or ends.
     pub fn set_running(&self, workload: &str, running: bool) {
-        self.state
-            .lock()
-            .unwrap()
-            .running
-            .insert(workload.to_string(), running);
+        let mut s = self.state.lock().unwrap();
+        if s.shows(workload) {
+            s.running.insert(workload.to_string(), running);
+        }
     }
 
     /// Workloads now running.
@@ -335,6 +359,9 @@ impl StatusMetrics {
     /// Counts a finished run and keeps it as its workload's last.
     pub fn record_run(&self, workload: &str, run: &RunResult) {
         let mut s = self.state.lock().unwrap();
+        if !s.shows(workload) {
+            return;
+        }
         *s.runs
             .entry((workload.to_string(), run.run.verdict.kind))
             .or_default() += 1;
@@ -344,12 +371,9 @@ impl StatusMetrics {
 
     /// Counts a skipped schedule.
     pub fn record_skip(&self, workload: &str) {
-        *self
-            .state
-            .lock()
-            .unwrap()
-            .skips
-            .entry(workload.to_string())
-            .or_default() += 1;
+        let mut s = self.state.lock().unwrap();
+        if s.shows(workload) {
+            *s.skips.entry(workload.to_string()).or_default() += 1;
+        }
     }
 }
