@@ -604,8 +604,9 @@ fn compare_of_two_sweeps_shows_the_slower_server_point_by_point() {
     assert!(shown.contains("knee: A "), "{shown}");
     // A 1 s point is too few requests to judge a p99 on its own tail, and the table says so
     // (the p50s above are judged).
+    assert!(shown.contains("too few to judge"), "{shown}");
     assert!(
-        shown.contains("not judged: too few requests for a p99 test"),
+        shown.contains("too few to judge: 3 of 3 points had too few requests to judge a p99"),
         "{shown}"
     );
 

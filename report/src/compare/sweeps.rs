@@ -308,7 +308,11 @@ fn point_rows(c: &SweepComparison) -> Vec<Vec<String>> {
                 cells.push(super::text::value(r, r.b));
                 cells.push(super::text::change(r));
                 if metric != "throughput" {
-                    cells.push(verdict(&r.verdict));
+                    cells.push(if too_few_for_its_tail(r) {
+                        "too few to judge".into()
+                    } else {
+                        verdict(&r.verdict)
+                    });
                 }
             }
             cells
@@ -330,6 +334,11 @@ const HEAD: [&str; 12] = [
     "B vs A",
     "real?",
 ];
+
+/// A percentile row left unjudged because a side had too few requests beyond it.
+fn too_few_for_its_tail(r: &super::Row) -> bool {
+    matches!(&r.verdict, super::Verdict::NotJudged { why } if why.starts_with("too few requests"))
+}
 
 impl SweepComparison {
     /// The lines under the table: the knees, the capacity, what was not matched, the rule.
@@ -402,15 +411,34 @@ impl SweepComparison {
         for (side, label) in &self.unmatched {
             out.push(format!("{label}: only in {side}'s sweep, not compared"));
         }
+        let too_few = self
+            .points
+            .iter()
+            .filter(|p| {
+                p.comparison
+                    .rows
+                    .iter()
+                    .any(|r| r.metric.ends_with(" p99") && too_few_for_its_tail(r))
+            })
+            .count();
+        if too_few > 0 {
+            out.push(format!(
+                "too few to judge: {too_few} of {} points had too few requests to judge a p99 on \
+                 its own tail (about 500 a side; a longer --benchmark-duration gives more); \
+                 their p50 and p90 rows, judged, are in --json",
+                self.points.len()
+            ));
+        }
         match self.points.first() {
             Some(p) if repeated => out.push(format!(
                 "Each point: its two experiments (--runs) compared. {}",
                 p.comparison.rule_text()
             )),
             _ => out.push(
-                "Each point: its two runs compared by the daemon's baseline rule on every \
-                 request's value (Mann-Whitney p < 0.001 and a median shift beyond 5 % and 1 ms); \
-                 figures exact, from the points' records."
+                "Each point: its two runs compared request by request: a p99 on its own tail \
+                 (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
+                 the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
+                 5 % and 1 ms); figures exact, from the points' records."
                     .into(),
             ),
         }
