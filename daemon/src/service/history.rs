@@ -185,26 +185,48 @@ impl History {
         Ok(out)
     }
 
-    /// The capacity searches of the last `n` passing runs of `workload`, newest first.
-    pub fn capacity_baseline(&self, workload: &str, n: usize) -> Result<Vec<Capacity>> {
+    /// The capacity searches of the last `n` passing runs of `workload` made under `like`'s
+    /// SLOs and good fraction, newest first: a capacity is at an SLO, so one a reload changed
+    /// starts a baseline of its own (the old capacities would fail every run until they aged
+    /// out).
+    pub fn capacity_baseline(
+        &self,
+        workload: &str,
+        n: usize,
+        like: &Capacity,
+    ) -> Result<Vec<Capacity>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT capacity FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND capacity IS NOT NULL ORDER BY started_unix_ms DESC LIMIT ?2",
+             AND capacity IS NOT NULL ORDER BY started_unix_ms DESC",
         )?;
-        let rows = stmt.query_map(params![workload, n as i64], |r| r.get::<_, String>(0))?;
+        let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
             let run: CapacityRun =
                 serde_json::from_str(&row?).context("a stored capacity search")?;
-            out.push(run.found);
+            let f = run.found;
+            if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction {
+                out.push(f);
+            }
+            if out.len() >= n {
+                break;
+            }
         }
         Ok(out)
     }
 
     /// The knees (requests/s) of the last `n` passing sweep runs of `workload` that found
-    /// one, newest first.
-    pub fn knee_baseline(&self, workload: &str, n: usize) -> Result<Vec<f64>> {
+    /// one over `like`'s axis and points, newest first: another grid has other knees.
+    pub fn knee_baseline(
+        &self,
+        workload: &str,
+        n: usize,
+        like: &crate::judge::knee::SweepRun,
+    ) -> Result<Vec<f64>> {
+        let grid = |r: &crate::judge::knee::SweepRun| -> Vec<f64> {
+            r.points.iter().map(|p| p.value).collect()
+        };
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT sweep FROM runs WHERE workload = ?1 AND verdict = 'pass' \
@@ -215,6 +237,9 @@ impl History {
         for row in rows {
             let run: crate::judge::knee::SweepRun =
                 serde_json::from_str(&row?).context("a stored sweep")?;
+            if run.axis != like.axis || grid(&run) != grid(like) {
+                continue;
+            }
             out.extend(run.knee.map(|k| k.request_throughput));
             if out.len() >= n {
                 break;

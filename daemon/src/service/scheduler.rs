@@ -347,7 +347,7 @@ impl Daemon {
         };
         let base = match self
             .history
-            .capacity_baseline(workload, config.baseline.runs)
+            .capacity_baseline(workload, config.baseline.runs, &run.found)
         {
             Ok(base) => base,
             Err(e) => {
@@ -382,7 +382,10 @@ impl Daemon {
         else {
             return;
         };
-        let knees = match self.history.knee_baseline(workload, config.baseline.runs) {
+        let knees = match self
+            .history
+            .knee_baseline(workload, config.baseline.runs, run)
+        {
             Ok(k) => k,
             Err(e) => {
                 tracing::error!(workload = %workload, "reading the knee baseline: {e:#}");

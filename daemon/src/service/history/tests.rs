@@ -196,7 +196,15 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
         h.get("new").unwrap().unwrap().run.capacity.unwrap().found,
         found
     );
-    assert_eq!(h.capacity_baseline("w", 10).unwrap(), vec![found]);
+    assert_eq!(h.capacity_baseline("w", 10, &found).unwrap(), vec![found.clone()]);
+    // A search under another SLO (a reload changed it) has no baseline yet: the capacity at
+    // 100 ms says nothing of the capacity at 50 ms. Nor under another good fraction.
+    let mut tighter = found.clone();
+    tighter.slo = "time_to_first_token:50".into();
+    assert!(h.capacity_baseline("w", 10, &tighter).unwrap().is_empty());
+    let mut stricter = found.clone();
+    stricter.min_good_fraction = 0.99;
+    assert!(h.capacity_baseline("w", 10, &stricter).unwrap().is_empty());
 }
 
 #[test]
@@ -222,4 +230,48 @@ fn an_unreadable_row_is_left_out_of_listings_and_named_when_asked_for() {
         "{e}"
     );
     assert!(h.get("r2").unwrap().is_some());
+}
+
+#[test]
+fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
+    use crate::cli::sweep::point::Axis;
+    use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let sweep = |values: &[f64], knee: f64| SweepRun {
+        axis: Axis::Concurrency,
+        knee: Some(SweepKnee {
+            label: "c8".into(),
+            value: 8.0,
+            request_throughput: knee,
+        }),
+        capacity: None,
+        points: values
+            .iter()
+            .map(|&v| SweepPointRow {
+                label: format!("c{v}"),
+                value: v,
+                verdict: "pass".into(),
+                request_throughput: None,
+                ttft_p99_ms: None,
+            })
+            .collect(),
+        baseline: None,
+    };
+    let (three, five) = (&[1.0, 8.0, 16.0][..], &[1.0, 4.0, 8.0, 16.0, 32.0][..]);
+    let now = now_unix_ms();
+    for (i, (grid, knee)) in [(three, 100.0), (three, 104.0), (five, 50.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = run(&format!("s{i}"), "w", now - 10_000 + i as i64, VerdictKind::Pass, 1.0);
+        r.run.sweep = Some(sweep(grid, knee));
+        h.insert(&r).unwrap();
+    }
+    // A reload that changed the grid (or the axis) starts a baseline of its own.
+    assert_eq!(h.knee_baseline("w", 10, &sweep(three, 0.0)).unwrap(), [104.0, 100.0]);
+    assert_eq!(h.knee_baseline("w", 10, &sweep(five, 0.0)).unwrap(), [50.0]);
+    let mut rates = sweep(three, 0.0);
+    rates.axis = Axis::RequestRate;
+    assert!(h.knee_baseline("w", 10, &rates).unwrap().is_empty());
 }
