@@ -18,7 +18,7 @@ use crate::judge::capacity::CapacityBaseline;
 use crate::judge::verdict::Verdict;
 use anyhow::Result;
 use canary_replay::Progress;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -36,7 +36,10 @@ pub(super) struct Daemon {
     ctx: RunContext,
     /// Cancelled on SIGTERM: runs stop dispatching and finish within their grace period.
     shutdown: CancellationToken,
+    /// One turn at a time per server, by its URL: two targets naming one server share it.
     target_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Workloads with a run in progress (waiting for the target's turn included).
+    running: Mutex<HashSet<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
     previous_due: Mutex<HashMap<String, SystemTime>>,
@@ -81,12 +84,18 @@ struct RunningGuard {
 }
 
 impl RunningGuard {
-    fn new(daemon: &Arc<Daemon>, workload: &str) -> RunningGuard {
+    /// Marks `workload` running; `None` when a run of it already is. The check and the mark
+    /// are one step: two schedulers of one workload (a reload's old and new, due at the same
+    /// instant) cannot both start a run.
+    fn take(daemon: &Arc<Daemon>, workload: &str) -> Option<RunningGuard> {
+        if !daemon.running.lock().unwrap().insert(workload.to_string()) {
+            return None;
+        }
         daemon.metrics.set_running(workload, true);
-        RunningGuard {
+        Some(RunningGuard {
             daemon: daemon.clone(),
             workload: workload.to_string(),
-        }
+        })
     }
 }
 
@@ -99,6 +108,11 @@ impl Drop for RunningGuard {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.workload);
         self.daemon.metrics.set_running(&self.workload, false);
+        self.daemon
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.workload);
     }
 }
 
@@ -132,6 +146,7 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             target_locks: Mutex::default(),
             tasks: Mutex::default(),
+            running: Mutex::default(),
             previous_due: Mutex::default(),
             progress: Mutex::default(),
             runner: replay_run,
@@ -200,26 +215,26 @@ impl Daemon {
                     .unwrap()
                     .insert(w.name.clone(), due);
             }
-            if self.metrics.running().contains(&w.name) {
+            let Some(task) = self.start_run(config.clone(), w.clone()) else {
                 tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");
                 self.sinks.run_skipped(&w.name);
                 continue;
-            }
-            let task = self.start_run(config.clone(), w.clone());
+            };
             let mut tasks = self.tasks.lock().unwrap();
             tasks.retain(|t| !t.is_finished());
             tasks.push(task);
         }
     }
 
-    /// Marks the workload running and runs it once in a task of its own.
-    fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> JoinHandle<()> {
-        let running = RunningGuard::new(self, &w.name);
+    /// Marks the workload running and runs it once in a task of its own; `None` when a run
+    /// of it is still going.
+    fn start_run(self: &Arc<Self>, config: Arc<Config>, w: Workload) -> Option<JoinHandle<()>> {
+        let running = RunningGuard::take(self, &w.name)?;
         let d = self.clone();
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             let _running = running;
             d.run_once(config, w).await
-        })
+        }))
     }
 
     /// Waits for the target's turn, runs, records. Whatever happens is recorded: a run that
@@ -231,7 +246,7 @@ impl Daemon {
             self.target_locks
                 .lock()
                 .unwrap()
-                .entry(target.name.clone())
+                .entry(target.url.trim_end_matches('/').to_string())
                 .or_default()
                 .clone()
         });

@@ -53,7 +53,13 @@ impl Daemon {
                 return;
             }
             taken_until = grid.saturating_add(1);
-            if self.metrics.running().contains(&w.name) {
+            let mut run = w.clone();
+            run.start_at = Some(canary_replay::StartAt {
+                text: crate::instant::rfc3339(grid),
+                unix_ns: grid,
+                max_late: start.max_late,
+            });
+            let Some(task) = self.start_run(config.clone(), run) else {
                 tracing::info!(
                     workload = %w.name,
                     "grid instant {} missed: the previous run is still going; the next grid instant is taken",
@@ -61,14 +67,7 @@ impl Daemon {
                 );
                 self.sinks.run_skipped(&w.name);
                 continue;
-            }
-            let mut run = w.clone();
-            run.start_at = Some(canary_replay::StartAt {
-                text: crate::instant::rfc3339(grid),
-                unix_ns: grid,
-                max_late: start.max_late,
-            });
-            let task = self.start_run(config.clone(), run);
+            };
             {
                 let mut tasks = self.tasks.lock().unwrap();
                 tasks.retain(|t| !t.is_finished());

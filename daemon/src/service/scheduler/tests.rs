@@ -19,6 +19,7 @@ fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
         shutdown: CancellationToken::new(),
         target_locks: Mutex::default(),
         tasks: Mutex::default(),
+        running: Mutex::default(),
         previous_due: Mutex::default(),
         progress: Mutex::default(),
         runner,
@@ -52,7 +53,7 @@ async fn a_panicking_run_is_an_error_verdict_and_the_workload_runs_again() {
     let (d, c) = daemon(dir.path(), panicking);
     let w = c.workloads[0].clone();
     for _ in 0..2 {
-        d.start_run(c.clone(), w.clone()).await.unwrap();
+        d.start_run(c.clone(), w.clone()).unwrap().await.unwrap();
         // Not left "running": the next due time runs it instead of skipping it.
         assert!(d.metrics.running().is_empty(), "{:?}", d.metrics.running());
         assert!(d.progress.lock().unwrap().is_empty());
@@ -72,14 +73,16 @@ async fn a_panicking_run_is_an_error_verdict_and_the_workload_runs_again() {
 async fn a_stop_while_waiting_for_the_target_is_a_skip_not_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let (d, c) = daemon(dir.path(), unreachable_run);
-    // Another workload's run holds the target.
+    // Another workload's run holds the target (its server: any target with its URL).
     let lock = Arc::new(tokio::sync::Mutex::new(()));
     d.target_locks
         .lock()
         .unwrap()
-        .insert("t".into(), lock.clone());
+        .insert("http://127.0.0.1:9".into(), lock.clone());
     let _turn = lock.lock().await;
-    let task = d.start_run(c.clone(), c.workloads[0].clone());
+    let task = d.start_run(c.clone(), c.workloads[0].clone()).unwrap();
+    // Waiting for its turn is running: a second run of the workload is not started.
+    assert!(d.start_run(c.clone(), c.workloads[0].clone()).is_none());
     d.shutdown.cancel();
     task.await.unwrap();
     assert!(d.metrics.running().is_empty());
