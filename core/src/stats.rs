@@ -115,8 +115,9 @@ impl Distribution {
             return Some(self.max);
         }
         let v = self.hist.value_at_quantile(p / 100.0) as f64 / SCALE;
-        // The histogram reports a bucket's upper edge; never outside the exact range.
-        Some(v.clamp(self.min, self.max))
+        // The histogram reports a bucket's upper edge; never outside the exact range (and
+        // never a panic, as `clamp` would give were min ever above max).
+        Some(v.min(self.max).max(self.min))
     }
 
     /// [`Distribution::stats`] labelled with a unit.

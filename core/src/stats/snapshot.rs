@@ -104,7 +104,7 @@ impl Distribution {
         // What no distribution has: a standard deviation from them would be NaN. (A running
         // mean may round a hair past an extreme: allowed.)
         let slack = 1e-9 * (min.abs() + max.abs() + 1.0);
-        if !(min - slack <= s.mean && s.mean <= max + slack) || s.m2 < 0.0 {
+        if min > max || !(min - slack <= s.mean && s.mean <= max + slack) || s.m2 < 0.0 {
             return Err(SnapshotError::Invalid(
                 "not min <= mean <= max, or m2 (the sum of squared deviations) negative",
             ));
@@ -194,6 +194,14 @@ mod tests {
         assert!(
             Distribution::from_snapshot(&s).is_err(),
             "a mean above the max"
+        );
+        // A min above the max, within the mean's rounding slack of both: percentiles clamped
+        // to [min, max] panicked.
+        let mut s = d.snapshot();
+        (s.min, s.max, s.mean) = (Some(1e12 + 1000.0), Some(1e12), 1e12);
+        assert!(
+            Distribution::from_snapshot(&s).is_err(),
+            "a min above the max"
         );
         // Counts that overflow u64 when summed: wrapped, they used to add up to `count`.
         let mut s = d.snapshot();
