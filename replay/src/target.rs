@@ -366,7 +366,9 @@ impl Target {
 
     /// `text` (a server's error message, say) with the API key and every extra header's value
     /// replaced by `<redacted>`; `None` when it holds none of them. A server that quotes the
-    /// request it refused must not put a key into records, summaries or exports.
+    /// request it refused must not put a key into records, summaries or exports. Messages
+    /// are kept to a few KiB, so a quote may end inside a secret: a tail of 4 characters or
+    /// more that begins one is redacted too.
     pub fn scrub(&self, text: &str) -> Option<String> {
         let secrets = self
             .api_key
@@ -379,6 +381,14 @@ impl Target {
             let current = scrubbed.as_deref().unwrap_or(text);
             if current.contains(secret) {
                 scrubbed = Some(current.replace(secret, "<redacted>"));
+            }
+            let current = scrubbed.as_deref().unwrap_or(text);
+            let cut = (4..secret.len())
+                .rev()
+                .filter(|&k| secret.is_char_boundary(k))
+                .find(|&k| current.ends_with(&secret[..k]));
+            if let Some(k) = cut {
+                scrubbed = Some(format!("{}<redacted>", &current[..current.len() - k]));
             }
         }
         scrubbed
@@ -594,5 +604,11 @@ mod tests {
             Some("invalid key Bearer <redacted> for <redacted>; <redacted> again")
         );
         assert_eq!(t.scrub("model not found"), None);
+        // A quote cut short inside the key (messages are kept to a few KiB).
+        assert_eq!(
+            t.scrub("invalid key Bearer sk-sec").as_deref(),
+            Some("invalid key Bearer <redacted>")
+        );
+        assert_eq!(t.scrub("ends in sk-"), None, "3 characters say nothing");
     }
 }
