@@ -322,11 +322,15 @@ pub enum ErrorKind {
     /// canaryd itself ran out of a resource (open files, memory, local ports) before the
     /// request reached the target: the client's fault, never counted against the target.
     ClientResources,
+    /// The server broke HTTP's order: a response came before the request was sent (one
+    /// written before reading, or bytes left over on a reused connection). It answers
+    /// nothing canaryd asked, so it is not timed.
+    Protocol,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Connect,
         ErrorKind::HttpStatus,
         ErrorKind::StreamCut,
@@ -335,6 +339,7 @@ impl ErrorKind {
         ErrorKind::ServerError,
         ErrorKind::ResponseTooLarge,
         ErrorKind::ResponseTooLong,
+        ErrorKind::Protocol,
         ErrorKind::ClientResources,
         ErrorKind::Cancelled,
     ];
@@ -352,6 +357,7 @@ impl ErrorKind {
             ErrorKind::ResponseTooLarge => "response_too_large",
             ErrorKind::ResponseTooLong => "response_too_long",
             ErrorKind::ClientResources => "client_resources",
+            ErrorKind::Protocol => "protocol",
         }
     }
 }

@@ -162,6 +162,18 @@ pub async fn exchange(
             }
         })?;
         let read = MonoTime::now();
+        if gate.as_ref().is_some_and(|g| g.sent_at().is_none()) {
+            // The gate holds the request until its time while telling hyper it was written,
+            // so hyper reads on: a response parsed before any byte of the request reached
+            // the socket answers something else (the gate's lock orders the two).
+            return Err(error(
+                ErrorKind::Protocol,
+                format!(
+                    "a response ({}) came before the request was sent",
+                    response.status()
+                ),
+            ));
+        }
         m.sent = sent_at(m.sent);
         rx.sent(m.sent);
         let head = Role {

@@ -267,3 +267,27 @@ async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
         assert!(r.sent_at_ms + ttft <= r.ended_at_ms, "{r:?}");
     }
 }
+
+/// A response that comes before its request was sent answers nothing canaryd asked: it is a
+/// `protocol` error, not a 0 ms success, and the request it raced is never sent after it.
+#[tokio::test]
+async fn a_response_before_the_request_is_sent_is_a_protocol_error_not_a_success() {
+    let server = HostileServer::start(Hostile::AnswersFirst);
+    // Connections are opened and the requests held well before they are due.
+    let mut reqs = requests(2, 20, 4);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.timestamp_us = 400_000 * (i as u64 + 1);
+    }
+    let run = replay(reqs, target(&server, true), |c| {
+        c.prepare_ahead = Duration::from_millis(300);
+    })
+    .await;
+    for m in errors_of(&run.records, 2, ErrorKind::Protocol) {
+        assert!(
+            m.contains("a response (200 OK) came before the request was sent"),
+            "{m}"
+        );
+    }
+    assert_eq!(run.outcome.summary.errors_by_kind["protocol"], 2);
+    assert_eq!(run.outcome.summary.completed, 0);
+}

@@ -74,6 +74,10 @@ pub enum Hostile {
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
     ResetAfterRequest,
+    /// Writes a whole 200 SSE response (one token, `[DONE]`) as soon as the connection opens,
+    /// before reading anything, as a broken proxy or a server replaying a canned answer
+    /// would; then reads the request and holds the connection.
+    AnswersFirst,
 }
 
 /// A running hostile server on `127.0.0.1`. Dropping it stops it: the listener closes and
@@ -283,11 +287,17 @@ impl Conn {
             return;
         }
         let _ = self.tcp.set_nodelay(true);
+        const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                             cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
+        if mode == Hostile::AnswersFirst {
+            let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+            let mut canned = SSE.to_vec();
+            canned.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
+            self.send(&canned);
+        }
         let Some(request) = self.read_request() else {
             return;
         };
-        const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                             cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
         match mode {
             Hostile::EndlessLine { bytes } => {
                 // One chunk of the chunked body as large as the whole line.
@@ -405,6 +415,7 @@ impl Conn {
                 }
             }
             Hostile::CloseAfterRequest => return,
+            Hostile::AnswersFirst => {}
             Hostile::ResetAfterRequest => {
                 // SO_LINGER 0: close sends RST instead of FIN.
                 let _ = socket_linger_zero(&self.tcp);
