@@ -70,6 +70,10 @@ pub(super) struct Figures {
     pub swapped_max: Option<Fig>,
     pub gpu_util_pct: Option<Fig>,
     pub read_delay_ms: Option<Fig>,
+    /// The share (0–1) of completed requests whose first token the kernel stamped on
+    /// arrival: their client TTFT ends there, so canaryd's read delay is not in their part
+    /// of [`Figures::ttft_gap_ms`].
+    pub first_tokens_stamped: f64,
     pub cpu_wait_per_wakeup_ms: Option<Fig>,
     pub cpu_utilization: Option<Fig>,
     /// Seconds canaryd's cgroup was throttled by its CPU quota per second of the run.
@@ -114,6 +118,11 @@ impl Figures {
                 .map(|st| Fig::new(st.avg, EXACT, "client"))
         };
         f.client_ttft_ms = client("time_to_first_token");
+        let rx = &s.receive_timestamps;
+        if rx.requests > 0 {
+            let at_read = rx.first_token.get("userspace").copied().unwrap_or(0);
+            f.first_tokens_stamped = 1.0 - at_read as f64 / rx.requests as f64;
+        }
         f.client_e2e_ms = client("request_latency");
         f.schedule_lag_p99_ms = s
             .metrics

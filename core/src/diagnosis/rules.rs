@@ -547,9 +547,13 @@ fn network(c: &Ctx) -> Finding {
         return x;
     };
     x.fallback = gap.fallback;
-    let read_delay = f.read_delay_ms.map_or(0.0, |r| r.value);
+    // canaryd's read delay is in the gap only for first tokens timed at its read: a kernel
+    // receive stamp ends the client's TTFT at the arrival (taking it off twice hid a slow
+    // network).
+    let unstamped = 1.0 - f.first_tokens_stamped;
+    let read_delay = f.read_delay_ms.map_or(0.0, |r| r.value) * unstamped;
     let net = gap.value - read_delay;
-    let kind = if f.read_delay_ms.is_some() && !gap.fallback {
+    let kind = if (f.read_delay_ms.is_some() || unstamped == 0.0) && !gap.fallback {
         FigureKind::Estimate
     } else {
         // It still holds canaryd's read delay, or the server's queue (llama.cpp timings).
@@ -567,6 +571,8 @@ fn network(c: &Ctx) -> Finding {
         .push(gap.evidence("client_minus_server_ttft_mean", "ms"));
     if let Some(r) = f.read_delay_ms {
         x.evidence.push(r.evidence("read_delay_mean", "ms"));
+    } else if unstamped == 0.0 {
+        // Every first token stamped on arrival: no read delay in the gap to take off.
     } else if let Some(m) = &f.kernel_missing {
         // The gap still holds canaryd's own read delay: a coarser figure.
         x.fallback = true;

@@ -14,6 +14,8 @@ use crate::{ErrorKind, Goodput};
 struct Run {
     agg: Aggregator,
     telemetry: RunTelemetry,
+    /// Stands in for the summary's receive-timestamp counts when it has requests.
+    rx: crate::summary::RxSummary,
 }
 
 /// `n` requests, one every 100 ms, with this TTFT and e2e; every `fail_every`-th a 503.
@@ -48,7 +50,11 @@ fn run_late(n: u32, ttft: f64, e2e: f64, fail_every: Option<u32>, lag: f64) -> R
     for s in Source::ALL {
         telemetry.sources.insert(s, SourceState::available("test"));
     }
-    Run { agg, telemetry }
+    Run {
+        agg,
+        telemetry,
+        rx: Default::default(),
+    }
 }
 
 fn est(mean_ms: f64) -> Option<LatencyEstimate> {
@@ -163,7 +169,10 @@ fn quiet_client() -> ClientCpu {
 
 impl Run {
     fn diagnose(&self) -> Diagnosis {
-        let summary = self.agg.summary();
+        let mut summary = self.agg.summary();
+        if self.rx.requests > 0 {
+            summary.receive_timestamps = self.rx.clone();
+        }
         diagnose(&DiagnosisInput {
             summary: &summary,
             telemetry: &self.telemetry,
@@ -318,6 +327,28 @@ fn a_gap_the_server_does_not_see_is_network() {
         .unwrap();
     assert!((net.value - 104.6).abs() < 1e-9);
     assert_eq!(d.confidence, Confidence::High);
+    // First tokens the kernel stamped on arrival: their TTFT ends before canaryd's read,
+    // so the read delay is not in the gap, and is not taken out again. A quarter at read.
+    r.rx.requests = 100;
+    r.rx.first_token
+        .extend([("kernel".to_string(), 75), ("userspace".to_string(), 25)]);
+    let net_of = |r: &Run| {
+        r.diagnose()
+            .evidence
+            .iter()
+            .find(|e| e.name == "network_mean")
+            .unwrap()
+            .value
+    };
+    assert!((net_of(&r) - 104.9).abs() < 1e-9, "{}", net_of(&r));
+    r.rx.first_token.clear();
+    r.rx.first_token.insert("kernel".to_string(), 100);
+    assert_eq!(net_of(&r), 105.0);
+    // Stamped and without eBPF: nothing to take out, and the figure is not a bound.
+    r.telemetry.kernel = None;
+    let d = r.diagnose();
+    let net = d.evidence.iter().find(|e| e.name == "network_mean").unwrap();
+    assert_eq!((net.value, net.kind), (105.0, FigureKind::Estimate));
 }
 
 #[test]
