@@ -245,7 +245,9 @@ impl Figures {
     fn client_figures(&mut self, t: &RunTelemetry) {
         match t.kernel.as_ref().and_then(|k| k.client_overhead.as_ref()) {
             Some(st) if st.count > 0 => {
-                self.read_delay_ms = Some(Fig::new(st.avg, EXACT, "ebpf"));
+                // From the last segment in before canaryd's read: when more than one came,
+                // the first token's own came earlier, so canaryd was at least this late.
+                self.read_delay_ms = Some(Fig::new(st.avg, FigureKind::Bound, "ebpf"));
             }
             _ => self.kernel_missing = Some(why(t, Source::Ebpf)),
         }

@@ -553,10 +553,11 @@ fn network(c: &Ctx) -> Finding {
     let unstamped = 1.0 - f.first_tokens_stamped;
     let read_delay = f.read_delay_ms.map_or(0.0, |r| r.value) * unstamped;
     let net = gap.value - read_delay;
-    let kind = if (f.read_delay_ms.is_some() || unstamped == 0.0) && !gap.fallback {
+    let kind = if unstamped == 0.0 && !gap.fallback {
         FigureKind::Estimate
     } else {
-        // It still holds canaryd's read delay, or the server's queue (llama.cpp timings).
+        // It still holds canaryd's read delay (the eBPF figure taken off is a lower bound
+        // of it), or the server's queue (llama.cpp timings).
         FigureKind::Bound
     };
     x.evidence.push(
