@@ -85,9 +85,16 @@ impl SocketLog {
     /// Forgets a socket's events up to `ns`, keeping the last one as the baseline its next
     /// request's byte and retransmit counts start from.
     pub fn release(&mut self, cookie: u64, ns: u64) {
-        if self.full.remove(&cookie) {
-            // Events were dropped: the counters of the last one kept are no baseline for the
-            // next request, which then has none (no byte or retransmit counts).
+        let since = self
+            .sockets
+            .get(&cookie)
+            .and_then(|e| e.first())
+            .map_or(0, |e| e.ts_ns);
+        let lost = self.losses.iter().any(|&(from, to)| from <= ns && since <= to);
+        if self.full.remove(&cookie) || lost {
+            // Events were dropped (past the cap, or lost by the kernel since the baseline):
+            // the counters of the last one kept are no baseline for the next request, which
+            // then has none (no byte or retransmit counts) rather than the lost one's too.
             self.sockets.remove(&cookie);
             return;
         }
@@ -383,6 +390,30 @@ mod tests {
         assert_eq!((t.bytes_received, t.retransmits), (None, None), "{t:?}");
         assert_eq!(t.bytes_sent, Some(650), "what the window itself saw stays");
         assert_eq!(t.remainder_ms, Some(0.0));
+    }
+
+    // The kernel lost events while one request was in flight: it got no figures, and the next
+    // on the connection must not count from a baseline before the loss (its bytes would
+    // include the lost request's).
+    #[test]
+    fn after_a_loss_the_next_request_on_the_connection_has_no_baseline() {
+        let mut log = one_request();
+        log.lost_between(4_000_000, 6_000_000);
+        assert!(log.timing(&span()).is_none());
+        log.release(C, 11_050_000);
+        log.push(ev(20_000_100, EventKind::Send, 0, 650, 520));
+        log.push(ev(25_000_000, EventKind::Data, 0, 0, 900));
+        let s = RequestSpan {
+            sent_ns: 20_000_000,
+            end_ns: 26_000_000,
+            first_token_ns: Some(25_000_500),
+            chunk_reads_ns: vec![25_000_500],
+            new_connection: false,
+            ..span()
+        };
+        let t = log.timing(&s).unwrap();
+        assert_eq!((t.bytes_received, t.retransmits), (None, None), "{t:?}");
+        assert_eq!(t.bytes_sent, Some(650));
     }
 
     #[test]
