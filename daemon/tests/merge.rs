@@ -381,3 +381,26 @@ fn a_damaged_shard_is_refused_naming_its_file_line_and_field() {
     );
     assert!(!runs().dir.join("bad-m2/summary.json").exists());
 }
+
+// A histograms.json of another run beside a shard's records (an earlier run's, left when
+// this one's could not be written): its percentiles would be that run's. Folded from the
+// records instead, and said.
+#[test]
+fn a_shard_whose_histograms_count_other_requests_is_folded_from_its_records() {
+    let dir = &runs().dir;
+    let single = std::fs::read_to_string(dir.join("single/histograms.json")).unwrap();
+    damaged_shard1("shard1-stale", "histograms.json", |_| single.clone());
+    let out = merge(&["shard0", "shard1-stale", "shard2", "-o", "stale"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let m = summary(&dir.join("stale"));
+    valid(&m);
+    assert_eq!(m["merged"]["metrics_from"], "records");
+    let notes = m["merged"]["notes"].to_string();
+    assert!(
+        notes.contains("shard1-stale: histograms.json counts"),
+        "{notes}"
+    );
+    assert!(!notes.contains("no histograms.json in"), "{notes}");
+    let single = summary(&dir.join("single"));
+    assert_eq!(m["time_to_first_token"]["count"], single["time_to_first_token"]["count"]);
+}

@@ -154,7 +154,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let mut aggregator = Aggregator::new(goodput);
     let mut cross_lag = Distribution::new();
     let mut write_error = None;
-    for (r, clock) in runs.iter().zip(&clocks) {
+    // Each shard's measured records, to check its histograms.json is of the same run.
+    let mut measured = vec![0u64; runs.len()];
+    for ((r, clock), measured) in runs.iter().zip(&clocks).zip(&mut measured) {
         let shard = r.shard.expect("checked").to_string();
         let shift = clock.t0_offset_ms;
         read_records(&r.dir.join("records.jsonl"), |mut rec, line| {
@@ -168,6 +170,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             }
             if !rec.warmup {
                 cross_lag.record(rec.schedule_lag_ms + shift);
+                *measured += 1;
             }
             // On the merged axis; the lag itself stays as measured on the shard's own clock.
             rec.scheduled_at_ms += shift;
@@ -192,13 +195,38 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
          merged.alignment.bound_ms"
             .to_string(),
     ];
-    let histograms: Option<Vec<&Histograms>> = runs.iter().map(|r| r.histograms.as_ref()).collect();
+    // A histograms.json that counts other requests than its records (one an earlier run
+    // left, when this run's could not be written) would give percentiles of another run.
+    let file = Path::new(crate::histograms::HISTOGRAMS_FILE);
+    let stale: Vec<String> = runs
+        .iter()
+        .zip(&measured)
+        .filter_map(|(r, &n)| {
+            let h = r.histograms.as_ref()?.distributions(file).ok()?;
+            let counted = h.get("schedule_lag").map_or(0, |(_, d)| d.count());
+            (counted != n).then(|| {
+                format!(
+                    "{}: histograms.json counts {counted} requests, records.jsonl {n}",
+                    r.dir.display()
+                )
+            })
+        })
+        .collect();
+    let histograms: Option<Vec<&Histograms>> = if stale.is_empty() {
+        runs.iter().map(|r| r.histograms.as_ref()).collect()
+    } else {
+        notes.push(format!(
+            "histograms not of the same requests as the records ({}): the distributions were \
+             folded from records.jsonl",
+            stale.join("; ")
+        ));
+        None
+    };
     let metrics_from = match histograms {
         Some(hs) => {
             let mut merged: BTreeMap<String, (String, Distribution)> = BTreeMap::new();
             for (h, r) in hs.iter().zip(&runs) {
                 // The error names the file; `Shard` puts the shard's folder before it.
-                let file = Path::new(crate::histograms::HISTOGRAMS_FILE);
                 let ds = h.distributions(file).map_err(|e| MergeError::Shard {
                     dir: r.dir.clone(),
                     problem: format!("{e:#}"),
@@ -224,12 +252,15 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
                 .filter(|r| r.histograms.is_none())
                 .map(|r| r.dir.display().to_string())
                 .collect();
-            notes.push(format!(
-                "no histograms.json in {}: the distributions were folded from records.jsonl \
-                 (exact as the run's, except inter_chunk_latency, which records hold only with \
-                 --record-chunks and only for each request's first 16384 gaps)",
-                missing.join(", ")
-            ));
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "no histograms.json in {}: the distributions were folded from \
+                     records.jsonl (exact as the run's, except inter_chunk_latency, which \
+                     records hold only with --record-chunks and only for each request's first \
+                     16384 gaps)",
+                    missing.join(", ")
+                ));
+            }
             "records"
         }
     };
