@@ -203,10 +203,22 @@ impl Observer for KernelObserver {
     fn finish<'a>(&'a self, _: MonoTime, _: MonoTime, _: &'a RunSummary) -> TelemetryFuture<'a> {
         Box::pin(async move {
             let kernel = self.shared.state.lock().expect("kernel state").summary();
-            let available = SourceState::available("socket timing joined by cookie");
+            let state = if kernel.requests_joined == 0 && kernel.requests_unseen > 0 {
+                // Loaded and attached, yet blind to this process: the programs filter on
+                // canaryd's pid as the kernel knows it, which a PID namespace (a container
+                // without the host's) hides from canaryd.
+                SourceState::unavailable(format!(
+                    "the socket programs attached but saw none of the run's {} requests ({} \
+                     events): in a PID namespace the kernel knows canaryd by another pid; run \
+                     it in the host's (hostPID, or outside the container)",
+                    kernel.requests_unseen, kernel.events
+                ))
+            } else {
+                SourceState::available("socket timing joined by cookie")
+            };
             RunTelemetry {
                 kernel: Some(kernel),
-                sources: [(Source::Ebpf, available)].into(),
+                sources: [(Source::Ebpf, state)].into(),
                 ..Default::default()
             }
         })
