@@ -8,7 +8,7 @@
 
 use crate::chunk::{self, ChunkInfo};
 use crate::connection::{Connection, IoTrace};
-use crate::limits::{show_bytes, ResponseLimits};
+use crate::limits::{show_bytes, HeldBytes, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use canary_core::{
     ChunkGaps, ErrorKind, MonoTime, RequestError, RxTiming, ServerTimings, Usage, UserspaceTimes,
 };
 use http_body_util::{BodyExt, Full};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -95,10 +96,12 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> RequestError {
 
 /// How much of one response may be read: the target's caps, and the token chunks this
 /// request may stream.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReadLimits {
     /// The target's caps.
     pub caps: ResponseLimits,
+    /// The run's budget of bytes all responses in flight hold ([`ResponseLimits::held_bytes`]).
+    pub held: Arc<HeldBytes>,
     /// Token-bearing chunks read at most ([`ResponseLimits::max_output_chunks`]).
     pub max_chunks: u64,
     /// The `max_tokens` asked for, for the message.
@@ -281,6 +284,18 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
     }
 }
 
+/// The error of a response that would take what all responses in flight hold past the run's
+/// budget.
+fn held_over(limits: &ReadLimits) -> RequestError {
+    error(
+        ErrorKind::ResponseTooLarge,
+        format!(
+            "responses in flight would hold over {} together (max_held_bytes)",
+            show_bytes(limits.held.limit())
+        ),
+    )
+}
+
 async fn read_stream(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
@@ -288,6 +303,7 @@ async fn read_stream(
     limits: &ReadLimits,
 ) -> Result<(), RequestError> {
     let mut parser = SseParser::with_limit(limits.caps.event_bytes);
+    let mut hold = limits.held.hold();
     let mut events: Vec<SseEvent> = Vec::new();
     let mut last_token: Option<Stamp> = None;
     loop {
@@ -317,6 +333,9 @@ async fn read_stream(
                 ),
             )
         })?;
+        if !hold.set(parser.held()) {
+            return Err(held_over(limits));
+        }
         // Every event this piece completed but the last is followed by more of it; the last
         // too when the piece holds the start of the next event.
         let n = events.len();
@@ -400,12 +419,16 @@ async fn read_whole(
         )));
     }
     let mut buf = Vec::new();
+    let mut hold = limits.held.hold();
     let mut read = rx.bytes();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| classify_hyper(&e, "reading body"))?;
         if let Some(d) = frame.data_ref() {
             if buf.len() + d.len() > cap {
                 return Err(too_large("response body".to_string()));
+            }
+            if !hold.set(buf.len() + d.len()) {
+                return Err(held_over(limits));
             }
             buf.extend_from_slice(d);
             read = rx.bytes();

@@ -4,6 +4,8 @@
 //! (`response_too_large`, `response_too_long`), never the process.
 
 use crate::plan::{Setting, SettingError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Caps on what one response may make canaryd hold, per target.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,6 +20,11 @@ pub struct ResponseLimits {
     /// Token-bearing chunks read per request, as a multiple of the `max_tokens` it asked for
     /// (plus [`ResponseLimits::OUTPUT_SLACK`]); past it the request is `response_too_long`.
     pub output_ratio: f64,
+    /// Bytes held at once by every response in flight together (their unfinished events
+    /// and bodies): each cap above is per response, and thousands in flight, each just under
+    /// its cap, add up past any machine's memory. Past it, the response that would grow is
+    /// `response_too_large`.
+    pub held_bytes: usize,
 }
 
 impl ResponseLimits {
@@ -33,6 +40,9 @@ impl ResponseLimits {
     /// Default [`ResponseLimits::output_ratio`]: 8. Servers send at most one chunk per token,
     /// proxies that re-chunk text about one per character (4 per token on average).
     pub const OUTPUT_RATIO: f64 = 8.0;
+    /// Default [`ResponseLimits::held_bytes`]: 1 GiB, a thousand responses at the event cap;
+    /// real ones hold a few KiB each.
+    pub const HELD_BYTES: usize = 1 << 30;
     /// Chunks allowed beyond `max_tokens` × ratio, for tiny `max_tokens`.
     pub const OUTPUT_SLACK: u64 = 64;
     /// Chunks read at most when a request sets no `max_tokens` (the server picks the length):
@@ -57,6 +67,7 @@ impl ResponseLimits {
             (Setting::MaxHeaderBytes, self.header_bytes),
             (Setting::MaxEventBytes, self.event_bytes),
             (Setting::MaxBodyBytes, self.body_bytes),
+            (Setting::MaxHeldBytes, self.held_bytes),
         ] {
             if v < 1024 {
                 return Err(SettingError::new(
@@ -85,7 +96,72 @@ impl Default for ResponseLimits {
             event_bytes: Self::EVENT_BYTES,
             body_bytes: Self::BODY_BYTES,
             output_ratio: Self::OUTPUT_RATIO,
+            held_bytes: Self::HELD_BYTES,
         }
+    }
+}
+
+/// The bytes every response in flight holds, against [`ResponseLimits::held_bytes`]: one per
+/// run, shared by its requests.
+#[derive(Debug)]
+pub struct HeldBytes {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl HeldBytes {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Arc<HeldBytes> {
+        Arc::new(HeldBytes {
+            used: AtomicUsize::new(0),
+            limit,
+        })
+    }
+
+    /// Its limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// One response's share, none yet; given back when dropped.
+    pub fn hold(self: &Arc<Self>) -> Hold {
+        Hold {
+            budget: self.clone(),
+            bytes: 0,
+        }
+    }
+}
+
+/// What one response holds of a [`HeldBytes`] budget.
+#[derive(Debug)]
+pub struct Hold {
+    budget: Arc<HeldBytes>,
+    bytes: usize,
+}
+
+impl Hold {
+    /// Now holding `bytes`: false, the share unchanged, when growing to it would take every
+    /// response together past the budget (one atomic add: this runs on every read).
+    pub fn set(&mut self, bytes: usize) -> bool {
+        let used = &self.budget.used;
+        if bytes > self.bytes {
+            let more = bytes - self.bytes;
+            let before = used.fetch_add(more, Ordering::Relaxed);
+            if before + more > self.budget.limit {
+                used.fetch_sub(more, Ordering::Relaxed);
+                return false;
+            }
+        } else {
+            used.fetch_sub(self.bytes - bytes, Ordering::Relaxed);
+        }
+        self.bytes = bytes;
+        true
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -134,6 +210,19 @@ mod tests {
             "max_output_ratio"
         );
         assert_eq!(show_bytes(64 << 10), "64 KiB");
+        // Responses together: one that would take the sum past the budget is refused, and
+        // what a finished one held is given back.
+        let budget = HeldBytes::new(100);
+        let (mut a, mut b) = (budget.hold(), budget.hold());
+        assert!(a.set(60));
+        assert!(!b.set(50), "60 + 50 > 100");
+        assert!(b.set(40));
+        assert!(a.set(10), "shrinking always fits");
+        assert!(b.set(90));
+        drop(a);
+        assert!(b.set(100));
+        drop(b);
+        assert!(budget.hold().set(100));
         assert_eq!(show_bytes(1500), "1500 bytes");
     }
 }

@@ -117,6 +117,8 @@ struct Ctx {
     unsent: AtomicU64,
     /// Some of `unsent` is estimated, not counted ([`planner::Left`]).
     unsent_estimated: std::sync::atomic::AtomicBool,
+    /// What every response in flight holds, against the target's `max_held_bytes`.
+    held: Arc<crate::limits::HeldBytes>,
 }
 
 /// Replays `schedule` against the configured target: prepares each request ahead, releases
@@ -191,6 +193,7 @@ async fn run_here(
     let stop = shutdown.child_token();
     let (hard_stop, grace) = setup::grace_timer(&stop, config.grace_period);
     let (permits, slots) = setup::in_flight_limits(&in_flight_cap);
+    let held = crate::limits::HeldBytes::new(config.target.limits.held_bytes);
     let mut ctx = Ctx {
         permits,
         slots,
@@ -206,6 +209,7 @@ async fn run_here(
         hard_stop,
         unsent: AtomicU64::new(0),
         unsent_estimated: Default::default(),
+        held,
     };
     collector.set_t0(ctx.t0);
 

@@ -107,12 +107,16 @@ impl SseParser {
         }
     }
 
+    /// Bytes held: the event so far and the line being read.
+    pub fn held(&self) -> usize {
+        self.buf.len()
+            + self.data.as_ref().map_or(0, String::len)
+            + self.event.as_ref().map_or(0, String::len)
+    }
+
     /// The event so far, and the line being read, within the limit.
     fn check(&self) -> Result<(), EventTooLarge> {
-        let held = self.buf.len()
-            + self.data.as_ref().map_or(0, String::len)
-            + self.event.as_ref().map_or(0, String::len);
-        match held > self.limit {
+        match self.held() > self.limit {
             true => Err(EventTooLarge { limit: self.limit }),
             false => Ok(()),
         }

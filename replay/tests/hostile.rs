@@ -291,3 +291,40 @@ async fn a_response_before_the_request_is_sent_is_a_protocol_error_not_a_success
     assert_eq!(run.outcome.summary.errors_by_kind["protocol"], 2);
     assert_eq!(run.outcome.summary.completed, 0);
 }
+
+/// Each cap is one response's: thousands in flight, each just under its cap, would add up
+/// past any machine's memory. Four responses here each hold an unfinished 48 KiB line (under
+/// the 64 KiB event cap), 192 KiB together; with 128 KiB for all of them, those that would
+/// take the sum past it end as `response_too_large`, and at most two go on to their timeout.
+#[tokio::test]
+async fn responses_in_flight_together_stay_within_the_held_budget() {
+    let server = HostileServer::lasting(
+        Hostile::EndlessLine { bytes: 48 << 10 },
+        Duration::from_secs(10),
+    );
+    let mut t = target(&server, true);
+    t.limits.held_bytes = 128 << 10;
+    t.timeout = Duration::from_secs(3);
+    let run = replay(requests(4, 20, 4), t, |_| {}).await;
+    assert_eq!(run.records.len(), 4);
+    let kinds: Vec<(ErrorKind, String)> = run
+        .records
+        .iter()
+        .map(|r| {
+            let e = r.error.as_ref().expect("an error");
+            (e.kind, e.message.clone())
+        })
+        .collect();
+    let over = kinds
+        .iter()
+        .filter(|(k, m)| {
+            *k == ErrorKind::ResponseTooLarge
+                && m == "responses in flight would hold over 128 KiB together (max_held_bytes)"
+        })
+        .count();
+    assert!(over >= 2, "{kinds:?}");
+    assert!(
+        kinds.iter().all(|(k, _)| matches!(k, ErrorKind::ResponseTooLarge | ErrorKind::Timeout)),
+        "{kinds:?}"
+    );
+}

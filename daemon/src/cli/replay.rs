@@ -168,6 +168,11 @@ pub struct ShapeArgs {
     /// `response_too_large`. Default 16MiB.
     #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
     pub max_body_bytes: Option<usize>,
+    /// Most bytes every response in flight holds together (their unfinished events and
+    /// bodies: the caps above are each one response's); past it the response that would grow
+    /// is `response_too_large`. Default 1GiB.
+    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
+    pub max_held_bytes: Option<usize>,
     /// Token chunks read per request, as a multiple of its max_tokens (plus 64); past it the
     /// request is `response_too_long`. Default 8.
     #[arg(long, value_name = "F")]
@@ -261,6 +266,7 @@ impl ShapeArgs {
             event_bytes: self.max_event_bytes.unwrap_or(d.event_bytes),
             body_bytes: self.max_body_bytes.unwrap_or(d.body_bytes),
             output_ratio: self.max_output_ratio.unwrap_or(d.output_ratio),
+            held_bytes: self.max_held_bytes.unwrap_or(d.held_bytes),
         }
     }
 

@@ -211,6 +211,8 @@ pub struct Target {
     pub max_event_bytes: Option<ByteSize>,
     /// Most bytes of a non-streaming response body (default `"16MiB"`).
     pub max_body_bytes: Option<ByteSize>,
+    /// Most bytes every response in flight holds together (default `"1GiB"`).
+    pub max_held_bytes: Option<ByteSize>,
     /// Token chunks read per request, as a multiple of its `max_tokens` (plus 64), before it
     /// is a `response_too_long` error (default 8).
     pub max_output_ratio: Option<AtLeastOneF64>,

@@ -25,6 +25,8 @@ pub enum Setting {
     MaxHeaderBytes,
     /// The SSE event cap.
     MaxEventBytes,
+    /// The cap on bytes every response in flight holds together.
+    MaxHeldBytes,
     /// The non-streaming body cap.
     MaxBodyBytes,
     /// The token-chunk cap, as a multiple of `max_tokens`.
@@ -101,6 +103,7 @@ impl Setting {
             Setting::ConnectTimeout => "connect_timeout",
             Setting::MaxHeaderBytes => "max_header_bytes",
             Setting::MaxEventBytes => "max_event_bytes",
+            Setting::MaxHeldBytes => "max_held_bytes",
             Setting::MaxBodyBytes => "max_body_bytes",
             Setting::MaxOutputRatio => "max_output_ratio",
             Setting::Headers => "headers",

@@ -185,6 +185,7 @@ fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> 
     let max_tokens = target.max_tokens_sent(req.output_tokens);
     ReadLimits {
         caps: target.limits,
+        held: ctx.held.clone(),
         max_chunks: target.limits.max_output_chunks(max_tokens),
         max_tokens,
         cancel_after: ctx

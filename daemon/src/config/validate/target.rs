@@ -67,6 +67,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         event_bytes: t.max_event_bytes.map_or(d.event_bytes, |b| b.0),
         body_bytes: t.max_body_bytes.map_or(d.body_bytes, |b| b.0),
         output_ratio: t.max_output_ratio.map_or(d.output_ratio, |r| r.0),
+        held_bytes: t.max_held_bytes.map_or(d.held_bytes, |b| b.0),
     };
     limits.validate().map_err(|e| {
         let key = e.setting.name();
