@@ -207,10 +207,13 @@ pub async fn exchange(
             });
         }
         if streaming {
-            read_stream(&mut body, &mut m, &mut rx, limits).await
+            // Done at [DONE]: the body's end is read after the exchange's own deadlines.
+            read_stream(&mut body, &mut m, &mut rx, limits).await?;
+            Ok(Some(body))
         } else {
             let declared = hyper::body::Body::size_hint(&body).exact();
-            read_whole(&mut body, &mut m, &mut rx, limits, declared).await
+            read_whole(&mut body, &mut m, &mut rx, limits, declared).await?;
+            Ok(None)
         }
     };
     // What the deadline left this exchange, for the message: the cause, not only the kind.
@@ -254,11 +257,26 @@ pub async fn exchange(
             return m;
         }
     };
+    let (result, rest) = match result {
+        Ok(rest) => (Ok(()), rest),
+        Err(e) => (Err(e), None),
+    };
     m.end = match (&result, m.end) {
         (Ok(()), end) if end != Stamp::default() => end,
         _ => Stamp::read(MonoTime::now()),
     };
     m.error = result.err();
+    if let Some(mut body) = rest {
+        // Read past [DONE] to the end of the body (the chunked terminator): a body dropped
+        // early makes hyper close the connection, and a request racing that close on a
+        // pooled connection would fail with a reset. Bounded, so a server that never ends
+        // its body only costs the connection; after the request's deadlines, so a [DONE]
+        // near one is not lost to it.
+        m.reusable = tokio::select! {
+            r = tokio::time::timeout(DRAIN_LIMIT, drain(&mut body)) => r.unwrap_or(false),
+            () = hard_stop.cancelled() => false,
+        };
+    }
     if m.head.is_none() {
         // Failed before a response head: sent when the gate wrote it, else (never written)
         // no later than the failure.
@@ -348,13 +366,6 @@ async fn read_stream(
                     ..Role::default()
                 };
                 m.end = rx.event(read, ev.at, end, more_after);
-                // Read past [DONE] to the end of the body (the chunked terminator): a body
-                // dropped early makes hyper close the connection, and a request racing that
-                // close on a pooled connection would fail with a reset. Bounded, so a server
-                // that never ends its body only costs the connection, not the measurement.
-                m.reusable = tokio::time::timeout(DRAIN_LIMIT, drain(body))
-                    .await
-                    .unwrap_or(false);
                 return Ok(());
             }
             let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
