@@ -328,3 +328,20 @@ async fn responses_in_flight_together_stay_within_the_held_budget() {
         "{kinds:?}"
     );
 }
+
+/// `[DONE]` finishes a request; a body that never ends after it costs the connection only.
+/// Its end was read inside the request's deadline, so a `[DONE]` 100 ms into a 300 ms
+/// timeout became a timeout 250 ms later.
+#[tokio::test]
+async fn done_near_the_deadline_is_a_finished_request_whatever_follows() {
+    let server = HostileServer::start(Hostile::DoneWithoutEnd {
+        after: Duration::from_millis(100),
+    });
+    let mut t = target(&server, true);
+    t.timeout = Duration::from_millis(300);
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for r in &run.records {
+        assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+        assert!(r.e2e_ms.unwrap() < 300.0, "{:?}", r.e2e_ms);
+    }
+}

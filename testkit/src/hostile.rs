@@ -74,6 +74,12 @@ pub enum Hostile {
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
     ResetAfterRequest,
+    /// After `after`, one token and `[DONE]` in a 200 SSE stream whose chunked body never
+    /// ends (no terminating chunk): the request is finished, the connection is not.
+    DoneWithoutEnd {
+        /// Wait before answering.
+        after: Duration,
+    },
     /// Writes a whole 200 SSE response (one token, `[DONE]`) as soon as the connection opens,
     /// before reading anything, as a broken proxy or a server replaying a canned answer
     /// would; then reads the request and holds the connection.
@@ -416,6 +422,17 @@ impl Conn {
             }
             Hostile::CloseAfterRequest => return,
             Hostile::AnswersFirst => {}
+            Hostile::DoneWithoutEnd { after } => {
+                if !self.pause(after) {
+                    return;
+                }
+                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n", events.len()).bytes());
+                if !self.send(&answer) {
+                    return;
+                }
+            }
             Hostile::ResetAfterRequest => {
                 // SO_LINGER 0: close sends RST instead of FIN.
                 let _ = socket_linger_zero(&self.tcp);
