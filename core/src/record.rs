@@ -376,13 +376,24 @@ impl std::fmt::Display for ErrorKind {
 }
 
 impl RequestRecord {
-    /// Output tokens as counted for throughput: the server's count when it gave one, else the
-    /// number of content chunks received.
+    /// Output tokens as counted for throughput: the server's count when it gave a plausible
+    /// one, else the number of content chunks received.
     pub fn output_token_count(&self) -> u32 {
-        self.usage
-            .as_ref()
-            .and_then(|u| u.completion_tokens)
-            .unwrap_or(self.chunks)
+        match self.usage.as_ref().and_then(|u| u.completion_tokens) {
+            Some(n) if self.completion_plausible(n) => n,
+            _ => self.chunks,
+        }
+    }
+
+    /// Whether a server's `completion_tokens` can be this request's: not none for a stream
+    /// that carried tokens, and not past what the chunk cap lets a request asking for
+    /// `output_tokens` stream (8 per token asked for, plus 64). A server is trusted with its
+    /// count, but 2^32 − 1 of them would make a throughput of billions, and 0 would hide ITL.
+    pub fn completion_plausible(&self, n: u32) -> bool {
+        let none_for_tokens = n == 0 && self.chunks > 0;
+        let past_cap = self.output_tokens > 0
+            && u64::from(n) > 8 * u64::from(self.output_tokens.max(self.chunks)) + 64;
+        !none_for_tokens && !past_cap
     }
 
     /// True when the request completed.

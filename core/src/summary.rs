@@ -186,9 +186,13 @@ impl Aggregator {
                 a.prompt_exact += (p == want) as u64;
                 a.prompt_delta_sum += p as i64 - want as i64;
             }
-            if let Some(c) = u.completion_tokens {
-                a.completion_exact += (c == r.output_tokens) as u64;
-                a.completion_delta_sum += c as i64 - r.output_tokens as i64;
+            match u.completion_tokens {
+                Some(c) if r.completion_plausible(c) => {
+                    a.completion_exact += (c == r.output_tokens) as u64;
+                    a.completion_delta_sum += c as i64 - r.output_tokens as i64;
+                }
+                Some(_) => a.completion_implausible += 1,
+                None => {}
             }
         }
         if let Some((_, d)) = self.metrics.get_mut("inter_chunk_latency") {
@@ -405,6 +409,11 @@ pub struct TokenAgreement {
     pub completion_exact: u64,
     /// Sum of `completion_tokens - requested`.
     pub completion_delta_sum: i64,
+    /// Requests whose `completion_tokens` could not be theirs (none for a stream that carried
+    /// tokens, or more than the chunk cap allows): their chunks were counted instead, and
+    /// they are left out of the two figures above.
+    #[serde(default)]
+    pub completion_implausible: u64,
 }
 
 /// How a run's response times were taken, over its completed requests (issue 16).
@@ -594,6 +603,31 @@ mod tests {
         let s = agg.summary();
         assert_eq!(s.rate_unavailable, None);
         assert_eq!(s.request_throughput, Some(3.0 / 0.2));
+    }
+
+    // A server's count that cannot be the request's: 2^32 - 1 tokens made a throughput of
+    // billions, 0 hid the stream's tokens. Its chunks count instead, and it is counted apart.
+    #[test]
+    fn an_implausible_completion_count_is_not_trusted() {
+        let mut agg = Aggregator::new(Goodput::default());
+        let with = |id, count| {
+            let mut r = ok(id, 0.0, 10.0, 100.0, 3);
+            r.output_tokens = 4;
+            r.usage.as_mut().unwrap().completion_tokens = Some(count);
+            r
+        };
+        let (huge, none, many) = (with(0, u32::MAX), with(1, 0), with(2, 40));
+        assert_eq!(huge.output_token_count(), 3);
+        assert_eq!(none.output_token_count(), 3);
+        // Ten tokens a chunk (a server's stream interval) is within the cap: trusted.
+        assert_eq!(many.output_token_count(), 40);
+        for r in [&huge, &none, &many] {
+            agg.add(r, &ChunkGaps::new());
+        }
+        let s = agg.summary();
+        assert_eq!(s.total_output_tokens, 3 + 3 + 40);
+        let a = &s.token_agreement;
+        assert_eq!((a.completion_implausible, a.completion_delta_sum), (2, 36));
     }
 
     // Issue 16, item 4: one-token outputs were counted as ITL misses.

@@ -270,12 +270,20 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         let a = &s.token_agreement;
         let n = a.requests_with_usage.max(1) as f64;
         outln!(
-            "server token counts ({} requests with usage): prompt exact {}, mean delta {:+.1}; completion exact {}, mean delta {:+.1}",
+            "server token counts ({} requests with usage): prompt exact {}, mean delta {:+.1}; completion exact {}, mean delta {:+.1}{}",
             a.requests_with_usage,
             a.prompt_exact,
             a.prompt_delta_sum as f64 / n,
             a.completion_exact,
-            a.completion_delta_sum as f64 / n
+            a.completion_delta_sum as f64 / n,
+            if a.completion_implausible > 0 {
+                format!(
+                    "; {} implausible completion counts (chunks counted instead)",
+                    a.completion_implausible
+                )
+            } else {
+                String::new()
+            }
         )?;
     }
     if let Some(gpu) = &outcome.telemetry.gpu {
