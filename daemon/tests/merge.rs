@@ -402,5 +402,8 @@ fn a_shard_whose_histograms_count_other_requests_is_folded_from_its_records() {
     );
     assert!(!notes.contains("no histograms.json in"), "{notes}");
     let single = summary(&dir.join("single"));
-    assert_eq!(m["time_to_first_token"]["count"], single["time_to_first_token"]["count"]);
+    assert_eq!(
+        m["time_to_first_token"]["count"],
+        single["time_to_first_token"]["count"]
+    );
 }

@@ -90,7 +90,10 @@ impl SocketLog {
             .get(&cookie)
             .and_then(|e| e.first())
             .map_or(0, |e| e.ts_ns);
-        let lost = self.losses.iter().any(|&(from, to)| from <= ns && since <= to);
+        let lost = self
+            .losses
+            .iter()
+            .any(|&(from, to)| from <= ns && since <= to);
         if self.full.remove(&cookie) || lost {
             // Events were dropped (past the cap, or lost by the kernel since the baseline):
             // the counters of the last one kept are no baseline for the next request, which

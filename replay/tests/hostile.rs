@@ -324,7 +324,9 @@ async fn responses_in_flight_together_stay_within_the_held_budget() {
         .count();
     assert!(over >= 2, "{kinds:?}");
     assert!(
-        kinds.iter().all(|(k, _)| matches!(k, ErrorKind::ResponseTooLarge | ErrorKind::Timeout)),
+        kinds
+            .iter()
+            .all(|(k, _)| matches!(k, ErrorKind::ResponseTooLarge | ErrorKind::Timeout)),
         "{kinds:?}"
     );
 }

@@ -426,7 +426,8 @@ impl Conn {
                 if !self.pause(after) {
                     return;
                 }
-                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+                let events =
+                    "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
                 let mut answer = SSE.to_vec();
                 answer.extend(format!("{:x}\r\n{events}\r\n", events.len()).bytes());
                 if !self.send(&answer) {

@@ -347,7 +347,11 @@ fn a_gap_the_server_does_not_see_is_network() {
     // Stamped and without eBPF: nothing to take out, and the figure is not a bound.
     r.telemetry.kernel = None;
     let d = r.diagnose();
-    let net = d.evidence.iter().find(|e| e.name == "network_mean").unwrap();
+    let net = d
+        .evidence
+        .iter()
+        .find(|e| e.name == "network_mean")
+        .unwrap();
     assert_eq!((net.value, net.kind), (105.0, FigureKind::Estimate));
 }
 

@@ -196,7 +196,10 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
         h.get("new").unwrap().unwrap().run.capacity.unwrap().found,
         found
     );
-    assert_eq!(h.capacity_baseline("w", 10, &found).unwrap(), vec![found.clone()]);
+    assert_eq!(
+        h.capacity_baseline("w", 10, &found).unwrap(),
+        vec![found.clone()]
+    );
     // A search under another SLO (a reload changed it) has no baseline yet: the capacity at
     // 100 ms says nothing of the capacity at 50 ms. Nor under another good fraction.
     let mut tighter = found.clone();
@@ -264,12 +267,21 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
         .into_iter()
         .enumerate()
     {
-        let mut r = run(&format!("s{i}"), "w", now - 10_000 + i as i64, VerdictKind::Pass, 1.0);
+        let mut r = run(
+            &format!("s{i}"),
+            "w",
+            now - 10_000 + i as i64,
+            VerdictKind::Pass,
+            1.0,
+        );
         r.run.sweep = Some(sweep(grid, knee));
         h.insert(&r).unwrap();
     }
     // A reload that changed the grid (or the axis) starts a baseline of its own.
-    assert_eq!(h.knee_baseline("w", 10, &sweep(three, 0.0)).unwrap(), [104.0, 100.0]);
+    assert_eq!(
+        h.knee_baseline("w", 10, &sweep(three, 0.0)).unwrap(),
+        [104.0, 100.0]
+    );
     assert_eq!(h.knee_baseline("w", 10, &sweep(five, 0.0)).unwrap(), [50.0]);
     let mut rates = sweep(three, 0.0);
     rates.axis = Axis::RequestRate;
