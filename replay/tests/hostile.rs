@@ -270,9 +270,13 @@ async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
 
 /// A response that comes before its request was sent answers nothing canaryd asked: it is a
 /// `protocol` error, not a 0 ms success, and the request it raced is never sent after it.
+/// The connection opens and the request is handed over (held) 300 ms before it is due; the
+/// server answers 150 ms after the connection opens, without reading.
 #[tokio::test]
 async fn a_response_before_the_request_is_sent_is_a_protocol_error_not_a_success() {
-    let server = HostileServer::start(Hostile::AnswersFirst);
+    let server = HostileServer::start(Hostile::AnswersFirst {
+        after: Duration::from_millis(150),
+    });
     // Connections are opened and the requests held well before they are due.
     let mut reqs = requests(2, 20, 4);
     for (i, r) in reqs.iter_mut().enumerate() {

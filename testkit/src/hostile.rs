@@ -80,10 +80,13 @@ pub enum Hostile {
         /// Wait before answering.
         after: Duration,
     },
-    /// Writes a whole 200 SSE response (one token, `[DONE]`) as soon as the connection opens,
+    /// Writes a whole 200 SSE response (one token, `[DONE]`) `after` the connection opens,
     /// before reading anything, as a broken proxy or a server replaying a canned answer
     /// would; then reads the request and holds the connection.
-    AnswersFirst,
+    AnswersFirst {
+        /// Wait after the connection opens.
+        after: Duration,
+    },
 }
 
 /// A running hostile server on `127.0.0.1`. Dropping it stops it: the listener closes and
@@ -295,7 +298,10 @@ impl Conn {
         let _ = self.tcp.set_nodelay(true);
         const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                              cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
-        if mode == Hostile::AnswersFirst {
+        if let Hostile::AnswersFirst { after } = mode {
+            if !self.pause(after) {
+                return;
+            }
             let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
             let mut canned = SSE.to_vec();
             canned.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
@@ -421,7 +427,7 @@ impl Conn {
                 }
             }
             Hostile::CloseAfterRequest => return,
-            Hostile::AnswersFirst => {}
+            Hostile::AnswersFirst { .. } => {}
             Hostile::DoneWithoutEnd { after } => {
                 if !self.pause(after) {
                     return;

@@ -43,6 +43,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::EchoRequest { in_stream: true },
         Hostile::CloseAfterRequest,
         Hostile::ResetAfterRequest,
+        Hostile::AnswersFirst {
+            after: Duration::ZERO,
+        },
+        Hostile::DoneWithoutEnd {
+            after: Duration::from_millis(10),
+        },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -84,6 +90,15 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
             Hostile::Silent | Hostile::CloseAfterRequest | Hostile::ResetAfterRequest => {
                 assert!(got.is_empty(), "{mode:?}")
+            }
+            // A whole response, then the connection held: no end of the chunked body after
+            // one, its terminator after the other.
+            Hostile::AnswersFirst { .. } | Hostile::DoneWithoutEnd { .. } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.contains("data: [DONE]"), "{text}");
+                let ended = text.ends_with("0\r\n\r\n");
+                let first = matches!(mode, Hostile::AnswersFirst { .. });
+                assert_eq!(ended, first, "{mode:?}: {text}");
             }
         }
     }
