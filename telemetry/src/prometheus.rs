@@ -27,6 +27,14 @@ use line::{parse_line, Line};
 /// How many [`ParseIssue`]s a [`Scrape`] keeps; later ones are only counted.
 pub const MAX_ISSUES: usize = 16;
 
+/// Samples kept from one page: a vLLM page has a few thousand; a page of millions (a hostile
+/// or broken server, within the 32 MiB body cap) would take gigabytes once parsed, on every
+/// scrape. Past it, samples are skipped and said.
+pub const MAX_SAMPLES: usize = 200_000;
+
+/// Families kept from one page, for the same reason.
+pub const MAX_FAMILIES: usize = 20_000;
+
 /// The type of a metric family, from its `# TYPE` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -150,6 +158,8 @@ pub enum IssueKind {
     DuplicateType,
     /// Content after `# EOF`.
     AfterEof,
+    /// Past [`MAX_SAMPLES`] samples or [`MAX_FAMILIES`] families: skipped.
+    TooMany,
 }
 
 impl fmt::Display for IssueKind {
@@ -165,6 +175,7 @@ impl fmt::Display for IssueKind {
             IssueKind::UnknownType => "unknown metric type (kept as untyped)",
             IssueKind::DuplicateType => "second TYPE line for a family",
             IssueKind::AfterEof => "content after # EOF",
+            IssueKind::TooMany => "past the samples or families kept from one page",
         })
     }
 }
@@ -213,6 +224,7 @@ pub fn parse(text: &str) -> Scrape {
 struct Builder {
     scrape: Scrape,
     openmetrics: bool,
+    samples: usize,
 }
 
 impl Builder {
@@ -227,6 +239,18 @@ impl Builder {
                 text: canary_core::prefix_within(text, 120).to_owned(),
             });
         }
+    }
+
+    /// Whether a line naming `name` may be kept: its family is known, or there is room for
+    /// another; a sample also needs room under [`MAX_SAMPLES`].
+    fn room(&mut self, n: usize, raw: &str, name: &str, sample: bool) -> bool {
+        let full = (sample && self.samples >= MAX_SAMPLES)
+            || (self.scrape.families.len() >= MAX_FAMILIES
+                && self.scrape.resolve(name).is_none());
+        if full {
+            self.issue(n, IssueKind::TooMany, raw, true);
+        }
+        !full
     }
 
     fn family_mut(&mut self, name: &str) -> &mut Family {
@@ -258,6 +282,8 @@ impl Builder {
                 self.scrape.eof = true;
                 self.openmetrics = true;
             }
+            Ok(Line::Help(name, _) | Line::Unit(name, _) | Line::Type(name, _))
+                if !self.room(n, raw, name, false) => {}
             Ok(Line::Help(name, help)) => self.family_mut(name).help = Some(help),
             Ok(Line::Unit(name, unit)) => {
                 self.openmetrics = true;
@@ -275,6 +301,10 @@ impl Builder {
                 }
             }
             Ok(Line::Sample(s)) => {
+                if !self.room(n, raw, &s.name, true) {
+                    return;
+                }
+                self.samples += 1;
                 let exemplar = match s.exemplar {
                     Ok(e) => e,
                     Err(kind) => {

@@ -239,3 +239,28 @@ fn a_histogram_past_the_caps_is_refused_not_built() {
     let s = parse(&wide_histogram(40_000, 1));
     assert_eq!(s.histograms("h").unwrap_err(), Oversized::LabelSets);
 }
+
+// A page of millions of samples (within the body cap) would take gigabytes parsed, on every
+// scrape: the first MAX_SAMPLES are kept, the rest skipped and said; likewise families.
+#[test]
+fn a_page_past_the_sample_or_family_cap_keeps_the_first_and_says_so() {
+    let over = 5;
+    let mut page = String::from("# TYPE vllm:num_requests_running gauge\n");
+    for i in 0..MAX_SAMPLES + over {
+        page.push_str(&format!("vllm:num_requests_running{{i=\"{i}\"}} 1\n"));
+    }
+    let s = parse(&page);
+    let kept: usize = s.families.iter().map(|f| f.samples.len()).sum();
+    assert_eq!(kept, MAX_SAMPLES);
+    assert_eq!(s.skipped_lines, over);
+    assert!(s.errors.iter().any(|e| e.kind == IssueKind::TooMany));
+    let mut page = String::new();
+    for i in 0..MAX_FAMILIES + over {
+        page.push_str(&format!("# TYPE family_{i} gauge\n"));
+    }
+    page.push_str("family_0 1\n");
+    let s = parse(&page);
+    assert_eq!(s.families.len(), MAX_FAMILIES);
+    assert_eq!(s.skipped_lines, over);
+    assert_eq!(s.families[0].samples.len(), 1, "a known family still takes samples");
+}
