@@ -89,7 +89,7 @@ pub enum ScrapeError {
         /// The status code.
         status: u16,
     },
-    /// Reading the body failed or it exceeded [`MAX_BODY_BYTES`].
+    /// Reading the body failed or it exceeded its cap ([`MAX_BODY_BYTES`] for a page).
     #[error("{url}: reading the response body failed")]
     Body {
         /// The endpoint.
@@ -153,6 +153,8 @@ pub(crate) struct Endpoint {
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     outage: OutageLog,
+    /// The most of a body read ([`MAX_BODY_BYTES`] unless set).
+    body_cap: usize,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -232,7 +234,15 @@ impl Endpoint {
             port,
             tls,
             outage: OutageLog::default(),
+            body_cap: MAX_BODY_BYTES,
         })
+    }
+
+    /// Reads at most `bytes` of a body (an info route's JSON, parsed whole into a tree, is
+    /// kept far smaller than a `/metrics` page).
+    pub fn with_body_cap(mut self, bytes: usize) -> Endpoint {
+        self.body_cap = bytes;
+        self
     }
 
     /// Shares `outage` with earlier scrapers of this endpoint.
@@ -311,7 +321,7 @@ impl Endpoint {
                 status: status.as_u16(),
             });
         }
-        let body = Limited::new(resp.into_body(), MAX_BODY_BYTES)
+        let body = Limited::new(resp.into_body(), self.body_cap)
             .collect()
             .await
             .map_err(|source| ScrapeError::Body { url: url(), source })?

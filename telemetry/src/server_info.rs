@@ -90,10 +90,16 @@ async fn get_json(
     t: Duration,
 ) -> Result<Value, String> {
     let url = format!("{base}{route}");
-    let endpoint = Endpoint::parse(&url, tls).map_err(|e| error_chain(&e))?;
+    let endpoint = Endpoint::parse(&url, tls)
+        .map_err(|e| error_chain(&e))?
+        .with_body_cap(INFO_BODY_BYTES);
     let (body, _) = endpoint.get(t).await.map_err(|e| error_chain(&e))?;
     serde_json::from_str(&body).map_err(|e| format!("{route}: not JSON: {e}"))
 }
+
+/// The most of an info route's body read: the answers are a few KiB, and a JSON tree of 32 MiB
+/// of `[0,0,…]` takes over half a gigabyte.
+const INFO_BODY_BYTES: usize = 1 << 20;
 
 /// The engines' info routes, in the order tried.
 const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
