@@ -75,8 +75,8 @@ pub use prefix::prefix_within;
 pub use printable::printable;
 pub use rate_search::{RateBracket, RateSearch};
 pub use record::{
-    ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry, RxSource, RxTiming,
-    ServerTimings, Status, Usage, UserspaceTimes,
+    completion_plausible, ErrorKind, KernelTiming, RequestError, RequestRecord, RequestTelemetry,
+    RxSource, RxTiming, ServerTimings, Status, Usage, UserspaceTimes,
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;

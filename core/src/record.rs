@@ -375,6 +375,20 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
+/// Whether a server's `completion_tokens` (`n`) can be a request's that streamed `chunks`
+/// token chunks and asked for `asked` tokens (0: no length asked): see
+/// [`RequestRecord::completion_plausible`]. Without a length asked, the cap is the chunk
+/// cap's own for such requests (8 Mi chunks, 8 per chunk at most).
+pub fn completion_plausible(n: u64, chunks: u64, asked: u64) -> bool {
+    const UNBOUNDED_CHUNKS: u64 = 8 << 20;
+    let none_for_tokens = n == 0 && chunks > 0;
+    let cap = match asked {
+        0 => 8 * UNBOUNDED_CHUNKS.max(chunks),
+        asked => 8 * asked.max(chunks) + 64,
+    };
+    !none_for_tokens && n <= cap
+}
+
 impl RequestRecord {
     /// Output tokens as counted for throughput: the server's count when it gave a plausible
     /// one, else the number of content chunks received.
@@ -390,10 +404,7 @@ impl RequestRecord {
     /// `output_tokens` stream (8 per token asked for, plus 64). A server is trusted with its
     /// count, but 2^32 − 1 of them would make a throughput of billions, and 0 would hide ITL.
     pub fn completion_plausible(&self, n: u32) -> bool {
-        let none_for_tokens = n == 0 && self.chunks > 0;
-        let past_cap = self.output_tokens > 0
-            && u64::from(n) > 8 * u64::from(self.output_tokens.max(self.chunks)) + 64;
-        !none_for_tokens && !past_cap
+        completion_plausible(n.into(), self.chunks.into(), self.output_tokens.into())
     }
 
     /// True when the request completed.

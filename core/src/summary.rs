@@ -621,6 +621,10 @@ mod tests {
         assert_eq!(none.output_token_count(), 3);
         // Ten tokens a chunk (a server's stream interval) is within the cap: trusted.
         assert_eq!(many.output_token_count(), 40);
+        // No length asked: bounded by the chunk cap of such requests, not unbounded.
+        let mut unasked = with(3, u32::MAX);
+        unasked.output_tokens = 0;
+        assert_eq!(unasked.output_token_count(), 3);
         for r in [&huge, &none, &many] {
             agg.add(r, &ChunkGaps::new());
         }

@@ -203,7 +203,10 @@ impl Observer for KernelObserver {
     fn finish<'a>(&'a self, _: MonoTime, _: MonoTime, _: &'a RunSummary) -> TelemetryFuture<'a> {
         Box::pin(async move {
             let kernel = self.shared.state.lock().expect("kernel state").summary();
-            let state = if kernel.requests_joined == 0 && kernel.requests_unseen > 0 {
+            let state = if kernel.requests_joined == 0
+                && kernel.requests_unseen > 0
+                && kernel.events == 0
+            {
                 // Loaded and attached, yet blind to this process: the programs filter on
                 // canaryd's pid as the kernel knows it, which a PID namespace (a container
                 // without the host's) hides from canaryd.

@@ -141,14 +141,22 @@ pub struct Hold {
 
 impl Hold {
     /// Now holding `bytes`: false, the share unchanged, when growing to it would take every
-    /// response together past the budget (one atomic add: this runs on every read).
+    /// response together past the budget (at most one atomic update: this runs on every
+    /// read).
     pub fn set(&mut self, bytes: usize) -> bool {
-        let used = &self.budget.used;
+        if bytes == self.bytes {
+            // The common case (nothing held between whole events): no shared write.
+            return true;
+        }
+        let (used, limit) = (&self.budget.used, self.budget.limit);
         if bytes > self.bytes {
             let more = bytes - self.bytes;
-            let before = used.fetch_add(more, Ordering::Relaxed);
-            if before + more > self.budget.limit {
-                used.fetch_sub(more, Ordering::Relaxed);
+            // Committed only when it fits: a grow that fails never counts, even briefly,
+            // against another response's.
+            let grown = used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                u.checked_add(more).filter(|&t| t <= limit)
+            });
+            if grown.is_err() {
                 return false;
             }
         } else {

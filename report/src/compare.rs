@@ -470,7 +470,14 @@ fn runs_verdict(
     };
     let finite = |f: &[f64]| f.iter().filter(|x| x.is_finite()).count();
     let (na, nb) = (finite(fa), finite(fb));
-    if w.t.is_infinite() {
+    // Each side's figures all one value (compared as values: the float mean of three 0.99s
+    // is not 0.99, so a variance came out 1e-32 and p about 0).
+    let flat = |f: &[f64]| {
+        let mut v = f.iter().filter(|x| x.is_finite());
+        let first = v.next();
+        v.all(|x| Some(x) == first)
+    };
+    if flat(fa) && flat(fb) && mean(fa) != mean(fb) {
         // Neither side's runs vary: there is no spread to judge a difference against (three
         // runs with one error each are not certain evidence against three with none).
         return Verdict::NotJudged {
@@ -554,7 +561,7 @@ fn quantile_verdict(a: &[f64], b: &[f64], name: &str, q: f64, rules: &ShiftRules
             why: format!(
                 "too few requests for a {name} test (about {:.0} a side; A has {na}, B has \
                  {nb})",
-                (QUANTILE_TEST_MIN_CELL / (1.0 - q)).ceil()
+                (QUANTILE_TEST_MIN_CELL / (1.0 - q)).round()
             ),
         };
     };
@@ -758,10 +765,11 @@ mod tests {
     fn runs_that_do_not_vary_are_not_certain_evidence() {
         let rules = ShiftRules::default();
         // One error in 100 in each of B's three runs, none in A's: no spread, no verdict.
-        let v = runs_verdict(&[0.0; 3], &[0.01; 3], "fraction", false, &rules);
-        match v {
-            Verdict::NotJudged { why } => assert!(why.contains("do not vary"), "{why}"),
-            judged => panic!("{judged:?}"),
+        for (a, b) in [(0.0, 0.01), (1.0, 0.99), (0.9, 0.95)] {
+            match runs_verdict(&[a; 3], &[b; 3], "fraction", false, &rules) {
+                Verdict::NotJudged { why } => assert!(why.contains("do not vary"), "{why}"),
+                judged => panic!("{a} against {b}: {judged:?}"),
+            }
         }
         // The test's run counts are those with a value.
         let v = runs_verdict(&[1.0, f64::NAN, 1.2], &[2.0, 2.2, 2.1], "ms", false, &rules);

@@ -225,6 +225,9 @@ struct Builder {
     scrape: Scrape,
     openmetrics: bool,
     samples: usize,
+    /// Families that lost samples to [`MAX_SAMPLES`]: a histogram with some of its buckets
+    /// would give wrong quantiles, so they are left empty.
+    cut: Vec<usize>,
 }
 
 impl Builder {
@@ -245,10 +248,14 @@ impl Builder {
     /// another; a sample also needs room under [`MAX_SAMPLES`].
     fn room(&mut self, n: usize, raw: &str, name: &str, sample: bool) -> bool {
         let full = (sample && self.samples >= MAX_SAMPLES)
-            || (self.scrape.families.len() >= MAX_FAMILIES
-                && self.scrape.resolve(name).is_none());
+            || (self.scrape.families.len() >= MAX_FAMILIES && self.scrape.resolve(name).is_none());
         if full {
             self.issue(n, IssueKind::TooMany, raw, true);
+            if let Some(i) = self.scrape.resolve(name) {
+                if !self.cut.contains(&i) {
+                    self.cut.push(i);
+                }
+            }
         }
         !full
     }
@@ -331,6 +338,9 @@ impl Builder {
     }
 
     fn finish(mut self) -> Scrape {
+        for &i in &self.cut {
+            self.scrape.families[i].samples = Vec::new();
+        }
         if self.openmetrics {
             // OpenMetrics timestamps are seconds; keep one unit (ms) in `Sample`.
             for fam in &mut self.scrape.families {

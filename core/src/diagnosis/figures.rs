@@ -118,10 +118,15 @@ impl Figures {
                 .map(|st| Fig::new(st.avg, EXACT, "client"))
         };
         f.client_ttft_ms = client("time_to_first_token");
+        // Over the first tokens the client TTFT mean is over: a completed request without
+        // a kernel stamp (no `rx`, or none on its first token) was timed at canaryd's read.
         let rx = &s.receive_timestamps;
-        if rx.requests > 0 {
-            let at_read = rx.first_token.get("userspace").copied().unwrap_or(0);
-            f.first_tokens_stamped = 1.0 - at_read as f64 / rx.requests as f64;
+        let stamped: u64 = ["kernel", "kernel_bound"]
+            .iter()
+            .filter_map(|k| rx.first_token.get(*k))
+            .sum();
+        if let Some(ttfts) = s.metrics.get("time_to_first_token").filter(|t| t.count > 0) {
+            f.first_tokens_stamped = (stamped as f64 / ttfts.count as f64).min(1.0);
         }
         f.client_e2e_ms = client("request_latency");
         f.schedule_lag_p99_ms = s

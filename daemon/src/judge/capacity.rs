@@ -93,7 +93,7 @@ impl CapacityBaseline {
                 rate(self.capacity),
                 rate(self.spread),
                 rate_below(below),
-                rate(self.fail_at_or_below),
+                rate_below(self.fail_at_or_below),
             )
         })
     }

@@ -203,14 +203,14 @@ impl History {
         let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
         for row in rows {
+            if out.len() >= n {
+                break;
+            }
             let run: CapacityRun =
                 serde_json::from_str(&row?).context("a stored capacity search")?;
             let f = run.found;
             if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction {
                 out.push(f);
-            }
-            if out.len() >= n {
-                break;
             }
         }
         Ok(out)

@@ -110,6 +110,7 @@ struct Line {
     e2e_ms: Option<f64>,
     output_tokens_per_s: Option<f64>,
     chunks: Option<u64>,
+    output_tokens: Option<u64>,
     status: Option<String>,
     error: Option<ErrorLine>,
     usage: Option<UsageLine>,
@@ -237,9 +238,17 @@ fn request(l: Line) -> Request {
         e2e_ms: l.e2e_ms,
         tokens_per_s: l.output_tokens_per_s,
         good: None,
+        // As summary.json counts them: the server's count when it can be this request's.
         output_tokens: l
             .usage
             .and_then(|u| u.completion_tokens)
+            .filter(|&n| {
+                canary_core::completion_plausible(
+                    n,
+                    l.chunks.unwrap_or(0),
+                    l.output_tokens.unwrap_or(0),
+                )
+            })
             .or(l.chunks)
             .unwrap_or(0),
         telemetry: l.telemetry.unwrap_or_default(),

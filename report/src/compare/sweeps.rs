@@ -394,8 +394,9 @@ impl SweepComparison {
                             format!(
                                 "{} for {}",
                                 b.slo.as_deref().unwrap_or("–"),
-                                b.min_good_fraction
-                                    .map_or("–".into(), |f| format!("{} %", f * 100.0))
+                                b.min_good_fraction.map_or("–".into(), |f| {
+                                    format!("{} %", (f * 100.0 * 1e6).round() / 1e6)
+                                })
                             )
                         };
                         format!(
@@ -425,7 +426,7 @@ impl SweepComparison {
             out.push(format!(
                 "too few to judge: {too_few} of {} points had too few requests to judge a p99 on \
                  its own tail (about 500 a side; a longer --benchmark-duration gives more); \
-                 their p50 and p90 rows, judged, are in --json",
+                 their p50 and p90 rows are in --json",
                 self.points.len()
             ));
         }

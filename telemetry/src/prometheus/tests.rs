@@ -249,11 +249,13 @@ fn a_page_past_the_sample_or_family_cap_keeps_the_first_and_says_so() {
     for i in 0..MAX_SAMPLES + over {
         page.push_str(&format!("vllm:num_requests_running{{i=\"{i}\"}} 1\n"));
     }
+    page.push_str("# TYPE other gauge\nother 1\n");
     let s = parse(&page);
-    let kept: usize = s.families.iter().map(|f| f.samples.len()).sum();
-    assert_eq!(kept, MAX_SAMPLES);
-    assert_eq!(s.skipped_lines, over);
+    assert_eq!(s.skipped_lines, over + 1);
     assert!(s.errors.iter().any(|e| e.kind == IssueKind::TooMany));
+    // The families the cap cut are left empty: part of a histogram's buckets would mislead.
+    assert_eq!(s.families.len(), 2);
+    assert!(s.families.iter().all(|f| f.samples.is_empty()));
     let mut page = String::new();
     for i in 0..MAX_FAMILIES + over {
         page.push_str(&format!("# TYPE family_{i} gauge\n"));
@@ -262,5 +264,9 @@ fn a_page_past_the_sample_or_family_cap_keeps_the_first_and_says_so() {
     let s = parse(&page);
     assert_eq!(s.families.len(), MAX_FAMILIES);
     assert_eq!(s.skipped_lines, over);
-    assert_eq!(s.families[0].samples.len(), 1, "a known family still takes samples");
+    assert_eq!(
+        s.families[0].samples.len(),
+        1,
+        "a known family still takes samples"
+    );
 }

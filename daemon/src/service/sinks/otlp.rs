@@ -30,6 +30,9 @@ pub struct OtlpSink {
     metrics: Arc<StatusMetrics>,
     /// Drops already added to the status metrics.
     drops_counted: AtomicU64,
+    /// The running config's workloads, once a schedule set them: a run of a workload a
+    /// reload took out, finishing after it, does not bring its last-run gauges back.
+    configured: Mutex<Option<std::collections::HashSet<String>>>,
 }
 
 impl OtlpSink {
@@ -54,6 +57,7 @@ impl OtlpSink {
                 labels: Mutex::default(),
                 metrics,
                 drops_counted: AtomicU64::new(0),
+                configured: Mutex::default(),
             }),
             Err(e) => {
                 tracing::error!("OTLP export off: {e}");
@@ -100,9 +104,12 @@ impl OtlpSink {
 
     /// Ends the last-run gauge series of workloads no longer in `config`.
     pub fn retain_workloads(&self, config: &Config) {
+        let names: std::collections::HashSet<String> =
+            config.workloads.iter().map(|w| w.name.clone()).collect();
         if let Some(exporter) = self.exporter.lock().unwrap().as_ref() {
-            exporter.retain_workloads(&|w| config.workloads.iter().any(|x| x.name == w));
+            exporter.retain_workloads(&|w| names.contains(w));
         }
+        *self.configured.lock().unwrap() = Some(names);
     }
 
     /// Adds the drops since the last call to `canaryd_export_drops_total`.
@@ -171,6 +178,12 @@ impl RunSink for OtlpSink {
             // another axis has none, and ends an earlier sweep's bracket.
             let none = [("passed", None), ("failed", None)];
             exporter.export_capacity(&labels, &s.capacity.as_ref().map_or(none, bracket));
+        }
+        // Counted and exported as it ran, but its workload is gone: its gauges end again.
+        if let Some(names) = self.configured.lock().unwrap().as_ref() {
+            if !names.contains(workload) {
+                exporter.retain_workloads(&|w| names.contains(w));
+            }
         }
         self.count_drops(exporter.dropped());
     }
