@@ -105,11 +105,27 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
         .expect("one shard at least");
     let same_boot = |a: &Raw, b: &Raw| a.boot.is_some() && a.boot == b.boot;
     let refr = &raw[reference];
+    // Each other host is placed once, by the wall clock of its earliest shard, and its other
+    // shards from that one on its monotonic clock: two shards of one host then keep their
+    // exact spacing however that host's wall clock stepped between them, and the bound
+    // between hosts (their wall clocks' errors) covers every pair.
+    let anchor = |x: &Raw| -> usize {
+        (0..raw.len())
+            .filter(|&i| same_boot(x, &raw[i]))
+            .min_by_key(|&i| raw[i].wall)
+            .unwrap_or(reference)
+    };
     let mut clocks: Vec<ShardClock> = raw
         .iter()
         .map(|x| {
             let (offset_ns, basis) = if same_boot(x, refr) {
                 (x.mono as i64 - refr.mono as i64, "monotonic")
+            } else if x.boot.is_some() {
+                let a = &raw[anchor(x)];
+                (
+                    (a.wall - refr.wall) + (x.mono as i64 - a.mono as i64),
+                    "wall_clock",
+                )
             } else {
                 (x.wall - refr.wall, "wall_clock")
             };
@@ -287,6 +303,27 @@ mod tests {
         let mut old = shard("a", 1_000, 0, Some(1));
         old.clock = None;
         assert!(align(&[old]).unwrap_err().contains("cannot be aligned"));
+    }
+
+    // Two shards of a host other than the earliest's: placed by one of them's wall clock, the
+    // other on the monotonic clock from it, so a wall-clock step between their mappings does
+    // not move them apart (the bound covers hosts, not a host's own shards).
+    #[test]
+    fn shards_of_another_host_keep_their_monotonic_spacing() {
+        let runs = [
+            shard("a", 1_000_000_000, 5_000_000_000, Some(1_000)),
+            shard("b", 2_000_000_000, 4_500_000_000, Some(1_000)),
+            // 0.25 ms later on b's monotonic clock; b's wall clock stepped 3 s meanwhile.
+            shard("b", 2_000_250_000, 7_500_000_000, Some(1_000)),
+        ];
+        let (a, clocks) = align(&runs).unwrap();
+        assert!((clocks[1].t0_offset_ms - 500.0).abs() < 1e-9, "{clocks:?}");
+        assert!(
+            (clocks[2].t0_offset_ms - clocks[1].t0_offset_ms - 0.25).abs() < 1e-9,
+            "{clocks:?}"
+        );
+        assert_eq!(clocks[2].offset_basis, "wall_clock");
+        assert_eq!(a.bound_ms, Some(2.004));
     }
 
     // A crafted summary's clock overflowed the arithmetic: a panic in debug builds, and in
