@@ -932,9 +932,11 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
     // Parts of a minute each: far from done when the kill comes.
     let shape = "isl = 16\nosl = 4\nbenchmark_duration = \"60s\"\nevery = \"1h\"\n\
                  slos = \"request_latency:60000\"\nmin_good_fraction = 0.5\n";
-    // Workloads on one target take turns: the sweep's target is the same server by another name.
+    // Workloads on one server take turns: the sweep's target, the same server by another
+    // name, lets its runs go at once.
     let extra = format!(
         "[targets.sim2]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         allow_concurrent_runs = true\n\
          [workloads.capacity]\ntarget = \"sim\"\nkind = \"capacity\"\nrequest_rate = 20\n\
          arrival_pattern = \"constant\"\n{shape}\
          [workloads.knee]\ntarget = \"sim2\"\nkind = \"sweep\"\nsweep_concurrency = [2, 4]\n\
