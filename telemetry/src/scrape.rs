@@ -159,7 +159,8 @@ impl ServerMetrics {
     }
 
     /// Scrapes now and, when `settle` is set, again every [`SETTLE_STEP`] until two scrapes
-    /// in a row count the same finished requests (at most [`SETTLE_TRIES`] more): a client
+    /// in a row count the same finished requests (at most [`SETTLE_TRIES`] more, within
+    /// [`SETTLE_BUDGET`]): a client
     /// sees a response end a moment before the server counts it, so a scrape taken just
     /// after the last response could miss it. `None` when the endpoint did not answer.
     pub async fn settled_scrape(&self, settle: bool) -> Option<ServerSample> {
@@ -167,9 +168,10 @@ impl ServerMetrics {
         if !settle {
             return Some(last);
         }
+        let deadline = tokio::time::Instant::now() + SETTLE_BUDGET;
         for _ in 0..SETTLE_TRIES {
             tokio::time::sleep(SETTLE_STEP).await;
-            let Ok(next) = self.scrape_now().await else {
+            let Ok(Ok(next)) = tokio::time::timeout_at(deadline, self.scrape_now()).await else {
                 return Some(last);
             };
             let same = next.requests_counted() == last.requests_counted();
@@ -260,6 +262,10 @@ impl ServerMetrics {
 pub const SETTLE_STEP: Duration = Duration::from_millis(25);
 /// Scrapes [`ServerMetrics::settled_scrape`] adds at most.
 pub const SETTLE_TRIES: usize = 8;
+/// How long [`ServerMetrics::settled_scrape`]'s added scrapes may take in all: a slow server
+/// whose count keeps changing must not hold a run's end (and a stopping daemon) for eight
+/// scrape timeouts.
+pub const SETTLE_BUDGET: Duration = Duration::from_secs(3);
 
 /// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
 /// URL is checked against the system's roots and `ca_bundle`, as a run's scrapes are.
