@@ -329,6 +329,16 @@ fn burstgpt_failed_rows() {
     assert_eq!(got, [(0, 3, 50), (1, 2, 0), (2, 4, 0), (3, 5, 60)]);
     assert_eq!((t.report.failed_skipped, t.report.failed_kept), (0, 2));
 
+    // A failed row with no request tokens either, as upstream's BurstGPT_1.csv has them
+    // (`1106,ChatGPT,0,0,0,Conversation log`): a failed row, not an invalid one that stops
+    // the load; sent, with a one-token prompt.
+    let zeros = format!("{text}1106,ChatGPT,0,0,0,Conversation log\n");
+    let t = parse("gen.csv", &zeros);
+    assert_eq!((t.report.failed_skipped, t.report.invalid_skipped), (3, 0));
+    let t = parse_with("gen.csv", &zeros, &opts).unwrap();
+    let failed = t.requests.iter().find(|r| r.line == 6).unwrap();
+    assert_eq!((failed.input_tokens, failed.output_tokens), (1, 0));
+
     // Every row failed: nothing to replay.
     let all_failed = format!("{BURSTGPT_HEADER}10,ChatGPT,100,0,100,Conversation log\n");
     let err = parse_with("gen.csv", &all_failed, &LoadOptions::default()).unwrap_err();

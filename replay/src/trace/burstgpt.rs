@@ -210,18 +210,23 @@ fn convert(
         "seconds",
         1_000_000,
     )?;
-    let input = row.length(
-        REQUEST,
-        &cell(row, record, cols.request, REQUEST)?,
-        false,
-        limit,
-    )?;
     let output = row.length(
         RESPONSE,
         &cell(row, record, cols.response, RESPONSE)?,
         true,
         limit,
     )?;
+    // A failed row (no response tokens) may have none in either: BurstGPT_1.csv upstream has
+    // rows like `1106,ChatGPT,0,0,0,Conversation log`. Skipped as failed, or sent with the
+    // one-token prompt, the least a prompt holds.
+    let input = row
+        .length(
+            REQUEST,
+            &cell(row, record, cols.request, REQUEST)?,
+            output == 0,
+            limit,
+        )?
+        .max(1);
     let session = match cols
         .session
         .and_then(|i| record.get(i))
