@@ -9,7 +9,7 @@ mod summary;
 
 pub use diagnosis::Diagnosis;
 
-pub use records::{KernelParts, Records, Request, Telemetry};
+pub use records::{KernelParts, Records, Request, Telemetry, MAX_REQUESTS};
 pub use summary::{utc, Summary};
 
 use crate::error::{io, ReportError};

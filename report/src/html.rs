@@ -29,7 +29,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-se
 main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}
-p.lead{color:#555;margin:0 0 12px}p.note{color:#666;font-size:12px;margin:4px 6px}
+p.lead{color:#555;margin:0 0 12px}p.note{color:#666;font-size:12px;margin:4px 6px}p.warn{color:#8a4b00;background:#fff4e0;padding:6px 8px;margin:0 0 10px}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:12px}
 figure.chart{background:#fff;border:1px solid #e2e4e8;border-radius:6px;margin:0 0 12px;padding:8px}
 figure.chart figcaption{font-size:13px;margin:0 4px 4px}

@@ -137,6 +137,9 @@ pub struct Records {
     pub requests: Vec<Request>,
     /// A sentence per line left out (a last line cut short by a process that died).
     pub notes: Vec<String>,
+    /// Records past [`MAX_REQUESTS`], read but not kept: the figures drawn are the first
+    /// ones'.
+    pub left_out: u64,
 }
 
 /// Longest line read: a record with every chunk gap of a long answer is well under it.
@@ -199,6 +202,7 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
             }
         }
     }
+    out.left_out = left_out;
     if left_out > 0 {
         out.notes.push(format!(
             "{}: the first {most} records are drawn and counted here, the last {left_out} \
@@ -339,6 +343,7 @@ mod tests {
         std::fs::write(&path, lines).unwrap();
         let r = read_at_most(&path, 4).unwrap();
         assert_eq!(r.requests.len(), 4);
+        assert_eq!(r.left_out, 6);
         assert_eq!(r.requests[3].sent_ms, 3.0);
         assert!(
             r.notes[0].contains("the first 4 records are drawn and counted here, the last 6"),

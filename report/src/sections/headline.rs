@@ -52,7 +52,21 @@ pub fn render(run: &Run) -> String {
             format!("goodput against {slos}"),
         ));
     }
-    let mut html = String::from("<div class=\"tiles\">");
+    let mut html = String::new();
+    let left_out = run.records.left_out;
+    if left_out > 0 {
+        // Said first: every figure below is of the run's start, not of the run.
+        html.push_str(&format!(
+            "<p class=\"warn\">Drawn from the first {} records of records.jsonl only: {} \
+             more were left out (a report draws at most {}). The counts, rates and \
+             percentiles below are of those first requests; summary.json has the whole \
+             run's.</p>\n",
+            num(run.records.requests.len() as f64),
+            num(left_out as f64),
+            num(crate::artifacts::MAX_REQUESTS as f64)
+        ));
+    }
+    html.push_str("<div class=\"tiles\">");
     for (value, what) in tiles {
         html.push_str(&format!(
             "<div class=\"tile\"><b>{}</b><span>{}</span></div>",
@@ -89,9 +103,13 @@ pub fn latency_table(run: &Run) -> String {
     let mut head = vec!["metric", "count", "mean"];
     head.extend(PERCENTILES.iter().map(|p| p.0));
     let mut html = table("latency", &head, &rows);
-    html.push_str(
+    html.push_str(if run.records.left_out > 0 {
+        "<p class=\"note\">Exact over the completed, measured requests drawn (the first \
+         records of records.jsonl, see above; nearest-rank percentiles, warm-up left \
+         out).</p>\n"
+    } else {
         "<p class=\"note\">Exact: from every completed, measured request in records.jsonl \
-         (nearest-rank percentiles, warm-up left out).</p>\n",
-    );
+         (nearest-rank percentiles, warm-up left out).</p>\n"
+    });
     html
 }
