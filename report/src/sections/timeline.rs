@@ -84,6 +84,10 @@ pub fn render(run: &Run, prefix: &str) -> Result<String, ReportError> {
     Ok(html)
 }
 
+/// Values a bucket needs for its p99 to be drawn: with fewer, the nearest-rank p99 is the
+/// maximum, already the band's top.
+const P99_MIN: usize = 100;
+
 /// Adds `points` as dots when few, else as per-bucket bands (minimum to maximum) with the
 /// median and p99 lines; returns a sentence saying which.
 pub fn series(
@@ -110,14 +114,32 @@ pub fn series(
         Colour::nth(colour),
         Mark::Line(b.iter().map(|b| (mid(b), b.p50)).collect()),
     );
-    plot.layer(
-        &format!("{name} p99"),
-        Colour::nth(colour + 1),
-        Mark::Line(b.iter().map(|b| (mid(b), b.p99)).collect()),
-    );
+    // A nearest-rank p99 of under 100 values is the bucket's maximum: not drawn as a p99.
+    let p99: Vec<(f64, f64)> = b
+        .iter()
+        .filter(|b| b.count >= P99_MIN)
+        .map(|b| (mid(b), b.p99))
+        .collect();
+    let p99_said = match p99.len() {
+        0 => format!("no bucket holds {P99_MIN} requests, so no p99 line"),
+        n if n == b.len() => "the p99 line each bucket's p99".to_string(),
+        n => format!(
+            "the p99 line each bucket's p99 where it holds {P99_MIN} requests or more ({n} of \
+             {})",
+            b.len()
+        ),
+    };
+    if !p99.is_empty() {
+        plot.layer(
+            &format!("{name} p99"),
+            Colour::nth(colour + 1),
+            Mark::Line(p99),
+        );
+    }
     format!(
         "{} requests folded into {} time buckets of {} s: the band spans each bucket's \
-         minimum to maximum (exact), the lines its median and p99.",
+         minimum to maximum (exact), the line through it its median; {p99_said} (below 100 \
+         values a p99 is the maximum).",
         num(points.len() as f64),
         BUCKETS,
         num((t1 - t0) / BUCKETS as f64)
