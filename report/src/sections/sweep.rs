@@ -38,6 +38,9 @@ pub struct Point {
     pub error_rate: f64,
     /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
     pub gpus: Option<u64>,
+    /// A signal cut its run short (every run's, for a mean): its figures are partial, so it
+    /// is neither the knee's nor the front's evidence, as in `sweep.json`.
+    pub cut_short: bool,
 }
 
 impl Point {
@@ -67,6 +70,11 @@ impl Point {
                 .as_ref()
                 .and_then(|s| s.doc.get("gpu")?.get("gpus")?.as_u64())
                 .filter(|&n| n > 0),
+            cut_short: run
+                .summary
+                .as_ref()
+                .and_then(|s| s.doc.get("interrupted")?.as_bool())
+                == Some(true),
         }
     }
 
@@ -84,6 +92,7 @@ impl Point {
             e2e_p99: mean(|p| p.e2e_p99),
             error_rate: mean(|p| p.error_rate),
             gpus: runs.first().and_then(|p| p.gpus),
+            cut_short: runs.iter().all(|p| p.cut_short),
         }
     }
 
@@ -101,9 +110,15 @@ impl Point {
 pub fn knee(points: &[Point]) -> Option<usize> {
     let steps: Vec<LoadStep> = points
         .iter()
-        .map(|p| LoadStep {
-            throughput: p.throughput,
-            ttft_p99_ms: p.ttft_p99,
+        .map(|p| match p.cut_short {
+            true => LoadStep {
+                throughput: f64::NAN,
+                ttft_p99_ms: f64::NAN,
+            },
+            false => LoadStep {
+                throughput: p.throughput,
+                ttft_p99_ms: p.ttft_p99,
+            },
         })
         .collect();
     canary_core::series::knee(&steps)
@@ -114,9 +129,15 @@ pub fn knee(points: &[Point]) -> Option<usize> {
 pub fn pareto(points: &[Point]) -> Vec<usize> {
     let rates: Vec<TokenRates> = points
         .iter()
-        .map(|p| TokenRates {
-            per_gpu: p.per_gpu(points),
-            per_user: p.tokens_per_user,
+        .map(|p| match p.cut_short {
+            true => TokenRates {
+                per_gpu: f64::NAN,
+                per_user: f64::NAN,
+            },
+            false => TokenRates {
+                per_gpu: p.per_gpu(points),
+                per_user: p.tokens_per_user,
+            },
         })
         .collect();
     canary_core::series::pareto(&rates)
@@ -298,6 +319,7 @@ mod tests {
             e2e_p99: ttft_p99 * 4.0,
             error_rate: 0.0,
             gpus: None,
+            cut_short: false,
         }
     }
 
@@ -316,6 +338,12 @@ mod tests {
         assert_eq!(knee(&s[..3]), None);
         // Latency up but throughput still growing: not a knee.
         assert_eq!(knee(&[p(10.0, 50.0, 1.0), p(20.0, 100.0, 1.0)]), None);
+        // The plateau's first run cut short by a signal: its partial figures are not the
+        // knee's evidence (as sweep.json leaves such a point out), nor on the front.
+        let mut cut = s[..4].to_vec();
+        cut[3].cut_short = true;
+        assert_eq!(knee(&cut), None);
+        assert!(!pareto(&cut).contains(&3));
     }
 
     #[test]
