@@ -148,3 +148,31 @@ fn digests_of_the_real_traces_are_what_they_were_with_vec_ids() {
         assert_eq!(trace::digest(&t), want, "{name}");
     }
 }
+
+// Inputs scale with their blocks: the real Bailian row's 16-token blocks at 0.05 become
+// 1-token blocks (0.8, rounded up to the least), so its 502 input tokens become 32 (one per
+// block), 0.064 of them where outputs get 0.05. The selection says which factor inputs got.
+#[test]
+fn the_input_factor_scaling_gave_is_said_when_blocks_round_it() {
+    let path = Path::new(TRACES).join("bailian_documented_row.jsonl");
+    let t = trace::load(&path, &LoadOptions::default()).unwrap();
+    let sel = Selection {
+        scale_lengths: Some(0.05),
+        ..Selection::default()
+    };
+    let (t, report) = t.select(&sel).unwrap();
+    assert_eq!(t.requests.get(0).unwrap().input_tokens, 32);
+    let eff = report.input_scale_effective.unwrap();
+    assert!((eff - 32.0 / 502.0).abs() < 1e-12, "{eff}");
+    // Mooncake's 512-token blocks scale closely.
+    let path = Path::new(TRACES).join("mooncake_conversation_first2000.jsonl");
+    let t = trace::load(&path, &LoadOptions::default()).unwrap();
+    let (_, report) = t.select(&sel).unwrap();
+    let eff = report.input_scale_effective.unwrap();
+    assert!((eff / 0.05 - 1.0).abs() < 0.01, "{eff}");
+    // Without scaling, nothing to say.
+    let path = Path::new(TRACES).join("bailian_documented_row.jsonl");
+    let t = trace::load(&path, &LoadOptions::default()).unwrap();
+    let (_, report) = t.select(&Selection::default()).unwrap();
+    assert_eq!(report.input_scale_effective, None);
+}

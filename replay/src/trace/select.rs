@@ -137,6 +137,12 @@ pub struct SelectionReport {
     pub input_capped: u64,
     /// Requests whose output was capped by `max_output_tokens`.
     pub output_capped: u64,
+    /// With `scale_lengths`: the input tokens kept over those of the trace (before the
+    /// caps), which can differ from the factor asked for. Inputs scale with their blocks
+    /// (each row keeps its block count), so a block size the factor rounds (16 × 0.05 = 0.8,
+    /// taken as 1) scales them by another factor than outputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_scale_effective: Option<f64>,
 }
 
 impl Trace {
@@ -237,6 +243,7 @@ impl Trace {
             || sel.max_input_tokens.is_some()
             || sel.max_output_tokens.is_some();
         let mut over = None;
+        let (mut inputs_before, mut inputs_scaled) = (0u64, 0u64);
         for i in 0..rows.len() {
             let r = rows.row(i);
             let before = (r.input_tokens(), r.output_tokens());
@@ -245,6 +252,8 @@ impl Trace {
                 rows.update(i, |r| {
                     if let (Some(f), Some(bs)) = (sel.scale_lengths, scaled_block) {
                         scale(r, f, bs);
+                        inputs_before += u64::from(before.0);
+                        inputs_scaled += u64::from(r.input_tokens);
                     }
                     if let Some(cap) = sel.max_input_tokens {
                         if r.input_tokens > cap {
@@ -292,6 +301,9 @@ impl Trace {
         // What was dropped gives its memory back (a window of a big trace would otherwise
         // keep the whole trace's pages for the run).
         rows.shrink_to_fit();
+        if inputs_before > 0 {
+            report.input_scale_effective = Some(inputs_scaled as f64 / inputs_before as f64);
+        }
         report.requests_out = rows.len() as u64;
         self.report.requests = report.requests_out;
         Ok((self, report))
