@@ -274,9 +274,18 @@ fn scale_prompt(
     if r.hash_ids.is_empty() {
         return (input as u32, Vec::new(), input < wanted);
     }
+    // The copy of the prefix trees a row uses: per session when it has one, so a follow-up
+    // turn, which holds its parent's blocks, stays on its conversation's copy and still hits
+    // the cache; per row otherwise.
     let root = match s.prefix_root_multiplier {
         1 => 0,
-        n => (splitmix64(s.seed ^ splitmix64(u64::from(r.index))) % u64::from(n)) as u32,
+        n => {
+            let key = match r.session {
+                Some(session) => splitmix64(session ^ 0x5e55_1017),
+                None => splitmix64(u64::from(r.index)),
+            };
+            (splitmix64(s.seed ^ key) % u64::from(n)) as u32
+        }
     };
     let source = r.hash_ids.to_vec();
     let blocks = input.div_ceil(bs);
@@ -333,4 +342,52 @@ fn write_row(out: &mut impl Write, r: &TraceRequest, w: &Written<'_>) -> std::io
     }
     serde_json::to_writer(&mut *out, &row)?;
     out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A follow-up turn holds its parent's blocks: with several prefix roots it must land on
+    // its conversation's copy, or its history no longer hits the cache. Rows without a
+    // session are spread over the copies, one each.
+    #[test]
+    fn turns_of_one_session_share_a_prefix_root() {
+        let s = Synthesis {
+            prefix_root_multiplier: 8,
+            seed: 3,
+            ..Synthesis::default()
+        };
+        let turn = |index: u32, session: Option<u64>, blocks: u64| {
+            TraceRequest::new(
+                index,
+                index + 1,
+                0,
+                session,
+                index,
+                (blocks * 16) as u32,
+                4,
+                (0..blocks).collect(),
+                16,
+            )
+        };
+        let prefix_ids = |r: &TraceRequest, ids: &mut HashMap<BlockKey, u64>| {
+            let scaled = ScaledInput {
+                prefix_blocks: 2,
+                scaled_prefix: 32,
+                wanted: u64::from(r.input_tokens),
+                capped: u64::from(r.input_tokens),
+            };
+            scale_prompt(r, &s, 16, scaled, ids).1[..2].to_vec()
+        };
+        let mut ids = HashMap::new();
+        for session in 0..20 {
+            let first = prefix_ids(&turn(2 * session, Some(u64::from(session)), 2), &mut ids);
+            let second = prefix_ids(&turn(2 * session + 1, Some(u64::from(session)), 3), &mut ids);
+            assert_eq!(first, second, "session {session}");
+        }
+        let spread: std::collections::HashSet<Vec<u64>> =
+            (100..140).map(|i| prefix_ids(&turn(i, None, 2), &mut ids)).collect();
+        assert!(spread.len() > 1, "rows without a session use several copies");
+    }
 }
