@@ -185,6 +185,17 @@ pub fn synthesize(
                 ),
             });
         }
+        if r.output_tokens == 0 {
+            // A failed BurstGPT row kept (`--burstgpt-failed send`): the written trace has no
+            // way to say so, and reading it back would refuse the row.
+            return Err(SynthesisError::Row {
+                line,
+                reason: "a failed row (0 output tokens, kept by --burstgpt-failed send): the \
+                         synthesized trace cannot hold it; synthesize with --burstgpt-failed \
+                         skip"
+                    .into(),
+            });
+        }
         // Refused before its blocks are built: a multiplier of 1e6 would otherwise ask for
         // millions of block ids per row.
         let input = scaled_input(&r, s, block, &uses);
