@@ -338,6 +338,17 @@ fn burstgpt_failed_rows() {
     let t = parse_with("gen.csv", &zeros, &opts).unwrap();
     let failed = t.requests.iter().find(|r| r.line == 6).unwrap();
     assert_eq!((failed.input_tokens, failed.output_tokens), (1, 0));
+    // A kept failed row cannot be synthesized: refused, naming it, rather than failing on
+    // the written trace read back.
+    let e = canary_replay::synthesize(
+        &t,
+        &canary_replay::Synthesis::default(),
+        u32::MAX,
+        &mut Vec::new(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("a failed row (0 output tokens"), "{e}");
 
     // Every row failed: nothing to replay.
     let all_failed = format!("{BURSTGPT_HEADER}10,ChatGPT,100,0,100,Conversation log\n");
