@@ -170,7 +170,7 @@ mod tests {
             label: "generated".into(),
             records: Records {
                 requests,
-                notes: Vec::new(),
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -394,11 +394,18 @@ mod tests {
         let mut ids = HashMap::new();
         for session in 0..20 {
             let first = prefix_ids(&turn(2 * session, Some(u64::from(session)), 2), &mut ids);
-            let second = prefix_ids(&turn(2 * session + 1, Some(u64::from(session)), 3), &mut ids);
+            let second = prefix_ids(
+                &turn(2 * session + 1, Some(u64::from(session)), 3),
+                &mut ids,
+            );
             assert_eq!(first, second, "session {session}");
         }
-        let spread: std::collections::HashSet<Vec<u64>> =
-            (100..140).map(|i| prefix_ids(&turn(i, None, 2), &mut ids)).collect();
-        assert!(spread.len() > 1, "rows without a session use several copies");
+        let spread: std::collections::HashSet<Vec<u64>> = (100..140)
+            .map(|i| prefix_ids(&turn(i, None, 2), &mut ids))
+            .collect();
+        assert!(
+            spread.len() > 1,
+            "rows without a session use several copies"
+        );
     }
 }
