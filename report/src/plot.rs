@@ -237,8 +237,15 @@ impl Plot {
         })?;
         let mut legend = String::new();
         for l in &self.layers {
+            // The swatch as the mark is drawn: a band or a span as translucent as on the
+            // chart, so a band and the line through it in one colour are told apart.
+            let opacity = match l.mark {
+                Mark::Band(_) => ";opacity:0.25",
+                Mark::Span(..) => ";opacity:0.18",
+                _ => "",
+            };
             legend.push_str(&format!(
-                "<span class=\"key\"><i style=\"background:{}\"></i>{}</span>",
+                "<span class=\"key\"><i style=\"background:{}{opacity}\"></i>{}</span>",
                 l.colour.hex(),
                 esc(&l.name)
             ));
