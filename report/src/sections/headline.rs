@@ -18,11 +18,19 @@ pub const PERCENTILES: [(&str, f64); 5] = [
 /// Tiles of counts and rates, then the latency table.
 pub fn render(run: &Run) -> String {
     let f = run.figures();
+    // A rate over no request the target was sent (every one cancelled, or canaryd's own
+    // failure) is no rate: not a clean 0 %.
+    let judged = f.requests - f.client_errors - f.cancelled;
+    let share = |x: f64| if judged > 0 { pct(x) } else { "–".to_string() };
     let mut tiles = vec![
         (num(f.requests as f64), "requests".to_string()),
         (
-            format!("{} ({})", num(f.errors as f64), pct(f.error_rate)),
-            "errors (rate of the target's)".to_string(),
+            format!("{} ({})", num(f.errors as f64), share(f.error_rate)),
+            if judged > 0 {
+                "errors (rate of the target's)".to_string()
+            } else {
+                "errors (no request reached the target: no rate)".to_string()
+            },
         ),
         (
             rate(f.request_throughput, "req/s"),
@@ -48,7 +56,7 @@ pub fn render(run: &Run) -> String {
             .and_then(|s| s.goodput_slos())
             .unwrap_or_default();
         tiles.push((
-            format!("{} ({})", rate(g, "req/s"), pct(frac)),
+            format!("{} ({})", rate(g, "req/s"), share(frac)),
             format!("goodput against {slos}"),
         ));
     }
