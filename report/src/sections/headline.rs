@@ -45,6 +45,16 @@ pub fn render(run: &Run) -> String {
             "first send to last end".into(),
         ),
     ];
+    if f.cancelled > 0 {
+        // Neither completed nor the target's errors: said, so the tiles add up.
+        tiles.insert(
+            2,
+            (
+                num(f.cancelled as f64),
+                "cancelled by canaryd on purpose".to_string(),
+            ),
+        );
+    }
     if let Some(why) = &f.rate_unavailable {
         tiles.push(("no rates".into(), why.clone()));
     }
