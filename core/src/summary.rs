@@ -183,11 +183,13 @@ impl Aggregator {
             a.requests_with_usage += 1;
             if let Some(p) = u.prompt_tokens {
                 let want = r.prompt_tokens_synthesized.unwrap_or(r.input_tokens);
+                a.prompt_compared += 1;
                 a.prompt_exact += (p == want) as u64;
                 a.prompt_delta_sum += p as i64 - want as i64;
             }
             match u.completion_tokens {
                 Some(c) if r.completion_plausible(c) => {
+                    a.completion_compared += 1;
                     a.completion_exact += (c == r.output_tokens) as u64;
                     a.completion_delta_sum += c as i64 - r.output_tokens as i64;
                 }
@@ -409,6 +411,13 @@ pub struct TokenAgreement {
     pub completion_exact: u64,
     /// Sum of `completion_tokens - requested`.
     pub completion_delta_sum: i64,
+    /// Requests with a `prompt_tokens`: those `prompt_delta_sum` is over (its mean's
+    /// denominator).
+    #[serde(default)]
+    pub prompt_compared: u64,
+    /// Requests with a plausible `completion_tokens`: those `completion_delta_sum` is over.
+    #[serde(default)]
+    pub completion_compared: u64,
     /// Requests whose `completion_tokens` could not be theirs (none for a stream that carried
     /// tokens, or more than the chunk cap allows): their chunks were counted instead, and
     /// they are left out of the two figures above.
@@ -632,6 +641,8 @@ mod tests {
         assert_eq!(s.total_output_tokens, 3 + 3 + 40);
         let a = &s.token_agreement;
         assert_eq!((a.completion_implausible, a.completion_delta_sum), (2, 36));
+        // The mean delta is over the one count compared, not the three with usage.
+        assert_eq!((a.completion_compared, a.prompt_compared), (1, 3));
     }
 
     // Issue 16, item 4: one-token outputs were counted as ITL misses.

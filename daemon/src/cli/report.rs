@@ -268,14 +268,15 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
     }
     if token_counts {
         let a = &s.token_agreement;
-        let n = a.requests_with_usage.max(1) as f64;
+        // Each mean over the requests that gave that count.
+        let mean = |sum: i64, n: u64| sum as f64 / n.max(1) as f64;
         outln!(
             "server token counts ({} requests with usage): prompt exact {}, mean delta {:+.1}; completion exact {}, mean delta {:+.1}{}",
             a.requests_with_usage,
             a.prompt_exact,
-            a.prompt_delta_sum as f64 / n,
+            mean(a.prompt_delta_sum, a.prompt_compared),
             a.completion_exact,
-            a.completion_delta_sum as f64 / n,
+            mean(a.completion_delta_sum, a.completion_compared),
             if a.completion_implausible > 0 {
                 format!(
                     "; {} implausible completion counts (chunks counted instead)",
