@@ -492,20 +492,9 @@ fn runs_verdict(
     let ratio = if ma != 0.0 { delta / ma } else { f64::INFINITY };
     let why_not = if w.p_value >= RUNS_ALPHA || delta == 0.0 {
         Some("not significant".to_string())
-    } else if unit != "fraction" && ratio.abs() < rules.min_shift {
-        Some(format!(
-            "change {:.1} % under {} %",
-            ratio.abs() * 100.0,
-            rules.min_shift * 100.0
-        ))
-    } else if unit == "ms" && delta.abs() < rules.min_shift_ms {
-        Some(format!(
-            "change {:.3} ms under {} ms",
-            delta.abs(),
-            rules.min_shift_ms
-        ))
     } else {
-        None
+        let relative = (unit != "fraction").then_some(ratio);
+        under_floors("change", relative, (unit == "ms").then_some(delta), rules)
     };
     let trend = match why_not {
         Some(_) => Trend::Steady,
@@ -523,6 +512,27 @@ fn runs_verdict(
             p_text(w.p_value)
         ),
     }
+}
+
+/// Which of the rule's floors holds a change (`what`) back: under `min_shift` of A's figure
+/// (`ratio`, when the relative floor applies), or under `min_shift_ms` (`delta_ms`, for a
+/// latency); `None` when it passes both.
+fn under_floors(
+    what: &str,
+    ratio: Option<f64>,
+    delta_ms: Option<f64>,
+    rules: &ShiftRules,
+) -> Option<String> {
+    if let Some(r) = ratio.filter(|r| r.abs() < rules.min_shift) {
+        return Some(format!(
+            "{what} {:.1} % under {} %",
+            r.abs() * 100.0,
+            rules.min_shift * 100.0
+        ));
+    }
+    delta_ms
+        .filter(|d| d.abs() < rules.min_shift_ms)
+        .map(|d| format!("{what} {:.3} ms under {} ms", d.abs(), rules.min_shift_ms))
 }
 
 /// Values each side needs beyond a percentile, and within it, for [`quantile_verdict`]'s
@@ -575,20 +585,8 @@ fn quantile_verdict(a: &[f64], b: &[f64], name: &str, q: f64, rules: &ShiftRules
         Some("not significant".to_string())
     } else if delta == 0.0 || (delta > 0.0) != (z > 0.0) {
         Some(format!("the {name} itself did not move that way"))
-    } else if ratio.abs() < rules.min_shift {
-        Some(format!(
-            "{name} shift {:.1} % under {} %",
-            ratio.abs() * 100.0,
-            rules.min_shift * 100.0
-        ))
-    } else if delta.abs() < rules.min_shift_ms {
-        Some(format!(
-            "{name} shift {:.3} ms under {} ms",
-            delta.abs(),
-            rules.min_shift_ms
-        ))
     } else {
-        None
+        under_floors(&format!("{name} shift"), Some(ratio), Some(delta), rules)
     };
     let trend = match why_not {
         Some(_) => Trend::Steady,
