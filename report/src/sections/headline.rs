@@ -21,7 +21,13 @@ pub fn render(run: &Run) -> String {
     // A rate over no request the target was sent (every one cancelled, or canaryd's own
     // failure) is no rate: not a clean 0 %.
     let judged = f.requests - f.client_errors - f.cancelled;
-    let share = |x: f64| if judged > 0 { pct(x) } else { "–".to_string() };
+    let share = |x: f64| {
+        if judged > 0 {
+            pct(x)
+        } else {
+            "–".to_string()
+        }
+    };
     let mut tiles = vec![
         (num(f.requests as f64), "requests".to_string()),
         (
