@@ -309,6 +309,18 @@ mod tests {
         }
     }
 
+    /// The next request on [`one_request`]'s connection: sent at 20 ms, its token at 25 ms.
+    fn reused_span() -> RequestSpan {
+        RequestSpan {
+            sent_ns: 20_000_000,
+            end_ns: 26_000_000,
+            first_token_ns: Some(25_000_500),
+            chunk_reads_ns: vec![25_000_500],
+            new_connection: false,
+            ..span()
+        }
+    }
+
     #[test]
     fn splits_ttft_into_parts_that_add_up() {
         let t = one_request().timing(&span()).unwrap();
@@ -369,14 +381,7 @@ mod tests {
         let mut data = ev(25_000_000, EventKind::Data, 0, 0, 900);
         data.total_retrans = 2;
         log.push(data);
-        let s = RequestSpan {
-            sent_ns: 20_000_000,
-            end_ns: 26_000_000,
-            first_token_ns: Some(25_000_500),
-            chunk_reads_ns: vec![25_000_500],
-            new_connection: false,
-            ..span()
-        };
+        let s = reused_span();
         let t = log.timing(&s).unwrap();
         assert_eq!(t.bytes_received, Some(380));
         assert_eq!(t.bytes_sent, Some(650));
@@ -406,14 +411,7 @@ mod tests {
         log.release(C, 11_050_000);
         log.push(ev(20_000_100, EventKind::Send, 0, 650, 520));
         log.push(ev(25_000_000, EventKind::Data, 0, 0, 900));
-        let s = RequestSpan {
-            sent_ns: 20_000_000,
-            end_ns: 26_000_000,
-            first_token_ns: Some(25_000_500),
-            chunk_reads_ns: vec![25_000_500],
-            new_connection: false,
-            ..span()
-        };
+        let s = reused_span();
         let t = log.timing(&s).unwrap();
         assert_eq!((t.bytes_received, t.retransmits), (None, None), "{t:?}");
         assert_eq!(t.bytes_sent, Some(650));

@@ -181,6 +181,14 @@ impl Run {
     }
 }
 
+/// The diagnosis's `network_mean` evidence.
+fn network_mean(d: &Diagnosis) -> &Evidence {
+    d.evidence
+        .iter()
+        .find(|e| e.name == "network_mean")
+        .unwrap()
+}
+
 fn finding(d: &Diagnosis, c: Bottleneck) -> &Finding {
     d.findings.iter().find(|f| f.class == c).unwrap()
 }
@@ -305,11 +313,7 @@ fn a_gap_the_server_does_not_see_is_network() {
     r.telemetry.client_cpu = Some(quiet_client());
     let d = r.diagnose();
     assert_eq!(d.class, Bottleneck::Network, "{d:#?}");
-    let net = d
-        .evidence
-        .iter()
-        .find(|e| e.name == "network_mean")
-        .unwrap();
+    let net = network_mean(&d);
     assert_eq!(net.value, 105.0);
     // Without the kernel's read delay the gap also holds canaryd's own: a bound.
     assert_eq!(net.kind, FigureKind::Bound);
@@ -320,11 +324,7 @@ fn a_gap_the_server_does_not_see_is_network() {
         ..Default::default()
     });
     let d = r.diagnose();
-    let net = d
-        .evidence
-        .iter()
-        .find(|e| e.name == "network_mean")
-        .unwrap();
+    let net = network_mean(&d);
     assert!((net.value - 104.6).abs() < 1e-9);
     assert_eq!(d.confidence, Confidence::High);
     // First tokens the kernel stamped on arrival: their TTFT ends before canaryd's read,
@@ -332,14 +332,7 @@ fn a_gap_the_server_does_not_see_is_network() {
     r.rx.requests = 100;
     r.rx.first_token
         .extend([("kernel".to_string(), 75), ("userspace".to_string(), 25)]);
-    let net_of = |r: &Run| {
-        r.diagnose()
-            .evidence
-            .iter()
-            .find(|e| e.name == "network_mean")
-            .unwrap()
-            .value
-    };
+    let net_of = |r: &Run| network_mean(&r.diagnose()).value;
     assert!((net_of(&r) - 104.9).abs() < 1e-9, "{}", net_of(&r));
     r.rx.first_token.clear();
     r.rx.first_token.insert("kernel".to_string(), 100);
@@ -347,11 +340,7 @@ fn a_gap_the_server_does_not_see_is_network() {
     // Stamped and without eBPF: nothing to take out, and the figure is not a bound.
     r.telemetry.kernel = None;
     let d = r.diagnose();
-    let net = d
-        .evidence
-        .iter()
-        .find(|e| e.name == "network_mean")
-        .unwrap();
+    let net = network_mean(&d);
     assert_eq!((net.value, net.kind), (105.0, FigureKind::Estimate));
 }
 
