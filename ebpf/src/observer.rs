@@ -207,13 +207,14 @@ impl Observer for KernelObserver {
                 && kernel.requests_unseen > 0
                 && kernel.events == 0
             {
-                // Loaded and attached, yet blind to this process: the programs filter on
-                // canaryd's pid as the kernel knows it, which a PID namespace (a container
-                // without the host's) hides from canaryd.
+                // Loaded and attached, yet blind to this process. The programs know canaryd
+                // by its pid in its own PID namespace, found through /proc/self/ns/pid;
+                // without /proc they fall back to the host's numbering, which a container's
+                // namespace hides.
                 SourceState::unavailable(format!(
                     "the socket programs attached but saw none of the run's {} requests ({} \
-                     events): in a PID namespace the kernel knows canaryd by another pid; run \
-                     it in the host's (hostPID, or outside the container)",
+                     events); if /proc is not mounted in canaryd's PID namespace, the \
+                     programs knew canaryd by a pid the kernel does not give it",
                     kernel.requests_unseen, kernel.events
                 ))
             } else {

@@ -57,18 +57,36 @@ impl std::fmt::Debug for Tracer {
     }
 }
 
+/// This process's PID namespace as `bpf_get_ns_current_pid_tgid` names it: the device of
+/// `/proc/self/ns/pid` in the kernel's own encoding (major << 20 | minor; `stat` gives the
+/// userspace one, which differs once the minor passes 255) and its inode.
+fn own_pid_namespace() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?;
+    let dev = ns.dev();
+    let kernel_dev = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
+    Some((kernel_dev, ns.ino()))
+}
+
 impl Tracer {
     /// Loads and attaches the programs, tracking the TCP connections that process `tgid`
-    /// opens from now on.
+    /// opens from now on; `tgid` as this process's PID namespace numbers it
+    /// (`std::process::id()` for this process), so a container without the host's PID
+    /// namespace is followed as well.
     pub fn start(tgid: u32) -> Result<Tracer, Unavailable> {
         let object = PROGRAMS.map_err(Unavailable::NotBuilt)?;
         if !Path::new(KERNEL_BTF).exists() {
             return Err(Unavailable::NoBtf("the file does not exist".into()));
         }
         let btf = Btf::from_sys_fs().map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        // Without /proc the programs compare the pid as the initial namespace numbers it,
+        // which is right outside a container.
+        let (pidns_dev, pidns_ino) = own_pid_namespace().unwrap_or((0, 0));
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("target_tgid", &tgid, true)
+            .override_global("target_pidns_dev", &pidns_dev, true)
+            .override_global("target_pidns_ino", &pidns_ino, true)
             .load(object)
             .map_err(|e| classify(&e))?;
         for (name, tracepoint) in ATTACHMENTS {

@@ -25,8 +25,20 @@ fn cookie(fd: &impl AsRawFd) -> u64 {
     cookie
 }
 
+/// Set when `in_its_own_pid_namespace_it_still_follows_its_own_connections` runs the test
+/// below as the first process of a new PID namespace.
+const IN_PID_NAMESPACE: &str = "CANARY_EBPF_TEST_IN_PID_NAMESPACE";
+
 #[test]
 fn follows_own_connection_by_cookie() {
+    if std::env::var_os(IN_PID_NAMESPACE).is_some() {
+        // Proof that it runs where the kernel knows it by another pid than its own.
+        assert_eq!(
+            std::process::id(),
+            1,
+            "not the first process of a new PID namespace"
+        );
+    }
     let Some(mut tracer) = tracer_or_skip() else {
         return;
     };
@@ -136,4 +148,38 @@ fn follows_own_connection_by_cookie() {
     // The 200 ms pause was the peer's, between the two arrivals: it must not show up as delay
     // of ours in reading the second part.
     assert!(t.chunk_delay_p99_ms.unwrap() < 200.0, "{t:?}");
+}
+
+/// A container without the host's PID namespace: the programs must still know canaryd's
+/// connections (they compare the pid as canaryd's own namespace numbers it). The test above
+/// runs again as the first process of a new PID namespace (`unshare --pid --fork`, util-linux).
+#[test]
+fn in_its_own_pid_namespace_it_still_follows_its_own_connections() {
+    if std::env::var_os(IN_PID_NAMESPACE).is_some() {
+        return;
+    }
+    let Some(tracer) = tracer_or_skip() else {
+        return;
+    };
+    drop(tracer);
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--"])
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "load::follows_own_connection_by_cookie",
+            "--nocapture",
+        ])
+        .env(IN_PID_NAMESPACE, "1")
+        .output()
+        .expect("run unshare (util-linux)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    // It ran, and passed: not filtered away, not skipped.
+    assert!(text.contains("1 passed"), "{text}");
+    assert!(!text.contains("SKIP"), "{text}");
 }

@@ -8,7 +8,8 @@
  * other socket on the host costs one socket-storage lookup (a pointer test when the socket has
  * no storage at all) and is dropped in the kernel. The pid is only used in connect, which runs
  * in the caller's context: data arrives in softirq context, where the current task is whoever
- * happened to run.
+ * happened to run. It is compared as canaryd's own PID namespace numbers it, so a container
+ * without the host's PID namespace is followed too.
  *
  * Only tp_btf programs: fentry/fexit and kprobes are unavailable under kernel lockdown or
  * without CONFIG_KPROBES, tp_btf works wherever BTF does (5.5+; sk_data_ready needs 6.4).
@@ -32,8 +33,12 @@ struct tcp_sock {
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT 2
 
-/* Set by the loader: canaryd's process id. */
+/* Set by the loader: canaryd's process id as its own PID namespace numbers it, and that
+ * namespace (the device, in the kernel's encoding, and inode of /proc/self/ns/pid). With no
+ * namespace given (inode 0) the id is compared as the initial namespace numbers it. */
 const volatile __u32 target_tgid = 0;
+const volatile __u64 target_pidns_dev = 0;
+const volatile __u64 target_pidns_ino = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -56,6 +61,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+/* Whether the current task belongs to canaryd's process. */
+static __always_inline int is_target(void)
+{
+	if (!target_pidns_ino)
+		return (__u32)(bpf_get_current_pid_tgid() >> 32) == target_tgid;
+	struct bpf_pidns_info ns = {};
+	/* Fails (-EINVAL) for a task in another PID namespace: not canaryd's. */
+	if (bpf_get_ns_current_pid_tgid(target_pidns_dev, target_pidns_ino, &ns, sizeof(ns)))
+		return 0;
+	return ns.tgid == target_tgid;
+}
 
 static __always_inline void emit(struct sock *sk, __u64 cookie, __u32 kind, __u32 state,
 				 __u32 bytes)
@@ -96,7 +113,7 @@ int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 {
 	__u64 *cookie;
 	if (newstate == TCP_SYN_SENT) {
-		if ((__u32)(bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		if (!is_target())
 			return 0;
 		cookie = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (!cookie)
