@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use canary_replay::workers::RealtimeWorkers;
 use history::History;
 use notify::Notifier;
-use scheduler::Daemon;
+use scheduler::{Daemon, Schedulers};
 use sinks::{RunSink, Sinks};
 use state_lock::StateLock;
 use status::StatusMetrics;
@@ -240,18 +240,24 @@ struct Running<'a> {
 
 impl Running<'_> {
     /// Serves SIGHUP (reload), systemd's watchdog and status line until SIGTERM or SIGINT;
-    /// returns the schedulers running then.
+    /// returns the schedulers running then. A scheduler that ends unasked makes the daemon
+    /// unhealthy: `/healthz` 503 and no more watchdog pings, so systemd (or a liveness
+    /// probe) restarts it, rather than a workload never running again unseen.
     async fn until_stopped(
         &self,
         signals: &mut Signals,
         mut config: Config,
-        mut schedulers: CancellationToken,
-    ) -> CancellationToken {
+        mut schedulers: Schedulers,
+    ) -> Schedulers {
         let watchdog = Notifier::watchdog_interval();
         let mut watchdog_tick =
             tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
         let mut status_tick = tokio::time::interval(Duration::from_secs(5));
         loop {
+            while let Some(why) = schedulers.ended().await {
+                tracing::error!("{why}; /healthz now says unhealthy and the watchdog stops");
+                self.metrics.set_unhealthy(why);
+            }
             tokio::select! {
                 _ = signals.hup.recv() => match self.config_path {
                     None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
@@ -260,6 +266,7 @@ impl Running<'_> {
                             self.workers.set(new.realtime_workers);
                             schedulers.cancel();
                             schedulers = self.daemon.schedule(Arc::new(new.clone()));
+                            self.metrics.clear_unhealthy();
                             config = new;
                             self.metrics.reloaded(true);
                         }
@@ -271,8 +278,18 @@ impl Running<'_> {
                 },
                 _ = signals.term.recv() => return schedulers,
                 _ = signals.int.recv() => return schedulers,
-                _ = watchdog_tick.tick(), if watchdog.is_some() => self.notifier.send("WATCHDOG=1"),
-                _ = status_tick.tick() => self.notifier.status(&self.daemon.status_line()),
+                _ = watchdog_tick.tick(), if watchdog.is_some() => {
+                    if self.metrics.unhealthy().is_empty() {
+                        self.notifier.send("WATCHDOG=1");
+                    }
+                }
+                _ = status_tick.tick() => {
+                    let line = self.daemon.status_line();
+                    match self.metrics.unhealthy() {
+                        why if why.is_empty() => self.notifier.status(&line),
+                        why => self.notifier.status(&format!("unhealthy: {}; {line}", why.join("; "))),
+                    }
+                }
             }
         }
     }

@@ -116,6 +116,38 @@ impl Drop for RunningGuard {
     }
 }
 
+/// The workloads' schedulers, one task each, until cancelled.
+pub(super) struct Schedulers {
+    stop: CancellationToken,
+    tasks: Vec<(String, JoinHandle<()>)>,
+}
+
+impl Schedulers {
+    /// Stops every scheduler (runs in progress go on).
+    pub(super) fn cancel(&self) {
+        self.stop.cancel();
+    }
+
+    /// Why a scheduler ended without being stopped (a bug: a panic in its loop), naming
+    /// its workload; each is told once. Its workload would otherwise never run again while
+    /// `/healthz` and systemd's watchdog went on saying all is well.
+    pub(super) async fn ended(&mut self) -> Option<String> {
+        if self.stop.is_cancelled() {
+            return None;
+        }
+        let i = self.tasks.iter().position(|(_, t)| t.is_finished())?;
+        let (workload, task) = self.tasks.swap_remove(i);
+        let why = match task.await {
+            Ok(()) => "it returned".to_string(),
+            Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
+            Err(e) => e.to_string(),
+        };
+        Some(format!(
+            "the scheduler of workload {workload} ended ({why}): it runs no more"
+        ))
+    }
+}
+
 /// What a panic said, when it said it with a string.
 fn panic_message(e: tokio::task::JoinError) -> String {
     if !e.is_panic() {
@@ -171,9 +203,10 @@ impl Daemon {
         }
     }
 
-    /// Starts one scheduler per workload; cancel the token to stop them (runs go on).
-    pub(super) fn schedule(self: &Arc<Self>, config: Arc<Config>) -> CancellationToken {
+    /// Starts one scheduler per workload; [`Schedulers::cancel`] stops them (runs go on).
+    pub(super) fn schedule(self: &Arc<Self>, config: Arc<Config>) -> Schedulers {
         let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
         // A workload the config no longer has stops showing, in the status metrics and OTLP.
         let names: Vec<String> = config.workloads.iter().map(|w| w.name.clone()).collect();
         self.metrics.retain_workloads(&names);
@@ -190,9 +223,13 @@ impl Daemon {
                 w.target
             );
             let (d, c, w, s) = (self.clone(), config.clone(), w.clone(), stop.clone());
-            tokio::spawn(async move { d.schedule_loop(c, w, s).await });
+            let name = w.name.clone();
+            tasks.push((
+                name,
+                tokio::spawn(async move { d.schedule_loop(c, w, s).await }),
+            ));
         }
-        stop
+        Schedulers { stop, tasks }
     }
 
     async fn schedule_loop(

@@ -145,7 +145,13 @@ fn route(
         .collect();
     match path {
         "/" => page::status(metrics, history),
-        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/healthz" => match metrics.unhealthy() {
+            why if why.is_empty() => text(StatusCode::OK, "ok\n"),
+            why => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("unhealthy: {}\n", why.join("; ")),
+            ),
+        },
         "/readyz" if metrics.is_ready() => text(StatusCode::OK, "ready\n"),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
         "/metrics" => {
@@ -222,6 +228,46 @@ fn json_error(e: anyhow::Error) -> Response<Full<Bytes>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// `/healthz` over a real socket: 200 until the daemon is unhealthy, then 503 with why.
+    #[tokio::test]
+    async fn healthz_says_why_the_daemon_is_unhealthy() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = Arc::new(History::open(&dir.path().join("history.sqlite")).unwrap());
+        let metrics = Arc::new(StatusMetrics::default());
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, metrics.clone(), history, stop.clone()));
+        let get = || async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).await.unwrap();
+            reply
+        };
+        let ok = get().await;
+        assert!(
+            ok.starts_with("HTTP/1.1 200") && ok.ends_with("ok\n"),
+            "{ok}"
+        );
+        metrics.set_unhealthy("the scheduler of workload w ended (panicked: x)".into());
+        let bad = get().await;
+        assert!(bad.starts_with("HTTP/1.1 503"), "{bad}");
+        assert!(
+            bad.ends_with("unhealthy: the scheduler of workload w ended (panicked: x)\n"),
+            "{bad}"
+        );
+        metrics.clear_unhealthy();
+        assert!(get().await.starts_with("HTTP/1.1 200"));
+        stop.cancel();
+        server.await.unwrap();
+    }
+
     #[test]
     fn query_components_are_percent_decoded() {
         use super::percent_decode as d;

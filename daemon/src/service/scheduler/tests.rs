@@ -113,3 +113,49 @@ fn retention_deletes_only_a_runs_own_folder_whatever_the_history_says() {
         assert!(!is_run_folder(tree, Path::new(damaged)), "{damaged}");
     }
 }
+
+/// A scheduler whose loop panics (here on a lock another thread poisoned) is found and named,
+/// once, with its panic: the daemon then says it is unhealthy rather than never running the
+/// workload again unseen.
+#[tokio::test]
+async fn a_scheduler_that_dies_is_named_with_its_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), panicking);
+    let poisoner = d.clone();
+    std::thread::spawn(move || {
+        let _held = poisoner.tasks.lock().unwrap();
+        panic!("poisoning the run list");
+    })
+    .join()
+    .unwrap_err();
+    let mut schedulers = d.schedule(c);
+    let why = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            if let Some(why) = schedulers.ended().await {
+                return why;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the dead scheduler is found");
+    assert!(
+        why.starts_with("the scheduler of workload w ended (panicked: ")
+            && why.contains("PoisonError"),
+        "{why}"
+    );
+    assert_eq!(schedulers.ended().await, None, "told once");
+    schedulers.cancel();
+}
+
+/// Stopped schedulers are not dead ones.
+#[tokio::test]
+async fn cancelled_schedulers_are_not_reported_as_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), unreachable_run);
+    // Cancelled before the loops first run (one test thread): they end at their first tick.
+    let mut schedulers = d.schedule(c);
+    schedulers.cancel();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(schedulers.ended().await, None);
+}

@@ -15,6 +15,8 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct StatusMetrics {
     ready: AtomicBool,
+    /// Why the daemon is not healthy (`/healthz` 503): schedulers that ended unasked.
+    unhealthy: Mutex<Vec<String>>,
     state: Mutex<State>,
 }
 
@@ -74,6 +76,22 @@ impl StatusMetrics {
     /// Whether `/readyz` says ready.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The daemon is no longer healthy, and why (`/healthz` says so until a restart or a
+    /// reload that schedules every workload anew).
+    pub fn set_unhealthy(&self, why: String) {
+        self.unhealthy.lock().unwrap().push(why);
+    }
+
+    /// A reload scheduled every workload anew.
+    pub fn clear_unhealthy(&self) {
+        self.unhealthy.lock().unwrap().clear();
+    }
+
+    /// Why the daemon is not healthy; empty when it is.
+    pub fn unhealthy(&self) -> Vec<String> {
+        self.unhealthy.lock().unwrap().clone()
     }
 
     /// A run of `workload` starts or ends.
