@@ -146,6 +146,79 @@ pub(crate) async fn server_context(
 mod tests {
     use super::*;
     use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server on loopback answering each GET with `answer(path)` (404 when `None`).
+    async fn serve_routes(answer: fn(&str) -> Option<String>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head);
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    let reply = match answer(&path) {
+                        Some(body) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\
+                                 Connection: close\r\n\r\n"
+                            .to_string(),
+                    };
+                    // The reader may hang up once past its cap.
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// An info route past its cap is refused (its JSON would be parsed whole into a tree),
+    /// said among what was tried, and the next route answers.
+    #[tokio::test]
+    async fn an_info_route_past_its_cap_is_refused_and_the_next_one_read() {
+        let base = serve_routes(|path| match path {
+            "/v1/models" => Some(r#"{"data":[{"id":"m","max_model_len":4096}]}"#.into()),
+            // A version beside 2 MiB of padding: past the 1 MiB cap.
+            "/version" => Some(format!(
+                r#"{{"version":"9.9.9","pad":"{}"}}"#,
+                "x".repeat(2 << 20)
+            )),
+            "/get_server_info" => Some(r#"{"version":"0.4.1"}"#.into()),
+            _ => None,
+        })
+        .await;
+        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        assert_eq!(ctx.version.value().map(String::as_str), Some("0.4.1"));
+        assert_eq!(ctx.model.value().map(String::as_str), Some("m"));
+        assert_eq!(ctx.max_model_len.value().copied(), Some(4096));
+
+        // With no other route, the cap is the reason given.
+        let base = serve_routes(|path| {
+            (path == "/version")
+                .then(|| format!(r#"{{"version":"1","pad":"{}"}}"#, "x".repeat(2 << 20)))
+        })
+        .await;
+        let ctx = server_context(&base, None, Duration::from_secs(10)).await;
+        let Known::Unavailable { unavailable: why } = &ctx.version else {
+            panic!("a version read past the cap: {:?}", ctx.version);
+        };
+        assert!(why.starts_with("version not found: "), "{why}");
+        assert!(
+            why.contains("/version") && why.contains("length limit"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn the_base_of_a_metrics_url() {
