@@ -161,11 +161,13 @@ pub struct RequestTelemetry {
     pub gpu_power_avg_w: Option<f64>,
     /// Peak board power (W) over the request's lifetime.
     pub gpu_power_max_w: Option<f64>,
-    /// Requests waiting in the server's queue when this one was sent.
+    /// Requests waiting in the server's queue when this one was sent: the last scrape at or
+    /// before the send, if at most two scrape intervals and a timeout older (else absent).
     pub server_queue_depth_at_send: Option<f64>,
-    /// Server KV-cache usage (0–1) when this one was sent.
+    /// Server KV-cache usage (0–1) when this one was sent (the same scrape).
     pub server_kv_usage_at_send: Option<f64>,
-    /// Requests the server was running when this one's first token arrived.
+    /// Requests the server was running when this one's first token arrived (the last scrape
+    /// before it, as old at most).
     pub server_running_at_first_token: Option<f64>,
 }
 

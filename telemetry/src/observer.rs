@@ -334,15 +334,14 @@ impl Observer for TelemetryObserver {
         if let Some(server) = &self.server {
             // Once per request: read the gauges in place, not a copy of the whole sample.
             if let Some((queue, kv)) =
-                server.read_at_or_before(sent, |s| (s.queue_depth, s.kv_cache_usage))
+                server.read_state_at(sent, |s| (s.queue_depth, s.kv_cache_usage))
             {
                 t.server_queue_depth_at_send = queue;
                 t.server_kv_usage_at_send = kv;
             }
             if let Some(ttft) = rec.ttft_ms {
                 let first_token = at(t0, rec.sent_at_ms + ttft);
-                if let Some(running) = server.read_at_or_before(first_token, |s| s.running_requests)
-                {
+                if let Some(running) = server.read_state_at(first_token, |s| s.running_requests) {
                     t.server_running_at_first_token = running;
                 }
             }

@@ -166,6 +166,21 @@ impl<T: Stamped + Clone> Ring<T> {
         n.checked_sub(1).and_then(|i| g.samples.get(i)).map(read)
     }
 
+    /// [`Ring::read_at_or_before`], when that sample is at most `max_age` older than `t`:
+    /// a state that old (the scrapes failing since) says nothing about `t`.
+    pub fn read_within<R>(
+        &self,
+        t: MonoTime,
+        max_age: std::time::Duration,
+        read: impl FnOnce(&T) -> R,
+    ) -> Option<R> {
+        let g = self.lock();
+        let n = g.samples.partition_point(|s| s.at() <= t);
+        let s = n.checked_sub(1).and_then(|i| g.samples.get(i))?;
+        let age = t.as_nanos() - s.at().as_nanos();
+        (u128::from(age) <= max_age.as_nanos()).then(|| read(s))
+    }
+
     /// The first sample taken at or after `t`.
     pub fn at_or_after(&self, t: MonoTime) -> Option<T> {
         let g = self.lock();
@@ -267,6 +282,11 @@ mod tests {
         assert_eq!(r.at_or_before(MonoTime(24)), None);
         assert_eq!(r.read_at_or_before(MonoTime(30), |s| s.0 + 1), Some(31));
         assert_eq!(r.read_at_or_before(MonoTime(24), |s| s.0), None);
+        let ns = std::time::Duration::from_nanos;
+        assert_eq!(r.read_within(MonoTime(39), ns(9), |s| s.0), Some(30));
+        assert_eq!(r.read_within(MonoTime(41), ns(9), |s| s.0), Some(40));
+        assert_eq!(r.read_within(MonoTime(50), ns(9), |s| s.0), None, "too old");
+        assert_eq!(r.read_within(MonoTime(24), ns(9), |s| s.0), None);
         assert_eq!(r.at_or_after(MonoTime(31)), Some(S(40)));
         assert_eq!(r.latest(), Some(S(40)));
         let clone = r.clone();

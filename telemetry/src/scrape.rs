@@ -67,6 +67,10 @@ pub struct ServerMetricsScraper {
 pub struct ServerMetrics {
     endpoint: Arc<Endpoint>,
     timeout: Duration,
+    /// How long a scrape tells the server's state: two intervals and a timeout, so one
+    /// failed or slow scrape does not blank it, and a failing endpoint's last page is not
+    /// taken for the state minutes later.
+    in_force: Duration,
     keep_raw: bool,
     ring: Ring<ServerSample>,
     state: SharedState,
@@ -80,12 +84,14 @@ impl ServerMetricsScraper {
     pub fn new(config: ServerMetricsConfig) -> Result<ServerMetricsScraper, ScrapeError> {
         let endpoint =
             Endpoint::parse(&config.url, config.tls.clone())?.with_outage(config.outage.clone());
+        let timeout = config
+            .timeout
+            .unwrap_or_else(|| http::default_scrape_timeout(config.interval));
         Ok(ServerMetricsScraper {
             handle: ServerMetrics {
                 endpoint: Arc::new(endpoint),
-                timeout: config
-                    .timeout
-                    .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
+                timeout,
+                in_force: config.interval.saturating_mul(2).saturating_add(timeout),
                 keep_raw: config.keep_raw,
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
@@ -213,13 +219,14 @@ impl ServerMetrics {
         self.ring.at_or_before(t)
     }
 
-    /// `read` of the server's state at `t` (the last sample at or before it), without a copy.
-    pub fn read_at_or_before<R>(
+    /// `read` of the server's state at `t` (the last sample at or before it, if at most two
+    /// intervals and a timeout older), without a copy.
+    pub fn read_state_at<R>(
         &self,
         t: MonoTime,
         read: impl FnOnce(&ServerSample) -> R,
     ) -> Option<R> {
-        self.ring.read_at_or_before(t, read)
+        self.ring.read_within(t, self.in_force, read)
     }
 
     /// The scrapes bounding a run `[t0, t1]` for histogram and counter deltas: the last one at

@@ -11,11 +11,19 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The server's base URL from its metrics URL: the scheme and authority, path dropped.
+/// The server's base URL from its metrics URL: the scheme and host (and port), user info
+/// and path dropped. `None` when an `@` in the path leaves unclear where user info ends (a
+/// password holding `/`): the base would carry part of it into the routes' error messages,
+/// and from there into summary.json.
 pub(crate) fn base_url(metrics_url: &str) -> Option<String> {
     let (scheme, rest) = metrics_url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
+    let before_query = rest.split(['?', '#']).next()?;
+    let (authority, path) = before_query.split_once('/').unwrap_or((before_query, ""));
+    if path.contains('@') {
+        return None;
+    }
+    let host = authority.rsplit('@').next()?;
+    (!host.is_empty()).then(|| format!("{scheme}://{host}"))
 }
 
 /// The longest version or model name kept (bytes): they go into every run's context, the
@@ -228,6 +236,13 @@ mod tests {
         );
         assert_eq!(base_url("https://h/metrics?x=1").unwrap(), "https://h");
         assert!(base_url("metrics").is_none());
+        // User info never reaches the routes' URLs (nor their error messages).
+        assert_eq!(
+            base_url("http://u:pw@h:8000/metrics").unwrap(),
+            "http://h:8000"
+        );
+        assert_eq!(base_url("http://u:pw/REST@h:8000/metrics"), None);
+        assert_eq!(base_url("http://u:p@w@h/metrics").unwrap(), "http://h");
     }
 
     #[test]
