@@ -206,10 +206,23 @@ pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option
     if powers.is_empty() {
         return None;
     }
+    // A reading holds for at most twice the usual gap between readings: past that samples
+    // are missing (an exporter's outage), and holding on would invent the energy of a time
+    // nobody measured.
+    let mut gaps: Vec<u64> = powers
+        .windows(2)
+        .map(|w| w[1].0.as_nanos().saturating_sub(w[0].0.as_nanos()))
+        .filter(|&g| g > 0)
+        .collect();
+    gaps.sort_unstable();
+    let hold = gaps.get(gaps.len() / 2).map(|&g| g.saturating_mul(2));
     let mut j = 0.0;
     for (i, &(at, p)) in powers.iter().enumerate() {
         let from = at.max(t0);
-        let to = powers.get(i + 1).map_or(t1, |n| n.0).min(t1);
+        let mut to = powers.get(i + 1).map_or(t1, |n| n.0).min(t1);
+        if let Some(hold) = hold {
+            to = to.min(MonoTime(at.as_nanos().saturating_add(hold)));
+        }
         j += p * to.since(from).as_secs_f64();
     }
     Some((j, false))
@@ -331,6 +344,22 @@ mod tests {
         assert_eq!(e.per_token(160), Some(5.0));
         assert_eq!(e.per_token(0), None);
         assert!(energy_over_run(&[], MonoTime(0), MonoTime(S)).is_none());
+    }
+
+    #[test]
+    fn a_power_reading_is_not_held_through_an_outage() {
+        let power = |points: &[(u64, f64)], t1: u64| {
+            let samples: Vec<GpuSample> =
+                points.iter().map(|&(t, p)| g(t, 0, 0.0, p, None)).collect();
+            energy_over_run(&samples, MonoTime(0), MonoTime(t1 * S))
+                .unwrap()
+                .joules
+        };
+        // Readings every second, then none for 57 s: the 100 W at 3 s holds 2 s, not 57.
+        let outage = [(0, 100.0), (1, 100.0), (2, 100.0), (3, 100.0), (60, 100.0)];
+        assert_eq!(power(&outage, 61), 100.0 * (3.0 + 2.0 + 1.0));
+        // Nor past the run's last reading for long.
+        assert_eq!(power(&outage[..4], 60), 100.0 * (3.0 + 2.0));
     }
 
     #[test]

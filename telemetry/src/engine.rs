@@ -287,6 +287,19 @@ fn first_sum(s: &Scrape, names: &[&str]) -> Option<f64> {
     names.iter().find_map(|n| s.sum(n))
 }
 
+/// The first of `names` on the page, as a 0–1 share: the mean over its label sets (one per
+/// engine or data-parallel rank; their sum of 0.5 + 0.5 read as a full cache), leaving out
+/// "no data" (-1, NaN).
+fn first_mean(s: &Scrape, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| {
+        let (sum, count) = s
+            .samples(n)
+            .filter(|x| x.value >= 0.0)
+            .fold((0.0, 0u32), |(sum, count), x| (sum + x.value, count + 1));
+        (count > 0).then(|| sum / f64::from(count))
+    })
+}
+
 /// The first of `names` on the page as a histogram; one too large to use is named in
 /// `oversized` and passed over.
 fn first_hist(
@@ -347,8 +360,8 @@ impl ServerSample {
             engine: Some(engine),
             queue_depth: first_sum(s, n.queue),
             running_requests: first_sum(s, n.running),
-            kv_cache_usage: first_sum(s, n.kv),
-            prefix_cache_hit_rate_gauge: first_sum(s, n.hit_rate_gauge).filter(|v| *v >= 0.0),
+            kv_cache_usage: first_mean(s, n.kv),
+            prefix_cache_hit_rate_gauge: first_mean(s, n.hit_rate_gauge),
             prefix_cache_hits: hits,
             prefix_cache_queries: queries,
             prompt_tokens_total: tokens(s, &n.prompt),

@@ -227,6 +227,42 @@ fn counter_reset_mid_run_counts_from_zero() {
     assert_eq!(s.ttft_s.unwrap().count, 70.0);
 }
 
+/// Shares are averaged over engines (data-parallel ranks), not summed, and an engine's "no
+/// data" (-1) is left out: two half-full caches are half full, not full.
+#[test]
+fn shares_are_the_mean_over_engines_without_their_no_data() {
+    let page = concat!(
+        "# TYPE vllm:num_requests_running gauge
+",
+        "vllm:num_requests_running{engine=\"0\"} 3
+vllm:num_requests_running{engine=\"1\"} 4
+",
+        "# TYPE vllm:kv_cache_usage_perc gauge
+",
+        "vllm:kv_cache_usage_perc{engine=\"0\"} 0.5
+vllm:kv_cache_usage_perc{engine=\"1\"} 0.7
+",
+        "# TYPE vllm:gpu_prefix_cache_hit_rate gauge
+",
+        "vllm:gpu_prefix_cache_hit_rate{engine=\"0\"} -1
+",
+        "vllm:gpu_prefix_cache_hit_rate{engine=\"1\"} 0.25
+",
+    );
+    let s = sample(page, 1);
+    // Counts add up over engines; shares do not.
+    assert_eq!(s.running_requests, Some(7.0));
+    assert!((s.kv_cache_usage.unwrap() - 0.6).abs() < 1e-12, "{s:?}");
+    assert_eq!(s.prefix_cache_hit_rate_gauge, Some(0.25));
+    let none = sample(
+        "# TYPE vllm:gpu_prefix_cache_hit_rate gauge
+vllm:gpu_prefix_cache_hit_rate -1
+",
+        1,
+    );
+    assert_eq!(none.prefix_cache_hit_rate_gauge, None);
+}
+
 #[test]
 fn other_engines_map_their_names() {
     let sglang = sample(
