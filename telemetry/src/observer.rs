@@ -83,7 +83,8 @@ impl Default for Config {
 /// Samples the configured sources and joins them to records by time.
 pub struct TelemetryObserver {
     server: Option<ServerMetrics>,
-    gpus: Vec<Ring<GpuSample>>,
+    /// NVML's and DCGM's samples, by source.
+    gpus: Vec<(Source, Ring<GpuSample>)>,
     dcgm_state: Option<SharedState>,
     /// The GPUs as NVML described them when it opened.
     gpu_context: Option<GpuContext>,
@@ -97,6 +98,19 @@ pub struct TelemetryObserver {
     /// Where the server's window starts: the scrape taken when the measured phase began
     /// (after warm-up), else the moment it began. `None` before then.
     window_from: Mutex<Option<MonoTime>>,
+}
+
+/// An available source whose ring dropped samples of the run (a run longer than it holds):
+/// says so, since its figures then cover the run's later part only.
+fn partly(state: SourceState, held: usize, dropped_into_run: std::time::Duration) -> SourceState {
+    match state {
+        SourceState::Available { detail } => SourceState::available(format!(
+            "{detail}; its figures cover part of the run: samples up to {:.1} s into it were \
+             dropped for room (it keeps the last {held})",
+            dropped_into_run.as_secs_f64()
+        )),
+        other => other,
+    }
 }
 
 impl TelemetryObserver {
@@ -182,7 +196,7 @@ impl TelemetryObserver {
         let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
         if let Some(sampler) = sampler {
             self.gpu_context = Some(sampler.context().clone());
-            self.gpus.push(sampler.samples());
+            self.gpus.push((Source::Nvml, sampler.samples()));
             tokio::spawn(sampler.run(stop.clone()));
         }
         self.sources.insert(Source::Nvml, state);
@@ -207,7 +221,7 @@ impl TelemetryObserver {
         };
         let state = match DcgmScraper::new(dcgm_cfg) {
             Ok(scraper) => {
-                self.gpus.push(scraper.samples());
+                self.gpus.push((Source::Dcgm, scraper.samples()));
                 self.dcgm_state = Some(scraper.state());
                 tokio::spawn(scraper.run(stop.clone()));
                 SourceState::Pending
@@ -324,7 +338,7 @@ impl Observer for TelemetryObserver {
         let sent = at(t0, rec.sent_at_ms);
         let end = at(t0, rec.ended_at_ms.max(rec.sent_at_ms));
         let mut t = RequestTelemetry::default();
-        for ring in &self.gpus {
+        for (_, ring) in &self.gpus {
             let w = gpu_over_interval(&ring.covering(sent, end), None, sent, end);
             t.gpu_util_avg_pct = t.gpu_util_avg_pct.or(w.util_avg_pct);
             t.gpu_util_max_pct = t.gpu_util_max_pct.or(w.util_max_pct);
@@ -363,13 +377,27 @@ impl Observer for TelemetryObserver {
             if let Some(server) = &self.server {
                 telemetry.server = Some(self.server_section(server, t0, end, summary).await);
                 telemetry.series.server = server_series(&server.run_window(t0, end), t0);
-                sources.insert(Source::ServerMetrics, server.state());
+                let mut state = server.state();
+                if let Some((held, dropped)) = server.dropped_since(t0) {
+                    state = partly(state, held, dropped.since(t0));
+                }
+                sources.insert(Source::ServerMetrics, state);
             }
             if let Some(state) = &self.dcgm_state {
                 sources.insert(Source::Dcgm, state.get());
             }
-            let gpu_samples: Vec<GpuSample> =
-                self.gpus.iter().flat_map(|r| r.covering(t0, end)).collect();
+            for (source, ring) in &self.gpus {
+                if let (Some(dropped), Some(state)) =
+                    (ring.dropped_since(t0), sources.get_mut(source))
+                {
+                    *state = partly(state.clone(), ring.capacity(), dropped.since(t0));
+                }
+            }
+            let gpu_samples: Vec<GpuSample> = self
+                .gpus
+                .iter()
+                .flat_map(|(_, r)| r.covering(t0, end))
+                .collect();
             telemetry.gpu = gpu_summary(&gpu_samples, t0, end, summary.total_output_tokens);
             telemetry.series.gpu = gpu_series(&gpu_samples, t0, GPU_ROUND);
             let mut context = self.context(&telemetry);
@@ -396,5 +424,28 @@ impl Observer for TelemetryObserver {
                 .collect();
             telemetry
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_that_dropped_samples_of_the_run_says_so() {
+        let s = partly(
+            SourceState::available("1 GPU"),
+            57_600,
+            Duration::from_millis(1500),
+        );
+        assert_eq!(
+            s,
+            SourceState::available(
+                "1 GPU; its figures cover part of the run: samples up to 1.5 s into it were \
+                 dropped for room (it keeps the last 57600)"
+            )
+        );
+        let down = SourceState::unavailable("connection refused");
+        assert_eq!(partly(down.clone(), 1, Duration::ZERO), down);
     }
 }

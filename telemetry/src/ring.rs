@@ -28,6 +28,8 @@ struct Inner<T> {
     /// `(series, samples held)`, so `covering` knows when it has found every series. A few
     /// entries (one per GPU), hence a vector.
     series: Vec<(u64, usize)>,
+    /// When the newest sample dropped for room was taken.
+    last_dropped: Option<MonoTime>,
 }
 
 impl<T: Stamped> Inner<T> {
@@ -74,6 +76,7 @@ impl<T: Stamped + Clone> Ring<T> {
             inner: Arc::new(Mutex::new(Inner {
                 samples: VecDeque::with_capacity(capacity.min(4096)),
                 series: Vec::new(),
+                last_dropped: None,
             })),
             capacity,
         }
@@ -90,12 +93,19 @@ impl<T: Stamped + Clone> Ring<T> {
         if g.samples.len() == self.capacity {
             if let Some(old) = g.samples.pop_front() {
                 g.count(old.series(), false);
+                g.last_dropped = Some(old.at());
             }
         }
         g.count(sample.series(), true);
         let at = sample.at();
         let pos = g.samples.partition_point(|s| s.at() <= at);
         g.samples.insert(pos, sample);
+    }
+
+    /// When the newest sample dropped for room was taken, if at or after `t`: a window from
+    /// `t` then lacks its samples up to there (a run longer than the ring holds).
+    pub fn dropped_since(&self, t: MonoTime) -> Option<MonoTime> {
+        self.lock().last_dropped.filter(|&d| d >= t)
     }
 
     /// The most samples kept.
@@ -274,6 +284,8 @@ mod tests {
         }
         assert_eq!(r.len(), 3);
         assert_eq!(r.snapshot(), vec![S(20), S(30), S(40)]);
+        assert_eq!(r.dropped_since(MonoTime(5)), Some(MonoTime(10)));
+        assert_eq!(r.dropped_since(MonoTime(11)), None);
         r.push(S(25)); // out of order: drops 20, inserts in place
         assert_eq!(r.snapshot(), vec![S(25), S(30), S(40)]);
         assert_eq!(r.between(MonoTime(26), MonoTime(40)), vec![S(30), S(40)]);

@@ -209,6 +209,14 @@ impl ServerMetrics {
         &self.ring
     }
 
+    /// The ring's size and when the newest scrape dropped for room was taken, if at or
+    /// after `t`.
+    pub fn dropped_since(&self, t: MonoTime) -> Option<(usize, MonoTime)> {
+        self.ring
+            .dropped_since(t)
+            .map(|d| (self.ring.capacity(), d))
+    }
+
     /// Samples taken in `[t0, t1]`.
     pub fn samples_between(&self, t0: MonoTime, t1: MonoTime) -> Vec<ServerSample> {
         self.ring.between(t0, t1)
