@@ -185,6 +185,7 @@ impl DcgmScraper {
     /// retried quietly. Never fails the caller.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ScrapeError> {
         let ring = &self.ring;
+        let mut known = KnownGpus::default();
         http::poll(
             "dcgm-exporter",
             &self.endpoint,
@@ -193,7 +194,8 @@ impl DcgmScraper {
             &self.state,
             shutdown,
             |text, at| {
-                let gpus = gpu_samples(&prometheus::parse(&text), at);
+                let mut gpus = gpu_samples(&prometheus::parse(&text), at);
+                known.keep(&mut gpus, &self.endpoint.url);
                 let n = gpus.len();
                 gpus.into_iter().for_each(|g| ring.push(g));
                 format!("{}: {n} GPU(s)", self.endpoint.url)
@@ -201,6 +203,38 @@ impl DcgmScraper {
         )
         .await;
         Ok(())
+    }
+}
+
+/// The GPU ids a scraper has kept: [`MAX_GPUS`] over its lifetime, not per page. An exporter
+/// whose ids changed every scrape filled the ring with thousands of series, and each
+/// request's join walks them all.
+#[derive(Default)]
+struct KnownGpus {
+    ids: Vec<u32>,
+    warned: bool,
+}
+
+impl KnownGpus {
+    /// Leaves out the samples of GPUs past the first [`MAX_GPUS`] ids seen (warned once).
+    fn keep(&mut self, gpus: &mut Vec<GpuSample>, url: &str) {
+        gpus.retain(|g| {
+            if self.ids.contains(&g.gpu) {
+                return true;
+            }
+            if self.ids.len() < MAX_GPUS {
+                self.ids.push(g.gpu);
+                return true;
+            }
+            if !std::mem::replace(&mut self.warned, true) {
+                tracing::warn!(
+                    %url,
+                    "dcgm-exporter: more than {MAX_GPUS} GPU ids seen since the start; \
+                     the later ones are left out (said once)"
+                );
+            }
+            false
+        });
     }
 }
 
@@ -223,5 +257,31 @@ pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
             )),
         },
         Err(e) => SourceState::unavailable(http::error_chain(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scraper_keeps_at_most_max_gpus_ids_over_its_lifetime() {
+        let mut known = KnownGpus::default();
+        let page = |ids: std::ops::Range<u32>| -> Vec<GpuSample> {
+            ids.map(|i| GpuSample::new(MonoTime(0), GpuSource::Dcgm, i))
+                .collect()
+        };
+        // Each page within the per-page cap, new ids every time.
+        let mut first = page(0..40);
+        known.keep(&mut first, "u");
+        assert_eq!(first.len(), 40);
+        let mut second = page(40..80);
+        known.keep(&mut second, "u");
+        assert_eq!(second.len(), MAX_GPUS - 40, "only room for 24 more ids");
+        // The ids kept go on being kept.
+        let mut third = page(0..80);
+        known.keep(&mut third, "u");
+        assert_eq!(third.len(), MAX_GPUS);
+        assert!(third.iter().all(|g| g.gpu < MAX_GPUS as u32));
     }
 }
