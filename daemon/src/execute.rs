@@ -23,6 +23,9 @@ pub struct Observe {
     pub telemetry: canary_telemetry::Config,
     /// Time sockets in the kernel.
     pub ebpf: bool,
+    /// Why eBPF is known to be unavailable (an earlier run found it so): reported as such,
+    /// not tried again.
+    pub ebpf_known_unavailable: Option<String>,
 }
 
 /// What a front end does with a judged run, besides its artifacts (already written).
@@ -158,6 +161,8 @@ fn attach(
     }
     if !observe.ebpf {
         observers.note(Source::Ebpf, SourceState::Disabled);
+    } else if let Some(why) = &observe.ebpf_known_unavailable {
+        observers.note(Source::Ebpf, SourceState::unavailable(why.clone()));
     } else {
         match canary_ebpf::KernelObserver::start() {
             Ok(k) => observers.push(Arc::new(k)),

@@ -542,6 +542,48 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     assert!(verdict.exists(), "an error run still leaves its verdict");
 }
 
+/// A source missing at the first run (NVML: its library is not there) is not tried again,
+/// and later runs say it is unavailable and why, not that it was turned off.
+#[test]
+fn a_source_missing_at_the_first_run_stays_unavailable_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let extra = workload("w", "sim", "1s", "").replace("max_requests = 40", "max_requests = 5");
+    let config = write_config(dir.path(), sim_port, &extra);
+    let lib = dir.path().join("no-libnvidia-ml.so");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "nvml = false",
+        &format!("nvml = true\nnvml_lib = \"{}\"", lib.display()),
+    );
+    std::fs::write(&config, text).unwrap();
+    let status = free_port();
+    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let ids = eventually(90, "two runs of `w`", || {
+        let all = runs(status);
+        let mut ids: Vec<String> = of(&all, "w")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        (ids.len() >= 2).then_some(ids)
+    });
+    let nvml = |id: &str| {
+        let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
+        assert_eq!(code, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["summary"]["telemetry_sources"]["nvml"].clone()
+    };
+    let (first, second) = (nvml(&ids[0]), nvml(&ids[1]));
+    assert_eq!(first["state"], "unavailable", "{first}");
+    assert_eq!(second["state"], "unavailable", "{second}");
+    let why = second["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with(first["reason"].as_str().unwrap())
+            && why.ends_with("(found at an earlier run; not tried again until restart)"),
+        "{first} then {second}"
+    );
+}
+
 #[test]
 fn check_config_validates_the_example_and_names_errors() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/canaryd.example.toml");

@@ -36,6 +36,9 @@ pub struct Config {
     pub server_metrics_interval: Duration,
     /// Sample GPUs through NVML.
     pub nvml: bool,
+    /// Why NVML is known to be unavailable (an earlier run found it so): reported as such,
+    /// not tried again.
+    pub nvml_known_unavailable: Option<String>,
     /// `libnvidia-ml.so` to load instead of the system's.
     pub nvml_lib: Option<PathBuf>,
     /// How often to sample NVML.
@@ -68,6 +71,7 @@ impl Default for Config {
             server_metrics_url: None,
             server_metrics_interval: Config::SCRAPE_INTERVAL,
             nvml: true,
+            nvml_known_unavailable: None,
             nvml_lib: None,
             nvml_interval: Config::NVML_INTERVAL,
             dcgm_url: None,
@@ -185,6 +189,11 @@ impl TelemetryObserver {
     fn start_nvml(&mut self, cfg: &Config, stop: &CancellationToken) {
         if !cfg.nvml {
             self.sources.insert(Source::Nvml, SourceState::Disabled);
+            return;
+        }
+        if let Some(why) = &cfg.nvml_known_unavailable {
+            self.sources
+                .insert(Source::Nvml, SourceState::unavailable(why.clone()));
             return;
         }
         let nvml_cfg = NvmlConfig {

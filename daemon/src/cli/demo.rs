@@ -67,6 +67,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
             ..Default::default()
         },
         ebpf: true,
+        ebpf_known_unavailable: None,
     };
     let mut trace = TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE);
     trace.speedup = args.speedup;

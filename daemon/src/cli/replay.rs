@@ -376,6 +376,7 @@ impl TelemetryArgs {
                 ..d
             },
             ebpf: !self.no_ebpf,
+            ebpf_known_unavailable: None,
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::service::run_result::RunResult;
 use anyhow::{Context, Result};
 use canary_core::{ContextBaseline, MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,8 @@ const PROMPT_BUILDERS_KEPT: usize = 16;
 pub struct RunContext {
     /// A prompt synthesizer per tokenizer and seed, kept loaded between runs.
     prompts: Mutex<HashMap<PromptSpec, Arc<PromptBuilder>>>,
-    missing_sources: Mutex<BTreeSet<Source>>,
+    /// Sources an earlier run found unavailable, with why (said so in every later run).
+    missing_sources: Mutex<BTreeMap<Source, String>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
@@ -230,7 +231,8 @@ impl RunContext {
             dcgm_outage: outage(&tel.dcgm_url),
             server_metrics_url: t.metrics_url.clone(),
             server_metrics_interval: tel.scrape_interval,
-            nvml: tel.nvml && !missing.contains(&Source::Nvml),
+            nvml: tel.nvml,
+            nvml_known_unavailable: missing.get(&Source::Nvml).cloned(),
             nvml_lib: tel.nvml_lib.clone(),
             nvml_interval: tel.gpu_interval,
             dcgm_url: tel.dcgm_url.clone(),
@@ -240,18 +242,27 @@ impl RunContext {
         };
         Observe {
             telemetry,
-            ebpf: tel.ebpf && !missing.contains(&Source::Ebpf),
+            ebpf: tel.ebpf,
+            ebpf_known_unavailable: missing.get(&Source::Ebpf).cloned(),
         }
     }
 
     /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
-    /// each run.
+    /// each run; later runs say it is unavailable, and why, not that it was turned off.
     fn note_missing_sources(&self, outcome: &RunOutcome) {
         for source in [Source::Nvml, Source::Ebpf] {
-            if let Some(canary_core::SourceState::Unavailable { .. }) =
+            if let Some(canary_core::SourceState::Unavailable { reason }) =
                 outcome.telemetry.source(source)
             {
-                self.missing_sources.lock().unwrap().insert(source);
+                let mut missing = self.missing_sources.lock().unwrap();
+                if !missing.contains_key(&source) {
+                    missing.insert(
+                        source,
+                        format!(
+                            "{reason} (found at an earlier run; not tried again until restart)"
+                        ),
+                    );
+                }
             }
         }
     }
