@@ -254,15 +254,13 @@ impl RunContext {
             if let Some(canary_core::SourceState::Unavailable { reason }) =
                 outcome.telemetry.source(source)
             {
-                let mut missing = self.missing_sources.lock().unwrap();
-                if !missing.contains_key(&source) {
-                    missing.insert(
-                        source,
-                        format!(
-                            "{reason} (found at an earlier run; not tried again until restart)"
-                        ),
-                    );
-                }
+                self.missing_sources
+                    .lock()
+                    .unwrap()
+                    .entry(source)
+                    .or_insert_with(|| {
+                        format!("{reason} (found at an earlier run; not tried again until restart)")
+                    });
             }
         }
     }
