@@ -85,7 +85,7 @@ pub use engine::{counter_delta, ServerRates, ServerSample};
 pub use gpu::GpuSample;
 pub use gpu_summary::{gpu_summary, throttle_reason_names};
 pub use http::{default_scrape_timeout, error_chain, OutageLog, ScrapeError, MAX_BODY_BYTES};
-pub use nvml::{probe_nvml, NvmlConfig, NvmlError, NvmlSampler};
+pub use nvml::{probe_nvml, LostGpus, NvmlConfig, NvmlError, NvmlSampler};
 pub use observer::{Config, TelemetryObserver};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};

@@ -89,6 +89,25 @@ pub struct NvmlSampler {
     ring: Ring<GpuSample>,
     detail: String,
     context: GpuContext,
+    lost: LostGpus,
+    /// Which GPUs do not answer now: the log says when one stops and when it is back.
+    down: Vec<bool>,
+}
+
+/// GPUs NVML counted that stopped answering at some point (`device_by_index` failing: a
+/// GPU fallen off the bus, a driver reset), shared with whoever reports the run.
+#[derive(Debug, Clone, Default)]
+pub struct LostGpus(Arc<std::sync::Mutex<std::collections::BTreeSet<u32>>>);
+
+impl LostGpus {
+    /// The GPUs that stopped answering, by index (whether or not they came back).
+    pub fn all(&self) -> Vec<u32> {
+        self.lock().iter().copied().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<u32>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl std::fmt::Debug for NvmlSampler {
@@ -144,7 +163,14 @@ impl NvmlSampler {
             config,
             detail,
             context,
+            lost: LostGpus::default(),
+            down: vec![false; count as usize],
         })
+    }
+
+    /// The GPUs that stopped answering (clones share the set).
+    pub fn lost(&self) -> LostGpus {
+        self.lost.clone()
     }
 
     /// The GPUs as NVML describes them, for `summary.json`'s `context.gpu`.
@@ -182,8 +208,20 @@ impl NvmlSampler {
     pub fn sample_now(&mut self) -> Vec<GpuSample> {
         let mut out = Vec::with_capacity(self.count as usize);
         for i in 0..self.count {
-            let Ok(d) = self.nvml.device_by_index(i) else {
-                continue;
+            let d = match self.nvml.device_by_index(i) {
+                Ok(d) => {
+                    if std::mem::replace(&mut self.down[i as usize], false) {
+                        tracing::info!(gpu = i, "NVML: the GPU answers again");
+                    }
+                    d
+                }
+                Err(e) => {
+                    if !std::mem::replace(&mut self.down[i as usize], true) {
+                        self.lost.lock().insert(i);
+                        tracing::warn!(gpu = i, error = %e, "NVML: a GPU stopped answering; its samples stop until it does");
+                    }
+                    continue;
+                }
             };
             let mut g = GpuSample::new(MonoTime::now(), GpuSource::Nvml, i);
             (g.uuid, g.model_name) = self.names[i as usize].clone();

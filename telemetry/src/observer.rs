@@ -92,6 +92,8 @@ pub struct TelemetryObserver {
     dcgm_state: Option<SharedState>,
     /// The GPUs as NVML described them when it opened.
     gpu_context: Option<GpuContext>,
+    /// The GPUs NVML counted that stopped answering.
+    nvml_lost: Option<crate::LostGpus>,
     /// The server's base URL (its metrics URL's scheme and authority) and TLS, to ask it
     /// what it is.
     server_base: Option<(String, Option<std::sync::Arc<rustls::ClientConfig>>)>,
@@ -117,6 +119,22 @@ fn partly(state: SourceState, held: usize, dropped_into_run: std::time::Duration
     }
 }
 
+/// NVML's state, saying which GPUs stopped answering during the run: their figures cover
+/// part of the run, and the totals (power, energy) miss them while they were gone.
+fn with_lost_gpus(state: SourceState, lost: &[u32]) -> SourceState {
+    match state {
+        SourceState::Available { detail } if !lost.is_empty() => {
+            let ids: Vec<String> = lost.iter().map(u32::to_string).collect();
+            SourceState::available(format!(
+                "{detail}; GPU(s) {} stopped answering during the run: their figures, and \
+                 the totals, leave them out while they did",
+                ids.join(", ")
+            ))
+        }
+        other => other,
+    }
+}
+
 impl TelemetryObserver {
     /// Starts every configured source; they stop when `stop` is cancelled.
     pub fn start(cfg: &Config, stop: &CancellationToken) -> TelemetryObserver {
@@ -132,6 +150,7 @@ impl TelemetryObserver {
             gpus: Vec::new(),
             dcgm_state: None,
             gpu_context: None,
+            nvml_lost: None,
             server_base: None,
             sources: BTreeMap::new(),
             redactions,
@@ -205,6 +224,7 @@ impl TelemetryObserver {
         let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
         if let Some(sampler) = sampler {
             self.gpu_context = Some(sampler.context().clone());
+            self.nvml_lost = Some(sampler.lost());
             self.gpus.push((Source::Nvml, sampler.samples()));
             tokio::spawn(sampler.run(stop.clone()));
         }
@@ -395,6 +415,9 @@ impl Observer for TelemetryObserver {
             if let Some(state) = &self.dcgm_state {
                 sources.insert(Source::Dcgm, state.get());
             }
+            if let (Some(lost), Some(state)) = (&self.nvml_lost, sources.get_mut(&Source::Nvml)) {
+                *state = with_lost_gpus(state.clone(), &lost.all());
+            }
             for (source, ring) in &self.gpus {
                 if let (Some(dropped), Some(state)) =
                     (ring.dropped_since(t0), sources.get_mut(source))
@@ -452,6 +475,15 @@ mod tests {
             SourceState::available(
                 "1 GPU; its figures cover part of the run: samples up to 1.5 s into it were \
                  dropped for room (it keeps the last 57600)"
+            )
+        );
+        let nvml = SourceState::available("2 GPU(s)");
+        assert_eq!(with_lost_gpus(nvml.clone(), &[]), nvml);
+        assert_eq!(
+            with_lost_gpus(nvml, &[1, 3]),
+            SourceState::available(
+                "2 GPU(s); GPU(s) 1, 3 stopped answering during the run: their figures, and \
+                 the totals, leave them out while they did"
             )
         );
         let down = SourceState::unavailable("connection refused");

@@ -36,6 +36,28 @@ pub fn config(lib: PathBuf) -> NvmlConfig {
     }
 }
 
+/// A GPU that stops answering mid-run (fallen off the bus): its samples stop, the others go
+/// on, and the sampler names it for the run's report.
+#[test]
+fn a_gpu_that_stops_answering_is_named_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake(
+        dir.path(),
+        "libnvidia-ml-lose.so",
+        &["-DLOSE_GPU_1_AFTER=2"],
+    );
+    // The first lookup of GPU 1 is open's, the second the first round's.
+    let mut s = NvmlSampler::open(config(lib)).expect("fake NVML loads");
+    let lost = s.lost();
+    assert_eq!(s.sample_now().len(), 2);
+    assert!(lost.all().is_empty());
+    let after: Vec<u32> = s.sample_now().iter().map(|g| g.gpu).collect();
+    assert_eq!(after, vec![0]);
+    assert_eq!(lost.all(), vec![1]);
+    assert_eq!(s.sample_now().len(), 1);
+    assert_eq!(lost.all(), vec![1], "named once");
+}
+
 #[test]
 fn fake_nvml_values_come_out_in_gpu_samples() {
     let dir = tempfile::tempdir().unwrap();

@@ -59,8 +59,18 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     return NVML_SUCCESS;
 }
 
+/* Built with -DLOSE_GPU_1_AFTER=N: GPU 1's handle is refused from its (N+1)th lookup on, as
+ * a GPU fallen off the bus is. */
+#ifdef LOSE_GPU_1_AFTER
+#define NVML_ERROR_GPU_IS_LOST 15
+static unsigned int gpu1_lookups = 0;
+#endif
+
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
     if (index >= gpu_count()) return NVML_ERROR_INVALID_ARGUMENT;
+#ifdef LOSE_GPU_1_AFTER
+    if (index == 1 && ++gpu1_lookups > LOSE_GPU_1_AFTER) return NVML_ERROR_GPU_IS_LOST;
+#endif
     *device = &devices[index];
     return NVML_SUCCESS;
 }
