@@ -357,9 +357,19 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             false,
         )
     });
+    let (side_a, side_b) = (side(a), side(b));
+    let notes = completion_note(&side_a, &side_b)
+        .into_iter()
+        .chain(
+            a.runs
+                .iter()
+                .chain(&b.runs)
+                .flat_map(|r| r.notes.iter().cloned()),
+        )
+        .collect();
     Comparison {
-        a: side(a),
-        b: side(b),
+        a: side_a,
+        b: side_b,
         rules: Rules {
             alpha: rules.alpha,
             k_mad: rules.k_mad,
@@ -371,14 +381,36 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         shifts,
         context_diff: context_diff(&a.runs[0], &b.runs[0]),
         diagnosis: DiagnosisChange::of(a, b),
-        notes: a
-            .runs
-            .iter()
-            .chain(&b.runs)
-            .flat_map(|r| r.notes.iter().cloned())
-            .collect(),
+        notes,
         values,
     }
+}
+
+/// The gap in completed shares past which the latency rows are said to be over different
+/// requests: a point, so a stray timeout or two does not raise it.
+const COMPLETION_GAP: f64 = 0.01;
+
+/// When the sides completed different shares of their requests, the latency rows (over
+/// completed requests only) compare different requests: a B whose slowest requests timed out
+/// reads as faster. Said, with both shares (exact counts).
+fn completion_note(a: &Side, b: &Side) -> Option<String> {
+    let share = |s: &Side| (s.requests > 0).then(|| s.completed as f64 / s.requests as f64);
+    let (sa, sb) = (share(a)?, share(b)?);
+    ((sa - sb).abs() > COMPLETION_GAP).then(|| {
+        let (fewer, more) = if sa < sb { ("A", "B") } else { ("B", "A") };
+        format!(
+            "the latency rows are over completed requests only, and the sides completed \
+             different shares (A {:.1} %, {} of {}; B {:.1} %, {} of {}): {fewer}'s figures \
+             leave out more of its requests than {more}'s, and the ones that failed or timed \
+             out are often the slowest, so {fewer} may read faster than it was",
+            sa * 100.0,
+            a.completed,
+            a.requests,
+            sb * 100.0,
+            b.completed,
+            b.requests
+        )
+    })
 }
 
 /// Reads one figure of a run's [`crate::Figures`].
@@ -728,6 +760,31 @@ mod tests {
         assert!(shown.ends_with(" (2 of 3 runs)"), "{shown}");
         let shown = text::value_with_interval(&r, r.b, text::Side::B);
         assert!(!shown.contains("runs)"), "{shown}");
+    }
+
+    #[test]
+    fn sides_that_completed_different_shares_are_said_to_compare_different_requests() {
+        let side = |requests, completed| Side {
+            name: "x".into(),
+            dir: "x".into(),
+            requests,
+            runs: 1,
+            completed,
+            interrupted: 0,
+        };
+        // B lost a fifth of its requests (its slowest, say): its latencies are not A's peers.
+        let note = completion_note(&side(1000, 1000), &side(1000, 800)).expect("a note");
+        assert!(
+            note.contains("(A 100.0 %, 1000 of 1000; B 80.0 %, 800 of 1000)")
+                && note.contains("B's figures leave out more of its requests than A's")
+                && note.contains("so B may read faster"),
+            "{note}"
+        );
+        let note = completion_note(&side(500, 450), &side(1000, 1000)).expect("a note");
+        assert!(note.contains("so A may read faster"), "{note}");
+        // A stray timeout is not a different set of requests.
+        assert_eq!(completion_note(&side(1000, 1000), &side(1000, 995)), None);
+        assert_eq!(completion_note(&side(0, 0), &side(10, 5)), None);
     }
 
     fn trend_of(v: &Verdict) -> Option<Trend> {
