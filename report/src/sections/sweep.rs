@@ -165,6 +165,19 @@ pub fn points(runs: &[Run]) -> Vec<Point> {
     points
 }
 
+/// Where each point sits on the Pareto plot, per-user against all users' tokens/s: per GPU
+/// (`true`) when every point knows its GPU count, as the front was found; runs on different
+/// GPU counts order differently per GPU than in all, and the front drawn on totals passed
+/// through runs it dominated.
+fn front_axes(points: &[Point]) -> (bool, Vec<(f64, f64)>) {
+    let per_gpu = points.iter().all(|p| p.gpus.is_some());
+    let at = points
+        .iter()
+        .map(|p| (p.tokens_per_user, p.per_gpu(points)))
+        .collect();
+    (per_gpu, at)
+}
+
 /// The series section's body.
 pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     let points = points(runs);
@@ -229,29 +242,33 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     }
     html.push_str(&lat.to_html()?);
 
+    let (per_gpu, at) = front_axes(&points);
     let mut par = Plot::new(
         "sweep-pareto",
         "Pareto front: total against per-user token throughput",
         Axis::linear("output tokens/s per user (median)"),
-        Axis::linear("output tokens/s, all users"),
+        Axis::linear(match per_gpu {
+            true => "output tokens/s per GPU, all users",
+            false => "output tokens/s, all users",
+        }),
         HALF,
     );
-    let all: Vec<(f64, f64)> = points
+    let all: Vec<(f64, f64)> = at
         .iter()
-        .map(|p| (p.tokens_per_user, p.tokens_per_s))
+        .copied()
         .filter(|q| q.0.is_finite() && q.1.is_finite())
         .collect();
     par.layer("runs", Colour::nth(0), Mark::Points(all));
-    let mut line: Vec<(f64, f64)> = front
-        .iter()
-        .map(|&i| (points[i].tokens_per_user, points[i].tokens_per_s))
-        .collect();
+    let mut line: Vec<(f64, f64)> = front.iter().map(|&i| at[i]).collect();
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
-    par.note(
-        "Total tokens/s (per GPU in sweep.json when the GPU count is known); a run is on the \
-         front when no other has at least as much of both and more of one.",
-    );
+    par.note(match per_gpu {
+        true => "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
+                 on the front when no other has at least as much of both and more of one.",
+        false => "Total tokens/s (a run without a GPU count: the order is the same when every \
+                  run used the same GPUs); a run is on the front when no other has at least as \
+                  much of both and more of one.",
+    });
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
 
@@ -356,5 +373,18 @@ mod tests {
         ];
         // Run 2 (150 tok/s, 70 per user) is dominated by run 1 (200, 80) and run 3 (400, 70).
         assert_eq!(pareto(&s), vec![0, 1, 3]);
+        // On 1 and 4 GPUs: run 3's 400 tok/s are 100 per GPU, under run 1's 200 on one GPU.
+        let mut gpus = s.to_vec();
+        for (p, n) in gpus.iter_mut().zip([1, 1, 1, 4]) {
+            p.gpus = Some(n);
+        }
+        assert_eq!(pareto(&gpus), vec![0, 1]);
+        // Drawn where the front was found: per GPU.
+        let (per_gpu, at) = front_axes(&gpus);
+        assert!(per_gpu);
+        assert_eq!((at[1].1, at[3].1), (200.0, 100.0));
+        let (per_gpu, at) = front_axes(&s);
+        assert!(!per_gpu);
+        assert_eq!(at[3].1, 400.0);
     }
 }
