@@ -40,6 +40,13 @@ impl Colour {
         Colour::PALETTE[i % Colour::PALETTE.len()]
     }
 
+    /// The `i`-th line's dash pattern (SVG `stroke-dasharray`): solid through the palette's
+    /// first round, then dashed, dotted and dash-dotted, so the 11th run's line is not the
+    /// 1st's. Past four rounds (40 lines) they repeat.
+    pub fn nth_dash(i: usize) -> Option<&'static str> {
+        [None, Some("7 4"), Some("2 3"), Some("9 3 2 3")][(i / Colour::PALETTE.len()) % 4]
+    }
+
     /// `#rrggbb`.
     pub fn hex(self) -> String {
         format!("#{:02x}{:02x}{:02x}", self.0, self.1, self.2)
@@ -107,6 +114,8 @@ pub struct Layer {
     pub name: String,
     /// Its colour.
     pub colour: Colour,
+    /// Its lines' dash pattern (SVG `stroke-dasharray`); solid when `None`.
+    pub dash: Option<&'static str>,
     /// What it draws.
     pub mark: Mark,
 }
@@ -217,8 +226,20 @@ impl Plot {
             self.layers.push(Layer {
                 name: name.into(),
                 colour,
+                dash: None,
                 mark,
             });
+        }
+        self
+    }
+
+    /// Adds the `i`-th of many like layers (runs overlaid): the palette's `i`-th colour, and
+    /// past the palette's ten a dash pattern too ([`Colour::nth_dash`]), in the legend as well.
+    pub fn nth_layer(&mut self, name: &str, i: usize, mark: Mark) -> &mut Plot {
+        let before = self.layers.len();
+        self.layer(name, Colour::nth(i), mark);
+        if let Some(l) = self.layers.get_mut(before) {
+            l.dash = Colour::nth_dash(i);
         }
         self
     }
@@ -244,9 +265,16 @@ impl Plot {
                 Mark::Span(..) => ";opacity:0.18",
                 _ => "",
             };
+            // A dashed line's swatch is dashed too: colour, then a gap, repeated.
+            let background = match l.dash {
+                None => l.colour.hex(),
+                Some(_) => format!(
+                    "repeating-linear-gradient(90deg,{0} 0 3px,transparent 3px 5px)",
+                    l.colour.hex()
+                ),
+            };
             legend.push_str(&format!(
-                "<span class=\"key\"><i style=\"background:{}{opacity}\"></i>{}</span>",
-                l.colour.hex(),
+                "<span class=\"key\"><i style=\"background:{background}{opacity}\"></i>{}</span>",
                 esc(&l.name)
             ));
         }
@@ -417,6 +445,25 @@ mod tests {
             "sized by CSS, not fixed: {html}"
         );
         assert!(html.contains("viewBox=\"0 0 560 280\""));
+    }
+
+    #[test]
+    fn the_eleventh_run_is_told_from_the_first_by_its_dash() {
+        let mut p = Plot::new("t", "T", Axis::linear("x"), Axis::linear("y"), HALF);
+        for i in 0..12 {
+            p.nth_layer(&format!("run {i}"), i, Mark::Line(vec![(0.0, 0.0), (1.0, i as f64)]));
+        }
+        assert_eq!(p.layers[0].colour, p.layers[10].colour);
+        assert_eq!((p.layers[0].dash, p.layers[10].dash), (None, Some("7 4")));
+        let html = p.to_html().unwrap();
+        // Drawn dashed (the group's attribute, inherited by its polyline) …
+        assert!(
+            html.contains("data-name=\"run 10\" data-marks=\"2\" stroke-dasharray=\"7 4\">"),
+            "{html}"
+        );
+        assert!(html.contains("data-name=\"run 0\" data-marks=\"2\">"), "{html}");
+        // … and keyed dashed in the legend.
+        assert_eq!(html.matches("repeating-linear-gradient").count(), 2, "{html}");
     }
 
     #[test]

@@ -150,8 +150,13 @@ where
             };
             root.present().map_err(|e| err(&e))?;
         }
+        // On the group: plotters sets no dash on its paths, so they inherit it.
+        let dash = layer
+            .dash
+            .map(|d| format!(" stroke-dasharray=\"{d}\""))
+            .unwrap_or_default();
         groups.push_str(&format!(
-            "<g class=\"series\" data-name=\"{}\" data-marks=\"{marks}\">{}</g>\n",
+            "<g class=\"series\" data-name=\"{}\" data-marks=\"{marks}\"{dash}>{}</g>\n",
             crate::html::attr(&layer.name),
             inner(&layer_svg)
         ));

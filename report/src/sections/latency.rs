@@ -89,7 +89,7 @@ pub fn cdf(id: &str, m: Metric, series: &[(String, &[f64])]) -> Result<String, R
             .collect();
         drawn += pts.len();
         total += s.len();
-        plot.layer(label, Colour::nth(i), Mark::Line(pts));
+        plot.nth_layer(label, i, Mark::Line(pts));
     }
     let mut note = format!(
         "{} of {} values drawn",
