@@ -276,10 +276,24 @@ fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportErr
             "<p class=\"note\">No run with latency figures yet: nothing to chart.</p>\n".into(),
         );
     }
-    plot.note(format!(
-        "{} run(s); each point is one run's percentile from its summary.json.",
+    let without = w
+        .runs
+        .iter()
+        .filter(|r| r.verdict_kind != "pass" && r.ttft_ms.1.is_none_or(|v| !(v > 0.0)))
+        .count();
+    let mut note = format!(
+        "{} run(s); each point is one run's percentile from its summary.json; a run that did \
+         not pass is crossed at its TTFT p99",
         w.runs.len()
-    ));
+    );
+    if without > 0 {
+        // At the lowest p99 drawn, they would pass for the fastest runs unless said.
+        note.push_str(&format!(
+            ", and {without} without one (no request completed) at the lowest TTFT p99 drawn: \
+             that height is not theirs"
+        ));
+    }
+    plot.note(format!("{note}."));
     plot.to_html()
 }
 

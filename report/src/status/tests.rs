@@ -60,6 +60,11 @@ fn a_page_lists_runs_charts_them_and_escapes_what_it_shows() {
     assert!(!html.contains("id=\"trend-1\""));
     assert!(html.contains("nothing to chart"));
     assert!(html.contains("3 run(s); each point"));
+    // r1 errored without a TTFT p99: its cross's height is said not to be its own.
+    assert!(
+        html.contains("and 1 without one (no request completed) at the lowest TTFT p99 drawn"),
+        "{html}"
+    );
     // The diagnosis: class and confidence in each run's row, why on hover and under the
     // overview's; a run without one shows a dash.
     assert_eq!(
