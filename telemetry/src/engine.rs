@@ -228,7 +228,7 @@ static UNKNOWN: Names = Names {
 /// over label sets (several models or data-parallel engines add up); histograms are merged.
 #[derive(Debug, Clone, Default)]
 pub struct ServerSample {
-    /// When the scrape's response was read.
+    /// When the scrape's response head arrived (the server wrote its values just before).
     pub at: MonoTime,
     /// The engine detected.
     pub engine: Option<Engine>,

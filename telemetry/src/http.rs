@@ -251,7 +251,8 @@ impl Endpoint {
         self
     }
 
-    /// GETs the page; the returned time is when its body had been read.
+    /// GETs the page; the returned time is when its head arrived: the server wrote the
+    /// page's values just before, and a large body can take hundreds of ms more to read.
     pub async fn get(&self, timeout: Duration) -> Result<(String, MonoTime), ScrapeError> {
         match tokio::time::timeout(timeout, self.get_inner()).await {
             Ok(r) => r,
@@ -314,6 +315,7 @@ impl Endpoint {
             .send_request(req)
             .await
             .map_err(|source| ScrapeError::Http { url: url(), source })?;
+        let at = MonoTime::now();
         let status = resp.status();
         if !status.is_success() {
             return Err(ScrapeError::Status {
@@ -326,7 +328,6 @@ impl Endpoint {
             .await
             .map_err(|source| ScrapeError::Body { url: url(), source })?
             .to_bytes();
-        let at = MonoTime::now();
         Ok((String::from_utf8_lossy(&body).into_owned(), at))
     }
 }
