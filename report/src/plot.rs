@@ -451,7 +451,11 @@ mod tests {
     fn the_eleventh_run_is_told_from_the_first_by_its_dash() {
         let mut p = Plot::new("t", "T", Axis::linear("x"), Axis::linear("y"), HALF);
         for i in 0..12 {
-            p.nth_layer(&format!("run {i}"), i, Mark::Line(vec![(0.0, 0.0), (1.0, i as f64)]));
+            p.nth_layer(
+                &format!("run {i}"),
+                i,
+                Mark::Line(vec![(0.0, 0.0), (1.0, i as f64)]),
+            );
         }
         assert_eq!(p.layers[0].colour, p.layers[10].colour);
         assert_eq!((p.layers[0].dash, p.layers[10].dash), (None, Some("7 4")));
@@ -461,9 +465,16 @@ mod tests {
             html.contains("data-name=\"run 10\" data-marks=\"2\" stroke-dasharray=\"7 4\">"),
             "{html}"
         );
-        assert!(html.contains("data-name=\"run 0\" data-marks=\"2\">"), "{html}");
+        assert!(
+            html.contains("data-name=\"run 0\" data-marks=\"2\">"),
+            "{html}"
+        );
         // … and keyed dashed in the legend.
-        assert_eq!(html.matches("repeating-linear-gradient").count(), 2, "{html}");
+        assert_eq!(
+            html.matches("repeating-linear-gradient").count(),
+            2,
+            "{html}"
+        );
     }
 
     #[test]

@@ -279,7 +279,9 @@ fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportErr
     let without = w
         .runs
         .iter()
-        .filter(|r| r.verdict_kind != "pass" && r.ttft_ms.1.is_none_or(|v| !(v > 0.0)))
+        .filter(|r| {
+            r.verdict_kind != "pass" && !r.ttft_ms.1.is_some_and(|v| v.is_finite() && v > 0.0)
+        })
         .count();
     let mut note = format!(
         "{} run(s); each point is one run's percentile from its summary.json; a run that did \

@@ -263,11 +263,15 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
     par.note(match per_gpu {
-        true => "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
-                 on the front when no other has at least as much of both and more of one.",
-        false => "Total tokens/s (a run without a GPU count: the order is the same when every \
+        true => {
+            "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
+                 on the front when no other has at least as much of both and more of one."
+        }
+        false => {
+            "Total tokens/s (a run without a GPU count: the order is the same when every \
                   run used the same GPUs); a run is on the front when no other has at least as \
-                  much of both and more of one.",
+                  much of both and more of one."
+        }
     });
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
