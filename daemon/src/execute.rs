@@ -114,7 +114,8 @@ pub async fn execute(
     // each record joined to what the server, the GPUs, the kernel and the front end's own
     // observers saw at the same moments.
     let stop_sources = CancellationToken::new();
-    let observers = attach(observe, front.observers(), &stop_sources);
+    let tls = plan.replay.target.tls;
+    let observers = attach(observe, tls, front.observers(), &stop_sources);
     let outcome = canary_replay::run_work(
         plan.dispatcher_config(),
         prepared.work,
@@ -146,6 +147,7 @@ pub async fn execute(
 /// and the run goes on without it.
 fn attach(
     observe: &Observe,
+    tls: bool,
     own: Vec<Arc<dyn Observer>>,
     stop_sources: &CancellationToken,
 ) -> Arc<dyn Observer> {
@@ -164,7 +166,7 @@ fn attach(
     } else if let Some(why) = &observe.ebpf_known_unavailable {
         observers.note(Source::Ebpf, SourceState::unavailable(why.clone()));
     } else {
-        match canary_ebpf::KernelObserver::start() {
+        match canary_ebpf::KernelObserver::start(tls) {
             Ok(k) => observers.push(Arc::new(k)),
             Err(e) => {
                 tracing::warn!("kernel socket timing off: {e}");

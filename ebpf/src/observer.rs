@@ -29,6 +29,9 @@ const KEEP_IDLE: Duration = Duration::from_secs(900);
 pub struct KernelObserver {
     shared: Arc<Shared>,
     drainer: Option<std::thread::JoinHandle<()>>,
+    /// The target speaks TLS: a new connection's first response bytes may be the server's
+    /// session tickets.
+    tls: bool,
 }
 
 struct Shared {
@@ -80,8 +83,9 @@ impl State {
 }
 
 impl KernelObserver {
-    /// Loads the programs for this process and starts draining their events.
-    pub fn start() -> Result<KernelObserver, Unavailable> {
+    /// Loads the programs for this process and starts draining their events; `tls` when
+    /// the target is `https://`.
+    pub fn start(tls: bool) -> Result<KernelObserver, Unavailable> {
         let tracer = Tracer::start(std::process::id())?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -117,6 +121,7 @@ impl KernelObserver {
         Ok(KernelObserver {
             shared,
             drainer: Some(drainer),
+            tls,
         })
     }
 }
@@ -136,7 +141,7 @@ fn ns(t0: MonoTime, ms: f64) -> u64 {
 }
 
 /// The client's side of a record, as the join needs it.
-fn span(rec: &RequestRecord, cookie: u64, gaps_ms: &[f64], t0: MonoTime) -> RequestSpan {
+fn span(rec: &RequestRecord, cookie: u64, gaps_ms: &[f64], t0: MonoTime, tls: bool) -> RequestSpan {
     let sent_ms = rec.sent_at_ms;
     // canaryd's own reads (the gaps are between them too): client overhead is kernel
     // arrival → canaryd's code, whatever clock `ttft_ms` is on.
@@ -156,6 +161,7 @@ fn span(rec: &RequestRecord, cookie: u64, gaps_ms: &[f64], t0: MonoTime) -> Requ
         first_token_ns: first_ms.map(|m| ns(t0, m)),
         chunk_reads_ns,
         new_connection: rec.connect_ms.is_some(),
+        new_tls_connection: tls && rec.connect_ms.is_some(),
     }
 }
 
@@ -168,7 +174,7 @@ impl Observer for KernelObserver {
         let Some(cookie) = rec.socket_cookie else {
             return;
         };
-        let span = span(rec, cookie, gaps_ms, t0);
+        let span = span(rec, cookie, gaps_ms, t0, self.tls);
         let mut guard = self.shared.state.lock().expect("kernel state");
         let s = &mut *guard;
         // The kernel queued this request's events before canaryd could see its bytes: they

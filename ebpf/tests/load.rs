@@ -121,6 +121,7 @@ fn follows_own_connection_by_cookie() {
             first_token_ns: Some(first_read.as_nanos()),
             chunk_reads_ns: vec![first_read.as_nanos(), second_read.as_nanos()],
             new_connection: true,
+            new_tls_connection: false,
         })
         .expect("kernel timing");
     assert_eq!(t.bytes_sent, Some(1000));
