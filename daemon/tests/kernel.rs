@@ -181,6 +181,67 @@ fn kernel_timing_splits_ttft_and_agrees_with_the_simulators_truth() {
     }
 }
 
+/// Behind TLS (a rustls terminator, which sends two session tickets after the handshake) the
+/// tickets reach the client after a new connection's first request: that request gets no
+/// server wait nor remainder (they were the tickets' arrival and the rest of the wait), the
+/// requests on the reused connection get the server's real wait.
+#[test]
+fn a_new_tls_connections_tickets_are_not_taken_for_the_response() {
+    let Some(()) = skip_unless(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let backend: std::net::SocketAddr = format!("127.0.0.1:{}", sim.port).parse().unwrap();
+    let (port, ca_pem) = runtime.block_on(canary_testkit::tls_terminator(backend));
+    std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
+    let out = Command::new(CANARYD)
+        .args(["profile", "--url", &format!("https://localhost:{port}")])
+        .args([
+            "--model",
+            "canary-sim",
+            "--ca-bundle",
+            "ca.pem",
+            "--no-nvml",
+        ])
+        .args([
+            "--concurrency",
+            "1",
+            "--request-count",
+            "4",
+            "--isl",
+            "16",
+            "--osl",
+            "4",
+        ])
+        .args(["-H", "x-sim-fault: stall_first_ms=300", "-o", "out"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("canaryd runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let records = json_lines(&dir.path().join("out/records.jsonl"));
+    assert_eq!(records.len(), 4);
+    let (new, reused): (Vec<_>, Vec<_>) = records.iter().partition(|r| r["connect_ms"].is_f64());
+    assert_eq!((new.len(), reused.len()), (1, 3), "one connection, reused");
+    let k = &new[0]["kernel"];
+    assert!(k.is_object(), "{}", new[0]);
+    assert!(
+        k["server_wait_ms"].is_null() && k["remainder_ms"].is_null(),
+        "{k}"
+    );
+    assert!(
+        k["request_write_ms"].is_f64() && k["client_overhead_ms"].is_f64(),
+        "{k}"
+    );
+    for r in reused {
+        // The sim sleeps 300 ms after reading the request, before its head.
+        assert!(f(&r["kernel"], "server_wait_ms") >= 300.0, "{r}");
+    }
+}
+
 #[test]
 fn a_stall_before_the_first_byte_is_server_wait_not_client_overhead() {
     let Some(()) = skip_unless(true) else {
