@@ -13,6 +13,7 @@
 pub struct RateSearch {
     start: f64,
     min_rate: f64,
+    max_rate: f64,
     precision: f64,
     max_runs: usize,
     runs: Vec<(f64, bool)>,
@@ -28,12 +29,20 @@ pub struct RateBracket {
 }
 
 impl RateSearch {
-    /// Starts at `start` requests/s, never goes below `min_rate`, stops when the bracket's
-    /// width is at most `precision` of its passing end or after `max_runs` runs.
-    pub fn new(start: f64, min_rate: f64, precision: f64, max_runs: usize) -> RateSearch {
+    /// Starts at `start` requests/s, never goes below `min_rate` nor above `max_rate`, stops
+    /// when the bracket's width is at most `precision` of its passing end or after `max_runs`
+    /// runs.
+    pub fn new(
+        start: f64,
+        min_rate: f64,
+        max_rate: f64,
+        precision: f64,
+        max_runs: usize,
+    ) -> RateSearch {
         RateSearch {
             start,
             min_rate,
+            max_rate,
             precision,
             max_runs,
             runs: Vec::new(),
@@ -69,7 +78,7 @@ impl RateSearch {
     }
 
     /// The next rate to run, or `None` when the search is done: the bracket is narrow enough,
-    /// the runs are spent, or even `min_rate` failed.
+    /// the runs are spent, even `min_rate` failed, or `max_rate` passed.
     pub fn next_rate(&self) -> Option<f64> {
         if self.runs.len() >= self.max_runs {
             return None;
@@ -77,7 +86,8 @@ impl RateSearch {
         let b = self.bracket();
         match (b.passed, b.failed) {
             (None, None) => Some(self.start),
-            (Some(p), None) => Some(p * 2.0),
+            // Doubling past the highest rate a run may have would only fail to start.
+            (Some(p), None) => (p < self.max_rate).then(|| (p * 2.0).min(self.max_rate)),
             (None, Some(f)) => (f > self.min_rate).then(|| (f / 2.0).max(self.min_rate)),
             (Some(p), Some(f)) => (f - p > self.precision * p).then_some((p + f) / 2.0),
         }
@@ -90,7 +100,7 @@ mod tests {
 
     /// Runs a search against a server whose true capacity is `capacity`.
     fn search(capacity: f64, start: f64, max_runs: usize) -> RateSearch {
-        let mut s = RateSearch::new(start, 0.1, 0.05, max_runs);
+        let mut s = RateSearch::new(start, 0.1, 1e6, 0.05, max_runs);
         while let Some(rate) = s.next_rate() {
             s.record(rate, rate <= capacity);
         }
@@ -135,11 +145,16 @@ mod tests {
         assert_eq!(rates, vec![1.0, 0.5, 0.25, 0.125, 0.1]);
         assert_eq!(s.bracket().passed, None);
         assert_eq!(s.bracket().failed, Some(0.1));
+        // Everything passes: doubles up to the ceiling, runs it once, stops.
+        let s = search(f64::INFINITY, 1e5, 50);
+        let rates: Vec<f64> = s.runs().iter().map(|r| r.0).collect();
+        assert_eq!(rates, vec![1e5, 2e5, 4e5, 8e5, 1e6]);
+        assert_eq!(s.next_rate(), None);
     }
 
     #[test]
     fn a_noisy_fail_below_a_pass_does_not_hide_the_pass() {
-        let mut s = RateSearch::new(10.0, 0.1, 0.05, 20);
+        let mut s = RateSearch::new(10.0, 0.1, 1e6, 0.05, 20);
         s.record(10.0, true);
         s.record(20.0, false);
         s.record(15.0, true);

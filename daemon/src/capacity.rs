@@ -68,9 +68,12 @@ pub async fn search<P: Prober + Send>(
     prober: &mut P,
     shutdown: &CancellationToken,
 ) -> Searched {
+    // Within the rates a run may have: past them a probe would only fail to start.
+    let rates = canary_replay::REQUEST_RATES;
     let mut search = RateSearch::new(
         bounds.start,
-        bounds.min_rate,
+        bounds.min_rate.max(*rates.start()),
+        *rates.end(),
         bounds.precision,
         bounds.max_runs,
     );
@@ -106,6 +109,9 @@ pub async fn search<P: Prober + Send>(
         "max_runs"
     } else if b.passed.is_none() {
         "floor"
+    } else if b.failed.is_none() {
+        // The highest rate a run may have passed: the capacity is at least that.
+        "ceiling"
     } else {
         "precision"
     };
@@ -132,8 +138,8 @@ pub struct Capacity {
     pub min_failing_rate: Option<f64>,
     /// Half the bracket's width relative to its midpoint, when both ends are known.
     pub relative_uncertainty: Option<f64>,
-    /// Why the search stopped: `precision`, `max_runs`, `floor`, `point_failed` or
-    /// `interrupted`.
+    /// Why the search stopped: `precision`, `max_runs`, `floor`, `ceiling`, `point_failed`
+    /// or `interrupted`.
     pub stopped_by: String,
 }
 
@@ -218,5 +224,38 @@ mod tests {
         assert_eq!(broken.capacity.stopped_by, "point_failed");
         assert!(broken.failed.is_some());
         assert_eq!(broken.capacity.min_failing_rate, None);
+    }
+
+    // A rate past the range a run may have fails to start: the search asked for 1.6e6 req/s
+    // after a pass at 8e5 (and 1e-9 under a failure) and ended "point_failed".
+    #[tokio::test]
+    async fn the_search_keeps_to_the_rates_a_run_may_have() {
+        let (lowest, highest) = canary_replay::REQUEST_RATES.into_inner();
+        for (start, capacity, stopped_by, bound) in [
+            (1e5, f64::INFINITY, "ceiling", highest),
+            (1e-5, 0.0, "floor", lowest),
+        ] {
+            let bounds = SearchBounds {
+                start,
+                min_rate: 1e-9,
+                precision: 0.05,
+                max_runs: 40,
+            };
+            let mut p = Scripted {
+                capacity,
+                cut: 0,
+                broken: 0,
+                probed: Vec::new(),
+            };
+            let shutdown = CancellationToken::new();
+            let found = search(bounds, "e2e:1".into(), 0.95, &mut p, &shutdown).await;
+            let probed = &p.probed;
+            assert!(
+                probed.iter().all(|r| (lowest..=highest).contains(r)),
+                "{probed:?}"
+            );
+            assert_eq!(probed.last(), Some(&bound), "{probed:?}");
+            assert_eq!(found.capacity.stopped_by, stopped_by, "{probed:?}");
+        }
     }
 }

@@ -62,7 +62,7 @@ pub use plan::{
     ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
     Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo,
     SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES,
-    MAX_REQUEST_COUNT,
+    MAX_REQUEST_COUNT, REQUEST_RATES,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,

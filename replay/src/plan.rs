@@ -29,7 +29,9 @@ pub use key::{ApiKeySource, MAX_KEY_FILE_BYTES};
 pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
 pub use synthesis::SynthesisInfo;
-pub use synthetic::{ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT};
+pub use synthetic::{
+    ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT, REQUEST_RATES,
+};
 
 use crate::prompt::{PromptBuilder, PromptError, Tokenizer, TokenizerSpec};
 use crate::run::Config;

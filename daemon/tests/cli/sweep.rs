@@ -528,6 +528,17 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "--speedup applies to a --trace",
         ),
+        // Later points that only the run's own check refuses: refused before c1 runs.
+        (
+            vec!["--concurrency", "1,4,16,64"],
+            1,
+            "point c16: --concurrency: 16 users for 10 requests",
+        ),
+        (
+            vec!["--request-rate", "10,20,2000000"],
+            1,
+            "--request-rate: expected 0.000001 to 1000000 requests per second",
+        ),
     ] {
         let out = sweep(dir.path(), &url, &flags);
         assert_eq!(out.status.code(), Some(code), "{flags:?}: {}", text(&out));

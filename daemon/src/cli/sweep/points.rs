@@ -8,8 +8,9 @@ use crate::capacity::{self, Probed, Prober, SearchBounds};
 use crate::cli::one_shot::{self, OneShot};
 use crate::cli::profile::ProfileArgs;
 use crate::cli::repeats::{self, RepeatsSummary};
+use crate::cli::replay::flag;
 use crate::cli::report::ProgressDisplay;
-use crate::execute::{execute, run_labels, Judged};
+use crate::execute::{execute, run_labels, spelled, Judged};
 use anyhow::{bail, Context, Result};
 use canary_replay::Plan;
 use std::path::Path;
@@ -44,6 +45,16 @@ fn point_args(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> ProfileAr
     // The sweep owns its folder: --overwrite was checked for it as a whole.
     p.shape.overwrite = true;
     p
+}
+
+/// Checks the point at `value` as its run would, before anything is sent: a plan that builds
+/// can still hold settings that do not go together (16 users for 10 requests, a rate past the
+/// range), which only [`Plan::validate`] sees.
+fn check_point(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> Result<()> {
+    let plan = Plan::try_from(&point_args(args, axis, value, dir))?;
+    plan.validate()
+        .map_err(|e| spelled(e, flag))
+        .with_context(|| format!("point {}", axis.label(value)))
 }
 
 /// A point folder an earlier sweep wrote: named `point-NN-…`, a real folder (not a link), with
@@ -223,7 +234,7 @@ pub async fn sweep(
     let root = &args.profile.shape.output_dir;
     // Every point's flags checked before anything is sent.
     for v in values {
-        Plan::try_from(&point_args(args, axis, *v, root))?;
+        check_point(args, axis, *v, root)?;
     }
     prepare_root(root, args.profile.shape.overwrite)?;
     let mut points = Vec::new();
@@ -363,7 +374,7 @@ pub async fn find_max_rate(
         .shape
         .min_good_fraction
         .context("--find-max-rate needs --min-good-fraction")?;
-    Plan::try_from(&point_args(args, Axis::RequestRate, start, root))?;
+    check_point(args, Axis::RequestRate, start, root)?;
     prepare_root(root, args.profile.shape.overwrite)?;
     let bounds = SearchBounds {
         start,
