@@ -232,6 +232,14 @@ fn replay_gates_on_good_fraction_and_error_rate_for_ci() {
     let out = run(&["--min-good-fraction", "0.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--goodput"), "{}", text(&out));
+    // An empty spec is no SLO: it was taken, and the gate silently passed everything.
+    let out = run(&["--goodput", " ", "--min-good-fraction", "0.99"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("--goodput") && text(&out).contains("at least one metric:threshold"),
+        "{}",
+        text(&out)
+    );
     let out = run(&["--max-error-rate", "5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("from 0 to 1"), "{}", text(&out));

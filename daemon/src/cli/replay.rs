@@ -178,7 +178,7 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "F")]
     pub max_output_ratio: Option<f64>,
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::config::raw::slo_spec)]
     pub goodput: Option<Goodput>,
     /// Gate for CI, the daemon's `min_good_fraction`: exit with status 3 when fewer than this
     /// share (0 to 1) of the requests sent were good by `--goodput`. Needs `--goodput`.

@@ -104,6 +104,14 @@ fn schedules_slos_and_fractions_are_checked() {
         e.contains("workloads.chat.slos") && e.contains("ttft"),
         "{e}"
     );
+    // An empty spec is no SLO: its gates (and a capacity search's verdicts) passed everything.
+    let e = parse(&GOOD.replace("time_to_first_token:400", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("workloads.chat.slos") && e.contains("at least one metric:threshold"),
+        "{e}"
+    );
     let e = parse(&GOOD.replace("cron = \"0 3 * * *\"", ""))
         .unwrap_err()
         .to_string();

@@ -528,6 +528,12 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "--speedup applies to a --trace",
         ),
+        // No SLO: every probe passed, up to --max-runs.
+        (
+            vec!["--find-max-rate", "--slo", "", "--min-good-fraction", "0.9"],
+            2,
+            "expected at least one metric:threshold",
+        ),
         // Later points that only the run's own check refuses: refused before c1 runs.
         (
             vec!["--concurrency", "1,4,16,64"],

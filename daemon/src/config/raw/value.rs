@@ -176,10 +176,21 @@ pub struct SloSpec(pub Goodput);
 impl<'de> Deserialize<'de> for SloSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        s.parse::<Goodput>()
-            .map(SloSpec)
-            .map_err(serde::de::Error::custom)
+        slo_spec(&s).map(SloSpec).map_err(serde::de::Error::custom)
     }
+}
+
+/// SLOs as `slos` and `--goodput` (`--slo`) take them: at least one term. An empty spec
+/// parses to no SLO at all, which would silently switch off the gates and the capacity
+/// search's verdicts that were asked for.
+pub fn slo_spec(s: &str) -> Result<Goodput, String> {
+    let g = s.parse::<Goodput>().map_err(|e| e.to_string())?;
+    if g.is_empty() {
+        return Err(
+            "expected at least one metric:threshold, such as \"time_to_first_token:400\"".into(),
+        );
+    }
+    Ok(g)
 }
 
 /// A number in [0, 1].
