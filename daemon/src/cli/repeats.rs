@@ -29,10 +29,14 @@ pub struct Repeats {
 impl Repeats {
     /// Run `i` (from 1) of the experiment of `plan` in `out`: its folder's name (`run-i`) and
     /// its plan, with a run id of its own and, unless the prompts are to be the same, a salt
-    /// of its own.
+    /// of its own. `--start-at` is the first run's: by the second the instant has passed, and
+    /// the later runs follow on as the daemon's do.
     pub(crate) fn nth(&self, plan: &Plan, out: &Path, i: u32) -> (String, Plan) {
         let dir = format!("run-{i}");
         let mut p = plan.clone();
+        if i > 1 {
+            p.replay.start_at = None;
+        }
         p.replay.output_dir = Some(out.join(&dir));
         p.replay.run_id = format!("{}-{i}", plan.replay.run_id);
         if !self.same_prompts {
@@ -85,7 +89,17 @@ pub async fn run(
             quiet: true,
             ..print.clone()
         };
-        let run = one_shot::one_shot(p, observe, export, each, shutdown.clone()).await?;
+        let run = match one_shot::one_shot(p, observe, export, each, shutdown.clone()).await {
+            Ok(run) => run,
+            Err(e) => {
+                // The runs before it were measured: their summary is still written, with the
+                // status the command exits with (1, an error).
+                if !runs.is_empty() {
+                    write(&out, &RepeatsSummary::of(n, &runs, 1, false))?;
+                }
+                return Err(e.context(format!("run {i} of {n}")));
+            }
+        };
         let Some(run) = run else {
             interrupted = true;
             break;

@@ -165,6 +165,44 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     assert!(dir.path().join("out/run-notes/keep.txt").exists());
 }
 
+// `--start-at` with `--runs` was every run's: the second was refused (the instant had
+// passed), and that error ended the experiment without the first run's summary.
+#[test]
+fn start_at_is_the_first_runs_and_a_failed_run_keeps_the_summary_of_those_before() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(4)).to_rfc3339();
+    let two = ["--runs", "2", "--max-requests", "2"];
+    let out = replay(dir.path(), &url, &[&two[..], &["--start-at", &at]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let root = dir.path().join("out");
+    let first = json(&root.join("run-1/summary.json"));
+    assert_eq!(first["clock"]["start_at"]["requested"], at, "{first}");
+    let second = json(&root.join("run-2/summary.json"));
+    assert!(second["clock"].get("start_at").is_none(), "{second}");
+
+    // Run 2 cannot write its folder (a file stands there): the command fails, naming the
+    // run, and run 1's figures are still summarized, with the status it exits with.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("out");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("run-2"), "not a folder").unwrap();
+    let out = replay(dir.path(), &url, &["--runs", "3", "--max-requests", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("run 2 of 3"), "{}", text(&out));
+    let top = json(&root.join("summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    let r = &top["repeats"];
+    assert_eq!(
+        (r["runs_asked"].as_u64(), r["runs"].as_u64()),
+        (Some(3), Some(1)),
+        "{r}"
+    );
+    assert_eq!(r["exit_status"], 1, "{r}");
+    assert!(root.join("repeats.csv").exists());
+}
+
 /// `canaryd compare` of two `--runs 3` experiments (issue 18: is B really slower?): one user
 /// sending 15 short requests one after another (no queueing, so each run's figures vary
 /// little), three runs against the simulator at 2 ms a decode step, then three after its

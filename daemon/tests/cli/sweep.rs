@@ -556,6 +556,41 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
     }
 }
 
+// `--start-at` was every point's: the second point was refused (the instant had passed) and
+// the sweep ended there, exit 5. It is the first point's, as in the daemon's sweeps.
+#[test]
+fn start_at_is_the_first_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(4)).to_rfc3339();
+    let flags = [
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "4",
+        "--start-at",
+        &at,
+    ];
+    let out = sweep(dir.path(), &url, &flags);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let clocks: Vec<Value> = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let folder = dir.path().join("out").join(p["dir"].as_str().unwrap());
+            let s: Value =
+                serde_json::from_slice(&std::fs::read(folder.join("summary.json")).unwrap())
+                    .unwrap();
+            s["clock"].clone()
+        })
+        .collect();
+    assert_eq!(clocks.len(), 2, "{doc}");
+    assert_eq!(clocks[0]["start_at"]["requested"], at, "{clocks:?}");
+    assert!(clocks[1].get("start_at").is_none(), "{clocks:?}");
+}
+
 /// `canaryd compare` of two sweeps (issue 18: did the change move the knee?): the capacity
 /// simulator swept over 1, 8 and 16 users, then again after every decode step became four
 /// times slower (`POST /sim/profile`). Point by point, B's throughput falls and its latency

@@ -23,10 +23,15 @@ struct PointRun {
     interrupted: bool,
 }
 
-/// `base` with the values every point shares (a list of one) and the point's own.
-fn point_args(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> ProfileArgs {
+/// `base` with the values every point shares (a list of one) and the point's own, for the
+/// point `index` (from 1). `--start-at` is the first point's: the later ones follow on after
+/// their cooldown (by then the instant has passed), as the daemon's sweeps do.
+fn point_args(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path) -> ProfileArgs {
     let s = &args.sweep;
     let mut p = args.profile.clone();
+    if index > 1 {
+        p.shape.start_at = None;
+    }
     if let [c] = s.concurrency[..] {
         p.shape.concurrency = Some(c);
     }
@@ -50,8 +55,8 @@ fn point_args(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> ProfileAr
 /// Checks the point at `value` as its run would, before anything is sent: a plan that builds
 /// can still hold settings that do not go together (16 users for 10 requests, a rate past the
 /// range), which only [`Plan::validate`] sees.
-fn check_point(args: &SweepArgs, axis: Axis, value: f64, dir: &Path) -> Result<()> {
-    let plan = Plan::try_from(&point_args(args, axis, value, dir))?;
+fn check_point(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path) -> Result<()> {
+    let plan = Plan::try_from(&point_args(args, axis, value, index, dir))?;
     plan.validate()
         .map_err(|e| spelled(e, flag))
         .with_context(|| format!("point {}", axis.label(value)))
@@ -113,7 +118,7 @@ async fn run_point(
     let label = axis.label(value);
     let dir_name = format!("point-{index:02}-{label}");
     let point_dir = root.join(&dir_name);
-    let pargs = point_args(args, axis, value, &point_dir);
+    let pargs = point_args(args, axis, value, index, &point_dir);
     let plan = Plan::try_from(&pargs)?;
     let context = || format!("point {index} ({label})");
     let gpus = args.sweep.gpus;
@@ -132,7 +137,18 @@ async fn run_point(
             let mut interrupted = false;
             for i in 1..=n {
                 let (dir, p) = repeats.nth(&plan, &point_dir, i);
-                let Some(run) = run_once(&pargs, p, shutdown).await.with_context(context)? else {
+                let run = match run_once(&pargs, p, shutdown).await {
+                    Ok(run) => run,
+                    Err(e) => {
+                        // The point's runs before it were measured: their summary is kept.
+                        if !runs.is_empty() {
+                            let summary = RepeatsSummary::of(n, &runs, POINT_FAILED, false);
+                            repeats::write(&point_dir, &summary).with_context(context)?;
+                        }
+                        return Err(e.context(format!("run {i} of {n}"))).with_context(context);
+                    }
+                };
+                let Some(run) = run else {
                     interrupted = true;
                     break;
                 };
@@ -233,8 +249,8 @@ pub async fn sweep(
 ) -> Result<i32> {
     let root = &args.profile.shape.output_dir;
     // Every point's flags checked before anything is sent.
-    for v in values {
-        check_point(args, axis, *v, root)?;
+    for (i, v) in values.iter().enumerate() {
+        check_point(args, axis, *v, i + 1, root)?;
     }
     prepare_root(root, args.profile.shape.overwrite)?;
     let mut points = Vec::new();
@@ -326,7 +342,7 @@ async fn export_series(
         return Ok(());
     };
     let root = &args.profile.shape.output_dir;
-    let plan = Plan::try_from(&point_args(args, axis, at, root))?;
+    let plan = Plan::try_from(&point_args(args, axis, at, 1, root))?;
     export_it(&exporter, &run_labels(&plan.replay.target, &plan.workload));
     let timeout = export.flush_timeout();
     tokio::task::spawn_blocking(move || exporter.shutdown(timeout))
@@ -374,7 +390,7 @@ pub async fn find_max_rate(
         .shape
         .min_good_fraction
         .context("--find-max-rate needs --min-good-fraction")?;
-    check_point(args, Axis::RequestRate, start, root)?;
+    check_point(args, Axis::RequestRate, start, 1, root)?;
     prepare_root(root, args.profile.shape.overwrite)?;
     let bounds = SearchBounds {
         start,
