@@ -6,9 +6,9 @@
 //! back.
 
 use anyhow::{Context, Result};
-use canary_replay::{LoadOptions, Synthesis, TraceFormat};
+use canary_replay::{LoadOptions, Synthesis, SynthesisError, TraceFormat};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Flags of `canaryd synthesize`.
 #[derive(Debug, clap::Args)]
@@ -74,17 +74,30 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         ..Default::default()
     };
     let trace = canary_replay::load(&args.input, &opts)?;
-    let file = std::fs::OpenOptions::new()
+    // OUT is taken (refused if it exists), the trace written beside it and renamed over it:
+    // a failure half-way (a row refused, a full disk) leaves neither file, where it used to
+    // leave part of a trace that a rerun refused to overwrite.
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    // What loading the written trace will allow.
-    let report = canary_replay::synthesize(&trace, &s, opts.length_limit, &mut out)
-        .with_context(|| format!("synthesizing from {}", args.input.display()))?;
-    out.flush()
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    let mut name = args.output.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let partial = args.output.with_file_name(name);
+    let written = write(args, &trace, &s, opts.length_limit, &partial).and_then(|report| {
+        std::fs::rename(&partial, &args.output)
+            .with_context(|| format!("renaming {}", partial.display()))?;
+        Ok(report)
+    });
+    let report = match written {
+        Ok(report) => report,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            let _ = std::fs::remove_file(&args.output);
+            return Err(e);
+        }
+    };
     outln!(
         "wrote {} rows ({} capped, {} distinct blocks) to {} (exact)",
         report.rows,
@@ -93,6 +106,31 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         args.output.display()
     )?;
     Ok(0)
+}
+
+/// Writes `trace` synthesized by `s` into `path`; what was written.
+fn write(
+    args: &SynthesizeArgs,
+    trace: &canary_replay::Trace,
+    s: &Synthesis,
+    length_limit: u32,
+    path: &Path,
+) -> Result<canary_replay::SynthesisReport> {
+    let file = canary_files::create_artifact(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    // What loading the written trace will allow.
+    let report = canary_replay::synthesize(trace, s, length_limit, &mut out)
+        .map_err(|e| match e {
+            e @ SynthesisError::Time { .. } => {
+                anyhow::Error::new(e).context("--speedup-ratio is too small for this trace")
+            }
+            e => e.into(),
+        })
+        .with_context(|| format!("synthesizing from {}", args.input.display()))?;
+    out.flush()
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    Ok(report)
 }
 
 /// Trace synthesis on the fly, for `canaryd replay` and `canaryd profile --trace`: the

@@ -68,6 +68,72 @@ fn synthesize_writes_a_trace_analyze_trace_reads_back() {
     assert!(!dir.path().join("other.jsonl").exists());
 }
 
+// A tiny ratio wrote `null` timestamps (1e-300) or rows years apart (1e-9), "wrote 2000 rows"
+// and exit 0, for a file no replay takes; a row refused half-way (its prompt too long) left
+// the rows before it in OUT, which a rerun then refused to overwrite.
+#[test]
+fn synthesize_refuses_what_no_replay_could_read_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = shared("traces/mooncake_conversation_first2000.jsonl");
+    let input = input.to_str().unwrap();
+    let left = |dir: &std::path::Path| -> Vec<_> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect()
+    };
+    for (flags, says) in [
+        (
+            ["--speedup-ratio", "1e-300"],
+            "its timestamp would be past the largest",
+        ),
+        (
+            ["--speedup-ratio", "1e-9"],
+            "days after the trace's first request",
+        ),
+        (["--prompt-len-multiplier", "1000"], "over the limit"),
+    ] {
+        let out = canaryd(
+            &[&["synthesize", input, "out.jsonl"][..], &flags].concat(),
+            dir.path(),
+        );
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {msg}");
+        assert!(
+            msg.contains(says) && msg.contains("line "),
+            "{flags:?}: {msg}"
+        );
+        if flags[0] == "--speedup-ratio" {
+            assert!(msg.contains("--speedup-ratio is too small"), "{msg}");
+        }
+        assert!(
+            left(dir.path()).is_empty(),
+            "{flags:?}: {:?}",
+            left(dir.path())
+        );
+    }
+    // The same OUT is free for the rerun.
+    let out = canaryd(&["synthesize", input, "out.jsonl"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(left(dir.path()), ["out.jsonl"]);
+
+    // On the fly, the flag is named as replay spells it, before anything is sent.
+    let url = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let args = [
+        "replay", "--trace", input, "--url", &url, "--model", "m", "-o", "run",
+    ];
+    let out = canaryd(
+        &[&args[..], &["--synthesis-speedup-ratio", "1e-9"]].concat(),
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--synthesis-speedup-ratio: too small for"),
+        "{}",
+        text(&out)
+    );
+}
+
 /// `(trace_line, scheduled ms, input, output, usage prompt, usage completion)` of each record.
 fn rows(dir: &std::path::Path) -> Vec<(u64, f64, u64, u64, u64, u64)> {
     let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();

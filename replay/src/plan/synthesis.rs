@@ -75,6 +75,11 @@ pub fn apply(
             tokens,
             limit,
         } => over_limit(trace, u64::from(line), "input_length", tokens, limit),
+        // The ratio is the setting to change: named as the front end spells it.
+        e @ trace::SynthesisError::Time { .. } => LoadError::Setting(SettingError::new(
+            Setting::SynthesisSpeedupRatio,
+            format!("too small for {}: {e}", trace.path.display()),
+        )),
         reason => LoadError::Synthesis {
             path: trace.path.clone(),
             reason,

@@ -18,7 +18,7 @@ use std::io::Write;
 
 use canary_core::{splitmix64, TraceRequest};
 
-use super::{Trace, TraceFormat};
+use super::{Trace, TraceFormat, MAX_SPAN};
 
 /// The format [`synthesize`] writes a trace of `input` format in: Bailian stays Bailian,
 /// Mooncake stays Mooncake, BurstGPT becomes Mooncake (canaryd keeps a BurstGPT row's lengths,
@@ -89,6 +89,17 @@ pub enum SynthesisError {
         tokens: u64,
         /// The limit.
         limit: u32,
+    },
+    /// A row whose time the speedup ratio puts past what a trace may hold (a reader refuses
+    /// it, or drops it as past the trace's span).
+    #[error("line {line}: divided by the speedup ratio, its {field} would be {reason}")]
+    Time {
+        /// Its line in the input.
+        line: u32,
+        /// `timestamp` or `delay`.
+        field: &'static str,
+        /// Why it cannot be written.
+        reason: String,
     },
     /// Writing failed.
     #[error("writing the trace")]
@@ -168,8 +179,10 @@ pub fn synthesize(
     }
     let mut ids: HashMap<BlockKey, u64> = HashMap::new();
     let mut report = SynthesisReport::default();
+    let first_us = rows.iter().map(|r| r.timestamp_us).min().unwrap_or(0);
     for r in rows {
         let line = r.line;
+        check_times(&r, s.speedup_ratio, first_us)?;
         if r.prompt().is_some() {
             return Err(SynthesisError::Row {
                 line,
@@ -226,6 +239,45 @@ pub fn synthesize(
     report.blocks = ids.len() as u64;
     out.flush()?;
     Ok(report)
+}
+
+/// Checks `r`'s times divided by `speedup` are what the written trace may hold: a timestamp
+/// within the u64 µs a reader takes and within [`MAX_SPAN`] of the first request (`first_us`),
+/// and a delay within [`MAX_SPAN`]. A tiny ratio made them infinite (written as `null`) or
+/// years apart, and the file was written whole but could not be replayed.
+fn check_times(r: &TraceRequest, speedup: f64, first_us: u64) -> Result<(), SynthesisError> {
+    let max_span_us = MAX_SPAN.as_micros() as f64;
+    let days = |us: f64| format!("{:.0} days", us / 86_400e6);
+    let error = |field, reason| SynthesisError::Time {
+        line: r.line,
+        field,
+        reason,
+    };
+    // Infinite too: a ratio of 1e-300.
+    if r.timestamp_us as f64 / speedup > 1.8e19 {
+        return Err(error(
+            "timestamp",
+            "past the largest a trace can hold (2^64 µs)".into(),
+        ));
+    }
+    let after_first = (r.timestamp_us - first_us) as f64 / speedup;
+    if after_first > max_span_us {
+        return Err(error(
+            "timestamp",
+            format!(
+                "{} after the trace's first request; a trace spans at most {}",
+                days(after_first),
+                days(max_span_us)
+            ),
+        ));
+    }
+    match r.delay_us().map(|d| d as f64 / speedup) {
+        Some(d) if d > max_span_us => Err(error(
+            "delay",
+            format!("{}; a delay is at most {}", days(d), days(max_span_us)),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A row's scaled input: its source prefix (blocks), the scaled prefix (tokens), the length
