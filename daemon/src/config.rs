@@ -23,6 +23,9 @@ pub const DEFAULT_PATH: &str = "/etc/canaryd/canaryd.toml";
 /// The value of a workload's `trace` that selects the trace bundled into the binary.
 pub const BUNDLED_TRACE: &str = "bundled";
 
+/// The largest config file read: a large fleet's is tens of KB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// A configuration that does not load: where, and what is wrong; with every other error
 /// found in the same pass (a file with three mistakes says all three at once).
 #[derive(Debug, thiserror::Error)]
@@ -309,12 +312,16 @@ impl Config {
 
     /// Reads and validates `path`. Relative paths inside the file are taken from its folder.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let unreadable = |e: &dyn std::fmt::Display| ConfigError {
             file: path.to_path_buf(),
             line: None,
             message: format!("cannot read: {e}"),
             more: Vec::new(),
-        })?;
+        };
+        // Bounded, and a regular file only: `/dev/zero` filled memory, a FIFO hung.
+        let bytes =
+            canary_files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| unreadable(&e))?;
+        let text = String::from_utf8(bytes).map_err(|e| unreadable(&e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Config::parse(&text, path, base)
     }

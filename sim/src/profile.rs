@@ -128,12 +128,15 @@ impl Profile {
     /// `profile` starts from `illustrative`.
     pub fn load(path: impl AsRef<Path>) -> Result<Profile, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ProfileRead {
-            path: path.to_owned(),
-            source,
+        // Bounded: a profile is a few hundred bytes, and `/dev/zero` would fill memory.
+        let text = canary_files::read_small_file(path, 1 << 20).map_err(|source| {
+            ConfigError::ProfileRead {
+                path: path.to_owned(),
+                source,
+            }
         })?;
         let patch: ProfilePatch =
-            serde_json::from_str(&text).map_err(|source| ConfigError::ProfileParse {
+            serde_json::from_slice(&text).map_err(|source| ConfigError::ProfileParse {
                 path: path.to_owned(),
                 source,
             })?;
@@ -257,6 +260,22 @@ impl ProfilePatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // `--profile /dev/zero` grew until the kernel killed it: a profile is read only as a
+    // small regular file.
+    #[test]
+    fn a_profile_file_past_the_cap_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("profile.json");
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len((1 << 20) + 1).unwrap();
+        let e = Profile::load(&big).unwrap_err();
+        let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(
+            chain.contains("profile.json") && chain.contains("larger than 1048576 bytes"),
+            "{chain}"
+        );
+    }
 
     #[test]
     fn step_costs() {

@@ -895,3 +895,27 @@ fn a_workload_name_that_cannot_be_a_folder_is_refused_naming_its_line() {
     let fine = GOOD.replace("[workloads.chat]", "[workloads.\"chat-é 2\"]");
     assert!(parse(&fine).is_ok(), "{:?}", parse(&fine).err());
 }
+
+// `check-config /dev/zero` grew until the kernel killed it, and a FIFO hung: a config is read
+// only as a small regular file.
+#[test]
+fn a_config_that_is_not_a_small_regular_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len(MAX_CONFIG_BYTES + 1).unwrap();
+    let e = Config::load(&big).unwrap_err().to_string();
+    assert!(
+        e.contains("big.toml") && e.contains("larger than 1048576 bytes"),
+        "{e}"
+    );
+    let fifo = dir.path().join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = Config::load(&fifo).unwrap_err().to_string();
+    assert!(
+        e.contains("fifo.toml") && e.contains("not a regular file"),
+        "{e}"
+    );
+}

@@ -107,15 +107,22 @@ impl fmt::Debug for Tokenizer {
     }
 }
 
+/// The largest `tokenizer.json` read: the largest real ones are tens of MB (Gemma 3's is
+/// 33 MB); past this a file is not a tokenizer, and reading it whole (`/dev/zero`) would fill
+/// memory.
+pub const MAX_TOKENIZER_BYTES: u64 = 64 << 20;
+
 /// Reads and parses a `tokenizer.json`, with truncation and padding switched off: a file
 /// saved with `max_length` would otherwise silently cap every count.
 fn load_hf(path: &Path) -> Result<tokenizers::Tokenizer, PromptError> {
-    let json = std::fs::read_to_string(path).map_err(|source| PromptError::TokenizerRead {
-        path: path.to_owned(),
-        source,
+    let json = canary_files::read_small_file(path, MAX_TOKENIZER_BYTES).map_err(|source| {
+        PromptError::TokenizerRead {
+            path: path.to_owned(),
+            source,
+        }
     })?;
-    let mut tok: tokenizers::Tokenizer =
-        json.parse().map_err(|source| PromptError::TokenizerParse {
+    let mut tok =
+        tokenizers::Tokenizer::from_bytes(json).map_err(|source| PromptError::TokenizerParse {
             path: path.to_owned(),
             source,
         })?;
@@ -131,6 +138,25 @@ fn load_hf(path: &Path) -> Result<tokenizers::Tokenizer, PromptError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A `--tokenizer /dev/zero` grew until the kernel killed it: a tokenizer.json is read
+    // only as a regular file of at most MAX_TOKENIZER_BYTES.
+    #[test]
+    fn a_tokenizer_file_past_the_cap_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("tokenizer.json");
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(MAX_TOKENIZER_BYTES + 1).unwrap();
+        let e = load_hf(&big).unwrap_err();
+        let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(
+            chain.contains("tokenizer.json") && chain.contains("larger than 67108864 bytes"),
+            "{chain}"
+        );
+        let e = load_hf(Path::new("/dev/zero")).unwrap_err();
+        let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(chain.contains("not a regular file"), "{chain}");
+    }
 
     #[test]
     fn tokenizer_is_send_sync_and_cheap_to_clone() {
