@@ -117,28 +117,37 @@ pub(super) fn align(runs: &[ShardRun]) -> Result<(Alignment, Vec<ShardClock>), S
     };
     let mut clocks: Vec<ShardClock> = raw
         .iter()
-        .map(|x| {
+        .zip(runs)
+        .map(|(x, r)| {
             let (offset_ns, basis) = if same_boot(x, refr) {
                 (x.mono as i64 - refr.mono as i64, "monotonic")
             } else if x.boot.is_some() {
                 let a = &raw[anchor(x)];
-                (
-                    (a.wall - refr.wall) + (x.mono as i64 - a.mono as i64),
-                    "wall_clock",
-                )
+                // Each term is in range (walls within 2^62, t0s below 2^63); two shards of one
+                // host whose t0s are about 2^63 apart make the sum overflow.
+                let offset = (a.wall - refr.wall)
+                    .checked_add(x.mono as i64 - a.mono as i64)
+                    .ok_or_else(|| {
+                        format!(
+                            "{}: summary.json t0_monotonic_ns is out of range for a clock (too \
+                             far from its host's other shards')",
+                            r.dir.display()
+                        )
+                    })?;
+                (offset, "wall_clock")
             } else {
                 (x.wall - refr.wall, "wall_clock")
             };
-            ShardClock {
+            Ok(ShardClock {
                 t0_unix_ns: x.wall,
                 t0_offset_ms: offset_ns as f64 / 1e6,
                 offset_basis: basis,
                 wall_clock_error_ms: x.err_ns.map(|e| e as f64 / 1e6),
                 synchronized: x.synchronized,
                 boot_id: x.boot.map(str::to_string),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     // Shards of the reference's host are placed on its monotonic clock, which can put one
     // a few ns before it: the earliest is the origin.
     let earliest = clocks
@@ -337,5 +346,19 @@ mod tests {
         assert!(e.contains("t0_monotonic_ns"), "{e}");
         let e = align(&[shard("a", 1_000, i64::MAX, Some(1))]).unwrap_err();
         assert!(e.contains("realtime_minus_monotonic_ns"), "{e}");
+        // Two shards of a host other than the earliest's, their t0s about 2^63 ns apart on
+        // its monotonic clock (each wall in range): the offset overflowed.
+        let far = i64::MAX as u64;
+        let runs = [
+            shard("a", 1_000, 1_000_000_000, Some(1)),
+            shard("b", 0, 1_500_000_000, Some(1)),
+            shard("b", far, 2_000_000_000 - far as i64, Some(1)),
+        ];
+        let e = align(&runs).unwrap_err();
+        assert!(
+            e.contains(&format!("/runs/b-{far}")) && e.contains("t0_monotonic_ns"),
+            "{e}"
+        );
+        assert!(e.contains("out of range"), "{e}");
     }
 }
