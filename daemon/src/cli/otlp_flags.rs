@@ -26,8 +26,8 @@ pub struct ExportArgs {
     /// `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio`).
     #[arg(long, value_name = "RATIO")]
     pub otlp_sample_ratio: Option<String>,
-    /// How often metrics are pushed during the run (default 10 s).
-    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    /// How often metrics are pushed during the run (default 10 s; above zero).
+    #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_metrics_interval: Option<Duration>,
     /// How long the final flush may take after the run (default 10s).
     #[arg(long, value_name = "D", value_parser = duration::parse)]
