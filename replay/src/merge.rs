@@ -145,6 +145,26 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         problem: format!("run.goodput: {e}"),
     })?;
 
+    // Each shard's distributions, checked before anything is written: a histograms.json
+    // that holds none used to fail the merge after records.jsonl was written, leaving an
+    // output folder that a rerun refused without --overwrite.
+    let file = Path::new(crate::histograms::HISTOGRAMS_FILE);
+    let distributions = runs
+        .iter()
+        .map(|r| {
+            let Some(h) = &r.histograms else {
+                return Ok(None);
+            };
+            // The error names the file; `Shard` puts the shard's folder before it.
+            h.distributions(file)
+                .map(Some)
+                .map_err(|e| MergeError::Shard {
+                    dir: r.dir.clone(),
+                    problem: format!("{e:#}"),
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
     let write = |path: PathBuf| move |source| ArtifactError { path, source };
     std::fs::create_dir_all(out).map_err(write(out.to_path_buf()))?;
     let records_path = out.join("records.jsonl");
@@ -197,12 +217,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     ];
     // A histograms.json that counts other requests than its records (one an earlier run
     // left, when this run's could not be written) would give percentiles of another run.
-    let file = Path::new(crate::histograms::HISTOGRAMS_FILE);
     let stale: Vec<String> = runs
         .iter()
         .zip(&measured)
-        .filter_map(|(r, &n)| {
-            let h = r.histograms.as_ref()?.distributions(file).ok()?;
+        .zip(&distributions)
+        .filter_map(|((r, &n), h)| {
+            let h = h.as_ref()?;
             let counted = h.get("schedule_lag").map_or(0, |(_, d)| d.count());
             (counted != n).then(|| {
                 format!(
@@ -212,8 +232,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             })
         })
         .collect();
-    let histograms: Option<Vec<&Histograms>> = if stale.is_empty() {
-        runs.iter().map(|r| r.histograms.as_ref()).collect()
+    let histograms: Option<Vec<_>> = if stale.is_empty() {
+        distributions.into_iter().collect()
     } else {
         notes.push(format!(
             "histograms not of the same requests as the records ({}): the distributions were \
@@ -225,12 +245,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let metrics_from = match histograms {
         Some(hs) => {
             let mut merged: BTreeMap<String, (String, Distribution)> = BTreeMap::new();
-            for (h, r) in hs.iter().zip(&runs) {
-                // The error names the file; `Shard` puts the shard's folder before it.
-                let ds = h.distributions(file).map_err(|e| MergeError::Shard {
-                    dir: r.dir.clone(),
-                    problem: format!("{e:#}"),
-                })?;
+            for ds in hs {
                 for (name, (unit, d)) in ds {
                     merged
                         .entry(name)
