@@ -195,20 +195,6 @@ impl SocketLog {
         if let Some(c) = window.iter().find(|e| is(e, EventKind::Close)) {
             t.closed_ms = Some(ms(c.ts_ns.saturating_sub(span.sent_ns)));
         }
-        let first_in = data.first();
-        // The request's last byte handed to TCP before the response began.
-        let last_send = sends
-            .iter()
-            .rev()
-            .find(|s| first_in.is_none_or(|d| s.ts_ns <= d.ts_ns));
-        if let Some(s) = last_send {
-            t.request_write_ms = Some(ms(s.ts_ns - span.sent_ns));
-        }
-        // Where the response begins is unknown behind a new TLS connection's tickets.
-        let first_in = first_in.filter(|_| !span.new_tls_connection);
-        if let (Some(s), Some(d)) = (last_send, first_in) {
-            t.server_wait_ms = Some(ms(d.ts_ns - s.ts_ns));
-        }
         // The last data event at or before a read: a binary search (`data` is in time
         // order), since a long stream has thousands of reads and of data events, and the
         // join holds the lock the ring buffer's drain needs.
@@ -216,13 +202,33 @@ impl SocketLog {
             let n = data.partition_point(|d| d.ts_ns <= read);
             n.checked_sub(1).map(|i| data[i].ts_ns)
         };
+        // Where the response began: its first bytes TCP received. Behind a new TLS
+        // connection's session tickets that is unknown; the first token's bytes are the
+        // response's, so the request was written before they came.
+        let first_in = data.first().map(|d| d.ts_ns);
+        let response_by = match span.new_tls_connection {
+            false => first_in,
+            true => span.first_token_ns.and_then(arrival),
+        };
+        // The request's last byte handed to TCP before the response began.
+        let last_send = sends
+            .iter()
+            .rev()
+            .find(|s| response_by.is_none_or(|d| s.ts_ns <= d));
+        if let Some(s) = last_send {
+            t.request_write_ms = Some(ms(s.ts_ns - span.sent_ns));
+        }
+        let first_in = first_in.filter(|_| !span.new_tls_connection);
+        if let (Some(s), Some(d)) = (last_send, first_in) {
+            t.server_wait_ms = Some(ms(d - s.ts_ns));
+        }
         if let Some(ft) = span.first_token_ns {
             if let Some(a) = arrival(ft) {
                 t.client_overhead_ms = Some(ms(ft - a));
                 // TTFT minus the other three parts, computed in whole ns so that the parts
                 // add up exactly.
                 if let (Some(_), Some(d)) = (last_send, first_in) {
-                    t.remainder_ms = Some(ms(a.saturating_sub(d.ts_ns)));
+                    t.remainder_ms = Some(ms(a.saturating_sub(d)));
                 }
             }
         }
@@ -337,12 +343,39 @@ mod tests {
         };
         let t = one_request().timing(&tls).unwrap();
         assert_eq!((t.server_wait_ms, t.remainder_ms), (None, None), "{t:?}");
-        // What does not depend on where the response began stays.
+        // What does not depend on where the response began stays: the request was written
+        // before the first token's bytes came, whatever came before them.
         let plain = one_request().timing(&span()).unwrap();
         assert_eq!(t.request_write_ms, plain.request_write_ms);
         assert_eq!(t.client_overhead_ms, plain.client_overhead_ms);
         assert_eq!(t.bytes_received, plain.bytes_received);
         assert!(plain.server_wait_ms.is_some() && plain.remainder_ms.is_some());
+
+        // The tickets came while a large request was still being written (two sends around
+        // them): its write ends at its last send before the first token's bytes.
+        let mut log = SocketLog::default();
+        for e in [
+            ev(500_000, EventKind::State, tcp_state::SYN_SENT, 0, 0),
+            ev(600_000, EventKind::State, tcp_state::ESTABLISHED, 0, 0),
+            ev(1_000_000, EventKind::Send, 0, 4000, 0),
+            ev(1_200_000, EventKind::Data, 0, 0, 200),
+            ev(1_500_000, EventKind::Send, 0, 4000, 200),
+            ev(5_000_000, EventKind::Data, 0, 0, 700),
+        ] {
+            log.push(e);
+        }
+        let t = log
+            .timing(&RequestSpan {
+                sent_ns: 1_000_000,
+                end_ns: 6_000_000,
+                first_token_ns: Some(5_010_000),
+                chunk_reads_ns: vec![5_010_000],
+                ..tls
+            })
+            .unwrap();
+        assert!((t.request_write_ms.unwrap() - 0.5).abs() < 1e-9, "{t:?}");
+        assert_eq!((t.server_wait_ms, t.remainder_ms), (None, None), "{t:?}");
+        assert!((t.client_overhead_ms.unwrap() - 0.01).abs() < 1e-9, "{t:?}");
     }
 
     #[test]

@@ -208,6 +208,23 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_split_leaves_out_requests_without_every_part() {
+        let mut run = generated(1000);
+        // A new https connection's first request: no server wait nor remainder.
+        for r in run.records.requests.iter_mut().step_by(10) {
+            if let Some(k) = r.kernel.as_mut() {
+                (k.server_wait_ms, k.remainder_ms) = (None, None);
+            }
+        }
+        let html = sections::kernel::render(&run, "").unwrap().unwrap();
+        assert!(html.contains("requests with all four parts"), "{html}");
+        assert!(
+            html.contains("more with kernel timing but not every part"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn a_series_has_its_sweep_charts_and_every_run_collapsed() {
         let runs = [generated(500), generated(800)];
         let html = render(&runs).unwrap();

@@ -263,26 +263,23 @@ fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportErr
         .iter()
         .map(|p| p.1)
         .fold(f64::INFINITY, f64::min);
-    let bad: Vec<(f64, f64)> = w
-        .runs
-        .iter()
-        .filter(|r| r.verdict_kind != "pass")
-        .map(|r| (x(r), r.ttft_ms.1.unwrap_or(floor)))
-        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+    let own_p99 = |r: &RunLine| r.ttft_ms.1.filter(|v| v.is_finite() && *v > 0.0);
+    let failed = || w.runs.iter().filter(|r| r.verdict_kind != "pass");
+    let bad: Vec<(f64, f64)> = failed()
+        .map(|r| (x(r), own_p99(r).unwrap_or(floor)))
+        .filter(|p| p.1.is_finite())
         .collect();
+    // Those drawn at the floor: none when there is no floor (no run has a p99).
+    let without = match floor.is_finite() {
+        true => failed().filter(|r| own_p99(r).is_none()).count(),
+        false => 0,
+    };
     plot.layer("not a pass", Colour::ERROR, Mark::Crosses(bad));
     if plot.layers.is_empty() {
         return Ok(
             "<p class=\"note\">No run with latency figures yet: nothing to chart.</p>\n".into(),
         );
     }
-    let without = w
-        .runs
-        .iter()
-        .filter(|r| {
-            r.verdict_kind != "pass" && !r.ttft_ms.1.is_some_and(|v| v.is_finite() && v > 0.0)
-        })
-        .count();
     let mut note = format!(
         "{} run(s); each point is one run's percentile from its summary.json; a run that did \
          not pass is crossed at its TTFT p99",

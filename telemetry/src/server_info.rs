@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The server's base URL from its metrics URL: the scheme and host (and port), user info
-/// and path dropped. `None` when an `@` in the path leaves unclear where user info ends (a
-/// password holding `/`): the base would carry part of it into the routes' error messages,
-/// and from there into summary.json.
+/// and path dropped. `None` when an `@` after the authority's end (in the path, query or
+/// fragment) leaves unclear where user info ends (a password holding `/`, `?` or `#`): the
+/// base would carry part of it into the routes' error messages, and from there into
+/// summary.json.
 pub(crate) fn base_url(metrics_url: &str) -> Option<String> {
     let (scheme, rest) = metrics_url.split_once("://")?;
-    let before_query = rest.split(['?', '#']).next()?;
-    let (authority, path) = before_query.split_once('/').unwrap_or((before_query, ""));
-    if path.contains('@') {
+    let (authority, after) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    if after.contains('@') {
         return None;
     }
     let host = authority.rsplit('@').next()?;
@@ -242,6 +242,8 @@ mod tests {
             "http://h:8000"
         );
         assert_eq!(base_url("http://u:pw/REST@h:8000/metrics"), None);
+        assert_eq!(base_url("http://u:p?w@h/metrics"), None);
+        assert_eq!(base_url("http://u:p#w@h/metrics"), None);
         assert_eq!(base_url("http://u:p@w@h/metrics").unwrap(), "http://h");
     }
 

@@ -94,8 +94,11 @@ pub async fn run(
             Err(e) => {
                 // The runs before it were measured: their summary is still written, with the
                 // status the command exits with (1, an error).
+                // A failure to write it is said, and the run's own error is the one returned.
                 if !runs.is_empty() {
-                    write(&out, &RepeatsSummary::of(n, &runs, 1, false))?;
+                    if let Err(w) = write(&out, &RepeatsSummary::of(n, &runs, 1, false)) {
+                        tracing::error!("writing the summary of the runs before: {w:#}");
+                    }
                 }
                 return Err(e.context(format!("run {i} of {n}")));
             }

@@ -74,30 +74,23 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         ..Default::default()
     };
     let trace = canary_replay::load(&args.input, &opts)?;
-    // OUT is taken (refused if it exists), the trace written beside it and renamed over it:
-    // a failure half-way (a row refused, a full disk) leaves neither file, where it used to
-    // leave part of a trace that a rerun refused to overwrite.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
+    // The trace is written beside OUT and linked to its name only when whole (a link, unlike
+    // a rename, refuses an OUT that exists): a failure half-way (a row refused, a full disk,
+    // a kill) never leaves part of a trace at OUT, where it used to leave one that a rerun
+    // refused to overwrite.
+    if args.output.symlink_metadata().is_ok() {
+        anyhow::bail!("{} exists: choose another name or remove it", args.output.display());
+    }
     let mut name = args.output.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     let partial = args.output.with_file_name(name);
     let written = write(args, &trace, &s, opts.length_limit, &partial).and_then(|report| {
-        std::fs::rename(&partial, &args.output)
-            .with_context(|| format!("renaming {}", partial.display()))?;
+        std::fs::hard_link(&partial, &args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?;
         Ok(report)
     });
-    let report = match written {
-        Ok(report) => report,
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            let _ = std::fs::remove_file(&args.output);
-            return Err(e);
-        }
-    };
+    let _ = std::fs::remove_file(&partial);
+    let report = written?;
     outln!(
         "wrote {} rows ({} capped, {} distinct blocks) to {} (exact)",
         report.rows,

@@ -128,23 +128,27 @@ impl Schedulers {
         self.stop.cancel();
     }
 
-    /// Why a scheduler ended without being stopped (a bug: a panic in its loop), naming
-    /// its workload; each is told once. Its workload would otherwise never run again while
-    /// `/healthz` and systemd's watchdog went on saying all is well.
+    /// Why a scheduler died without being stopped (a bug: a panic in its loop), naming its
+    /// workload; each is told once. Its workload would otherwise never run again while
+    /// `/healthz` and systemd's watchdog went on saying all is well. One that returned has
+    /// no more runs to start (a calendar that ends): logged, not a failure.
     pub(super) async fn ended(&mut self) -> Option<String> {
-        if self.stop.is_cancelled() {
-            return None;
+        while !self.stop.is_cancelled() {
+            let i = self.tasks.iter().position(|(_, t)| t.is_finished())?;
+            let (workload, task) = self.tasks.swap_remove(i);
+            let why = match task.await {
+                Ok(()) => {
+                    tracing::info!(workload = %workload, "its schedule has no more runs");
+                    continue;
+                }
+                Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
+                Err(e) => e.to_string(),
+            };
+            return Some(format!(
+                "the scheduler of workload {workload} ended ({why}): it runs no more"
+            ));
         }
-        let i = self.tasks.iter().position(|(_, t)| t.is_finished())?;
-        let (workload, task) = self.tasks.swap_remove(i);
-        let why = match task.await {
-            Ok(()) => "it returned".to_string(),
-            Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
-            Err(e) => e.to_string(),
-        };
-        Some(format!(
-            "the scheduler of workload {workload} ended ({why}): it runs no more"
-        ))
+        None
     }
 }
 

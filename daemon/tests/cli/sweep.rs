@@ -570,6 +570,9 @@ fn start_at_is_the_first_points() {
         "4",
         "--start-at",
         &at,
+        // A loaded host may take seconds to start: late is fine here.
+        "--max-late-start",
+        "1m",
     ];
     let out = sweep(dir.path(), &url, &flags);
     assert!(out.status.success(), "{}", text(&out));

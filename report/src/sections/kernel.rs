@@ -37,12 +37,21 @@ const BANDS: [(&str, f64, f64); 5] = [
 
 /// The decomposition of one run; `None` when no record carries kernel timing.
 pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
-    let rows: Vec<(f64, &KernelParts)> = run
+    let timed: Vec<(f64, &KernelParts)> = run
         .measured()
         .filter(|r| r.ok)
         .filter_map(|r| Some((r.ttft_ms?, r.kernel.as_ref()?)))
         .filter(|(t, k)| t.is_finite() && PARTS.iter().any(|p| p.1(k).is_some()))
         .collect();
+    // The split is over the requests with every part: one without some (a new https
+    // connection's first request has no server wait nor remainder) would count them as 0
+    // and shrink the server's share of its band.
+    let rows: Vec<(f64, &KernelParts)> = timed
+        .iter()
+        .copied()
+        .filter(|(_, k)| PARTS.iter().all(|p| p.1(k).is_some()))
+        .collect();
+    let partial = timed.len() - rows.len();
     if rows.is_empty() {
         return Ok(None);
     }
@@ -50,7 +59,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     let n = ttfts.len();
     let mut ranked = rows.clone();
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // Per band: its name, requests, mean TTFT and the mean of each part (absent counts 0).
+    // Per band: its name, requests, mean TTFT and the mean of each part.
     let mut bands: Vec<(&str, usize, f64, [f64; 4])> = Vec::new();
     for (name, from, to) in BANDS {
         let lo = (from * n as f64).floor() as usize;
@@ -89,11 +98,18 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
             .collect();
         plot.layer(name, Colour::nth(i), Mark::Bars(bars));
     }
-    plot.note(format!(
-        "{} requests with kernel timing; a part the kernel did not see counts as 0 in its mean. \
-         The parts add up to TTFT per request.",
+    let mut note = format!(
+        "{} requests with all four parts; they add up to TTFT per request.",
         num(n as f64)
-    ));
+    );
+    if partial > 0 {
+        note.push_str(&format!(
+            " {} more with kernel timing but not every part (the first request on a new \
+             https connection has no server wait nor remainder) are left out.",
+            num(partial as f64)
+        ));
+    }
+    plot.note(note);
     let mut html = format!("<div class=\"grid\">\n{}<div>\n", plot.to_html()?);
     let head = [
         "band",

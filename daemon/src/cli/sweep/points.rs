@@ -141,9 +141,12 @@ async fn run_point(
                     Ok(run) => run,
                     Err(e) => {
                         // The point's runs before it were measured: their summary is kept.
+                        // A failure to write it is said; the run's own error is returned.
                         if !runs.is_empty() {
                             let summary = RepeatsSummary::of(n, &runs, POINT_FAILED, false);
-                            repeats::write(&point_dir, &summary).with_context(context)?;
+                            if let Err(w) = repeats::write(&point_dir, &summary) {
+                                tracing::error!("{}: writing the summary of the runs before: {w:#}", context());
+                            }
                         }
                         return Err(e.context(format!("run {i} of {n}"))).with_context(context);
                     }

@@ -159,3 +159,15 @@ async fn cancelled_schedulers_are_not_reported_as_ended() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(schedulers.ended().await, None);
 }
+
+/// A schedule that has no more runs (a calendar that ends) returns: not a failure.
+#[tokio::test]
+async fn a_schedule_that_runs_out_is_not_reported_as_ended() {
+    let mut schedulers = Schedulers {
+        stop: CancellationToken::new(),
+        tasks: vec![("w".to_string(), tokio::spawn(async {}))],
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(schedulers.ended().await, None);
+    assert!(schedulers.tasks.is_empty(), "looked at once, then let go");
+}
