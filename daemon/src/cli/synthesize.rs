@@ -79,7 +79,10 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     // a kill) never leaves part of a trace at OUT, where it used to leave one that a rerun
     // refused to overwrite.
     if args.output.symlink_metadata().is_ok() {
-        anyhow::bail!("{} exists: choose another name or remove it", args.output.display());
+        anyhow::bail!(
+            "{} exists: choose another name or remove it",
+            args.output.display()
+        );
     }
     let mut name = args.output.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");

@@ -145,7 +145,10 @@ async fn run_point(
                         if !runs.is_empty() {
                             let summary = RepeatsSummary::of(n, &runs, POINT_FAILED, false);
                             if let Err(w) = repeats::write(&point_dir, &summary) {
-                                tracing::error!("{}: writing the summary of the runs before: {w:#}", context());
+                                tracing::error!(
+                                    "{}: writing the summary of the runs before: {w:#}",
+                                    context()
+                                );
                             }
                         }
                         return Err(e.context(format!("run {i} of {n}"))).with_context(context);
