@@ -296,14 +296,16 @@ pub fn parse_headers(source_name: &str, text: &str) -> Result<Vec<(String, Strin
     Ok(out)
 }
 
+/// A positive number of milliseconds: 0 would time every export out at once, or (for the
+/// interval) be replaced by the SDK's 60 s without a word.
 fn millis(source_name: &str, text: &str) -> Result<Duration, ConfigError> {
-    text.trim()
-        .parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| ConfigError::Value {
+    match text.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(ConfigError::Value {
             source_name: source_name.into(),
-            reason: format!("expected milliseconds, got {text:?}"),
-        })
+            reason: format!("expected a positive number of milliseconds, got {text:?}"),
+        }),
+    }
 }
 
 /// A sampling ratio in `0..=1`.
@@ -414,6 +416,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"grpc\" is not built in"), "{e}");
+        // 0 ms: the SDK would push every 60 s instead, or time every export out at once.
+        for var in ["OTEL_METRIC_EXPORT_INTERVAL", "OTEL_EXPORTER_OTLP_TIMEOUT"] {
+            let e = Config::from_vars(vars(&[(var, "0")])).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("{var}: expected a positive number of milliseconds, got \"0\"")
+            );
+        }
         let c = Config {
             endpoint: Some("ftp://user:pw@h/x?token=1".into()),
             ..Config::default()
