@@ -418,7 +418,9 @@ mod tests {
         assert!(e.contains("\"grpc\" is not built in"), "{e}");
         // 0 ms: the SDK would push every 60 s instead, or time every export out at once.
         for var in ["OTEL_METRIC_EXPORT_INTERVAL", "OTEL_EXPORTER_OTLP_TIMEOUT"] {
-            let e = Config::from_vars(vars(&[(var, "0")])).unwrap_err().to_string();
+            let e = Config::from_vars(vars(&[(var, "0")]))
+                .unwrap_err()
+                .to_string();
             assert_eq!(
                 e,
                 format!("{var}: expected a positive number of milliseconds, got \"0\"")

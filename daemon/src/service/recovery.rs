@@ -66,10 +66,14 @@ pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
     out
 }
 
+/// The most of a run's `summary.json` or `verdict.json` read (they are tens of KB): a larger
+/// file, or a device or pipe put there, is not canaryd's and is taken as damaged.
+const MAX_JSON_BYTES: u64 = 64 << 20;
+
 /// A readable `verdict.json`: the run was recorded. A torn one (the process died writing it,
 /// before verdicts were written through a rename) is as good as none.
 fn settled(run: &Path) -> bool {
-    std::fs::read(run.join("verdict.json"))
+    canary_files::read_small_file(&run.join("verdict.json"), MAX_JSON_BYTES)
         .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
 }
 
@@ -172,7 +176,7 @@ fn summary_of(
     workload: Option<&crate::config::Workload>,
 ) -> Result<serde_json::Value> {
     let summary_path = dir.join("summary.json");
-    let Ok(bytes) = std::fs::read(&summary_path) else {
+    let Ok(bytes) = canary_files::read_small_file(&summary_path, MAX_JSON_BYTES) else {
         return rebuild(dir, id, workload_name, workload);
     };
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
@@ -305,6 +309,12 @@ mod tests {
         std::fs::write(art.join("c/20260101T000007Z-7/verdict.json"), "{}").unwrap();
         mk("c", "20260101T000008Z-8/other-01", &["records.jsonl"]);
         mk("c", "20260101T000009Z-9/probe-01-50rps", &["summary.json"]);
+        // A pipe where verdict.json should be settles nothing, and is not waited on.
+        mk("d", "20260101T000010Z-10", &["records.jsonl"]);
+        let fifo = art.join("d/20260101T000010Z-10/verdict.json");
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
         let found: Vec<String> = find(&art, &history).into_iter().map(|o| o.id).collect();
         assert_eq!(
             found,
@@ -313,7 +323,8 @@ mod tests {
                 "20260101T000002Z-2",
                 "20260101T000004Z-torn",
                 "20260101T000005Z-5",
-                "20260101T000006Z-6"
+                "20260101T000006Z-6",
+                "20260101T000010Z-10"
             ]
         );
         assert!(find(&dir.path().join("none"), &history).is_empty());
