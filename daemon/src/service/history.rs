@@ -315,21 +315,33 @@ impl History {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`;
-    /// returns their artifact folders.
-    pub fn prune(&self, workload: &str, keep: usize, max_age: Duration) -> Result<Vec<PathBuf>> {
+    /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`
+    /// but for its newest `baseline` passing runs; returns their artifact folders.
+    pub fn prune(
+        &self,
+        workload: &str,
+        keep: usize,
+        max_age: Duration,
+        baseline: usize,
+    ) -> Result<Vec<PathBuf>> {
         let cutoff = now_unix_ms() - max_age.as_millis().min(i64::MAX as u128) as i64;
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let doomed: Vec<(String, String)> = {
+            // Age spares the baseline's runs (the newest `baseline` passing ones): a clock
+            // far ahead at boot, or a cadence slower than the age limit, would otherwise
+            // empty the baseline and every later run would go uncompared.
             let mut stmt = tx.prepare(
-                "SELECT id, artifacts FROM runs WHERE workload = ?1 AND (started_unix_ms < ?2 \
+                "SELECT id, artifacts FROM runs WHERE workload = ?1 AND ((started_unix_ms < ?2 \
+                 AND id NOT IN (SELECT id FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+                 ORDER BY started_unix_ms DESC, id DESC LIMIT ?4)) \
                  OR id NOT IN (SELECT id FROM runs WHERE workload = ?1 \
                  ORDER BY started_unix_ms DESC, id DESC LIMIT ?3))",
             )?;
-            let rows = stmt.query_map(params![workload, cutoff, keep as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+            let rows = stmt.query_map(
+                params![workload, cutoff, keep as i64, baseline as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             rows.collect::<Result<_, _>>()?
         };
         for (id, _) in &doomed {

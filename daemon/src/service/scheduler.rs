@@ -462,14 +462,17 @@ impl Daemon {
     fn apply_retention(&self, config: &Config, workload: &str) -> Result<()> {
         // A workload gone from the config keeps its history until it ages out (it may come
         // back); the count limit applies only to configured ones.
-        let mut doomed =
-            self.history
-                .prune(workload, config.retention_runs, config.retention_age)?;
+        let mut doomed = self.history.prune(
+            workload,
+            config.retention_runs,
+            config.retention_age,
+            config.baseline.runs,
+        )?;
         for name in self.history.workloads()? {
             if !config.workloads.iter().any(|c| c.name == name) {
                 doomed.extend(
                     self.history
-                        .prune(&name, usize::MAX, config.retention_age)?,
+                        .prune(&name, usize::MAX, config.retention_age, 0)?,
                 );
             }
         }
