@@ -317,6 +317,14 @@ impl Target {
             .trim_end_matches(']')
             .to_string();
         let port = uri_port(&uri, if tls { 443 } else { 80 }).map_err(|r| err(&r))?;
+        // Requests go to the path alone: a query (`?api-version=…`) would be dropped from
+        // every one of them without a word.
+        if uri.query().is_some() {
+            return Err(err(
+                "has a query string, which canaryd would not send with its requests; use a \
+                 URL without one (a server's /v1 API, or the value in a header)",
+            ));
+        }
         let base = uri.path().trim_end_matches('/');
         // `http://host/v1` and `http://host` both mean the API root.
         let base = base.strip_suffix("/v1").unwrap_or(base);
@@ -476,6 +484,14 @@ mod tests {
         let t = Target::new("http://[::1]:8000", Endpoint::Chat, "m").unwrap();
         assert_eq!(t.authority(), "[::1]:8000");
         assert!(Target::new("ftp://x", Endpoint::Chat, "m").is_err());
+        // A query would be dropped from every request: refused, saying so.
+        let e = Target::new(
+            "https://x.example/openai?api-version=2024-06-01",
+            Endpoint::Chat,
+            "m",
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("has a query string"), "{}", e.reason);
     }
 
     // Issue 14, item 5: an unreadable port was taken as "no port", i.e. 80.

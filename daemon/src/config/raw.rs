@@ -62,8 +62,8 @@ pub struct Export {
     /// Runs kept per workload (default 500); at least `baseline.min_runs`, or the baseline
     /// could never form.
     pub retention_runs: Option<toml::Spanned<usize>>,
-    /// Runs older than this are deleted (default `30d`).
-    pub retention_age: Option<HumanDuration>,
+    /// Runs older than this are deleted (default `30d`; at least `1h`).
+    pub retention_age: Option<toml::Spanned<HumanDuration>>,
 }
 
 /// `[otlp]`. Every key overrides the matching standard `OTEL_*` variable of the daemon's

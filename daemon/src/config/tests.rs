@@ -348,6 +348,13 @@ fn absurd_durations_are_errors_naming_line_and_key_not_panics() {
         parse(&text).unwrap().retention_age,
         Duration::from_secs(3650 * 86400)
     );
+    // Shorter than a run: every run would be deleted as it finished.
+    for short in ["0s", "59m"] {
+        let line = format!("retention_age = \"{short}\"");
+        let text = format!("{GOOD}[export]\n{line}\n");
+        let e = error_at(&text, &line, "export.retention_age");
+        assert!(e.contains("expected 1h or more"), "{e}");
+    }
 }
 
 #[test]

@@ -73,6 +73,7 @@ pub(super) fn validate(
             retention_runs(raw.export.retention_runs, b, src),
         )
     });
+    let retention_age = keep(&mut errors, retention_age(raw.export.retention_age, src));
     let otlp = match raw.otlp {
         None => Some(Otlp::default()),
         Some(o) => keep(
@@ -85,8 +86,8 @@ pub(super) fn validate(
         return Err(e);
     }
     // Each `None` above pushed its error, so with none these are all set.
-    let (Some(baseline), Some(retention_runs), Some(otlp), Some(telemetry)) =
-        (baseline, retention_runs, otlp, telemetry)
+    let (Some(baseline), Some(retention_runs), Some(retention_age), Some(otlp), Some(telemetry)) =
+        (baseline, retention_runs, retention_age, otlp, telemetry)
     else {
         return Err(src.err(None, "a section failed without saying why".into()));
     };
@@ -98,10 +99,7 @@ pub(super) fn validate(
             .unwrap_or_else(|| state_dir.join("artifacts")),
         state_dir,
         retention_runs,
-        retention_age: raw
-            .export
-            .retention_age
-            .map_or(Duration::from_secs(30 * 86400), |d| d.0),
+        retention_age,
         status_listen: raw
             .status
             .listen
@@ -184,6 +182,29 @@ fn retention_runs(
             ),
         )),
         Some(r) => Ok(r.into_inner()),
+    }
+}
+
+/// The shortest `export.retention_age`: a run is pruned right after it is recorded, so an
+/// age under a run's own length (`0s`, which elsewhere often means "no limit") deleted each
+/// run, its artifacts with it, as it finished.
+const MIN_RETENTION_AGE: Duration = Duration::from_secs(3600);
+
+fn retention_age(
+    set: Option<toml::Spanned<raw::HumanDuration>>,
+    src: &Source,
+) -> Result<Duration, ConfigError> {
+    match set {
+        None => Ok(Duration::from_secs(30 * 86400)),
+        Some(d) if d.get_ref().0 < MIN_RETENTION_AGE => Err(src.err(
+            Some(d.span().start),
+            format!(
+                "export.retention_age: {:?} would delete runs as they finish (each is pruned \
+                 right after it is recorded); expected 1h or more",
+                d.get_ref().0
+            ),
+        )),
+        Some(d) => Ok(d.into_inner().0),
     }
 }
 

@@ -328,12 +328,14 @@ impl History {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let doomed: Vec<(String, String)> = {
-            // Age spares the baseline's runs (the newest `baseline` passing ones): a clock
-            // far ahead at boot, or a cadence slower than the age limit, would otherwise
-            // empty the baseline and every later run would go uncompared.
+            // Age spares the baseline's runs (the newest `baseline` passing ones with
+            // something to compare: samples, a capacity, a knee): a clock far ahead at boot,
+            // or a cadence slower than the age limit, would otherwise empty the baseline and
+            // every later run would go uncompared.
             let mut stmt = tx.prepare(
                 "SELECT id, artifacts FROM runs WHERE workload = ?1 AND ((started_unix_ms < ?2 \
                  AND id NOT IN (SELECT id FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+                 AND (samples IS NOT NULL OR capacity IS NOT NULL OR sweep IS NOT NULL) \
                  ORDER BY started_unix_ms DESC, id DESC LIMIT ?4)) \
                  OR id NOT IN (SELECT id FROM runs WHERE workload = ?1 \
                  ORDER BY started_unix_ms DESC, id DESC LIMIT ?3))",

@@ -66,10 +66,21 @@ fn replay_run(
         let shutdown = d.shutdown.clone();
         // The run's context is compared with its newest baseline run's, read before it
         // starts (no other run of the workload can finish meanwhile).
-        let baseline = d.history.baseline_context(&w.name).unwrap_or_else(|e| {
-            tracing::error!(workload = %w.name, "reading the baseline run's context: {e:#}");
-            None
-        });
+        // The history is SQLite behind a mutex a status query may hold a while: read off
+        // the async threads.
+        let (history, name) = (d.history.clone(), w.name.clone());
+        let read = tokio::task::spawn_blocking(move || history.baseline_context(&name)).await;
+        let baseline = match read {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                tracing::error!(workload = %w.name, "reading the baseline run's context: {e:#}");
+                None
+            }
+            Err(e) => {
+                tracing::error!(workload = %w.name, "reading the baseline run's context: {e}");
+                None
+            }
+        };
         d.ctx
             .run(&config, &w, id, baseline, shutdown, progress)
             .await
@@ -328,7 +339,14 @@ impl Daemon {
                 result
             }
         };
-        self.finish(&config, &w.name, result);
+        // Comparing, storing and pruning touch SQLite and the disk: off the async threads,
+        // where a slow history would stall every run's measurement and the watchdog.
+        let (d, name) = (self.clone(), w.name.clone());
+        if let Err(e) =
+            tokio::task::spawn_blocking(move || d.finish(&config, &name, result)).await
+        {
+            tracing::error!(workload = %w.name, "recording the run: {e}");
+        }
     }
 
     /// Records the runs a process that died left without a verdict (see

@@ -35,6 +35,9 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// ready for one (new, or idle between requests) is closed.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest a connection is served: past it, it is closed, finished or not.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
 /// Serves the endpoint until `stop` fires.
 pub async fn serve(
     listener: TcpListener,
@@ -84,11 +87,13 @@ pub async fn serve(
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
+            let serving = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(io, svc)
-                .await;
+                .serve_connection(io, svc);
+            // A client that stops reading its answers would hold its slot for ever (hyper
+            // has no write timeout): each connection gets a lifetime; clients reconnect.
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, serving).await;
         });
     }
 }
@@ -120,8 +125,13 @@ async fn answer(
     if matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics") {
         return route(req, &metrics, &history);
     }
-    let _permit = QUERIES.acquire().await;
-    tokio::task::spawn_blocking(move || route(req, &metrics, &history))
+    // Held by the blocking work itself: a client that hangs up drops this future, and the
+    // permit with it, while the query goes on.
+    let permit = QUERIES.acquire().await;
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        route(req, &metrics, &history)
+    })
         .await
         .unwrap_or_else(|e| text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")))
 }

@@ -92,8 +92,11 @@ fn line(b: &RunBrief) -> RunLine {
 
 /// A run's report, made from its artifacts folder now (off the async threads).
 pub async fn report(history: Arc<History>, id: String) -> Response<Full<Bytes>> {
-    let _permit = REPORTS.acquire().await;
+    // Held by the blocking work itself: a client that hangs up drops this future, and the
+    // permit with it, while the report goes on being made.
+    let permit = REPORTS.acquire().await;
     let made = tokio::task::spawn_blocking(move || -> Result<String, (StatusCode, String)> {
+        let _permit = permit;
         let row = match history.get(&id) {
             Ok(Some(row)) => row,
             Ok(None) => return Err((StatusCode::NOT_FOUND, format!("no run {id:?}"))),
