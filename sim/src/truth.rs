@@ -181,7 +181,23 @@ impl TruthStore {
         })
     }
 
-    pub fn push(&self, record: TruthRecord) {
+    pub fn push(&self, mut record: TruthRecord) {
+        // What a client sent is kept short: the ring's bound counts records and chunk times,
+        // and 60 KB request ids or fault specs on 100,000 requests held gigabytes.
+        for text in [&mut record.method, &mut record.path] {
+            cap_text(text);
+        }
+        for text in [
+            &mut record.request_id,
+            &mut record.traceparent,
+            &mut record.fault,
+            &mut record.error,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            cap_text(text);
+        }
         if let Some(tx) = self.file.lock().expect("truth lock").as_ref() {
             if let Ok(line) = serde_json::to_string(&record) {
                 let _ = tx.send(line);
@@ -231,6 +247,20 @@ fn write_lines(file: std::fs::File, rx: mpsc::Receiver<String>) {
     let _ = out.flush();
 }
 
+/// The most of a client's text a truth record keeps, in bytes.
+const MAX_TEXT: usize = 256;
+
+/// Cuts `text` to [`MAX_TEXT`] bytes at a character boundary.
+fn cap_text(text: &mut String) {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +288,23 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[2].chunk_ns, [3, 3, 3]);
+    }
+
+    #[test]
+    fn a_clients_long_texts_are_kept_short_at_a_character_boundary() {
+        let store = TruthStore::new(4, None).unwrap();
+        store.push(TruthRecord {
+            seq: 1,
+            request_id: Some("x".repeat(60_000)),
+            error: Some(format!("a{}", "é".repeat(30_000))),
+            path: "/".repeat(70_000),
+            ..Default::default()
+        });
+        let r = &store.snapshot(0)[0];
+        assert_eq!(r.request_id.as_ref().unwrap().len(), MAX_TEXT);
+        // 'a' then two-byte characters: 256 would cut one in half.
+        assert_eq!(r.error.as_ref().unwrap().len(), MAX_TEXT - 1);
+        assert_eq!(r.path.len(), MAX_TEXT);
     }
 
     // Truth logs written before `arrival_kernel_ns` existed still parse, with no kernel arrival.

@@ -123,6 +123,30 @@ async fn malformed_chunk() {
     assert!(serde_json::from_slice::<Value>(&r.body).is_err());
 }
 
+/// Half of a non-streaming body, cut inside a model named in non-ASCII letters, panicked the
+/// connection's task (the request got no answer, its truth record was lost).
+#[tokio::test]
+async fn a_malformed_body_is_cut_at_a_character_boundary() {
+    let model = "通义千问-模型";
+    let sim = sim_with(|c| c.model = model.into()).await;
+    for max_tokens in 1..=24 {
+        let body = serde_json::json!({
+            "model": model, "prompt": "a", "max_tokens": max_tokens, "stream": false,
+        })
+        .to_string();
+        let r = request(
+            sim.addr,
+            "POST",
+            "/v1/completions",
+            &[("x-sim-fault", "malformed_at=1")],
+            &body,
+        )
+        .await;
+        assert_eq!(r.status, 200, "max_tokens {max_tokens}");
+        assert!(serde_json::from_slice::<Value>(&r.body).is_err());
+    }
+}
+
 #[tokio::test]
 async fn trickled_headers() {
     let sim = sim().await;

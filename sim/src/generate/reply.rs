@@ -193,7 +193,13 @@ impl Job<'_> {
             &usage,
         );
         if f.malformed_at.is_some() {
-            body.truncate(body.len() / 2);
+            // Half the body's bytes, at a character boundary: a model named in non-ASCII
+            // letters put the middle inside a character, where `truncate` panics.
+            let mut half = body.len() / 2;
+            while !body.is_char_boundary(half) {
+                half -= 1;
+            }
+            body.truncate(half);
         }
         rec.completion_tokens = self.max_tokens;
         rec.reasoning_tokens = self.reasoning;
