@@ -342,8 +342,7 @@ impl Daemon {
         // Comparing, storing and pruning touch SQLite and the disk: off the async threads,
         // where a slow history would stall every run's measurement and the watchdog.
         let (d, name) = (self.clone(), w.name.clone());
-        if let Err(e) =
-            tokio::task::spawn_blocking(move || d.finish(&config, &name, result)).await
+        if let Err(e) = tokio::task::spawn_blocking(move || d.finish(&config, &name, result)).await
         {
             tracing::error!(workload = %w.name, "recording the run: {e}");
         }

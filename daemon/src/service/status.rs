@@ -132,8 +132,8 @@ async fn answer(
         let _permit = permit;
         route(req, &metrics, &history)
     })
-        .await
-        .unwrap_or_else(|e| text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")))
+    .await
+    .unwrap_or_else(|e| text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")))
 }
 
 fn route(
