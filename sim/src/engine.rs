@@ -28,9 +28,10 @@ use scheduler::{Scheduler, Seq};
 
 const SLEEP_THRESHOLD_NS: u64 = 1_000_000;
 const MAX_LAG_NS: u64 = 5_000_000;
-/// The longest one step may take (an hour): a profile's per-token time times a huge prompt
-/// would otherwise overflow the engine's clock.
-const MAX_STEP_NS: f64 = 3.6e12;
+/// The longest one step may take (100 s): a profile's per-token time times a huge prompt
+/// would otherwise overflow the engine's clock, and a step of an hour (a posted profile of
+/// 100 s per prompt token) wedged the engine past what a profile change could undo.
+const MAX_STEP_NS: f64 = 1e11;
 
 /// What the engine and a request's writer share.
 #[derive(Debug, Default)]

@@ -62,9 +62,16 @@ pub(crate) async fn serve(
     // Counted once the tokens that reached the socket are known, so that the token counters
     // keep equal to the truth's `completion_tokens`.
     if let Some(t) = timings {
+        // As vLLM counts prompt tokens, at prefill: a request that left while queued was
+        // never prefilled.
+        let prefilled = if rec.admitted_ns.is_some() {
+            rec.prompt_tokens
+        } else {
+            0
+        };
         shared
             .metrics
-            .finish(rec.prompt_tokens, rec.completion_tokens, &t);
+            .finish(prefilled, rec.completion_tokens, &t);
     }
     next
 }
@@ -224,7 +231,9 @@ fn timings(rec: &TruthRecord, api: Api, finished: FinishReason) -> RequestTiming
             .map(|w| secs(*w[0], *w[1]))
             .collect(),
         e2e: Some(secs(rec.arrival_ns, rec.end_ns)),
-        queue: since_arrival(rec.admitted_ns),
+        // Waiting for the engine, from the request's whole arrival: a body trickled in over
+        // 50 s is the client's upload, not the engine's queue (vLLM times WAITING alike).
+        queue: between(Some(rec.body_received_ns.max(rec.arrival_ns)), rec.admitted_ns),
         prefill: between(rec.admitted_ns, rec.engine_first_token_ns),
         decode: between(rec.engine_first_token_ns, rec.engine_last_token_ns),
         inference: between(rec.admitted_ns, rec.engine_last_token_ns),

@@ -144,9 +144,15 @@ impl TruthRecord {
 /// Ring of recent records plus the optional JSONL file.
 pub(crate) struct TruthStore {
     ring: Mutex<Ring>,
-    file: Mutex<Option<mpsc::Sender<String>>>,
+    file: Mutex<Option<mpsc::SyncSender<String>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Lines left out of the file because the writer fell behind by [`LOG_QUEUE`] lines.
+    dropped: std::sync::atomic::AtomicU64,
 }
+
+/// Lines waiting for the truth log's writer at most: a slow disk or a pipe nobody reads must
+/// not grow the sim's memory without end.
+const LOG_QUEUE: usize = 65_536;
 
 struct Ring {
     records: VecDeque<TruthRecord>,
@@ -162,7 +168,7 @@ impl TruthStore {
                     .create(true)
                     .append(true)
                     .open(path)?;
-                let (tx, rx) = mpsc::channel::<String>();
+                let (tx, rx) = mpsc::sync_channel::<String>(LOG_QUEUE);
                 let handle = std::thread::Builder::new()
                     .name("sim-truth-log".into())
                     .spawn(move || write_lines(f, rx))?;
@@ -178,6 +184,7 @@ impl TruthStore {
             }),
             file: Mutex::new(file),
             writer: Mutex::new(writer),
+            dropped: Default::default(),
         })
     }
 
@@ -200,7 +207,15 @@ impl TruthStore {
         }
         if let Some(tx) = self.file.lock().expect("truth lock").as_ref() {
             if let Ok(line) = serde_json::to_string(&record) {
-                let _ = tx.send(line);
+                if let Err(mpsc::TrySendError::Full(_)) = tx.try_send(line) {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    if self.dropped.fetch_add(1, Relaxed) == 0 {
+                        tracing::warn!(
+                            "canary-sim: the truth log's writer is {LOG_QUEUE} lines behind; \
+                             lines are left out of the file until it catches up (counted at exit)"
+                        );
+                    }
+                }
             }
         }
         let mut ring = self.ring.lock().expect("truth lock");
@@ -229,6 +244,10 @@ impl TruthStore {
         drop(self.file.lock().expect("truth lock").take());
         if let Some(h) = self.writer.lock().expect("truth lock").take() {
             let _ = h.join();
+        }
+        let dropped = self.dropped.load(std::sync::atomic::Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!("canary-sim: {dropped} truth records were left out of the truth log");
         }
     }
 }
