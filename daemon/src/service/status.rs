@@ -187,7 +187,7 @@ fn route(
             }
         }
         _ => match path.strip_prefix("/api/runs/") {
-            Some(id) => match history.get(id) {
+            Some(id) => match history.get(&canary_core::percent_decode(id)) {
                 Ok(Some(row)) => {
                     let mut v = json!(RunBrief::from(&row));
                     v["comparison"] = json!(row.run.comparison);
@@ -211,7 +211,8 @@ fn route(
 /// The run id of `/runs/{id}/report`.
 fn report_id(path: &str) -> Option<String> {
     let id = path.strip_prefix("/runs/")?.strip_suffix("/report")?;
-    (!id.is_empty() && !id.contains('/')).then(|| percent_decode(id))
+    // A path segment: `+` is a plus here, not a space (that is a query's rule).
+    (!id.is_empty() && !id.contains('/')).then(|| canary_core::percent_decode(id))
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
@@ -296,6 +297,7 @@ mod tests {
             Some("20260101T000002Z-2")
         );
         assert_eq!(r("/runs/a%20b/report").as_deref(), Some("a b"));
+        assert_eq!(r("/runs/a+b/report").as_deref(), Some("a+b"));
         assert_eq!(r("/runs//report"), None);
         assert_eq!(r("/runs/a/b/report"), None);
         assert_eq!(r("/runs/a"), None);
