@@ -294,18 +294,22 @@ impl Daemon {
     /// the target an `error: interrupted` one.
     async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
         let target = &config.targets[&w.target];
-        let lock = (!target.allow_concurrent_runs).then(|| {
-            self.target_locks
-                .lock()
-                .unwrap()
-                .entry(target.url.trim_end_matches('/').to_string())
-                .or_default()
-                .clone()
-        });
-        let _turn = match lock {
-            None => None,
-            Some(lock) => tokio::select! {
-                g = lock.lock_owned() => Some(g),
+        // One turn per server, on every server the target's URLs reach, taken in one order
+        // (the keys sorted) so that two targets sharing servers cannot each hold one.
+        let locks: Vec<Arc<tokio::sync::Mutex<()>>> = match target.allow_concurrent_runs {
+            true => Vec::new(),
+            false => {
+                let mut all = self.target_locks.lock().unwrap();
+                servers(target)
+                    .into_iter()
+                    .map(|k| all.entry(k).or_default().clone())
+                    .collect()
+            }
+        };
+        let mut _turns = Vec::with_capacity(locks.len());
+        for lock in locks {
+            tokio::select! {
+                g = lock.lock_owned() => _turns.push(g),
                 _ = self.shutdown.cancelled() => {
                     // Never started, so not a failed run (a restart would raise error alerts
                     // for every queued workload): a skip, counted and logged.
@@ -317,8 +321,8 @@ impl Daemon {
                     self.sinks.run_skipped(&w.name);
                     return;
                 }
-            },
-        };
+            }
+        }
         let progress = Arc::new(Progress::default());
         self.progress
             .lock()
@@ -526,6 +530,23 @@ impl Daemon {
             .collect();
         format!("running {}", parts.join(", "))
     }
+}
+
+/// The servers a target's runs load, each as `scheme://host:port` however its URLs were
+/// written (`gpu:8000`, `http://gpu:8000/v1`), replicas included: runs take turns on each.
+fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String> {
+    std::iter::once(&target.url)
+        .chain(&target.replica_urls)
+        .map(|url| {
+            match canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "") {
+                Ok(t) => {
+                    let scheme = if t.tls { "https" } else { "http" };
+                    format!("{scheme}://{}:{}", t.host, t.port)
+                }
+                Err(_) => url.trim_end_matches('/').to_string(),
+            }
+        })
+        .collect()
 }
 
 /// Whether `dir` is a run's folder in the artifacts tree: `ARTIFACTS/WORKLOAD/RUN`, plainly

@@ -171,3 +171,18 @@ async fn a_schedule_that_runs_out_is_not_reported_as_ended() {
     assert_eq!(schedulers.ended().await, None);
     assert!(schedulers.tasks.is_empty(), "looked at once, then let go");
 }
+
+/// Runs take turns per server however its URL is written, replicas included.
+#[test]
+fn a_targets_servers_are_keyed_by_scheme_host_and_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "state_dir = {:?}\n[targets.t]\nurl = [\"http://127.0.0.1:9/v1/\", \"https://gpu:8443\", \
+         \"http://127.0.0.1:9\"]\nmodel = \"m\"\n\
+         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+        dir.path().display().to_string()
+    );
+    let config = Config::parse(&text, Path::new("test.toml"), dir.path()).unwrap();
+    let keys: Vec<String> = servers(&config.targets["t"]).into_iter().collect();
+    assert_eq!(keys, ["http://127.0.0.1:9", "https://gpu:8443"]);
+}
