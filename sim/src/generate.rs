@@ -69,9 +69,7 @@ pub(crate) async fn serve(
         } else {
             0
         };
-        shared
-            .metrics
-            .finish(prefilled, rec.completion_tokens, &t);
+        shared.metrics.finish(prefilled, rec.completion_tokens, &t);
     }
     next
 }
@@ -233,7 +231,10 @@ fn timings(rec: &TruthRecord, api: Api, finished: FinishReason) -> RequestTiming
         e2e: Some(secs(rec.arrival_ns, rec.end_ns)),
         // Waiting for the engine, from the request's whole arrival: a body trickled in over
         // 50 s is the client's upload, not the engine's queue (vLLM times WAITING alike).
-        queue: between(Some(rec.body_received_ns.max(rec.arrival_ns)), rec.admitted_ns),
+        queue: between(
+            Some(rec.body_received_ns.max(rec.arrival_ns)),
+            rec.admitted_ns,
+        ),
         prefill: between(rec.admitted_ns, rec.engine_first_token_ns),
         decode: between(rec.engine_first_token_ns, rec.engine_last_token_ns),
         inference: between(rec.admitted_ns, rec.engine_last_token_ns),

@@ -64,9 +64,12 @@ async fn phase_histograms_match_the_truth() {
         assert!((got - want).abs() < 1e-9, "{name}: {got} vs truth {want}");
         assert_eq!(metric(&m, &format!("{name}_count")), 2.0, "{name}");
     };
+    // Queued from the body's arrival: the upload before it is the client's, not the engine's.
     close(
         "vllm:request_queue_time_seconds",
-        sum(&truth, |t| secs(t.arrival_ns, t.admitted_ns.unwrap())),
+        sum(&truth, |t| {
+            secs(t.body_received_ns.max(t.arrival_ns), t.admitted_ns.unwrap())
+        }),
     );
     close(
         "vllm:request_prefill_time_seconds",

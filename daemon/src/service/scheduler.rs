@@ -537,15 +537,15 @@ impl Daemon {
 fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String> {
     std::iter::once(&target.url)
         .chain(&target.replica_urls)
-        .map(|url| {
-            match canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "") {
+        .map(
+            |url| match canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "") {
                 Ok(t) => {
                     let scheme = if t.tls { "https" } else { "http" };
                     format!("{scheme}://{}:{}", t.host, t.port)
                 }
                 Err(_) => url.trim_end_matches('/').to_string(),
-            }
-        })
+            },
+        )
         .collect()
 }
 
