@@ -605,14 +605,16 @@ fn zero_concurrency_is_refused() {
     assert!(msg.contains("--request-timeout"), "{msg}");
     // Taken, and the OTLP SDK silently pushed every 60 s; the config's metrics_interval
     // refuses 0 too.
-    let zero = ["--otlp-metrics-interval", "0s"];
-    let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &zero);
-    let msg = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{msg}");
-    assert!(
-        msg.contains("--otlp-metrics-interval") && msg.contains("must be above zero"),
-        "{msg}"
-    );
+    // So is a timeout of 0 (every export would time out at once).
+    for flag in ["--otlp-metrics-interval", "--otlp-timeout"] {
+        let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &[flag, "0s"]);
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{msg}");
+        assert!(
+            msg.contains(flag) && msg.contains("must be above zero"),
+            "{msg}"
+        );
+    }
 }
 
 #[test]

@@ -222,6 +222,14 @@ mod tests {
             html.contains("more with kernel timing but not every part"),
             "{html}"
         );
+        // None with every part (an https server that closes after each response): a note.
+        for r in run.records.requests.iter_mut() {
+            if let Some(k) = r.kernel.as_mut() {
+                k.server_wait_ms = None;
+            }
+        }
+        let html = sections::kernel::render(&run, "").unwrap().unwrap();
+        assert!(html.contains("none of them all four parts"), "{html}");
     }
 
     #[test]

@@ -62,9 +62,9 @@ pub(crate) async fn serve(
     // Counted once the tokens that reached the socket are known, so that the token counters
     // keep equal to the truth's `completion_tokens`.
     if let Some(t) = timings {
-        // As vLLM counts prompt tokens, at prefill: a request that left while queued was
-        // never prefilled.
-        let prefilled = if rec.admitted_ns.is_some() {
+        // As vLLM counts prompt tokens, once prefilled: a request that left while queued,
+        // or before its prefill ended, was never prefilled.
+        let prefilled = if rec.engine_first_token_ns.is_some() {
             rec.prompt_tokens
         } else {
             0

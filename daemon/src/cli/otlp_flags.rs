@@ -19,8 +19,8 @@ pub struct ExportArgs {
     /// `OTEL_EXPORTER_OTLP_HEADERS`). Values are never logged.
     #[arg(long = "otlp-header", value_name = "NAME=VALUE")]
     pub otlp_headers: Vec<String>,
-    /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s).
-    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else 10 s; above zero).
+    #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_timeout: Option<Duration>,
     /// Fraction of requests whose span is exported, decided on the trace id (default 1, or
     /// `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio`).

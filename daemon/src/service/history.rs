@@ -316,13 +316,15 @@ impl History {
     }
 
     /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`
-    /// but for its newest `baseline` passing runs; returns their artifact folders.
+    /// but for its newest `baseline` passing runs and the run `just` recorded (a run longer
+    /// than the age limit is older than it as it finishes); returns their artifact folders.
     pub fn prune(
         &self,
         workload: &str,
         keep: usize,
         max_age: Duration,
         baseline: usize,
+        just: &str,
     ) -> Result<Vec<PathBuf>> {
         let cutoff = now_unix_ms() - max_age.as_millis().min(i64::MAX as u128) as i64;
         let mut conn = self.conn();
@@ -338,10 +340,10 @@ impl History {
                  AND (samples IS NOT NULL OR capacity IS NOT NULL OR sweep IS NOT NULL) \
                  ORDER BY started_unix_ms DESC, id DESC LIMIT ?4)) \
                  OR id NOT IN (SELECT id FROM runs WHERE workload = ?1 \
-                 ORDER BY started_unix_ms DESC, id DESC LIMIT ?3))",
+                 ORDER BY started_unix_ms DESC, id DESC LIMIT ?3)) AND id != ?5",
             )?;
             let rows = stmt.query_map(
-                params![workload, cutoff, keep as i64, baseline as i64],
+                params![workload, cutoff, keep as i64, baseline as i64, just],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
             rows.collect::<Result<_, _>>()?

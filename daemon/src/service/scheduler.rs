@@ -385,7 +385,7 @@ impl Daemon {
         announce::log_verdict(config, workload, result);
         self.history.insert(&RunRow::from(&*result))?;
         let written = announce::write_verdict(result);
-        self.apply_retention(config, workload)?;
+        self.apply_retention(config, workload, &result.run.id)?;
         written
     }
 
@@ -480,7 +480,7 @@ impl Daemon {
     }
 
     /// Deletes the runs retention drops, history rows and artifact folders.
-    fn apply_retention(&self, config: &Config, workload: &str) -> Result<()> {
+    fn apply_retention(&self, config: &Config, workload: &str, just: &str) -> Result<()> {
         // A workload gone from the config keeps its history until it ages out (it may come
         // back); the count limit applies only to configured ones.
         let mut doomed = self.history.prune(
@@ -488,13 +488,17 @@ impl Daemon {
             config.retention_runs,
             config.retention_age,
             config.baseline.runs,
+            just,
         )?;
         for name in self.history.workloads()? {
             if !config.workloads.iter().any(|c| c.name == name) {
-                doomed.extend(
-                    self.history
-                        .prune(&name, usize::MAX, config.retention_age, 0)?,
-                );
+                doomed.extend(self.history.prune(
+                    &name,
+                    usize::MAX,
+                    config.retention_age,
+                    0,
+                    just,
+                )?);
             }
         }
         for dir in doomed {
@@ -541,7 +545,8 @@ fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String>
             |url| match canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "") {
                 Ok(t) => {
                     let scheme = if t.tls { "https" } else { "http" };
-                    format!("{scheme}://{}:{}", t.host, t.port)
+                    // Host names are case-blind (`GPU` and `gpu` are one server).
+                    format!("{scheme}://{}:{}", t.host.to_ascii_lowercase(), t.port)
                 }
                 Err(_) => url.trim_end_matches('/').to_string(),
             },

@@ -35,7 +35,8 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// ready for one (new, or idle between requests) is closed.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The longest a connection is served: past it, it is closed, finished or not.
+/// How long a connection takes new requests; the answer in progress then gets as long
+/// again before the connection is closed.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Serves the endpoint until `stop` fires.
@@ -91,9 +92,17 @@ pub async fn serve(
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(io, svc);
+            tokio::pin!(serving);
             // A client that stops reading its answers would hold its slot for ever (hyper
-            // has no write timeout): each connection gets a lifetime; clients reconnect.
-            let _ = tokio::time::timeout(CONNECTION_LIFETIME, serving).await;
+            // has no write timeout): a connection gets a lifetime, then ends after the
+            // answer in progress (a report may wait behind others), within a grace.
+            tokio::select! {
+                _ = serving.as_mut() => {}
+                _ = tokio::time::sleep(CONNECTION_LIFETIME) => {
+                    serving.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, serving).await;
+                }
+            }
         });
     }
 }

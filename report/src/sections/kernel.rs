@@ -35,7 +35,8 @@ const BANDS: [(&str, f64, f64); 5] = [
     ("p99.9–max", 0.999, 1.0001),
 ];
 
-/// The decomposition of one run; `None` when no record carries kernel timing.
+/// The decomposition of one run; `None` when no record carries kernel timing, a note when
+/// none carries every part.
 pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     let timed: Vec<(f64, &KernelParts)> = run
         .measured()
@@ -53,7 +54,17 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         .collect();
     let partial = timed.len() - rows.len();
     if rows.is_empty() {
-        return Ok(None);
+        // An https server that closes after every response: each request opened a
+        // connection, so none has the server wait: said, not left out without a word.
+        return Ok((partial > 0).then(|| {
+            format!(
+                "<p class=\"note\">{} requests have kernel timing, none of them all four parts \
+                 (the first request on a new https connection has no server wait nor \
+                 remainder: the server's session tickets cannot be told from its response), \
+                 so TTFT is not split here.</p>\n",
+                num(partial as f64)
+            )
+        }));
     }
     let ttfts = sorted(rows.iter().map(|r| r.0).collect());
     let n = ttfts.len();

@@ -69,9 +69,9 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
     );
 
     // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
-    let gone = h.prune("w", 2, Duration::from_secs(10 * 3600), 0).unwrap();
+    let gone = h.prune("w", 2, Duration::from_secs(10 * 3600), 0, "").unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
-    let gone = h.prune("w", 10, Duration::from_secs(9000), 0).unwrap();
+    let gone = h.prune("w", 10, Duration::from_secs(9000), 0, "").unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
     assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
     assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
@@ -79,11 +79,11 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
 
     // Age alone (a workload no longer configured): no count limit, old runs go.
     assert!(h
-        .prune("w", usize::MAX, Duration::from_secs(10 * 3600), 0)
+        .prune("w", usize::MAX, Duration::from_secs(10 * 3600), 0, "")
         .unwrap()
         .is_empty());
     let gone = h
-        .prune("other", usize::MAX, Duration::from_secs(1800), 0)
+        .prune("other", usize::MAX, Duration::from_secs(1800), 0, "")
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
     assert_eq!(h.workloads().unwrap(), ["w"]);
@@ -106,15 +106,23 @@ fn age_never_takes_the_baselines_runs() {
     }
     // All older than 30 days; a baseline of 2 keeps the two newest passing runs.
     let gone = h
-        .prune("w", 500, Duration::from_secs(30 * 86_400), 2)
+        .prune("w", 500, Duration::from_secs(30 * 86_400), 2, "")
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1"), PathBuf::from("/a/w/r3")]);
     assert_eq!(h.baseline("w", 10).unwrap().len(), 2);
     // The count limit still applies to them.
     let gone = h
-        .prune("w", 1, Duration::from_secs(30 * 86_400), 2)
+        .prune("w", 1, Duration::from_secs(30 * 86_400), 2, "")
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
+    // A failed run longer than the age limit is older than it as it finishes: the run just
+    // recorded is kept.
+    h.insert(&run("r5", "w", days(31), VerdictKind::Fail, 1.0))
+        .unwrap();
+    let gone = h
+        .prune("w", 500, Duration::from_secs(30 * 86_400), 2, "r5")
+        .unwrap();
+    assert!(gone.is_empty(), "{gone:?}");
 }
 
 /// A database as canaryd wrote it before a run's facts were declared once (and before a

@@ -177,8 +177,8 @@ async fn a_schedule_that_runs_out_is_not_reported_as_ended() {
 fn a_targets_servers_are_keyed_by_scheme_host_and_port() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "state_dir = {:?}\n[targets.t]\nurl = [\"http://127.0.0.1:9/v1/\", \"https://gpu:8443\", \
-         \"http://127.0.0.1:9\"]\nmodel = \"m\"\n\
+        "state_dir = {:?}\n[targets.t]\nurl = [\"http://127.0.0.1:9/v1/\", \"https://GPU:8443\", \
+         \"http://127.0.0.1:9\", \"https://gpu:8443/v1\"]\nmodel = \"m\"\n\
          [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
         dir.path().display().to_string()
     );
