@@ -69,7 +69,9 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
     );
 
     // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
-    let gone = h.prune("w", 2, Duration::from_secs(10 * 3600), 0, "").unwrap();
+    let gone = h
+        .prune("w", 2, Duration::from_secs(10 * 3600), 0, "")
+        .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
     let gone = h.prune("w", 10, Duration::from_secs(9000), 0, "").unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
