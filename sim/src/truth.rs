@@ -271,13 +271,8 @@ const MAX_TEXT: usize = 256;
 
 /// Cuts `text` to [`MAX_TEXT`] bytes at a character boundary.
 fn cap_text(text: &mut String) {
-    if text.len() > MAX_TEXT {
-        let mut end = MAX_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    let kept = canary_core::prefix_within(text, MAX_TEXT).len();
+    text.truncate(kept);
 }
 
 #[cfg(test)]

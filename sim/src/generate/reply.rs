@@ -195,10 +195,7 @@ impl Job<'_> {
         if f.malformed_at.is_some() {
             // Half the body's bytes, at a character boundary: a model named in non-ASCII
             // letters put the middle inside a character, where `truncate` panics.
-            let mut half = body.len() / 2;
-            while !body.is_char_boundary(half) {
-                half -= 1;
-            }
+            let half = canary_core::prefix_within(&body, body.len() / 2).len();
             body.truncate(half);
         }
         rec.completion_tokens = self.max_tokens;
