@@ -158,7 +158,12 @@ impl Signal {
 impl Config {
     /// Defaults overlaid with the standard `OTEL_*` environment variables.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_vars(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        Config::from_vars(Config::env_var)
+    }
+
+    /// A variable of the environment as [`Config::from_env`] reads it: unset when blank.
+    pub fn env_var(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
     }
 
     /// Like [`Config::from_env`], reading variables through `var` (tests pass a map).

@@ -51,7 +51,26 @@ impl ExportArgs {
 
     /// The exporter configuration: environment first, then flags.
     pub fn config(&self) -> Result<Config> {
-        let mut c = Config::from_env().context("OTLP settings from the environment")?;
+        self.config_over(Config::env_var)
+    }
+
+    /// [`ExportArgs::config`] over the variables `var` gives. A variable whose setting a
+    /// flag gives is not read: a bad inherited value of it is no error.
+    fn config_over(&self, var: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let overridden = [
+            (self.otlp_timeout.is_some(), "OTEL_EXPORTER_OTLP_TIMEOUT"),
+            (
+                self.otlp_metrics_interval.is_some(),
+                "OTEL_METRIC_EXPORT_INTERVAL",
+            ),
+            (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
+            (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
+        ];
+        let read = |k: &str| match overridden.iter().any(|&(set, name)| set && name == k) {
+            true => None,
+            false => var(k),
+        };
+        let mut c = Config::from_vars(read).context("OTLP settings from the environment")?;
         if let Some(e) = &self.otlp_endpoint {
             c.endpoint = Some(e.clone());
         }
@@ -105,5 +124,37 @@ pub async fn finish(
                 r.logs_exported
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_inherited_otel_variable_is_no_error_where_a_flag_overrides_it() {
+        let env = |k: &str| match k {
+            "OTEL_METRIC_EXPORT_INTERVAL" | "OTEL_EXPORTER_OTLP_TIMEOUT" => Some("0".into()),
+            "OTEL_TRACES_SAMPLER" => Some("traceidratio".into()),
+            "OTEL_TRACES_SAMPLER_ARG" => Some("7".into()),
+            _ => None,
+        };
+        let mut args = ExportArgs {
+            otlp_timeout: Some(Duration::from_secs(2)),
+            otlp_metrics_interval: Some(Duration::from_secs(5)),
+            otlp_sample_ratio: Some("0.5".into()),
+            ..ExportArgs::default()
+        };
+        let c = args.config_over(env).unwrap();
+        assert_eq!(c.timeout, Duration::from_secs(2));
+        assert_eq!(c.metrics_interval, Duration::from_secs(5));
+        assert_eq!(c.sample_ratio, 0.5);
+        // Without the flag the variable is read, and its error names it.
+        args.otlp_timeout = None;
+        let e = format!("{:#}", args.config_over(env).unwrap_err());
+        assert!(
+            e.contains("OTEL_EXPORTER_OTLP_TIMEOUT: expected a positive"),
+            "{e}"
+        );
     }
 }

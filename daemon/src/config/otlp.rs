@@ -101,7 +101,30 @@ impl Otlp {
     /// The exporter's settings: the standard `OTEL_*` variables, overridden by `[otlp]`.
     /// Header values are read here; an error names the key, never a value.
     pub fn exporter_config(&self) -> Result<canary_exporters::Config, String> {
-        let mut c = canary_exporters::Config::from_env()
+        self.exporter_config_over(canary_exporters::Config::env_var)
+    }
+
+    /// [`Otlp::exporter_config`] over the variables `var` gives. A variable whose setting
+    /// `[otlp]` gives is not read: a bad inherited value of it is no error.
+    pub(super) fn exporter_config_over(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<canary_exporters::Config, String> {
+        let overridden = [
+            (self.timeout.is_some(), "OTEL_EXPORTER_OTLP_TIMEOUT"),
+            (
+                self.metrics_interval.is_some(),
+                "OTEL_METRIC_EXPORT_INTERVAL",
+            ),
+            (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
+            (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
+            (self.certificate.is_some(), "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        ];
+        let read = |k: &str| match overridden.iter().any(|&(set, name)| set && name == k) {
+            true => None,
+            false => var(k),
+        };
+        let mut c = canary_exporters::Config::from_vars(read)
             .map_err(|e| format!("OTLP settings from the environment: {e}"))?;
         let set = |dst: &mut Option<String>, src: &Option<String>| {
             if src.is_some() {

@@ -273,6 +273,41 @@ fn otlp_header_values_are_read_when_the_exporter_starts() {
     assert_eq!(x.timeout, Duration::from_secs(2));
 }
 
+#[test]
+fn a_bad_inherited_otel_variable_is_no_error_where_otlp_overrides_it() {
+    let env = |k: &str| match k {
+        "OTEL_METRIC_EXPORT_INTERVAL" | "OTEL_EXPORTER_OTLP_TIMEOUT" => Some("0".to_string()),
+        "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_string()),
+        "OTEL_TRACES_SAMPLER_ARG" => Some("7".to_string()),
+        _ => None,
+    };
+    let mut o = Otlp {
+        endpoint: Some("http://127.0.0.1:4318".into()),
+        timeout: Some(Duration::from_secs(2)),
+        sample_ratio: Some(0.25),
+        metrics_interval: Some(Duration::from_secs(5)),
+        ..Otlp::default()
+    };
+    let x = o.exporter_config_over(env).unwrap();
+    assert_eq!(x.timeout, Duration::from_secs(2));
+    assert_eq!(x.metrics_interval, Duration::from_secs(5));
+    assert_eq!(x.sample_ratio, 0.25);
+    // Not overridden, each is still read and its error named.
+    o.metrics_interval = None;
+    let e = o.exporter_config_over(env).unwrap_err();
+    assert!(
+        e.contains("OTEL_METRIC_EXPORT_INTERVAL: expected a positive number"),
+        "{e}"
+    );
+    o.metrics_interval = Some(Duration::from_secs(5));
+    o.sample_ratio = None;
+    let e = o.exporter_config_over(env).unwrap_err();
+    assert!(
+        e.contains("OTEL_TRACES_SAMPLER_ARG: expected a ratio"),
+        "{e}"
+    );
+}
+
 /// The 1-based line of the first line of `text` that contains `needle`.
 fn line(text: &str, needle: &str) -> usize {
     text.lines()
