@@ -6,7 +6,7 @@
 //! - Writing an artifact never through a symbolic link found where the file goes (someone's
 //!   link planted in a shared output folder such as /tmp would have had canaryd truncate the
 //!   file it points to), and the files readers take whole, whole or not at all
-//!   ([`create_artifact`], [`write_whole`]).
+//!   ([`create_artifact`], [`write_whole`], [`WholeFile`]).
 #![deny(missing_docs)]
 
 use std::fs::{File, OpenOptions};
@@ -51,13 +51,61 @@ pub fn create_artifact(path: &Path) -> io::Result<File> {
 /// it. A process killed mid-write, or a full disk, leaves the earlier file (or none), never a
 /// torn one; the partial file is removed on failure.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let partial = partial_of(path);
-    let written = create_artifact(&partial).and_then(|mut f| f.write_all(bytes));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e);
+    let mut file = WholeFile::create(path)?;
+    file.write_all(bytes)?;
+    file.finish()
+}
+
+/// A file written in pieces that appears at its path whole or not at all: it is written into
+/// `path` + `.partial` and renamed over `path` by [`WholeFile::finish`]. Dropped unfinished
+/// (an error on the way), the partial file is removed and `path` keeps what it held.
+#[derive(Debug)]
+pub struct WholeFile {
+    file: File,
+    partial: PathBuf,
+    path: PathBuf,
+    finished: bool,
+}
+
+impl WholeFile {
+    /// Starts `path`'s partial file; a symbolic link there is an error (ELOOP).
+    pub fn create(path: &Path) -> io::Result<WholeFile> {
+        let partial = partial_of(path);
+        Ok(WholeFile {
+            file: create_artifact(&partial)?,
+            partial,
+            path: path.to_path_buf(),
+            finished: false,
+        })
     }
-    std::fs::rename(&partial, path)
+
+    /// Puts the file written at its path.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.finished = true;
+        let renamed = std::fs::rename(&self.partial, &self.path);
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(&self.partial);
+        }
+        renamed
+    }
+}
+
+impl Write for WholeFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for WholeFile {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_file(&self.partial);
+        }
+    }
 }
 
 fn partial_of(path: &Path) -> PathBuf {
@@ -102,6 +150,24 @@ mod tests {
         std::os::unix::fs::symlink(&victim, dir.path().join("summary.json.partial")).unwrap();
         assert!(write_whole(&dir.path().join("summary.json"), b"{}").is_err());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_file_dropped_unfinished_leaves_the_earlier_one_and_no_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.jsonl");
+        std::fs::write(&path, "earlier\n").unwrap();
+        let mut f = WholeFile::create(&path).unwrap();
+        f.write_all(b"half a line").unwrap();
+        assert!(dir.path().join("records.jsonl.partial").exists());
+        drop(f);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "earlier\n");
+        assert!(!dir.path().join("records.jsonl.partial").exists());
+        let mut f = WholeFile::create(&path).unwrap();
+        f.write_all(b"whole\n").unwrap();
+        f.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole\n");
+        assert!(!dir.path().join("records.jsonl.partial").exists());
     }
 
     #[test]

@@ -168,8 +168,10 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let write = |path: PathBuf| move |source| ArtifactError { path, source };
     std::fs::create_dir_all(out).map_err(write(out.to_path_buf()))?;
     let records_path = out.join("records.jsonl");
+    // Whole or not at all: a shard's records that cannot be read the second time (changed or
+    // gone since the checks) fail the merge without leaving part of them behind.
     let mut records_out = std::io::BufWriter::new(
-        canary_files::create_artifact(&records_path).map_err(write(records_path.clone()))?,
+        canary_files::WholeFile::create(&records_path).map_err(write(records_path.clone()))?,
     );
     let mut aggregator = Aggregator::new(goodput);
     let mut cross_lag = Distribution::new();
@@ -204,7 +206,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     if let Some(e) = write_error {
         return Err(write(records_path)(e).into());
     }
-    records_out.flush().map_err(write(records_path))?;
+    records_out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(canary_files::WholeFile::finish)
+        .map_err(write(records_path))?;
 
     let mut summary = aggregator.summary();
     let mut notes = vec![
