@@ -158,6 +158,25 @@ pub fn parse(data: &str) -> Result<ChunkInfo, serde_json::Error> {
     }
 }
 
+/// serde_json's complaint about a chunk or body, kept short: its text quotes the value it
+/// met whole (a string of a megabyte where a number was due), and a record's message must
+/// not be as long as a response. Cut, it still says where.
+pub fn reason(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    if full.len() <= REASON_LIMIT {
+        return full;
+    }
+    format!(
+        "{}… at line {} column {}",
+        canary_core::prefix_within(&full, REASON_LIMIT),
+        e.line(),
+        e.column()
+    )
+}
+
+/// The longest [`reason`], bytes.
+const REASON_LIMIT: usize = 200;
+
 /// [`parse`] by serde_json alone: the reference the scanner is tested against, and what
 /// decides every chunk the scanner gives up on.
 pub fn parse_serde(data: &str) -> Result<ChunkInfo, serde_json::Error> {
@@ -236,6 +255,21 @@ mod tests {
             .filter_map(|l| l.strip_prefix("data: "))
             .filter(|d| *d != "[DONE]")
             .collect()
+    }
+
+    #[test]
+    fn a_complaint_quoting_a_huge_value_is_kept_short() {
+        let chunk = format!(r#"{{"choices":"{}"}}"#, "A".repeat(1 << 20));
+        let e = parse(&chunk).unwrap_err();
+        let why = reason(&e);
+        assert!(why.len() < 300, "{} bytes", why.len());
+        assert!(why.starts_with("invalid type: string"), "{why}");
+        assert!(
+            why.ends_with(&format!("… at line 1 column {}", e.column())),
+            "{why}"
+        );
+        let small = parse(r#"{"choices":7}"#).unwrap_err();
+        assert_eq!(reason(&small), small.to_string());
     }
 
     #[test]

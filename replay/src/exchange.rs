@@ -372,7 +372,7 @@ async fn read_stream(
                 let shown: String = ev.data.chars().take(120).collect();
                 error(
                     ErrorKind::MalformedChunk,
-                    format!("chunk {}: {e}: {shown}", m.chunks + 1),
+                    format!("chunk {}: {}: {shown}", m.chunks + 1, chunk::reason(&e)),
                 )
             })?;
             if let Some(msg) = info.error {
@@ -447,8 +447,10 @@ async fn read_whole(
     }
     let at = MonoTime::now();
     let text = String::from_utf8_lossy(&buf);
-    let info = chunk::parse(&text)
-        .map_err(|e| error(ErrorKind::MalformedChunk, format!("response body: {e}")))?;
+    let info = chunk::parse(&text).map_err(|e| {
+        let why = chunk::reason(&e);
+        error(ErrorKind::MalformedChunk, format!("response body: {why}"))
+    })?;
     if let Some(msg) = info.error {
         return Err(error(ErrorKind::ServerError, msg));
     }

@@ -377,18 +377,38 @@ impl Target {
     /// request it refused must not put a key into records, summaries or exports. Messages
     /// are kept to a few KiB, so a quote may end inside a secret: a tail of 4 characters or
     /// more that begins one is redacted too.
+    ///
+    /// A header's value counts whole (4 bytes or more: `x-canary: A` would redact every `A`)
+    /// and by the credentials in it ([`credentials`], 6 bytes or more: `TOKEN` of `Bearer
+    /// TOKEN`, a cookie's values, not its `theme=dark`), each as written and as a JSON string
+    /// may escape it (a body kept as JSON text quotes `k/1` as `k\/1`).
     pub fn scrub(&self, text: &str) -> Option<String> {
-        let secrets = self
-            .api_key
-            .iter()
-            .map(|k| k.0.as_str())
-            .chain(self.headers.iter().filter_map(|(_, v)| v.to_str().ok()))
-            .filter(|s| !s.is_empty());
+        let mut secrets: Vec<String> = Vec::new();
+        let mut add = |secret: &str| {
+            for form in json_forms(secret) {
+                if !secrets.contains(&form) {
+                    secrets.push(form);
+                }
+            }
+        };
+        for key in self.api_key.iter().filter(|k| !k.0.is_empty()) {
+            add(&key.0);
+        }
+        for value in self.headers.iter().filter_map(|(_, v)| v.to_str().ok()) {
+            if value.trim().len() >= 4 {
+                add(value.trim());
+            }
+            credentials(value)
+                .filter(|c| c.len() >= 6)
+                .for_each(&mut add);
+        }
+        // Longest first: a value is redacted whole before a part of it is looked for.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         let mut scrubbed: Option<String> = None;
-        for secret in secrets {
+        for secret in &secrets {
             let current = scrubbed.as_deref().unwrap_or(text);
-            if current.contains(secret) {
-                scrubbed = Some(current.replace(secret, "<redacted>"));
+            if current.contains(secret.as_str()) {
+                scrubbed = Some(current.replace(secret.as_str(), "<redacted>"));
             }
             let current = scrubbed.as_deref().unwrap_or(text);
             let cut = (4..secret.len())
@@ -461,6 +481,41 @@ impl Target {
         }
         req
     }
+}
+
+/// The secrets inside a header's value: the credential after its scheme (`Bearer TOKEN`,
+/// `Basic B64`), and each `name=value` pair's value (`Cookie: a=1; b=2`).
+fn credentials(value: &str) -> impl Iterator<Item = &str> {
+    let after_scheme = value.split_once(' ').map(|(_, c)| c.trim());
+    let pairs = value
+        .split(';')
+        .filter_map(|p| p.split_once('=').map(|(_, v)| v.trim()));
+    after_scheme.into_iter().chain(pairs)
+}
+
+/// `secret` as written and as JSON encoders write it inside a string: serde's escapes (`\"`,
+/// `\\`, control characters), with `/` as `\/` (PHP's default) and `<`, `>`, `&` as `\u003c`,
+/// `\u003e`, `\u0026` (Go's).
+fn json_forms(secret: &str) -> Vec<String> {
+    let quoted = serde_json::to_string(secret).unwrap_or_default();
+    let json = quoted
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or(secret)
+        .to_string();
+    let slashed = json.replace('/', "\\/");
+    let html = |s: &str| {
+        s.replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026")
+    };
+    let mut forms = vec![secret.to_string()];
+    for f in [html(&slashed), html(&json), slashed, json] {
+        if !forms.contains(&f) {
+            forms.push(f);
+        }
+    }
+    forms
 }
 
 #[cfg(test)]
@@ -626,5 +681,35 @@ mod tests {
             Some("invalid key Bearer <redacted>")
         );
         assert_eq!(t.scrub("ends in sk-"), None, "3 characters say nothing");
+    }
+
+    // A credential given as a header is quoted by servers without its scheme, and bodies kept
+    // as JSON text quote it escaped: both passed through (audit of issue 20's hostile targets).
+    #[test]
+    fn a_header_credential_is_redacted_bare_escaped_and_cut() {
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+        t.headers = vec![
+            header("authorization", "Bearer tok-42/x&y").unwrap(),
+            header("cookie", "session=c00kie-v4lue; theme=dark").unwrap(),
+            header("x-canary", "A").unwrap(),
+        ];
+        let shown = |m: &str| t.scrub(m).unwrap_or_else(|| m.to_string());
+        assert_eq!(
+            shown("invalid or expired token tok-42/x&y"),
+            "invalid or expired token <redacted>"
+        );
+        assert_eq!(
+            shown(r#"{"detail":"bad token tok-42\/x\u0026y"}"#),
+            r#"{"detail":"bad token <redacted>"}"#
+        );
+        assert_eq!(
+            shown("session c00kie-v4lue expired"),
+            "session <redacted> expired"
+        );
+        assert_eq!(shown("Bearer tok-42/x&y refused"), "<redacted> refused");
+        assert_eq!(shown("token tok-4"), "token <redacted>");
+        // A short value is no secret, and redacting it would garble the message.
+        assert_eq!(t.scrub("A model named Alpha"), None);
+        assert_eq!(t.scrub("theme dark is fine"), None);
     }
 }

@@ -59,6 +59,19 @@ async fn an_sse_line_or_event_that_never_ends_is_response_too_large() {
     }
 }
 
+// serde_json's complaint quotes the value it met whole: a chunk's string of 60 KiB where an
+// array was due made a 60 KiB message in every record (16 MiB without streaming).
+#[tokio::test]
+async fn a_malformed_chunk_quoting_a_huge_value_keeps_a_short_message() {
+    let server = HostileServer::start(Hostile::WrongType { bytes: 60 << 10 });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::MalformedChunk) {
+        assert!(m.len() < 1024, "{} bytes: {}", m.len(), &m[..200]);
+        assert!(m.starts_with("chunk 1: invalid type: string \"aaa"), "{m}");
+        assert!(m.contains("… at line 1 column"), "{m}");
+    }
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.

@@ -35,6 +35,11 @@ pub const MAX_SAMPLES: usize = 200_000;
 /// Families kept from one page, for the same reason.
 pub const MAX_FAMILIES: usize = 20_000;
 
+/// Labels on one sample: real ones carry a handful. Checked while the line is parsed, since
+/// one line of millions of empty labels (`{a="",b="",…}`, within the body cap) would take
+/// about eight times its size in memory before any count was looked at.
+pub const MAX_LABELS: usize = 128;
+
 /// The type of a metric family, from its `# TYPE` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -160,6 +165,8 @@ pub enum IssueKind {
     AfterEof,
     /// Past [`MAX_SAMPLES`] samples or [`MAX_FAMILIES`] families: skipped.
     TooMany,
+    /// A sample with more than [`MAX_LABELS`] labels: skipped.
+    TooManyLabels,
 }
 
 impl fmt::Display for IssueKind {
@@ -176,6 +183,7 @@ impl fmt::Display for IssueKind {
             IssueKind::DuplicateType => "second TYPE line for a family",
             IssueKind::AfterEof => "content after # EOF",
             IssueKind::TooMany => "past the samples or families kept from one page",
+            IssueKind::TooManyLabels => "over 128 labels on one sample",
         })
     }
 }

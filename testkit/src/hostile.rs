@@ -41,6 +41,12 @@ pub enum Hostile {
         /// Bytes actually sent at most.
         bytes: u64,
     },
+    /// A 200 SSE stream whose one chunk has a string of `bytes` where `choices`' array is
+    /// due, then `[DONE]`: a JSON parser's complaint quotes the string whole.
+    WrongType {
+        /// Bytes of the string.
+        bytes: u64,
+    },
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
@@ -428,6 +434,16 @@ impl Conn {
             }
             Hostile::CloseAfterRequest => return,
             Hostile::AnswersFirst { .. } => {}
+            Hostile::WrongType { bytes } => {
+                let start = b"data: {\"choices\":\"";
+                let end = b"\"}\n\ndata: [DONE]\n\n";
+                let size = start.len() as u64 + bytes + end.len() as u64;
+                let head = format!("{size:x}\r\n");
+                if self.send(SSE) && self.send(head.as_bytes()) && self.send(start) {
+                    self.flood(b'a', bytes);
+                    let _ = self.send(end) && self.send(b"\r\n0\r\n\r\n");
+                }
+            }
             Hostile::DoneWithoutEnd { after } => {
                 if !self.pause(after) {
                     return;

@@ -146,7 +146,12 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
             "{}: no answer within {timeout:?}",
             target.authority()
         )),
-        Ok(Err(e)) => SourceState::unavailable(format!("{}: {e:#}", target.authority())),
+        // A TLS error quotes the certificate's names: the server's text.
+        Ok(Err(e)) => SourceState::unavailable(format!(
+            "{}: {}",
+            target.authority(),
+            canary_core::printable(&format!("{e:#}"))
+        )),
         Ok(Ok((status, body))) if status.is_success() => SourceState::available(format!(
             "{} serves {}",
             target.authority(),

@@ -73,6 +73,11 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
         Some(e) => {
             rec.status = Status::Error;
             let mut e = e.clone();
+            // Kept to a few KiB whatever made it (the cut before the scrub, whose tail rule
+            // redacts a secret cut short; again after, as escapes lengthen it).
+            let limit = crate::chunk::MESSAGE_LIMIT;
+            e.message
+                .truncate(canary_core::prefix_within(&e.message, limit).len());
             if let Some(scrubbed) = target.scrub(&e.message) {
                 e.message = scrubbed;
             }
@@ -80,6 +85,8 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
             if let std::borrow::Cow::Owned(shown) = canary_core::printable(&e.message) {
                 e.message = shown;
             }
+            e.message
+                .truncate(canary_core::prefix_within(&e.message, limit).len());
             rec.error = Some(e);
         }
         // What arrived before the close stays; there is no end-to-end latency.

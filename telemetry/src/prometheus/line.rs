@@ -202,6 +202,9 @@ impl<'a> Cursor<'a> {
             if self.eat(b'}') {
                 break;
             }
+            if pairs.len() == super::MAX_LABELS {
+                return Err(IssueKind::TooManyLabels);
+            }
             let key_quoted = self.peek() == Some(b'"');
             let key = match key_quoted {
                 true => self.quoted().ok_or(IssueKind::BadLabels)?,

@@ -240,6 +240,25 @@ fn a_histogram_past_the_caps_is_refused_not_built() {
     assert_eq!(s.histograms("h").unwrap_err(), Oversized::LabelSets);
 }
 
+// One line of a million empty labels took about eight times its size before any cap was
+// looked at: the label count is checked while the line is parsed.
+#[test]
+fn a_sample_past_the_label_cap_is_skipped_as_it_is_read() {
+    let labels: Vec<String> = (0..MAX_LABELS).map(|i| format!("l{i}=\"\"")).collect();
+    let at_cap = format!("vllm:num_requests_running{{{}}} 3\n", labels.join(","));
+    let over = format!(
+        "vllm:num_requests_waiting{{{},extra=\"\"}} 4\n",
+        labels.join(",")
+    );
+    let s = parse(&format!("{at_cap}{over}"));
+    assert_eq!(s.skipped_lines, 1);
+    assert_eq!(s.errors.len(), 1);
+    assert_eq!(s.errors[0].kind, IssueKind::TooManyLabels);
+    assert_eq!(s.errors[0].line, 2);
+    assert_eq!(s.families.len(), 1, "{:?}", s.families);
+    assert_eq!(s.families[0].samples[0].value, 3.0);
+}
+
 // A page of millions of samples (within the body cap) would take gigabytes parsed, on every
 // scrape: the first MAX_SAMPLES are kept, the rest skipped and said; likewise families.
 #[test]

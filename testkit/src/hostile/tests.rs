@@ -49,6 +49,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::DoneWithoutEnd {
             after: Duration::from_millis(10),
         },
+        Hostile::WrongType { bytes: 100_000 },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -85,6 +86,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     ),
                     "{text}"
                 );
+            }
+            Hostile::WrongType { bytes } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{mode:?}");
+                let string = format!("data: {{\"choices\":\"{}\"}}", "a".repeat(bytes as usize));
+                assert!(text.contains(&string), "{mode:?}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{mode:?}");
             }
             Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
