@@ -328,11 +328,15 @@ pub enum ErrorKind {
     /// written before reading, or bytes left over on a reused connection). It answers
     /// nothing canaryd asked, so it is not timed.
     Protocol,
+    /// The response ended well (`[DONE]`, or a whole body) without generating anything: no
+    /// token of content or reasoning, and no `completion_tokens` in its usage. `{}` or a
+    /// stream of `[DONE]` alone answers nothing, and nothing in it can be timed.
+    EmptyResponse,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Connect,
         ErrorKind::HttpStatus,
         ErrorKind::StreamCut,
@@ -341,6 +345,7 @@ impl ErrorKind {
         ErrorKind::ServerError,
         ErrorKind::ResponseTooLarge,
         ErrorKind::ResponseTooLong,
+        ErrorKind::EmptyResponse,
         ErrorKind::Protocol,
         ErrorKind::ClientResources,
         ErrorKind::Cancelled,
@@ -360,6 +365,7 @@ impl ErrorKind {
             ErrorKind::ResponseTooLong => "response_too_long",
             ErrorKind::ClientResources => "client_resources",
             ErrorKind::Protocol => "protocol",
+            ErrorKind::EmptyResponse => "empty_response",
         }
     }
 }

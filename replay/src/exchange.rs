@@ -265,7 +265,7 @@ pub async fn exchange(
         (Ok(()), end) if end != Stamp::default() => end,
         _ => Stamp::read(MonoTime::now()),
     };
-    m.error = result.err();
+    m.error = result.and_then(|()| generated(&m)).err();
     if let Some(mut body) = rest {
         // Read past [DONE] to the end of the body (the chunked terminator): a body dropped
         // early makes hyper close the connection, and a request racing that close on a
@@ -284,6 +284,20 @@ pub async fn exchange(
     }
     m.rx = rx.finish(UserspaceTimes::default());
     m
+}
+
+/// A response that ended well is a completion only when it generated something: a token
+/// chunk, or a usage that counts completion tokens (a model that stopped at once streams no
+/// text, but its end-of-sequence token is counted).
+fn generated(m: &Measurement) -> Result<(), RequestError> {
+    let counted = m.usage.as_ref().and_then(|u| u.completion_tokens);
+    if m.chunks > 0 || counted.is_some_and(|n| n > 0) {
+        return Ok(());
+    }
+    Err(error(
+        ErrorKind::EmptyResponse,
+        "the response ended without a token, and its usage counts no completion tokens",
+    ))
 }
 
 /// Where a request failed before its response head: the socket and hyper's error say

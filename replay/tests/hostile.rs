@@ -72,6 +72,29 @@ async fn a_malformed_chunk_quoting_a_huge_value_keeps_a_short_message() {
     }
 }
 
+// A 200 that generates nothing (`[DONE]` alone, `{}`-like bodies) was a completed request:
+// a server answering every request so passed the canary with no latency to show.
+#[tokio::test]
+async fn a_response_that_generates_nothing_is_an_error_but_a_stop_at_once_is_not() {
+    for streaming in [true, false] {
+        let server = HostileServer::start(Hostile::NothingGenerated { streaming });
+        let run = replay(requests(2, 20, 4), target(&server, streaming), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::EmptyResponse) {
+            assert_eq!(
+                m,
+                "the response ended without a token, and its usage counts no completion tokens"
+            );
+        }
+        assert_eq!(run.outcome.summary.completed, 0, "streaming {streaming}");
+    }
+    // A model that stops at once streams no text, but its usage counts the end of sequence.
+    let server = HostileServer::start(Hostile::EndOfSequenceOnly);
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    assert_eq!(run.outcome.summary.completed, 2);
+    assert!(run.records.iter().all(|r| r.is_ok() && r.ttft_ms.is_none()));
+    assert_eq!(run.outcome.summary.total_output_tokens, 2);
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.

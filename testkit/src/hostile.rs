@@ -47,6 +47,16 @@ pub enum Hostile {
         /// Bytes of the string.
         bytes: u64,
     },
+    /// A 200 answer that generates nothing: a stream of a role chunk and `[DONE]`, or a body
+    /// whose message is empty, its usage counting 0 completion tokens.
+    NothingGenerated {
+        /// An SSE stream rather than one JSON body.
+        streaming: bool,
+    },
+    /// A 200 stream as a model that stopped at once sends it: a role chunk, an empty content
+    /// with `finish_reason: stop`, a usage counting 1 completion token (the end of sequence),
+    /// `[DONE]`.
+    EndOfSequenceOnly,
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
@@ -443,6 +453,32 @@ impl Conn {
                     self.flood(b'a', bytes);
                     let _ = self.send(end) && self.send(b"\r\n0\r\n\r\n");
                 }
+            }
+            Hostile::NothingGenerated { streaming: true } => {
+                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
+            }
+            Hostile::NothingGenerated { streaming: false } => {
+                let body =
+                    "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"\"}}],\
+                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = self.send(answer.as_bytes());
+            }
+            Hostile::EndOfSequenceOnly => {
+                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n\
+                              data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
             }
             Hostile::DoneWithoutEnd { after } => {
                 if !self.pause(after) {

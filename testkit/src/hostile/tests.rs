@@ -50,6 +50,9 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             after: Duration::from_millis(10),
         },
         Hostile::WrongType { bytes: 100_000 },
+        Hostile::NothingGenerated { streaming: true },
+        Hostile::NothingGenerated { streaming: false },
+        Hostile::EndOfSequenceOnly,
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -92,6 +95,15 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 let string = format!("data: {{\"choices\":\"{}\"}}", "a".repeat(bytes as usize));
                 assert!(text.contains(&string), "{mode:?}");
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{mode:?}");
+            }
+            Hostile::NothingGenerated { streaming } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
+                assert!(!text.contains("\"content\":\"x"), "{text}");
+            }
+            Hostile::EndOfSequenceOnly => {
+                assert!(text.contains("\"completion_tokens\":1}"), "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
             }
             Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
