@@ -291,7 +291,9 @@ impl Instruments {
                 m,
                 "canary.run.time_to_first_token",
                 "s",
-                "The last run's TTFT as the client and the server measured it",
+                "The last run's TTFT as the client measured it (exact) and, when the server's \
+                 counts match the client's completed requests, as the server did (its \
+                 percentiles estimated from its histogram's buckets)",
             ),
             run_energy: LatestGauge::new(
                 m,
@@ -391,10 +393,12 @@ impl Instruments {
         if let Some(e) = &rec.error {
             attrs.push(KeyValue::new(attr::ERROR_TYPE, e.kind.as_str()));
         }
+        // A request cancelled on purpose was cut short by canaryd: its time says nothing of
+        // the server's, and without an `error.type` it would pass for a completion.
         let duration = rec
             .e2e_ms
             .or(Some(rec.ended_at_ms - rec.sent_at_ms))
-            .filter(|d| d.is_finite() && *d >= 0.0);
+            .filter(|d| d.is_finite() && *d >= 0.0 && !rec.is_cancelled());
         if let Some(d) = duration {
             self.duration.record(s(d), &attrs);
             exemplar(
@@ -404,7 +408,11 @@ impl Instruments {
                 s(d),
             );
         }
-        if let Some(t) = rec.ttft_ms {
+        // Latencies of completed requests only, as the summary's and the SLOs': a stream cut
+        // after its first token has a TTFT, but a panel mixing such requests in reads an
+        // outage as faster. Their duration above carries `error.type`.
+        let completed = rec.is_ok();
+        if let Some(t) = rec.ttft_ms.filter(|_| completed) {
             self.ttfc.record(s(t), base);
             exemplar(
                 metric::GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
@@ -414,6 +422,7 @@ impl Instruments {
             );
         }
         match &rec.chunk_gaps_ms {
+            _ if !completed => {}
             Some(gaps) if !gaps.is_empty() => {
                 for g in gaps {
                     self.tpoc.record(s(*g), base);
@@ -429,7 +438,7 @@ impl Instruments {
             self.itl.record(s(itl), base);
             exemplar(ITL, &TPOT_BUCKETS, base, s(itl));
         }
-        if let Some(t) = rec.ttfo_ms {
+        if let Some(t) = rec.ttfo_ms.filter(|_| completed) {
             self.ttfo.record(s(t), base);
             exemplar(TTFO, &TTFT_BUCKETS, base, s(t));
         }
@@ -615,7 +624,12 @@ impl Instruments {
             ttfts.push(ttft("client", "p99", Some(c.p99 / 1e3)));
         }
         let server = telemetry.server.as_ref();
-        if let Some(t) = server.and_then(|s| s.ttft_s.as_ref()) {
+        // Beside the client's only over the same requests: a server's histogram counts every
+        // client's traffic and late warm-up requests, and summary.json withholds the
+        // comparison when the counts differ (a gap of -8 s was once drawn from such a pair).
+        let matched = server
+            .is_some_and(|s| matches!(s.comparison, Some(canary_core::Comparison::Matched { .. })));
+        if let Some(t) = server.and_then(|s| s.ttft_s.as_ref()).filter(|_| matched) {
             // Server percentiles are known to a bucket: the interpolated estimate goes out
             // under the same statistic names as before.
             let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);

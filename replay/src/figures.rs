@@ -50,8 +50,10 @@ fn times(
             _ => None,
         },
         ttfo_ms: since_sent(m.first_output),
-        itl_ms: match (e2e, ttft) {
-            (Some(e2e), Some(ttft)) if osl > 1 => Some((e2e - ttft) / (osl - 1) as f64),
+        // Tokens that came in one event (a body without streaming, a server that sends its
+        // whole answer in one chunk) have no time between them to measure: ITL was 0 ms.
+        itl_ms: match (e2e, ttft, m.second_token) {
+            (Some(e2e), Some(ttft), Some(_)) if osl > 1 => Some((e2e - ttft) / (osl - 1) as f64),
             _ => None,
         },
         max_chunk_gap_ms: gaps.max(),
@@ -124,5 +126,21 @@ mod tests {
             (Some(10.0), None, None)
         );
         assert!(rec.rx.is_none());
+
+        // Five tokens in one event (a body without streaming): no time between them, so no
+        // ITL (it read 0 ms) and no per-user rate.
+        m.error = None;
+        m.second_token = None;
+        m.first_token = Some(stamp(30, 31));
+        let mut rec = RequestRecord {
+            usage: Some(Usage {
+                completion_tokens: Some(5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        fill_response_times(&mut rec, &m);
+        assert_eq!((rec.ttft_ms, rec.e2e_ms), (Some(30.0), Some(30.0)));
+        assert_eq!((rec.itl_ms, rec.output_tokens_per_s), (None, None));
     }
 }
