@@ -78,6 +78,7 @@ impl Front for OneShot {
                     e,
                     self.labels.clone(),
                     &run.outcome,
+                    run.verdict.as_ref(),
                     self.flush_timeout,
                 )
                 .await;

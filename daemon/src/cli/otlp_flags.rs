@@ -105,15 +105,22 @@ impl ExportArgs {
     }
 }
 
-/// Exports the finished run and flushes everything within the flush timeout, off the async
-/// workers (the flush blocks).
+/// Exports the finished run with its verdict (`None`: unjudged) and flushes everything within
+/// the flush timeout, off the async workers (the flush blocks).
 pub async fn finish(
     exporter: OtlpExporter,
     labels: RunLabels,
     outcome: &canary_core::RunOutcome,
+    verdict: Option<&crate::judge::verdict::Verdict>,
     flush_timeout: Duration,
 ) {
-    exporter.export_run(&labels, outcome, None);
+    // The verdict the exit status gives: a run that exits 3 is `fail` in Grafana too.
+    let judgement = canary_exporters::RunJudgement {
+        verdict: verdict.map_or("unjudged", |v| v.kind.as_str()).to_string(),
+        reasons: verdict.map(|v| v.reasons.clone()).unwrap_or_default(),
+        trend: None,
+    };
+    exporter.export_judged_run(&labels, Some(outcome), &judgement);
     let report = tokio::task::spawn_blocking(move || exporter.shutdown(flush_timeout)).await;
     if let Ok(r) = report {
         if r.is_clean() {
