@@ -152,11 +152,15 @@ impl Cadence {
 /// The most a grid run is launched ahead of its instant.
 pub const GRID_LEAD_MAX: Duration = Duration::from_secs(30);
 
+/// What the schedules read the wall clock with: `SystemTime::now`, or in tests a clock they
+/// can step back.
+pub type WallClock = fn() -> SystemTime;
+
 /// Waits until the wall clock reads `due`, re-reading it at least every few seconds (suspend,
 /// clock steps); `None` when `stop` fires first.
-pub async fn wait_until(due: SystemTime, stop: &CancellationToken) -> Option<()> {
+pub async fn wait_until(due: SystemTime, wall: WallClock, stop: &CancellationToken) -> Option<()> {
     loop {
-        let left = match due.duration_since(SystemTime::now()) {
+        let left = match due.duration_since(wall()) {
             Ok(left) if !left.is_zero() => left,
             _ => return (!stop.is_cancelled()).then_some(()),
         };
@@ -187,6 +191,7 @@ pub const CRON_GAPS_CHECKED: usize = 200;
 pub struct Ticker {
     cadence: Cadence,
     previous: Option<SystemTime>,
+    wall: WallClock,
 }
 
 /// How far ahead a schedule that never fires again (or would overflow the clock) is parked.
@@ -206,9 +211,13 @@ const SLICE: Duration = Duration::from_secs(5);
 
 impl Ticker {
     /// A ticker whose next tick follows `cadence` from `previous` (its last due time, kept
-    /// across config reloads) or, without one, from now.
-    pub fn resume(cadence: Cadence, previous: Option<SystemTime>) -> Ticker {
-        Ticker { cadence, previous }
+    /// across config reloads) or, without one, from now as `wall` reads it.
+    pub fn resume(cadence: Cadence, previous: Option<SystemTime>, wall: WallClock) -> Ticker {
+        Ticker {
+            cadence,
+            previous,
+            wall,
+        }
     }
 
     /// The due time (before jitter) of the last tick.
@@ -218,12 +227,12 @@ impl Ticker {
 
     /// Waits for the next tick (jitter included); `None` when `stop` fires first.
     pub async fn tick(&mut self, stop: &CancellationToken) -> Option<()> {
-        let due = self.cadence.next_due(SystemTime::now(), self.previous);
+        let due = self.cadence.next_due((self.wall)(), self.previous);
         self.previous = Some(due);
         let jitter = self.cadence.jitter().map_or(Duration::ZERO, random_below);
         let mut due = later(due, jitter);
         loop {
-            let now = SystemTime::now();
+            let now = (self.wall)();
             let mut left = match due.duration_since(now) {
                 Ok(left) if !left.is_zero() => left,
                 _ => return (!stop.is_cancelled()).then_some(()),
@@ -400,6 +409,7 @@ mod tests {
                 jitter: Some(huge),
             },
             Some(SystemTime::now()),
+            SystemTime::now,
         );
         let stop = CancellationToken::new();
         stop.cancel();

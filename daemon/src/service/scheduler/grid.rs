@@ -2,6 +2,7 @@
 //! given the same `start_at` and schedule (issue 22).
 
 use super::Daemon;
+use crate::config::cadence::Cadence;
 use crate::config::{Config, Workload};
 use crate::service::sinks::RunSink;
 use std::sync::Arc;
@@ -24,13 +25,11 @@ impl Daemon {
         let lead = w.cadence.grid_lead();
         let lead_ns = i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX);
         let mut first = true;
-        // Past the last instant taken or missed: never the same one twice.
-        let mut taken_until = i64::MIN;
+        // The last instant taken or missed.
+        let mut taken = None;
         loop {
-            let from = crate::instant::now_unix_ns()
-                .saturating_add(lead_ns)
-                .max(taken_until);
-            let Some(grid) = w.cadence.next_on_grid(start.unix_ns, from) else {
+            let now = crate::instant::unix_ns((self.wall)());
+            let Some(grid) = next_instant(&w.cadence, start.unix_ns, now, lead_ns, taken) else {
                 tracing::warn!(workload = %w.name, "no grid instant from {} on: no more runs", start.text);
                 return;
             };
@@ -46,13 +45,13 @@ impl Daemon {
             }
             let launch = grid.saturating_sub(lead_ns).max(0) as u64;
             let launch = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(launch);
-            if crate::config::cadence::wait_until(launch, &stop)
+            if crate::config::cadence::wait_until(launch, self.wall, &stop)
                 .await
                 .is_none()
             {
                 return;
             }
-            taken_until = grid.saturating_add(1);
+            taken = Some(grid);
             let mut run = w.clone();
             run.start_at = Some(canary_replay::StartAt {
                 text: crate::instant::rfc3339(grid),
@@ -75,4 +74,20 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The grid instant to launch next when the wall clock reads `now` (Unix ns): the first one
+/// at least `lead_ns` ahead, and past `taken`, the last one taken or missed: never the same
+/// one twice.
+fn next_instant(
+    cadence: &Cadence,
+    start: i64,
+    now: i64,
+    lead_ns: i64,
+    taken: Option<i64>,
+) -> Option<i64> {
+    let from = now
+        .saturating_add(lead_ns)
+        .max(taken.map_or(i64::MIN, |t| t.saturating_add(1)));
+    cadence.next_on_grid(start, from)
 }

@@ -23,6 +23,7 @@ fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
         previous_due: Mutex::default(),
         progress: Mutex::default(),
         runner,
+        wall: std::time::SystemTime::now,
     });
     (d, Arc::new(config))
 }
