@@ -93,15 +93,20 @@ impl Cadence {
             },
             Cadence::Cron { expr, .. } => {
                 let schedule = cron::Schedule::from_str(expr).expect("checked when built");
-                // From the later of now and the previous tick, so a missed tick is not retried.
-                let from = previous.map_or(now, |p| p.max(now));
-                let from: chrono::DateTime<chrono::Utc> = from.into();
-                schedule
-                    .after(&from)
-                    .next()
-                    .map(SystemTime::from)
-                    // An expression that never matches again (a past year): park far ahead.
-                    .unwrap_or(later(now, PARK))
+                let after = |t: SystemTime| {
+                    let t: chrono::DateTime<chrono::Utc> = t.into();
+                    schedule.after(&t).next().map(SystemTime::from)
+                };
+                // From now, so a missed tick is not retried; and after the clock steps back,
+                // not from the previous tick, which now lies ahead (an hour's step, an hour
+                // without runs). Yet never the previous tick again, when the step was shorter
+                // than the gap to it.
+                let next = match after(now) {
+                    Some(next) if Some(next) == previous => after(next),
+                    next => next,
+                };
+                // An expression that never matches again (a past year): park far ahead.
+                next.unwrap_or(later(now, PARK))
             }
         }
     }
@@ -334,6 +339,21 @@ mod tests {
         // The previous run is "at" 10:00 but the clock now reads 09:00.
         let due = c.next_due(t(9 * 3600), Some(t(10 * 3600)));
         assert_eq!(due, t(9 * 3600 + 60));
+    }
+
+    #[test]
+    fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
+        let c = Cadence::cron("*/15 * * * *", None).unwrap();
+        // The 10:00 run went, then the clock stepped back to 09:00: next is 09:15, not 10:15.
+        assert_eq!(
+            c.next_due(t(9 * 3600), Some(t(10 * 3600))),
+            t(9 * 3600 + 900)
+        );
+        // Back 5 minutes, to 09:55: 10:00 lies ahead again but just ran; next is 10:15.
+        assert_eq!(
+            c.next_due(t(10 * 3600 - 300), Some(t(10 * 3600))),
+            t(10 * 3600 + 900)
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod announce;
 mod grid;
+mod wall;
 
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
@@ -261,10 +262,24 @@ impl Daemon {
         }
         // Kept across a reload even when the cadence changed: the next run follows the last
         // one by the new cadence, where starting afresh would run it at once.
-        let previous = self.previous_due.lock().unwrap().get(&w.name).copied();
+        let mut previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         let mut ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
-        while ticker.tick(&stop).await.is_some() {
-            if let Some(due) = ticker.previous() {
+        let mut watch = wall::WallWatch::new(self.wall, &w.name);
+        loop {
+            tokio::select! {
+                tick = ticker.tick(&stop) => {
+                    if tick.is_none() {
+                        return;
+                    }
+                }
+                () = watch.stepped_back() => {
+                    // The tick waited for was computed before the step: again, from now.
+                    ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
+                    continue;
+                }
+            }
+            previous = ticker.previous();
+            if let Some(due) = previous {
                 self.previous_due
                     .lock()
                     .unwrap()
