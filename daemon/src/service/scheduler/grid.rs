@@ -14,7 +14,8 @@ impl Daemon {
     /// instant with that instant as its `start_at`, so that every daemon given the same
     /// `start_at` and schedule maps the same instant onto its monotonic clock and starts the
     /// run there. A grid instant missed (the previous run still going, or too close when the
-    /// daemon started) is said once in the log, and the run goes to the next one.
+    /// daemon started) is said once in the log, and the run goes to the next one. After the
+    /// wall clock steps back, the next instant is the next one from now ([`next_instant`]).
     pub(super) async fn grid_loop(
         self: Arc<Self>,
         config: Arc<Config>,
@@ -27,6 +28,7 @@ impl Daemon {
         let mut first = true;
         // The last instant taken or missed.
         let mut taken = None;
+        let mut watch = super::wall::WallWatch::new(self.wall, &w.name);
         loop {
             let now = crate::instant::unix_ns((self.wall)());
             let Some(grid) = next_instant(&w.cadence, start.unix_ns, now, lead_ns, taken) else {
@@ -45,11 +47,14 @@ impl Daemon {
             }
             let launch = grid.saturating_sub(lead_ns).max(0) as u64;
             let launch = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(launch);
-            if crate::config::cadence::wait_until(launch, self.wall, &stop)
-                .await
-                .is_none()
-            {
-                return;
+            tokio::select! {
+                launched = crate::config::cadence::wait_until(launch, self.wall, &stop) => {
+                    if launched.is_none() {
+                        return;
+                    }
+                }
+                // The launch waited for lies further ahead by the step: again, from now.
+                () = watch.stepped_back() => continue,
             }
             taken = Some(grid);
             let mut run = w.clone();
@@ -77,8 +82,10 @@ impl Daemon {
 }
 
 /// The grid instant to launch next when the wall clock reads `now` (Unix ns): the first one
-/// at least `lead_ns` ahead, and past `taken`, the last one taken or missed: never the same
-/// one twice.
+/// at least `lead_ns` ahead, but never `taken` (the last one taken or missed) twice in a row.
+/// From now, not from past `taken`: after the clock steps back an hour, the instants past
+/// `taken` are an hour away, and the grid would stop for that hour. Without a step, `taken`
+/// was launched no later than now + lead, so what follows now + lead is past it anyway.
 fn next_instant(
     cadence: &Cadence,
     start: i64,
@@ -86,8 +93,43 @@ fn next_instant(
     lead_ns: i64,
     taken: Option<i64>,
 ) -> Option<i64> {
-    let from = now
-        .saturating_add(lead_ns)
-        .max(taken.map_or(i64::MIN, |t| t.saturating_add(1)));
-    cadence.next_on_grid(start, from)
+    let next = cadence.next_on_grid(start, now.saturating_add(lead_ns))?;
+    match taken {
+        // Stepped back less than a period: the instant just taken lies ahead again.
+        Some(t) if t == next => cadence.next_on_grid(start, t.saturating_add(1)),
+        _ => Some(next),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const S: i64 = 1_795_518_000 * 1_000_000_000; // 2026-11-24T11:00:00Z
+    const SEC: i64 = 1_000_000_000;
+
+    /// The clock steps back: the next instant is the next from now (no hour's wait for the
+    /// one after the last taken, no burst), but never the one just taken again.
+    #[test]
+    fn after_the_clock_steps_back_the_next_instant_is_from_now_but_not_the_last_again() {
+        let every = Cadence::Every {
+            period: Duration::from_secs(600),
+            jitter: None,
+        };
+        let quarter = Cadence::cron("*/15 * * * *", None).unwrap();
+        let lead = 30 * SEC;
+        for (cadence, p) in [(every, 600 * SEC), (quarter, 900 * SEC)] {
+            let g = S + 8 * p; // just launched, `lead` before it
+            let next = |back: i64| next_instant(&cadence, S, g - lead - back, lead, Some(g));
+            assert_eq!(next(0), Some(g + p), "{cadence:?}");
+            // Back 50 minutes: the next instant after 50 minutes before.
+            let back = 50 * 60 * SEC;
+            let expected = cadence.next_on_grid(S, g - back).unwrap();
+            assert!(expected < g, "{cadence:?}");
+            assert_eq!(next(back), Some(expected), "{cadence:?}");
+            // Back under a period: `g` lies ahead again but was just taken.
+            assert_eq!(next(p / 2), Some(g + p), "{cadence:?}");
+        }
+    }
 }

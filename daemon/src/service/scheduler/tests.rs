@@ -244,3 +244,40 @@ async fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
     );
     schedulers.cancel();
 }
+
+/// The same for a `start_at` grid, which used to wait an hour for the instant after the last
+/// it took.
+#[tokio::test]
+async fn a_grid_goes_on_from_now_after_the_clock_steps_back() {
+    static BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static INSTANTS: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+    fn wall() -> SystemTime {
+        SystemTime::now() - Duration::from_secs(BACK.load(Ordering::Relaxed))
+    }
+    fn on_grid(
+        _: Arc<Daemon>,
+        c: Arc<Config>,
+        w: Workload,
+        id: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        INSTANTS
+            .lock()
+            .unwrap()
+            .push(w.start_at.as_ref().unwrap().unix_ns);
+        Box::pin(async move { RunResult::new(&c, &w, id) })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = "every = \"2s\"\nstart_at = \"2026-01-01T00:00:00Z\"";
+    let (d, c) = daemon_on(dir.path(), on_grid, schedule, wall);
+    let schedulers = d.schedule(c);
+    assert!(a_run_before(&INSTANTS, i64::MAX).await, "a first run");
+    let before = *INSTANTS.lock().unwrap().iter().max().unwrap();
+    BACK.store(3600, Ordering::Relaxed);
+    assert!(
+        a_run_before(&INSTANTS, before).await,
+        "no run within 20 s of the step: {:?}",
+        INSTANTS.lock().unwrap()
+    );
+    schedulers.cancel();
+}
