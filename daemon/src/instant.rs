@@ -42,9 +42,11 @@ pub fn rfc3339(unix_ns: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
-/// Now on the wall clock, Unix ns.
-pub fn now_unix_ns() -> i64 {
-    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
+/// A wall-clock reading as Unix ns (the largest past the year 2262).
+pub fn unix_ns(t: std::time::SystemTime) -> i64 {
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .timestamp_nanos_opt()
+        .unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -93,15 +93,20 @@ impl Cadence {
             },
             Cadence::Cron { expr, .. } => {
                 let schedule = cron::Schedule::from_str(expr).expect("checked when built");
-                // From the later of now and the previous tick, so a missed tick is not retried.
-                let from = previous.map_or(now, |p| p.max(now));
-                let from: chrono::DateTime<chrono::Utc> = from.into();
-                schedule
-                    .after(&from)
-                    .next()
-                    .map(SystemTime::from)
-                    // An expression that never matches again (a past year): park far ahead.
-                    .unwrap_or(later(now, PARK))
+                let after = |t: SystemTime| {
+                    let t: chrono::DateTime<chrono::Utc> = t.into();
+                    schedule.after(&t).next().map(SystemTime::from)
+                };
+                // From now, so a missed tick is not retried; and after the clock steps back,
+                // not from the previous tick, which now lies ahead (an hour's step, an hour
+                // without runs). Yet never the previous tick again, when the step was shorter
+                // than the gap to it.
+                let next = match after(now) {
+                    Some(next) if Some(next) == previous => after(next),
+                    next => next,
+                };
+                // An expression that never matches again (a past year): park far ahead.
+                next.unwrap_or(later(now, PARK))
             }
         }
     }
@@ -152,11 +157,15 @@ impl Cadence {
 /// The most a grid run is launched ahead of its instant.
 pub const GRID_LEAD_MAX: Duration = Duration::from_secs(30);
 
+/// What the schedules read the wall clock with: `SystemTime::now`, or in tests a clock they
+/// can step back.
+pub type WallClock = fn() -> SystemTime;
+
 /// Waits until the wall clock reads `due`, re-reading it at least every few seconds (suspend,
 /// clock steps); `None` when `stop` fires first.
-pub async fn wait_until(due: SystemTime, stop: &CancellationToken) -> Option<()> {
+pub async fn wait_until(due: SystemTime, wall: WallClock, stop: &CancellationToken) -> Option<()> {
     loop {
-        let left = match due.duration_since(SystemTime::now()) {
+        let left = match due.duration_since(wall()) {
             Ok(left) if !left.is_zero() => left,
             _ => return (!stop.is_cancelled()).then_some(()),
         };
@@ -187,6 +196,7 @@ pub const CRON_GAPS_CHECKED: usize = 200;
 pub struct Ticker {
     cadence: Cadence,
     previous: Option<SystemTime>,
+    wall: WallClock,
 }
 
 /// How far ahead a schedule that never fires again (or would overflow the clock) is parked.
@@ -206,9 +216,13 @@ const SLICE: Duration = Duration::from_secs(5);
 
 impl Ticker {
     /// A ticker whose next tick follows `cadence` from `previous` (its last due time, kept
-    /// across config reloads) or, without one, from now.
-    pub fn resume(cadence: Cadence, previous: Option<SystemTime>) -> Ticker {
-        Ticker { cadence, previous }
+    /// across config reloads) or, without one, from now as `wall` reads it.
+    pub fn resume(cadence: Cadence, previous: Option<SystemTime>, wall: WallClock) -> Ticker {
+        Ticker {
+            cadence,
+            previous,
+            wall,
+        }
     }
 
     /// The due time (before jitter) of the last tick.
@@ -218,12 +232,12 @@ impl Ticker {
 
     /// Waits for the next tick (jitter included); `None` when `stop` fires first.
     pub async fn tick(&mut self, stop: &CancellationToken) -> Option<()> {
-        let due = self.cadence.next_due(SystemTime::now(), self.previous);
+        let due = self.cadence.next_due((self.wall)(), self.previous);
         self.previous = Some(due);
         let jitter = self.cadence.jitter().map_or(Duration::ZERO, random_below);
         let mut due = later(due, jitter);
         loop {
-            let now = SystemTime::now();
+            let now = (self.wall)();
             let mut left = match due.duration_since(now) {
                 Ok(left) if !left.is_zero() => left,
                 _ => return (!stop.is_cancelled()).then_some(()),
@@ -328,6 +342,21 @@ mod tests {
     }
 
     #[test]
+    fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
+        let c = Cadence::cron("*/15 * * * *", None).unwrap();
+        // The 10:00 run went, then the clock stepped back to 09:00: next is 09:15, not 10:15.
+        assert_eq!(
+            c.next_due(t(9 * 3600), Some(t(10 * 3600))),
+            t(9 * 3600 + 900)
+        );
+        // Back 5 minutes, to 09:55: 10:00 lies ahead again but just ran; next is 10:15.
+        assert_eq!(
+            c.next_due(t(10 * 3600 - 300), Some(t(10 * 3600))),
+            t(10 * 3600 + 900)
+        );
+    }
+
+    #[test]
     fn cron_takes_five_or_six_fields_and_explains_errors() {
         let c = Cadence::cron("0 3 * * *", None).unwrap();
         assert_eq!(c.next_due(t(0), None), t(3 * 3600));
@@ -400,6 +429,7 @@ mod tests {
                 jitter: Some(huge),
             },
             Some(SystemTime::now()),
+            SystemTime::now,
         );
         let stop = CancellationToken::new();
         stop.cancel();

@@ -87,6 +87,11 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_workload ON runs (workload, started_unix_ms);
 ";
 
+// "Newest", "latest" and "last" below mean recorded last: rowid order (the implicit one, which
+// SQLite gives each insert above every row there). The wall-clock start is for display and
+// age: after the clock steps back an hour, the runs recorded since start earlier than those
+// before the step, and by start they would stay behind them for that hour.
+
 /// Columns added after the first schema, each with its type: added to an older file when it
 /// opens, so older history files stay readable (their rows have none).
 const ADDED_COLUMNS: &[(&str, &str)] = &[("capacity", "TEXT"), ("sweep", "TEXT")];
@@ -175,7 +180,7 @@ impl History {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT samples FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND samples IS NOT NULL ORDER BY started_unix_ms DESC LIMIT ?2",
+             AND samples IS NOT NULL ORDER BY rowid DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![workload, n as i64], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
@@ -198,7 +203,7 @@ impl History {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT capacity FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND capacity IS NOT NULL ORDER BY started_unix_ms DESC",
+             AND capacity IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
@@ -230,7 +235,7 @@ impl History {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT sweep FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND sweep IS NOT NULL ORDER BY started_unix_ms DESC",
+             AND sweep IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
@@ -256,7 +261,7 @@ impl History {
         let newest: Option<(String, Option<String>)> = conn
             .query_row(
                 "SELECT id, summary FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-                 AND samples IS NOT NULL ORDER BY started_unix_ms DESC, id DESC LIMIT 1",
+                 AND samples IS NOT NULL ORDER BY rowid DESC LIMIT 1",
                 params![workload],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -279,7 +284,7 @@ impl History {
         let conn = self.conn();
         let sql = format!(
             "SELECT {COLUMNS} FROM runs WHERE (?1 IS NULL OR workload = ?1) \
-             ORDER BY started_unix_ms DESC, id DESC LIMIT ?2"
+             ORDER BY rowid DESC LIMIT ?2"
         );
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map(params![workload, limit as i64], row)?;
@@ -290,8 +295,8 @@ impl History {
     pub fn latest_per_workload(&self) -> Result<Vec<RunRow>> {
         let conn = self.conn();
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r WHERE started_unix_ms = \
-             (SELECT MAX(started_unix_ms) FROM runs WHERE workload = r.workload) ORDER BY workload"
+            "SELECT {COLUMNS} FROM runs r WHERE rowid = \
+             (SELECT MAX(rowid) FROM runs WHERE workload = r.workload) ORDER BY workload"
         );
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map([], row)?;
@@ -338,9 +343,9 @@ impl History {
                 "SELECT id, artifacts FROM runs WHERE workload = ?1 AND ((started_unix_ms < ?2 \
                  AND id NOT IN (SELECT id FROM runs WHERE workload = ?1 AND verdict = 'pass' \
                  AND (samples IS NOT NULL OR capacity IS NOT NULL OR sweep IS NOT NULL) \
-                 ORDER BY started_unix_ms DESC, id DESC LIMIT ?4)) \
+                 ORDER BY rowid DESC LIMIT ?4)) \
                  OR id NOT IN (SELECT id FROM runs WHERE workload = ?1 \
-                 ORDER BY started_unix_ms DESC, id DESC LIMIT ?3)) AND id != ?5",
+                 ORDER BY rowid DESC LIMIT ?3)) AND id != ?5",
             )?;
             let rows = stmt.query_map(
                 params![workload, cutoff, keep as i64, baseline as i64, just],

@@ -5,13 +5,14 @@
 
 mod announce;
 mod grid;
+mod wall;
 
 use super::history::{History, RunRow};
 use super::run_result::{new_run_id, RunResult};
 use super::sinks::{RunSink, Sinks};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
-use crate::config::cadence::Ticker;
+use crate::config::cadence::{Ticker, WallClock};
 use crate::config::{Config, Workload};
 use crate::judge::baseline;
 use crate::judge::capacity::CapacityBaseline;
@@ -46,6 +47,8 @@ pub(super) struct Daemon {
     progress: Mutex<HashMap<String, Arc<Progress>>>,
     /// Carries out one run: [`replay_run`]; tests put a stand-in here.
     runner: Runner,
+    /// The wall clock the schedules follow: `SystemTime::now`; tests step it back.
+    wall: WallClock,
 }
 
 /// A run in progress, boxed so the runner can be swapped.
@@ -197,6 +200,7 @@ impl Daemon {
             previous_due: Mutex::default(),
             progress: Mutex::default(),
             runner: replay_run,
+            wall: SystemTime::now,
         })
     }
 
@@ -258,10 +262,24 @@ impl Daemon {
         }
         // Kept across a reload even when the cadence changed: the next run follows the last
         // one by the new cadence, where starting afresh would run it at once.
-        let previous = self.previous_due.lock().unwrap().get(&w.name).copied();
-        let mut ticker = Ticker::resume(w.cadence.clone(), previous);
-        while ticker.tick(&stop).await.is_some() {
-            if let Some(due) = ticker.previous() {
+        let mut previous = self.previous_due.lock().unwrap().get(&w.name).copied();
+        let mut ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
+        let mut watch = wall::WallWatch::new(self.wall, &w.name);
+        loop {
+            tokio::select! {
+                tick = ticker.tick(&stop) => {
+                    if tick.is_none() {
+                        return;
+                    }
+                }
+                () = watch.stepped_back() => {
+                    // The tick waited for was computed before the step: again, from now.
+                    ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
+                    continue;
+                }
+            }
+            previous = ticker.previous();
+            if let Some(due) = previous {
                 self.previous_due
                     .lock()
                     .unwrap()

@@ -301,6 +301,8 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
     };
     let (three, five) = (&[1.0, 8.0, 16.0][..], &[1.0, 4.0, 8.0, 16.0, 32.0][..]);
     let now = now_unix_ms();
+    // Each sweep stamped before the one recorded ahead of it (the clock stepped back):
+    // newest is still the last recorded.
     for (i, (grid, knee)) in [(three, 100.0), (three, 104.0), (five, 50.0)]
         .into_iter()
         .enumerate()
@@ -308,7 +310,7 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
         let mut r = run(
             &format!("s{i}"),
             "w",
-            now - 10_000 + i as i64,
+            now - 10_000 - i as i64,
             VerdictKind::Pass,
             1.0,
         );
@@ -324,4 +326,70 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
     let mut rates = sweep(three, 0.0);
     rates.axis = Axis::RequestRate;
     assert!(h.knee_baseline("w", 10, &rates).unwrap().is_empty());
+}
+
+/// Newest means recorded last, not started last: after the wall clock steps back an hour,
+/// the runs recorded since must not stay behind the one stamped before the step, in the
+/// baseline, the listings or retention's count (retention by age still goes by start).
+#[test]
+fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let now = now_unix_ms();
+    let minutes = |m: i64| now - 120 * 60_000 + m * 60_000;
+    let with_context = |mut r: RunRow| {
+        r.summary = Some(serde_json::json!({"requests": 3, "context": {}}));
+        r
+    };
+    // r2 is stamped an hour ahead; the clock then steps back and r3, r4 follow it.
+    // Each run's capacity (and TTFT) is its number, to tell them apart.
+    let capacity = |rate: f64| {
+        Capacity::of(
+            canary_core::RateBracket {
+                passed: Some(rate),
+                failed: None,
+            },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    };
+    for (id, m, kind) in [
+        ("r1", 0, VerdictKind::Pass),
+        ("r2", 60, VerdictKind::Pass),
+        ("r3", 10, VerdictKind::Pass),
+        ("r4", 20, VerdictKind::Fail),
+    ] {
+        let n: f64 = id[1..].parse().unwrap();
+        let mut r = with_context(run(id, "w", minutes(m), kind, n));
+        r.run.capacity = Some(CapacityRun {
+            found: capacity(n),
+            probes: Vec::new(),
+            baseline: None,
+        });
+        h.insert(&r).unwrap();
+    }
+    let ids = |rows: Vec<RunRow>| rows.into_iter().map(|r| r.run.id).collect::<Vec<_>>();
+    let ttfts = |b: Vec<Samples>| b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>();
+    assert_eq!(ttfts(h.baseline("w", 2).unwrap()), [3.0, 2.0]);
+    assert_eq!(h.baseline_context("w").unwrap().unwrap().run, "r3");
+    assert_eq!(
+        h.capacity_baseline("w", 1, &capacity(0.0)).unwrap(),
+        [capacity(3.0)]
+    );
+    assert_eq!(
+        ids(h.recent(Some("w"), 10).unwrap()),
+        ["r4", "r3", "r2", "r1"]
+    );
+    assert_eq!(ids(h.latest_per_workload().unwrap()), ["r4"]);
+    // Age goes by start: r1 and r3 began over 105 min ago, but r3 is the baseline's
+    // newest passing run. The count keeps the last two recorded.
+    let gone = h
+        .prune("w", 4, Duration::from_secs(105 * 60), 1, "")
+        .unwrap();
+    assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
+    let gone = h
+        .prune("w", 2, Duration::from_secs(200 * 60), 1, "")
+        .unwrap();
+    assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
 }

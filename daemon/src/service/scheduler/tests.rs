@@ -1,12 +1,23 @@
 use super::*;
 use std::path::Path;
+use std::time::Duration;
 
 /// A daemon over a history in `dir`, with one workload `w` on target `t`, whose runs
 /// are carried out by `runner`.
 fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
+    daemon_on(dir, runner, "every = \"1h\"", SystemTime::now)
+}
+
+/// [`daemon`], its workload scheduled by `schedule` (its TOML lines), on the wall clock `wall`.
+fn daemon_on(
+    dir: &Path,
+    runner: Runner,
+    schedule: &str,
+    wall: WallClock,
+) -> (Arc<Daemon>, Arc<Config>) {
     let text = format!(
         "state_dir = {:?}\n[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
-         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\n{schedule}\n",
         dir.display().to_string()
     );
     let config = Config::parse(&text, Path::new("test.toml"), dir).unwrap();
@@ -23,6 +34,7 @@ fn daemon(dir: &Path, runner: Runner) -> (Arc<Daemon>, Arc<Config>) {
         previous_due: Mutex::default(),
         progress: Mutex::default(),
         runner,
+        wall,
     });
     (d, Arc::new(config))
 }
@@ -185,4 +197,87 @@ fn a_targets_servers_are_keyed_by_scheme_host_and_port() {
     let config = Config::parse(&text, Path::new("test.toml"), dir.path()).unwrap();
     let keys: Vec<String> = servers(&config.targets["t"]).into_iter().collect();
     assert_eq!(keys, ["http://127.0.0.1:9", "https://gpu:8443"]);
+}
+
+/// Waits (20 s at most) until `seen` holds an instant over 50 minutes before `before`: a run
+/// on the far side of an hour's step back of the clock.
+async fn a_run_before(seen: &Mutex<Vec<i64>>, before: i64) -> bool {
+    let limit = before - 3000 * 1_000_000_000;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !seen.lock().unwrap().iter().any(|t| *t < limit) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// NTP steps a clock that ran an hour ahead back: a cron schedule goes on at its next firing
+/// from now, where it used to wait an hour for the one after the last it ran.
+#[tokio::test]
+async fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
+    static BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static TIMES: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+    fn wall() -> SystemTime {
+        SystemTime::now() - Duration::from_secs(BACK.load(Ordering::Relaxed))
+    }
+    fn timed(
+        _: Arc<Daemon>,
+        c: Arc<Config>,
+        w: Workload,
+        id: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        TIMES.lock().unwrap().push(crate::instant::unix_ns(wall()));
+        Box::pin(async move { RunResult::new(&c, &w, id) })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon_on(dir.path(), timed, "cron = \"*/2 * * * * *\"", wall);
+    let schedulers = d.schedule(c);
+    assert!(a_run_before(&TIMES, i64::MAX).await, "a first run");
+    let before = *TIMES.lock().unwrap().iter().max().unwrap();
+    BACK.store(3600, Ordering::Relaxed);
+    assert!(
+        a_run_before(&TIMES, before).await,
+        "no run within 20 s of the step: {:?}",
+        TIMES.lock().unwrap()
+    );
+    schedulers.cancel();
+}
+
+/// The same for a `start_at` grid, which used to wait an hour for the instant after the last
+/// it took.
+#[tokio::test]
+async fn a_grid_goes_on_from_now_after_the_clock_steps_back() {
+    static BACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static INSTANTS: Mutex<Vec<i64>> = Mutex::new(Vec::new());
+    fn wall() -> SystemTime {
+        SystemTime::now() - Duration::from_secs(BACK.load(Ordering::Relaxed))
+    }
+    fn on_grid(
+        _: Arc<Daemon>,
+        c: Arc<Config>,
+        w: Workload,
+        id: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        INSTANTS
+            .lock()
+            .unwrap()
+            .push(w.start_at.as_ref().unwrap().unix_ns);
+        Box::pin(async move { RunResult::new(&c, &w, id) })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = "every = \"2s\"\nstart_at = \"2026-01-01T00:00:00Z\"";
+    let (d, c) = daemon_on(dir.path(), on_grid, schedule, wall);
+    let schedulers = d.schedule(c);
+    assert!(a_run_before(&INSTANTS, i64::MAX).await, "a first run");
+    let before = *INSTANTS.lock().unwrap().iter().max().unwrap();
+    BACK.store(3600, Ordering::Relaxed);
+    assert!(
+        a_run_before(&INSTANTS, before).await,
+        "no run within 20 s of the step: {:?}",
+        INSTANTS.lock().unwrap()
+    );
+    schedulers.cancel();
 }
