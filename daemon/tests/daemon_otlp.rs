@@ -193,6 +193,10 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
                 "{a:?}"
             );
             assert!(!a.contains_key("canary.run.requests"), "{a:?}");
+            // Under its workload's labels, not empty ones: a series of those would stand
+            // beside the workload's own in Grafana.
+            assert_eq!(a["server.address"], "127.0.0.1", "{a:?}");
+            assert_eq!(a["gen_ai.request.model"], "canary-sim", "{a:?}");
         }
     }
     assert!(

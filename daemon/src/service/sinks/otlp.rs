@@ -30,9 +30,12 @@ pub struct OtlpSink {
     metrics: Arc<StatusMetrics>,
     /// Drops already added to the status metrics.
     drops_counted: AtomicU64,
-    /// The running config's workloads, once a schedule set them: a run of a workload a
-    /// reload took out, finishing after it, does not bring its last-run gauges back.
-    configured: Mutex<Option<std::collections::HashSet<String>>>,
+    /// The running config's workloads and their labels, once a schedule set them: a run of
+    /// a workload a reload took out, finishing after it, does not bring its last-run gauges
+    /// back; a run that ended before its observer was made is exported under its workload's
+    /// labels, not empty ones (whose series would replace the workload's, leaving its last
+    /// real verdict standing in Grafana under the old labels).
+    configured: Mutex<Option<HashMap<String, RunLabels>>>,
 }
 
 impl OtlpSink {
@@ -104,12 +107,20 @@ impl OtlpSink {
 
     /// Ends the last-run gauge series of workloads no longer in `config`.
     pub fn retain_workloads(&self, config: &Config) {
-        let names: std::collections::HashSet<String> =
-            config.workloads.iter().map(|w| w.name.clone()).collect();
+        let configured: HashMap<String, RunLabels> = config
+            .workloads
+            .iter()
+            .filter_map(|w| {
+                let t = config.targets.get(&w.target)?;
+                let mut l = labels(w, t, "");
+                l.run_id = None;
+                Some((w.name.clone(), l))
+            })
+            .collect();
         if let Some(exporter) = self.exporter.lock().unwrap().as_ref() {
-            exporter.retain_workloads(&|w| names.contains(w));
+            exporter.retain_workloads(&|w| configured.contains_key(w));
         }
-        *self.configured.lock().unwrap() = Some(names);
+        *self.configured.lock().unwrap() = Some(configured);
     }
 
     /// Adds the drops since the last call to `canaryd_export_drops_total`.
@@ -147,18 +158,24 @@ impl RunSink for OtlpSink {
         let Some(exporter) = guard.as_ref() else {
             return;
         };
-        // A run that ended before its observer was made still gets its verdict out.
+        // A run that ended before its observer was made (recovered after a crash, or failed
+        // before it replayed) still gets its verdict out, under its workload's labels.
         let labels = self.labels.lock().unwrap().remove(&run.run.id);
-        let labels = labels.unwrap_or_else(|| RunLabels {
+        let configured = || {
+            let c = self.configured.lock().unwrap();
+            c.as_ref()?.get(workload).cloned()
+        };
+        let mut labels = labels.or_else(configured).unwrap_or_else(|| RunLabels {
             workload: workload.to_string(),
             operation: String::new(),
             model: String::new(),
             provider: "openai".into(),
             server_address: String::new(),
             server_port: 0,
-            run_id: Some(run.run.id.clone()),
+            run_id: None,
             goodput: Default::default(),
         });
+        labels.run_id = Some(run.run.id.clone());
         let judgement = RunJudgement {
             verdict: run.run.verdict.kind.as_str().to_string(),
             reasons: run.run.verdict.reasons.clone(),
@@ -181,8 +198,8 @@ impl RunSink for OtlpSink {
         }
         // Counted and exported as it ran, but its workload is gone: its gauges end again.
         if let Some(names) = self.configured.lock().unwrap().as_ref() {
-            if !names.contains(workload) {
-                exporter.retain_workloads(&|w| names.contains(w));
+            if !names.contains_key(workload) {
+                exporter.retain_workloads(&|w| names.contains_key(w));
             }
         }
         self.count_drops(exporter.dropped());
