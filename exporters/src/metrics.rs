@@ -589,15 +589,17 @@ impl Instruments {
     pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
         let (good, ratio) = match &summary.goodput {
             Some(g) => (g.goodput, g.good_request_fraction),
-            // No SLOs: every completed request is good.
-            None => (
-                summary.request_throughput,
-                if summary.requests > 0 {
-                    summary.completed as f64 / summary.requests as f64
-                } else {
-                    0.0
-                },
-            ),
+            // No SLOs: every completed request is good, out of the requests the target was
+            // sent (as with SLOs: canaryd's own failures and cancellations say nothing of it).
+            None => {
+                let judged =
+                    (summary.requests).saturating_sub(summary.client_errors + summary.cancelled);
+                let ratio = match judged {
+                    0 => 0.0,
+                    n => summary.completed as f64 / n as f64,
+                };
+                (summary.request_throughput, ratio)
+            }
         };
         // A run too short for a rate (one request) has none.
         self.run_goodput.record_one(base, good);
