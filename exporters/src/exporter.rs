@@ -446,6 +446,11 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.errors", s.errors as i64);
                 r.add_attribute("canary.run.duration_s", s.duration_s);
                 r.add_attribute("canary.run.interrupted", o.interrupted);
+                if o.interrupted {
+                    // How much of the run the stop left out (an estimate when the run says so).
+                    r.add_attribute("canary.run.unsent", o.unsent as i64);
+                    r.add_attribute("canary.run.unsent_estimated", o.unsent_estimated);
+                }
                 if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
                     r.add_attribute("canary.run.goodput", g);
                 }
