@@ -187,6 +187,9 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
                 "{a:?}"
             );
         }
+        // An interrupted run says what the stop left unsent; others do not.
+        let interrupted = a.get("canary.run.interrupted").map(String::as_str) == Some("true");
+        assert_eq!(a.contains_key("canary.run.unsent"), interrupted, "{a:?}");
         if w == "missing" {
             assert!(
                 a["canary.run.verdict.reasons"].contains("no-such-trace.jsonl"),
