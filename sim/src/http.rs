@@ -22,6 +22,9 @@ const MAX_HEAD: usize = 64 * 1024;
 pub(crate) const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// A body must be in within this of its head.
 pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// After an answer sent without reading the request's body, how long the sim goes on reading
+/// and dropping what comes of it before it closes.
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
 /// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
@@ -195,6 +198,27 @@ impl Conn {
             }
         }
         Ok(self.buf.split_to(len).freeze())
+    }
+
+    /// After an answer sent without reading the body `head` announced, with the write side
+    /// shut: reads and drops that body, holding no more of it than one read, until it is all
+    /// in, the client closes, or [`LINGER`] has passed. Closing while a client still sends
+    /// makes the kernel reset the connection, and the client may then see the reset rather
+    /// than the answer (the lingering close of nginx and Go's net/http).
+    pub async fn discard_body(&mut self, head: &RequestHead) {
+        let mut left = head.content_length;
+        let deadline = Some(tokio::time::Instant::now() + LINGER);
+        loop {
+            left = left.saturating_sub(self.buf.len());
+            self.buf.clear();
+            if left == 0 {
+                return;
+            }
+            match self.fill_before(deadline, LINGER).await {
+                Ok(n) if n > 0 => {}
+                _ => return,
+            }
+        }
     }
 
     /// Reads whatever the client sends while a response is in progress (a pipelined request)

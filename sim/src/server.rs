@@ -175,33 +175,15 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
                 .and_then(|rt| shared.kernel_clock.to_mono(rt, arrival)),
             ..Default::default()
         };
+        // Before the body: a client without the key must not make the sim buffer one.
+        if !authorized(&shared, &head) {
+            return unauthorized(&mut conn, &head).await;
+        }
         let body = match conn.read_body(&head).await {
             Ok(b) => b,
             Err(e) => return bad_input(&mut conn, e).await,
         };
         rec.body_received_ns = MonoTime::now().as_nanos();
-        if let Some(want) = &shared.authorization {
-            // What vLLM guards, and the sim's own switches: a key-holder's sim is not re-shaped
-            // by whoever else reaches its port.
-            let guarded = head.path.starts_with("/v1/")
-                || (head.method == "POST" && head.path.starts_with("/sim/"));
-            if guarded && head.header("authorization") != Some(want) {
-                let body = chunk::error_body(401, "missing or wrong API key");
-                let keep = head.keep_alive;
-                let sent = respond(
-                    &mut conn,
-                    401,
-                    "application/json",
-                    body.as_bytes(),
-                    keep,
-                    &[],
-                );
-                match sent.await {
-                    Ok(_) if keep => continue,
-                    _ => return,
-                }
-            }
-        }
         let generation = match (head.method.as_str(), head.path.as_str()) {
             ("POST", "/v1/chat/completions") => Some(Api::Chat),
             ("POST", "/v1/completions") => Some(Api::Completions),
@@ -228,6 +210,33 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             }
             Next::Reset => return,
         }
+    }
+}
+
+/// Whether `head` may be served: with an API key configured, what vLLM guards (`/v1/*`) and
+/// the sim's own switches (`POST /sim/*`) need it, so that a key-holder's sim is not re-shaped
+/// by whoever else reaches its port.
+fn authorized(shared: &Shared, head: &RequestHead) -> bool {
+    let Some(want) = &shared.authorization else {
+        return true;
+    };
+    let guarded =
+        head.path.starts_with("/v1/") || (head.method == "POST" && head.path.starts_with("/sim/"));
+    !guarded || head.header("authorization") == Some(want)
+}
+
+/// Answers 401 to a request whose body has not been read, and closes: reading it first would
+/// let a client without the key make the sim buffer up to 64 MiB per connection. What still
+/// comes of the body is read and dropped for a while (see [`Conn::discard_body`]).
+async fn unauthorized(conn: &mut Conn, head: &RequestHead) {
+    let body = chunk::error_body(401, "missing or wrong API key");
+    let json = "application/json";
+    if respond(conn, 401, json, body.as_bytes(), false, &[])
+        .await
+        .is_ok()
+    {
+        let _ = conn.stream.shutdown().await;
+        conn.discard_body(head).await;
     }
 }
 

@@ -7,6 +7,7 @@ mod behaviour;
 mod capacity;
 mod disconnect;
 mod faults;
+mod hostile;
 mod identity;
 mod kv_pressure;
 mod net_delay;

@@ -1,0 +1,53 @@
+//! Hostile or careless clients: what one connection can make the sim hold, and for how long.
+
+use std::time::Duration;
+
+use crate::client::{Client, End};
+use crate::sim_with;
+
+const KEY: &str = "sk-sim-test";
+
+fn guarded(c: &mut canary_sim::Config) {
+    c.api_key = Some(KEY.into());
+}
+
+/// How the connection ends after what was read: waits for the sim to close it, or gives up
+/// (`None`) after a bound far beyond any the sim should take, so that a sim that never
+/// closes fails the test rather than hangs it.
+async fn end(c: &mut Client) -> Option<End> {
+    let next = tokio::time::timeout(Duration::from_secs(30), c.next_response()).await;
+    next.ok().map(|r| r.end)
+}
+
+#[tokio::test]
+async fn a_request_without_the_key_is_refused_before_its_body() {
+    let sim = sim_with(guarded).await;
+    let mut c = Client::connect(sim.addr).await;
+    // 64 MiB announced and none sent: before, the sim waited for all of it (to buffer it),
+    // and answered 408 after 60 s.
+    c.write_raw(b"POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-length: 67108864\r\n\r\n")
+        .await;
+    let r = c.next_response().await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(r.json()["error"]["message"].is_string(), "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(end(&mut c).await, Some(End::Eof));
+    assert!(sim.truth().is_empty());
+}
+
+#[tokio::test]
+async fn a_client_still_sending_its_body_reads_the_401_not_a_reset() {
+    let sim = sim_with(guarded).await;
+    let mut c = Client::connect(sim.addr).await;
+    let body = vec![b'x'; 4 << 20];
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: sim\r\nauthorization: Bearer wrong\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    // More than the socket buffers hold: the sim has answered long before the last byte.
+    c.write_raw(&[head.as_bytes(), &body].concat()).await;
+    let r = c.next_response().await;
+    assert_eq!((r.status, r.end), (401, End::Complete), "{}", r.text());
+    assert_eq!(end(&mut c).await, Some(End::Eof));
+}
