@@ -25,8 +25,12 @@ pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// After an answer sent without reading the request's body, how long the sim goes on reading
 /// and dropping what comes of it before it closes.
 pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
-/// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Largest accepted body of a generation request (a 126k-token Mooncake prompt is about
+/// 600 KB).
+pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Largest accepted body of any other request: none takes more than a small JSON, and most are
+/// open without the API key, so they must not let anyone make the sim buffer [`MAX_BODY`].
+pub(crate) const MAX_OTHER_BODY: usize = 64 * 1024;
 
 /// A parsed request head.
 #[derive(Debug, Clone, Default)]
@@ -173,8 +177,8 @@ impl Conn {
         }
     }
 
-    /// Reads the body announced by `head`.
-    pub async fn read_body(&mut self, head: &RequestHead) -> Result<Bytes, ReadError> {
+    /// Reads the body announced by `head`, refused (413) over `max` bytes.
+    pub async fn read_body(&mut self, head: &RequestHead, max: usize) -> Result<Bytes, ReadError> {
         if head.chunked {
             return Err(ReadError::Status(
                 411,
@@ -182,7 +186,7 @@ impl Conn {
             ));
         }
         let len = head.content_length;
-        if len > MAX_BODY {
+        if len > max {
             return Err(ReadError::Status(413, "request body too large".into()));
         }
         if head.expect_continue && self.buf.len() < len {

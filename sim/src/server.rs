@@ -179,16 +179,20 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         if !authorized(&shared, &head) {
             return unauthorized(&mut conn, &head).await;
         }
-        let body = match conn.read_body(&head).await {
-            Ok(b) => b,
-            Err(e) => return bad_input(&mut conn, e).await,
-        };
-        rec.body_received_ns = MonoTime::now().as_nanos();
         let generation = match (head.method.as_str(), head.path.as_str()) {
             ("POST", "/v1/chat/completions") => Some(Api::Chat),
             ("POST", "/v1/completions") => Some(Api::Completions),
             _ => None,
         };
+        let max_body = match generation {
+            Some(_) => http::MAX_BODY,
+            None => http::MAX_OTHER_BODY,
+        };
+        let body = match conn.read_body(&head, max_body).await {
+            Ok(b) => b,
+            Err(e) => return bad_input(&mut conn, e).await,
+        };
+        rec.body_received_ns = MonoTime::now().as_nanos();
         let next = match generation {
             Some(api) => {
                 let next = generate::serve(&shared, &mut conn, &head, body, &mut rec, api).await;

@@ -51,3 +51,24 @@ async fn a_client_still_sending_its_body_reads_the_401_not_a_reset() {
     assert_eq!((r.status, r.end), (401, End::Complete), "{}", r.text());
     assert_eq!(end(&mut c).await, Some(End::Eof));
 }
+
+#[tokio::test]
+async fn only_generation_takes_a_large_body() {
+    let sim = sim_with(guarded).await;
+    // An open route: before, the sim waited for (and would have buffered) the 64 MiB.
+    for path in ["/health", "/metrics", "/sim/truth", "/nope"] {
+        let mut c = Client::connect(sim.addr).await;
+        let head = format!("GET {path} HTTP/1.1\r\nhost: sim\r\ncontent-length: 67108864\r\n\r\n");
+        c.write_raw(head.as_bytes()).await;
+        let r = c.next_response().await;
+        assert_eq!(r.status, 413, "{path}: {}", r.text());
+    }
+    // A profile patch is small JSON; 64 KiB of it is refused too.
+    let mut c = Client::connect(sim.addr).await;
+    let big = format!("{{\"name\":\"{}\"}}", "x".repeat(64 * 1024));
+    let key = format!("Bearer {KEY}");
+    let r = c
+        .send("POST", "/sim/profile", &[("authorization", &key)], &big)
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text());
+}
