@@ -17,6 +17,12 @@ use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
 
 const MAX_HEAD: usize = 64 * 1024;
+/// A connection's input buffer to begin with.
+const BUF_CAPACITY: usize = 16 * 1024;
+/// The most input buffer a connection keeps once a request's body has been taken: a larger
+/// body's allocation goes with the body, so that a kept-alive connection does not hold its
+/// largest request (up to [`MAX_BODY`]) for its life.
+const KEPT_CAPACITY: usize = 2 * MAX_HEAD;
 /// Once a head's first byte is in, the rest of the head must come within this; an idle
 /// keep-alive connection between requests has no limit (a trace may pause for minutes).
 pub(crate) const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -94,7 +100,7 @@ impl Conn {
     pub fn new(stream: TcpStream, stamped: bool) -> Conn {
         Conn {
             stream,
-            buf: BytesMut::with_capacity(16 * 1024),
+            buf: BytesMut::with_capacity(BUF_CAPACITY),
             link: None,
             stamps: stamped.then(ReadStamps::default),
         }
@@ -201,7 +207,16 @@ impl Conn {
                 return Err(ReadError::Truncated);
             }
         }
-        Ok(self.buf.split_to(len).freeze())
+        let grown = self.buf.capacity();
+        let body = self.buf.split_to(len).freeze();
+        if grown > KEPT_CAPACITY {
+            // What is left (a pipelined request's start) shares the body's allocation, and
+            // the next read would take all of it back once the body is dropped: copy it out.
+            let mut rest = BytesMut::with_capacity(BUF_CAPACITY.max(self.buf.len()));
+            rest.extend_from_slice(&self.buf);
+            self.buf = rest;
+        }
+        Ok(body)
     }
 
     /// After an answer sent without reading the body `head` announced, with the write side
@@ -419,6 +434,39 @@ mod tests {
         assert!(parse_head(b"GET / HTTP/2").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\nno-colon").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\ncontent-length: x").is_err());
+    }
+
+    // A kept-alive connection gives back a large body's buffer: before, the read of the next
+    // request took the body's whole allocation back (1 MiB here, 64 MiB at most) and the
+    // connection held it for its life.
+    #[tokio::test]
+    async fn a_large_body_leaves_no_large_buffer_behind() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut conn = Conn::new(listener.accept().await.unwrap().0, false);
+        let body = vec![b'x'; 1 << 20];
+        let head = format!("POST / HTTP/1.1\r\ncontent-length: {}\r\n\r\n", body.len());
+        let send = async {
+            client.write_all(head.as_bytes()).await.unwrap();
+            client.write_all(&body).await.unwrap();
+        };
+        let read = async {
+            let head = conn.read_head().await.unwrap().unwrap().head;
+            conn.read_body(&head, MAX_BODY).await.unwrap()
+        };
+        let (_, got) = tokio::join!(send, read);
+        assert_eq!(got.len(), body.len());
+        drop(got);
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let next = conn.read_head().await.unwrap().unwrap();
+        assert_eq!(next.head.method, "GET");
+        assert!(
+            conn.buf.capacity() <= KEPT_CAPACITY,
+            "{}",
+            conn.buf.capacity()
+        );
     }
 
     #[test]
