@@ -52,7 +52,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4096)]
     pub cache_blocks: usize,
     /// Require `Authorization: Bearer KEY` on `/v1/*`, as vLLM's `--api-key` does (401
-    /// without it); `/health` and `/metrics` stay open.
+    /// without it), and on `POST /sim/*` and `GET /sim/truth`; `/health` and `/metrics` stay
+    /// open.
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
     /// Longest prompt + max_tokens accepted, shown as `max_model_len` in /v1/models (default
@@ -88,7 +89,7 @@ pub struct Config {
     pub block_size: u32,
     /// Prefix-cache capacity in blocks.
     pub cache_blocks: usize,
-    /// The bearer token `/v1/*` requires, if any.
+    /// The bearer token `/v1/*`, `POST /sim/*` and `GET /sim/truth` require, if any.
     pub api_key: Option<String>,
     /// Longest prompt + max_tokens accepted (`None`: the profile's KV budget, which also caps
     /// it).

@@ -217,15 +217,17 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
     }
 }
 
-/// Whether `head` may be served: with an API key configured, what vLLM guards (`/v1/*`) and
-/// the sim's own switches (`POST /sim/*`) need it, so that a key-holder's sim is not re-shaped
-/// by whoever else reaches its port.
+/// Whether `head` may be served: with an API key configured, what vLLM guards (`/v1/*`), the
+/// sim's own switches (`POST /sim/*`: a key-holder's sim is not re-shaped by whoever else
+/// reaches its port) and the ground truth (`/sim/truth`: the key-holder's request ids,
+/// traceparents and errors) need it.
 fn authorized(shared: &Shared, head: &RequestHead) -> bool {
     let Some(want) = &shared.authorization else {
         return true;
     };
-    let guarded =
-        head.path.starts_with("/v1/") || (head.method == "POST" && head.path.starts_with("/sim/"));
+    let guarded = head.path.starts_with("/v1/")
+        || (head.method == "POST" && head.path.starts_with("/sim/"))
+        || head.path == "/sim/truth";
     !guarded || head.header("authorization") == Some(want)
 }
 

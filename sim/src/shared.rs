@@ -21,7 +21,7 @@ pub(crate) struct Shared {
     pub faults: FaultInjector,
     pub reasoning_tokens: u32,
     pub block_size: u32,
-    /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
+    /// `Authorization` value the guarded routes require (`Bearer KEY`).
     pub authorization: Option<String>,
     /// `/version`, `/v1/models` and the context-length limit.
     pub identity: Identity,

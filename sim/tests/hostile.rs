@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::client::{Client, End};
+use crate::client::{completion_body, request, Client, End};
 use crate::sim_with;
 
 const KEY: &str = "sk-sim-test";
@@ -56,7 +56,7 @@ async fn a_client_still_sending_its_body_reads_the_401_not_a_reset() {
 async fn only_generation_takes_a_large_body() {
     let sim = sim_with(guarded).await;
     // An open route: before, the sim waited for (and would have buffered) the 64 MiB.
-    for path in ["/health", "/metrics", "/sim/truth", "/nope"] {
+    for path in ["/health", "/metrics", "/sim/profile", "/nope"] {
         let mut c = Client::connect(sim.addr).await;
         let head = format!("GET {path} HTTP/1.1\r\nhost: sim\r\ncontent-length: 67108864\r\n\r\n");
         c.write_raw(head.as_bytes()).await;
@@ -71,4 +71,30 @@ async fn only_generation_takes_a_large_body() {
         .send("POST", "/sim/profile", &[("authorization", &key)], &big)
         .await;
     assert_eq!(r.status, 413, "{}", r.text());
+}
+
+#[tokio::test]
+async fn the_ground_truth_wants_the_key() {
+    let sim = sim_with(guarded).await;
+    let key = format!("Bearer {KEY}");
+    let auth = [("authorization", key.as_str())];
+    let r = request(
+        sim.addr,
+        "POST",
+        "/v1/completions",
+        &auth,
+        &completion_body("a", 2, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Before, anyone reaching the port read the key-holder's request ids and traceparents.
+    let r = request(sim.addr, "GET", "/sim/truth", &[], "").await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    let r = request(sim.addr, "GET", "/sim/truth", &auth, "").await;
+    assert_eq!(
+        (r.status, r.text().lines().count()),
+        (200, 1),
+        "{}",
+        r.text()
+    );
 }
