@@ -23,6 +23,7 @@ use crate::profile::ProfilePatch;
 use crate::shared::{Next, Shared};
 use crate::truth::{TruthRecord, TruthStore};
 use crate::wire_arrival::{Enable, KernelClock};
+use truth_page::TruthQuery;
 
 /// A bound, not yet running, simulated server.
 pub struct Sim {
@@ -271,6 +272,7 @@ async fn bad_input(conn: &mut Conn, e: ReadError) {
 async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]) -> Next {
     let keep = head.keep_alive;
     let json = "application/json";
+    let mut extra = Vec::new();
     let (status, ctype, out): (u16, &str, Vec<u8>) =
         match (head.method.as_str(), head.path.as_str()) {
             ("GET", "/v1/models") => {
@@ -288,20 +290,14 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                 "text/plain; version=0.0.4; charset=utf-8",
                 shared.metrics.render().into_bytes(),
             ),
-            ("GET", "/sim/truth") => {
-                let since = head
-                    .query
-                    .as_deref()
-                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since=")))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                let mut out = Vec::new();
-                for r in shared.truth.snapshot(since) {
-                    let _ = serde_json::to_writer(&mut out, &r);
-                    out.push(b'\n');
+            ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
+                Ok(q) => {
+                    let (out, more) = truth_page::render(&shared.truth, q);
+                    extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
+                    (200, "application/x-ndjson", out)
                 }
-                (200, "application/x-ndjson", out)
-            }
+                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+            },
             ("GET", "/sim/profile") => {
                 let p = shared.engine.profile();
                 (200, json, serde_json::to_vec(&*p).unwrap_or_default())
@@ -337,11 +333,13 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                 (status, json, chunk::error_body(status, &msg).into_bytes())
             }
         };
-    match respond(conn, status, ctype, &out, keep, &[]).await {
+    match respond(conn, status, ctype, &out, keep, &extra).await {
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
     }
 }
+
+mod truth_page;
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::client::{completion_body, request, Client, End};
-use crate::sim_with;
+use crate::{sim, sim_with};
 
 const KEY: &str = "sk-sim-test";
 
@@ -97,4 +97,38 @@ async fn the_ground_truth_wants_the_key() {
         "{}",
         r.text()
     );
+}
+
+#[tokio::test]
+async fn the_ground_truth_comes_a_bounded_page_at_a_time() {
+    let sim = sim().await;
+    for _ in 0..5 {
+        let body = completion_body("a", 2, false);
+        request(sim.addr, "POST", "/v1/completions", &[], &body).await;
+    }
+    // Before, `limit` was ignored and every request copied the whole ring.
+    let page = |query: &'static str| async move {
+        let r = request(sim.addr, "GET", &format!("/sim/truth?{query}"), &[], "").await;
+        assert_eq!(r.status, 200, "{query}: {}", r.text());
+        let seqs: Vec<u64> = r
+            .text()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        (seqs, r.header("x-sim-truth-more").map(str::to_owned))
+    };
+    let more = |m: &str| Some(m.to_owned());
+    assert_eq!(page("limit=2").await, (vec![1, 2], more("true")));
+    assert_eq!(page("since=2&limit=2").await, (vec![3, 4], more("true")));
+    assert_eq!(page("since=4&limit=2").await, (vec![5], more("false")));
+    assert_eq!(page("since=1").await, (vec![2, 3, 4, 5], more("false")));
+    for bad in ["since=x", "limit=0"] {
+        let r = request(sim.addr, "GET", &format!("/sim/truth?{bad}"), &[], "").await;
+        assert_eq!(r.status, 400, "{bad}");
+        assert!(r.json()["error"]["message"].as_str().unwrap().contains(bad));
+    }
 }
