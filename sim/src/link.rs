@@ -16,7 +16,6 @@ use std::io;
 use std::time::Duration;
 
 use canary_core::MonoTime;
-use tokio::io::AsyncWriteExt;
 
 use crate::http::Conn;
 use crate::truth::{NetDelay, TruthRecord};
@@ -78,7 +77,7 @@ impl Conn {
     /// sim produced them (unique per write, so [`settle`] can find them again).
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<u64> {
         let Some(link) = self.link.as_mut() else {
-            self.stream.write_all(bytes).await?;
+            self.write_all(bytes).await?;
             return Ok(MonoTime::now().as_nanos());
         };
         let produced = MonoTime::now().as_nanos().max(link.last_produced + 1);
@@ -133,7 +132,7 @@ impl Conn {
         let link = self.link.as_mut().expect("checked above");
         let p = link.queue.pop_front().expect("checked above");
         link.queued_bytes -= p.bytes.len();
-        self.stream.write_all(&p.bytes).await?;
+        self.write_all(&p.bytes).await?;
         let written = MonoTime::now().as_nanos();
         if let Some(link) = self.link.as_mut() {
             link.stamps.push((p.produced, written));

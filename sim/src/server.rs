@@ -15,7 +15,7 @@ use crate::chunk;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::generate;
-use crate::http::{self, respond, Conn, HeadRead, ReadError, RequestHead};
+use crate::http::{self, respond, Conn, HeadRead, ReadError, RequestHead, Timeouts};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
@@ -69,6 +69,10 @@ impl Sim {
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
             kernel_clock,
+            timeouts: Timeouts {
+                idle: config.idle_timeout,
+                write: config.write_timeout,
+            },
         });
         Ok(Sim {
             listener,
@@ -153,7 +157,7 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(stream, shared.kernel_clock.on());
+    let mut conn = Conn::new(stream, shared.kernel_clock.on(), shared.timeouts);
     loop {
         let HeadRead {
             head,

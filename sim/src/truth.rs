@@ -113,7 +113,7 @@ pub struct TruthRecord {
     #[serde(default)]
     pub disconnected: bool,
     /// When the sim noticed the disconnect (a read saw the end of the stream, or a write
-    /// failed).
+    /// failed or made no progress for the write timeout).
     #[serde(default)]
     pub disconnect_ns: Option<u64>,
     /// With the `net_delay_ms` fault: when the sim produced each write, that is when it would

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::client::{completion_body, request, Client, End};
+use crate::client::{completion_body, read_until, request, Client, End};
 use crate::{sim, sim_with};
 
 const KEY: &str = "sk-sim-test";
@@ -17,6 +17,19 @@ fn guarded(c: &mut canary_sim::Config) {
 async fn end(c: &mut Client) -> Option<End> {
     let next = tokio::time::timeout(Duration::from_secs(30), c.next_response()).await;
     next.ok().map(|r| r.end)
+}
+
+/// The sim's first truth record, once there is one; `None` if none comes within a bound far
+/// beyond any the sim should take.
+async fn first_record(sim: &canary_sim::SimHandle) -> Option<canary_sim::TruthRecord> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Some(t) = sim.truth().into_iter().next() {
+            return Some(t);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
 }
 
 #[tokio::test]
@@ -131,4 +144,35 @@ async fn the_ground_truth_comes_a_bounded_page_at_a_time() {
         assert_eq!(r.status, 400, "{bad}");
         assert!(r.json()["error"]["message"].as_str().unwrap().contains(bad));
     }
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed() {
+    let sim = sim_with(|c| c.idle_timeout = Some(Duration::from_millis(200))).await;
+    // Before, it held its task (and one of the 16,384 connection slots) for ever.
+    let mut silent = Client::connect(sim.addr).await;
+    assert_eq!(end(&mut silent).await, Some(End::Eof));
+    // A kept-alive one too, once its response is out.
+    let mut c = Client::connect(sim.addr).await;
+    assert_eq!(c.send("GET", "/health", &[], "").await.status, 200);
+    assert_eq!(end(&mut c).await, Some(End::Eof));
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_let_go() {
+    let sim = sim_with(|c| c.write_timeout = Duration::from_millis(200)).await;
+    // A stream of about 100 MB, far more than the socket buffers hold, and never read: before,
+    // the sim's write waited for ever, and so did the request's engine slot.
+    let body = completion_body("a", 1 << 20, true);
+    let headers = [("x-request-id", "deaf")];
+    let (stream, _, _) = read_until(sim.addr, "/v1/completions", &headers, &body, |_| true).await;
+    let t = first_record(&sim).await.expect("the request never ended");
+    assert_eq!(t.request_id.as_deref(), Some("deaf"));
+    assert!(t.disconnected, "{t:?}");
+    assert!(
+        t.error.as_deref().unwrap().contains("read nothing"),
+        "{t:?}"
+    );
+    assert!(t.completion_tokens > 0 && t.completion_tokens < 1 << 20);
+    drop(stream);
 }
