@@ -140,7 +140,9 @@ impl Conn {
         Ok(())
     }
 
-    /// Sleeps for `d`; writes on the slow link still go out when due.
+    /// Sleeps for `d` (a stall), watching for the client leaving: a stall of up to ten minutes
+    /// must not outlive its client, whose sequence holds an engine slot until the response
+    /// ends. Writes on a slow link still go out when due. `Err` when the client is gone.
     pub async fn pause(&mut self, d: Duration) -> io::Result<()> {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let end = MonoTime::now().as_nanos().saturating_add(d);
@@ -154,8 +156,15 @@ impl Conn {
                 .as_ref()
                 .and_then(DelayLine::next_due)
                 .map_or(end, |due| due.min(end));
-            tokio::time::sleep(Duration::from_nanos(wake.saturating_sub(now))).await;
-            self.flush_due().await?;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_nanos(wake.saturating_sub(now))) => {
+                    self.flush_due().await?;
+                }
+                alive = self.read_more() => if !alive {
+                    let gone = "client closed the connection";
+                    return Err(io::Error::new(io::ErrorKind::ConnectionAborted, gone));
+                },
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::client::{completion_body, read_until, request, Client, End};
-use crate::{sim, sim_with};
+use crate::{first_record, sim, sim_with};
 
 const KEY: &str = "sk-sim-test";
 
@@ -17,19 +17,6 @@ fn guarded(c: &mut canary_sim::Config) {
 async fn end(c: &mut Client) -> Option<End> {
     let next = tokio::time::timeout(Duration::from_secs(30), c.next_response()).await;
     next.ok().map(|r| r.end)
-}
-
-/// The sim's first truth record, once there is one; `None` if none comes within a bound far
-/// beyond any the sim should take.
-async fn first_record(sim: &canary_sim::SimHandle) -> Option<canary_sim::TruthRecord> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        if let Some(t) = sim.truth().into_iter().next() {
-            return Some(t);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    None
 }
 
 #[tokio::test]
