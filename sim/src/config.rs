@@ -2,9 +2,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::fault::{FaultInjector, FaultPlan};
+use crate::http;
 use crate::profile::Profile;
 
 /// Command-line arguments of `canaryd sim` (flattened into the daemon's CLI).
@@ -52,7 +54,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4096)]
     pub cache_blocks: usize,
     /// Require `Authorization: Bearer KEY` on `/v1/*`, as vLLM's `--api-key` does (401
-    /// without it); `/health` and `/metrics` stay open.
+    /// without it), and on `POST /sim/*` and `GET /sim/truth`; `/health` and `/metrics` stay
+    /// open.
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
     /// Longest prompt + max_tokens accepted, shown as `max_model_len` in /v1/models (default
@@ -63,6 +66,10 @@ pub struct Args {
     /// an engine upgrade.
     #[arg(long, value_name = "VERSION")]
     pub engine_version: Option<String>,
+    /// Close a connection with no request under way (before the first, or between two) after
+    /// this many seconds without a byte from its client; 0: never.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub idle_timeout_secs: u64,
 }
 
 /// Validated configuration of a [`crate::Sim`].
@@ -88,13 +95,19 @@ pub struct Config {
     pub block_size: u32,
     /// Prefix-cache capacity in blocks.
     pub cache_blocks: usize,
-    /// The bearer token `/v1/*` requires, if any.
+    /// The bearer token `/v1/*`, `POST /sim/*` and `GET /sim/truth` require, if any.
     pub api_key: Option<String>,
     /// Longest prompt + max_tokens accepted (`None`: the profile's KV budget, which also caps
     /// it).
     pub max_model_len: Option<u64>,
     /// What `GET /version` reports.
     pub engine_version: String,
+    /// A connection with no request under way is closed after this long without a byte from
+    /// its client (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// A write of a response that makes no progress for this long (the client stopped
+    /// reading) ends the response and closes the connection.
+    pub write_timeout: Duration,
 }
 
 /// `canary-sim <crate version>`: what `GET /version` reports by default.
@@ -119,6 +132,8 @@ impl Default for Config {
             api_key: None,
             max_model_len: None,
             engine_version: default_engine_version(),
+            idle_timeout: Some(http::IDLE_TIMEOUT),
+            write_timeout: http::WRITE_TIMEOUT,
         }
     }
 }
@@ -190,6 +205,9 @@ impl TryFrom<Args> for Config {
             api_key: a.api_key.filter(|k| !k.is_empty()),
             max_model_len: a.max_model_len,
             engine_version: a.engine_version.unwrap_or_else(default_engine_version),
+            idle_timeout: (a.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(a.idle_timeout_secs)),
+            write_timeout: http::WRITE_TIMEOUT,
         })
     }
 }
@@ -221,6 +239,16 @@ mod tests {
             format!("canary-sim {}", env!("CARGO_PKG_VERSION"))
         );
         assert_eq!(c.max_model_len, None);
+        assert_eq!(c.idle_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert_eq!(
+            parse(&["--idle-timeout-secs", "0"]).unwrap().idle_timeout,
+            None
+        );
+        assert_eq!(
+            parse(&["--idle-timeout-secs", "300"]).unwrap().idle_timeout,
+            Some(Duration::from_secs(300))
+        );
         let c = parse(&["--engine-version", "0.9.2", "--max-model-len", "4096"]).unwrap();
         assert_eq!(
             (c.engine_version.as_str(), c.max_model_len),

@@ -18,7 +18,8 @@
 //! "Token chunks" are the chunks that carry one output token (reasoning or content), counted
 //! from 1; the role, finish and usage chunks do not count. For non-streaming requests `reset_after`
 //! resets before any byte of the reply, `malformed_at` makes the JSON body invalid, and
-//! `stall_mid_ms` and `no_done` do nothing.
+//! `stall_mid_ms` and `no_done` do nothing. A client that leaves during a stall (or a trickled
+//! head's pauses) is noticed at once, not when the stall ends.
 
 use std::fmt;
 

@@ -17,13 +17,31 @@ use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
 
 const MAX_HEAD: usize = 64 * 1024;
-/// Once a head's first byte is in, the rest of the head must come within this; an idle
-/// keep-alive connection between requests has no limit (a trace may pause for minutes).
+/// A connection's input buffer to begin with.
+const BUF_CAPACITY: usize = 16 * 1024;
+/// The most input buffer a connection keeps once a request's body has been taken: a larger
+/// body's allocation goes with the body, so that a kept-alive connection does not hold its
+/// largest request (up to [`MAX_BODY`]) for its life.
+const KEPT_CAPACITY: usize = 2 * MAX_HEAD;
+/// Once a head's first byte is in, the rest of the head must come within this; before it, the
+/// idle timeout ([`Timeouts::idle`]) applies.
 pub(crate) const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Default of [`Timeouts::idle`]: long enough for a trace's pauses on a kept-alive connection
+/// (vLLM's uvicorn closes after 5 s; clients reconnect).
+pub(crate) const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Default of [`Timeouts::write`].
+pub(crate) const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// A body must be in within this of its head.
 pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-/// Largest accepted request body (a 126k-token Mooncake prompt is about 600 KB).
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// After an answer sent without reading the request's body, how long the sim goes on reading
+/// and dropping what comes of it before it closes.
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(10);
+/// Largest accepted body of a generation request (a 126k-token Mooncake prompt is about
+/// 600 KB).
+pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Largest accepted body of any other request: none takes more than a small JSON, and most are
+/// open without the API key, so they must not let anyone make the sim buffer [`MAX_BODY`].
+pub(crate) const MAX_OTHER_BODY: usize = 64 * 1024;
 
 /// A parsed request head.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +82,19 @@ pub(crate) enum ReadError {
     Timeout(std::time::Duration),
 }
 
+/// How long a connection waits on its client besides the head and body limits: without them
+/// a client that connects and sends nothing, or stops reading a response, holds a connection
+/// task (and a slot of the 16,384) for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// With no request under way (before the first, or between two), the connection closes
+    /// after this long without a byte; `None`: never.
+    pub idle: Option<std::time::Duration>,
+    /// A write of a response that makes no progress for this long (the client stopped
+    /// reading and the socket's buffers are full) fails, and the connection closes.
+    pub write: std::time::Duration,
+}
+
 /// One accepted connection: the socket plus unread input.
 pub(crate) struct Conn {
     pub stream: TcpStream,
@@ -72,6 +103,7 @@ pub(crate) struct Conn {
     pub link: Option<DelayLine>,
     /// With kernel receive stamps on: each read's stamp, by the bytes it brought.
     stamps: Option<ReadStamps>,
+    timeouts: Timeouts,
 }
 
 /// A request head as read: the head, when the sim had read and parsed it, and the kernel's
@@ -84,13 +116,36 @@ pub(crate) struct HeadRead {
 
 impl Conn {
     /// A connection; `stamped`: its socket has kernel receive stamps on, and reads take them.
-    pub fn new(stream: TcpStream, stamped: bool) -> Conn {
+    pub fn new(stream: TcpStream, stamped: bool, timeouts: Timeouts) -> Conn {
         Conn {
             stream,
-            buf: BytesMut::with_capacity(16 * 1024),
+            buf: BytesMut::with_capacity(BUF_CAPACITY),
             link: None,
             stamps: stamped.then(ReadStamps::default),
+            timeouts,
         }
+    }
+
+    /// Writes all of `bytes` to the socket; a write that makes no progress for the write
+    /// timeout fails with `TimedOut`.
+    pub async fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        let limit = self.timeouts.write;
+        while !bytes.is_empty() {
+            let n = match tokio::time::timeout(limit, self.stream.write(bytes)).await {
+                Ok(written) => written?,
+                Err(_) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the client read nothing for {limit:?}; write given up"),
+                    ))
+                }
+            };
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[n..];
+        }
+        Ok(())
     }
 
     /// Reads more input into the buffer: one `read`, or with stamps on one `recvmsg` whose
@@ -130,8 +185,9 @@ impl Conn {
         }
     }
 
-    /// Reads the next request head. `Ok(None)` on a clean close between requests. The time is
-    /// taken right after the read that completed the head.
+    /// Reads the next request head. `Ok(None)` on a clean close between requests, or when the
+    /// client sent nothing for the idle timeout. The time is taken right after the read that
+    /// completed the head.
     pub async fn read_head(&mut self) -> Result<Option<HeadRead>, ReadError> {
         let mut scanned = 0;
         let mut deadline = None;
@@ -157,21 +213,30 @@ impl Conn {
             if self.buf.len() > MAX_HEAD {
                 return Err(ReadError::Status(431, "request head too large".into()));
             }
-            if !self.buf.is_empty() {
-                deadline.get_or_insert_with(|| tokio::time::Instant::now() + HEAD_TIMEOUT);
-            }
-            if self.fill_before(deadline, HEAD_TIMEOUT).await? == 0 {
-                return if self.buf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(ReadError::Truncated)
+            if self.buf.is_empty() {
+                // Closed without a word: a 408 now could reach a client that has just sent
+                // its next request, as that request's answer.
+                let read = match self.timeouts.idle {
+                    None => self.fill().await?,
+                    Some(idle) => match tokio::time::timeout(idle, self.fill()).await {
+                        Ok(read) => read?,
+                        Err(_) => return Ok(None),
+                    },
                 };
+                if read == 0 {
+                    return Ok(None);
+                }
+                continue;
+            }
+            deadline.get_or_insert_with(|| tokio::time::Instant::now() + HEAD_TIMEOUT);
+            if self.fill_before(deadline, HEAD_TIMEOUT).await? == 0 {
+                return Err(ReadError::Truncated);
             }
         }
     }
 
-    /// Reads the body announced by `head`.
-    pub async fn read_body(&mut self, head: &RequestHead) -> Result<Bytes, ReadError> {
+    /// Reads the body announced by `head`, refused (413) over `max` bytes.
+    pub async fn read_body(&mut self, head: &RequestHead, max: usize) -> Result<Bytes, ReadError> {
         if head.chunked {
             return Err(ReadError::Status(
                 411,
@@ -179,13 +244,11 @@ impl Conn {
             ));
         }
         let len = head.content_length;
-        if len > MAX_BODY {
+        if len > max {
             return Err(ReadError::Status(413, "request body too large".into()));
         }
         if head.expect_continue && self.buf.len() < len {
-            self.stream
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await?;
+            self.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         self.buf.reserve(len.saturating_sub(self.buf.len()));
         let deadline = Some(tokio::time::Instant::now() + BODY_TIMEOUT);
@@ -194,7 +257,37 @@ impl Conn {
                 return Err(ReadError::Truncated);
             }
         }
-        Ok(self.buf.split_to(len).freeze())
+        let grown = self.buf.capacity();
+        let body = self.buf.split_to(len).freeze();
+        if grown > KEPT_CAPACITY {
+            // What is left (a pipelined request's start) shares the body's allocation, and
+            // the next read would take all of it back once the body is dropped: copy it out.
+            let mut rest = BytesMut::with_capacity(BUF_CAPACITY.max(self.buf.len()));
+            rest.extend_from_slice(&self.buf);
+            self.buf = rest;
+        }
+        Ok(body)
+    }
+
+    /// After an answer sent without reading the body `head` announced, with the write side
+    /// shut: reads and drops that body, holding no more of it than one read, until it is all
+    /// in, the client closes, or [`LINGER`] has passed. Closing while a client still sends
+    /// makes the kernel reset the connection, and the client may then see the reset rather
+    /// than the answer (the lingering close of nginx and Go's net/http).
+    pub async fn discard_body(&mut self, head: &RequestHead) {
+        let mut left = head.content_length;
+        let deadline = Some(tokio::time::Instant::now() + LINGER);
+        loop {
+            left = left.saturating_sub(self.buf.len());
+            self.buf.clear();
+            if left == 0 {
+                return;
+            }
+            match self.fill_before(deadline, LINGER).await {
+                Ok(n) if n > 0 => {}
+                _ => return,
+            }
+        }
     }
 
     /// Reads whatever the client sends while a response is in progress (a pipelined request)
@@ -391,6 +484,43 @@ mod tests {
         assert!(parse_head(b"GET / HTTP/2").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\nno-colon").is_err());
         assert!(parse_head(b"GET / HTTP/1.1\r\ncontent-length: x").is_err());
+    }
+
+    // A kept-alive connection gives back a large body's buffer: before, the read of the next
+    // request took the body's whole allocation back (1 MiB here, 64 MiB at most) and the
+    // connection held it for its life.
+    #[tokio::test]
+    async fn a_large_body_leaves_no_large_buffer_behind() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let timeouts = Timeouts {
+            idle: None,
+            write: WRITE_TIMEOUT,
+        };
+        let mut conn = Conn::new(listener.accept().await.unwrap().0, false, timeouts);
+        let body = vec![b'x'; 1 << 20];
+        let head = format!("POST / HTTP/1.1\r\ncontent-length: {}\r\n\r\n", body.len());
+        let send = async {
+            client.write_all(head.as_bytes()).await.unwrap();
+            client.write_all(&body).await.unwrap();
+        };
+        let read = async {
+            let head = conn.read_head().await.unwrap().unwrap().head;
+            conn.read_body(&head, MAX_BODY).await.unwrap()
+        };
+        let (_, got) = tokio::join!(send, read);
+        assert_eq!(got.len(), body.len());
+        drop(got);
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let next = conn.read_head().await.unwrap().unwrap();
+        assert_eq!(next.head.method, "GET");
+        assert!(
+            conn.buf.capacity() <= KEPT_CAPACITY,
+            "{}",
+            conn.buf.capacity()
+        );
     }
 
     #[test]

@@ -16,7 +16,6 @@ use std::io;
 use std::time::Duration;
 
 use canary_core::MonoTime;
-use tokio::io::AsyncWriteExt;
 
 use crate::http::Conn;
 use crate::truth::{NetDelay, TruthRecord};
@@ -78,7 +77,7 @@ impl Conn {
     /// sim produced them (unique per write, so [`settle`] can find them again).
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<u64> {
         let Some(link) = self.link.as_mut() else {
-            self.stream.write_all(bytes).await?;
+            self.write_all(bytes).await?;
             return Ok(MonoTime::now().as_nanos());
         };
         let produced = MonoTime::now().as_nanos().max(link.last_produced + 1);
@@ -133,7 +132,7 @@ impl Conn {
         let link = self.link.as_mut().expect("checked above");
         let p = link.queue.pop_front().expect("checked above");
         link.queued_bytes -= p.bytes.len();
-        self.stream.write_all(&p.bytes).await?;
+        self.write_all(&p.bytes).await?;
         let written = MonoTime::now().as_nanos();
         if let Some(link) = self.link.as_mut() {
             link.stamps.push((p.produced, written));
@@ -141,7 +140,9 @@ impl Conn {
         Ok(())
     }
 
-    /// Sleeps for `d`; writes on the slow link still go out when due.
+    /// Sleeps for `d` (a stall), watching for the client leaving: a stall of up to ten minutes
+    /// must not outlive its client, whose sequence holds an engine slot until the response
+    /// ends. Writes on a slow link still go out when due. `Err` when the client is gone.
     pub async fn pause(&mut self, d: Duration) -> io::Result<()> {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let end = MonoTime::now().as_nanos().saturating_add(d);
@@ -155,8 +156,15 @@ impl Conn {
                 .as_ref()
                 .and_then(DelayLine::next_due)
                 .map_or(end, |due| due.min(end));
-            tokio::time::sleep(Duration::from_nanos(wake.saturating_sub(now))).await;
-            self.flush_due().await?;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_nanos(wake.saturating_sub(now))) => {
+                    self.flush_due().await?;
+                }
+                alive = self.read_more() => if !alive {
+                    let gone = "client closed the connection";
+                    return Err(io::Error::new(io::ErrorKind::ConnectionAborted, gone));
+                },
+            }
         }
     }
 

@@ -15,7 +15,7 @@ use crate::chunk;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::generate;
-use crate::http::{self, respond, Conn, HeadRead, ReadError, RequestHead};
+use crate::http::{self, respond, Conn, HeadRead, ReadError, RequestHead, Timeouts};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::openai::Api;
@@ -23,6 +23,7 @@ use crate::profile::ProfilePatch;
 use crate::shared::{Next, Shared};
 use crate::truth::{TruthRecord, TruthStore};
 use crate::wire_arrival::{Enable, KernelClock};
+use truth_page::TruthQuery;
 
 /// A bound, not yet running, simulated server.
 pub struct Sim {
@@ -68,6 +69,10 @@ impl Sim {
             seq: AtomicU64::new(0),
             gen_index: AtomicU64::new(0),
             kernel_clock,
+            timeouts: Timeouts {
+                idle: config.idle_timeout,
+                write: config.write_timeout,
+            },
         });
         Ok(Sim {
             listener,
@@ -152,7 +157,7 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(stream, shared.kernel_clock.on());
+    let mut conn = Conn::new(stream, shared.kernel_clock.on(), shared.timeouts);
     loop {
         let HeadRead {
             head,
@@ -175,38 +180,24 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
                 .and_then(|rt| shared.kernel_clock.to_mono(rt, arrival)),
             ..Default::default()
         };
-        let body = match conn.read_body(&head).await {
-            Ok(b) => b,
-            Err(e) => return bad_input(&mut conn, e).await,
-        };
-        rec.body_received_ns = MonoTime::now().as_nanos();
-        if let Some(want) = &shared.authorization {
-            // What vLLM guards, and the sim's own switches: a key-holder's sim is not re-shaped
-            // by whoever else reaches its port.
-            let guarded = head.path.starts_with("/v1/")
-                || (head.method == "POST" && head.path.starts_with("/sim/"));
-            if guarded && head.header("authorization") != Some(want) {
-                let body = chunk::error_body(401, "missing or wrong API key");
-                let keep = head.keep_alive;
-                let sent = respond(
-                    &mut conn,
-                    401,
-                    "application/json",
-                    body.as_bytes(),
-                    keep,
-                    &[],
-                );
-                match sent.await {
-                    Ok(_) if keep => continue,
-                    _ => return,
-                }
-            }
+        // Before the body: a client without the key must not make the sim buffer one.
+        if !authorized(&shared, &head) {
+            return unauthorized(&mut conn, &head).await;
         }
         let generation = match (head.method.as_str(), head.path.as_str()) {
             ("POST", "/v1/chat/completions") => Some(Api::Chat),
             ("POST", "/v1/completions") => Some(Api::Completions),
             _ => None,
         };
+        let max_body = match generation {
+            Some(_) => http::MAX_BODY,
+            None => http::MAX_OTHER_BODY,
+        };
+        let body = match conn.read_body(&head, max_body).await {
+            Ok(b) => b,
+            Err(e) => return bad_input(&mut conn, e).await,
+        };
+        rec.body_received_ns = MonoTime::now().as_nanos();
         let next = match generation {
             Some(api) => {
                 let next = generate::serve(&shared, &mut conn, &head, body, &mut rec, api).await;
@@ -228,6 +219,35 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             }
             Next::Reset => return,
         }
+    }
+}
+
+/// Whether `head` may be served: with an API key configured, what vLLM guards (`/v1/*`), the
+/// sim's own switches (`POST /sim/*`: a key-holder's sim is not re-shaped by whoever else
+/// reaches its port) and the ground truth (`/sim/truth`: the key-holder's request ids,
+/// traceparents and errors) need it.
+fn authorized(shared: &Shared, head: &RequestHead) -> bool {
+    let Some(want) = &shared.authorization else {
+        return true;
+    };
+    let guarded = head.path.starts_with("/v1/")
+        || (head.method == "POST" && head.path.starts_with("/sim/"))
+        || head.path == "/sim/truth";
+    !guarded || head.header("authorization") == Some(want)
+}
+
+/// Answers 401 to a request whose body has not been read, and closes: reading it first would
+/// let a client without the key make the sim buffer up to 64 MiB per connection. What still
+/// comes of the body is read and dropped for a while (see [`Conn::discard_body`]).
+async fn unauthorized(conn: &mut Conn, head: &RequestHead) {
+    let body = chunk::error_body(401, "missing or wrong API key");
+    let json = "application/json";
+    if respond(conn, 401, json, body.as_bytes(), false, &[])
+        .await
+        .is_ok()
+    {
+        let _ = conn.stream.shutdown().await;
+        conn.discard_body(head).await;
     }
 }
 
@@ -256,6 +276,7 @@ async fn bad_input(conn: &mut Conn, e: ReadError) {
 async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]) -> Next {
     let keep = head.keep_alive;
     let json = "application/json";
+    let mut extra = Vec::new();
     let (status, ctype, out): (u16, &str, Vec<u8>) =
         match (head.method.as_str(), head.path.as_str()) {
             ("GET", "/v1/models") => {
@@ -273,20 +294,14 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                 "text/plain; version=0.0.4; charset=utf-8",
                 shared.metrics.render().into_bytes(),
             ),
-            ("GET", "/sim/truth") => {
-                let since = head
-                    .query
-                    .as_deref()
-                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("since=")))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                let mut out = Vec::new();
-                for r in shared.truth.snapshot(since) {
-                    let _ = serde_json::to_writer(&mut out, &r);
-                    out.push(b'\n');
+            ("GET", "/sim/truth") => match TruthQuery::parse(head.query.as_deref()) {
+                Ok(q) => {
+                    let (out, more) = truth_page::render(&shared.truth, q);
+                    extra.push(("x-sim-truth-more", if more { "true" } else { "false" }));
+                    (200, "application/x-ndjson", out)
                 }
-                (200, "application/x-ndjson", out)
-            }
+                Err(m) => (400, json, chunk::error_body(400, &m).into_bytes()),
+            },
             ("GET", "/sim/profile") => {
                 let p = shared.engine.profile();
                 (200, json, serde_json::to_vec(&*p).unwrap_or_default())
@@ -322,11 +337,13 @@ async fn route(shared: &Shared, conn: &mut Conn, head: &RequestHead, body: &[u8]
                 (status, json, chunk::error_body(status, &msg).into_bytes())
             }
         };
-    match respond(conn, status, ctype, &out, keep, &[]).await {
+    match respond(conn, status, ctype, &out, keep, &extra).await {
         Ok(_) if keep => Next::Continue,
         _ => Next::Close,
     }
 }
+
+mod truth_page;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::EngineHandle;
 use crate::fault::FaultInjector;
+use crate::http::Timeouts;
 use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::truth::TruthStore;
@@ -21,7 +22,7 @@ pub(crate) struct Shared {
     pub faults: FaultInjector,
     pub reasoning_tokens: u32,
     pub block_size: u32,
-    /// `Authorization` value `/v1/*` requires (`Bearer KEY`).
+    /// `Authorization` value the guarded routes require (`Bearer KEY`).
     pub authorization: Option<String>,
     /// `/version`, `/v1/models` and the context-length limit.
     pub identity: Identity,
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     pub gen_index: AtomicU64,
     /// Kernel receive stamps of request arrivals: on or refused, and their clock map.
     pub kernel_clock: KernelClock,
+    /// How long a connection waits on its client.
+    pub timeouts: Timeouts,
 }
 
 /// What to do with the connection after a response.

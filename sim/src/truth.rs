@@ -13,8 +13,9 @@
 //! or tokens that piled up while the writer was busy) share one time.
 //!
 //! Records are kept in a bounded in-memory ring (default the last 100,000 requests, and at most
-//! 10 million chunk timestamps, about 80 MB, in all; the oldest records go first) and, with
-//! `--truth-log FILE`, appended to FILE as JSON lines by a background thread.
+//! 10 million chunk timestamps, about 80 MB, in all; the oldest records go first), served a
+//! bounded page at a time, and, with `--truth-log FILE`, appended to FILE as JSON lines by a
+//! background thread.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -26,6 +27,13 @@ use serde::{Deserialize, Serialize};
 
 /// Bound on the total chunk timestamps kept in memory.
 const MAX_CHUNK_TIMES: usize = 10_000_000;
+
+/// The most records one page of the ring holds (`GET /sim/truth`).
+pub(crate) const MAX_PAGE: usize = 10_000;
+
+/// The most chunk timestamps one page holds (about 8 MB in memory, 20 MB as JSON), unless its
+/// first record alone has more.
+const MAX_PAGE_CHUNK_TIMES: usize = 1_000_000;
 
 /// One request as the sim saw it. Times are CLOCK_MONOTONIC nanoseconds
 /// ([`canary_core::MonoTime`]).
@@ -105,7 +113,7 @@ pub struct TruthRecord {
     #[serde(default)]
     pub disconnected: bool,
     /// When the sim noticed the disconnect (a read saw the end of the stream, or a write
-    /// failed).
+    /// failed or made no progress for the write timeout).
     #[serde(default)]
     pub disconnect_ns: Option<u64>,
     /// With the `net_delay_ms` fault: when the sim produced each write, that is when it would
@@ -139,6 +147,14 @@ impl TruthRecord {
     fn chunk_times(&self) -> usize {
         self.chunk_ns.len() + self.net_delay.as_ref().map_or(0, |n| n.chunk_ns.len())
     }
+}
+
+/// Some of the ring's records, as [`TruthStore::page`] chose them.
+#[derive(Debug)]
+pub(crate) struct TruthPage {
+    pub records: Vec<TruthRecord>,
+    /// Records past these were left for a next page.
+    pub more: bool,
 }
 
 /// Ring of recent records plus the optional JSONL file.
@@ -239,6 +255,38 @@ impl TruthStore {
             .collect()
     }
 
+    /// The records with `seq > since`, lowest `seq` first: at most `limit` of them (1 to
+    /// [`MAX_PAGE`]) holding at most [`MAX_PAGE_CHUNK_TIMES`] chunk timestamps (unless the first
+    /// alone has more). A client reads the ring page by page, each asked with `since` = the last
+    /// `seq` of the one before; a copy of the whole ring per request (100,000 records and
+    /// 80 MB of timestamps at most) was one client's to ask for, as often as it liked.
+    pub fn page(&self, since: u64, limit: usize) -> TruthPage {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let ring = self.ring.lock().expect("truth lock");
+        // By `seq`, not in the ring's order (the order requests finished in): a long request
+        // finishes after later ones, and paging by `since` in finish order would skip it.
+        let mut chosen: Vec<&TruthRecord> = ring.records.iter().filter(|r| r.seq > since).collect();
+        let matching = chosen.len();
+        if matching > limit {
+            chosen.select_nth_unstable_by_key(limit, |r| r.seq);
+            chosen.truncate(limit);
+        }
+        chosen.sort_unstable_by_key(|r| r.seq);
+        let mut records = Vec::with_capacity(chosen.len());
+        let mut times = 0;
+        for r in chosen {
+            times += r.chunk_times();
+            if times > MAX_PAGE_CHUNK_TIMES && !records.is_empty() {
+                break;
+            }
+            records.push(r.clone());
+        }
+        TruthPage {
+            more: records.len() < matching,
+            records,
+        }
+    }
+
     /// Stops the file writer after it has written and flushed everything sent so far.
     pub fn close(&self) {
         drop(self.file.lock().expect("truth lock").take());
@@ -302,6 +350,47 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[2].chunk_ns, [3, 3, 3]);
+    }
+
+    #[test]
+    fn pages_go_by_seq_and_are_bounded() {
+        let store = TruthStore::new(MAX_PAGE * 3, None).unwrap();
+        // Finish order is not arrival order: 2 finished before 1.
+        for seq in [2, 1, 3] {
+            store.push(TruthRecord {
+                seq,
+                ..Default::default()
+            });
+        }
+        let seqs = |p: &TruthPage| p.records.iter().map(|r| r.seq).collect::<Vec<_>>();
+        let p = store.page(0, 2);
+        assert_eq!((seqs(&p), p.more), (vec![1, 2], true));
+        let p = store.page(2, 2);
+        assert_eq!((seqs(&p), p.more), (vec![3], false));
+        assert!(store.page(3, 2).records.is_empty());
+        // The record bound, whatever limit is asked.
+        for seq in 4..=(MAX_PAGE as u64 * 2) {
+            store.push(TruthRecord {
+                seq,
+                ..Default::default()
+            });
+        }
+        let p = store.page(0, usize::MAX);
+        assert_eq!((p.records.len(), p.more), (MAX_PAGE, true));
+        assert_eq!(p.records.last().unwrap().seq, MAX_PAGE as u64);
+        // The timestamp bound: each of these holds 40% of a page's timestamps.
+        let store = TruthStore::new(10, None).unwrap();
+        for seq in 1..=4 {
+            store.push(TruthRecord {
+                seq,
+                chunk_ns: vec![seq; MAX_PAGE_CHUNK_TIMES * 2 / 5],
+                ..Default::default()
+            });
+        }
+        let p = store.page(0, 10);
+        assert_eq!((seqs(&p), p.more), (vec![1, 2], true));
+        let p = store.page(2, 10);
+        assert_eq!((seqs(&p), p.more), (vec![3, 4], false));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::client::{completion_body, count, labelled, metric, read_until, wait_metrics};
-use crate::sim_with;
+use crate::{first_record, sim_with};
 
 /// 5 ms steps: a 2,000-token request would run for 10 s if nobody aborted it.
 const LONG: u32 = 2_000;
@@ -161,4 +161,40 @@ async fn a_non_streaming_client_leaving_is_seen_too() {
     let t = &sim.truth()[0];
     assert!(t.disconnected && !t.stream);
     assert!(t.generated_tokens > 0 && t.generated_tokens < LONG / 2);
+}
+
+#[tokio::test]
+async fn a_client_leaving_during_a_stall_is_seen() {
+    let sim = sim_with(slow).await;
+    let body = completion_body("a b", LONG, true);
+    let headers = [
+        ("x-request-id", "stalled"),
+        ("x-sim-fault", "stall_first_ms=600000"),
+    ];
+    let (stream, got, _) = read_until(sim.addr, "/v1/completions", &headers, &body, |_| true).await;
+    assert!(got.is_empty());
+    let (_, running) = wait_metrics(sim.addr, 2.0, |m| {
+        metric(m, "vllm:num_requests_running") == 1.0
+    })
+    .await;
+    assert!(running);
+    drop(stream);
+    // Before, the stall slept its ten minutes for a client long gone.
+    let t = first_record(&sim)
+        .await
+        .expect("the stall outlived its client");
+    assert_eq!(t.request_id.as_deref(), Some("stalled"));
+    assert!(t.disconnected, "{t:?}");
+    assert!(t.error.as_deref().unwrap().contains("closed"), "{t:?}");
+    assert_eq!(
+        (t.status, t.first_byte_ns),
+        (0, None),
+        "stalled before the head"
+    );
+    assert!(t.generated_tokens < LONG / 2, "{t:?}");
+    let (m, idle) = wait_metrics(sim.addr, 3.0, |m| {
+        metric(m, "vllm:num_requests_running") == 0.0
+    })
+    .await;
+    assert!(idle, "{m}");
 }

@@ -7,6 +7,7 @@ mod behaviour;
 mod capacity;
 mod disconnect;
 mod faults;
+mod hostile;
 mod identity;
 mod kv_pressure;
 mod net_delay;
@@ -28,6 +29,20 @@ async fn sim_with(f: impl FnOnce(&mut Config)) -> SimHandle {
     };
     f(&mut config);
     canary_sim::spawn(config).await.expect("sim starts")
+}
+
+/// The sim's first truth record, once there is one; `None` if none comes within a bound far
+/// beyond any the sim should take (so that a sim that never ends the request fails the test
+/// rather than hangs it).
+async fn first_record(sim: &SimHandle) -> Option<canary_sim::TruthRecord> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Some(t) = sim.truth().into_iter().next() {
+            return Some(t);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
 }
 
 /// The path of a capture in `shared/fixtures/`.

@@ -264,7 +264,7 @@ async fn write_head(conn: &mut Conn, head: &[u8], trickle_ms: Option<u64>) -> st
     let mut first = None;
     for (i, piece) in head.chunks(size).enumerate() {
         if i > 0 {
-            pause_for(conn, gap).await?;
+            conn.pause(gap).await?;
         }
         let t = write_timed(conn, piece).await?;
         first.get_or_insert(t);
@@ -274,18 +274,8 @@ async fn write_head(conn: &mut Conn, head: &[u8], trickle_ms: Option<u64>) -> st
 
 pub(super) async fn stall(conn: &mut Conn, ms: Option<u64>) -> std::io::Result<()> {
     match ms.filter(|&ms| ms > 0) {
-        Some(ms) => pause_for(conn, Duration::from_millis(ms)).await,
+        Some(ms) => conn.pause(Duration::from_millis(ms)).await,
         None => Ok(()),
-    }
-}
-
-/// Sleeps; on a slow link, its due writes go out meanwhile.
-async fn pause_for(conn: &mut Conn, d: Duration) -> std::io::Result<()> {
-    if conn.link.is_some() {
-        conn.pause(d).await
-    } else {
-        tokio::time::sleep(d).await;
-        Ok(())
     }
 }
 
