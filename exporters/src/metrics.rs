@@ -456,11 +456,13 @@ impl Instruments {
             a.push(kv);
             a
         };
-        self.tokens.record(
-            input as u64,
-            &with(KeyValue::new(attr::GEN_AI_TOKEN_TYPE, "input")),
-        );
+        // Completed requests' tokens, as the summary's totals: a request that failed may
+        // never have reached the server, and its prompt is only what was planned.
         if rec.is_ok() {
+            self.tokens.record(
+                input as u64,
+                &with(KeyValue::new(attr::GEN_AI_TOKEN_TYPE, "input")),
+            );
             self.tokens.record(
                 rec.output_token_count() as u64,
                 &with(KeyValue::new(attr::GEN_AI_TOKEN_TYPE, "output")),
