@@ -399,6 +399,7 @@ impl OtlpExporter {
             run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
         }
         self.instruments.count_run(&base, &run_attrs);
+        self.instruments.end_request_gauges(&base);
         self.instruments
             .record_states(&base, verdict, judgement.trend.as_deref());
         if let Some(o) = outcome {

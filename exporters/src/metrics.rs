@@ -13,7 +13,7 @@ use crate::exemplars::Exemplars;
 use crate::labels::{attr, metric, RunLabels};
 use canary_core::{Goodput, RequestRecord, RunSummary, RunTelemetry, SloMetric};
 use latest::LatestGauge;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::{Instrument, MeterProviderBuilder, Stream};
 use std::sync::Arc;
@@ -82,11 +82,11 @@ pub(crate) struct Instruments {
     requests: Counter<u64>,
     errors: Counter<u64>,
     good: Counter<u64>,
-    gpu_util: Gauge<f64>,
-    gpu_power: Gauge<f64>,
-    queue: Gauge<f64>,
-    kv: Gauge<f64>,
-    running: Gauge<f64>,
+    gpu_util: LatestGauge,
+    gpu_power: LatestGauge,
+    queue: LatestGauge,
+    kv: LatestGauge,
+    running: LatestGauge,
     runs: Counter<u64>,
     run_goodput: LatestGauge,
     run_good_ratio: LatestGauge,
@@ -121,14 +121,6 @@ fn hist(
         .with_unit(unit)
         .with_description(desc)
         .with_boundaries(b.to_vec())
-        .build()
-}
-
-fn gauge(meter: &Meter, name: &'static str, unit: &'static str, desc: &'static str) -> Gauge<f64> {
-    meter
-        .f64_gauge(name)
-        .with_unit(unit)
-        .with_description(desc)
         .build()
 }
 
@@ -238,35 +230,35 @@ impl Instruments {
                 "{request}",
                 "Requests that completed and met every SLO",
             ),
-            gpu_util: gauge(
+            gpu_util: LatestGauge::new(
                 m,
                 "canary.gpu.utilization",
                 "1",
-                "GPU utilization over the last request's lifetime (0-1)",
+                "GPU utilization over the last request's lifetime (0-1), while a run goes on",
             ),
-            gpu_power: gauge(
+            gpu_power: LatestGauge::new(
                 m,
                 "canary.gpu.power",
                 "W",
-                "GPU board power over the last request's lifetime",
+                "GPU board power over the last request's lifetime, while a run goes on",
             ),
-            queue: gauge(
+            queue: LatestGauge::new(
                 m,
                 "canary.server.queue.depth",
                 "{request}",
-                "Requests waiting in the server when the last request was sent",
+                "Requests waiting in the server when the last request was sent, while a run goes on",
             ),
-            kv: gauge(
+            kv: LatestGauge::new(
                 m,
                 "canary.server.kv_cache.usage",
                 "1",
-                "Server KV-cache usage when the last request was sent (0-1)",
+                "Server KV-cache usage when the last request was sent (0-1), while a run goes on",
             ),
-            running: gauge(
+            running: LatestGauge::new(
                 m,
                 "canary.server.running",
                 "{request}",
-                "Requests the server ran at the last request's first token",
+                "Requests the server ran at the last request's first token, while a run goes on",
             ),
             runs: counter(m, "canary.runs", "{run}", "Runs finished, by verdict"),
             run_goodput: LatestGauge::new(
@@ -479,19 +471,19 @@ impl Instruments {
         }
         if let Some(t) = &rec.telemetry {
             if let Some(v) = t.gpu_util_avg_pct {
-                self.gpu_util.record(v / 100.0, base);
+                self.gpu_util.record_one(base, Some(v / 100.0));
             }
             if let Some(v) = t.gpu_power_avg_w {
-                self.gpu_power.record(v, base);
+                self.gpu_power.record_one(base, Some(v));
             }
             if let Some(v) = t.server_queue_depth_at_send {
-                self.queue.record(v, base);
+                self.queue.record_one(base, Some(v));
             }
             if let Some(v) = t.server_kv_usage_at_send {
-                self.kv.record(v, base);
+                self.kv.record_one(base, Some(v));
             }
             if let Some(v) = t.server_running_at_first_token {
-                self.running.record(v, base);
+                self.running.record_one(base, Some(v));
             }
         }
         if let Some(k) = &rec.kernel {
@@ -540,9 +532,29 @@ impl Instruments {
             &self.slo,
             &self.capacity,
             &self.knee,
+            &self.gpu_util,
+            &self.gpu_power,
+            &self.queue,
+            &self.kv,
+            &self.running,
         ];
         for g in run.into_iter().chain(self.slices.gauges()) {
             g.retain(keep);
+        }
+    }
+
+    /// Ends the series of the gauges that follow each request (GPU, server queue and KV) of
+    /// `base`'s workload when its run ends: a synchronous gauge would go on exporting the
+    /// last request's value between runs, and after a change of target, for ever.
+    pub fn end_request_gauges(&self, base: &[KeyValue]) {
+        for g in [
+            &self.gpu_util,
+            &self.gpu_power,
+            &self.queue,
+            &self.kv,
+            &self.running,
+        ] {
+            g.record_one(base, None);
         }
     }
 

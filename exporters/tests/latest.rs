@@ -108,3 +108,67 @@ async fn a_figure_the_latest_run_lacks_is_no_longer_exported() {
         [p("nightly", "10.0.0.2", "baseline", 31.0)]
     );
 }
+
+/// The gauges that follow each request (GPU, the server's queue) held the last request's
+/// value for the life of the process: flat lines between runs, and for ever under a target
+/// the workload no longer has. Their series end with the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gauges_that_follow_requests_end_with_the_run() {
+    use canary_core::{MonoTime, Observer, RequestRecord, RequestTelemetry};
+    let receiver = Receiver::start().await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_millis(100),
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let exporter = tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
+        .await
+        .unwrap();
+    let labels = RunLabels::new("nightly", "chat", "m", "10.0.0.1", 8000);
+    let observer = exporter.run_observer(labels.clone());
+    let mut rec = RequestRecord {
+        telemetry: Some(RequestTelemetry {
+            server_queue_depth_at_send: Some(3.0),
+            gpu_util_avg_pct: Some(50.0),
+            ..RequestTelemetry::default()
+        }),
+        ..RequestRecord::default()
+    };
+    observer.annotate(&mut rec, MonoTime(0));
+    let queue = |metrics: &[Metric]| -> Vec<f64> {
+        let mut values = Vec::new();
+        for m in metrics
+            .iter()
+            .filter(|m| m.name == "canary.server.queue.depth")
+        {
+            let Some(metric::Data::Gauge(g)) = &m.data else {
+                panic!("not a gauge: {m:?}")
+            };
+            for p in &g.data_points {
+                if let Some(number_data_point::Value::AsDouble(v)) = p.value {
+                    values.push(v);
+                }
+            }
+        }
+        values
+    };
+    let started = Instant::now();
+    while queue(&receiver.last_metrics()) != [3.0] {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never exported"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let verdict = canary_exporters::RunJudgement {
+        verdict: "pass".into(),
+        ..Default::default()
+    };
+    exporter.export_judged_run(&labels, None, &verdict);
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(queue(&receiver.last_metrics()), Vec::<f64>::new());
+}
