@@ -395,6 +395,40 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     }
 }
 
+/// Without a traces endpoint no span is exported, so no exemplar may name one: a click on
+/// it in Grafana would find no trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_alone_carry_no_exemplars() {
+    let sim = sim().await;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        metrics_endpoint: Some(format!("{}/v1/metrics", receiver.url())),
+        metrics_interval: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let exporter = OtlpExporter::start(config).unwrap();
+    let (labels, outcome) = replay(&sim, &exporter, dir.path()).await;
+    exporter.export_run(&labels, &outcome, Some("pass"));
+    let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(receiver.spans().is_empty());
+    let ms = receiver.last_metrics();
+    let Some(metric::Data::Histogram(h)) =
+        &metric(&ms, "gen_ai.client.operation.time_to_first_chunk").data
+    else {
+        panic!("TTFT is a histogram")
+    };
+    assert!(h.data_points.iter().all(|p| p.count > 0));
+    assert!(
+        h.data_points.iter().all(|p| p.exemplars.is_empty()),
+        "{:?}",
+        h.data_points
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_diagnosis_is_a_state_set_that_follows_the_runs() {
     // Two real runs of one workload and target with different diagnoses: a clean one, then,

@@ -31,8 +31,10 @@ impl Observer for RunObserver {
         if rec.warmup {
             return;
         }
-        // The same rule the replay used for the traceparent's sampled flag.
-        let sampled = canary_core::trace_sampled(&rec.trace_id, self.sample_ratio);
+        // The same rule the replay used for the traceparent's sampled flag; without a traces
+        // endpoint there is no span for an exemplar to point at.
+        let sampled =
+            self.spans.is_some() && canary_core::trace_sampled(&rec.trace_id, self.sample_ratio);
         self.instruments
             .record_request(rec, &self.labels, &self.base, sampled);
         let Some(q) = &self.spans else { return };
