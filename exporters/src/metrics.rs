@@ -497,16 +497,23 @@ impl Instruments {
                         .record(s(v), &with(KeyValue::new(attr::CHUNK_DELAY_STAT, stat)));
                 }
             }
-            for (part, v) in [
+            let parts = [
                 ("request_write", k.request_write_ms),
                 ("server_wait", k.server_wait_ms),
                 ("client_overhead", k.client_overhead_ms),
                 ("remainder", k.remainder_ms),
-            ] {
-                if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
-                    self.ttft_part
-                        .record(s(v), &with(KeyValue::new(attr::TTFT_PART, part)));
-                }
+            ];
+            // Only a request with all four: a stack of the parts' means is then a split of
+            // the same requests' TTFT (a new https connection has no server wait, a failed
+            // request no client overhead, and their parts would stack over other requests).
+            let whole = parts
+                .iter()
+                .all(|(_, v)| v.is_some_and(|v| v.is_finite() && v >= 0.0));
+            for (part, v) in parts.into_iter().filter(|_| whole) {
+                self.ttft_part.record(
+                    s(v.unwrap_or_default()),
+                    &with(KeyValue::new(attr::TTFT_PART, part)),
+                );
             }
         }
     }
