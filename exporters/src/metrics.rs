@@ -48,6 +48,12 @@ const TTFT_BUCKETS: [f64; 16] = [
 const TPOT_BUCKETS: [f64; 13] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
 ];
+/// canaryd's own ITL: from 1 ms, finer than semconv's per-token boundaries (which start at
+/// 10 ms), where a server decoding at 6 ms and one at 9 ms both read as "under 10 ms".
+const ITL_BUCKETS: [f64; 19] = [
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+    0.2, 0.3, 0.5, 1.0, 2.5,
+];
 /// `gen_ai.client.token.usage` (semconv): powers of 4 up to 64 Mi tokens.
 const TOKEN_BUCKETS: [f64; 14] = [
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
@@ -182,7 +188,7 @@ impl Instruments {
                 ITL,
                 "s",
                 "(e2e - TTFT) / (output tokens - 1), one per request",
-                &TPOT_BUCKETS,
+                &ITL_BUCKETS,
             ),
             lag: hist(
                 m,
@@ -428,7 +434,7 @@ impl Instruments {
         }
         if let Some(itl) = rec.itl_ms {
             self.itl.record(s(itl), base);
-            exemplar(ITL, &TPOT_BUCKETS, base, s(itl));
+            exemplar(ITL, &ITL_BUCKETS, base, s(itl));
         }
         if let Some(t) = rec.ttfo_ms.filter(|_| completed) {
             self.ttfo.record(s(t), base);
