@@ -41,15 +41,19 @@ fn get(port: u16, path_and_query: &str) -> (String, String) {
     )
 }
 
+/// Unix time, whole seconds.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 /// The series a PromQL range query returns from two minutes ago to a minute ahead (the
 /// last export is a fraction of a second old: a range ending at the current whole second
 /// can end before it).
 fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
-    let end = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 60;
+    let end = now_s() + 60;
     let (status, body) = get(
         port,
         &format!(
@@ -69,11 +73,11 @@ fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
 fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
     // At the next whole second: VictoriaMetrics takes an instant query's time to the whole
     // second, and the last export is a fraction of a second old, so "now" can miss it.
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
+    query_at(port, expr, now_s() + 1)
+}
+
+/// The series a PromQL instant query returns at Unix second `at`.
+fn query_at(port: u16, expr: &str, at: u64) -> Vec<serde_json::Value> {
     let (status, body) = get(
         port,
         &format!("/api/v1/query?query={}&time={at}", percent_encode(expr)),
@@ -82,6 +86,24 @@ fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{status}: {e}: {body} for {expr}"));
     assert_eq!(v["status"], "success", "{expr}: {body}");
     v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// A series' value at an instant query's time.
+fn value(series: &serde_json::Value) -> f64 {
+    series["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no value: {series}"))
+}
+
+/// Writes samples in Prometheus' text format (`name{labels} value unix_ms` lines) into
+/// VictoriaMetrics, searchable at once: the series of a second node, which one test host
+/// cannot export (canaryd names its resource after the kernel's host name).
+fn import(port: u16, lines: &str) {
+    let (status, body) = common::http(port, "POST", "/api/v1/import/prometheus", lines);
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = get(port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
 }
 
 /// The one query of the overview panel titled `title`.
@@ -154,8 +176,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     );
     wait_listening(vm_port, "victoria-metrics");
 
-    // Faults so the error panels have errors; the fake NVML library so the GPU panels
-    // have a GPU (none exists on the test machines).
+    // Faults so the error panels have errors, and requests cancelled on purpose, which the
+    // error rate leaves out; the fake NVML library so the GPU panels have a GPU (none exists
+    // on the test machines).
     let (_sim, sim_port) = common::sim(&[
         "--fault-rate",
         "0.3",
@@ -167,8 +190,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let nvml = fake_nvml(dir.path());
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let workload = "dashboard-test";
+    // `profile --trace`: `replay` with the load-shape flags, cancellation among them.
     let out = Command::new(CANARYD)
-        .args(["replay", "--trace", trace.to_str().unwrap()])
+        .args(["profile", "--trace", trace.to_str().unwrap()])
         .args([
             "--url",
             &format!("http://127.0.0.1:{sim_port}"),
@@ -201,6 +225,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "20ms",
         ])
         .args(["--server-metrics-interval", "100ms"])
+        // Picked by a hash of the seed and the index: the same requests every time.
+        .args(["--request-cancellation-rate", "20"])
         .env(
             "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
             format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
@@ -297,14 +323,16 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         .unwrap()
         .trim()
         .to_string();
-    let fill = |q: &str| {
+    // `hosts`: the host variable's regex (several hosts selected: `a|b`).
+    let fill_hosts = |q: &str, hosts: &str| {
         q.replace("$workload", workload)
             .replace("$target", "127.0.0.1")
-            .replace("$host", &host)
+            .replace("$host", hosts)
             .replace("$__rate_interval", "30s")
             // The dashboard's time range (an instant stat's window).
             .replace("$__range", "3m")
     };
+    let fill = |q: &str| fill_hosts(q, &host);
     let mut checked = 0;
     let mut empty = Vec::new();
     let mut unchecked = Vec::new();
@@ -393,6 +421,70 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
     assert_eq!(series.len(), 1, "{series:?}");
     assert_eq!(series[0]["metric"]["canary_run_verdict"], "unjudged");
+
+    // The error rate is summary.json's, the verdict's: the target's errors over the requests
+    // it was sent and not cancelled. Over the whole run (each counter's last value: the run's
+    // process counted from 0) the panel's selectors count what the summary counted, so the
+    // quotient is the same.
+    let (errors, cancelled) = (&summary["errors"], &summary["cancelled"]);
+    assert!(
+        errors.as_u64() > Some(0) && cancelled.as_u64() > Some(0),
+        "errors {errors}, cancelled {cancelled}: the check below would test nothing"
+    );
+    let error_rate = overview_query(&all, "Error rate");
+    let error_rate = error_rate["expr"].as_str().unwrap();
+    let whole_run = error_rate
+        .replace("rate(", "last_over_time(")
+        .replace("$__rate_interval", "10m");
+    let series = query_instant(vm_port, &fill(&whole_run));
+    assert_eq!(series.len(), 1, "{whole_run}: {series:?}");
+    assert_eq!(
+        series[0]["metric"]["host_name"],
+        host.as_str(),
+        "{series:?}"
+    );
+    let want = summary["error_rate"].as_f64().unwrap();
+    assert!(
+        (value(&series[0]) - want).abs() < 1e-12,
+        "{whole_run}: {series:?}, summary.json's error_rate {want}"
+    );
+    // canaryd's own failures (client_resources) are no error of the target's either. This
+    // host cannot easily make some, so a second node's counters are written directly, 0, n
+    // and 2n at three points 10 s apart: 6 ok, 2 http_status, 3 client_resources, 4
+    // cancelled. The summary's definition gives 2 / (15 - 3 - 4) = 1/4; errors over all
+    // would be 5/15, leaving out only the cancelled 5/11, only the client errors 2/12.
+    let other = "other-node";
+    let at = now_s() - 10;
+    let mut lines = String::new();
+    for (labels, n) in [
+        (r#"canary_request_status="ok""#, 6),
+        (
+            r#"canary_request_status="error",error_type="http_status""#,
+            2,
+        ),
+        (
+            r#"canary_request_status="error",error_type="client_resources""#,
+            3,
+        ),
+        (r#"canary_request_status="cancelled""#, 4),
+    ] {
+        for i in 0..3 {
+            lines += &format!(
+                "canary_requests_total{{canary_workload=\"{workload}\",server_address=\"127.0.0.1\",\
+                 host_name=\"{other}\",{labels}}} {} {}\n",
+                n * i,
+                (at - 20 + 10 * i) * 1000
+            );
+        }
+    }
+    import(vm_port, &lines);
+    let series = query_at(vm_port, &fill_hosts(error_rate, other), at);
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert!(
+        (value(&series[0]) - 0.25).abs() < 1e-12,
+        "{error_rate}: {series:?}"
+    );
+
     assert!(
         empty.is_empty(),
         "panels with no data:\n{}",
