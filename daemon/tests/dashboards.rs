@@ -123,6 +123,18 @@ fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_js
     targets[0].clone()
 }
 
+/// The metric names a PromQL expression selects (each written `name{...}`).
+fn metrics(expr: &str) -> impl Iterator<Item = &str> {
+    let mut pieces = expr.split('{');
+    pieces.next_back();
+    pieces.map(|before| {
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |i| i + 1);
+        &before[start..]
+    })
+}
+
 fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/dashboards");
     let mut out: Vec<_> = std::fs::read_dir(&dir)
@@ -485,6 +497,94 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         "{error_rate}: {series:?}"
     );
 
+    // Every node of the DaemonSet runs the same workload, only host.name differs: the
+    // per-run panels show each host's own figures. The second node failed its last run,
+    // with another class and confidence than this one's.
+    let other_class = if class == "queueing" {
+        "network"
+    } else {
+        "queueing"
+    };
+    let other_confidence = if confidence == "low" { "high" } else { "low" };
+    let mut lines = String::new();
+    for (metric, label, states) in [
+        (
+            "canary_run_verdict_state",
+            "canary_run_verdict",
+            &[("fail", 1), ("unjudged", 0)][..],
+        ),
+        (
+            "canary_run_bottleneck_state",
+            "canary_run_bottleneck",
+            &[(other_class, 1), (class, 0)],
+        ),
+        (
+            "canary_run_bottleneck_confidence_state",
+            "canary_run_bottleneck_confidence",
+            &[(other_confidence, 1), (confidence, 0)],
+        ),
+        ("canary_run_good_request_ratio", "", &[("", 1)]),
+    ] {
+        for &(state, v) in states {
+            let state = match label {
+                "" => String::new(),
+                l => format!(",{l}=\"{state}\""),
+            };
+            lines += &format!(
+                "{metric}{{canary_workload=\"{workload}\",server_address=\"127.0.0.1\",\
+                 host_name=\"{other}\"{state}}} {v} {}\n",
+                at * 1000
+            );
+        }
+    }
+    import(vm_port, &lines);
+    let both = format!("{host}|{other}");
+    let by_host = |series: &[serde_json::Value]| {
+        let mut hosts: Vec<String> = series
+            .iter()
+            .map(|s| s["metric"]["host_name"].as_str().unwrap_or("").to_string())
+            .collect();
+        hosts.sort();
+        hosts
+    };
+    let mut want_hosts = vec![host.clone(), other.to_string()];
+    want_hosts.sort();
+    let last = overview_query(&all, "Last diagnosis");
+    let series = query_instant(vm_port, &fill_hosts(last["expr"].as_str().unwrap(), &both));
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+    for s in &series {
+        let m = &s["metric"];
+        let want = if m["host_name"] == other {
+            (other_class, other_confidence)
+        } else {
+            (class, confidence)
+        };
+        assert_eq!(
+            (
+                m["canary_run_bottleneck"].as_str(),
+                m["canary_run_bottleneck_confidence"].as_str()
+            ),
+            (Some(want.0), Some(want.1)),
+            "{series:?}"
+        );
+    }
+    let series = query_instant(
+        vm_port,
+        &fill_hosts(verdict["expr"].as_str().unwrap(), &both),
+    );
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+    for s in &series {
+        let want = if s["metric"]["host_name"] == other {
+            "fail"
+        } else {
+            "unjudged"
+        };
+        assert_eq!(s["metric"]["canary_run_verdict"], want, "{series:?}");
+    }
+    let ratio = overview_query(&all, "Good-request ratio per run");
+    let series = query_range(vm_port, &fill_hosts(ratio["expr"].as_str().unwrap(), &both));
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+
     assert!(
         empty.is_empty(),
         "panels with no data:\n{}",
@@ -537,6 +637,28 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 };
                 for v in needed {
                     assert!(expr.contains(v), "{name} / {title}: {expr} ignores {v}");
+                }
+                // Each node of a DaemonSet runs the same workloads: a run's figures are
+                // aggregated and joined by host too, and the legend names it, so one node's
+                // figure neither hides another's nor pairs with it.
+                let per_run = metrics(expr).any(|m| {
+                    ["canary_run_", "canary_capacity_", "canary_sweep_"]
+                        .iter()
+                        .any(|p| m.starts_with(p))
+                });
+                if per_run {
+                    for clause in expr.split("by (").skip(1).chain(expr.split("on (").skip(1)) {
+                        let labels = clause.split(')').next().unwrap();
+                        assert!(
+                            labels.contains("host_name"),
+                            "{name} / {title}: ({labels}) without host_name in {expr}"
+                        );
+                    }
+                    let legend = t["legendFormat"].as_str().unwrap_or("");
+                    assert!(
+                        legend.contains("{{host_name}}"),
+                        "{name} / {title}: legend {legend}"
+                    );
                 }
             }
         }
