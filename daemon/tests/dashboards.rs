@@ -106,8 +106,8 @@ fn import(port: u16, lines: &str) {
     assert!(status.contains("200"), "{status}");
 }
 
-/// The one query of the overview panel titled `title`.
-fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_json::Value {
+/// The queries of the overview panel titled `title`.
+fn overview_queries(all: &[(PathBuf, serde_json::Value)], title: &str) -> Vec<serde_json::Value> {
     let (_, d) = all
         .iter()
         .find(|(p, _)| p.ends_with("canaryd-overview.json"))
@@ -118,7 +118,12 @@ fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_js
         .iter()
         .find(|p| p["title"] == title)
         .unwrap_or_else(|| panic!("no panel {title}"));
-    let targets = p["targets"].as_array().unwrap();
+    p["targets"].as_array().unwrap().clone()
+}
+
+/// The one query of the overview panel titled `title`.
+fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_json::Value {
+    let targets = overview_queries(all, title);
     assert_eq!(targets.len(), 1, "{title}");
     targets[0].clone()
 }
@@ -434,6 +439,26 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     assert_eq!(series.len(), 1, "{series:?}");
     assert_eq!(series[0]["metric"]["canary_run_verdict"], "unjudged");
 
+    // The end-to-end panel's histogram holds the completed requests, as the summary's
+    // request_latency does (the run had errors, whose durations carry error.type).
+    let e2e = &overview_queries(&all, "End-to-end latency")[0];
+    let e2e = e2e["expr"].as_str().unwrap();
+    let selector = e2e
+        .split("gen_ai_client_operation_duration_seconds_bucket")
+        .nth(1)
+        .and_then(|r| r.split_inclusive('}').next())
+        .unwrap_or_else(|| panic!("no duration selector in {e2e}"));
+    let count = format!(
+        "sum(last_over_time(gen_ai_client_operation_duration_seconds_count{selector}[10m]))"
+    );
+    let series = query_instant(vm_port, &fill(&count));
+    assert_eq!(series.len(), 1, "{count}: {series:?}");
+    assert_eq!(
+        value(&series[0]),
+        summary["completed"].as_f64().unwrap(),
+        "{count}: {series:?}"
+    );
+
     // The error rate is summary.json's, the verdict's: the target's errors over the requests
     // it was sent and not cancelled. Over the whole run (each counter's last value: the run's
     // process counted from 0) the panel's selectors count what the summary counted, so the
@@ -627,8 +652,23 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 p["description"].as_str().is_some_and(|s| !s.is_empty()),
                 "{name} / {title}: no description"
             );
+            let description = p["description"].as_str().unwrap_or("");
             for t in p["targets"].as_array().unwrap() {
                 let expr = t["expr"].as_str().unwrap();
+                // A percentile interpolated within a bucket is an estimate, and says so.
+                assert!(
+                    !expr.contains("histogram_quantile") || description.contains("estimate"),
+                    "{name} / {title}: a histogram_quantile not called an estimate"
+                );
+                // Failed requests' durations (they carry error.type) are no latency.
+                if expr.contains("gen_ai_client_operation_duration_seconds") {
+                    assert!(
+                        expr.contains(
+                            r#"gen_ai_client_operation_duration_seconds_bucket{error_type="", "#
+                        ),
+                        "{name} / {title}: durations of failed requests in {expr}"
+                    );
+                }
                 // The process-wide drop counter has no workload; everything else has all three.
                 let needed: &[&str] = if expr.contains("canary_exporter_dropped") {
                     &["$host"]
