@@ -108,10 +108,19 @@ fn import(port: u16, lines: &str) {
 
 /// The queries of the overview panel titled `title`.
 fn overview_queries(all: &[(PathBuf, serde_json::Value)], title: &str) -> Vec<serde_json::Value> {
+    panel_queries(all, "canaryd-overview.json", title)
+}
+
+/// The queries of the panel titled `title` in the dashboard file `dashboard`.
+fn panel_queries(
+    all: &[(PathBuf, serde_json::Value)],
+    dashboard: &str,
+    title: &str,
+) -> Vec<serde_json::Value> {
     let (_, d) = all
         .iter()
-        .find(|(p, _)| p.ends_with("canaryd-overview.json"))
-        .expect("the overview dashboard");
+        .find(|(p, _)| p.ends_with(dashboard))
+        .unwrap_or_else(|| panic!("no dashboard {dashboard}"));
     let p = d["panels"]
         .as_array()
         .unwrap()
@@ -458,6 +467,40 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         summary["completed"].as_f64().unwrap(),
         "{count}: {series:?}"
     );
+
+    // Energy per output token: every GPU's energy over canaryd's completed requests' output
+    // tokens (the description's upper bound per canaryd token). VictoriaMetrics keeps about
+    // 12 significant digits of a float, hence the relative 1e-9.
+    let energy = &panel_queries(&all, "canaryd-correlation.json", "Energy per output token")[0];
+    let series = query_instant(vm_port, &fill(energy["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "{series:?}");
+    let joules = summary["gpu"]["energy"]["joules"].as_f64().unwrap();
+    let tokens = summary["total_output_tokens"].as_f64().unwrap();
+    let want = joules / tokens;
+    assert!(
+        (value(&series[0]) - want).abs() <= want * 1e-9,
+        "{series:?}: {joules} J over {tokens} output tokens"
+    );
+    // The server's TTFT beside the client's only for a run whose counts matched.
+    let vs = &panel_queries(
+        &all,
+        "canaryd-correlation.json",
+        "Client vs server TTFT per run",
+    )[0];
+    let series = query_range(vm_port, &fill(vs["expr"].as_str().unwrap()));
+    let mut by: Vec<_> = series
+        .iter()
+        .map(|s| s["metric"]["canary_measured_by"].as_str().unwrap_or(""))
+        .collect();
+    by.sort();
+    let server = &summary["server"];
+    let matched = server["comparison"]["state"] == "matched" && !server["ttft_s"].is_null();
+    let want: &[&str] = if matched {
+        &["client", "server"]
+    } else {
+        &["client"]
+    };
+    assert_eq!(by, want, "comparison {}", server["comparison"]);
 
     // The error rate is summary.json's, the verdict's: the target's errors over the requests
     // it was sent and not cancelled. Over the whole run (each counter's last value: the run's
