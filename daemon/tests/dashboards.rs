@@ -41,15 +41,19 @@ fn get(port: u16, path_and_query: &str) -> (String, String) {
     )
 }
 
+/// Unix time, whole seconds.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 /// The series a PromQL range query returns from two minutes ago to a minute ahead (the
 /// last export is a fraction of a second old: a range ending at the current whole second
 /// can end before it).
 fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
-    let end = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 60;
+    let end = now_s() + 60;
     let (status, body) = get(
         port,
         &format!(
@@ -69,11 +73,11 @@ fn query_range(port: u16, expr: &str) -> Vec<serde_json::Value> {
 fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
     // At the next whole second: VictoriaMetrics takes an instant query's time to the whole
     // second, and the last export is a fraction of a second old, so "now" can miss it.
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
+    query_at(port, expr, now_s() + 1)
+}
+
+/// The series a PromQL instant query returns at Unix second `at`.
+fn query_at(port: u16, expr: &str, at: u64) -> Vec<serde_json::Value> {
     let (status, body) = get(
         port,
         &format!("/api/v1/query?query={}&time={at}", percent_encode(expr)),
@@ -84,21 +88,65 @@ fn query_instant(port: u16, expr: &str) -> Vec<serde_json::Value> {
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
 
-/// The one query of the overview panel titled `title`.
-fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_json::Value {
+/// A series' value at an instant query's time.
+fn value(series: &serde_json::Value) -> f64 {
+    series["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no value: {series}"))
+}
+
+/// Writes samples in Prometheus' text format (`name{labels} value unix_ms` lines) into
+/// VictoriaMetrics, searchable at once: the series of a second node, which one test host
+/// cannot export (canaryd names its resource after the kernel's host name).
+fn import(port: u16, lines: &str) {
+    let (status, body) = common::http(port, "POST", "/api/v1/import/prometheus", lines);
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = get(port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
+}
+
+/// The queries of the overview panel titled `title`.
+fn overview_queries(all: &[(PathBuf, serde_json::Value)], title: &str) -> Vec<serde_json::Value> {
+    panel_queries(all, "canaryd-overview.json", title)
+}
+
+/// The queries of the panel titled `title` in the dashboard file `dashboard`.
+fn panel_queries(
+    all: &[(PathBuf, serde_json::Value)],
+    dashboard: &str,
+    title: &str,
+) -> Vec<serde_json::Value> {
     let (_, d) = all
         .iter()
-        .find(|(p, _)| p.ends_with("canaryd-overview.json"))
-        .expect("the overview dashboard");
+        .find(|(p, _)| p.ends_with(dashboard))
+        .unwrap_or_else(|| panic!("no dashboard {dashboard}"));
     let p = d["panels"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["title"] == title)
         .unwrap_or_else(|| panic!("no panel {title}"));
-    let targets = p["targets"].as_array().unwrap();
+    p["targets"].as_array().unwrap().clone()
+}
+
+/// The one query of the overview panel titled `title`.
+fn overview_query(all: &[(PathBuf, serde_json::Value)], title: &str) -> serde_json::Value {
+    let targets = overview_queries(all, title);
     assert_eq!(targets.len(), 1, "{title}");
     targets[0].clone()
+}
+
+/// The metric names a PromQL expression selects (each written `name{...}`).
+fn metrics(expr: &str) -> impl Iterator<Item = &str> {
+    let mut pieces = expr.split('{');
+    pieces.next_back();
+    pieces.map(|before| {
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |i| i + 1);
+        &before[start..]
+    })
 }
 
 fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
@@ -154,8 +202,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     );
     wait_listening(vm_port, "victoria-metrics");
 
-    // Faults so the error panels have errors; the fake NVML library so the GPU panels
-    // have a GPU (none exists on the test machines).
+    // Faults so the error panels have errors, and requests cancelled on purpose, which the
+    // error rate leaves out; the fake NVML library so the GPU panels have a GPU (none exists
+    // on the test machines).
     let (_sim, sim_port) = common::sim(&[
         "--fault-rate",
         "0.3",
@@ -167,8 +216,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let nvml = fake_nvml(dir.path());
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let workload = "dashboard-test";
+    // `profile --trace`: `replay` with the load-shape flags, cancellation among them.
     let out = Command::new(CANARYD)
-        .args(["replay", "--trace", trace.to_str().unwrap()])
+        .args(["profile", "--trace", trace.to_str().unwrap()])
         .args([
             "--url",
             &format!("http://127.0.0.1:{sim_port}"),
@@ -201,6 +251,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "20ms",
         ])
         .args(["--server-metrics-interval", "100ms"])
+        // Picked by a hash of the seed and the index: the same requests every time.
+        .args(["--request-cancellation-rate", "20"])
         .env(
             "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
             format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
@@ -297,14 +349,16 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         .unwrap()
         .trim()
         .to_string();
-    let fill = |q: &str| {
+    // `hosts`: the host variable's regex (several hosts selected: `a|b`).
+    let fill_hosts = |q: &str, hosts: &str| {
         q.replace("$workload", workload)
             .replace("$target", "127.0.0.1")
-            .replace("$host", &host)
+            .replace("$host", hosts)
             .replace("$__rate_interval", "30s")
             // The dashboard's time range (an instant stat's window).
             .replace("$__range", "3m")
     };
+    let fill = |q: &str| fill_hosts(q, &host);
     let mut checked = 0;
     let mut empty = Vec::new();
     let mut unchecked = Vec::new();
@@ -394,6 +448,212 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
     assert_eq!(series.len(), 1, "{series:?}");
     assert_eq!(series[0]["metric"]["canary_run_verdict"], "pass");
+
+    // The end-to-end panel's histogram holds the completed requests, as the summary's
+    // request_latency does (the run had errors, whose durations carry error.type).
+    let e2e = &overview_queries(&all, "End-to-end latency")[0];
+    let e2e = e2e["expr"].as_str().unwrap();
+    let selector = e2e
+        .split("gen_ai_client_operation_duration_seconds_bucket")
+        .nth(1)
+        .and_then(|r| r.split_inclusive('}').next())
+        .unwrap_or_else(|| panic!("no duration selector in {e2e}"));
+    let count = format!(
+        "sum(last_over_time(gen_ai_client_operation_duration_seconds_count{selector}[10m]))"
+    );
+    let series = query_instant(vm_port, &fill(&count));
+    assert_eq!(series.len(), 1, "{count}: {series:?}");
+    assert_eq!(
+        value(&series[0]),
+        summary["completed"].as_f64().unwrap(),
+        "{count}: {series:?}"
+    );
+
+    // Energy per output token: every GPU's energy over canaryd's completed requests' output
+    // tokens (the description's upper bound per canaryd token). VictoriaMetrics keeps about
+    // 12 significant digits of a float, hence the relative 1e-9.
+    let energy = &panel_queries(&all, "canaryd-correlation.json", "Energy per output token")[0];
+    let series = query_instant(vm_port, &fill(energy["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "{series:?}");
+    let joules = summary["gpu"]["energy"]["joules"].as_f64().unwrap();
+    let tokens = summary["total_output_tokens"].as_f64().unwrap();
+    let want = joules / tokens;
+    assert!(
+        (value(&series[0]) - want).abs() <= want * 1e-9,
+        "{series:?}: {joules} J over {tokens} output tokens"
+    );
+    // The server's TTFT beside the client's only for a run whose counts matched.
+    let vs = &panel_queries(
+        &all,
+        "canaryd-correlation.json",
+        "Client vs server TTFT per run",
+    )[0];
+    let series = query_range(vm_port, &fill(vs["expr"].as_str().unwrap()));
+    let mut by: Vec<_> = series
+        .iter()
+        .map(|s| s["metric"]["canary_measured_by"].as_str().unwrap_or(""))
+        .collect();
+    by.sort();
+    let server = &summary["server"];
+    let matched = server["comparison"]["state"] == "matched" && !server["ttft_s"].is_null();
+    let want: &[&str] = if matched {
+        &["client", "server"]
+    } else {
+        &["client"]
+    };
+    assert_eq!(by, want, "comparison {}", server["comparison"]);
+
+    // The error rate is summary.json's, the verdict's: the target's errors over the requests
+    // it was sent and not cancelled. Over the whole run (each counter's last value: the run's
+    // process counted from 0) the panel's selectors count what the summary counted, so the
+    // quotient is the same.
+    let (errors, cancelled) = (&summary["errors"], &summary["cancelled"]);
+    assert!(
+        errors.as_u64() > Some(0) && cancelled.as_u64() > Some(0),
+        "errors {errors}, cancelled {cancelled}: the check below would test nothing"
+    );
+    let error_rate = overview_query(&all, "Error rate");
+    let error_rate = error_rate["expr"].as_str().unwrap();
+    let whole_run = error_rate
+        .replace("rate(", "last_over_time(")
+        .replace("$__rate_interval", "10m");
+    let series = query_instant(vm_port, &fill(&whole_run));
+    assert_eq!(series.len(), 1, "{whole_run}: {series:?}");
+    assert_eq!(
+        series[0]["metric"]["host_name"],
+        host.as_str(),
+        "{series:?}"
+    );
+    let want = summary["error_rate"].as_f64().unwrap();
+    assert!(
+        (value(&series[0]) - want).abs() < 1e-12,
+        "{whole_run}: {series:?}, summary.json's error_rate {want}"
+    );
+    // canaryd's own failures (client_resources) are no error of the target's either. This
+    // host cannot easily make some, so a second node's counters are written directly, 0, n
+    // and 2n at three points 10 s apart: 6 ok, 2 http_status, 3 client_resources, 4
+    // cancelled. The summary's definition gives 2 / (15 - 3 - 4) = 1/4; errors over all
+    // would be 5/15, leaving out only the cancelled 5/11, only the client errors 2/12.
+    let other = "other-node";
+    let at = now_s() - 10;
+    let mut lines = String::new();
+    for (labels, n) in [
+        (r#"canary_request_status="ok""#, 6),
+        (
+            r#"canary_request_status="error",error_type="http_status""#,
+            2,
+        ),
+        (
+            r#"canary_request_status="error",error_type="client_resources""#,
+            3,
+        ),
+        (r#"canary_request_status="cancelled""#, 4),
+    ] {
+        for i in 0..3 {
+            lines += &format!(
+                "canary_requests_total{{canary_workload=\"{workload}\",server_address=\"127.0.0.1\",\
+                 host_name=\"{other}\",{labels}}} {} {}\n",
+                n * i,
+                (at - 20 + 10 * i) * 1000
+            );
+        }
+    }
+    import(vm_port, &lines);
+    let series = query_at(vm_port, &fill_hosts(error_rate, other), at);
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert!(
+        (value(&series[0]) - 0.25).abs() < 1e-12,
+        "{error_rate}: {series:?}"
+    );
+
+    // Every node of the DaemonSet runs the same workload, only host.name differs: the
+    // per-run panels show each host's own figures. The second node failed its last run,
+    // with another class and confidence than this one's.
+    let other_class = if class == "queueing" {
+        "network"
+    } else {
+        "queueing"
+    };
+    let other_confidence = if confidence == "low" { "high" } else { "low" };
+    let mut lines = String::new();
+    for (metric, label, states) in [
+        (
+            "canary_run_verdict_state",
+            "canary_run_verdict",
+            &[("fail", 1), ("pass", 0)][..],
+        ),
+        (
+            "canary_run_bottleneck_state",
+            "canary_run_bottleneck",
+            &[(other_class, 1), (class, 0)],
+        ),
+        (
+            "canary_run_bottleneck_confidence_state",
+            "canary_run_bottleneck_confidence",
+            &[(other_confidence, 1), (confidence, 0)],
+        ),
+        ("canary_run_good_request_ratio", "", &[("", 1)]),
+    ] {
+        for &(state, v) in states {
+            let state = match label {
+                "" => String::new(),
+                l => format!(",{l}=\"{state}\""),
+            };
+            lines += &format!(
+                "{metric}{{canary_workload=\"{workload}\",server_address=\"127.0.0.1\",\
+                 host_name=\"{other}\"{state}}} {v} {}\n",
+                at * 1000
+            );
+        }
+    }
+    import(vm_port, &lines);
+    let both = format!("{host}|{other}");
+    let by_host = |series: &[serde_json::Value]| {
+        let mut hosts: Vec<String> = series
+            .iter()
+            .map(|s| s["metric"]["host_name"].as_str().unwrap_or("").to_string())
+            .collect();
+        hosts.sort();
+        hosts
+    };
+    let mut want_hosts = vec![host.clone(), other.to_string()];
+    want_hosts.sort();
+    let last = overview_query(&all, "Last diagnosis");
+    let series = query_instant(vm_port, &fill_hosts(last["expr"].as_str().unwrap(), &both));
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+    for s in &series {
+        let m = &s["metric"];
+        let want = if m["host_name"] == other {
+            (other_class, other_confidence)
+        } else {
+            (class, confidence)
+        };
+        assert_eq!(
+            (
+                m["canary_run_bottleneck"].as_str(),
+                m["canary_run_bottleneck_confidence"].as_str()
+            ),
+            (Some(want.0), Some(want.1)),
+            "{series:?}"
+        );
+    }
+    let series = query_instant(
+        vm_port,
+        &fill_hosts(verdict["expr"].as_str().unwrap(), &both),
+    );
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+    for s in &series {
+        let want = if s["metric"]["host_name"] == other {
+            "fail"
+        } else {
+            "pass"
+        };
+        assert_eq!(s["metric"]["canary_run_verdict"], want, "{series:?}");
+    }
+    let ratio = overview_query(&all, "Good-request ratio per run");
+    let series = query_range(vm_port, &fill_hosts(ratio["expr"].as_str().unwrap(), &both));
+    assert_eq!(by_host(&series), want_hosts, "{series:?}");
+
     assert!(
         empty.is_empty(),
         "panels with no data:\n{}",
@@ -436,8 +696,23 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 p["description"].as_str().is_some_and(|s| !s.is_empty()),
                 "{name} / {title}: no description"
             );
+            let description = p["description"].as_str().unwrap_or("");
             for t in p["targets"].as_array().unwrap() {
                 let expr = t["expr"].as_str().unwrap();
+                // A percentile interpolated within a bucket is an estimate, and says so.
+                assert!(
+                    !expr.contains("histogram_quantile") || description.contains("estimate"),
+                    "{name} / {title}: a histogram_quantile not called an estimate"
+                );
+                // Failed requests' durations (they carry error.type) are no latency.
+                if expr.contains("gen_ai_client_operation_duration_seconds") {
+                    assert!(
+                        expr.contains(
+                            r#"gen_ai_client_operation_duration_seconds_bucket{error_type="", "#
+                        ),
+                        "{name} / {title}: durations of failed requests in {expr}"
+                    );
+                }
                 // The process-wide drop counter has no workload; everything else has all three.
                 let needed: &[&str] = if expr.contains("canary_exporter_dropped") {
                     &["$host"]
@@ -446,6 +721,28 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 };
                 for v in needed {
                     assert!(expr.contains(v), "{name} / {title}: {expr} ignores {v}");
+                }
+                // Each node of a DaemonSet runs the same workloads: a run's figures are
+                // aggregated and joined by host too, and the legend names it, so one node's
+                // figure neither hides another's nor pairs with it.
+                let per_run = metrics(expr).any(|m| {
+                    ["canary_run_", "canary_capacity_", "canary_sweep_"]
+                        .iter()
+                        .any(|p| m.starts_with(p))
+                });
+                if per_run {
+                    for clause in expr.split("by (").skip(1).chain(expr.split("on (").skip(1)) {
+                        let labels = clause.split(')').next().unwrap();
+                        assert!(
+                            labels.contains("host_name"),
+                            "{name} / {title}: ({labels}) without host_name in {expr}"
+                        );
+                    }
+                    let legend = t["legendFormat"].as_str().unwrap_or("");
+                    assert!(
+                        legend.contains("{{host_name}}"),
+                        "{name} / {title}: legend {legend}"
+                    );
                 }
             }
         }
