@@ -346,6 +346,13 @@ fn validate_url(source_name: &str, url: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Whether `OTEL_RESOURCE_ATTRIBUTES`-style `k=v,k2=v2` text gives `key` a value.
+pub(crate) fn resource_has(text: &str, key: &str) -> bool {
+    text.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .any(|(k, v)| k.trim() == key && !v.trim().is_empty())
+}
+
 /// The host name, for `host.name`.
 pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -358,6 +365,18 @@ pub(crate) fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::resource_has;
+
+    #[test]
+    fn a_host_name_in_the_resource_attributes_is_seen() {
+        assert!(resource_has(
+            "deployment.environment=prod, host.name=node-7",
+            "host.name"
+        ));
+        assert!(!resource_has("host.name=,k=v", "host.name"));
+        assert!(!resource_has("host.namespace=x", "host.name"));
+    }
+
     use super::*;
     use std::collections::HashMap;
 

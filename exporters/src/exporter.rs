@@ -1,7 +1,7 @@
 //! [`OtlpExporter`]: the process-lived OTLP pipelines (spans, metrics, logs), started once,
 //! fed by a [`RunObserver`] per run, flushed with a deadline.
 
-use crate::config::{host_name, redact_url, Config, ConfigError, Signal};
+use crate::config::{host_name, redact_url, resource_has, Config, ConfigError, Signal};
 use crate::counting::{CountingLogExporter, CountingMetricExporter};
 use crate::exemplars::{ExemplarClient, Exemplars};
 use crate::health::Health;
@@ -201,7 +201,13 @@ impl OtlpExporter {
             .iter()
             .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        if !config.resource.iter().any(|(k, _)| k == attr::HOST_NAME) {
+        // A `host.name` given (the DaemonSet passes the node's name in
+        // OTEL_RESOURCE_ATTRIBUTES: a pod's own host name changes when it is replaced) wins
+        // over the kernel's.
+        let given = config.resource.iter().any(|(k, _)| k == attr::HOST_NAME)
+            || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+                .is_ok_and(|v| resource_has(&v, attr::HOST_NAME));
+        if !given {
             attrs.push(KeyValue::new(attr::HOST_NAME, host_name()));
         }
         attrs.push(KeyValue::new(
