@@ -245,13 +245,18 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
         config.status_listen
     );
 
-    // Every variable the pod sets is one the config reads, and the other way round.
-    let env: Vec<&str> = yaml
+    // Every variable the pod sets is one the config reads, and the other way round; besides
+    // them, the node's name as the exported `host.name`.
+    let mut env: Vec<&str> = yaml
         .lines()
         .skip_while(|l| l.trim() != "env:")
         .take_while(|l| l.trim() != "ports:")
         .filter_map(|l| l.trim().strip_prefix("- name: "))
         .collect();
+    let host = ["NODE_NAME", "OTEL_RESOURCE_ATTRIBUTES"];
+    assert!(host.iter().all(|v| env.contains(v)), "{env:?}");
+    assert!(yaml.contains("fieldPath: spec.nodeName") && yaml.contains("host.name=$(NODE_NAME)"));
+    env.retain(|v| !host.contains(v));
     let named: Vec<String> = config
         .targets
         .values()
