@@ -23,6 +23,13 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
 
+/// How soon after its send a request's connection may fail without a byte of response and
+/// still count as closed idle by the server, its close racing the request
+/// ([`Measurement::unanswered`]): such a close shows within a round trip. Generous for long
+/// paths and a loaded client; a server that held the request longer had read it, and its
+/// drop is a failure.
+const IDLE_CLOSE_RACE: Duration = Duration::from_millis(500);
+
 /// What the client saw of one exchange. Each response time is a [`Stamp`]: the kernel's
 /// receive time where the socket gave one, and canaryd's read.
 #[derive(Debug, Default)]
@@ -54,8 +61,9 @@ pub struct Measurement {
     pub error: Option<RequestError>,
     /// The response was read to its very end, so the connection can carry another request.
     pub reusable: bool,
-    /// The connection failed before any response head: on a reused connection this is a
-    /// server that closed it while idle, and the request never reached the server.
+    /// The connection failed before a byte of response, the request unsent or within
+    /// [`IDLE_CLOSE_RACE`] of its send: on a reused connection this is a server that closed
+    /// it while idle, and the request never reached the server.
     pub unanswered: bool,
     /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed.
     pub cancelled: bool,
@@ -143,8 +151,12 @@ pub async fn exchange(
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
             let answered = conn.io.bytes_read() > read_before;
-            // Nothing of a response came: on a reused connection, the server closed it idle.
-            m.unanswered = !answered;
+            // Nothing of a response came, and the request never went out or the failure came
+            // right after it: on a reused connection, the server closed it idle, its close
+            // racing the request. Later, the server read the request and dropped it.
+            let unsent = e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
+            let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
+            m.unanswered = !answered && (unsent || soon);
             if e.is_canceled() {
                 // hyper cancels a request only before writing any of it: the connection was
                 // closed before it could carry the request, so nothing reached the server.

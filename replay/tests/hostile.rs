@@ -387,3 +387,45 @@ async fn done_near_the_deadline_is_a_finished_request_whatever_follows() {
         assert!(r.e2e_ms.unwrap() < 300.0, "{:?}", r.e2e_ms);
     }
 }
+
+/// A pooled connection that fails without a byte right after the send was closed idle (the
+/// request is sent again, `release.rs`); one whose server held the request 1.5 s first had
+/// read it. That drop was taken for the idle close: sent again, it succeeded with the 1.5 s
+/// as schedule lag, and one request could take twice its timeout. Both ways of sending: after
+/// a concurrency slot, and held for the release thread.
+#[tokio::test]
+async fn a_request_held_then_dropped_on_a_pooled_connection_is_stream_cut_not_resent() {
+    for held in [false, true] {
+        let server = HostileServer::start(Hostile::DropsSecondRequest {
+            after: Duration::from_millis(1500),
+        });
+        let mut reqs = requests(2, 20, 4);
+        // The second takes the first's pooled connection: one at a time, or due long after.
+        if held {
+            reqs[1].timestamp_us = 1_000_000;
+        }
+        let run = replay(reqs, target(&server, true), |c| {
+            c.concurrency = (!held).then_some(1);
+        })
+        .await;
+        // Whichever went first opened the connection.
+        let (fresh, pooled): (Vec<_>, Vec<_>) =
+            run.records.iter().partition(|r| r.connect_ms.is_some());
+        assert_eq!(
+            (fresh.len(), pooled.len()),
+            (1, 1),
+            "held {held}: the second sent once, pooled: {:?}",
+            run.records
+        );
+        assert_eq!(fresh[0].status, Status::Ok, "{:?}", fresh[0].error);
+        let e = pooled[0].error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::StreamCut, "{e:?}");
+        assert!(
+            e.message.starts_with(
+                "waiting for the response: connection closed before message completed"
+            ),
+            "{e:?}"
+        );
+        assert_eq!(server.requests(), 2, "held {held}: not sent again");
+    }
+}

@@ -96,6 +96,14 @@ pub enum Hostile {
         /// Wait before answering.
         after: Duration,
     },
+    /// Answers a connection's first request with a whole 200 SSE response (one token,
+    /// `[DONE]`), keeping the connection alive; reads the second request on it, holds it
+    /// `after`, then closes without a byte: a server that read a request and dropped it, not
+    /// one that closed an idle connection.
+    DropsSecondRequest {
+        /// How long the second request is held before the close.
+        after: Duration,
+    },
     /// Writes a whole 200 SSE response (one token, `[DONE]`) `after` the connection opens,
     /// before reading anything, as a broken proxy or a server replaying a canned answer
     /// would; then reads the request and holds the connection.
@@ -314,14 +322,18 @@ impl Conn {
         let _ = self.tcp.set_nodelay(true);
         const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                              cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
+        // One token and `[DONE]`, the body ended: a whole response.
+        let whole = || {
+            let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+            let mut answer = SSE.to_vec();
+            answer.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
+            answer
+        };
         if let Hostile::AnswersFirst { after } = mode {
             if !self.pause(after) {
                 return;
             }
-            let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
-            let mut canned = SSE.to_vec();
-            canned.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
-            self.send(&canned);
+            self.send(&whole());
         }
         let Some(request) = self.read_request() else {
             return;
@@ -443,6 +455,15 @@ impl Conn {
                 }
             }
             Hostile::CloseAfterRequest => return,
+            Hostile::DropsSecondRequest { after } => {
+                if !self.send(&whole()) || self.read_request().is_none() {
+                    return;
+                }
+                // Held, then closed: the client's read sees the end, not a reset (its
+                // request was read whole).
+                self.pause(after);
+                return;
+            }
             Hostile::AnswersFirst { .. } => {}
             Hostile::WrongType { bytes } => {
                 let start = b"data: {\"choices\":\"";
