@@ -23,6 +23,10 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
 
+/// How long an error status's body is read for its message after the head: servers send it
+/// with the head, a few hundred bytes.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
+
 /// How soon after its send a request's connection may fail without a byte of response and
 /// still count as closed idle by the server, its close racing the request
 /// ([`Measurement::unanswered`]): such a close shows within a round trip. Generous for long
@@ -200,22 +204,13 @@ pub async fn exchange(
         let status = response.status();
         let mut body = response.into_body();
         if !status.is_success() {
-            let mut text = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let Ok(frame) = frame else { break };
-                if let Some(d) = frame.data_ref() {
-                    text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
-                }
-                if text.len() >= ERROR_BODY_LIMIT {
-                    break;
-                }
-            }
-            let text = String::from_utf8_lossy(&text);
-            let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+            // Its own bound, within the request's: a body that never completes would end at
+            // the deadline as a timeout, the status lost.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             return Err(RequestError {
                 kind: ErrorKind::HttpStatus,
                 http_status: Some(status.as_u16()),
-                message,
+                message: error_body(&mut body, ERROR_BODY_WAIT.min(left)).await,
             });
         }
         if streaming {
@@ -412,6 +407,38 @@ async fn read_stream(
             let at = rx.event(read, ev.at, role, more_after);
             absorb(m, &info, at, &mut last_token, limits)?;
         }
+    }
+}
+
+/// The message of an error status's `body`: its error's, else its text; from the first
+/// [`ERROR_BODY_LIMIT`] bytes, read for `wait` at most, and said to be cut when it did not end.
+async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String {
+    let mut text = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return Some("the connection closed".to_string());
+            };
+            if let Some(d) = frame.data_ref() {
+                text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
+            }
+            if text.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+        None
+    };
+    let cut = tokio::time::timeout(wait, read).await.unwrap_or_else(|_| {
+        Some(format!(
+            "not complete {} ms after the head",
+            wait.as_millis()
+        ))
+    });
+    let text = String::from_utf8_lossy(&text);
+    let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+    match cut {
+        Some(why) => format!("{message} (error body cut short: {why})"),
+        None => message,
     }
 }
 

@@ -144,6 +144,28 @@ async fn an_error_body_keeps_only_its_first_4_kib() {
     assert!(server.bytes_sent() < 1 << 28, "{}", server.bytes_sent());
 }
 
+/// An error status whose body never completes ended at the request timeout as `timeout`, its
+/// status lost; the body has its own second.
+#[tokio::test]
+async fn an_error_body_that_never_completes_keeps_its_status() {
+    let server = HostileServer::start(Hostile::StalledErrorBody);
+    let mut t = target(&server, true);
+    t.timeout = Duration::from_secs(10);
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(
+            (e.kind, e.http_status),
+            (ErrorKind::HttpStatus, Some(503)),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.message,
+            r#"{"error":{"message":"busy" (error body cut short: not complete 1000 ms after the head)"#
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_stream_far_past_max_tokens_is_response_too_long() {
     let server = HostileServer::start(Hostile::EndlessStream {

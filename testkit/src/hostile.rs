@@ -62,6 +62,9 @@ pub enum Hostile {
         /// Bytes of the body.
         bytes: u64,
     },
+    /// A 503 declaring a 1,000-byte JSON body that sends its first 26 bytes
+    /// (`{"error":{"message":"busy"`) and holds the connection.
+    StalledErrorBody,
     /// A status line, then one header whose value never ends: up to `bytes`.
     HugeHeaders {
         /// Bytes of the header sent at most.
@@ -409,6 +412,14 @@ impl Conn {
                 );
                 if self.send(head.as_bytes()) {
                     self.flood(b'e', bytes);
+                }
+            }
+            Hostile::StalledErrorBody => {
+                let answer =
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+                              content-length: 1000\r\n\r\n{\"error\":{\"message\":\"busy\"";
+                if !self.send(answer.as_bytes()) {
+                    return;
                 }
             }
             Hostile::HugeHeaders { bytes } => {

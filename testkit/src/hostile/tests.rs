@@ -58,6 +58,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::DropsSecondRequest {
             after: Duration::from_millis(10),
         },
+        Hostile::StalledErrorBody,
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -114,6 +115,14 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             Hostile::DropsSecondRequest { .. } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
+            }
+            Hostile::StalledErrorBody => {
+                assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+                assert!(text.contains("content-length: 1000\r\n"), "{text}");
+                assert!(
+                    text.ends_with("\r\n\r\n{\"error\":{\"message\":\"busy\""),
+                    "{text}"
+                );
             }
             Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
