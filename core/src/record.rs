@@ -311,7 +311,8 @@ pub enum ErrorKind {
     Timeout,
     /// A chunk was not valid SSE / JSON.
     MalformedChunk,
-    /// The server sent an error object inside a 200 stream.
+    /// The server sent an error object inside a 200 stream, or ended a generation with a
+    /// `finish_reason` that says it failed (vLLM's `abort`).
     ServerError,
     /// The run stopped before the request finished.
     Cancelled,

@@ -406,6 +406,7 @@ async fn read_stream(
             };
             let at = rx.event(read, ev.at, role, more_after);
             absorb(m, &info, at, &mut last_token, limits)?;
+            failed_finish(&info)?;
         }
     }
 }
@@ -516,9 +517,22 @@ async fn read_whole(
     };
     let at = rx.event(read, at, role, false);
     absorb(m, &info, at, &mut None, limits)?;
+    failed_finish(&info)?;
     m.end = at;
     m.reusable = true;
     Ok(())
+}
+
+/// A chunk whose `finish_reason` says the server gave up on the generation (vLLM's `abort`):
+/// the request failed, with what it streamed until then absorbed.
+fn failed_finish(info: &ChunkInfo) -> Result<(), RequestError> {
+    match &info.failed_finish {
+        Some(reason) => Err(error(
+            ErrorKind::ServerError,
+            format!("the generation ended with finish_reason {reason:?}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn absorb(

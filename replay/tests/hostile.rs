@@ -95,6 +95,23 @@ async fn a_response_that_generates_nothing_is_an_error_but_a_stop_at_once_is_not
     assert_eq!(run.outcome.summary.total_output_tokens, 2);
 }
 
+/// vLLM ends a request it gave up on with `finish_reason: "abort"` (or `"error"`) and
+/// `[DONE]`: that counted as a completion with a short output.
+#[tokio::test]
+async fn a_generation_the_server_aborted_is_a_server_error_keeping_its_tokens() {
+    for streaming in [true, false] {
+        let server = HostileServer::start(Hostile::AbortedGeneration { streaming });
+        let run = replay(requests(2, 20, 4), target(&server, streaming), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+            assert_eq!(m, r#"the generation ended with finish_reason "abort""#);
+        }
+        for r in &run.records {
+            assert_eq!(r.chunks, 1, "the token before it is kept: {r:?}");
+        }
+        assert_eq!(run.outcome.summary.completed, 0, "streaming {streaming}");
+    }
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.

@@ -57,6 +57,12 @@ pub enum Hostile {
     /// with `finish_reason: stop`, a usage counting 1 completion token (the end of sequence),
     /// `[DONE]`.
     EndOfSequenceOnly,
+    /// A 200 answer of one token whose choice then finishes with `finish_reason: "abort"` (as
+    /// vLLM ends a request it gave up on), a usage and `[DONE]`: a stream, or one JSON body.
+    AbortedGeneration {
+        /// An SSE stream rather than one JSON body.
+        streaming: bool,
+    },
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
@@ -497,6 +503,26 @@ impl Conn {
                 let body =
                     "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"\"}}],\
                             \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0}}";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = self.send(answer.as_bytes());
+            }
+            Hostile::AbortedGeneration { streaming: true } => {
+                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n\
+                              data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
+            }
+            Hostile::AbortedGeneration { streaming: false } => {
+                let body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x\"},\
+                            \"finish_reason\":\"abort\"}],\
+                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}";
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                     body.len()

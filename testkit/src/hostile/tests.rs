@@ -59,6 +59,8 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             after: Duration::from_millis(10),
         },
         Hostile::StalledErrorBody,
+        Hostile::AbortedGeneration { streaming: true },
+        Hostile::AbortedGeneration { streaming: false },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -106,6 +108,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
                 assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
                 assert!(!text.contains("\"content\":\"x"), "{text}");
+            }
+            Hostile::AbortedGeneration { streaming } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.contains(r#""content":"x""#), "{text}");
+                assert!(text.contains(r#""finish_reason":"abort""#), "{text}");
+                assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
             }
             Hostile::EndOfSequenceOnly => {
                 assert!(text.contains("\"completion_tokens\":1}"), "{text}");
