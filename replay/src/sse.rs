@@ -3,7 +3,8 @@
 //! The body arrives as byte chunks, each stamped with the monotonic time of the read that
 //! returned it. An event is complete when its terminating blank line arrives, so it carries the
 //! time of *that* read: the moment canaryd's code could first have acted on it. Handles `\n`,
-//! `\r\n` and `\r` line endings, comments, multi-line `data:` and events split across reads.
+//! `\r\n` and `\r` line endings, comments, multi-line `data:`, events split across reads and a
+//! byte order mark opening the stream.
 //!
 //! Memory is bounded: an event (its unfinished line included) longer than the parser's limit
 //! is an error, so a `data:` line that never ends costs one request, not the process.
@@ -42,7 +43,14 @@ pub struct SseParser {
     pending_cr: bool,
     // Bytes of `buf` already scanned for a line end.
     scanned: usize,
+    // Bytes of a byte order mark read at the stream's start, held back until it is whole or
+    // turns out not to be one; `None` past the start.
+    bom: Option<usize>,
 }
+
+/// UTF-8's byte order mark, which the SSE spec strips from a stream's start: left on, it would
+/// make the first field `\u{feff}data`, and the first event would be lost.
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 impl Default for SseParser {
     fn default() -> SseParser {
@@ -66,6 +74,7 @@ impl SseParser {
             data: None,
             pending_cr: false,
             scanned: 0,
+            bom: Some(0),
         }
     }
 
@@ -78,6 +87,21 @@ impl SseParser {
         out: &mut Vec<SseEvent>,
     ) -> Result<(), EventTooLarge> {
         let mut bytes = bytes;
+        if let Some(matched) = self.bom {
+            let want = &BOM[matched..];
+            let n = want.len().min(bytes.len());
+            if bytes[..n] != want[..n] {
+                // Not a mark: what was held back is the stream's.
+                self.bom = None;
+                self.buf.extend_from_slice(&BOM[..matched]);
+            } else if n < want.len() {
+                self.bom = Some(matched + n);
+                return Ok(());
+            } else {
+                self.bom = None;
+                bytes = &bytes[n..];
+            }
+        }
         if self.pending_cr {
             self.pending_cr = false;
             if bytes.first() == Some(&b'\n') {
@@ -255,6 +279,32 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn a_byte_order_mark_opening_the_stream_is_dropped_however_it_is_split() {
+        let input = b"\xef\xbb\xbfdata: a\n\n\xef\xbb\xbfdata: b\n\n";
+        for piece in [1, 2, 3, 4, 100] {
+            let ev = parse_in_pieces(input, piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            // Only at the start: a later one is the next line's, a field the spec ignores.
+            assert_eq!(data, ["a"], "piece {piece}");
+        }
+        // A start that is not a mark is kept whole.
+        for piece in [1, 2, 100] {
+            let ev = parse_in_pieces(b"\xef\xbbdata: a\n\ndata: b\n\n", piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["b"], "piece {piece}");
+            let ev = parse_in_pieces(b"\xefx: 1\ndata: a\n\n", piece);
+            assert_eq!(ev.len(), 1, "piece {piece}");
+        }
+        // An empty read changes nothing.
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for bytes in [&b"\xef"[..], b"", b"\xbb\xbf", b"", b"data: a\n\n"] {
+            p.push(bytes, MonoTime(0), &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 1);
     }
 
     #[test]
