@@ -408,6 +408,25 @@ async fn read_stream(
             absorb(m, &info, at, &mut last_token, limits)?;
             failed_finish(&info)?;
         }
+        // After this read's events, so what they carried is kept.
+        let most = ResponseLimits::max_bare_lines(limits.max_chunks);
+        if parser.bare_lines() > most {
+            return Err(error(
+                ErrorKind::ResponseTooLong,
+                format!(
+                    "over {most} SSE events, comments and fields{} (max_output_ratio)",
+                    for_max_tokens(limits)
+                ),
+            ));
+        }
+    }
+}
+
+/// What the chunk caps were derived from, for their messages.
+fn for_max_tokens(limits: &ReadLimits) -> String {
+    match limits.max_tokens {
+        Some(n) => format!(" for max_tokens {n}"),
+        None => " with no max_tokens sent".to_string(),
     }
 }
 
@@ -549,10 +568,7 @@ fn absorb(
                 format!(
                     "over {} token chunks{} (max_output_ratio)",
                     limits.max_chunks,
-                    match limits.max_tokens {
-                        Some(n) => format!(" for max_tokens {n}"),
-                        None => " with no max_tokens sent".to_string(),
-                    }
+                    for_max_tokens(limits)
                 ),
             ));
         }

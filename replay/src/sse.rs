@@ -46,6 +46,8 @@ pub struct SseParser {
     // Bytes of a byte order mark read at the stream's start, held back until it is whole or
     // turns out not to be one; `None` past the start.
     bom: Option<usize>,
+    // Lines that added nothing to an event's data ([`SseParser::bare_lines`]).
+    bare_lines: u64,
 }
 
 /// UTF-8's byte order mark, which the SSE spec strips from a stream's start: left on, it would
@@ -75,6 +77,7 @@ impl SseParser {
             pending_cr: false,
             scanned: 0,
             bom: Some(0),
+            bare_lines: 0,
         }
     }
 
@@ -146,6 +149,14 @@ impl SseParser {
         }
     }
 
+    /// Lines read that added nothing to an event's data: blank lines (each event's end among
+    /// them), comments (`: ping`), `event:`, `id:` and other fields. A `data:` line grows its
+    /// event towards the size cap; these hold nothing, so only their count bounds a stream of
+    /// them.
+    pub fn bare_lines(&self) -> u64 {
+        self.bare_lines
+    }
+
     /// Bytes buffered that do not yet form a complete line.
     pub fn buffered(&self) -> usize {
         self.buf.len()
@@ -158,6 +169,7 @@ impl SseParser {
 
     fn line(&mut self, line: &[u8], at: MonoTime, out: &mut Vec<SseEvent>) {
         if line.is_empty() {
+            self.bare_lines = self.bare_lines.saturating_add(1);
             if let Some(data) = self.data.take() {
                 out.push(SseEvent {
                     event: self.event.take(),
@@ -168,9 +180,6 @@ impl SseParser {
             self.event = None;
             return;
         }
-        if line[0] == b':' {
-            return; // comment / keep-alive
-        }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
                 let v = &line[i + 1..];
@@ -178,6 +187,12 @@ impl SseParser {
             }
             None => (line, &b""[..]),
         };
+        if field != b"data" {
+            self.bare_lines = self.bare_lines.saturating_add(1);
+            if field.is_empty() {
+                return; // comment / keep-alive
+            }
+        }
         // Valid UTF-8 (every real chunk) is checked a word at a time; only a line with a bad
         // byte pays for the lossy walk.
         let value = match std::str::from_utf8(value) {
@@ -305,6 +320,17 @@ mod tests {
             p.push(bytes, MonoTime(0), &mut out).unwrap();
         }
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn lines_without_data_are_counted() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let input = b"data: a\n\n: ping\n\nevent: x\nid: 1\ndata\ndata:b\ndatum: c\n\n\n";
+        p.push(input, MonoTime(0), &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        // The blank lines (4), the comment, `event`, `id`, `datum`.
+        assert_eq!(p.bare_lines(), 8);
     }
 
     #[test]

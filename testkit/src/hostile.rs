@@ -33,6 +33,13 @@ pub enum Hostile {
         /// Pause between chunks.
         every: Duration,
     },
+    /// A 200 SSE stream of events that carry no token, as fast as the socket takes them: a
+    /// role-only chunk, an empty content, `choices: []` and a `: ping` comment, over and over,
+    /// `events` of them in all; then it hangs up without `[DONE]`.
+    EndlessNothing {
+        /// Events (the comments among them) sent at most.
+        events: u64,
+    },
     /// A 200 response declaring `Content-Length: declared` (say 4 GB) that sends at most
     /// `bytes` of a JSON body that never closes, streaming or not.
     HugeBody {
@@ -401,6 +408,24 @@ impl Conn {
                     }
                 }
                 // Hang up without `[DONE]`: the stream is cut.
+                return;
+            }
+            Hostile::EndlessNothing { events } => {
+                if !self.send(SSE) {
+                    return;
+                }
+                let cycle = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                             data: {\"choices\":[{\"delta\":{\"content\":\"\"}}]}\n\n\
+                             data: {\"choices\":[]}\n\n\
+                             : ping\n\n";
+                let framed = format!("{:x}\r\n{cycle}\r\n", cycle.len()).repeat(256);
+                let mut sent = 0;
+                while sent < events {
+                    if !self.send(framed.as_bytes()) {
+                        return;
+                    }
+                    sent += 4 * 256;
+                }
                 return;
             }
             Hostile::HugeBody { declared, bytes } => {

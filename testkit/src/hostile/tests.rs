@@ -61,6 +61,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::StalledErrorBody,
         Hostile::AbortedGeneration { streaming: true },
         Hostile::AbortedGeneration { streaming: false },
+        Hostile::EndlessNothing { events: 4096 },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -78,6 +79,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     got.len()
                 );
                 assert!(text.starts_with("HTTP/1.1 "), "{mode:?}");
+            }
+            Hostile::EndlessNothing { events } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let sent = text.matches("data: ").count() + text.matches(": ping").count();
+                assert_eq!(sent as u64, events);
+                assert!(!text.contains("[DONE]") && !text.contains(r#""content":"x"#));
             }
             Hostile::EndlessStream { chunks, .. } => {
                 assert_eq!(text.matches("data: ").count() as u64, chunks);
