@@ -311,8 +311,8 @@ pub enum ErrorKind {
     Timeout,
     /// A chunk was not valid SSE / JSON.
     MalformedChunk,
-    /// The server sent an error object inside a 200 stream, or ended a generation with a
-    /// `finish_reason` that says it failed (vLLM's `abort`).
+    /// The server sent an error object or an `event: error` inside a 200 stream, or ended a
+    /// generation with a `finish_reason` that says it failed (vLLM's `abort`).
     ServerError,
     /// The run stopped before the request finished.
     Cancelled,

@@ -277,6 +277,23 @@ pub fn error_in_body(body: &str) -> Option<String> {
     body.error.map(error_message)
 }
 
+/// The message of an SSE `event: error`, whatever its data's shape: its `error`'s (as in an
+/// error status's body), else its own `message`, else its JSON or plain text; at most
+/// [`MESSAGE_LIMIT`] bytes.
+pub fn error_event_message(data: &str) -> String {
+    if let Some(m) = error_in_body(data) {
+        return m;
+    }
+    let text = data.trim();
+    if text.is_empty() {
+        return "an error event without data".to_string();
+    }
+    match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) => error_message(raw),
+        Err(_) => canary_core::prefix_within(text, MESSAGE_LIMIT).to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +390,27 @@ mod tests {
         );
         let i = parse(r#"{"choices":[{"message":{"content":"xy"},"finish_reason":"abort"}]}"#);
         assert_eq!(i.unwrap().failed_finish.as_deref(), Some("abort"));
+    }
+
+    #[test]
+    fn an_error_event_says_its_message_whatever_its_shape() {
+        for (data, message) in [
+            (r#"{"error":{"message":"busy","code":503}}"#, "busy"),
+            (
+                r#"{"message":"engine overloaded","code":503}"#,
+                "engine overloaded",
+            ),
+            (r#""plain""#, "plain"),
+            (r#"{"code":503}"#, r#"{"code":503}"#),
+            ("overloaded, try later", "overloaded, try later"),
+            ("  ", "an error event without data"),
+        ] {
+            assert_eq!(error_event_message(data), message, "{data}");
+        }
+        assert_eq!(
+            error_event_message(&"x".repeat(10_000)).len(),
+            MESSAGE_LIMIT
+        );
     }
 
     #[test]

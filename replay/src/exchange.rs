@@ -381,6 +381,11 @@ async fn read_stream(
         let partial = parser.has_partial_event();
         for (i, ev) in events.drain(..).enumerate() {
             let more_after = i + 1 < n || partial;
+            // Whatever its data holds (an `error` key or not): the server says it failed.
+            if ev.event.as_deref() == Some("error") {
+                let message = chunk::error_event_message(&ev.data);
+                return Err(error(ErrorKind::ServerError, message));
+            }
             if ev.data == "[DONE]" {
                 let end = Role {
                     end: true,

@@ -112,6 +112,18 @@ async fn a_generation_the_server_aborted_is_a_server_error_keeping_its_tokens() 
     }
 }
 
+/// An `event: error` whose data had no `error` key was read as a chunk of nothing and skipped:
+/// with `[DONE]` after it, the request completed.
+#[tokio::test]
+async fn an_error_event_is_a_server_error_whatever_its_data() {
+    let server = HostileServer::start(Hostile::ErrorEvent);
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+        assert_eq!(m, "engine overloaded");
+    }
+    assert!(run.records.iter().all(|r| r.chunks == 1));
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.

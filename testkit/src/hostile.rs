@@ -70,6 +70,9 @@ pub enum Hostile {
         /// An SSE stream rather than one JSON body.
         streaming: bool,
     },
+    /// A 200 SSE stream of one token, then an `event: error` whose data has no `error` key
+    /// (`{"message":"engine overloaded","code":503}`), then `[DONE]`.
+    ErrorEvent,
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
@@ -553,6 +556,15 @@ impl Conn {
                     body.len()
                 );
                 let _ = self.send(answer.as_bytes());
+            }
+            Hostile::ErrorEvent => {
+                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              event: error\n\
+                              data: {\"message\":\"engine overloaded\",\"code\":503}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
             }
             Hostile::EndOfSequenceOnly => {
                 let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\

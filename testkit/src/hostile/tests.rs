@@ -62,6 +62,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::AbortedGeneration { streaming: true },
         Hostile::AbortedGeneration { streaming: false },
         Hostile::EndlessNothing { events: 4096 },
+        Hostile::ErrorEvent,
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -121,6 +122,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.contains(r#""content":"x""#), "{text}");
                 assert!(text.contains(r#""finish_reason":"abort""#), "{text}");
                 assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
+            }
+            Hostile::ErrorEvent => {
+                let event =
+                    "event: error\ndata: {\"message\":\"engine overloaded\",\"code\":503}\n\n";
+                assert!(text.contains(event), "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
             }
             Hostile::EndOfSequenceOnly => {
                 assert!(text.contains("\"completion_tokens\":1}"), "{text}");
