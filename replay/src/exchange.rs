@@ -202,7 +202,26 @@ pub async fn exchange(
         let last = rx.bytes();
         m.head = Some(rx.event(last, read, head, false));
         let status = response.status();
+        let coding = content_coding(response.headers());
         let mut body = response.into_body();
+        if let Some(coding) = coding {
+            // canaryd asks for no coding, but a `-H accept-encoding` or a proxy may bring one:
+            // compressed bytes would read as a cut or malformed stream.
+            return Err(match status.is_success() {
+                true => error(
+                    ErrorKind::Protocol,
+                    format!(
+                        "response body in Content-Encoding {coding:?}, which canaryd does not \
+                         decode (an accept-encoding header asks for it)"
+                    ),
+                ),
+                false => RequestError {
+                    kind: ErrorKind::HttpStatus,
+                    http_status: Some(status.as_u16()),
+                    message: format!("error body in Content-Encoding {coding:?}, not read"),
+                },
+            });
+        }
         if !status.is_success() {
             // Its own bound, within the request's: a body that never completes would end at
             // the deadline as a timeout, the status lost.
@@ -467,6 +486,25 @@ async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String 
     }
 }
 
+/// A response's `Content-Encoding` other than `identity`, if it has one (cut short: the
+/// server's words go into the message).
+fn content_coding(headers: &http::HeaderMap) -> Option<String> {
+    let values = headers.get_all(http::header::CONTENT_ENCODING);
+    let identity = values
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .all(|c| c.is_empty() || c.eq_ignore_ascii_case(b"identity"));
+    if identity {
+        return None;
+    }
+    let shown: Vec<_> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
+        .collect();
+    Some(canary_core::prefix_within(shown.join(", ").trim(), 100).to_string())
+}
+
 /// How long to wait for the end of a body after `[DONE]`.
 const DRAIN_LIMIT: Duration = Duration::from_millis(250);
 
@@ -612,4 +650,31 @@ fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {
         source = s.source();
     }
     error(ErrorKind::StreamCut, format!("{doing}: {msg}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_content_coding_but_identity_is_named() {
+        let coding = |values: &[&str]| {
+            let mut h = http::HeaderMap::new();
+            for v in values {
+                h.append(http::header::CONTENT_ENCODING, v.parse().unwrap());
+            }
+            content_coding(&h)
+        };
+        assert_eq!(coding(&[]), None);
+        assert_eq!(coding(&["identity"]), None);
+        assert_eq!(coding(&[" Identity , ", ""]), None);
+        assert_eq!(coding(&["gzip"]).as_deref(), Some("gzip"));
+        assert_eq!(coding(&["identity, br"]).as_deref(), Some("identity, br"));
+        assert_eq!(
+            coding(&["identity", "zstd"]).as_deref(),
+            Some("identity, zstd")
+        );
+        let long = "x".repeat(500);
+        assert_eq!(coding(&[long.as_str()]).map(|c| c.len()), Some(100));
+    }
 }

@@ -124,6 +124,34 @@ async fn an_error_event_is_a_server_error_whatever_its_data() {
     assert!(run.records.iter().all(|r| r.chunks == 1));
 }
 
+/// canaryd asks for no content coding, but a `-H accept-encoding` or a proxy may bring one:
+/// the compressed bytes read as a stream cut before any token, or a malformed body.
+#[tokio::test]
+async fn a_compressed_response_is_a_protocol_error_naming_its_coding() {
+    let server = HostileServer::start(Hostile::Gzipped { status: 200 });
+    for streaming in [true, false] {
+        let run = replay(requests(2, 20, 4), target(&server, streaming), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::Protocol) {
+            assert_eq!(
+                m,
+                "response body in Content-Encoding \"gzip\", which canaryd does not decode \
+                 (an accept-encoding header asks for it)"
+            );
+        }
+    }
+    // An error status keeps its status.
+    let server = HostileServer::start(Hostile::Gzipped { status: 503 });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!((e.kind, e.http_status), (ErrorKind::HttpStatus, Some(503)));
+        assert_eq!(
+            e.message,
+            "error body in Content-Encoding \"gzip\", not read"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.

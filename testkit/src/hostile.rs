@@ -73,6 +73,12 @@ pub enum Hostile {
     /// A 200 SSE stream of one token, then an `event: error` whose data has no `error` key
     /// (`{"message":"engine overloaded","code":503}`), then `[DONE]`.
     ErrorEvent,
+    /// A whole SSE stream (one token, `[DONE]`) compressed with gzip, as a proxy that honours
+    /// an `accept-encoding` would send it: `Content-Encoding: gzip`, the status `status`.
+    Gzipped {
+        /// The status code (200, or an error).
+        status: u16,
+    },
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
@@ -565,6 +571,21 @@ impl Conn {
                 let mut answer = SSE.to_vec();
                 answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
                 let _ = self.send(&answer);
+            }
+            Hostile::Gzipped { status } => {
+                // gzip (mtime 0) of `data: {"choices":[{"delta":{"content":"x"}}]}\n\n` and
+                // `data: [DONE]\n\n`.
+                const GZIP: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x4b\x49\x2c\x49\xb4\
+                    \x52\xa8\x56\x4a\xce\xc8\xcf\x4c\x4e\x2d\x56\xb2\x8a\xae\x56\x4a\x49\xcd\x29\x49\
+                    \x54\xb2\x02\x0a\xe6\xe7\x95\xa4\xe6\x95\x28\x59\x29\x55\x28\xd5\xd6\xc6\xd6\x72\
+                    \x71\xa5\x80\x95\x47\xbb\xf8\xfb\xb9\xc6\x72\x71\x01\x00\x77\x45\x7d\x0a\x3d\x00\
+                    \x00\x00";
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: text/event-stream\r\n\
+                     content-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+                    GZIP.len()
+                );
+                let _ = self.send(&[head.as_bytes(), GZIP].concat());
             }
             Hostile::EndOfSequenceOnly => {
                 let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\

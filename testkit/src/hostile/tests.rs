@@ -63,6 +63,8 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::AbortedGeneration { streaming: false },
         Hostile::EndlessNothing { events: 4096 },
         Hostile::ErrorEvent,
+        Hostile::Gzipped { status: 200 },
+        Hostile::Gzipped { status: 503 },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -128,6 +130,15 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     "event: error\ndata: {\"message\":\"engine overloaded\",\"code\":503}\n\n";
                 assert!(text.contains(event), "{text}");
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
+            }
+            Hostile::Gzipped { status } => {
+                assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+                assert!(text.contains("content-encoding: gzip\r\n"), "{text}");
+                let body = &got[got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
+                assert!(
+                    body.starts_with(b"\x1f\x8b") && body.len() == 77,
+                    "{body:?}"
+                );
             }
             Hostile::EndOfSequenceOnly => {
                 assert!(text.contains("\"completion_tokens\":1}"), "{text}");
