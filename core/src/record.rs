@@ -311,7 +311,8 @@ pub enum ErrorKind {
     Timeout,
     /// A chunk was not valid SSE / JSON.
     MalformedChunk,
-    /// The server sent an error object inside a 200 stream.
+    /// The server sent an error object or an `event: error` inside a 200 stream, or ended a
+    /// generation with a `finish_reason` that says it failed (vLLM's `abort`).
     ServerError,
     /// The run stopped before the request finished.
     Cancelled,
@@ -326,7 +327,8 @@ pub enum ErrorKind {
     ClientResources,
     /// The server broke HTTP's order: a response came before the request was sent (one
     /// written before reading, or bytes left over on a reused connection). It answers
-    /// nothing canaryd asked, so it is not timed.
+    /// nothing canaryd asked, so it is not timed. Also a 2xx body in a `Content-Encoding`
+    /// canaryd does not decode (anything but `identity`).
     Protocol,
     /// The response ended well (`[DONE]`, or a whole body) without generating anything: no
     /// token of content or reasoning, and no `completion_tokens` in its usage. `{}` or a

@@ -2,7 +2,8 @@
 //!
 //! Works for `chat.completion.chunk` (`delta.content`, `delta.reasoning_content` or
 //! `delta.reasoning`), `text_completion` (`text`), final usage chunks, llama.cpp's `timings`,
-//! in-stream error objects, and non-streaming response bodies (`message.content`).
+//! in-stream error objects, a `finish_reason` that says the generation failed, and
+//! non-streaming response bodies (`message.content`).
 //!
 //! Two readers give the same answer: [`scan`], which walks past the fields canaryd ignores
 //! without building anything and answers only when sure, and serde_json ([`parse_serde`]),
@@ -32,6 +33,10 @@ pub struct ChunkInfo {
     pub timings: Option<ServerTimings>,
     /// An error object's message, if the server reported one in the stream.
     pub error: Option<String>,
+    /// A choice's `finish_reason` string that is none of [`FINISH_REASONS`]: the server gave
+    /// up on the generation (vLLM's and SGLang's `abort`, vLLM's `error`). At most
+    /// [`FINISH_REASON_LIMIT`] bytes; the first such choice's.
+    pub failed_finish: Option<String>,
 }
 
 impl ChunkInfo {
@@ -40,6 +45,22 @@ impl ChunkInfo {
         self.content_bytes > 0 || self.reasoning_bytes > 0
     }
 }
+
+/// The `finish_reason`s of a generation that ended as asked: OpenAI's, and TGI's
+/// (`eos_token`, `stop_sequence`). Any other string ends the request as a `server_error`;
+/// `null`, or a value that is not a string, says nothing.
+pub const FINISH_REASONS: [&str; 7] = [
+    "stop",
+    "length",
+    "tool_calls",
+    "function_call",
+    "content_filter",
+    "eos_token",
+    "stop_sequence",
+];
+
+/// The longest [`ChunkInfo::failed_finish`] kept, bytes.
+pub const FINISH_REASON_LIMIT: usize = 100;
 
 /// The longest error message kept from a server (as of an error status's body): a server's
 /// text goes into every record of the run, so it may not be as long as a response.
@@ -61,11 +82,12 @@ struct Raw<'a> {
     error: Option<&'a RawValue>,
 }
 
-/// Bytes of output and of reasoning text over all choices.
+/// Bytes of output and of reasoning text over all choices, and the first failed finish.
 #[derive(Default)]
 struct TextBytes {
     content: usize,
     reasoning: usize,
+    failed_finish: Option<String>,
 }
 
 /// Reads `choices`, adding up each choice's text as it goes, keeping none of them.
@@ -87,6 +109,9 @@ fn text_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<TextBytes, D::Error> {
                     t.content += len(&d.content);
                     t.reasoning += len(&d.reasoning_content) + len(&d.reasoning);
                 }
+                if t.failed_finish.is_none() {
+                    t.failed_finish = choice.finish_reason.and_then(failed_finish);
+                }
             }
             Ok(t)
         }
@@ -102,6 +127,19 @@ struct RawChoice<'a> {
     message: Option<RawDelta<'a>>,
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
+    /// Any JSON: a value that is not a string is no verdict, and no reason to refuse the chunk.
+    #[serde(default, borrow)]
+    finish_reason: Option<&'a RawValue>,
+}
+
+/// A `finish_reason` that is a string and none of [`FINISH_REASONS`], cut to
+/// [`FINISH_REASON_LIMIT`].
+fn failed_finish(raw: &RawValue) -> Option<String> {
+    let reason = serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()?;
+    if FINISH_REASONS.contains(&&*reason) {
+        return None;
+    }
+    Some(canary_core::prefix_within(&reason, FINISH_REASON_LIMIT).to_string())
 }
 
 #[derive(Deserialize)]
@@ -184,6 +222,7 @@ pub fn parse_serde(data: &str) -> Result<ChunkInfo, serde_json::Error> {
     let mut info = ChunkInfo {
         content_bytes: raw.choices.content,
         reasoning_bytes: raw.choices.reasoning,
+        failed_finish: raw.choices.failed_finish,
         ..ChunkInfo::default()
     };
     info.usage = raw.usage.map(|u| Usage {
@@ -236,6 +275,23 @@ pub fn error_in_body(body: &str) -> Option<String> {
     }
     let body: Body<'_> = serde_json::from_str(body).ok()?;
     body.error.map(error_message)
+}
+
+/// The message of an SSE `event: error`, whatever its data's shape: its `error`'s (as in an
+/// error status's body), else its own `message`, else its JSON or plain text; at most
+/// [`MESSAGE_LIMIT`] bytes.
+pub fn error_event_message(data: &str) -> String {
+    if let Some(m) = error_in_body(data) {
+        return m;
+    }
+    let text = data.trim();
+    if text.is_empty() {
+        return "an error event without data".to_string();
+    }
+    match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) => error_message(raw),
+        Err(_) => canary_core::prefix_within(text, MESSAGE_LIMIT).to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -296,6 +352,65 @@ mod tests {
         assert_eq!(m.as_deref(), Some("nope"));
         assert_eq!(error_in_body(r#"["error"]"#), None);
         assert_eq!(error_in_body("Bad Gateway"), None);
+    }
+
+    #[test]
+    fn a_finish_reason_off_the_list_is_a_failed_finish_and_kept_short() {
+        let finish = |r: &str| {
+            let chunk =
+                format!(r#"{{"choices":[{{"delta":{{"content":"x"}},"finish_reason":{r}}}]}}"#);
+            let info = parse(&chunk).unwrap();
+            assert_eq!(info.content_bytes, 1, "{chunk}");
+            info.failed_finish
+        };
+        for ok in FINISH_REASONS {
+            assert_eq!(finish(&format!(r#""{ok}""#)), None, "{ok}");
+        }
+        assert_eq!(finish("null"), None);
+        assert_eq!(
+            finish(r#"{"type":"abort"}"#),
+            None,
+            "not a string: no verdict"
+        );
+        assert_eq!(finish(r#""st\u006fp""#), None, "decoded");
+        assert_eq!(finish(r#""abort""#).as_deref(), Some("abort"));
+        assert_eq!(finish(r#""error""#).as_deref(), Some("error"));
+        assert_eq!(finish(r#""STOP""#).as_deref(), Some("STOP"));
+        let long = finish(&format!(r#""{}""#, "é".repeat(100))).unwrap();
+        assert_eq!(long, "é".repeat(50));
+        // Completions, non-streaming bodies, and the first failed choice of several.
+        let i = parse(
+            r#"{"choices":[{"text":"a","finish_reason":"stop"},{"text":"b","finish_reason":"abort"},
+                {"text":"","finish_reason":"error"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (i.content_bytes, i.failed_finish.as_deref()),
+            (2, Some("abort"))
+        );
+        let i = parse(r#"{"choices":[{"message":{"content":"xy"},"finish_reason":"abort"}]}"#);
+        assert_eq!(i.unwrap().failed_finish.as_deref(), Some("abort"));
+    }
+
+    #[test]
+    fn an_error_event_says_its_message_whatever_its_shape() {
+        for (data, message) in [
+            (r#"{"error":{"message":"busy","code":503}}"#, "busy"),
+            (
+                r#"{"message":"engine overloaded","code":503}"#,
+                "engine overloaded",
+            ),
+            (r#""plain""#, "plain"),
+            (r#"{"code":503}"#, r#"{"code":503}"#),
+            ("overloaded, try later", "overloaded, try later"),
+            ("  ", "an error event without data"),
+        ] {
+            assert_eq!(error_event_message(data), message, "{data}");
+        }
+        assert_eq!(
+            error_event_message(&"x".repeat(10_000)).len(),
+            MESSAGE_LIMIT
+        );
     }
 
     #[test]

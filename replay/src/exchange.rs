@@ -23,6 +23,17 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
 
+/// How long an error status's body is read for its message after the head: servers send it
+/// with the head, a few hundred bytes.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
+
+/// How soon after its send a request's connection may fail without a byte of response and
+/// still count as closed idle by the server, its close racing the request
+/// ([`Measurement::unanswered`]): such a close shows within a round trip. Generous for long
+/// paths and a loaded client; a server that held the request longer had read it, and its
+/// drop is a failure.
+const IDLE_CLOSE_RACE: Duration = Duration::from_millis(500);
+
 /// What the client saw of one exchange. Each response time is a [`Stamp`]: the kernel's
 /// receive time where the socket gave one, and canaryd's read.
 #[derive(Debug, Default)]
@@ -54,8 +65,9 @@ pub struct Measurement {
     pub error: Option<RequestError>,
     /// The response was read to its very end, so the connection can carry another request.
     pub reusable: bool,
-    /// The connection failed before any response head: on a reused connection this is a
-    /// server that closed it while idle, and the request never reached the server.
+    /// The connection failed before a byte of response, the request unsent or within
+    /// [`IDLE_CLOSE_RACE`] of its send: on a reused connection this is a server that closed
+    /// it while idle, and the request never reached the server.
     pub unanswered: bool,
     /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed.
     pub cancelled: bool,
@@ -143,8 +155,12 @@ pub async fn exchange(
     let run = async {
         let response = conn.sender.send_request(request).await.map_err(|e| {
             let answered = conn.io.bytes_read() > read_before;
-            // Nothing of a response came: on a reused connection, the server closed it idle.
-            m.unanswered = !answered;
+            // Nothing of a response came, and the request never went out or the failure came
+            // right after it: on a reused connection, the server closed it idle, its close
+            // racing the request. Later, the server read the request and dropped it.
+            let unsent = e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
+            let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
+            m.unanswered = !answered && (unsent || soon);
             if e.is_canceled() {
                 // hyper cancels a request only before writing any of it: the connection was
                 // closed before it could carry the request, so nothing reached the server.
@@ -186,24 +202,34 @@ pub async fn exchange(
         let last = rx.bytes();
         m.head = Some(rx.event(last, read, head, false));
         let status = response.status();
+        let coding = content_coding(response.headers());
         let mut body = response.into_body();
+        if let Some(coding) = coding {
+            // canaryd asks for no coding, but a `-H accept-encoding` or a proxy may bring one:
+            // compressed bytes would read as a cut or malformed stream.
+            return Err(match status.is_success() {
+                true => error(
+                    ErrorKind::Protocol,
+                    format!(
+                        "response body in Content-Encoding {coding:?}, which canaryd does not \
+                         decode (an accept-encoding header asks for it)"
+                    ),
+                ),
+                false => RequestError {
+                    kind: ErrorKind::HttpStatus,
+                    http_status: Some(status.as_u16()),
+                    message: format!("error body in Content-Encoding {coding:?}, not read"),
+                },
+            });
+        }
         if !status.is_success() {
-            let mut text = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let Ok(frame) = frame else { break };
-                if let Some(d) = frame.data_ref() {
-                    text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
-                }
-                if text.len() >= ERROR_BODY_LIMIT {
-                    break;
-                }
-            }
-            let text = String::from_utf8_lossy(&text);
-            let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+            // Its own bound, within the request's: a body that never completes would end at
+            // the deadline as a timeout, the status lost.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             return Err(RequestError {
                 kind: ErrorKind::HttpStatus,
                 http_status: Some(status.as_u16()),
-                message,
+                message: error_body(&mut body, ERROR_BODY_WAIT.min(left)).await,
             });
         }
         if streaming {
@@ -374,6 +400,11 @@ async fn read_stream(
         let partial = parser.has_partial_event();
         for (i, ev) in events.drain(..).enumerate() {
             let more_after = i + 1 < n || partial;
+            // Whatever its data holds (an `error` key or not): the server says it failed.
+            if ev.event.as_deref() == Some("error") {
+                let message = chunk::error_event_message(&ev.data);
+                return Err(error(ErrorKind::ServerError, message));
+            }
             if ev.data == "[DONE]" {
                 let end = Role {
                     end: true,
@@ -399,8 +430,79 @@ async fn read_stream(
             };
             let at = rx.event(read, ev.at, role, more_after);
             absorb(m, &info, at, &mut last_token, limits)?;
+            failed_finish(&info)?;
+        }
+        // After this read's events, so what they carried is kept.
+        let most = ResponseLimits::max_bare_lines(limits.max_chunks);
+        if parser.bare_lines() > most {
+            return Err(error(
+                ErrorKind::ResponseTooLong,
+                format!(
+                    "over {most} SSE events, comments and fields{} (max_output_ratio)",
+                    for_max_tokens(limits)
+                ),
+            ));
         }
     }
+}
+
+/// What the chunk caps were derived from, for their messages.
+fn for_max_tokens(limits: &ReadLimits) -> String {
+    match limits.max_tokens {
+        Some(n) => format!(" for max_tokens {n}"),
+        None => " with no max_tokens sent".to_string(),
+    }
+}
+
+/// The message of an error status's `body`: its error's, else its text; from the first
+/// [`ERROR_BODY_LIMIT`] bytes, read for `wait` at most, and said to be cut when it did not end.
+async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String {
+    let mut text = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return Some("the connection closed".to_string());
+            };
+            if let Some(d) = frame.data_ref() {
+                text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
+            }
+            if text.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+        None
+    };
+    let cut = tokio::time::timeout(wait, read).await.unwrap_or_else(|_| {
+        Some(format!(
+            "not complete {} ms after the head",
+            wait.as_millis()
+        ))
+    });
+    let text = String::from_utf8_lossy(&text);
+    let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+    match cut {
+        Some(why) => format!("{message} (error body cut short: {why})"),
+        None => message,
+    }
+}
+
+/// A response's `Content-Encoding` other than `identity`, if it has one (cut short: the
+/// server's words go into the message).
+fn content_coding(headers: &http::HeaderMap) -> Option<String> {
+    let values = headers.get_all(http::header::CONTENT_ENCODING);
+    let identity = values
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .all(|c| c.is_empty() || c.eq_ignore_ascii_case(b"identity"));
+    if identity {
+        return None;
+    }
+    let shown: Vec<_> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
+        .collect();
+    Some(canary_core::prefix_within(shown.join(", ").trim(), 100).to_string())
 }
 
 /// How long to wait for the end of a body after `[DONE]`.
@@ -477,9 +579,22 @@ async fn read_whole(
     };
     let at = rx.event(read, at, role, false);
     absorb(m, &info, at, &mut None, limits)?;
+    failed_finish(&info)?;
     m.end = at;
     m.reusable = true;
     Ok(())
+}
+
+/// A chunk whose `finish_reason` says the server gave up on the generation (vLLM's `abort`):
+/// the request failed, with what it streamed until then absorbed.
+fn failed_finish(info: &ChunkInfo) -> Result<(), RequestError> {
+    match &info.failed_finish {
+        Some(reason) => Err(error(
+            ErrorKind::ServerError,
+            format!("the generation ended with finish_reason {reason:?}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn absorb(
@@ -496,10 +611,7 @@ fn absorb(
                 format!(
                     "over {} token chunks{} (max_output_ratio)",
                     limits.max_chunks,
-                    match limits.max_tokens {
-                        Some(n) => format!(" for max_tokens {n}"),
-                        None => " with no max_tokens sent".to_string(),
-                    }
+                    for_max_tokens(limits)
                 ),
             ));
         }
@@ -538,4 +650,31 @@ fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {
         source = s.source();
     }
     error(ErrorKind::StreamCut, format!("{doing}: {msg}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_content_coding_but_identity_is_named() {
+        let coding = |values: &[&str]| {
+            let mut h = http::HeaderMap::new();
+            for v in values {
+                h.append(http::header::CONTENT_ENCODING, v.parse().unwrap());
+            }
+            content_coding(&h)
+        };
+        assert_eq!(coding(&[]), None);
+        assert_eq!(coding(&["identity"]), None);
+        assert_eq!(coding(&[" Identity , ", ""]), None);
+        assert_eq!(coding(&["gzip"]).as_deref(), Some("gzip"));
+        assert_eq!(coding(&["identity, br"]).as_deref(), Some("identity, br"));
+        assert_eq!(
+            coding(&["identity", "zstd"]).as_deref(),
+            Some("identity, zstd")
+        );
+        let long = "x".repeat(500);
+        assert_eq!(coding(&[long.as_str()]).map(|c| c.len()), Some(100));
+    }
 }

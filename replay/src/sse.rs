@@ -3,7 +3,8 @@
 //! The body arrives as byte chunks, each stamped with the monotonic time of the read that
 //! returned it. An event is complete when its terminating blank line arrives, so it carries the
 //! time of *that* read: the moment canaryd's code could first have acted on it. Handles `\n`,
-//! `\r\n` and `\r` line endings, comments, multi-line `data:` and events split across reads.
+//! `\r\n` and `\r` line endings, comments, multi-line `data:`, events split across reads and a
+//! byte order mark opening the stream.
 //!
 //! Memory is bounded: an event (its unfinished line included) longer than the parser's limit
 //! is an error, so a `data:` line that never ends costs one request, not the process.
@@ -42,7 +43,16 @@ pub struct SseParser {
     pending_cr: bool,
     // Bytes of `buf` already scanned for a line end.
     scanned: usize,
+    // Bytes of a byte order mark read at the stream's start, held back until it is whole or
+    // turns out not to be one; `None` past the start.
+    bom: Option<usize>,
+    // Lines that added nothing to an event's data ([`SseParser::bare_lines`]).
+    bare_lines: u64,
 }
+
+/// UTF-8's byte order mark, which the SSE spec strips from a stream's start: left on, it would
+/// make the first field `\u{feff}data`, and the first event would be lost.
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 impl Default for SseParser {
     fn default() -> SseParser {
@@ -66,6 +76,8 @@ impl SseParser {
             data: None,
             pending_cr: false,
             scanned: 0,
+            bom: Some(0),
+            bare_lines: 0,
         }
     }
 
@@ -78,6 +90,21 @@ impl SseParser {
         out: &mut Vec<SseEvent>,
     ) -> Result<(), EventTooLarge> {
         let mut bytes = bytes;
+        if let Some(matched) = self.bom {
+            let want = &BOM[matched..];
+            let n = want.len().min(bytes.len());
+            if bytes[..n] != want[..n] {
+                // Not a mark: what was held back is the stream's.
+                self.bom = None;
+                self.buf.extend_from_slice(&BOM[..matched]);
+            } else if n < want.len() {
+                self.bom = Some(matched + n);
+                return Ok(());
+            } else {
+                self.bom = None;
+                bytes = &bytes[n..];
+            }
+        }
         if self.pending_cr {
             self.pending_cr = false;
             if bytes.first() == Some(&b'\n') {
@@ -122,6 +149,14 @@ impl SseParser {
         }
     }
 
+    /// Lines read that added nothing to an event's data: blank lines (each event's end among
+    /// them), comments (`: ping`), `event:`, `id:` and other fields. A `data:` line grows its
+    /// event towards the size cap; these hold nothing, so only their count bounds a stream of
+    /// them.
+    pub fn bare_lines(&self) -> u64 {
+        self.bare_lines
+    }
+
     /// Bytes buffered that do not yet form a complete line.
     pub fn buffered(&self) -> usize {
         self.buf.len()
@@ -134,6 +169,7 @@ impl SseParser {
 
     fn line(&mut self, line: &[u8], at: MonoTime, out: &mut Vec<SseEvent>) {
         if line.is_empty() {
+            self.bare_lines = self.bare_lines.saturating_add(1);
             if let Some(data) = self.data.take() {
                 out.push(SseEvent {
                     event: self.event.take(),
@@ -144,9 +180,6 @@ impl SseParser {
             self.event = None;
             return;
         }
-        if line[0] == b':' {
-            return; // comment / keep-alive
-        }
         let (field, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
                 let v = &line[i + 1..];
@@ -154,6 +187,12 @@ impl SseParser {
             }
             None => (line, &b""[..]),
         };
+        if field != b"data" {
+            self.bare_lines = self.bare_lines.saturating_add(1);
+            if field.is_empty() {
+                return; // comment / keep-alive
+            }
+        }
         // Valid UTF-8 (every real chunk) is checked a word at a time; only a line with a bad
         // byte pays for the lossy walk.
         let value = match std::str::from_utf8(value) {
@@ -255,6 +294,43 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn a_byte_order_mark_opening_the_stream_is_dropped_however_it_is_split() {
+        let input = b"\xef\xbb\xbfdata: a\n\n\xef\xbb\xbfdata: b\n\n";
+        for piece in [1, 2, 3, 4, 100] {
+            let ev = parse_in_pieces(input, piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            // Only at the start: a later one is the next line's, a field the spec ignores.
+            assert_eq!(data, ["a"], "piece {piece}");
+        }
+        // A start that is not a mark is kept whole.
+        for piece in [1, 2, 100] {
+            let ev = parse_in_pieces(b"\xef\xbbdata: a\n\ndata: b\n\n", piece);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["b"], "piece {piece}");
+            let ev = parse_in_pieces(b"\xefx: 1\ndata: a\n\n", piece);
+            assert_eq!(ev.len(), 1, "piece {piece}");
+        }
+        // An empty read changes nothing.
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for bytes in [&b"\xef"[..], b"", b"\xbb\xbf", b"", b"data: a\n\n"] {
+            p.push(bytes, MonoTime(0), &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn lines_without_data_are_counted() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let input = b"data: a\n\n: ping\n\nevent: x\nid: 1\ndata\ndata:b\ndatum: c\n\n\n";
+        p.push(input, MonoTime(0), &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        // The blank lines (4), the comment, `event`, `id`, `datum`.
+        assert_eq!(p.bare_lines(), 8);
     }
 
     #[test]

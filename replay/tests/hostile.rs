@@ -95,6 +95,63 @@ async fn a_response_that_generates_nothing_is_an_error_but_a_stop_at_once_is_not
     assert_eq!(run.outcome.summary.total_output_tokens, 2);
 }
 
+/// vLLM ends a request it gave up on with `finish_reason: "abort"` (or `"error"`) and
+/// `[DONE]`: that counted as a completion with a short output.
+#[tokio::test]
+async fn a_generation_the_server_aborted_is_a_server_error_keeping_its_tokens() {
+    for streaming in [true, false] {
+        let server = HostileServer::start(Hostile::AbortedGeneration { streaming });
+        let run = replay(requests(2, 20, 4), target(&server, streaming), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+            assert_eq!(m, r#"the generation ended with finish_reason "abort""#);
+        }
+        for r in &run.records {
+            assert_eq!(r.chunks, 1, "the token before it is kept: {r:?}");
+        }
+        assert_eq!(run.outcome.summary.completed, 0, "streaming {streaming}");
+    }
+}
+
+/// An `event: error` whose data had no `error` key was read as a chunk of nothing and skipped:
+/// with `[DONE]` after it, the request completed.
+#[tokio::test]
+async fn an_error_event_is_a_server_error_whatever_its_data() {
+    let server = HostileServer::start(Hostile::ErrorEvent);
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+        assert_eq!(m, "engine overloaded");
+    }
+    assert!(run.records.iter().all(|r| r.chunks == 1));
+}
+
+/// canaryd asks for no content coding, but a `-H accept-encoding` or a proxy may bring one:
+/// the compressed bytes read as a stream cut before any token, or a malformed body.
+#[tokio::test]
+async fn a_compressed_response_is_a_protocol_error_naming_its_coding() {
+    let server = HostileServer::start(Hostile::Gzipped { status: 200 });
+    for streaming in [true, false] {
+        let run = replay(requests(2, 20, 4), target(&server, streaming), |_| {}).await;
+        for m in errors_of(&run.records, 2, ErrorKind::Protocol) {
+            assert_eq!(
+                m,
+                "response body in Content-Encoding \"gzip\", which canaryd does not decode \
+                 (an accept-encoding header asks for it)"
+            );
+        }
+    }
+    // An error status keeps its status.
+    let server = HostileServer::start(Hostile::Gzipped { status: 503 });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!((e.kind, e.http_status), (ErrorKind::HttpStatus, Some(503)));
+        assert_eq!(
+            e.message,
+            "error body in Content-Encoding \"gzip\", not read"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_huge_body_is_response_too_large_streaming_or_not() {
     // A declared 4 GB body is refused before a byte of it is read.
@@ -144,6 +201,28 @@ async fn an_error_body_keeps_only_its_first_4_kib() {
     assert!(server.bytes_sent() < 1 << 28, "{}", server.bytes_sent());
 }
 
+/// An error status whose body never completes ended at the request timeout as `timeout`, its
+/// status lost; the body has its own second.
+#[tokio::test]
+async fn an_error_body_that_never_completes_keeps_its_status() {
+    let server = HostileServer::start(Hostile::StalledErrorBody);
+    let mut t = target(&server, true);
+    t.timeout = Duration::from_secs(10);
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for r in &run.records {
+        let e = r.error.as_ref().expect("an error");
+        assert_eq!(
+            (e.kind, e.http_status),
+            (ErrorKind::HttpStatus, Some(503)),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.message,
+            r#"{"error":{"message":"busy" (error body cut short: not complete 1000 ms after the head)"#
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_stream_far_past_max_tokens_is_response_too_long() {
     let server = HostileServer::start(Hostile::EndlessStream {
@@ -161,6 +240,22 @@ async fn a_stream_far_past_max_tokens_is_response_too_long() {
     for r in &run.records {
         assert_eq!(r.chunks, 144);
     }
+}
+
+/// Events that carry no token were not counted: a stream of role-only chunks, empty contents,
+/// `choices: []` and `: ping` comments was read to the request timeout.
+#[tokio::test]
+async fn a_stream_of_events_without_tokens_is_response_too_long() {
+    let server = HostileServer::start(Hostile::EndlessNothing { events: 400_000 });
+    // max_tokens 10: 144 token chunks, so 2 x 144 + 4096 lines without data.
+    let run = replay(requests(2, 20, 10), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLong) {
+        assert_eq!(
+            m,
+            "over 4384 SSE events, comments and fields for max_tokens 10 (max_output_ratio)"
+        );
+    }
+    assert!(run.records.iter().all(|r| r.chunks == 0));
 }
 
 #[tokio::test]
@@ -385,5 +480,47 @@ async fn done_near_the_deadline_is_a_finished_request_whatever_follows() {
     for r in &run.records {
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
         assert!(r.e2e_ms.unwrap() < 300.0, "{:?}", r.e2e_ms);
+    }
+}
+
+/// A pooled connection that fails without a byte right after the send was closed idle (the
+/// request is sent again, `release.rs`); one whose server held the request 1.5 s first had
+/// read it. That drop was taken for the idle close: sent again, it succeeded with the 1.5 s
+/// as schedule lag, and one request could take twice its timeout. Both ways of sending: after
+/// a concurrency slot, and held for the release thread.
+#[tokio::test]
+async fn a_request_held_then_dropped_on_a_pooled_connection_is_stream_cut_not_resent() {
+    for held in [false, true] {
+        let server = HostileServer::start(Hostile::DropsSecondRequest {
+            after: Duration::from_millis(1500),
+        });
+        let mut reqs = requests(2, 20, 4);
+        // The second takes the first's pooled connection: one at a time, or due long after.
+        if held {
+            reqs[1].timestamp_us = 1_000_000;
+        }
+        let run = replay(reqs, target(&server, true), |c| {
+            c.concurrency = (!held).then_some(1);
+        })
+        .await;
+        // Whichever went first opened the connection.
+        let (fresh, pooled): (Vec<_>, Vec<_>) =
+            run.records.iter().partition(|r| r.connect_ms.is_some());
+        assert_eq!(
+            (fresh.len(), pooled.len()),
+            (1, 1),
+            "held {held}: the second sent once, pooled: {:?}",
+            run.records
+        );
+        assert_eq!(fresh[0].status, Status::Ok, "{:?}", fresh[0].error);
+        let e = pooled[0].error.as_ref().expect("an error");
+        assert_eq!(e.kind, ErrorKind::StreamCut, "{e:?}");
+        assert!(
+            e.message.starts_with(
+                "waiting for the response: connection closed before message completed"
+            ),
+            "{e:?}"
+        );
+        assert_eq!(server.requests(), 2, "held {held}: not sent again");
     }
 }

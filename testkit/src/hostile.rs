@@ -33,6 +33,13 @@ pub enum Hostile {
         /// Pause between chunks.
         every: Duration,
     },
+    /// A 200 SSE stream of events that carry no token, as fast as the socket takes them: a
+    /// role-only chunk, an empty content, `choices: []` and a `: ping` comment, over and over,
+    /// `events` of them in all; then it hangs up without `[DONE]`.
+    EndlessNothing {
+        /// Events (the comments among them) sent at most.
+        events: u64,
+    },
     /// A 200 response declaring `Content-Length: declared` (say 4 GB) that sends at most
     /// `bytes` of a JSON body that never closes, streaming or not.
     HugeBody {
@@ -57,11 +64,29 @@ pub enum Hostile {
     /// with `finish_reason: stop`, a usage counting 1 completion token (the end of sequence),
     /// `[DONE]`.
     EndOfSequenceOnly,
+    /// A 200 answer of one token whose choice then finishes with `finish_reason: "abort"` (as
+    /// vLLM ends a request it gave up on), a usage and `[DONE]`: a stream, or one JSON body.
+    AbortedGeneration {
+        /// An SSE stream rather than one JSON body.
+        streaming: bool,
+    },
+    /// A 200 SSE stream of one token, then an `event: error` whose data has no `error` key
+    /// (`{"message":"engine overloaded","code":503}`), then `[DONE]`.
+    ErrorEvent,
+    /// A whole SSE stream (one token, `[DONE]`) compressed with gzip, as a proxy that honours
+    /// an `accept-encoding` would send it: `Content-Encoding: gzip`, the status `status`.
+    Gzipped {
+        /// The status code (200, or an error).
+        status: u16,
+    },
     /// An error status whose body is `bytes` long (the client keeps only the start).
     HugeErrorBody {
         /// Bytes of the body.
         bytes: u64,
     },
+    /// A 503 declaring a 1,000-byte JSON body that sends its first 26 bytes
+    /// (`{"error":{"message":"busy"`) and holds the connection.
+    StalledErrorBody,
     /// A status line, then one header whose value never ends: up to `bytes`.
     HugeHeaders {
         /// Bytes of the header sent at most.
@@ -94,6 +119,14 @@ pub enum Hostile {
     /// ends (no terminating chunk): the request is finished, the connection is not.
     DoneWithoutEnd {
         /// Wait before answering.
+        after: Duration,
+    },
+    /// Answers a connection's first request with a whole 200 SSE response (one token,
+    /// `[DONE]`), keeping the connection alive; reads the second request on it, holds it
+    /// `after`, then closes without a byte: a server that read a request and dropped it, not
+    /// one that closed an idle connection.
+    DropsSecondRequest {
+        /// How long the second request is held before the close.
         after: Duration,
     },
     /// Writes a whole 200 SSE response (one token, `[DONE]`) `after` the connection opens,
@@ -314,14 +347,18 @@ impl Conn {
         let _ = self.tcp.set_nodelay(true);
         const SSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                              cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
+        // One token and `[DONE]`, the body ended: a whole response.
+        let whole = || {
+            let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
+            let mut answer = SSE.to_vec();
+            answer.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
+            answer
+        };
         if let Hostile::AnswersFirst { after } = mode {
             if !self.pause(after) {
                 return;
             }
-            let token = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
-            let mut canned = SSE.to_vec();
-            canned.extend(format!("{:x}\r\n{token}\r\n0\r\n\r\n", token.len()).bytes());
-            self.send(&canned);
+            self.send(&whole());
         }
         let Some(request) = self.read_request() else {
             return;
@@ -382,6 +419,24 @@ impl Conn {
                 // Hang up without `[DONE]`: the stream is cut.
                 return;
             }
+            Hostile::EndlessNothing { events } => {
+                if !self.send(SSE) {
+                    return;
+                }
+                let cycle = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                             data: {\"choices\":[{\"delta\":{\"content\":\"\"}}]}\n\n\
+                             data: {\"choices\":[]}\n\n\
+                             : ping\n\n";
+                let framed = format!("{:x}\r\n{cycle}\r\n", cycle.len()).repeat(256);
+                let mut sent = 0;
+                while sent < events {
+                    if !self.send(framed.as_bytes()) {
+                        return;
+                    }
+                    sent += 4 * 256;
+                }
+                return;
+            }
             Hostile::HugeBody { declared, bytes } => {
                 let head = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n"
@@ -397,6 +452,14 @@ impl Conn {
                 );
                 if self.send(head.as_bytes()) {
                     self.flood(b'e', bytes);
+                }
+            }
+            Hostile::StalledErrorBody => {
+                let answer =
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+                              content-length: 1000\r\n\r\n{\"error\":{\"message\":\"busy\"";
+                if !self.send(answer.as_bytes()) {
+                    return;
                 }
             }
             Hostile::HugeHeaders { bytes } => {
@@ -443,6 +506,15 @@ impl Conn {
                 }
             }
             Hostile::CloseAfterRequest => return,
+            Hostile::DropsSecondRequest { after } => {
+                if !self.send(&whole()) || self.read_request().is_none() {
+                    return;
+                }
+                // Held, then closed: the client's read sees the end, not a reset (its
+                // request was read whole).
+                self.pause(after);
+                return;
+            }
             Hostile::AnswersFirst { .. } => {}
             Hostile::WrongType { bytes } => {
                 let start = b"data: {\"choices\":\"";
@@ -470,6 +542,50 @@ impl Conn {
                     body.len()
                 );
                 let _ = self.send(answer.as_bytes());
+            }
+            Hostile::AbortedGeneration { streaming: true } => {
+                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n\
+                              data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
+            }
+            Hostile::AbortedGeneration { streaming: false } => {
+                let body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x\"},\
+                            \"finish_reason\":\"abort\"}],\
+                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = self.send(answer.as_bytes());
+            }
+            Hostile::ErrorEvent => {
+                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              event: error\n\
+                              data: {\"message\":\"engine overloaded\",\"code\":503}\n\n\
+                              data: [DONE]\n\n";
+                let mut answer = SSE.to_vec();
+                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                let _ = self.send(&answer);
+            }
+            Hostile::Gzipped { status } => {
+                // gzip (mtime 0) of `data: {"choices":[{"delta":{"content":"x"}}]}\n\n` and
+                // `data: [DONE]\n\n`.
+                const GZIP: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x4b\x49\x2c\x49\xb4\
+                    \x52\xa8\x56\x4a\xce\xc8\xcf\x4c\x4e\x2d\x56\xb2\x8a\xae\x56\x4a\x49\xcd\x29\x49\
+                    \x54\xb2\x02\x0a\xe6\xe7\x95\xa4\xe6\x95\x28\x59\x29\x55\x28\xd5\xd6\xc6\xd6\x72\
+                    \x71\xa5\x80\x95\x47\xbb\xf8\xfb\xb9\xc6\x72\x71\x01\x00\x77\x45\x7d\x0a\x3d\x00\
+                    \x00\x00";
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: text/event-stream\r\n\
+                     content-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+                    GZIP.len()
+                );
+                let _ = self.send(&[head.as_bytes(), GZIP].concat());
             }
             Hostile::EndOfSequenceOnly => {
                 let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\

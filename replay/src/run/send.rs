@@ -200,9 +200,10 @@ fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> 
 ///
 /// A pooled connection may have been closed by the server just as it was taken (llama.cpp
 /// closes after each stream, its FIN racing the next request): then the request never
-/// reached the server, and it is sent once more on a new connection. The record's send
-/// time is the second attempt's, so the lost time shows as schedule lag; later requests
-/// stop reusing connections to this server.
+/// reached the server ([`Measurement::unanswered`]: no byte back, and the failure right after
+/// the send), and it is sent once more on a new connection, within the same deadline. The
+/// record's send time is the second attempt's, so the lost time shows as schedule lag; later
+/// requests stop reusing connections to this server.
 pub(super) async fn send(
     ctx: &Ctx,
     connector: &Connector,

@@ -115,8 +115,9 @@ impl RxTimer {
     /// An event seen at `read`, whose bytes came in `last` (from [`RxTimer::bytes`]);
     /// `more_after`: bytes after it came in the same piece, so its stamp can only be a bound.
     pub fn event(&mut self, last: LastRead, read: MonoTime, role: Role, more_after: bool) -> Stamp {
-        self.events += 1;
-        self.token_events += u32::from(role.token);
+        // Saturating: a record's count, not worth a panic on a stream past 4 G events.
+        self.events = self.events.saturating_add(1);
+        self.token_events = self.token_events.saturating_add(u32::from(role.token));
         let kernel = self.kernel_time(last, read);
         let source = match kernel {
             None => RxSource::Userspace,
@@ -124,7 +125,7 @@ impl RxTimer {
             Some(_) => RxSource::Kernel,
         };
         if let Some(k) = kernel {
-            self.stamped += 1;
+            self.stamped = self.stamped.saturating_add(1);
             let delay = read.since(k).as_secs_f64() * 1e3;
             if self.delays_ms.len() < KEPT_DELAYS {
                 self.delays_ms.push(delay);
@@ -161,7 +162,7 @@ impl RxTimer {
     /// Sets the labels `role` carries to `source`, counting a token that is only bounded.
     fn relabel(&mut self, role: Role, source: RxSource) {
         if role.token && source != RxSource::Kernel {
-            self.token_bound += 1;
+            self.token_bound = self.token_bound.saturating_add(1);
         }
         for (is, label) in [
             (role.head, &mut self.head),

@@ -1,11 +1,13 @@
 use super::*;
 
+const REQUEST: &[u8] =
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}";
+
 /// Sends one request and reads until the server closes; the bytes it sent.
 fn exchange(server: &HostileServer) -> Vec<u8> {
     let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    tcp.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
-        .unwrap();
+    tcp.write_all(REQUEST).unwrap();
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     loop {
@@ -53,6 +55,16 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::NothingGenerated { streaming: true },
         Hostile::NothingGenerated { streaming: false },
         Hostile::EndOfSequenceOnly,
+        Hostile::DropsSecondRequest {
+            after: Duration::from_millis(10),
+        },
+        Hostile::StalledErrorBody,
+        Hostile::AbortedGeneration { streaming: true },
+        Hostile::AbortedGeneration { streaming: false },
+        Hostile::EndlessNothing { events: 4096 },
+        Hostile::ErrorEvent,
+        Hostile::Gzipped { status: 200 },
+        Hostile::Gzipped { status: 503 },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -70,6 +82,12 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     got.len()
                 );
                 assert!(text.starts_with("HTTP/1.1 "), "{mode:?}");
+            }
+            Hostile::EndlessNothing { events } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let sent = text.matches("data: ").count() + text.matches(": ping").count();
+                assert_eq!(sent as u64, events);
+                assert!(!text.contains("[DONE]") && !text.contains(r#""content":"x"#));
             }
             Hostile::EndlessStream { chunks, .. } => {
                 assert_eq!(text.matches("data: ").count() as u64, chunks);
@@ -101,9 +119,43 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
                 assert!(!text.contains("\"content\":\"x"), "{text}");
             }
+            Hostile::AbortedGeneration { streaming } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.contains(r#""content":"x""#), "{text}");
+                assert!(text.contains(r#""finish_reason":"abort""#), "{text}");
+                assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
+            }
+            Hostile::ErrorEvent => {
+                let event =
+                    "event: error\ndata: {\"message\":\"engine overloaded\",\"code\":503}\n\n";
+                assert!(text.contains(event), "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
+            }
+            Hostile::Gzipped { status } => {
+                assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+                assert!(text.contains("content-encoding: gzip\r\n"), "{text}");
+                let body = &got[got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
+                assert!(
+                    body.starts_with(b"\x1f\x8b") && body.len() == 77,
+                    "{body:?}"
+                );
+            }
             Hostile::EndOfSequenceOnly => {
                 assert!(text.contains("\"completion_tokens\":1}"), "{text}");
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
+            }
+            // The first request's whole answer; no second came.
+            Hostile::DropsSecondRequest { .. } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
+            }
+            Hostile::StalledErrorBody => {
+                assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+                assert!(text.contains("content-length: 1000\r\n"), "{text}");
+                assert!(
+                    text.ends_with("\r\n\r\n{\"error\":{\"message\":\"busy\""),
+                    "{text}"
+                );
             }
             Hostile::Garbage { bytes } => assert_eq!(got.len() as u64, bytes),
             Hostile::SlowHeaders { .. } => assert!(text.starts_with("HTTP/1.1 200 OK\r\nx-")),
@@ -121,4 +173,26 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
             }
         }
     }
+}
+
+#[test]
+fn a_second_request_is_read_held_and_closed_on_without_a_byte() {
+    let after = Duration::from_millis(200);
+    let server = HostileServer::start(Hostile::DropsSecondRequest { after });
+    let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    tcp.write_all(REQUEST).unwrap();
+    let mut first = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !first.ends_with(b"0\r\n\r\n") {
+        match tcp.read(&mut buf) {
+            Ok(n @ 1..) => first.extend_from_slice(&buf[..n]),
+            other => panic!("the first answer ended early: {other:?}"),
+        }
+    }
+    tcp.write_all(REQUEST).unwrap();
+    let sent = Instant::now();
+    assert_eq!(tcp.read(&mut buf).unwrap(), 0, "closed without a byte");
+    assert!(sent.elapsed() >= after, "held first");
+    assert_eq!(server.requests(), 2);
 }

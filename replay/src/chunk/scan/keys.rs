@@ -3,6 +3,7 @@
 //! (serde_json refuses a duplicate); a key written with escapes gives up.
 
 use super::{ChunkInfo, Scanner};
+use crate::chunk::FINISH_REASONS;
 use canary_core::{ServerTimings, Usage};
 
 /// Marks `bit` seen; a second sighting gives up (serde_json: duplicate field).
@@ -52,6 +53,10 @@ impl Scanner<'_> {
                 b"delta" => (1, false),
                 b"message" => (2, false),
                 b"text" => (4, true),
+                b"finish_reason" => {
+                    once(&mut seen, 8)?;
+                    return s.finish_reason();
+                }
                 _ => return s.skip(),
             };
             once(&mut seen, bit)?;
@@ -61,6 +66,19 @@ impl Scanner<'_> {
             }
             s.nullable_object(|s| s.delta(info)).map(drop)
         })
+    }
+
+    /// `null` or one of [`FINISH_REASONS`] written plainly; anything else (a failed finish,
+    /// which the record quotes, an escape, a value that is not a string) is serde_json's.
+    fn finish_reason(&mut self) -> Option<()> {
+        if self.null() {
+            return Some(());
+        }
+        self.eat(b'"')?;
+        let start = self.i;
+        let len = self.string_rest()?;
+        let raw = &self.b[start..self.i - 1];
+        (len == raw.len() && FINISH_REASONS.iter().any(|r| r.as_bytes() == raw)).then_some(())
     }
 
     fn delta(&mut self, info: &mut ChunkInfo) -> Option<()> {

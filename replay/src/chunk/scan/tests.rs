@@ -41,6 +41,16 @@ fn ignored_fields_of_any_shape_are_walked_past() {
 }
 
 #[test]
+fn a_finish_reason_on_the_list_or_null_is_scanned() {
+    for r in crate::chunk::FINISH_REASONS {
+        let d = format!(r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{r}"}}]}}"#);
+        assert_eq!(scanned(&d).expect(&d).failed_finish, None);
+    }
+    let d = r#"{"choices":[{"finish_reason":null,"text":"ab"}]}"#;
+    assert_eq!(content(d), 2);
+}
+
+#[test]
 fn usage_and_timings() {
     let d = r#"{"choices":[],"usage":{"prompt_tokens":37,"completion_tokens":4294967295,
         "prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":null},
@@ -70,6 +80,13 @@ fn what_it_is_unsure_of_goes_to_serde_json() {
         (r#"{"choices":[{"delta":{"cont\u0065nt":"abc"}}]}"#, true), // escaped key
         (r#"{"error":{"message":"boom"}}"#, true),
         (r#"{"error":"boom"}"#, true),
+        (r#"{"choices":[{"finish_reason":"abort"}]}"#, true), // a failed finish
+        (r#"{"choices":[{"finish_reason":"st\u006fp"}]}"#, true),
+        (r#"{"choices":[{"finish_reason":5}]}"#, true),
+        (
+            r#"{"choices":[{"finish_reason":"stop","finish_reason":null}]}"#,
+            false,
+        ),
         (r#"{"choices":null}"#, false),
         (r#"{"choices":[null]}"#, false),
         (r#"{"choices":[[null,null,"abc"]]}"#, true), // a struct as a sequence

@@ -54,7 +54,7 @@ impl Drop for Withdraw {
 /// Sends `held` at its deadline and reads the response, filling `rec`; `None` when the run
 /// stopped before it went out. A pooled connection the server closed sends it once more on a
 /// fresh connection: still at the deadline when the first never went out, else at once (the
-/// lost time is schedule lag).
+/// lost time is schedule lag) within the first attempt's deadline.
 pub(in crate::run) async fn send_held(
     ctx: &Ctx,
     connector: &Connector,
@@ -73,7 +73,8 @@ pub(in crate::run) async fn send_held(
     }
     connected(rec, &conn);
     let second_try = conn.connect_time.is_none().then(|| duplicate(&request));
-    let mut m = held_exchange(ctx, &mut conn, request, scheduled, limits, warmup).await?;
+    let (mut m, deadline) =
+        held_exchange(ctx, &mut conn, request, scheduled, limits, warmup).await?;
     if m.unanswered {
         let went = !conn.gate.withdraw();
         match second_try {
@@ -84,12 +85,14 @@ pub(in crate::run) async fn send_held(
                     Some(Ok(fresh)) => {
                         conn = fresh;
                         connected(rec, &conn);
+                        // Sent at once, within the first attempt's deadline: one request
+                        // never takes more than its timeout.
                         m = if went {
-                            let deadline = tokio::time::Instant::now() + ctx.config.target.timeout;
                             read_response(ctx, &mut conn, request, deadline, limits).await
                         } else {
                             held_exchange(ctx, &mut conn, request, scheduled, limits, warmup)
                                 .await?
+                                .0
                         };
                     }
                     Some(Err(e)) => unreachable_again(&mut m, &e),
@@ -111,8 +114,8 @@ pub(in crate::run) async fn send_held(
     Some(m)
 }
 
-/// One exchange whose request the release thread writes at `scheduled`; `None` when the run
-/// stopped before it went out.
+/// One exchange whose request the release thread writes at `scheduled`, and its deadline;
+/// `None` when the run stopped before it went out.
 async fn held_exchange(
     ctx: &Ctx,
     conn: &mut Connection,
@@ -120,7 +123,7 @@ async fn held_exchange(
     scheduled: MonoTime,
     limits: &ReadLimits,
     warmup: bool,
-) -> Option<Measurement> {
+) -> Option<(Measurement, tokio::time::Instant)> {
     let timeout = ctx.config.target.timeout;
     let gate = conn.gate.clone();
     if !gate.arm() {
@@ -134,7 +137,8 @@ async fn held_exchange(
             ctx.progress.sent.fetch_add(1, Ordering::Relaxed);
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        return Some(read_response(ctx, conn, request, deadline, limits).await);
+        let m = read_response(ctx, conn, request, deadline, limits).await;
+        return Some((m, deadline));
     }
     let _withdraw = Withdraw(gate.clone());
     let releaser = Arc::new(Releaser {
@@ -158,7 +162,7 @@ async fn held_exchange(
     );
     tokio::pin!(ex);
     tokio::select! {
-        m = &mut ex => return Some(m),
+        m = &mut ex => return Some((m, deadline)),
         _ = ctx.stop.cancelled() => {}
     }
     // Stopped: not gone out yet, it never will; in flight, it has the grace period.
@@ -166,7 +170,7 @@ async fn held_exchange(
         return None;
     }
     // In flight: the exchange ends itself at the hard stop, keeping what it measured.
-    Some(ex.await)
+    Some((ex.await, deadline))
 }
 
 /// `m`, of a request whose fresh connection closed before it went out, as the failure to
