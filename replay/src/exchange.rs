@@ -270,6 +270,8 @@ pub async fn exchange(
             m.sent = sent_at(m.sent);
             m.cancelled = true;
             m.reusable = false;
+            // What arrived before the cancel keeps its receive-time labels.
+            m.rx = rx.finish(UserspaceTimes::default());
             return m;
         }
         () = hard_stop.cancelled() => {

@@ -310,6 +310,8 @@ async fn cancelled_requests_close_their_stream_and_the_server_frees_them() {
             // What it kept is what it received: no more than the server wrote.
             assert!(r.chunks <= t.completion_tokens, "request {}", r.id);
             assert!(r.error.is_none() && r.e2e_ms.is_none());
+            // Its receive-time labels stay with what it received (they were dropped).
+            assert!(r.rx.is_some(), "request {}: no rx", r.id);
             received += r.chunks;
         } else {
             assert!(!t.disconnected, "request {}", r.id);
