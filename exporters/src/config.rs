@@ -166,6 +166,18 @@ impl Config {
         std::env::var(name).ok().filter(|v| !v.trim().is_empty())
     }
 
+    /// Like [`Config::from_vars`], not reading the variables in `overridden`: settings a flag
+    /// or the daemon's `[otlp]` gives instead, so a bad inherited value of one is no error.
+    pub fn from_vars_except(
+        var: impl Fn(&str) -> Option<String>,
+        overridden: &[&str],
+    ) -> Result<Config, ConfigError> {
+        Config::from_vars(|k| match overridden.contains(&k) {
+            true => None,
+            false => var(k),
+        })
+    }
+
     /// Like [`Config::from_env`], reading variables through `var` (tests pass a map).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let mut c = Config {

@@ -32,6 +32,19 @@ fn points(metrics: &[Metric], name: &str, key: &str) -> Vec<(String, String, Str
     out
 }
 
+/// An exporter to `receiver`, pushing metrics every 100 ms.
+async fn start(receiver: &Receiver) -> OtlpExporter {
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        metrics_interval: Duration::from_millis(100),
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
+        .await
+        .unwrap()
+}
+
 fn p(w: &str, host: &str, figure: &str, v: f64) -> (String, String, String, f64) {
     (w.into(), host.into(), figure.into(), v)
 }
@@ -39,15 +52,7 @@ fn p(w: &str, host: &str, figure: &str, v: f64) -> (String, String, String, f64)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_figure_the_latest_run_lacks_is_no_longer_exported() {
     let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_millis(100),
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let exporter = tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
-        .await
-        .unwrap();
+    let exporter = start(&receiver).await;
     let (nightly_a, other) = (
         RunLabels::new("nightly", "chat", "m", "10.0.0.1", 8000),
         RunLabels::new("other", "chat", "m", "10.0.0.1", 8000),
@@ -116,15 +121,7 @@ async fn a_figure_the_latest_run_lacks_is_no_longer_exported() {
 async fn the_gauges_that_follow_requests_end_with_the_run() {
     use canary_core::{MonoTime, Observer, RequestRecord, RequestTelemetry};
     let receiver = Receiver::start().await;
-    let config = Config {
-        endpoint: Some(receiver.url()),
-        metrics_interval: Duration::from_millis(100),
-        timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
-    let exporter = tokio::task::spawn_blocking(move || OtlpExporter::start(config).unwrap())
-        .await
-        .unwrap();
+    let exporter = start(&receiver).await;
     let labels = RunLabels::new("nightly", "chat", "m", "10.0.0.1", 8000);
     let observer = exporter.run_observer(labels.clone());
     let mut rec = RequestRecord {

@@ -57,7 +57,7 @@ impl ExportArgs {
     /// [`ExportArgs::config`] over the variables `var` gives. A variable whose setting a
     /// flag gives is not read: a bad inherited value of it is no error.
     fn config_over(&self, var: impl Fn(&str) -> Option<String>) -> Result<Config> {
-        let overridden = [
+        let overridden: Vec<&str> = [
             (self.otlp_timeout.is_some(), "OTEL_EXPORTER_OTLP_TIMEOUT"),
             (
                 self.otlp_metrics_interval.is_some(),
@@ -65,12 +65,12 @@ impl ExportArgs {
             ),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
-        ];
-        let read = |k: &str| match overridden.iter().any(|&(set, name)| set && name == k) {
-            true => None,
-            false => var(k),
-        };
-        let mut c = Config::from_vars(read).context("OTLP settings from the environment")?;
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        let mut c = Config::from_vars_except(var, &overridden)
+            .context("OTLP settings from the environment")?;
         if let Some(e) = &self.otlp_endpoint {
             c.endpoint = Some(e.clone());
         }

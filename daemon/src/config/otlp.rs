@@ -110,7 +110,7 @@ impl Otlp {
         &self,
         var: impl Fn(&str) -> Option<String>,
     ) -> Result<canary_exporters::Config, String> {
-        let overridden = [
+        let overridden: Vec<&str> = [
             (self.timeout.is_some(), "OTEL_EXPORTER_OTLP_TIMEOUT"),
             (
                 self.metrics_interval.is_some(),
@@ -119,12 +119,11 @@ impl Otlp {
             (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
             (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
             (self.certificate.is_some(), "OTEL_EXPORTER_OTLP_CERTIFICATE"),
-        ];
-        let read = |k: &str| match overridden.iter().any(|&(set, name)| set && name == k) {
-            true => None,
-            false => var(k),
-        };
-        let mut c = canary_exporters::Config::from_vars(read)
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        let mut c = canary_exporters::Config::from_vars_except(var, &overridden)
             .map_err(|e| format!("OTLP settings from the environment: {e}"))?;
         let set = |dst: &mut Option<String>, src: &Option<String>| {
             if src.is_some() {
