@@ -33,8 +33,8 @@ pub struct ChunkInfo {
     pub timings: Option<ServerTimings>,
     /// An error object's message, if the server reported one in the stream.
     pub error: Option<String>,
-    /// A choice's `finish_reason` string that is none of [`FINISH_REASONS`]: the server gave
-    /// up on the generation (vLLM's and SGLang's `abort`, vLLM's `error`). At most
+    /// A choice's `finish_reason` that is one of [`FAILED_FINISHES`]: the server gave up on
+    /// the generation (vLLM's and SGLang's `abort`, vLLM's `error`). At most
     /// [`FINISH_REASON_LIMIT`] bytes; the first such choice's.
     pub failed_finish: Option<String>,
 }
@@ -46,18 +46,26 @@ impl ChunkInfo {
     }
 }
 
-/// The `finish_reason`s of a generation that ended as asked: OpenAI's, and TGI's
-/// (`eos_token`, `stop_sequence`). Any other string ends the request as a `server_error`;
-/// `null`, or a value that is not a string, says nothing.
-pub const FINISH_REASONS: [&str; 7] = [
-    "stop",
-    "length",
-    "tool_calls",
-    "function_call",
-    "content_filter",
-    "eos_token",
-    "stop_sequence",
+/// The `finish_reason`s that say the server gave up on the generation (any case): vLLM's and
+/// SGLang's `abort`, vLLM's `error`, a cancellation the client did not ask for, DeepSeek's
+/// `insufficient_system_resource`. Any other value is a generation that ended as its server
+/// meant (OpenAI's `stop`, `length`, …; TGI's `eos_token`; Together's `eos`; Mistral's
+/// `model_length`; the `""` some servers send on every chunk): an allow-list failed those.
+pub const FAILED_FINISHES: [&str; 6] = [
+    "abort",
+    "aborted",
+    "error",
+    "cancelled",
+    "canceled",
+    "insufficient_system_resource",
 ];
+
+/// True when `reason` is one of [`FAILED_FINISHES`].
+pub fn is_failed_finish(reason: &[u8]) -> bool {
+    FAILED_FINISHES
+        .iter()
+        .any(|f| f.as_bytes().eq_ignore_ascii_case(reason))
+}
 
 /// The longest [`ChunkInfo::failed_finish`] kept, bytes.
 pub const FINISH_REASON_LIMIT: usize = 100;
@@ -132,11 +140,11 @@ struct RawChoice<'a> {
     finish_reason: Option<&'a RawValue>,
 }
 
-/// A `finish_reason` that is a string and none of [`FINISH_REASONS`], cut to
+/// A `finish_reason` that is a string and one of [`FAILED_FINISHES`], cut to
 /// [`FINISH_REASON_LIMIT`].
 fn failed_finish(raw: &RawValue) -> Option<String> {
     let reason = serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()?;
-    if FINISH_REASONS.contains(&&*reason) {
+    if !is_failed_finish(reason.as_bytes()) {
         return None;
     }
     Some(canary_core::prefix_within(&reason, FINISH_REASON_LIMIT).to_string())
@@ -363,7 +371,20 @@ mod tests {
             assert_eq!(info.content_bytes, 1, "{chunk}");
             info.failed_finish
         };
-        for ok in FINISH_REASONS {
+        // Every way a generation ends as its server meant, as real servers write it.
+        for ok in [
+            "stop",
+            "length",
+            "tool_calls",
+            "function_call",
+            "content_filter",
+            "eos_token",
+            "stop_sequence",
+            "eos",
+            "model_length",
+            "",
+            "STOP",
+        ] {
             assert_eq!(finish(&format!(r#""{ok}""#)), None, "{ok}");
         }
         assert_eq!(finish("null"), None);
@@ -375,9 +396,11 @@ mod tests {
         assert_eq!(finish(r#""st\u006fp""#), None, "decoded");
         assert_eq!(finish(r#""abort""#).as_deref(), Some("abort"));
         assert_eq!(finish(r#""error""#).as_deref(), Some("error"));
-        assert_eq!(finish(r#""STOP""#).as_deref(), Some("STOP"));
-        let long = finish(&format!(r#""{}""#, "é".repeat(100))).unwrap();
-        assert_eq!(long, "é".repeat(50));
+        assert_eq!(finish(r#""Abort""#).as_deref(), Some("Abort"));
+        assert_eq!(
+            finish(r#""insufficient_system_resource""#).as_deref(),
+            Some("insufficient_system_resource")
+        );
         // Completions, non-streaming bodies, and the first failed choice of several.
         let i = parse(
             r#"{"choices":[{"text":"a","finish_reason":"stop"},{"text":"b","finish_reason":"abort"},

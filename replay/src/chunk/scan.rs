@@ -4,7 +4,8 @@
 //!
 //! It answers only when it is sure: `Some` means serde_json's parse (`super::parse_serde`) gives
 //! `Ok` with the same [`ChunkInfo`]; anything it does not follow (an `error` object, a
-//! `finish_reason` other than `null` or a plain one of [`super::FINISH_REASONS`], a key with
+//! `finish_reason` that is a failed finish ([`super::FAILED_FINISHES`]) or not a plain string or
+//! `null`, a key with
 //! an escape, a duplicate known key, a number that is not a plain `u32`, an array where a struct
 //! is expected, a lone surrogate, nesting past [`MAX_DEPTH`], any grammar it doubts) gives
 //! `None` and the caller asks serde_json, whose answer (and error) then stands. So it is stricter

@@ -3,7 +3,7 @@
 //! (serde_json refuses a duplicate); a key written with escapes gives up.
 
 use super::{ChunkInfo, Scanner};
-use crate::chunk::FINISH_REASONS;
+use crate::chunk::is_failed_finish;
 use canary_core::{ServerTimings, Usage};
 
 /// Marks `bit` seen; a second sighting gives up (serde_json: duplicate field).
@@ -68,8 +68,9 @@ impl Scanner<'_> {
         })
     }
 
-    /// `null` or one of [`FINISH_REASONS`] written plainly; anything else (a failed finish,
-    /// which the record quotes, an escape, a value that is not a string) is serde_json's.
+    /// `null`, or a string written plainly that is no failed finish
+    /// ([`crate::chunk::FAILED_FINISHES`]); anything else (a failed finish, which the record
+    /// quotes, an escape, a value that is not a string) is serde_json's.
     fn finish_reason(&mut self) -> Option<()> {
         if self.null() {
             return Some(());
@@ -78,7 +79,7 @@ impl Scanner<'_> {
         let start = self.i;
         let len = self.string_rest()?;
         let raw = &self.b[start..self.i - 1];
-        (len == raw.len() && FINISH_REASONS.iter().any(|r| r.as_bytes() == raw)).then_some(())
+        (len == raw.len() && !is_failed_finish(raw)).then_some(())
     }
 
     fn delta(&mut self, info: &mut ChunkInfo) -> Option<()> {
