@@ -557,8 +557,9 @@ impl Instruments {
     }
 
     /// Ends the series of the gauges that follow each request (GPU, server queue and KV) of
-    /// `base`'s workload when its run ends: a synchronous gauge would go on exporting the
-    /// last request's value between runs, and after a change of target, for ever.
+    /// `base`'s workload when its run ends, once the next export has carried the run's last
+    /// values: a synchronous gauge would go on exporting the last request's value between
+    /// runs, and after a change of target, for ever.
     pub fn end_request_gauges(&self, base: &[KeyValue]) {
         for g in [
             &self.gpu_util,
@@ -567,7 +568,7 @@ impl Instruments {
             &self.kv,
             &self.running,
         ] {
-            g.record_one(base, None);
+            g.end_after_next_export(base);
         }
     }
 

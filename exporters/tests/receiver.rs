@@ -199,6 +199,22 @@ impl Receiver {
             .collect()
     }
 
+    /// The metrics of each export, in the order they came.
+    pub fn all_metrics(&self) -> Vec<Vec<Metric>> {
+        self.bodies("/v1/metrics")
+            .into_iter()
+            .map(|b| {
+                ExportMetricsServiceRequest::decode(b)
+                    .expect("valid OTLP metrics protobuf")
+                    .resource_metrics
+                    .into_iter()
+                    .flat_map(|rm| rm.scope_metrics)
+                    .flat_map(|sm| sm.metrics)
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Every metric named `name` in every metrics export, in the order they came: several
     /// exporters in one process (a sweep's points, then its series) each post their own.
     pub fn metrics_named(&self, name: &str) -> Vec<Metric> {

@@ -24,6 +24,8 @@ type Table = BTreeMap<String, Vec<(Vec<KeyValue>, f64)>>;
 /// One gauge of each workload's last points.
 pub(crate) struct LatestGauge {
     table: Arc<Mutex<Table>>,
+    /// Workloads whose points end after the next collection has seen them once more.
+    ending: Arc<Mutex<std::collections::BTreeSet<String>>>,
     /// Kept so the callback stays registered for the exporter's life.
     _gauge: ObservableGauge<f64>,
 }
@@ -37,20 +39,26 @@ impl LatestGauge {
         desc: &'static str,
     ) -> LatestGauge {
         let table = Arc::new(Mutex::new(Table::new()));
-        let seen = table.clone();
+        let ending = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+        let (seen, end) = (table.clone(), ending.clone());
         let gauge = meter
             .f64_observable_gauge(name)
             .with_unit(unit)
             .with_description(desc)
             .with_callback(move |observer| {
-                let table = seen.lock().unwrap_or_else(|e| e.into_inner());
+                let mut table = seen.lock().unwrap_or_else(|e| e.into_inner());
                 for (attrs, value) in table.values().flatten() {
                     observer.observe(*value, attrs);
+                }
+                for workload in std::mem::take(&mut *end.lock().unwrap_or_else(|e| e.into_inner()))
+                {
+                    table.remove(&workload);
                 }
             })
             .build();
         LatestGauge {
             table,
+            ending,
             _gauge: gauge,
         }
     }
@@ -63,10 +71,7 @@ impl LatestGauge {
         base: &[KeyValue],
         points: impl IntoIterator<Item = (Vec<KeyValue>, Option<f64>)>,
     ) {
-        let workload = base
-            .iter()
-            .find(|kv| kv.key.as_str() == attr::WORKLOAD)
-            .map_or_else(|| format!("{base:?}"), |kv| kv.value.to_string());
+        let workload = workload_of(base);
         let points = points
             .into_iter()
             .filter_map(|(extra, value)| {
@@ -76,10 +81,27 @@ impl LatestGauge {
                 Some((a, value))
             })
             .collect();
-        self.table
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        // A new run's points are not the ones an earlier run's end was waiting to drop.
+        self.ending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(workload, points);
+            .remove(&workload);
+        table.insert(workload, points);
+    }
+
+    /// Ends the series of `base`'s workload after the next collection has exported them once
+    /// more: a run's last points are exported (a one-shot run's in the final flush, which
+    /// comes right after), and then no longer.
+    pub(crate) fn end_after_next_export(&self, base: &[KeyValue]) {
+        let workload = workload_of(base);
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if table.contains_key(&workload) {
+            self.ending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(workload);
+        }
     }
 
     /// Ends the series of every workload `keep` says no to (one removed from the config).
@@ -109,4 +131,11 @@ impl LatestGauge {
                 .map(|&(figure, v)| (vec![KeyValue::new(key, figure)], v)),
         );
     }
+}
+
+/// The workload a point's attributes name (the key of its table entry).
+fn workload_of(base: &[KeyValue]) -> String {
+    base.iter()
+        .find(|kv| kv.key.as_str() == attr::WORKLOAD)
+        .map_or_else(|| format!("{base:?}"), |kv| kv.value.to_string())
 }
