@@ -519,3 +519,48 @@ fn daemon_sigterm_flush_to_a_collector_that_never_answers_keeps_its_deadline_and
     assert_eq!(events, 1, "one run, one event: {log}");
     assert!(metric_exports >= 1, "{log}");
 }
+
+/// A run whose process was killed is recovered at the next start and exported under its
+/// workload's labels: the export knew none of them before the first schedule, and sent the
+/// run with an empty server address and model (a series of its own beside the workload's).
+#[test]
+fn a_run_recovered_at_start_is_exported_under_its_workloads_labels() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nflush_timeout = \"5s\"\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+         scale_lengths = 0.05\nevery = \"1h\"\n",
+        receiver.url()
+    );
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut first, _) = daemon(dir.path(), &path, &[]);
+    let artifacts = dir.path().join("state/artifacts/long");
+    let run_dir = eventually(60, "the run to record requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("records.jsonl")).ok()?;
+        (records.lines().count() >= 3).then_some(run)
+    });
+    first.signal(libc::SIGKILL);
+    assert_eq!(first.wait_exit(Duration::from_secs(30)), None, "killed");
+    let id = run_dir.file_name().unwrap().to_str().unwrap().to_string();
+
+    let (mut second, _) = daemon(dir.path(), &path, &[]);
+    let event = eventually(60, "the recovered run's event", || {
+        receiver
+            .logs()
+            .into_iter()
+            .map(|l| attrs(&l.attributes))
+            .find(|a| a.get("canary.run.id") == Some(&id))
+    });
+    stop(&mut second, dir.path());
+    assert_eq!(event["canary.run.verdict"], "error", "{event:?}");
+    assert_eq!(event["server.address"], "127.0.0.1", "{event:?}");
+    assert_eq!(event["gen_ai.request.model"], "canary-sim", "{event:?}");
+}

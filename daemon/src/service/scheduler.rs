@@ -373,6 +373,9 @@ impl Daemon {
     /// Records the runs a process that died left without a verdict (see
     /// [`crate::service::recovery`]): `error: interrupted (process died)`, never in a baseline.
     pub(super) fn recover_orphans(&self, config: &Config) {
+        // The export knows each workload's labels before a recovered run goes out with them
+        // (it had none until the first schedule, and sent the run under empty ones).
+        self.ctx.retain_workloads(config);
         for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
             match crate::service::recovery::recover(config, &orphan) {
                 Ok(result) => self.finish(config, &orphan.workload, result),
