@@ -488,16 +488,26 @@ async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String 
     }
 }
 
-/// A response's `Content-Encoding` other than `identity`, if it has one (cut short: the
-/// server's words go into the message).
+/// A response's `Content-Encoding`, if it names a coding that compresses (cut short: the
+/// server's words go into the message). Others are taken as identity: relays write `none` to
+/// keep compression middleware from buffering a stream, and the body is then plain.
 fn content_coding(headers: &http::HeaderMap) -> Option<String> {
+    const COMPRESSING: [&[u8]; 7] = [
+        b"gzip",
+        b"x-gzip",
+        b"deflate",
+        b"br",
+        b"zstd",
+        b"compress",
+        b"x-compress",
+    ];
     let values = headers.get_all(http::header::CONTENT_ENCODING);
-    let identity = values
+    let compressed = values
         .iter()
         .flat_map(|v| v.as_bytes().split(|&b| b == b','))
         .map(<[u8]>::trim_ascii)
-        .all(|c| c.is_empty() || c.eq_ignore_ascii_case(b"identity"));
-    if identity {
+        .any(|c| COMPRESSING.iter().any(|z| c.eq_ignore_ascii_case(z)));
+    if !compressed {
         return None;
     }
     let shown: Vec<_> = values
@@ -659,7 +669,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn any_content_coding_but_identity_is_named() {
+    fn a_compressing_content_coding_is_named() {
         let coding = |values: &[&str]| {
             let mut h = http::HeaderMap::new();
             for v in values {
@@ -670,13 +680,19 @@ mod tests {
         assert_eq!(coding(&[]), None);
         assert_eq!(coding(&["identity"]), None);
         assert_eq!(coding(&[" Identity , ", ""]), None);
+        assert_eq!(
+            coding(&["none"]),
+            None,
+            "an SSE relay's way of saying plain"
+        );
         assert_eq!(coding(&["gzip"]).as_deref(), Some("gzip"));
+        assert_eq!(coding(&["GZip"]).as_deref(), Some("GZip"));
         assert_eq!(coding(&["identity, br"]).as_deref(), Some("identity, br"));
         assert_eq!(
             coding(&["identity", "zstd"]).as_deref(),
             Some("identity, zstd")
         );
-        let long = "x".repeat(500);
+        let long = format!("br, {}", "x".repeat(500));
         assert_eq!(coding(&[long.as_str()]).map(|c| c.len()), Some(100));
     }
 }
