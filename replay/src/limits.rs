@@ -49,7 +49,7 @@ impl ResponseLimits {
     /// 8 Mi, more than any model generates in one response.
     pub const OUTPUT_UNBOUNDED: u64 = 8 << 20;
 
-    /// SSE lines without data a stream may send beyond twice its token chunk cap
+    /// SSE lines without data a stream may send beyond four times its token chunk cap
     /// ([`ResponseLimits::max_bare_lines`]): keep-alive comments through a long prefill.
     pub const BARE_LINE_SLACK: u64 = 4096;
 
@@ -57,10 +57,12 @@ impl ResponseLimits {
     /// fields) read at most for a stream of at most `max_chunks` token chunks: every event
     /// ends with one, and a stream of events that carry no token (role-only, empty content,
     /// `choices: []`, `: ping`) holds nothing, so only this count bounds it short of the
-    /// request timeout. Twice the chunks leaves room for role, finish and usage events.
+    /// request timeout. Four per chunk leaves room for servers that send `id:` and `event:`
+    /// with each (three such lines per token at `max_output_ratio = 1`), and for role, finish
+    /// and usage events.
     pub fn max_bare_lines(max_chunks: u64) -> u64 {
         max_chunks
-            .saturating_mul(2)
+            .saturating_mul(4)
             .saturating_add(Self::BARE_LINE_SLACK)
     }
 

@@ -394,11 +394,12 @@ impl Target {
         for key in self.api_key.iter().filter(|k| !k.0.is_empty()) {
             add(&key.0);
         }
-        for value in self.headers.iter().filter_map(|(_, v)| v.to_str().ok()) {
+        for (name, value) in &self.headers {
+            let Ok(value) = value.to_str() else { continue };
             if value.trim().len() >= 4 {
                 add(value.trim());
             }
-            credentials(value)
+            credentials(name.as_str(), value)
                 .filter(|c| c.len() >= 6)
                 .for_each(&mut add);
         }
@@ -483,12 +484,19 @@ impl Target {
     }
 }
 
-/// The secrets inside a header's value: the credential after its scheme (`Bearer TOKEN`,
-/// `Basic B64`), and each `name=value` pair's value (`Cookie: a=1; b=2`).
-fn credentials(value: &str) -> impl Iterator<Item = &str> {
-    let after_scheme = value.split_once(' ').map(|(_, c)| c.trim());
+/// The secrets inside header `name`'s value: an authorization's credential after its scheme
+/// (`Bearer TOKEN`, `Basic B64`), and a cookie's values (`Cookie: a=1; b=2`). Other headers'
+/// values count whole only (a `User-Agent`'s words are no secret).
+fn credentials<'a>(name: &str, value: &'a str) -> impl Iterator<Item = &'a str> {
+    let auth = matches!(name, "authorization" | "proxy-authorization");
+    let after_scheme = value
+        .split_once(' ')
+        .filter(|_| auth)
+        .map(|(_, c)| c.trim());
+    let cookie = name == "cookie";
     let pairs = value
         .split(';')
+        .filter(move |_| cookie)
         .filter_map(|p| p.split_once('=').map(|(_, v)| v.trim()));
     after_scheme.into_iter().chain(pairs)
 }
@@ -708,8 +716,11 @@ mod tests {
         );
         assert_eq!(shown("Bearer tok-42/x&y refused"), "<redacted> refused");
         assert_eq!(shown("token tok-4"), "token <redacted>");
-        // A short value is no secret, and redacting it would garble the message.
-        assert_eq!(t.scrub("A model named Alpha"), None);
+        // A short value is no secret, and redacting it would garble the message; nor are the
+        // words of a header that holds no credential.
+        t.headers
+            .push(header("x-client", "canary (X11; Linux x86_64)").unwrap());
+        assert_eq!(t.scrub("A model named Alpha on Linux x86_64)"), None);
         assert_eq!(t.scrub("theme dark is fine"), None);
     }
 }

@@ -247,12 +247,12 @@ async fn a_stream_far_past_max_tokens_is_response_too_long() {
 #[tokio::test]
 async fn a_stream_of_events_without_tokens_is_response_too_long() {
     let server = HostileServer::start(Hostile::EndlessNothing { events: 400_000 });
-    // max_tokens 10: 144 token chunks, so 2 x 144 + 4096 lines without data.
+    // max_tokens 10: 144 token chunks, so 4 x 144 + 4096 lines without data.
     let run = replay(requests(2, 20, 10), target(&server, true), |_| {}).await;
     for m in errors_of(&run.records, 2, ErrorKind::ResponseTooLong) {
         assert_eq!(
             m,
-            "over 4384 SSE events, comments and fields for max_tokens 10 (max_output_ratio)"
+            "over 4672 SSE events, comments and fields for max_tokens 10 (max_output_ratio)"
         );
     }
     assert!(run.records.iter().all(|r| r.chunks == 0));
