@@ -401,6 +401,7 @@ pub(crate) fn positive_number(s: &str) -> Result<f64, String> {
 pub fn flag(setting: Setting) -> String {
     match setting {
         Setting::Headers => "--header".into(),
+        Setting::Goodput => "--goodput".into(),
         s => format!("--{}", s.name().replace('_', "-")),
     }
 }

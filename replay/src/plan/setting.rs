@@ -67,6 +67,8 @@ pub enum Setting {
     MaxLateStart,
     /// The duration of the run's timeslices.
     SliceDuration,
+    /// The SLOs goodput is judged against.
+    Goodput,
     // Trace synthesis on the fly (aiperf's `--synthesis-*`).
     /// Trace-time divisor applied by synthesis (on top of `speedup`).
     SynthesisSpeedupRatio,
@@ -124,6 +126,7 @@ impl Setting {
             Setting::StartAt => "start_at",
             Setting::MaxLateStart => "max_late_start",
             Setting::SliceDuration => "slice_duration",
+            Setting::Goodput => "slos",
             Setting::SynthesisSpeedupRatio => "synthesis_speedup_ratio",
             Setting::SynthesisPrefixLenMultiplier => "synthesis_prefix_len_multiplier",
             Setting::SynthesisPrefixRootMultiplier => "synthesis_prefix_root_multiplier",
@@ -154,6 +157,7 @@ impl Setting {
             | Setting::StartAt
             | Setting::MaxLateStart
             | Setting::SliceDuration
+            | Setting::Goodput
             | Setting::SynthesisSpeedupRatio
             | Setting::SynthesisPrefixLenMultiplier
             | Setting::SynthesisPrefixRootMultiplier

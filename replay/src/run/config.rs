@@ -128,12 +128,40 @@ impl Config {
         if let Some(d) = self.slice_duration {
             positive(Setting::SliceDuration, d)?;
         }
+        self.check_slos_have_values()?;
         self.target
             .check_headers()
             .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
         self.target
             .check_extra_inputs()
             .map_err(|reason| SettingError::new(Setting::ExtraInputs, reason))
+    }
+
+    /// Refuses an SLO no request can meet: without streaming a response's tokens come in one
+    /// event, so there is no time between them (ITL, TTST) nor a per-user rate, and every
+    /// request would fall short of the term (it read 0 ms and met it, before ITL needed two
+    /// events).
+    fn check_slos_have_values(&self) -> Result<(), SettingError> {
+        use canary_core::SloMetric::{
+            InterTokenLatency, OutputTokenThroughputPerUser, TimeToSecondToken,
+        };
+        let needs_stream = |m| {
+            matches!(
+                m,
+                InterTokenLatency | TimeToSecondToken | OutputTokenThroughputPerUser
+            )
+        };
+        match self.goodput.slos.iter().find(|s| needs_stream(s.metric)) {
+            Some(slo) if !self.target.streaming => Err(SettingError::new(
+                Setting::Goodput,
+                format!(
+                    "{} needs streamed responses: without streaming the tokens come in one \
+                     event, with no time between them, and no request could meet it",
+                    slo.metric.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Checks what [`run()`](super::run()) would be asked to do with `schedule`: every length
@@ -165,5 +193,32 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Endpoint;
+
+    #[test]
+    fn an_slo_between_tokens_needs_streaming() {
+        let mut c = Config::new(Target::new("http://h:1", Endpoint::Chat, "m").unwrap());
+        c.goodput = "time_to_first_token:500 inter_token_latency:50"
+            .parse()
+            .unwrap();
+        assert!(c.validate().is_ok(), "streamed: every term has a value");
+        c.target.streaming = false;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.setting, Setting::Goodput);
+        assert!(
+            e.to_string()
+                .contains("inter_token_latency needs streamed responses"),
+            "{e}"
+        );
+        for ok in ["time_to_first_token:500", "request_latency:2000"] {
+            c.goodput = ok.parse().unwrap();
+            assert!(c.validate().is_ok(), "{ok}");
+        }
     }
 }
