@@ -27,7 +27,8 @@ pub fn printable(s: &str) -> Cow<'_, str> {
 
 /// A control character, or an invisible one that reorders, joins or breaks text: the
 /// format characters a terminal or log viewer acts on (Unicode's Cf bidi and zero-width
-/// ones, the soft hyphen, the BOM) and the separators Zl and Zp.
+/// ones, the soft hyphen, the BOM), the separators Zl and Zp, the invisible tag characters
+/// (text hidden in plain sight) and the Hangul fillers that render as blanks.
 fn unprintable(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -41,6 +42,11 @@ fn unprintable(c: char) -> bool {
                 | '\u{2066}'..='\u{206f}'
                 | '\u{feff}'
                 | '\u{fff9}'..='\u{fffb}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{3164}'
+                | '\u{ffa0}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -62,10 +68,10 @@ mod tests {
     #[test]
     fn escapes_what_reorders_or_hides_text() {
         // An RLO makes "pass" read as "liaf" backwards; a line separator breaks a log line.
-        let hostile = "ok\u{202e}liaf\u{202c} \u{2066}x\u{2069}\u{200b}\u{2028}forged\u{feff}";
+        let hostile = "ok\u{202e}liaf\u{202c} \u{2066}x\u{2069}\u{200b}\u{2028}forged\u{feff}\u{e0041}\u{3164}";
         assert_eq!(
             printable(hostile),
-            r"ok\u{202e}liaf\u{202c} \u{2066}x\u{2069}\u{200b}\u{2028}forged\u{feff}"
+            r"ok\u{202e}liaf\u{202c} \u{2066}x\u{2069}\u{200b}\u{2028}forged\u{feff}\u{e0041}\u{3164}"
         );
     }
 
