@@ -1,0 +1,362 @@
+//! Reading an exchange's response after its head: the stream event by event, a whole body
+//! without streaming, an error status's body for its message, the rest of a stream after
+//! `[DONE]`, and the check that a body is not compressed. Every read is bounded by the
+//! target's caps and the run's held-bytes budget.
+
+use super::{classify_hyper, error, Measurement, ReadLimits};
+use crate::chunk::{self, ChunkInfo};
+use crate::limits::{show_bytes, ResponseLimits};
+use crate::rx_stamp::{Role, RxTimer, Stamp};
+use crate::sse::{SseEvent, SseParser};
+use canary_core::{ErrorKind, MonoTime, RequestError};
+use http_body_util::BodyExt;
+use std::time::Duration;
+
+/// Bytes of an error response body kept for the error message.
+const ERROR_BODY_LIMIT: usize = 4096;
+
+/// How long an error status's body is read for its message after the head: servers send it
+/// with the head, a few hundred bytes.
+pub(super) const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
+
+/// The error of a response that would take what all responses in flight hold past the run's
+/// budget.
+fn held_over(limits: &ReadLimits) -> RequestError {
+    error(
+        ErrorKind::ResponseTooLarge,
+        format!(
+            "responses in flight would hold over {} together (max_held_bytes)",
+            show_bytes(limits.held.limit())
+        ),
+    )
+}
+
+/// Reads an SSE stream to its `[DONE]`: each event's tokens, usage and errors into `m`,
+/// timed; the body's end is left to the caller (read after the exchange's own deadlines).
+pub(super) async fn read_stream(
+    body: &mut hyper::body::Incoming,
+    m: &mut Measurement,
+    rx: &mut RxTimer,
+    limits: &ReadLimits,
+) -> Result<(), RequestError> {
+    let mut parser = SseParser::with_limit(limits.caps.event_bytes);
+    let mut hold = limits.held.hold();
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut last_token: Option<Stamp> = None;
+    loop {
+        let Some(frame) = body.frame().await else {
+            return Err(error(
+                ErrorKind::StreamCut,
+                if m.chunks == 0 {
+                    "stream ended before any token and without [DONE]"
+                } else {
+                    "stream ended without [DONE]"
+                },
+            ));
+        };
+        let frame = frame.map_err(|e| classify_hyper(&e, "reading stream"))?;
+        let at = MonoTime::now();
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        // Before the parser: the read these bytes came in (or a later one).
+        let read = rx.bytes();
+        parser.push(data, at, &mut events).map_err(|_| {
+            error(
+                ErrorKind::ResponseTooLarge,
+                format!(
+                    "an SSE event over {} (max_event_bytes)",
+                    show_bytes(limits.caps.event_bytes)
+                ),
+            )
+        })?;
+        if !hold.set(parser.held()) {
+            return Err(held_over(limits));
+        }
+        // Every event this piece completed but the last is followed by more of it; the last
+        // too when the piece holds the start of the next event.
+        let n = events.len();
+        let partial = parser.has_partial_event();
+        for (i, ev) in events.drain(..).enumerate() {
+            let more_after = i + 1 < n || partial;
+            // Whatever its data holds (an `error` key or not): the server says it failed.
+            if ev.event.as_deref() == Some("error") {
+                let message = chunk::error_event_message(&ev.data);
+                return Err(error(ErrorKind::ServerError, message));
+            }
+            if ev.data == "[DONE]" {
+                let end = Role {
+                    end: true,
+                    ..Role::default()
+                };
+                m.end = rx.event(read, ev.at, end, more_after);
+                return Ok(());
+            }
+            let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
+                let shown: String = ev.data.chars().take(120).collect();
+                error(
+                    ErrorKind::MalformedChunk,
+                    format!("chunk {}: {}: {shown}", m.chunks + 1, chunk::reason(&e)),
+                )
+            })?;
+            if let Some(msg) = info.error {
+                return Err(error(ErrorKind::ServerError, msg));
+            }
+            let role = Role {
+                token: info.has_token(),
+                first_token: info.has_token() && m.chunks == 0,
+                ..Role::default()
+            };
+            let at = rx.event(read, ev.at, role, more_after);
+            absorb(m, &info, at, &mut last_token, limits)?;
+            failed_finish(&info)?;
+        }
+        // After this read's events, so what they carried is kept.
+        let most = ResponseLimits::max_bare_lines(limits.max_chunks);
+        if parser.bare_lines() > most {
+            return Err(error(
+                ErrorKind::ResponseTooLong,
+                format!(
+                    "over {most} SSE events, comments and fields{} (max_output_ratio)",
+                    for_max_tokens(limits)
+                ),
+            ));
+        }
+    }
+}
+
+/// What the chunk caps were derived from, for their messages.
+fn for_max_tokens(limits: &ReadLimits) -> String {
+    match limits.max_tokens {
+        Some(n) => format!(" for max_tokens {n}"),
+        None => " with no max_tokens sent".to_string(),
+    }
+}
+
+/// The message of an error status's `body`: its error's, else its text; from the first
+/// [`ERROR_BODY_LIMIT`] bytes, read for `wait` at most, and said to be cut when it did not end.
+pub(super) async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String {
+    let mut text = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return Some("the connection closed".to_string());
+            };
+            if let Some(d) = frame.data_ref() {
+                text.extend_from_slice(&d[..d.len().min(ERROR_BODY_LIMIT - text.len())]);
+            }
+            if text.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+        None
+    };
+    let cut = tokio::time::timeout(wait, read).await.unwrap_or_else(|_| {
+        Some(format!(
+            "not complete {} ms after the head",
+            wait.as_millis()
+        ))
+    });
+    let text = String::from_utf8_lossy(&text);
+    let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+    match cut {
+        Some(why) => format!("{message} (error body cut short: {why})"),
+        None => message,
+    }
+}
+
+/// A response's `Content-Encoding`, if it names a coding that compresses (cut short: the
+/// server's words go into the message). Others are taken as identity: relays write `none` to
+/// keep compression middleware from buffering a stream, and the body is then plain.
+pub(super) fn content_coding(headers: &http::HeaderMap) -> Option<String> {
+    const COMPRESSING: [&[u8]; 7] = [
+        b"gzip",
+        b"x-gzip",
+        b"deflate",
+        b"br",
+        b"zstd",
+        b"compress",
+        b"x-compress",
+    ];
+    let values = headers.get_all(http::header::CONTENT_ENCODING);
+    let compressed = values
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .any(|c| COMPRESSING.iter().any(|z| c.eq_ignore_ascii_case(z)));
+    if !compressed {
+        return None;
+    }
+    let shown: Vec<_> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
+        .collect();
+    Some(canary_core::prefix_within(shown.join(", ").trim(), 100).to_string())
+}
+
+/// How long to wait for the end of a body after `[DONE]`.
+pub(super) const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
+/// Reads a body to its end; true when it ended cleanly with nothing but framing left.
+pub(super) async fn drain(body: &mut hyper::body::Incoming) -> bool {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f)
+                if f.data_ref()
+                    .is_some_and(|d| !d.iter().all(u8::is_ascii_whitespace)) =>
+            {
+                return false
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+pub(super) async fn read_whole(
+    body: &mut hyper::body::Incoming,
+    m: &mut Measurement,
+    rx: &mut RxTimer,
+    limits: &ReadLimits,
+    declared: Option<u64>,
+) -> Result<(), RequestError> {
+    let cap = limits.caps.body_bytes;
+    let too_large = |what: String| {
+        error(
+            ErrorKind::ResponseTooLarge,
+            format!("{what}, over {} (max_body_bytes)", show_bytes(cap)),
+        )
+    };
+    if let Some(n) = declared.filter(|&n| n > cap as u64) {
+        // Refused before a byte of it is read.
+        return Err(too_large(format!(
+            "response body of {n} bytes (Content-Length)"
+        )));
+    }
+    let mut buf = Vec::new();
+    let mut hold = limits.held.hold();
+    let mut read = rx.bytes();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| classify_hyper(&e, "reading body"))?;
+        if let Some(d) = frame.data_ref() {
+            if buf.len() + d.len() > cap {
+                return Err(too_large("response body".to_string()));
+            }
+            if !hold.set(buf.len() + d.len()) {
+                return Err(held_over(limits));
+            }
+            buf.extend_from_slice(d);
+            read = rx.bytes();
+        }
+    }
+    let at = MonoTime::now();
+    let text = String::from_utf8_lossy(&buf);
+    let info = chunk::parse(&text).map_err(|e| {
+        let why = chunk::reason(&e);
+        error(ErrorKind::MalformedChunk, format!("response body: {why}"))
+    })?;
+    if let Some(msg) = info.error {
+        return Err(error(ErrorKind::ServerError, msg));
+    }
+    // One event: the whole body, its first token and its end.
+    let role = Role {
+        token: info.has_token(),
+        first_token: info.has_token(),
+        end: true,
+        ..Role::default()
+    };
+    let at = rx.event(read, at, role, false);
+    absorb(m, &info, at, &mut None, limits)?;
+    failed_finish(&info)?;
+    m.end = at;
+    m.reusable = true;
+    Ok(())
+}
+
+/// A chunk whose `finish_reason` says the server gave up on the generation (vLLM's `abort`):
+/// the request failed, with what it streamed until then absorbed.
+fn failed_finish(info: &ChunkInfo) -> Result<(), RequestError> {
+    match &info.failed_finish {
+        Some(reason) => Err(error(
+            ErrorKind::ServerError,
+            format!("the generation ended with finish_reason {reason:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn absorb(
+    m: &mut Measurement,
+    info: &ChunkInfo,
+    at: Stamp,
+    last_token: &mut Option<Stamp>,
+    limits: &ReadLimits,
+) -> Result<(), RequestError> {
+    if info.has_token() {
+        if u64::from(m.chunks) >= limits.max_chunks {
+            return Err(error(
+                ErrorKind::ResponseTooLong,
+                format!(
+                    "over {} token chunks{} (max_output_ratio)",
+                    limits.max_chunks,
+                    for_max_tokens(limits)
+                ),
+            ));
+        }
+        m.chunks += 1;
+        if m.first_token.is_none() {
+            m.first_token = Some(at);
+        } else if m.second_token.is_none() {
+            m.second_token = Some(at);
+        }
+        if info.content_bytes > 0 && m.first_output.is_none() {
+            m.first_output = Some(at);
+        }
+        if let Some(prev) = last_token.replace(at) {
+            let ms = |a: MonoTime, b: MonoTime| a.since(b).as_secs_f64() * 1e3;
+            m.gaps.at.push(ms(at.at, prev.at));
+            m.gaps.read.push(ms(at.read, prev.read));
+        }
+    }
+    if info.usage.is_some() {
+        m.usage.clone_from(&info.usage);
+    }
+    if info.timings.is_some() {
+        m.timings.clone_from(&info.timings);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compressing_content_coding_is_named() {
+        let coding = |values: &[&str]| {
+            let mut h = http::HeaderMap::new();
+            for v in values {
+                h.append(http::header::CONTENT_ENCODING, v.parse().unwrap());
+            }
+            content_coding(&h)
+        };
+        assert_eq!(coding(&[]), None);
+        assert_eq!(coding(&["identity"]), None);
+        assert_eq!(coding(&[" Identity , ", ""]), None);
+        assert_eq!(
+            coding(&["none"]),
+            None,
+            "an SSE relay's way of saying plain"
+        );
+        assert_eq!(coding(&["gzip"]).as_deref(), Some("gzip"));
+        assert_eq!(coding(&["GZip"]).as_deref(), Some("GZip"));
+        assert_eq!(coding(&["identity, br"]).as_deref(), Some("identity, br"));
+        assert_eq!(
+            coding(&["identity", "zstd"]).as_deref(),
+            Some("identity, zstd")
+        );
+        let long = format!("br, {}", "x".repeat(500));
+        assert_eq!(coding(&[long.as_str()]).map(|c| c.len()), Some(100));
+    }
+}
