@@ -275,7 +275,18 @@ impl Conn {
     /// makes the kernel reset the connection, and the client may then see the reset rather
     /// than the answer (the lingering close of nginx and Go's net/http).
     pub async fn discard_body(&mut self, head: &RequestHead) {
-        let mut left = head.content_length;
+        // A chunked body's end is not looked for: read until the client closes or LINGER.
+        let left = if head.chunked {
+            usize::MAX
+        } else {
+            head.content_length
+        };
+        self.discard(left).await
+    }
+
+    /// Reads and drops up to `left` more bytes, one read at a time, until the client closes or
+    /// [`LINGER`] has passed (see [`Conn::discard_body`]).
+    pub async fn discard(&mut self, mut left: usize) {
         let deadline = Some(tokio::time::Instant::now() + LINGER);
         loop {
             left = left.saturating_sub(self.buf.len());

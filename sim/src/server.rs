@@ -166,7 +166,7 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         } = match conn.read_head().await {
             Ok(Some(x)) => x,
             Ok(None) => return,
-            Err(e) => return bad_input(&mut conn, e).await,
+            Err(e) => return bad_input(&mut conn, e, None).await,
         };
         let seq = shared.seq.fetch_add(1, Relaxed) + 1;
         let mut rec = TruthRecord {
@@ -195,7 +195,7 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         };
         let body = match conn.read_body(&head, max_body).await {
             Ok(b) => b,
-            Err(e) => return bad_input(&mut conn, e).await,
+            Err(e) => return bad_input(&mut conn, e, Some(&head)).await,
         };
         rec.body_received_ns = MonoTime::now().as_nanos();
         let next = match generation {
@@ -251,8 +251,12 @@ async fn unauthorized(conn: &mut Conn, head: &RequestHead) {
     }
 }
 
-/// Answers a request that could not be read, then closes.
-async fn bad_input(conn: &mut Conn, e: ReadError) {
+/// Answers a request that could not be read, then closes, reading and dropping for a while
+/// what the client still sends (its body, or the rest of a head too large): the client then
+/// reads the answer rather than a reset (see [`Conn::discard_body`]).
+async fn bad_input(conn: &mut Conn, e: ReadError, head: Option<&RequestHead>) {
+    // A client that timed out sends nothing more to wait for.
+    let linger = !matches!(e, ReadError::Timeout(_));
     let (status, msg) = match e {
         ReadError::Io(_) | ReadError::Truncated => return,
         ReadError::Bad(m) => (400, m),
@@ -260,7 +264,7 @@ async fn bad_input(conn: &mut Conn, e: ReadError) {
         ReadError::Timeout(_) => (408, e.to_string()),
     };
     let body = chunk::error_body(status, &msg);
-    let _ = respond(
+    if respond(
         conn,
         status,
         "application/json",
@@ -268,8 +272,18 @@ async fn bad_input(conn: &mut Conn, e: ReadError) {
         false,
         &[],
     )
-    .await;
+    .await
+    .is_err()
+    {
+        return;
+    }
     let _ = conn.stream.shutdown().await;
+    match head {
+        _ if !linger => {}
+        Some(head) => conn.discard_body(head).await,
+        // How much more is coming is not known: until the client closes, or LINGER.
+        None => conn.discard(usize::MAX).await,
+    }
 }
 
 /// Everything but generation: models, health, metrics, truth, profile.

@@ -53,6 +53,31 @@ async fn a_client_still_sending_its_body_reads_the_401_not_a_reset() {
 }
 
 #[tokio::test]
+async fn a_client_still_sending_a_refused_body_reads_the_refusal_not_a_reset() {
+    let sim = sim().await;
+    let body = vec![b'x'; 4 << 20];
+    // Over the 64 KiB a route other than generation takes: 413 before the body.
+    let sized = format!(
+        "POST /sim/profile HTTP/1.1\r\nhost: sim\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    // A chunked body is not taken at all: 411.
+    let chunked = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n",
+        body.len()
+    );
+    for (head, status) in [(sized, 413), (chunked, 411)] {
+        let mut c = Client::connect(sim.addr).await;
+        // More than the socket buffers hold: before, the sim closed with most of it unread,
+        // and the client's write failed on the reset (or its read saw the reset).
+        c.write_raw(&[head.as_bytes(), &body].concat()).await;
+        let r = c.next_response().await;
+        assert_eq!((r.status, r.end), (status, End::Complete), "{}", r.text());
+        assert_eq!(end(&mut c).await, Some(End::Eof));
+    }
+}
+
+#[tokio::test]
 async fn only_generation_takes_a_large_body() {
     let sim = sim_with(guarded).await;
     // An open route: before, the sim waited for (and would have buffered) the 64 MiB.
