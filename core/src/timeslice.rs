@@ -73,6 +73,10 @@ impl Timeslices {
     /// The most slices kept (each holds three histograms of 2–18 kB).
     pub const MAX_SLICES: usize = 256;
 
+    /// The narrowest slice asked for that is taken (`--slice-duration`, `slice_duration`):
+    /// a narrower one holds a request or none, and its rates are extrapolated a thousand-fold.
+    pub const MIN_WIDTH: Duration = Duration::from_millis(1);
+
     /// Slices of `width` (positive).
     pub fn new(width: Duration) -> Timeslices {
         let ms = (width.as_secs_f64() * 1e3).max(1e-3);

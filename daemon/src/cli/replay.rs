@@ -89,7 +89,7 @@ pub struct ShapeArgs {
     /// Report the run in consecutive slices of this duration from its start (`10s`): requests,
     /// errors, latency percentiles and throughput per slice, in summary.json's `timeslices`,
     /// timeslices.csv and OTLP, so warm-up and drift show.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_slice_width)]
     pub slice_duration: Option<Duration>,
     #[command(flatten)]
     pub synthesis: crate::cli::synthesize::SynthesisArgs,

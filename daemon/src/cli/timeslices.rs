@@ -15,7 +15,8 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
         String::new()
     };
     outln!(
-        "timeslices of {} s by send time{widened}; counts exact, percentiles within 1%",
+        "timeslices of {} s{widened}: requests and latencies by send time, rates by completion \
+         time; counts exact, percentiles within 1%",
         t.slice_duration_s
     )?;
     outln!(
@@ -33,9 +34,11 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
         s.map_or("-".to_string(), |s| format!("{:.1} ms", p(&s)))
     };
     let rate = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    // Enough decimals that slices under a second do not all read 0.0-0.0.
+    let decimals = (-t.slice_duration_s.log10()).ceil().clamp(1.0, 3.0) as usize;
     for s in &t.slices {
         let span = format!(
-            "{:.1}-{:.1}{}",
+            "{:.decimals$}-{:.decimals$}{}",
             s.start_s,
             s.start_s + s.covered_s,
             if s.partial { "*" } else { "" }

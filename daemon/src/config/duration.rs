@@ -17,6 +17,18 @@ pub fn parse_positive(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// [`parse_at_most`] a year, refusing widths under [`canary_core::Timeslices::MIN_WIDTH`]: a
+/// timeslice's width (`--slice-duration`, `slice_duration`).
+pub fn parse_slice_width(s: &str) -> Result<Duration, String> {
+    match parse_at_most(s, MAX_PERIOD, "a year (\"365d\")")? {
+        d if d < canary_core::Timeslices::MIN_WIDTH => Err(format!(
+            "{:?} is too narrow for a timeslice: at least 1ms",
+            s.trim()
+        )),
+        d => Ok(d),
+    }
+}
+
 /// Parses a duration of at most [`MAX`], naming what was wrong on failure.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();

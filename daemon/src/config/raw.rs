@@ -302,7 +302,7 @@ pub struct Workload {
     pub grace_period: Option<Period>,
     /// Report each run in consecutive slices of this duration (`"10s"`): summary.json's
     /// `timeslices`, `timeslices.csv` and OTLP `canary.slice.*`, so warm-up and drift show.
-    pub slice_duration: Option<PositivePeriod>,
+    pub slice_duration: Option<SliceWidth>,
     /// `tokenizer.json`.
     pub tokenizer: Option<PathBuf>,
     /// Default 0.

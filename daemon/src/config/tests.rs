@@ -654,7 +654,7 @@ fn kernel_timestamps_are_on_unless_a_target_says_false() {
 
 // Issue 18: a workload's runs in timeslices, as `--slice-duration` gives a one-shot run.
 #[test]
-fn slice_duration_reaches_the_run_plan_and_zero_is_refused() {
+fn slice_duration_reaches_the_run_plan_and_under_a_millisecond_is_refused() {
     let with = |v: &str| {
         GOOD.replace(
             "slos = \"time_to_first_token:400\"",
@@ -671,12 +671,19 @@ fn slice_duration_reaches_the_run_plan_and_zero_is_refused() {
     })
     .unwrap();
     assert_eq!(plan.replay.slice_duration, Some(Duration::from_secs(10)));
-    let e = error_at(
-        &with("\"0s\""),
-        "slice_duration",
-        "workloads.chat.slice_duration",
-    );
-    assert!(e.contains("must be above zero"), "{e}");
+    // Before, 1ns was taken (as 1 µs) and its table read 0.0-0.0 on every line.
+    for narrow in ["\"0s\"", "\"1ns\"", "\"999us\""] {
+        let e = error_at(
+            &with(narrow),
+            "slice_duration",
+            "workloads.chat.slice_duration",
+        );
+        assert!(
+            e.contains("too narrow for a timeslice: at least 1ms"),
+            "{e}"
+        );
+    }
+    assert!(parse(&with("\"1ms\"")).is_ok());
 }
 
 #[test]

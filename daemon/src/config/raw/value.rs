@@ -47,6 +47,20 @@ impl<'de> Deserialize<'de> for PositivePeriod {
     }
 }
 
+/// A timeslice's width: at least 1 ms, at most a year ([`duration::parse_slice_width`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SliceWidth(pub Duration);
+
+impl<'de> Deserialize<'de> for SliceWidth {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a duration string such as \"10s\""))?;
+        duration::parse_slice_width(&s)
+            .map(SliceWidth)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// A size in bytes, at least 1 KiB: a number, or a string with a unit (`"64KiB"`, `"1MiB"`).
 #[derive(Debug, Clone, Copy)]
 pub struct ByteSize(pub usize);
