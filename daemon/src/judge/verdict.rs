@@ -79,6 +79,14 @@ impl Verdict {
                 summary.requests
             ));
         }
+        if summary.completed == 0 && summary.errors == 0 {
+            // Every request cancelled on purpose: the target did nothing wrong, nor right.
+            return Verdict::error(format!(
+                "nothing to judge: all {} requests were cancelled on purpose \
+                 (--request-cancellation-rate)",
+                summary.requests
+            ));
+        }
         if summary.completed == 0 {
             let kinds: Vec<String> = summary
                 .errors_by_kind

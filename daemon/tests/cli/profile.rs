@@ -300,6 +300,36 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
     assert_eq!(c["delay_s"], 0.1, "{s}");
     assert!(c["seed"].is_u64(), "{s}");
 
+    // Every request cancelled: nothing was judged, and the run says so rather than blaming
+    // the target or printing a 0 % share of nothing.
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--overwrite",
+            "--isl",
+            "16",
+            "--osl",
+            "8",
+            "--request-count",
+            "2",
+            "--request-cancellation-rate",
+            "100",
+            "--request-cancellation-delay",
+            "100ms",
+            "--goodput",
+            "time_to_first_token:100",
+        ],
+    );
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("0 of 0 requests"), "{t}");
+    assert!(t.contains("(no share)"), "{t}");
+    assert!(
+        t.contains("nothing to judge: all 2 requests were cancelled on purpose"),
+        "{t}"
+    );
+
     let out = profile(
         dir.path(),
         &url,
