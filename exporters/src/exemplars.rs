@@ -137,7 +137,7 @@ impl Exemplars {
 /// each request.
 #[derive(Debug)]
 pub(crate) struct ExemplarClient {
-    pub inner: reqwest::blocking::Client,
+    pub inner: crate::transport::CauseKeepingClient,
     pub exemplars: Arc<Exemplars>,
 }
 

@@ -9,6 +9,7 @@ use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
 use crate::observer::RunObserver;
 use crate::spans::SpanQueue;
+use crate::transport::{error_chain, CauseKeepingClient};
 use canary_core::RunOutcome;
 use canary_core::{RunSummary, WallAnchor};
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
@@ -128,13 +129,13 @@ fn http_settings<B: WithExportConfig + WithHttpConfig>(
     builder: B,
     url: &str,
     config: &Config,
-    client: &reqwest::blocking::Client,
+    client: CauseKeepingClient,
 ) -> B {
     builder
         .with_endpoint(url)
         .with_headers(config.header_map())
         .with_timeout(config.timeout)
-        .with_http_client(client.clone())
+        .with_http_client(client)
         .with_retry_policy(
             RetryPolicy::recommended()
                 .with_max_retries(1)
@@ -170,18 +171,6 @@ fn http_client(config: &Config, https: bool) -> Result<reqwest::blocking::Client
     .join()
     .map_err(|_| ExportError::Tls("building the HTTP client panicked".into()))?
     .map_err(|e| ExportError::Tls(error_chain(&e)))
-}
-
-/// `e` and its sources, `: `-joined (reqwest's own message is only "builder error").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 impl OtlpExporter {
@@ -221,14 +210,21 @@ impl OtlpExporter {
         let scope = InstrumentationScope::builder("canaryd")
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
-        let client = http_client(&config, https)?;
+        let shared = http_client(&config, https)?;
+        // Each signal's own, so its warning names its own last failure.
+        let client =
+            |s: Signal| CauseKeepingClient::new(shared.clone(), health.of(s).last_failure.clone());
         let spans = match &traces_url {
             None => None,
             Some(url) => {
-                let mut exporter =
-                    http_settings(SpanExporter::builder().with_http(), url, &config, &client)
-                        .build()
-                        .map_err(|e| build_err("traces", &config)(e.to_string()))?;
+                let mut exporter = http_settings(
+                    SpanExporter::builder().with_http(),
+                    url,
+                    &config,
+                    client(Signal::Traces),
+                )
+                .build()
+                .map_err(|e| build_err("traces", &config)(e.to_string()))?;
                 exporter.set_resource(&resource);
                 Some(Arc::new(
                     SpanQueue::start(exporter, config.max_queued_spans, health.clone())
@@ -241,17 +237,23 @@ impl OtlpExporter {
             crate::metrics::with_views(SdkMeterProvider::builder()).with_resource(resource.clone());
         let exemplars = Arc::new(Exemplars::default());
         if let Some(url) = &metrics_url {
-            let inner = http_settings(MetricExporter::builder().with_http(), url, &config, &client)
-                // The SDK samples no exemplars: this client adds them to each export.
-                .with_http_client(ExemplarClient {
-                    inner: client.clone(),
-                    exemplars: exemplars.clone(),
-                })
-                // Cumulative: what a failed export missed arrives with the next one, and
-                // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
-                .with_temporality(Temporality::Cumulative)
-                .build()
-                .map_err(|e| build_err("metrics", &config)(e.to_string()))?;
+            let metrics_client = client(Signal::Metrics);
+            let inner = http_settings(
+                MetricExporter::builder().with_http(),
+                url,
+                &config,
+                metrics_client.clone(),
+            )
+            // The SDK samples no exemplars: this client adds them to each export.
+            .with_http_client(ExemplarClient {
+                inner: metrics_client,
+                exemplars: exemplars.clone(),
+            })
+            // Cumulative: what a failed export missed arrives with the next one, and
+            // Prometheus-style stores (VictoriaMetrics, Mimir) take it as is.
+            .with_temporality(Temporality::Cumulative)
+            .build()
+            .map_err(|e| build_err("metrics", &config)(e.to_string()))?;
             let reader = PeriodicReader::builder(CountingMetricExporter {
                 inner,
                 health: health.clone(),
@@ -287,10 +289,14 @@ impl OtlpExporter {
         let logs = match &logs_url {
             None => None,
             Some(url) => {
-                let inner =
-                    http_settings(LogExporter::builder().with_http(), url, &config, &client)
-                        .build()
-                        .map_err(|e| build_err("logs", &config)(e.to_string()))?;
+                let inner = http_settings(
+                    LogExporter::builder().with_http(),
+                    url,
+                    &config,
+                    client(Signal::Logs),
+                )
+                .build()
+                .map_err(|e| build_err("logs", &config)(e.to_string()))?;
                 let processor = BatchLogProcessor::builder(CountingLogExporter {
                     inner,
                     health: health.clone(),

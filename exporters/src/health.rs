@@ -14,7 +14,7 @@
 use crate::config::{redact_url, Config, Signal};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One signal's export counters.
 #[derive(Debug, Default)]
@@ -29,6 +29,9 @@ pub(crate) struct SignalHealth {
     settled: Mutex<bool>,
     failing: AtomicBool,
     reported: AtomicBool,
+    /// The whole cause of the signal's last transport failure, kept by its HTTP client
+    /// ([`crate::transport`]): the exporter's own error says only "network error".
+    pub last_failure: Arc<Mutex<Option<String>>>,
 }
 
 impl SignalHealth {
@@ -119,19 +122,31 @@ impl Health {
         s.failures.fetch_add(1, Ordering::Relaxed);
         s.failing.store(true, Ordering::Relaxed);
         if !s.reported.swap(true, Ordering::Relaxed) {
-            let mut cause = self.scrubber.scrub(&cause.to_string());
-            // The HTTP client only says "network error": say which (refused, unreachable…).
-            if cause.contains("network error") {
-                if let Some(why) = s.endpoint.as_deref().and_then(probe) {
-                    cause = format!("{cause} ({why})");
-                }
-            }
+            let cause = self.explain(s, &cause.to_string());
             tracing::warn!(
                 "OTLP {} export to {} failed: {cause}; the run goes on, later failures are counted (canary.exporter.dropped)",
                 signal.as_str(),
                 s.endpoint.as_deref().unwrap_or("?"),
             );
         }
+    }
+
+    /// The first failure's cause as the warning gives it, scrubbed of secrets. The exporter
+    /// only says "network error": the client's own cause says which (an untrusted
+    /// certificate, a refused connection); failing that, a connection attempt of our own.
+    fn explain(&self, s: &SignalHealth, cause: &str) -> String {
+        let mut cause = cause.to_string();
+        if cause.contains("network error") {
+            let kept = s
+                .last_failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(why) = kept.or_else(|| s.endpoint.as_deref().and_then(probe)) {
+                cause = format!("{cause} ({why})");
+            }
+        }
+        canary_core::printable(&self.scrubber.scrub(&cause)).into_owned()
     }
 
     /// The shutdown deadline has come: what `signal`'s pipeline accepted but neither
@@ -225,5 +240,51 @@ mod tests {
         let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1/metrics", live.local_addr().unwrap());
         assert_eq!(probe(&url), None);
+    }
+
+    /// Sends one export request as the exporter's thread does (the blocking client answers
+    /// within the first poll).
+    fn send_once(client: &crate::transport::CauseKeepingClient, url: &str) {
+        use opentelemetry_http::HttpClient;
+        use std::future::Future;
+        let request = http::Request::post(url)
+            .body(opentelemetry_http::Bytes::from_static(b"x"))
+            .unwrap();
+        let mut sent = std::pin::pin!(client.send_bytes(request));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(sent.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_untrusted_certificate_is_named_not_only_a_network_error() {
+        // A TLS endpoint whose CA this client does not trust: the exporter's own error is
+        // "network error", as for a refused connection; before, so was the warning.
+        let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (port, _ca) = canary_testkit::tls_terminator(backend.local_addr().unwrap()).await;
+        let url = format!("https://localhost:{port}/v1/traces");
+        let config = Config {
+            endpoint: Some(format!("https://localhost:{port}")),
+            ..Config::default()
+        };
+        let h = Health::new(&config, [Some(url.clone()), None, None]);
+        // The blocking client is built, used and dropped off the async threads.
+        let why = tokio::task::spawn_blocking(move || {
+            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
+            let inner = reqwest::blocking::Client::builder()
+                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+                .build()
+                .unwrap();
+            let client =
+                crate::transport::CauseKeepingClient::new(inner, h.traces.last_failure.clone());
+            send_once(&client, &url);
+            h.explain(&h.traces, "HTTP export failed: network error")
+        })
+        .await
+        .unwrap();
+        assert!(
+            why.starts_with("HTTP export failed: network error ("),
+            "{why}"
+        );
+        assert!(why.contains("certificate"), "{why}");
     }
 }

@@ -35,6 +35,7 @@ mod labels;
 mod metrics;
 mod observer;
 mod spans;
+mod transport;
 
 pub use config::{parse_headers, ratio, redact_url, Config, ConfigError, Signal};
 pub use exporter::{ExportError, ExportReport, OtlpExporter, RunJudgement};
