@@ -129,6 +129,13 @@ pub enum Hostile {
         /// How long the second request is held before the close.
         after: Duration,
     },
+    /// The first connection as [`Hostile::DropsSecondRequest`]; every later one reads its
+    /// request and never answers, as [`Hostile::Silent`]: a request sent again on a new
+    /// connection after its pooled one closed waits there until its deadline.
+    DropsSecondRequestThenSilent {
+        /// How long the first connection's second request is held before the close.
+        after: Duration,
+    },
     /// Writes a whole 200 SSE response (one token, `[DONE]`) `after` the connection opens,
     /// before reading anything, as a broken proxy or a server replaying a canned answer
     /// would; then reads the request and holds the connection.
@@ -150,6 +157,7 @@ pub struct HostileServer {
 struct Stats {
     requests: AtomicU64,
     bytes_sent: AtomicU64,
+    connections: AtomicU64,
 }
 
 /// How long one connection may last, whatever its mode, unless [`HostileServer::lasting`]
@@ -178,10 +186,12 @@ impl HostileServer {
                     }
                     let Ok(conn) = conn else { continue };
                     let (stop, stats) = (stop.clone(), stats.clone());
+                    let index = stats.connections.fetch_add(1, Ordering::Relaxed);
                     std::thread::spawn(move || {
                         let deadline = Instant::now() + limit;
                         let mut c = Conn {
                             tcp: conn,
+                            index,
                             deadline,
                             stop,
                             stats,
@@ -225,6 +235,8 @@ impl Drop for HostileServer {
 
 struct Conn {
     tcp: TcpStream,
+    /// Connections accepted before this one.
+    index: u64,
     deadline: Instant,
     stop: Arc<AtomicBool>,
     stats: Arc<Stats>,
@@ -337,6 +349,15 @@ impl Conn {
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         Some(head)
+    }
+
+    /// Answers the first request with `answer`, reads the second, holds it `after` and
+    /// returns, for the caller to close the connection without a byte: the client's read
+    /// sees the end, not a reset (its request was read whole).
+    fn drop_second(&mut self, answer: &[u8], after: Duration) {
+        if self.send(answer) && self.read_request().is_some() {
+            self.pause(after);
+        }
     }
 
     fn serve(&mut self, mode: Hostile) {
@@ -507,14 +528,14 @@ impl Conn {
             }
             Hostile::CloseAfterRequest => return,
             Hostile::DropsSecondRequest { after } => {
-                if !self.send(&whole()) || self.read_request().is_none() {
-                    return;
-                }
-                // Held, then closed: the client's read sees the end, not a reset (its
-                // request was read whole).
-                self.pause(after);
+                self.drop_second(&whole(), after);
                 return;
             }
+            Hostile::DropsSecondRequestThenSilent { after } if self.index == 0 => {
+                self.drop_second(&whole(), after);
+                return;
+            }
+            Hostile::DropsSecondRequestThenSilent { .. } => {}
             Hostile::AnswersFirst { .. } => {}
             Hostile::WrongType { bytes } => {
                 let start = b"data: {\"choices\":\"";
