@@ -66,10 +66,15 @@ pub enum Hostile {
     EndOfSequenceOnly,
     /// A 200 answer of one token whose choice then finishes with `finish_reason: "abort"` (as
     /// vLLM ends a request it gave up on), a usage and `[DONE]`: a stream, or one JSON body.
+    /// The usage counts 2 completion tokens, one more than came (generated, never sent), so a
+    /// record can tell the server's count from its own.
     AbortedGeneration {
         /// An SSE stream rather than one JSON body.
         streaming: bool,
     },
+    /// A 200 SSE stream of one token and a chunk finishing with `finish_reason: "abort"`,
+    /// then nothing: no usage, no `[DONE]`, the connection held open.
+    AbortedThenStalls,
     /// A 200 SSE stream of one token, then an `event: error` whose data has no `error` key
     /// (`{"message":"engine overloaded","code":503}`), then `[DONE]`.
     ErrorEvent,
@@ -565,24 +570,39 @@ impl Conn {
                 let _ = self.send(answer.as_bytes());
             }
             Hostile::AbortedGeneration { streaming: true } => {
-                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
-                              data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
-                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n\
-                              data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
-                              data: [DONE]\n\n";
+                // Each event its own piece of the chunked body, as vLLM writes them: the usage
+                // comes in a read of its own after the abort.
+                let events = [
+                    "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+                    "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+                    "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n",
+                    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+                    "data: [DONE]\n\n",
+                ];
                 let mut answer = SSE.to_vec();
-                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                for e in events {
+                    answer.extend(format!("{:x}\r\n{e}\r\n", e.len()).bytes());
+                }
+                answer.extend(b"0\r\n\r\n");
                 let _ = self.send(&answer);
             }
             Hostile::AbortedGeneration { streaming: false } => {
                 let body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x\"},\
                             \"finish_reason\":\"abort\"}],\
-                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}";
+                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}";
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = self.send(answer.as_bytes());
+            }
+            Hostile::AbortedThenStalls => {
+                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n";
+                let framed = format!("{:x}\r\n{events}\r\n", events.len());
+                if !self.send(SSE) || !self.send(framed.as_bytes()) {
+                    return;
+                }
             }
             Hostile::ErrorEvent => {
                 let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\

@@ -64,6 +64,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::StalledErrorBody,
         Hostile::AbortedGeneration { streaming: true },
         Hostile::AbortedGeneration { streaming: false },
+        Hostile::AbortedThenStalls,
         Hostile::EndlessNothing { events: 4096 },
         Hostile::ErrorEvent,
         Hostile::Gzipped { status: 200 },
@@ -127,6 +128,14 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.contains(r#""content":"x""#), "{text}");
                 assert!(text.contains(r#""finish_reason":"abort""#), "{text}");
                 assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
+            }
+            Hostile::AbortedThenStalls => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.contains(r#""content":"x""#), "{text}");
+                assert!(
+                    text.ends_with("\"finish_reason\":\"abort\"}]}\n\n\r\n"),
+                    "nothing after the abort: {text}"
+                );
             }
             Hostile::ErrorEvent => {
                 let event =
