@@ -44,7 +44,8 @@ pub struct Measurement {
     pub second_token: Option<Stamp>,
     /// First output (non-reasoning) token.
     pub first_output: Option<Stamp>,
-    /// Response complete (`[DONE]`, the body's end), or the error happened (a read only).
+    /// Response complete (`[DONE]`, the body's end), or reading stopped at an error (a read
+    /// only; after a failing `finish_reason`, once the usage after it was read for).
     pub end: Stamp,
     /// Token-bearing chunks.
     pub chunks: u32,
@@ -65,7 +66,8 @@ pub struct Measurement {
     /// [`IDLE_CLOSE_RACE`] of its send: on a reused connection this is a server that closed
     /// it while idle, and the request never reached the server.
     pub unanswered: bool,
-    /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed.
+    /// The client closed it on purpose ([`ReadLimits::cancel_after`]) before it completed or
+    /// failed.
     pub cancelled: bool,
 }
 
@@ -230,7 +232,7 @@ pub async fn exchange(
         }
         if streaming {
             // Done at [DONE]: the body's end is read after the exchange's own deadlines.
-            read_stream(&mut body, &mut m, &mut rx, limits).await?;
+            read_stream(&mut body, &mut m, &mut rx, limits, deadline).await?;
             Ok(Some(body))
         } else {
             let declared = hyper::body::Body::size_hint(&body).exact();
@@ -251,20 +253,25 @@ pub async fn exchange(
     let result = tokio::select! {
         r = tokio::time::timeout_at(deadline, run) => match r {
             Ok(r) => r,
-            Err(_) => Err(error(
-                ErrorKind::Timeout,
-                format!(
-                    "no complete response within {:.0} ms of sending (request timeout)",
-                    budget.as_secs_f64() * 1e3
-                ),
-            )),
+            // A failure the stream said before the deadline stands (the deadline cut the read
+            // on for its usage, `read::read_stream`).
+            Err(_) => Err(m.error.take().unwrap_or_else(|| {
+                error(
+                    ErrorKind::Timeout,
+                    format!(
+                        "no complete response within {:.0} ms of sending (request timeout)",
+                        budget.as_secs_f64() * 1e3
+                    ),
+                )
+            })),
         },
         () = cancel => {
             // The response is dropped unread: the connection cannot carry another request,
             // and closing it is the disconnect the server must see.
             m.end = Stamp::read(MonoTime::now());
             m.sent = sent_at(m.sent);
-            m.cancelled = true;
+            // Unless the stream had failed before it (its error stands).
+            m.cancelled = m.error.is_none();
             m.reusable = false;
             // What arrived before the cancel keeps its receive-time labels.
             m.rx = rx.finish(UserspaceTimes::default());
@@ -275,7 +282,8 @@ pub async fn exchange(
             // head, tokens), the rest is not waited for.
             m.end = Stamp::read(MonoTime::now());
             m.sent = sent_at(m.sent.min(m.end.read));
-            m.error = Some(grace_over());
+            // A failure the stream said before the stop stands.
+            m.error = Some(m.error.take().unwrap_or_else(grace_over));
             m.reusable = false;
             m.rx = rx.finish(UserspaceTimes::default());
             return m;

@@ -112,6 +112,69 @@ async fn a_generation_the_server_aborted_is_a_server_error_keeping_its_tokens() 
     }
 }
 
+/// vLLM sends its usage chunk after the finish chunk (with `include_usage`): reading stopped
+/// at a failing `finish_reason`, so the record kept the client's count of 1 token, not the
+/// server's 2. Still a `server_error`, and the summary counts no tokens of it.
+#[tokio::test]
+async fn a_usage_after_a_failing_finish_reason_is_the_records_count() {
+    let server = HostileServer::start(Hostile::AbortedGeneration { streaming: true });
+    let run = replay(requests(2, 20, 4), target(&server, true), |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+        assert_eq!(m, r#"the generation ended with finish_reason "abort""#);
+    }
+    for r in &run.records {
+        let usage = r.usage.as_ref().expect("the usage after the abort");
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (Some(5), Some(2))
+        );
+        assert_eq!((r.chunks, r.output_token_count()), (1, 2), "{r:?}");
+        assert_eq!(r.e2e_ms, None);
+    }
+    let s = &run.outcome.summary;
+    assert_eq!((s.completed, s.errors), (0, 2));
+    assert_eq!(s.errors_by_kind["server_error"], 2);
+    assert_eq!(
+        s.total_output_tokens, 0,
+        "a failed request's tokens are not counted"
+    );
+}
+
+/// A server that stalls after a failing `finish_reason` (no usage, no `[DONE]`) costs its
+/// request only the short read on for the usage: it ends as the `server_error` it is, long
+/// before its 10 s timeout, with the tokens that came and no usage.
+#[tokio::test]
+async fn a_stream_stalled_after_a_failing_finish_reason_ends_promptly_as_a_server_error() {
+    let server = HostileServer::start(Hostile::AbortedThenStalls);
+    let mut t = target(&server, true);
+    t.timeout = Duration::from_secs(10);
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+        assert_eq!(m, r#"the generation ended with finish_reason "abort""#);
+    }
+    for r in &run.records {
+        assert_eq!((r.chunks, r.usage.as_ref()), (1, None), "{r:?}");
+        // The read on lasts 250 ms; half the timeout is a margin no load reaches.
+        let took = r.ended_at_ms - r.sent_at_ms;
+        assert!(took < 5_000.0, "{took} ms: waited for more than the usage");
+    }
+}
+
+/// The read on for the usage stops at the request's deadline, and the failure the stream said
+/// before it stands: a 200 ms timeout, shorter than the read on, does not make the request
+/// a `timeout`.
+#[tokio::test]
+async fn a_failing_finish_reason_before_the_deadline_stays_a_server_error_at_it() {
+    let server = HostileServer::start(Hostile::AbortedThenStalls);
+    let mut t = target(&server, true);
+    t.timeout = Duration::from_millis(200);
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::ServerError) {
+        assert_eq!(m, r#"the generation ended with finish_reason "abort""#);
+    }
+    assert!(run.records.iter().all(|r| r.chunks == 1));
+}
+
 /// An `event: error` whose data had no `error` key was read as a chunk of nothing and skipped:
 /// with `[DONE]` after it, the request completed.
 #[tokio::test]

@@ -1,10 +1,13 @@
 //! Requests written by the release thread itself (issue 21): on time while every runtime
 //! thread is busy, never after a stop withdrew them, resent at their deadline when the server
-//! closed their pooled connection first, and whole when larger than the socket's buffers.
-//! Against the simulator's truth log or a server counting the bytes it receives.
+//! closed their pooled connection first (within their first deadline when it closed it just
+//! after the release), and whole when larger than the socket's buffers. Against the
+//! simulator's truth log, a server counting the bytes it receives, or a hostile one.
 
 use crate::support::*;
-use canary_core::{MonoTime, Status};
+use canary_core::{ErrorKind, MonoTime, Status};
+use canary_replay::{Endpoint, Target};
+use canary_testkit::{Hostile, HostileServer};
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -170,6 +173,56 @@ async fn a_pooled_connection_closed_before_the_release_resends_at_the_deadline()
         "the resend's own time"
     );
     assert!((r.schedule_lag_ms - (r.sent_at_ms - r.scheduled_at_ms).max(0.0)).abs() < 1e-9);
+}
+
+/// A request whose pooled connection closed right after its send (the idle close racing it)
+/// is sent again on a new connection, within its first attempt's deadline: a held request's
+/// retry got a whole timeout of its own, so one request could take nearly twice its timeout.
+/// The server holds the pooled attempt 20 ms before the close and never answers the new
+/// connection, so the retry ends at its deadline, and its message says what that deadline
+/// left it: all 600 ms were a fresh timeout, the first attempt's leaves 580 at most. Both
+/// ways of sending: held for the release thread, and after a concurrency slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_again_after_its_pooled_connection_closed_keeps_its_first_deadline() {
+    const TIMEOUT_MS: u32 = 600;
+    const HELD_MS: u32 = 20;
+    for held in [true, false] {
+        let server = HostileServer::start(Hostile::DropsSecondRequestThenSilent {
+            after: HELD_MS * MS,
+        });
+        let mut t = Target::new(&server.url(), Endpoint::Chat, "m").unwrap();
+        t.timeout = TIMEOUT_MS * MS;
+        let mut reqs = requests(2, 20, 4);
+        // The second takes the first's pooled connection: due long after it, or one at a time.
+        if held {
+            reqs[1].timestamp_us = 1_000_000;
+        }
+        let run = replay(reqs, t, |c| c.concurrency = (!held).then_some(1)).await;
+        let (ok, failed): (Vec<_>, Vec<_>) = run.records.iter().partition(|r| r.is_ok());
+        assert_eq!(
+            (ok.len(), failed.len()),
+            (1, 1),
+            "held {held}: {:?}",
+            run.records
+        );
+        assert_eq!(server.requests(), 3, "held {held}: the second sent again");
+        let r = failed[0];
+        assert!(r.connect_ms.is_some(), "held {held}: on a new connection");
+        let e = r.error.as_ref().unwrap();
+        assert_eq!(e.kind, ErrorKind::Timeout, "held {held}: {e:?}");
+        let left: u32 = e
+            .message
+            .strip_prefix("no complete response within ")
+            .and_then(|m| m.strip_suffix(" ms of sending (request timeout)"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("held {held}: {e:?}"));
+        // At most 580 (the deadline and the hold are both on the monotonic clock; half the
+        // hold to spare for rounding); a fresh timeout says 600.
+        assert!(
+            left <= TIMEOUT_MS - HELD_MS / 2,
+            "held {held}: the retry had {left} ms, a timeout of its own"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -66,10 +66,15 @@ pub enum Hostile {
     EndOfSequenceOnly,
     /// A 200 answer of one token whose choice then finishes with `finish_reason: "abort"` (as
     /// vLLM ends a request it gave up on), a usage and `[DONE]`: a stream, or one JSON body.
+    /// The usage counts 2 completion tokens, one more than came (generated, never sent), so a
+    /// record can tell the server's count from its own.
     AbortedGeneration {
         /// An SSE stream rather than one JSON body.
         streaming: bool,
     },
+    /// A 200 SSE stream of one token and a chunk finishing with `finish_reason: "abort"`,
+    /// then nothing: no usage, no `[DONE]`, the connection held open.
+    AbortedThenStalls,
     /// A 200 SSE stream of one token, then an `event: error` whose data has no `error` key
     /// (`{"message":"engine overloaded","code":503}`), then `[DONE]`.
     ErrorEvent,
@@ -129,6 +134,13 @@ pub enum Hostile {
         /// How long the second request is held before the close.
         after: Duration,
     },
+    /// The first connection as [`Hostile::DropsSecondRequest`]; every later one reads its
+    /// request and never answers, as [`Hostile::Silent`]: a request sent again on a new
+    /// connection after its pooled one closed waits there until its deadline.
+    DropsSecondRequestThenSilent {
+        /// How long the first connection's second request is held before the close.
+        after: Duration,
+    },
     /// Writes a whole 200 SSE response (one token, `[DONE]`) `after` the connection opens,
     /// before reading anything, as a broken proxy or a server replaying a canned answer
     /// would; then reads the request and holds the connection.
@@ -150,6 +162,7 @@ pub struct HostileServer {
 struct Stats {
     requests: AtomicU64,
     bytes_sent: AtomicU64,
+    connections: AtomicU64,
 }
 
 /// How long one connection may last, whatever its mode, unless [`HostileServer::lasting`]
@@ -178,10 +191,12 @@ impl HostileServer {
                     }
                     let Ok(conn) = conn else { continue };
                     let (stop, stats) = (stop.clone(), stats.clone());
+                    let index = stats.connections.fetch_add(1, Ordering::Relaxed);
                     std::thread::spawn(move || {
                         let deadline = Instant::now() + limit;
                         let mut c = Conn {
                             tcp: conn,
+                            index,
                             deadline,
                             stop,
                             stats,
@@ -225,6 +240,8 @@ impl Drop for HostileServer {
 
 struct Conn {
     tcp: TcpStream,
+    /// Connections accepted before this one.
+    index: u64,
     deadline: Instant,
     stop: Arc<AtomicBool>,
     stats: Arc<Stats>,
@@ -337,6 +354,15 @@ impl Conn {
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         Some(head)
+    }
+
+    /// Answers the first request with `answer`, reads the second, holds it `after` and
+    /// returns, for the caller to close the connection without a byte: the client's read
+    /// sees the end, not a reset (its request was read whole).
+    fn drop_second(&mut self, answer: &[u8], after: Duration) {
+        if self.send(answer) && self.read_request().is_some() {
+            self.pause(after);
+        }
     }
 
     fn serve(&mut self, mode: Hostile) {
@@ -507,14 +533,14 @@ impl Conn {
             }
             Hostile::CloseAfterRequest => return,
             Hostile::DropsSecondRequest { after } => {
-                if !self.send(&whole()) || self.read_request().is_none() {
-                    return;
-                }
-                // Held, then closed: the client's read sees the end, not a reset (its
-                // request was read whole).
-                self.pause(after);
+                self.drop_second(&whole(), after);
                 return;
             }
+            Hostile::DropsSecondRequestThenSilent { after } if self.index == 0 => {
+                self.drop_second(&whole(), after);
+                return;
+            }
+            Hostile::DropsSecondRequestThenSilent { .. } => {}
             Hostile::AnswersFirst { .. } => {}
             Hostile::WrongType { bytes } => {
                 let start = b"data: {\"choices\":\"";
@@ -544,24 +570,39 @@ impl Conn {
                 let _ = self.send(answer.as_bytes());
             }
             Hostile::AbortedGeneration { streaming: true } => {
-                let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
-                              data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
-                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n\
-                              data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n\
-                              data: [DONE]\n\n";
+                // Each event its own piece of the chunked body, as vLLM writes them: the usage
+                // comes in a read of its own after the abort.
+                let events = [
+                    "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+                    "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+                    "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n",
+                    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+                    "data: [DONE]\n\n",
+                ];
                 let mut answer = SSE.to_vec();
-                answer.extend(format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len()).bytes());
+                for e in events {
+                    answer.extend(format!("{:x}\r\n{e}\r\n", e.len()).bytes());
+                }
+                answer.extend(b"0\r\n\r\n");
                 let _ = self.send(&answer);
             }
             Hostile::AbortedGeneration { streaming: false } => {
                 let body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x\"},\
                             \"finish_reason\":\"abort\"}],\
-                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}";
+                            \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}";
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = self.send(answer.as_bytes());
+            }
+            Hostile::AbortedThenStalls => {
+                let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                              data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n";
+                let framed = format!("{:x}\r\n{events}\r\n", events.len());
+                if !self.send(SSE) || !self.send(framed.as_bytes()) {
+                    return;
+                }
             }
             Hostile::ErrorEvent => {
                 let events = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\

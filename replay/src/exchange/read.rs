@@ -5,7 +5,7 @@
 
 use super::{classify_hyper, error, Measurement, ReadLimits};
 use crate::chunk::{self, ChunkInfo};
-use crate::limits::{show_bytes, ResponseLimits};
+use crate::limits::{show_bytes, Hold, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
 use crate::sse::{SseEvent, SseParser};
 use canary_core::{ErrorKind, MonoTime, RequestError};
@@ -31,13 +31,27 @@ fn held_over(limits: &ReadLimits) -> RequestError {
     )
 }
 
+/// How long a stream is read on, at most, after a chunk whose `finish_reason` says the
+/// generation failed, for the usage that may follow it: vLLM sends its usage chunk right after
+/// the finish chunk when `include_usage` is on, and without it the record counts the tokens
+/// the client saw instead of the server's. Short, so a server that stalls there costs its
+/// request little; never past the request's deadline.
+const USAGE_AFTER_FAILURE_WAIT: Duration = Duration::from_millis(250);
+
+/// Events read at most after a failing `finish_reason`, for the usage: the usage chunk and
+/// `[DONE]` come next, a few to spare for servers that send more.
+const USAGE_AFTER_FAILURE_EVENTS: u32 = 4;
+
 /// Reads an SSE stream to its `[DONE]`: each event's tokens, usage and errors into `m`,
 /// timed; the body's end is left to the caller (read after the exchange's own deadlines).
+/// `deadline`: the request's, which the short read on for a usage after a failing
+/// `finish_reason` never passes.
 pub(super) async fn read_stream(
     body: &mut hyper::body::Incoming,
     m: &mut Measurement,
     rx: &mut RxTimer,
     limits: &ReadLimits,
+    deadline: tokio::time::Instant,
 ) -> Result<(), RequestError> {
     let mut parser = SseParser::with_limit(limits.caps.event_bytes);
     let mut hold = limits.held.hold();
@@ -77,7 +91,8 @@ pub(super) async fn read_stream(
         // too when the piece holds the start of the next event.
         let n = events.len();
         let partial = parser.has_partial_event();
-        for (i, ev) in events.drain(..).enumerate() {
+        let mut piece = events.drain(..).enumerate();
+        while let Some((i, ev)) = piece.next() {
             let more_after = i + 1 < n || partial;
             // Whatever its data holds (an `error` key or not): the server says it failed.
             if ev.event.as_deref() == Some("error") {
@@ -109,7 +124,17 @@ pub(super) async fn read_stream(
             };
             let at = rx.event(read, ev.at, role, more_after);
             absorb(m, &info, at, &mut last_token, limits)?;
-            failed_finish(&info)?;
+            if let Err(failed) = failed_finish(&info) {
+                // The request failed here, whatever comes next; known in `m` now, so the
+                // deadline cutting the read on below leaves it standing.
+                m.error = Some(failed.clone());
+                let rest: Vec<SseEvent> = piece.map(|(_, ev)| ev).collect();
+                let until = (tokio::time::Instant::now() + USAGE_AFTER_FAILURE_WAIT).min(deadline);
+                let most = ResponseLimits::max_bare_lines(limits.max_chunks);
+                let read_on = usage_after_failure(body, &mut parser, &mut hold, rest, m, rx, most);
+                let _ = tokio::time::timeout_at(until, read_on).await;
+                return Err(failed);
+            }
         }
         // After this read's events, so what they carried is kept.
         let most = ResponseLimits::max_bare_lines(limits.max_chunks);
@@ -121,6 +146,55 @@ pub(super) async fn read_stream(
                     for_max_tokens(limits)
                 ),
             ));
+        }
+    }
+}
+
+/// Reads on after a chunk whose `finish_reason` said the generation failed, for the usage
+/// (and llama.cpp's `timings`) the server may still send: `rest`, the events that came in the
+/// failing chunk's read after it, then the body, until a chunk carries a usage, `[DONE]`, the
+/// body's end, anything amiss (an error, a malformed chunk, a cap), or
+/// [`USAGE_AFTER_FAILURE_EVENTS`] events; the caller bounds it in time. The request has
+/// failed already: tokens that still come are not counted, and nothing here changes its error.
+async fn usage_after_failure(
+    body: &mut hyper::body::Incoming,
+    parser: &mut SseParser,
+    hold: &mut Hold,
+    rest: Vec<SseEvent>,
+    m: &mut Measurement,
+    rx: &mut RxTimer,
+    most_bare_lines: u64,
+) {
+    let mut events = rest;
+    let mut left = USAGE_AFTER_FAILURE_EVENTS;
+    loop {
+        for ev in events.drain(..) {
+            if left == 0 || ev.event.as_deref() == Some("error") || ev.data == "[DONE]" {
+                return;
+            }
+            left -= 1;
+            let Ok(info) = chunk::parse(&ev.data) else {
+                return;
+            };
+            if info.timings.is_some() {
+                m.timings = info.timings;
+            }
+            if info.usage.is_some() {
+                m.usage = info.usage;
+                return;
+            }
+        }
+        let Some(Ok(frame)) = body.frame().await else {
+            return;
+        };
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        // Later bytes of the failing chunk's read make its time a bound, as in the stream.
+        rx.bytes();
+        let pushed = parser.push(data, MonoTime::now(), &mut events);
+        if pushed.is_err() || !hold.set(parser.held()) || parser.bare_lines() > most_bare_lines {
+            return;
         }
     }
 }

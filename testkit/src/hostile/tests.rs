@@ -58,9 +58,13 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::DropsSecondRequest {
             after: Duration::from_millis(10),
         },
+        Hostile::DropsSecondRequestThenSilent {
+            after: Duration::from_millis(10),
+        },
         Hostile::StalledErrorBody,
         Hostile::AbortedGeneration { streaming: true },
         Hostile::AbortedGeneration { streaming: false },
+        Hostile::AbortedThenStalls,
         Hostile::EndlessNothing { events: 4096 },
         Hostile::ErrorEvent,
         Hostile::Gzipped { status: 200 },
@@ -125,6 +129,14 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.contains(r#""finish_reason":"abort""#), "{text}");
                 assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
             }
+            Hostile::AbortedThenStalls => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                assert!(text.contains(r#""content":"x""#), "{text}");
+                assert!(
+                    text.ends_with("\"finish_reason\":\"abort\"}]}\n\n\r\n"),
+                    "nothing after the abort: {text}"
+                );
+            }
             Hostile::ErrorEvent => {
                 let event =
                     "event: error\ndata: {\"message\":\"engine overloaded\",\"code\":503}\n\n";
@@ -145,7 +157,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
             }
             // The first request's whole answer; no second came.
-            Hostile::DropsSecondRequest { .. } => {
+            Hostile::DropsSecondRequest { .. } | Hostile::DropsSecondRequestThenSilent { .. } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
                 assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
             }
@@ -178,21 +190,36 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
 #[test]
 fn a_second_request_is_read_held_and_closed_on_without_a_byte() {
     let after = Duration::from_millis(200);
-    let server = HostileServer::start(Hostile::DropsSecondRequest { after });
-    let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    tcp.write_all(REQUEST).unwrap();
-    let mut first = Vec::new();
-    let mut buf = [0u8; 65536];
-    while !first.ends_with(b"0\r\n\r\n") {
-        match tcp.read(&mut buf) {
-            Ok(n @ 1..) => first.extend_from_slice(&buf[..n]),
-            other => panic!("the first answer ended early: {other:?}"),
+    for mode in [
+        Hostile::DropsSecondRequest { after },
+        Hostile::DropsSecondRequestThenSilent { after },
+    ] {
+        // Each connection closes within 2 s, whatever it does.
+        let server = HostileServer::lasting(mode, Duration::from_secs(2));
+        let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        tcp.write_all(REQUEST).unwrap();
+        let mut first = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !first.ends_with(b"0\r\n\r\n") {
+            match tcp.read(&mut buf) {
+                Ok(n @ 1..) => first.extend_from_slice(&buf[..n]),
+                other => panic!("{mode:?}: the first answer ended early: {other:?}"),
+            }
         }
+        tcp.write_all(REQUEST).unwrap();
+        let sent = Instant::now();
+        assert_eq!(
+            tcp.read(&mut buf).unwrap(),
+            0,
+            "{mode:?}: closed without a byte"
+        );
+        assert!(sent.elapsed() >= after, "{mode:?}: held first");
+        assert_eq!(server.requests(), 2, "{mode:?}");
+        // The next connection: answered again, or silent until its end.
+        let next = exchange(&server);
+        assert_eq!(server.requests(), 3, "{mode:?}");
+        let silent = matches!(mode, Hostile::DropsSecondRequestThenSilent { .. });
+        assert_eq!(next.is_empty(), silent, "{mode:?}: {next:?}");
     }
-    tcp.write_all(REQUEST).unwrap();
-    let sent = Instant::now();
-    assert_eq!(tcp.read(&mut buf).unwrap(), 0, "closed without a byte");
-    assert!(sent.elapsed() >= after, "held first");
-    assert_eq!(server.requests(), 2);
 }
