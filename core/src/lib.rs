@@ -31,6 +31,7 @@ mod confidence;
 mod context;
 mod diagnosis;
 mod error_causes;
+mod error_chain;
 mod gaps;
 mod goodput;
 mod hash;
@@ -65,6 +66,7 @@ pub use diagnosis::{
     Finding, Interval, RuleState, Threshold,
 };
 pub use error_causes::{ErrorCause, ErrorCauses};
+pub use error_chain::error_chain;
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;

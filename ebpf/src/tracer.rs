@@ -78,7 +78,8 @@ impl Tracer {
         if !Path::new(KERNEL_BTF).exists() {
             return Err(Unavailable::NoBtf("the file does not exist".into()));
         }
-        let btf = Btf::from_sys_fs().map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        let btf =
+            Btf::from_sys_fs().map_err(|e| Unavailable::NoBtf(canary_core::error_chain(&e)))?;
         // Without /proc the programs compare the pid as the initial namespace numbers it,
         // which is right outside a container.
         let (pidns_dev, pidns_ino) = own_pid_namespace().unwrap_or((0, 0));
@@ -176,25 +177,10 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Unavailable {
     while let Some(c) = cause {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             if io.raw_os_error() == Some(libc::EPERM) {
-                return Unavailable::NotPermitted(chain(e));
+                return Unavailable::NotPermitted(canary_core::error_chain(e));
             }
         }
         cause = c.source();
     }
-    Unavailable::Load(chain(e))
-}
-
-/// An error and its causes on one line.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cause = c.source();
-    }
-    s
+    Unavailable::Load(canary_core::error_chain(e))
 }

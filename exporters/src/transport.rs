@@ -30,27 +30,11 @@ impl HttpClient for CauseKeepingClient {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let sent = self.inner.send_bytes(request).await;
         if let Err(e) = &sent {
-            let mut chain = error_chain(e.as_ref());
+            let mut chain = canary_core::error_chain(e.as_ref());
             // A certificate's names are quoted whole (a thousand of them, say): a few KiB.
             chain.truncate(canary_core::prefix_within(&chain, MAX_CAUSE_BYTES).len());
             *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(chain);
         }
         sent
     }
-}
-
-/// `e` and its sources, `: `-joined (reqwest's own message is only "builder error" or
-/// "error sending request"); a source that repeats its parent's text is left out.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }

@@ -2,6 +2,7 @@
 //! polling loop shared by the server and DCGM scrapers: scrape every interval, report an
 //! unreachable endpoint once, retry quietly.
 
+pub use canary_core::error_chain;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -106,23 +107,6 @@ pub enum ScrapeError {
 /// next tick just waits) nor more than 10 s (the end-of-run scrape waits for it).
 pub fn default_scrape_timeout(interval: Duration) -> Duration {
     (interval * 9 / 10).clamp(Duration::from_millis(900), Duration::from_secs(10))
-}
-
-/// Formats an error with its whole `source()` chain: "a: b: c".
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        // Some errors print their source in their own message too (nvml-wrapper's
-        // `libloading error: {0}`): each cause is said once.
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// A TLS client trusting the system's roots (`SSL_CERT_FILE` honoured), built once, for
