@@ -39,18 +39,26 @@ fn mean_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
     }
 }
 
-/// One GPU as one source saw it: its samples in time order.
+/// One GPU (or one MIG instance of it) as one source saw it: its samples in time order.
 pub(crate) struct Series<'a> {
     pub source: GpuSource,
     pub gpu: u32,
+    pub instance: Option<u32>,
+    pub instance_profile: Option<&'a str>,
     pub uuid: Option<&'a str>,
     samples: Vec<&'a GpuSample>,
 }
 
 impl Series<'_> {
     /// Whether `self` (from DCGM) is a GPU that `nvml` already covers: the same UUID, or the
-    /// same index when either side has no UUID (then they cannot be told apart).
+    /// same index when either side has no UUID (then they cannot be told apart). A MIG
+    /// instance's series never is: NVML here reads whole devices, and the instance's own figures
+    /// (its memory) are nowhere else; it carries none of the GPU-wide ones (power, energy), so
+    /// keeping it counts nothing twice.
     fn duplicates(&self, nvml: &Series<'_>) -> bool {
+        if self.instance.is_some() {
+            return false;
+        }
         match (self.uuid, nvml.uuid) {
             (Some(a), Some(b)) => a == b,
             _ => self.gpu == nvml.gpu,
@@ -59,25 +67,29 @@ impl Series<'_> {
 }
 
 /// Splits samples (any order, any mix of sources, e.g. an NVML ring's and a DCGM ring's
-/// windows one after the other) into per-(source, GPU) series in time order, and keeps one
-/// source per physical GPU: where NVML and DCGM both see a GPU, NVML's series (read directly,
-/// usually more often) is kept and DCGM's dropped, so nothing is counted twice and energy
-/// counters are never differenced across sources. DCGM GPUs NVML does not see (another
-/// host's, by UUID) are kept.
+/// windows one after the other) into per-(source, GPU, MIG instance) series in time order,
+/// each GPU before its instances, and keeps one source per physical GPU: where NVML and DCGM
+/// both see a GPU, NVML's series (read directly, usually more often) is kept and DCGM's
+/// dropped, so nothing is counted twice and energy counters are never differenced across
+/// sources. DCGM GPUs NVML does not see (another host's, by UUID) are kept, and so are DCGM's
+/// MIG instances (see `Series::duplicates`).
 pub(crate) fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
     let mut all: Vec<Series<'_>> = Vec::new();
     for s in samples {
         match all
             .iter_mut()
-            .find(|x| x.source == s.source && x.gpu == s.gpu)
+            .find(|x| x.source == s.source && x.gpu == s.gpu && x.instance == s.gpu_instance)
         {
             Some(x) => {
                 x.uuid = x.uuid.or(s.uuid.as_deref());
+                x.instance_profile = x.instance_profile.or(s.gpu_instance_profile.as_deref());
                 x.samples.push(s);
             }
             None => all.push(Series {
                 source: s.source,
                 gpu: s.gpu,
+                instance: s.gpu_instance,
+                instance_profile: s.gpu_instance_profile.as_deref(),
                 uuid: s.uuid.as_deref(),
                 samples: vec![s],
             }),
@@ -93,7 +105,7 @@ pub(crate) fn gpu_series(samples: &[GpuSample]) -> Vec<Series<'_>> {
         .filter(|d| !nvml.iter().any(|n| d.duplicates(n)))
         .collect();
     kept.extend(nvml);
-    kept.sort_by_key(|x| (x.source == GpuSource::Dcgm, x.gpu));
+    kept.sort_by_key(|x| (x.source == GpuSource::Dcgm, x.gpu, x.instance));
     kept
 }
 

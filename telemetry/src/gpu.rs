@@ -14,9 +14,15 @@ pub struct GpuSample {
     pub at: MonoTime,
     /// Which source.
     pub source: GpuSource,
-    /// GPU index (NVML index, DCGM `gpu` label).
+    /// GPU index (NVML index, DCGM `gpu` label); a MIG instance's is its GPU's.
     pub gpu: u32,
-    /// `GPU-…` UUID.
+    /// The MIG GPU instance this sample is of (DCGM's `GPU_I_ID`); `None` for a whole GPU. On a
+    /// GPU in MIG mode dcgm-exporter writes one line per instance, each with the GPU's index and
+    /// UUID, so the instance id is what keeps them apart.
+    pub gpu_instance: Option<u32>,
+    /// The instance's MIG profile (`GPU_I_PROFILE`, e.g. `2g.20gb`).
+    pub gpu_instance_profile: Option<String>,
+    /// `GPU-…` UUID (a MIG instance's is its GPU's).
     pub uuid: Option<String>,
     /// Product name ("NVIDIA H100 80GB HBM3").
     pub model_name: Option<String>,
@@ -66,6 +72,8 @@ impl GpuSample {
             at,
             source,
             gpu,
+            gpu_instance: None,
+            gpu_instance_profile: None,
             uuid: None,
             model_name: None,
             util_gpu_pct: None,
@@ -101,13 +109,52 @@ impl Stamped for GpuSample {
         self.at
     }
 
-    /// One series per GPU and source: NVML's GPU 0 and DCGM's GPU 0 are kept apart even when
-    /// they are the same device.
+    /// One series per GPU (or MIG instance) and source: NVML's GPU 0 and DCGM's GPU 0 are kept
+    /// apart even when they are the same device, and so are GPU 0's instances. The source is
+    /// bit 63, the instance id plus one bits 32–62 (0 for a whole GPU; DCGM's mapping keeps only
+    /// ids below 2^31 - 1, so keys never collide), the index bits 0–31.
     fn series(&self) -> u64 {
-        let source = match self.source {
+        let source: u64 = match self.source {
             GpuSource::Nvml => 0,
             GpuSource::Dcgm => 1,
         };
-        (source << 32) | u64::from(self.gpu)
+        let instance = self
+            .gpu_instance
+            .map_or(0, |i| (u64::from(i) + 1) & 0x7fff_ffff);
+        (source << 63) | (instance << 32) | u64::from(self.gpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mig_instance_is_a_series_of_its_own() {
+        let g = |source, gpu, instance| {
+            let mut s = GpuSample::new(MonoTime(0), source, gpu);
+            s.gpu_instance = instance;
+            s.series()
+        };
+        let keys = [
+            g(GpuSource::Nvml, 0, None),
+            g(GpuSource::Dcgm, 0, None),
+            g(GpuSource::Dcgm, 0, Some(0)),
+            g(GpuSource::Dcgm, 0, Some(3)),
+            g(GpuSource::Dcgm, 3, None),
+            g(
+                GpuSource::Dcgm,
+                u32::MAX,
+                Some(crate::dcgm::MAX_GPU_INSTANCE_ID),
+            ),
+            g(
+                GpuSource::Nvml,
+                u32::MAX,
+                Some(crate::dcgm::MAX_GPU_INSTANCE_ID),
+            ),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            assert!(keys[i + 1..].iter().all(|b| a != b), "{i}: {keys:x?}");
+        }
     }
 }

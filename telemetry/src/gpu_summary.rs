@@ -1,7 +1,7 @@
 //! [`gpu_summary`]: what the GPUs did over one run, for `summary.json`'s `gpu` section —
 //! utilization, power and energy, and the cheap run-level figures of the other sampled fields
 //! (memory, temperature, clock throttle reasons, the server process's utilization), overall
-//! and per GPU.
+//! and per GPU (and per MIG instance, whose own figures are its memory).
 
 use canary_core::MonoTime;
 
@@ -74,6 +74,8 @@ pub fn gpu_summary(
         per_gpu.push(GpuRunStats {
             source: s.source,
             gpu: s.gpu,
+            gpu_instance: s.instance,
+            gpu_instance_profile: s.instance_profile.map(str::to_owned),
             uuid: s.uuid.map(str::to_owned),
             model_name: mine.iter().find_map(|g| g.model_name.clone()),
             samples: mine.len(),
@@ -105,7 +107,9 @@ pub fn gpu_summary(
         power_max_w: window.power_max_w,
         energy_per_output_token_j: energy.as_ref().and_then(|e| e.per_token(output_tokens)),
         energy,
-        gpus: series.len(),
+        // A GPU in MIG mode once: its instances' series are parts of it (DCGM's mapping makes a
+        // whole-GPU sample for every GPU it gives instances of).
+        gpus: series.iter().filter(|s| s.instance.is_none()).count(),
         sources,
         mem_used_max_bytes: used.iter().filter_map(|g| g.mem_used_bytes).max(),
         mem_used_max_pct: max_f(mem_pct),
@@ -181,5 +185,66 @@ mod tests {
         assert_eq!(s.throttle_reasons, None);
         assert_eq!(s.energy_per_output_token_j, None);
         assert!(gpu_summary(&[], MonoTime(0), MonoTime(S), 1).is_none());
+    }
+
+    #[test]
+    fn a_mig_instance_is_kept_beside_nvml_and_counts_no_energy() {
+        let uuid = |mut s: GpuSample| {
+            s.uuid = Some("GPU-a".to_owned());
+            s
+        };
+        let nvml = |t, e: f64| {
+            let mut s = uuid(g(t, 0, 60.0, 30, None));
+            s.energy_j = Some(e);
+            s
+        };
+        // DCGM's view of the same card in MIG mode: the whole GPU (power, counter; no memory)
+        // and its one instance (its own memory, nothing GPU-wide).
+        let dcgm_whole = |t, e: f64| {
+            let mut s = uuid(g(t, 0, 61.0, 0, None));
+            (s.source, s.energy_j, s.mem_used_bytes, s.mem_total_bytes) =
+                (GpuSource::Dcgm, Some(e), None, None);
+            s.util_gpu_pct = None;
+            s
+        };
+        let dcgm_instance = |t| {
+            let mut s = uuid(GpuSample::new(MonoTime(t * S), GpuSource::Dcgm, 0));
+            s.gpu_instance = Some(3);
+            s.gpu_instance_profile = Some("3g.40gb".to_owned());
+            (s.mem_used_bytes, s.mem_total_bytes) = (Some(20 << 30), Some(40 << 30));
+            s
+        };
+        let samples = vec![
+            nvml(0, 1000.0),
+            nvml(1, 1100.0),
+            nvml(2, 1200.0),
+            dcgm_whole(0, 7000.0),
+            dcgm_instance(0),
+            dcgm_whole(2, 9000.0),
+            dcgm_instance(2),
+        ];
+        let s = gpu_summary(&samples, MonoTime(0), MonoTime(2 * S), 0).unwrap();
+        assert_eq!(s.gpus, 1, "one card");
+        // NVML's counter only: DCGM's whole GPU is the same card, its instance has no counter.
+        let e = s.energy.unwrap();
+        assert_eq!((e.joules, e.gpus), (200.0, 1));
+        let per: Vec<_> = s
+            .per_gpu
+            .iter()
+            .map(|p| (p.source, p.gpu_instance, p.gpu_instance_profile.as_deref()))
+            .collect();
+        assert_eq!(
+            per,
+            [
+                (GpuSource::Nvml, None, None),
+                (GpuSource::Dcgm, Some(3), Some("3g.40gb")),
+            ]
+        );
+        assert_eq!(s.sources, [GpuSource::Nvml, GpuSource::Dcgm]);
+        let instance = &s.per_gpu[1];
+        assert_eq!((instance.power_avg_w, instance.energy_j), (None, None));
+        assert_eq!(instance.mem_used_max_bytes, Some(20 << 30));
+        // Half the instance's memory: above NVML's 30 of 80 GiB of the whole card.
+        assert_eq!(s.mem_used_max_pct, Some(50.0));
     }
 }

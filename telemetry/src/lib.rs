@@ -12,7 +12,8 @@
 //!   SGLang, Dynamo, TGI, llama.cpp) and maps it onto canonical signals ([`ServerSample`]); [`RunServerSummary`] gives the
 //!   server's own latency percentiles, token counts and cache behaviour over a run;
 //! - NVML in-process — [`NvmlSampler`] through `nvml-wrapper`, one [`GpuSample`] per GPU;
-//! - dcgm-exporter — [`DcgmScraper`] maps `DCGM_FI_*` onto the same [`GpuSample`].
+//! - dcgm-exporter — [`DcgmScraper`] maps `DCGM_FI_*` onto the same [`GpuSample`] (one per
+//!   GPU, and one per MIG instance of a GPU in MIG mode).
 //!
 //! Samples live in bounded, time-ordered [`Ring`]s; the `correlate` functions
 //! ([`gpu_over_interval`], [`queue_depth_at`], [`energy_over_run`], …) are pure. They take GPU
@@ -79,7 +80,8 @@ pub use correlate::{
 };
 pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
-    MAX_GPUS as DCGM_MAX_GPUS, MAX_LABELS as DCGM_MAX_LABELS,
+    MAX_GPUS as DCGM_MAX_GPUS, MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES,
+    MAX_LABELS as DCGM_MAX_LABELS,
 };
 pub use engine::{counter_delta, ServerRates, ServerSample};
 pub use gpu::GpuSample;

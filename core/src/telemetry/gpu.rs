@@ -45,14 +45,22 @@ impl RunEnergy {
     }
 }
 
-/// One GPU over a run.
+/// One GPU, or one MIG instance of a GPU, over a run.
+///
+/// A GPU in MIG mode (seen through dcgm-exporter) has an entry of its own for its GPU-wide
+/// figures (power, energy, temperature, clocks, throttle reasons) and one per GPU instance for
+/// that instance's own (its memory, its utilization where the exporter gives one).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuRunStats {
     /// The source its figures come from.
     pub source: GpuSource,
-    /// Its index in that source.
+    /// Its index in that source (an instance's is its GPU's).
     pub gpu: u32,
-    /// `GPU-…` UUID.
+    /// The MIG GPU instance (DCGM's `GPU_I_ID`) these figures are of; `None` for a whole GPU.
+    pub gpu_instance: Option<u32>,
+    /// The instance's MIG profile (`GPU_I_PROFILE`, e.g. `2g.20gb`).
+    pub gpu_instance_profile: Option<String>,
+    /// `GPU-…` UUID (an instance's is its GPU's).
     pub uuid: Option<String>,
     /// Product name.
     pub model_name: Option<String>,
@@ -64,9 +72,9 @@ pub struct GpuRunStats {
     pub power_avg_w: Option<f64>,
     /// Energy over the run, joules.
     pub energy_j: Option<f64>,
-    /// Most framebuffer memory in use, bytes.
+    /// Most framebuffer memory in use, bytes (an instance's: its own memory).
     pub mem_used_max_bytes: Option<u64>,
-    /// Framebuffer memory in total, bytes.
+    /// Framebuffer memory in total, bytes (an instance's: the memory its profile has).
     pub mem_total_bytes: Option<u64>,
     /// Highest temperature, °C.
     pub temp_max_c: Option<f64>,
@@ -91,13 +99,15 @@ pub struct RunGpuSummary {
     pub energy: Option<RunEnergy>,
     /// Joules per output token of the run.
     pub energy_per_output_token_j: Option<f64>,
-    /// GPUs summarized (each once: NVML's figures where NVML and DCGM both see it).
+    /// GPUs summarized (each once: NVML's figures where NVML and DCGM both see it; a GPU in
+    /// MIG mode once, however many instances it has).
     pub gpus: usize,
     /// The sources the figures come from.
     pub sources: Vec<GpuSource>,
-    /// Most framebuffer memory one GPU had in use, bytes.
+    /// Most framebuffer memory one GPU (or one MIG instance) had in use, bytes.
     pub mem_used_max_bytes: Option<u64>,
-    /// The same as a share of that GPU's memory, percent (the highest over GPUs).
+    /// The same as a share of that GPU's (or instance's) memory, percent (the highest over
+    /// GPUs and instances).
     pub mem_used_max_pct: Option<f64>,
     /// Highest temperature of one GPU, °C.
     pub temp_max_c: Option<f64>,
@@ -112,6 +122,6 @@ pub struct RunGpuSummary {
     pub process_sm_util_max_pct: Option<f64>,
     /// Mean memory utilization of the server process, percent.
     pub process_mem_util_avg_pct: Option<f64>,
-    /// Each GPU, in source then index order.
+    /// Each GPU, in source then index order, a GPU in MIG mode followed by its instances.
     pub per_gpu: Vec<GpuRunStats>,
 }

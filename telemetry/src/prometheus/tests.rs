@@ -125,6 +125,27 @@ fn garbage_lines_are_skipped_and_counted() {
     assert_eq!(s.family("weird").unwrap().kind, MetricKind::Untyped);
 }
 
+/// dcgm-exporter writes a field it cannot format (seen for
+/// DCGM_FI_DEV_VGPU_PER_PROCESS_UTILIZATION on a MIG node) with its error text in the value's
+/// place: that line is skipped and counted, the family's other lines kept.
+#[test]
+fn an_exporters_error_text_for_a_value_is_skipped() {
+    let s = parse(concat!(
+        "# TYPE DCGM_FI_DEV_VGPU_PER_PROCESS_UTILIZATION gauge\n",
+        "DCGM_FI_DEV_VGPU_PER_PROCESS_UTILIZATION{gpu=\"0\",GPU_I_ID=\"3\"} ERROR - FAILED TO CONVERT TO STRING\n",
+        "DCGM_FI_DEV_VGPU_PER_PROCESS_UTILIZATION{gpu=\"1\"} 0\n",
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n",
+        "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"} 27\n",
+    ));
+    assert_eq!(s.skipped_lines, 1, "{:?}", s.errors);
+    let f = s
+        .family("DCGM_FI_DEV_VGPU_PER_PROCESS_UTILIZATION")
+        .unwrap();
+    assert_eq!(f.samples.len(), 1);
+    assert_eq!(f.samples[0].labels.get("gpu"), Some("1"));
+    assert_eq!(s.sum("DCGM_FI_DEV_GPU_TEMP"), Some(27.0));
+}
+
 #[test]
 fn issues_are_capped_but_all_counted() {
     let text = "x{\n".repeat(100);
