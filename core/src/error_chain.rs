@@ -40,7 +40,10 @@ mod tests {
     #[test]
     fn each_cause_is_said_once_in_order() {
         let inner = E("connection refused", None);
-        let middle = E("libloading error: connection refused", Some(Box::new(inner)));
+        let middle = E(
+            "libloading error: connection refused",
+            Some(Box::new(inner)),
+        );
         let outer = E("sending the request", Some(Box::new(middle)));
         assert_eq!(
             error_chain(&outer),

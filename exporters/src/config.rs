@@ -238,10 +238,23 @@ impl Config {
         };
         let (name, url) = match (own, &self.endpoint) {
             (Some(u), _) => (format!("{} endpoint", signal.as_str()), u.clone()),
-            (None, Some(base)) => (
-                "OTLP endpoint".to_string(),
-                format!("{}/v1/{}", base.trim_end_matches('/'), signal.as_str()),
-            ),
+            (None, Some(base)) => {
+                validate_url("OTLP endpoint", base)?;
+                if base.contains(['?', '#']) {
+                    // The signal's path would follow the query: `…?t=x/v1/traces`.
+                    return Err(ConfigError::Endpoint {
+                        source_name: "OTLP endpoint".into(),
+                        reason: "a base endpoint takes no query or fragment (each signal's \
+                                 path is added to it): give each signal's endpoint instead"
+                            .into(),
+                        shown: redact_url(base),
+                    });
+                }
+                (
+                    "OTLP endpoint".to_string(),
+                    format!("{}/v1/{}", base.trim_end_matches('/'), signal.as_str()),
+                )
+            }
             (None, None) => return Ok(None),
         };
         validate_url(&name, &url)?;
@@ -351,8 +364,15 @@ fn validate_url(source_name: &str, url: &str) -> Result<(), ConfigError> {
     else {
         return Err(err("expected an http:// or https:// URL"));
     };
-    let authority = rest.split('/').next().unwrap_or("");
-    if authority.rsplit('@').next().unwrap_or("").is_empty() {
+    // Any `@`: a password may hold `/`, `?` or `#`, so where the authority ends is not known.
+    // The HTTP client's own logs (hyper's pool, at debug) quote a URL's user info.
+    if rest.contains('@') {
+        return Err(err(
+            "user info (user:password@) is not taken: remove it and give credentials as a \
+             header (--otlp-header, OTEL_EXPORTER_OTLP_HEADERS, [otlp.headers])",
+        ));
+    }
+    if rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() {
         return Err(err("no host"));
     }
     Ok(())

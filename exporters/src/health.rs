@@ -261,9 +261,11 @@ mod tests {
         // "network error", as for a refused connection; before, so was the warning.
         let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (port, _ca) = canary_testkit::tls_terminator(backend.local_addr().unwrap()).await;
-        let url = format!("https://localhost:{port}/v1/traces");
+        // A token in the query, and a host in capitals: reqwest's error quotes the URL
+        // lower-cased, which a scrub of the configured text would miss.
+        let url = format!("https://LOCALHOST:{port}/v1/traces?token=ZQ9xSECRET");
         let config = Config {
-            endpoint: Some(format!("https://localhost:{port}")),
+            traces_endpoint: Some(url.clone()),
             ..Config::default()
         };
         let h = Health::new(&config, [Some(url.clone()), None, None]);
@@ -286,5 +288,6 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("certificate"), "{why}");
+        assert!(!why.to_lowercase().contains("zq9xsecret"), "{why}");
     }
 }

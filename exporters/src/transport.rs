@@ -28,7 +28,7 @@ impl CauseKeepingClient {
 #[async_trait::async_trait]
 impl HttpClient for CauseKeepingClient {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let sent = self.inner.send_bytes(request).await;
+        let sent = self.inner.send_bytes(request).await.map_err(without_url);
         if let Err(e) = &sent {
             let mut chain = canary_core::error_chain(e.as_ref());
             // A certificate's names are quoted whole (a thousand of them, say): a few KiB.
@@ -36,5 +36,15 @@ impl HttpClient for CauseKeepingClient {
             *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(chain);
         }
         sent
+    }
+}
+
+/// reqwest's error quotes the request's URL as the url crate rewrote it (user info and query
+/// kept, the host lower-cased, a default port dropped), which the scrub of the endpoint as
+/// configured would not find: the URL is left out (the warning names the endpoint, redacted).
+fn without_url(e: HttpError) -> HttpError {
+    match e.downcast::<reqwest::Error>() {
+        Ok(e) => Box::new(e.without_url()),
+        Err(e) => e,
     }
 }

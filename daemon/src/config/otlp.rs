@@ -180,9 +180,16 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
     let rel = |p| src.rel(p);
     let url = |key: &str, v: Option<toml::Spanned<String>>| -> Result<_, ConfigError> {
         let Some(v) = v else { return Ok(None) };
-        let probe = canary_exporters::Config {
-            traces_endpoint: Some(v.get_ref().clone()),
-            ..Default::default()
+        // The base endpoint as a base (a signal's path is added to it), the others as is.
+        let probe = match key {
+            "endpoint" => canary_exporters::Config {
+                endpoint: Some(v.get_ref().clone()),
+                ..Default::default()
+            },
+            _ => canary_exporters::Config {
+                traces_endpoint: Some(v.get_ref().clone()),
+                ..Default::default()
+            },
         };
         match probe.signal_url(canary_exporters::Signal::Traces) {
             Ok(_) => Ok(Some(v.into_inner())),

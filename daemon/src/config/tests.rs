@@ -209,6 +209,23 @@ fn bad_otlp_settings_name_line_and_key() {
         "{e}"
     );
     assert!(!e.contains("pw@"), "{e}");
+    // User info: hyper's pool logs it at debug; the base endpoint's query would come
+    // before each signal's path.
+    let e = with("\"http://127.0.0.1:8428", "\"http://user:pw-SECRET@vm:8428");
+    assert!(
+        e.contains(":23: otlp.metrics_endpoint: user info (user:password@) is not taken"),
+        "{e}"
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+    let e = with(
+        "http://127.0.0.1:4318",
+        "http://127.0.0.1:4318/?token=SECRET",
+    );
+    assert!(
+        e.contains(":22: otlp.endpoint: a base endpoint takes no query"),
+        "{e}"
+    );
+    assert!(!e.contains("SECRET"), "{e}");
     let e = with("timeout = \"2s\"", "timeout = \"2 fortnights\"");
     assert!(e.contains(":24: otlp.timeout: invalid duration"), "{e}");
     let e = with("metrics_interval = \"5s\"", "metrics_interval = \"0s\"");
