@@ -137,7 +137,7 @@ impl Exemplars {
 /// each request.
 #[derive(Debug)]
 pub(crate) struct ExemplarClient {
-    pub inner: crate::transport::CauseKeepingClient,
+    pub inner: crate::transport::ExportClient,
     pub exemplars: Arc<Exemplars>,
 }
 

@@ -9,7 +9,7 @@ use crate::labels::{attr, RunLabels};
 use crate::metrics::Instruments;
 use crate::observer::RunObserver;
 use crate::spans::SpanQueue;
-use crate::transport::CauseKeepingClient;
+use crate::transport::ExportClient;
 use canary_core::error_chain;
 use canary_core::RunOutcome;
 use canary_core::{RunSummary, WallAnchor};
@@ -130,7 +130,7 @@ fn http_settings<B: WithExportConfig + WithHttpConfig>(
     builder: B,
     url: &str,
     config: &Config,
-    client: CauseKeepingClient,
+    client: ExportClient,
 ) -> B {
     builder
         .with_endpoint(url)
@@ -212,9 +212,24 @@ impl OtlpExporter {
             .with_version(env!("CARGO_PKG_VERSION"))
             .build();
         let shared = http_client(&config, https)?;
+        for s in [Signal::Traces, Signal::Metrics, Signal::Logs] {
+            let var = crate::transport::sdk_headers_var(s);
+            if health.of(s).endpoint.is_some() && Config::env_var(&var).is_some() {
+                tracing::warn!(
+                    "{var} is not read: every signal is sent the same headers \
+                     (OTEL_EXPORTER_OTLP_HEADERS, --otlp-header, [otlp.headers])"
+                );
+            }
+        }
         // Each signal's own, so its warning names its own last failure.
-        let client =
-            |s: Signal| CauseKeepingClient::new(shared.clone(), health.of(s).last_failure.clone());
+        let client = |s: Signal| {
+            ExportClient::new(
+                shared.clone(),
+                &config,
+                s,
+                health.of(s).last_failure.clone(),
+            )
+        };
         let spans = match &traces_url {
             None => None,
             Some(url) => {

@@ -244,7 +244,7 @@ mod tests {
 
     /// Sends one export request as the exporter's thread does (the blocking client answers
     /// within the first poll).
-    fn send_once(client: &crate::transport::CauseKeepingClient, url: &str) {
+    fn send_once(client: &crate::transport::ExportClient, url: &str) {
         use opentelemetry_http::HttpClient;
         use std::future::Future;
         let request = http::Request::post(url)
@@ -276,8 +276,12 @@ mod tests {
                 .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
                 .build()
                 .unwrap();
-            let client =
-                crate::transport::CauseKeepingClient::new(inner, h.traces.last_failure.clone());
+            let client = crate::transport::ExportClient::new(
+                inner,
+                &config,
+                Signal::Traces,
+                h.traces.last_failure.clone(),
+            );
             send_once(&client, &url);
             h.explain(&h.traces, "HTTP export failed: network error")
         })
