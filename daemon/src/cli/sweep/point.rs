@@ -274,6 +274,13 @@ pub struct Point {
     /// itself was the bottleneck. Not the target missing its gates.
     #[serde(skip)]
     pub errored: bool,
+    /// Why the client did not offer the load its schedule asked for (a run's, with `--runs
+    /// N`; [`crate::capacity::not_offered`]), when it did not.
+    #[serde(skip)]
+    pub not_offered: Option<String>,
+    /// What to know about the point beyond its figures (the client could not offer its rate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Point {
@@ -302,6 +309,8 @@ impl Point {
             pareto: false,
             cut_short: true,
             errored: true,
+            not_offered: None,
+            notes: Vec::new(),
         };
         let Some(run) = run else {
             point.verdict =
@@ -321,7 +330,26 @@ impl Point {
         point.figures = Some(PointFigures::of(run, gpus_flag));
         point.cut_short = run.outcome.interrupted;
         point.errored = verdict.kind == crate::judge::verdict::VerdictKind::Error;
+        point.not_offered = crate::capacity::not_offered(&run.outcome);
         point
+    }
+
+    /// A probe of the capacity search: it passes only when the client offered its rate. A
+    /// rate the client could not offer (it held requests for a slot, or sent too slowly) fails,
+    /// whatever the SLOs said of the requests it did send, and the notes say why.
+    pub fn require_offered(&mut self) {
+        let Some(why) = self.not_offered.clone() else {
+            return;
+        };
+        if self.passed {
+            self.passed = false;
+            self.verdict = crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Fail,
+                reasons: vec![why.clone()],
+            }
+            .to_string();
+        }
+        self.notes.push(why);
     }
 
     /// Point `index` of `--runs N`: `runs` ((folder, run, exit status), in order) in `dir`,
@@ -363,6 +391,10 @@ impl Point {
             .collect();
         point.passed = judged.iter().all(|p| p.passed);
         point.errored = judged.iter().any(|p| p.errored);
+        point.not_offered = judged.iter().find_map(|p| {
+            let why = p.not_offered.as_ref()?;
+            Some(format!("{}: {why}", p.dir))
+        });
         if let Some(p) = judged.iter().find(|p| !p.passed) {
             point.verdict = format!("{}: {}", p.dir, p.verdict);
         } else if runs.len() < summary.runs_asked as usize {
@@ -450,6 +482,8 @@ mod tests {
             pareto: false,
             cut_short: false,
             errored: false,
+            not_offered: None,
+            notes: Vec::new(),
         };
         let points = || {
             vec![

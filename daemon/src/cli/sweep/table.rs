@@ -184,6 +184,11 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     for n in &doc.notes {
         outln!("note: {n}")?;
     }
+    for p in &doc.points {
+        for n in &p.notes {
+            outln!("note: {:02} {}: {n}", p.index, p.label)?;
+        }
+    }
     if let Some(c) = &doc.capacity {
         let runs = doc.points.len();
         match (c.max_passing_rate, c.min_failing_rate) {

@@ -67,7 +67,17 @@ impl Prober for WorkloadProber<'_> {
                 self.progress.clone(),
             )
             .await?;
-        let verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+        let mut verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+        if verdict.kind == VerdictKind::Pass {
+            // A rate the client could not offer passed on requests the server never saw at
+            // that rate: the probe fails, saying why.
+            if let Some(why) = capacity::not_offered(&judged.outcome) {
+                verdict = Verdict {
+                    kind: VerdictKind::Fail,
+                    reasons: vec![why],
+                };
+            }
+        }
         let interrupted = judged.outcome.interrupted;
         if verdict.kind == VerdictKind::Error && !interrupted {
             bail!("the probe at {} req/s: {verdict}", rate(r));
