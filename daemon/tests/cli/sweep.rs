@@ -545,6 +545,68 @@ fn a_probe_the_client_could_not_offer_fails_whatever_the_slos_said() {
     assert!(text(&out).contains("no rate passed"), "{}", text(&out));
 }
 
+// Under a 60-file limit, c64 ran with 15 requests in flight (summary.json's in_flight_cap)
+// but was reported as 64 users: it passed, sat on the Pareto front and fed the knee, and
+// neither sweep.json, sweep.csv nor the table said so.
+#[test]
+fn a_point_the_open_file_limit_capped_is_marked_and_left_out_of_knee_and_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let flags = ["--concurrency", "2,8,64", "--benchmark-duration", "1s"];
+    let out = sweep_limited(dir.path(), &url, 60, &flags);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let points = doc["points"].as_array().unwrap();
+    for p in &points[..2] {
+        assert_eq!(p["in_flight_cap_source"], "concurrency", "{p:#}");
+        assert_eq!(p["in_flight_cap"].as_f64(), p["value"].as_f64(), "{p:#}");
+        assert!(p.get("capped").is_none(), "{p:#}");
+    }
+    let c64 = &points[2];
+    let cap = point_summary(dir.path(), c64)["in_flight_cap"].clone();
+    assert_eq!(cap["source"], "open_files", "{cap}");
+    let limit = cap["limit"].as_u64().unwrap();
+    assert!(limit < 64, "{cap}");
+    assert_eq!(c64["in_flight_cap"], limit, "{c64:#}");
+    assert_eq!(c64["in_flight_cap_source"], "open_files", "{c64:#}");
+    assert_eq!(c64["capped"], true, "{c64:#}");
+    assert!(
+        c64["notes"][0].as_str().unwrap().starts_with(&format!(
+            "capped by the open-file limit at {limit} requests"
+        )),
+        "{c64:#}"
+    );
+    // Neither the knee nor on the front.
+    assert!(
+        c64.get("pareto").is_none() && c64.get("knee").is_none(),
+        "{c64:#}"
+    );
+    assert!(
+        !doc["pareto"].as_array().unwrap().contains(&"c64".into()),
+        "{doc:#}"
+    );
+    assert_ne!(doc["knee"]["label"], "c64", "{doc:#}");
+    // sweep.csv and the table say so too.
+    let csv = std::fs::read_to_string(dir.path().join("out/sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = lines.nth(2).unwrap();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let cells: Vec<&str> = row.split(',').collect();
+    assert_eq!(cells[col("in_flight_cap")], limit.to_string(), "{row}");
+    assert_eq!(cells[col("in_flight_cap_source")], "open_files", "{row}");
+    assert_eq!(cells[col("capped")], "true", "{row}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("capped at {limit} (open files)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: 03 c64: capped by the open-file limit"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
     let dir = tempfile::tempdir().unwrap();

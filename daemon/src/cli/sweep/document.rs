@@ -52,6 +52,12 @@ pub struct SweepDoc {
 impl SweepDoc {
     /// The document of `points`, with the knee and the front marked on them.
     pub fn new(kind: &'static str, axis: Axis, mut points: Vec<Point>) -> SweepDoc {
+        for p in &mut points {
+            if let Some(note) = p.open_files_cap(axis) {
+                p.capped = true;
+                p.notes.push(note);
+            }
+        }
         // The knee walks the points in order of increasing load, whatever order they ran in.
         let mut order: Vec<usize> = (0..points.len()).collect();
         order.sort_by(|&a, &b| points[a].value.total_cmp(&points[b].value));
@@ -168,6 +174,10 @@ impl SweepDoc {
                 n(server.preemptions),
                 p.knee.to_string(),
                 p.pareto.to_string(),
+                f.in_flight_cap.map_or(String::new(), |c| c.to_string()),
+                f.in_flight_cap_source.unwrap_or("").to_string(),
+                p.capped.to_string(),
+                quoted(&p.notes.join("; ")),
             ];
             out.push_str(&row.join(","));
             out.push('\n');
@@ -177,7 +187,7 @@ impl SweepDoc {
 }
 
 /// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s).
-pub const CSV_COLUMNS: [&str; 34] = [
+pub const CSV_COLUMNS: [&str; 38] = [
     "index",
     "label",
     "value",
@@ -212,6 +222,10 @@ pub const CSV_COLUMNS: [&str; 34] = [
     "preemptions",
     "knee",
     "pareto",
+    "in_flight_cap",
+    "in_flight_cap_source",
+    "capped",
+    "notes",
 ];
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.

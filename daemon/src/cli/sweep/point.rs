@@ -118,6 +118,14 @@ pub struct PointFigures {
     pub good_fraction: Option<f64>,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
+    /// The run's in-flight ceiling (`summary.json`'s `in_flight_cap.limit`; the lowest of its
+    /// runs', with `--runs N`); null: none.
+    pub in_flight_cap: Option<usize>,
+    /// What set it: `concurrency` or `open_files`; null without one.
+    pub in_flight_cap_source: Option<&'static str>,
+    /// A request waited in canaryd for a slot under that ceiling (`schedule_hold` above 0).
+    #[serde(skip)]
+    pub held: bool,
 }
 
 impl PointFigures {
@@ -157,6 +165,10 @@ impl PointFigures {
             }
         });
         let first = all.first();
+        let cap = all
+            .iter()
+            .filter_map(|f| Some((f.in_flight_cap?, f.in_flight_cap_source)))
+            .min_by_key(|c| c.0);
         PointFigures {
             requests,
             completed: sum(&|f| f.completed),
@@ -178,6 +190,9 @@ impl PointFigures {
             goodput: mean(&|f| f.goodput),
             good_fraction: mean(&|f| f.good_fraction),
             server,
+            in_flight_cap: cap.map(|c| c.0),
+            in_flight_cap_source: cap.and_then(|c| c.1),
+            held: all.iter().any(|f| f.held),
         }
     }
 
@@ -231,6 +246,16 @@ impl PointFigures {
             goodput: s.goodput.as_ref().and_then(|g| g.goodput),
             good_fraction: s.goodput.as_ref().map(|g| g.good_request_fraction),
             server,
+            in_flight_cap: run.outcome.in_flight_cap.limit,
+            in_flight_cap_source: run
+                .outcome
+                .in_flight_cap
+                .limit
+                .map(|_| run.outcome.in_flight_cap.source.as_str()),
+            held: s
+                .metrics
+                .get("schedule_hold")
+                .is_some_and(|h| h.count > 0 && h.max > 0.0),
         }
     }
 }
@@ -265,6 +290,12 @@ pub struct Point {
     /// Set on the Pareto-optimal points.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub pareto: bool,
+    /// Set when the open-file limit held the point under its nominal load: a ceiling below
+    /// its users (`c64` run with 15 in flight), or requests of a rate or a trace held for a
+    /// slot. Its figures are of a lighter load than its label says, so the knee and the Pareto
+    /// front leave it out, and its notes say so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
     /// A signal cut its figures short (every run's, with `--runs N`): they are partial, so
     /// the knee, the Pareto front and a capacity bracket leave the point out (its verdict
     /// says `error: interrupted`).
@@ -307,6 +338,7 @@ impl Point {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: true,
             errored: true,
             not_offered: None,
@@ -411,9 +443,41 @@ impl Point {
         point
     }
 
+    /// Whether the open-file limit held the point under its nominal load on `axis` (see
+    /// [`Point::capped`]); the note that says so.
+    pub fn open_files_cap(&self, axis: Axis) -> Option<String> {
+        let f = self.figures.as_ref()?;
+        let limit = f
+            .in_flight_cap
+            .filter(|_| f.in_flight_cap_source == Some("open_files"))?;
+        match axis {
+            Axis::Concurrency => ((limit as f64) < self.value).then(|| {
+                format!(
+                    "capped by the open-file limit at {limit} requests in flight, below its {} \
+                     users: its figures are of a lighter load than its label (left out of the \
+                     knee and the Pareto front)",
+                    self.value
+                )
+            }),
+            Axis::RequestRate | Axis::Speedup => f.held.then(|| {
+                format!(
+                    "capped by the open-file limit at {limit} requests in flight: requests \
+                     waited in canaryd for a slot, so the server saw a lighter load than the \
+                     point's (left out of the knee and the Pareto front)"
+                )
+            }),
+        }
+    }
+
+    /// Whether the point is evidence for the knee and the Pareto front: not cut short by a
+    /// signal, not held under its load by the open-file limit.
+    fn evidence(&self) -> bool {
+        !self.cut_short && !self.capped
+    }
+
     /// The knee's view of the point: NaN figures where it measured nothing.
     pub fn step(&self) -> canary_core::series::LoadStep {
-        let f = self.figures.as_ref().filter(|_| !self.cut_short);
+        let f = self.figures.as_ref().filter(|_| self.evidence());
         canary_core::series::LoadStep {
             throughput: f.and_then(|f| f.request_throughput).unwrap_or(f64::NAN),
             ttft_p99_ms: f
@@ -424,7 +488,7 @@ impl Point {
 
     /// The Pareto front's view: per GPU when every point knows its GPU count, else in all.
     pub fn rates(&self, per_gpu_known: bool) -> canary_core::series::TokenRates {
-        let f = self.figures.as_ref().filter(|_| !self.cut_short);
+        let f = self.figures.as_ref().filter(|_| self.evidence());
         let per_gpu = if per_gpu_known {
             f.and_then(|f| f.output_tokens_per_s_per_gpu)
         } else {
@@ -459,6 +523,49 @@ mod tests {
         assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
     }
 
+    // A point the open-file limit held under its load is marked on every axis: below its
+    // users on a concurrency sweep, requests held for a slot on a rate or speedup sweep. The
+    // user's own ceiling (`concurrency`) is no cap of that kind.
+    #[test]
+    fn the_open_file_limit_caps_a_point_below_its_users_or_when_it_held_requests() {
+        let point = |value: f64, limit: usize, source: &'static str, held: bool| Point {
+            value,
+            figures: Some(PointFigures {
+                in_flight_cap: Some(limit),
+                in_flight_cap_source: Some(source),
+                held,
+                ..Default::default()
+            }),
+            ..Point::of_run(1, String::new(), value, String::new(), None, None)
+        };
+        let capped = |p: Point, axis| p.open_files_cap(axis).is_some();
+        assert!(capped(
+            point(64.0, 15, "open_files", false),
+            Axis::Concurrency
+        ));
+        assert!(!capped(
+            point(8.0, 15, "open_files", false),
+            Axis::Concurrency
+        ));
+        assert!(!capped(
+            point(64.0, 15, "concurrency", true),
+            Axis::Concurrency
+        ));
+        assert!(capped(
+            point(400.0, 15, "open_files", true),
+            Axis::RequestRate
+        ));
+        assert!(!capped(
+            point(400.0, 15, "open_files", false),
+            Axis::RequestRate
+        ));
+        assert!(!capped(
+            point(400.0, 8, "concurrency", true),
+            Axis::RequestRate
+        ));
+        assert!(capped(point(4.0, 15, "open_files", true), Axis::Speedup));
+    }
+
     // A point a signal stopped 0.2 s in has partial figures: it is not a step of the knee.
     #[test]
     fn a_point_cut_short_is_not_the_knees_evidence() {
@@ -480,6 +587,7 @@ mod tests {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: false,
             errored: false,
             not_offered: None,

@@ -99,6 +99,12 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         if p.pareto {
             tags.push("Pareto".to_string());
         }
+        if p.capped {
+            let cap = f
+                .in_flight_cap
+                .map_or(String::new(), |c| format!(" at {c}"));
+            tags.push(format!("capped{cap} (open files)"));
+        }
         if !p.passed {
             tags.push(p.verdict.split(':').next().unwrap_or("").to_string());
         }

@@ -258,6 +258,7 @@ mod tests {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: false,
             errored: false,
             not_offered: None,
