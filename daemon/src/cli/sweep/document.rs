@@ -57,6 +57,9 @@ impl SweepDoc {
                 p.capped = true;
                 p.notes.push(note);
             }
+            if let Some(note) = p.errors_note() {
+                p.notes.push(note);
+            }
         }
         // The knee walks the points in order of increasing load, whatever order they ran in.
         let mut order: Vec<usize> = (0..points.len()).collect();

@@ -6,6 +6,11 @@ use crate::execute::Judged;
 use canary_core::{GaugeStats, RunSummary, Stats};
 use serde::{Deserialize, Serialize};
 
+/// A point whose target error rate is above this is left out of the knee and the Pareto
+/// front (the daemon's default `max_error_rate`): its throughput and latencies are of the
+/// requests that were served, not of the load offered.
+pub const EVIDENCE_MAX_ERROR_RATE: f64 = 0.05;
+
 /// What a sweep varies from point to point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -401,12 +406,13 @@ impl Point {
             return Point::of_run(index, label, value, dir, None, gpus_flag);
         };
         let mut point = Point::of_run(index, label, value, dir, Some(first), gpus_flag);
+        // The runs the experiment's estimates are over: not cut short, not errored.
         let complete: Vec<&Judged> = runs
             .iter()
             .map(|r| &r.1)
-            .filter(|r| !r.outcome.interrupted)
+            .filter(|r| crate::cli::repeats::left_out(r).is_none())
             .collect();
-        point.cut_short = complete.is_empty();
+        point.cut_short = runs.iter().all(|r| r.1.outcome.interrupted);
         let pool = if complete.is_empty() {
             runs.iter().map(|r| &r.1).collect()
         } else {
@@ -469,10 +475,38 @@ impl Point {
         }
     }
 
+    /// Why the point's errors leave it out of the knee and the Pareto front, when they do: its
+    /// verdict (a run's, with `--runs N`) is an error (nothing completed, canaryd itself was
+    /// the bottleneck), or more than [`EVIDENCE_MAX_ERROR_RATE`] of its requests failed at the
+    /// target. Its throughput and latencies are then of the few requests that were served,
+    /// and a dead server's point made a knee of the step before it. A point a signal cut short
+    /// is left out already (its verdict says `interrupted`).
+    pub fn errors_note(&self) -> Option<String> {
+        if self.cut_short {
+            return None;
+        }
+        if self.errored {
+            return Some(format!(
+                "left out of the knee and the Pareto front: its verdict is an error ({})",
+                self.verdict
+            ));
+        }
+        let rate = self.figures.as_ref()?.error_rate;
+        (rate > EVIDENCE_MAX_ERROR_RATE).then(|| {
+            format!(
+                "left out of the knee and the Pareto front: {:.1}% of its requests failed at \
+                 the target (over {:.0}%), so its figures are of the requests that were served",
+                rate * 100.0,
+                EVIDENCE_MAX_ERROR_RATE * 100.0
+            )
+        })
+    }
+
     /// Whether the point is evidence for the knee and the Pareto front: not cut short by a
-    /// signal, not held under its load by the open-file limit.
+    /// signal, not held under its load by the open-file limit, not errored
+    /// ([`Point::errors_note`]).
     fn evidence(&self) -> bool {
-        !self.cut_short && !self.capped
+        !self.cut_short && !self.capped && self.errors_note().is_none()
     }
 
     /// The knee's view of the point: NaN figures where it measured nothing.
@@ -607,5 +641,29 @@ mod tests {
         let cut = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, cut);
         assert!(cut.knee.is_none(), "{:?}", cut.knee);
         assert!(!cut.points[2].pareto);
+        // A dead server (an error verdict), or a point whose requests largely failed at the
+        // target: its throughput is of the few served, and it made a knee of the step before.
+        let mut dead = points();
+        dead[2].errored = true;
+        dead[2].verdict = "run-3: error: target unusable".into();
+        let dead = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, dead);
+        assert!(dead.knee.is_none(), "{:?}", dead.knee);
+        assert!(!dead.points[2].pareto);
+        let note = &dead.points[2].notes[0];
+        assert!(
+            note.contains("its verdict is an error (run-3: error"),
+            "{note}"
+        );
+        let mut failing = points();
+        failing[2].figures.as_mut().unwrap().error_rate = 0.2;
+        let failing = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, failing);
+        assert!(failing.knee.is_none(), "{:?}", failing.knee);
+        let note = &failing.points[2].notes[0];
+        assert!(note.contains("20.0% of its requests failed"), "{note}");
+        // Within 5 %: still evidence.
+        let mut few = points();
+        few[2].figures.as_mut().unwrap().error_rate = 0.05;
+        let few = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, few);
+        assert_eq!(few.knee.map(|k| k.label), Some("c8".to_string()));
     }
 }
