@@ -116,8 +116,16 @@ pub(super) async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) {
-    let start = match &w.synthetic {
-        Some(Synthetic::Rate(plan)) => plan.rate,
+    let (start, load) = match &w.synthetic {
+        Some(Synthetic::Rate(plan)) => (
+            plan.rate,
+            CapacityRun::load_of(
+                &w.target,
+                config.targets.get(&w.target),
+                plan,
+                w.warmup_requests,
+            ),
+        ),
         _ => {
             result.run.verdict = Verdict::error("a capacity search needs request_rate");
             return;
@@ -179,5 +187,6 @@ pub(super) async fn run(
         found: found.capacity,
         probes,
         baseline: None,
+        load: Some(load),
     });
 }
