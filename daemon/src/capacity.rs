@@ -147,19 +147,15 @@ pub async fn search<P: Prober + Send>(
         }
     }
     let b = search.bracket();
+    // The search's own rule first: a search that reached its floor, its ceiling (the highest
+    // rate a run may have passed: the capacity is at least that) or its precision on its last
+    // run was done, and said `max_runs`.
     let stopped_by = if interrupted {
         "interrupted"
     } else if failed.is_some() {
         "point_failed"
-    } else if search.runs().len() >= bounds.max_runs {
-        "max_runs"
-    } else if b.passed.is_none() {
-        "floor"
-    } else if b.failed.is_none() {
-        // The highest rate a run may have passed: the capacity is at least that.
-        "ceiling"
     } else {
-        "precision"
+        search.finished_by().unwrap_or("max_runs")
     };
     Searched {
         capacity: Capacity::of(b, slo, min_good_fraction, stopped_by),
@@ -270,6 +266,35 @@ mod tests {
         assert_eq!(broken.capacity.stopped_by, "point_failed");
         assert!(broken.failed.is_some());
         assert_eq!(broken.capacity.min_failing_rate, None);
+    }
+
+    // A search that reached its precision, or its floor, on its last run said it stopped by
+    // max_runs: given exactly the runs it needs, it is stopped by its own rule.
+    #[tokio::test]
+    async fn a_search_done_on_its_last_run_is_stopped_by_its_rule_not_the_budget() {
+        for (capacity, rule) in [(25.0, "precision"), (0.0, "floor")] {
+            let go = |max_runs| async move {
+                let bounds = SearchBounds {
+                    start: 10.0,
+                    min_rate: 1.0,
+                    precision: 0.05,
+                    max_runs,
+                };
+                let mut p = Scripted {
+                    capacity,
+                    cut: 0,
+                    broken: 0,
+                    probed: Vec::new(),
+                };
+                let shutdown = CancellationToken::new();
+                search(bounds, "e2e:1".into(), 0.95, &mut p, &shutdown).await
+            };
+            let free = go(40).await;
+            assert_eq!(free.capacity.stopped_by, rule);
+            let needed = free.search.runs().len();
+            assert_eq!(go(needed).await.capacity.stopped_by, rule, "{needed} runs");
+            assert_eq!(go(needed - 1).await.capacity.stopped_by, "max_runs");
+        }
     }
 
     // Sends spread over a longer span than their schedule's are a rate the client did not
