@@ -77,10 +77,24 @@ impl RateSearch {
         RateBracket { passed, failed }
     }
 
+    /// The rule that ended the search, whatever runs are left: `floor` (even `min_rate`
+    /// failed), `ceiling` (`max_rate` passed) or `precision` (the bracket is narrow enough);
+    /// `None` while it would go on. A search that ends on its last run ended by its rule, not
+    /// by running out of runs.
+    pub fn finished_by(&self) -> Option<&'static str> {
+        let b = self.bracket();
+        match (b.passed, b.failed) {
+            (None, Some(f)) if f <= self.min_rate => Some("floor"),
+            (Some(p), None) if p >= self.max_rate => Some("ceiling"),
+            (Some(p), Some(f)) if f - p <= self.precision * p => Some("precision"),
+            _ => None,
+        }
+    }
+
     /// The next rate to run, or `None` when the search is done: the bracket is narrow enough,
     /// the runs are spent, even `min_rate` failed, or `max_rate` passed.
     pub fn next_rate(&self) -> Option<f64> {
-        if self.runs.len() >= self.max_runs {
+        if self.runs.len() >= self.max_runs || self.finished_by().is_some() {
             return None;
         }
         let b = self.bracket();

@@ -33,6 +33,9 @@ pub struct Aggregator {
     cached_tokens: u64,
     reasoning_tokens: u64,
     first_sent_ms: Option<f64>,
+    last_sent_ms: Option<f64>,
+    first_scheduled_ms: Option<f64>,
+    last_scheduled_ms: Option<f64>,
     last_end_ms: Option<f64>,
     agreement: TokenAgreement,
     by_url: crate::ByUrl,
@@ -104,10 +107,12 @@ impl Aggregator {
         self.requests += 1;
         self.by_url.add(r);
         self.timeline.add(r);
-        self.first_sent_ms = Some(
-            self.first_sent_ms
-                .map_or(r.sent_at_ms, |t| t.min(r.sent_at_ms)),
-        );
+        let low = |v: Option<f64>, x: f64| Some(v.map_or(x, |t| t.min(x)));
+        let high = |v: Option<f64>, x: f64| Some(v.map_or(x, |t| t.max(x)));
+        self.first_sent_ms = low(self.first_sent_ms, r.sent_at_ms);
+        self.last_sent_ms = high(self.last_sent_ms, r.sent_at_ms);
+        self.first_scheduled_ms = low(self.first_scheduled_ms, r.scheduled_at_ms);
+        self.last_scheduled_ms = high(self.last_scheduled_ms, r.scheduled_at_ms);
         self.last_end_ms = Some(
             self.last_end_ms
                 .map_or(r.ended_at_ms, |t| t.max(r.ended_at_ms)),
@@ -275,6 +280,7 @@ impl Aggregator {
             error_causes: self.causes.top(),
             warmup_requests: self.warmup,
             duration_s,
+            sends: self.sends(),
             rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
@@ -297,6 +303,34 @@ impl Aggregator {
                 .map(|t| t.report(self.last_end_ms.unwrap_or(0.0))),
         }
     }
+}
+
+impl Aggregator {
+    /// The measured requests' send span against their schedule's; `None` under 2 requests.
+    fn sends(&self) -> Option<SendSpans> {
+        if self.requests < 2 {
+            return None;
+        }
+        let span = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0) / 1000.0);
+        Some(SendSpans {
+            scheduled_s: span(self.first_scheduled_ms, self.last_scheduled_ms)?,
+            sent_s: span(self.first_sent_ms, self.last_sent_ms)?,
+        })
+    }
+}
+
+/// How the client kept to its schedule over the measured phase (warm-up left out): the span
+/// from the first to the last scheduled send, and from the first to the last actual send. Both
+/// exact, from each request's own times. A client that held requests for a free in-flight slot,
+/// or could not send as fast as the schedule asked, sends over a longer span than the schedule
+/// (`scheduled_s / sent_s` is then the share of the offered rate it achieved); the responses
+/// after the last send do not count, so a short run is not made to look slow by its tail.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SendSpans {
+    /// First to last scheduled send, seconds.
+    pub scheduled_s: f64,
+    /// First to last actual send, seconds.
+    pub sent_s: f64,
 }
 
 /// The shortest span over which canaryd states a rate (requests or tokens per second).
@@ -361,6 +395,10 @@ pub struct RunSummary {
     pub warmup_requests: u64,
     /// First send to last response end, seconds.
     pub duration_s: f64,
+    /// The measured requests' sends against their schedule; absent under 2 measured
+    /// requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sends: Option<SendSpans>,
     /// Why the run has no rates (`request_throughput`, `output_token_throughput`, goodput):
     /// fewer than 2 measured requests, or a span under 100 ms. `None` when it has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -536,6 +574,31 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    // A client that held requests for an in-flight slot sent over a longer span than its
+    // schedule's; TTFT, timed from the send, does not show it, so the spans are stated.
+    #[test]
+    fn sends_span_the_measured_requests_schedule_and_their_actual_sends() {
+        let mut agg = Aggregator::new(Goodput::default());
+        let at = |id, scheduled: f64, sent: f64, warmup| RequestRecord {
+            warmup,
+            scheduled_at_ms: scheduled,
+            schedule_lag_ms: sent - scheduled,
+            ..ok(id, sent, 5.0, 20.0, 2)
+        };
+        agg.add(&at(0, -500.0, -500.0, true), &ChunkGaps::default());
+        agg.add(&at(1, 0.0, 0.0, false), &ChunkGaps::default());
+        assert_eq!(
+            agg.summary().sends,
+            None,
+            "one measured request spans nothing"
+        );
+        agg.add(&at(2, 100.0, 250.0, false), &ChunkGaps::default());
+        agg.add(&at(3, 200.0, 400.0, false), &ChunkGaps::default());
+        let s = agg.summary().sends.unwrap();
+        assert!((s.scheduled_s - 0.2).abs() < 1e-12, "{s:?}");
+        assert!((s.sent_s - 0.4).abs() < 1e-12, "{s:?}");
     }
 
     #[test]

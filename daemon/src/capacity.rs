@@ -9,6 +9,52 @@ use canary_core::{RateBracket, RateSearch};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+/// A probe's sends may achieve this share of its schedule's rate at least (over the measured
+/// phase, first to last send against first to last scheduled send) for the rate to count as
+/// offered: under it, the client could not offer the rate, and the probe fails.
+pub const MIN_OFFERED_SHARE: f64 = 0.9;
+
+/// ... and fall behind the schedule's span by more than this before that counts: in a probe of
+/// half a second, one send late by a scheduling hiccup is not a rate the client could not
+/// offer.
+pub const SEND_SLACK_S: f64 = 0.05;
+
+/// Why the client did not offer the rate the schedule of `outcome`'s run asked for, or `None`
+/// when it did. A probe that passed on its verdict alone could pass a rate the server never
+/// saw: TTFT is timed from the send, so time a request spent waiting in canaryd is not in it.
+/// Two signs, both exact: a request held for a free slot under the run's in-flight ceiling
+/// (`schedule_hold` above 0; the ceiling was reached), or sends spread over a span longer than
+/// the schedule's by more than [`SEND_SLACK_S`] and by enough to bring the achieved rate under
+/// [`MIN_OFFERED_SHARE`] of the offered one.
+pub fn not_offered(outcome: &canary_core::RunOutcome) -> Option<String> {
+    let s = &outcome.summary;
+    let cap = &outcome.in_flight_cap;
+    let held = s.metrics.get("schedule_hold").filter(|h| h.count > 0);
+    if let (Some(limit), Some(h)) = (cap.limit, held.filter(|h| h.max > 0.0)) {
+        return Some(format!(
+            "the client could not offer the rate: requests waited in canaryd for one of its              {limit} in-flight slots (set by {}), up to {:.1} ms (schedule_hold p99 {:.1} ms),              which TTFT, timed from the send, leaves out",
+            cap.source.as_str(),
+            h.max,
+            h.p99
+        ));
+    }
+    sent_short(s.sends?)
+}
+
+/// Why `sends` fell short of their schedule's rate, or `None` when they kept to it.
+fn sent_short(sends: canary_core::SendSpans) -> Option<String> {
+    let late = sends.sent_s - sends.scheduled_s;
+    (late > SEND_SLACK_S && sends.scheduled_s < MIN_OFFERED_SHARE * sends.sent_s).then(|| {
+        format!(
+            "the client could not offer the rate: it sent over {:.3} s what the schedule spread              over {:.3} s, {:.0}% of the offered rate (under {:.0}%)",
+            sends.sent_s,
+            sends.scheduled_s,
+            100.0 * sends.scheduled_s / sends.sent_s,
+            100.0 * MIN_OFFERED_SHARE
+        )
+    })
+}
+
 /// How far a search may go.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchBounds {
@@ -101,19 +147,15 @@ pub async fn search<P: Prober + Send>(
         }
     }
     let b = search.bracket();
+    // The search's own rule first: a search that reached its floor, its ceiling (the highest
+    // rate a run may have passed: the capacity is at least that) or its precision on its last
+    // run was done, and said `max_runs`.
     let stopped_by = if interrupted {
         "interrupted"
     } else if failed.is_some() {
         "point_failed"
-    } else if search.runs().len() >= bounds.max_runs {
-        "max_runs"
-    } else if b.passed.is_none() {
-        "floor"
-    } else if b.failed.is_none() {
-        // The highest rate a run may have passed: the capacity is at least that.
-        "ceiling"
     } else {
-        "precision"
+        search.finished_by().unwrap_or("max_runs")
     };
     Searched {
         capacity: Capacity::of(b, slo, min_good_fraction, stopped_by),
@@ -224,6 +266,54 @@ mod tests {
         assert_eq!(broken.capacity.stopped_by, "point_failed");
         assert!(broken.failed.is_some());
         assert_eq!(broken.capacity.min_failing_rate, None);
+    }
+
+    // A search that reached its precision, or its floor, on its last run said it stopped by
+    // max_runs: given exactly the runs it needs, it is stopped by its own rule.
+    #[tokio::test]
+    async fn a_search_done_on_its_last_run_is_stopped_by_its_rule_not_the_budget() {
+        for (capacity, rule) in [(25.0, "precision"), (0.0, "floor")] {
+            let go = |max_runs| async move {
+                let bounds = SearchBounds {
+                    start: 10.0,
+                    min_rate: 1.0,
+                    precision: 0.05,
+                    max_runs,
+                };
+                let mut p = Scripted {
+                    capacity,
+                    cut: 0,
+                    broken: 0,
+                    probed: Vec::new(),
+                };
+                let shutdown = CancellationToken::new();
+                search(bounds, "e2e:1".into(), 0.95, &mut p, &shutdown).await
+            };
+            let free = go(40).await;
+            assert_eq!(free.capacity.stopped_by, rule);
+            let needed = free.search.runs().len();
+            assert_eq!(go(needed).await.capacity.stopped_by, rule, "{needed} runs");
+            assert_eq!(go(needed - 1).await.capacity.stopped_by, "max_runs");
+        }
+    }
+
+    // Sends spread over a longer span than their schedule's are a rate the client did not
+    // offer, once they are late by more than a hiccup; the tail of responses is not counted.
+    #[test]
+    fn sends_under_ninety_percent_of_the_schedules_rate_are_not_an_offered_rate() {
+        let spans = |scheduled_s, sent_s| canary_core::SendSpans {
+            scheduled_s,
+            sent_s,
+        };
+        // 200 requests scheduled over 0.5 s, sent over 1.9 s: 26 % of the rate.
+        let why = sent_short(spans(0.5, 1.9)).unwrap();
+        assert!(why.contains("26% of the offered rate"), "{why}");
+        // 5 % late over 10 s: offered.
+        assert_eq!(sent_short(spans(10.0, 10.5)), None);
+        // 20 % late, but by 40 ms in a 0.2 s probe: one late send, not a rate.
+        assert_eq!(sent_short(spans(0.2, 0.24)), None);
+        // 20 % late by 200 ms: not offered.
+        assert!(sent_short(spans(1.0, 1.2)).is_some());
     }
 
     // A rate past the range a run may have fails to start: the search asked for 1.6e6 req/s

@@ -28,8 +28,9 @@ impl Experiment {
     }
 
     /// Loads `path`: a run's folder (`records.jsonl`), or an experiment's, whose
-    /// `summary.json` (`repeats.per_run`) names its runs. Runs a signal cut short are left
-    /// out, as the experiment's own estimates leave them out. A sweep's folder is refused:
+    /// `summary.json` (`repeats.per_run`) names its runs. Runs a signal cut short, or that its
+    /// summary leaves out (`left_out`: an error, nothing completed), are left out, as the
+    /// experiment's own estimates leave them out. A sweep's folder is refused:
     /// its points are different loads, not repeats.
     pub fn load(path: &Path) -> Result<Experiment, ReportError> {
         Experiment::load_keeping(path, false)
@@ -73,7 +74,12 @@ impl Experiment {
                 }
             });
         };
-        let cut_short = |e: &Value| e.get("interrupted").and_then(Value::as_bool) == Some(true);
+        // Left out as the experiment's own estimates leave it out: cut short by a signal, or
+        // errored (`left_out`: a dead server's run would count as 0 requests/s).
+        let cut_short = |e: &Value| {
+            e.get("interrupted").and_then(Value::as_bool) == Some(true)
+                || e.get("left_out").is_some_and(|w| !w.is_null())
+        };
         let keep_cut_short = cut_short_if_none && per_run.iter().all(cut_short);
         let mut runs = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -146,14 +152,20 @@ mod tests {
     fn an_experiment_is_its_complete_runs_in_its_order() {
         let tmp = tempfile::tempdir().unwrap();
         let exp = tmp.path().join("exp");
-        for (d, v) in [("run-1", 10.0), ("run-2", 20.0), ("run-3", 30.0)] {
+        for (d, v) in [
+            ("run-1", 10.0),
+            ("run-2", 20.0),
+            ("run-3", 30.0),
+            ("run-4", 40.0),
+        ] {
             run_dir(&exp.join(d), &[v, v]);
         }
         std::fs::write(
             exp.join("summary.json"),
             r#"{"schema_version":1,"repeats":{"per_run":[
                 {"dir":"run-2","interrupted":false},{"dir":"run-1","interrupted":false},
-                {"dir":"run-3","interrupted":true}]}}"#,
+                {"dir":"run-3","interrupted":true},
+                {"dir":"run-4","interrupted":false,"left_out":"it completed no request"}]}}"#,
         )
         .unwrap();
         let e = Experiment::load(&exp).unwrap();

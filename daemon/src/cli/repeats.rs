@@ -7,7 +7,7 @@
 
 mod summary;
 
-pub use summary::{RepeatsFile, RepeatsSummary};
+pub use summary::{left_out, RepeatsFile, RepeatsSummary};
 
 use crate::cli::one_shot::{self, Print};
 use crate::execute::{Judged, Observe};

@@ -164,6 +164,15 @@ impl SweepArgs {
                     l.0.flag()
                 );
             }
+            if !s.concurrency.is_empty() || self.profile.shape.concurrency.is_some() {
+                // A ceiling holds requests in canaryd once it is reached, where TTFT (timed
+                // from the send) does not see them: the SLOs would pass rates never offered.
+                bail!(
+                    "--find-max-rate offers open-loop rates: --concurrency would cap the \
+                     requests in flight, and a request held for a slot waits in canaryd, where \
+                     the SLOs do not time it; leave --concurrency out"
+                );
+            }
             let start = s.request_rate.first().copied().unwrap_or(10.0);
             return Ok((Axis::RequestRate, vec![start]));
         }

@@ -23,6 +23,35 @@ pub struct CapacityRun {
     /// The baseline it was compared with; `None` while fewer than `min_runs` passing runs
     /// exist.
     pub baseline: Option<CapacityBaseline>,
+    /// The load the search ran ([`CapacityRun::load_of`]): a capacity is of one load shape,
+    /// so its baseline is made of runs of the same one. Absent in runs stored before it was
+    /// recorded, which then start no baseline of a run that has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<serde_json::Value>,
+}
+
+impl CapacityRun {
+    /// The load of a search of `plan` (the workload's, at its first rate) against `target`
+    /// (its name in the config and its settings) after `warmup_requests`: the target's URL
+    /// (no query), model and API, and the load block `summary.json` states (`request_rate`,
+    /// `arrival_pattern`, `isl`, `osl`, the seed, `request_count` or `benchmark_duration_s`).
+    /// A reload that changes any of them compared the new load's capacity with the old one's
+    /// and failed it (or passed a drop); now it starts a baseline of its own.
+    pub fn load_of(
+        target_name: &str,
+        target: Option<&crate::config::Target>,
+        plan: &canary_replay::RatePlan,
+        warmup_requests: usize,
+    ) -> serde_json::Value {
+        serde_json::json!({
+            "target": target_name,
+            "url": target.map(|t| canary_core::redact_url(&t.url)),
+            "model": target.map(|t| t.model.as_str()),
+            "endpoint": target.map(|t| t.endpoint.operation()),
+            "load": plan.info(),
+            "warmup_requests": warmup_requests,
+        })
+    }
 }
 
 /// One probe of a search.

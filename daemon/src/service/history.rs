@@ -191,15 +191,18 @@ impl History {
     }
 
     /// The capacity searches of the last `n` passing runs of `workload` made under `like`'s
-    /// SLOs and good fraction, newest first: a capacity is at an SLO, so one a reload changed
-    /// starts a baseline of its own (the old capacities would fail every run until they aged
-    /// out).
+    /// SLOs and good fraction and of its load (target, model, lengths, first rate, arrivals,
+    /// extent: [`CapacityRun::load_of`]), newest first: a capacity is at an SLO and of one
+    /// load, so one a reload changed starts a baseline of its own (the old capacities would
+    /// fail every run until they aged out, or pass a drop). A stored run without a load (from
+    /// before it was recorded) is of no known load and joins no baseline.
     pub fn capacity_baseline(
         &self,
         workload: &str,
         n: usize,
-        like: &Capacity,
+        like: &CapacityRun,
     ) -> Result<Vec<Capacity>> {
+        let (like_load, like) = (&like.load, &like.found);
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT capacity FROM runs WHERE workload = ?1 AND verdict = 'pass' \
@@ -213,8 +216,9 @@ impl History {
             }
             let run: CapacityRun =
                 serde_json::from_str(&row?).context("a stored capacity search")?;
+            let same_load = run.load.is_some() && run.load == *like_load;
             let f = run.found;
-            if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction {
+            if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction && same_load {
                 out.push(f);
             }
         }

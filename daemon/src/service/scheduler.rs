@@ -445,7 +445,7 @@ impl Daemon {
         };
         let base = match self
             .history
-            .capacity_baseline(workload, config.baseline.runs, &run.found)
+            .capacity_baseline(workload, config.baseline.runs, run)
         {
             Ok(base) => base,
             Err(e) => {

@@ -465,3 +465,72 @@ fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
     assert!((point("2") - p50(2) / 1e3).abs() < 1e-9);
     drop(rt);
 }
+
+// `profile --runs 3` with the server dead during run 3 printed `throughput 68.5 ± 147.4
+// requests/s (3 runs)` of [102.7, 102.8, 0.0] while the latencies were over 2 runs: the run
+// that completed nothing counted as 0 requests/s. It is left out of the estimates, and said so.
+#[test]
+fn a_run_that_completed_nothing_is_left_out_of_the_estimates_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each request decodes 300 tokens at about 10 ms a step: 3 s, far longer than the test
+    // takes to see run 2's summary and stop the server, so run 3 completes nothing.
+    let slow = r#"{"profile":"capacity","decode_base_us":8000,"decode_per_seq_us":1000}"#;
+    let (sim, port) = sim_with_profile(dir.path(), slow, &[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let child = Command::new(CANARYD)
+        .args(["profile", "--url", &url, "--model", "canary-sim"])
+        .args(["--output-dir", "out", "--no-nvml", "--no-ebpf"])
+        .args(["--isl", "16", "--osl", "300", "--concurrency", "2"])
+        .args(["--request-count", "2", "--warmup-request-count", "0"])
+        .args(["--runs", "3"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = dir.path().join("out/run-2/summary.json");
+    let end = Instant::now() + Duration::from_secs(120);
+    while !second.exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(sim);
+    let out = child.wait_with_output().unwrap();
+    let shown = text(&out);
+    let root = dir.path().join("out");
+    let third = json(&root.join("run-3/summary.json"));
+    assert_eq!(third["completed"], 0, "{third:#}");
+
+    let top = json(&root.join("summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    let r = &top["repeats"];
+    assert_eq!(r["runs"], 3, "{r:#}");
+    let per_run = r["per_run"].as_array().unwrap();
+    assert!(
+        per_run[..2].iter().all(|e| e.get("left_out").is_none()),
+        "{r:#}"
+    );
+    let why = per_run[2]["left_out"].as_str().unwrap();
+    assert!(why.starts_with("error: target unusable"), "{why}");
+    // Every figure is over the two runs that completed requests: no 0 req/s among them.
+    for m in r["metrics"].as_array().unwrap() {
+        assert_eq!(m["n"], 2, "{m}");
+    }
+    let tp = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "request_throughput")
+        .unwrap();
+    let values: Vec<f64> = serde_json::from_value(tp["values"].clone()).unwrap();
+    assert!(values.iter().all(|v| *v > 0.0), "{values:?}");
+    assert!(shown.contains("3 of 3 runs (1 left out, below)"), "{shown}");
+    assert!(
+        shown.contains("left out of the estimates: run-3 (error: target unusable"),
+        "{shown}"
+    );
+    // The worst run's status is still the command's: run 3 completed nothing.
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+}

@@ -42,7 +42,7 @@ fn profile_with_limit(
 }
 
 /// Starts `cmd` under the open-file limits `soft` and `hard`.
-fn limit_files(cmd: &mut Command, soft: u64, hard: u64) {
+pub(super) fn limit_files(cmd: &mut Command, soft: u64, hard: u64) {
     // SAFETY: the hook only calls setrlimit, which is async-signal-safe, between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

@@ -37,6 +37,32 @@ fn sweep_into(dir: &Path, url: &str, out: &str, extra: &[&str]) -> std::process:
     canaryd(&args, dir)
 }
 
+/// A sweep into `dir/out` under the open-file limit `files` (soft and hard).
+fn sweep_limited(dir: &Path, url: &str, files: u64, extra: &[&str]) -> std::process::Output {
+    let (isl, osl) = (ISL.to_string(), OSL.to_string());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["sweep", "--url", url, "--model", "canary-sim"])
+        .args(["--isl", &isl, "--osl", &osl, "--output-dir", "out"])
+        .args(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"])
+        .args(extra)
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CANARYD_REQUEST_WORKERS")
+        .stdin(std::process::Stdio::null());
+    super::open_files::limit_files(&mut cmd, files, files);
+    cmd.output().unwrap()
+}
+
+/// A point's own `summary.json` (or its experiment's, with `--runs`).
+fn point_summary(dir: &Path, p: &Value) -> Value {
+    let path = dir
+        .join("out")
+        .join(p["dir"].as_str().unwrap())
+        .join("summary.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 /// Makes the capacity simulator at `url` four times slower a decode step.
 fn slow_down(url: &str) {
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
@@ -358,9 +384,18 @@ fn find_max_rate_attempt(url: &str, cap: f64) -> (tempfile::TempDir, Value, Stri
             .join(p["dir"].as_str().unwrap())
             .join("records.jsonl")
             .is_file());
-        // A probe passes exactly when its good fraction met the bar.
+        // A probe passes exactly when its good fraction met the bar and the client offered
+        // its rate (a starved client may not have: its notes say so).
         let good = p["good_fraction"].as_f64().unwrap();
-        assert_eq!(p["passed"].as_bool().unwrap(), good >= 0.95, "{p:#}");
+        let offered = !p["notes"].as_array().is_some_and(|n| {
+            n.iter()
+                .any(|n| n.as_str().unwrap().contains("could not offer"))
+        });
+        assert_eq!(
+            p["passed"].as_bool().unwrap(),
+            good >= 0.95 && offered,
+            "{p:#}"
+        );
         // The answer is the bracket of the probes: the highest pass, the lowest fail above it.
         let v = p["value"].as_f64().unwrap();
         if p["passed"] == true {
@@ -447,6 +482,131 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
     }
 }
 
+// The search passed rates the client never offered: under the open-file limit, canaryd held
+// requests for a slot once 15 were in flight, TTFT (timed from the send) left the wait out,
+// and a probe at 400 req/s against a server of 107 passed ("at least 400 req/s", exit 0)
+// though the point completed 104 req/s and schedule_hold p99 was 1357 ms. Such a probe fails.
+#[test]
+fn a_probe_the_client_could_not_offer_fails_whatever_the_slos_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    // 60 files leave about 15 requests in flight; 400 req/s needs over 40 at the server's
+    // 107 req/s. A TTFT bound of 10 s holds for every request the simulator queues.
+    let out = sweep_limited(
+        dir.path(),
+        &url,
+        60,
+        &[
+            "--find-max-rate",
+            "--slo",
+            "time_to_first_token:10000",
+            "--min-good-fraction",
+            "0.95",
+            "--request-rate",
+            "400",
+            "--arrival-pattern",
+            "constant",
+            "--benchmark-duration",
+            "0.5s",
+            "--max-runs",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let p = &doc["points"][0];
+    // The run itself is as described: held by the open-file ceiling, its sends spread over
+    // longer than the schedule, and every request it sent met the SLO.
+    let s = point_summary(dir.path(), p);
+    assert_eq!(s["in_flight_cap"]["source"], "open_files", "{s:#}");
+    assert!(s["schedule_hold"]["max"].as_f64().unwrap() > 0.0, "{s:#}");
+    let sends = &s["sends"];
+    assert!(
+        sends["sent_s"].as_f64().unwrap() > sends["scheduled_s"].as_f64().unwrap(),
+        "{sends}"
+    );
+    assert_eq!(p["good_fraction"], 1.0, "{p:#}");
+    // The probe fails, saying why, and bounds the capacity from above.
+    assert_eq!(p["passed"], false, "{p:#}");
+    let verdict = p["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("fail: the client could not offer the rate"),
+        "{verdict}"
+    );
+    assert!(
+        p["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("in-flight slots (set by open_files)"),
+        "{p:#}"
+    );
+    assert!(doc["capacity"]["max_passing_rate"].is_null(), "{doc:#}");
+    assert_eq!(doc["capacity"]["min_failing_rate"], 400.0, "{doc:#}");
+    assert!(text(&out).contains("no rate passed"), "{}", text(&out));
+}
+
+// Under a 60-file limit, c64 ran with 15 requests in flight (summary.json's in_flight_cap)
+// but was reported as 64 users: it passed, sat on the Pareto front and fed the knee, and
+// neither sweep.json, sweep.csv nor the table said so.
+#[test]
+fn a_point_the_open_file_limit_capped_is_marked_and_left_out_of_knee_and_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let flags = ["--concurrency", "2,8,64", "--benchmark-duration", "1s"];
+    let out = sweep_limited(dir.path(), &url, 60, &flags);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let points = doc["points"].as_array().unwrap();
+    for p in &points[..2] {
+        assert_eq!(p["in_flight_cap_source"], "concurrency", "{p:#}");
+        assert_eq!(p["in_flight_cap"].as_f64(), p["value"].as_f64(), "{p:#}");
+        assert!(p.get("capped").is_none(), "{p:#}");
+    }
+    let c64 = &points[2];
+    let cap = point_summary(dir.path(), c64)["in_flight_cap"].clone();
+    assert_eq!(cap["source"], "open_files", "{cap}");
+    let limit = cap["limit"].as_u64().unwrap();
+    assert!(limit < 64, "{cap}");
+    assert_eq!(c64["in_flight_cap"], limit, "{c64:#}");
+    assert_eq!(c64["in_flight_cap_source"], "open_files", "{c64:#}");
+    assert_eq!(c64["capped"], true, "{c64:#}");
+    assert!(
+        c64["notes"][0].as_str().unwrap().starts_with(&format!(
+            "capped by the open-file limit at {limit} requests"
+        )),
+        "{c64:#}"
+    );
+    // Neither the knee nor on the front.
+    assert!(
+        c64.get("pareto").is_none() && c64.get("knee").is_none(),
+        "{c64:#}"
+    );
+    assert!(
+        !doc["pareto"].as_array().unwrap().contains(&"c64".into()),
+        "{doc:#}"
+    );
+    assert_ne!(doc["knee"]["label"], "c64", "{doc:#}");
+    // sweep.csv and the table say so too.
+    let csv = std::fs::read_to_string(dir.path().join("out/sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row = lines.nth(2).unwrap();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let cells: Vec<&str> = row.split(',').collect();
+    assert_eq!(cells[col("in_flight_cap")], limit.to_string(), "{row}");
+    assert_eq!(cells[col("in_flight_cap_source")], "open_files", "{row}");
+    assert_eq!(cells[col("capped")], "true", "{row}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("capped at {limit} (open files)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: 03 c64: capped by the open-file limit"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -527,6 +687,23 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             vec!["--speedup", "1,2"],
             1,
             "--speedup applies to a --trace",
+        ),
+        // A ceiling holds requests in canaryd, where the SLOs do not time them: the search
+        // passed rates it never offered.
+        (
+            vec![
+                "--find-max-rate",
+                "--slo",
+                "time_to_first_token:100",
+                "--min-good-fraction",
+                "0.9",
+                "--request-rate",
+                "100",
+                "--concurrency",
+                "8",
+            ],
+            1,
+            "--find-max-rate offers open-loop rates: --concurrency would cap",
         ),
         // No SLO: every probe passed, up to --max-runs.
         (

@@ -98,6 +98,29 @@ pub struct RunEntry {
     pub verdict: Option<String>,
     /// True when a signal cut it short (left out of the estimates).
     pub interrupted: bool,
+    /// Why it is left out of the estimates, when it is ([`left_out`]); absent when it is in
+    /// them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
+}
+
+/// Why `run` is left out of the experiment's estimates, or `None` when it is in them: a
+/// signal cut it short (its figures are partial), its verdict is an error (the target was
+/// unusable, canaryd itself was the bottleneck), or it completed no request. A run against a
+/// dead server counted as 0 requests/s beside the others' throughput while its latencies, which
+/// it has none of, were over the rest: `68.5 ± 147.4 requests/s` of [102.7, 102.8, 0.0].
+pub fn left_out(run: &Judged) -> Option<String> {
+    let verdict = run.verdict.as_ref();
+    if run.outcome.interrupted {
+        Some("interrupted: a signal cut it short".to_string())
+    } else if let Some(v) = verdict.filter(|v| v.kind == crate::judge::verdict::VerdictKind::Error)
+    {
+        Some(v.to_string())
+    } else if run.outcome.summary.completed == 0 {
+        Some("it completed no request".to_string())
+    } else {
+        None
+    }
 }
 
 /// One headline figure over the runs.
@@ -130,10 +153,11 @@ impl RepeatsSummary {
         exit_status: i32,
         interrupted: bool,
     ) -> RepeatsSummary {
-        // A run cut short measured part of the plan: its figures would bias the mean.
+        // A run cut short measured part of the plan, and one that errored measured nothing of
+        // the target: their figures would bias the mean.
         let complete: Vec<&RunSummary> = runs
             .iter()
-            .filter(|r| !r.1.outcome.interrupted)
+            .filter(|r| left_out(&r.1).is_none())
             .map(|r| &r.1.outcome.summary)
             .collect();
         let metrics = HEADLINE
@@ -168,6 +192,7 @@ impl RepeatsSummary {
                     exit_status: *status,
                     verdict: run.verdict.as_ref().map(|v| v.to_string()),
                     interrupted: run.outcome.interrupted,
+                    left_out: left_out(run),
                 })
                 .collect(),
             metrics,
@@ -191,14 +216,24 @@ impl RepeatsSummary {
     /// The table.
     pub fn print(&self) -> std::io::Result<()> {
         outln!()?;
+        let left = self.per_run.iter().filter(|r| r.left_out.is_some()).count();
+        let left = match left {
+            0 => String::new(),
+            n => format!(" ({n} left out, below)"),
+        };
         outln!(
-            "{} of {} runs: estimates, mean over runs ± half-width of its 95% confidence \
+            "{} of {} runs{left}: estimates, mean over runs ± half-width of its 95% confidence \
              interval (Student's t, n-1 degrees of freedom)",
             self.runs,
             self.runs_asked
         )?;
         for f in &self.metrics {
             outln!("  {}", f.line())?;
+        }
+        for r in &self.per_run {
+            if let Some(why) = &r.left_out {
+                outln!("  left out of the estimates: {} ({why})", r.dir)?;
+            }
         }
         outln!(
             "exit status {}: the worst run's{}",

@@ -52,17 +52,27 @@ pub struct SweepDoc {
 impl SweepDoc {
     /// The document of `points`, with the knee and the front marked on them.
     pub fn new(kind: &'static str, axis: Axis, mut points: Vec<Point>) -> SweepDoc {
+        for p in &mut points {
+            if let Some(note) = p.open_files_cap(axis) {
+                p.capped = true;
+                p.notes.push(note);
+            }
+            if let Some(note) = p.errors_note() {
+                p.notes.push(note);
+            }
+        }
         // The knee walks the points in order of increasing load, whatever order they ran in.
         let mut order: Vec<usize> = (0..points.len()).collect();
         order.sort_by(|&a, &b| points[a].value.total_cmp(&points[b].value));
         let steps: Vec<_> = order.iter().map(|&i| points[i].step()).collect();
         let knee = series::knee(&steps).map(|k| order[k]);
+        // Whether the GPU count is known, not whether every point has a per-GPU figure: a
+        // point too short for a rate has none (`rate_unavailable`) though `--gpus` was given,
+        // and the note then said no GPU was seen and no --gpus given.
         let per_gpu_known = !points.is_empty()
-            && points.iter().all(|p| {
-                p.figures
-                    .as_ref()
-                    .is_none_or(|f| f.output_tokens_per_s_per_gpu.is_some())
-            })
+            && points
+                .iter()
+                .all(|p| p.figures.as_ref().is_none_or(|f| f.gpus.is_some()))
             && points.iter().any(|p| p.figures.is_some());
         let rates: Vec<_> = points.iter().map(|p| p.rates(per_gpu_known)).collect();
         let front = series::pareto(&rates);
@@ -168,6 +178,10 @@ impl SweepDoc {
                 n(server.preemptions),
                 p.knee.to_string(),
                 p.pareto.to_string(),
+                f.in_flight_cap.map_or(String::new(), |c| c.to_string()),
+                f.in_flight_cap_source.unwrap_or("").to_string(),
+                p.capped.to_string(),
+                quoted(&p.notes.join("; ")),
             ];
             out.push_str(&row.join(","));
             out.push('\n');
@@ -177,7 +191,7 @@ impl SweepDoc {
 }
 
 /// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s).
-pub const CSV_COLUMNS: [&str; 34] = [
+pub const CSV_COLUMNS: [&str; 38] = [
     "index",
     "label",
     "value",
@@ -212,6 +226,10 @@ pub const CSV_COLUMNS: [&str; 34] = [
     "preemptions",
     "knee",
     "pareto",
+    "in_flight_cap",
+    "in_flight_cap_source",
+    "capped",
+    "notes",
 ];
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
@@ -220,5 +238,47 @@ fn quoted(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::sweep::point::PointFigures;
+
+    // `--concurrency 1,4 --request-count 4 --gpus 1`: c4's four requests spanned under 100 ms,
+    // so it had no rate and no tokens/s per GPU, and the note said "no GPU seen through NVML
+    // or DCGM and no --gpus" of a sweep given --gpus 1.
+    #[test]
+    fn a_point_without_a_rate_does_not_make_the_gpu_count_unknown() {
+        let point = |value: f64, tokens: Option<f64>| Point {
+            value,
+            label: Axis::Concurrency.label(value),
+            passed: true,
+            cut_short: false,
+            errored: false,
+            figures: Some(PointFigures {
+                output_tokens_per_s: tokens,
+                output_tokens_per_s_per_gpu: tokens,
+                output_tokens_per_s_per_user: Some(100.0),
+                gpus: Some(1),
+                gpus_from: Some("--gpus".into()),
+                ..Default::default()
+            }),
+            ..Point::of_run(1, String::new(), value, String::new(), None, None)
+        };
+        let doc = SweepDoc::new(
+            "sweep",
+            Axis::Concurrency,
+            vec![point(1.0, Some(400.0)), point(4.0, None)],
+        );
+        assert!(doc.notes.is_empty(), "{:?}", doc.notes);
+        assert_eq!(doc.pareto_axes[0], "output_tokens_per_s_per_gpu");
+        assert_eq!(doc.pareto, ["c1"]);
+        // No count at all: the note stands.
+        let mut unknown = point(1.0, Some(400.0));
+        unknown.figures.as_mut().unwrap().gpus = None;
+        let doc = SweepDoc::new("sweep", Axis::Concurrency, vec![unknown]);
+        assert!(doc.notes[0].contains("no GPU seen"), "{:?}", doc.notes);
     }
 }

@@ -6,6 +6,11 @@ use crate::execute::Judged;
 use canary_core::{GaugeStats, RunSummary, Stats};
 use serde::{Deserialize, Serialize};
 
+/// A point whose target error rate is above this is left out of the knee and the Pareto
+/// front (the daemon's default `max_error_rate`): its throughput and latencies are of the
+/// requests that were served, not of the load offered.
+pub const EVIDENCE_MAX_ERROR_RATE: f64 = 0.05;
+
 /// What a sweep varies from point to point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -118,6 +123,14 @@ pub struct PointFigures {
     pub good_fraction: Option<f64>,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
+    /// The run's in-flight ceiling (`summary.json`'s `in_flight_cap.limit`; the lowest of its
+    /// runs', with `--runs N`); null: none.
+    pub in_flight_cap: Option<usize>,
+    /// What set it: `concurrency` or `open_files`; null without one.
+    pub in_flight_cap_source: Option<&'static str>,
+    /// A request waited in canaryd for a slot under that ceiling (`schedule_hold` above 0).
+    #[serde(skip)]
+    pub held: bool,
 }
 
 impl PointFigures {
@@ -157,6 +170,10 @@ impl PointFigures {
             }
         });
         let first = all.first();
+        let cap = all
+            .iter()
+            .filter_map(|f| Some((f.in_flight_cap?, f.in_flight_cap_source)))
+            .min_by_key(|c| c.0);
         PointFigures {
             requests,
             completed: sum(&|f| f.completed),
@@ -178,6 +195,9 @@ impl PointFigures {
             goodput: mean(&|f| f.goodput),
             good_fraction: mean(&|f| f.good_fraction),
             server,
+            in_flight_cap: cap.map(|c| c.0),
+            in_flight_cap_source: cap.and_then(|c| c.1),
+            held: all.iter().any(|f| f.held),
         }
     }
 
@@ -231,6 +251,16 @@ impl PointFigures {
             goodput: s.goodput.as_ref().and_then(|g| g.goodput),
             good_fraction: s.goodput.as_ref().map(|g| g.good_request_fraction),
             server,
+            in_flight_cap: run.outcome.in_flight_cap.limit,
+            in_flight_cap_source: run
+                .outcome
+                .in_flight_cap
+                .limit
+                .map(|_| run.outcome.in_flight_cap.source.as_str()),
+            held: s
+                .metrics
+                .get("schedule_hold")
+                .is_some_and(|h| h.count > 0 && h.max > 0.0),
         }
     }
 }
@@ -265,6 +295,12 @@ pub struct Point {
     /// Set on the Pareto-optimal points.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub pareto: bool,
+    /// Set when the open-file limit held the point under its nominal load: a ceiling below
+    /// its users (`c64` run with 15 in flight), or requests of a rate or a trace held for a
+    /// slot. Its figures are of a lighter load than its label says, so the knee and the Pareto
+    /// front leave it out, and its notes say so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
     /// A signal cut its figures short (every run's, with `--runs N`): they are partial, so
     /// the knee, the Pareto front and a capacity bracket leave the point out (its verdict
     /// says `error: interrupted`).
@@ -274,6 +310,13 @@ pub struct Point {
     /// itself was the bottleneck. Not the target missing its gates.
     #[serde(skip)]
     pub errored: bool,
+    /// Why the client did not offer the load its schedule asked for (a run's, with `--runs
+    /// N`; [`crate::capacity::not_offered`]), when it did not.
+    #[serde(skip)]
+    pub not_offered: Option<String>,
+    /// What to know about the point beyond its figures (the client could not offer its rate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Point {
@@ -300,8 +343,11 @@ impl Point {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: true,
             errored: true,
+            not_offered: None,
+            notes: Vec::new(),
         };
         let Some(run) = run else {
             point.verdict =
@@ -321,7 +367,26 @@ impl Point {
         point.figures = Some(PointFigures::of(run, gpus_flag));
         point.cut_short = run.outcome.interrupted;
         point.errored = verdict.kind == crate::judge::verdict::VerdictKind::Error;
+        point.not_offered = crate::capacity::not_offered(&run.outcome);
         point
+    }
+
+    /// A probe of the capacity search: it passes only when the client offered its rate. A
+    /// rate the client could not offer (it held requests for a slot, or sent too slowly) fails,
+    /// whatever the SLOs said of the requests it did send, and the notes say why.
+    pub fn require_offered(&mut self) {
+        let Some(why) = self.not_offered.clone() else {
+            return;
+        };
+        if self.passed {
+            self.passed = false;
+            self.verdict = crate::judge::verdict::Verdict {
+                kind: crate::judge::verdict::VerdictKind::Fail,
+                reasons: vec![why.clone()],
+            }
+            .to_string();
+        }
+        self.notes.push(why);
     }
 
     /// Point `index` of `--runs N`: `runs` ((folder, run, exit status), in order) in `dir`,
@@ -341,12 +406,13 @@ impl Point {
             return Point::of_run(index, label, value, dir, None, gpus_flag);
         };
         let mut point = Point::of_run(index, label, value, dir, Some(first), gpus_flag);
+        // The runs the experiment's estimates are over: not cut short, not errored.
         let complete: Vec<&Judged> = runs
             .iter()
             .map(|r| &r.1)
-            .filter(|r| !r.outcome.interrupted)
+            .filter(|r| crate::cli::repeats::left_out(r).is_none())
             .collect();
-        point.cut_short = complete.is_empty();
+        point.cut_short = runs.iter().all(|r| r.1.outcome.interrupted);
         let pool = if complete.is_empty() {
             runs.iter().map(|r| &r.1).collect()
         } else {
@@ -363,6 +429,10 @@ impl Point {
             .collect();
         point.passed = judged.iter().all(|p| p.passed);
         point.errored = judged.iter().any(|p| p.errored);
+        point.not_offered = judged.iter().find_map(|p| {
+            let why = p.not_offered.as_ref()?;
+            Some(format!("{}: {why}", p.dir))
+        });
         if let Some(p) = judged.iter().find(|p| !p.passed) {
             point.verdict = format!("{}: {}", p.dir, p.verdict);
         } else if runs.len() < summary.runs_asked as usize {
@@ -379,9 +449,69 @@ impl Point {
         point
     }
 
+    /// Whether the open-file limit held the point under its nominal load on `axis` (see
+    /// [`Point::capped`]); the note that says so.
+    pub fn open_files_cap(&self, axis: Axis) -> Option<String> {
+        let f = self.figures.as_ref()?;
+        let limit = f
+            .in_flight_cap
+            .filter(|_| f.in_flight_cap_source == Some("open_files"))?;
+        match axis {
+            Axis::Concurrency => ((limit as f64) < self.value).then(|| {
+                format!(
+                    "capped by the open-file limit at {limit} requests in flight, below its {} \
+                     users: its figures are of a lighter load than its label (left out of the \
+                     knee and the Pareto front)",
+                    self.value
+                )
+            }),
+            Axis::RequestRate | Axis::Speedup => f.held.then(|| {
+                format!(
+                    "capped by the open-file limit at {limit} requests in flight: requests \
+                     waited in canaryd for a slot, so the server saw a lighter load than the \
+                     point's (left out of the knee and the Pareto front)"
+                )
+            }),
+        }
+    }
+
+    /// Why the point's errors leave it out of the knee and the Pareto front, when they do: its
+    /// verdict (a run's, with `--runs N`) is an error (nothing completed, canaryd itself was
+    /// the bottleneck), or more than [`EVIDENCE_MAX_ERROR_RATE`] of its requests failed at the
+    /// target. Its throughput and latencies are then of the few requests that were served,
+    /// and a dead server's point made a knee of the step before it. A point a signal cut short
+    /// is left out already (its verdict says `interrupted`).
+    pub fn errors_note(&self) -> Option<String> {
+        if self.cut_short {
+            return None;
+        }
+        if self.errored {
+            return Some(format!(
+                "left out of the knee and the Pareto front: its verdict is an error ({})",
+                self.verdict
+            ));
+        }
+        let rate = self.figures.as_ref()?.error_rate;
+        (rate > EVIDENCE_MAX_ERROR_RATE).then(|| {
+            format!(
+                "left out of the knee and the Pareto front: {:.1}% of its requests failed at \
+                 the target (over {:.0}%), so its figures are of the requests that were served",
+                rate * 100.0,
+                EVIDENCE_MAX_ERROR_RATE * 100.0
+            )
+        })
+    }
+
+    /// Whether the point is evidence for the knee and the Pareto front: not cut short by a
+    /// signal, not held under its load by the open-file limit, not errored
+    /// ([`Point::errors_note`]).
+    fn evidence(&self) -> bool {
+        !self.cut_short && !self.capped && self.errors_note().is_none()
+    }
+
     /// The knee's view of the point: NaN figures where it measured nothing.
     pub fn step(&self) -> canary_core::series::LoadStep {
-        let f = self.figures.as_ref().filter(|_| !self.cut_short);
+        let f = self.figures.as_ref().filter(|_| self.evidence());
         canary_core::series::LoadStep {
             throughput: f.and_then(|f| f.request_throughput).unwrap_or(f64::NAN),
             ttft_p99_ms: f
@@ -392,7 +522,7 @@ impl Point {
 
     /// The Pareto front's view: per GPU when every point knows its GPU count, else in all.
     pub fn rates(&self, per_gpu_known: bool) -> canary_core::series::TokenRates {
-        let f = self.figures.as_ref().filter(|_| !self.cut_short);
+        let f = self.figures.as_ref().filter(|_| self.evidence());
         let per_gpu = if per_gpu_known {
             f.and_then(|f| f.output_tokens_per_s_per_gpu)
         } else {
@@ -427,6 +557,49 @@ mod tests {
         assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
     }
 
+    // A point the open-file limit held under its load is marked on every axis: below its
+    // users on a concurrency sweep, requests held for a slot on a rate or speedup sweep. The
+    // user's own ceiling (`concurrency`) is no cap of that kind.
+    #[test]
+    fn the_open_file_limit_caps_a_point_below_its_users_or_when_it_held_requests() {
+        let point = |value: f64, limit: usize, source: &'static str, held: bool| Point {
+            value,
+            figures: Some(PointFigures {
+                in_flight_cap: Some(limit),
+                in_flight_cap_source: Some(source),
+                held,
+                ..Default::default()
+            }),
+            ..Point::of_run(1, String::new(), value, String::new(), None, None)
+        };
+        let capped = |p: Point, axis| p.open_files_cap(axis).is_some();
+        assert!(capped(
+            point(64.0, 15, "open_files", false),
+            Axis::Concurrency
+        ));
+        assert!(!capped(
+            point(8.0, 15, "open_files", false),
+            Axis::Concurrency
+        ));
+        assert!(!capped(
+            point(64.0, 15, "concurrency", true),
+            Axis::Concurrency
+        ));
+        assert!(capped(
+            point(400.0, 15, "open_files", true),
+            Axis::RequestRate
+        ));
+        assert!(!capped(
+            point(400.0, 15, "open_files", false),
+            Axis::RequestRate
+        ));
+        assert!(!capped(
+            point(400.0, 8, "concurrency", true),
+            Axis::RequestRate
+        ));
+        assert!(capped(point(4.0, 15, "open_files", true), Axis::Speedup));
+    }
+
     // A point a signal stopped 0.2 s in has partial figures: it is not a step of the knee.
     #[test]
     fn a_point_cut_short_is_not_the_knees_evidence() {
@@ -448,8 +621,11 @@ mod tests {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: false,
             errored: false,
+            not_offered: None,
+            notes: Vec::new(),
         };
         let points = || {
             vec![
@@ -465,5 +641,29 @@ mod tests {
         let cut = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, cut);
         assert!(cut.knee.is_none(), "{:?}", cut.knee);
         assert!(!cut.points[2].pareto);
+        // A dead server (an error verdict), or a point whose requests largely failed at the
+        // target: its throughput is of the few served, and it made a knee of the step before.
+        let mut dead = points();
+        dead[2].errored = true;
+        dead[2].verdict = "run-3: error: target unusable".into();
+        let dead = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, dead);
+        assert!(dead.knee.is_none(), "{:?}", dead.knee);
+        assert!(!dead.points[2].pareto);
+        let note = &dead.points[2].notes[0];
+        assert!(
+            note.contains("its verdict is an error (run-3: error"),
+            "{note}"
+        );
+        let mut failing = points();
+        failing[2].figures.as_mut().unwrap().error_rate = 0.2;
+        let failing = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, failing);
+        assert!(failing.knee.is_none(), "{:?}", failing.knee);
+        let note = &failing.points[2].notes[0];
+        assert!(note.contains("20.0% of its requests failed"), "{note}");
+        // Within 5 %: still evidence.
+        let mut few = points();
+        few[2].figures.as_mut().unwrap().error_rate = 0.05;
+        let few = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, few);
+        assert_eq!(few.knee.map(|k| k.label), Some("c8".to_string()));
     }
 }

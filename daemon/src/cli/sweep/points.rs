@@ -175,6 +175,10 @@ async fn run_point(
             (point, interrupted)
         }
     };
+    let mut point = point;
+    if args.sweep.find_max_rate {
+        point.require_offered();
+    }
     if point.figures.is_some() && !args.profile.shape.json {
         // With --json, stdout holds sweep.json alone.
         table::progress_line(&point)?;

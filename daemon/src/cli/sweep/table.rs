@@ -12,11 +12,6 @@ fn num(v: Option<f64>) -> String {
     }
 }
 
-/// A rate the search tried, as given (`109.375`).
-fn rate(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{}", (v * 1000.0).round() / 1000.0))
-}
-
 /// A gate's share as a percentage, with the digits it was given (99.5, not 100).
 fn good_percent(fraction: f64) -> String {
     format!("{}", (fraction * 100.0 * 1e6).round() / 1e6)
@@ -98,6 +93,12 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         }
         if p.pareto {
             tags.push("Pareto".to_string());
+        }
+        if p.capped {
+            let cap = f
+                .in_flight_cap
+                .map_or(String::new(), |c| format!(" at {c}"));
+            tags.push(format!("capped{cap} (open files)"));
         }
         if !p.passed {
             tags.push(p.verdict.split(':').next().unwrap_or("").to_string());
@@ -184,35 +185,75 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     for n in &doc.notes {
         outln!("note: {n}")?;
     }
-    if let Some(c) = &doc.capacity {
-        let runs = doc.points.len();
-        match (c.max_passing_rate, c.min_failing_rate) {
-            (Some(p), Some(f)) => outln!(
-                "capacity at SLO ({}, {}% good): {} req/s, a bound: at least {} (passed), below {} (failed); {} rates tried, stopped by {}",
-                c.slo,
-                good_percent(c.min_good_fraction),
-                rate(Some(p)),
-                rate(Some(p)),
-                rate(Some(f)),
-                runs,
-                c.stopped_by
-            )?,
-            (Some(p), None) => outln!(
-                "capacity at SLO ({}, {}% good): at least {} req/s (a lower bound: no rate failed of {} tried, stopped by {})",
-                c.slo,
-                good_percent(c.min_good_fraction),
-                rate(Some(p)),
-                runs,
-                c.stopped_by
-            )?,
-            (None, f) => outln!(
-                "capacity at SLO ({}, {}% good): no rate passed (lowest tried {} req/s); {} rates tried",
-                c.slo,
-                good_percent(c.min_good_fraction),
-                rate(f),
-                runs
-            )?,
+    for p in &doc.points {
+        for n in &p.notes {
+            outln!("note: {:02} {}: {n}", p.index, p.label)?;
         }
     }
+    if let Some(c) = &doc.capacity {
+        outln!("{}", capacity_line(c, doc.points.len()))?;
+    }
     Ok(())
+}
+
+/// The search's answer in a line, `runs` rates tried. Its bounds are rounded outward, as the
+/// daemon's verdicts round them, so what is printed still holds: at least 106.5625 reads
+/// "at least 106" (to the nearest thousandth it read 106.563, above the rate that passed).
+fn capacity_line(c: &crate::capacity::Capacity, runs: usize) -> String {
+    use crate::judge::capacity::{rate_at_least, rate_below};
+    let (slo, good) = (&c.slo, good_percent(c.min_good_fraction));
+    match (c.max_passing_rate, c.min_failing_rate) {
+        (Some(p), Some(f)) => format!(
+            "capacity at SLO ({slo}, {good}% good): {} req/s, a bound: at least {} (passed), \
+             below {} (failed); {runs} rates tried, stopped by {}",
+            rate_at_least(p),
+            rate_at_least(p),
+            rate_below(f),
+            c.stopped_by
+        ),
+        (Some(p), None) => format!(
+            "capacity at SLO ({slo}, {good}% good): at least {} req/s (a lower bound: no rate \
+             failed of {runs} tried, stopped by {})",
+            rate_at_least(p),
+            c.stopped_by
+        ),
+        (None, f) => format!(
+            "capacity at SLO ({slo}, {good}% good): no rate passed (lowest tried, failed: {} \
+             req/s, the capacity below it); {runs} rates tried, stopped by {}",
+            f.map_or("-".into(), rate_below),
+            c.stopped_by
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capacity(passed: Option<f64>, failed: Option<f64>) -> crate::capacity::Capacity {
+        crate::capacity::Capacity::of(
+            canary_core::RateBracket { passed, failed },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    }
+
+    // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest
+    // thousandth the lower bound read 106.563, above the rate that passed.
+    #[test]
+    fn the_answers_bounds_are_rounded_outward() {
+        let line = capacity_line(&capacity(Some(106.5625), Some(106.875)), 13);
+        assert!(
+            line.contains("106 req/s, a bound: at least 106 (passed), below 107 (failed)"),
+            "{line}"
+        );
+        let line = capacity_line(&capacity(Some(31.254), None), 5);
+        assert!(
+            line.contains("at least 31.25 req/s (a lower bound"),
+            "{line}"
+        );
+        let line = capacity_line(&capacity(None, Some(0.0975)), 4);
+        assert!(line.contains("failed: 0.1 req/s"), "{line}");
+    }
 }

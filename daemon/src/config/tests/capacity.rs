@@ -63,3 +63,20 @@ fn a_capacity_search_needs_a_rate_and_slos_and_no_trace() {
     let zero = CAPACITY.replace("max_probes = 8", "max_probes = 0");
     error_at(&zero, "max_probes", "workloads.capacity.max_probes: ");
 }
+
+// An in-flight ceiling held requests in canaryd once reached, where TTFT (timed from the send)
+// does not see them: a search under one passed rates it never offered.
+#[test]
+fn a_capacity_search_refuses_an_in_flight_ceiling() {
+    let capped = CAPACITY.replace(
+        "request_rate = 50\n",
+        "request_rate = 50\nconcurrency = 8\n",
+    );
+    let e = error_at(
+        &capped,
+        "[workloads.capacity]",
+        "workloads.capacity.concurrency: ",
+    );
+    assert!(e.contains("open-loop rates"), "{e}");
+    assert!(e.contains("leave concurrency out"), "{e}");
+}

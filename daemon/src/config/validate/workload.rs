@@ -200,6 +200,18 @@ fn capacity_search(
             format!("workloads.{name}.kind: a capacity search needs request_rate (its first rate)"),
         ));
     }
+    if w.concurrency.is_some() {
+        // A ceiling holds requests in canaryd once it is reached, where TTFT (timed from the
+        // send) does not see them: the SLOs would pass rates never offered.
+        return Err(src.err(
+            at,
+            format!(
+                "workloads.{name}.concurrency: a capacity search offers open-loop rates; an \
+                 in-flight ceiling would hold requests in canaryd, where the SLOs do not time \
+                 them: leave concurrency out"
+            ),
+        ));
+    }
     if w.slos.is_none() {
         return Err(src.err(
             at,

@@ -221,11 +221,14 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
         0.95,
         "precision",
     );
-    r.run.capacity = Some(CapacityRun {
+    let load = |isl: u32| serde_json::json!({"target": "t", "load": {"isl": isl}});
+    let searched = CapacityRun {
         found: found.clone(),
         probes: Vec::new(),
         baseline: None,
-    });
+        load: Some(load(32)),
+    };
+    r.run.capacity = Some(searched.clone());
     h.insert(&r).unwrap();
     drop(h);
     // Opened again: the column is not added twice, the capacity reads back.
@@ -235,17 +238,26 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
         found
     );
     assert_eq!(
-        h.capacity_baseline("w", 10, &found).unwrap(),
+        h.capacity_baseline("w", 10, &searched).unwrap(),
         vec![found.clone()]
     );
     // A search under another SLO (a reload changed it) has no baseline yet: the capacity at
     // 100 ms says nothing of the capacity at 50 ms. Nor under another good fraction.
-    let mut tighter = found.clone();
-    tighter.slo = "time_to_first_token:50".into();
+    let mut tighter = searched.clone();
+    tighter.found.slo = "time_to_first_token:50".into();
     assert!(h.capacity_baseline("w", 10, &tighter).unwrap().is_empty());
-    let mut stricter = found.clone();
-    stricter.min_good_fraction = 0.99;
+    let mut stricter = searched.clone();
+    stricter.found.min_good_fraction = 0.99;
     assert!(h.capacity_baseline("w", 10, &stricter).unwrap().is_empty());
+    // Nor of another load: longer prompts (a reload changed isl) have a lower capacity, and
+    // the old one's failed every run of the new until it aged out. A search whose load is not
+    // known (stored before it was recorded) is no baseline of one that is.
+    let mut longer = searched.clone();
+    longer.load = Some(load(4096));
+    assert!(h.capacity_baseline("w", 10, &longer).unwrap().is_empty());
+    let mut unknown = searched.clone();
+    unknown.load = None;
+    assert!(h.capacity_baseline("w", 10, &unknown).unwrap().is_empty());
 }
 
 #[test]
@@ -366,6 +378,7 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
             found: capacity(n),
             probes: Vec::new(),
             baseline: None,
+            load: Some(serde_json::json!({})),
         });
         h.insert(&r).unwrap();
     }
@@ -374,7 +387,17 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
     assert_eq!(ttfts(h.baseline("w", 2).unwrap()), [3.0, 2.0]);
     assert_eq!(h.baseline_context("w").unwrap().unwrap().run, "r3");
     assert_eq!(
-        h.capacity_baseline("w", 1, &capacity(0.0)).unwrap(),
+        h.capacity_baseline(
+            "w",
+            1,
+            &CapacityRun {
+                found: capacity(0.0),
+                probes: Vec::new(),
+                baseline: None,
+                load: Some(serde_json::json!({})),
+            }
+        )
+        .unwrap(),
         [capacity(3.0)]
     );
     assert_eq!(

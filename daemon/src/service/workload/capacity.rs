@@ -10,7 +10,7 @@ use super::{RunContext, RunIds};
 use crate::capacity::{self, Probed, Prober, SearchBounds};
 use crate::config::shape::Synthetic;
 use crate::config::{CapacitySearch, Config, Workload};
-use crate::judge::capacity::{rate, CapacityProbe, CapacityRun};
+use crate::judge::capacity::{rate, rate_below, CapacityProbe, CapacityRun};
 use crate::judge::verdict::{Verdict, VerdictKind};
 use crate::service::run_result::RunResult;
 use anyhow::{bail, Result};
@@ -67,7 +67,17 @@ impl Prober for WorkloadProber<'_> {
                 self.progress.clone(),
             )
             .await?;
-        let verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+        let mut verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
+        if verdict.kind == VerdictKind::Pass {
+            // A rate the client could not offer passed on requests the server never saw at
+            // that rate: the probe fails, saying why.
+            if let Some(why) = capacity::not_offered(&judged.outcome) {
+                verdict = Verdict {
+                    kind: VerdictKind::Fail,
+                    reasons: vec![why],
+                };
+            }
+        }
         let interrupted = judged.outcome.interrupted;
         if verdict.kind == VerdictKind::Error && !interrupted {
             bail!("the probe at {} req/s: {verdict}", rate(r));
@@ -96,6 +106,32 @@ impl Prober for WorkloadProber<'_> {
     }
 }
 
+/// Why a search in which no rate passed fails: the lowest rate it tried, which is the floor
+/// (`min_rate`) only when the search stopped there. It said "down to `min_rate`" when
+/// `max_probes` ended it long before.
+fn no_rate_passed(found: &capacity::Capacity, probes: &[CapacityProbe]) -> String {
+    let n = probes.len();
+    match probes.iter().map(|p| p.rate).min_by(f64::total_cmp) {
+        None => format!(
+            "capacity at SLO: no rate passed {} (no probe ran)",
+            found.slo
+        ),
+        Some(lowest) if found.stopped_by == "floor" => format!(
+            "capacity at SLO: no rate passed {} down to the floor, {} req/s (min_rate; {n} \
+             probes)",
+            found.slo,
+            rate(lowest)
+        ),
+        Some(lowest) => format!(
+            "capacity at SLO: no rate passed {}: below {} req/s, the lowest rate tried ({n} \
+             probes, stopped by {})",
+            found.slo,
+            rate_below(lowest),
+            found.stopped_by
+        ),
+    }
+}
+
 /// Runs the search of `w` into `result`: its capacity, probes, summary and verdict.
 pub(super) async fn run(
     ctx: &RunContext,
@@ -106,8 +142,16 @@ pub(super) async fn run(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) {
-    let start = match &w.synthetic {
-        Some(Synthetic::Rate(plan)) => plan.rate,
+    let (start, load) = match &w.synthetic {
+        Some(Synthetic::Rate(plan)) => (
+            plan.rate,
+            CapacityRun::load_of(
+                &w.target,
+                config.targets.get(&w.target),
+                plan,
+                w.warmup_requests,
+            ),
+        ),
         _ => {
             result.run.verdict = Verdict::error("a capacity search needs request_rate");
             return;
@@ -151,12 +195,7 @@ pub(super) async fn run(
     } else if found.capacity.max_passing_rate.is_none() {
         Verdict {
             kind: VerdictKind::Fail,
-            reasons: vec![format!(
-                "capacity at SLO: no rate passed {} down to {} req/s ({} probes)",
-                found.capacity.slo,
-                rate(search.min_rate),
-                probes.len()
-            )],
+            reasons: vec![no_rate_passed(&found.capacity, &probes)],
         }
     } else {
         Verdict {
@@ -169,5 +208,51 @@ pub(super) async fn run(
         found: found.capacity,
         probes,
         baseline: None,
+        load: Some(load),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probes(rates: &[f64]) -> Vec<CapacityProbe> {
+        rates
+            .iter()
+            .map(|&rate| CapacityProbe {
+                rate,
+                passed: false,
+                verdict: "fail: …".into(),
+            })
+            .collect()
+    }
+
+    // A search of 4 probes from 50 req/s ended at 6.25 by max_probes: it said "down to 0.1
+    // req/s", the floor it never reached.
+    #[test]
+    fn no_rate_passed_names_the_lowest_rate_tried_and_the_floor_only_when_reached() {
+        let found = |stopped_by| {
+            capacity::Capacity::of(
+                canary_core::RateBracket {
+                    passed: None,
+                    failed: Some(6.25),
+                },
+                "time_to_first_token:100".into(),
+                0.95,
+                stopped_by,
+            )
+        };
+        let why = no_rate_passed(&found("max_runs"), &probes(&[50.0, 25.0, 12.5, 6.25]));
+        assert_eq!(
+            why,
+            "capacity at SLO: no rate passed time_to_first_token:100: below 6.25 req/s, the \
+             lowest rate tried (4 probes, stopped by max_runs)"
+        );
+        let why = no_rate_passed(&found("floor"), &probes(&[0.2, 0.1]));
+        assert_eq!(
+            why,
+            "capacity at SLO: no rate passed time_to_first_token:100 down to the floor, 0.1 \
+             req/s (min_rate; 2 probes)"
+        );
+    }
 }

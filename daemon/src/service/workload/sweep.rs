@@ -86,7 +86,11 @@ impl Sweeper<'_> {
                 self.progress.clone(),
             )
             .await?;
-        let point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
+        let mut point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
+        if spec.axis == Axis::RequestRate && !w.slos.is_empty() {
+            // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
+            point.require_offered();
+        }
         if point.verdict.starts_with("error") && !judged.outcome.interrupted {
             bail!("the point {}: {}", point.label, point.verdict);
         }
@@ -254,8 +258,11 @@ mod tests {
             repeats: None,
             knee: false,
             pareto: false,
+            capped: false,
             cut_short: false,
             errored: false,
+            not_offered: None,
+            notes: Vec::new(),
         }
     }
 
