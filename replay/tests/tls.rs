@@ -4,6 +4,19 @@
 use crate::support::*;
 use canary_core::{ErrorKind, Status};
 use canary_replay::{Endpoint, Target};
+use canary_testkit::TlsOptions;
+use std::time::Duration;
+
+/// An `https://localhost` target at `port` trusting `ca_pem`, and the folder holding it.
+fn trusting(port: u16, ca_pem: &str) -> (Target, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, ca_pem).unwrap();
+    let url = format!("https://localhost:{port}");
+    let mut t = Target::new(&url, Endpoint::Chat, "canary-sim").unwrap();
+    t.ca_bundle = Some(bundle);
+    (t, dir)
+}
 
 #[tokio::test]
 async fn https_target_with_a_private_ca_bundle() {
@@ -41,4 +54,46 @@ fn a_ca_bundle_without_certificates_is_rejected_by_name() {
     std::fs::write(&bundle, "not a certificate\n").unwrap();
     let err = canary_replay::client_config(Some(&bundle)).unwrap_err();
     assert!(err.to_string().contains("empty.pem"), "{err}");
+}
+
+// Audit f5, item 1: a server (or proxy) that held each handshake back made every request late
+// by it, and the lateness read as canaryd's own (`dispatch_lag`): the connection is opened only
+// `prepare_ahead` (50 ms) before the deadline, or once released under a concurrency ceiling.
+#[tokio::test]
+async fn a_slow_tls_handshake_is_a_wait_for_the_connection_not_canaryds_delay() {
+    const DELAY: Duration = Duration::from_millis(1000);
+    let sim = sim(&["--profile", "fast"]).await;
+    let options = TlsOptions {
+        handshake_delay: DELAY,
+        ..TlsOptions::default()
+    };
+    let (port, ca_pem) = canary_testkit::tls_terminator_with(sim.addr, options).await;
+    let (t, _ca) = trusting(port, &ca_pem);
+    let delay_ms = DELAY.as_secs_f64() * 1e3;
+    // Half the delay: what the connection was opened ahead of its deadline (50 ms, and the
+    // planner's batching of a few ms) is far below it.
+    let half = delay_ms / 2.0;
+    // Opened ahead of the deadline (no ceiling), and only once released (a ceiling).
+    for concurrency in [None, Some(4)] {
+        let run = replay(requests(2, 30, 5), t.clone(), |c| {
+            c.concurrency = concurrency
+        })
+        .await;
+        assert_eq!(run.records.len(), 2);
+        for r in &run.records {
+            assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+            // The server read no ClientHello before DELAY: exact, a logical bound.
+            assert!(r.connect_ms.unwrap() >= delay_ms, "{r:?}");
+            assert!(r.connect_wait_ms >= half, "{concurrency:?}: {r:?}");
+            assert!(
+                r.hold_ms + r.connect_wait_ms <= r.schedule_lag_ms,
+                "the parts fit in the lag: {r:?}"
+            );
+        }
+        let s = &run.outcome.summary.metrics;
+        assert_eq!(s["connect_wait"].count, 2);
+        // canaryd's own delay is what is left: a generous bound, half of what it was.
+        let dispatch = &s["dispatch_lag"];
+        assert!(dispatch.max < half, "{concurrency:?}: {dispatch:?}");
+    }
 }

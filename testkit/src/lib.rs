@@ -5,7 +5,8 @@
 //!   fails it, when its tier is required).
 //! - [`fuzz`](mod@fuzz): a mutation fuzzer for parsers, seeded with real captures, bounded for
 //!   CI and longer by hand (`CANARYD_FUZZ_SECS`).
-//! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server.
+//! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server
+//!   ([`tls_terminator_with`]: a certificate of other names, slow handshakes).
 //! - [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
 //! - [`browser`]: headless Chromium over the DevTools protocol, for tests of HTML pages.
@@ -27,6 +28,32 @@ use tokio::net::{TcpListener, TcpStream};
 /// TLS for `localhost` in front of the plain TCP server at `backend`, with its own CA made
 /// here. Returns the listening port and the CA certificate in PEM. Runs until the runtime ends.
 pub async fn tls_terminator(backend: SocketAddr) -> (u16, String) {
+    tls_terminator_with(backend, TlsOptions::default()).await
+}
+
+/// How [`tls_terminator_with`] answers.
+#[derive(Debug, Clone)]
+pub struct TlsOptions {
+    /// The DNS names of the server's certificate (any ASCII, control characters included:
+    /// tests of what a client makes of a hostile certificate).
+    pub names: Vec<String>,
+    /// How long the server waits after accepting a connection before it reads the
+    /// ClientHello: every handshake takes at least this long.
+    pub handshake_delay: std::time::Duration,
+}
+
+impl Default for TlsOptions {
+    fn default() -> TlsOptions {
+        TlsOptions {
+            names: vec!["localhost".to_string()],
+            handshake_delay: std::time::Duration::ZERO,
+        }
+    }
+}
+
+/// [`tls_terminator`] with a certificate for `options.names` and handshakes held back by
+/// `options.handshake_delay`.
+pub async fn tls_terminator_with(backend: SocketAddr, options: TlsOptions) -> (u16, String) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -35,7 +62,7 @@ pub async fn tls_terminator(backend: SocketAddr) -> (u16, String) {
         .push(DnType::CommonName, "canaryd test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+    let leaf = CertificateParams::new(options.names)
         .unwrap()
         .signed_by(&leaf_key, &ca, &ca_key)
         .unwrap();
@@ -52,10 +79,14 @@ pub async fn tls_terminator(backend: SocketAddr) -> (u16, String) {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let delay = options.handshake_delay;
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 let (Ok(mut tls), Ok(mut up)) = (
                     acceptor.accept(tcp).await,
                     TcpStream::connect(backend).await,

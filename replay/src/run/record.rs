@@ -9,23 +9,49 @@ use crate::target::Target;
 use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord, Status};
 use std::sync::atomic::Ordering;
 
-/// The connection `rec` goes out on: its setup time (none when pooled) and socket.
-pub(super) fn connected(rec: &mut RequestRecord, conn: &Connection) {
+/// The connection `rec` goes out on: its setup time (none when pooled), socket, and how long
+/// the request, due and no longer held, waited for it to open. `rec`'s hold must be known.
+pub(super) fn connected(rec: &mut RequestRecord, conn: &Connection, t0: MonoTime) {
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
     rec.socket_cookie = conn.cookie;
+    rec.connect_wait_ms = match conn.connect_time {
+        Some(_) => waited_until(rec, conn.opened_at.ms_since(t0)),
+        // A pooled connection is there as soon as it is taken.
+        None => 0.0,
+    };
 }
 
-/// `rec` as a request that got no connection (`e`): sent and ended now, an error.
+/// How long `rec` waited, once due and no longer held, for what came at `at_ms`: a slow
+/// connect or TLS handshake is the network's or the server's time, not canaryd's (it opened
+/// the connection [`Config::prepare_ahead`](super::Config::prepare_ahead) before the deadline,
+/// or, under a concurrency ceiling, when the request got its slot).
+fn waited_until(rec: &RequestRecord, at_ms: f64) -> f64 {
+    (at_ms - rec.scheduled_at_ms - rec.hold_ms).max(0.0)
+}
+
+/// `rec`'s wait for its connection, never more than its lag past the hold: whatever remains
+/// is canaryd's own (`dispatch_lag`), never below zero.
+fn bound_connect_wait(rec: &mut RequestRecord) {
+    let after_hold = (rec.schedule_lag_ms - rec.hold_ms).max(0.0);
+    rec.connect_wait_ms = rec.connect_wait_ms.clamp(0.0, after_hold);
+}
+
+/// `rec` as a request that got no connection (`e`, known at `failed_at`): never sent; recorded
+/// as sent and ended now, an error, its lag past the hold up to the failure a wait for the
+/// connection, not canaryd's delay.
 pub(super) fn connect_failed(
     ctx: &Ctx,
     mut rec: RequestRecord,
     e: &ConnectError,
+    failed_at: MonoTime,
     warmup: bool,
 ) -> (RequestRecord, Gaps) {
     let now = MonoTime::now();
     rec.sent_at_ms = now.ms_since(ctx.t0);
     rec.ended_at_ms = rec.sent_at_ms;
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+    rec.connect_wait_ms = waited_until(&rec, failed_at.ms_since(ctx.t0));
+    bound_connect_wait(&mut rec);
     rec.status = Status::Error;
     rec.error = Some(connect_error(e));
     if !warmup {
@@ -66,6 +92,7 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+    bound_connect_wait(rec);
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
