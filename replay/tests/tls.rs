@@ -97,3 +97,45 @@ async fn a_slow_tls_handshake_is_a_wait_for_the_connection_not_canaryds_delay() 
         assert!(dispatch.max < half, "{concurrency:?}: {dispatch:?}");
     }
 }
+
+// Audit f5, item 3: a failure to connect skipped the cap, the scrub and the escaping every
+// other error's message gets: a certificate of 1,001 names, one holding ESC, CR and LF, not
+// valid for the target's name gave a 67,203-character raw `error.message` in records.jsonl.
+#[tokio::test]
+async fn a_hostile_certificate_quoted_in_a_connect_error_is_short_scrubbed_and_printable() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let mut names = vec![
+        "sk-quoted-by-the-cert.example".to_string(),
+        "evil\u{1b}[2J\r\nforged: yes.example".to_string(),
+    ];
+    names.extend((0..999).map(|i| format!("name-{i:04}-of-a-certificate-with-many.example")));
+    let options = TlsOptions {
+        names,
+        ..TlsOptions::default()
+    };
+    let (port, ca_pem) = canary_testkit::tls_terminator_with(sim.addr, options).await;
+    // Trusted, but not for `localhost`: rustls names every name the certificate holds.
+    let (mut t, _ca) = trusting(port, &ca_pem);
+    t.api_key = Some(canary_replay::ApiKey::new("sk-quoted-by-the-cert"));
+    let run = replay(requests(1, 30, 5), t, |_| {}).await;
+    let e = run.records[0].error.as_ref().unwrap();
+    assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+    assert!(e.message.contains("TLS handshake"), "{}", e.message);
+    assert!(
+        e.message.contains(r"evil\u{1b}[2J\r\nforged"),
+        "{}",
+        e.message
+    );
+    assert!(!e.message.chars().any(char::is_control), "{}", e.message);
+    assert!(
+        !e.message.contains("sk-quoted-by-the-cert"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("<redacted>"), "{}", e.message);
+    assert!(e.message.len() <= 4096, "{} bytes", e.message.len());
+    // The summary's commonest cause is the record's message, cut shorter.
+    let cause = &run.outcome.summary.error_causes[0].message;
+    assert!(e.message.starts_with(cause.as_str()), "{cause}");
+    assert!(!cause.contains("sk-quoted-by-the-cert"), "{cause}");
+}

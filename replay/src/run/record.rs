@@ -53,7 +53,9 @@ pub(super) fn connect_failed(
     rec.connect_wait_ms = waited_until(&rec, failed_at.ms_since(ctx.t0));
     bound_connect_wait(&mut rec);
     rec.status = Status::Error;
-    rec.error = Some(connect_error(e));
+    // What the TLS library says may quote the server's certificate (every name of a
+    // mismatched one): kept short, scrubbed and printable as any other error.
+    rec.error = Some(shown(connect_error(e), &ctx.config.target));
     if !warmup {
         ctx.progress.done.fetch_add(1, Ordering::Relaxed);
         ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
@@ -85,9 +87,7 @@ pub(super) fn stopped(m: &mut Measurement) {
     m.reusable = false;
 }
 
-/// Derives a record's metrics from a measurement; an error's message comes without the
-/// target's secrets, whatever the server quoted ([`Target::scrub`]), and without control
-/// characters ([`canary_core::printable`]).
+/// Derives a record's metrics from a measurement; an error's message as [`shown`].
 pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
@@ -99,28 +99,33 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
-            let mut e = e.clone();
-            // Kept to a few KiB whatever made it (the cut before the scrub, whose tail rule
-            // redacts a secret cut short; again after, as escapes lengthen it).
-            let limit = crate::chunk::MESSAGE_LIMIT;
-            e.message
-                .truncate(canary_core::prefix_within(&e.message, limit).len());
-            if let Some(scrubbed) = target.scrub(&e.message) {
-                e.message = scrubbed;
-            }
-            // Printed as the top cause and logged in verdicts: no escape sequences, one line.
-            if let std::borrow::Cow::Owned(shown) = canary_core::printable(&e.message) {
-                e.message = shown;
-            }
-            e.message
-                .truncate(canary_core::prefix_within(&e.message, limit).len());
-            rec.error = Some(e);
+            rec.error = Some(shown(e.clone(), target));
         }
         // What arrived before the close stays; there is no end-to-end latency.
         None if m.cancelled => rec.status = Status::Cancelled,
         None => {}
     }
     crate::figures::fill_response_times(rec, m);
+}
+
+/// `e` as a record shows it: its message without the target's secrets, whatever the server
+/// quoted ([`Target::scrub`]), without control characters ([`canary_core::printable`]), and
+/// kept to a few KiB whatever made it (the cut before the scrub, whose tail rule redacts a
+/// secret cut short; again after, as escapes lengthen it). Printed as the top cause and
+/// logged in verdicts: no escape sequences, one line.
+fn shown(mut e: RequestError, target: &Target) -> RequestError {
+    let limit = crate::chunk::MESSAGE_LIMIT;
+    e.message
+        .truncate(canary_core::prefix_within(&e.message, limit).len());
+    if let Some(scrubbed) = target.scrub(&e.message) {
+        e.message = scrubbed;
+    }
+    if let std::borrow::Cow::Owned(printable) = canary_core::printable(&e.message) {
+        e.message = printable;
+    }
+    e.message
+        .truncate(canary_core::prefix_within(&e.message, limit).len());
+    e
 }
 
 /// A filled record, counted in the progress, with its chunk gaps when the run keeps them.
