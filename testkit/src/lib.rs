@@ -31,6 +31,16 @@ pub async fn tls_terminator(backend: SocketAddr) -> (u16, String) {
     tls_terminator_with(backend, TlsOptions::default()).await
 }
 
+/// A CA certificate made on the spot and its private key, both PEM: for tests of what is
+/// made of a bundle (and of a key given in its place).
+pub fn ca_pem() -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
 /// How [`tls_terminator_with`] answers.
 #[derive(Debug, Clone)]
 pub struct TlsOptions {

@@ -74,22 +74,7 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
     let mut roots = system.store;
     let mut total = roots.len();
     if let Some(path) = ca_bundle {
-        let err = |reason: String| TlsError::CaBundle {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let pem = read_small_file(path, MAX_CA_BUNDLE_BYTES).map_err(|e| err(e.to_string()))?;
-        let certs = pem_certificates(&pem).map_err(err)?;
-        if certs.is_empty() {
-            return Err(err("no PEM certificate found".into()));
-        }
-        let (added, ignored) = roots.add_parsable_certificates(certs);
-        if added == 0 {
-            return Err(err(format!(
-                "{ignored} certificate(s), none usable as a trust anchor"
-            )));
-        }
-        total += added;
+        total += add_bundle(&mut roots, path)?;
     }
     if total == 0 {
         return Err(TlsError::NoRoots {
@@ -98,6 +83,38 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
         });
     }
     Ok(with_roots(roots))
+}
+
+/// Checks that `path` is a CA bundle [`client_config`] takes: a regular file of at most
+/// [`MAX_CA_BUNDLE_BYTES`] holding PEM certificates, at least one usable as a trust anchor.
+/// Returns how many are. For config checks, which name the setting in their own words.
+pub fn check_bundle(path: &Path) -> Result<usize, TlsError> {
+    add_bundle(&mut RootCertStore::empty(), path)
+}
+
+/// Adds the certificates of the bundle at `path` to `roots`: how many were usable.
+fn add_bundle(roots: &mut RootCertStore, path: &Path) -> Result<usize, TlsError> {
+    let err = |reason: String| TlsError::CaBundle {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = read_small_file(path, MAX_CA_BUNDLE_BYTES).map_err(|e| err(e.to_string()))?;
+    let certs = pem_certificates(&pem).map_err(err)?;
+    if certs.is_empty() {
+        // A key file given for the certificate beside it: say so, never quoting the key.
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&pem).is_ok();
+        return Err(err(match key {
+            true => "holds a private key and no certificate (give the CA's certificate)".into(),
+            false => "no PEM certificate found".into(),
+        }));
+    }
+    let (added, ignored) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(err(format!(
+            "{ignored} certificate(s), none usable as a trust anchor"
+        )));
+    }
+    Ok(added)
 }
 
 /// The system's trust anchors and where they came from.
