@@ -235,7 +235,7 @@ impl Connector {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(|e| err(format!("TLS handshake: {e}")))?;
+                    .map_err(|e| err(format!("TLS handshake: {}", canary_tls::explain_io(&e))))?;
                 handshake(Traced::new(stream, &io), max_header).await
             }
         }

@@ -139,3 +139,65 @@ async fn a_hostile_certificate_quoted_in_a_connect_error_is_short_scrubbed_and_p
     assert!(e.message.starts_with(cause.as_str()), "{cause}");
     assert!(!cause.contains("sk-quoted-by-the-cert"), "{cause}");
 }
+
+/// What a request to a TLS terminator answering as `options` say, in front of `sim`, was
+/// told: its record's error message. `trust`: the bundle the target trusts (the terminator's
+/// own CA when `None`).
+async fn told(sim: &SimHandle, options: TlsOptions, trust: Option<String>) -> String {
+    let (port, ca_pem) = canary_testkit::tls_terminator_with(sim.addr, options).await;
+    let (t, _ca) = trusting(port, &trust.unwrap_or(ca_pem));
+    let run = replay(requests(1, 30, 5), t, |_| {}).await;
+    let e = run.records[0].error.clone().expect("a TLS failure");
+    assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+    e.message
+}
+
+// Audit f5, item 5: common TLS failures read as rustls' internals: `invalid peer certificate:
+// Other(OtherError(CaUsedAsEndEntity))` for OpenSSL 3's default self-signed certificate given
+// as its own bundle, an unknown issuer with no word of --ca-bundle, an expiry in UNIX seconds,
+// an HTTP/2-only server's alert without saying canaryd speaks HTTP/1.1 only.
+#[tokio::test]
+async fn common_tls_failures_are_said_in_plain_words() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let with = |f: fn(&mut TlsOptions)| {
+        let mut o = TlsOptions::default();
+        f(&mut o);
+        o
+    };
+    let said = told(&sim, with(|o| o.self_signed_ca = true), None).await;
+    assert!(
+        said.contains("is a CA certificate (basicConstraints CA:TRUE")
+            && said.contains("(CaUsedAsEndEntity)"),
+        "{said}"
+    );
+    let other_ca = canary_testkit::ca_pem().0;
+    let said = told(&sim, TlsOptions::default(), Some(other_ca)).await;
+    assert!(
+        said.contains(
+            "not signed by a CA canaryd trusts (UnknownIssuer): give its CA's \
+             certificate with --ca-bundle"
+        ),
+        "{said}"
+    );
+    let said = told(&sim, with(|o| o.expired = true), None).await;
+    assert!(
+        said.contains("expired at 2001-01-01 00:00:00 UTC, ") && said.contains("(Expired)"),
+        "{said}"
+    );
+    let said = told(&sim, with(|o| o.alpn = vec![b"h2".to_vec()]), None).await;
+    assert!(
+        said.contains("(NoApplicationProtocol alert): canaryd speaks HTTP/1.1 only"),
+        "{said}"
+    );
+    let said = told(
+        &sim,
+        with(|o| o.names = vec!["elsewhere.example".into()]),
+        None,
+    )
+    .await;
+    assert!(
+        said.contains(r#"not valid for "localhost" (NotValidForName): it names"#)
+            && said.contains("elsewhere.example"),
+        "{said}"
+    );
+}

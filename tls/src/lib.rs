@@ -10,11 +10,16 @@
 //! refused, not waited on or read into memory, and a store that cannot be read is an error
 //! naming the variable, never an empty store.
 //!
+//! Its errors, and rustls' handshake errors through [`explain`], are said in plain words.
+//!
 //! ```no_run
 //! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")))?;
 //! # Ok::<(), canary_tls::TlsError>(())
 //! ```
 #![deny(missing_docs)]
+
+mod explain;
+pub use explain::{explain, explain_io};
 
 use canary_files::read_small_file;
 use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -258,11 +263,12 @@ fn platform_roots() -> SystemRoots {
     }
 }
 
-/// Every certificate of a PEM text (other sections skipped); a broken section is an error.
+/// Every certificate of a PEM text (other sections skipped); a broken section is an error,
+/// in plain words.
 fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())
+        .map_err(|e| explain::pem(&e))
 }
 
 /// A client config trusting exactly `roots`.
@@ -293,6 +299,28 @@ mod tests {
             e.to_string(),
             "CA bundle /dev/zero: not a regular file",
             "{e}"
+        );
+    }
+
+    // Audit f5, item 5: a PEM section without its END line printed the marker as a byte
+    // array (`missing section end marker: [45, 45, …]`).
+    #[test]
+    fn a_pem_cut_short_is_said_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("cut.pem");
+        std::fs::write(
+            &bundle,
+            "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n",
+        )
+        .unwrap();
+        let e = client_config(Some(&bundle)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "CA bundle {}: a PEM section has no END line (expected \
+                 \"-----END CERTIFICATE-----\"): the file is cut short, or not PEM",
+                bundle.display()
+            )
         );
     }
 
