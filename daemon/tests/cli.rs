@@ -891,6 +891,29 @@ fn doctor_says_a_tls_failure_in_plain_words() {
     );
 }
 
+// Audit f5, item 6: a bad --ca-bundle beside an http target was a warning ("metrics over
+// https: …; using the system's roots") and the run went on; beside an https one it failed the
+// run. Both are refused before anything is sent, naming the flag.
+#[test]
+fn a_bad_ca_bundle_is_refused_before_the_run_whatever_the_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let out = replay_arxiv(
+        dir.path(),
+        &url,
+        &["--speedup", "50", "--ca-bundle", "typo.pem"],
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("--ca-bundle typo.pem: No such file or directory"),
+        "{said}"
+    );
+    assert!(!said.contains("using the system's roots"), "{said}");
+    assert!(!dir.path().join("out/records.jsonl").exists(), "{said}");
+}
+
 #[test]
 fn a_given_prompt_salt_is_the_runs_salt() {
     let dir = tempfile::tempdir().unwrap();
