@@ -31,6 +31,14 @@ pub struct RequestRecord {
     /// The part of the lag spent held back on purpose: waiting for the session's previous turn
     /// or for a free slot under the concurrency ceiling.
     pub hold_ms: f64,
+    /// The part of the lag past the hold spent waiting for the request's connection to open
+    /// (TCP connect and TLS handshake still under way when the request was due, or, for a
+    /// request resent after a pooled connection turned out closed, until the fresh one was
+    /// open). What is left, `schedule_lag_ms - hold_ms - connect_wait_ms`, is canaryd's own
+    /// delay. A request that never got a connection was never sent: its `sent_at_ms` is when
+    /// it was given up, and its lag past the hold is this wait up to the failure.
+    #[serde(default)]
+    pub connect_wait_ms: f64,
     /// Kernel socket cookie (`SO_COOKIE`) of the connection it used: the key eBPF events join on.
     pub socket_cookie: Option<u64>,
     /// The URL it was sent to (one of several with `--url` repeated).

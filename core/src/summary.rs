@@ -45,7 +45,7 @@ pub struct Aggregator {
 }
 
 /// Metric names (aiperf's where they exist) and their units.
-const METRICS: [(&str, &str); 18] = [
+const METRICS: [(&str, &str); 19] = [
     ("time_to_first_token", "ms"),
     ("time_to_second_token", "ms"),
     ("time_to_first_output_token", "ms"),
@@ -59,6 +59,9 @@ const METRICS: [(&str, &str); 18] = [
     ("output_sequence_length", "tokens"),
     ("schedule_lag", "ms"),
     ("schedule_hold", "ms"),
+    // The part of the lag spent waiting for a connection to open (TCP connect and TLS
+    // handshake past the prepare-ahead): the network's or the server's, not canaryd's.
+    ("connect_wait", "ms"),
     ("dispatch_lag", "ms"),
     // Client TTFT minus the prompt time the server reported for the same request (llama.cpp's
     // `timings.prompt_ms`): network, queueing and client overhead, exact per request.
@@ -119,7 +122,11 @@ impl Aggregator {
         );
         self.record("schedule_lag", Some(r.schedule_lag_ms));
         self.record("schedule_hold", Some(r.hold_ms));
-        self.record("dispatch_lag", Some(r.schedule_lag_ms - r.hold_ms));
+        self.record("connect_wait", Some(r.connect_wait_ms));
+        self.record(
+            "dispatch_lag",
+            Some(r.schedule_lag_ms - r.hold_ms - r.connect_wait_ms),
+        );
         self.record("connect_time", r.connect_ms);
         if let Some(t) = &mut self.timeslices {
             let tokens = if r.is_ok() {

@@ -856,6 +856,64 @@ fn doctor_says_what_is_available_and_why_not() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
 }
 
+// Audit f5, item 5: `doctor` against OpenSSL 3's default self-signed certificate (CA:TRUE),
+// given as its own --ca-bundle, said `invalid peer certificate:
+// Other(OtherError(CaUsedAsEndEntity))`.
+#[test]
+fn doctor_says_a_tls_failure_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let backend: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let options = canary_testkit::TlsOptions {
+        self_signed_ca: true,
+        ..Default::default()
+    };
+    let (tls_port, pem) = runtime.block_on(canary_testkit::tls_terminator_with(backend, options));
+    std::fs::write(dir.path().join("self-signed.pem"), pem).unwrap();
+    let url = format!("https://localhost:{tls_port}");
+    let args = [
+        "doctor",
+        "--url",
+        &url,
+        "--ca-bundle",
+        "self-signed.pem",
+        "--json",
+    ];
+    let out = canaryd(&args, dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = report["target"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("TLS handshake: the server's certificate is a CA certificate")
+            && reason.contains("(CaUsedAsEndEntity)"),
+        "{reason}"
+    );
+}
+
+// Audit f5, item 6: a bad --ca-bundle beside an http target was a warning ("metrics over
+// https: …; using the system's roots") and the run went on; beside an https one it failed the
+// run. Both are refused before anything is sent, naming the flag.
+#[test]
+fn a_bad_ca_bundle_is_refused_before_the_run_whatever_the_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let out = replay_arxiv(
+        dir.path(),
+        &url,
+        &["--speedup", "50", "--ca-bundle", "typo.pem"],
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("--ca-bundle typo.pem: No such file or directory"),
+        "{said}"
+    );
+    assert!(!said.contains("using the system's roots"), "{said}");
+    assert!(!dir.path().join("out/records.jsonl").exists(), "{said}");
+}
+
 #[test]
 fn a_given_prompt_salt_is_the_runs_salt() {
     let dir = tempfile::tempdir().unwrap();

@@ -48,8 +48,11 @@ pub struct Connection {
     pub(crate) sender: SendRequest<Full<Bytes>>,
     /// The socket cookie (`SO_COOKIE`), the key kernel events are joined on.
     pub cookie: Option<u64>,
-    /// How long opening it took, if it was opened for this request (not reused).
+    /// How long opening it took, if it was opened for this request (not reused): TCP connect,
+    /// TLS handshake and HTTP/1.1 setup.
     pub connect_time: Option<Duration>,
+    /// When it was ready for a request (its opening done).
+    pub(crate) opened_at: MonoTime,
     /// What its socket did, to tell a failure sending the request from one reading the
     /// response.
     pub(crate) io: Arc<IoTrace>,
@@ -232,15 +235,17 @@ impl Connector {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(|e| err(format!("TLS handshake: {e}")))?;
+                    .map_err(|e| err(format!("TLS handshake: {}", canary_tls::explain_io(&e))))?;
                 handshake(Traced::new(stream, &io), max_header).await
             }
         }
         .map_err(|e| err(e.to_string()))?;
+        let opened_at = MonoTime::now();
         Ok(Connection {
             sender,
             cookie,
-            connect_time: Some(MonoTime::now().since(start)),
+            connect_time: Some(opened_at.since(start)),
+            opened_at,
             io,
             gate,
         })

@@ -43,6 +43,37 @@ async fn a_tls_handshake_that_never_ends_is_a_connect_error() {
     assert_eq!(run.outcome.summary.errors_by_kind["connect"], 2);
 }
 
+// Audit f5, item 1: a request whose handshake never ended was recorded as sent when its
+// connect timed out, and its whole lag read as canaryd's own delay (`dispatch_lag` p50 2953 ms
+// with a 3 s timeout). It never went out: the lag past the hold is the wait for the connection.
+#[tokio::test]
+async fn a_connection_that_never_opens_is_a_wait_for_it_not_canaryds_delay() {
+    const TIMEOUT: Duration = Duration::from_millis(1000);
+    let (mut t, _ca) = https_target(silent_server());
+    t.connect_timeout = TIMEOUT;
+    let half = TIMEOUT.as_secs_f64() * 1e3 / 2.0;
+    // Opened ahead of the deadline (no ceiling), and only once released (a ceiling).
+    for concurrency in [None, Some(4)] {
+        let run = tokio::time::timeout(
+            HANG_GUARD,
+            replay(requests(2, 20, 4), t.clone(), |c| {
+                c.concurrency = concurrency
+            }),
+        )
+        .await
+        .expect("the connect timeout ends the run");
+        assert_eq!(run.records.len(), 2);
+        for r in &run.records {
+            assert_eq!(r.error.as_ref().unwrap().kind, ErrorKind::Connect, "{r:?}");
+            assert!(r.connect_wait_ms >= half, "{concurrency:?}: {r:?}");
+            assert!(r.hold_ms + r.connect_wait_ms <= r.schedule_lag_ms, "{r:?}");
+        }
+        // A generous bound: canaryd's own delay is far below half the timeout it read as.
+        let dispatch = &run.outcome.summary.metrics["dispatch_lag"];
+        assert!(dispatch.max < half, "{concurrency:?}: {dispatch:?}");
+    }
+}
+
 #[tokio::test]
 async fn stopping_while_connecting_leaves_requests_unsent() {
     let (mut t, _ca) = https_target(silent_server());

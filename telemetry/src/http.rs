@@ -109,19 +109,21 @@ pub fn default_scrape_timeout(interval: Duration) -> Duration {
     (interval * 9 / 10).clamp(Duration::from_millis(900), Duration::from_secs(10))
 }
 
-/// A TLS client trusting the system's roots (`SSL_CERT_FILE` honoured), built once, for
-/// `https://` endpoints given no TLS settings of their own.
+/// A TLS client trusting the system's roots (`SSL_CERT_FILE`, `SSL_CERT_DIR` honoured), built
+/// once, for `https://` endpoints given no TLS settings of their own.
 fn system_tls() -> Result<Arc<ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let roots = canary_tls::system_roots();
-            if roots.is_empty() {
-                return Err("no system root certificates (give a CA bundle, or use an \
-                            http:// metrics URL)"
-                    .into());
+            let roots = canary_tls::system_roots().map_err(|e| e.to_string())?;
+            if roots.store.is_empty() {
+                return Err(format!(
+                    "no root certificates in {}{} (give a CA bundle, or use an http:// \
+                     metrics URL)",
+                    roots.source_name, roots.problems
+                ));
             }
-            Ok(canary_tls::with_roots(roots))
+            Ok(canary_tls::with_roots(roots.store))
         })
         .clone()
 }

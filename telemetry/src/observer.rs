@@ -157,7 +157,9 @@ impl TelemetryObserver {
             window_from: Mutex::new(None),
         };
         // https:// metrics endpoints trust what the target trusts; without a bundle the
-        // scrapers use the system's roots themselves.
+        // scrapers use the system's roots themselves. canaryd's runs refuse a bundle that
+        // cannot be loaded before this starts (canary_replay's Config::validate), whatever the
+        // target's scheme; a library caller's is still only a warning here.
         let tls = cfg
             .ca_bundle
             .as_deref()

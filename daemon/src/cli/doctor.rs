@@ -208,7 +208,8 @@ async fn get(
         let name = rustls_pki_types::ServerName::try_from(target.host.clone())?;
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, tcp)
-            .await?;
+            .await
+            .map_err(|e| anyhow::anyhow!("TLS handshake: {}", canary_tls::explain_io(&e)))?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(conn);
         send.send_request(req).await?

@@ -117,6 +117,7 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         ("schedule_lag", "schedule lag (ms)"),
         ("dispatch_lag", "  of which dispatch (ms)"),
         ("schedule_hold", "  of which held (ms)"),
+        ("connect_wait", "  of which connecting (ms)"),
         (
             "ttft_minus_server_prompt_time",
             "TTFT - server prompt time (ms)",

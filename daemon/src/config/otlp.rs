@@ -250,7 +250,18 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
         flush_timeout: o
             .flush_timeout
             .map_or(canary_exporters::Config::FLUSH_TIMEOUT, |d| d.0),
-        certificate: o.certificate.map(rel),
+        certificate: match o.certificate {
+            None => None,
+            // Loaded now, as the exporter would load it: a bad one is a config error, where
+            // the daemon used to start with export off.
+            Some(c) => {
+                let at = Some(c.span().start);
+                let path = rel(c.into_inner());
+                canary_tls::check_bundle(&path)
+                    .map_err(|e| err(at, format!("otlp.certificate: {e}")))?;
+                Some(path)
+            }
+        },
     })
 }
 

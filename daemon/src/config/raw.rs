@@ -94,8 +94,8 @@ pub struct Otlp {
     /// How long the final flush may take when the daemon stops (default `10s`).
     pub flush_timeout: Option<Period>,
     /// PEM CA bundle for `https` endpoints, besides the system store
-    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
-    pub certificate: Option<PathBuf>,
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); checked when the file is read.
+    pub certificate: Option<toml::Spanned<PathBuf>>,
 }
 
 /// An `[otlp.headers]` value: a string, or a table saying where the value is.
@@ -200,8 +200,8 @@ pub struct Target {
     pub server_pid: Option<u32>,
     /// Default `10m`; at most a year.
     pub request_timeout: Option<PositivePeriod>,
-    /// PEM bundle for https.
-    pub ca_bundle: Option<PathBuf>,
+    /// PEM bundle for https (checked when the file is read).
+    pub ca_bundle: Option<toml::Spanned<PathBuf>>,
     /// Default false.
     pub allow_concurrent_runs: Option<bool>,
     /// Most bytes of a response head (status line and headers): `"64KiB"` (default) or a

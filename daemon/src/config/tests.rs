@@ -161,16 +161,25 @@ Authorization = { env = "CANARYD_TEST_OTLP_TOKEN", prefix = "Bearer " }
 x-api-key = { file = "otlp-key" }
 "#;
 
+/// A folder holding `otlp-ca.pem`, the certificate [`OTLP`] names, as a real CA bundle.
+fn with_otlp_ca() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("otlp-ca.pem"), canary_testkit::ca_pem().0).unwrap();
+    dir
+}
+
 #[test]
 fn otlp_settings_are_read_and_header_values_never_shown() {
-    let c = parse(&format!("{GOOD}{OTLP}")).unwrap();
+    let dir = with_otlp_ca();
+    let text = format!("{GOOD}{OTLP}");
+    let c = Config::parse(&text, Path::new("canaryd.toml"), dir.path()).unwrap();
     let o = &c.otlp;
     assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
     assert_eq!(o.timeout, Some(Duration::from_secs(2)));
     assert_eq!(o.sample_ratio, Some(0.25));
     assert_eq!(
         o.certificate.as_deref(),
-        Some(Path::new("/etc/canaryd/otlp-ca.pem"))
+        Some(dir.path().join("otlp-ca.pem").as_path())
     );
     assert_eq!(o.metrics_interval, Some(Duration::from_secs(5)));
     assert_eq!(o.flush_timeout, Duration::from_secs(3));
@@ -178,7 +187,7 @@ fn otlp_settings_are_read_and_header_values_never_shown() {
     assert_eq!(names, ["authorization", "x-api-key", "x-org"]);
     assert_eq!(
         o.headers[1].1,
-        OtlpHeader::File("/etc/canaryd/otlp-key".into(), String::new())
+        OtlpHeader::File(dir.path().join("otlp-key"), String::new())
     );
     let shown = format!("{c:?}");
     assert!(!shown.contains("canary-PLAIN-77"), "{shown}");
@@ -262,7 +271,7 @@ fn bad_otlp_settings_name_line_and_key() {
 
 #[test]
 fn otlp_header_values_are_read_when_the_exporter_starts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = with_otlp_ca();
     std::fs::write(dir.path().join("otlp-key"), "KEY-FROM-FILE\n").unwrap();
     let text =
         format!("{GOOD}{OTLP}").replace("CANARYD_TEST_OTLP_TOKEN", "CANARYD_TEST_UNSET_VAR_9");
@@ -984,4 +993,53 @@ fn a_config_that_is_not_a_small_regular_file_is_refused_naming_it() {
         e.contains("fifo.toml") && e.contains("not a regular file"),
         "{e}"
     );
+}
+
+// Audit f5, item 4: `check-config` passed a `ca_bundle` or `[otlp] certificate` that is
+// missing or a private key; the daemon then failed every run of the target without naming the
+// key, and started with OTLP export off.
+#[test]
+fn a_bad_ca_bundle_or_otlp_certificate_names_key_and_line() {
+    let dir = with_otlp_ca();
+    let (ca, key) = canary_testkit::ca_pem();
+    std::fs::write(dir.path().join("ca.pem"), ca).unwrap();
+    std::fs::write(dir.path().join("ca.key"), key).unwrap();
+    let parse_in = |text: &str| Config::parse(text, Path::new("canaryd.toml"), dir.path());
+    let bundle = |file: &str| {
+        GOOD.replace(
+            "api_key_env = \"MY_KEY\"",
+            &format!("api_key_env = \"MY_KEY\"\nca_bundle = \"{file}\""),
+        )
+    };
+    let c = parse_in(&bundle("ca.pem")).unwrap();
+    assert_eq!(
+        c.targets["local"].ca_bundle.as_deref(),
+        Some(dir.path().join("ca.pem").as_path())
+    );
+    let e = parse_in(&bundle("typo.pem")).unwrap_err().to_string();
+    let want = format!(
+        "canaryd.toml:8: targets.local.ca_bundle: CA bundle {}: No such file or directory",
+        dir.path().join("typo.pem").display()
+    );
+    assert!(e.starts_with(&want), "{e}");
+    let e = parse_in(&bundle("ca.key")).unwrap_err().to_string();
+    assert!(
+        e.starts_with("canaryd.toml:8: targets.local.ca_bundle: CA bundle")
+            && e.contains("ca.key: holds a private key and no certificate"),
+        "{e}"
+    );
+    assert!(!e.contains("PRIVATE KEY"), "{e}");
+    // `[otlp] certificate` the same.
+    let otlp = format!("{GOOD}{OTLP}");
+    for (file, says) in [
+        ("typo.pem", "No such file or directory"),
+        ("ca.key", "holds a private key"),
+    ] {
+        let text = otlp.replace("otlp-ca.pem", file);
+        let e = parse_in(&text).unwrap_err().to_string();
+        assert!(
+            e.starts_with("canaryd.toml:28: otlp.certificate: CA bundle") && e.contains(says),
+            "{e}"
+        );
+    }
 }

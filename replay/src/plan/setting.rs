@@ -33,6 +33,8 @@ pub enum Setting {
     MaxOutputRatio,
     /// Extra request headers.
     Headers,
+    /// The PEM bundle of extra trust anchors (the target's and its `https` metrics').
+    CaBundle,
     /// Fields merged into every request body.
     ExtraInputs,
     /// The file holding the API key.
@@ -109,6 +111,7 @@ impl Setting {
             Setting::MaxBodyBytes => "max_body_bytes",
             Setting::MaxOutputRatio => "max_output_ratio",
             Setting::Headers => "headers",
+            Setting::CaBundle => "ca_bundle",
             Setting::ExtraInputs => "extra_inputs",
             Setting::ApiKeyFile => "api_key_file",
             Setting::ApiKeyEnv => "api_key_env",

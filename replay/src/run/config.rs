@@ -98,8 +98,9 @@ impl Config {
 impl Config {
     /// Checks the settings [`run()`](super::run()) would otherwise trip on: a concurrency
     /// ceiling of 0 (no request could ever be sent), a zero connect timeout (no connection
-    /// could ever open), extra headers that frame the request, and `extra_inputs` replacing
-    /// fields canaryd sets itself.
+    /// could ever open), a CA bundle that cannot be loaded (whatever the target's scheme: it
+    /// serves `https` metrics endpoints too), extra headers that frame the request, and
+    /// `extra_inputs` replacing fields canaryd sets itself.
     /// [`run()`](super::run()) calls it first; callers may call it earlier to fail before
     /// starting anything.
     pub fn validate(&self) -> Result<(), SettingError> {
@@ -129,12 +130,30 @@ impl Config {
             positive(Setting::SliceDuration, d)?;
         }
         self.check_slos_have_values()?;
+        self.check_ca_bundle()?;
         self.target
             .check_headers()
             .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
         self.target
             .check_extra_inputs()
             .map_err(|reason| SettingError::new(Setting::ExtraInputs, reason))
+    }
+
+    /// Loads the CA bundle as a run would. An `http` target's bundle was only for its `https`
+    /// metrics endpoints, and a bad one was a warning there, the scrapes falling back to the
+    /// system's roots, where an `https` target's failed the run: both are refused now, before
+    /// anything starts.
+    fn check_ca_bundle(&self) -> Result<(), SettingError> {
+        let Some(path) = &self.target.ca_bundle else {
+            return Ok(());
+        };
+        match canary_tls::check_bundle(path) {
+            Ok(_) => Ok(()),
+            Err(canary_tls::TlsError::CaBundle { reason, .. }) => {
+                Err(SettingError::new(Setting::CaBundle, reason).with_value(path.display()))
+            }
+            Err(other) => Err(SettingError::new(Setting::CaBundle, other.to_string())),
+        }
     }
 
     /// Refuses an SLO no request can meet: without streaming a response's tokens come in one
@@ -200,6 +219,28 @@ impl Config {
 mod tests {
     use super::*;
     use crate::Endpoint;
+
+    // Audit f5, item 6: a bad bundle beside an `http` target was only a warning (its
+    // `https` metrics fell back to the system's roots), where beside an `https` one it failed
+    // the run.
+    #[test]
+    fn a_bad_ca_bundle_is_refused_whatever_the_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let typo = dir.path().join("typo.pem");
+        for url in ["http://h:1", "https://h:1"] {
+            let mut c = Config::new(Target::new(url, Endpoint::Chat, "m").unwrap());
+            c.target.ca_bundle = Some(typo.clone());
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.setting, Setting::CaBundle, "{url}");
+            assert_eq!(
+                e.spelled("--ca-bundle"),
+                format!(
+                    "--ca-bundle {}: No such file or directory (os error 2)",
+                    typo.display()
+                )
+            );
+        }
+    }
 
     #[test]
     fn an_slo_between_tokens_needs_streaming() {

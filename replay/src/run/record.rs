@@ -9,25 +9,53 @@ use crate::target::Target;
 use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord, Status};
 use std::sync::atomic::Ordering;
 
-/// The connection `rec` goes out on: its setup time (none when pooled) and socket.
-pub(super) fn connected(rec: &mut RequestRecord, conn: &Connection) {
+/// The connection `rec` goes out on: its setup time (none when pooled), socket, and how long
+/// the request, due and no longer held, waited for it to open. `rec`'s hold must be known.
+pub(super) fn connected(rec: &mut RequestRecord, conn: &Connection, t0: MonoTime) {
     rec.connect_ms = conn.connect_time.map(|d| d.as_secs_f64() * 1e3);
     rec.socket_cookie = conn.cookie;
+    rec.connect_wait_ms = match conn.connect_time {
+        Some(_) => waited_until(rec, conn.opened_at.ms_since(t0)),
+        // A pooled connection is there as soon as it is taken.
+        None => 0.0,
+    };
 }
 
-/// `rec` as a request that got no connection (`e`): sent and ended now, an error.
+/// How long `rec` waited, once due and no longer held, for what came at `at_ms`: a slow
+/// connect or TLS handshake is the network's or the server's time, not canaryd's (it opened
+/// the connection [`Config::prepare_ahead`](super::Config::prepare_ahead) before the deadline,
+/// or, under a concurrency ceiling, when the request got its slot).
+fn waited_until(rec: &RequestRecord, at_ms: f64) -> f64 {
+    (at_ms - rec.scheduled_at_ms - rec.hold_ms).max(0.0)
+}
+
+/// `rec`'s wait for its connection, never more than its lag past the hold: whatever remains
+/// is canaryd's own (`dispatch_lag`), never below zero.
+fn bound_connect_wait(rec: &mut RequestRecord) {
+    let after_hold = (rec.schedule_lag_ms - rec.hold_ms).max(0.0);
+    rec.connect_wait_ms = rec.connect_wait_ms.clamp(0.0, after_hold);
+}
+
+/// `rec` as a request that got no connection (`e`, known at `failed_at`): never sent; recorded
+/// as sent and ended now, an error, its lag past the hold up to the failure a wait for the
+/// connection, not canaryd's delay.
 pub(super) fn connect_failed(
     ctx: &Ctx,
     mut rec: RequestRecord,
     e: &ConnectError,
+    failed_at: MonoTime,
     warmup: bool,
 ) -> (RequestRecord, Gaps) {
     let now = MonoTime::now();
     rec.sent_at_ms = now.ms_since(ctx.t0);
     rec.ended_at_ms = rec.sent_at_ms;
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+    rec.connect_wait_ms = waited_until(&rec, failed_at.ms_since(ctx.t0));
+    bound_connect_wait(&mut rec);
     rec.status = Status::Error;
-    rec.error = Some(connect_error(e));
+    // What the TLS library says may quote the server's certificate (every name of a
+    // mismatched one): kept short, scrubbed and printable as any other error.
+    rec.error = Some(shown(connect_error(e), &ctx.config.target));
     if !warmup {
         ctx.progress.done.fetch_add(1, Ordering::Relaxed);
         ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
@@ -59,41 +87,45 @@ pub(super) fn stopped(m: &mut Measurement) {
     m.reusable = false;
 }
 
-/// Derives a record's metrics from a measurement; an error's message comes without the
-/// target's secrets, whatever the server quoted ([`Target::scrub`]), and without control
-/// characters ([`canary_core::printable`]).
+/// Derives a record's metrics from a measurement; an error's message as [`shown`].
 pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
+    bound_connect_wait(rec);
     rec.chunks = m.chunks;
     rec.usage.clone_from(&m.usage);
     rec.server_timings.clone_from(&m.timings);
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
-            let mut e = e.clone();
-            // Kept to a few KiB whatever made it (the cut before the scrub, whose tail rule
-            // redacts a secret cut short; again after, as escapes lengthen it).
-            let limit = crate::chunk::MESSAGE_LIMIT;
-            e.message
-                .truncate(canary_core::prefix_within(&e.message, limit).len());
-            if let Some(scrubbed) = target.scrub(&e.message) {
-                e.message = scrubbed;
-            }
-            // Printed as the top cause and logged in verdicts: no escape sequences, one line.
-            if let std::borrow::Cow::Owned(shown) = canary_core::printable(&e.message) {
-                e.message = shown;
-            }
-            e.message
-                .truncate(canary_core::prefix_within(&e.message, limit).len());
-            rec.error = Some(e);
+            rec.error = Some(shown(e.clone(), target));
         }
         // What arrived before the close stays; there is no end-to-end latency.
         None if m.cancelled => rec.status = Status::Cancelled,
         None => {}
     }
     crate::figures::fill_response_times(rec, m);
+}
+
+/// `e` as a record shows it: its message without the target's secrets, whatever the server
+/// quoted ([`Target::scrub`]), without control characters ([`canary_core::printable`]), and
+/// kept to a few KiB whatever made it (the cut before the scrub, whose tail rule redacts a
+/// secret cut short; again after, as escapes lengthen it). Printed as the top cause and
+/// logged in verdicts: no escape sequences, one line.
+fn shown(mut e: RequestError, target: &Target) -> RequestError {
+    let limit = crate::chunk::MESSAGE_LIMIT;
+    e.message
+        .truncate(canary_core::prefix_within(&e.message, limit).len());
+    if let Some(scrubbed) = target.scrub(&e.message) {
+        e.message = scrubbed;
+    }
+    if let std::borrow::Cow::Owned(printable) = canary_core::printable(&e.message) {
+        e.message = printable;
+    }
+    e.message
+        .truncate(canary_core::prefix_within(&e.message, limit).len());
+    e
 }
 
 /// A filled record, counted in the progress, with its chunk gaps when the run keeps them.

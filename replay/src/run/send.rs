@@ -46,7 +46,7 @@ pub(super) async fn send_one(
     // Under a concurrency ceiling the request may wait for a slot: it takes one only then,
     // from the pool the ceiling keeps warm, instead of holding an idle socket meanwhile.
     let early = match ctx.permits {
-        None => Some(unless_stopped(&ctx.stop, connector.acquire()).await?),
+        None => Some(unless_stopped(&ctx.stop, acquire(connector)).await?),
         Some(_) => None,
     };
     // Not held back by its previous turn, no ceiling to wait on after the deadline and a
@@ -80,7 +80,7 @@ pub(super) async fn send_one(
 
     let conn = match early {
         Some(c) => c,
-        None => unless_stopped(&ctx.stop, connector.acquire()).await?,
+        None => unless_stopped(&ctx.stop, acquire(connector)).await?,
     };
     // A stop that came while this request was being released is not in flight yet.
     if ctx.stop.is_cancelled() {
@@ -88,9 +88,9 @@ pub(super) async fn send_one(
     }
     let conn = match conn {
         Ok(c) => c,
-        Err(e) => return Some(record::connect_failed(ctx, rec, &e, warmup)),
+        Err((e, at)) => return Some(record::connect_failed(ctx, rec, &e, at, warmup)),
     };
-    connected(&mut rec, &conn);
+    connected(&mut rec, &conn, ctx.t0);
     if !warmup {
         ctx.progress.sent.fetch_add(1, Ordering::Relaxed);
     }
@@ -162,6 +162,11 @@ fn encode(
     (tokens, target.request(body, traceparent, request_id))
 }
 
+/// A connection from `connector`, or why none could be had and when that was known.
+async fn acquire(connector: &Connector) -> Result<Connection, (ConnectError, MonoTime)> {
+    connector.acquire().await.map_err(|e| (e, MonoTime::now()))
+}
+
 /// A permit of `ceiling` (none without that ceiling), and when it came if it had to be
 /// waited for; `None` if the run stopped first.
 async fn take<'a>(
@@ -202,8 +207,9 @@ fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> 
 /// closes after each stream, its FIN racing the next request): then the request never
 /// reached the server ([`Measurement::unanswered`]: no byte back, and the failure right after
 /// the send), and it is sent once more on a new connection, within the same deadline. The
-/// record's send time is the second attempt's, so the lost time shows as schedule lag; later
-/// requests stop reusing connections to this server.
+/// record's send time is the second attempt's, so the lost time shows as schedule lag, as a
+/// wait for the connection up to the fresh one's opening (`connect_wait_ms`); later requests
+/// stop reusing connections to this server.
 pub(super) async fn send(
     ctx: &Ctx,
     connector: &Connector,
@@ -222,7 +228,7 @@ pub(super) async fn send(
             None => stopped(&mut m),
             Some(Ok(fresh)) => {
                 conn = fresh;
-                connected(rec, &conn);
+                connected(rec, &conn, ctx.t0);
                 m = read_response(ctx, &mut conn, request, deadline, limits).await;
             }
             // The request never reached the server, and no connection could be opened to

@@ -73,6 +73,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         let key = e.setting.name();
         err(url_at, format!("targets.{name}.{key}: {}", e.reason))
     })?;
+    let ca_bundle = ca_bundle(&name, t.ca_bundle, src)?;
     Ok(Target {
         name,
         url,
@@ -87,11 +88,27 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         request_timeout: t
             .request_timeout
             .map_or(canary_replay::DEFAULT_REQUEST_TIMEOUT, |d| d.0),
-        ca_bundle: t.ca_bundle.map(|p| src.rel(p)),
+        ca_bundle,
         allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
         limits,
         kernel_timestamps: t.kernel_timestamps.unwrap_or(true),
     })
+}
+
+/// The CA bundle, loaded now as a run would load it: a missing file, a key where the
+/// certificate belongs, or no usable certificate is a config error naming the key and line,
+/// not a failed run every cycle.
+fn ca_bundle(
+    name: &str,
+    bundle: Option<toml::Spanned<std::path::PathBuf>>,
+    src: &Source,
+) -> Result<Option<std::path::PathBuf>, ConfigError> {
+    let Some(b) = bundle else { return Ok(None) };
+    let at = Some(b.span().start);
+    let path = src.rel(b.into_inner());
+    canary_tls::check_bundle(&path)
+        .map_err(|e| src.err(at, format!("targets.{name}.ca_bundle: {e}")))?;
+    Ok(Some(path))
 }
 
 /// Where the key is: a variable or a file, never both (the key itself is read per run).

@@ -71,7 +71,7 @@ pub(in crate::run) async fn send_held(
     if ctx.stop.is_cancelled() {
         return None;
     }
-    connected(rec, &conn);
+    connected(rec, &conn, ctx.t0);
     let second_try = conn.connect_time.is_none().then(|| duplicate(&request));
     let (mut m, deadline) =
         held_exchange(ctx, &mut conn, request, scheduled, limits, warmup).await?;
@@ -84,7 +84,7 @@ pub(in crate::run) async fn send_held(
                     None => stopped(&mut m),
                     Some(Ok(fresh)) => {
                         conn = fresh;
-                        connected(rec, &conn);
+                        connected(rec, &conn, ctx.t0);
                         // Sent at once, within the first attempt's deadline: one request
                         // never takes more than its timeout.
                         m = if went {

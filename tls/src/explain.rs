@@ -1,0 +1,173 @@
+//! TLS failures in plain words.
+//!
+//! rustls names its errors for programmers: `invalid peer certificate: Other(OtherError(
+//! CaUsedAsEndEntity))`, an expiry in UNIX seconds, `received fatal alert:
+//! NoApplicationProtocol`. The commonest ones a user meets are said here as a sentence of what
+//! happened and what to do, the rustls name kept in it (to search for, and to tell two cases
+//! apart); any other error reads as rustls says it.
+
+use rustls::pki_types::UnixTime;
+use rustls::{AlertDescription, CertificateError, Error};
+
+/// The most names of a certificate said when it does not cover the target's (a certificate may
+/// hold thousands, the server's text).
+const NAMES_SHOWN: usize = 3;
+
+/// `e` in plain words (see the module's docs).
+pub fn explain(e: &Error) -> String {
+    match e {
+        Error::InvalidCertificate(c) => certificate(c).unwrap_or_else(|| e.to_string()),
+        Error::AlertReceived(AlertDescription::NoApplicationProtocol) => {
+            "the server accepts none of the protocols canaryd offered \
+             (NoApplicationProtocol alert): canaryd speaks HTTP/1.1 only (one request per \
+             connection, so that a socket is a request), and this server, or a proxy in front \
+             of it, takes only HTTP/2 over TLS"
+                .into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// [`explain`] for what tokio-rustls returns: an `io::Error` holding rustls' error, or the
+/// socket's own.
+pub fn explain_io(e: &std::io::Error) -> String {
+    match e.get_ref().and_then(|i| i.downcast_ref::<Error>()) {
+        Some(tls) => explain(tls),
+        None => e.to_string(),
+    }
+}
+
+/// A PEM parser's complaint in plain words (a missing END line printed its bytes).
+pub(crate) fn pem(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error as Pem;
+    let text = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .chars()
+            .take(80)
+            .collect::<String>()
+    };
+    match e {
+        // The marker is the section's label (`CERTIFICATE`).
+        Pem::MissingSectionEnd { end_marker } => format!(
+            "a PEM section has no END line (expected \"-----END {}-----\"): the file is cut \
+             short, or not PEM",
+            text(end_marker).escape_debug()
+        ),
+        Pem::IllegalSectionStart { line } => {
+            format!("a PEM BEGIN line is malformed: {:?}", text(line))
+        }
+        Pem::Base64Decode(why) => format!("a PEM section is not valid base64 ({why})"),
+        other => other.to_string(),
+    }
+}
+
+fn certificate(c: &CertificateError) -> Option<String> {
+    Some(match c {
+        CertificateError::UnknownIssuer => {
+            "the server's certificate is not signed by a CA canaryd trusts (UnknownIssuer): \
+             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config), or \
+             add it to the system's store"
+                .into()
+        }
+        CertificateError::ExpiredContext { time, not_after } => format!(
+            "the server's certificate expired at {}, {} ago by this host's clock (Expired)",
+            utc(*not_after),
+            span(time.as_secs().saturating_sub(not_after.as_secs()))
+        ),
+        CertificateError::Expired => "the server's certificate has expired (Expired)".into(),
+        CertificateError::NotValidYetContext { time, not_before } => format!(
+            "the server's certificate is valid only from {}, {} from now by this host's clock: \
+             is the clock right? (NotValidYet)",
+            utc(*not_before),
+            span(not_before.as_secs().saturating_sub(time.as_secs()))
+        ),
+        CertificateError::NotValidForNameContext {
+            expected,
+            presented,
+        } => {
+            let mut names: Vec<&str> = presented
+                .iter()
+                .take(NAMES_SHOWN)
+                .map(String::as_str)
+                .collect();
+            let more = presented.len().saturating_sub(NAMES_SHOWN);
+            let more = format!("and {more} more");
+            if presented.len() > NAMES_SHOWN {
+                names.push(&more);
+            }
+            format!(
+                "the server's certificate is not valid for {:?} (NotValidForName): it names {}",
+                expected.to_str(),
+                match names.is_empty() {
+                    true => "no name (no subjectAltName)".to_string(),
+                    false => names.join(", "),
+                }
+            )
+        }
+        // webpki's error, which rustls passes on as `Other`: matched by its name, so no
+        // second copy of webpki's types is needed (a test serves such a certificate).
+        CertificateError::Other(o) if format!("{:?}", o.0) == "CaUsedAsEndEntity" => {
+            "the server's certificate is a CA certificate (basicConstraints CA:TRUE, which \
+             `openssl req -x509` gives a self-signed one by default since OpenSSL 3), and a CA \
+             certificate cannot be the server's own (CaUsedAsEndEntity): make it with \
+             `-addext basicConstraints=critical,CA:FALSE`, or sign the server's certificate \
+             with that CA and give the CA with --ca-bundle"
+                .into()
+        }
+        _ => return None,
+    })
+}
+
+/// `t` as `2024-01-31 12:00:00 UTC`.
+fn utc(t: UnixTime) -> String {
+    let secs = t.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `secs` in the largest unit that keeps it above one: `45 s`, `3 min`, `5 h`, `12 days`.
+fn span(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7_200 => format!("{} min", secs / 60),
+        7_200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} days", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn dates_and_spans() {
+        let at = |s| UnixTime::since_unix_epoch(Duration::from_secs(s));
+        assert_eq!(utc(at(0)), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(at(951_782_400)), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(at(1_704_067_199)), "2023-12-31 23:59:59 UTC");
+        assert_eq!(span(59), "59 s");
+        assert_eq!(span(600), "10 min");
+        assert_eq!(span(3 * 86_400), "3 days");
+    }
+}
