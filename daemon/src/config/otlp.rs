@@ -210,15 +210,8 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
     let mut headers = Vec::new();
     for (name, v) in o.headers {
         let at = Some(v.span().start);
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-        if !valid {
-            return Err(err(
-                at,
-                format!("otlp.headers.{name:?}: not a valid HTTP header name"),
-            ));
+        if let Some(why) = super::validate::invalid_header_name(&name) {
+            return Err(err(at, format!("otlp.headers: {why}")));
         }
         let value = match v.into_inner() {
             raw::HeaderValue::Plain(s) => OtlpHeader::Plain(s),

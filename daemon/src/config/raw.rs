@@ -192,7 +192,7 @@ pub struct Target {
     pub api_key_file: Option<toml::Spanned<PathBuf>>,
     /// Extra headers; values are never shown in errors or logs.
     #[serde(default)]
-    pub headers: BTreeMap<String, toml::Spanned<String>>,
+    pub headers: BTreeMap<String, toml::Spanned<HeaderText>>,
     /// Server `/metrics`, an `http://` or `https://` URL (default: on the target's host and port; `""`
     /// turns it off).
     pub metrics_url: Option<toml::Spanned<String>>,

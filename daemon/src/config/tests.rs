@@ -265,8 +265,14 @@ fn bad_otlp_settings_name_line_and_key() {
     let e = with("flush_timeout", "flush_timeot");
     assert!(e.contains(":27: otlp.flush_timeot"), "{e}");
     let e = with("x-org", "\"x org\"");
-    assert!(e.contains("not a valid HTTP header name"), "{e}");
+    assert!(
+        e.contains("otlp.headers: the header name \"x\"… is not valid at its byte 1, a space"),
+        "{e}"
+    );
     assert!(!e.contains("canary-PLAIN-77"), "{e}");
+    let e = with("x-org", "\"Authorization: Bearer SECRET-79\"");
+    assert!(e.contains("the header name \"Authorization\"…"), "{e}");
+    assert!(!e.contains("SECRET"), "{e}");
 }
 
 #[test]
@@ -579,7 +585,21 @@ fn target_headers_are_checked_and_their_values_never_shown() {
     let e = error_at(
         &with("\"X Api Key\" = \"hdr-SECRET-77\""),
         "headers",
-        "targets.local.headers.\"X Api Key\": not a valid HTTP header name",
+        "targets.local.headers: the header name \"X\"… is not valid at its byte 1, a space",
+    );
+    assert!(!e.contains("SECRET"), "{e}");
+    // A number where the value belongs: serde quoted it ("invalid type: integer `…`").
+    let e = error_at(
+        &with("x-api-key = 7761234567"),
+        "headers",
+        "targets.local.headers.x-api-key: expected a string, found an integer",
+    );
+    assert!(!e.contains("7761234567"), "{e}");
+    // A credential pasted into the name is cut at the first character a name cannot hold.
+    let e = error_at(
+        &with("\"Authorization: Bearer hdr-SECRET-78\" = \"\""),
+        "headers",
+        "targets.local.headers: the header name \"Authorization\"… is not valid at its byte 13, ':'",
     );
     assert!(!e.contains("SECRET"), "{e}");
     let e = error_at(

@@ -15,6 +15,27 @@ use std::time::Duration;
 
 use target::scrape_url;
 
+/// Why a header name is not one, never quoting past its first invalid character: a
+/// credential pasted into the name (`"Authorization: Bearer …" = ""`) stops at the `:`.
+pub(super) fn invalid_header_name(name: &str) -> Option<String> {
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let bad = match name.bytes().position(|b| !valid(b)) {
+        None if !name.is_empty() => return None,
+        None => return Some("an empty header name".into()),
+        Some(i) => i,
+    };
+    let what = match name[bad..].chars().next() {
+        Some(' ') => "a space".to_string(),
+        Some(c) => format!("{:?}", c),
+        None => unreachable!("a byte was found there"),
+    };
+    Some(format!(
+        "the header name {:?}… is not valid at its byte {bad}, {what} (names are letters, \
+         digits and !#$%&'*+-.^_`|~; the rest of it is not shown: it may hold a credential)",
+        &name[..bad]
+    ))
+}
+
 /// Where the file came from: its text (for line numbers), its name (for messages) and the
 /// folder relative paths in it are taken from.
 pub(super) struct Source<'a> {

@@ -47,6 +47,31 @@ impl<'de> Deserialize<'de> for PositivePeriod {
     }
 }
 
+/// A request header's value: a string, never quoted when it is not one (`X-Key = 1234567`
+/// would have serde say "invalid type: integer `1234567`", the key in the message).
+#[derive(Debug, Clone)]
+pub struct HeaderText(pub String);
+
+impl<'de> Deserialize<'de> for HeaderText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(HeaderText(s)),
+            v => {
+                let found = v.type_str();
+                let a = if found.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                Err(serde::de::Error::custom(format!(
+                    "expected a string, found {a} {found} (the value is not shown: it may be a \
+                     credential)"
+                )))
+            }
+        }
+    }
+}
+
 /// A timeslice's width: at least 1 ms, at most a year ([`duration::parse_slice_width`]).
 #[derive(Debug, Clone, Copy)]
 pub struct SliceWidth(pub Duration);

@@ -140,19 +140,18 @@ fn api_key(
 /// Extra request headers. Errors name the header, never its value: it may be a key.
 fn headers(
     name: &str,
-    raw: std::collections::BTreeMap<String, toml::Spanned<String>>,
+    raw: std::collections::BTreeMap<String, toml::Spanned<raw::HeaderText>>,
     src: &Source,
 ) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
     let mut headers = Vec::new();
     for (key, value) in raw {
         let at = Some(value.span().start);
-        let header = canary_replay::header(&key, value.get_ref()).map_err(|e| {
+        let header = canary_replay::header(&key, &value.get_ref().0).map_err(|e| {
             let why = match e {
                 HeaderError::InvalidName => {
-                    return src.err(
-                        at,
-                        format!("targets.{name}.headers.{key:?}: not a valid HTTP header name"),
-                    )
+                    let why = super::invalid_header_name(&key)
+                        .unwrap_or_else(|| "not a valid HTTP header name".into());
+                    return src.err(at, format!("targets.{name}.headers: {why}"));
                 }
                 HeaderError::Reserved { why, .. } => format!("set by canaryd itself: {why}"),
                 HeaderError::InvalidValue { .. } => "the value is not a valid HTTP header \
