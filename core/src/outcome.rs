@@ -75,6 +75,10 @@ pub struct InFlightCap {
     /// request's second connection).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headroom: Option<u64>,
+    /// Measured requests that waited past their deadline for a free place under the ceiling
+    /// (exact): the ceiling held the load back. A session's turn held for its previous turn
+    /// is not counted (that wait is the trace's).
+    pub waited: u64,
 }
 
 /// What set a run's in-flight ceiling.

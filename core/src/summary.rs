@@ -34,6 +34,9 @@ pub struct Aggregator {
     reasoning_tokens: u64,
     first_sent_ms: Option<f64>,
     last_sent_ms: Option<f64>,
+    /// Sends less their wait for the connection to open: when canaryd was ready to send.
+    first_ready_ms: Option<f64>,
+    last_ready_ms: Option<f64>,
     first_scheduled_ms: Option<f64>,
     last_scheduled_ms: Option<f64>,
     last_end_ms: Option<f64>,
@@ -114,6 +117,9 @@ impl Aggregator {
         let high = |v: Option<f64>, x: f64| Some(v.map_or(x, |t| t.max(x)));
         self.first_sent_ms = low(self.first_sent_ms, r.sent_at_ms);
         self.last_sent_ms = high(self.last_sent_ms, r.sent_at_ms);
+        let ready = r.sent_at_ms - r.connect_wait_ms;
+        self.first_ready_ms = low(self.first_ready_ms, ready);
+        self.last_ready_ms = high(self.last_ready_ms, ready);
         self.first_scheduled_ms = low(self.first_scheduled_ms, r.scheduled_at_ms);
         self.last_scheduled_ms = high(self.last_scheduled_ms, r.scheduled_at_ms);
         self.last_end_ms = Some(
@@ -321,14 +327,16 @@ impl Aggregator {
         let span = |a: Option<f64>, b: Option<f64>| Some((b? - a?).max(0.0) / 1000.0);
         Some(SendSpans {
             scheduled_s: span(self.first_scheduled_ms, self.last_scheduled_ms)?,
-            sent_s: span(self.first_sent_ms, self.last_sent_ms)?,
+            sent_s: span(self.first_ready_ms, self.last_ready_ms)?,
         })
     }
 }
 
 /// How the client kept to its schedule over the measured phase (warm-up left out): the span
-/// from the first to the last scheduled send, and from the first to the last actual send. Both
-/// exact, from each request's own times. A client that held requests for a free in-flight slot,
+/// from the first to the last scheduled send, and from the first to the last actual send, each
+/// less its wait for the connection to open (`connect_wait`: the server's accept and
+/// handshake, or a connect that failed at its timeout, are not the client's pace). Both exact,
+/// from each request's own times. A client that held requests for a free in-flight slot,
 /// or could not send as fast as the schedule asked, sends over a longer span than the schedule
 /// (`scheduled_s / sent_s` is then the share of the offered rate it achieved); the responses
 /// after the last send do not count, so a short run is not made to look slow by its tail.
@@ -336,7 +344,7 @@ impl Aggregator {
 pub struct SendSpans {
     /// First to last scheduled send, seconds.
     pub scheduled_s: f64,
-    /// First to last actual send, seconds.
+    /// First to last actual send, each less its `connect_wait`, seconds.
     pub sent_s: f64,
 }
 
@@ -605,6 +613,18 @@ mod tests {
         agg.add(&at(3, 200.0, 400.0, false), &ChunkGaps::default());
         let s = agg.summary().sends.unwrap();
         assert!((s.scheduled_s - 0.2).abs() < 1e-12, "{s:?}");
+        assert!((s.sent_s - 0.4).abs() < 1e-12, "{s:?}");
+        // A connect that took 10 s (or failed at its timeout) is the server's time, not a
+        // pace the client could not keep: the span is of when canaryd was ready to send.
+        agg.add(
+            &RequestRecord {
+                connect_wait_ms: 10_000.0,
+                ..at(4, 300.0, 10_300.0, false)
+            },
+            &ChunkGaps::default(),
+        );
+        let s = agg.summary().sends.unwrap();
+        assert!((s.scheduled_s - 0.3).abs() < 1e-12, "{s:?}");
         assert!((s.sent_s - 0.4).abs() < 1e-12, "{s:?}");
     }
 

@@ -32,7 +32,9 @@ pub fn not_offered(outcome: &canary_core::RunOutcome) -> Option<String> {
     let held = s.metrics.get("schedule_hold").filter(|h| h.count > 0);
     if let (Some(limit), Some(h)) = (cap.limit, held.filter(|h| h.max > 0.0)) {
         return Some(format!(
-            "the client could not offer the rate: requests waited in canaryd for one of its              {limit} in-flight slots (set by {}), up to {:.1} ms (schedule_hold p99 {:.1} ms),              which TTFT, timed from the send, leaves out",
+            "the client could not offer the rate: requests waited in canaryd for one of its \
+             {limit} in-flight slots (set by {}), up to {:.1} ms (schedule_hold p99 {:.1} ms), \
+             which TTFT, timed from the send, leaves out",
             cap.source.as_str(),
             h.max,
             h.p99
@@ -46,7 +48,8 @@ fn sent_short(sends: canary_core::SendSpans) -> Option<String> {
     let late = sends.sent_s - sends.scheduled_s;
     (late > SEND_SLACK_S && sends.scheduled_s < MIN_OFFERED_SHARE * sends.sent_s).then(|| {
         format!(
-            "the client could not offer the rate: it sent over {:.3} s what the schedule spread              over {:.3} s, {:.0}% of the offered rate (under {:.0}%)",
+            "the client could not offer the rate: it sent over {:.3} s what the schedule spread \
+             over {:.3} s, {:.0}% of the offered rate (under {:.0}%)",
             sends.sent_s,
             sends.scheduled_s,
             100.0 * sends.scheduled_s / sends.sent_s,

@@ -25,6 +25,7 @@ pub fn in_flight_cap(concurrency: Option<usize>) -> InFlightCap {
             open_files_limit: Some(limit),
             open_files_at_start: open,
             headroom: Some(headroom),
+            waited: 0,
         },
         (None, None) => InFlightCap {
             limit: None,
@@ -32,6 +33,7 @@ pub fn in_flight_cap(concurrency: Option<usize>) -> InFlightCap {
             open_files_limit: None,
             open_files_at_start: None,
             headroom: None,
+            waited: 0,
         },
     }
 }
@@ -54,6 +56,7 @@ fn setting(c: usize) -> InFlightCap {
         open_files_limit: None,
         open_files_at_start: None,
         headroom: None,
+        waited: 0,
     }
 }
 

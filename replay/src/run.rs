@@ -58,6 +58,9 @@ pub struct Progress {
     pub done: AtomicU64,
     /// Requests that failed.
     pub errors: AtomicU64,
+    /// Measured requests that waited past their deadline for a place under the in-flight
+    /// ceiling.
+    pub ceiling_waits: AtomicU64,
 }
 
 /// A run that could not be carried out.
@@ -285,8 +288,10 @@ async fn release(ctx: &Ctx, scheduled: MonoTime, not_before: Option<MonoTime>) -
     // Held back by the previous turn: released as soon as it is ready, the wait is hold.
     let mut hold_end = None;
     let release = match not_before {
+        // The hold ends with the previous turn: what came after (opening a connection,
+        // canaryd's own work) is connect_wait or dispatch, not the trace's order.
         Some(end) if end > scheduled => {
-            hold_end = Some(MonoTime::now());
+            hold_end = Some(end);
             None
         }
         _ => Some(ctx.dispatcher.at(scheduled)),

@@ -269,7 +269,19 @@ async fn later_turns_wait_for_the_previous_turn() {
             w[0].turn
         );
         assert!(w[1].hold_ms > 0.0, "the wait is recorded as hold");
+        // The hold ends with the previous turn; nothing of it is the connection's or canaryd's.
+        assert!(
+            (w[0].ended_at_ms - w[1].scheduled_at_ms - w[1].hold_ms).abs() < 0.01,
+            "turn {}: hold {} ms, previous end {} ms, due {} ms",
+            w[1].turn,
+            w[1].hold_ms,
+            w[0].ended_at_ms,
+            w[1].scheduled_at_ms
+        );
     }
+    // The trace's order held them, not the in-flight ceiling: a sweep point of this trace is
+    // not "capped".
+    assert_eq!(run.outcome.in_flight_cap.waited, 0);
 }
 
 #[tokio::test]
@@ -279,6 +291,7 @@ async fn concurrency_ceiling_holds_requests_and_records_it() {
     let run = replay(reqs, target(&sim), |c| c.concurrency = Some(1)).await;
     let held = run.records.iter().filter(|r| r.hold_ms > 0.0).count();
     assert_eq!(held, 3, "one goes at once, three wait for the single slot");
+    assert_eq!(run.outcome.in_flight_cap.waited, 3);
     let mut recs = run.records.clone();
     recs.sort_by(|a, b| a.sent_at_ms.total_cmp(&b.sent_at_ms));
     for w in recs.windows(2) {

@@ -59,7 +59,10 @@ pub(super) async fn finish(
         interrupted: ended.interrupted,
         unsent,
         unsent_estimated,
-        in_flight_cap: ended.in_flight_cap,
+        in_flight_cap: InFlightCap {
+            waited: ctx.progress.ceiling_waits.load(Ordering::Relaxed),
+            ..ended.in_flight_cap
+        },
         client_bottleneck,
         prompt_salt: ctx.config.prompt_salt,
         started_unix_ns: ended.started_unix_ns,

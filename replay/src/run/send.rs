@@ -56,6 +56,7 @@ pub(super) async fn send_one(
         Some(Ok(conn)) if on_time => {
             if let Some(h) = slot_free_at {
                 rec.hold_ms = h.ms_since(scheduled).max(0.0);
+                count_ceiling_wait(ctx, h, scheduled, warmup);
             }
             let held = Held {
                 conn,
@@ -73,6 +74,9 @@ pub(super) async fn send_one(
     };
     let released = release(ctx, scheduled, not_before).await?;
     let (_permit, permit_free_at) = take(ctx.permits.as_ref(), &ctx.stop).await?;
+    if let Some(h) = permit_free_at.max(slot_free_at) {
+        count_ceiling_wait(ctx, h, scheduled, warmup);
+    }
     let hold_end = permit_free_at.or(released.hold_end).max(slot_free_at);
     if let Some(h) = hold_end {
         rec.hold_ms = h.ms_since(scheduled).max(0.0);
@@ -182,6 +186,14 @@ async fn take<'a>(
             let p = unless_stopped(stop, sem.acquire()).await?.ok();
             Some((p, Some(MonoTime::now())))
         }
+    }
+}
+
+/// Counts a measured request whose place under the in-flight ceiling came free only at
+/// `free_at`, past its deadline: the ceiling held the load back (`in_flight_cap.waited`).
+fn count_ceiling_wait(ctx: &Ctx, free_at: MonoTime, scheduled: MonoTime, warmup: bool) {
+    if !warmup && free_at > scheduled {
+        ctx.progress.ceiling_waits.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -257,10 +257,9 @@ impl PointFigures {
                 .in_flight_cap
                 .limit
                 .map(|_| run.outcome.in_flight_cap.source.as_str()),
-            held: s
-                .metrics
-                .get("schedule_hold")
-                .is_some_and(|h| h.count > 0 && h.max > 0.0),
+            // Only waits for the ceiling: a session's turn held for its previous turn is
+            // held too, by the trace, not by the client.
+            held: run.outcome.in_flight_cap.waited > 0,
         }
     }
 }
