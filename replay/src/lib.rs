@@ -33,6 +33,7 @@ mod results;
 mod run;
 mod rx_stamp;
 mod schedule;
+mod secrets;
 mod sse;
 mod start;
 mod synthetic;
@@ -76,6 +77,7 @@ pub use run::{
     RateWork, ReplayError, Work,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
+pub use secrets::Secrets;
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use synthetic::{Length, SyntheticRequests};

@@ -415,6 +415,65 @@ async fn a_server_that_quotes_the_request_puts_no_secret_and_no_control_characte
     }
 }
 
+/// The secrets audit's key: `/`, `+` and `=` in it, as in base64-made keys.
+const AUDIT_KEY: &str = "sk-ZQ1xAPIKEY/k+y=1";
+
+/// Every file a run wrote, none holding `needle`.
+fn no_file_holds(run: &Run, needle: &str) {
+    for file in std::fs::read_dir(run.dir.path()).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains(needle), "{}: {text}", path.display());
+    }
+}
+
+// Secrets audit, item 1: a quote cut inside the key, with words after the cut, kept all of
+// the key but its last bytes: a 401 whose body the server cut short (" (error body cut
+// short: …)" after it), and a parser's complaint quoting the key, cut at 200 bytes ("… at
+// line L column C" after it). The 153 `Q`s put the parser's cut 11 bytes into the key.
+#[tokio::test]
+async fn a_key_a_quote_cuts_short_is_redacted_whatever_follows_the_cut() {
+    for (mode, streaming, kind, says) in [
+        (
+            Hostile::EchoCutThenClose,
+            true,
+            ErrorKind::HttpStatus,
+            "refused: Bearer <redacted> (error body cut short: ",
+        ),
+        (
+            Hostile::EchoAsWrongType {
+                pad: 153,
+                streaming: true,
+            },
+            true,
+            ErrorKind::MalformedChunk,
+            "QQQBearer <redacted>",
+        ),
+        (
+            Hostile::EchoAsWrongType {
+                pad: 153,
+                streaming: false,
+            },
+            false,
+            ErrorKind::MalformedChunk,
+            "QQQBearer <redacted>",
+        ),
+    ] {
+        let server = HostileServer::start(mode);
+        let mut t = target(&server, streaming);
+        t.api_key = Some(ApiKey::new(AUDIT_KEY));
+        let run = replay(requests(2, 20, 4), t, |_| {}).await;
+        for m in errors_of(&run.records, 2, kind) {
+            assert!(m.contains(says), "{mode:?}: {m}");
+            assert!(!m.contains("ZQ1x"), "{mode:?}: {m}");
+            if kind == ErrorKind::MalformedChunk {
+                assert!(m.contains("… at line 1 column "), "{mode:?}: {m}");
+            }
+        }
+        no_file_holds(&run, "ZQ1x");
+    }
+}
+
 #[tokio::test]
 async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
     // A token, then silence: the stop's grace period runs out with the exchange in flight.

@@ -116,6 +116,19 @@ pub enum Hostile {
         /// In a 200 stream (`data: {"error":…}`) rather than as a 401.
         in_stream: bool,
     },
+    /// A 401 declaring a 1,000-byte text body that sends `refused: ` and the request's
+    /// `Authorization` value but its last 3 bytes, then closes: a quote the server cut short
+    /// inside the key.
+    EchoCutThenClose,
+    /// A 200 answer whose usage's `prompt_tokens` is a string where a number is due: `pad`
+    /// bytes of `Q`, then the request's `Authorization` value. A JSON parser's complaint
+    /// quotes it, and a message cuts the complaint short. A stream, or one JSON body.
+    EchoAsWrongType {
+        /// Bytes before the value, which decide where a cut falls in it.
+        pad: usize,
+        /// An SSE stream rather than one JSON body.
+        streaming: bool,
+    },
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -531,6 +544,42 @@ impl Conn {
                     }
                 }
             }
+            Hostile::EchoCutThenClose => {
+                let auth = header_value(&request, "authorization");
+                let part = &auth[..auth.len().saturating_sub(3)];
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\n\
+                     content-length: 1000\r\n\r\nrefused: {part}"
+                );
+                self.send(answer.as_bytes());
+                return;
+            }
+            Hostile::EchoAsWrongType { pad, streaming } => {
+                let auth = header_value(&request, "authorization").replace(['"', '\\'], "");
+                let usage = format!(
+                    "{{\"choices\":[],\"usage\":{{\"prompt_tokens\":\"{}{auth}\"}}}}",
+                    "Q".repeat(pad)
+                );
+                let answer = match streaming {
+                    true => {
+                        let events = format!(
+                            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n\
+                             data: {usage}\n\ndata: [DONE]\n\n"
+                        );
+                        let framed = format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len());
+                        [SSE, framed.as_bytes()].concat()
+                    }
+                    false => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\n\r\n{usage}",
+                        usage.len()
+                    )
+                    .into_bytes(),
+                };
+                if !self.send(&answer) {
+                    return;
+                }
+            }
             Hostile::CloseAfterRequest => return,
             Hostile::DropsSecondRequest { after } => {
                 self.drop_second(&whole(), after);
@@ -660,6 +709,14 @@ impl Conn {
         self.linger();
         let _ = self.tcp.shutdown(Shutdown::Both);
     }
+}
+
+/// The value of header `name` (lower case) in a request's `head`, empty if it has none.
+fn header_value(head: &str, name: &str) -> String {
+    head.split("\r\n")
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        .map_or(String::new(), |(_, v)| v.trim().to_string())
 }
 
 fn socket_linger_zero(tcp: &TcpStream) -> std::io::Result<()> {

@@ -5,7 +5,7 @@ use super::Ctx;
 use crate::connection::{ConnectError, Connection};
 use crate::exchange::{Gaps, Measurement};
 use crate::rx_stamp::Stamp;
-use crate::target::Target;
+use crate::secrets::Secrets;
 use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord, Status};
 use std::sync::atomic::Ordering;
 
@@ -60,9 +60,9 @@ pub(super) fn stopped(m: &mut Measurement) {
 }
 
 /// Derives a record's metrics from a measurement; an error's message comes without the
-/// target's secrets, whatever the server quoted ([`Target::scrub`]), and without control
+/// target's secrets, whatever the server quoted ([`Secrets::scrub`]), and without control
 /// characters ([`canary_core::printable`]).
-pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
+pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, secrets: &Secrets) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
@@ -78,7 +78,7 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
             let limit = crate::chunk::MESSAGE_LIMIT;
             e.message
                 .truncate(canary_core::prefix_within(&e.message, limit).len());
-            if let Some(scrubbed) = target.scrub(&e.message) {
+            if let Some(scrubbed) = secrets.scrub(&e.message) {
                 e.message = scrubbed;
             }
             // Printed as the top cause and logged in verdicts: no escape sequences, one line.

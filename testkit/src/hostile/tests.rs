@@ -43,6 +43,15 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::Garbage { bytes: 1000 },
         Hostile::EchoRequest { in_stream: false },
         Hostile::EchoRequest { in_stream: true },
+        Hostile::EchoCutThenClose,
+        Hostile::EchoAsWrongType {
+            pad: 5,
+            streaming: true,
+        },
+        Hostile::EchoAsWrongType {
+            pad: 5,
+            streaming: false,
+        },
         Hostile::CloseAfterRequest,
         Hostile::ResetAfterRequest,
         Hostile::AnswersFirst {
@@ -111,6 +120,18 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     ),
                     "{text}"
                 );
+            }
+            // The request has no `Authorization`: nothing of it is quoted.
+            Hostile::EchoCutThenClose => {
+                assert!(text.starts_with("HTTP/1.1 401 "), "{text}");
+                assert!(text.contains("content-length: 1000\r\n"), "{text}");
+                assert!(text.ends_with("\r\n\r\nrefused: "), "{text}");
+            }
+            Hostile::EchoAsWrongType { pad, streaming } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let usage = format!(r#""usage":{{"prompt_tokens":"{}"}}"#, "Q".repeat(pad));
+                assert!(text.contains(&usage), "{text}");
+                assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
             }
             Hostile::WrongType { bytes } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{mode:?}");

@@ -1,0 +1,90 @@
+use super::*;
+use crate::target::{header, ApiKey, Endpoint};
+
+/// The auditor's key: `/`, `+` and `=` in it, as in base64-made keys.
+const KEY: &str = "sk-ZQ1xAPIKEY/k+y=1";
+
+fn secrets(headers: &[(&str, &str)]) -> Secrets {
+    let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+    t.api_key = Some(ApiKey::new(KEY));
+    t.headers = headers.iter().map(|(n, v)| header(n, v).unwrap()).collect();
+    Secrets::of([&t])
+}
+
+fn shown(s: &Secrets, text: &str) -> String {
+    s.clean(text).into_owned()
+}
+
+// Secrets audit, item 1: a key cut short and followed by canaryd's words after the cut was
+// kept whole but for its last bytes (the rule for a cut key looked only at the text's end).
+#[test]
+fn a_key_cut_short_is_redacted_whatever_is_said_after_the_cut() {
+    let s = secrets(&[]);
+    for (text, want) in [
+        // The end of the text.
+        (
+            "refused: Bearer sk-ZQ1xAPIKEY/k+",
+            "refused: Bearer <redacted>",
+        ),
+        // An error body the server cut: why it is short follows.
+        (
+            "refused: Bearer sk-ZQ1xAPIKEY/k+ (error body cut short: the connection closed)",
+            "refused: Bearer <redacted> (error body cut short: the connection closed)",
+        ),
+        // A parser's complaint cut at 200 bytes: where it was follows.
+        (
+            "invalid type: string \"QQQBearer sk-ZQ1xAPIKEY/k… at line 1 column 250",
+            "invalid type: string \"QQQBearer <redacted>… at line 1 column 250",
+        ),
+        // A lossy decode of bytes cut inside a character.
+        ("key sk-ZQ1xA\u{FFFD}", "key <redacted>\u{FFFD}"),
+        // Twice, the second time cut.
+        (
+            "sk-ZQ1xAPIKEY/k+y=1 then sk-ZQ1xAPI…",
+            "<redacted> then <redacted>…",
+        ),
+    ] {
+        assert_eq!(shown(&s, text), want, "{text}");
+    }
+    // Where nothing suggests a cut, a key's start is a coincidence, and 3 bytes say nothing.
+    assert_eq!(s.scrub("sk-ZQ1x is a start, and so is sk-ZQ here"), None);
+    assert_eq!(s.scrub("ends in sk-"), None);
+    assert_eq!(s.scrub("sk- (three)"), None);
+}
+
+#[test]
+fn a_cut_scrubs_first_so_it_never_keeps_part_of_a_key() {
+    let s = secrets(&[("x-tenant", "tenant-0123456789")]);
+    let text = format!("refused: Bearer {KEY} for tenant-0123456789");
+    for limit in 0..text.len() + 4 {
+        let cut = s.cut(&text, limit);
+        assert!(cut.len() <= limit, "{limit}: {cut}");
+        assert!(
+            !cut.contains("ZQ1x") && !cut.contains("0123"),
+            "{limit}: {cut}"
+        );
+        // Decorated after the cut as a message does, it is still clean.
+        let decorated = format!("{cut}… at line 1 column 9");
+        assert!(!shown(&s, &decorated).contains("ZQ1x"), "{decorated}");
+    }
+    assert_eq!(s.cut("no secret here", 9), "no secret");
+}
+
+#[test]
+fn overlapping_secrets_are_redacted_as_one() {
+    let s = secrets(&[("authorization", "Bearer tok-42/x&y")]);
+    assert_eq!(shown(&s, "Bearer tok-42/x&y refused"), "<redacted> refused");
+    // A secret that starts inside another start of itself.
+    let s = secrets(&[("x-token", "abab-key")]);
+    assert_eq!(shown(&s, "ababab-key"), "ab<redacted>");
+}
+
+#[test]
+fn secrets_are_never_printed() {
+    let s = secrets(&[("x-tenant", "tenant-SECRET")]);
+    let debug = format!("{s:?}");
+    assert!(
+        !debug.contains("SECRET") && !debug.contains("ZQ1x"),
+        "{debug}"
+    );
+}
