@@ -26,8 +26,8 @@ const CUT_MARKS: [&str; 3] = ["…", "\u{FFFD}", " ("];
 
 /// A target's secrets in every form a server may quote them: the API key and each extra
 /// header's value whole (4 bytes or more) and by the credentials in it ([`credentials`], 6
-/// bytes or more), each as written and as JSON encoders escape it. Never printed: `Debug`
-/// counts the forms.
+/// bytes or more), each by its bytes read as UTF-8 and as Latin-1 ([`decodings`]), as
+/// written and as JSON encoders escape it. Never printed: `Debug` counts the forms.
 #[derive(Clone, Default)]
 pub struct Secrets {
     /// Longest first, no two alike.
@@ -44,23 +44,26 @@ impl Secrets {
     /// The secrets of `targets` (a target and its replicas).
     pub fn of<'a>(targets: impl IntoIterator<Item = &'a Target>) -> Secrets {
         let mut forms: Vec<String> = Vec::new();
-        let mut add = |secret: &str| {
-            for form in json_forms(secret) {
-                if !forms.contains(&form) {
-                    forms.push(form);
+        let mut add = |secret: &[u8]| {
+            for text in decodings(secret) {
+                for form in json_forms(&text) {
+                    if !forms.contains(&form) {
+                        forms.push(form);
+                    }
                 }
             }
         };
         for target in targets {
             for key in target.api_key.iter().map(ApiKey::expose) {
                 if !key.is_empty() {
-                    add(key);
+                    add(key.as_bytes());
                 }
             }
+            // By their bytes: a value may hold any byte from 0x80 up (`-H 'X-Key: é'`).
             for (name, value) in &target.headers {
-                let Ok(value) = value.to_str() else { continue };
-                if value.trim().len() >= 4 {
-                    add(value.trim());
+                let value = value.as_bytes();
+                if value.trim_ascii().len() >= 4 {
+                    add(value.trim_ascii());
                 }
                 credentials(name.as_str(), value)
                     .filter(|c| c.len() >= 6)
@@ -165,23 +168,40 @@ fn merge(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
 /// The secrets inside header `name`'s value: an authorization's credential after its scheme
 /// (`Bearer TOKEN`, `Basic B64`), and a cookie's values (`Cookie: a=1; b=2`). Other headers'
 /// values count whole only (a `User-Agent`'s words are no secret).
-fn credentials<'a>(name: &str, value: &'a str) -> impl Iterator<Item = &'a str> {
+fn credentials<'a>(name: &str, value: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+    let split_once = |s: &'a [u8], at: u8| {
+        let i = s.iter().position(|&b| b == at)?;
+        Some((&s[..i], &s[i + 1..]))
+    };
     let auth = matches!(name, "authorization" | "proxy-authorization");
-    let after_scheme = value
-        .split_once(' ')
+    let after_scheme = split_once(value, b' ')
         .filter(|_| auth)
-        .map(|(_, c)| c.trim());
+        .map(|(_, c)| c.trim_ascii());
     let cookie = name == "cookie";
     let pairs = value
-        .split(';')
+        .split(|&b| b == b';')
         .filter(move |_| cookie)
-        .filter_map(|p| p.split_once('=').map(|(_, v)| v.trim()));
+        .filter_map(move |p| split_once(p, b'=').map(|(_, v)| v.trim_ascii()));
     after_scheme.into_iter().chain(pairs)
 }
 
+/// The texts a server may make of a secret's bytes: read as UTF-8 (as sent: `-H` and a
+/// config's `headers` are text), and read as Latin-1, byte by byte, as HTTP/1.1 servers
+/// often read header bytes from 0x80 up (Python's `http.server`) before they write them back
+/// in UTF-8. One text for ASCII.
+fn decodings(secret: &[u8]) -> Vec<String> {
+    let utf8 = String::from_utf8_lossy(secret).into_owned();
+    if secret.is_ascii() {
+        return vec![utf8];
+    }
+    let latin1 = secret.iter().map(|&b| char::from(b)).collect();
+    vec![utf8, latin1]
+}
+
 /// `secret` as written and as JSON encoders write it inside a string: serde's escapes (`\"`,
-/// `\\`, control characters), with `/` as `\/` (PHP's default) and `<`, `>`, `&` as `\u003c`,
-/// `\u003e`, `\u0026` (Go's).
+/// `\\`, control characters), with `/` as `\/` (PHP's default), `<`, `>`, `&` as `\u003c`,
+/// `\u003e`, `\u0026` (Go's), and every character past ASCII as `\u00e9` (Python's
+/// `ensure_ascii`, its default).
 fn json_forms(secret: &str) -> Vec<String> {
     let quoted = serde_json::to_string(secret).unwrap_or_default();
     let json = quoted
@@ -195,8 +215,28 @@ fn json_forms(secret: &str) -> Vec<String> {
             .replace('>', "\\u003e")
             .replace('&', "\\u0026")
     };
+    let ascii = |s: &str| {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            match c.is_ascii() {
+                true => out.push(c),
+                false => c
+                    .encode_utf16(&mut [0; 2])
+                    .iter()
+                    .for_each(|u| out.push_str(&format!("\\u{u:04x}"))),
+            }
+        }
+        out
+    };
     let mut forms = vec![secret.to_string()];
-    for f in [html(&slashed), html(&json), slashed, json] {
+    for f in [
+        html(&slashed),
+        html(&json),
+        ascii(&slashed),
+        ascii(&json),
+        slashed,
+        json,
+    ] {
         if !forms.contains(&f) {
             forms.push(f);
         }

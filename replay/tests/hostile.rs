@@ -474,6 +474,28 @@ async fn a_key_a_quote_cuts_short_is_redacted_whatever_follows_the_cut() {
     }
 }
 
+// Secrets audit, item 2: a header value past ASCII (`-H 'X-Secret-Hdr: ZQ2xNONASCIIé'`) was
+// never redacted, the scrub skipping every value that was not plain ASCII: quoted as its
+// bytes, or as a server that read them as Latin-1 writes them back, it reached records whole.
+#[tokio::test]
+async fn a_header_value_past_ascii_is_redacted_as_sent_and_as_read_as_latin_1() {
+    let server = HostileServer::start(Hostile::EchoHeadBytes);
+    let mut t = target(&server, true);
+    t.headers = vec![
+        header("x-secret-hdr", "ZQ2xNONASCIIé").unwrap(),
+        header("authorization", "Bearer ZQ3xTOKÉN-99").unwrap(),
+    ];
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::HttpStatus) {
+        // Both quotes are kept, their secrets are not.
+        assert!(m.contains("x-secret-hdr: <redacted>"), "{m}");
+        assert!(m.contains(" | as read: POST "), "{m}");
+        assert!(!m.contains("ZQ2x") && !m.contains("ZQ3x"), "{m}");
+    }
+    no_file_holds(&run, "ZQ2x");
+    no_file_holds(&run, "ZQ3x");
+}
+
 #[tokio::test]
 async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
     // A token, then silence: the stop's grace period runs out with the exchange in flight.

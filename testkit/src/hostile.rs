@@ -129,6 +129,10 @@ pub enum Hostile {
         /// An SSE stream rather than one JSON body.
         streaming: bool,
     },
+    /// A 401 whose text body quotes the request's head twice: its bytes as they came, and as
+    /// a server that reads header bytes from 0x80 up as Latin-1 (Python's `http.server`)
+    /// writes them back in UTF-8.
+    EchoHeadBytes,
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -326,9 +330,9 @@ impl Conn {
         true
     }
 
-    /// Reads one request (head and `Content-Length` body, both bounded); its head, or `None`
-    /// if none came.
-    fn read_request(&mut self) -> Option<String> {
+    /// Reads one request (head and `Content-Length` body, both bounded); its head's bytes, or
+    /// `None` if none came.
+    fn read_request(&mut self) -> Option<Vec<u8>> {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 8192];
         let head_end = loop {
@@ -345,8 +349,8 @@ impl Conn {
                 Err(_) => return None,
             }
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let length: usize = head
+        let head = buf[..head_end].to_vec();
+        let length: usize = String::from_utf8_lossy(&head)
             .to_ascii_lowercase()
             .lines()
             .find_map(|l| l.strip_prefix("content-length:"))
@@ -399,9 +403,10 @@ impl Conn {
             }
             self.send(&whole());
         }
-        let Some(request) = self.read_request() else {
+        let Some(head) = self.read_request() else {
             return;
         };
+        let request = String::from_utf8_lossy(&head).into_owned();
         match mode {
             Hostile::EndlessLine { bytes } => {
                 // One chunk of the chunked body as large as the whole line.
@@ -577,6 +582,24 @@ impl Conn {
                     .into_bytes(),
                 };
                 if !self.send(&answer) {
+                    return;
+                }
+            }
+            Hostile::EchoHeadBytes => {
+                let as_read: String = head.iter().map(|&b| char::from(b)).collect();
+                let body = [
+                    b"refused: ".as_slice(),
+                    &head,
+                    b" | as read: ",
+                    as_read.as_bytes(),
+                ]
+                .concat();
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\n\
+                     content-length: {}\r\n\r\n",
+                    body.len()
+                );
+                if !self.send(&[answer.as_bytes(), &body].concat()) {
                     return;
                 }
             }

@@ -79,6 +79,33 @@ fn overlapping_secrets_are_redacted_as_one() {
     assert_eq!(shown(&s, "ababab-key"), "ab<redacted>");
 }
 
+// Secrets audit, item 2: a value past ASCII was skipped whole, its credential too.
+#[test]
+fn a_header_value_past_ascii_is_redacted_as_sent_and_as_latin_1() {
+    let s = secrets(&[
+        ("x-secret-hdr", "ZQ2xNONASCIIé"),
+        ("authorization", "Bearer ZQ3xTOKÉN-99"),
+        ("cookie", "theme=dark; session=ZQ4xCØØKIE"),
+    ]);
+    for text in [
+        // Its bytes, as sent.
+        "refused: x-secret-hdr: ZQ2xNONASCIIé",
+        // Read as Latin-1 and written back in UTF-8.
+        "refused: x-secret-hdr: ZQ2xNONASCIIÃ©",
+        // So, and in JSON by Python (`ensure_ascii`), kept as JSON text.
+        r#"{"detail":"ZQ2xNONASCII\u00c3\u00a9"}"#,
+        // The credentials alone.
+        "bad token ZQ3xTOKÉN-99",
+        "bad token ZQ3xTOKÃ\u{89}N-99",
+        "session ZQ4xCØØKIE expired",
+        "session ZQ4xCÃ\u{98}Ã\u{98}KIE expired",
+    ] {
+        let out = shown(&s, text);
+        assert!(!out.contains("ZQ"), "{text}: {out}");
+        assert!(out.contains("<redacted>"), "{text}: {out}");
+    }
+}
+
 #[test]
 fn secrets_are_never_printed() {
     let s = secrets(&[("x-tenant", "tenant-SECRET")]);

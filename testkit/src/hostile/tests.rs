@@ -44,6 +44,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::EchoRequest { in_stream: false },
         Hostile::EchoRequest { in_stream: true },
         Hostile::EchoCutThenClose,
+        Hostile::EchoHeadBytes,
         Hostile::EchoAsWrongType {
             pad: 5,
             streaming: true,
@@ -126,6 +127,14 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 assert!(text.starts_with("HTTP/1.1 401 "), "{text}");
                 assert!(text.contains("content-length: 1000\r\n"), "{text}");
                 assert!(text.ends_with("\r\n\r\nrefused: "), "{text}");
+            }
+            Hostile::EchoHeadBytes => {
+                assert!(text.starts_with("HTTP/1.1 401 "), "{text}");
+                let head = String::from_utf8_lossy(&REQUEST[..REQUEST.len() - 2]);
+                assert!(
+                    text.ends_with(&format!("refused: {head} | as read: {head}")),
+                    "{text}"
+                );
             }
             Hostile::EchoAsWrongType { pad, streaming } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
