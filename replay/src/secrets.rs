@@ -14,6 +14,8 @@
 use crate::target::{ApiKey, Target};
 use std::borrow::Cow;
 
+mod forms;
+
 /// What a secret is replaced by.
 const REDACTED: &str = "<redacted>";
 
@@ -25,13 +27,28 @@ const CUT_MIN: usize = 4;
 const CUT_MARKS: [&str; 3] = ["…", "\u{FFFD}", " ("];
 
 /// A target's secrets in every form a server may quote them: the API key and each extra
-/// header's value whole (4 bytes or more) and by the credentials in it ([`credentials`], 6
-/// bytes or more), each by its bytes read as UTF-8 and as Latin-1 ([`decodings`]), as
-/// written and as JSON encoders escape it. Never printed: `Debug` counts the forms.
+/// header's value whole (4 bytes or more) and by the credentials in it (6 bytes or more: a
+/// bearer token, a cookie's values, a `Basic` pair and its password), each by its bytes read
+/// as UTF-8 and as Latin-1, as written and as JSON, HTML and URLs escape it, and in base64;
+/// those of 8 characters or more whatever the case of their ASCII letters. Never printed:
+/// `Debug` counts the forms.
 #[derive(Clone, Default)]
 pub struct Secrets {
-    /// Longest first, no two alike.
-    forms: Vec<String>,
+    /// No two alike.
+    forms: Vec<Form>,
+    /// Some are found whatever their case: the scrub then looks at a lower-cased copy too.
+    any_folded: bool,
+    /// The longest form, bytes.
+    longest: usize,
+}
+
+/// One form of a secret.
+#[derive(Clone, PartialEq, Eq)]
+struct Form {
+    /// As written, or in ASCII lower case when `folded`.
+    text: String,
+    /// Found whatever the case of its ASCII letters.
+    folded: bool,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -43,40 +60,48 @@ impl std::fmt::Debug for Secrets {
 impl Secrets {
     /// The secrets of `targets` (a target and its replicas).
     pub fn of<'a>(targets: impl IntoIterator<Item = &'a Target>) -> Secrets {
-        let mut forms: Vec<String> = Vec::new();
-        let mut add = |secret: &[u8]| {
-            for text in decodings(secret) {
-                for form in json_forms(&text) {
-                    if !forms.contains(&form) {
-                        forms.push(form);
-                    }
-                }
-            }
-        };
+        let mut secrets = Secrets::default();
         for target in targets {
             for key in target.api_key.iter().map(ApiKey::expose) {
                 if !key.is_empty() {
-                    add(key.as_bytes());
+                    secrets.add(key.as_bytes());
                 }
             }
             // By their bytes: a value may hold any byte from 0x80 up (`-H 'X-Key: é'`).
             for (name, value) in &target.headers {
                 let value = value.as_bytes();
                 if value.trim_ascii().len() >= 4 {
-                    add(value.trim_ascii());
+                    secrets.add(value.trim_ascii());
                 }
-                credentials(name.as_str(), value)
-                    .filter(|c| c.len() >= 6)
-                    .for_each(&mut add);
+                for credential in forms::credentials(name.as_str(), value) {
+                    if credential.len() >= 6 {
+                        secrets.add(&credential);
+                    }
+                }
             }
         }
-        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        Secrets { forms }
+        secrets
     }
 
-    /// The longest form, bytes.
-    fn longest(&self) -> usize {
-        self.forms.first().map_or(0, String::len)
+    /// Adds every form of `secret`.
+    fn add(&mut self, secret: &[u8]) {
+        let folded = String::from_utf8_lossy(secret).chars().count() >= forms::FOLD_MIN;
+        let texts = forms::decodings(secret);
+        let escaped = texts.iter().flat_map(|t| forms::escaped(t));
+        for text in escaped.chain(forms::base64_forms(secret)) {
+            let form = Form {
+                text: match folded {
+                    true => text.to_ascii_lowercase(),
+                    false => text,
+                },
+                folded,
+            };
+            if !self.forms.contains(&form) {
+                self.longest = self.longest.max(form.text.len());
+                self.any_folded |= folded;
+                self.forms.push(form);
+            }
+        }
     }
 
     /// `text` with every secret in it replaced by `<redacted>`; `None` when it holds none. A
@@ -111,16 +136,21 @@ impl Secrets {
     /// of it the cut keeps.
     pub fn cut(&self, text: &str, limit: usize) -> String {
         // A secret that starts before the cut ends within the longest form after it.
-        let window = canary_core::prefix_within(text, limit.saturating_add(self.longest()));
+        let window = canary_core::prefix_within(text, limit.saturating_add(self.longest));
         canary_core::prefix_within(&self.clean(window), limit).to_string()
     }
 
     /// Where the secrets are in `text`: sorted byte ranges, none overlapping.
     fn spans(&self, text: &str) -> Vec<(usize, usize)> {
-        let bytes = text.as_bytes();
+        // ASCII lower case keeps every byte where it was: a range in one is a range in both.
+        let lowered = self.any_folded.then(|| text.to_ascii_lowercase());
         let mut spans = Vec::new();
         for form in &self.forms {
-            let f = form.as_bytes();
+            let bytes = match (&lowered, form.folded) {
+                (Some(lowered), true) => lowered.as_bytes(),
+                _ => text.as_bytes(),
+            };
+            let f = form.text.as_bytes();
             // Found by its first bytes, then followed as far as it goes: all of it, or a
             // start a cut ends. Every start is looked at (a secret can begin inside another
             // start of itself: `abab-key` in `ababab-key`).
@@ -163,85 +193,6 @@ fn merge(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
         }
     }
     merged
-}
-
-/// The secrets inside header `name`'s value: an authorization's credential after its scheme
-/// (`Bearer TOKEN`, `Basic B64`), and a cookie's values (`Cookie: a=1; b=2`). Other headers'
-/// values count whole only (a `User-Agent`'s words are no secret).
-fn credentials<'a>(name: &str, value: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
-    let split_once = |s: &'a [u8], at: u8| {
-        let i = s.iter().position(|&b| b == at)?;
-        Some((&s[..i], &s[i + 1..]))
-    };
-    let auth = matches!(name, "authorization" | "proxy-authorization");
-    let after_scheme = split_once(value, b' ')
-        .filter(|_| auth)
-        .map(|(_, c)| c.trim_ascii());
-    let cookie = name == "cookie";
-    let pairs = value
-        .split(|&b| b == b';')
-        .filter(move |_| cookie)
-        .filter_map(move |p| split_once(p, b'=').map(|(_, v)| v.trim_ascii()));
-    after_scheme.into_iter().chain(pairs)
-}
-
-/// The texts a server may make of a secret's bytes: read as UTF-8 (as sent: `-H` and a
-/// config's `headers` are text), and read as Latin-1, byte by byte, as HTTP/1.1 servers
-/// often read header bytes from 0x80 up (Python's `http.server`) before they write them back
-/// in UTF-8. One text for ASCII.
-fn decodings(secret: &[u8]) -> Vec<String> {
-    let utf8 = String::from_utf8_lossy(secret).into_owned();
-    if secret.is_ascii() {
-        return vec![utf8];
-    }
-    let latin1 = secret.iter().map(|&b| char::from(b)).collect();
-    vec![utf8, latin1]
-}
-
-/// `secret` as written and as JSON encoders write it inside a string: serde's escapes (`\"`,
-/// `\\`, control characters), with `/` as `\/` (PHP's default), `<`, `>`, `&` as `\u003c`,
-/// `\u003e`, `\u0026` (Go's), and every character past ASCII as `\u00e9` (Python's
-/// `ensure_ascii`, its default).
-fn json_forms(secret: &str) -> Vec<String> {
-    let quoted = serde_json::to_string(secret).unwrap_or_default();
-    let json = quoted
-        .strip_prefix('"')
-        .and_then(|j| j.strip_suffix('"'))
-        .unwrap_or(secret)
-        .to_string();
-    let slashed = json.replace('/', "\\/");
-    let html = |s: &str| {
-        s.replace('<', "\\u003c")
-            .replace('>', "\\u003e")
-            .replace('&', "\\u0026")
-    };
-    let ascii = |s: &str| {
-        let mut out = String::with_capacity(s.len());
-        for c in s.chars() {
-            match c.is_ascii() {
-                true => out.push(c),
-                false => c
-                    .encode_utf16(&mut [0; 2])
-                    .iter()
-                    .for_each(|u| out.push_str(&format!("\\u{u:04x}"))),
-            }
-        }
-        out
-    };
-    let mut forms = vec![secret.to_string()];
-    for f in [
-        html(&slashed),
-        html(&json),
-        ascii(&slashed),
-        ascii(&json),
-        slashed,
-        json,
-    ] {
-        if !forms.contains(&f) {
-            forms.push(f);
-        }
-    }
-    forms
 }
 
 #[cfg(test)]

@@ -496,6 +496,36 @@ async fn a_header_value_past_ascii_is_redacted_as_sent_and_as_read_as_latin_1() 
     no_file_holds(&run, "ZQ3x");
 }
 
+// Secrets audit, item 3: a server that quoted the key and a header in another case, in
+// base64, percent-encoded or HTML-escaped put them into records, only their exact and
+// JSON-escaped forms being looked for.
+#[tokio::test]
+async fn a_key_quoted_encoded_or_in_another_case_is_redacted() {
+    use base64::Engine;
+    let server = HostileServer::start(Hostile::EchoEncoded);
+    let mut t = target(&server, true);
+    t.api_key = Some(ApiKey::new(AUDIT_KEY));
+    t.headers = vec![header("x-cfg", "ZQcx&CFG<HDR>").unwrap()];
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    let quoted = format!("Bearer {AUDIT_KEY} | x-cfg=ZQcx&CFG<HDR>");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&quoted);
+    for m in errors_of(&run.records, 2, ErrorKind::HttpStatus) {
+        // Every quote is there, without its secrets.
+        for label in ["lower=", "upper=", "b64=", "url=", "html="] {
+            assert!(m.contains(label), "{m}");
+        }
+        assert!(!m.to_lowercase().contains("zq1x"), "{m}");
+        assert!(!m.to_lowercase().contains("zqcx"), "{m}");
+        // The base64 keeps at most the few characters at a secret's edges.
+        assert!(
+            !m.contains(&b64[12..20]) && !m.contains(&b64[48..56]),
+            "{m}"
+        );
+    }
+    no_file_holds(&run, "ZQ1x");
+    no_file_holds(&run, &b64[12..20]);
+}
+
 #[tokio::test]
 async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
     // A token, then silence: the stop's grace period runs out with the exchange in flight.

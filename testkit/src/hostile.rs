@@ -133,6 +133,10 @@ pub enum Hostile {
     /// a server that reads header bytes from 0x80 up as Latin-1 (Python's `http.server`)
     /// writes them back in UTF-8.
     EchoHeadBytes,
+    /// A 400 whose OpenAI-style error quotes the request's `Authorization` and `x-` headers
+    /// (`Bearer … | x-a=… x-b=…`) encoded: in lower and in upper case, in base64, percent-
+    /// encoded as a URL's part, and HTML-escaped (as the secrets audit's server did).
+    EchoEncoded,
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -600,6 +604,44 @@ impl Conn {
                     body.len()
                 );
                 if !self.send(&[answer.as_bytes(), &body].concat()) {
+                    return;
+                }
+            }
+            Hostile::EchoEncoded => {
+                use base64::Engine;
+                let mut quoted = header_value(&request, "authorization");
+                quoted.push_str(" |");
+                for line in request.split("\r\n").filter(|l| l.starts_with("x-")) {
+                    if let Some((name, value)) = line.split_once(':') {
+                        quoted.push_str(&format!(" {name}={}", value.trim()));
+                    }
+                }
+                let percent: String = quoted
+                    .bytes()
+                    .map(
+                        |b| match b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                            true => char::from(b).to_string(),
+                            false => format!("%{b:02X}"),
+                        },
+                    )
+                    .collect();
+                let html = quoted
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
+                let message = format!(
+                    "lower={} upper={} b64={} url={percent} html={html}",
+                    quoted.to_lowercase(),
+                    quoted.to_uppercase(),
+                    base64::engine::general_purpose::STANDARD.encode(&quoted),
+                );
+                let body = serde_json::json!({ "error": { "message": message } }).to_string();
+                let answer = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if !self.send(answer.as_bytes()) {
                     return;
                 }
             }

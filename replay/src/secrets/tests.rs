@@ -1,5 +1,6 @@
 use super::*;
 use crate::target::{header, ApiKey, Endpoint};
+use base64::Engine;
 
 /// The auditor's key: `/`, `+` and `=` in it, as in base64-made keys.
 const KEY: &str = "sk-ZQ1xAPIKEY/k+y=1";
@@ -103,6 +104,87 @@ fn a_header_value_past_ascii_is_redacted_as_sent_and_as_latin_1() {
         let out = shown(&s, text);
         assert!(!out.contains("ZQ"), "{text}: {out}");
         assert!(out.contains("<redacted>"), "{text}: {out}");
+    }
+}
+
+// Secrets audit, item 3: only the exact and JSON-escaped forms were looked for.
+#[test]
+fn a_secret_html_escaped_percent_encoded_or_in_another_case_is_redacted() {
+    let s = secrets(&[("x-cfg", "ZQcx&CFG<HDR>'\"")]);
+    for text in [
+        // HTML entities, as Python's html.escape, Go's and others write them.
+        "Unauthorized: ZQcx&amp;CFG&lt;HDR&gt;&#x27;&quot;",
+        "Unauthorized: ZQcx&amp;CFG&lt;HDR&gt;&#39;&#34;",
+        "Unauthorized: ZQcx&amp;CFG&lt;HDR&gt;'\"",
+        // Percent-encoded, hex digits in either case, a space as %20 or +.
+        "url=Bearer%20sk-ZQ1xAPIKEY%2Fk%2By%3D1",
+        "url=Bearer+sk-ZQ1xAPIKEY%2fk%2by%3d1",
+        "url=sk-ZQ1xAPIKEY/k%2By%3D1",
+        "url=ZQcx%26CFG%3CHDR%3E%27%22",
+        // Lower and upper case.
+        "lower=bearer sk-zq1xapikey/k+y=1",
+        "upper=BEARER SK-ZQ1XAPIKEY/K+Y=1",
+        "upper=ZQCX&CFG<HDR>'\"",
+    ] {
+        let out = shown(&s, text);
+        assert!(!out.to_ascii_lowercase().contains("zq"), "{text}: {out}");
+    }
+    // A short value is found only as written: its letters could be a word.
+    let s = secrets(&[("x-tier", "Gold42")]);
+    assert_eq!(
+        shown(&s, "tier gold42 and GOLD42"),
+        "tier gold42 and GOLD42"
+    );
+    assert_eq!(shown(&s, "tier Gold42"), "tier <redacted>");
+}
+
+#[test]
+fn a_secret_in_base64_is_redacted_wherever_it_sits_in_what_was_encoded() {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let s = secrets(&[("x-tenant", "ZQ6xTENANT-0001")]);
+    for quoted in [
+        // The auditor's server: the whole Authorization value and the x- headers, encoded.
+        format!("Bearer {KEY} | x-tenant=ZQ6xTENANT-0001"),
+        // The key 0, 1 and 2 bytes into a group of three.
+        format!("{KEY}!"),
+        format!("a{KEY}"),
+        format!("ab{KEY}"),
+        "x ZQ6xTENANT-0001 y".to_string(),
+    ] {
+        for encoded in [b64.encode(&quoted), url.encode(&quoted)] {
+            let out = shown(&s, &format!("b64={encoded}"));
+            // Nothing is left of the characters made of a secret's bits alone: character i
+            // holds bits 6i..6i+6.
+            let left: String = out.split("<redacted>").collect();
+            for secret in [KEY, "ZQ6xTENANT-0001"] {
+                let Some(at) = quoted.find(secret) else {
+                    continue;
+                };
+                let core = &encoded[(8 * at).div_ceil(6)..8 * (at + secret.len()) / 6];
+                for piece in core.as_bytes().windows(4) {
+                    let piece = std::str::from_utf8(piece).unwrap();
+                    assert!(!left.contains(piece), "{quoted}: {piece} in {out}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_basic_credential_is_redacted_decoded_and_its_password_alone() {
+    let basic = base64::engine::general_purpose::STANDARD.encode("alice:ZQ5xPASSWORD");
+    let s = secrets(&[("authorization", &format!("Basic {basic}"))]);
+    for text in [
+        format!("bad credential {basic}"),
+        "user alice:ZQ5xPASSWORD refused".to_string(),
+        "password ZQ5xPASSWORD is wrong".to_string(),
+    ] {
+        let out = shown(&s, &text);
+        assert!(
+            !out.contains("ZQ5x") && !out.contains(&basic[8..]),
+            "{text}: {out}"
+        );
     }
 }
 

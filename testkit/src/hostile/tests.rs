@@ -45,6 +45,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::EchoRequest { in_stream: true },
         Hostile::EchoCutThenClose,
         Hostile::EchoHeadBytes,
+        Hostile::EchoEncoded,
         Hostile::EchoAsWrongType {
             pad: 5,
             streaming: true,
@@ -133,6 +134,16 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                 let head = String::from_utf8_lossy(&REQUEST[..REQUEST.len() - 2]);
                 assert!(
                     text.ends_with(&format!("refused: {head} | as read: {head}")),
+                    "{text}"
+                );
+            }
+            // The request has no `Authorization` and no `x-` header: " |" it is.
+            Hostile::EchoEncoded => {
+                assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+                assert!(
+                    text.contains(
+                        r#"{"error":{"message":"lower= | upper= | b64=IHw= url=%20%7C html= |"}}"#
+                    ),
                     "{text}"
                 );
             }
