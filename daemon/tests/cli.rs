@@ -349,6 +349,26 @@ fn a_key_pasted_for_its_variable_or_its_file_is_never_quoted() {
     }
 }
 
+// Secrets audit, item 1 (every place a server's text is cut, then more is said after it):
+// `doctor` listed a target's model ids cut to 128 bytes and joined, unscrubbed, though its
+// request carried the key. The 110 `Q`s put the cut 11 bytes into the key.
+#[test]
+fn doctor_lists_model_ids_without_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key"), "sk-ZQ1xAPIKEY/k+y=1\n").unwrap();
+    let server = HostileServer::start(Hostile::EchoInModelList { pad: 110 });
+    let out = canaryd(
+        &["doctor", "--url", &server.url(), "--api-key-file", "key"],
+        dir.path(),
+    );
+    let msg = text(&out);
+    assert!(
+        msg.contains("QQQBearer <redacted>, Bearer <redacted>"),
+        "{msg}"
+    );
+    assert!(!msg.contains("ZQ1x"), "{msg}");
+}
+
 /// `canaryd ARGS` in `cwd` to its end: its output, and its peak resident memory in MiB
 /// (the kernel's count for this one child, from `wait4`).
 // The child is reaped by `wait4`, which `std` does not see.

@@ -137,6 +137,12 @@ pub enum Hostile {
     /// (`Bearer … | x-a=… x-b=…`) encoded: in lower and in upper case, in base64, percent-
     /// encoded as a URL's part, and HTML-escaped (as the secrets audit's server did).
     EchoEncoded,
+    /// A 200 `/v1/models` list (whatever the path) whose model ids quote the request's
+    /// `Authorization`: the first after `pad` bytes of `Q`, the second as it is.
+    EchoInModelList {
+        /// Bytes before the value in the first id, which decide where a cut falls in it.
+        pad: usize,
+    },
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -638,6 +644,25 @@ impl Conn {
                 let body = serde_json::json!({ "error": { "message": message } }).to_string();
                 let answer = format!(
                     "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if !self.send(answer.as_bytes()) {
+                    return;
+                }
+            }
+            Hostile::EchoInModelList { pad } => {
+                let auth = header_value(&request, "authorization");
+                let body = serde_json::json!({
+                    "object": "list",
+                    "data": [
+                        { "id": format!("{}{auth}", "Q".repeat(pad)) },
+                        { "id": auth },
+                    ]
+                })
+                .to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
                      content-length: {}\r\n\r\n{body}",
                     body.len()
                 );

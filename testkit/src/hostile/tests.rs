@@ -46,6 +46,7 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::EchoCutThenClose,
         Hostile::EchoHeadBytes,
         Hostile::EchoEncoded,
+        Hostile::EchoInModelList { pad: 3 },
         Hostile::EchoAsWrongType {
             pad: 5,
             streaming: true,
@@ -146,6 +147,11 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     ),
                     "{text}"
                 );
+            }
+            Hostile::EchoInModelList { pad } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let list = format!(r#"{{"id":"{}"}},{{"id":""}}"#, "Q".repeat(pad));
+                assert!(text.contains(&list), "{text}");
             }
             Hostile::EchoAsWrongType { pad, streaming } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
