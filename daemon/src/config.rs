@@ -284,13 +284,17 @@ impl Config {
         }
         for t in self.targets.values() {
             match &t.api_key {
-                Some(ApiKeySource::Env(var)) if std::env::var_os(var).is_none() => out.push(
-                    format!("targets.{}.api_key_env: {var} is not set here", t.name),
-                ),
+                Some(ApiKeySource::Env(var)) if std::env::var_os(var).is_none() => {
+                    out.push(format!(
+                        "targets.{}.api_key_env: {} is not set here",
+                        t.name,
+                        variable(var)
+                    ))
+                }
                 Some(ApiKeySource::File(path)) if !path.exists() => out.push(format!(
-                    "targets.{}.api_key_file: {} does not exist",
+                    "targets.{}.api_key_file: {}",
                     t.name,
-                    path.display()
+                    missing_secret_file(path)
                 )),
                 _ => {}
             }
@@ -298,11 +302,12 @@ impl Config {
         for (name, h) in &self.otlp.headers {
             match h {
                 OtlpHeader::Env(var, _) if std::env::var_os(var).is_none() => out.push(format!(
-                    "otlp.headers.{name}: {var} is not set here (OTLP export stays off unless it is set when canaryd starts)"
+                    "otlp.headers.{name}: {} is not set here (OTLP export stays off unless it is set when canaryd starts)",
+                    variable(var)
                 )),
                 OtlpHeader::File(path, _) if !path.exists() => out.push(format!(
-                    "otlp.headers.{name}: {} does not exist (OTLP export stays off unless it exists when canaryd starts)",
-                    path.display()
+                    "otlp.headers.{name}: {} (OTLP export stays off unless it exists when canaryd starts)",
+                    missing_secret_file(path)
                 )),
                 _ => {}
             }
@@ -353,6 +358,24 @@ pub fn refuse_user_info(url: &str, instead: &str) -> Result<(), String> {
             redact_url(url)
         )),
         false => Ok(()),
+    }
+}
+
+/// A secret's variable, for a message: its name, unless it looks like a key itself (a key
+/// pasted where its variable's name was due), which is not shown.
+pub(crate) fn variable(name: &str) -> String {
+    match canary_replay::looks_like_a_key(name) {
+        false => name.to_string(),
+        true => format!("the variable {}", canary_replay::NAME_NOT_SHOWN),
+    }
+}
+
+/// A secret's file that does not exist, for a warning: its path, unless its name looks like a
+/// key itself (a key pasted where its file's path was due), which is not shown.
+fn missing_secret_file(path: &std::path::Path) -> String {
+    match canary_replay::key_path_shown(path) {
+        Some(shown) => format!("{shown} does not exist"),
+        None => format!("the file does not exist {}", canary_replay::NAME_NOT_SHOWN),
     }
 }
 

@@ -277,6 +277,98 @@ fn bad_flags_are_clear_errors_that_never_echo_a_secret() {
     assert!(!msg.contains("SECRET"), "{msg}");
 }
 
+// Secrets audit, item 4: a key pasted where its variable's name or its file's path was due
+// was quoted by every message about it (`--api-key-env sk-…: the variable is not set`, and in
+// the daemon `targets.t.api_key_env: sk-… is not set here`, which reached logs, verdicts and
+// history).
+#[test]
+fn a_key_pasted_for_its_variable_or_its_file_is_never_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, pasted, says) in [
+        (
+            "--api-key-env",
+            "sk-ZQ1xPASTEDKEY",
+            "--api-key-env: does not look like a variable name; is it the key itself? (not shown)",
+        ),
+        (
+            "--api-key-env",
+            "hf_ZQ1xPASTEDKEY0123456789",
+            "--api-key-env: the variable is not set or empty (its name is not shown",
+        ),
+        (
+            "--api-key-file",
+            "sk-ZQ1xPASTEDKEY7",
+            "--api-key-file: cannot be read (its name is not shown",
+        ),
+    ] {
+        let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &[flag, pasted]);
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(msg.contains(says), "{flag} {pasted}: {msg}");
+        assert!(!msg.contains("ZQ1x"), "{msg}");
+        let doctor = canaryd(
+            &["doctor", "--url", "http://127.0.0.1:9", flag, pasted],
+            dir.path(),
+        );
+        assert!(!text(&doctor).contains("ZQ1x"), "{}", text(&doctor));
+    }
+    assert_no_file_holds(dir.path(), "ZQ1x", &[]);
+    // The daemon's config: refused, or warned of, without the key.
+    let config = |key: &str| {
+        format!(
+            "state_dir = \"state\"\n\
+             [targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n{key}\n\
+             [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+             [otlp]\nendpoint = \"http://127.0.0.1:4318\"\n\
+             [otlp.headers]\nx-key = {{ file = \"sk-ZQ1xPASTEDKEY8\" }}\n"
+        )
+    };
+    for (key, code, says) in [
+        (
+            "api_key_env = \"sk-ZQ1xPASTEDKEY\"",
+            1,
+            "targets.t.api_key_env: does not look like a variable name; is it the key itself?",
+        ),
+        (
+            "api_key_env = \"hf_ZQ1xPASTEDKEY0123456789\"",
+            0,
+            "warning: targets.t.api_key_env: the variable (its name is not shown",
+        ),
+        (
+            "api_key_file = \"sk-ZQ1xPASTEDKEY7\"",
+            0,
+            "warning: targets.t.api_key_file: the file does not exist (its name is not shown",
+        ),
+    ] {
+        std::fs::write(dir.path().join("canaryd.toml"), config(key)).unwrap();
+        let out = canaryd(&["check-config", "canaryd.toml"], dir.path());
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{msg}");
+        assert!(msg.contains(says), "{key}: {msg}");
+        assert!(!msg.contains("ZQ1x"), "{msg}");
+    }
+}
+
+// Secrets audit, item 1 (every place a server's text is cut, then more is said after it):
+// `doctor` listed a target's model ids cut to 128 bytes and joined, unscrubbed, though its
+// request carried the key. The 110 `Q`s put the cut 11 bytes into the key.
+#[test]
+fn doctor_lists_model_ids_without_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key"), "sk-ZQ1xAPIKEY/k+y=1\n").unwrap();
+    let server = HostileServer::start(Hostile::EchoInModelList { pad: 110 });
+    let out = canaryd(
+        &["doctor", "--url", &server.url(), "--api-key-file", "key"],
+        dir.path(),
+    );
+    let msg = text(&out);
+    assert!(
+        msg.contains("QQQBearer <redacted>, Bearer <redacted>"),
+        "{msg}"
+    );
+    assert!(!msg.contains("ZQ1x"), "{msg}");
+}
+
 /// `canaryd ARGS` in `cwd` to its end: its output, and its peak resident memory in MiB
 /// (the kernel's count for this one child, from `wait4`).
 // The child is reaped by `wait4`, which `std` does not see.

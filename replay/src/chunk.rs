@@ -9,6 +9,7 @@
 //! without building anything and answers only when sure, and serde_json ([`parse_serde`]),
 //! which decides everything else, errors included. [`parse`] tries the first, then the second.
 
+use crate::secrets::Secrets;
 use canary_core::{ServerTimings, Usage};
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -206,15 +207,17 @@ pub fn parse(data: &str) -> Result<ChunkInfo, serde_json::Error> {
 
 /// serde_json's complaint about a chunk or body, kept short: its text quotes the value it
 /// met whole (a string of a megabyte where a number was due), and a record's message must
-/// not be as long as a response. Cut, it still says where.
-pub fn reason(e: &serde_json::Error) -> String {
+/// not be as long as a response. Cut, it still says where. The value is the server's: it
+/// comes without `secrets`, scrubbed before the cut and the words after it (a key the cut
+/// fell inside would otherwise leak all but its last bytes).
+pub fn reason(e: &serde_json::Error, secrets: &Secrets) -> String {
     let full = e.to_string();
     if full.len() <= REASON_LIMIT {
-        return full;
+        return secrets.clean(&full).into_owned();
     }
     format!(
         "{}… at line {} column {}",
-        canary_core::prefix_within(&full, REASON_LIMIT),
+        secrets.cut(&full, REASON_LIMIT),
         e.line(),
         e.column()
     )
@@ -325,7 +328,7 @@ mod tests {
     fn a_complaint_quoting_a_huge_value_is_kept_short() {
         let chunk = format!(r#"{{"choices":"{}"}}"#, "A".repeat(1 << 20));
         let e = parse(&chunk).unwrap_err();
-        let why = reason(&e);
+        let why = reason(&e, &Secrets::default());
         assert!(why.len() < 300, "{} bytes", why.len());
         assert!(why.starts_with("invalid type: string"), "{why}");
         assert!(
@@ -333,7 +336,7 @@ mod tests {
             "{why}"
         );
         let small = parse(r#"{"choices":7}"#).unwrap_err();
-        assert_eq!(reason(&small), small.to_string());
+        assert_eq!(reason(&small, &Secrets::default()), small.to_string());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod read;
 use crate::connection::{Connection, IoTrace};
 use crate::limits::{show_bytes, HeldBytes, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
+use crate::secrets::Secrets;
 use bytes::Bytes;
 use canary_core::{
     ChunkGaps, ErrorKind, MonoTime, RequestError, RxTiming, ServerTimings, Usage, UserspaceTimes,
@@ -119,6 +120,9 @@ pub struct ReadLimits {
     /// Close the exchange this long after sending, keeping what arrived (a cancelled
     /// request); `None`: read it to its end.
     pub cancel_after: Option<Duration>,
+    /// The run's secrets: a server's text is scrubbed of them before a message cuts it or
+    /// adds words after it.
+    pub secrets: Arc<Secrets>,
 }
 
 /// Sends `request` on `conn` and reads the whole response, never failing: errors are part
@@ -200,7 +204,7 @@ pub async fn exchange(
         let last = rx.bytes();
         m.head = Some(rx.event(last, read, head, false));
         let status = response.status();
-        let coding = content_coding(response.headers());
+        let coding = content_coding(response.headers(), &limits.secrets);
         let mut body = response.into_body();
         if let Some(coding) = coding {
             // canaryd asks for no coding, but a `-H accept-encoding` or a proxy may bring one:
@@ -227,7 +231,7 @@ pub async fn exchange(
             return Err(RequestError {
                 kind: ErrorKind::HttpStatus,
                 http_status: Some(status.as_u16()),
-                message: error_body(&mut body, ERROR_BODY_WAIT.min(left)).await,
+                message: error_body(&mut body, ERROR_BODY_WAIT.min(left), &limits.secrets).await,
             });
         }
         if streaming {

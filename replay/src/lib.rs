@@ -33,6 +33,7 @@ mod results;
 mod run;
 mod rx_stamp;
 mod schedule;
+mod secrets;
 mod sse;
 mod start;
 mod synthetic;
@@ -59,10 +60,11 @@ pub use limits::ResponseLimits;
 pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
 pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
 pub use plan::{
-    ApiKeySource, ClosedLoopPlan, Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo,
-    Prepared, PromptSpec, RatePlan, RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo,
-    SyntheticInfo, Table, TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES,
-    MAX_REQUEST_COUNT, REQUEST_RATES,
+    is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan, Extent,
+    LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,
+    RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo, SyntheticInfo, Table,
+    TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES, MAX_REQUEST_COUNT,
+    NAME_NOT_SHOWN, NOT_A_VARIABLE_NAME, REQUEST_RATES,
 };
 pub use prompt::{
     Prompt, PromptBody, PromptBuilder, PromptError, TokenCheck, Tokenizer, TokenizerSpec,
@@ -76,6 +78,7 @@ pub use run::{
     RateWork, ReplayError, Work,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
+pub use secrets::Secrets;
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use synthetic::{Length, SyntheticRequests};

@@ -25,7 +25,10 @@ mod synthesis;
 mod synthetic;
 
 pub use info::{PlanInfo, RunInfo, SelectionAsked, TargetInfo, TraceInfo};
-pub use key::{ApiKeySource, MAX_KEY_FILE_BYTES};
+pub use key::{
+    is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, MAX_KEY_FILE_BYTES,
+    NAME_NOT_SHOWN, NOT_A_VARIABLE_NAME,
+};
 pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
 pub use synthesis::SynthesisInfo;

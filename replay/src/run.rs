@@ -122,6 +122,9 @@ struct Ctx {
     unsent_estimated: std::sync::atomic::AtomicBool,
     /// What every response in flight holds, against the target's `max_held_bytes`.
     held: Arc<crate::limits::HeldBytes>,
+    /// The target's secrets, in every form a server may quote them: found once, taken out
+    /// of every server's text a record keeps.
+    secrets: Arc<crate::secrets::Secrets>,
 }
 
 /// Replays `schedule` against the configured target: prepares each request ahead, releases
@@ -197,6 +200,8 @@ async fn run_here(
     let (hard_stop, grace) = setup::grace_timer(&stop, config.grace_period);
     let (permits, slots) = setup::in_flight_limits(&in_flight_cap);
     let held = crate::limits::HeldBytes::new(config.target.limits.held_bytes);
+    let secrets =
+        crate::secrets::Secrets::of(std::iter::once(&config.target).chain(&config.replicas));
     let mut ctx = Ctx {
         permits,
         slots,
@@ -213,6 +218,7 @@ async fn run_here(
         unsent: AtomicU64::new(0),
         unsent_estimated: Default::default(),
         held,
+        secrets: Arc::new(secrets),
     };
     collector.set_t0(ctx.t0);
 

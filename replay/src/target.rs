@@ -1,6 +1,7 @@
 //! The server under test and how requests to it are shaped.
 
 use crate::limits::ResponseLimits;
+use crate::secrets::Secrets;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use http_body_util::Full;
@@ -94,6 +95,13 @@ impl ApiKey {
         let mut v = http::HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
         v.set_sensitive(true);
         Some(v)
+    }
+}
+
+impl ApiKey {
+    /// The key itself, for the scrub that keeps it out of records ([`Secrets`]).
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
     }
 }
 
@@ -372,55 +380,11 @@ impl Target {
         Ok(())
     }
 
-    /// `text` (a server's error message, say) with the API key and every extra header's value
-    /// replaced by `<redacted>`; `None` when it holds none of them. A server that quotes the
-    /// request it refused must not put a key into records, summaries or exports. Messages
-    /// are kept to a few KiB, so a quote may end inside a secret: a tail of 4 characters or
-    /// more that begins one is redacted too.
-    ///
-    /// A header's value counts whole (4 bytes or more: `x-canary: A` would redact every `A`)
-    /// and by the credentials in it ([`credentials`], 6 bytes or more: `TOKEN` of `Bearer
-    /// TOKEN`, a cookie's values, not its `theme=dark`), each as written and as a JSON string
-    /// may escape it (a body kept as JSON text quotes `k/1` as `k\/1`).
+    /// `text` (a server's error message, say) without the API key and the extra headers'
+    /// values ([`Secrets::scrub`]); `None` when it holds none of them. Finds their forms on
+    /// each call: a run finds them once ([`Secrets::of`]).
     pub fn scrub(&self, text: &str) -> Option<String> {
-        let mut secrets: Vec<String> = Vec::new();
-        let mut add = |secret: &str| {
-            for form in json_forms(secret) {
-                if !secrets.contains(&form) {
-                    secrets.push(form);
-                }
-            }
-        };
-        for key in self.api_key.iter().filter(|k| !k.0.is_empty()) {
-            add(&key.0);
-        }
-        for (name, value) in &self.headers {
-            let Ok(value) = value.to_str() else { continue };
-            if value.trim().len() >= 4 {
-                add(value.trim());
-            }
-            credentials(name.as_str(), value)
-                .filter(|c| c.len() >= 6)
-                .for_each(&mut add);
-        }
-        // Longest first: a value is redacted whole before a part of it is looked for.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        let mut scrubbed: Option<String> = None;
-        for secret in &secrets {
-            let current = scrubbed.as_deref().unwrap_or(text);
-            if current.contains(secret.as_str()) {
-                scrubbed = Some(current.replace(secret.as_str(), "<redacted>"));
-            }
-            let current = scrubbed.as_deref().unwrap_or(text);
-            let cut = (4..secret.len())
-                .rev()
-                .filter(|&k| secret.is_char_boundary(k))
-                .find(|&k| current.ends_with(&secret[..k]));
-            if let Some(k) = cut {
-                scrubbed = Some(format!("{}<redacted>", &current[..current.len() - k]));
-            }
-        }
-        scrubbed
+        Secrets::of([self]).scrub(text)
     }
 
     /// `host:port` as shown in logs (never with credentials).
@@ -482,48 +446,6 @@ impl Target {
         }
         req
     }
-}
-
-/// The secrets inside header `name`'s value: an authorization's credential after its scheme
-/// (`Bearer TOKEN`, `Basic B64`), and a cookie's values (`Cookie: a=1; b=2`). Other headers'
-/// values count whole only (a `User-Agent`'s words are no secret).
-fn credentials<'a>(name: &str, value: &'a str) -> impl Iterator<Item = &'a str> {
-    let auth = matches!(name, "authorization" | "proxy-authorization");
-    let after_scheme = value
-        .split_once(' ')
-        .filter(|_| auth)
-        .map(|(_, c)| c.trim());
-    let cookie = name == "cookie";
-    let pairs = value
-        .split(';')
-        .filter(move |_| cookie)
-        .filter_map(|p| p.split_once('=').map(|(_, v)| v.trim()));
-    after_scheme.into_iter().chain(pairs)
-}
-
-/// `secret` as written and as JSON encoders write it inside a string: serde's escapes (`\"`,
-/// `\\`, control characters), with `/` as `\/` (PHP's default) and `<`, `>`, `&` as `\u003c`,
-/// `\u003e`, `\u0026` (Go's).
-fn json_forms(secret: &str) -> Vec<String> {
-    let quoted = serde_json::to_string(secret).unwrap_or_default();
-    let json = quoted
-        .strip_prefix('"')
-        .and_then(|j| j.strip_suffix('"'))
-        .unwrap_or(secret)
-        .to_string();
-    let slashed = json.replace('/', "\\/");
-    let html = |s: &str| {
-        s.replace('<', "\\u003c")
-            .replace('>', "\\u003e")
-            .replace('&', "\\u0026")
-    };
-    let mut forms = vec![secret.to_string()];
-    for f in [html(&slashed), html(&json), slashed, json] {
-        if !forms.contains(&f) {
-            forms.push(f);
-        }
-    }
-    forms
 }
 
 #[cfg(test)]

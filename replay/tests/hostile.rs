@@ -415,6 +415,117 @@ async fn a_server_that_quotes_the_request_puts_no_secret_and_no_control_characte
     }
 }
 
+/// The secrets audit's key: `/`, `+` and `=` in it, as in base64-made keys.
+const AUDIT_KEY: &str = "sk-ZQ1xAPIKEY/k+y=1";
+
+/// Every file a run wrote, none holding `needle`.
+fn no_file_holds(run: &Run, needle: &str) {
+    for file in std::fs::read_dir(run.dir.path()).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains(needle), "{}: {text}", path.display());
+    }
+}
+
+// Secrets audit, item 1: a quote cut inside the key, with words after the cut, kept all of
+// the key but its last bytes: a 401 whose body the server cut short (" (error body cut
+// short: …)" after it), and a parser's complaint quoting the key, cut at 200 bytes ("… at
+// line L column C" after it). The 153 `Q`s put the parser's cut 11 bytes into the key.
+#[tokio::test]
+async fn a_key_a_quote_cuts_short_is_redacted_whatever_follows_the_cut() {
+    for (mode, streaming, kind, says) in [
+        (
+            Hostile::EchoCutThenClose,
+            true,
+            ErrorKind::HttpStatus,
+            "refused: Bearer <redacted> (error body cut short: ",
+        ),
+        (
+            Hostile::EchoAsWrongType {
+                pad: 153,
+                streaming: true,
+            },
+            true,
+            ErrorKind::MalformedChunk,
+            "QQQBearer <redacted>",
+        ),
+        (
+            Hostile::EchoAsWrongType {
+                pad: 153,
+                streaming: false,
+            },
+            false,
+            ErrorKind::MalformedChunk,
+            "QQQBearer <redacted>",
+        ),
+    ] {
+        let server = HostileServer::start(mode);
+        let mut t = target(&server, streaming);
+        t.api_key = Some(ApiKey::new(AUDIT_KEY));
+        let run = replay(requests(2, 20, 4), t, |_| {}).await;
+        for m in errors_of(&run.records, 2, kind) {
+            assert!(m.contains(says), "{mode:?}: {m}");
+            assert!(!m.contains("ZQ1x"), "{mode:?}: {m}");
+            if kind == ErrorKind::MalformedChunk {
+                assert!(m.contains("… at line 1 column "), "{mode:?}: {m}");
+            }
+        }
+        no_file_holds(&run, "ZQ1x");
+    }
+}
+
+// Secrets audit, item 2: a header value past ASCII (`-H 'X-Secret-Hdr: ZQ2xNONASCIIé'`) was
+// never redacted, the scrub skipping every value that was not plain ASCII: quoted as its
+// bytes, or as a server that read them as Latin-1 writes them back, it reached records whole.
+#[tokio::test]
+async fn a_header_value_past_ascii_is_redacted_as_sent_and_as_read_as_latin_1() {
+    let server = HostileServer::start(Hostile::EchoHeadBytes);
+    let mut t = target(&server, true);
+    t.headers = vec![
+        header("x-secret-hdr", "ZQ2xNONASCIIé").unwrap(),
+        header("authorization", "Bearer ZQ3xTOKÉN-99").unwrap(),
+    ];
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    for m in errors_of(&run.records, 2, ErrorKind::HttpStatus) {
+        // Both quotes are kept, their secrets are not.
+        assert!(m.contains("x-secret-hdr: <redacted>"), "{m}");
+        assert!(m.contains(" | as read: POST "), "{m}");
+        assert!(!m.contains("ZQ2x") && !m.contains("ZQ3x"), "{m}");
+    }
+    no_file_holds(&run, "ZQ2x");
+    no_file_holds(&run, "ZQ3x");
+}
+
+// Secrets audit, item 3: a server that quoted the key and a header in another case, in
+// base64, percent-encoded or HTML-escaped put them into records, only their exact and
+// JSON-escaped forms being looked for.
+#[tokio::test]
+async fn a_key_quoted_encoded_or_in_another_case_is_redacted() {
+    use base64::Engine;
+    let server = HostileServer::start(Hostile::EchoEncoded);
+    let mut t = target(&server, true);
+    t.api_key = Some(ApiKey::new(AUDIT_KEY));
+    t.headers = vec![header("x-cfg", "ZQcx&CFG<HDR>").unwrap()];
+    let run = replay(requests(2, 20, 4), t, |_| {}).await;
+    let quoted = format!("Bearer {AUDIT_KEY} | x-cfg=ZQcx&CFG<HDR>");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&quoted);
+    for m in errors_of(&run.records, 2, ErrorKind::HttpStatus) {
+        // Every quote is there, without its secrets.
+        for label in ["lower=", "upper=", "b64=", "url=", "html="] {
+            assert!(m.contains(label), "{m}");
+        }
+        assert!(!m.to_lowercase().contains("zq1x"), "{m}");
+        assert!(!m.to_lowercase().contains("zqcx"), "{m}");
+        // The base64 keeps at most the few characters at a secret's edges.
+        assert!(
+            !m.contains(&b64[12..20]) && !m.contains(&b64[48..56]),
+            "{m}"
+        );
+    }
+    no_file_holds(&run, "ZQ1x");
+    no_file_holds(&run, &b64[12..20]);
+}
+
 #[tokio::test]
 async fn the_hard_stop_keeps_what_an_exchange_in_flight_measured() {
     // A token, then silence: the stop's grace period runs out with the exchange in flight.

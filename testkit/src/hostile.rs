@@ -116,6 +116,33 @@ pub enum Hostile {
         /// In a 200 stream (`data: {"error":…}`) rather than as a 401.
         in_stream: bool,
     },
+    /// A 401 declaring a 1,000-byte text body that sends `refused: ` and the request's
+    /// `Authorization` value but its last 3 bytes, then closes: a quote the server cut short
+    /// inside the key.
+    EchoCutThenClose,
+    /// A 200 answer whose usage's `prompt_tokens` is a string where a number is due: `pad`
+    /// bytes of `Q`, then the request's `Authorization` value. A JSON parser's complaint
+    /// quotes it, and a message cuts the complaint short. A stream, or one JSON body.
+    EchoAsWrongType {
+        /// Bytes before the value, which decide where a cut falls in it.
+        pad: usize,
+        /// An SSE stream rather than one JSON body.
+        streaming: bool,
+    },
+    /// A 401 whose text body quotes the request's head twice: its bytes as they came, and as
+    /// a server that reads header bytes from 0x80 up as Latin-1 (Python's `http.server`)
+    /// writes them back in UTF-8.
+    EchoHeadBytes,
+    /// A 400 whose OpenAI-style error quotes the request's `Authorization` and `x-` headers
+    /// (`Bearer … | x-a=… x-b=…`) encoded: in lower and in upper case, in base64, percent-
+    /// encoded as a URL's part, and HTML-escaped (as the secrets audit's server did).
+    EchoEncoded,
+    /// A 200 `/v1/models` list (whatever the path) whose model ids quote the request's
+    /// `Authorization`: the first after `pad` bytes of `Q`, the second as it is.
+    EchoInModelList {
+        /// Bytes before the value in the first id, which decide where a cut falls in it.
+        pad: usize,
+    },
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -313,9 +340,9 @@ impl Conn {
         true
     }
 
-    /// Reads one request (head and `Content-Length` body, both bounded); its head, or `None`
-    /// if none came.
-    fn read_request(&mut self) -> Option<String> {
+    /// Reads one request (head and `Content-Length` body, both bounded); its head's bytes, or
+    /// `None` if none came.
+    fn read_request(&mut self) -> Option<Vec<u8>> {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 8192];
         let head_end = loop {
@@ -332,8 +359,8 @@ impl Conn {
                 Err(_) => return None,
             }
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let length: usize = head
+        let head = buf[..head_end].to_vec();
+        let length: usize = String::from_utf8_lossy(&head)
             .to_ascii_lowercase()
             .lines()
             .find_map(|l| l.strip_prefix("content-length:"))
@@ -386,9 +413,10 @@ impl Conn {
             }
             self.send(&whole());
         }
-        let Some(request) = self.read_request() else {
+        let Some(head) = self.read_request() else {
             return;
         };
+        let request = String::from_utf8_lossy(&head).into_owned();
         match mode {
             Hostile::EndlessLine { bytes } => {
                 // One chunk of the chunked body as large as the whole line.
@@ -531,6 +559,117 @@ impl Conn {
                     }
                 }
             }
+            Hostile::EchoCutThenClose => {
+                let auth = header_value(&request, "authorization");
+                let part = &auth[..auth.len().saturating_sub(3)];
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\n\
+                     content-length: 1000\r\n\r\nrefused: {part}"
+                );
+                self.send(answer.as_bytes());
+                return;
+            }
+            Hostile::EchoAsWrongType { pad, streaming } => {
+                let auth = header_value(&request, "authorization").replace(['"', '\\'], "");
+                let usage = format!(
+                    "{{\"choices\":[],\"usage\":{{\"prompt_tokens\":\"{}{auth}\"}}}}",
+                    "Q".repeat(pad)
+                );
+                let answer = match streaming {
+                    true => {
+                        let events = format!(
+                            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n\
+                             data: {usage}\n\ndata: [DONE]\n\n"
+                        );
+                        let framed = format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len());
+                        [SSE, framed.as_bytes()].concat()
+                    }
+                    false => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\n\r\n{usage}",
+                        usage.len()
+                    )
+                    .into_bytes(),
+                };
+                if !self.send(&answer) {
+                    return;
+                }
+            }
+            Hostile::EchoHeadBytes => {
+                let as_read: String = head.iter().map(|&b| char::from(b)).collect();
+                let body = [
+                    b"refused: ".as_slice(),
+                    &head,
+                    b" | as read: ",
+                    as_read.as_bytes(),
+                ]
+                .concat();
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\n\
+                     content-length: {}\r\n\r\n",
+                    body.len()
+                );
+                if !self.send(&[answer.as_bytes(), &body].concat()) {
+                    return;
+                }
+            }
+            Hostile::EchoEncoded => {
+                use base64::Engine;
+                let mut quoted = header_value(&request, "authorization");
+                quoted.push_str(" |");
+                for line in request.split("\r\n").filter(|l| l.starts_with("x-")) {
+                    if let Some((name, value)) = line.split_once(':') {
+                        quoted.push_str(&format!(" {name}={}", value.trim()));
+                    }
+                }
+                let percent: String = quoted
+                    .bytes()
+                    .map(
+                        |b| match b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                            true => char::from(b).to_string(),
+                            false => format!("%{b:02X}"),
+                        },
+                    )
+                    .collect();
+                let html = quoted
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
+                let message = format!(
+                    "lower={} upper={} b64={} url={percent} html={html}",
+                    quoted.to_lowercase(),
+                    quoted.to_uppercase(),
+                    base64::engine::general_purpose::STANDARD.encode(&quoted),
+                );
+                let body = serde_json::json!({ "error": { "message": message } }).to_string();
+                let answer = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if !self.send(answer.as_bytes()) {
+                    return;
+                }
+            }
+            Hostile::EchoInModelList { pad } => {
+                let auth = header_value(&request, "authorization");
+                let body = serde_json::json!({
+                    "object": "list",
+                    "data": [
+                        { "id": format!("{}{auth}", "Q".repeat(pad)) },
+                        { "id": auth },
+                    ]
+                })
+                .to_string();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if !self.send(answer.as_bytes()) {
+                    return;
+                }
+            }
             Hostile::CloseAfterRequest => return,
             Hostile::DropsSecondRequest { after } => {
                 self.drop_second(&whole(), after);
@@ -660,6 +799,14 @@ impl Conn {
         self.linger();
         let _ = self.tcp.shutdown(Shutdown::Both);
     }
+}
+
+/// The value of header `name` (lower case) in a request's `head`, empty if it has none.
+fn header_value(head: &str, name: &str) -> String {
+    head.split("\r\n")
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        .map_or(String::new(), |(_, v)| v.trim().to_string())
 }
 
 fn socket_linger_zero(tcp: &TcpStream) -> std::io::Result<()> {

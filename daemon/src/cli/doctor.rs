@@ -155,7 +155,7 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
         Ok(Ok((status, body))) if status.is_success() => SourceState::available(format!(
             "{} serves {}",
             target.authority(),
-            model_list(&body)
+            model_list(&body, &canary_replay::Secrets::of([target]))
         )),
         Ok(Ok((status, _))) => {
             SourceState::unavailable(format!("{}{path}: HTTP {status}", target.authority()))
@@ -168,8 +168,9 @@ const MODELS_SHOWN: usize = 16;
 const MODEL_ID_LIMIT: usize = 128;
 
 /// The model ids of a `/v1/models` body, as one printable line: the server's text, so each is
-/// capped and its control characters escaped, and a long list says how many it left out.
-fn model_list(body: &[u8]) -> String {
+/// capped (scrubbed of the target's `secrets` before the cut: the request carried the key)
+/// and its control characters escaped, and a long list says how many it left out.
+fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> String {
     let listed = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["data"].as_array().cloned())
@@ -178,9 +179,7 @@ fn model_list(body: &[u8]) -> String {
     let mut shown: Vec<String> = ids
         .iter()
         .take(MODELS_SHOWN)
-        .map(|id| {
-            canary_core::printable(canary_core::prefix_within(id, MODEL_ID_LIMIT)).into_owned()
-        })
+        .map(|id| canary_core::printable(&secrets.cut(id, MODEL_ID_LIMIT)).into_owned())
         .collect();
     if ids.len() > MODELS_SHOWN {
         shown.push(format!("and {} more", ids.len() - MODELS_SHOWN));
@@ -237,11 +236,15 @@ mod tests {
         })];
         data.extend((0..1000).map(|i| serde_json::json!({ "id": format!("model-{i}") })));
         let body = serde_json::json!({ "data": data }).to_string();
-        let line = model_list(body.as_bytes());
+        let none = canary_replay::Secrets::default();
+        let line = model_list(body.as_bytes(), &none);
         assert!(!line.chars().any(char::is_control), "{line}");
         assert!(line.starts_with(r"\u{1b}[2J"), "{line}");
         assert!(line.ends_with("model-14, and 985 more"), "{line}");
         assert!(line.len() < 1024, "{} bytes", line.len());
-        assert_eq!(model_list(br#"{"data":[{"id":"a"},{"id":"b"}]}"#), "a, b");
+        assert_eq!(
+            model_list(br#"{"data":[{"id":"a"},{"id":"b"}]}"#, &none),
+            "a, b"
+        );
     }
 }

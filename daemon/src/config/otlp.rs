@@ -65,8 +65,14 @@ impl std::fmt::Debug for OtlpHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             OtlpHeader::Plain(_) => f.write_str("Plain(<redacted>)"),
+            OtlpHeader::Env(v, _) if canary_replay::looks_like_a_key(v) => {
+                f.write_str("Env(<named like a key>)")
+            }
             OtlpHeader::Env(v, _) => write!(f, "Env({v:?})"),
-            OtlpHeader::File(p, _) => write!(f, "File({p:?})"),
+            OtlpHeader::File(p, _) => match canary_replay::key_path_shown(p) {
+                Some(_) => write!(f, "File({p:?})"),
+                None => f.write_str("File(<named like a key>)"),
+            },
         }
     }
 }
@@ -139,20 +145,20 @@ impl Otlp {
                 OtlpHeader::Plain(v) => v.clone(),
                 OtlpHeader::Env(var, prefix) => match std::env::var(var) {
                     Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
-                    _ => return Err(format!("otlp.headers.{name}: {var} is not set")),
-                },
-                OtlpHeader::File(path, prefix) => match read_secret(path) {
-                    Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
-                    Ok(_) => {
-                        return Err(format!("otlp.headers.{name}: {} is empty", path.display()))
-                    }
-                    Err(e) => {
-                        return Err(format!(
-                            "otlp.headers.{name}: reading {}: {e}",
-                            path.display()
-                        ))
+                    _ => {
+                        let var = super::variable(var);
+                        return Err(format!("otlp.headers.{name}: {var} is not set"));
                     }
                 },
+                OtlpHeader::File(path, prefix) => {
+                    let shown = canary_replay::key_path_shown(path)
+                        .unwrap_or_else(|| format!("the file {}", canary_replay::NAME_NOT_SHOWN));
+                    match read_secret(path) {
+                        Ok(v) if !v.trim().is_empty() => format!("{prefix}{}", v.trim()),
+                        Ok(_) => return Err(format!("otlp.headers.{name}: {shown} is empty")),
+                        Err(e) => return Err(format!("otlp.headers.{name}: reading {shown}: {e}")),
+                    }
+                }
             };
             c.headers.retain(|(k, _)| k != name);
             c.headers.push((name.clone(), value));
@@ -218,6 +224,16 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
             raw::HeaderValue::From(src) => {
                 let prefix = src.prefix.unwrap_or_default();
                 match (src.env, src.file) {
+                    // A value pasted where its variable's name is due: refused unquoted.
+                    (Some(var), None) if !canary_replay::is_variable_name(&var) => {
+                        return Err(err(
+                            at,
+                            format!(
+                                "otlp.headers.{name}.env: {}",
+                                canary_replay::NOT_A_VARIABLE_NAME
+                            ),
+                        ))
+                    }
                     (Some(var), None) => OtlpHeader::Env(var, prefix),
                     (None, Some(f)) => OtlpHeader::File(rel(f), prefix),
                     _ => {

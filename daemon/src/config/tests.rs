@@ -1063,3 +1063,69 @@ fn a_bad_ca_bundle_or_otlp_certificate_names_key_and_line() {
         );
     }
 }
+
+// Secrets audit, item 4: a key pasted where its variable's name or its file's path is due was
+// quoted by the warnings about it ("targets.local.api_key_env: sk-… is not set here"), which
+// reach logs, verdicts, history and /api/runs.
+#[test]
+fn a_key_pasted_for_a_variable_or_a_file_is_never_quoted() {
+    let pasted = |to: &str| GOOD.replace("api_key_env = \"MY_KEY\"", to);
+    // No variable's name: refused, and not quoted.
+    let text = pasted("api_key_env = \"sk-ZQ1xPASTEDKEY\"");
+    let e = error_at(&text, "api_key_env", "targets.local.api_key_env: ");
+    assert!(
+        e.ends_with("does not look like a variable name; is it the key itself? (not shown)"),
+        "{e}"
+    );
+    assert!(!e.contains("ZQ1x"), "{e}");
+    let text = format!(
+        "{GOOD}{}",
+        OTLP.replace(
+            "env = \"CANARYD_TEST_OTLP_TOKEN\"",
+            "env = \"sk-ZQ1xPASTEDKEY\""
+        )
+    );
+    let e = error_at(&text, "Authorization", "otlp.headers.Authorization.env: ");
+    assert!(
+        e.contains("is it the key itself?") && !e.contains("ZQ1x"),
+        "{e}"
+    );
+    // A name a variable may have, or a file's, that looks like a key: warned of, unquoted.
+    for to in [
+        "api_key_env = \"hf_ZQ1xPASTEDKEY0123456789\"",
+        "api_key_file = \"sk-ZQ1xPASTEDKEY7\"",
+    ] {
+        let text = format!(
+            "{}{}",
+            pasted(to),
+            OTLP.replace("CANARYD_TEST_OTLP_TOKEN", "hf_ZQ1xPASTEDKEY0123456789")
+                .replace("\"otlp-key\"", "\"sk-ZQ1xPASTEDKEY8\"")
+        );
+        let dir = with_otlp_ca();
+        let c = Config::parse(&text, Path::new("canaryd.toml"), dir.path()).unwrap();
+        let warnings = c.warnings();
+        assert_eq!(
+            warnings
+                .iter()
+                .filter(|w| w.contains("(its name is not shown: it looks like a key itself)"))
+                .count(),
+            3,
+            "{warnings:?}"
+        );
+        assert!(
+            !format!("{warnings:?}{c:?}").contains("ZQ1x"),
+            "{warnings:?}"
+        );
+        let e = c.otlp.exporter_config().unwrap_err();
+        assert!(!e.contains("ZQ1x"), "{e}");
+    }
+    // Names are still named.
+    let c = parse(&pasted("api_key_env = \"CANARYD_TEST_UNSET_KEY_VAR_3\"")).unwrap();
+    let warnings = c.warnings();
+    assert!(
+        warnings.contains(
+            &"targets.local.api_key_env: CANARYD_TEST_UNSET_KEY_VAR_3 is not set here".to_string()
+        ),
+        "{warnings:?}"
+    );
+}

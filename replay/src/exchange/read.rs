@@ -7,6 +7,7 @@ use super::{classify_hyper, error, Measurement, ReadLimits};
 use crate::chunk::{self, ChunkInfo};
 use crate::limits::{show_bytes, Hold, ResponseLimits};
 use crate::rx_stamp::{Role, RxTimer, Stamp};
+use crate::secrets::Secrets;
 use crate::sse::{SseEvent, SseParser};
 use canary_core::{ErrorKind, MonoTime, RequestError};
 use http_body_util::BodyExt;
@@ -14,6 +15,9 @@ use std::time::Duration;
 
 /// Bytes of an error response body kept for the error message.
 const ERROR_BODY_LIMIT: usize = 4096;
+
+/// Bytes of a malformed chunk quoted in its message.
+const SHOWN_CHUNK_BYTES: usize = 120;
 
 /// How long an error status's body is read for its message after the head: servers send it
 /// with the head, a few hundred bytes.
@@ -108,10 +112,12 @@ pub(super) async fn read_stream(
                 return Ok(());
             }
             let info: ChunkInfo = chunk::parse(&ev.data).map_err(|e| {
-                let shown: String = ev.data.chars().take(120).collect();
+                let secrets = &limits.secrets;
+                let shown = secrets.cut(&ev.data, SHOWN_CHUNK_BYTES);
+                let why = chunk::reason(&e, secrets);
                 error(
                     ErrorKind::MalformedChunk,
-                    format!("chunk {}: {}: {shown}", m.chunks + 1, chunk::reason(&e)),
+                    format!("chunk {}: {why}: {shown}", m.chunks + 1),
                 )
             })?;
             if let Some(msg) = info.error {
@@ -209,7 +215,14 @@ fn for_max_tokens(limits: &ReadLimits) -> String {
 
 /// The message of an error status's `body`: its error's, else its text; from the first
 /// [`ERROR_BODY_LIMIT`] bytes, read for `wait` at most, and said to be cut when it did not end.
-pub(super) async fn error_body(body: &mut hyper::body::Incoming, wait: Duration) -> String {
+/// Without `secrets`, scrubbed before anything is said after it: a body cut short can end
+/// inside a key, and the words after it would hide that start of the key from the scrub of
+/// the whole message.
+pub(super) async fn error_body(
+    body: &mut hyper::body::Incoming,
+    wait: Duration,
+    secrets: &Secrets,
+) -> String {
     let mut text = Vec::new();
     let read = async {
         while let Some(frame) = body.frame().await {
@@ -233,16 +246,18 @@ pub(super) async fn error_body(body: &mut hyper::body::Incoming, wait: Duration)
     });
     let text = String::from_utf8_lossy(&text);
     let message = chunk::error_in_body(&text).unwrap_or_else(|| text.trim().to_string());
+    let message = secrets.clean(&message);
     match cut {
         Some(why) => format!("{message} (error body cut short: {why})"),
-        None => message,
+        None => message.into_owned(),
     }
 }
 
-/// A response's `Content-Encoding`, if it names a coding that compresses (cut short: the
-/// server's words go into the message). Others are taken as identity: relays write `none` to
-/// keep compression middleware from buffering a stream, and the body is then plain.
-pub(super) fn content_coding(headers: &http::HeaderMap) -> Option<String> {
+/// A response's `Content-Encoding`, if it names a coding that compresses (cut short and
+/// without `secrets`: the server's words go into the message). Others are taken as identity:
+/// relays write `none` to keep compression middleware from buffering a stream, and the body
+/// is then plain.
+pub(super) fn content_coding(headers: &http::HeaderMap, secrets: &Secrets) -> Option<String> {
     const COMPRESSING: [&[u8]; 7] = [
         b"gzip",
         b"x-gzip",
@@ -265,7 +280,7 @@ pub(super) fn content_coding(headers: &http::HeaderMap) -> Option<String> {
         .iter()
         .map(|v| String::from_utf8_lossy(v.as_bytes()))
         .collect();
-    Some(canary_core::prefix_within(shown.join(", ").trim(), 100).to_string())
+    Some(secrets.cut(shown.join(", ").trim(), 100))
 }
 
 /// How long to wait for the end of a body after `[DONE]`.
@@ -327,7 +342,7 @@ pub(super) async fn read_whole(
     let at = MonoTime::now();
     let text = String::from_utf8_lossy(&buf);
     let info = chunk::parse(&text).map_err(|e| {
-        let why = chunk::reason(&e);
+        let why = chunk::reason(&e, &limits.secrets);
         error(ErrorKind::MalformedChunk, format!("response body: {why}"))
     })?;
     if let Some(msg) = info.error {
@@ -413,7 +428,7 @@ mod tests {
             for v in values {
                 h.append(http::header::CONTENT_ENCODING, v.parse().unwrap());
             }
-            content_coding(&h)
+            content_coding(&h, &Secrets::default())
         };
         assert_eq!(coding(&[]), None);
         assert_eq!(coding(&["identity"]), None);

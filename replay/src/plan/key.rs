@@ -5,8 +5,9 @@ use super::setting::{Setting, SettingError};
 use crate::target::ApiKey;
 use std::path::PathBuf;
 
-/// Where a target's API key is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a target's API key is. `Debug` shows a variable's name or a file's path unless it
+/// [`looks_like_a_key`].
+#[derive(Clone, PartialEq, Eq)]
 pub enum ApiKeySource {
     /// A file holding the key (surrounding white space dropped).
     File(PathBuf),
@@ -17,8 +18,72 @@ pub enum ApiKeySource {
     EnvIfSet(String),
 }
 
+impl std::fmt::Debug for ApiKeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, name) = match self {
+            ApiKeySource::File(path) => ("File", key_path_shown(path)),
+            ApiKeySource::Env(var) => ("Env", (!looks_like_a_key(var)).then(|| var.clone())),
+            ApiKeySource::EnvIfSet(var) => {
+                ("EnvIfSet", (!looks_like_a_key(var)).then(|| var.clone()))
+            }
+        };
+        match name {
+            Some(name) => write!(f, "{kind}({name:?})"),
+            None => write!(f, "{kind}(<named like a key>)"),
+        }
+    }
+}
+
 /// The largest API key file read: a key is a line; more is a wrong path.
 pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+
+// === A key pasted where its variable's name or its file's path is due ===
+//
+// `api_key_env = "sk-…"` is a mistake easily made, and every message about the variable
+// would quote the key (`api_key_env: sk-… is not set here`), into logs, verdicts, history
+// and the status API. Such a "name" is refused or left unshown, never quoted.
+
+/// Why a variable's name given for a key is refused when it is none ([`is_variable_name`]).
+pub const NOT_A_VARIABLE_NAME: &str =
+    "does not look like a variable name; is it the key itself? (not shown)";
+
+/// What a message says in place of a variable's name or a file's path that
+/// [`looks_like_a_key`].
+pub const NAME_NOT_SHOWN: &str = "(its name is not shown: it looks like a key itself)";
+
+/// True when `name` can name an environment variable as shells write them:
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// True when `name` (a variable's, a file's) looks like a key rather than a name: 16
+/// characters or more without a `.`, a space or a `/`, digits among them, and letters in both
+/// cases, or 32 characters or more (hex keys are in one case). Names are mostly in one case
+/// (`OPENAI_API_KEY`, `openai-key`); keys mix them (`sk-ZQ1x…`, `hf_…`).
+pub fn looks_like_a_key(name: &str) -> bool {
+    let has = |f: fn(&char) -> bool| name.chars().any(|c| f(&c));
+    name.chars().count() >= 16
+        && !name.contains(['.', '/', ' '])
+        && has(char::is_ascii_digit)
+        && ((has(char::is_ascii_lowercase) && has(char::is_ascii_uppercase))
+            || name.chars().count() >= 32)
+}
+
+/// What a message may show of a secret's file `path`: `None` when its file name
+/// [`looks_like_a_key`], as when a key is pasted where its file's path was due (a path so
+/// named is not shown even when it is a file's).
+pub fn key_path_shown(path: &std::path::Path) -> Option<String> {
+    let name = path.file_name().map(|n| n.to_string_lossy());
+    match name.is_some_and(|n| looks_like_a_key(&n)) {
+        true => None,
+        false => Some(path.display().to_string()),
+    }
+}
 
 /// Warns, once per file in this process, when a key file can be read by others than its
 /// owner: the key is used all the same (the file is the user's to fix), but said.
@@ -30,9 +95,9 @@ fn warn_if_others_can_read(path: &std::path::Path) {
     let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
     if !warned.iter().any(|p| p == path) {
         warned.push(path.to_path_buf());
+        let shown = key_path_shown(path).unwrap_or_else(|| NAME_NOT_SHOWN.to_string());
         tracing::warn!(
-            "API key file {} can be read by its group or others (mode {mode:o}): chmod 600 it",
-            path.display()
+            "API key file {shown} can be read by its group or others (mode {mode:o}): chmod 600 it"
         );
     }
 }
@@ -46,11 +111,19 @@ fn others_can_read(path: &std::path::Path) -> Option<u32> {
 
 impl ApiKeySource {
     /// Reads the key. `None` only for an [`ApiKeySource::EnvIfSet`] variable that is unset.
-    /// Errors name the source, never the key.
+    /// Errors name the source, never the key, nor what looks like one: a variable's "name"
+    /// that is none ([`is_variable_name`]), a file's path named like a key
+    /// ([`key_path_shown`]).
     pub fn read(&self) -> Result<Option<ApiKey>, SettingError> {
         let (key, setting, from) = match self {
             ApiKeySource::File(path) => {
-                let shown = path.display().to_string();
+                let shown = key_path_shown(path);
+                let refused = |reason: &str| match &shown {
+                    Some(p) => SettingError::new(Setting::ApiKeyFile, reason).with_value(p),
+                    None => {
+                        SettingError::new(Setting::ApiKeyFile, format!("{reason} {NAME_NOT_SHOWN}"))
+                    }
+                };
                 let key = canary_files::read_small_file(path, MAX_KEY_FILE_BYTES)
                     .and_then(|b| {
                         String::from_utf8(b).map_err(|_| {
@@ -59,39 +132,50 @@ impl ApiKeySource {
                     })
                     .map_err(|e| SettingError {
                         source: Some(e),
-                        ..SettingError::new(Setting::ApiKeyFile, "cannot be read")
-                            .with_value(&shown)
+                        ..refused("cannot be read")
                     })?;
                 if key.trim().is_empty() {
-                    return Err(SettingError::new(Setting::ApiKeyFile, "the file is empty")
-                        .with_value(shown));
+                    return Err(refused("the file is empty"));
                 }
                 warn_if_others_can_read(path);
                 (key, Setting::ApiKeyFile, shown)
             }
-            ApiKeySource::Env(var) => match std::env::var(var) {
-                Ok(k) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, var.clone()),
-                _ => {
-                    return Err(SettingError::new(
-                        Setting::ApiKeyEnv,
-                        "the variable is not set or empty",
-                    )
-                    .with_value(var))
+            ApiKeySource::Env(var) | ApiKeySource::EnvIfSet(var) if !is_variable_name(var) => {
+                return Err(SettingError::new(Setting::ApiKeyEnv, NOT_A_VARIABLE_NAME))
+            }
+            ApiKeySource::Env(var) => {
+                let shown = (!looks_like_a_key(var)).then(|| var.clone());
+                match (std::env::var(var), shown) {
+                    (Ok(k), shown) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, shown),
+                    (_, Some(var)) => {
+                        return Err(SettingError::new(
+                            Setting::ApiKeyEnv,
+                            "the variable is not set or empty",
+                        )
+                        .with_value(var))
+                    }
+                    (_, None) => {
+                        return Err(SettingError::new(
+                            Setting::ApiKeyEnv,
+                            format!("the variable is not set or empty {NAME_NOT_SHOWN}"),
+                        ))
+                    }
                 }
-            },
+            }
             ApiKeySource::EnvIfSet(var) => match std::env::var(var) {
-                Ok(k) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, var.clone()),
+                Ok(k) if !k.trim().is_empty() => (k, Setting::ApiKeyEnv, Some(var.clone())),
                 _ => return Ok(None),
             },
         };
         let key = ApiKey::new(&key);
-        match key.authorization() {
-            Some(_) => Ok(Some(key)),
-            None => Err(SettingError::new(
+        let why = "the key holds characters an HTTP header cannot carry";
+        match (key.authorization(), from) {
+            (Some(_), _) => Ok(Some(key)),
+            (None, Some(from)) => Err(SettingError::new(setting, why).with_value(from)),
+            (None, None) => Err(SettingError::new(
                 setting,
-                "the key holds characters an HTTP header cannot carry",
-            )
-            .with_value(from)),
+                format!("{why} {NAME_NOT_SHOWN}"),
+            )),
         }
     }
 }
@@ -111,6 +195,65 @@ mod tests {
         std::fs::write(&big, vec![b'k'; (MAX_KEY_FILE_BYTES + 1) as usize]).unwrap();
         let e = ApiKeySource::File(big).read().unwrap_err();
         assert!(e.source.unwrap().to_string().contains("larger than"));
+    }
+
+    // Secrets audit, item 4: a key pasted where its variable's name or its file's path was
+    // due was quoted by the error about it (`api_key_env sk-…: the variable is not set`).
+    #[test]
+    fn a_key_pasted_for_a_variable_or_a_file_is_never_quoted() {
+        let message = |source: ApiKeySource| source.read().unwrap_err().to_string();
+        let e = message(ApiKeySource::Env("sk-ZQ1xPASTEDKEY".into()));
+        assert_eq!(
+            e,
+            "api_key_env: does not look like a variable name; is it the key itself? (not shown)"
+        );
+        // A name a variable may have, but a key's looks (`hf_…`), unset.
+        let e = message(ApiKeySource::Env("hf_ZQ1xPASTEDKEY0123456789".into()));
+        assert!(
+            e.starts_with("api_key_env: the variable is not set or empty (its name is not shown"),
+            "{e}"
+        );
+        let e = message(ApiKeySource::File("sk-ZQ1xPASTEDKEY7".into()));
+        assert!(
+            e.starts_with("api_key_file: cannot be read (its name is not shown"),
+            "{e}"
+        );
+        let e = message(ApiKeySource::File("/etc/canaryd/sk-ZQ1xPASTEDKEY7".into()));
+        assert!(!e.contains("ZQ1x"), "{e}");
+        // Names are still named.
+        let e = message(ApiKeySource::Env("CANARYD_TEST_NO_SUCH_KEY_VAR_2".into()));
+        assert_eq!(
+            e,
+            "api_key_env CANARYD_TEST_NO_SUCH_KEY_VAR_2: the variable is not set or empty"
+        );
+        let e = message(ApiKeySource::File("/nonexistent/openai-key".into()));
+        assert_eq!(e, "api_key_file /nonexistent/openai-key: cannot be read");
+    }
+
+    #[test]
+    fn names_and_keys_are_told_apart() {
+        for name in ["OPENAI_API_KEY", "_k", "my_key_2", "hf_ZQ1xPASTEDKEY0123"] {
+            assert!(is_variable_name(name), "{name}");
+        }
+        for name in ["", "sk-ZQ1x", "2KEY", "MY KEY", "Bearer sk-1", "clé"] {
+            assert!(!is_variable_name(name), "{name}");
+        }
+        for key in [
+            "sk-ZQ1xPASTEDKEY",
+            "hf_ZQ1xPASTEDKEY0123",
+            "3f2a9c0d4e5b6a7f8e9d0c1b2a3f4e5d",
+        ] {
+            assert!(looks_like_a_key(key), "{key}");
+        }
+        for name in [
+            "OPENAI_API_KEY",
+            "OPENAI_API_KEY_2024",
+            "openai-api-key-2024",
+            "api-key.txt",
+            "sk-short1",
+        ] {
+            assert!(!looks_like_a_key(name), "{name}");
+        }
     }
 
     #[test]

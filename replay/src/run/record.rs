@@ -5,7 +5,7 @@ use super::Ctx;
 use crate::connection::{ConnectError, Connection};
 use crate::exchange::{Gaps, Measurement};
 use crate::rx_stamp::Stamp;
-use crate::target::Target;
+use crate::secrets::Secrets;
 use canary_core::{ErrorKind, MonoTime, RequestError, RequestRecord, Status};
 use std::sync::atomic::Ordering;
 
@@ -55,7 +55,7 @@ pub(super) fn connect_failed(
     rec.status = Status::Error;
     // What the TLS library says may quote the server's certificate (every name of a
     // mismatched one): kept short, scrubbed and printable as any other error.
-    rec.error = Some(shown(connect_error(e), &ctx.config.target));
+    rec.error = Some(shown(connect_error(e), &ctx.secrets));
     if !warmup {
         ctx.progress.done.fetch_add(1, Ordering::Relaxed);
         ctx.progress.errors.fetch_add(1, Ordering::Relaxed);
@@ -88,7 +88,7 @@ pub(super) fn stopped(m: &mut Measurement) {
 }
 
 /// Derives a record's metrics from a measurement; an error's message as [`shown`].
-pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, target: &Target) {
+pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, secrets: &Secrets) {
     rec.sent_at_ms = m.sent.ms_since(t0);
     rec.ended_at_ms = m.end.read.ms_since(t0);
     rec.schedule_lag_ms = (rec.sent_at_ms - rec.scheduled_at_ms).max(0.0);
@@ -99,7 +99,7 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
     match &m.error {
         Some(e) => {
             rec.status = Status::Error;
-            rec.error = Some(shown(e.clone(), target));
+            rec.error = Some(shown(e.clone(), secrets));
         }
         // What arrived before the close stays; there is no end-to-end latency.
         None if m.cancelled => rec.status = Status::Cancelled,
@@ -109,15 +109,15 @@ pub(super) fn fill(rec: &mut RequestRecord, m: &Measurement, t0: MonoTime, targe
 }
 
 /// `e` as a record shows it: its message without the target's secrets, whatever the server
-/// quoted ([`Target::scrub`]), without control characters ([`canary_core::printable`]), and
+/// quoted ([`Secrets::scrub`]), without control characters ([`canary_core::printable`]), and
 /// kept to a few KiB whatever made it (the cut before the scrub, whose tail rule redacts a
 /// secret cut short; again after, as escapes lengthen it). Printed as the top cause and
 /// logged in verdicts: no escape sequences, one line.
-fn shown(mut e: RequestError, target: &Target) -> RequestError {
+fn shown(mut e: RequestError, secrets: &Secrets) -> RequestError {
     let limit = crate::chunk::MESSAGE_LIMIT;
     e.message
         .truncate(canary_core::prefix_within(&e.message, limit).len());
-    if let Some(scrubbed) = target.scrub(&e.message) {
+    if let Some(scrubbed) = secrets.scrub(&e.message) {
         e.message = scrubbed;
     }
     if let std::borrow::Cow::Owned(printable) = canary_core::printable(&e.message) {

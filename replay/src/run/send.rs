@@ -103,7 +103,7 @@ pub(super) async fn send_one(
         ctx, connector, conn, request, deadline, &limits, &mut rec,
     ))
     .await;
-    record::fill(&mut rec, &m, ctx.t0, &ctx.config.target);
+    record::fill(&mut rec, &m, ctx.t0, &ctx.secrets);
     if m.error.is_none() && m.reusable {
         connector.release(conn);
     }
@@ -210,6 +210,7 @@ fn read_limits(ctx: &Ctx, target: &Target, req: &TraceRequest, warmup: bool) -> 
             .cancellation
             .filter(|c| !warmup && c.cancels(req.index))
             .map(|c| c.delay),
+        secrets: ctx.secrets.clone(),
     }
 }
 

@@ -43,6 +43,18 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::Garbage { bytes: 1000 },
         Hostile::EchoRequest { in_stream: false },
         Hostile::EchoRequest { in_stream: true },
+        Hostile::EchoCutThenClose,
+        Hostile::EchoHeadBytes,
+        Hostile::EchoEncoded,
+        Hostile::EchoInModelList { pad: 3 },
+        Hostile::EchoAsWrongType {
+            pad: 5,
+            streaming: true,
+        },
+        Hostile::EchoAsWrongType {
+            pad: 5,
+            streaming: false,
+        },
         Hostile::CloseAfterRequest,
         Hostile::ResetAfterRequest,
         Hostile::AnswersFirst {
@@ -111,6 +123,41 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     ),
                     "{text}"
                 );
+            }
+            // The request has no `Authorization`: nothing of it is quoted.
+            Hostile::EchoCutThenClose => {
+                assert!(text.starts_with("HTTP/1.1 401 "), "{text}");
+                assert!(text.contains("content-length: 1000\r\n"), "{text}");
+                assert!(text.ends_with("\r\n\r\nrefused: "), "{text}");
+            }
+            Hostile::EchoHeadBytes => {
+                assert!(text.starts_with("HTTP/1.1 401 "), "{text}");
+                let head = String::from_utf8_lossy(&REQUEST[..REQUEST.len() - 2]);
+                assert!(
+                    text.ends_with(&format!("refused: {head} | as read: {head}")),
+                    "{text}"
+                );
+            }
+            // The request has no `Authorization` and no `x-` header: " |" it is.
+            Hostile::EchoEncoded => {
+                assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+                assert!(
+                    text.contains(
+                        r#"{"error":{"message":"lower= | upper= | b64=IHw= url=%20%7C html= |"}}"#
+                    ),
+                    "{text}"
+                );
+            }
+            Hostile::EchoInModelList { pad } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let list = format!(r#"{{"id":"{}"}},{{"id":""}}"#, "Q".repeat(pad));
+                assert!(text.contains(&list), "{text}");
+            }
+            Hostile::EchoAsWrongType { pad, streaming } => {
+                assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+                let usage = format!(r#""usage":{{"prompt_tokens":"{}"}}"#, "Q".repeat(pad));
+                assert!(text.contains(&usage), "{text}");
+                assert_eq!(text.contains("data: [DONE]"), streaming, "{text}");
             }
             Hostile::WrongType { bytes } => {
                 assert!(text.starts_with("HTTP/1.1 200 OK"), "{mode:?}");

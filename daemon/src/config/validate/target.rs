@@ -131,7 +131,18 @@ fn api_key(
                 format!("targets.{name}.api_key_env: expected a variable name"),
             ))
         }
-        (Some(v), None) => Some(ApiKeySource::Env(v.into_inner())),
+        // A key pasted where its variable's name is due would be quoted by every message
+        // about that variable (logs, verdicts, history): refused without a word of it.
+        (Some(v), None) if !canary_replay::is_variable_name(v.get_ref().trim()) => {
+            return Err(src.err(
+                Some(v.span().start),
+                format!(
+                    "targets.{name}.api_key_env: {}",
+                    canary_replay::NOT_A_VARIABLE_NAME
+                ),
+            ))
+        }
+        (Some(v), None) => Some(ApiKeySource::Env(v.get_ref().trim().to_string())),
         (None, Some(f)) => Some(ApiKeySource::File(src.rel(f.into_inner()))),
         (None, None) => None,
     })

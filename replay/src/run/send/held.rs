@@ -107,7 +107,7 @@ pub(in crate::run) async fn send_held(
             None => {}
         }
     }
-    record::fill(rec, &m, ctx.t0, &ctx.config.target);
+    record::fill(rec, &m, ctx.t0, &ctx.secrets);
     if m.error.is_none() && m.reusable {
         connector.release(conn);
     }
