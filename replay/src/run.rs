@@ -117,6 +117,8 @@ struct Ctx {
     unsent: AtomicU64,
     /// Some of `unsent` is estimated, not counted ([`planner::Left`]).
     unsent_estimated: std::sync::atomic::AtomicBool,
+    /// Why `unsent` cannot be known, when it cannot (a closed loop bounded by time).
+    unsent_unknown: std::sync::OnceLock<String>,
     /// What every response in flight holds, against the target's `max_held_bytes`.
     held: Arc<crate::limits::HeldBytes>,
 }
@@ -209,6 +211,7 @@ async fn run_here(
         hard_stop,
         unsent: AtomicU64::new(0),
         unsent_estimated: Default::default(),
+        unsent_unknown: Default::default(),
         held,
     };
     collector.set_t0(ctx.t0);

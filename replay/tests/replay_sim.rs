@@ -313,8 +313,8 @@ async fn stopping_mid_run_keeps_what_was_measured() {
     });
     let run = replay_with_stop(reqs, target(&sim), |_| {}, stop).await;
     assert!(run.outcome.interrupted);
-    assert!(run.outcome.unsent > 0);
-    assert_eq!(run.records.len() as u64 + run.outcome.unsent, 20);
+    assert!(run.outcome.unsent > Some(0));
+    assert_eq!(run.records.len() as u64 + run.outcome.unsent.unwrap(), 20);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap())
             .unwrap();
