@@ -191,7 +191,9 @@ async fn run_here(
     progress
         .total
         .store(work.expected_requests(), Ordering::Relaxed);
-    let (collector, records) = setup::Collector::spawn(writer, observer.clone());
+    // Warm-up requests are timed from here; the run's own t0 is set once they are over.
+    let warmup_t0 = MonoTime::now();
+    let (collector, records) = setup::Collector::spawn(writer, observer.clone(), warmup_t0);
     let stop = shutdown.child_token();
     let (hard_stop, grace) = setup::grace_timer(&stop, config.grace_period);
     let (permits, slots) = setup::in_flight_limits(&in_flight_cap);
@@ -206,7 +208,7 @@ async fn run_here(
         dispatcher,
         records,
         progress,
-        t0: MonoTime::now(),
+        t0: warmup_t0,
         stop: stop.clone(),
         hard_stop,
         unsent: AtomicU64::new(0),
@@ -214,7 +216,6 @@ async fn run_here(
         unsent_unknown: Default::default(),
         held,
     };
-    collector.set_t0(ctx.t0);
 
     sessions::warmup(&ctx, &work.shapes(ctx.config.warmup_requests)).await;
     // Observers that measure over a window (the server's histogram deltas) start it now, so
