@@ -831,6 +831,37 @@ fn select_window_orphans_and_limit() {
     );
 }
 
+// A shard that owns none of a window holding requests keeps its empty part (its run is
+// written for `canaryd merge`); a window holding nothing is an error for every shard alike.
+#[test]
+fn a_shard_owning_none_of_the_window_selects_an_empty_part() {
+    let t = load(trace_file!("burstgpt_readme_rows.csv"));
+    let parts: Vec<_> = (0..4)
+        .map(|index| {
+            let sel = Selection {
+                shard: Some(Shard { index, count: 4 }),
+                ..Default::default()
+            };
+            t.clone()
+                .select(&sel)
+                .map(|(part, rep)| (part.requests.len(), rep))
+        })
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(parts.iter().map(|(n, _)| n).sum::<usize>(), 3);
+    let (_, empty) = parts.iter().find(|(n, _)| *n == 0).expect("an empty shard");
+    assert_eq!((empty.requests_out, empty.dropped_other_shards), (0, 3));
+    let outside = Selection {
+        start_offset: Some(Duration::from_secs(3600 * 24 * 365)),
+        shard: Some(Shard { index: 0, count: 4 }),
+        ..Default::default()
+    };
+    assert_eq!(
+        t.select(&outside).unwrap_err().kind(),
+        TraceErrorKind::EmptySelection
+    );
+}
+
 #[test]
 fn select_scale_keeps_block_structure() {
     let t = parse("sel.jsonl", SESSIONS);

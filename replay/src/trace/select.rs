@@ -148,7 +148,8 @@ pub struct SelectionReport {
 impl Trace {
     /// Applies a [`Selection`] and reassigns `index`. Errors on an invalid parameter (a scale
     /// factor that is not a positive finite number or that takes a length over the limit, a
-    /// zero cap, an empty window) or when nothing is left.
+    /// zero cap, an empty window) or when nothing is left, except for a shard that owns none
+    /// of a window that holds requests: its part is empty, and it is kept (empty).
     pub fn select(mut self, sel: &Selection) -> Result<(Trace, SelectionReport), TraceError> {
         let invalid = |field, reason: String| TraceError::InvalidSelection {
             path: self.path.clone(),
@@ -226,7 +227,11 @@ impl Trace {
             true
         });
         drop(open_sessions);
-        if rows.is_empty() {
+        // A shard may own none of a window that holds requests (3 rows over 4 shards): its
+        // empty part is still its part, and `canaryd merge` needs its run to count every
+        // shard. A window that holds nothing is empty for every shard: an error as ever.
+        let window_held = report.requests_in > report.dropped_outside_window;
+        if rows.is_empty() && !(sel.shard.is_some() && window_held) {
             return Err(TraceError::EmptySelection {
                 path: self.path.clone(),
                 reason: describe_drops(&report),
