@@ -278,8 +278,9 @@ pub struct LoadReport {
     pub invalid_skipped: u64,
     /// Those invalid rows by error kind.
     pub invalid_by_kind: BTreeMap<TraceErrorKind, u64>,
-    /// Bailian rows whose parent never appears, kept as the root of their own session (only
-    /// with `skip_invalid`).
+    /// Bailian rows whose parent chain cannot be followed (the parent never appears, is part
+    /// of a cycle, or is timestamped after the row), kept as the root of their own session
+    /// (only with `skip_invalid`).
     pub orphans_rerooted: u64,
     /// Bailian rows whose `turn` field contradicts the depth of their parent chain; the chain
     /// wins (only with `skip_invalid`).

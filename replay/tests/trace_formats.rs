@@ -294,6 +294,49 @@ fn bailian_chains() {
     );
 }
 
+// A follow-up timestamped before its parent cannot be sent after the parent's answer. It was
+// accepted, and the selection then dropped it without a word (an orphan turn: its session's
+// first turn not yet seen). Refused at load, naming the row's timestamp and the parent's, as
+// Mooncake refuses a turn earlier than the one before it; with --skip-invalid, kept as its own
+// session (and so replayed).
+#[test]
+fn error_bailian_follow_up_before_its_parent() {
+    // Generated rows following the documented Bailian format: chat 11 (line 2) answers chat
+    // 10 (line 1) but is timestamped before it.
+    let text = r#"{"chat_id": 10, "parent_chat_id": -1, "timestamp": 4.0, "input_length": 20, "output_length": 5, "type": "text", "turn": 1, "hash_ids": [100, 101]}
+{"chat_id": 11, "parent_chat_id": 10, "timestamp": 2.5, "input_length": 40, "output_length": 5, "type": "text", "turn": 2, "hash_ids": [100, 101, 102]}
+{"chat_id": 12, "parent_chat_id": 11, "timestamp": 9.0, "input_length": 70, "output_length": 5, "type": "text", "turn": 3, "hash_ids": [100, 101, 102, 103, 104]}
+"#;
+    parse_err(
+        "early.jsonl",
+        text,
+        TraceErrorKind::InvalidValue,
+        &[
+            "early.jsonl:2:",
+            "field \"timestamp\"",
+            "parent's (chat 10 on line 1, 4 s)",
+            "found 2.5 s",
+        ],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("early.jsonl", text, &opts).unwrap();
+    assert_eq!(t.report.orphans_rerooted, 1);
+    let sessions: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.session, r.turn))
+        .collect();
+    assert_eq!(
+        sessions,
+        [(2, Some(11), 0), (1, Some(10), 0), (3, Some(11), 1)]
+    );
+    let (kept, rep) = t.select(&Selection::default()).unwrap();
+    assert_eq!((kept.requests.len(), rep.dropped_orphan_turns), (3, 0));
+}
+
 const BURSTGPT_HEADER: &str =
     "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
 
