@@ -196,10 +196,81 @@ pub struct LoadPattern {
     pub requests: u64,
     /// Sessions (first turns are open-loop; later turns wait for the previous one).
     pub sessions: u64,
-    /// Seconds from the first to the last scheduled send.
-    pub span_s: f64,
-    /// `requests / span_s`.
-    pub offered_rate_per_s: Option<f64>,
+    /// Seconds from the run's start to its last send as planned, server time not counted:
+    /// with turns sent a Mooncake `delay` after their previous turn ends, a lower bound.
+    pub span_s: Figure<f64>,
+    /// `requests / span_s`: with delay turns, an upper bound; unavailable when every request
+    /// is due at once.
+    #[serde(deserialize_with = "known_or_null")]
+    pub offered_rate_per_s: Known<Figure<f64>>,
+}
+
+/// A figure that is exact, a bound or an estimate. An exact one is written as its plain
+/// value; the others as an object that says which, and why: `{"at_least": 12.5, "why": …}`,
+/// `{"at_most": …}`, `{"estimate": …}` (the kinds of [`crate::FigureKind`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Figure<T> {
+    /// Counted, or known by construction.
+    Exact(T),
+    /// The truth is at least this.
+    AtLeast {
+        /// The bound.
+        at_least: T,
+        /// Why it is only a bound.
+        why: String,
+    },
+    /// The truth is at most this.
+    AtMost {
+        /// The bound.
+        at_most: T,
+        /// Why it is only a bound.
+        why: String,
+    },
+    /// An estimate.
+    Estimate {
+        /// The estimate.
+        estimate: T,
+        /// How it was made.
+        why: String,
+    },
+}
+
+impl<T> Figure<T> {
+    /// The number, whatever kind it is.
+    pub fn value(&self) -> &T {
+        match self {
+            Figure::Exact(v)
+            | Figure::AtLeast { at_least: v, .. }
+            | Figure::AtMost { at_most: v, .. }
+            | Figure::Estimate { estimate: v, .. } => v,
+        }
+    }
+
+    /// Exact, bound or estimate.
+    pub fn kind(&self) -> crate::FigureKind {
+        match self {
+            Figure::Exact(_) => crate::FigureKind::Exact,
+            Figure::AtLeast { .. } | Figure::AtMost { .. } => crate::FigureKind::Bound,
+            Figure::Estimate { .. } => crate::FigureKind::Estimate,
+        }
+    }
+}
+
+impl<T: Default> Default for Figure<T> {
+    fn default() -> Self {
+        Figure::Exact(T::default())
+    }
+}
+
+/// A [`Known`] field that summaries from before it was one wrote as `null` when unknown.
+fn known_or_null<'de, D, T>(d: D) -> Result<Known<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Known<T>>::deserialize(d)?
+        .unwrap_or_else(|| Known::unavailable("not recorded (an older summary)")))
 }
 
 /// The request shape and the load pattern of a run.
@@ -317,6 +388,39 @@ mod tests {
             a.canaryd.git_sha,
             Known::unavailable("built without CANARYD_GIT_SHA")
         );
+    }
+
+    // Exact figures stay plain numbers; the others say what they are; a summary written
+    // before the figures said so reads back (its unknown rate was `null`).
+    #[test]
+    fn load_figures_say_what_they_are_and_older_summaries_read_back() {
+        let load = LoadPattern {
+            kind: "trace".into(),
+            speedup: 2.0,
+            concurrency: None,
+            requests: 3,
+            sessions: 1,
+            span_s: Figure::AtLeast {
+                at_least: 4.0,
+                why: "delays".into(),
+            },
+            offered_rate_per_s: Known::Value(Figure::AtMost {
+                at_most: 0.75,
+                why: "delays".into(),
+            }),
+        };
+        let json = serde_json::to_value(&load).unwrap();
+        assert_eq!(json["span_s"]["at_least"], 4.0);
+        assert_eq!(json["offered_rate_per_s"]["at_most"], 0.75);
+        assert_eq!(serde_json::from_value::<LoadPattern>(json).unwrap(), load);
+        assert_eq!(load.span_s.kind(), crate::FigureKind::Bound);
+        let old = serde_json::json!({
+            "kind": "trace", "speedup": 1.0, "concurrency": null, "requests": 1,
+            "sessions": 1, "span_s": 0.0, "offered_rate_per_s": null
+        });
+        let back: LoadPattern = serde_json::from_value(old).unwrap();
+        assert_eq!(back.span_s, Figure::Exact(0.0));
+        assert!(back.offered_rate_per_s.value().is_none());
     }
 
     #[test]

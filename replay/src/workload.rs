@@ -4,7 +4,7 @@
 use crate::run::Work;
 use crate::schedule::Schedule;
 use crate::target::Target;
-use canary_core::{Known, LengthStats, LoadPattern, WorkloadContext};
+use canary_core::{Figure, Known, LengthStats, LoadPattern, WorkloadContext};
 
 /// What `schedule` asks of `target`, at most `concurrency` in flight.
 pub fn workload_context(
@@ -18,6 +18,35 @@ pub fn workload_context(
     let empty = "the schedule holds no request";
     let span_s = schedule.span().as_secs_f64();
     let requests = schedule.len() as u64;
+    // A turn sent a delay after its previous turn ends is due no sooner than the previous
+    // turn's send plus the delay: the span counts that much, the server's time is unknown.
+    let delay_turns = schedule.delay_turns();
+    let why = || {
+        format!(
+            "{delay_turns} turns are sent a delay after their previous turn ends: counted from \
+             its send, server time not counted"
+        )
+    };
+    let (span, rate) = match delay_turns {
+        0 => (
+            Figure::Exact(span_s),
+            Figure::Exact(requests as f64 / span_s),
+        ),
+        _ => (
+            Figure::AtLeast {
+                at_least: span_s,
+                why: why(),
+            },
+            Figure::AtMost {
+                at_most: requests as f64 / span_s,
+                why: why(),
+            },
+        ),
+    };
+    let rate = match span_s > 0.0 {
+        true => Known::Value(rate),
+        false => Known::unavailable("every request is due at the run's start: no span"),
+    };
     WorkloadContext {
         endpoint: Known::Value(target.endpoint.operation().to_string()),
         streaming: Known::Value(target.streaming),
@@ -29,8 +58,8 @@ pub fn workload_context(
             concurrency,
             requests,
             sessions: schedule.session_count() as u64,
-            span_s,
-            offered_rate_per_s: (span_s > 0.0).then(|| requests as f64 / span_s),
+            span_s: span,
+            offered_rate_per_s: rate,
         }),
     }
 }
@@ -101,8 +130,8 @@ pub fn synthetic_context(
             concurrency,
             requests,
             sessions: requests,
-            span_s: 0.0,
-            offered_rate_per_s: None,
+            span_s: Figure::Exact(0.0),
+            offered_rate_per_s: Known::unavailable("not computed for synthetic loads"),
         }),
     }
 }
@@ -110,6 +139,52 @@ pub fn synthetic_context(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A schedule whose later turns go a `delay` after their previous turn spans at least
+    // the delays, and offers at most its requests over that: it spanned the last timestamp
+    // alone (a delay turn has its previous turn's), 0 s here, and offered no rate at all.
+    #[test]
+    fn the_offered_load_counts_delays_and_says_it_is_a_bound() {
+        // Generated, in the aiperf superset of the Mooncake format.
+        let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2}
+{"session_id": "a", "delay": 4000, "input_length": 20, "output_length": 2}
+{"session_id": "a", "delay": 4000, "input_length": 30, "output_length": 2}
+"#;
+        let opts = crate::trace::LoadOptions::default();
+        let trace =
+            crate::trace::parse(text.as_bytes(), std::path::Path::new("d.jsonl"), &opts).unwrap();
+        let target = Target::new("http://127.0.0.1:1", crate::Endpoint::Chat, "m").unwrap();
+        let load = |speedup| {
+            let schedule = Schedule::new(trace.requests.clone(), speedup);
+            let context = workload_context(&target, &schedule, None);
+            serde_json::to_value(context.load).unwrap()
+        };
+        let l = load(2.0);
+        assert_eq!(l["span_s"]["at_least"], 4.0, "{l}");
+        assert_eq!(l["offered_rate_per_s"]["at_most"], 0.75, "{l}");
+        assert!(l["span_s"]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 turns are sent a delay"));
+        // Without delays: exact, plain numbers.
+        let plain = Schedule::new(
+            crate::trace::parse(
+                &br#"{"timestamp": 0, "input_length": 10, "output_length": 2}
+{"timestamp": 2000, "input_length": 10, "output_length": 2}
+"#[..],
+                std::path::Path::new("p.jsonl"),
+                &opts,
+            )
+            .unwrap()
+            .requests,
+            1.0,
+        );
+        let l = serde_json::to_value(workload_context(&target, &plain, None).load).unwrap();
+        assert_eq!(
+            (l["span_s"].as_f64(), l["offered_rate_per_s"].as_f64()),
+            (Some(2.0), Some(1.0))
+        );
+    }
 
     #[test]
     fn token_stats_are_length_stats() {

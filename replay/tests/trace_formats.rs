@@ -247,6 +247,43 @@ fn mooncake_sessions_delay_and_prompts() {
     );
 }
 
+// A turn that carries only a Mooncake `delay` is sent that long after its previous turn
+// (which has its own server time) at the earliest. The loader gives it its previous turn's
+// timestamp, and analyze-trace counted it there: a session of delays seemed sent at its
+// start, one burst, over no time. Its rate, bursts and span now count the delays (server
+// time not counted, and say so).
+#[test]
+fn analysis_times_delay_turns_after_their_previous_turn() {
+    // Generated, in the aiperf superset of the Mooncake format: session "a" starts at 0 and
+    // sends three more turns 10 s apart by delay; session "b" and a lone row at 0 and 5 s.
+    let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 20, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 30, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 40, "output_length": 2}
+{"session_id": "b", "timestamp": 0, "input_length": 10, "output_length": 2}
+{"timestamp": 5000, "input_length": 10, "output_length": 2}
+"#;
+    let a = trace::analyze(&parse("delays.jsonl", text));
+    assert_eq!(a.delay_turns, 3);
+    assert_eq!((a.first_timestamp_s, a.last_timestamp_s), (0.0, 5.0));
+    assert_eq!(a.duration_s, 30.0);
+    // Two requests at 0 s (a's first turn and b's), not five.
+    assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (2, 0.0));
+    assert_eq!(a.peak_1s.requests, 2);
+    assert!(
+        a.to_string().contains("3 turns are timed by their delay"),
+        "{a}"
+    );
+    // Without delays, the times are the timestamps, as before.
+    let plain = trace::analyze(&load(trace_file!("mooncake_arxiv_first20.jsonl")));
+    assert_eq!(plain.delay_turns, 0);
+    assert_eq!(
+        plain.duration_s,
+        plain.last_timestamp_s - plain.first_timestamp_s
+    );
+    assert!(!plain.to_string().contains("timed by their delay"));
+}
+
 #[test]
 fn bailian_chains() {
     // Generated rows following the documented Bailian format; chat 12 appears before its parent.
@@ -1038,7 +1075,7 @@ fn analysis_of_a_small_trace() {
     assert_eq!((p.tokens, p.reused_tokens), (2212, 1024));
     assert!((p.block_hit_rate - 2.0 / 6.0).abs() < 1e-12);
     let text = a.to_string();
-    assert!(text.contains("2 requests on one timestamp"), "{text}");
+    assert!(text.contains("2 requests at one time"), "{text}");
     let json = serde_json::to_value(&a).unwrap();
     assert_eq!(json["format"], "mooncake");
     assert_eq!(json["peak_1s"]["requests"], 3);
