@@ -186,19 +186,23 @@ impl LengthStats {
 /// How load was offered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadPattern {
-    /// `trace`: a trace on its own schedule.
+    /// `trace`: a trace on its own schedule; `rate`: synthetic requests arriving at a rate;
+    /// `closed_loop`: synthetic requests from users who each wait for their last answer.
     pub kind: String,
-    /// Trace time divided by this.
-    pub speedup: f64,
+    /// Trace time divided by this; unavailable for synthetic loads, which have no trace
+    /// clock (their deadlines are run time).
+    pub speedup: Known<f64>,
     /// Requests in flight at most (`None`: no limit but the open-file ceiling).
     pub concurrency: Option<usize>,
-    /// Requests scheduled.
-    pub requests: u64,
-    /// Sessions (first turns are open-loop; later turns wait for the previous one).
-    pub sessions: u64,
+    /// Requests scheduled: exact for a trace and a count; for a rate bounded by time, an
+    /// estimate; for a closed loop bounded by time, unavailable (the server's pace).
+    pub requests: Known<Figure<u64>>,
+    /// Sessions (first turns are open-loop; later turns wait for the previous one); a
+    /// synthetic request is a session of its own.
+    pub sessions: Known<Figure<u64>>,
     /// Seconds from the run's start to its last send as planned, server time not counted:
     /// with turns sent a Mooncake `delay` after their previous turn ends, a lower bound.
-    pub span_s: Figure<f64>,
+    pub span_s: Known<Figure<f64>>,
     /// `requests / span_s`: with delay turns, an upper bound; unavailable when every request
     /// is due at once.
     #[serde(deserialize_with = "known_or_null")]
@@ -396,30 +400,36 @@ mod tests {
     fn load_figures_say_what_they_are_and_older_summaries_read_back() {
         let load = LoadPattern {
             kind: "trace".into(),
-            speedup: 2.0,
+            speedup: Known::Value(2.0),
             concurrency: None,
-            requests: 3,
-            sessions: 1,
-            span_s: Figure::AtLeast {
+            requests: Known::Value(Figure::Exact(3)),
+            sessions: Known::Value(Figure::Exact(1)),
+            span_s: Known::Value(Figure::AtLeast {
                 at_least: 4.0,
                 why: "delays".into(),
-            },
+            }),
             offered_rate_per_s: Known::Value(Figure::AtMost {
                 at_most: 0.75,
                 why: "delays".into(),
             }),
         };
         let json = serde_json::to_value(&load).unwrap();
+        assert_eq!(
+            (&json["requests"], &json["speedup"]),
+            (&3.into(), &2.0.into())
+        );
         assert_eq!(json["span_s"]["at_least"], 4.0);
         assert_eq!(json["offered_rate_per_s"]["at_most"], 0.75);
         assert_eq!(serde_json::from_value::<LoadPattern>(json).unwrap(), load);
-        assert_eq!(load.span_s.kind(), crate::FigureKind::Bound);
+        let kind = load.span_s.value().map(Figure::kind);
+        assert_eq!(kind, Some(crate::FigureKind::Bound));
         let old = serde_json::json!({
             "kind": "trace", "speedup": 1.0, "concurrency": null, "requests": 1,
             "sessions": 1, "span_s": 0.0, "offered_rate_per_s": null
         });
         let back: LoadPattern = serde_json::from_value(old).unwrap();
-        assert_eq!(back.span_s, Figure::Exact(0.0));
+        assert_eq!(back.span_s, Known::Value(Figure::Exact(0.0)));
+        assert_eq!(back.requests, Known::Value(Figure::Exact(1)));
         assert!(back.offered_rate_per_s.value().is_none());
     }
 

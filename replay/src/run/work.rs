@@ -4,7 +4,7 @@
 //! whose next deadline is their previous request's end.
 
 use super::planner::Left;
-use crate::arrival::Arrivals;
+use crate::arrival::{ArrivalPattern, Arrivals};
 // A run bounded by time alone still ends at the count's own ceiling: request indices are
 // u32 (prompts and ids are keyed by them), and past it they would repeat.
 use crate::plan::{ClosedLoopPlan, RatePlan, MAX_REQUEST_COUNT};
@@ -51,6 +51,7 @@ pub struct PlannedLoad {
 pub struct RateWork {
     requests: SyntheticRequests,
     arrivals: Arrivals,
+    pattern: ArrivalPattern,
     count: Option<u64>,
     until: Option<Duration>,
     rate: f64,
@@ -95,6 +96,7 @@ impl Work {
         Work::Rate(RateWork {
             requests: plan.requests.clone(),
             arrivals: Arrivals::new(plan.rate, plan.arrival, plan.requests.seed),
+            pattern: plan.arrival,
             count: plan.extent.count(),
             until: plan.extent.duration,
             rate: plan.rate,
@@ -175,6 +177,12 @@ impl Work {
 }
 
 impl RateWork {
+    /// The rate asked (per second), its arrival pattern, and the count and duration that
+    /// bound it.
+    pub(crate) fn shape(&self) -> (f64, ArrivalPattern, Option<u64>, Option<Duration>) {
+        (self.rate, self.pattern, self.count, self.until)
+    }
+
     /// Its requests as single-request sessions, each stamped with its arrival, in order.
     pub fn into_sessions(self) -> RateSessions {
         RateSessions {
@@ -256,6 +264,11 @@ impl Iterator for RateSessions {
 }
 
 impl ClosedLoopWork {
+    /// The count and the duration that bound it.
+    pub(crate) fn extent(&self) -> (Option<u64>, Option<Duration>) {
+        (self.count, self.until)
+    }
+
     /// The next request for a user whose turn is due at `due` (from the run start): `None`
     /// once the count is sent or the duration is over.
     pub(super) fn next(&self, due: Duration) -> Option<TraceRequest> {
