@@ -277,7 +277,7 @@ pub struct Workload {
     /// Length scaling; at most `length_limit` (every row has a token or more).
     pub scale_lengths: Option<toml::Spanned<Positive>>,
     /// Trace rows, and scaled lengths, above this many input or output tokens are refused
-    /// (default 10000000, the longest context any model is served with).
+    /// (default 10000000, the longest context any model is served with; at most 100000000).
     pub length_limit: Option<LengthLimit>,
     /// A trace line (CSV record) longer than this many bytes is refused (default 16 MiB).
     pub max_line_bytes: Option<AtLeastOne>,

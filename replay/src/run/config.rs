@@ -48,7 +48,8 @@ pub struct Config {
     pub prompt_salt: u64,
     /// [`run()`](super::run()) refuses a schedule with a row asking for more input or output
     /// tokens than this: prompts and response caps are sized by those numbers. Default
-    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
+    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading; from 1
+    /// to [`MAX_LENGTH_LIMIT`](crate::trace::MAX_LENGTH_LIMIT) ([`Config::validate`]).
     pub length_limit: u32,
     /// Requests cancelled on purpose (never warm-up ones); `None`: none.
     pub cancellation: Option<Cancellation>,
@@ -110,6 +111,17 @@ impl Config {
             )),
             false => Ok(()),
         };
+        let max = crate::trace::MAX_LENGTH_LIMIT;
+        if !(1..=max).contains(&self.length_limit) {
+            return Err(SettingError::new(
+                Setting::LengthLimit,
+                format!(
+                    "expected 1 to {max} tokens (the longest context announced; a prompt is \
+                     sized by it), found {}",
+                    self.length_limit
+                ),
+            ));
+        }
         positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
         positive(Setting::RequestTimeout, self.target.timeout)?;
         self.target.limits.validate()?;

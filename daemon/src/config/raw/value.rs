@@ -113,11 +113,12 @@ pub struct LengthLimit(pub u32);
 
 impl<'de> Deserialize<'de> for LengthLimit {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let max = canary_replay::trace::MAX_LENGTH_LIMIT;
         match u64::deserialize(d) {
-            Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(LengthLimit(n as u32)),
+            Ok(n) if n >= 1 && n <= u64::from(max) => Ok(LengthLimit(n as u32)),
             _ => Err(serde::de::Error::custom(format!(
-                "expected a whole number of tokens from 1 to {}",
-                u32::MAX
+                "expected a whole number of tokens from 1 to {max} (the longest context \
+                 announced; a prompt is sized by it)"
             ))),
         }
     }
