@@ -282,7 +282,7 @@ pub struct Workload {
     /// A trace line (CSV record) longer than this many bytes is refused (default 16 MiB).
     pub max_line_bytes: Option<AtLeastOne>,
     /// Concurrency ceiling, 1 or more.
-    pub concurrency: Option<AtLeastOne>,
+    pub concurrency: Option<toml::Spanned<AtLeastOne>>,
     /// Default 0.
     pub warmup_requests: Option<usize>,
     /// `"15m"`: a run every period (1 s to a year).

@@ -342,6 +342,19 @@ fn check_config_loads_each_trace_and_names_what_is_wrong() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("trace: 20 of 20 rows selected"), "{out}");
 
+    // A synthetic workload says what it sends as such (it was printed as a trace).
+    let (code, out) = check(
+        "rate.toml",
+        "request_rate = 5.0
+request_count = 10",
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("    synthetic: 5 req/s, poisson arrivals"),
+        "{out}"
+    );
+    assert!(!out.contains("trace: "), "{out}");
+
     // A bad row is named: file, line, field.
     let bad = r#"{"timestamp": 0, "input_length": "many", "output_length": 5}"#;
     std::fs::write(d.join("bad.jsonl"), arxiv_with(7, bad)).unwrap();

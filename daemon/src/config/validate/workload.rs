@@ -90,7 +90,7 @@ fn workload(
     let length_limit = w
         .length_limit
         .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
-    let concurrency = w.concurrency.map(|c| c.0);
+    let concurrency = w.concurrency.as_ref().map(|c| c.get_ref().0);
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
