@@ -283,8 +283,8 @@ pub struct Workload {
     pub max_line_bytes: Option<AtLeastOne>,
     /// Concurrency ceiling, 1 or more.
     pub concurrency: Option<toml::Spanned<AtLeastOne>>,
-    /// Default 0.
-    pub warmup_requests: Option<usize>,
+    /// Default 0; at most 10000.
+    pub warmup_requests: Option<WarmupRequests>,
     /// `"15m"`: a run every period (1 s to a year).
     pub every: Option<toml::Spanned<Period>>,
     /// A cron expression (5 or 6 fields, UTC) that fires at least once from now on.

@@ -405,6 +405,27 @@ fn zero_concurrency_is_refused() {
     assert_eq!(parse(&text).unwrap().workloads[0].concurrency, Some(8));
 }
 
+// Warm-up requests are bounded (their ids count down from u32::MAX into the measured ones'
+// past 3.3 billion, and their records are held until the measured phase): at the key.
+#[test]
+fn warmup_requests_are_bounded() {
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nwarmup_requests = 10001",
+    );
+    let e = error_at(
+        &text,
+        "warmup_requests = 10001",
+        "workloads.chat.warmup_requests: ",
+    );
+    assert!(e.contains("from 0 to 10000"), "{e}");
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nwarmup_requests = 10000",
+    );
+    assert_eq!(parse(&text).unwrap().workloads[0].warmup_requests, 10000);
+}
+
 #[test]
 fn baseline_numbers_are_checked() {
     for (key, value, expected) in [

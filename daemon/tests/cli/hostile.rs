@@ -165,6 +165,22 @@ fn a_length_limit_no_model_serves_is_refused_naming_the_flag() {
     );
 }
 
+// Warm-up requests had no ceiling: their ids count down from u32::MAX into the measured ones'
+// past 3.3 billion, and their records are held until the measured phase.
+#[test]
+fn warmup_requests_past_the_ceiling_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let arxiv = shared("traces/mooncake_arxiv_first20.jsonl");
+    let arxiv = arxiv.to_str().unwrap();
+    let args = replay_args(arxiv, &["--warmup-requests", "10001"]);
+    let (code, out) = bounded(&args, dir.path(), 60);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("--warmup-requests: expected at most 10000 warm-up requests"),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_speedup_that_never_ends_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -55,6 +55,10 @@ pub enum Setting {
     SharedPrefix,
     /// Synthetic requests to send.
     RequestCount,
+    /// Requests sent before the measured phase.
+    WarmupRequests,
+    /// The most requests of a trace's window to replay.
+    MaxRequests,
     /// How long to send synthetic requests.
     BenchmarkDuration,
     /// Percentage of requests cancelled on purpose.
@@ -120,6 +124,8 @@ impl Setting {
             Setting::OslStddev => "osl_stddev",
             Setting::SharedPrefix => "shared_system_prompt_length",
             Setting::RequestCount => "request_count",
+            Setting::WarmupRequests => "warmup_requests",
+            Setting::MaxRequests => "max_requests",
             Setting::BenchmarkDuration => "benchmark_duration",
             Setting::RequestCancellationRate => "request_cancellation_rate",
             Setting::RequestCancellationDelay => "request_cancellation_delay",
@@ -151,6 +157,8 @@ impl Setting {
             | Setting::OslStddev
             | Setting::SharedPrefix
             | Setting::RequestCount
+            | Setting::WarmupRequests
+            | Setting::MaxRequests
             | Setting::BenchmarkDuration
             | Setting::RequestCancellationRate
             | Setting::RequestCancellationDelay

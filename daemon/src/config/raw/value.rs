@@ -124,6 +124,22 @@ impl<'de> Deserialize<'de> for LengthLimit {
     }
 }
 
+/// Warm-up requests, at most [`canary_replay::MAX_WARMUP_REQUESTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct WarmupRequests(pub usize);
+
+impl<'de> Deserialize<'de> for WarmupRequests {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let max = canary_replay::MAX_WARMUP_REQUESTS;
+        match u64::deserialize(d) {
+            Ok(n) if n <= max as u64 => Ok(WarmupRequests(n as usize)),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a whole number of requests from 0 to {max}"
+            ))),
+        }
+    }
+}
+
 /// A probability strictly between 0 and 1 (a significance level).
 #[derive(Debug, Clone, Copy)]
 pub struct Probability(pub f64);

@@ -141,7 +141,7 @@ fn workload(
             .max_line_bytes
             .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
         concurrency,
-        warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
+        warmup_requests: w.warmup_requests.map_or(Plan::WARMUP_REQUESTS, |n| n.0),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
         min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
