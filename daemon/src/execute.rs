@@ -100,6 +100,18 @@ pub async fn execute(
     if let Some(note) = &empty_shard {
         tracing::warn!("{note}");
     }
+    // A cap above what the window holds sends fewer than asked (summary.json's
+    // `run.trace.selection.notes` says so too).
+    let asked = plan.trace().and_then(|t| t.selection.max_requests);
+    if let (Some(n), Some(loaded)) = (asked, &prepared.trace) {
+        let out = loaded.selection.requests_out;
+        if (n as u64) > out {
+            tracing::warn!(
+                "{} {n}: the selected window holds only {out} requests; all of them are sent",
+                spell(Setting::MaxRequests)
+            );
+        }
+    }
 
     // Synthesize: the tokenizer and the prompt synthesizer; each prompt is built just in
     // time, shortly before its deadline, by the dispatcher.

@@ -143,6 +143,10 @@ pub struct SelectionReport {
     /// taken as 1) scales them by another factor than outputs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_scale_effective: Option<f64>,
+    /// What the selection could not do as asked, in words (`max_requests` above what the
+    /// window holds: fewer requests are replayed than asked for); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Trace {
@@ -311,6 +315,15 @@ impl Trace {
         }
         report.requests_out = rows.len() as u64;
         self.report.requests = report.requests_out;
+        // Fewer than asked is not an error (the count is a cap), but it is said: a
+        // `--request-count 100` over a 5-row trace sent 5 without a word.
+        if let Some(n) = sel.max_requests.filter(|&n| n > rows.len()) {
+            report.notes.push(format!(
+                "max_requests {n}: the selected window holds only {} requests; all of them are \
+                 replayed",
+                rows.len()
+            ));
+        }
         Ok((self, report))
     }
 }
