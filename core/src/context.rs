@@ -203,8 +203,9 @@ pub struct LoadPattern {
     /// Seconds from the run's start to its last send as planned, server time not counted:
     /// with turns sent a Mooncake `delay` after their previous turn ends, a lower bound.
     pub span_s: Known<Figure<f64>>,
-    /// `requests / span_s`: with delay turns, an upper bound; unavailable when every request
-    /// is due at once.
+    /// One over the mean gap between sends: `(requests - 1)` over the time from the first
+    /// send to the last (analyze-trace's mean rate; a rate run's rate). With delay turns, an
+    /// upper bound; unavailable with fewer than 2 requests or all due at once.
     #[serde(deserialize_with = "known_or_null")]
     pub offered_rate_per_s: Known<Figure<f64>>,
 }

@@ -243,6 +243,15 @@ impl Schedule {
         last
     }
 
+    /// When the first request is due, from the run's start: 0 unless the schedule counts
+    /// from an earlier origin (a shard's, the whole trace's).
+    pub fn first_due(&self) -> Duration {
+        let first = (0..self.len())
+            .map(|i| self.rows.row(i).timestamp_us())
+            .min();
+        Duration::from_nanos(first.map_or(0, |t| self.timing.offset_ns(t)))
+    }
+
     /// Later turns sent a `delay` after their previous turn ends (Mooncake): where the
     /// schedule has any, its [`span`](Schedule::span) is a lower bound.
     pub fn delay_turns(&self) -> usize {

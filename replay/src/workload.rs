@@ -27,25 +27,29 @@ pub fn workload_context(
              its send, server time not counted"
         )
     };
+    // The offered rate is one over the mean gap between sends, `(requests - 1)` over the time
+    // from the first send to the last, as analyze-trace's mean rate and a rate run's rate
+    // (it was `requests / span_s`, without saying which, and a shard's span runs from the
+    // whole trace's origin, before its own first send).
+    let sends_s = span_s - schedule.first_due().as_secs_f64();
+    let per_s = requests.saturating_sub(1) as f64 / sends_s;
     let (span, rate) = match delay_turns {
-        0 => (
-            Figure::Exact(span_s),
-            Figure::Exact(requests as f64 / span_s),
-        ),
+        0 => (Figure::Exact(span_s), Figure::Exact(per_s)),
         _ => (
             Figure::AtLeast {
                 at_least: span_s,
                 why: why(),
             },
             Figure::AtMost {
-                at_most: requests as f64 / span_s,
+                at_most: per_s,
                 why: why(),
             },
         ),
     };
-    let rate = match span_s > 0.0 {
-        true => Known::Value(rate),
-        false => Known::unavailable("every request is due at the run's start: no span"),
+    let rate = match (requests, sends_s > 0.0) {
+        (0 | 1, _) => Known::unavailable("fewer than 2 requests: no gap between sends"),
+        (_, false) => Known::unavailable("every request is due at one instant: no gap"),
+        (_, true) => Known::Value(rate),
     };
     WorkloadContext {
         endpoint: Known::Value(target.endpoint.operation().to_string()),
@@ -259,7 +263,8 @@ mod tests {
         };
         let l = load(2.0);
         assert_eq!(l["span_s"]["at_least"], 4.0, "{l}");
-        assert_eq!(l["offered_rate_per_s"]["at_most"], 0.75, "{l}");
+        // 3 requests, 2 gaps over the 4 s from the first send to the last.
+        assert_eq!(l["offered_rate_per_s"]["at_most"], 0.5, "{l}");
         assert!(l["span_s"]["why"]
             .as_str()
             .unwrap()
@@ -277,10 +282,33 @@ mod tests {
             .requests,
             1.0,
         );
+        // 2 requests 2 s apart: one gap of 2 s, 0.5 a second (it said 1, requests / span).
         let l = serde_json::to_value(workload_context(&target, &plain, None).load).unwrap();
         assert_eq!(
             (l["span_s"].as_f64(), l["offered_rate_per_s"].as_f64()),
-            (Some(2.0), Some(1.0))
+            (Some(2.0), Some(0.5))
+        );
+    }
+
+    // A shard counts from the whole trace's origin: its span runs from before its own first
+    // send, and its offered rate is over its own sends only.
+    #[test]
+    fn a_shards_offered_rate_is_over_its_own_sends() {
+        let text = r#"{"timestamp": 10000, "input_length": 10, "output_length": 2}
+{"timestamp": 12000, "input_length": 10, "output_length": 2}
+{"timestamp": 14000, "input_length": 10, "output_length": 2}
+"#;
+        let opts = crate::trace::LoadOptions::default();
+        let rows = crate::trace::parse(text.as_bytes(), std::path::Path::new("s.jsonl"), &opts)
+            .unwrap()
+            .requests;
+        let schedule = Schedule::with_origin(rows, 1.0, Some(0));
+        assert_eq!(schedule.first_due(), std::time::Duration::from_secs(10));
+        let target = Target::new("http://127.0.0.1:1", crate::Endpoint::Chat, "m").unwrap();
+        let l = serde_json::to_value(workload_context(&target, &schedule, None).load).unwrap();
+        assert_eq!(
+            (l["span_s"].as_f64(), l["offered_rate_per_s"].as_f64()),
+            (Some(14.0), Some(0.5))
         );
     }
 

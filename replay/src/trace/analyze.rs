@@ -35,7 +35,10 @@ pub struct TraceAnalysis {
     /// From the first to the last send, seconds (see the module's docs: with delay turns, a
     /// lower bound, server time not counted; else last minus first timestamp, exact).
     pub duration_s: f64,
-    /// Requests per second over the duration (`None` when all are sent at one time).
+    /// One over the mean gap between sends, `(requests - 1) / duration_s`, as
+    /// `context.workload.load.offered_rate_per_s` (`None` when all are sent at one time). It
+    /// was `requests / duration_s`, without saying which: 2.0 for 4 requests over 2 s, where
+    /// their 3 gaps make 1.5.
     pub mean_rate_rps: Option<f64>,
     /// The most requests sent at one time.
     pub peak_burst: Burst,
@@ -189,7 +192,7 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         last_timestamp_s: secs(last_ts),
         duration_s,
         delay_turns,
-        mean_rate_rps: (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s),
+        mean_rate_rps: (duration_s > 0.0).then(|| reqs.len().saturating_sub(1) as f64 / duration_s),
         peak_burst,
         peak_1s,
         input_tokens: length_stats(
@@ -317,7 +320,10 @@ impl fmt::Display for TraceAnalysis {
             )?;
         }
         match self.mean_rate_rps {
-            Some(r) => writeln!(f, "rate       mean {r:.2} req/s")?,
+            Some(r) => writeln!(
+                f,
+                "rate       mean {r:.2} req/s (one over the mean gap between sends)"
+            )?,
             None => writeln!(f, "rate       all requests at one time")?,
         }
         writeln!(
