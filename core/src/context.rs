@@ -186,20 +186,96 @@ impl LengthStats {
 /// How load was offered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadPattern {
-    /// `trace`: a trace on its own schedule.
+    /// `trace`: a trace on its own schedule; `rate`: synthetic requests arriving at a rate;
+    /// `closed_loop`: synthetic requests from users who each wait for their last answer.
     pub kind: String,
-    /// Trace time divided by this.
-    pub speedup: f64,
+    /// Trace time divided by this; unavailable for synthetic loads, which have no trace
+    /// clock (their deadlines are run time).
+    pub speedup: Known<f64>,
     /// Requests in flight at most (`None`: no limit but the open-file ceiling).
     pub concurrency: Option<usize>,
-    /// Requests scheduled.
-    pub requests: u64,
-    /// Sessions (first turns are open-loop; later turns wait for the previous one).
-    pub sessions: u64,
-    /// Seconds from the first to the last scheduled send.
-    pub span_s: f64,
-    /// `requests / span_s`.
-    pub offered_rate_per_s: Option<f64>,
+    /// Requests scheduled: exact for a trace and a count; for a rate bounded by time, an
+    /// estimate; for a closed loop bounded by time, unavailable (the server's pace).
+    pub requests: Known<Figure<u64>>,
+    /// Sessions (first turns are open-loop; later turns wait for the previous one); a
+    /// synthetic request is a session of its own.
+    pub sessions: Known<Figure<u64>>,
+    /// Seconds from the run's start to its last send as planned, server time not counted:
+    /// with turns sent a Mooncake `delay` after their previous turn ends, a lower bound.
+    pub span_s: Known<Figure<f64>>,
+    /// One over the mean gap between sends: `(requests - 1)` over the time from the first
+    /// send to the last (analyze-trace's mean rate; a rate run's rate). With delay turns, an
+    /// upper bound; unavailable with fewer than 2 requests or all due at once.
+    #[serde(deserialize_with = "known_or_null")]
+    pub offered_rate_per_s: Known<Figure<f64>>,
+}
+
+/// A figure that is exact, a bound or an estimate. An exact one is written as its plain
+/// value; the others as an object that says which, and why: `{"at_least": 12.5, "why": …}`,
+/// `{"at_most": …}`, `{"estimate": …}` (the kinds of [`crate::FigureKind`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Figure<T> {
+    /// Counted, or known by construction.
+    Exact(T),
+    /// The truth is at least this.
+    AtLeast {
+        /// The bound.
+        at_least: T,
+        /// Why it is only a bound.
+        why: String,
+    },
+    /// The truth is at most this.
+    AtMost {
+        /// The bound.
+        at_most: T,
+        /// Why it is only a bound.
+        why: String,
+    },
+    /// An estimate.
+    Estimate {
+        /// The estimate.
+        estimate: T,
+        /// How it was made.
+        why: String,
+    },
+}
+
+impl<T> Figure<T> {
+    /// The number, whatever kind it is.
+    pub fn value(&self) -> &T {
+        match self {
+            Figure::Exact(v)
+            | Figure::AtLeast { at_least: v, .. }
+            | Figure::AtMost { at_most: v, .. }
+            | Figure::Estimate { estimate: v, .. } => v,
+        }
+    }
+
+    /// Exact, bound or estimate.
+    pub fn kind(&self) -> crate::FigureKind {
+        match self {
+            Figure::Exact(_) => crate::FigureKind::Exact,
+            Figure::AtLeast { .. } | Figure::AtMost { .. } => crate::FigureKind::Bound,
+            Figure::Estimate { .. } => crate::FigureKind::Estimate,
+        }
+    }
+}
+
+impl<T: Default> Default for Figure<T> {
+    fn default() -> Self {
+        Figure::Exact(T::default())
+    }
+}
+
+/// A [`Known`] field that summaries from before it was one wrote as `null` when unknown.
+fn known_or_null<'de, D, T>(d: D) -> Result<Known<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Known<T>>::deserialize(d)?
+        .unwrap_or_else(|| Known::unavailable("not recorded (an older summary)")))
 }
 
 /// The request shape and the load pattern of a run.
@@ -317,6 +393,45 @@ mod tests {
             a.canaryd.git_sha,
             Known::unavailable("built without CANARYD_GIT_SHA")
         );
+    }
+
+    // Exact figures stay plain numbers; the others say what they are; a summary written
+    // before the figures said so reads back (its unknown rate was `null`).
+    #[test]
+    fn load_figures_say_what_they_are_and_older_summaries_read_back() {
+        let load = LoadPattern {
+            kind: "trace".into(),
+            speedup: Known::Value(2.0),
+            concurrency: None,
+            requests: Known::Value(Figure::Exact(3)),
+            sessions: Known::Value(Figure::Exact(1)),
+            span_s: Known::Value(Figure::AtLeast {
+                at_least: 4.0,
+                why: "delays".into(),
+            }),
+            offered_rate_per_s: Known::Value(Figure::AtMost {
+                at_most: 0.75,
+                why: "delays".into(),
+            }),
+        };
+        let json = serde_json::to_value(&load).unwrap();
+        assert_eq!(
+            (&json["requests"], &json["speedup"]),
+            (&3.into(), &2.0.into())
+        );
+        assert_eq!(json["span_s"]["at_least"], 4.0);
+        assert_eq!(json["offered_rate_per_s"]["at_most"], 0.75);
+        assert_eq!(serde_json::from_value::<LoadPattern>(json).unwrap(), load);
+        let kind = load.span_s.value().map(Figure::kind);
+        assert_eq!(kind, Some(crate::FigureKind::Bound));
+        let old = serde_json::json!({
+            "kind": "trace", "speedup": 1.0, "concurrency": null, "requests": 1,
+            "sessions": 1, "span_s": 0.0, "offered_rate_per_s": null
+        });
+        let back: LoadPattern = serde_json::from_value(old).unwrap();
+        assert_eq!(back.span_s, Known::Value(Figure::Exact(0.0)));
+        assert_eq!(back.requests, Known::Value(Figure::Exact(1)));
+        assert!(back.offered_rate_per_s.value().is_none());
     }
 
     #[test]

@@ -58,8 +58,9 @@ pub use clock::{
 };
 pub use confidence::{t_cdf, t_quantile, MeanInterval, WelchTest};
 pub use context::{
-    CanarydContext, ContextBaseline, ContextChange, ContextComparison, GpuContext, HostContext,
-    Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkersContext, WorkloadContext,
+    CanarydContext, ContextBaseline, ContextChange, ContextComparison, Figure, GpuContext,
+    HostContext, Known, LengthStats, LoadPattern, RunContext, ServerContext, WorkersContext,
+    WorkloadContext,
 };
 pub use diagnosis::{
     diagnose, thresholds, Bottleneck, Confidence, Diagnosis, DiagnosisInput, Evidence, FigureKind,

@@ -18,13 +18,18 @@ pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
 pub struct RunOutcome {
     /// True when a stop signal cut the run short.
     pub interrupted: bool,
-    /// Scheduled requests never sent because the run stopped.
-    pub unsent: u64,
+    /// Scheduled requests never sent because the run stopped; `None` (`null`) when nobody
+    /// can know, and `unsent_unknown` says why (a closed loop bounded by time, stopped before
+    /// its end: what its users would have sent in the time left was the server's pace).
+    pub unsent: Option<u64>,
     /// `unsent` is an estimate: a rate run stopped with more arrivals left in its duration
     /// than a stop counts one by one (ten million), the rest taken as the rate times the time
-    /// left. Absent when `unsent` is counted (exact).
+    /// left. Absent when `unsent` is counted (exact) or unknown.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unsent_estimated: bool,
+    /// Why `unsent` is unknown, with what is known of it (bounds); absent when it is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsent_unknown: Option<String>,
     /// The salt of the run's per-request prompt text (give it again to repeat the prompts).
     pub prompt_salt: u64,
     /// Wall-clock start (Unix ns) of the measured phase, for labelling.

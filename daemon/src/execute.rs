@@ -96,6 +96,22 @@ pub async fn execute(
     let Some(prepared) = prepared.context("loading the trace")? else {
         return Ok(None);
     };
+    let empty_shard = prepared.trace.as_ref().and_then(|t| t.empty_shard());
+    if let Some(note) = &empty_shard {
+        tracing::warn!("{note}");
+    }
+    // A cap above what the window holds sends fewer than asked (summary.json's
+    // `run.trace.selection.notes` says so too).
+    let asked = plan.trace().and_then(|t| t.selection.max_requests);
+    if let (Some(n), Some(loaded)) = (asked, &prepared.trace) {
+        let out = loaded.selection.requests_out;
+        if (n as u64) > out {
+            tracing::warn!(
+                "{} {n}: the selected window holds only {out} requests; all of them are sent",
+                spell(Setting::MaxRequests)
+            );
+        }
+    }
 
     // Synthesize: the tokenizer and the prompt synthesizer; each prompt is built just in
     // time, shortly before its deadline, by the dispatcher.
@@ -129,8 +145,15 @@ pub async fn execute(
     stop_sources.cancel();
     let outcome = outcome.map_err(|e| replay_error(front, e))?;
 
-    // Judge.
-    let verdict = front.judge(&outcome);
+    // Judge. A shard that owns none of the window's requests did all it was asked: it passes,
+    // with nothing to judge (no gate can be missed by no request).
+    let verdict = match empty_shard {
+        Some(_) if !outcome.interrupted => Some(Verdict {
+            kind: crate::judge::verdict::VerdictKind::Pass,
+            reasons: Vec::new(),
+        }),
+        _ => front.judge(&outcome),
+    };
     let judged = Judged {
         info,
         outcome,

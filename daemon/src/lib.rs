@@ -235,8 +235,12 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
             w.cadence.describe(),
             w.target
         )?;
-        if let service::workload::TraceCheck::Ok(what) = trace {
-            outln!("    trace: {what}")?; // a missing one is among the warnings
+        match trace {
+            service::workload::TraceCheck::Ok(what) => outln!("    trace: {what}")?,
+            // It was printed as a trace too (`trace: 5 req/s, poisson arrivals`).
+            service::workload::TraceCheck::Synthetic(what) => outln!("    synthetic: {what}")?,
+            // A missing trace is among the warnings.
+            _ => {}
         }
         if let Some(s) = &w.capacity {
             outln!(

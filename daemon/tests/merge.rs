@@ -409,3 +409,54 @@ fn a_shard_whose_histograms_count_other_requests_is_folded_from_its_records() {
         single["time_to_first_token"]["count"]
     );
 }
+
+// A shard may own none of the window (BurstGPT's 3 README rows over 4 shards leave 2/4 and
+// 3/4 empty): it sends nothing, exits 0 saying so, and writes its empty run, which the merge
+// counts so that the shards still cover the trace exactly once. It used to fail ("selection
+// keeps no requests", exit 1, nothing written), and the merge of the others then said
+// "shard 2/4 is missing".
+#[test]
+fn a_shard_that_owns_no_request_writes_an_empty_run_the_merge_counts() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("merge-empty-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let trace = "traces/burstgpt_readme_rows.csv";
+    let mut empty = 0;
+    for i in 0..4 {
+        let shard = format!("{i}/4");
+        let out = replay(&dir, &url, trace, &format!("s{i}"), &["--shard", &shard])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "shard {shard}: {}", text(&out));
+        let s = summary(&dir.join(format!("s{i}")));
+        valid(&s);
+        if s["run"]["trace"]["selection"]["requests_out"] == 0 {
+            empty += 1;
+            assert_eq!(s["requests"], 0, "{s}");
+            assert!(
+                text(&out).contains(&format!("shard {shard} owns none of the 3 requests")),
+                "{}",
+                text(&out)
+            );
+            assert!(dir.join(format!("s{i}/records.jsonl")).exists());
+        }
+    }
+    drop(sim);
+    assert!(empty > 0, "every shard owned a request: pick another trace");
+    let out = Command::new(CANARYD)
+        .arg("merge")
+        .args(["s0", "s1", "s2", "s3", "-o", "merged"])
+        .current_dir(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let merged = summary(&dir.join("merged"));
+    valid(&merged);
+    assert_eq!(merged["requests"], 3);
+    assert_eq!(merged["merged"]["replayed"], 3);
+    assert_eq!(merged["merged"]["shard_count"], 4);
+}

@@ -477,8 +477,17 @@ impl OtlpExporter {
                 r.add_attribute("canary.run.interrupted", o.interrupted);
                 if o.interrupted {
                     // How much of the run the stop left out (an estimate when the run says so).
-                    r.add_attribute("canary.run.unsent", o.unsent as i64);
-                    r.add_attribute("canary.run.unsent_estimated", o.unsent_estimated);
+                    // Unknown (a closed loop bounded by time): no count, the reason instead.
+                    match (o.unsent, &o.unsent_unknown) {
+                        (Some(n), _) => {
+                            r.add_attribute("canary.run.unsent", n as i64);
+                            r.add_attribute("canary.run.unsent_estimated", o.unsent_estimated);
+                        }
+                        (None, why) => r.add_attribute(
+                            "canary.run.unsent_unknown",
+                            why.clone().unwrap_or_default(),
+                        ),
+                    }
                 }
                 if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
                     r.add_attribute("canary.run.goodput", g);

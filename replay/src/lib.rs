@@ -75,7 +75,7 @@ pub use results::{
 };
 pub use run::{
     run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Pace, PlannedLoad, Progress,
-    RateWork, ReplayError, Work,
+    RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use secrets::Secrets;

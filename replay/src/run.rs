@@ -41,7 +41,7 @@ mod sessions;
 mod setup;
 mod work;
 pub use cancel::Cancellation;
-pub use config::Config;
+pub use config::{Config, MAX_WARMUP_REQUESTS};
 pub use replicas::Balance;
 use replicas::Replicas;
 use request_runtime::RequestRuntime;
@@ -120,6 +120,8 @@ struct Ctx {
     unsent: AtomicU64,
     /// Some of `unsent` is estimated, not counted ([`planner::Left`]).
     unsent_estimated: std::sync::atomic::AtomicBool,
+    /// Why `unsent` cannot be known, when it cannot (a closed loop bounded by time).
+    unsent_unknown: std::sync::OnceLock<String>,
     /// What every response in flight holds, against the target's `max_held_bytes`.
     held: Arc<crate::limits::HeldBytes>,
     /// The target's secrets, in every form a server may quote them: found once, taken out
@@ -195,7 +197,9 @@ async fn run_here(
     progress
         .total
         .store(work.expected_requests(), Ordering::Relaxed);
-    let (collector, records) = setup::Collector::spawn(writer, observer.clone());
+    // Warm-up requests are timed from here; the run's own t0 is set once they are over.
+    let warmup_t0 = MonoTime::now();
+    let (collector, records) = setup::Collector::spawn(writer, observer.clone(), warmup_t0);
     let stop = shutdown.child_token();
     let (hard_stop, grace) = setup::grace_timer(&stop, config.grace_period);
     let (permits, slots) = setup::in_flight_limits(&in_flight_cap);
@@ -212,15 +216,15 @@ async fn run_here(
         dispatcher,
         records,
         progress,
-        t0: MonoTime::now(),
+        t0: warmup_t0,
         stop: stop.clone(),
         hard_stop,
         unsent: AtomicU64::new(0),
         unsent_estimated: Default::default(),
+        unsent_unknown: Default::default(),
         held,
         secrets: Arc::new(secrets),
     };
-    collector.set_t0(ctx.t0);
 
     sessions::warmup(&ctx, &work.shapes(ctx.config.warmup_requests)).await;
     // Observers that measure over a window (the server's histogram deltas) start it now, so

@@ -216,23 +216,48 @@ impl Schedule {
         self.timing.turn_due(req)
     }
 
-    /// The least time replaying the schedule takes, server time not counted: the last
-    /// deadline by timestamp, or a session's first deadline plus the `delay`s of its later
-    /// turns where that ends later. Saturates at `Duration::MAX` (a speedup of 1e-12).
+    /// The least time replaying the schedule takes, server time not counted: its
+    /// [`span`](Schedule::span), saturating at `Duration::MAX` (a speedup of 1e-12).
     pub fn min_duration(&self) -> Duration {
-        let mut longest = 0f64; // trace seconds
-        let mut end = 0f64; // of the session so far
+        let last = self.last_send_us().saturating_sub(self.timing.origin_us);
+        Duration::try_from_secs_f64(last as f64 / 1e6 / self.timing.speedup)
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// The trace time (µs) of the last send, server time not counted: the last deadline by
+    /// timestamp, or a session's first deadline plus the `delay`s of its later turns where
+    /// that ends later.
+    fn last_send_us(&self) -> u64 {
+        let mut last = 0u64;
+        let mut end = 0u64; // of the session so far
         for j in 0..self.len() {
             let r = self.rows.row(self.at(j));
-            let at = r.timestamp_us().saturating_sub(self.timing.origin_us) as f64 / 1e6;
+            let at = r.timestamp_us();
             end = match (self.starts_session(j), r.delay_us()) {
                 (true, _) => at,
-                (false, Some(d)) => end + d as f64 / 1e6,
+                (false, Some(d)) => end.saturating_add(d),
                 (false, None) => end.max(at),
             };
-            longest = longest.max(end);
+            last = last.max(end);
         }
-        Duration::try_from_secs_f64(longest / self.timing.speedup).unwrap_or(Duration::MAX)
+        last
+    }
+
+    /// When the first request is due, from the run's start: 0 unless the schedule counts
+    /// from an earlier origin (a shard's, the whole trace's).
+    pub fn first_due(&self) -> Duration {
+        let first = (0..self.len())
+            .map(|i| self.rows.row(i).timestamp_us())
+            .min();
+        Duration::from_nanos(first.map_or(0, |t| self.timing.offset_ns(t)))
+    }
+
+    /// Later turns sent a `delay` after their previous turn ends (Mooncake): where the
+    /// schedule has any, its [`span`](Schedule::span) is a lower bound.
+    pub fn delay_turns(&self) -> usize {
+        (0..self.len())
+            .filter(|&j| !self.starts_session(j) && self.rows.row(self.at(j)).delay_us().is_some())
+            .count()
     }
 
     /// Tokens in and out over every request, as the trace plans them.
@@ -245,12 +270,17 @@ impl Schedule {
             .sum()
     }
 
-    /// The time the whole schedule spans (last deadline by timestamp).
+    /// The time the whole schedule spans, from the run's start to its last send, server
+    /// time not counted: the last deadline by timestamp, or a session's first deadline plus
+    /// the `delay`s of its later turns (each shortened by the speedup) where that ends later.
+    /// Exact without delays; with them, a lower bound (each delay runs from its previous
+    /// turn's end). It was the last timestamp alone, and a Mooncake turn that carries only a
+    /// `delay` has its previous turn's: a session of delays seemed to end as it started.
     pub fn span(&self) -> Duration {
-        let last = (0..self.len())
-            .map(|i| self.rows.row(i).timestamp_us())
-            .max();
-        Duration::from_nanos(last.map_or(0, |t| self.timing.offset_ns(t)))
+        match self.is_empty() {
+            true => Duration::ZERO,
+            false => Duration::from_nanos(self.timing.offset_ns(self.last_send_us())),
+        }
     }
 }
 
@@ -381,7 +411,8 @@ mod tests {
         // Session 7: first turn at 0 s, then 10 s of delay; the other request at 3.9 s.
         let s = schedule(reqs.clone(), 2.0);
         assert_eq!(s.min_duration(), Duration::from_secs(5));
-        assert_eq!(s.span(), Duration::from_millis(1950));
+        // The span counts the delay too (it read 1.95 s, the last timestamp's deadline).
+        assert_eq!(s.span(), Duration::from_secs(5));
         let s = schedule(reqs, 1e-300);
         assert_eq!(s.min_duration(), Duration::MAX);
     }

@@ -83,6 +83,13 @@ pub const MAX_SPAN: std::time::Duration = std::time::Duration::from_secs(365 * 2
 /// row.
 pub const DEFAULT_LENGTH_LIMIT: u32 = 10_000_000;
 
+/// The highest [`LoadOptions::length_limit`] (and [`Config::length_limit`](crate::Config))
+/// may be set to: the longest context ever announced, Magic's LTM-2-mini's 100M tokens (see
+/// [`DEFAULT_LENGTH_LIMIT`]). A prompt of that many tokens is about 0.7 GB; the limit was
+/// unbounded, and `--length-limit 4294967295 --isl 4000000000` aborted the process on a
+/// 28 GB allocation instead of refusing the setting.
+pub const MAX_LENGTH_LIMIT: u32 = 100_000_000;
+
 /// The longest line a trace may hold, in bytes, unless [`LoadOptions::max_line_bytes`] says
 /// otherwise. Real rows are far shorter (the longest in the published Mooncake traces,
 /// 191k tokens in 374 hash ids, is 2.7 KB), but a row of [`DEFAULT_LENGTH_LIMIT`] tokens in
@@ -243,7 +250,7 @@ pub struct LoadOptions {
     /// What to do with BurstGPT failed rows.
     pub burstgpt_failed: FailedPolicy,
     /// Rows asking for more input or output tokens than this are invalid (default
-    /// [`DEFAULT_LENGTH_LIMIT`]).
+    /// [`DEFAULT_LENGTH_LIMIT`]; at most [`MAX_LENGTH_LIMIT`]).
     pub length_limit: u32,
     /// A line (a CSV record) longer than this many bytes ends the load with
     /// [`TraceError::LineTooLong`] (default [`DEFAULT_MAX_LINE_BYTES`]).
@@ -278,8 +285,9 @@ pub struct LoadReport {
     pub invalid_skipped: u64,
     /// Those invalid rows by error kind.
     pub invalid_by_kind: BTreeMap<TraceErrorKind, u64>,
-    /// Bailian rows whose parent never appears, kept as the root of their own session (only
-    /// with `skip_invalid`).
+    /// Bailian rows whose parent chain cannot be followed (the parent never appears, is part
+    /// of a cycle, or is timestamped after the row), kept as the root of their own session
+    /// (only with `skip_invalid`).
     pub orphans_rerooted: u64,
     /// Bailian rows whose `turn` field contradicts the depth of their parent chain; the chain
     /// wins (only with `skip_invalid`).

@@ -93,7 +93,7 @@ async fn stopping_while_connecting_leaves_requests_unsent() {
     .expect("the stop ends the run, not the connect timeout");
     assert!(run.outcome.interrupted);
     assert!(run.records.is_empty(), "{:?}", run.records);
-    assert_eq!(run.outcome.unsent, 2);
+    assert_eq!(run.outcome.unsent, Some(2));
 }
 
 #[tokio::test]
@@ -153,7 +153,8 @@ async fn stopping_leaves_requests_queued_for_a_slot_unsent() {
         run.records[0].error
     );
     assert_eq!(
-        run.outcome.unsent, 3,
+        run.outcome.unsent,
+        Some(3),
         "the three queued requests never went out"
     );
     let generations = sim

@@ -311,6 +311,60 @@ async fn warmup_requests_are_marked_and_left_out() {
     assert_eq!(run.outcome.summary.warmup_requests, 2);
 }
 
+// Warm-up records are timed from the run's own t0, which is set once the warm-up is over (or
+// is `--start-at`): before it, negative. They were timed from a t0 set before the warm-up and
+// replaced after it, so in `records.jsonl` they overlapped the measured requests (3 warm-ups
+// and a ceiling of 3 read as 4 in flight).
+#[tokio::test]
+async fn warmup_records_are_timed_from_the_runs_t0_before_it() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let in_s = |secs: i64| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        now.as_nanos() as i64 + secs * 1_000_000_000
+    };
+    for start_at in [false, true] {
+        let run = replay(requests(6, 40, 4), target(&sim), |c| {
+            c.warmup_requests = 3;
+            c.concurrency = Some(3);
+            if start_at {
+                c.start_at = Some(canary_replay::StartAt {
+                    text: "in two seconds".into(),
+                    unix_ns: in_s(2),
+                    max_late: Duration::from_secs(600),
+                });
+            }
+        })
+        .await;
+        let (warm, measured): (Vec<_>, Vec<_>) = run.records.iter().partition(|r| r.warmup);
+        assert_eq!((warm.len(), measured.len()), (3, 6), "start_at {start_at}");
+        // In the order they were sent, each ended before the next, and all before t0.
+        for w in &warm {
+            assert!(
+                w.scheduled_at_ms <= w.sent_at_ms && w.sent_at_ms <= w.ended_at_ms,
+                "start_at {start_at}: {w:?}"
+            );
+            assert!(w.ended_at_ms < 0.0, "start_at {start_at}: {w:?}");
+        }
+        assert!(warm.windows(2).all(|p| p[0].ended_at_ms <= p[1].sent_at_ms));
+        assert!(measured.iter().all(|r| r.scheduled_at_ms >= 0.0));
+        // Never more in flight than the ceiling, over every record.
+        let mut edges: Vec<(f64, i32)> = run
+            .records
+            .iter()
+            .flat_map(|r| [(r.sent_at_ms, 1), (r.ended_at_ms, -1)])
+            .collect();
+        edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (mut now, mut most) = (0, 0);
+        for (_, d) in edges {
+            now += d;
+            most = most.max(now);
+        }
+        assert!(most <= 3, "start_at {start_at}: {most} in flight");
+    }
+}
+
 #[tokio::test]
 async fn stopping_mid_run_keeps_what_was_measured() {
     let sim = sim(&["--profile", "fast"]).await;
@@ -326,8 +380,8 @@ async fn stopping_mid_run_keeps_what_was_measured() {
     });
     let run = replay_with_stop(reqs, target(&sim), |_| {}, stop).await;
     assert!(run.outcome.interrupted);
-    assert!(run.outcome.unsent > 0);
-    assert_eq!(run.records.len() as u64 + run.outcome.unsent, 20);
+    assert!(run.outcome.unsent > Some(0));
+    assert_eq!(run.records.len() as u64 + run.outcome.unsent.unwrap(), 20);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap())
             .unwrap();

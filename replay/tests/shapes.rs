@@ -146,7 +146,7 @@ async fn a_closed_loop_never_has_more_requests_in_flight_than_users() {
     .await;
     assert_eq!(run.records.len(), 40);
     assert_eq!(run.outcome.summary.errors, 0);
-    assert_eq!(run.outcome.unsent, 0);
+    assert_eq!(run.outcome.unsent, Some(0));
 
     // The simulator's truth: the most requests it was serving at once.
     let truth = sim.truth();
@@ -204,8 +204,54 @@ async fn a_duration_ends_the_sending_and_counts_nothing_as_unsent() {
     let run = run_work(Work::rate(&plan, LIMIT), target(&sim), |_| {}).await;
     // Arrivals at 0, 25, …, 475 ms: 20 of them, none at or past 500 ms.
     assert_eq!(run.records.len(), 20);
-    assert_eq!(run.outcome.unsent, 0);
+    assert_eq!(run.outcome.unsent, Some(0));
     assert!(!run.outcome.interrupted);
+}
+
+// A closed loop bounded by time, stopped before its end: how many requests its users would
+// have sent in the time left was the server's pace, so the count is unknown, and said to be
+// (it read `unsent: 0`, as if counted). Bounded by a count alone, the rest is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_bounded_by_time_and_stopped_says_its_unsent_are_unknown() {
+    let sim = sim(&["--profile", "fast"]).await;
+    let users = |count, duration| ClosedLoopPlan {
+        requests: SyntheticRequests::fixed(16, 4),
+        users: 2,
+        extent: Extent { count, duration },
+    };
+    let stopped = |plan: ClosedLoopPlan| {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (sim_target, s2) = (target(&sim), stop.clone());
+        async move {
+            tokio::spawn(async move {
+                // The run is stopped once it has sent something, long before its end.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                s2.cancel();
+            });
+            let work = Work::closed_loop(&plan, LIMIT);
+            run_work_with_stop(work, sim_target, |c| c.concurrency = Some(2), stop).await
+        }
+    };
+    for count in [None, Some(900_000)] {
+        let run = stopped(users(count, Some(Duration::from_secs(600)))).await;
+        assert!(run.outcome.interrupted, "{count:?}");
+        assert_eq!(run.outcome.unsent, None, "{count:?}");
+        assert!(!run.outcome.unsent_estimated, "{count:?}");
+        let why = run.outcome.unsent_unknown.clone().expect("a reason");
+        assert!(why.contains("closed loop bounded by time"), "{why}");
+        assert_eq!(why.contains("at most"), count.is_some(), "{why}");
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        assert!(summary["unsent"].is_null(), "{}", summary["unsent"]);
+        assert_eq!(summary["unsent_unknown"], why.as_str());
+    }
+    // A count alone: what the users never claimed is the rest of it, counted.
+    let run = stopped(users(Some(900_000), None)).await;
+    assert!(run.outcome.interrupted);
+    let unsent = run.outcome.unsent.expect("counted");
+    assert_eq!(unsent + run.records.len() as u64, 900_000);
+    assert_eq!(run.outcome.unsent_unknown, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

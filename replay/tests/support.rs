@@ -189,6 +189,21 @@ pub async fn run_work(
     run_prepared(config, work, None, stop, Arc::default(), dir).await
 }
 
+/// [`run_work`] with a stop token.
+pub async fn run_work_with_stop(
+    work: canary_replay::Work,
+    target: Target,
+    tweak: impl FnOnce(&mut Config),
+    stop: CancellationToken,
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(target);
+    config.output_dir = Some(dir.path().to_path_buf());
+    config.grace_period = std::time::Duration::from_secs(5);
+    tweak(&mut config);
+    run_prepared(config, work, None, stop, Arc::default(), dir).await
+}
+
 async fn run_prepared(
     config: Config,
     work: canary_replay::Work,

@@ -247,6 +247,43 @@ fn mooncake_sessions_delay_and_prompts() {
     );
 }
 
+// A turn that carries only a Mooncake `delay` is sent that long after its previous turn
+// (which has its own server time) at the earliest. The loader gives it its previous turn's
+// timestamp, and analyze-trace counted it there: a session of delays seemed sent at its
+// start, one burst, over no time. Its rate, bursts and span now count the delays (server
+// time not counted, and say so).
+#[test]
+fn analysis_times_delay_turns_after_their_previous_turn() {
+    // Generated, in the aiperf superset of the Mooncake format: session "a" starts at 0 and
+    // sends three more turns 10 s apart by delay; session "b" and a lone row at 0 and 5 s.
+    let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 20, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 30, "output_length": 2}
+{"session_id": "a", "delay": 10000, "input_length": 40, "output_length": 2}
+{"session_id": "b", "timestamp": 0, "input_length": 10, "output_length": 2}
+{"timestamp": 5000, "input_length": 10, "output_length": 2}
+"#;
+    let a = trace::analyze(&parse("delays.jsonl", text));
+    assert_eq!(a.delay_turns, 3);
+    assert_eq!((a.first_timestamp_s, a.last_timestamp_s), (0.0, 5.0));
+    assert_eq!(a.duration_s, 30.0);
+    // Two requests at 0 s (a's first turn and b's), not five.
+    assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (2, 0.0));
+    assert_eq!(a.peak_1s.requests, 2);
+    assert!(
+        a.to_string().contains("3 turns are timed by their delay"),
+        "{a}"
+    );
+    // Without delays, the times are the timestamps, as before.
+    let plain = trace::analyze(&load(trace_file!("mooncake_arxiv_first20.jsonl")));
+    assert_eq!(plain.delay_turns, 0);
+    assert_eq!(
+        plain.duration_s,
+        plain.last_timestamp_s - plain.first_timestamp_s
+    );
+    assert!(!plain.to_string().contains("timed by their delay"));
+}
+
 #[test]
 fn bailian_chains() {
     // Generated rows following the documented Bailian format; chat 12 appears before its parent.
@@ -292,6 +329,49 @@ fn bailian_chains() {
         (t.report.turn_mismatches, t.requests.get(3).unwrap().turn),
         (1, 2)
     );
+}
+
+// A follow-up timestamped before its parent cannot be sent after the parent's answer. It was
+// accepted, and the selection then dropped it without a word (an orphan turn: its session's
+// first turn not yet seen). Refused at load, naming the row's timestamp and the parent's, as
+// Mooncake refuses a turn earlier than the one before it; with --skip-invalid, kept as its own
+// session (and so replayed).
+#[test]
+fn error_bailian_follow_up_before_its_parent() {
+    // Generated rows following the documented Bailian format: chat 11 (line 2) answers chat
+    // 10 (line 1) but is timestamped before it.
+    let text = r#"{"chat_id": 10, "parent_chat_id": -1, "timestamp": 4.0, "input_length": 20, "output_length": 5, "type": "text", "turn": 1, "hash_ids": [100, 101]}
+{"chat_id": 11, "parent_chat_id": 10, "timestamp": 2.5, "input_length": 40, "output_length": 5, "type": "text", "turn": 2, "hash_ids": [100, 101, 102]}
+{"chat_id": 12, "parent_chat_id": 11, "timestamp": 9.0, "input_length": 70, "output_length": 5, "type": "text", "turn": 3, "hash_ids": [100, 101, 102, 103, 104]}
+"#;
+    parse_err(
+        "early.jsonl",
+        text,
+        TraceErrorKind::InvalidValue,
+        &[
+            "early.jsonl:2:",
+            "field \"timestamp\"",
+            "parent's (chat 10 on line 1, 4 s)",
+            "found 2.5 s",
+        ],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("early.jsonl", text, &opts).unwrap();
+    assert_eq!(t.report.orphans_rerooted, 1);
+    let sessions: Vec<_> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, r.session, r.turn))
+        .collect();
+    assert_eq!(
+        sessions,
+        [(2, Some(11), 0), (1, Some(10), 0), (3, Some(11), 1)]
+    );
+    let (kept, rep) = t.select(&Selection::default()).unwrap();
+    assert_eq!((kept.requests.len(), rep.dropped_orphan_turns), (3, 0));
 }
 
 const BURSTGPT_HEADER: &str =
@@ -831,6 +911,37 @@ fn select_window_orphans_and_limit() {
     );
 }
 
+// A shard that owns none of a window holding requests keeps its empty part (its run is
+// written for `canaryd merge`); a window holding nothing is an error for every shard alike.
+#[test]
+fn a_shard_owning_none_of_the_window_selects_an_empty_part() {
+    let t = load(trace_file!("burstgpt_readme_rows.csv"));
+    let parts: Vec<_> = (0..4)
+        .map(|index| {
+            let sel = Selection {
+                shard: Some(Shard { index, count: 4 }),
+                ..Default::default()
+            };
+            t.clone()
+                .select(&sel)
+                .map(|(part, rep)| (part.requests.len(), rep))
+        })
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(parts.iter().map(|(n, _)| n).sum::<usize>(), 3);
+    let (_, empty) = parts.iter().find(|(n, _)| *n == 0).expect("an empty shard");
+    assert_eq!((empty.requests_out, empty.dropped_other_shards), (0, 3));
+    let outside = Selection {
+        start_offset: Some(Duration::from_secs(3600 * 24 * 365)),
+        shard: Some(Shard { index: 0, count: 4 }),
+        ..Default::default()
+    };
+    assert_eq!(
+        t.select(&outside).unwrap_err().kind(),
+        TraceErrorKind::EmptySelection
+    );
+}
+
 #[test]
 fn select_scale_keeps_block_structure() {
     let t = parse("sel.jsonl", SESSIONS);
@@ -947,7 +1058,8 @@ fn analysis_of_a_small_trace() {
     let a = trace::analyze(&parse("small.jsonl", text));
     assert_eq!(
         (a.requests, a.duration_s, a.mean_rate_rps),
-        (4, 2.0, Some(2.0))
+        // 3 gaps over 2 s: one over the mean gap (it was 4 / 2 s, without saying which).
+        (4, 2.0, Some(1.5))
     );
     assert_eq!((a.peak_burst.requests, a.peak_burst.at_s), (2, 0.0));
     assert_eq!((a.peak_1s.requests, a.peak_1s.at_s), (3, 0.0));
@@ -964,7 +1076,7 @@ fn analysis_of_a_small_trace() {
     assert_eq!((p.tokens, p.reused_tokens), (2212, 1024));
     assert!((p.block_hit_rate - 2.0 / 6.0).abs() < 1e-12);
     let text = a.to_string();
-    assert!(text.contains("2 requests on one timestamp"), "{text}");
+    assert!(text.contains("2 requests at one time"), "{text}");
     let json = serde_json::to_value(&a).unwrap();
     assert_eq!(json["format"], "mooncake");
     assert_eq!(json["peak_1s"]["requests"], 3);

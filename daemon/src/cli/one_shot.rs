@@ -183,6 +183,11 @@ pub async fn one_shot(
         if let Some(t) = &run.outcome.summary.timeslices {
             crate::cli::timeslices::print(t)?;
         }
+        // What the selection could not do as asked (fewer requests than --max-requests).
+        let trace = run.info.plan.as_ref().and_then(|p| p.trace.as_ref());
+        for note in trace.iter().flat_map(|t| &t.selection.notes) {
+            outln!("note: {note}")?;
+        }
         if let Some(v) = &run.verdict {
             // A plain pass without bars says nothing the table does not.
             if v.kind != VerdictKind::Pass || print.criteria != Criteria::NONE {

@@ -214,7 +214,8 @@ pub struct ShapeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TraceLimits {
     /// Refuse trace rows, and scaled lengths, above N input or output tokens (default: 10M,
-    /// the longest context any model is served with).
+    /// the longest context any model is served with). A run refuses more than 100M, the
+    /// longest announced (a prompt is sized by it); `analyze-trace` builds none, and takes any.
     #[arg(
         long,
         value_name = "N",

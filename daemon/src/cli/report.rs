@@ -334,15 +334,20 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         println!("{b}");
     }
     if outcome.interrupted {
-        let about = if outcome.unsent_estimated {
-            " (an estimate: the rate times the time left)"
-        } else {
-            ""
-        };
-        outln!(
-            "interrupted: {} scheduled requests were not sent{about}",
-            outcome.unsent
-        )?;
+        match (outcome.unsent, &outcome.unsent_unknown) {
+            (Some(n), _) => {
+                let about = if outcome.unsent_estimated {
+                    " (an estimate: the rate times the time left)"
+                } else {
+                    ""
+                };
+                outln!("interrupted: {n} scheduled requests were not sent{about}")?;
+            }
+            (None, why) => outln!(
+                "interrupted: how many requests were not sent is unknown: {}",
+                why.as_deref().unwrap_or("not counted")
+            )?,
+        }
     }
     Ok(())
 }

@@ -277,14 +277,14 @@ pub struct Workload {
     /// Length scaling; at most `length_limit` (every row has a token or more).
     pub scale_lengths: Option<toml::Spanned<Positive>>,
     /// Trace rows, and scaled lengths, above this many input or output tokens are refused
-    /// (default 10000000, the longest context any model is served with).
+    /// (default 10000000, the longest context any model is served with; at most 100000000).
     pub length_limit: Option<LengthLimit>,
     /// A trace line (CSV record) longer than this many bytes is refused (default 16 MiB).
     pub max_line_bytes: Option<AtLeastOne>,
     /// Concurrency ceiling, 1 or more.
-    pub concurrency: Option<AtLeastOne>,
-    /// Default 0.
-    pub warmup_requests: Option<usize>,
+    pub concurrency: Option<toml::Spanned<AtLeastOne>>,
+    /// Default 0; at most 10000.
+    pub warmup_requests: Option<WarmupRequests>,
     /// `"15m"`: a run every period (1 s to a year).
     pub every: Option<toml::Spanned<Period>>,
     /// A cron expression (5 or 6 fields, UTC) that fires at least once from now on.

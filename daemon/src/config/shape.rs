@@ -185,8 +185,13 @@ pub(super) fn shape(
             extent,
         }),
     };
-    // The library's checks, each error placed at its key.
-    let positions: HashMap<&str, Option<usize>> = synthetic_keys.into_iter().collect();
+    // The library's checks, each error placed at its key (a closed loop's users are its
+    // `concurrency`: more of them than requests was placed at the workload's header).
+    let mut positions: HashMap<&str, Option<usize>> = synthetic_keys.into_iter().collect();
+    positions.insert(
+        "concurrency",
+        w.concurrency.as_ref().map(|c| c.span().start),
+    );
     synthetic.load().validate(length_limit).map_err(|e| {
         let p = positions.get(e.setting.name()).copied().flatten().or(at);
         err(p, e.spelled(&key(e.setting.name())))

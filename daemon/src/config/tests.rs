@@ -437,6 +437,27 @@ fn zero_concurrency_is_refused() {
     assert_eq!(parse(&text).unwrap().workloads[0].concurrency, Some(8));
 }
 
+// Warm-up requests are bounded (their ids count down from u32::MAX into the measured ones'
+// past 3.3 billion, and their records are held until the measured phase): at the key.
+#[test]
+fn warmup_requests_are_bounded() {
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nwarmup_requests = 10001",
+    );
+    let e = error_at(
+        &text,
+        "warmup_requests = 10001",
+        "workloads.chat.warmup_requests: ",
+    );
+    assert!(e.contains("from 0 to 10000"), "{e}");
+    let text = GOOD.replace(
+        "jitter = \"30s\"",
+        "jitter = \"30s\"\nwarmup_requests = 10000",
+    );
+    assert_eq!(parse(&text).unwrap().workloads[0].warmup_requests, 10000);
+}
+
 #[test]
 fn baseline_numbers_are_checked() {
     for (key, value, expected) in [
@@ -804,15 +825,27 @@ fn scale_lengths_cannot_pass_the_length_limit() {
         (10_000_000, 16 << 20)
     );
     let raised =
-        "jitter = \"30s\"\nscale_lengths = 2e7\nlength_limit = 4000000000\nmax_line_bytes = 100";
+        "jitter = \"30s\"\nscale_lengths = 2e7\nlength_limit = 100000000\nmax_line_bytes = 100";
     let c = parse(&GOOD.replace("jitter = \"30s\"", raised)).unwrap();
     assert_eq!(c.workloads[0].scale_lengths, Some(2e7));
     assert_eq!(
         (c.workloads[0].length_limit, c.workloads[0].max_line_bytes),
-        (4_000_000_000, 100)
+        (100_000_000, 100)
     );
+    // At most 100M: a prompt is sized by it (4e9 was taken, and a run aborted on a 28 GB
+    // allocation).
+    let e = error_at(
+        &GOOD.replace(
+            "jitter = \"30s\"",
+            "jitter = \"30s\"\nlength_limit = 4000000000",
+        ),
+        "length_limit = 4000000000",
+        "workloads.chat.length_limit: ",
+    );
+    assert!(e.contains("from 1 to 100000000"), "{e}");
     for (bad, key) in [
         ("length_limit = 0", "workloads.chat.length_limit: "),
+        ("length_limit = 100000001", "workloads.chat.length_limit: "),
         ("length_limit = 5000000000", "workloads.chat.length_limit: "),
         ("max_line_bytes = 0", "workloads.chat.max_line_bytes: "),
     ] {

@@ -279,6 +279,8 @@ struct RunIds<'a> {
 pub enum TraceCheck {
     /// It loads; what it holds.
     Ok(String),
+    /// No trace: the synthetic load the workload sends instead.
+    Synthetic(String),
     /// The file is not there (a warning, not an error: it may be put there later).
     Missing,
     /// A signal stopped the load.
@@ -315,7 +317,7 @@ pub async fn check_workload(
     };
     let (canary_replay::Work::Schedule(schedule), Some(loaded)) = (&prepared.work, &prepared.trace)
     else {
-        return Ok(TraceCheck::Ok(plan.load.describe()));
+        return Ok(TraceCheck::Synthetic(plan.load.describe()));
     };
     let rows = loaded.load.rows;
     Ok(TraceCheck::Ok(format!(

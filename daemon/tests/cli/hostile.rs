@@ -124,6 +124,63 @@ fn lengths_no_model_serves_are_refused_before_anything_is_built() {
     assert!(out.contains("1000000000"), "{out}");
 }
 
+// --length-limit had no ceiling: raised to 2^32 - 1, a 4e9-token --isl passed it and the run
+// aborted on a 28 GB prompt allocation (exit 134). A run now refuses a limit above 100M (the
+// longest context announced), naming the flag, before anything is built or written.
+#[test]
+fn a_length_limit_no_model_serves_is_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let args = [
+        "profile",
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--output-dir",
+        "out",
+        "--length-limit",
+        "4294967295",
+        "--isl",
+        "4000000000",
+        "--request-count",
+        "1",
+    ];
+    let (code, out) = bounded(&args, d, 60);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("--length-limit: expected 1 to 100000000 tokens"),
+        "{out}"
+    );
+    assert!(out.contains("found 4294967295"), "{out}");
+    assert!(!d.join("out").exists(), "nothing is written");
+    // A replay too; the ceiling itself is allowed.
+    let arxiv = shared("traces/mooncake_arxiv_first20.jsonl");
+    let arxiv = arxiv.to_str().unwrap();
+    let (code, out) = bounded(&replay_args(arxiv, &["--length-limit", "100000001"]), d, 60);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("--length-limit: expected 1 to 100000000"),
+        "{out}"
+    );
+}
+
+// Warm-up requests had no ceiling: their ids count down from u32::MAX into the measured ones'
+// past 3.3 billion, and their records are held until the measured phase.
+#[test]
+fn warmup_requests_past_the_ceiling_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let arxiv = shared("traces/mooncake_arxiv_first20.jsonl");
+    let arxiv = arxiv.to_str().unwrap();
+    let args = replay_args(arxiv, &["--warmup-requests", "10001"]);
+    let (code, out) = bounded(&args, dir.path(), 60);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("--warmup-requests: expected at most 10000 warm-up requests"),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_speedup_that_never_ends_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -300,6 +357,19 @@ fn check_config_loads_each_trace_and_names_what_is_wrong() {
     let (code, out) = check("good.toml", &trace);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("trace: 20 of 20 rows selected"), "{out}");
+
+    // A synthetic workload says what it sends as such (it was printed as a trace).
+    let (code, out) = check(
+        "rate.toml",
+        "request_rate = 5.0
+request_count = 10",
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("    synthetic: 5 req/s, poisson arrivals"),
+        "{out}"
+    );
+    assert!(!out.contains("trace: "), "{out}");
 
     // A bad row is named: file, line, field.
     let bad = r#"{"timestamp": 0, "input_length": "many", "output_length": 5}"#;

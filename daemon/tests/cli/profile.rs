@@ -126,6 +126,44 @@ fn profile_with_a_trace_replays_it_as_replay_does() {
     assert_eq!(s["run"]["trace"]["selection"]["requests_out"], 5);
 }
 
+// A count above what the trace holds sends what it holds, and says so: a warning line, a note
+// under the table, and `run.trace.selection.notes` (it sent 3 of 100 without a word).
+#[test]
+fn a_count_above_what_the_trace_holds_is_said() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = crate::common::shared("traces/burstgpt_readme_rows.csv");
+    let out = profile(
+        dir.path(),
+        &url,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--speedup",
+            "1000",
+            "--request-count",
+            "100",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(records(dir.path()).len(), 3);
+    let said = "100: the selected window holds only 3 requests";
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("--max-requests {said}")),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("note: max_requests {said}")),
+        "{stdout}"
+    );
+    let s = summary(dir.path());
+    let notes = &s["run"]["trace"]["selection"]["notes"];
+    assert!(notes[0].as_str().unwrap().contains(said), "{notes}");
+}
+
 #[test]
 fn nonsensical_combinations_are_refused_before_anything_is_sent() {
     let (_sim, port) = sim(&[]);

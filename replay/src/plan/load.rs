@@ -9,7 +9,7 @@ use super::synthetic::{ClosedLoopPlan, LoadInfo, RatePlan};
 use crate::run::Work;
 use crate::schedule::Schedule;
 use crate::trace::{
-    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Synthesis, Trace,
+    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Shard, Synthesis, Trace,
     TraceError, TraceFormat, MAX_SPAN,
 };
 use std::path::{Path, PathBuf};
@@ -163,6 +163,23 @@ pub struct Loaded {
     pub digest: String,
     /// The synthesis applied, and what it did.
     pub synthesis: Option<SynthesisInfo>,
+    /// The shard selected, if any.
+    pub shard: Option<Shard>,
+}
+
+impl Loaded {
+    /// For a shard that owns none of the window's requests, what to say of it: it sends
+    /// nothing and its run, empty, is still written, so that `canaryd merge` counts it.
+    pub fn empty_shard(&self) -> Option<String> {
+        let (shard, selection) = (self.shard?, &self.selection);
+        (selection.requests_out == 0).then(|| {
+            format!(
+            "shard {shard} owns none of the {} requests of the window: nothing is sent, and its \
+             empty run is written so that `canaryd merge` counts the shard",
+            selection.requests_in - selection.dropped_outside_window.min(selection.requests_in)
+        )
+        })
+    }
 }
 
 /// Why a trace could not be loaded or scheduled.
@@ -259,16 +276,18 @@ impl TracePlan {
             speedup: self.speedup,
             digest,
             synthesis,
+            shard: self.selection.shard,
         }))
     }
 }
 
 impl Loaded {
     /// The schedule of the selected requests, which it takes (what is left describes the
-    /// trace for `summary.json`). Refuses an empty selection, and one that would take more
-    /// than [`MAX_SPAN`] to replay (a speedup of 1e-12).
+    /// trace for `summary.json`). Refuses an empty selection (but a shard's, see
+    /// [`Loaded::empty_shard`]), and one that would take more than [`MAX_SPAN`] to replay (a
+    /// speedup of 1e-12).
     pub fn take_schedule(&mut self) -> Result<Schedule, LoadError> {
-        if self.trace.requests.is_empty() {
+        if self.trace.requests.is_empty() && self.shard.is_none() {
             return Err(LoadError::Empty);
         }
         let rows = std::mem::take(&mut self.trace.requests);

@@ -57,6 +57,10 @@ pub enum Setting {
     SharedPrefix,
     /// Synthetic requests to send.
     RequestCount,
+    /// Requests sent before the measured phase.
+    WarmupRequests,
+    /// The most requests of a trace's window to replay.
+    MaxRequests,
     /// How long to send synthetic requests.
     BenchmarkDuration,
     /// Percentage of requests cancelled on purpose.
@@ -123,6 +127,8 @@ impl Setting {
             Setting::OslStddev => "osl_stddev",
             Setting::SharedPrefix => "shared_system_prompt_length",
             Setting::RequestCount => "request_count",
+            Setting::WarmupRequests => "warmup_requests",
+            Setting::MaxRequests => "max_requests",
             Setting::BenchmarkDuration => "benchmark_duration",
             Setting::RequestCancellationRate => "request_cancellation_rate",
             Setting::RequestCancellationDelay => "request_cancellation_delay",
@@ -154,6 +160,8 @@ impl Setting {
             | Setting::OslStddev
             | Setting::SharedPrefix
             | Setting::RequestCount
+            | Setting::WarmupRequests
+            | Setting::MaxRequests
             | Setting::BenchmarkDuration
             | Setting::RequestCancellationRate
             | Setting::RequestCancellationDelay

@@ -10,6 +10,15 @@ use canary_core::{ContextBaseline, Goodput};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The most warm-up requests a run sends. They are sent one at a time, their ids count down
+/// from `u32::MAX` (clear of the measured requests', below
+/// [`MAX_REQUEST_COUNT`](crate::MAX_REQUEST_COUNT)), and their records are held in memory
+/// until the measured phase starts (about 1 KB each; more with `record_chunks`), so they are
+/// bounded: unbounded, a count past 3.3 billion took their ids down into the measured ones'
+/// (past 2^32 they wrapped), and memory grew with it. Ten thousand sequential requests are
+/// far more than any server needs to warm up.
+pub const MAX_WARMUP_REQUESTS: usize = 10_000;
+
 /// The dispatcher's settings of one run: the target, and how the run goes. The speedup is
 /// the schedule's ([`Schedule::new`]); the observers are given to [`run()`](super::run()).
 #[derive(Debug, Clone)]
@@ -23,7 +32,8 @@ pub struct Config {
     pub balance: Balance,
     /// At most this many requests in flight; the rest wait (and the wait is recorded as hold).
     pub concurrency: Option<usize>,
-    /// Requests sent, one at a time, before the measured phase; left out of statistics.
+    /// Requests sent, one at a time, before the measured phase; left out of statistics. At
+    /// most [`MAX_WARMUP_REQUESTS`].
     pub warmup_requests: usize,
     /// After a stop, in-flight requests get this long to finish.
     pub grace_period: Duration,
@@ -48,7 +58,8 @@ pub struct Config {
     pub prompt_salt: u64,
     /// [`run()`](super::run()) refuses a schedule with a row asking for more input or output
     /// tokens than this: prompts and response caps are sized by those numbers. Default
-    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading.
+    /// [`DEFAULT_LENGTH_LIMIT`](crate::trace::DEFAULT_LENGTH_LIMIT), as when loading; from 1
+    /// to [`MAX_LENGTH_LIMIT`](crate::trace::MAX_LENGTH_LIMIT) ([`Config::validate`]).
     pub length_limit: u32,
     /// Requests cancelled on purpose (never warm-up ones); `None`: none.
     pub cancellation: Option<Cancellation>,
@@ -111,6 +122,27 @@ impl Config {
             )),
             false => Ok(()),
         };
+        if self.warmup_requests > MAX_WARMUP_REQUESTS {
+            return Err(SettingError::new(
+                Setting::WarmupRequests,
+                format!(
+                    "expected at most {MAX_WARMUP_REQUESTS} warm-up requests (each is held in \
+                     memory until the measured phase starts), found {}",
+                    self.warmup_requests
+                ),
+            ));
+        }
+        let max = crate::trace::MAX_LENGTH_LIMIT;
+        if !(1..=max).contains(&self.length_limit) {
+            return Err(SettingError::new(
+                Setting::LengthLimit,
+                format!(
+                    "expected 1 to {max} tokens (the longest context announced; a prompt is \
+                     sized by it), found {}",
+                    self.length_limit
+                ),
+            ));
+        }
         positive(Setting::ConnectTimeout, self.target.connect_timeout)?;
         positive(Setting::RequestTimeout, self.target.timeout)?;
         self.target.limits.validate()?;
@@ -261,5 +293,22 @@ mod tests {
             c.goodput = ok.parse().unwrap();
             assert!(c.validate().is_ok(), "{ok}");
         }
+    }
+
+    // Warm-up requests had no ceiling: their ids count down from u32::MAX, and a count past
+    // 3.3 billion took them into the measured ones' (past 2^32 they wrapped).
+    #[test]
+    fn warmup_requests_are_bounded() {
+        let mut c = Config::new(Target::new("http://h:1", Endpoint::Chat, "m").unwrap());
+        c.warmup_requests = MAX_WARMUP_REQUESTS;
+        assert!(c.validate().is_ok());
+        c.warmup_requests = MAX_WARMUP_REQUESTS + 1;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.setting, Setting::WarmupRequests);
+        assert!(
+            e.spelled("--warmup-requests")
+                .starts_with("--warmup-requests: expected at most 10000 warm-up requests"),
+            "{e}"
+        );
     }
 }

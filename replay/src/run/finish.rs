@@ -31,8 +31,11 @@ pub(super) async fn finish(
     ended: Ended,
     info: &RunInfo,
 ) -> Result<RunOutcome, super::ReplayError> {
-    let unsent = ctx.unsent.load(Ordering::Relaxed);
-    let unsent_estimated = ctx.unsent_estimated.load(Ordering::Relaxed);
+    let unsent_unknown = ctx.unsent_unknown.get().cloned();
+    let unsent = unsent_unknown
+        .is_none()
+        .then(|| ctx.unsent.load(Ordering::Relaxed));
+    let unsent_estimated = unsent.is_some() && ctx.unsent_estimated.load(Ordering::Relaxed);
     let t0 = ctx.t0;
     drop(ctx.records);
     let writer = collector.join().expect("collector thread does not panic");
@@ -59,6 +62,7 @@ pub(super) async fn finish(
         interrupted: ended.interrupted,
         unsent,
         unsent_estimated,
+        unsent_unknown,
         in_flight_cap: InFlightCap {
             waited: ctx.progress.ceiling_waits.load(Ordering::Relaxed),
             ..ended.in_flight_cap

@@ -4,6 +4,7 @@
 
 use super::planner::{Planner, Sessions};
 use super::send::send_one;
+use super::work::Unclaimed;
 use super::{sleep_until, ClosedLoopWork, Ctx, Work};
 use crate::schedule::{Session, TurnDue};
 use canary_core::{MonoTime, TraceRequest};
@@ -46,7 +47,23 @@ pub(super) async fn send_all(ctx: &Arc<Ctx>, work: Work) {
                 tasks.spawn(run_user(ctx.clone(), users.clone()));
             }
             while tasks.join_next().await.is_some() {}
-            ctx.unsent.fetch_add(users.unclaimed(), Ordering::Relaxed);
+            match users.unclaimed() {
+                Unclaimed::Exact(n) => {
+                    ctx.unsent.fetch_add(n, Ordering::Relaxed);
+                }
+                Unclaimed::Unknown { time_left, at_most } => {
+                    let claimed = ctx.unsent.load(Ordering::Relaxed);
+                    let most = at_most.map_or(String::new(), |m| {
+                        format!(", at most {} with the rest of the count", claimed + m)
+                    });
+                    let _ = ctx.unsent_unknown.set(format!(
+                        "a closed loop bounded by time was stopped {:.3} s before its end: its \
+                         users would have sent as many more requests as the server answered in \
+                         that time (at least {claimed}: claimed and not sent{most})",
+                        time_left.as_secs_f64()
+                    ));
+                }
+            }
             Box::new(std::iter::empty::<Session>())
         }
     };
@@ -110,13 +127,15 @@ async fn run_user(ctx: Arc<Ctx>, users: Arc<ClosedLoopWork>) {
         };
         if !sleep_until(due - ctx.config.prepare_ahead, &ctx.stop).await {
             ctx.unsent.fetch_add(1, Ordering::Relaxed);
-            return;
+            break;
         }
         let Some((rec, gaps)) = send_one(&ctx, &req, due, None, false).await else {
             ctx.unsent.fetch_add(1, Ordering::Relaxed);
-            return;
+            break;
         };
         due = ctx.t0 + Duration::from_nanos((rec.ended_at_ms.max(0.0) * 1e6) as u64);
         let _ = ctx.records.send((rec, gaps)).await;
     }
+    // Stopped with (possibly) more to send: what it would have sent is the loop's to judge.
+    users.cut(due.since(ctx.t0));
 }

@@ -119,23 +119,39 @@ pub(super) struct Collector {
 
 impl Collector {
     /// Starts the thread: each record is annotated by `observer`, then written by `writer`.
+    /// Warm-up records are measured from `warmup_t0`, and wait for the run's start
+    /// ([`Collector::set_t0`]) to be written from it ([`WarmupRecords`]).
     pub fn spawn(
         mut writer: ResultsWriter,
         observer: Option<Arc<dyn Observer>>,
+        warmup_t0: MonoTime,
     ) -> (Collector, mpsc::Sender<(RequestRecord, Gaps)>) {
         let (tx, mut rx) = mpsc::channel::<(RequestRecord, Gaps)>(4096);
-        let t0 = Arc::new(AtomicU64::new(0));
+        let t0 = Arc::new(AtomicU64::new(warmup_t0.as_nanos()));
         let t0_shared = t0.clone();
         let thread = std::thread::spawn(move || {
             let mut woke = MonoTime::default();
+            let mut warmups = WarmupRecords::default();
             while let Some(first) = rx.blocking_recv() {
                 let mut next = Some(first);
                 while let Some((mut rec, gaps)) = next {
+                    // A warm-up record may be taken after the run's start is set: it was
+                    // measured from the warm-up's t0 all the same.
+                    let t0 = match rec.warmup {
+                        true => warmup_t0,
+                        false => MonoTime(t0_shared.load(Ordering::Relaxed)),
+                    };
                     if let Some(o) = &observer {
-                        let t0 = MonoTime(t0_shared.load(Ordering::Relaxed));
                         o.annotate_chunks(&mut rec, gaps.read.kept(), t0);
                     }
-                    writer.record(&rec, &gaps.at);
+                    match rec.warmup {
+                        true => warmups.hold(rec, t0),
+                        // The first measured record comes after the run's start is set.
+                        false => {
+                            warmups.write(&mut writer, t0);
+                            writer.record(&rec, &gaps.at);
+                        }
+                    }
                     next = rx.try_recv().ok();
                 }
                 // On disk once per batch: a run that dies loses at most this batch.
@@ -151,12 +167,16 @@ impl Collector {
                     std::thread::sleep(BATCH - since);
                 }
             }
+            // A run stopped before any measured record: its start was set all the same.
+            warmups.write(&mut writer, MonoTime(t0_shared.load(Ordering::Relaxed)));
+            writer.flush();
             writer
         });
         (Collector { thread, t0 }, tx)
     }
 
-    /// The run's start, as the thread annotates records from now on.
+    /// The run's start, once the warm-up is over: measured records are timed from it, and
+    /// warm-up records are written from it.
     pub fn set_t0(&self, t0: MonoTime) {
         self.t0.store(t0.as_nanos(), Ordering::Relaxed);
     }
@@ -165,6 +185,47 @@ impl Collector {
     pub fn join(self) -> std::thread::Result<ResultsWriter> {
         self.thread.join()
     }
+}
+
+/// Warm-up records, held until the run's start is final. A record's times count from the t0
+/// it was measured against, and the warm-up runs before the run's start is set (when ready,
+/// or at `--start-at`): written at once, warm-up records counted from a t0 the measured ones
+/// do not share, and overlapped them in `records.jsonl` (a closed loop of 3 seemed to have 4
+/// in flight). Held, they are written with times from the run's own t0, negative, once it is
+/// known. They take memory till then (a record, about 1 KB, each; `warmup_requests` is
+/// capped), and their observers' annotations were made against the t0 they were measured
+/// against, so those stay right.
+#[derive(Default)]
+pub(super) struct WarmupRecords {
+    held: Vec<RequestRecord>,
+    /// The t0 the held records' times count from.
+    from: MonoTime,
+}
+
+impl WarmupRecords {
+    /// Holds `rec`, timed from `t0`.
+    pub fn hold(&mut self, rec: RequestRecord, t0: MonoTime) {
+        self.from = t0;
+        self.held.push(rec);
+    }
+
+    /// Writes every held record with its times counted from `t0` instead.
+    pub fn write(&mut self, writer: &mut ResultsWriter, t0: MonoTime) {
+        // ms from `t0` = ms from `from` + (from - t0).
+        let shift = (self.from.as_nanos() as f64 - t0.as_nanos() as f64) / 1e6;
+        for mut rec in self.held.drain(..) {
+            rebase(&mut rec, shift);
+            // Warm-up records stay out of every statistic, their chunk gaps too.
+            writer.record(&rec, &canary_core::ChunkGaps::new());
+        }
+    }
+}
+
+/// Moves a record's times (those counted from t0) by `shift_ms`; its durations stay.
+fn rebase(rec: &mut RequestRecord, shift_ms: f64) {
+    rec.scheduled_at_ms += shift_ms;
+    rec.sent_at_ms += shift_ms;
+    rec.ended_at_ms += shift_ms;
 }
 
 /// The hard stop that ends in-flight requests `grace` after `stop`, and the task that

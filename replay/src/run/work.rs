@@ -4,7 +4,7 @@
 //! whose next deadline is their previous request's end.
 
 use super::planner::Left;
-use crate::arrival::Arrivals;
+use crate::arrival::{ArrivalPattern, Arrivals};
 // A run bounded by time alone still ends at the count's own ceiling: request indices are
 // u32 (prompts and ids are keyed by them), and past it they would repeat.
 use crate::plan::{ClosedLoopPlan, RatePlan, MAX_REQUEST_COUNT};
@@ -51,6 +51,7 @@ pub struct PlannedLoad {
 pub struct RateWork {
     requests: SyntheticRequests,
     arrivals: Arrivals,
+    pattern: ArrivalPattern,
     count: Option<u64>,
     until: Option<Duration>,
     rate: f64,
@@ -68,6 +69,25 @@ pub struct ClosedLoopWork {
     limit: u32,
     /// Requests claimed so far (the next one's index).
     claimed: AtomicU64,
+    /// The earliest time (ns from the run start) a user stopped by the run's stop had its
+    /// next request due, or `u64::MAX` while no user was stopped with more to send.
+    cut_at_ns: AtomicU64,
+}
+
+/// What a stop left a closed loop's users unsent, besides the requests they had claimed and
+/// not sent (counted one by one as they stop).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Unclaimed {
+    /// Counted: the rest of the count (0 when no user had more to send).
+    Exact(u64),
+    /// Nobody can know: bounded by time, the loop was stopped before its end, and how many
+    /// more requests its users would have sent in the time left was the server's pace.
+    Unknown {
+        /// Time left of the duration when the first user was stopped.
+        time_left: Duration,
+        /// At most this many more, when a count bounds the loop too.
+        at_most: Option<u64>,
+    },
 }
 
 impl Work {
@@ -76,6 +96,7 @@ impl Work {
         Work::Rate(RateWork {
             requests: plan.requests.clone(),
             arrivals: Arrivals::new(plan.rate, plan.arrival, plan.requests.seed),
+            pattern: plan.arrival,
             count: plan.extent.count(),
             until: plan.extent.duration,
             rate: plan.rate,
@@ -92,6 +113,7 @@ impl Work {
             until: plan.extent.duration,
             limit,
             claimed: AtomicU64::new(0),
+            cut_at_ns: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -155,6 +177,12 @@ impl Work {
 }
 
 impl RateWork {
+    /// The rate asked (per second), its arrival pattern, and the count and duration that
+    /// bound it.
+    pub(crate) fn shape(&self) -> (f64, ArrivalPattern, Option<u64>, Option<Duration>) {
+        (self.rate, self.pattern, self.count, self.until)
+    }
+
     /// Its requests as single-request sessions, each stamped with its arrival, in order.
     pub fn into_sessions(self) -> RateSessions {
         RateSessions {
@@ -236,6 +264,11 @@ impl Iterator for RateSessions {
 }
 
 impl ClosedLoopWork {
+    /// The count and the duration that bound it.
+    pub(crate) fn extent(&self) -> (Option<u64>, Option<Duration>) {
+        (self.count, self.until)
+    }
+
     /// The next request for a user whose turn is due at `due` (from the run start): `None`
     /// once the count is sent or the duration is over.
     pub(super) fn next(&self, due: Duration) -> Option<TraceRequest> {
@@ -249,11 +282,33 @@ impl ClosedLoopWork {
         Some(self.requests.request(i as u32, self.limit))
     }
 
-    /// Requests of the count never claimed (a stop came first).
-    pub(super) fn unclaimed(&self) -> u64 {
-        match self.count {
-            Some(n) => n.saturating_sub(self.claimed.load(Ordering::Relaxed)),
-            None => 0,
+    /// Notes that the run's stop ended a user whose next request was due at `due` (from the
+    /// run start): the loop was not done.
+    pub(super) fn cut(&self, due: Duration) {
+        let ns = u64::try_from(due.as_nanos()).unwrap_or(u64::MAX - 1);
+        self.cut_at_ns.fetch_min(ns, Ordering::Relaxed);
+    }
+
+    /// Requests never claimed because a stop came first, once every user has ended. No user
+    /// stopped with more to send: none. Bounded by a count alone: the rest of the count.
+    /// Bounded by time, stopped before its end: unknown (see [`Unclaimed::Unknown`]); until
+    /// this was said, a stopped closed loop bounded by time reported 0 as if counted.
+    pub(super) fn unclaimed(&self) -> Unclaimed {
+        let cut_at = match self.cut_at_ns.load(Ordering::Relaxed) {
+            u64::MAX => return Unclaimed::Exact(0),
+            ns => Duration::from_nanos(ns),
+        };
+        let rest = self
+            .count
+            .map(|n| n.saturating_sub(self.claimed.load(Ordering::Relaxed)));
+        match self.until {
+            // A user stopped with its next request due past the end would not have sent it.
+            Some(until) if cut_at >= until => Unclaimed::Exact(0),
+            Some(until) => Unclaimed::Unknown {
+                time_left: until - cut_at,
+                at_most: rest,
+            },
+            None => Unclaimed::Exact(rest.unwrap_or(0)),
         }
     }
 }
@@ -334,6 +389,54 @@ mod tests {
             .store(MAX_REQUEST_COUNT - 1, Ordering::Relaxed);
         assert_eq!(users.next(Duration::ZERO).map(|r| r.index), Some(last));
         assert!(users.next(Duration::ZERO).is_none());
+    }
+
+    // What a stop leaves a closed loop unsent: counted for a count alone; for a duration,
+    // unknown when a user was stopped with time left (with the count's rest as the most),
+    // none when every user's next request was due past the end or no user was stopped.
+    #[test]
+    fn a_closed_loop_counts_its_unclaimed_requests_only_where_it_can() {
+        let users = |count, secs: Option<u64>| {
+            let plan = ClosedLoopPlan {
+                requests: SyntheticRequests::fixed(16, 4),
+                users: 2,
+                extent: Extent {
+                    count,
+                    duration: secs.map(Duration::from_secs),
+                },
+            };
+            let Work::ClosedLoop(users) = Work::closed_loop(&plan, 1_000_000) else {
+                unreachable!()
+            };
+            users.next(Duration::ZERO);
+            users
+        };
+        let s = Duration::from_secs;
+        let stopped = |u: ClosedLoopWork, at: Duration| {
+            u.cut(at);
+            u.unclaimed()
+        };
+        assert_eq!(users(Some(10), None).unclaimed(), Unclaimed::Exact(0));
+        assert_eq!(stopped(users(Some(10), None), s(1)), Unclaimed::Exact(9));
+        assert_eq!(users(None, Some(60)).unclaimed(), Unclaimed::Exact(0));
+        assert_eq!(
+            stopped(users(None, Some(60)), s(20)),
+            Unclaimed::Unknown {
+                time_left: s(40),
+                at_most: None
+            }
+        );
+        assert_eq!(
+            stopped(users(Some(10), Some(60)), s(20)),
+            Unclaimed::Unknown {
+                time_left: s(40),
+                at_most: Some(9)
+            }
+        );
+        assert_eq!(
+            stopped(users(Some(10), Some(60)), s(61)),
+            Unclaimed::Exact(0)
+        );
     }
 
     // A stop of a long run at a high rate drew every arrival left, for hours (1e9 req/s for

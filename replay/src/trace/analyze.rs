@@ -1,6 +1,12 @@
 //! What a trace asks of a server: rates, bursts, length distributions, sessions and the prefix
 //! reuse its hash ids imply. Backs `canaryd analyze-trace FILE [--json]`.
 //!
+//! Times are when each request is sent at the earliest: its timestamp, or for a later turn
+//! that carries a Mooncake `delay`, its previous turn's time plus the delay, server time not
+//! counted (the loader gives such a turn its previous turn's timestamp; counted there, every
+//! turn of a session with delays seemed sent at its start, and the rate and bursts were
+//! overstated). Without delay turns these are the timestamps, exactly.
+//!
 //! Percentiles are exact (nearest rank over the sorted lengths: the smallest value with at
 //! least p% of the requests at or below it). Prefix reuse is the ideal prefix-cache hit rate: a
 //! block counts as reused when its id appeared earlier in the trace (in replay order), as an
@@ -26,14 +32,21 @@ pub struct TraceAnalysis {
     pub first_timestamp_s: f64,
     /// Last timestamp, seconds in the trace's own clock.
     pub last_timestamp_s: f64,
-    /// Last minus first timestamp, seconds.
+    /// From the first to the last send, seconds (see the module's docs: with delay turns, a
+    /// lower bound, server time not counted; else last minus first timestamp, exact).
     pub duration_s: f64,
-    /// Requests per second over the duration (`None` when all share one timestamp).
+    /// One over the mean gap between sends, `(requests - 1) / duration_s`, as
+    /// `context.workload.load.offered_rate_per_s` (`None` when all are sent at one time). It
+    /// was `requests / duration_s`, without saying which: 2.0 for 4 requests over 2 s, where
+    /// their 3 gaps make 1.5.
     pub mean_rate_rps: Option<f64>,
-    /// The most requests sharing one timestamp.
+    /// The most requests sent at one time.
     pub peak_burst: Burst,
-    /// The most requests within any 1-second window `[t, t+1s)`.
+    /// The most requests sent within any 1-second window `[t, t+1s)`.
     pub peak_1s: Burst,
+    /// Later turns timed by a Mooncake `delay` after their previous turn: their send times
+    /// above do not count the server's time.
+    pub delay_turns: u64,
     /// Input (prompt) lengths, tokens.
     pub input_tokens: LengthStats,
     /// Output lengths, tokens.
@@ -106,14 +119,24 @@ pub struct PrefixReuse {
 /// Summarizes a trace. Cost: one pass plus two sorts of the lengths.
 pub fn analyze(trace: &Trace) -> TraceAnalysis {
     let reqs = &trace.requests;
-    let ts = |i: usize| reqs.row(i).timestamp_us();
-    let first = if reqs.is_empty() { 0 } else { ts(0) };
-    let last = (0..reqs.len()).map(ts).max().unwrap_or(0);
+    let (sends, delay_turns) = send_times(trace);
+    let ts = |i: usize| sends[i];
+    let first_ts = if reqs.is_empty() {
+        0
+    } else {
+        reqs.row(0).timestamp_us()
+    };
+    let last_ts = (0..reqs.len())
+        .map(|i| reqs.row(i).timestamp_us())
+        .max()
+        .unwrap_or(0);
+    let first = sends.first().copied().unwrap_or(0);
+    let last = sends.last().copied().unwrap_or(0);
     let secs = |us: u64| us as f64 / 1e6;
     let duration_s = secs(last - first);
 
-    // Requests are sorted by timestamp: equal timestamps are adjacent, and a two-pointer sweep
-    // finds the densest 1-second window.
+    // Send times are sorted: equal times are adjacent, and a two-pointer sweep finds the
+    // densest 1-second window.
     let mut peak_burst = Burst {
         requests: 0,
         at_s: 0.0,
@@ -165,10 +188,11 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         path: trace.path.display().to_string(),
         format: trace.format,
         requests: reqs.len() as u64,
-        first_timestamp_s: secs(first),
-        last_timestamp_s: secs(last),
+        first_timestamp_s: secs(first_ts),
+        last_timestamp_s: secs(last_ts),
         duration_s,
-        mean_rate_rps: (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s),
+        delay_turns,
+        mean_rate_rps: (duration_s > 0.0).then(|| reqs.len().saturating_sub(1) as f64 / duration_s),
         peak_burst,
         peak_1s,
         input_tokens: length_stats(
@@ -185,6 +209,37 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         prefix_reuse: prefix_reuse(trace),
         load: trace.report.clone(),
     }
+}
+
+/// Each request's earliest send (µs, trace clock), sorted, and how many were timed by a
+/// `delay`. Rows are in timestamp order, and a session's turns in turn order among them (its
+/// timestamps never go backwards, and a delay turn has its previous turn's), so one pass
+/// with each session's last send is enough.
+fn send_times(trace: &Trace) -> (Vec<u64>, u64) {
+    let reqs = &trace.requests;
+    let mut last_send: HashMap<u64, u64> = HashMap::new();
+    let mut delay_turns = 0;
+    let mut sends: Vec<u64> = (0..reqs.len())
+        .map(|i| {
+            let r = reqs.row(i);
+            let ts = r.timestamp_us();
+            let Some(session) = r.session() else {
+                return ts;
+            };
+            let send = match (last_send.get(&session), r.delay_us()) {
+                (Some(&prev), Some(d)) => {
+                    delay_turns += 1;
+                    prev.saturating_add(d)
+                }
+                (Some(&prev), None) => prev.max(ts),
+                (None, _) => ts,
+            };
+            last_send.insert(session, send);
+            send
+        })
+        .collect();
+    sends.sort_unstable();
+    (sends, delay_turns)
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -255,13 +310,25 @@ impl fmt::Display for TraceAnalysis {
             "requests   {} over {:.1} s (timestamps {:.3} .. {:.3} s)",
             self.requests, self.duration_s, self.first_timestamp_s, self.last_timestamp_s
         )?;
+        if self.delay_turns > 0 {
+            writeln!(
+                f,
+                "           {} turns are timed by their delay: each counted at its previous \
+                 turn's send plus the delay, server time not counted (the span a lower bound, \
+                 the rate below an upper one)",
+                self.delay_turns
+            )?;
+        }
         match self.mean_rate_rps {
-            Some(r) => writeln!(f, "rate       mean {r:.2} req/s")?,
-            None => writeln!(f, "rate       all requests on one timestamp")?,
+            Some(r) => writeln!(
+                f,
+                "rate       mean {r:.2} req/s (one over the mean gap between sends)"
+            )?,
+            None => writeln!(f, "rate       all requests at one time")?,
         }
         writeln!(
             f,
-            "peaks      {} requests on one timestamp (at +{:.3} s), {} in 1 s (from +{:.3} s)",
+            "peaks      {} requests at one time (at +{:.3} s), {} in 1 s (from +{:.3} s)",
             self.peak_burst.requests,
             self.peak_burst.at_s,
             self.peak_1s.requests,

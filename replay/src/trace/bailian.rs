@@ -9,7 +9,9 @@
 //! are the `parent_chat_id` chains: the session key is the root's `chat_id` and the turn is the
 //! depth in the chain (0 for the root), checked against the `turn` field. Chains are resolved
 //! after the whole file is read, so a child may appear before its parent in the file; this
-//! needs one `chat_id → row` map entry per row while loading.
+//! needs one `chat_id → row` map entry per row while loading. A child may not be timestamped
+//! before its parent (it is sent after the parent's answer): refused naming its `timestamp`,
+//! as Mooncake refuses a turn earlier than the one before it.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -19,7 +21,7 @@ use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
 use super::read::{line_u32, Lines, Rows};
-use super::{TraceError, TraceFormat};
+use super::{Number, TraceError, TraceFormat};
 
 #[derive(Deserialize)]
 struct RawRow<'a> {
@@ -197,6 +199,7 @@ fn resolve_chains(
         let base = loop {
             stack.push(cur);
             visiting[cur] = start + 1;
+            let ts = |i: usize| rows.requests.row(i).timestamp_us();
             let problem = match links[cur].parent {
                 None => {
                     break Resolved {
@@ -206,6 +209,11 @@ fn resolve_chains(
                     }
                 }
                 Some(p) => match by_chat.get(&p) {
+                    // A follow-up is sent after its parent's answer: one timestamped before
+                    // its parent cannot be. The selection dropped it without a word when it
+                    // came before its session's first turn (an orphan by then), and Mooncake's
+                    // loader refuses a turn earlier than the one before it: so is this.
+                    Some(&pi) if ts(cur) < ts(pi) => Err(pi),
                     Some(&pi) => match resolved[pi] {
                         Some(r) => {
                             break Resolved {
@@ -213,22 +221,40 @@ fn resolve_chains(
                                 ..r
                             }
                         }
-                        None if visiting[pi] == start + 1 => "is part of a cycle",
+                        None if visiting[pi] == start + 1 => Ok("is part of a cycle"),
                         None => {
                             cur = pi;
                             continue;
                         }
                     },
-                    None => "never appears in the trace",
+                    None => Ok("never appears in the trace"),
                 },
             };
-            // An orphan (or a cycle): an error, or with skip_invalid the root of its own session.
-            let err = TraceError::OrphanParent {
-                path: rows.path.into(),
-                line: u64::from(rows.requests.row(cur).line()),
-                chat: links[cur].chat,
-                parent: links[cur].parent.map_or(-1, |p| p as i64),
-                problem,
+            // An orphan, a cycle or a follow-up before its parent: an error, or with
+            // skip_invalid the root of its own session.
+            let line = u64::from(rows.requests.row(cur).line());
+            let err = match problem {
+                Ok(problem) => TraceError::OrphanParent {
+                    path: rows.path.into(),
+                    line,
+                    chat: links[cur].chat,
+                    parent: links[cur].parent.map_or(-1, |p| p as i64),
+                    problem,
+                },
+                Err(pi) => Row {
+                    path: rows.path,
+                    line,
+                }
+                .invalid(
+                    "timestamp",
+                    format!(
+                        "a time no earlier than its parent's (chat {} on line {}, {} s)",
+                        links[pi].chat,
+                        rows.requests.row(pi).line(),
+                        Number(ts(pi) as f64 / 1e6)
+                    ),
+                    format_args!("{} s", Number(ts(cur) as f64 / 1e6)),
+                ),
             };
             if !rows.opts.skip_invalid {
                 return Err(err);

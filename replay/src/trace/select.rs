@@ -143,12 +143,17 @@ pub struct SelectionReport {
     /// taken as 1) scales them by another factor than outputs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_scale_effective: Option<f64>,
+    /// What the selection could not do as asked, in words (`max_requests` above what the
+    /// window holds: fewer requests are replayed than asked for); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Trace {
     /// Applies a [`Selection`] and reassigns `index`. Errors on an invalid parameter (a scale
     /// factor that is not a positive finite number or that takes a length over the limit, a
-    /// zero cap, an empty window) or when nothing is left.
+    /// zero cap, an empty window) or when nothing is left, except for a shard that owns none
+    /// of a window that holds requests: its part is empty, and it is kept (empty).
     pub fn select(mut self, sel: &Selection) -> Result<(Trace, SelectionReport), TraceError> {
         let invalid = |field, reason: String| TraceError::InvalidSelection {
             path: self.path.clone(),
@@ -226,7 +231,11 @@ impl Trace {
             true
         });
         drop(open_sessions);
-        if rows.is_empty() {
+        // A shard may own none of a window that holds requests (3 rows over 4 shards): its
+        // empty part is still its part, and `canaryd merge` needs its run to count every
+        // shard. A window that holds nothing is empty for every shard: an error as ever.
+        let window_held = report.requests_in > report.dropped_outside_window;
+        if rows.is_empty() && !(sel.shard.is_some() && window_held) {
             return Err(TraceError::EmptySelection {
                 path: self.path.clone(),
                 reason: describe_drops(&report),
@@ -306,6 +315,15 @@ impl Trace {
         }
         report.requests_out = rows.len() as u64;
         self.report.requests = report.requests_out;
+        // Fewer than asked is not an error (the count is a cap), but it is said: a
+        // `--request-count 100` over a 5-row trace sent 5 without a word.
+        if let Some(n) = sel.max_requests.filter(|&n| n > rows.len()) {
+            report.notes.push(format!(
+                "max_requests {n}: the selected window holds only {} requests; all of them are \
+                 replayed",
+                rows.len()
+            ));
+        }
         Ok((self, report))
     }
 }

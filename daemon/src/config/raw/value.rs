@@ -152,11 +152,28 @@ pub struct LengthLimit(pub u32);
 
 impl<'de> Deserialize<'de> for LengthLimit {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let max = canary_replay::trace::MAX_LENGTH_LIMIT;
         match u64::deserialize(d) {
-            Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(LengthLimit(n as u32)),
+            Ok(n) if n >= 1 && n <= u64::from(max) => Ok(LengthLimit(n as u32)),
             _ => Err(serde::de::Error::custom(format!(
-                "expected a whole number of tokens from 1 to {}",
-                u32::MAX
+                "expected a whole number of tokens from 1 to {max} (the longest context \
+                 announced; a prompt is sized by it)"
+            ))),
+        }
+    }
+}
+
+/// Warm-up requests, at most [`canary_replay::MAX_WARMUP_REQUESTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct WarmupRequests(pub usize);
+
+impl<'de> Deserialize<'de> for WarmupRequests {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let max = canary_replay::MAX_WARMUP_REQUESTS;
+        match u64::deserialize(d) {
+            Ok(n) if n <= max as u64 => Ok(WarmupRequests(n as usize)),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a whole number of requests from 0 to {max}"
             ))),
         }
     }

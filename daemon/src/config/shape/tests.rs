@@ -138,9 +138,10 @@ fn nonsense_is_refused_with_the_line_and_key_path() {
         "workloads.s.isl",
         "expected 1 to",
     );
+    // At the `concurrency` line (it was placed at the workload's header).
     refused(
         "concurrency = 20\nrequest_count = 10",
-        "[workloads.s]",
+        "concurrency = 20",
         "workloads.s.concurrency",
         "20 users for 10 requests",
     );

@@ -90,7 +90,7 @@ fn workload(
     let length_limit = w
         .length_limit
         .map_or(canary_replay::trace::DEFAULT_LENGTH_LIMIT, |l| l.0);
-    let concurrency = w.concurrency.map(|c| c.0);
+    let concurrency = w.concurrency.as_ref().map(|c| c.get_ref().0);
     let shape = crate::config::shape::shape(&name, &w, at, length_limit, concurrency, err)?;
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
@@ -141,7 +141,7 @@ fn workload(
             .max_line_bytes
             .map_or(canary_replay::trace::DEFAULT_MAX_LINE_BYTES, |b| b.0),
         concurrency,
-        warmup_requests: w.warmup_requests.unwrap_or(Plan::WARMUP_REQUESTS),
+        warmup_requests: w.warmup_requests.map_or(Plan::WARMUP_REQUESTS, |n| n.0),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
         min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
