@@ -34,8 +34,14 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
         s.map_or("-".to_string(), |s| format!("{:.1} ms", p(&s)))
     };
     let rate = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-    // Enough decimals that slices under a second do not all read 0.0-0.0.
-    let decimals = (-t.slice_duration_s.log10()).ceil().clamp(1.0, 3.0) as usize;
+    // Enough decimals to write the width exactly (0.25 s slices read 0.25-0.50, not
+    // 0.2-0.5), at most three: widths are whole milliseconds.
+    let decimals: usize = (1..=3)
+        .find(|&d| {
+            let scaled = t.slice_duration_s * 10f64.powi(d as i32);
+            (scaled - scaled.round()).abs() < 1e-6
+        })
+        .unwrap_or(3);
     for s in &t.slices {
         let span = format!(
             "{:.decimals$}-{:.decimals$}{}",

@@ -145,12 +145,25 @@ pub fn rate_below(r: f64) -> String {
     rate_rounded(r, f64::ceil)
 }
 
+/// Whole requests/s from 100 up; below, two decimals, or three significant digits under 1 (a
+/// capacity of 0.004 req/s read "0" at two decimals).
 fn rate_rounded(r: f64, round: fn(f64) -> f64) -> String {
     if r >= 100.0 {
         return format!("{}", round(r));
     }
-    let s = format!("{:.2}", round(r * 100.0) / 100.0);
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    if r <= 0.0 || !r.is_finite() {
+        return format!("{r}");
+    }
+    let decimals = (2 - r.log10().floor() as i32).clamp(2, 12);
+    let scale = 10f64.powi(decimals);
+    // Rounded to a millionth of the last digit first: 0.0041 × 1e5 is 410.00000000000006,
+    // which `ceil` would make 411.
+    let scaled = (r * scale * 1e6).round() / 1e6;
+    let s = format!("{:.*}", decimals as usize, round(scaled) / scale);
+    match s.contains('.') {
+        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => s,
+    }
 }
 
 /// The median of `v` (not empty).
@@ -218,6 +231,10 @@ mod tests {
         assert_eq!(rate_below(109.375), "110");
         assert_eq!(rate_at_least(12.345), "12.34");
         assert_eq!(rate_below(12.341), "12.35");
+        // Under 1 req/s, three significant digits: 0.004 read "0".
+        assert_eq!(rate_at_least(0.004), "0.004");
+        assert_eq!(rate_below(0.0041), "0.0041");
+        assert_eq!(rate_at_least(0.01234), "0.0123");
         assert_eq!(
             (rate_at_least(37.5), rate_below(37.5)),
             ("37.5".into(), "37.5".into())

@@ -254,6 +254,6 @@ mod tests {
             "{line}"
         );
         let line = capacity_line(&capacity(None, Some(0.0975)), 4);
-        assert!(line.contains("failed: 0.1 req/s"), "{line}");
+        assert!(line.contains("failed: 0.0975 req/s"), "{line}");
     }
 }
