@@ -114,16 +114,21 @@ fn a_run_a_series_and_a_comparison_render_in_chromium_with_every_chart_drawn() {
         chart(&charts, id);
     }
     // Every one of the 150 requests is a dot on the TTFT timeline (none failed). A host busy
-    // enough to hold the release back also gets its band drawn (a CI run saw one, 3–6 s).
+    // enough to hold the release back also gets its band drawn (a CI run saw a client-bound one,
+    // 3–6 s).
     let timeline = chart(&charts, "ttft-time");
     assert!(
         timeline.contains(&("TTFT".to_string(), 150)),
         "{timeline:?}"
     );
+    // Besides the dots, at most that one band: which class a loaded host gets (client-bound,
+    // once network) is the diagnosis tests' business, not this one's.
+    let bands: Vec<_> = timeline.iter().filter(|(name, _)| name != "TTFT").collect();
     assert!(
-        timeline
-            .iter()
-            .all(|(name, _)| name == "TTFT" || name.starts_with("client-bound")),
+        bands.len() <= 1
+            && bands
+                .iter()
+                .all(|(name, n)| name.contains(" held (") && *n == 1),
         "{timeline:?}"
     );
     let summary: Value =

@@ -861,6 +861,8 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
     let (_sim, url) = capacity_sim(dir.path());
+    // Three runs a point, not two: Welch's test on two runs has one degree of freedom, and one
+    // run slowed by a busy host (66.9 req/s beside 101.6) hid a fourfold regression.
     let run_sweep = |out: &str| {
         let points = [
             "--concurrency",
@@ -868,14 +870,14 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
             "--benchmark-duration",
             "1s",
             "--runs",
-            "2",
+            "3",
         ];
         let o = sweep_into(dir.path(), &url, out, &points);
         assert!(o.status.success(), "{}", text(&o));
         String::from_utf8(o.stdout).unwrap()
     };
     let shown = run_sweep("a");
-    assert!(shown.contains("(mean of 2 runs, ± 95% CI)"), "{shown}");
+    assert!(shown.contains("(mean of 3 runs, ± 95% CI)"), "{shown}");
     assert!(shown.contains("repeated points (--runs)"), "{shown}");
     let doc: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("a/sweep.json")).unwrap()).unwrap();
@@ -885,11 +887,11 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
             serde_json::from_slice(&std::fs::read(f).unwrap_or_else(|e| panic!("{f:?}: {e}")))
                 .unwrap()
         };
-        // The point's folder is an experiment: its summary names its two runs.
+        // The point's folder is an experiment: its summary names its three runs.
         let experiment = read(&folder.join("summary.json"));
-        assert_eq!(experiment["repeats"]["runs"], 2, "{experiment:#}");
-        assert_eq!(p["repeats"]["runs"], 2, "{p:#}");
-        let runs: Vec<Value> = ["run-1", "run-2"]
+        assert_eq!(experiment["repeats"]["runs"], 3, "{experiment:#}");
+        assert_eq!(p["repeats"]["runs"], 3, "{p:#}");
+        let runs: Vec<Value> = ["run-1", "run-2", "run-3"]
             .iter()
             .map(|r| read(&folder.join(r).join("summary.json")))
             .collect();
@@ -901,17 +903,17 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
             .iter()
             .map(|r| r["request_throughput"].as_f64().unwrap())
             .collect();
-        let mean = (tps[0] + tps[1]) / 2.0;
+        let mean = tps.iter().sum::<f64>() / 3.0;
         let got = p["request_throughput"].as_f64().unwrap();
         assert!((got - mean).abs() < 1e-9 * mean, "{got} vs {tps:?}");
-        // The interval beside it is over the same two values.
+        // The interval beside it is over the same three values.
         let tp = p["repeats"]["metrics"]
             .as_array()
             .unwrap()
             .iter()
             .find(|m| m["metric"] == "request_throughput")
             .unwrap();
-        assert_eq!(tp["values"].as_array().unwrap().len(), 2, "{tp}");
+        assert_eq!(tp["values"].as_array().unwrap().len(), 3, "{tp}");
         assert!(
             (tp["mean"].as_f64().unwrap() - mean).abs() < 1e-9 * mean,
             "{tp}"
@@ -923,7 +925,7 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
     let o = canaryd(&["report", "a", "-o", "a.html"], dir.path());
     assert!(o.status.success(), "{}", text(&o));
     let html = std::fs::read_to_string(dir.path().join("a.html")).unwrap();
-    assert!(html.contains("a series of 4 runs"), "{}", text(&o));
+    assert!(html.contains("a series of 6 runs"), "{}", text(&o));
     assert!(html.contains("Estimates: each figure the mean of the point"));
     for run in [
         "point-01-c1/run-1",
@@ -953,7 +955,7 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
         let cmp = &p["comparison"];
         assert_eq!(
             (cmp["a"]["runs"].as_u64(), cmp["b"]["runs"].as_u64()),
-            (Some(2), Some(2))
+            (Some(3), Some(3))
         );
         for m in ["throughput", "e2e p50"] {
             let r = cmp["rows"]
@@ -968,7 +970,7 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
                 r["verdict"]["how"].as_str().unwrap().starts_with("Welch"),
                 "{r}"
             );
-            assert_eq!(r["runs"]["a_values"].as_array().unwrap().len(), 2, "{r}");
+            assert_eq!(r["runs"]["a_values"].as_array().unwrap().len(), 3, "{r}");
         }
     }
     let shown = String::from_utf8(canaryd(&["compare", "a", "b"], dir.path()).stdout).unwrap();
