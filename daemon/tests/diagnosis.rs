@@ -516,7 +516,7 @@ fn canaryd_starved_of_cpu_is_client_bound() {
     let throttled = cpu["throttled_s"].as_f64().unwrap();
     assert!((share - throttled / wall).abs() < 1e-9, "{cpu:#}");
     // The quota made it late against the trace's schedule.
-    assert!(fired(d, "schedule_lag_p99") >= 10.0);
+    assert!(fired(d, "dispatch_lag_p99") >= 10.0);
     let e = evidence(d, "cpu_throttled_s_per_run_s");
     assert_eq!(
         (e["kind"].as_str(), e["source"].as_str()),

@@ -257,15 +257,17 @@ fn client_bound(c: &Ctx) -> Finding {
         weight = Some(rd.value);
     }
     // Throttling counts with the lateness it caused (a host's whole container may be
-    // throttled by other processes without canaryd falling behind).
-    let lag = f.schedule_lag_p99_ms;
+    // throttled by other processes without canaryd falling behind). Lateness is the dispatch
+    // lag: a session's turn held for its previous one, or a request waiting on a slow
+    // handshake, is late against the schedule without canaryd having fallen behind.
+    let lag = f.dispatch_lag_p99_ms;
     let mut throttled_and_late = false;
     if let Some(t) = f.cpu_throttled_share {
         x.evidence
             .push(t.evidence("cpu_throttled_s_per_run_s", "ratio"));
         let throttled = ge("cpu_throttled_s_per_run_s", t.value, CLIENT_THROTTLED_SHARE);
         let late = ge(
-            "schedule_lag_p99",
+            "dispatch_lag_p99",
             lag.map_or(0.0, |l| l.value),
             cpu_wait_limit(f),
         );
@@ -276,7 +278,7 @@ fn client_bound(c: &Ctx) -> Finding {
     if let Some(l) =
         lag.filter(|_| f.cpu_throttled_share.is_some() || f.cpu_wait_per_wakeup_ms.is_some())
     {
-        x.evidence.push(l.evidence("schedule_lag_p99", "ms"));
+        x.evidence.push(l.evidence("dispatch_lag_p99", "ms"));
     }
     // The wait counts only with the lateness it caused: one threshold on the smaller of
     // the two, met when both are.
@@ -285,7 +287,7 @@ fn client_bound(c: &Ctx) -> Finding {
         x.evidence.push(w.evidence("cpu_wait_per_wakeup", "ms"));
         let lag = lag.map_or(0.0, |l| l.value);
         let both = ge(
-            "cpu_wait_per_wakeup_and_schedule_lag_p99",
+            "cpu_wait_per_wakeup_and_dispatch_lag_p99",
             w.value.min(lag),
             wl,
         );
@@ -317,7 +319,7 @@ fn client_bound(c: &Ctx) -> Finding {
         || [
             "client_error_share",
             "read_delay_mean",
-            "cpu_wait_per_wakeup_and_schedule_lag_p99",
+            "cpu_wait_per_wakeup_and_dispatch_lag_p99",
             "cpu_utilization",
         ]
         .into_iter()

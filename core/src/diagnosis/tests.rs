@@ -371,7 +371,7 @@ fn a_client_whose_cpu_wait_made_it_late_is_client_bound_before_the_servers_queue
     // 10 % of a 460 ms TTFT; the smaller of the wait (55) and the p99 lag (80).
     assert_eq!(
         (t.figure.as_str(), t.limit, t.observed),
-        ("cpu_wait_per_wakeup_and_schedule_lag_p99", 46.0, 55.0)
+        ("cpu_wait_per_wakeup_and_dispatch_lag_p99", 46.0, 55.0)
     );
     assert!(d.also.contains(&Bottleneck::Queueing));
     // A wait of 1 ms per wake-up is no bottleneck.
@@ -380,6 +380,48 @@ fn a_client_whose_cpu_wait_made_it_late_is_client_bound_before_the_servers_queue
         ..quiet_client()
     });
     assert_eq!(r.diagnose().class, Bottleneck::Queueing);
+}
+
+#[test]
+fn a_session_held_on_purpose_is_not_canaryd_late() {
+    // Each turn waited 80 ms for its previous turn (hold) and connected in time: late against
+    // the trace's schedule, yet canaryd sent every request the moment it could.
+    let mut agg = Aggregator::new(Goodput::default());
+    for i in 0..100u32 {
+        agg.add(
+            &RequestRecord {
+                id: i,
+                sent_at_ms: i as f64 * 100.0,
+                ended_at_ms: i as f64 * 100.0 + 700.0,
+                ttft_ms: Some(460.0),
+                e2e_ms: Some(700.0),
+                schedule_lag_ms: 80.0,
+                hold_ms: 79.9,
+                ..Default::default()
+            },
+            &Default::default(),
+        );
+    }
+    let mut r = Run {
+        agg,
+        ..run(0, 0.0, 0.0, None)
+    };
+    r.telemetry.server = Some(server(400.0, 350.0, 40.0, 230.0, 460.0));
+    r.telemetry.client_cpu = Some(ClientCpu {
+        wait_per_wakeup_ms: Some(55.0),
+        utilization: 0.1,
+        ..quiet_client()
+    });
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::Queueing, "{d:#?}");
+    let cb = finding(&d, Bottleneck::ClientBound);
+    assert_eq!(cb.state, RuleState::Clear, "{cb:#?}");
+    let t = cb
+        .thresholds
+        .iter()
+        .find(|t| t.figure == "cpu_wait_per_wakeup_and_dispatch_lag_p99")
+        .unwrap();
+    assert!(t.observed < 1.0 && !t.met, "{t:#?}");
 }
 
 #[test]
@@ -399,7 +441,7 @@ fn a_cpu_wait_that_made_nothing_late_is_not_client_bound() {
     let t = cb
         .thresholds
         .iter()
-        .find(|t| t.figure == "cpu_wait_per_wakeup_and_schedule_lag_p99")
+        .find(|t| t.figure == "cpu_wait_per_wakeup_and_dispatch_lag_p99")
         .unwrap();
     assert_eq!((t.observed, t.met), (0.0, false));
     // Under 10 ms per wake-up does not count, however late the requests.
@@ -439,7 +481,7 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
     let t = &d.thresholds[1];
     assert_eq!(
         (t.figure.as_str(), t.observed, t.limit),
-        ("schedule_lag_p99", 40.0, 10.0)
+        ("dispatch_lag_p99", 40.0, 10.0)
     );
     let e = d
         .evidence
@@ -450,7 +492,7 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
         (e.kind, e.source.as_str()),
         (FigureKind::Exact, "client_cpu")
     );
-    let lags = d.evidence.iter().filter(|e| e.name == "schedule_lag_p99");
+    let lags = d.evidence.iter().filter(|e| e.name == "dispatch_lag_p99");
     assert_eq!(lags.count(), 1, "{d:#?}");
     assert_eq!(d.confidence, Confidence::High);
     assert!(
