@@ -243,6 +243,11 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
         };
         close("canary.ttft_ms", r.ttft_ms.unwrap());
         close("canary.schedule_lag_ms", r.schedule_lag_ms);
+        close("canary.connect_wait_ms", r.connect_wait_ms);
+        close(
+            "canary.dispatch_lag_ms",
+            r.schedule_lag_ms - r.hold_ms - r.connect_wait_ms,
+        );
         close("canary.e2e_ms", r.e2e_ms.unwrap());
         assert_eq!(
             a["gen_ai.usage.output_tokens"],
@@ -330,6 +335,8 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     let (n, _) = histogram(metric(&ms, "gen_ai.client.operation.duration"), &[]);
     assert_eq!(n, 20);
     let (n, _) = histogram(metric(&ms, "canary.request.schedule_lag"), &[]);
+    assert_eq!(n, 20);
+    let (n, _) = histogram(metric(&ms, "canary.request.dispatch_lag"), &[]);
     assert_eq!(n, 20);
     assert_eq!(
         counter_total(

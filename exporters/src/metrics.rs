@@ -82,6 +82,7 @@ pub(crate) struct Instruments {
     ttfo: Histogram<f64>,
     itl: Histogram<f64>,
     lag: Histogram<f64>,
+    dispatch_lag: Histogram<f64>,
     ttft_part: Histogram<f64>,
     connect: Histogram<f64>,
     chunk_delay: Histogram<f64>,
@@ -195,6 +196,13 @@ impl Instruments {
                 "canary.request.schedule_lag",
                 "s",
                 "Actual send time minus the trace's scheduled time",
+                &LAG_BUCKETS,
+            ),
+            dispatch_lag: hist(
+                m,
+                "canary.request.dispatch_lag",
+                "s",
+                "Schedule lag less the hold and the wait for a connection: canaryd's own delay",
                 &LAG_BUCKETS,
             ),
             ttft_part: hist(
@@ -442,6 +450,8 @@ impl Instruments {
         }
         if rec.sent_at_ms.is_finite() {
             self.lag.record(s(rec.schedule_lag_ms.max(0.0)), base);
+            let dispatch = rec.schedule_lag_ms - rec.hold_ms - rec.connect_wait_ms;
+            self.dispatch_lag.record(s(dispatch.max(0.0)), base);
         }
         let input = rec
             .usage

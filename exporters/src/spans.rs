@@ -79,6 +79,9 @@ pub(crate) fn span_for(
     };
     ms("canary.schedule_lag_ms", Some(rec.schedule_lag_ms), &mut a);
     ms("canary.hold_ms", Some(rec.hold_ms), &mut a);
+    ms("canary.connect_wait_ms", Some(rec.connect_wait_ms), &mut a);
+    let dispatch = rec.schedule_lag_ms - rec.hold_ms - rec.connect_wait_ms;
+    ms("canary.dispatch_lag_ms", Some(dispatch), &mut a);
     ms("canary.connect_ms", rec.connect_ms, &mut a);
     ms("canary.ttfb_ms", rec.ttfb_ms, &mut a);
     ms("canary.ttft_ms", rec.ttft_ms, &mut a);
