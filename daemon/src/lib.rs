@@ -383,7 +383,10 @@ mod tests {
     fn help(sub: &str, id: &str) -> String {
         let mut cli = Cli::command();
         let sub = cli.find_subcommand_mut(sub).expect("subcommand");
-        let arg = sub.get_arguments().find(|a| a.get_id() == id).expect("flag");
+        let arg = sub
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .expect("flag");
         arg.get_help().expect("help").to_string()
     }
 
@@ -391,7 +394,10 @@ mod tests {
     #[test]
     fn the_gates_say_what_they_do_to_each_commands_exit_status() {
         for id in ["min_good_fraction", "max_error_rate"] {
-            assert!(help("replay", id).contains("exit with status 3"), "replay {id}");
+            assert!(
+                help("replay", id).contains("exit with status 3"),
+                "replay {id}"
+            );
             let h = help("sweep", id);
             assert!(!h.contains("status 3"), "sweep {id}: {h}");
             assert!(h.contains("does not change the sweep's exit status"), "{h}");

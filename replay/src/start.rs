@@ -177,7 +177,8 @@ mod tests {
         // Lateness allowed, but the instant has no monotonic place: said, not placed at 0.
         let e = start(3 * 86_400, 4 * day).place_with(map, at).unwrap_err();
         assert!(
-            e.reason.contains("passed 259200.000 s ago, 185704.000 s before this host booted"),
+            e.reason
+                .contains("passed 259200.000 s ago, 185704.000 s before this host booted"),
             "{e}"
         );
         // An instant after boot keeps its true lateness.

@@ -259,7 +259,10 @@ mod tests {
         let one = footer(false).join("\n");
         assert!(!one.contains("exact: counted and timed"), "{one}");
         assert!(!one.contains("means of the samples"), "{one}");
-        assert!(one.starts_with("req/s, tok/s, tok/s/GPU and good: exact"), "{one}");
+        assert!(
+            one.starts_with("req/s, tok/s, tok/s/GPU and good: exact"),
+            "{one}"
+        );
         assert!(one.contains("percentiles of per-request times, estimates within 0.1 %"));
         assert!(one.contains("queue max and KV max: the highest"), "{one}");
         let runs = footer(true);
