@@ -94,6 +94,7 @@ impl Prober for WorkloadProber<'_> {
             rate: r,
             passed,
             verdict: verdict.to_string(),
+            interrupted,
         });
         if passed && self.at_capacity.as_ref().is_none_or(|(best, _)| r > *best) {
             self.at_capacity = Some((r, judged.outcome));
@@ -224,6 +225,7 @@ mod tests {
                 rate,
                 passed: false,
                 verdict: "fail: …".into(),
+                interrupted: false,
             })
             .collect()
     }
