@@ -236,10 +236,10 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 p_value: s.p_value,
                 why_not: why_not(s, rules),
                 how: format!(
-                    "whole distribution: Mann-Whitney p {}, median shift {:+.1} % ({:+.1} MADs), \
+                    "whole distribution: Mann-Whitney p {}, median shift {} ({:+.1} MADs), \
                      rank-biserial {:+.2}",
                     p_text(s.p_value),
-                    s.shift_ratio * 100.0,
+                    median_shift_text(s),
                     s.shift_in_mads,
                     s.rank_biserial
                 ),
@@ -687,10 +687,10 @@ fn why_not(s: &MetricShift, rules: &ShiftRules) -> Option<String> {
     let delta = (s.median - s.baseline_median).abs();
     Some(if s.p_value >= rules.alpha {
         "not significant".into()
-    } else if s.shift_ratio.abs() < rules.min_shift {
+    } else if let Some(r) = s.shift_ratio.filter(|r| r.abs() < rules.min_shift) {
         format!(
             "median shift {:.1} % under {} %",
-            s.shift_ratio.abs() * 100.0,
+            r.abs() * 100.0,
             rules.min_shift * 100.0
         )
     } else if delta < rules.min_shift_ms {
@@ -698,6 +698,19 @@ fn why_not(s: &MetricShift, rules: &ShiftRules) -> Option<String> {
     } else {
         format!("median shift within {} MADs", rules.k_mad)
     })
+}
+
+/// A median's move as a percentage of A's, or, from a zero median (which no percentage
+/// measures), the move itself: `+12.3 %`, `from 0 ms (+8.560 ms)`.
+fn median_shift_text(s: &MetricShift) -> String {
+    match s.shift_ratio {
+        Some(r) => format!("{:+.1} %", r * 100.0),
+        None => format!(
+            "from {} ms ({:+.3} ms)",
+            s.baseline_median,
+            s.median - s.baseline_median
+        ),
+    }
 }
 
 fn p_text(p: f64) -> String {
@@ -785,6 +798,17 @@ mod tests {
         // A stray timeout is not a different set of requests.
         assert_eq!(completion_note(&side(1000, 1000), &side(1000, 995)), None);
         assert_eq!(completion_note(&side(0, 0), &side(10, 5)), None);
+    }
+
+    #[test]
+    fn a_median_that_moved_from_zero_is_shown_as_the_move_not_as_zero_percent() {
+        let rules = ShiftRules::default();
+        let (zero, eight) = (vec![0.0; 400], vec![8.56; 400]);
+        let s = shift(&eight, &[&zero], &rules).unwrap();
+        assert_eq!(median_shift_text(&s), "from 0 ms (+8.560 ms)");
+        assert_eq!((s.trend, why_not(&s, &rules)), (Trend::Regressed, None));
+        let s = shift(&[11.0; 10], &[&[10.0; 10]], &rules).unwrap();
+        assert_eq!(median_shift_text(&s), "+10.0 %");
     }
 
     fn trend_of(v: &Verdict) -> Option<Trend> {

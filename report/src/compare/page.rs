@@ -43,13 +43,13 @@ impl Comparison {
         for (metric, s) in &self.shifts {
             if let Some(s) = s {
                 how.push_str(&format!(
-                    "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {:+.1} % \
+                    "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {} \
                      ({:+.1} MADs), rank-biserial {:+.2}</li>",
                     esc(metric),
                     s.trend.as_str(),
                     s.trend.as_str(),
                     s.p_value,
-                    s.shift_ratio * 100.0,
+                    super::median_shift_text(s),
                     s.shift_in_mads,
                     s.rank_biserial
                 ));
