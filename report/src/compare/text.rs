@@ -116,14 +116,22 @@ pub(super) enum Side {
 }
 
 /// A side as the header names it: `name (dir, N requests, C completed)`, with its runs when
-/// several, and a run a signal cut short said to be.
+/// several, a run a signal cut short said to be, and the runs an experiment left out named.
 pub(super) fn side(s: &super::Side) -> String {
-    let cut = match s.interrupted {
+    let mut cut = match s.interrupted {
         0 => String::new(),
         _ if s.runs == 1 => ", cut short by a signal".to_string(),
         n => format!(", {n} cut short by a signal"),
     };
-    if s.runs > 1 {
+    if !s.left_out.is_empty() {
+        let dirs: Vec<&str> = s.left_out.iter().map(|l| l.dir.as_str()).collect();
+        cut.push_str(&format!(
+            "; {} more left out: {}",
+            dirs.len(),
+            dirs.join(", ")
+        ));
+    }
+    if s.runs > 1 || !s.left_out.is_empty() {
         format!(
             "{} ({}, {} runs, {} requests, {} completed{cut})",
             s.name, s.dir, s.runs, s.requests, s.completed
@@ -251,6 +259,7 @@ mod tests {
             runs: 1,
             completed: 97,
             interrupted: 0,
+            left_out: Vec::new(),
         };
         assert_eq!(side(&s), "a (runs/a, 100 requests, 97 completed)");
         s.interrupted = 1;
@@ -262,6 +271,17 @@ mod tests {
         assert_eq!(
             side(&s),
             "a (runs/a, 3 runs, 100 requests, 97 completed, 1 cut short by a signal)"
+        );
+        // An experiment's errored run is not in its figures: the header names it.
+        s.interrupted = 0;
+        s.runs = 2;
+        s.left_out = vec![crate::experiment::LeftOutRun {
+            dir: "run-3".into(),
+            why: "error: target unusable".into(),
+        }];
+        assert_eq!(
+            side(&s),
+            "a (runs/a, 2 runs, 100 requests, 97 completed; 1 more left out: run-3)"
         );
     }
 }
