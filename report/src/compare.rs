@@ -20,6 +20,7 @@
 //!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
 mod page;
+mod requests;
 mod sweeps;
 mod text;
 
@@ -56,6 +57,10 @@ pub struct Comparison {
     pub shifts: Vec<(String, Option<MetricShift>)>,
     /// Run-context fields that differ between A's first run and B's: (field, A, B).
     pub context_diff: Vec<(String, String, String)>,
+    /// Set when the sides did not send the same requests (another trace, window, shard,
+    /// load or seed), or a side does not say what it sent: said above the table, since every
+    /// row then compares different work. `null` when they sent the same.
+    pub different_requests: Option<requests::DifferentRequests>,
     /// Each side's diagnosis (issue 19), and whether the dominant bottleneck changed.
     pub diagnosis: DiagnosisChange,
     /// What was left out of either side's artifacts when read (records past the report's cap,
@@ -386,6 +391,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         rows,
         shifts,
         context_diff: context_diff(&a.runs[0], &b.runs[0]),
+        different_requests: requests::different_requests(&a.runs[0], &b.runs[0]),
         diagnosis: DiagnosisChange::of(a, b),
         notes,
         values,

@@ -17,6 +17,9 @@ impl Comparison {
             esc(&side(&self.a)),
             esc(&side(&self.b))
         );
+        if let Some(d) = &self.different_requests {
+            body.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&d.note)));
+        }
         let rows: Vec<Vec<String>> = self
             .rows
             .iter()

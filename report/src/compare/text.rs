@@ -8,6 +8,9 @@ impl Comparison {
     /// The comparison as aligned text for a terminal.
     pub fn to_text(&self) -> String {
         let mut out = format!("A: {}\nB: {}\n\n", side(&self.a), side(&self.b));
+        if let Some(d) = &self.different_requests {
+            out.push_str(&format!("{}\n\n", d.note));
+        }
         let cells: Vec<[String; 5]> = self
             .rows
             .iter()
