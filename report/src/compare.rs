@@ -19,6 +19,7 @@
 //! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
 //!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
+mod first_token;
 mod page;
 mod requests;
 mod sweeps;
@@ -130,6 +131,9 @@ pub struct Side {
     /// errored (its summary's `left_out`) or cut short by a signal, as its own estimates
     /// leave them out. A note says so.
     pub left_out: Vec<crate::experiment::LeftOutRun>,
+    /// Its first tokens by how their time was taken (summed over its runs' summaries):
+    /// `bound` of `of` are upper bounds, and TTFT is said to be one when any are.
+    pub first_tokens: first_token::FirstTokenTimes,
 }
 
 /// The thresholds used (serializable copy of [`ShiftRules`], and the runs' test level).
@@ -471,6 +475,7 @@ fn side(e: &Experiment) -> Side {
         completed: e.runs.iter().map(|r| r.figures().completed).sum(),
         interrupted: e.runs.iter().filter(cut_short).count() as u64,
         left_out: e.left_out.clone(),
+        first_tokens: first_token::FirstTokenTimes::of(&e.runs),
     }
 }
 
@@ -825,6 +830,7 @@ mod tests {
             completed,
             interrupted: 0,
             left_out: Vec::new(),
+            first_tokens: Default::default(),
         };
         // B lost a fifth of its requests (its slowest, say): its latencies are not A's peers.
         let note = completion_note(&side(1000, 1000), &side(1000, 800)).expect("a note");

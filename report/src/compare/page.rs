@@ -29,7 +29,7 @@ impl Comparison {
                     Verdict::NotJudged { why } => ("insufficient", why.clone()),
                 };
                 vec![
-                    esc(&r.metric),
+                    esc(&self.metric_shown(r)),
                     esc(&value_with_interval(r, r.a, Side::A)),
                     esc(&value_with_interval(r, r.b, Side::B)),
                     esc(&change(r)),

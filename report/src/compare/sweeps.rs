@@ -10,6 +10,7 @@
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
+use super::first_token::FirstTokenTimes;
 use super::{text::verdict, Comparison};
 use crate::error::{io, ReportError};
 use crate::html::{esc, page, table};
@@ -573,18 +574,33 @@ impl SweepComparison {
                 self.points.len()
             ));
         }
+        // Over every point: how many first tokens of each sweep are bounds.
+        let sum = |of: &dyn Fn(&Comparison) -> FirstTokenTimes| {
+            self.points.iter().fold(FirstTokenTimes::default(), |t, p| {
+                let x = of(&p.comparison);
+                FirstTokenTimes {
+                    bound: t.bound + x.bound,
+                    of: t.of + x.of,
+                    unknown_runs: t.unknown_runs + x.unknown_runs,
+                }
+            })
+        };
+        let exact = super::first_token::exactness(
+            &sum(&|c| c.a.first_tokens),
+            &sum(&|c| c.b.first_tokens),
+            "Figures are exact, from the points' records",
+        );
         match self.points.first() {
             Some(p) if repeated => out.push(format!(
-                "Each point: its two experiments (--runs) compared. {}",
-                p.comparison.rule_text()
+                "Each point: its two experiments (--runs) compared. {} {exact}",
+                p.comparison.rule()
             )),
-            _ => out.push(
+            _ => out.push(format!(
                 "Each point: its two runs compared request by request: a p99 on its own tail \
                  (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
                  the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
-                 5 % and 1 ms); figures exact, from the points' records."
-                    .into(),
-            ),
+                 5 % and 1 ms). {exact}"
+            )),
         }
         out
     }

@@ -16,7 +16,7 @@ impl Comparison {
             .iter()
             .map(|r| {
                 [
-                    r.metric.clone(),
+                    self.metric_shown(r),
                     value_with_interval(r, r.a, Side::A),
                     value_with_interval(r, r.b, Side::B),
                     change(r),
@@ -148,8 +148,34 @@ pub(super) fn side(s: &super::Side) -> String {
 }
 
 impl Comparison {
-    /// What "real" meant in this comparison, in a few sentences.
+    /// What "real" meant in this comparison, in a few sentences, and how exact the figures
+    /// are.
     pub(super) fn rule_text(&self) -> String {
+        let exact = if self.repeated() {
+            "Run figures are exact, from each run's records"
+        } else {
+            "Figures are exact, from each run's records"
+        };
+        format!(
+            "{} {}",
+            self.rule(),
+            super::first_token::exactness(&self.a.first_tokens, &self.b.first_tokens, exact)
+        )
+    }
+
+    /// A row's metric as the table shows it: a TTFT row is marked `(bound)` when any first
+    /// token of either side is an upper bound.
+    pub(super) fn metric_shown(&self, r: &Row) -> String {
+        if r.metric.starts_with("TTFT") && self.a.first_tokens.bound + self.b.first_tokens.bound > 0
+        {
+            format!("{} (bound)", r.metric)
+        } else {
+            r.metric.clone()
+        }
+    }
+
+    /// What "real" meant in this comparison, in a few sentences.
+    pub(super) fn rule(&self) -> String {
         let r = &self.rules;
         let floors = format!("{} % and {} ms", r.min_shift * 100.0, r.min_shift_ms);
         if self.repeated() {
@@ -160,8 +186,7 @@ impl Comparison {
                  estimates, taking the runs as independent). Each distribution line pools the \
                  runs and applies the daemon's baseline rule with A's runs as its reference \
                  runs: Mann-Whitney p < {} on every request's value, and the median shift beyond \
-                 {} MADs of A's run medians, {floors}. Run figures are exact, from each run's \
-                 records.",
+                 {} MADs of A's run medians, {floors}.",
                 r.runs_alpha,
                 r.min_shift * 100.0,
                 r.min_shift_ms,
@@ -182,7 +207,7 @@ impl Comparison {
                  Rates (errors, the good fraction) are judged by the rank test on each \
                  request's outcome; throughputs and goodput need at least 2 runs per side \
                  (--runs N). Values of a side with several runs are the means of its runs' \
-                 figures. Figures are exact, from each run's records.",
+                 figures.",
                 r.alpha, r.k_mad, r.alpha
             )
         }
@@ -263,6 +288,7 @@ mod tests {
             completed: 97,
             interrupted: 0,
             left_out: Vec::new(),
+            first_tokens: Default::default(),
         };
         assert_eq!(side(&s), "a (runs/a, 100 requests, 97 completed)");
         s.interrupted = 1;
