@@ -248,8 +248,9 @@ pub struct FoldedRecords {
     pub skipped_lines: u64,
 }
 
-/// Longest line [`fold_records`] reads; a longer one is skipped (a record with every chunk
-/// gap of a long answer is well under it).
+/// Longest line [`read_records`] reads; a longer one is an error (a record with every chunk
+/// gap of a long answer is well under it, and a file with no end of line, `/dev/zero`, must
+/// not be read for ever).
 const MAX_RECORD_LINE: u64 = 64 << 20;
 
 /// Reads `records.jsonl` at `path` and folds its records with `goodput`, as the run itself
@@ -273,21 +274,37 @@ pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, Arti
 pub struct RecordsRead {
     /// Records read.
     pub records: u64,
-    /// Lines skipped: not a record, or longer than any record (the cut-short last line of a
-    /// process killed mid-write among them).
+    /// Lines skipped: not a record (the cut-short last line of a process killed mid-write
+    /// among them).
     pub skipped_lines: u64,
     /// The first line skipped (counted from 1) and why it is not a record, naming the field.
     pub first_skipped: Option<(u64, String)>,
 }
 
 /// Calls `f` with each record of the `records.jsonl` at `path` and its line as written;
-/// says what it read and skipped.
+/// says what it read and skipped. A path that is not a regular file (a FIFO would wait for a
+/// writer for ever, a device never end), or a line longer than [`MAX_RECORD_LINE`], is an
+/// error naming the file (and the line).
 pub fn read_records(
     path: &Path,
     mut f: impl FnMut(RequestRecord, &[u8]),
 ) -> Result<RecordsRead, ArtifactError> {
     use std::io::{BufRead, Read};
-    let file = File::open(path).map_err(at(path))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opened without waiting (a FIFO's open waits for a writer), then refused unless it is a
+    // regular file: checked on the file opened, not on the path before, so nothing can be
+    // swapped in between. O_NONBLOCK does nothing to a regular file's reads.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(at(path))?;
+    if !file.metadata().map_err(at(path))?.is_file() {
+        return Err(at(path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
     let mut reader = std::io::BufReader::new(file);
     let mut read = RecordsRead::default();
     let skip = |read: &mut RecordsRead, number: u64, why: String| {
@@ -305,14 +322,11 @@ pub fn read_records(
             break;
         }
         if line.len() as u64 > MAX_RECORD_LINE && line.last() != Some(&b'\n') {
-            // Too long to be a record: skip the rest of it.
-            skip(
-                &mut read,
-                number,
-                format!("over {MAX_RECORD_LINE} bytes, longer than any record"),
-            );
-            reader.skip_until(b'\n').map_err(at(path))?;
-            continue;
+            // Too long to be a record, and perhaps endless: not read further.
+            return Err(at(path)(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("line {number} is over {MAX_RECORD_LINE} bytes, longer than any record"),
+            )));
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -548,6 +562,35 @@ mod tests {
         assert_eq!(folded.summary.goodput.unwrap().good_requests, 2);
         let e = fold_records(&dir.path().join("none.jsonl"), Goodput::default()).unwrap_err();
         assert!(e.to_string().contains("none.jsonl"), "{e}");
+    }
+
+    // `canaryd merge` with a shard's records.jsonl a FIFO or /dev/zero never ended (a CPU spun
+    // on /dev/zero's endless line): not a regular file, or a line past the cap, is an error
+    // naming the file and the line.
+    #[test]
+    fn records_that_are_not_a_file_or_have_an_endless_line_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = |e: ArtifactError| canary_core::error_chain(&e);
+        let fifo = dir.path().join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = chain(read_records(&fifo, |_, _| {}).unwrap_err());
+        assert!(e.ends_with("fifo.jsonl: not a regular file"), "{e}");
+        let e = chain(read_records(Path::new("/dev/zero"), |_, _| {}).unwrap_err());
+        assert_eq!(e, "/dev/zero: not a regular file");
+        // A regular file whose second line never ends before the cap: read no further.
+        let long = dir.path().join("long.jsonl");
+        let mut f = File::create(&long).unwrap();
+        f.write_all(b"{}\n").unwrap();
+        f.set_len(MAX_RECORD_LINE + 10).unwrap();
+        drop(f);
+        let e = chain(read_records(&long, |_, _| {}).unwrap_err());
+        assert!(
+            e.ends_with(&format!(
+                "long.jsonl: line 2 is over {MAX_RECORD_LINE} bytes, longer than any record"
+            )),
+            "{e}"
+        );
     }
 
     #[test]

@@ -98,7 +98,8 @@ impl ShardRun {
         };
         let selection = serde_json::from_value(trace["selection"].clone())
             .map_err(|e| bad(format!("run.trace.selection: {e}")))?;
-        let histograms = Histograms::read(dir).map_err(|e| bad(format!("{e:#}")))?;
+        // With its cause: `reading DIR/histograms.json` alone does not say what went wrong.
+        let histograms = Histograms::read(dir).map_err(|e| bad(canary_core::error_chain(&e)))?;
         Ok(ShardRun {
             dir: dir.to_path_buf(),
             shard,
