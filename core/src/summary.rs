@@ -45,6 +45,7 @@ pub struct Aggregator {
     rx: RxSummary,
     timeline: ClientTimeline,
     timeslices: Option<crate::Timeslices>,
+    ttft_trend: crate::trend::TrendSums,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -168,6 +169,9 @@ impl Aggregator {
             self.good += 1;
         }
         self.record("time_to_first_token", r.ttft_ms);
+        if let Some(ttft) = r.ttft_ms {
+            self.ttft_trend.add(r.sent_at_ms, ttft);
+        }
         self.record("time_to_second_token", r.ttst_ms);
         self.record("time_to_first_output_token", r.ttfo_ms);
         self.record("inter_token_latency", r.itl_ms);
@@ -294,6 +298,7 @@ impl Aggregator {
             warmup_requests: self.warmup,
             duration_s,
             sends: self.sends(),
+            ttft_trend: self.ttft_trend.trend(),
             rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
@@ -414,6 +419,11 @@ pub struct RunSummary {
     /// requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sends: Option<SendSpans>,
+    /// TTFT's least-squares growth per second of sending over the measured completed
+    /// requests (an estimate): a queue that grows through the run shows here first. Absent
+    /// under 10 such requests or a send span under 100 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_trend: Option<crate::TtftTrend>,
     /// Why the run has no rates (`request_throughput`, `output_token_throughput`, goodput):
     /// fewer than 2 measured requests, or a span under 100 ms. `None` when it has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -311,11 +311,12 @@ pub struct Point {
     /// itself was the bottleneck. Not the target missing its gates.
     #[serde(skip)]
     pub errored: bool,
-    /// Why the client did not offer the load its schedule asked for (a run's, with `--runs
-    /// N`; [`crate::capacity::not_offered`]), when it did not.
+    /// Why its rate was not held (a run's, with `--runs N`;
+    /// [`crate::capacity::rate_not_held`]): the client did not offer the load its schedule
+    /// asked for, or the server's queue grew through it.
     #[serde(skip)]
-    pub not_offered: Option<String>,
-    /// What to know about the point beyond its figures (the client could not offer its rate).
+    pub rate_not_held: Option<String>,
+    /// What to know about the point beyond its figures (its rate was not held).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -347,7 +348,7 @@ impl Point {
             capped: false,
             cut_short: true,
             errored: true,
-            not_offered: None,
+            rate_not_held: None,
             notes: Vec::new(),
         };
         let Some(run) = run else {
@@ -368,15 +369,16 @@ impl Point {
         point.figures = Some(PointFigures::of(run, gpus_flag));
         point.cut_short = run.outcome.interrupted;
         point.errored = verdict.kind == crate::judge::verdict::VerdictKind::Error;
-        point.not_offered = crate::capacity::not_offered(&run.outcome);
+        point.rate_not_held = crate::capacity::rate_not_held(&run.outcome);
         point
     }
 
-    /// A probe of the capacity search: it passes only when the client offered its rate. A
-    /// rate the client could not offer (it held requests for a slot, or sent too slowly) fails,
-    /// whatever the SLOs said of the requests it did send, and the notes say why.
-    pub fn require_offered(&mut self) {
-        let Some(why) = self.not_offered.clone() else {
+    /// A probe of the capacity search: it passes only when the client offered its rate and
+    /// the server kept up with it. A rate the client could not offer (it held requests for a
+    /// slot, or sent too slowly), or one under which TTFT kept rising (the server's queue
+    /// grew), fails whatever the SLOs said of the requests sent, and the notes say why.
+    pub fn require_rate_held(&mut self) {
+        let Some(why) = self.rate_not_held.clone() else {
             return;
         };
         if self.passed {
@@ -430,8 +432,8 @@ impl Point {
             .collect();
         point.passed = judged.iter().all(|p| p.passed);
         point.errored = judged.iter().any(|p| p.errored);
-        point.not_offered = judged.iter().find_map(|p| {
-            let why = p.not_offered.as_ref()?;
+        point.rate_not_held = judged.iter().find_map(|p| {
+            let why = p.rate_not_held.as_ref()?;
             Some(format!("{}: {why}", p.dir))
         });
         if let Some(p) = judged.iter().find(|p| !p.passed) {
@@ -631,7 +633,7 @@ mod tests {
             capped: false,
             cut_short: false,
             errored: false,
-            not_offered: None,
+            rate_not_held: None,
             notes: Vec::new(),
         };
         let points = || {
