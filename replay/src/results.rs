@@ -376,7 +376,10 @@ pub fn summary_csv(s: &RunSummary) -> String {
     scalar("requests", s.requests.to_string());
     scalar("completed", s.completed.to_string());
     scalar("errors", s.errors.to_string());
-    scalar("error_rate", format!("{:.6}", s.error_rate));
+    // A share of no judged request (every one cancelled on purpose) is an empty cell, as
+    // summary.json's null.
+    let share = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
+    scalar("error_rate", share(s.error_rate));
     for (kind, n) in &s.errors_by_kind {
         scalar(&format!("errors.{kind}"), n.to_string());
     }
@@ -395,10 +398,7 @@ pub fn summary_csv(s: &RunSummary) -> String {
     if let Some(g) = &s.goodput {
         scalar("goodput", rate(g.goodput));
         scalar("good_requests", g.good_requests.to_string());
-        scalar(
-            "good_request_fraction",
-            format!("{:.6}", g.good_request_fraction),
-        );
+        scalar("good_request_fraction", share(g.good_request_fraction));
     }
     let rx = &s.receive_timestamps;
     if let Some(state) = &rx.state {
@@ -606,5 +606,20 @@ mod tests {
         let chain = format!("{:#}", anyhow::Error::from(crate::ReplayError::from(err)));
         assert!(chain.starts_with("writing results: "), "{chain}");
         assert_eq!(chain.matches("Not a directory").count(), 1, "{chain}");
+    }
+
+    // Every request cancelled on purpose: no share to state, an empty cell as summary.json's
+    // null (it wrote 0.000000, "no errors").
+    #[test]
+    fn a_run_that_judged_nothing_leaves_its_shares_empty() {
+        let mut agg = Aggregator::new("time_to_first_token:20".parse().unwrap());
+        let rec = RequestRecord {
+            status: Status::Cancelled,
+            ..Default::default()
+        };
+        agg.add(&rec, &ChunkGaps::default());
+        let csv = summary_csv(&agg.summary());
+        assert!(csv.contains("\nerror_rate,\n"), "{csv}");
+        assert!(csv.contains("\ngood_request_fraction,\n"), "{csv}");
     }
 }

@@ -307,8 +307,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             )
         });
     }
-    let every_run_judged_goodput = fa.iter().chain(&fb).all(|f| f.good_fraction.is_some());
-    if every_run_judged_goodput {
+    let every_run_has_slos = fa.iter().chain(&fb).all(|f| f.slos);
+    if every_run_has_slos {
         let (ga, gb) = (of(&fa, |f| f.goodput), of(&fb, |f| f.goodput));
         rows.push(if repeated {
             runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
@@ -329,7 +329,10 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 true,
             )
         });
-        let (fa_good, fb_good) = (of(&fa, |f| f.good_fraction), of(&fb, |f| f.good_fraction));
+        let (fa_good, fb_good) = (
+            of(&fa, |f| share_or_nan(f.good_fraction)),
+            of(&fb, |f| share_or_nan(f.good_fraction)),
+        );
         rows.push(if repeated {
             runs_row(
                 "good fraction".into(),
@@ -353,8 +356,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         });
     }
     let (ea, eb) = (
-        of(&fa, |f| Some(f.error_rate)),
-        of(&fb, |f| Some(f.error_rate)),
+        of(&fa, |f| share_or_nan(f.error_rate)),
+        of(&fb, |f| share_or_nan(f.error_rate)),
     );
     rows.push(if repeated {
         runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
@@ -458,6 +461,12 @@ fn left_out_note(which: &str, s: &Side) -> Option<String> {
 
 /// Reads one figure of a run's [`crate::Figures`].
 type FigureOf = fn(&crate::Figures) -> Option<f64>;
+
+/// A run's share, or NaN when it judged no request (summary.json's null), as a run without a
+/// percentile: its side's figure is over the runs that have one and says how many.
+fn share_or_nan(v: Option<f64>) -> Option<f64> {
+    Some(v.unwrap_or(f64::NAN))
+}
 
 fn side(e: &Experiment) -> Side {
     let cut_short = |r: &&Run| {

@@ -118,7 +118,7 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     );
     assert!(out.status.success(), "{}", text(&out));
     let doc = sweep_json(dir.path());
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["kind"], "sweep");
     assert_eq!(doc["axis"], "request_rate");
     let points = doc["points"].as_array().unwrap();

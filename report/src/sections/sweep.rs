@@ -34,8 +34,9 @@ pub struct Point {
     pub ttft_p99: f64,
     /// e2e p99, ms.
     pub e2e_p99: f64,
-    /// The target's error rate.
-    pub error_rate: f64,
+    /// The target's error rate; `None` when the run judged no request (every one cancelled on
+    /// purpose, or canaryd's own failure).
+    pub error_rate: Option<f64>,
     /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
     pub gpus: Option<u64>,
     /// A signal cut its run short (every run's, for a mean): its figures are partial, so it
@@ -82,6 +83,9 @@ impl Point {
     /// runs' own (an estimate, as `canaryd sweep --runs N` gives it in `sweep.json`).
     pub fn mean(label: String, runs: &[Point]) -> Point {
         let mean = |f: fn(&Point) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        // Over the runs that have one, as sweep.json's mean: a run that judged nothing has no
+        // share, not a 0 that lowers the others'.
+        let rates: Vec<f64> = runs.iter().filter_map(|p| p.error_rate).collect();
         Point {
             label,
             throughput: mean(|p| p.throughput),
@@ -90,7 +94,7 @@ impl Point {
             ttft_p50: mean(|p| p.ttft_p50),
             ttft_p99: mean(|p| p.ttft_p99),
             e2e_p99: mean(|p| p.e2e_p99),
-            error_rate: mean(|p| p.error_rate),
+            error_rate: (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64),
             gpus: runs.first().and_then(|p| p.gpus),
             cut_short: runs.iter().all(|p| p.cut_short),
         }
@@ -295,7 +299,7 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
                 ms(p.ttft_p50),
                 ms(p.ttft_p99),
                 ms(p.e2e_p99),
-                pct(p.error_rate),
+                p.error_rate.map_or_else(|| "–".to_string(), pct),
                 tags.join(", "),
             ]
         })
@@ -338,7 +342,7 @@ mod tests {
             ttft_p50: ttft_p99 / 2.0,
             ttft_p99,
             e2e_p99: ttft_p99 * 4.0,
-            error_rate: 0.0,
+            error_rate: Some(0.0),
             gpus: None,
             cut_short: false,
         }
@@ -365,6 +369,19 @@ mod tests {
         cut[3].cut_short = true;
         assert_eq!(knee(&cut), None);
         assert!(!pareto(&cut).contains(&3));
+    }
+
+    // A run that judged no request has no error rate: the point's mean is over the runs that
+    // have one, and a point of such runs only has none.
+    #[test]
+    fn a_repeated_points_error_rate_skips_runs_that_judged_nothing() {
+        let with = |rate| Point {
+            error_rate: rate,
+            ..p(10.0, 50.0, 90.0)
+        };
+        let m = Point::mean("c1".into(), &[with(None), with(Some(0.2)), with(Some(0.1))]);
+        assert!((m.error_rate.unwrap() - 0.15).abs() < 1e-12, "{m:?}");
+        assert_eq!(Point::mean("c1".into(), &[with(None)]).error_rate, None);
     }
 
     #[test]

@@ -95,8 +95,9 @@ pub struct PointFigures {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
-    /// Share of requests the target failed.
-    pub error_rate: f64,
+    /// Share of the requests judged that the target failed; null when none was judged (every
+    /// request cancelled on purpose or failed by canaryd itself).
+    pub error_rate: Option<f64>,
     /// Seconds of the measured phase.
     pub duration_s: f64,
     /// Completed requests per second.
@@ -119,7 +120,8 @@ pub struct PointFigures {
     pub request_latency_ms: Percentiles,
     /// Good requests per second by the SLOs, when SLOs were given.
     pub goodput: Option<f64>,
-    /// Share of requests meeting the SLOs, when SLOs were given.
+    /// Share of the requests judged meeting the SLOs; null without SLOs or when none was
+    /// judged.
     pub good_fraction: Option<f64>,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
@@ -180,8 +182,8 @@ impl PointFigures {
             errors,
             // A share, averaged as the doc above says: the runs' own (target errors over the
             // requests judged); pooling errors over requests counted cancels and canaryd's
-            // own failures as the target's.
-            error_rate: mean(&|f| Some(f.error_rate)).unwrap_or(0.0),
+            // own failures as the target's. Runs that judged nothing have none to average.
+            error_rate: mean(&|f| f.error_rate),
             duration_s: all.iter().map(|f| f.duration_s).sum(),
             request_throughput: mean(&|f| f.request_throughput),
             output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
@@ -249,7 +251,7 @@ impl PointFigures {
             inter_token_latency_ms: Percentiles::of(s.metrics.get("inter_token_latency")),
             request_latency_ms: Percentiles::of(s.metrics.get("request_latency")),
             goodput: s.goodput.as_ref().and_then(|g| g.goodput),
-            good_fraction: s.goodput.as_ref().map(|g| g.good_request_fraction),
+            good_fraction: s.goodput.as_ref().and_then(|g| g.good_request_fraction),
             server,
             in_flight_cap: run.outcome.in_flight_cap.limit,
             in_flight_cap_source: run
@@ -492,7 +494,7 @@ impl Point {
                 self.verdict
             ));
         }
-        let rate = self.figures.as_ref()?.error_rate;
+        let rate = self.figures.as_ref()?.error_rate?;
         (rate > EVIDENCE_MAX_ERROR_RATE).then(|| {
             format!(
                 "left out of the knee and the Pareto front: {:.1}% of its requests failed at \
@@ -553,9 +555,15 @@ mod tests {
             ..Default::default()
         };
         // The second run: 3 failures, one of them canaryd's own; 2 of 9 judged.
-        let m = PointFigures::mean(&[run(10, 0, 0.0), run(10, 3, 2.0 / 9.0)]);
+        let m = PointFigures::mean(&[run(10, 0, Some(0.0)), run(10, 3, Some(2.0 / 9.0))]);
         assert_eq!((m.requests, m.errors), (20, 3));
-        assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
+        let rate = m.error_rate.unwrap();
+        assert!((rate - 1.0 / 9.0).abs() < 1e-12, "{rate}");
+        // A run that judged nothing (every request cancelled) has no share to average: not
+        // a 0 that halves the others'.
+        let m = PointFigures::mean(&[run(10, 0, None), run(10, 2, Some(0.2))]);
+        assert_eq!(m.error_rate, Some(0.2));
+        assert_eq!(PointFigures::mean(&[run(10, 0, None)]).error_rate, None);
     }
 
     // A point the open-file limit held under its load is marked on every axis: below its
@@ -656,14 +664,14 @@ mod tests {
             "{note}"
         );
         let mut failing = points();
-        failing[2].figures.as_mut().unwrap().error_rate = 0.2;
+        failing[2].figures.as_mut().unwrap().error_rate = Some(0.2);
         let failing = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, failing);
         assert!(failing.knee.is_none(), "{:?}", failing.knee);
         let note = &failing.points[2].notes[0];
         assert!(note.contains("20.0% of its requests failed"), "{note}");
         // Within 5 %: still evidence.
         let mut few = points();
-        few[2].figures.as_mut().unwrap().error_rate = 0.05;
+        few[2].figures.as_mut().unwrap().error_rate = Some(0.05);
         let few = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, few);
         assert_eq!(few.knee.map(|k| k.label), Some("c8".to_string()));
     }
