@@ -92,6 +92,25 @@ fn capacity_sim(dir: &Path) -> (crate::common::Child, String) {
     (child, format!("http://127.0.0.1:{port}"))
 }
 
+/// One CSV line's fields: quoted ones (a note with commas) unquoted, `""` as `"`.
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
 #[test]
 fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     let _timing = timing();
@@ -139,6 +158,14 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
         let tp = p["request_throughput"].as_f64().unwrap();
         assert!(tp < 1.05 * cap && tp > 0.75 * cap, "{tp} vs {cap}: {p:#}");
     }
+    // Past the capacity the server's queue grew through each point: its notes say so, and
+    // it keeps its verdict (a plain sweep measures what the load did). Well under it, no note.
+    for p in &points[3..] {
+        let note = p["notes"][0].as_str().unwrap_or_default();
+        assert!(note.starts_with("the server did not keep up"), "{p:#}");
+        assert_eq!(p["verdict"], "pass", "{p:#}");
+    }
+    assert!(points[0]["notes"].is_null(), "{:#}", points[0]);
 
     // Each point: its folder, its own run at its rate, its figures.
     for (i, p) in points.iter().enumerate() {
@@ -190,9 +217,9 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     // sweep.csv: the header, then one row per point agreeing with sweep.json.
     let csv = std::fs::read_to_string(dir.path().join("out/sweep.csv")).unwrap();
     let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let header = csv_fields(lines.next().unwrap());
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<String>> = lines.map(csv_fields).collect();
     assert_eq!(rows.len(), 5);
     for (row, p) in rows.iter().zip(points) {
         assert_eq!(row.len(), header.len());
@@ -205,6 +232,11 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
             row[col("knee")],
             if p["label"] == knee { "true" } else { "false" }
         );
+        let notes: Vec<&str> = p["notes"]
+            .as_array()
+            .map(|n| n.iter().map(|n| n.as_str().unwrap()).collect())
+            .unwrap_or_default();
+        assert_eq!(row[col("notes")], notes.join("; "));
     }
 
     // The table says the same.

@@ -392,6 +392,15 @@ impl Point {
         self.notes.push(why);
     }
 
+    /// A point of a plain rate sweep: its notes say when its rate was not held (the client
+    /// did not offer it, or the server's queue grew through it: past the knee), its verdict
+    /// stays the gates'.
+    pub fn note_rate_not_held(&mut self) {
+        if let Some(why) = self.rate_not_held.clone() {
+            self.notes.push(why);
+        }
+    }
+
     /// Point `index` of `--runs N`: `runs` ((folder, run, exit status), in order) in `dir`,
     /// `summary` their experiment's. Its figures are the mean of the complete runs' (of every
     /// run's when a signal cut each short); its verdict the first run's that did not pass,

@@ -178,6 +178,10 @@ async fn run_point(
     let mut point = point;
     if args.sweep.find_max_rate {
         point.require_rate_held();
+    } else if axis == Axis::RequestRate {
+        // A plain rate sweep's point is a measurement whatever its load did: it keeps its
+        // verdict, and its notes say when the rate asked for was not the rate run.
+        point.note_rate_not_held();
     }
     if point.figures.is_some() && !args.profile.shape.json {
         // With --json, stdout holds sweep.json alone.
