@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use canary_core::{Engine, MonoTime};
 
-use crate::prometheus::{HistogramSnapshot, Scrape};
+use crate::growth::{series_key, HistSeries, SeriesValues};
+use crate::prometheus::{HistogramSnapshot, Oversized, Scrape, MAX_BUCKETS};
 use crate::ring::Stamped;
 
 /// Detects the engine from the families present.
@@ -271,6 +272,9 @@ pub struct ServerSample {
     pub oversized_histograms: Vec<String>,
     /// Metric families on the page (what an unknown engine exposed, in one number).
     pub families: usize,
+    /// The cumulative signals per series (label set), for growth judged per series
+    /// (`growth::Walk`); the sums above are what a single reading shows.
+    pub series: SeriesValues,
     /// The whole parsed page, only when asked for (`keep_raw`): a ring of thousands of full
     /// pages would cost hundreds of MiB, so it is never kept by default, not even for an
     /// unknown engine.
@@ -300,27 +304,69 @@ fn first_mean(s: &Scrape, names: &[&str]) -> Option<f64> {
     })
 }
 
-/// The first of `names` on the page as a histogram; one too large to use is named in
-/// `oversized` and passed over.
+/// The first of `names` on the page as a histogram merged over its label sets, with its
+/// series; one too large to use is named in `oversized` and passed over.
 fn first_hist(
     s: &Scrape,
     names: &[&str],
     oversized: &mut Vec<String>,
-) -> Option<HistogramSnapshot> {
-    names.iter().find_map(|n| match s.histogram_checked(n) {
-        Ok(h) => h,
-        Err(why) => {
-            oversized.push(format!("{n} ({why})"));
-            None
+) -> (Option<HistogramSnapshot>, HistSeries) {
+    for n in names {
+        let list = match s.histograms(n) {
+            Ok(list) if list.is_empty() => continue,
+            Ok(list) => list,
+            Err(why) => {
+                oversized.push(format!("{n} ({why})"));
+                continue;
+            }
+        };
+        let merged = list[1..]
+            .iter()
+            .fold(list[0].1.clone(), |m, (_, h)| m.merge(h));
+        if merged.buckets.len() > MAX_BUCKETS {
+            oversized.push(format!("{n} ({})", Oversized::Buckets));
+            continue;
         }
-    })
+        let keys = list.iter().map(|(l, _)| series_key(n, l)).collect();
+        let parts = match list.len() {
+            1 => Vec::new(),
+            _ => list.into_iter().map(|(_, h)| h).collect(),
+        };
+        return (Some(merged), HistSeries { keys, parts });
+    }
+    (None, HistSeries::default())
 }
 
-fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
+/// A counter's value per series (NaN left out, as [`Scrape::sum`] does).
+fn counter_series(s: &Scrape, name: &str) -> Vec<(u64, f64)> {
+    s.samples(name)
+        .filter(|x| !x.value.is_nan())
+        .map(|x| (series_key(&x.name, &x.labels), x.value))
+        .collect()
+}
+
+/// The series of the first of `names` on the page (the one [`first_sum`] reads).
+fn first_series(s: &Scrape, names: &[&str]) -> Vec<(u64, f64)> {
+    names
+        .iter()
+        .find(|n| s.sum(n).is_some())
+        .map_or_else(Vec::new, |n| counter_series(s, n))
+}
+
+/// A token total and its series.
+fn tokens(s: &Scrape, t: &Tokens) -> (Option<f64>, Vec<(u64, f64)>) {
     match t {
-        Tokens::Counter(n) => s.sum(n),
-        Tokens::HistogramSum(n) => s.histogram(n).and_then(|h| h.sum),
-        Tokens::None => None,
+        Tokens::Counter(n) => (s.sum(n), counter_series(s, n)),
+        Tokens::HistogramSum(n) => {
+            let list = s.histograms(n).unwrap_or_default();
+            let series: Vec<(u64, f64)> = list
+                .iter()
+                .filter_map(|(l, h)| Some((series_key(n, l), h.sum?)))
+                .collect();
+            let total = (!series.is_empty()).then(|| series.iter().map(|x| x.1).sum());
+            (total, series)
+        }
+        Tokens::None => (None, Vec::new()),
     }
 }
 
@@ -336,25 +382,51 @@ impl ServerSample {
         let engine = detect(&scrape);
         let n = names(engine);
         let s = &scrape;
+        let mut series = SeriesValues::default();
         let (hits, queries) = match &n.prefix {
-            Prefix::HitsQueries(pairs) => pairs
+            Prefix::HitsQueries(pairs) => match pairs
                 .iter()
-                .find_map(|(h, q)| Some((s.sum(h)?, s.sum(q)?)))
-                .map_or((None, None), |(h, q)| (Some(h), Some(q))),
+                .find_map(|(h, q)| Some((h, q, s.sum(h)?, s.sum(q)?)))
+            {
+                Some((h, q, hv, qv)) => {
+                    series.prefix_hits = counter_series(s, h);
+                    series.prefix_queries = counter_series(s, q);
+                    (Some(hv), Some(qv))
+                }
+                None => (None, None),
+            },
             Prefix::CachedUncached(c, u) => match (s.sum(c), s.sum(u)) {
-                (Some(c), Some(u)) => (Some(c), Some(c + u)),
+                (Some(cv), Some(uv)) => {
+                    series.prefix_hits = counter_series(s, c);
+                    series.prefix_queries = counter_series(s, c);
+                    series.prefix_queries.extend(counter_series(s, u));
+                    (Some(cv), Some(cv + uv))
+                }
                 _ => (None, None),
             },
             Prefix::None => (None, None),
         };
+        let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt);
+        let (generation_tokens_total, generation_series) = tokens(s, &n.generation);
+        series.prompt_tokens = prompt_series;
+        series.generation_tokens = generation_series;
+        series.preemptions = first_series(s, n.preemptions);
         let mut oversized = Vec::new();
-        let mut hist = |names: &[&str]| first_hist(s, names, &mut oversized);
-        let (ttft, itl, e2e) = (hist(n.ttft), hist(n.itl), hist(n.e2e));
-        let (queue_time, prefill_time, decode_time) = (
-            hist(n.queue_time),
-            hist(n.prefill_time),
-            hist(n.decode_time),
-        );
+        let mut hists: [Option<HistogramSnapshot>; 6] = Default::default();
+        let lists = [
+            n.ttft,
+            n.itl,
+            n.e2e,
+            n.queue_time,
+            n.prefill_time,
+            n.decode_time,
+        ];
+        for (i, names) in lists.into_iter().enumerate() {
+            let (h, keys) = first_hist(s, names, &mut oversized);
+            hists[i] = h;
+            series.hists[i] = keys;
+        }
+        let [ttft, itl, e2e, queue_time, prefill_time, decode_time] = hists;
         let mut sample = ServerSample {
             at,
             engine: Some(engine),
@@ -364,8 +436,8 @@ impl ServerSample {
             prefix_cache_hit_rate_gauge: first_mean(s, n.hit_rate_gauge),
             prefix_cache_hits: hits,
             prefix_cache_queries: queries,
-            prompt_tokens_total: tokens(s, &n.prompt),
-            generation_tokens_total: tokens(s, &n.generation),
+            prompt_tokens_total,
+            generation_tokens_total,
             ttft,
             itl,
             e2e,
@@ -377,6 +449,7 @@ impl ServerSample {
             skipped_lines: scrape.skipped_lines,
             oversized_histograms: oversized,
             families: scrape.families.len(),
+            series,
             raw: None,
         };
         if keep_raw {
@@ -409,31 +482,21 @@ pub struct ServerRates {
 }
 
 impl ServerRates {
-    /// Rates from `earlier` to `later` (resets handled as in [`counter_delta`]).
+    /// Rates from `earlier` to `later`, judged per series (a series that went down restarted
+    /// and counts from zero; see `growth`).
     pub fn between(earlier: &ServerSample, later: &ServerSample) -> ServerRates {
         let secs = later.at.since(earlier.at).as_secs_f64();
-        let rate = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if secs > 0.0 => Some(counter_delta(a, b) / secs),
-            _ => None,
-        };
-        let hit_rate = match (
-            earlier.prefix_cache_hits,
-            later.prefix_cache_hits,
-            earlier.prefix_cache_queries,
-            later.prefix_cache_queries,
-        ) {
-            (Some(h0), Some(h1), Some(q0), Some(q1)) => {
-                let q = counter_delta(q0, q1);
-                (q > 0.0).then(|| (counter_delta(h0, h1) / q).clamp(0.0, 1.0))
-            }
+        let mut walk = crate::growth::Walk::default();
+        walk.step(earlier);
+        let step = walk.step(later);
+        let rate = |d: Option<f64>| d.filter(|_| secs > 0.0).map(|d| d / secs);
+        let hit_rate = match (step.prefix_hits, step.prefix_queries) {
+            (Some(h), Some(q)) => (q > 0.0).then(|| (h / q).clamp(0.0, 1.0)),
             _ => later.prefix_cache_hit_rate_gauge,
         };
         ServerRates {
-            prompt_tokens_per_s: rate(earlier.prompt_tokens_total, later.prompt_tokens_total),
-            generation_tokens_per_s: rate(
-                earlier.generation_tokens_total,
-                later.generation_tokens_total,
-            ),
+            prompt_tokens_per_s: rate(step.prompt_tokens),
+            generation_tokens_per_s: rate(step.generation_tokens),
             prefix_cache_hit_rate: hit_rate,
         }
     }

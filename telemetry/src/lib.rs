@@ -61,6 +61,7 @@ mod dcgm;
 mod engine;
 mod gpu;
 mod gpu_summary;
+mod growth;
 mod http;
 mod nvml;
 mod observer;
