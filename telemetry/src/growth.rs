@@ -105,12 +105,11 @@ impl Hist {
             return Vec::new();
         };
         let hs = &s.series.hists[self as usize];
-        match (hs.keys.as_slice(), hs.parts.is_empty()) {
-            (&[key], _) => vec![(key, merged)],
-            // A sample built without keys (tests, older code): one series of key 0.
-            ([], _) => vec![(0, merged)],
-            (keys, false) => keys.iter().copied().zip(&hs.parts).collect(),
-            (_, true) => vec![(0, merged)],
+        if hs.parts.len() > 1 && hs.parts.len() == hs.keys.len() {
+            hs.keys.iter().copied().zip(&hs.parts).collect()
+        } else {
+            // One series, the merged snapshot itself (key 0 in a sample built without keys).
+            vec![(hs.keys.first().copied().unwrap_or(0), merged)]
         }
     }
 }
