@@ -114,6 +114,7 @@ impl DcgmScraper {
                 gpus.into_iter().for_each(|g| ring.push(g));
                 format!("{}: {counted}", self.endpoint.url)
             },
+            |reason| reason,
         )
         .await;
         Ok(())

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use canary_core::{Engine, MonoTime};
 
-use crate::prometheus::{HistogramSnapshot, Scrape};
+use crate::growth::{series_key, HistSeries, SeriesValues};
+use crate::prometheus::{HistogramSnapshot, Oversized, Scrape, MAX_BUCKETS};
 use crate::ring::Stamped;
 
 /// Detects the engine from the families present.
@@ -271,6 +272,12 @@ pub struct ServerSample {
     pub oversized_histograms: Vec<String>,
     /// Metric families on the page (what an unknown engine exposed, in one number).
     pub families: usize,
+    /// Values on the page left out as out of range (the first few), e.g. a KV-cache usage
+    /// of 87.5 (a percent, not a share) or a queue depth of -5.
+    pub left_out: Vec<LeftOut>,
+    /// The cumulative signals per series (label set), for growth judged per series
+    /// (`growth::Walk`); the sums above are what a single reading shows.
+    pub series: SeriesValues,
     /// The whole parsed page, only when asked for (`keep_raw`): a ring of thousands of full
     /// pages would cost hundreds of MiB, so it is never kept by default, not even for an
     /// unknown engine.
@@ -283,44 +290,175 @@ impl Stamped for ServerSample {
     }
 }
 
-fn first_sum(s: &Scrape, names: &[&str]) -> Option<f64> {
-    names.iter().find_map(|n| s.sum(n))
+/// Why a value on a page was left out of a [`ServerSample`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutOfRange {
+    /// `+Inf` or `-Inf` where a finite number belongs.
+    Infinite,
+    /// A share (KV-cache usage, hit rate) outside 0..=1: a percent, or garbage.
+    ShareOutside01,
+    /// A negative count (queue depth, running requests, a counter).
+    NegativeCount,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OutOfRange::Infinite => "not finite",
+            OutOfRange::ShareOutside01 => "a share outside 0..1 (a percent?)",
+            OutOfRange::NegativeCount => "a negative count",
+        })
+    }
+}
+
+/// A value left out of a sample: the metric, the value and why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeftOut {
+    /// The metric name as mapped (`vllm:kv_cache_usage_perc`).
+    pub name: &'static str,
+    /// The value on the page.
+    pub value: f64,
+    /// Why it was left out.
+    pub why: OutOfRange,
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} = {} ({})", self.name, self.value, self.why)
+    }
+}
+
+/// [`LeftOut`]s kept in one sample; more are not kept (one is enough to say what is wrong).
+const MAX_LEFT_OUT: usize = 8;
+
+/// What a signal's values may be.
+#[derive(Clone, Copy)]
+enum Range {
+    /// A count: finite, at least 0.
+    Count,
+    /// A share: within 0..=1; -1 is "no data" and left out silently.
+    Share,
+}
+
+/// The samples of `name` whose values are in `range`; NaN ("no data") is left out silently,
+/// anything else out of range is recorded in `out`.
+fn valid<'a>(
+    s: &'a Scrape,
+    name: &'static str,
+    range: Range,
+    out: &'a mut Vec<LeftOut>,
+) -> impl Iterator<Item = &'a crate::prometheus::Sample> + 'a {
+    s.samples(name).filter(move |x| {
+        let v = x.value;
+        let why = if v.is_nan() || (matches!(range, Range::Share) && v == -1.0) {
+            return false;
+        } else if v.is_infinite() {
+            OutOfRange::Infinite
+        } else if matches!(range, Range::Share) && !(0.0..=1.0).contains(&v) {
+            OutOfRange::ShareOutside01
+        } else if v < 0.0 {
+            OutOfRange::NegativeCount
+        } else {
+            return true;
+        };
+        if out.len() < MAX_LEFT_OUT {
+            out.push(LeftOut {
+                name,
+                value: v,
+                why,
+            });
+        }
+        false
+    })
+}
+
+/// The first of `names` that has samples on the page.
+fn first_present(s: &Scrape, names: &[&'static str]) -> Option<&'static str> {
+    names
+        .iter()
+        .copied()
+        .find(|n| s.samples(n).next().is_some())
+}
+
+/// The first of `names` on the page, as a count summed over its label sets (queues of several
+/// models or data-parallel engines add up).
+fn first_sum(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Option<f64> {
+    let n = first_present(s, names)?;
+    let values: Vec<f64> = valid(s, n, Range::Count, out).map(|x| x.value).collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// The first of `names` on the page, as a 0–1 share: the mean over its label sets (one per
 /// engine or data-parallel rank; their sum of 0.5 + 0.5 read as a full cache), leaving out
-/// "no data" (-1, NaN).
-fn first_mean(s: &Scrape, names: &[&str]) -> Option<f64> {
-    names.iter().find_map(|n| {
-        let (sum, count) = s
-            .samples(n)
-            .filter(|x| x.value >= 0.0)
-            .fold((0.0, 0u32), |(sum, count), x| (sum + x.value, count + 1));
-        (count > 0).then(|| sum / f64::from(count))
-    })
+/// "no data" (-1, NaN) and values outside 0..=1.
+fn first_mean(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Option<f64> {
+    let n = first_present(s, names)?;
+    let (sum, count) = valid(s, n, Range::Share, out)
+        .fold((0.0, 0u32), |(sum, count), x| (sum + x.value, count + 1));
+    (count > 0).then(|| sum / f64::from(count))
 }
 
-/// The first of `names` on the page as a histogram; one too large to use is named in
-/// `oversized` and passed over.
+/// The first of `names` on the page as a histogram merged over its label sets, with its
+/// series; one too large to use is named in `oversized` and passed over.
 fn first_hist(
     s: &Scrape,
     names: &[&str],
     oversized: &mut Vec<String>,
-) -> Option<HistogramSnapshot> {
-    names.iter().find_map(|n| match s.histogram_checked(n) {
-        Ok(h) => h,
-        Err(why) => {
-            oversized.push(format!("{n} ({why})"));
-            None
+) -> (Option<HistogramSnapshot>, HistSeries) {
+    for n in names {
+        let list = match s.histograms(n) {
+            Ok(list) if list.is_empty() => continue,
+            Ok(list) => list,
+            Err(why) => {
+                oversized.push(format!("{n} ({why})"));
+                continue;
+            }
+        };
+        let merged = list[1..]
+            .iter()
+            .fold(list[0].1.clone(), |m, (_, h)| m.merge(h));
+        if merged.buckets.len() > MAX_BUCKETS {
+            oversized.push(format!("{n} ({})", Oversized::Buckets));
+            continue;
         }
-    })
+        let keys = list.iter().map(|(l, _)| series_key(n, l)).collect();
+        let parts = match list.len() {
+            1 => Vec::new(),
+            _ => list.into_iter().map(|(_, h)| h).collect(),
+        };
+        return (Some(merged), HistSeries { keys, parts });
+    }
+    (None, HistSeries::default())
 }
 
-fn tokens(s: &Scrape, t: &Tokens) -> Option<f64> {
+/// A counter's value per series, out-of-range values left out.
+fn counter_series(s: &Scrape, name: &'static str, out: &mut Vec<LeftOut>) -> Vec<(u64, f64)> {
+    valid(s, name, Range::Count, out)
+        .map(|x| (series_key(&x.name, &x.labels), x.value))
+        .collect()
+}
+
+/// The sum of a counter's series; `None` without one.
+fn total(series: &[(u64, f64)]) -> Option<f64> {
+    (!series.is_empty()).then(|| series.iter().map(|x| x.1).sum())
+}
+
+/// A token total and its series.
+fn tokens(s: &Scrape, t: &Tokens, out: &mut Vec<LeftOut>) -> (Option<f64>, Vec<(u64, f64)>) {
     match t {
-        Tokens::Counter(n) => s.sum(n),
-        Tokens::HistogramSum(n) => s.histogram(n).and_then(|h| h.sum),
-        Tokens::None => None,
+        Tokens::Counter(n) => {
+            let series = counter_series(s, n, out);
+            (total(&series), series)
+        }
+        Tokens::HistogramSum(n) => {
+            let list = s.histograms(n).unwrap_or_default();
+            let series: Vec<(u64, f64)> = list
+                .iter()
+                .filter_map(|(l, h)| Some((series_key(n, l), h.sum?)))
+                .collect();
+            (total(&series), series)
+        }
+        Tokens::None => (None, Vec::new()),
     }
 }
 
@@ -336,47 +474,79 @@ impl ServerSample {
         let engine = detect(&scrape);
         let n = names(engine);
         let s = &scrape;
+        let mut series = SeriesValues::default();
+        let mut left_out = Vec::new();
+        let out = &mut left_out;
+        let present = |n: &str| s.samples(n).next().is_some();
         let (hits, queries) = match &n.prefix {
-            Prefix::HitsQueries(pairs) => pairs
-                .iter()
-                .find_map(|(h, q)| Some((s.sum(h)?, s.sum(q)?)))
-                .map_or((None, None), |(h, q)| (Some(h), Some(q))),
-            Prefix::CachedUncached(c, u) => match (s.sum(c), s.sum(u)) {
-                (Some(c), Some(u)) => (Some(c), Some(c + u)),
-                _ => (None, None),
-            },
-            Prefix::None => (None, None),
+            Prefix::HitsQueries(pairs) => {
+                if let Some((h, q)) = pairs.iter().find(|(h, q)| present(h) && present(q)) {
+                    series.prefix_hits = counter_series(s, h, out);
+                    series.prefix_queries = counter_series(s, q, out);
+                }
+                (total(&series.prefix_hits), total(&series.prefix_queries))
+            }
+            Prefix::CachedUncached(c, u) if present(c) && present(u) => {
+                series.prefix_hits = counter_series(s, c, out);
+                let uncached = counter_series(s, u, out);
+                series.prefix_queries = series.prefix_hits.clone();
+                series.prefix_queries.extend(uncached);
+                (total(&series.prefix_hits), total(&series.prefix_queries))
+            }
+            Prefix::CachedUncached(..) | Prefix::None => (None, None),
         };
+        let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt, out);
+        let (generation_tokens_total, generation_series) = tokens(s, &n.generation, out);
+        series.prompt_tokens = prompt_series;
+        series.generation_tokens = generation_series;
+        series.preemptions =
+            first_present(s, n.preemptions).map_or_else(Vec::new, |p| counter_series(s, p, out));
+        let preemptions_total = total(&series.preemptions);
+        let queue_depth = first_sum(s, n.queue, out);
+        let running_requests = first_sum(s, n.running, out);
+        let requests_swapped = first_sum(s, n.swapped, out);
+        let kv_cache_usage = first_mean(s, n.kv, out);
+        let prefix_cache_hit_rate_gauge = first_mean(s, n.hit_rate_gauge, out);
         let mut oversized = Vec::new();
-        let mut hist = |names: &[&str]| first_hist(s, names, &mut oversized);
-        let (ttft, itl, e2e) = (hist(n.ttft), hist(n.itl), hist(n.e2e));
-        let (queue_time, prefill_time, decode_time) = (
-            hist(n.queue_time),
-            hist(n.prefill_time),
-            hist(n.decode_time),
-        );
+        let mut hists: [Option<HistogramSnapshot>; 6] = Default::default();
+        let lists = [
+            n.ttft,
+            n.itl,
+            n.e2e,
+            n.queue_time,
+            n.prefill_time,
+            n.decode_time,
+        ];
+        for (i, names) in lists.into_iter().enumerate() {
+            let (h, keys) = first_hist(s, names, &mut oversized);
+            hists[i] = h;
+            series.hists[i] = keys;
+        }
+        let [ttft, itl, e2e, queue_time, prefill_time, decode_time] = hists;
         let mut sample = ServerSample {
             at,
             engine: Some(engine),
-            queue_depth: first_sum(s, n.queue),
-            running_requests: first_sum(s, n.running),
-            kv_cache_usage: first_mean(s, n.kv),
-            prefix_cache_hit_rate_gauge: first_mean(s, n.hit_rate_gauge),
+            queue_depth,
+            running_requests,
+            kv_cache_usage,
+            prefix_cache_hit_rate_gauge,
             prefix_cache_hits: hits,
             prefix_cache_queries: queries,
-            prompt_tokens_total: tokens(s, &n.prompt),
-            generation_tokens_total: tokens(s, &n.generation),
+            prompt_tokens_total,
+            generation_tokens_total,
             ttft,
             itl,
             e2e,
             queue_time,
             prefill_time,
             decode_time,
-            preemptions_total: first_sum(s, n.preemptions),
-            requests_swapped: first_sum(s, n.swapped),
+            preemptions_total,
+            requests_swapped,
             skipped_lines: scrape.skipped_lines,
             oversized_histograms: oversized,
             families: scrape.families.len(),
+            series,
+            left_out,
             raw: None,
         };
         if keep_raw {
@@ -409,31 +579,21 @@ pub struct ServerRates {
 }
 
 impl ServerRates {
-    /// Rates from `earlier` to `later` (resets handled as in [`counter_delta`]).
+    /// Rates from `earlier` to `later`, judged per series (a series that went down restarted
+    /// and counts from zero; see `growth`).
     pub fn between(earlier: &ServerSample, later: &ServerSample) -> ServerRates {
         let secs = later.at.since(earlier.at).as_secs_f64();
-        let rate = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if secs > 0.0 => Some(counter_delta(a, b) / secs),
-            _ => None,
-        };
-        let hit_rate = match (
-            earlier.prefix_cache_hits,
-            later.prefix_cache_hits,
-            earlier.prefix_cache_queries,
-            later.prefix_cache_queries,
-        ) {
-            (Some(h0), Some(h1), Some(q0), Some(q1)) => {
-                let q = counter_delta(q0, q1);
-                (q > 0.0).then(|| (counter_delta(h0, h1) / q).clamp(0.0, 1.0))
-            }
+        let mut walk = crate::growth::Walk::default();
+        walk.step(earlier);
+        let step = walk.step(later);
+        let rate = |d: Option<f64>| d.filter(|_| secs > 0.0).map(|d| d / secs);
+        let hit_rate = match (step.prefix_hits, step.prefix_queries) {
+            (Some(h), Some(q)) => (q > 0.0).then(|| (h / q).clamp(0.0, 1.0)),
             _ => later.prefix_cache_hit_rate_gauge,
         };
         ServerRates {
-            prompt_tokens_per_s: rate(earlier.prompt_tokens_total, later.prompt_tokens_total),
-            generation_tokens_per_s: rate(
-                earlier.generation_tokens_total,
-                later.generation_tokens_total,
-            ),
+            prompt_tokens_per_s: rate(step.prompt_tokens),
+            generation_tokens_per_s: rate(step.generation_tokens),
             prefix_cache_hit_rate: hit_rate,
         }
     }

@@ -99,6 +99,23 @@ pub enum ScrapeError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The body came compressed (`Content-Encoding` other than `identity`), which was not
+    /// asked for and cannot be read: parsed as text it was `0 metric families`.
+    #[error("{url}: body sent with Content-Encoding {encoding:?}, which canaryd does not decode")]
+    Encoding {
+        /// The endpoint.
+        url: String,
+        /// The header's value.
+        encoding: String,
+    },
+    /// The body is an HTML page (a login page, a proxy's error page), not metrics.
+    #[error("{url}: body is {content_type:?}, not a metrics page")]
+    NotMetrics {
+        /// The endpoint.
+        url: String,
+        /// The `Content-Type` header's value.
+        content_type: String,
+    },
 }
 
 /// The timeout of one scrape when none is configured: 90 % of the interval, so a slow page
@@ -309,6 +326,27 @@ impl Endpoint {
                 status: status.as_u16(),
             });
         }
+        let text = |h| {
+            resp.headers()
+                .get(h)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
+        };
+        if let Some(encoding) = text(header::CONTENT_ENCODING)
+            .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        {
+            return Err(ScrapeError::Encoding {
+                url: url(),
+                encoding,
+            });
+        }
+        if let Some(content_type) =
+            text(header::CONTENT_TYPE).filter(|t| t.to_ascii_lowercase().starts_with("text/html"))
+        {
+            return Err(ScrapeError::NotMetrics {
+                url: url(),
+                content_type,
+            });
+        }
         let body = Limited::new(resp.into_body(), self.body_cap)
             .collect()
             .await
@@ -336,10 +374,12 @@ impl OutageLog {
     }
 }
 
-/// Scrapes `endpoint` every `interval` until `shutdown`, handing each page to `on_page`.
-/// The first failure after a success (or at start) is logged once at `warn`; further failures
-/// are silent until the endpoint answers again. Never returns an error.
-pub(crate) async fn poll<F>(
+/// Scrapes `endpoint` every `interval` until `shutdown`, handing each page to `on_page` (which
+/// returns the source's detail) and each failure's reason to `on_fail` (which returns the
+/// source's reason). The first failure after a success (or at start) is logged once at `warn`;
+/// further failures are silent until the endpoint answers again. Never returns an error.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn poll<F, G>(
     what: &'static str,
     endpoint: &Endpoint,
     interval: Duration,
@@ -347,8 +387,10 @@ pub(crate) async fn poll<F>(
     state: &SharedState,
     shutdown: CancellationToken,
     mut on_page: F,
+    mut on_fail: G,
 ) where
     F: FnMut(String, MonoTime) -> String,
+    G: FnMut(String) -> String,
 {
     let outage = &endpoint.outage;
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
@@ -378,7 +420,7 @@ pub(crate) async fn poll<F>(
                         "metrics endpoint unavailable; retrying quietly every {interval:?}"
                     );
                 }
-                state.set(SourceState::unavailable(reason));
+                state.set(SourceState::unavailable(on_fail(reason)));
             }
         }
     }

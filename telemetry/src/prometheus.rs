@@ -167,6 +167,9 @@ pub enum IssueKind {
     TooMany,
     /// A sample with more than [`MAX_LABELS`] labels: skipped.
     TooManyLabels,
+    /// A second sample of a series (same name and labels) on one page: skipped, the first is
+    /// kept. Prometheus rejects such a page; summing both would count the series twice.
+    DuplicateSeries,
 }
 
 impl fmt::Display for IssueKind {
@@ -184,6 +187,7 @@ impl fmt::Display for IssueKind {
             IssueKind::AfterEof => "content after # EOF",
             IssueKind::TooMany => "past the samples or families kept from one page",
             IssueKind::TooManyLabels => "over 128 labels on one sample",
+            IssueKind::DuplicateSeries => "a second sample of the same series (the first kept)",
         })
     }
 }
@@ -237,6 +241,10 @@ struct Builder {
     /// would give wrong quantiles, so they are left empty. A set: every line past the cap
     /// asks, and a scan of 20,000 families per line let a hostile page cost minutes of CPU.
     cut: std::collections::HashSet<usize>,
+    /// A hash of each series (name and labels) kept, to skip a second sample of one. A 64-bit
+    /// hash, not the series, so 200,000 samples cost 200,000 words; two distinct series on
+    /// one page colliding is a chance of about one in 10^9.
+    seen: std::collections::HashSet<u64>,
 }
 
 impl Builder {
@@ -316,6 +324,12 @@ impl Builder {
             }
             Ok(Line::Sample(s)) => {
                 if !self.room(n, raw, &s.name, true) {
+                    return;
+                }
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(&(&s.name, &s.labels), &mut h);
+                if !self.seen.insert(std::hash::Hasher::finish(&h)) {
+                    self.issue(n, IssueKind::DuplicateSeries, raw, true);
                     return;
                 }
                 self.samples += 1;

@@ -2,8 +2,10 @@
 //! each page onto canonical signals ([`ServerSample`]) stamped with [`MonoTime`], and keeps
 //! them in a bounded ring that the daemon reads through a [`ServerMetrics`] handle.
 
+mod notes;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_core::MonoTime;
@@ -76,6 +78,8 @@ pub struct ServerMetrics {
     state: SharedState,
     /// Whether a histogram too large to use was warned about (once per scraper).
     oversized_warned: Arc<AtomicBool>,
+    /// Failed scrapes, parse issues and values left out so far, for the source's detail.
+    notes: Arc<Mutex<notes::Notes>>,
 }
 
 impl ServerMetricsScraper {
@@ -96,6 +100,7 @@ impl ServerMetricsScraper {
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
                 oversized_warned: Arc::default(),
+                notes: Arc::default(),
             },
             interval: config.interval,
         })
@@ -118,6 +123,7 @@ impl ServerMetricsScraper {
             &h.state,
             shutdown,
             |text, at| h.ingest(&text, at),
+            |reason| h.failed(reason),
         )
         .await;
         Ok(())
@@ -125,12 +131,48 @@ impl ServerMetricsScraper {
 }
 
 impl ServerMetrics {
+    fn notes(&self) -> std::sync::MutexGuard<'_, notes::Notes> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a failed scrape; returns the source's reason.
+    fn failed(&self, reason: String) -> String {
+        self.notes().failed(&reason);
+        reason
+    }
+
+    /// Maps and keeps a page; returns the source's detail: the URL and engine, and what went
+    /// wrong so far (failed scrapes, parse issues, values left out).
     fn ingest(&self, text: &str, at: MonoTime) -> String {
-        let sample = ServerSample::from_scrape(prometheus::parse(text), at, self.keep_raw);
-        let detail = match sample.engine {
+        let page = prometheus::parse(text);
+        let issues = page.errors.clone();
+        let sample = ServerSample::from_scrape(page, at, self.keep_raw);
+        let what = match sample.engine {
             Some(e) => format!("{} ({e:?})", self.endpoint.url),
             None => self.endpoint.url.clone(),
         };
+        let (news, detail) = {
+            let mut notes = self.notes();
+            let news = notes.page(&issues, sample.skipped_lines, &sample.left_out);
+            let said = (
+                news.issues.then(|| notes.issues()).flatten(),
+                news.left_out.then(|| notes.left_out()).flatten(),
+            );
+            (said, notes.detail(&what))
+        };
+        if let Some(issues) = news.0 {
+            tracing::warn!(
+                url = %self.endpoint.url,
+                "server /metrics: lines of the page could not be read: {issues} (said once; \
+                 the source's detail keeps the count)"
+            );
+        }
+        if let Some(left) = news.1 {
+            tracing::warn!(
+                url = %self.endpoint.url,
+                "server /metrics: {left} (said once; the source's detail keeps the count)"
+            );
+        }
         if !sample.oversized_histograms.is_empty()
             && !self.oversized_warned.swap(true, Ordering::Relaxed)
         {
@@ -139,9 +181,6 @@ impl ServerMetrics {
                 histograms = %sample.oversized_histograms.join(", "),
                 "server /metrics: histograms too large to use are left out (said once)"
             );
-        }
-        if sample.skipped_lines > 0 {
-            tracing::debug!(url = %self.endpoint.url, skipped = sample.skipped_lines, "lines skipped");
         }
         self.ring.push(sample);
         detail
@@ -157,8 +196,8 @@ impl ServerMetrics {
                 Ok(self.ring.at_or_before(at).unwrap_or_default())
             }
             Err(e) => {
-                self.state
-                    .set(SourceState::unavailable(http::error_chain(&e)));
+                let reason = self.failed(http::error_chain(&e));
+                self.state.set(SourceState::unavailable(reason));
                 Err(e)
             }
         }

@@ -1,8 +1,9 @@
 //! A run's server scrapes and GPU samples as `canary_core`'s bounded [`RunSeries`], for the
 //! diagnosis to find where in the run a condition held.
 
-use crate::engine::{counter_delta, ServerSample};
+use crate::engine::ServerSample;
 use crate::gpu::GpuSample;
+use crate::growth::{Hist, Walk};
 use crate::prometheus::HistogramSnapshot;
 use canary_core::{bounded_gpu, bounded_server, GpuPoint, MonoTime, ServerPoint, Window};
 
@@ -10,12 +11,8 @@ fn seconds(at: MonoTime, t0: MonoTime) -> f64 {
     at.signed_nanos_since(t0) as f64 / 1e9
 }
 
-fn window(
-    later: Option<&HistogramSnapshot>,
-    earlier: Option<&HistogramSnapshot>,
-) -> Option<Window> {
-    let (later, earlier) = (later?, earlier?);
-    let d = later.delta(earlier);
+fn window(d: Option<&HistogramSnapshot>) -> Option<Window> {
+    let d = d?;
     Some(Window {
         count: d.total(),
         sum: d.sum?,
@@ -23,34 +20,32 @@ fn window(
 }
 
 /// The server's scrapes of a run (time-ordered, bounding scrapes included) as points: gauges
-/// as read, counters and histograms as what changed since the previous scrape.
+/// as read, counters and histograms as what changed since the previous scrape, judged per
+/// series (`growth`). When a series went backwards more than once (the URL reaches several
+/// server processes), counter fields are left out of every point.
 pub fn server_series(samples: &[ServerSample], t0: MonoTime) -> Vec<ServerPoint> {
-    let points = samples
+    let mut walk = Walk::default();
+    let mut points: Vec<ServerPoint> = samples
         .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let prev = i.checked_sub(1).map(|j| &samples[j]);
+        .map(|s| {
+            let step = walk.step(s);
             ServerPoint {
                 t_s: seconds(s.at, t0),
                 queue_depth: s.queue_depth,
                 running: s.running_requests,
                 kv_usage: s.kv_cache_usage,
-                preemptions: match (prev.and_then(|p| p.preemptions_total), s.preemptions_total) {
-                    (Some(a), Some(b)) => Some(counter_delta(a, b)),
-                    _ => None,
-                },
-                ttft: window(s.ttft.as_ref(), prev.and_then(|p| p.ttft.as_ref())),
-                queue_time: window(
-                    s.queue_time.as_ref(),
-                    prev.and_then(|p| p.queue_time.as_ref()),
-                ),
-                prefill_time: window(
-                    s.prefill_time.as_ref(),
-                    prev.and_then(|p| p.prefill_time.as_ref()),
-                ),
+                preemptions: step.preemptions,
+                ttft: window(step.hist(Hist::Ttft)),
+                queue_time: window(step.hist(Hist::QueueTime)),
+                prefill_time: window(step.hist(Hist::PrefillTime)),
             }
         })
         .collect();
+    if walk.flipping().is_some() {
+        for p in &mut points {
+            (p.preemptions, p.ttft, p.queue_time, p.prefill_time) = (None, None, None, None);
+        }
+    }
     bounded_server(points)
 }
 

@@ -2,7 +2,8 @@
 //! percentiles (bounded by the buckets of histogram deltas), token counts, queue, batch and
 //! KV usage — as `canary_core`'s [`RunServerSummary`].
 
-use crate::engine::{counter_delta, ServerSample};
+use crate::engine::ServerSample;
+use crate::growth::{Hist, Walk};
 use crate::prometheus::HistogramSnapshot;
 use canary_core::{Engine, GaugeStats, LatencyEstimate, RunServerSummary};
 
@@ -35,33 +36,50 @@ fn gauge_stats(values: impl Iterator<Item = f64>) -> Option<GaugeStats> {
     })
 }
 
-/// Sum of reset-aware deltas of a counter over consecutive samples.
-fn counter_growth(
-    samples: &[ServerSample],
-    f: impl Fn(&ServerSample) -> Option<f64>,
-) -> Option<f64> {
-    let values: Vec<f64> = samples.iter().filter_map(&f).collect();
-    (values.len() >= 2).then(|| values.windows(2).map(|w| counter_delta(w[0], w[1])).sum())
+/// What the cumulative signals gained over a run's samples, judged per series
+/// ([`Walk`]): each step's growth added up (`None` where no step had the signal), and why it is
+/// not to be reported, when a series went backwards more than once.
+struct Gained {
+    prompt_tokens: Option<f64>,
+    generation_tokens: Option<f64>,
+    preemptions: Option<f64>,
+    prefix_hits: Option<f64>,
+    prefix_queries: Option<f64>,
+    hists: [Option<HistogramSnapshot>; 6],
+    flipping: Option<String>,
 }
 
-/// What a histogram gained over the run: the sum of each scrape's gain over the one before
-/// (a server restart is a step that starts from zero, by [`HistogramSnapshot::delta`]'s own
-/// rule), as counters are summed. The last scrape less the first missed a restart whose
-/// counts grew back past the first's.
-fn hist_delta(
-    samples: &[ServerSample],
-    f: impl Fn(&ServerSample) -> Option<&HistogramSnapshot>,
-) -> Option<LatencyEstimate> {
-    let snaps: Vec<&HistogramSnapshot> = samples.iter().filter_map(&f).collect();
-    let gained = match snaps.as_slice() {
-        [] => return None,
-        [one] => one.delta(one),
-        _ => snaps
-            .windows(2)
-            .map(|w| w[1].delta(w[0]))
-            .reduce(|a, b| a.merge(&b))?,
+fn gained(samples: &[ServerSample]) -> Gained {
+    let mut walk = Walk::default();
+    let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (x, None) | (None, x) => x,
     };
-    latency_estimate(&gained)
+    let mut g = Gained {
+        prompt_tokens: None,
+        generation_tokens: None,
+        preemptions: None,
+        prefix_hits: None,
+        prefix_queries: None,
+        hists: Default::default(),
+        flipping: None,
+    };
+    for s in samples {
+        let step = walk.step(s);
+        g.prompt_tokens = add(g.prompt_tokens, step.prompt_tokens);
+        g.generation_tokens = add(g.generation_tokens, step.generation_tokens);
+        g.preemptions = add(g.preemptions, step.preemptions);
+        g.prefix_hits = add(g.prefix_hits, step.prefix_hits);
+        g.prefix_queries = add(g.prefix_queries, step.prefix_queries);
+        for (sum, d) in g.hists.iter_mut().zip(step.hists) {
+            *sum = match (sum.take(), d) {
+                (Some(a), Some(b)) => Some(a.merge(&b)),
+                (x, None) | (None, x) => x,
+            };
+        }
+    }
+    g.flipping = walk.flipping();
+    g
 }
 
 /// Summarizes time-ordered samples spanning a run, from the last scrape before it to the
@@ -70,37 +88,48 @@ pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return RunServerSummary::default();
     };
-    let hits = counter_growth(samples, |s| s.prefix_cache_hits);
-    let queries = counter_growth(samples, |s| s.prefix_cache_queries);
-    let prefix_cache_hit_rate = match (hits, queries) {
+    let mut g = gained(samples);
+    if g.flipping.is_some() {
+        // Inflated growth is worse than none: withhold every figure counters give.
+        g.prompt_tokens = None;
+        g.generation_tokens = None;
+        g.preemptions = None;
+        g.prefix_hits = None;
+        g.prefix_queries = None;
+        g.hists = Default::default();
+    }
+    let prefix_cache_hit_rate = match (g.prefix_hits, g.prefix_queries) {
         (Some(h), Some(q)) if q > 0.0 => Some((h / q).clamp(0.0, 1.0)),
         _ => gauge_stats(samples.iter().filter_map(|s| s.prefix_cache_hit_rate_gauge))
             .map(|g| g.mean),
     };
-    let note = (last.engine == Some(Engine::Unknown)).then(|| {
-        format!(
-            "engine not recognized ({} metric families, none of vLLM, SGLang, Dynamo, TGI \
-             or llama.cpp): no server-side figures",
-            last.families
-        )
-    });
+    let hist = |h: Hist| g.hists[h as usize].as_ref().and_then(latency_estimate);
+    let note = (last.engine == Some(Engine::Unknown))
+        .then(|| {
+            format!(
+                "engine not recognized ({} metric families, none of vLLM, SGLang, Dynamo, TGI \
+                 or llama.cpp): no server-side figures",
+                last.families
+            )
+        })
+        .or(g.flipping.clone());
     RunServerSummary {
         engine: last.engine,
         metric_families: last.families,
         note,
         scrapes: samples.len(),
         window_s: last.at.since(first.at).as_secs_f64(),
-        ttft_s: hist_delta(samples, |s| s.ttft.as_ref()),
-        itl_s: hist_delta(samples, |s| s.itl.as_ref()),
+        ttft_s: hist(Hist::Ttft),
+        itl_s: hist(Hist::Itl),
         client_inter_chunk_latency_ms: None,
-        e2e_s: hist_delta(samples, |s| s.e2e.as_ref()),
-        queue_time_s: hist_delta(samples, |s| s.queue_time.as_ref()),
-        prefill_time_s: hist_delta(samples, |s| s.prefill_time.as_ref()),
-        decode_time_s: hist_delta(samples, |s| s.decode_time.as_ref()),
-        preemptions: counter_growth(samples, |s| s.preemptions_total),
+        e2e_s: hist(Hist::E2e),
+        queue_time_s: hist(Hist::QueueTime),
+        prefill_time_s: hist(Hist::PrefillTime),
+        decode_time_s: hist(Hist::DecodeTime),
+        preemptions: g.preemptions,
         requests_swapped: gauge_stats(samples.iter().filter_map(|s| s.requests_swapped)),
-        prompt_tokens: counter_growth(samples, |s| s.prompt_tokens_total),
-        generation_tokens: counter_growth(samples, |s| s.generation_tokens_total),
+        prompt_tokens: g.prompt_tokens,
+        generation_tokens: g.generation_tokens,
         queue_depth: gauge_stats(samples.iter().filter_map(|s| s.queue_depth)),
         running_requests: gauge_stats(samples.iter().filter_map(|s| s.running_requests)),
         kv_cache_usage: gauge_stats(samples.iter().filter_map(|s| s.kv_cache_usage)),

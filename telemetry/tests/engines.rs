@@ -331,3 +331,61 @@ fn other_engines_map_their_names() {
     );
     assert_eq!(dynamo.generation_tokens_total, Some(512.0));
 }
+
+/// The real vLLM V0 capture with the value of `name`'s one sample replaced by `value`.
+fn v0_with(name: &str, value: &str) -> String {
+    fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom")
+        .lines()
+        .map(|l| match l.rsplit_once(' ') {
+            Some((head, _)) if l.starts_with(&format!("{name}{{")) => format!("{head} {value}"),
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn out_of_range_gauges_and_counters_are_left_out_and_said() {
+    use canary_telemetry::OutOfRange;
+    for (name, value, why) in [
+        ("vllm:gpu_cache_usage_perc", "+Inf", OutOfRange::Infinite),
+        (
+            "vllm:gpu_cache_usage_perc",
+            "87.5",
+            OutOfRange::ShareOutside01,
+        ),
+        ("vllm:num_requests_waiting", "-5", OutOfRange::NegativeCount),
+        ("vllm:prompt_tokens_total", "-Inf", OutOfRange::Infinite),
+        (
+            "vllm:num_preemptions_total",
+            "-3",
+            OutOfRange::NegativeCount,
+        ),
+    ] {
+        let s = sample(&v0_with(name, value), 1);
+        let left = s
+            .left_out
+            .first()
+            .unwrap_or_else(|| panic!("{name} {value}"));
+        assert_eq!((left.name, left.why), (name, why), "{name} {value}");
+        match name {
+            "vllm:gpu_cache_usage_perc" => assert_eq!(s.kv_cache_usage, None),
+            "vllm:num_requests_waiting" => assert_eq!(s.queue_depth, None),
+            "vllm:prompt_tokens_total" => assert_eq!(s.prompt_tokens_total, None),
+            _ => assert_eq!(s.preemptions_total, None),
+        }
+        let points = canary_telemetry::server_series(&[s.clone(), s], MonoTime(0));
+        assert!(points.iter().all(|p| p.kv_usage.is_none_or(|k| k <= 1.0)));
+        assert!(points
+            .iter()
+            .all(|p| p.queue_depth.is_none_or(|q| q >= 0.0)));
+    }
+    // In range, and the capture's own values, leave nothing out.
+    let s = sample(&v0_with("vllm:gpu_cache_usage_perc", "0.875"), 1);
+    assert_eq!((s.kv_cache_usage, s.left_out.len()), (Some(0.875), 0));
+    assert!(
+        sample(&fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom"), 1)
+            .left_out
+            .is_empty()
+    );
+}

@@ -214,3 +214,34 @@ fn truncated_tail_is_skipped_or_parsed_safely() {
         }
     }
 }
+
+#[test]
+fn a_series_twice_on_a_page_is_kept_once_and_said() {
+    // The real vLLM V0 capture with every sample line written twice (as a broken exporter or
+    // a proxy joining two copies would): Prometheus rejects such a page; summed, every
+    // counter doubled.
+    let text = fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom");
+    let mut doubled = String::new();
+    let mut sample_lines = 0;
+    for line in text.lines() {
+        doubled += line;
+        doubled.push('\n');
+        if !line.starts_with('#') && !line.trim().is_empty() {
+            doubled += line;
+            doubled.push('\n');
+            sample_lines += 1;
+        }
+    }
+    let s = parse(&doubled);
+    assert_close!(s.sum("vllm:prompt_tokens_total").unwrap(), 148.0);
+    assert_eq!(s.skipped_lines, sample_lines);
+    assert!(s
+        .errors
+        .iter()
+        .all(|e| e.kind == canary_telemetry::prometheus::IssueKind::DuplicateSeries));
+    assert_eq!(s, {
+        let mut once = parse(&text);
+        (once.errors, once.skipped_lines) = (s.errors.clone(), s.skipped_lines);
+        once
+    });
+}

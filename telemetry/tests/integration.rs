@@ -9,6 +9,7 @@ mod engines;
 mod fixtures;
 mod fuzz;
 mod gpu_sources;
+mod growth;
 mod nvml;
 mod scraper;
 mod tls;

@@ -29,6 +29,17 @@ pub async fn serve_after<F>(delay: Duration, page: F) -> String
 where
     F: Fn(u64) -> String + Send + Sync + 'static,
 {
+    let text = "Content-Type: text/plain; version=0.0.4\r\n";
+    serve_responses(delay, move |n| (200, text.to_owned(), page(n))).await
+}
+
+/// Like [`serve_after`], `respond(n)` giving the n-th response's status, extra header lines
+/// (each ending in CRLF) and body.
+pub async fn serve_responses<F>(delay: Duration, respond: F) -> String
+where
+    F: Fn(u64) -> (u16, String, String) + Send + Sync + 'static,
+{
+    let page = respond;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let page = Arc::new(page);
@@ -50,9 +61,9 @@ where
                     }
                 }
                 tokio::time::sleep(delay).await;
-                let body = page(counter.fetch_add(1, Ordering::SeqCst));
+                let (status, headers, body) = page(counter.fetch_add(1, Ordering::SeqCst));
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    "HTTP/1.1 {status} X\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()
                 );
                 let _ = sock.write_all(head.as_bytes()).await;
@@ -315,4 +326,96 @@ async fn the_host_header_never_carries_the_urls_user_info() {
     let head = server.await.unwrap();
     assert!(head.contains(&format!("\r\nhost: {addr}\r\n")), "{head}");
     assert!(!head.contains("secret"), "{head}");
+}
+
+#[tokio::test]
+async fn a_compressed_or_html_body_is_an_error_not_an_empty_page() {
+    // The real llama.cpp capture, labelled as gzip (which was not asked for), and an HTML
+    // page (a proxy's login page) where the metrics should be.
+    for (headers, what) in [
+        (
+            "Content-Type: text/plain\r\nContent-Encoding: gzip\r\n",
+            "Content-Encoding \"gzip\"",
+        ),
+        (
+            "Content-Type: text/html; charset=utf-8\r\n",
+            "not a metrics page",
+        ),
+    ] {
+        let base = serve_responses(Duration::ZERO, move |_| {
+            (
+                200,
+                headers.to_owned(),
+                fixture!("llamacpp_server_metrics.prom"),
+            )
+        })
+        .await;
+        let state =
+            probe_server_metrics(&format!("{base}/metrics"), None, Duration::from_secs(5)).await;
+        match state {
+            SourceState::Unavailable { reason } => assert!(reason.contains(what), "{reason}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn failed_scrapes_parse_issues_and_left_out_values_stay_in_the_detail() {
+    // The real vLLM V0 capture with its KV-cache usage written as a percent (87.5) and a
+    // line cut short after it (as a body cut by a proxy ends); scrapes 2 to 4 get a 503.
+    let text = fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom");
+    let kv = text
+        .lines()
+        .find(|l| l.starts_with("vllm:gpu_cache_usage_perc{"))
+        .unwrap()
+        .to_owned();
+    let cut = &kv[..kv.find('"').unwrap() + 4];
+    let page = text.replace(
+        &kv,
+        &format!("{} 87.5\n{cut}", kv.rsplit_once(' ').unwrap().0),
+    );
+    let base = serve_responses(Duration::ZERO, move |n| match n {
+        2..=4 => (503, String::new(), "busy".to_owned()),
+        _ => (200, "Content-Type: text/plain\r\n".to_owned(), page.clone()),
+    })
+    .await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let handle = scraper.handle();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(scraper.run(shutdown.clone()));
+    let detail = || match handle.state() {
+        SourceState::Available { detail } => detail,
+        _ => String::new(),
+    };
+    // Counts read off one detail: the scraper may be past its 8th scrape by then.
+    let scrapes = |d: &str| -> Option<usize> {
+        let rest = d.split_once("; 3 of ")?.1;
+        rest.split_once(' ')?.0.parse().ok()
+    };
+    wait_for("8 scrapes", || scrapes(&detail()).is_some_and(|m| m >= 8)).await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    let d = detail();
+    let m = scrapes(&d).unwrap();
+    assert!(
+        d.contains(&format!("(VllmV0); 3 of {m} scrapes failed (first: ")),
+        "{d}"
+    );
+    assert!(d.contains("HTTP status 503"), "{d}");
+    let pages = m - 3;
+    assert!(
+        d.contains(&format!(
+            "; parse issues on {pages} of {m} pages, {pages} lines skipped (first: line "
+        )),
+        "{d}"
+    );
+    assert!(
+        d.contains(&format!(
+            "; out-of-range values left out on {pages} of {m} pages \
+             (vllm:gpu_cache_usage_perc = 87.5"
+        )),
+        "{d}"
+    );
+    let s = handle.ring().latest().unwrap();
+    assert_eq!(s.kv_cache_usage, None);
 }

@@ -98,8 +98,11 @@ pub struct RunServerSummary {
     pub engine: Option<Engine>,
     /// Metric families on the last scrape.
     pub metric_families: usize,
-    /// Set when the engine was not recognized: none of the figures below can be filled, and
-    /// this says so, with the number of metric families the server exposed.
+    /// Set when the engine was not recognized (none of the figures below can be filled; this
+    /// says so, with the number of metric families the server exposed), or when a counter went
+    /// backwards more than once in the run (the URL likely reaches more than one server
+    /// process; token counts, preemptions, the counters' prefix-cache hit rate and latency
+    /// histograms are withheld, and this says so).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Scrapes in the window (including the bounding ones).

@@ -197,12 +197,7 @@ impl HistogramSnapshot {
     /// anywhere means the server restarted (counters reset), so the delta counts from zero and
     /// `self` is returned unchanged.
     pub fn delta(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
-        let reset = self.total() < earlier.total()
-            || self
-                .buckets
-                .iter()
-                .any(|&(le, c)| c < earlier.cumulative_at(le));
-        if reset {
+        if self.is_reset_from(earlier) {
             return self.clone();
         }
         HistogramSnapshot {
@@ -214,6 +209,16 @@ impl HistogramSnapshot {
             sum: self.sum.map(|s| s - earlier.sum.unwrap_or(0.0)),
             count: self.count.map(|c| c - earlier.count.unwrap_or(0.0)),
         }
+    }
+
+    /// Whether some count went down from `earlier`: the server restarted (see
+    /// [`HistogramSnapshot::delta`]).
+    pub fn is_reset_from(&self, earlier: &HistogramSnapshot) -> bool {
+        self.total() < earlier.total()
+            || self
+                .buckets
+                .iter()
+                .any(|&(le, c)| c < earlier.cumulative_at(le))
     }
 
     /// Estimates the `q`-quantile (0..=1) like PromQL `histogram_quantile`: find the bucket

@@ -1,0 +1,150 @@
+//! What a server scraper saw go wrong over its life, for its one warning of each kind and its
+//! source's detail: failed scrapes (an outage mid-run left no trace once the endpoint answered
+//! again), lines of pages it could not read, and values it left out as out of range.
+
+use crate::engine::{LeftOut, OutOfRange};
+use crate::prometheus::ParseIssue;
+
+/// Examples kept of each kind of trouble.
+const EXAMPLES: usize = 3;
+
+/// A scraper's tally.
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
+    scrapes: usize,
+    failed: usize,
+    first_failure: Option<String>,
+    pages_with_issues: usize,
+    skipped_lines: usize,
+    issues: Vec<String>,
+    left_out_pages: usize,
+    left_out: Vec<String>,
+    kinds: Vec<OutOfRange>,
+}
+
+/// What is news about one page: the first page with parse issues, the first with values left
+/// out, each said once per scraper.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct News {
+    /// The first page with parse issues: warn.
+    pub issues: bool,
+    /// The first page with values left out: warn.
+    pub left_out: bool,
+}
+
+impl Notes {
+    /// Records a failed scrape.
+    pub fn failed(&mut self, reason: &str) {
+        self.scrapes += 1;
+        self.failed += 1;
+        self.first_failure.get_or_insert_with(|| reason.to_owned());
+    }
+
+    /// Records a page read: its parse issues, skipped lines and values left out.
+    pub fn page(&mut self, issues: &[ParseIssue], skipped: usize, left_out: &[LeftOut]) -> News {
+        self.scrapes += 1;
+        let mut news = News::default();
+        if !issues.is_empty() || skipped > 0 {
+            news.issues = self.pages_with_issues == 0;
+            self.pages_with_issues += 1;
+            self.skipped_lines += skipped;
+            for i in issues {
+                if self.issues.len() < EXAMPLES {
+                    self.issues.push(i.to_string());
+                }
+            }
+        }
+        if !left_out.is_empty() {
+            news.left_out = self.left_out_pages == 0;
+            self.left_out_pages += 1;
+            for l in left_out {
+                // One example of each kind first: a percent and an Inf are different faults.
+                if !self.kinds.contains(&l.why) && self.left_out.len() < EXAMPLES {
+                    self.kinds.push(l.why);
+                    self.left_out.push(l.to_string());
+                }
+            }
+        }
+        news
+    }
+
+    /// The parse issues, in words (`None` without any).
+    pub fn issues(&self) -> Option<String> {
+        (self.pages_with_issues > 0).then(|| {
+            format!(
+                "parse issues on {} of {} pages, {} lines skipped (first: {})",
+                self.pages_with_issues,
+                self.scrapes,
+                self.skipped_lines,
+                self.issues.join("; ")
+            )
+        })
+    }
+
+    /// The values left out, in words (`None` without any).
+    pub fn left_out(&self) -> Option<String> {
+        (self.left_out_pages > 0).then(|| {
+            format!(
+                "out-of-range values left out on {} of {} pages ({})",
+                self.left_out_pages,
+                self.scrapes,
+                self.left_out.join("; ")
+            )
+        })
+    }
+
+    /// `what` followed by everything that went wrong so far, `; `-separated.
+    pub fn detail(&self, what: &str) -> String {
+        let failed = self.first_failure.as_ref().map(|first| {
+            format!(
+                "{} of {} scrapes failed (first: {first})",
+                self.failed, self.scrapes
+            )
+        });
+        std::iter::once(what.to_owned())
+            .chain(failed)
+            .chain(self.issues())
+            .chain(self.left_out())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prometheus::parse;
+
+    #[test]
+    fn failures_issues_and_left_out_values_are_counted_and_said_once() {
+        let mut n = Notes::default();
+        assert_eq!(n.detail("u (VllmV1)"), "u (VllmV1)");
+        let page = parse("ok 1\nbad{ 2\nworse x\n");
+        let left = [LeftOut {
+            name: "vllm:kv_cache_usage_perc",
+            value: 87.5,
+            why: OutOfRange::ShareOutside01,
+        }];
+        let news = n.page(&page.errors, page.skipped_lines, &left);
+        assert_eq!(
+            news,
+            News {
+                issues: true,
+                left_out: true
+            }
+        );
+        n.failed("u: HTTP status 503");
+        assert_eq!(
+            n.page(&page.errors, page.skipped_lines, &left),
+            News::default()
+        );
+        assert_eq!(
+            n.detail("u"),
+            "u; 1 of 3 scrapes failed (first: u: HTTP status 503); parse issues on 2 of 3 \
+             pages, 4 lines skipped (first: line 2: bad label set: \"bad{ 2\"; line 3: bad \
+             value: \"worse x\"; line 2: bad label set: \"bad{ 2\"); out-of-range values left \
+             out on 2 of 3 pages (vllm:kv_cache_usage_perc = 87.5 (a share outside 0..1 (a \
+             percent?)))"
+        );
+    }
+}
