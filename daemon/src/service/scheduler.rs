@@ -265,6 +265,9 @@ impl Daemon {
         let mut previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         let mut ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
         let mut watch = wall::WallWatch::new(self.wall, &w.name);
+        // Said once per spell of overlapping runs, not at every tick (`every = "1s"` and a
+        // minute-long run logged a warning a second); canaryd_skips_total counts them all.
+        let mut overlapping = false;
         loop {
             tokio::select! {
                 tick = ticker.tick(&stop) => {
@@ -286,10 +289,20 @@ impl Daemon {
                     .insert(w.name.clone(), due);
             }
             let Some(task) = self.start_run(config.clone(), w.clone()) else {
-                tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");
+                match std::mem::replace(&mut overlapping, true) {
+                    false => tracing::warn!(
+                        workload = %w.name,
+                        "due again while the previous run is still going: skipped (said once \
+                         until a run starts again; canaryd_skips_total counts every skip)"
+                    ),
+                    true => {
+                        tracing::debug!(workload = %w.name, "due again while the previous run is still going: skipped")
+                    }
+                }
                 self.sinks.run_skipped(&w.name);
                 continue;
             };
+            overlapping = false;
             let mut tasks = self.tasks.lock().unwrap();
             tasks.retain(|t| !t.is_finished());
             tasks.push(task);
