@@ -76,7 +76,7 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
     }
-    let locks = StateLocks::acquire(&config)?;
+    let mut locks = StateLocks::acquire(&config)?;
     let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
     let metrics = Arc::new(StatusMetrics::default());
     metrics.seed(&history);
@@ -106,7 +106,7 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
         workers: &workers,
     };
     let schedulers = running
-        .until_stopped(&mut signals, config, schedulers)
+        .until_stopped(&mut signals, config, schedulers, &mut locks)
         .await;
 
     tracing::info!("stopping: no new runs; in-flight requests get their grace period");
@@ -150,29 +150,57 @@ impl Signals {
     }
 }
 
-/// The state directory's lock and, when artifacts live elsewhere, theirs: held until
-/// dropped, at the end of [`run`].
+/// The state directory's lock and the artifacts directory's: held until dropped, at the end
+/// of [`run`].
 struct StateLocks {
-    _state: StateLock,
-    _artifacts: Option<StateLock>,
+    state: StateLock,
+    artifacts: Option<StateLock>,
+    /// A lock lost (its file removed and taken by another process) was said.
+    lost: bool,
 }
 
 impl StateLocks {
     /// Before the history is opened or anything is scheduled: a second daemon on this
-    /// state_dir stops here, naming the first.
+    /// state_dir (or artifacts_dir) stops here, naming the first.
     fn acquire(config: &Config) -> Result<StateLocks> {
         let state = StateLock::acquire(&config.state_dir, "state_dir")?;
         tracing::debug!("holding {}", state.path().display());
-        // Artifacts elsewhere are as much this daemon's: another one would take its runs in
-        // progress for runs whose process died.
-        let artifacts = match config.artifacts_dir.starts_with(&config.state_dir) {
+        // The artifacts are as much this daemon's, wherever they are (the default is inside
+        // the state_dir, and another daemon's state_dir may point its artifacts_dir there):
+        // another one would take its runs in progress for runs whose process died, write in
+        // their folders and apply its retention to them. One lock file serves a shared folder.
+        let artifacts = match config.artifacts_dir == config.state_dir {
             true => None,
             false => Some(StateLock::acquire(&config.artifacts_dir, "artifacts_dir")?),
         };
         Ok(StateLocks {
-            _state: state,
-            _artifacts: artifacts,
+            state,
+            artifacts,
+            lost: false,
         })
+    }
+
+    /// Takes a lock again whose file was removed while it was held (a second daemon could
+    /// otherwise start on the same folders); when another process took it first, the daemon
+    /// says it is unhealthy, once.
+    fn keep(&mut self, metrics: &StatusMetrics) {
+        for lock in std::iter::once(&mut self.state).chain(self.artifacts.as_mut()) {
+            let path = lock.path().to_path_buf();
+            match lock.keep() {
+                Ok(false) => {}
+                Ok(true) => tracing::warn!(
+                    "the lock file {} was removed or replaced while canaryd ran: taken again",
+                    path.display()
+                ),
+                Err(e) if !self.lost => {
+                    self.lost = true;
+                    let why = format!("lost the lock {}: {e:#}", path.display());
+                    tracing::error!("{why}");
+                    metrics.set_unhealthy(why);
+                }
+                Err(_) => {}
+            }
+        }
     }
 }
 
@@ -248,6 +276,7 @@ impl Running<'_> {
         signals: &mut Signals,
         mut config: Config,
         mut schedulers: Schedulers,
+        locks: &mut StateLocks,
     ) -> Schedulers {
         let watchdog = Notifier::watchdog_interval();
         let mut watchdog_tick =
@@ -284,6 +313,7 @@ impl Running<'_> {
                     }
                 }
                 _ = status_tick.tick() => {
+                    locks.keep(self.metrics);
                     let line = self.daemon.status_line();
                     match self.metrics.unhealthy() {
                         why if why.is_empty() => self.notifier.status(&line),
@@ -382,4 +412,48 @@ fn print_embedded_banner(status: SocketAddr, c: &Config) -> std::io::Result<()> 
         c.artifacts_dir.display(),
         c.state_dir.display(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default artifacts_dir is inside the state_dir: a second daemon with a state_dir of
+    /// its own pointing its artifacts_dir there is refused all the same (it would take the
+    /// first one's run in progress for one whose process died, and prune its folders).
+    #[test]
+    fn an_artifacts_dir_inside_another_daemons_state_dir_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |lines: &str, export: &str| {
+            let text = format!(
+                "{lines}\n[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+                 [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n{export}"
+            );
+            Config::parse(&text, Path::new("test.toml"), dir.path()).unwrap()
+        };
+        let first = config(
+            &format!(
+                "state_dir = {:?}",
+                dir.path().join("state2").display().to_string()
+            ),
+            "",
+        );
+        assert!(first.artifacts_dir.starts_with(&first.state_dir));
+        let _held = StateLocks::acquire(&first).unwrap();
+        let second = config(
+            &format!(
+                "state_dir = {:?}",
+                dir.path().join("stateB").display().to_string()
+            ),
+            &format!(
+                "[export]\nartifacts_dir = {:?}\n",
+                first.artifacts_dir.display().to_string()
+            ),
+        );
+        let e = format!("{:#}", StateLocks::acquire(&second).err().expect("refused"));
+        assert!(
+            e.contains("is running with artifacts_dir") && e.contains("state2/artifacts"),
+            "{e}"
+        );
+    }
 }

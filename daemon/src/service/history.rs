@@ -65,6 +65,10 @@ pub struct History {
     conn: Mutex<Connection>,
     /// The database file, for messages.
     path: PathBuf,
+    /// The device and inode of the file opened: a file removed or replaced at `path` while
+    /// the daemon runs is noticed before the next run is written (into a file no one would
+    /// ever read again, and a second daemon could then start on the state directory).
+    file_id: Mutex<Option<(u64, u64)>>,
     /// Whether an unreadable row was warned about (once per process).
     unreadable_warned: std::sync::atomic::AtomicBool,
 }
@@ -100,24 +104,49 @@ const COLUMNS: &str = "id, workload, target, started_unix_ms, finished_unix_ms, 
                        reasons, trend, comparison, summary, artifacts, capacity, sweep";
 
 impl History {
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`. A read-only file (an immutable
+    /// one, a read-only mount) or one that fails SQLite's `quick_check` is refused, naming
+    /// it: every run would otherwise be measured and then lost at its recording.
     pub fn open(path: &Path) -> Result<History> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let conn = Connection::open(path)
-            .with_context(|| format!("opening the history database {}", path.display()))?;
-        // WAL: the status API reads while a run's row is written; a crash loses nothing
-        // already committed.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .and_then(|_| conn.execute_batch(SCHEMA))
-            .and_then(|_| add_columns(&conn))
-            .with_context(|| format!("preparing the history database {}", path.display()))?;
+        let conn = connect(path)?;
         Ok(History {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
         })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// When the file at `path` is no longer the one opened (removed, or replaced), says so
+    /// and opens the one there now, creating it: the runs recorded from then on are found
+    /// at `path` again. The rows of the removed file are not carried over (its folders keep
+    /// their `verdict.json`, and the next start records them again).
+    fn follow_path(&self, conn: &mut Connection) -> Result<()> {
+        let mut opened = self.file_id.lock().unwrap_or_else(|e| e.into_inner());
+        let now = file_id(&self.path);
+        if now.is_some() && now == *opened {
+            return Ok(());
+        }
+        let what = match now {
+            None => "was removed",
+            Some(_) => "was replaced",
+        };
+        tracing::warn!(
+            "history {}: the database file {what} while canaryd ran; runs are recorded to a \
+             new one at that path from now on (the runs recorded before are not carried over)",
+            self.path.display()
+        );
+        // The old connection goes first: its `-wal` file, named after the path, must not be
+        // read as the new database's.
+        drop(std::mem::replace(conn, Connection::open_in_memory()?));
+        *conn = connect(&self.path)?;
+        *opened = file_id(&self.path);
+        Ok(())
     }
 
     /// The rows that read, in order. A row that does not (a hand edit, a damaged file) is
@@ -148,30 +177,31 @@ impl History {
 
     /// Stores a finished run.
     pub fn insert(&self, row: &RunRow) -> Result<()> {
-        self.conn()
-            .execute(
-                "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
+        let mut conn = self.conn();
+        self.follow_path(&mut conn)?;
+        conn.execute(
+            "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
                  finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
                  artifacts, capacity, sweep) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
                  ?12, ?13, ?14)",
-                params![
-                    row.run.id,
-                    row.run.workload,
-                    row.run.target,
-                    row.run.started_unix_ms,
-                    row.run.finished_unix_ms,
-                    row.run.verdict.kind.as_str(),
-                    json(&row.run.verdict.reasons),
-                    row.trend.map(Trend::as_str),
-                    row.run.comparison.as_ref().map(json),
-                    row.summary.as_ref().map(json),
-                    row.run.samples.as_ref().map(json),
-                    row.run.artifacts.to_string_lossy(),
-                    row.run.capacity.as_ref().map(json),
-                    row.run.sweep.as_ref().map(json),
-                ],
-            )
-            .context("writing the run to the history database")?;
+            params![
+                row.run.id,
+                row.run.workload,
+                row.run.target,
+                row.run.started_unix_ms,
+                row.run.finished_unix_ms,
+                row.run.verdict.kind.as_str(),
+                json(&row.run.verdict.reasons),
+                row.trend.map(Trend::as_str),
+                row.run.comparison.as_ref().map(json),
+                row.summary.as_ref().map(json),
+                row.run.samples.as_ref().map(json),
+                row.run.artifacts.to_string_lossy(),
+                row.run.capacity.as_ref().map(json),
+                row.run.sweep.as_ref().map(json),
+            ],
+        )
+        .context("writing the run to the history database")?;
         Ok(())
     }
 
@@ -392,6 +422,69 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
         summary: parse(9)?,
     })
+}
+
+/// Opens the database at `path` (creating it and its folder), refuses a read-only or a
+/// damaged one, and prepares it: WAL, the schema, the columns added since.
+fn connect(path: &Path) -> Result<Connection> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let conn = Connection::open(path)
+        .with_context(|| format!("opening the history database {}", path.display()))?;
+    check_writable_and_sound(&conn, path)?;
+    // WAL: the status API reads while a run's row is written; a crash loses nothing
+    // already committed.
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .and_then(|_| conn.execute_batch(SCHEMA))
+        .and_then(|_| add_columns(&conn))
+        .with_context(|| format!("preparing the history database {}", path.display()))?;
+    Ok(conn)
+}
+
+/// SQLite opens a file it cannot write read-only, without a word, and a damaged one opens
+/// too: both then fail every run's recording. Refused here, at start, naming the file.
+fn check_writable_and_sound(conn: &Connection, path: &Path) -> Result<()> {
+    if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+        anyhow::bail!(
+            "the history database {} cannot be written (read-only: its permissions, an \
+             immutable attribute or a read-only mount): every run would be measured and then \
+             not recorded; make it writable, or move it away to start a new history",
+            path.display()
+        );
+    }
+    let damaged = |why: String| {
+        anyhow::anyhow!(
+            "the history database {} is damaged ({why}); move it away to start a new \
+             history (the run folders keep their verdict.json files)",
+            path.display()
+        )
+    };
+    let mut stmt = conn
+        .prepare("PRAGMA quick_check")
+        .map_err(|e| damaged(e.to_string()))?;
+    let problems: Vec<String> = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| damaged(e.to_string()))?;
+    match problems.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        _ => Err(damaged(format!(
+            "quick_check: {}",
+            problems
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))),
+    }
+}
+
+/// The device and inode of the file at `path`; `None` when there is none.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Adds the [`ADDED_COLUMNS`] an older file lacks.

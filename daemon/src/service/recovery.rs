@@ -17,6 +17,8 @@ use canary_replay::{RunInfo, SummaryFile};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+pub mod unrecorded;
+
 /// The verdict's reason for such a run.
 pub const PROCESS_DIED: &str = "interrupted (process died)";
 

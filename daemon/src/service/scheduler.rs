@@ -265,6 +265,9 @@ impl Daemon {
         let mut previous = self.previous_due.lock().unwrap().get(&w.name).copied();
         let mut ticker = Ticker::resume(w.cadence.clone(), previous, self.wall);
         let mut watch = wall::WallWatch::new(self.wall, &w.name);
+        // Said once per spell of overlapping runs, not at every tick (`every = "1s"` and a
+        // minute-long run logged a warning a second); canaryd_skips_total counts them all.
+        let mut overlapping = false;
         loop {
             tokio::select! {
                 tick = ticker.tick(&stop) => {
@@ -286,10 +289,20 @@ impl Daemon {
                     .insert(w.name.clone(), due);
             }
             let Some(task) = self.start_run(config.clone(), w.clone()) else {
-                tracing::warn!(workload = %w.name, "due again while the previous run is still going: skipped");
+                match std::mem::replace(&mut overlapping, true) {
+                    false => tracing::warn!(
+                        workload = %w.name,
+                        "due again while the previous run is still going: skipped (said once \
+                         until a run starts again; canaryd_skips_total counts every skip)"
+                    ),
+                    true => {
+                        tracing::debug!(workload = %w.name, "due again while the previous run is still going: skipped")
+                    }
+                }
                 self.sinks.run_skipped(&w.name);
                 continue;
             };
+            overlapping = false;
             let mut tasks = self.tasks.lock().unwrap();
             tasks.retain(|t| !t.is_finished());
             tasks.push(task);
@@ -376,6 +389,7 @@ impl Daemon {
         // The export knows each workload's labels before a recovered run goes out with them
         // (it had none until the first schedule, and sent the run under empty ones).
         self.ctx.retain_workloads(config);
+        self.record_unrecorded(config);
         for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
             match crate::service::recovery::recover(config, &orphan) {
                 Ok(result) => self.finish(config, &orphan.workload, result),
@@ -383,6 +397,31 @@ impl Daemon {
                     workload = %orphan.workload,
                     run = %orphan.id,
                     "recovering a run whose process died: {e:#}"
+                ),
+            }
+        }
+    }
+
+    /// Stores the runs that wrote their verdict but not their history row (see
+    /// [`crate::service::recovery::unrecorded`]). Not handed to the sinks: they were when
+    /// they finished.
+    fn record_unrecorded(&self, config: &Config) {
+        use crate::service::recovery::unrecorded;
+        for dir in unrecorded::find(&config.artifacts_dir, &self.history) {
+            let stored = unrecorded::row(&dir).and_then(|row| {
+                self.history.insert(&row)?;
+                Ok(row)
+            });
+            match stored {
+                Ok(row) => tracing::info!(
+                    workload = %row.run.workload,
+                    run = %row.run.id,
+                    "recorded from its verdict.json ({}): the history could not be written when it finished",
+                    row.run.verdict
+                ),
+                Err(e) => tracing::warn!(
+                    "{}: a run with a verdict but no history row, not recorded: {e:#}",
+                    dir.display()
                 ),
             }
         }
@@ -398,16 +437,46 @@ impl Daemon {
 
     /// Compares with the baseline, stores the run, writes `verdict.json`, applies retention.
     /// The history row comes first: it is what retention deletes by, so a run whose verdict
-    /// could not be written (a full disk) is still known, shown and in time removed.
+    /// could not be written (a full disk) is still known, shown and in time removed. The
+    /// verdict is written whether or not the row was: a history that cannot be written (full,
+    /// read-only, damaged) must not lose what was measured, nor have the next start take the
+    /// run for one whose process died.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
-        self.history.insert(&RunRow::from(&*result))?;
+        let stored = self.history.insert(&RunRow::from(&*result));
         let written = announce::write_verdict(result);
-        self.apply_retention(config, workload, &result.run.id)?;
-        written
+        match stored {
+            Ok(()) => {
+                if self.metrics.history_written() {
+                    tracing::info!(
+                        "history {}: runs are recorded again",
+                        self.history.path().display()
+                    );
+                }
+                self.apply_retention(config, workload, &result.run.id)?;
+                written
+            }
+            Err(e) => {
+                let why = format!(
+                    "history {}: a run could not be written ({e:#})",
+                    self.history.path().display()
+                );
+                if self.metrics.history_write_failed(why) {
+                    tracing::warn!(
+                        "history {}: runs cannot be recorded ({e:#}); each run's verdict.json \
+                         is still written (the next start records it), /healthz says unhealthy \
+                         until a write succeeds, canaryd_history_write_errors_total counts them",
+                        self.history.path().display()
+                    );
+                }
+                // Retention deletes by the history: not while it cannot be written.
+                written?;
+                Err(e.context("not in the history (its verdict.json is written)"))
+            }
+        }
     }
 
     /// Fills in the run's comparison with the rolling baseline, when it has samples.

@@ -1,6 +1,6 @@
 //! One daemon per `state_dir`: an exclusive `flock` on `<state_dir>/canaryd.lock`, held for
-//! the life of the process, with the holder's PID written in the file (and the same in an
-//! `artifacts_dir` outside the `state_dir`, which is as much the daemon's own).
+//! the life of the process, with the holder's PID written in the file (and the same in the
+//! `artifacts_dir`, inside the `state_dir` or not, which is as much the daemon's own).
 //!
 //! Two daemons on one state directory would replay the same workloads twice and interleave
 //! one history and one baseline. The kernel drops the lock when the process ends, however it
@@ -20,8 +20,10 @@ pub const LOCK_FILE: &str = "canaryd.lock";
 /// The held lock; dropping it (or the process ending) releases it.
 #[derive(Debug)]
 pub struct StateLock {
-    _file: File,
+    file: File,
     path: PathBuf,
+    dir: PathBuf,
+    key: String,
 }
 
 impl StateLock {
@@ -65,7 +67,28 @@ impl StateLock {
         file.write_all_at(pid.as_bytes(), 0)
             .and_then(|_| file.set_len(pid.len() as u64))
             .with_context(|| format!("writing the pid to {}", path.display()))?;
-        Ok(StateLock { _file: file, path })
+        Ok(StateLock {
+            file,
+            path,
+            dir: dir.to_path_buf(),
+            key: key.to_string(),
+        })
+    }
+
+    /// When the lock file at its path is no longer the one held (removed, or replaced), the
+    /// lock guards nothing: a second daemon would take the new file. Takes the lock of the
+    /// file there now (creating it); true when it did, an error when another process holds
+    /// it already.
+    pub fn keep(&mut self) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let held = self.file.metadata().map(id).ok();
+        let there = std::fs::metadata(&self.path).map(id).ok();
+        if held.is_some() && held == there {
+            return Ok(false);
+        }
+        *self = StateLock::acquire(&self.dir, &self.key)?;
+        Ok(true)
     }
 
     /// The lock file.
@@ -99,5 +122,22 @@ mod tests {
         // The file stays behind; the lock does not.
         assert!(state.join(LOCK_FILE).exists());
         StateLock::acquire(&state, "state_dir").unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_removed_while_held_is_taken_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lock = StateLock::acquire(dir.path(), "state_dir").unwrap();
+        assert!(!lock.keep().unwrap());
+        std::fs::remove_file(lock.path()).unwrap();
+        assert!(lock.keep().unwrap());
+        assert!(lock.path().exists());
+        // Held again: a second daemon is refused.
+        assert!(StateLock::acquire(dir.path(), "state_dir").is_err());
+        assert!(!lock.keep().unwrap());
+        // Another process took the new file first: said, not taken over.
+        std::fs::remove_file(lock.path()).unwrap();
+        let _other = StateLock::acquire(dir.path(), "state_dir").unwrap();
+        assert!(lock.keep().is_err());
     }
 }

@@ -416,3 +416,68 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
 }
+
+/// A history SQLite can only read (a read-only mount, `chattr +i`: it then opens the file
+/// read-only without a word) is refused at open, naming it: every run would fail to record.
+#[test]
+fn a_read_only_history_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    drop(History::open(&path).unwrap());
+    // Root ignores permissions, so the read-only open is asked for.
+    let conn =
+        Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let e = format!("{:#}", check_writable_and_sound(&conn, &path).unwrap_err());
+    assert!(
+        e.contains("cannot be written") && e.contains("h.sqlite"),
+        "{e}"
+    );
+    let conn = Connection::open(&path).unwrap();
+    check_writable_and_sound(&conn, &path).unwrap();
+}
+
+/// Damaged inner pages open without complaint and then fail every write (`malformed`):
+/// `quick_check` at open refuses the file, naming it.
+#[test]
+fn a_damaged_history_is_refused_at_open_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    {
+        let h = History::open(&path).unwrap();
+        for i in 0..200 {
+            let mut r = run(&format!("r{i:03}"), "w", 1000 + i, VerdictKind::Pass, 1.0);
+            r.summary = Some(serde_json::json!({ "pad": "x".repeat(500) }));
+            h.insert(&r).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 8 * 4096, "{}", bytes.len());
+    // Pages 3 to 5 (4 KiB each): past the header and the schema page.
+    bytes[2 * 4096..5 * 4096].fill(0x5a);
+    std::fs::write(&path, bytes).unwrap();
+    let e = format!("{:#}", History::open(&path).err().expect("refused"));
+    assert!(e.contains("is damaged") && e.contains("h.sqlite"), "{e}");
+}
+
+/// The file removed while the daemon runs: the next run is written to a new one at the
+/// path, where the status API, retention and the next start look, not into the unlinked one.
+#[test]
+fn a_history_removed_while_open_is_recreated_at_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    let h = History::open(&path).unwrap();
+    h.insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    h.insert(&run("r2", "w", 2000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    drop(h);
+    let reopened = History::open(&path).unwrap();
+    let ids: Vec<String> = reopened
+        .recent(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(ids, ["r2"]);
+}

@@ -281,3 +281,71 @@ async fn a_grid_goes_on_from_now_after_the_clock_steps_back() {
     );
     schedulers.cancel();
 }
+
+/// A run that passes, leaving its records in its folder as a replay does.
+fn passing(
+    _: Arc<Daemon>,
+    config: Arc<Config>,
+    w: Workload,
+    id: String,
+    _: Arc<Progress>,
+) -> RunFuture {
+    Box::pin(async move {
+        let mut result = RunResult::new(&config, &w, id);
+        std::fs::create_dir_all(&result.run.artifacts).unwrap();
+        std::fs::write(result.run.artifacts.join("records.jsonl"), "").unwrap();
+        result.run.verdict = Verdict {
+            kind: crate::judge::verdict::VerdictKind::Pass,
+            reasons: Vec::new(),
+        };
+        result
+    })
+}
+
+/// A history that cannot take a run (here another connection holds its write lock, so the
+/// insert fails with SQLITE_BUSY, as a full, read-only or damaged one fails): the run keeps
+/// its verdict.json, the failure is counted and makes `/healthz` unhealthy until a write
+/// succeeds, and the next start records the run as it was, never as one whose process died.
+#[tokio::test]
+async fn a_run_the_history_cannot_take_keeps_its_verdict_and_is_recorded_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    let blocker = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    d.start_run(c.clone(), w.clone()).unwrap().await.unwrap();
+    let runs: Vec<_> = std::fs::read_dir(c.artifacts_dir.join("w"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let verdict = std::fs::read_to_string(runs[0].join("verdict.json")).unwrap();
+    assert!(verdict.contains("\"verdict\": \"pass\""), "{verdict}");
+    let text = d.metrics.render();
+    assert!(
+        text.contains("canaryd_history_write_errors_total 1"),
+        "{text}"
+    );
+    let why = d.metrics.unhealthy().join("; ");
+    assert!(
+        why.contains("history") && why.contains("history.sqlite"),
+        "{why}"
+    );
+    blocker.execute_batch("ROLLBACK").unwrap();
+    drop(blocker);
+    assert!(crate::service::recovery::find(&c.artifacts_dir, &d.history).is_empty());
+    // The next start.
+    d.recover_orphans(&c);
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].run.verdict.to_string(), "pass");
+    assert_eq!(rows[0].run.artifacts, runs[0]);
+    // A write that succeeds ends the spell.
+    d.start_run(c.clone(), w).unwrap().await.unwrap();
+    assert!(
+        d.metrics.unhealthy().is_empty(),
+        "{:?}",
+        d.metrics.unhealthy()
+    );
+    assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 2);
+}

@@ -17,6 +17,9 @@ pub struct StatusMetrics {
     ready: AtomicBool,
     /// Why the daemon is not healthy (`/healthz` 503): schedulers that ended unasked.
     unhealthy: Mutex<Vec<String>>,
+    /// Why the last write to the history failed; cleared by the next that succeeds. Kept
+    /// apart from `unhealthy`: a reload does not make the history writable again.
+    history_failing: Mutex<Option<String>>,
     state: Mutex<State>,
 }
 
@@ -28,6 +31,7 @@ struct State {
     last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
     export_drops: u64,
+    history_write_errors: u64,
     /// The workloads of the running config, once known: others' runs (one still in flight
     /// when a reload took its workload out, a recovered run of a removed one) are not shown.
     configured: Option<BTreeSet<String>>,
@@ -91,7 +95,22 @@ impl StatusMetrics {
 
     /// Why the daemon is not healthy; empty when it is.
     pub fn unhealthy(&self) -> Vec<String> {
-        self.unhealthy.lock().unwrap().clone()
+        let mut why = self.unhealthy.lock().unwrap().clone();
+        why.extend(self.history_failing.lock().unwrap().clone());
+        why
+    }
+
+    /// A run could not be written to the history (`why`): counted, and `/healthz` says so
+    /// until a write succeeds. True for the first failure of a spell (since start, or since
+    /// the last write that succeeded): the one to tell loudly.
+    pub fn history_write_failed(&self, why: String) -> bool {
+        self.state.lock().unwrap().history_write_errors += 1;
+        self.history_failing.lock().unwrap().replace(why).is_none()
+    }
+
+    /// A run was written to the history. True when this ends a spell of failures.
+    pub fn history_written(&self) -> bool {
+        self.history_failing.lock().unwrap().take().is_some()
     }
 
     /// A run of `workload` starts or ends.
@@ -196,6 +215,13 @@ impl State {
             "counter",
             "Items exporters dropped.",
             [(String::new(), self.export_drops as f64)].into_iter(),
+        );
+        write_family(
+            out,
+            "canaryd_history_write_errors_total",
+            "counter",
+            "Finished runs that could not be written to the history database (their verdict.json is written all the same).",
+            [(String::new(), self.history_write_errors as f64)].into_iter(),
         );
     }
 
