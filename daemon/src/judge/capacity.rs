@@ -29,7 +29,7 @@ pub struct CapacityRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<serde_json::Value>,
     /// Set when the baseline started again because the run's load is not the newest
-    /// baseline run's: `new load: baseline starts again (load.load.osl.mean 16 → 64)`.
+    /// baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_load: Option<String>,
 }

@@ -171,6 +171,13 @@ fn leaves(v: &Value, path: String, out: &mut Vec<(String, String)>) {
             }
         }
         Value::String(s) => out.push((path, s.clone())),
+        // `speedup 20 → 25`, not `20.0 → 25.0`.
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() < 1e15 => {
+                out.push((path, format!("{x:.0}")))
+            }
+            _ => out.push((path, n.to_string())),
+        },
         leaf => out.push((path, leaf.to_string())),
     }
 }
@@ -200,6 +207,11 @@ mod tests {
     #[test]
     fn the_note_names_what_changed() {
         let old = json!({"load": {"osl": {"mean": 16, "stddev": 0.0}}, "speedup": 1.0});
+        let faster = json!({"load": {"osl": {"mean": 16, "stddev": 0.0}}, "speedup": 2.5});
+        assert_eq!(
+            new_load_note(Some(&old), &faster),
+            "new load: baseline starts again (speedup 1 → 2.5)"
+        );
         let new = json!({"load": {"osl": {"mean": 64, "stddev": 0.0}}, "speedup": 1.0});
         assert_eq!(
             new_load_note(Some(&old), &new),
