@@ -4,4 +4,5 @@
 pub mod baseline;
 pub mod capacity;
 pub mod knee;
+pub mod load;
 pub mod verdict;

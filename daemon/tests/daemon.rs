@@ -222,7 +222,8 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
 
 /// A reload that takes a workload out ends its series in the status metrics and the status
 /// line (a run still in flight does not bring them back); one that moves `artifacts_dir` is
-/// warned about and waits for a restart, as the history it must agree with does.
+/// warned about and waits for a restart, as the history it must agree with does. One that
+/// changes a workload's load (its speedup) starts its baseline again, and says so.
 #[test]
 fn a_reload_ends_a_removed_workloads_series_and_keeps_the_artifacts_dir() {
     let dir = tempfile::tempdir().unwrap();
@@ -241,7 +242,10 @@ fn a_reload_ends_a_removed_workloads_series_and_keeps_the_artifacts_dir() {
     assert!(metrics(status).contains("workload=\"a\""));
 
     let moved = dir.path().join("elsewhere");
-    let text = std::fs::read_to_string(&config).unwrap().replace(&a, "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(&a, "")
+        .replace("speedup = 20\n", "speedup = 25\n");
     std::fs::write(
         &config,
         format!("{text}[export]\nartifacts_dir = \"{}\"\n", moved.display()),
@@ -274,6 +278,11 @@ fn a_reload_ends_a_removed_workloads_series_and_keeps_the_artifacts_dir() {
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(
         log.contains("artifacts_dir changes take effect at restart"),
+        "{log}"
+    );
+    // The latencies of another load are not compared with the old one's.
+    assert!(
+        log.contains("new load: baseline starts again (speedup 20 → 25)"),
         "{log}"
     );
 }

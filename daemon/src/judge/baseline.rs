@@ -48,6 +48,10 @@ pub struct Comparison {
     pub baseline_runs: usize,
     /// Per metric, by aiperf name (metrics without values on either side are left out).
     pub metrics: BTreeMap<String, MetricShift>,
+    /// Set when the baseline started again because the run's load is not the newest
+    /// baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_load: Option<String>,
 }
 
 /// Compares `current` with `baseline` (the last passing runs, newest first or any order).
@@ -59,6 +63,7 @@ pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) ->
             trend: Trend::Insufficient,
             baseline_runs: runs,
             metrics: BTreeMap::new(),
+            new_load: None,
         };
     }
     let rules = ShiftRules {
@@ -95,6 +100,7 @@ pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) ->
         trend,
         baseline_runs: runs,
         metrics,
+        new_load: None,
     }
 }
 

@@ -28,6 +28,10 @@ pub struct CapacityRun {
     /// recorded, which then start no baseline of a run that has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<serde_json::Value>,
+    /// Set when the baseline started again because the run's load is not the newest
+    /// baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_load: Option<String>,
 }
 
 impl CapacityRun {

@@ -31,6 +31,10 @@ pub struct SweepRun {
     /// The baseline it was compared with; `None` while fewer than `min_runs` passing runs
     /// with a knee exist.
     pub baseline: Option<KneeBaseline>,
+    /// Set when the baseline started again because the run's load (its grid among it) is not
+    /// the newest baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_load: Option<String>,
 }
 
 /// The knee of a sweep.
@@ -121,6 +125,7 @@ mod tests {
             capacity: None,
             points: Vec::new(),
             baseline: None,
+            new_load: None,
         }
     }
 

@@ -45,6 +45,11 @@ pub struct RunFacts {
     /// A sweep workload's knee, points and the baseline it met (absent for other kinds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::judge::knee::SweepRun>,
+    /// The load the run asked for ([`crate::judge::load`]): its baseline is of runs of the
+    /// same one. Absent for a run that never started, and in rows from before it was
+    /// recorded (not read back: the history keys baselines by its hash).
+    #[serde(skip)]
+    pub load: Option<serde_json::Value>,
 }
 
 /// One finished run as stored: its facts, and what the history keeps of its outcome.
@@ -58,6 +63,28 @@ pub struct RunRow {
     pub trend: Option<Trend>,
     /// The run's `summary.json` content (absent when the run never started).
     pub summary: Option<serde_json::Value>,
+}
+
+/// The kind of a baseline, by what its runs store: latency samples, a capacity, a knee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineOf {
+    /// The rolling latency baseline ([`History::baseline`]).
+    Latency,
+    /// A capacity workload's ([`History::capacity_baseline`]).
+    Capacity,
+    /// A sweep workload's knees ([`History::knee_baseline`]).
+    Knee,
+}
+
+impl BaselineOf {
+    /// The column its runs fill.
+    fn column(self) -> &'static str {
+        match self {
+            BaselineOf::Latency => "samples",
+            BaselineOf::Capacity => "capacity",
+            BaselineOf::Knee => "sweep",
+        }
+    }
 }
 
 /// The history database.
@@ -98,7 +125,12 @@ CREATE INDEX IF NOT EXISTS runs_by_workload ON runs (workload, started_unix_ms);
 
 /// Columns added after the first schema, each with its type: added to an older file when it
 /// opens, so older history files stay readable (their rows have none).
-const ADDED_COLUMNS: &[(&str, &str)] = &[("capacity", "TEXT"), ("sweep", "TEXT")];
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("capacity", "TEXT"),
+    ("sweep", "TEXT"),
+    ("load", "TEXT"),
+    ("load_hash", "INTEGER"),
+];
 
 const COLUMNS: &str = "id, workload, target, started_unix_ms, finished_unix_ms, verdict, \
                        reasons, trend, comparison, summary, artifacts, capacity, sweep";
@@ -182,8 +214,8 @@ impl History {
         conn.execute(
             "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
                  finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
-                 artifacts, capacity, sweep) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
-                 ?12, ?13, ?14)",
+                 artifacts, capacity, sweep, load, load_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+                 ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 row.run.id,
                 row.run.workload,
@@ -199,20 +231,36 @@ impl History {
                 row.run.artifacts.to_string_lossy(),
                 row.run.capacity.as_ref().map(json),
                 row.run.sweep.as_ref().map(json),
+                row.run.load.as_ref().map(json),
+                row.run.load.as_ref().map(crate::judge::load::hash),
             ],
         )
         .context("writing the run to the history database")?;
         Ok(())
     }
 
-    /// Samples of the last `n` passing runs of `workload`, newest first.
-    pub fn baseline(&self, workload: &str, n: usize) -> Result<Vec<Samples>> {
+    /// Samples of the last `n` passing runs of `workload` of `load` ([`RunFacts::load`]),
+    /// newest first: latencies are of one load, so a reload that changes it (`osl`, the rate,
+    /// the trace) starts a baseline of its own. A run without a load (never started, or
+    /// stored before loads were) joins no baseline and has none.
+    pub fn baseline(
+        &self,
+        workload: &str,
+        n: usize,
+        load: Option<&serde_json::Value>,
+    ) -> Result<Vec<Samples>> {
+        let Some(load) = load else {
+            return Ok(Vec::new());
+        };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT samples FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND samples IS NOT NULL ORDER BY rowid DESC LIMIT ?2",
+            "SELECT samples FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+             AND verdict = 'pass' AND samples IS NOT NULL ORDER BY rowid DESC LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![workload, n as i64], |r| r.get::<_, String>(0))?;
+        let rows = stmt.query_map(
+            params![workload, crate::judge::load::hash(load), n as i64],
+            |r| r.get::<_, String>(0),
+        )?;
         let mut out = Vec::new();
         for row in rows {
             out.push(serde_json::from_str(&row?).context("a stored sample set")?);
@@ -225,7 +273,9 @@ impl History {
     /// extent: [`CapacityRun::load_of`]), newest first: a capacity is at an SLO and of one
     /// load, so one a reload changed starts a baseline of its own (the old capacities would
     /// fail every run until they aged out, or pass a drop). A stored run without a load (from
-    /// before it was recorded) is of no known load and joins no baseline.
+    /// before it was recorded) is of no known load and joins no baseline. Rows are read by
+    /// the load's hash; those stored before the hash was (whose search still holds its load)
+    /// are read too and kept when their load is the same.
     pub fn capacity_baseline(
         &self,
         workload: &str,
@@ -233,12 +283,18 @@ impl History {
         like: &CapacityRun,
     ) -> Result<Vec<Capacity>> {
         let (like_load, like) = (&like.load, &like.found);
+        let Some(load) = like_load else {
+            return Ok(Vec::new());
+        };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT capacity FROM runs WHERE workload = ?1 AND verdict = 'pass' \
+            "SELECT capacity FROM runs WHERE workload = ?1 \
+             AND (load_hash = ?2 OR load_hash IS NULL) AND verdict = 'pass' \
              AND capacity IS NOT NULL ORDER BY rowid DESC",
         )?;
-        let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
+        let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
+            r.get::<_, String>(0)
+        })?;
         let mut out = Vec::new();
         for row in rows {
             if out.len() >= n {
@@ -255,23 +311,31 @@ impl History {
         Ok(out)
     }
 
-    /// The knees (requests/s) of the last `n` passing sweep runs of `workload` that found
-    /// one over `like`'s axis and points, newest first: another grid has other knees.
+    /// The knees (requests/s) of the last `n` passing sweep runs of `workload` of `load`
+    /// (which holds the axis and its values: [`crate::judge::load::of_sweep`]) that found
+    /// one, newest first: another grid or another load has other knees. A run without a load
+    /// (stored before loads were) joins no baseline.
     pub fn knee_baseline(
         &self,
         workload: &str,
         n: usize,
         like: &crate::judge::knee::SweepRun,
+        load: Option<&serde_json::Value>,
     ) -> Result<Vec<f64>> {
+        let Some(load) = load else {
+            return Ok(Vec::new());
+        };
         let grid = |r: &crate::judge::knee::SweepRun| -> Vec<f64> {
             r.points.iter().map(|p| p.value).collect()
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT sweep FROM runs WHERE workload = ?1 AND verdict = 'pass' \
-             AND sweep IS NOT NULL ORDER BY rowid DESC",
+            "SELECT sweep FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+             AND verdict = 'pass' AND sweep IS NOT NULL ORDER BY rowid DESC",
         )?;
-        let rows = stmt.query_map(params![workload], |r| r.get::<_, String>(0))?;
+        let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
+            r.get::<_, String>(0)
+        })?;
         let mut out = Vec::new();
         for row in rows {
             let run: crate::judge::knee::SweepRun =
@@ -285,6 +349,54 @@ impl History {
             }
         }
         Ok(out)
+    }
+
+    /// When a run of `load` finds no baseline of its load: `new load: baseline starts again
+    /// (what changed)` if `workload`'s newest passing run of the kind `of` was of another load
+    /// (or of none recorded); `None` when there is no such run (the first runs) or it was of
+    /// this load (a baseline still building, or another SLO).
+    pub fn new_load(
+        &self,
+        workload: &str,
+        of: BaselineOf,
+        load: Option<&serde_json::Value>,
+    ) -> Result<Option<String>> {
+        let Some(load) = load else {
+            return Ok(None);
+        };
+        let conn = self.conn();
+        let sql = format!(
+            "SELECT load_hash, load, capacity FROM runs WHERE workload = ?1 \
+             AND verdict = 'pass' AND {} IS NOT NULL ORDER BY rowid DESC LIMIT 1",
+            of.column()
+        );
+        type Newest = (Option<i64>, Option<String>, Option<String>);
+        let newest: Option<Newest> = conn
+            .query_row(&sql, params![workload], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        let Some((hash, stored, capacity)) = newest else {
+            return Ok(None);
+        };
+        if hash == Some(crate::judge::load::hash(load)) {
+            return Ok(None);
+        }
+        // A capacity search stored before the load had a column of its own holds it.
+        let before: Option<serde_json::Value> = match (stored, capacity) {
+            (Some(s), _) => serde_json::from_str(&s).ok(),
+            (None, Some(c)) => serde_json::from_str::<CapacityRun>(&c)
+                .ok()
+                .and_then(|c| c.load),
+            (None, None) => None,
+        };
+        if before.as_ref() == Some(load) {
+            return Ok(None);
+        }
+        Ok(Some(crate::judge::load::new_load_note(
+            before.as_ref(),
+            load,
+        )))
     }
 
     /// The context of `workload`'s newest baseline run (the newest passing run with
@@ -418,6 +530,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
             samples: None,
             capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
             sweep: parse(12)?.and_then(|v| serde_json::from_value(v).ok()),
+            load: None,
         },
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
         summary: parse(9)?,
@@ -498,7 +611,8 @@ fn add_columns(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {name} {kind}"))?;
         }
     }
-    Ok(())
+    // Baselines are read by load: their N newest runs of one, in rowid order, from the index.
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS runs_by_load ON runs (workload, load_hash)")
 }
 
 /// Milliseconds since the Unix epoch.

@@ -162,6 +162,7 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
             comparison: None,
             capacity: None,
             sweep: None,
+            load: None,
             artifacts: o.dir.clone(),
         },
         outcome: None,

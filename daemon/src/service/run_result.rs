@@ -36,6 +36,7 @@ impl RunResult {
                 comparison: None,
                 capacity: None,
                 sweep: None,
+                load: None,
             },
             outcome: None,
             recovered: None,

@@ -485,9 +485,14 @@ impl Daemon {
             return;
         };
         // A baseline that cannot be read leaves this run uncompared, not unrecorded.
-        match self.history.baseline(workload, config.baseline.runs) {
+        let load = result.run.load.as_ref();
+        match self.history.baseline(workload, config.baseline.runs, load) {
             Ok(base) => {
-                result.run.comparison = Some(baseline::compare(&config.baseline, &base, samples))
+                let mut c = baseline::compare(&config.baseline, &base, samples);
+                if base.is_empty() {
+                    c.new_load = self.new_load(workload, super::history::BaselineOf::Latency, load);
+                }
+                result.run.comparison = Some(c);
             }
             Err(e) => tracing::error!(workload = %workload, "reading the baseline: {e:#}"),
         }
@@ -522,6 +527,13 @@ impl Daemon {
                 return;
             }
         };
+        if base.is_empty() {
+            run.new_load = self.new_load(
+                workload,
+                super::history::BaselineOf::Capacity,
+                run.load.as_ref(),
+            );
+        }
         run.baseline = CapacityBaseline::of(&base, config.baseline.min_runs, tolerance);
         if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(&run.found)) {
             result.run.verdict = crate::judge::verdict::Verdict {
@@ -549,9 +561,10 @@ impl Daemon {
         else {
             return;
         };
+        let load = result.run.load.as_ref();
         let knees = match self
             .history
-            .knee_baseline(workload, config.baseline.runs, run)
+            .knee_baseline(workload, config.baseline.runs, run, load)
         {
             Ok(k) => k,
             Err(e) => {
@@ -559,6 +572,9 @@ impl Daemon {
                 return;
             }
         };
+        if knees.is_empty() {
+            run.new_load = self.new_load(workload, super::history::BaselineOf::Knee, load);
+        }
         run.baseline =
             crate::judge::knee::KneeBaseline::of(&knees, config.baseline.min_runs, tolerance);
         if let Some(why) = run.baseline.as_ref().and_then(|b| b.judge(run)) {
@@ -567,6 +583,22 @@ impl Daemon {
                 reasons: vec![why],
             };
         }
+    }
+
+    /// Why a run of `load` found no baseline of its kind `of`, when its load changed
+    /// ([`History::new_load`]); a history that cannot say is logged, and says nothing.
+    fn new_load(
+        &self,
+        workload: &str,
+        of: super::history::BaselineOf,
+        load: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        self.history
+            .new_load(workload, of, load)
+            .unwrap_or_else(|e| {
+                tracing::error!(workload = %workload, "reading the newest baseline run: {e:#}");
+                None
+            })
     }
 
     /// Deletes the runs retention drops, history rows and artifact folders.

@@ -163,6 +163,7 @@ impl RunContext {
             .await
         {
             Ok((judged, samples)) => {
+                result.run.load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
                 result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
                 if result.run.verdict.kind != crate::judge::verdict::VerdictKind::Error {
                     result.run.samples = Some(samples);

@@ -20,6 +20,7 @@ fn run(id: &str, workload: &str, started: i64, kind: VerdictKind, ttft: f64) -> 
             }),
             capacity: None,
             sweep: None,
+            load: Some(serde_json::json!({})),
         },
         trend: Some(Trend::Steady),
         summary: Some(serde_json::json!({"requests": 3})),
@@ -46,7 +47,7 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
             .unwrap();
     }
     let h = History::open(&path).unwrap();
-    let b = h.baseline("w", 10).unwrap();
+    let b = h.baseline("w", 10, Some(&serde_json::json!({}))).unwrap();
     assert_eq!(
         b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>(),
         vec![3.0, 1.0],
@@ -111,7 +112,12 @@ fn age_never_takes_the_baselines_runs() {
         .prune("w", 500, Duration::from_secs(30 * 86_400), 2, "")
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1"), PathBuf::from("/a/w/r3")]);
-    assert_eq!(h.baseline("w", 10).unwrap().len(), 2);
+    assert_eq!(
+        h.baseline("w", 10, Some(&serde_json::json!({})))
+            .unwrap()
+            .len(),
+        2
+    );
     // The count limit still applies to them.
     let gone = h
         .prune("w", 1, Duration::from_secs(30 * 86_400), 2, "")
@@ -188,8 +194,12 @@ fn a_database_written_by_an_earlier_version_still_reads() {
         ttft_ms: vec![11.0],
         ..Default::default()
     });
+    passing.run.load = Some(serde_json::json!({}));
     h.insert(&passing).unwrap();
-    assert_eq!(h.baseline("chat", 10).unwrap()[0].ttft_ms, [11.0]);
+    assert_eq!(
+        h.baseline("chat", 10, passing.run.load.as_ref()).unwrap()[0].ttft_ms,
+        [11.0]
+    );
 }
 
 #[test]
@@ -226,9 +236,11 @@ fn an_older_file_without_the_capacity_column_opens_and_keeps_its_runs() {
         found: found.clone(),
         probes: Vec::new(),
         baseline: None,
+        new_load: None,
         load: Some(load(32)),
     };
     r.run.capacity = Some(searched.clone());
+    r.run.load = searched.load.clone();
     h.insert(&r).unwrap();
     drop(h);
     // Opened again: the column is not added twice, the capacity reads back.
@@ -310,6 +322,7 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
             })
             .collect(),
         baseline: None,
+        new_load: None,
     };
     let (three, five) = (&[1.0, 8.0, 16.0][..], &[1.0, 4.0, 8.0, 16.0, 32.0][..]);
     let now = now_unix_ms();
@@ -330,14 +343,18 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
         h.insert(&r).unwrap();
     }
     // A reload that changed the grid (or the axis) starts a baseline of its own.
+    let any = Some(&serde_json::json!({}));
     assert_eq!(
-        h.knee_baseline("w", 10, &sweep(three, 0.0)).unwrap(),
+        h.knee_baseline("w", 10, &sweep(three, 0.0), any).unwrap(),
         [104.0, 100.0]
     );
-    assert_eq!(h.knee_baseline("w", 10, &sweep(five, 0.0)).unwrap(), [50.0]);
+    assert_eq!(
+        h.knee_baseline("w", 10, &sweep(five, 0.0), any).unwrap(),
+        [50.0]
+    );
     let mut rates = sweep(three, 0.0);
     rates.axis = Axis::RequestRate;
-    assert!(h.knee_baseline("w", 10, &rates).unwrap().is_empty());
+    assert!(h.knee_baseline("w", 10, &rates, any).unwrap().is_empty());
 }
 
 /// Newest means recorded last, not started last: after the wall clock steps back an hour,
@@ -378,13 +395,17 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
             found: capacity(n),
             probes: Vec::new(),
             baseline: None,
+            new_load: None,
             load: Some(serde_json::json!({})),
         });
         h.insert(&r).unwrap();
     }
     let ids = |rows: Vec<RunRow>| rows.into_iter().map(|r| r.run.id).collect::<Vec<_>>();
     let ttfts = |b: Vec<Samples>| b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>();
-    assert_eq!(ttfts(h.baseline("w", 2).unwrap()), [3.0, 2.0]);
+    assert_eq!(
+        ttfts(h.baseline("w", 2, Some(&serde_json::json!({}))).unwrap()),
+        [3.0, 2.0]
+    );
     assert_eq!(h.baseline_context("w").unwrap().unwrap().run, "r3");
     assert_eq!(
         h.capacity_baseline(
@@ -394,6 +415,7 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
                 found: capacity(0.0),
                 probes: Vec::new(),
                 baseline: None,
+                new_load: None,
                 load: Some(serde_json::json!({})),
             }
         )
@@ -480,4 +502,136 @@ fn a_history_removed_while_open_is_recreated_at_its_path() {
         .map(|r| r.run.id)
         .collect();
     assert_eq!(ids, ["r2"]);
+}
+
+/// A reload that changes the load (`osl` 16 → 64) starts a baseline of its own, for the
+/// latencies and the knee alike: compared with the old load's, every run of the new failed
+/// (failing runs join no baseline), until retention took the old ones away. A run stored
+/// before loads were recorded joins none.
+#[test]
+fn a_baseline_is_of_runs_of_one_load() {
+    use crate::cli::sweep::point::Axis;
+    use crate::judge::knee::{SweepKnee, SweepRun};
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let load =
+        |osl: u32| serde_json::json!({"target": {"name": "sim"}, "load": {"osl": {"mean": osl}}});
+    let (short, long) = (load(16), load(64));
+    let knee = |k: f64| SweepRun {
+        axis: Axis::Concurrency,
+        knee: Some(SweepKnee {
+            label: "c8".into(),
+            value: 8.0,
+            request_throughput: k,
+        }),
+        capacity: None,
+        points: Vec::new(),
+        baseline: None,
+        new_load: None,
+    };
+    let now = now_unix_ms();
+    for (i, (l, ttft)) in [
+        (None, 9.0),
+        (Some(&short), 1.0),
+        (Some(&short), 2.0),
+        (Some(&long), 7.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = run(
+            &format!("r{i}"),
+            "w",
+            now - 10_000 + i as i64,
+            VerdictKind::Pass,
+            ttft,
+        );
+        r.run.load = l.cloned();
+        r.run.sweep = Some(knee(ttft * 10.0));
+        h.insert(&r).unwrap();
+    }
+    let ttfts = |b: Vec<Samples>| b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>();
+    assert_eq!(
+        ttfts(h.baseline("w", 10, Some(&short)).unwrap()),
+        [2.0, 1.0]
+    );
+    assert_eq!(ttfts(h.baseline("w", 1, Some(&short)).unwrap()), [2.0]);
+    assert_eq!(ttfts(h.baseline("w", 10, Some(&long)).unwrap()), [7.0]);
+    assert!(h.baseline("w", 10, None).unwrap().is_empty());
+    assert_eq!(
+        h.knee_baseline("w", 10, &knee(0.0), Some(&short)).unwrap(),
+        [20.0, 10.0]
+    );
+    assert_eq!(
+        h.knee_baseline("w", 10, &knee(0.0), Some(&long)).unwrap(),
+        [70.0]
+    );
+    // A third load finds no baseline, and says what changed since the newest baseline run.
+    let longer = load(128);
+    assert!(h.baseline("w", 10, Some(&longer)).unwrap().is_empty());
+    assert_eq!(
+        h.new_load("w", BaselineOf::Latency, Some(&longer))
+            .unwrap()
+            .as_deref(),
+        Some("new load: baseline starts again (load.osl.mean 64 → 128)")
+    );
+    assert_eq!(
+        h.new_load("w", BaselineOf::Knee, Some(&long)).unwrap(),
+        None
+    );
+    assert_eq!(
+        h.new_load("w", BaselineOf::Capacity, Some(&long)).unwrap(),
+        None
+    );
+}
+
+/// A capacity search stored before the load had a column (its load inside the search) still
+/// joins the baseline of its load, read by the same query.
+#[test]
+fn a_capacity_stored_before_the_load_column_joins_the_baseline_of_its_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let load = |isl: u32| serde_json::json!({"load": {"isl": isl}});
+    let found = |rate: f64| {
+        Capacity::of(
+            canary_core::RateBracket {
+                passed: Some(rate),
+                failed: None,
+            },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    };
+    let searched = |rate: f64, isl: u32| CapacityRun {
+        found: found(rate),
+        probes: Vec::new(),
+        baseline: None,
+        new_load: None,
+        load: Some(load(isl)),
+    };
+    for (id, rate, isl, column) in [
+        ("a", 10.0, 32, false),
+        ("b", 20.0, 64, false),
+        ("c", 30.0, 32, true),
+    ] {
+        let mut r = run(id, "w", now_unix_ms(), VerdictKind::Pass, 1.0);
+        r.run.capacity = Some(searched(rate, isl));
+        r.run.load = column.then(|| load(isl));
+        h.insert(&r).unwrap();
+    }
+    assert_eq!(
+        h.capacity_baseline("w", 10, &searched(0.0, 32)).unwrap(),
+        [found(30.0), found(10.0)]
+    );
+    assert_eq!(
+        h.capacity_baseline("w", 10, &searched(0.0, 64)).unwrap(),
+        [found(20.0)]
+    );
+    // Its load read from the search: the newest is of isl 32, so 32 is no new load.
+    assert_eq!(
+        h.new_load("w", BaselineOf::Capacity, Some(&load(32)))
+            .unwrap(),
+        None
+    );
 }

@@ -86,6 +86,9 @@ pub fn row(dir: &Path) -> Result<RunRow> {
             samples: None,
             capacity: v.capacity,
             sweep: v.sweep,
+            // verdict.json does not keep the load: the run joins no baseline, as one stored
+            // before loads were recorded.
+            load: None,
         },
     })
 }

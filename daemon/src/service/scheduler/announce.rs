@@ -27,14 +27,20 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
         .as_ref()
         .and_then(|o| o.context_changes.as_ref())
         .filter(|c| !c.changes.is_empty());
+    let new_load = result
+        .run
+        .comparison
+        .as_ref()
+        .and_then(|c| c.new_load.as_deref());
     let line = format!(
-        "{}: {}{}{}{}",
+        "{}: {}{}{}{}{}",
         result.run.id,
         result.run.verdict,
         figures.map(|f| format!(" [{f}]")).unwrap_or_default(),
         trend
             .map(|t| format!("; baseline: {t}"))
             .unwrap_or_default(),
+        new_load.map(|n| format!("; {n}")).unwrap_or_default(),
         changed.map(|c| format!("; {c}")).unwrap_or_default()
     );
     match result.run.verdict.kind {
@@ -49,7 +55,12 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
 /// Only a passing run is compared (the scheduler's rule), so a run that failed, erred or was
 /// interrupted without one is not waiting for a baseline: it said "no baseline yet" beside a
 /// three-run baseline.
-fn baseline_said(baseline: Option<(f64, f64, usize)>, passed: bool) -> String {
+/// A baseline that started again for a new load says so, and what changed.
+fn baseline_said(
+    baseline: Option<(f64, f64, usize)>,
+    passed: bool,
+    new_load: Option<&str>,
+) -> String {
     use crate::judge::capacity::rate;
     match baseline {
         Some((figure, spread, runs)) => format!(
@@ -58,7 +69,10 @@ fn baseline_said(baseline: Option<(f64, f64, usize)>, passed: bool) -> String {
             rate(spread)
         ),
         None if !passed => "; not compared with the baseline (only a passing run is)".into(),
-        None => "; no baseline yet".into(),
+        None => match new_load {
+            Some(n) => format!("; {n}"),
+            None => "; no baseline yet".into(),
+        },
     }
 }
 
@@ -105,7 +119,10 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> St
         format!("{finished} probes, stopped by {}", f.stopped_by)
     };
     let baseline = c.baseline.as_ref().map(|b| (b.capacity, b.spread, b.runs));
-    format!("{bracket}; {probes}{}", baseline_said(baseline, passed))
+    format!(
+        "{bracket}; {probes}{}",
+        baseline_said(baseline, passed, c.new_load.as_deref())
+    )
 }
 
 /// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`.
@@ -127,7 +144,7 @@ fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
     format!(
         "{knee}{capacity}; {} points{}",
         s.points.len(),
-        baseline_said(baseline, passed)
+        baseline_said(baseline, passed, s.new_load.as_deref())
     )
 }
 
@@ -182,6 +199,7 @@ mod tests {
                 })
                 .collect(),
             baseline: None,
+            new_load: None,
             load: None,
         }
     }
@@ -236,6 +254,7 @@ mod tests {
                 ttft_p99_ms: None,
             }],
             baseline: None,
+            new_load: None,
         };
         assert_eq!(
             sweep_figures(&sweep, false),

@@ -176,6 +176,7 @@ mod tests {
                 samples: None,
                 capacity: None,
                 sweep: None,
+                load: None,
             },
             trend: None,
             summary,

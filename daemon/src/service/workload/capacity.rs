@@ -206,10 +206,12 @@ pub(super) async fn run(
         }
     };
     result.outcome = at_capacity.map(|(_, o)| o).or(last);
+    result.run.load = Some(load.clone());
     result.run.capacity = Some(CapacityRun {
         found: found.capacity,
         probes,
         baseline: None,
+        new_load: None,
         load: Some(load),
     });
 }

@@ -62,8 +62,13 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
-    /// Runs point `index` (from 1) at `value`: its sweep point and outcome.
-    async fn run_point(&self, index: usize, value: f64) -> Result<(Point, RunOutcome)> {
+    /// Runs point `index` (from 1) at `value`: its sweep point, outcome and load
+    /// ([`crate::judge::load::of_plan`]).
+    async fn run_point(
+        &self,
+        index: usize,
+        value: f64,
+    ) -> Result<(Point, RunOutcome, Option<serde_json::Value>)> {
         let (w, spec) = (self.w, self.spec);
         let label = spec.axis.label(value);
         let dir_name = format!("point-{index:02}-{label}");
@@ -106,7 +111,8 @@ impl Sweeper<'_> {
                 .and_then(|f| f.request_throughput)
                 .map_or("no".into(), crate::judge::capacity::rate)
         );
-        Ok((point, judged.outcome))
+        let load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
+        Ok((point, judged.outcome, load))
     }
 }
 
@@ -164,6 +170,7 @@ pub(super) async fn run(
     let mut points = Vec::new();
     let mut outcomes = Vec::new();
     let mut failed = None;
+    let mut load = None;
     for (i, &v) in spec.values.iter().enumerate() {
         if i > 0 && !spec.cooldown.is_zero() {
             tokio::select! {
@@ -175,7 +182,12 @@ pub(super) async fn run(
             break;
         }
         match sweeper.run_point(i + 1, v).await {
-            Ok((point, outcome)) => {
+            Ok((point, outcome, point_load)) => {
+                // Every point's load is the first's but for the axis.
+                if load.is_none() {
+                    load = point_load
+                        .map(|l| crate::judge::load::of_sweep(l, spec.axis, &spec.values));
+                }
                 let interrupted = outcome.interrupted;
                 points.push(point);
                 outcomes.push(outcome);
@@ -233,12 +245,14 @@ pub(super) async fn run(
         .collect();
     let summary_at = knee_at.unwrap_or(outcomes.len().saturating_sub(1));
     result.outcome = (summary_at < outcomes.len()).then(|| outcomes.swap_remove(summary_at));
+    result.run.load = load;
     result.run.sweep = Some(SweepRun {
         axis: spec.axis,
         knee,
         capacity,
         points: rows,
         baseline: None,
+        new_load: None,
     });
 }
 
