@@ -1,14 +1,18 @@
 //! A series of runs (a sweep, or runs named together): throughput against latency with the
 //! saturation knee, and the Pareto front of total against per-user token throughput.
 //!
-//! The knee and the front are `canary_core::series`'s, the same `canaryd sweep` writes into
-//! `sweep.json`: walking the runs in series order (the sweep's order of increasing load), the
-//! first step whose completed-request throughput grows by less than [`KNEE_GAIN`] while TTFT
-//! p99 rises by more than [`KNEE_RISE`] marks saturation; the knee is the run before that step,
-//! the last one that still scaled.
+//! A sweep's folder has its verdict in `sweep.json`: the knee, the front and the points left
+//! out of them are taken from it, so the page agrees with the sweep's table and with `canaryd
+//! compare`. Runs named together have none: the knee and the front are then found here with
+//! `canary_core::series`, as `canaryd sweep` finds them, leaving out what it would
+//! ([`evidence`]): walking the runs in series order, the first step whose completed-request
+//! throughput grows by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`]
+//! marks saturation; the knee is the run before that step, the last one that still scaled.
+
+mod evidence;
 
 use super::{ms, num, pct};
-use crate::artifacts::{Metric, Run};
+use crate::artifacts::{Metric, Run, SweepFile};
 use crate::html::{esc, table};
 use crate::plot::{Axis, Colour, Mark, Plot, HALF};
 use crate::sample::{quantile, sorted};
@@ -16,6 +20,7 @@ use crate::ReportError;
 use canary_core::series::{LoadStep, TokenRates};
 
 pub use canary_core::series::{KNEE_GAIN, KNEE_RISE};
+pub use evidence::LeftOut;
 
 /// One run's point in the series.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,9 +43,11 @@ pub struct Point {
     pub error_rate: f64,
     /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
     pub gpus: Option<u64>,
-    /// A signal cut its run short (every run's, for a mean): its figures are partial, so it
-    /// is neither the knee's nor the front's evidence, as in `sweep.json`.
-    pub cut_short: bool,
+    /// Why it is neither the knee's nor the front's evidence, when it is not (as in
+    /// `sweep.json`).
+    pub left_out: Option<LeftOut>,
+    /// `sweep.json`'s notes on the point.
+    pub notes: Vec<String>,
 }
 
 impl Point {
@@ -70,11 +77,8 @@ impl Point {
                 .as_ref()
                 .and_then(|s| s.doc.get("gpu")?.get("gpus")?.as_u64())
                 .filter(|&n| n > 0),
-            cut_short: run
-                .summary
-                .as_ref()
-                .and_then(|s| s.doc.get("interrupted")?.as_bool())
-                == Some(true),
+            left_out: evidence::of_run(run, &f),
+            notes: Vec::new(),
         }
     }
 
@@ -82,6 +86,10 @@ impl Point {
     /// runs' own (an estimate, as `canaryd sweep --runs N` gives it in `sweep.json`).
     pub fn mean(label: String, runs: &[Point]) -> Point {
         let mean = |f: fn(&Point) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        let each: Vec<(&str, Option<&LeftOut>)> = runs
+            .iter()
+            .map(|p| (p.label.as_str(), p.left_out.as_ref()))
+            .collect();
         Point {
             label,
             throughput: mean(|p| p.throughput),
@@ -92,7 +100,8 @@ impl Point {
             e2e_p99: mean(|p| p.e2e_p99),
             error_rate: mean(|p| p.error_rate),
             gpus: runs.first().and_then(|p| p.gpus),
-            cut_short: runs.iter().all(|p| p.cut_short),
+            left_out: evidence::of_mean(&each, mean(|p| p.error_rate)),
+            notes: Vec::new(),
         }
     }
 
@@ -110,7 +119,7 @@ impl Point {
 pub fn knee(points: &[Point]) -> Option<usize> {
     let steps: Vec<LoadStep> = points
         .iter()
-        .map(|p| match p.cut_short {
+        .map(|p| match p.left_out.is_some() {
             true => LoadStep {
                 throughput: f64::NAN,
                 ttft_p99_ms: f64::NAN,
@@ -129,7 +138,7 @@ pub fn knee(points: &[Point]) -> Option<usize> {
 pub fn pareto(points: &[Point]) -> Vec<usize> {
     let rates: Vec<TokenRates> = points
         .iter()
-        .map(|p| match p.cut_short {
+        .map(|p| match p.left_out.is_some() {
             true => TokenRates {
                 per_gpu: f64::NAN,
                 per_user: f64::NAN,
@@ -178,12 +187,36 @@ fn front_axes(points: &[Point]) -> (bool, Vec<(f64, f64)>) {
     (per_gpu, at)
 }
 
-/// The series section's body.
-pub fn render(runs: &[Run]) -> Result<String, ReportError> {
-    let points = points(runs);
+/// The knee and the front of `points`, and which points are left out of them: `sweep.json`'s
+/// when the series is a sweep's folder (its points matched by folder), else found here. The
+/// knee's label as `sweep.json` names it, when its point is not on the page.
+fn verdict(points: &mut [Point], sweep: Option<&SweepFile>) -> (Option<usize>, Vec<usize>) {
+    let Some(s) = sweep else {
+        return (knee(points), pareto(points));
+    };
+    for p in points.iter_mut() {
+        let listed = s.point(&p.label);
+        p.left_out = listed.and_then(|q| q.left_out()).map(LeftOut::Sweep);
+        p.notes = listed.map(|q| q.notes.clone()).unwrap_or_default();
+    }
+    let at = |label: &str| {
+        let dir = &s.points.iter().find(|q| q.label == label)?.dir;
+        points.iter().position(|p| &p.label == dir)
+    };
+    let knee = s.knee.as_deref().and_then(at);
+    let mut front: Vec<usize> = s.pareto.iter().filter_map(|l| at(l)).collect();
+    front.sort_unstable();
+    (knee, front)
+}
+
+/// The series section's body; `sweep`: the series' `sweep.json`, when it is a sweep's folder.
+pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportError> {
+    let mut points = points(runs);
     let repeated = runs.iter().any(|r| r.point.is_some());
-    let knee = knee(&points);
-    let front = pareto(&points);
+    let (knee, front) = verdict(&mut points, sweep);
+    let left_out: Vec<usize> = (0..points.len())
+        .filter(|&i| points[i].left_out.is_some())
+        .collect();
     let mut html = String::from("<div class=\"grid\">\n");
 
     let xy = |f: fn(&Point) -> f64| -> Vec<(f64, f64)> {
@@ -210,31 +243,55 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     {
         lat.layer(name, Colour::nth(i), Mark::LinePoints(xy(f)));
     }
+    let crossed: Vec<(f64, f64)> = left_out
+        .iter()
+        .map(|&i| (points[i].throughput, points[i].ttft_p99))
+        .filter(|q| q.0.is_finite() && q.1.is_finite())
+        .collect();
+    if !crossed.is_empty() {
+        lat.layer(LEFT_OUT_LAYER, Colour::ERROR, Mark::Crosses(crossed));
+    }
     let joined = if repeated {
         "Lines join the points (each the mean of its runs) in series order."
     } else {
         "Lines join the runs in series order."
     };
-    match knee {
-        Some(k) => {
+    let (whose, knee_whose) = match sweep {
+        Some(_) => (" (sweep.json's)", ", as sweep.json states it"),
+        None => ("", ""),
+    };
+    let crosses = match left_out.len() {
+        0 => String::new(),
+        _ => " A cross on TTFT p99 marks a point left out of the knee and the front (why: \
+              under the table)."
+            .to_string(),
+    };
+    match (knee, sweep.and_then(|s| s.knee.as_deref())) {
+        (Some(k), _) => {
             lat.layer(
                 &format!("knee: {}", points[k].label),
                 Colour::RULE,
                 Mark::VRule(points[k].throughput),
             );
             lat.note(format!(
-                "{joined} Knee at {} ({} req/s): the next step gained under {:.0} % throughput \
-                 while TTFT p99 rose over {:.0} %.",
+                "{joined} Knee at {} ({} req/s{knee_whose}): the next step gained under \
+                 {:.0} % throughput while TTFT p99 rose over {:.0} %.{crosses}",
                 points[k].label,
                 num(points[k].throughput),
                 KNEE_GAIN * 100.0,
                 KNEE_RISE * 100.0
             ));
         }
-        None => {
+        (None, Some(label)) => {
             lat.note(format!(
-                "{joined} No knee: no step gained under {:.0} % throughput while TTFT p99 rose \
-                 over {:.0} %.",
+                "{joined} Knee at {label}, as sweep.json states it; its run is not on this \
+                 page.{crosses}"
+            ));
+        }
+        (None, None) => {
+            lat.note(format!(
+                "{joined} No knee{whose}: no step gained under {:.0} % throughput while TTFT \
+                 p99 rose over {:.0} %.{crosses}",
                 KNEE_GAIN * 100.0,
                 KNEE_RISE * 100.0
             ));
@@ -253,26 +310,40 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         }),
         HALF,
     );
-    let all: Vec<(f64, f64)> = at
-        .iter()
-        .copied()
-        .filter(|q| q.0.is_finite() && q.1.is_finite())
-        .collect();
+    let finite = |i: &usize| at[*i].0.is_finite() && at[*i].1.is_finite();
+    let all: Vec<(f64, f64)> = (0..at.len()).filter(finite).map(|i| at[i]).collect();
     par.layer("runs", Colour::nth(0), Mark::Points(all));
     let mut line: Vec<(f64, f64)> = front.iter().map(|&i| at[i]).collect();
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
-    par.note(match per_gpu {
-        true => {
-            "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
+    let crossed: Vec<(f64, f64)> = left_out
+        .iter()
+        .copied()
+        .filter(finite)
+        .map(|i| at[i])
+        .collect();
+    if !crossed.is_empty() {
+        par.layer(LEFT_OUT_LAYER, Colour::ERROR, Mark::Crosses(crossed));
+    }
+    par.note(format!(
+        "{}{}",
+        match per_gpu {
+            true => {
+                "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
                  on the front when no other has at least as much of both and more of one."
+            }
+            false => {
+                "Total tokens/s (a run without a GPU count: the order is the same when every \
+                 run used the same GPUs); a run is on the front when no other has at least as \
+                 much of both and more of one."
+            }
+        },
+        match (sweep, left_out.is_empty()) {
+            (Some(_), _) => " The front is sweep.json's; a cross marks a point left out of it.",
+            (None, false) => " A cross marks a run left out of it.",
+            (None, true) => "",
         }
-        false => {
-            "Total tokens/s (a run without a GPU count: the order is the same when every \
-                  run used the same GPUs); a run is on the front when no other has at least as \
-                  much of both and more of one."
-        }
-    });
+    ));
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
 
@@ -282,10 +353,13 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         .map(|(i, p)| {
             let mut tags = Vec::new();
             if knee == Some(i) {
-                tags.push("knee");
+                tags.push("knee".to_string());
             }
             if front.contains(&i) {
-                tags.push("Pareto");
+                tags.push("Pareto".to_string());
+            }
+            if let Some(why) = &p.left_out {
+                tags.push(format!("left out: {}", why.short()));
             }
             vec![
                 esc(&p.label),
@@ -296,7 +370,7 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
                 ms(p.ttft_p99),
                 ms(p.e2e_p99),
                 pct(p.error_rate),
-                tags.join(", "),
+                esc(&tags.join(", ")),
             ]
         })
         .collect();
@@ -317,12 +391,67 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     ));
     html.push_str(if repeated {
         "<p class=\"note\">Estimates: each figure the mean of the point's runs' own, each \
-         exact from that run's records (the points ran --runs times; sweep.json has each \
-         figure's confidence interval). The knee and the front are found on the means.</p>\n"
+         exact from that run's records (the points ran --runs times; each point's summary.json \
+         has each figure's confidence interval). The knee and the front are the means'.</p>\n"
     } else {
         "<p class=\"note\">Exact: each figure from the run's records.</p>\n"
     });
+    html.push_str(&whys(&points, sweep));
     Ok(html)
+}
+
+/// The name of the layer that crosses out the points left out of the knee and the front.
+const LEFT_OUT_LAYER: &str = "left out of knee and front";
+
+/// Where the knee and the front come from, each point left out of them and why, and the
+/// sweep's notes.
+fn whys(points: &[Point], sweep: Option<&SweepFile>) -> String {
+    let mut html = String::from("<p class=\"note\">");
+    html.push_str(match sweep {
+        Some(_) => {
+            "The knee, the Pareto front and the points left out of them are sweep.json's: the \
+             sweep's verdict, as its table and canaryd compare give it."
+        }
+        None => {
+            "No sweep.json: the knee and the front are found here as canaryd sweep finds \
+             them, leaving out what it would (a run cut short by a signal, capped by the \
+             open-file limit, errored, or with over 5 % of its requests failing at the \
+             target)."
+        }
+    });
+    html.push_str("</p>\n");
+    let left: Vec<String> = points
+        .iter()
+        .filter_map(|p| Some(format!("{}: {}", p.label, p.left_out.as_ref()?)))
+        .collect();
+    if !left.is_empty() {
+        html.push_str("<h3>Left out of the knee and the Pareto front</h3>\n<ul>");
+        for l in &left {
+            html.push_str(&format!("<li>{}</li>", esc(l)));
+        }
+        html.push_str("</ul>\n");
+    }
+    // The sweep's notes, and each point's that does not only say why it is left out.
+    let mut notes: Vec<String> = sweep.map(|s| s.notes.clone()).unwrap_or_default();
+    for p in points {
+        let said = match &p.left_out {
+            Some(LeftOut::Sweep(why)) => Some(why.as_str()),
+            _ => None,
+        };
+        for n in &p.notes {
+            if said != Some(n.as_str()) {
+                notes.push(format!("{}: {n}", p.label));
+            }
+        }
+    }
+    if !notes.is_empty() {
+        html.push_str("<h3>Notes (sweep.json)</h3>\n<ul>");
+        for n in &notes {
+            html.push_str(&format!("<li>{}</li>", esc(n)));
+        }
+        html.push_str("</ul>\n");
+    }
+    html
 }
 
 #[cfg(test)]
@@ -340,7 +469,8 @@ mod tests {
             e2e_p99: ttft_p99 * 4.0,
             error_rate: 0.0,
             gpus: None,
-            cut_short: false,
+            left_out: None,
+            notes: Vec::new(),
         }
     }
 
@@ -362,7 +492,7 @@ mod tests {
         // The plateau's first run cut short by a signal: its partial figures are not the
         // knee's evidence (as sweep.json leaves such a point out), nor on the front.
         let mut cut = s[..4].to_vec();
-        cut[3].cut_short = true;
+        cut[3].left_out = Some(LeftOut::CutShort);
         assert_eq!(knee(&cut), None);
         assert!(!pareto(&cut).contains(&3));
     }

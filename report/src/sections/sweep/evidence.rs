@@ -1,0 +1,129 @@
+//! Which points are the knee's and the front's evidence. With `sweep.json` the sweep said so;
+//! without (runs named together), the report leaves out what `canaryd sweep` would, from what
+//! the runs' artifacts hold: a run a signal cut short, one the open-file limit held under its
+//! load, one whose verdict would be an error, or one with over 5 % of its requests failing at
+//! the target. Their figures are partial, of a lighter load than the run's, or of the few
+//! requests that were served; a dead server's run made a knee of the step before it.
+
+use crate::artifacts::{Figures, Run};
+use std::fmt;
+
+/// A target error rate above this leaves a point out (the daemon's default `max_error_rate`,
+/// `canaryd sweep`'s `EVIDENCE_MAX_ERROR_RATE`).
+pub const EVIDENCE_MAX_ERROR_RATE: f64 = 0.05;
+
+/// Why a point is not evidence for the knee and the Pareto front.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeftOut {
+    /// A signal cut it short (every run's, for a mean): its figures are partial.
+    CutShort,
+    /// The open-file limit held it under its load: the sentence says how.
+    Capped(String),
+    /// Its verdict would be an error (nothing completed, canaryd the bottleneck).
+    Errored(String),
+    /// This share of its requests failed at the target.
+    Errors(f64),
+    /// `sweep.json` left it out, for the reason in its notes.
+    Sweep(String),
+}
+
+impl LeftOut {
+    /// A few words for the table.
+    pub fn short(&self) -> &'static str {
+        match self {
+            LeftOut::CutShort => "cut short",
+            LeftOut::Capped(_) => "capped",
+            LeftOut::Errored(_) => "errored",
+            LeftOut::Errors(_) => "errors over 5 %",
+            LeftOut::Sweep(s) if s.starts_with("capped") => "capped",
+            LeftOut::Sweep(s) if s.contains("failed at the target") => "errors over 5 %",
+            LeftOut::Sweep(s) if s.contains("interrupted") => "cut short",
+            LeftOut::Sweep(_) => "errored",
+        }
+    }
+}
+
+impl fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeftOut::CutShort => f.write_str("a signal cut it short: its figures are partial"),
+            LeftOut::Capped(why) | LeftOut::Errored(why) => f.write_str(why),
+            // Under a heading that says as much.
+            LeftOut::Sweep(why) => f.write_str(
+                why.strip_prefix("left out of the knee and the Pareto front: ")
+                    .unwrap_or(why),
+            ),
+            LeftOut::Errors(rate) => write!(
+                f,
+                "{:.1} % of its requests failed at the target (over {:.0} %), so its figures \
+                 are of the requests that were served",
+                rate * 100.0,
+                EVIDENCE_MAX_ERROR_RATE * 100.0
+            ),
+        }
+    }
+}
+
+/// Why `run` (its figures `f`) is left out, or `None` when it is evidence.
+pub fn of_run(run: &Run, f: &Figures) -> Option<LeftOut> {
+    let summary = run.summary.as_ref();
+    if summary.and_then(|s| s.doc.get("interrupted")?.as_bool()) == Some(true) {
+        return Some(LeftOut::CutShort);
+    }
+    if let Some(why) = summary.and_then(capped) {
+        return Some(LeftOut::Capped(why));
+    }
+    if let Some(why) = errored(f) {
+        return Some(LeftOut::Errored(why));
+    }
+    (f.error_rate > EVIDENCE_MAX_ERROR_RATE).then_some(LeftOut::Errors(f.error_rate))
+}
+
+/// A point that is the mean of its runs (`each`: their labels and reasons; `error_rate`: the
+/// mean's): cut short when every run was, else left out for the first run capped or errored,
+/// else for the mean's errors; as `canaryd sweep` judges a repeated point.
+pub fn of_mean(each: &[(&str, Option<&LeftOut>)], error_rate: f64) -> Option<LeftOut> {
+    if !each.is_empty() && each.iter().all(|(_, w)| *w == Some(&LeftOut::CutShort)) {
+        return Some(LeftOut::CutShort);
+    }
+    for (label, why) in each {
+        match why {
+            Some(LeftOut::Capped(w)) => return Some(LeftOut::Capped(format!("{label}: {w}"))),
+            Some(LeftOut::Errored(w)) => return Some(LeftOut::Errored(format!("{label}: {w}"))),
+            _ => {}
+        }
+    }
+    (error_rate > EVIDENCE_MAX_ERROR_RATE).then_some(LeftOut::Errors(error_rate))
+}
+
+/// The open-file limit held requests for a slot (`in_flight_cap`: its source `open_files`,
+/// requests `waited`).
+fn capped(s: &crate::artifacts::Summary) -> Option<String> {
+    let source = s.text(&["in_flight_cap", "source"])?;
+    let waited = s.number(&["in_flight_cap", "waited"])?;
+    if source != "open_files" || waited <= 0.0 {
+        return None;
+    }
+    let limit = s
+        .number(&["in_flight_cap", "limit"])
+        .map_or(String::new(), |l| format!(" at {l} requests in flight"));
+    Some(format!(
+        "capped by the open-file limit{limit}: {waited} requests waited in canaryd for a slot, \
+         so the server saw a lighter load than the run's"
+    ))
+}
+
+/// What would make the run's verdict an error, as the daemon judges it.
+fn errored(f: &Figures) -> Option<String> {
+    if f.requests == 0 {
+        return Some("no request was sent".into());
+    }
+    let client_share = f.client_errors as f64 / f.requests as f64;
+    if f.client_errors > 0 && (client_share > EVIDENCE_MAX_ERROR_RATE || f.completed == 0) {
+        return Some(format!(
+            "canaryd was the bottleneck: {} of {} requests failed for lack of its own resources",
+            f.client_errors, f.requests
+        ));
+    }
+    (f.completed == 0).then(|| format!("none of its {} requests completed", f.requests))
+}
