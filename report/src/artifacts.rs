@@ -16,7 +16,7 @@ pub use repeats::Repeats;
 pub use sweep_file::SweepFile;
 
 pub use records::{KernelParts, Records, Request, Telemetry, MAX_REQUESTS};
-pub use summary::{utc, Summary};
+pub use summary::{utc, Merged, Summary};
 
 use crate::error::ReportError;
 use canary_core::{Goodput, RequestRecord, Status};
@@ -38,6 +38,9 @@ pub struct Run {
     pub records: Records,
     /// Sentences about what was missing or left out.
     pub notes: Vec<String>,
+    /// A merged run's shards and their alignment (`canaryd merge`): its records' times are
+    /// on the merged time axis, within the alignment's bound.
+    pub merged: Option<Merged>,
 }
 
 /// The latency metrics a report draws, with their aiperf names.
@@ -141,6 +144,10 @@ impl Run {
                 dir.display()
             ));
         }
+        let merged = summary.as_ref().and_then(Summary::merged);
+        if let Some(m) = &merged {
+            place_shards(&mut records, m, &mut notes);
+        }
         if let Some(slos) = summary.as_ref().and_then(Summary::goodput_slos) {
             match slos.parse::<Goodput>() {
                 Ok(goodput) => {
@@ -161,6 +168,7 @@ impl Run {
             summary,
             records,
             notes,
+            merged,
         })
     }
 
@@ -234,6 +242,33 @@ impl Run {
             f.good_fraction = Some(frac(good));
         }
         f
+    }
+}
+
+/// Puts a merged run's records on its merged time axis. `canaryd merge` writes each shard's
+/// records as the shard did, on its own t0, prefixed with its `shard`: read as one clock, the
+/// shards lay over each other, and the run's span and rates were those of its longest shard.
+/// Each record moves by its shard's `t0_offset_ms`; its latencies and lag, each measured on its
+/// own shard's clock, stay as they are. A record of no listed shard stays put, and is noted.
+fn place_shards(records: &mut Records, merged: &Merged, notes: &mut Vec<String>) {
+    let offsets: Vec<Option<f64>> = records.shards.iter().map(|s| merged.offset(s)).collect();
+    let mut unplaced = 0u64;
+    for r in &mut records.requests {
+        match r.shard.and_then(|i| *offsets.get(usize::from(i))?) {
+            Some(o) => {
+                r.scheduled_ms += o;
+                r.sent_ms += o;
+                r.ended_ms += o;
+            }
+            None => unplaced += 1,
+        }
+    }
+    if unplaced > 0 {
+        notes.push(format!(
+            "records.jsonl: {unplaced} records name no shard with a t0 offset in summary.json's \
+             merged.inputs: they are left on their own shard's clock, so their times may lie \
+             over the others'"
+        ));
     }
 }
 

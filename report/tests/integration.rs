@@ -7,3 +7,5 @@
 mod fixtures;
 #[path = "integration/pages.rs"]
 mod pages;
+#[path = "integration/run_page.rs"]
+mod run_page;

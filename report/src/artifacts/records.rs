@@ -49,6 +49,9 @@ pub struct Request {
     pub telemetry: Telemetry,
     /// The kernel's split of its TTFT (eBPF), when traced.
     pub kernel: Option<KernelParts>,
+    /// The shard of a merged run that sent it (`canaryd merge` prefixes each record with
+    /// its `shard`): its index in [`Records::shards`].
+    pub shard: Option<u16>,
 }
 
 /// Telemetry joined to one request (absent: the source was off or had no sample).
@@ -97,6 +100,7 @@ pub struct KernelParts {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Line {
+    shard: Option<String>,
     warmup: bool,
     scheduled_at_ms: Option<f64>,
     sent_at_ms: Option<f64>,
@@ -140,6 +144,8 @@ pub struct Records {
     /// Records past [`MAX_REQUESTS`], read but not kept: the figures drawn are the first
     /// ones'.
     pub left_out: u64,
+    /// The shards the records name (`1/3`), in order of first appearance.
+    pub shards: Vec<String>,
 }
 
 /// Longest line read: a record with every chunk gap of a long answer is well under it.
@@ -187,7 +193,13 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         }
         match serde_json::from_slice::<Line>(&buf) {
             Ok(_) if out.requests.len() >= most => left_out += 1,
-            Ok(l) => out.requests.push(request(l)),
+            Ok(l) => {
+                let shard = l.shard.as_deref().map(|s| shard_index(&mut out.shards, s));
+                out.requests.push(Request {
+                    shard,
+                    ..request(l)
+                })
+            }
             Err(_) if !complete => out.notes.push(format!(
                 "{}:{line_no}: the last line is cut short (the run's process died while \
                  writing it): left out",
@@ -211,6 +223,19 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         ));
     }
     Ok(out)
+}
+
+/// The index of `shard` in `shards`, added when new. A merge has a handful of shards; a
+/// file naming more than `u16` can count is not a merge's, and its later ones share the last.
+fn shard_index(shards: &mut Vec<String>, shard: &str) -> u16 {
+    if let Some(i) = shards.iter().position(|s| s == shard) {
+        return i as u16;
+    }
+    if shards.len() > u16::MAX as usize {
+        return u16::MAX;
+    }
+    shards.push(shard.to_string());
+    (shards.len() - 1) as u16
 }
 
 fn request(l: Line) -> Request {
@@ -257,6 +282,7 @@ fn request(l: Line) -> Request {
             .unwrap_or(0),
         telemetry: l.telemetry.unwrap_or_default(),
         kernel: l.kernel,
+        shard: None,
     }
 }
 

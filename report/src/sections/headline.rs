@@ -48,7 +48,10 @@ pub fn render(run: &Run) -> String {
         ),
         (
             format!("{} s", num(f.duration_s)),
-            "first send to last end".into(),
+            match run.merged {
+                Some(_) => "first send to last end, across shards (below)".into(),
+                None => "first send to last end".into(),
+            },
         ),
     ];
     if f.cancelled > 0 {
@@ -99,8 +102,32 @@ pub fn render(run: &Run) -> String {
         ));
     }
     html.push_str("</div>\n");
+    if let Some(m) = &run.merged {
+        html.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&merged(m))));
+    }
     html.push_str(&latency_table(run));
     html
+}
+
+/// What a merged run's span and rates rest on: its shards placed on one time axis, within the
+/// alignment's bound, as its `summary.json` labels its own.
+fn merged(m: &crate::artifacts::Merged) -> String {
+    let within = match (m.bound_ms, &m.unbounded_because) {
+        (Some(b), _) => format!("within ±{} ms (merged.alignment.bound_ms", num(b)),
+        (None, Some(why)) => format!("with no bound: {why} (merged.alignment"),
+        (None, None) => "with no bound (merged.alignment".to_string(),
+    };
+    let basis = m
+        .basis
+        .as_deref()
+        .map_or(String::new(), |b| format!("; {b}"));
+    format!(
+        "Merged from {} shards (canaryd merge): each shard's records are placed on the merged \
+         time axis by its t0 offset (merged.inputs[].t0_offset_ms). The duration, the rates and \
+         the timelines span the shards on that axis {within}{basis}); each request's latencies \
+         and schedule lag are measured on its own shard's clock, exactly.",
+        m.offsets.len()
+    )
 }
 
 /// A rate with its unit, or "–" for a run that has none.

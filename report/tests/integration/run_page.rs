@@ -1,0 +1,62 @@
+//! What a run's page says of the run: a merged run's time axis, the bounds in its latencies, a summary of a newer canaryd.
+
+use crate::fixtures::{json_file, records, report, text, Load};
+use serde_json::json;
+
+/// A merged run of two shards on one host: shard 1/2 started 3 s after 0/2; each wrote its
+/// records on its own clock, 1 s of requests each.
+fn merged(dir: &std::path::Path, bound: serde_json::Value) {
+    let mut lines = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        for mut r in Load::new(20.0, 10.0).records().into_iter().take(21) {
+            r.as_object_mut()
+                .unwrap()
+                .insert("shard".into(), json!(shard));
+            lines.push(r);
+        }
+    }
+    records(dir, &lines);
+    json_file(
+        &dir.join("summary.json"),
+        &json!({"schema_version": 2, "merged": {
+            "shard_count": 2,
+            "inputs": [
+                {"dir": "s0", "shard": "0/2", "records": 21, "t0_offset_ms": 0.0,
+                 "offset_basis": "monotonic"},
+                {"dir": "s1", "shard": "1/2", "records": 21, "t0_offset_ms": 3000.0,
+                 "offset_basis": "wall_clock"}],
+            "alignment": bound}}),
+    );
+}
+
+// `canaryd merge` writes each shard's records on its own t0; the report read them as one
+// clock: the shards overlaid, 42 requests over 1.01 s (41.6 req/s) where the merged run
+// spans 4.01 s, under a note calling them exact.
+#[test]
+fn a_merged_runs_records_are_placed_on_the_merged_axis_within_its_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("merged");
+    merged(
+        &m,
+        json!({"bound_ms": 2.5, "start_spread_ms": 3000.0, "basis": "wall clocks of 2 hosts"}),
+    );
+    let (html, _) = report(&[&m]);
+    let page = text(&html);
+    // 42 requests from 0 to 4020 ms: 4.02 s.
+    assert!(page.contains("4.02 s first send to last end"), "{page}");
+    assert!(page.contains("10.4 req/s"), "{page}");
+    assert!(page.contains("Merged from 2 shards"), "{page}");
+    assert!(page.contains("within ±2.50 ms"), "{page}");
+    // No bound: said so.
+    merged(
+        &m,
+        json!({"bound_ms": null, "unbounded_because": "shard 1/2's wall clock is not synchronized",
+               "basis": "wall clocks of 2 hosts"}),
+    );
+    let page = text(&report(&[&m]).0);
+    assert!(page.contains("4.02 s first send to last end"), "{page}");
+    assert!(
+        page.contains("with no bound: shard 1/2's wall clock is not synchronized"),
+        "{page}"
+    );
+}
