@@ -15,7 +15,7 @@ pub use folders::{load, Loaded};
 pub use repeats::Repeats;
 pub use sweep_file::SweepFile;
 
-pub use records::{KernelParts, Records, Request, Telemetry, MAX_REQUESTS};
+pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS};
 pub use summary::{utc, Merged, Summary};
 
 use crate::error::ReportError;
@@ -82,6 +82,16 @@ impl Metric {
             Metric::Ttft => "ttft",
             Metric::Itl => "itl",
             Metric::E2e => "e2e",
+        }
+    }
+
+    /// Where one request's time of this metric comes from, when its record says (`rx`): ITL's
+    /// gaps between token times, each exact or a bound, are neither.
+    pub fn rx(self, r: &Request) -> Option<RxKind> {
+        match self {
+            Metric::Ttft => r.ttft_rx,
+            Metric::Itl => None,
+            Metric::E2e => r.e2e_rx,
         }
     }
 
@@ -179,11 +189,14 @@ impl Run {
 
     /// `metric` of every completed measured request, finite values only, unsorted.
     pub fn values(&self, metric: Metric) -> Vec<f64> {
+        self.valued(metric).filter_map(|r| metric.of(r)).collect()
+    }
+
+    /// The completed measured requests with a finite `metric`: those [`Run::values`] are of.
+    pub fn valued(&self, metric: Metric) -> impl Iterator<Item = &Request> {
         self.measured()
             .filter(|r| r.ok)
-            .filter_map(|r| metric.of(r))
-            .filter(|v| v.is_finite())
-            .collect()
+            .filter(move |r| metric.of(r).is_some_and(f64::is_finite))
     }
 
     /// The run's id from its summary, else its folder's name.

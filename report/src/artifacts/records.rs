@@ -49,9 +49,43 @@ pub struct Request {
     pub telemetry: Telemetry,
     /// The kernel's split of its TTFT (eBPF), when traced.
     pub kernel: Option<KernelParts>,
+    /// Where its first token's time comes from (`rx.first_token`), when the record says.
+    pub ttft_rx: Option<RxKind>,
+    /// Where its end's time comes from (`rx.end`), when the record says.
+    pub e2e_rx: Option<RxKind>,
     /// The shard of a merged run that sent it (`canaryd merge` prefixes each record with
     /// its `shard`): its index in [`Records::shards`].
     pub shard: Option<u16>,
+}
+
+/// Where a response event's time comes from (a record's `rx`): the kernel's receive stamp of
+/// the segment that completed it (exact), a later segment's when the read also carried later
+/// bytes (an upper bound), or canaryd's read with no stamp (an upper bound too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxKind {
+    /// Exact.
+    Kernel,
+    /// An upper bound: the stamp is of the read's last segment.
+    KernelBound,
+    /// An upper bound: canaryd's read.
+    Userspace,
+}
+
+impl RxKind {
+    /// Its name in records and in `summary.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxKind::Kernel => "kernel",
+            RxKind::KernelBound => "kernel_bound",
+            RxKind::Userspace => "userspace",
+        }
+    }
+
+    /// The time is only an upper bound.
+    pub fn is_bound(self) -> bool {
+        self != RxKind::Kernel
+    }
 }
 
 /// Telemetry joined to one request (absent: the source was off or had no sample).
@@ -120,6 +154,25 @@ struct Line {
     usage: Option<UsageLine>,
     telemetry: Option<Telemetry>,
     kernel: Option<KernelParts>,
+    #[serde(deserialize_with = "rx")]
+    rx: RxLine,
+}
+
+/// A record's `rx`, as far as a report reads it: what it cannot read (another version's
+/// shape, a kind it does not know) is absent, not an error, as an unknown field is.
+#[derive(Default)]
+struct RxLine {
+    first_token: Option<RxKind>,
+    end: Option<RxKind>,
+}
+
+fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    let kind = |key: &str| RxKind::deserialize(v.get(key)?).ok();
+    Ok(RxLine {
+        first_token: kind("first_token"),
+        end: kind("end"),
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -282,6 +335,8 @@ fn request(l: Line) -> Request {
             .unwrap_or(0),
         telemetry: l.telemetry.unwrap_or_default(),
         kernel: l.kernel,
+        ttft_rx: l.rx.first_token,
+        e2e_rx: l.rx.end,
         shard: None,
     }
 }

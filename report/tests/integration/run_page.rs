@@ -60,3 +60,53 @@ fn a_merged_runs_records_are_placed_on_the_merged_axis_within_its_bound() {
         "{page}"
     );
 }
+
+// The headline called TTFT exact when most first tokens were only upper bounds (kernel_bound:
+// the read also carried later bytes).
+#[test]
+fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let recs: Vec<_> = Load::new(20.0, 10.0)
+        .records()
+        .into_iter()
+        .take(8)
+        .enumerate()
+        .map(|(i, mut r)| {
+            let kind = match i {
+                0 => "kernel",
+                1 => "userspace",
+                _ => "kernel_bound",
+            };
+            let end = if i == 7 { "kernel_bound" } else { "kernel" };
+            r.as_object_mut()
+                .unwrap()
+                .insert("rx".into(), json!({"first_token": kind, "end": end}));
+            r
+        })
+        .collect();
+    records(&dir, &recs);
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("TTFT: 7 of 8 are upper bounds (6 kernel_bound, 1 userspace)"),
+        "{page}"
+    );
+    assert!(page.contains("TTFT (upper bound) 8"), "{page}");
+    assert!(
+        page.contains("e2e: 1 of 8 are upper bounds (1 kernel_bound)"),
+        "{page}"
+    );
+    assert!(!page.contains("Exact: from every completed"), "{page}");
+    // All exact: the figure is exact and said so.
+    let recs: Vec<_> = recs
+        .into_iter()
+        .map(|mut r| {
+            r["rx"] = json!({"first_token": "kernel", "end": "kernel"});
+            r
+        })
+        .collect();
+    records(&dir, &recs);
+    let page = text(&report(&[&dir]).0);
+    assert!(!page.contains("upper bound"), "{page}");
+    assert!(page.contains("Exact: from every completed"), "{page}");
+}
