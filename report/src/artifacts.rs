@@ -154,6 +154,7 @@ impl Run {
                 dir.display()
             ));
         }
+        notes.extend(summary.as_ref().and_then(|s| s.newer_schema(dir)));
         let merged = summary.as_ref().and_then(Summary::merged);
         if let Some(m) = &merged {
             place_shards(&mut records, m, &mut notes);

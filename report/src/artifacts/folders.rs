@@ -88,6 +88,7 @@ fn experiment(path: &Path, repeats: Repeats) -> Result<Loaded, ReportError> {
             ));
         }
     }
+    loaded.notes.extend(repeats.summary.newer_schema(path));
     loaded.experiment = Some(repeats);
     Ok(loaded)
 }

@@ -77,6 +77,27 @@ impl Summary {
         self.section("diagnosis").map(super::Diagnosis::from_value)
     }
 
+    /// A sentence when the file's `schema_version` is newer than this canaryd writes (or is
+    /// no version at all): keys change meaning between versions, so a newer canaryd's file may
+    /// be misread. Read all the same, tolerantly, as `canaryd merge` would not; `path` names it.
+    pub fn newer_schema(&self, path: &Path) -> Option<String> {
+        let v = self.doc.get("schema_version")?;
+        let known = canary_core::SUMMARY_SCHEMA_VERSION;
+        match v.as_u64() {
+            Some(n) if n <= u64::from(known) => None,
+            Some(n) => Some(format!(
+                "{}: summary.json has schema_version {n}, newer than this canaryd reads \
+                 ({known}): a newer version's fields may be misread here",
+                path.display()
+            )),
+            None => Some(format!(
+                "{}: summary.json's schema_version is {v}, not a version this canaryd knows \
+                 (it reads {known}): its fields may be misread here",
+                path.display()
+            )),
+        }
+    }
+
     /// Wall-clock start of the run, ns since the Unix epoch.
     pub fn started_unix_ns(&self) -> Option<u64> {
         self.at(&["started_unix_ns"])?.as_u64()

@@ -81,6 +81,10 @@ pub fn render(run: &Run) -> String {
         ));
     }
     let mut html = String::new();
+    if let Some(newer) = run.summary.as_ref().and_then(|s| s.newer_schema(&run.dir)) {
+        // Said first too (the notes are at the page's end): anything below may be misread.
+        html.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&newer)));
+    }
     let left_out = run.records.left_out;
     if left_out > 0 {
         // Said first: every figure below is of the run's start, not of the run.

@@ -1,6 +1,6 @@
 //! What a run's page says of the run: a merged run's time axis, the bounds in its latencies, a summary of a newer canaryd.
 
-use crate::fixtures::{json_file, records, report, text, Load};
+use crate::fixtures::{json_file, records, report, run, text, Load};
 use serde_json::json;
 
 /// A merged run of two shards on one host: shard 1/2 started 3 s after 0/2; each wrote its
@@ -109,4 +109,39 @@ fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
     let page = text(&report(&[&dir]).0);
     assert!(!page.contains("upper bound"), "{page}");
     assert!(page.contains("Exact: from every completed"), "{page}");
+}
+
+// A summary.json of a newer canaryd (schema_version 99) was read without a word; merge
+// refuses it.
+#[test]
+fn a_newer_summary_schema_is_noted_not_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(json!({"schema_version": 99, "run": {"run_id": "r"}})),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("summary.json has schema_version 99, newer than this canaryd reads (2)"),
+        "{page}"
+    );
+    let dir = run(
+        &tmp.path().join("ok"),
+        &Load::new(20.0, 10.0),
+        Some(json!({"schema_version": 2, "run": {"run_id": "r"}})),
+    );
+    assert!(!text(&report(&[&dir]).0).contains("schema_version 2,"));
+    // An experiment's own summary.json too.
+    let exp = tmp.path().join("exp");
+    run(&exp.join("run-1"), &Load::new(20.0, 10.0), None);
+    json_file(
+        &exp.join("summary.json"),
+        &json!({"schema_version": 99, "repeats": {"per_run": [{"dir": "run-1"}]}}),
+    );
+    let page = text(&report(&[&exp]).0);
+    assert!(
+        page.contains("exp: summary.json has schema_version 99, newer than this canaryd reads"),
+        "{page}"
+    );
 }
