@@ -21,6 +21,7 @@ use canary_core::series::{LoadStep, TokenRates};
 
 pub use canary_core::series::{KNEE_GAIN, KNEE_RISE};
 pub use evidence::LeftOut;
+use evidence::{whys, LEFT_OUT_LAYER};
 
 /// One run's point in the series.
 #[derive(Debug, Clone, PartialEq)]
@@ -400,125 +401,5 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
     Ok(html)
 }
 
-/// The name of the layer that crosses out the points left out of the knee and the front.
-const LEFT_OUT_LAYER: &str = "left out of knee and front";
-
-/// Where the knee and the front come from, each point left out of them and why, and the
-/// sweep's notes.
-fn whys(points: &[Point], sweep: Option<&SweepFile>) -> String {
-    let mut html = String::from("<p class=\"note\">");
-    html.push_str(match sweep {
-        Some(_) => {
-            "The knee, the Pareto front and the points left out of them are sweep.json's: the \
-             sweep's verdict, as its table and canaryd compare give it."
-        }
-        None => {
-            "No sweep.json: the knee and the front are found here as canaryd sweep finds \
-             them, leaving out what it would (a run cut short by a signal, capped by the \
-             open-file limit, errored, or with over 5 % of its requests failing at the \
-             target)."
-        }
-    });
-    html.push_str("</p>\n");
-    let left: Vec<String> = points
-        .iter()
-        .filter_map(|p| Some(format!("{}: {}", p.label, p.left_out.as_ref()?)))
-        .collect();
-    if !left.is_empty() {
-        html.push_str("<h3>Left out of the knee and the Pareto front</h3>\n<ul>");
-        for l in &left {
-            html.push_str(&format!("<li>{}</li>", esc(l)));
-        }
-        html.push_str("</ul>\n");
-    }
-    // The sweep's notes, and each point's that does not only say why it is left out.
-    let mut notes: Vec<String> = sweep.map(|s| s.notes.clone()).unwrap_or_default();
-    for p in points {
-        let said = match &p.left_out {
-            Some(LeftOut::Sweep(why)) => Some(why.as_str()),
-            _ => None,
-        };
-        for n in &p.notes {
-            if said != Some(n.as_str()) {
-                notes.push(format!("{}: {n}", p.label));
-            }
-        }
-    }
-    if !notes.is_empty() {
-        html.push_str("<h3>Notes (sweep.json)</h3>\n<ul>");
-        for n in &notes {
-            html.push_str(&format!("<li>{}</li>", esc(n)));
-        }
-        html.push_str("</ul>\n");
-    }
-    html
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
-        Point {
-            label: format!("{throughput}"),
-            throughput,
-            tokens_per_s: throughput * 10.0,
-            tokens_per_user: per_user,
-            ttft_p50: ttft_p99 / 2.0,
-            ttft_p99,
-            e2e_p99: ttft_p99 * 4.0,
-            error_rate: 0.0,
-            gpus: None,
-            left_out: None,
-            notes: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn the_knee_is_the_last_run_that_still_scaled() {
-        // Linear, then a plateau with latency climbing.
-        let s = [
-            p(10.0, 50.0, 90.0),
-            p(20.0, 52.0, 80.0),
-            p(40.0, 60.0, 70.0),
-            p(42.0, 200.0, 30.0),
-            p(43.0, 900.0, 10.0),
-        ];
-        assert_eq!(knee(&s), Some(2));
-        // Still scaling: no knee.
-        assert_eq!(knee(&s[..3]), None);
-        // Latency up but throughput still growing: not a knee.
-        assert_eq!(knee(&[p(10.0, 50.0, 1.0), p(20.0, 100.0, 1.0)]), None);
-        // The plateau's first run cut short by a signal: its partial figures are not the
-        // knee's evidence (as sweep.json leaves such a point out), nor on the front.
-        let mut cut = s[..4].to_vec();
-        cut[3].left_out = Some(LeftOut::CutShort);
-        assert_eq!(knee(&cut), None);
-        assert!(!pareto(&cut).contains(&3));
-    }
-
-    #[test]
-    fn the_pareto_front_drops_dominated_runs() {
-        let s = [
-            p(10.0, 50.0, 90.0),
-            p(20.0, 52.0, 80.0),
-            p(15.0, 60.0, 70.0),
-            p(40.0, 60.0, 70.0),
-        ];
-        // Run 2 (150 tok/s, 70 per user) is dominated by run 1 (200, 80) and run 3 (400, 70).
-        assert_eq!(pareto(&s), vec![0, 1, 3]);
-        // On 1 and 4 GPUs: run 3's 400 tok/s are 100 per GPU, under run 1's 200 on one GPU.
-        let mut gpus = s.to_vec();
-        for (p, n) in gpus.iter_mut().zip([1, 1, 1, 4]) {
-            p.gpus = Some(n);
-        }
-        assert_eq!(pareto(&gpus), vec![0, 1]);
-        // Drawn where the front was found: per GPU.
-        let (per_gpu, at) = front_axes(&gpus);
-        assert!(per_gpu);
-        assert_eq!((at[1].1, at[3].1), (200.0, 100.0));
-        let (per_gpu, at) = front_axes(&s);
-        assert!(!per_gpu);
-        assert_eq!(at[3].1, 400.0);
-    }
-}
+mod tests;

@@ -5,7 +5,9 @@
 //! the target. Their figures are partial, of a lighter load than the run's, or of the few
 //! requests that were served; a dead server's run made a knee of the step before it.
 
-use crate::artifacts::{Figures, Run};
+use super::Point;
+use crate::artifacts::{Figures, Run, SweepFile};
+use crate::html::esc;
 use std::fmt;
 
 /// A target error rate above this leaves a point out (the daemon's default `max_error_rate`,
@@ -126,4 +128,87 @@ fn errored(f: &Figures) -> Option<String> {
         ));
     }
     (f.completed == 0).then(|| format!("none of its {} requests completed", f.requests))
+}
+
+/// The name of the layer that crosses out the points left out of the knee and the front.
+pub const LEFT_OUT_LAYER: &str = "left out of knee and front";
+
+/// Where the knee and the front come from, each point left out of them and why, and the
+/// sweep's notes.
+pub fn whys(points: &[Point], sweep: Option<&SweepFile>) -> String {
+    let mut html = String::from("<p class=\"note\">");
+    html.push_str(match sweep {
+        Some(_) => {
+            "The knee, the Pareto front and the points left out of them are sweep.json's: the \
+             sweep's verdict, as its table and canaryd compare give it."
+        }
+        None => {
+            "No sweep.json: the knee and the front are found here as canaryd sweep finds \
+             them, leaving out what it would (a run cut short by a signal, capped by the \
+             open-file limit, errored, or with over 5 % of its requests failing at the \
+             target)."
+        }
+    });
+    html.push_str("</p>\n");
+    let left: Vec<String> = points
+        .iter()
+        .filter_map(|p| Some(format!("{}: {}", p.label, p.left_out.as_ref()?)))
+        .collect();
+    if !left.is_empty() {
+        html.push_str("<h3>Left out of the knee and the Pareto front</h3>\n<ul>");
+        for l in &left {
+            html.push_str(&format!("<li>{}</li>", esc(l)));
+        }
+        html.push_str("</ul>\n");
+    }
+    // The sweep's notes, and each point's that does not only say why it is left out.
+    let mut notes: Vec<String> = sweep.map(|s| s.notes.clone()).unwrap_or_default();
+    for p in points {
+        let said = match &p.left_out {
+            Some(LeftOut::Sweep(why)) => Some(why.as_str()),
+            _ => None,
+        };
+        for n in &p.notes {
+            if said != Some(n.as_str()) {
+                notes.push(format!("{}: {n}", p.label));
+            }
+        }
+    }
+    if !notes.is_empty() {
+        html.push_str("<h3>Notes (sweep.json)</h3>\n<ul>");
+        for n in &notes {
+            html.push_str(&format!("<li>{}</li>", esc(n)));
+        }
+        html.push_str("</ul>\n");
+    }
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A repeated point is judged as `canaryd sweep` judges one: cut short only when every run
+    // was; left out for any run capped or errored; else for the mean's errors.
+    #[test]
+    fn a_mean_is_left_out_as_the_sweep_leaves_out_a_repeated_point() {
+        let cut = LeftOut::CutShort;
+        let capped = LeftOut::Capped("capped by the open-file limit".into());
+        assert_eq!(
+            of_mean(&[("r1", Some(&cut)), ("r2", Some(&cut))], 0.0),
+            Some(LeftOut::CutShort)
+        );
+        assert_eq!(of_mean(&[("r1", Some(&cut)), ("r2", None)], 0.01), None);
+        assert_eq!(
+            of_mean(&[("r1", None), ("r2", Some(&capped))], 0.0),
+            Some(LeftOut::Capped("r2: capped by the open-file limit".into()))
+        );
+        // One run's 8 % errors in a mean of 4 %: the mean is the point's figure.
+        let errors = LeftOut::Errors(0.08);
+        assert_eq!(of_mean(&[("r1", None), ("r2", Some(&errors))], 0.04), None);
+        assert_eq!(
+            of_mean(&[("r1", None), ("r2", None)], 0.06),
+            Some(LeftOut::Errors(0.06))
+        );
+    }
 }
