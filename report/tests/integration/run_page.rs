@@ -123,15 +123,32 @@ fn a_newer_summary_schema_is_noted_not_refused() {
     );
     let page = text(&report(&[&dir]).0);
     assert!(
-        page.contains("summary.json has schema_version 99, newer than this canaryd reads (2)"),
+        page.contains(&format!(
+            "summary.json has schema_version 99, newer than this canaryd reads ({})",
+            canary_core::SUMMARY_SCHEMA_VERSION
+        )),
         "{page}"
     );
     let dir = run(
         &tmp.path().join("ok"),
         &Load::new(20.0, 10.0),
-        Some(json!({"schema_version": 2, "run": {"run_id": "r"}})),
+        Some(
+            json!({"schema_version": canary_core::SUMMARY_SCHEMA_VERSION,
+                    "run": {"run_id": "r"}}),
+        ),
     );
-    assert!(!text(&report(&[&dir]).0).contains("schema_version 2,"));
+    assert!(!text(&report(&[&dir]).0).contains("newer than this canaryd"));
+    // An older version's file is read as before, without a word.
+    let dir = run(
+        &tmp.path().join("old"),
+        &Load::new(20.0, 10.0),
+        Some(json!({"schema_version": 1, "run": {"run_id": "r"}})),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        !page.contains("newer than this canaryd") && !page.contains("may be misread"),
+        "{page}"
+    );
     // An experiment's own summary.json too.
     let exp = tmp.path().join("exp");
     run(&exp.join("run-1"), &Load::new(20.0, 10.0), None);
