@@ -85,8 +85,11 @@ pub struct MetricShift {
     pub baseline_median: f64,
     /// Median of the current values.
     pub median: f64,
-    /// `median / baseline_median − 1`.
-    pub shift_ratio: f64,
+    /// `median / baseline_median − 1`; `None` (JSON `null`) when the reference median is 0 and
+    /// the current one is not: a change from zero has no relative size, and the rule's
+    /// relative floor counts it as passed (as if infinite), leaving the absolute floor and the
+    /// tests to decide.
+    pub shift_ratio: Option<f64>,
     /// The shift in units of the reference runs' median spread (scaled MAD).
     pub shift_in_mads: f64,
     /// Mann-Whitney U two-sided p-value.
@@ -115,14 +118,18 @@ pub fn shift(current: &[f64], per_run: &[&[f64]], rules: &ShiftRules) -> Option<
     let shift = cur_median - base_median;
     let (u, p) = mann_whitney(current, &pooled);
     let rank_biserial = 2.0 * u / (current.len() as f64 * pooled.len() as f64) - 1.0;
+    // From a zero median any move is an unbounded relative change: the relative floor cannot
+    // hold it back (a 0 ms → 8 ms ITL median is not "0 %"), the absolute floor still can.
     let shift_ratio = if base_median != 0.0 {
-        shift / base_median
+        Some(shift / base_median)
+    } else if shift == 0.0 {
+        Some(0.0)
     } else {
-        0.0
+        None
     };
     let beyond_noise = p < rules.alpha
         && shift.abs() > rules.k_mad * mad
-        && shift_ratio.abs() >= rules.min_shift
+        && shift_ratio.is_none_or(|r| r.abs() >= rules.min_shift)
         && shift.abs() >= rules.min_shift_ms;
     let trend = match (beyond_noise, shift > 0.0) {
         (true, true) => Trend::Regressed,
@@ -268,7 +275,7 @@ mod tests {
         let slower: Vec<f64> = base.iter().map(|v| v * 1.3).collect();
         let s = shift(&slower, &[&base], &ShiftRules::default()).unwrap();
         assert_eq!(s.trend, Trend::Regressed, "{s:?}");
-        assert!((s.shift_ratio - 0.3).abs() < 0.01, "{s:?}");
+        assert!((s.shift_ratio.unwrap() - 0.3).abs() < 0.01, "{s:?}");
         // 2 % slower: significant by rank, but under min_shift.
         let nudged: Vec<f64> = base.iter().map(|v| v * 1.02).collect();
         let s = shift(&nudged, &[&base], &ShiftRules::default()).unwrap();
@@ -276,5 +283,27 @@ mod tests {
         assert_eq!(s.trend, Trend::Steady, "{s:?}");
         assert!(shift(&[], &[&base], &ShiftRules::default()).is_none());
         assert!(shift(&base, &[&[]], &ShiftRules::default()).is_none());
+    }
+
+    /// A zero reference median (ITL of one-token answers, all 0 ms) moving to 8 ms is a real
+    /// change: the relative floor must not read it as a 0 % shift.
+    #[test]
+    fn a_shift_from_a_zero_median_passes_the_relative_floor() {
+        let zero = vec![0.0; 400];
+        let eight: Vec<f64> = (0..400).map(|i| 8.0 + f64::from(i % 10) / 10.0).collect();
+        let s = shift(&eight, &[&zero], &ShiftRules::default()).unwrap();
+        assert_eq!(s.shift_ratio, None, "{s:?}");
+        assert_eq!(s.trend, Trend::Regressed, "{s:?}");
+        // … and still stops at the absolute floor: 0 → 0.5 ms is under 1 ms.
+        let half = vec![0.5; 400];
+        let s = shift(&half, &[&zero], &ShiftRules::default()).unwrap();
+        assert_eq!(s.trend, Trend::Steady, "{s:?}");
+        // 0 → 0 is no change at all, of size 0.
+        let s = shift(&zero, &[&zero], &ShiftRules::default()).unwrap();
+        assert_eq!((s.shift_ratio, s.trend), (Some(0.0), Trend::Steady));
+        // The stored comparison reads back (an infinite ratio would write JSON null as f64).
+        let s = shift(&eight, &[&zero], &ShiftRules::default()).unwrap();
+        let back: MetricShift = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!((back.shift_ratio, back.trend), (None, Trend::Regressed));
     }
 }

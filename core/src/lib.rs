@@ -51,6 +51,7 @@ mod telemetry;
 mod timeline;
 mod timeslice;
 mod trace;
+mod trend;
 
 pub use by_url::{ByUrl, UrlSummary};
 pub use clock::{
@@ -99,3 +100,4 @@ pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};
 pub use trace::{
     HashIds, HashIdsIter, RowRef, RowsError, TracePrompt, TraceRequest, TraceRows, TraceRowsIter,
 };
+pub use trend::TtftTrend;

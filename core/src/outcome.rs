@@ -11,7 +11,11 @@ use serde::Serialize;
 
 /// The version of `summary.json`'s schema (`core/summary.schema.json`), written as its
 /// `schema_version`. Raised when a key changes meaning or goes away; added keys keep it.
-pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
+///
+/// 3: `error_rate` and `goodput.good_request_fraction` are null when no request was judged
+/// (every one cancelled on purpose or failed by canaryd itself), where 2 wrote 0; `unsent`,
+/// null when nobody can know it, became nullable under 2 without a raise.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 3;
 
 /// What a run produced.
 #[derive(Debug, Clone, Serialize)]

@@ -45,6 +45,7 @@ pub struct Aggregator {
     rx: RxSummary,
     timeline: ClientTimeline,
     timeslices: Option<crate::Timeslices>,
+    ttft_trend: crate::trend::TrendSums,
 }
 
 /// Metric names (aiperf's where they exist) and their units.
@@ -168,6 +169,9 @@ impl Aggregator {
             self.good += 1;
         }
         self.record("time_to_first_token", r.ttft_ms);
+        if let Some(ttft) = r.ttft_ms {
+            self.ttft_trend.add(r.sent_at_ms, ttft);
+        }
         self.record("time_to_second_token", r.ttst_ms);
         self.record("time_to_first_output_token", r.ttfo_ms);
         self.record("inter_token_latency", r.itl_ms);
@@ -294,6 +298,7 @@ impl Aggregator {
             warmup_requests: self.warmup,
             duration_s,
             sends: self.sends(),
+            ttft_trend: self.ttft_trend.trend(),
             rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
@@ -371,12 +376,11 @@ pub fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
     }
 }
 
-fn fraction(n: u64, d: u64) -> f64 {
-    if d == 0 {
-        0.0
-    } else {
-        n as f64 / d as f64
-    }
+/// `n / d`, or `None` when there is nothing to divide by: a share of no requests (every one
+/// cancelled on purpose, or canaryd's own failure) is no share, and a 0 there read as an exact
+/// "no errors" or "none good".
+fn fraction(n: u64, d: u64) -> Option<f64> {
+    (d > 0).then(|| n as f64 / d as f64)
 }
 
 /// The figures of one run, as written to `summary.json`.
@@ -398,8 +402,9 @@ pub struct RunSummary {
     #[serde(default)]
     pub client_errors: u64,
     /// The target's errors over the requests it was sent and not cancelled:
-    /// `(errors - client_errors) / (requests - client_errors - cancelled)`.
-    pub error_rate: f64,
+    /// `(errors - client_errors) / (requests - client_errors - cancelled)`; `None` (JSON
+    /// `null`) when that denominator is 0: no request was judged, so there is no rate.
+    pub error_rate: Option<f64>,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
     /// The most frequent causes of the errors (kind and message), most frequent first; at
@@ -414,6 +419,11 @@ pub struct RunSummary {
     /// requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sends: Option<SendSpans>,
+    /// TTFT's least-squares growth per second of sending over the measured completed
+    /// requests (an estimate): a queue that grows through the run shows here first. Absent
+    /// under 10 such requests or a send span under 100 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_trend: Option<crate::TtftTrend>,
     /// Why the run has no rates (`request_throughput`, `output_token_throughput`, goodput):
     /// fewer than 2 measured requests, or a span under 100 ms. `None` when it has them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -527,8 +537,9 @@ pub struct GoodputSummary {
     pub slos: String,
     /// Requests that completed and met every SLO.
     pub good_requests: u64,
-    /// `good_requests / (requests - client_errors - cancelled)`.
-    pub good_request_fraction: f64,
+    /// `good_requests / (requests - client_errors - cancelled)`; `None` (JSON `null`) when
+    /// that denominator is 0: no request was judged, so there is no share.
+    pub good_request_fraction: Option<f64>,
     /// Good requests per second; `None` when the run has no rates (see
     /// [`RunSummary::rate_unavailable`]).
     pub goodput: Option<f64>,
@@ -665,7 +676,7 @@ mod tests {
         assert_eq!(s.metrics["schedule_lag"].count, 3);
         let g = s.goodput.unwrap();
         assert_eq!(g.good_requests, 1);
-        assert!((g.good_request_fraction - 1.0 / 3.0).abs() < 1e-12);
+        assert!((g.good_request_fraction.unwrap() - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(g.misses_by_metric["time_to_first_token"], 2);
         let a = &s.token_agreement;
         assert_eq!(
@@ -798,8 +809,8 @@ mod tests {
         assert_eq!((s.requests, s.errors, s.client_errors), (4, 3, 2));
         assert_eq!(s.errors_by_kind["client_resources"], 2);
         // One timeout over the two requests the target was sent.
-        assert_eq!(s.error_rate, 0.5);
-        assert_eq!(s.goodput.unwrap().good_request_fraction, 0.5);
+        assert_eq!(s.error_rate, Some(0.5));
+        assert_eq!(s.goodput.unwrap().good_request_fraction, Some(0.5));
     }
 
     #[test]
@@ -848,9 +859,9 @@ mod tests {
         );
         assert_eq!(agg.errors(), 1);
         // One timeout over the two requests that were not cancelled.
-        assert_eq!(s.error_rate, 0.5);
+        assert_eq!(s.error_rate, Some(0.5));
         let g = s.goodput.as_ref().unwrap();
-        assert_eq!(g.good_request_fraction, 0.5);
+        assert_eq!(g.good_request_fraction, Some(0.5));
         assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
         assert_eq!(s.metrics["time_to_first_token"].count, 1);
         assert!(!s.metrics.contains_key("inter_chunk_latency"));
@@ -860,6 +871,42 @@ mod tests {
         assert_eq!(json["cancelled"], 1);
         let rec = serde_json::to_value(&cut).unwrap();
         assert_eq!(rec["status"], "cancelled");
+    }
+
+    // A share of no requests is no share: every request cancelled on purpose (or failed by
+    // canaryd itself) wrote `"error_rate": 0`, an exact "no errors", and a good fraction of 0.
+    #[test]
+    fn shares_of_no_judged_request_are_null_not_zero() {
+        let mut agg = Aggregator::new("time_to_first_token:50".parse().unwrap());
+        for id in 0..2 {
+            let mut cut = ok(id, 0.0, 900.0, 1000.0, 3);
+            cut.status = Status::Cancelled;
+            agg.add(&cut, &ChunkGaps::new());
+        }
+        let mut own = ok(2, 0.0, 1.0, 1.0, 2);
+        own.status = Status::Error;
+        own.error = Some(RequestError {
+            kind: ErrorKind::ClientResources,
+            http_status: None,
+            message: String::new(),
+        });
+        agg.add(&own, &ChunkGaps::new());
+        let s = agg.summary();
+        assert_eq!((s.requests, s.cancelled, s.client_errors), (3, 2, 1));
+        assert_eq!(s.error_rate, None);
+        assert_eq!(s.goodput.as_ref().unwrap().good_request_fraction, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["error_rate"].is_null(), "{json}");
+        assert!(json["goodput"]["good_request_fraction"].is_null(), "{json}");
+        // Read back, and so is a summary.json of schema 2 that wrote a number.
+        let back: RunSummary = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, s);
+        let mut v2 = json;
+        v2["error_rate"] = serde_json::json!(0.0);
+        v2["goodput"]["good_request_fraction"] = serde_json::json!(0.0);
+        let old: RunSummary = serde_json::from_value(v2).unwrap();
+        assert_eq!(old.error_rate, Some(0.0));
+        assert_eq!(old.goodput.unwrap().good_request_fraction, Some(0.0));
     }
 
     // Issue 16: TTFT on the kernel's receive clock, canaryd's own delay reported beside it.

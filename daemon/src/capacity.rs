@@ -58,6 +58,52 @@ fn sent_short(sends: canary_core::SendSpans) -> Option<String> {
     })
 }
 
+/// A probe's server may take requests in at this share of the rate sent at least (estimated
+/// from TTFT's growth through the probe, [`canary_core::TtftTrend::served_share`]) for the
+/// rate to count as served: under it, its queue grew through the probe, and a longer probe at
+/// that rate would miss the SLO however well a short one met it.
+pub const MIN_SERVED_SHARE: f64 = 0.97;
+
+/// ... and TTFT must have risen by more than this over the probe before that counts: jitter
+/// of a few requests in a short probe is not a queue.
+pub const QUEUE_SLACK_MS: f64 = 50.0;
+
+/// Why the server did not keep up with the rate `outcome`'s run sent at, or `None` when it
+/// did (or too few requests completed to tell). Under even arrivals a server that serves C of
+/// R requests per second queues the rest, and each request's TTFT is longer than the last's
+/// by R/C − 1 seconds per second: a two-second probe at 5 % over capacity ends with under
+/// 100 ms of queue and can meet a TTFT SLO of 100 ms on most requests, passing a rate the
+/// server cannot sustain.
+pub fn not_served(outcome: &canary_core::RunOutcome) -> Option<String> {
+    queue_grew(outcome.summary.ttft_trend?)
+}
+
+/// Why TTFT's trend `t` says the server's queue grew, or `None` when it did not.
+fn queue_grew(t: canary_core::TtftTrend) -> Option<String> {
+    let share = t.served_share();
+    (share < MIN_SERVED_SHARE && t.growth_ms() > QUEUE_SLACK_MS).then(|| {
+        format!(
+            "the server did not keep up: TTFT rose {:.0} ms per second of sending ({:.0} ms \
+             over {:.2} s, a least-squares estimate over {} requests), so it took requests in \
+             at about {:.0}% of the rate sent (under {:.0}%) and its queue grew; a longer probe \
+             would wait longer",
+            t.slope_ms_per_s,
+            t.growth_ms(),
+            t.span_s,
+            t.requests,
+            100.0 * share,
+            100.0 * MIN_SERVED_SHARE
+        )
+    })
+}
+
+/// Why a probe at a rate does not bound the capacity from below whatever its SLO verdict:
+/// the client did not offer the rate ([`not_offered`]), or the server did not keep up with
+/// it ([`not_served`]).
+pub fn rate_not_held(outcome: &canary_core::RunOutcome) -> Option<String> {
+    not_offered(outcome).or_else(|| not_served(outcome))
+}
+
 /// How far a search may go.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SearchBounds {
@@ -317,6 +363,27 @@ mod tests {
         assert_eq!(sent_short(spans(0.2, 0.24)), None);
         // 20 % late by 200 ms: not offered.
         assert!(sent_short(spans(1.0, 1.2)).is_some());
+    }
+
+    // TTFT rising through a probe is the server's queue growing: past 3 % of the rate sent
+    // and 50 ms, the rate was not served, whatever the SLOs said.
+    #[test]
+    fn ttft_rising_through_a_probe_is_a_rate_the_server_did_not_serve() {
+        let trend = |slope_ms_per_s, span_s| canary_core::TtftTrend {
+            requests: 225,
+            span_s,
+            slope_ms_per_s,
+        };
+        // 112.5 req/s to a server of 107.3 for 2 s: 48.5 ms/s, 97 ms in all.
+        let why = queue_grew(trend(48.5, 2.0)).unwrap();
+        assert!(why.contains("about 95% of the rate sent"), "{why}");
+        assert!(why.contains("97 ms over 2.00 s"), "{why}");
+        // 2 % over capacity: within the share, served.
+        assert_eq!(queue_grew(trend(20.0, 10.0)), None);
+        // 10 % over, but 40 ms in a 0.4 s probe: jitter, not a queue.
+        assert_eq!(queue_grew(trend(100.0, 0.4)), None);
+        // Falling TTFT (a cache warming) is no queue.
+        assert_eq!(queue_grew(trend(-80.0, 2.0)), None);
     }
 
     // A rate past the range a run may have fails to start: the search asked for 1.6e6 req/s

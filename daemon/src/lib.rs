@@ -373,3 +373,46 @@ fn shutdown_on_signal() -> (CancellationToken, tokio::sync::oneshot::Receiver<()
     });
     (token, quit_now)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// The help of `canaryd SUB --FLAG` (its `id`), as `--help` prints it.
+    fn help(sub: &str, id: &str) -> String {
+        let mut cli = Cli::command();
+        let sub = cli.find_subcommand_mut(sub).expect("subcommand");
+        let arg = sub
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .expect("flag");
+        arg.get_help().expect("help").to_string()
+    }
+
+    /// `replay`'s gates set its exit status; a sweep's do not, and its help said they did.
+    #[test]
+    fn the_gates_say_what_they_do_to_each_commands_exit_status() {
+        for id in ["min_good_fraction", "max_error_rate"] {
+            assert!(
+                help("replay", id).contains("exit with status 3"),
+                "replay {id}"
+            );
+            let h = help("sweep", id);
+            assert!(!h.contains("status 3"), "sweep {id}: {h}");
+            assert!(h.contains("does not change the sweep's exit status"), "{h}");
+        }
+    }
+
+    #[test]
+    fn help_names_what_the_code_reads() {
+        // Runs have their own runtime: tokio's variable no longer sizes their workers.
+        let h = help("replay", "realtime_workers");
+        assert!(h.contains("CANARYD_REQUEST_WORKERS=1"), "{h}");
+        assert!(!h.contains("TOKIO_WORKER_THREADS"), "{h}");
+        let h = help("demo", "profile");
+        for name in canary_sim::Profile::NAMES {
+            assert!(h.contains(&format!("`{name}`")), "{name}: {h}");
+        }
+    }
+}

@@ -460,3 +460,126 @@ fn a_shard_that_owns_no_request_writes_an_empty_run_the_merge_counts() {
     assert_eq!(merged["merged"]["replayed"], 3);
     assert_eq!(merged["merged"]["shard_count"], 4);
 }
+
+/// `canaryd merge ARGS`, failed if it has not ended within `secs` (a merge used to spin for
+/// ever on a shard's records.jsonl that was a FIFO or /dev/zero).
+fn merge_within(args: &[&str], secs: u64) -> Output {
+    let mut child = Command::new(CANARYD)
+        .arg("merge")
+        .args(args)
+        .current_dir(&runs().dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > end {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("merge {args:?} had not ended after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A copy of `shard1` as `name` whose `file` is not copied but made by `make`.
+fn shard1_with(name: &str, file: &str, make: impl Fn(&Path)) {
+    let dir = &runs().dir;
+    let to = dir.join(name);
+    if to.exists() {
+        return;
+    }
+    std::fs::create_dir_all(&to).unwrap();
+    for f in ["summary.json", "records.jsonl", "histograms.json"] {
+        if f != file {
+            std::fs::copy(dir.join("shard1").join(f), to.join(f)).unwrap();
+        }
+    }
+    make(&to.join(file));
+}
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+// A shard's records.jsonl that was a FIFO or /dev/zero kept `merge` running for ever, and its
+// errors lost their cause: "miss1: miss1/records.jsonl" for a missing file, "reading
+// fh/histograms.json" for a FIFO. Each is refused at once, saying why.
+#[test]
+fn a_shard_file_missing_or_not_a_file_is_refused_at_once_with_its_cause() {
+    shard1_with("no-records", "records.jsonl", |_| {});
+    shard1_with("fifo-records", "records.jsonl", mkfifo);
+    shard1_with("zero-records", "records.jsonl", |p| {
+        std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+    });
+    shard1_with("fifo-histograms", "histograms.json", mkfifo);
+    for (name, said) in [
+        (
+            "no-records",
+            "no-records: no-records/records.jsonl: No such file or directory",
+        ),
+        (
+            "fifo-records",
+            "fifo-records: fifo-records/records.jsonl: not a regular file",
+        ),
+        (
+            "zero-records",
+            "zero-records: zero-records/records.jsonl: not a regular file",
+        ),
+        (
+            "fifo-histograms",
+            "fifo-histograms: reading fifo-histograms/histograms.json: not a regular file",
+        ),
+    ] {
+        let out_dir = format!("{name}-merged");
+        let out = merge_within(&["shard0", name, "shard2", "-o", &out_dir], 60);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
+        assert!(text(&out).contains(said), "{name}: {}", text(&out));
+        assert!(!runs().dir.join(&out_dir).join("summary.json").exists());
+    }
+}
+
+// `merge --overwrite` of shards without histograms.json into a folder that held another run
+// left that run's histograms.json (800 requests) beside the merged summary (90).
+#[test]
+fn merge_overwrite_leaves_none_of_the_replaced_runs_artifacts_it_does_not_write() {
+    let dir = &runs().dir;
+    for i in 0..3 {
+        let to = dir.join(format!("nohist{i}"));
+        if !to.exists() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in ["summary.json", "records.jsonl"] {
+                std::fs::copy(dir.join(format!("shard{i}")).join(f), to.join(f)).unwrap();
+            }
+        }
+    }
+    let replaced = dir.join("replaced");
+    std::fs::create_dir_all(&replaced).unwrap();
+    for f in [
+        "summary.json",
+        "summary.csv",
+        "records.jsonl",
+        "histograms.json",
+    ] {
+        std::fs::copy(dir.join("single").join(f), replaced.join(f)).unwrap();
+    }
+    std::fs::write(replaced.join("timeslices.csv"), "slice\n").unwrap();
+    let out = merge(&[
+        "nohist0",
+        "nohist1",
+        "nohist2",
+        "-o",
+        "replaced",
+        "--overwrite",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let m = summary(&replaced);
+    assert_eq!(m["merged"]["metrics_from"], "records");
+    assert!(!replaced.join("histograms.json").exists());
+    assert!(!replaced.join("timeslices.csv").exists());
+    assert!(replaced.join("records.jsonl").exists());
+}

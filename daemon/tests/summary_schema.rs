@@ -282,3 +282,48 @@ fn synthetic_profile_summaries_follow_the_schema_and_say_their_shape() {
         assert_eq!(violations(&v, &drifted).len(), 1, "{shape}");
     }
 }
+
+// Every request cancelled on purpose: nothing judged, so the shares are null (version 3, where
+// 2 wrote 0), and the file still follows the schema.
+#[test]
+fn a_run_of_cancels_only_has_null_shares_and_follows_the_schema() {
+    let v = validator();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Every response stalls after its second token: each request is cancelled at 100 ms.
+    let (_sim, port) = common::sim(&["--fault-rate", "1", "--fault", "stall_mid_ms=1000,at=2"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let run = canaryd(
+        &[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--no-nvml",
+            "--isl",
+            "16",
+            "--osl",
+            "8",
+            "--request-count",
+            "2",
+            "--request-cancellation-rate",
+            "100",
+            "--request-cancellation-delay",
+            "100ms",
+            "--goodput",
+            "time_to_first_token:100",
+            "--output-dir",
+            "cancel-out",
+        ],
+        d,
+    );
+    assert!(!run.status.success(), "{}", text(&run));
+    let doc = valid_summary(&v, &d.join("cancel-out/summary.json"));
+    assert!(doc["error_rate"].is_null(), "{doc}");
+    assert!(doc["goodput"]["good_request_fraction"].is_null(), "{doc}");
+    // The schema holds a share to 0..1.
+    let mut drifted = doc.clone();
+    drifted["error_rate"] = json!(1.5);
+    assert_eq!(violations(&v, &drifted).len(), 1);
+}

@@ -632,18 +632,16 @@ impl Instruments {
             None => {
                 let judged =
                     (summary.requests).saturating_sub(summary.client_errors + summary.cancelled);
-                let ratio = match judged {
-                    0 => 0.0,
-                    n => summary.completed as f64 / n as f64,
-                };
+                let ratio = (judged > 0).then(|| summary.completed as f64 / judged as f64);
                 (summary.request_throughput, ratio)
             }
         };
-        // A run too short for a rate (one request) has none.
+        // A run too short for a rate (one request) has none, and one that judged no request
+        // (every one cancelled on purpose) no ratio: no point, rather than a 0 that reads as
+        // "no errors" or "none good".
         self.run_goodput.record_one(base, good);
-        self.run_good_ratio.record_one(base, Some(ratio));
-        self.run_error_ratio
-            .record_one(base, Some(summary.error_rate));
+        self.run_good_ratio.record_one(base, ratio);
+        self.run_error_ratio.record_one(base, summary.error_rate);
         self.slices.record(summary.timeslices.as_ref(), base);
         let ttft = |by: &'static str, stat: &'static str, v: Option<f64>| {
             let a = vec![
@@ -862,5 +860,46 @@ mod tests {
         // The other workload's last run is untouched.
         assert_eq!(count(&last, "canary.slice.requests", "c"), 2, "{last:?}");
         assert_eq!(count(&last, "canary.run.gpu.power", "c"), 1, "{last:?}");
+    }
+
+    // Every request cancelled on purpose: summary.json's shares are null, and no ratio point
+    // goes out (a 0 error ratio read as a clean run on the dashboards).
+    #[test]
+    fn a_run_that_judged_nothing_exports_no_ratio() {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
+        for slos in ["", "time_to_first_token:100"] {
+            m.record_run(&summary(3, slos), &RunTelemetry::default(), &base);
+            provider.force_flush().unwrap();
+            let points = exported(&exporter);
+            let has = |name: &str| points.iter().any(|p| p.0 == name && p.1 == "a");
+            assert!(has("canary.run.error.ratio") && has("canary.run.good_request.ratio"));
+
+            let mut agg = Aggregator::new(slos.parse().unwrap());
+            for i in 0..3 {
+                let r = RequestRecord {
+                    status: Status::Cancelled,
+                    sent_at_ms: f64::from(i) * 600.0,
+                    ended_at_ms: f64::from(i) * 600.0 + 50.0,
+                    ..Default::default()
+                };
+                agg.add(&r, &Default::default());
+            }
+            let cancelled = agg.summary();
+            assert_eq!(cancelled.error_rate, None);
+            m.record_run(&cancelled, &RunTelemetry::default(), &base);
+            provider.force_flush().unwrap();
+            let points = exported(&exporter);
+            let has = |name: &str| points.iter().any(|p| p.0 == name && p.1 == "a");
+            assert!(!has("canary.run.error.ratio"), "{slos:?}: {points:?}");
+            assert!(
+                !has("canary.run.good_request.ratio"),
+                "{slos:?}: {points:?}"
+            );
+        }
     }
 }

@@ -160,7 +160,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
                 .map(Some)
                 .map_err(|e| MergeError::Shard {
                     dir: r.dir.clone(),
-                    problem: format!("{e:#}"),
+                    problem: canary_core::error_chain(&e),
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -201,6 +201,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             let gaps =
                 canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
             aggregator.add(&rec, &gaps);
+        })
+        // Reading a shard, not writing the merge: a shard changed or gone since the checks.
+        .map_err(|e| MergeError::Shard {
+            dir: r.dir.clone(),
+            problem: canary_core::error_chain(&e),
         })?;
     }
     if let Some(e) = write_error {
@@ -268,6 +273,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             "histograms"
         }
         None => {
+            // An earlier run's histograms.json (`--overwrite`) would sit beside this summary
+            // as if it were the union's: another run's distributions.
+            remove_stale(out.join(crate::HISTOGRAMS_FILE))?;
             let missing: Vec<String> = runs
                 .iter()
                 .filter(|r| r.histograms.is_none())
@@ -316,6 +324,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         merged: &info,
         summary: &summary,
     };
+    // A merge keeps no time slices: an earlier run's would be taken for the union's.
+    remove_stale(out.join("timeslices.csv"))?;
     let path = out.join("summary.json");
     let json = serde_json::to_vec_pretty(&file).expect("summaries always serialize");
     canary_files::write_whole(&path, &json).map_err(write(path.clone()))?;
@@ -376,6 +386,17 @@ fn write_histograms(
     let path = out.join(crate::HISTOGRAMS_FILE);
     let json = serde_json::to_vec(&h).expect("histograms always serialize");
     canary_files::write_whole(&path, &json).map_err(|source| ArtifactError { path, source })
+}
+
+/// Removes an earlier run's artifact at `path` that the merge does not write, when there is
+/// one (`--overwrite` replaces a run's folder, not only the files the merge has).
+fn remove_stale(path: PathBuf) -> Result<(), ArtifactError> {
+    match std::fs::remove_file(&path) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            Err(ArtifactError { path, source })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

@@ -248,8 +248,9 @@ pub struct FoldedRecords {
     pub skipped_lines: u64,
 }
 
-/// Longest line [`fold_records`] reads; a longer one is skipped (a record with every chunk
-/// gap of a long answer is well under it).
+/// Longest line [`read_records`] reads; a longer one is an error (a record with every chunk
+/// gap of a long answer is well under it, and a file with no end of line, `/dev/zero`, must
+/// not be read for ever).
 const MAX_RECORD_LINE: u64 = 64 << 20;
 
 /// Reads `records.jsonl` at `path` and folds its records with `goodput`, as the run itself
@@ -273,21 +274,37 @@ pub fn fold_records(path: &Path, goodput: Goodput) -> Result<FoldedRecords, Arti
 pub struct RecordsRead {
     /// Records read.
     pub records: u64,
-    /// Lines skipped: not a record, or longer than any record (the cut-short last line of a
-    /// process killed mid-write among them).
+    /// Lines skipped: not a record (the cut-short last line of a process killed mid-write
+    /// among them).
     pub skipped_lines: u64,
     /// The first line skipped (counted from 1) and why it is not a record, naming the field.
     pub first_skipped: Option<(u64, String)>,
 }
 
 /// Calls `f` with each record of the `records.jsonl` at `path` and its line as written;
-/// says what it read and skipped.
+/// says what it read and skipped. A path that is not a regular file (a FIFO would wait for a
+/// writer for ever, a device never end), or a line longer than [`MAX_RECORD_LINE`], is an
+/// error naming the file (and the line).
 pub fn read_records(
     path: &Path,
     mut f: impl FnMut(RequestRecord, &[u8]),
 ) -> Result<RecordsRead, ArtifactError> {
     use std::io::{BufRead, Read};
-    let file = File::open(path).map_err(at(path))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opened without waiting (a FIFO's open waits for a writer), then refused unless it is a
+    // regular file: checked on the file opened, not on the path before, so nothing can be
+    // swapped in between. O_NONBLOCK does nothing to a regular file's reads.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(at(path))?;
+    if !file.metadata().map_err(at(path))?.is_file() {
+        return Err(at(path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
     let mut reader = std::io::BufReader::new(file);
     let mut read = RecordsRead::default();
     let skip = |read: &mut RecordsRead, number: u64, why: String| {
@@ -305,14 +322,11 @@ pub fn read_records(
             break;
         }
         if line.len() as u64 > MAX_RECORD_LINE && line.last() != Some(&b'\n') {
-            // Too long to be a record: skip the rest of it.
-            skip(
-                &mut read,
-                number,
-                format!("over {MAX_RECORD_LINE} bytes, longer than any record"),
-            );
-            reader.skip_until(b'\n').map_err(at(path))?;
-            continue;
+            // Too long to be a record, and perhaps endless: not read further.
+            return Err(at(path)(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("line {number} is over {MAX_RECORD_LINE} bytes, longer than any record"),
+            )));
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -362,7 +376,10 @@ pub fn summary_csv(s: &RunSummary) -> String {
     scalar("requests", s.requests.to_string());
     scalar("completed", s.completed.to_string());
     scalar("errors", s.errors.to_string());
-    scalar("error_rate", format!("{:.6}", s.error_rate));
+    // A share of no judged request (every one cancelled on purpose) is an empty cell, as
+    // summary.json's null.
+    let share = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
+    scalar("error_rate", share(s.error_rate));
     for (kind, n) in &s.errors_by_kind {
         scalar(&format!("errors.{kind}"), n.to_string());
     }
@@ -381,10 +398,7 @@ pub fn summary_csv(s: &RunSummary) -> String {
     if let Some(g) = &s.goodput {
         scalar("goodput", rate(g.goodput));
         scalar("good_requests", g.good_requests.to_string());
-        scalar(
-            "good_request_fraction",
-            format!("{:.6}", g.good_request_fraction),
-        );
+        scalar("good_request_fraction", share(g.good_request_fraction));
     }
     let rx = &s.receive_timestamps;
     if let Some(state) = &rx.state {
@@ -550,6 +564,35 @@ mod tests {
         assert!(e.to_string().contains("none.jsonl"), "{e}");
     }
 
+    // `canaryd merge` with a shard's records.jsonl a FIFO or /dev/zero never ended (a CPU spun
+    // on /dev/zero's endless line): not a regular file, or a line past the cap, is an error
+    // naming the file and the line.
+    #[test]
+    fn records_that_are_not_a_file_or_have_an_endless_line_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = |e: ArtifactError| canary_core::error_chain(&e);
+        let fifo = dir.path().join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = chain(read_records(&fifo, |_, _| {}).unwrap_err());
+        assert!(e.ends_with("fifo.jsonl: not a regular file"), "{e}");
+        let e = chain(read_records(Path::new("/dev/zero"), |_, _| {}).unwrap_err());
+        assert_eq!(e, "/dev/zero: not a regular file");
+        // A regular file whose second line never ends before the cap: read no further.
+        let long = dir.path().join("long.jsonl");
+        let mut f = File::create(&long).unwrap();
+        f.write_all(b"{}\n").unwrap();
+        f.set_len(MAX_RECORD_LINE + 10).unwrap();
+        drop(f);
+        let e = chain(read_records(&long, |_, _| {}).unwrap_err());
+        assert!(
+            e.ends_with(&format!(
+                "long.jsonl: line 2 is over {MAX_RECORD_LINE} bytes, longer than any record"
+            )),
+            "{e}"
+        );
+    }
+
     #[test]
     fn unwritable_directory_names_the_path() {
         let dir = tempfile::tempdir().unwrap();
@@ -563,5 +606,20 @@ mod tests {
         let chain = format!("{:#}", anyhow::Error::from(crate::ReplayError::from(err)));
         assert!(chain.starts_with("writing results: "), "{chain}");
         assert_eq!(chain.matches("Not a directory").count(), 1, "{chain}");
+    }
+
+    // Every request cancelled on purpose: no share to state, an empty cell as summary.json's
+    // null (it wrote 0.000000, "no errors").
+    #[test]
+    fn a_run_that_judged_nothing_leaves_its_shares_empty() {
+        let mut agg = Aggregator::new("time_to_first_token:20".parse().unwrap());
+        let rec = RequestRecord {
+            status: Status::Cancelled,
+            ..Default::default()
+        };
+        agg.add(&rec, &ChunkGaps::default());
+        let csv = summary_csv(&agg.summary());
+        assert!(csv.contains("\nerror_rate,\n"), "{csv}");
+        assert!(csv.contains("\ngood_request_fraction,\n"), "{csv}");
     }
 }

@@ -289,7 +289,8 @@ fn running_out_of_open_files_is_canaryds_fault() {
             );
         }
         let s = &run.outcome.summary;
-        assert_eq!((s.errors, s.client_errors, s.error_rate), (5, 5, 0.0));
+        // None of them reached the target: no error rate of its (not a clean 0).
+        assert_eq!((s.errors, s.client_errors, s.error_rate), (5, 5, None));
         let b = run.outcome.client_bottleneck.as_deref().expect("said");
         assert!(
             b.starts_with("canaryd was the bottleneck: 5 of 5 requests"),

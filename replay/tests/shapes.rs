@@ -342,7 +342,7 @@ async fn cancelled_requests_close_their_stream_and_the_server_frees_them() {
         (s.requests, s.completed, s.errors, s.cancelled),
         (16, 16 - chosen.len() as u64, 0, chosen.len() as u64)
     );
-    assert_eq!(s.error_rate, 0.0);
+    assert_eq!(s.error_rate, Some(0.0));
 
     // The simulator's truth: each cancelled request was a disconnect, and the engine stopped
     // generating for it (the sequence was freed); every other one ran to its end.

@@ -118,8 +118,9 @@ pub struct Figures {
     pub client_errors: u64,
     /// Cancelled on purpose by canaryd: neither completed nor the target's errors.
     pub cancelled: u64,
-    /// The target's errors over the requests it was sent.
-    pub error_rate: f64,
+    /// The target's errors over the requests it was sent and not cancelled; `None` when there
+    /// were none (every request cancelled on purpose or failed by canaryd itself).
+    pub error_rate: Option<f64>,
     /// First send to last end, s.
     pub duration_s: f64,
     /// Completed requests per second; `None` when the run has no rate (`rate_unavailable`).
@@ -129,9 +130,13 @@ pub struct Figures {
     /// Why the run's counts are not a rate: under 2 requests, or a span under 100 ms (one
     /// request over its own latency is a latency), as `summary.json` says.
     pub rate_unavailable: Option<String>,
+    /// The run had SLOs: its requests were judged by them (goodput and the good fraction may
+    /// still be `None`: no rate, or no request judged).
+    pub slos: bool,
     /// Good requests per second, with SLOs.
     pub goodput: Option<f64>,
-    /// Good requests over the requests the target was sent, with SLOs.
+    /// Good requests over the requests the target was sent, with SLOs; `None` without them or
+    /// when the target was sent none.
     pub good_fraction: Option<f64>,
 }
 
@@ -241,19 +246,15 @@ impl Run {
         let per_s = |n: u64| has_rate.then(|| n as f64 / f.duration_s);
         // As summary.json judges: canaryd's own failures and its cancels are not the target's.
         let judged = f.requests - f.client_errors - f.cancelled;
-        let frac = |n: u64| {
-            if judged > 0 {
-                n as f64 / judged as f64
-            } else {
-                0.0
-            }
-        };
+        // Of none, no share (summary.json's null), not 0.
+        let frac = |n: u64| (judged > 0).then(|| n as f64 / judged as f64);
         f.error_rate = frac(f.errors - f.client_errors);
         f.request_throughput = per_s(f.completed);
         f.output_token_throughput = per_s(tokens);
         if judged_good {
+            f.slos = true;
             f.goodput = per_s(good);
-            f.good_fraction = Some(frac(good));
+            f.good_fraction = frac(good);
         }
         f
     }
@@ -343,12 +344,29 @@ mod tests {
             (f.requests, f.completed, f.errors, f.cancelled),
             (4, 2, 1, 1)
         );
-        assert!((f.error_rate - 1.0 / 3.0).abs() < 1e-12, "{}", f.error_rate);
+        let rate = f.error_rate.unwrap();
+        assert!((rate - 1.0 / 3.0).abs() < 1e-12, "{rate}");
         let cancelled = &run.records.requests[3];
         assert!(cancelled.cancelled && !cancelled.is_error());
         assert_eq!(cancelled.error_kind, None);
         // Four requests over 160 ms: a rate.
         assert_eq!(f.request_throughput, Some(2.0 / 0.16));
+    }
+
+    // Every request cancelled on purpose: no error rate at all, as summary.json's null (a 0
+    // here read as a run without errors).
+    #[test]
+    fn a_run_of_cancels_only_has_no_error_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"sent_at_ms":0,"ended_at_ms":100,"status":"cancelled"}"#,
+            r#"{"sent_at_ms":150,"ended_at_ms":250,"status":"cancelled"}"#,
+        ];
+        std::fs::write(dir.path().join("records.jsonl"), lines.join("\n") + "\n").unwrap();
+        let f = Run::load(dir.path()).unwrap().figures();
+        assert_eq!((f.requests, f.cancelled), (2, 2));
+        assert_eq!(f.error_rate, None);
+        assert!(!f.slos && f.good_fraction.is_none());
     }
 
     // One request over its own latency is a latency, not a rate: the report gave 1/latency

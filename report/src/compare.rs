@@ -19,7 +19,9 @@
 //! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
 //!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
+mod first_token;
 mod page;
+mod requests;
 mod sweeps;
 mod text;
 
@@ -56,6 +58,10 @@ pub struct Comparison {
     pub shifts: Vec<(String, Option<MetricShift>)>,
     /// Run-context fields that differ between A's first run and B's: (field, A, B).
     pub context_diff: Vec<(String, String, String)>,
+    /// Set when the sides did not send the same requests (another trace, window, shard,
+    /// load or seed), or a side does not say what it sent: said above the table, since every
+    /// row then compares different work. `null` when they sent the same.
+    pub different_requests: Option<requests::DifferentRequests>,
     /// Each side's diagnosis (issue 19), and whether the dominant bottleneck changed.
     pub diagnosis: DiagnosisChange,
     /// What was left out of either side's artifacts when read (records past the report's cap,
@@ -121,6 +127,13 @@ pub struct Side {
     /// Runs a signal cut short (an experiment leaves them out; a single run is compared as
     /// it is, and said to be cut short).
     pub interrupted: u64,
+    /// The experiment's runs left out of this side (not counted in `runs` or `requests`):
+    /// errored (its summary's `left_out`) or cut short by a signal, as its own estimates
+    /// leave them out. A note says so.
+    pub left_out: Vec<crate::experiment::LeftOutRun>,
+    /// Its first tokens by how their time was taken (summed over its runs' summaries):
+    /// `bound` of `of` are upper bounds, and TTFT is said to be one when any are.
+    pub first_tokens: first_token::FirstTokenTimes,
 }
 
 /// The thresholds used (serializable copy of [`ShiftRules`], and the runs' test level).
@@ -236,10 +249,10 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 p_value: s.p_value,
                 why_not: why_not(s, rules),
                 how: format!(
-                    "whole distribution: Mann-Whitney p {}, median shift {:+.1} % ({:+.1} MADs), \
+                    "whole distribution: Mann-Whitney p {}, median shift {} ({:+.1} MADs), \
                      rank-biserial {:+.2}",
                     p_text(s.p_value),
-                    s.shift_ratio * 100.0,
+                    median_shift_text(s),
                     s.shift_in_mads,
                     s.rank_biserial
                 ),
@@ -294,8 +307,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             )
         });
     }
-    let every_run_judged_goodput = fa.iter().chain(&fb).all(|f| f.good_fraction.is_some());
-    if every_run_judged_goodput {
+    let every_run_has_slos = fa.iter().chain(&fb).all(|f| f.slos);
+    if every_run_has_slos {
         let (ga, gb) = (of(&fa, |f| f.goodput), of(&fb, |f| f.goodput));
         rows.push(if repeated {
             runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
@@ -316,7 +329,10 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 true,
             )
         });
-        let (fa_good, fb_good) = (of(&fa, |f| f.good_fraction), of(&fb, |f| f.good_fraction));
+        let (fa_good, fb_good) = (
+            of(&fa, |f| share_or_nan(f.good_fraction)),
+            of(&fb, |f| share_or_nan(f.good_fraction)),
+        );
         rows.push(if repeated {
             runs_row(
                 "good fraction".into(),
@@ -340,8 +356,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         });
     }
     let (ea, eb) = (
-        of(&fa, |f| Some(f.error_rate)),
-        of(&fb, |f| Some(f.error_rate)),
+        of(&fa, |f| share_or_nan(f.error_rate)),
+        of(&fb, |f| share_or_nan(f.error_rate)),
     );
     rows.push(if repeated {
         runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
@@ -360,6 +376,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let (side_a, side_b) = (side(a), side(b));
     let notes = completion_note(&side_a, &side_b)
         .into_iter()
+        .chain(left_out_note("A", &side_a))
+        .chain(left_out_note("B", &side_b))
         .chain(
             a.runs
                 .iter()
@@ -380,6 +398,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         rows,
         shifts,
         context_diff: context_diff(&a.runs[0], &b.runs[0]),
+        different_requests: requests::different_requests(&a.runs[0], &b.runs[0]),
         diagnosis: DiagnosisChange::of(a, b),
         notes,
         values,
@@ -413,8 +432,41 @@ fn completion_note(a: &Side, b: &Side) -> Option<String> {
     })
 }
 
+/// When an experiment's side leaves runs out (an errored run, one cut short), every row of
+/// that side is over its other runs: an error rate over the runs that worked is not the
+/// experiment's. Said, naming each run and why.
+fn left_out_note(which: &str, s: &Side) -> Option<String> {
+    if s.left_out.is_empty() {
+        return None;
+    }
+    let n = s.left_out.len();
+    let named: Vec<String> = s
+        .left_out
+        .iter()
+        .map(|l| format!("{} ({})", l.dir, l.why))
+        .collect();
+    Some(format!(
+        "{which} leaves out {n} of its {} runs, as its own estimates do, so every {which} \
+         figure (the error rate too) is over the other {} and none of {}: {}",
+        s.runs + n as u64,
+        s.runs,
+        if n == 1 {
+            "that run's requests"
+        } else {
+            "those runs' requests"
+        },
+        named.join("; ")
+    ))
+}
+
 /// Reads one figure of a run's [`crate::Figures`].
 type FigureOf = fn(&crate::Figures) -> Option<f64>;
+
+/// A run's share, or NaN when it judged no request (summary.json's null), as a run without a
+/// percentile: its side's figure is over the runs that have one and says how many.
+fn share_or_nan(v: Option<f64>) -> Option<f64> {
+    Some(v.unwrap_or(f64::NAN))
+}
 
 fn side(e: &Experiment) -> Side {
     let cut_short = |r: &&Run| {
@@ -431,6 +483,8 @@ fn side(e: &Experiment) -> Side {
         runs: e.runs.len() as u64,
         completed: e.runs.iter().map(|r| r.figures().completed).sum(),
         interrupted: e.runs.iter().filter(cut_short).count() as u64,
+        left_out: e.left_out.clone(),
+        first_tokens: first_token::FirstTokenTimes::of(&e.runs),
     }
 }
 
@@ -687,10 +741,10 @@ fn why_not(s: &MetricShift, rules: &ShiftRules) -> Option<String> {
     let delta = (s.median - s.baseline_median).abs();
     Some(if s.p_value >= rules.alpha {
         "not significant".into()
-    } else if s.shift_ratio.abs() < rules.min_shift {
+    } else if let Some(r) = s.shift_ratio.filter(|r| r.abs() < rules.min_shift) {
         format!(
             "median shift {:.1} % under {} %",
-            s.shift_ratio.abs() * 100.0,
+            r.abs() * 100.0,
             rules.min_shift * 100.0
         )
     } else if delta < rules.min_shift_ms {
@@ -698,6 +752,19 @@ fn why_not(s: &MetricShift, rules: &ShiftRules) -> Option<String> {
     } else {
         format!("median shift within {} MADs", rules.k_mad)
     })
+}
+
+/// A median's move as a percentage of A's, or, from a zero median (which no percentage
+/// measures), the move itself: `+12.3 %`, `from 0 ms (+8.560 ms)`.
+fn median_shift_text(s: &MetricShift) -> String {
+    match s.shift_ratio {
+        Some(r) => format!("{:+.1} %", r * 100.0),
+        None => format!(
+            "from {} ms ({:+.3} ms)",
+            s.baseline_median,
+            s.median - s.baseline_median
+        ),
+    }
 }
 
 fn p_text(p: f64) -> String {
@@ -771,6 +838,8 @@ mod tests {
             runs: 1,
             completed,
             interrupted: 0,
+            left_out: Vec::new(),
+            first_tokens: Default::default(),
         };
         // B lost a fifth of its requests (its slowest, say): its latencies are not A's peers.
         let note = completion_note(&side(1000, 1000), &side(1000, 800)).expect("a note");
@@ -785,6 +854,75 @@ mod tests {
         // A stray timeout is not a different set of requests.
         assert_eq!(completion_note(&side(1000, 1000), &side(1000, 995)), None);
         assert_eq!(completion_note(&side(0, 0), &side(10, 5)), None);
+    }
+
+    #[test]
+    fn a_median_that_moved_from_zero_is_shown_as_the_move_not_as_zero_percent() {
+        let rules = ShiftRules::default();
+        let (zero, eight) = (vec![0.0; 400], vec![8.56; 400]);
+        let s = shift(&eight, &[&zero], &rules).unwrap();
+        assert_eq!(median_shift_text(&s), "from 0 ms (+8.560 ms)");
+        assert_eq!((s.trend, why_not(&s, &rules)), (Trend::Regressed, None));
+        let s = shift(&[11.0; 10], &[&[10.0; 10]], &rules).unwrap();
+        assert_eq!(median_shift_text(&s), "+10.0 %");
+    }
+
+    /// Writes a `--runs` experiment at `at`: one run folder per value (two requests each),
+    /// and `left`, listed in its summary as left out with why.
+    fn experiment(at: &std::path::Path, values: &[f64], left: Option<(&str, &str)>) {
+        let mut per_run = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let dir = at.join(format!("run-{}", i + 1));
+            std::fs::create_dir_all(&dir).unwrap();
+            let line = |t: usize| {
+                format!(
+                    "{{\"sent_at_ms\":{t},\"ended_at_ms\":{},\"status\":\"ok\",\"ttft_ms\":{v},\
+                     \"e2e_ms\":{v}}}\n",
+                    t as f64 + v
+                )
+            };
+            std::fs::write(dir.join("records.jsonl"), line(0) + &line(1)).unwrap();
+            per_run.push(serde_json::json!({"dir": format!("run-{}", i + 1)}));
+        }
+        if let Some((dir, why)) = left {
+            per_run.push(serde_json::json!({"dir": dir, "left_out": why}));
+        }
+        let summary = serde_json::json!({"schema_version": 1, "repeats": {"per_run": per_run}});
+        std::fs::write(at.join("summary.json"), summary.to_string()).unwrap();
+    }
+
+    #[test]
+    fn an_experiments_left_out_runs_are_counted_and_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        experiment(&a, &[10.0, 11.0, 12.0], None);
+        experiment(&b, &[10.0, 11.0], Some(("run-3", "error: target unusable")));
+        let (ea, eb) = (Experiment::load(&a).unwrap(), Experiment::load(&b).unwrap());
+        let c = compare(&ea, &eb, &ShiftRules::default());
+        let note = c
+            .notes
+            .iter()
+            .find(|n| n.starts_with("B leaves out"))
+            .unwrap_or_else(|| panic!("no note: {:?}", c.notes));
+        assert!(
+            note.contains("B leaves out 1 of its 3 runs")
+                && note.contains("over the other 2")
+                && note.ends_with(": run-3 (error: target unusable)"),
+            "{note}"
+        );
+        assert!(!c.notes.iter().any(|n| n.starts_with("A leaves out")));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            json["b"]["left_out"],
+            serde_json::json!([{"dir": "run-3", "why": "error: target unusable"}])
+        );
+        assert_eq!(json["a"]["left_out"], serde_json::json!([]));
+        let text = c.to_text();
+        assert!(text.contains("1 more left out: run-3)"), "{text}");
+        assert!(
+            text.contains("note: B leaves out 1 of its 3 runs"),
+            "{text}"
+        );
     }
 
     fn trend_of(v: &Verdict) -> Option<Trend> {

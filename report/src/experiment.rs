@@ -3,6 +3,7 @@
 
 use crate::artifacts::{Run, Summary};
 use crate::error::ReportError;
+use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,19 @@ pub struct Experiment {
     pub name: String,
     /// Its runs (one for a run's folder), in the experiment's order.
     pub runs: Vec<Run>,
+    /// The runs its summary lists that are not in `runs` (cut short by a signal, or left out
+    /// of its own estimates), in its order: a comparison says so, since every figure of this
+    /// side is over the other runs.
+    pub left_out: Vec<LeftOutRun>,
+}
+
+/// A run of an experiment left out of its figures, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOutRun {
+    /// Its folder, as the experiment's summary names it.
+    pub dir: String,
+    /// Why: the summary's `left_out` (its error), or `cut short by a signal`.
+    pub why: String,
 }
 
 impl Experiment {
@@ -24,6 +38,7 @@ impl Experiment {
             dir: run.dir.clone(),
             name: run.name().to_string(),
             runs: vec![run],
+            left_out: Vec::new(),
         }
     }
 
@@ -82,9 +97,20 @@ impl Experiment {
         };
         let keep_cut_short = cut_short_if_none && per_run.iter().all(cut_short);
         let mut runs = Vec::new();
+        let mut left_out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, entry) in per_run.iter().enumerate() {
             if cut_short(entry) && !keep_cut_short {
+                let why = match entry.get("left_out") {
+                    Some(Value::String(w)) => w.clone(),
+                    Some(w) if !w.is_null() => w.to_string(),
+                    _ => "cut short by a signal".to_string(),
+                };
+                let dir = match entry.get("dir") {
+                    Some(Value::String(d)) => d.clone(),
+                    _ => format!("repeats.per_run[{i}]"),
+                };
+                left_out.push(LeftOutRun { dir, why });
                 continue;
             }
             let dir = entry.get("dir").and_then(Value::as_str);
@@ -115,6 +141,7 @@ impl Experiment {
             dir: path.to_path_buf(),
             name,
             runs,
+            left_out,
         })
     }
 
@@ -177,6 +204,19 @@ mod tests {
             .collect();
         assert_eq!(ttft, [vec![20.0, 20.0], vec![10.0, 10.0]]);
         assert_eq!(e.requests(), 4);
+        // … and the runs it left out are named, with why, for the comparison to say.
+        let named: Vec<(&str, &str)> = e
+            .left_out
+            .iter()
+            .map(|l| (l.dir.as_str(), l.why.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("run-3", "cut short by a signal"),
+                ("run-4", "it completed no request")
+            ]
+        );
         // A run's own folder is a side of one run.
         assert_eq!(Experiment::load(&exp.join("run-3")).unwrap().runs.len(), 1);
     }

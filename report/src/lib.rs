@@ -42,6 +42,6 @@ pub use artifacts::{
 };
 pub use compare::{compare, compare_sweeps, Comparison, Sweep, SweepComparison, RUNS_ALPHA};
 pub use error::ReportError;
-pub use experiment::Experiment;
+pub use experiment::{Experiment, LeftOutRun};
 pub use html::{esc, page, CSP};
 pub use report::render as render_report;

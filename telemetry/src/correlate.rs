@@ -202,11 +202,19 @@ pub fn kv_usage_at(samples: &[ServerSample], t: MonoTime) -> Option<f64> {
 /// sample and after the last (the last usually falls up to one sampling interval before the
 /// run's end) the nearest interval's rate is carried, for at most that interval's length (a
 /// longer gap is missing samples, which say nothing).
+///
+/// A reading equal to the one before it is the exporter's stale value, not a new one:
+/// dcgm-exporter refreshes its fields every 30 s by default, so a scrape each second reads the
+/// same counter thirty times, and a straight line drawn through those would put the whole
+/// interval's energy into the second before each refresh (a 16 s run read 0 J at 70 W). Only
+/// the first reading of each value counts, as the time canaryd first saw it; a counter that
+/// never moved over the run says nothing, and power is integrated instead.
 pub(crate) fn gpu_energy(s: &[&GpuSample], t0: MonoTime, t1: MonoTime) -> Option<(f64, bool)> {
-    let counters: Vec<(MonoTime, f64)> = s
+    let mut counters: Vec<(MonoTime, f64)> = s
         .iter()
         .filter_map(|g| g.energy_j.map(|e| (g.at, e)))
         .collect();
+    counters.dedup_by(|later, earlier| later.1 == earlier.1);
     if counters.len() >= 2 {
         return Some((counter_energy(&counters, t0, t1), true));
     }
@@ -399,6 +407,35 @@ mod tests {
         // Two readings at one instant inside the run count whole; outside, not at all.
         assert_eq!(counter(&[(1, 0.0), (1, 5.0), (2, 5.0)], 0, 2), 5.0);
         assert_eq!(counter(&[(1, 0.0), (1, 5.0), (2, 5.0)], 2, 2), 0.0);
+    }
+
+    #[test]
+    fn a_counter_the_exporter_did_not_refresh_is_read_at_its_changes_or_not_at_all() {
+        // 70 W steady, scraped each second; the exporter refreshes its counter (and power)
+        // every `every` seconds, so each scrape between refreshes repeats the last value.
+        let stale = |every: u64, run_s: u64| {
+            let samples: Vec<GpuSample> = (0..=run_s)
+                .map(|t| {
+                    let refreshed = t / every * every;
+                    g(t, 0, 0.0, 70.0, Some(1.0e6 + 70.0 * refreshed as f64))
+                })
+                .collect();
+            energy_over_run(&samples, MonoTime(0), MonoTime(run_s * S)).unwrap()
+        };
+        // Fresh each second: the counter, exact.
+        let e = stale(1, 16);
+        assert_eq!((e.joules, e.method), (70.0 * 16.0, EnergyMethod::Counter));
+        // Refreshed every 5 s over 16 s: read at 0, 5, 10 and 15 s, the last rate carried
+        // to the end: all 1120 J, not the 1050 J that moved between the first and last scrape.
+        let e = stale(5, 16);
+        assert_eq!((e.joules, e.method), (70.0 * 16.0, EnergyMethod::Counter));
+        // Every 30 s (dcgm-exporter's default) over 16 s: the counter never moved. Not 0 J:
+        // power integrated instead, and said so.
+        let e = stale(30, 16);
+        assert_eq!(
+            (e.joules, e.method),
+            (70.0 * 16.0, EnergyMethod::PowerIntegral)
+        );
     }
 
     #[test]

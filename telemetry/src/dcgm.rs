@@ -19,7 +19,7 @@ use crate::source::{SharedState, SourceState};
 
 #[cfg(test)]
 pub(crate) use page::MAX_GPU_INSTANCE_ID;
-pub use page::{gpu_samples, MAX_GPUS, MAX_GPU_INSTANCES, MAX_LABELS};
+pub use page::{gpu_samples, gpu_samples_cut, MAX_GPUS, MAX_GPU_INSTANCES, MAX_LABELS};
 
 /// dcgm-exporter's default address.
 pub const DEFAULT_DCGM_URL: &str = "http://127.0.0.1:9400/metrics";
@@ -105,9 +105,12 @@ impl DcgmScraper {
             &self.state,
             shutdown,
             |text, at| {
-                let mut gpus = gpu_samples(&prometheus::parse(&text), at);
-                known.keep(&mut gpus, &self.endpoint.url);
-                let counted = count(&gpus);
+                let (mut gpus, cut) = gpu_samples_cut(&prometheus::parse(&text), at);
+                if cut {
+                    known.warn(&self.endpoint.url);
+                }
+                let dropped = known.keep(&mut gpus, &self.endpoint.url);
+                let counted = count(&gpus, cut || dropped);
                 gpus.into_iter().for_each(|g| ring.push(g));
                 format!("{}: {counted}", self.endpoint.url)
             },
@@ -117,13 +120,21 @@ impl DcgmScraper {
     }
 }
 
-/// "8 GPU(s)", or "8 GPU(s), 3 MIG instance(s)".
-fn count(gpus: &[GpuSample]) -> String {
+/// "8 GPU(s)", or "8 GPU(s), 3 MIG instance(s)"; `cut`: more were left out past the caps.
+fn count(gpus: &[GpuSample], cut: bool) -> String {
     let instances = gpus.iter().filter(|g| g.gpu_instance.is_some()).count();
     let whole = gpus.len() - instances;
-    match instances {
+    let counted = match instances {
         0 => format!("{whole} GPU(s)"),
         n => format!("{whole} GPU(s), {n} MIG instance(s)"),
+    };
+    if cut {
+        format!(
+            "{counted} (more left out: at most {MAX_GPUS} GPUs and {MAX_GPU_INSTANCES} MIG \
+             instances are kept; energy and figures are of those kept)"
+        )
+    } else {
+        counted
     }
 }
 
@@ -140,10 +151,22 @@ struct KnownGpus {
 }
 
 impl KnownGpus {
+    /// Says once that GPUs or instances past the caps were left out.
+    fn warn(&mut self, url: &str) {
+        if !std::mem::replace(&mut self.warned, true) {
+            tracing::warn!(
+                %url,
+                "dcgm-exporter: more than {MAX_GPUS} GPU ids or {MAX_GPU_INSTANCES} MIG \
+                 instances seen since the start; the later ones are left out (said once)"
+            );
+        }
+    }
+
     /// Leaves out the samples of GPUs past the first [`MAX_GPUS`] ids seen, and of instances
-    /// past the first [`MAX_GPU_INSTANCES`] or of a GPU left out (warned once). A page lists
-    /// each GPU before its instances.
-    fn keep(&mut self, gpus: &mut Vec<GpuSample>, url: &str) {
+    /// past the first [`MAX_GPU_INSTANCES`] or of a GPU left out (warned once); true when it
+    /// left some out. A page lists each GPU before its instances.
+    fn keep(&mut self, gpus: &mut Vec<GpuSample>, url: &str) -> bool {
+        let before = gpus.len();
         gpus.retain(|g| {
             let key = (g.gpu, g.gpu_instance);
             if self.ids.contains(&key) {
@@ -158,15 +181,10 @@ impl KnownGpus {
                 self.instances += usize::from(g.gpu_instance.is_some());
                 return true;
             }
-            if !std::mem::replace(&mut self.warned, true) {
-                tracing::warn!(
-                    %url,
-                    "dcgm-exporter: more than {MAX_GPUS} GPU ids or {MAX_GPU_INSTANCES} MIG \
-                     instances seen since the start; the later ones are left out (said once)"
-                );
-            }
+            self.warn(url);
             false
         });
+        gpus.len() < before
     }
 }
 
@@ -178,13 +196,13 @@ pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
         Err(e) => Err(e),
     };
     match result {
-        Ok((text, at)) => match gpu_samples(&prometheus::parse(&text), at).as_slice() {
-            [] => {
+        Ok((text, at)) => match gpu_samples_cut(&prometheus::parse(&text), at) {
+            (gpus, _) if gpus.is_empty() => {
                 SourceState::unavailable(format!("{url}: answered, but no DCGM_FI_* GPU metrics"))
             }
-            gpus => SourceState::available(format!(
+            (gpus, cut) => SourceState::available(format!(
                 "{url}: {}, {}",
-                count(gpus),
+                count(&gpus, cut),
                 gpus[0].model_name.as_deref().unwrap_or("unknown model")
             )),
         },
@@ -196,6 +214,24 @@ pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
 mod tests {
     use super::*;
     use canary_core::{GpuSource, MonoTime};
+
+    #[test]
+    fn a_count_says_when_gpus_were_left_out() {
+        let gpus = vec![GpuSample::new(MonoTime(0), GpuSource::Dcgm, 0)];
+        assert_eq!(count(&gpus, false), "1 GPU(s)");
+        let cut = count(&gpus, true);
+        assert!(
+            cut.starts_with("1 GPU(s) (more left out: at most 64 GPUs"),
+            "{cut}"
+        );
+        // The scraper's own cap over its lifetime says so too.
+        let mut known = KnownGpus::default();
+        let mut page: Vec<GpuSample> = (0..70)
+            .map(|i| GpuSample::new(MonoTime(0), GpuSource::Dcgm, i))
+            .collect();
+        assert!(known.keep(&mut page, "u"));
+        assert!(!known.keep(&mut page, "u"));
+    }
 
     #[test]
     fn a_scraper_keeps_at_most_max_gpus_ids_over_its_lifetime() {

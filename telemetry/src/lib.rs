@@ -79,9 +79,9 @@ pub use correlate::{
     running_at, server_at, GpuWindow,
 };
 pub use dcgm::{
-    gpu_samples as dcgm_gpu_samples, probe_dcgm, DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL,
-    MAX_GPUS as DCGM_MAX_GPUS, MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES,
-    MAX_LABELS as DCGM_MAX_LABELS,
+    gpu_samples as dcgm_gpu_samples, gpu_samples_cut as dcgm_gpu_samples_cut, probe_dcgm,
+    DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL, MAX_GPUS as DCGM_MAX_GPUS,
+    MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES, MAX_LABELS as DCGM_MAX_LABELS,
 };
 pub use engine::{counter_delta, ServerRates, ServerSample};
 pub use gpu::GpuSample;

@@ -339,7 +339,7 @@ impl TelemetryObserver {
     }
 }
 
-/// How long each of the server's info routes may take to answer.
+/// How long the server's info routes may take to answer, all of them together.
 const SERVER_INFO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// GPU samples this close together are one sampling round (every GPU read in turn); the

@@ -113,21 +113,32 @@ const INFO_BODY_BYTES: usize = 1 << 20;
 const ROUTES: [&str; 4] = ["/version", "/get_server_info", "/info", "/props"];
 
 /// What the server at `base` says of itself. `/v1/models` first (the model and, on vLLM,
-/// `max_model_len`), then each engine's route until one gives a version.
+/// `max_model_len`), then each engine's route until one gives a version, all within `budget`:
+/// the routes are asked after the run, and a server that accepts but never answers would
+/// otherwise hold the run's end (and a shutdown) for a timeout per route.
 pub(crate) async fn server_context(
     base: &str,
     tls: Option<Arc<ClientConfig>>,
-    timeout: Duration,
+    budget: Duration,
 ) -> ServerContext {
+    let deadline = tokio::time::Instant::now() + budget;
+    let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
     let mut tried: Vec<String> = Vec::new();
     let (mut model, mut max_len) = (None, None);
-    match get_json(base, "/v1/models", tls.clone(), timeout).await {
+    match get_json(base, "/v1/models", tls.clone(), left()).await {
         Ok(v) => (model, max_len) = models_info(&v),
         Err(e) => tried.push(e),
     }
     let mut version = None;
     for route in ROUTES {
-        match get_json(base, route, tls.clone(), timeout).await {
+        if left().is_zero() {
+            tried.push(format!(
+                "{route} and after: not asked, the {} ms for the server's info routes spent",
+                budget.as_millis()
+            ));
+            break;
+        }
+        match get_json(base, route, tls.clone(), left()).await {
             Ok(v) => {
                 let (ver, m, len) = engine_info(route, &v);
                 model = model.or(m);
@@ -226,6 +237,32 @@ mod tests {
             why.contains("/version") && why.contains("length limit"),
             "{why}"
         );
+    }
+
+    /// A server that accepts and never answers spends the budget on its first route; the
+    /// rest are not asked (each used to wait its own timeout: 10 s at a run's end, and at a
+    /// shutdown's).
+    #[tokio::test]
+    async fn a_server_that_never_answers_costs_the_budget_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let ctx = server_context(&base, None, Duration::from_millis(300)).await;
+        let Known::Unavailable { unavailable: why } = &ctx.version else {
+            panic!("{:?}", ctx.version);
+        };
+        assert!(
+            why.contains(
+                "/version and after: not asked, the 300 ms for the server's info routes spent"
+            ),
+            "{why}"
+        );
+        assert!(!why.contains("/get_server_info"), "{why}");
     }
 
     #[test]

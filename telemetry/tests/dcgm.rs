@@ -461,8 +461,12 @@ fn a_hostile_page_gives_bounded_samples_and_no_overflow() {
     // Framebuffer figures whose sum is past what a u64 of bytes holds.
     text += "# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{gpu=\"0\"} 1e14\n";
     text += "# TYPE DCGM_FI_DEV_FB_FREE gauge\nDCGM_FI_DEV_FB_FREE{gpu=\"0\"} 1e14\n";
-    let gpus = dcgm_gpu_samples(&parse(&text), MonoTime(1));
+    let (gpus, cut) = canary_telemetry::dcgm_gpu_samples_cut(&parse(&text), MonoTime(1));
     assert_eq!(gpus.len(), DCGM_MAX_GPUS);
+    // Said, not cut silently (the scraper's state and warning read it).
+    assert!(cut);
+    let real = fixture!("dcgm_exporter_metrics_rtx4000ada.prom");
+    assert!(!canary_telemetry::dcgm_gpu_samples_cut(&parse(&real), MonoTime(1)).1);
     for g in &gpus {
         assert_eq!(g.labels.len(), DCGM_MAX_LABELS);
         assert!(g

@@ -47,7 +47,9 @@ impl Fig {
 pub(super) struct Figures {
     pub requests: u64,
     pub client_errors: u64,
-    pub error_rate: f64,
+    /// `None` when no request was judged against the target (all cancelled on purpose or
+    /// canaryd's own failures): no rate to compare with the threshold.
+    pub error_rate: Option<f64>,
     pub target_errors: u64,
     pub throughput: f64,
     /// Requests the server counted over its scrape window (its e2e, else TTFT, histogram),

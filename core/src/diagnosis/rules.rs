@@ -204,16 +204,23 @@ fn target_errors(c: &Ctx) -> Finding {
         unknown(&mut x, "no request was sent");
         return x;
     }
+    let Some(error_rate) = f.error_rate else {
+        unknown(
+            &mut x,
+            "no request was judged against the target (each was cancelled on purpose or \
+             failed by canaryd itself): no error rate",
+        );
+        return x;
+    };
     x.evidence
-        .push(exact("error_rate", f.error_rate, "ratio", "client"));
+        .push(exact("error_rate", error_rate, "ratio", "client"));
     x.evidence.push(exact(
         "target_errors",
         f.target_errors as f64,
         "requests",
         "client",
     ));
-    x.thresholds
-        .push(ge("error_rate", f.error_rate, ERROR_RATE));
+    x.thresholds.push(ge("error_rate", error_rate, ERROR_RATE));
     fire_all(&mut x);
     let spans = c.client_spans(|b| b.error_share().map(|s| (s >= ERROR_RATE, s)));
     x.interval = longest(&spans, "error share >= 0.05", c.run_s);

@@ -356,6 +356,31 @@ fn failing_requests_are_the_targets_errors_before_anything_else() {
     assert_eq!((i.start_s, i.end_s), (0.0, 10.0));
 }
 
+// Every request cancelled on purpose: no error rate, so the target's errors are not judged
+// (an error rate of 0 used to clear them, as if the target had answered every request).
+#[test]
+fn a_run_with_nothing_judged_leaves_the_targets_errors_unknown() {
+    let mut r = run(10, 50.0, 100.0, None);
+    r.agg = Aggregator::new(Goodput::default());
+    for i in 0..10 {
+        let cut = RequestRecord {
+            id: i,
+            sent_at_ms: i as f64 * 100.0,
+            ended_at_ms: i as f64 * 100.0 + 50.0,
+            status: Status::Cancelled,
+            ..Default::default()
+        };
+        r.agg.add(&cut, &Default::default());
+    }
+    r.telemetry.server = Some(server(20.0, 0.1, 5.0, 200.0, 22.0));
+    let d = r.diagnose();
+    let f = finding(&d, Bottleneck::TargetErrors);
+    assert_eq!(f.state, RuleState::Unknown, "{d:#?}");
+    assert!(f.thresholds.is_empty() && f.evidence.is_empty(), "{f:#?}");
+    assert!(f.missing[0].contains("no request was judged"), "{f:#?}");
+    assert_ne!(d.class, Bottleneck::TargetErrors);
+}
+
 #[test]
 fn a_client_whose_cpu_wait_made_it_late_is_client_bound_before_the_servers_queue() {
     let mut r = run_late(100, 460.0, 700.0, None, 80.0);

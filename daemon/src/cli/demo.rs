@@ -21,7 +21,8 @@ pub struct DemoArgs {
     /// up: Mooncake prompts average 15k tokens, sized for a large cluster.
     #[arg(long, default_value_t = 0.125, value_parser = replay::positive_number)]
     pub scale_lengths: f64,
-    /// Simulator latency profile (`fast`, `illustrative`, or a profile file).
+    /// Simulator latency profile: `illustrative` (the default), `fast`, `capacity`, or a
+    /// profile file.
     #[arg(long, default_value = "illustrative")]
     pub profile: String,
     /// Replay at most this many of the bundled 300 requests (1 or more).

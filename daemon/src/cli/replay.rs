@@ -125,9 +125,9 @@ pub struct ShapeArgs {
     /// Precision mode: run the async runtime's worker threads, which read the responses,
     /// real-time (`SCHED_FIFO` 1, below the release thread's 2) where permitted, so a first
     /// token is read as it arrives even when the server shares the cores. Costs CPU (about
-    /// 2.8× on real-sized streams, 2.1× with TOKIO_WORKER_THREADS=1); needs CAP_SYS_NICE or
-    /// an RLIMIT_RTPRIO of 2 (else it says why once and runs on ordinary workers).
-    /// `CANARYD_NO_REALTIME=1` refuses it.
+    /// 2.8× on real-sized streams, 2.1× with one worker, CANARYD_REQUEST_WORKERS=1); needs
+    /// CAP_SYS_NICE or an RLIMIT_RTPRIO of 2 (else it says why once and runs on ordinary
+    /// workers). `CANARYD_NO_REALTIME=1` refuses it.
     #[arg(long)]
     pub realtime_workers: bool,
     /// Which output-length field(s) to send.

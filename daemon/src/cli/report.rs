@@ -255,11 +255,10 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             0 => String::new(),
             n => format!(" ({n} of canaryd's own failures or cancels left out)"),
         };
-        // 0 of 0 is no share at all (summary.json's 0 there means none was judged).
-        let share = match judged {
-            0 => "no share".to_string(),
-            _ => format!("{:.1}%", g.good_request_fraction * 100.0),
-        };
+        // 0 of 0 is no share at all (summary.json's null).
+        let share = g
+            .good_request_fraction
+            .map_or_else(|| "no share".to_string(), |f| format!("{:.1}%", f * 100.0));
         outln!(
             "{rate}: {} of {judged} requests{left_out} ({share}) met {}{}",
             g.good_requests,

@@ -134,6 +134,22 @@ fn profile_flags(cmd: Command) -> Command {
                  passes only when every run does",
             )
         })
+        // `replay`'s wording says a missed gate sets the exit status; a sweep's does not.
+        .mut_arg("min_good_fraction", |a| {
+            a.help(
+                "Gate, the daemon's `min_good_fraction`: a point where fewer than this share \
+                 (0 to 1) of the requests sent were good by --slo fails (`fail: …` in its \
+                 verdict; with --find-max-rate, a failing rate). It does not change the \
+                 sweep's exit status. Needs --slo",
+            )
+        })
+        .mut_arg("max_error_rate", |a| {
+            a.help(
+                "Gate, the daemon's `max_error_rate`: a point where more than this share (0 \
+                 to 1) of the requests sent failed fails (`fail: …` in its verdict). It does \
+                 not change the sweep's exit status",
+            )
+        })
         .mut_arg("output_dir", |a| {
             a.default_value("canaryd-sweep")
                 .help("Directory of the sweep: sweep.json, sweep.csv and one folder per point")

@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(c.trend, Trend::Regressed, "{c:#?}");
         let ttft = &c.metrics["time_to_first_token"];
         assert_eq!(ttft.trend, Trend::Regressed);
-        assert!((0.3..0.7).contains(&ttft.shift_ratio), "{ttft:?}");
+        assert!((0.3..0.7).contains(&ttft.shift_ratio.unwrap()), "{ttft:?}");
         assert!(ttft.rank_biserial > 0.2 && ttft.p_value < 1e-6, "{ttft:?}");
         assert!(ttft.shift_in_mads > 3.0, "{ttft:?}");
 

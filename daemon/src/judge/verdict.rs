@@ -106,14 +106,16 @@ impl Verdict {
             ));
         }
         let mut reasons = Vec::new();
-        if summary.error_rate > c.max_error_rate {
+        // A null share (no request judged) neither passes nor fails by itself: every run
+        // that has one completed nothing and was given its error above.
+        if let Some(rate) = summary.error_rate.filter(|&r| r > c.max_error_rate) {
             reasons.push(format!(
-                "error rate {:.3} above max_error_rate {}",
-                summary.error_rate, c.max_error_rate
+                "error rate {rate:.3} above max_error_rate {}",
+                c.max_error_rate
             ));
         }
         if let Some(g) = &summary.goodput {
-            if g.good_request_fraction < c.min_good_fraction {
+            if let Some(good) = g.good_request_fraction.filter(|&f| f < c.min_good_fraction) {
                 // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
                 let misses: Vec<String> = g
                     .misses_by_metric
@@ -122,8 +124,7 @@ impl Verdict {
                     .chain(g.no_value.iter().map(|v| v.to_string()))
                     .collect();
                 reasons.push(format!(
-                    "good-request fraction {:.3} below min_good_fraction {} ({})",
-                    g.good_request_fraction,
+                    "good-request fraction {good:.3} below min_good_fraction {} ({})",
                     c.min_good_fraction,
                     misses.join(", ")
                 ));
@@ -173,14 +174,17 @@ impl Criteria {
         let mut parts = vec![
             format!("{} requests, {} completed", s.requests, s.completed),
             format!(
-                "error rate {:.3} (max {})",
-                s.error_rate, self.max_error_rate
+                "error rate {} (max {})",
+                share(s.error_rate),
+                self.max_error_rate
             ),
         ];
         match &s.goodput {
             Some(g) => parts.push(format!(
-                "good {:.3} (min {}) over {}",
-                g.good_request_fraction, self.min_good_fraction, g.slos
+                "good {} (min {}) over {}",
+                share(g.good_request_fraction),
+                self.min_good_fraction,
+                g.slos
             )),
             None => parts.push("no SLOs".into()),
         }
@@ -189,6 +193,12 @@ impl Criteria {
         }
         parts.join("; ")
     }
+}
+
+/// A share to three decimals, or `no share` when nothing was judged (the printed table's
+/// words).
+fn share(v: Option<f64>) -> String {
+    v.map_or_else(|| "no share".to_string(), |v| format!("{v:.3}"))
 }
 
 impl std::fmt::Display for Verdict {
@@ -358,5 +368,37 @@ mod tests {
         let v = judge(0, 3);
         assert!(v.to_string().contains("canaryd was the bottleneck"), "{v}");
         assert!(!v.to_string().contains("target unusable"), "{v}");
+    }
+
+    // A share of no judged request is null: it neither passes nor fails a run by itself, and
+    // the figures say there is none rather than 0.000.
+    #[test]
+    fn a_null_share_neither_passes_nor_fails_by_itself() {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        for _ in 0..4 {
+            let mut r = rec(Some(10.0));
+            r.status = Status::Cancelled;
+            agg.add(&r, &Default::default());
+        }
+        let s = agg.summary();
+        assert_eq!(s.error_rate, None);
+        let v = Verdict::judge(&w, &s, false);
+        assert_eq!(v.kind, VerdictKind::Error);
+        assert!(v.to_string().contains("nothing to judge"), "{v}");
+        let figures = Criteria::of(&w).figures(&s);
+        assert!(
+            figures.contains("error rate no share (max 0.05); good no share (min 0.9)"),
+            "{figures}"
+        );
+
+        // A summary with completions but null shares (as a hand-edited file could have):
+        // the run is judged on what else it shows.
+        let mut agg = Aggregator::new(w.slos.clone());
+        agg.add(&rec(Some(10.0)), &Default::default());
+        let mut s = agg.summary();
+        s.error_rate = None;
+        s.goodput.as_mut().unwrap().good_request_fraction = None;
+        assert_eq!(Verdict::judge(&w, &s, false).to_string(), "pass");
     }
 }

@@ -39,6 +39,74 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// again before the connection is closed.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
+/// Bytes of answers held at once, over every connection: an answer stays in memory until its
+/// client has read it, and 250 clients asking for `limit=1000` (750 KiB each) and never
+/// reading held 380 MB. An answer that does not fit is refused with 503 and `Retry-After`.
+pub const ANSWER_BYTES_IN_FLIGHT: usize = 32 << 20;
+
+/// The budget [`ANSWER_BYTES_IN_FLIGHT`] counts down, in KiB (a permit each).
+static ANSWER_KIB: Semaphore = Semaphore::const_new(ANSWER_BYTES_IN_FLIGHT >> 10);
+
+/// An answer's body holding its share of [`ANSWER_BYTES_IN_FLIGHT`] until hyper drops it:
+/// once written whole, or when its connection ends.
+pub struct Budgeted {
+    body: Full<Bytes>,
+    _held: Option<tokio::sync::SemaphorePermit<'static>>,
+}
+
+impl hyper::body::Body for Budgeted {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// `answer` with its body's share of the budget taken, or 503 when the budget is spent.
+fn budgeted(answer: Response<Full<Bytes>>) -> Response<Budgeted> {
+    budgeted_from(&ANSWER_KIB, answer)
+}
+
+/// [`budgeted`] from `budget` (a test's own).
+fn budgeted_from(budget: &'static Semaphore, answer: Response<Full<Bytes>>) -> Response<Budgeted> {
+    use hyper::body::Body;
+    let bytes = answer.body().size_hint().exact().unwrap_or(0) as usize;
+    // One answer past the whole budget takes all of it: served alone, not never.
+    let kib = bytes.div_ceil(1024).min(ANSWER_BYTES_IN_FLIGHT >> 10) as u32;
+    match budget.try_acquire_many(kib) {
+        Ok(held) => answer.map(|body| Budgeted {
+            body,
+            _held: Some(held),
+        }),
+        Err(_) => {
+            let mut busy = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "busy: {} MiB of answers are waiting for their clients to read them; retry\n",
+                    ANSWER_BYTES_IN_FLIGHT >> 20
+                ),
+            );
+            busy.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("5"),
+            );
+            busy.map(|body| Budgeted { body, _held: None })
+        }
+    }
+}
+
 /// Serves the endpoint until `stop` fires.
 pub async fn serve(
     listener: TcpListener,
@@ -81,10 +149,10 @@ pub async fn serve(
                     let report = (req.method() == Method::GET)
                         .then(|| report_id(req.uri().path()))
                         .flatten();
-                    Ok::<_, std::convert::Infallible>(match report {
+                    Ok::<_, std::convert::Infallible>(budgeted(match report {
                         Some(id) => page::report(history, id).await,
                         None => answer(req, metrics, history).await,
-                    })
+                    }))
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -231,7 +299,8 @@ fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
 }
 
 fn json_response(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
-    let mut r = text(status, &serde_json::to_string_pretty(v).unwrap_or_default());
+    // Compact: a thousand runs pretty-printed were twice the bytes to hold for a client.
+    let mut r = text(status, &serde_json::to_string(v).unwrap_or_default());
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
@@ -286,6 +355,33 @@ mod tests {
         assert!(get().await.starts_with("HTTP/1.1 200"));
         stop.cancel();
         server.await.unwrap();
+    }
+
+    /// Answers held for clients that do not read them share one budget: past it, 503 with
+    /// Retry-After; an answer past the whole budget takes all of it; a body dropped (written,
+    /// or its connection gone) gives its share back.
+    #[test]
+    fn answers_held_for_their_clients_share_one_budget() {
+        static BUDGET: Semaphore = Semaphore::const_new(ANSWER_BYTES_IN_FLIGHT >> 10);
+        let sized = |bytes: usize| text(StatusCode::OK, &"x".repeat(bytes));
+        let status = |r: &Response<Budgeted>| r.status().as_u16();
+        // 750 KiB each (a thousand runs): 43 fit in 32 MiB, the 44th waits.
+        let mut held: Vec<_> = (0..43)
+            .map(|_| budgeted_from(&BUDGET, sized(750 << 10)))
+            .collect();
+        assert!(held.iter().all(|r| status(r) == 200));
+        let busy = budgeted_from(&BUDGET, sized(750 << 10));
+        assert_eq!(status(&busy), 503);
+        assert_eq!(busy.headers()[http::header::RETRY_AFTER], "5");
+        held.pop();
+        assert_eq!(status(&budgeted_from(&BUDGET, sized(750 << 10))), 200);
+        held.clear();
+        // 40 MiB: more than the budget, served alone.
+        let big = budgeted_from(&BUDGET, sized(40 << 20));
+        assert_eq!(status(&big), 200);
+        assert_eq!(status(&budgeted_from(&BUDGET, sized(1))), 503);
+        drop(big);
+        assert_eq!(status(&budgeted_from(&BUDGET, sized(1))), 200);
     }
 
     #[test]

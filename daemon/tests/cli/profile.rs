@@ -367,6 +367,20 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
         t.contains("nothing to judge: all 2 requests were cancelled on purpose"),
         "{t}"
     );
+    // Shares of no judged request are null, not the 0 that read as "no errors" and "none
+    // good"; summary.csv leaves their cells empty.
+    let s = summary(dir.path());
+    assert_eq!(
+        (&s["requests"], &s["cancelled"]),
+        (&2.into(), &2.into()),
+        "{s}"
+    );
+    assert!(s["error_rate"].is_null(), "{s}");
+    assert!(s["goodput"]["good_request_fraction"].is_null(), "{s}");
+    assert_eq!(s["schema_version"], 3, "{s}");
+    let csv = std::fs::read_to_string(dir.path().join("out/summary.csv")).unwrap();
+    assert!(csv.contains("\nerror_rate,\n"), "{csv}");
+    assert!(csv.contains("\ngood_request_fraction,\n"), "{csv}");
 
     let out = profile(
         dir.path(),

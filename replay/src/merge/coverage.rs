@@ -206,7 +206,12 @@ pub(super) fn check_records(
             }
         });
         match read {
-            Err(e) => problems.push(format!("{}: {e}", r.dir.display())),
+            // The cause too: the error's own words are only the file's path.
+            Err(e) => problems.push(format!(
+                "{}: {}",
+                r.dir.display(),
+                canary_core::error_chain(&e)
+            )),
             Ok(read) => {
                 if let Some((line, why)) = &read.first_skipped {
                     problems.push(format!(

@@ -44,6 +44,11 @@ pub(super) struct SelectionCounts {
     pub output_capped: u64,
 }
 
+/// The `summary.json` versions whose shards merge. Version 2 differs from 3 only in the
+/// shares it wrote as 0 where 3 writes null (`error_rate`, `good_request_fraction`), and the
+/// merge reads neither: it folds the records again.
+const MERGES: [u32; 2] = [2, SUMMARY_SCHEMA_VERSION];
+
 #[derive(Deserialize)]
 struct SummaryHead {
     schema_version: Option<u32>,
@@ -74,10 +79,11 @@ impl ShardRun {
             .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
         // Keys change meaning between versions: shards of another one are not merged as if
         // they were this one's.
-        if let Some(v) = head.schema_version.filter(|&v| v != SUMMARY_SCHEMA_VERSION) {
+        if let Some(v) = head.schema_version.filter(|v| !MERGES.contains(v)) {
             return Err(bad(format!(
-                "summary.json has schema_version {v}; this canaryd merges version \
-                 {SUMMARY_SCHEMA_VERSION}"
+                "summary.json has schema_version {v}; this canaryd merges versions {} (rerun \
+                 the shards with this canaryd)",
+                MERGES.map(|v| v.to_string()).join(" and ")
             )));
         }
         let run = head.run;
@@ -98,7 +104,8 @@ impl ShardRun {
         };
         let selection = serde_json::from_value(trace["selection"].clone())
             .map_err(|e| bad(format!("run.trace.selection: {e}")))?;
-        let histograms = Histograms::read(dir).map_err(|e| bad(format!("{e:#}")))?;
+        // With its cause: `reading DIR/histograms.json` alone does not say what went wrong.
+        let histograms = Histograms::read(dir).map_err(|e| bad(canary_core::error_chain(&e)))?;
         Ok(ShardRun {
             dir: dir.to_path_buf(),
             shard,
@@ -179,5 +186,28 @@ mod tests {
         assert_eq!(first_difference("run", &a, &a), None);
         let c = json!({"speedup": 2, "target": {"url": "http://a", "model": "m"}, "x": 1});
         assert_eq!(first_difference("run", &a, &c).unwrap(), "run.x: null vs 1");
+    }
+
+    // Version 3 made shares of nothing null; the merge folds the records again and reads no
+    // share, so version 2 shards still merge. Older ones are refused, naming what merges.
+    #[test]
+    fn shards_of_version_2_still_merge_and_older_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |v: u32| {
+            let doc = json!({"schema_version": v, "error_rate": 0.0,
+                             "run": {"run_id": "r", "trace": {"selection": {}}}});
+            std::fs::write(dir.path().join("summary.json"), doc.to_string()).unwrap();
+        };
+        for v in [2, SUMMARY_SCHEMA_VERSION] {
+            write(v);
+            let run = ShardRun::read(dir.path()).unwrap_or_else(|e| panic!("{v}: {e}"));
+            assert_eq!(run.run_id, "r");
+        }
+        write(1);
+        let e = ShardRun::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("schema_version 1; this canaryd merges versions 2 and 3"),
+            "{e}"
+        );
     }
 }

@@ -17,6 +17,9 @@ impl Comparison {
             esc(&side(&self.a)),
             esc(&side(&self.b))
         );
+        if let Some(d) = &self.different_requests {
+            body.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&d.note)));
+        }
         let rows: Vec<Vec<String>> = self
             .rows
             .iter()
@@ -26,7 +29,7 @@ impl Comparison {
                     Verdict::NotJudged { why } => ("insufficient", why.clone()),
                 };
                 vec![
-                    esc(&r.metric),
+                    esc(&self.metric_shown(r)),
                     esc(&value_with_interval(r, r.a, Side::A)),
                     esc(&value_with_interval(r, r.b, Side::B)),
                     esc(&change(r)),
@@ -43,13 +46,13 @@ impl Comparison {
         for (metric, s) in &self.shifts {
             if let Some(s) = s {
                 how.push_str(&format!(
-                    "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {:+.1} % \
+                    "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {} \
                      ({:+.1} MADs), rank-biserial {:+.2}</li>",
                     esc(metric),
                     s.trend.as_str(),
                     s.trend.as_str(),
                     s.p_value,
-                    s.shift_ratio * 100.0,
+                    super::median_shift_text(s),
                     s.shift_in_mads,
                     s.rank_biserial
                 ));

@@ -10,6 +10,7 @@
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
+use super::first_token::FirstTokenTimes;
 use super::{text::verdict, Comparison};
 use crate::error::{io, ReportError};
 use crate::html::{esc, page, table};
@@ -31,10 +32,83 @@ pub struct Sweep {
     pub axis: String,
     /// Each point: its label, axis value and run, in order of increasing load.
     pub points: Vec<(String, f64, Experiment)>,
+    /// What `sweep.json` says of each point beyond its figures, by label.
+    pub said: Vec<(String, PointSaid)>,
     /// The knee, when the sweep found one.
     pub knee: Option<KneeAt>,
     /// The capacity search's bracket (`--find-max-rate`).
     pub capacity: Option<Bracket>,
+}
+
+/// What a sweep's `sweep.json` says of a point beyond its figures: that the open-file limit
+/// held it under its load, that it errored, and its notes (why the sweep left it out of the
+/// knee and the Pareto front). A comparison of the point is over figures these qualify.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PointSaid {
+    /// Held under its nominal load by the open-file limit (`capped`).
+    pub capped: bool,
+    /// Its verdict, when an error (`error: …`: nothing completed, canaryd the bottleneck, a
+    /// signal).
+    pub error: Option<String>,
+    /// Its notes.
+    pub notes: Vec<String>,
+}
+
+impl PointSaid {
+    fn of(p: &Value) -> PointSaid {
+        PointSaid {
+            capped: p.get("capped").and_then(Value::as_bool) == Some(true),
+            error: p
+                .get("verdict")
+                .and_then(Value::as_str)
+                .filter(|v| v.starts_with("error"))
+                .map(String::from),
+            notes: p
+                .get("notes")
+                .and_then(Value::as_array)
+                .map(|n| {
+                    n.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == PointSaid::default()
+    }
+
+    /// `c16, B [capped]: its notes` (`None` when there is nothing to say).
+    fn line(&self, label: &str, side: &str) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut tags = Vec::new();
+        if self.capped {
+            tags.push("capped");
+        }
+        if self.error.is_some() {
+            tags.push("errored");
+        }
+        let tags = if tags.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", tags.join(", "))
+        };
+        let said: Vec<&str> = self
+            .error
+            .iter()
+            .chain(&self.notes)
+            .map(String::as_str)
+            .collect();
+        Some(if said.is_empty() {
+            format!("{label}, {side}{tags}")
+        } else {
+            format!("{label}, {side}{tags}: {}", said.join("; "))
+        })
+    }
 }
 
 /// Where a sweep's knee is.
@@ -82,6 +156,7 @@ impl Sweep {
             .and_then(Value::as_array)
             .ok_or_else(|| bad("field \"points\": missing".into()))?;
         let mut points = Vec::new();
+        let mut said = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, p) in listed.iter().enumerate() {
             let field = |key: &str| bad(format!("points[{i}].{key}: missing or of the wrong type"));
@@ -99,7 +174,12 @@ impl Sweep {
                 return Err(bad(format!("points[{i}].dir: {dir:?} is listed twice")));
             }
             // A point's folder is its run's, or with `canaryd sweep --runs N` its experiment's.
-            points.push((label, value, Experiment::load_point(&path.join(dir))?));
+            points.push((
+                label.clone(),
+                value,
+                Experiment::load_point(&path.join(dir))?,
+            ));
+            said.push((label, PointSaid::of(p)));
         }
         points.sort_by(|a, b| a.1.total_cmp(&b.1));
         let knee = match doc.get("knee").filter(|k| !k.is_null()) {
@@ -128,6 +208,7 @@ impl Sweep {
             name,
             axis,
             points,
+            said,
             knee,
             capacity,
         }))
@@ -174,6 +255,10 @@ pub struct PointComparison {
     pub value: f64,
     /// The two points' runs compared, as `canaryd compare` compares two runs.
     pub comparison: Comparison,
+    /// What A's `sweep.json` says of its point (capped, errored, its notes).
+    pub a_said: PointSaid,
+    /// B's.
+    pub b_said: PointSaid,
 }
 
 /// The two knees.
@@ -220,12 +305,21 @@ pub fn compare_sweeps(
     }
     let mut points = Vec::new();
     let mut unmatched = Vec::new();
+    let said = |s: &Sweep, label: &str| {
+        s.said
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, said)| said.clone())
+            .unwrap_or_default()
+    };
     for (label, value, run) in &a.points {
         match b.points.iter().find(|p| p.1 == *value) {
-            Some((_, _, other)) => points.push(PointComparison {
+            Some((b_label, _, other)) => points.push(PointComparison {
                 label: label.clone(),
                 value: *value,
                 comparison: super::compare(run, other, rules),
+                a_said: said(a, label),
+                b_said: said(b, b_label),
             }),
             None => unmatched.push(("A".to_string(), label.clone())),
         }
@@ -341,6 +435,55 @@ fn too_few_for_its_tail(r: &super::Row) -> bool {
 }
 
 impl SweepComparison {
+    /// Each point's own word: what each sweep.json says of it (capped, errored, its notes),
+    /// then its comparison's notes (the sides completed different shares, …). The points'
+    /// figures are over what these say, so they are printed, not only in `--json`. A note
+    /// every point has is told once.
+    fn point_notes(&self) -> Vec<String> {
+        let notes = |p: &PointComparison| p.comparison.notes.clone();
+        let common = self.on_every_point(notes);
+        let mut out: Vec<String> = common.iter().map(|n| format!("every point: {n}")).collect();
+        for p in &self.points {
+            out.extend(p.a_said.line(&p.label, "A"));
+            out.extend(p.b_said.line(&p.label, "B"));
+            for n in notes(p).iter().filter(|n| !common.contains(n)) {
+                out.push(format!("{}: {n}", p.label));
+            }
+        }
+        out
+    }
+
+    /// The points whose sides did not send the same requests (another trace, window, load or
+    /// seed), said above the table: once when every point says the same.
+    fn request_warnings(&self) -> Vec<String> {
+        let said = |p: &PointComparison| -> Vec<String> {
+            p.comparison
+                .different_requests
+                .iter()
+                .map(|d| d.note.clone())
+                .collect()
+        };
+        let common = self.on_every_point(said);
+        let mut out: Vec<String> = common.iter().map(|n| format!("every point: {n}")).collect();
+        for p in &self.points {
+            for n in said(p).iter().filter(|n| !common.contains(n)) {
+                out.push(format!("{}: {n}", p.label));
+            }
+        }
+        out
+    }
+
+    /// The lines `of` gives every point (of two or more).
+    fn on_every_point(&self, of: impl Fn(&PointComparison) -> Vec<String>) -> Vec<String> {
+        let Some(first) = self.points.first().filter(|_| self.points.len() > 1) else {
+            return Vec::new();
+        };
+        of(first)
+            .into_iter()
+            .filter(|n| self.points.iter().all(|p| of(p).contains(n)))
+            .collect()
+    }
+
     /// The lines under the table: the knees, the capacity, what was not matched, the rule.
     fn findings(&self) -> Vec<String> {
         let knee = |k: &Option<KneeAt>| match k {
@@ -409,6 +552,7 @@ impl SweepComparison {
                 }
             ));
         }
+        out.extend(self.point_notes());
         for (side, label) in &self.unmatched {
             out.push(format!("{label}: only in {side}'s sweep, not compared"));
         }
@@ -430,18 +574,33 @@ impl SweepComparison {
                 self.points.len()
             ));
         }
+        // Over every point: how many first tokens of each sweep are bounds.
+        let sum = |of: &dyn Fn(&Comparison) -> FirstTokenTimes| {
+            self.points.iter().fold(FirstTokenTimes::default(), |t, p| {
+                let x = of(&p.comparison);
+                FirstTokenTimes {
+                    bound: t.bound + x.bound,
+                    of: t.of + x.of,
+                    unknown_runs: t.unknown_runs + x.unknown_runs,
+                }
+            })
+        };
+        let exact = super::first_token::exactness(
+            &sum(&|c| c.a.first_tokens),
+            &sum(&|c| c.b.first_tokens),
+            "Figures are exact, from the points' records",
+        );
         match self.points.first() {
             Some(p) if repeated => out.push(format!(
-                "Each point: its two experiments (--runs) compared. {}",
-                p.comparison.rule_text()
+                "Each point: its two experiments (--runs) compared. {} {exact}",
+                p.comparison.rule()
             )),
-            _ => out.push(
+            _ => out.push(format!(
                 "Each point: its two runs compared request by request: a p99 on its own tail \
                  (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
                  the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
-                 5 % and 1 ms); figures exact, from the points' records."
-                    .into(),
-            ),
+                 5 % and 1 ms). {exact}"
+            )),
         }
         out
     }
@@ -458,6 +617,9 @@ impl SweepComparison {
             self.b.points,
             self.axis
         );
+        for w in self.request_warnings() {
+            out.push_str(&format!("{w}\n\n"));
+        }
         let rows = point_rows(self);
         let mut width = HEAD.map(str::len);
         for r in &rows {
@@ -506,6 +668,9 @@ impl SweepComparison {
             self.b.points,
             esc(&self.axis)
         );
+        for w in self.request_warnings() {
+            body.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&w)));
+        }
         let mut t = table("compare", &HEAD, &rows);
         for f in self.findings() {
             t.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&f)));
@@ -525,6 +690,7 @@ mod tests {
             name: axis.into(),
             axis: axis.into(),
             points: Vec::new(),
+            said: Vec::new(),
             knee: None,
             capacity: Some(Bracket {
                 passed,
@@ -533,6 +699,91 @@ mod tests {
                 min_good_fraction: Some(0.95),
             }),
         }
+    }
+
+    /// A sweep at `at` over concurrency 1 and 16: each point's run with `ok` of its 10
+    /// requests completed, its `run` block with `seed`, and `point16` as sweep.json's c16.
+    fn sweep_dir(at: &Path, ok: usize, seed: u64, point16: Value) {
+        for (dir, users) in [("point-01-c1", 1), ("point-02-c16", 16)] {
+            let d = at.join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            let lines: String = (0..10)
+                .map(|i| {
+                    let status = if users == 1 || i < ok {
+                        "ok"
+                    } else {
+                        "timeout"
+                    };
+                    format!(
+                        "{{\"sent_at_ms\":{i},\"ended_at_ms\":{},\"status\":\"{status}\",\
+                         \"ttft_ms\":5,\"e2e_ms\":9}}\n",
+                        i + 9
+                    )
+                })
+                .collect();
+            std::fs::write(d.join("records.jsonl"), lines).unwrap();
+            let run = serde_json::json!({"run": {"load": {"shape": "closed_loop",
+                "users": users, "random_seed": seed}, "speedup": 1.0, "prompt_seed": 0}});
+            std::fs::write(d.join("summary.json"), run.to_string()).unwrap();
+        }
+        let mut c16 = serde_json::json!({"label": "c16", "value": 16, "dir": "point-02-c16",
+            "verdict": "pass"});
+        c16.as_object_mut()
+            .unwrap()
+            .extend(point16.as_object().unwrap().clone());
+        let doc = serde_json::json!({"axis": "concurrency", "points": [
+            {"label": "c1", "value": 1, "dir": "point-01-c1", "verdict": "pass"}, c16]});
+        std::fs::write(at.join("sweep.json"), doc.to_string()).unwrap();
+    }
+
+    // The audit's SW1 against SW2: at c16 A completed 90 %, B was capped at 15 in flight; the
+    // table showed +11.1 % req/s and the notes were only in --json.
+    #[test]
+    fn each_points_flags_and_notes_are_printed_and_other_requests_said_above_the_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        let capped = "capped by the open-file limit at 15 requests in flight, below its 16 users";
+        sweep_dir(
+            &a,
+            9,
+            0,
+            serde_json::json!({"notes": ["10.0% of its requests failed"]}),
+        );
+        sweep_dir(
+            &b,
+            10,
+            1,
+            serde_json::json!({"capped": true, "notes": [capped]}),
+        );
+        let load = |p: &Path| Sweep::load(p).unwrap().unwrap();
+        let c = compare_sweeps(&load(&a), &load(&b), &ShiftRules::default()).unwrap();
+        let text = c.to_text();
+        assert!(
+            text.contains("c16, A: 10.0% of its requests failed\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("c16, B [capped]: {capped}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains("c16: the latency rows are over completed requests only"),
+            "{text}"
+        );
+        assert!(!text.contains("c1, A"), "{text}");
+        // Another seed at every point: said once, above the table.
+        let warn = "every point: not the same requests: the sides differ in their seed \
+                    (load.random_seed 0 → 1)";
+        let (at, table) = (text.find(warn), text.find("point "));
+        assert!(at.is_some() && at < table, "{text}");
+        let page = c.to_html();
+        assert!(
+            page.contains(&format!("<p class=\"warn\">{warn}")),
+            "{page}"
+        );
+        assert!(page.contains("c16, B [capped]: capped by"), "{page}");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["points"][1]["b_said"]["capped"], true, "{json:#}");
     }
 
     #[test]

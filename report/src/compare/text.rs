@@ -8,12 +8,15 @@ impl Comparison {
     /// The comparison as aligned text for a terminal.
     pub fn to_text(&self) -> String {
         let mut out = format!("A: {}\nB: {}\n\n", side(&self.a), side(&self.b));
+        if let Some(d) = &self.different_requests {
+            out.push_str(&format!("{}\n\n", d.note));
+        }
         let cells: Vec<[String; 5]> = self
             .rows
             .iter()
             .map(|r| {
                 [
-                    r.metric.clone(),
+                    self.metric_shown(r),
                     value_with_interval(r, r.a, Side::A),
                     value_with_interval(r, r.b, Side::B),
                     change(r),
@@ -54,10 +57,10 @@ impl Comparison {
         for (metric, s) in &self.shifts {
             if let Some(s) = s {
                 out.push_str(&format!(
-                    "{metric}: {} (Mann-Whitney p {:.2e}, median {:+.1} %, {:+.1} MADs, rank-biserial {:+.2})\n",
+                    "{metric}: {} (Mann-Whitney p {:.2e}, median {}, {:+.1} MADs, rank-biserial {:+.2})\n",
                     s.trend.as_str(),
                     s.p_value,
-                    s.shift_ratio * 100.0,
+                    super::median_shift_text(s),
                     s.shift_in_mads,
                     s.rank_biserial
                 ));
@@ -116,14 +119,22 @@ pub(super) enum Side {
 }
 
 /// A side as the header names it: `name (dir, N requests, C completed)`, with its runs when
-/// several, and a run a signal cut short said to be.
+/// several, a run a signal cut short said to be, and the runs an experiment left out named.
 pub(super) fn side(s: &super::Side) -> String {
-    let cut = match s.interrupted {
+    let mut cut = match s.interrupted {
         0 => String::new(),
         _ if s.runs == 1 => ", cut short by a signal".to_string(),
         n => format!(", {n} cut short by a signal"),
     };
-    if s.runs > 1 {
+    if !s.left_out.is_empty() {
+        let dirs: Vec<&str> = s.left_out.iter().map(|l| l.dir.as_str()).collect();
+        cut.push_str(&format!(
+            "; {} more left out: {}",
+            dirs.len(),
+            dirs.join(", ")
+        ));
+    }
+    if s.runs > 1 || !s.left_out.is_empty() {
         format!(
             "{} ({}, {} runs, {} requests, {} completed{cut})",
             s.name, s.dir, s.runs, s.requests, s.completed
@@ -137,8 +148,34 @@ pub(super) fn side(s: &super::Side) -> String {
 }
 
 impl Comparison {
-    /// What "real" meant in this comparison, in a few sentences.
+    /// What "real" meant in this comparison, in a few sentences, and how exact the figures
+    /// are.
     pub(super) fn rule_text(&self) -> String {
+        let exact = if self.repeated() {
+            "Run figures are exact, from each run's records"
+        } else {
+            "Figures are exact, from each run's records"
+        };
+        format!(
+            "{} {}",
+            self.rule(),
+            super::first_token::exactness(&self.a.first_tokens, &self.b.first_tokens, exact)
+        )
+    }
+
+    /// A row's metric as the table shows it: a TTFT row is marked `(bound)` when any first
+    /// token of either side is an upper bound.
+    pub(super) fn metric_shown(&self, r: &Row) -> String {
+        if r.metric.starts_with("TTFT") && self.a.first_tokens.bound + self.b.first_tokens.bound > 0
+        {
+            format!("{} (bound)", r.metric)
+        } else {
+            r.metric.clone()
+        }
+    }
+
+    /// What "real" meant in this comparison, in a few sentences.
+    pub(super) fn rule(&self) -> String {
         let r = &self.rules;
         let floors = format!("{} % and {} ms", r.min_shift * 100.0, r.min_shift_ms);
         if self.repeated() {
@@ -149,8 +186,7 @@ impl Comparison {
                  estimates, taking the runs as independent). Each distribution line pools the \
                  runs and applies the daemon's baseline rule with A's runs as its reference \
                  runs: Mann-Whitney p < {} on every request's value, and the median shift beyond \
-                 {} MADs of A's run medians, {floors}. Run figures are exact, from each run's \
-                 records.",
+                 {} MADs of A's run medians, {floors}.",
                 r.runs_alpha,
                 r.min_shift * 100.0,
                 r.min_shift_ms,
@@ -171,7 +207,7 @@ impl Comparison {
                  Rates (errors, the good fraction) are judged by the rank test on each \
                  request's outcome; throughputs and goodput need at least 2 runs per side \
                  (--runs N). Values of a side with several runs are the means of its runs' \
-                 figures. Figures are exact, from each run's records.",
+                 figures.",
                 r.alpha, r.k_mad, r.alpha
             )
         }
@@ -251,6 +287,8 @@ mod tests {
             runs: 1,
             completed: 97,
             interrupted: 0,
+            left_out: Vec::new(),
+            first_tokens: Default::default(),
         };
         assert_eq!(side(&s), "a (runs/a, 100 requests, 97 completed)");
         s.interrupted = 1;
@@ -262,6 +300,17 @@ mod tests {
         assert_eq!(
             side(&s),
             "a (runs/a, 3 runs, 100 requests, 97 completed, 1 cut short by a signal)"
+        );
+        // An experiment's errored run is not in its figures: the header names it.
+        s.interrupted = 0;
+        s.runs = 2;
+        s.left_out = vec![crate::experiment::LeftOutRun {
+            dir: "run-3".into(),
+            why: "error: target unusable".into(),
+        }];
+        assert_eq!(
+            side(&s),
+            "a (runs/a, 2 runs, 100 requests, 97 completed; 1 more left out: run-3)"
         );
     }
 }

@@ -20,20 +20,13 @@ pub const PERCENTILES: [(&str, f64); 5] = [
 pub fn render(run: &Run) -> String {
     let f = run.figures();
     // A rate over no request the target was sent (every one cancelled, or canaryd's own
-    // failure) is no rate: not a clean 0 %.
-    let judged = f.requests - f.client_errors - f.cancelled;
-    let share = |x: f64| {
-        if judged > 0 {
-            pct(x)
-        } else {
-            "–".to_string()
-        }
-    };
+    // failure) is no rate (summary.json's null): not a clean 0 %.
+    let share = |x: Option<f64>| x.map_or_else(|| "–".to_string(), pct);
     let mut tiles = vec![
         (num(f.requests as f64), "requests".to_string()),
         (
             format!("{} ({})", num(f.errors as f64), share(f.error_rate)),
-            if judged > 0 {
+            if f.error_rate.is_some() {
                 "errors (rate of the target's)".to_string()
             } else {
                 "errors (no request reached the target: no rate)".to_string()
@@ -68,8 +61,9 @@ pub fn render(run: &Run) -> String {
     if let Some(why) = &f.rate_unavailable {
         tiles.push(("no rates".into(), why.clone()));
     }
-    if let Some(frac) = f.good_fraction {
-        let g = f.goodput;
+    // With SLOs, whether or not any request was judged by them.
+    if f.slos {
+        let (g, frac) = (f.goodput, f.good_fraction);
         let slos = run
             .summary
             .as_ref()

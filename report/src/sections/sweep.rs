@@ -40,8 +40,9 @@ pub struct Point {
     pub ttft_p99: f64,
     /// e2e p99, ms.
     pub e2e_p99: f64,
-    /// The target's error rate.
-    pub error_rate: f64,
+    /// The target's error rate; `None` when the run judged no request (every one cancelled on
+    /// purpose, or canaryd's own failure).
+    pub error_rate: Option<f64>,
     /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
     pub gpus: Option<u64>,
     /// Why it is neither the knee's nor the front's evidence, when it is not (as in
@@ -91,6 +92,11 @@ impl Point {
             .iter()
             .map(|p| (p.label.as_str(), p.left_out.as_ref()))
             .collect();
+        // Over the runs that have one, as sweep.json's mean: a run that judged nothing has no
+        // share, not a 0 that lowers the others'.
+        let rates: Vec<f64> = runs.iter().filter_map(|p| p.error_rate).collect();
+        let error_rate =
+            (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64);
         Point {
             label,
             throughput: mean(|p| p.throughput),
@@ -99,9 +105,9 @@ impl Point {
             ttft_p50: mean(|p| p.ttft_p50),
             ttft_p99: mean(|p| p.ttft_p99),
             e2e_p99: mean(|p| p.e2e_p99),
-            error_rate: mean(|p| p.error_rate),
+            error_rate,
             gpus: runs.first().and_then(|p| p.gpus),
-            left_out: evidence::of_mean(&each, mean(|p| p.error_rate)),
+            left_out: evidence::of_mean(&each, error_rate),
             notes: Vec::new(),
         }
     }
@@ -370,7 +376,7 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
                 ms(p.ttft_p50),
                 ms(p.ttft_p99),
                 ms(p.e2e_p99),
-                pct(p.error_rate),
+                p.error_rate.map_or_else(|| "–".to_string(), pct),
                 esc(&tags.join(", ")),
             ]
         })

@@ -173,6 +173,8 @@ struct Page {
     entries: Vec<Entry>,
     gpus: usize,
     instances: usize,
+    /// A GPU or instance past the caps was left out.
+    cut: bool,
 }
 
 impl Page {
@@ -201,6 +203,7 @@ impl Page {
                     Some(_) => MAX_GPU_INSTANCES,
                 };
                 if *count == cap {
+                    self.cut = true;
                     return None;
                 }
                 *count += 1;
@@ -253,6 +256,11 @@ fn new_entry(line: &Sample, at: MonoTime, gpu: u32, instance: Option<u32>) -> En
 /// so are GPUs past [`MAX_GPUS`], instances past [`MAX_GPU_INSTANCES`], and labels past
 /// [`MAX_LABELS`] (names and values are cut short).
 pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
+    gpu_samples_cut(scrape, at).0
+}
+
+/// [`gpu_samples`], and whether GPUs or instances past the caps were left out.
+pub fn gpu_samples_cut(scrape: &Scrape, at: MonoTime) -> (Vec<GpuSample>, bool) {
     let mut page = Page::default();
     for fam in scrape
         .families
@@ -294,9 +302,10 @@ pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {
             }
         }
     }
+    let cut = page.cut;
     let mut out: Vec<GpuSample> = page.entries.into_iter().map(Entry::finish).collect();
     out.sort_by_key(|g| (g.gpu, g.gpu_instance));
-    out
+    (out, cut)
 }
 
 #[cfg(test)]

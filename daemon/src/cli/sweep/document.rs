@@ -8,8 +8,10 @@ use canary_core::series;
 use serde::Serialize;
 use std::path::Path;
 
-/// `sweep.json`'s schema version: bumped when a field changes meaning or goes away.
-pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+/// `sweep.json`'s schema version: bumped when a field changes meaning or goes away (2: a
+/// point's `error_rate` and `good_fraction` are null when it judged no request, as
+/// `summary.json`'s are since its version 3).
+pub const SWEEP_SCHEMA_VERSION: u32 = 2;
 
 /// The knee as `sweep.json` states it.
 #[derive(Debug, Clone, Serialize)]
@@ -152,7 +154,7 @@ impl SweepDoc {
                 f.requests.to_string(),
                 f.completed.to_string(),
                 f.errors.to_string(),
-                format!("{}", f.error_rate),
+                n(f.error_rate),
                 format!("{}", f.duration_s),
                 n(f.request_throughput),
                 n(f.output_tokens_per_s),
@@ -280,5 +282,36 @@ mod tests {
         unknown.figures.as_mut().unwrap().gpus = None;
         let doc = SweepDoc::new("sweep", Axis::Concurrency, vec![unknown]);
         assert!(doc.notes[0].contains("no GPU seen"), "{:?}", doc.notes);
+    }
+
+    // A point that judged no request (every one cancelled on purpose) has no error rate and
+    // no good fraction: an empty cell and null, not the 0 that read as "no errors".
+    #[test]
+    fn a_point_that_judged_nothing_writes_no_share() {
+        let point = |error_rate, good_fraction| Point {
+            figures: Some(PointFigures {
+                requests: 4,
+                error_rate,
+                good_fraction,
+                ..Default::default()
+            }),
+            ..Point::of_run(1, "c1".into(), 1.0, String::new(), None, None)
+        };
+        let doc = SweepDoc::new(
+            "sweep",
+            Axis::Concurrency,
+            vec![point(None, None), point(Some(0.25), Some(0.5))],
+        );
+        let json = serde_json::to_value(&doc).unwrap();
+        assert!(json["points"][0]["error_rate"].is_null(), "{json}");
+        assert!(json["points"][0]["good_fraction"].is_null(), "{json}");
+        assert_eq!(json["points"][1]["error_rate"], 0.25);
+        let csv = doc.csv();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        let col = |name| CSV_COLUMNS.iter().position(|c| *c == name).unwrap();
+        assert_eq!(rows[1][col("error_rate")], "", "{csv}");
+        assert_eq!(rows[1][col("good_fraction")], "", "{csv}");
+        assert_eq!(rows[2][col("error_rate")], "0.25", "{csv}");
+        assert_eq!(rows[2][col("good_fraction")], "0.5", "{csv}");
     }
 }

@@ -95,8 +95,9 @@ pub struct PointFigures {
     pub completed: u64,
     /// Requests that failed.
     pub errors: u64,
-    /// Share of requests the target failed.
-    pub error_rate: f64,
+    /// Share of the requests judged that the target failed; null when none was judged (every
+    /// request cancelled on purpose or failed by canaryd itself).
+    pub error_rate: Option<f64>,
     /// Seconds of the measured phase.
     pub duration_s: f64,
     /// Completed requests per second.
@@ -119,7 +120,8 @@ pub struct PointFigures {
     pub request_latency_ms: Percentiles,
     /// Good requests per second by the SLOs, when SLOs were given.
     pub goodput: Option<f64>,
-    /// Share of requests meeting the SLOs, when SLOs were given.
+    /// Share of the requests judged meeting the SLOs; null without SLOs or when none was
+    /// judged.
     pub good_fraction: Option<f64>,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
@@ -180,8 +182,8 @@ impl PointFigures {
             errors,
             // A share, averaged as the doc above says: the runs' own (target errors over the
             // requests judged); pooling errors over requests counted cancels and canaryd's
-            // own failures as the target's.
-            error_rate: mean(&|f| Some(f.error_rate)).unwrap_or(0.0),
+            // own failures as the target's. Runs that judged nothing have none to average.
+            error_rate: mean(&|f| f.error_rate),
             duration_s: all.iter().map(|f| f.duration_s).sum(),
             request_throughput: mean(&|f| f.request_throughput),
             output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
@@ -249,7 +251,7 @@ impl PointFigures {
             inter_token_latency_ms: Percentiles::of(s.metrics.get("inter_token_latency")),
             request_latency_ms: Percentiles::of(s.metrics.get("request_latency")),
             goodput: s.goodput.as_ref().and_then(|g| g.goodput),
-            good_fraction: s.goodput.as_ref().map(|g| g.good_request_fraction),
+            good_fraction: s.goodput.as_ref().and_then(|g| g.good_request_fraction),
             server,
             in_flight_cap: run.outcome.in_flight_cap.limit,
             in_flight_cap_source: run
@@ -309,11 +311,12 @@ pub struct Point {
     /// itself was the bottleneck. Not the target missing its gates.
     #[serde(skip)]
     pub errored: bool,
-    /// Why the client did not offer the load its schedule asked for (a run's, with `--runs
-    /// N`; [`crate::capacity::not_offered`]), when it did not.
+    /// Why its rate was not held (a run's, with `--runs N`;
+    /// [`crate::capacity::rate_not_held`]): the client did not offer the load its schedule
+    /// asked for, or the server's queue grew through it.
     #[serde(skip)]
-    pub not_offered: Option<String>,
-    /// What to know about the point beyond its figures (the client could not offer its rate).
+    pub rate_not_held: Option<String>,
+    /// What to know about the point beyond its figures (its rate was not held).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -345,7 +348,7 @@ impl Point {
             capped: false,
             cut_short: true,
             errored: true,
-            not_offered: None,
+            rate_not_held: None,
             notes: Vec::new(),
         };
         let Some(run) = run else {
@@ -366,15 +369,16 @@ impl Point {
         point.figures = Some(PointFigures::of(run, gpus_flag));
         point.cut_short = run.outcome.interrupted;
         point.errored = verdict.kind == crate::judge::verdict::VerdictKind::Error;
-        point.not_offered = crate::capacity::not_offered(&run.outcome);
+        point.rate_not_held = crate::capacity::rate_not_held(&run.outcome);
         point
     }
 
-    /// A probe of the capacity search: it passes only when the client offered its rate. A
-    /// rate the client could not offer (it held requests for a slot, or sent too slowly) fails,
-    /// whatever the SLOs said of the requests it did send, and the notes say why.
-    pub fn require_offered(&mut self) {
-        let Some(why) = self.not_offered.clone() else {
+    /// A probe of the capacity search: it passes only when the client offered its rate and
+    /// the server kept up with it. A rate the client could not offer (it held requests for a
+    /// slot, or sent too slowly), or one under which TTFT kept rising (the server's queue
+    /// grew), fails whatever the SLOs said of the requests sent, and the notes say why.
+    pub fn require_rate_held(&mut self) {
+        let Some(why) = self.rate_not_held.clone() else {
             return;
         };
         if self.passed {
@@ -428,8 +432,8 @@ impl Point {
             .collect();
         point.passed = judged.iter().all(|p| p.passed);
         point.errored = judged.iter().any(|p| p.errored);
-        point.not_offered = judged.iter().find_map(|p| {
-            let why = p.not_offered.as_ref()?;
+        point.rate_not_held = judged.iter().find_map(|p| {
+            let why = p.rate_not_held.as_ref()?;
             Some(format!("{}: {why}", p.dir))
         });
         if let Some(p) = judged.iter().find(|p| !p.passed) {
@@ -490,7 +494,7 @@ impl Point {
                 self.verdict
             ));
         }
-        let rate = self.figures.as_ref()?.error_rate;
+        let rate = self.figures.as_ref()?.error_rate?;
         (rate > EVIDENCE_MAX_ERROR_RATE).then(|| {
             format!(
                 "left out of the knee and the Pareto front: {:.1}% of its requests failed at \
@@ -551,9 +555,15 @@ mod tests {
             ..Default::default()
         };
         // The second run: 3 failures, one of them canaryd's own; 2 of 9 judged.
-        let m = PointFigures::mean(&[run(10, 0, 0.0), run(10, 3, 2.0 / 9.0)]);
+        let m = PointFigures::mean(&[run(10, 0, Some(0.0)), run(10, 3, Some(2.0 / 9.0))]);
         assert_eq!((m.requests, m.errors), (20, 3));
-        assert!((m.error_rate - 1.0 / 9.0).abs() < 1e-12, "{}", m.error_rate);
+        let rate = m.error_rate.unwrap();
+        assert!((rate - 1.0 / 9.0).abs() < 1e-12, "{rate}");
+        // A run that judged nothing (every request cancelled) has no share to average: not
+        // a 0 that halves the others'.
+        let m = PointFigures::mean(&[run(10, 0, None), run(10, 2, Some(0.2))]);
+        assert_eq!(m.error_rate, Some(0.2));
+        assert_eq!(PointFigures::mean(&[run(10, 0, None)]).error_rate, None);
     }
 
     // A point the open-file limit held under its load is marked on every axis: below its
@@ -623,7 +633,7 @@ mod tests {
             capped: false,
             cut_short: false,
             errored: false,
-            not_offered: None,
+            rate_not_held: None,
             notes: Vec::new(),
         };
         let points = || {
@@ -654,14 +664,14 @@ mod tests {
             "{note}"
         );
         let mut failing = points();
-        failing[2].figures.as_mut().unwrap().error_rate = 0.2;
+        failing[2].figures.as_mut().unwrap().error_rate = Some(0.2);
         let failing = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, failing);
         assert!(failing.knee.is_none(), "{:?}", failing.knee);
         let note = &failing.points[2].notes[0];
         assert!(note.contains("20.0% of its requests failed"), "{note}");
         // Within 5 %: still evidence.
         let mut few = points();
-        few[2].figures.as_mut().unwrap().error_rate = 0.05;
+        few[2].figures.as_mut().unwrap().error_rate = Some(0.05);
         let few = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, few);
         assert_eq!(few.knee.map(|k| k.label), Some("c8".to_string()));
     }

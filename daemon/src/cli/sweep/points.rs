@@ -177,7 +177,7 @@ async fn run_point(
     };
     let mut point = point;
     if args.sweep.find_max_rate {
-        point.require_offered();
+        point.require_rate_held();
     }
     if point.figures.is_some() && !args.profile.shape.json {
         // With --json, stdout holds sweep.json alone.

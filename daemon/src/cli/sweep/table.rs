@@ -152,17 +152,8 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
             .collect();
         outln!("{}", line.join("  ").trim_end())?;
     }
-    outln!(
-        "exact: counted and timed per request (percentiles within 0.1 %); latencies in ms; \
-         queue and KV from the server's /metrics scrapes: means of the samples (estimates), \
-         maxima the highest sampled (lower bounds: a peak between scrapes is missed)"
-    )?;
-    if doc.points.iter().any(|p| p.repeats.is_some()) {
-        outln!(
-            "repeated points (--runs): estimates, the mean of the point's complete runs ± the \
-             half-width of its 95% confidence interval (Student's t); the knee and the front \
-             are found on the means"
-        )?;
+    for line in footer(doc.points.iter().any(|p| p.repeats.is_some())) {
+        outln!("{line}")?;
     }
     match &doc.knee {
         Some(k) => outln!(
@@ -194,6 +185,29 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         outln!("{}", capacity_line(c, doc.points.len()))?;
     }
     Ok(())
+}
+
+/// What each kind of column is, under the table: counts are exact, percentiles estimates,
+/// the server's gauges the highest sampled; with `--runs`, every figure is a mean of runs.
+fn footer(repeated: bool) -> Vec<String> {
+    let per_run = if repeated { "each run's " } else { "" };
+    let mut lines = vec![format!(
+        "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
+         point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median request's): \
+         percentiles of per-request times, estimates within 0.1 %; queue max and KV max: the \
+         highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
+         is missed)"
+    )];
+    if repeated {
+        lines.push(
+            "repeated points (--runs): every figure the mean of the point's complete runs, an \
+             estimate, with ± the half-width of its 95% confidence interval (Student's t) where \
+             shown; queue max and KV max the highest of any run; the knee and the front are \
+             found on the means"
+                .into(),
+        );
+    }
+    lines
 }
 
 /// The search's answer in a line, `runs` rates tried. Its bounds are rounded outward, as the
@@ -237,6 +251,24 @@ mod tests {
             0.95,
             "precision",
         )
+    }
+
+    /// The footer called percentiles exact and the gauges means, under maxima.
+    #[test]
+    fn the_footer_says_what_each_kind_of_column_is() {
+        let one = footer(false).join("\n");
+        assert!(!one.contains("exact: counted and timed"), "{one}");
+        assert!(!one.contains("means of the samples"), "{one}");
+        assert!(
+            one.starts_with("req/s, tok/s, tok/s/GPU and good: exact"),
+            "{one}"
+        );
+        assert!(one.contains("percentiles of per-request times, estimates within 0.1 %"));
+        assert!(one.contains("queue max and KV max: the highest"), "{one}");
+        let runs = footer(true);
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs[0].starts_with("each run's req/s"), "{runs:?}");
+        assert!(runs[1].contains("mean of the point's complete runs, an estimate"));
     }
 
     // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest

@@ -11,9 +11,10 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     // The figures the verdict rests on and the bars they met or missed, so the log line says
     // more than `pass`.
     let w = config.workloads.iter().find(|w| w.name == workload);
+    let passed = result.run.verdict.kind == crate::judge::verdict::VerdictKind::Pass;
     let figures = match (&result.run.capacity, &result.run.sweep) {
-        (Some(c), _) => Some(capacity_figures(c)),
-        (None, Some(s)) => Some(sweep_figures(s)),
+        (Some(c), _) => Some(capacity_figures(c, passed)),
+        (None, Some(s)) => Some(sweep_figures(s, passed)),
         (None, None) => result
             .outcome
             .as_ref()
@@ -44,11 +45,31 @@ pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
     }
 }
 
-/// `capacity at SLO 100 req/s, a bound: at least 100, below 125; 5 probes; baseline 100 ±
-/// 12 over 1 runs`.
-fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
-    use crate::judge::capacity::{rate, rate_at_least, rate_below};
+/// What the log says of a run's baseline: the one it was compared with, or why none was.
+/// Only a passing run is compared (the scheduler's rule), so a run that failed, erred or was
+/// interrupted without one is not waiting for a baseline: it said "no baseline yet" beside a
+/// three-run baseline.
+fn baseline_said(baseline: Option<(f64, f64, usize)>, passed: bool) -> String {
+    use crate::judge::capacity::rate;
+    match baseline {
+        Some((figure, spread, runs)) => format!(
+            "; baseline {} ± {} over {runs} runs",
+            rate(figure),
+            rate(spread)
+        ),
+        None if !passed => "; not compared with the baseline (only a passing run is)".into(),
+        None => "; no baseline yet".into(),
+    }
+}
+
+/// `capacity at SLO 100 req/s, a bound: at least 100, below 125; 5 probes, stopped by
+/// precision; baseline 100 ± 12 over 1 runs`. A probe a signal cut short is not in the
+/// bracket, and is counted apart: `interrupted during probe 1, none finished`.
+fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> String {
+    use crate::judge::capacity::{rate_at_least, rate_below};
     let f = &c.found;
+    let finished = c.probes.iter().filter(|p| !p.interrupted).count();
+    let cut = c.probes.len() - finished;
     let bracket = match (f.max_passing_rate, f.min_failing_rate) {
         (Some(p), Some(b)) => format!(
             "capacity at SLO {} req/s, a bound: at least {}, below {}",
@@ -64,29 +85,36 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun) -> String {
             "capacity at SLO below {} req/s (no rate passed)",
             rate_below(b)
         ),
-        (None, None) => "capacity at SLO unknown (no probe ran)".into(),
+        (None, None) if c.probes.is_empty() => "capacity at SLO unknown (no probe ran)".into(),
+        (None, None) => "capacity at SLO unknown (no probe finished)".into(),
     };
-    let baseline = match &c.baseline {
-        Some(b) => format!(
-            "; baseline {} ± {} over {} runs",
-            rate(b.capacity),
-            rate(b.spread),
-            b.runs
-        ),
-        None => "; no baseline yet".into(),
+    let finished_said = match finished {
+        0 => "none".to_string(),
+        n => n.to_string(),
     };
-    format!(
-        "{bracket}; {} probes, stopped by {}{baseline}",
-        c.probes.len(),
-        f.stopped_by
-    )
+    let probes = if cut > 0 {
+        format!(
+            "interrupted during probe {}, {finished_said} finished",
+            c.probes.len()
+        )
+    } else if f.stopped_by == "interrupted" && finished == 0 {
+        "interrupted before the first probe".into()
+    } else if f.stopped_by == "interrupted" {
+        format!("interrupted after {finished} probes")
+    } else {
+        format!("{finished} probes, stopped by {}", f.stopped_by)
+    };
+    let baseline = c.baseline.as_ref().map(|b| (b.capacity, b.spread, b.runs));
+    format!("{bracket}; {probes}{}", baseline_said(baseline, passed))
 }
 
 /// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`.
-fn sweep_figures(s: &crate::judge::knee::SweepRun) -> String {
+fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
     use crate::judge::capacity::{rate, rate_at_least};
     let knee = match &s.knee {
         Some(k) => format!("knee at {}: {} req/s", k.label, rate(k.request_throughput)),
+        // A sweep cut short or failed did not show the series failing to saturate.
+        None if !passed => "no knee among the points run".into(),
         None => "no knee (the series did not saturate)".into(),
     };
     let capacity = s
@@ -95,16 +123,12 @@ fn sweep_figures(s: &crate::judge::knee::SweepRun) -> String {
         .and_then(|c| c.max_passing_rate)
         .map(|p| format!("; capacity at SLO at least {} req/s", rate_at_least(p)))
         .unwrap_or_default();
-    let baseline = match &s.baseline {
-        Some(b) => format!(
-            "; baseline {} ± {} over {} runs",
-            rate(b.knee),
-            rate(b.spread),
-            b.runs
-        ),
-        None => "; no baseline yet".into(),
-    };
-    format!("{knee}{capacity}; {} points{baseline}", s.points.len())
+    let baseline = s.baseline.as_ref().map(|b| (b.knee, b.spread, b.runs));
+    format!(
+        "{knee}{capacity}; {} points{}",
+        s.points.len(),
+        baseline_said(baseline, passed)
+    )
 }
 
 /// Writes the run's `verdict.json` into its artifacts folder.
@@ -130,4 +154,97 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
     let path = result.run.artifacts.join("verdict.json");
     canary_files::write_whole(&path, &serde_json::to_vec_pretty(&verdict)?)
         .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::Capacity;
+    use crate::judge::capacity::{CapacityProbe, CapacityRun};
+    use crate::judge::knee::{SweepPointRow, SweepRun};
+    use canary_core::RateBracket;
+
+    fn capacity(bracket: RateBracket, stopped_by: &str, probes: &[(f64, bool)]) -> CapacityRun {
+        CapacityRun {
+            found: Capacity::of(bracket, "time_to_first_token:100".into(), 0.95, stopped_by),
+            probes: probes
+                .iter()
+                .map(|&(rate, interrupted)| CapacityProbe {
+                    rate,
+                    passed: false,
+                    verdict: if interrupted {
+                        "error: interrupted"
+                    } else {
+                        "fail: …"
+                    }
+                    .into(),
+                    interrupted,
+                })
+                .collect(),
+            baseline: None,
+            load: None,
+        }
+    }
+
+    /// A SIGTERM during the first probe was logged "capacity at SLO unknown (no probe ran); 1
+    /// probes, stopped by interrupted; no baseline yet", though a probe ran and a baseline
+    /// existed; an interrupted sweep said "no baseline yet" and "the series did not saturate".
+    #[test]
+    fn an_interrupted_run_is_logged_as_what_happened() {
+        let none = RateBracket {
+            passed: None,
+            failed: None,
+        };
+        let line = capacity_figures(&capacity(none, "interrupted", &[(50.0, true)]), false);
+        assert_eq!(
+            line,
+            "capacity at SLO unknown (no probe finished); interrupted during probe 1, none \
+             finished; not compared with the baseline (only a passing run is)"
+        );
+        let some = RateBracket {
+            passed: Some(50.0),
+            failed: None,
+        };
+        let line = capacity_figures(
+            &capacity(some, "interrupted", &[(50.0, false), (100.0, true)]),
+            false,
+        );
+        assert!(line.ends_with("; interrupted during probe 2, 1 finished; not compared with the baseline (only a passing run is)"), "{line}");
+        let line = capacity_figures(&capacity(none, "interrupted", &[]), false);
+        assert!(
+            line.starts_with(
+                "capacity at SLO unknown (no probe ran); interrupted before the first probe;"
+            ),
+            "{line}"
+        );
+        // A finished search is logged as before.
+        let line = capacity_figures(&capacity(some, "max_runs", &[(50.0, false)]), true);
+        assert!(
+            line.ends_with("; 1 probes, stopped by max_runs; no baseline yet"),
+            "{line}"
+        );
+
+        let sweep = SweepRun {
+            axis: crate::cli::sweep::point::Axis::Concurrency,
+            knee: None,
+            capacity: None,
+            points: vec![SweepPointRow {
+                label: "c1".into(),
+                value: 1.0,
+                verdict: "error: interrupted".into(),
+                request_throughput: None,
+                ttft_p99_ms: None,
+            }],
+            baseline: None,
+        };
+        assert_eq!(
+            sweep_figures(&sweep, false),
+            "no knee among the points run; 1 points; not compared with the baseline (only a \
+             passing run is)"
+        );
+        assert_eq!(
+            sweep_figures(&sweep, true),
+            "no knee (the series did not saturate); 1 points; no baseline yet"
+        );
+    }
 }

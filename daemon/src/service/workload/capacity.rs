@@ -70,8 +70,9 @@ impl Prober for WorkloadProber<'_> {
         let mut verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
         if verdict.kind == VerdictKind::Pass {
             // A rate the client could not offer passed on requests the server never saw at
-            // that rate: the probe fails, saying why.
-            if let Some(why) = capacity::not_offered(&judged.outcome) {
+            // that rate, and one whose queue grew through the probe passed on a queue still
+            // short: the probe fails, saying why.
+            if let Some(why) = capacity::rate_not_held(&judged.outcome) {
                 verdict = Verdict {
                     kind: VerdictKind::Fail,
                     reasons: vec![why],
@@ -93,6 +94,7 @@ impl Prober for WorkloadProber<'_> {
             rate: r,
             passed,
             verdict: verdict.to_string(),
+            interrupted,
         });
         if passed && self.at_capacity.as_ref().is_none_or(|(best, _)| r > *best) {
             self.at_capacity = Some((r, judged.outcome));
@@ -223,6 +225,7 @@ mod tests {
                 rate,
                 passed: false,
                 verdict: "fail: …".into(),
+                interrupted: false,
             })
             .collect()
     }

@@ -89,7 +89,7 @@ impl Sweeper<'_> {
         let mut point = Point::of_run(index, label, value, dir_name, Some(&judged), spec.gpus);
         if spec.axis == Axis::RequestRate && !w.slos.is_empty() {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
-            point.require_offered();
+            point.require_rate_held();
         }
         if point.verdict.starts_with("error") && !judged.outcome.interrupted {
             bail!("the point {}: {}", point.label, point.verdict);
@@ -261,7 +261,7 @@ mod tests {
             capped: false,
             cut_short: false,
             errored: false,
-            not_offered: None,
+            rate_not_held: None,
             notes: Vec::new(),
         }
     }

@@ -78,13 +78,14 @@ pub fn of_run(run: &Run, f: &Figures) -> Option<LeftOut> {
     if let Some(why) = errored(f) {
         return Some(LeftOut::Errored(why));
     }
-    (f.error_rate > EVIDENCE_MAX_ERROR_RATE).then_some(LeftOut::Errors(f.error_rate))
+    let rate = f.error_rate.filter(|&r| r > EVIDENCE_MAX_ERROR_RATE)?;
+    Some(LeftOut::Errors(rate))
 }
 
 /// A point that is the mean of its runs (`each`: their labels and reasons; `error_rate`: the
 /// mean's): cut short when every run was, else left out for the first run capped or errored,
 /// else for the mean's errors; as `canaryd sweep` judges a repeated point.
-pub fn of_mean(each: &[(&str, Option<&LeftOut>)], error_rate: f64) -> Option<LeftOut> {
+pub fn of_mean(each: &[(&str, Option<&LeftOut>)], error_rate: Option<f64>) -> Option<LeftOut> {
     if !each.is_empty() && each.iter().all(|(_, w)| *w == Some(&LeftOut::CutShort)) {
         return Some(LeftOut::CutShort);
     }
@@ -95,7 +96,8 @@ pub fn of_mean(each: &[(&str, Option<&LeftOut>)], error_rate: f64) -> Option<Lef
             _ => {}
         }
     }
-    (error_rate > EVIDENCE_MAX_ERROR_RATE).then_some(LeftOut::Errors(error_rate))
+    let rate = error_rate.filter(|&r| r > EVIDENCE_MAX_ERROR_RATE)?;
+    Some(LeftOut::Errors(rate))
 }
 
 /// The open-file limit held requests for a slot (`in_flight_cap`: its source `open_files`,
@@ -195,19 +197,25 @@ mod tests {
         let cut = LeftOut::CutShort;
         let capped = LeftOut::Capped("capped by the open-file limit".into());
         assert_eq!(
-            of_mean(&[("r1", Some(&cut)), ("r2", Some(&cut))], 0.0),
+            of_mean(&[("r1", Some(&cut)), ("r2", Some(&cut))], Some(0.0)),
             Some(LeftOut::CutShort)
         );
-        assert_eq!(of_mean(&[("r1", Some(&cut)), ("r2", None)], 0.01), None);
         assert_eq!(
-            of_mean(&[("r1", None), ("r2", Some(&capped))], 0.0),
+            of_mean(&[("r1", Some(&cut)), ("r2", None)], Some(0.01)),
+            None
+        );
+        assert_eq!(
+            of_mean(&[("r1", None), ("r2", Some(&capped))], Some(0.0)),
             Some(LeftOut::Capped("r2: capped by the open-file limit".into()))
         );
         // One run's 8 % errors in a mean of 4 %: the mean is the point's figure.
         let errors = LeftOut::Errors(0.08);
-        assert_eq!(of_mean(&[("r1", None), ("r2", Some(&errors))], 0.04), None);
         assert_eq!(
-            of_mean(&[("r1", None), ("r2", None)], 0.06),
+            of_mean(&[("r1", None), ("r2", Some(&errors))], Some(0.04)),
+            None
+        );
+        assert_eq!(
+            of_mean(&[("r1", None), ("r2", None)], Some(0.06)),
             Some(LeftOut::Errors(0.06))
         );
     }

@@ -11,7 +11,7 @@ fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
         ttft_p50: ttft_p99 / 2.0,
         ttft_p99,
         e2e_p99: ttft_p99 * 4.0,
-        error_rate: 0.0,
+        error_rate: Some(0.0),
         gpus: None,
         left_out: None,
         notes: Vec::new(),
@@ -39,6 +39,19 @@ fn the_knee_is_the_last_run_that_still_scaled() {
     cut[3].left_out = Some(LeftOut::CutShort);
     assert_eq!(knee(&cut), None);
     assert!(!pareto(&cut).contains(&3));
+}
+
+// A run that judged no request has no error rate: the point's mean is over the runs that
+// have one, and a point of such runs only has none.
+#[test]
+fn a_repeated_points_error_rate_skips_runs_that_judged_nothing() {
+    let with = |rate| Point {
+        error_rate: rate,
+        ..p(10.0, 50.0, 90.0)
+    };
+    let m = Point::mean("c1".into(), &[with(None), with(Some(0.2)), with(Some(0.1))]);
+    assert!((m.error_rate.unwrap() - 0.15).abs() < 1e-12, "{m:?}");
+    assert_eq!(Point::mean("c1".into(), &[with(None)]).error_rate, None);
 }
 
 #[test]
