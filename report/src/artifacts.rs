@@ -4,15 +4,21 @@
 //! records cannot say.
 
 mod diagnosis;
+mod folders;
 mod records;
+mod repeats;
 mod summary;
+mod sweep_file;
 
 pub use diagnosis::Diagnosis;
+pub use folders::{load, Loaded};
+pub use repeats::Repeats;
+pub use sweep_file::SweepFile;
 
-pub use records::{KernelParts, Records, Request, Telemetry, MAX_REQUESTS};
-pub use summary::{utc, Summary};
+pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS};
+pub use summary::{utc, Merged, Summary};
 
-use crate::error::{io, ReportError};
+use crate::error::ReportError;
 use canary_core::{Goodput, RequestRecord, Status};
 use std::path::{Path, PathBuf};
 
@@ -32,6 +38,9 @@ pub struct Run {
     pub records: Records,
     /// Sentences about what was missing or left out.
     pub notes: Vec<String>,
+    /// A merged run's shards and their alignment (`canaryd merge`): its records' times are
+    /// on the merged time axis, within the alignment's bound.
+    pub merged: Option<Merged>,
 }
 
 /// The latency metrics a report draws, with their aiperf names.
@@ -73,6 +82,16 @@ impl Metric {
             Metric::Ttft => "ttft",
             Metric::Itl => "itl",
             Metric::E2e => "e2e",
+        }
+    }
+
+    /// Where one request's time of this metric comes from, when its record says (`rx`): ITL's
+    /// gaps between token times, each exact or a bound, are neither.
+    pub fn rx(self, r: &Request) -> Option<RxKind> {
+        match self {
+            Metric::Ttft => r.ttft_rx,
+            Metric::Itl => None,
+            Metric::E2e => r.e2e_rx,
         }
     }
 
@@ -140,6 +159,11 @@ impl Run {
                 dir.display()
             ));
         }
+        notes.extend(summary.as_ref().and_then(|s| s.newer_schema(dir)));
+        let merged = summary.as_ref().and_then(Summary::merged);
+        if let Some(m) = &merged {
+            place_shards(&mut records, m, &mut notes);
+        }
         if let Some(slos) = summary.as_ref().and_then(Summary::goodput_slos) {
             match slos.parse::<Goodput>() {
                 Ok(goodput) => {
@@ -160,6 +184,7 @@ impl Run {
             summary,
             records,
             notes,
+            merged,
         })
     }
 
@@ -170,11 +195,14 @@ impl Run {
 
     /// `metric` of every completed measured request, finite values only, unsorted.
     pub fn values(&self, metric: Metric) -> Vec<f64> {
+        self.valued(metric).filter_map(|r| metric.of(r)).collect()
+    }
+
+    /// The completed measured requests with a finite `metric`: those [`Run::values`] are of.
+    pub fn valued(&self, metric: Metric) -> impl Iterator<Item = &Request> {
         self.measured()
             .filter(|r| r.ok)
-            .filter_map(|r| metric.of(r))
-            .filter(|v| v.is_finite())
-            .collect()
+            .filter(move |r| metric.of(r).is_some_and(f64::is_finite))
     }
 
     /// The run's id from its summary, else its folder's name.
@@ -232,6 +260,33 @@ impl Run {
     }
 }
 
+/// Puts a merged run's records on its merged time axis. `canaryd merge` writes each shard's
+/// records as the shard did, on its own t0, prefixed with its `shard`: read as one clock, the
+/// shards lay over each other, and the run's span and rates were those of its longest shard.
+/// Each record moves by its shard's `t0_offset_ms`; its latencies and lag, each measured on its
+/// own shard's clock, stay as they are. A record of no listed shard stays put, and is noted.
+fn place_shards(records: &mut Records, merged: &Merged, notes: &mut Vec<String>) {
+    let offsets: Vec<Option<f64>> = records.shards.iter().map(|s| merged.offset(s)).collect();
+    let mut unplaced = 0u64;
+    for r in &mut records.requests {
+        match r.shard.and_then(|i| *offsets.get(usize::from(i))?) {
+            Some(o) => {
+                r.scheduled_ms += o;
+                r.sent_ms += o;
+                r.ended_ms += o;
+            }
+            None => unplaced += 1,
+        }
+    }
+    if unplaced > 0 {
+        notes.push(format!(
+            "records.jsonl: {unplaced} records name no shard with a t0 offset in summary.json's \
+             merged.inputs: they are left on their own shard's clock, so their times may lie \
+             over the others'"
+        ));
+    }
+}
+
 /// What to call a folder: its own name (`.` resolved), else the path as given.
 pub(crate) fn folder_name(dir: &Path) -> String {
     dir.canonicalize()
@@ -258,67 +313,6 @@ fn as_record(r: &Request) -> RequestRecord {
     }
 }
 
-/// The runs named on a command line. A folder with `records.jsonl` is one run; a folder
-/// without is a series (a sweep): each subfolder holding a run, in name order, or in order of
-/// increasing load when the folder has a `sweep.json` (`canaryd sweep`'s, whose capacity
-/// search runs its points out of order). Several
-/// folders make a series in the order given.
-pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<Run>, ReportError> {
-    let mut runs = Vec::new();
-    for path in paths {
-        if path.join("records.jsonl").is_file() {
-            runs.push(Run::load(path)?);
-            continue;
-        }
-        let dirs = series_folders(path, "records.jsonl")?;
-        if dirs.is_empty() {
-            let points = repeated_points(path)?;
-            if points.is_empty() {
-                return Err(ReportError::NoRun { path: path.clone() });
-            }
-            runs.extend(points);
-            continue;
-        }
-        for d in dirs {
-            runs.push(Run::load(&d)?);
-        }
-    }
-    Ok(runs)
-}
-
-/// The runs of a sweep whose points each ran `--runs N` times (each point's folder an
-/// experiment), in order of increasing load, each run marked with its point; none when
-/// `series` is not such a sweep.
-fn repeated_points(series: &Path) -> Result<Vec<Run>, ReportError> {
-    if !series.join("sweep.json").is_file() {
-        return Ok(Vec::new());
-    }
-    let mut runs = Vec::new();
-    for dir in series_folders(series, "summary.json")? {
-        let point = folder_name(&dir);
-        for mut run in crate::Experiment::load_point(&dir)?.runs {
-            run.label = format!("{point}/{}", run.label);
-            run.point = Some(point.clone());
-            runs.push(run);
-        }
-    }
-    Ok(runs)
-}
-
-/// The subfolders of `series` holding `file`, in name order, or in order of increasing load
-/// when `series` is a sweep's folder.
-fn series_folders(series: &Path, file: &str) -> Result<Vec<PathBuf>, ReportError> {
-    let entries = std::fs::read_dir(series).map_err(io(series))?;
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join(file).is_file())
-        .collect();
-    dirs.sort();
-    sweep_order(series, &mut dirs);
-    Ok(dirs)
-}
-
 /// The largest JSON artifact read whole (a summary is tens of KB): past it, a file is not
 /// canaryd's, and parsing it would cost its size several times over.
 pub(crate) const MAX_JSON_BYTES: u64 = 64 << 20;
@@ -326,34 +320,6 @@ pub(crate) const MAX_JSON_BYTES: u64 = 64 << 20;
 /// The bytes of a JSON artifact, at most [`MAX_JSON_BYTES`]; a larger one is an error.
 pub(crate) fn read_json_file(path: &Path) -> std::io::Result<Vec<u8>> {
     canary_files::read_small_file(path, MAX_JSON_BYTES)
-}
-
-/// Orders `dirs` by the `value` (the load) `canaryd sweep` gave each point in `series/sweep.json`,
-/// when there is one; a folder it does not name keeps its place after those it does.
-fn sweep_order(series: &Path, dirs: &mut [PathBuf]) {
-    let Ok(text) = read_json_file(&series.join("sweep.json")) else {
-        return;
-    };
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&text) else {
-        return;
-    };
-    let Some(points) = doc.get("points").and_then(|p| p.as_array()) else {
-        return;
-    };
-    let load = |d: &PathBuf| {
-        let name = d.file_name()?.to_str()?;
-        points
-            .iter()
-            .find(|p| p.get("dir").and_then(|d| d.as_str()) == Some(name))?
-            .get("value")?
-            .as_f64()
-    };
-    dirs.sort_by(|a, b| {
-        let (a, b) = (load(a), load(b));
-        b.is_some()
-            .cmp(&a.is_some())
-            .then(a.unwrap_or(0.0).total_cmp(&b.unwrap_or(0.0)))
-    });
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The `canaryd report` and `canaryd compare` commands: their flags and what they do, so the
 //! daemon's command line only parses and prints.
 
-use crate::{load_runs, render_report, Experiment, ReportError, Sweep};
+use crate::{load, render_report, Experiment, ReportError, Sweep};
 use canary_core::compare::ShiftRules;
 use std::path::{Path, PathBuf};
 
@@ -34,14 +34,14 @@ pub struct CompareArgs {
 
 /// Writes the report; returns the line to print.
 pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
-    let runs = load_runs(&args.dirs)?;
-    let html = render_report(&runs)?;
+    let loaded = load(&args.dirs)?;
+    let html = render_report(&loaded)?;
     write(&args.output, &html)?;
-    let requests: u64 = runs.iter().map(|r| r.figures().requests).sum();
+    let requests: u64 = loaded.runs.iter().map(|r| r.figures().requests).sum();
     Ok(format!(
         "report: {} ({} run(s), {} requests, {} KiB)",
         args.output.display(),
-        runs.len(),
+        loaded.runs.len(),
         requests,
         html.len().div_ceil(1024)
     ))

@@ -1,10 +1,12 @@
 //! canary-report: self-contained HTML reports of canaryd runs, read from their artifacts
 //! (`records.jsonl`, `summary.json`), never from canaryd's internals.
 //!
-//! * [`load_runs`] reads run folders (one run, several, or a folder of runs: a series).
+//! * [`load`] reads run folders (one run, several, a folder of runs: a series; a sweep's folder
+//!   with its `sweep.json`; a `--runs N` experiment's).
 //! * [`render_report`] makes one HTML page of them: latency CDFs and histograms, TTFT over the
-//!   run with schedule lag and errors, telemetry, the eBPF TTFT split, the run context, and
-//!   for a series the throughput–latency curve with its knee and the Pareto front.
+//!   run with schedule lag and errors, telemetry, the eBPF TTFT split, the run context; for a
+//!   series the throughput–latency curve with its knee and the Pareto front (a sweep's as its
+//!   `sweep.json` states them); for an experiment its estimates with their intervals.
 //! * [`compare`] judges two runs, or two `--runs N` experiments ([`Experiment`]), metric by
 //!   metric: the daemon's baseline rule ([`canary_core::compare`]) on every request's value,
 //!   and Welch's t-test on run figures when both sides are repeated; for the terminal
@@ -17,8 +19,8 @@
 //! or an artifact store fetches nothing.
 //!
 //! ```no_run
-//! let runs = canary_report::load_runs(&["canaryd-out/demo".into()]).unwrap();
-//! std::fs::write("report.html", canary_report::render_report(&runs).unwrap()).unwrap();
+//! let loaded = canary_report::load(&["canaryd-out/demo".into()]).unwrap();
+//! std::fs::write("report.html", canary_report::render_report(&loaded).unwrap()).unwrap();
 //! ```
 #![deny(missing_docs)]
 
@@ -35,7 +37,8 @@ mod sections;
 pub mod status;
 
 pub use artifacts::{
-    load_runs, utc, Figures, KernelParts, Metric, Records, Request, Run, Summary, Telemetry,
+    load, utc, Figures, KernelParts, Loaded, Metric, Records, Repeats, Request, Run, Summary,
+    SweepFile, Telemetry,
 };
 pub use compare::{compare, compare_sweeps, Comparison, Sweep, SweepComparison, RUNS_ALPHA};
 pub use error::ReportError;

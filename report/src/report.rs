@@ -1,25 +1,37 @@
-//! A whole report page: one run, or a series of runs (a sweep).
+//! A whole report page: one run, a `--runs N` experiment, or a series of runs (a sweep).
 
-use crate::artifacts::Run;
+use crate::artifacts::{Loaded, Repeats, Run};
 use crate::html::{attr, esc, page};
 use crate::sections::{self, section};
 use crate::ReportError;
 
-/// The report of `runs`: a run page for one, a series page for several. `runs` must not be
-/// empty ([`crate::load_runs`] never returns none).
-pub fn render(runs: &[Run]) -> Result<String, ReportError> {
-    match runs {
+/// The report of what [`crate::load`] loaded: an experiment's page for an experiment, a run
+/// page for one run, a series page for several.
+pub fn render(loaded: &Loaded) -> Result<String, ReportError> {
+    if let Some(e) = &loaded.experiment {
+        return experiment(e, loaded);
+    }
+    match loaded.runs.as_slice() {
         [run] => {
             let title = format!("canaryd report: {}", run.name());
             let mut body = format!("<h1>{}</h1>\n{}", esc(&title), lead(run));
+            body.push_str(&warnings(&loaded.notes));
             body.push_str(&run_sections(run, "")?);
             Ok(page(&title, "run", &body))
         }
-        _ => series(runs),
+        runs => series(runs, loaded),
     }
 }
 
-fn series(runs: &[Run]) -> Result<String, ReportError> {
+/// Sentences about what the folders hold that is not on the page, first.
+fn warnings(notes: &[String]) -> String {
+    notes
+        .iter()
+        .map(|n| format!("<p class=\"warn\">{}</p>\n", esc(n)))
+        .collect()
+}
+
+fn series(runs: &[Run], loaded: &Loaded) -> Result<String, ReportError> {
     let title = format!("canaryd report: a series of {} runs", runs.len());
     let mut body = format!(
         "<h1>{}</h1>\n<p class=\"lead\">{}</p>\n",
@@ -30,28 +42,76 @@ fn series(runs: &[Run]) -> Result<String, ReportError> {
             .collect::<Vec<_>>()
             .join(", "))
     );
+    body.push_str(&warnings(&loaded.notes));
     body.push_str(&section(
         "series",
         "Throughput and latency across the runs",
-        &sections::sweep::render(runs)?,
+        &sections::sweep::render(runs, loaded.sweep.as_ref())?,
     ));
-    let labelled: Vec<(String, &Run)> = runs.iter().map(|r| (r.label.clone(), r)).collect();
+    body.push_str(&overlay(runs.iter())?);
+    body.push_str(&run_details(runs, |_| None)?);
+    Ok(page(&title, "series", &body))
+}
+
+/// A `--runs N` experiment: its estimates, its runs' distributions overlaid (those its
+/// estimates are over), then each run's own sections, those left out named.
+fn experiment(e: &Repeats, loaded: &Loaded) -> Result<String, ReportError> {
+    let name = crate::artifacts::folder_name(&e.dir);
+    let title = format!(
+        "canaryd report: experiment {name} ({} runs)",
+        e.per_run.len()
+    );
+    let mut body = format!("<h1>{}</h1>\n", esc(&title));
+    if let Some(first) = loaded.runs.first() {
+        body.push_str(&lead(first));
+    }
+    body.push_str(&warnings(&loaded.notes));
     body.push_str(&section(
+        "estimates",
+        "Estimates over the runs",
+        &sections::repeats::render(e),
+    ));
+    let left_out = |r: &Run| e.run(&r.label).and_then(|x| x.left_out.clone());
+    let complete = loaded.runs.iter().filter(|r| left_out(r).is_none());
+    if complete.clone().next().is_some() {
+        body.push_str(&overlay(complete)?);
+    }
+    body.push_str(&run_details(&loaded.runs, left_out)?);
+    Ok(page(&title, "experiment", &body))
+}
+
+/// The runs' CDFs overlaid.
+fn overlay<'a>(runs: impl Iterator<Item = &'a Run>) -> Result<String, ReportError> {
+    let labelled: Vec<(String, &Run)> = runs.map(|r| (r.label.clone(), r)).collect();
+    Ok(section(
         "series-latency",
         "Latency distributions, run by run",
         &sections::latency::overlay(&labelled, "series-")?,
-    ));
+    ))
+}
+
+/// Each run's own sections, collapsed; `left_out` says why a run is left out of its
+/// experiment's estimates.
+fn run_details(
+    runs: &[Run],
+    left_out: impl Fn(&Run) -> Option<String>,
+) -> Result<String, ReportError> {
+    let mut html = String::new();
     for (i, run) in runs.iter().enumerate() {
         let prefix = format!("run{i}-");
-        body.push_str(&format!(
+        let mut head = format!("Run {}: {}", i + 1, run.label);
+        if let Some(why) = left_out(run) {
+            head.push_str(&format!(" (left out of the estimates: {why})"));
+        }
+        html.push_str(&format!(
             "<details id=\"{}\"><summary>{}</summary>\n{}{}</details>\n",
             attr(&format!("{prefix}details")),
-            esc(&format!("Run {}: {}", i + 1, run.label)),
+            esc(&head),
             lead(run),
             run_sections(run, &prefix)?
         ));
     }
-    Ok(page(&title, "series", &body))
+    Ok(html)
 }
 
 /// One line of what was run against what.
@@ -124,6 +184,13 @@ mod tests {
     use super::*;
     use crate::artifacts::{KernelParts, Records, Request, Telemetry};
 
+    fn loaded(runs: Vec<Run>) -> Loaded {
+        Loaded {
+            runs,
+            ..Default::default()
+        }
+    }
+
     /// Generated requests (not a real run: real runs are rendered by daemon/tests/report.rs):
     /// one every 10 ms, TTFT rising with a slow wave, one huge outlier, 1 % errors, kernel
     /// parts and telemetry on each.
@@ -178,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_100k_request_page_stays_small_and_keeps_its_tail() {
-        let html = render(&[generated(100_000)]).unwrap();
+        let html = render(&loaded(vec![generated(100_000)])).unwrap();
         assert!(html.len() < 3 << 20, "{} bytes", html.len());
         // The one outlier is on the page: in the table (exact max) and as the CDF's last point.
         assert!(html.contains("98,765 ms"), "max TTFT missing");
@@ -234,8 +301,7 @@ mod tests {
 
     #[test]
     fn a_series_has_its_sweep_charts_and_every_run_collapsed() {
-        let runs = [generated(500), generated(800)];
-        let html = render(&runs).unwrap();
+        let html = render(&loaded(vec![generated(500), generated(800)])).unwrap();
         for id in [
             "sweep-latency",
             "sweep-pareto",

@@ -7,6 +7,7 @@ pub mod diagnosis;
 pub mod headline;
 pub mod kernel;
 pub mod latency;
+pub mod repeats;
 pub mod sweep;
 pub mod telemetry;
 pub mod timeline;

@@ -694,6 +694,34 @@ fn a_point_the_open_file_limit_capped_is_marked_and_left_out_of_knee_and_front()
         stdout.contains("note: 03 c64: capped by the open-file limit"),
         "{stdout}"
     );
+    // `canaryd report` of the folder agrees: the knee and the front are sweep.json's, and
+    // the capped point is tagged and crossed out, with the sweep's reason (it computed its
+    // own and found a knee there).
+    let report = canaryd(&["report", "out", "-o", "capped.html"], dir.path());
+    assert!(report.status.success(), "{}", text(&report));
+    let html = std::fs::read_to_string(dir.path().join("capped.html")).unwrap();
+    let row = html
+        .split("<tr>")
+        .find(|r| r.contains("<td>point-03-c64</td>"))
+        .and_then(|r| r.split("</tr>").next())
+        .expect("c64's row");
+    assert!(row.contains("left out: capped"), "{row}");
+    assert!(!row.contains("knee") && !row.contains("Pareto"), "{row}");
+    assert!(
+        html.contains("point-03-c64: capped by the open-file limit"),
+        "the reason is not listed"
+    );
+    assert_eq!(
+        html.matches("data-name=\"left out of knee and front\"")
+            .count(),
+        2
+    );
+    let knee = doc["knee"]["label"].as_str().map(|k| {
+        let p = points.iter().find(|p| p["label"] == k).unwrap();
+        format!("Knee at {} (", p["dir"].as_str().unwrap())
+    });
+    let said = knee.unwrap_or_else(|| "No knee (sweep.json's)".to_string());
+    assert!(html.contains(&said), "{said}");
 }
 
 #[test]

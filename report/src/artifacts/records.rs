@@ -49,6 +49,43 @@ pub struct Request {
     pub telemetry: Telemetry,
     /// The kernel's split of its TTFT (eBPF), when traced.
     pub kernel: Option<KernelParts>,
+    /// Where its first token's time comes from (`rx.first_token`), when the record says.
+    pub ttft_rx: Option<RxKind>,
+    /// Where its end's time comes from (`rx.end`), when the record says.
+    pub e2e_rx: Option<RxKind>,
+    /// The shard of a merged run that sent it (`canaryd merge` prefixes each record with
+    /// its `shard`): its index in [`Records::shards`].
+    pub shard: Option<u16>,
+}
+
+/// Where a response event's time comes from (a record's `rx`): the kernel's receive stamp of
+/// the segment that completed it (exact), a later segment's when the read also carried later
+/// bytes (an upper bound), or canaryd's read with no stamp (an upper bound too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxKind {
+    /// Exact.
+    Kernel,
+    /// An upper bound: the stamp is of the read's last segment.
+    KernelBound,
+    /// An upper bound: canaryd's read.
+    Userspace,
+}
+
+impl RxKind {
+    /// Its name in records and in `summary.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxKind::Kernel => "kernel",
+            RxKind::KernelBound => "kernel_bound",
+            RxKind::Userspace => "userspace",
+        }
+    }
+
+    /// The time is only an upper bound.
+    pub fn is_bound(self) -> bool {
+        self != RxKind::Kernel
+    }
 }
 
 /// Telemetry joined to one request (absent: the source was off or had no sample).
@@ -97,6 +134,7 @@ pub struct KernelParts {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Line {
+    shard: Option<String>,
     warmup: bool,
     scheduled_at_ms: Option<f64>,
     sent_at_ms: Option<f64>,
@@ -116,6 +154,25 @@ struct Line {
     usage: Option<UsageLine>,
     telemetry: Option<Telemetry>,
     kernel: Option<KernelParts>,
+    #[serde(deserialize_with = "rx")]
+    rx: RxLine,
+}
+
+/// A record's `rx`, as far as a report reads it: what it cannot read (another version's
+/// shape, a kind it does not know) is absent, not an error, as an unknown field is.
+#[derive(Default)]
+struct RxLine {
+    first_token: Option<RxKind>,
+    end: Option<RxKind>,
+}
+
+fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    let kind = |key: &str| RxKind::deserialize(v.get(key)?).ok();
+    Ok(RxLine {
+        first_token: kind("first_token"),
+        end: kind("end"),
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -140,6 +197,8 @@ pub struct Records {
     /// Records past [`MAX_REQUESTS`], read but not kept: the figures drawn are the first
     /// ones'.
     pub left_out: u64,
+    /// The shards the records name (`1/3`), in order of first appearance.
+    pub shards: Vec<String>,
 }
 
 /// Longest line read: a record with every chunk gap of a long answer is well under it.
@@ -187,7 +246,13 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         }
         match serde_json::from_slice::<Line>(&buf) {
             Ok(_) if out.requests.len() >= most => left_out += 1,
-            Ok(l) => out.requests.push(request(l)),
+            Ok(l) => {
+                let shard = l.shard.as_deref().map(|s| shard_index(&mut out.shards, s));
+                out.requests.push(Request {
+                    shard,
+                    ..request(l)
+                })
+            }
             Err(_) if !complete => out.notes.push(format!(
                 "{}:{line_no}: the last line is cut short (the run's process died while \
                  writing it): left out",
@@ -211,6 +276,19 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         ));
     }
     Ok(out)
+}
+
+/// The index of `shard` in `shards`, added when new. A merge has a handful of shards; a
+/// file naming more than `u16` can count is not a merge's, and its later ones share the last.
+fn shard_index(shards: &mut Vec<String>, shard: &str) -> u16 {
+    if let Some(i) = shards.iter().position(|s| s == shard) {
+        return i as u16;
+    }
+    if shards.len() > u16::MAX as usize {
+        return u16::MAX;
+    }
+    shards.push(shard.to_string());
+    (shards.len() - 1) as u16
 }
 
 fn request(l: Line) -> Request {
@@ -257,6 +335,9 @@ fn request(l: Line) -> Request {
             .unwrap_or(0),
         telemetry: l.telemetry.unwrap_or_default(),
         kernel: l.kernel,
+        ttft_rx: l.rx.first_token,
+        e2e_rx: l.rx.end,
+        shard: None,
     }
 }
 

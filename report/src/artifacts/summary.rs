@@ -77,9 +77,85 @@ impl Summary {
         self.section("diagnosis").map(super::Diagnosis::from_value)
     }
 
+    /// A sentence when the file's `schema_version` is newer than this canaryd writes (or is
+    /// no version at all): keys change meaning between versions, so a newer canaryd's file may
+    /// be misread. Read all the same, tolerantly, as `canaryd merge` would not; `path` names it.
+    pub fn newer_schema(&self, path: &Path) -> Option<String> {
+        let v = self.doc.get("schema_version")?;
+        let known = canary_core::SUMMARY_SCHEMA_VERSION;
+        match v.as_u64() {
+            Some(n) if n <= u64::from(known) => None,
+            Some(n) => Some(format!(
+                "{}: summary.json has schema_version {n}, newer than this canaryd reads \
+                 ({known}): a newer version's fields may be misread here",
+                path.display()
+            )),
+            None => Some(format!(
+                "{}: summary.json's schema_version is {v}, not a version this canaryd knows \
+                 (it reads {known}): its fields may be misread here",
+                path.display()
+            )),
+        }
+    }
+
     /// Wall-clock start of the run, ns since the Unix epoch.
     pub fn started_unix_ns(&self) -> Option<u64> {
         self.at(&["started_unix_ns"])?.as_u64()
+    }
+}
+
+/// A merged run's `merged` block (`canaryd merge`): where each shard sits on the merged time
+/// axis, and how far that placement can be off.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Merged {
+    /// Each shard (`1/3`) with its t0 after the earliest shard's, ms (`inputs[].shard`,
+    /// `inputs[].t0_offset_ms`): a shard's records are on its own t0, so its times shift by it.
+    pub offsets: Vec<(String, f64)>,
+    /// How far any two shards' placement can be off, ms (`alignment.bound_ms`); `None` when
+    /// a clock has no bound.
+    pub bound_ms: Option<f64>,
+    /// Why there is no bound (`alignment.unbounded_because`).
+    pub unbounded_because: Option<String>,
+    /// What the placement rests on (`alignment.basis`: one host's monotonic clock, or the
+    /// hosts' wall clocks).
+    pub basis: Option<String>,
+}
+
+impl Merged {
+    /// The offset of `shard`, ms.
+    pub fn offset(&self, shard: &str) -> Option<f64> {
+        self.offsets.iter().find(|(s, _)| s == shard).map(|o| o.1)
+    }
+}
+
+impl Summary {
+    /// The `merged` block, when the run is `canaryd merge`'s.
+    pub fn merged(&self) -> Option<Merged> {
+        let m = self.section("merged")?;
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let offsets = m
+            .get("inputs")
+            .and_then(Value::as_array)
+            .map(|inputs| {
+                inputs
+                    .iter()
+                    .filter_map(|i| {
+                        let shard = i.get("shard")?.as_str()?.to_string();
+                        Some((shard, i.get("t0_offset_ms")?.as_f64()?))
+                    })
+                    .filter(|(_, o)| o.is_finite())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let alignment = m.get("alignment");
+        Some(Merged {
+            offsets,
+            bound_ms: alignment
+                .and_then(|a| a.get("bound_ms")?.as_f64())
+                .filter(|b| b.is_finite()),
+            unbounded_because: text(alignment.and_then(|a| a.get("unbounded_because"))),
+            basis: text(alignment.and_then(|a| a.get("basis"))),
+        })
     }
 }
 

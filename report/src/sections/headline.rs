@@ -1,8 +1,9 @@
-//! The figures a reader wants first: counts, rates, and the latency percentiles, all exact
-//! (counted or timed per request from `records.jsonl`).
+//! The figures a reader wants first: counts, rates, and the latency percentiles, counted or
+//! timed per request from `records.jsonl`: exact, except a latency whose records say some of
+//! its times are only upper bounds (`rx`), which is labelled a bound and counted.
 
 use super::{ms, num, pct};
-use crate::artifacts::{Metric, Run};
+use crate::artifacts::{Metric, Run, RxKind};
 use crate::html::{esc, table};
 use crate::sample::{quantile, sorted};
 
@@ -41,7 +42,10 @@ pub fn render(run: &Run) -> String {
         ),
         (
             format!("{} s", num(f.duration_s)),
-            "first send to last end".into(),
+            match run.merged {
+                Some(_) => "first send to last end, across shards (below)".into(),
+                None => "first send to last end".into(),
+            },
         ),
     ];
     if f.cancelled > 0 {
@@ -71,6 +75,10 @@ pub fn render(run: &Run) -> String {
         ));
     }
     let mut html = String::new();
+    if let Some(newer) = run.summary.as_ref().and_then(|s| s.newer_schema(&run.dir)) {
+        // Said first too (the notes are at the page's end): anything below may be misread.
+        html.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&newer)));
+    }
     let left_out = run.records.left_out;
     if left_out > 0 {
         // Said first: every figure below is of the run's start, not of the run.
@@ -93,8 +101,32 @@ pub fn render(run: &Run) -> String {
         ));
     }
     html.push_str("</div>\n");
+    if let Some(m) = &run.merged {
+        html.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&merged(m))));
+    }
     html.push_str(&latency_table(run));
     html
+}
+
+/// What a merged run's span and rates rest on: its shards placed on one time axis, within the
+/// alignment's bound, as its `summary.json` labels its own.
+fn merged(m: &crate::artifacts::Merged) -> String {
+    let within = match (m.bound_ms, &m.unbounded_because) {
+        (Some(b), _) => format!("within ±{} ms (merged.alignment.bound_ms", num(b)),
+        (None, Some(why)) => format!("with no bound: {why} (merged.alignment"),
+        (None, None) => "with no bound (merged.alignment".to_string(),
+    };
+    let basis = m
+        .basis
+        .as_deref()
+        .map_or(String::new(), |b| format!("; {b}"));
+    format!(
+        "Merged from {} shards (canaryd merge): each shard's records are placed on the merged \
+         time axis by its t0 offset (merged.inputs[].t0_offset_ms). The duration, the rates and \
+         the timelines span the shards on that axis {within}{basis}); each request's latencies \
+         and schedule lag are measured on its own shard's clock, exactly.",
+        m.offsets.len()
+    )
 }
 
 /// A rate with its unit, or "–" for a run that has none.
@@ -102,16 +134,56 @@ fn rate(v: Option<f64>, unit: &str) -> String {
     v.map_or("–".to_string(), |v| format!("{} {unit}", num(v)))
 }
 
-/// Count, mean and percentiles of each latency metric.
+/// How many of a metric's values are only upper bounds (`rx`: the receive stamp of a later
+/// segment than the one that completed the event, or canaryd's read), by kind; `None` when
+/// none is.
+fn bounds(run: &Run, m: Metric) -> Option<String> {
+    let (mut all, mut kernel_bound, mut userspace) = (0u64, 0u64, 0u64);
+    for r in run.valued(m) {
+        all += 1;
+        match m.rx(r) {
+            Some(RxKind::KernelBound) => kernel_bound += 1,
+            Some(RxKind::Userspace) => userspace += 1,
+            _ => {}
+        }
+    }
+    let kinds: Vec<String> = [
+        (kernel_bound, RxKind::KernelBound),
+        (userspace, RxKind::Userspace),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, k)| format!("{} {}", num(*n as f64), k.name()))
+    .collect();
+    (!kinds.is_empty()).then(|| {
+        format!(
+            "{}: {} of {} are upper bounds ({})",
+            m.label(),
+            num((kernel_bound + userspace) as f64),
+            num(all as f64),
+            kinds.join(", ")
+        )
+    })
+}
+
+/// Count, mean and percentiles of each latency metric. A metric some of whose values are only
+/// upper bounds (their records' `rx`) is labelled a bound, and the note says how many.
 pub fn latency_table(run: &Run) -> String {
     let mut rows = Vec::new();
+    let mut bounded = Vec::new();
     for m in Metric::ALL {
         let s = sorted(run.values(m));
         if s.is_empty() {
             continue;
         }
+        let bound = bounds(run, m);
+        let label = match bound {
+            Some(_) => format!("{} (upper bound)", m.label()),
+            None => m.label().to_string(),
+        };
+        bounded.extend(bound);
         let mean = s.iter().sum::<f64>() / s.len() as f64;
-        let mut row = vec![esc(m.label()), num(s.len() as f64), ms(mean)];
+        let mut row = vec![esc(&label), num(s.len() as f64), ms(mean)];
         row.extend(PERCENTILES.iter().map(|&(_, q)| ms(quantile(&s, q))));
         rows.push(row);
     }
@@ -121,13 +193,23 @@ pub fn latency_table(run: &Run) -> String {
     let mut head = vec!["metric", "count", "mean"];
     head.extend(PERCENTILES.iter().map(|p| p.0));
     let mut html = table("latency", &head, &rows);
-    html.push_str(if run.records.left_out > 0 {
-        "<p class=\"note\">Exact over the completed, measured requests drawn (the first \
-         records of records.jsonl, see above; nearest-rank percentiles, warm-up left \
-         out).</p>\n"
+    let over = if run.records.left_out > 0 {
+        "over the completed, measured requests drawn (the first records of records.jsonl, see \
+         above; nearest-rank percentiles, warm-up left out)"
     } else {
-        "<p class=\"note\">Exact: from every completed, measured request in records.jsonl \
-         (nearest-rank percentiles, warm-up left out).</p>\n"
-    });
+        "from every completed, measured request in records.jsonl (nearest-rank percentiles, \
+         warm-up left out)"
+    };
+    if bounded.is_empty() {
+        html.push_str(&format!("<p class=\"note\">Exact: {over}.</p>\n"));
+    } else {
+        // A bound is never below the truth, so its percentiles are upper bounds too.
+        html.push_str(&format!(
+            "<p class=\"note\">{}. A bound's time is its read's last segment's \
+             (kernel_bound) or canaryd's read (userspace), never before the event: the figures \
+             of a metric with bounds are upper bounds, the others exact; {over}.</p>\n",
+            esc(&bounded.join("; "))
+        ));
+    }
     html
 }

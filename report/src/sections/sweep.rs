@@ -1,14 +1,18 @@
 //! A series of runs (a sweep, or runs named together): throughput against latency with the
 //! saturation knee, and the Pareto front of total against per-user token throughput.
 //!
-//! The knee and the front are `canary_core::series`'s, the same `canaryd sweep` writes into
-//! `sweep.json`: walking the runs in series order (the sweep's order of increasing load), the
-//! first step whose completed-request throughput grows by less than [`KNEE_GAIN`] while TTFT
-//! p99 rises by more than [`KNEE_RISE`] marks saturation; the knee is the run before that step,
-//! the last one that still scaled.
+//! A sweep's folder has its verdict in `sweep.json`: the knee, the front and the points left
+//! out of them are taken from it, so the page agrees with the sweep's table and with `canaryd
+//! compare`. Runs named together have none: the knee and the front are then found here with
+//! `canary_core::series`, as `canaryd sweep` finds them, leaving out what it would
+//! ([`evidence`]): walking the runs in series order, the first step whose completed-request
+//! throughput grows by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`]
+//! marks saturation; the knee is the run before that step, the last one that still scaled.
+
+mod evidence;
 
 use super::{ms, num, pct};
-use crate::artifacts::{Metric, Run};
+use crate::artifacts::{Metric, Run, SweepFile};
 use crate::html::{esc, table};
 use crate::plot::{Axis, Colour, Mark, Plot, HALF};
 use crate::sample::{quantile, sorted};
@@ -16,6 +20,8 @@ use crate::ReportError;
 use canary_core::series::{LoadStep, TokenRates};
 
 pub use canary_core::series::{KNEE_GAIN, KNEE_RISE};
+pub use evidence::LeftOut;
+use evidence::{whys, LEFT_OUT_LAYER};
 
 /// One run's point in the series.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,9 +45,11 @@ pub struct Point {
     pub error_rate: Option<f64>,
     /// GPUs the run measured (NVML / DCGM, `summary.json`'s `gpu.gpus`), when it did.
     pub gpus: Option<u64>,
-    /// A signal cut its run short (every run's, for a mean): its figures are partial, so it
-    /// is neither the knee's nor the front's evidence, as in `sweep.json`.
-    pub cut_short: bool,
+    /// Why it is neither the knee's nor the front's evidence, when it is not (as in
+    /// `sweep.json`).
+    pub left_out: Option<LeftOut>,
+    /// `sweep.json`'s notes on the point.
+    pub notes: Vec<String>,
 }
 
 impl Point {
@@ -71,11 +79,8 @@ impl Point {
                 .as_ref()
                 .and_then(|s| s.doc.get("gpu")?.get("gpus")?.as_u64())
                 .filter(|&n| n > 0),
-            cut_short: run
-                .summary
-                .as_ref()
-                .and_then(|s| s.doc.get("interrupted")?.as_bool())
-                == Some(true),
+            left_out: evidence::of_run(run, &f),
+            notes: Vec::new(),
         }
     }
 
@@ -83,9 +88,15 @@ impl Point {
     /// runs' own (an estimate, as `canaryd sweep --runs N` gives it in `sweep.json`).
     pub fn mean(label: String, runs: &[Point]) -> Point {
         let mean = |f: fn(&Point) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        let each: Vec<(&str, Option<&LeftOut>)> = runs
+            .iter()
+            .map(|p| (p.label.as_str(), p.left_out.as_ref()))
+            .collect();
         // Over the runs that have one, as sweep.json's mean: a run that judged nothing has no
         // share, not a 0 that lowers the others'.
         let rates: Vec<f64> = runs.iter().filter_map(|p| p.error_rate).collect();
+        let error_rate =
+            (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64);
         Point {
             label,
             throughput: mean(|p| p.throughput),
@@ -94,9 +105,10 @@ impl Point {
             ttft_p50: mean(|p| p.ttft_p50),
             ttft_p99: mean(|p| p.ttft_p99),
             e2e_p99: mean(|p| p.e2e_p99),
-            error_rate: (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64),
+            error_rate,
             gpus: runs.first().and_then(|p| p.gpus),
-            cut_short: runs.iter().all(|p| p.cut_short),
+            left_out: evidence::of_mean(&each, error_rate),
+            notes: Vec::new(),
         }
     }
 
@@ -114,7 +126,7 @@ impl Point {
 pub fn knee(points: &[Point]) -> Option<usize> {
     let steps: Vec<LoadStep> = points
         .iter()
-        .map(|p| match p.cut_short {
+        .map(|p| match p.left_out.is_some() {
             true => LoadStep {
                 throughput: f64::NAN,
                 ttft_p99_ms: f64::NAN,
@@ -133,7 +145,7 @@ pub fn knee(points: &[Point]) -> Option<usize> {
 pub fn pareto(points: &[Point]) -> Vec<usize> {
     let rates: Vec<TokenRates> = points
         .iter()
-        .map(|p| match p.cut_short {
+        .map(|p| match p.left_out.is_some() {
             true => TokenRates {
                 per_gpu: f64::NAN,
                 per_user: f64::NAN,
@@ -182,12 +194,36 @@ fn front_axes(points: &[Point]) -> (bool, Vec<(f64, f64)>) {
     (per_gpu, at)
 }
 
-/// The series section's body.
-pub fn render(runs: &[Run]) -> Result<String, ReportError> {
-    let points = points(runs);
+/// The knee and the front of `points`, and which points are left out of them: `sweep.json`'s
+/// when the series is a sweep's folder (its points matched by folder), else found here. The
+/// knee's label as `sweep.json` names it, when its point is not on the page.
+fn verdict(points: &mut [Point], sweep: Option<&SweepFile>) -> (Option<usize>, Vec<usize>) {
+    let Some(s) = sweep else {
+        return (knee(points), pareto(points));
+    };
+    for p in points.iter_mut() {
+        let listed = s.point(&p.label);
+        p.left_out = listed.and_then(|q| q.left_out()).map(LeftOut::Sweep);
+        p.notes = listed.map(|q| q.notes.clone()).unwrap_or_default();
+    }
+    let at = |label: &str| {
+        let dir = &s.points.iter().find(|q| q.label == label)?.dir;
+        points.iter().position(|p| &p.label == dir)
+    };
+    let knee = s.knee.as_deref().and_then(at);
+    let mut front: Vec<usize> = s.pareto.iter().filter_map(|l| at(l)).collect();
+    front.sort_unstable();
+    (knee, front)
+}
+
+/// The series section's body; `sweep`: the series' `sweep.json`, when it is a sweep's folder.
+pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportError> {
+    let mut points = points(runs);
     let repeated = runs.iter().any(|r| r.point.is_some());
-    let knee = knee(&points);
-    let front = pareto(&points);
+    let (knee, front) = verdict(&mut points, sweep);
+    let left_out: Vec<usize> = (0..points.len())
+        .filter(|&i| points[i].left_out.is_some())
+        .collect();
     let mut html = String::from("<div class=\"grid\">\n");
 
     let xy = |f: fn(&Point) -> f64| -> Vec<(f64, f64)> {
@@ -214,31 +250,55 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     {
         lat.layer(name, Colour::nth(i), Mark::LinePoints(xy(f)));
     }
+    let crossed: Vec<(f64, f64)> = left_out
+        .iter()
+        .map(|&i| (points[i].throughput, points[i].ttft_p99))
+        .filter(|q| q.0.is_finite() && q.1.is_finite())
+        .collect();
+    if !crossed.is_empty() {
+        lat.layer(LEFT_OUT_LAYER, Colour::ERROR, Mark::Crosses(crossed));
+    }
     let joined = if repeated {
         "Lines join the points (each the mean of its runs) in series order."
     } else {
         "Lines join the runs in series order."
     };
-    match knee {
-        Some(k) => {
+    let (whose, knee_whose) = match sweep {
+        Some(_) => (" (sweep.json's)", ", as sweep.json states it"),
+        None => ("", ""),
+    };
+    let crosses = match left_out.len() {
+        0 => String::new(),
+        _ => " A cross on TTFT p99 marks a point left out of the knee and the front (why: \
+              under the table)."
+            .to_string(),
+    };
+    match (knee, sweep.and_then(|s| s.knee.as_deref())) {
+        (Some(k), _) => {
             lat.layer(
                 &format!("knee: {}", points[k].label),
                 Colour::RULE,
                 Mark::VRule(points[k].throughput),
             );
             lat.note(format!(
-                "{joined} Knee at {} ({} req/s): the next step gained under {:.0} % throughput \
-                 while TTFT p99 rose over {:.0} %.",
+                "{joined} Knee at {} ({} req/s{knee_whose}): the next step gained under \
+                 {:.0} % throughput while TTFT p99 rose over {:.0} %.{crosses}",
                 points[k].label,
                 num(points[k].throughput),
                 KNEE_GAIN * 100.0,
                 KNEE_RISE * 100.0
             ));
         }
-        None => {
+        (None, Some(label)) => {
             lat.note(format!(
-                "{joined} No knee: no step gained under {:.0} % throughput while TTFT p99 rose \
-                 over {:.0} %.",
+                "{joined} Knee at {label}, as sweep.json states it; its run is not on this \
+                 page.{crosses}"
+            ));
+        }
+        (None, None) => {
+            lat.note(format!(
+                "{joined} No knee{whose}: no step gained under {:.0} % throughput while TTFT \
+                 p99 rose over {:.0} %.{crosses}",
                 KNEE_GAIN * 100.0,
                 KNEE_RISE * 100.0
             ));
@@ -257,26 +317,40 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         }),
         HALF,
     );
-    let all: Vec<(f64, f64)> = at
-        .iter()
-        .copied()
-        .filter(|q| q.0.is_finite() && q.1.is_finite())
-        .collect();
+    let finite = |i: &usize| at[*i].0.is_finite() && at[*i].1.is_finite();
+    let all: Vec<(f64, f64)> = (0..at.len()).filter(finite).map(|i| at[i]).collect();
     par.layer("runs", Colour::nth(0), Mark::Points(all));
     let mut line: Vec<(f64, f64)> = front.iter().map(|&i| at[i]).collect();
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     par.layer("Pareto front", Colour::nth(1), Mark::Line(line));
-    par.note(match per_gpu {
-        true => {
-            "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
+    let crossed: Vec<(f64, f64)> = left_out
+        .iter()
+        .copied()
+        .filter(finite)
+        .map(|i| at[i])
+        .collect();
+    if !crossed.is_empty() {
+        par.layer(LEFT_OUT_LAYER, Colour::ERROR, Mark::Crosses(crossed));
+    }
+    par.note(format!(
+        "{}{}",
+        match per_gpu {
+            true => {
+                "Tokens/s per GPU (every run knows its GPU count), as in sweep.json; a run is \
                  on the front when no other has at least as much of both and more of one."
+            }
+            false => {
+                "Total tokens/s (a run without a GPU count: the order is the same when every \
+                 run used the same GPUs); a run is on the front when no other has at least as \
+                 much of both and more of one."
+            }
+        },
+        match (sweep, left_out.is_empty()) {
+            (Some(_), _) => " The front is sweep.json's; a cross marks a point left out of it.",
+            (None, false) => " A cross marks a run left out of it.",
+            (None, true) => "",
         }
-        false => {
-            "Total tokens/s (a run without a GPU count: the order is the same when every \
-                  run used the same GPUs); a run is on the front when no other has at least as \
-                  much of both and more of one."
-        }
-    });
+    ));
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
 
@@ -286,10 +360,13 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
         .map(|(i, p)| {
             let mut tags = Vec::new();
             if knee == Some(i) {
-                tags.push("knee");
+                tags.push("knee".to_string());
             }
             if front.contains(&i) {
-                tags.push("Pareto");
+                tags.push("Pareto".to_string());
+            }
+            if let Some(why) = &p.left_out {
+                tags.push(format!("left out: {}", why.short()));
             }
             vec![
                 esc(&p.label),
@@ -300,7 +377,7 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
                 ms(p.ttft_p99),
                 ms(p.e2e_p99),
                 p.error_rate.map_or_else(|| "–".to_string(), pct),
-                tags.join(", "),
+                esc(&tags.join(", ")),
             ]
         })
         .collect();
@@ -321,91 +398,14 @@ pub fn render(runs: &[Run]) -> Result<String, ReportError> {
     ));
     html.push_str(if repeated {
         "<p class=\"note\">Estimates: each figure the mean of the point's runs' own, each \
-         exact from that run's records (the points ran --runs times; sweep.json has each \
-         figure's confidence interval). The knee and the front are found on the means.</p>\n"
+         exact from that run's records (the points ran --runs times; each point's summary.json \
+         has each figure's confidence interval). The knee and the front are the means'.</p>\n"
     } else {
         "<p class=\"note\">Exact: each figure from the run's records.</p>\n"
     });
+    html.push_str(&whys(&points, sweep));
     Ok(html)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
-        Point {
-            label: format!("{throughput}"),
-            throughput,
-            tokens_per_s: throughput * 10.0,
-            tokens_per_user: per_user,
-            ttft_p50: ttft_p99 / 2.0,
-            ttft_p99,
-            e2e_p99: ttft_p99 * 4.0,
-            error_rate: Some(0.0),
-            gpus: None,
-            cut_short: false,
-        }
-    }
-
-    #[test]
-    fn the_knee_is_the_last_run_that_still_scaled() {
-        // Linear, then a plateau with latency climbing.
-        let s = [
-            p(10.0, 50.0, 90.0),
-            p(20.0, 52.0, 80.0),
-            p(40.0, 60.0, 70.0),
-            p(42.0, 200.0, 30.0),
-            p(43.0, 900.0, 10.0),
-        ];
-        assert_eq!(knee(&s), Some(2));
-        // Still scaling: no knee.
-        assert_eq!(knee(&s[..3]), None);
-        // Latency up but throughput still growing: not a knee.
-        assert_eq!(knee(&[p(10.0, 50.0, 1.0), p(20.0, 100.0, 1.0)]), None);
-        // The plateau's first run cut short by a signal: its partial figures are not the
-        // knee's evidence (as sweep.json leaves such a point out), nor on the front.
-        let mut cut = s[..4].to_vec();
-        cut[3].cut_short = true;
-        assert_eq!(knee(&cut), None);
-        assert!(!pareto(&cut).contains(&3));
-    }
-
-    // A run that judged no request has no error rate: the point's mean is over the runs that
-    // have one, and a point of such runs only has none.
-    #[test]
-    fn a_repeated_points_error_rate_skips_runs_that_judged_nothing() {
-        let with = |rate| Point {
-            error_rate: rate,
-            ..p(10.0, 50.0, 90.0)
-        };
-        let m = Point::mean("c1".into(), &[with(None), with(Some(0.2)), with(Some(0.1))]);
-        assert!((m.error_rate.unwrap() - 0.15).abs() < 1e-12, "{m:?}");
-        assert_eq!(Point::mean("c1".into(), &[with(None)]).error_rate, None);
-    }
-
-    #[test]
-    fn the_pareto_front_drops_dominated_runs() {
-        let s = [
-            p(10.0, 50.0, 90.0),
-            p(20.0, 52.0, 80.0),
-            p(15.0, 60.0, 70.0),
-            p(40.0, 60.0, 70.0),
-        ];
-        // Run 2 (150 tok/s, 70 per user) is dominated by run 1 (200, 80) and run 3 (400, 70).
-        assert_eq!(pareto(&s), vec![0, 1, 3]);
-        // On 1 and 4 GPUs: run 3's 400 tok/s are 100 per GPU, under run 1's 200 on one GPU.
-        let mut gpus = s.to_vec();
-        for (p, n) in gpus.iter_mut().zip([1, 1, 1, 4]) {
-            p.gpus = Some(n);
-        }
-        assert_eq!(pareto(&gpus), vec![0, 1]);
-        // Drawn where the front was found: per GPU.
-        let (per_gpu, at) = front_axes(&gpus);
-        assert!(per_gpu);
-        assert_eq!((at[1].1, at[3].1), (200.0, 100.0));
-        let (per_gpu, at) = front_axes(&s);
-        assert!(!per_gpu);
-        assert_eq!(at[3].1, 400.0);
-    }
-}
+mod tests;

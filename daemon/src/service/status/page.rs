@@ -102,8 +102,8 @@ pub async fn report(history: Arc<History>, id: String) -> Response<Full<Bytes>> 
             Ok(None) => return Err((StatusCode::NOT_FOUND, format!("no run {id:?}"))),
             Err(e) => return Err((StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))),
         };
-        canary_report::load_runs(std::slice::from_ref(&row.run.artifacts))
-            .and_then(|runs| canary_report::render_report(&runs))
+        canary_report::load(std::slice::from_ref(&row.run.artifacts))
+            .and_then(|loaded| canary_report::render_report(&loaded))
             .map_err(|e| match e {
                 // A run that never started has no records; a pruned one, no folder.
                 canary_report::ReportError::NoRun { .. }

@@ -1,0 +1,156 @@
+//! A `--runs N` experiment's `summary.json` (`repeats`): its runs, which of them its estimates
+//! leave out and why, and each headline figure's mean with its confidence interval. The report
+//! shows these as the experiment states them, as `canaryd compare` and the command's own table
+//! do: the runs repeat one load, so they are not a series.
+
+use super::Summary;
+use crate::error::ReportError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A `--runs N` experiment's summary, read tolerantly (missing optional fields absent).
+#[derive(Debug, Clone, Default)]
+pub struct Repeats {
+    /// The experiment's folder.
+    pub dir: PathBuf,
+    /// Its `summary.json`.
+    pub summary: Summary,
+    /// `--runs`.
+    pub runs_asked: Option<u64>,
+    /// A signal stopped the experiment.
+    pub interrupted: bool,
+    /// The intervals' confidence level (0.95).
+    pub confidence: Option<f64>,
+    /// Each run, in the experiment's order.
+    pub per_run: Vec<RepeatRun>,
+    /// Each headline figure over the runs its estimates are over.
+    pub estimates: Vec<Estimate>,
+}
+
+/// One run of an experiment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RepeatRun {
+    /// Its folder under the experiment's (`run-1`).
+    pub dir: String,
+    /// Its run id.
+    pub run_id: Option<String>,
+    /// Its verdict.
+    pub verdict: Option<String>,
+    /// Why the estimates leave it out (an error, nothing completed, cut short by a signal);
+    /// `None` when they are over it.
+    pub left_out: Option<String>,
+}
+
+/// One headline figure: each run's value, their mean and its interval (an estimate).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Estimate {
+    /// `summary.json`'s name (`time_to_first_token`).
+    pub metric: String,
+    /// `p50`, `p99`, or `value` for a rate.
+    pub statistic: String,
+    /// Its unit (`ms`, `requests/s`).
+    pub unit: String,
+    /// Each run's figure, in run order (the runs the estimates are over).
+    pub values: Vec<f64>,
+    /// The mean.
+    pub mean: Option<f64>,
+    /// The interval's half-width (none from one run).
+    pub half_width: Option<f64>,
+}
+
+impl Repeats {
+    /// Reads `dir/summary.json` when it is an experiment's (it has `repeats.per_run`);
+    /// `Ok(None)` when there is none, or it is a run's.
+    pub fn read(dir: &Path) -> Result<Option<Repeats>, ReportError> {
+        let path = dir.join("summary.json");
+        let Some(summary) = Summary::read(&path)? else {
+            return Ok(None);
+        };
+        let Some(listed) = summary
+            .at(&["repeats", "per_run"])
+            .and_then(Value::as_array)
+        else {
+            return Ok(None);
+        };
+        let bad = |what: String| ReportError::Summary {
+            path: path.clone(),
+            what,
+        };
+        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        let mut per_run = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, e) in listed.iter().enumerate() {
+            // The experiment's own folders are plain names: anything else is not its.
+            let dir = text(e, "dir")
+                .filter(|d| !d.is_empty() && d != "." && d != ".." && !d.contains(['/', '\\']))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "repeats.per_run[{i}].dir: {} is not a folder name",
+                        e.get("dir").unwrap_or(&Value::Null)
+                    ))
+                })?;
+            if !seen.insert(dir.clone()) {
+                return Err(bad(format!(
+                    "repeats.per_run[{i}].dir: {dir:?} is listed twice"
+                )));
+            }
+            // Files before `left_out` was written say only `interrupted`.
+            let left_out = text(e, "left_out").or_else(|| {
+                (e.get("interrupted").and_then(Value::as_bool) == Some(true))
+                    .then(|| "interrupted: a signal cut it short".to_string())
+            });
+            per_run.push(RepeatRun {
+                dir,
+                run_id: text(e, "run_id"),
+                verdict: text(e, "verdict"),
+                left_out,
+            });
+        }
+        let estimates = summary
+            .at(&["repeats", "metrics"])
+            .and_then(Value::as_array)
+            .map(|m| m.iter().filter_map(estimate).collect())
+            .unwrap_or_default();
+        Ok(Some(Repeats {
+            dir: dir.to_path_buf(),
+            runs_asked: summary
+                .at(&["repeats", "runs_asked"])
+                .and_then(Value::as_u64),
+            interrupted: summary
+                .at(&["repeats", "interrupted"])
+                .and_then(Value::as_bool)
+                == Some(true),
+            confidence: summary.number(&["repeats", "confidence"]),
+            per_run,
+            estimates,
+            summary,
+        }))
+    }
+
+    /// The runs the estimates are over.
+    pub fn complete(&self) -> usize {
+        self.per_run.iter().filter(|r| r.left_out.is_none()).count()
+    }
+
+    /// The entry of the run in folder `dir`.
+    pub fn run(&self, dir: &str) -> Option<&RepeatRun> {
+        self.per_run.iter().find(|r| r.dir == dir)
+    }
+}
+
+/// One entry of `repeats.metrics`; `None` when it names no metric.
+fn estimate(v: &Value) -> Option<Estimate> {
+    let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    Some(Estimate {
+        metric: text("metric")?,
+        statistic: text("statistic").unwrap_or_default(),
+        unit: text("unit").unwrap_or_default(),
+        values: v
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default(),
+        mean: v.get("mean").and_then(Value::as_f64),
+        half_width: v.get("half_width").and_then(Value::as_f64),
+    })
+}

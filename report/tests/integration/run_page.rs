@@ -1,0 +1,164 @@
+//! What a run's page says of the run: a merged run's time axis, the bounds in its latencies, a summary of a newer canaryd.
+
+use crate::fixtures::{json_file, records, report, run, text, Load};
+use serde_json::json;
+
+/// A merged run of two shards on one host: shard 1/2 started 3 s after 0/2; each wrote its
+/// records on its own clock, 1 s of requests each.
+fn merged(dir: &std::path::Path, bound: serde_json::Value) {
+    let mut lines = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        for mut r in Load::new(20.0, 10.0).records().into_iter().take(21) {
+            r.as_object_mut()
+                .unwrap()
+                .insert("shard".into(), json!(shard));
+            lines.push(r);
+        }
+    }
+    records(dir, &lines);
+    json_file(
+        &dir.join("summary.json"),
+        &json!({"schema_version": 2, "merged": {
+            "shard_count": 2,
+            "inputs": [
+                {"dir": "s0", "shard": "0/2", "records": 21, "t0_offset_ms": 0.0,
+                 "offset_basis": "monotonic"},
+                {"dir": "s1", "shard": "1/2", "records": 21, "t0_offset_ms": 3000.0,
+                 "offset_basis": "wall_clock"}],
+            "alignment": bound}}),
+    );
+}
+
+// `canaryd merge` writes each shard's records on its own t0; the report read them as one
+// clock: the shards overlaid, 42 requests over 1.01 s (41.6 req/s) where the merged run
+// spans 4.01 s, under a note calling them exact.
+#[test]
+fn a_merged_runs_records_are_placed_on_the_merged_axis_within_its_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("merged");
+    merged(
+        &m,
+        json!({"bound_ms": 2.5, "start_spread_ms": 3000.0, "basis": "wall clocks of 2 hosts"}),
+    );
+    let (html, _) = report(&[&m]);
+    let page = text(&html);
+    // 42 requests from 0 to 4020 ms: 4.02 s.
+    assert!(page.contains("4.02 s first send to last end"), "{page}");
+    assert!(page.contains("10.4 req/s"), "{page}");
+    assert!(page.contains("Merged from 2 shards"), "{page}");
+    assert!(page.contains("within ±2.50 ms"), "{page}");
+    // No bound: said so.
+    merged(
+        &m,
+        json!({"bound_ms": null, "unbounded_because": "shard 1/2's wall clock is not synchronized",
+               "basis": "wall clocks of 2 hosts"}),
+    );
+    let page = text(&report(&[&m]).0);
+    assert!(page.contains("4.02 s first send to last end"), "{page}");
+    assert!(
+        page.contains("with no bound: shard 1/2's wall clock is not synchronized"),
+        "{page}"
+    );
+}
+
+// The headline called TTFT exact when most first tokens were only upper bounds (kernel_bound:
+// the read also carried later bytes).
+#[test]
+fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let recs: Vec<_> = Load::new(20.0, 10.0)
+        .records()
+        .into_iter()
+        .take(8)
+        .enumerate()
+        .map(|(i, mut r)| {
+            let kind = match i {
+                0 => "kernel",
+                1 => "userspace",
+                _ => "kernel_bound",
+            };
+            let end = if i == 7 { "kernel_bound" } else { "kernel" };
+            r.as_object_mut()
+                .unwrap()
+                .insert("rx".into(), json!({"first_token": kind, "end": end}));
+            r
+        })
+        .collect();
+    records(&dir, &recs);
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("TTFT: 7 of 8 are upper bounds (6 kernel_bound, 1 userspace)"),
+        "{page}"
+    );
+    assert!(page.contains("TTFT (upper bound) 8"), "{page}");
+    assert!(
+        page.contains("e2e: 1 of 8 are upper bounds (1 kernel_bound)"),
+        "{page}"
+    );
+    assert!(!page.contains("Exact: from every completed"), "{page}");
+    // All exact: the figure is exact and said so.
+    let recs: Vec<_> = recs
+        .into_iter()
+        .map(|mut r| {
+            r["rx"] = json!({"first_token": "kernel", "end": "kernel"});
+            r
+        })
+        .collect();
+    records(&dir, &recs);
+    let page = text(&report(&[&dir]).0);
+    assert!(!page.contains("upper bound"), "{page}");
+    assert!(page.contains("Exact: from every completed"), "{page}");
+}
+
+// A summary.json of a newer canaryd (schema_version 99) was read without a word; merge
+// refuses it.
+#[test]
+fn a_newer_summary_schema_is_noted_not_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(json!({"schema_version": 99, "run": {"run_id": "r"}})),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains(&format!(
+            "summary.json has schema_version 99, newer than this canaryd reads ({})",
+            canary_core::SUMMARY_SCHEMA_VERSION
+        )),
+        "{page}"
+    );
+    let dir = run(
+        &tmp.path().join("ok"),
+        &Load::new(20.0, 10.0),
+        Some(
+            json!({"schema_version": canary_core::SUMMARY_SCHEMA_VERSION,
+                    "run": {"run_id": "r"}}),
+        ),
+    );
+    assert!(!text(&report(&[&dir]).0).contains("newer than this canaryd"));
+    // An older version's file is read as before, without a word.
+    let dir = run(
+        &tmp.path().join("old"),
+        &Load::new(20.0, 10.0),
+        Some(json!({"schema_version": 1, "run": {"run_id": "r"}})),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        !page.contains("newer than this canaryd") && !page.contains("may be misread"),
+        "{page}"
+    );
+    // An experiment's own summary.json too.
+    let exp = tmp.path().join("exp");
+    run(&exp.join("run-1"), &Load::new(20.0, 10.0), None);
+    json_file(
+        &exp.join("summary.json"),
+        &json!({"schema_version": 99, "repeats": {"per_run": [{"dir": "run-1"}]}}),
+    );
+    let page = text(&report(&[&exp]).0);
+    assert!(
+        page.contains("exp: summary.json has schema_version 99, newer than this canaryd reads"),
+        "{page}"
+    );
+}
