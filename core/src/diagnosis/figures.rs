@@ -65,6 +65,9 @@ pub(super) struct Figures {
     /// Client TTFT minus the server's own (from its histogram, else llama.cpp's per-request
     /// prompt time), ms.
     pub ttft_gap_ms: Option<Fig>,
+    /// Why the server's TTFT was not compared with canaryd's, when its histogram was there
+    /// but counted other requests.
+    pub ttft_withheld: Option<String>,
     pub queue_depth_mean: Option<Fig>,
     pub kv_mean: Option<Fig>,
     pub kv_max: Option<Fig>,
@@ -181,8 +184,18 @@ impl Figures {
             }) => Some(Fig::new(g.mean, EXACT, "client and server_metrics")),
             _ => None,
         };
+        if let (Some(crate::Comparison::Withheld { reason, .. }), Some(_)) =
+            (&sv.comparison, &sv.ttft_s)
+        {
+            self.ttft_withheld = Some(reason.clone());
+        }
+        // A sampled gauge's mean is an estimate; its largest sample is a lower bound on its
+        // largest value (a peak between two scrapes is not seen).
         let gauge = |g: &Option<crate::GaugeStats>, max: bool| {
-            g.map(|g| Fig::new(if max { g.max } else { g.mean }, ESTIMATE, src))
+            g.map(|g| match max {
+                true => Fig::new(g.max, FigureKind::Bound, src),
+                false => Fig::new(g.mean, ESTIMATE, src),
+            })
         };
         self.queue_depth_mean = gauge(&sv.queue_depth, false);
         self.kv_mean = gauge(&sv.kv_cache_usage, false);

@@ -545,13 +545,21 @@ fn network(c: &Ctx) -> Finding {
     let f = c.f;
     let mut x = Finding::new(Bottleneck::Network);
     let (Some(gap), Some(ttft)) = (f.ttft_gap_ms, f.client_ttft_ms) else {
-        let why = f.server_missing.clone().unwrap_or_else(|| {
-            format!(
-                "server_metrics ({}) exposes no TTFT histogram and the stream carried no \
+        let why = f
+            .server_missing
+            .clone()
+            .unwrap_or_else(|| match &f.ttft_withheld {
+                // The histogram is there, but its requests were not canaryd's (counts differ).
+                Some(withheld) => format!(
+                    "the server's TTFT was not compared with canaryd's ({withheld}) and the \
+                 stream carried no per-request timings"
+                ),
+                None => format!(
+                    "server_metrics ({}) exposes no TTFT histogram and the stream carried no \
                  per-request timings",
-                f.engine.as_deref().unwrap_or("engine unknown")
-            )
-        });
+                    f.engine.as_deref().unwrap_or("engine unknown")
+                ),
+            });
         unknown(&mut x, why);
         return x;
     };

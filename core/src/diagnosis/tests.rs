@@ -674,3 +674,38 @@ fn the_windows_of_a_series_point_to_where_the_gap_held() {
     let i = d.interval.unwrap();
     assert_eq!((i.start_s, i.end_s), (5.0, 10.0));
 }
+
+#[test]
+fn a_ttft_histogram_over_other_requests_is_said_withheld_not_missing() {
+    let mut r = run(100, 30.0, 400.0, None);
+    let mut sv = server(25.0, 0.5, 20.0, 360.0, 30.0);
+    sv.comparison = Some(crate::Comparison::Withheld {
+        reason: "the server counted 130 requests, canaryd completed 100".into(),
+        client_n: 100,
+        server_n: 130,
+    });
+    r.telemetry.server = Some(sv);
+    let d = r.diagnose();
+    let net = finding(&d, Bottleneck::Network);
+    assert_eq!(net.state, RuleState::Unknown, "{net:#?}");
+    let why = net.missing.join("; ");
+    assert!(
+        why.contains("not compared with canaryd's (the server counted 130 requests"),
+        "{why}"
+    );
+    assert!(!why.contains("exposes no TTFT histogram"), "{why}");
+}
+
+#[test]
+fn a_sampled_maximum_is_a_lower_bound() {
+    let mut r = run(100, 30.0, 400.0, None);
+    r.telemetry.server = Some(server(25.0, 0.5, 20.0, 360.0, 30.0));
+    let d = r.diagnose();
+    let kv = d
+        .findings
+        .iter()
+        .flat_map(|f| &f.evidence)
+        .find(|e| e.name == "kv_cache_usage_max")
+        .expect("kv evidence");
+    assert_eq!(kv.kind, FigureKind::Bound, "{kv:#?}");
+}
