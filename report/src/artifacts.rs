@@ -5,7 +5,7 @@
 
 mod diagnosis;
 mod folders;
-mod records;
+pub(crate) mod records;
 mod repeats;
 mod summary;
 mod sweep_file;
@@ -143,6 +143,11 @@ pub struct Figures {
 impl Run {
     /// Loads a run folder: `records.jsonl` must be there; `summary.json` may be missing.
     pub fn load(dir: &Path) -> Result<Run, ReportError> {
+        Run::load_within(dir, &mut records::RecordBudget::default())
+    }
+
+    /// [`Run::load`], its records within what is left of `budget` (shared by a page's runs).
+    pub fn load_within(dir: &Path, budget: &mut records::RecordBudget) -> Result<Run, ReportError> {
         let records_path = dir.join("records.jsonl");
         if !records_path.is_file() {
             return Err(ReportError::NoRun {
@@ -150,7 +155,7 @@ impl Run {
             });
         }
         let summary = Summary::read(&dir.join("summary.json"))?;
-        let mut records = records::read(&records_path)?;
+        let mut records = records::read_within(&records_path, budget)?;
         let mut notes = std::mem::take(&mut records.notes);
         if summary.is_none() {
             notes.push(format!(

@@ -1,6 +1,7 @@
 //! One side of `canaryd compare`: a run's folder, or the runs of a `--runs N` experiment,
 //! whose `summary.json` lists them (`repeats.per_run`).
 
+use crate::artifacts::records::RecordBudget;
 use crate::artifacts::{Run, Summary};
 use crate::error::ReportError;
 use serde::Serialize;
@@ -48,18 +49,22 @@ impl Experiment {
     /// experiment's own estimates leave them out. A sweep's folder is refused:
     /// its points are different loads, not repeats.
     pub fn load(path: &Path) -> Result<Experiment, ReportError> {
-        Experiment::load_keeping(path, false)
+        Experiment::load_keeping(path, false, &mut RecordBudget::default())
     }
 
     /// A sweep's point (`canaryd sweep --runs N`): as [`Experiment::load`], but a point whose
     /// every run a signal cut short keeps them, as a point of single runs keeps its one.
-    pub fn load_point(path: &Path) -> Result<Experiment, ReportError> {
-        Experiment::load_keeping(path, true)
+    pub fn load_point(path: &Path, budget: &mut RecordBudget) -> Result<Experiment, ReportError> {
+        Experiment::load_keeping(path, true, budget)
     }
 
-    fn load_keeping(path: &Path, cut_short_if_none: bool) -> Result<Experiment, ReportError> {
+    fn load_keeping(
+        path: &Path,
+        cut_short_if_none: bool,
+        budget: &mut RecordBudget,
+    ) -> Result<Experiment, ReportError> {
         if path.join("records.jsonl").is_file() {
-            return Ok(Experiment::single(Run::load(path)?));
+            return Ok(Experiment::single(Run::load_within(path, budget)?));
         }
         let refuse = |why: &str| ReportError::NotComparable {
             path: path.to_path_buf(),
@@ -131,7 +136,7 @@ impl Experiment {
                     what: format!("repeats.per_run[{i}].dir: {dir:?} is listed twice"),
                 });
             }
-            runs.push(Run::load(&path.join(dir))?);
+            runs.push(Run::load_within(&path.join(dir), budget)?);
         }
         if runs.is_empty() {
             return Err(refuse("the experiment has no complete run"));

@@ -1,6 +1,7 @@
 //! What the folders named on a command line hold: one run, a `--runs N` experiment, a sweep
 //! (`sweep.json`), or a series of runs; loaded, with a note for what could not be.
 
+use super::records::RecordBudget;
 use super::{folder_name, Repeats, Run, SweepFile};
 use crate::error::{io, ReportError};
 use std::path::{Path, PathBuf};
@@ -30,21 +31,23 @@ pub struct Loaded {
 /// the mean of the runs its estimates are over. Several folders make a series in the order
 /// given.
 pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReportError> {
+    // One page's records, over all its runs: each run's share is what the ones before left.
+    let budget = &mut RecordBudget::default();
     if let [path] = paths {
         if !path.join("records.jsonl").is_file() {
             if let Some(repeats) = Repeats::read(path)? {
-                return experiment(path, repeats);
+                return experiment(path, repeats, budget);
             }
         }
     }
     let mut loaded = Loaded::default();
     for path in paths {
         if path.join("records.jsonl").is_file() {
-            loaded.runs.push(Run::load(path)?);
+            loaded.runs.push(Run::load_within(path, budget)?);
             continue;
         }
         if Repeats::read(path)?.is_some() {
-            point(path, &mut loaded)?;
+            point(path, &mut loaded, budget)?;
             continue;
         }
         let sweep = SweepFile::read(path)?;
@@ -52,9 +55,9 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReportError> {
         let dirs = series_folders(path, sweep.as_ref())?;
         for dir in &dirs {
             if dir.join("records.jsonl").is_file() {
-                loaded.runs.push(Run::load(dir)?);
+                loaded.runs.push(Run::load_within(dir, budget)?);
             } else {
-                point(dir, &mut loaded)?;
+                point(dir, &mut loaded, budget)?;
             }
         }
         if let Some(sweep) = &sweep {
@@ -72,12 +75,16 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReportError> {
 
 /// An experiment's folder: every run it lists that has its records, those its estimates leave
 /// out included (named as such on the page).
-fn experiment(path: &Path, repeats: Repeats) -> Result<Loaded, ReportError> {
+fn experiment(
+    path: &Path,
+    repeats: Repeats,
+    budget: &mut RecordBudget,
+) -> Result<Loaded, ReportError> {
     let mut loaded = Loaded::default();
     for r in &repeats.per_run {
         let dir = path.join(&r.dir);
         if dir.join("records.jsonl").is_file() {
-            let mut run = Run::load(&dir)?;
+            let mut run = Run::load_within(&dir, budget)?;
             run.label = r.dir.clone();
             loaded.runs.push(run);
         } else {
@@ -96,9 +103,9 @@ fn experiment(path: &Path, repeats: Repeats) -> Result<Loaded, ReportError> {
 /// An experiment among a series' runs (a sweep's point run `--runs N` times, or a folder
 /// named beside others): one point, its runs marked with it; the runs its estimates leave out
 /// are left out here too, and named.
-fn point(dir: &Path, loaded: &mut Loaded) -> Result<(), ReportError> {
+fn point(dir: &Path, loaded: &mut Loaded, budget: &mut RecordBudget) -> Result<(), ReportError> {
     let name = folder_name(dir);
-    let exp = crate::Experiment::load_point(dir)?;
+    let exp = crate::Experiment::load_point(dir, budget)?;
     let kept: Vec<String> = exp.runs.iter().map(|r| r.label.clone()).collect();
     if let Some(repeats) = Repeats::read(dir)? {
         for r in &repeats.per_run {

@@ -158,6 +158,8 @@ impl Sweep {
         let mut points = Vec::new();
         let mut said = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        // One side's records, over all its points.
+        let budget = &mut crate::artifacts::records::RecordBudget::default();
         for (i, p) in listed.iter().enumerate() {
             let field = |key: &str| bad(format!("points[{i}].{key}: missing or of the wrong type"));
             let label = text_at(p, "label").ok_or_else(|| field("label"))?;
@@ -177,7 +179,7 @@ impl Sweep {
             points.push((
                 label.clone(),
                 value,
-                Experiment::load_point(&path.join(dir))?,
+                Experiment::load_point(&path.join(dir), budget)?,
             ));
             said.push((label, PointSaid::of(p)));
         }
