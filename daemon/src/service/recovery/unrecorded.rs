@@ -48,6 +48,10 @@ struct VerdictFile {
     comparison: Option<Comparison>,
     capacity: Option<CapacityRun>,
     sweep: Option<SweepRun>,
+    /// Absent from a verdict.json written before loads were kept: the run then joins no
+    /// baseline.
+    #[serde(default)]
+    load: Option<serde_json::Value>,
     started_unix_ms: i64,
     finished_unix_ms: i64,
 }
@@ -86,9 +90,7 @@ pub fn row(dir: &Path) -> Result<RunRow> {
             samples: None,
             capacity: v.capacity,
             sweep: v.sweep,
-            // verdict.json does not keep the load: the run joins no baseline, as one stored
-            // before loads were recorded.
-            load: None,
+            load: v.load,
         },
     })
 }

@@ -163,6 +163,9 @@ pub(super) fn write_verdict(result: &RunResult) -> Result<()> {
         "comparison": result.run.comparison,
         "capacity": result.run.capacity,
         "sweep": result.run.sweep,
+        // The load its baseline is of: a run recorded from this file at a restart (the
+        // history could not be written) joins the baseline of its load.
+        "load": result.run.load,
         "context_changes": result.outcome.as_ref().and_then(|o| o.context_changes.as_ref()),
         "started_unix_ms": result.run.started_unix_ms,
         "finished_unix_ms": result.run.finished_unix_ms,

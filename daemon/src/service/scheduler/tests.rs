@@ -298,6 +298,7 @@ fn passing(
             kind: crate::judge::verdict::VerdictKind::Pass,
             reasons: Vec::new(),
         };
+        result.run.load = Some(serde_json::json!({"load": {"osl": 8}}));
         result
     })
 }
@@ -340,6 +341,18 @@ async fn a_run_the_history_cannot_take_keeps_its_verdict_and_is_recorded_at_the_
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].run.verdict.to_string(), "pass");
     assert_eq!(rows[0].run.artifacts, runs[0]);
+    // With its load, so it joins the baseline of that load.
+    let stored: Option<i64> = rusqlite::Connection::open(dir.path().join("history.sqlite"))
+        .unwrap()
+        .query_row("SELECT load_hash FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        stored,
+        Some(crate::judge::load::hash(
+            &serde_json::json!({"load": {"osl": 8}})
+        )),
+        "{verdict}"
+    );
     // A write that succeeds ends the spell.
     d.start_run(c.clone(), w).unwrap().await.unwrap();
     assert!(
