@@ -47,11 +47,17 @@ pub const ANSWER_BYTES_IN_FLIGHT: usize = 32 << 20;
 /// The budget [`ANSWER_BYTES_IN_FLIGHT`] counts down, in KiB (a permit each).
 static ANSWER_KIB: Semaphore = Semaphore::const_new(ANSWER_BYTES_IN_FLIGHT >> 10);
 
-/// An answer's body holding its share of [`ANSWER_BYTES_IN_FLIGHT`] until hyper drops it:
-/// once written whole, or when its connection ends.
+/// Bytes of an answer handed to hyper at a time: hyper asks for the next piece only as its
+/// write buffer drains, so an answer a client does not read stays here, counted, rather than
+/// all in hyper's buffer, uncounted (one piece of the whole answer was taken at once and
+/// gave its share back before the client had read a byte).
+const ANSWER_PIECE: usize = 64 << 10;
+
+/// An answer's body, handed out [`ANSWER_PIECE`] at a time, holding its share of
+/// [`ANSWER_BYTES_IN_FLIGHT`] until its last piece is taken (or its connection ends).
 pub struct Budgeted {
-    body: Full<Bytes>,
-    _held: Option<tokio::sync::SemaphorePermit<'static>>,
+    rest: Bytes,
+    held: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 impl hyper::body::Body for Budgeted {
@@ -60,49 +66,67 @@ impl hyper::body::Body for Budgeted {
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
+        _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        if this.rest.is_empty() {
+            this.held = None;
+            return std::task::Poll::Ready(None);
+        }
+        let piece = this.rest.split_to(this.rest.len().min(ANSWER_PIECE));
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
     }
 }
 
-/// `answer` with its body's share of the budget taken, or 503 when the budget is spent.
-fn budgeted(answer: Response<Full<Bytes>>) -> Response<Budgeted> {
-    budgeted_from(&ANSWER_KIB, answer)
-}
-
-/// [`budgeted`] from `budget` (a test's own).
-fn budgeted_from(budget: &'static Semaphore, answer: Response<Full<Bytes>>) -> Response<Budgeted> {
-    use hyper::body::Body;
-    let bytes = answer.body().size_hint().exact().unwrap_or(0) as usize;
+/// `answer` with its body's share of `budget` taken, or 503 when the budget is spent; `None`:
+/// not counted (health, readiness and the daemon's metrics: small, and a probe must never be
+/// told busy because someone's large answers are stalled).
+async fn budgeted(
+    budget: Option<&'static Semaphore>,
+    answer: Response<Full<Bytes>>,
+) -> Response<Budgeted> {
+    use http_body_util::BodyExt;
+    let (parts, body) = answer.into_parts();
+    let rest = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    let Some(budget) = budget else {
+        return Response::from_parts(parts, Budgeted { rest, held: None });
+    };
     // One answer past the whole budget takes all of it: served alone, not never.
-    let kib = bytes.div_ceil(1024).min(ANSWER_BYTES_IN_FLIGHT >> 10) as u32;
+    let kib = rest.len().div_ceil(1024).min(ANSWER_BYTES_IN_FLIGHT >> 10) as u32;
     match budget.try_acquire_many(kib) {
-        Ok(held) => answer.map(|body| Budgeted {
-            body,
-            _held: Some(held),
-        }),
+        Ok(held) => Response::from_parts(
+            parts,
+            Budgeted {
+                rest,
+                held: Some(held),
+            },
+        ),
         Err(_) => {
-            let mut busy = text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!(
-                    "busy: {} MiB of answers are waiting for their clients to read them; retry\n",
-                    ANSWER_BYTES_IN_FLIGHT >> 20
-                ),
+            let busy = format!(
+                "busy: {} MiB of answers are waiting for their clients to read them; retry\n",
+                ANSWER_BYTES_IN_FLIGHT >> 20
             );
-            busy.headers_mut().insert(
+            let mut r = Response::new(Budgeted {
+                rest: Bytes::from(busy),
+                held: None,
+            });
+            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            r.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from_static("5"),
             );
-            busy.map(|body| Budgeted { body, _held: None })
+            r
         }
     }
 }
@@ -149,10 +173,13 @@ pub async fn serve(
                     let report = (req.method() == Method::GET)
                         .then(|| report_id(req.uri().path()))
                         .flatten();
-                    Ok::<_, std::convert::Infallible>(budgeted(match report {
+                    let exempt = matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics");
+                    let answer = match report {
                         Some(id) => page::report(history, id).await,
                         None => answer(req, metrics, history).await,
-                    }))
+                    };
+                    let budget = (!exempt).then_some(&ANSWER_KIB);
+                    Ok::<_, std::convert::Infallible>(budgeted(budget, answer).await)
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -357,31 +384,69 @@ mod tests {
         server.await.unwrap();
     }
 
-    /// Answers held for clients that do not read them share one budget: past it, 503 with
-    /// Retry-After; an answer past the whole budget takes all of it; a body dropped (written,
-    /// or its connection gone) gives its share back.
-    #[test]
-    fn answers_held_for_their_clients_share_one_budget() {
+    /// Answers that clients do not read hold their share of the budget until read, through
+    /// hyper as served: two stalled 16 MiB answers (more than loopback's socket buffers take)
+    /// fill a 32 MiB budget and the third request is told 503 with Retry-After; once a stalled
+    /// client goes, its share comes back and the next answer is served whole.
+    #[tokio::test]
+    async fn answers_clients_do_not_read_hold_their_share_until_they_go() {
         static BUDGET: Semaphore = Semaphore::const_new(ANSWER_BYTES_IN_FLIGHT >> 10);
-        let sized = |bytes: usize| text(StatusCode::OK, &"x".repeat(bytes));
-        let status = |r: &Response<Budgeted>| r.status().as_u16();
-        // 750 KiB each (a thousand runs): 43 fit in 32 MiB, the 44th waits.
-        let mut held: Vec<_> = (0..43)
-            .map(|_| budgeted_from(&BUDGET, sized(750 << 10)))
-            .collect();
-        assert!(held.iter().all(|r| status(r) == 200));
-        let busy = budgeted_from(&BUDGET, sized(750 << 10));
-        assert_eq!(status(&busy), 503);
-        assert_eq!(busy.headers()[http::header::RETRY_AFTER], "5");
-        held.pop();
-        assert_eq!(status(&budgeted_from(&BUDGET, sized(750 << 10))), 200);
-        held.clear();
-        // 40 MiB: more than the budget, served alone.
-        let big = budgeted_from(&BUDGET, sized(40 << 20));
-        assert_eq!(status(&big), 200);
-        assert_eq!(status(&budgeted_from(&BUDGET, sized(1))), 503);
-        drop(big);
-        assert_eq!(status(&budgeted_from(&BUDGET, sized(1))), 200);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        let big = text(StatusCode::OK, &"x".repeat(16 << 20));
+                        Ok::<_, std::convert::Infallible>(budgeted(Some(&BUDGET), big).await)
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await;
+                });
+            }
+        });
+        let ask = || async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            s
+        };
+        let stalled = [ask().await, ask().await];
+        // Wait (not a timing assertion) until both answers took their shares.
+        let since = std::time::Instant::now();
+        while BUDGET.available_permits() > 0 {
+            assert!(since.elapsed() < Duration::from_secs(30), "never taken");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut third = ask().await;
+        let mut head = [0u8; 12];
+        third.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 503");
+        let mut rest = vec![0u8; 512];
+        let n = third.read(&mut rest).await.unwrap();
+        let rest = String::from_utf8_lossy(&rest[..n]).to_ascii_lowercase();
+        assert!(rest.contains("retry-after: 5"), "{rest}");
+        drop(stalled);
+        let since = std::time::Instant::now();
+        while BUDGET.available_permits() < ANSWER_BYTES_IN_FLIGHT >> 10 {
+            assert!(
+                since.elapsed() < Duration::from_secs(30),
+                "never given back"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut fourth = ask().await;
+        let mut answer = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        while answer.len() < 16 << 20 {
+            let n = fourth.read(&mut buf).await.unwrap();
+            assert!(n > 0, "cut short at {} bytes", answer.len());
+            answer.extend_from_slice(&buf[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
     }
 
     #[test]
