@@ -400,7 +400,11 @@ mod tests {
             );
             let h = help("sweep", id);
             assert!(!h.contains("status 3"), "sweep {id}: {h}");
-            assert!(h.contains("does not change the sweep's exit status"), "{h}");
+            assert!(
+                h.contains("does not change the sweep's exit status")
+                    && h.contains("no rate passed exits with status 6"),
+                "{h}"
+            );
         }
     }
 

@@ -139,15 +139,17 @@ fn profile_flags(cmd: Command) -> Command {
             a.help(
                 "Gate, the daemon's `min_good_fraction`: a point where fewer than this share \
                  (0 to 1) of the requests sent were good by --slo fails (`fail: …` in its \
-                 verdict; with --find-max-rate, a failing rate). It does not change the \
-                 sweep's exit status. Needs --slo",
+                 verdict; with --find-max-rate, a failing rate). A point's failing does not \
+                 change the sweep's exit status, but a --find-max-rate search in which no \
+                 rate passed exits with status 6. Needs --slo",
             )
         })
         .mut_arg("max_error_rate", |a| {
             a.help(
                 "Gate, the daemon's `max_error_rate`: a point where more than this share (0 \
-                 to 1) of the requests sent failed fails (`fail: …` in its verdict). It does \
-                 not change the sweep's exit status",
+                 to 1) of the requests sent failed fails (`fail: …` in its verdict). A \
+                 point's failing does not change the sweep's exit status, but a \
+                 --find-max-rate search in which no rate passed exits with status 6",
             )
         })
         .mut_arg("output_dir", |a| {
