@@ -49,9 +49,11 @@ pub struct Request {
     pub telemetry: Telemetry,
     /// The kernel's split of its TTFT (eBPF), when traced.
     pub kernel: Option<KernelParts>,
-    /// Where its first token's time comes from (`rx.first_token`), when the record says.
+    /// Where its first token's time comes from (`rx.first_token`), when the record says;
+    /// `userspace` for a timed record with no `rx` (receive timestamps off or refused).
     pub ttft_rx: Option<RxKind>,
-    /// Where its end's time comes from (`rx.end`), when the record says.
+    /// Where its end's time comes from (`rx.end`), when the record says; `userspace` for a
+    /// timed record with no `rx`.
     pub e2e_rx: Option<RxKind>,
     /// The shard of a merged run that sent it (`canaryd merge` prefixes each record with
     /// its `shard`): its index in [`Records::shards`].
@@ -162,6 +164,10 @@ struct Line {
 /// shape, a kind it does not know) is absent, not an error, as an unknown field is.
 #[derive(Default)]
 struct RxLine {
+    /// The record has an `rx`. A record without one was written with receive timestamps off
+    /// or refused (or a merged or recovered run's from such a run): every time in it is
+    /// canaryd's read, an upper bound (`userspace`).
+    present: bool,
     first_token: Option<RxKind>,
     end: Option<RxKind>,
 }
@@ -170,6 +176,7 @@ fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
     let v = serde_json::Value::deserialize(d)?;
     let kind = |key: &str| RxKind::deserialize(v.get(key)?).ok();
     Ok(RxLine {
+        present: true,
         first_token: kind("first_token"),
         end: kind("end"),
     })
@@ -352,8 +359,18 @@ fn request(l: Line) -> Request {
             .unwrap_or(0),
         telemetry: l.telemetry.unwrap_or_default(),
         kernel: l.kernel,
-        ttft_rx: l.rx.first_token,
-        e2e_rx: l.rx.end,
+        // No `rx`: canaryd's reads (receive timestamps off or refused), upper bounds. A record
+        // that is not exact must never read as exact.
+        ttft_rx: if l.rx.present {
+            l.rx.first_token
+        } else {
+            l.ttft_ms.map(|_| RxKind::Userspace)
+        },
+        e2e_rx: if l.rx.present {
+            l.rx.end
+        } else {
+            l.e2e_ms.map(|_| RxKind::Userspace)
+        },
         shard: None,
     }
 }

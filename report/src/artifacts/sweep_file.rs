@@ -39,9 +39,13 @@ pub struct SweepPoint {
 
 impl SweepPoint {
     /// Why the sweep left the point out of the knee and the Pareto front, or `None` when it
-    /// is their evidence. `sweep.json` marks a capped point `capped` and says why in its
-    /// notes, as it does for a point over 5 % errors or with an error verdict; a point a
-    /// signal cut short has only its verdict (`error: interrupted`) to say so.
+    /// is their evidence: `sweep.json`'s own rule (`evidence()` in the daemon's sweep). It
+    /// marks a capped point `capped` and says why in its notes, as it does for a point with an
+    /// error verdict or over 5 % errors at the target; a point a signal cut short has only
+    /// its verdict (`error: interrupted`, `point-03/run-1: error: interrupted`) to say so. A
+    /// point that failed a gate (`fail: error rate 0.020 above max_error_rate 0.01`) is
+    /// evidence, and so is a `--runs N` point whose runs all passed before a signal stopped
+    /// the rest (`error: interrupted after 2 of 3 runs`: its runs are whole).
     pub fn left_out(&self) -> Option<String> {
         let said = |needle: &str| self.notes.iter().find(|n| n.contains(needle)).cloned();
         if self.capped {
@@ -53,11 +57,28 @@ impl SweepPoint {
         if let Some(note) = said("left out of the knee") {
             return Some(note);
         }
-        // Every other error verdict is noted above: what is left is a signal's.
-        self.verdict
-            .contains("error")
-            .then(|| format!("its verdict is an error ({})", self.verdict))
+        // Every other error verdict is noted above: what is left is a signal's (or, from a
+        // canaryd that wrote no such notes, any error).
+        let (reason, run) = verdict_error(&self.verdict)?;
+        let whole_runs = run.is_none() && reason.starts_with("error: interrupted after ");
+        (!whole_runs).then(|| format!("its verdict is an error ({})", self.verdict))
     }
+}
+
+/// The error of a point's verdict and the run it is of (`point-03/run-2` with `--runs N`), or
+/// `None` when the verdict is not an error. An error verdict is `error` or `error: …`, alone
+/// or after a run's folder; `fail: error rate 0.020 above max_error_rate 0.01` is a failed
+/// gate, not an error.
+pub fn verdict_error(verdict: &str) -> Option<(&str, Option<&str>)> {
+    let error = |v: &str| v == "error" || v.starts_with("error:");
+    if error(verdict) {
+        return Some((verdict, None));
+    }
+    let (dir, rest) = verdict.split_once(": ")?;
+    let a_dir = !dir.is_empty()
+        && !dir.contains(char::is_whitespace)
+        && !matches!(dir, "pass" | "fail" | "error");
+    (a_dir && error(rest)).then_some((rest, Some(dir)))
 }
 
 impl SweepFile {
@@ -120,5 +141,57 @@ impl SweepFile {
     /// The load `sweep.json` gives the point in folder `dir`.
     pub fn load_of(&self, dir: &str) -> Option<f64> {
         self.point(dir)?.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(verdict: &str, notes: &[&str]) -> SweepPoint {
+        SweepPoint {
+            label: "c8".into(),
+            dir: "point-03".into(),
+            value: Some(8.0),
+            verdict: verdict.into(),
+            capped: false,
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    // The review's case: a point that failed only its error-rate gate was crossed out
+    // (`contains("error")`), though sweep.json kept it as the knee's evidence (its own cut is
+    // over 5 % errors).
+    #[test]
+    fn a_point_is_left_out_by_sweep_jsons_rule_not_by_the_word_error() {
+        for kept in [
+            "pass",
+            "fail: error rate 0.020 above max_error_rate 0.01",
+            "point-03/run-2: fail: error rate 0.020 above max_error_rate 0.01",
+            "fail: ttft p99 812 ms above 500 ms; error rate 0.030 above max_error_rate 0.01",
+            "error: interrupted after 2 of 3 runs",
+        ] {
+            assert_eq!(point(kept, &[]).left_out(), None, "{kept}");
+        }
+        for out in [
+            "error: interrupted",
+            "error: interrupted before anything was sent",
+            "point-03/run-1: error: interrupted",
+        ] {
+            assert_eq!(
+                point(out, &[]).left_out(),
+                Some(format!("its verdict is an error ({out})")),
+                "{out}"
+            );
+        }
+        // Errored, or over 5 % errors: sweep.json says so in its notes.
+        let note = "left out of the knee and the Pareto front: 7.0% of its requests failed at                     the target (over 5%), so its figures are of the requests that were served";
+        let p = point("fail: error rate 0.070 above max_error_rate 0.01", &[note]);
+        assert_eq!(p.left_out().as_deref(), Some(note));
+        assert_eq!(
+            verdict_error("point-03/run-2: error: nothing completed"),
+            Some(("error: nothing completed", Some("point-03/run-2")))
+        );
+        assert_eq!(verdict_error("fail: error: odd"), None);
     }
 }

@@ -11,10 +11,12 @@ use serde::Serialize;
 /// A side's first tokens by how their time was taken, over its runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct FirstTokenTimes {
-    /// First tokens whose time is an upper bound (`kernel_bound` or `userspace`; every one of
-    /// a run with receive timestamps off or refused: canaryd's reads).
+    /// First tokens whose time is an upper bound: every completed request's but those the
+    /// kernel stamped (`kernel`). `kernel_bound` and `userspace` ones, and every one of a run
+    /// with receive timestamps off or refused (canaryd's reads, no `rx`), whether or not its
+    /// summary says `state` (a merged or recovered one does not).
     pub bound: u64,
-    /// First tokens counted.
+    /// First tokens counted: the runs' completed requests.
     pub of: u64,
     /// Runs whose summary does not count them (none, or one from before they were counted):
     /// how exact their TTFT is, is not known.
@@ -34,25 +36,31 @@ impl FirstTokenTimes {
                 t.unknown_runs += 1;
                 continue;
             };
-            let on = rx
+            // Only a first token the kernel stamped (`kernel`) is exact: every other completed
+            // request's is a bound, those of a run with receive timestamps off or refused
+            // (no `rx` in its records, so none counted) and those of a merged or recovered
+            // summary (no `state`: folded again from records) alike. Exact only on positive
+            // evidence.
+            let off = rx
                 .get("state")
                 .and_then(|v| v.as_str())
-                .is_none_or(|s| s == "on");
-            if !on {
-                // Off or refused: every time is canaryd's read.
-                let completed = s.number(&["completed"]).unwrap_or(0.0) as u64;
-                t.bound += completed;
-                t.of += completed;
-                continue;
-            }
+                .is_some_and(|s| s != "on");
             let counts = rx.get("first_token").and_then(|v| v.as_object());
-            for (kind, n) in counts.into_iter().flatten() {
-                let n = n.as_u64().unwrap_or(0);
-                t.of += n;
-                if kind != "kernel" {
-                    t.bound += n;
-                }
-            }
+            let count = |kind: Option<&str>| -> u64 {
+                counts
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| kind.is_none_or(|kind| k.as_str() == kind))
+                    .map(|(_, n)| n.as_u64().unwrap_or(0))
+                    .sum()
+            };
+            let kernel = if off { 0 } else { count(Some("kernel")) };
+            let completed = s
+                .number(&["completed"])
+                .map_or_else(|| count(None), |n| n as u64);
+            let of = completed.max(kernel);
+            t.of += of;
+            t.bound += of - kernel;
         }
         t
     }
@@ -111,10 +119,10 @@ pub(super) fn exactness(a: &FirstTokenTimes, b: &FirstTokenTimes, exact: &str) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests_support {
+    use crate::artifacts::Run;
 
-    fn run(dir: &std::path::Path, summary: Option<serde_json::Value>) -> Run {
+    pub(super) fn run(dir: &std::path::Path, summary: Option<serde_json::Value>) -> Run {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(
             dir.join("records.jsonl"),
@@ -126,6 +134,12 @@ mod tests {
         }
         Run::load(dir).unwrap()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::run;
+    use super::*;
 
     // The audit's P1: first_token {kernel: 108, kernel_bound: 692}, and compare said "Figures
     // are exact".
@@ -183,5 +197,38 @@ mod tests {
             "40 of 40 first tokens are upper bounds, 1 run does not say how its first tokens \
              were timed"
         );
+    }
+}
+
+#[cfg(test)]
+mod no_state {
+    use super::tests_support::run;
+    use super::*;
+
+    // The review's case: shards run with receive timestamps off, then merged. The merged
+    // summary, folded again from records with no `rx`, has no `state` and counts no first
+    // token; compare said "Figures are exact".
+    #[test]
+    fn a_summary_without_state_is_exact_only_for_kernel_stamped_first_tokens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let merged = serde_json::json!({"completed": 40, "receive_timestamps": {
+            "requests": 0, "first_token": {}, "token_events": 0, "token_events_bound": 0}});
+        let m = [run(&tmp.path().join("m"), Some(merged))];
+        let t = FirstTokenTimes::of(&m);
+        assert_eq!((t.bound, t.of, t.unknown_runs), (40, 40, 0));
+        let exact = "Figures are exact, from each run's records";
+        assert_ne!(exactness(&t, &t, exact), format!("{exact}."));
+        // Shards of which some stamped: the completed requests that were not stamped by the
+        // kernel are bounds, whether counted as kernel_bound or not counted at all.
+        let mixed = serde_json::json!({"completed": 50, "receive_timestamps": {
+            "requests": 35, "first_token": {"kernel": 30, "kernel_bound": 5}}});
+        let t = FirstTokenTimes::of(&[run(&tmp.path().join("x"), Some(mixed))]);
+        assert_eq!((t.bound, t.of), (20, 50));
+        // Every completed request stamped: exact, with or without `state`.
+        let all = serde_json::json!({"completed": 9, "receive_timestamps": {
+            "requests": 9, "first_token": {"kernel": 9}}});
+        let t = FirstTokenTimes::of(&[run(&tmp.path().join("k"), Some(all))]);
+        assert_eq!((t.bound, t.of), (0, 9));
+        assert_eq!(exactness(&t, &t, exact), format!("{exact}."));
     }
 }

@@ -47,8 +47,9 @@ pub struct Sweep {
 pub struct PointSaid {
     /// Held under its nominal load by the open-file limit (`capped`).
     pub capped: bool,
-    /// Its verdict, when an error (`error: …`: nothing completed, canaryd the bottleneck, a
-    /// signal).
+    /// Its verdict, when an error (`error: …`, or a run's `point-03/run-2: error: …` with
+    /// `--runs N`: nothing completed, canaryd the bottleneck, a signal); not a failed gate
+    /// (`fail: error rate …`).
     pub error: Option<String>,
     /// Its notes.
     pub notes: Vec<String>,
@@ -61,7 +62,7 @@ impl PointSaid {
             error: p
                 .get("verdict")
                 .and_then(Value::as_str)
-                .filter(|v| v.starts_with("error"))
+                .filter(|v| crate::artifacts::verdict_error(v).is_some())
                 .map(String::from),
             notes: p
                 .get("notes")
@@ -885,5 +886,28 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("varies request_rate"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod said {
+    use super::PointSaid;
+
+    // A run's error with `--runs N` (`point-03/run-2: error: …`) went untagged; a failed gate
+    // is no error.
+    #[test]
+    fn an_error_verdict_is_tagged_after_a_runs_folder_and_a_failed_gate_is_not() {
+        let of = |v: &str| PointSaid::of(&serde_json::json!({"verdict": v})).error;
+        let run = "point-03/run-2: error: nothing completed";
+        assert_eq!(of(run).as_deref(), Some(run));
+        assert_eq!(
+            of("error: interrupted").as_deref(),
+            Some("error: interrupted")
+        );
+        assert_eq!(of("fail: error rate 0.020 above max_error_rate 0.01"), None);
+        assert_eq!(
+            of("point-03/run-2: fail: error rate 0.020 above max_error_rate 0.01"),
+            None
+        );
     }
 }

@@ -42,6 +42,15 @@ fn an_experiment_is_its_estimates_with_no_knee_and_its_left_out_run_named() {
     assert!(page.contains("TTFT p99 15 ms ± 63.5 ms 2 10, 20"), "{page}");
     assert!(page.contains("throughput 100 req/s ± 6.35 req/s"), "{page}");
     assert!(page.contains("over the 2 of 3 runs"), "{page}");
+    // Each run's percentiles are its summary.json's, from histograms: estimates, not exact.
+    assert!(!page.contains("exact from that run"), "{page}");
+    assert!(
+        page.contains(
+            "Each run's own is its summary.json's: throughputs and goodput exact (counted over \
+             the run), percentiles estimates from its histograms, within 0.1 %."
+        ),
+        "{page}"
+    );
     assert!(page.contains("run-3 r-3 error: target unusable"), "{page}");
     assert!(page.contains("left out: its verdict"), "{page}");
     assert!(

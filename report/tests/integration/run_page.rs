@@ -111,6 +111,32 @@ fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
     assert!(page.contains("Exact: from every completed"), "{page}");
 }
 
+// A run with receive timestamps off or refused writes no `rx`: every time is canaryd's read,
+// an upper bound. Its page said "Exact".
+#[test]
+fn records_without_rx_are_canaryds_reads_and_called_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let recs: Vec<_> = Load::new(20.0, 10.0)
+        .records()
+        .into_iter()
+        .take(8)
+        .collect();
+    assert!(recs.iter().all(|r| r.get("rx").is_none()));
+    records(&dir, &recs);
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("TTFT: 8 of 8 are upper bounds (8 userspace)"),
+        "{page}"
+    );
+    assert!(page.contains("TTFT (upper bound) 8"), "{page}");
+    assert!(
+        page.contains("e2e: 8 of 8 are upper bounds (8 userspace)"),
+        "{page}"
+    );
+    assert!(!page.contains("Exact: from every completed"), "{page}");
+}
+
 // A summary.json of a newer canaryd (schema_version 99) was read without a word; merge
 // refuses it.
 #[test]
