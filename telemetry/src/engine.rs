@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use canary_core::{Engine, MonoTime};
 
-use crate::growth::{series_key, HistSeries, SeriesValues};
+use crate::growth::{
+    merged_key, series_key, HistSeries, SeriesValues, MAX_SERIES, MAX_SERIES_BUCKETS,
+};
 use crate::prometheus::{HistogramSnapshot, Oversized, Scrape, MAX_BUCKETS};
 use crate::ring::Stamped;
 
@@ -270,6 +272,10 @@ pub struct ServerSample {
     pub skipped_lines: usize,
     /// Histograms the page had but too large to use, with why (`prometheus::Oversized`).
     pub oversized_histograms: Vec<String>,
+    /// Counters and histograms with more series (label sets) than `growth::MAX_SERIES` (or
+    /// histograms with more buckets over them than `growth::MAX_SERIES_BUCKETS`): kept merged
+    /// only, their growth judged on the sum.
+    pub merged_only: Vec<String>,
     /// Metric families on the page (what an unknown engine exposed, in one number).
     pub families: usize,
     /// Values on the page left out as out of range (the first few), e.g. a KV-cache usage
@@ -404,6 +410,7 @@ fn first_hist(
     s: &Scrape,
     names: &[&str],
     oversized: &mut Vec<String>,
+    merged_only: &mut Vec<String>,
 ) -> (Option<HistogramSnapshot>, HistSeries) {
     for n in names {
         let list = match s.histograms(n) {
@@ -421,6 +428,19 @@ fn first_hist(
             oversized.push(format!("{n} ({})", Oversized::Buckets));
             continue;
         }
+        let buckets: usize = list.iter().map(|(_, h)| h.buckets.len()).sum();
+        if list.len() > MAX_SERIES || buckets > MAX_SERIES_BUCKETS {
+            // Kept as one series: the merged snapshot, under a key no label set has.
+            merged_only.push(format!("{n} ({} label sets)", list.len()));
+            let keys = vec![merged_key(n)];
+            return (
+                Some(merged),
+                HistSeries {
+                    keys,
+                    parts: Vec::new(),
+                },
+            );
+        }
         let keys = list.iter().map(|(l, _)| series_key(n, l)).collect();
         let parts = match list.len() {
             1 => Vec::new(),
@@ -431,11 +451,32 @@ fn first_hist(
     (None, HistSeries::default())
 }
 
-/// A counter's value per series, out-of-range values left out.
-fn counter_series(s: &Scrape, name: &'static str, out: &mut Vec<LeftOut>) -> Vec<(u64, f64)> {
-    valid(s, name, Range::Count, out)
+/// A counter's value per series, out-of-range values left out; past `MAX_SERIES` series,
+/// their sum as one series (named in `merged_only`).
+fn counter_series(
+    s: &Scrape,
+    name: &'static str,
+    out: &mut Vec<LeftOut>,
+    merged_only: &mut Vec<String>,
+) -> Vec<(u64, f64)> {
+    let series = valid(s, name, Range::Count, out)
         .map(|x| (series_key(&x.name, &x.labels), x.value))
-        .collect()
+        .collect();
+    cap_series(name, series, merged_only)
+}
+
+/// `series` of the signal `name`, or past `MAX_SERIES` their sum as one series under a key no
+/// label set has (named in `merged_only`).
+fn cap_series(
+    name: &str,
+    series: Vec<(u64, f64)>,
+    merged_only: &mut Vec<String>,
+) -> Vec<(u64, f64)> {
+    if series.len() <= MAX_SERIES {
+        return series;
+    }
+    merged_only.push(format!("{name} ({} label sets)", series.len()));
+    vec![(merged_key(name), series.iter().map(|x| x.1).sum())]
 }
 
 /// The sum of a counter's series; `None` without one.
@@ -444,10 +485,15 @@ fn total(series: &[(u64, f64)]) -> Option<f64> {
 }
 
 /// A token total and its series.
-fn tokens(s: &Scrape, t: &Tokens, out: &mut Vec<LeftOut>) -> (Option<f64>, Vec<(u64, f64)>) {
+fn tokens(
+    s: &Scrape,
+    t: &Tokens,
+    out: &mut Vec<LeftOut>,
+    merged_only: &mut Vec<String>,
+) -> (Option<f64>, Vec<(u64, f64)>) {
     match t {
         Tokens::Counter(n) => {
-            let series = counter_series(s, n, out);
+            let series = counter_series(s, n, out, merged_only);
             (total(&series), series)
         }
         Tokens::HistogramSum(n) => {
@@ -456,6 +502,7 @@ fn tokens(s: &Scrape, t: &Tokens, out: &mut Vec<LeftOut>) -> (Option<f64>, Vec<(
                 .iter()
                 .filter_map(|(l, h)| Some((series_key(n, l), h.sum?)))
                 .collect();
+            let series = cap_series(n, series, merged_only);
             (total(&series), series)
         }
         Tokens::None => (None, Vec::new()),
@@ -477,30 +524,32 @@ impl ServerSample {
         let mut series = SeriesValues::default();
         let mut left_out = Vec::new();
         let out = &mut left_out;
+        let mut merged_only = Vec::new();
+        let merged = &mut merged_only;
         let present = |n: &str| s.samples(n).next().is_some();
         let (hits, queries) = match &n.prefix {
             Prefix::HitsQueries(pairs) => {
                 if let Some((h, q)) = pairs.iter().find(|(h, q)| present(h) && present(q)) {
-                    series.prefix_hits = counter_series(s, h, out);
-                    series.prefix_queries = counter_series(s, q, out);
+                    series.prefix_hits = counter_series(s, h, out, merged);
+                    series.prefix_queries = counter_series(s, q, out, merged);
                 }
                 (total(&series.prefix_hits), total(&series.prefix_queries))
             }
             Prefix::CachedUncached(c, u) if present(c) && present(u) => {
-                series.prefix_hits = counter_series(s, c, out);
-                let uncached = counter_series(s, u, out);
+                series.prefix_hits = counter_series(s, c, out, merged);
+                let uncached = counter_series(s, u, out, merged);
                 series.prefix_queries = series.prefix_hits.clone();
                 series.prefix_queries.extend(uncached);
                 (total(&series.prefix_hits), total(&series.prefix_queries))
             }
             Prefix::CachedUncached(..) | Prefix::None => (None, None),
         };
-        let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt, out);
-        let (generation_tokens_total, generation_series) = tokens(s, &n.generation, out);
+        let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt, out, merged);
+        let (generation_tokens_total, generation_series) = tokens(s, &n.generation, out, merged);
         series.prompt_tokens = prompt_series;
         series.generation_tokens = generation_series;
-        series.preemptions =
-            first_present(s, n.preemptions).map_or_else(Vec::new, |p| counter_series(s, p, out));
+        series.preemptions = first_present(s, n.preemptions)
+            .map_or_else(Vec::new, |p| counter_series(s, p, out, merged));
         let preemptions_total = total(&series.preemptions);
         let queue_depth = first_sum(s, n.queue, out);
         let running_requests = first_sum(s, n.running, out);
@@ -518,7 +567,7 @@ impl ServerSample {
             n.decode_time,
         ];
         for (i, names) in lists.into_iter().enumerate() {
-            let (h, keys) = first_hist(s, names, &mut oversized);
+            let (h, keys) = first_hist(s, names, &mut oversized, merged);
             hists[i] = h;
             series.hists[i] = keys;
         }
@@ -544,6 +593,7 @@ impl ServerSample {
             requests_swapped,
             skipped_lines: scrape.skipped_lines,
             oversized_histograms: oversized,
+            merged_only,
             families: scrape.families.len(),
             series,
             left_out,

@@ -17,12 +17,42 @@
 //! URL likely reaches several server processes (a Kubernetes Service over replicas). Then the
 //! counters' growth is meaningless and callers withhold what depends on it
 //! ([`Walk::flipping`]).
+//!
+//! A sample keeps its series' values only up to [`MAX_SERIES`] label sets per signal (and
+//! [`MAX_SERIES_BUCKETS`] buckets per histogram): past that, the signal is kept as one series,
+//! its sum, and judged as before (the sample's `merged_only`, the source's detail and the
+//! run's note say so), so what the ring holds stays bounded whatever a server sends.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use crate::engine::ServerSample;
 use crate::prometheus::{HistogramSnapshot, Labels};
+
+/// Series (label sets) of one counter or histogram that a sample keeps one by one; past this
+/// the signal's series are kept as one, their sum (merged over label sets), and its growth is
+/// judged on that sum, as before growth was judged per series: a label set that vanishes or
+/// restarts reads as a reset of the whole sum. Every sample in the scraper's ring (7,200 by
+/// default) keeps its series: a gateway exposing 64 workers' six histograms of 30 buckets
+/// each would keep ~180 KB a sample, ~1.3 GB over a two-hour run. Real servers have one
+/// series per model or data-parallel engine.
+pub const MAX_SERIES: usize = 16;
+
+/// Buckets over the per-series snapshots one histogram of a sample keeps (each series may
+/// have up to `MAX_BUCKETS`); past this the histogram is kept merged only, as past
+/// [`MAX_SERIES`]. With the merged copy, six histograms keep at most 6 × 3 × 128 buckets
+/// (~37 KB) a sample.
+pub const MAX_SERIES_BUCKETS: usize = 2 * crate::prometheus::MAX_BUCKETS;
+
+/// The key of a signal's series kept as one (past [`MAX_SERIES`]); never a label set's key,
+/// so a signal that crosses the cap mid-run starts over (its first merged step adds nothing)
+/// rather than comparing a sum with one series.
+pub(crate) fn merged_key(name: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    "merged over label sets".hash(&mut h);
+    name.hash(&mut h);
+    h.finish()
+}
 
 /// The key of one series of a signal: a hash of its sample name and labels (stable within a
 /// process, which is all a run needs).

@@ -87,6 +87,7 @@ pub use dcgm::{
 pub use engine::{counter_delta, LeftOut, OutOfRange, ServerRates, ServerSample};
 pub use gpu::GpuSample;
 pub use gpu_summary::{gpu_summary, throttle_reason_names};
+pub use growth::{MAX_SERIES, MAX_SERIES_BUCKETS};
 pub use http::{default_scrape_timeout, error_chain, OutageLog, ScrapeError, MAX_BODY_BYTES};
 pub use nvml::{probe_nvml, LostGpus, NvmlConfig, NvmlError, NvmlSampler};
 pub use observer::{Config, TelemetryObserver};

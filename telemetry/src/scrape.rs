@@ -154,9 +154,11 @@ impl ServerMetrics {
         let (news, detail) = {
             let mut notes = self.notes();
             let news = notes.page(&issues, sample.skipped_lines, &sample.left_out);
+            let merged = notes.merged(&sample.merged_only);
             let said = (
                 news.issues.then(|| notes.issues()).flatten(),
                 news.left_out.then(|| notes.left_out()).flatten(),
+                merged.then(|| sample.merged_only.join(", ")),
             );
             (said, notes.detail(&what))
         };
@@ -171,6 +173,16 @@ impl ServerMetrics {
             tracing::warn!(
                 url = %self.endpoint.url,
                 "server /metrics: {left} (said once; the source's detail keeps the count)"
+            );
+        }
+        if let Some(merged) = news.2 {
+            tracing::warn!(
+                url = %self.endpoint.url,
+                signals = %merged,
+                "server /metrics: counters or histograms over {} label sets are kept merged \
+                 only (their growth judged on the sum; said once; the source's detail keeps \
+                 the count)",
+                crate::growth::MAX_SERIES
             );
         }
         if !sample.oversized_histograms.is_empty()

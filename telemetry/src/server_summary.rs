@@ -82,6 +82,26 @@ fn gained(samples: &[ServerSample]) -> Gained {
     g
 }
 
+/// Says which counters or histograms had more label sets than `growth::MAX_SERIES` in any
+/// sample: their growth was judged merged over label sets.
+fn merged_note(samples: &[ServerSample]) -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for m in samples.iter().flat_map(|s| &s.merged_only) {
+        let name = m.split(" (").next().unwrap_or(m);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    (!names.is_empty()).then(|| {
+        format!(
+            "over {} label sets, judged merged over them (a label set that vanishes or \
+             restarts reads as a reset of the sum): {}",
+            crate::growth::MAX_SERIES,
+            names.join(", ")
+        )
+    })
+}
+
 /// Summarizes time-ordered samples spanning a run, from the last scrape before it to the
 /// first after it (see `ServerMetrics::run_window`).
 pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
@@ -112,7 +132,15 @@ pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
                 last.families
             )
         })
-        .or(g.flipping.clone());
+        .or_else(|| {
+            let notes: Vec<String> = g
+                .flipping
+                .clone()
+                .into_iter()
+                .chain(merged_note(samples))
+                .collect();
+            (!notes.is_empty()).then(|| notes.join("; "))
+        });
     RunServerSummary {
         engine: last.engine,
         metric_families: last.families,

@@ -7,7 +7,9 @@
 
 use canary_core::MonoTime;
 use canary_telemetry::prometheus::parse;
-use canary_telemetry::{server_series, server_summary, ServerSample};
+use canary_telemetry::{
+    server_series, server_summary, ServerSample, MAX_SERIES, MAX_SERIES_BUCKETS,
+};
 
 /// The capture with counters and histograms raised by `add`; with `extra`, a copy of every
 /// sample under `engine="1"`, raised by `extra` instead.
@@ -135,4 +137,113 @@ fn a_restart_still_counts_from_zero() {
     // The capture's histogram (cut short after its 96 bucket) counted 998 observations;
     // after the restart they count again.
     assert_eq!(ttft.count, 400.0 + 998.0);
+}
+
+/// The capture as `page(add, None)` makes it, exposed by a gateway in front of `workers`
+/// workers: every sample line (counters, histograms and gauges) copied once per worker under
+/// `worker="0"`, `worker="1"`, ..., each with the same values.
+fn workers_page(add: f64, workers: usize) -> String {
+    let mut out = String::new();
+    for line in page(add, None).lines() {
+        if line.starts_with('#') || !line.contains('{') {
+            out += line;
+            out.push('\n');
+            continue;
+        }
+        for w in 0..workers {
+            out += &line.replacen('{', &format!("{{worker=\"{w}\","), 1);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Buckets a sample keeps for its six histograms: the merged copies and the per-series ones.
+fn buckets_kept(s: &ServerSample) -> usize {
+    let merged = [
+        &s.ttft,
+        &s.itl,
+        &s.e2e,
+        &s.queue_time,
+        &s.prefill_time,
+        &s.decode_time,
+    ]
+    .iter()
+    .filter_map(|h| h.as_ref())
+    .map(|h| h.buckets.len())
+    .sum::<usize>();
+    let parts = s
+        .series
+        .hists
+        .iter()
+        .flat_map(|h| &h.parts)
+        .map(|h| h.buckets.len())
+        .sum::<usize>();
+    merged + parts
+}
+
+#[test]
+fn a_gateway_over_many_workers_is_kept_merged_only_and_still_measured() {
+    // 64 workers: each counter and histogram has 64 label sets, past the cap.
+    const WORKERS: usize = 64;
+    let wide = samples((0..7).map(|i| workers_page(100.0 * i as f64, WORKERS)));
+    for s in &wide {
+        let v = &s.series;
+        for list in [&v.prompt_tokens, &v.generation_tokens, &v.preemptions] {
+            assert_eq!(list.len(), 1, "kept as one series");
+        }
+        assert!(v
+            .hists
+            .iter()
+            .all(|h| h.parts.is_empty() && h.keys.len() <= 1));
+        // The merged TTFT histogram only: its 15 buckets (+Inf added), not 64 copies.
+        assert!(buckets_kept(s) <= 16, "{}", buckets_kept(s));
+        assert_eq!(
+            s.merged_only,
+            vec![
+                "vllm:prompt_tokens_total (64 label sets)",
+                "vllm:generation_tokens_total (64 label sets)",
+                "vllm:num_preemptions_total (64 label sets)",
+                "vllm:time_to_first_token_seconds (64 label sets)",
+            ]
+        );
+    }
+    // The figures still come out, from the sums, with a note saying so.
+    let s = server_summary(&wide);
+    let n = WORKERS as f64;
+    assert_eq!(s.prompt_tokens, Some(600.0 * n));
+    assert_eq!(s.generation_tokens, Some(600.0 * n));
+    assert_eq!(s.preemptions, Some(600.0 * n));
+    assert_eq!(s.ttft_s.map(|t| t.count), Some(600.0 * n));
+    let note = s.note.expect("a note says the series were merged");
+    assert!(
+        note.starts_with(&format!(
+            "over {MAX_SERIES} label sets, judged merged over them"
+        )),
+        "{note}"
+    );
+    assert!(note.contains("vllm:time_to_first_token_seconds"), "{note}");
+}
+
+#[test]
+fn up_to_the_cap_series_are_kept_one_by_one() {
+    let at_cap = samples((0..7).map(|i| workers_page(100.0 * i as f64, MAX_SERIES)));
+    for s in &at_cap {
+        assert_eq!(s.series.prompt_tokens.len(), MAX_SERIES);
+        assert_eq!(s.series.hists[0].parts.len(), MAX_SERIES);
+        assert!(s.merged_only.is_empty(), "{:?}", s.merged_only);
+        assert!(
+            buckets_kept(s) <= 16 + MAX_SERIES_BUCKETS,
+            "{}",
+            buckets_kept(s)
+        );
+    }
+    let s = server_summary(&at_cap);
+    assert_eq!(s.prompt_tokens, Some(600.0 * MAX_SERIES as f64));
+    assert_eq!(s.ttft_s.map(|t| t.count), Some(600.0 * MAX_SERIES as f64));
+    assert_eq!(s.note, None);
+    // One more worker and the series are merged.
+    let over = samples([workers_page(0.0, MAX_SERIES + 1)]);
+    assert!(over[0].series.hists[0].parts.is_empty());
+    assert_eq!(over[0].series.prompt_tokens.len(), 1);
 }

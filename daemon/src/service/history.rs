@@ -98,6 +98,9 @@ pub struct History {
     file_id: Mutex<Option<(u64, u64)>>,
     /// Whether an unreadable row was warned about (once per process).
     unreadable_warned: std::sync::atomic::AtomicBool,
+    /// Whether re-creating a removed or replaced file failed, and was said (once until it
+    /// succeeds).
+    reopen_failed: std::sync::atomic::AtomicBool,
 }
 
 const SCHEMA: &str = "
@@ -146,6 +149,7 @@ impl History {
             path: path.to_path_buf(),
             file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
+            reopen_failed: Default::default(),
         })
     }
 
@@ -158,27 +162,74 @@ impl History {
     /// and opens the one there now, creating it: the runs recorded from then on are found
     /// at `path` again. The rows of the removed file are not carried over (its folders keep
     /// their `verdict.json`, and the next start records them again).
+    ///
+    /// When no file can be created there (the folder became read-only, or is gone), the old
+    /// connection is kept: the runs recorded before are still listed and still make
+    /// baselines, the run being recorded fails naming why (said once), and the next recording
+    /// tries again. Should the new file then fail to open all the same, reads find an empty
+    /// history (not "no such table") until a recording opens it.
     fn follow_path(&self, conn: &mut Connection) -> Result<()> {
+        use std::sync::atomic::Ordering;
         let mut opened = self.file_id.lock().unwrap_or_else(|e| e.into_inner());
         let now = file_id(&self.path);
         if now.is_some() && now == *opened {
             return Ok(());
         }
-        let what = match now {
-            None => "was removed",
-            Some(_) => "was replaced",
-        };
-        tracing::warn!(
-            "history {}: the database file {what} while canaryd ran; runs are recorded to a \
-             new one at that path from now on (the runs recorded before are not carried over)",
-            self.path.display()
-        );
-        // The old connection goes first: its `-wal` file, named after the path, must not be
-        // read as the new database's.
-        drop(std::mem::replace(conn, Connection::open_in_memory()?));
-        *conn = connect(&self.path)?;
-        *opened = file_id(&self.path);
-        Ok(())
+        let failing = self.reopen_failed.load(Ordering::Relaxed);
+        if !failing {
+            let what = match now {
+                None => "was removed",
+                Some(_) => "was replaced",
+            };
+            tracing::warn!(
+                "history {}: the database file {what} while canaryd ran; runs are recorded \
+                 to a new one at that path from now on (the runs recorded before are not \
+                 carried over)",
+                self.path.display()
+            );
+        }
+        // The old connection must go before the new one opens: its `-wal` file, named after
+        // the path, must not be read as the new database's (and SQLite will not checkpoint it
+        // out of WAL into a file no longer at its path). So whether a file can be created
+        // there at all is asked first, and the old one kept, still serving the runs recorded
+        // before, when it cannot.
+        if let Err(e) = can_create(&self.path) {
+            return Err(self.reopen_failed(e));
+        }
+        // The stand-in, until the new file opens, has the schema: reads find no runs rather
+        // than fail with "no such table" until a recording reconnects.
+        drop(std::mem::replace(conn, empty_history()?));
+        match connect(&self.path) {
+            Ok(new) => {
+                *conn = new;
+                *opened = file_id(&self.path);
+                if failing {
+                    tracing::info!(
+                        "history {}: the database file is recorded to again",
+                        self.path.display()
+                    );
+                }
+                self.reopen_failed.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(self.reopen_failed(e)),
+        }
+    }
+
+    /// Says once (until a new file opens) that the removed or replaced file could not be
+    /// re-created; the error to return.
+    fn reopen_failed(&self, e: anyhow::Error) -> anyhow::Error {
+        if !self
+            .reopen_failed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                "history {}: a new database file cannot be created there ({e:#}); runs are \
+                 not recorded until it can (each recording tries again); said once",
+                self.path.display()
+            );
+        }
+        e.context("re-creating the history database removed or replaced")
     }
 
     /// The rows that read, in order. A row that does not (a hand edit, a damaged file) is
@@ -552,6 +603,30 @@ fn connect(path: &Path) -> Result<Connection> {
         .and_then(|_| conn.execute_batch(SCHEMA))
         .and_then(|_| add_columns(&conn))
         .with_context(|| format!("preparing the history database {}", path.display()))?;
+    Ok(conn)
+}
+
+/// Whether a file can be created (or written) at `path`: its folder made and the file opened
+/// for writing, created empty when there is none (SQLite takes an empty file for a new
+/// database).
+fn can_create(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    Ok(())
+}
+
+/// An empty history in memory, with the schema.
+fn empty_history() -> rusqlite::Result<Connection> {
+    let conn = Connection::open_in_memory()?;
+    conn.execute_batch(SCHEMA)?;
+    add_columns(&conn)?;
     Ok(conn)
 }
 

@@ -20,6 +20,8 @@ pub(crate) struct Notes {
     left_out_pages: usize,
     left_out: Vec<String>,
     kinds: Vec<OutOfRange>,
+    merged_pages: usize,
+    merged: Vec<String>,
 }
 
 /// What is news about one page: the first page with parse issues, the first with values left
@@ -68,6 +70,38 @@ impl Notes {
         news
     }
 
+    /// Records a page's signals kept merged only (past `growth::MAX_SERIES`); true on the
+    /// first such page (warn).
+    pub fn merged(&mut self, merged_only: &[String]) -> bool {
+        if merged_only.is_empty() {
+            return false;
+        }
+        self.merged_pages += 1;
+        for m in merged_only {
+            // The signal's name, without its count of label sets (which may change).
+            let name = m.split(" (").next().unwrap_or(m);
+            if self.merged.len() < 2 * EXAMPLES && !self.merged.iter().any(|x| x == name) {
+                self.merged.push(name.to_owned());
+            }
+        }
+        self.merged_pages == 1
+    }
+
+    /// The signals kept merged only, in words (`None` without any).
+    pub fn merged_only(&self) -> Option<String> {
+        (self.merged_pages > 0).then(|| {
+            format!(
+                "{} of {} pages had counters or histograms over {} label sets ({}): their \
+                 growth is judged merged over label sets, so a label set that vanishes or \
+                 restarts reads as a reset of the sum",
+                self.merged_pages,
+                self.scrapes,
+                crate::growth::MAX_SERIES,
+                self.merged.join(", ")
+            )
+        })
+    }
+
     /// The parse issues, in words (`None` without any).
     pub fn issues(&self) -> Option<String> {
         (self.pages_with_issues > 0).then(|| {
@@ -105,6 +139,7 @@ impl Notes {
             .chain(failed)
             .chain(self.issues())
             .chain(self.left_out())
+            .chain(self.merged_only())
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -145,6 +180,25 @@ mod tests {
              value: \"worse x\"; line 2: bad label set: \"bad{ 2\"); out-of-range values left \
              out on 2 of 3 pages (vllm:kv_cache_usage_perc = 87.5 (a share outside 0..1 (a \
              percent?)))"
+        );
+    }
+
+    #[test]
+    fn signals_kept_merged_only_are_said_once_and_kept_in_the_detail() {
+        let mut n = Notes::default();
+        assert!(!n.merged(&[]));
+        n.page(&[], 0, &[]);
+        let wide = ["vllm:time_to_first_token_seconds (64 label sets)".to_owned()];
+        assert!(n.merged(&wide));
+        n.page(&[], 0, &[]);
+        assert!(!n.merged(&wide));
+        n.page(&[], 0, &[]);
+        assert!(!n.merged(&[]));
+        assert_eq!(
+            n.detail("u"),
+            "u; 2 of 3 pages had counters or histograms over 16 label sets \
+             (vllm:time_to_first_token_seconds): their growth is judged merged over label \
+             sets, so a label set that vanishes or restarts reads as a reset of the sum"
         );
     }
 }

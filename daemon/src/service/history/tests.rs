@@ -504,6 +504,48 @@ fn a_history_removed_while_open_is_recreated_at_its_path() {
     assert_eq!(ids, ["r2"]);
 }
 
+/// The file removed and a new one impossible to create (its folder made read-only, or, as
+/// here where root ignores permissions, the folder replaced by a file): the old connection
+/// is kept, so the runs recorded before are still listed and still make baselines, instead of
+/// an empty in-memory database failing every read with "no such table". The recording fails
+/// naming why (warned once), and the next one, once the folder is back, records to a new file
+/// at the path.
+#[test]
+fn a_history_that_cannot_be_recreated_keeps_serving_the_runs_before() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let path = state.join("h.sqlite");
+    let h = History::open(&path).unwrap();
+    h.insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::write(&state, "not a folder").unwrap();
+    let ids = |h: &History| -> Vec<String> {
+        let rows = h.recent(None, 10).unwrap();
+        rows.into_iter().map(|r| r.run.id).collect()
+    };
+    let load = serde_json::json!({});
+    for _ in 0..2 {
+        let e = h
+            .insert(&run("r2", "w", 2000, VerdictKind::Pass, 1.0))
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("re-creating the history database"), "{e}");
+        assert!(h.reopen_failed.load(Ordering::Relaxed));
+        assert_eq!(ids(&h), ["r1"]);
+        assert_eq!(h.baseline("w", 10, Some(&load)).unwrap().len(), 1);
+        assert_eq!(h.workloads().unwrap(), ["w"]);
+    }
+    std::fs::remove_file(&state).unwrap();
+    h.insert(&run("r3", "w", 3000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    assert!(!h.reopen_failed.load(Ordering::Relaxed));
+    assert_eq!(ids(&h), ["r3"]);
+    drop(h);
+    assert_eq!(ids(&History::open(&path).unwrap()), ["r3"]);
+}
+
 /// A reload that changes the load (`osl` 16 → 64) starts a baseline of its own, for the
 /// latencies and the knee alike: compared with the old load's, every run of the new failed
 /// (failing runs join no baseline), until retention took the old ones away. A run stored
