@@ -290,6 +290,23 @@ impl History {
         Ok(())
     }
 
+    /// Stores a run recorded late (from its `verdict.json` at a start: the history could not
+    /// be written when it finished) in its place among its workload's runs: those that started
+    /// after it are moved after it in record order (rowids past every row's, their order
+    /// kept). Inserted last, it read as the newest: listed first, its workload's latest, kept
+    /// by count retention over a newer run, and the baseline's newest.
+    pub fn insert_late(&self, row: &RunRow) -> Result<()> {
+        self.insert(row)?;
+        self.conn()
+            .execute(
+                "UPDATE runs SET rowid = rowid + (SELECT MAX(rowid) FROM runs) \
+                 WHERE workload = ?1 AND started_unix_ms > ?2 AND id != ?3",
+                params![row.run.workload, row.run.started_unix_ms, row.run.id],
+            )
+            .context("placing a run recorded late before the runs that started after it")?;
+        Ok(())
+    }
+
     /// Samples of the last `n` passing runs of `workload` of `load` ([`RunFacts::load`]),
     /// newest first: latencies are of one load, so a reload that changes it (`osl`, the rate,
     /// the trace) starts a baseline of its own. A run without a load (never started, or

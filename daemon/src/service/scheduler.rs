@@ -409,7 +409,7 @@ impl Daemon {
         use crate::service::recovery::unrecorded;
         for dir in unrecorded::find(&config.artifacts_dir, &self.history) {
             let stored = unrecorded::row(&dir).and_then(|row| {
-                self.history.insert(&row)?;
+                self.history.insert_late(&row)?;
                 Ok(row)
             });
             match stored {

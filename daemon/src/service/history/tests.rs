@@ -677,3 +677,36 @@ fn a_capacity_stored_before_the_load_column_joins_the_baseline_of_its_load() {
         None
     );
 }
+
+/// A run recorded late (its history write failed; recorded from its verdict.json at the next
+/// start) takes its place by start among its workload's runs: the runs that finished after it
+/// stay the newest, for listings, the latest per workload and retention.
+#[test]
+fn a_run_recorded_late_takes_its_place_not_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    h.insert(&run("r0", "w", 500, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.insert(&run("other", "v", 600, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.insert(&run("r2", "w", 2000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.insert(&run("r3", "w", 3000, VerdictKind::Fail, 1.0))
+        .unwrap();
+    h.insert_late(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    let listed: Vec<String> = h
+        .recent(Some("w"), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(listed, ["r3", "r2", "r1", "r0"]);
+    let latest: Vec<String> = h
+        .latest_per_workload()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(latest, ["other", "r3"]);
+}
