@@ -79,6 +79,9 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     eprintln!("known capacity: {fast:.1} req/s, slowed: {slow:.1} req/s");
 
     // The first run: a passing search, no baseline yet, the known capacity in its bracket.
+    // Nothing passes far above the known capacity; a busy host (other tests, builds) adds
+    // TTFT of its own, so a probe just under it may fail: 25 % slack below, as for the slowed
+    // capacity further down.
     let first = eventually(120, "a finished capacity run", || {
         api_runs(status).into_iter().last()
     });
@@ -87,7 +90,7 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let c = &first["capacity"];
     let (p, b) = (f(&c["max_passing_rate"]), f(&c["min_failing_rate"]));
     assert!(
-        p <= fast * 1.05 && fast < b * 1.05,
+        p <= fast * 1.05 && fast < b * 1.25,
         "{fast} not in [{p}, {b})"
     );
     assert!(c["baseline"].is_null());
