@@ -354,28 +354,32 @@ fn valid<'a>(
     range: Range,
     out: &'a mut Vec<LeftOut>,
 ) -> impl Iterator<Item = &'a crate::prometheus::Sample> + 'a {
-    s.samples(name).filter(move |x| {
-        let v = x.value;
-        let why = if v.is_nan() || (matches!(range, Range::Share) && v == -1.0) {
-            return false;
-        } else if v.is_infinite() {
-            OutOfRange::Infinite
-        } else if matches!(range, Range::Share) && !(0.0..=1.0).contains(&v) {
-            OutOfRange::ShareOutside01
-        } else if v < 0.0 {
-            OutOfRange::NegativeCount
-        } else {
-            return true;
-        };
-        if out.len() < MAX_LEFT_OUT {
-            out.push(LeftOut {
-                name,
-                value: v,
-                why,
-            });
-        }
-        false
-    })
+    s.samples(name)
+        .filter(move |x| in_range(name, x.value, range, out))
+}
+
+/// Whether `v`, a value of `name`, is in `range`; NaN ("no data") is not, silently, and
+/// anything else out of range is recorded in `out`.
+fn in_range(name: &'static str, v: f64, range: Range, out: &mut Vec<LeftOut>) -> bool {
+    let why = if v.is_nan() || (matches!(range, Range::Share) && v == -1.0) {
+        return false;
+    } else if v.is_infinite() {
+        OutOfRange::Infinite
+    } else if matches!(range, Range::Share) && !(0.0..=1.0).contains(&v) {
+        OutOfRange::ShareOutside01
+    } else if v < 0.0 {
+        OutOfRange::NegativeCount
+    } else {
+        return true;
+    };
+    if out.len() < MAX_LEFT_OUT {
+        out.push(LeftOut {
+            name,
+            value: v,
+            why,
+        });
+    }
+    false
 }
 
 /// The first of `names` that has samples on the page.
@@ -500,7 +504,12 @@ fn tokens(
             let list = s.histograms(n).unwrap_or_default();
             let series: Vec<(u64, f64)> = list
                 .iter()
-                .filter_map(|(l, h)| Some((series_key(n, l), h.sum?)))
+                // A sum of lengths is a count: one that is not finite, or negative, would
+                // poison the token totals and their growth (as a counter's would).
+                .filter_map(|(l, h)| {
+                    let sum = h.sum.filter(|&v| in_range(n, v, Range::Count, out))?;
+                    Some((series_key(n, l), sum))
+                })
                 .collect();
             let series = cap_series(n, series, merged_only);
             (total(&series), series)

@@ -389,3 +389,32 @@ fn out_of_range_gauges_and_counters_are_left_out_and_said() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_token_total_from_a_histograms_sum_leaves_out_a_sum_that_is_no_count() {
+    use canary_telemetry::OutOfRange;
+    let page = |sum: &str| {
+        format!(
+            "# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n\
+             # TYPE tgi_request_input_length histogram\n\
+             tgi_request_input_length_bucket{{le=\"+Inf\"}} 3\n\
+             tgi_request_input_length_sum {sum}\ntgi_request_input_length_count 3\n"
+        )
+    };
+    for (sum, why) in [
+        ("+Inf", OutOfRange::Infinite),
+        ("-Inf", OutOfRange::Infinite),
+        ("-300", OutOfRange::NegativeCount),
+    ] {
+        let s = sample(&page(sum), 1);
+        assert_eq!(s.engine, Some(Engine::Tgi));
+        assert_eq!(s.prompt_tokens_total, None, "{sum}");
+        let left = s.left_out.first().unwrap_or_else(|| panic!("{sum}"));
+        assert_eq!((left.name, left.why), ("tgi_request_input_length", why));
+    }
+    // NaN is "no data": no total, nothing said; a real sum is kept.
+    let s = sample(&page("NaN"), 1);
+    assert_eq!((s.prompt_tokens_total, s.left_out.len()), (None, 0));
+    let s = sample(&page("300"), 1);
+    assert_eq!((s.prompt_tokens_total, s.left_out.len()), (Some(300.0), 0));
+}
