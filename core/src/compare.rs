@@ -90,8 +90,10 @@ pub struct MetricShift {
     /// relative floor counts it as passed (as if infinite), leaving the absolute floor and the
     /// tests to decide.
     pub shift_ratio: Option<f64>,
-    /// The shift in units of the reference runs' median spread (scaled MAD).
-    pub shift_in_mads: f64,
+    /// The shift in units of the reference runs' median spread (scaled MAD, floored at 0.1 %
+    /// of the reference median); `None` (JSON `null`) when both are 0 (every reference run's
+    /// median is 0, as an ITL of 0 ms): no spread to measure a shift in.
+    pub shift_in_mads: Option<f64>,
     /// Mann-Whitney U two-sided p-value.
     pub p_value: f64,
     /// Rank-biserial correlation: + means the current values are larger (slower).
@@ -112,9 +114,8 @@ pub fn shift(current: &[f64], per_run: &[&[f64]], rules: &ShiftRules) -> Option<
     let cur_median = median(current);
     let run_medians: Vec<f64> = per_run.iter().map(|v| median(v)).collect();
     // MAD scaled to σ for a normal; floored so identical runs do not make any change huge.
-    let mad = (1.4826 * mad(&run_medians))
-        .max(1e-3 * base_median.abs())
-        .max(1e-9);
+    let spread = (1.4826 * mad(&run_medians)).max(1e-3 * base_median.abs());
+    let mad = spread.max(1e-9);
     let shift = cur_median - base_median;
     let (u, p) = mann_whitney(current, &pooled);
     let rank_biserial = 2.0 * u / (current.len() as f64 * pooled.len() as f64) - 1.0;
@@ -140,7 +141,7 @@ pub fn shift(current: &[f64], per_run: &[&[f64]], rules: &ShiftRules) -> Option<
         baseline_median: base_median,
         median: cur_median,
         shift_ratio,
-        shift_in_mads: shift / mad,
+        shift_in_mads: (spread > 0.0).then_some(shift / spread),
         p_value: p,
         rank_biserial,
         trend,
@@ -294,6 +295,9 @@ mod tests {
         let s = shift(&eight, &[&zero], &ShiftRules::default()).unwrap();
         assert_eq!(s.shift_ratio, None, "{s:?}");
         assert_eq!(s.trend, Trend::Regressed, "{s:?}");
+        // Reference medians all 0 have no spread: no figure in MADs (it was 8e9, from the
+        // rule's 1e-9 guard).
+        assert_eq!(s.shift_in_mads, None, "{s:?}");
         // … and still stops at the absolute floor: 0 → 0.5 ms is under 1 ms.
         let half = vec![0.5; 400];
         let s = shift(&half, &[&zero], &ShiftRules::default()).unwrap();
@@ -305,5 +309,11 @@ mod tests {
         let s = shift(&eight, &[&zero], &ShiftRules::default()).unwrap();
         let back: MetricShift = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!((back.shift_ratio, back.trend), (None, Trend::Regressed));
+        assert_eq!(back.shift_in_mads, None);
+        // From a non-zero median the figure is there, in the floored MADs.
+        let one = vec![1.0; 400];
+        let s = shift(&eight, &[&one], &ShiftRules::default()).unwrap();
+        let m = s.shift_in_mads.unwrap();
+        assert!((m - 7.45 / 1e-3).abs() < 1.0, "{s:?}");
     }
 }

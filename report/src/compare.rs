@@ -249,11 +249,11 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 p_value: s.p_value,
                 why_not: why_not(s, rules),
                 how: format!(
-                    "whole distribution: Mann-Whitney p {}, median shift {} ({:+.1} MADs), \
+                    "whole distribution: Mann-Whitney p {}, median shift {} ({}), \
                      rank-biserial {:+.2}",
                     p_text(s.p_value),
                     median_shift_text(s),
-                    s.shift_in_mads,
+                    mads_text(s),
                     s.rank_biserial
                 ),
             },
@@ -764,6 +764,14 @@ fn median_shift_text(s: &MetricShift) -> String {
             s.baseline_median,
             s.median - s.baseline_median
         ),
+    }
+}
+
+/// The median shift in MADs of the reference runs' medians, or why there is no such figure.
+fn mads_text(s: &MetricShift) -> String {
+    match s.shift_in_mads {
+        Some(m) => format!("{m:+.1} MADs"),
+        None => "no MADs: every reference median is 0".into(),
     }
 }
 

@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(ttft.trend, Trend::Regressed);
         assert!((0.3..0.7).contains(&ttft.shift_ratio.unwrap()), "{ttft:?}");
         assert!(ttft.rank_biserial > 0.2 && ttft.p_value < 1e-6, "{ttft:?}");
-        assert!(ttft.shift_in_mads > 3.0, "{ttft:?}");
+        assert!(ttft.shift_in_mads.unwrap() > 3.0, "{ttft:?}");
 
         let c = compare(&cfg(), &baseline(), &run(43, 0.6));
         assert_eq!(c.trend, Trend::Improved, "{c:#?}");
@@ -198,7 +198,10 @@ mod tests {
         let base: Vec<Samples> = (0..10).map(|i| tiny(i * 13, 1.0)).collect();
         let c = compare(&cfg(), &base, &tiny(5, 2.0));
         let itl = &c.metrics["inter_token_latency"];
-        assert!(itl.p_value < 1e-6 && itl.shift_in_mads > 3.0, "{itl:?}");
+        assert!(
+            itl.p_value < 1e-6 && itl.shift_in_mads.unwrap() > 3.0,
+            "{itl:?}"
+        );
         assert_eq!(c.trend, Trend::Steady, "{c:#?}");
     }
 

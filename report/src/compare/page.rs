@@ -47,13 +47,13 @@ impl Comparison {
             if let Some(s) = s {
                 how.push_str(&format!(
                     "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {} \
-                     ({:+.1} MADs), rank-biserial {:+.2}</li>",
+                     ({}), rank-biserial {:+.2}</li>",
                     esc(metric),
                     s.trend.as_str(),
                     s.trend.as_str(),
                     s.p_value,
                     super::median_shift_text(s),
-                    s.shift_in_mads,
+                    super::mads_text(s),
                     s.rank_biserial
                 ));
             }

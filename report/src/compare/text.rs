@@ -57,11 +57,11 @@ impl Comparison {
         for (metric, s) in &self.shifts {
             if let Some(s) = s {
                 out.push_str(&format!(
-                    "{metric}: {} (Mann-Whitney p {:.2e}, median {}, {:+.1} MADs, rank-biserial {:+.2})\n",
+                    "{metric}: {} (Mann-Whitney p {:.2e}, median {}, {}, rank-biserial {:+.2})\n",
                     s.trend.as_str(),
                     s.p_value,
                     super::median_shift_text(s),
-                    s.shift_in_mads,
+                    super::mads_text(s),
                     s.rank_biserial
                 ));
             }
