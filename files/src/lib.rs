@@ -68,8 +68,19 @@ pub struct WholeFile {
 }
 
 impl WholeFile {
-    /// Starts `path`'s partial file; a symbolic link there is an error (ELOOP).
+    /// Starts `path`'s partial file; a symbolic link there is an error (ELOOP). Something at
+    /// `path` that is not a regular file or a link (a device such as `/dev/full`, a FIFO, a
+    /// socket) is an error too: the rename would replace it with the file.
     pub fn create(path: &Path) -> io::Result<WholeFile> {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            let t = m.file_type();
+            if !t.is_file() && !t.is_symlink() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a regular file (a device, FIFO, socket or folder): not replaced",
+                ));
+            }
+        }
         let partial = partial_of(path);
         Ok(WholeFile {
             file: create_artifact(&partial)?,
@@ -117,6 +128,7 @@ fn partial_of(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn devices_fifos_and_large_files_are_refused_small_ones_read() {
@@ -168,6 +180,29 @@ mod tests {
         f.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole\n");
         assert!(!dir.path().join("records.jsonl.partial").exists());
+    }
+
+    #[test]
+    fn a_device_fifo_or_folder_where_the_file_goes_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("report.html");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = write_whole(&fifo, b"<html>").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert!(!dir.path().join("report.html.partial").exists());
+        // A device (what `-o /dev/full` names): refused before anything is written.
+        let e = write_whole(Path::new("/dev/full"), b"<html>").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let folder = dir.path().join("out");
+        std::fs::create_dir(&folder).unwrap();
+        assert!(write_whole(&folder, b"{}").is_err());
+        assert!(folder.is_dir());
     }
 
     #[test]

@@ -88,7 +88,12 @@ impl Secrets {
         let folded = String::from_utf8_lossy(secret).chars().count() >= forms::FOLD_MIN;
         let texts = forms::decodings(secret);
         let escaped = texts.iter().flat_map(|t| forms::escaped(t));
-        for text in escaped.chain(forms::base64_forms(secret)) {
+        let encoded = forms::base64_forms(secret)
+            .into_iter()
+            .chain(forms::hex_forms(secret));
+        for text in escaped.chain(encoded) {
+            // Hex is found whatever its case, as the secret's bytes are 8 or more.
+            let folded = folded || text.len() >= 2 * forms::FOLD_MIN && is_hex(&text);
             let form = Form {
                 text: match folded {
                     true => text.to_ascii_lowercase(),
@@ -197,3 +202,8 @@ fn merge(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `text` is all hexadecimal digits.
+fn is_hex(text: &str) -> bool {
+    text.bytes().all(|b| b.is_ascii_hexdigit())
+}

@@ -114,13 +114,51 @@ pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> Config
         .clone()
         .map(|s| key_path(text, s))
         .filter(|p| !p.is_empty());
+    let mut message = e.message().trim().to_string();
+    // serde quotes a value of the wrong type (`headers = "Authorization: Bearer …"` where a
+    // table belongs): under `headers` that value is a secret.
+    if path
+        .as_deref()
+        .is_some_and(|p| p.split('.').any(|k| k == "headers"))
+    {
+        message = hide_quoted_strings(&message);
+    }
     ConfigError {
         file: file.to_path_buf(),
         line: span.map(|s| line_of(text, s.start)),
         message: match path {
-            Some(p) => format!("{p}: {}", e.message().trim()),
-            None => e.message().trim().to_string(),
+            Some(p) => format!("{p}: {message}"),
+            None => message,
         },
         more: Vec::new(),
     }
+}
+
+/// `message` with each `string "…"` serde wrote (Rust's debug quoting, `\"` inside) said as
+/// `a string (not shown)`.
+fn hide_quoted_strings(message: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(QUOTED) {
+        out.push_str(&rest[..at]);
+        out.push_str("a string (not shown)");
+        let after = &rest[at + QUOTED.len()..];
+        let mut escaped = false;
+        let end = after.char_indices().find_map(|(i, c)| match (escaped, c) {
+            (false, '\\') => {
+                escaped = true;
+                None
+            }
+            (false, '"') => Some(i + 1),
+            _ => {
+                escaped = false;
+                None
+            }
+        });
+        // Unclosed: nothing after the quote is shown.
+        rest = end.map_or("", |e| &after[e..]);
+    }
+    out.push_str(rest);
+    out
 }

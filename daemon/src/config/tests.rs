@@ -275,6 +275,34 @@ fn bad_otlp_settings_name_line_and_key() {
     assert!(!e.contains("SECRET"), "{e}");
 }
 
+/// `headers` written as a string (an `OTEL_EXPORTER_OTLP_HEADERS`-style line, a header line)
+/// where a table belongs: the error names the line and key, never the value.
+#[test]
+fn headers_written_as_a_string_are_refused_without_their_value() {
+    let target = "headers = \"Authorization: Bearer \\\"sk-TARGET-SECRET-82\\\"\"\n";
+    let otlp = "[otlp]\nheaders = \"authorization=Bearer sk-OTLP-SECRET-81\"\n";
+    for (key, in_target, tail) in [
+        ("targets.t.headers", target, ""),
+        ("otlp.headers", "", otlp),
+    ] {
+        let text = format!(
+            "[targets.t]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n{in_target}\
+             [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\n{tail}"
+        );
+        let line = 1 + text.lines().position(|l| l.starts_with("headers")).unwrap();
+        let e = Config::parse(&text, Path::new("canaryd.toml"), Path::new("/tmp"))
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("SECRET"), "{e}");
+        assert!(
+            e.contains(&format!(
+                "canaryd.toml:{line}: {key}: invalid type: a string (not shown)"
+            )),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn otlp_header_values_are_read_when_the_exporter_starts() {
     let dir = with_otlp_ca();

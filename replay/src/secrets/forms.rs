@@ -175,6 +175,16 @@ pub(super) fn base64_forms(secret: &[u8]) -> Vec<String> {
     forms
 }
 
+/// `secret`'s bytes in hexadecimal (a server that dumps what it got as hex); lower case, as
+/// a secret this long is found whatever its case ([`FOLD_MIN`]). Empty under
+/// [`BASE64_MIN`] bytes, as base64's.
+pub(super) fn hex_forms(secret: &[u8]) -> Vec<String> {
+    if secret.len() < BASE64_MIN {
+        return Vec::new();
+    }
+    vec![secret.iter().map(|b| format!("{b:02x}")).collect()]
+}
+
 /// The secrets inside header `name`'s value: an authorization's credential after its scheme
 /// (`Bearer TOKEN`, `Basic B64`), and for `Basic` what the base64 says (`user:password`) and
 /// its password; a cookie's values (`Cookie: a=1; b=2`). Other headers' values count whole

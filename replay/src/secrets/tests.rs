@@ -197,3 +197,20 @@ fn secrets_are_never_printed() {
         "{debug}"
     );
 }
+
+// Secrets audit (2026-11-29), item 3: a server that dumps what it got as hex quoted a Basic
+// credential in full.
+#[test]
+fn a_secret_in_hex_is_redacted_in_either_case() {
+    let basic = base64::engine::general_purpose::STANDARD.encode("alice:basicPASS99xyz");
+    let s = secrets(&[("authorization", &format!("Basic {basic}"))]);
+    let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    for secret in [KEY, "alice:basicPASS99xyz", basic.as_str()] {
+        for encoded in [hex(secret), hex(secret).to_uppercase()] {
+            let out = shown(&s, &format!("who? hex={encoded}."));
+            assert_eq!(out, "who? hex=<redacted>.", "{secret}");
+        }
+    }
+    // Hex that is no secret's stays.
+    assert_eq!(shown(&s, "id=deadbeef0123"), "id=deadbeef0123");
+}
