@@ -286,6 +286,48 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
     }
 }
 
+/// Each key a simple table of the config file takes (its raw struct's fields) is in the
+/// README's table of keys.
+#[test]
+fn readme_config_table_names_every_key() {
+    let raw =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/raw.rs"))
+            .unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    for (strukt, table) in [
+        ("Status", "[status]"),
+        ("Export", "[export]"),
+        ("Telemetry", "[telemetry]"),
+        ("Otlp", "[otlp]"),
+        ("Baseline", "[baseline]"),
+        ("Target", "[targets.NAME]"),
+    ] {
+        let body = raw
+            .split(&format!("pub struct {strukt} {{\n"))
+            .nth(1)
+            .and_then(|r| r.split("\n}").next())
+            .unwrap_or_else(|| panic!("no struct {strukt} in raw.rs"));
+        let fields: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("    pub ")?.split(':').next())
+            .collect();
+        assert!(!fields.is_empty(), "{strukt}");
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{table}` |")))
+            .unwrap_or_else(|| panic!("no README row for {table}"));
+        for f in fields {
+            let section = format!("`{}.{f}]`", table.trim_end_matches(']'));
+            assert!(
+                row.contains(&format!("`{f}`")) || row.contains(&section),
+                "README's {table} row lacks `{f}`"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_suite_counts_a_skip_as_skipped_not_passed() {
     let dir = tempfile::tempdir().unwrap();
