@@ -286,6 +286,105 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
     }
 }
 
+/// `kubectl apply` on a fresh cluster: every namespace the manifests use is a Namespace in
+/// deploy/k8s, applied first in the README, and every Secret, ConfigMap and claim they use is
+/// defined there or has a stub (a command or a commented manifest) in namespace.yaml.
+#[test]
+fn k8s_manifests_name_only_objects_the_repo_defines_or_stubs() {
+    let dir = deploy("k8s");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    let code = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    // Objects defined: (kind, name) of each document.
+    let mut defined = Vec::new();
+    for (_, text) in &files {
+        for doc in text.split("\n---") {
+            let lines = code(doc);
+            let kind = lines.iter().find_map(|l| l.strip_prefix("kind: "));
+            let name = lines
+                .iter()
+                .skip_while(|l| l.as_str() != "metadata:")
+                .find_map(|l| l.trim().strip_prefix("name: "));
+            if let (Some(k), Some(n)) = (kind, name) {
+                defined.push((k.to_string(), n.to_string()));
+            }
+        }
+    }
+    let stubs = std::fs::read_to_string(dir.join("namespace.yaml")).unwrap();
+    let mut used = 0;
+    for (file, text) in &files {
+        for l in code(text) {
+            let l = l.trim();
+            if let Some(ns) = l.strip_prefix("namespace: ") {
+                used += 1;
+                assert!(
+                    defined.contains(&("Namespace".to_string(), ns.to_string())),
+                    "{file}: namespace {ns} is defined nowhere in deploy/k8s"
+                );
+            }
+            let refs = [
+                ("secretKeyRef: {name: ", "Secret", "create secret generic "),
+                ("configMap: {name: ", "ConfigMap", "create configmap "),
+                (
+                    "persistentVolumeClaim: {claimName: ",
+                    "PersistentVolumeClaim",
+                    "",
+                ),
+            ];
+            for (prefix, kind, command) in refs {
+                let Some(name) = l
+                    .split(prefix)
+                    .nth(1)
+                    .and_then(|r| r.split([',', '}']).next())
+                else {
+                    continue;
+                };
+                used += 1;
+                if defined.contains(&(kind.to_string(), name.to_string())) {
+                    continue;
+                }
+                let stubbed = if command.is_empty() {
+                    stubs.contains(&format!(
+                        "#   kind: {kind}\n#   metadata:\n#     name: {name}\n"
+                    ))
+                } else {
+                    stubs.contains(&format!("kubectl -n canaryd {command}{name} "))
+                };
+                assert!(
+                    stubbed,
+                    "{file}: {kind} {name} has no stub in namespace.yaml"
+                );
+            }
+        }
+    }
+    assert!(used >= 6, "only {used} references found");
+    // The README applies the namespace before anything that lives in it.
+    let section = readme_section("Running on Kubernetes");
+    let at = |s: &str| {
+        section
+            .find(s)
+            .unwrap_or_else(|| panic!("README \"Running on Kubernetes\" lacks {s}"))
+    };
+    let ns = at("kubectl apply -f deploy/k8s/namespace.yaml");
+    assert!(ns < at("kubectl -n canaryd create secret generic canaryd "));
+    assert!(ns < at("kubectl apply -f deploy/k8s/daemonset.yaml"));
+    assert!(ns < at("kubectl -n canaryd create configmap canaryd-traces "));
+}
+
 /// Each key a simple table of the config file takes (its raw struct's fields) is in the
 /// README's table of keys.
 #[test]
