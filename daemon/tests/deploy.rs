@@ -61,6 +61,58 @@ fn systemd_unit_exposure_is_at_most_2_3() {
     assert!(unit.contains("\nLimitMEMLOCK=8M\n"));
 }
 
+/// The replay container's `env` names and `args` items in `shard-job.yaml`, in order.
+fn shard_job_env_and_args(job: &str) -> (Vec<String>, Vec<String>) {
+    let block = |start: &str| -> Vec<&str> {
+        let mut lines = job.lines().skip_while(|l| l.trim() != start);
+        let header = lines
+            .next()
+            .unwrap_or_else(|| panic!("no `{start}` in shard-job.yaml"));
+        let indent = header.len() - header.trim_start().len();
+        lines
+            .take_while(|l| l.len() - l.trim_start().len() > indent || l.trim().is_empty())
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect()
+    };
+    let env = block("env:")
+        .iter()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("- ")?;
+            let l = l.strip_prefix('{').unwrap_or(l);
+            let name = l.strip_prefix("name: ")?;
+            Some(name.split([',', ' ', '}']).next()?.to_string())
+        })
+        .collect();
+    let args = block("args:")
+        .iter()
+        .map(|l| {
+            l.trim()
+                .strip_prefix("- ")
+                .unwrap_or_else(|| panic!("args are one item a line: {l:?}"))
+                .to_string()
+        })
+        .collect();
+    (env, args)
+}
+
+/// `$(NAME)` expanded as Kubernetes expands a container's args: each name the container's env
+/// declares is replaced; anything else stays as written.
+fn k8s_expand(arg: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = arg.to_string();
+    for (name, value) in vars {
+        out = out.replace(&format!("$({name})"), value);
+    }
+    out
+}
+
+/// The `$(NAME)` references in an arg.
+fn k8s_refs(arg: &str) -> Vec<&str> {
+    arg.split("$(")
+        .skip(1)
+        .filter_map(|r| r.split(')').next())
+        .collect()
+}
+
 #[test]
 fn shard_job_runs_one_shard_per_completion_index() {
     let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
@@ -72,10 +124,115 @@ fn shard_job_runs_one_shard_per_completion_index() {
     let n = field("completions:");
     assert_eq!(field("parallelism:"), n);
     assert!(job.contains("completionMode: Indexed"));
-    assert!(
-        job.contains(&format!("--shard \"${{JOB_COMPLETION_INDEX}}/{n}\"")),
+    let (env, args) = shard_job_env_and_args(&job);
+    let shard = args
+        .iter()
+        .position(|a| a == "--shard")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| panic!("no --shard in {args:?}"));
+    assert_eq!(
+        shard,
+        &format!("$(SHARD_INDEX)/{n}"),
         "--shard must use the completion index and N = completions = {n}"
     );
+    // SHARD_INDEX is the completion index, from the downward API.
+    assert!(env.iter().any(|e| e == "SHARD_INDEX"), "{env:?}");
+    assert!(
+        job.contains(
+            "fieldRef: {fieldPath: \"metadata.annotations['batch.kubernetes.io/job-completion-index']\"}"
+        ),
+        "SHARD_INDEX does not come from the job-completion-index annotation"
+    );
+}
+
+/// The image may have no shell: the Job runs canaryd itself, and every `$(VAR)` in its args
+/// is one Kubernetes expands (a variable the container declares); expanded, they are args
+/// canaryd takes.
+#[test]
+fn shard_job_has_no_shell_and_its_args_expand_to_a_replay_canaryd_takes() {
+    let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
+    let code: Vec<&str> = job
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    assert!(
+        !code.iter().any(|l| l.trim().starts_with("command:")),
+        "the Job overrides the entrypoint"
+    );
+    for shell in ["/bin/sh", "${", "exec "] {
+        assert!(!code.iter().any(|l| l.contains(shell)), "{shell} in {job}");
+    }
+    let (env, args) = shard_job_env_and_args(&job);
+    assert_eq!(args.first().map(String::as_str), Some("replay"), "{args:?}");
+    for arg in &args {
+        for r in k8s_refs(arg) {
+            assert!(
+                env.iter().any(|e| e == r),
+                "$({r}) in {arg:?} is no variable the container declares ({env:?}): \
+                 Kubernetes leaves it as written"
+            );
+        }
+    }
+    for (flag, value) in [
+        ("--start-at", "$(START_AT)"),
+        ("--output-dir", "/results/shard-$(SHARD_INDEX)"),
+    ] {
+        let i = args.iter().position(|a| a == flag);
+        assert_eq!(
+            i.and_then(|i| args.get(i + 1)).map(String::as_str),
+            Some(value),
+            "{args:?}"
+        );
+    }
+    // Expanded as in pod 1 with the instant the README's command fills in, canaryd takes every
+    // arg and gets as far as the trace, which is not here.
+    let script = format!("{FILL_START_AT}; printf %s \"$START_AT\"");
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let start_at = String::from_utf8(out.stdout).unwrap();
+    let vars = [("SHARD_INDEX", "1"), ("START_AT", start_at.as_str())];
+    let expanded: Vec<String> = args.iter().map(|a| k8s_expand(a, &vars)).collect();
+    let trace = expanded
+        .iter()
+        .position(|a| a == "--trace")
+        .and_then(|i| expanded.get(i + 1))
+        .expect("a --trace");
+    assert!(!Path::new(trace).exists(), "{trace} exists here");
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(&expanded)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(trace.as_str()), "{expanded:?}: {err}");
+}
+
+/// The Job's unprivileged user can write to a new, root-owned volume (fsGroup), and the
+/// volume is one that pods on several nodes can mount at once.
+#[test]
+fn shard_job_can_write_its_results_volume_from_every_node() {
+    let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
+    let uid = job
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("runAsUser: "))
+        .expect("the Job sets runAsUser");
+    let pod_level = job
+        .lines()
+        .skip_while(|l| l.trim() != "restartPolicy: Never")
+        .take_while(|l| l.trim() != "containers:")
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        pod_level.contains("securityContext:") && pod_level.contains(&format!("fsGroup: {uid}")),
+        "no pod-level fsGroup {uid}:\n{pod_level}"
+    );
+    assert!(job.contains("persistentVolumeClaim: {claimName: canaryd-results}"));
+    for text in [
+        &job,
+        &std::fs::read_to_string(deploy("k8s/namespace.yaml")).unwrap(),
+    ] {
+        assert!(text.contains("ReadWriteMany"), "{text}");
+    }
 }
 
 /// The command `shard-job.yaml` and the README give for filling in `START_AT`.
@@ -84,7 +241,7 @@ const FILL_START_AT: &str = "START_AT=$(date -u -d '+2 minutes' +%Y-%m-%dT%H:%M:
 #[test]
 fn shard_job_starts_every_pod_at_one_instant_filled_in_at_creation() {
     let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
-    assert!(job.contains("--start-at \"${START_AT}\""), "{job}");
+    assert!(job.contains("- $(START_AT)"), "{job}");
     assert!(
         job.contains("- {name: START_AT, value: \"__START_AT__\"}"),
         "{job}"
