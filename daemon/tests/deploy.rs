@@ -235,6 +235,66 @@ fn shard_job_can_write_its_results_volume_from_every_node() {
     }
 }
 
+/// Both manifests run one image, named after this version, that the Dockerfile in the repo
+/// builds: its user is the pods' and its entrypoint canaryd. The binary's glibc symbol versions
+/// are ones the Dockerfile's base image has (a binary built here runs there).
+#[test]
+fn manifests_run_the_image_the_dockerfile_builds() {
+    let image = format!("registry.example.com/canaryd:{}", env!("CARGO_PKG_VERSION"));
+    for file in ["k8s/daemonset.yaml", "k8s/shard-job.yaml"] {
+        let yaml = std::fs::read_to_string(deploy(file)).unwrap();
+        let images: Vec<&str> = yaml
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("image: "))
+            .collect();
+        assert_eq!(images, [image.as_str()], "{file}");
+        assert!(
+            yaml.contains("runAsUser: 65532") && yaml.contains("deploy/container/Dockerfile"),
+            "{file}"
+        );
+    }
+    let dockerfile = std::fs::read_to_string(deploy("container/Dockerfile")).unwrap();
+    let code: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(code.first(), Some(&"FROM debian:bookworm-slim"), "{code:?}");
+    for line in [
+        "COPY canaryd /usr/local/bin/canaryd",
+        "USER 65532:65532",
+        "ENTRYPOINT [\"/usr/local/bin/canaryd\"]",
+    ] {
+        assert!(code.contains(&line), "no {line:?} in {code:?}");
+    }
+    assert!(dockerfile.contains("ca-certificates"));
+    // Never claimed to be tested.
+    assert!(dockerfile.contains("never been built or tested"));
+    assert!(readme_section("Running on Kubernetes").contains("**It is untested**"));
+    // Debian 12's glibc is 2.36: every GLIBC_2.x version the binary asks for must be at most
+    // that (the version names are strings in its dynamic section).
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_canaryd")).unwrap();
+    let needle = b"GLIBC_2.";
+    let mut newest = 0u32;
+    let mut i = 0;
+    while let Some(at) = bin[i..].windows(needle.len()).position(|w| w == needle) {
+        let rest = &bin[i + at + needle.len()..];
+        let digits: String = rest
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .map(|&b| b as char)
+            .collect();
+        if let Ok(minor) = digits.parse::<u32>() {
+            newest = newest.max(minor);
+        }
+        i += at + needle.len();
+    }
+    assert!(newest > 0, "no GLIBC_2.x version in the binary");
+    assert!(
+        newest <= 36,
+        "the binary needs GLIBC_2.{newest}; debian:bookworm-slim has 2.36"
+    );
+}
+
 /// The command `shard-job.yaml` and the README give for filling in `START_AT`.
 const FILL_START_AT: &str = "START_AT=$(date -u -d '+2 minutes' +%Y-%m-%dT%H:%M:%SZ)";
 
