@@ -1,7 +1,10 @@
 //! The deployment files in `deploy/`: the systemd unit's hardening, rated by systemd itself,
-//! the README section it points to, the Kubernetes DaemonSet's config (valid, and consistent with
-//! the pod's env and privileges) and the shard Job's consistency with `--shard`; and the test
-//! suite's closing line (`scripts/suite-summary.awk`).
+//! the README section it points to, the Kubernetes DaemonSet's config (valid, exporting OTLP to
+//! the Collector, and consistent with the pod's env, privileges and scrape annotations), the
+//! shard Job (no shell, args Kubernetes expands to a replay canaryd takes, a volume it can
+//! write), the image the manifests run, the objects they need, the Collector's scrape of the
+//! daemon's `/metrics` and the README's table of config keys; and the test suite's closing line
+//! (`scripts/suite-summary.awk`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -462,6 +465,43 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
         config.status_listen
     );
 
+    // It exports to a Collector's OTLP/HTTP receiver (the port collector.yaml listens on for
+    // HTTP), as `host.name` of the node (below), and check-config says so.
+    let endpoint = config
+        .otlp
+        .endpoint
+        .as_deref()
+        .expect("the ConfigMap names an [otlp] endpoint");
+    let collector = std::fs::read_to_string(deploy("otel/collector.yaml")).unwrap();
+    let http_port = collector
+        .lines()
+        .skip_while(|l| l.trim() != "http:")
+        .find_map(|l| l.trim().strip_prefix("endpoint: "))
+        .and_then(|e| e.rsplit(':').next())
+        .expect("collector.yaml's OTLP http receiver");
+    assert!(
+        endpoint.starts_with("http") && endpoint.ends_with(&format!(":{http_port}")),
+        "{endpoint}: not the collector's OTLP/HTTP port {http_port}"
+    );
+    assert!(
+        text.contains(&format!("OTLP export to {endpoint}")),
+        "{text}"
+    );
+    // A Prometheus that scrapes annotated pods finds the daemon's own /metrics.
+    let annotation = |key: &str| {
+        yaml.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("prometheus.io/{key}: ")))
+            .unwrap_or_else(|| panic!("no prometheus.io/{key} annotation"))
+            .trim_matches('"')
+    };
+    assert_eq!(annotation("scrape"), "true");
+    assert_eq!(annotation("path"), "/metrics");
+    assert_eq!(
+        annotation("port"),
+        config.status_listen.port().to_string(),
+        "the status port"
+    );
+
     // Every variable the pod sets is one the config reads, and the other way round; besides
     // them, the node's name as the exported `host.name`.
     let mut env: Vec<&str> = yaml
@@ -600,6 +640,31 @@ fn k8s_manifests_name_only_objects_the_repo_defines_or_stubs() {
     assert!(ns < at("kubectl -n canaryd create secret generic canaryd "));
     assert!(ns < at("kubectl apply -f deploy/k8s/daemonset.yaml"));
     assert!(ns < at("kubectl -n canaryd create configmap canaryd-traces "));
+}
+
+/// The Collector scrapes the daemon's own `/metrics` (skips, history write errors), which
+/// OTLP does not carry, into the same metrics backend.
+#[test]
+fn collector_scrapes_the_daemons_own_metrics() {
+    let collector = std::fs::read_to_string(deploy("otel/collector.yaml")).unwrap();
+    let code: Vec<&str> = collector
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let has = |s: &str| code.iter().any(|l| l.trim() == s);
+    assert!(has("prometheus/canaryd:") && has("metrics_path: /metrics"));
+    assert!(has("- targets: [\"${env:CANARYD_STATUS_ADDR}\"]"));
+    let pipeline = code
+        .iter()
+        .skip_while(|l| l.trim() != "metrics/canaryd:")
+        .take(4)
+        .map(|l| l.trim())
+        .collect::<Vec<_>>();
+    assert!(
+        pipeline.contains(&"receivers: [prometheus/canaryd]")
+            && pipeline.contains(&"exporters: [prometheusremotewrite]"),
+        "{pipeline:?}"
+    );
 }
 
 /// Each key a simple table of the config file takes (its raw struct's fields) is in the
