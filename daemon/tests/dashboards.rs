@@ -251,6 +251,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             "20ms",
         ])
         .args(["--server-metrics-interval", "100ms"])
+        // Timeslices for the slice panel: several over the 3.1 s of the trace.
+        .args(["--slice-duration", "1s"])
         // Picked by a hash of the seed and the index: the same requests every time.
         .args(["--request-cancellation-rate", "20"])
         .env(
@@ -503,6 +505,46 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     };
     assert_eq!(by, want, "comparison {}", server["comparison"]);
 
+    // The slice panel has a line per slice of summary.json's timeslices that has a TTFT, at
+    // that slice's start and with its p99.
+    let slices = &overview_queries(&all, "TTFT per timeslice of the last run")[0];
+    let slices = fill(slices["expr"].as_str().unwrap());
+    let mut got: Vec<(f64, f64)> = query_instant(vm_port, &slices)
+        .iter()
+        .filter(|s| s["metric"]["canary_statistic"] == "p99")
+        .map(|s| {
+            let start = s["metric"]["canary_slice_start_s"].as_str().unwrap_or("");
+            let start = start.parse().unwrap_or_else(|_| panic!("{s}"));
+            (start, value(s))
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let want: Vec<(f64, f64)> = summary["timeslices"]["slices"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no timeslices in summary.json"))
+        .iter()
+        .filter(|s| !s["time_to_first_token"].is_null())
+        .map(|s| {
+            let p99 = s["time_to_first_token"]["p99"].as_f64().unwrap() / 1e3;
+            (s["start_s"].as_f64().unwrap(), p99)
+        })
+        .collect();
+    assert!(
+        !want.is_empty(),
+        "no slice with a TTFT: the check below would test nothing"
+    );
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{slices}: {got:?}, summary.json {want:?}"
+    );
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            (g.0 - w.0).abs() < 1e-9 && (g.1 - w.1).abs() <= w.1 * 1e-9,
+            "{slices}: {got:?}, summary.json {want:?}"
+        );
+    }
+
     // The error rate is summary.json's, the verdict's: the target's errors over the requests
     // it was sent and not cancelled. Over the whole run (each counter's last value: the run's
     // process counted from 0) the panel's selectors count what the summary counted, so the
@@ -726,9 +768,14 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 // aggregated and joined by host too, and the legend names it, so one node's
                 // figure neither hides another's nor pairs with it.
                 let per_run = metrics(expr).any(|m| {
-                    ["canary_run_", "canary_capacity_", "canary_sweep_"]
-                        .iter()
-                        .any(|p| m.starts_with(p))
+                    [
+                        "canary_run_",
+                        "canary_slice_",
+                        "canary_capacity_",
+                        "canary_sweep_",
+                    ]
+                    .iter()
+                    .any(|p| m.starts_with(p))
                 });
                 if per_run {
                     for clause in expr.split("by (").skip(1).chain(expr.split("on (").skip(1)) {

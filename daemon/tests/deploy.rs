@@ -1,7 +1,10 @@
 //! The deployment files in `deploy/`: the systemd unit's hardening, rated by systemd itself,
-//! the README section it points to, the Kubernetes DaemonSet's config (valid, and consistent with
-//! the pod's env and privileges) and the shard Job's consistency with `--shard`; and the test
-//! suite's closing line (`scripts/suite-summary.awk`).
+//! the README section it points to, the Kubernetes DaemonSet's config (valid, exporting OTLP to
+//! the Collector, and consistent with the pod's env, privileges and scrape annotations), the
+//! shard Job (no shell, args Kubernetes expands to a replay canaryd takes, a volume it can
+//! write), the image the manifests run, the objects they need, the Collector's scrape of the
+//! daemon's `/metrics` and the README's table of config keys; and the test suite's closing line
+//! (`scripts/suite-summary.awk`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,6 +64,58 @@ fn systemd_unit_exposure_is_at_most_2_3() {
     assert!(unit.contains("\nLimitMEMLOCK=8M\n"));
 }
 
+/// The replay container's `env` names and `args` items in `shard-job.yaml`, in order.
+fn shard_job_env_and_args(job: &str) -> (Vec<String>, Vec<String>) {
+    let block = |start: &str| -> Vec<&str> {
+        let mut lines = job.lines().skip_while(|l| l.trim() != start);
+        let header = lines
+            .next()
+            .unwrap_or_else(|| panic!("no `{start}` in shard-job.yaml"));
+        let indent = header.len() - header.trim_start().len();
+        lines
+            .take_while(|l| l.len() - l.trim_start().len() > indent || l.trim().is_empty())
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect()
+    };
+    let env = block("env:")
+        .iter()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("- ")?;
+            let l = l.strip_prefix('{').unwrap_or(l);
+            let name = l.strip_prefix("name: ")?;
+            Some(name.split([',', ' ', '}']).next()?.to_string())
+        })
+        .collect();
+    let args = block("args:")
+        .iter()
+        .map(|l| {
+            l.trim()
+                .strip_prefix("- ")
+                .unwrap_or_else(|| panic!("args are one item a line: {l:?}"))
+                .to_string()
+        })
+        .collect();
+    (env, args)
+}
+
+/// `$(NAME)` expanded as Kubernetes expands a container's args: each name the container's env
+/// declares is replaced; anything else stays as written.
+fn k8s_expand(arg: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = arg.to_string();
+    for (name, value) in vars {
+        out = out.replace(&format!("$({name})"), value);
+    }
+    out
+}
+
+/// The `$(NAME)` references in an arg.
+fn k8s_refs(arg: &str) -> Vec<&str> {
+    arg.split("$(")
+        .skip(1)
+        .filter_map(|r| r.split(')').next())
+        .collect()
+}
+
 #[test]
 fn shard_job_runs_one_shard_per_completion_index() {
     let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
@@ -72,9 +127,174 @@ fn shard_job_runs_one_shard_per_completion_index() {
     let n = field("completions:");
     assert_eq!(field("parallelism:"), n);
     assert!(job.contains("completionMode: Indexed"));
-    assert!(
-        job.contains(&format!("--shard \"${{JOB_COMPLETION_INDEX}}/{n}\"")),
+    let (env, args) = shard_job_env_and_args(&job);
+    let shard = args
+        .iter()
+        .position(|a| a == "--shard")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| panic!("no --shard in {args:?}"));
+    assert_eq!(
+        shard,
+        &format!("$(SHARD_INDEX)/{n}"),
         "--shard must use the completion index and N = completions = {n}"
+    );
+    // SHARD_INDEX is the completion index, from the downward API.
+    assert!(env.iter().any(|e| e == "SHARD_INDEX"), "{env:?}");
+    assert!(
+        job.contains(
+            "fieldRef: {fieldPath: \"metadata.annotations['batch.kubernetes.io/job-completion-index']\"}"
+        ),
+        "SHARD_INDEX does not come from the job-completion-index annotation"
+    );
+}
+
+/// The image may have no shell: the Job runs canaryd itself, and every `$(VAR)` in its args
+/// is one Kubernetes expands (a variable the container declares); expanded, they are args
+/// canaryd takes.
+#[test]
+fn shard_job_has_no_shell_and_its_args_expand_to_a_replay_canaryd_takes() {
+    let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
+    let code: Vec<&str> = job
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    assert!(
+        !code.iter().any(|l| l.trim().starts_with("command:")),
+        "the Job overrides the entrypoint"
+    );
+    for shell in ["/bin/sh", "${", "exec "] {
+        assert!(!code.iter().any(|l| l.contains(shell)), "{shell} in {job}");
+    }
+    let (env, args) = shard_job_env_and_args(&job);
+    assert_eq!(args.first().map(String::as_str), Some("replay"), "{args:?}");
+    for arg in &args {
+        for r in k8s_refs(arg) {
+            assert!(
+                env.iter().any(|e| e == r),
+                "$({r}) in {arg:?} is no variable the container declares ({env:?}): \
+                 Kubernetes leaves it as written"
+            );
+        }
+    }
+    for (flag, value) in [
+        ("--start-at", "$(START_AT)"),
+        ("--output-dir", "/results/shard-$(SHARD_INDEX)"),
+    ] {
+        let i = args.iter().position(|a| a == flag);
+        assert_eq!(
+            i.and_then(|i| args.get(i + 1)).map(String::as_str),
+            Some(value),
+            "{args:?}"
+        );
+    }
+    // Expanded as in pod 1 with the instant the README's command fills in, canaryd takes every
+    // arg and gets as far as the trace, which is not here.
+    let script = format!("{FILL_START_AT}; printf %s \"$START_AT\"");
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let start_at = String::from_utf8(out.stdout).unwrap();
+    let vars = [("SHARD_INDEX", "1"), ("START_AT", start_at.as_str())];
+    let expanded: Vec<String> = args.iter().map(|a| k8s_expand(a, &vars)).collect();
+    let trace = expanded
+        .iter()
+        .position(|a| a == "--trace")
+        .and_then(|i| expanded.get(i + 1))
+        .expect("a --trace");
+    assert!(!Path::new(trace).exists(), "{trace} exists here");
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(&expanded)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(trace.as_str()), "{expanded:?}: {err}");
+}
+
+/// The Job's unprivileged user can write to a new, root-owned volume (fsGroup), and the
+/// volume is one that pods on several nodes can mount at once.
+#[test]
+fn shard_job_can_write_its_results_volume_from_every_node() {
+    let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
+    let uid = job
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("runAsUser: "))
+        .expect("the Job sets runAsUser");
+    let pod_level = job
+        .lines()
+        .skip_while(|l| l.trim() != "restartPolicy: Never")
+        .take_while(|l| l.trim() != "containers:")
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        pod_level.contains("securityContext:") && pod_level.contains(&format!("fsGroup: {uid}")),
+        "no pod-level fsGroup {uid}:\n{pod_level}"
+    );
+    assert!(job.contains("persistentVolumeClaim: {claimName: canaryd-results}"));
+    for text in [
+        &job,
+        &std::fs::read_to_string(deploy("k8s/namespace.yaml")).unwrap(),
+    ] {
+        assert!(text.contains("ReadWriteMany"), "{text}");
+    }
+}
+
+/// Both manifests run one image, named after this version, that the Dockerfile in the repo
+/// builds: its user is the pods' and its entrypoint canaryd. The binary's glibc symbol versions
+/// are ones the Dockerfile's base image has (a binary built here runs there).
+#[test]
+fn manifests_run_the_image_the_dockerfile_builds() {
+    let image = format!("registry.example.com/canaryd:{}", env!("CARGO_PKG_VERSION"));
+    for file in ["k8s/daemonset.yaml", "k8s/shard-job.yaml"] {
+        let yaml = std::fs::read_to_string(deploy(file)).unwrap();
+        let images: Vec<&str> = yaml
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("image: "))
+            .collect();
+        assert_eq!(images, [image.as_str()], "{file}");
+        assert!(
+            yaml.contains("runAsUser: 65532") && yaml.contains("deploy/container/Dockerfile"),
+            "{file}"
+        );
+    }
+    let dockerfile = std::fs::read_to_string(deploy("container/Dockerfile")).unwrap();
+    let code: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(code.first(), Some(&"FROM debian:bookworm-slim"), "{code:?}");
+    for line in [
+        "COPY canaryd /usr/local/bin/canaryd",
+        "USER 65532:65532",
+        "ENTRYPOINT [\"/usr/local/bin/canaryd\"]",
+    ] {
+        assert!(code.contains(&line), "no {line:?} in {code:?}");
+    }
+    assert!(dockerfile.contains("ca-certificates"));
+    // Never claimed to be tested.
+    assert!(dockerfile.contains("never been built or tested"));
+    assert!(readme_section("Running on Kubernetes").contains("**It is untested**"));
+    // Debian 12's glibc is 2.36: every GLIBC_2.x version the binary asks for must be at most
+    // that (the version names are strings in its dynamic section).
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_canaryd")).unwrap();
+    let needle = b"GLIBC_2.";
+    let mut newest = 0u32;
+    let mut i = 0;
+    while let Some(at) = bin[i..].windows(needle.len()).position(|w| w == needle) {
+        let rest = &bin[i + at + needle.len()..];
+        let digits: String = rest
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .map(|&b| b as char)
+            .collect();
+        if let Ok(minor) = digits.parse::<u32>() {
+            newest = newest.max(minor);
+        }
+        i += at + needle.len();
+    }
+    assert!(newest > 0, "no GLIBC_2.x version in the binary");
+    assert!(
+        newest <= 36,
+        "the binary needs GLIBC_2.{newest}; debian:bookworm-slim has 2.36"
     );
 }
 
@@ -84,7 +304,7 @@ const FILL_START_AT: &str = "START_AT=$(date -u -d '+2 minutes' +%Y-%m-%dT%H:%M:
 #[test]
 fn shard_job_starts_every_pod_at_one_instant_filled_in_at_creation() {
     let job = std::fs::read_to_string(deploy("k8s/shard-job.yaml")).unwrap();
-    assert!(job.contains("--start-at \"${START_AT}\""), "{job}");
+    assert!(job.contains("- $(START_AT)"), "{job}");
     assert!(
         job.contains("- {name: START_AT, value: \"__START_AT__\"}"),
         "{job}"
@@ -245,6 +465,43 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
         config.status_listen
     );
 
+    // It exports to a Collector's OTLP/HTTP receiver (the port collector.yaml listens on for
+    // HTTP), as `host.name` of the node (below), and check-config says so.
+    let endpoint = config
+        .otlp
+        .endpoint
+        .as_deref()
+        .expect("the ConfigMap names an [otlp] endpoint");
+    let collector = std::fs::read_to_string(deploy("otel/collector.yaml")).unwrap();
+    let http_port = collector
+        .lines()
+        .skip_while(|l| l.trim() != "http:")
+        .find_map(|l| l.trim().strip_prefix("endpoint: "))
+        .and_then(|e| e.rsplit(':').next())
+        .expect("collector.yaml's OTLP http receiver");
+    assert!(
+        endpoint.starts_with("http") && endpoint.ends_with(&format!(":{http_port}")),
+        "{endpoint}: not the collector's OTLP/HTTP port {http_port}"
+    );
+    assert!(
+        text.contains(&format!("OTLP export to {endpoint}")),
+        "{text}"
+    );
+    // A Prometheus that scrapes annotated pods finds the daemon's own /metrics.
+    let annotation = |key: &str| {
+        yaml.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("prometheus.io/{key}: ")))
+            .unwrap_or_else(|| panic!("no prometheus.io/{key} annotation"))
+            .trim_matches('"')
+    };
+    assert_eq!(annotation("scrape"), "true");
+    assert_eq!(annotation("path"), "/metrics");
+    assert_eq!(
+        annotation("port"),
+        config.status_listen.port().to_string(),
+        "the status port"
+    );
+
     // Every variable the pod sets is one the config reads, and the other way round; besides
     // them, the node's name as the exported `host.name`.
     let mut env: Vec<&str> = yaml
@@ -283,6 +540,172 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
             !code.iter().any(|l| l.trim().starts_with("add:")),
             "capabilities added to a non-root container do not reach its process"
         );
+    }
+}
+
+/// `kubectl apply` on a fresh cluster: every namespace the manifests use is a Namespace in
+/// deploy/k8s, applied first in the README, and every Secret, ConfigMap and claim they use is
+/// defined there or has a stub (a command or a commented manifest) in namespace.yaml.
+#[test]
+fn k8s_manifests_name_only_objects_the_repo_defines_or_stubs() {
+    let dir = deploy("k8s");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    let code = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    // Objects defined: (kind, name) of each document.
+    let mut defined = Vec::new();
+    for (_, text) in &files {
+        for doc in text.split("\n---") {
+            let lines = code(doc);
+            let kind = lines.iter().find_map(|l| l.strip_prefix("kind: "));
+            let name = lines
+                .iter()
+                .skip_while(|l| l.as_str() != "metadata:")
+                .find_map(|l| l.trim().strip_prefix("name: "));
+            if let (Some(k), Some(n)) = (kind, name) {
+                defined.push((k.to_string(), n.to_string()));
+            }
+        }
+    }
+    let stubs = std::fs::read_to_string(dir.join("namespace.yaml")).unwrap();
+    let mut used = 0;
+    for (file, text) in &files {
+        for l in code(text) {
+            let l = l.trim();
+            if let Some(ns) = l.strip_prefix("namespace: ") {
+                used += 1;
+                assert!(
+                    defined.contains(&("Namespace".to_string(), ns.to_string())),
+                    "{file}: namespace {ns} is defined nowhere in deploy/k8s"
+                );
+            }
+            let refs = [
+                ("secretKeyRef: {name: ", "Secret", "create secret generic "),
+                ("configMap: {name: ", "ConfigMap", "create configmap "),
+                (
+                    "persistentVolumeClaim: {claimName: ",
+                    "PersistentVolumeClaim",
+                    "",
+                ),
+            ];
+            for (prefix, kind, command) in refs {
+                let Some(name) = l
+                    .split(prefix)
+                    .nth(1)
+                    .and_then(|r| r.split([',', '}']).next())
+                else {
+                    continue;
+                };
+                used += 1;
+                if defined.contains(&(kind.to_string(), name.to_string())) {
+                    continue;
+                }
+                let stubbed = if command.is_empty() {
+                    stubs.contains(&format!(
+                        "#   kind: {kind}\n#   metadata:\n#     name: {name}\n"
+                    ))
+                } else {
+                    stubs.contains(&format!("kubectl -n canaryd {command}{name} "))
+                };
+                assert!(
+                    stubbed,
+                    "{file}: {kind} {name} has no stub in namespace.yaml"
+                );
+            }
+        }
+    }
+    assert!(used >= 6, "only {used} references found");
+    // The README applies the namespace before anything that lives in it.
+    let section = readme_section("Running on Kubernetes");
+    let at = |s: &str| {
+        section
+            .find(s)
+            .unwrap_or_else(|| panic!("README \"Running on Kubernetes\" lacks {s}"))
+    };
+    let ns = at("kubectl apply -f deploy/k8s/namespace.yaml");
+    assert!(ns < at("kubectl -n canaryd create secret generic canaryd "));
+    assert!(ns < at("kubectl apply -f deploy/k8s/daemonset.yaml"));
+    assert!(ns < at("kubectl -n canaryd create configmap canaryd-traces "));
+}
+
+/// The Collector scrapes the daemon's own `/metrics` (skips, history write errors), which
+/// OTLP does not carry, into the same metrics backend.
+#[test]
+fn collector_scrapes_the_daemons_own_metrics() {
+    let collector = std::fs::read_to_string(deploy("otel/collector.yaml")).unwrap();
+    let code: Vec<&str> = collector
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let has = |s: &str| code.iter().any(|l| l.trim() == s);
+    assert!(has("prometheus/canaryd:") && has("metrics_path: /metrics"));
+    assert!(has("- targets: [\"${env:CANARYD_STATUS_ADDR}\"]"));
+    let pipeline = code
+        .iter()
+        .skip_while(|l| l.trim() != "metrics/canaryd:")
+        .take(4)
+        .map(|l| l.trim())
+        .collect::<Vec<_>>();
+    assert!(
+        pipeline.contains(&"receivers: [prometheus/canaryd]")
+            && pipeline.contains(&"exporters: [prometheusremotewrite]"),
+        "{pipeline:?}"
+    );
+}
+
+/// Each key a simple table of the config file takes (its raw struct's fields) is in the
+/// README's table of keys.
+#[test]
+fn readme_config_table_names_every_key() {
+    let raw =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/raw.rs"))
+            .unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    for (strukt, table) in [
+        ("Status", "[status]"),
+        ("Export", "[export]"),
+        ("Telemetry", "[telemetry]"),
+        ("Otlp", "[otlp]"),
+        ("Baseline", "[baseline]"),
+        ("Target", "[targets.NAME]"),
+    ] {
+        let body = raw
+            .split(&format!("pub struct {strukt} {{\n"))
+            .nth(1)
+            .and_then(|r| r.split("\n}").next())
+            .unwrap_or_else(|| panic!("no struct {strukt} in raw.rs"));
+        let fields: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("    pub ")?.split(':').next())
+            .collect();
+        assert!(!fields.is_empty(), "{strukt}");
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{table}` |")))
+            .unwrap_or_else(|| panic!("no README row for {table}"));
+        for f in fields {
+            let section = format!("`{}.{f}]`", table.trim_end_matches(']'));
+            assert!(
+                row.contains(&format!("`{f}`")) || row.contains(&section),
+                "README's {table} row lacks `{f}`"
+            );
+        }
     }
 }
 
