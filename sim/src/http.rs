@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
 
+/// Largest request head, its closing blank line included.
 const MAX_HEAD: usize = 64 * 1024;
 /// A connection's input buffer to begin with.
 const BUF_CAPACITY: usize = 16 * 1024;
@@ -198,6 +199,11 @@ impl Conn {
             .map(|s| s.received() - self.buf.len() as u64);
         loop {
             if let Some(end) = find_head_end(&self.buf, scanned) {
+                // A head that came whole in one read is held to the same bound as one that
+                // came in pieces (which the check below refuses once past it).
+                if end + 4 > MAX_HEAD {
+                    return Err(ReadError::Status(431, "request head too large".into()));
+                }
                 let parsed = MonoTime::now();
                 let head = parse_head(&self.buf[..end])?;
                 self.buf.advance(end + 4);
