@@ -318,6 +318,39 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// What can be made of a head [`Conn::read_head`] refused (not UTF-8, too large, cut
+    /// short, not complete in time), still in the buffer: its request line, if that reads,
+    /// and whichever of its complete header lines read, so that a refused generation request
+    /// can still have its truth record. `None` when even the request line does not read.
+    pub fn refused_head(&self) -> Option<RequestHead> {
+        let raw = &self.buf[..self.buf.len().min(MAX_HEAD)];
+        let raw = find_head_end(raw, 0).map_or(raw, |end| &raw[..end + 2]);
+        let mut lines = raw.split_inclusive(|&b| b == b'\n');
+        let line = std::str::from_utf8(lines.next()?)
+            .ok()?
+            .strip_suffix("\r\n")?;
+        let mut parts = line.split(' ');
+        let (method, target) = match (parts.next(), parts.next()) {
+            (Some(m), Some(t)) if !m.is_empty() && t.starts_with('/') => (m, t),
+            _ => return None,
+        };
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        let mut head = RequestHead {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        // Only whole lines: the last may be cut anywhere.
+        let headers = lines.filter_map(|l| std::str::from_utf8(l).ok()?.strip_suffix("\r\n"));
+        for (name, value) in headers.filter_map(|l| l.split_once(':')) {
+            let name = name.trim().to_ascii_lowercase();
+            head.headers.push((name, value.trim().to_owned()));
+        }
+        Some(head)
+    }
+}
+
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     buf.get(from..)?
         .windows(4)
