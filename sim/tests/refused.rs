@@ -112,3 +112,18 @@ async fn other_refusals_have_no_record() {
     assert_eq!(truth.len(), 1, "{truth:?}");
     assert_eq!(truth[0].status, 400);
 }
+
+#[tokio::test]
+async fn a_generation_head_not_complete_in_time_has_a_record() {
+    let sim = sim().await;
+    // The head's bound is 10 s, not a setting: this test waits it out.
+    let raw = b"POST /v1/chat/completions HTTP/1.1\r\nx-request-id: slow\r\nhost: si";
+    assert_eq!(refused(sim.addr, raw).await, 408);
+    let t = first_record(&sim).await.expect("a record");
+    assert_eq!(
+        (t.status, t.request_id.as_deref(), t.path.as_str()),
+        (408, Some("slow"), "/v1/chat/completions"),
+        "{t:?}"
+    );
+    assert!(t.error.as_deref().unwrap().contains("10s"), "{t:?}");
+}
