@@ -9,6 +9,12 @@ use crate::fault::{FaultInjector, FaultPlan};
 use crate::http;
 use crate::profile::Profile;
 
+/// The most runtime worker threads (`--threads`). A sim serves loopback load from one host, so
+/// a few per core is already more than helps; `--threads 100000` spent over 15 s only spawning
+/// them before it served a request. A fixed bound, not one from the core count, so that a flag
+/// valid on one machine is valid on every one.
+pub(crate) const MAX_THREADS: usize = 1024;
+
 /// Command-line arguments of `canaryd sim` (flattened into the daemon's CLI).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -44,7 +50,7 @@ pub struct Args {
     /// Seed of the fault draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Runtime worker threads (1 = a current-thread runtime).
+    /// Runtime worker threads (1 = a current-thread runtime; at most 1024).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Prefix-cache block size in tokens.
@@ -157,8 +163,11 @@ impl TryFrom<Args> for Config {
         if !(0.0..=1.0).contains(&a.fault_rate) {
             return Err(flag("--fault-rate", "must be in [0, 1]"));
         }
-        if a.threads == 0 {
-            return Err(flag("--threads", "must be >= 1"));
+        if !(1..=MAX_THREADS).contains(&a.threads) {
+            return Err(flag(
+                "--threads",
+                &format!("must be from 1 to {MAX_THREADS}"),
+            ));
         }
         if a.block_size == 0 {
             return Err(flag("--block-size", "must be >= 1"));
@@ -285,6 +294,13 @@ mod tests {
         assert!(e(&["--fault-rate", "2"]).contains("--fault-rate"));
         assert!(e(&["--fault", "boom"]).contains("--fault"));
         assert!(e(&["--threads", "0"]).contains("--threads"));
+        // Before, any number went, and 100,000 spent 15 s spawning threads.
+        let many = e(&["--threads", "1025"]);
+        assert!(
+            many.contains("--threads") && many.contains("1024"),
+            "{many}"
+        );
+        assert_eq!(parse(&["--threads", "1024"]).unwrap().threads, 1024);
         assert!(e(&["--max-model-len", "0"]).contains("--max-model-len"));
         assert!(e(&["--engine-version", " "]).contains("--engine-version"));
         assert!(e(&["--profile", "/nonexistent/p.json"]).contains("/nonexistent/p.json"));

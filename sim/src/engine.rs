@@ -11,6 +11,12 @@
 //! instead of replayed as a burst, as a real GPU would not catch up either; it is counted
 //! (`canary_sim_engine_lag_dropped_seconds_total`), since the sim then served less than its
 //! profile says.
+//!
+//! One step is at most [`MAX_STEP_NS`] (100 s). A longer one (a profile of 100 s per prompt token
+//! meeting a long prompt) is cut to that; the time cut is counted too
+//! (`canary_sim_engine_step_clamped_seconds_total`) and charged to every sequence that ran in the
+//! step (its truth record's `engine_clamped_ns`), so that truth and [`Profile::capacity`] still
+//! reconcile: the profile's time is the truth's plus what was cut.
 
 mod scheduler;
 
@@ -31,7 +37,8 @@ const MAX_LAG_NS: u64 = 5_000_000;
 /// The longest one step may take (100 s): a profile's per-token time times a huge prompt
 /// would otherwise overflow the engine's clock, and a step of an hour (a posted profile of
 /// 100 s per prompt token) wedged the engine past what a profile change could undo.
-const MAX_STEP_NS: f64 = 1e11;
+/// A step's cost past this is cut and counted, not slept.
+pub(crate) const MAX_STEP_NS: f64 = 1e11;
 
 /// What the engine and a request's writer share.
 #[derive(Debug, Default)]
@@ -47,6 +54,8 @@ pub(crate) struct SeqState {
     pub cached_tokens: AtomicU32,
     /// Times the engine preempted it (optimistic KV admission only).
     pub preemptions: AtomicU32,
+    /// Step time cut from the steps it ran in, past [`MAX_STEP_NS`] each.
+    pub clamped_ns: AtomicU64,
     /// Set when the client is gone; the engine drops the sequence at its next step.
     pub aborted: AtomicBool,
     /// Set by the engine when the sequence has all its tokens.
@@ -106,6 +115,8 @@ pub(crate) struct Engine {
     profile: Arc<RwLock<Arc<Profile>>>,
     metrics: Arc<Metrics>,
     sched: Scheduler,
+    /// [`MAX_STEP_NS`]; shorter in tests, which cannot wait 100 s.
+    max_step_ns: f64,
 }
 
 impl Engine {
@@ -123,6 +134,7 @@ impl Engine {
             profile: profile.clone(),
             metrics: metrics.clone(),
             sched: Scheduler::new(block_size, cache_blocks, metrics, aborts.clone()),
+            max_step_ns: MAX_STEP_NS,
         };
         (
             engine,
@@ -157,7 +169,14 @@ impl Engine {
             if floor > vt {
                 self.metrics.lag_dropped_ns.fetch_add(floor - vt, Relaxed);
             }
-            vt = vt.max(floor).saturating_add(cost.min(MAX_STEP_NS) as u64);
+            if cost > self.max_step_ns {
+                let cut = (cost - self.max_step_ns) as u64;
+                self.metrics.step_clamped_ns.fetch_add(cut, Relaxed);
+                self.sched.charge_clamped(cut);
+            }
+            vt = vt
+                .max(floor)
+                .saturating_add(cost.min(self.max_step_ns) as u64);
             if vt > now + SLEEP_THRESHOLD_NS {
                 tokio::time::sleep(Duration::from_nanos(vt - now)).await;
             } else {
@@ -206,6 +225,31 @@ mod tests {
             "the aborted sequence was freed"
         );
         assert_eq!(metrics.kv_usage_ppb.load(Relaxed), 0);
+        task.abort();
+    }
+
+    // A step longer than the cap used to be cut with no trace: the reply came early and
+    // neither the metrics nor the truth said the profile was not served.
+    #[tokio::test]
+    async fn a_step_past_the_cap_is_cut_and_counted() {
+        let metrics = Arc::new(Metrics::new("m"));
+        let mut p = Profile::fast();
+        // A 1 s prefill step, against a cap of 20 ms.
+        p.prefill_overhead_us = 1e6;
+        let (mut e, h) = Engine::new(p, 4, 100, metrics.clone());
+        e.max_step_ns = 2e7;
+        let task = tokio::spawn(e.run());
+        let mut t = Tokenizer::new(4);
+        (0..5).for_each(|i| t.push_id(i));
+        let started = std::time::Instant::now();
+        let s = h.submit(t.finish(), 2);
+        while !s.state.finished.load(Acquire) {
+            s.state.notify.notified().await;
+        }
+        assert!(started.elapsed() < Duration::from_millis(900), "cut");
+        let cut = 1e9 as u64 - 2e7 as u64;
+        assert_eq!(s.state.clamped_ns.load(Relaxed), cut);
+        assert_eq!(metrics.step_clamped_ns.load(Relaxed), cut);
         task.abort();
     }
 }

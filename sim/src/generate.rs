@@ -203,6 +203,7 @@ fn engine_facts(rec: &mut TruthRecord, state: &SeqState) {
     rec.engine_last_token_ns = nonzero(state.last_token_ns.load(Relaxed));
     rec.cached_tokens = state.cached_tokens.load(Relaxed);
     rec.preemptions = state.preemptions.load(Relaxed);
+    rec.engine_clamped_ns = state.clamped_ns.load(Relaxed);
 }
 
 /// The server-side timings of a finished request. The reply's times are the times it was

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use crate::link::DelayLine;
 use crate::wire_arrival::ReadStamps;
 
+/// Largest request head, its closing blank line included.
 const MAX_HEAD: usize = 64 * 1024;
 /// A connection's input buffer to begin with.
 const BUF_CAPACITY: usize = 16 * 1024;
@@ -198,6 +199,11 @@ impl Conn {
             .map(|s| s.received() - self.buf.len() as u64);
         loop {
             if let Some(end) = find_head_end(&self.buf, scanned) {
+                // A head that came whole in one read is held to the same bound as one that
+                // came in pieces (which the check below refuses once past it).
+                if end + 4 > MAX_HEAD {
+                    return Err(ReadError::Status(431, "request head too large".into()));
+                }
                 let parsed = MonoTime::now();
                 let head = parse_head(&self.buf[..end])?;
                 self.buf.advance(end + 4);
@@ -309,6 +315,39 @@ impl Conn {
             std::future::pending::<()>().await;
         }
         matches!(self.fill().await, Ok(n) if n > 0)
+    }
+}
+
+impl Conn {
+    /// What can be made of a head [`Conn::read_head`] refused (not UTF-8, too large, cut
+    /// short, not complete in time), still in the buffer: its request line, if that reads,
+    /// and whichever of its complete header lines read, so that a refused generation request
+    /// can still have its truth record. `None` when even the request line does not read.
+    pub fn refused_head(&self) -> Option<RequestHead> {
+        let raw = &self.buf[..self.buf.len().min(MAX_HEAD)];
+        let raw = find_head_end(raw, 0).map_or(raw, |end| &raw[..end + 2]);
+        let mut lines = raw.split_inclusive(|&b| b == b'\n');
+        let line = std::str::from_utf8(lines.next()?)
+            .ok()?
+            .strip_suffix("\r\n")?;
+        let mut parts = line.split(' ');
+        let (method, target) = match (parts.next(), parts.next()) {
+            (Some(m), Some(t)) if !m.is_empty() && t.starts_with('/') => (m, t),
+            _ => return None,
+        };
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        let mut head = RequestHead {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            ..Default::default()
+        };
+        // Only whole lines: the last may be cut anywhere.
+        let headers = lines.filter_map(|l| std::str::from_utf8(l).ok()?.strip_suffix("\r\n"));
+        for (name, value) in headers.filter_map(|l| l.split_once(':')) {
+            let name = name.trim().to_ascii_lowercase();
+            head.headers.push((name, value.trim().to_owned()));
+        }
+        Some(head)
     }
 }
 

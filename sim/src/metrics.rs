@@ -109,6 +109,8 @@ pub(crate) struct Metrics {
     pub preemptions: AtomicU64,
     /// Time the engine fell behind its virtual clock by more than it catches up, and dropped.
     pub lag_dropped_ns: AtomicU64,
+    /// Step time past the engine's 100 s cap on one step, cut instead of slept.
+    pub step_clamped_ns: AtomicU64,
     finished_length: AtomicU64,
     finished_abort: AtomicU64,
     hist: Mutex<Histograms>,
@@ -127,6 +129,7 @@ impl Metrics {
             prefix_hits: AtomicU64::new(0),
             preemptions: AtomicU64::new(0),
             lag_dropped_ns: AtomicU64::new(0),
+            step_clamped_ns: AtomicU64::new(0),
             finished_length: AtomicU64::new(0),
             finished_abort: AtomicU64::new(0),
             hist: Mutex::new(Histograms {
@@ -239,6 +242,12 @@ impl Metrics {
             "counter",
             "Time the simulated engine fell more than 5 ms behind its virtual clock (busy host) and dropped instead of catching up.",
             format!("{:?}", self.lag_dropped_ns.load(Relaxed) as f64 / 1e9),
+        );
+        scalar(
+            "canary_sim_engine_step_clamped_seconds_total",
+            "counter",
+            "Time the profile gave engine steps past the 100 s cap on one step, cut instead of simulated.",
+            format!("{:?}", self.step_clamped_ns.load(Relaxed) as f64 / 1e9),
         );
         let name = "vllm:request_success_total";
         let _ = writeln!(
@@ -372,7 +381,7 @@ mod tests {
                 assert!(typed.iter().any(|t| name.starts_with(t.as_str())), "{line}");
             }
         }
-        assert_eq!(typed.len(), 17);
+        assert_eq!(typed.len(), 18);
         assert!(text.contains(
             "vllm:request_success_total{model_name=\"m\\\"x\",engine=\"0\",finished_reason=\"length\"} 1\n"
         ));

@@ -169,8 +169,15 @@ impl Profile {
         if self.kv_budget_tokens == 0 {
             return Err("kv_budget_tokens must be >= 1".into());
         }
-        if self.default_max_tokens == 0 {
-            return Err("default_max_tokens must be >= 1".into());
+        // Above the request limit, every request without max_tokens would be refused naming a
+        // value its client never sent.
+        let most = crate::generate::MAX_COMPLETION_TOKENS;
+        if !(1..=most).contains(&self.default_max_tokens) {
+            return Err(format!(
+                "default_max_tokens must be from 1 to {most} (the most tokens a request may ask \
+                 for), got {}",
+                self.default_max_tokens
+            ));
         }
         Ok(())
     }
@@ -320,6 +327,15 @@ mod tests {
             e.contains("decode_base_us") && e.contains("100000000"),
             "{e}"
         );
+        // Before, it loaded, and every request without max_tokens got a 400 naming it.
+        let long: ProfilePatch = serde_json::from_str(r#"{"default_max_tokens":1048577}"#).unwrap();
+        let e = long.apply(&Profile::fast()).unwrap_err();
+        assert!(
+            e.contains("default_max_tokens") && e.contains("1048576"),
+            "{e}"
+        );
+        let most: ProfilePatch = serde_json::from_str(r#"{"default_max_tokens":1048576}"#).unwrap();
+        assert!(most.apply(&Profile::fast()).is_ok());
         let most: ProfilePatch = serde_json::from_str(r#"{"prefill_us_per_token":1e8}"#).unwrap();
         assert!(most.apply(&Profile::fast()).is_ok());
         assert!(serde_json::from_str::<ProfilePatch>(r#"{"bogus":1}"#).is_err());
@@ -333,6 +349,12 @@ mod tests {
         let p = Profile::load(&path).unwrap();
         assert_eq!(p.decode_per_seq_us, 7.5);
         assert_eq!(p.decode_base_us, Profile::illustrative().decode_base_us);
+        std::fs::write(&path, r#"{"default_max_tokens": 2000000}"#).unwrap();
+        let err = Profile::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("p.json") && err.contains("default_max_tokens"),
+            "{err}"
+        );
         std::fs::write(&path, "{").unwrap();
         let err = Profile::load(&path).unwrap_err().to_string();
         assert!(err.contains("p.json"), "{err}");

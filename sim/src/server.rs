@@ -166,36 +166,32 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
         } = match conn.read_head().await {
             Ok(Some(x)) => x,
             Ok(None) => return,
-            Err(e) => return bad_input(&mut conn, e, None).await,
+            Err(e) => {
+                // A generation request whose head was refused still gets its record, when its
+                // request line reads and, with a key, the key is there.
+                let rec = conn
+                    .refused_head()
+                    .filter(|h| generation(h).is_some() && authorized(&shared, h))
+                    .map(|h| new_record(&shared, &h, MonoTime::now(), None));
+                return bad_input(&shared, &mut conn, e, None, rec).await;
+            }
         };
-        let seq = shared.seq.fetch_add(1, Relaxed) + 1;
-        let mut rec = TruthRecord {
-            seq,
-            method: head.method.clone(),
-            path: head.path.clone(),
-            request_id: head.header("x-request-id").map(str::to_owned),
-            traceparent: head.header("traceparent").map(str::to_owned),
-            arrival_ns: arrival.as_nanos(),
-            arrival_kernel_ns: first_byte_realtime_ns
-                .and_then(|rt| shared.kernel_clock.to_mono(rt, arrival)),
-            ..Default::default()
-        };
+        let mut rec = new_record(&shared, &head, arrival, first_byte_realtime_ns);
         // Before the body: a client without the key must not make the sim buffer one.
         if !authorized(&shared, &head) {
             return unauthorized(&mut conn, &head).await;
         }
-        let generation = match (head.method.as_str(), head.path.as_str()) {
-            ("POST", "/v1/chat/completions") => Some(Api::Chat),
-            ("POST", "/v1/completions") => Some(Api::Completions),
-            _ => None,
-        };
+        let generation = generation(&head);
         let max_body = match generation {
             Some(_) => http::MAX_BODY,
             None => http::MAX_OTHER_BODY,
         };
         let body = match conn.read_body(&head, max_body).await {
             Ok(b) => b,
-            Err(e) => return bad_input(&mut conn, e, Some(&head)).await,
+            Err(e) => {
+                let rec = generation.is_some().then_some(rec);
+                return bad_input(&shared, &mut conn, e, Some(&head), rec).await;
+            }
         };
         rec.body_received_ns = MonoTime::now().as_nanos();
         let next = match generation {
@@ -219,6 +215,36 @@ async fn serve_conn(shared: Arc<Shared>, stream: TcpStream) {
             }
             Next::Reset => return,
         }
+    }
+}
+
+/// The generation API `head` asks for, if any.
+fn generation(head: &RequestHead) -> Option<Api> {
+    match (head.method.as_str(), head.path.as_str()) {
+        ("POST", "/v1/chat/completions") => Some(Api::Chat),
+        ("POST", "/v1/completions") => Some(Api::Completions),
+        _ => None,
+    }
+}
+
+/// The truth record of a request whose head was read at `arrival` (or refused then), with its
+/// sequence number.
+fn new_record(
+    shared: &Shared,
+    head: &RequestHead,
+    arrival: MonoTime,
+    first_byte_realtime_ns: Option<u64>,
+) -> TruthRecord {
+    TruthRecord {
+        seq: shared.seq.fetch_add(1, Relaxed) + 1,
+        method: head.method.clone(),
+        path: head.path.clone(),
+        request_id: head.header("x-request-id").map(str::to_owned),
+        traceparent: head.header("traceparent").map(str::to_owned),
+        arrival_ns: arrival.as_nanos(),
+        arrival_kernel_ns: first_byte_realtime_ns
+            .and_then(|rt| shared.kernel_clock.to_mono(rt, arrival)),
+        ..Default::default()
     }
 }
 
@@ -253,29 +279,52 @@ async fn unauthorized(conn: &mut Conn, head: &RequestHead) {
 
 /// Answers a request that could not be read, then closes, reading and dropping for a while
 /// what the client still sends (its body, or the rest of a head too large): the client then
-/// reads the answer rather than a reset (see [`Conn::discard_body`]).
-async fn bad_input(conn: &mut Conn, e: ReadError, head: Option<&RequestHead>) {
+/// reads the answer rather than a reset (see [`Conn::discard_body`]). `rec`, a generation
+/// request's record, gets the answer (or the client's leaving) and goes to the truth.
+async fn bad_input(
+    shared: &Shared,
+    conn: &mut Conn,
+    e: ReadError,
+    head: Option<&RequestHead>,
+    rec: Option<TruthRecord>,
+) {
     // A client that timed out sends nothing more to wait for.
     let linger = !matches!(e, ReadError::Timeout(_));
+    let gone = |mut rec: TruthRecord, why: String| {
+        let now = MonoTime::now().as_nanos();
+        rec.error = Some(why);
+        rec.end_ns = now;
+        rec.disconnected = true;
+        rec.disconnect_ns = Some(now);
+        shared.truth.push(rec);
+    };
     let (status, msg) = match e {
-        ReadError::Io(_) | ReadError::Truncated => return,
+        ReadError::Io(_) | ReadError::Truncated => {
+            if let Some(rec) = rec {
+                gone(rec, e.to_string());
+            }
+            return;
+        }
         ReadError::Bad(m) => (400, m),
         ReadError::Status(s, m) => (s, m),
         ReadError::Timeout(_) => (408, e.to_string()),
     };
     let body = chunk::error_body(status, &msg);
-    if respond(
-        conn,
-        status,
-        "application/json",
-        body.as_bytes(),
-        false,
-        &[],
-    )
-    .await
-    .is_err()
-    {
-        return;
+    let json = "application/json";
+    let written = respond(conn, status, json, body.as_bytes(), false, &[]).await;
+    match (written, rec) {
+        (Err(e), Some(rec)) => {
+            return gone(rec, format!("{msg}; the answer was not written: {e}"));
+        }
+        (Err(_), None) => return,
+        (Ok(t), Some(mut rec)) => {
+            rec.status = status;
+            rec.error = Some(msg);
+            rec.first_byte_ns = Some(t);
+            rec.end_ns = t;
+            shared.truth.push(rec);
+        }
+        (Ok(_), None) => {}
     }
     let _ = conn.stream.shutdown().await;
     match head {

@@ -108,6 +108,11 @@ pub struct TruthRecord {
     /// Times the engine preempted this request (optimistic KV admission only).
     #[serde(default)]
     pub preemptions: u32,
+    /// Step time the profile gave this request's engine steps past the cap of 100 s on one
+    /// step, cut instead of simulated (summed over the steps it ran in; 0 almost always). The
+    /// profile's time is the engine times above plus this.
+    #[serde(default)]
+    pub engine_clamped_ns: u64,
     /// The client closed the connection (or it failed) before the response was complete; the
     /// engine aborted the sequence, freeing its batch slot and KV.
     #[serde(default)]

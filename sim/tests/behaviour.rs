@@ -455,6 +455,8 @@ async fn profile_switching() {
         r#"{"decode_base_us":-5}"#,
         // 116 days a step: the engine would sleep past any later profile.
         r#"{"decode_base_us":1e13}"#,
+        // Over the request limit: every request without max_tokens would get a 400.
+        r#"{"default_max_tokens":1048577}"#,
         r#"{"bogus":1}"#,
         "nope",
     ] {

@@ -188,3 +188,28 @@ async fn a_client_that_stops_reading_is_let_go() {
     assert!(t.completion_tokens > 0 && t.completion_tokens < 1 << 20);
     drop(stream);
 }
+
+#[tokio::test]
+async fn a_head_over_64_kib_is_refused_however_it_arrives() {
+    let sim = sim().await;
+    // Before, the bound was checked only while the head's end was still to come: a 66 KB
+    // head that came in one read was served.
+    for big in [66_000, 70_000, 130_000] {
+        let mut c = Client::connect(sim.addr).await;
+        let head = format!(
+            "GET /health HTTP/1.1\r\nhost: sim\r\nx-big: {}\r\n\r\n",
+            "x".repeat(big)
+        );
+        c.write_raw(head.as_bytes()).await;
+        let r = c.next_response().await;
+        assert_eq!(r.status, 431, "{big}: {}", r.text());
+    }
+    // Just under the bound is served.
+    let mut c = Client::connect(sim.addr).await;
+    let line = "GET /health HTTP/1.1\r\nhost: sim\r\nx-big: ";
+    let fill = 64 * 1024 - line.len() - 4;
+    let head = format!("{line}{}\r\n\r\n", "x".repeat(fill));
+    assert_eq!(head.len(), 64 * 1024);
+    c.write_raw(head.as_bytes()).await;
+    assert_eq!(c.next_response().await.status, 200);
+}

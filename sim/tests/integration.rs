@@ -12,6 +12,7 @@ mod identity;
 mod kv_pressure;
 mod net_delay;
 mod phases;
+mod refused;
 mod wire;
 
 use canary_sim::{Config, Profile, SimHandle};

@@ -224,6 +224,13 @@ impl Scheduler {
         self.reserved -= reserved;
     }
 
+    /// Charges `ns` of step time cut by the engine's cap to every running sequence.
+    pub fn charge_clamped(&self, ns: u64) {
+        for s in &self.running {
+            s.state.clamped_ns.fetch_add(ns, Relaxed);
+        }
+    }
+
     /// Publishes the gauges; `budget` scales the KV usage.
     pub fn publish(&self, budget: u64) {
         let m = &self.metrics;
