@@ -476,6 +476,103 @@ fn error_bad_json() {
     assert!(std::error::Error::source(&err).is_some());
 }
 
+// serde's derive reads a JSON array into a struct by position: a row written as
+// `[0, 7319, 490, [0, 14, …]]` loaded as timestamp, input and output, and a Bailian row's
+// values in a different order would have loaded into the wrong fields.
+#[test]
+fn error_a_row_that_is_not_an_object() {
+    // The real arXiv Mooncake rows, the second one's values written as an array.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 3, |n, l| {
+        if n != 2 {
+            return l.to_string();
+        }
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let keys = ["timestamp", "input_length", "output_length", "hash_ids"];
+        serde_json::Value::Array(keys.iter().map(|k| v[k].clone()).collect()).to_string()
+    });
+    assert!(text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .starts_with("[0,7319,490,[0,14,"));
+    parse_err(
+        "arr.jsonl",
+        &text,
+        TraceErrorKind::NotAnObject,
+        &["arr.jsonl:2: expected a JSON object, found an array"],
+    );
+    // The same row wrapped in an array, a number, a string: all refused; with skip_invalid
+    // counted and the two real rows kept.
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    for (i, found) in ["an array", "7", "string"].into_iter().enumerate() {
+        let text = edited(
+            trace_file!("mooncake_arxiv_first20.jsonl"),
+            3,
+            |n, l| match (n, i) {
+                (2, 0) => format!("[{l}]"),
+                (2, 1) => "7".into(),
+                (2, _) => serde_json::Value::String(l.into()).to_string(),
+                _ => l.to_string(),
+            },
+        );
+        let t = parse_with("arr.jsonl", &text, &opts).unwrap();
+        assert_eq!(
+            t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [1, 3],
+            "{found}"
+        );
+        assert_eq!(
+            t.report.invalid_by_kind.get(&TraceErrorKind::NotAnObject),
+            Some(&1)
+        );
+        assert!(
+            t.report.warnings[0].contains(&format!(
+                "arr.jsonl:2: expected a JSON object, found {found}"
+            )),
+            "{:?}",
+            t.report.warnings
+        );
+    }
+    // The documented Bailian row, then its values as an array.
+    let real = std::fs::read_to_string(trace_file!("bailian_documented_row.jsonl")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(real.trim()).unwrap();
+    let values: Vec<_> = v.as_object().unwrap().values().cloned().collect();
+    let text = format!("{}\n{}\n", real.trim(), serde_json::Value::Array(values));
+    parse_err(
+        "barr.jsonl",
+        &text,
+        TraceErrorKind::NotAnObject,
+        &["barr.jsonl:2: expected a JSON object, found an array"],
+    );
+}
+
+// A syntax error after a row's closing brace was blamed on its last field:
+// `trail.jsonl:2: field "hash_ids": malformed JSON: trailing characters`.
+#[test]
+fn error_after_the_object_names_no_field() {
+    // The real arXiv Mooncake rows, a second object appended to the second one.
+    let text = edited(
+        trace_file!("mooncake_arxiv_first20.jsonl"),
+        3,
+        |n, l| match n {
+            2 => format!(r#"{l}{{"a":1}}"#),
+            _ => l.to_string(),
+        },
+    );
+    let err = parse_err(
+        "trail.jsonl",
+        &text,
+        TraceErrorKind::Json,
+        &["trail.jsonl:2: malformed JSON after the object"],
+    );
+    assert!(!err.to_string().contains("field"), "{err}");
+    let chain = format!("{:#}", anyhow::Error::new(err));
+    assert!(chain.contains("trailing characters"), "{chain}");
+}
+
 #[test]
 fn error_missing_field() {
     parse_err(

@@ -69,7 +69,12 @@ pub enum TraceError {
         found: String,
     },
     /// A JSONL row is not valid JSON (or not an object).
-    #[error("{}:{line}: {}malformed JSON", path.display(), in_field(field))]
+    #[error(
+        "{}:{line}: {}malformed JSON{}",
+        path.display(),
+        in_field(field),
+        if *after_object { " after the object" } else { "" }
+    )]
     Json {
         /// The trace file.
         path: PathBuf,
@@ -78,9 +83,23 @@ pub enum TraceError {
         /// The top-level field whose value the error is in, when it is in one (a number out
         /// of range, a truncated array).
         field: Option<String>,
+        /// The error comes after the row's object closed (`{…} {…}`, `{…} x`): it is in no
+        /// field.
+        after_object: bool,
         /// The parser's error (its column is relative to the line).
         #[source]
         source: serde_json::Error,
+    },
+    /// A JSONL row is valid JSON but not an object: an array of values would be read by
+    /// position, each value into whichever field its place happens to match.
+    #[error("{}:{line}: expected a JSON object, found {found}", path.display())]
+    NotAnObject {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// What the line holds instead (`an array`, a number, a string).
+        found: String,
     },
     /// A CSV record could not be read (unbalanced quotes, wrong number of fields, bad UTF-8).
     #[error("{}:{line}: malformed CSV record", path.display())]
@@ -235,6 +254,7 @@ pub enum TraceErrorKind {
     Empty,
     UnknownFormat,
     Json,
+    NotAnObject,
     Csv,
     MissingField,
     WrongType,
@@ -257,6 +277,7 @@ impl TraceError {
             Self::Empty { .. } => TraceErrorKind::Empty,
             Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
             Self::Json { .. } => TraceErrorKind::Json,
+            Self::NotAnObject { .. } => TraceErrorKind::NotAnObject,
             Self::Csv { .. } => TraceErrorKind::Csv,
             Self::MissingField { .. } => TraceErrorKind::MissingField,
             Self::WrongType { .. } => TraceErrorKind::WrongType,
@@ -278,6 +299,7 @@ impl TraceError {
             | Self::LineTooLong { line, .. }
             | Self::Stopped { line, .. }
             | Self::Json { line, .. }
+            | Self::NotAnObject { line, .. }
             | Self::Csv { line, .. }
             | Self::MissingField { line, .. }
             | Self::WrongType { line, .. }

@@ -262,12 +262,41 @@ impl Row<'_> {
         Ok(n)
     }
 
+    /// A JSONL row read into `T`, which must be an object: serde's derive would also read
+    /// an array, by position (`[3000, 7322, 490]` as timestamp, input and output).
+    pub fn object<'a, T: Deserialize<'a>>(&self, text: &'a [u8]) -> Result<T, TraceError> {
+        if text.first() == Some(&b'{') {
+            return serde_json::from_slice(text).map_err(|source| self.json(text, source));
+        }
+        // Valid JSON of another kind is named as such; anything else is a syntax error.
+        match serde_json::from_slice::<Scalar<'_>>(text) {
+            Ok(found) => Err(TraceError::NotAnObject {
+                path: self.path.into(),
+                line: self.line,
+                found: shown(found),
+            }),
+            // `null` is valid JSON that `Scalar` does not take.
+            Err(_) if text == b"null" => Err(TraceError::NotAnObject {
+                path: self.path.into(),
+                line: self.line,
+                found: "null".into(),
+            }),
+            Err(source) => Err(self.json(text, source)),
+        }
+    }
+
     /// A JSON row that did not parse, naming the field the error is in when there is one.
     pub fn json(&self, text: &[u8], source: serde_json::Error) -> TraceError {
+        let (field, after_object) = match place(text, source.column().saturating_sub(1)) {
+            Place::Field(key) => (Some(key), false),
+            Place::AfterObject => (None, true),
+            Place::Nowhere => (None, false),
+        };
         TraceError::Json {
             path: self.path.into(),
             line: self.line,
-            field: key_at(text, source.column().saturating_sub(1)),
+            field,
+            after_object,
             source,
         }
     }
@@ -333,10 +362,21 @@ impl Row<'_> {
     }
 }
 
-/// The top-level key of a one-line JSON object whose value holds byte `at`: where a syntax
-/// error is (`"input_length": 1e400`, a truncated `hash_ids` array). `None` before the first
-/// key, or when `at` is inside a key.
-fn key_at(line: &[u8], at: usize) -> Option<String> {
+/// Where in a one-line JSON object byte `at` is.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// In the value of this top-level key.
+    Field(String),
+    /// After the object closed (`{…} {…}`): in no field.
+    AfterObject,
+    /// Before the first key, inside a key, or not in an object.
+    Nowhere,
+}
+
+/// Where a syntax error at byte `at` of a one-line JSON object is: in the value of a
+/// top-level key (`"input_length": 1e400`, a truncated `hash_ids` array), after the object,
+/// or nowhere to name.
+fn place(line: &[u8], at: usize) -> Place {
     let end = at.min(line.len());
     let (mut depth, mut want_key, mut key) = (0usize, false, None);
     let mut i = 0;
@@ -349,7 +389,7 @@ fn key_at(line: &[u8], at: usize) -> Option<String> {
                     j += if line[j] == b'\\' { 2 } else { 1 };
                 }
                 if j >= end {
-                    return None; // the error is in this string
+                    return Place::Nowhere; // the error is in this string
                 }
                 if depth == 1 && want_key {
                     key = Some(String::from_utf8_lossy(&line[start..j]).into_owned());
@@ -362,13 +402,18 @@ fn key_at(line: &[u8], at: usize) -> Option<String> {
                 depth += 1;
                 want_key = depth == 1;
             }
+            b'}' if depth == 1 => {
+                // The row's object closed: whatever follows is in none of its fields (the
+                // last key read would otherwise be blamed for `{…} {"a":1}`).
+                return Place::AfterObject;
+            }
             b'}' | b']' => depth = depth.saturating_sub(1),
             b',' if depth == 1 => want_key = true,
             _ => {}
         }
         i += 1;
     }
-    key
+    key.map_or(Place::Nowhere, Place::Field)
 }
 
 #[cfg(test)]
@@ -466,9 +511,9 @@ mod tests {
     fn syntax_errors_name_the_field_they_are_in() {
         let at = |line: &str| {
             let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
-            key_at(line.as_bytes(), e.column().saturating_sub(1))
+            place(line.as_bytes(), e.column().saturating_sub(1))
         };
-        let field = |s: &str| Some(s.to_string());
+        let field = |s: &str| Place::Field(s.to_string());
         assert_eq!(
             at(r#"{"a": 1, "input_length": 1e400}"#),
             field("input_length")
@@ -476,8 +521,23 @@ mod tests {
         assert_eq!(at(r#"{"a": 1, "hash_ids": [1, 2"#), field("hash_ids"));
         assert_eq!(at(r#"{"a\"b": {"x": tru}}"#), field("a\\\"b"));
         assert_eq!(at(r#"{"a": "x", "b": [1, {"c": -}]}"#), field("b"));
-        assert_eq!(at(r#"{"a": 1, "b"#), None);
-        assert_eq!(at("not json"), None);
+        assert_eq!(at(r#"{"a": 1, "b"#), Place::Nowhere);
+        assert_eq!(at("not json"), Place::Nowhere);
+    }
+
+    // Trailing characters after the row's object were blamed on its last field: `{…,
+    // "hash_ids": [1]} {"a":1}` read as `field "hash_ids": malformed JSON`.
+    #[test]
+    fn syntax_errors_after_the_object_are_in_no_field() {
+        let at = |line: &str| {
+            let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
+            place(line.as_bytes(), e.column().saturating_sub(1))
+        };
+        assert_eq!(at(r#"{"a": 1, "b": [1]} {"a":1}"#), Place::AfterObject);
+        assert_eq!(at(r#"{"a": {"x": 1}}x"#), Place::AfterObject);
+        assert_eq!(at(r#"{"a": "}"} ]"#), Place::AfterObject);
+        // A nested object closing is not the row's.
+        assert_eq!(at(r#"{"a": {"x": 1}, "b": x}"#), Place::Field("b".into()));
     }
 
     #[test]

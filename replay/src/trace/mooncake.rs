@@ -88,8 +88,8 @@ pub(super) fn parse<R: BufRead>(
             path: rows.path,
             line,
         };
-        let result = serde_json::from_slice::<RawRow<'_>>(text)
-            .map_err(|source| row.json(text, source))
+        let result = row
+            .object::<RawRow<'_>>(text)
             .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit));
         match result {
             Ok(req) => rows.push(req)?,
