@@ -812,6 +812,110 @@ fn burstgpt_rows_with_the_wrong_number_of_columns() {
     assert!(t.report.warnings[1].contains("n.csv:4:"), "{:?}", t.report);
 }
 
+// The csv crate counted a CRLF file's lines as one fewer (BurntSushi/rust-csv#395) and skipped
+// blank lines without counting them (#208): records said lines 1, 2, 3 for rows on lines 2, 3,
+// 4, errors named the line before the bad one, and `--shard` (keyed by line) split a CRLF copy
+// of a file differently.
+#[test]
+fn burstgpt_lines_are_the_files_own_whatever_the_line_endings() {
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let crlf = real.replace('\n', "\r\n");
+    // A blank line (and a CRLF one) before the last row.
+    let blank = real.replacen("118,", "\n118,", 1);
+    let blank_crlf = crlf.replacen("118,", "\r\n\r\n118,", 1);
+    let lines = |text: &str| -> Vec<(u32, u32)> {
+        let t = parse("b.csv", text);
+        t.requests
+            .iter()
+            .map(|r| (r.line, r.input_tokens))
+            .collect()
+    };
+    assert_eq!(lines(&real), [(2, 472), (3, 1087), (4, 417)]);
+    assert_eq!(lines(&crlf), [(2, 472), (3, 1087), (4, 417)]);
+    assert_eq!(lines(&blank), [(2, 472), (3, 1087), (5, 417)]);
+    assert_eq!(lines(&blank_crlf), [(2, 472), (3, 1087), (6, 417)]);
+    // The same file's shards are the same whatever its line endings.
+    let owners = |text: &str| -> Vec<Vec<u32>> {
+        let t = parse("b.csv", text);
+        (0..2)
+            .map(|index| {
+                let shard = Shard { index, count: 2 };
+                t.requests
+                    .iter()
+                    .filter(|r| shard.owns(r))
+                    .map(|r| r.line)
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(owners(&crlf), owners(&real));
+
+    // Errors name the bad row's own line: `Request tokens` spoiled on line 3 ...
+    let bad3 = |text: &str| text.replacen(",1087,", ",x1087,", 1);
+    for text in [bad3(&real), bad3(&crlf)] {
+        parse_err(
+            "b.csv",
+            &text,
+            TraceErrorKind::WrongType,
+            &[r#"b.csv:3: field "Request tokens""#],
+        );
+    }
+    // ... and on line 4 (after a blank line) or 5 (after two).
+    let bad4 = |text: &str| text.replacen(",417,", ",x417,", 1);
+    let blank_before_3 = real.replacen("45,", "\n45,", 1);
+    for (text, line) in [
+        (bad4(&blank), 5),
+        (bad3(&blank_before_3), 4),
+        (bad4(&blank_crlf), 6),
+    ] {
+        parse_err(
+            "b.csv",
+            &text,
+            TraceErrorKind::WrongType,
+            &[&format!(r#"b.csv:{line}: field "#)],
+        );
+    }
+}
+
+// A row whose quoted field lacks its closing quote ran on into the next lines: the csv crate read
+// every row up to the next quote as one field, so the rows were merged, half of them loaded,
+// and none was counted invalid.
+#[test]
+fn burstgpt_an_unbalanced_quote_is_refused_on_its_own_line() {
+    // The real README rows, `Log Type` quoted, the quote left open on line 3; then the same
+    // file with every row's quote left open.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let open = real.replacen("1317,Conversation log", "1317,\"Conversation log", 1);
+    parse_err(
+        "q.csv",
+        &open,
+        TraceErrorKind::Csv,
+        &[
+            r#"q.csv:3: field "Log Type": malformed CSV record: a quoted field runs past the end of the line (an unbalanced `"`?)"#,
+        ],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("q.csv", &open, &opts).unwrap();
+    assert_eq!(
+        t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [2, 4]
+    );
+    assert_eq!((t.report.rows, t.report.invalid_skipped), (3, 1));
+    let all_open = edited(trace_file!("burstgpt_readme_rows.csv"), 4, |n, l| match n {
+        1 => l.to_string(),
+        _ => l.replace(",Conversation log", ",\"Conversation log"),
+    });
+    let err = parse_with("q.csv", &all_open, &opts).unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::Empty, "{err}");
+    assert!(err.to_string().contains("(3 rows read)"), "{err}");
+    // A quote closed on its line is read as ever, `""` inside it too.
+    let closed = real.replacen("Conversation log", "\"Conversation \"\"log\"\"\"", 1);
+    assert_eq!(parse("q.csv", &closed).requests.len(), 3);
+}
+
 /// The first `n` lines of a real trace file, each passed through `edit(line number, line)`.
 fn edited(path: &str, n: usize, edit: impl Fn(usize, &str) -> String) -> String {
     let real = std::fs::read_to_string(path).unwrap();

@@ -2,7 +2,7 @@
 //!
 //! Every row-level variant names the file, the 1-based line and (where one applies) the field,
 //! in the shape `file:line: field "name": expected …, found …`, so that a user can open the
-//! file at the right place. Causes from `std::io`, `serde_json` and `csv` are kept as
+//! file at the right place. Causes from `std::io` and `serde_json` are kept as
 //! `#[source]` and are not repeated in the message: print the chain (`{:#}` with anyhow).
 
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
-    /// A line (or CSV record) is longer than the limit: not a trace, or a row far beyond any
+    /// A line is longer than the limit: not a trace, or a row far beyond any
     /// real one. Not skippable: the rest of the line would have to be read to skip it, and a
     /// file without line breaks never ends.
     #[error(
@@ -101,16 +101,18 @@ pub enum TraceError {
         /// What the line holds instead (`an array`, a number, a string).
         found: String,
     },
-    /// A CSV record could not be read (unbalanced quotes, wrong number of fields, bad UTF-8).
-    #[error("{}:{line}: malformed CSV record", path.display())]
+    /// A CSV line is not one record of the header's fields (a quoted field that runs past
+    /// the end of the line, the wrong number of fields).
+    #[error("{}:{line}: {}malformed CSV record: {reason}", path.display(), in_field(field))]
     Csv {
         /// The trace file.
         path: PathBuf,
         /// The offending line.
         line: u64,
-        /// The CSV reader's error.
-        #[source]
-        source: csv::Error,
+        /// The column the error is in (its header name), when it is in one.
+        field: Option<String>,
+        /// What is wrong.
+        reason: String,
     },
     /// A required field is absent (or `null`).
     #[error("{}:{line}: missing required field \"{field}\"", path.display())]
