@@ -1114,6 +1114,69 @@ fn select_window_orphans_and_limit() {
 
 // A shard that owns none of a window holding requests keeps its empty part (its run is
 // written for `canaryd merge`); a window holding nothing is an error for every shard alike.
+// A turn timed by its `delay` (no `timestamp`) is stored with its previous turn's timestamp, and
+// the window tested that: `--end-offset 60s --speedup 10` replayed for 66 s, sending turns at
+// trace time ~642 s. The window now takes each turn at its earliest send, as analyze-trace does.
+#[test]
+fn the_window_bounds_turns_timed_by_their_delay() {
+    // The real conversation slice made into sessions (by each row's second block id, the
+    // prefix after the shared system prompt), every later turn timed by its delay after the
+    // turn before it instead of its timestamp: its earliest send is then its real timestamp.
+    let real =
+        std::fs::read_to_string(trace_file!("mooncake_conversation_first2000.jsonl")).unwrap();
+    let mut last_ms: std::collections::HashMap<String, u64> = Default::default();
+    let (mut text, mut timestamps_ms) = (String::new(), Vec::new());
+    for l in real.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let ts = v["timestamp"].as_u64().unwrap();
+        timestamps_ms.push(ts);
+        if let Some(id) = v["hash_ids"].get(1).map(|id| format!("s{id}")) {
+            let row = v.as_object_mut().unwrap();
+            if let Some(prev) = last_ms.insert(id.clone(), ts) {
+                row.remove("timestamp");
+                row.insert("delay".into(), (ts - prev).into());
+            }
+            row.insert("session_id".into(), id.into());
+        }
+        text.push_str(&format!("{v}\n"));
+    }
+    let t = parse("sessdelay.jsonl", &text);
+    assert!(trace::analyze(&t).delay_turns > 500);
+    let first_ms = timestamps_ms[0];
+    for (start, end) in [(0, 60), (30, 90), (0, 600)] {
+        let sel = Selection {
+            start_offset: Some(Duration::from_secs(start)),
+            end_offset: Some(Duration::from_secs(end)),
+            ..Default::default()
+        };
+        let (part, report) = t.clone().select(&sel).unwrap();
+        let window = (first_ms + start * 1000)..(first_ms + end * 1000);
+        let mut got: Vec<u32> = part.requests.iter().map(|r| r.line).collect();
+        got.sort_unstable();
+        // Every row sent in the window, and no other: with a start, turns whose session
+        // began before it are dropped as orphans.
+        let sent_in: Vec<u32> = (1..=timestamps_ms.len() as u32)
+            .filter(|&line| window.contains(&timestamps_ms[line as usize - 1]))
+            .collect();
+        assert!(got.iter().all(|l| sent_in.contains(l)), "{start}..{end} s");
+        if start == 0 {
+            assert_eq!(got, sent_in, "0..{end} s");
+        }
+        assert_eq!(
+            report.dropped_outside_window,
+            2000 - sent_in.len() as u64,
+            "{start}..{end} s: {report:?}"
+        );
+        // The schedule (what check-config estimates) ends inside the window.
+        let s = canary_replay::Schedule::new(part.requests, 10.0);
+        assert!(
+            s.min_duration() < Duration::from_secs(end - start) / 10,
+            "{start}..{end} s: {:?}",
+            s.min_duration()
+        );
+    }
+}
+
 #[test]
 fn a_shard_owning_none_of_the_window_selects_an_empty_part() {
     let t = load(trace_file!("burstgpt_readme_rows.csv"));
