@@ -606,6 +606,65 @@ fn error_wrong_type() {
     );
 }
 
+// Values were quoted as Rust prints the float serde read: a hash id `0.0` as "element 0 = 0"
+// (which reads as a valid id), 2^64 as 18446744073709552000 (another number).
+#[test]
+fn errors_quote_values_as_the_row_writes_them() {
+    let arxiv = |edit: fn(&str) -> String| {
+        edited(
+            trace_file!("mooncake_arxiv_first20.jsonl"),
+            3,
+            |n, l| match n {
+                2 => edit(l),
+                _ => l.to_string(),
+            },
+        )
+    };
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen("[0, 14,", "[0.0, 14,", 1)),
+        TraceErrorKind::WrongType,
+        &[
+            r#"h.jsonl:2: field "hash_ids": expected an array of non-negative integers, found element 0 = 0.0"#,
+        ],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen(", 14,", ", 18446744073709551616,", 1)),
+        TraceErrorKind::WrongType,
+        &["found element 1 = 18446744073709551616"],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| {
+            l.replacen(
+                r#""timestamp": 0"#,
+                r#""timestamp": 18446744073709551616"#,
+                1,
+            )
+        }),
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"h.jsonl:2: field "timestamp""#,
+            "found 18446744073709551616",
+        ],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen("7319", "7319.50", 1)),
+        TraceErrorKind::WrongType,
+        &[r#"h.jsonl:2: field "input_length": expected a positive integer, found 7319.50"#],
+    );
+    // A BurstGPT cell too: the real rows, one `Request tokens` written with decimals.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    parse_err(
+        "h.csv",
+        &real.replacen(",1087,", ",1087.50,", 1),
+        TraceErrorKind::WrongType,
+        &[r#"h.csv:3: field "Request tokens": expected a positive integer, found 1087.50"#],
+    );
+}
+
 #[test]
 fn error_invalid_lengths() {
     parse_err(

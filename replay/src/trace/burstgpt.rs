@@ -244,7 +244,7 @@ fn cell<'r>(
     } else if let Ok(n) = text.parse::<i64>() {
         Scalar::Int(n)
     } else if let Ok(x) = text.parse::<f64>() {
-        Scalar::Float(x)
+        Scalar::Float(x, text)
     } else {
         Scalar::Str(text.into())
     })
