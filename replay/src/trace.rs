@@ -402,7 +402,7 @@ fn parse_guarded<R: Read>(
     match format {
         TraceFormat::Mooncake => mooncake::parse(&mut lines, &mut rows)?,
         TraceFormat::Bailian => bailian::parse(&mut lines, &mut rows)?,
-        TraceFormat::BurstGpt => burstgpt::parse(lines, &mut rows)?,
+        TraceFormat::BurstGpt => burstgpt::parse(&mut lines, &mut rows)?,
     }
     rows.finish(format)
 }

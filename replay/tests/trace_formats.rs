@@ -476,6 +476,103 @@ fn error_bad_json() {
     assert!(std::error::Error::source(&err).is_some());
 }
 
+// serde's derive reads a JSON array into a struct by position: a row written as
+// `[0, 7319, 490, [0, 14, …]]` loaded as timestamp, input and output, and a Bailian row's
+// values in a different order would have loaded into the wrong fields.
+#[test]
+fn error_a_row_that_is_not_an_object() {
+    // The real arXiv Mooncake rows, the second one's values written as an array.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 3, |n, l| {
+        if n != 2 {
+            return l.to_string();
+        }
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let keys = ["timestamp", "input_length", "output_length", "hash_ids"];
+        serde_json::Value::Array(keys.iter().map(|k| v[k].clone()).collect()).to_string()
+    });
+    assert!(text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .starts_with("[0,7319,490,[0,14,"));
+    parse_err(
+        "arr.jsonl",
+        &text,
+        TraceErrorKind::NotAnObject,
+        &["arr.jsonl:2: expected a JSON object, found an array"],
+    );
+    // The same row wrapped in an array, a number, a string: all refused; with skip_invalid
+    // counted and the two real rows kept.
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    for (i, found) in ["an array", "7", "string"].into_iter().enumerate() {
+        let text = edited(
+            trace_file!("mooncake_arxiv_first20.jsonl"),
+            3,
+            |n, l| match (n, i) {
+                (2, 0) => format!("[{l}]"),
+                (2, 1) => "7".into(),
+                (2, _) => serde_json::Value::String(l.into()).to_string(),
+                _ => l.to_string(),
+            },
+        );
+        let t = parse_with("arr.jsonl", &text, &opts).unwrap();
+        assert_eq!(
+            t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [1, 3],
+            "{found}"
+        );
+        assert_eq!(
+            t.report.invalid_by_kind.get(&TraceErrorKind::NotAnObject),
+            Some(&1)
+        );
+        assert!(
+            t.report.warnings[0].contains(&format!(
+                "arr.jsonl:2: expected a JSON object, found {found}"
+            )),
+            "{:?}",
+            t.report.warnings
+        );
+    }
+    // The documented Bailian row, then its values as an array.
+    let real = std::fs::read_to_string(trace_file!("bailian_documented_row.jsonl")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(real.trim()).unwrap();
+    let values: Vec<_> = v.as_object().unwrap().values().cloned().collect();
+    let text = format!("{}\n{}\n", real.trim(), serde_json::Value::Array(values));
+    parse_err(
+        "barr.jsonl",
+        &text,
+        TraceErrorKind::NotAnObject,
+        &["barr.jsonl:2: expected a JSON object, found an array"],
+    );
+}
+
+// A syntax error after a row's closing brace was blamed on its last field:
+// `trail.jsonl:2: field "hash_ids": malformed JSON: trailing characters`.
+#[test]
+fn error_after_the_object_names_no_field() {
+    // The real arXiv Mooncake rows, a second object appended to the second one.
+    let text = edited(
+        trace_file!("mooncake_arxiv_first20.jsonl"),
+        3,
+        |n, l| match n {
+            2 => format!(r#"{l}{{"a":1}}"#),
+            _ => l.to_string(),
+        },
+    );
+    let err = parse_err(
+        "trail.jsonl",
+        &text,
+        TraceErrorKind::Json,
+        &["trail.jsonl:2: malformed JSON after the object"],
+    );
+    assert!(!err.to_string().contains("field"), "{err}");
+    let chain = format!("{:#}", anyhow::Error::new(err));
+    assert!(chain.contains("trailing characters"), "{chain}");
+}
+
 #[test]
 fn error_missing_field() {
     parse_err(
@@ -506,6 +603,65 @@ fn error_wrong_type() {
         r#"{"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": [0, "x"]}"#,
         TraceErrorKind::WrongType,
         &["w.jsonl:1:", r#"field "hash_ids""#, "element 1"],
+    );
+}
+
+// Values were quoted as Rust prints the float serde read: a hash id `0.0` as "element 0 = 0"
+// (which reads as a valid id), 2^64 as 18446744073709552000 (another number).
+#[test]
+fn errors_quote_values_as_the_row_writes_them() {
+    let arxiv = |edit: fn(&str) -> String| {
+        edited(
+            trace_file!("mooncake_arxiv_first20.jsonl"),
+            3,
+            |n, l| match n {
+                2 => edit(l),
+                _ => l.to_string(),
+            },
+        )
+    };
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen("[0, 14,", "[0.0, 14,", 1)),
+        TraceErrorKind::WrongType,
+        &[
+            r#"h.jsonl:2: field "hash_ids": expected an array of non-negative integers, found element 0 = 0.0"#,
+        ],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen(", 14,", ", 18446744073709551616,", 1)),
+        TraceErrorKind::WrongType,
+        &["found element 1 = 18446744073709551616"],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| {
+            l.replacen(
+                r#""timestamp": 0"#,
+                r#""timestamp": 18446744073709551616"#,
+                1,
+            )
+        }),
+        TraceErrorKind::InvalidValue,
+        &[
+            r#"h.jsonl:2: field "timestamp""#,
+            "found 18446744073709551616",
+        ],
+    );
+    parse_err(
+        "h.jsonl",
+        &arxiv(|l| l.replacen("7319", "7319.50", 1)),
+        TraceErrorKind::WrongType,
+        &[r#"h.jsonl:2: field "input_length": expected a positive integer, found 7319.50"#],
+    );
+    // A BurstGPT cell too: the real rows, one `Request tokens` written with decimals.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    parse_err(
+        "h.csv",
+        &real.replacen(",1087,", ",1087.50,", 1),
+        TraceErrorKind::WrongType,
+        &[r#"h.csv:3: field "Request tokens": expected a positive integer, found 1087.50"#],
     );
 }
 
@@ -715,6 +871,110 @@ fn burstgpt_rows_with_the_wrong_number_of_columns() {
     assert!(t.report.warnings[1].contains("n.csv:4:"), "{:?}", t.report);
 }
 
+// The csv crate counted a CRLF file's lines as one fewer (BurntSushi/rust-csv#395) and skipped
+// blank lines without counting them (#208): records said lines 1, 2, 3 for rows on lines 2, 3,
+// 4, errors named the line before the bad one, and `--shard` (keyed by line) split a CRLF copy
+// of a file differently.
+#[test]
+fn burstgpt_lines_are_the_files_own_whatever_the_line_endings() {
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let crlf = real.replace('\n', "\r\n");
+    // A blank line (and a CRLF one) before the last row.
+    let blank = real.replacen("118,", "\n118,", 1);
+    let blank_crlf = crlf.replacen("118,", "\r\n\r\n118,", 1);
+    let lines = |text: &str| -> Vec<(u32, u32)> {
+        let t = parse("b.csv", text);
+        t.requests
+            .iter()
+            .map(|r| (r.line, r.input_tokens))
+            .collect()
+    };
+    assert_eq!(lines(&real), [(2, 472), (3, 1087), (4, 417)]);
+    assert_eq!(lines(&crlf), [(2, 472), (3, 1087), (4, 417)]);
+    assert_eq!(lines(&blank), [(2, 472), (3, 1087), (5, 417)]);
+    assert_eq!(lines(&blank_crlf), [(2, 472), (3, 1087), (6, 417)]);
+    // The same file's shards are the same whatever its line endings.
+    let owners = |text: &str| -> Vec<Vec<u32>> {
+        let t = parse("b.csv", text);
+        (0..2)
+            .map(|index| {
+                let shard = Shard { index, count: 2 };
+                t.requests
+                    .iter()
+                    .filter(|r| shard.owns(r))
+                    .map(|r| r.line)
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(owners(&crlf), owners(&real));
+
+    // Errors name the bad row's own line: `Request tokens` spoiled on line 3 ...
+    let bad3 = |text: &str| text.replacen(",1087,", ",x1087,", 1);
+    for text in [bad3(&real), bad3(&crlf)] {
+        parse_err(
+            "b.csv",
+            &text,
+            TraceErrorKind::WrongType,
+            &[r#"b.csv:3: field "Request tokens""#],
+        );
+    }
+    // ... and on line 4 (after a blank line) or 5 (after two).
+    let bad4 = |text: &str| text.replacen(",417,", ",x417,", 1);
+    let blank_before_3 = real.replacen("45,", "\n45,", 1);
+    for (text, line) in [
+        (bad4(&blank), 5),
+        (bad3(&blank_before_3), 4),
+        (bad4(&blank_crlf), 6),
+    ] {
+        parse_err(
+            "b.csv",
+            &text,
+            TraceErrorKind::WrongType,
+            &[&format!(r#"b.csv:{line}: field "#)],
+        );
+    }
+}
+
+// A row whose quoted field lacks its closing quote ran on into the next lines: the csv crate read
+// every row up to the next quote as one field, so the rows were merged, half of them loaded,
+// and none was counted invalid.
+#[test]
+fn burstgpt_an_unbalanced_quote_is_refused_on_its_own_line() {
+    // The real README rows, `Log Type` quoted, the quote left open on line 3; then the same
+    // file with every row's quote left open.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let open = real.replacen("1317,Conversation log", "1317,\"Conversation log", 1);
+    parse_err(
+        "q.csv",
+        &open,
+        TraceErrorKind::Csv,
+        &[
+            r#"q.csv:3: field "Log Type": malformed CSV record: a quoted field runs past the end of the line (an unbalanced `"`?)"#,
+        ],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("q.csv", &open, &opts).unwrap();
+    assert_eq!(
+        t.requests.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [2, 4]
+    );
+    assert_eq!((t.report.rows, t.report.invalid_skipped), (3, 1));
+    let all_open = edited(trace_file!("burstgpt_readme_rows.csv"), 4, |n, l| match n {
+        1 => l.to_string(),
+        _ => l.replace(",Conversation log", ",\"Conversation log"),
+    });
+    let err = parse_with("q.csv", &all_open, &opts).unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::Empty, "{err}");
+    assert!(err.to_string().contains("(3 rows read)"), "{err}");
+    // A quote closed on its line is read as ever, `""` inside it too.
+    let closed = real.replacen("Conversation log", "\"Conversation \"\"log\"\"\"", 1);
+    assert_eq!(parse("q.csv", &closed).requests.len(), 3);
+}
+
 /// The first `n` lines of a real trace file, each passed through `edit(line number, line)`.
 fn edited(path: &str, n: usize, edit: impl Fn(usize, &str) -> String) -> String {
     let real = std::fs::read_to_string(path).unwrap();
@@ -913,6 +1173,69 @@ fn select_window_orphans_and_limit() {
 
 // A shard that owns none of a window holding requests keeps its empty part (its run is
 // written for `canaryd merge`); a window holding nothing is an error for every shard alike.
+// A turn timed by its `delay` (no `timestamp`) is stored with its previous turn's timestamp, and
+// the window tested that: `--end-offset 60s --speedup 10` replayed for 66 s, sending turns at
+// trace time ~642 s. The window now takes each turn at its earliest send, as analyze-trace does.
+#[test]
+fn the_window_bounds_turns_timed_by_their_delay() {
+    // The real conversation slice made into sessions (by each row's second block id, the
+    // prefix after the shared system prompt), every later turn timed by its delay after the
+    // turn before it instead of its timestamp: its earliest send is then its real timestamp.
+    let real =
+        std::fs::read_to_string(trace_file!("mooncake_conversation_first2000.jsonl")).unwrap();
+    let mut last_ms: std::collections::HashMap<String, u64> = Default::default();
+    let (mut text, mut timestamps_ms) = (String::new(), Vec::new());
+    for l in real.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let ts = v["timestamp"].as_u64().unwrap();
+        timestamps_ms.push(ts);
+        if let Some(id) = v["hash_ids"].get(1).map(|id| format!("s{id}")) {
+            let row = v.as_object_mut().unwrap();
+            if let Some(prev) = last_ms.insert(id.clone(), ts) {
+                row.remove("timestamp");
+                row.insert("delay".into(), (ts - prev).into());
+            }
+            row.insert("session_id".into(), id.into());
+        }
+        text.push_str(&format!("{v}\n"));
+    }
+    let t = parse("sessdelay.jsonl", &text);
+    assert!(trace::analyze(&t).delay_turns > 500);
+    let first_ms = timestamps_ms[0];
+    for (start, end) in [(0, 60), (30, 90), (0, 600)] {
+        let sel = Selection {
+            start_offset: Some(Duration::from_secs(start)),
+            end_offset: Some(Duration::from_secs(end)),
+            ..Default::default()
+        };
+        let (part, report) = t.clone().select(&sel).unwrap();
+        let window = (first_ms + start * 1000)..(first_ms + end * 1000);
+        let mut got: Vec<u32> = part.requests.iter().map(|r| r.line).collect();
+        got.sort_unstable();
+        // Every row sent in the window, and no other: with a start, turns whose session
+        // began before it are dropped as orphans.
+        let sent_in: Vec<u32> = (1..=timestamps_ms.len() as u32)
+            .filter(|&line| window.contains(&timestamps_ms[line as usize - 1]))
+            .collect();
+        assert!(got.iter().all(|l| sent_in.contains(l)), "{start}..{end} s");
+        if start == 0 {
+            assert_eq!(got, sent_in, "0..{end} s");
+        }
+        assert_eq!(
+            report.dropped_outside_window,
+            2000 - sent_in.len() as u64,
+            "{start}..{end} s: {report:?}"
+        );
+        // The schedule (what check-config estimates) ends inside the window.
+        let s = canary_replay::Schedule::new(part.requests, 10.0);
+        assert!(
+            s.min_duration() < Duration::from_secs(end - start) / 10,
+            "{start}..{end} s: {:?}",
+            s.min_duration()
+        );
+    }
+}
+
 #[test]
 fn a_shard_owning_none_of_the_window_selects_an_empty_part() {
     let t = load(trace_file!("burstgpt_readme_rows.csv"));

@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use canary_core::TraceRows;
 use serde::Serialize;
 
 use super::{LoadReport, Trace, TraceFormat};
@@ -212,14 +213,23 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
 }
 
 /// Each request's earliest send (µs, trace clock), sorted, and how many were timed by a
-/// `delay`. Rows are in timestamp order, and a session's turns in turn order among them (its
-/// timestamps never go backwards, and a delay turn has its previous turn's), so one pass
-/// with each session's last send is enough.
+/// `delay`.
 fn send_times(trace: &Trace) -> (Vec<u64>, u64) {
-    let reqs = &trace.requests;
+    let (mut sends, delay_turns) = earliest_sends(&trace.requests);
+    sends.sort_unstable();
+    (sends, delay_turns)
+}
+
+/// Each row's earliest send (µs, trace clock), in the rows' order: its timestamp, or for a
+/// later turn that carries a `delay`, its previous turn's send plus the delay (server time not
+/// counted); and how many were timed by a `delay`. Rows are in timestamp order, and a
+/// session's turns in turn order among them (its timestamps never go backwards, and a delay
+/// turn has its previous turn's), so one pass with each session's last send is enough.
+/// [`Trace::select`](super::Trace::select) windows by these times.
+pub(super) fn earliest_sends(reqs: &TraceRows) -> (Vec<u64>, u64) {
     let mut last_send: HashMap<u64, u64> = HashMap::new();
     let mut delay_turns = 0;
-    let mut sends: Vec<u64> = (0..reqs.len())
+    let sends = (0..reqs.len())
         .map(|i| {
             let r = reqs.row(i);
             let ts = r.timestamp_us();
@@ -238,7 +248,6 @@ fn send_times(trace: &Trace) -> (Vec<u64>, u64) {
             send
         })
         .collect();
-    sends.sort_unstable();
     (sends, delay_turns)
 }
 

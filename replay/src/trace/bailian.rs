@@ -63,8 +63,8 @@ pub(super) fn parse<R: BufRead>(
             path: rows.path,
             line,
         };
-        let result = serde_json::from_slice::<RawRow<'_>>(text)
-            .map_err(|source| row.json(text, source))
+        let result = row
+            .object::<RawRow<'_>>(text)
             .and_then(|raw| convert(row, raw, &by_chat, &rows.requests, rows.opts.length_limit));
         match result {
             Ok((req, link, kind)) => {

@@ -10,12 +10,12 @@
 //! column, rows of one id form a session; turns follow timestamp order.
 
 use std::collections::HashMap;
-use std::io::{Cursor, Read};
+use std::io::BufRead;
 
 use canary_core::TraceRequest;
 
 use super::field::{Row, Scalar};
-use super::read::{halted, line_u32, Lines, Rows, Source};
+use super::read::{line_u32, Lines, Rows};
 use super::{FailedPolicy, TraceError, TraceFormat};
 
 const TIMESTAMP: &str = "Timestamp";
@@ -59,80 +59,74 @@ impl Columns {
     }
 }
 
-/// The CSV reader's own buffer (its default), read ahead of the record it parses.
-const CSV_BUFFER: usize = 8 << 10;
-
-pub(super) fn parse<R: Read>(
-    lines: Lines<'_, Source<R>>,
+pub(super) fn parse<R: BufRead>(
+    lines: &mut Lines<'_, R>,
     rows: &mut Rows<'_>,
 ) -> Result<(), TraceError> {
-    // The header line was already read for detection: put it back in front of the reader.
-    let (header_line, first, mut rest) = lines.into_parts();
-    let offset = header_line - 1;
-    // From here a quoted field may hold line breaks: the limit is on a whole record, and the
-    // buffers between the guard and the parser may hold that much more.
-    let slack = rest.capacity() + CSV_BUFFER + first.len();
-    rest.get_mut().records(slack, header_line + 1);
-    let input = Cursor::new(first).chain(rest);
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .buffer_capacity(CSV_BUFFER)
-        .from_reader(input);
+    // Each physical line is one record: BurstGPT rows never hold a line break, so a quoted
+    // field that runs past one is an unbalanced quote, refused on its own line rather than
+    // merging the rows after it into one. Line numbers are then the file's own, whatever the
+    // line endings and blank lines (the csv crate's miscounted CRLF files and blank lines:
+    // BurntSushi/rust-csv#395, #208).
+    let mut cells = Cells::new();
+    let Some((header_line, text)) = lines.next_line()? else {
+        return Ok(());
+    };
     let header_row = Row {
         path: rows.path,
         line: header_line,
     };
-    let csv_error = |source: csv::Error, line: u64| {
-        match source.kind() {
-            csv::ErrorKind::Io(e) => halted(e, rows.path),
-            _ => None,
-        }
-        .unwrap_or_else(|| TraceError::Csv {
+    if let Err(field) = cells.split(text) {
+        return Err(TraceError::BadHeader {
             path: rows.path.into(),
-            line,
-            source,
-        })
-    };
-    let header = match reader.byte_headers() {
-        Ok(h) => h.clone(),
-        Err(source) => return Err(csv_error(source, header_line)),
-    };
+            line: header_line,
+            reason: format!(
+                "column {} starts a quoted name that runs past the end of the line (an \
+                 unbalanced `\"`?)",
+                field + 1
+            ),
+        });
+    }
+    let header = cells.record.clone();
     let cols = Columns::from_header(&header, header_row)?;
+    let name = |i: usize| match header.get(i) {
+        Some(h) => String::from_utf8_lossy(h.trim_ascii()).into_owned(),
+        None => format!("column {}", i + 1),
+    };
 
-    let mut record = csv::ByteRecord::new();
     let mut session_keys: HashMap<Box<[u8]>, u64> = HashMap::new();
-    let limit = rows.opts.length_limit;
-    loop {
-        let read = reader.read_byte_record(&mut record);
-        // Whatever was read, the next record starts here.
-        let next = reader.position().line() + offset;
-        reader.get_mut().get_mut().1.get_mut().mark_record(next);
-        let more = match read {
-            Ok(more) => more,
-            Err(source) => {
-                let line = source.position().map_or(header_line, |p| p.line() + offset);
-                // A record with the wrong number of fields was read whole: it is one bad row,
-                // and the reader goes on after it. Anything else (I/O) ends the file.
-                let one_row = matches!(source.kind(), csv::ErrorKind::UnequalLengths { .. });
-                let err = csv_error(source, line);
-                if !one_row {
-                    return Err(err);
-                }
-                rows.report.rows += 1;
-                rows.reject(err)?;
+    let (path, limit) = (rows.path, rows.opts.length_limit);
+    while let Some((line, text)) = lines.next_line()? {
+        rows.report.rows += 1;
+        let row = Row { path, line };
+        let malformed = |field: Option<String>, reason: String| TraceError::Csv {
+            path: path.into(),
+            line,
+            field,
+            reason,
+        };
+        let record = match cells.split(text) {
+            Ok(record) if record.len() == header.len() => record,
+            Ok(record) => {
+                rows.reject(malformed(
+                    None,
+                    format!(
+                        "{} fields where the header (line {header_line}) has {}",
+                        record.len(),
+                        header.len()
+                    ),
+                ))?;
+                continue;
+            }
+            Err(field) => {
+                rows.reject(malformed(
+                    Some(name(field)),
+                    "a quoted field runs past the end of the line (an unbalanced `\"`?)".into(),
+                ))?;
                 continue;
             }
         };
-        if !more {
-            break;
-        }
-        rows.report.rows += 1;
-        let line = record.position().map_or(0, |p| p.line()) + offset;
-        let row = Row {
-            path: rows.path,
-            line,
-        };
-        match convert(row, &record, &cols, &mut session_keys, limit) {
+        match convert(row, record, &cols, &mut session_keys, limit) {
             Ok(req)
                 if req.output_tokens == 0 && rows.opts.burstgpt_failed == FailedPolicy::Skip =>
             {
@@ -151,6 +145,65 @@ pub(super) fn parse<R: Read>(
         }
     }
     assign_turns(rows)
+}
+
+/// Splits one line into its CSV fields (quotes and `""` as the csv crate reads them),
+/// reusing its buffers from line to line.
+struct Cells {
+    reader: csv_core::Reader,
+    out: Vec<u8>,
+    ends: Vec<usize>,
+    record: csv::ByteRecord,
+}
+
+impl Cells {
+    fn new() -> Self {
+        Self {
+            // Only `\n` ends a record: the line has none (nor its `\r`), and the one fed after
+            // it tells whether the record ends there.
+            reader: csv_core::ReaderBuilder::new()
+                .terminator(csv_core::Terminator::Any(b'\n'))
+                .build(),
+            out: Vec::new(),
+            ends: vec![0; 16],
+            record: csv::ByteRecord::new(),
+        }
+    }
+
+    /// The fields of `line` (one line, without its line break), or `Err(i)` when field `i`
+    /// (0-based) opens a quote the line does not close: the record would go on into the
+    /// next line.
+    fn split(&mut self, line: &[u8]) -> Result<&csv::ByteRecord, usize> {
+        use csv_core::ReadRecordResult as R;
+        self.reader.reset();
+        // A field's bytes unescaped are never more than the line's.
+        if self.out.len() < line.len() + 1 {
+            self.out.resize(line.len() + 1, 0);
+        }
+        let (mut input, mut fed_end) = (line, false);
+        let (mut nout, mut nends) = (0, 0);
+        loop {
+            let (res, i, o, e) =
+                self.reader
+                    .read_record(input, &mut self.out[nout..], &mut self.ends[nends..]);
+            input = &input[i..];
+            (nout, nends) = (nout + o, nends + e);
+            match res {
+                R::InputEmpty if fed_end => return Err(nends),
+                R::InputEmpty => (input, fed_end) = (b"\n", true),
+                R::OutputFull => self.out.resize(self.out.len() * 2, 0),
+                R::OutputEndsFull => self.ends.resize(self.ends.len() * 2, 0),
+                R::Record | R::End => break,
+            }
+        }
+        self.record.clear();
+        let mut start = 0;
+        for &end in &self.ends[..nends] {
+            self.record.push_field(&self.out[start..end]);
+            start = end;
+        }
+        Ok(&self.record)
+    }
 }
 
 /// Numbers turns within each session in timestamp order (the file may be unsorted).
@@ -191,7 +244,7 @@ fn cell<'r>(
     } else if let Ok(n) = text.parse::<i64>() {
         Scalar::Int(n)
     } else if let Ok(x) = text.parse::<f64>() {
-        Scalar::Float(x)
+        Scalar::Float(x, text)
     } else {
         Scalar::Str(text.into())
     })

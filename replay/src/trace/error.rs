@@ -2,7 +2,7 @@
 //!
 //! Every row-level variant names the file, the 1-based line and (where one applies) the field,
 //! in the shape `file:line: field "name": expected …, found …`, so that a user can open the
-//! file at the right place. Causes from `std::io`, `serde_json` and `csv` are kept as
+//! file at the right place. Causes from `std::io` and `serde_json` are kept as
 //! `#[source]` and are not repeated in the message: print the chain (`{:#}` with anyhow).
 
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
-    /// A line (or CSV record) is longer than the limit: not a trace, or a row far beyond any
+    /// A line is longer than the limit: not a trace, or a row far beyond any
     /// real one. Not skippable: the rest of the line would have to be read to skip it, and a
     /// file without line breaks never ends.
     #[error(
@@ -69,7 +69,12 @@ pub enum TraceError {
         found: String,
     },
     /// A JSONL row is not valid JSON (or not an object).
-    #[error("{}:{line}: {}malformed JSON", path.display(), in_field(field))]
+    #[error(
+        "{}:{line}: {}malformed JSON{}",
+        path.display(),
+        in_field(field),
+        if *after_object { " after the object" } else { "" }
+    )]
     Json {
         /// The trace file.
         path: PathBuf,
@@ -78,20 +83,36 @@ pub enum TraceError {
         /// The top-level field whose value the error is in, when it is in one (a number out
         /// of range, a truncated array).
         field: Option<String>,
+        /// The error comes after the row's object closed (`{…} {…}`, `{…} x`): it is in no
+        /// field.
+        after_object: bool,
         /// The parser's error (its column is relative to the line).
         #[source]
         source: serde_json::Error,
     },
-    /// A CSV record could not be read (unbalanced quotes, wrong number of fields, bad UTF-8).
-    #[error("{}:{line}: malformed CSV record", path.display())]
+    /// A JSONL row is valid JSON but not an object: an array of values would be read by
+    /// position, each value into whichever field its place happens to match.
+    #[error("{}:{line}: expected a JSON object, found {found}", path.display())]
+    NotAnObject {
+        /// The trace file.
+        path: PathBuf,
+        /// The offending line.
+        line: u64,
+        /// What the line holds instead (`an array`, a number, a string).
+        found: String,
+    },
+    /// A CSV line is not one record of the header's fields (a quoted field that runs past
+    /// the end of the line, the wrong number of fields).
+    #[error("{}:{line}: {}malformed CSV record: {reason}", path.display(), in_field(field))]
     Csv {
         /// The trace file.
         path: PathBuf,
         /// The offending line.
         line: u64,
-        /// The CSV reader's error.
-        #[source]
-        source: csv::Error,
+        /// The column the error is in (its header name), when it is in one.
+        field: Option<String>,
+        /// What is wrong.
+        reason: String,
     },
     /// A required field is absent (or `null`).
     #[error("{}:{line}: missing required field \"{field}\"", path.display())]
@@ -235,6 +256,7 @@ pub enum TraceErrorKind {
     Empty,
     UnknownFormat,
     Json,
+    NotAnObject,
     Csv,
     MissingField,
     WrongType,
@@ -257,6 +279,7 @@ impl TraceError {
             Self::Empty { .. } => TraceErrorKind::Empty,
             Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
             Self::Json { .. } => TraceErrorKind::Json,
+            Self::NotAnObject { .. } => TraceErrorKind::NotAnObject,
             Self::Csv { .. } => TraceErrorKind::Csv,
             Self::MissingField { .. } => TraceErrorKind::MissingField,
             Self::WrongType { .. } => TraceErrorKind::WrongType,
@@ -278,6 +301,7 @@ impl TraceError {
             | Self::LineTooLong { line, .. }
             | Self::Stopped { line, .. }
             | Self::Json { line, .. }
+            | Self::NotAnObject { line, .. }
             | Self::Csv { line, .. }
             | Self::MissingField { line, .. }
             | Self::WrongType { line, .. }

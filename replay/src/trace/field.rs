@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use super::TraceError;
 
@@ -20,7 +21,9 @@ use super::TraceError;
 pub(crate) enum Scalar<'a> {
     Uint(u64),
     Int(i64),
-    Float(f64),
+    /// A number that is not a 64-bit integer, and its text as the row writes it: an error
+    /// quotes that (the float would print `0.0` as `0`, and 2^64 as 18446744073709552000).
+    Float(f64, &'a str),
     Str(Cow<'a, str>),
     Bool(bool),
     Array,
@@ -33,7 +36,7 @@ impl fmt::Display for Scalar<'_> {
         match self {
             Self::Uint(n) => write!(f, "{n}"),
             Self::Int(n) => write!(f, "{n}"),
-            Self::Float(x) => write!(f, "{x}"),
+            Self::Float(_, text) => f.write_str(text),
             Self::Str(s) => write!(f, "string {s:?}"),
             Self::Bool(b) => write!(f, "{b}"),
             Self::Array => f.write_str("an array"),
@@ -42,49 +45,43 @@ impl fmt::Display for Scalar<'_> {
     }
 }
 
-struct ScalarVisitor;
-
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Scalar::Bool(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Scalar::Uint(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(if v >= 0 {
-            Scalar::Uint(v as u64)
-        } else {
-            Scalar::Int(v)
+impl<'a> Scalar<'a> {
+    /// The value a JSON value's text holds (`text` is valid JSON: serde_json checked it).
+    fn from_json(text: &'a str) -> Result<Self, &'static str> {
+        Ok(match text.as_bytes().first() {
+            Some(b'"') => match &text[1..text.len() - 1] {
+                plain if !plain.contains('\\') => Scalar::Str(Cow::Borrowed(plain)),
+                _ => Scalar::Str(Cow::Owned(
+                    serde_json::from_str(text).map_err(|_| "invalid string")?,
+                )),
+            },
+            Some(b'[') => Scalar::Array,
+            Some(b'{') => Scalar::Object,
+            Some(b't') => Scalar::Bool(true),
+            Some(b'f') => Scalar::Bool(false),
+            Some(b'n') => return Err("invalid type: null, expected any JSON value"),
+            _ => {
+                if let Ok(n) = text.parse::<u64>() {
+                    Scalar::Uint(n)
+                } else if let Ok(n) = text.parse::<i64>() {
+                    Scalar::Int(n)
+                } else {
+                    match text.parse::<f64>() {
+                        Ok(x) if x.is_finite() => Scalar::Float(x, text),
+                        _ => return Err("number out of range"),
+                    }
+                }
+            }
         })
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Scalar::Float(v))
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Scalar::Str(Cow::Borrowed(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Scalar::Str(Cow::Owned(v.to_owned())))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Array)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Object)
     }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
+        // Read as its text, so that a number keeps the digits the row wrote; serde_json
+        // places an error here at the value, so it still names the field.
+        let raw = <&'de RawValue>::deserialize(d)?;
+        Scalar::from_json(raw.get()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -133,7 +130,9 @@ impl<'de> Visitor<'de> for HashIdsVisitor {
         Ok(HashIds::Bad(v.to_string()))
     }
     fn visit_f64<E>(self, v: f64) -> Result<HashIds, E> {
-        Ok(HashIds::Bad(v.to_string()))
+        // `{:?}` keeps a float a float (`0.0`, `1.8446744073709552e19`), as the row wrote
+        // it up to its digits.
+        Ok(HashIds::Bad(format!("{v:?}")))
     }
     fn visit_str<E>(self, v: &str) -> Result<HashIds, E> {
         Ok(HashIds::Bad(format!("string {v:?}")))
@@ -235,8 +234,8 @@ impl Row<'_> {
         let n = match *v {
             Scalar::Uint(n) => n,
             Scalar::Int(_) => return Err(self.invalid(field, expected, v)),
-            Scalar::Float(x) if x.fract() == 0.0 && x >= 0.0 && x <= u32::MAX as f64 => x as u64,
-            Scalar::Float(x) if x < 0.0 => return Err(self.invalid(field, expected, v)),
+            Scalar::Float(x, _) if x.fract() == 0.0 && x >= 0.0 && x <= u32::MAX as f64 => x as u64,
+            Scalar::Float(x, _) if x < 0.0 => return Err(self.invalid(field, expected, v)),
             _ => return Err(self.wrong_type(field, expected, v)),
         };
         if n == 0 && !allow_zero {
@@ -262,12 +261,41 @@ impl Row<'_> {
         Ok(n)
     }
 
+    /// A JSONL row read into `T`, which must be an object: serde's derive would also read
+    /// an array, by position (`[3000, 7322, 490]` as timestamp, input and output).
+    pub fn object<'a, T: Deserialize<'a>>(&self, text: &'a [u8]) -> Result<T, TraceError> {
+        if text.first() == Some(&b'{') {
+            return serde_json::from_slice(text).map_err(|source| self.json(text, source));
+        }
+        // Valid JSON of another kind is named as such; anything else is a syntax error.
+        match serde_json::from_slice::<Scalar<'_>>(text) {
+            Ok(found) => Err(TraceError::NotAnObject {
+                path: self.path.into(),
+                line: self.line,
+                found: shown(found),
+            }),
+            // `null` is valid JSON that `Scalar` does not take.
+            Err(_) if text == b"null" => Err(TraceError::NotAnObject {
+                path: self.path.into(),
+                line: self.line,
+                found: "null".into(),
+            }),
+            Err(source) => Err(self.json(text, source)),
+        }
+    }
+
     /// A JSON row that did not parse, naming the field the error is in when there is one.
     pub fn json(&self, text: &[u8], source: serde_json::Error) -> TraceError {
+        let (field, after_object) = match place(text, source.column().saturating_sub(1)) {
+            Place::Field(key) => (Some(key), false),
+            Place::AfterObject => (None, true),
+            Place::Nowhere => (None, false),
+        };
         TraceError::Json {
             path: self.path.into(),
             line: self.line,
-            field: key_at(text, source.column().saturating_sub(1)),
+            field,
+            after_object,
             source,
         }
     }
@@ -286,10 +314,10 @@ impl Row<'_> {
             Scalar::Uint(n) => n
                 .checked_mul(us_per_unit)
                 .ok_or_else(|| self.invalid(field, format!("{} below 2^64 µs", expected()), v)),
-            Scalar::Float(x) if x >= 0.0 && x * (us_per_unit as f64) < 1.8e19 => {
+            Scalar::Float(x, _) if x >= 0.0 && x * (us_per_unit as f64) < 1.8e19 => {
                 Ok((x * us_per_unit as f64).round() as u64)
             }
-            Scalar::Int(_) | Scalar::Float(_) => Err(self.invalid(field, expected(), v)),
+            Scalar::Int(_) | Scalar::Float(..) => Err(self.invalid(field, expected(), v)),
             _ => Err(TraceError::WrongType {
                 path: self.path.into(),
                 line: self.line,
@@ -333,10 +361,21 @@ impl Row<'_> {
     }
 }
 
-/// The top-level key of a one-line JSON object whose value holds byte `at`: where a syntax
-/// error is (`"input_length": 1e400`, a truncated `hash_ids` array). `None` before the first
-/// key, or when `at` is inside a key.
-fn key_at(line: &[u8], at: usize) -> Option<String> {
+/// Where in a one-line JSON object byte `at` is.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// In the value of this top-level key.
+    Field(String),
+    /// After the object closed (`{…} {…}`): in no field.
+    AfterObject,
+    /// Before the first key, inside a key, or not in an object.
+    Nowhere,
+}
+
+/// Where a syntax error at byte `at` of a one-line JSON object is: in the value of a
+/// top-level key (`"input_length": 1e400`, a truncated `hash_ids` array), after the object,
+/// or nowhere to name.
+fn place(line: &[u8], at: usize) -> Place {
     let end = at.min(line.len());
     let (mut depth, mut want_key, mut key) = (0usize, false, None);
     let mut i = 0;
@@ -349,7 +388,7 @@ fn key_at(line: &[u8], at: usize) -> Option<String> {
                     j += if line[j] == b'\\' { 2 } else { 1 };
                 }
                 if j >= end {
-                    return None; // the error is in this string
+                    return Place::Nowhere; // the error is in this string
                 }
                 if depth == 1 && want_key {
                     key = Some(String::from_utf8_lossy(&line[start..j]).into_owned());
@@ -362,13 +401,18 @@ fn key_at(line: &[u8], at: usize) -> Option<String> {
                 depth += 1;
                 want_key = depth == 1;
             }
+            b'}' if depth == 1 => {
+                // The row's object closed: whatever follows is in none of its fields (the
+                // last key read would otherwise be blamed for `{…} {"a":1}`).
+                return Place::AfterObject;
+            }
             b'}' | b']' => depth = depth.saturating_sub(1),
             b',' if depth == 1 => want_key = true,
             _ => {}
         }
         i += 1;
     }
-    key
+    key.map_or(Place::Nowhere, Place::Field)
 }
 
 #[cfg(test)]
@@ -386,7 +430,10 @@ mod tests {
     fn counts() {
         let r = row();
         assert_eq!(r.count("n", &Scalar::Uint(7), false).unwrap(), 7);
-        assert_eq!(r.count("n", &Scalar::Float(12.0), false).unwrap(), 12);
+        assert_eq!(
+            r.count("n", &Scalar::Float(12.0, "12.0"), false).unwrap(),
+            12
+        );
         assert_eq!(r.count("n", &Scalar::Uint(0), true).unwrap(), 0);
         let msg = |v: Scalar<'_>| r.count("n", &v, false).unwrap_err().to_string();
         assert_eq!(
@@ -394,7 +441,7 @@ mod tests {
             r#"f.jsonl:3: field "n": expected a positive integer, found 0"#
         );
         assert_eq!(
-            msg(Scalar::Float(2.5)),
+            msg(Scalar::Float(2.5, "2.5")),
             r#"f.jsonl:3: field "n": expected a positive integer, found 2.5"#
         );
         assert_eq!(
@@ -425,14 +472,14 @@ mod tests {
             3_000
         );
         assert_eq!(
-            r.time_us("t", &Scalar::Float(1.2345678), "s", 1_000_000)
+            r.time_us("t", &Scalar::Float(1.2345678, "1.2345678"), "s", 1_000_000)
                 .unwrap(),
             1_234_568
         );
         for bad in [
             Scalar::Int(-1),
-            Scalar::Float(-0.5),
-            Scalar::Float(f64::NAN),
+            Scalar::Float(-0.5, "-0.5"),
+            Scalar::Float(f64::NAN, "NaN"),
             Scalar::Uint(u64::MAX),
         ] {
             let e = r.time_us("t", &bad, "ms", 1_000).unwrap_err();
@@ -466,9 +513,9 @@ mod tests {
     fn syntax_errors_name_the_field_they_are_in() {
         let at = |line: &str| {
             let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
-            key_at(line.as_bytes(), e.column().saturating_sub(1))
+            place(line.as_bytes(), e.column().saturating_sub(1))
         };
-        let field = |s: &str| Some(s.to_string());
+        let field = |s: &str| Place::Field(s.to_string());
         assert_eq!(
             at(r#"{"a": 1, "input_length": 1e400}"#),
             field("input_length")
@@ -476,8 +523,23 @@ mod tests {
         assert_eq!(at(r#"{"a": 1, "hash_ids": [1, 2"#), field("hash_ids"));
         assert_eq!(at(r#"{"a\"b": {"x": tru}}"#), field("a\\\"b"));
         assert_eq!(at(r#"{"a": "x", "b": [1, {"c": -}]}"#), field("b"));
-        assert_eq!(at(r#"{"a": 1, "b"#), None);
-        assert_eq!(at("not json"), None);
+        assert_eq!(at(r#"{"a": 1, "b"#), Place::Nowhere);
+        assert_eq!(at("not json"), Place::Nowhere);
+    }
+
+    // Trailing characters after the row's object were blamed on its last field: `{…,
+    // "hash_ids": [1]} {"a":1}` read as `field "hash_ids": malformed JSON`.
+    #[test]
+    fn syntax_errors_after_the_object_are_in_no_field() {
+        let at = |line: &str| {
+            let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
+            place(line.as_bytes(), e.column().saturating_sub(1))
+        };
+        assert_eq!(at(r#"{"a": 1, "b": [1]} {"a":1}"#), Place::AfterObject);
+        assert_eq!(at(r#"{"a": {"x": 1}}x"#), Place::AfterObject);
+        assert_eq!(at(r#"{"a": "}"} ]"#), Place::AfterObject);
+        // A nested object closing is not the row's.
+        assert_eq!(at(r#"{"a": {"x": 1}, "b": x}"#), Place::Field("b".into()));
     }
 
     #[test]
@@ -491,5 +553,40 @@ mod tests {
         );
         let bad: HashIds = serde_json::from_str(r#"{"a": 1}"#).unwrap();
         assert!(matches!(bad, HashIds::Bad(ref s) if s == "an object"));
+    }
+
+    // A float was quoted as Rust prints it, not as the row wrote it: a hash id `0.0` read
+    // "element 0 = 0" (a valid id), and 2^64 read 18446744073709552000 (another number).
+    #[test]
+    fn values_are_quoted_as_written() {
+        let bad: HashIds = serde_json::from_str("[0.0, 1]").unwrap();
+        assert!(
+            matches!(bad, HashIds::Bad(ref s) if s == "element 0 = 0.0"),
+            "{bad:?}"
+        );
+        let bad: HashIds = serde_json::from_str("[1, 18446744073709551616]").unwrap();
+        assert!(
+            matches!(bad, HashIds::Bad(ref s) if s == "element 1 = 18446744073709551616"),
+            "{bad:?}"
+        );
+        let v: Scalar<'_> = serde_json::from_str("1.50e0").unwrap();
+        assert_eq!(
+            (v.to_string(), v),
+            ("1.50e0".into(), Scalar::Float(1.5, "1.50e0"))
+        );
+        for (text, want) in [
+            ("7", Scalar::Uint(7)),
+            ("-7", Scalar::Int(-7)),
+            (r#""a\"b""#, Scalar::Str("a\"b".into())),
+            (r#""ab""#, Scalar::Str("ab".into())),
+            ("[1, [2]]", Scalar::Array),
+            (r#"{"a": [1]}"#, Scalar::Object),
+            ("false", Scalar::Bool(false)),
+        ] {
+            assert_eq!(serde_json::from_str::<Scalar<'_>>(text).unwrap(), want);
+        }
+        // Out of range, as serde_json says it.
+        let e = serde_json::from_str::<Scalar<'_>>("1e400").unwrap_err();
+        assert!(e.to_string().starts_with("number out of range"), "{e}");
     }
 }

@@ -9,7 +9,8 @@
 //! Sessions get compact keys 0, 1, 2… in order of first appearance, and turns are numbered in
 //! order of appearance within a session. A later turn may omit `timestamp` if it has `delay`:
 //! it then gets the previous turn's timestamp, a lower bound on when it can be sent, which keeps
-//! it after that turn in the sorted order; the scheduler uses `delay_us`. Timestamps of one
+//! it after that turn in the sorted order; the scheduler uses `delay_us`, and the selection's
+//! window and `analyze-trace` time it at the previous turn's time plus the delay. Timestamps of one
 //! session must not go backwards.
 
 use std::collections::HashMap;
@@ -88,8 +89,8 @@ pub(super) fn parse<R: BufRead>(
             path: rows.path,
             line,
         };
-        let result = serde_json::from_slice::<RawRow<'_>>(text)
-            .map_err(|source| row.json(text, source))
+        let result = row
+            .object::<RawRow<'_>>(text)
             .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit));
         match result {
             Ok(req) => rows.push(req)?,

@@ -3,7 +3,7 @@
 //! collector that applies `skip_invalid`, sorts by timestamp and assigns indices.
 
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,11 +15,8 @@ use super::{LoadOptions, LoadReport, Trace, TraceError, TraceFormat, MAX_SPAN};
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// What the parsers read: the file through its [`Guard`], buffered.
-pub(crate) type Source<R> = BufReader<Guard<R>>;
-
 /// Why the [`Guard`] refused to read on, carried inside an `io::Error` through `BufRead` and
-/// the CSV reader, and turned back into a [`TraceError`] by [`halted`].
+/// the line reader, and turned back into a [`TraceError`] by [`halted`].
 #[derive(Debug)]
 enum Halt {
     TooLong { line: u64, limit: usize },
@@ -54,21 +51,14 @@ pub(crate) fn halted(e: &io::Error, path: &Path) -> Option<TraceError> {
 
 /// Reads a trace file and refuses, with the line's number, to go past a line longer than the
 /// limit, so a file without line breaks (`/dev/zero`, a FIFO) costs at most that much memory.
-/// A CSV record counts as one line whatever newlines its quoted fields hold: the BurstGPT parser
-/// calls [`Guard::records`] and marks each record's end. Also stops when the stop flag is set.
+/// Also stops when the stop flag is set.
 pub(crate) struct Guard<R> {
     inner: R,
     limit: usize,
-    /// Read-ahead allowed on top of the limit (CSV).
-    slack: usize,
-    /// Bytes read since the last line break (the last record mark for CSV).
+    /// Bytes read since the last line break.
     run: usize,
     /// Line breaks read: the line being read is `breaks + 1`.
     breaks: u64,
-    /// The line where the current record started (CSV).
-    record_line: u64,
-    /// Only [`Guard::mark_record`] ends a run (CSV), not a line break.
-    records: bool,
     stop: Option<Arc<AtomicBool>>,
 }
 
@@ -77,37 +67,18 @@ impl<R: Read> Guard<R> {
         Guard {
             inner,
             limit: opts.max_line_bytes.max(1),
-            slack: 0,
             run: 0,
             breaks: 0,
-            record_line: 1,
-            records: false,
             stop: opts.stop.clone(),
         }
     }
 
-    /// From now on a run ends only at [`Guard::mark_record`]; `slack` bytes of read-ahead
-    /// (the buffers between this reader and the CSV parser) are allowed on top of the limit.
-    /// `line`: where the first record starts.
-    pub(crate) fn records(&mut self, slack: usize, line: u64) {
-        self.records = true;
-        self.slack = slack;
-        self.run = 0;
-        self.record_line = line;
-    }
-
     /// Ends the bytes handed on one past the limit, in a run that starts at `start` of the
     /// buffer: how many bytes to hand on.
-    fn cut(&mut self, start: usize, max: usize) -> usize {
-        let kept = start + (max + 1 - self.run);
-        self.run = max + 1;
+    fn cut(&mut self, start: usize) -> usize {
+        let kept = start + (self.limit + 1 - self.run);
+        self.run = self.limit + 1;
         kept
-    }
-
-    /// A record ended at `line` (1-based; its bytes have all been read).
-    pub(crate) fn mark_record(&mut self, line: u64) {
-        self.run = 0;
-        self.record_line = line;
     }
 }
 
@@ -122,33 +93,26 @@ impl<R: Read> Read for Guard<R> {
                 line: self.breaks + 1,
             }));
         }
-        let max = self.limit.saturating_add(self.slack);
-        if self.run > max {
-            let line = match self.records {
-                true => self.record_line,
-                false => self.breaks + 1,
-            };
-            let limit = self.limit;
-            return Err(io::Error::other(Halt::TooLong { line, limit }));
+        if self.run > self.limit {
+            return Err(io::Error::other(Halt::TooLong {
+                line: self.breaks + 1,
+                limit: self.limit,
+            }));
         }
         let n = self.inner.read(out)?;
-        // Walk the line breaks: each one ends a run (unless records are marked instead), and
-        // the first run over the limit cuts what is handed on one byte past the limit; the
-        // next read reports it.
+        // Walk the line breaks: each one ends a run, and the first run over the limit cuts
+        // what is handed on one byte past the limit; the next read reports it.
         let mut start = 0;
         for p in memchr::memchr_iter(b'\n', &out[..n]) {
-            if self.run + (p - start) > max {
-                return Ok(self.cut(start, max));
+            if self.run + (p - start) > self.limit {
+                return Ok(self.cut(start));
             }
             self.breaks += 1;
-            self.run = match self.records {
-                true => self.run + (p - start) + 1,
-                false => 0,
-            };
+            self.run = 0;
             start = p + 1;
         }
-        if self.run + (n - start) > max {
-            return Ok(self.cut(start, max));
+        if self.run + (n - start) > self.limit {
+            return Ok(self.cut(start));
         }
         self.run += n - start;
         Ok(n)
@@ -209,11 +173,6 @@ impl<'p, R: BufRead> Lines<'p, R> {
     /// Makes the next call return the current line again (after format detection).
     pub(super) fn unread(&mut self) {
         self.replay = true;
-    }
-
-    /// The line returned last and the underlying reader (for the CSV parser).
-    pub fn into_parts(self) -> (u64, Vec<u8>, R) {
-        (self.line, self.buf, self.reader)
     }
 }
 

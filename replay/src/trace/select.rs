@@ -1,6 +1,8 @@
 //! Windowing, request limits and length transforms applied to a loaded trace.
 //!
-//! In order: the time window (`[first + start_offset, first + end_offset)` in trace time), the
+//! In order: the time window (`[first + start_offset, first + end_offset)` in trace time, by
+//! when each request is sent at the earliest: its timestamp, or for a Mooncake turn timed by
+//! its `delay`, its previous turn's send plus the delay, as `analyze-trace` counts it), the
 //! shard (`--shard i/n`: every session lands on exactly one of `n` shards), the session rule (a later turn whose session's first turn was dropped is dropped too: it would
 //! wait forever for a turn that is never sent), `max_requests`, `scale_lengths`, then the
 //! `max_input_tokens` / `max_output_tokens` caps. Indices are reassigned 0-based.
@@ -22,9 +24,10 @@ use super::{Trace, TraceError, DEFAULT_LENGTH_LIMIT};
 /// Which part of a trace to replay, and how to transform lengths.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Selection {
-    /// Keep requests at or after this offset from the trace's first timestamp.
+    /// Keep requests sent at or after this offset from the trace's first timestamp (a turn
+    /// timed by a `delay` is sent, at the earliest, its delay after its previous turn).
     pub start_offset: Option<Duration>,
-    /// Keep requests before this offset from the trace's first timestamp.
+    /// Keep requests sent before this offset from the trace's first timestamp.
     pub end_offset: Option<Duration>,
     /// Keep at most this many requests (the earliest, after the window).
     pub max_requests: Option<usize>,
@@ -125,7 +128,8 @@ pub struct SelectionReport {
     pub requests_in: u64,
     /// Requests kept.
     pub requests_out: u64,
-    /// Requests outside `[start_offset, end_offset)`.
+    /// Requests outside `[start_offset, end_offset)` (by their earliest send: a turn timed by
+    /// a `delay` at its previous turn's send plus the delay).
     pub dropped_outside_window: u64,
     /// Requests that belong to other shards.
     pub dropped_other_shards: u64,
@@ -201,12 +205,20 @@ impl Trace {
         // first turn comes no later than its other turns.
         let mut open_sessions = HashSet::new();
         let mut kept = 0usize;
+        // The window holds the requests sent in it: a later turn timed by its `delay` has its
+        // previous turn's timestamp, and was kept with that turn, however late its delay sent
+        // it (`--end-offset 60s` sent turns at 642 s).
+        let (sends, _) = super::analyze::earliest_sends(rows);
         if sel.shard.is_some() {
-            let in_window = (0..rows.len()).map(|i| rows.row(i).timestamp_us());
-            self.origin_us = in_window.filter(|&t| t >= start && t < end).min();
+            self.origin_us = sends
+                .iter()
+                .copied()
+                .filter(|&t| t >= start && t < end)
+                .min();
         }
+        let mut sends = sends.into_iter();
         rows.retain(|r| {
-            let t = r.timestamp_us();
+            let t = sends.next().expect("one send per row");
             if t < start || t >= end {
                 report.dropped_outside_window += 1;
                 return false;
