@@ -335,13 +335,24 @@ fn withheld_reason(what: &str, client_n: u64, server_n: u64, client: &RunSummary
     );
     let why = if server_n > client_n {
         let more = server_n - client_n;
-        let failed = match client.errors {
-            0 => String::new(),
-            n => format!(
-                "canaryd's {n} failed requests (a timeout still runs, or aborts, on the server), "
-            ),
-        };
-        format!("{more} more on the server: {failed}warm-up that finished late, or other clients")
+        // canaryd's own requests that it did not complete come first: a timeout, or a
+        // cancellation on purpose, closes the connection, and the server still counts the
+        // request it finished or aborted.
+        let mut ours = String::new();
+        if client.errors > 0 {
+            ours += &format!(
+                "canaryd's {} failed requests (a timeout still runs, or aborts, on the server), ",
+                client.errors
+            );
+        }
+        if client.cancelled > 0 {
+            ours += &format!(
+                "the {} requests canaryd cancelled (--request-cancellation-rate: the server \
+                 still counts one it had begun), ",
+                client.cancelled
+            );
+        }
+        format!("{more} more on the server: {ours}warm-up that finished late, or other clients")
     } else {
         let fewer = client_n - server_n;
         format!(
@@ -355,7 +366,7 @@ fn withheld_reason(what: &str, client_n: u64, server_n: u64, client: &RunSummary
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Aggregator, ChunkGaps, Goodput, RequestRecord, RxSource, RxTiming};
+    use crate::{Aggregator, ChunkGaps, Goodput, RequestRecord, RxSource, RxTiming, Status};
 
     fn client(ttfts: &[f64]) -> RunSummary {
         stamped(ttfts, Some(RxSource::Kernel))
@@ -514,5 +525,36 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("exact"), "{line}");
+    }
+
+    // The audit: 20 requests canaryd cancelled (`--request-cancellation-rate`) were left out
+    // of the causes: `20 more on the server: warm-up that finished late, or other clients`.
+    #[test]
+    fn a_withheld_comparison_names_canaryds_own_cancellations() {
+        let mut agg = Aggregator::new(Goodput::default());
+        for i in 0..4u32 {
+            let r = RequestRecord {
+                id: i,
+                ttft_ms: Some(10.0),
+                e2e_ms: Some(20.0),
+                ended_at_ms: 20.0,
+                status: if i < 2 { Status::Cancelled } else { Status::Ok },
+                ..Default::default()
+            };
+            agg.add(&r, &ChunkGaps::new());
+        }
+        let c = agg.summary();
+        assert_eq!(c.cancelled, 2);
+        let server = RunServerSummary {
+            ttft_s: Some(est(4.0, 0.008, (0.005, Some(0.01)))),
+            ..Default::default()
+        };
+        let Some(Comparison::Withheld { reason, .. }) = Comparison::of(&c, &server) else {
+            panic!("different counts are withheld");
+        };
+        assert!(
+            reason.contains("2 more on the server: the 2 requests canaryd cancelled"),
+            "{reason}"
+        );
     }
 }
