@@ -15,6 +15,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The client against the server over one run's window.
+// One per run, never in a collection or a hot path: boxing the matched side saves nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Comparison {
@@ -50,8 +52,8 @@ pub struct ClientMinusServer {
     pub mean: f64,
     /// `exact`, or `upper_bound` when any compared client time is only an upper bound.
     pub mean_kind: GapKind,
-    /// Where the compared requests' client times came from (TTFT: their first tokens);
-    /// absent where canaryd does not count them (e2e).
+    /// Where the compared requests' client times came from (TTFT: their first tokens; e2e:
+    /// their ends); absent in a summary written before they were counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_times: Option<ClientTimes>,
     /// Of the medians: a range, since the server's median is known only to its bucket.
@@ -71,13 +73,16 @@ pub enum GapKind {
     UpperBound,
 }
 
-/// The compared requests' first tokens by how their time was taken (`summary.json`'s
-/// `receive_timestamps.first_token`). Only `kernel` is exact: a first token is exact only on
-/// positive evidence, so those the run did not count (receive timestamps off or refused:
-/// no `rx`) are bounds too.
+/// The compared requests' first tokens (TTFT) or ends (e2e) by how their time was taken
+/// (`summary.json`'s `receive_timestamps.first_token` or `.end`). Only `kernel` is exact: a
+/// time is exact only on positive evidence, so those the run did not count (receive
+/// timestamps off or refused: no `rx`) are bounds too.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ClientTimes {
-    /// First tokens compared: the client's TTFT count.
+    /// What was timed, for the printed line (`first tokens`, `ends`).
+    #[serde(skip)]
+    pub what: &'static str,
+    /// Times compared: the client's TTFT (or request latency) count.
     pub of: u64,
     /// Stamped by the kernel on the segment that completed them: exact.
     pub kernel: u64,
@@ -91,13 +96,14 @@ pub struct ClientTimes {
 }
 
 impl ClientTimes {
-    /// Over the `of` first tokens the client's TTFT mean is over.
-    fn of(of: u64, counted: &BTreeMap<String, u64>) -> ClientTimes {
+    /// Over the `of` times (of `what`) the client's mean is over, `counted` by source.
+    fn of(what: &'static str, of: u64, counted: &BTreeMap<String, u64>) -> ClientTimes {
         let n = |k: &str| counted.get(k).copied().unwrap_or(0).min(of);
         let kernel = n("kernel");
         let kernel_bound = n("kernel_bound").min(of - kernel);
         let userspace = n("userspace").min(of - kernel - kernel_bound);
         ClientTimes {
+            what,
             of,
             kernel,
             kernel_bound,
@@ -126,9 +132,10 @@ impl std::fmt::Display for ClientTimes {
         .collect();
         write!(
             f,
-            "{} of {} first tokens are upper bounds ({})",
+            "{} of {} {} are upper bounds ({})",
             self.bound(),
             self.of,
+            self.what,
             parts.join(", ")
         )
     }
@@ -193,9 +200,9 @@ impl Comparison {
                 });
             }
         }
-        let gap = |key: &str, server: Option<&LatencyEstimate>, times: Option<ClientTimes>| {
+        let gap = |key: &str, server: Option<&LatencyEstimate>, times: ClientTimes| {
             let (c, s) = (client.metrics.get(key)?, server?);
-            let exact = times.is_none_or(|t| t.bound() == 0);
+            let exact = times.bound() == 0;
             // A client percentile over upper bounds is itself at most that: the gap's upper
             // end still holds, its lower end does not.
             let range = |client_ms: f64, q: BucketQuantile| {
@@ -215,25 +222,22 @@ impl Comparison {
                 } else {
                     GapKind::UpperBound
                 },
-                client_times: times,
+                client_times: Some(times),
                 p50: s.p50.map(|q| range(c.p50, q)),
                 p99: s.p99.map(|q| range(c.p99, q)),
             })
         };
+        let rx = &client.receive_timestamps;
         let first_tokens = ClientTimes::of(
+            "first tokens",
             client_count("time_to_first_token"),
-            &client.receive_timestamps.first_token,
+            &rx.first_token,
         );
+        let ends = ClientTimes::of("ends", client_count("request_latency"), &rx.end);
         Some(Comparison::Matched {
             requests: client.completed,
-            ttft_ms: gap(
-                "time_to_first_token",
-                server.ttft_s.as_ref(),
-                Some(first_tokens),
-            ),
-            // The summary does not count the end's stamp kinds, so the e2e gap cannot yet say
-            // how many of its client times are bounds.
-            e2e_ms: gap("request_latency", server.e2e_s.as_ref(), None),
+            ttft_ms: gap("time_to_first_token", server.ttft_s.as_ref(), first_tokens),
+            e2e_ms: gap("request_latency", server.e2e_s.as_ref(), ends),
         })
     }
 
@@ -384,6 +388,7 @@ mod tests {
                 ended_at_ms: t + 10.0,
                 rx: first_token.map(|s| RxTiming {
                     first_token: Some(s),
+                    end: Some(s),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -477,6 +482,7 @@ mod tests {
     fn a_gap_over_first_tokens_that_are_bounds_is_an_upper_bound() {
         let server = RunServerSummary {
             ttft_s: Some(est(3.0, 0.008, (0.005, Some(0.01)))),
+            e2e_s: Some(est(3.0, 0.018, (0.015, Some(0.02)))),
             ..Default::default()
         };
         for (first_token, said) in [
@@ -505,14 +511,27 @@ mod tests {
                 )),
                 "{line}"
             );
+            // The ends too: e2e is exact only when each was stamped `kernel`.
+            assert!(
+                line.contains(&format!(
+                    "e2e client − server mean at most 4.000 ms (upper bound: 3 of 3 ends are \
+                     upper bounds ({said})"
+                )),
+                "{line}"
+            );
             let json = serde_json::to_value(&cmp).unwrap();
             assert_eq!(json["ttft_ms"]["mean_kind"], "upper_bound", "{json}");
+            assert_eq!(json["e2e_ms"]["mean_kind"], "upper_bound", "{json}");
         }
         // Every first token stamped by the kernel: exact, and said so.
         let cmp = Comparison::of(&client(&[10.0, 12.0, 14.0]), &server).unwrap();
         let json = serde_json::to_value(&cmp).unwrap();
         assert_eq!(json["ttft_ms"]["mean_kind"], "exact", "{json}");
         assert_eq!(json["ttft_ms"]["client_times"]["kernel"], 3, "{json}");
+        assert_eq!(json["e2e_ms"]["mean_kind"], "exact", "{json}");
+        assert!(cmp
+            .to_string()
+            .contains("e2e client − server mean 4.000 ms (exact"));
         // A server mean above a client's bound is above the truth by at least as much.
         let slower = RunServerSummary {
             ttft_s: Some(est(3.0, 0.020, (0.01, Some(0.025)))),

@@ -496,5 +496,25 @@ fn the_client_server_gap_is_exact_only_over_kernel_stamped_first_tokens() {
                 "{line}"
             );
         }
+        // The ends likewise, for the e2e gap.
+        let e2e = &s["server"]["comparison"]["e2e_ms"];
+        let e2e_part = line
+            .split("; e2e")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}"));
+        let ends = rx["end"]["kernel"].as_u64().unwrap_or(0);
+        if rx["state"] == "on" && ends == 4 {
+            assert_eq!(e2e["mean_kind"], "exact", "{e2e}");
+            assert!(e2e_part.contains("(exact; network"), "{line}");
+        } else {
+            assert!(!timestamps_off || ends == 0, "{rx}");
+            assert_eq!(e2e["mean_kind"], "upper_bound", "{e2e}");
+            assert!(!e2e_part.contains("exact"), "{line}");
+            let bound = 4 - ends;
+            assert!(
+                e2e_part.contains(&format!("{bound} of 4 ends are upper bounds")),
+                "{line}"
+            );
+        }
     }
 }
