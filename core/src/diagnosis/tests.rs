@@ -350,10 +350,10 @@ fn a_gap_the_server_does_not_see_is_network() {
 // kernel_bound, upper bounds. Exact only on positive evidence: every one stamped `kernel`.
 #[test]
 fn a_gap_over_first_tokens_that_are_bounds_is_bound_evidence() {
-    for (stamp, kind) in [
-        ("kernel_bound", FigureKind::Bound),
-        ("userspace", FigureKind::Bound),
-        ("kernel", FigureKind::Exact),
+    for (stamp, kind, network) in [
+        ("kernel_bound", FigureKind::Bound, FigureKind::Bound),
+        ("userspace", FigureKind::Bound, FigureKind::Bound),
+        ("kernel", FigureKind::Exact, FigureKind::Estimate),
     ] {
         let mut r = run(100, 130.0, 330.0, None);
         r.telemetry.client_cpu = Some(quiet_client());
@@ -369,6 +369,8 @@ fn a_gap_over_first_tokens_that_are_bounds_is_bound_evidence() {
         let of = |name: &str| d.evidence.iter().find(|e| e.name == name).unwrap().kind;
         assert_eq!(of("client_minus_server_ttft_mean"), kind, "{stamp}");
         assert_eq!(of("client_ttft_mean"), kind, "{stamp}");
+        // The network's share is the gap: no closer than it.
+        assert_eq!(of("network_mean"), network, "{stamp}");
     }
 }
 
