@@ -90,10 +90,10 @@ pub use summary::{
     TokenAgreement, MIN_RATE_SPAN_S,
 };
 pub use telemetry::{
-    bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, Comparison,
-    EnergyMethod, Engine, GapRange, GaugeStats, GpuPoint, GpuRunStats, GpuSource,
-    KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary, RunSeries,
-    RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
+    bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, ClientTimes,
+    Comparison, EnergyMethod, Engine, GapKind, GapRange, GaugeStats, GpuPoint, GpuRunStats,
+    GpuSource, KernelProgramStats, KernelRunSummary, LatencyEstimate, RunEnergy, RunGpuSummary,
+    RunSeries, RunServerSummary, RunTelemetry, ServerPoint, Source, SourceState, Window,
 };
 pub use timeline::{ClientBucket, ClientTimeline};
 pub use timeslice::{SliceStats, Timeslice, TimesliceReport, Timeslices};

@@ -503,6 +503,9 @@ pub struct RxSummary {
     /// Of those, by where the first token's time came from: `kernel` (exact),
     /// `kernel_bound` (an upper bound), `userspace` (no stamp: canaryd's read).
     pub first_token: BTreeMap<String, u64>,
+    /// Of those, by where the end's time (`e2e_ms`) came from, as `first_token`.
+    #[serde(default)]
+    pub end: BTreeMap<String, u64>,
     /// Token events of those requests.
     pub token_events: u64,
     /// Of those, events whose time is only a bound.
@@ -514,13 +517,19 @@ pub struct RxSummary {
 impl RxSummary {
     fn add(&mut self, rx: &RxTiming) {
         self.requests += 1;
+        let name = |source| match source {
+            RxSource::Kernel => "kernel",
+            RxSource::KernelBound => "kernel_bound",
+            RxSource::Userspace => "userspace",
+        };
         if let Some(source) = rx.first_token {
-            let name = match source {
-                RxSource::Kernel => "kernel",
-                RxSource::KernelBound => "kernel_bound",
-                RxSource::Userspace => "userspace",
-            };
-            *self.first_token.entry(name.to_string()).or_default() += 1;
+            *self
+                .first_token
+                .entry(name(source).to_string())
+                .or_default() += 1;
+        }
+        if let Some(source) = rx.end {
+            *self.end.entry(name(source).to_string()).or_default() += 1;
         }
         self.token_events += u64::from(rx.token_events);
         self.token_events_bound += u64::from(rx.token_events_bound);
@@ -917,6 +926,7 @@ mod tests {
             let mut r = ok(id, 0.0, 40.0, 100.0, 5);
             r.rx = Some(RxTiming {
                 first_token: Some(source),
+                end: Some(source),
                 token_events: 5,
                 token_events_bound: 1,
                 clock_map_uncertainty_us: u,
@@ -957,6 +967,7 @@ mod tests {
         assert_eq!(rx.first_token["kernel"], 1);
         assert_eq!(rx.first_token["kernel_bound"], 1);
         assert_eq!(rx.first_token["userspace"], 1);
+        assert_eq!(rx.end, rx.first_token, "the ends counted the same way");
         assert_eq!(rx.clock_map_uncertainty_max_us, Some(0.2));
         assert_eq!(rx.state, None, "the run sets it");
     }

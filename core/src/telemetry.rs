@@ -15,7 +15,7 @@ mod series;
 mod server;
 
 pub use client::ClientCpu;
-pub use comparison::{ClientMinusServer, Comparison, GapRange};
+pub use comparison::{ClientMinusServer, ClientTimes, Comparison, GapKind, GapRange};
 pub use gpu::{EnergyMethod, GpuRunStats, GpuSource, RunEnergy, RunGpuSummary};
 pub use kernel::{KernelProgramStats, KernelRunSummary};
 pub use series::{bounded_gpu, bounded_server, GpuPoint, RunSeries, ServerPoint, Window};

@@ -28,6 +28,22 @@ pub struct Observe {
     pub ebpf_known_unavailable: Option<String>,
 }
 
+impl Observe {
+    /// Remembers eBPF found unavailable by `outcome`'s run, so that the command's later runs
+    /// (`--runs N`, a sweep's points) say it is unavailable, and why, rather than load the
+    /// programs again and warn each time: the daemon does the same across its runs.
+    pub fn remember_unavailable(&mut self, outcome: &RunOutcome) {
+        if self.ebpf_known_unavailable.is_some() {
+            return;
+        }
+        if let Some(SourceState::Unavailable { reason }) = outcome.telemetry.source(Source::Ebpf) {
+            self.ebpf_known_unavailable = Some(format!(
+                "{reason} (found at an earlier run of this command; not tried again)"
+            ));
+        }
+    }
+}
+
 /// What a front end does with a judged run, besides its artifacts (already written).
 pub type ExportFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 

@@ -291,10 +291,23 @@ fn a_slow_link_is_network() {
     // With every first token stamped by the kernel on arrival (receive timestamps, on by
     // default) the gap ends there, without canaryd's read delay: an estimate. Without eBPF,
     // first tokens timed at canaryd's read leave that delay in it: a bound, said so.
+    // A gap over first tokens stamped kernel_bound (a later segment's arrival) is itself an
+    // upper bound, and so is the network's share of it.
     let rx = &doc["receive_timestamps"];
     let at_read = rx["first_token"]["userspace"].as_u64().unwrap_or(0);
     let all_stamped = rx["state"] == "on" && at_read == 0;
-    let kind = if all_stamped { "estimate" } else { "bound" };
+    let exact = rx["first_token"]["kernel"].as_u64().unwrap_or(0) == doc["completed"];
+    let kind = if all_stamped && exact {
+        "estimate"
+    } else {
+        "bound"
+    };
+    let gap_kind = if rx["state"] == "on" && exact {
+        "exact"
+    } else {
+        "bound"
+    };
+    assert_eq!(gap["kind"], gap_kind, "{rx}");
     assert_eq!(evidence(d, "network_mean")["kind"], kind, "{rx}");
     // (`missing` is left out when empty.)
     let ebpf_missing = finding(d, "network")["missing"]

@@ -358,6 +358,82 @@ fn without_privileges_kernel_timing_is_off_once_and_the_replay_goes_on() {
     }
 }
 
+// The audit: as uid 65534, `canaryd replay … --runs 3` warned "kernel socket timing off" three
+// times, loading the programs again each run; the daemon said it once. So do `--runs N` and a
+// sweep's points now, and every run still says eBPF was unavailable.
+#[test]
+fn without_privileges_kernel_timing_is_off_once_over_a_commands_runs() {
+    let Some(()) = skip_unless(false) else {
+        return;
+    };
+    if let Err(e) = Command::new("setpriv").arg("--version").output() {
+        return skip(
+            "setpriv",
+            &format!("setpriv (util-linux) does not run here: {e}"),
+        );
+    }
+    let drop_all = [
+        "setpriv",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(dir.path());
+    let warned_once = |out: &Output| {
+        let log = text(out);
+        assert!(out.status.success(), "{log}");
+        let warnings = log
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("kernel socket timing off"))
+            .count();
+        assert_eq!(warnings, 1, "reported once: {log}");
+    };
+    let unavailable = |summary: &Path| {
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap();
+        let ebpf = &s["telemetry_sources"]["ebpf"];
+        assert_eq!(
+            ebpf["state"],
+            "unavailable",
+            "{}: {ebpf}",
+            summary.display()
+        );
+        assert!(
+            ebpf["reason"].as_str().unwrap().contains("CAP_BPF"),
+            "says why: {ebpf}"
+        );
+    };
+    let out = replay(
+        dir.path(),
+        &drop_all,
+        &sim.url(),
+        &["--max-requests", "3", "--runs", "3"],
+    );
+    warned_once(&out);
+    for i in 1..=3 {
+        unavailable(&dir.path().join(format!("out/run-{i}/summary.json")));
+    }
+    // A sweep's points are runs of one command too.
+    let mut cmd = Command::new(drop_all[0]);
+    cmd.args(&drop_all[1..])
+        .arg(CANARYD)
+        .args(["sweep", "--url", &sim.url(), "--model", "canary-sim"])
+        .args(["--isl", "16", "--osl", "4", "--request-count", "3"])
+        .args(["--concurrency", "1,2,3", "--warmup-request-count", "0"])
+        .args(["--no-nvml", "--output-dir", "sweep"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(std::process::Stdio::null());
+    let out = cmd.output().expect("canaryd runs");
+    warned_once(&out);
+    for point in ["point-01-c1", "point-02-c2", "point-03-c3"] {
+        unavailable(&dir.path().join(format!("sweep/{point}/summary.json")));
+    }
+}
+
 /// What the README tells a systemd unit to grant: an unprivileged user with only CAP_BPF and
 /// CAP_PERFMON (as ambient capabilities) loads the programs.
 fn minimal_capabilities_suffice() {

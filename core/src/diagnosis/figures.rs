@@ -133,6 +133,16 @@ impl Figures {
             .sum();
         if let Some(ttfts) = s.metrics.get("time_to_first_token").filter(|t| t.count > 0) {
             f.first_tokens_stamped = (stamped as f64 / ttfts.count as f64).min(1.0);
+            // Exact only on positive evidence: every first token stamped `kernel`. A
+            // `kernel_bound` or `userspace` one, or one timed without receive timestamps, is
+            // an upper bound, and so is a mean over it.
+            let exact = rx.first_token.get("kernel").copied().unwrap_or(0);
+            if exact < ttfts.count {
+                f.client_ttft_ms = f.client_ttft_ms.map(|t| Fig {
+                    kind: FigureKind::Bound,
+                    ..t
+                });
+            }
         }
         f.client_e2e_ms = client("request_latency");
         // Not the schedule lag itself: a session's turn held for its previous turn, or a
@@ -181,7 +191,15 @@ impl Figures {
         self.ttft_gap_ms = match &sv.comparison {
             Some(crate::Comparison::Matched {
                 ttft_ms: Some(g), ..
-            }) => Some(Fig::new(g.mean, EXACT, "client and server_metrics")),
+            }) => {
+                // Exact only when every compared first token was stamped `kernel`: over
+                // upper bounds the gap is one too.
+                let kind = match g.mean_kind {
+                    crate::GapKind::Exact => EXACT,
+                    crate::GapKind::UpperBound => FigureKind::Bound,
+                };
+                Some(Fig::new(g.mean, kind, "client and server_metrics"))
+            }
             _ => None,
         };
         if let (Some(crate::Comparison::Withheld { reason, .. }), Some(_)) =

@@ -570,11 +570,12 @@ fn network(c: &Ctx) -> Finding {
     let unstamped = 1.0 - f.first_tokens_stamped;
     let read_delay = f.read_delay_ms.map_or(0.0, |r| r.value) * unstamped;
     let net = gap.value - read_delay;
-    let kind = if unstamped == 0.0 && !gap.fallback {
+    let kind = if unstamped == 0.0 && !gap.fallback && gap.kind != FigureKind::Bound {
         FigureKind::Estimate
     } else {
         // It still holds canaryd's read delay (the eBPF figure taken off is a lower bound
-        // of it), or the server's queue (llama.cpp timings).
+        // of it), or the server's queue (llama.cpp timings), or the gap itself is an upper
+        // bound (first tokens stamped as kernel_bound: a later segment's arrival).
         FigureKind::Bound
     };
     x.evidence.push(

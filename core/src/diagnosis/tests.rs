@@ -103,6 +103,8 @@ fn server(ttft: f64, queue: f64, prefill: f64, decode: f64, client_ttft: f64) ->
             requests: 100,
             ttft_ms: Some(crate::ClientMinusServer {
                 mean: client_ttft - ttft,
+                mean_kind: crate::GapKind::Exact,
+                client_times: None,
                 p50: None,
                 p99: None,
             }),
@@ -342,6 +344,34 @@ fn a_gap_the_server_does_not_see_is_network() {
     let d = r.diagnose();
     let net = network_mean(&d);
     assert_eq!((net.value, net.kind), (105.0, FigureKind::Estimate));
+}
+
+// The audit: `client_minus_server_ttft_mean … (exact…)` over first tokens that were all
+// kernel_bound, upper bounds. Exact only on positive evidence: every one stamped `kernel`.
+#[test]
+fn a_gap_over_first_tokens_that_are_bounds_is_bound_evidence() {
+    for (stamp, kind, network) in [
+        ("kernel_bound", FigureKind::Bound, FigureKind::Bound),
+        ("userspace", FigureKind::Bound, FigureKind::Bound),
+        ("kernel", FigureKind::Exact, FigureKind::Estimate),
+    ] {
+        let mut r = run(100, 130.0, 330.0, None);
+        r.telemetry.client_cpu = Some(quiet_client());
+        r.rx.requests = 100;
+        r.rx.first_token.insert(stamp.to_string(), 100);
+        let mut summary = r.agg.summary();
+        summary.receive_timestamps = r.rx.clone();
+        let mut s = server(25.0, 0.5, 20.0, 200.0, 130.0);
+        s.comparison = crate::Comparison::of(&summary, &s);
+        r.telemetry.server = Some(s);
+        let d = r.diagnose();
+        assert_eq!(d.class, Bottleneck::Network, "{d:#?}");
+        let of = |name: &str| d.evidence.iter().find(|e| e.name == name).unwrap().kind;
+        assert_eq!(of("client_minus_server_ttft_mean"), kind, "{stamp}");
+        assert_eq!(of("client_ttft_mean"), kind, "{stamp}");
+        // The network's share is the gap: no closer than it.
+        assert_eq!(of("network_mean"), network, "{stamp}");
+    }
 }
 
 #[test]

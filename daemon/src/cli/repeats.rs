@@ -78,6 +78,8 @@ pub async fn run(
     }
     let json = print.json;
     let n = repeats.runs;
+    // eBPF that one run found unavailable is not tried (nor warned about) again.
+    let mut observe = observe.clone();
     let mut runs: Vec<(String, Judged, i32)> = Vec::new();
     let mut interrupted = false;
     for i in 1..=n {
@@ -89,7 +91,7 @@ pub async fn run(
             quiet: true,
             ..print.clone()
         };
-        let run = match one_shot::one_shot(p, observe, export, each, shutdown.clone()).await {
+        let run = match one_shot::one_shot(p, &observe, export, each, shutdown.clone()).await {
             Ok(run) => run,
             Err(e) => {
                 // The runs before it were measured: their summary is still written, with the
@@ -107,6 +109,7 @@ pub async fn run(
             interrupted = true;
             break;
         };
+        observe.remember_unavailable(&run.outcome);
         let status = one_shot::exit_status(&run);
         if !json {
             outln!("  {}", summary::one_line(&run, status))?;

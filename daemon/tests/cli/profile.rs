@@ -453,3 +453,68 @@ fn a_run_sizes_its_worker_threads_by_its_planned_load() {
     assert_eq!(knob["threads"], 3, "{knob}");
     assert_eq!(knob["threads_why"], "CANARYD_REQUEST_WORKERS=3", "{knob}");
 }
+
+// The audit: `TTFT client − server mean 5.190 ms (exact; …)` over two first tokens that were
+// kernel_bound, upper bounds. The gap is exact only when every compared first token was
+// stamped `kernel`; otherwise it is at most the figure, and says how many are bounds.
+#[test]
+fn the_client_server_gap_is_exact_only_over_kernel_stamped_first_tokens() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for timestamps_off in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = vec!["--isl", "10", "--osl", "8", "--request-count", "4"];
+        extra.extend(["--concurrency", "2", "--warmup-request-count", "0"]);
+        if timestamps_off {
+            extra.push("--no-kernel-timestamps");
+        }
+        let out = profile(dir.path(), &url, &extra);
+        let printed = text(&out);
+        assert!(out.status.success(), "{printed}");
+        let s = summary(dir.path());
+        let ttft = &s["server"]["comparison"]["ttft_ms"];
+        assert_eq!(s["server"]["comparison"]["state"], "matched", "{s}");
+        let line = printed
+            .lines()
+            .find(|l| l.contains("client vs server over"))
+            .unwrap_or_else(|| panic!("{printed}"));
+        let rx = &s["receive_timestamps"];
+        let kernel = rx["first_token"]["kernel"].as_u64().unwrap_or(0);
+        let exact = rx["state"] == "on" && kernel == 4;
+        assert!(!(timestamps_off && exact), "{rx}");
+        if exact {
+            assert_eq!(ttft["mean_kind"], "exact", "{ttft}");
+            assert!(line.contains("TTFT client − server mean"), "{line}");
+            assert!(line.contains("(exact; network"), "{line}");
+        } else {
+            assert_eq!(ttft["mean_kind"], "upper_bound", "{ttft}");
+            let bound = 4 - kernel;
+            let ttft_part = line.split("; e2e").next().unwrap();
+            assert!(!ttft_part.contains("exact"), "{line}");
+            assert!(
+                ttft_part.contains(&format!("{bound} of 4 first tokens are upper bounds")),
+                "{line}"
+            );
+        }
+        // The ends likewise, for the e2e gap.
+        let e2e = &s["server"]["comparison"]["e2e_ms"];
+        let e2e_part = line
+            .split("; e2e")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}"));
+        let ends = rx["end"]["kernel"].as_u64().unwrap_or(0);
+        if rx["state"] == "on" && ends == 4 {
+            assert_eq!(e2e["mean_kind"], "exact", "{e2e}");
+            assert!(e2e_part.contains("(exact; network"), "{line}");
+        } else {
+            assert!(!timestamps_off || ends == 0, "{rx}");
+            assert_eq!(e2e["mean_kind"], "upper_bound", "{e2e}");
+            assert!(!e2e_part.contains("exact"), "{line}");
+            let bound = 4 - ends;
+            assert!(
+                e2e_part.contains(&format!("{bound} of 4 ends are upper bounds")),
+                "{line}"
+            );
+        }
+    }
+}

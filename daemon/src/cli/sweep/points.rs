@@ -114,6 +114,7 @@ async fn run_point(
     index: usize,
     root: &Path,
     shutdown: &CancellationToken,
+    ebpf_unavailable: &mut Option<String>,
 ) -> Result<PointRun> {
     let label = axis.label(value);
     let dir_name = format!("point-{index:02}-{label}");
@@ -124,7 +125,7 @@ async fn run_point(
     let gpus = args.sweep.gpus;
     let (point, interrupted) = match pargs.shape.repeats() {
         None => {
-            let run = run_once(&pargs, plan, shutdown)
+            let run = run_once(&pargs, plan, shutdown, ebpf_unavailable)
                 .await
                 .with_context(context)?;
             let interrupted = run.as_ref().is_none_or(|r| r.outcome.interrupted);
@@ -137,7 +138,7 @@ async fn run_point(
             let mut interrupted = false;
             for i in 1..=n {
                 let (dir, p) = repeats.nth(&plan, &point_dir, i);
-                let run = match run_once(&pargs, p, shutdown).await {
+                let run = match run_once(&pargs, p, shutdown, ebpf_unavailable).await {
                     Ok(run) => run,
                     Err(e) => {
                         // The point's runs before it were measured: their summary is kept.
@@ -192,17 +193,25 @@ async fn run_point(
 
 /// One run of a point's plan, judged by the sweep's gates and exported as `canaryd profile`
 /// exports a run (each with its own run id). `None`: a signal came before anything was sent.
+/// eBPF an earlier run of the sweep found unavailable (`ebpf_unavailable`) is not tried, nor
+/// warned about, again; this run's finding is kept there for the next.
 async fn run_once(
     pargs: &ProfileArgs,
     mut plan: Plan,
     shutdown: &CancellationToken,
+    ebpf_unavailable: &mut Option<String>,
 ) -> Result<Option<Judged>> {
-    let observe = pargs.shape.telemetry.observe(&plan.replay.target);
+    let mut observe = pargs.shape.telemetry.observe(&plan.replay.target);
+    observe.ebpf_known_unavailable = ebpf_unavailable.clone();
     let front = OneShot::start(&mut plan, &pargs.shape.export, pargs.shape.criteria())?;
     let progress = Arc::new(canary_replay::Progress::default());
     let display = ProgressDisplay::start(progress.clone());
     let run = execute(plan, &observe, &front, shutdown.clone(), progress).await;
     display.finish();
+    if let Ok(Some(j)) = &run {
+        observe.remember_unavailable(&j.outcome);
+        *ebpf_unavailable = observe.ebpf_known_unavailable;
+    }
     // A point whose files could not all be written (a full disk) failed: the sweep stops
     // there, as `replay` does, rather than report a knee without it and exit 0.
     if let Ok(Some(j)) = &run {
@@ -270,6 +279,7 @@ pub async fn sweep(
     let mut points = Vec::new();
     let mut interrupted = false;
     let mut failed = None;
+    let mut ebpf_unavailable = None;
     for (i, &v) in values.iter().enumerate() {
         if i > 0 {
             cooldown(args, &shutdown).await;
@@ -278,7 +288,7 @@ pub async fn sweep(
             interrupted = true;
             break;
         }
-        match run_point(args, axis, v, i + 1, root, &shutdown).await {
+        match run_point(args, axis, v, i + 1, root, &shutdown, &mut ebpf_unavailable).await {
             Ok(run) => {
                 points.push(run.point);
                 if run.interrupted {
@@ -311,6 +321,8 @@ struct SweepProber<'a> {
     root: &'a Path,
     shutdown: &'a CancellationToken,
     points: Vec<Point>,
+    /// eBPF an earlier probe found unavailable: not tried again.
+    ebpf_unavailable: Option<String>,
 }
 
 impl Prober for SweepProber<'_> {
@@ -322,6 +334,7 @@ impl Prober for SweepProber<'_> {
             index,
             self.root,
             self.shutdown,
+            &mut self.ebpf_unavailable,
         )
         .await?;
         let (passed, errored) = (run.point.passed, run.point.errored);
@@ -417,6 +430,7 @@ pub async fn find_max_rate(
         root,
         shutdown: &shutdown,
         points: Vec::new(),
+        ebpf_unavailable: None,
     };
     let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
     export_capacity(args, start, &found.capacity).await?;
