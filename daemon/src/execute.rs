@@ -29,17 +29,21 @@ pub struct Observe {
 }
 
 impl Observe {
-    /// Remembers eBPF found unavailable by `outcome`'s run, so that the command's later runs
-    /// (`--runs N`, a sweep's points) say it is unavailable, and why, rather than load the
-    /// programs again and warn each time: the daemon does the same across its runs.
+    /// Remembers eBPF and NVML found unavailable by `outcome`'s run, so that the command's
+    /// later runs (`--runs N`, a sweep's points) say they are unavailable, and why, rather
+    /// than load them again and warn each time: the daemon does the same across its runs.
     pub fn remember_unavailable(&mut self, outcome: &RunOutcome) {
-        if self.ebpf_known_unavailable.is_some() {
-            return;
-        }
-        if let Some(SourceState::Unavailable { reason }) = outcome.telemetry.source(Source::Ebpf) {
-            self.ebpf_known_unavailable = Some(format!(
+        let found = |source| match outcome.telemetry.source(source) {
+            Some(SourceState::Unavailable { reason }) => Some(format!(
                 "{reason} (found at an earlier run of this command; not tried again)"
-            ));
+            )),
+            _ => None,
+        };
+        if self.ebpf_known_unavailable.is_none() {
+            self.ebpf_known_unavailable = found(Source::Ebpf);
+        }
+        if self.telemetry.nvml_known_unavailable.is_none() {
+            self.telemetry.nvml_known_unavailable = found(Source::Nvml);
         }
     }
 }

@@ -876,6 +876,43 @@ fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
     };
     assert_eq!(warnings("NVML unavailable"), 1, "reported once: {log}");
     assert_eq!(warnings("dcgm-exporter"), 1, "reported once: {log}");
+
+    // Over a command's runs too: NVML is not opened (nor warned about) again after the first
+    // run found it missing, and the endpoint's outage is one outage; each run says why.
+    let out = replay_arxiv(
+        dir.path(),
+        &format!("http://127.0.0.1:{port}"),
+        &[
+            "--speedup",
+            "50",
+            "--runs",
+            "3",
+            "--overwrite",
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so",
+            "--dcgm-url",
+            "http://127.0.0.1:9/metrics",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let log = text(&out);
+    let warnings = |what: &str| {
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains(what))
+            .count()
+    };
+    assert_eq!(warnings("NVML unavailable"), 1, "reported once: {log}");
+    assert_eq!(warnings("dcgm-exporter"), 1, "reported once: {log}");
+    for run in 1..=3 {
+        let path = dir.path().join(format!("out/run-{run}/summary.json"));
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let nvml = &s["telemetry_sources"]["nvml"];
+        assert_eq!(nvml["state"], "unavailable", "run {run}: {nvml}");
+        assert!(
+            nvml["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "run {run}: {nvml}"
+        );
+    }
 }
 
 #[test]
