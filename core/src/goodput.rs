@@ -11,6 +11,14 @@
 //! under 2; ai-dynamo/aiperf, `src/aiperf/metrics/types/good_request_count_metric.py` and
 //! `inter_token_latency_metric.py`). canaryd follows it, but counts such a request apart
 //! ([`Shortfall::NoValue`]), as "no ITL (1 output token)", never as an ITL miss.
+//!
+//! A response whose token events all came in one read shares one kernel stamp: its ITL and
+//! TTST read 0 ms and it has no measured per-user rate, yet it is not without a value. Its
+//! tokens came after the send and by its end, so its ITL is at most e2e / (n − 1), its TTST
+//! at most its TTFT (the shared stamp, from the send) and its per-user rate at least
+//! (n − 1) / e2e. Such a term is judged on that bound ([`Reading::Bound`]): met when the
+//! bound meets the threshold, else not known ([`OutputTokens::OneRead`]), never a miss and
+//! never a 0 ms that meets any threshold.
 
 use crate::record::RequestRecord;
 use serde::{Deserialize, Serialize};
@@ -74,16 +82,47 @@ impl SloMetric {
         self == SloMetric::OutputTokenThroughputPerUser
     }
 
-    fn value(self, r: &RequestRecord) -> Option<f64> {
+    /// The request's value for the metric: measured, only a bound (its token events shared
+    /// one stamp, so the gap between them read 0), or none.
+    pub fn reading(self, r: &RequestRecord) -> Reading {
+        let measured = |v: Option<f64>| v.map_or(Reading::None, Reading::Measured);
+        // ITL reads exactly 0 only when its first token and its end share one stamp.
+        let one_read = r.itl_ms == Some(0.0);
+        let n = r.output_token_count();
+        let span = r.e2e_ms.filter(|&e| e > 0.0 && n > 1);
         match self {
-            SloMetric::TimeToFirstToken => r.ttft_ms,
-            SloMetric::TimeToSecondToken => r.ttst_ms,
-            SloMetric::TimeToFirstOutputToken => r.ttfo_ms,
-            SloMetric::InterTokenLatency => r.itl_ms,
-            SloMetric::RequestLatency => r.e2e_ms,
-            SloMetric::OutputTokenThroughputPerUser => r.output_tokens_per_s,
+            SloMetric::TimeToFirstToken => measured(r.ttft_ms),
+            SloMetric::TimeToSecondToken => match (r.ttst_ms, r.ttft_ms) {
+                // Both tokens after the send, the second by the shared stamp.
+                (Some(0.0), Some(ttft)) => Reading::Bound(ttft),
+                (t, _) => measured(t),
+            },
+            SloMetric::TimeToFirstOutputToken => measured(r.ttfo_ms),
+            SloMetric::InterTokenLatency => match span {
+                Some(e2e) if one_read => Reading::Bound(e2e / (n - 1) as f64),
+                _ => measured(r.itl_ms),
+            },
+            SloMetric::RequestLatency => measured(r.e2e_ms),
+            SloMetric::OutputTokenThroughputPerUser => match span {
+                Some(e2e) if one_read && r.output_tokens_per_s.is_none() => {
+                    Reading::Bound((n - 1) as f64 * 1000.0 / e2e)
+                }
+                _ => measured(r.output_tokens_per_s),
+            },
         }
     }
+}
+
+/// A request's value for one SLO metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reading {
+    /// Measured (exact or as the record's times are, see `rx`).
+    Measured(f64),
+    /// Only a bound on the side that can fail the SLO: an upper bound of a latency, a lower
+    /// bound of the per-user rate. The request's token events shared one stamp.
+    Bound(f64),
+    /// No value (one output token has no ITL).
+    None,
 }
 
 /// How many output tokens a completed request without a value for a term produced: the
@@ -95,6 +134,9 @@ pub enum OutputTokens {
     None,
     /// One output token: no ITL, TTST or per-user token rate, which need two.
     One,
+    /// Two or more whose token events came in one read (one kernel stamp): ITL, TTST and the
+    /// per-user rate are only bounds, and this one's bound does not settle the term.
+    OneRead,
     /// Two or more, yet no value (TTFO of a response that was all reasoning, say).
     Several,
 }
@@ -113,6 +155,7 @@ impl OutputTokens {
         match self {
             OutputTokens::None => "no output token",
             OutputTokens::One => "1 output token",
+            OutputTokens::OneRead => "only a bound, which falls short: its tokens came in one read",
             OutputTokens::Several => "not measured",
         }
     }
@@ -205,16 +248,43 @@ impl Goodput {
                 if !r.is_ok() {
                     return Some((slo.metric, Shortfall::Missed));
                 }
-                let missed = match slo.metric.value(r) {
-                    None => {
+                let (v, bound) = match slo.metric.reading(r) {
+                    Reading::None => {
                         let n = OutputTokens::of(r.output_token_count());
                         return Some((slo.metric, Shortfall::NoValue(n)));
                     }
-                    Some(v) if slo.metric.higher_is_better() => v < slo.threshold,
-                    Some(v) => v > slo.threshold,
+                    Reading::Measured(v) => (v, false),
+                    Reading::Bound(v) => (v, true),
                 };
-                missed.then_some((slo.metric, Shortfall::Missed))
+                let past = if slo.metric.higher_is_better() {
+                    v < slo.threshold
+                } else {
+                    v > slo.threshold
+                };
+                match (past, bound) {
+                    (false, _) => None,
+                    (true, false) => Some((slo.metric, Shortfall::Missed)),
+                    // The truth lies on the good side of the bound: it may meet the term.
+                    (true, true) => Some((slo.metric, Shortfall::NoValue(OutputTokens::OneRead))),
+                }
             })
+            .collect()
+    }
+
+    /// The terms a completed request meets only on a bound (its token events shared one stamp,
+    /// see [`Reading::Bound`]): judged good on them, and counted so.
+    pub fn met_on_bound(&self, r: &RequestRecord) -> Vec<SloMetric> {
+        if !r.is_ok() {
+            return Vec::new();
+        }
+        self.slos
+            .iter()
+            .filter(|slo| match slo.metric.reading(r) {
+                Reading::Bound(v) if slo.metric.higher_is_better() => v >= slo.threshold,
+                Reading::Bound(v) => v <= slo.threshold,
+                _ => false,
+            })
+            .map(|slo| slo.metric)
             .collect()
     }
 
@@ -310,6 +380,58 @@ mod tests {
         // A TTFT-only SLO judges it on TTFT alone.
         let ttft: Goodput = "time_to_first_token:400".parse().unwrap();
         assert!(ttft.is_good(&one));
+    }
+
+    // A whole response in one read: its token events share one stamp, ITL and TTST read 0 and
+    // the per-user rate was null, so "output_token_throughput_per_user:1000" counted the
+    // fastest requests not good ("no output tokens/s per user (not measured)").
+    #[test]
+    fn one_read_is_judged_on_its_bound() {
+        let one_read = RequestRecord {
+            ttft_ms: Some(0.3),
+            ttst_ms: Some(0.0),
+            itl_ms: Some(0.0),
+            e2e_ms: Some(0.3),
+            output_tokens_per_s: None,
+            chunks: 30,
+            ..Default::default()
+        };
+        // At least 29 tokens over 0.3 ms: ≥ 96,667 tokens/s.
+        let rate: Goodput = "output_token_throughput_per_user:1000".parse().unwrap();
+        assert_eq!(
+            SloMetric::OutputTokenThroughputPerUser.reading(&one_read),
+            Reading::Bound(29.0 * 1000.0 / 0.3)
+        );
+        assert!(rate.is_good(&one_read));
+        assert_eq!(
+            rate.met_on_bound(&one_read),
+            vec![SloMetric::OutputTokenThroughputPerUser]
+        );
+        // A bound short of the threshold settles nothing: not known, not a miss.
+        let fast: Goodput = "output_token_throughput_per_user:200000".parse().unwrap();
+        assert!(!fast.is_good(&one_read));
+        assert!(fast.misses(&one_read).is_empty());
+        assert_eq!(
+            fast.shortfalls(&one_read),
+            vec![(
+                SloMetric::OutputTokenThroughputPerUser,
+                Shortfall::NoValue(OutputTokens::OneRead)
+            )]
+        );
+        // ITL read 0 ms, which met any threshold; it is at most 0.3 / 29 ms.
+        let itl: Goodput = "inter_token_latency:0.001".parse().unwrap();
+        assert!(!itl.is_good(&one_read), "0 ms is not a measured ITL");
+        assert!(itl.misses(&one_read).is_empty());
+        let itl: Goodput = "inter_token_latency:0.05 time_to_second_token:1"
+            .parse()
+            .unwrap();
+        assert!(itl.is_good(&one_read));
+        assert_eq!(itl.met_on_bound(&one_read).len(), 2);
+        // TTST is at most the shared stamp's time from the send.
+        let ttst: Goodput = "time_to_second_token:0.1".parse().unwrap();
+        assert!(!ttst.is_good(&one_read));
+        // A measured rate is judged as before.
+        assert!(rate.met_on_bound(&rec(1.0, 10.0)).is_empty());
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub use diagnosis::{
 pub use error_causes::{ErrorCause, ErrorCauses};
 pub use error_chain::error_chain;
 pub use gaps::ChunkGaps;
-pub use goodput::{Goodput, GoodputParseError, OutputTokens, Shortfall, Slo, SloMetric};
+pub use goodput::{Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};

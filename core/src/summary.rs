@@ -28,6 +28,7 @@ pub struct Aggregator {
     client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
     slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
+    slo_met_on_bound: BTreeMap<&'static str, u64>,
     input_tokens: u64,
     output_tokens: u64,
     cached_tokens: u64,
@@ -155,6 +156,9 @@ impl Aggregator {
                 Shortfall::NoValue(n) => *self.slo_no_value.entry((metric, n)).or_default() += 1,
             }
         }
+        for metric in self.goodput.met_on_bound(r) {
+            *self.slo_met_on_bound.entry(metric.name()).or_default() += 1;
+        }
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
             *self.errors.entry(kind).or_default() += 1;
@@ -280,6 +284,11 @@ impl Aggregator {
                     output_tokens,
                     requests,
                 })
+                .collect(),
+            met_on_bound: self
+                .slo_met_on_bound
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
         });
         RunSummary {
@@ -559,6 +568,12 @@ pub struct GoodputSummary {
     /// output token has no ITL (aiperf's rule: not good). By term and why.
     #[serde(default)]
     pub no_value: Vec<NoValue>,
+    /// Completed requests that met a term only on a bound, by term: their token events came
+    /// in one read (one stamp), so ITL and TTST are known only from above and the per-user
+    /// rate from below (see [`crate::Reading::Bound`]); those whose bound falls short are in
+    /// `no_value` as `one_read`, not known.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub met_on_bound: BTreeMap<String, u64>,
 }
 
 /// Completed requests without a value for one SLO term, and why.
@@ -573,8 +588,17 @@ pub struct NoValue {
 }
 
 impl std::fmt::Display for NoValue {
-    /// `no ITL (1 output token): 11`.
+    /// `no ITL (1 output token): 11`; `ITL not known (only a bound, …): 3`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.output_tokens == OutputTokens::OneRead {
+            return write!(
+                f,
+                "{} not known ({}): {}",
+                self.metric.short_name(),
+                self.output_tokens.describe(),
+                self.requests
+            );
+        }
         write!(
             f,
             "no {} ({}): {}",
@@ -790,6 +814,33 @@ mod tests {
             json["no_value"][0],
             serde_json::json!({"metric": "inter_token_latency", "output_tokens": "one", "requests": 2})
         );
+    }
+
+    // A whole response in one read (one stamp): its rate was null and it was counted "no
+    // output tokens/s per user (not measured)"; it is judged on its lower bound, and counted.
+    #[test]
+    fn one_read_responses_are_judged_on_a_bound_and_counted() {
+        let mut agg = Aggregator::new("output_token_throughput_per_user:1000".parse().unwrap());
+        let mut measured = ok(0, 0.0, 10.0, 100.0, 10); // ITL 10 ms: 100 tokens/s, a miss
+        measured.output_tokens_per_s = Some(100.0);
+        agg.add(&measured, &ChunkGaps::new());
+        let one_read = ok(1, 0.0, 1.0, 1.0, 30); // ≥ 29,000 tokens/s: good on the bound
+        assert_eq!(one_read.itl_ms, Some(0.0));
+        agg.add(&one_read, &ChunkGaps::new());
+        let slow_read = ok(2, 0.0, 100.0, 100.0, 30); // ≥ 290 tokens/s: not known
+        agg.add(&slow_read, &ChunkGaps::new());
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_requests, 1);
+        assert_eq!(g.met_on_bound["output_token_throughput_per_user"], 1);
+        assert_eq!(g.misses_by_metric["output_token_throughput_per_user"], 1);
+        assert_eq!(
+            g.no_value[0].to_string(),
+            "output tokens/s per user not known (only a bound, which falls short: its tokens \
+             came in one read): 1"
+        );
+        let json = serde_json::to_value(&g).unwrap();
+        assert_eq!(json["no_value"][0]["output_tokens"], "one_read");
+        assert_eq!(json["met_on_bound"]["output_token_throughput_per_user"], 1);
     }
 
     // Issue 14, item 7: canaryd out of file descriptors was counted as the target's errors.
