@@ -275,15 +275,19 @@ impl SliceStats {
 
 impl TimesliceReport {
     /// `timeslices.csv`: tidy, one row per slice × metric × statistic
-    /// (`slice,start_s,end_s,partial,metric,statistic,unit,value`); a latency with no value
-    /// in a slice has no rows there.
+    /// (`slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s`); a latency with
+    /// no value in a slice has no rows there. `end_s` is the slice's nominal end; `covered_s`
+    /// the span it covered, over which its rates are (a partial last slice covers less), so
+    /// rate × `covered_s` gives back the count. It comes last so the columns before it keep
+    /// their places.
     pub fn csv(&self) -> String {
-        let mut out = String::from("slice,start_s,end_s,partial,metric,statistic,unit,value\n");
+        let mut out =
+            String::from("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s\n");
         for s in &self.slices {
             let mut row = |metric: &str, stat: &str, unit: &str, v: String| {
                 out.push_str(&format!(
-                    "{},{:.3},{:.3},{},{metric},{stat},{unit},{v}\n",
-                    s.index, s.start_s, s.end_s, s.partial
+                    "{},{:.3},{:.3},{},{metric},{stat},{unit},{v},{:.6}\n",
+                    s.index, s.start_s, s.end_s, s.partial, s.covered_s
                 ));
             };
             row("requests", "count", "requests", s.requests.to_string());
@@ -374,11 +378,35 @@ mod tests {
         assert!((c.request_throughput.unwrap() - 1.0 / 0.6).abs() < 1e-9);
         assert!((c.output_token_throughput.unwrap() - 16.0 / 0.6).abs() < 1e-9);
         let csv = r.csv();
-        assert!(csv.contains("\n1,1.000,2.000,false,time_to_first_token,p50,ms,400.0000\n"));
         assert!(
-            csv.contains("\n2,2.000,3.000,true,requests,count,requests,0\n"),
+            csv.contains("\n1,1.000,2.000,false,time_to_first_token,p50,ms,400.0000,1.000000\n")
+        );
+        assert!(
+            csv.contains("\n2,2.000,3.000,true,requests,count,requests,0,0.600000\n"),
             "{csv}"
         );
+    }
+
+    // The partial last slice's rates are over the 0.6 s it covered, but the file gave only its
+    // nominal 1 s: rate × (end − start) read 1.67 completions where 1 finished.
+    #[test]
+    fn a_partial_slices_rate_times_its_covered_span_gives_back_its_count() {
+        let mut t = Timeslices::new(Duration::from_secs(1));
+        t.add(&rec(100.0, 10.0, 50.0), 16);
+        t.add(&rec(1200.0, 400.0, 1400.0), 16);
+        let csv = t.report(2600.0).csv();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let row = csv
+            .lines()
+            .find(|l| l.starts_with("2,") && l.contains(",request_throughput,"))
+            .unwrap();
+        let f: Vec<&str> = row.split(',').collect();
+        let num = |name: &str| f[col(name)].parse::<f64>().unwrap();
+        assert_eq!(f[col("partial")], "true");
+        let completions = num("value") * num("covered_s");
+        assert!((completions - 1.0).abs() < 1e-3, "{completions}: {row}");
+        assert_eq!(num("end_s") - num("start_s"), 1.0, "the nominal span stays");
     }
 
     #[test]

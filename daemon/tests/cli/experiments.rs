@@ -423,12 +423,18 @@ fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
     assert!(text(&out).contains("timeslices of 1 s"), "{}", text(&out));
 
     let csv = std::fs::read_to_string(dir.path().join("out/timeslices.csv")).unwrap();
-    assert!(csv.starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value\n"));
+    assert!(csv.starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s\n"));
     let row = format!(
-        "\n2,2.000,3.000,false,time_to_first_token,p50,ms,{:.4}\n",
+        "\n2,2.000,3.000,false,time_to_first_token,p50,ms,{:.4},1.000000\n",
         p50(2)
     );
     assert!(csv.contains(&row), "{row} not in {csv}");
+    // The partial slice's own span: its rate times it gives back what finished in it.
+    let covered = last["covered_s"].as_f64().unwrap();
+    assert!(csv.contains(&format!(
+        ",true,requests,count,requests,{},{covered:.6}\n",
+        last["requests"]
+    )));
 
     // The HTML report draws them and lists them, the partial slice said.
     let said = canaryd(&["report", "out", "-o", "r.html"], dir.path());
