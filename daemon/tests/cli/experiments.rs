@@ -107,7 +107,10 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     assert_eq!(ttft["n"], 3);
     assert!((ttft["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
     assert!((ttft["half_width"].as_f64().unwrap() - half).abs() < 1e-5 * half.max(1e-3));
-    assert!((ttft["low"].as_f64().unwrap() - (mean - half)).abs() < 1e-5 * half.max(1e-3));
+    // A latency cannot be negative: the low end is clipped at 0, and says so.
+    let low = (mean - half).max(0.0);
+    assert!((ttft["low"].as_f64().unwrap() - low).abs() < 1e-5 * half.max(1e-3));
+    assert_eq!(ttft["clipped"], mean - half < 0.0);
     for (m, s) in [
         ("time_to_first_token", "p99"),
         ("inter_token_latency", "p50"),
@@ -119,7 +122,8 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
         assert_eq!(figure(m, s)["n"], 3, "{m} {s}");
     }
     let csv = std::fs::read_to_string(root.join("repeats.csv")).unwrap();
-    assert!(csv.starts_with("metric,statistic,unit,n,mean,std,confidence,half_width"));
+    assert!(csv
+        .starts_with("metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped\n"));
     assert!(csv.contains("\ntime_to_first_token,p50,ms,3,"), "{csv}");
     let shown = text(&out);
     assert!(shown.contains("(95% CI, 3 runs)"), "{shown}");

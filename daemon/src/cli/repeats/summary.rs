@@ -134,11 +134,38 @@ pub struct Figure {
     pub unit: &'static str,
     /// Each complete run's figure, in run order.
     pub values: Vec<f64>,
-    /// The mean and its interval.
+    /// The mean and its interval, its ends kept within what the figure can be
+    /// ([`clip`]).
     #[serde(flatten)]
     pub interval: MeanInterval,
+    /// True when an end of the interval fell outside what the figure can be (below 0 for a
+    /// latency or a rate, above 1 for a fraction) and was moved to that limit: `low`/`high`
+    /// are then not `mean ∓ half_width`, and the interval is lopsided.
+    pub clipped: bool,
     #[serde(skip)]
     label: &'static str,
+}
+
+/// `interval` with its ends moved inside what a figure in `unit` can be: never below 0 (every
+/// headline figure is a latency, a rate or a fraction), never above 1 for a fraction. True
+/// when an end moved. Student's t is symmetric, so few runs with one slow tail gave
+/// `TTFT p99 3.20 ms ± 4.67 ms`, a low end of −1.48 ms.
+fn clip(mut interval: MeanInterval, unit: &str) -> (MeanInterval, bool) {
+    let ceiling = if unit == "fraction" {
+        1.0
+    } else {
+        f64::INFINITY
+    };
+    let mut clipped = false;
+    if let Some(low) = interval.low.filter(|&l| l < 0.0) {
+        interval.low = Some(low.max(0.0));
+        clipped = true;
+    }
+    if let Some(high) = interval.high.filter(|&h| h > ceiling) {
+        interval.high = Some(high.min(ceiling));
+        clipped = true;
+    }
+    (interval, clipped)
 }
 
 /// The method, as `summary.json` states it.
@@ -167,8 +194,10 @@ impl RepeatsSummary {
                     .iter()
                     .filter_map(|s| figure(s, metric, statistic))
                     .collect();
+                let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
                 Some(Figure {
-                    interval: MeanInterval::of(&values, CONFIDENCE)?,
+                    interval,
+                    clipped,
                     metric,
                     statistic,
                     unit,
@@ -249,13 +278,14 @@ impl RepeatsSummary {
 
     /// `repeats.csv`: one row per figure.
     pub fn csv(&self) -> String {
-        let mut out =
-            String::from("metric,statistic,unit,n,mean,std,confidence,half_width,low,high\n");
+        let mut out = String::from(
+            "metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped\n",
+        );
         let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
         for f in &self.metrics {
             let i = &f.interval;
             out.push_str(&format!(
-                "{},{},{},{},{:.6},{},{},{},{},{}\n",
+                "{},{},{},{},{:.6},{},{},{},{},{},{}\n",
                 f.metric,
                 f.statistic,
                 f.unit,
@@ -265,7 +295,8 @@ impl RepeatsSummary {
                 i.confidence,
                 cell(i.half_width),
                 cell(i.low),
-                cell(i.high)
+                cell(i.high),
+                f.clipped
             ));
         }
         out
@@ -273,11 +304,29 @@ impl RepeatsSummary {
 }
 
 impl Figure {
-    /// `TTFT p50 45.2 ms ± 2.1 ms (95% CI, 5 runs)`, or `… (1 run: no interval)`.
+    /// `TTFT p50 45.2 ms ± 2.1 ms (95% CI, 5 runs)`, or `… (1 run: no interval)`; a
+    /// clipped interval gives its ends: `TTFT p99 3.20 ms, 95% CI 0 to 7.87 ms (clipped at 0,
+    /// a latency cannot be negative; 3 runs)`.
     pub fn line(&self) -> String {
         let i = &self.interval;
         let unit = self.unit;
         match i.half_width {
+            Some(_) if self.clipped => {
+                let (low, high) = (i.low.unwrap_or(0.0), i.high.unwrap_or(0.0));
+                let why = if low <= 0.0 {
+                    "clipped at 0, it cannot be negative"
+                } else {
+                    "clipped at 1, a fraction cannot exceed it"
+                };
+                format!(
+                    "{:<18} {} {unit}, 95% CI {} to {} {unit} ({why}; {} runs)",
+                    self.label,
+                    number(i.mean),
+                    number(low),
+                    number(high),
+                    i.n
+                )
+            }
             Some(h) => format!(
                 "{:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
                 self.label,
@@ -324,13 +373,17 @@ mod tests {
 
     #[test]
     fn lines_say_the_interval_or_that_there_is_none() {
-        let f = |values: &[f64]| Figure {
-            metric: "time_to_first_token",
-            statistic: "p50",
-            unit: "ms",
-            values: values.to_vec(),
-            interval: MeanInterval::of(values, CONFIDENCE).unwrap(),
-            label: "TTFT p50",
+        let f = |values: &[f64]| {
+            let (interval, clipped) = clip(MeanInterval::of(values, CONFIDENCE).unwrap(), "ms");
+            Figure {
+                metric: "time_to_first_token",
+                statistic: "p50",
+                unit: "ms",
+                values: values.to_vec(),
+                interval,
+                clipped,
+                label: "TTFT p50",
+            }
         };
         // Mean 45.2, s = 1.9235, t(0.975, 4) = 2.776: ± 2.39.
         let line = f(&[43.0, 44.0, 45.0, 46.0, 48.0]).line();
@@ -341,6 +394,67 @@ mod tests {
         assert_eq!(
             f(&[45.2]).line(),
             "TTFT p50           45.2 ms (1 run: no interval)"
+        );
+    }
+
+    // Three runs, one with a slow tail: mean 3.20 ms ± 4.67 ms gave a TTFT of −1.48 ms at the
+    // interval's low end, in the table, summary.json and repeats.csv.
+    #[test]
+    fn an_interval_below_zero_is_clipped_and_says_so() {
+        let values = [0.5, 0.6, 8.5];
+        let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE).unwrap(), "ms");
+        assert!(clipped);
+        assert_eq!(interval.low, Some(0.0));
+        let h = interval.half_width.unwrap();
+        assert!((interval.high.unwrap() - (interval.mean + h)).abs() < 1e-12);
+        let f = Figure {
+            metric: "time_to_first_token",
+            statistic: "p99",
+            unit: "ms",
+            values: values.to_vec(),
+            interval,
+            clipped,
+            label: "TTFT p99",
+        };
+        assert_eq!(
+            f.line(),
+            "TTFT p99           3.20 ms, 95% CI 0.000 to 14.6 ms (clipped at 0, it cannot be \
+             negative; 3 runs)"
+        );
+        let summary = RepeatsSummary {
+            runs_asked: 3,
+            runs: 3,
+            confidence: CONFIDENCE,
+            method: METHOD,
+            exit_status: 0,
+            interrupted: false,
+            per_run: Vec::new(),
+            metrics: vec![f.clone()],
+        };
+        let csv = summary.csv();
+        let row = csv.lines().nth(1).unwrap();
+        assert!(row.contains(",0.000000,"), "{row}");
+        assert!(row.ends_with(",true"), "{row}");
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(
+            (json["low"].as_f64(), json["clipped"].as_bool()),
+            (Some(0.0), Some(true))
+        );
+
+        // A fraction's high end stops at 1; an interval inside the limits is left alone.
+        let (frac, clipped) = clip(
+            MeanInterval::of(&[0.9, 0.99, 1.0], CONFIDENCE).unwrap(),
+            "fraction",
+        );
+        assert!(clipped && frac.high == Some(1.0), "{frac:?}");
+        let (same, clipped) = clip(
+            MeanInterval::of(&[43.0, 45.0, 47.0], CONFIDENCE).unwrap(),
+            "ms",
+        );
+        assert!(!clipped);
+        assert_eq!(
+            same,
+            MeanInterval::of(&[43.0, 45.0, 47.0], CONFIDENCE).unwrap()
         );
     }
 }
