@@ -155,6 +155,41 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
         page.contains("capacity at SLO").then_some(page)
     });
     assert!(shown.contains("capacity"), "{page}");
+    // Its own chart: each run's bracket as a bar, the baseline the later runs met as a band,
+    // the failed run crossed; and the failed run's bracket in the table, exact on hover, the
+    // figures `/api/runs` reports.
+    assert!(shown.contains("id=\"capacity-0\""), "{shown}");
+    let chart = shown
+        .split("id=\"capacity-0\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    assert!(
+        chart.contains("data-name=\"capacity bracket (passing to failing rate)\" data-marks=\""),
+        "{chart}"
+    );
+    assert!(
+        chart.contains("data-name=\"baseline capacity ± spread\""),
+        "{chart}"
+    );
+    assert!(chart.contains("data-name=\"not a pass\""), "{chart}");
+    // The failed run's bracket at least (older runs may have left the page's last 20).
+    let brackets: usize = chart
+        .split("data-name=\"capacity bracket (passing to failing rate)\" data-marks=\"")
+        .nth(1)
+        .and_then(|m| m.split('"').next()?.parse().ok())
+        .unwrap();
+    assert!(brackets >= 1, "{chart}");
+    assert!(
+        shown.contains(&format!(
+            "<span class=\"bracket\" title=\"at least {found}, below {below} req/s\">"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("<th>capacity at SLO, req/s</th>"));
+    assert!(shown.contains("Latency at each run's capacity probe"));
     let v: Value = serde_json::from_slice(
         &std::fs::read(
             dir.path()

@@ -141,6 +141,33 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(log.contains(&expected[6..]), "{log}");
 
+    // The status page charts the knees with their baseline, and the failed run's knee is in
+    // its table as `/api/runs` reports it (exact on hover).
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200);
+    let chart = page
+        .split("id=\"capacity-0\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no knee chart: {page}"))
+        .split("</figure>")
+        .next()
+        .unwrap();
+    for layer in ["knee", "baseline knee", "not a pass"] {
+        assert!(
+            chart.contains(&format!("data-name=\"{layer}\"")),
+            "{layer}: {chart}"
+        );
+    }
+    assert!(page.contains("<th>knee, req/s</th>"), "{page}");
+    let label = s["knee"]["label"].as_str().unwrap();
+    assert!(
+        page.contains(&format!(
+            "<span title=\"{k} req/s\">{} at {label}</span>",
+            rate(k)
+        )),
+        "{page}"
+    );
+
     // Over OTLP: `canary.sweep.knee` by figure, each the figure of a run the API lists.
     let points = eventually(30, "canary.sweep.knee with a baseline point", || {
         let metrics = receiver.last_metrics();

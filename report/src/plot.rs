@@ -68,6 +68,9 @@ pub enum Mark {
     Bars(Vec<(f64, f64, f64, f64)>),
     /// A filled band `(x, low, high)`: a time bucket's minimum to maximum.
     Band(Vec<(f64, f64, f64)>),
+    /// A vertical bar with a cap at each end per `(x, low, high)`: a quantity known only to
+    /// lie between two bounds (a capacity's bracket), drawn as the pair it is, not a point.
+    Intervals(Vec<(f64, f64, f64)>),
     /// A vertical reference line at x.
     VRule(f64),
     /// A shaded stretch of x, `(x0, x1)`, the chart's full height: an interval where a
@@ -82,7 +85,7 @@ impl Mark {
                 p.is_empty()
             }
             Mark::Bars(b) => b.is_empty(),
-            Mark::Band(b) => b.is_empty(),
+            Mark::Band(b) | Mark::Intervals(b) => b.is_empty(),
             Mark::VRule(_) | Mark::Span(..) => false,
         }
     }
@@ -97,7 +100,7 @@ impl Mark {
                 .iter()
                 .flat_map(|&(x0, x1, y0, y1)| [(x0, Some(y0)), (x1, Some(y1))])
                 .collect(),
-            Mark::Band(b) => b
+            Mark::Band(b) | Mark::Intervals(b) => b
                 .iter()
                 .flat_map(|&(x, lo, hi)| [(x, Some(lo)), (x, Some(hi))])
                 .collect(),
@@ -445,6 +448,25 @@ mod tests {
             "sized by CSS, not fixed: {html}"
         );
         assert!(html.contains("viewBox=\"0 0 560 280\""));
+    }
+
+    #[test]
+    fn an_interval_is_a_bar_with_two_caps_per_pair() {
+        let mut p = Plot::new("t", "T", Axis::linear("x"), Axis::linear("y"), HALF);
+        p.layer(
+            "bracket",
+            Colour::nth(1),
+            Mark::Intervals(vec![(0.0, 30.0, 40.0), (1.0, 90.0, 110.0)]),
+        );
+        let html = p.to_html().unwrap();
+        assert!(
+            html.contains("data-name=\"bracket\" data-marks=\"2\""),
+            "{html}"
+        );
+        // Per pair: the bar and its two caps.
+        let group = html.split("data-name=\"bracket\"").nth(1).unwrap();
+        let group = group.split("</g>").next().unwrap();
+        assert_eq!(group.matches("<polyline").count(), 6, "{group}");
     }
 
     #[test]

@@ -8,6 +8,8 @@ use crate::plot::{Axis, Colour, Mark, Plot, WIDE};
 use crate::sections::{ms, num, pct, section};
 use crate::ReportError;
 
+mod capacity;
+
 /// What the status page shows.
 #[derive(Debug, Clone, Default)]
 pub struct StatusPage {
@@ -62,6 +64,10 @@ pub struct RunLine {
     pub e2e_ms: (Option<f64>, Option<f64>),
     /// The run's diagnosis (issue 19), when it has one.
     pub diagnosis: Option<RunDiagnosis>,
+    /// A capacity search's answer: a capacity workload's run, or a rate sweep's.
+    pub capacity: Option<RunCapacity>,
+    /// A sweep workload's knee.
+    pub sweep: Option<RunKnee>,
     /// The run's report, a link relative to the page (`runs/ID/report`).
     pub report_href: String,
     /// The run's JSON, a link relative to the page.
@@ -77,6 +83,29 @@ pub struct RunDiagnosis {
     pub confidence: String,
     /// Why, in a sentence.
     pub why: String,
+}
+
+/// A run's capacity at the SLO, requests/s. The search knows it only to lie in a bracket,
+/// at least the highest passing rate and below the lowest failing one: a pair of bounds, not
+/// a figure.
+#[derive(Debug, Clone, Default)]
+pub struct RunCapacity {
+    /// The highest offered rate that passed; `None` when none did.
+    pub max_passing_rate: Option<f64>,
+    /// The lowest offered rate above it that failed; `None` when none did.
+    pub min_failing_rate: Option<f64>,
+    /// The baseline the run met: its capacity and `±`.
+    pub baseline: Option<(f64, f64)>,
+}
+
+/// A sweep run's knee.
+#[derive(Debug, Clone, Default)]
+pub struct RunKnee {
+    /// The knee point's label (`c8`) and its completed requests/s; `None` when the series did
+    /// not saturate.
+    pub knee: Option<(String, f64)>,
+    /// The baseline the run met: its knee (requests/s) and `±`.
+    pub baseline: Option<(f64, f64)>,
 }
 
 /// The status page as HTML.
@@ -160,17 +189,29 @@ fn overview(p: &StatusPage) -> String {
 }
 
 fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError> {
-    let mut html = trend_chart(now, i, w)?;
+    let mut html = capacity::chart(now, i, w)?.unwrap_or_default();
+    html.push_str(&trend_chart(now, i, w)?);
+    // A capacity or sweep workload's own figures, in columns of their own.
+    let with_capacity = w.runs.iter().any(|r| r.capacity.is_some());
+    let with_knee = w.runs.iter().any(|r| r.sweep.is_some());
     let rows: Vec<Vec<String>> = w
         .runs
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 esc(&crate::utc(r.started_unix_ms.max(0) as u64 * 1_000_000)),
                 esc(&r.target),
                 verdict(r),
                 trend(r),
                 diagnosis(r, false),
+            ];
+            if with_capacity {
+                row.push(capacity::capacity_cell(r));
+            }
+            if with_knee {
+                row.push(capacity::knee_cell(r));
+            }
+            row.extend([
                 opt(r.requests.map(|v| v as f64), num),
                 opt(r.errors.map(|v| v as f64), num),
                 opt(r.ttft_ms.0, ms),
@@ -183,47 +224,47 @@ fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError>
                     attr(&r.report_href),
                     attr(&r.json_href)
                 ),
-            ]
+            ]);
+            row
         })
         .collect();
-    html.push_str(&table(
-        "runs",
-        &[
-            "started",
-            "target",
-            "verdict",
-            "trend",
-            "diagnosis",
-            "requests",
-            "errors",
-            "TTFT p50",
-            "TTFT p99",
-            "ITL p50",
-            "e2e p99",
-            "good",
-            "run",
-        ],
-        &rows,
-    ));
+    let mut head = vec!["started", "target", "verdict", "trend", "diagnosis"];
+    if with_capacity {
+        head.push("capacity at SLO, req/s");
+    }
+    if with_knee {
+        head.push("knee, req/s");
+    }
+    head.extend([
+        "requests", "errors", "TTFT p50", "TTFT p99", "ITL p50", "e2e p99", "good", "run",
+    ]);
+    html.push_str(&table("runs", &head, &rows));
     Ok(html)
 }
 
-/// TTFT and request latency percentiles across the runs, by start time, with the runs that
-/// did not pass marked: the trend a reader looks for first.
-fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError> {
+/// The charts' time axis: its unit (seconds, minutes or hours, whichever keeps the numbers
+/// short) and each run's start on it, negative: before the page was made.
+fn time_axis(now: i64, w: &WorkloadRuns) -> (&'static str, impl Fn(&RunLine) -> f64) {
     let oldest = w
         .runs
         .iter()
         .map(|r| r.started_unix_ms)
         .min()
         .unwrap_or(now);
-    // The unit that keeps the axis' numbers short: seconds, minutes or hours.
     let (unit, per) = match now - oldest {
         span if span > 3 * 3_600_000 => ("hours", 3_600_000.0),
         span if span > 3 * 60_000 => ("minutes", 60_000.0),
         _ => ("seconds", 1000.0),
     };
-    let x = |r: &RunLine| (r.started_unix_ms - now) as f64 / per;
+    (unit, move |r: &RunLine| {
+        (r.started_unix_ms - now) as f64 / per
+    })
+}
+
+/// TTFT and request latency percentiles across the runs, by start time, with the runs that
+/// did not pass marked: the trend a reader looks for first.
+fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError> {
+    let (unit, x) = time_axis(now, w);
     let series = |f: fn(&RunLine) -> Option<f64>| -> Vec<(f64, f64)> {
         let mut pts: Vec<(f64, f64)> = w
             .runs
@@ -236,9 +277,30 @@ fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportErr
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         pts
     };
+    // A capacity run's summary is its probe at the capacity (the highest passing rate), a
+    // sweep's its knee point: latency at a rate that moves from run to run, still worth a
+    // look (a probe that passed only just) but no trend at one load, so said so.
+    let (title, what) = if w.runs.iter().any(|r| r.sweep.is_some()) {
+        (
+            "Latency at each run's knee point",
+            "each point is the latency of the run's knee point (its last point without one), \
+             whose load moves with the knee: not a trend at one load",
+        )
+    } else if w.runs.iter().any(|r| r.capacity.is_some()) {
+        (
+            "Latency at each run's capacity probe",
+            "each point is the latency of the run's probe at its capacity (the highest rate \
+             that passed), whose rate moves with the capacity: not a trend at one load",
+        )
+    } else {
+        (
+            "Latency across recent runs",
+            "each point is one run's percentile",
+        )
+    };
     let mut plot = Plot::new(
         &format!("trend-{i}"),
-        "Latency across recent runs",
+        title,
         Axis::linear(&format!("run start, {unit} before this page")),
         Axis::log("ms (log)"),
         WIDE,
@@ -281,8 +343,8 @@ fn trend_chart(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportErr
         );
     }
     let mut note = format!(
-        "{} run(s); each point is one run's percentile from its summary.json; a run that did \
-         not pass is crossed at its TTFT p99",
+        "{} run(s); {what} from its summary.json; a run that did not pass is crossed at its \
+         TTFT p99",
         w.runs.len()
     );
     if without > 0 {

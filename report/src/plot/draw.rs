@@ -129,6 +129,25 @@ where
                         .map_err(|e| err(&e))?;
                     b.len()
                 }
+                Mark::Intervals(b) => {
+                    let line = c.stroke_width(2);
+                    chart
+                        .draw_series(b.iter().map(|&(x, lo, hi)| {
+                            PathElement::new(vec![(x, lo.max(ylo)), (x, hi)], line)
+                        }))
+                        .map_err(|e| err(&e))?;
+                    // The caps, 10 px wide whatever the x range: the ends are the figures.
+                    let cap = |q: (f64, f64)| {
+                        EmptyElement::at(q) + PathElement::new(vec![(-5, 0), (5, 0)], line)
+                    };
+                    chart
+                        .draw_series(
+                            b.iter()
+                                .flat_map(|&(x, lo, hi)| [cap((x, lo.max(ylo))), cap((x, hi))]),
+                        )
+                        .map_err(|e| err(&e))?;
+                    b.len()
+                }
                 Mark::Span(x0, x1) => {
                     chart
                         .draw_series(std::iter::once(Rectangle::new(

@@ -102,3 +102,146 @@ fn an_empty_daemon_says_so() {
     assert!(html.contains("No run yet"), "{html}");
     assert!(!html.contains("<table"));
 }
+
+fn capacity_run(
+    id: &str,
+    minutes_ago: i64,
+    kind: &str,
+    bracket: (Option<f64>, Option<f64>),
+    baseline: Option<(f64, f64)>,
+) -> RunLine {
+    RunLine {
+        capacity: Some(RunCapacity {
+            max_passing_rate: bracket.0,
+            min_failing_rate: bracket.1,
+            baseline,
+        }),
+        ..line(id, minutes_ago, kind, Some(4.0))
+    }
+}
+
+fn series<'a>(html: &'a str, chart: &str, name: &str) -> Option<&'a str> {
+    let chart = html.split(&format!("id=\"{chart}\"")).nth(1)?;
+    let chart = chart.split("</figure>").next()?;
+    let group = chart.split(&format!("data-name=\"{name}\"")).nth(1)?;
+    group.split("</g>").next()
+}
+
+#[test]
+fn a_capacity_workload_charts_its_brackets_and_baseline_and_tabulates_them() {
+    let p = StatusPage {
+        now_unix_ms: 10_000_000,
+        version: "0.1.0".into(),
+        workloads: vec![WorkloadRuns {
+            name: "capacity".into(),
+            running: false,
+            runs: vec![
+                capacity_run(
+                    "r4",
+                    1,
+                    "fail",
+                    (Some(31.25), Some(37.5)),
+                    Some((100.0, 25.0)),
+                ),
+                capacity_run(
+                    "r3",
+                    2,
+                    "pass",
+                    (Some(106.6), Some(109.375)),
+                    Some((100.0, 25.0)),
+                ),
+                capacity_run("r2", 3, "pass", (Some(100.0), Some(125.0)), None),
+                capacity_run("r1", 4, "pass", (Some(200.0), None), None),
+            ],
+        }],
+    };
+    let html = render(&p).unwrap();
+    assert!(html.contains("id=\"capacity-0\""), "{html}");
+    // Three closed brackets, one open one (a dot at its passing end), the baseline of the two
+    // runs that met one, and the failed run crossed.
+    let marks = |name: &str| {
+        series(&html, "capacity-0", name)
+            .unwrap_or_else(|| panic!("no {name} in {html}"))
+            .split('>')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        marks("capacity bracket (passing to failing rate)"),
+        " data-marks=\"3\""
+    );
+    assert_eq!(marks("at least (no rate failed)"), " data-marks=\"1\"");
+    assert_eq!(marks("baseline capacity ± spread"), " data-marks=\"2\"");
+    assert_eq!(marks("baseline capacity"), " data-marks=\"2\"");
+    assert_eq!(marks("not a pass"), " data-marks=\"1\"");
+    assert!(series(&html, "capacity-0", "below (no rate passed)").is_none());
+    assert!(series(&html, "capacity-0", "knee").is_none());
+    // Each bracket is a bar and two caps.
+    let bars = series(
+        &html,
+        "capacity-0",
+        "capacity bracket (passing to failing rate)",
+    )
+    .unwrap();
+    assert_eq!(bars.matches("<polyline").count(), 9, "{bars}");
+    assert!(html.contains("each bar is that pair of bounds, not a measured point"));
+    // The latency chart stays, saying what its points are.
+    assert!(
+        html.contains("<b>Latency at each run's capacity probe</b>"),
+        "{html}"
+    );
+    assert!(html.contains("the highest rate that passed"));
+    // The table: the bracket rounded outward, exact on hover, the baseline under it.
+    assert!(html.contains("<th>capacity at SLO, req/s</th>"), "{html}");
+    assert!(!html.contains("<th>knee, req/s</th>"));
+    assert!(
+        html.contains(
+            "<span class=\"bracket\" title=\"at least 31.25, below 37.5 req/s\">31.25 to 37.5</span>\
+             <br><small class=\"baseline\">baseline 100 ± 25</small>"
+        ),
+        "{html}"
+    );
+    assert!(html.contains("title=\"at least 106.6, below 109.375 req/s\">106 to 110</span>"));
+    assert!(html.contains("title=\"at least 200 req/s\">≥ 200 (no rate failed)</span>"));
+}
+
+#[test]
+fn a_sweep_workload_charts_its_knees() {
+    let knee = |id: &str, ago: i64, kind: &str, k: Option<f64>| RunLine {
+        sweep: Some(RunKnee {
+            knee: k.map(|v| ("c8".to_string(), v)),
+            baseline: Some((103.0, 0.0)),
+        }),
+        ..line(id, ago, kind, Some(4.0))
+    };
+    let p = StatusPage {
+        now_unix_ms: 10_000_000,
+        version: "0.1.0".into(),
+        workloads: vec![WorkloadRuns {
+            name: "sweep".into(),
+            running: false,
+            runs: vec![
+                knee("r3", 1, "fail", Some(28.99)),
+                knee("r2", 2, "pass", None),
+                knee("r1", 3, "pass", Some(102.7)),
+            ],
+        }],
+    };
+    let html = render(&p).unwrap();
+    let marks = |name: &str| {
+        series(&html, "capacity-0", name).map(|g| g.split('>').next().unwrap().to_string())
+    };
+    assert_eq!(
+        marks("knee").as_deref(),
+        Some(" data-marks=\"2\""),
+        "{html}"
+    );
+    assert_eq!(marks("baseline knee").as_deref(), Some(" data-marks=\"3\""));
+    assert_eq!(marks("not a pass").as_deref(), Some(" data-marks=\"1\""));
+    assert!(marks("capacity bracket (passing to failing rate)").is_none());
+    assert!(html.contains("<th>knee, req/s</th>") && !html.contains("<th>capacity at SLO"));
+    assert!(html.contains("<span title=\"28.99 req/s\">28.99 at c8</span><br><small class=\"baseline\">baseline 103 ± 0</small>"), "{html}");
+    assert!(html.contains("none (did not saturate)"));
+    assert!(html.contains("Latency at each run"));
+}

@@ -7,7 +7,9 @@ use super::brief::RunBrief;
 use super::StatusMetrics;
 use crate::service::history::History;
 use bytes::Bytes;
-use canary_report::status::{RunDiagnosis, RunLine, StatusPage, WorkloadRuns};
+use canary_report::status::{
+    RunCapacity, RunDiagnosis, RunKnee, RunLine, StatusPage, WorkloadRuns,
+};
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use std::sync::Arc;
@@ -84,6 +86,30 @@ fn line(b: &RunBrief) -> RunLine {
             class: d.class.clone(),
             confidence: d.confidence.clone(),
             why: d.why.clone(),
+        }),
+        // A rate sweep has a capacity bracket too; its baseline is the knee's, shown there.
+        capacity: b
+            .capacity
+            .as_ref()
+            .map(|c| RunCapacity {
+                max_passing_rate: c.found.max_passing_rate,
+                min_failing_rate: c.found.min_failing_rate,
+                baseline: c.baseline.as_ref().map(|b| (b.capacity, b.spread)),
+            })
+            .or_else(|| {
+                let c = b.sweep.as_ref()?.capacity.as_ref()?;
+                Some(RunCapacity {
+                    max_passing_rate: c.max_passing_rate,
+                    min_failing_rate: c.min_failing_rate,
+                    baseline: None,
+                })
+            }),
+        sweep: b.sweep.as_ref().map(|s| RunKnee {
+            knee: s
+                .knee
+                .as_ref()
+                .map(|k| (k.label.clone(), k.request_throughput)),
+            baseline: s.baseline.as_ref().map(|b| (b.knee, b.spread)),
         }),
         report_href: format!("runs/{id}/report"),
         json_href: format!("api/runs/{id}"),
