@@ -697,8 +697,13 @@ fn zero_concurrency_is_refused() {
     assert!(msg.contains("--request-timeout"), "{msg}");
     // Taken, and the OTLP SDK silently pushed every 60 s; the config's metrics_interval
     // refuses 0 too.
-    // So is a timeout of 0 (every export would time out at once).
-    for flag in ["--otlp-metrics-interval", "--otlp-timeout"] {
+    // So is a timeout of 0 (every export would time out at once), and a flush timeout of 0
+    // (taken, and the last batch was dropped by design).
+    for flag in [
+        "--otlp-metrics-interval",
+        "--otlp-timeout",
+        "--otlp-flush-timeout",
+    ] {
         let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &[flag, "0s"]);
         let msg = text(&out);
         assert_eq!(out.status.code(), Some(2), "{msg}");
