@@ -508,6 +508,14 @@ impl OtlpExporter {
         self.health.report()
     }
 
+    /// Items of `signal` lost so far: spans, metric exports or log events.
+    pub fn dropped_of(&self, signal: Signal) -> u64 {
+        self.health
+            .of(signal)
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Items lost so far, every signal together.
     pub fn dropped(&self) -> u64 {
         let h = &self.health;
