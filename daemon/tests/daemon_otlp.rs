@@ -392,6 +392,53 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
 
 /// `OTLP export lost data: N spans dropped, M metric exports failed, K log events dropped`
 /// in `log`: (N, M, K).
+// OTLP audit, item 1: a collector answering 200 with a `partial_success` rejecting spans
+// was counted as having taken everything; `canaryd_export_drops_total` stayed 0.
+#[test]
+fn spans_a_collector_rejects_in_a_partial_success_are_counted_as_dropped() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start_answering(
+        0,
+        receiver::Answer::Rejected {
+            items: 3,
+            message: "span name missing".into(),
+        },
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"200ms\"\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n{}",
+        receiver.url(),
+        workload("steady", "")
+    );
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+    for signal in ["spans", "logs"] {
+        eventually(60, "rejected items counted", || {
+            let (_, m) = get(status, "/metrics");
+            let prefix = format!("canaryd_export_drops_total{{signal=\"{signal}\"}} ");
+            let n: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))?
+                .parse()
+                .ok()?;
+            (n > 0.0).then_some(())
+        });
+    }
+    assert!(!receiver.spans().is_empty());
+    let log = stop(&mut daemon, dir.path());
+    // One warning for the signal, naming the count and the collector's message.
+    assert_eq!(log.matches("OTLP traces export to ").count(), 1, "{log}");
+    assert!(
+        log.contains("the collector rejected 3 spans (partial success: \"span name missing\")"),
+        "{log}"
+    );
+}
+
 // OTLP audit, item 2: an inherited `OTEL_*` value the exporter cannot use turned export off
 // with one ERROR in the log, while `/metrics` read as working export (no drops, ready).
 #[test]
