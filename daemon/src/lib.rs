@@ -228,6 +228,9 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     if let Some(otlp) = c.otlp.describe() {
         outln!("  {otlp}")?;
     }
+    // Read as the daemon reads it at start (the `OTEL_*` variables, header values): what
+    // it cannot use there, the daemon logs once and runs without export, so a warning here.
+    let export_off = c.otlp.exporter_config().err();
     for (w, trace) in c.workloads.iter().zip(traces) {
         outln!(
             "  {}: {} against {}",
@@ -269,6 +272,9 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
                 s.text
             )?;
         }
+    }
+    if let Some(e) = export_off {
+        outln!("  warning: OTLP export off: {e}; the daemon would run without export")?;
     }
     for warning in c.warnings() {
         outln!("  warning: {warning}")?;

@@ -349,6 +349,41 @@ fn a_key_pasted_for_its_variable_or_its_file_is_never_quoted() {
     }
 }
 
+// OTLP audit, item 2: an inherited `OTEL_*` value the exporter cannot use turns export off
+// at start (one ERROR in the daemon's log), yet `check-config` said `ok … OTLP export to …`
+// and nothing more.
+#[test]
+fn check_config_warns_when_the_environment_turns_export_off() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("canaryd.toml"),
+        "[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+         [otlp]\nendpoint = \"http://127.0.0.1:4318\"\n",
+    )
+    .unwrap();
+    let args = ["check-config", "canaryd.toml"];
+    let out = canaryd_env(
+        &args,
+        dir.path(),
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{msg}");
+    assert!(
+        msg.contains("warning: OTLP export off: ") && msg.contains("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        "{msg}"
+    );
+    let out = canaryd_env(
+        &args,
+        dir.path(),
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")],
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{msg}");
+    assert!(!msg.contains("OTLP export off"), "{msg}");
+}
+
 // Secrets audit, item 1 (every place a server's text is cut, then more is said after it):
 // `doctor` listed a target's model ids cut to 128 bytes and joined, unscrubbed, though its
 // request carried the key. The 110 `Q`s put the cut 11 bytes into the key.
@@ -697,8 +732,13 @@ fn zero_concurrency_is_refused() {
     assert!(msg.contains("--request-timeout"), "{msg}");
     // Taken, and the OTLP SDK silently pushed every 60 s; the config's metrics_interval
     // refuses 0 too.
-    // So is a timeout of 0 (every export would time out at once).
-    for flag in ["--otlp-metrics-interval", "--otlp-timeout"] {
+    // So is a timeout of 0 (every export would time out at once), and a flush timeout of 0
+    // (taken, and the last batch was dropped by design).
+    for flag in [
+        "--otlp-metrics-interval",
+        "--otlp-timeout",
+        "--otlp-flush-timeout",
+    ] {
         let out = replay_arxiv(dir.path(), "http://127.0.0.1:9", &[flag, "0s"]);
         let msg = text(&out);
         assert_eq!(out.status.code(), Some(2), "{msg}");

@@ -355,16 +355,27 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
         let runs = api_runs(status);
         (runs.iter().filter(|r| r["verdict"] == "pass").count() >= 3).then_some(())
     });
-    let drops = eventually(60, "export drops counted", || {
-        let (_, m) = get(status, "/metrics");
-        let line = m
-            .lines()
-            .find(|l| l.starts_with("canaryd_export_drops_total"))?
-            .to_string();
-        let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
-        (n > 0.0).then_some(n)
-    });
-    assert!(drops > 0.0);
+    // Counted by signal: spans, metric exports and log events are different units.
+    for signal in ["spans", "metrics", "logs"] {
+        let drops = eventually(60, "export drops counted", || {
+            let (_, m) = get(status, "/metrics");
+            let line = m
+                .lines()
+                .find(|l| {
+                    l.starts_with(&format!(
+                        "canaryd_export_drops_total{{signal=\"{signal}\"}} "
+                    ))
+                })?
+                .to_string();
+            let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
+            (n > 0.0).then_some(n)
+        });
+        assert!(drops > 0.0);
+    }
+    // Export runs: it is only the collector that is down.
+    assert!(get(status, "/metrics")
+        .1
+        .contains("\ncanaryd_export_enabled 1\n"));
 
     let log = stop(&mut daemon, dir.path());
     // Many exports failed; each signal said so once.
@@ -381,6 +392,79 @@ fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
 
 /// `OTLP export lost data: N spans dropped, M metric exports failed, K log events dropped`
 /// in `log`: (N, M, K).
+// OTLP audit, item 1: a collector answering 200 with a `partial_success` rejecting spans
+// was counted as having taken everything; `canaryd_export_drops_total` stayed 0.
+#[test]
+fn spans_a_collector_rejects_in_a_partial_success_are_counted_as_dropped() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start_answering(
+        0,
+        receiver::Answer::Rejected {
+            items: 3,
+            message: "span name missing".into(),
+        },
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"200ms\"\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n{}",
+        receiver.url(),
+        workload("steady", "")
+    );
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+    for signal in ["spans", "logs"] {
+        eventually(60, "rejected items counted", || {
+            let (_, m) = get(status, "/metrics");
+            let prefix = format!("canaryd_export_drops_total{{signal=\"{signal}\"}} ");
+            let n: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))?
+                .parse()
+                .ok()?;
+            (n > 0.0).then_some(())
+        });
+    }
+    assert!(!receiver.spans().is_empty());
+    let log = stop(&mut daemon, dir.path());
+    // One warning for the signal, naming the count and the collector's message.
+    assert_eq!(log.matches("OTLP traces export to ").count(), 1, "{log}");
+    assert!(
+        log.contains("the collector rejected 3 spans (partial success: \"span name missing\")"),
+        "{log}"
+    );
+}
+
+// OTLP audit, item 2: an inherited `OTEL_*` value the exporter cannot use turned export off
+// with one ERROR in the log, while `/metrics` read as working export (no drops, ready).
+#[test]
+fn export_turned_off_at_start_shows_in_the_status_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = free_port();
+    let config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"http://127.0.0.1:{dead}\"\n\
+         [targets.t]\nurl = \"http://127.0.0.1:{dead}\"\nmodel = \"m\"\n\
+         [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n"
+    );
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(
+        dir.path(),
+        &path,
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+    );
+    let (_, m) = get(status, "/metrics");
+    assert!(m.contains("\ncanaryd_export_enabled 0\n"), "{m}");
+    let log = stop(&mut daemon, dir.path());
+    assert!(log.contains("OTLP export off"), "{log}");
+}
+
 fn losses(log: &str) -> (u64, u64, u64) {
     let line = log
         .lines()

@@ -228,6 +228,7 @@ impl OtlpExporter {
                 &config,
                 s,
                 health.of(s).last_failure.clone(),
+                health.of(s).reply.clone(),
             )
         };
         let spans = match &traces_url {
@@ -507,6 +508,14 @@ impl OtlpExporter {
         self.health.report()
     }
 
+    /// Items of `signal` lost so far: spans, metric exports or log events.
+    pub fn dropped_of(&self, signal: Signal) -> u64 {
+        self.health
+            .of(signal)
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Items lost so far, every signal together.
     pub fn dropped(&self) -> u64 {
         let h = &self.health;
@@ -596,7 +605,7 @@ impl OtlpExporter {
             // Exact counts of what the collector did not acknowledge; an item in flight at
             // the deadline may still have reached it.
             tracing::warn!(
-                "OTLP export lost data: {} spans dropped, {} metric exports failed, {} log events dropped (exact counts of what the collector did not acknowledge){}",
+                "OTLP export lost data: {} spans dropped, {} metric exports failed, {} log events dropped (exact counts of what the collector did not accept: failed, unanswered or rejected in a partial success){}",
                 report.spans_dropped,
                 report.metric_exports_failed,
                 report.logs_dropped,

@@ -12,6 +12,7 @@
 //! later cannot count it a second time.
 
 use crate::config::{redact_url, Config, Signal};
+use crate::transport::Reply;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,11 @@ pub(crate) struct SignalHealth {
     /// The whole cause of the signal's last transport failure, kept by its HTTP client
     /// ([`crate::transport`]): the exporter's own error says only "network error".
     pub last_failure: Arc<Mutex<Option<String>>>,
+    /// What the last 2xx answer said beyond its status (a `partial_success`, a body too
+    /// large to read), kept by the HTTP client for the export's count.
+    pub reply: Arc<Mutex<Option<Reply>>>,
+    /// True once a rejection (or an unread answer) was reported.
+    reply_reported: AtomicBool,
 }
 
 impl SignalHealth {
@@ -45,6 +51,9 @@ impl SignalHealth {
         true
     }
 }
+
+/// The most of a collector's `partial_success` message a warning quotes.
+const MAX_MESSAGE_BYTES: usize = 512;
 
 /// The three signals' counters and the redaction rules for their error messages.
 #[derive(Debug)]
@@ -93,15 +102,29 @@ impl Health {
         });
     }
 
-    /// `items` were exported.
+    /// `items` were exported: the collector answered 2xx. Those its `partial_success` says
+    /// it rejected are counted as dropped instead (for metrics, the unit is the export: one
+    /// that had any data point rejected counts as failed), and reported once.
     pub fn exported(&self, signal: Signal, items: u64) {
         let s = self.of(signal);
+        let reply = s.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let lost = match &reply {
+            Some(Reply::Rejected { items: r, .. }) if *r > 0 => match signal {
+                Signal::Metrics => items,
+                _ => (*r).min(items),
+            },
+            _ => 0,
+        };
         if !s.count(|| {
-            s.exported.fetch_add(items, Ordering::Relaxed);
+            s.exported.fetch_add(items - lost, Ordering::Relaxed);
+            s.dropped.fetch_add(lost, Ordering::Relaxed);
         }) {
             return;
         }
-        if s.failing.swap(false, Ordering::Relaxed) {
+        if let Some(reply) = reply {
+            self.report_reply(signal, s, &reply);
+        }
+        if lost == 0 && s.failing.swap(false, Ordering::Relaxed) {
             tracing::info!(
                 "OTLP {} export to {} works again",
                 signal.as_str(),
@@ -110,9 +133,39 @@ impl Health {
         }
     }
 
+    /// The first rejection (or unread answer) of a signal, as one warning.
+    fn report_reply(&self, signal: Signal, s: &SignalHealth, reply: &Reply) {
+        if s.reply_reported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let endpoint = s.endpoint.as_deref().unwrap_or("?");
+        match reply {
+            Reply::Rejected { items, message } => {
+                let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
+                message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
+                let what = match signal {
+                    Signal::Traces => "spans",
+                    Signal::Metrics => "metric data points (the export counts as failed)",
+                    Signal::Logs => "log records",
+                };
+                tracing::warn!(
+                    "OTLP {} export to {endpoint}: the collector rejected {items} {what} (partial success: \"{}\"); they count as dropped, later rejections are counted (canary.exporter.dropped)",
+                    signal.as_str(),
+                    message,
+                );
+            }
+            Reply::Oversized => tracing::warn!(
+                "OTLP {} export to {endpoint}: the collector acknowledged it (2xx) with a reply over 4 MiB, left unread: counted as exported, though any partial success it reported is unknown",
+                signal.as_str(),
+            ),
+        }
+    }
+
     /// `items` were lost (queue full or export failed); `cause` is logged the first time.
     pub fn dropped(&self, signal: Signal, items: u64, cause: Option<&dyn std::fmt::Display>) {
         let s = self.of(signal);
+        // A reply kept by an attempt the exporter then gave up on is not this export's.
+        s.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
         if !s.count(|| {
             s.dropped.fetch_add(items, Ordering::Relaxed);
         }) {
@@ -281,6 +334,7 @@ mod tests {
                 &config,
                 Signal::Traces,
                 h.traces.last_failure.clone(),
+                h.traces.reply.clone(),
             );
             send_once(&client, &url);
             h.explain(&h.traces, "HTTP export failed: network error")

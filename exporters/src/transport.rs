@@ -8,14 +8,39 @@
 //! - The exporter reports every transport failure as "network error", so an untrusted
 //!   certificate, a wrong name and a refused connection read the same; the once-only warning
 //!   (see [`crate::health`]) names the cause kept here.
+//! - The exporter logs a collector's `partial_success` only through its own diagnostics and
+//!   reports the export as done: a 2xx answer's body is read here, and the items it says it
+//!   rejected are kept ([`Reply`]) for [`crate::health::Health::exported`] to count as
+//!   dropped.
+//! - The built-in client fails a response whose body passes 4 MiB, so a 2xx answer with a
+//!   large body was counted as lost. A 2xx status is the collector's acknowledgement: the
+//!   body is cut short and the export counts as done (its `partial_success` unknown).
 
 use crate::config::{Config, Signal};
 use http::{HeaderName, HeaderValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use prost::Message;
 use std::sync::{Arc, Mutex};
 
 /// The most of a failure's cause kept.
 const MAX_CAUSE_BYTES: usize = 4096;
+
+/// The most of a response body read (the built-in client's cap).
+const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// What a 2xx answer said beyond its status, kept for the export's count.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Reply {
+    /// Its `partial_success`: the items (spans, metric data points, log records) the
+    /// collector rejected, and its message (as sent: scrub and cap before showing it).
+    Rejected { items: u64, message: String },
+    /// Its body passed [`MAX_RESPONSE_BYTES`] and was not read: any `partial_success` is
+    /// unknown.
+    Oversized,
+}
 
 /// The shared client, the headers each request leaves with, and where the last transport
 /// failure is kept.
@@ -24,6 +49,8 @@ pub(crate) struct ExportClient {
     inner: reqwest::blocking::Client,
     headers: Arc<ExactHeaders>,
     last_failure: Arc<Mutex<Option<String>>>,
+    signal: Signal,
+    reply: Arc<Mutex<Option<Reply>>>,
 }
 
 /// What the exporter may have added from the environment (removed), and the configured
@@ -40,6 +67,7 @@ impl ExportClient {
         config: &Config,
         signal: Signal,
         last_failure: Arc<Mutex<Option<String>>>,
+        reply: Arc<Mutex<Option<Reply>>>,
     ) -> Self {
         let var = |name: &str| std::env::var(name).ok();
         let from_env = var(&sdk_headers_var(signal))
@@ -67,6 +95,8 @@ impl ExportClient {
             inner,
             headers: Arc::new(headers),
             last_failure,
+            signal,
+            reply,
         }
     }
 }
@@ -89,7 +119,7 @@ impl HttpClient for ExportClient {
         for (name, value) in &self.headers.set {
             headers.insert(name, value.clone());
         }
-        let sent = self.inner.send_bytes(request).await.map_err(without_url);
+        let sent = self.send(request).map_err(without_url);
         if let Err(e) = &sent {
             let mut chain = canary_core::error_chain(e.as_ref());
             // A certificate's names are quoted whole (a thousand of them, say): a few KiB.
@@ -98,6 +128,106 @@ impl HttpClient for ExportClient {
         }
         sent
     }
+}
+
+impl ExportClient {
+    /// The request sent and its answer read, as the built-in blocking client does, except
+    /// that a 2xx answer's body past the cap is an acknowledgement, not a failure, and a 2xx
+    /// answer's `partial_success` is kept.
+    fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        use std::io::Read;
+        let request: reqwest::blocking::Request = request.try_into()?;
+        let mut response = self.inner.execute(request)?;
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        let capacity = response
+            .content_length()
+            .unwrap_or(0)
+            .min(MAX_RESPONSE_BYTES as u64) as usize;
+        let mut body = Vec::with_capacity(capacity);
+        response
+            .take(MAX_RESPONSE_BYTES as u64 + 1)
+            .read_to_end(&mut body)?;
+        let reply = if body.len() <= MAX_RESPONSE_BYTES {
+            None
+        } else if status.is_success() {
+            body.clear();
+            Some(Reply::Oversized)
+        } else {
+            return Err(Box::new(opentelemetry_http::ResponseBodyTooLarge::new()));
+        };
+        let reply = match reply {
+            Some(r) => Some(r),
+            None if status.is_success() => {
+                let json = headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.to_ascii_lowercase().contains("json"));
+                rejected(self.signal, &body, json)
+            }
+            None => None,
+        };
+        if status.is_success() {
+            *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = reply;
+        }
+        let mut answer = Response::builder().status(status).body(Bytes::from(body))?;
+        *answer.headers_mut() = headers;
+        Ok(answer)
+    }
+}
+
+/// A 2xx body's `partial_success` for `signal`, when it rejected anything or said something.
+/// A body that does not decode is taken as no `partial_success` (an empty body is the
+/// usual full success).
+fn rejected(signal: Signal, body: &[u8], json: bool) -> Option<Reply> {
+    let (items, message) = if json {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let p = v
+            .get("partialSuccess")
+            .or_else(|| v.get("partial_success"))?;
+        let key = match signal {
+            Signal::Traces => ["rejectedSpans", "rejected_spans"],
+            Signal::Metrics => ["rejectedDataPoints", "rejected_data_points"],
+            Signal::Logs => ["rejectedLogRecords", "rejected_log_records"],
+        };
+        // int64 is a string in OTLP/JSON; a number is taken too.
+        let items = key
+            .iter()
+            .find_map(|k| p.get(*k))
+            .and_then(|n| n.as_i64().or_else(|| n.as_str()?.parse().ok()))
+            .unwrap_or(0);
+        let message = ["errorMessage", "error_message"]
+            .iter()
+            .find_map(|k| p.get(*k)?.as_str())
+            .unwrap_or_default()
+            .to_string();
+        (items, message)
+    } else {
+        match signal {
+            Signal::Traces => {
+                let p = ExportTraceServiceResponse::decode(body)
+                    .ok()?
+                    .partial_success?;
+                (p.rejected_spans, p.error_message)
+            }
+            Signal::Metrics => {
+                let p = ExportMetricsServiceResponse::decode(body)
+                    .ok()?
+                    .partial_success?;
+                (p.rejected_data_points, p.error_message)
+            }
+            Signal::Logs => {
+                let p = ExportLogsServiceResponse::decode(body)
+                    .ok()?
+                    .partial_success?;
+                (p.rejected_log_records, p.error_message)
+            }
+        }
+    };
+    (items > 0 || !message.is_empty()).then(|| Reply::Rejected {
+        items: items.max(0) as u64,
+        message,
+    })
 }
 
 /// reqwest's error quotes the request's URL as the url crate rewrote it (user info and query

@@ -91,6 +91,78 @@ pub struct Post {
     pub body: Bytes,
 }
 
+/// How the receiver answers each export (HTTP 200 every time).
+#[derive(Debug, Clone, Default)]
+pub enum Answer {
+    /// An empty body: a full success.
+    #[default]
+    Empty,
+    /// A protobuf `Export*ServiceResponse` whose `partial_success` rejects `items` of the
+    /// signal (spans, data points, log records) with `message`.
+    Rejected { items: i64, message: String },
+    /// The same as OTLP/JSON (`application/json`).
+    RejectedJson { items: i64, message: String },
+    /// A body of this many bytes.
+    Huge(usize),
+}
+
+impl Answer {
+    fn body(&self, path: &str) -> (&'static str, Bytes) {
+        use opentelemetry_proto::tonic::collector::logs::v1::{
+            ExportLogsPartialSuccess, ExportLogsServiceResponse,
+        };
+        use opentelemetry_proto::tonic::collector::metrics::v1::{
+            ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+        };
+        use opentelemetry_proto::tonic::collector::trace::v1::{
+            ExportTracePartialSuccess, ExportTraceServiceResponse,
+        };
+        const PROTO: &str = "application/x-protobuf";
+        match self {
+            Answer::Empty => (PROTO, Bytes::new()),
+            Answer::Huge(n) => (PROTO, Bytes::from(vec![0u8; *n])),
+            Answer::Rejected { items, message } => {
+                let message = message.clone();
+                let body = match path {
+                    "/v1/traces" => ExportTraceServiceResponse {
+                        partial_success: Some(ExportTracePartialSuccess {
+                            rejected_spans: *items,
+                            error_message: message,
+                        }),
+                    }
+                    .encode_to_vec(),
+                    "/v1/metrics" => ExportMetricsServiceResponse {
+                        partial_success: Some(ExportMetricsPartialSuccess {
+                            rejected_data_points: *items,
+                            error_message: message,
+                        }),
+                    }
+                    .encode_to_vec(),
+                    _ => ExportLogsServiceResponse {
+                        partial_success: Some(ExportLogsPartialSuccess {
+                            rejected_log_records: *items,
+                            error_message: message,
+                        }),
+                    }
+                    .encode_to_vec(),
+                };
+                (PROTO, Bytes::from(body))
+            }
+            Answer::RejectedJson { items, message } => {
+                let key = match path {
+                    "/v1/traces" => "rejectedSpans",
+                    "/v1/metrics" => "rejectedDataPoints",
+                    _ => "rejectedLogRecords",
+                };
+                let body = serde_json::json!({
+                    "partialSuccess": { key: items.to_string(), "errorMessage": message }
+                });
+                ("application/json", Bytes::from(body.to_string()))
+            }
+        }
+    }
+}
+
 /// The receiver; stops when dropped.
 pub struct Receiver {
     pub addr: SocketAddr,
@@ -111,6 +183,12 @@ impl Receiver {
 
     /// On a given loopback port (0: any).
     pub async fn start_on(port: u16) -> Receiver {
+        Receiver::start_answering(port, Answer::Empty).await
+    }
+
+    /// On a given loopback port (0: any), answering each export with `answer`.
+    pub async fn start_answering(port: u16, answer: Answer) -> Receiver {
+        let answer = Arc::new(answer);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .unwrap();
@@ -123,9 +201,11 @@ impl Receiver {
                     return;
                 };
                 let p = p.clone();
+                let answer = answer.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                         let p = p.clone();
+                        let answer = answer.clone();
                         async move {
                             let path = req.uri().path().to_string();
                             let headers = req
@@ -134,6 +214,7 @@ impl Receiver {
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
                                 .collect();
                             let body = req.into_body().collect().await?.to_bytes();
+                            let (content_type, reply) = answer.body(&path);
                             p.lock().unwrap().push(Post {
                                 path,
                                 headers,
@@ -141,8 +222,8 @@ impl Receiver {
                             });
                             Ok::<_, hyper::Error>(
                                 Response::builder()
-                                    .header("content-type", "application/x-protobuf")
-                                    .body(Full::new(Bytes::new()))
+                                    .header("content-type", content_type)
+                                    .body(Full::new(reply))
                                     .unwrap(),
                             )
                         }

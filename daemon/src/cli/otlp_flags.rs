@@ -29,8 +29,9 @@ pub struct ExportArgs {
     /// How often metrics are pushed during the run (default 10 s; above zero).
     #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_metrics_interval: Option<Duration>,
-    /// How long the final flush may take after the run (default 10s).
-    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    /// How long the final flush may take after the run (default 10s; above zero: zero
+    /// would drop the last batch).
+    #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_flush_timeout: Option<Duration>,
     /// Workload name on every exported series and span (default: the trace file's stem).
     #[arg(long, value_name = "NAME")]

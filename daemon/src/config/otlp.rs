@@ -256,9 +256,9 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
         timeout: positive("timeout", o.timeout)?,
         sample_ratio: o.sample_ratio.map(|r| r.0),
         metrics_interval: positive("metrics_interval", o.metrics_interval)?,
-        flush_timeout: o
-            .flush_timeout
-            .map_or(canary_exporters::Config::FLUSH_TIMEOUT, |d| d.0),
+        // Zero would drop the last batch: refused like the other durations.
+        flush_timeout: positive("flush_timeout", o.flush_timeout)?
+            .unwrap_or(canary_exporters::Config::FLUSH_TIMEOUT),
         certificate: match o.certificate {
             None => None,
             // Loaded now, as the exporter would load it: a bad one is a config error, where

@@ -242,6 +242,12 @@ fn bad_otlp_settings_name_line_and_key() {
         e.contains(":21: otlp.metrics_interval: must be above zero"),
         "{e}"
     );
+    // Zero dropped the last batch by design, where a zero timeout or interval was refused.
+    let e = with("flush_timeout = \"3s\"", "flush_timeout = \"0s\"");
+    assert!(
+        e.contains(":21: otlp.flush_timeout: must be above zero"),
+        "{e}"
+    );
     let e = with("0.25", "2.5");
     assert!(
         e.contains("otlp.sample_ratio") && e.contains("between 0 and 1"),

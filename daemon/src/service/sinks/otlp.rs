@@ -14,11 +14,14 @@ use crate::judge::knee::SweepRun;
 use crate::service::run_result::RunResult;
 use crate::service::sinks::RunSink;
 use crate::service::status::StatusMetrics;
-use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver};
+use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver, Signal};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The signals, in the order of [`OtlpSink`]'s drop counts.
+const SIGNALS: [Signal; 3] = [Signal::Traces, Signal::Metrics, Signal::Logs];
 
 /// The daemon's OTLP exporter as a [`RunSink`].
 pub struct OtlpSink {
@@ -28,8 +31,8 @@ pub struct OtlpSink {
     /// Labels of runs in flight, by run id (their observer carries the same ones).
     labels: Mutex<HashMap<String, RunLabels>>,
     metrics: Arc<StatusMetrics>,
-    /// Drops already added to the status metrics.
-    drops_counted: AtomicU64,
+    /// Drops already added to the status metrics, by signal (traces, metrics, logs).
+    drops_counted: [AtomicU64; 3],
     /// The running config's workloads and their labels, once a schedule set them: a run of
     /// a workload a reload took out, finishing after it, does not bring its last-run gauges
     /// back; a run that ended before its observer was made is exported under its workload's
@@ -59,7 +62,7 @@ impl OtlpSink {
                 flush_timeout: config.otlp.flush_timeout,
                 labels: Mutex::default(),
                 metrics,
-                drops_counted: AtomicU64::new(0),
+                drops_counted: Default::default(),
                 configured: Mutex::default(),
             }),
             Err(e) => {
@@ -67,6 +70,7 @@ impl OtlpSink {
                 return None;
             }
         };
+        sink.metrics.export_enabled();
         // Metric exports fail between runs too: the status metrics follow every few seconds.
         let weak = Arc::downgrade(&sink);
         tokio::spawn(async move {
@@ -88,7 +92,9 @@ impl OtlpSink {
         let Some(exporter) = guard.as_ref() else {
             return false;
         };
-        self.count_drops(exporter.dropped());
+        for s in SIGNALS {
+            self.count_drops(s, exporter.dropped_of(s));
+        }
         true
     }
 
@@ -124,10 +130,11 @@ impl OtlpSink {
     }
 
     /// Adds the drops since the last call to `canaryd_export_drops_total`.
-    fn count_drops(&self, total: u64) {
-        let before = self.drops_counted.fetch_max(total, Ordering::Relaxed);
+    fn count_drops(&self, signal: Signal, total: u64) {
+        let i = SIGNALS.iter().position(|s| *s == signal).unwrap_or(0);
+        let before = self.drops_counted[i].fetch_max(total, Ordering::Relaxed);
         if total > before {
-            self.metrics.export_dropped(total - before);
+            self.metrics.export_dropped(signal, total - before);
         }
     }
 }
@@ -202,7 +209,9 @@ impl RunSink for OtlpSink {
                 exporter.retain_workloads(&|w| names.contains_key(w));
             }
         }
-        self.count_drops(exporter.dropped());
+        for s in SIGNALS {
+            self.count_drops(s, exporter.dropped_of(s));
+        }
     }
 
     fn flush(&self) {
@@ -210,7 +219,9 @@ impl RunSink for OtlpSink {
             return;
         };
         let r = exporter.shutdown(self.flush_timeout);
-        self.count_drops(r.spans_dropped + r.metric_exports_failed + r.logs_dropped);
+        self.count_drops(Signal::Traces, r.spans_dropped);
+        self.count_drops(Signal::Metrics, r.metric_exports_failed);
+        self.count_drops(Signal::Logs, r.logs_dropped);
         tracing::info!(
             "OTLP: {} spans, {} metric exports, {} run events sent over the daemon's life",
             r.spans_exported,

@@ -30,7 +30,11 @@ struct State {
     running: BTreeMap<String, bool>,
     last: BTreeMap<String, RunBrief>,
     reloads: BTreeMap<&'static str, u64>,
-    export_drops: u64,
+    /// Items exporters dropped, by signal: spans, metric exports, log events (units differ,
+    /// so they are never added up).
+    export_drops: [u64; 3],
+    /// Whether OTLP export runs: no endpoint, or settings it could not use at start, is 0.
+    export_enabled: bool,
     history_write_errors: u64,
     /// The workloads of the running config, once known: others' runs (one still in flight
     /// when a reload took its workload out, a recovered run of a removed one) are not shown.
@@ -152,9 +156,14 @@ impl StatusMetrics {
         *self.state.lock().unwrap().reloads.entry(key).or_default() += 1;
     }
 
-    /// Exporters dropped `n` items (queue full, endpoint down).
-    pub fn export_dropped(&self, n: u64) {
-        self.state.lock().unwrap().export_drops += n;
+    /// Exporters dropped `n` items of `signal` (queue full, endpoint down, rejected).
+    pub fn export_dropped(&self, signal: canary_exporters::Signal, n: u64) {
+        self.state.lock().unwrap().export_drops[signal_index(signal)] += n;
+    }
+
+    /// OTLP export started (`canaryd_export_enabled` 1).
+    pub fn export_enabled(&self) {
+        self.state.lock().unwrap().export_enabled = true;
     }
 
     /// The Prometheus text exposition.
@@ -211,10 +220,22 @@ impl State {
         );
         write_family(
             out,
+            "canaryd_export_enabled",
+            "gauge",
+            "1 when OTLP export runs; 0 when no endpoint is set or its settings could not be used at start (logged).",
+            [(String::new(), f64::from(u8::from(self.export_enabled)))].into_iter(),
+        );
+        write_family(
+            out,
             "canaryd_export_drops_total",
             "counter",
-            "Items exporters dropped.",
-            [(String::new(), self.export_drops as f64)].into_iter(),
+            "Items OTLP export dropped, by signal: spans, metric exports (metrics), log events (logs).",
+            SIGNALS.iter().map(|s| {
+                (
+                    format!("signal=\"{}\"", signal_label(*s)),
+                    self.export_drops[signal_index(*s)] as f64,
+                )
+            }),
         );
         write_family(
             out,
@@ -374,6 +395,29 @@ fn latency_samples(w: &str, v: &RunBrief) -> Vec<(String, f64)> {
     out
 }
 
+const SIGNALS: [canary_exporters::Signal; 3] = [
+    canary_exporters::Signal::Traces,
+    canary_exporters::Signal::Metrics,
+    canary_exporters::Signal::Logs,
+];
+
+fn signal_index(s: canary_exporters::Signal) -> usize {
+    match s {
+        canary_exporters::Signal::Traces => 0,
+        canary_exporters::Signal::Metrics => 1,
+        canary_exporters::Signal::Logs => 2,
+    }
+}
+
+/// The `signal` label: what is counted (`spans`, not the signal's name `traces`).
+fn signal_label(s: canary_exporters::Signal) -> &'static str {
+    match s {
+        canary_exporters::Signal::Traces => "spans",
+        canary_exporters::Signal::Metrics => "metrics",
+        canary_exporters::Signal::Logs => "logs",
+    }
+}
+
 fn write_family(
     out: &mut String,
     name: &str,
@@ -418,6 +462,33 @@ impl StatusMetrics {
         let mut s = self.state.lock().unwrap();
         if s.shows(workload) {
             *s.skips.entry(workload.to_string()).or_default() += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_exporters::Signal;
+
+    #[test]
+    fn export_drops_are_counted_by_signal_and_export_shows_whether_it_runs() {
+        let m = StatusMetrics::default();
+        let text = m.render();
+        assert!(text.contains("\ncanaryd_export_enabled 0\n"), "{text}");
+        m.export_enabled();
+        // Spans, metric exports and log events are different units: never one sum.
+        m.export_dropped(Signal::Traces, 40);
+        m.export_dropped(Signal::Metrics, 1);
+        m.export_dropped(Signal::Traces, 2);
+        let text = m.render();
+        assert!(text.contains("\ncanaryd_export_enabled 1\n"), "{text}");
+        for line in [
+            "canaryd_export_drops_total{signal=\"spans\"} 42",
+            "canaryd_export_drops_total{signal=\"metrics\"} 1",
+            "canaryd_export_drops_total{signal=\"logs\"} 0",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
         }
     }
 }
