@@ -91,8 +91,9 @@ pub struct MetricShift {
     /// tests to decide.
     pub shift_ratio: Option<f64>,
     /// The shift in units of the reference runs' median spread (scaled MAD, floored at 0.1 %
-    /// of the reference median); `None` (JSON `null`) when both are 0 (every reference run's
-    /// median is 0, as an ITL of 0 ms): no spread to measure a shift in.
+    /// of the reference median); `None` (JSON `null`) when both are 0 (the reference runs'
+    /// medians do not spread and the pooled median is 0, as an ITL of 0 ms): no spread to
+    /// measure a shift in.
     pub shift_in_mads: Option<f64>,
     /// Mann-Whitney U two-sided p-value.
     pub p_value: f64,

@@ -28,7 +28,35 @@ pub struct Observe {
     pub ebpf_known_unavailable: Option<String>,
 }
 
+/// Sources a command's earlier run found unavailable, with why: carried from one run (a sweep's
+/// point, a capacity probe) to the next, whose fresh [`Observe`] takes them.
+#[derive(Debug, Clone, Default)]
+pub struct KnownUnavailable {
+    /// eBPF's reason.
+    pub ebpf: Option<String>,
+    /// NVML's reason.
+    pub nvml: Option<String>,
+}
+
 impl Observe {
+    /// Takes what an earlier run found unavailable: not tried, nor warned about, again.
+    pub fn take_known(&mut self, known: &KnownUnavailable) {
+        if known.ebpf.is_some() {
+            self.ebpf_known_unavailable = known.ebpf.clone();
+        }
+        if known.nvml.is_some() {
+            self.telemetry.nvml_known_unavailable = known.nvml.clone();
+        }
+    }
+
+    /// What this run and those before it found unavailable.
+    pub fn known(&self) -> KnownUnavailable {
+        KnownUnavailable {
+            ebpf: self.ebpf_known_unavailable.clone(),
+            nvml: self.telemetry.nvml_known_unavailable.clone(),
+        }
+    }
+
     /// Remembers eBPF and NVML found unavailable by `outcome`'s run, so that the command's
     /// later runs (`--runs N`, a sweep's points) say they are unavailable, and why, rather
     /// than load them again and warn each time: the daemon does the same across its runs.

@@ -943,6 +943,47 @@ fn missing_telemetry_sources_are_reported_once_and_the_replay_goes_on() {
     };
     assert_eq!(warnings("NVML unavailable"), 1, "reported once: {log}");
     assert_eq!(warnings("dcgm-exporter"), 1, "reported once: {log}");
+    // And over a sweep's points.
+    let sweep = canaryd(
+        &[
+            "sweep",
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+            "--model",
+            "canary-sim",
+            "--isl",
+            "16",
+            "--osl",
+            "4",
+            "--request-count",
+            "3",
+            "--concurrency",
+            "1,2,3",
+            "--warmup-request-count",
+            "0",
+            "--no-ebpf",
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so",
+            "--output-dir",
+            "sweep",
+        ],
+        dir.path(),
+    );
+    assert!(sweep.status.success(), "{}", text(&sweep));
+    let swept = text(&sweep);
+    let nvml_warnings = swept
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("NVML unavailable"))
+        .count();
+    assert_eq!(nvml_warnings, 1, "reported once over the points: {swept}");
+    for point in ["point-01-c1", "point-02-c2", "point-03-c3"] {
+        let path = dir.path().join(format!("sweep/{point}/summary.json"));
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(
+            s["telemetry_sources"]["nvml"]["state"], "unavailable",
+            "{point}"
+        );
+    }
     for run in 1..=3 {
         let path = dir.path().join(format!("out/run-{run}/summary.json"));
         let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

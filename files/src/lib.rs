@@ -72,14 +72,19 @@ impl WholeFile {
     /// `path` that is not a regular file or a link (a device such as `/dev/full`, a FIFO, a
     /// socket) is an error too: the rename would replace it with the file.
     pub fn create(path: &Path) -> io::Result<WholeFile> {
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            let t = m.file_type();
-            if !t.is_file() && !t.is_symlink() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "not a regular file (a device, FIFO, socket or folder): not replaced",
-                ));
-            }
+        // A link is replaced, not written through; but one to a device (`/dev/stdout`, a link
+        // to /proc/self/fd/1) would have the system's link replaced: refused as the device is.
+        // A dangling link is replaced.
+        let here = std::fs::symlink_metadata(path).ok();
+        let there = match &here {
+            Some(m) if m.file_type().is_symlink() => std::fs::metadata(path).ok(),
+            _ => here,
+        };
+        if there.is_some_and(|m| !m.file_type().is_file()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file (a device, FIFO, socket or folder): not replaced",
+            ));
         }
         let partial = partial_of(path);
         Ok(WholeFile {
@@ -203,6 +208,20 @@ mod tests {
         std::fs::create_dir(&folder).unwrap();
         assert!(write_whole(&folder, b"{}").is_err());
         assert!(folder.is_dir());
+        // A link to a device (as /dev/stdout is): refused, the link kept.
+        let link = dir.path().join("stdout");
+        std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+        let e = write_whole(&link, b"<html>").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A dangling link is replaced.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        write_whole(&dangling, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&dangling).unwrap(), "{}");
     }
 
     #[test]

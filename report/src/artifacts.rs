@@ -6,7 +6,7 @@
 mod diagnosis;
 mod folders;
 pub(crate) mod records;
-mod repeats;
+pub(crate) mod repeats;
 mod summary;
 mod sweep_file;
 

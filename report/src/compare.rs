@@ -771,7 +771,7 @@ fn median_shift_text(s: &MetricShift) -> String {
 fn mads_text(s: &MetricShift) -> String {
     match s.shift_in_mads {
         Some(m) => format!("{m:+.1} MADs"),
-        None => "no MADs: every reference median is 0".into(),
+        None => "no MADs: the reference medians do not spread and their median is 0".into(),
     }
 }
 

@@ -64,7 +64,11 @@ impl<'a> Scalar<'a> {
                 if let Ok(n) = text.parse::<u64>() {
                     Scalar::Uint(n)
                 } else if let Ok(n) = text.parse::<i64>() {
-                    Scalar::Int(n)
+                    // `-0` is 0, as serde_json read it (a float -0.0, taken as 0).
+                    match n {
+                        0 => Scalar::Uint(0),
+                        n => Scalar::Int(n),
+                    }
                 } else {
                     match text.parse::<f64>() {
                         Ok(x) if x.is_finite() => Scalar::Float(x, text),
@@ -605,6 +609,16 @@ mod tests {
     }
 
     /// Every row of the real traces: the one-pass reading gives serde's ids.
+    /// `-0` is 0, as serde_json's own reading took it (a float -0.0): a timestamp or a
+    /// length written `-0` loads.
+    #[test]
+    fn minus_zero_is_zero() {
+        let v: Scalar<'_> = serde_json::from_str("-0").unwrap();
+        assert_eq!(v, Scalar::Uint(0));
+        let v: Scalar<'_> = serde_json::from_str("-3").unwrap();
+        assert_eq!(v, Scalar::Int(-3));
+    }
+
     #[test]
     fn hash_ids_of_the_real_traces_are_serdes() {
         #[derive(serde::Deserialize)]

@@ -56,6 +56,9 @@ pub struct Estimate {
     pub mean: Option<f64>,
     /// The interval's half-width (none from one run).
     pub half_width: Option<f64>,
+    /// The interval's ends when they were clipped at what the figure can be (0, or 1 for a
+    /// fraction): a symmetric ± would reach past it.
+    pub clipped: Option<(f64, f64)>,
 }
 
 impl Repeats {
@@ -152,5 +155,12 @@ fn estimate(v: &Value) -> Option<Estimate> {
             .unwrap_or_default(),
         mean: v.get("mean").and_then(Value::as_f64),
         half_width: v.get("half_width").and_then(Value::as_f64),
+        clipped: match v.get("clipped").and_then(Value::as_bool) {
+            Some(true) => v
+                .get("low")
+                .and_then(Value::as_f64)
+                .zip(v.get("high").and_then(Value::as_f64)),
+            _ => None,
+        },
     })
 }

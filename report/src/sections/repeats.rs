@@ -47,9 +47,14 @@ pub fn render(e: &Repeats) -> String {
             vec![
                 esc(&label(&m.metric, &m.statistic)),
                 esc(&m.mean.map_or("–".into(), with)),
-                esc(&m
-                    .half_width
-                    .map_or("–".into(), |h| format!("± {}", with(h)))),
+                esc(&match (m.clipped, m.half_width) {
+                    // A ± would reach past what the figure can be (below 0): its ends.
+                    (Some((low, high)), _) => {
+                        format!("{} to {} (clipped)", num(low), with(high))
+                    }
+                    (None, Some(h)) => format!("± {}", with(h)),
+                    (None, None) => "–".into(),
+                }),
                 num(m.values.len() as f64),
                 esc(&m
                     .values
@@ -73,7 +78,9 @@ pub fn render(e: &Repeats) -> String {
     html.push_str(&format!(
         "<p class=\"note\">Estimates, as summary.json states them: each figure the mean of the \
          runs' own, ± the half-width of its {level:.0} % confidence interval (Student's t, n−1 \
-         degrees of freedom), over the {complete} of {} runs its estimates are over. Each run's \
+         degrees of freedom), over the {complete} of {} runs its estimates are over; an \
+         interval a ± would take below 0 (or past 1 for a fraction) is given by its ends, \
+         clipped there. Each run's \
          own is its summary.json's: throughputs and goodput exact (counted over the run), \
          percentiles estimates from its histograms, within 0.1 %. The runs repeat one load: no \
          knee and no Pareto front.</p>\n",
@@ -110,4 +117,43 @@ pub fn render(e: &Repeats) -> String {
         ));
     }
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifacts::repeats::Estimate;
+
+    /// A ± that would reach below 0 (3 runs of TTFT p99 0.5, 0.6 and 8.5 ms: 3.2 ± 11.4) is
+    /// shown by its clipped ends, as the command's table and summary.json give it.
+    #[test]
+    fn a_clipped_interval_is_shown_by_its_ends() {
+        let e = Repeats {
+            estimates: vec![
+                Estimate {
+                    metric: "time_to_first_token".into(),
+                    statistic: "p99".into(),
+                    unit: "ms".into(),
+                    values: vec![0.5, 0.6, 8.5],
+                    mean: Some(3.2),
+                    half_width: Some(11.4),
+                    clipped: Some((0.0, 14.6)),
+                },
+                Estimate {
+                    metric: "request_throughput".into(),
+                    statistic: "value".into(),
+                    unit: "requests/s".into(),
+                    values: vec![10.0, 11.0, 12.0],
+                    mean: Some(11.0),
+                    half_width: Some(2.5),
+                    clipped: None,
+                },
+            ],
+            ..Repeats::default()
+        };
+        let html = render(&e);
+        assert!(html.contains("0 to 14.6 ms (clipped)"), "{html}");
+        assert!(!html.contains("± 11.4"), "{html}");
+        assert!(html.contains("± 2.50 req/s"), "{html}");
+    }
 }

@@ -242,6 +242,17 @@ impl RepeatsSummary {
             .half_width
     }
 
+    /// The ends of `metric`/`statistic`'s interval when it was clipped (a symmetric ± would
+    /// reach below 0, or past 1 for a fraction).
+    pub fn clipped_ends(&self, metric: &str, statistic: &str) -> Option<(f64, f64)> {
+        let f = self
+            .metrics
+            .iter()
+            .find(|f| f.metric == metric && f.statistic == statistic)?;
+        let i = &f.interval;
+        f.clipped.then_some((i.low?, i.high?))
+    }
+
     /// The table.
     pub fn print(&self) -> std::io::Result<()> {
         outln!()?;

@@ -10,7 +10,7 @@ use crate::cli::profile::ProfileArgs;
 use crate::cli::repeats::{self, RepeatsSummary};
 use crate::cli::replay::flag;
 use crate::cli::report::ProgressDisplay;
-use crate::execute::{execute, run_labels, spelled, Judged};
+use crate::execute::{execute, run_labels, spelled, Judged, KnownUnavailable};
 use anyhow::{bail, Context, Result};
 use canary_replay::Plan;
 use std::path::Path;
@@ -114,7 +114,7 @@ async fn run_point(
     index: usize,
     root: &Path,
     shutdown: &CancellationToken,
-    ebpf_unavailable: &mut Option<String>,
+    known: &mut KnownUnavailable,
 ) -> Result<PointRun> {
     let label = axis.label(value);
     let dir_name = format!("point-{index:02}-{label}");
@@ -125,7 +125,7 @@ async fn run_point(
     let gpus = args.sweep.gpus;
     let (point, interrupted) = match pargs.shape.repeats() {
         None => {
-            let run = run_once(&pargs, plan, shutdown, ebpf_unavailable)
+            let run = run_once(&pargs, plan, shutdown, known)
                 .await
                 .with_context(context)?;
             let interrupted = run.as_ref().is_none_or(|r| r.outcome.interrupted);
@@ -138,7 +138,7 @@ async fn run_point(
             let mut interrupted = false;
             for i in 1..=n {
                 let (dir, p) = repeats.nth(&plan, &point_dir, i);
-                let run = match run_once(&pargs, p, shutdown, ebpf_unavailable).await {
+                let run = match run_once(&pargs, p, shutdown, known).await {
                     Ok(run) => run,
                     Err(e) => {
                         // The point's runs before it were measured: their summary is kept.
@@ -193,16 +193,16 @@ async fn run_point(
 
 /// One run of a point's plan, judged by the sweep's gates and exported as `canaryd profile`
 /// exports a run (each with its own run id). `None`: a signal came before anything was sent.
-/// eBPF an earlier run of the sweep found unavailable (`ebpf_unavailable`) is not tried, nor
-/// warned about, again; this run's finding is kept there for the next.
+/// eBPF and NVML an earlier run of the sweep found unavailable (`known`) are not tried, nor
+/// warned about, again; this run's findings are kept there for the next.
 async fn run_once(
     pargs: &ProfileArgs,
     mut plan: Plan,
     shutdown: &CancellationToken,
-    ebpf_unavailable: &mut Option<String>,
+    known: &mut KnownUnavailable,
 ) -> Result<Option<Judged>> {
     let mut observe = pargs.shape.telemetry.observe(&plan.replay.target);
-    observe.ebpf_known_unavailable = ebpf_unavailable.clone();
+    observe.take_known(known);
     let front = OneShot::start(&mut plan, &pargs.shape.export, pargs.shape.criteria())?;
     let progress = Arc::new(canary_replay::Progress::default());
     let display = ProgressDisplay::start(progress.clone());
@@ -210,7 +210,7 @@ async fn run_once(
     display.finish();
     if let Ok(Some(j)) = &run {
         observe.remember_unavailable(&j.outcome);
-        *ebpf_unavailable = observe.ebpf_known_unavailable;
+        *known = observe.known();
     }
     // A point whose files could not all be written (a full disk) failed: the sweep stops
     // there, as `replay` does, rather than report a knee without it and exit 0.
@@ -279,7 +279,7 @@ pub async fn sweep(
     let mut points = Vec::new();
     let mut interrupted = false;
     let mut failed = None;
-    let mut ebpf_unavailable = None;
+    let mut known = KnownUnavailable::default();
     for (i, &v) in values.iter().enumerate() {
         if i > 0 {
             cooldown(args, &shutdown).await;
@@ -288,7 +288,7 @@ pub async fn sweep(
             interrupted = true;
             break;
         }
-        match run_point(args, axis, v, i + 1, root, &shutdown, &mut ebpf_unavailable).await {
+        match run_point(args, axis, v, i + 1, root, &shutdown, &mut known).await {
             Ok(run) => {
                 points.push(run.point);
                 if run.interrupted {
@@ -322,7 +322,7 @@ struct SweepProber<'a> {
     shutdown: &'a CancellationToken,
     points: Vec<Point>,
     /// eBPF an earlier probe found unavailable: not tried again.
-    ebpf_unavailable: Option<String>,
+    known: KnownUnavailable,
 }
 
 impl Prober for SweepProber<'_> {
@@ -334,7 +334,7 @@ impl Prober for SweepProber<'_> {
             index,
             self.root,
             self.shutdown,
-            &mut self.ebpf_unavailable,
+            &mut self.known,
         )
         .await?;
         let (passed, errored) = (run.point.passed, run.point.errored);
@@ -430,7 +430,7 @@ pub async fn find_max_rate(
         root,
         shutdown: &shutdown,
         points: Vec::new(),
-        ebpf_unavailable: None,
+        known: KnownUnavailable::default(),
     };
     let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
     export_capacity(args, start, &found.capacity).await?;

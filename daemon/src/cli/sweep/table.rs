@@ -25,15 +25,19 @@ fn pct(v: Option<f64>) -> String {
     }
 }
 
-/// `v`, and with `--runs N` the half-width of its 95% confidence interval: `107 ±3.1`.
+/// `v`, and with `--runs N` the half-width of its 95% confidence interval: `107 ±3.1`; an
+/// interval clipped at what the figure can be (a ± reaching below 0) gives its ends:
+/// `3.2 [0-14.6]`.
 fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
-    let hw = p
-        .repeats
-        .as_ref()
-        .and_then(|r| r.half_width(metric, statistic));
-    match hw {
-        Some(h) if v.is_some() => format!("{} ±{}", num(v), num(Some(h))),
-        _ => num(v),
+    let Some(r) = p.repeats.as_ref().filter(|_| v.is_some()) else {
+        return num(v);
+    };
+    if let Some((low, high)) = r.clipped_ends(metric, statistic) {
+        return format!("{} [{}-{}]", num(v), num(Some(low)), num(Some(high)));
+    }
+    match r.half_width(metric, statistic) {
+        Some(h) => format!("{} ±{}", num(v), num(Some(h))),
+        None => num(v),
     }
 }
 
