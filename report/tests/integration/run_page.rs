@@ -241,3 +241,30 @@ fn the_kernel_split_says_which_ttfts_are_bounds() {
     let page = text(&report(&[&dir]).0);
     assert!(page.contains("Exact per request"), "{page}");
 }
+
+// The server's gauge maxima and means were shown bare, though each was sampled at N scrapes:
+// the max is only a lower bound (the gauge may peak between scrapes), the mean an estimate.
+#[test]
+fn sampled_server_gauges_say_what_their_max_and_mean_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = json!({"schema_version": 3, "server": {"scrapes": 12,
+        "queue_depth": {"mean": 1.5, "max": 4.0, "samples": 12},
+        "kv_cache_usage": {"mean": 0.25, "mean_kind": "estimate", "max": 0.5,
+                           "max_kind": "lower_bound", "samples": 12}}});
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(summary),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(page.contains("its max is a lower bound"), "{page}");
+    assert!(
+        page.contains("queue_depth.max 4 (lower bound: the largest scraped)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("kv_cache_usage.mean 0.250 (estimate)"),
+        "{page}"
+    );
+    assert!(!page.contains("max_kind"), "{page}");
+}
