@@ -414,14 +414,14 @@ fn print_server_row(
 
 /// Which rows of the table hold upper bounds: a time taken at canaryd's read or from a later
 /// segment's stamp is never before the event, so the figures over it are bounds too.
-struct TableBounds {
+pub(super) struct TableBounds {
     first_token: bool,
     token_events: bool,
     end: bool,
 }
 
 impl TableBounds {
-    fn of(rx: &canary_core::RxSummary) -> TableBounds {
+    pub(super) fn of(rx: &canary_core::RxSummary) -> TableBounds {
         if rx.requests == 0 {
             // Receive timestamps off or refused (or a summary folded from such records):
             // every client time is canaryd's read.
@@ -443,12 +443,12 @@ impl TableBounds {
         }
     }
 
-    fn any(&self) -> bool {
+    pub(super) fn any(&self) -> bool {
         self.first_token || self.token_events || self.end
     }
 
     /// `label` with `, bound` in its parentheses when the row's times are upper bounds.
-    fn label(&self, key: &str, label: &str) -> String {
+    pub(super) fn label(&self, key: &str, label: &str) -> String {
         let bound = match key {
             "time_to_first_token" => self.first_token,
             "time_to_first_output_token" => self.first_token || self.token_events,
