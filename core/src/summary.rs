@@ -519,6 +519,10 @@ pub struct RxSummary {
     pub token_events: u64,
     /// Of those, events whose time is only a bound.
     pub token_events_bound: u64,
+    /// Requests with at least one such event: their ITL, TTST and inter-chunk gaps are bounds.
+    /// Absent (0) in summaries written before they were counted.
+    #[serde(default)]
+    pub token_events_bound_requests: u64,
     /// The largest clock-mapping uncertainty of any request, µs.
     pub clock_map_uncertainty_max_us: Option<f64>,
 }
@@ -542,6 +546,9 @@ impl RxSummary {
         }
         self.token_events += u64::from(rx.token_events);
         self.token_events_bound += u64::from(rx.token_events_bound);
+        if rx.token_events_bound > 0 {
+            self.token_events_bound_requests += 1;
+        }
         let u = rx.clock_map_uncertainty_us;
         self.clock_map_uncertainty_max_us =
             Some(self.clock_map_uncertainty_max_us.map_or(u, |m| m.max(u)));
@@ -1015,6 +1022,8 @@ mod tests {
             (rx.requests, rx.token_events, rx.token_events_bound),
             (3, 15, 3)
         );
+        // Each of the three had one bound event: three requests whose gaps are bounds.
+        assert_eq!(rx.token_events_bound_requests, 3);
         assert_eq!(rx.first_token["kernel"], 1);
         assert_eq!(rx.first_token["kernel_bound"], 1);
         assert_eq!(rx.first_token["userspace"], 1);

@@ -140,6 +140,21 @@ fn merged_shards_equal_the_unsharded_run() {
         assert_eq!(merged[key], single[key], "{key}\n{table}");
     }
     assert_eq!(merged["requests"], 20);
+    // The table marks TTFT a bound unless every first token was stamped by the kernel (the
+    // merged summary counts them from the shards' records), as one run's table does.
+    let rx = &merged["receive_timestamps"];
+    let kernel = rx["first_token"]["kernel"].as_u64().unwrap_or(0);
+    let ttft_row = table.lines().find(|l| l.starts_with("TTFT (ms")).unwrap();
+    assert_eq!(
+        ttft_row.contains("bound"),
+        kernel < merged["completed"].as_u64().unwrap(),
+        "{rx}\n{table}"
+    );
+    if rx["token_events_bound"].as_u64().unwrap_or(0) > 0 {
+        let itl = table.lines().find(|l| l.starts_with("ITL (ms")).unwrap();
+        assert!(itl.contains("bound)"), "{table}");
+        assert!(table.contains("except that a row marked bound"), "{table}");
+    }
     let m = &merged["merged"];
     assert_eq!(
         (m["shard_count"].as_u64(), m["replayed"].as_u64()),

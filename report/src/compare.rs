@@ -131,9 +131,11 @@ pub struct Side {
     /// errored (its summary's `left_out`) or cut short by a signal, as its own estimates
     /// leave them out. A note says so.
     pub left_out: Vec<crate::experiment::LeftOutRun>,
-    /// Its first tokens by how their time was taken (summed over its runs' summaries):
-    /// `bound` of `of` are upper bounds, and TTFT is said to be one when any are.
-    pub first_tokens: first_token::FirstTokenTimes,
+    /// Its first tokens, ends and token events by how their time was taken (summed over its
+    /// runs' summaries; `first_tokens`, `ends`, `token_events` in JSON): `bound` of `of` are
+    /// upper bounds, and TTFT, e2e or ITL is said to be one when any are.
+    #[serde(flatten)]
+    pub times: first_token::SideTimes,
 }
 
 /// The thresholds used (serializable copy of [`ShiftRules`], and the runs' test level).
@@ -484,7 +486,7 @@ fn side(e: &Experiment) -> Side {
         completed: e.runs.iter().map(|r| r.figures().completed).sum(),
         interrupted: e.runs.iter().filter(cut_short).count() as u64,
         left_out: e.left_out.clone(),
-        first_tokens: first_token::FirstTokenTimes::of(&e.runs),
+        times: first_token::SideTimes::of(&e.runs),
     }
 }
 
@@ -847,7 +849,7 @@ mod tests {
             completed,
             interrupted: 0,
             left_out: Vec::new(),
-            first_tokens: Default::default(),
+            times: Default::default(),
         };
         // B lost a fifth of its requests (its slowest, say): its latencies are not A's peers.
         let note = completion_note(&side(1000, 1000), &side(1000, 800)).expect("a note");

@@ -145,6 +145,16 @@ impl Figures {
             }
         }
         f.client_e2e_ms = client("request_latency");
+        // The ends likewise: exact only when every end was stamped `kernel`.
+        if let Some(e2es) = s.metrics.get("request_latency").filter(|t| t.count > 0) {
+            let exact = rx.end.get("kernel").copied().unwrap_or(0);
+            if exact < e2es.count {
+                f.client_e2e_ms = f.client_e2e_ms.map(|t| Fig {
+                    kind: FigureKind::Bound,
+                    ..t
+                });
+            }
+        }
         // Not the schedule lag itself: a session's turn held for its previous turn, or a
         // request waiting for a slow handshake, is late on purpose or by the network, and
         // neither is canaryd falling behind.

@@ -374,6 +374,31 @@ fn a_gap_over_first_tokens_that_are_bounds_is_bound_evidence() {
     }
 }
 
+// The audit: `client_e2e_mean` was always exact, though an end timed at canaryd's read or by
+// a later segment's stamp is an upper bound, and a mean over it too.
+#[test]
+fn the_client_e2e_mean_is_exact_only_when_every_end_was_stamped() {
+    for (stamp, kind) in [
+        ("kernel_bound", FigureKind::Bound),
+        ("userspace", FigureKind::Bound),
+        ("kernel", FigureKind::Exact),
+    ] {
+        let r = run(100, 130.0, 330.0, None);
+        let mut summary = r.agg.summary();
+        summary.receive_timestamps.requests = 100;
+        summary
+            .receive_timestamps
+            .end
+            .insert(stamp.to_string(), 100);
+        let f = Figures::of(&summary, &r.telemetry);
+        assert_eq!(f.client_e2e_ms.unwrap().kind, kind, "{stamp}");
+    }
+    // Receive timestamps off: no end counted, every one canaryd's read.
+    let r = run(100, 130.0, 330.0, None);
+    let f = Figures::of(&r.agg.summary(), &r.telemetry);
+    assert_eq!(f.client_e2e_ms.unwrap().kind, FigureKind::Bound);
+}
+
 #[test]
 fn failing_requests_are_the_targets_errors_before_anything_else() {
     let mut r = run(100, 460.0, 700.0, Some(5));

@@ -80,15 +80,31 @@ fn short(v: f64) -> String {
     s.to_string()
 }
 
-/// Mean and maximum of a gauge over the scrapes of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// Mean and maximum of a gauge over the scrapes of a run. Serialized with what each is:
+/// `mean_kind` `estimate` (of the gauge's mean over the run, from its values at the scrapes)
+/// and `max_kind` `lower_bound` (the largest value scraped: the gauge may have peaked higher
+/// between scrapes).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GaugeStats {
-    /// Mean over scrapes (not time-weighted; scrapes are evenly spaced).
+    /// Mean over scrapes (not time-weighted; scrapes are evenly spaced): an estimate.
     pub mean: f64,
-    /// Maximum seen.
+    /// Maximum seen at a scrape: a lower bound of the gauge's maximum.
     pub max: f64,
     /// Scrapes that had the gauge.
     pub samples: usize,
+}
+
+impl Serialize for GaugeStats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("GaugeStats", 5)?;
+        st.serialize_field("mean", &self.mean)?;
+        st.serialize_field("mean_kind", "estimate")?;
+        st.serialize_field("max", &self.max)?;
+        st.serialize_field("max_kind", "lower_bound")?;
+        st.serialize_field("samples", &self.samples)?;
+        st.end()
+    }
 }
 
 /// What the server's `/metrics` said about one run: `summary.json`'s `server` section.
@@ -157,6 +173,22 @@ pub struct RunServerSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // summary.json's gauge maxima and means were bare numbers, though each was sampled at the
+    // scrapes: the max a lower bound, the mean an estimate.
+    #[test]
+    fn a_gauge_says_its_max_is_a_lower_bound_and_its_mean_an_estimate() {
+        let g = GaugeStats {
+            mean: 1.5,
+            max: 4.0,
+            samples: 12,
+        };
+        assert_eq!(
+            serde_json::to_value(g).unwrap(),
+            serde_json::json!({"mean": 1.5, "mean_kind": "estimate", "max": 4.0,
+                               "max_kind": "lower_bound", "samples": 12})
+        );
+    }
 
     #[test]
     fn buckets_print_as_their_edges_in_ms() {

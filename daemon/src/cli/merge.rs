@@ -79,22 +79,34 @@ fn print(m: &Merged) -> std::io::Result<()> {
             st.max
         )
     };
+    // Each shard's times are exact only where its kernel stamped them, as in one run's table.
+    let bounds = super::report::TableBounds::of(&s.receive_timestamps);
     for (key, label) in rows {
         if let Some(st) = s.metrics.get(key) {
-            row(label, st)?;
+            row(&bounds.label(key, label), st)?;
         }
     }
     if let Some(st) = &i.cross_host_schedule_lag {
         row("schedule lag, one axis (ms)", st)?;
     }
+    let rows_bound = if bounds.any() {
+        ", except that a row marked bound is over times some of which are a later segment's \
+         stamp or canaryd's read: TTFT and latency upper bounds, gaps exact in neither direction"
+    } else {
+        ""
+    };
     outln!(
         "{}",
         if i.metrics_from == "histograms" {
-            "(the shards' histograms summed: percentiles within 0.1% as in one run; avg, min, \
-             max exact)"
+            format!(
+                "(the shards' histograms summed: percentiles within 0.1% as in one run; avg, \
+                 min, max exact{rows_bound})"
+            )
         } else {
-            "(folded from the shards' records: percentiles within 0.1%; avg, min, max exact; \
-             see the notes)"
+            format!(
+                "(folded from the shards' records: percentiles within 0.1%; avg, min, max \
+                 exact{rows_bound}; see the notes)"
+            )
         }
     )?;
     outln!()?;

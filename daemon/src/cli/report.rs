@@ -123,7 +123,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             "TTFT - server prompt time (ms)",
         ),
     ];
+    let bounds = TableBounds::of(&s.receive_timestamps);
     for (key, label) in rows {
+        let label = bounds.label(key, label);
         if let Some(st) = s.metrics.get(key) {
             if st.unit == "tokens" {
                 // Token counts: whole tokens, the mean to one decimal.
@@ -165,21 +167,59 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)")?;
     }
     // The aggregates are exact over the values recorded; a value itself is exact only where
-    // the kernel stamped the segment that completed it, else an upper bound.
+    // the kernel stamped the segment that completed it, else an upper bound, and the rows say
+    // which, as the report's headline does.
     let rx = &s.receive_timestamps;
     if rx.requests > 0 {
-        let n = |k: &str| rx.first_token.get(k).copied().unwrap_or(0);
+        let n =
+            |m: &std::collections::BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
         outln!(
             "first tokens timed: {} by the kernel's stamp (exact), {} by a later segment's \
              (upper bounds), {} by canaryd's read (upper bounds)",
-            n("kernel"),
-            n("kernel_bound"),
-            n("userspace")
+            n(&rx.first_token, "kernel"),
+            n(&rx.first_token, "kernel_bound"),
+            n(&rx.first_token, "userspace")
+        )?;
+        if !rx.end.is_empty() {
+            outln!(
+                "ends timed: {} by the kernel's stamp (exact), {} by a later segment's \
+                 (upper bounds), {} by canaryd's read (upper bounds)",
+                n(&rx.end, "kernel"),
+                n(&rx.end, "kernel_bound"),
+                n(&rx.end, "userspace")
+            )?;
+        }
+        if rx.token_events_bound > 0 {
+            outln!(
+                "token events: {} of {} are upper bounds (several in one read){}",
+                rx.token_events_bound,
+                rx.token_events,
+                match rx.token_events_bound_requests {
+                    0 => String::new(),
+                    r => format!(", in {r} of {} requests", rx.requests),
+                }
+            )?;
+        }
+    } else if s.completed > 0 {
+        outln!(
+            "receive timestamps {}: every client time is canaryd's read (upper bounds)",
+            match (rx.state.as_deref(), rx.reason.as_deref()) {
+                (Some("refused"), Some(why)) => format!("refused ({why})"),
+                (Some(state), _) => state.to_string(),
+                (None, _) => "not recorded".to_string(),
+            }
         )?;
     }
     outln!(
-        "(client: avg, min, max exact over the times recorded, percentiles within 0.1% or 0.5 µs{}; \
-         lengths: mean to 0.1 token, the rest whole tokens)",
+        "(client: avg, min, max exact over the times recorded{}, percentiles within 0.1% or \
+         0.5 µs{}; lengths: mean to 0.1 token, the rest whole tokens)",
+        if bounds.any() {
+            ", except in a row marked bound: some of its times are a later segment's stamp or \
+             canaryd's read, so TTFT, TTFO and latency are upper bounds and the gaps between \
+             such times (TTST, ITL, inter-chunk) are exact in neither direction"
+        } else {
+            ""
+        },
         if server.is_some() {
             "; server: mean exact over the requests it counted, percentiles only known to their \
              bucket: lo–hi ms means above lo and at most hi (bounds)"
@@ -370,4 +410,102 @@ fn print_server_row(
         bucket(est.p99),
         "-"
     )
+}
+
+/// Which rows of the table hold upper bounds: a time taken at canaryd's read or from a later
+/// segment's stamp is never before the event, so the figures over it are bounds too.
+pub(super) struct TableBounds {
+    first_token: bool,
+    token_events: bool,
+    end: bool,
+}
+
+impl TableBounds {
+    pub(super) fn of(rx: &canary_core::RxSummary) -> TableBounds {
+        if rx.requests == 0 {
+            // Receive timestamps off or refused (or a summary folded from such records):
+            // every client time is canaryd's read.
+            return TableBounds {
+                first_token: true,
+                token_events: true,
+                end: true,
+            };
+        }
+        let bound = |m: &std::collections::BTreeMap<String, u64>| {
+            m.iter().any(|(k, n)| k != "kernel" && *n > 0)
+                || m.get("kernel").copied().unwrap_or(0) < rx.requests
+        };
+        TableBounds {
+            first_token: bound(&rx.first_token),
+            token_events: rx.token_events_bound > 0,
+            // Summaries written before the ends were counted do not say: not exact then.
+            end: rx.end.is_empty() || bound(&rx.end),
+        }
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.first_token || self.token_events || self.end
+    }
+
+    /// `label` with `, bound` in its parentheses when the row's times are upper bounds.
+    pub(super) fn label(&self, key: &str, label: &str) -> String {
+        let bound = match key {
+            "time_to_first_token" => self.first_token,
+            "time_to_first_output_token" => self.first_token || self.token_events,
+            "time_to_second_token" | "inter_token_latency" | "inter_chunk_latency" => {
+                self.token_events || self.first_token
+            }
+            "request_latency" => self.end,
+            _ => false,
+        };
+        match label.strip_suffix(')') {
+            Some(head) if bound => format!("{head}, bound)"),
+            _ => label.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TableBounds;
+
+    fn bounds(rx: serde_json::Value) -> TableBounds {
+        TableBounds::of(&serde_json::from_value(rx).unwrap())
+    }
+
+    // The audit's pr4: a response arriving whole in one read gave ITL and TTST `min 0.000`
+    // under "exact"; token events that are bounds mark those rows.
+    #[test]
+    fn token_events_that_are_bounds_mark_the_gap_rows() {
+        let kernel = serde_json::json!({"kernel": 2});
+        let b = bounds(serde_json::json!({"state": "on", "requests": 2,
+            "first_token": kernel, "end": kernel, "token_events": 20,
+            "token_events_bound": 3, "token_events_bound_requests": 1,
+            "clock_map_uncertainty_max_us": 0.1}));
+        assert_eq!(b.label("time_to_first_token", "TTFT (ms)"), "TTFT (ms)");
+        assert_eq!(
+            b.label("request_latency", "request latency (ms)"),
+            "request latency (ms)"
+        );
+        assert_eq!(
+            b.label("inter_token_latency", "ITL (ms, mean per request)"),
+            "ITL (ms, mean per request, bound)"
+        );
+        assert_eq!(
+            b.label("time_to_second_token", "TTST (ms)"),
+            "TTST (ms, bound)"
+        );
+        let off = bounds(
+            serde_json::json!({"state": "off", "requests": 0, "first_token": {},
+            "token_events": 0, "token_events_bound": 0, "clock_map_uncertainty_max_us": null}),
+        );
+        assert_eq!(
+            off.label("time_to_first_token", "TTFT (ms)"),
+            "TTFT (ms, bound)"
+        );
+        assert_eq!(
+            off.label("request_latency", "request latency (ms)"),
+            "request latency (ms, bound)"
+        );
+    }
 }

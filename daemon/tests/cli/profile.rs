@@ -518,3 +518,68 @@ fn the_client_server_gap_is_exact_only_over_kernel_stamped_first_tokens() {
         }
     }
 }
+
+// The audit: with `--no-kernel-timestamps` the table said "(client: avg, min, max exact over
+// the times recorded…)" and counted no first tokens, though every TTFT and e2e was canaryd's
+// read, an upper bound; the HTML report's headline said so. Now the table says it and marks
+// the rows, and a run with stamps on marks ITL/TTST when token events are bounds.
+#[test]
+fn the_table_marks_client_times_that_are_only_bounds() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for timestamps_off in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = vec!["--isl", "10", "--osl", "8", "--request-count", "4"];
+        extra.extend(["--concurrency", "2", "--warmup-request-count", "0"]);
+        if timestamps_off {
+            extra.push("--no-kernel-timestamps");
+        }
+        let out = profile(dir.path(), &url, &extra);
+        let printed = text(&out);
+        assert!(out.status.success(), "{printed}");
+        let row = |head: &str| {
+            printed
+                .lines()
+                .find(|l| l.starts_with(head))
+                .unwrap_or_else(|| panic!("no {head} row: {printed}"))
+                .to_string()
+        };
+        let rx = &summary(dir.path())["receive_timestamps"];
+        if timestamps_off {
+            assert!(
+                printed.contains("receive timestamps off: every client time is canaryd's read"),
+                "{printed}"
+            );
+            for head in [
+                "TTFT (ms, bound)",
+                "request latency (ms, bound)",
+                "ITL (ms,",
+            ] {
+                assert!(row(head).contains("bound)"), "{printed}");
+            }
+            assert!(
+                printed.contains("except in a row marked bound"),
+                "{printed}"
+            );
+            continue;
+        }
+        let kernel = rx["first_token"]["kernel"].as_u64().unwrap_or(0);
+        assert_eq!(
+            row("TTFT (ms").contains("bound"),
+            kernel < 4,
+            "{rx}\n{printed}"
+        );
+        let end_kernel = rx["end"]["kernel"].as_u64().unwrap_or(0);
+        assert_eq!(
+            row("request latency").contains("bound"),
+            end_kernel < 4,
+            "{rx}\n{printed}"
+        );
+        let events_bound = rx["token_events_bound"].as_u64().unwrap();
+        if events_bound > 0 {
+            assert!(row("ITL (ms").contains("bound"), "{rx}\n{printed}");
+            assert!(printed.contains("token events: "), "{printed}");
+        }
+        assert!(printed.contains("first tokens timed: "), "{printed}");
+    }
+}

@@ -23,9 +23,122 @@ pub struct FirstTokenTimes {
     pub unknown_runs: u64,
 }
 
+/// A side's token events by how their time was taken, over its runs: ITL and the inter-chunk
+/// gaps are over them, and are bounds where any is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenEventTimes {
+    /// Token events whose time is an upper bound (`receive_timestamps.token_events_bound`:
+    /// several in one read).
+    pub bound: u64,
+    /// Token events counted (`receive_timestamps.token_events`).
+    pub of: u64,
+    /// Runs with receive timestamps off or refused, or that stamped none: every token event
+    /// of theirs is canaryd's read, and not counted.
+    pub read_runs: u64,
+}
+
+impl TokenEventTimes {
+    /// Summed over `runs`.
+    pub(super) fn of(runs: &[Run]) -> TokenEventTimes {
+        let mut t = TokenEventTimes::default();
+        for r in runs {
+            let Some(rx) = r
+                .summary
+                .as_ref()
+                .and_then(|s| s.section("receive_timestamps"))
+            else {
+                continue;
+            };
+            let n = |k: &str| rx.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+            let on = rx
+                .get("state")
+                .and_then(|v| v.as_str())
+                .is_none_or(|s| s == "on");
+            if !on || n("requests") == 0 {
+                t.read_runs += 1;
+                continue;
+            }
+            t.bound += n("token_events_bound");
+            t.of += n("token_events");
+        }
+        t
+    }
+
+    /// `2947 of 3030 token events are upper bounds`, or `None` when none is known to be.
+    fn said(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.bound > 0 {
+            parts.push(format!(
+                "{} of {} token events are upper bounds",
+                self.bound, self.of
+            ));
+        }
+        if self.read_runs > 0 {
+            parts.push(format!(
+                "{} run{} timed {} token events at canaryd's reads",
+                self.read_runs,
+                if self.read_runs == 1 { "" } else { "s" },
+                if self.read_runs == 1 { "its" } else { "their" },
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Some token event is a bound.
+    pub(super) fn any_bound(&self) -> bool {
+        self.bound + self.read_runs > 0
+    }
+}
+
+/// How a side's response times were taken: its first tokens (TTFT), ends (e2e) and token
+/// events (ITL), each counted from its runs' `summary.json` `receive_timestamps`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SideTimes {
+    /// Its first tokens (`receive_timestamps.first_token`).
+    pub first_tokens: FirstTokenTimes,
+    /// Its ends (`receive_timestamps.end`), counted as the first tokens are.
+    pub ends: FirstTokenTimes,
+    /// Its token events.
+    pub token_events: TokenEventTimes,
+}
+
+impl SideTimes {
+    /// Summed over `runs`.
+    pub(super) fn of(runs: &[Run]) -> SideTimes {
+        SideTimes {
+            first_tokens: FirstTokenTimes::of(runs),
+            ends: FirstTokenTimes::of_key(runs, "end"),
+            token_events: TokenEventTimes::of(runs),
+        }
+    }
+
+    /// The two summed.
+    pub(super) fn plus(self, o: SideTimes) -> SideTimes {
+        let add = |a: FirstTokenTimes, b: FirstTokenTimes| FirstTokenTimes {
+            bound: a.bound + b.bound,
+            of: a.of + b.of,
+            unknown_runs: a.unknown_runs + b.unknown_runs,
+        };
+        SideTimes {
+            first_tokens: add(self.first_tokens, o.first_tokens),
+            ends: add(self.ends, o.ends),
+            token_events: TokenEventTimes {
+                bound: self.token_events.bound + o.token_events.bound,
+                of: self.token_events.of + o.token_events.of,
+                read_runs: self.token_events.read_runs + o.token_events.read_runs,
+            },
+        }
+    }
+}
+
 impl FirstTokenTimes {
     /// Summed over `runs`.
     pub(super) fn of(runs: &[Run]) -> FirstTokenTimes {
+        FirstTokenTimes::of_key(runs, "first_token")
+    }
+
+    /// Summed over `runs`, from `receive_timestamps.<key>` (`first_token` or `end`).
+    pub(super) fn of_key(runs: &[Run], key: &str) -> FirstTokenTimes {
         let mut t = FirstTokenTimes::default();
         for r in runs {
             let Some(s) = r.summary.as_ref() else {
@@ -45,7 +158,12 @@ impl FirstTokenTimes {
                 .get("state")
                 .and_then(|v| v.as_str())
                 .is_some_and(|s| s != "on");
-            let counts = rx.get("first_token").and_then(|v| v.as_object());
+            // A summary from before this event was counted (no `end`) does not say.
+            if !off && rx.get(key).is_none() {
+                t.unknown_runs += 1;
+                continue;
+            }
+            let counts = rx.get(key).and_then(|v| v.as_object());
             let count = |kind: Option<&str>| -> u64 {
                 counts
                     .into_iter()
@@ -65,19 +183,19 @@ impl FirstTokenTimes {
         t
     }
 
-    /// `692 of 800 first tokens are upper bounds` and what is not known, or `None` when every
-    /// one counted is exact and every run counted them.
-    pub(super) fn said(&self) -> Option<String> {
+    /// `692 of 800 first tokens are upper bounds` (of `what`: `first tokens`, `ends`) and what
+    /// is not known, or `None` when every one counted is exact and every run counted them.
+    fn said_of(&self, what: &str) -> Option<String> {
         let mut parts = Vec::new();
         if self.bound > 0 {
             parts.push(format!(
-                "{} of {} first tokens are upper bounds",
+                "{} of {} {what} are upper bounds",
                 self.bound, self.of
             ));
         }
         if self.unknown_runs > 0 {
             parts.push(format!(
-                "{} run{} do{} not say how {} first tokens were timed",
+                "{} run{} do{} not say how {} {what} were timed",
                 self.unknown_runs,
                 if self.unknown_runs == 1 { "" } else { "s" },
                 if self.unknown_runs == 1 { "es" } else { "" },
@@ -92,35 +210,76 @@ impl FirstTokenTimes {
     }
 }
 
-/// `exact` (`Figures are exact, from each run's records`) as a sentence, qualified for TTFT
-/// when a side's first tokens are bounds or not known to be exact.
-pub(super) fn exactness(a: &FirstTokenTimes, b: &FirstTokenTimes, exact: &str) -> String {
-    if a.said().is_none() && b.said().is_none() {
+/// `exact` (`Figures are exact, from each run's records`) as a sentence, qualified for TTFT,
+/// e2e and ITL when a side's first tokens, ends or token events are bounds or not known to be
+/// exact.
+pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
+    let mut clauses = Vec::new();
+    let events = [
+        (
+            "TTFT",
+            a.first_tokens,
+            b.first_tokens,
+            "first tokens",
+            "first_token",
+        ),
+        ("e2e", a.ends, b.ends, "ends", "end"),
+    ];
+    for (metric, a, b, what, key) in events {
+        if a.said_of(what).is_none() && b.said_of(what).is_none() {
+            continue;
+        }
+        let side = |name: &str, t: &FirstTokenTimes| {
+            let said = t
+                .said_of(what)
+                .unwrap_or_else(|| format!("all {} {what} exact", t.of));
+            format!("{name} {said}")
+        };
+        let rows = if a.bound + b.bound > 0 {
+            format!(", so the {metric} rows compare upper bounds")
+        } else {
+            String::new()
+        };
+        clauses.push(format!(
+            "{metric}: {}; {} (summary.json receive_timestamps.{key}: a kernel_bound or \
+             userspace time is a later segment's stamp or canaryd's read, never before the \
+             truth){rows}",
+            side("A:", &a),
+            side("B:", &b)
+        ));
+    }
+    if a.token_events.any_bound() || b.token_events.any_bound() {
+        let side = |name: &str, t: &TokenEventTimes| {
+            let said = t
+                .said()
+                .unwrap_or_else(|| format!("all {} token events exact", t.of));
+            format!("{name} {said}")
+        };
+        clauses.push(format!(
+            "ITL: {}; {} (receive_timestamps.token_events_bound), so the ITL rows are over \
+             times that are bounds, and a gap between two is exact in neither direction",
+            side("A:", &a.token_events),
+            side("B:", &b.token_events)
+        ));
+    }
+    if clauses.is_empty() {
         return format!("{exact}.");
     }
-    let side = |name: &str, t: &FirstTokenTimes| {
-        let said = t
-            .said()
-            .unwrap_or_else(|| format!("all {} first tokens exact", t.of));
-        format!("{name} {said}")
-    };
-    let rows = if a.bound + b.bound > 0 {
-        ", so the TTFT rows compare upper bounds"
-    } else {
-        ""
-    };
-    format!(
-        "{exact}, but not TTFT: {}; {} (summary.json receive_timestamps.first_token: a \
-         kernel_bound or userspace time is a later segment's stamp or canaryd's read, never \
-         before the truth){rows}.",
-        side("A:", a),
-        side("B:", b)
-    )
+    format!("{exact}, but not {}.", clauses.join("; nor "))
 }
 
 #[cfg(test)]
 mod tests_support {
+    use super::{FirstTokenTimes, SideTimes};
     use crate::artifacts::Run;
+
+    /// Only first tokens counted.
+    pub(super) fn ft(first_tokens: FirstTokenTimes) -> SideTimes {
+        SideTimes {
+            first_tokens,
+            ..Default::default()
+        }
+    }
 
     pub(super) fn run(dir: &std::path::Path, summary: Option<serde_json::Value>) -> Run {
         std::fs::create_dir_all(dir).unwrap();
@@ -138,7 +297,7 @@ mod tests_support {
 
 #[cfg(test)]
 mod tests {
-    use super::tests_support::run;
+    use super::tests_support::{ft, run};
     use super::*;
 
     // The audit's P1: first_token {kernel: 108, kernel_bound: 692}, and compare said "Figures
@@ -157,8 +316,8 @@ mod tests {
         let exact = [run(&tmp.path().join("i"), Some(rx(600, 0)))];
         let e = FirstTokenTimes::of(&exact);
         let exact = "Figures are exact, from each run's records";
-        assert_eq!(exactness(&e, &e, exact), format!("{exact}."));
-        let said = exactness(&t, &e, exact);
+        assert_eq!(exactness(&ft(e), &ft(e), exact), format!("{exact}."));
+        let said = exactness(&ft(t), &ft(e), exact);
         assert!(
             said.starts_with(
                 "Figures are exact, from each run's records, but not TTFT: A: 692 of 800 first \
@@ -193,7 +352,7 @@ mod tests {
         let t = FirstTokenTimes::of(&runs);
         assert_eq!((t.bound, t.of, t.unknown_runs), (40, 40, 1));
         assert_eq!(
-            t.said().unwrap(),
+            t.said_of("first tokens").unwrap(),
             "40 of 40 first tokens are upper bounds, 1 run does not say how its first tokens \
              were timed"
         );
@@ -202,7 +361,7 @@ mod tests {
 
 #[cfg(test)]
 mod no_state {
-    use super::tests_support::run;
+    use super::tests_support::{ft, run};
     use super::*;
 
     // The review's case: shards run with receive timestamps off, then merged. The merged
@@ -217,7 +376,7 @@ mod no_state {
         let t = FirstTokenTimes::of(&m);
         assert_eq!((t.bound, t.of, t.unknown_runs), (40, 40, 0));
         let exact = "Figures are exact, from each run's records";
-        assert_ne!(exactness(&t, &t, exact), format!("{exact}."));
+        assert_ne!(exactness(&ft(t), &ft(t), exact), format!("{exact}."));
         // Shards of which some stamped: the completed requests that were not stamped by the
         // kernel are bounds, whether counted as kernel_bound or not counted at all.
         let mixed = serde_json::json!({"completed": 50, "receive_timestamps": {
@@ -229,6 +388,63 @@ mod no_state {
             "requests": 9, "first_token": {"kernel": 9}}});
         let t = FirstTokenTimes::of(&[run(&tmp.path().join("k"), Some(all))]);
         assert_eq!((t.bound, t.of), (0, 9));
-        assert_eq!(exactness(&t, &t, exact), format!("{exact}."));
+        assert_eq!(exactness(&ft(t), &ft(t), exact), format!("{exact}."));
+    }
+}
+
+#[cfg(test)]
+mod ends {
+    use super::tests_support::run;
+    use super::*;
+
+    // The audit: `canaryd compare r1 r2` said "Figures are exact … but not TTFT" though every
+    // end of B (receive timestamps off) was canaryd's read, an upper bound, and A's token
+    // events were bounds too.
+    #[test]
+    fn ends_and_token_events_that_are_bounds_are_counted_and_said() {
+        let tmp = tempfile::tempdir().unwrap();
+        let on = serde_json::json!({"completed": 300, "receive_timestamps": {"state": "on",
+            "requests": 300, "first_token": {"kernel": 300}, "end": {"kernel": 300},
+            "token_events": 3000, "token_events_bound": 0}});
+        let off = serde_json::json!({"completed": 120, "receive_timestamps": {"state": "off",
+            "requests": 0, "first_token": {}, "token_events": 0, "token_events_bound": 0}});
+        let a = SideTimes::of(&[run(&tmp.path().join("a"), Some(on))]);
+        let b = SideTimes::of(&[run(&tmp.path().join("b"), Some(off))]);
+        assert_eq!((a.ends.bound, a.ends.of), (0, 300));
+        assert_eq!((b.ends.bound, b.ends.of), (120, 120));
+        assert_eq!(b.token_events.read_runs, 1);
+        let exact = "Figures are exact, from each run's records";
+        let said = exactness(&a, &b, exact);
+        assert!(
+            said.contains("nor e2e: A: all 300 ends exact; B: 120 of 120 ends are upper bounds")
+                && said.contains("so the e2e rows compare upper bounds")
+                && said.contains(
+                    "ITL: A: all 3000 token events exact; B: 1 run timed its token \
+                     events at canaryd's reads"
+                ),
+            "{said}"
+        );
+        let load = |d: &str| crate::Experiment::load(&tmp.path().join(d)).unwrap();
+        let c = super::super::compare(
+            &load("a"),
+            &load("b"),
+            &canary_core::compare::ShiftRules::default(),
+        );
+        let text = c.to_text();
+        assert!(
+            text.contains("e2e p50 (bound)") && text.contains("TTFT p50 (bound)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            json["b"]["ends"],
+            serde_json::json!({"bound": 120, "of": 120, "unknown_runs": 0})
+        );
+        assert_eq!(json["b"]["token_events"]["read_runs"], 1);
+        // A summary from before the ends were counted does not say.
+        let old = serde_json::json!({"completed": 9, "receive_timestamps": {"state": "on",
+            "requests": 9, "first_token": {"kernel": 9}}});
+        let t = SideTimes::of(&[run(&tmp.path().join("old"), Some(old))]);
+        assert_eq!((t.ends.bound, t.ends.unknown_runs), (0, 1));
     }
 }

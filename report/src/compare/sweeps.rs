@@ -10,7 +10,7 @@
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
-use super::first_token::FirstTokenTimes;
+use super::first_token::SideTimes;
 use super::{text::verdict, Comparison};
 use crate::error::{io, ReportError};
 use crate::html::{esc, page, table};
@@ -578,19 +578,14 @@ impl SweepComparison {
             ));
         }
         // Over every point: how many first tokens of each sweep are bounds.
-        let sum = |of: &dyn Fn(&Comparison) -> FirstTokenTimes| {
-            self.points.iter().fold(FirstTokenTimes::default(), |t, p| {
-                let x = of(&p.comparison);
-                FirstTokenTimes {
-                    bound: t.bound + x.bound,
-                    of: t.of + x.of,
-                    unknown_runs: t.unknown_runs + x.unknown_runs,
-                }
-            })
+        let sum = |of: &dyn Fn(&Comparison) -> SideTimes| {
+            self.points
+                .iter()
+                .fold(SideTimes::default(), |t, p| t.plus(of(&p.comparison)))
         };
         let exact = super::first_token::exactness(
-            &sum(&|c| c.a.first_tokens),
-            &sum(&|c| c.b.first_tokens),
+            &sum(&|c| c.a.times),
+            &sum(&|c| c.b.times),
             "Figures are exact, from the points' records",
         );
         match self.points.first() {

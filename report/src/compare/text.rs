@@ -159,15 +159,25 @@ impl Comparison {
         format!(
             "{} {}",
             self.rule(),
-            super::first_token::exactness(&self.a.first_tokens, &self.b.first_tokens, exact)
+            super::first_token::exactness(&self.a.times, &self.b.times, exact)
         )
     }
 
     /// A row's metric as the table shows it: a TTFT row is marked `(bound)` when any first
-    /// token of either side is an upper bound.
+    /// token of either side is an upper bound, an e2e row when any end is, an ITL row when
+    /// any token event is.
     pub(super) fn metric_shown(&self, r: &Row) -> String {
-        if r.metric.starts_with("TTFT") && self.a.first_tokens.bound + self.b.first_tokens.bound > 0
-        {
+        let (a, b) = (&self.a.times, &self.b.times);
+        let bound = if r.metric.starts_with("TTFT") {
+            a.first_tokens.bound + b.first_tokens.bound > 0
+        } else if r.metric.starts_with("e2e") {
+            a.ends.bound + b.ends.bound > 0
+        } else if r.metric.starts_with("ITL") {
+            a.token_events.any_bound() || b.token_events.any_bound()
+        } else {
+            false
+        };
+        if bound {
             format!("{} (bound)", r.metric)
         } else {
             r.metric.clone()
@@ -288,7 +298,7 @@ mod tests {
             completed: 97,
             interrupted: 0,
             left_out: Vec::new(),
-            first_tokens: Default::default(),
+            times: Default::default(),
         };
         assert_eq!(side(&s), "a (runs/a, 100 requests, 97 completed)");
         s.interrupted = 1;

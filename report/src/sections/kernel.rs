@@ -38,19 +38,25 @@ const BANDS: [(&str, f64, f64); 5] = [
 /// The decomposition of one run; `None` when no record carries kernel timing, a note when
 /// none carries every part.
 pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
-    let timed: Vec<(f64, &KernelParts)> = run
+    // Per request, TTFT is exact only where the kernel stamped the segment that completed its
+    // first token (`rx.first_token` `kernel`); otherwise (a later segment's stamp, canaryd's
+    // read, receive timestamps off) it is an upper bound, and so is the remainder it leaves.
+    let timed: Vec<(f64, &KernelParts, bool)> = run
         .measured()
         .filter(|r| r.ok)
-        .filter_map(|r| Some((r.ttft_ms?, r.kernel.as_ref()?)))
-        .filter(|(t, k)| t.is_finite() && PARTS.iter().any(|p| p.1(k).is_some()))
+        .filter_map(|r| {
+            let bound = r.ttft_rx.is_none_or(|k| k.is_bound());
+            Some((r.ttft_ms?, r.kernel.as_ref()?, bound))
+        })
+        .filter(|(t, k, _)| t.is_finite() && PARTS.iter().any(|p| p.1(k).is_some()))
         .collect();
     // The split is over the requests with every part: one without some (a new https
     // connection's first request has no server wait nor remainder) would count them as 0
     // and shrink the server's share of its band.
-    let rows: Vec<(f64, &KernelParts)> = timed
+    let rows: Vec<(f64, &KernelParts, bool)> = timed
         .iter()
         .copied()
-        .filter(|(_, k)| PARTS.iter().all(|p| p.1(k).is_some()))
+        .filter(|(_, k, _)| PARTS.iter().all(|p| p.1(k).is_some()))
         .collect();
     let partial = timed.len() - rows.len();
     if rows.is_empty() {
@@ -66,6 +72,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
             )
         }));
     }
+    let bound = rows.iter().filter(|r| r.2).count();
     let ttfts = sorted(rows.iter().map(|r| r.0).collect());
     let n = ttfts.len();
     let mut ranked = rows.clone();
@@ -140,12 +147,29 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         })
         .collect();
     html.push_str(&table("kernel", &head, &table_rows));
-    html.push_str(&format!(
-        "<p class=\"note\">Exact per request (kernel timestamps on canaryd's clock); TTFT p50 \
-         {}, p99 {} over these requests.</p>\n",
-        ms(quantile(&ttfts, 0.5)),
-        ms(quantile(&ttfts, 0.99))
-    ));
+    let (p50, p99) = (ms(quantile(&ttfts, 0.5)), ms(quantile(&ttfts, 0.99)));
+    html.push_str(&if bound == 0 {
+        format!(
+            "<p class=\"note\">Exact per request (kernel timestamps on canaryd's clock); TTFT \
+             p50 {p50}, p99 {p99} over these requests.</p>\n"
+        )
+    } else {
+        format!(
+            "<p class=\"note\">The request write, server wait and client overhead are exact \
+             per request (eBPF, kernel times on canaryd's clock); TTFT, and so the remainder \
+             it leaves, is an upper bound for {} of these {} requests (their first token timed \
+             by a later segment's stamp or canaryd's read, not the kernel's stamp of its own \
+             segment: summary.json receive_timestamps.first_token), exact for the others; TTFT \
+             p50 {p50}, p99 {p99} over these requests ({}).</p>\n",
+            num(bound as f64),
+            num(n as f64),
+            if bound == n {
+                "upper bounds"
+            } else {
+                "upper bounds where any of the requests' are"
+            }
+        )
+    });
     html.push_str("</div>\n</div>\n");
     Ok(Some(html))
 }

@@ -101,13 +101,21 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         (
             "server",
             "The server's own figures (/metrics; each percentile is the Prometheus bucket \
-             holding it, lower_bound to upper_bound, and an estimate inside)",
+             holding it, lower_bound to upper_bound, and an estimate inside; a gauge (queue \
+             depth, running requests, KV-cache usage) was sampled at each scrape: its max is \
+             a lower bound, the gauge may have peaked between scrapes, and its mean an \
+             estimate)",
         ),
         ("gpu", "GPU over the run (NVML / DCGM)"),
     ] {
         if let Some(v) = summary.and_then(|s| s.section(key)) {
             tables.push_str(&format!("<h3>{}</h3>\n", esc(title)));
-            tables.push_str(&kv_table(&flatten(v)));
+            let rows = if key == "server" {
+                gauges_labelled(flatten(v))
+            } else {
+                flatten(v)
+            };
+            tables.push_str(&kv_table(&rows));
         }
     }
     if html.is_empty() && tables.is_empty() {
@@ -127,4 +135,34 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     }
     out.push_str(&tables);
     Ok(Some(out))
+}
+
+/// The server gauges sampled at each scrape (`summary.json`'s `server.<gauge>.mean`, `.max`).
+const SAMPLED_GAUGES: [&str; 4] = [
+    "queue_depth",
+    "running_requests",
+    "kv_cache_usage",
+    "requests_swapped",
+];
+
+/// The server section's rows with each sampled gauge's mean called an estimate and its max a
+/// lower bound (a summary from before they said so has no `mean_kind`; a newer one's kinds
+/// are in the values, not rows of their own).
+fn gauges_labelled(rows: Vec<(String, String)>) -> Vec<(String, String)> {
+    rows.into_iter()
+        .filter_map(|(k, v)| {
+            let Some((gauge, field)) = k.split_once('.') else {
+                return Some((k, v));
+            };
+            if !SAMPLED_GAUGES.contains(&gauge) {
+                return Some((k, v));
+            }
+            match field {
+                "mean_kind" | "max_kind" => None,
+                "mean" => Some((k, format!("{v} (estimate)"))),
+                "max" => Some((k, format!("{v} (lower bound: the largest scraped)"))),
+                _ => Some((k, v)),
+            }
+        })
+        .collect()
 }

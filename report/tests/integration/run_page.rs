@@ -188,3 +188,83 @@ fn a_newer_summary_schema_is_noted_not_refused() {
         "{page}"
     );
 }
+
+// The eBPF TTFT split said "Exact per request (kernel timestamps on canaryd's clock)" whatever
+// the run's receive timestamps: with them off every TTFT is canaryd's read, an upper bound,
+// and so is the remainder it leaves.
+#[test]
+fn the_kernel_split_says_which_ttfts_are_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let parts = json!({"request_write_ms": 0.1, "server_wait_ms": 8.0, "remainder_ms": 1.5,
+                       "client_overhead_ms": 0.4});
+    let with = |rx: Option<&str>| -> Vec<_> {
+        Load::new(20.0, 10.0)
+            .records()
+            .into_iter()
+            .take(8)
+            .enumerate()
+            .map(|(i, mut r)| {
+                r["kernel"] = parts.clone();
+                if let Some(kind) = rx {
+                    let kind = if i == 0 { "kernel_bound" } else { kind };
+                    r["rx"] = json!({"first_token": kind, "end": "kernel"});
+                }
+                r
+            })
+            .collect()
+    };
+    // Off (no `rx`): every one a bound.
+    records(&dir, &with(None));
+    let page = text(&report(&[&dir]).0);
+    assert!(!page.contains("Exact per request"), "{page}");
+    assert!(
+        page.contains("is an upper bound for 8 of these 8 requests"),
+        "{page}"
+    );
+    // Stamped, one kernel_bound: said so.
+    records(&dir, &with(Some("kernel")));
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("is an upper bound for 1 of these 8 requests"),
+        "{page}"
+    );
+    // Every first token stamped by the kernel: exact.
+    let all: Vec<_> = with(Some("kernel"))
+        .into_iter()
+        .map(|mut r| {
+            r["rx"] = json!({"first_token": "kernel", "end": "kernel"});
+            r
+        })
+        .collect();
+    records(&dir, &all);
+    let page = text(&report(&[&dir]).0);
+    assert!(page.contains("Exact per request"), "{page}");
+}
+
+// The server's gauge maxima and means were shown bare, though each was sampled at N scrapes:
+// the max is only a lower bound (the gauge may peak between scrapes), the mean an estimate.
+#[test]
+fn sampled_server_gauges_say_what_their_max_and_mean_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = json!({"schema_version": 3, "server": {"scrapes": 12,
+        "queue_depth": {"mean": 1.5, "max": 4.0, "samples": 12},
+        "kv_cache_usage": {"mean": 0.25, "mean_kind": "estimate", "max": 0.5,
+                           "max_kind": "lower_bound", "samples": 12}}});
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(summary),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(page.contains("its max is a lower bound"), "{page}");
+    assert!(
+        page.contains("queue_depth.max 4 (lower bound: the largest scraped)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("kv_cache_usage.mean 0.250 (estimate)"),
+        "{page}"
+    );
+    assert!(!page.contains("max_kind"), "{page}");
+}
