@@ -41,6 +41,7 @@ mod percent;
 mod prefix;
 mod printable;
 mod rate_search;
+pub mod rate_text;
 mod record;
 mod redact;
 mod sampling;

@@ -10,6 +10,8 @@
 //! reaching above that bar passes.
 
 use crate::capacity::Capacity;
+/// How rates print: shared with the report's status page.
+pub use canary_core::rate_text::{rate, rate_at_least, rate_below};
 use serde::{Deserialize, Serialize};
 
 /// A capacity run as stored: the search's answer, its probes, and the baseline it met.
@@ -135,44 +137,6 @@ impl CapacityBaseline {
     }
 }
 
-/// A rate as the verdicts print it: whole requests/s from 100 up, else two decimals at most
-/// (`31.25`, `37.5`, `50`: the search's halvings print exactly); the stored bracket keeps the
-/// exact rates.
-pub fn rate(r: f64) -> String {
-    rate_rounded(r, f64::round)
-}
-
-/// [`rate`] of a lower bound ("at least"), rounded down so the printed bound still holds.
-pub fn rate_at_least(r: f64) -> String {
-    rate_rounded(r, f64::floor)
-}
-
-/// [`rate`] of an upper bound ("below"), rounded up so the printed bound still holds.
-pub fn rate_below(r: f64) -> String {
-    rate_rounded(r, f64::ceil)
-}
-
-/// Whole requests/s from 100 up; below, two decimals, or three significant digits under 1 (a
-/// capacity of 0.004 req/s read "0" at two decimals).
-fn rate_rounded(r: f64, round: fn(f64) -> f64) -> String {
-    if r >= 100.0 {
-        return format!("{}", round(r));
-    }
-    if r <= 0.0 || !r.is_finite() {
-        return format!("{r}");
-    }
-    let decimals = (2 - r.log10().floor() as i32).clamp(2, 12);
-    let scale = 10f64.powi(decimals);
-    // Rounded to a millionth of the last digit first: 0.0041 × 1e5 is 410.00000000000006,
-    // which `ceil` would make 411.
-    let scaled = (r * scale * 1e6).round() / 1e6;
-    let s = format!("{:.*}", decimals as usize, round(scaled) / scale);
-    match s.contains('.') {
-        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
-        false => s,
-    }
-}
-
 /// The median of `v` (not empty).
 pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
@@ -220,32 +184,6 @@ mod tests {
         // Nothing passed at all, the floor failing well below: fail, capacity 0.
         let why = b.judge(&cap(None, Some(0.1))).unwrap();
         assert!(why.starts_with("capacity at SLO 0 req/s"), "{why}");
-    }
-
-    #[test]
-    fn rates_print_whole_from_100_and_the_search_halvings_exactly_below() {
-        let shown: Vec<String> = [530.4, 100.0, 50.0, 37.5, 31.25, 20.0, 0.1, 0.0]
-            .into_iter()
-            .map(rate)
-            .collect();
-        assert_eq!(
-            shown,
-            ["530", "100", "50", "37.5", "31.25", "20", "0.1", "0"]
-        );
-        // Bounds round outward, so what is printed still holds: at least 106 of 106.6, below
-        // 110 of 109.375.
-        assert_eq!(rate_at_least(106.6), "106");
-        assert_eq!(rate_below(109.375), "110");
-        assert_eq!(rate_at_least(12.345), "12.34");
-        assert_eq!(rate_below(12.341), "12.35");
-        // Under 1 req/s, three significant digits: 0.004 read "0".
-        assert_eq!(rate_at_least(0.004), "0.004");
-        assert_eq!(rate_below(0.0041), "0.0041");
-        assert_eq!(rate_at_least(0.01234), "0.0123");
-        assert_eq!(
-            (rate_at_least(37.5), rate_below(37.5)),
-            ("37.5".into(), "37.5".into())
-        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use super::{time_axis, RunLine, WorkloadRuns};
 use crate::html::{attr, esc};
 use crate::plot::{Axis, Colour, Mark, Plot, WIDE};
 use crate::ReportError;
+use canary_core::rate_text::{rate, rate_at_least, rate_below};
 
 /// The capacity brackets and knees across the runs, by start time, with each baseline as a
 /// band and the runs that did not pass crossed; `None` when no run has either.
@@ -215,7 +216,7 @@ pub(super) fn knee_cell(r: &RunLine) -> String {
         Some((label, v)) => format!(
             "<span title=\"{}\">{} at {}</span>",
             attr(&format!("{v} req/s")),
-            esc(&rate(*v, f64::round)),
+            esc(&rate(*v)),
             esc(label)
         ),
         None => "none (did not saturate)".into(),
@@ -227,36 +228,9 @@ fn baseline(b: Option<(f64, f64)>) -> String {
     b.map(|(v, s)| {
         format!(
             "<br><small class=\"baseline\">baseline {} ± {}</small>",
-            esc(&rate(v, f64::round)),
-            esc(&rate(s, f64::round))
+            esc(&rate(v)),
+            esc(&rate(s))
         )
     })
     .unwrap_or_default()
-}
-
-fn rate_at_least(r: f64) -> String {
-    rate(r, f64::floor)
-}
-
-fn rate_below(r: f64) -> String {
-    rate(r, f64::ceil)
-}
-
-/// A rate as the verdicts print it (the daemon's `judge::capacity::rate`): whole from 100
-/// req/s up; below, two decimals, or three significant digits under 1, trailing zeros cut.
-fn rate(r: f64, round: fn(f64) -> f64) -> String {
-    if r >= 100.0 {
-        return format!("{}", round(r));
-    }
-    if r <= 0.0 || !r.is_finite() {
-        return format!("{r}");
-    }
-    let decimals = (2 - r.log10().floor() as i32).clamp(2, 12);
-    let scale = 10f64.powi(decimals);
-    let scaled = (r * scale * 1e6).round() / 1e6;
-    let s = format!("{:.*}", decimals as usize, round(scaled) / scale);
-    match s.contains('.') {
-        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
-        false => s,
-    }
 }
