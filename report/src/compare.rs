@@ -839,6 +839,29 @@ mod tests {
         assert!(!shown.contains("runs)"), "{shown}");
     }
 
+    /// A ± that would reach below 0 (TTFT p99 of 0.5, 0.6 and 8.5 ms: 3.2 ± 11.4) is shown
+    /// by its ends, clipped at 0, as the `--runs` table and the report show it.
+    #[test]
+    fn an_interval_below_zero_is_shown_clipped() {
+        let rules = ShiftRules::default();
+        let r = runs_row(
+            "TTFT p99".into(),
+            "ms",
+            &[0.5, 0.6, 8.5],
+            &[20.0, 21.0, 22.0],
+            false,
+            &rules,
+        );
+        let shown = text::value_with_interval(&r, r.a, text::Side::A);
+        assert!(
+            shown.contains("(95 % CI 0 ms to ") && shown.ends_with(", clipped)"),
+            "{shown}"
+        );
+        assert!(!shown.contains('±'), "{shown}");
+        let shown = text::value_with_interval(&r, r.b, text::Side::B);
+        assert!(shown.contains(" ± "), "{shown}");
+    }
+
     #[test]
     fn sides_that_completed_different_shares_are_said_to_compare_different_requests() {
         let side = |requests, completed| Side {

@@ -232,11 +232,26 @@ pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String
         Side::B => (&f.b_interval, f.b_values.len()),
     });
     let half = runs.and_then(|(i, _)| i.half_width);
-    let shown = match (v, half) {
-        (Some(_), Some(h)) if r.unit == "fraction" => {
+    // A figure here is never below 0, nor a fraction above 1: an interval a ± would take past
+    // that is given by its ends, clipped there (as `--runs` tables do).
+    let ceiling = match r.unit {
+        "fraction" => 1.0,
+        _ => f64::INFINITY,
+    };
+    let clipped = runs
+        .and_then(|(i, _)| i.low.zip(i.high))
+        .filter(|&(low, high)| low < 0.0 || high > ceiling);
+    let shown = match (v, half, clipped) {
+        (Some(_), Some(_), Some((low, high))) => format!(
+            "{} (95 % CI {} to {}, clipped)",
+            value(r, v),
+            value(r, Some(low.max(0.0))),
+            value(r, Some(high.min(ceiling)))
+        ),
+        (Some(_), Some(h), None) if r.unit == "fraction" => {
             format!("{} ± {:.2}", value(r, v), h * 100.0)
         }
-        (Some(_), Some(h)) => format!("{} ± {}", value(r, v), num(h)),
+        (Some(_), Some(h), None) => format!("{} ± {}", value(r, v), num(h)),
         _ => value(r, v),
     };
     match runs {
