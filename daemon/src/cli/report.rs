@@ -216,7 +216,8 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         if bounds.any() {
             ", except in a row marked bound: some of its times are a later segment's stamp or \
              canaryd's read, so TTFT, TTFO and latency are upper bounds and the gaps between \
-             such times (TTST, ITL, inter-chunk) are exact in neither direction"
+             such times (TTST, ITL, inter-chunk) and tokens/s per user (1000 / ITL) are exact \
+             in neither direction"
         } else {
             ""
         },
@@ -279,35 +280,11 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         )?,
     }
     if let Some(g) = &s.goodput {
-        let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
-            format!("goodput {r:.2} req/s")
-        });
-        let mut not_good: Vec<String> = g
-            .misses_by_metric
-            .iter()
-            .map(|(m, n)| format!("{m} missed {n}"))
-            .collect();
-        not_good.extend(g.no_value.iter().map(|v| v.to_string()));
         // The fraction's own denominator: requests canaryd failed itself or cancelled on
         // purpose say nothing of the target ("90 of 100 (100.0%)" used to read as a slip).
-        let judged = s.requests - s.client_errors - s.cancelled;
-        let left_out = match s.requests - judged {
-            0 => String::new(),
-            n => format!(" ({n} of canaryd's own failures or cancels left out)"),
-        };
-        // 0 of 0 is no share at all (summary.json's null).
-        let share = g
-            .good_request_fraction
-            .map_or_else(|| "no share".to_string(), |f| format!("{:.1}%", f * 100.0));
         outln!(
-            "{rate}: {} of {judged} requests{left_out} ({share}) met {}{}",
-            g.good_requests,
-            g.slos,
-            if not_good.is_empty() {
-                String::new()
-            } else {
-                format!("; not good: {}", not_good.join(", "))
-            }
+            "{}",
+            goodput_line(g, s.requests, s.client_errors + s.cancelled)
         )?;
     }
     if token_counts {
@@ -412,6 +389,55 @@ fn print_server_row(
     )
 }
 
+/// The goodput line: the rate, good requests of those judged (`requests` less
+/// `not_judged`, canaryd's own failures and cancels), the terms met only on a bound, and why
+/// the rest were not good.
+fn goodput_line(g: &canary_core::GoodputSummary, requests: u64, not_judged: u64) -> String {
+    let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
+        format!("goodput {r:.2} req/s")
+    });
+    let mut not_good: Vec<String> = g
+        .misses_by_metric
+        .iter()
+        .map(|(m, n)| format!("{m} missed {n}"))
+        .collect();
+    not_good.extend(g.no_value.iter().map(|v| v.to_string()));
+    let judged = requests - not_judged;
+    let left_out = match not_judged {
+        0 => String::new(),
+        n => format!(" ({n} of canaryd's own failures or cancels left out)"),
+    };
+    // 0 of 0 is no share at all (summary.json's null).
+    let share = g
+        .good_request_fraction
+        .map_or_else(|| "no share".to_string(), |f| format!("{:.1}%", f * 100.0));
+    // Terms a request met only on a bound (its tokens came in one read) count toward good,
+    // unmeasured: say how many per term, as summary.json's met_on_bound does.
+    let on_bound: Vec<String> = g
+        .met_on_bound
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(m, n)| format!("{m} {n}"))
+        .collect();
+    let on_bound = match on_bound.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; met on a bound (tokens in one read): {}",
+            on_bound.join(", ")
+        ),
+    };
+    format!(
+        "{rate}: {} of {judged} requests{left_out} ({share}) met {}{on_bound}{}",
+        g.good_requests,
+        g.slos,
+        if not_good.is_empty() {
+            String::new()
+        } else {
+            format!("; not good: {}", not_good.join(", "))
+        }
+    )
+}
+
 /// Which rows of the table hold upper bounds: a time taken at canaryd's read or from a later
 /// segment's stamp is never before the event, so the figures over it are bounds too.
 pub(super) struct TableBounds {
@@ -447,20 +473,31 @@ impl TableBounds {
         self.first_token || self.token_events || self.end
     }
 
-    /// `label` with `, bound` in its parentheses when the row's times are upper bounds.
-    pub(super) fn label(&self, key: &str, label: &str) -> String {
-        let bound = match key {
+    /// Whether the figures of `key` (a `summary.json` metric) are not exact: upper bounds
+    /// for TTFT, TTFO and latency, and in neither direction for the gaps between such times
+    /// and the per-user rate (1000 / ITL).
+    pub(super) fn is_bound(&self, key: &str) -> bool {
+        match key {
             "time_to_first_token" => self.first_token,
             "time_to_first_output_token" => self.first_token || self.token_events,
-            "time_to_second_token" | "inter_token_latency" | "inter_chunk_latency" => {
-                self.token_events || self.first_token
-            }
+            "time_to_second_token"
+            | "inter_token_latency"
+            | "inter_chunk_latency"
+            | "output_token_throughput_per_user" => self.token_events || self.first_token,
             "request_latency" => self.end,
             _ => false,
-        };
+        }
+    }
+
+    /// `label` with `, bound` in its parentheses (or ` (bound)` after it) when the row's
+    /// figures are not exact ([`TableBounds::is_bound`]).
+    pub(super) fn label(&self, key: &str, label: &str) -> String {
+        if !self.is_bound(key) {
+            return label.to_string();
+        }
         match label.strip_suffix(')') {
-            Some(head) if bound => format!("{head}, bound)"),
-            _ => label.to_string(),
+            Some(head) => format!("{head}, bound)"),
+            None => format!("{label} (bound)"),
         }
     }
 }
@@ -495,6 +532,14 @@ mod tests {
             b.label("time_to_second_token", "TTST (ms)"),
             "TTST (ms, bound)"
         );
+        // The per-user rate is 1000 / ITL: a bound with it, though its label has no unit.
+        assert_eq!(
+            b.label(
+                "output_token_throughput_per_user",
+                "output tokens/s per user"
+            ),
+            "output tokens/s per user (bound)"
+        );
         let off = bounds(
             serde_json::json!({"state": "off", "requests": 0, "first_token": {},
             "token_events": 0, "token_events_bound": 0, "clock_map_uncertainty_max_us": null}),
@@ -506,6 +551,25 @@ mod tests {
         assert_eq!(
             off.label("request_latency", "request latency (ms)"),
             "request latency (ms, bound)"
+        );
+    }
+
+    // A term met only on a bound (a whole response in one read) was counted in summary.json
+    // but the table's line said nothing of it.
+    #[test]
+    fn the_goodput_line_counts_terms_met_on_a_bound() {
+        let g: canary_core::GoodputSummary = serde_json::from_value(serde_json::json!({
+            "slos": "output_token_throughput_per_user:1000", "good_requests": 1,
+            "good_request_fraction": 0.5, "goodput": 0.25,
+            "misses_by_metric": {"output_token_throughput_per_user": 1},
+            "met_on_bound": {"output_token_throughput_per_user": 1}}))
+        .unwrap();
+        assert_eq!(
+            super::goodput_line(&g, 3, 1),
+            "goodput 0.25 req/s: 1 of 2 requests (1 of canaryd's own failures or cancels left \
+             out) (50.0%) met output_token_throughput_per_user:1000; met on a bound (tokens in \
+             one read): output_token_throughput_per_user 1; not good: \
+             output_token_throughput_per_user missed 1"
         );
     }
 }

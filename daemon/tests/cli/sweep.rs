@@ -191,6 +191,34 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
             total / 2.0
         );
         assert!(p["output_tokens_per_s_per_user"].as_f64().unwrap() > 0.0);
+        // Its figures that are bounds: TTFT is one unless the kernel stamped every first
+        // token (summary.json's receive_timestamps), as the run's own table says.
+        let bounds: Vec<&str> = p["bounds"]
+            .as_array()
+            .expect("bounds: an array")
+            .iter()
+            .map(|b| b.as_str().unwrap())
+            .collect();
+        let rx = &summary["receive_timestamps"];
+        let stamped = rx["requests"].as_u64().unwrap_or(0);
+        let ttft_exact = stamped > 0 && rx["first_token"]["kernel"].as_u64() == Some(stamped);
+        assert_eq!(
+            bounds.contains(&"time_to_first_token"),
+            !ttft_exact,
+            "{rx:#} {p:#}"
+        );
+        for b in &bounds {
+            assert!(
+                [
+                    "output_token_throughput_per_user",
+                    "time_to_first_token",
+                    "inter_token_latency",
+                    "request_latency"
+                ]
+                .contains(b),
+                "{b}"
+            );
+        }
         for m in [
             "time_to_first_token_ms",
             "inter_token_latency_ms",
@@ -224,6 +252,13 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     for (row, p) in rows.iter().zip(points) {
         assert_eq!(row.len(), header.len());
         assert_eq!(row[col("label")], p["label"].as_str().unwrap());
+        let bounds: Vec<&str> = p["bounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_str().unwrap())
+            .collect();
+        assert_eq!(row[col("bounds")], bounds.join(";"));
         let tp: f64 = row[col("request_throughput")].parse().unwrap();
         assert_eq!(tp, p["request_throughput"].as_f64().unwrap());
         let ttft: f64 = row[col("ttft_p99_ms")].parse().unwrap();

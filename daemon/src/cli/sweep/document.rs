@@ -183,6 +183,7 @@ impl SweepDoc {
                 f.in_flight_cap.map_or(String::new(), |c| c.to_string()),
                 f.in_flight_cap_source.unwrap_or("").to_string(),
                 p.capped.to_string(),
+                f.bounds.join(";"),
                 quoted(&p.notes.join("; ")),
             ];
             out.push_str(&row.join(","));
@@ -193,7 +194,7 @@ impl SweepDoc {
 }
 
 /// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s).
-pub const CSV_COLUMNS: [&str; 38] = [
+pub const CSV_COLUMNS: [&str; 39] = [
     "index",
     "label",
     "value",
@@ -231,6 +232,7 @@ pub const CSV_COLUMNS: [&str; 38] = [
     "in_flight_cap",
     "in_flight_cap_source",
     "capped",
+    "bounds",
     "notes",
 ];
 

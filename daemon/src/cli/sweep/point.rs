@@ -133,7 +133,20 @@ pub struct PointFigures {
     /// A request waited in canaryd for a slot under that ceiling (`schedule_hold` above 0).
     #[serde(skip)]
     pub held: bool,
+    /// The figures above that are not exact, as `summary.json` metric names (of
+    /// [`BOUND_FIGURES`]): some of the point's times were a later segment's stamp or
+    /// canaryd's read, so TTFT and e2e are upper bounds and ITL and tokens/s per user exact
+    /// in neither direction. With `--runs N`, those of any run.
+    pub bounds: Vec<&'static str>,
 }
+
+/// The figures of a point whose times can be bounds rather than exact, in column order.
+pub const BOUND_FIGURES: [&str; 4] = [
+    "output_token_throughput_per_user",
+    "time_to_first_token",
+    "inter_token_latency",
+    "request_latency",
+];
 
 impl PointFigures {
     /// One point's figures from its repeats' (at least one): counts and durations summed;
@@ -200,6 +213,10 @@ impl PointFigures {
             in_flight_cap: cap.map(|c| c.0),
             in_flight_cap_source: cap.and_then(|c| c.1),
             held: all.iter().any(|f| f.held),
+            bounds: BOUND_FIGURES
+                .into_iter()
+                .filter(|k| all.iter().any(|f| f.bounds.contains(k)))
+                .collect(),
         }
     }
 
@@ -262,6 +279,13 @@ impl PointFigures {
             // Only waits for the ceiling: a session's turn held for its previous turn is
             // held too, by the trace, not by the client.
             held: run.outcome.in_flight_cap.waited > 0,
+            bounds: {
+                let rx = crate::cli::report::TableBounds::of(&s.receive_timestamps);
+                BOUND_FIGURES
+                    .into_iter()
+                    .filter(|k| rx.is_bound(k))
+                    .collect()
+            },
         }
     }
 }
@@ -573,6 +597,30 @@ mod tests {
         let m = PointFigures::mean(&[run(10, 0, None), run(10, 2, Some(0.2))]);
         assert_eq!(m.error_rate, Some(0.2));
         assert_eq!(PointFigures::mean(&[run(10, 0, None)]).error_rate, None);
+    }
+
+    // A repeated point's figures are bounds where any run's were: a mean over runs some of
+    // whose times are bounds is not exact either.
+    #[test]
+    fn a_repeated_points_bounds_are_those_of_any_run() {
+        let run = |bounds: Vec<&'static str>| PointFigures {
+            bounds,
+            ..Default::default()
+        };
+        let m = PointFigures::mean(&[
+            run(vec!["request_latency"]),
+            run(vec![]),
+            run(vec!["inter_token_latency", "time_to_first_token"]),
+        ]);
+        assert_eq!(
+            m.bounds,
+            [
+                "time_to_first_token",
+                "inter_token_latency",
+                "request_latency"
+            ]
+        );
+        assert!(PointFigures::mean(&[run(vec![])]).bounds.is_empty());
     }
 
     // A point the open-file limit held under its load is marked on every axis: below its

@@ -41,6 +41,15 @@ fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
     }
 }
 
+/// `cell` with `*` after it when the point's `metric` is not exact (see
+/// [`super::point::PointFigures::bounds`]).
+fn marked(cell: String, f: &super::point::PointFigures, metric: &str) -> String {
+    match f.bounds.contains(&metric) && cell != "-" {
+        true => format!("{cell}*"),
+        false => cell,
+    }
+}
+
 /// `point 3 c16: 107 req/s, 1715 tok/s, TTFT p99 148 ms: pass`; with `--runs N`, the means
 /// of its runs with their intervals.
 pub fn progress_line(p: &Point) -> std::io::Result<()> {
@@ -58,11 +67,15 @@ pub fn progress_line(p: &Point) -> std::io::Result<()> {
         p.label,
         num_ci(f.request_throughput, p, "request_throughput", "value"),
         num_ci(f.output_tokens_per_s, p, "output_token_throughput", "value"),
-        num_ci(
-            f.time_to_first_token_ms.p99,
-            p,
-            "time_to_first_token",
-            "p99"
+        marked(
+            num_ci(
+                f.time_to_first_token_ms.p99,
+                p,
+                "time_to_first_token",
+                "p99"
+            ),
+            &f,
+            "time_to_first_token"
         ),
         f.good_fraction
             .map_or(String::new(), |g| format!(", good {}", pct(Some(g)))),
@@ -111,27 +124,47 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
             format!("{:02} {}", p.index, p.label),
             num_ci(f.request_throughput, p, "request_throughput", "value"),
             num_ci(f.output_tokens_per_s, p, "output_token_throughput", "value"),
-            num(f.output_tokens_per_s_per_user),
+            marked(
+                num(f.output_tokens_per_s_per_user),
+                &f,
+                "output_token_throughput_per_user",
+            ),
             num(f.output_tokens_per_s_per_gpu),
-            num_ci(
-                f.time_to_first_token_ms.p50,
-                p,
+            marked(
+                num_ci(
+                    f.time_to_first_token_ms.p50,
+                    p,
+                    "time_to_first_token",
+                    "p50",
+                ),
+                &f,
                 "time_to_first_token",
-                "p50",
             ),
-            num_ci(
-                f.time_to_first_token_ms.p99,
-                p,
+            marked(
+                num_ci(
+                    f.time_to_first_token_ms.p99,
+                    p,
+                    "time_to_first_token",
+                    "p99",
+                ),
+                &f,
                 "time_to_first_token",
-                "p99",
             ),
-            num_ci(
-                f.inter_token_latency_ms.p50,
-                p,
+            marked(
+                num_ci(
+                    f.inter_token_latency_ms.p50,
+                    p,
+                    "inter_token_latency",
+                    "p50",
+                ),
+                &f,
                 "inter_token_latency",
-                "p50",
             ),
-            num_ci(f.request_latency_ms.p99, p, "request_latency", "p99"),
+            marked(
+                num_ci(f.request_latency_ms.p99, p, "request_latency", "p99"),
+                &f,
+                "request_latency",
+            ),
             pct(f.good_fraction),
             num(server.queue_depth_max),
             pct(server.kv_cache_usage_max),
@@ -156,7 +189,11 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
             .collect();
         outln!("{}", line.join("  ").trim_end())?;
     }
-    for line in footer(doc.points.iter().any(|p| p.repeats.is_some())) {
+    let bounds = doc
+        .points
+        .iter()
+        .any(|p| p.figures.as_ref().is_some_and(|f| !f.bounds.is_empty()));
+    for line in footer(doc.points.iter().any(|p| p.repeats.is_some()), bounds) {
         outln!("{line}")?;
     }
     match &doc.knee {
@@ -193,7 +230,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
 
 /// What each kind of column is, under the table: counts are exact, percentiles estimates,
 /// the server's gauges the highest sampled; with `--runs`, every figure is a mean of runs.
-fn footer(repeated: bool) -> Vec<String> {
+fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     let per_run = if repeated { "each run's " } else { "" };
     let mut lines = vec![format!(
         "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
@@ -202,6 +239,14 @@ fn footer(repeated: bool) -> Vec<String> {
          highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
          is missed)"
     )];
+    if bounds {
+        lines.push(
+            "*: not exact: some of the point's times were a later segment's stamp or canaryd's \
+             read (summary.json's receive_timestamps), so TTFT and e2e are upper bounds, ITL \
+             and tok/s/user exact in neither direction (sweep.json's bounds)"
+                .into(),
+        );
+    }
     if repeated {
         lines.push(
             "repeated points (--runs): every figure the mean of the point's complete runs, an \
@@ -260,7 +305,7 @@ mod tests {
     /// The footer called percentiles exact and the gauges means, under maxima.
     #[test]
     fn the_footer_says_what_each_kind_of_column_is() {
-        let one = footer(false).join("\n");
+        let one = footer(false, false).join("\n");
         assert!(!one.contains("exact: counted and timed"), "{one}");
         assert!(!one.contains("means of the samples"), "{one}");
         assert!(
@@ -269,10 +314,30 @@ mod tests {
         );
         assert!(one.contains("percentiles of per-request times, estimates within 0.1 %"));
         assert!(one.contains("queue max and KV max: the highest"), "{one}");
-        let runs = footer(true);
+        assert!(!one.contains("*: not exact"), "{one}");
+        let runs = footer(true, false);
         assert_eq!(runs.len(), 2, "{runs:?}");
         assert!(runs[0].starts_with("each run's req/s"), "{runs:?}");
         assert!(runs[1].contains("mean of the point's complete runs, an estimate"));
+    }
+
+    // A point whose times were bounds (a response in one read, or no kernel stamps) showed
+    // its TTFT, ITL and e2e like exact ones; its cells are marked and the footer says why.
+    #[test]
+    fn a_points_figures_that_are_bounds_are_marked() {
+        let f = super::super::point::PointFigures {
+            bounds: vec!["time_to_first_token", "inter_token_latency"],
+            ..Default::default()
+        };
+        assert_eq!(marked("148".into(), &f, "time_to_first_token"), "148*");
+        assert_eq!(marked("0.4".into(), &f, "inter_token_latency"), "0.4*");
+        assert_eq!(marked("900".into(), &f, "request_latency"), "900");
+        assert_eq!(marked("-".into(), &f, "time_to_first_token"), "-");
+        let lines = footer(false, true);
+        assert!(
+            lines[1].starts_with("*: not exact") && lines[1].contains("TTFT and e2e are upper"),
+            "{lines:?}"
+        );
     }
 
     // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest
