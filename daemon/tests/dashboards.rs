@@ -1,6 +1,8 @@
 //! Every PromQL query of every Grafana dashboard in `deploy/grafana/dashboards/`, run against
 //! a real metrics store holding a real replay's export: VictoriaMetrics (it ingests OTLP at
-//! `/opentelemetry/v1/metrics` and answers PromQL). A panel that shows nothing is a bug.
+//! `/opentelemetry/v1/metrics` and answers PromQL). A panel that shows nothing is a bug. The
+//! panels of the daemon's own state read its real `/metrics`, scraped and written in as the
+//! Collector's scrape would.
 //!
 //! Needs `CANARYD_VICTORIA_METRICS` (set by `scripts/setup/victoria-metrics.sh`); skips,
 //! saying so, without it.
@@ -789,8 +791,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     assert_eq!(series[0]["metric"]["workload"], workload, "{series:?}");
     let finished_ms = knee_run["finished_unix_ms"].as_f64().unwrap();
     let want = at as f64 - finished_ms / 1e3;
+    // VictoriaMetrics keeps about 12 significant digits: 10 ms of a Unix time in seconds.
     assert!(
-        (value(&series[0]) - want).abs() < 0.01,
+        (value(&series[0]) - want).abs() < 0.05,
         "{series:?}: the run finished at {finished_ms} ms, queried at {at} s"
     );
     // Skips: the overlapping workload's, and 0 for the sweep workload, which skipped none.
@@ -816,10 +819,13 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     );
     assert!(skipped >= 1.0, "{scraped}");
     assert_eq!(got.len(), 2, "{expr}: {series:?}");
-    assert_eq!(
-        (got[0].0.as_str(), got[0].1),
-        (skipper, skipped),
-        "{expr}: {series:?}"
+    // The increase the store sees over the two scrapes: at least 1, at most the count
+    // (VictoriaMetrics counts a new series' first value from 0 only when it is small next to
+    // the step to the second).
+    assert_eq!(got[0].0, skipper, "{expr}: {series:?}");
+    assert!(
+        got[0].1 >= 1.0 && got[0].1 <= skipped,
+        "{expr}: {series:?}, /metrics said {skipped}"
     );
     assert_eq!(
         (got[1].0.as_str(), got[1].1),
