@@ -1,6 +1,8 @@
 //! Every PromQL query of every Grafana dashboard in `deploy/grafana/dashboards/`, run against
 //! a real metrics store holding a real replay's export: VictoriaMetrics (it ingests OTLP at
-//! `/opentelemetry/v1/metrics` and answers PromQL). A panel that shows nothing is a bug.
+//! `/opentelemetry/v1/metrics` and answers PromQL). A panel that shows nothing is a bug. The
+//! panels of the daemon's own state read its real `/metrics`, scraped and written in as the
+//! Collector's scrape would.
 //!
 //! Needs `CANARYD_VICTORIA_METRICS` (set by `scripts/setup/victoria-metrics.sh`); skips,
 //! saying so, without it.
@@ -104,6 +106,27 @@ fn import(port: u16, lines: &str) {
     assert_eq!(status, 204, "{body}");
     let (status, _) = get(port, "/internal/force_flush");
     assert!(status.contains("200"), "{status}");
+}
+
+/// Writes what the daemon's `/metrics` said (`text`, as scraped) into VictoriaMetrics as the
+/// Collector's scrape delivers it: each series with the `host_name` of the host and the
+/// scrape's job, the samples at the time of writing.
+fn import_scrape(port: u16, text: &str, host: &str) {
+    let path = format!(
+        "/api/v1/import/prometheus?extra_label={}&extra_label=job%3Dcanaryd",
+        percent_encode(&format!("host_name={host}"))
+    );
+    let (status, body) = common::http(port, "POST", &path, text);
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = get(port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
+}
+
+/// The value of `series` (its name and labels, as written) in a `/metrics` text.
+fn scraped_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
 }
 
 /// The queries of the overview panel titled `title`.
@@ -317,6 +340,9 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     // 32 users against the capacity profile (8 slots, so the knee is at 8), one short run.
     let (_knee_sim, knee_port) =
         common::sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
+    // Beside it, for the skip panel, a workload whose runs (102 s of trace) outlast its
+    // cadence, so its schedules are skipped, on a target of its own (its own turn).
+    let skipper = "dashboard-skips";
     let cfg = dir.path().join("sweep.toml");
     std::fs::write(
         &cfg,
@@ -325,19 +351,55 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
              [otlp]\nmetrics_endpoint = \"http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics\"\n\
              metrics_interval = \"500ms\"\n\
              [targets.sim]\nurl = \"http://localhost:{knee_port}\"\nmodel = \"canary-sim\"\n\
+             [targets.plain]\nurl = \"http://localhost:{plain_port}\"\nmodel = \"canary-sim\"\n\
              [workloads.{workload}]\ntarget = \"sim\"\nkind = \"sweep\"\nevery = \"1h\"\n\
-             sweep_concurrency = [8, 32]\nbenchmark_duration = \"1s\"\nisl = 32\nosl = 16\n",
+             sweep_concurrency = [8, 32]\nbenchmark_duration = \"1s\"\nisl = 32\nosl = 16\n\
+             [workloads.{skipper}]\ntarget = \"plain\"\ntrace = \"bundled\"\nspeedup = 1\n\
+             scale_lengths = 0.05\nevery = \"1s\"\ngrace_period = \"1s\"\n",
             dir.path().join("sweep-state").display()
         ),
     )
     .unwrap();
     let status_port = free_port();
     let mut daemon = common::daemon(dir.path(), &cfg, status_port, "sweep.log", &[]);
-    common::eventually(60, "the sweep workload's first run", || {
+    let knee_run = common::eventually(60, "the sweep workload's first run", || {
         common::api_runs(status_port)
             .into_iter()
             .find(|r| r["sweep"]["knee"]["label"] == "c8")
     });
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    // The panels fed by the daemon's own /metrics: its state scraped as the Collector's
+    // prometheus/canaryd receiver does (each series labelled with the host's name), once a
+    // schedule was skipped and a SIGHUP brought a config that does not validate.
+    common::eventually(60, "a skipped schedule", || {
+        get(status_port, "/metrics")
+            .1
+            .contains(&format!("canaryd_skips_total{{workload=\"{skipper}\"}}"))
+            .then_some(())
+    });
+    let good_cfg = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{good_cfg}no_such_key = 1\n")).unwrap();
+    daemon.signal(1);
+    common::eventually(30, "the reload to be rejected", || {
+        get(status_port, "/metrics")
+            .1
+            .contains("canaryd_config_reloads_total{result=\"rejected\"} 1\n")
+            .then_some(())
+    });
+    // Two scrapes a second apart, as a scrape interval gives a counter two samples.
+    let mut scraped = String::new();
+    for i in 0..2 {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        let (status, text) = get(status_port, "/metrics");
+        assert!(status.contains("200"), "{status}");
+        import_scrape(vm_port, &text, &host);
+        scraped = text;
+    }
     // SIGTERM: the daemon flushes its export on the way out.
     daemon.signal(15);
     assert_eq!(
@@ -347,10 +409,6 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let (status, _) = get(vm_port, "/internal/force_flush");
     assert!(status.contains("200"), "{status}");
 
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string();
     // `hosts`: the host variable's regex (several hosts selected: `a|b`).
     let fill_hosts = |q: &str, hosts: &str| {
         q.replace("$workload", workload)
@@ -359,6 +417,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             .replace("$__rate_interval", "30s")
             // The dashboard's time range (an instant stat's window).
             .replace("$__range", "3m")
+            // Grafana's step for the range (a subquery's resolution).
+            .replace("$__interval", "1s")
     };
     let fill = |q: &str| fill_hosts(q, &host);
     let mut checked = 0;
@@ -696,6 +756,213 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let series = query_range(vm_port, &fill_hosts(ratio["expr"].as_str().unwrap(), &both));
     assert_eq!(by_host(&series), want_hosts, "{series:?}");
 
+    // The daemon's own panels show what its /metrics said. Every family they read is one it
+    // renders.
+    for (_, d) in &all {
+        for p in d["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().unwrap() {
+                for m in metrics(t["expr"].as_str().unwrap()) {
+                    if m.starts_with("canaryd_") {
+                        assert!(
+                            scraped.contains(&format!("\n# TYPE {m} ")),
+                            "{m} ({}) is not on /metrics:\n{scraped}",
+                            p["title"]
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let one = |title: &str, expr: &str| -> f64 {
+        let series = query_instant(vm_port, expr);
+        assert_eq!(series.len(), 1, "{title}: {expr}: {series:?}");
+        assert_eq!(
+            series[0]["metric"]["host_name"],
+            host.as_str(),
+            "{series:?}"
+        );
+        value(&series[0])
+    };
+    // Time since the sweep workload's run finished, at the query's time.
+    let since = overview_query(&all, "Time since last run");
+    let at = now_s() + 1;
+    let series = query_at(vm_port, &fill(since["expr"].as_str().unwrap()), at);
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(series[0]["metric"]["workload"], workload, "{series:?}");
+    let finished_ms = knee_run["finished_unix_ms"].as_f64().unwrap();
+    let want = at as f64 - finished_ms / 1e3;
+    // VictoriaMetrics keeps about 12 significant digits: 10 ms of a Unix time in seconds.
+    assert!(
+        (value(&series[0]) - want).abs() < 0.05,
+        "{series:?}: the run finished at {finished_ms} ms, queried at {at} s"
+    );
+    // Skips: the overlapping workload's, and 0 for the sweep workload, which skipped none.
+    let skips = overview_query(&all, "Skipped runs (per hour)");
+    let expr = fill(skips["expr"].as_str().unwrap()).replace(
+        &format!("\"{workload}\""),
+        &format!("\"{workload}|{skipper}\""),
+    );
+    let series = query_instant(vm_port, &expr);
+    let mut got: Vec<(String, f64)> = series
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["workload"].as_str().unwrap().to_string(),
+                value(s),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let skipped = scraped_value(
+        &scraped,
+        &format!("canaryd_skips_total{{workload=\"{skipper}\"}}"),
+    );
+    assert!(skipped >= 1.0, "{scraped}");
+    assert_eq!(got.len(), 2, "{expr}: {series:?}");
+    // The increase the store sees over the two scrapes: at least 1, at most the count
+    // (VictoriaMetrics counts a new series' first value from 0 only when it is small next to
+    // the step to the second).
+    assert_eq!(got[0].0, skipper, "{expr}: {series:?}");
+    assert!(
+        got[0].1 >= 1.0 && got[0].1 <= skipped,
+        "{expr}: {series:?}, /metrics said {skipped}"
+    );
+    assert_eq!(
+        (got[1].0.as_str(), got[1].1),
+        (workload, 0.0),
+        "{expr}: {series:?}"
+    );
+    // Export on (the daemon had an endpoint), one reload rejected, no history write failed,
+    // nothing dropped: what /metrics said.
+    for (title, series) in [
+        ("OTLP export", "canaryd_export_enabled"),
+        (
+            "Rejected config reloads since start",
+            "canaryd_config_reloads_total{result=\"rejected\"}",
+        ),
+        (
+            "History write errors (per hour)",
+            "canaryd_history_write_errors_total",
+        ),
+    ] {
+        let q = overview_query(&all, title);
+        let want = scraped_value(&scraped, series);
+        assert_eq!(
+            one(title, &fill(q["expr"].as_str().unwrap())),
+            want,
+            "{title}"
+        );
+    }
+    assert_eq!(scraped_value(&scraped, "canaryd_export_enabled"), 1.0);
+    let drops = overview_query(&all, "Export drops counted by the daemon");
+    let series = query_instant(vm_port, &fill(drops["expr"].as_str().unwrap()));
+    let mut got: Vec<(String, f64)> = series
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["signal"].as_str().unwrap().to_string(),
+                value(s),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let want: Vec<(String, f64)> = ["logs", "metrics", "spans"]
+        .iter()
+        .map(|s| {
+            let v = scraped_value(
+                &scraped,
+                &format!("canaryd_export_drops_total{{signal=\"{s}\"}}"),
+            );
+            (s.to_string(), v)
+        })
+        .collect();
+    assert_eq!(got, want, "{series:?}");
+
+    // The workload's label set changes on this host (another target and model: another
+    // server_port and gen_ai_request_model): a server without faults, where the new run
+    // fails an SLO no request can meet. Both label sets' last samples are within the range;
+    // the stats show the newest one's state alone, once per workload and host (two
+    // confidences on the joined side would fail the whole query).
+    let out = Command::new(CANARYD)
+        .args(["profile", "--trace", trace.to_str().unwrap()])
+        .args([
+            "--url",
+            &format!("http://127.0.0.1:{plain_port}"),
+            "--model",
+            "canary-sim-2",
+        ])
+        .args([
+            "--speedup",
+            "1",
+            "--output-dir",
+            "out2",
+            "--workload",
+            workload,
+        ])
+        .args([
+            "--goodput",
+            "time_to_first_token:0.001",
+            "--min-good-fraction",
+            "0.5",
+            "--otlp-metrics-interval",
+            "500ms",
+        ])
+        .args(["--no-nvml"])
+        .env(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
+        )
+        .env("RUST_LOG", "warn")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a failed gate: {}",
+        common::text(&out)
+    );
+    let (status, _) = get(vm_port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
+    let series = query_instant(vm_port, &fill(verdict["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(
+        series[0]["metric"]["canary_run_verdict"], "fail",
+        "{series:?}"
+    );
+    let summary2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out2/summary.json")).unwrap())
+            .unwrap();
+    let class2 = summary2["diagnosis"]["class"].as_str();
+    assert_ne!(
+        class2,
+        Some(class),
+        "the second run has the first's class: the join below would not see two"
+    );
+    let series = query_instant(vm_port, &fill(last["expr"].as_str().unwrap()));
+    assert_eq!(series.len(), 1, "{series:?}");
+    let m = &series[0]["metric"];
+    assert_eq!(
+        (
+            m["canary_run_bottleneck"].as_str(),
+            m["canary_run_bottleneck_confidence"].as_str()
+        ),
+        (
+            summary2["diagnosis"]["class"].as_str(),
+            summary2["diagnosis"]["confidence"].as_str()
+        ),
+        "{series:?}"
+    );
+    // What the queries resolve: both label sets are in the range, each with a state at 1.
+    let sets = query_instant(
+        vm_port,
+        &fill(
+            "count by (gen_ai_request_model) (last_over_time(canary_run_verdict_state{canary_workload=~\"$workload\", server_address=~\"$target\", host_name=~\"$host\"}[$__range]) == 1)",
+        ),
+    );
+    assert_eq!(sets.len(), 2, "{sets:?}");
+
     assert!(
         empty.is_empty(),
         "panels with no data:\n{}",
@@ -717,6 +984,11 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
 #[test]
 fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
     let all = dashboards();
+    // The families the daemon's /metrics renders (each name a literal there).
+    let status_metrics = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/service/status/metrics.rs"),
+    )
+    .unwrap();
     assert!(all.len() >= 2);
     for (path, d) in &all {
         let name = path.file_name().unwrap().to_string_lossy();
@@ -755,8 +1027,39 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                         "{name} / {title}: durations of failed requests in {expr}"
                     );
                 }
-                // The process-wide drop counter has no workload; everything else has all three.
+                // The daemon's own /metrics (scraped, not OTLP) names its workload label
+                // `workload`; a selector copied from the OTLP panels would match nothing.
+                let daemon_own = metrics(expr).any(|m| m.starts_with("canaryd_"));
+                if daemon_own {
+                    assert!(
+                        !expr.contains("canary_workload") && !expr.contains("$target"),
+                        "{name} / {title}: OTLP labels on the daemon's /metrics series: {expr}"
+                    );
+                    for m in metrics(expr) {
+                        assert!(
+                            status_metrics.contains(&format!("\"{m}\"")),
+                            "{name} / {title}: {m} is no family of the daemon's /metrics"
+                        );
+                    }
+                }
+                // The process-wide counters have no workload (nor target); everything else
+                // has all three.
+                let with_workload = metrics(expr).any(|m| {
+                    [
+                        "canaryd_last_run_",
+                        "canaryd_skips_",
+                        "canaryd_running",
+                        "canaryd_runs_",
+                        "canaryd_telemetry_",
+                    ]
+                    .iter()
+                    .any(|p| m.starts_with(p))
+                });
                 let needed: &[&str] = if expr.contains("canary_exporter_dropped") {
+                    &["$host"]
+                } else if daemon_own && with_workload {
+                    &["workload=~\"$workload\"", "$host"]
+                } else if daemon_own {
                     &["$host"]
                 } else {
                     &["$workload", "$target", "$host"]
@@ -767,12 +1070,16 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
                 // Each node of a DaemonSet runs the same workloads: a run's figures are
                 // aggregated and joined by host too, and the legend names it, so one node's
                 // figure neither hides another's nor pairs with it.
+                // So is a node's own GPU and server, and the daemon's own state.
                 let per_run = metrics(expr).any(|m| {
                     [
                         "canary_run_",
                         "canary_slice_",
                         "canary_capacity_",
                         "canary_sweep_",
+                        "canary_gpu_",
+                        "canary_server_",
+                        "canaryd_",
                     ]
                     .iter()
                     .any(|p| m.starts_with(p))

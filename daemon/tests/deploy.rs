@@ -543,6 +543,69 @@ fn daemonset_config_is_valid_and_matches_the_pod() {
     }
 }
 
+/// The longest canaryd's own shutdown can take: the largest workload's `grace_period` (for
+/// requests in flight) plus the final export flush (`[otlp] flush_timeout`).
+fn longest_shutdown(config: &canaryd::config::Config) -> std::time::Duration {
+    let grace = config
+        .workloads
+        .iter()
+        .map(|w| w.grace_period)
+        .max()
+        .expect("the config has a workload");
+    grace + config.otlp.flush_timeout
+}
+
+/// On SIGTERM canaryd lets requests in flight finish, records the partial run and flushes its
+/// exports: the kubelet (DaemonSet) and systemd (the unit, running the example config) must
+/// wait longer than that before their SIGKILL.
+#[test]
+fn pods_and_the_unit_wait_for_canaryds_own_shutdown() {
+    let yaml = std::fs::read_to_string(deploy("k8s/daemonset.yaml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("canaryd.toml");
+    let config = canaryd::config::Config::parse(&configmap_toml(&yaml), &path, dir.path()).unwrap();
+    let pod: u64 = yaml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds: "))
+        .expect("the DaemonSet sets terminationGracePeriodSeconds (Kubernetes' default is 30s)")
+        .parse()
+        .unwrap();
+    let need = longest_shutdown(&config);
+    assert!(
+        std::time::Duration::from_secs(pod) >= need,
+        "terminationGracePeriodSeconds {pod} < grace_period + flush_timeout = {need:?}"
+    );
+
+    let unit = std::fs::read_to_string(deploy("systemd/canaryd.service")).unwrap();
+    let stop: u64 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec=")?.strip_suffix('s'))
+        .expect("the unit sets TimeoutStopSec in seconds")
+        .parse()
+        .unwrap();
+    let example = deploy("canaryd.example.toml");
+    let config = canaryd::config::Config::load(&example).unwrap();
+    let need = longest_shutdown(&config);
+    assert!(
+        std::time::Duration::from_secs(stop) >= need,
+        "TimeoutStopSec={stop}s < the example's grace_period + flush_timeout = {need:?}"
+    );
+    // Each says the rule, so that an edit of a config does not outgrow it unseen.
+    for text in [&yaml, &unit] {
+        let comments: String = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix('#'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let comments = comments.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            comments.contains("grace_period") && comments.contains("flush_timeout"),
+            "the stop timeout's rule is not said: {comments}"
+        );
+    }
+}
+
 /// `kubectl apply` on a fresh cluster: every namespace the manifests use is a Namespace in
 /// deploy/k8s, applied first in the README, and every Secret, ConfigMap and claim they use is
 /// defined there or has a stub (a command or a commented manifest) in namespace.yaml.
@@ -653,7 +716,24 @@ fn collector_scrapes_the_daemons_own_metrics() {
         .collect();
     let has = |s: &str| code.iter().any(|l| l.trim() == s);
     assert!(has("prometheus/canaryd:") && has("metrics_path: /metrics"));
-    assert!(has("- targets: [\"${env:CANARYD_STATUS_ADDR}\"]"));
+    // Defaulting to canaryd's own default listen address: an unset variable is no empty target.
+    assert!(has(
+        "- targets: [\"${env:CANARYD_STATUS_ADDR:-127.0.0.1:9464}\"]"
+    ));
+    // None of the scrape's address labels, whichever names the receiver's version gives them.
+    for key in [
+        "server.address",
+        "server.port",
+        "url.scheme",
+        "net.host.name",
+        "net.host.port",
+        "http.scheme",
+    ] {
+        assert!(
+            has(&format!("- {{key: {key}, action: delete}}")),
+            "resource/canaryd-scrape keeps {key}"
+        );
+    }
     let pipeline = code
         .iter()
         .skip_while(|l| l.trim() != "metrics/canaryd:")
