@@ -439,7 +439,8 @@ fn the_reports_and_compares_good_fraction_are_summary_jsons_on_one_read_response
     let dir = tmp.path();
     let (_sim, port) = common::sim(&[]);
     // The bundled trace (the one `canaryd demo` replays).
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mooncake_conversation_first300.jsonl");
+    let trace =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mooncake_conversation_first300.jsonl");
     let mut one_read_seen = 0;
     for (name, slos) in [
         ("rate", "output_token_throughput_per_user:100"),
@@ -481,7 +482,12 @@ fn the_reports_and_compares_good_fraction_are_summary_jsons_on_one_read_response
 
         let page = dir.join(format!("{name}.html"));
         ok(&canaryd(
-            &["report", out.to_str().unwrap(), "-o", page.to_str().unwrap()],
+            &[
+                "report",
+                out.to_str().unwrap(),
+                "-o",
+                page.to_str().unwrap(),
+            ],
             dir,
         ));
         let html = std::fs::read_to_string(&page).unwrap();
@@ -490,7 +496,10 @@ fn the_reports_and_compares_good_fraction_are_summary_jsons_on_one_read_response
             .find(|t| t.contains("<span>goodput against"))
             .unwrap_or_else(|| panic!("no goodput tile: {html}"));
         let shown = format!("({:.2} %)", fraction * 100.0);
-        assert!(tile.contains(&shown), "{slos}: summary.json {fraction}: {tile}");
+        assert!(
+            tile.contains(&shown),
+            "{slos}: summary.json {fraction}: {tile}"
+        );
         assert!(
             html.contains("Goodput as summary.json judged it"),
             "{slos}: {html}"

@@ -105,7 +105,10 @@ pub fn render(run: &Run) -> String {
     }
     html.push_str("</div>\n");
     if f.slos {
-        html.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&goodput_note(&f))));
+        html.push_str(&format!(
+            "<p class=\"note\">{}</p>\n",
+            esc(&goodput_note(&f))
+        ));
     }
     if let Some(m) = &run.merged {
         html.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&merged(m))));

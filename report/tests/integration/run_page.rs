@@ -295,7 +295,10 @@ fn server_means_and_maxima_are_shown_with_their_kinds() {
         page.contains("comparison.ttft_ms.mean at most 0.512 (upper bound)"),
         "{page}"
     );
-    assert!(page.contains("comparison.e2e_ms.mean 1.25 (exact)"), "{page}");
+    assert!(
+        page.contains("comparison.e2e_ms.mean 1.25 (exact)"),
+        "{page}"
+    );
     // Read from the summary, not assumed from the gauge's name.
     assert!(page.contains("running_requests.mean 2 (exact)"), "{page}");
     assert!(page.contains("running_requests.max 3 (exact)"), "{page}");
@@ -305,5 +308,8 @@ fn server_means_and_maxima_are_shown_with_their_kinds() {
         page.contains("queue_depth.max 4 (lower bound: the largest scraped)"),
         "{page}"
     );
-    assert!(!page.contains("mean_kind") && !page.contains("max_kind"), "{page}");
+    assert!(
+        !page.contains("mean_kind") && !page.contains("max_kind"),
+        "{page}"
+    );
 }
