@@ -156,7 +156,7 @@ fn met_on_bound(f: &crate::Figures) -> Option<(String, String)> {
 /// prints them.
 fn goodput_note(f: &crate::Figures) -> String {
     let source = if f.goodput_from_summary {
-        "Goodput as summary.json judged it (the run's verdict reads the same figures)"
+        "Goodput as summary.json judged it (the figures a daemon run's verdict reads)"
     } else {
         "Goodput judged here from records.jsonl by canaryd's rules (no goodput block in \
          summary.json)"
@@ -166,9 +166,12 @@ fn goodput_note(f: &crate::Figures) -> String {
         let missed: Vec<String> = f
             .slo_misses
             .iter()
-            .map(|(m, n)| format!("{m} missed {}", num(*n as f64)))
+            .map(|(m, n)| format!("{m} {}", num(*n as f64)))
             .collect();
-        parts.push(format!("missed: {}", missed.join(", ")));
+        parts.push(format!(
+            "missed (failed, or past the threshold): {}",
+            missed.join(", ")
+        ));
     }
     if !f.met_on_bound.is_empty() {
         let met: Vec<String> = f
