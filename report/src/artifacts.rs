@@ -20,7 +20,8 @@ pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS
 pub use summary::{utc, Merged, Summary};
 
 use crate::error::ReportError;
-use canary_core::{Goodput, RequestRecord, Status};
+use canary_core::{Goodput, NoValue, OutputTokens, RequestRecord, Shortfall, SloMetric, Status};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One run folder, loaded.
@@ -42,6 +43,36 @@ pub struct Run {
     /// A merged run's shards and their alignment (`canaryd merge`): its records' times are
     /// on the merged time axis, within the alignment's bound.
     pub merged: Option<Merged>,
+    /// The records judged by the run's SLOs beyond good or not, as `canary_core`'s aggregator
+    /// counts them for `summary.json`: the figures of a run whose summary lacks its `goodput`
+    /// block.
+    pub(crate) slo_tally: SloTally,
+}
+
+/// The measured records' SLO terms missed, met only on a bound, and without a value, counted
+/// as `canary_core::Aggregator` counts them (cancelled requests left out).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SloTally {
+    misses: BTreeMap<SloMetric, u64>,
+    met_on_bound: BTreeMap<SloMetric, u64>,
+    no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
+}
+
+impl SloTally {
+    fn add(&mut self, goodput: &Goodput, r: &RequestRecord) {
+        if r.warmup || r.is_cancelled() {
+            return;
+        }
+        for (metric, shortfall) in goodput.shortfalls(r) {
+            match shortfall {
+                Shortfall::Missed => *self.misses.entry(metric).or_default() += 1,
+                Shortfall::NoValue(n) => *self.no_value.entry((metric, n)).or_default() += 1,
+            }
+        }
+        for metric in goodput.met_on_bound(r) {
+            *self.met_on_bound.entry(metric).or_default() += 1;
+        }
+    }
 }
 
 /// The latency metrics a report draws, with their aiperf names.
@@ -106,7 +137,9 @@ impl Metric {
     }
 }
 
-/// A run's headline figures, computed from its records (exact: counted or timed per request).
+/// A run's headline figures, computed from its records (exact: counted or timed per request),
+/// except goodput's, which are `summary.json`'s when it has them (see
+/// [`Figures::goodput_from_summary`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Figures {
     /// Requests measured (warm-up left out).
@@ -139,6 +172,17 @@ pub struct Figures {
     /// Good requests over the requests the target was sent, with SLOs; `None` without them or
     /// when the target was sent none.
     pub good_fraction: Option<f64>,
+    /// Where the goodput figures come from: `summary.json`'s `goodput` block (the run's own
+    /// verdict reads it), else the records judged here by the same rules.
+    pub goodput_from_summary: bool,
+    /// Requests that missed each SLO term (failed, or past the threshold), by aiperf name.
+    pub slo_misses: BTreeMap<String, u64>,
+    /// Completed requests that met a term only on a bound (their tokens came in one read), by
+    /// aiperf name: judged good on it.
+    pub met_on_bound: BTreeMap<String, u64>,
+    /// Completed requests not good for want of a value for a term, each as the CLI prints it
+    /// (`no ITL (1 output token): 9`).
+    pub no_value: Vec<String>,
 }
 
 impl Run {
@@ -170,11 +214,14 @@ impl Run {
         if let Some(m) = &merged {
             place_shards(&mut records, m, &mut notes);
         }
+        let mut slo_tally = SloTally::default();
         if let Some(slos) = summary.as_ref().and_then(Summary::goodput_slos) {
             match slos.parse::<Goodput>() {
                 Ok(goodput) => {
                     for r in &mut records.requests {
-                        r.good = Some(goodput.is_good(&as_record(r)));
+                        let record = as_record(r);
+                        r.good = Some(goodput.is_good(&record));
+                        slo_tally.add(&goodput, &record);
                     }
                 }
                 Err(e) => notes.push(format!(
@@ -191,6 +238,7 @@ impl Run {
             records,
             notes,
             merged,
+            slo_tally,
         })
     }
 
@@ -261,9 +309,83 @@ impl Run {
             f.slos = true;
             f.goodput = per_s(good);
             f.good_fraction = frac(good);
+            let t = &self.slo_tally;
+            let named = |m: &BTreeMap<SloMetric, u64>| {
+                m.iter().map(|(k, v)| (k.name().to_string(), *v)).collect()
+            };
+            f.slo_misses = named(&t.misses);
+            f.met_on_bound = named(&t.met_on_bound);
+            f.no_value = t
+                .no_value
+                .iter()
+                .map(|(&(metric, output_tokens), &requests)| {
+                    NoValue {
+                        metric,
+                        output_tokens,
+                        requests,
+                    }
+                    .to_string()
+                })
+                .collect();
+        }
+        // summary.json's own judgement, over the whole run, is the one the run's verdict reads
+        // (`min_good_fraction`): the page says the same.
+        if let Some(g) = self.summary.as_ref().and_then(|s| s.at(&["goodput"])) {
+            if g.is_object() {
+                from_summary(&mut f, g);
+            }
         }
         f
     }
+}
+
+/// `summary.json`'s `goodput` block into `f`, read tolerantly: a field it lacks (an older
+/// canaryd's) is absent, a `no_value` entry of a shape or kind this one does not know shown
+/// as written.
+fn from_summary(f: &mut Figures, g: &serde_json::Value) {
+    use serde_json::Value;
+    let number = |k: &str| g.get(k).and_then(Value::as_f64);
+    let counts = |k: &str| -> BTreeMap<String, u64> {
+        g.get(k)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    f.slos = true;
+    f.goodput_from_summary = true;
+    f.good_fraction = number("good_request_fraction");
+    f.goodput = number("goodput");
+    f.slo_misses = counts("misses_by_metric");
+    f.met_on_bound = counts("met_on_bound");
+    f.no_value = g
+        .get("no_value")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|v| match serde_json::from_value::<NoValue>(v.clone()) {
+                    Ok(n) => n.to_string(),
+                    Err(_) => {
+                        let field = |k: &str| match v.get(k) {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(other) => other.to_string(),
+                            None => "?".into(),
+                        };
+                        format!(
+                            "no {} ({}): {}",
+                            field("metric"),
+                            field("output_tokens"),
+                            field("requests")
+                        )
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
 }
 
 /// Puts a merged run's records on its merged time axis. `canaryd merge` writes each shard's
@@ -301,9 +423,14 @@ pub(crate) fn folder_name(dir: &Path) -> String {
         .unwrap_or_else(|| dir.display().to_string())
 }
 
-/// The core record goodput judges (only the fields SLOs read).
+/// The core record goodput judges (only the fields SLOs read). Its token count rides in
+/// `chunks`: a response whose tokens all came in one read (ITL 0) is judged on the bound its
+/// count and e2e make, as summary.json judged it; without it, its 0 ms ITL met any ITL
+/// threshold and its missing per-user rate failed any rate one.
 fn as_record(r: &Request) -> RequestRecord {
     RequestRecord {
+        warmup: r.warmup,
+        chunks: u32::try_from(r.output_tokens).unwrap_or(u32::MAX),
         status: match (r.ok, r.cancelled) {
             (true, _) => Status::Ok,
             (false, true) => Status::Cancelled,
@@ -373,6 +500,108 @@ mod tests {
         assert_eq!((f.requests, f.cancelled), (2, 2));
         assert_eq!(f.error_rate, None);
         assert!(!f.slos && f.good_fraction.is_none());
+    }
+
+    /// Lines of a real run's records.jsonl (`canaryd replay` of the bundled trace against
+    /// `canaryd sim --profile fast`, speedup 20, lengths × 0.05; `rx`, `kernel` and
+    /// `telemetry` dropped): eight responses whose tokens came in one read (ITL 0, 2 to 22
+    /// chunks, no per-user rate), two of one token, six streamed.
+    const ONE_READ: &str = include_str!("../tests/data/one_read_records.jsonl");
+
+    /// The run of [`ONE_READ`] with `summary`, in a new folder.
+    fn one_read_run(summary: serde_json::Value) -> (tempfile::TempDir, Run) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("records.jsonl"), ONE_READ).unwrap();
+        std::fs::write(dir.path().join("summary.json"), summary.to_string()).unwrap();
+        let run = Run::load(dir.path()).unwrap();
+        (dir, run)
+    }
+
+    // Finding 1 of the daemon audit: the report judged goodput on records without their token
+    // counts, so a one-read response's 0 ms ITL met any ITL threshold and its missing per-user
+    // rate failed any rate one, where summary.json judges both on the bound e2e / (n − 1):
+    // the page said 59 % where summary.json (and the verdict) said 91 %.
+    #[test]
+    fn one_read_responses_are_judged_as_canary_core_judges_them() {
+        let records: Vec<RequestRecord> = ONE_READ
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let one_read = records
+            .iter()
+            .filter(|r| r.itl_ms == Some(0.0) && r.chunks > 1)
+            .count();
+        assert_eq!(one_read, 8);
+        for slos in [
+            "inter_token_latency:0.5",
+            "output_token_throughput_per_user:100",
+            "output_token_throughput_per_user:1000 inter_token_latency:0.5",
+            "time_to_second_token:5",
+        ] {
+            let goodput: Goodput = slos.parse().unwrap();
+            let mut agg = canary_core::Aggregator::new(goodput.clone());
+            for r in &records {
+                agg.add(r, &canary_core::ChunkGaps::new());
+            }
+            let want = agg.summary().goodput.unwrap();
+            // No goodput block: the report judges the records itself.
+            let (_dir, run) = one_read_run(serde_json::json!({"run": {"goodput": slos}}));
+            for (r, mine) in records.iter().zip(&run.records.requests) {
+                assert_eq!(mine.good, Some(goodput.is_good(r)), "{slos}: {r:?}");
+            }
+            let f = run.figures();
+            assert!(!f.goodput_from_summary);
+            assert_eq!(f.good_fraction, want.good_request_fraction, "{slos}");
+            assert_eq!(f.goodput, want.goodput, "{slos}");
+            assert_eq!(f.met_on_bound, want.met_on_bound, "{slos}");
+            assert_eq!(f.slo_misses, want.misses_by_metric, "{slos}");
+            let no_value: Vec<String> = want.no_value.iter().map(|n| n.to_string()).collect();
+            assert_eq!(f.no_value, no_value, "{slos}");
+        }
+        // The bounds decide: ITL 0.5 ms is met on the bound by 1 response, not known for the
+        // other 7 (the old judgement called all 8 good, on a 0 ms ITL), and the rate floor of
+        // 100 tokens/s is met on the bound by 7 (the old one called none good: no rate), not
+        // known for the 2-token one (1 token over 12.8 ms: at least 78 tokens/s).
+        let itl = one_read_run(serde_json::json!({"run": {"goodput": "inter_token_latency:0.5"}}))
+            .1
+            .figures();
+        assert_eq!(itl.met_on_bound["inter_token_latency"], 1);
+        let rate = one_read_run(
+            serde_json::json!({"run": {"goodput": "output_token_throughput_per_user:100"}}),
+        )
+        .1
+        .figures();
+        assert_eq!(rate.met_on_bound["output_token_throughput_per_user"], 7);
+        assert_eq!(rate.good_fraction, Some(13.0 / 16.0));
+    }
+
+    // A summary.json with its goodput block is the run's own judgement (its verdict reads
+    // it): the page's figures are that block's, bounds and values missing included.
+    #[test]
+    fn summarys_goodput_block_is_the_figures() {
+        let (_dir, run) = one_read_run(serde_json::json!({"goodput": {
+            "slos": "inter_token_latency:0.5", "good_requests": 3,
+            "good_request_fraction": 0.25, "goodput": 7.5,
+            "misses_by_metric": {"inter_token_latency": 4},
+            "no_value": [
+                {"metric": "inter_token_latency", "output_tokens": "one", "requests": 2},
+                {"metric": "inter_token_latency", "output_tokens": "something_new", "requests": 1}
+            ],
+            "met_on_bound": {"inter_token_latency": 5}}}));
+        let f = run.figures();
+        assert!(f.slos && f.goodput_from_summary);
+        assert_eq!((f.good_fraction, f.goodput), (Some(0.25), Some(7.5)));
+        assert_eq!(f.met_on_bound["inter_token_latency"], 5);
+        assert_eq!(f.slo_misses["inter_token_latency"], 4);
+        assert_eq!(
+            f.no_value,
+            [
+                "no ITL (1 output token): 2",
+                "no inter_token_latency (something_new): 1"
+            ]
+        );
+        // Its requests are still judged one by one (compare's rank test reads them).
+        assert!(run.records.requests.iter().all(|r| r.good.is_some()));
     }
 
     // One request over its own latency is a latency, not a rate: the report gave 1/latency

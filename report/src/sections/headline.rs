@@ -73,6 +73,9 @@ pub fn render(run: &Run) -> String {
             format!("{} ({})", rate(g, "req/s"), share(frac)),
             format!("goodput against {slos}"),
         ));
+        if let Some(on_bound) = met_on_bound(&f) {
+            tiles.push(on_bound);
+        }
     }
     let mut html = String::new();
     if let Some(newer) = run.summary.as_ref().and_then(|s| s.newer_schema(&run.dir)) {
@@ -101,6 +104,12 @@ pub fn render(run: &Run) -> String {
         ));
     }
     html.push_str("</div>\n");
+    if f.slos {
+        html.push_str(&format!(
+            "<p class=\"note\">{}</p>\n",
+            esc(&goodput_note(&f))
+        ));
+    }
     if let Some(m) = &run.merged {
         html.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&merged(m))));
     }
@@ -127,6 +136,66 @@ fn merged(m: &crate::artifacts::Merged) -> String {
          and schedule lag are measured on its own shard's clock, exactly.",
         m.offsets.len()
     )
+}
+
+/// A tile of the SLO terms met only on a bound, when any were: those requests' tokens came in
+/// one read, so ITL is known only from above and the per-user rate from below, and each was
+/// judged good on its bound (the note below gives them by term).
+fn met_on_bound(f: &crate::Figures) -> Option<(String, String)> {
+    let terms: u64 = f.met_on_bound.values().sum();
+    (terms > 0).then(|| {
+        (
+            num(terms as f64),
+            "SLO terms met only on a bound (tokens in one read: see below)".to_string(),
+        )
+    })
+}
+
+/// Where the goodput figures come from and what they rest on: the terms missed, those met
+/// only on a bound and the requests with no value for a term, as `canaryd replay`'s table
+/// prints them.
+fn goodput_note(f: &crate::Figures) -> String {
+    let source = if f.goodput_from_summary {
+        "Goodput as summary.json judged it (the figures a daemon run's verdict reads)"
+    } else {
+        "Goodput judged here from records.jsonl by canaryd's rules (no goodput block in \
+         summary.json)"
+    };
+    let mut parts = Vec::new();
+    if !f.slo_misses.is_empty() {
+        let missed: Vec<String> = f
+            .slo_misses
+            .iter()
+            .map(|(m, n)| format!("{m} {}", num(*n as f64)))
+            .collect();
+        parts.push(format!(
+            "missed (failed, or past the threshold): {}",
+            missed.join(", ")
+        ));
+    }
+    if !f.met_on_bound.is_empty() {
+        let met: Vec<String> = f
+            .met_on_bound
+            .iter()
+            .map(|(m, n)| format!("{m} {}", num(*n as f64)))
+            .collect();
+        parts.push(format!(
+            "met only on a bound, judged good on it (their tokens came in one read: ITL known \
+             only from above, the per-user rate from below): {}",
+            met.join(", ")
+        ));
+    }
+    if !f.no_value.is_empty() {
+        parts.push(format!(
+            "not good for want of a value: {}",
+            f.no_value.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        format!("{source}.")
+    } else {
+        format!("{source}. {}.", parts.join("; "))
+    }
 }
 
 /// A rate with its unit, or "–" for a run that has none.

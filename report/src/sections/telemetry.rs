@@ -104,7 +104,8 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
              holding it, lower_bound to upper_bound, and an estimate inside; a gauge (queue \
              depth, running requests, KV-cache usage) was sampled at each scrape: its max is \
              a lower bound, the gauge may have peaked between scrapes, and its mean an \
-             estimate)",
+             estimate; a client − server mean is exact, or at most its value where some \
+             client times were upper bounds)",
         ),
         ("gpu", "GPU over the run (NVML / DCGM)"),
     ] {
@@ -145,24 +146,59 @@ const SAMPLED_GAUGES: [&str; 4] = [
     "requests_swapped",
 ];
 
-/// The server section's rows with each sampled gauge's mean called an estimate and its max a
-/// lower bound (a summary from before they said so has no `mean_kind`; a newer one's kinds
-/// are in the values, not rows of their own).
+/// The server section's rows with each `mean` and `max` qualified by what its summary says it
+/// is (`mean_kind`, `max_kind`: `at most 0.512 (upper bound)` for a client − server mean over
+/// client times that are bounds), the kinds then not rows of their own. A sampled gauge of a
+/// summary from before the kinds were written has neither: its mean is an estimate and its
+/// max a lower bound all the same.
 fn gauges_labelled(rows: Vec<(String, String)>) -> Vec<(String, String)> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let kinds: BTreeMap<String, String> = rows
+        .iter()
+        .filter(|(k, _)| k.ends_with(".mean_kind") || k.ends_with(".max_kind"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let keys: BTreeSet<String> = rows.iter().map(|(k, _)| k.clone()).collect();
     rows.into_iter()
         .filter_map(|(k, v)| {
-            let Some((gauge, field)) = k.split_once('.') else {
+            let Some((prefix, field)) = k.rsplit_once('.') else {
                 return Some((k, v));
             };
-            if !SAMPLED_GAUGES.contains(&gauge) {
-                return Some((k, v));
-            }
-            match field {
-                "mean_kind" | "max_kind" => None,
-                "mean" => Some((k, format!("{v} (estimate)"))),
-                "max" => Some((k, format!("{v} (lower bound: the largest scraped)"))),
-                _ => Some((k, v)),
-            }
+            let gauge = SAMPLED_GAUGES.contains(&prefix);
+            let kind = |name: &str| kinds.get(&format!("{prefix}.{name}")).map(String::as_str);
+            let labelled = match field {
+                // Said with the value it qualifies, when there is one.
+                "mean_kind" | "max_kind"
+                    if keys.contains(&format!("{prefix}.{}", &field[..field.len() - 5])) =>
+                {
+                    return None
+                }
+                "mean" => match kind("mean_kind").or(gauge.then_some("estimate")) {
+                    Some(kind) => qualified(&v, kind, false),
+                    None => v,
+                },
+                "max" => match kind("max_kind").or(gauge.then_some("lower_bound")) {
+                    Some(kind) => qualified(&v, kind, gauge),
+                    None => v,
+                },
+                _ => v,
+            };
+            Some((k, labelled))
         })
         .collect()
+}
+
+/// A value with its kind, as the CLI prints it: `at most 0.512 (upper bound)`.
+fn qualified(v: &str, kind: &str, scraped_max: bool) -> String {
+    if v == "–" {
+        return v.to_string();
+    }
+    match kind {
+        "exact" => format!("{v} (exact)"),
+        "estimate" => format!("{v} (estimate)"),
+        "upper_bound" => format!("at most {v} (upper bound)"),
+        "lower_bound" if scraped_max => format!("{v} (lower bound: the largest scraped)"),
+        "lower_bound" => format!("at least {v} (lower bound)"),
+        other => format!("{v} ({other})"),
+    }
 }

@@ -268,3 +268,48 @@ fn sampled_server_gauges_say_what_their_max_and_mean_are() {
     );
     assert!(!page.contains("max_kind"), "{page}");
 }
+
+// Audit finding 15: a client − server mean whose client times were bounds (`mean_kind:
+// upper_bound`) showed bare, its kind a raw row of its own, where the CLI says "at most"; and
+// the gauges' labels were fixed words, whatever their `mean_kind` / `max_kind` said.
+#[test]
+fn server_means_and_maxima_are_shown_with_their_kinds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = json!({"schema_version": 3, "server": {"scrapes": 12,
+        "comparison": {"state": "matched", "requests": 20,
+            "ttft_ms": {"mean": 0.512, "mean_kind": "upper_bound",
+                        "client_times": {"of": 20, "kernel": 5, "kernel_bound": 15,
+                                         "userspace": 0, "none": 0},
+                        "p50": {"lower_bound": 0.2, "upper_bound": 5.2}},
+            "e2e_ms": {"mean": 1.25, "mean_kind": "exact"}},
+        "running_requests": {"mean": 2.0, "mean_kind": "exact", "max": 3.0,
+                             "max_kind": "exact", "samples": 12},
+        "queue_depth": {"mean": 1.5, "max": 4.0, "samples": 12}}});
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(summary),
+    );
+    let page = text(&report(&[&dir]).0);
+    assert!(
+        page.contains("comparison.ttft_ms.mean at most 0.512 (upper bound)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("comparison.e2e_ms.mean 1.25 (exact)"),
+        "{page}"
+    );
+    // Read from the summary, not assumed from the gauge's name.
+    assert!(page.contains("running_requests.mean 2 (exact)"), "{page}");
+    assert!(page.contains("running_requests.max 3 (exact)"), "{page}");
+    // A summary from before the kinds: a gauge's are what they always were.
+    assert!(page.contains("queue_depth.mean 1.50 (estimate)"), "{page}");
+    assert!(
+        page.contains("queue_depth.max 4 (lower bound: the largest scraped)"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("mean_kind") && !page.contains("max_kind"),
+        "{page}"
+    );
+}
