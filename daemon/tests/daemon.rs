@@ -875,6 +875,142 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     wait_listening(second_status, "the second daemon, after the first stopped");
 }
 
+/// systemd's side of `Type=notify` for a test: the messages the daemon sent, in order, read
+/// as they come by a thread of its own (canaryd's sends block once a datagram socket's small
+/// queue is full, as systemd never lets it be).
+struct NotifySink {
+    path: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl NotifySink {
+    fn bind(dir: &Path) -> NotifySink {
+        let path = dir.join("notify.sock");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let sink = NotifySink {
+            path: path.display().to_string(),
+            seen: Default::default(),
+            stop: Default::default(),
+        };
+        let (seen, stop) = (sink.seen.clone(), sink.stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf) {
+                    let m = String::from_utf8_lossy(&buf[..n]).to_string();
+                    seen.lock().unwrap().push(m);
+                }
+            }
+        });
+        sink
+    }
+
+    /// The daemon's environment: this socket, and a 1 s watchdog (pings every 0.5 s).
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("NOTIFY_SOCKET", self.path.as_str()),
+            ("WATCHDOG_USEC", "1000000"),
+        ]
+    }
+
+    /// The messages seen so far.
+    fn read(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for NotifySink {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Another process's hold on the lock file at `path`: a new file, locked, then renamed over
+/// it (so the daemon never sees the path without a file it could take itself).
+fn hold_lock_file(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let new = path.with_extension("other");
+    let file = std::fs::File::create(&new).unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    std::fs::rename(&new, path).unwrap();
+    file
+}
+
+/// A lock file another process took after it was replaced makes the daemon unhealthy and
+/// stops the watchdog pings; a SIGHUP does not clear that (the other process still holds
+/// it); the daemon taking it back once let go does; and a second loss is reported again.
+#[test]
+fn a_lost_lock_stays_unhealthy_across_a_reload_until_held_again_and_every_loss_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    let status = free_port();
+    let notify = NotifySink::bind(dir.path());
+    let d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    let lock = dir.path().join("state/canaryd.lock");
+    let healthz = || http(status, "GET", "/healthz", "");
+    assert_eq!(healthz().0, 200);
+    let lost = |what: &str| {
+        eventually(60, what, || {
+            let (code, body) = healthz();
+            (code == 503 && body.contains("lost the lock")).then_some(())
+        })
+    };
+
+    let other = hold_lock_file(&lock);
+    lost("/healthz to say the lock is lost");
+    // Between two status lines that both say so, no watchdog ping: a restart cures this.
+    let says_lost = |m: &String| m.starts_with("STATUS=unhealthy: lost the lock");
+    let between = eventually(60, "two status lines saying the lock is lost", || {
+        let seen = notify.read();
+        let first = seen.iter().position(says_lost)?;
+        let second = first + 1 + seen[first + 1..].iter().position(says_lost)?;
+        Some(seen[first..=second].to_vec())
+    });
+    assert!(!between.iter().any(|m| m == "WATCHDOG=1"), "{between:?}");
+
+    // A reload schedules the workloads anew; the other process still holds the lock.
+    d.signal(libc::SIGHUP);
+    eventually(60, "the reload", || {
+        metrics(status)
+            .contains("canaryd_config_reloads_total{result=\"ok\"} 1")
+            .then_some(())
+    });
+    let (code, body) = healthz();
+    assert_eq!(code, 503, "a reload cleared a lost lock: {body}");
+    assert!(body.contains("lost the lock"), "{body}");
+
+    // Let go: the daemon takes the lock again and is healthy, pinging again.
+    drop(other);
+    eventually(60, "/healthz healthy once the lock is held again", || {
+        (healthz().0 == 200).then_some(())
+    });
+    let pid = std::fs::read_to_string(&lock).unwrap();
+    assert_eq!(pid.trim(), d.0.id().to_string());
+    let now = notify.read().len();
+    eventually(60, "watchdog pings again", || {
+        notify.read()[now..]
+            .iter()
+            .any(|m| m == "WATCHDOG=1")
+            .then_some(())
+    });
+
+    // A second loss is said again.
+    let _other = hold_lock_file(&lock);
+    lost("/healthz to say the lock is lost a second time");
+    let log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    eventually(30, "the second loss in the log", || {
+        (log().matches("lost the lock").count() == 2).then_some(())
+    });
+    assert_eq!(log().matches("is held again").count(), 1, "{}", log());
+}
+
 #[test]
 fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
