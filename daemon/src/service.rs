@@ -270,7 +270,8 @@ impl Running<'_> {
     /// Serves SIGHUP (reload), systemd's watchdog and status line until SIGTERM or SIGINT;
     /// returns the schedulers running then. A scheduler that ends unasked makes the daemon
     /// unhealthy: `/healthz` 503 and no more watchdog pings, so systemd (or a liveness
-    /// probe) restarts it, rather than a workload never running again unseen.
+    /// probe) restarts it, rather than a workload never running again unseen. A lost lock
+    /// stops the pings too; a failing history write is said but does not.
     async fn until_stopped(
         &self,
         signals: &mut Signals,
@@ -309,8 +310,11 @@ impl Running<'_> {
                 },
                 _ = signals.term.recv() => return schedulers,
                 _ = signals.int.recv() => return schedulers,
+                // Withheld for what a restart cures alone: a history that cannot be written
+                // is said (`/healthz`, `STATUS=`), but systemd killing the daemon would only
+                // take its runs in flight with it.
                 _ = watchdog_tick.tick(), if watchdog.is_some() => {
-                    if self.metrics.unhealthy().is_empty() {
+                    if self.metrics.restart_cures().is_empty() {
                         self.notifier.send("WATCHDOG=1");
                     }
                 }

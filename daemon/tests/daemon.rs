@@ -1011,6 +1011,46 @@ fn a_lost_lock_stays_unhealthy_across_a_reload_until_held_again_and_every_loss_i
     assert_eq!(log().matches("is held again").count(), 1, "{}", log());
 }
 
+/// A history that cannot be written (another program holds its write lock past the busy
+/// timeout) makes `/healthz` and the `STATUS=` line say so, but systemd's watchdog pings go
+/// on: a restart would not cure it, and would kill the runs in flight.
+#[test]
+fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(
+        dir.path(),
+        sim_port,
+        &workload("w", "sim", "2s", "").replace("max_requests = 40", "max_requests = 5"),
+    );
+    let status = free_port();
+    let notify = NotifySink::bind(dir.path());
+    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    eventually(60, "a first run recorded", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    let holder = rusqlite::Connection::open(dir.path().join("state/history.sqlite")).unwrap();
+    holder.busy_timeout(Duration::from_secs(60)).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    eventually(120, "/healthz to say the history is failing", || {
+        let (code, body) = http(status, "GET", "/healthz", "");
+        (code == 503 && body.contains("history")).then_some(())
+    });
+    // The lock is still held, so every status line from now on says so: pings after one.
+    eventually(60, "a watchdog ping after a status line saying the history fails", || {
+        let seen = notify.read();
+        let said = seen
+            .iter()
+            .position(|m| m.starts_with("STATUS=unhealthy: history"))?;
+        seen[said..].iter().any(|m| m == "WATCHDOG=1").then_some(())
+    });
+    assert_eq!(http(status, "GET", "/healthz", "").0, 503);
+    holder.execute_batch("COMMIT").unwrap();
+    eventually(120, "/healthz healthy once a write succeeds", || {
+        (http(status, "GET", "/healthz", "").0 == 200).then_some(())
+    });
+}
+
 #[test]
 fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
