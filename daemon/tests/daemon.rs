@@ -713,6 +713,44 @@ fn check_config_names_every_workload_whose_trace_does_not_load() {
     );
 }
 
+/// `check-config FILE`: (exit code, stdout, stderr).
+fn check_config(file: &Path) -> (Option<i32>, String, String) {
+    let out = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn check_config_names_a_duplicate_table_and_a_duplicate_key() {
+    let good = "state_dir = \"state\"\n[targets.local]\nurl = \"http://127.0.0.1:8000\"\n\
+                model = \"m\"\n[workloads.chat]\ntarget = \"local\"\ntrace = \"bundled\"\n\
+                every = \"1h\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "table.toml",
+            format!("{good}\n[workloads.chat]\ntarget = \"local\"\n"),
+            "table.toml:10: workloads.chat: duplicate key",
+        ),
+        (
+            "key.toml",
+            good.replace("every = \"1h\"\n", "every = \"1h\"\nevery = \"2h\"\n"),
+            "key.toml:9: workloads.chat.every: duplicate key",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (code, _, err) = check_config(&file);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(want), "{want:?} in {err}");
+    }
+}
+
 #[test]
 fn the_embedded_default_runs_the_simulator_with_no_config() {
     if Path::new("/etc/canaryd/canaryd.toml").exists() {
