@@ -752,6 +752,29 @@ fn check_config_names_a_duplicate_table_and_a_duplicate_key() {
 }
 
 #[test]
+fn check_config_warns_of_a_stop_that_would_outlast_the_units_stop_timeout() {
+    let text = "state_dir = \"state\"\n[otlp]\nflush_timeout = \"15s\"\n\
+                [targets.local]\nurl = \"http://127.0.0.1:8000\"\nmodel = \"m\"\n\
+                [workloads.slow]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+                grace_period = \"70s\"\n\
+                [workloads.quick]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+                grace_period = \"65s\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stop.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, out, err) = check_config(&file);
+    assert_eq!(code, Some(0), "{err}");
+    let warnings: Vec<&str> = out.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{out}");
+    assert!(
+        warnings[0].contains(
+            "workloads.slow.grace_period: 70 s plus otlp.flush_timeout 15 s is 85 s, over 80 s"
+        ) && warnings[0].contains("TimeoutStopSec=90s"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_embedded_default_runs_the_simulator_with_no_config() {
     if Path::new("/etc/canaryd/canaryd.toml").exists() {
         return canary_testkit::skip(
