@@ -1098,13 +1098,17 @@ fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
         (code == 503 && body.contains("history")).then_some(())
     });
     // The lock is still held, so every status line from now on says so: pings after one.
-    eventually(60, "a watchdog ping after a status line saying the history fails", || {
-        let seen = notify.read();
-        let said = seen
-            .iter()
-            .position(|m| m.starts_with("STATUS=unhealthy: history"))?;
-        seen[said..].iter().any(|m| m == "WATCHDOG=1").then_some(())
-    });
+    eventually(
+        60,
+        "a watchdog ping after a status line saying the history fails",
+        || {
+            let seen = notify.read();
+            let said = seen
+                .iter()
+                .position(|m| m.starts_with("STATUS=unhealthy: history"))?;
+            seen[said..].iter().any(|m| m == "WATCHDOG=1").then_some(())
+        },
+    );
     assert_eq!(http(status, "GET", "/healthz", "").0, 503);
     holder.execute_batch("COMMIT").unwrap();
     eventually(120, "/healthz healthy once a write succeeds", || {

@@ -159,7 +159,12 @@ fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
     let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");
     if line.trim_start().starts_with('[') {
-        return Some(table(line).filter(|t| !t.is_empty()).unwrap_or(key).to_string());
+        return Some(
+            table(line)
+                .filter(|t| !t.is_empty())
+                .unwrap_or(key)
+                .to_string(),
+        );
     }
     let under = text[..line_start]
         .lines()

@@ -275,11 +275,11 @@ pub async fn serve(
             },
             _ = stop.cancelled() => return,
         };
-        let admitted = connections.lock().unwrap().admit(
-            peer.ip(),
-            MAX_CONNECTIONS_PER_PEER,
-            MAX_CONNECTIONS,
-        );
+        let admitted =
+            connections
+                .lock()
+                .unwrap()
+                .admit(peer.ip(), MAX_CONNECTIONS_PER_PEER, MAX_CONNECTIONS);
         let Some((id, headed, close, made)) = admitted else {
             if let Some(unsaid) = refused.due(Instant::now()) {
                 tracing::warn!(
@@ -512,7 +512,11 @@ mod tests {
             assert_eq!(id, n);
             assert_eq!(
                 made,
-                if n < 2 { Made::Nothing } else { Made::ClosedPeers }
+                if n < 2 {
+                    Made::Nothing
+                } else {
+                    Made::ClosedPeers
+                }
             );
             tokens.push((headed, close));
         }
