@@ -282,6 +282,23 @@ impl Config {
                 }
             }
         }
+        for w in &self.workloads {
+            let stop = w.grace_period.saturating_add(self.otlp.flush_timeout);
+            if stop > STOP_WITHIN {
+                out.push(format!(
+                    "workloads.{}.grace_period: {} plus otlp.flush_timeout {} is {}, over {}: \
+                     a stop may then outlast the shipped systemd unit's TimeoutStopSec=90s (or \
+                     a Kubernetes terminationGracePeriodSeconds of 90), and the run killed \
+                     mid-stop loses its summary (recorded as `process died` at the next start); \
+                     shorten them, or raise those limits past the sum",
+                    w.name,
+                    seconds(w.grace_period),
+                    seconds(self.otlp.flush_timeout),
+                    seconds(stop),
+                    seconds(STOP_WITHIN),
+                ));
+            }
+        }
         for t in self.targets.values() {
             match &t.api_key {
                 Some(ApiKeySource::Env(var)) if std::env::var_os(var).is_none() => {
@@ -376,6 +393,20 @@ fn missing_secret_file(path: &std::path::Path) -> String {
     match canary_replay::key_path_shown(path) {
         Some(shown) => format!("{shown} does not exist"),
         None => format!("the file does not exist {}", canary_replay::NAME_NOT_SHOWN),
+    }
+}
+
+/// How long a stop (a workload's grace period, then the OTLP flush) may take and still end
+/// before systemd's `TimeoutStopSec=90s` in the shipped unit (and a Kubernetes pod's
+/// `terminationGracePeriodSeconds: 90`) kills the daemon, leaving 10 s for the rest.
+const STOP_WITHIN: Duration = Duration::from_secs(80);
+
+/// `d` in seconds for a message: `95 s`, `80.5 s`.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    match s.fract() == 0.0 {
+        true => format!("{s:.0} s"),
+        false => format!("{s:.1} s"),
     }
 }
 

@@ -155,8 +155,6 @@ impl Signals {
 struct StateLocks {
     state: StateLock,
     artifacts: Option<StateLock>,
-    /// A lock lost (its file removed and taken by another process) was said.
-    lost: bool,
 }
 
 impl StateLocks {
@@ -173,32 +171,34 @@ impl StateLocks {
             true => None,
             false => Some(StateLock::acquire(&config.artifacts_dir, "artifacts_dir")?),
         };
-        Ok(StateLocks {
-            state,
-            artifacts,
-            lost: false,
-        })
+        Ok(StateLocks { state, artifacts })
     }
 
     /// Takes a lock again whose file was removed while it was held (a second daemon could
-    /// otherwise start on the same folders); when another process took it first, the daemon
-    /// says it is unhealthy, once.
+    /// otherwise start on the same folders). When another process took it first, the daemon
+    /// is unhealthy (`/healthz` 503, no watchdog pings) until it holds the lock again, which
+    /// it tries at every call; each loss is said once, and its end too.
     fn keep(&mut self, metrics: &StatusMetrics) {
         for lock in std::iter::once(&mut self.state).chain(self.artifacts.as_mut()) {
-            let path = lock.path().to_path_buf();
+            let path = lock.path().display().to_string();
             match lock.keep() {
                 Ok(false) => {}
-                Ok(true) => tracing::warn!(
-                    "the lock file {} was removed or replaced while canaryd ran: taken again",
-                    path.display()
+                Ok(true) if metrics.lock_held(&path) => tracing::warn!(
+                    "the lock {path} is held again (its other holder let go): healthy again \
+                     unless something else is wrong"
                 ),
-                Err(e) if !self.lost => {
-                    self.lost = true;
-                    let why = format!("lost the lock {}: {e:#}", path.display());
-                    tracing::error!("{why}");
-                    metrics.set_unhealthy(why);
+                Ok(true) => tracing::warn!(
+                    "the lock file {path} was removed or replaced while canaryd ran: taken again"
+                ),
+                Err(e) => {
+                    let why = format!("lost the lock {path}: {e:#}");
+                    if metrics.lock_lost(&path, why.clone()) {
+                        tracing::error!(
+                            "{why}; /healthz says unhealthy and the watchdog stops until \
+                             canaryd holds it again"
+                        );
+                    }
                 }
-                Err(_) => {}
             }
         }
     }
@@ -270,7 +270,8 @@ impl Running<'_> {
     /// Serves SIGHUP (reload), systemd's watchdog and status line until SIGTERM or SIGINT;
     /// returns the schedulers running then. A scheduler that ends unasked makes the daemon
     /// unhealthy: `/healthz` 503 and no more watchdog pings, so systemd (or a liveness
-    /// probe) restarts it, rather than a workload never running again unseen.
+    /// probe) restarts it, rather than a workload never running again unseen. A lost lock
+    /// stops the pings too; a failing history write is said but does not.
     async fn until_stopped(
         &self,
         signals: &mut Signals,
@@ -295,6 +296,8 @@ impl Running<'_> {
                             self.workers.set(new.realtime_workers);
                             schedulers.cancel();
                             schedulers = self.daemon.schedule(Arc::new(new.clone()));
+                            // The schedulers' reasons alone: a lost lock or a failing
+                            // history is not cured by a reload.
                             self.metrics.clear_unhealthy();
                             config = new;
                             self.metrics.reloaded(true);
@@ -307,8 +310,11 @@ impl Running<'_> {
                 },
                 _ = signals.term.recv() => return schedulers,
                 _ = signals.int.recv() => return schedulers,
+                // Withheld for what a restart cures alone: a history that cannot be written
+                // is said (`/healthz`, `STATUS=`), but systemd killing the daemon would only
+                // take its runs in flight with it.
                 _ = watchdog_tick.tick(), if watchdog.is_some() => {
-                    if self.metrics.unhealthy().is_empty() {
+                    if self.metrics.restart_cures().is_empty() {
                         self.notifier.send("WATCHDOG=1");
                     }
                 }

@@ -713,6 +713,67 @@ fn check_config_names_every_workload_whose_trace_does_not_load() {
     );
 }
 
+/// `check-config FILE`: (exit code, stdout, stderr).
+fn check_config(file: &Path) -> (Option<i32>, String, String) {
+    let out = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn check_config_names_a_duplicate_table_and_a_duplicate_key() {
+    let good = "state_dir = \"state\"\n[targets.local]\nurl = \"http://127.0.0.1:8000\"\n\
+                model = \"m\"\n[workloads.chat]\ntarget = \"local\"\ntrace = \"bundled\"\n\
+                every = \"1h\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "table.toml",
+            format!("{good}\n[workloads.chat]\ntarget = \"local\"\n"),
+            "table.toml:10: workloads.chat: duplicate key",
+        ),
+        (
+            "key.toml",
+            good.replace("every = \"1h\"\n", "every = \"1h\"\nevery = \"2h\"\n"),
+            "key.toml:9: workloads.chat.every: duplicate key",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (code, _, err) = check_config(&file);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(want), "{want:?} in {err}");
+    }
+}
+
+#[test]
+fn check_config_warns_of_a_stop_that_would_outlast_the_units_stop_timeout() {
+    let text = "state_dir = \"state\"\n[otlp]\nflush_timeout = \"15s\"\n\
+                [targets.local]\nurl = \"http://127.0.0.1:8000\"\nmodel = \"m\"\n\
+                [workloads.slow]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+                grace_period = \"70s\"\n\
+                [workloads.quick]\ntarget = \"local\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+                grace_period = \"65s\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stop.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, out, err) = check_config(&file);
+    assert_eq!(code, Some(0), "{err}");
+    let warnings: Vec<&str> = out.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{out}");
+    assert!(
+        warnings[0].contains(
+            "workloads.slow.grace_period: 70 s plus otlp.flush_timeout 15 s is 85 s, over 80 s"
+        ) && warnings[0].contains("TimeoutStopSec=90s"),
+        "{out}"
+    );
+}
+
 #[test]
 fn the_embedded_default_runs_the_simulator_with_no_config() {
     if Path::new("/etc/canaryd/canaryd.toml").exists() {
@@ -873,6 +934,186 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     assert!(dir.path().join("state/canaryd.lock").exists());
     let _second = start_second(&config, "second-again.log");
     wait_listening(second_status, "the second daemon, after the first stopped");
+}
+
+/// systemd's side of `Type=notify` for a test: the messages the daemon sent, in order, read
+/// as they come by a thread of its own (canaryd's sends block once a datagram socket's small
+/// queue is full, as systemd never lets it be).
+struct NotifySink {
+    path: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl NotifySink {
+    fn bind(dir: &Path) -> NotifySink {
+        let path = dir.join("notify.sock");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let sink = NotifySink {
+            path: path.display().to_string(),
+            seen: Default::default(),
+            stop: Default::default(),
+        };
+        let (seen, stop) = (sink.seen.clone(), sink.stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf) {
+                    let m = String::from_utf8_lossy(&buf[..n]).to_string();
+                    seen.lock().unwrap().push(m);
+                }
+            }
+        });
+        sink
+    }
+
+    /// The daemon's environment: this socket, and a 1 s watchdog (pings every 0.5 s).
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("NOTIFY_SOCKET", self.path.as_str()),
+            ("WATCHDOG_USEC", "1000000"),
+        ]
+    }
+
+    /// The messages seen so far.
+    fn read(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for NotifySink {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Another process's hold on the lock file at `path`: a new file, locked, then renamed over
+/// it (so the daemon never sees the path without a file it could take itself).
+fn hold_lock_file(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let new = path.with_extension("other");
+    let file = std::fs::File::create(&new).unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    std::fs::rename(&new, path).unwrap();
+    file
+}
+
+/// A lock file another process took after it was replaced makes the daemon unhealthy and
+/// stops the watchdog pings; a SIGHUP does not clear that (the other process still holds
+/// it); the daemon taking it back once let go does; and a second loss is reported again.
+#[test]
+fn a_lost_lock_stays_unhealthy_across_a_reload_until_held_again_and_every_loss_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    let status = free_port();
+    let notify = NotifySink::bind(dir.path());
+    let d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    let lock = dir.path().join("state/canaryd.lock");
+    let healthz = || http(status, "GET", "/healthz", "");
+    assert_eq!(healthz().0, 200);
+    let lost = |what: &str| {
+        eventually(60, what, || {
+            let (code, body) = healthz();
+            (code == 503 && body.contains("lost the lock")).then_some(())
+        })
+    };
+
+    let other = hold_lock_file(&lock);
+    lost("/healthz to say the lock is lost");
+    // Between two status lines that both say so, no watchdog ping: a restart cures this.
+    let says_lost = |m: &String| m.starts_with("STATUS=unhealthy: lost the lock");
+    let between = eventually(60, "two status lines saying the lock is lost", || {
+        let seen = notify.read();
+        let first = seen.iter().position(says_lost)?;
+        let second = first + 1 + seen[first + 1..].iter().position(says_lost)?;
+        Some(seen[first..=second].to_vec())
+    });
+    assert!(!between.iter().any(|m| m == "WATCHDOG=1"), "{between:?}");
+
+    // A reload schedules the workloads anew; the other process still holds the lock.
+    d.signal(libc::SIGHUP);
+    eventually(60, "the reload", || {
+        metrics(status)
+            .contains("canaryd_config_reloads_total{result=\"ok\"} 1")
+            .then_some(())
+    });
+    let (code, body) = healthz();
+    assert_eq!(code, 503, "a reload cleared a lost lock: {body}");
+    assert!(body.contains("lost the lock"), "{body}");
+
+    // Let go: the daemon takes the lock again and is healthy, pinging again.
+    drop(other);
+    eventually(60, "/healthz healthy once the lock is held again", || {
+        (healthz().0 == 200).then_some(())
+    });
+    let pid = std::fs::read_to_string(&lock).unwrap();
+    assert_eq!(pid.trim(), d.0.id().to_string());
+    let now = notify.read().len();
+    eventually(60, "watchdog pings again", || {
+        notify.read()[now..]
+            .iter()
+            .any(|m| m == "WATCHDOG=1")
+            .then_some(())
+    });
+
+    // A second loss is said again.
+    let _other = hold_lock_file(&lock);
+    lost("/healthz to say the lock is lost a second time");
+    let log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    eventually(30, "the second loss in the log", || {
+        (log().matches("lost the lock").count() == 2).then_some(())
+    });
+    assert_eq!(log().matches("is held again").count(), 1, "{}", log());
+}
+
+/// A history that cannot be written (another program holds its write lock past the busy
+/// timeout) makes `/healthz` and the `STATUS=` line say so, but systemd's watchdog pings go
+/// on: a restart would not cure it, and would kill the runs in flight.
+#[test]
+fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(
+        dir.path(),
+        sim_port,
+        &workload("w", "sim", "2s", "").replace("max_requests = 40", "max_requests = 5"),
+    );
+    let status = free_port();
+    let notify = NotifySink::bind(dir.path());
+    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    eventually(60, "a first run recorded", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    let holder = rusqlite::Connection::open(dir.path().join("state/history.sqlite")).unwrap();
+    holder.busy_timeout(Duration::from_secs(60)).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    eventually(120, "/healthz to say the history is failing", || {
+        let (code, body) = http(status, "GET", "/healthz", "");
+        (code == 503 && body.contains("history")).then_some(())
+    });
+    // The lock is still held, so every status line from now on says so: pings after one.
+    eventually(
+        60,
+        "a watchdog ping after a status line saying the history fails",
+        || {
+            let seen = notify.read();
+            let said = seen
+                .iter()
+                .position(|m| m.starts_with("STATUS=unhealthy: history"))?;
+            seen[said..].iter().any(|m| m == "WATCHDOG=1").then_some(())
+        },
+    );
+    assert_eq!(http(status, "GET", "/healthz", "").0, 503);
+    holder.execute_batch("COMMIT").unwrap();
+    eventually(120, "/healthz healthy once a write succeeds", || {
+        (http(status, "GET", "/healthz", "").0 == 200).then_some(())
+    });
 }
 
 #[test]

@@ -110,11 +110,18 @@ impl ConfigError {
 /// A parse error of `text` (read from `file`) with its line and key path.
 pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> ConfigError {
     let span = e.span();
+    let mut message = e.message().trim().to_string();
+    // A duplicate key: the document does not parse, so no key path is found by its spans;
+    // the key is named from the text at the error's span, under its table.
     let path = span
         .clone()
         .map(|s| key_path(text, s))
-        .filter(|p| !p.is_empty());
-    let mut message = e.message().trim().to_string();
+        .filter(|p| !p.is_empty())
+        .or_else(|| {
+            span.clone()
+                .filter(|_| message.starts_with("duplicate key"))
+                .and_then(|s| key_at(text, s))
+        });
     // serde quotes a value of the wrong type (`headers = "Authorization: Bearer …"` where a
     // table belongs): under `headers` that value is a secret.
     if path
@@ -132,6 +139,42 @@ pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> Config
         },
         more: Vec::new(),
     }
+}
+
+/// The key at `span` of `text` as a dotted path: a table header's own (`[workloads.chat]` is
+/// `workloads.chat`), else the key under the last table header before it
+/// (`workloads.chat.every`). `None` when the span holds no one-line key.
+fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
+    /// The table a header line names: `[a.b]` or `[[a.b]]`, comment and spaces aside.
+    fn table(line: &str) -> Option<&str> {
+        let inner = line.trim().strip_prefix('[')?;
+        let inner = inner.strip_prefix('[').unwrap_or(inner);
+        Some(inner.split(']').next()?.trim())
+    }
+    let key = text.get(span.clone())?.trim();
+    let key = key.trim_start_matches('[').trim_end_matches(']').trim();
+    if key.is_empty() || key.contains('\n') || key.len() > 200 {
+        return None;
+    }
+    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    if line.trim_start().starts_with('[') {
+        return Some(
+            table(line)
+                .filter(|t| !t.is_empty())
+                .unwrap_or(key)
+                .to_string(),
+        );
+    }
+    let under = text[..line_start]
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['))
+        .and_then(table);
+    Some(match under {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
+    })
 }
 
 /// `message` with each `string "…"` serde wrote (Rust's debug quoting, `\"` inside) said as

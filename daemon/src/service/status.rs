@@ -19,17 +19,28 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// Connections served at once; a client past it is closed on accept. Each holds a task and
-/// a descriptor, which runs need too: without a cap, clients that connect and say nothing
-/// took every descriptor the daemon had.
+/// Connections served at once. Each holds a task and a descriptor, which runs need too:
+/// without a cap, clients that connect and say nothing took every descriptor the daemon had.
+/// At the cap a new connection closes the oldest one that has not sent a request head (a
+/// probe sends its head at once), and is itself closed only when every one open is serving
+/// requests: idle connections, however many, cannot lock a liveness probe out.
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// Connections one peer address may hold at once (the same rule at this cap, among its own):
+/// one client cannot take every slot.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+
+/// A connection closed or refused at a cap is logged at most this often, with how many were
+/// not said in between (a flood is said again while it goes on, not once per process).
+const SAY_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 /// A client that has not sent a request's whole head this long after the connection became
 /// ready for one (new, or idle between requests) is closed.
@@ -131,6 +142,116 @@ async fn budgeted(
     }
 }
 
+/// The connections being served, oldest first.
+#[derive(Default)]
+struct Connections {
+    next: u64,
+    open: BTreeMap<u64, Connection>,
+}
+
+struct Connection {
+    peer: IpAddr,
+    /// Set once a whole request head has come: from then on it is not closed for another.
+    headed: Arc<AtomicBool>,
+    close: CancellationToken,
+}
+
+/// What [`Connections::admit`] did to make room.
+#[derive(Debug, PartialEq)]
+enum Made {
+    /// Nothing was needed.
+    Nothing,
+    /// Closed the peer's oldest connection without a request head, at its cap.
+    ClosedPeers,
+    /// Closed the oldest connection without a request head, at the endpoint's cap.
+    ClosedOldest,
+}
+
+/// A new connection's place: its id, its flag and its closing token.
+type Admitted = (u64, Arc<AtomicBool>, CancellationToken, Made);
+
+impl Connections {
+    /// Takes a new connection from `peer`, closing another that has sent no request head
+    /// when a cap is reached; `None` (refused) when every one in the way is serving requests.
+    fn admit(&mut self, peer: IpAddr, per_peer: usize, max: usize) -> Option<Admitted> {
+        let mut made = Made::Nothing;
+        if self.open.values().filter(|c| c.peer == peer).count() >= per_peer {
+            self.close_oldest_silent(|c| c.peer == peer)?;
+            made = Made::ClosedPeers;
+        }
+        if self.open.len() >= max {
+            self.close_oldest_silent(|_| true)?;
+            made = Made::ClosedOldest;
+        }
+        let id = self.next;
+        self.next += 1;
+        let (headed, close) = (Arc::new(AtomicBool::new(false)), CancellationToken::new());
+        let c = Connection {
+            peer,
+            headed: headed.clone(),
+            close: close.clone(),
+        };
+        self.open.insert(id, c);
+        Some((id, headed, close, made))
+    }
+
+    fn close_oldest_silent(&mut self, of: impl Fn(&Connection) -> bool) -> Option<()> {
+        let (&id, _) = self
+            .open
+            .iter()
+            .find(|(_, c)| of(c) && !c.headed.load(Ordering::Relaxed))?;
+        let c = self.open.remove(&id)?;
+        c.close.cancel();
+        Some(())
+    }
+}
+
+/// A connection's place in [`Connections`], given back when its task ends.
+struct Slot {
+    connections: Arc<Mutex<Connections>>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.connections.lock() {
+            c.open.remove(&self.id);
+        }
+    }
+}
+
+/// When a message repeated by a flood is said: the first time, then at most once per
+/// [`SAY_AGAIN_AFTER`], with how many went unsaid in between.
+#[derive(Default)]
+struct Said {
+    last: Option<Instant>,
+    unsaid: u64,
+}
+
+impl Said {
+    /// `Some(unsaid since the last time)` when it is to be said at `now`.
+    fn due(&mut self, now: Instant) -> Option<u64> {
+        match self.last {
+            Some(t) if now.saturating_duration_since(t) < SAY_AGAIN_AFTER => {
+                self.unsaid += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.unsaid))
+            }
+        }
+    }
+}
+
+/// ` (N more since it was last said)`, or nothing.
+fn more_since(unsaid: u64) -> String {
+    match unsaid {
+        0 => String::new(),
+        n => format!(" ({n} more since this was last said)"),
+    }
+}
+
 /// Serves the endpoint until `stop` fires.
 pub async fn serve(
     listener: TcpListener,
@@ -138,10 +259,10 @@ pub async fn serve(
     history: Arc<History>,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut refused = false;
+    let connections = Arc::new(Mutex::new(Connections::default()));
+    let (mut refused, mut closed) = (Said::default(), Said::default());
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
                 Err(e) => {
@@ -154,20 +275,49 @@ pub async fn serve(
             },
             _ = stop.cancelled() => return,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            if !std::mem::replace(&mut refused, true) {
+        let admitted =
+            connections
+                .lock()
+                .unwrap()
+                .admit(peer.ip(), MAX_CONNECTIONS_PER_PEER, MAX_CONNECTIONS);
+        let Some((id, headed, close, made)) = admitted else {
+            if let Some(unsaid) = refused.due(Instant::now()) {
                 tracing::warn!(
-                    "status endpoint: {MAX_CONNECTIONS} connections open, closing new ones \
-                     until some end (said once)"
+                    "status endpoint: {MAX_CONNECTIONS} connections open (or \
+                     {MAX_CONNECTIONS_PER_PEER} from {}), each serving requests: closed a new \
+                     one from {}{}",
+                    peer.ip(),
+                    peer.ip(),
+                    more_since(unsaid)
                 );
             }
             continue;
+        };
+        if made != Made::Nothing {
+            if let Some(unsaid) = closed.due(Instant::now()) {
+                let full = match made {
+                    Made::ClosedPeers => format!("{MAX_CONNECTIONS_PER_PEER} from {}", peer.ip()),
+                    _ => MAX_CONNECTIONS.to_string(),
+                };
+                tracing::warn!(
+                    "status endpoint: {full} connections open: closed the oldest that had \
+                     sent no request, for a new one from {}{}",
+                    peer.ip(),
+                    more_since(unsaid)
+                );
+            }
+        }
+        let slot = Slot {
+            connections: connections.clone(),
+            id,
         };
         let (metrics, history) = (metrics.clone(), history.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
                 let (metrics, history) = (metrics.clone(), history.clone());
+                // A whole request head came: this connection is no longer closed for others.
+                headed.store(true, Ordering::Relaxed);
                 async move {
                     // A report reads files and draws charts: made off the async threads.
                     let report = (req.method() == Method::GET)
@@ -193,6 +343,8 @@ pub async fn serve(
             // answer in progress (a report may wait behind others), within a grace.
             tokio::select! {
                 _ = serving.as_mut() => {}
+                // Closed for a newer one before it sent a request head.
+                _ = close.cancelled() => {}
                 _ = tokio::time::sleep(CONNECTION_LIFETIME) => {
                     serving.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(CONNECTION_LIFETIME, serving).await;
@@ -346,6 +498,67 @@ fn json_error(e: anyhow::Error) -> Response<Full<Bytes>> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// At a peer's cap its oldest connection without a request head is closed for the new
+    /// one, at the endpoint's cap the oldest such of anyone's, and a new one is refused only
+    /// when every connection in its way is serving requests.
+    #[test]
+    fn a_new_connection_closes_the_oldest_silent_one_at_a_cap() {
+        let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
+        let mut c = Connections::default();
+        let mut tokens = Vec::new();
+        for n in 0..4 {
+            let (id, headed, close, made) = c.admit(ip(1), 2, 5).unwrap();
+            assert_eq!(id, n);
+            assert_eq!(
+                made,
+                if n < 2 {
+                    Made::Nothing
+                } else {
+                    Made::ClosedPeers
+                }
+            );
+            tokens.push((headed, close));
+        }
+        // Peer 1's two oldest were closed for its two newest.
+        let closed: Vec<bool> = tokens.iter().map(|(_, t)| t.is_cancelled()).collect();
+        assert_eq!(closed, [true, true, false, false]);
+        // Peer 1's connection 2 sent a request: at peer 1's cap, 3 goes, never 2.
+        tokens[2].0.store(true, Ordering::Relaxed);
+        let (_, _, _, made) = c.admit(ip(1), 2, 5).unwrap();
+        assert_eq!(made, Made::ClosedPeers);
+        assert!(!tokens[2].1.is_cancelled() && tokens[3].1.is_cancelled());
+        // Three more peers fill the endpoint (5); the next closes the oldest silent one
+        // of anyone's: peer 1's connection 4.
+        for n in 2..5 {
+            assert_eq!(c.admit(ip(n), 2, 5).unwrap().3, Made::Nothing);
+        }
+        assert_eq!(c.open.len(), 5);
+        let (id, headed, ..) = c.admit(ip(9), 2, 5).unwrap();
+        assert_eq!(c.admit(ip(9), 2, 5).unwrap().3, Made::ClosedOldest);
+        assert!(!c.open.contains_key(&4) && c.open.contains_key(&2));
+        // Every one serving requests: refused.
+        headed.store(true, Ordering::Relaxed);
+        for conn in c.open.values() {
+            conn.headed.store(true, Ordering::Relaxed);
+        }
+        assert!(c.admit(ip(9), 2, 5).is_none());
+        assert!(c.admit(ip(7), 2, 5).is_none());
+        assert!(c.open.contains_key(&id));
+    }
+
+    /// A flood's message is said at once, then at most once per minute with the count of
+    /// those not said, never just once per process.
+    #[test]
+    fn a_repeated_refusal_is_said_again_with_what_went_unsaid() {
+        let t0 = Instant::now();
+        let mut said = Said::default();
+        assert_eq!(said.due(t0), Some(0));
+        assert_eq!(said.due(t0 + Duration::from_secs(1)), None);
+        assert_eq!(said.due(t0 + Duration::from_secs(59)), None);
+        assert_eq!(said.due(t0 + SAY_AGAIN_AFTER), Some(2));
+        assert_eq!(said.due(t0 + SAY_AGAIN_AFTER * 3), Some(0));
+    }
 
     /// `/healthz` over a real socket: 200 until the daemon is unhealthy, then 503 with why.
     #[tokio::test]

@@ -20,6 +20,10 @@ pub struct StatusMetrics {
     /// Why the last write to the history failed; cleared by the next that succeeds. Kept
     /// apart from `unhealthy`: a reload does not make the history writable again.
     history_failing: Mutex<Option<String>>,
+    /// Why each lock file (by its path) is not held: another process took it after its file
+    /// was removed or replaced. Kept apart from `unhealthy` too: a reload does not give the
+    /// lock back; holding it again does.
+    locks_lost: Mutex<BTreeMap<String, String>>,
     state: Mutex<State>,
 }
 
@@ -99,9 +103,34 @@ impl StatusMetrics {
 
     /// Why the daemon is not healthy; empty when it is.
     pub fn unhealthy(&self) -> Vec<String> {
-        let mut why = self.unhealthy.lock().unwrap().clone();
+        let mut why = self.restart_cures();
         why.extend(self.history_failing.lock().unwrap().clone());
         why
+    }
+
+    /// The reasons of [`Self::unhealthy`] a restart cures (a scheduler that died, a lock
+    /// another process holds): systemd's watchdog is withheld for these alone. A history
+    /// that cannot be written stays unhealthy after a restart too, and a restart would kill
+    /// the runs in flight, which still write their `verdict.json`.
+    pub fn restart_cures(&self) -> Vec<String> {
+        let mut why = self.unhealthy.lock().unwrap().clone();
+        why.extend(self.locks_lost.lock().unwrap().values().cloned());
+        why
+    }
+
+    /// The lock file at `path` is held by another process (`why`): unhealthy until it is
+    /// held again. True when this begins a loss (it was held until now): the one to tell.
+    pub fn lock_lost(&self, path: &str, why: String) -> bool {
+        self.locks_lost
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), why)
+            .is_none()
+    }
+
+    /// The lock file at `path` is held again. True when this ends a loss.
+    pub fn lock_held(&self, path: &str) -> bool {
+        self.locks_lost.lock().unwrap().remove(path).is_some()
     }
 
     /// A run could not be written to the history (`why`): counted, and `/healthz` says so
