@@ -407,23 +407,34 @@ impl Daemon {
     /// they finished.
     fn record_unrecorded(&self, config: &Config) {
         use crate::service::recovery::unrecorded;
+        let mut rows = Vec::new();
         for dir in unrecorded::find(&config.artifacts_dir, &self.history) {
-            let stored = unrecorded::row(&dir).and_then(|row| {
-                self.history.insert_late(&row)?;
-                Ok(row)
-            });
-            match stored {
-                Ok(row) => tracing::info!(
-                    workload = %row.run.workload,
-                    run = %row.run.id,
-                    "recorded from its verdict.json ({}): the history could not be written when it finished",
-                    row.run.verdict
-                ),
+            match unrecorded::row(&dir) {
+                Ok(row) => rows.push(row),
                 Err(e) => tracing::warn!(
                     "{}: a run with a verdict but no history row, not recorded: {e:#}",
                     dir.display()
                 ),
             }
+        }
+        // All in one pass: each run placed by its start, the rows after it moved once.
+        match self.history.insert_late(&rows) {
+            Ok(()) => {
+                for row in &rows {
+                    tracing::info!(
+                        workload = %row.run.workload,
+                        run = %row.run.id,
+                        "recorded from its verdict.json ({}): the history could not be written when it finished",
+                        row.run.verdict
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(
+                "history {}: {} runs with a verdict but no history row, none recorded (the next \
+                 start tries again): {e:#}",
+                self.history.path().display(),
+                rows.len()
+            ),
         }
     }
 
