@@ -103,6 +103,9 @@ pub struct History {
     /// Whether re-creating a removed or replaced file failed, and was said (once until it
     /// succeeds).
     reopen_failed: std::sync::atomic::AtomicBool,
+    /// The runs (and columns) whose stored samples, capacity or sweep did not read, each
+    /// said once: baselines pass over them.
+    unreadable_baseline_rows: Mutex<std::collections::HashSet<(String, &'static str)>>,
 }
 
 const SCHEMA: &str = "
@@ -152,6 +155,7 @@ impl History {
             file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
             reopen_failed: Default::default(),
+            unreadable_baseline_rows: Default::default(),
         })
     }
 
@@ -256,6 +260,36 @@ impl History {
         .collect()
     }
 
+    /// A baseline's stored value `text` of run `id` (`what`: its column), parsed; `None`
+    /// when it does not parse (a hand edit, a damaged file), said once per run, naming the
+    /// file and the run: the baseline goes on with the other runs rather than failing, and
+    /// every run of the workload going uncompared while that row is in its window.
+    fn baseline_value<T: serde::de::DeserializeOwned>(
+        &self,
+        id: String,
+        what: &'static str,
+        text: &str,
+    ) -> Option<T> {
+        match serde_json::from_str(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let mut warned = self
+                    .unreadable_baseline_rows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if warned.len() < 10_000 && !warned.contains(&(id.clone(), what)) {
+                    tracing::warn!(
+                        "history {}: run {id}: its stored {what} is unreadable ({e}); left out \
+                         of baselines (said once)",
+                        self.path.display()
+                    );
+                    warned.insert((id, what));
+                }
+                None
+            }
+        }
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -303,16 +337,19 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT samples FROM runs WHERE workload = ?1 AND load_hash = ?2 \
-             AND verdict = 'pass' AND samples IS NOT NULL ORDER BY rowid DESC LIMIT ?3",
+            "SELECT id, samples FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+             AND verdict = 'pass' AND samples IS NOT NULL ORDER BY rowid DESC",
         )?;
-        let rows = stmt.query_map(
-            params![workload, crate::judge::load::hash(load), n as i64],
-            |r| r.get::<_, String>(0),
-        )?;
+        let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(serde_json::from_str(&row?).context("a stored sample set")?);
+            if out.len() >= n {
+                break;
+            }
+            let (id, text) = row?;
+            out.extend(self.baseline_value(id, "sample set", &text));
         }
         Ok(out)
     }
@@ -337,20 +374,22 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT capacity FROM runs WHERE workload = ?1 \
+            "SELECT id, capacity FROM runs WHERE workload = ?1 \
              AND (load_hash = ?2 OR load_hash IS NULL) AND verdict = 'pass' \
              AND capacity IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
-            r.get::<_, String>(0)
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
             if out.len() >= n {
                 break;
             }
-            let run: CapacityRun =
-                serde_json::from_str(&row?).context("a stored capacity search")?;
+            let (id, text) = row?;
+            let Some(run) = self.baseline_value::<CapacityRun>(id, "capacity search", &text) else {
+                continue;
+            };
             let same_load = run.load.is_some() && run.load == *like_load;
             let f = run.found;
             if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction && same_load {
@@ -379,16 +418,19 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT sweep FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+            "SELECT id, sweep FROM runs WHERE workload = ?1 AND load_hash = ?2 \
              AND verdict = 'pass' AND sweep IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
-            r.get::<_, String>(0)
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let run: crate::judge::knee::SweepRun =
-                serde_json::from_str(&row?).context("a stored sweep")?;
+            let (id, text) = row?;
+            let Some(run) = self.baseline_value::<crate::judge::knee::SweepRun>(id, "sweep", &text)
+            else {
+                continue;
+            };
             if run.axis != like.axis || grid(&run) != grid(like) {
                 continue;
             }

@@ -963,3 +963,99 @@ fn listings_read_only_the_briefs_part_of_a_summary_and_show_the_same_brief() {
     let latest = h.latest_per_workload().unwrap();
     assert!(latest[0].summary.is_none(), "r8 has no summary");
 }
+
+/// A stored sample set, capacity search or sweep that does not read (a hand edit, a damaged
+/// file) is passed over by its baseline, which goes on to the runs before it, and said once
+/// naming the run: one such row turned off every comparison of its workload while it was in
+/// the baseline's window.
+#[test]
+fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
+    use crate::cli::sweep::point::Axis;
+    use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let capacity = |rate: f64| {
+        Capacity::of(
+            canary_core::RateBracket {
+                passed: Some(rate),
+                failed: None,
+            },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    };
+    let searched = |rate: f64| CapacityRun {
+        found: capacity(rate),
+        probes: Vec::new(),
+        baseline: None,
+        new_load: None,
+        load: Some(serde_json::json!({})),
+    };
+    let sweep = |knee: f64| SweepRun {
+        axis: Axis::Concurrency,
+        knee: Some(SweepKnee {
+            label: "c8".into(),
+            value: 8.0,
+            request_throughput: knee,
+        }),
+        capacity: None,
+        points: vec![SweepPointRow {
+            label: "c8".into(),
+            value: 8.0,
+            verdict: "pass".into(),
+            request_throughput: None,
+            ttft_p99_ms: None,
+        }],
+        baseline: None,
+        new_load: None,
+    };
+    for k in 1..=4i64 {
+        let n = k as f64;
+        let mut r = run(&format!("r{k}"), "w", k * 1000, VerdictKind::Pass, n);
+        r.run.capacity = Some(searched(n));
+        r.run.sweep = Some(sweep(n));
+        h.insert(&r).unwrap();
+    }
+    h.conn()
+        .execute(
+            "UPDATE runs SET samples = '{\"ttft_ms\":[1,2', capacity = '{', sweep = '[' \
+             WHERE id = 'r3'",
+            [],
+        )
+        .unwrap();
+    let load = Some(serde_json::json!({}));
+    let ttfts = |b: Vec<Samples>| b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>();
+    assert_eq!(
+        ttfts(h.baseline("w", 10, load.as_ref()).unwrap()),
+        [4.0, 2.0, 1.0]
+    );
+    assert_eq!(
+        ttfts(h.baseline("w", 2, load.as_ref()).unwrap()),
+        [4.0, 2.0]
+    );
+    assert_eq!(
+        h.capacity_baseline("w", 2, &searched(0.0)).unwrap(),
+        [capacity(4.0), capacity(2.0)]
+    );
+    assert_eq!(
+        h.knee_baseline("w", 2, &sweep(0.0), load.as_ref()).unwrap(),
+        [4.0, 2.0]
+    );
+    let mut warned: Vec<(String, &str)> = h
+        .unreadable_baseline_rows
+        .lock()
+        .unwrap()
+        .iter()
+        .cloned()
+        .collect();
+    warned.sort();
+    assert_eq!(
+        warned,
+        [
+            ("r3".to_string(), "capacity search"),
+            ("r3".to_string(), "sample set"),
+            ("r3".to_string(), "sweep")
+        ]
+    );
+}
