@@ -383,8 +383,8 @@ impl Daemon {
         }
     }
 
-    /// Records the runs a process that died left without a verdict (see
-    /// [`crate::service::recovery`]): `error: interrupted (process died)`, never in a baseline.
+    /// Records the runs left without a verdict (see [`crate::service::recovery`]): `error: no
+    /// verdict.json: …`, each in its place by start, never in a baseline.
     pub(super) fn recover_orphans(&self, config: &Config) {
         // The export knows each workload's labels before a recovered run goes out with them
         // (it had none until the first schedule, and sent the run under empty ones).
@@ -457,7 +457,13 @@ impl Daemon {
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
-        let stored = self.history.insert(&RunRow::from(&*result));
+        let row = RunRow::from(&*result);
+        // A run recovered at start (it left no verdict.json) takes its place by start among
+        // the runs recorded since, as a run recorded late does, not the newest.
+        let stored = match result.recovered {
+            Some(_) => self.history.insert_late(std::slice::from_ref(&row)),
+            None => self.history.insert(&row),
+        };
         let written = announce::write_verdict(result);
         match stored {
             Ok(()) => {
