@@ -517,7 +517,7 @@ impl History {
     }
 
     /// The most recent runs, newest first, optionally of one workload. Each row's summary
-    /// holds only what a listing shows of it ([`ListedSummary`]); [`History::get`] has all.
+    /// holds only what a listing shows of it (its headline figures); [`History::get`] has all.
     pub fn recent(&self, workload: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
         let conn = self.conn();
         let sql = format!(
