@@ -1170,7 +1170,8 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     });
     let run: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
-        run["verdict"], "error: interrupted (process died)",
+        run["verdict"],
+        "error: no verdict.json: the process died or its results could not be written",
         "{run:#}"
     );
     assert_eq!(run["summary"]["requests"].as_u64(), Some(valid), "{run:#}");
@@ -1205,7 +1206,10 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     assert!(csv.contains(&format!("\nrequests,{valid}\n")), "{csv}");
     let verdict: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
-    assert_eq!(verdict["verdict"], "error: interrupted (process died)");
+    assert_eq!(
+        verdict["verdict"],
+        "error: no verdict.json: the process died or its results could not be written"
+    );
     // It keeps no samples, so no baseline ever includes it.
     let db = rusqlite::Connection::open(dir.path().join("state/history.sqlite")).unwrap();
     let samples: Option<String> = db
@@ -1278,7 +1282,8 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
         let run: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(run["workload"], *workload, "{run:#}");
         assert_eq!(
-            run["verdict"], "error: interrupted (process died)",
+            run["verdict"],
+            "error: no verdict.json: the process died or its results could not be written",
             "{run:#}"
         );
         // The run's summary is the part it was killed in, rebuilt from that part's records.
@@ -1302,7 +1307,10 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
         );
         assert_eq!(run["summary"]["process_died"], true, "{run:#}");
         let verdict = read(&run_dir.join("verdict.json"));
-        assert_eq!(verdict["verdict"], "error: interrupted (process died)");
+        assert_eq!(
+            verdict["verdict"],
+            "error: no verdict.json: the process died or its results could not be written"
+        );
     }
 }
 

@@ -61,7 +61,9 @@ pub struct RunRow {
     /// Against the baseline (absent for `error` runs): the comparison's trend, stored in a
     /// column of its own so it reads even when the comparison does not.
     pub trend: Option<Trend>,
-    /// The run's `summary.json` content (absent when the run never started).
+    /// The run's `summary.json` content (absent when the run never started); in listings
+    /// ([`History::recent`], [`History::latest_per_workload`]) only the parts a listing
+    /// shows.
     pub summary: Option<serde_json::Value>,
 }
 
@@ -101,6 +103,9 @@ pub struct History {
     /// Whether re-creating a removed or replaced file failed, and was said (once until it
     /// succeeds).
     reopen_failed: std::sync::atomic::AtomicBool,
+    /// The runs (and columns) whose stored samples, capacity or sweep did not read, each
+    /// said once: baselines pass over them.
+    unreadable_baseline_rows: Mutex<std::collections::HashSet<(String, &'static str)>>,
 }
 
 const SCHEMA: &str = "
@@ -150,6 +155,7 @@ impl History {
             file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
             reopen_failed: Default::default(),
+            unreadable_baseline_rows: Default::default(),
         })
     }
 
@@ -254,6 +260,36 @@ impl History {
         .collect()
     }
 
+    /// A baseline's stored value `text` of run `id` (`what`: its column), parsed; `None`
+    /// when it does not parse (a hand edit, a damaged file), said once per run, naming the
+    /// file and the run: the baseline goes on with the other runs rather than failing, and
+    /// every run of the workload going uncompared while that row is in its window.
+    fn baseline_value<T: serde::de::DeserializeOwned>(
+        &self,
+        id: String,
+        what: &'static str,
+        text: &str,
+    ) -> Option<T> {
+        match serde_json::from_str(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let mut warned = self
+                    .unreadable_baseline_rows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if warned.len() < 10_000 && !warned.contains(&(id.clone(), what)) {
+                    tracing::warn!(
+                        "history {}: run {id}: its stored {what} is unreadable ({e}); left out \
+                         of baselines (said once)",
+                        self.path.display()
+                    );
+                    warned.insert((id, what));
+                }
+                None
+            }
+        }
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -262,49 +298,28 @@ impl History {
     pub fn insert(&self, row: &RunRow) -> Result<()> {
         let mut conn = self.conn();
         self.follow_path(&mut conn)?;
-        conn.execute(
-            "INSERT OR REPLACE INTO runs (id, workload, target, started_unix_ms, \
-                 finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
-                 artifacts, capacity, sweep, load, load_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-                 ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-            params![
-                row.run.id,
-                row.run.workload,
-                row.run.target,
-                row.run.started_unix_ms,
-                row.run.finished_unix_ms,
-                row.run.verdict.kind.as_str(),
-                json(&row.run.verdict.reasons),
-                row.trend.map(Trend::as_str),
-                row.run.comparison.as_ref().map(json),
-                row.summary.as_ref().map(json),
-                row.run.samples.as_ref().map(json),
-                row.run.artifacts.to_string_lossy(),
-                row.run.capacity.as_ref().map(json),
-                row.run.sweep.as_ref().map(json),
-                row.run.load.as_ref().map(json),
-                row.run.load.as_ref().map(crate::judge::load::hash),
-            ],
-        )
-        .context("writing the run to the history database")?;
+        insert_row(&conn, row, None).context("writing the run to the history database")?;
         Ok(())
     }
 
-    /// Stores a run recorded late (from its `verdict.json` at a start: the history could not
-    /// be written when it finished) in its place among its workload's runs: those that started
-    /// after it are moved after it in record order (rowids past every row's, their order
-    /// kept). Inserted last, it read as the newest: listed first, its workload's latest, kept
-    /// by count retention over a newer run, and the baseline's newest.
-    pub fn insert_late(&self, row: &RunRow) -> Result<()> {
-        self.insert(row)?;
-        self.conn()
-            .execute(
-                "UPDATE runs SET rowid = rowid + (SELECT MAX(rowid) FROM runs) \
-                 WHERE workload = ?1 AND started_unix_ms > ?2 AND id != ?3",
-                params![row.run.workload, row.run.started_unix_ms, row.run.id],
-            )
-            .context("placing a run recorded late before the runs that started after it")?;
-        Ok(())
+    /// Stores runs recorded late (from their `verdict.json` at a start: the history could not
+    /// be written when they finished) each in its place among its workload's runs: just before
+    /// the first run of its workload, in record order, that started after it (several before
+    /// one run in order of start; after every row when none started after it). Inserted last,
+    /// it read as the newest: listed first, its workload's latest, kept by count retention
+    /// over a newer run, and the baseline's newest.
+    ///
+    /// One transaction, all or none: the rows from the first place taken on are numbered
+    /// again once (their order kept), so the rowids grow by the runs placed, however many
+    /// are placed and however often.
+    pub fn insert_late(&self, rows: &[RunRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        self.follow_path(&mut conn)?;
+        place_late(&mut conn, rows)
+            .context("placing runs recorded late among the runs that started after them")
     }
 
     /// Samples of the last `n` passing runs of `workload` of `load` ([`RunFacts::load`]),
@@ -322,16 +337,19 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT samples FROM runs WHERE workload = ?1 AND load_hash = ?2 \
-             AND verdict = 'pass' AND samples IS NOT NULL ORDER BY rowid DESC LIMIT ?3",
+            "SELECT id, samples FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+             AND verdict = 'pass' AND samples IS NOT NULL ORDER BY rowid DESC",
         )?;
-        let rows = stmt.query_map(
-            params![workload, crate::judge::load::hash(load), n as i64],
-            |r| r.get::<_, String>(0),
-        )?;
+        let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(serde_json::from_str(&row?).context("a stored sample set")?);
+            if out.len() >= n {
+                break;
+            }
+            let (id, text) = row?;
+            out.extend(self.baseline_value(id, "sample set", &text));
         }
         Ok(out)
     }
@@ -356,20 +374,22 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT capacity FROM runs WHERE workload = ?1 \
+            "SELECT id, capacity FROM runs WHERE workload = ?1 \
              AND (load_hash = ?2 OR load_hash IS NULL) AND verdict = 'pass' \
              AND capacity IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
-            r.get::<_, String>(0)
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
             if out.len() >= n {
                 break;
             }
-            let run: CapacityRun =
-                serde_json::from_str(&row?).context("a stored capacity search")?;
+            let (id, text) = row?;
+            let Some(run) = self.baseline_value::<CapacityRun>(id, "capacity search", &text) else {
+                continue;
+            };
             let same_load = run.load.is_some() && run.load == *like_load;
             let f = run.found;
             if f.slo == like.slo && f.min_good_fraction == like.min_good_fraction && same_load {
@@ -398,16 +418,19 @@ impl History {
         };
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT sweep FROM runs WHERE workload = ?1 AND load_hash = ?2 \
+            "SELECT id, sweep FROM runs WHERE workload = ?1 AND load_hash = ?2 \
              AND verdict = 'pass' AND sweep IS NOT NULL ORDER BY rowid DESC",
         )?;
         let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
-            r.get::<_, String>(0)
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let run: crate::judge::knee::SweepRun =
-                serde_json::from_str(&row?).context("a stored sweep")?;
+            let (id, text) = row?;
+            let Some(run) = self.baseline_value::<crate::judge::knee::SweepRun>(id, "sweep", &text)
+            else {
+                continue;
+            };
             if run.axis != like.axis || grid(&run) != grid(like) {
                 continue;
             }
@@ -493,7 +516,8 @@ impl History {
         Ok(context.map(|context| ContextBaseline { run, context }))
     }
 
-    /// The most recent runs, newest first, optionally of one workload.
+    /// The most recent runs, newest first, optionally of one workload. Each row's summary
+    /// holds only what a listing shows of it (its headline figures); [`History::get`] has all.
     pub fn recent(&self, workload: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
         let conn = self.conn();
         let sql = format!(
@@ -501,19 +525,15 @@ impl History {
              ORDER BY rowid DESC LIMIT ?2"
         );
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map(params![workload, limit as i64], row)?;
+        let rows = stmt.query_map(params![workload, limit as i64], listed_row)?;
         Ok(self.readable(rows))
     }
 
     /// The latest run of each workload.
     pub fn latest_per_workload(&self) -> Result<Vec<RunRow>> {
         let conn = self.conn();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM runs r WHERE rowid = \
-             (SELECT MAX(rowid) FROM runs WHERE workload = r.workload) ORDER BY workload"
-        );
-        let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map([], row)?;
+        let mut stmt = conn.prepare(&latest_per_workload_sql())?;
+        let rows = stmt.query_map([], listed_row)?;
         Ok(self.readable(rows))
     }
 
@@ -575,11 +595,132 @@ impl History {
     }
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
-    let text = |i: usize| r.get::<_, Option<String>>(i);
-    let parse = |i: usize| -> rusqlite::Result<Option<serde_json::Value>> {
-        Ok(text(i)?.and_then(|s| serde_json::from_str(&s).ok()))
+/// Inserts `row`, at `rowid` when given (else after every row).
+fn insert_row(conn: &Connection, row: &RunRow, rowid: Option<i64>) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR REPLACE INTO runs (rowid, id, workload, target, started_unix_ms, \
+             finished_unix_ms, verdict, reasons, trend, comparison, summary, samples, \
+             artifacts, capacity, sweep, load, load_hash) VALUES (?17, ?1, ?2, ?3, ?4, ?5, ?6, \
+             ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        params![
+            row.run.id,
+            row.run.workload,
+            row.run.target,
+            row.run.started_unix_ms,
+            row.run.finished_unix_ms,
+            row.run.verdict.kind.as_str(),
+            json(&row.run.verdict.reasons),
+            row.trend.map(Trend::as_str),
+            row.run.comparison.as_ref().map(json),
+            row.summary.as_ref().map(json),
+            row.run.samples.as_ref().map(json),
+            row.run.artifacts.to_string_lossy(),
+            row.run.capacity.as_ref().map(json),
+            row.run.sweep.as_ref().map(json),
+            row.run.load.as_ref().map(json),
+            row.run.load.as_ref().map(crate::judge::load::hash),
+            rowid,
+        ],
+    )?;
+    Ok(())
+}
+
+/// [`History::insert_late`]'s work, in one transaction. The rows in record order, with the
+/// late ones merged in, are numbered again from the first place a late one takes: each row
+/// from there moves once, to a rowid below every other while the numbers are given out (no
+/// two rows ever share one), then to its place.
+fn place_late(conn: &mut Connection, late: &[RunRow]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    // A run stored already (none should be) is placed again, not kept twice.
+    for row in late {
+        tx.execute("DELETE FROM runs WHERE id = ?1", params![row.run.id])?;
+    }
+    let stored: Vec<(i64, String, i64)> = {
+        let mut stmt =
+            tx.prepare("SELECT rowid, workload, started_unix_ms FROM runs ORDER BY rowid")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
     };
+    // Each late run's place: before the first stored row of its workload that started after
+    // it (its index in `stored`), or after them all.
+    let mut placed: Vec<(usize, &RunRow)> = late
+        .iter()
+        .map(|row| {
+            let before = stored
+                .iter()
+                .position(|(_, w, s)| *w == row.run.workload && *s > row.run.started_unix_ms)
+                .unwrap_or(stored.len());
+            (before, row)
+        })
+        .collect();
+    placed.sort_by(|(a, x), (b, y)| {
+        (a, x.run.started_unix_ms, &x.run.id).cmp(&(b, y.run.started_unix_ms, &y.run.id))
+    });
+    let first = placed[0].0;
+    // The rowids from the first place on: from that stored row's (or past every row).
+    let base = match stored.get(first) {
+        Some((rowid, _, _)) => *rowid,
+        None => stored.last().map_or(1, |(rowid, _, _)| rowid + 1),
+    };
+    let tail = &stored[first..];
+    // Out of the way first: below every rowid there is (and below 0).
+    let lowest: i64 = tx.query_row("SELECT MIN(IFNULL(MIN(rowid), 0), 0) FROM runs", [], |r| {
+        r.get(0)
+    })?;
+    {
+        let mut moved = tx.prepare("UPDATE runs SET rowid = ?1 WHERE rowid = ?2")?;
+        for (i, (rowid, _, _)) in tail.iter().enumerate() {
+            moved.execute(params![lowest - 1 - i as i64, rowid])?;
+        }
+    }
+    // Then each to its place, the late runs between them.
+    let mut moved = tx.prepare("UPDATE runs SET rowid = ?1 WHERE rowid = ?2")?;
+    let mut late_at = placed.iter().peekable();
+    let mut next = base;
+    for i in 0..=tail.len() {
+        while let Some((_, row)) = late_at.next_if(|(at, _)| *at == first + i) {
+            insert_row(&tx, row, Some(next))?;
+            next += 1;
+        }
+        if i < tail.len() {
+            moved.execute(params![next, lowest - 1 - i as i64])?;
+            next += 1;
+        }
+    }
+    drop(moved);
+    tx.commit()
+}
+
+/// The latest run of each workload: the largest rowid of each, found in one pass over the
+/// workload index (a subquery per row, correlated with its workload, made the start
+/// quadratic in a workload's runs).
+fn latest_per_workload_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM runs WHERE rowid IN \
+         (SELECT MAX(rowid) FROM runs GROUP BY workload) ORDER BY workload"
+    )
+}
+
+/// A run as stored, its whole summary read ([`History::get`]: one run's endpoint).
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    read_row(r, |text| serde_json::from_str(text).ok())
+}
+
+/// A run as listings read it: of its summary (tens of KB: timeslices, per-URL figures,
+/// error causes) only the parts a listing shows, [`ListedSummary`], the rest skipped
+/// unparsed.
+fn listed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    read_row(r, ListedSummary::of)
+}
+
+fn read_row(
+    r: &rusqlite::Row<'_>,
+    summary: impl Fn(&str) -> Option<serde_json::Value>,
+) -> rusqlite::Result<RunRow> {
+    let text = |i: usize| r.get::<_, Option<String>>(i);
+    fn parse<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
+        text.and_then(|s| serde_json::from_str(&s).ok())
+    }
     Ok(RunRow {
         run: RunFacts {
             id: r.get(0)?,
@@ -589,20 +730,87 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
             finished_unix_ms: r.get(4)?,
             verdict: Verdict {
                 kind: VerdictKind::parse(&r.get::<_, String>(5)?).unwrap_or(VerdictKind::Error),
-                reasons: parse(6)?
-                    .and_then(|v| serde_json::from_value(v).ok())
-                    .unwrap_or_default(),
+                reasons: parse(text(6)?).unwrap_or_default(),
             },
-            comparison: parse(8)?.and_then(|v| serde_json::from_value(v).ok()),
+            comparison: parse(text(8)?),
             artifacts: PathBuf::from(r.get::<_, String>(10)?),
             samples: None,
-            capacity: parse(11)?.and_then(|v| serde_json::from_value(v).ok()),
-            sweep: parse(12)?.and_then(|v| serde_json::from_value(v).ok()),
+            capacity: parse(text(11)?),
+            sweep: parse(text(12)?),
             load: None,
         },
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
-        summary: parse(9)?,
+        summary: text(9)?.and_then(|s| summary(&s)),
     })
+}
+
+/// The parts of a stored summary a listing shows ([`crate::service::status::RunBrief`]: the
+/// headline figures, the good fraction, the telemetry sources, the diagnosis in brief, the
+/// context changes), each as stored; every other key is skipped without being parsed.
+#[derive(serde::Deserialize, Serialize)]
+struct ListedSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requests: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    completed: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    errors: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration_s: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interrupted: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    time_to_first_token: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inter_token_latency: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request_latency: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    goodput: Option<ListedGoodput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    telemetry_sources: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    diagnosis: Option<ListedDiagnosis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context_changes: Option<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize, Serialize)]
+struct ListedGoodput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    good_request_fraction: Option<serde_json::Value>,
+}
+
+/// A diagnosis without its evidence and findings.
+#[derive(serde::Deserialize, Serialize)]
+struct ListedDiagnosis {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    class: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    confidence: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    why: Option<serde_json::Value>,
+}
+
+impl ListedSummary {
+    /// The listed parts of the stored summary `text`. Text that is not JSON reads as no
+    /// summary and JSON not of a summary's shape as an empty one, as the whole summary
+    /// parsed did.
+    fn of(text: &str) -> Option<serde_json::Value> {
+        // Only an object is a summary (a struct would read an array too, field by field).
+        if !text.trim_start().starts_with('{') {
+            return serde_json::from_str::<serde::de::IgnoredAny>(text)
+                .ok()
+                .map(|_| serde_json::Value::Object(Default::default()));
+        }
+        match serde_json::from_str::<ListedSummary>(text) {
+            Ok(listed) => serde_json::to_value(listed).ok(),
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                Some(serde_json::Value::Object(Default::default()))
+            }
+            Err(_) => None,
+        }
+    }
 }
 
 /// Opens the database at `path` (creating it and its folder), refuses a read-only or a

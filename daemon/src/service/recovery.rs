@@ -2,8 +2,10 @@
 //! record written so far (each is flushed as its request ends) but no summary, no verdict and
 //! no history row. At start, before anything is scheduled, the daemon finds them under every
 //! workload's folder, rebuilds their `summary.json` and `summary.csv` from `records.jsonl`,
-//! and records them as `error: interrupted (process died)` with a `verdict.json`, like any
-//! other run. They are never compared with the baseline and never join one: an error run
+//! and records them as `error: no verdict.json: the process died or its results could not be
+//! written` (a full disk fails the verdict as it fails the records: the same folder is left)
+//! with a `verdict.json`, like any other run, in its place by start among the runs recorded
+//! since. They are never compared with the baseline and never join one: an error run
 //! keeps no samples. A capacity search or a sweep keeps its records in one folder per probe or
 //! point (`probe-NN-…`, `point-NN-…`): each such part without a summary gets one rebuilt, and
 //! the run's summary is its last part's.
@@ -20,7 +22,8 @@ use std::path::{Path, PathBuf};
 pub mod unrecorded;
 
 /// The verdict's reason for such a run.
-pub const PROCESS_DIED: &str = "interrupted (process died)";
+pub const PROCESS_DIED: &str =
+    "no verdict.json: the process died or its results could not be written";
 
 /// A run folder its process left without a verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,7 +127,7 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Rebuilds `o`'s summary from its records (a `summary.json` already written is kept: the
-/// process died after it) and returns the run as `error: interrupted (process died)`, ready
+/// process died after it) and returns the run as `error: no verdict.json: …`, ready
 /// to be recorded. A run of parts gets each part's summary rebuilt where it has none, and is
 /// recorded with its last part's. The workload's SLOs and target are those configured now; a
 /// workload gone from the config gets no SLOs and target `unknown`.
@@ -220,8 +223,8 @@ fn rebuild(
         summary: &folded.summary,
     };
     let how = format!(
-        "the process died during this run; this summary was rebuilt from records.jsonl when \
-         canaryd next started ({} records, {} unreadable lines skipped; requests never sent \
+        "the run left no verdict.json (its process died, or its results could not be written); \
+         this summary was rebuilt from records.jsonl when canaryd next started ({} records, {} unreadable lines skipped; requests never sent \
          are not known)",
         folded.records, folded.skipped_lines
     );
@@ -230,7 +233,7 @@ fn rebuild(
     tracing::warn!(
         workload = %workload_name,
         run = %id,
-        "the process died during this run: its summary was rebuilt from {} records ({} unreadable lines skipped)",
+        "no verdict.json (the process died or its results could not be written): its summary was rebuilt from {} records ({} unreadable lines skipped)",
         folded.records,
         folded.skipped_lines
     );

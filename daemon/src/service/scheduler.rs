@@ -383,8 +383,8 @@ impl Daemon {
         }
     }
 
-    /// Records the runs a process that died left without a verdict (see
-    /// [`crate::service::recovery`]): `error: interrupted (process died)`, never in a baseline.
+    /// Records the runs left without a verdict (see [`crate::service::recovery`]): `error: no
+    /// verdict.json: …`, each in its place by start, never in a baseline.
     pub(super) fn recover_orphans(&self, config: &Config) {
         // The export knows each workload's labels before a recovered run goes out with them
         // (it had none until the first schedule, and sent the run under empty ones).
@@ -407,23 +407,34 @@ impl Daemon {
     /// they finished.
     fn record_unrecorded(&self, config: &Config) {
         use crate::service::recovery::unrecorded;
+        let mut rows = Vec::new();
         for dir in unrecorded::find(&config.artifacts_dir, &self.history) {
-            let stored = unrecorded::row(&dir).and_then(|row| {
-                self.history.insert_late(&row)?;
-                Ok(row)
-            });
-            match stored {
-                Ok(row) => tracing::info!(
-                    workload = %row.run.workload,
-                    run = %row.run.id,
-                    "recorded from its verdict.json ({}): the history could not be written when it finished",
-                    row.run.verdict
-                ),
+            match unrecorded::row(&dir) {
+                Ok(row) => rows.push(row),
                 Err(e) => tracing::warn!(
                     "{}: a run with a verdict but no history row, not recorded: {e:#}",
                     dir.display()
                 ),
             }
+        }
+        // All in one pass: each run placed by its start, the rows after it moved once.
+        match self.history.insert_late(&rows) {
+            Ok(()) => {
+                for row in &rows {
+                    tracing::info!(
+                        workload = %row.run.workload,
+                        run = %row.run.id,
+                        "recorded from its verdict.json ({}): the history could not be written when it finished",
+                        row.run.verdict
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(
+                "history {}: {} runs with a verdict but no history row, none recorded (the next \
+                 start tries again): {e:#}",
+                self.history.path().display(),
+                rows.len()
+            ),
         }
     }
 
@@ -446,7 +457,13 @@ impl Daemon {
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
-        let stored = self.history.insert(&RunRow::from(&*result));
+        let row = RunRow::from(&*result);
+        // A run recovered at start (it left no verdict.json) takes its place by start among
+        // the runs recorded since, as a run recorded late does, not the newest.
+        let stored = match result.recovered {
+            Some(_) => self.history.insert_late(std::slice::from_ref(&row)),
+            None => self.history.insert(&row),
+        };
         let written = announce::write_verdict(result);
         match stored {
             Ok(()) => {

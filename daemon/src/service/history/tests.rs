@@ -693,7 +693,7 @@ fn a_run_recorded_late_takes_its_place_not_the_newest() {
         .unwrap();
     h.insert(&run("r3", "w", 3000, VerdictKind::Fail, 1.0))
         .unwrap();
-    h.insert_late(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+    h.insert_late(&[run("r1", "w", 1000, VerdictKind::Pass, 1.0)])
         .unwrap();
     let listed: Vec<String> = h
         .recent(Some("w"), 10)
@@ -709,4 +709,353 @@ fn a_run_recorded_late_takes_its_place_not_the_newest() {
         .map(|r| r.run.id)
         .collect();
     assert_eq!(latest, ["other", "r3"]);
+}
+
+/// Many runs recorded late (a history removed while the daemon ran: at the next start every
+/// run of the workload is): each takes its place by start, one call at a time or many at
+/// once, and the rowids grow by the runs placed, never past what SQLite can hold (they
+/// doubled with each run placed, and overflowed after about 60).
+#[test]
+fn a_hundred_and_fifty_runs_recorded_late_keep_start_order_without_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    for k in 1..=100i64 {
+        h.insert(&run(
+            &format!("s{k:03}"),
+            "w",
+            k * 1000,
+            VerdictKind::Pass,
+            1.0,
+        ))
+        .unwrap();
+        if k % 10 == 0 {
+            h.insert(&run(
+                &format!("v{k:03}"),
+                "v",
+                k * 1000,
+                VerdictKind::Pass,
+                1.0,
+            ))
+            .unwrap();
+        }
+    }
+    // A hundred late, one call each, newest first (each then has the most rows after it).
+    for k in (1..=100i64).rev() {
+        let late = run(
+            &format!("l{k:03}"),
+            "w",
+            k * 1000 - 500,
+            VerdictKind::Fail,
+            1.0,
+        );
+        h.insert_late(&[late]).unwrap();
+    }
+    // Fifty more in one call, out of order.
+    let batch: Vec<RunRow> = (1..=50i64)
+        .rev()
+        .map(|k| {
+            run(
+                &format!("m{k:03}"),
+                "w",
+                k * 2000 - 250,
+                VerdictKind::Pass,
+                1.0,
+            )
+        })
+        .collect();
+    h.insert_late(&batch).unwrap();
+    let listed = h.recent(Some("w"), 1000).unwrap();
+    assert_eq!(listed.len(), 250);
+    let starts: Vec<i64> = listed.iter().map(|r| r.run.started_unix_ms).collect();
+    let mut by_start = starts.clone();
+    by_start.sort_by(|a, b| b.cmp(a));
+    assert_eq!(starts, by_start, "newest first is latest start first");
+    let others: Vec<String> = h
+        .recent(Some("v"), 100)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(
+        others,
+        (1..=10)
+            .rev()
+            .map(|k| format!("v{:03}", k * 10))
+            .collect::<Vec<_>>()
+    );
+    let latest: Vec<String> = h
+        .latest_per_workload()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(latest, ["v100", "s100"]);
+    let (count, max): (i64, i64) = h
+        .conn()
+        .query_row("SELECT COUNT(*), MAX(rowid) FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(count, 260);
+    assert!(max <= 260, "rowids grow by the runs placed: {max}");
+    // Count retention keeps the latest by start now.
+    let gone = h
+        .prune("w", 3, Duration::from_secs(u32::MAX as u64), 0, "")
+        .unwrap();
+    assert_eq!(gone.len(), 247);
+    let kept: Vec<String> = h
+        .recent(Some("w"), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(kept, ["s100", "m050", "l100"]);
+}
+
+/// Placing runs recorded late is one transaction: when it fails, none of them is stored and
+/// the rows there keep their places (an INSERT committed before a failed UPDATE left the run
+/// stored as the newest, and the log said it was not recorded).
+#[test]
+fn runs_recorded_late_are_all_placed_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    h.insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.insert(&run("r3", "w", 3000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    // Moving a row fails (as a full disk or a lock would make it).
+    h.conn()
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE UPDATE ON runs BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .unwrap();
+    let e = h
+        .insert_late(&[
+            run("r0", "w", 500, VerdictKind::Pass, 1.0),
+            run("r2", "w", 2000, VerdictKind::Pass, 1.0),
+        ])
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("refused"), "{e:#}");
+    assert!(h.get("r0").unwrap().is_none());
+    assert!(h.get("r2").unwrap().is_none());
+    let rowids: Vec<(i64, String)> = h
+        .conn()
+        .prepare("SELECT rowid, id FROM runs ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(rowids, [(1, "r1".to_string()), (2, "r3".to_string())]);
+}
+
+/// The latest run of each workload is found in one pass, not by a subquery per row (that
+/// was quadratic in a workload's runs, and ran before the daemon said it was ready: 20,000
+/// runs took 51 s). Read from SQLite's own plan for the query.
+#[test]
+fn the_latest_run_per_workload_takes_no_subquery_per_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    for k in 0..20i64 {
+        let w = if k % 2 == 0 { "a" } else { "b" };
+        h.insert(&run(
+            &format!("r{k:02}"),
+            w,
+            k * 1000,
+            VerdictKind::Pass,
+            1.0,
+        ))
+        .unwrap();
+    }
+    let plan: Vec<String> = h
+        .conn()
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", latest_per_workload_sql()))
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(
+        !plan.iter().any(|step| step.contains("CORRELATED")),
+        "{plan:#?}"
+    );
+    let latest: Vec<String> = h
+        .latest_per_workload()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(latest, ["r18", "r19"]);
+}
+
+/// Listings read of each stored summary only what a brief shows (a full summary parsed
+/// for each of a thousand runs held hundreds of MB): the briefs are those of the whole
+/// summary, for odd summaries too, and one run's endpoint still gets it all.
+#[test]
+fn listings_read_only_the_briefs_part_of_a_summary_and_show_the_same_brief() {
+    use crate::service::status::RunBrief;
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let full = serde_json::json!({
+        "requests": 20, "completed": 19, "errors": 1, "duration_s": 3.5,
+        "interrupted": false, "unsent": 0,
+        "goodput": {"good_request_fraction": 0.9, "goodput": 5.0,
+                    "met_on_bound": {"inter_token_latency": 2}},
+        "time_to_first_token": {"p50": 12.0, "p99": 40.0, "avg": 15.0},
+        "inter_token_latency": {"p50": 2.0, "p99": 4.0},
+        "request_latency": {"p50": 120.0, "p99": null},
+        "telemetry_sources": {"nvml": {"state": "unavailable", "reason": "no GPU"}},
+        "diagnosis": {"class": "queueing", "confidence": "high", "why": "queue 400 ms",
+                      "evidence": [{"at": 1.0}], "findings": ["x"]},
+        "context_changes": {"baseline_run": "r-1", "changes": []},
+        "timeslices": (0..256).map(|i| serde_json::json!({"t": i, "ttft": [1, 2, 3]}))
+            .collect::<Vec<_>>(),
+        "by_url": {"http://a": {"requests": 10}},
+    });
+    let summaries = [
+        Some(full.to_string()),
+        Some(r#"{"requests": "many", "timeslices": []}"#.to_string()),
+        Some(r#"{"goodput": 5, "requests": 3}"#.to_string()),
+        Some(r#"{"diagnosis": "slow", "requests": 3}"#.to_string()),
+        Some(r#"{"diagnosis": {"class": 7}, "requests": 3}"#.to_string()),
+        Some("[1, 2]".to_string()),
+        Some(r#"{"requests": 3"#.to_string()),
+        Some("{}".to_string()),
+        None,
+    ];
+    for (k, summary) in summaries.iter().enumerate() {
+        let id = format!("r{k}");
+        h.insert(&run(&id, "w", k as i64 * 1000, VerdictKind::Pass, 1.0))
+            .unwrap();
+        h.conn()
+            .execute(
+                "UPDATE runs SET summary = ?1 WHERE id = ?2",
+                params![summary, id],
+            )
+            .unwrap();
+    }
+    let listed = h.recent(Some("w"), 100).unwrap();
+    assert_eq!(listed.len(), summaries.len());
+    for row in &listed {
+        let whole = h.get(&row.run.id).unwrap().unwrap();
+        assert_eq!(
+            serde_json::json!(RunBrief::from(row)),
+            serde_json::json!(RunBrief::from(&whole)),
+            "{}",
+            row.run.id
+        );
+    }
+    let first = listed.iter().find(|r| r.run.id == "r0").unwrap();
+    let listed_summary = first.summary.as_ref().unwrap();
+    assert!(
+        listed_summary.get("timeslices").is_none(),
+        "{listed_summary}"
+    );
+    assert!(listed_summary.get("by_url").is_none());
+    assert!(listed_summary["diagnosis"].get("evidence").is_none());
+    let whole = h.get("r0").unwrap().unwrap().summary.unwrap();
+    assert_eq!(whole, full);
+    let brief = serde_json::json!(RunBrief::from(first));
+    assert_eq!(brief["figures"]["good_request_fraction"], 0.9);
+    assert_eq!(brief["figures"]["time_to_first_token"]["p99"], 40.0);
+    assert_eq!(brief["diagnosis"]["class"], "queueing");
+    assert_eq!(brief["context_changes"]["baseline_run"], "r-1");
+    let latest = h.latest_per_workload().unwrap();
+    assert!(latest[0].summary.is_none(), "r8 has no summary");
+}
+
+/// A stored sample set, capacity search or sweep that does not read (a hand edit, a damaged
+/// file) is passed over by its baseline, which goes on to the runs before it, and said once
+/// naming the run: one such row turned off every comparison of its workload while it was in
+/// the baseline's window.
+#[test]
+fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
+    use crate::cli::sweep::point::Axis;
+    use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    let capacity = |rate: f64| {
+        Capacity::of(
+            canary_core::RateBracket {
+                passed: Some(rate),
+                failed: None,
+            },
+            "time_to_first_token:100".into(),
+            0.95,
+            "precision",
+        )
+    };
+    let searched = |rate: f64| CapacityRun {
+        found: capacity(rate),
+        probes: Vec::new(),
+        baseline: None,
+        new_load: None,
+        load: Some(serde_json::json!({})),
+    };
+    let sweep = |knee: f64| SweepRun {
+        axis: Axis::Concurrency,
+        knee: Some(SweepKnee {
+            label: "c8".into(),
+            value: 8.0,
+            request_throughput: knee,
+        }),
+        capacity: None,
+        points: vec![SweepPointRow {
+            label: "c8".into(),
+            value: 8.0,
+            verdict: "pass".into(),
+            request_throughput: None,
+            ttft_p99_ms: None,
+        }],
+        baseline: None,
+        new_load: None,
+    };
+    for k in 1..=4i64 {
+        let n = k as f64;
+        let mut r = run(&format!("r{k}"), "w", k * 1000, VerdictKind::Pass, n);
+        r.run.capacity = Some(searched(n));
+        r.run.sweep = Some(sweep(n));
+        h.insert(&r).unwrap();
+    }
+    h.conn()
+        .execute(
+            "UPDATE runs SET samples = '{\"ttft_ms\":[1,2', capacity = '{', sweep = '[' \
+             WHERE id = 'r3'",
+            [],
+        )
+        .unwrap();
+    let load = Some(serde_json::json!({}));
+    let ttfts = |b: Vec<Samples>| b.iter().map(|s| s.ttft_ms[0]).collect::<Vec<_>>();
+    assert_eq!(
+        ttfts(h.baseline("w", 10, load.as_ref()).unwrap()),
+        [4.0, 2.0, 1.0]
+    );
+    assert_eq!(
+        ttfts(h.baseline("w", 2, load.as_ref()).unwrap()),
+        [4.0, 2.0]
+    );
+    assert_eq!(
+        h.capacity_baseline("w", 2, &searched(0.0)).unwrap(),
+        [capacity(4.0), capacity(2.0)]
+    );
+    assert_eq!(
+        h.knee_baseline("w", 2, &sweep(0.0), load.as_ref()).unwrap(),
+        [4.0, 2.0]
+    );
+    let mut warned: Vec<(String, &str)> = h
+        .unreadable_baseline_rows
+        .lock()
+        .unwrap()
+        .iter()
+        .cloned()
+        .collect();
+    warned.sort();
+    assert_eq!(
+        warned,
+        [
+            ("r3".to_string(), "capacity search"),
+            ("r3".to_string(), "sample set"),
+            ("r3".to_string(), "sweep")
+        ]
+    );
 }

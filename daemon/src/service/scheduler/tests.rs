@@ -362,3 +362,34 @@ async fn a_run_the_history_cannot_take_keeps_its_verdict_and_is_recorded_at_the_
     );
     assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 2);
 }
+
+/// A run folder left with records but no verdict.json (its process died, or a full disk
+/// failed its results: the same folder either way) is recovered at the next start with a
+/// reason that says both, and takes its place by start among the runs recorded since it,
+/// not the newest.
+#[tokio::test]
+async fn a_run_left_without_a_verdict_is_recovered_in_its_place_by_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    for _ in 0..2 {
+        d.start_run(c.clone(), w.clone()).unwrap().await.unwrap();
+    }
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    // The next start.
+    d.recover_orphans(&c);
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2].run.id, "20200101T000000Z-0a6a616f");
+    assert_eq!(
+        rows[2].run.verdict.to_string(),
+        "error: no verdict.json: the process died or its results could not be written"
+    );
+    assert!(left.join("verdict.json").is_file());
+    assert_ne!(
+        d.history.latest_per_workload().unwrap()[0].run.id,
+        rows[2].run.id
+    );
+}
