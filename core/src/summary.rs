@@ -553,6 +553,64 @@ impl RxSummary {
         self.clock_map_uncertainty_max_us =
             Some(self.clock_map_uncertainty_max_us.map_or(u, |m| m.max(u)));
     }
+
+    /// Which of the run's client times are not exact, as these counts say.
+    pub fn bounds(&self) -> RxBounds {
+        if self.requests == 0 {
+            // Receive timestamps off or refused (or a summary folded from such records):
+            // every client time is canaryd's read.
+            return RxBounds {
+                first_token: true,
+                token_events: true,
+                end: true,
+            };
+        }
+        let bound = |m: &BTreeMap<String, u64>| {
+            m.iter().any(|(k, n)| k != "kernel" && *n > 0)
+                || m.get("kernel").copied().unwrap_or(0) < self.requests
+        };
+        RxBounds {
+            first_token: bound(&self.first_token),
+            token_events: self.token_events_bound > 0,
+            // Summaries written before the ends were counted do not say: not exact then.
+            end: self.end.is_empty() || bound(&self.end),
+        }
+    }
+}
+
+/// Which client times of a run are upper bounds rather than exact ([`RxSummary::bounds`]):
+/// some first tokens, token events or ends were a later segment's stamp or canaryd's read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxBounds {
+    /// Some first tokens' times are upper bounds.
+    pub first_token: bool,
+    /// Some token events' times are upper bounds (several in one read).
+    pub token_events: bool,
+    /// Some ends' times are upper bounds.
+    pub end: bool,
+}
+
+impl RxBounds {
+    /// Whether any client time is a bound.
+    pub fn any(&self) -> bool {
+        self.first_token || self.token_events || self.end
+    }
+
+    /// Whether the figures of `metric` (a `summary.json` metric name) are not exact: upper
+    /// bounds for TTFT, TTFO and latency, and in neither direction for the gaps between
+    /// such times and the per-user rate (1000 / ITL).
+    pub fn is_bound(&self, metric: &str) -> bool {
+        match metric {
+            "time_to_first_token" => self.first_token,
+            "time_to_first_output_token" => self.first_token || self.token_events,
+            "time_to_second_token"
+            | "inter_token_latency"
+            | "inter_chunk_latency"
+            | "output_token_throughput_per_user" => self.token_events || self.first_token,
+            "request_latency" => self.end,
+            _ => false,
+        }
+    }
 }
 
 /// Goodput figures of a run.

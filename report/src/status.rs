@@ -62,6 +62,10 @@ pub struct RunLine {
     pub itl_ms: (Option<f64>, Option<f64>),
     /// Request latency median and p99, ms.
     pub e2e_ms: (Option<f64>, Option<f64>),
+    /// Those of `time_to_first_token`, `inter_token_latency` and `request_latency` whose
+    /// figures are not exact (some times a later segment's stamp or canaryd's read):
+    /// marked `*` in the tables.
+    pub bounds: Vec<String>,
     /// The run's diagnosis (issue 19), when it has one.
     pub diagnosis: Option<RunDiagnosis>,
     /// A capacity search's answer: a capacity workload's run, or a rate sweep's.
@@ -121,7 +125,10 @@ pub fn render(p: &StatusPage) -> Result<String, ReportError> {
     let mut body = format!(
         "<h1>{title}</h1>\n<p class=\"lead\">canaryd {}, {} workload(s), {runs} recent run(s); \
          made {}. {} Read-only: reload for newer runs. Percentiles are the runs' \
-         summary.json values (histogram, within 0.1%); counts are exact.</p>\n",
+         summary.json values (histogram, within 0.1%); counts are exact. A latency marked * \
+         is not exact: some of the run's times were a later segment's receive stamp or \
+         canaryd's read, so TTFT and e2e are upper bounds and ITL exact in neither \
+         direction.</p>\n",
         esc(&p.version),
         p.workloads.len(),
         esc(&crate::utc(p.now_unix_ms.max(0) as u64 * 1_000_000)),
@@ -162,8 +169,8 @@ fn overview(p: &StatusPage) -> String {
                 verdict(last),
                 trend(last),
                 diagnosis(last, true),
-                opt(last.ttft_ms.1, ms),
-                opt(last.e2e_ms.1, ms),
+                marked(last, "time_to_first_token", last.ttft_ms.1),
+                marked(last, "request_latency", last.e2e_ms.1),
                 opt(last.good_fraction, pct),
                 esc(&crate::utc(last.started_unix_ms.max(0) as u64 * 1_000_000)),
             ])
@@ -214,10 +221,10 @@ fn workload(now: i64, i: usize, w: &WorkloadRuns) -> Result<String, ReportError>
             row.extend([
                 opt(r.requests.map(|v| v as f64), num),
                 opt(r.errors.map(|v| v as f64), num),
-                opt(r.ttft_ms.0, ms),
-                opt(r.ttft_ms.1, ms),
-                opt(r.itl_ms.0, ms),
-                opt(r.e2e_ms.1, ms),
+                marked(r, "time_to_first_token", r.ttft_ms.0),
+                marked(r, "time_to_first_token", r.ttft_ms.1),
+                marked(r, "inter_token_latency", r.itl_ms.0),
+                marked(r, "request_latency", r.e2e_ms.1),
                 opt(r.good_fraction, pct),
                 format!(
                     "<a class=\"report\" href=\"{}\">report</a> · <a href=\"{}\">json</a>",
@@ -405,6 +412,14 @@ fn diagnosis(r: &RunLine, why_shown: bool) -> String {
 
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or("–".into(), f)
+}
+
+/// A latency cell of `r`, `*` after it when its `metric`'s figures are not exact.
+fn marked(r: &RunLine, metric: &str, v: Option<f64>) -> String {
+    match v {
+        Some(v) if r.bounds.iter().any(|b| b == metric) => format!("{}*", ms(v)),
+        v => opt(v, ms),
+    }
 }
 
 #[cfg(test)]

@@ -440,59 +440,21 @@ fn goodput_line(g: &canary_core::GoodputSummary, requests: u64, not_judged: u64)
 
 /// Which rows of the table hold upper bounds: a time taken at canaryd's read or from a later
 /// segment's stamp is never before the event, so the figures over it are bounds too.
-pub(super) struct TableBounds {
-    first_token: bool,
-    token_events: bool,
-    end: bool,
-}
+pub(super) struct TableBounds(canary_core::RxBounds);
 
 impl TableBounds {
     pub(super) fn of(rx: &canary_core::RxSummary) -> TableBounds {
-        if rx.requests == 0 {
-            // Receive timestamps off or refused (or a summary folded from such records):
-            // every client time is canaryd's read.
-            return TableBounds {
-                first_token: true,
-                token_events: true,
-                end: true,
-            };
-        }
-        let bound = |m: &std::collections::BTreeMap<String, u64>| {
-            m.iter().any(|(k, n)| k != "kernel" && *n > 0)
-                || m.get("kernel").copied().unwrap_or(0) < rx.requests
-        };
-        TableBounds {
-            first_token: bound(&rx.first_token),
-            token_events: rx.token_events_bound > 0,
-            // Summaries written before the ends were counted do not say: not exact then.
-            end: rx.end.is_empty() || bound(&rx.end),
-        }
+        TableBounds(rx.bounds())
     }
 
     pub(super) fn any(&self) -> bool {
-        self.first_token || self.token_events || self.end
-    }
-
-    /// Whether the figures of `key` (a `summary.json` metric) are not exact: upper bounds
-    /// for TTFT, TTFO and latency, and in neither direction for the gaps between such times
-    /// and the per-user rate (1000 / ITL).
-    pub(super) fn is_bound(&self, key: &str) -> bool {
-        match key {
-            "time_to_first_token" => self.first_token,
-            "time_to_first_output_token" => self.first_token || self.token_events,
-            "time_to_second_token"
-            | "inter_token_latency"
-            | "inter_chunk_latency"
-            | "output_token_throughput_per_user" => self.token_events || self.first_token,
-            "request_latency" => self.end,
-            _ => false,
-        }
+        self.0.any()
     }
 
     /// `label` with `, bound` in its parentheses (or ` (bound)` after it) when the row's
-    /// figures are not exact ([`TableBounds::is_bound`]).
+    /// figures are not exact ([`canary_core::RxBounds::is_bound`]).
     pub(super) fn label(&self, key: &str, label: &str) -> String {
-        if !self.is_bound(key) {
+        if !self.0.is_bound(key) {
             return label.to_string();
         }
         match label.strip_suffix(')') {

@@ -746,7 +746,7 @@ fn read_row(
 
 /// The parts of a stored summary a listing shows ([`crate::service::status::RunBrief`]: the
 /// headline figures, the good fraction, the telemetry sources, the diagnosis in brief, the
-/// context changes), each as stored; every other key is skipped without being parsed.
+/// context changes, the receive timestamps' counts), each as stored; every other key is skipped without being parsed.
 #[derive(serde::Deserialize, Serialize)]
 struct ListedSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -773,6 +773,8 @@ struct ListedSummary {
     diagnosis: Option<ListedDiagnosis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     context_changes: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    receive_timestamps: Option<serde_json::Value>,
 }
 
 #[derive(serde::Deserialize, Serialize)]

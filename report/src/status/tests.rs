@@ -245,3 +245,38 @@ fn a_sweep_workload_charts_its_knees() {
     assert!(html.contains("none (did not saturate)"));
     assert!(html.contains("Latency at each run"));
 }
+
+// A run whose times were bounds (no kernel stamps, or a later segment's) showed its TTFT,
+// ITL and e2e like exact ones; its cells are marked and the lead says what `*` means.
+#[test]
+fn latencies_that_are_bounds_are_marked() {
+    let mut bound = line("r2", 1, "pass", Some(20.0));
+    bound.bounds = vec!["time_to_first_token".into(), "request_latency".into()];
+    let exact = line("r1", 2, "pass", Some(30.0));
+    let p = StatusPage {
+        now_unix_ms: 10_000_000,
+        version: "0.1.0".into(),
+        workloads: vec![WorkloadRuns {
+            name: "chat".into(),
+            running: false,
+            runs: vec![bound, exact],
+        }],
+    };
+    let html = render(&p).unwrap();
+    assert!(html.contains("A latency marked * is not exact"), "{html}");
+    let (r2, r1) = (
+        html.split("runs/r2/report").next().unwrap(),
+        html.split("runs/r1/report").next().unwrap(),
+    );
+    let r2_row = r2.rsplit("<tr>").next().unwrap();
+    assert!(
+        r2_row.contains(&format!("{}*", crate::sections::ms(20.0))),
+        "{r2_row}"
+    );
+    assert!(
+        r2_row.contains(&format!("{}*", crate::sections::ms(9.0))),
+        "{r2_row}"
+    );
+    let r1_row = r1.rsplit("<tr>").next().unwrap();
+    assert!(!r1_row.contains('*'), "{r1_row}");
+}

@@ -280,7 +280,7 @@ impl PointFigures {
             // held too, by the trace, not by the client.
             held: run.outcome.in_flight_cap.waited > 0,
             bounds: {
-                let rx = crate::cli::report::TableBounds::of(&s.receive_timestamps);
+                let rx = s.receive_timestamps.bounds();
                 BOUND_FIGURES
                     .into_iter()
                     .filter(|k| rx.is_bound(k))

@@ -75,7 +75,19 @@ pub struct Figures {
     pub inter_token_latency: Option<Quantiles>,
     /// Client-side request latency, ms.
     pub request_latency: Option<Quantiles>,
+    /// Those of the three above that are not exact (`summary.json`'s `receive_timestamps`
+    /// say some of their times were a later segment's stamp or canaryd's read): TTFT and
+    /// latency upper bounds, ITL exact in neither direction.
+    #[serde(skip_deserializing)]
+    pub bounds: Vec<&'static str>,
 }
+
+/// The figures of a brief that can be bounds, as `summary.json` names them.
+const BOUND_FIGURES: [&str; 3] = [
+    "time_to_first_token",
+    "inter_token_latency",
+    "request_latency",
+];
 
 /// A run's diagnosis in brief, read from its stored summary.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -108,6 +120,8 @@ struct Stored {
     telemetry_sources: Option<BTreeMap<Source, SourceState>>,
     diagnosis: Option<DiagnosisBrief>,
     context_changes: Option<ContextComparison>,
+    // Read apart: a block of another shape costs the bounds, not every figure.
+    receive_timestamps: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,9 +141,22 @@ impl From<&RunRow> for RunBrief {
         let telemetry_sources = stored.as_ref().and_then(|s| s.telemetry_sources.clone());
         let diagnosis = stored.as_ref().and_then(|s| s.diagnosis.clone());
         let context_changes = stored.as_ref().and_then(|s| s.context_changes.clone());
-        let figures = stored.map(|s| Figures {
-            good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
-            ..s.figures
+        let figures = stored.map(|s| {
+            // A summary without the block (or with one this version cannot read) says
+            // nothing of its times: not known exact, so bounds, as the run's table reads it.
+            let rx: canary_core::RxSummary = s
+                .receive_timestamps
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            let rx = rx.bounds();
+            Figures {
+                good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
+                bounds: BOUND_FIGURES
+                    .into_iter()
+                    .filter(|m| rx.is_bound(m))
+                    .collect(),
+                ..s.figures
+            }
         });
         RunBrief {
             id: r.run.id.clone(),
@@ -190,6 +217,10 @@ mod tests {
             "interrupted": false,
             "goodput": {"good_request_fraction": 0.9, "goodput": 5.0},
             "time_to_first_token": {"p50": 12.0, "p99": 40.0, "avg": 15.0},
+            "receive_timestamps": {"state": "on", "requests": 19,
+                "first_token": {"kernel": 19}, "end": {"kernel": 18, "userspace": 1},
+                "token_events": 200, "token_events_bound": 0,
+                "clock_map_uncertainty_max_us": 0.5},
             "telemetry_sources": {"nvml": {"state": "unavailable", "reason": "no GPU"}},
             "diagnosis": {"class": "queueing", "confidence": "high", "why": "queue 400 ms",
                           "evidence": [], "findings": []},
@@ -202,6 +233,7 @@ mod tests {
                 "interrupted": false, "good_request_fraction": 0.9,
                 "time_to_first_token": {"p50": 12.0, "p99": 40.0},
                 "inter_token_latency": null, "request_latency": null,
+                "bounds": ["request_latency"],
             })
         );
         assert_eq!(b["telemetry_sources"]["nvml"]["state"], "unavailable");
@@ -215,5 +247,27 @@ mod tests {
         assert!(json!(RunBrief::from(&row(None)))["diagnosis"].is_null());
         let odd = json!(RunBrief::from(&row(Some(json!({"requests": "many"})))));
         assert!(odd["figures"]["requests"].is_null(), "{odd}");
+        // Without receive timestamps (off, or a summary from before them) every client time
+        // is canaryd's read; a block of another shape costs the bounds only.
+        for rx in [
+            json!(null),
+            json!({"state": "off", "requests": 0, "first_token": {},
+            "token_events": 0, "token_events_bound": 0, "clock_map_uncertainty_max_us": null}),
+            json!({"requests": "odd"}),
+        ] {
+            let b = json!(RunBrief::from(&row(Some(
+                json!({"requests": 3, "receive_timestamps": rx})
+            ))));
+            assert_eq!(b["figures"]["requests"], 3, "{b}");
+            assert_eq!(
+                b["figures"]["bounds"],
+                json!([
+                    "time_to_first_token",
+                    "inter_token_latency",
+                    "request_latency"
+                ]),
+                "{b}"
+            );
+        }
     }
 }

@@ -82,6 +82,7 @@ fn line(b: &RunBrief) -> RunLine {
         ttft_ms: q(f.time_to_first_token),
         itl_ms: q(f.inter_token_latency),
         e2e_ms: q(f.request_latency),
+        bounds: f.bounds.iter().map(|b| b.to_string()).collect(),
         diagnosis: b.diagnosis.as_ref().map(|d| RunDiagnosis {
             class: d.class.clone(),
             confidence: d.confidence.clone(),
