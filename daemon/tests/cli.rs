@@ -1066,6 +1066,73 @@ fn doctor_says_what_is_available_and_why_not() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
 }
 
+/// A loopback HTTP server answering every request with 200, `content_type` and `body`, then
+/// closing the connection. Returns its port.
+fn canned_server(content_type: &'static str, body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+// Audit F8: any 200 at /v1/models passed: a web page said "available: … serves " (an empty
+// list) and doctor exited 0, which says a replay can run. A body that is not an OpenAI model
+// list now fails the check, saying what came back; an empty list is available, said as such.
+#[test]
+fn doctor_fails_a_target_whose_models_page_is_not_a_model_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let doctor = |port: u16| {
+        let url = format!("http://127.0.0.1:{port}");
+        let args = ["doctor", "--url", &url, "--dcgm-url", "http://127.0.0.1:9/m"];
+        canaryd(&args, dir.path())
+    };
+    for (content_type, body, says) in [
+        (
+            "text/html",
+            "<html>hello</html>",
+            "/v1/models answered 200 OK but not with an OpenAI model list (not JSON): \
+             text/html, 18 bytes: \"<html>hello</html>\"",
+        ),
+        (
+            "application/json",
+            "{}",
+            "(no `data` array): application/json, 2 bytes: \"{}\"",
+        ),
+    ] {
+        let out = doctor(canned_server(content_type, body));
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(msg.contains("target           unavailable"), "{msg}");
+        assert!(msg.contains(says), "{msg}");
+    }
+    let out = doctor(canned_server(
+        "application/json",
+        r#"{"object":"list","data":[]}"#,
+    ));
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{msg}");
+    assert!(msg.contains("serves no model (its list is empty"), "{msg}");
+}
+
 // Audit f5, item 5: `doctor` against OpenSSL 3's default self-signed certificate (CA:TRUE),
 // given as its own --ca-bundle, said `invalid peer certificate:
 // Other(OtherError(CaUsedAsEndEntity))`.

@@ -1,7 +1,7 @@
 //! `canaryd doctor`: what this host and a target offer, and why not where they don't.
 //!
-//! Exits 0 when a replay can run (the target, if one is given, answers); every optional
-//! source is reported with the reason it is off.
+//! Exits 0 when a replay can run (the target, if one is given, answers `/v1/models` with an
+//! OpenAI model list); every optional source is reported with the reason it is off.
 
 use anyhow::Result;
 use canary_telemetry::{
@@ -138,7 +138,9 @@ fn open_files() -> SourceState {
     ))
 }
 
-/// `GET /v1/models`: the target answers and lists its models.
+/// `GET /v1/models`: the target answers and lists its models. A 200 that is not a model list
+/// (a web UI on the wrong port, a proxy's catch-all page, `{}`) is unavailable, saying what
+/// came back: it used to read as "serves " (an empty list) and exit 0.
 async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> SourceState {
     let path = target.path.replace(target.endpoint.path(), "/v1/models");
     match tokio::time::timeout(timeout, get(target, &path)).await {
@@ -152,12 +154,24 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
             target.authority(),
             canary_core::printable(&format!("{e:#}"))
         )),
-        Ok(Ok((status, body))) if status.is_success() => SourceState::available(format!(
-            "{} serves {}",
-            target.authority(),
-            model_list(&body, &canary_replay::Secrets::of([target]))
-        )),
-        Ok(Ok((status, _))) => {
+        Ok(Ok((status, content_type, body))) if status.is_success() => {
+            let secrets = canary_replay::Secrets::of([target]);
+            match model_list(&body, &secrets) {
+                Ok(list) if list.is_empty() => SourceState::available(format!(
+                    "{} serves no model (its list is empty: a replay's --model may be refused)",
+                    target.authority()
+                )),
+                Ok(list) => {
+                    SourceState::available(format!("{} serves {list}", target.authority()))
+                }
+                Err(why) => SourceState::unavailable(format!(
+                    "{}{path} answered {status} but not with an OpenAI model list ({why}): {}",
+                    target.authority(),
+                    what_came(content_type.as_deref(), &body, &secrets)
+                )),
+            }
+        }
+        Ok(Ok((status, _, _))) => {
             SourceState::unavailable(format!("{}{path}: HTTP {status}", target.authority()))
         }
     }
@@ -169,13 +183,20 @@ const MODEL_ID_LIMIT: usize = 128;
 
 /// The model ids of a `/v1/models` body, as one printable line: the server's text, so each is
 /// capped (scrubbed of the target's `secrets` before the cut: the request carried the key)
-/// and its control characters escaped, and a long list says how many it left out.
-fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> String {
-    let listed = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v["data"].as_array().cloned())
-        .unwrap_or_default();
-    let ids: Vec<&str> = listed.iter().filter_map(|m| m["id"].as_str()).collect();
+/// and its control characters escaped, and a long list says how many it left out. Empty for
+/// an empty list; why not when the body is not an OpenAI model list (a JSON object whose
+/// `data` is an array of objects with a string `id`).
+fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> Result<String, &'static str> {
+    let value = serde_json::from_slice::<serde_json::Value>(body).map_err(|_| "not JSON")?;
+    let listed = value
+        .get("data")
+        .and_then(|d| d.as_array())
+        .ok_or("no `data` array")?;
+    let ids = listed
+        .iter()
+        .map(|m| m.get("id").and_then(|id| id.as_str()))
+        .collect::<Option<Vec<&str>>>()
+        .ok_or("a `data` entry without a string `id`")?;
     let mut shown: Vec<String> = ids
         .iter()
         .take(MODELS_SHOWN)
@@ -184,16 +205,32 @@ fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> String {
     if ids.len() > MODELS_SHOWN {
         shown.push(format!("and {} more", ids.len() - MODELS_SHOWN));
     }
-    shown.join(", ")
+    Ok(shown.join(", "))
+}
+
+/// The most of a body that is not a model list `doctor` quotes (bytes).
+const BODY_QUOTED: usize = 64;
+
+/// What a `/v1/models` body that is not a model list was: its content type, its length and
+/// its first bytes, scrubbed of the target's `secrets`, cut and escaped (the server's text).
+fn what_came(content_type: Option<&str>, body: &[u8], secrets: &canary_replay::Secrets) -> String {
+    let quoted = |text: &str| canary_core::printable(&secrets.cut(text, BODY_QUOTED)).into_owned();
+    let kind = content_type.map_or("no content type".to_string(), quoted);
+    let text = String::from_utf8_lossy(body);
+    let start = quoted(&text);
+    let more = if body.len() > BODY_QUOTED { "…" } else { "" };
+    format!("{kind}, {} bytes: \"{start}\"{more}", body.len())
 }
 
 /// The most of a `/v1/models` body `doctor` reads.
 const MODELS_BODY_LIMIT: usize = 1 << 20;
 
+/// `GET path` on the target: the status, the content type and the body (at most
+/// [`MODELS_BODY_LIMIT`]).
 async fn get(
     target: &canary_replay::Target,
     path: &str,
-) -> Result<(http::StatusCode, bytes::Bytes)> {
+) -> Result<(http::StatusCode, Option<String>, bytes::Bytes)> {
     use hyper_util::rt::TokioIo;
     let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
     let mut req = http::Request::get(path)
@@ -218,11 +255,15 @@ async fn get(
         send.send_request(req).await?
     };
     let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let body = http_body_util::Limited::new(resp.into_body(), MODELS_BODY_LIMIT)
         .collect()
         .await
         .map_err(|e| anyhow::anyhow!("{path}: {e} (more than {MODELS_BODY_LIMIT} bytes?)"))?;
-    Ok((status, body.to_bytes()))
+    Ok((status, content_type, body.to_bytes()))
 }
 
 #[cfg(test)]
@@ -237,14 +278,33 @@ mod tests {
         data.extend((0..1000).map(|i| serde_json::json!({ "id": format!("model-{i}") })));
         let body = serde_json::json!({ "data": data }).to_string();
         let none = canary_replay::Secrets::default();
-        let line = model_list(body.as_bytes(), &none);
+        let line = model_list(body.as_bytes(), &none).unwrap();
         assert!(!line.chars().any(char::is_control), "{line}");
         assert!(line.starts_with(r"\u{1b}[2J"), "{line}");
         assert!(line.ends_with("model-14, and 985 more"), "{line}");
         assert!(line.len() < 1024, "{} bytes", line.len());
         assert_eq!(
             model_list(br#"{"data":[{"id":"a"},{"id":"b"}]}"#, &none),
-            "a, b"
+            Ok("a, b".into())
         );
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_model_list_says_why() {
+        let none = canary_replay::Secrets::default();
+        assert_eq!(model_list(b"<html>hello</html>", &none), Err("not JSON"));
+        assert_eq!(model_list(b"{}", &none), Err("no `data` array"));
+        assert_eq!(model_list(br#"{"data":{}}"#, &none), Err("no `data` array"));
+        assert_eq!(
+            model_list(br#"{"data":[{"id":1}]}"#, &none),
+            Err("a `data` entry without a string `id`")
+        );
+        assert_eq!(model_list(br#"{"object":"list","data":[]}"#, &none), Ok("".into()));
+        let long = format!("<html>\u{1b}[2J{}</html>", "x".repeat(1000));
+        let said = what_came(Some("text/html"), long.as_bytes(), &none);
+        let head = format!("text/html, {} bytes: \"<html>\\u{{1b}}[2Jxxx", long.len());
+        assert!(said.starts_with(&head), "{said}");
+        assert!(said.ends_with("xxx\"…"), "{said}");
+        assert!(said.len() < 200, "{said}");
     }
 }
