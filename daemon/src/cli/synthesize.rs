@@ -56,6 +56,11 @@ pub struct SynthesizeArgs {
     /// Picks each row's prefix copy (default 0).
     #[arg(long, default_value_t = 0)]
     pub random_seed: u64,
+    /// Skip bad rows of the input, counting them, instead of refusing the file.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    #[command(flatten)]
+    pub trace_limits: crate::cli::replay::TraceLimits,
 }
 
 /// Runs `canaryd synthesize`; the exit code.
@@ -73,6 +78,14 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     // (the whole input used to be loaded before OUT was looked at). The link below still
     // refuses an OUT made meanwhile.
     s.validate()?;
+    // Every synthesized row is built in memory and must be one a run takes.
+    let max = canary_replay::trace::MAX_LENGTH_LIMIT;
+    if args.trace_limits.length_limit > max {
+        anyhow::bail!(
+            "--length-limit {}: expected at most {max} tokens (the longest a run takes)",
+            args.trace_limits.length_limit
+        );
+    }
     if args.output.symlink_metadata().is_ok() {
         anyhow::bail!(
             "{} exists: choose another name or remove it",
@@ -81,6 +94,9 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     }
     let opts = LoadOptions {
         format: args.format,
+        skip_invalid: args.skip_invalid,
+        length_limit: args.trace_limits.length_limit,
+        max_line_bytes: args.trace_limits.max_line_bytes,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.input, &opts)?;
@@ -94,8 +110,12 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     std::fs::hard_link(&partial.path, &args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     drop(partial);
+    let skipped = match trace.report.invalid_skipped {
+        0 => String::new(),
+        n => format!("; {n} invalid rows of the input skipped"),
+    };
     outln!(
-        "wrote {} rows ({} capped, {} distinct blocks) to {} (exact)",
+        "wrote {} rows ({} capped, {} distinct blocks) to {} (exact){skipped}",
         report.rows,
         report.capped,
         report.blocks,

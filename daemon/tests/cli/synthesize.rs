@@ -454,3 +454,110 @@ fn synthesize_never_touches_a_file_it_did_not_create_and_looks_at_out_first() {
     assert!(text(&out).contains("broken.jsonl:11"), "{}", text(&out));
     assert!(!dir.path().join("other.jsonl").exists());
 }
+
+// Audit F12: synthesize had no reader flags, though the README said "a synthesized length over
+// `--length-limit` is refused" and one bad row made a file unsynthesizable that `analyze-trace
+// --skip-invalid` read; the on-the-fly error told a replay to "synthesize with
+// --burstgpt-failed skip", a flag synthesize does not have. F15: `--max-line-bytes` had no
+// ceiling.
+#[test]
+fn synthesize_takes_the_reader_flags_and_says_which_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = derived_trace(dir.path(), "in.jsonl", 300, "");
+    let run = |args: &[&str]| canaryd(&[&["synthesize", &input][..], args].concat(), dir.path());
+
+    // The rows over the limit: refused by their line, or skipped and counted.
+    let out = run(&["a.jsonl", "--length-limit", "100000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("in.jsonl:98: field \"input_length\": expected at most 100000"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["a.jsonl", "--length-limit", "100000", "--skip-invalid"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("wrote 298 rows") && text(&out).contains("2 invalid rows of the input skipped"),
+        "{}",
+        text(&out)
+    );
+    // A synthesized length over the limit is refused naming its line; a higher limit takes it.
+    let out = run(&["b.jsonl", "--prompt-len-multiplier", "3"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&[
+        "c.jsonl",
+        "--prompt-len-multiplier",
+        "3",
+        "--length-limit",
+        "200000",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("over the limit of 200000") && text(&out).contains("line "),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.path().join("c.jsonl").exists());
+    let out = run(&["c.jsonl", "--length-limit", "100000001"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--length-limit 100000001: expected at most 100000000"),
+        "{}",
+        text(&out)
+    );
+    // A line longer than --max-line-bytes; and a ceiling on it, here and for analyze-trace.
+    let out = run(&["c.jsonl", "--max-line-bytes", "100"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("in.jsonl:1: line longer than 100 bytes"),
+        "{}",
+        text(&out)
+    );
+    for cmd in [
+        vec!["synthesize", &input, "c.jsonl"],
+        vec!["analyze-trace", &input],
+    ] {
+        let out = canaryd(
+            &[&cmd[..], &["--max-line-bytes", "1073741825"]].concat(),
+            dir.path(),
+        );
+        assert!(!out.status.success(), "{cmd:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("--max-line-bytes") && text(&out).contains("1073741824"),
+            "{cmd:?}: {}",
+            text(&out)
+        );
+    }
+    assert!(!dir.path().join("c.jsonl").exists());
+
+    // On the fly, a failed BurstGPT row kept: the advice names the flag that drops it.
+    let real = std::fs::read_to_string(shared("traces/burstgpt_readme_rows.csv")).unwrap();
+    let failed = real.replacen("45,ChatGPT,1087,230,1317", "45,ChatGPT,1087,0,1087", 1);
+    assert_ne!(failed, real);
+    std::fs::write(dir.path().join("failed.csv"), failed).unwrap();
+    let url = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            "failed.csv",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "-o",
+            "run",
+            "--burstgpt-failed",
+            "send",
+            "--synthesis-max-osl",
+            "100",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("drop such rows with --burstgpt-failed skip"),
+        "{}",
+        text(&out)
+    );
+}

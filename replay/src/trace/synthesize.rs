@@ -235,8 +235,8 @@ pub fn synthesize(
             return Err(SynthesisError::Row {
                 line,
                 reason: "a failed row (0 output tokens, kept by --burstgpt-failed send): the \
-                         synthesized trace cannot hold it; synthesize with --burstgpt-failed \
-                         skip"
+                         synthesized trace cannot hold it; drop such rows with \
+                         --burstgpt-failed skip (the default)"
                     .into(),
             });
         }
