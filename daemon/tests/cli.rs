@@ -1102,7 +1102,13 @@ fn doctor_fails_a_target_whose_models_page_is_not_a_model_list() {
     let dir = tempfile::tempdir().unwrap();
     let doctor = |port: u16| {
         let url = format!("http://127.0.0.1:{port}");
-        let args = ["doctor", "--url", &url, "--dcgm-url", "http://127.0.0.1:9/m"];
+        let args = [
+            "doctor",
+            "--url",
+            &url,
+            "--dcgm-url",
+            "http://127.0.0.1:9/m",
+        ];
         canaryd(&args, dir.path())
     };
     for (content_type, body, says) in [

@@ -321,21 +321,53 @@ fn digest_cases() -> Vec<(&'static str, Synthesis)> {
 #[test]
 fn the_written_bytes_are_those_of_the_map_of_every_block() {
     let want: &[(&str, &str, u64)] = &[
-        ("mooncake_conversation_first2000.jsonl", "identity", 0x767b24732a82a291),
-        ("mooncake_conversation_first2000.jsonl", "roots", 0xd91d82a0a83d7829),
-        ("mooncake_conversation_first2000.jsonl", "lengths", 0xef2cc6f714d95479),
-        ("mooncake_conversation_first2000.jsonl", "caps", 0x924b563a10049ff9),
+        (
+            "mooncake_conversation_first2000.jsonl",
+            "identity",
+            0x767b24732a82a291,
+        ),
+        (
+            "mooncake_conversation_first2000.jsonl",
+            "roots",
+            0xd91d82a0a83d7829,
+        ),
+        (
+            "mooncake_conversation_first2000.jsonl",
+            "lengths",
+            0xef2cc6f714d95479,
+        ),
+        (
+            "mooncake_conversation_first2000.jsonl",
+            "caps",
+            0x924b563a10049ff9,
+        ),
         ("mooncake_synthetic.jsonl", "identity", 0x1a8ff5badfbfc71f),
         ("mooncake_synthetic.jsonl", "roots", 0x2ec9567518271f12),
         ("mooncake_synthetic.jsonl", "lengths", 0x7f96a5f4a5db48da),
         ("mooncake_synthetic.jsonl", "caps", 0x8d009bf9be33935b),
-        ("mooncake_arxiv_first20.jsonl", "identity", 0xafbb3b30339916f2),
+        (
+            "mooncake_arxiv_first20.jsonl",
+            "identity",
+            0xafbb3b30339916f2,
+        ),
         ("mooncake_arxiv_first20.jsonl", "roots", 0x6f56a5871bbaae3f),
-        ("mooncake_arxiv_first20.jsonl", "lengths", 0x6980adb6258083b2),
+        (
+            "mooncake_arxiv_first20.jsonl",
+            "lengths",
+            0x6980adb6258083b2,
+        ),
         ("mooncake_arxiv_first20.jsonl", "caps", 0x9592a7d1afec3f1c),
-        ("bailian_documented_row.jsonl", "identity", 0xb4440cf2bdba1e79),
+        (
+            "bailian_documented_row.jsonl",
+            "identity",
+            0xb4440cf2bdba1e79,
+        ),
         ("bailian_documented_row.jsonl", "roots", 0xb4440cf2bdba1e79),
-        ("bailian_documented_row.jsonl", "lengths", 0x1133152e598021f0),
+        (
+            "bailian_documented_row.jsonl",
+            "lengths",
+            0x1133152e598021f0,
+        ),
         ("bailian_documented_row.jsonl", "caps", 0x3f92802cb078f2cf),
     ];
     let mut got = Vec::new();

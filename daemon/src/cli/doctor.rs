@@ -161,9 +161,7 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
                     "{} serves no model (its list is empty: a replay's --model may be refused)",
                     target.authority()
                 )),
-                Ok(list) => {
-                    SourceState::available(format!("{} serves {list}", target.authority()))
-                }
+                Ok(list) => SourceState::available(format!("{} serves {list}", target.authority())),
                 Err(why) => SourceState::unavailable(format!(
                     "{}{path} answered {status} but not with an OpenAI model list ({why}): {}",
                     target.authority(),
@@ -299,7 +297,10 @@ mod tests {
             model_list(br#"{"data":[{"id":1}]}"#, &none),
             Err("a `data` entry without a string `id`")
         );
-        assert_eq!(model_list(br#"{"object":"list","data":[]}"#, &none), Ok("".into()));
+        assert_eq!(
+            model_list(br#"{"object":"list","data":[]}"#, &none),
+            Ok("".into())
+        );
         let long = format!("<html>\u{1b}[2J{}</html>", "x".repeat(1000));
         let said = what_came(Some("text/html"), long.as_bytes(), &none);
         let head = format!("text/html, {} bytes: \"<html>\\u{{1b}}[2Jxxx", long.len());

@@ -621,7 +621,11 @@ fn a_spread_wider_than_the_mean_and_a_count_of_zero_are_refused_naming_the_flag(
     assert!(!dir.path().join("out").exists(), "nothing was run");
     // At the mean it runs, every length within 1 and the limit.
     let flags = ["--isl", "20", "--isl-stddev", "20", "--osl", "4"];
-    let out = profile(dir.path(), &url, &[&flags[..], &["--request-count", "8"]].concat());
+    let out = profile(
+        dir.path(),
+        &url,
+        &[&flags[..], &["--request-count", "8"]].concat(),
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(records(dir.path()).len(), 8);
 }

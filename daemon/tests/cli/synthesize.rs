@@ -394,7 +394,8 @@ fn a_bailian_trace_is_synthesized_as_bailian_and_replayed_the_same_on_the_fly() 
 /// The first `n` lines of the real 300-row Mooncake slice, and then `tail`.
 fn derived_trace(dir: &std::path::Path, name: &str, n: usize, tail: &str) -> String {
     let real = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mooncake_conversation_first300.jsonl"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/mooncake_conversation_first300.jsonl"),
     )
     .unwrap();
     let mut text: String = real.lines().take(n).map(|l| format!("{l}\n")).collect();
@@ -424,7 +425,13 @@ fn synthesize_never_touches_a_file_it_did_not_create_and_looks_at_out_first() {
 
     // A failure half-way (the ratio puts a row past what a trace holds), then a success.
     let out = canaryd(
-        &["synthesize", &input, "out.jsonl", "--speedup-ratio", "1e-300"],
+        &[
+            "synthesize",
+            &input,
+            "out.jsonl",
+            "--speedup-ratio",
+            "1e-300",
+        ],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -442,11 +449,19 @@ fn synthesize_never_touches_a_file_it_did_not_create_and_looks_at_out_first() {
     );
 
     // OUT exists: refused before the input is read, so a broken input is not what is said.
-    let broken = derived_trace(dir.path(), "broken.jsonl", 10, "{\"timestamp\": \"soon\"}\n");
+    let broken = derived_trace(
+        dir.path(),
+        "broken.jsonl",
+        10,
+        "{\"timestamp\": \"soon\"}\n",
+    );
     let out = canaryd(&["synthesize", &broken, "out.jsonl"], dir.path());
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(1), "{msg}");
-    assert!(msg.contains("out.jsonl exists: choose another name"), "{msg}");
+    assert!(
+        msg.contains("out.jsonl exists: choose another name"),
+        "{msg}"
+    );
     assert!(!msg.contains("broken.jsonl:11"), "{msg}");
     // Without OUT, the same input is refused at its broken line.
     let out = canaryd(&["synthesize", &broken, "other.jsonl"], dir.path());
@@ -477,7 +492,8 @@ fn synthesize_takes_the_reader_flags_and_says_which_to_use() {
     let out = run(&["a.jsonl", "--length-limit", "100000", "--skip-invalid"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("wrote 298 rows") && text(&out).contains("2 invalid rows of the input skipped"),
+        text(&out).contains("wrote 298 rows")
+            && text(&out).contains("2 invalid rows of the input skipped"),
         "{}",
         text(&out)
     );
