@@ -1139,6 +1139,80 @@ fn doctor_fails_a_target_whose_models_page_is_not_a_model_list() {
     assert!(msg.contains("serves no model (its list is empty"), "{msg}");
 }
 
+/// A loopback HTTP server that lists one model to a request carrying the header line `wanted`
+/// (lower case) and answers 401 to any other. Returns its port.
+fn header_server(wanted: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            let (status, body) = if head.contains(&format!("\r\n{wanted}\r\n")) {
+                ("200 OK", r#"{"object":"list","data":[{"id":"gw-model"}]}"#)
+            } else {
+                ("401 Unauthorized", r#"{"error":"no api-key"}"#)
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+// Audit F16: doctor had no -H, so a target behind a gateway's own key header (Azure's
+// `api-key:`) gave HTTP 401 and exit 1, saying a replay could not run when `replay -H` can.
+#[test]
+fn doctor_sends_the_headers_replay_would_and_never_prints_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}",
+        header_server("api-key: gw-secret-77")
+    );
+    let base = [
+        "doctor",
+        "--url",
+        &url,
+        "--dcgm-url",
+        "http://127.0.0.1:9/m",
+    ];
+    let out = canaryd(&base, dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    let out = canaryd(
+        &[&base[..], &["-H", "api-key: gw-secret-77"]].concat(),
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("serves gw-model"), "{}", text(&out));
+    assert!(!text(&out).contains("gw-secret"), "{}", text(&out));
+    // A header that does not parse is refused without its value.
+    let out = canaryd(
+        &[&base[..], &["-H", "Bearer gw-secret-77"]].concat(),
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--header #1 (value not shown)"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("gw-secret"), "{}", text(&out));
+}
+
 // Audit f5, item 5: `doctor` against OpenSSL 3's default self-signed certificate (CA:TRUE),
 // given as its own --ca-bundle, said `invalid peer certificate:
 // Other(OtherError(CaUsedAsEndEntity))`.

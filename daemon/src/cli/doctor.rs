@@ -36,6 +36,10 @@ pub struct DoctorArgs {
     /// Extra CA certificates (PEM) to trust for an https target.
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
+    /// Extra request header `Name: value` sent to the target (repeatable), as `replay -H`:
+    /// a gateway's own key header (`api-key: …`). Its value is never printed.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -55,7 +59,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
                     e.reason
                 )
             })?;
-        crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
+        crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
         let key = crate::cli::replay::api_key_source(
             args.api_key_file.as_deref(),
@@ -65,6 +69,12 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .read()
             .map_err(|e| crate::execute::spelled(e, crate::cli::replay::flag))?;
         target.ca_bundle.clone_from(&args.ca_bundle);
+        for (i, h) in args.headers.iter().enumerate() {
+            target.headers.push(
+                crate::cli::replay::parse_header(h)
+                    .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
+            );
+        }
         let state = probe_models(&target, timeout).await;
         target_ok = state.is_available();
         checks.push(("target", state));
@@ -236,6 +246,9 @@ async fn get(
         .body(Empty::<bytes::Bytes>::new())?;
     if let Some(value) = target.api_key.as_ref().and_then(|k| k.authorization()) {
         req.headers_mut().insert(http::header::AUTHORIZATION, value);
+    }
+    for (name, value) in &target.headers {
+        req.headers_mut().insert(name.clone(), value.clone());
     }
     let resp = if target.tls {
         let config = canary_replay::client_config(target.ca_bundle.as_deref())?;

@@ -482,7 +482,7 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
 
 /// `Name: value` of `-H`. Messages never include the value, nor a name that failed to
 /// parse (`-H "Bearer sk-…"` has no valid name, and is all secret).
-fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
+pub(crate) fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     let (name, value) = h
         .split_once(':')
         .ok_or("expected \"Name: value\", found no ':'")?;
