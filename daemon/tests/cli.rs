@@ -1173,6 +1173,38 @@ fn header_server(wanted: &'static str) -> u16 {
     port
 }
 
+// Audit F7: NVML's init ran on doctor's task with no timeout: on a wedged driver doctor hung
+// for ever. Here the fake library's init never returns; doctor still reports and exits, the
+// NVML check unavailable (it is optional: exit 0).
+#[test]
+fn doctor_reports_a_hung_nvml_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let out = canaryd_env(
+        &[
+            "doctor",
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--dcgm-url",
+            "http://127.0.0.1:9/m",
+            "--json",
+        ],
+        dir.path(),
+        &[("FAKE_NVML_HANG", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["nvml"]["state"], "unavailable", "{report}");
+    assert!(
+        report["nvml"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 5s (a hung driver?)"),
+        "{report}"
+    );
+    assert_eq!(report["tokenizer"]["state"], "available", "{report}");
+}
+
 // Audit F16: doctor had no -H, so a target behind a gateway's own key header (Azure's
 // `api-key:`) gave HTTP 401 and exit 1, saying a replay could not run when `replay -H` can.
 #[test]

@@ -87,9 +87,10 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             probe_server_metrics(&metrics, args.ca_bundle.as_deref(), timeout).await,
         ));
     }
-    checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
+    let lib = args.nvml_lib.clone();
+    checks.push(("nvml", bounded(move || probe_nvml(lib)).await));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
-    checks.push(("ebpf", canary_ebpf::probe()));
+    checks.push(("ebpf", bounded(canary_ebpf::probe).await));
     checks.push(("open_files", open_files()));
     // The prompt builder a replay would use: the built-in tokenizer and its word list.
     let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
@@ -127,6 +128,23 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
         }
     }
     Ok(if target_ok { 0 } else { 1 })
+}
+
+/// How long a driver probe (NVML's init, loading the eBPF probe) may take.
+const DRIVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `probe` on a thread of its own, unavailable when it has not answered within
+/// [`DRIVER_PROBE_TIMEOUT`]: `nvmlInit` on a wedged driver never returns, and doctor, the tool
+/// meant to find that, hung with it. The thread is left behind (nothing can cancel it); the
+/// command's runtime is shut down without waiting for it.
+async fn bounded(probe: impl FnOnce() -> SourceState + Send + 'static) -> SourceState {
+    match tokio::time::timeout(DRIVER_PROBE_TIMEOUT, tokio::task::spawn_blocking(probe)).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(e)) => SourceState::unavailable(format!("the probe failed: {e}")),
+        Err(_) => SourceState::unavailable(format!(
+            "no answer within {DRIVER_PROBE_TIMEOUT:?} (a hung driver?)"
+        )),
+    }
 }
 
 /// The open-file limit (`RLIMIT_NOFILE`) this process runs under, after `main` raised the soft
