@@ -151,7 +151,14 @@ pub fn run(cli: Cli) -> Result<i32> {
             runtime(args.profile.shape.workers())?,
             |shutdown| async move { cli::sweep::sweep(&args, shutdown).await },
         ),
-        Command::Doctor(args) => runtime(ordinary())?.block_on(doctor::doctor(args)),
+        Command::Doctor(args) => {
+            let rt = runtime(ordinary())?;
+            let code = rt.block_on(doctor::doctor(args));
+            // A probe left hung (a wedged GPU driver, a name lookup that never ends) must not
+            // hold the exit: dropping the runtime would wait for its blocking threads.
+            rt.shutdown_background();
+            code
+        }
         Command::Run(args) => {
             // Ordinary until the config asks otherwise (`realtime_workers`), reload included.
             let workers = ordinary();

@@ -1066,6 +1066,185 @@ fn doctor_says_what_is_available_and_why_not() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("target           unavailable"));
 }
 
+/// A loopback HTTP server answering every request with 200, `content_type` and `body`, then
+/// closing the connection. Returns its port.
+fn canned_server(content_type: &'static str, body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+// Audit F8: any 200 at /v1/models passed: a web page said "available: … serves " (an empty
+// list) and doctor exited 0, which says a replay can run. A body that is not an OpenAI model
+// list now fails the check, saying what came back; an empty list is available, said as such.
+#[test]
+fn doctor_fails_a_target_whose_models_page_is_not_a_model_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let doctor = |port: u16| {
+        let url = format!("http://127.0.0.1:{port}");
+        let args = [
+            "doctor",
+            "--url",
+            &url,
+            "--dcgm-url",
+            "http://127.0.0.1:9/m",
+        ];
+        canaryd(&args, dir.path())
+    };
+    for (content_type, body, says) in [
+        (
+            "text/html",
+            "<html>hello</html>",
+            "/v1/models answered 200 OK but not with an OpenAI model list (not JSON): \
+             text/html, 18 bytes: \"<html>hello</html>\"",
+        ),
+        (
+            "application/json",
+            "{}",
+            "(no `data` array): application/json, 2 bytes: \"{}\"",
+        ),
+    ] {
+        let out = doctor(canned_server(content_type, body));
+        let msg = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{msg}");
+        assert!(msg.contains("target           unavailable"), "{msg}");
+        assert!(msg.contains(says), "{msg}");
+    }
+    let out = doctor(canned_server(
+        "application/json",
+        r#"{"object":"list","data":[]}"#,
+    ));
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{msg}");
+    assert!(msg.contains("serves no model (its list is empty"), "{msg}");
+}
+
+/// A loopback HTTP server that lists one model to a request carrying the header line `wanted`
+/// (lower case) and answers 401 to any other. Returns its port.
+fn header_server(wanted: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            let (status, body) = if head.contains(&format!("\r\n{wanted}\r\n")) {
+                ("200 OK", r#"{"object":"list","data":[{"id":"gw-model"}]}"#)
+            } else {
+                ("401 Unauthorized", r#"{"error":"no api-key"}"#)
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+// Audit F7: NVML's init ran on doctor's task with no timeout: on a wedged driver doctor hung
+// for ever. Here the fake library's init never returns; doctor still reports and exits, the
+// NVML check unavailable (it is optional: exit 0).
+#[test]
+fn doctor_reports_a_hung_nvml_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let out = canaryd_env(
+        &[
+            "doctor",
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--dcgm-url",
+            "http://127.0.0.1:9/m",
+            "--json",
+        ],
+        dir.path(),
+        &[("FAKE_NVML_HANG", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["nvml"]["state"], "unavailable", "{report}");
+    assert!(
+        report["nvml"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 5s (a hung driver?)"),
+        "{report}"
+    );
+    assert_eq!(report["tokenizer"]["state"], "available", "{report}");
+}
+
+// Audit F16: doctor had no -H, so a target behind a gateway's own key header (Azure's
+// `api-key:`) gave HTTP 401 and exit 1, saying a replay could not run when `replay -H` can.
+#[test]
+fn doctor_sends_the_headers_replay_would_and_never_prints_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}",
+        header_server("api-key: gw-secret-77")
+    );
+    let base = [
+        "doctor",
+        "--url",
+        &url,
+        "--dcgm-url",
+        "http://127.0.0.1:9/m",
+    ];
+    let out = canaryd(&base, dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    let out = canaryd(
+        &[&base[..], &["-H", "api-key: gw-secret-77"]].concat(),
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("serves gw-model"), "{}", text(&out));
+    assert!(!text(&out).contains("gw-secret"), "{}", text(&out));
+    // A header that does not parse is refused without its value.
+    let out = canaryd(
+        &[&base[..], &["-H", "Bearer gw-secret-77"]].concat(),
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--header #1 (value not shown)"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("gw-secret"), "{}", text(&out));
+}
+
 // Audit f5, item 5: `doctor` against OpenSSL 3's default self-signed certificate (CA:TRUE),
 // given as its own --ca-bundle, said `invalid peer certificate:
 // Other(OtherError(CaUsedAsEndEntity))`.

@@ -1,7 +1,7 @@
 //! `canaryd doctor`: what this host and a target offer, and why not where they don't.
 //!
-//! Exits 0 when a replay can run (the target, if one is given, answers); every optional
-//! source is reported with the reason it is off.
+//! Exits 0 when a replay can run (the target, if one is given, answers `/v1/models` with an
+//! OpenAI model list); every optional source is reported with the reason it is off.
 
 use anyhow::Result;
 use canary_telemetry::{
@@ -36,6 +36,10 @@ pub struct DoctorArgs {
     /// Extra CA certificates (PEM) to trust for an https target.
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
+    /// Extra request header `Name: value` sent to the target (repeatable), as `replay -H`:
+    /// a gateway's own key header (`api-key: …`). Its value is never printed.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -55,7 +59,7 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
                     e.reason
                 )
             })?;
-        crate::config::refuse_user_info(url, "--api-key-env or --api-key-file")
+        crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
         let key = crate::cli::replay::api_key_source(
             args.api_key_file.as_deref(),
@@ -65,6 +69,12 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .read()
             .map_err(|e| crate::execute::spelled(e, crate::cli::replay::flag))?;
         target.ca_bundle.clone_from(&args.ca_bundle);
+        for (i, h) in args.headers.iter().enumerate() {
+            target.headers.push(
+                crate::cli::replay::parse_header(h)
+                    .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
+            );
+        }
         let state = probe_models(&target, timeout).await;
         target_ok = state.is_available();
         checks.push(("target", state));
@@ -77,9 +87,10 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             probe_server_metrics(&metrics, args.ca_bundle.as_deref(), timeout).await,
         ));
     }
-    checks.push(("nvml", probe_nvml(args.nvml_lib.clone())));
+    let lib = args.nvml_lib.clone();
+    checks.push(("nvml", bounded(move || probe_nvml(lib)).await));
     checks.push(("dcgm", probe_dcgm(&args.dcgm_url, timeout).await));
-    checks.push(("ebpf", canary_ebpf::probe()));
+    checks.push(("ebpf", bounded(canary_ebpf::probe).await));
     checks.push(("open_files", open_files()));
     // The prompt builder a replay would use: the built-in tokenizer and its word list.
     let prompts = canary_replay::Tokenizer::load(&canary_replay::TokenizerSpec::BuiltinO200k)
@@ -119,6 +130,23 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     Ok(if target_ok { 0 } else { 1 })
 }
 
+/// How long a driver probe (NVML's init, loading the eBPF probe) may take.
+const DRIVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `probe` on a thread of its own, unavailable when it has not answered within
+/// [`DRIVER_PROBE_TIMEOUT`]: `nvmlInit` on a wedged driver never returns, and doctor, the tool
+/// meant to find that, hung with it. The thread is left behind (nothing can cancel it); the
+/// command's runtime is shut down without waiting for it.
+async fn bounded(probe: impl FnOnce() -> SourceState + Send + 'static) -> SourceState {
+    match tokio::time::timeout(DRIVER_PROBE_TIMEOUT, tokio::task::spawn_blocking(probe)).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(e)) => SourceState::unavailable(format!("the probe failed: {e}")),
+        Err(_) => SourceState::unavailable(format!(
+            "no answer within {DRIVER_PROBE_TIMEOUT:?} (a hung driver?)"
+        )),
+    }
+}
+
 /// The open-file limit (`RLIMIT_NOFILE`) this process runs under, after `main` raised the soft
 /// limit to the hard one as every command does, and the requests in flight a run would keep at
 /// most under it. In a container it is the runtime's, which a Pod spec cannot set: this is
@@ -138,7 +166,9 @@ fn open_files() -> SourceState {
     ))
 }
 
-/// `GET /v1/models`: the target answers and lists its models.
+/// `GET /v1/models`: the target answers and lists its models. A 200 that is not a model list
+/// (a web UI on the wrong port, a proxy's catch-all page, `{}`) is unavailable, saying what
+/// came back: it used to read as "serves " (an empty list) and exit 0.
 async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> SourceState {
     let path = target.path.replace(target.endpoint.path(), "/v1/models");
     match tokio::time::timeout(timeout, get(target, &path)).await {
@@ -152,12 +182,22 @@ async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> Sour
             target.authority(),
             canary_core::printable(&format!("{e:#}"))
         )),
-        Ok(Ok((status, body))) if status.is_success() => SourceState::available(format!(
-            "{} serves {}",
-            target.authority(),
-            model_list(&body, &canary_replay::Secrets::of([target]))
-        )),
-        Ok(Ok((status, _))) => {
+        Ok(Ok((status, content_type, body))) if status.is_success() => {
+            let secrets = canary_replay::Secrets::of([target]);
+            match model_list(&body, &secrets) {
+                Ok(list) if list.is_empty() => SourceState::available(format!(
+                    "{} serves no model (its list is empty: a replay's --model may be refused)",
+                    target.authority()
+                )),
+                Ok(list) => SourceState::available(format!("{} serves {list}", target.authority())),
+                Err(why) => SourceState::unavailable(format!(
+                    "{}{path} answered {status} but not with an OpenAI model list ({why}): {}",
+                    target.authority(),
+                    what_came(content_type.as_deref(), &body, &secrets)
+                )),
+            }
+        }
+        Ok(Ok((status, _, _))) => {
             SourceState::unavailable(format!("{}{path}: HTTP {status}", target.authority()))
         }
     }
@@ -169,13 +209,20 @@ const MODEL_ID_LIMIT: usize = 128;
 
 /// The model ids of a `/v1/models` body, as one printable line: the server's text, so each is
 /// capped (scrubbed of the target's `secrets` before the cut: the request carried the key)
-/// and its control characters escaped, and a long list says how many it left out.
-fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> String {
-    let listed = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v["data"].as_array().cloned())
-        .unwrap_or_default();
-    let ids: Vec<&str> = listed.iter().filter_map(|m| m["id"].as_str()).collect();
+/// and its control characters escaped, and a long list says how many it left out. Empty for
+/// an empty list; why not when the body is not an OpenAI model list (a JSON object whose
+/// `data` is an array of objects with a string `id`).
+fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> Result<String, &'static str> {
+    let value = serde_json::from_slice::<serde_json::Value>(body).map_err(|_| "not JSON")?;
+    let listed = value
+        .get("data")
+        .and_then(|d| d.as_array())
+        .ok_or("no `data` array")?;
+    let ids = listed
+        .iter()
+        .map(|m| m.get("id").and_then(|id| id.as_str()))
+        .collect::<Option<Vec<&str>>>()
+        .ok_or("a `data` entry without a string `id`")?;
     let mut shown: Vec<String> = ids
         .iter()
         .take(MODELS_SHOWN)
@@ -184,16 +231,32 @@ fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> String {
     if ids.len() > MODELS_SHOWN {
         shown.push(format!("and {} more", ids.len() - MODELS_SHOWN));
     }
-    shown.join(", ")
+    Ok(shown.join(", "))
+}
+
+/// The most of a body that is not a model list `doctor` quotes (bytes).
+const BODY_QUOTED: usize = 64;
+
+/// What a `/v1/models` body that is not a model list was: its content type, its length and
+/// its first bytes, scrubbed of the target's `secrets`, cut and escaped (the server's text).
+fn what_came(content_type: Option<&str>, body: &[u8], secrets: &canary_replay::Secrets) -> String {
+    let quoted = |text: &str| canary_core::printable(&secrets.cut(text, BODY_QUOTED)).into_owned();
+    let kind = content_type.map_or("no content type".to_string(), quoted);
+    let text = String::from_utf8_lossy(body);
+    let start = quoted(&text);
+    let more = if body.len() > BODY_QUOTED { "…" } else { "" };
+    format!("{kind}, {} bytes: \"{start}\"{more}", body.len())
 }
 
 /// The most of a `/v1/models` body `doctor` reads.
 const MODELS_BODY_LIMIT: usize = 1 << 20;
 
+/// `GET path` on the target: the status, the content type and the body (at most
+/// [`MODELS_BODY_LIMIT`]).
 async fn get(
     target: &canary_replay::Target,
     path: &str,
-) -> Result<(http::StatusCode, bytes::Bytes)> {
+) -> Result<(http::StatusCode, Option<String>, bytes::Bytes)> {
     use hyper_util::rt::TokioIo;
     let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port)).await?;
     let mut req = http::Request::get(path)
@@ -201,6 +264,9 @@ async fn get(
         .body(Empty::<bytes::Bytes>::new())?;
     if let Some(value) = target.api_key.as_ref().and_then(|k| k.authorization()) {
         req.headers_mut().insert(http::header::AUTHORIZATION, value);
+    }
+    for (name, value) in &target.headers {
+        req.headers_mut().insert(name.clone(), value.clone());
     }
     let resp = if target.tls {
         let config = canary_replay::client_config(target.ca_bundle.as_deref())?;
@@ -218,11 +284,15 @@ async fn get(
         send.send_request(req).await?
     };
     let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let body = http_body_util::Limited::new(resp.into_body(), MODELS_BODY_LIMIT)
         .collect()
         .await
         .map_err(|e| anyhow::anyhow!("{path}: {e} (more than {MODELS_BODY_LIMIT} bytes?)"))?;
-    Ok((status, body.to_bytes()))
+    Ok((status, content_type, body.to_bytes()))
 }
 
 #[cfg(test)]
@@ -237,14 +307,36 @@ mod tests {
         data.extend((0..1000).map(|i| serde_json::json!({ "id": format!("model-{i}") })));
         let body = serde_json::json!({ "data": data }).to_string();
         let none = canary_replay::Secrets::default();
-        let line = model_list(body.as_bytes(), &none);
+        let line = model_list(body.as_bytes(), &none).unwrap();
         assert!(!line.chars().any(char::is_control), "{line}");
         assert!(line.starts_with(r"\u{1b}[2J"), "{line}");
         assert!(line.ends_with("model-14, and 985 more"), "{line}");
         assert!(line.len() < 1024, "{} bytes", line.len());
         assert_eq!(
             model_list(br#"{"data":[{"id":"a"},{"id":"b"}]}"#, &none),
-            "a, b"
+            Ok("a, b".into())
         );
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_model_list_says_why() {
+        let none = canary_replay::Secrets::default();
+        assert_eq!(model_list(b"<html>hello</html>", &none), Err("not JSON"));
+        assert_eq!(model_list(b"{}", &none), Err("no `data` array"));
+        assert_eq!(model_list(br#"{"data":{}}"#, &none), Err("no `data` array"));
+        assert_eq!(
+            model_list(br#"{"data":[{"id":1}]}"#, &none),
+            Err("a `data` entry without a string `id`")
+        );
+        assert_eq!(
+            model_list(br#"{"object":"list","data":[]}"#, &none),
+            Ok("".into())
+        );
+        let long = format!("<html>\u{1b}[2J{}</html>", "x".repeat(1000));
+        let said = what_came(Some("text/html"), long.as_bytes(), &none);
+        let head = format!("text/html, {} bytes: \"<html>\\u{{1b}}[2Jxxx", long.len());
+        assert!(said.starts_with(&head), "{said}");
+        assert!(said.ends_with("xxx\"…"), "{said}");
+        assert!(said.len() < 200, "{said}");
     }
 }

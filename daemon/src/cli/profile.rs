@@ -145,6 +145,11 @@ impl ProfileArgs {
                         "--request-count and --max-requests say the same with a --trace: give one"
                     );
                 }
+                // As --max-requests refuses 0; it used to reach the selection, which then kept
+                // nothing and said "300 over the limit" without naming the flag.
+                if self.request_count == Some(0) {
+                    bail!("--request-count: expected 1 or more requests, found 0");
+                }
             }
             None => {
                 if let Some(flag) = given(&trace_flags).or(s.synthesis.first_given()) {

@@ -223,16 +223,20 @@ pub struct TraceLimits {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub length_limit: u32,
-    /// Refuse a trace line (a CSV record) longer than N bytes: a file without line breaks
-    /// (`/dev/zero`, a FIFO) stops there.
+    /// Refuse a trace line (a CSV record) longer than N bytes (1 to 1 GiB): a file without
+    /// line breaks (`/dev/zero`, a FIFO) stops there.
     #[arg(
         long,
         value_name = "N",
         default_value_t = canary_replay::trace::DEFAULT_MAX_LINE_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_LINE_BYTES)
     )]
     pub max_line_bytes: usize,
 }
+
+/// The most `--max-line-bytes` takes: a line is held whole in memory, so a file without line
+/// breaks costs up to this much (any u64 was taken, and `/dev/zero` then filled memory).
+pub const MAX_LINE_BYTES: u64 = 1 << 30;
 
 impl ShapeArgs {
     /// The runtime workers' scheduling, from `--realtime-workers`.
@@ -478,7 +482,7 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
 
 /// `Name: value` of `-H`. Messages never include the value, nor a name that failed to
 /// parse (`-H "Bearer sk-…"` has no valid name, and is all secret).
-fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
+pub(crate) fn parse_header(h: &str) -> Result<(HeaderName, HeaderValue), String> {
     let (name, value) = h
         .split_once(':')
         .ok_or("expected \"Name: value\", found no ':'")?;

@@ -7,7 +7,9 @@
 
 use anyhow::{Context, Result};
 use canary_replay::{LoadOptions, Synthesis, SynthesisError, TraceFormat};
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Flags of `canaryd synthesize`.
@@ -54,6 +56,11 @@ pub struct SynthesizeArgs {
     /// Picks each row's prefix copy (default 0).
     #[arg(long, default_value_t = 0)]
     pub random_seed: u64,
+    /// Skip bad rows of the input, counting them, instead of refusing the file.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    #[command(flatten)]
+    pub trace_limits: crate::cli::replay::TraceLimits,
 }
 
 /// Runs `canaryd synthesize`; the exit code.
@@ -67,35 +74,48 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         max_osl: args.max_osl,
         seed: args.random_seed,
     };
-    // Before reading anything: a bad factor is the user's to fix first.
+    // Before reading anything: a bad factor, or an OUT that exists, is the user's to fix first
+    // (the whole input used to be loaded before OUT was looked at). The link below still
+    // refuses an OUT made meanwhile.
     s.validate()?;
-    let opts = LoadOptions {
-        format: args.format,
-        ..Default::default()
-    };
-    let trace = canary_replay::load(&args.input, &opts)?;
-    // The trace is written beside OUT and linked to its name only when whole (a link, unlike
-    // a rename, refuses an OUT that exists): a failure half-way (a row refused, a full disk,
-    // a kill) never leaves part of a trace at OUT, where it used to leave one that a rerun
-    // refused to overwrite.
+    // Every synthesized row is built in memory and must be one a run takes.
+    let max = canary_replay::trace::MAX_LENGTH_LIMIT;
+    if args.trace_limits.length_limit > max {
+        anyhow::bail!(
+            "--length-limit {}: expected at most {max} tokens (the longest a run takes)",
+            args.trace_limits.length_limit
+        );
+    }
     if args.output.symlink_metadata().is_ok() {
         anyhow::bail!(
             "{} exists: choose another name or remove it",
             args.output.display()
         );
     }
-    let mut name = args.output.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    let partial = args.output.with_file_name(name);
-    let written = write(args, &trace, &s, opts.length_limit, &partial).and_then(|report| {
-        std::fs::hard_link(&partial, &args.output)
-            .with_context(|| format!("creating {}", args.output.display()))?;
-        Ok(report)
-    });
-    let _ = std::fs::remove_file(&partial);
-    let report = written?;
+    let opts = LoadOptions {
+        format: args.format,
+        skip_invalid: args.skip_invalid,
+        length_limit: args.trace_limits.length_limit,
+        max_line_bytes: args.trace_limits.max_line_bytes,
+        ..Default::default()
+    };
+    let trace = canary_replay::load(&args.input, &opts)?;
+    // The trace is written beside OUT and linked to its name only when whole (a link, unlike
+    // a rename, refuses an OUT that exists): a failure half-way (a row refused, a full disk)
+    // never leaves part of a trace at OUT, where it used to leave one that a rerun refused to
+    // overwrite.
+    let (partial, file) = Partial::create(&args.output)
+        .with_context(|| format!("creating a file beside {}", args.output.display()))?;
+    let report = write(args, &trace, &s, opts.length_limit, file)?;
+    std::fs::hard_link(&partial.path, &args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    drop(partial);
+    let skipped = match trace.report.invalid_skipped {
+        0 => String::new(),
+        n => format!("; {n} invalid rows of the input skipped"),
+    };
     outln!(
-        "wrote {} rows ({} capped, {} distinct blocks) to {} (exact)",
+        "wrote {} rows ({} capped, {} distinct blocks) to {} (exact){skipped}",
         report.rows,
         report.capped,
         report.blocks,
@@ -104,16 +124,60 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Writes `trace` synthesized by `s` into `path`; what was written.
+/// The file OUT is written into before it is linked to OUT's name: created by this process
+/// (exclusively: `OUT.partial-PID`, or `OUT.partial-PID-N` when that name is taken), and
+/// removed when dropped. A file already there is never opened, emptied or removed: the name
+/// used to be `OUT.partial` whoever made it, truncated and then deleted (a user's half-download
+/// of that name lost), and two runs to one OUT wrote into one file.
+struct Partial {
+    path: PathBuf,
+}
+
+impl Partial {
+    /// Creates a partial file beside `out` under a name nothing holds; it and the file.
+    fn create(out: &Path) -> std::io::Result<(Partial, File)> {
+        let name = out.file_name().unwrap_or_default();
+        let pid = std::process::id();
+        for n in 0..1000 {
+            let mut partial = name.to_os_string();
+            partial.push(match n {
+                0 => format!(".partial-{pid}"),
+                n => format!(".partial-{pid}-{n}"),
+            });
+            let path = out.with_file_name(partial);
+            // O_EXCL: never a file (or a link) already there.
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+            {
+                Ok(file) => return Ok((Partial { path }, file)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{}.partial-{pid} to -999 all exist", name.to_string_lossy()),
+        ))
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes `trace` synthesized by `s` into `file` (OUT's partial file); what was written.
 fn write(
     args: &SynthesizeArgs,
     trace: &canary_replay::Trace,
     s: &Synthesis,
     length_limit: u32,
-    path: &Path,
+    file: File,
 ) -> Result<canary_replay::SynthesisReport> {
-    let file = canary_files::create_artifact(path)
-        .with_context(|| format!("creating {}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     // What loading the written trace will allow.
     let report = canary_replay::synthesize(trace, s, length_limit, &mut out)

@@ -583,3 +583,49 @@ fn the_table_marks_client_times_that_are_only_bounds() {
         assert!(printed.contains("first tokens timed: "), "{printed}");
     }
 }
+
+/// A length spread wider than its mean is refused naming the flag, exit 1, before anything is
+/// sent: `--isl-stddev 1e300` used to run "healthy" with every request 1 token or the length
+/// limit while `summary.json` said mean 550. `--request-count 0` with a trace is refused
+/// naming the flag too; it used to fail at the selection ("300 over the limit").
+#[test]
+fn a_spread_wider_than_the_mean_and_a_count_of_zero_are_refused_naming_the_flag() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = crate::common::shared("traces/mooncake_arxiv_first20.jsonl");
+    let trace = trace.to_str().unwrap();
+    for (flags, says) in [
+        (
+            vec!["--isl-stddev", "1e300"],
+            "--isl-stddev: expected 0 to 550 tokens (at most the mean",
+        ),
+        (
+            vec!["--osl", "10", "--output-tokens-stddev", "11"],
+            "--osl-stddev: expected 0 to 10 tokens",
+        ),
+        (
+            vec!["--request-rate", "5", "--isl", "100", "--isl-stddev", "101"],
+            "--isl-stddev: expected 0 to 100 tokens",
+        ),
+        (
+            vec!["--trace", trace, "--request-count", "0"],
+            "--request-count: expected 1 or more requests, found 0",
+        ),
+    ] {
+        let out = profile(dir.path(), &url, &flags);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {said}");
+        assert!(said.contains(says), "{flags:?}: {said}");
+    }
+    assert!(!dir.path().join("out").exists(), "nothing was run");
+    // At the mean it runs, every length within 1 and the limit.
+    let flags = ["--isl", "20", "--isl-stddev", "20", "--osl", "4"];
+    let out = profile(
+        dir.path(),
+        &url,
+        &[&flags[..], &["--request-count", "8"]].concat(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(records(dir.path()).len(), 8);
+}

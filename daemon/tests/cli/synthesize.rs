@@ -390,3 +390,190 @@ fn a_bailian_trace_is_synthesized_as_bailian_and_replayed_the_same_on_the_fly() 
     assert_eq!(a["run"]["trace"]["format"], "bailian", "{a}");
     assert_eq!(a["run"]["trace"]["digest"], b["run"]["trace"]["digest"]);
 }
+
+/// The first `n` lines of the real 300-row Mooncake slice, and then `tail`.
+fn derived_trace(dir: &std::path::Path, name: &str, n: usize, tail: &str) -> String {
+    let real = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/mooncake_conversation_first300.jsonl"),
+    )
+    .unwrap();
+    let mut text: String = real.lines().take(n).map(|l| format!("{l}\n")).collect();
+    text.push_str(tail);
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+// Audit F4: synthesize wrote into `OUT.partial` whoever made it, emptying it, then removed it,
+// on success and on failure: a user's file of that name was lost. F11: an OUT that exists was
+// refused only after the whole input was loaded.
+#[test]
+fn synthesize_never_touches_a_file_it_did_not_create_and_looks_at_out_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = derived_trace(dir.path(), "in.jsonl", 300, "");
+    let precious = dir.path().join("out.jsonl.partial");
+    std::fs::write(&precious, "precious user data\n").unwrap();
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+
+    // A failure half-way (the ratio puts a row past what a trace holds), then a success.
+    let out = canaryd(
+        &[
+            "synthesize",
+            &input,
+            "out.jsonl",
+            "--speedup-ratio",
+            "1e-300",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(names(dir.path()), ["in.jsonl", "out.jsonl.partial"]);
+    let out = canaryd(&["synthesize", &input, "out.jsonl"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("wrote 300 rows"), "{}", text(&out));
+    assert_eq!(
+        names(dir.path()),
+        ["in.jsonl", "out.jsonl", "out.jsonl.partial"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&precious).unwrap(),
+        "precious user data\n"
+    );
+
+    // OUT exists: refused before the input is read, so a broken input is not what is said.
+    let broken = derived_trace(
+        dir.path(),
+        "broken.jsonl",
+        10,
+        "{\"timestamp\": \"soon\"}\n",
+    );
+    let out = canaryd(&["synthesize", &broken, "out.jsonl"], dir.path());
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("out.jsonl exists: choose another name"),
+        "{msg}"
+    );
+    assert!(!msg.contains("broken.jsonl:11"), "{msg}");
+    // Without OUT, the same input is refused at its broken line.
+    let out = canaryd(&["synthesize", &broken, "other.jsonl"], dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("broken.jsonl:11"), "{}", text(&out));
+    assert!(!dir.path().join("other.jsonl").exists());
+}
+
+// Audit F12: synthesize had no reader flags, though the README said "a synthesized length over
+// `--length-limit` is refused" and one bad row made a file unsynthesizable that `analyze-trace
+// --skip-invalid` read; the on-the-fly error told a replay to "synthesize with
+// --burstgpt-failed skip", a flag synthesize does not have. F15: `--max-line-bytes` had no
+// ceiling.
+#[test]
+fn synthesize_takes_the_reader_flags_and_says_which_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = derived_trace(dir.path(), "in.jsonl", 300, "");
+    let run = |args: &[&str]| canaryd(&[&["synthesize", &input][..], args].concat(), dir.path());
+
+    // The rows over the limit: refused by their line, or skipped and counted.
+    let out = run(&["a.jsonl", "--length-limit", "100000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("in.jsonl:98: field \"input_length\": expected at most 100000"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["a.jsonl", "--length-limit", "100000", "--skip-invalid"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("wrote 298 rows")
+            && text(&out).contains("2 invalid rows of the input skipped"),
+        "{}",
+        text(&out)
+    );
+    // A synthesized length over the limit is refused naming its line; a higher limit takes it.
+    let out = run(&["b.jsonl", "--prompt-len-multiplier", "3"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run(&[
+        "c.jsonl",
+        "--prompt-len-multiplier",
+        "3",
+        "--length-limit",
+        "200000",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("over the limit of 200000") && text(&out).contains("line "),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.path().join("c.jsonl").exists());
+    let out = run(&["c.jsonl", "--length-limit", "100000001"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--length-limit 100000001: expected at most 100000000"),
+        "{}",
+        text(&out)
+    );
+    // A line longer than --max-line-bytes; and a ceiling on it, here and for analyze-trace.
+    let out = run(&["c.jsonl", "--max-line-bytes", "100"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("in.jsonl:1: line longer than 100 bytes"),
+        "{}",
+        text(&out)
+    );
+    for cmd in [
+        vec!["synthesize", &input, "c.jsonl"],
+        vec!["analyze-trace", &input],
+    ] {
+        let out = canaryd(
+            &[&cmd[..], &["--max-line-bytes", "1073741825"]].concat(),
+            dir.path(),
+        );
+        assert!(!out.status.success(), "{cmd:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("--max-line-bytes") && text(&out).contains("1073741824"),
+            "{cmd:?}: {}",
+            text(&out)
+        );
+    }
+    assert!(!dir.path().join("c.jsonl").exists());
+
+    // On the fly, a failed BurstGPT row kept: the advice names the flag that drops it.
+    let real = std::fs::read_to_string(shared("traces/burstgpt_readme_rows.csv")).unwrap();
+    let failed = real.replacen("45,ChatGPT,1087,230,1317", "45,ChatGPT,1087,0,1087", 1);
+    assert_ne!(failed, real);
+    std::fs::write(dir.path().join("failed.csv"), failed).unwrap();
+    let url = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            "failed.csv",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "-o",
+            "run",
+            "--burstgpt-failed",
+            "send",
+            "--synthesis-max-osl",
+            "100",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("drop such rows with --burstgpt-failed skip"),
+        "{}",
+        text(&out)
+    );
+}

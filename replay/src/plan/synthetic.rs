@@ -255,6 +255,20 @@ fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingErr
                 ),
             ));
         }
+        // Draws are kept within 1 and the limit: with a spread wider than the mean, more than
+        // one draw in six lands below 1 token and is moved there, and with 1e300 every request
+        // was 1 token or the limit while the summary said "normal around the mean".
+        if len.stddev > f64::from(len.mean) {
+            return Err(SettingError::new(
+                stddev_setting,
+                format!(
+                    "expected 0 to {mean} tokens (at most the mean, {mean}: a wider spread puts \
+                     more than one draw in six below 1 token, where it is clamped), found {}",
+                    len.stddev,
+                    mean = len.mean
+                ),
+            ));
+        }
     }
     if r.shared_prefix > limit {
         return Err(SettingError::new(
@@ -322,6 +336,22 @@ mod tests {
         let mut bad = rate(1.0, ArrivalPattern::Constant);
         bad.requests.osl.stddev = -1.0;
         assert_eq!(refused(bad.validate(1000)), Setting::OslStddev);
+        // A spread wider than the mean: most draws would be clamped to 1 token or the limit.
+        for stddev in [1e300, 10.01] {
+            bad.requests.osl = Length { mean: 10, stddev };
+            assert_eq!(refused(bad.validate(1000)), Setting::OslStddev);
+        }
+        bad.requests.osl = Length {
+            mean: 10,
+            stddev: 10.0,
+        };
+        assert!(bad.validate(1000).is_ok());
+        bad.requests.isl = Length {
+            mean: 100,
+            stddev: 1e300,
+        };
+        assert_eq!(refused(bad.validate(1000)), Setting::IslStddev);
+        bad.requests.isl = Length::fixed(100);
         bad.requests.osl = Length::fixed(0);
         assert_eq!(refused(bad.validate(1000)), Setting::Osl);
         let mut none = rate(1.0, ArrivalPattern::Constant);

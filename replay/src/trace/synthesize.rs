@@ -143,15 +143,46 @@ pub struct SynthesisReport {
     pub blocks: u64,
     /// Rows whose input or output was capped.
     pub capped: u64,
+    /// Block ids held in memory at the end to be reused: one per distinct shared-prefix block
+    /// written (per prefix copy). A unique-prompt block is numbered by a counter and never
+    /// held, so synthesis memory grows with the shared prefixes, not with the blocks written.
+    pub held_blocks: u64,
 }
 
-/// What a new block id stands for.
+/// A scaled prefix block: position `pos` of a scaled prefix whose source block there was
+/// `source`, in copy `root`. Rows sharing it share its new id.
 #[derive(Hash, PartialEq, Eq)]
-enum BlockKey {
-    /// Position `pos` of a scaled prefix whose source block there was `source`, in copy `root`.
-    Prefix { root: u32, source: u64, pos: u32 },
-    /// Block `pos` of row `row`'s unique prompt.
-    Unique { row: u32, pos: u32 },
+struct PrefixKey {
+    root: u32,
+    source: u64,
+    pos: u32,
+}
+
+/// New block ids, numbered 0, 1, 2… in order of first use. Only prefix blocks are kept, to be
+/// found again: a unique-prompt block belongs to one row and one position, which no later
+/// block can ask for, so it takes the next number and is forgotten (it used to be kept too,
+/// a map entry for every block written: gigabytes for a long trace with a prompt multiplier).
+#[derive(Default)]
+struct BlockIds {
+    prefix: HashMap<PrefixKey, u64>,
+    next: u64,
+}
+
+impl BlockIds {
+    /// The id of a prefix block: its earlier one, or the next number.
+    fn prefix(&mut self, key: PrefixKey) -> u64 {
+        let next = &mut self.next;
+        *self.prefix.entry(key).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        })
+    }
+
+    /// A new id for a unique-prompt block.
+    fn unique(&mut self) -> u64 {
+        self.next += 1;
+        self.next - 1
+    }
 }
 
 /// Writes `trace` changed by `s` to `out`, in [`written_format`] of the trace's format (JSONL).
@@ -177,7 +208,7 @@ pub fn synthesize(
             *uses.entry(id).or_default() += 1;
         }
     }
-    let mut ids: HashMap<BlockKey, u64> = HashMap::new();
+    let mut ids = BlockIds::default();
     let mut report = SynthesisReport::default();
     let first_us = rows.iter().map(|r| r.timestamp_us).min().unwrap_or(0);
     for r in rows {
@@ -204,8 +235,8 @@ pub fn synthesize(
             return Err(SynthesisError::Row {
                 line,
                 reason: "a failed row (0 output tokens, kept by --burstgpt-failed send): the \
-                         synthesized trace cannot hold it; synthesize with --burstgpt-failed \
-                         skip"
+                         synthesized trace cannot hold it; drop such rows with \
+                         --burstgpt-failed skip (the default)"
                     .into(),
             });
         }
@@ -236,7 +267,8 @@ pub fn synthesize(
         }
         report.rows += 1;
     }
-    report.blocks = ids.len() as u64;
+    report.blocks = ids.next;
+    report.held_blocks = ids.prefix.len() as u64;
     out.flush()?;
     Ok(report)
 }
@@ -325,7 +357,7 @@ fn scale_prompt(
     s: &Synthesis,
     block: u32,
     scaled: ScaledInput,
-    ids: &mut HashMap<BlockKey, u64>,
+    ids: &mut BlockIds,
 ) -> (u32, Vec<u64>, bool) {
     let bs = u64::from(block);
     let ScaledInput {
@@ -355,22 +387,18 @@ fn scale_prompt(
     let new_prefix_blocks = scaled_prefix.div_ceil(bs);
     let mut out = Vec::with_capacity(blocks as usize);
     for pos in 0..blocks {
-        let key = if pos < new_prefix_blocks && prefix_blocks > 0 {
+        let id = if pos < new_prefix_blocks && prefix_blocks > 0 {
             // Scaled block `pos` stands for source block `pos / multiplier`.
             let at = ((pos as f64 / s.prefix_len_multiplier) as u64).min(prefix_blocks - 1);
-            BlockKey::Prefix {
+            ids.prefix(PrefixKey {
                 root,
                 source: source[at as usize],
                 pos: pos as u32,
-            }
+            })
         } else {
-            BlockKey::Unique {
-                row: r.index,
-                pos: pos as u32,
-            }
+            ids.unique()
         };
-        let next = ids.len() as u64;
-        out.push(*ids.entry(key).or_insert(next));
+        out.push(id);
     }
     (input as u32, out, input < wanted)
 }
@@ -434,7 +462,7 @@ mod tests {
                 16,
             )
         };
-        let prefix_ids = |r: &TraceRequest, ids: &mut HashMap<BlockKey, u64>| {
+        let prefix_ids = |r: &TraceRequest, ids: &mut BlockIds| {
             let scaled = ScaledInput {
                 prefix_blocks: 2,
                 scaled_prefix: 32,
@@ -443,7 +471,7 @@ mod tests {
             };
             scale_prompt(r, &s, 16, scaled, ids).1[..2].to_vec()
         };
-        let mut ids = HashMap::new();
+        let mut ids = BlockIds::default();
         for session in 0..20 {
             let first = prefix_ids(&turn(2 * session, Some(u64::from(session)), 2), &mut ids);
             let second = prefix_ids(

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
@@ -45,7 +46,13 @@ static unsigned int gpu_count(void) {
     return n > 8 ? 8 : n;
 }
 
-nvmlReturn_t nvmlInit_v2(void) { return NVML_SUCCESS; }
+/* FAKE_NVML_HANG set: init never returns, as with a wedged driver (a GPU fallen off the bus). */
+nvmlReturn_t nvmlInit_v2(void) {
+    if (getenv("FAKE_NVML_HANG")) {
+        for (;;) pause();
+    }
+    return NVML_SUCCESS;
+}
 nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
 const char *nvmlErrorString(nvmlReturn_t r) { (void)r; return "fake nvml error"; }
 
