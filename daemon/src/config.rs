@@ -289,7 +289,7 @@ impl Config {
                     "workloads.{}.grace_period: {} plus otlp.flush_timeout {} is {}, over {}: \
                      a stop may then outlast the shipped systemd unit's TimeoutStopSec=90s (or \
                      a Kubernetes terminationGracePeriodSeconds of 90), and the run killed \
-                     mid-stop loses its summary (recorded as `process died` at the next start); \
+                     mid-stop loses its summary (recovered at the next start as `no verdict.json`); \
                      shorten them, or raise those limits past the sum",
                     w.name,
                     seconds(w.grace_period),

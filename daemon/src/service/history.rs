@@ -659,14 +659,29 @@ fn place_late(conn: &mut Connection, late: &[RunRow]) -> rusqlite::Result<()> {
     let first = placed[0].0;
     // The rowids from the first place on: from that stored row's (or past every row).
     let base = match stored.get(first) {
-        Some((rowid, _, _)) => *rowid,
-        None => stored.last().map_or(1, |(rowid, _, _)| rowid + 1),
+        Some((rowid, _, _)) => Some(*rowid),
+        None => stored
+            .last()
+            .map_or(Some(1), |(rowid, _, _)| rowid.checked_add(1)),
     };
     let tail = &stored[first..];
     // Out of the way first: below every rowid there is (and below 0).
     let lowest: i64 = tx.query_row("SELECT MIN(IFNULL(MIN(rowid), 0), 0) FROM runs", [], |r| {
         r.get(0)
     })?;
+    // A history whose rowids reach the ends of their range (the doubling of an earlier
+    // version's placement left some near 2^63) is refused, never wrapped around.
+    let room = (tail.len() + late.len()) as i64;
+    let base = match base.filter(|b| b.checked_add(room).is_some() && lowest > i64::MIN + room) {
+        Some(base) => base,
+        None => {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                "the history's row numbers are at the end of their range (an earlier version \
+                 misnumbered runs recorded late): move the history away to start a new one"
+                    .into(),
+            ))
+        }
+    };
     {
         let mut moved = tx.prepare("UPDATE runs SET rowid = ?1 WHERE rowid = ?2")?;
         for (i, (rowid, _, _)) in tail.iter().enumerate() {

@@ -29,6 +29,11 @@ use std::time::SystemTime;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Runs recorded late placed in one pass at start: each row holds its whole summary (up to
+/// 64 MiB of JSON), so a history replaced under a running daemon, which leaves every run late,
+/// is placed a chunk at a time rather than all held at once.
+const LATE_RUNS_PER_PASS: usize = 64;
+
 /// Shared state of the scheduler and its runs; survives reloads.
 pub(super) struct Daemon {
     history: Arc<History>,
@@ -407,9 +412,19 @@ impl Daemon {
     /// they finished.
     fn record_unrecorded(&self, config: &Config) {
         use crate::service::recovery::unrecorded;
+        // Each chunk in one pass: each run placed by its start, the rows after it moved once.
+        let dirs = unrecorded::find(&config.artifacts_dir, &self.history);
+        for chunk in dirs.chunks(LATE_RUNS_PER_PASS) {
+            self.record_late(chunk);
+        }
+    }
+
+    /// Stores the late runs of `dirs` in one pass.
+    fn record_late(&self, dirs: &[std::path::PathBuf]) {
+        use crate::service::recovery::unrecorded;
         let mut rows = Vec::new();
-        for dir in unrecorded::find(&config.artifacts_dir, &self.history) {
-            match unrecorded::row(&dir) {
+        for dir in dirs {
+            match unrecorded::row(dir) {
                 Ok(row) => rows.push(row),
                 Err(e) => tracing::warn!(
                     "{}: a run with a verdict but no history row, not recorded: {e:#}",
@@ -417,7 +432,6 @@ impl Daemon {
                 ),
             }
         }
-        // All in one pass: each run placed by its start, the rows after it moved once.
         match self.history.insert_late(&rows) {
             Ok(()) => {
                 for row in &rows {

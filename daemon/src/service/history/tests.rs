@@ -849,6 +849,28 @@ fn runs_recorded_late_are_all_placed_or_none() {
     assert_eq!(rowids, [(1, "r1".to_string()), (2, "r3".to_string())]);
 }
 
+/// A history an earlier version's doubling left with rowids near 2^63: a run recorded late
+/// is refused with a clear error, never numbered past the end (a panic in a debug build, a
+/// wrap to negative rowids in release).
+#[test]
+fn a_history_at_the_end_of_its_row_numbers_refuses_late_runs_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    h.insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    h.conn()
+        .execute("UPDATE runs SET rowid = ?1", [i64::MAX])
+        .unwrap();
+    let e = h
+        .insert_late(&[run("r2", "w", 2000, VerdictKind::Pass, 1.0)])
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("at the end of their range"),
+        "{e:#}"
+    );
+    assert!(h.get("r2").unwrap().is_none());
+}
+
 /// The latest run of each workload is found in one pass, not by a subquery per row (that
 /// was quadratic in a workload's runs, and ran before the daemon said it was ready: 20,000
 /// runs took 51 s). Read from SQLite's own plan for the query.

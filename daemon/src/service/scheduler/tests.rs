@@ -392,4 +392,14 @@ async fn a_run_left_without_a_verdict_is_recovered_in_its_place_by_start() {
         d.history.latest_per_workload().unwrap()[0].run.id,
         rows[2].run.id
     );
+    // /metrics agrees: the newest run (a pass) stays the workload's last; the recovered
+    // one is counted.
+    let text = d.metrics.render();
+    for line in [
+        "canaryd_last_run_verdict{workload=\"w\",verdict=\"pass\"} 1",
+        "canaryd_last_run_verdict{workload=\"w\",verdict=\"error\"} 0",
+        "canaryd_runs_total{workload=\"w\",verdict=\"error\"} 1",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
 }

@@ -482,8 +482,16 @@ impl StatusMetrics {
         *s.runs
             .entry((workload.to_string(), run.run.verdict.kind))
             .or_default() += 1;
-        s.last
-            .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
+        // A run recovered at start may be older than runs recorded since (the history
+        // places it by its start): counted, but the last run stays the newest.
+        let older = s
+            .last
+            .get(workload)
+            .is_some_and(|last| last.started_unix_ms > run.run.started_unix_ms);
+        if !older {
+            s.last
+                .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
+        }
     }
 
     /// Counts a skipped schedule.
