@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
@@ -29,14 +29,21 @@ use tokio_util::sync::CancellationToken;
 
 /// Connections served at once. Each holds a task and a descriptor, which runs need too:
 /// without a cap, clients that connect and say nothing took every descriptor the daemon had.
-/// At the cap a new connection closes the oldest one that has not sent a request head (a
-/// probe sends its head at once), and is itself closed only when every one open is serving
-/// requests: idle connections, however many, cannot lock a liveness probe out.
+/// At the cap a new connection closes the oldest one with no request in progress: one that
+/// has sent no request head yet, or one idle between requests (keep-alive). That one is shut
+/// down gracefully within [`EVICTION_GRACE`]: a request whose head has just come is still
+/// answered, an idle connection is closed at once. The new connection is itself closed only
+/// when every one in its way has a request in progress right now, so connections that are
+/// silent or idle between requests, however many, cannot lock a liveness probe out.
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// Connections one peer address may hold at once (the same rule at this cap, among its own):
 /// one client cannot take every slot.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
+
+/// How long a connection closed for a newer one gets to finish a request that came just
+/// before (hyper's graceful shutdown) before it is dropped.
+pub const EVICTION_GRACE: Duration = Duration::from_secs(1);
 
 /// A connection closed or refused at a cap is logged at most this often, with how many were
 /// not said in between (a flood is said again while it goes on, not once per process).
@@ -151,8 +158,9 @@ struct Connections {
 
 struct Connection {
     peer: IpAddr,
-    /// Set once a whole request head has come: from then on it is not closed for another.
-    headed: Arc<AtomicBool>,
+    /// Requests in progress on it now (a head has come, the answer is not done): while not
+    /// zero it is not closed for another.
+    busy: Arc<AtomicUsize>,
     close: CancellationToken,
 }
 
@@ -161,18 +169,19 @@ struct Connection {
 enum Made {
     /// Nothing was needed.
     Nothing,
-    /// Closed the peer's oldest connection without a request head, at its cap.
+    /// Closed the peer's oldest connection with no request in progress, at its cap.
     ClosedPeers,
-    /// Closed the oldest connection without a request head, at the endpoint's cap.
+    /// Closed the oldest connection with no request in progress, at the endpoint's cap.
     ClosedOldest,
 }
 
-/// A new connection's place: its id, its flag and its closing token.
-type Admitted = (u64, Arc<AtomicBool>, CancellationToken, Made);
+/// A new connection's place: its id, its count of requests in progress and its closing token.
+type Admitted = (u64, Arc<AtomicUsize>, CancellationToken, Made);
 
 impl Connections {
-    /// Takes a new connection from `peer`, closing another that has sent no request head
-    /// when a cap is reached; `None` (refused) when every one in the way is serving requests.
+    /// Takes a new connection from `peer`, closing another that has no request in progress
+    /// (silent, or idle between requests) when a cap is reached; `None` (refused) when every
+    /// one in the way has a request in progress.
     fn admit(&mut self, peer: IpAddr, per_peer: usize, max: usize) -> Option<Admitted> {
         let mut made = Made::Nothing;
         if self.open.values().filter(|c| c.peer == peer).count() >= per_peer {
@@ -185,21 +194,22 @@ impl Connections {
         }
         let id = self.next;
         self.next += 1;
-        let (headed, close) = (Arc::new(AtomicBool::new(false)), CancellationToken::new());
+        let (busy, close) = (Arc::new(AtomicUsize::new(0)), CancellationToken::new());
         let c = Connection {
             peer,
-            headed: headed.clone(),
+            busy: busy.clone(),
             close: close.clone(),
         };
         self.open.insert(id, c);
-        Some((id, headed, close, made))
+        Some((id, busy, close, made))
     }
 
+    /// Closes the oldest connection `of` that has no request in progress.
     fn close_oldest_silent(&mut self, of: impl Fn(&Connection) -> bool) -> Option<()> {
         let (&id, _) = self
             .open
             .iter()
-            .find(|(_, c)| of(c) && !c.headed.load(Ordering::Relaxed))?;
+            .find(|(_, c)| of(c) && c.busy.load(Ordering::Acquire) == 0)?;
         let c = self.open.remove(&id)?;
         c.close.cancel();
         Some(())
@@ -217,6 +227,23 @@ impl Drop for Slot {
         if let Ok(mut c) = self.connections.lock() {
             c.open.remove(&self.id);
         }
+    }
+}
+
+/// One request in progress on a connection, counted in its [`Connection::busy`] until the
+/// answer's future is done or dropped.
+struct InProgress(Arc<AtomicUsize>);
+
+impl InProgress {
+    fn new(busy: &Arc<AtomicUsize>) -> Self {
+        busy.fetch_add(1, Ordering::AcqRel);
+        Self(busy.clone())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -280,12 +307,12 @@ pub async fn serve(
                 .lock()
                 .unwrap()
                 .admit(peer.ip(), MAX_CONNECTIONS_PER_PEER, MAX_CONNECTIONS);
-        let Some((id, headed, close, made)) = admitted else {
+        let Some((id, busy, close, made)) = admitted else {
             if let Some(unsaid) = refused.due(Instant::now()) {
                 tracing::warn!(
                     "status endpoint: {MAX_CONNECTIONS} connections open (or \
-                     {MAX_CONNECTIONS_PER_PEER} from {}), each serving requests: closed a new \
-                     one from {}{}",
+                     {MAX_CONNECTIONS_PER_PEER} from {}), each with a request in progress: \
+                     closed a new one from {}{}",
                     peer.ip(),
                     peer.ip(),
                     more_since(unsaid)
@@ -301,7 +328,7 @@ pub async fn serve(
                 };
                 tracing::warn!(
                     "status endpoint: {full} connections open: closed the oldest that had \
-                     sent no request, for a new one from {}{}",
+                     sent no request or was idle between requests, for a new one from {}{}",
                     peer.ip(),
                     more_since(unsaid)
                 );
@@ -316,9 +343,11 @@ pub async fn serve(
             let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
                 let (metrics, history) = (metrics.clone(), history.clone());
-                // A whole request head came: this connection is no longer closed for others.
-                headed.store(true, Ordering::Relaxed);
+                // A whole request head came: this connection is not closed for others until
+                // its answer is done (or dropped).
+                let in_progress = InProgress::new(&busy);
                 async move {
+                    let _in_progress = in_progress;
                     // A report reads files and draws charts: made off the async threads.
                     let report = (req.method() == Method::GET)
                         .then(|| report_id(req.uri().path()))
@@ -343,8 +372,12 @@ pub async fn serve(
             // answer in progress (a report may wait behind others), within a grace.
             tokio::select! {
                 _ = serving.as_mut() => {}
-                // Closed for a newer one before it sent a request head.
-                _ = close.cancelled() => {}
+                // Closed for a newer one while it had no request in progress: a request whose
+                // head has come since is still answered, an idle connection closes at once.
+                _ = close.cancelled() => {
+                    serving.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(EVICTION_GRACE, serving).await;
+                }
                 _ = tokio::time::sleep(CONNECTION_LIFETIME) => {
                     serving.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(CONNECTION_LIFETIME, serving).await;
@@ -499,16 +532,17 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// At a peer's cap its oldest connection without a request head is closed for the new
-    /// one, at the endpoint's cap the oldest such of anyone's, and a new one is refused only
-    /// when every connection in its way is serving requests.
+    /// At a peer's cap its oldest connection with no request in progress is closed for the
+    /// new one, at the endpoint's cap the oldest such of anyone's, and a new one is refused
+    /// only when every connection in its way has a request in progress; one whose request is
+    /// done is closable again.
     #[test]
     fn a_new_connection_closes_the_oldest_silent_one_at_a_cap() {
         let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
         let mut c = Connections::default();
         let mut tokens = Vec::new();
         for n in 0..4 {
-            let (id, headed, close, made) = c.admit(ip(1), 2, 5).unwrap();
+            let (id, busy, close, made) = c.admit(ip(1), 2, 5).unwrap();
             assert_eq!(id, n);
             assert_eq!(
                 made,
@@ -518,13 +552,13 @@ mod tests {
                     Made::ClosedPeers
                 }
             );
-            tokens.push((headed, close));
+            tokens.push((busy, close));
         }
         // Peer 1's two oldest were closed for its two newest.
         let closed: Vec<bool> = tokens.iter().map(|(_, t)| t.is_cancelled()).collect();
         assert_eq!(closed, [true, true, false, false]);
-        // Peer 1's connection 2 sent a request: at peer 1's cap, 3 goes, never 2.
-        tokens[2].0.store(true, Ordering::Relaxed);
+        // Peer 1's connection 2 has a request in progress: at peer 1's cap, 3 goes, never 2.
+        let request = InProgress::new(&tokens[2].0);
         let (_, _, _, made) = c.admit(ip(1), 2, 5).unwrap();
         assert_eq!(made, Made::ClosedPeers);
         assert!(!tokens[2].1.is_cancelled() && tokens[3].1.is_cancelled());
@@ -534,17 +568,20 @@ mod tests {
             assert_eq!(c.admit(ip(n), 2, 5).unwrap().3, Made::Nothing);
         }
         assert_eq!(c.open.len(), 5);
-        let (id, headed, ..) = c.admit(ip(9), 2, 5).unwrap();
+        let (id, busy, ..) = c.admit(ip(9), 2, 5).unwrap();
         assert_eq!(c.admit(ip(9), 2, 5).unwrap().3, Made::ClosedOldest);
         assert!(!c.open.contains_key(&4) && c.open.contains_key(&2));
-        // Every one serving requests: refused.
-        headed.store(true, Ordering::Relaxed);
-        for conn in c.open.values() {
-            conn.headed.store(true, Ordering::Relaxed);
-        }
+        // Every one with a request in progress: refused.
+        let _mine = InProgress::new(&busy);
+        let requests: Vec<_> = c.open.values().map(|c| InProgress::new(&c.busy)).collect();
         assert!(c.admit(ip(9), 2, 5).is_none());
         assert!(c.admit(ip(7), 2, 5).is_none());
         assert!(c.open.contains_key(&id));
+        // Connection 2's requests are done (idle between requests): it is the oldest to go.
+        drop(request);
+        drop(requests);
+        assert_eq!(c.admit(ip(7), 2, 5).unwrap().3, Made::ClosedOldest);
+        assert!(!c.open.contains_key(&2) && tokens[2].1.is_cancelled());
     }
 
     /// A flood's message is said at once, then at most once per minute with the count of
@@ -593,6 +630,54 @@ mod tests {
         );
         metrics.clear_unhealthy();
         assert!(get().await.starts_with("HTTP/1.1 200"));
+        stop.cancel();
+        server.await.unwrap();
+    }
+
+    /// Keep-alive connections idle between requests cannot lock a probe out: with as many
+    /// connections open from one address as it may hold, each having made a request and read
+    /// its answer (then idle, kept alive), a new connection's `GET /healthz` is answered 200,
+    /// and the oldest idle one is closed for it.
+    #[tokio::test]
+    async fn idle_keep_alive_connections_cannot_lock_a_probe_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = Arc::new(History::open(&dir.path().join("history.sqlite")).unwrap());
+        let metrics = Arc::new(StatusMetrics::default());
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, metrics, history, stop.clone()));
+        const ASK: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_PEER {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(ASK).await.unwrap();
+            // The whole answer (it ends with its 3-byte body), the connection kept alive.
+            let mut reply = Vec::new();
+            let mut buf = [0u8; 512];
+            while !reply.ends_with(b"\r\n\r\nok\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&reply));
+                reply.extend_from_slice(&buf[..n]);
+            }
+            assert!(reply.starts_with(b"HTTP/1.1 200"));
+            idle.push(s);
+        }
+        let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
+        probe
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        probe.read_to_string(&mut reply).await.unwrap();
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.ends_with("ok\n"),
+            "probe not answered: {reply:?}"
+        );
+        // The oldest idle one was closed for it (end of stream, no answer).
+        let mut rest = Vec::new();
+        idle[0].read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
         stop.cancel();
         server.await.unwrap();
     }
