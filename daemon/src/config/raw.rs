@@ -280,7 +280,7 @@ pub struct Workload {
     /// (default 10000000, the longest context any model is served with; at most 100000000).
     pub length_limit: Option<LengthLimit>,
     /// A trace line (CSV record) longer than this many bytes is refused (default 16 MiB).
-    pub max_line_bytes: Option<AtLeastOne>,
+    pub max_line_bytes: Option<MaxLineBytes>,
     /// Concurrency ceiling, 1 or more.
     pub concurrency: Option<toml::Spanned<AtLeastOne>>,
     /// Default 0; at most 10000.

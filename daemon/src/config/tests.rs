@@ -882,6 +882,11 @@ fn scale_lengths_cannot_pass_the_length_limit() {
         ("length_limit = 100000001", "workloads.chat.length_limit: "),
         ("length_limit = 5000000000", "workloads.chat.length_limit: "),
         ("max_line_bytes = 0", "workloads.chat.max_line_bytes: "),
+        // A line is held whole: the flag's 1 GiB ceiling holds for the key too.
+        (
+            "max_line_bytes = 1073741825",
+            "workloads.chat.max_line_bytes: ",
+        ),
     ] {
         let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
         error_at(&text, bad, key);

@@ -255,15 +255,15 @@ fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingErr
                 ),
             ));
         }
-        // Draws are kept within 1 and the limit: with a spread wider than the mean, more than
-        // one draw in six lands below 1 token and is moved there, and with 1e300 every request
+        // Draws are kept within 1 and the limit: with a spread wider than the mean, about one
+        // draw in six or more lands below 1 token and is moved there, and with 1e300 every request
         // was 1 token or the limit while the summary said "normal around the mean".
         if len.stddev > f64::from(len.mean) {
             return Err(SettingError::new(
                 stddev_setting,
                 format!(
                     "expected 0 to {mean} tokens (at most the mean, {mean}: a wider spread puts \
-                     more than one draw in six below 1 token, where it is clamped), found {}",
+                     about one draw in six or more below 1 token, where it is clamped), found {}",
                     len.stddev,
                     mean = len.mean
                 ),

@@ -163,6 +163,24 @@ impl<'de> Deserialize<'de> for LengthLimit {
     }
 }
 
+/// The longest trace line read, 1 to 1 GiB bytes as `--max-line-bytes` takes: a line is
+/// held whole in memory, so a file without line breaks costs up to this much.
+#[derive(Debug, Clone, Copy)]
+pub struct MaxLineBytes(pub usize);
+
+impl<'de> Deserialize<'de> for MaxLineBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let max = crate::cli::replay::MAX_LINE_BYTES;
+        match u64::deserialize(d) {
+            Ok(n) if n >= 1 && n <= max => Ok(MaxLineBytes(n as usize)),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a whole number of bytes from 1 to {max} (1 GiB: a line is held \
+                 whole in memory)"
+            ))),
+        }
+    }
+}
+
 /// Warm-up requests, at most [`canary_replay::MAX_WARMUP_REQUESTS`].
 #[derive(Debug, Clone, Copy)]
 pub struct WarmupRequests(pub usize);
