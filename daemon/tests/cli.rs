@@ -102,9 +102,23 @@ fn analyze_trace_reports_the_real_mooncake_slice() {
     assert!(out.status.success(), "{}", text(&out));
     let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(a["requests"], 2000, "{a}");
+    // Each figure's kind: the span exact without delay turns, a lower bound with them; the
+    // ideal cache's reuse an upper bound on a real one's.
+    let delays = a["delay_turns"].as_u64().unwrap() > 0;
+    assert_eq!(
+        a["duration_kind"],
+        if delays { "lower_bound" } else { "exact" },
+        "{a}"
+    );
+    assert_eq!(a["prefix_reuse"]["kind"], "upper_bound", "{a}");
     let human = canaryd(&["analyze-trace", file.to_str().unwrap()], dir.path());
     assert!(human.status.success());
-    assert!(String::from_utf8_lossy(&human.stdout).contains("2000"));
+    let human = String::from_utf8_lossy(&human.stdout).to_string();
+    assert!(human.contains("2000"), "{human}");
+    assert!(
+        human.contains("an upper bound on a real one's hits"),
+        "{human}"
+    );
 }
 
 #[test]

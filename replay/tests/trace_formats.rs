@@ -274,6 +274,16 @@ fn analysis_times_delay_turns_after_their_previous_turn() {
         a.to_string().contains("3 turns are timed by their delay"),
         "{a}"
     );
+    // The span a lower bound, the rate an upper one: said in the JSON too, never "exact".
+    assert_eq!(
+        (a.duration_kind, a.rate_kind),
+        ("lower_bound", "upper_bound")
+    );
+    let text = a.to_string();
+    assert!(
+        !text.contains(" s, exact)") && !text.contains("sends, exact)"),
+        "{text}"
+    );
     // Without delays, the times are the timestamps, as before.
     let plain = trace::analyze(&load(trace_file!("mooncake_arxiv_first20.jsonl")));
     assert_eq!(plain.delay_turns, 0);
@@ -282,6 +292,18 @@ fn analysis_times_delay_turns_after_their_previous_turn() {
         plain.last_timestamp_s - plain.first_timestamp_s
     );
     assert!(!plain.to_string().contains("timed by their delay"));
+    assert_eq!((plain.duration_kind, plain.rate_kind), ("exact", "exact"));
+    let text = plain.to_string();
+    assert!(
+        text.contains(" s, exact)") && text.contains("sends, exact)"),
+        "{text}"
+    );
+    // The ideal cache's reuse is an upper bound on a real cache's.
+    assert_eq!(plain.prefix_reuse.unwrap().kind, "upper_bound");
+    assert!(
+        text.contains("an upper bound on a real one's hits"),
+        "{text}"
+    );
 }
 
 #[test]

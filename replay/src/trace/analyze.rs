@@ -41,6 +41,12 @@ pub struct TraceAnalysis {
     /// was `requests / duration_s`, without saying which: 2.0 for 4 requests over 2 s, where
     /// their 3 gaps make 1.5.
     pub mean_rate_rps: Option<f64>,
+    /// What `duration_s` is: `exact` (the timestamps' span), or `lower_bound` with delay
+    /// turns (the server's time before each is not counted).
+    pub duration_kind: &'static str,
+    /// What `mean_rate_rps` and the peaks are: `exact`, or with delay turns `upper_bound`
+    /// for the rate and the peaks `estimate`s (each delay turn placed at its earliest).
+    pub rate_kind: &'static str,
     /// The most requests sent at one time.
     pub peak_burst: Burst,
     /// The most requests sent within any 1-second window `[t, t+1s)`.
@@ -98,9 +104,12 @@ pub struct SessionStats {
     pub mean_turns: f64,
 }
 
-/// Ideal prefix-cache reuse implied by hash ids.
+/// Ideal prefix-cache reuse implied by hash ids: a cache that never evicts and holds every
+/// block, so its hit rates are upper bounds on any real cache's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct PrefixReuse {
+    /// `upper_bound`: what the hit rates below are of a real cache's.
+    pub kind: &'static str,
     /// Blocks over all requests.
     pub blocks: u64,
     /// Blocks whose id appeared earlier in the trace.
@@ -194,6 +203,16 @@ pub fn analyze(trace: &Trace) -> TraceAnalysis {
         duration_s,
         delay_turns,
         mean_rate_rps: (duration_s > 0.0).then(|| reqs.len().saturating_sub(1) as f64 / duration_s),
+        duration_kind: if delay_turns > 0 {
+            "lower_bound"
+        } else {
+            "exact"
+        },
+        rate_kind: if delay_turns > 0 {
+            "upper_bound"
+        } else {
+            "exact"
+        },
         peak_burst,
         peak_1s,
         input_tokens: length_stats(
@@ -284,7 +303,10 @@ fn nearest_rank(sorted: &[u32], p: usize) -> u32 {
 
 fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
     let mut seen = HashSet::new();
-    let mut p = PrefixReuse::default();
+    let mut p = PrefixReuse {
+        kind: "upper_bound",
+        ..PrefixReuse::default()
+    };
     for r in &trace.requests {
         let n = r.hash_ids.len();
         for (j, id) in r.hash_ids.iter().enumerate() {
@@ -314,9 +336,11 @@ fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
 impl fmt::Display for TraceAnalysis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "trace      {} ({})", self.path, self.format)?;
+        // Exact unless delay turns are placed at their earliest (said on the next line).
+        let exact = if self.delay_turns > 0 { "" } else { ", exact" };
         writeln!(
             f,
-            "requests   {} over {:.1} s (timestamps {:.3} .. {:.3} s)",
+            "requests   {} over {:.1} s (timestamps {:.3} .. {:.3} s{exact})",
             self.requests, self.duration_s, self.first_timestamp_s, self.last_timestamp_s
         )?;
         if self.delay_turns > 0 {
@@ -331,7 +355,7 @@ impl fmt::Display for TraceAnalysis {
         match self.mean_rate_rps {
             Some(r) => writeln!(
                 f,
-                "rate       mean {r:.2} req/s (one over the mean gap between sends)"
+                "rate       mean {r:.2} req/s (one over the mean gap between sends{exact})"
             )?,
             None => writeln!(f, "rate       all requests at one time")?,
         }
@@ -349,7 +373,7 @@ impl fmt::Display for TraceAnalysis {
         ] {
             writeln!(
                 f,
-                "{name:<10} tokens min {} p50 {} p90 {} p99 {} max {} mean {:.1} (total {})",
+                "{name:<10} tokens min {} p50 {} p90 {} p99 {} max {} mean {:.1} (total {}; exact)",
                 s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.total
             )?;
         }
@@ -370,7 +394,7 @@ impl fmt::Display for TraceAnalysis {
         match &self.prefix_reuse {
             Some(p) => writeln!(
                 f,
-                "prefix     {:.1}% of blocks and {:.1}% of tokens reuse an earlier block ({} blocks, {} distinct)",
+                "prefix     {:.1}% of blocks and {:.1}% of tokens reuse an earlier block ({} blocks, {} distinct; an ideal cache that never evicts: an upper bound on a real one's hits)",
                 100.0 * p.block_hit_rate,
                 100.0 * p.token_hit_rate,
                 p.blocks,
