@@ -741,6 +741,32 @@ fn check_config_names_a_duplicate_table_and_a_duplicate_key() {
             good.replace("every = \"1h\"\n", "every = \"1h\"\nevery = \"2h\"\n"),
             "key.toml:9: workloads.chat.every: duplicate key",
         ),
+        // A dotted key is named whole; one inside an inline table bare (its table is not
+        // followed); a line of a multi-line array is no table header.
+        (
+            "dotted.toml",
+            good.replace(
+                "every = \"1h\"\n",
+                "every = \"1h\"\nextra.depth = 1\nextra.depth = 2\n",
+            ),
+            "dotted.toml:10: workloads.chat.extra.depth: duplicate key",
+        ),
+        (
+            "inline.toml",
+            good.replace(
+                "model = \"m\"\n",
+                "model = \"m\"\nheaders = { X-Team = \"a\", X-Team = \"b\" }\n",
+            ),
+            "inline.toml:5: X-Team: duplicate key",
+        ),
+        (
+            "array.toml",
+            good.replace(
+                "every = \"1h\"\n",
+                "list = [\n  [1, 2],\n]\nevery = \"1h\"\nevery = \"2h\"\n",
+            ),
+            "array.toml:12: workloads.chat.every: duplicate key",
+        ),
     ];
     for (name, text, want) in cases {
         let file = dir.path().join(name);

@@ -142,14 +142,22 @@ pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> Config
 }
 
 /// The key at `span` of `text` as a dotted path: a table header's own (`[workloads.chat]` is
-/// `workloads.chat`), else the key under the last table header before it
-/// (`workloads.chat.every`). `None` when the span holds no one-line key.
+/// `workloads.chat`), else the key, dotted as written, under the last table header before it
+/// (`workloads.chat.every`, `workloads.chat.a.b`); a key inside an inline table, whose
+/// table this does not follow, bare (`X`). `None` when the span holds no one-line key.
 fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
-    /// The table a header line names: `[a.b]` or `[[a.b]]`, comment and spaces aside.
+    /// The table a header line names: `[a.b]` or `[[a.b]]`, comment and spaces aside; not a
+    /// line of a multi-line array (`[1, 2],`), which has a comma or more after its bracket.
     fn table(line: &str) -> Option<&str> {
-        let inner = line.trim().strip_prefix('[')?;
-        let inner = inner.strip_prefix('[').unwrap_or(inner);
-        Some(inner.split(']').next()?.trim())
+        let line = line.trim();
+        let (inner, close) = match line.strip_prefix("[[") {
+            Some(inner) => (inner, "]]"),
+            None => (line.strip_prefix('[')?, "]"),
+        };
+        let end = inner.find(close)?;
+        let rest = inner[end + close.len()..].trim_start();
+        let name = inner[..end].trim();
+        (!name.contains(',') && (rest.is_empty() || rest.starts_with('#'))).then_some(name)
     }
     let key = text.get(span.clone())?.trim();
     let key = key.trim_start_matches('[').trim_end_matches(']').trim();
@@ -166,11 +174,18 @@ fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
                 .to_string(),
         );
     }
+    // A key after an `=` on its line is inside an inline table: bare.
+    let head = text.get(line_start..span.start)?;
+    if head.contains('=') {
+        return Some(key.to_string());
+    }
+    // The whole dotted key as written on its line (`a.b`, not only `b`).
+    let key = text.get(line_start..span.end)?.trim();
     let under = text[..line_start]
         .lines()
         .rev()
-        .find(|l| l.trim_start().starts_with('['))
-        .and_then(table);
+        .filter(|l| l.trim_start().starts_with('['))
+        .find_map(table);
     Some(match under {
         Some(t) if !t.is_empty() => format!("{t}.{key}"),
         _ => key.to_string(),
