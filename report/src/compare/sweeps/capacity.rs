@@ -1,0 +1,152 @@
+//! A capacity search's answer (`--find-max-rate`) as bounds, and two sweeps' answers told
+//! apart only where their brackets do not overlap.
+
+use serde::Serialize;
+
+/// A capacity search's answer: at least `passed`, below `failed` (bounds).
+#[derive(Debug, Clone, Serialize)]
+pub struct Bracket {
+    /// The highest rate that passed.
+    pub passed: Option<f64>,
+    /// The lowest rate above it that failed.
+    pub failed: Option<f64>,
+    /// The SLOs it was searched under (aiperf's syntax), as its `sweep.json` says.
+    pub slo: Option<String>,
+    /// The share of requests that had to meet them.
+    pub min_good_fraction: Option<f64>,
+}
+
+/// The two capacity brackets.
+#[derive(Debug, Serialize)]
+pub struct CapacityComparison {
+    /// A's bracket.
+    pub a: Bracket,
+    /// B's bracket.
+    pub b: Bracket,
+    /// `higher` (B's passing rate at or above A's failing one), `lower`, `not_told_apart`
+    /// (the brackets overlap, or a bound is missing), or `not_comparable` (searched under
+    /// different SLOs or good fractions).
+    pub verdict: &'static str,
+}
+
+impl CapacityComparison {
+    /// B's bracket `y` against A's `x`.
+    pub(super) fn of(x: Bracket, y: Bracket) -> CapacityComparison {
+        CapacityComparison {
+            verdict: match (&x, &y) {
+                // A capacity is at an SLO: two searched under different ones measure
+                // different things.
+                _ if (&x.slo, x.min_good_fraction) != (&y.slo, y.min_good_fraction) => {
+                    "not_comparable"
+                }
+                (
+                    Bracket {
+                        failed: Some(f), ..
+                    },
+                    Bracket {
+                        passed: Some(p), ..
+                    },
+                ) if p >= f => "higher",
+                (
+                    Bracket {
+                        passed: Some(p), ..
+                    },
+                    Bracket {
+                        failed: Some(f), ..
+                    },
+                ) if f <= p => "lower",
+                _ => "not_told_apart",
+            },
+            a: x,
+            b: y,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{compare_sweeps, Sweep};
+    use super::*;
+    use canary_core::compare::ShiftRules;
+    use std::path::PathBuf;
+
+    fn sweep(axis: &str, passed: Option<f64>, failed: Option<f64>) -> Sweep {
+        Sweep {
+            dir: PathBuf::from(axis),
+            name: axis.into(),
+            axis: axis.into(),
+            points: Vec::new(),
+            said: Vec::new(),
+            knee: None,
+            capacity: Some(Bracket {
+                passed,
+                failed,
+                slo: Some("time_to_first_token:400".into()),
+                min_good_fraction: Some(0.95),
+            }),
+        }
+    }
+
+    // A capacity is at least its passing rate and below its failing one: two brackets tell
+    // the capacities apart only when they do not overlap.
+    #[test]
+    fn capacity_brackets_are_told_apart_only_when_they_do_not_overlap() {
+        let verdict = |a: Sweep, b: Sweep| {
+            compare_sweeps(&a, &b, &ShiftRules::default())
+                .unwrap()
+                .capacity
+                .unwrap()
+                .verdict
+        };
+        let r = |p, f| sweep("request_rate", p, f);
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(110.0), Some(120.0))),
+            "higher"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(50.0), Some(100.0))),
+            "lower"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), Some(110.0)), r(Some(105.0), Some(115.0))),
+            "not_told_apart"
+        );
+        // Capacities at other SLOs, or other good fractions, are not compared.
+        let at = |slo: &str, fraction: f64| {
+            let mut s = r(Some(200.0), Some(210.0));
+            let c = s.capacity.as_mut().unwrap();
+            (c.slo, c.min_good_fraction) = (Some(slo.into()), Some(fraction));
+            s
+        };
+        let low = || r(Some(100.0), Some(110.0));
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:800", 0.95)),
+            "not_comparable"
+        );
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:400", 0.9)),
+            "not_comparable"
+        );
+        assert_eq!(
+            verdict(low(), at("time_to_first_token:400", 0.95)),
+            "higher"
+        );
+        // A search that never failed has no upper bound: nothing is known to lie above it.
+        assert_eq!(
+            verdict(r(Some(100.0), None), r(Some(120.0), None)),
+            "not_told_apart"
+        );
+        assert_eq!(
+            verdict(r(Some(100.0), None), r(Some(90.0), Some(95.0))),
+            "lower"
+        );
+        assert_eq!(verdict(r(None, Some(50.0)), r(Some(50.0), None)), "higher");
+        let e = compare_sweeps(
+            &sweep("concurrency", None, None),
+            &r(None, None),
+            &ShiftRules::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("varies request_rate"), "{e}");
+    }
+}

@@ -1,0 +1,176 @@
+//! The lines said with the points' table: the request warnings above it, and under it the
+//! knees, the capacity, each point's own word and notes, what was not matched, too few to
+//! judge, and the rule with how exact the figures are.
+
+use super::super::first_token::{self, SideTimes};
+use super::table::too_few_for_its_tail;
+use super::{Bracket, KneeAt, PointComparison, SweepComparison};
+use crate::compare::Comparison;
+use crate::sections::num;
+
+impl SweepComparison {
+    /// Each point's own word: what each sweep.json says of it (capped, errored, its notes),
+    /// then its comparison's notes (the sides completed different shares, …). The points'
+    /// figures are over what these say, so they are printed, not only in `--json`. A note
+    /// every point has is told once.
+    fn point_notes(&self) -> Vec<String> {
+        let notes = |p: &PointComparison| p.comparison.notes.clone();
+        let common = self.on_every_point(notes);
+        let mut out: Vec<String> = common.iter().map(|n| format!("every point: {n}")).collect();
+        for p in &self.points {
+            out.extend(p.a_said.line(&p.label, "A"));
+            out.extend(p.b_said.line(&p.label, "B"));
+            for n in notes(p).iter().filter(|n| !common.contains(n)) {
+                out.push(format!("{}: {n}", p.label));
+            }
+        }
+        out
+    }
+
+    /// The points whose sides did not send the same requests (another trace, window, load or
+    /// seed), said above the table: once when every point says the same.
+    pub(super) fn request_warnings(&self) -> Vec<String> {
+        let said = |p: &PointComparison| -> Vec<String> {
+            p.comparison
+                .different_requests
+                .iter()
+                .map(|d| d.note.clone())
+                .collect()
+        };
+        let common = self.on_every_point(said);
+        let mut out: Vec<String> = common.iter().map(|n| format!("every point: {n}")).collect();
+        for p in &self.points {
+            for n in said(p).iter().filter(|n| !common.contains(n)) {
+                out.push(format!("{}: {n}", p.label));
+            }
+        }
+        out
+    }
+
+    /// The lines `of` gives every point (of two or more).
+    fn on_every_point(&self, of: impl Fn(&PointComparison) -> Vec<String>) -> Vec<String> {
+        let Some(first) = self.points.first().filter(|_| self.points.len() > 1) else {
+            return Vec::new();
+        };
+        of(first)
+            .into_iter()
+            .filter(|n| self.points.iter().all(|p| of(p).contains(n)))
+            .collect()
+    }
+
+    /// The lines under the table: the knees, the capacity, what was not matched, the rule.
+    pub(super) fn findings(&self) -> Vec<String> {
+        let knee = |k: &Option<KneeAt>| match k {
+            Some(k) => format!(
+                "{} ({} req/s)",
+                k.label,
+                k.request_throughput.map_or("–".into(), num)
+            ),
+            None => "none (the series did not saturate)".into(),
+        };
+        let mut out = vec![format!(
+            "knee: A {}, B {}: {}",
+            knee(&self.knee.a),
+            knee(&self.knee.b),
+            match self.knee.moved {
+                "earlier" => "B saturates at a lower load",
+                "later" => "B saturates at a higher load",
+                "same_point" => "the same point",
+                _ => "not compared",
+            }
+        )];
+        let repeated =
+            !self.points.is_empty() && self.points.iter().all(|p| p.comparison.repeated());
+        out.push(if repeated {
+            "(each sweep's knee is one point of its grid, found on its points' means: its move is \
+             reported, not judged; the points' own figures are judged run against run above)"
+                .into()
+        } else {
+            "(each sweep ran once: a knee is a point of its grid, so its move is reported, not \
+             judged against run-to-run noise; repeat the sweeps, or let the daemon's sweep canary \
+             judge it against its baseline)"
+                .into()
+        });
+        if let Some(c) = &self.capacity {
+            let bracket = |b: &Bracket| {
+                format!(
+                    "at least {}, below {}",
+                    b.passed.map_or("–".into(), num),
+                    b.failed.map_or("–".into(), num)
+                )
+            };
+            out.push(format!(
+                "capacity at SLO: A {} req/s, B {} req/s: {}",
+                bracket(&c.a),
+                bracket(&c.b),
+                match c.verdict {
+                    "higher" => "B higher (the brackets do not overlap: bounds)".to_string(),
+                    "lower" => "B lower (the brackets do not overlap: bounds)".to_string(),
+                    "not_comparable" => {
+                        let at = |b: &Bracket| {
+                            format!(
+                                "{} for {}",
+                                b.slo.as_deref().unwrap_or("–"),
+                                b.min_good_fraction.map_or("–".into(), |f| {
+                                    format!("{} %", (f * 100.0 * 1e6).round() / 1e6)
+                                })
+                            )
+                        };
+                        format!(
+                            "not comparable: searched under other SLOs (A {}, B {})",
+                            at(&c.a),
+                            at(&c.b)
+                        )
+                    }
+                    _ => "not told apart (the brackets overlap, or a bound is missing)".to_string(),
+                }
+            ));
+        }
+        out.extend(self.point_notes());
+        for (side, label) in &self.unmatched {
+            out.push(format!("{label}: only in {side}'s sweep, not compared"));
+        }
+        let too_few = self
+            .points
+            .iter()
+            .filter(|p| {
+                p.comparison
+                    .rows
+                    .iter()
+                    .any(|r| r.metric.ends_with(" p99") && too_few_for_its_tail(r))
+            })
+            .count();
+        if too_few > 0 {
+            out.push(format!(
+                "too few to judge: {too_few} of {} points had too few requests to judge a p99 on \
+                 its own tail (about 500 a side; a longer --benchmark-duration gives more); \
+                 their p50 and p90 rows are in --json",
+                self.points.len()
+            ));
+        }
+        // Over every point: how many first tokens of each sweep are bounds.
+        let sum = |of: &dyn Fn(&Comparison) -> SideTimes| {
+            self.points
+                .iter()
+                .fold(SideTimes::default(), |t, p| t.plus(of(&p.comparison)))
+        };
+        let exact = first_token::exactness(
+            &sum(&|c| c.a.times),
+            &sum(&|c| c.b.times),
+            "Figures are exact, from the points' records",
+        );
+        match self.points.first() {
+            Some(p) if repeated => out.push(format!(
+                "Each point: its two experiments (--runs) compared. {} {exact}",
+                p.comparison.rule()
+            )),
+            _ => out.push(format!(
+                "Each point: its two runs compared request by request: a p99 on its own tail \
+                 (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
+                 the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
+                 5 % and 1 ms). {exact}"
+            )),
+        }
+        out
+    }
+}
