@@ -243,7 +243,7 @@ fn start_daemon(
     history: Arc<History>,
     metrics: &Arc<StatusMetrics>,
 ) -> (Arc<Daemon>, Arc<Sinks>) {
-    let otlp = sinks::otlp::OtlpSink::start(config, metrics.clone());
+    let otlp = sinks::otlp::OtlpSink::start(config, metrics.clone(), &history);
     let mut sink_list = vec![metrics.clone() as Arc<dyn RunSink>];
     sink_list.extend(otlp.clone().map(|o| o as Arc<dyn RunSink>));
     let sinks: Arc<Sinks> = Arc::new(Sinks(sink_list));

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{api_runs, eventually, free_port, sim};
+use common::{api_runs, eventually, sim};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,10 +58,14 @@ fn two_daemons_with_one_start_at_start_each_run_on_the_same_grid_instant() {
     let start_at = chrono::DateTime::from_timestamp_nanos(start_ns)
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    let (sa, sb) = (free_port(), free_port());
-    let _da = common::daemon(&a, &config(&a, sim_port, &start_at), sa, "daemon.log", &[]);
+    // Each daemon binds a port of its own: one found free and let go first was once taken
+    // by the other daemon (or the other test's) before this one bound it, which then exited,
+    // and the other's runs were looked for in this one's folder.
+    let (_da, sa) =
+        common::daemon_on_own_port(&a, &config(&a, sim_port, &start_at), "daemon.log", &[]);
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let _db = common::daemon(&b, &config(&b, sim_port, &start_at), sb, "daemon.log", &[]);
+    let (_db, sb) =
+        common::daemon_on_own_port(&b, &config(&b, sim_port, &start_at), "daemon.log", &[]);
 
     // Two grid instants both daemons ran.
     let (ca, cb) = eventually(60, "two grid instants run by both daemons", || {
@@ -119,8 +123,7 @@ fn a_run_that_overruns_its_period_skips_to_the_next_grid_instant_said_once() {
         "request_rate = 10\narrival_pattern = \"constant\"\nbenchmark_duration = \"2500ms\"\n",
     );
     std::fs::write(&cfg, text).unwrap();
-    let status = free_port();
-    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
     let runs = eventually(60, "three runs", || {
         let c = clocks(dir.path(), status);
         (c.len() >= 3).then_some(c)

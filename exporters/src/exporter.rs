@@ -12,7 +12,7 @@ use crate::spans::SpanQueue;
 use crate::transport::ExportClient;
 use canary_core::error_chain;
 use canary_core::RunOutcome;
-use canary_core::{RunSummary, WallAnchor};
+use canary_core::{Bottleneck, Confidence, RunSummary, WallAnchor};
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry::{InstrumentationScope, KeyValue};
@@ -418,6 +418,49 @@ impl OtlpExporter {
         outcome: Option<&RunOutcome>,
         judgement: &RunJudgement,
     ) {
+        self.export_judged(labels, outcome, judgement, true);
+    }
+
+    /// Exports a run that is not its workload's last: one recovered after its process died
+    /// that started before the last run exported. It is counted in `canary.runs` and sends
+    /// its `canary.run` event, but the last-run gauges (figures and state sets) stay those of
+    /// the newer run.
+    pub fn export_earlier_run(
+        &self,
+        labels: &RunLabels,
+        outcome: Option<&RunOutcome>,
+        judgement: &RunJudgement,
+    ) {
+        self.export_judged(labels, outcome, judgement, false);
+    }
+
+    /// Sets the verdict and trend state sets of `labels`' workload, and its diagnosis's when
+    /// known, to those of its last run as stored before this process started, so they do
+    /// not go blank until the workload runs again. A stored run is not a new one: nothing is
+    /// counted (`canary.runs` is untouched) and no `canary.run` event is sent.
+    pub fn seed_last_run(
+        &self,
+        labels: &RunLabels,
+        judgement: &RunJudgement,
+        diagnosis: Option<(Bottleneck, Confidence)>,
+    ) {
+        let base = labels.attributes();
+        self.instruments
+            .record_states(&base, &judgement.verdict, judgement.trend.as_deref());
+        if let Some((class, confidence)) = diagnosis {
+            self.instruments
+                .record_diagnosis_of(&base, class, confidence);
+        }
+    }
+
+    /// [`OtlpExporter::export_judged_run`]; the last-run gauges only when `last`.
+    fn export_judged(
+        &self,
+        labels: &RunLabels,
+        outcome: Option<&RunOutcome>,
+        judgement: &RunJudgement,
+        last: bool,
+    ) {
         let verdict = judgement.verdict.as_str();
         let base = labels.attributes();
         let mut run_attrs = vec![KeyValue::new(attr::VERDICT, verdict.to_string())];
@@ -428,13 +471,15 @@ impl OtlpExporter {
             run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
         }
         self.instruments.count_run(&base, &run_attrs);
-        self.instruments.end_request_gauges(&base);
-        self.instruments
-            .record_states(&base, verdict, judgement.trend.as_deref());
-        if let Some(o) = outcome {
-            self.instruments.record_run(&o.summary, &o.telemetry, &base);
-            // A run that never replayed has no diagnosis: the last diagnosed one stays.
-            self.instruments.record_diagnosis(&base, &o.diagnosis);
+        if last {
+            self.instruments.end_request_gauges(&base);
+            self.instruments
+                .record_states(&base, verdict, judgement.trend.as_deref());
+            if let Some(o) = outcome {
+                self.instruments.record_run(&o.summary, &o.telemetry, &base);
+                // A run that never replayed has no diagnosis: the last diagnosed one stays.
+                self.instruments.record_diagnosis(&base, &o.diagnosis);
+            }
         }
         if let Some((_, logger)) = &self.logs {
             let mut r = logger.create_log_record();

@@ -6,4 +6,5 @@ mod partial;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
 mod redirect;
+mod seeded;
 mod tls;

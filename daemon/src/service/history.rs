@@ -6,6 +6,7 @@ use crate::capacity::Capacity;
 use crate::judge::baseline::{Comparison, Samples, Trend};
 use crate::judge::capacity::CapacityRun;
 use crate::judge::verdict::{Verdict, VerdictKind};
+use crate::service::status::SummaryBrief;
 use anyhow::{Context, Result};
 use canary_core::{ContextBaseline, RunContext};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -52,20 +53,23 @@ pub struct RunFacts {
     pub load: Option<serde_json::Value>,
 }
 
-/// One finished run as stored: its facts, and what the history keeps of its outcome.
+/// One finished run as stored: its facts, and what the history keeps of its outcome; its
+/// summary whole (`S`: JSON), or in a listing only what a brief shows of it ([`ListedRow`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub struct RunRow<S = serde_json::Value> {
     /// The run (its fields are served at the top level).
     #[serde(flatten)]
     pub run: RunFacts,
     /// Against the baseline (absent for `error` runs): the comparison's trend, stored in a
     /// column of its own so it reads even when the comparison does not.
     pub trend: Option<Trend>,
-    /// The run's `summary.json` content (absent when the run never started); in listings
-    /// ([`History::recent`], [`History::latest_per_workload`]) only the parts a listing
-    /// shows.
-    pub summary: Option<serde_json::Value>,
+    /// The run's `summary.json` content (absent when the run never started).
+    pub summary: Option<S>,
 }
+
+/// A run as listings ([`History::recent`], [`History::latest_per_workload`]) read it: of its
+/// summary only what a brief shows.
+pub type ListedRow = RunRow<SummaryBrief>;
 
 /// The kind of a baseline, by what its runs store: latency samples, a capacity, a knee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,7 +244,10 @@ impl History {
 
     /// The rows that read, in order. A row that does not (a hand edit, a damaged file) is
     /// left out and said once, naming the file, instead of failing every listing with it.
-    fn readable(&self, rows: impl Iterator<Item = rusqlite::Result<RunRow>>) -> Vec<RunRow> {
+    fn readable<S>(
+        &self,
+        rows: impl Iterator<Item = rusqlite::Result<RunRow<S>>>,
+    ) -> Vec<RunRow<S>> {
         rows.filter_map(|r| match r {
             Ok(row) => Some(row),
             Err(e) => {
@@ -517,8 +524,8 @@ impl History {
     }
 
     /// The most recent runs, newest first, optionally of one workload. Each row's summary
-    /// holds only what a listing shows of it (its headline figures); [`History::get`] has all.
-    pub fn recent(&self, workload: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+    /// holds only what a brief shows of it; [`History::get`] has all.
+    pub fn recent(&self, workload: Option<&str>, limit: usize) -> Result<Vec<ListedRow>> {
         let conn = self.conn();
         let sql = format!(
             "SELECT {COLUMNS} FROM runs WHERE (?1 IS NULL OR workload = ?1) \
@@ -530,7 +537,7 @@ impl History {
     }
 
     /// The latest run of each workload.
-    pub fn latest_per_workload(&self) -> Result<Vec<RunRow>> {
+    pub fn latest_per_workload(&self) -> Result<Vec<ListedRow>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&latest_per_workload_sql())?;
         let rows = stmt.query_map([], listed_row)?;
@@ -722,16 +729,15 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
 }
 
 /// A run as listings read it: of its summary (tens of KB: timeslices, per-URL figures,
-/// error causes) only the parts a listing shows, [`ListedSummary`], the rest skipped
-/// unparsed.
-fn listed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
-    read_row(r, ListedSummary::of)
+/// error causes) only what a brief shows, the rest skipped unparsed.
+fn listed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ListedRow> {
+    read_row(r, SummaryBrief::read)
 }
 
-fn read_row(
+fn read_row<S>(
     r: &rusqlite::Row<'_>,
-    summary: impl Fn(&str) -> Option<serde_json::Value>,
-) -> rusqlite::Result<RunRow> {
+    summary: impl Fn(&str) -> Option<S>,
+) -> rusqlite::Result<RunRow<S>> {
     let text = |i: usize| r.get::<_, Option<String>>(i);
     fn parse<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
         text.and_then(|s| serde_json::from_str(&s).ok())
@@ -757,77 +763,6 @@ fn read_row(
         trend: text(7)?.and_then(|t| Trend::ALL.into_iter().find(|x| x.as_str() == t)),
         summary: text(9)?.and_then(|s| summary(&s)),
     })
-}
-
-/// The parts of a stored summary a listing shows ([`crate::service::status::RunBrief`]: the
-/// headline figures, the good fraction, the telemetry sources, the diagnosis in brief, the
-/// context changes, the receive timestamps' counts), each as stored; every other key is skipped without being parsed.
-#[derive(serde::Deserialize, Serialize)]
-struct ListedSummary {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    requests: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    completed: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    errors: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    duration_s: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    interrupted: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    time_to_first_token: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    inter_token_latency: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    request_latency: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    goodput: Option<ListedGoodput>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    telemetry_sources: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    diagnosis: Option<ListedDiagnosis>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    context_changes: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    receive_timestamps: Option<serde_json::Value>,
-}
-
-#[derive(serde::Deserialize, Serialize)]
-struct ListedGoodput {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    good_request_fraction: Option<serde_json::Value>,
-}
-
-/// A diagnosis without its evidence and findings.
-#[derive(serde::Deserialize, Serialize)]
-struct ListedDiagnosis {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    class: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    confidence: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    why: Option<serde_json::Value>,
-}
-
-impl ListedSummary {
-    /// The listed parts of the stored summary `text`. Text that is not JSON reads as no
-    /// summary and JSON not of a summary's shape as an empty one, as the whole summary
-    /// parsed did.
-    fn of(text: &str) -> Option<serde_json::Value> {
-        // Only an object is a summary (a struct would read an array too, field by field).
-        if !text.trim_start().starts_with('{') {
-            return serde_json::from_str::<serde::de::IgnoredAny>(text)
-                .ok()
-                .map(|_| serde_json::Value::Object(Default::default()));
-        }
-        match serde_json::from_str::<ListedSummary>(text) {
-            Ok(listed) => serde_json::to_value(listed).ok(),
-            Err(e) if e.classify() == serde_json::error::Category::Data => {
-                Some(serde_json::Value::Object(Default::default()))
-            }
-            Err(_) => None,
-        }
-    }
 }
 
 /// Opens the database at `path` (creating it and its folder), refuses a read-only or a

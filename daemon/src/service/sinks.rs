@@ -5,6 +5,7 @@
 use crate::service::run_result::RunResult;
 use crate::service::status::StatusMetrics;
 
+pub mod last_run;
 pub mod otlp;
 
 /// Something that publishes finished runs.

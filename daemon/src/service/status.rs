@@ -8,7 +8,7 @@ mod brief;
 mod metrics;
 mod page;
 
-pub use brief::RunBrief;
+pub use brief::{RunBrief, SummaryBrief};
 pub use metrics::StatusMetrics;
 
 use crate::service::history::History;

@@ -134,7 +134,41 @@ pub fn sim_with_profile(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u1
 /// (an API key, systemd's notify socket and watchdog, OTLP settings).
 #[allow(dead_code)]
 pub fn daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
-    let child = Child(
+    let child = spawn_daemon(dir, config, status, log, env);
+    wait_listening(status, "canaryd run");
+    child
+}
+
+/// [`daemon`] with its status endpoint on a port it binds itself (`127.0.0.1:0`), read from
+/// its log; returns it. A port found free and let go ([`free_port`]) can be taken by another
+/// process (another test's daemon) before this one binds it: this one then exits, and
+/// whatever answers on the port is taken for it.
+#[allow(dead_code)]
+pub fn daemon_on_own_port(
+    dir: &Path,
+    config: &Path,
+    log: &str,
+    env: &[(&str, &str)],
+) -> (Child, u16) {
+    let mut child = spawn_daemon(dir, config, 0, log, env);
+    let said = "status endpoint on http://127.0.0.1:";
+    let port = eventually(10, "canaryd run's status endpoint", || {
+        if let Some(exit) = child.0.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+            panic!("canaryd run exited ({exit}) before listening:\n{log}");
+        }
+        let text = std::fs::read_to_string(dir.join(log)).ok()?;
+        let rest = text.split(said).nth(1)?;
+        rest[..rest.find(|c: char| !c.is_ascii_digit())?]
+            .parse()
+            .ok()
+    });
+    (child, port)
+}
+
+#[allow(dead_code)]
+fn spawn_daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
+    Child(
         Command::new(CANARYD)
             .arg("run")
             .arg("--config")
@@ -152,9 +186,7 @@ pub fn daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &
             .stderr(std::fs::File::create(dir.join(log)).unwrap())
             .spawn()
             .expect("canaryd run starts"),
-    );
-    wait_listening(status, "canaryd run");
-    child
+    )
 }
 
 /// One HTTP/1.1 request on loopback; (status, body).

@@ -59,19 +59,29 @@ impl Instruments {
     /// last diagnosis" is a plain query like the last verdict. Every class is written each
     /// time, so the previous run's class drops to 0.
     pub fn record_diagnosis(&self, base: &[KeyValue], d: &Diagnosis) {
+        self.record_diagnosis_of(base, d.class, d.confidence);
+    }
+
+    /// [`Instruments::record_diagnosis`] of a class and confidence alone (a stored run's).
+    pub fn record_diagnosis_of(
+        &self,
+        base: &[KeyValue],
+        class: Bottleneck,
+        confidence: Confidence,
+    ) {
         record_state_set(
             &self.bottleneck_state,
             base,
             attr::BOTTLENECK,
             &Bottleneck::ALL.map(Bottleneck::as_str),
-            d.class.as_str(),
+            class.as_str(),
         );
         record_state_set(
             &self.confidence_state,
             base,
             attr::BOTTLENECK_CONFIDENCE,
             &[Confidence::High, Confidence::Medium, Confidence::Low].map(Confidence::as_str),
-            d.confidence.as_str(),
+            confidence.as_str(),
         );
     }
 }

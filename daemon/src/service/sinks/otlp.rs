@@ -3,6 +3,12 @@
 //! and trend as `canary.runs` and one `canary.run` log event. Flushed, with the `[otlp]`
 //! flush timeout, when the daemon stops.
 //!
+//! Each workload's last-run gauges (its verdict, trend and diagnosis state sets) are seeded at
+//! start from the history's last run of each workload, as `/metrics` seeds its own, without
+//! counting it again; a run recovered at start that began before the last one known is
+//! exported and counted but does not replace them (the rule `/metrics` follows:
+//! [`super::last_run`]).
+//!
 //! A collector that is down is reported once by the exporter and runs go on; what it loses
 //! is added to the status endpoint's `canaryd_export_drops_total` as each run ends and every
 //! few seconds between runs.
@@ -11,9 +17,11 @@ use crate::capacity::Capacity;
 use crate::config::{Config, Target, Workload};
 use crate::judge::capacity::CapacityRun;
 use crate::judge::knee::SweepRun;
+use crate::service::history::{History, RunRow};
 use crate::service::run_result::RunResult;
-use crate::service::sinks::RunSink;
-use crate::service::status::StatusMetrics;
+use crate::service::sinks::{last_run, RunSink};
+use crate::service::status::{RunBrief, StatusMetrics};
+use canary_core::{Bottleneck, Confidence};
 use canary_exporters::{OtlpExporter, RunJudgement, RunLabels, RunObserver, Signal};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,13 +47,21 @@ pub struct OtlpSink {
     /// labels, not empty ones (whose series would replace the workload's, leaving its last
     /// real verdict standing in Grafana under the old labels).
     configured: Mutex<Option<HashMap<String, RunLabels>>>,
+    /// The start (Unix ms) of each workload's last run as the gauges show it: the history's
+    /// last at start, then each run that replaced it. A recovered run older than it is not
+    /// made the last.
+    last_started: Mutex<HashMap<String, i64>>,
 }
 
 impl OtlpSink {
-    /// Starts the exporter when `config` (or the environment) names an endpoint. Settings
-    /// that cannot be used (a header variable unset, a bad `OTEL_*` value) are logged once
-    /// and the daemon runs without export.
-    pub fn start(config: &Config, metrics: Arc<StatusMetrics>) -> Option<Arc<OtlpSink>> {
+    /// Starts the exporter when `config` (or the environment) names an endpoint, its last-run
+    /// gauges seeded from `history`. Settings that cannot be used (a header variable unset, a
+    /// bad `OTEL_*` value) are logged once and the daemon runs without export.
+    pub fn start(
+        config: &Config,
+        metrics: Arc<StatusMetrics>,
+        history: &History,
+    ) -> Option<Arc<OtlpSink>> {
         let settings = match config.otlp.exporter_config() {
             Ok(s) => s,
             Err(e) => {
@@ -64,6 +80,7 @@ impl OtlpSink {
                 metrics,
                 drops_counted: Default::default(),
                 configured: Mutex::default(),
+                last_started: Mutex::default(),
             }),
             Err(e) => {
                 tracing::error!("OTLP export off: {e}");
@@ -71,6 +88,7 @@ impl OtlpSink {
             }
         };
         sink.metrics.export_enabled();
+        sink.seed(config, history);
         // Metric exports fail between runs too: the status metrics follow every few seconds.
         let weak = Arc::downgrade(&sink);
         tokio::spawn(async move {
@@ -84,6 +102,36 @@ impl OtlpSink {
             }
         });
         Some(sink)
+    }
+
+    /// Seeds each configured workload's last-run state sets from its last run in `history`
+    /// (the one `/metrics` seeds its own from), so a restart does not blank them. Nothing is
+    /// counted: the run was counted by the process that ran it.
+    fn seed(&self, config: &Config, history: &History) {
+        let latest = match history.latest_per_workload() {
+            Ok(latest) => latest,
+            Err(e) => {
+                tracing::warn!(
+                    "OTLP: the last runs' gauges are not seeded from the history: {e:#}"
+                );
+                return;
+            }
+        };
+        let guard = self.exporter.lock().unwrap();
+        let Some(exporter) = guard.as_ref() else {
+            return;
+        };
+        let mut last_started = self.last_started.lock().unwrap();
+        for row in latest {
+            last_started.insert(row.run.workload.clone(), row.run.started_unix_ms);
+            let configured = config.workloads.iter().find(|w| w.name == row.run.workload);
+            let Some((w, t)) = configured.and_then(|w| Some((w, config.targets.get(&w.target)?)))
+            else {
+                continue;
+            };
+            let (judgement, diagnosis) = stored_states(&row);
+            exporter.seed_last_run(&labels(w, t, &row.run.id), &judgement, diagnosis);
+        }
     }
 
     /// Brings `canaryd_export_drops_total` up to date; false once the exporter is flushed.
@@ -126,6 +174,10 @@ impl OtlpSink {
         if let Some(exporter) = self.exporter.lock().unwrap().as_ref() {
             exporter.retain_workloads(&|w| configured.contains_key(w));
         }
+        self.last_started
+            .lock()
+            .unwrap()
+            .retain(|w, _| configured.contains_key(w));
         *self.configured.lock().unwrap() = Some(configured);
     }
 
@@ -137,6 +189,26 @@ impl OtlpSink {
             self.metrics.export_dropped(signal, total - before);
         }
     }
+}
+
+/// The verdict, trend and diagnosis of a stored run, as its last-run state sets show them. A
+/// diagnosis this version cannot read (another class name) leaves that state set unseeded.
+fn stored_states(row: &RunRow) -> (RunJudgement, Option<(Bottleneck, Confidence)>) {
+    let brief = RunBrief::from(row);
+    let judgement = RunJudgement {
+        verdict: brief.verdict_kind.as_str().to_string(),
+        reasons: brief.reasons,
+        trend: brief.trend.map(|t| t.as_str().to_string()),
+    };
+    let diagnosis = brief
+        .diagnosis
+        .and_then(|d| Some((named(d.class)?, named(d.confidence)?)));
+    (judgement, diagnosis)
+}
+
+/// The value of an enum `summary.json` names `name` (`queueing`, `high`).
+fn named<T: serde::de::DeserializeOwned>(name: String) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name)).ok()
 }
 
 /// Labels of one run; the target's URL was checked when the config loaded.
@@ -192,6 +264,22 @@ impl RunSink for OtlpSink {
                 .as_ref()
                 .map(|c| c.trend.as_str().to_string()),
         };
+        let last = {
+            let mut last_started = self.last_started.lock().unwrap();
+            let last = last_run::replaces_last(run, last_started.get(workload).copied());
+            if last {
+                last_started.insert(workload.to_string(), run.run.started_unix_ms);
+            }
+            last
+        };
+        if !last {
+            // Counted and sent as the run it is; the newer run's gauges stay.
+            exporter.export_earlier_run(&labels, run.outcome.as_ref(), &judgement);
+            for s in SIGNALS {
+                self.count_drops(s, exporter.dropped_of(s));
+            }
+            return;
+        }
         exporter.export_judged_run(&labels, run.outcome.as_ref(), &judgement);
         if let Some(c) = &run.run.capacity {
             exporter.export_capacity(&labels, &capacity_figures(c));

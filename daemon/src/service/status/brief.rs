@@ -4,8 +4,8 @@
 
 use crate::judge::baseline::Trend;
 use crate::judge::verdict::VerdictKind;
-use crate::service::history::RunRow;
-use canary_core::{ContextComparison, Source, SourceState};
+use crate::service::history::{ListedRow, RunRow};
+use canary_core::{ContextComparison, RxSummary, Source, SourceState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,8 +53,7 @@ pub struct RunBrief {
 
 /// A run's headline figures, read from the stored summary under the same names (but
 /// `good_request_fraction`, which sits in its `goodput` block).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Figures {
     /// Measured requests.
     pub requests: Option<u64>,
@@ -67,7 +66,6 @@ pub struct Figures {
     /// Cut short by a stop.
     pub interrupted: Option<bool>,
     /// Share of requests meeting every SLO.
-    #[serde(skip_deserializing)]
     pub good_request_fraction: Option<f64>,
     /// Client-side TTFT, ms.
     pub time_to_first_token: Option<Quantiles>,
@@ -78,7 +76,6 @@ pub struct Figures {
     /// Those of the three above that are not exact (`summary.json`'s `receive_timestamps`
     /// say some of their times were a later segment's stamp or canaryd's read): TTFT and
     /// latency upper bounds, ITL exact in neither direction.
-    #[serde(skip_deserializing)]
     pub bounds: Vec<&'static str>,
 }
 
@@ -110,54 +107,108 @@ pub struct Quantiles {
     pub p99: Option<f64>,
 }
 
-/// The part of a stored summary a brief shows; whatever else it holds is passed over.
-#[derive(Debug, Default, Deserialize)]
+/// The parts of a stored summary a brief shows, under its names. Listings read them from
+/// the stored text ([`SummaryBrief::read`]): every other key (tens of KB: timeslices,
+/// per-URL figures, error causes) is skipped unparsed, so none is flattened in here (serde
+/// would buffer every other key for it).
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-struct Stored {
-    #[serde(flatten)]
-    figures: Figures,
-    goodput: Option<StoredGoodput>,
+pub struct SummaryBrief {
+    requests: Option<u64>,
+    completed: Option<u64>,
+    errors: Option<u64>,
+    duration_s: Option<f64>,
+    interrupted: Option<bool>,
+    time_to_first_token: Option<Quantiles>,
+    inter_token_latency: Option<Quantiles>,
+    request_latency: Option<Quantiles>,
+    goodput: Option<Goodput>,
     telemetry_sources: Option<BTreeMap<Source, SourceState>>,
     diagnosis: Option<DiagnosisBrief>,
     context_changes: Option<ContextComparison>,
-    // Read apart: a block of another shape costs the bounds, not every figure.
-    receive_timestamps: Option<serde_json::Value>,
+    /// A block of another shape costs the bounds, not every figure.
+    #[serde(deserialize_with = "or_none")]
+    receive_timestamps: Option<RxSummary>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-struct StoredGoodput {
+struct Goodput {
     good_request_fraction: Option<f64>,
 }
 
+/// `None` for a value of another shape.
+fn or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RxSummary>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(RxSummary::deserialize(v).ok())
+}
+
+impl SummaryBrief {
+    /// The brief's parts of the stored summary `text` (a listing's read). Text that is not
+    /// JSON reads as no summary and JSON not of a summary's shape as an empty one, as the
+    /// whole summary parsed does ([`SummaryBrief::of`]).
+    pub fn read(text: &str) -> Option<SummaryBrief> {
+        // Only an object is a summary (a struct would read an array too, field by field).
+        if !text.trim_start().starts_with('{') {
+            return serde_json::from_str::<serde::de::IgnoredAny>(text)
+                .ok()
+                .map(|_| SummaryBrief::default());
+        }
+        match serde_json::from_str(text) {
+            Ok(brief) => Some(brief),
+            Err(e) if e.classify() == serde_json::error::Category::Data => Some(Default::default()),
+            Err(_) => None,
+        }
+    }
+
+    /// The brief's parts of a whole summary: one this version cannot read (of another
+    /// shape) shows no figures rather than failing the listing or the endpoint.
+    pub fn of(summary: &serde_json::Value) -> SummaryBrief {
+        if !summary.is_object() {
+            return SummaryBrief::default();
+        }
+        SummaryBrief::deserialize(summary).unwrap_or_default()
+    }
+
+    /// The headline figures, and which of them are bounds.
+    fn figures(&self) -> Figures {
+        // A summary without the block (or with one this version cannot read) says nothing
+        // of its times: not known exact, so bounds, as the run's table reads it.
+        let rx = self.receive_timestamps.clone().unwrap_or_default().bounds();
+        Figures {
+            requests: self.requests,
+            completed: self.completed,
+            errors: self.errors,
+            duration_s: self.duration_s,
+            interrupted: self.interrupted,
+            good_request_fraction: self.goodput.as_ref().and_then(|g| g.good_request_fraction),
+            time_to_first_token: self.time_to_first_token,
+            inter_token_latency: self.inter_token_latency,
+            request_latency: self.request_latency,
+            bounds: BOUND_FIGURES
+                .into_iter()
+                .filter(|m| rx.is_bound(m))
+                .collect(),
+        }
+    }
+}
+
 impl From<&RunRow> for RunBrief {
+    /// A run with its whole summary (just finished, or one run's endpoint).
     fn from(r: &RunRow) -> RunBrief {
-        // A summary the history holds but this version cannot read shows no figures rather
-        // than failing the whole listing.
-        let stored: Option<Stored> = r
-            .summary
-            .as_ref()
-            .map(|s| Stored::deserialize(s).unwrap_or_default());
-        let telemetry_sources = stored.as_ref().and_then(|s| s.telemetry_sources.clone());
-        let diagnosis = stored.as_ref().and_then(|s| s.diagnosis.clone());
-        let context_changes = stored.as_ref().and_then(|s| s.context_changes.clone());
-        let figures = stored.map(|s| {
-            // A summary without the block (or with one this version cannot read) says
-            // nothing of its times: not known exact, so bounds, as the run's table reads it.
-            let rx: canary_core::RxSummary = s
-                .receive_timestamps
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default();
-            let rx = rx.bounds();
-            Figures {
-                good_request_fraction: s.goodput.and_then(|g| g.good_request_fraction),
-                bounds: BOUND_FIGURES
-                    .into_iter()
-                    .filter(|m| rx.is_bound(m))
-                    .collect(),
-                ..s.figures
-            }
-        });
+        RunBrief::of(r, r.summary.as_ref().map(SummaryBrief::of).as_ref())
+    }
+}
+
+impl From<&ListedRow> for RunBrief {
+    /// A listed run, its summary read as far as a brief goes.
+    fn from(r: &ListedRow) -> RunBrief {
+        RunBrief::of(r, r.summary.as_ref())
+    }
+}
+
+impl RunBrief {
+    fn of<S>(r: &RunRow<S>, summary: Option<&SummaryBrief>) -> RunBrief {
         RunBrief {
             id: r.run.id.clone(),
             workload: r.run.workload.clone(),
@@ -168,10 +219,10 @@ impl From<&RunRow> for RunBrief {
             verdict_kind: r.run.verdict.kind,
             reasons: r.run.verdict.reasons.clone(),
             trend: r.trend,
-            context_changes,
-            figures,
-            telemetry_sources,
-            diagnosis,
+            context_changes: summary.and_then(|s| s.context_changes.clone()),
+            figures: summary.map(SummaryBrief::figures),
+            telemetry_sources: summary.and_then(|s| s.telemetry_sources.clone()),
+            diagnosis: summary.and_then(|s| s.diagnosis.clone()),
             artifacts: r.run.artifacts.clone(),
             capacity: r.run.capacity.clone(),
             sweep: r.run.sweep.clone(),
