@@ -17,7 +17,7 @@ use crate::capacity::Capacity;
 use crate::config::{Config, Target, Workload};
 use crate::judge::capacity::CapacityRun;
 use crate::judge::knee::SweepRun;
-use crate::service::history::{History, RunRow};
+use crate::service::history::{History, ListedRow};
 use crate::service::run_result::RunResult;
 use crate::service::sinks::{last_run, RunSink};
 use crate::service::status::{RunBrief, StatusMetrics};
@@ -193,7 +193,7 @@ impl OtlpSink {
 
 /// The verdict, trend and diagnosis of a stored run, as its last-run state sets show them. A
 /// diagnosis this version cannot read (another class name) leaves that state set unseeded.
-fn stored_states(row: &RunRow) -> (RunJudgement, Option<(Bottleneck, Confidence)>) {
+fn stored_states(row: &ListedRow) -> (RunJudgement, Option<(Bottleneck, Confidence)>) {
     let brief = RunBrief::from(row);
     let judgement = RunJudgement {
         verdict: brief.verdict_kind.as_str().to_string(),

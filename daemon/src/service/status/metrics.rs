@@ -482,14 +482,8 @@ impl StatusMetrics {
         *s.runs
             .entry((workload.to_string(), run.run.verdict.kind))
             .or_default() += 1;
-        // A run recovered at start may be older than runs recorded since (the history
-        // places it by its start): counted, but the last run stays the newest. Only a
-        // recovered one: a run that just finished is the last, whatever the wall clock did.
-        let older = run.recovered.is_some()
-            && s.last
-                .get(workload)
-                .is_some_and(|last| last.started_unix_ms > run.run.started_unix_ms);
-        if !older {
+        let last_started = s.last.get(workload).map(|last| last.started_unix_ms);
+        if crate::service::sinks::last_run::replaces_last(run, last_started) {
             s.last
                 .insert(workload.to_string(), RunBrief::from(&RunRow::from(run)));
         }
