@@ -295,6 +295,8 @@ fn analyze(args: &AnalyzeArgs) -> Result<i32> {
         skip_invalid: args.skip_invalid,
         length_limit: args.trace_limits.length_limit,
         max_line_bytes: args.trace_limits.max_line_bytes,
+        // No figure reads a prompt: checked, not kept (a trace of `messages` took 3.2 GB).
+        prompts: canary_replay::trace::Prompts::Skip,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.file, &opts)?;

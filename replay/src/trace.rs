@@ -37,10 +37,12 @@ mod burstgpt;
 mod digest;
 mod error;
 mod field;
+mod id_set;
 mod kinds;
 mod mooncake;
 mod read;
 mod select;
+mod skipped;
 mod synthesize;
 
 use std::collections::BTreeMap;
@@ -238,6 +240,21 @@ impl FromStr for FailedPolicy {
     }
 }
 
+/// Whether a load keeps the rows' verbatim prompts (Mooncake `text_input`, `messages`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Prompts {
+    /// Keep them, for a replay to send.
+    #[default]
+    Keep,
+    /// Check them and drop them, for a caller that never sends the rows (`analyze-trace`,
+    /// `synthesize`): a kept `messages` array is a JSON tree built per row, about five times
+    /// its text (825 MB for a 161 MB trace, bench/RESULTS.md). The checks and their errors are
+    /// the same (`text_input` a string, `messages` an array, its numbers and nesting read as
+    /// when built), but `messages` is read through, never built, and neither is stored:
+    /// [`Trace::skipped_prompts`] lists the rows that had one.
+    Skip,
+}
+
 /// How to read a trace file.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
@@ -259,6 +276,8 @@ pub struct LoadOptions {
     /// read. A read blocked on a pipe that sends nothing does not see it; a caller that must
     /// not wait loads on a thread of its own.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Whether the rows' verbatim prompts are kept (default) or only checked.
+    pub prompts: Prompts,
 }
 
 impl Default for LoadOptions {
@@ -270,6 +289,7 @@ impl Default for LoadOptions {
             length_limit: DEFAULT_LENGTH_LIMIT,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             stop: None,
+            prompts: Prompts::Keep,
         }
     }
 }
@@ -356,6 +376,16 @@ pub struct Trace {
     /// shard's is the window's first request, whichever shard owns it, so every shard's
     /// schedule has one origin and together they keep the trace's timing.
     pub origin_us: Option<u64>,
+    /// With [`Prompts::Skip`], the lines of the rows that carried a verbatim prompt, which was
+    /// checked and not kept (ascending); empty otherwise.
+    pub skipped_prompts: Vec<u32>,
+}
+
+impl Trace {
+    /// True when `req`'s row carried a verbatim prompt, kept or skipped.
+    pub fn carries_prompt(&self, req: &canary_core::TraceRequest) -> bool {
+        req.prompt().is_some() || self.skipped_prompts.binary_search(&req.line).is_ok()
+    }
 }
 
 /// Opens and parses a trace file (see [`parse`]).

@@ -3,7 +3,10 @@
 //! and nothing else (issue 17).
 
 use crate::support::load_shared;
-use canary_replay::{analyze, parse, synthesize, LoadOptions, Synthesis, Trace, TraceFormat};
+use canary_replay::trace::Prompts;
+use canary_replay::{
+    analyze, parse, synthesize, LoadOptions, Synthesis, SynthesisError, Trace, TraceFormat,
+};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -378,9 +381,20 @@ fn the_written_bytes_are_those_of_the_map_of_every_block() {
         "bailian_documented_row.jsonl",
     ] {
         let trace = load_shared(file);
+        // `canaryd synthesize` loads without the prompts: the same bytes.
+        let skipping = LoadOptions {
+            prompts: Prompts::Skip,
+            ..LoadOptions::default()
+        };
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/traces")
+            .join(file);
+        let skipped = canary_replay::load(&path, &skipping).unwrap();
         for (name, s) in digest_cases() {
-            let mut out = Vec::new();
+            let [mut out, mut out_skipped] = [Vec::new(), Vec::new()];
             synthesize(&trace, &s, LoadOptions::default().length_limit, &mut out).unwrap();
+            synthesize(&skipped, &s, skipping.length_limit, &mut out_skipped).unwrap();
+            assert!(out == out_skipped, "{file} {name}: prompts skipped");
             got.push((file, name, fnv1a(&out)));
         }
     }
@@ -419,4 +433,31 @@ fn the_ids_held_are_the_shared_prefixes_not_every_block_written() {
     });
     assert!(roots.held_blocks <= 3 * base.held_blocks, "{roots:?}");
     assert!(roots.held_blocks < roots.blocks / 10, "{roots:?}");
+}
+
+/// A row with its own prompt is refused by its line whether the prompts were kept or only
+/// checked (`canaryd synthesize` skips them): the first such row in replay order, after the
+/// rows before it were checked as ever.
+#[test]
+fn a_row_with_a_skipped_prompt_is_refused_as_a_kept_one_is() {
+    // Generated rows in the aiperf superset of Mooncake: line 3 is the earliest with a prompt.
+    let text = r#"{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}
+{"timestamp": 30, "input_length": 10, "output_length": 5, "text_input": "hi"}
+{"timestamp": 20, "input_length": 10, "output_length": 5, "messages": [{"role": "user", "content": "x"}]}
+"#;
+    let refusal = |prompts| {
+        let opts = LoadOptions {
+            prompts,
+            ..LoadOptions::default()
+        };
+        let trace = parse(text.as_bytes(), Path::new("p.jsonl"), &opts).unwrap();
+        let mut out = Vec::new();
+        synthesize(&trace, &Synthesis::default(), opts.length_limit, &mut out).unwrap_err()
+    };
+    let (kept, skipped) = (refusal(Prompts::Keep), refusal(Prompts::Skip));
+    assert!(
+        matches!(skipped, SynthesisError::Row { line: 3, .. }),
+        "{skipped}"
+    );
+    assert_eq!(skipped.to_string(), kept.to_string());
 }

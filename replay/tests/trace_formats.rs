@@ -1600,3 +1600,121 @@ fn split_in_4(t: &Trace) -> std::collections::HashMap<u32, u32> {
     }
     shard_of
 }
+
+// === Prompts skipped (`analyze-trace`, `synthesize`) ===
+
+fn skipping() -> LoadOptions {
+    LoadOptions {
+        prompts: trace::Prompts::Skip,
+        ..LoadOptions::default()
+    }
+}
+
+/// A prompt field of the wrong kind is the same clear error whether prompts are kept or only
+/// checked: the skipped `messages` is scanned, not built, but still refused by file, line and
+/// field.
+#[test]
+fn a_skipped_prompt_of_the_wrong_type_is_the_same_error() {
+    // Generated rows, in the aiperf superset of the Mooncake format.
+    let row = r#"{"timestamp": 0, "input_length": 10, "output_length": 2"#;
+    for (field, bad) in [
+        ("text_input", r#""text_input": 5"#),
+        ("text_input", r#""text_input": ["hi"]"#),
+        ("messages", r#""messages": "hi""#),
+        (
+            "messages",
+            r#""messages": {"role": "user", "content": "x"}"#,
+        ),
+        ("messages", r#""messages": 1e400"#),
+    ] {
+        let text = format!("{row}}}\n{row}, {bad}}}\n");
+        let kept = parse_with("p.jsonl", &text, &LoadOptions::default()).unwrap_err();
+        let skipped = parse_with("p.jsonl", &text, &skipping()).unwrap_err();
+        assert_eq!(skipped.to_string(), kept.to_string(), "{bad}");
+        assert_eq!(skipped.kind(), kept.kind(), "{bad}");
+        let msg = skipped.to_string();
+        assert!(
+            msg.starts_with(&format!("p.jsonl:2: field \"{field}\"")),
+            "{bad}: {msg}"
+        );
+    }
+    // Unclosed inside `messages`: a syntax error, named by its field, either way.
+    let text = format!("{row}, \"messages\": [{{\"role\": \"user\"]}}\n");
+    let kept = parse_with("p.jsonl", &text, &LoadOptions::default()).unwrap_err();
+    let skipped = parse_with("p.jsonl", &text, &skipping()).unwrap_err();
+    assert_eq!(skipped.to_string(), kept.to_string());
+    assert!(skipped.to_string().contains("p.jsonl:1"), "{skipped}");
+}
+
+/// Skipped prompts are not held; the rows that had one are named by line, and every other
+/// field (and so every figure) is what a load that keeps them reads.
+#[test]
+fn skipped_prompts_are_not_held_and_their_rows_are_named() {
+    // Generated, as in `mooncake_sessions_delay_and_prompts`; `messages` wins over a bad
+    // `text_input`, as when kept.
+    let text = r#"{"session_id": "conv-a", "timestamp": 1000, "input_length": 10, "output_length": 2, "text_input": "hi"}
+{"session_id": 7, "timestamp": 500.5, "input_length": 10, "output_length": 2, "messages": [{"role": "user", "content": "x"}], "text_input": 3}
+{"session_id": "conv-a", "delay": 250.5, "input_length": 20, "output_length": 3, "extra": {"temperature": 0}}
+{"timestamp": 2000, "input_length": 5, "output_length": 1, "messages": null}
+"#;
+    let kept = parse("gen.jsonl", text);
+    let skipped = parse_with("gen.jsonl", text, &skipping()).unwrap();
+    assert_eq!(kept.skipped_prompts, Vec::<u32>::new());
+    assert_eq!(skipped.skipped_prompts, [1, 2]);
+    assert!(skipped.requests.iter().all(|r| r.prompt().is_none()));
+    let carrying = |t: &Trace| -> Vec<u32> {
+        t.requests
+            .iter()
+            .filter(|r| t.carries_prompt(r))
+            .map(|r| r.line)
+            .collect()
+    };
+    assert_eq!(carrying(&kept), [2, 1]);
+    assert_eq!(carrying(&skipped), carrying(&kept));
+    let fields = |t: &Trace| -> Vec<_> {
+        t.requests
+            .iter()
+            .map(|mut r| {
+                r.set_prompt(None);
+                r
+            })
+            .collect()
+    };
+    assert_eq!(fields(&skipped), fields(&kept));
+    assert_eq!(trace::analyze(&skipped), trace::analyze(&kept));
+}
+
+/// FNV-1a of `bytes`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Every figure of `analyze-trace --json` on the real traces, pinned: digests of the JSON
+/// (path left out) that the code before skipped prompts and the bitmap of ids printed. A
+/// change to how rows are read or ids counted shows here.
+#[test]
+fn the_analysis_of_each_real_trace_is_unchanged() {
+    let want: &[(&str, u64)] = &[
+        ("mooncake_conversation_first2000.jsonl", 0x8e697e940bc58daa),
+        ("mooncake_synthetic.jsonl", 0x222bedccd09c788b),
+        ("mooncake_arxiv_first20.jsonl", 0xaa6dc2fd77903221),
+        ("bailian_documented_row.jsonl", 0x23b61f93c4ee8148),
+        ("burstgpt_readme_rows.csv", 0x4d02479e15bff275),
+    ];
+    let mut got = Vec::new();
+    for &(name, _) in want {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/traces")
+            .join(name);
+        let mut digests = [LoadOptions::default(), skipping()].map(|opts| {
+            let mut a = trace::analyze(&trace::load(&path, &opts).unwrap());
+            a.path.clear();
+            fnv1a(serde_json::to_string(&a).unwrap().as_bytes())
+        });
+        assert_eq!(digests[0], digests[1], "{name}: kept and skipped prompts");
+        got.push((name, std::mem::take(&mut digests[0])));
+    }
+    assert_eq!(got, want);
+}

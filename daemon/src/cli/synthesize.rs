@@ -97,6 +97,9 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         skip_invalid: args.skip_invalid,
         length_limit: args.trace_limits.length_limit,
         max_line_bytes: args.trace_limits.max_line_bytes,
+        // A row with a prompt is refused below (its length cannot be scaled): checked, not
+        // kept, so a trace of them is refused without being held.
+        prompts: canary_replay::trace::Prompts::Skip,
         ..Default::default()
     };
     let trace = canary_replay::load(&args.input, &opts)?;

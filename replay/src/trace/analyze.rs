@@ -12,12 +12,13 @@
 //! block counts as reused when its id appeared earlier in the trace (in replay order), as an
 //! unbounded cache that never evicts would see it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 use canary_core::TraceRows;
 use serde::Serialize;
 
+use super::id_set::IdSet;
 use super::{LoadReport, Trace, TraceFormat};
 
 /// Summary of a trace (see [`analyze`]).
@@ -302,7 +303,7 @@ fn nearest_rank(sorted: &[u32], p: usize) -> u32 {
 }
 
 fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
-    let mut seen = HashSet::new();
+    let mut seen = IdSet::default();
     let mut p = PrefixReuse {
         kind: "upper_bound",
         ..PrefixReuse::default()
@@ -327,7 +328,7 @@ fn prefix_reuse(trace: &Trace) -> Option<PrefixReuse> {
     if p.blocks == 0 {
         return None;
     }
-    p.distinct_blocks = seen.len() as u64;
+    p.distinct_blocks = seen.len();
     p.block_hit_rate = ratio(p.reused_blocks, p.blocks);
     p.token_hit_rate = ratio(p.reused_tokens, p.tokens);
     Some(p)

@@ -21,11 +21,13 @@ use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
 use super::read::{line_u32, Lines, Rows};
-use super::{TraceError, TraceFormat, MAX_SPAN};
+use super::skipped::{Messages, SkippedMessages};
+use super::{Prompts, TraceError, TraceFormat, MAX_SPAN};
 
-/// One Mooncake line as written, every field lenient (see [`super::field`]).
+/// One Mooncake line as written, every field lenient (see [`super::field`]); `messages` as
+/// `M` reads it: a [`serde_json::Value`] kept, or [`SkippedMessages`] checked.
 #[derive(Deserialize)]
-struct RawRow<'a> {
+struct RawRow<'a, M> {
     #[serde(borrow, default)]
     timestamp: Option<Scalar<'a>>,
     #[serde(borrow, default)]
@@ -40,10 +42,15 @@ struct RawRow<'a> {
     delay: Option<Scalar<'a>>,
     #[serde(borrow, default)]
     text_input: Option<Scalar<'a>>,
-    #[serde(default)]
-    messages: Option<serde_json::Value>,
+    #[serde(default = "absent")]
+    messages: Option<M>,
     #[serde(default)]
     extra: Option<serde_json::Value>,
+}
+
+/// An absent field (`#[serde(default)]` would ask `M: Default` of a generic one).
+fn absent<M>() -> Option<M> {
+    None
 }
 
 /// Per-session state while reading.
@@ -80,9 +87,21 @@ pub(super) fn parse<R: BufRead>(
     lines: &mut Lines<'_, R>,
     rows: &mut Rows<'_>,
 ) -> Result<(), TraceError> {
+    match rows.opts.prompts {
+        Prompts::Keep => read::<R, serde_json::Value>(lines, rows),
+        Prompts::Skip => read::<R, SkippedMessages>(lines, rows),
+    }
+}
+
+/// Reads every row, `messages` as `M`.
+fn read<R: BufRead, M>(lines: &mut Lines<'_, R>, rows: &mut Rows<'_>) -> Result<(), TraceError>
+where
+    M: for<'de> Deserialize<'de> + Into<Messages>,
+{
     let mut sessions = Sessions::default();
     let mut num = itoa_buf();
     let limit = rows.opts.length_limit;
+    let prompts = rows.opts.prompts;
     while let Some((line, text)) = lines.next_line()? {
         rows.report.rows += 1;
         let row = Row {
@@ -90,10 +109,16 @@ pub(super) fn parse<R: BufRead>(
             line,
         };
         let result = row
-            .object::<RawRow<'_>>(text)
-            .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit));
+            .object::<RawRow<'_, M>>(text)
+            .and_then(|raw| convert(row, raw, &mut sessions, &mut num, limit, prompts));
         match result {
-            Ok(req) => rows.push(req)?,
+            Ok((req, skipped_prompt)) => {
+                let line = req.line;
+                rows.push(req)?;
+                if skipped_prompt {
+                    rows.skipped_prompts.push(line);
+                }
+            }
             Err(e) => rows.reject(e)?,
         }
     }
@@ -104,13 +129,14 @@ fn itoa_buf() -> String {
     String::with_capacity(24)
 }
 
-fn convert(
+fn convert<M: Into<Messages>>(
     row: Row<'_>,
-    raw: RawRow<'_>,
+    raw: RawRow<'_, M>,
     sessions: &mut Sessions,
     num: &mut String,
     limit: u32,
-) -> Result<TraceRequest, TraceError> {
+    prompts: Prompts,
+) -> Result<(TraceRequest, bool), TraceError> {
     let input = row.length(
         "input_length",
         row.required("input_length", &raw.input_length)?,
@@ -163,15 +189,7 @@ fn convert(
         }
     };
 
-    let prompt = match (raw.text_input, raw.messages) {
-        (_, Some(m @ serde_json::Value::Array(_))) => Some(TracePrompt::Messages(m)),
-        (_, Some(other)) => {
-            return Err(row.wrong_type("messages", "an array of chat messages", other))
-        }
-        (Some(Scalar::Str(s)), None) => Some(TracePrompt::Text(s.into_owned())),
-        (Some(other), None) => return Err(row.wrong_type("text_input", "a string", other)),
-        (None, None) => None,
-    };
+    let prompt = self::prompt(row, raw.text_input, raw.messages.map(Into::into), prompts)?;
     let extra = match raw.extra {
         None => None,
         Some(serde_json::Value::Object(map)) => {
@@ -236,7 +254,43 @@ fn convert(
         block_size,
     );
     req.set_delay_us(delay_us);
-    req.set_prompt(prompt);
+    let skipped_prompt = matches!(prompt, Prompt::Skipped);
+    if let Prompt::Kept(p) = prompt {
+        req.set_prompt(Some(p));
+    }
     req.set_extra(extra);
-    Ok(req)
+    Ok((req, skipped_prompt))
+}
+
+/// A row's verbatim prompt, as [`prompt`] read it.
+enum Prompt {
+    None,
+    Kept(TracePrompt),
+    /// Checked and not kept ([`Prompts::Skip`]).
+    Skipped,
+}
+
+/// Checks a row's `text_input` and `messages` (`messages` wins when both are there) and keeps
+/// the prompt or not: the same errors either way.
+fn prompt(
+    row: Row<'_>,
+    text_input: Option<Scalar<'_>>,
+    messages: Option<Messages>,
+    prompts: Prompts,
+) -> Result<Prompt, TraceError> {
+    match (text_input, messages, prompts) {
+        (_, Some(Messages::Array(Some(m))), Prompts::Keep) => {
+            Ok(Prompt::Kept(TracePrompt::Messages(m)))
+        }
+        (_, Some(Messages::Array(_)), _) => Ok(Prompt::Skipped),
+        (_, Some(Messages::Other(found)), _) => {
+            Err(row.wrong_type("messages", "an array of chat messages", found))
+        }
+        (Some(Scalar::Str(s)), None, Prompts::Keep) => {
+            Ok(Prompt::Kept(TracePrompt::Text(s.into_owned())))
+        }
+        (Some(Scalar::Str(_)), None, Prompts::Skip) => Ok(Prompt::Skipped),
+        (Some(other), None, _) => Err(row.wrong_type("text_input", "a string", other)),
+        (None, None, _) => Ok(Prompt::None),
+    }
 }

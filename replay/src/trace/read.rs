@@ -183,6 +183,8 @@ pub(crate) struct Rows<'p> {
     pub requests: TraceRows,
     pub report: LoadReport,
     pub kinds: Option<super::RowKinds>,
+    /// Lines of the rows whose prompt was checked and not kept ([`super::Prompts::Skip`]).
+    pub skipped_prompts: Vec<u32>,
 }
 
 impl<'p> Rows<'p> {
@@ -193,6 +195,7 @@ impl<'p> Rows<'p> {
             requests: TraceRows::new(),
             report: LoadReport::default(),
             kinds: None,
+            skipped_prompts: Vec::new(),
         }
     }
 
@@ -243,6 +246,7 @@ impl<'p> Rows<'p> {
             report: self.report,
             kinds: self.kinds,
             origin_us: None,
+            skipped_prompts: self.skipped_prompts,
         })
     }
 }

@@ -196,6 +196,7 @@ mod tests {
             report: LoadReport::default(),
             kinds: Some(kinds),
             origin_us: None,
+            skipped_prompts: Vec::new(),
         }
     }
 
