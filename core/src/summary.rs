@@ -633,6 +633,40 @@ pub struct RxBounds {
 }
 
 impl RxBounds {
+    /// Every time exact (nothing folded yet).
+    pub const NONE: RxBounds = RxBounds {
+        first_token: false,
+        token_events: false,
+        end: false,
+    };
+
+    /// One completed request's, by the rule of [`RxSummary::bounds`]: a time not stamped
+    /// `kernel` is a bound, and a record without receive timestamps (off or refused) has
+    /// only canaryd's reads, all bounds.
+    pub fn of_record(r: &RequestRecord) -> RxBounds {
+        let Some(rx) = &r.rx else {
+            return RxBounds {
+                first_token: true,
+                token_events: true,
+                end: true,
+            };
+        };
+        RxBounds {
+            first_token: rx.first_token != Some(RxSource::Kernel),
+            token_events: rx.token_events_bound > 0,
+            end: rx.end != Some(RxSource::Kernel),
+        }
+    }
+
+    /// Bound where either is.
+    pub fn or(self, o: RxBounds) -> RxBounds {
+        RxBounds {
+            first_token: self.first_token || o.first_token,
+            token_events: self.token_events || o.token_events,
+            end: self.end || o.end,
+        }
+    }
+
     /// Whether any client time is a bound.
     pub fn any(&self) -> bool {
         self.first_token || self.token_events || self.end
