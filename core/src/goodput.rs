@@ -238,10 +238,15 @@ impl Goodput {
         self.slos.is_empty()
     }
 
-    /// The terms this request does not meet, and why (empty: it is good). A failed request
-    /// misses every term; a completed one without the metric's value (one output token has
-    /// no ITL) falls short of it with [`Shortfall::NoValue`].
+    /// The terms this request does not meet, and why. A failed request misses every term;
+    /// a completed one without the metric's value (one output token has no ITL) falls short
+    /// of it with [`Shortfall::NoValue`]. A request canaryd failed itself
+    /// (`client_resources`) never reached the target and is not judged: none, as it is left
+    /// out of `good_request_fraction` and `error_rate` (it is not good either).
     pub fn shortfalls(&self, r: &RequestRecord) -> Vec<(SloMetric, Shortfall)> {
+        if r.error.as_ref().is_some_and(|e| e.kind.is_client_side()) {
+            return Vec::new();
+        }
         self.slos
             .iter()
             .filter_map(|slo| {

@@ -88,7 +88,7 @@ pub use sampling::trace_sampled;
 pub use stats::{Distribution, DistributionSnapshot, SnapshotError, Stats};
 pub use summary::{
     rate_unavailable, Aggregator, GoodputSummary, NoValue, RunSummary, RxBounds, RxSummary,
-    SendSpans, TokenAgreement, MIN_RATE_SPAN_S,
+    SendSpans, ServerTimeRefused, TokenAgreement, MIN_RATE_SPAN_S,
 };
 pub use telemetry::{
     bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, ClientTimes,

@@ -3,7 +3,8 @@
 //! Percentiles come from a log-linear histogram with three significant digits (relative error
 //! at most 0.1%) of values stored to 1 µs (so below 0.5 ms the error is up to 0.5 µs, more
 //! than 0.1 %), and memory stays bounded however long a run is. Mean, min, max and standard
-//! deviation are tracked exactly alongside it (of values clamped at 0).
+//! deviation are tracked exactly alongside it (of values clamped to [0, [`MAX_VALUE`]]), so
+//! every statistic is a finite number: JSON has no infinity (serde_json writes `null`).
 
 mod snapshot;
 
@@ -15,6 +16,12 @@ pub use snapshot::{DistributionSnapshot, SnapshotError};
 /// Quantum of stored values: a value `v` is recorded as `round(v * SCALE)`. With values in
 /// milliseconds that is microsecond resolution before the histogram's own 0.1% bucketing.
 const SCALE: f64 = 1000.0;
+
+/// The largest value recorded as it is (about 4.6e15: in ms, 146,000 years); a larger one,
+/// or an infinity, is recorded as this. It is the histogram's own ceiling, and it keeps the
+/// sum of squared deviations finite: a value of 1e200 (a hostile server's time) squared was
+/// infinite, and `std` with it.
+pub const MAX_VALUE: f64 = u64::MAX as f64 / 4.0 / SCALE;
 
 /// A streaming distribution of non-negative values in one unit.
 #[derive(Clone)]
@@ -66,13 +73,14 @@ impl Distribution {
         }
     }
 
-    /// Records one value. Negative values are clamped to zero; NaN is ignored.
+    /// Records one value. Negative values are clamped to zero, values above [`MAX_VALUE`]
+    /// (infinity too) to it; NaN is ignored.
     pub fn record(&mut self, value: f64) {
         if value.is_nan() {
             return;
         }
-        let value = value.max(0.0);
-        let q = (value * SCALE).round().min(u64::MAX as f64 / 4.0) as u64;
+        let value = value.clamp(0.0, MAX_VALUE);
+        let q = (value * SCALE).round() as u64;
         // Auto-resize makes this infallible for any u64 below the type's limit.
         let _ = self.hist.record(q);
         self.count += 1;
@@ -134,8 +142,9 @@ impl Distribution {
             return None;
         }
         let p = |q| self.percentile(q).unwrap_or(0.0);
+        // Rounding can leave `m2` a hair below 0 over equal values: its root would be NaN.
         let std = if self.count > 1 {
-            (self.m2 / self.count as f64).sqrt()
+            (self.m2.max(0.0) / self.count as f64).sqrt()
         } else {
             0.0
         };
@@ -238,6 +247,29 @@ mod tests {
         assert!(d.stats().is_none());
         d.record(-3.0);
         assert_eq!(d.stats().unwrap().max, 0.0);
+    }
+
+    // A hostile server's prompt time of -1e200 made a TTFT gap of 1e200: its square beside a
+    // normal value overflowed, `std` was infinite, written `null` in summary.json (and `m2`
+    // in histograms.json, which `canaryd merge` then could not read).
+    #[test]
+    fn a_huge_or_infinite_value_leaves_every_statistic_finite() {
+        let mut d = Distribution::new();
+        for v in [5.0, 1e200, 3.0, f64::INFINITY, 7.0] {
+            d.record(v);
+        }
+        let s = d.stats().unwrap();
+        assert_eq!(s.count, 5);
+        assert_eq!(s.max, MAX_VALUE);
+        for v in [s.avg, s.std, s.min, s.max, s.p50, s.p99] {
+            assert!(v.is_finite(), "{s:?}");
+        }
+        let mut merged = Distribution::new();
+        merged.merge(&d);
+        merged.merge(&d);
+        assert!(merged.stats().unwrap().std.is_finite());
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("null"), "{json}");
     }
 
     #[test]

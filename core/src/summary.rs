@@ -29,6 +29,7 @@ pub struct Aggregator {
     slo_misses: BTreeMap<&'static str, u64>,
     slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
     slo_met_on_bound: BTreeMap<&'static str, u64>,
+    server_prompt_time_refused: BTreeMap<ServerTimeRefused, u64>,
     input_tokens: u64,
     output_tokens: u64,
     cached_tokens: u64,
@@ -183,8 +184,14 @@ impl Aggregator {
         self.record("time_to_first_byte", r.ttfb_ms);
         self.record("output_token_throughput_per_user", r.output_tokens_per_s);
         let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
-        if let (Some(ttft), Some(prompt)) = (r.ttft_ms, server_prompt_ms) {
-            self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+        match server_prompt_ms.map(|p| ServerTimeRefused::check(p, r.e2e_ms)) {
+            Some(Ok(prompt)) => {
+                if let Some(ttft) = r.ttft_ms {
+                    self.record("ttft_minus_server_prompt_time", Some(ttft - prompt));
+                }
+            }
+            Some(Err(why)) => *self.server_prompt_time_refused.entry(why).or_default() += 1,
+            None => {}
         }
         self.record("time_to_first_token_userspace", r.userspace_ttft_ms());
         self.record("client_read_delay", r.first_token_read_delay_ms());
@@ -319,6 +326,7 @@ impl Aggregator {
             token_agreement: self.agreement.clone(),
             by_url: self.by_url.summary(),
             receive_timestamps: self.rx.clone(),
+            server_prompt_time_refused: self.server_prompt_time_refused.clone(),
             metrics: self
                 .metrics
                 .iter()
@@ -461,12 +469,46 @@ pub struct RunSummary {
     /// exact or bounds, or canaryd's reads.
     #[serde(default)]
     pub receive_timestamps: RxSummary,
+    /// Completed requests whose server-reported prompt time (llama.cpp's `timings.prompt_ms`)
+    /// could not be theirs, by why ([`ServerTimeRefused`]): left out of
+    /// `ttft_minus_server_prompt_time`. Absent when there were none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_prompt_time_refused: BTreeMap<ServerTimeRefused, u64>,
     /// The run in slices of `--slice-duration` (issue 18); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeslices: Option<crate::TimesliceReport>,
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
+}
+
+/// Why a time the server reported for a request (its prompt time) is not taken as a figure:
+/// a buggy or hostile server's number (`-1e200`) would otherwise become a TTFT gap of 1e200 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerTimeRefused {
+    /// Below 0: no time.
+    Negative,
+    /// Longer than the request's own end-to-end latency as canaryd measured it, from before
+    /// the server had the request to after it answered (an upper bound at worst): the
+    /// server cannot have spent longer on a part of it.
+    LongerThanRequest,
+}
+
+impl ServerTimeRefused {
+    /// `ms` when it can be the request's (at least 0, at most `e2e_ms` when that is known),
+    /// else why not.
+    pub fn check(ms: f64, e2e_ms: Option<f64>) -> Result<f64, ServerTimeRefused> {
+        if ms.is_nan() || ms < 0.0 {
+            return Err(ServerTimeRefused::Negative);
+        }
+        match e2e_ms {
+            Some(e2e) if ms > e2e => Err(ServerTimeRefused::LongerThanRequest),
+            // Without the request's own span nothing bounds it but being finite.
+            None if !ms.is_finite() => Err(ServerTimeRefused::LongerThanRequest),
+            _ => Ok(ms),
+        }
+    }
 }
 
 /// Server-reported token counts against requested lengths, over completed requests that
@@ -591,6 +633,40 @@ pub struct RxBounds {
 }
 
 impl RxBounds {
+    /// Every time exact (nothing folded yet).
+    pub const NONE: RxBounds = RxBounds {
+        first_token: false,
+        token_events: false,
+        end: false,
+    };
+
+    /// One completed request's, by the rule of [`RxSummary::bounds`]: a time not stamped
+    /// `kernel` is a bound, and a record without receive timestamps (off or refused) has
+    /// only canaryd's reads, all bounds.
+    pub fn of_record(r: &RequestRecord) -> RxBounds {
+        let Some(rx) = &r.rx else {
+            return RxBounds {
+                first_token: true,
+                token_events: true,
+                end: true,
+            };
+        };
+        RxBounds {
+            first_token: rx.first_token != Some(RxSource::Kernel),
+            token_events: rx.token_events_bound > 0,
+            end: rx.end != Some(RxSource::Kernel),
+        }
+    }
+
+    /// Bound where either is.
+    pub fn or(self, o: RxBounds) -> RxBounds {
+        RxBounds {
+            first_token: self.first_token || o.first_token,
+            token_events: self.token_events || o.token_events,
+            end: self.end || o.end,
+        }
+    }
+
     /// Whether any client time is a bound.
     pub fn any(&self) -> bool {
         self.first_token || self.token_events || self.end
@@ -815,6 +891,70 @@ mod tests {
 
     // A server's count that cannot be the request's: 2^32 - 1 tokens made a throughput of
     // billions, 0 hid the stream's tokens. Its chunks count instead, and it is counted apart.
+    #[test]
+    fn a_server_prompt_time_that_cannot_be_the_requests_is_refused_and_counted() {
+        // Audit F5: -1e200 made a gap of 1e200 ms, and beside a sane one `std` overflowed to
+        // infinity, written `null`.
+        let mut agg = Aggregator::new(Goodput::default());
+        for (id, prompt) in [(1, -1e200), (2, 3.0), (3, 1e200), (4, 4.0), (5, 20.5)] {
+            let mut r = ok(id, 0.0, 8.0, 20.0, 3);
+            r.server_timings = Some(crate::record::ServerTimings {
+                prompt_ms: Some(prompt),
+                ..Default::default()
+            });
+            agg.add(&r, &ChunkGaps::new());
+        }
+        let s = agg.summary();
+        let gap = &s.metrics["ttft_minus_server_prompt_time"];
+        assert_eq!(gap.count, 2, "{gap:?}");
+        assert_eq!((gap.min, gap.max), (4.0, 5.0));
+        assert!(gap.std.is_finite());
+        assert_eq!(
+            s.server_prompt_time_refused,
+            BTreeMap::from([
+                (ServerTimeRefused::Negative, 1),
+                (ServerTimeRefused::LongerThanRequest, 2)
+            ])
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["server_prompt_time_refused"],
+            serde_json::json!({"negative": 1, "longer_than_request": 2})
+        );
+        assert_eq!(ServerTimeRefused::check(20.0, Some(20.0)), Ok(20.0));
+        assert_eq!(ServerTimeRefused::check(0.0, None), Ok(0.0));
+    }
+
+    // Audit F6: 20 of canaryd's own failures and 80 good requests read "good 100 %" beside
+    // "missed TTFT: 20".
+    #[test]
+    fn canaryds_own_failures_are_not_the_targets_slo_misses() {
+        let mut agg = Aggregator::new("time_to_first_token:100".parse().unwrap());
+        let failed = |id, kind| RequestRecord {
+            status: Status::Error,
+            error: Some(RequestError {
+                kind,
+                http_status: None,
+                message: String::new(),
+            }),
+            ..ok(id, 0.0, 1.0, 2.0, 2)
+        };
+        for id in 0..4 {
+            agg.add(&failed(id, ErrorKind::ClientResources), &ChunkGaps::new());
+        }
+        for id in 4..8 {
+            agg.add(&ok(id, 0.0, 10.0, 20.0, 3), &ChunkGaps::new());
+        }
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_request_fraction, Some(1.0));
+        assert!(g.misses_by_metric.is_empty(), "{:?}", g.misses_by_metric);
+        // The target's own failure still misses every term.
+        agg.add(&failed(8, ErrorKind::HttpStatus), &ChunkGaps::new());
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_request_fraction, Some(0.8));
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 1);
+    }
+
     #[test]
     fn an_implausible_completion_count_is_not_trusted() {
         let mut agg = Aggregator::new(Goodput::default());

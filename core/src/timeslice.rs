@@ -11,12 +11,20 @@
 //! Memory is bounded: at most [`Timeslices::MAX_SLICES`] slices are kept; a run that
 //! outgrows them has its slices merged in pairs (their duration doubles, and the report says
 //! so), as the diagnosis timeline does. Each slice's latencies keep two significant digits
-//! (percentiles within 1%; a histogram takes 2 kB empty, 14 kB with values up to 1 s, 18 kB
-//! up to 10 s), so the slices of a run take at most about 14 MB however long it is, where
-//! three-digit histograms (16, 90 and 123 kB) would take 94 MB.
+//! (percentiles within 1 % or 0.5 µs, whichever is larger: values are stored to 1 µs; a
+//! histogram takes 2 kB empty, 14 kB with values up to 1 s, 18 kB up to 10 s), so the slices
+//! of a run take at most about 14 MB however long it is, where three-digit histograms (16, 90
+//! and 123 kB) would take 94 MB.
+//!
+//! A slice's latencies follow the run's rule for bounds ([`RxBounds`]): where a completed
+//! request of the slice had a time taken at canaryd's read or from a later segment's stamp,
+//! the slice's TTFT or e2e are upper bounds and its ITL exact in neither direction, and
+//! [`SliceStats::bound`] says so. A response whose token events came in one read enters ITL
+//! as 0 ms, as in the run's own `inter_token_latency`: a bound, so marked.
 
 use crate::record::RequestRecord;
 use crate::stats::Distribution;
+use crate::summary::RxBounds;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -39,6 +47,8 @@ struct SliceAcc {
     e2e: Distribution,
     finished: u64,
     finished_output_tokens: u64,
+    /// Which of its completed requests' times were not exact.
+    bounds: RxBounds,
 }
 
 impl SliceAcc {
@@ -53,6 +63,7 @@ impl SliceAcc {
             e2e: Distribution::with_digits(2),
             finished: 0,
             finished_output_tokens: 0,
+            bounds: RxBounds::NONE,
         }
     }
 
@@ -66,6 +77,7 @@ impl SliceAcc {
         self.e2e.merge(&o.e2e);
         self.finished += o.finished;
         self.finished_output_tokens += o.finished_output_tokens;
+        self.bounds = self.bounds.or(o.bounds);
     }
 }
 
@@ -126,6 +138,7 @@ impl Timeslices {
             return;
         }
         slice.completed += 1;
+        slice.bounds = slice.bounds.or(RxBounds::of_record(r));
         if let Some(v) = r.ttft_ms {
             slice.ttft.record(v);
         }
@@ -181,9 +194,12 @@ impl Timeslices {
                     cancelled: acc.cancelled,
                     request_throughput: per_s(acc.finished),
                     output_token_throughput: per_s(acc.finished_output_tokens),
-                    time_to_first_token: SliceStats::of(&acc.ttft),
-                    inter_token_latency: SliceStats::of(&acc.itl),
-                    request_latency: SliceStats::of(&acc.e2e),
+                    time_to_first_token: SliceStats::of(&acc.ttft, acc.bounds.first_token),
+                    inter_token_latency: SliceStats::of(
+                        &acc.itl,
+                        acc.bounds.is_bound("inter_token_latency"),
+                    ),
+                    request_latency: SliceStats::of(&acc.e2e, acc.bounds.end),
                 }
             })
             .collect();
@@ -242,9 +258,19 @@ pub struct Timeslice {
     pub request_latency: Option<SliceStats>,
 }
 
-/// A latency's statistics within one slice (count, mean and max exact; percentiles within 1%).
+/// A latency's statistics within one slice: count exact; mean and max exact over the values;
+/// percentiles within 1 % or 0.5 µs, whichever is larger. The values themselves are exact
+/// unless `bound`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SliceStats {
+    /// True when some of the values are not exact, by the run's rule ([`RxBounds::is_bound`]):
+    /// a completed request of the slice had its first token's (TTFT), its end's (e2e) or a
+    /// token event's time (ITL) taken at canaryd's read or from a later segment's stamp, so
+    /// TTFT and e2e are upper bounds and ITL exact in neither direction (a response in one
+    /// read enters it as 0 ms). Summaries written before it was added lack it: read as true,
+    /// not known to be exact.
+    #[serde(default = "not_known_exact")]
+    pub bound: bool,
     /// Values.
     pub count: u64,
     /// Their mean.
@@ -259,10 +285,15 @@ pub struct SliceStats {
     pub max: f64,
 }
 
+fn not_known_exact() -> bool {
+    true
+}
+
 impl SliceStats {
-    fn of(d: &Distribution) -> Option<SliceStats> {
+    fn of(d: &Distribution, bound: bool) -> Option<SliceStats> {
         let s = d.stats()?;
         Some(SliceStats {
+            bound,
             count: s.count,
             avg: s.avg,
             p50: s.p50,
@@ -275,40 +306,53 @@ impl SliceStats {
 
 impl TimesliceReport {
     /// `timeslices.csv`: tidy, one row per slice × metric × statistic
-    /// (`slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s`); a latency with
-    /// no value in a slice has no rows there. `end_s` is the slice's nominal end; `covered_s`
-    /// the span it covered, over which its rates are (a partial last slice covers less), so
-    /// rate × `covered_s` gives back the count. It comes last so the columns before it keep
-    /// their places.
+    /// (`slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s,bound`); a latency
+    /// with no value in a slice has no rows there. `end_s` is the slice's nominal end;
+    /// `covered_s` the span it covered, over which its rates are (a partial last slice covers
+    /// less), so rate × `covered_s` gives back the count. `bound` is true on a latency's
+    /// `avg`, percentile and `max` rows when its values are not exact ([`SliceStats::bound`]),
+    /// false on every count and rate. The later columns come last so the columns before them
+    /// keep their places.
     pub fn csv(&self) -> String {
-        let mut out =
-            String::from("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s\n");
+        let mut out = String::from(
+            "slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s,bound\n",
+        );
         for s in &self.slices {
-            let mut row = |metric: &str, stat: &str, unit: &str, v: String| {
+            let mut row = |metric: &str, stat: &str, unit: &str, v: String, bound: bool| {
                 out.push_str(&format!(
-                    "{},{:.3},{:.3},{},{metric},{stat},{unit},{v},{:.6}\n",
+                    "{},{:.3},{:.3},{},{metric},{stat},{unit},{v},{:.6},{bound}\n",
                     s.index, s.start_s, s.end_s, s.partial, s.covered_s
                 ));
             };
-            row("requests", "count", "requests", s.requests.to_string());
-            row("completed", "count", "requests", s.completed.to_string());
-            row("errors", "count", "requests", s.errors.to_string());
-            row("cancelled", "count", "requests", s.cancelled.to_string());
+            row(
+                "requests",
+                "count",
+                "requests",
+                s.requests.to_string(),
+                false,
+            );
+            row(
+                "completed",
+                "count",
+                "requests",
+                s.completed.to_string(),
+                false,
+            );
+            row("errors", "count", "requests", s.errors.to_string(), false);
+            row(
+                "cancelled",
+                "count",
+                "requests",
+                s.cancelled.to_string(),
+                false,
+            );
             if let Some(v) = s.request_throughput {
-                row(
-                    "request_throughput",
-                    "rate",
-                    "requests/s",
-                    format!("{v:.4}"),
-                );
+                let v = format!("{v:.4}");
+                row("request_throughput", "rate", "requests/s", v, false);
             }
             if let Some(v) = s.output_token_throughput {
-                row(
-                    "output_token_throughput",
-                    "rate",
-                    "tokens/s",
-                    format!("{v:.4}"),
-                );
+                let v = format!("{v:.4}");
+                row("output_token_throughput", "rate", "tokens/s", v, false);
             }
             for (metric, st) in [
                 ("time_to_first_token", s.time_to_first_token),
@@ -316,7 +360,7 @@ impl TimesliceReport {
                 ("request_latency", s.request_latency),
             ] {
                 let Some(st) = st else { continue };
-                row(metric, "count", "requests", st.count.to_string());
+                row(metric, "count", "requests", st.count.to_string(), false);
                 for (stat, v) in [
                     ("avg", st.avg),
                     ("p50", st.p50),
@@ -324,7 +368,7 @@ impl TimesliceReport {
                     ("p99", st.p99),
                     ("max", st.max),
                 ] {
-                    row(metric, stat, "ms", format!("{v:.4}"));
+                    row(metric, stat, "ms", format!("{v:.4}"), st.bound);
                 }
             }
         }
@@ -378,11 +422,10 @@ mod tests {
         assert!((c.request_throughput.unwrap() - 1.0 / 0.6).abs() < 1e-9);
         assert!((c.output_token_throughput.unwrap() - 16.0 / 0.6).abs() < 1e-9);
         let csv = r.csv();
+        assert!(csv
+            .contains("\n1,1.000,2.000,false,time_to_first_token,p50,ms,400.0000,1.000000,true\n"));
         assert!(
-            csv.contains("\n1,1.000,2.000,false,time_to_first_token,p50,ms,400.0000,1.000000\n")
-        );
-        assert!(
-            csv.contains("\n2,2.000,3.000,true,requests,count,requests,0,0.600000\n"),
+            csv.contains("\n2,2.000,3.000,true,requests,count,requests,0,0.600000,false\n"),
             "{csv}"
         );
     }
@@ -407,6 +450,87 @@ mod tests {
         let completions = num("value") * num("covered_s");
         assert!((completions - 1.0).abs() < 1e-3, "{completions}: {row}");
         assert_eq!(num("end_s") - num("start_s"), 1.0, "the nominal span stays");
+    }
+
+    // Audit F3: slice latencies never said they were bounds, while the run's table marked its
+    // rows from the same receive times; a response in one read entered slice ITL as 0 ms.
+    #[test]
+    fn a_slice_says_which_latencies_are_bounds_by_the_runs_rule() {
+        use crate::record::{RxSource, RxTiming};
+        let stamped = |sent: f64, bound_events: u32| {
+            let mut r = rec(sent, 10.0, 40.0);
+            r.itl_ms = Some(if bound_events > 0 { 0.0 } else { 10.0 });
+            r.rx = Some(RxTiming {
+                first_token: Some(RxSource::Kernel),
+                end: Some(RxSource::Kernel),
+                token_events: 4,
+                token_events_bound: bound_events,
+                ..Default::default()
+            });
+            r
+        };
+        let mut t = Timeslices::new(Duration::from_secs(1));
+        // Slice 0: every time the kernel's, exact. Slice 1: one response whose four token
+        // events came in one read (three of them bounds: ITL 0 ms). Slice 2: no receive
+        // timestamps at all (canaryd's reads).
+        t.add(&stamped(100.0, 0), 4);
+        t.add(&stamped(1100.0, 3), 4);
+        t.add(&rec(2100.0, 10.0, 40.0), 4);
+        let r = t.report(3000.0);
+        let kinds = |i: usize| {
+            let s = &r.slices[i];
+            (
+                s.time_to_first_token.unwrap().bound,
+                s.inter_token_latency.map(|x| x.bound),
+                s.request_latency.unwrap().bound,
+            )
+        };
+        assert_eq!(kinds(0), (false, Some(false), false));
+        assert_eq!(kinds(1), (false, Some(true), false));
+        assert_eq!(r.slices[1].inter_token_latency.unwrap().p50, 0.0);
+        assert_eq!(kinds(2), (true, None, true));
+        // The run's own rule gives the same answers over the same records.
+        assert!(RxBounds::of_record(&stamped(0.0, 3)).is_bound("inter_token_latency"));
+        assert!(!RxBounds::of_record(&stamped(0.0, 3)).is_bound("time_to_first_token"));
+
+        let csv = r.csv();
+        assert!(csv.starts_with(
+            "slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s,bound\n"
+        ));
+        assert!(
+            csv.contains("\n1,1.000,2.000,false,inter_token_latency,p50,ms,0.0000,1.000000,true\n"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains(
+                "\n1,1.000,2.000,false,inter_token_latency,count,requests,1,1.000000,false\n"
+            ),
+            "{csv}"
+        );
+        assert!(
+            csv.contains(
+                "\n0,0.000,1.000,false,time_to_first_token,p99,ms,10.0000,1.000000,false\n"
+            ),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("\n2,2.000,3.000,false,request_latency,max,ms,40.0000,1.000000,true\n"),
+            "{csv}"
+        );
+
+        // Widening merges the slices' bounds with their values.
+        let mut wide = t.clone();
+        wide.widen();
+        let r = wide.report(3000.0);
+        assert!(r.slices[0].inter_token_latency.unwrap().bound);
+        assert!(!r.slices[0].time_to_first_token.unwrap().bound);
+
+        // JSON keeps it; a summary written before it was added reads as not known exact.
+        let json = serde_json::to_value(r.slices[0].time_to_first_token.unwrap()).unwrap();
+        assert_eq!(json["bound"], false);
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("bound");
+        assert!(serde_json::from_value::<SliceStats>(old).unwrap().bound);
     }
 
     #[test]

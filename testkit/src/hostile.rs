@@ -143,6 +143,17 @@ pub enum Hostile {
         /// Bytes before the value in the first id, which decide where a cut falls in it.
         pad: usize,
     },
+    /// Answers a `POST` with a whole 200 SSE response of three tokens whose last chunk
+    /// carries llama.cpp's `timings`, `prompt_ms` written as `first` (its JSON text, say
+    /// `-1e200`) for the first `POST` and as `later` for every other; anything else (a probe,
+    /// a `/metrics` scrape) gets a 404. `connection: close`, so each request comes on a
+    /// connection of its own. A buggy or hostile server's prompt time beside sane ones.
+    PromptTime {
+        /// `prompt_ms` for the first `POST`.
+        first: &'static str,
+        /// `prompt_ms` for every later one.
+        later: &'static str,
+    },
     /// Reads the request and closes the connection without a byte.
     CloseAfterRequest,
     /// Reads the request and resets the connection (RST).
@@ -188,6 +199,8 @@ pub struct HostileServer {
 #[derive(Default)]
 struct Stats {
     requests: AtomicU64,
+    /// `POST` requests answered by [`Hostile::PromptTime`].
+    posts: AtomicU64,
     bytes_sent: AtomicU64,
     connections: AtomicU64,
 }
@@ -669,6 +682,46 @@ impl Conn {
                 if !self.send(answer.as_bytes()) {
                     return;
                 }
+            }
+            Hostile::PromptTime { .. } if !request.starts_with("POST ") => {
+                let answer =
+                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                self.send(answer.as_bytes());
+                let _ = self.tcp.shutdown(Shutdown::Both);
+                return;
+            }
+            Hostile::PromptTime { first, later } => {
+                let prompt_ms = match self.stats.posts.fetch_add(1, Ordering::Relaxed) {
+                    0 => first,
+                    _ => later,
+                };
+                let token = |t: &str| {
+                    format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}}}}]}}\n\n")
+                };
+                let events = [
+                    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+                        .to_string(),
+                    token("a"),
+                    token("b"),
+                    token("c"),
+                    format!(
+                        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}],\
+                         \"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":3}},\
+                         \"timings\":{{\"prompt_n\":5,\"prompt_ms\":{prompt_ms},\"predicted_n\":3,\
+                         \"predicted_ms\":1.5}}}}\n\n"
+                    ),
+                    "data: [DONE]\n\n".to_string(),
+                ];
+                let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                                   connection: close\r\ntransfer-encoding: chunked\r\n\r\n"
+                    .to_vec();
+                for e in events {
+                    answer.extend(format!("{:x}\r\n{e}\r\n", e.len()).bytes());
+                }
+                answer.extend(b"0\r\n\r\n");
+                self.send(&answer);
+                let _ = self.tcp.shutdown(Shutdown::Both);
+                return;
             }
             Hostile::CloseAfterRequest => return,
             Hostile::DropsSecondRequest { after } => {

@@ -99,13 +99,13 @@ fn print(m: &Merged) -> std::io::Result<()> {
         "{}",
         if i.metrics_from == "histograms" {
             format!(
-                "(the shards' histograms summed: percentiles within 0.1% as in one run; avg, \
-                 min, max exact{rows_bound})"
+                "(the shards' histograms summed: percentiles within 0.1% or 0.5 µs, \
+                 whichever is larger, as in one run; avg, min, max exact{rows_bound})"
             )
         } else {
             format!(
-                "(folded from the shards' records: percentiles within 0.1%; avg, min, max \
-                 exact{rows_bound}; see the notes)"
+                "(folded from the shards' records: percentiles within 0.1% or 0.5 µs, \
+                 whichever is larger; avg, min, max exact{rows_bound}; see the notes)"
             )
         }
     )?;

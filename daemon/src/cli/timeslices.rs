@@ -16,11 +16,11 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
     };
     outln!(
         "timeslices of {} s{widened}: requests and latencies by send time, rates by completion \
-         time; counts exact, percentiles within 1%",
+         time; counts exact, percentiles within 1% or 0.5 µs, whichever is larger",
         t.slice_duration_s
     )?;
     outln!(
-        "{:>16} {:>8} {:>7} {:>11} {:>11} {:>11} {:>9} {:>10}",
+        "{:>16} {:>8} {:>7} {:>13} {:>13} {:>13} {:>9} {:>10}",
         "slice (s)",
         "sent",
         "errors",
@@ -30,9 +30,13 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
         "req/s",
         "tokens/s"
     )?;
+    // A cell over times that are not all exact says so, as the run's table marks its row.
     let ms = |s: Option<SliceStats>, p: fn(&SliceStats) -> f64| {
-        s.map_or("-".to_string(), |s| format!("{:.1} ms", p(&s)))
+        s.map_or("-".to_string(), |s| {
+            format!("{:.1} ms{}", p(&s), if s.bound { " b" } else { "" })
+        })
     };
+    let bound = |s: Option<SliceStats>| s.is_some_and(|s| s.bound);
     let rate = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     // Enough decimals to write the width exactly (0.25 s slices read 0.25-0.50, not
     // 0.2-0.5), at most three: widths are whole milliseconds.
@@ -50,7 +54,7 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
             if s.partial { "*" } else { "" }
         );
         outln!(
-            "{span:>16} {:>8} {:>7} {:>11} {:>11} {:>11} {:>9} {:>10}",
+            "{span:>16} {:>8} {:>7} {:>13} {:>13} {:>13} {:>9} {:>10}",
             s.requests,
             s.errors,
             ms(s.time_to_first_token, |s| s.p50),
@@ -58,6 +62,15 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
             ms(s.inter_token_latency, |s| s.p50),
             rate(s.request_throughput),
             rate(s.output_token_throughput),
+        )?;
+    }
+    if t.slices.iter().any(|s| {
+        bound(s.time_to_first_token) || bound(s.inter_token_latency) || bound(s.request_latency)
+    }) {
+        outln!(
+            "b: a bound, not exact: some of the slice's times were a later segment's stamp or \
+             canaryd's read, so TTFT is an upper bound and ITL exact in neither direction (a \
+             response whose tokens came in one read enters ITL as 0 ms)"
         )?;
     }
     if t.slices.last().is_some_and(|s| s.partial) {

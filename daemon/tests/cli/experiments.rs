@@ -427,16 +427,18 @@ fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
     assert!(text(&out).contains("timeslices of 1 s"), "{}", text(&out));
 
     let csv = std::fs::read_to_string(dir.path().join("out/timeslices.csv")).unwrap();
-    assert!(csv.starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s\n"));
+    assert!(csv
+        .starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s,bound\n"));
     let row = format!(
-        "\n2,2.000,3.000,false,time_to_first_token,p50,ms,{:.4},1.000000\n",
-        p50(2)
+        "\n2,2.000,3.000,false,time_to_first_token,p50,ms,{:.4},1.000000,{}\n",
+        p50(2),
+        slices[2]["time_to_first_token"]["bound"]
     );
     assert!(csv.contains(&row), "{row} not in {csv}");
     // The partial slice's own span: its rate times it gives back what finished in it.
     let covered = last["covered_s"].as_f64().unwrap();
     assert!(csv.contains(&format!(
-        ",true,requests,count,requests,{},{covered:.6}\n",
+        ",true,requests,count,requests,{},{covered:.6},false\n",
         last["requests"]
     )));
 
@@ -474,6 +476,57 @@ fn timeslices_show_ttft_rising_after_the_server_turns_slow() {
     assert!((point("0") - p50(0) / 1e3).abs() < 1e-9);
     assert!((point("2") - p50(2) / 1e3).abs() < 1e-9);
     drop(rt);
+}
+
+// Audit F3: with --no-kernel-timestamps every client time is canaryd's read and the run's
+// table marks TTFT, ITL and e2e `(bound)`, but the slices beside it (summary.json's
+// `timeslices`, timeslices.csv, the slice table) read as exact measurements.
+#[test]
+fn timeslice_latencies_over_canaryds_reads_say_they_are_bounds() {
+    let (_sim, port) = sim(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let extra = ["--slice-duration", "500ms", "--no-kernel-timestamps"];
+    let out = replay(
+        dir.path(),
+        &url,
+        &[&extra[..], &["--max-requests", "8"]].concat(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let s = json(&dir.path().join("out/summary.json"));
+    assert_valid(&s, None);
+    let slices = s["timeslices"]["slices"].as_array().unwrap();
+    let metrics = [
+        "time_to_first_token",
+        "inter_token_latency",
+        "request_latency",
+    ];
+    let mut seen = 0;
+    for slice in slices {
+        for m in metrics.iter().filter(|m| !slice[**m].is_null()) {
+            assert_eq!(slice[*m]["bound"], true, "{m}: {slice}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "{slices:?}");
+
+    let csv = std::fs::read_to_string(dir.path().join("out/timeslices.csv")).unwrap();
+    assert!(csv
+        .starts_with("slice,start_s,end_s,partial,metric,statistic,unit,value,covered_s,bound\n"));
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    for row in &rows {
+        let latency = metrics.iter().any(|m| row.contains(&format!(",{m},")));
+        let bound = latency && !row.contains(",count,");
+        assert!(row.ends_with(&format!(",{bound}")), "{row}");
+    }
+    assert!(rows.iter().any(|r| r.contains(",time_to_first_token,p50,")));
+
+    let printed = text(&out);
+    assert!(printed.contains(" ms b "), "{printed}");
+    assert!(
+        printed.contains("b: a bound, not exact") && printed.contains("0.5 µs"),
+        "{printed}"
+    );
 }
 
 // `profile --runs 3` with the server dead during run 3 printed `throughput 68.5 ± 147.4

@@ -491,3 +491,43 @@ fn a_closed_stdout_is_not_an_error() {
         assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
     }
 }
+
+// Audit F5: a server's `timings.prompt_ms` of -1e200 made a TTFT gap of 1e200 ms; beside a
+// sane gap Welford's sum of squares overflowed, so `std` was `null` in summary.json and `m2`
+// in histograms.json, and `canaryd merge` of the run failed to parse it. The prompt time is
+// now refused (negative) and counted, and the rest of the run's figures stand.
+#[test]
+fn a_hostile_servers_prompt_time_is_refused_counted_and_the_run_still_merges() {
+    let server = HostileServer::start(Hostile::PromptTime {
+        first: "-1e200",
+        later: "0.001",
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The first second of the trace: its first 15 rows, all due at once.
+    let flags = ["--end-offset", "1s", "--shard", "0/1"];
+    let out = super::replay_arxiv(
+        d,
+        &server.url(),
+        &[&flags[..], &["--no-nvml", "--no-ebpf"]].concat(),
+    );
+    assert!(out.status.success(), "{}", super::common::text(&out));
+    let s = super::summary(d);
+    super::experiments::assert_valid(&s, None);
+    assert_eq!(s["completed"], 15, "{s}");
+    assert_eq!(
+        s["server_prompt_time_refused"],
+        serde_json::json!({ "negative": 1 }),
+        "{s}"
+    );
+    let gap = &s["ttft_minus_server_prompt_time"];
+    assert_eq!(gap["count"], 14, "{gap}");
+    assert!(gap["std"].as_f64().is_some_and(f64::is_finite), "{gap}");
+    assert!(gap["max"].as_f64().is_some_and(|m| m < 60_000.0), "{gap}");
+    let histograms = std::fs::read(d.join("out/histograms.json")).unwrap();
+    let histograms: serde_json::Value = serde_json::from_slice(&histograms).unwrap();
+    let gap = &histograms["metrics"]["ttft_minus_server_prompt_time"];
+    assert!(gap["m2"].as_f64().is_some_and(f64::is_finite), "{gap}");
+    let merged = super::canaryd(&["merge", "out", "-o", "merged"], d);
+    assert!(merged.status.success(), "{}", super::common::text(&merged));
+}

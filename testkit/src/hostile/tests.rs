@@ -81,6 +81,10 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
         Hostile::ErrorEvent,
         Hostile::Gzipped { status: 200 },
         Hostile::Gzipped { status: 503 },
+        Hostile::PromptTime {
+            first: "-1e200",
+            later: "2.5",
+        },
     ] {
         let server = HostileServer::lasting(mode, limit);
         let got = exchange(&server);
@@ -198,6 +202,13 @@ fn every_mode_ends_on_its_own_within_its_bounds() {
                     body.starts_with(b"\x1f\x8b") && body.len() == 77,
                     "{body:?}"
                 );
+            }
+            // The first POST's prompt time, in llama.cpp's `timings` of the last chunk.
+            Hostile::PromptTime { first, .. } => {
+                assert!(text.contains("connection: close\r\n"), "{text}");
+                let timings = format!("\"timings\":{{\"prompt_n\":5,\"prompt_ms\":{first},");
+                assert!(text.contains(&timings), "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{text}");
             }
             Hostile::EndOfSequenceOnly => {
                 assert!(text.contains("\"completion_tokens\":1}"), "{text}");
