@@ -2,11 +2,13 @@
 //! runs trade per-user speed against throughput best (the Pareto front). One definition,
 //! used by `canaryd sweep` and by the report of a series alike.
 //!
-//! The knee: walking the runs in series order (increasing offered load), the first step whose
-//! completed-request throughput grows by less than [`KNEE_GAIN`] while TTFT p99 rises by more
-//! than [`KNEE_RISE`] marks saturation; the knee is the run before that step, the last one
-//! that still scaled. A series that never takes such a step has no knee (it did not saturate,
-//! or saturated at its first run).
+//! The knee: walking the runs that are evidence in series order (increasing offered load), the
+//! first step between two adjacent ones whose completed-request throughput grows by less than
+//! [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`] marks saturation; the knee is
+//! the run before that step, the last one that still scaled. A run left out (its figures not
+//! positive finite numbers) is stepped over, not a break in the series: the runs either side
+//! of it are compared with each other. A series that never takes such a step has no knee (it
+//! did not saturate, saturated at its first run, or too few of its runs are evidence).
 //!
 //! The Pareto front: a run is on it when no other run has at least as many output tokens/s
 //! per GPU and per user, and more of one.
@@ -35,23 +37,28 @@ pub struct TokenRates {
     pub per_user: f64,
 }
 
-/// The index of the knee in `steps` (series order), if the series saturates. Steps with a
-/// figure that is not a positive finite number are never part of a knee.
+impl LoadStep {
+    /// Whether the knee reads this step: both figures positive finite numbers.
+    pub fn is_evidence(&self) -> bool {
+        self.throughput.is_finite()
+            && self.throughput > 0.0
+            && self.ttft_p99_ms.is_finite()
+            && self.ttft_p99_ms > 0.0
+    }
+}
+
+/// The index of the knee in `steps` (series order), if the series saturates. Only steps that
+/// are evidence ([`LoadStep::is_evidence`]) are walked, each compared with the evidence step
+/// before it: a step left out between two does not hide the step across it.
 pub fn knee(steps: &[LoadStep]) -> Option<usize> {
-    let usable = |s: &LoadStep| {
-        s.throughput.is_finite()
-            && s.throughput > 0.0
-            && s.ttft_p99_ms.is_finite()
-            && s.ttft_p99_ms > 0.0
-    };
-    (1..steps.len()).find_map(|i| {
-        let (a, b) = (&steps[i - 1], &steps[i]);
-        if !usable(a) || !b.throughput.is_finite() || !b.ttft_p99_ms.is_finite() {
-            return None;
-        }
+    let evidence: Vec<usize> = (0..steps.len())
+        .filter(|&i| steps[i].is_evidence())
+        .collect();
+    evidence.windows(2).find_map(|pair| {
+        let (a, b) = (&steps[pair[0]], &steps[pair[1]]);
         let gain = b.throughput / a.throughput - 1.0;
         let rise = b.ttft_p99_ms / a.ttft_p99_ms - 1.0;
-        (gain < KNEE_GAIN && rise > KNEE_RISE).then_some(i - 1)
+        (gain < KNEE_GAIN && rise > KNEE_RISE).then_some(pair[0])
     })
 }
 
@@ -110,6 +117,24 @@ mod tests {
         // A run that measured nothing is never a knee.
         assert_eq!(knee(&[s(0.0, f64::NAN), s(0.0, 100.0)]), None);
         assert_eq!(knee(&[]), None);
+    }
+
+    // A run left out (NaN: capped, errored, cut short) broke the series on both sides: the
+    // runs either side were never compared, and a saturating series read "no knee".
+    #[test]
+    fn a_run_left_out_is_stepped_over_not_a_break() {
+        let gap = s(f64::NAN, f64::NAN);
+        // c1, c8 scale; c16 left out; c32 gained under 10 % over c8 while TTFT p99 tripled.
+        let steps = [s(10.0, 50.0), s(80.0, 55.0), gap, s(82.0, 200.0)];
+        assert_eq!(knee(&steps), Some(1));
+        // Left out at the start and twice in a row.
+        let steps = [gap, s(10.0, 50.0), gap, gap, s(10.5, 90.0)];
+        assert_eq!(knee(&steps), Some(1));
+        // Still scaling across the gap: no knee.
+        assert_eq!(knee(&[s(10.0, 50.0), gap, s(40.0, 70.0)]), None);
+        // Fewer than two evidence runs: no step to take.
+        assert_eq!(knee(&[gap, s(10.0, 50.0), gap]), None);
+        assert!(!gap.is_evidence() && s(1.0, 1.0).is_evidence());
     }
 
     #[test]

@@ -203,3 +203,85 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
         ],
     );
 }
+
+/// A sweep canary against a server that fails at every load (a bad replica: a quarter of its
+/// answers are 503s, `canaryd sim --fault-rate 0.25 --fault status=503`), and a rate sweep
+/// with SLOs no rate met, on a healthy one. Every point of the first is over 5 % target errors
+/// and was left out of the knee, so the run passed as "no knee (the series did not saturate)";
+/// the second passed without a word of its SLOs. Each is now a `fail` naming its points, as a
+/// latency run over `max_error_rate` and a capacity search where no rate passed are (audit
+/// F1).
+#[test]
+fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (faulty_dir, healthy_dir) = (dir.path().join("faulty"), dir.path().join("healthy"));
+    std::fs::create_dir_all(&faulty_dir).unwrap();
+    std::fs::create_dir_all(&healthy_dir).unwrap();
+    let capacity = r#"{"profile": "capacity"}"#;
+    let faults = ["--fault-rate", "0.25", "--fault", "status=503"];
+    let (_faulty, faulty_port) = sim_with_profile(&faulty_dir, capacity, &faults);
+    let (_healthy, healthy_port) = sim_with_profile(&healthy_dir, capacity, &[]);
+    let status = free_port();
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [targets.faulty]\nurl = \"http://127.0.0.1:{faulty_port}\"\nmodel = \"canary-sim\"\n\
+         [targets.healthy]\nurl = \"http://127.0.0.1:{healthy_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.failing]\ntarget = \"faulty\"\nkind = \"sweep\"\nevery = \"1s\"\n\
+         sweep_concurrency = [2, 8]\nbenchmark_duration = \"1s\"\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 2\n\
+         [workloads.unmet]\ntarget = \"healthy\"\nkind = \"sweep\"\nevery = \"1s\"\n\
+         request_rate = 5\nsweep_request_rate = [5, 10]\nbenchmark_duration = \"1s\"\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 2\n\
+         slos = \"time_to_first_token:1\"\nmin_good_fraction = 0.9\n",
+        dir.path().join("state").display()
+    );
+    let cfg = dir.path().join("canaryd.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let first = |workload: &str| {
+        eventually(120, &format!("a finished {workload} run"), || {
+            api_runs(status)
+                .into_iter()
+                .find(|r| r["workload"] == workload)
+        })
+    };
+
+    let run = first("failing");
+    eprintln!("failing: {run:#}");
+    assert_eq!(run["verdict_kind"], "fail", "{run:#}");
+    let verdict = run["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("fail: error rate above max_error_rate 0.05 at c2 (0.")
+            && verdict.contains(", c8 (0.")
+            && verdict.ends_with("; left out of the knee (over 5% errors): c2, c8"),
+        "{verdict}"
+    );
+    let s = &run["sweep"];
+    assert!(s["knee"].is_null(), "{s:#}");
+    let left = s["left_out"].as_array().expect("left_out");
+    assert_eq!(left.len(), 2, "{s:#}");
+    assert!(left.iter().all(|l| l["why"] == "target_errors"), "{s:#}");
+
+    let run = first("unmet");
+    eprintln!("unmet: {run:#}");
+    assert_eq!(run["verdict_kind"], "fail", "{run:#}");
+    assert_eq!(
+        run["verdict"],
+        "fail: capacity at SLO: no rate passed time_to_first_token:1: below 5 req/s, the \
+         lowest rate swept (2 points)"
+    );
+    assert!(run["sweep"]["capacity"]["max_passing_rate"].is_null());
+
+    // The log says which points were left out, never that the series did not saturate.
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("[no knee among the 0 points that are evidence; left out: c2 ("),
+        "{log}"
+    );
+    assert!(
+        log.contains("; capacity at SLO: no rate passed; 2 points"),
+        "{log}"
+    );
+    assert!(!log.contains("did not saturate"), "{log}");
+}

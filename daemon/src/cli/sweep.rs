@@ -22,7 +22,8 @@ use point::Axis;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The exit status when a point of the sweep could not run or measured nothing.
+/// The exit status when a point of the sweep could not run, or its verdict is an error
+/// (nothing completed, or canaryd itself was the bottleneck).
 pub const POINT_FAILED: i32 = 5;
 /// The exit status when `--find-max-rate` found no rate that met the SLOs.
 pub const NO_PASSING_RATE: i32 = 6;
@@ -195,7 +196,17 @@ impl SweepArgs {
             return Ok((Axis::RequestRate, vec![start]));
         }
         match varied.as_slice() {
-            [one] => Ok((one.0, one.1.clone())),
+            [one] => {
+                if let Some(v) = point::repeated_value(&one.1) {
+                    bail!(
+                        "{} lists {v} twice: a sweep's points are distinct loads (a step between \
+                         two runs of one load is noise, not a knee); to repeat a point, give \
+                         each value once and --runs N",
+                        one.0.flag()
+                    );
+                }
+                Ok((one.0, one.1.clone()))
+            }
             [] => {
                 // One value of one list: a sweep of one point is still a sweep.
                 match lists.iter().rev().find(|l| !l.1.is_empty()) {

@@ -6,11 +6,13 @@
 //! (at least `baseline.min_runs`): its knee is the median of theirs, and its `±` their MAD
 //! (median absolute deviation), as the capacity rule takes the MAD of its passing ends. The
 //! rule: a run **fails** when its knee is at or under the baseline's lower end (knee − ±)
-//! less `knee_tolerance` of it; a run whose series did not saturate (no knee: the knee lies
-//! beyond its last point) passes, and says so.
+//! less `knee_tolerance` of it; a run whose series did not saturate (no knee among its points,
+//! none left out: the knee lies beyond its last point) passes, and says so. A run is compared
+//! only when it passed its own rule first ([`crate::service::workload`]'s sweep: no point over
+//! `max_error_rate`, and over rates with SLOs some rate passed).
 
 use crate::capacity::Capacity;
-use crate::cli::sweep::point::Axis;
+use crate::cli::sweep::point::{Axis, LeftOut};
 use crate::judge::capacity::{median, rate};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,10 @@ pub struct SweepRun {
     pub axis: Axis,
     /// The knee, when the series saturated.
     pub knee: Option<SweepKnee>,
+    /// The points the knee left out, and why (`sweep.json`'s `left_out`): the knee is found
+    /// among the others alone, so no knee with points left out is not "did not saturate".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     /// Over request rates with SLOs: the highest passing rate and the lowest failing one
     /// above it (each point's verdict by the workload's SLOs and gates), as a capacity
     /// search's answer.
@@ -122,6 +128,7 @@ mod tests {
                 value: 8.0,
                 request_throughput: k,
             }),
+            left_out: Vec::new(),
             capacity: None,
             points: Vec::new(),
             baseline: None,

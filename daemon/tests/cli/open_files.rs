@@ -172,7 +172,7 @@ fn a_limit_of_sixteen_files_still_ends_with_every_request_answered_or_classified
 }
 
 /// The process's descriptors now: sockets, and everything else.
-fn descriptors(pid: u32) -> (usize, usize) {
+pub(super) fn descriptors(pid: u32) -> (usize, usize) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return (0, 0);
     };

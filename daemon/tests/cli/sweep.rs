@@ -874,6 +874,18 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "--request-rate: expected 0.000001 to 1000000 requests per second",
         ),
+        // A repeated value made a "step" between two runs of one load: a knee of noise.
+        (
+            vec!["--concurrency", "1,8,8,16", "--request-count", "40"],
+            1,
+            "--concurrency lists 8 twice: a sweep's points are distinct loads",
+        ),
+        (
+            vec!["--request-rate", "10,20.5,20.5"],
+            1,
+            "--request-rate lists 20.5 twice",
+        ),
+        (vec!["--concurrency", "4,4"], 1, "--runs N"),
     ] {
         let out = sweep(dir.path(), &url, &flags);
         assert_eq!(out.status.code(), Some(code), "{flags:?}: {}", text(&out));
@@ -1131,4 +1143,145 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
         "{shown}"
     );
     assert!(shown.contains("Welch"), "{shown}");
+}
+
+/// A server failing at every load (a bad replica: a quarter of its answers are 503s, `canaryd
+/// sim --fault-rate 0.25 --fault status=503`): every point is over 5 % target errors, so the
+/// knee leaves each out. The table said "knee: none (no step in load gained under 10% …)", as
+/// of a series that never saturated; it says none of the points is evidence and names them,
+/// and `sweep.json` lists them with why (audit F1).
+#[test]
+fn a_sweep_whose_points_all_failed_at_the_target_says_they_were_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = ["--fault-rate", "0.25", "--fault", "status=503"];
+    let (_sim, port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &faults);
+    let url = format!("http://127.0.0.1:{port}");
+    let flags = ["--concurrency", "1,4", "--request-count", "40"];
+    let out = sweep(dir.path(), &url, &flags);
+    // No gate given: a point's errors do not change the exit status.
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    assert!(doc["knee"].is_null(), "{doc:#}");
+    let left = doc["left_out"].as_array().expect("left_out");
+    let labels: Vec<&str> = left.iter().map(|l| l["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["c1", "c4"], "{doc:#}");
+    for l in left {
+        assert_eq!(l["why"], "target_errors", "{l}");
+        let rate = l["error_rate"].as_f64().unwrap();
+        assert!(rate > 0.05 && rate < 0.6, "{l}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "knee: none: 0 of the 2 points are evidence, and a knee is a step between two; \
+             left out: c1 ("
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("% of its requests failed at the target)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("knee: none (no step"), "{stdout}");
+}
+
+/// A point whose verdict is an error though some requests completed ("canaryd was the
+/// bottleneck": files ran out under it) exited 0 without `--runs` and 5 with `--runs 1`, the
+/// same single run (audit F2). One rule now: 5 in both. Files run out as in
+/// `files_running_out_mid_run_are_canaryds_own_errors_and_the_run_ends_cleanly`: the running
+/// sweep's open-file limit is lowered (`prlimit(2)`) once its connections are open, and the
+/// simulator closes every connection after its response, so most later connects fail.
+#[test]
+fn a_point_where_canaryd_was_the_bottleneck_fails_the_sweep_with_or_without_runs() {
+    use super::open_files::{descriptors, limit_files};
+    use std::process::Stdio;
+    let (_sim, port) = crate::common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for runs in [None, Some("1")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
+        cmd.args(["sweep", "--url", &url, "--model", "canary-sim"])
+            .args(["--output-dir", "out", "--no-nvml", "--no-ebpf"])
+            .args(["--no-server-metrics", "--isl", "16", "--osl", "8"])
+            .args(["--concurrency", "20", "--max-error-rate", "0.05"])
+            .args(["--benchmark-duration", "3s", "--request-count", "5000"])
+            .args(["-H", "x-sim-fault: close_after"])
+            .args(runs.map(|n| ["--runs", n]).iter().flatten())
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
+        limit_files(&mut cmd, 256, 256);
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let started = std::time::Instant::now();
+        let other = loop {
+            let (sockets, other) = descriptors(pid);
+            if sockets >= 10 {
+                break other;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{runs:?}: canaryd never opened its connections ({sockets} sockets)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let files = (other + 4) as u64;
+        let limit = libc::rlimit {
+            rlim_cur: files,
+            rlim_max: files,
+        };
+        // SAFETY: prlimit reads one rlimit struct through a valid pointer and writes none.
+        let set = unsafe {
+            libc::prlimit(
+                pid as libc::pid_t,
+                libc::RLIMIT_NOFILE,
+                &limit,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+        let status = child.wait().unwrap();
+        let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+        let said = format!("{runs:?}: {}\n{}", read("stdout"), read("stderr"));
+        let doc = sweep_json(dir.path());
+        let p = &doc["points"][0];
+        let verdict = p["verdict"].as_str().unwrap();
+        assert!(
+            verdict.contains("error: canaryd was the bottleneck"),
+            "{verdict}\n{said}"
+        );
+        assert!(p["completed"].as_u64().unwrap() > 0, "{p:#}\n{said}");
+        assert_eq!(status.code(), Some(5), "{said}");
+    }
+}
+
+/// A dead target whose error body says "interrupted": every request is refused with a 400
+/// quoting the bad item of its `x-sim-fault` header (`unknown item "interrupted"`; the whole
+/// value, a header the user gave, is redacted), so no request completes and the point's
+/// verdict, quoting the top cause, holds the word. The sweep read
+/// the word as a signal's and exited 0; a signal is a typed fact of the run, and this exits 5
+/// (audit F7).
+#[test]
+fn a_dead_target_whose_error_says_interrupted_still_fails_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let flags = [
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "2",
+        "-H",
+        "x-sim-fault: no_done,interrupted",
+    ];
+    let out = sweep(dir.path(), &url, &flags);
+    let doc = sweep_json(dir.path());
+    let verdict = doc["points"][0]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("error: target unusable") && verdict.contains("interrupted"),
+        "{verdict}"
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
 }

@@ -1,7 +1,7 @@
 //! `sweep.json` and `sweep.csv`: every point's figures, the knee, the Pareto front and, for a
 //! capacity search, the bracket of the highest passing rate.
 
-use super::point::{Axis, Point};
+use super::point::{Axis, LeftOut, Point};
 use crate::capacity::Capacity;
 use anyhow::{Context, Result};
 use canary_core::series;
@@ -37,6 +37,10 @@ pub struct SweepDoc {
     pub knee_method: String,
     /// The knee, when the series saturates (points in order of increasing load).
     pub knee: Option<Knee>,
+    /// The points the knee leaves out, in order of increasing load, and why (`cut_short`,
+    /// `capped`, `error_verdict`, `target_errors` with the `error_rate`, `no_figures`): the
+    /// knee is found among the others alone, each compared with the one before it.
+    pub left_out: Vec<LeftOut>,
     /// What the Pareto front compares: `output_tokens_per_s_per_gpu` against
     /// `output_tokens_per_s_per_user`, or the total when the GPU count is unknown.
     pub pareto_axes: [&'static str; 2],
@@ -68,6 +72,7 @@ impl SweepDoc {
         order.sort_by(|&a, &b| points[a].value.total_cmp(&points[b].value));
         let steps: Vec<_> = order.iter().map(|&i| points[i].step()).collect();
         let knee = series::knee(&steps).map(|k| order[k]);
+        let left_out = order.iter().filter_map(|&i| points[i].left_out()).collect();
         // Whether the GPU count is known, not whether every point has a per-GPU figure: a
         // point too short for a rate has none (`rate_unavailable`) though `--gpus` was given,
         // and the note then said no GPU was seen and no --gpus given.
@@ -97,9 +102,10 @@ impl SweepDoc {
             kind,
             axis,
             knee_method: format!(
-                "in order of increasing load, the first step whose request throughput grows by \
-                 less than {:.0}% while TTFT p99 rises by more than {:.0}%; the knee is the point \
-                 before that step",
+                "over the points that are evidence (left_out lists the others), in order of \
+                 increasing load, the first step from one to the next whose request throughput \
+                 grows by less than {:.0}% while TTFT p99 rises by more than {:.0}%; the knee is \
+                 the point before that step",
                 series::KNEE_GAIN * 100.0,
                 series::KNEE_RISE * 100.0
             ),
@@ -111,6 +117,7 @@ impl SweepDoc {
                     .as_ref()
                     .and_then(|f| f.request_throughput),
             }),
+            left_out,
             pareto_axes: if per_gpu_known {
                 [
                     "output_tokens_per_s_per_gpu",

@@ -44,6 +44,73 @@ impl Axis {
     }
 }
 
+/// The first value `values` holds twice, if any: a sweep's points are distinct loads (a step
+/// between two runs of one load is noise, never a knee), and repeats are `--runs N`'s.
+pub fn repeated_value(values: &[f64]) -> Option<f64> {
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+        .map(|(_, v)| *v)
+}
+
+/// Why the knee and the Pareto front leave a point out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exclusion {
+    /// A signal cut its figures short, or stopped it before anything was sent.
+    CutShort,
+    /// The open-file limit held it under its nominal load ([`Point::capped`]).
+    Capped,
+    /// Its verdict (a run's, with `--runs N`) is an error: nothing completed, or canaryd
+    /// itself was the bottleneck.
+    ErrorVerdict,
+    /// More than [`EVIDENCE_MAX_ERROR_RATE`] of its requests failed at the target.
+    TargetErrors,
+    /// It has no request throughput or no TTFT p99 to compare (too few requests, or too
+    /// short a span for a rate): left out of the knee only.
+    NoFigures,
+}
+
+/// A point the knee leaves out, and why: `sweep.json`'s `left_out`, and a daemon sweep run's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// `c16`, `r50`, `x2`.
+    pub label: String,
+    /// Its axis value.
+    pub value: f64,
+    /// Why.
+    pub why: Exclusion,
+    /// Its target error rate (measured), for `target_errors`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+}
+
+impl LeftOut {
+    /// `c16 (20.0% of its requests failed at the target)`.
+    pub fn said(&self) -> String {
+        let why = match self.why {
+            Exclusion::CutShort => "cut short by a signal".to_string(),
+            Exclusion::Capped => "capped by the open-file limit".to_string(),
+            Exclusion::ErrorVerdict => "its verdict is an error".to_string(),
+            Exclusion::TargetErrors => match self.error_rate {
+                Some(r) => format!("{:.1}% of its requests failed at the target", r * 100.0),
+                None => "its requests failed at the target".to_string(),
+            },
+            Exclusion::NoFigures => "no request throughput or TTFT p99".to_string(),
+        };
+        format!("{} ({why})", self.label)
+    }
+
+    /// Every one of `left` said, in order: `c16 (…), c64 (…)`.
+    pub fn all_said(left: &[LeftOut]) -> String {
+        left.iter()
+            .map(LeftOut::said)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// p50, p90 and p99 of a latency, ms.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
@@ -538,11 +605,45 @@ impl Point {
         })
     }
 
-    /// Whether the point is evidence for the knee and the Pareto front: not cut short by a
-    /// signal, not held under its load by the open-file limit, not errored
-    /// ([`Point::errors_note`]).
+    /// Why the knee and the Pareto front leave the point out, if they do: cut short by a
+    /// signal, held under its load by the open-file limit, errored ([`Point::errors_note`]).
+    pub fn exclusion(&self) -> Option<Exclusion> {
+        if self.cut_short {
+            Some(Exclusion::CutShort)
+        } else if self.capped {
+            Some(Exclusion::Capped)
+        } else if self.errored {
+            Some(Exclusion::ErrorVerdict)
+        } else if self.errors_note().is_some() {
+            Some(Exclusion::TargetErrors)
+        } else {
+            None
+        }
+    }
+
+    /// The point as the knee's list of points left out holds it, when the knee leaves it
+    /// out: for a reason of [`Point::exclusion`], or for want of figures to compare.
+    pub fn left_out(&self) -> Option<LeftOut> {
+        let why = self.exclusion().or_else(|| {
+            let step = self.step();
+            (!step.is_evidence()).then_some(Exclusion::NoFigures)
+        })?;
+        Some(LeftOut {
+            label: self.label.clone(),
+            value: self.value,
+            why,
+            error_rate: self
+                .figures
+                .as_ref()
+                .and_then(|f| f.error_rate)
+                .filter(|_| why == Exclusion::TargetErrors),
+        })
+    }
+
+    /// Whether the point is evidence for the knee and the Pareto front
+    /// ([`Point::exclusion`]).
     fn evidence(&self) -> bool {
-        !self.cut_short && !self.capped && self.errors_note().is_none()
+        self.exclusion().is_none()
     }
 
     /// The knee's view of the point: NaN figures where it measured nothing.
@@ -731,5 +832,28 @@ mod tests {
         few[2].figures.as_mut().unwrap().error_rate = Some(0.05);
         let few = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, few);
         assert_eq!(few.knee.map(|k| k.label), Some("c8".to_string()));
+        assert!(few.left_out.is_empty(), "{:?}", few.left_out);
+        // Each point left out is listed, in order of increasing load, with why.
+        assert_eq!(
+            failing.left_out,
+            [LeftOut {
+                label: "c16".into(),
+                value: 16.0,
+                why: Exclusion::TargetErrors,
+                error_rate: Some(0.2),
+            }]
+        );
+        assert_eq!(dead.left_out[0].why, Exclusion::ErrorVerdict);
+        assert_eq!(cut.left_out[0].why, Exclusion::CutShort);
+
+        // A point left out between two broke the series: c8 and c32 were never compared, and
+        // the knee at c8 was missed. The knee steps over it.
+        let mut gap = points();
+        gap[2].errored = true;
+        gap.push(point(32.0, 82.0, 200.0));
+        let gap = super::super::document::SweepDoc::new("sweep", Axis::Concurrency, gap);
+        assert_eq!(gap.knee.map(|k| k.label), Some("c8".to_string()));
+        assert_eq!(gap.left_out.len(), 1);
+        assert_eq!(gap.left_out[0].label, "c16");
     }
 }

@@ -234,7 +234,7 @@ async fn cooldown(args: &SweepArgs, shutdown: &CancellationToken) {
 }
 
 /// Writes the document, prints it, and picks the exit status: interrupted, a point that
-/// failed to run or measured nothing, or `ok`.
+/// failed to run or measured canaryd rather than the target, or `ok`.
 fn finish(args: &SweepArgs, doc: &SweepDoc, interrupted: bool, ok: i32) -> Result<i32> {
     let root = &args.profile.shape.output_dir;
     doc.write(root)?;
@@ -244,23 +244,21 @@ fn finish(args: &SweepArgs, doc: &SweepDoc, interrupted: bool, ok: i32) -> Resul
         table::print(doc)?;
         outln!("artifacts: {}", root.display())?;
     }
-    let measured_nothing = doc.points.iter().any(|p| {
-        // With --runs, one run that completed nothing counts, as for `profile --runs`.
-        let a_run_completed_nothing = p.repeats.as_ref().is_some_and(|r| {
-            r.per_run
-                .iter()
-                .any(|e| e.exit_status == one_shot::NOTHING_COMPLETED)
-        });
-        (p.figures.as_ref().is_none_or(|f| f.completed == 0) || a_run_completed_nothing)
-            && !p.verdict.contains("interrupted")
-    });
     Ok(if interrupted {
         crate::INTERRUPTED
-    } else if measured_nothing {
+    } else if doc.points.iter().any(point_failed) {
         POINT_FAILED
     } else {
         ok
     })
+}
+
+/// Whether `p` sets the sweep's exit status to [`POINT_FAILED`]: its verdict (a run's, with
+/// `--runs N`) is an error (nothing completed, or canaryd itself was the bottleneck), with
+/// or without `--runs` alike. A point a signal cut short is the signal's (the typed fact, not
+/// the verdict's text: a server's error body quoted there can say "interrupted").
+fn point_failed(p: &Point) -> bool {
+    p.errored && !p.cut_short
 }
 
 /// A sweep over `values` of `axis`, in the order given.

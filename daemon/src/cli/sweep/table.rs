@@ -196,18 +196,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     for line in footer(doc.points.iter().any(|p| p.repeats.is_some()), bounds) {
         outln!("{line}")?;
     }
-    match &doc.knee {
-        Some(k) => outln!(
-            "knee: {} ({} req/s): the next step in load gained under {:.0}% throughput while TTFT p99 rose over {:.0}%",
-            k.label,
-            num(k.request_throughput),
-            canary_core::series::KNEE_GAIN * 100.0,
-            canary_core::series::KNEE_RISE * 100.0
-        )?,
-        None => outln!("knee: none (no step in load gained under {:.0}% throughput while TTFT p99 rose over {:.0}%)",
-            canary_core::series::KNEE_GAIN * 100.0,
-            canary_core::series::KNEE_RISE * 100.0)?,
-    }
+    outln!("{}", knee_line(doc))?;
     outln!(
         "Pareto front ({} against {}): {}",
         doc.pareto_axes[0],
@@ -226,6 +215,46 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         outln!("{}", capacity_line(c, doc.points.len()))?;
     }
     Ok(())
+}
+
+/// `knee: c8 (101 req/s): …`, or why there is none; with points left out, which and why
+/// (the knee is found among the others alone), so a series that saturated by failing does
+/// not read as one that never saturated.
+fn knee_line(doc: &SweepDoc) -> String {
+    let (gain, rise) = (
+        canary_core::series::KNEE_GAIN * 100.0,
+        canary_core::series::KNEE_RISE * 100.0,
+    );
+    let evidence = doc.points.len().saturating_sub(doc.left_out.len());
+    let among = match doc.left_out.is_empty() {
+        true => String::new(),
+        false => format!(" among the {evidence} points that are evidence"),
+    };
+    let left = match doc.left_out.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; left out: {}",
+            super::point::LeftOut::all_said(&doc.left_out)
+        ),
+    };
+    match &doc.knee {
+        Some(k) => format!(
+            "knee: {} ({} req/s){among}: the next step in load gained under {gain:.0}% \
+             throughput while TTFT p99 rose over {rise:.0}%{left}",
+            k.label,
+            num(k.request_throughput),
+        ),
+        None if !doc.left_out.is_empty() && evidence < 2 => format!(
+            "knee: none: {evidence} of the {} points {} evidence, and a knee is a step between \
+             two{left}",
+            doc.points.len(),
+            if evidence == 1 { "is" } else { "are" },
+        ),
+        None => format!(
+            "knee: none{among} (no step in load gained under {gain:.0}% throughput while TTFT \
+             p99 rose over {rise:.0}%){left}"
+        ),
+    }
 }
 
 /// What each kind of column is, under the table: counts are exact, percentiles estimates,

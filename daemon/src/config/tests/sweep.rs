@@ -133,6 +133,21 @@ fn sweep_keys_are_refused_on_other_kinds_and_bad_points_named() {
             "workloads.knee.sweep_speedup: ",
             "give a trace",
         ),
+        // A repeated value made a "step" between two runs of one load: a knee of noise.
+        (
+            "sweep_concurrency = [1, 4, 16, 64]",
+            "sweep_concurrency = [1, 8, 8, 16]",
+            "sweep_concurrency",
+            "workloads.knee.sweep_concurrency: ",
+            "8 is listed twice",
+        ),
+        (
+            "sweep_concurrency = [1, 4, 16, 64]",
+            "request_rate = 10\nsweep_request_rate = [10, 20.5, 20.5]",
+            "sweep_request_rate",
+            "workloads.knee.sweep_request_rate: ",
+            "20.5 is listed twice",
+        ),
         (
             "cooldown = \"5s\"",
             "cooldown = \"5 fortnights\"",

@@ -1,6 +1,7 @@
 //! `kind = "sweep"` and its keys (`canaryd sweep`'s flags): one list of points, of the axis a
 //! workload's load can vary (request rates need `request_rate`, speedups a trace), two
-//! points or more (a knee is a step between two); the keys are refused on other kinds.
+//! points or more (a knee is a step between two), each value once; the keys are refused on
+//! other kinds.
 
 use super::Source;
 use crate::cli::sweep::point::Axis;
@@ -97,6 +98,17 @@ pub(super) fn sweep_spec(
                 "workloads.{name}.{key}: {} point(s); a sweep needs two or more (its knee is \
                  a step between two)",
                 values.len()
+            ),
+        ));
+    }
+    if let Some(v) = crate::cli::sweep::point::repeated_value(&values) {
+        return Err(src.err(
+            key_at,
+            format!(
+                "workloads.{name}.{key}: {v} is listed twice; a sweep's points are distinct \
+                 loads (a step between two runs of one load is noise, not a knee): give each \
+                 value once (the baseline repeats the sweep run after run; `canaryd sweep \
+                 --runs N` repeats a point)"
             ),
         ));
     }

@@ -310,6 +310,7 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
             value: 8.0,
             request_throughput: knee,
         }),
+        left_out: Vec::new(),
         capacity: None,
         points: values
             .iter()
@@ -566,6 +567,7 @@ fn a_baseline_is_of_runs_of_one_load() {
             value: 8.0,
             request_throughput: k,
         }),
+        left_out: Vec::new(),
         capacity: None,
         points: Vec::new(),
         baseline: None,
@@ -1030,6 +1032,7 @@ fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
             value: 8.0,
             request_throughput: knee,
         }),
+        left_out: Vec::new(),
         capacity: None,
         points: vec![SweepPointRow {
             label: "c8".into(),

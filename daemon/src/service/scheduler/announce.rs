@@ -125,21 +125,38 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> St
     )
 }
 
-/// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`.
+/// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`; with points left out of
+/// the knee, which and why (`no knee among the 2 points that are evidence; left out: c16
+/// (…)`), never "did not saturate": a series whose loaded points failed never showed it.
 fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
+    use crate::cli::sweep::point::LeftOut;
     use crate::judge::capacity::{rate, rate_at_least};
+    let evidence = s.points.len().saturating_sub(s.left_out.len());
+    let left = match s.left_out.is_empty() {
+        true => String::new(),
+        false => format!("; left out: {}", LeftOut::all_said(&s.left_out)),
+    };
     let knee = match &s.knee {
+        Some(k) if !s.left_out.is_empty() => format!(
+            "knee at {}: {} req/s among the {evidence} points that are evidence{left}",
+            k.label,
+            rate(k.request_throughput)
+        ),
         Some(k) => format!("knee at {}: {} req/s", k.label, rate(k.request_throughput)),
+        None if !s.left_out.is_empty() => {
+            format!("no knee among the {evidence} points that are evidence{left}")
+        }
         // A sweep cut short or failed did not show the series failing to saturate.
         None if !passed => "no knee among the points run".into(),
         None => "no knee (the series did not saturate)".into(),
     };
-    let capacity = s
-        .capacity
-        .as_ref()
-        .and_then(|c| c.max_passing_rate)
-        .map(|p| format!("; capacity at SLO at least {} req/s", rate_at_least(p)))
-        .unwrap_or_default();
+    let capacity = match s.capacity.as_ref() {
+        Some(c) => match c.max_passing_rate {
+            Some(p) => format!("; capacity at SLO at least {} req/s", rate_at_least(p)),
+            None => "; capacity at SLO: no rate passed".into(),
+        },
+        None => String::new(),
+    };
     let baseline = s.baseline.as_ref().map(|b| (b.knee, b.spread, b.runs));
     format!(
         "{knee}{capacity}; {} points{}",
@@ -248,6 +265,7 @@ mod tests {
         let sweep = SweepRun {
             axis: crate::cli::sweep::point::Axis::Concurrency,
             knee: None,
+            left_out: Vec::new(),
             capacity: None,
             points: vec![SweepPointRow {
                 label: "c1".into(),
@@ -267,6 +285,66 @@ mod tests {
         assert_eq!(
             sweep_figures(&sweep, true),
             "no knee (the series did not saturate); 1 points; no baseline yet"
+        );
+    }
+
+    /// A series whose loaded points failed at the target was logged "no knee (the series did
+    /// not saturate)": the knee had left those points out. It names them instead.
+    #[test]
+    fn a_sweep_with_points_left_out_never_reads_as_not_saturated() {
+        use crate::cli::sweep::point::{Exclusion, LeftOut};
+        let row = |label: &str, value| SweepPointRow {
+            label: label.into(),
+            value,
+            verdict: "pass".into(),
+            request_throughput: Some(10.0),
+            ttft_p99_ms: Some(20.0),
+        };
+        let mut sweep = SweepRun {
+            axis: crate::cli::sweep::point::Axis::Concurrency,
+            knee: None,
+            left_out: vec![
+                LeftOut {
+                    label: "c16".into(),
+                    value: 16.0,
+                    why: Exclusion::TargetErrors,
+                    error_rate: Some(0.2),
+                },
+                LeftOut {
+                    label: "c64".into(),
+                    value: 64.0,
+                    why: Exclusion::Capped,
+                    error_rate: None,
+                },
+            ],
+            capacity: None,
+            points: vec![
+                row("c1", 1.0),
+                row("c4", 4.0),
+                row("c16", 16.0),
+                row("c64", 64.0),
+            ],
+            baseline: None,
+            new_load: None,
+        };
+        let line = sweep_figures(&sweep, true);
+        assert_eq!(
+            line,
+            "no knee among the 2 points that are evidence; left out: c16 (20.0% of its requests \
+             failed at the target), c64 (capped by the open-file limit); 4 points; no baseline \
+             yet"
+        );
+        sweep.knee = Some(crate::judge::knee::SweepKnee {
+            label: "c4".into(),
+            value: 4.0,
+            request_throughput: 10.0,
+        });
+        let line = sweep_figures(&sweep, true);
+        assert!(
+            line.starts_with(
+                "knee at c4: 10 req/s among the 2 points that are evidence; left out: c16"
+            ),
+            "{line}"
         );
     }
 }

@@ -4,13 +4,15 @@
 //! `canaryd sweep`'s own code ([`Point::of_run`]) and the whole by its [`SweepDoc`] (the
 //! knee and the Pareto front, `sweep.json` and `sweep.csv` in the run's folder). The run's
 //! summary is the knee point's (the last point's when there is no knee); its verdict is
-//! `pass` until the scheduler compares the knee with the baseline ([`crate::judge::knee`]),
-//! `error` when a point could not run or errored.
+//! `error` when a point could not run or errored, `fail` when a point's target errors were
+//! over the workload's `max_error_rate` (as a latency run's are) or, over request rates with
+//! SLOs, no rate passed (as a capacity search's), else `pass` until the scheduler compares the
+//! knee with the baseline ([`crate::judge::knee`]).
 
 use super::{RunContext, RunIds};
 use crate::capacity::Capacity;
 use crate::cli::sweep::document::SweepDoc;
-use crate::cli::sweep::point::{Axis, Point};
+use crate::cli::sweep::point::{Axis, Exclusion, Point, EVIDENCE_MAX_ERROR_RATE};
 use crate::config::shape::Synthetic;
 use crate::config::{Config, SweepSpec, Workload};
 use crate::judge::knee::{SweepKnee, SweepPointRow, SweepRun};
@@ -96,7 +98,7 @@ impl Sweeper<'_> {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
             point.require_rate_held();
         }
-        if point.verdict.starts_with("error") && !judged.outcome.interrupted {
+        if point.errored && !point.cut_short {
             bail!("the point {}: {}", point.label, point.verdict);
         }
         tracing::info!(
@@ -128,6 +130,67 @@ fn capacity_of(w: &Workload, axis: Axis, points: &[Point]) -> Option<Capacity> {
         w.min_good_fraction,
         "sweep",
     ))
+}
+
+/// Why a sweep whose every point ran fails by itself, before any baseline: points whose
+/// target error rate was over the workload's `max_error_rate` (the rule a latency run meets;
+/// past 5 % the knee left them out too, so a server failing under load read "no knee"), and,
+/// over request rates with SLOs, no rate that passed (the rule a capacity search meets).
+fn own_failures(w: &Workload, points: &[Point], capacity: Option<&Capacity>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let over: Vec<&Point> = points
+        .iter()
+        .filter(|p| !p.cut_short)
+        .filter(|p| {
+            let rate = p.figures.as_ref().and_then(|f| f.error_rate);
+            rate.is_some_and(|r| r > w.max_error_rate)
+        })
+        .collect();
+    if !over.is_empty() {
+        let at: Vec<String> = over
+            .iter()
+            .map(|p| {
+                let rate = p.figures.as_ref().and_then(|f| f.error_rate).unwrap_or(0.0);
+                format!("{} ({rate:.3})", p.label)
+            })
+            .collect();
+        let left: Vec<&str> = over
+            .iter()
+            .filter(|p| p.exclusion() == Some(Exclusion::TargetErrors))
+            .map(|p| p.label.as_str())
+            .collect();
+        let left = match left.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; left out of the knee (over {:.0}% errors): {}",
+                EVIDENCE_MAX_ERROR_RATE * 100.0,
+                left.join(", ")
+            ),
+        };
+        reasons.push(format!(
+            "error rate above max_error_rate {} at {}{left}",
+            w.max_error_rate,
+            at.join(", ")
+        ));
+    }
+    if let Some(c) = capacity.filter(|c| c.max_passing_rate.is_none()) {
+        let tried: Vec<f64> = points
+            .iter()
+            .filter(|p| !p.cut_short)
+            .map(|p| p.value)
+            .collect();
+        reasons.push(match tried.iter().copied().min_by(f64::total_cmp) {
+            None => format!("capacity at SLO: no rate passed {} (no point ran)", c.slo),
+            Some(lowest) => format!(
+                "capacity at SLO: no rate passed {}: below {} req/s, the lowest rate swept ({} \
+                 points)",
+                c.slo,
+                crate::judge::capacity::rate_below(lowest),
+                tried.len()
+            ),
+        });
+    }
+    reasons
 }
 
 /// The highest passing value of `points`, and the lowest failing one above it (any failing
@@ -218,17 +281,21 @@ pub(super) async fn run(
             request_throughput: p.figures.as_ref()?.request_throughput?,
         })
     });
+    let capacity = capacity_of(w, spec.axis, &doc.points);
+    let own = own_failures(w, &doc.points, capacity.as_ref());
     result.run.verdict = if interrupted {
         Verdict::error("interrupted")
     } else if let Some(e) = &failed {
         Verdict::error(format!("{e:#}"))
     } else {
         Verdict {
-            kind: VerdictKind::Pass,
-            reasons: Vec::new(),
+            kind: match own.is_empty() {
+                true => VerdictKind::Pass,
+                false => VerdictKind::Fail,
+            },
+            reasons: own,
         }
     };
-    let capacity = capacity_of(w, spec.axis, &doc.points);
     let rows = doc
         .points
         .iter()
@@ -249,6 +316,7 @@ pub(super) async fn run(
     result.run.sweep = Some(SweepRun {
         axis: spec.axis,
         knee,
+        left_out: doc.left_out.clone(),
         capacity,
         points: rows,
         baseline: None,
