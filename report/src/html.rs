@@ -86,7 +86,7 @@ pub fn table(class: &str, head: &[&str], rows: &[Vec<String>]) -> String {
             let numeric = cell
                 .chars()
                 .next()
-                .is_some_and(|c| c.is_ascii_digit() || c == '−' || c == '+' || c == '-');
+                .is_some_and(|c| c.is_ascii_digit() || matches!(c, '−' | '+' | '-' | '≤'));
             if numeric {
                 t.push_str(&format!("<td class=\"n\">{cell}</td>"));
             } else {

@@ -527,6 +527,22 @@ fn timeslice_latencies_over_canaryds_reads_say_they_are_bounds() {
         printed.contains("b: a bound, not exact") && printed.contains("0.5 µs"),
         "{printed}"
     );
+
+    // The HTML report's slice table marks them too.
+    let said = canaryd(&["report", "out", "-o", "r.html"], dir.path());
+    assert!(said.status.success(), "{}", text(&said));
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    let section = &html[html
+        .find("id=\"timeslices\"")
+        .expect("no timeslices section")..];
+    assert!(
+        section.contains("<td class=\"n\">≤ "),
+        "no bound cell in the slice table"
+    );
+    assert!(
+        section.contains("marked ≤ is an upper bound"),
+        "the mark is not explained"
+    );
 }
 
 // `profile --runs 3` with the server dead during run 3 printed `throughput 68.5 ± 147.4

@@ -19,6 +19,10 @@ struct Slice {
     ttft_p50: Option<f64>,
     ttft_p99: Option<f64>,
     e2e_p99: Option<f64>,
+    /// The slice's TTFT (e2e) is over times some of which are upper bounds (the slice's
+    /// `bound`; a summary from before slices said so reads as bound: not known exact).
+    ttft_bound: bool,
+    e2e_bound: bool,
     throughput: Option<f64>,
     tokens: Option<f64>,
 }
@@ -27,6 +31,12 @@ impl Slice {
     fn read(v: &Value) -> Option<Slice> {
         let n = |k: &str| v.get(k).and_then(Value::as_f64);
         let stat = |m: &str, s: &str| v.get(m).and_then(|m| m.get(s)).and_then(Value::as_f64);
+        let bound = |m: &str| {
+            v.get(m)
+                .and_then(|m| m.get("bound"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true)
+        };
         Some(Slice {
             start: n("start_s")?,
             covered: n("covered_s").unwrap_or(0.0),
@@ -36,6 +46,8 @@ impl Slice {
             ttft_p50: stat("time_to_first_token", "p50"),
             ttft_p99: stat("time_to_first_token", "p99"),
             e2e_p99: stat("request_latency", "p99"),
+            ttft_bound: bound("time_to_first_token"),
+            e2e_bound: bound("request_latency"),
             throughput: n("request_throughput"),
             tokens: n("output_token_throughput"),
         })
@@ -112,7 +124,16 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     html.push_str(&thr.to_html()?);
     html.push_str("</div>\n");
 
-    let opt_ms = |v: Option<f64>| v.map_or("–".to_string(), ms);
+    // An upper bound reads `≤ 12.3 ms`, as nowhere else on the page needs a legend for it.
+    let opt_ms = |v: Option<f64>, bound: bool| {
+        v.map_or("–".to_string(), |v| {
+            if bound {
+                format!("≤ {}", ms(v))
+            } else {
+                ms(v)
+            }
+        })
+    };
     let opt = |v: Option<f64>| v.map_or("–".to_string(), num);
     let rows: Vec<Vec<String>> = slices
         .iter()
@@ -126,9 +147,9 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
                 ),
                 num(s.requests),
                 num(s.errors),
-                opt_ms(s.ttft_p50),
-                opt_ms(s.ttft_p99),
-                opt_ms(s.e2e_p99),
+                opt_ms(s.ttft_p50, s.ttft_bound),
+                opt_ms(s.ttft_p99, s.ttft_bound),
+                opt_ms(s.e2e_p99, s.e2e_bound),
                 opt(s.throughput),
                 opt(s.tokens),
             ]
@@ -136,8 +157,10 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         .collect();
     html.push_str(&format!(
         "<p>Slices of {} s from the run's start. A request belongs to the slice it was sent in; \
-         throughput counts what finished in the slice. Counts exact, percentiles within 1 %; \
-         a partial slice's rates are over the part the run covered.</p>\n",
+         throughput counts what finished in the slice. Counts exact, percentiles within 1 % or \
+         0.5 µs, whichever is larger; a latency marked ≤ is an upper bound (some of the slice's \
+         first tokens or ends were timed at a later segment's stamp or canaryd's read, as the \
+         run's own table says); a partial slice's rates are over the part the run covered.</p>\n",
         esc(&width.map_or("–".to_string(), num))
     ));
     if in_file > canary_core::Timeslices::MAX_SLICES {

@@ -264,7 +264,7 @@ fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     let mut lines = vec![format!(
         "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
          point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median request's): \
-         percentiles of per-request times, estimates within 0.1 %; queue max and KV max: the \
+         percentiles of per-request times, estimates within 0.1 % or 0.5 µs, whichever is larger; queue max and KV max: the \
          highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
          is missed)"
     )];
@@ -341,7 +341,7 @@ mod tests {
             one.starts_with("req/s, tok/s, tok/s/GPU and good: exact"),
             "{one}"
         );
-        assert!(one.contains("percentiles of per-request times, estimates within 0.1 %"));
+        assert!(one.contains("percentiles of per-request times, estimates within 0.1 % or 0.5 µs, whichever is larger"));
         assert!(one.contains("queue max and KV max: the highest"), "{one}");
         assert!(!one.contains("*: not exact"), "{one}");
         let runs = footer(true, false);
