@@ -414,13 +414,20 @@ impl Daemon {
         use crate::service::recovery::unrecorded;
         // Each chunk in one pass: each run placed by its start, the rows after it moved once.
         let dirs = unrecorded::find(&config.artifacts_dir, &self.history);
+        let mut recorded = 0;
         for chunk in dirs.chunks(LATE_RUNS_PER_PASS) {
-            self.record_late(chunk);
+            recorded += self.record_late(chunk);
+        }
+        // The last runs /metrics and OTLP show were seeded before these were recorded: one of
+        // them may be its workload's newest run.
+        if recorded > 0 {
+            self.metrics.seed(&self.history);
+            self.ctx.seed_last_runs(config, &self.history);
         }
     }
 
-    /// Stores the late runs of `dirs` in one pass.
-    fn record_late(&self, dirs: &[std::path::PathBuf]) {
+    /// Stores the late runs of `dirs` in one pass; how many were stored.
+    fn record_late(&self, dirs: &[std::path::PathBuf]) -> usize {
         use crate::service::recovery::unrecorded;
         let mut rows = Vec::new();
         for dir in dirs {
@@ -442,13 +449,17 @@ impl Daemon {
                         row.run.verdict
                     );
                 }
-            }
-            Err(e) => tracing::warn!(
-                "history {}: {} runs with a verdict but no history row, none recorded (the next \
-                 start tries again): {e:#}",
-                self.history.path().display(),
                 rows.len()
-            ),
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "history {}: {} runs with a verdict but no history row, none recorded (the \
+                     next start tries again): {e:#}",
+                    self.history.path().display(),
+                    rows.len()
+                );
+                0
+            }
         }
     }
 

@@ -100,6 +100,14 @@ impl RunContext {
         }
     }
 
+    /// Seeds the OTLP last-run gauges again from `history` (after runs were recorded late at
+    /// start: one of them may be a workload's newest).
+    pub fn seed_last_runs(&self, config: &Config, history: &crate::service::history::History) {
+        if let Some(otlp) = &self.otlp {
+            otlp.seed(config, history);
+        }
+    }
+
     /// A context whose runs are exported through `otlp`.
     pub fn with_otlp(otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>) -> RunContext {
         RunContext {

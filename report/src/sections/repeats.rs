@@ -82,7 +82,7 @@ pub fn render(e: &Repeats) -> String {
          interval a ± would take below 0 (or past 1 for a fraction) is given by its ends, \
          clipped there. Each run's \
          own is its summary.json's: throughputs and goodput exact (counted over the run), \
-         percentiles estimates from its histograms, within 0.1 %. The runs repeat one load: no \
+         percentiles estimates from its histograms, within 0.1 % or 0.5 µs, whichever is larger. The runs repeat one load: no \
          knee and no Pareto front.</p>\n",
         e.per_run.len()
     ));

@@ -335,8 +335,16 @@ async fn a_run_the_history_cannot_take_keeps_its_verdict_and_is_recorded_at_the_
     blocker.execute_batch("ROLLBACK").unwrap();
     drop(blocker);
     assert!(crate::service::recovery::find(&c.artifacts_dir, &d.history).is_empty());
-    // The next start.
-    d.recover_orphans(&c);
+    // The next start: a new process, its /metrics seeded from the history (which has no row
+    // yet), then the late run recorded, which is the workload's last.
+    let (next, _) = daemon(dir.path(), passing);
+    next.metrics.seed(&next.history);
+    next.recover_orphans(&c);
+    let text = next.metrics.render();
+    assert!(
+        text.contains("canaryd_last_run_verdict{workload=\"w\",verdict=\"pass\"} 1"),
+        "the run recorded late is not the last on /metrics: {text}"
+    );
     let rows = d.history.recent(Some("w"), 10).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].run.verdict.to_string(), "pass");

@@ -107,7 +107,7 @@ impl OtlpSink {
     /// Seeds each configured workload's last-run state sets from its last run in `history`
     /// (the one `/metrics` seeds its own from), so a restart does not blank them. Nothing is
     /// counted: the run was counted by the process that ran it.
-    fn seed(&self, config: &Config, history: &History) {
+    pub fn seed(&self, config: &Config, history: &History) {
         let latest = match history.latest_per_workload() {
             Ok(latest) => latest,
             Err(e) => {
