@@ -10,11 +10,35 @@
 //! none left out: the knee lies beyond its last point) passes, and says so. A run is compared
 //! only when it passed its own rule first ([`crate::service::workload`]'s sweep: no point over
 //! `max_error_rate`, and over rates with SLOs some rate passed).
+//!
+//! A knee is compared only with knees found by the same rule ([`KNEE_RULE`]): a rule change
+//! moves knees by itself, and judged against the old rule's knees it would read as the server's.
 
 use crate::capacity::Capacity;
 use crate::cli::sweep::point::{Axis, LeftOut};
 use crate::judge::capacity::{median, rate};
 use serde::{Deserialize, Serialize};
+
+/// The rule that finds a knee, as stored with each sweep run ([`SweepRun::knee_rule`]): 1
+/// ended the series at the first point left out of the knee; 2 steps over points left out
+/// and finds the knee among the others. Raise it whenever `canary_core::series::knee` finds
+/// other knees for the same points, so the baseline starts again rather than judging the new
+/// rule's knees against the old one's.
+pub const KNEE_RULE: u32 = 2;
+
+/// The rule of a run stored before the rule was recorded (rule 1 was the only one then).
+fn knee_rule_before_recorded() -> u32 {
+    1
+}
+
+/// `new knee rule: baseline starts again (rule 1 → 2)`: why a run found no knee baseline when
+/// the passing runs of its load and grid found their knees by rule `before`.
+pub fn new_rule_note(before: u32, now: u32) -> String {
+    format!(
+        "new knee rule: baseline starts again (rule {before} → {now}: points left out of the \
+         knee are stepped over, no longer the series' end)"
+    )
+}
 
 /// A sweep run as stored: its knee, its capacity at the SLO, its points, and the baseline it
 /// met.
@@ -24,6 +48,10 @@ pub struct SweepRun {
     pub axis: Axis,
     /// The knee, when the series saturated.
     pub knee: Option<SweepKnee>,
+    /// The rule that found the knee ([`KNEE_RULE`] when this version stored the run; 1 for
+    /// runs stored before it was recorded): only knees of one rule make a baseline.
+    #[serde(default = "knee_rule_before_recorded")]
+    pub knee_rule: u32,
     /// The points the knee left out, and why (`sweep.json`'s `left_out`): the knee is found
     /// among the others alone, so no knee with points left out is not "did not saturate".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -38,7 +66,8 @@ pub struct SweepRun {
     /// with a knee exist.
     pub baseline: Option<KneeBaseline>,
     /// Set when the baseline started again because the run's load (its grid among it) is not
-    /// the newest baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
+    /// the newest baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`,
+    /// or its knee rule is not theirs: [`new_rule_note`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_load: Option<String>,
 }
@@ -128,6 +157,7 @@ mod tests {
                 value: 8.0,
                 request_throughput: k,
             }),
+            knee_rule: KNEE_RULE,
             left_out: Vec::new(),
             capacity: None,
             points: Vec::new(),
@@ -150,6 +180,16 @@ mod tests {
         assert_eq!(b.judge(&run(Some(240.0))), None);
         assert_eq!(b.judge(&run(None)), None);
         assert!(b.judge(&run(Some(234.0))).is_some());
+    }
+
+    #[test]
+    fn a_run_stored_before_the_rule_was_recorded_reads_as_rule_1() {
+        let mut stored = serde_json::to_value(run(Some(100.0))).unwrap();
+        assert_eq!(stored["knee_rule"], KNEE_RULE);
+        stored.as_object_mut().unwrap().remove("knee_rule");
+        let old: SweepRun = serde_json::from_value(stored).unwrap();
+        assert_eq!(old.knee_rule, 1);
+        assert_ne!(old.knee_rule, KNEE_RULE);
     }
 
     #[test]

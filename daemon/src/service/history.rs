@@ -408,8 +408,9 @@ impl History {
 
     /// The knees (requests/s) of the last `n` passing sweep runs of `workload` of `load`
     /// (which holds the axis and its values: [`crate::judge::load::of_sweep`]) that found
-    /// one, newest first: another grid or another load has other knees. A run without a load
-    /// (stored before loads were) joins no baseline.
+    /// one by `like`'s knee rule, newest first: another grid or another load has other knees,
+    /// and so has another rule (a knee an older rule found is no baseline for this rule's). A
+    /// run without a load (stored before loads were) joins no baseline.
     pub fn knee_baseline(
         &self,
         workload: &str,
@@ -417,8 +418,49 @@ impl History {
         like: &crate::judge::knee::SweepRun,
         load: Option<&serde_json::Value>,
     ) -> Result<Vec<f64>> {
+        let mut out = Vec::new();
+        self.sweeps_like(workload, like, load, |run| {
+            if run.knee_rule == like.knee_rule {
+                out.extend(run.knee.map(|k| k.request_throughput));
+            }
+            out.len() < n
+        })?;
+        Ok(out)
+    }
+
+    /// When a sweep run like `like` finds no knee baseline: `new knee rule: baseline starts
+    /// again (rule 1 → 2 …)` if the newest passing run of its load and grid with a knee found
+    /// it by another rule; `None` when there is none, or it was by this rule.
+    pub fn new_knee_rule(
+        &self,
+        workload: &str,
+        like: &crate::judge::knee::SweepRun,
+        load: Option<&serde_json::Value>,
+    ) -> Result<Option<String>> {
+        let mut before = None;
+        self.sweeps_like(workload, like, load, |run| {
+            if run.knee.is_some() {
+                before = Some(run.knee_rule);
+            }
+            before.is_none()
+        })?;
+        Ok(before
+            .filter(|&b| b != like.knee_rule)
+            .map(|b| crate::judge::knee::new_rule_note(b, like.knee_rule)))
+    }
+
+    /// Hands `each` the passing sweep runs of `workload` of `load` over `like`'s axis and grid,
+    /// newest first, while it returns true. The knee rule is inside the stored JSON, so it is
+    /// for `each` to look at, not the query.
+    fn sweeps_like(
+        &self,
+        workload: &str,
+        like: &crate::judge::knee::SweepRun,
+        load: Option<&serde_json::Value>,
+        mut each: impl FnMut(crate::judge::knee::SweepRun) -> bool,
+    ) -> Result<()> {
         let Some(load) = load else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let grid = |r: &crate::judge::knee::SweepRun| -> Vec<f64> {
             r.points.iter().map(|p| p.value).collect()
@@ -431,7 +473,6 @@ impl History {
         let rows = stmt.query_map(params![workload, crate::judge::load::hash(load)], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
         })?;
-        let mut out = Vec::new();
         for row in rows {
             let (id, text) = row?;
             let Some(run) = self.baseline_value::<crate::judge::knee::SweepRun>(id, "sweep", &text)
@@ -441,12 +482,11 @@ impl History {
             if run.axis != like.axis || grid(&run) != grid(like) {
                 continue;
             }
-            out.extend(run.knee.map(|k| k.request_throughput));
-            if out.len() >= n {
+            if !each(run) {
                 break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// When a run of `load` finds no baseline of its load: `new load: baseline starts again

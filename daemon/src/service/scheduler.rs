@@ -586,7 +586,7 @@ impl Daemon {
     }
 
     /// A sweep run that ran every point: its knee compared with the knees of the last passing
-    /// sweep runs ([`crate::judge::knee`]).
+    /// sweep runs whose knee its rule found ([`crate::judge::knee`]).
     fn compare_knee(&self, config: &Config, workload: &str, result: &mut RunResult) {
         let Some(run) = &mut result.run.sweep else {
             return;
@@ -615,7 +615,17 @@ impl Daemon {
             }
         };
         if knees.is_empty() {
-            run.new_load = self.new_load(workload, super::history::BaselineOf::Knee, load);
+            // A new load says so first; the same load's knees by an older rule (the first
+            // runs after an upgrade) start the baseline again too, and say why.
+            run.new_load = self
+                .new_load(workload, super::history::BaselineOf::Knee, load)
+                .or_else(|| {
+                    let rule = self.history.new_knee_rule(workload, run, load);
+                    rule.unwrap_or_else(|e| {
+                        tracing::error!(workload = %workload, "reading the baseline's knee rule: {e:#}");
+                        None
+                    })
+                });
         }
         run.baseline =
             crate::judge::knee::KneeBaseline::of(&knees, config.baseline.min_runs, tolerance);

@@ -310,6 +310,7 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
             value: 8.0,
             request_throughput: knee,
         }),
+        knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
         capacity: None,
         points: values
@@ -567,6 +568,7 @@ fn a_baseline_is_of_runs_of_one_load() {
             value: 8.0,
             request_throughput: k,
         }),
+        knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
         capacity: None,
         points: Vec::new(),
@@ -1032,6 +1034,7 @@ fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
             value: 8.0,
             request_throughput: knee,
         }),
+        knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
         capacity: None,
         points: vec![SweepPointRow {

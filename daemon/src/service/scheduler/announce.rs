@@ -265,6 +265,7 @@ mod tests {
         let sweep = SweepRun {
             axis: crate::cli::sweep::point::Axis::Concurrency,
             knee: None,
+            knee_rule: crate::judge::knee::KNEE_RULE,
             left_out: Vec::new(),
             capacity: None,
             points: vec![SweepPointRow {
@@ -303,6 +304,7 @@ mod tests {
         let mut sweep = SweepRun {
             axis: crate::cli::sweep::point::Axis::Concurrency,
             knee: None,
+            knee_rule: crate::judge::knee::KNEE_RULE,
             left_out: vec![
                 LeftOut {
                     label: "c16".into(),

@@ -411,3 +411,125 @@ async fn a_run_left_without_a_verdict_is_recovered_in_its_place_by_start() {
         assert!(text.contains(line), "{line}: {text}");
     }
 }
+
+/// Knees an older knee rule found (passing sweep runs stored before the rule was recorded,
+/// their JSON as that version wrote it) are no baseline for this rule's: the first run after
+/// the upgrade starts a new knee baseline and says why, instead of failing on a knee that
+/// moved because the rule did; the next runs are judged against its knee alone.
+#[test]
+fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
+    use crate::judge::knee::{new_rule_note, SweepKnee, SweepPointRow, SweepRun, KNEE_RULE};
+    use crate::judge::verdict::VerdictKind;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, config) = daemon_on(
+        dir.path(),
+        unreachable_run,
+        "every = \"1h\"\nkind = \"sweep\"\nsweep_concurrency = [2, 8, 32]\n\
+         [baseline]\nmin_runs = 1",
+        SystemTime::now,
+    );
+    let w = config.workloads.iter().find(|w| w.name == "w").unwrap();
+    let sweep = |knee: f64| SweepRun {
+        axis: crate::cli::sweep::point::Axis::Concurrency,
+        knee: Some(SweepKnee {
+            label: "c8".into(),
+            value: 8.0,
+            request_throughput: knee,
+        }),
+        knee_rule: KNEE_RULE,
+        left_out: Vec::new(),
+        capacity: None,
+        points: [2.0, 8.0, 32.0]
+            .iter()
+            .map(|&v| SweepPointRow {
+                label: format!("c{v}"),
+                value: v,
+                verdict: "pass".into(),
+                request_throughput: None,
+                ttft_p99_ms: None,
+            })
+            .collect(),
+        baseline: None,
+        new_load: None,
+    };
+    let passed = |id: &str, knee: f64| {
+        let mut r = RunResult::new(&config, w, id.into());
+        std::fs::create_dir_all(&r.run.artifacts).unwrap();
+        r.run.verdict = Verdict {
+            kind: VerdictKind::Pass,
+            reasons: Vec::new(),
+        };
+        r.run.load = Some(serde_json::json!({"load": {"osl": 8}}));
+        r.run.sweep = Some(sweep(knee));
+        r
+    };
+    for i in 0..3 {
+        let old = passed(&format!("old{i}"), 100.0);
+        d.history.insert(&RunRow::from(&old)).unwrap();
+    }
+    // As the version before the rule was recorded wrote them: the same JSON, no `knee_rule`.
+    let conn = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+    let stored: Vec<(String, String)> = conn
+        .prepare("SELECT id, sweep FROM runs")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stored.len(), 3);
+    for (id, text) in stored {
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v.as_object_mut().unwrap().remove("knee_rule").is_some());
+        conn.execute(
+            "UPDATE runs SET sweep = ?1 WHERE id = ?2",
+            rusqlite::params![v.to_string(), id],
+        )
+        .unwrap();
+    }
+    drop(conn);
+
+    // 40 req/s against the old knees (100 ± 0) would fail; by this rule it starts anew.
+    let mut first = passed("new0", 40.0);
+    d.record(&config, "w", &mut first).unwrap();
+    assert_eq!(
+        first.run.verdict.kind,
+        VerdictKind::Pass,
+        "{}",
+        first.run.verdict
+    );
+    let s = first.run.sweep.as_ref().unwrap();
+    assert_eq!(s.baseline, None);
+    assert_eq!(s.new_load.as_deref(), Some(&*new_rule_note(1, KNEE_RULE)));
+    assert!(
+        s.new_load
+            .as_ref()
+            .unwrap()
+            .starts_with("new knee rule: baseline starts again (rule 1 → 2"),
+        "{:?}",
+        s.new_load
+    );
+
+    // The next runs are judged against this rule's knee alone.
+    let mut second = passed("new1", 39.0);
+    d.record(&config, "w", &mut second).unwrap();
+    assert_eq!(
+        second.run.verdict.kind,
+        VerdictKind::Pass,
+        "{}",
+        second.run.verdict
+    );
+    let s = second.run.sweep.as_ref().unwrap();
+    assert_eq!(
+        s.baseline.as_ref().map(|b| (b.runs, b.knee)),
+        Some((1, 40.0))
+    );
+    assert_eq!(s.new_load, None);
+    let mut third = passed("new2", 20.0);
+    d.record(&config, "w", &mut third).unwrap();
+    assert_eq!(third.run.verdict.kind, VerdictKind::Fail);
+    assert!(
+        third.run.verdict.reasons[0].starts_with("knee at 20 req/s, baseline 39.5 ± 0.5"),
+        "{}",
+        third.run.verdict
+    );
+}

@@ -316,6 +316,7 @@ pub(super) async fn run(
     result.run.sweep = Some(SweepRun {
         axis: spec.axis,
         knee,
+        knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: doc.left_out.clone(),
         capacity,
         points: rows,
