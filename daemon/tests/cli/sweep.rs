@@ -1016,6 +1016,84 @@ fn compare_of_two_sweeps_shows_the_slower_server_point_by_point() {
     );
 }
 
+/// `canaryd compare` of two sweeps marks each TTFT and e2e cell whose side's point is not exact
+/// `*`, as `canaryd sweep`'s table does, and says what `*` means: B swept with
+/// `--no-kernel-timestamps`, so every time of its is canaryd's read, an upper bound. The marks
+/// were only in the rule line under the table, not in its cells nor on the page.
+#[test]
+fn compare_of_two_sweeps_marks_the_cells_that_are_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    let run_sweep = |out: &str, extra: &[&str]| {
+        let points = [&["--concurrency", "1,2", "--request-count", "8"], extra].concat();
+        let o = sweep_into(dir.path(), &url, out, &points);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    run_sweep("a", &[]);
+    run_sweep("b", &["--no-kernel-timestamps"]);
+
+    let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{c:#}");
+    let named = |p: &Value, key: &str, m: &str| p[key].as_array().unwrap().contains(&m.into());
+    for p in points {
+        for m in [
+            "time_to_first_token",
+            "inter_token_latency",
+            "request_latency",
+        ] {
+            assert!(named(p, "b_bounds", m), "{m}: {p:#}");
+        }
+        // A's are what its runs' summaries count.
+        let a_bound = p["comparison"]["a"]["first_tokens"]["bound"].as_u64();
+        assert_eq!(
+            named(p, "a_bounds", "time_to_first_token"),
+            a_bound.unwrap() > 0,
+            "{p:#}"
+        );
+    }
+
+    let o = canaryd(&["compare", "a", "b", "-o", "page.html"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let shown = String::from_utf8(o.stdout).unwrap();
+    for p in points {
+        let label = p["label"].as_str().unwrap();
+        let row = shown
+            .lines()
+            .find(|l| l.starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("{label}: {shown}"));
+        // Cells are two spaces apart; a figure has one (`45.0 ms`).
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(cells.len(), 12, "{row}");
+        assert!(
+            cells[5].ends_with(" ms*") && cells[9].ends_with(" ms*"),
+            "{row}"
+        );
+        assert_eq!(
+            cells[4].ends_with('*'),
+            named(p, "a_bounds", "time_to_first_token"),
+            "{row}"
+        );
+        assert!(
+            !cells[1].ends_with('*') && !cells[2].ends_with('*'),
+            "{row}"
+        );
+    }
+    assert!(
+        shown.contains("\n*: not exact: some of that side's first tokens (TTFT) or ends (e2e)"),
+        "{shown}"
+    );
+    let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
+    assert!(page.matches(" ms*</td>").count() >= 4, "{page}");
+    assert!(page.contains("<p class=\"note\">*: not exact:"), "{page}");
+}
+
 /// `canaryd sweep --runs N` (issue 18: "is the difference real or noise?" at every load): each
 /// point is an experiment of N runs in its folder, as `canaryd profile --runs N` makes one;
 /// sweep.json's figures are the means of the runs' own with their intervals; and `canaryd

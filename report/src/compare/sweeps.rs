@@ -10,6 +10,7 @@
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
+mod bounds;
 mod capacity;
 mod findings;
 mod point_said;
@@ -69,6 +70,13 @@ pub struct PointComparison {
     pub a_said: PointSaid,
     /// B's.
     pub b_said: PointSaid,
+    /// A's figures at this point that are not exact, as `sweep.json`'s `bounds` names them
+    /// (`time_to_first_token`, `request_latency`: upper bounds; `inter_token_latency`: exact
+    /// in neither direction): some of its times were a later segment's stamp or canaryd's
+    /// read. Marked `*` in the table.
+    pub a_bounds: Vec<&'static str>,
+    /// B's.
+    pub b_bounds: Vec<&'static str>,
 }
 
 /// The two knees.
@@ -111,13 +119,18 @@ pub fn compare_sweeps(
     };
     for (label, value, run) in &a.points {
         match b.points.iter().find(|p| p.1 == *value) {
-            Some((b_label, _, other)) => points.push(PointComparison {
-                label: label.clone(),
-                value: *value,
-                comparison: super::compare(run, other, rules),
-                a_said: said(a, label),
-                b_said: said(b, b_label),
-            }),
+            Some((b_label, _, other)) => {
+                let comparison = super::compare(run, other, rules);
+                points.push(PointComparison {
+                    label: label.clone(),
+                    value: *value,
+                    a_bounds: bounds::of(&comparison.a.times),
+                    b_bounds: bounds::of(&comparison.b.times),
+                    comparison,
+                    a_said: said(a, label),
+                    b_said: said(b, b_label),
+                })
+            }
             None => unmatched.push(("A".to_string(), label.clone())),
         }
     }

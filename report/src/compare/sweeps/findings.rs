@@ -1,6 +1,6 @@
 //! The lines said with the points' table: the request warnings above it, and under it the
 //! knees, the capacity, each point's own word and notes, what was not matched, too few to
-//! judge, and the rule with how exact the figures are.
+//! judge, what the table's `*` means, and the rule with how exact the figures are.
 
 use super::super::first_token::{self, SideTimes};
 use super::table::too_few_for_its_tail;
@@ -147,6 +147,22 @@ impl SweepComparison {
                  their p50 and p90 rows are in --json",
                 self.points.len()
             ));
+        }
+        // What `*` in the table means, when a cell has one: the counts are in the rule line.
+        let shown = [super::bounds::TTFT, super::bounds::E2E];
+        if self.points.iter().any(|p| {
+            p.a_bounds
+                .iter()
+                .chain(&p.b_bounds)
+                .any(|m| shown.contains(m))
+        }) {
+            out.push(
+                "*: not exact: some of that side's first tokens (TTFT) or ends (e2e) at that \
+                 point were a later segment's stamp or canaryd's read (summary.json's \
+                 receive_timestamps), so the figure is an upper bound and its change compares \
+                 bounds; the last line counts them (a_bounds and b_bounds in --json)"
+                    .into(),
+            );
         }
         // Over every point: how many first tokens of each sweep are bounds.
         let sum = |of: &dyn Fn(&Comparison) -> SideTimes| {

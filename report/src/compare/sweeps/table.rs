@@ -1,5 +1,6 @@
-//! The points' table (throughput, TTFT p99 and e2e p99 of both sweeps at each point), for a
-//! terminal and as a page, with the findings under it.
+//! The points' table (throughput, TTFT p99 and e2e p99 of both sweeps at each point, a side's
+//! figure marked `*` where it is not exact), for a terminal and as a page, with the findings
+//! under it.
 
 use super::super::text::{self, verdict};
 use super::super::{Row, Verdict};
@@ -19,8 +20,8 @@ fn point_rows(c: &SweepComparison) -> Vec<Vec<String>> {
                     cells.extend(["–".into(), "–".into(), "–".into()]);
                     continue;
                 };
-                cells.push(text::value(r, r.a));
-                cells.push(text::value(r, r.b));
+                cells.push(marked(text::value(r, r.a), &p.a_bounds, metric));
+                cells.push(marked(text::value(r, r.b), &p.b_bounds, metric));
                 cells.push(text::change(r));
                 if metric != "throughput" {
                     cells.push(if too_few_for_its_tail(r) {
@@ -33,6 +34,15 @@ fn point_rows(c: &SweepComparison) -> Vec<Vec<String>> {
             cells
         })
         .collect()
+}
+
+/// `cell` with `*` after it when its side's `metric` at the point is not exact (its
+/// `bounds`), as `canaryd sweep`'s table marks it; the note under the table says what `*` is.
+fn marked(cell: String, bounds: &[&str], metric: &str) -> String {
+    match super::bounds::name_of(metric).is_some_and(|m| bounds.contains(&m)) && cell != "–" {
+        true => format!("{cell}*"),
+        false => cell,
+    }
 }
 
 const HEAD: [&str; 12] = [
