@@ -19,6 +19,7 @@
 //! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
 //!   rule's reference runs when A is the repeated side); throughputs are not judged.
 
+mod bounds;
 mod context;
 mod diagnosis;
 mod first_token;

@@ -10,7 +10,6 @@
 //! rate, below the lowest failing one): two brackets that do not overlap tell the capacities
 //! apart, as bounds; overlapping ones do not at that precision.
 
-mod bounds;
 mod capacity;
 mod findings;
 mod point_said;
@@ -124,8 +123,8 @@ pub fn compare_sweeps(
                 points.push(PointComparison {
                     label: label.clone(),
                     value: *value,
-                    a_bounds: bounds::of(&comparison.a.times),
-                    b_bounds: bounds::of(&comparison.b.times),
+                    a_bounds: super::bounds::of(&comparison.a.times),
+                    b_bounds: super::bounds::of(&comparison.b.times),
                     comparison,
                     a_said: said(a, label),
                     b_said: said(b, b_label),

@@ -167,16 +167,10 @@ impl Comparison {
     /// token of either side is an upper bound, an e2e row when any end is, an ITL row when
     /// any token event is.
     pub(super) fn metric_shown(&self, r: &Row) -> String {
-        let (a, b) = (&self.a.times, &self.b.times);
-        let bound = if r.metric.starts_with("TTFT") {
-            a.first_tokens.bound + b.first_tokens.bound > 0
-        } else if r.metric.starts_with("e2e") {
-            a.ends.bound + b.ends.bound > 0
-        } else if r.metric.starts_with("ITL") {
-            a.token_events.any_bound() || b.token_events.any_bound()
-        } else {
-            false
-        };
+        let bound = super::bounds::name_of(&r.metric).is_some_and(|m| {
+            super::bounds::of(&self.a.times).contains(&m)
+                || super::bounds::of(&self.b.times).contains(&m)
+        });
         if bound {
             format!("{} (bound)", r.metric)
         } else {

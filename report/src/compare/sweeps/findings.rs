@@ -149,7 +149,7 @@ impl SweepComparison {
             ));
         }
         // What `*` in the table means, when a cell has one: the counts are in the rule line.
-        let shown = [super::bounds::TTFT, super::bounds::E2E];
+        let shown = [super::super::bounds::TTFT, super::super::bounds::E2E];
         if self.points.iter().any(|p| {
             p.a_bounds
                 .iter()

@@ -39,7 +39,8 @@ fn point_rows(c: &SweepComparison) -> Vec<Vec<String>> {
 /// `cell` with `*` after it when its side's `metric` at the point is not exact (its
 /// `bounds`), as `canaryd sweep`'s table marks it; the note under the table says what `*` is.
 fn marked(cell: String, bounds: &[&str], metric: &str) -> String {
-    match super::bounds::name_of(metric).is_some_and(|m| bounds.contains(&m)) && cell != "–" {
+    match super::super::bounds::name_of(metric).is_some_and(|m| bounds.contains(&m)) && cell != "–"
+    {
         true => format!("{cell}*"),
         false => cell,
     }

@@ -1,21 +1,21 @@
-//! Which of a side's figures at a point are not exact, for the `*` of the points' table: some
-//! of its first tokens, ends or token events were a later segment's stamp or canaryd's read
-//! (`summary.json`'s `receive_timestamps`, counted by [`SideTimes`]), as `canaryd compare`
-//! marks its rows `(bound)`.
+//! Which of a side's figures are not exact: some of its first tokens, ends or token events were
+//! a later segment's stamp or canaryd's read (`summary.json`'s `receive_timestamps`, counted
+//! by [`SideTimes`]). One rule for `canaryd compare`'s `(bound)` rows and the `*` of a sweep
+//! comparison's cells.
 
-use super::super::first_token::SideTimes;
+use super::first_token::SideTimes;
 
 /// TTFT, as `summary.json` and `sweep.json`'s `bounds` name it.
-pub(super) const TTFT: &str = "time_to_first_token";
+pub(crate) const TTFT: &str = "time_to_first_token";
 /// e2e.
-pub(super) const E2E: &str = "request_latency";
+pub(crate) const E2E: &str = "request_latency";
 /// ITL.
-pub(super) const ITL: &str = "inter_token_latency";
+pub(crate) const ITL: &str = "inter_token_latency";
 
 /// The figures of a side's point that are not exact, in `sweep.json`'s `bounds` names: TTFT
 /// and e2e upper bounds, ITL exact in neither direction. Only what is known to be a bound;
 /// runs that do not say are counted in the rule line under the table.
-pub(super) fn of(t: &SideTimes) -> Vec<&'static str> {
+pub(crate) fn of(t: &SideTimes) -> Vec<&'static str> {
     [
         (TTFT, t.first_tokens.bound > 0),
         (ITL, t.token_events.any_bound()),
@@ -27,7 +27,7 @@ pub(super) fn of(t: &SideTimes) -> Vec<&'static str> {
 }
 
 /// The name in `bounds` of a table metric (`TTFT p99`), `None` for one that cannot be a bound.
-pub(super) fn name_of(metric: &str) -> Option<&'static str> {
+pub(crate) fn name_of(metric: &str) -> Option<&'static str> {
     [("TTFT", TTFT), ("e2e", E2E), ("ITL", ITL)]
         .into_iter()
         .find(|(m, _)| metric.starts_with(m))
