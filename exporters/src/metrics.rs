@@ -812,6 +812,103 @@ mod tests {
         }
     }
 
+    /// `summary`'s requests, each timed as `rx` says (`None`: receive timestamps off).
+    fn summary_timed(n: u32, rx: Option<canary_core::RxTiming>) -> RunSummary {
+        let mut agg = Aggregator::new("".parse().unwrap()).with_timeslices(Duration::from_secs(1));
+        for i in 0..n {
+            let sent = f64::from(i) * 600.0;
+            let r = RequestRecord {
+                status: Status::Ok,
+                sent_at_ms: sent,
+                ended_at_ms: sent + 50.0,
+                ttft_ms: Some(40.0),
+                itl_ms: Some(5.0),
+                e2e_ms: Some(50.0),
+                rx: rx.clone(),
+                ..Default::default()
+            };
+            agg.add(&r, &Default::default());
+        }
+        agg.summary()
+    }
+
+    /// The last export's `canary.value_kind` of each point of `metric`, sorted.
+    fn kinds(exporter: &InMemoryMetricExporter, metric: &str) -> Vec<String> {
+        let all = exporter.get_finished_metrics().unwrap();
+        let mut out = Vec::new();
+        for sm in all.last().expect("an export").scope_metrics() {
+            for m in sm.metrics().filter(|m| m.name() == metric) {
+                let AggregatedMetrics::F64(MetricData::Gauge(g)) = m.data() else {
+                    continue;
+                };
+                for p in g.data_points() {
+                    let kind = p
+                        .attributes()
+                        .find(|kv| kv.key.as_str() == attr::VALUE_KIND)
+                        .map_or_else(|| "none".to_string(), |kv| kv.value.to_string());
+                    out.push(kind);
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    // Audit: the OTLP gauges never said a latency was a bound. Every first token and end
+    // stamped `kernel` makes the run's TTFT and the slices' latencies exact; a later run with
+    // receive timestamps off makes them bounds, and its points replace the exact ones (a new
+    // series each, the old ones ended, never both at once).
+    #[test]
+    fn latency_points_say_exact_or_bound_by_the_runs_receive_timestamps() {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
+        let stamped = canary_core::RxTiming {
+            first_token: Some(canary_core::RxSource::Kernel),
+            end: Some(canary_core::RxSource::Kernel),
+            token_events: 2,
+            ..Default::default()
+        };
+        let names = [
+            "canary.run.time_to_first_token",
+            "canary.slice.time_to_first_token",
+            "canary.slice.inter_token_latency",
+            "canary.slice.request_latency",
+        ];
+        m.record_run(
+            &summary_timed(4, Some(stamped.clone())),
+            &RunTelemetry::default(),
+            &base,
+        );
+        provider.force_flush().unwrap();
+        for name in names {
+            assert_eq!(kinds(&exporter, name), ["exact"], "{name}");
+        }
+        m.record_run(&summary_timed(4, None), &RunTelemetry::default(), &base);
+        provider.force_flush().unwrap();
+        assert_eq!(kinds(&exporter, names[0]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[1]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[2]), ["bound"]);
+        assert_eq!(kinds(&exporter, names[3]), ["upper_bound"]);
+        // First tokens a later segment's stamp, ends exact: TTFT and ITL bounds, e2e exact.
+        let mut bound = stamped;
+        bound.first_token = Some(canary_core::RxSource::KernelBound);
+        m.record_run(
+            &summary_timed(4, Some(bound)),
+            &RunTelemetry::default(),
+            &base,
+        );
+        provider.force_flush().unwrap();
+        assert_eq!(kinds(&exporter, names[0]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[1]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[2]), ["bound"]);
+        assert_eq!(kinds(&exporter, names[3]), ["exact"]);
+    }
+
     // The daemon exports each workload's runs for its whole life. Its last run's gauges must
     // be that run's figures only: with plain gauges a figure the last run lacked (no GPU, no
     // SLOs, fewer slices) and every series of its old target stayed at an earlier run's value.
