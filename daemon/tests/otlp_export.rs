@@ -142,6 +142,17 @@ async fn replay_with_kernel(
     out: &Path,
     kernel: Option<KernelTiming>,
 ) -> (RunLabels, canary_core::RunOutcome) {
+    replay_configured(sim, exporter, out, kernel, |_| {}).await
+}
+
+/// [`replay_with_kernel`], with `tweak` applied to the run's config.
+async fn replay_configured(
+    sim: &canary_sim::SimHandle,
+    exporter: &OtlpExporter,
+    out: &Path,
+    kernel: Option<KernelTiming>,
+    tweak: impl FnOnce(&mut canary_replay::Config),
+) -> (RunLabels, canary_core::RunOutcome) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/traces/mooncake_arxiv_first20.jsonl");
     let trace = canary_replay::load(&path, &LoadOptions::default()).unwrap();
@@ -158,6 +169,7 @@ async fn replay_with_kernel(
     let mut config = canary_replay::Config::new(target);
     config.output_dir = Some(out.to_path_buf());
     config.goodput = labels.goodput.clone();
+    tweak(&mut config);
     let observer = exporter.run_observer(labels.clone());
     let observer: Arc<dyn Observer> = match kernel {
         Some(kernel) => Arc::new(KernelAnnotator {
@@ -404,6 +416,130 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
 
 /// Without a traces endpoint no span is exported, so no exemplar may name one: a click on
 /// it in Grafana would find no trace.
+// A bound exported as if exact: the run table, the timeslice table and summary.json marked
+// TTFT and e2e upper bounds when receive timestamps were off, but a Grafana panel over the
+// OTLP gauges could not tell. Each latency point now says its kind (`canary.value_kind`) and
+// each span where its first token and end came from (`canary.rx.*`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() {
+    let sim = sim().await;
+    for timestamps_off in [true, false] {
+        let receiver = Receiver::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            endpoint: Some(receiver.url()),
+            metrics_interval: Duration::from_secs(60),
+            ..Config::default()
+        };
+        let exporter = OtlpExporter::start(config).unwrap();
+        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+            c.target.kernel_timestamps = !timestamps_off;
+            c.slice_duration = Some(Duration::from_millis(100));
+        })
+        .await;
+        exporter.export_run(&labels, &outcome, Some("pass"));
+        let report =
+            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+                .await
+                .unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        let recs = records(dir.path());
+        assert!(recs.iter().all(|r| r.status == Status::Ok));
+        // What the records say: a time is exact only when the kernel stamped it exactly.
+        let source = |s: Option<canary_core::RxSource>| match s {
+            Some(canary_core::RxSource::Kernel) => "kernel",
+            Some(canary_core::RxSource::KernelBound) => "kernel_bound",
+            Some(canary_core::RxSource::Userspace) | None => "userspace",
+        };
+        let first = |r: &RequestRecord| source(r.rx.as_ref().and_then(|rx| rx.first_token));
+        let end = |r: &RequestRecord| source(r.rx.as_ref().and_then(|rx| rx.end));
+        if timestamps_off {
+            assert!(recs.iter().all(|r| r.rx.is_none()), "timestamps off");
+        }
+        let ttft_exact = recs.iter().all(|r| first(r) == "kernel");
+        let want = if ttft_exact { "exact" } else { "upper_bound" };
+        assert!(!(timestamps_off && ttft_exact));
+
+        // Spans: each says where its first token's and end's times came from.
+        let spans = receiver.spans();
+        assert_eq!(spans.len(), recs.len());
+        let by_id: HashMap<String, _> = spans.iter().map(|s| (hex(&s.span_id), s)).collect();
+        for r in &recs {
+            let a = attrs(&by_id[&r.span_id].attributes);
+            assert_eq!(a["canary.rx.first_token"], first(r), "{a:?}");
+            assert_eq!(a["canary.rx.end"], end(r), "{a:?}");
+        }
+
+        // The run's client TTFT points, every statistic, carry the run's kind.
+        let ms = receiver.last_metrics();
+        let Some(metric::Data::Gauge(g)) = &metric(&ms, "canary.run.time_to_first_token").data
+        else {
+            panic!("the run's TTFT is a gauge")
+        };
+        let client: Vec<_> = g
+            .data_points
+            .iter()
+            .map(|p| attrs(&p.attributes))
+            .filter(|a| a["canary.measured_by"] == "client")
+            .collect();
+        assert_eq!(client.len(), 4, "mean, p50, p90, p99");
+        for a in &client {
+            assert_eq!(
+                a.get("canary.value_kind").map(String::as_str),
+                Some(want),
+                "{a:?}"
+            );
+        }
+
+        // The slices' latencies carry their slice's kind: TTFT and e2e upper bounds, ITL a
+        // bound in neither direction, where the slice had such a time.
+        let slices = &outcome.summary.timeslices.as_ref().unwrap().slices;
+        assert!(!slices.is_empty());
+        let mut bounds = 0;
+        for (name, neither) in [
+            ("canary.slice.time_to_first_token", false),
+            ("canary.slice.inter_token_latency", true),
+            ("canary.slice.request_latency", false),
+        ] {
+            let Some(metric::Data::Gauge(g)) = &metric(&ms, name).data else {
+                panic!("{name} is a gauge")
+            };
+            let stats = |s: &canary_core::Timeslice| match name {
+                "canary.slice.time_to_first_token" => s.time_to_first_token,
+                "canary.slice.inter_token_latency" => s.inter_token_latency,
+                _ => s.request_latency,
+            };
+            let with = slices.iter().filter(|s| stats(s).is_some()).count();
+            assert!(with >= 1, "{name}");
+            assert_eq!(g.data_points.len(), with * 3, "{name}");
+            for p in &g.data_points {
+                let a = attrs(&p.attributes);
+                let start: f64 = a["canary.slice.start_s"].parse().unwrap();
+                let s = slices.iter().find(|s| s.start_s == start).unwrap();
+                let st = stats(s).unwrap();
+                let want = match (st.bound, neither) {
+                    (false, _) => "exact",
+                    (true, false) => "upper_bound",
+                    (true, true) => "bound",
+                };
+                bounds += st.bound as u32;
+                assert!(!(timestamps_off && want == "exact"), "{name} {a:?}");
+                assert_eq!(
+                    a.get("canary.value_kind").map(String::as_str),
+                    Some(want),
+                    "{name} {a:?}"
+                );
+            }
+        }
+        eprintln!(
+            "timestamps {}: run TTFT {want}; {} of {} first tokens kernel; slice bound points {bounds}",
+            if timestamps_off { "off" } else { "on" },
+            recs.iter().filter(|r| first(r) == "kernel").count(),
+            recs.len()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_alone_carry_no_exemplars() {
     let sim = sim().await;

@@ -41,6 +41,11 @@ pub mod attr {
     pub const MEASURED_BY: &str = "canary.measured_by";
     /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.
     pub const STATISTIC: &str = "canary.statistic";
+    /// What kind of figure a latency point is, by the run's rule for bounds (`RxBounds`):
+    /// `exact` (every time the kernel's receive stamp), `upper_bound` (TTFT, e2e: some were
+    /// a later segment's stamp or canaryd's read), `bound` (ITL: exact in neither direction),
+    /// `estimate` (a server percentile, interpolated within its bucket).
+    pub const VALUE_KIND: &str = "canary.value_kind";
     /// `traces`, `metrics` or `logs`.
     pub const SIGNAL: &str = "canary.signal";
 

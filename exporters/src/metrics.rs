@@ -643,10 +643,11 @@ impl Instruments {
         self.run_good_ratio.record_one(base, ratio);
         self.run_error_ratio.record_one(base, summary.error_rate);
         self.slices.record(summary.timeslices.as_ref(), base);
-        let ttft = |by: &'static str, stat: &'static str, v: Option<f64>| {
+        let ttft = |by: &'static str, stat: &'static str, kind: &'static str, v: Option<f64>| {
             let a = vec![
                 KeyValue::new(attr::MEASURED_BY, by),
                 KeyValue::new(attr::STATISTIC, stat),
+                KeyValue::new(attr::VALUE_KIND, kind),
             ];
             (a, v)
         };
@@ -656,10 +657,19 @@ impl Instruments {
             .get("time_to_first_token")
             .filter(|c| c.count > 0)
         {
-            ttfts.push(ttft("client", "mean", Some(c.avg / 1e3)));
-            ttfts.push(ttft("client", "p50", Some(c.p50 / 1e3)));
-            ttfts.push(ttft("client", "p90", Some(c.p90 / 1e3)));
-            ttfts.push(ttft("client", "p99", Some(c.p99 / 1e3)));
+            // Upper bounds where some first tokens were not stamped `kernel`, as summary.json's
+            // `receive_timestamps` says and the run table marks.
+            let kind = latency_kind(
+                summary
+                    .receive_timestamps
+                    .bounds()
+                    .is_bound("time_to_first_token"),
+                true,
+            );
+            ttfts.push(ttft("client", "mean", kind, Some(c.avg / 1e3)));
+            ttfts.push(ttft("client", "p50", kind, Some(c.p50 / 1e3)));
+            ttfts.push(ttft("client", "p90", kind, Some(c.p90 / 1e3)));
+            ttfts.push(ttft("client", "p99", kind, Some(c.p99 / 1e3)));
         }
         let server = telemetry.server.as_ref();
         // Beside the client's only over the same requests: a server's histogram counts every
@@ -671,10 +681,11 @@ impl Instruments {
             // Server percentiles are known to a bucket: the interpolated estimate goes out
             // under the same statistic names as before.
             let est = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
-            ttfts.push(ttft("server", "mean", t.mean));
-            ttfts.push(ttft("server", "p50", est(t.p50)));
-            ttfts.push(ttft("server", "p90", est(t.p90)));
-            ttfts.push(ttft("server", "p99", est(t.p99)));
+            // The mean is `_sum` over `_count`: exact over what the server counted.
+            ttfts.push(ttft("server", "mean", "exact", t.mean));
+            ttfts.push(ttft("server", "p50", "estimate", est(t.p50)));
+            ttfts.push(ttft("server", "p90", "estimate", est(t.p90)));
+            ttfts.push(ttft("server", "p99", "estimate", est(t.p99)));
         }
         self.run_ttft.record(base, ttfts);
         self.run_prefix_hit
@@ -688,6 +699,17 @@ impl Instruments {
             .record_one(base, gpu.and_then(|g| g.util_avg_pct).map(|v| v / 100.0));
         self.run_gpu_power
             .record_one(base, gpu.and_then(|g| g.power_avg_w));
+    }
+}
+
+/// The `canary.value_kind` of a client latency: `exact`, or when `bound`, `upper_bound` for
+/// a time from the send (TTFT, e2e: a bound is never below the truth) and `bound` for a gap
+/// between two times (ITL: exact in neither direction).
+pub(crate) fn latency_kind(bound: bool, from_send: bool) -> &'static str {
+    match (bound, from_send) {
+        (false, _) => "exact",
+        (true, true) => "upper_bound",
+        (true, false) => "bound",
     }
 }
 
@@ -788,6 +810,103 @@ mod tests {
                 .count();
             assert_eq!(n, 720, "{host}");
         }
+    }
+
+    /// `summary`'s requests, each timed as `rx` says (`None`: receive timestamps off).
+    fn summary_timed(n: u32, rx: Option<canary_core::RxTiming>) -> RunSummary {
+        let mut agg = Aggregator::new("".parse().unwrap()).with_timeslices(Duration::from_secs(1));
+        for i in 0..n {
+            let sent = f64::from(i) * 600.0;
+            let r = RequestRecord {
+                status: Status::Ok,
+                sent_at_ms: sent,
+                ended_at_ms: sent + 50.0,
+                ttft_ms: Some(40.0),
+                itl_ms: Some(5.0),
+                e2e_ms: Some(50.0),
+                rx: rx.clone(),
+                ..Default::default()
+            };
+            agg.add(&r, &Default::default());
+        }
+        agg.summary()
+    }
+
+    /// The last export's `canary.value_kind` of each point of `metric`, sorted.
+    fn kinds(exporter: &InMemoryMetricExporter, metric: &str) -> Vec<String> {
+        let all = exporter.get_finished_metrics().unwrap();
+        let mut out = Vec::new();
+        for sm in all.last().expect("an export").scope_metrics() {
+            for m in sm.metrics().filter(|m| m.name() == metric) {
+                let AggregatedMetrics::F64(MetricData::Gauge(g)) = m.data() else {
+                    continue;
+                };
+                for p in g.data_points() {
+                    let kind = p
+                        .attributes()
+                        .find(|kv| kv.key.as_str() == attr::VALUE_KIND)
+                        .map_or_else(|| "none".to_string(), |kv| kv.value.to_string());
+                    out.push(kind);
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    // Audit: the OTLP gauges never said a latency was a bound. Every first token and end
+    // stamped `kernel` makes the run's TTFT and the slices' latencies exact; a later run with
+    // receive timestamps off makes them bounds, and its points replace the exact ones (a new
+    // series each, the old ones ended, never both at once).
+    #[test]
+    fn latency_points_say_exact_or_bound_by_the_runs_receive_timestamps() {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
+        let stamped = canary_core::RxTiming {
+            first_token: Some(canary_core::RxSource::Kernel),
+            end: Some(canary_core::RxSource::Kernel),
+            token_events: 2,
+            ..Default::default()
+        };
+        let names = [
+            "canary.run.time_to_first_token",
+            "canary.slice.time_to_first_token",
+            "canary.slice.inter_token_latency",
+            "canary.slice.request_latency",
+        ];
+        m.record_run(
+            &summary_timed(4, Some(stamped.clone())),
+            &RunTelemetry::default(),
+            &base,
+        );
+        provider.force_flush().unwrap();
+        for name in names {
+            assert_eq!(kinds(&exporter, name), ["exact"], "{name}");
+        }
+        m.record_run(&summary_timed(4, None), &RunTelemetry::default(), &base);
+        provider.force_flush().unwrap();
+        assert_eq!(kinds(&exporter, names[0]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[1]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[2]), ["bound"]);
+        assert_eq!(kinds(&exporter, names[3]), ["upper_bound"]);
+        // First tokens a later segment's stamp, ends exact: TTFT and ITL bounds, e2e exact.
+        let mut bound = stamped;
+        bound.first_token = Some(canary_core::RxSource::KernelBound);
+        m.record_run(
+            &summary_timed(4, Some(bound)),
+            &RunTelemetry::default(),
+            &base,
+        );
+        provider.force_flush().unwrap();
+        assert_eq!(kinds(&exporter, names[0]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[1]), ["upper_bound"]);
+        assert_eq!(kinds(&exporter, names[2]), ["bound"]);
+        assert_eq!(kinds(&exporter, names[3]), ["exact"]);
     }
 
     // The daemon exports each workload's runs for its whole life. Its last run's gauges must

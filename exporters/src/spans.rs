@@ -10,7 +10,7 @@
 use crate::config::Signal;
 use crate::health::Health;
 use crate::labels::{attr, RunLabels};
-use canary_core::{MonoTime, RequestRecord, WallAnchor};
+use canary_core::{MonoTime, RequestRecord, RxSource, WallAnchor};
 use opentelemetry::trace::{
     Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
@@ -88,6 +88,21 @@ pub(crate) fn span_for(
     ms("canary.ttfo_ms", rec.ttfo_ms, &mut a);
     ms("canary.itl_ms", rec.itl_ms, &mut a);
     ms("canary.e2e_ms", rec.e2e_ms, &mut a);
+    // Where the first token's and the end's times came from, as the record's `rx`: only
+    // `kernel` is exact; without receive timestamps both are canaryd's read.
+    let source = |s: Option<RxSource>| match s {
+        Some(RxSource::Kernel) => "kernel",
+        Some(RxSource::KernelBound) => "kernel_bound",
+        Some(RxSource::Userspace) | None => "userspace",
+    };
+    if rec.ttft_ms.is_some() {
+        let s = rec.rx.as_ref().and_then(|rx| rx.first_token);
+        a.push(KeyValue::new("canary.rx.first_token", source(s)));
+    }
+    if rec.e2e_ms.is_some() {
+        let s = rec.rx.as_ref().and_then(|rx| rx.end);
+        a.push(KeyValue::new("canary.rx.end", source(s)));
+    }
     if let Some(k) = &rec.kernel {
         ms("canary.ttft.connect_ms", k.connect_ms, &mut a);
         ms("canary.ttft.request_write_ms", k.request_write_ms, &mut a);

@@ -1,8 +1,10 @@
 //! A run's timeslices (`--slice-duration`, issue 18) as gauge points, one per slice: each
 //! carries the slice's start (`canary.slice.start_s`, seconds after the run's start) and
 //! whether the run ended inside it (`canary.slice.partial`), so a panel plots drift within a
-//! run. Latencies are in seconds, by statistic (`canary.statistic`: p50, p90, p99).
+//! run. Latencies are in seconds, by statistic (`canary.statistic`: p50, p90, p99), and say
+//! whether they are exact or bounds (`canary.value_kind`, the slice's `bound`).
 
+use super::latency_kind;
 use super::latest::LatestGauge;
 use crate::labels::attr;
 use canary_core::{SliceStats, TimesliceReport};
@@ -100,22 +102,28 @@ impl SliceInstruments {
         self.throughput.record(base, each(|s| s.request_throughput));
         self.token_throughput
             .record(base, each(|s| s.output_token_throughput));
-        let latency = |g: &LatestGauge, st: fn(&canary_core::Timeslice) -> Option<SliceStats>| {
-            g.record(
-                base,
-                slices.iter().flat_map(|s| {
-                    let stats = st(s);
-                    [("p50", 0), ("p90", 1), ("p99", 2)].map(|(stat, i)| {
-                        let mut a = at(s);
-                        a.push(KeyValue::new(attr::STATISTIC, stat));
-                        let v = stats.map(|st| [st.p50, st.p90, st.p99][i] / 1e3);
-                        (a, v)
-                    })
-                }),
-            );
-        };
-        latency(&self.ttft, |s| s.time_to_first_token);
-        latency(&self.itl, |s| s.inter_token_latency);
-        latency(&self.e2e, |s| s.request_latency);
+        // `from_send`: TTFT and e2e are upper bounds where not exact, ITL a bound either way.
+        let latency =
+            |g: &LatestGauge,
+             from_send: bool,
+             st: fn(&canary_core::Timeslice) -> Option<SliceStats>| {
+                g.record(
+                    base,
+                    slices.iter().flat_map(|s| {
+                        let stats = st(s);
+                        let kind = latency_kind(stats.is_some_and(|st| st.bound), from_send);
+                        [("p50", 0), ("p90", 1), ("p99", 2)].map(|(stat, i)| {
+                            let mut a = at(s);
+                            a.push(KeyValue::new(attr::STATISTIC, stat));
+                            a.push(KeyValue::new(attr::VALUE_KIND, kind));
+                            let v = stats.map(|st| [st.p50, st.p90, st.p99][i] / 1e3);
+                            (a, v)
+                        })
+                    }),
+                );
+            };
+        latency(&self.ttft, true, |s| s.time_to_first_token);
+        latency(&self.itl, false, |s| s.inter_token_latency);
+        latency(&self.e2e, true, |s| s.request_latency);
     }
 }
