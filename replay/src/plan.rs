@@ -20,6 +20,7 @@
 mod info;
 mod key;
 mod load;
+mod pipe;
 mod setting;
 mod synthesis;
 mod synthetic;

@@ -308,6 +308,26 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             }
         )?;
     }
+    // Times the server reported that cannot be the request's are left out of the row above;
+    // without this line its count fell short of the completed requests unexplained.
+    let refused = &s.server_prompt_time_refused;
+    if !refused.is_empty() {
+        let each: Vec<String> = refused
+            .iter()
+            .map(|(why, n)| {
+                let why = match why {
+                    canary_core::ServerTimeRefused::Negative => "negative",
+                    canary_core::ServerTimeRefused::LongerThanRequest => "longer than the request",
+                };
+                format!("{why} {n}")
+            })
+            .collect();
+        outln!(
+            "server prompt times (timings.prompt_ms) refused: {} (exact counts; left out of \
+             TTFT - server prompt time)",
+            each.join(", ")
+        )?;
+    }
     if let Some(gpu) = &outcome.telemetry.gpu {
         let f =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));

@@ -319,7 +319,12 @@ pub async fn check_workload(
         workload: w,
         target: &config.targets[&w.target],
     };
-    let plan = Plan::try_from(wp)?;
+    let mut plan = Plan::try_from(wp)?;
+    if let canary_replay::LoadShape::Trace(t) = &mut plan.load {
+        // Only checked, never sent: each prompt is checked as a run reads it (same errors),
+        // not kept (a trace of `messages` holds about five times its text).
+        t.read.prompts = canary_replay::trace::Prompts::Skip;
+    }
     let prepared = plan
         .load
         .prepare(plan.replay.length_limit, shutdown)

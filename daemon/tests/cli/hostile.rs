@@ -520,6 +520,15 @@ fn a_hostile_servers_prompt_time_is_refused_counted_and_the_run_still_merges() {
         serde_json::json!({ "negative": 1 }),
         "{s}"
     );
+    // The printed table says why its gap row counts 14 of the 15.
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains(
+            "server prompt times (timings.prompt_ms) refused: negative 1 (exact counts; left \
+             out of TTFT - server prompt time)"
+        ),
+        "{printed}"
+    );
     let gap = &s["ttft_minus_server_prompt_time"];
     assert_eq!(gap["count"], 14, "{gap}");
     assert!(gap["std"].as_f64().is_some_and(f64::is_finite), "{gap}");

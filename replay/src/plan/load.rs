@@ -9,8 +9,8 @@ use super::synthetic::{ClosedLoopPlan, LoadInfo, RatePlan};
 use crate::run::Work;
 use crate::schedule::Schedule;
 use crate::trace::{
-    self, LoadOptions, LoadReport, Number, Selection, SelectionReport, Shard, Synthesis, Trace,
-    TraceError, TraceFormat, MAX_SPAN,
+    self, LoadOptions, LoadReport, Number, Prompts, Selection, SelectionReport, Shard, Synthesis,
+    Trace, TraceError, TraceFormat, MAX_SPAN,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -239,11 +239,17 @@ impl TracePlan {
     /// thread of its own, so a stop ends the wait at once: a FIFO that never ends, or one that
     /// sends nothing, cannot hold it (the stop flag ends the thread at its next read).
     pub async fn load(&self, stop: &CancellationToken) -> Result<Option<Loaded>, LoadError> {
+        let mut read = self.read.clone();
+        if self.synthesis.is_some() {
+            // Synthesis refuses a row with a prompt, so none is ever sent: checked (same
+            // errors) and not kept, so a prompt trace is refused before it costs its memory.
+            read.prompts = Prompts::Skip;
+        }
         let trace = match &self.source {
             TraceSource::Embedded { name, text } => {
-                trace::parse(text.as_bytes(), Path::new(name), &self.read)?
+                trace::parse(text.as_bytes(), Path::new(name), &read)?
             }
-            TraceSource::File(path) => match load_until(path, self.read.clone(), stop).await? {
+            TraceSource::File(path) => match load_until(path, read, stop).await? {
                 Some(trace) => trace,
                 None => return Ok(None),
             },

@@ -3,14 +3,17 @@
 //! its window, shard and caps are selected and its schedule built.
 //!
 //! The rows are exactly those `canaryd synthesize IN OUT` writes and a replay of OUT reads
-//! back: the trace is synthesized into memory and parsed again in the format written (Bailian
-//! for Bailian, Mooncake otherwise), through the same two functions. Only the rows' line numbers are put back to the input's, so records still
-//! point at the file the user gave.
+//! back: the trace is synthesized and parsed again in the format written (Bailian for Bailian,
+//! Mooncake otherwise), through the same two functions, the text passing through a bounded
+//! pipe rather than held whole. Only the rows' line numbers are put back to the input's, so
+//! records still point at the file the user gave.
 
 use super::load::LoadError;
+use super::pipe;
 use super::setting::{Setting, SettingError};
 use crate::trace::{self, LoadOptions, Synthesis, SynthesisReport, Trace};
 use serde::Serialize;
+use std::io::Write;
 use std::path::Path;
 
 impl Synthesis {
@@ -60,16 +63,10 @@ fn over_limit(trace: &Trace, line: u64, field: &'static str, n: u64, limit: u32)
     .into()
 }
 
-/// `trace` changed by `s`, with the rows `canaryd synthesize` would write (each keeping its
-/// input line); lengths over `length_limit` are refused, naming the row.
-pub fn apply(
-    trace: &Trace,
-    s: &Synthesis,
-    length_limit: u32,
-) -> Result<(Trace, SynthesisReport), LoadError> {
-    let mut text = Vec::new();
-    let report = trace::synthesize(trace, s, length_limit, &mut text).map_err(|e| match e {
-        // Refused before the row was built: named as the check below names it.
+/// Why synthesis refused `trace`, named as the front ends name it.
+fn refusal(trace: &Trace, e: trace::SynthesisError) -> LoadError {
+    match e {
+        // Refused before the row was built: named as the length check in [`apply`] names it.
         trace::SynthesisError::TooLong {
             line,
             tokens,
@@ -84,7 +81,16 @@ pub fn apply(
             path: trace.path.clone(),
             reason,
         },
-    })?;
+    }
+}
+
+/// `trace` changed by `s`, with the rows `canaryd synthesize` would write (each keeping its
+/// input line); lengths over `length_limit` are refused, naming the row.
+pub fn apply(
+    trace: &Trace,
+    s: &Synthesis,
+    length_limit: u32,
+) -> Result<(Trace, SynthesisReport), LoadError> {
     // The limit is checked below, naming the input's line rather than the text's.
     let opts = LoadOptions {
         format: Some(trace::written_format(trace.format)),
@@ -93,7 +99,31 @@ pub fn apply(
         ..LoadOptions::default()
     };
     let name = format!("{} (synthesized)", trace.path.display());
-    let mut out = trace::parse(text.as_slice(), Path::new(&name), &opts)?;
+    // Written on a thread of its own and parsed back as it comes, through a bounded pipe:
+    // the text (about 290 bytes a row) is never held whole.
+    let (written, read) = std::thread::scope(|scope| {
+        let (mut tx, rx) = pipe::bounded();
+        let writer = std::thread::Builder::new()
+            .name("synthesis".into())
+            .spawn_scoped(scope, move || {
+                let report = trace::synthesize(trace, s, length_limit, &mut tx)?;
+                tx.flush()?;
+                Ok::<_, trace::SynthesisError>(report)
+            })
+            .map_err(LoadError::Loader)?;
+        // `rx` is dropped when the parse ends, so a writer waiting on a full pipe fails then.
+        let read = trace::parse(rx, Path::new(&name), &opts);
+        let written = writer
+            .join()
+            .map_err(|_| LoadError::Loader(std::io::Error::other("the synthesis thread died")))?;
+        Ok::<_, LoadError>((written, read))
+    })?;
+    let (mut out, report) = match (written, read) {
+        (Ok(report), read) => (read?, report),
+        // The reader stopped first (the pipe's write failed): its error says why.
+        (Err(trace::SynthesisError::Io(_)), Err(e)) => return Err(e.into()),
+        (Err(e), _) => return Err(refusal(trace, e)),
+    };
     // One row written per row read, in order, and a speedup keeps the order: row i is row i.
     for i in 0..out.requests.len().min(trace.requests.len()) {
         let (new, line) = (out.requests.row(i), trace.requests.row(i).line());
@@ -194,6 +224,32 @@ mod tests {
         // Lines stay the input's (the blank line 2 is skipped), the path too.
         assert_eq!(second.line, 3);
         assert_eq!(got.path, Path::new("t.jsonl"));
+    }
+
+    /// A real trace whose synthesized text (about 1 MB) is several times what the pipe holds:
+    /// the writer waits on the parser, and the rows are still those written whole.
+    #[test]
+    fn a_trace_bigger_than_the_pipe_reads_back_as_written_whole() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/traces/mooncake_synthetic.jsonl");
+        let t = trace::load(&path, &LoadOptions::default()).unwrap();
+        let s = Synthesis {
+            speedup_ratio: 2.0,
+            prefix_root_multiplier: 2,
+            ..Synthesis::default()
+        };
+        let (got, _) = apply(&t, &s, trace::DEFAULT_LENGTH_LIMIT).unwrap();
+        let mut text = Vec::new();
+        trace::synthesize(&t, &s, u32::MAX, &mut text).unwrap();
+        assert!(text.len() > 900_000, "{}", text.len());
+        let file = trace::parse(text.as_slice(), Path::new("x"), &LoadOptions::default()).unwrap();
+        assert_eq!(got.requests.len(), file.requests.len());
+        for (g, f) in got.requests.iter().zip(&file.requests) {
+            assert_eq!(
+                (g.timestamp_us, g.input_tokens, g.output_tokens, &g.hash_ids),
+                (f.timestamp_us, f.input_tokens, f.output_tokens, &f.hash_ids)
+            );
+        }
     }
 
     #[test]
