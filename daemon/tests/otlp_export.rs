@@ -414,8 +414,6 @@ async fn spans_and_metrics_match_the_records_and_the_server_saw_the_same_ids() {
     }
 }
 
-/// Without a traces endpoint no span is exported, so no exemplar may name one: a click on
-/// it in Grafana would find no trace.
 // A bound exported as if exact: the run table, the timeslice table and summary.json marked
 // TTFT and e2e upper bounds when receive timestamps were off, but a Grafana panel over the
 // OTLP gauges could not tell. Each latency point now says its kind (`canary.value_kind`) and
@@ -540,6 +538,8 @@ async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() 
     }
 }
 
+/// Without a traces endpoint no span is exported, so no exemplar may name one: a click on
+/// it in Grafana would find no trace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_alone_carry_no_exemplars() {
     let sim = sim().await;

@@ -34,10 +34,12 @@ fn knee_rule_before_recorded() -> u32 {
 /// `new knee rule: baseline starts again (rule 1 → 2)`: why a run found no knee baseline when
 /// the passing runs of its load and grid found their knees by rule `before`.
 pub fn new_rule_note(before: u32, now: u32) -> String {
-    format!(
-        "new knee rule: baseline starts again (rule {before} → {now}: points left out of the \
-         knee are stepped over, no longer the series' end)"
-    )
+    // What each change of rule did, said only for the change it describes.
+    let what = match (before, now) {
+        (1, 2) => ": points left out of the knee are stepped over, no longer the series' end",
+        _ => "",
+    };
+    format!("new knee rule: baseline starts again (rule {before} → {now}{what})")
 }
 
 /// A sweep run as stored: its knee, its capacity at the SLO, its points, and the baseline it

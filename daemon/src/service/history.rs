@@ -429,8 +429,9 @@ impl History {
     }
 
     /// When a sweep run like `like` finds no knee baseline: `new knee rule: baseline starts
-    /// again (rule 1 → 2 …)` if the newest passing run of its load and grid with a knee found
-    /// it by another rule; `None` when there is none, or it was by this rule.
+    /// again (rule 1 → 2 …)` if the newest passing run of its load and grid was stored by
+    /// another rule; `None` when there is none, or it was by this rule. The newest run, knee
+    /// or not: once one run of this rule is stored, the change has been said.
     pub fn new_knee_rule(
         &self,
         workload: &str,
@@ -439,10 +440,8 @@ impl History {
     ) -> Result<Option<String>> {
         let mut before = None;
         self.sweeps_like(workload, like, load, |run| {
-            if run.knee.is_some() {
-                before = Some(run.knee_rule);
-            }
-            before.is_none()
+            before = Some(run.knee_rule);
+            false
         })?;
         Ok(before
             .filter(|&b| b != like.knee_rule)
