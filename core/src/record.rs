@@ -231,6 +231,18 @@ pub enum RxSource {
     Userspace,
 }
 
+impl RxSource {
+    /// Its name in records, `summary.json` and the OTLP spans (`kernel`, `kernel_bound`,
+    /// `userspace`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxSource::Kernel => "kernel",
+            RxSource::KernelBound => "kernel_bound",
+            RxSource::Userspace => "userspace",
+        }
+    }
+}
+
 /// How one request's response times were taken (issue 16). Linux stamps every received
 /// segment and `recvmsg` returns the stamp of the last segment a read consumed; canaryd maps it
 /// from `CLOCK_REALTIME` to the monotonic clock and times each response event (the head, each

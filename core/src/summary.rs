@@ -572,19 +572,14 @@ pub struct RxSummary {
 impl RxSummary {
     fn add(&mut self, rx: &RxTiming) {
         self.requests += 1;
-        let name = |source| match source {
-            RxSource::Kernel => "kernel",
-            RxSource::KernelBound => "kernel_bound",
-            RxSource::Userspace => "userspace",
-        };
         if let Some(source) = rx.first_token {
             *self
                 .first_token
-                .entry(name(source).to_string())
+                .entry(source.as_str().to_string())
                 .or_default() += 1;
         }
         if let Some(source) = rx.end {
-            *self.end.entry(name(source).to_string()).or_default() += 1;
+            *self.end.entry(source.as_str().to_string()).or_default() += 1;
         }
         self.token_events += u64::from(rx.token_events);
         self.token_events_bound += u64::from(rx.token_events_bound);
@@ -601,11 +596,7 @@ impl RxSummary {
         if self.requests == 0 {
             // Receive timestamps off or refused (or a summary folded from such records):
             // every client time is canaryd's read.
-            return RxBounds {
-                first_token: true,
-                token_events: true,
-                end: true,
-            };
+            return RxBounds::ALL;
         }
         let bound = |m: &BTreeMap<String, u64>| {
             m.iter().any(|(k, n)| k != "kernel" && *n > 0)
@@ -640,16 +631,19 @@ impl RxBounds {
         end: false,
     };
 
+    /// Every time a bound (canaryd's reads alone: receive timestamps off or refused).
+    pub const ALL: RxBounds = RxBounds {
+        first_token: true,
+        token_events: true,
+        end: true,
+    };
+
     /// One completed request's, by the rule of [`RxSummary::bounds`]: a time not stamped
     /// `kernel` is a bound, and a record without receive timestamps (off or refused) has
     /// only canaryd's reads, all bounds.
     pub fn of_record(r: &RequestRecord) -> RxBounds {
         let Some(rx) = &r.rx else {
-            return RxBounds {
-                first_token: true,
-                token_events: true,
-                end: true,
-            };
+            return RxBounds::ALL;
         };
         RxBounds {
             first_token: rx.first_token != Some(RxSource::Kernel),

@@ -90,11 +90,7 @@ pub(crate) fn span_for(
     ms("canary.e2e_ms", rec.e2e_ms, &mut a);
     // Where the first token's and the end's times came from, as the record's `rx`: only
     // `kernel` is exact; without receive timestamps both are canaryd's read.
-    let source = |s: Option<RxSource>| match s {
-        Some(RxSource::Kernel) => "kernel",
-        Some(RxSource::KernelBound) => "kernel_bound",
-        Some(RxSource::Userspace) | None => "userspace",
-    };
+    let source = |s: Option<RxSource>| s.unwrap_or(RxSource::Userspace).as_str();
     if rec.ttft_ms.is_some() {
         let s = rec.rx.as_ref().and_then(|rx| rx.first_token);
         a.push(KeyValue::new("canary.rx.first_token", source(s)));

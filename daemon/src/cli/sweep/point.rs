@@ -109,6 +109,22 @@ impl LeftOut {
             .collect::<Vec<_>>()
             .join(", ")
     }
+
+    /// How a knee line of a series of `points` says the points `left` out of it: how many
+    /// are evidence, ` among the 2 points that are evidence`, and `; left out: c16 (…), …`
+    /// (both empty when none was left out). The sweep's table and the daemon's log say it
+    /// alike.
+    pub fn knee_words(points: usize, left: &[LeftOut]) -> (usize, String, String) {
+        let evidence = points.saturating_sub(left.len());
+        if left.is_empty() {
+            return (evidence, String::new(), String::new());
+        }
+        (
+            evidence,
+            format!(" among the {evidence} points that are evidence"),
+            format!("; left out: {}", LeftOut::all_said(left)),
+        )
+    }
 }
 
 /// p50, p90 and p99 of a latency, ms.
@@ -603,6 +619,14 @@ impl Point {
                 EVIDENCE_MAX_ERROR_RATE * 100.0
             )
         })
+    }
+
+    /// Whether the point failed: its verdict (a run's, with `--runs N`) is an error (nothing
+    /// completed, or canaryd itself was the bottleneck) and no signal cut it short (the typed
+    /// fact, not the verdict's text: a server's error body quoted there can say
+    /// "interrupted"). One rule for `canaryd sweep`'s exit status and the daemon's sweep.
+    pub fn failed(&self) -> bool {
+        self.errored && !self.cut_short
     }
 
     /// Why the knee and the Pareto front leave the point out, if they do: cut short by a

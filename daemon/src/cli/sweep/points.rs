@@ -246,19 +246,11 @@ fn finish(args: &SweepArgs, doc: &SweepDoc, interrupted: bool, ok: i32) -> Resul
     }
     Ok(if interrupted {
         crate::INTERRUPTED
-    } else if doc.points.iter().any(point_failed) {
+    } else if doc.points.iter().any(Point::failed) {
         POINT_FAILED
     } else {
         ok
     })
-}
-
-/// Whether `p` sets the sweep's exit status to [`POINT_FAILED`]: its verdict (a run's, with
-/// `--runs N`) is an error (nothing completed, or canaryd itself was the bottleneck), with
-/// or without `--runs` alike. A point a signal cut short is the signal's (the typed fact, not
-/// the verdict's text: a server's error body quoted there can say "interrupted").
-fn point_failed(p: &Point) -> bool {
-    p.errored && !p.cut_short
 }
 
 /// A sweep over `values` of `axis`, in the order given.

@@ -225,18 +225,8 @@ fn knee_line(doc: &SweepDoc) -> String {
         canary_core::series::KNEE_GAIN * 100.0,
         canary_core::series::KNEE_RISE * 100.0,
     );
-    let evidence = doc.points.len().saturating_sub(doc.left_out.len());
-    let among = match doc.left_out.is_empty() {
-        true => String::new(),
-        false => format!(" among the {evidence} points that are evidence"),
-    };
-    let left = match doc.left_out.is_empty() {
-        true => String::new(),
-        false => format!(
-            "; left out: {}",
-            super::point::LeftOut::all_said(&doc.left_out)
-        ),
-    };
+    let (evidence, among, left) =
+        super::point::LeftOut::knee_words(doc.points.len(), &doc.left_out);
     match &doc.knee {
         Some(k) => format!(
             "knee: {} ({} req/s){among}: the next step in load gained under {gain:.0}% \

@@ -131,21 +131,14 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> St
 fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
     use crate::cli::sweep::point::LeftOut;
     use crate::judge::capacity::{rate, rate_at_least};
-    let evidence = s.points.len().saturating_sub(s.left_out.len());
-    let left = match s.left_out.is_empty() {
-        true => String::new(),
-        false => format!("; left out: {}", LeftOut::all_said(&s.left_out)),
-    };
+    let (_, among, left) = LeftOut::knee_words(s.points.len(), &s.left_out);
     let knee = match &s.knee {
-        Some(k) if !s.left_out.is_empty() => format!(
-            "knee at {}: {} req/s among the {evidence} points that are evidence{left}",
+        Some(k) => format!(
+            "knee at {}: {} req/s{among}{left}",
             k.label,
             rate(k.request_throughput)
         ),
-        Some(k) => format!("knee at {}: {} req/s", k.label, rate(k.request_throughput)),
-        None if !s.left_out.is_empty() => {
-            format!("no knee among the {evidence} points that are evidence{left}")
-        }
+        None if !s.left_out.is_empty() => format!("no knee{among}{left}"),
         // A sweep cut short or failed did not show the series failing to saturate.
         None if !passed => "no knee among the points run".into(),
         None => "no knee (the series did not saturate)".into(),

@@ -98,7 +98,7 @@ impl Sweeper<'_> {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
             point.require_rate_held();
         }
-        if point.errored && !point.cut_short {
+        if point.failed() {
             bail!("the point {}: {}", point.label, point.verdict);
         }
         tracing::info!(
