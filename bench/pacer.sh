@@ -35,7 +35,8 @@ echo "== $(nproc) cores, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cu
 sim_up() { # LABEL
   "$FIRST_BIN" sim --profile fast --port "$PORT" --truth-log "$OUT/truth-$1.jsonl" 2>/dev/null &
   SIM=$!
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
+  # Listening is ready (no curl needed: GPU hosts' images may lack it).
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
 }
 sim_down() { kill "$SIM"; wait "$SIM" 2>/dev/null || true; SIM=""; }
 
@@ -48,7 +49,7 @@ one() { # TOOL PATTERN RATE REP
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--rate "$rate" --pattern "$pattern" --count "$n" --seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
+    "${TIME_BIN:-/usr/bin/time}" -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$FLOOR" --addr "127.0.0.1:$PORT" --out "$OUT/floor-$label.jsonl" "${shape[@]}"
     sim_down
     python3 bench/pacer_stats.py run "$label" "$OUT/floor-$label.jsonl" "$OUT/truth-$label.jsonl" "$OUT/time-$label" >>"$LOG"
@@ -59,7 +60,7 @@ one() { # TOOL PATTERN RATE REP
       bursts) shape=(--trace "$OUT/trace-$rate.jsonl") ;;
       *) shape=(--request-rate "$rate" --arrival-pattern "$pattern" --request-count "$n" --isl 64 --osl 8 --random-seed "$rep") ;;
     esac
-    /usr/bin/time -o "$OUT/time-$label" -f "%w %c %U %S %M" \
+    "${TIME_BIN:-/usr/bin/time}" -o "$OUT/time-$label" -f "%w %c %U %S %M" \
       "$bin" profile --url "http://127.0.0.1:$PORT" --model canary-sim --no-nvml --no-ebpf \
         --output-dir "$OUT/run-$label" --json "${shape[@]}" >/dev/null
     sim_down

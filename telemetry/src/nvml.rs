@@ -1,9 +1,11 @@
 //! NVML sampling through `nvml-wrapper`: one [`GpuSample`] per GPU every interval (default
 //! 500 ms), into a bounded ring.
 //!
-//! Sampling cost: NVIDIA and users report that polling NVML very often (tens of ms) measurably
-//! slows decode on the sampled GPU, since some queries take driver locks. The default 500 ms
-//! keeps that negligible; this was not measured here (no GPU on the build machine).
+//! Sampling cost, measured on an H200 (driver 580; bench/RESULTS.md, "NVML on a real GPU"): a
+//! round over one GPU takes about 3 ms of wall time and of CPU, 2.4 ms of it the energy
+//! counter's read, 1.4 ms more with `--server-pid`; the other queries take microseconds. NVIDIA
+//! and users report that polling NVML very often slows decode on the sampled GPU; a
+//! launch-bound loop showed no effect beyond that machine's noise at 10 ms.
 //!
 //! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
 //! `libnvidia-ml.so`) and resolves every symbol it knows at once, keeping each lookup's result;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use canary_core::MonoTime;
-use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::Nvml;
 use tokio_util::sync::CancellationToken;
 
@@ -124,7 +126,7 @@ impl NvmlSampler {
         let lib = config
             .lib_path
             .as_ref()
-            .map_or("libnvidia-ml.so (default search)".to_owned(), |p| {
+            .map_or("libnvidia-ml.so.1 (default search)".to_owned(), |p| {
                 p.display().to_string()
             });
         let mut builder = Nvml::builder();
@@ -242,10 +244,9 @@ impl NvmlSampler {
             g.sm_clock_mhz = d.clock_info(Clock::SM).ok().map(f64::from);
             g.mem_clock_mhz = d.clock_info(Clock::Memory).ok().map(f64::from);
             g.throttle_reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
-            // NVML reports PCIe throughput in KB/s over a 20 ms window.
-            let kb = |c| d.pcie_throughput(c).ok().map(|v| v as f64 * 1024.0);
-            g.pcie_tx_bytes_per_s = kb(PcieUtilCounter::Send);
-            g.pcie_rx_bytes_per_s = kb(PcieUtilCounter::Receive);
+            // PCIe throughput is not read: NVML counts it over a 20 ms window that each read
+            // waits out, so the two reads made a round on an H200 take 53 ms instead of 3, and
+            // 8 GPUs' rounds most of the 500 ms interval (nothing reported it).
             if let Some(pid) = self.config.server_pid {
                 let seen = &mut self.last_seen[i as usize];
                 if let Ok(procs) = d.process_utilization_stats(*seen) {
@@ -316,17 +317,38 @@ fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>
     }
 }
 
-/// Says whether NVML can be loaded here (for `canaryd doctor`).
+/// Says whether NVML can be loaded here (for `canaryd doctor`), and what one sampling round
+/// over every GPU costs: the wall time of [`PROBE_ROUNDS`] rounds, read as a run reads them,
+/// so `--gpu-interval` can be chosen knowing it.
 pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
-    match NvmlSampler::open(NvmlConfig {
+    let mut s = match NvmlSampler::open(NvmlConfig {
         lib_path,
         capacity: 1,
         ..NvmlConfig::default()
     }) {
-        Ok(s) => SourceState::available(s.detail),
-        Err(e) => SourceState::unavailable(crate::http::error_chain(&e)),
-    }
+        Ok(s) => s,
+        Err(e) => return SourceState::unavailable(crate::http::error_chain(&e)),
+    };
+    let mut took: Vec<Duration> = (0..PROBE_ROUNDS)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            s.sample_now();
+            start.elapsed()
+        })
+        .collect();
+    took.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    SourceState::available(format!(
+        "{}; one sampling round {:.2} ms (median of {PROBE_ROUNDS}, {:.2}–{:.2} ms, exact wall time)",
+        s.detail,
+        ms(took[took.len() / 2]),
+        ms(took[0]),
+        ms(took[took.len() - 1]),
+    ))
 }
+
+/// Sampling rounds `canaryd doctor` times.
+const PROBE_ROUNDS: usize = 5;
 
 #[cfg(test)]
 mod tests {

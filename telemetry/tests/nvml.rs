@@ -82,8 +82,8 @@ fn fake_nvml_values_come_out_in_gpu_samples() {
         (Some(1980.0), Some(2619.0))
     );
     assert_eq!(g.throttle_reasons, Some(0x4));
-    assert_eq!(g.pcie_tx_bytes_per_s, Some(1000.0 * 1024.0));
-    assert_eq!(g.pcie_rx_bytes_per_s, Some(2000.0 * 1024.0));
+    // Not read, though the library has it: NVML waits out a 20 ms window per direction.
+    assert_eq!((g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s), (None, None));
     assert_eq!(
         (g.process_sm_util_pct, g.process_mem_util_pct),
         (Some(55.0), Some(22.0))
@@ -96,7 +96,18 @@ fn fake_nvml_values_come_out_in_gpu_samples() {
     assert!(second[0].at >= first[1].at);
     assert_eq!(s.samples().len(), 4);
 
-    assert!(probe_nvml(Some(lib)).is_available());
+    // Doctor says what one sampling round over every GPU costs.
+    match probe_nvml(Some(lib)) {
+        SourceState::Available { detail } => {
+            assert!(detail.starts_with("2 GPU(s), Fake NVIDIA H100"), "{detail}");
+            assert!(
+                detail.contains("; one sampling round ")
+                    && detail.ends_with(" ms, exact wall time)"),
+                "{detail}"
+            );
+        }
+        other => panic!("fake NVML probed as {other:?}"),
+    }
 }
 
 #[test]
