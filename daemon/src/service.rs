@@ -79,7 +79,9 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     let mut locks = StateLocks::acquire(&config)?;
     let history = Arc::new(History::open(&config.state_dir.join("history.sqlite"))?);
     let metrics = Arc::new(StatusMetrics::default());
-    metrics.seed(&history);
+    // Read once: /metrics and the OTLP export seed their last runs from the same runs.
+    let latest = sinks::last_run::stored(&history);
+    metrics.seed(&latest);
     let status = StatusEndpoint::start(&config, &metrics, &history).await?;
     if sim.is_some() {
         // A daemon goes on whatever its stdout is.
@@ -87,7 +89,7 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
             tracing::warn!("printing the banner: {e}");
         }
     }
-    let (daemon, sinks) = start_daemon(&config, history, &metrics);
+    let (daemon, sinks) = start_daemon(&config, history, &metrics, &latest);
     // Before the first run: a run folder of this workload could otherwise be mistaken for
     // one the previous process left behind.
     daemon.recover_orphans(&config);
@@ -242,8 +244,9 @@ fn start_daemon(
     config: &Config,
     history: Arc<History>,
     metrics: &Arc<StatusMetrics>,
+    latest: &[history::ListedRow],
 ) -> (Arc<Daemon>, Arc<Sinks>) {
-    let otlp = sinks::otlp::OtlpSink::start(config, metrics.clone(), &history);
+    let otlp = sinks::otlp::OtlpSink::start(config, metrics.clone(), latest);
     let mut sink_list = vec![metrics.clone() as Arc<dyn RunSink>];
     sink_list.extend(otlp.clone().map(|o| o as Arc<dyn RunSink>));
     let sinks: Arc<Sinks> = Arc::new(Sinks(sink_list));

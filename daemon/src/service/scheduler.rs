@@ -421,8 +421,9 @@ impl Daemon {
         // The last runs /metrics and OTLP show were seeded before these were recorded: one of
         // them may be its workload's newest run.
         if recorded > 0 {
-            self.metrics.seed(&self.history);
-            self.ctx.seed_last_runs(config, &self.history);
+            let latest = crate::service::sinks::last_run::stored(&self.history);
+            self.metrics.seed(&latest);
+            self.ctx.seed_last_runs(config, &latest);
         }
     }
 

@@ -100,11 +100,11 @@ impl RunContext {
         }
     }
 
-    /// Seeds the OTLP last-run gauges again from `history` (after runs were recorded late at
-    /// start: one of them may be a workload's newest).
-    pub fn seed_last_runs(&self, config: &Config, history: &crate::service::history::History) {
+    /// Seeds the OTLP last-run gauges again from each workload's last stored run (`latest`:
+    /// after runs were recorded late at start, one of them may be a workload's newest).
+    pub fn seed_last_runs(&self, config: &Config, latest: &[crate::service::history::ListedRow]) {
         if let Some(otlp) = &self.otlp {
-            otlp.seed(config, history);
+            otlp.seed(config, latest);
         }
     }
 

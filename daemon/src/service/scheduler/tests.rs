@@ -338,7 +338,8 @@ async fn a_run_the_history_cannot_take_keeps_its_verdict_and_is_recorded_at_the_
     // The next start: a new process, its /metrics seeded from the history (which has no row
     // yet), then the late run recorded, which is the workload's last.
     let (next, _) = daemon(dir.path(), passing);
-    next.metrics.seed(&next.history);
+    next.metrics
+        .seed(&crate::service::sinks::last_run::stored(&next.history));
     next.recover_orphans(&c);
     let text = next.metrics.render();
     assert!(

@@ -1,7 +1,18 @@
 //! Which finished run is its workload's last: the rule the status metrics (`/metrics`) and
-//! the OTLP export share, so that the two never name different runs as a workload's last.
+//! the OTLP export share, and the stored runs both seed their last runs from, so that the two
+//! never name different runs as a workload's last.
 
+use crate::service::history::{History, ListedRow};
 use crate::service::run_result::RunResult;
+
+/// Each workload's last stored run: read once for `/metrics` and the OTLP export to seed
+/// their last runs from. None when the history cannot be read (said once; runs go on).
+pub fn stored(history: &History) -> Vec<ListedRow> {
+    history.latest_per_workload().unwrap_or_else(|e| {
+        tracing::warn!("the last runs are not seeded from the history: {e:#}");
+        Vec::new()
+    })
+}
 
 /// Whether `run` of a workload becomes its last run, given the start (Unix ms) of the last one
 /// known (`None`: none yet). A run recovered at start may be older than runs recorded since

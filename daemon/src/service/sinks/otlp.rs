@@ -17,7 +17,7 @@ use crate::capacity::Capacity;
 use crate::config::{Config, Target, Workload};
 use crate::judge::capacity::CapacityRun;
 use crate::judge::knee::SweepRun;
-use crate::service::history::{History, ListedRow};
+use crate::service::history::ListedRow;
 use crate::service::run_result::RunResult;
 use crate::service::sinks::{last_run, RunSink};
 use crate::service::status::{RunBrief, StatusMetrics};
@@ -55,12 +55,12 @@ pub struct OtlpSink {
 
 impl OtlpSink {
     /// Starts the exporter when `config` (or the environment) names an endpoint, its last-run
-    /// gauges seeded from `history`. Settings that cannot be used (a header variable unset, a
+    /// gauges seeded from each workload's last stored run (`latest`). Settings that cannot be used (a header variable unset, a
     /// bad `OTEL_*` value) are logged once and the daemon runs without export.
     pub fn start(
         config: &Config,
         metrics: Arc<StatusMetrics>,
-        history: &History,
+        latest: &[ListedRow],
     ) -> Option<Arc<OtlpSink>> {
         let settings = match config.otlp.exporter_config() {
             Ok(s) => s,
@@ -88,7 +88,7 @@ impl OtlpSink {
             }
         };
         sink.metrics.export_enabled();
-        sink.seed(config, history);
+        sink.seed(config, latest);
         // Metric exports fail between runs too: the status metrics follow every few seconds.
         let weak = Arc::downgrade(&sink);
         tokio::spawn(async move {
@@ -104,19 +104,11 @@ impl OtlpSink {
         Some(sink)
     }
 
-    /// Seeds each configured workload's last-run state sets from its last run in `history`
-    /// (the one `/metrics` seeds its own from), so a restart does not blank them. Nothing is
-    /// counted: the run was counted by the process that ran it.
-    pub fn seed(&self, config: &Config, history: &History) {
-        let latest = match history.latest_per_workload() {
-            Ok(latest) => latest,
-            Err(e) => {
-                tracing::warn!(
-                    "OTLP: the last runs' gauges are not seeded from the history: {e:#}"
-                );
-                return;
-            }
-        };
+    /// Seeds each configured workload's last-run state sets from its last stored run in
+    /// `latest` (the runs `/metrics` seeds its own from, see [`last_run::stored`]), so a
+    /// restart does not blank them. Nothing is counted: the run was counted by the process
+    /// that ran it.
+    pub fn seed(&self, config: &Config, latest: &[ListedRow]) {
         let guard = self.exporter.lock().unwrap();
         let Some(exporter) = guard.as_ref() else {
             return;
@@ -129,7 +121,7 @@ impl OtlpSink {
             else {
                 continue;
             };
-            let (judgement, diagnosis) = stored_states(&row);
+            let (judgement, diagnosis) = stored_states(row);
             exporter.seed_last_run(&labels(w, t, &row.run.id), &judgement, diagnosis);
         }
     }

@@ -4,7 +4,7 @@
 
 use super::brief::{Figures, RunBrief};
 use crate::judge::verdict::VerdictKind;
-use crate::service::history::{History, RunRow};
+use crate::service::history::{ListedRow, RunRow};
 use crate::service::run_result::RunResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -54,16 +54,13 @@ impl State {
 }
 
 impl StatusMetrics {
-    /// Seeds last-run figures from history, so a restart does not blank them.
-    pub fn seed(&self, history: &History) {
-        let Ok(latest) = history.latest_per_workload() else {
-            return;
-        };
+    /// Seeds last-run figures from each workload's last stored run (`latest`, see
+    /// [`crate::service::sinks::last_run::stored`]), so a restart does not blank them.
+    pub fn seed(&self, latest: &[ListedRow]) {
         let mut s = self.state.lock().unwrap();
         for row in latest {
             if s.shows(&row.run.workload) {
-                s.last
-                    .insert(row.run.workload.clone(), RunBrief::from(&row));
+                s.last.insert(row.run.workload.clone(), RunBrief::from(row));
             }
         }
     }
