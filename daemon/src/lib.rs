@@ -290,15 +290,10 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
 }
 
 fn analyze(args: &AnalyzeArgs) -> Result<i32> {
-    let opts = canary_replay::LoadOptions {
-        format: args.format,
-        skip_invalid: args.skip_invalid,
-        length_limit: args.trace_limits.length_limit,
-        max_line_bytes: args.trace_limits.max_line_bytes,
-        // No figure reads a prompt: checked, not kept (a trace of `messages` took 3.2 GB).
-        prompts: canary_replay::trace::Prompts::Skip,
-        ..Default::default()
-    };
+    // No figure reads a prompt: checked, not kept.
+    let opts = args
+        .trace_limits
+        .load_options(args.format, args.skip_invalid);
     let trace = canary_replay::load(&args.file, &opts)?;
     let analysis = canary_replay::analyze(&trace);
     if args.json {

@@ -234,6 +234,26 @@ pub struct TraceLimits {
     pub max_line_bytes: usize,
 }
 
+impl TraceLimits {
+    /// Loading a trace in `format` under these limits, for a command that reads no prompt
+    /// (`analyze-trace`, `synthesize`): prompts are checked, not kept, so a trace of them is
+    /// not held in memory (one of `messages` took 3.2 GB).
+    pub fn load_options(
+        &self,
+        format: Option<canary_replay::TraceFormat>,
+        skip_invalid: bool,
+    ) -> canary_replay::LoadOptions {
+        canary_replay::LoadOptions {
+            format,
+            skip_invalid,
+            length_limit: self.length_limit,
+            max_line_bytes: self.max_line_bytes,
+            prompts: canary_replay::trace::Prompts::Skip,
+            ..Default::default()
+        }
+    }
+}
+
 /// The most `--max-line-bytes` takes: a line is held whole in memory, so a file without line
 /// breaks costs up to this much (any u64 was taken, and `/dev/zero` then filled memory).
 pub const MAX_LINE_BYTES: u64 = 1 << 30;

@@ -6,7 +6,7 @@
 //! back.
 
 use anyhow::{Context, Result};
-use canary_replay::{LoadOptions, Synthesis, SynthesisError, TraceFormat};
+use canary_replay::{Synthesis, SynthesisError, TraceFormat};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -92,16 +92,11 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
             args.output.display()
         );
     }
-    let opts = LoadOptions {
-        format: args.format,
-        skip_invalid: args.skip_invalid,
-        length_limit: args.trace_limits.length_limit,
-        max_line_bytes: args.trace_limits.max_line_bytes,
-        // A row with a prompt is refused below (its length cannot be scaled): checked, not
-        // kept, so a trace of them is refused without being held.
-        prompts: canary_replay::trace::Prompts::Skip,
-        ..Default::default()
-    };
+    // A row with a prompt is refused below (its length cannot be scaled): checked, not kept,
+    // so a trace of them is refused without being held.
+    let opts = args
+        .trace_limits
+        .load_options(args.format, args.skip_invalid);
     let trace = canary_replay::load(&args.input, &opts)?;
     // The trace is written beside OUT and linked to its name only when whole (a link, unlike
     // a rename, refuses an OUT that exists): a failure half-way (a row refused, a full disk)
