@@ -85,7 +85,10 @@ pub use record::{
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
-pub use stats::{Distribution, DistributionSnapshot, SnapshotError, Stats};
+pub use stats::{
+    Distribution, DistributionSnapshot, SnapshotError, Stats, PERCENTILE_PRECISION,
+    PERCENTILE_PRECISION_SPACED,
+};
 pub use summary::{
     rate_unavailable, Aggregator, GoodputSummary, NoValue, RunSummary, RxBounds, RxSummary,
     SendSpans, ServerTimeRefused, TokenAgreement, MIN_RATE_SPAN_S,

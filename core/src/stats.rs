@@ -23,6 +23,14 @@ const SCALE: f64 = 1000.0;
 /// infinite, and `std` with it.
 pub const MAX_VALUE: f64 = u64::MAX as f64 / 4.0 / SCALE;
 
+/// How close a percentile of a [`Distribution::new`] is (three significant digits of values
+/// stored to 1 µs), as tables and pages say it. Written once per spelling the output has,
+/// "0.1%" and "0.1 %" ([`PERCENTILE_PRECISION_SPACED`]), so that it stays as it was.
+pub const PERCENTILE_PRECISION: &str = "0.1% or 0.5 µs, whichever is larger";
+
+/// [`PERCENTILE_PRECISION`] spelled "0.1 %".
+pub const PERCENTILE_PRECISION_SPACED: &str = "0.1 % or 0.5 µs, whichever is larger";
+
 /// A streaming distribution of non-negative values in one unit.
 #[derive(Clone)]
 pub struct Distribution {

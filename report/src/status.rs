@@ -7,6 +7,7 @@ use crate::html::{attr, esc, page, table};
 use crate::plot::{Axis, Colour, Mark, Plot, WIDE};
 use crate::sections::{ms, num, pct, section};
 use crate::ReportError;
+use canary_core::PERCENTILE_PRECISION;
 
 mod capacity;
 
@@ -125,7 +126,8 @@ pub fn render(p: &StatusPage) -> Result<String, ReportError> {
     let mut body = format!(
         "<h1>{title}</h1>\n<p class=\"lead\">canaryd {}, {} workload(s), {runs} recent run(s); \
          made {}. {} Read-only: reload for newer runs. Percentiles are the runs' \
-         summary.json values (histogram, within 0.1% or 0.5 µs, whichever is larger); counts are exact. A latency marked * \
+         summary.json values (histogram, within {PERCENTILE_PRECISION}); counts are exact. A \
+         latency marked * \
          is not exact: some of the run's times were a later segment's receive stamp or \
          canaryd's read, so TTFT and e2e are upper bounds and ITL exact in neither \
          direction.</p>\n",

@@ -2,6 +2,7 @@
 //! union's figures printed with what its timing across hosts means.
 
 use anyhow::{Context, Result};
+use canary_core::PERCENTILE_PRECISION;
 use canary_replay::Merged;
 use std::path::PathBuf;
 
@@ -99,13 +100,13 @@ fn print(m: &Merged) -> std::io::Result<()> {
         "{}",
         if i.metrics_from == "histograms" {
             format!(
-                "(the shards' histograms summed: percentiles within 0.1% or 0.5 µs, \
-                 whichever is larger, as in one run; avg, min, max exact{rows_bound})"
+                "(the shards' histograms summed: percentiles within {PERCENTILE_PRECISION}, \
+                 as in one run; avg, min, max exact{rows_bound})"
             )
         } else {
             format!(
-                "(folded from the shards' records: percentiles within 0.1% or 0.5 µs, \
-                 whichever is larger; avg, min, max exact{rows_bound}; see the notes)"
+                "(folded from the shards' records: percentiles within {PERCENTILE_PRECISION}; \
+                 avg, min, max exact{rows_bound}; see the notes)"
             )
         }
     )?;

@@ -6,6 +6,7 @@
 use super::num;
 use crate::artifacts::Repeats;
 use crate::html::{esc, table};
+use canary_core::PERCENTILE_PRECISION_SPACED;
 
 /// A figure's label (`TTFT p99`) and unit as the page writes them.
 fn label(metric: &str, statistic: &str) -> String {
@@ -82,7 +83,8 @@ pub fn render(e: &Repeats) -> String {
          interval a ± would take below 0 (or past 1 for a fraction) is given by its ends, \
          clipped there. Each run's \
          own is its summary.json's: throughputs and goodput exact (counted over the run), \
-         percentiles estimates from its histograms, within 0.1 % or 0.5 µs, whichever is larger. The runs repeat one load: no \
+         percentiles estimates from its histograms, within {PERCENTILE_PRECISION_SPACED}. The runs \
+         repeat one load: no \
          knee and no Pareto front.</p>\n",
         e.per_run.len()
     ));

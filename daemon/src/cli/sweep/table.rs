@@ -3,6 +3,7 @@
 
 use super::document::SweepDoc;
 use super::point::Point;
+use canary_core::PERCENTILE_PRECISION_SPACED;
 
 fn num(v: Option<f64>) -> String {
     match v {
@@ -254,7 +255,8 @@ fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     let mut lines = vec![format!(
         "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
          point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median request's): \
-         percentiles of per-request times, estimates within 0.1 % or 0.5 µs, whichever is larger; queue max and KV max: the \
+         percentiles of per-request times, estimates within {PERCENTILE_PRECISION_SPACED}; queue \
+         max and KV max: the \
          highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
          is missed)"
     )];
