@@ -898,9 +898,9 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
         (!runs(status).is_empty()).then_some(())
     });
 
-    // Not `common::daemon`: that one waits for a status endpoint this one must never open.
-    // A port found free, not 0: the checks below are that nothing listens on it while the
-    // first daemon runs, and that a later daemon does listen on this same port.
+    // Not `common::daemon_on_own_port`: that one waits for a status endpoint this one must
+    // never open. A port found free, not 0: the checks below are that nothing listens on it
+    // while the first daemon runs, and that a later daemon does listen on this same port.
     let second_status = free_port();
     let start_second = |config: &Path, log: &str| {
         Child(

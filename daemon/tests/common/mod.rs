@@ -190,20 +190,12 @@ fn listening_port(line: &str) -> Option<u16> {
     Some(addr.parse::<std::net::SocketAddr>().ok()?.port())
 }
 
-/// `canaryd run --config CONFIG` in `dir` with its status endpoint on `status`, stderr to
-/// `dir/LOG`, `env` added to an environment cleared of the variables that would change it
-/// (an API key, systemd's notify socket and watchdog, OTLP settings).
-#[allow(dead_code)]
-pub fn daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
-    let child = spawn_daemon(dir, config, status, log, env);
-    wait_listening(status, "canaryd run");
-    child
-}
-
-/// [`daemon`] with its status endpoint on a port it binds itself (`127.0.0.1:0`), read from
-/// its log; returns it. A port found free and let go ([`free_port`]) can be taken by another
-/// process (another test's daemon) before this one binds it: this one then exits, and
-/// whatever answers on the port is taken for it.
+/// `canaryd run --config CONFIG` in `dir`, stderr to `dir/LOG`, `env` added to an
+/// environment cleared of the variables that would change it (an API key, systemd's notify
+/// socket and watchdog, OTLP settings), with its status endpoint on a port it binds itself
+/// (`127.0.0.1:0`), read from its log; returns it. A port found free and let go
+/// ([`free_port`]) can be taken by another process (another test's daemon) before this one
+/// binds it: this one then exits, and whatever answers on the port is taken for it.
 #[allow(dead_code)]
 pub fn daemon_on_own_port(
     dir: &Path,
@@ -211,7 +203,7 @@ pub fn daemon_on_own_port(
     log: &str,
     env: &[(&str, &str)],
 ) -> (Child, u16) {
-    let mut child = spawn_daemon(dir, config, 0, log, env);
+    let mut child = spawn_daemon(dir, config, log, env);
     let said = "status endpoint on http://127.0.0.1:";
     let port = eventually(10, "canaryd run's status endpoint", || {
         if let Some(exit) = child.0.try_wait().unwrap() {
@@ -228,13 +220,13 @@ pub fn daemon_on_own_port(
 }
 
 #[allow(dead_code)]
-fn spawn_daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
+fn spawn_daemon(dir: &Path, config: &Path, log: &str, env: &[(&str, &str)]) -> Child {
     Child(
         Command::new(CANARYD)
             .arg("run")
             .arg("--config")
             .arg(config)
-            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .args(["--status-listen", "127.0.0.1:0"])
             .current_dir(dir)
             .env("RUST_LOG", "info")
             .env_remove("OPENAI_API_KEY")
