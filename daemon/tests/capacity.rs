@@ -13,7 +13,7 @@ mod receiver;
 mod common;
 
 use canary_sim::Profile;
-use common::{api_runs, eventually, free_port, http, sim_with_profile};
+use common::{api_runs, eventually, http, sim_with_profile};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use receiver::{attrs, Receiver};
 use serde_json::Value;
@@ -67,9 +67,8 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
-    let status = free_port();
     let cfg = config(dir.path(), sim_port, &receiver.url());
-    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
     let fast = known_capacity(&Profile::capacity_profile());
     let slow_profile = serde_json::from_str::<canary_sim::ProfilePatch>(SLOWER)
         .unwrap()

@@ -57,6 +57,21 @@ fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
+/// The tests' `common::sim` starts the simulator on a port it binds itself and hands back the
+/// port read from its log, so the server answering there is that very sim: its
+/// `--engine-version`, unique to this test process, is what `GET /version` reports.
+#[test]
+fn the_sim_helper_hands_back_the_port_its_own_sim_bound() {
+    let tag = format!("sim-of-test-process-{}", std::process::id());
+    let (_sim, port) = common::sim(&["--engine-version", &tag]);
+    let (status, body) = common::http(port, "GET", "/version", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&tag),
+        "another server answers on {port}: {body}"
+    );
+}
+
 #[test]
 fn demo_replays_the_bundled_trace_against_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
@@ -1073,7 +1088,8 @@ fn doctor_says_what_is_available_and_why_not() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(!text(&out).contains("SECRET"), "{}", text(&out));
 
-    // A target that does not answer: the replay cannot run, so the exit status says so.
+    // A target that does not answer: the replay cannot run, so the exit status says so. A
+    // port meant to have nothing listening (found free; no process to start and read back).
     let closed = format!("http://127.0.0.1:{}", free_port());
     let out = canaryd(&["doctor", "--url", &closed], dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -1452,6 +1468,8 @@ fn otlp_export_sends_header_secrets_but_never_logs_or_writes_them() {
 fn otlp_collector_down_is_reported_once_and_the_replay_completes() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, port) = common::sim(&[]);
+    // A collector that is down: a port meant to have nothing listening (found free; there
+    // is no process to start on port 0 and read back).
     let dead = free_port();
     let out = replay_arxiv(
         dir.path(),

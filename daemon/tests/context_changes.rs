@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{api_runs as runs, eventually, free_port, http, Child};
+use common::{api_runs as runs, eventually, http, Child};
 use serde_json::Value;
 use std::path::Path;
 
@@ -44,8 +44,8 @@ fn a_new_engine_version_is_named_beside_the_verdict() {
         .to_string();
     assert_ne!(old_version, NEW_VERSION);
     let config = write_config(dir.path(), sim_port);
-    let status = free_port();
-    let _d: Child = common::daemon(dir.path(), &config, status, "daemon.log", &[]);
+    let (_d, status): (Child, u16) =
+        common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
 
     // Two passing runs: the second is compared with the first, and nothing changed.
     let before = eventually(120, "a run compared with a baseline run", || {

@@ -18,9 +18,10 @@ fn sim() -> (Child, u16) {
     common::sim(&["--block-size", "26"])
 }
 
-/// `canaryd run --config CONFIG` with its status endpoint on `status`; stderr to `log`.
-fn daemon(dir: &Path, config: &Path, status: u16, log: &str) -> Child {
-    common::daemon(dir, config, status, log, &[])
+/// `canaryd run --config CONFIG` with its status endpoint on a port it binds itself (the
+/// port returned); stderr to `log`.
+fn daemon(dir: &Path, config: &Path, log: &str) -> (Child, u16) {
+    common::daemon_on_own_port(dir, config, log, &[])
 }
 
 fn of<'a>(runs: &'a [Value], workload: &str) -> Vec<&'a Value> {
@@ -75,8 +76,7 @@ fn two_workloads_get_verdicts_and_a_slowdown_shows_as_regressed() {
         "slos = \"request_latency:50\"\nmin_good_fraction = 0.9",
     );
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon.log");
 
     // A baseline of three passing runs for `steady`, then a run compared with it.
     eventually(
@@ -233,8 +233,7 @@ fn a_reload_ends_a_removed_workloads_series_and_keeps_the_artifacts_dir() {
         workload("b", "sim", "1s", ""),
     );
     let config = write_config(dir.path(), sim_port, &format!("{a}{b}"));
-    let status = free_port();
-    let d = daemon(dir.path(), &config, status, "daemon.log");
+    let (d, status) = daemon(dir.path(), &config, "daemon.log");
     eventually(60, "runs of both workloads", || {
         let all = runs(status);
         (!of(&all, "a").is_empty() && !of(&all, "b").is_empty()).then_some(())
@@ -293,8 +292,7 @@ fn sighup_with_a_broken_config_keeps_the_old_one_and_baselines_survive_a_restart
     let (_sim, sim_port) = sim();
     let extra = workload("a", "sim", "1s", "") + "[export]\nretention_runs = 5\n";
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    let (mut d, status) = daemon(dir.path(), &config, "daemon.log");
     eventually(60, "a first run", || {
         (!runs(status).is_empty()).then_some(())
     });
@@ -356,8 +354,7 @@ fn sighup_with_a_broken_config_keeps_the_old_one_and_baselines_survive_a_restart
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon2.log");
     let first = eventually(60, "a run of `a` after the restart", || {
         runs(status)
             .into_iter()
@@ -382,7 +379,6 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
     let long = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
                 scale_lengths = 0.05\nevery = \"1s\"\ngrace_period = \"2s\"\n";
     let config = write_config(dir.path(), sim_port, long);
-    let status = free_port();
     // systemd's side of Type=notify, with a 1 s watchdog (pings every 0.5 s).
     let notify_path = dir.path().join("notify.sock");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
@@ -394,7 +390,7 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
         ("NOTIFY_SOCKET", notify_path.as_str()),
         ("WATCHDOG_USEC", "1000000"),
     ];
-    let mut d = common::daemon(dir.path(), &config, status, "daemon.log", &env);
+    let (mut d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &env);
     let artifacts = dir.path().join("state/artifacts/long");
     let run_dir = eventually(60, "the run to send requests", || {
         let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
@@ -448,8 +444,7 @@ fn sigterm_mid_run_records_a_partial_run_and_a_restart_keeps_history() {
             .replace("every = \"1s\"", "every = \"1h\""),
     )
     .unwrap();
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon2.log");
     let id = run_dir.file_name().unwrap().to_str().unwrap();
     let (code, body) = http(status, "GET", &format!("/api/runs/{id}"), "");
     assert_eq!(code, 200, "{body}");
@@ -480,7 +475,8 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     extra += &workload("hung", "stalled", "1s", "max_requests = 3");
     extra = extra.replace("max_requests = 40\n", "");
     extra += &workload("fine", "sim", "1s", "");
-    // A server that is down: nothing listens on its port.
+    // A server that is down: nothing listens on its port (found free, so not one bound on
+    // purpose; nothing to read back from a process that does not exist).
     let down_port = free_port();
     extra += &format!(
         "[targets.down]\nurl = \"http://127.0.0.1:{down_port}\"\nmodel = \"m\"\nallow_concurrent_runs = true\n"
@@ -490,8 +486,7 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
     // And a trace that is not there: an error naming the file, every time it is due.
     extra += "[workloads.gone]\ntarget = \"sim\"\ntrace = \"missing.jsonl\"\nevery = \"1s\"\n";
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon.log");
     eventually(
         90,
         "two error runs of `hung` and two passing runs of `fine` after",
@@ -565,8 +560,7 @@ fn a_source_missing_at_the_first_run_stays_unavailable_with_its_reason() {
         &format!("nvml = true\nnvml_lib = \"{}\"", lib.display()),
     );
     std::fs::write(&config, text).unwrap();
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon.log");
     let ids = eventually(90, "two runs of `w`", || {
         let all = runs(status);
         let mut ids: Vec<String> = of(&all, "w")
@@ -809,10 +803,10 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
-    let status = free_port();
+    // Its status endpoint on a port it binds itself, read from the banner it prints.
     let mut d = Child(
         Command::new(CANARYD)
-            .args(["run", "--status-listen", &format!("127.0.0.1:{status}")])
+            .args(["run", "--status-listen", "127.0.0.1:0"])
             .current_dir(dir.path())
             .env("RUST_LOG", "warn")
             .stdout(std::fs::File::create(dir.path().join("out.txt")).unwrap())
@@ -820,7 +814,12 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
             .spawn()
             .unwrap(),
     );
-    wait_listening(status, "canaryd run");
+    let banner = dir.path().join("out.txt");
+    let status: u16 = eventually(10, "the embedded default's banner", || {
+        let out = std::fs::read_to_string(&banner).ok()?;
+        let rest = out.split("status:    http://127.0.0.1:").nth(1)?;
+        rest[..rest.find('/')?].parse().ok()
+    });
     eventually(60, "the demo workload to run", || {
         metrics(status)
             .contains("canaryd_running{workload=\"demo\"} 1")
@@ -858,11 +857,9 @@ fn only_a_target_that_names_its_key_source_gets_a_key() {
     extra +=
         &workload("unkeyed", "plain", "1s", "max_requests = 5").replace("max_requests = 40\n", "");
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let _d = common::daemon(
+    let (_d, status) = common::daemon_on_own_port(
         dir.path(),
         &config,
-        status,
         "daemon.log",
         &[("OPENAI_API_KEY", SECRET)],
     );
@@ -896,13 +893,14 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
             dir.path().join("artifacts")
         );
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let mut first = daemon(dir.path(), &config, status, "first.log");
+    let (mut first, status) = daemon(dir.path(), &config, "first.log");
     eventually(60, "a run of the first daemon", || {
         (!runs(status).is_empty()).then_some(())
     });
 
-    // Not `common::daemon`: that one waits for a status endpoint this one must never open.
+    // Not `common::daemon_on_own_port`: that one waits for a status endpoint this one must
+    // never open. A port found free, not 0: the checks below are that nothing listens on it
+    // while the first daemon runs, and that a later daemon does listen on this same port.
     let second_status = free_port();
     let start_second = |config: &Path, log: &str| {
         Child(
@@ -1037,9 +1035,8 @@ fn a_lost_lock_stays_unhealthy_across_a_reload_until_held_again_and_every_loss_i
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim();
     let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
-    let status = free_port();
     let notify = NotifySink::bind(dir.path());
-    let d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    let (d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &notify.env());
     let lock = dir.path().join("state/canaryd.lock");
     let healthz = || http(status, "GET", "/healthz", "");
     assert_eq!(healthz().0, 200);
@@ -1110,9 +1107,8 @@ fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
         sim_port,
         &workload("w", "sim", "2s", "").replace("max_requests = 40", "max_requests = 5"),
     );
-    let status = free_port();
     let notify = NotifySink::bind(dir.path());
-    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &notify.env());
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &notify.env());
     eventually(60, "a first run recorded", || {
         (!runs(status).is_empty()).then_some(())
     });
@@ -1151,8 +1147,7 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
                 scale_lengths = 0.05\nevery = \"1h\"\n\
                 slos = \"request_latency:60000\"\nmin_good_fraction = 0.5\n";
     let config = write_config(dir.path(), sim_port, long);
-    let status = free_port();
-    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    let (mut d, _) = daemon(dir.path(), &config, "daemon.log");
     let artifacts = dir.path().join("state/artifacts/long");
     let run_dir = eventually(60, "the run to record requests", || {
         let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
@@ -1185,8 +1180,7 @@ fn a_run_killed_with_sigkill_is_recovered_from_its_records_at_the_next_start() {
     )
     .unwrap();
 
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon2.log");
     let id = run_dir.file_name().unwrap().to_str().unwrap();
     // The status endpoint opens before the orphans are recovered: wait for the run to show.
     let path = format!("/api/runs/{id}");
@@ -1265,8 +1259,7 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
          {shape}"
     );
     let config = write_config(dir.path(), sim_port, &extra);
-    let status = free_port();
-    let mut d = daemon(dir.path(), &config, status, "daemon.log");
+    let (mut d, _) = daemon(dir.path(), &config, "daemon.log");
     // The run's folder, once its first part has recorded a few requests.
     let running = |workload: &str, part: &str| {
         let artifacts = dir.path().join("state/artifacts").join(workload);
@@ -1296,8 +1289,7 @@ fn capacity_and_sweep_runs_killed_mid_part_are_recovered_at_the_next_start() {
         assert!(!run_dir.join(part).join("summary.json").exists());
     }
 
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon2.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon2.log");
     for (workload, run_dir, part) in &runs {
         let id = run_dir.file_name().unwrap().to_str().unwrap();
         let path = format!("/api/runs/{id}");
@@ -1353,8 +1345,7 @@ fn a_synthetic_workload_runs_as_a_closed_loop_over_two_urls() {
          request_count = 10\nevery = \"1h\"\n"
     );
     let config = write_config(dir.path(), pa, &extra);
-    let status = free_port();
-    let _d = daemon(dir.path(), &config, status, "daemon.log");
+    let (_d, status) = daemon(dir.path(), &config, "daemon.log");
     let run = eventually(90, "a finished run of the synthetic workload", || {
         let all = runs(status);
         let done = of(&all, "loop")
@@ -1411,8 +1402,7 @@ fn realtime_workers_in_the_config_is_followed_at_start_and_on_reload() {
     let text = std::fs::read_to_string(&config).unwrap();
     // A top-level key: before the first table.
     std::fs::write(&config, format!("realtime_workers = true\n{text}")).unwrap();
-    let status = free_port();
-    let d = daemon(dir.path(), &config, status, "daemon.log");
+    let (d, status) = daemon(dir.path(), &config, "daemon.log");
     let workers_of = |run: &Value| -> Value {
         let dir = Path::new(run["artifacts"].as_str().unwrap());
         let s: Value =

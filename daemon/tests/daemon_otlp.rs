@@ -26,11 +26,7 @@ const SECRET: &str = "otlp-HDR-SECRET-6061";
 
 /// `canaryd run --config CONFIG` in `dir`, stderr to `dir/daemon.log`; with its status port.
 fn daemon(dir: &Path, config: &Path, env: &[(&str, &str)]) -> (Child, u16) {
-    let status = free_port();
-    (
-        common::daemon(dir, config, status, "daemon.log", env),
-        status,
-    )
+    common::daemon_on_own_port(dir, config, "daemon.log", env)
 }
 
 /// GET `path` on the status endpoint; (status, body).
@@ -335,6 +331,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
 fn a_collector_that_is_down_is_reported_once_counted_and_runs_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = common::sim(&[]);
+    // A collector that is down: a port meant to have nothing listening (found free; there
+    // is no process to start on port 0 and read back).
     let dead = free_port();
     let mut config = format!(
         "state_dir = \"state\"\n\
@@ -444,6 +442,7 @@ fn spans_a_collector_rejects_in_a_partial_success_are_counted_as_dropped() {
 #[test]
 fn export_turned_off_at_start_shows_in_the_status_metrics() {
     let dir = tempfile::tempdir().unwrap();
+    // A collector and a target that are down: a port meant to have nothing listening.
     let dead = free_port();
     let config = format!(
         "state_dir = \"state\"\n\

@@ -204,6 +204,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
+    // A port found free, not one it binds itself: reading that back would need its info log,
+    // which it runs without (-loggerLevel=ERROR), and another program's log format parsed.
     let vm_port = free_port();
     let _vm = Child(
         Command::new(&vm_bin)
@@ -360,8 +362,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         ),
     )
     .unwrap();
-    let status_port = free_port();
-    let mut daemon = common::daemon(dir.path(), &cfg, status_port, "sweep.log", &[]);
+    let (mut daemon, status_port) = common::daemon_on_own_port(dir.path(), &cfg, "sweep.log", &[]);
     let knee_run = common::eventually(60, "the sweep workload's first run", || {
         common::api_runs(status_port)
             .into_iter()

@@ -10,7 +10,7 @@ mod receiver;
 
 mod common;
 
-use common::{api_runs, eventually, free_port, http};
+use common::{api_runs, eventually, http};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
 use receiver::{attrs, Receiver};
 use std::collections::BTreeMap;
@@ -33,8 +33,7 @@ const NOT_DUE: &str = "cron = \"0 0 1 1 *\"";
 fn daemon(dir: &Path, config: &str, log: &str) -> (common::Child, u16) {
     let path = dir.join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
-    let status = free_port();
-    (common::daemon(dir, &path, status, log, &[]), status)
+    common::daemon_on_own_port(dir, &path, log, &[])
 }
 
 /// SIGTERM: the daemon flushes its export and exits 0.

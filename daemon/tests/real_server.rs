@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use canary_telemetry::prometheus::parse as parse_metrics;
-use common::{free_port, shared, Child};
+use common::{shared, Child};
 use serde_json::Value;
 
 const REQUESTS: usize = 24;
@@ -35,31 +35,48 @@ struct LlamaServer {
 }
 
 impl LlamaServer {
-    fn start(log: &Path) -> LlamaServer {
-        let port = free_port();
-        let log = std::fs::File::create(log).unwrap();
-        let server = LlamaServer {
-            _child: Child(
-                Command::new(env_path("CANARYD_LLAMA_SERVER"))
-                    .arg("-m")
-                    .arg(env_path("CANARYD_LLAMA_MODEL"))
-                    .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                    .args(["-c", "8192", "-t", "2", "--metrics", "--alias", "smollm2"])
-                    .stdout(Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .expect("llama-server starts"),
-            ),
-            port,
-        };
+    /// On a port it binds itself (`--port 0`), read from its log line "listening on
+    /// http://127.0.0.1:PORT" (written once the model is loaded): a port found free and let
+    /// go could be taken by another test's server before llama-server binds it.
+    fn start(log_path: &Path) -> LlamaServer {
+        let log = std::fs::File::create(log_path).unwrap();
+        let mut child = Child(
+            Command::new(env_path("CANARYD_LLAMA_SERVER"))
+                .arg("-m")
+                .arg(env_path("CANARYD_LLAMA_MODEL"))
+                .args(["--host", "127.0.0.1", "--port", "0"])
+                .args(["-c", "8192", "-t", "2", "--metrics", "--alias", "smollm2"])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("llama-server starts"),
+        );
         let deadline = Instant::now() + Duration::from_secs(120);
+        let said = "listening on http://127.0.0.1:";
+        let mut port = None;
         while Instant::now() < deadline {
-            if http_get(port, "/health").is_some_and(|(status, _)| status == 200) {
-                return server;
+            if let Some(exit) = child.0.try_wait().unwrap() {
+                let log = std::fs::read_to_string(log_path).unwrap_or_default();
+                panic!("llama-server exited ({exit}) before it was healthy:\n{log}");
+            }
+            port = port.or_else(|| {
+                let text = std::fs::read_to_string(log_path).ok()?;
+                let rest = text.split(said).nth(1)?;
+                rest[..rest.find(|c: char| !c.is_ascii_digit())?]
+                    .parse()
+                    .ok()
+            });
+            if let Some(port) = port {
+                if http_get(port, "/health").is_some_and(|(status, _)| status == 200) {
+                    return LlamaServer {
+                        _child: child,
+                        port,
+                    };
+                }
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("llama-server did not become healthy on port {port}");
+        panic!("llama-server did not become healthy (port {port:?})");
     }
 }
 

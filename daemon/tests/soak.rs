@@ -8,7 +8,7 @@
 mod common;
 
 use canary_testkit::{Hostile, HostileServer};
-use common::{api_runs as runs, eventually, free_port, http, Child};
+use common::{api_runs as runs, eventually, http, Child};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -108,8 +108,8 @@ fn the_daemon_survives_hostile_targets_and_keeps_its_healthy_schedule() {
     }
     let path = dir.path().join("canaryd.toml");
     std::fs::write(&path, config).unwrap();
-    let status = free_port();
-    let mut daemon: Child = common::daemon(dir.path(), &path, status, "daemon.log", &[]);
+    let (mut daemon, status): (Child, u16) =
+        common::daemon_on_own_port(dir.path(), &path, "daemon.log", &[]);
     let pid = daemon.0.id();
 
     let end = Instant::now() + SOAK;

@@ -6,7 +6,7 @@ mod common;
 
 use canary_testkit::browser::{chromium, Browser};
 use common::page::{chart, check};
-use common::{api_runs as runs, eventually, free_port, http};
+use common::{api_runs as runs, eventually, http};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -50,8 +50,7 @@ fn the_status_page_lists_runs_per_workload_and_serves_each_report_offline() {
         ),
     )
     .unwrap();
-    let status = free_port();
-    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &[]);
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
     let listed = eventually(120, "two runs of each workload", || {
         let all = runs(status);
         let n = |w: &str| all.iter().filter(|r| r["workload"] == w).count();
@@ -193,8 +192,7 @@ fn silent_clients_are_capped_and_closed() {
         ),
     )
     .unwrap();
-    let status = free_port();
-    let _d = common::daemon(dir.path(), &config, status, "daemon.log", &[]);
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
     let mut silent: Vec<std::net::TcpStream> = (0..300)
         .map(|_| std::net::TcpStream::connect(("127.0.0.1", status)).unwrap())
         .collect();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{eventually, free_port, shared, text, CANARYD};
+use common::{eventually, shared, text, CANARYD};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -69,8 +69,7 @@ fn daemon_run(dir: &Path, sim_port: u16) -> PathBuf {
         ),
     )
     .unwrap();
-    let status = free_port();
-    let _daemon = common::daemon(dir, &config, status, "daemon.log", &[]);
+    let (_daemon, status) = common::daemon_on_own_port(dir, &config, "daemon.log", &[]);
     let run = eventually(120, "the daemon's first run", || {
         common::api_runs(status).into_iter().next()
     });
@@ -230,8 +229,7 @@ fn a_summary_rebuilt_after_the_process_died_follows_the_schema() {
         ),
     )
     .unwrap();
-    let status = free_port();
-    let _daemon = common::daemon(d, &config, status, "daemon.log", &[]);
+    let (_daemon, _) = common::daemon_on_own_port(d, &config, "daemon.log", &[]);
     eventually(60, "the rebuilt summary", || {
         run_dir.join("verdict.json").exists().then_some(())
     });

@@ -1,7 +1,7 @@
 //! The sweep canary: `canaryd run` with a `kind = "sweep"` workload (closed loops of 2, 8
 //! and 32 users, 2 s each) against a real `canaryd sim --profile capacity` (8 slots; its
 //! capacity known in closed form, `Profile::capacity`, ~107 req/s). The first run finds the
-//! knee at 8 users near that capacity and becomes the baseline; then `POST /sim/profile` makes
+//! knee at 8 users, at most that capacity, and becomes the baseline; then `POST /sim/profile` makes
 //! every decode step four times slower, and a later run's verdict turns to `fail: knee at …
 //! req/s, baseline … ± …`, in `/api/runs`, `verdict.json`, the log and over OTLP
 //! (`canary.sweep.knee`) (issue 18).
@@ -13,7 +13,7 @@ mod receiver;
 mod common;
 
 use canary_sim::Profile;
-use common::{api_runs, eventually, free_port, http, sim_with_profile};
+use common::{api_runs, eventually, http, sim_with_profile};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use receiver::{attrs, Receiver};
 use serde_json::Value;
@@ -67,15 +67,16 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let receiver = rt.block_on(Receiver::start());
     let dir = tempfile::tempdir().unwrap();
     let (_sim, sim_port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &[]);
-    let status = free_port();
     let cfg = config(dir.path(), sim_port, &receiver.url());
-    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
-    let fast = Profile::capacity_profile()
-        .capacity(ISL, OSL)
-        .requests_per_s;
-    eprintln!("known capacity: {fast:.1} req/s");
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
+    let profile = Profile::capacity_profile();
+    let capacity = profile.capacity(ISL, OSL);
+    let fast = capacity.requests_per_s;
+    // The closed-form ceiling of the grid point below the knee (2 users).
+    let below = profile.throughput_at(ISL, OSL, 2).requests_per_s;
+    eprintln!("known capacity: {fast:.1} req/s (at 2 users: {below:.1})");
 
-    // The first run: a knee at the profile's 8 slots, near its capacity; no baseline yet.
+    // The first run: a knee at the profile's 8 slots, at its capacity; no baseline yet.
     let first = eventually(120, "a finished sweep run", || {
         api_runs(status).into_iter().last()
     });
@@ -83,11 +84,19 @@ fn sweep_knee_verdict_turns_to_fail_when_the_simulator_slows_down() {
     assert_eq!(first["verdict"], "pass", "{first:#}");
     let s = &first["sweep"];
     assert_eq!(s["axis"], "concurrency");
+    // Where the sim saturates is its slot count whatever the host's speed (past 8 users the
+    // rest wait), so the knee's point is exact. Its throughput is not: a loaded host runs
+    // the sim's steps late and only ever lowers it (this test failed once beside a full CI
+    // on 2 cores, when the bound was 0.8 of the capacity). So the bounds are the closed
+    // form's: at most the capacity (an upper bound for a closed loop), and over the ceiling
+    // of the point below (2 users, ~47 req/s), as only a sim running more than 2 at once can
+    // be; a rate misread or a knee at the wrong point still fails.
+    assert_eq!(capacity.concurrency, 8);
     assert_eq!(s["knee"]["label"], "c8", "{s:#}");
     let knee = f(&s["knee"]["request_throughput"]);
     assert!(
-        knee > fast * 0.8 && knee < fast * 1.05,
-        "knee {knee} vs capacity {fast}"
+        knee > below && knee < fast * 1.05,
+        "knee {knee} vs capacity {fast} and {below} at 2 users"
     );
     assert!(s["baseline"].is_null());
     assert_eq!(s["points"].as_array().unwrap().len(), 3);
@@ -221,7 +230,6 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     let faults = ["--fault-rate", "0.25", "--fault", "status=503"];
     let (_faulty, faulty_port) = sim_with_profile(&faulty_dir, capacity, &faults);
     let (_healthy, healthy_port) = sim_with_profile(&healthy_dir, capacity, &[]);
-    let status = free_port();
     let text = format!(
         "state_dir = \"{}\"\n\
          [telemetry]\nnvml = false\nebpf = false\n\
@@ -238,7 +246,7 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     );
     let cfg = dir.path().join("canaryd.toml");
     std::fs::write(&cfg, text).unwrap();
-    let _d = common::daemon(dir.path(), &cfg, status, "daemon.log", &[]);
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
     let first = |workload: &str| {
         eventually(120, &format!("a finished {workload} run"), || {
             api_runs(status)

@@ -452,6 +452,8 @@ fn a_closed_stdout_is_not_an_error() {
     let arxiv = shared("traces/mooncake_arxiv_first20.jsonl");
     let (_sim, port) = super::common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");
+    // `doctor` of a target that is down: a port meant to have nothing listening (found free;
+    // no process to start on port 0 and read back).
     let closed = format!("http://127.0.0.1:{}", super::common::free_port());
     let replay = |json: bool| {
         let mut a = vec!["replay", "--trace", arxiv.to_str().unwrap(), "--url", &url];

@@ -172,7 +172,7 @@ fn a_limit_of_sixteen_files_still_ends_with_every_request_answered_or_classified
 }
 
 /// The process's descriptors now: sockets, and everything else.
-pub(super) fn descriptors(pid: u32) -> (usize, usize) {
+fn descriptors(pid: u32) -> (usize, usize) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return (0, 0);
     };
@@ -186,6 +186,41 @@ pub(super) fn descriptors(pid: u32) -> (usize, usize) {
         }
     }
     (sockets, other)
+}
+
+/// Runs the process `pid` out of files mid-run: waits (up to 30 s) until it holds 10
+/// sockets, then lowers its open-file limit, soft and hard (`prlimit(2)`, as `prlimit --pid`
+/// does), to what it holds besides sockets plus 4, so most of its later connects fail with
+/// "Too many open files". `what` names the run in a failure; (sockets open, the new limit).
+pub(super) fn starve_of_files(pid: u32, what: &str) -> (usize, u64) {
+    let started = std::time::Instant::now();
+    let (sockets, other) = loop {
+        let (sockets, other) = descriptors(pid);
+        if sockets >= 10 {
+            break (sockets, other);
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{what}: canaryd never opened its connections ({sockets} sockets)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let files = (other + 4) as u64;
+    let limit = libc::rlimit {
+        rlim_cur: files,
+        rlim_max: files,
+    };
+    // SAFETY: prlimit reads one rlimit struct through a valid pointer and writes none.
+    let set = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    (sockets, files)
 }
 
 /// Running out of files anyway, end to end (the EMFILE path; `in_flight`'s unit test only
@@ -219,34 +254,7 @@ fn files_running_out_mid_run_are_canaryds_own_errors_and_the_run_ends_cleanly() 
         .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
     limit_files(&mut cmd, 256, 256);
     let mut child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let started = std::time::Instant::now();
-    let (sockets, other) = loop {
-        let (sockets, other) = descriptors(pid);
-        if sockets >= 10 {
-            break (sockets, other);
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "canaryd never opened its connections ({sockets} sockets)"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
-    let files = (other + 4) as u64;
-    let limit = libc::rlimit {
-        rlim_cur: files,
-        rlim_max: files,
-    };
-    // SAFETY: prlimit reads one rlimit struct through a valid pointer and writes none.
-    let set = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            &limit,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let (sockets, files) = starve_of_files(child.id(), "profile");
     let status = child.wait().unwrap();
     let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
     let (stdout, stderr) = (read("stdout"), read("stderr"));

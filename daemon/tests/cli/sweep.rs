@@ -787,7 +787,8 @@ fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
     assert!(text(&out).contains("no rate passed"), "{}", text(&out));
 
     // Nothing listens: each point measures nothing, the sweep says so with status 5, and
-    // sweep.json still records the points.
+    // sweep.json still records the points. A port meant to have nothing listening (found
+    // free; no process to start on port 0 and read back).
     let nothing = format!("http://127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(
@@ -809,6 +810,8 @@ fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
 #[test]
 fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
     let dir = tempfile::tempdir().unwrap();
+    // Never contacted (the sweeps are refused first): a port with nothing listening, so a
+    // request sent by mistake fails rather than reaching some other test's server.
     let url = format!("http://127.0.0.1:{}", free_port());
     for (flags, code, says) in [
         (
@@ -1271,7 +1274,7 @@ fn a_sweep_whose_points_all_failed_at_the_target_says_they_were_left_out() {
 /// simulator closes every connection after its response, so most later connects fail.
 #[test]
 fn a_point_where_canaryd_was_the_bottleneck_fails_the_sweep_with_or_without_runs() {
-    use super::open_files::{descriptors, limit_files};
+    use super::open_files::{limit_files, starve_of_files};
     use std::process::Stdio;
     let (_sim, port) = crate::common::sim(&[]);
     let url = format!("http://127.0.0.1:{port}");
@@ -1293,34 +1296,7 @@ fn a_point_where_canaryd_was_the_bottleneck_fails_the_sweep_with_or_without_runs
             .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
         limit_files(&mut cmd, 256, 256);
         let mut child = cmd.spawn().unwrap();
-        let pid = child.id();
-        let started = std::time::Instant::now();
-        let other = loop {
-            let (sockets, other) = descriptors(pid);
-            if sockets >= 10 {
-                break other;
-            }
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(30),
-                "{runs:?}: canaryd never opened its connections ({sockets} sockets)"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
-        let files = (other + 4) as u64;
-        let limit = libc::rlimit {
-            rlim_cur: files,
-            rlim_max: files,
-        };
-        // SAFETY: prlimit reads one rlimit struct through a valid pointer and writes none.
-        let set = unsafe {
-            libc::prlimit(
-                pid as libc::pid_t,
-                libc::RLIMIT_NOFILE,
-                &limit,
-                std::ptr::null_mut(),
-            )
-        };
-        assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+        starve_of_files(child.id(), &format!("{runs:?}"));
         let status = child.wait().unwrap();
         let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
         let said = format!("{runs:?}: {}\n{}", read("stdout"), read("stderr"));

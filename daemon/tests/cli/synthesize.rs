@@ -117,7 +117,8 @@ fn synthesize_refuses_what_no_replay_could_read_and_leaves_nothing_behind() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(left(dir.path()), ["out.jsonl"]);
 
-    // On the fly, the flag is named as replay spells it, before anything is sent.
+    // On the fly, the flag is named as replay spells it, before anything is sent (to a port
+    // with nothing listening: a request sent by mistake fails rather than being answered).
     let url = format!("http://127.0.0.1:{}", crate::common::free_port());
     let args = [
         "replay", "--trace", input, "--url", &url, "--model", "m", "-o", "run",
@@ -551,6 +552,7 @@ fn synthesize_takes_the_reader_flags_and_says_which_to_use() {
     let failed = real.replacen("45,ChatGPT,1087,230,1317", "45,ChatGPT,1087,0,1087", 1);
     assert_ne!(failed, real);
     std::fs::write(dir.path().join("failed.csv"), failed).unwrap();
+    // Refused before anything is sent: a port with nothing listening, as above.
     let url = format!("http://127.0.0.1:{}", crate::common::free_port());
     let out = canaryd(
         &[

@@ -91,58 +91,111 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// `canaryd sim --profile fast` on a free port, plus `extra` flags; listening when it returns.
+/// `canaryd sim --profile fast` plus `extra` flags, on a port it binds itself; listening
+/// when it returns.
 #[allow(dead_code)]
 pub fn sim(extra: &[&str]) -> (Child, u16) {
-    let port = free_port();
-    let child = Child(
+    spawn_sim(
         Command::new(CANARYD)
-            .args(["sim", "--profile", "fast", "--port", &port.to_string()])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("canaryd sim starts"),
-    );
-    wait_listening(port, "canaryd sim");
-    (child, port)
+            .args(["sim", "--profile", "fast"])
+            .args(extra),
+    )
 }
 
 /// `canaryd sim` with the profile `profile` (JSON, a named base plus overrides, written to
-/// `dir/profile.json`) and `extra` flags, listening when it returns.
+/// `dir/profile.json`) and `extra` flags, on a port it binds itself; listening when it
+/// returns.
 #[allow(dead_code)]
 pub fn sim_with_profile(dir: &Path, profile: &str, extra: &[&str]) -> (Child, u16) {
     let file = dir.join("profile.json");
     std::fs::write(&file, profile).unwrap();
-    let port = free_port();
-    let child = Child(
+    spawn_sim(
         Command::new(CANARYD)
-            .args(["sim", "--port", &port.to_string(), "--profile"])
+            .args(["sim", "--profile"])
             .arg(&file)
-            .args(extra)
-            .env("RUST_LOG", "warn")
+            .args(extra),
+    )
+}
+
+/// What `canaryd sim` logs (info, on stderr) once it listens, before the bound address.
+const SIM_LISTENING: &str = "canary-sim listening on http://";
+
+/// Starts `sim` (a `canaryd sim` command) with `--port 0` and reads the port it bound from
+/// its log line. A port found free and let go ([`free_port`]) can be taken by another
+/// test's process before the sim binds it; the sim then exits and whatever answers on the
+/// port is taken for it.
+///
+/// Its stderr is read by a thread for as long as it runs (a full pipe would stall it); its
+/// warnings and errors go on to the test's stderr, as with `RUST_LOG=warn` before, and its
+/// info lines (the one read here among them) do not.
+fn spawn_sim(sim: &mut Command) -> (Child, u16) {
+    let mut child = Child(
+        sim.args(["--port", "0"])
+            .env("RUST_LOG", "warn,canary_sim=info")
             .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("canaryd sim starts"),
     );
-    wait_listening(port, "canaryd sim");
-    (child, port)
+    let stderr = child.0.stderr.take().expect("stderr is piped");
+    let (said, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || drain_sim_log(stderr, said));
+    match heard.recv_timeout(Duration::from_secs(10)) {
+        Ok(port) => (child, port),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let exit = child.0.wait().unwrap();
+            panic!("canaryd sim exited ({exit}) before listening (its log is above)");
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("canaryd sim did not say it listens within 10 s")
+        }
+    }
 }
 
-/// `canaryd run --config CONFIG` in `dir` with its status endpoint on `status`, stderr to
-/// `dir/LOG`, `env` added to an environment cleared of the variables that would change it
-/// (an API key, systemd's notify socket and watchdog, OTLP settings).
-#[allow(dead_code)]
-pub fn daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
-    let child = spawn_daemon(dir, config, status, log, env);
-    wait_listening(status, "canaryd run");
-    child
+/// Reads the sim's log to its end: sends the port of its listening line on `said`, copies
+/// every line but the info ones to stderr. Lines are read up to 64 KiB each (the rest of a
+/// longer one is read as the next line).
+fn drain_sim_log(log: std::process::ChildStderr, said: std::sync::mpsc::Sender<u16>) {
+    use std::io::BufRead;
+    let mut log = std::io::BufReader::new(log);
+    let mut said = Some(said);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut log).take(64 * 1024).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        if let Some(port) = said.as_ref().and(listening_port(&text)) {
+            let _ = said.take().expect("checked above").send(port);
+        }
+        // "TIMESTAMP  INFO target: message", as tracing's plain format writes it.
+        if text.split_whitespace().nth(1) == Some("INFO") {
+            continue;
+        }
+        // Straight to the stderr file, as the inherited stderr was: the harness captures
+        // only the print macros, so this is no part of a test's captured output.
+        let _ = std::io::stderr().write_all(&line);
+    }
 }
 
-/// [`daemon`] with its status endpoint on a port it binds itself (`127.0.0.1:0`), read from
-/// its log; returns it. A port found free and let go ([`free_port`]) can be taken by another
-/// process (another test's daemon) before this one binds it: this one then exits, and
-/// whatever answers on the port is taken for it.
+/// The port in the sim's "listening on http://ADDR (profile …)" line.
+fn listening_port(line: &str) -> Option<u16> {
+    let addr = line
+        .split(SIM_LISTENING)
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
+    Some(addr.parse::<std::net::SocketAddr>().ok()?.port())
+}
+
+/// `canaryd run --config CONFIG` in `dir`, stderr to `dir/LOG`, `env` added to an
+/// environment cleared of the variables that would change it (an API key, systemd's notify
+/// socket and watchdog, OTLP settings), with its status endpoint on a port it binds itself
+/// (`127.0.0.1:0`), read from its log; returns it. A port found free and let go
+/// ([`free_port`]) can be taken by another process (another test's daemon) before this one
+/// binds it: this one then exits, and whatever answers on the port is taken for it.
 #[allow(dead_code)]
 pub fn daemon_on_own_port(
     dir: &Path,
@@ -150,7 +203,7 @@ pub fn daemon_on_own_port(
     log: &str,
     env: &[(&str, &str)],
 ) -> (Child, u16) {
-    let mut child = spawn_daemon(dir, config, 0, log, env);
+    let mut child = spawn_daemon(dir, config, log, env);
     let said = "status endpoint on http://127.0.0.1:";
     let port = eventually(10, "canaryd run's status endpoint", || {
         if let Some(exit) = child.0.try_wait().unwrap() {
@@ -167,13 +220,13 @@ pub fn daemon_on_own_port(
 }
 
 #[allow(dead_code)]
-fn spawn_daemon(dir: &Path, config: &Path, status: u16, log: &str, env: &[(&str, &str)]) -> Child {
+fn spawn_daemon(dir: &Path, config: &Path, log: &str, env: &[(&str, &str)]) -> Child {
     Child(
         Command::new(CANARYD)
             .arg("run")
             .arg("--config")
             .arg(config)
-            .args(["--status-listen", &format!("127.0.0.1:{status}")])
+            .args(["--status-listen", "127.0.0.1:0"])
             .current_dir(dir)
             .env("RUST_LOG", "info")
             .env_remove("OPENAI_API_KEY")
