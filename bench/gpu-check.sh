@@ -4,21 +4,29 @@
 # costs the GPU's work and canaryd's CPU, and the pacer beside the floor client on that host's
 # cores. Needs python3 with torch and pynvml (nvidia-ml-py), and release builds of canaryd and
 # the floor client.
-# Usage: CANARYD=… FLOOR=… TRACE=…/mooncake_conversation_first2000.jsonl \
-#   bench/gpu-check.sh OUT_DIR 2>&1 | tee OUT_DIR/check.log
-# Writes into OUT_DIR doctor.json, queries.json, pynvml.csv, compare.json, run.tgz (the run
-# beside the load), impact.json, pacer.log and pacer.jsonl. Each part runs on if another fails.
-# PARTS picks parts (default "doctor queries nvml impact pacer"); IMPACT_INTERVALS (default
-# "none 100ms 10ms") and IMPACT_REPS (2) shape the sampling-cost part; PACER="REPEATS RATE …"
-# and CEILING="REPEATS RATE …" the pacer's runs; TIME_BIN is GNU time (default /usr/bin/time).
+# Usage: CANARYD=… FLOOR=… TRACE=…/mooncake_conversation_first2000.jsonl bench/gpu-check.sh OUT_DIR
+# Writes into OUT_DIR check.log (all it said), doctor.json, queries.json, pynvml.csv,
+# compare.json, run.tgz (the run beside the load), impact.json, pacer.log and pacer.jsonl. Each
+# part runs on if another fails. PARTS picks parts (default "doctor queries nvml impact pacer");
+# IMPACT_INTERVALS (default "none 100ms 10ms") and IMPACT_REPS (2) shape the sampling-cost part;
+# PACER="REPEATS RATE …" and CEILING="REPEATS RATE …" the pacer's runs; TIME_BIN is GNU time
+# (default /usr/bin/time). Needs bash 4.4 or later.
 set -uo pipefail
+[ $# -eq 1 ] || { echo "usage: CANARYD=… FLOOR=… TRACE=… $0 OUT_DIR" >&2; exit 2; }
+# Paths as given, before the cd to the repository.
+OUT="$(realpath -m "$1")"; mkdir -p "$OUT"
+C="$(realpath "${CANARYD:?release canaryd}")"
+[ -n "${FLOOR:-}" ] && FLOOR="$(realpath "$FLOOR")"
+[ -n "${TRACE:-}" ] && TRACE="$(realpath "$TRACE")"
+export TIME_BIN="${TIME_BIN:-/usr/bin/time}"
+for tool in "$TIME_BIN" python3 nvidia-smi timeout; do
+  command -v "$tool" >/dev/null || { echo "gpu-check: $tool not found" >&2; exit 2; }
+done
 cd "$(dirname "$0")/.."
-OUT="$1"; mkdir -p "$OUT"
-C="${CANARYD:?release canaryd}"
+exec > >(tee "$OUT/check.log") 2>&1
 W="$(mktemp -d)"
 PORT=18500
 PARTS=" ${PARTS:-doctor queries nvml impact pacer} "
-export TIME_BIN="${TIME_BIN:-/usr/bin/time}"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 
 say() { echo; echo "== $(date -u +%T) $*"; }
@@ -32,7 +40,7 @@ sim_up() { # PORT
 replay() { # OUT_DIR RATE COUNT FLAGS…
   local dir=$1 rate=$2 count=$3; shift 3
   timeout 60 "$C" profile --url "http://127.0.0.1:$PORT" --model canary-sim --request-rate "$rate" \
-    --request-count "$count" --isl 64 --osl 8 "${NVML_LIB[@]}" --output-dir "$dir" "$@"
+    --request-count "$count" --isl 64 --osl 8 ${NVML_LIB[@]+"${NVML_LIB[@]}"} --output-dir "$dir" "$@"
 }
 
 say "host"
@@ -50,8 +58,8 @@ fi
 
 if part doctor; then
   say "doctor"
-  "$C" doctor "${NVML_LIB[@]}"
-  "$C" doctor --json "${NVML_LIB[@]}" >"$OUT/doctor.json"
+  "$C" doctor ${NVML_LIB[@]+"${NVML_LIB[@]}"}
+  "$C" doctor --json ${NVML_LIB[@]+"${NVML_LIB[@]}"} >"$OUT/doctor.json"
 fi
 
 if part queries; then
@@ -72,11 +80,12 @@ fi
 
 if part nvml; then
   say "NVML against pynvml: idle 4 s, bf16 products 8 s, idle 4 s; canaryd replays beside it"
-  python3 bench/gpu_check.py load "$OUT/pynvml.csv" "$W/phases.json" 4 8 4 &
+  python3 bench/gpu_check.py load "$OUT/pynvml.csv" "$W/phases.json" 4 8 4 "$W/run-ended" &
   LOADER=$!
   sleep 0.5
   replay "$W/run" 20 440 --gpu-interval 100ms --server-pid "$LOADER" --slice-duration 2s
   echo "profile exit $?"
+  sleep 0.3; touch "$W/run-ended"
   wait $LOADER; echo "loader exit $?"
   python3 bench/gpu_check.py compare "$W/run" "$OUT/pynvml.csv" "$W/phases.json" >"$OUT/compare.json"
   echo "compare exit $?"; cat "$OUT/compare.json"
@@ -84,23 +93,30 @@ if part nvml; then
 fi
 
 if part impact; then
-  say "what NVML sampling costs: kernels per second over 5 s with canaryd sampling at each interval, and canaryd's CPU"
+  say "what NVML sampling costs: kernels per second over 5 s with canaryd sampling at each interval (sampling from before the loop to after it), and canaryd's CPU"
   results=()
   for rep in $(seq "${IMPACT_REPS:-2}"); do
     for interval in ${IMPACT_INTERVALS:-none 100ms 10ms}; do
+      tag="$interval-$rep"
+      python3 bench/gpu_check.py launches 5 "$W/warm-$tag" "$W/go-$tag" >"$W/kernels-$tag" &
+      loop=$!
+      for _ in $(seq 600); do [ -e "$W/warm-$tag" ] || ! kill -0 $loop 2>/dev/null && break; sleep 0.05; done
       pid=""
       if [ "$interval" != none ]; then
-        "$TIME_BIN" -o "$W/time-$interval-$rep" -f "%e %U %S" timeout 30 "$C" profile \
-          --url "http://127.0.0.1:$PORT" --model canary-sim --request-rate 5 --request-count 35 \
-          --isl 64 --osl 8 --gpu-interval "$interval" --no-ebpf --no-server-metrics "${NVML_LIB[@]}" \
-          --output-dir "$W/impact-$interval-$rep" >/dev/null 2>&1 &
+        # 40 requests at 5 req/s: 8 s of sampling, the loop's 5 s inside it from its first second.
+        "$TIME_BIN" -o "$W/time-$tag" -f "%e %U %S" timeout 30 "$C" profile \
+          --url "http://127.0.0.1:$PORT" --model canary-sim --request-rate 5 --request-count 40 \
+          --isl 64 --osl 8 --gpu-interval "$interval" --no-ebpf --no-server-metrics ${NVML_LIB[@]+"${NVML_LIB[@]}"} \
+          --output-dir "$W/impact-$tag" >/dev/null 2>&1 &
         pid=$!
         sleep 1
       fi
-      k=$(python3 bench/gpu_check.py launches 5)
+      touch "$W/go-$tag"
+      wait $loop; k=$(cat "$W/kernels-$tag")
       [ -n "$pid" ] && wait "$pid"
-      cpu=$(cat "$W/time-$interval-$rep" 2>/dev/null || echo "- - -")
-      echo "rep $rep interval $interval kernels/s $k canaryd elapsed user sys $cpu"
+      # The last line: GNU time puts "Command exited with non-zero status" before it.
+      cpu=$(tail -n1 "$W/time-$tag" 2>/dev/null || echo "- - -")
+      echo "rep $rep interval $interval kernels/s ${k:-?} canaryd elapsed user sys $cpu"
       results+=("{\"rep\":$rep,\"interval\":\"$interval\",\"kernels_per_s\":${k:-null},\"canaryd_elapsed_user_sys_s\":\"$cpu\"}")
     done
   done
@@ -117,3 +133,5 @@ if part pacer; then
     LOG="$OUT/pacer.jsonl" timeout 120 bench/pacer.sh ${CEILING:-1 10000 20000} | tee -a "$OUT/pacer.log"
 fi
 say "done"
+# Let tee write the last lines before the script's end is taken for the log's.
+exec 1>&- 2>&-; sleep 0.5

@@ -2,18 +2,21 @@
 """canaryd's NVML figures against a real GPU (bench/gpu-check.sh), with PyTorch and pynvml.
 
 Usage:
-  gpu_check.py load OUT_CSV OUT_PHASES IDLE_S LOAD_S IDLE_S
-      idle, then bf16 matrix products on GPU 0, then idle; meanwhile reads NVML itself through
-      pynvml every 100 ms (the reference), writing one CSV row per read on CLOCK_MONOTONIC.
+  gpu_check.py load OUT_CSV OUT_PHASES IDLE_S LOAD_S IDLE_S STOP_FILE
+      idle, then bf16 matrix products on GPU 0, then idle until STOP_FILE exists; meanwhile
+      reads NVML itself through pynvml every 100 ms (the reference), from before PyTorch loads,
+      writing one CSV row per read on CLOCK_MONOTONIC.
   gpu_check.py compare RUN_DIR REF_CSV PHASES_JSON
-      canaryd's summary.json `gpu` figures and each record's `telemetry` against the reference
-      over the same window; prints JSON.
+      canaryd's summary.json `gpu` figures against the reference's over the run (time-weighted
+      as canaryd weighs its samples), and each record's `telemetry` against the reference over
+      that request's life; prints JSON.
   gpu_check.py queries OUT_JSON READY_FILE HOLD_S
       each NVML query canaryd makes, timed; memory used by NVML's two versions and nvidia-smi
       while 2 GiB are held, then READY_FILE is written and the memory held HOLD_S seconds.
-  gpu_check.py launches SECONDS
-      small kernels back to back (launch-bound, as decode steps are): prints kernels per second,
-      for the cost of NVML sampling to the GPU's work.
+  gpu_check.py launches SECONDS READY_FILE GO_FILE
+      small kernels back to back (launch-bound, as decode steps are): once warm, writes
+      READY_FILE, waits for GO_FILE, then prints kernels per second over SECONDS, for the cost
+      of NVML sampling to the GPU's work.
 """
 
 import csv
@@ -126,7 +129,14 @@ def queries(out_json, ready, hold_s, rounds=20):
     del held
 
 
-def load(out_csv, out_phases, idle1, busy, idle2):
+def wait_for(path, limit_s=60):
+    """Waits until PATH exists (another process's signal), at most LIMIT_S seconds."""
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def load(out_csv, out_phases, idle1, busy, idle2, stop_file):
     rows, stop = [], threading.Event()
     sampler = threading.Thread(target=reference_sampler, args=(rows, stop, os.getpid()))
     sampler.start()
@@ -148,6 +158,8 @@ def load(out_csv, out_phases, idle1, busy, idle2):
     phases["tflops"] = 2 * 8192 ** 3 * products / busy / 1e12
     time.sleep(idle2)
     phases["idle2_end_ns"] = time.monotonic_ns()
+    # The reference reads on until canaryd's run has ended, so it covers all of it.
+    wait_for(stop_file)
     stop.set()
     sampler.join()
     with open(out_csv, "w", newline="") as f:
@@ -170,69 +182,85 @@ def mean(xs):
     return statistics.fmean(xs) if xs else None
 
 
+def time_weighted(ref, field, a, b):
+    """FIELD's mean over [A, B] (ns), each read holding until the next, as canaryd weighs its
+    samples; None where the reads do not cover [A, B]."""
+    if not ref or ref[0]["t_ns"] > a or ref[-1]["t_ns"] < b:
+        return None
+    total = 0.0
+    for r, nxt in zip(ref, ref[1:] + [{"t_ns": b}]):
+        lo, hi = max(r["t_ns"], a), min(nxt["t_ns"], b)
+        if hi > lo and r[field] is not None:
+            total += r[field] * (hi - lo)
+    return total / (b - a)
+
+
+def counter_at(ref, field, t):
+    """A cumulative FIELD at T (ns), interpolated between the reads on either side."""
+    for r, nxt in zip(ref, ref[1:]):
+        if r["t_ns"] <= t <= nxt["t_ns"] and r[field] is not None and nxt[field] is not None:
+            return r[field] + (nxt[field] - r[field]) * (t - r["t_ns"]) / (nxt["t_ns"] - r["t_ns"])
+    return None
+
+
 def compare(run_dir, ref_csv, phases_json):
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     phases = json.load(open(phases_json))
     ref = read_ref(ref_csv)
     t0 = summary["t0_monotonic_ns"]
+    end_ns = t0 + summary["duration_s"] * 1e9
     records = [json.loads(line) for line in open(os.path.join(run_dir, "records.jsonl"))]
     records = [r for r in records if not r.get("warmup")]
-    end_ns = t0 + max(r["ended_at_ms"] for r in records if r.get("ended_at_ms") is not None) * 1e6
-    # The reference starts once PyTorch is loaded, seconds after the run: compare over the
-    # part both cover, canaryd's figures from its records there (its summary is the whole run).
-    start_ns = max(t0, ref[0]["t_ns"])
-    win = [r for r in ref if start_ns <= r["t_ns"] <= end_ns]
-    gpu = summary.get("gpu") or {}
-    energies = [r["energy_j"] for r in win if r["energy_j"] is not None]
+    # The reference reads from before the run's t0 to after its end: both sides cover the run.
+    win = [r for r in ref if t0 <= r["t_ns"] <= end_ns]
     throttle = 0
     for r in win:
         throttle |= int(r["throttle"] or 0)
+    e0, e1 = counter_at(ref, "energy_j", t0), counter_at(ref, "energy_j", end_ns)
+    largest = lambda k: max((r[k] for r in win if r[k] is not None), default=None)
     out = {
-        "run_s": (end_ns - t0) / 1e9,
-        "overlap_s_from_t0": [(start_ns - t0) / 1e9, (end_ns - t0) / 1e9],
-        "reference_reads": len(win),
-        "canaryd_gpu": gpu,
+        "run_s": summary["duration_s"],
+        "reference_covers_run": bool(ref) and ref[0]["t_ns"] <= t0 and ref[-1]["t_ns"] >= end_ns,
+        "reference_reads_in_run": len(win),
+        "canaryd_gpu": summary.get("gpu"),
         "telemetry_sources": summary.get("telemetry_sources"),
         "context_gpu": (summary.get("context") or {}).get("gpu"),
+        # Over the run, [t0, t0 + duration], as canaryd's summary takes it.
         "reference": {
-            "util_avg_pct": mean(r["util_gpu"] for r in win),
-            "util_max_pct": max((r["util_gpu"] for r in win if r["util_gpu"] is not None), default=None),
-            "power_avg_w": mean(r["power_w"] for r in win),
-            "power_max_w": max((r["power_w"] for r in win if r["power_w"] is not None), default=None),
-            "energy_j": energies[-1] - energies[0] if len(energies) > 1 else None,
-            "mem_used_max_bytes": max((r["mem_used"] for r in win if r["mem_used"] is not None), default=None),
-            "temp_max_c": max((r["temp_c"] for r in win if r["temp_c"] is not None), default=None),
+            "util_avg_pct": time_weighted(ref, "util_gpu", t0, end_ns),
+            "util_max_pct": largest("util_gpu"),
+            "power_avg_w": time_weighted(ref, "power_w", t0, end_ns),
+            "power_max_w": largest("power_w"),
+            "energy_j": e1 - e0 if e0 is not None and e1 is not None else None,
+            "mem_used_max_bytes": largest("mem_used"),
+            "temp_max_c": largest("temp_c"),
             "throttle_mask": hex(throttle),
             "process_sm_util_avg_pct": mean(r["proc_sm"] for r in win),
-            "sm_mhz_max": max((r["sm_mhz"] for r in win if r["sm_mhz"] is not None), default=None),
+            "sm_mhz_max": largest("sm_mhz"),
         },
         "phases_s_from_t0": {k: (v - t0) / 1e9 for k, v in phases.items() if k.endswith("_ns")},
         "tflops": phases.get("tflops"),
     }
-    # Each record's GPU utilization against the reference's reads over its own lifetime.
+    # Each record's GPU utilization against the reference over its own life, by canaryd's rule:
+    # the read in force when it was sent, then the reads until it ended.
     load = (phases["load_start_ns"], phases["load_end_ns"])
     per = {"busy": [], "idle": [], "abs_diff": []}
     for r in records:
-        tel = r.get("telemetry") or {}
-        ours = tel.get("gpu_util_avg_pct")
+        ours = (r.get("telemetry") or {}).get("gpu_util_avg_pct")
         if ours is None or r.get("ended_at_ms") is None:
             continue
         a, b = t0 + r["sent_at_ms"] * 1e6, t0 + r["ended_at_ms"] * 1e6
-        theirs = mean(x["util_gpu"] for x in ref if a - 100e6 <= x["t_ns"] <= b)
-        if theirs is not None:
-            per["abs_diff"].append(abs(ours - theirs))
+        before = [x for x in ref if x["t_ns"] <= a][-1:]
+        theirs = mean(x["util_gpu"] for x in before + [x for x in ref if a < x["t_ns"] <= b])
+        if theirs is None:
+            continue
+        per["abs_diff"].append(abs(ours - theirs))
         if load[0] + 0.5e9 <= a and b <= load[1]:
             per["busy"].append(ours)
         elif b < load[0] or a > load[1] + 0.5e9:
             per["idle"].append(ours)
-    overlap = [r for r in records if r.get("telemetry") and t0 + r["sent_at_ms"] * 1e6 >= start_ns]
-    out["records_in_overlap"] = {
-        "n": len(overlap),
-        "util_avg_pct": mean(r["telemetry"].get("gpu_util_avg_pct") for r in overlap),
-        "power_avg_w": mean(r["telemetry"].get("gpu_power_avg_w") for r in overlap),
-    }
     out["per_request"] = {
-        "with_gpu_util": len(per["abs_diff"]),
+        "with_reference": len(per["abs_diff"]),
         "busy_requests": len(per["busy"]), "busy_util_avg": mean(per["busy"]),
         "idle_requests": len(per["idle"]), "idle_util_avg": mean(per["idle"]),
         "abs_diff_vs_reference_median": statistics.median(per["abs_diff"]) if per["abs_diff"] else None,
@@ -241,12 +269,15 @@ def compare(run_dir, ref_csv, phases_json):
     print(json.dumps(out, indent=1))
 
 
-def launches(seconds):
+def launches(seconds, ready, go):
+    """Warms up, writes READY, waits for GO (sampling has begun), then times the loop."""
     import torch
     x = torch.randn(256, 256, dtype=torch.float16, device="cuda")
     for _ in range(100):
         x @ x
     torch.cuda.synchronize()
+    open(ready, "w").close()
+    wait_for(go)
     n, start = 0, time.monotonic()
     while time.monotonic() - start < seconds:
         for _ in range(200):
@@ -259,12 +290,12 @@ def launches(seconds):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "load":
-        load(args[0], args[1], float(args[2]), float(args[3]), float(args[4]))
+        load(args[0], args[1], float(args[2]), float(args[3]), float(args[4]), args[5])
     elif cmd == "compare":
         compare(*args)
     elif cmd == "queries":
         queries(args[0], args[1], float(args[2]))
     elif cmd == "launches":
-        launches(float(args[0]))
+        launches(float(args[0]), args[1], args[2])
     else:
         sys.exit(__doc__)

@@ -958,6 +958,12 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     assert!(dir.path().join("state/canaryd.lock").exists());
     let _second = start_second(&config, "second-again.log");
     wait_listening(second_status, "the second daemon, after the first stopped");
+    // The port was found free and let go: check the one answering is this daemon.
+    let log = std::fs::read_to_string(dir.path().join("second-again.log")).unwrap();
+    assert!(
+        log.contains(&format!("status endpoint on http://127.0.0.1:{second_status}")),
+        "{log}"
+    );
 }
 
 /// systemd's side of `Type=notify` for a test: the messages the daemon sent, in order, read

@@ -46,9 +46,9 @@ pub struct GpuSample {
     pub mem_clock_mhz: Option<f64>,
     /// Clock throttle / clock event reasons, NVML's bitmask (`nvmlClocksThrottleReason*`).
     pub throttle_reasons: Option<u64>,
-    /// PCIe transmit rate, bytes/s.
+    /// PCIe transmit rate, bytes/s (DCGM only: NVML's is not read, see `nvml.rs`).
     pub pcie_tx_bytes_per_s: Option<f64>,
-    /// PCIe receive rate, bytes/s.
+    /// PCIe receive rate, bytes/s (DCGM only).
     pub pcie_rx_bytes_per_s: Option<f64>,
     /// Ratio of time the graphics/compute engine was active (DCGM profiling), 0..=1.
     pub gr_engine_active: Option<f64>,

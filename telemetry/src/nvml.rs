@@ -8,7 +8,7 @@
 //! launch-bound loop showed no effect beyond that machine's noise at 10 ms.
 //!
 //! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
-//! `libnvidia-ml.so`) and resolves every symbol it knows at once, keeping each lookup's result;
+//! `libnvidia-ml.so.1`) and resolves every symbol it knows at once, keeping each lookup's result;
 //! a symbol the library lacks fails only the call that needs it
 //! (`NvmlError::FailedToLoadSymbol`), so an older driver loses single fields, not the sampler.
 //! With no library at all, [`NvmlSampler::open`] fails with the reason and the caller goes on.
@@ -59,7 +59,7 @@ pub enum NvmlError {
 /// Settings of an [`NvmlSampler`].
 #[derive(Debug, Clone)]
 pub struct NvmlConfig {
-    /// Path of `libnvidia-ml.so`; `None` searches the default (`libnvidia-ml.so` via the
+    /// Path of `libnvidia-ml.so`; `None` searches the default (`libnvidia-ml.so.1` via the
     /// dynamic loader).
     pub lib_path: Option<PathBuf>,
     /// Time between samples (default 500 ms).
@@ -246,7 +246,7 @@ impl NvmlSampler {
             g.throttle_reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
             // PCIe throughput is not read: NVML counts it over a 20 ms window that each read
             // waits out, so the two reads made a round on an H200 take 53 ms instead of 3, and
-            // 8 GPUs' rounds most of the 500 ms interval (nothing reported it).
+            // 8 GPUs' rounds most of the 500 ms interval; no output carried the figures.
             if let Some(pid) = self.config.server_pid {
                 let seen = &mut self.last_seen[i as usize];
                 if let Ok(procs) = d.process_utilization_stats(*seen) {
@@ -318,8 +318,9 @@ fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>
 }
 
 /// Says whether NVML can be loaded here (for `canaryd doctor`), and what one sampling round
-/// over every GPU costs: the wall time of [`PROBE_ROUNDS`] rounds, read as a run reads them,
-/// so `--gpu-interval` can be chosen knowing it.
+/// over every GPU costs (without `--server-pid`'s query): the wall time of up to 5 rounds,
+/// read as a run reads them, so `--gpu-interval` can be chosen knowing it. Rounds stop after
+/// 2 s, inside doctor's bound on the whole probe.
 pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     let mut s = match NvmlSampler::open(NvmlConfig {
         lib_path,
@@ -329,26 +330,31 @@ pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
         Ok(s) => s,
         Err(e) => return SourceState::unavailable(crate::http::error_chain(&e)),
     };
-    let mut took: Vec<Duration> = (0..PROBE_ROUNDS)
-        .map(|_| {
-            let start = std::time::Instant::now();
-            s.sample_now();
-            start.elapsed()
-        })
-        .collect();
+    let began = std::time::Instant::now();
+    let mut took: Vec<Duration> = Vec::with_capacity(PROBE_ROUNDS);
+    while took.len() < PROBE_ROUNDS && began.elapsed() < PROBE_TIMING_LIMIT {
+        let start = std::time::Instant::now();
+        s.sample_now();
+        took.push(start.elapsed());
+    }
     took.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     SourceState::available(format!(
-        "{}; one sampling round {:.2} ms (median of {PROBE_ROUNDS}, {:.2}–{:.2} ms, exact wall time)",
+        "{}; one sampling round {:.2} ms (median of {}, {:.2}–{:.2} ms, wall time)",
         s.detail,
         ms(took[took.len() / 2]),
+        took.len(),
         ms(took[0]),
         ms(took[took.len() - 1]),
     ))
 }
 
-/// Sampling rounds `canaryd doctor` times.
+/// Sampling rounds `canaryd doctor` times, at most.
 const PROBE_ROUNDS: usize = 5;
+
+/// How long `canaryd doctor` goes on timing rounds (the first is always timed): doctor gives
+/// the whole probe 5 s, and a library that loads but samples slowly is still available.
+const PROBE_TIMING_LIMIT: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

@@ -132,6 +132,8 @@ fn spawn_sim(sim: &mut Command) -> (Child, u16) {
     let mut child = Child(
         sim.args(["--port", "0"])
             .env("RUST_LOG", "warn,canary_sim=info")
+            // With it, log lines lose their timestamp and the INFO filter below its place.
+            .env_remove("JOURNAL_STREAM")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

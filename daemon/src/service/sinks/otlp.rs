@@ -55,8 +55,9 @@ pub struct OtlpSink {
 
 impl OtlpSink {
     /// Starts the exporter when `config` (or the environment) names an endpoint, its last-run
-    /// gauges seeded from each workload's last stored run (`latest`). Settings that cannot be used (a header variable unset, a
-    /// bad `OTEL_*` value) are logged once and the daemon runs without export.
+    /// gauges seeded from each workload's last stored run (`latest`). Settings that cannot be
+    /// used (a header variable unset, a bad `OTEL_*` value) are logged once and the daemon runs
+    /// without export.
     pub fn start(
         config: &Config,
         metrics: Arc<StatusMetrics>,
