@@ -961,7 +961,9 @@ fn a_second_daemon_on_the_same_state_dir_refuses_naming_the_first() {
     // The port was found free and let go: check the one answering is this daemon.
     let log = std::fs::read_to_string(dir.path().join("second-again.log")).unwrap();
     assert!(
-        log.contains(&format!("status endpoint on http://127.0.0.1:{second_status}")),
+        log.contains(&format!(
+            "status endpoint on http://127.0.0.1:{second_status}"
+        )),
         "{log}"
     );
 }

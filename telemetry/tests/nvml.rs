@@ -101,8 +101,7 @@ fn fake_nvml_values_come_out_in_gpu_samples() {
         SourceState::Available { detail } => {
             assert!(detail.starts_with("2 GPU(s), Fake NVIDIA H100"), "{detail}");
             assert!(
-                detail.contains("; one sampling round ")
-                    && detail.ends_with(" ms, wall time)"),
+                detail.contains("; one sampling round ") && detail.ends_with(" ms, wall time)"),
                 "{detail}"
             );
         }
