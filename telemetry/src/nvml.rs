@@ -3,9 +3,12 @@
 //!
 //! Sampling cost, measured on an H200 (driver 580; bench/RESULTS.md, "NVML on a real GPU"): a
 //! round over one GPU takes about 3 ms of wall time and of CPU, 2.4 ms of it the energy
-//! counter's read, 1.4 ms more with `--server-pid`; the other queries take microseconds. NVIDIA
-//! and users report that polling NVML very often slows decode on the sampled GPU; a
-//! launch-bound loop showed no effect beyond that machine's noise at 10 ms.
+//! counter's read, 1.4 ms more with `--server-pid`; the other queries take microseconds. So the
+//! energy counter is read at most once every [`ENERGY_PERIOD`] (a run's energy interpolates
+//! between the counter's readings anyway): a process sampling at 10 ms then used 0.3 CPU-s in
+//! 8 s, not 3. NVIDIA and users report that polling NVML very often
+//! slows decode on the sampled GPU; a launch-bound loop showed no effect beyond that machine's
+//! noise at 10 ms.
 //!
 //! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
 //! `libnvidia-ml.so.1`) and resolves every symbol it knows at once, keeping each lookup's result;
@@ -94,7 +97,15 @@ pub struct NvmlSampler {
     lost: LostGpus,
     /// Which GPUs do not answer now: the log says when one stops and when it is back.
     down: Vec<bool>,
+    /// Rounds taken, and every how many the energy counter is read.
+    rounds: u64,
+    energy_every: u64,
 }
+
+/// The energy counter is read at least this often, and not more often than once per round
+/// nor than the interval allows: every round at intervals of a second or more, every second
+/// round at the default 500 ms, every tenth at 100 ms.
+const ENERGY_PERIOD: Duration = Duration::from_secs(1);
 
 /// GPUs NVML counted that stopped answering at some point (`device_by_index` failing: a
 /// GPU fallen off the bus, a driver reset), shared with whoever reports the run.
@@ -156,6 +167,7 @@ impl NvmlSampler {
         let model = names[0].1.clone().unwrap_or_else(|| "unknown".into());
         let detail = format!("{count} GPU(s), {model}, driver {driver} ({lib})");
         let context = gpu_context(&nvml, count, &names);
+        let config_interval = config.interval;
         Ok(NvmlSampler {
             nvml: Arc::new(nvml),
             count,
@@ -167,6 +179,8 @@ impl NvmlSampler {
             context,
             lost: LostGpus::default(),
             down: vec![false; count as usize],
+            rounds: 0,
+            energy_every: energy_every(config_interval),
         })
     }
 
@@ -209,6 +223,8 @@ impl NvmlSampler {
     /// does not support stay `None`.
     pub fn sample_now(&mut self) -> Vec<GpuSample> {
         let mut out = Vec::with_capacity(self.count as usize);
+        let read_energy = self.rounds % self.energy_every == 0;
+        self.rounds += 1;
         for i in 0..self.count {
             let d = match self.nvml.device_by_index(i) {
                 Ok(d) => {
@@ -236,10 +252,12 @@ impl NvmlSampler {
                 g.mem_total_bytes = Some(m.total);
             }
             g.power_w = d.power_usage().ok().map(|mw| mw as f64 / 1000.0);
-            g.energy_j = d
-                .total_energy_consumption()
-                .ok()
-                .map(|mj| mj as f64 / 1000.0);
+            if read_energy {
+                g.energy_j = d
+                    .total_energy_consumption()
+                    .ok()
+                    .map(|mj| mj as f64 / 1000.0);
+            }
             g.temp_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
             g.sm_clock_mhz = d.clock_info(Clock::SM).ok().map(f64::from);
             g.mem_clock_mhz = d.clock_info(Clock::Memory).ok().map(f64::from);
@@ -288,6 +306,13 @@ impl NvmlSampler {
     }
 }
 
+/// Every how many rounds of `interval` the energy counter is read: as rarely as
+/// [`ENERGY_PERIOD`] allows, every round at the least.
+fn energy_every(interval: Duration) -> u64 {
+    let every = ENERGY_PERIOD.as_nanos() / interval.as_nanos().max(1);
+    u64::try_from(every).unwrap_or(u64::MAX).max(1)
+}
+
 /// Model (the first GPU's, then each other distinct one), count, driver and CUDA version.
 fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>)]) -> GpuContext {
     let mut models: Vec<&str> = Vec::new();
@@ -318,13 +343,16 @@ fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>
 }
 
 /// Says whether NVML can be loaded here (for `canaryd doctor`), and what one sampling round
-/// over every GPU costs (without `--server-pid`'s query): the wall time of up to 5 rounds,
+/// over every GPU costs (with the energy counter's read, without `--server-pid`'s query): the
+/// wall time of up to 5 rounds,
 /// read as a run reads them, so `--gpu-interval` can be chosen knowing it. Rounds stop after
 /// 2 s, inside doctor's bound on the whole probe.
 pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     let mut s = match NvmlSampler::open(NvmlConfig {
         lib_path,
         capacity: 1,
+        // Every round reads every field, the energy counter too: the round a run pays most.
+        interval: ENERGY_PERIOD,
         ..NvmlConfig::default()
     }) {
         Ok(s) => s,
@@ -340,7 +368,7 @@ pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     took.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     SourceState::available(format!(
-        "{}; one sampling round {:.2} ms (median of {}, {:.2}–{:.2} ms, wall time)",
+        "{}; one sampling round {:.2} ms with the energy counter (median of {}, {:.2}–{:.2} ms, wall time)",
         s.detail,
         ms(took[took.len() / 2]),
         took.len(),

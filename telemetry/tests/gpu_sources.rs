@@ -23,6 +23,8 @@ async fn both_sources(page: String) -> (Vec<GpuSample>, MonoTime, MonoTime) {
     let lib = crate::nvml::build_fake(dir.path(), "libnvidia-ml.so", &[]);
     let config = NvmlConfig {
         capacity: 1000,
+        // Rounds a second apart as far as the sampler knows: each reads the energy counter.
+        interval: Duration::from_secs(1),
         ..crate::nvml::config(lib)
     };
     let mut nvml = NvmlSampler::open(config).unwrap();
