@@ -722,6 +722,19 @@ mod tests {
     use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
     use std::time::Duration;
 
+    /// Instruments on a provider built from `builder` whose exports collect in memory: the
+    /// exporter to read them, the provider to flush.
+    fn in_memory(
+        builder: MeterProviderBuilder,
+    ) -> (InMemoryMetricExporter, SdkMeterProvider, Instruments) {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = builder
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        (exporter, provider, m)
+    }
+
     /// The last export's points of every `canary.run.*`, `canary.slice.*` and
     /// `canary.slo.threshold` gauge: (metric, server.address, value), sorted.
     fn exported(exporter: &InMemoryMetricExporter) -> Vec<(String, String, f64)> {
@@ -791,11 +804,7 @@ mod tests {
     // all, past the SDK's default limit of 2,000 series an instrument.
     #[test]
     fn every_workloads_slices_are_exported_however_many_workloads() {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = with_views(SdkMeterProvider::builder())
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let (exporter, provider, m) = in_memory(with_views(SdkMeterProvider::builder()));
         let hosts = ["a", "b", "c", "d"];
         for host in hosts {
             let labels = RunLabels::new(host, "chat", "m", host, 8000).attributes();
@@ -861,11 +870,7 @@ mod tests {
     // series each, the old ones ended, never both at once).
     #[test]
     fn latency_points_say_exact_or_bound_by_the_runs_receive_timestamps() {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let (exporter, provider, m) = in_memory(SdkMeterProvider::builder());
         let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
         let stamped = canary_core::RxTiming {
             first_token: Some(canary_core::RxSource::Kernel),
@@ -914,11 +919,7 @@ mod tests {
     // SLOs, fewer slices) and every series of its old target stayed at an earlier run's value.
     #[test]
     fn a_workloads_last_run_replaces_every_figure_of_its_earlier_runs() {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let (exporter, provider, m) = in_memory(SdkMeterProvider::builder());
         let base = |host: &str| RunLabels::new("nightly", "chat", "m", host, 8000).attributes();
         let other = RunLabels::new("other", "chat", "m", "c", 8000).attributes();
         let telemetry = RunTelemetry {
@@ -985,11 +986,7 @@ mod tests {
     // goes out (a 0 error ratio read as a clean run on the dashboards).
     #[test]
     fn a_run_that_judged_nothing_exports_no_ratio() {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        let m = Instruments::new(&provider.meter("test"), Arc::default());
+        let (exporter, provider, m) = in_memory(SdkMeterProvider::builder());
         let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
         for slos in ["", "time_to_first_token:100"] {
             m.record_run(&summary(3, slos), &RunTelemetry::default(), &base);
