@@ -6,9 +6,8 @@
 //! counter's read, 1.4 ms more with `--server-pid`; the other queries take microseconds. So the
 //! energy counter is read at most once every [`ENERGY_PERIOD`] (a run's energy interpolates
 //! between the counter's readings anyway): a process sampling at 10 ms then used 0.3 CPU-s in
-//! 8 s, not 3. NVIDIA and users report that polling NVML very often
-//! slows decode on the sampled GPU; a launch-bound loop showed no effect beyond that machine's
-//! noise at 10 ms.
+//! 8 s, not 3. NVIDIA and users report that polling NVML very often slows decode on the sampled
+//! GPU; a launch-bound loop showed no effect beyond that machine's noise at 10 ms.
 //!
 //! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
 //! `libnvidia-ml.so.1`) and resolves every symbol it knows at once, keeping each lookup's result;
@@ -344,9 +343,8 @@ fn gpu_context(nvml: &Nvml, count: u32, names: &[(Option<String>, Option<String>
 
 /// Says whether NVML can be loaded here (for `canaryd doctor`), and what one sampling round
 /// over every GPU costs (with the energy counter's read, without `--server-pid`'s query): the
-/// wall time of up to 5 rounds,
-/// read as a run reads them, so `--gpu-interval` can be chosen knowing it. Rounds stop after
-/// 2 s, inside doctor's bound on the whole probe.
+/// wall time of up to 5 rounds, read as a run reads them, so `--gpu-interval` can be chosen
+/// knowing it. Rounds stop after 2 s, inside doctor's bound on the whole probe.
 pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
     let mut s = match NvmlSampler::open(NvmlConfig {
         lib_path,
