@@ -3,46 +3,121 @@
 //! `READY=1` once the first runs are scheduled, `STATUS=` lines saying what runs,
 //! `WATCHDOG=1` at half of `$WATCHDOG_USEC`, `STOPPING=1` on the way out. Outside systemd
 //! (no `$NOTIFY_SOCKET`) every call does nothing.
+//!
+//! Sends never wait: the daemon's async loop sends (READY, STATUS, WATCHDOG), and a blocking
+//! send to a receiver whose queue is full (systemd stuck, or a socket nobody reads) held that
+//! loop, signals included, for as long as the queue stayed full. A message that does not fit
+//! is dropped: a later `STATUS=` or `WATCHDOG=1` replaces it anyway.
 
+use std::ffi::OsStr;
 use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A connection to the service manager, or nothing outside systemd.
 pub struct Notifier {
     socket: Option<(UnixDatagram, std::os::unix::net::SocketAddr)>,
+    /// Messages dropped on a full queue, per [`Kind`] (exact counts).
+    dropped: [AtomicU64; Kind::ALL.len()],
+}
+
+/// What a message is, by its first assignment: drops are counted and said per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Ready,
+    Status,
+    Watchdog,
+    Stopping,
+    Other,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::Ready,
+        Kind::Status,
+        Kind::Watchdog,
+        Kind::Stopping,
+        Kind::Other,
+    ];
+
+    fn of(msg: &str) -> Kind {
+        match msg.split('=').next() {
+            Some("READY") => Kind::Ready,
+            Some("STATUS") => Kind::Status,
+            Some("WATCHDOG") => Kind::Watchdog,
+            Some("STOPPING") => Kind::Stopping,
+            _ => Kind::Other,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 impl Notifier {
     /// Reads `$NOTIFY_SOCKET`; a socket that cannot be used is reported once and ignored.
     pub fn from_env() -> Notifier {
-        let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-            return Notifier { socket: None };
-        };
+        match std::env::var_os("NOTIFY_SOCKET") {
+            None => Notifier::with(None),
+            Some(path) => Notifier::at(&path),
+        }
+    }
+
+    /// Sends to the socket `path` names (a path, or `@name`), never waiting.
+    fn at(path: &OsStr) -> Notifier {
         let socket = (|| -> std::io::Result<_> {
             let sock = UnixDatagram::unbound()?;
+            sock.set_nonblocking(true)?;
             let bytes = path.as_encoded_bytes();
             let addr = match bytes.strip_prefix(b"@") {
                 Some(name) => abstract_addr(name)?,
-                None => std::os::unix::net::SocketAddr::from_pathname(&path)?,
+                None => std::os::unix::net::SocketAddr::from_pathname(path)?,
             };
             Ok((sock, addr))
         })();
         match socket {
-            Ok(s) => Notifier { socket: Some(s) },
+            Ok(s) => Notifier::with(Some(s)),
             Err(e) => {
                 tracing::warn!("NOTIFY_SOCKET {path:?} unusable, not notifying systemd: {e}");
-                Notifier { socket: None }
+                Notifier::with(None)
             }
         }
     }
 
-    /// Sends one message (`READY=1`, `STATUS=…`); failures are logged at debug level.
-    pub fn send(&self, msg: &str) {
-        if let Some((sock, addr)) = &self.socket {
-            if let Err(e) = sock.send_to_addr(msg.as_bytes(), addr) {
-                tracing::debug!("sd_notify {msg:?}: {e}");
-            }
+    fn with(socket: Option<(UnixDatagram, std::os::unix::net::SocketAddr)>) -> Notifier {
+        Notifier {
+            socket,
+            dropped: Default::default(),
         }
+    }
+
+    /// Sends one message (`READY=1`, `STATUS=…`) without waiting. A full queue drops it,
+    /// said once per kind of message (a stuck receiver would otherwise be said every 5 s);
+    /// other failures are logged at debug level.
+    pub fn send(&self, msg: &str) {
+        let Some((sock, addr)) = &self.socket else {
+            return;
+        };
+        match sock.send_to_addr(msg.as_bytes(), addr) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let kind = Kind::of(msg);
+                if self.dropped[kind.index()].fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        "sd_notify: the service manager's queue is full, a {kind:?} message was \
+                         dropped (further drops of this kind are not logged)"
+                    );
+                }
+            }
+            Err(e) => tracing::debug!("sd_notify {msg:?}: {e}"),
+        }
+    }
+
+    /// Messages of `kind` dropped on a full queue so far.
+    #[cfg(test)]
+    fn dropped(&self, kind: Kind) -> u64 {
+        self.dropped[kind.index()].load(Ordering::Relaxed)
     }
 
     /// `STATUS=` text shown by `systemctl status`.
@@ -132,12 +207,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify.sock");
         let server = UnixDatagram::bind(&path).unwrap();
-        let n = Notifier {
-            socket: Some((
-                UnixDatagram::unbound().unwrap(),
-                std::os::unix::net::SocketAddr::from_pathname(&path).unwrap(),
-            )),
-        };
+        let n = Notifier::at(path.as_os_str());
         n.send("READY=1");
         n.status("running chat\nand more");
         let mut buf = [0u8; 256];
@@ -146,7 +216,59 @@ mod tests {
         let len = server.recv(&mut buf).unwrap();
         assert_eq!(&buf[..len], b"STATUS=running chat and more");
         // Outside systemd nothing is sent and nothing fails.
-        Notifier { socket: None }.send("READY=1");
+        Notifier::with(None).send("READY=1");
+    }
+
+    /// A receiver that never reads: its queue fills (`net.unix.max_dgram_qlen`, 10 here by
+    /// default) and a blocking send would wait for it forever. The sends are made in a thread
+    /// joined with a generous bound: a liveness check, not a measure of speed.
+    #[test]
+    fn a_full_queue_drops_messages_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let server = UnixDatagram::bind(&path).unwrap();
+        let n = std::sync::Arc::new(Notifier::at(path.as_os_str()));
+        let sender = n.clone();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Far past any queue length a kernel is configured with by default.
+            for _ in 0..1000 {
+                sender.send("WATCHDOG=1");
+                sender.status("running chat");
+            }
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("sending to a full queue blocked");
+        // Every message past the queue's length is counted as dropped, per kind.
+        let queued = {
+            server.set_nonblocking(true).unwrap();
+            let mut buf = [0u8; 256];
+            std::iter::from_fn(|| server.recv(&mut buf).ok()).count() as u64
+        };
+        assert!(queued > 0);
+        assert_eq!(
+            n.dropped(Kind::Watchdog) + n.dropped(Kind::Status) + queued,
+            2000
+        );
+        assert!(n.dropped(Kind::Watchdog) > 0 && n.dropped(Kind::Status) > 0);
+        assert_eq!(n.dropped(Kind::Ready), 0);
+        // Once the receiver reads again, messages go through again.
+        n.send("READY=1");
+        let mut buf = [0u8; 256];
+        let len = server.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"READY=1");
+    }
+
+    #[test]
+    fn kinds_are_told_by_the_first_assignment() {
+        assert_eq!(Kind::of("READY=1"), Kind::Ready);
+        assert_eq!(Kind::of("STATUS=a=b"), Kind::Status);
+        assert_eq!(Kind::of("WATCHDOG=1"), Kind::Watchdog);
+        assert_eq!(Kind::of("STOPPING=1"), Kind::Stopping);
+        assert_eq!(Kind::of("RELOADING=1"), Kind::Other);
+        assert_eq!(Kind::of(""), Kind::Other);
     }
 
     #[test]
