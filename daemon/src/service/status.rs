@@ -7,6 +7,7 @@
 mod brief;
 mod metrics;
 mod page;
+mod peer_group;
 
 pub use brief::{RunBrief, SummaryBrief};
 pub use metrics::StatusMetrics;
@@ -17,6 +18,7 @@ use canary_core::percent_decode_query as percent_decode;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use peer_group::PeerGroup;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -37,8 +39,9 @@ use tokio_util::sync::CancellationToken;
 /// silent or idle between requests, however many, cannot lock a liveness probe out.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Connections one peer address may hold at once (the same rule at this cap, among its own):
-/// one client cannot take every slot.
+/// Connections one peer may hold at once (the same rule at this cap, among its own): one
+/// client cannot take every slot. A peer is a [`PeerGroup`]: an IPv4 address, or an IPv6 /64
+/// (a client given a /64 could otherwise take a fresh address per connection).
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
 
 /// How long a connection closed for a newer one gets to finish a request that came just
@@ -157,7 +160,7 @@ struct Connections {
 }
 
 struct Connection {
-    peer: IpAddr,
+    peer: PeerGroup,
     /// Requests in progress on it now (a head has come, the answer is not done): while not
     /// zero it is not closed for another.
     busy: Arc<AtomicUsize>,
@@ -181,8 +184,9 @@ type Admitted = (u64, Arc<AtomicUsize>, CancellationToken, Made);
 impl Connections {
     /// Takes a new connection from `peer`, closing another that has no request in progress
     /// (silent, or idle between requests) when a cap is reached; `None` (refused) when every
-    /// one in the way has a request in progress.
+    /// one in the way has a request in progress. The per-peer cap counts `peer`'s group.
     fn admit(&mut self, peer: IpAddr, per_peer: usize, max: usize) -> Option<Admitted> {
+        let peer = PeerGroup::of(peer);
         let mut made = Made::Nothing;
         if self.open.values().filter(|c| c.peer == peer).count() >= per_peer {
             self.close_oldest_silent(|c| c.peer == peer)?;
@@ -307,13 +311,13 @@ pub async fn serve(
                 .lock()
                 .unwrap()
                 .admit(peer.ip(), MAX_CONNECTIONS_PER_PEER, MAX_CONNECTIONS);
+        let group = PeerGroup::of(peer.ip());
         let Some((id, busy, close, made)) = admitted else {
             if let Some(unsaid) = refused.due(Instant::now()) {
                 tracing::warn!(
                     "status endpoint: {MAX_CONNECTIONS} connections open (or \
-                     {MAX_CONNECTIONS_PER_PEER} from {}), each with a request in progress: \
-                     closed a new one from {}{}",
-                    peer.ip(),
+                     {MAX_CONNECTIONS_PER_PEER} from {group}), each with a request in \
+                     progress: closed a new one from {}{}",
                     peer.ip(),
                     more_since(unsaid)
                 );
@@ -323,7 +327,7 @@ pub async fn serve(
         if made != Made::Nothing {
             if let Some(unsaid) = closed.due(Instant::now()) {
                 let full = match made {
-                    Made::ClosedPeers => format!("{MAX_CONNECTIONS_PER_PEER} from {}", peer.ip()),
+                    Made::ClosedPeers => format!("{MAX_CONNECTIONS_PER_PEER} from {group}"),
                     _ => MAX_CONNECTIONS.to_string(),
                 };
                 tracing::warn!(
@@ -582,6 +586,51 @@ mod tests {
         drop(requests);
         assert_eq!(c.admit(ip(7), 2, 5).unwrap().3, Made::ClosedOldest);
         assert!(!c.open.contains_key(&2) && tokens[2].1.is_cancelled());
+    }
+
+    /// Fresh addresses of one IPv6 /64 share one per-peer cap: the /64's third connection
+    /// closes its oldest, whichever address each came from; the next /64 has its own cap;
+    /// an IPv4-mapped address counts with the IPv4 address it carries.
+    #[test]
+    fn the_per_peer_cap_counts_an_ipv6_64_and_mapped_ipv4_as_one_peer() {
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let mut c = Connections::default();
+        let first = c.admit(ip("2001:db8:0:1::1"), 2, 100).unwrap();
+        assert_eq!(
+            c.admit(ip("2001:db8:0:1::2"), 2, 100).unwrap().3,
+            Made::Nothing
+        );
+        let third = c.admit(ip("2001:db8:0:1:abcd::3"), 2, 100).unwrap();
+        assert_eq!(third.3, Made::ClosedPeers);
+        assert!(first.2.is_cancelled());
+        assert_eq!(
+            c.admit(ip("2001:db8:0:2::1"), 2, 100).unwrap().3,
+            Made::Nothing
+        );
+        assert_eq!(
+            c.admit(ip("2001:db8:0:2::2"), 2, 100).unwrap().3,
+            Made::Nothing
+        );
+        // IPv4, plain and as a dual-stack listener sees it: one peer.
+        assert_eq!(c.admit(ip("10.0.0.1"), 2, 100).unwrap().3, Made::Nothing);
+        assert_eq!(
+            c.admit(ip("::ffff:10.0.0.1"), 2, 100).unwrap().3,
+            Made::Nothing
+        );
+        assert_eq!(
+            c.admit(ip("10.0.0.1"), 2, 100).unwrap().3,
+            Made::ClosedPeers
+        );
+        assert_eq!(c.admit(ip("10.0.0.2"), 2, 100).unwrap().3, Made::Nothing);
+        // With every connection of the /64 busy, a new address of it is refused.
+        let busy: Vec<_> = c
+            .open
+            .values()
+            .filter(|c| c.peer.to_string() == "2001:db8:0:1::/64")
+            .map(|c| InProgress::new(&c.busy))
+            .collect();
+        assert_eq!(busy.len(), 2);
+        assert!(c.admit(ip("2001:db8:0:1::99"), 2, 100).is_none());
     }
 
     /// A flood's message is said at once, then at most once per minute with the count of
