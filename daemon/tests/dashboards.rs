@@ -10,7 +10,7 @@
 mod common;
 
 use canary_testkit::skip;
-use common::{fake_nvml, free_port, shared, wait_listening, Child, CANARYD};
+use common::{fake_nvml, shared, spawn_reading_port, CANARYD};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -204,12 +204,11 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
-    // A port found free, not one it binds itself: reading that back would need its info log,
-    // which it runs without (-loggerLevel=ERROR), and another program's log format parsed.
-    let vm_port = free_port();
-    let _vm = Child(
+    // On a port it binds itself, read from its log ("started server at http://ADDR/", an
+    // info line): a port found free and let go can be taken by another test's process first.
+    let (_vm, vm_port) = spawn_reading_port(
         Command::new(&vm_bin)
-            .arg(format!("-httpListenAddr=127.0.0.1:{vm_port}"))
+            .arg("-httpListenAddr=127.0.0.1:0")
             .arg(format!(
                 "-storageDataPath={}",
                 dir.path().join("vm").display()
@@ -221,11 +220,10 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
             .arg("-search.latencyOffset=0s")
             // No result cache: a query a moment after the export sees all of it.
             .arg("-search.disableCache")
-            .arg("-loggerLevel=ERROR")
-            .spawn()
-            .expect("victoria-metrics starts"),
+            .arg("-loggerLevel=INFO"),
+        "started server at http://",
+        "victoria-metrics",
     );
-    wait_listening(vm_port, "victoria-metrics");
 
     // Faults so the error panels have errors, and requests cancelled on purpose, which the
     // error rate leaves out; the fake NVML library so the GPU panels have a GPU (none exists

@@ -124,43 +124,54 @@ const SIM_LISTENING: &str = "canary-sim listening on http://";
 /// its log line. A port found free and let go ([`free_port`]) can be taken by another
 /// test's process before the sim binds it; the sim then exits and whatever answers on the
 /// port is taken for it.
-///
-/// Its stderr is read by a thread for as long as it runs (a full pipe would stall it); its
-/// warnings and errors go on to the test's stderr, as with `RUST_LOG=warn` before, and its
-/// info lines (the one read here among them) do not.
 fn spawn_sim(sim: &mut Command) -> (Child, u16) {
-    let mut child = Child(
+    spawn_reading_port(
         sim.args(["--port", "0"])
             .env("RUST_LOG", "warn,canary_sim=info")
             // With it, log lines lose their timestamp and the INFO filter below its place.
-            .env_remove("JOURNAL_STREAM")
-            .stdout(Stdio::null())
+            .env_remove("JOURNAL_STREAM"),
+        SIM_LISTENING,
+        "canaryd sim",
+    )
+}
+
+/// Starts `cmd`, told to bind port 0, and reads the port it bound from the first line of its
+/// stderr holding `said` followed by the address (`said` ends where the address begins:
+/// `…http://`); `what` names it in a failure.
+///
+/// Its stderr is read by a thread for as long as it runs (a full pipe would stall it); its
+/// warnings and errors go on to the test's stderr, and its info lines (the one read here
+/// among them) do not.
+#[allow(dead_code)]
+pub fn spawn_reading_port(cmd: &mut Command, said: &'static str, what: &str) -> (Child, u16) {
+    let mut child = Child(
+        cmd.stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("canaryd sim starts"),
+            .unwrap_or_else(|e| panic!("{what} starts: {e}")),
     );
     let stderr = child.0.stderr.take().expect("stderr is piped");
-    let (said, heard) = std::sync::mpsc::channel();
-    std::thread::spawn(move || drain_sim_log(stderr, said));
+    let (port, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || drain_log(stderr, said, port));
     match heard.recv_timeout(Duration::from_secs(10)) {
         Ok(port) => (child, port),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
             let exit = child.0.wait().unwrap();
-            panic!("canaryd sim exited ({exit}) before listening (its log is above)");
+            panic!("{what} exited ({exit}) before listening (its log is above)");
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("canaryd sim did not say it listens within 10 s")
+            panic!("{what} did not say it listens within 10 s")
         }
     }
 }
 
-/// Reads the sim's log to its end: sends the port of its listening line on `said`, copies
-/// every line but the info ones to stderr. Lines are read up to 64 KiB each (the rest of a
-/// longer one is read as the next line).
-fn drain_sim_log(log: std::process::ChildStderr, said: std::sync::mpsc::Sender<u16>) {
+/// Reads a child's log to its end: sends the port of its first line holding `said` on
+/// `port`, copies every line but the info ones to stderr. Lines are read up to 64 KiB each
+/// (the rest of a longer one is read as the next line).
+fn drain_log(log: std::process::ChildStderr, said: &str, port: std::sync::mpsc::Sender<u16>) {
     use std::io::BufRead;
     let mut log = std::io::BufReader::new(log);
-    let mut said = Some(said);
+    let mut port = Some(port);
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -169,11 +180,16 @@ fn drain_sim_log(log: std::process::ChildStderr, said: std::sync::mpsc::Sender<u
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line);
-        if let Some(port) = said.as_ref().and(listening_port(&text)) {
-            let _ = said.take().expect("checked above").send(port);
+        if let Some(bound) = port.as_ref().and(listening_port(&text, said)) {
+            let _ = port.take().expect("checked above").send(bound);
         }
-        // "TIMESTAMP  INFO target: message", as tracing's plain format writes it.
-        if text.split_whitespace().nth(1) == Some("INFO") {
+        // "TIMESTAMP  INFO target: message", as tracing's plain format writes it, or
+        // "TIMESTAMP\tinfo\tsource\tmessage", as VictoriaMetrics does.
+        if text
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|level| level.eq_ignore_ascii_case("INFO"))
+        {
             continue;
         }
         // Straight to the stderr file, as the inherited stderr was: the harness captures
@@ -182,13 +198,11 @@ fn drain_sim_log(log: std::process::ChildStderr, said: std::sync::mpsc::Sender<u
     }
 }
 
-/// The port in the sim's "listening on http://ADDR (profile …)" line.
-fn listening_port(line: &str) -> Option<u16> {
-    let addr = line
-        .split(SIM_LISTENING)
-        .nth(1)?
-        .split_whitespace()
-        .next()?;
+/// The port in a line "…`said`ADDR…": the sim's "listening on http://ADDR (profile …)",
+/// VictoriaMetrics' "started server at http://ADDR/".
+fn listening_port(line: &str, said: &str) -> Option<u16> {
+    let addr = line.split(said).nth(1)?.split_whitespace().next()?;
+    let addr = addr.trim_end_matches('/');
     Some(addr.parse::<std::net::SocketAddr>().ok()?.port())
 }
 
