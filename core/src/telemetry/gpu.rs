@@ -99,7 +99,7 @@ pub struct GpuRunStats {
 }
 
 /// The GPUs over a run: `summary.json`'s `gpu` section.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunGpuSummary {
     /// Mean GPU utilization over all GPUs' samples, percent.
     pub util_avg_pct: Option<f64>,
