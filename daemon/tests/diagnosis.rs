@@ -8,7 +8,7 @@ mod common;
 mod cpu_quota;
 
 use common::{shared, text, Child, CANARYD};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -438,6 +438,30 @@ fn busy_gpus_with_nothing_waiting_are_compute_bound() {
     assert_eq!(gpu["count"], 2);
     assert_eq!(gpu["driver"], "580.00-fake");
     assert_eq!(gpu["source"], "nvml");
+    // The run's clocks and memory utilization, in summary.json and the table, beside the
+    // throttle reasons (the fake's SM 1980 MHz, memory 2619 MHz, 41 %, SW power cap).
+    let g = &doc["gpu"];
+    assert_eq!(
+        (
+            &g["sm_clock_min_mhz"],
+            &g["sm_clock_avg_mhz"],
+            &g["mem_clock_avg_mhz"]
+        ),
+        (&json!(1980.0), &json!(1980.0), &json!(2619.0)),
+        "{g:#}"
+    );
+    assert_eq!(
+        (&g["util_mem_avg_pct"], &g["util_mem_max_pct"]),
+        (&json!(41.0), &json!(41.0))
+    );
+    assert_eq!(g["per_gpu"][1]["sm_clock_min_mhz"], 1980.0, "{g:#}");
+    assert!(
+        printed.contains(
+            "SM lowest 1980 avg 1980 MHz, memory clock avg 2619 MHz, memory busy avg 41.0% \
+             highest 41.0%; throttle reasons: sw_power_cap"
+        ),
+        "{printed}"
+    );
 }
 
 #[test]

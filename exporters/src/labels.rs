@@ -39,12 +39,15 @@ pub mod attr {
     pub const BOTTLENECK_WHY: &str = "canary.run.bottleneck.why";
     /// Who measured a run-level figure: `client` (canaryd) or `server` (its `/metrics`).
     pub const MEASURED_BY: &str = "canary.measured_by";
-    /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`.
+    /// Which statistic a run-level gauge holds: `mean`, `p50`, `p90`, `p99`; the GPU's
+    /// sampled figures also `min`, `max`.
     pub const STATISTIC: &str = "canary.statistic";
     /// What kind of figure a latency point is, by the run's rule for bounds (`RxBounds`):
     /// `exact` (every time the kernel's receive stamp), `upper_bound` (TTFT, e2e: some were
     /// a later segment's stamp or canaryd's read), `bound` (ITL: exact in neither direction),
-    /// `estimate` (a server percentile, interpolated within its bucket).
+    /// `estimate` (a server percentile, interpolated within its bucket). The GPU's sampled
+    /// figures: `estimate` (a mean of readings), `upper_bound` (the lowest clock read),
+    /// `lower_bound` (the highest utilization read).
     pub const VALUE_KIND: &str = "canary.value_kind";
     /// `traces`, `metrics` or `logs`.
     pub const SIGNAL: &str = "canary.signal";

@@ -103,6 +103,9 @@ pub(crate) struct Instruments {
     run_energy_per_token: LatestGauge,
     run_gpu_util: LatestGauge,
     run_gpu_power: LatestGauge,
+    run_gpu_sm_clock: LatestGauge,
+    run_gpu_mem_clock: LatestGauge,
+    run_gpu_mem_util: LatestGauge,
     run_prefix_hit: LatestGauge,
     verdict_state: LatestGauge,
     trend_state: LatestGauge,
@@ -324,6 +327,28 @@ impl Instruments {
                 "canary.run.gpu.power",
                 "W",
                 "Mean GPU power over the last run",
+            ),
+            run_gpu_sm_clock: LatestGauge::new(
+                m,
+                "canary.run.gpu.sm_clock",
+                "Hz",
+                "SM clock over the last run, from readings at sample instants: the mean \
+                 (an estimate) and the lowest (an upper bound on the lowest; far below the \
+                 mean, a GPU's clock was pulled down)",
+            ),
+            run_gpu_mem_clock: LatestGauge::new(
+                m,
+                "canary.run.gpu.memory_clock",
+                "Hz",
+                "Mean memory clock over the last run, from readings at sample instants (an \
+                 estimate)",
+            ),
+            run_gpu_mem_util: LatestGauge::new(
+                m,
+                "canary.run.gpu.memory_utilization",
+                "1",
+                "Share of time GPU memory was read or written over the last run (0-1): the \
+                 mean of the samples (an estimate) and the highest (a lower bound)",
             ),
             run_prefix_hit: LatestGauge::new(
                 m,
@@ -547,6 +572,9 @@ impl Instruments {
             &self.run_energy_per_token,
             &self.run_gpu_util,
             &self.run_gpu_power,
+            &self.run_gpu_sm_clock,
+            &self.run_gpu_mem_clock,
+            &self.run_gpu_mem_util,
             &self.run_prefix_hit,
             &self.verdict_state,
             &self.trend_state,
@@ -699,6 +727,51 @@ impl Instruments {
             .record_one(base, gpu.and_then(|g| g.util_avg_pct).map(|v| v / 100.0));
         self.run_gpu_power
             .record_one(base, gpu.and_then(|g| g.power_avg_w));
+        // Readings at sample instants: a mean is an estimate, the lowest clock an upper bound
+        // on the lowest, the highest utilization a lower bound on the highest.
+        let stat = |stat: &'static str, kind: &'static str, v: Option<f64>| {
+            let a = vec![
+                KeyValue::new(attr::STATISTIC, stat),
+                KeyValue::new(attr::VALUE_KIND, kind),
+            ];
+            (a, v)
+        };
+        let hz = |mhz: Option<f64>| mhz.map(|v| v * 1e6);
+        self.run_gpu_sm_clock.record(
+            base,
+            [
+                stat("mean", "estimate", hz(gpu.and_then(|g| g.sm_clock_avg_mhz))),
+                stat(
+                    "min",
+                    "upper_bound",
+                    hz(gpu.and_then(|g| g.sm_clock_min_mhz)),
+                ),
+            ],
+        );
+        self.run_gpu_mem_clock.record(
+            base,
+            [stat(
+                "mean",
+                "estimate",
+                hz(gpu.and_then(|g| g.mem_clock_avg_mhz)),
+            )],
+        );
+        let ratio = |pct: Option<f64>| pct.map(|v| v / 100.0);
+        self.run_gpu_mem_util.record(
+            base,
+            [
+                stat(
+                    "mean",
+                    "estimate",
+                    ratio(gpu.and_then(|g| g.util_mem_avg_pct)),
+                ),
+                stat(
+                    "max",
+                    "lower_bound",
+                    ratio(gpu.and_then(|g| g.util_mem_max_pct)),
+                ),
+            ],
+        );
     }
 }
 
@@ -796,6 +869,11 @@ mod tests {
             process_sm_util_avg_pct: None,
             process_sm_util_max_pct: None,
             process_mem_util_avg_pct: None,
+            sm_clock_min_mhz: None,
+            sm_clock_avg_mhz: None,
+            mem_clock_avg_mhz: None,
+            util_mem_avg_pct: None,
+            util_mem_max_pct: None,
             per_gpu: Vec::new(),
         }
     }
@@ -980,6 +1058,53 @@ mod tests {
         // The other workload's last run is untouched.
         assert_eq!(count(&last, "canary.slice.requests", "c"), 2, "{last:?}");
         assert_eq!(count(&last, "canary.run.gpu.power", "c"), 1, "{last:?}");
+    }
+
+    // The GPU's clocks and memory utilization go out per run beside its utilization and
+    // power, each point saying which statistic it is and that it comes from readings at
+    // sample instants; a run without them (DCGM's field set without clocks) sends none.
+    #[test]
+    fn gpu_clocks_and_memory_utilization_go_out_per_run_with_their_kind() {
+        let (exporter, provider, m) = in_memory(SdkMeterProvider::builder());
+        let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
+        let mut g = gpu(300.0);
+        (g.sm_clock_min_mhz, g.sm_clock_avg_mhz, g.mem_clock_avg_mhz) =
+            (Some(1200.0), Some(1850.0), Some(2619.0));
+        (g.util_mem_avg_pct, g.util_mem_max_pct) = (Some(35.0), Some(50.0));
+        let telemetry = RunTelemetry {
+            gpu: Some(g),
+            ..Default::default()
+        };
+        m.record_run(&summary(2, ""), &telemetry, &base);
+        provider.force_flush().unwrap();
+        let points = exported(&exporter);
+        let values = |name: &str| -> Vec<f64> {
+            points.iter().filter(|p| p.0 == name).map(|p| p.2).collect()
+        };
+        assert_eq!(values("canary.run.gpu.sm_clock"), [1.2e9, 1.85e9]);
+        assert_eq!(values("canary.run.gpu.memory_clock"), [2.619e9]);
+        assert_eq!(values("canary.run.gpu.memory_utilization"), [0.35, 0.5]);
+        assert_eq!(
+            kinds(&exporter, "canary.run.gpu.sm_clock"),
+            ["estimate", "upper_bound"]
+        );
+        assert_eq!(
+            kinds(&exporter, "canary.run.gpu.memory_utilization"),
+            ["estimate", "lower_bound"]
+        );
+        // The next run has no clocks: their series end.
+        m.record_run(
+            &summary(2, ""),
+            &RunTelemetry {
+                gpu: Some(gpu(300.0)),
+                ..Default::default()
+            },
+            &base,
+        );
+        provider.force_flush().unwrap();
+        let points = exported(&exporter);
+        assert!(points.iter().all(|p| !p.0.contains("clock")), "{points:?}");
+        assert!(points.iter().any(|p| p.0 == "canary.run.gpu.power"));
     }
 
     // Every request cancelled on purpose: summary.json's shares are null, and no ratio point

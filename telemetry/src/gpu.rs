@@ -40,9 +40,9 @@ pub struct GpuSample {
     pub energy_j: Option<f64>,
     /// GPU temperature, °C.
     pub temp_c: Option<f64>,
-    /// SM clock, MHz.
+    /// SM clock, MHz, at the sample's instant.
     pub sm_clock_mhz: Option<f64>,
-    /// Memory clock, MHz.
+    /// Memory clock, MHz, at the sample's instant.
     pub mem_clock_mhz: Option<f64>,
     /// Clock throttle / clock event reasons, NVML's bitmask (`nvmlClocksThrottleReason*`).
     pub throttle_reasons: Option<u64>,
@@ -52,9 +52,11 @@ pub struct GpuSample {
     pub pcie_rx_bytes_per_s: Option<f64>,
     /// Ratio of time the graphics/compute engine was active (DCGM profiling), 0..=1.
     pub gr_engine_active: Option<f64>,
-    /// SM utilization of the watched server process, percent (NVML per-process stats).
+    /// SM utilization of the watched server process, percent (NVML per-process stats): the
+    /// mean of NVML's samples of the process since the previous query. Queried at most once a
+    /// second (on the energy counter's rounds); `None` on the rounds between.
     pub process_sm_util_pct: Option<f64>,
-    /// Memory utilization of the watched server process, percent.
+    /// Memory utilization of the watched server process, percent (the same mean).
     pub process_mem_util_pct: Option<f64>,
     /// Other labels kept from the source (Kubernetes `pod`, `namespace`, `container`,
     /// `Hostname`, driver version …).

@@ -1,7 +1,12 @@
 //! [`gpu_summary`]: what the GPUs did over one run, for `summary.json`'s `gpu` section —
 //! utilization, power and energy, and the cheap run-level figures of the other sampled fields
-//! (memory, temperature, clock throttle reasons, the server process's utilization), overall
-//! and per GPU (and per MIG instance, whose own figures are its memory).
+//! (memory, temperature, clocks, memory utilization, clock throttle reasons, the server
+//! process's utilization), overall and per GPU (and per MIG instance, whose own figures are
+//! its memory).
+//!
+//! Clocks and memory utilization are the samples' readings (a clock at its sample's instant,
+//! memory utilization over the driver's period before it), each sample counting once: their
+//! means are estimates of the run's, their lowest and highest bounds on its extremes.
 
 use canary_core::MonoTime;
 
@@ -48,6 +53,10 @@ fn max_f(values: impl Iterator<Item = f64>) -> Option<f64> {
     values.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
 }
 
+fn min_f(values: impl Iterator<Item = f64>) -> Option<f64> {
+    values.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+}
+
 /// Summarizes a run `[t0, t1]` from GPU samples (any sources, any order: the rings' windows
 /// one after the other will do); `output_tokens` gives the energy per token. `None` without
 /// a sample.
@@ -87,6 +96,11 @@ pub fn gpu_summary(
             temp_max_c: max_f(mine.iter().filter_map(|g| g.temp_c)),
             throttle_reasons: mask.map(throttle_reason_names).unwrap_or_default(),
             process_sm_util_avg_pct: mean(mine.iter().filter_map(|g| g.process_sm_util_pct)),
+            sm_clock_min_mhz: min_f(mine.iter().filter_map(|g| g.sm_clock_mhz)),
+            sm_clock_avg_mhz: mean(mine.iter().filter_map(|g| g.sm_clock_mhz)),
+            mem_clock_avg_mhz: mean(mine.iter().filter_map(|g| g.mem_clock_mhz)),
+            util_mem_avg_pct: mean(mine.iter().filter_map(|g| g.util_mem_pct)),
+            util_mem_max_pct: max_f(mine.iter().filter_map(|g| g.util_mem_pct)),
         });
         used.extend(mine);
     }
@@ -118,6 +132,11 @@ pub fn gpu_summary(
         process_sm_util_avg_pct: mean(used.iter().filter_map(|g| g.process_sm_util_pct)),
         process_sm_util_max_pct: max_f(used.iter().filter_map(|g| g.process_sm_util_pct)),
         process_mem_util_avg_pct: mean(used.iter().filter_map(|g| g.process_mem_util_pct)),
+        sm_clock_min_mhz: min_f(used.iter().filter_map(|g| g.sm_clock_mhz)),
+        sm_clock_avg_mhz: mean(used.iter().filter_map(|g| g.sm_clock_mhz)),
+        mem_clock_avg_mhz: mean(used.iter().filter_map(|g| g.mem_clock_mhz)),
+        util_mem_avg_pct: mean(used.iter().filter_map(|g| g.util_mem_pct)),
+        util_mem_max_pct: max_f(used.iter().filter_map(|g| g.util_mem_pct)),
         per_gpu,
     })
 }
@@ -185,6 +204,59 @@ mod tests {
         assert_eq!(s.throttle_reasons, None);
         assert_eq!(s.energy_per_output_token_j, None);
         assert!(gpu_summary(&[], MonoTime(0), MonoTime(S), 1).is_none());
+    }
+
+    #[test]
+    fn clocks_and_memory_utilization_over_the_run_and_per_gpu() {
+        let c = |t, gpu, sm: f64, busy: f64| {
+            let mut s = g(t, gpu, 60.0, 10, Some(0));
+            (s.sm_clock_mhz, s.mem_clock_mhz, s.util_mem_pct) =
+                (Some(sm), Some(2619.0), Some(busy));
+            s
+        };
+        let samples = vec![
+            c(0, 0, 1980.0, 30.0),
+            c(0, 1, 1980.0, 40.0),
+            // GPU 0 pulled down to 1200 MHz for one sample.
+            c(1, 0, 1200.0, 50.0),
+            c(1, 1, 1980.0, 40.0),
+            c(2, 0, 1980.0, 10.0),
+            c(2, 1, 1980.0, 40.0),
+            // After the run: not counted.
+            c(5, 0, 300.0, 100.0),
+        ];
+        let s = gpu_summary(&samples, MonoTime(0), MonoTime(2 * S), 0).unwrap();
+        assert_eq!(s.sm_clock_min_mhz, Some(1200.0));
+        assert_eq!(s.sm_clock_avg_mhz, Some(1850.0));
+        assert_eq!(s.mem_clock_avg_mhz, Some(2619.0));
+        assert_eq!(s.util_mem_avg_pct, Some(35.0));
+        assert_eq!(s.util_mem_max_pct, Some(50.0));
+        let per: Vec<_> = s
+            .per_gpu
+            .iter()
+            .map(|p| {
+                (
+                    p.sm_clock_min_mhz,
+                    p.sm_clock_avg_mhz,
+                    p.util_mem_avg_pct,
+                    p.util_mem_max_pct,
+                )
+            })
+            .collect();
+        assert_eq!(
+            per,
+            [
+                (Some(1200.0), Some(1720.0), Some(30.0), Some(50.0)),
+                (Some(1980.0), Some(1980.0), Some(40.0), Some(40.0)),
+            ]
+        );
+        // A source without clocks says null, not 0.
+        let s = gpu_summary(&[g(0, 0, 60.0, 10, None)], MonoTime(0), MonoTime(S), 0).unwrap();
+        assert_eq!(
+            (s.sm_clock_min_mhz, s.mem_clock_avg_mhz, s.util_mem_max_pct),
+            (None, None, None)
+        );
+        assert_eq!(s.per_gpu[0].sm_clock_avg_mhz, None);
     }
 
     #[test]

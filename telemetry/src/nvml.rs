@@ -4,9 +4,11 @@
 //! Sampling cost, measured on an H200 (driver 580; bench/RESULTS.md, "NVML on a real GPU"): a
 //! round over one GPU takes about 3 ms of wall time and of CPU, 2.4 ms of it the energy
 //! counter's read, 1.4 ms more with `--server-pid`; the other queries take microseconds. So the
-//! energy counter is read at most once every [`ENERGY_PERIOD`] (a run's energy interpolates
+//! energy counter is read at most once every [`SLOW_PERIOD`] (a run's energy interpolates
 //! between the counter's readings anyway): a process sampling at 10 ms then used 0.3 CPU-s in
-//! 8 s, not 3. NVIDIA and users report that polling NVML very often slows decode on the sampled
+//! 8 s, not 3. `--server-pid`'s per-process query is made on the same rounds: NVML returns
+//! every sample of each process since the last query, so a slower query loses none (the
+//! reading is their mean). NVIDIA and users report that polling NVML very often slows decode on the sampled
 //! GPU; a launch-bound loop showed no effect beyond that machine's noise at 10 ms.
 //!
 //! Loading: `nvml-wrapper` `dlopen`s the library (the configured path, else
@@ -96,15 +98,17 @@ pub struct NvmlSampler {
     lost: LostGpus,
     /// Which GPUs do not answer now: the log says when one stops and when it is back.
     down: Vec<bool>,
-    /// Rounds taken, and every how many the energy counter is read.
+    /// Rounds taken, and every how many the slow reads are made (the energy counter, the
+    /// server process's utilization).
     rounds: u64,
-    energy_every: u64,
+    slow_every: u64,
 }
 
-/// The energy counter is read at least this often, and not more often than once per round
-/// nor than the interval allows: every round at intervals of a second or more, every second
-/// round at the default 500 ms, every tenth at 100 ms.
-const ENERGY_PERIOD: Duration = Duration::from_secs(1);
+/// The slow reads (the energy counter, and with `--server-pid` the per-process utilization)
+/// are made at least this often, and not more often than once per round nor than the
+/// interval allows: every round at intervals of a second or more, every second round at the
+/// default 500 ms, every tenth at 100 ms.
+const SLOW_PERIOD: Duration = Duration::from_secs(1);
 
 /// GPUs NVML counted that stopped answering at some point (`device_by_index` failing: a
 /// GPU fallen off the bus, a driver reset), shared with whoever reports the run.
@@ -179,7 +183,7 @@ impl NvmlSampler {
             lost: LostGpus::default(),
             down: vec![false; count as usize],
             rounds: 0,
-            energy_every: energy_every(config_interval),
+            slow_every: slow_every(config_interval),
         })
     }
 
@@ -222,7 +226,8 @@ impl NvmlSampler {
     /// does not support stay `None`.
     pub fn sample_now(&mut self) -> Vec<GpuSample> {
         let mut out = Vec::with_capacity(self.count as usize);
-        let read_energy = self.rounds % self.energy_every == 0;
+        // The energy counter and `--server-pid`'s per-process query: the slow reads.
+        let read_slow = self.rounds % self.slow_every == 0;
         self.rounds += 1;
         for i in 0..self.count {
             let d = match self.nvml.device_by_index(i) {
@@ -251,7 +256,7 @@ impl NvmlSampler {
                 g.mem_total_bytes = Some(m.total);
             }
             g.power_w = d.power_usage().ok().map(|mw| mw as f64 / 1000.0);
-            if read_energy {
+            if read_slow {
                 g.energy_j = d
                     .total_energy_consumption()
                     .ok()
@@ -264,14 +269,17 @@ impl NvmlSampler {
             // PCIe throughput is not read: NVML counts it over a 20 ms window that each read
             // waits out, so the two reads made a round on an H200 take 53 ms instead of 3, and
             // 8 GPUs' rounds most of the 500 ms interval; no output carried the figures.
-            if let Some(pid) = self.config.server_pid {
+            if let (Some(pid), true) = (self.config.server_pid, read_slow) {
                 let seen = &mut self.last_seen[i as usize];
                 if let Ok(procs) = d.process_utilization_stats(*seen) {
                     *seen = procs.iter().map(|p| p.timestamp).max().unwrap_or(*seen);
-                    if let Some(p) = procs.iter().find(|p| p.pid == pid) {
-                        g.process_sm_util_pct = Some(p.sm_util as f64);
-                        g.process_mem_util_pct = Some(p.mem_util as f64);
-                    }
+                    // NVML returns every sample it took of each process since `seen` (one per
+                    // driver period, each over an equal share of the time): their mean is the
+                    // process's utilization since the last query, the span this reading
+                    // stands for; the first alone was only the oldest period's.
+                    let mine = || procs.iter().filter(|p| p.pid == pid);
+                    g.process_sm_util_pct = mean(mine().map(|p| f64::from(p.sm_util)));
+                    g.process_mem_util_pct = mean(mine().map(|p| f64::from(p.mem_util)));
                 }
             }
             self.ring.push(g.clone());
@@ -305,11 +313,16 @@ impl NvmlSampler {
     }
 }
 
-/// Every how many rounds of `interval` the energy counter is read: as rarely as
-/// [`ENERGY_PERIOD`] allows, every round at the least.
-fn energy_every(interval: Duration) -> u64 {
-    let every = ENERGY_PERIOD.as_nanos() / interval.as_nanos().max(1);
+/// Every how many rounds of `interval` the slow reads are made: as rarely as [`SLOW_PERIOD`]
+/// allows, every round at the least.
+fn slow_every(interval: Duration) -> u64 {
+    let every = SLOW_PERIOD.as_nanos() / interval.as_nanos().max(1);
     u64::try_from(every).unwrap_or(u64::MAX).max(1)
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (n, sum) = values.fold((0usize, 0.0), |(n, s), v| (n + 1, s + v));
+    (n > 0).then(|| sum / n as f64)
 }
 
 /// Model (the first GPU's, then each other distinct one), count, driver and CUDA version.
@@ -350,7 +363,7 @@ pub fn probe_nvml(lib_path: Option<PathBuf>) -> SourceState {
         lib_path,
         capacity: 1,
         // Every round reads every field, the energy counter too: the round a run pays most.
-        interval: ENERGY_PERIOD,
+        interval: SLOW_PERIOD,
         ..NvmlConfig::default()
     }) {
         Ok(s) => s,

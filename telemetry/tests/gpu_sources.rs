@@ -142,6 +142,41 @@ async fn the_run_summary_carries_memory_temperature_throttling_and_the_server_pr
         (Some(48.0), Some(1 << 20))
     );
     assert_eq!(dcgm.process_sm_util_avg_pct, None);
+    // Clocks and memory utilization from both sources: the fake's SM 1980 MHz, memory 2619 MHz
+    // and 41 % (NVML), the capture's 2310 MHz, 9001 MHz and DCGM_FI_DEV_MEM_COPY_UTIL 0 %.
+    let figures = |p: &canary_telemetry::GpuRunStats| {
+        (
+            p.sm_clock_min_mhz,
+            p.sm_clock_avg_mhz,
+            p.mem_clock_avg_mhz,
+            p.util_mem_avg_pct,
+            p.util_mem_max_pct,
+        )
+    };
+    assert_eq!(
+        figures(&s.per_gpu[0]),
+        (
+            Some(1980.0),
+            Some(1980.0),
+            Some(2619.0),
+            Some(41.0),
+            Some(41.0)
+        )
+    );
+    assert_eq!(
+        figures(dcgm),
+        (
+            Some(2310.0),
+            Some(2310.0),
+            Some(9001.0),
+            Some(0.0),
+            Some(0.0)
+        )
+    );
+    assert_eq!(s.sm_clock_min_mhz, Some(1980.0));
+    let avg = s.sm_clock_avg_mhz.unwrap();
+    assert!(avg > 1980.0 && avg < 2310.0, "{avg}");
+    assert_eq!(s.util_mem_max_pct, Some(41.0));
     // What summary.json gets: the fields the daemon wrote before keep their names.
     let json = serde_json::to_value(&s).unwrap();
     for key in [

@@ -31,7 +31,8 @@ pub fn config(lib: PathBuf) -> NvmlConfig {
         lib_path: Some(lib),
         interval: Duration::from_millis(10),
         capacity: 6,
-        // The fake reports its one process as pid 4242 unless FAKE_NVML_PID is set.
+        // The fake reports three samples of pid 4242 (unless FAKE_NVML_PID is set) and one of
+        // pid 1 per query.
         server_pid: Some(4242),
     }
 }
@@ -84,6 +85,7 @@ fn fake_nvml_values_come_out_in_gpu_samples() {
     assert_eq!(g.throttle_reasons, Some(0x4));
     // Not read, though the library has it: NVML waits out a 20 ms window per direction.
     assert_eq!((g.pcie_tx_bytes_per_s, g.pcie_rx_bytes_per_s), (None, None));
+    // The mean of the pid's three samples since the last query, not the first (40 %, 10 %).
     assert_eq!(
         (g.process_sm_util_pct, g.process_mem_util_pct),
         (Some(55.0), Some(22.0))
@@ -137,6 +139,44 @@ fn the_energy_counter_is_read_once_a_second_at_most() {
     assert_eq!(read(300, 4), vec![true, false, false, true]);
     assert_eq!(read(1000, 3), vec![true, true, true]);
     assert_eq!(read(5000, 2), vec![true, true]);
+}
+
+/// `--server-pid`'s per-process query cost 1.4 ms of CPU a round on the H200, so it is made
+/// on the energy counter's rounds, once a second at most; NVML returns every sample of each
+/// process since the previous query, and the reading is the mean of the server's.
+#[test]
+fn the_server_process_is_queried_once_a_second_and_all_its_samples_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake(dir.path(), "libnvidia-ml.so", &[]);
+    let read = |interval_ms: u64, pid: u32, rounds: usize| -> Vec<(Option<f64>, Option<f64>)> {
+        let mut s = NvmlSampler::open(NvmlConfig {
+            interval: Duration::from_millis(interval_ms),
+            server_pid: Some(pid),
+            ..config(lib.clone())
+        })
+        .unwrap();
+        (0..rounds)
+            .map(|_| {
+                let g = &s.sample_now()[1];
+                (g.process_sm_util_pct, g.process_mem_util_pct)
+            })
+            .collect()
+    };
+    let fast = read(10, 4242, 201);
+    let with: Vec<usize> = (0..fast.len()).filter(|&i| fast[i].0.is_some()).collect();
+    assert_eq!(with, vec![0, 100, 200]);
+    // Each reading the mean of the pid's three samples (SM 40, 55, 70 %; memory 10, 22, 34 %),
+    // the other process's (99 %) left out.
+    assert!(fast.iter().flat_map(|r| r.0).all(|sm| sm == 55.0));
+    assert_eq!(fast[100], (Some(55.0), Some(22.0)));
+    let queried = |r: Vec<(Option<f64>, Option<f64>)>| -> Vec<bool> {
+        r.iter().map(|r| r.0.is_some()).collect()
+    };
+    assert_eq!(queried(read(500, 4242, 4)), vec![true, false, true, false]);
+    assert_eq!(queried(read(1000, 4242, 3)), vec![true, true, true]);
+    // The other process, and a pid NVML has no sample of.
+    assert_eq!(read(1000, 1, 1), vec![(Some(99.0), Some(99.0))]);
+    assert_eq!(read(1000, 7, 2), vec![(None, None); 2]);
 }
 
 #[test]

@@ -131,6 +131,11 @@ fn gpu(util: f64) -> RunGpuSummary {
         process_sm_util_avg_pct: None,
         process_sm_util_max_pct: None,
         process_mem_util_avg_pct: None,
+        sm_clock_min_mhz: None,
+        sm_clock_avg_mhz: None,
+        mem_clock_avg_mhz: None,
+        util_mem_avg_pct: None,
+        util_mem_max_pct: None,
         per_gpu: Vec::new(),
     }
 }

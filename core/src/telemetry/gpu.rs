@@ -82,10 +82,24 @@ pub struct GpuRunStats {
     pub throttle_reasons: Vec<String>,
     /// Mean SM utilization of the server process (`--server-pid`), percent.
     pub process_sm_util_avg_pct: Option<f64>,
+    /// Lowest SM clock read, MHz: an upper bound on the run's lowest (each sample is the
+    /// clock at its instant; it may have dipped lower between samples). Far below
+    /// [`GpuRunStats::sm_clock_avg_mhz`], the clock was pulled down: see `throttle_reasons`.
+    pub sm_clock_min_mhz: Option<f64>,
+    /// Mean of the SM clock's readings, MHz: an estimate of its mean over the run.
+    pub sm_clock_avg_mhz: Option<f64>,
+    /// Mean of the memory clock's readings, MHz: an estimate.
+    pub mem_clock_avg_mhz: Option<f64>,
+    /// Mean memory utilization (NVML's percent of time device memory was read or written over
+    /// the driver's last sample period; DCGM's `DCGM_FI_DEV_MEM_COPY_UTIL`), percent: an
+    /// estimate over the run.
+    pub util_mem_avg_pct: Option<f64>,
+    /// Highest memory utilization read, percent: a lower bound on the run's highest.
+    pub util_mem_max_pct: Option<f64>,
 }
 
 /// The GPUs over a run: `summary.json`'s `gpu` section.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunGpuSummary {
     /// Mean GPU utilization over all GPUs' samples, percent.
     pub util_avg_pct: Option<f64>,
@@ -122,6 +136,19 @@ pub struct RunGpuSummary {
     pub process_sm_util_max_pct: Option<f64>,
     /// Mean memory utilization of the server process, percent.
     pub process_mem_util_avg_pct: Option<f64>,
+    /// Lowest SM clock of one GPU over its samples, MHz: an upper bound on the lowest (each
+    /// sample is the clock at its instant). Far below `sm_clock_avg_mhz`, some GPU's clock was
+    /// pulled down: `throttle_reasons` says why.
+    pub sm_clock_min_mhz: Option<f64>,
+    /// Mean SM clock over all GPUs' samples, MHz: an estimate (readings at sample instants).
+    pub sm_clock_avg_mhz: Option<f64>,
+    /// Mean memory clock over all GPUs' samples, MHz: an estimate.
+    pub mem_clock_avg_mhz: Option<f64>,
+    /// Mean memory utilization over all GPUs' samples (percent of time device memory was read
+    /// or written, over the driver's sample period before each read), percent: an estimate.
+    pub util_mem_avg_pct: Option<f64>,
+    /// Highest memory utilization of one GPU read, percent: a lower bound on the highest.
+    pub util_mem_max_pct: Option<f64>,
     /// Each GPU, in source then index order, a GPU in MIG mode followed by its instances.
     pub per_gpu: Vec<GpuRunStats>,
 }

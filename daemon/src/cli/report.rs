@@ -354,6 +354,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             f(gpu.energy.map(|e| e.joules), 1),
             f(gpu.energy_per_output_token_j, 4),
         )?;
+        if let Some(line) = gpu_clock_line(gpu) {
+            outln!("{line}")?;
+        }
     }
     let sources = &outcome.telemetry.sources;
     if !sources.is_empty() {
@@ -386,6 +389,36 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         }
     }
     Ok(())
+}
+
+/// The GPU's clocks and memory utilization over the run, beside the throttle reasons seen (a
+/// lowest SM clock far below its mean is a GPU pulled down); `None` when no source read them.
+fn gpu_clock_line(gpu: &canary_core::RunGpuSummary) -> Option<String> {
+    let figures = [
+        gpu.sm_clock_min_mhz,
+        gpu.sm_clock_avg_mhz,
+        gpu.mem_clock_avg_mhz,
+        gpu.util_mem_avg_pct,
+        gpu.util_mem_max_pct,
+    ];
+    if figures.iter().all(Option::is_none) {
+        return None;
+    }
+    let f = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let reasons = match gpu.throttle_reasons.as_deref() {
+        Some([]) => "; throttle reasons: none seen".to_string(),
+        Some(r) => format!("; throttle reasons: {}", r.join(", ")),
+        None => String::new(),
+    };
+    Some(format!(
+        "GPU clocks (readings at sample instants: means estimates, lowest and highest bounds): \
+         SM lowest {} avg {} MHz, memory clock avg {} MHz, memory busy avg {}% highest {}%{reasons}",
+        f(gpu.sm_clock_min_mhz, 0),
+        f(gpu.sm_clock_avg_mhz, 0),
+        f(gpu.mem_clock_avg_mhz, 0),
+        f(gpu.util_mem_avg_pct, 1),
+        f(gpu.util_mem_max_pct, 1),
+    ))
 }
 
 /// One server latency row: the mean (exact over the requests the server counted) and each
@@ -534,6 +567,30 @@ mod tests {
             off.label("request_latency", "request latency (ms)"),
             "request latency (ms, bound)"
         );
+    }
+
+    // The GPU's clocks and memory utilization were in summary.json only: the table says them
+    // with the throttle reasons, and nothing for a source that read none.
+    #[test]
+    fn the_gpu_clock_line_says_the_lowest_beside_the_mean_and_the_reasons() {
+        let mut g = canary_core::RunGpuSummary {
+            throttle_reasons: Some(vec!["sw_power_cap".to_owned()]),
+            sm_clock_min_mhz: Some(1200.0),
+            sm_clock_avg_mhz: Some(1850.0),
+            mem_clock_avg_mhz: Some(2619.0),
+            util_mem_avg_pct: Some(35.0),
+            util_mem_max_pct: Some(50.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            super::gpu_clock_line(&g).unwrap(),
+            "GPU clocks (readings at sample instants: means estimates, lowest and highest \
+             bounds): SM lowest 1200 avg 1850 MHz, memory clock avg 2619 MHz, memory busy avg \
+             35.0% highest 50.0%; throttle reasons: sw_power_cap"
+        );
+        (g.sm_clock_min_mhz, g.sm_clock_avg_mhz, g.mem_clock_avg_mhz) = (None, None, None);
+        (g.util_mem_avg_pct, g.util_mem_max_pct) = (None, None);
+        assert_eq!(super::gpu_clock_line(&g), None);
     }
 
     // A term met only on a bound (a whole response in one read) was counted in summary.json

@@ -107,14 +107,19 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
              estimate; a client − server mean is exact, or at most its value where some \
              client times were upper bounds)",
         ),
-        ("gpu", "GPU over the run (NVML / DCGM)"),
+        (
+            "gpu",
+            "GPU over the run (NVML / DCGM; clocks and memory utilization are readings at \
+             sample instants: their means are estimates, the lowest clock and the highest \
+             utilization read are bounds on the run's)",
+        ),
     ] {
         if let Some(v) = summary.and_then(|s| s.section(key)) {
             tables.push_str(&format!("<h3>{}</h3>\n", esc(title)));
             let rows = if key == "server" {
                 gauges_labelled(flatten(v))
             } else {
-                flatten(v)
+                gpu_labelled(flatten(v))
             };
             tables.push_str(&kv_table(&rows));
         }
@@ -184,6 +189,25 @@ fn gauges_labelled(rows: Vec<(String, String)>) -> Vec<(String, String)> {
                 _ => v,
             };
             Some((k, labelled))
+        })
+        .collect()
+}
+
+/// The GPU section's rows with each sampled clock and memory-utilization figure (overall and
+/// per GPU) qualified by what it is: a mean of readings an estimate, the lowest clock read an
+/// upper bound on the lowest, the highest utilization read a lower bound on the highest.
+fn gpu_labelled(rows: Vec<(String, String)>) -> Vec<(String, String)> {
+    rows.into_iter()
+        .map(|(k, v)| {
+            let field = k.rsplit_once('.').map_or(k.as_str(), |(_, f)| f);
+            let kind = match field {
+                "sm_clock_avg_mhz" | "mem_clock_avg_mhz" | "util_mem_avg_pct" => "estimate",
+                "sm_clock_min_mhz" => "upper_bound",
+                "util_mem_max_pct" => "lower_bound",
+                _ => return (k, v),
+            };
+            let v = qualified(&v, kind, false);
+            (k, v)
         })
         .collect()
 }

@@ -313,3 +313,35 @@ fn server_means_and_maxima_are_shown_with_their_kinds() {
         "{page}"
     );
 }
+
+// The GPU's clocks and memory utilization are readings at sample instants: the table says
+// which figure is an estimate and which a bound, overall and per GPU; a summary from before
+// they were written shows its GPU rows as before.
+#[test]
+fn gpu_clocks_and_memory_utilization_say_what_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = json!({"schema_version": 3, "gpu": {"util_avg_pct": 80.0, "gpus": 1,
+        "sources": ["nvml"], "throttle_reasons": ["sw_power_cap"],
+        "sm_clock_min_mhz": 1200.0, "sm_clock_avg_mhz": 1850.0, "mem_clock_avg_mhz": 2619.0,
+        "util_mem_avg_pct": 35.0, "util_mem_max_pct": 50.0,
+        "per_gpu": [{"source": "nvml", "gpu": 0, "samples": 6,
+                     "sm_clock_min_mhz": 1200.0, "sm_clock_avg_mhz": 1720.0}]}});
+    let dir = run(
+        &tmp.path().join("run"),
+        &Load::new(20.0, 10.0),
+        Some(summary),
+    );
+    let page = text(&report(&[&dir]).0);
+    for row in [
+        "sm_clock_min_mhz at most 1,200 (upper bound)",
+        "sm_clock_avg_mhz 1,850 (estimate)",
+        "mem_clock_avg_mhz 2,619 (estimate)",
+        "util_mem_avg_pct 35 (estimate)",
+        "util_mem_max_pct at least 50 (lower bound)",
+        "per_gpu[0].sm_clock_min_mhz at most 1,200 (upper bound)",
+        "per_gpu[0].sm_clock_avg_mhz 1,720 (estimate)",
+        "throttle_reasons sw_power_cap",
+    ] {
+        assert!(page.contains(row), "{row}: {page}");
+    }
+}

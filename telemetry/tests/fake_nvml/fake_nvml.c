@@ -10,8 +10,9 @@
  * Values: 2 GPUs (FAKE_NVML_GPUS overrides), utilization 73% (FAKE_NVML_UTIL overrides) / 41%, 80 GiB total and
  * 12345678912 B used, power 215123 mW, energy counter starting at 1000000 mJ and growing by
  * 5000 mJ per read, 64 C, SM 1980 MHz, memory 2619 MHz, throttle reasons 0x4 (SW power cap),
- * PCIe TX 1000 KB/s and RX 2000 KB/s, one process sample for pid FAKE_NVML_PID (default 4242)
- * with SM 55% and memory 22%.
+ * PCIe TX 1000 KB/s and RX 2000 KB/s, per-process samples since the last query: one of pid 1
+ * (99%, 99%) and three of pid FAKE_NVML_PID (default 4242), SM 40/55/70% and memory 10/22/34%
+ * (means 55% and 22%).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,21 +152,32 @@ nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, unsigned i
 }
 
 #ifndef NO_PROCESS_UTIL
+/* What a real driver returns: every sample of every process since last_seen, oldest first,
+ * one per driver period. Here another process's (pid 1, 99 % and 99 %) and then three of
+ * FAKE_NVML_PID's: SM 40, 55, 70 % and memory 10, 22, 34 %, means 55 and 22. */
+#define FAKE_PROC_SAMPLES 4
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *s,
                                              unsigned int *count, unsigned long long last_seen) {
+    static const unsigned int sm[FAKE_PROC_SAMPLES] = {99, 40, 55, 70};
+    static const unsigned int mem[FAKE_PROC_SAMPLES] = {99, 10, 22, 34};
     (void)d;
     const char *p = getenv("FAKE_NVML_PID");
     if (s == NULL) {
-        *count = 1;
+        *count = FAKE_PROC_SAMPLES;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    if (*count < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
-    memset(s, 0, sizeof(*s));
-    s->pid = p ? (unsigned int)atoi(p) : 4242;
-    s->timeStamp = last_seen + 1000;
-    s->smUtil = 55;
-    s->memUtil = 22;
-    *count = 1;
+    if (*count < FAKE_PROC_SAMPLES) {
+        *count = FAKE_PROC_SAMPLES;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memset(s, 0, FAKE_PROC_SAMPLES * sizeof(*s));
+    for (unsigned int i = 0; i < FAKE_PROC_SAMPLES; i++) {
+        s[i].pid = i == 0 ? 1 : (p ? (unsigned int)atoi(p) : 4242);
+        s[i].timeStamp = last_seen + 1000 * (i + 1);
+        s[i].smUtil = sm[i];
+        s[i].memUtil = mem[i];
+    }
+    *count = FAKE_PROC_SAMPLES;
     return NVML_SUCCESS;
 }
 #endif
