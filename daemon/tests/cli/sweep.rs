@@ -1205,8 +1205,18 @@ fn compare_of_two_sweeps_marks_the_cells_of_points_that_do_not_say_how_times_wer
         ),
         "{shown}"
     );
+    // Only B's c1 does not say (after B's count of bounds, when it has some).
+    let rule = shown
+        .lines()
+        .find(|l| l.starts_with("Each point:"))
+        .unwrap();
+    let b_said = rule
+        .split("; B: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{shown}"));
     assert!(
-        shown.contains("B: 1 run does not say how its first tokens were timed"),
+        b_said.starts_with("1 run does not say how its first tokens were timed")
+            || b_said.contains("upper bounds, 1 run does not say how its first tokens were timed"),
         "{shown}"
     );
     assert!(page.contains("<p class=\"note\">*: not exact:"), "{page}");
