@@ -1097,6 +1097,131 @@ fn compare_of_two_sweeps_marks_the_cells_that_are_bounds() {
     assert!(page.contains("<p class=\"note\">*: not exact:"), "{page}");
 }
 
+/// A point whose `summary.json` does not say how its times were taken (one written before
+/// receive timestamps, or before the ends, were counted) is marked as a bound in a comparison
+/// of two sweeps, as `canaryd sweep`'s table and `canaryd compare`'s rows take it: its cells
+/// read as exact, and `a_bounds`/`b_bounds` were empty.
+#[test]
+fn compare_of_two_sweeps_marks_the_cells_of_points_that_do_not_say_how_times_were_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(dir.path());
+    for out in ["a", "b"] {
+        let points = ["--concurrency", "1,2", "--request-count", "8"];
+        let o = sweep_into(dir.path(), &url, out, &points);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    // B's c1 as an older summary, without receive_timestamps; its c2 without their ends.
+    let summary = dir.path().join("b/point-01-c1/summary.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert!(s
+        .as_object_mut()
+        .unwrap()
+        .remove("receive_timestamps")
+        .is_some());
+    std::fs::write(&summary, s.to_string()).unwrap();
+    let summary = dir.path().join("b/point-02-c2/summary.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let rx = s["receive_timestamps"].as_object_mut().unwrap();
+    // With receive timestamps refused every end is canaryd's read, said by `state`.
+    let stamped = rx["state"] == "on";
+    assert!(rx.remove("end").is_some(), "{s:#}");
+    std::fs::write(&summary, s.to_string()).unwrap();
+
+    let o = canaryd(&["compare", "a", "b", "--json"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{c:#}");
+    let b_bounds = |p: &Value| -> Vec<String> {
+        let b = p["b_bounds"].as_array().unwrap();
+        b.iter().map(|m| m.as_str().unwrap().to_string()).collect()
+    };
+    let (c1, c2) = (&points[0], &points[1]);
+    assert_eq!(c1["label"], "c1");
+    assert_eq!(
+        b_bounds(c1),
+        [
+            "time_to_first_token",
+            "inter_token_latency",
+            "request_latency"
+        ],
+        "{c1:#}"
+    );
+    assert_eq!(c1["comparison"]["b"]["first_tokens"]["unknown_runs"], 1);
+    assert_eq!(c1["comparison"]["b"]["token_events"]["unknown_runs"], 1);
+    assert!(b_bounds(c2).contains(&"request_latency".into()), "{c2:#}");
+    if stamped {
+        assert_eq!(c2["comparison"]["b"]["ends"]["unknown_runs"], 1, "{c2:#}");
+    }
+
+    let o = canaryd(&["compare", "a", "b", "-o", "page.html"], dir.path());
+    assert!(o.status.success(), "{}", text(&o));
+    let shown = String::from_utf8(o.stdout).unwrap();
+    let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
+    // A point's cells in the terminal's table (two spaces apart; a figure has one) and in
+    // the page's.
+    let text_cells = |label: &str| -> Vec<String> {
+        let row = shown
+            .lines()
+            .find(|l| l.starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("{label}: {shown}"));
+        row.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let page_cells = |label: &str| -> Vec<String> {
+        let row = page
+            .split(&format!("<tr><td>{label}</td>"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{label}: {page}"));
+        let row = row.split("</tr>").next().unwrap();
+        row.split("</td>")
+            .filter_map(|c| c.split_once('>').map(|(_, v)| v.to_string()))
+            .collect()
+    };
+    // TTFT p99 B and e2e p99 B: columns 5 and 9 of the text, 4 and 8 of the page's after
+    // the label.
+    for label in ["c1", "c2"] {
+        let (t, h) = (text_cells(label), page_cells(label));
+        assert_eq!(t.len(), 12, "{t:?}");
+        assert!(
+            t[9].ends_with(" ms*") && h[8].ends_with(" ms*"),
+            "{t:?} {h:?}"
+        );
+        if label == "c1" {
+            assert!(
+                t[5].ends_with(" ms*") && h[4].ends_with(" ms*"),
+                "{t:?} {h:?}"
+            );
+        }
+    }
+    assert!(
+        shown.contains(
+            "\n*: not exact: some of that side's first tokens (TTFT) or ends (e2e) at that point \
+             were a later segment's stamp or canaryd's read (summary.json's receive_timestamps), \
+             or its summary does not say how they were taken"
+        ),
+        "{shown}"
+    );
+    // Only B's c1 does not say (after B's count of bounds, when it has some).
+    let rule = shown
+        .lines()
+        .find(|l| l.starts_with("Each point:"))
+        .unwrap();
+    let b_said = rule
+        .split("; B: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        b_said.starts_with("1 run does not say how its first tokens were timed")
+            || b_said.contains("upper bounds, 1 run does not say how its first tokens were timed"),
+        "{shown}"
+    );
+    assert!(page.contains("<p class=\"note\">*: not exact:"), "{page}");
+}
+
 /// `canaryd sweep --runs N` (issue 18: "is the difference real or noise?" at every load): each
 /// point is an experiment of N runs in its folder, as `canaryd profile --runs N` makes one;
 /// sweep.json's figures are the means of the runs' own with their intervals; and `canaryd

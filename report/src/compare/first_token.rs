@@ -35,6 +35,9 @@ pub struct TokenEventTimes {
     /// Runs with receive timestamps off or refused, or that stamped none: every token event
     /// of theirs is canaryd's read, and not counted.
     pub read_runs: u64,
+    /// Runs whose summary does not count them (none, or one from before receive timestamps
+    /// were counted): how exact their ITL is, is not known.
+    pub unknown_runs: u64,
 }
 
 impl TokenEventTimes {
@@ -47,6 +50,7 @@ impl TokenEventTimes {
                 .as_ref()
                 .and_then(|s| s.section("receive_timestamps"))
             else {
+                t.unknown_runs += 1;
                 continue;
             };
             let n = |k: &str| rx.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -81,13 +85,27 @@ impl TokenEventTimes {
                 if self.read_runs == 1 { "its" } else { "their" },
             ));
         }
+        if self.unknown_runs > 0 {
+            parts.push(does_not_say(self.unknown_runs, "token events"));
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
-    /// Some token event is a bound.
-    pub(super) fn any_bound(&self) -> bool {
-        self.bound + self.read_runs > 0
+    /// Not known to be exact: some token event is a bound, or some run does not say.
+    pub(super) fn not_exact(&self) -> bool {
+        self.bound + self.read_runs + self.unknown_runs > 0
     }
+}
+
+/// `1 run does not say how its first tokens were timed`.
+fn does_not_say(runs: u64, what: &str) -> String {
+    let one = runs == 1;
+    format!(
+        "{runs} run{} do{} not say how {} {what} were timed",
+        if one { "" } else { "s" },
+        if one { "es" } else { "" },
+        if one { "its" } else { "their" },
+    )
 }
 
 /// How a side's response times were taken: its first tokens (TTFT), ends (e2e) and token
@@ -126,6 +144,7 @@ impl SideTimes {
                 bound: self.token_events.bound + o.token_events.bound,
                 of: self.token_events.of + o.token_events.of,
                 read_runs: self.token_events.read_runs + o.token_events.read_runs,
+                unknown_runs: self.token_events.unknown_runs + o.token_events.unknown_runs,
             },
         }
     }
@@ -194,19 +213,14 @@ impl FirstTokenTimes {
             ));
         }
         if self.unknown_runs > 0 {
-            parts.push(format!(
-                "{} run{} do{} not say how {} {what} were timed",
-                self.unknown_runs,
-                if self.unknown_runs == 1 { "" } else { "s" },
-                if self.unknown_runs == 1 { "es" } else { "" },
-                if self.unknown_runs == 1 {
-                    "its"
-                } else {
-                    "their"
-                },
-            ));
+            parts.push(does_not_say(self.unknown_runs, what));
         }
         (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Not known to be exact: some are bounds, or some run does not say how they were timed.
+    pub(super) fn not_exact(&self) -> bool {
+        self.bound + self.unknown_runs > 0
     }
 }
 
@@ -235,10 +249,12 @@ pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
                 .unwrap_or_else(|| format!("all {} {what} exact", t.of));
             format!("{name} {said}")
         };
+        // A time canaryd took is never before the truth: one whose run does not say how it
+        // was taken is at best exact, and is taken as a bound (as `canaryd sweep` takes it).
         let rows = if a.bound + b.bound > 0 {
             format!(", so the {metric} rows compare upper bounds")
         } else {
-            String::new()
+            format!(", so the {metric} rows are taken as upper bounds (not known to be exact)")
         };
         clauses.push(format!(
             "{metric}: {}; {} (summary.json receive_timestamps.{key}: a kernel_bound or \
@@ -248,7 +264,7 @@ pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
             side("B:", &b)
         ));
     }
-    if a.token_events.any_bound() || b.token_events.any_bound() {
+    if a.token_events.not_exact() || b.token_events.not_exact() {
         let side = |name: &str, t: &TokenEventTimes| {
             let said = t
                 .said()
@@ -307,7 +323,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let rx = |kernel: u64, bound: u64| {
             serde_json::json!({"completed": kernel + bound, "receive_timestamps": {"state": "on",
-                "requests": kernel + bound,
+                "requests": kernel + bound, "end": {"kernel": kernel + bound},
                 "first_token": {"kernel": kernel, "kernel_bound": bound}}})
         };
         let p1 = [run(&tmp.path().join("p1"), Some(rx(108, 692)))];
@@ -446,5 +462,38 @@ mod ends {
             "requests": 9, "first_token": {"kernel": 9}}});
         let t = SideTimes::of(&[run(&tmp.path().join("old"), Some(old))]);
         assert_eq!((t.ends.bound, t.ends.unknown_runs), (0, 1));
+        // Its e2e rows are bounds, as `canaryd sweep` takes them: exact only on positive
+        // evidence. They read as exact.
+        assert_eq!(super::super::bounds::of(&t), [super::super::bounds::E2E]);
+        let c = super::super::compare(
+            &load("old"),
+            &load("a"),
+            &canary_core::compare::ShiftRules::default(),
+        );
+        let text = c.to_text();
+        assert!(
+            text.contains("e2e p50 (bound)")
+                && !text.contains("TTFT p50 (bound)")
+                && text.contains(
+                    "but not e2e: A: 1 run does not say how its ends were timed; B: all 300 \
+                     ends exact"
+                )
+                && text
+                    .contains("so the e2e rows are taken as upper bounds (not known to be exact)"),
+            "{text}"
+        );
+        // A summary from before receive timestamps were counted says nothing of any time:
+        // TTFT, ITL and e2e alike.
+        let older = serde_json::json!({"completed": 9});
+        let t = SideTimes::of(&[run(&tmp.path().join("older"), Some(older))]);
+        assert_eq!(t.token_events.unknown_runs, 1);
+        assert_eq!(
+            super::super::bounds::of(&t),
+            [
+                super::super::bounds::TTFT,
+                super::super::bounds::ITL,
+                super::super::bounds::E2E
+            ]
+        );
     }
 }

@@ -72,7 +72,7 @@ pub struct PointComparison {
     /// A's figures at this point that are not exact, as `sweep.json`'s `bounds` names them
     /// (`time_to_first_token`, `request_latency`: upper bounds; `inter_token_latency`: exact
     /// in neither direction): some of its times were a later segment's stamp or canaryd's
-    /// read. Marked `*` in the table.
+    /// read, or its summary does not say how they were taken. Marked `*` in the table.
     pub a_bounds: Vec<&'static str>,
     /// B's.
     pub b_bounds: Vec<&'static str>,

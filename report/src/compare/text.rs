@@ -165,7 +165,7 @@ impl Comparison {
 
     /// A row's metric as the table shows it: a TTFT row is marked `(bound)` when any first
     /// token of either side is an upper bound, an e2e row when any end is, an ITL row when
-    /// any token event is.
+    /// any token event is, and each when a run does not say how those were timed.
     pub(super) fn metric_shown(&self, r: &Row) -> String {
         let bound = super::bounds::name_of(&r.metric).is_some_and(|m| {
             super::bounds::of(&self.a.times).contains(&m)

@@ -159,8 +159,9 @@ impl SweepComparison {
             out.push(
                 "*: not exact: some of that side's first tokens (TTFT) or ends (e2e) at that \
                  point were a later segment's stamp or canaryd's read (summary.json's \
-                 receive_timestamps), so the figure is an upper bound and its change compares \
-                 bounds; the last line counts them (a_bounds and b_bounds in --json)"
+                 receive_timestamps), or its summary does not say how they were taken (an older \
+                 one), so the figure is an upper bound and its change compares bounds; the last \
+                 line counts them (a_bounds and b_bounds in --json)"
                     .into(),
             );
         }
