@@ -5,6 +5,7 @@
 //! [`canary_replay::written_format`]); `canaryd analyze-trace OUT` (and every replay) reads it
 //! back.
 
+use crate::cli::replay::positive_number;
 use anyhow::{Context, Result};
 use canary_replay::{Synthesis, SynthesisError, TraceFormat};
 use std::fs::{File, OpenOptions};
@@ -24,34 +25,42 @@ pub struct SynthesizeArgs {
     #[arg(long)]
     pub format: Option<TraceFormat>,
     /// Divide every timestamp and session delay by this.
-    #[arg(long, visible_alias = "synthesis-speedup-ratio", default_value_t = 1.0)]
+    #[arg(
+        long,
+        visible_alias = "synthesis-speedup-ratio",
+        default_value_t = 1.0,
+        value_parser = positive_number
+    )]
     pub speedup_ratio: f64,
     /// Multiply shared-prefix lengths (a row's leading blocks that other rows share).
     #[arg(
         long,
         visible_alias = "synthesis-prefix-len-multiplier",
-        default_value_t = 1.0
+        default_value_t = 1.0,
+        value_parser = positive_number
     )]
     pub prefix_len_multiplier: f64,
     /// Copy every prefix tree this many times, each row going to one copy.
     #[arg(
         long,
         visible_alias = "synthesis-prefix-root-multiplier",
-        default_value_t = 1
+        default_value_t = 1,
+        value_parser = at_least_one
     )]
     pub prefix_root_multiplier: u32,
     /// Multiply unique-prompt lengths (what follows the shared prefix).
     #[arg(
         long,
         visible_alias = "synthesis-prompt-len-multiplier",
-        default_value_t = 1.0
+        default_value_t = 1.0,
+        value_parser = positive_number
     )]
     pub prompt_len_multiplier: f64,
     /// Cap every input length at N tokens.
-    #[arg(long, visible_alias = "synthesis-max-isl", value_name = "N")]
+    #[arg(long, visible_alias = "synthesis-max-isl", value_name = "N", value_parser = at_least_one)]
     pub max_isl: Option<u32>,
     /// Cap every output length at N tokens.
-    #[arg(long, visible_alias = "synthesis-max-osl", value_name = "N")]
+    #[arg(long, visible_alias = "synthesis-max-osl", value_name = "N", value_parser = at_least_one)]
     pub max_osl: Option<u32>,
     /// Picks each row's prefix copy (default 0).
     #[arg(long, default_value_t = 0)]
@@ -200,27 +209,35 @@ pub struct SynthesisArgs {
     /// Divide every timestamp and session delay by this before replaying: the pace is then
     /// this times `--speedup` (as `canaryd synthesize --speedup-ratio R` and a replay of its
     /// output at `--speedup S`).
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = positive_number)]
     pub synthesis_speedup_ratio: Option<f64>,
     /// Multiply shared-prefix lengths (a row's leading blocks that other rows share).
-    #[arg(long, visible_alias = "prefix-len-multiplier", value_name = "F")]
+    #[arg(long, visible_alias = "prefix-len-multiplier", value_name = "F", value_parser = positive_number)]
     pub synthesis_prefix_len_multiplier: Option<f64>,
     /// Copy every prefix tree this many times, each row going to one copy.
-    #[arg(long, visible_alias = "prefix-root-multiplier", value_name = "N")]
+    #[arg(long, visible_alias = "prefix-root-multiplier", value_name = "N", value_parser = at_least_one)]
     pub synthesis_prefix_root_multiplier: Option<u32>,
     /// Multiply unique-prompt lengths (what follows the shared prefix).
-    #[arg(long, visible_alias = "prompt-len-multiplier", value_name = "F")]
+    #[arg(long, visible_alias = "prompt-len-multiplier", value_name = "F", value_parser = positive_number)]
     pub synthesis_prompt_len_multiplier: Option<f64>,
     /// Cap every input length at N tokens, dropping the blocks past it.
-    #[arg(long, visible_alias = "max-isl", value_name = "N")]
+    #[arg(long, visible_alias = "max-isl", value_name = "N", value_parser = at_least_one)]
     pub synthesis_max_isl: Option<u32>,
     /// Cap every output length at N tokens.
-    #[arg(long, visible_alias = "max-osl", value_name = "N")]
+    #[arg(long, visible_alias = "max-osl", value_name = "N", value_parser = at_least_one)]
     pub synthesis_max_osl: Option<u32>,
     /// Picks each row's prefix copy with --synthesis-prefix-root-multiplier (default 0;
     /// `canaryd profile` takes --random-seed when this is not given).
     #[arg(long, value_name = "N")]
     pub synthesis_seed: Option<u64>,
+}
+
+/// A count or cap of the synthesis: a whole number of 1 or more.
+fn at_least_one(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected 1 or more, found {s:?}")),
+    }
 }
 
 impl SynthesisArgs {

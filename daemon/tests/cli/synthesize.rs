@@ -59,11 +59,39 @@ fn synthesize_writes_a_trace_analyze_trace_reads_back() {
         &["synthesize", input, "other.jsonl", "--speedup-ratio", "0"],
         dir.path(),
     );
-    assert!(!zero.status.success());
+    // A bad flag value is a usage error (exit 2, as `replay --speedup 0`) naming the flag.
+    assert_eq!(zero.status.code(), Some(2), "{}", text(&zero));
     assert!(
-        text(&zero).contains("speedup ratio: expected a positive number"),
+        text(&zero).contains("--speedup-ratio")
+            && text(&zero).contains("expected a positive number"),
         "{}",
         text(&zero)
+    );
+    assert!(!dir.path().join("other.jsonl").exists());
+    for (flag, value) in [
+        ("--prefix-len-multiplier", "0"),
+        ("--prompt-len-multiplier", "inf"),
+        ("--prefix-root-multiplier", "0"),
+        ("--max-isl", "0"),
+        ("--max-osl", "0"),
+    ] {
+        let bad = canaryd(
+            &["synthesize", input, "other.jsonl", flag, value],
+            dir.path(),
+        );
+        assert_eq!(bad.status.code(), Some(2), "{flag}: {}", text(&bad));
+        assert!(text(&bad).contains(flag), "{flag}: {}", text(&bad));
+    }
+    // The same checks on replay's spellings.
+    let bad = canaryd(
+        &["replay", "--trace", input, "--synthesis-speedup-ratio", "0"],
+        dir.path(),
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("--synthesis-speedup-ratio"),
+        "{}",
+        text(&bad)
     );
     assert!(!dir.path().join("other.jsonl").exists());
 }
@@ -251,7 +279,7 @@ fn replay_with_synthesis_flags_sends_what_a_replay_of_the_synthesized_file_sends
     let out = canaryd(&args, dir.path());
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("--synthesis-max-isl 0: expected 1 or more"),
+        text(&out).contains("'--synthesis-max-isl <N>': expected 1 or more"),
         "{}",
         text(&out)
     );
