@@ -161,6 +161,10 @@ pub struct Threshold {
     pub limit: f64,
     /// The figure's value.
     pub observed: f64,
+    /// The unit of `observed` and `limit` (`ms`, `ratio`, `%`, `requests`), as the
+    /// evidence's; empty in a summary written before thresholds carried one.
+    #[serde(default)]
+    pub unit: String,
     /// Whether the test passed.
     pub met: bool,
 }
@@ -168,12 +172,16 @@ pub struct Threshold {
 impl std::fmt::Display for Threshold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let op = if self.op == ">=" { "≥" } else { "<" };
+        let num = |v: f64| match self.unit.as_str() {
+            "" => fmt_num(v),
+            u => format!("{} {u}", fmt_num(v)),
+        };
         write!(
             f,
             "{} {} {op} {}",
             self.figure,
-            fmt_num(self.observed),
-            fmt_num(self.limit)
+            num(self.observed),
+            num(self.limit)
         )
     }
 }
@@ -193,11 +201,12 @@ fn fmt_num(v: f64) -> String {
 pub struct Interval {
     /// Start of the longest stretch, seconds from the run's start.
     pub start_s: f64,
-    /// Its end.
+    /// Its end, at most the run's end: a scrape or a client time bucket past the run's last
+    /// response does not stretch it.
     pub end_s: f64,
     /// Seconds the condition held in all.
     pub held_s: f64,
-    /// `held_s` over the run's length.
+    /// `held_s` over the run's duration (first send to last end), at most 1.
     pub share_of_run: f64,
     /// The condition, in words (`kv_cache_usage >= 0.9 or preemptions`).
     pub condition: String,
@@ -433,8 +442,10 @@ fn why(
         _ => {
             let mut s: Vec<String> = thresholds.iter().map(|t| t.to_string()).collect();
             if let Some(i) = interval {
+                // Milliseconds show in a run under a second (0.0–0.0 s said nothing).
+                let p = if i.end_s < 1.0 { 3 } else { 1 };
                 s.push(format!(
-                    "held {:.1}–{:.1} s ({:.0}% of the run)",
+                    "held {:.p$}–{:.p$} s ({:.0}% of the run)",
                     i.start_s,
                     i.end_s,
                     i.share_of_run * 100.0

@@ -574,3 +574,86 @@ fn canaryd_starved_of_cpu_is_client_bound() {
     assert!(cpu["cpu_s"].as_f64().unwrap() > 0.0, "{cpu:#}");
     assert!(cpu["timeslices"].as_u64().unwrap() > 0, "{cpu:#}");
 }
+
+/// The interval where the class held ends with the run, and its share is of the run's
+/// duration: `summary.json` and the printed `held a–b s (N% of the run)` agree with both.
+fn held_within_the_run(doc: &Value, printed: &str) {
+    let (d, run_s) = (&doc["diagnosis"], doc["duration_s"].as_f64().unwrap());
+    let i = &d["interval"];
+    let (end, held) = (i["end_s"].as_f64().unwrap(), i["held_s"].as_f64().unwrap());
+    let share = i["share_of_run"].as_f64().unwrap();
+    assert!(end <= run_s && held <= run_s, "{i} of a {run_s} s run");
+    assert!(
+        (share - held / run_s).abs() < 1e-9,
+        "{i} of a {run_s} s run"
+    );
+    let p = if end < 1.0 { 3 } else { 1 };
+    let line = format!("–{end:.p$} s ({:.0}% of the run)", share * 100.0);
+    assert!(printed.contains(&line), "{line}\n{printed}");
+}
+
+// The README's `--runs 5` example, one run: the Mooncake arxiv trace at 10× with lengths
+// scaled to 5 % runs about half a second, prefill-bound throughout. Its stretch ran to the
+// scrape after the run and its share was of a second (`held 0.0–0.5 s (52% of the run)`).
+#[test]
+fn a_half_second_run_holds_within_its_duration_and_says_its_units() {
+    let _host = shared_host();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(dir.path(), r#"{"profile": "illustrative"}"#, &[]);
+    let mut cmd = Command::new(CANARYD);
+    cmd.args(["replay", "--trace"])
+        .arg(shared("traces/mooncake_arxiv_first20.jsonl"))
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--model", "canary-sim", "--no-ebpf", "--no-nvml"])
+        .args(["--speedup", "10", "--scale-lengths", "0.05"])
+        .args(["--output-dir", "out"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+    let (doc, printed) = run_replay(dir.path(), cmd);
+    assert!(doc["duration_s"].as_f64().unwrap() < 1.0, "{printed}");
+    let d = diagnosis(&doc, &printed, "prefill-bound");
+    held_within_the_run(&doc, &printed);
+    // Each threshold with its unit, as the evidence line has it.
+    let t = &d["thresholds"][0];
+    assert_eq!(
+        (&t["figure"], &t["unit"]),
+        (&"server_prefill_time_mean".into(), &"ms".into())
+    );
+    let limit = format!(" ms ≥ {:.1} ms;", t["limit"].as_f64().unwrap());
+    assert!(
+        printed.contains("why: server_prefill_time_mean ") && printed.contains(&limit),
+        "{printed}"
+    );
+}
+
+// Every request answered 503: the server exports its TTFT histogram, but nothing completed,
+// so what the network rule lacked is the client's TTFT (it blamed a missing histogram).
+#[test]
+fn an_all_errors_run_lacks_a_client_ttft_not_a_server_histogram() {
+    let _host = shared_host();
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = sim(
+        dir.path(),
+        r#"{"profile": "fast"}"#,
+        &["--fault-rate", "1", "--fault", "status=503"],
+    );
+    let (doc, printed) = replay(
+        dir.path(),
+        port,
+        &["--speedup", "100", "--max-requests", "10"],
+    );
+    assert_eq!(doc["completed"], 0, "{printed}");
+    diagnosis(&doc, &printed, "target-errors");
+    held_within_the_run(&doc, &printed);
+    let net = finding(&doc["diagnosis"], "network");
+    assert_eq!(net["state"], "unknown", "{net:#}");
+    let missing = net["missing"].to_string();
+    assert!(missing.contains("no client TTFT"), "{missing}");
+    assert!(!missing.contains("exposes no TTFT histogram"), "{missing}");
+    assert!(
+        printed.contains("network: no client TTFT: no request completed with a first token"),
+        "{printed}"
+    );
+}

@@ -67,22 +67,26 @@ pub mod thresholds {
 
 use thresholds::*;
 
-fn ge(figure: &str, observed: f64, limit: f64) -> Threshold {
+/// `figure >= limit`, both in `unit`.
+fn ge(figure: &str, observed: f64, limit: f64, unit: &str) -> Threshold {
     Threshold {
         figure: figure.into(),
         op: ">=".into(),
         limit,
         observed,
+        unit: unit.into(),
         met: observed >= limit,
     }
 }
 
-fn lt(figure: &str, observed: f64, limit: f64) -> Threshold {
+/// `figure < limit`, both in `unit`.
+fn lt(figure: &str, observed: f64, limit: f64, unit: &str) -> Threshold {
     Threshold {
         figure: figure.into(),
         op: "<".into(),
         limit,
         observed,
+        unit: unit.into(),
         met: observed < limit,
     }
 }
@@ -123,6 +127,8 @@ fn unknown(x: &mut Finding, why: impl Into<String>) {
 struct Ctx<'a> {
     f: &'a Figures,
     input: &'a DiagnosisInput<'a>,
+    /// The run's duration (first send to last end), s: where a condition can hold, and
+    /// what its share is of.
     run_s: f64,
 }
 
@@ -149,9 +155,12 @@ impl Ctx<'_> {
             .enumerate()
             .filter_map(|(i, b)| {
                 let (h, v) = held(b)?;
-                Some(Span {
-                    start_s: i as f64 * w,
-                    end_s: ((i + 1) as f64 * w).min(self.run_s.max(w)),
+                // A bucket is as wide as it is, however short the run: clipped to it.
+                let start_s = i as f64 * w;
+                let end_s = ((i + 1) as f64 * w).min(self.run_s);
+                (end_s > start_s).then_some(Span {
+                    start_s,
+                    end_s,
                     held: h,
                     value: v,
                 })
@@ -181,10 +190,10 @@ impl Ctx<'_> {
 
 /// Evaluates every rule, in [`Bottleneck::ALL`]'s order.
 pub(super) fn evaluate(f: &Figures, input: &DiagnosisInput) -> Vec<Finding> {
-    let timeline_s = input
-        .timeline
-        .map_or(0.0, |t| t.buckets().len() as f64 * t.width_ms() / 1e3);
-    let run_s = timeline_s.max(input.summary.duration_s);
+    // The run's own duration, not the reach of its series: the client's buckets are at
+    // least 1 s wide and the last scrape may come after the last response, so a 0.5 s run
+    // read as 1 s held its condition for "52% of the run" and past its end.
+    let run_s = input.summary.duration_s.max(0.0);
     let c = Ctx { f, input, run_s };
     vec![
         target_errors(&c),
@@ -220,7 +229,8 @@ fn target_errors(c: &Ctx) -> Finding {
         "requests",
         "client",
     ));
-    x.thresholds.push(ge("error_rate", error_rate, ERROR_RATE));
+    x.thresholds
+        .push(ge("error_rate", error_rate, ERROR_RATE, "ratio"));
     fire_all(&mut x);
     let spans = c.client_spans(|b| b.error_share().map(|s| (s >= ERROR_RATE, s)));
     x.interval = longest(&spans, "error share >= 0.05", c.run_s);
@@ -255,12 +265,13 @@ fn client_bound(c: &Ctx) -> Finding {
             "client",
         ));
         x.thresholds
-            .push(ge("client_error_share", share, ERROR_RATE));
+            .push(ge("client_error_share", share, ERROR_RATE, "ratio"));
     }
     let mut weight = None::<f64>;
     if let Some(rd) = f.read_delay_ms {
         x.evidence.push(rd.evidence("read_delay_mean", "ms"));
-        x.thresholds.push(ge("read_delay_mean", rd.value, limit));
+        x.thresholds
+            .push(ge("read_delay_mean", rd.value, limit, "ms"));
         weight = Some(rd.value);
     }
     // Throttling counts with the lateness it caused (a host's whole container may be
@@ -272,11 +283,17 @@ fn client_bound(c: &Ctx) -> Finding {
     if let Some(t) = f.cpu_throttled_share {
         x.evidence
             .push(t.evidence("cpu_throttled_s_per_run_s", "ratio"));
-        let throttled = ge("cpu_throttled_s_per_run_s", t.value, CLIENT_THROTTLED_SHARE);
+        let throttled = ge(
+            "cpu_throttled_s_per_run_s",
+            t.value,
+            CLIENT_THROTTLED_SHARE,
+            "ratio",
+        );
         let late = ge(
             "dispatch_lag_p99",
             lag.map_or(0.0, |l| l.value),
             cpu_wait_limit(f),
+            "ms",
         );
         throttled_and_late = throttled.met && late.met;
         x.thresholds.push(throttled);
@@ -297,6 +314,7 @@ fn client_bound(c: &Ctx) -> Finding {
             "cpu_wait_per_wakeup_and_dispatch_lag_p99",
             w.value.min(lag),
             wl,
+            "ms",
         );
         if both.met {
             weight = Some(weight.map_or(w.value, |r| r.max(w.value)));
@@ -305,8 +323,12 @@ fn client_bound(c: &Ctx) -> Finding {
     }
     if let Some(u) = f.cpu_utilization {
         x.evidence.push(u.evidence("cpu_utilization", "ratio"));
-        x.thresholds
-            .push(ge("cpu_utilization", u.value, CLIENT_CPU_SATURATED));
+        x.thresholds.push(ge(
+            "cpu_utilization",
+            u.value,
+            CLIENT_CPU_SATURATED,
+            "ratio",
+        ));
     }
     if x.thresholds.is_empty() {
         let why = [&f.kernel_missing, &f.client_cpu_missing];
@@ -365,8 +387,12 @@ fn kv_memory_bound(c: &Ctx) -> Finding {
         }
     }
     if let Some(per) = preemptions_per_request(f) {
-        x.thresholds
-            .push(ge("preemptions_per_request", per, PREEMPTIONS_PER_REQUEST));
+        x.thresholds.push(ge(
+            "preemptions_per_request",
+            per,
+            PREEMPTIONS_PER_REQUEST,
+            "per request",
+        ));
     }
     let kv_points: Vec<f64> = c.server().iter().filter_map(|p| p.kv_usage).collect();
     if kv_points.len() >= 2 {
@@ -379,14 +405,15 @@ fn kv_memory_bound(c: &Ctx) -> Finding {
             "kv_high_consecutive_scrapes",
             best as f64,
             KV_HELD_SCRAPES,
+            "scrapes",
         ));
     } else if let Some(kv) = f.kv_mean {
         x.thresholds
-            .push(ge("kv_cache_usage_mean", kv.value, KV_HIGH));
+            .push(ge("kv_cache_usage_mean", kv.value, KV_HIGH, "ratio"));
     }
     if let Some(s) = f.swapped_max {
         x.thresholds
-            .push(ge("requests_swapped_max", s.value, SWAPPED));
+            .push(ge("requests_swapped_max", s.value, SWAPPED, "requests"));
     }
     fire_any(&mut x);
     let parts = [f.server_queue_ms, f.server_decode_ms];
@@ -422,7 +449,7 @@ fn queueing(c: &Ctx) -> Finding {
         let reference = f.server_ttft_ms.or(f.client_ttft_ms);
         x.evidence.push(q.evidence("server_queue_time_mean", "ms"));
         x.thresholds
-            .push(ge("server_queue_time_mean", q.value, QUEUE_MIN_MS));
+            .push(ge("server_queue_time_mean", q.value, QUEUE_MIN_MS, "ms"));
         if let Some(r) = reference.filter(|r| r.value > 0.0) {
             let name = if f.server_ttft_ms.is_some() {
                 "server_ttft_mean"
@@ -430,14 +457,18 @@ fn queueing(c: &Ctx) -> Finding {
                 "client_ttft_mean"
             };
             x.evidence.push(r.evidence(name, "ms"));
-            x.thresholds
-                .push(ge("queue_share_of_ttft", q.value / r.value, QUEUE_SHARE));
+            x.thresholds.push(ge(
+                "queue_share_of_ttft",
+                q.value / r.value,
+                QUEUE_SHARE,
+                "ratio",
+            ));
         }
         x.weight_ms = Some(q.value);
     } else if let Some(d) = f.queue_depth_mean {
         x.evidence.push(d.evidence("queue_depth_mean", "requests"));
         x.thresholds
-            .push(ge("queue_depth_mean", d.value, QUEUE_DEPTH));
+            .push(ge("queue_depth_mean", d.value, QUEUE_DEPTH, "requests"));
         // The server's own rate (every client's requests, as its queue holds them); canaryd's
         // when the server counts none.
         let rate = match (f.server_requests, f.server_window_s) {
@@ -455,7 +486,7 @@ fn queueing(c: &Ctx) -> Finding {
                 source: "server_metrics and client".into(),
             });
             x.thresholds
-                .push(ge("queue_wait_littles_law", wait, QUEUE_MIN_MS));
+                .push(ge("queue_wait_littles_law", wait, QUEUE_MIN_MS, "ms"));
             x.weight_ms = Some(wait);
         }
         x.fallback = true;
@@ -490,12 +521,24 @@ fn prefill_bound(c: &Ctx) -> Finding {
     let mut x = Finding::new(Bottleneck::PrefillBound);
     let (Some(p), Some(ttft), Some(e2e)) = (f.server_prefill_ms, f.client_ttft_ms, f.client_e2e_ms)
     else {
-        let why = f.server_missing.clone().unwrap_or_else(|| {
-            "no server prefill figure (prefill histogram, TTFT and queue histograms, or \
-             per-request prompt timings)"
-                .to_string()
+        // Which side is missing: the server's prefill, or the client's TTFT and latency
+        // (nothing completed).
+        let server = f.server_prefill_ms.is_none().then(|| {
+            f.server_missing.clone().unwrap_or_else(|| {
+                "no server prefill figure (prefill histogram, TTFT and queue histograms, or \
+                 per-request prompt timings)"
+                    .to_string()
+            })
         });
-        unknown(&mut x, why);
+        let client = (f.client_ttft_ms.is_none() || f.client_e2e_ms.is_none()).then(no_client_ttft);
+        unknown(
+            &mut x,
+            [client, server]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
         return x;
     };
     x.fallback = p.fallback;
@@ -503,8 +546,12 @@ fn prefill_bound(c: &Ctx) -> Finding {
         .push(p.evidence("server_prefill_time_mean", "ms"));
     x.evidence.push(ttft.evidence("client_ttft_mean", "ms"));
     x.evidence.push(e2e.evidence("client_e2e_mean", "ms"));
-    x.thresholds
-        .push(ge("server_prefill_time_mean", p.value, PREFILL_MIN_MS));
+    x.thresholds.push(ge(
+        "server_prefill_time_mean",
+        p.value,
+        PREFILL_MIN_MS,
+        "ms",
+    ));
     // The share within the server's own figures when it gives its TTFT (the same requests
     // as its prefill), as queueing does; the client's TTFT covers canaryd's requests only.
     let reference = match f.server_ttft_ms.filter(|t| t.value > 0.0) {
@@ -519,11 +566,13 @@ fn prefill_bound(c: &Ctx) -> Finding {
             "prefill_share_of_ttft",
             p.value / reference.value,
             PREFILL_SHARE,
+            "ratio",
         ));
         x.thresholds.push(ge(
             "ttft_share_of_e2e",
             ttft.value / e2e.value,
             TTFT_SHARE_OF_E2E,
+            "ratio",
         ));
     }
     x.weight_ms = Some(p.value);
@@ -541,26 +590,36 @@ fn prefill_bound(c: &Ctx) -> Finding {
     x
 }
 
+/// Why a rule that compares with the client's TTFT could not: no request completed with a
+/// first token.
+fn no_client_ttft() -> String {
+    "no client TTFT: no request completed with a first token".into()
+}
+
 fn network(c: &Ctx) -> Finding {
     let f = c.f;
     let mut x = Finding::new(Bottleneck::Network);
     let (Some(gap), Some(ttft)) = (f.ttft_gap_ms, f.client_ttft_ms) else {
-        let why = f
-            .server_missing
-            .clone()
-            .unwrap_or_else(|| match &f.ttft_withheld {
-                // The histogram is there, but its requests were not canaryd's (counts differ).
-                Some(withheld) => format!(
-                    "the server's TTFT was not compared with canaryd's ({withheld}) and the \
+        // Say which side is missing: a run where nothing completed has the server's
+        // histogram but no client TTFT to compare with it.
+        let server = f.server_missing.clone().or_else(|| match &f.ttft_withheld {
+            _ if f.client_ttft_ms.is_none() => None,
+            // The histogram is there, but its requests were not canaryd's (counts differ).
+            Some(withheld) => Some(format!(
+                "the server's TTFT was not compared with canaryd's ({withheld}) and the \
                  stream carried no per-request timings"
-                ),
-                None => format!(
-                    "server_metrics ({}) exposes no TTFT histogram and the stream carried no \
+            )),
+            None => Some(format!(
+                "server_metrics ({}) exposes no TTFT histogram and the stream carried no \
                  per-request timings",
-                    f.engine.as_deref().unwrap_or("engine unknown")
-                ),
-            });
-        unknown(&mut x, why);
+                f.engine.as_deref().unwrap_or("engine unknown")
+            )),
+        });
+        let why = [f.client_ttft_ms.is_none().then(no_client_ttft), server];
+        unknown(
+            &mut x,
+            why.into_iter().flatten().collect::<Vec<_>>().join("; "),
+        );
         return x;
     };
     x.fallback = gap.fallback;
@@ -600,7 +659,7 @@ fn network(c: &Ctx) -> Finding {
     }
     x.evidence.push(ttft.evidence("client_ttft_mean", "ms"));
     let limit = NETWORK_MIN_MS.max(NETWORK_SHARE * ttft.value);
-    x.thresholds.push(ge("network_mean", net, limit));
+    x.thresholds.push(ge("network_mean", net, limit, "ms"));
     x.weight_ms = Some(net);
     fire_all(&mut x);
     let spans: Vec<Span> = c
@@ -639,22 +698,22 @@ fn compute_bound(c: &Ctx) -> Finding {
     };
     x.evidence.push(util.evidence("gpu_utilization_mean", "%"));
     x.thresholds
-        .push(ge("gpu_utilization_mean", util.value, GPU_BUSY_PCT));
+        .push(ge("gpu_utilization_mean", util.value, GPU_BUSY_PCT, "%"));
     if let Some(kv) = f.kv_mean {
         x.evidence.push(kv.evidence("kv_cache_usage_mean", "ratio"));
         x.thresholds
-            .push(lt("kv_cache_usage_mean", kv.value, KV_LOW));
+            .push(lt("kv_cache_usage_mean", kv.value, KV_LOW, "ratio"));
     }
     match (f.queue_depth_mean, f.server_queue_ms) {
         (Some(d), _) => {
             x.evidence.push(d.evidence("queue_depth_mean", "requests"));
             x.thresholds
-                .push(lt("queue_depth_mean", d.value, QUEUE_DEPTH));
+                .push(lt("queue_depth_mean", d.value, QUEUE_DEPTH, "requests"));
         }
         (None, Some(q)) => {
             x.evidence.push(q.evidence("server_queue_time_mean", "ms"));
             x.thresholds
-                .push(lt("server_queue_time_mean", q.value, QUEUE_MIN_MS));
+                .push(lt("server_queue_time_mean", q.value, QUEUE_MIN_MS, "ms"));
         }
         (None, None) => {
             let why = f.server_missing.clone().unwrap_or_else(|| {
@@ -667,8 +726,12 @@ fn compute_bound(c: &Ctx) -> Finding {
         }
     }
     if let Some(per) = preemptions_per_request(f) {
-        x.thresholds
-            .push(lt("preemptions_per_request", per, PREEMPTIONS_PER_REQUEST));
+        x.thresholds.push(lt(
+            "preemptions_per_request",
+            per,
+            PREEMPTIONS_PER_REQUEST,
+            "per request",
+        ));
     }
     if let Some(d) = f.server_decode_ms {
         x.evidence.push(d.evidence("decode_time_mean", "ms"));

@@ -240,11 +240,15 @@ fn queue_time_dominating_ttft_is_queueing() {
         .find(|t| t.figure == "queue_share_of_ttft")
         .unwrap();
     assert!((share.observed - 400.0 / 450.0).abs() < 1e-9);
+    // Each figure and its limit with their unit, as the evidence line gives them.
     assert!(
-        d.why.contains("server_queue_time_mean 400 ≥ 10"),
+        d.why
+            .contains("server_queue_time_mean 400 ms ≥ 10.0 ms; queue_share_of_ttft 0.889 ratio ≥ 0.500 ratio"),
         "{}",
         d.why
     );
+    let json = serde_json::to_value(&d.thresholds[0]).unwrap();
+    assert_eq!(json["unit"], "ms", "{json}");
     // Decode (230 ms) is not half of the queue (400 ms) and 400 is far over 10 ms.
     assert_eq!(d.confidence, Confidence::High);
 }
@@ -581,7 +585,8 @@ fn a_client_throttled_by_its_cpu_quota_is_client_bound() {
     assert_eq!(lags.count(), 1, "{d:#?}");
     assert_eq!(d.confidence, Confidence::High);
     assert!(
-        d.why.contains("cpu_throttled_s_per_run_s 0.400 ≥ 0.100"),
+        d.why
+            .contains("cpu_throttled_s_per_run_s 0.400 ratio ≥ 0.100 ratio"),
         "{}",
         d.why
     );
@@ -768,4 +773,169 @@ fn a_sampled_maximum_is_a_lower_bound() {
         .find(|e| e.name == "kv_cache_usage_max")
         .expect("kv evidence");
     assert_eq!(kv.kind, FigureKind::Bound, "{kv:#?}");
+}
+
+/// `n` requests sent `every` ms apart from the run's start, each with this TTFT and e2e (ms),
+/// every one a 503 when `fail`: a run `(n - 1) × every + e2e` ms long.
+fn short_run(n: u32, every: f64, ttft: f64, e2e: f64, fail: bool) -> Aggregator {
+    let mut agg = Aggregator::new(Goodput::default());
+    for i in 0..n {
+        let sent = i as f64 * every;
+        let mut r = RequestRecord {
+            id: i,
+            sent_at_ms: sent,
+            ended_at_ms: sent + e2e,
+            ttft_ms: (!fail).then_some(ttft),
+            e2e_ms: Some(e2e),
+            ..Default::default()
+        };
+        if fail {
+            r.status = Status::Error;
+            r.error = Some(RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(503),
+                message: String::new(),
+            });
+        }
+        agg.add(&r, &Default::default());
+    }
+    agg
+}
+
+fn diagnose_with(agg: &Aggregator, telemetry: &RunTelemetry) -> Diagnosis {
+    diagnose(&DiagnosisInput {
+        summary: &agg.summary(),
+        telemetry,
+        timeline: Some(agg.timeline()),
+    })
+}
+
+// The README's `--speedup 10 --scale-lengths 0.05` replay: 20 requests in 0.497 s, prefill
+// held throughout, scraped every second (one scrape before the run, the last one 18 ms after
+// it). It printed `held 0.0–0.5 s (52% of the run)`: the share was of the client's 1 s time
+// bucket and the stretch ran to the last scrape, past the run.
+#[test]
+fn a_half_second_run_held_throughout_is_all_of_the_run() {
+    let agg = short_run(20, 15.0, 150.0, 212.0, false);
+    assert!((agg.summary().duration_s - 0.497).abs() < 1e-12);
+    let mut t = RunTelemetry {
+        server: Some(server(145.0, 0.5, 140.0, 60.0, 150.0)),
+        ..Default::default()
+    };
+    let w = |ms: f64| Window {
+        count: 20.0,
+        sum: 20.0 * ms / 1e3,
+    };
+    t.series.server = [-0.485, 0.515]
+        .map(|t_s| ServerPoint {
+            t_s,
+            ttft: Some(w(145.0)),
+            prefill_time: Some(w(140.0)),
+            ..Default::default()
+        })
+        .to_vec();
+    let d = diagnose_with(&agg, &t);
+    assert_eq!(d.class, Bottleneck::PrefillBound, "{d:#?}");
+    let i = d.interval.as_ref().unwrap();
+    assert!((i.start_s, i.end_s) == (0.0, 0.497), "{i:?}");
+    assert!((i.held_s - 0.497).abs() < 1e-12, "{i:?}");
+    assert!((i.share_of_run - 1.0).abs() < 1e-12, "{i:?}");
+    assert!(
+        d.why.ends_with("held 0.000–0.497 s (100% of the run)"),
+        "{}",
+        d.why
+    );
+}
+
+// `profile … -H "x-sim-fault: status=503"` finished in 27 ms: every request failed, the
+// server's histograms counted none, and the target's errors were said to hold 0.0–1.0 s (the
+// client's time bucket), and the network rule blamed a TTFT histogram the server does export.
+#[test]
+fn an_all_errors_run_of_27_ms_holds_its_errors_for_27_ms_and_lacks_a_client_ttft() {
+    let agg = short_run(10, 2.0, 0.0, 9.0, true);
+    assert!((agg.summary().duration_s - 0.027).abs() < 1e-12);
+    let mut t = RunTelemetry::default();
+    for s in Source::ALL {
+        t.sources.insert(s, SourceState::available("test"));
+    }
+    // What the simulator's /metrics gave over that window: gauges, no observation in any
+    // histogram, no comparison.
+    t.server = Some(RunServerSummary {
+        engine: Some(crate::Engine::VllmV1),
+        scrapes: 4,
+        window_s: 0.1,
+        queue_depth: gauge(0.0, 0.0),
+        kv_cache_usage: gauge(0.0, 0.0),
+        preemptions: Some(0.0),
+        ..Default::default()
+    });
+    let d = diagnose_with(&agg, &t);
+    assert_eq!(d.class, Bottleneck::TargetErrors, "{d:#?}");
+    let i = d.interval.as_ref().unwrap();
+    assert!((i.start_s, i.end_s) == (0.0, 0.027), "{i:?}");
+    assert!((i.share_of_run - 1.0).abs() < 1e-12, "{i:?}");
+    assert!(
+        d.why.ends_with("held 0.000–0.027 s (100% of the run)"),
+        "{}",
+        d.why
+    );
+    for class in [Bottleneck::Network, Bottleneck::PrefillBound] {
+        let x = finding(&d, class);
+        assert_eq!(x.state, RuleState::Unknown, "{x:#?}");
+        let why = x.missing.join("; ");
+        assert!(
+            why.starts_with("no client TTFT: no request completed with a first token"),
+            "{why}"
+        );
+        assert!(!why.contains("exposes no TTFT histogram"), "{why}");
+    }
+    // The printed line says the same.
+    let lines = d.lines().join("\n");
+    assert!(
+        lines.contains("network: no client TTFT: no request completed with a first token"),
+        "{lines}"
+    );
+}
+
+// A long run's last time bucket and last scrape reach past its last response: the stretch
+// ends with the run and the share stays at most 100 %.
+#[test]
+fn a_long_runs_stretch_ends_with_the_run() {
+    // 100 requests 100 ms apart, each failing after 50 ms: 9.95 s, ten 1 s buckets.
+    let agg = short_run(100, 100.0, 0.0, 50.0, true);
+    assert!((agg.summary().duration_s - 9.95).abs() < 1e-9);
+    let mut t = RunTelemetry::default();
+    for s in Source::ALL {
+        t.sources.insert(s, SourceState::available("test"));
+    }
+    let d = diagnose_with(&agg, &t);
+    assert_eq!(d.class, Bottleneck::TargetErrors, "{d:#?}");
+    let i = d.interval.as_ref().unwrap();
+    assert!((i.start_s, i.end_s) == (0.0, 9.95), "{i:?}");
+    assert!((i.held_s - 9.95).abs() < 1e-9, "{i:?}");
+    assert!((i.share_of_run - 1.0).abs() < 1e-12, "{i:?}");
+    assert!(
+        d.why.ends_with("held 0.0–9.9 s (100% of the run)"),
+        "{}",
+        d.why
+    );
+
+    // Scraped every second from before the start to past the end, the KV cache full on
+    // every scrape: all of the run, not more.
+    let mut r = run(100, 30.0, 400.0, None);
+    let run_s = r.agg.summary().duration_s;
+    r.telemetry.server = Some(server(25.0, 2.0, 20.0, 360.0, 30.0));
+    r.telemetry.series.server = (0..=12)
+        .map(|k| ServerPoint {
+            t_s: k as f64 - 0.5,
+            kv_usage: Some(0.97),
+            queue_depth: Some(0.0),
+            ..Default::default()
+        })
+        .collect();
+    let d = r.diagnose();
+    assert_eq!(d.class, Bottleneck::KvMemoryBound, "{d:#?}");
+    let i = d.interval.as_ref().unwrap();
+    assert!((i.start_s, i.end_s) == (0.0, run_s), "{i:?} of {run_s} s");
+    assert!((i.share_of_run - 1.0).abs() < 1e-12, "{i:?}");
 }
