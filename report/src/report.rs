@@ -69,7 +69,7 @@ fn experiment(e: &Repeats, loaded: &Loaded) -> Result<String, ReportError> {
     body.push_str(&section(
         "estimates",
         "Estimates over the runs",
-        &sections::repeats::render(e),
+        &sections::repeats::render(e, &loaded.runs),
     ));
     let left_out = |r: &Run| e.run(&r.label).and_then(|x| x.left_out.clone());
     let complete = loaded.runs.iter().filter(|r| left_out(r).is_none());

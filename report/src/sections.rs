@@ -2,6 +2,7 @@
 //! function of the run(s) returning HTML, or nothing; [`crate::report`] lists them in order,
 //! so a later section (a new slot) is one more function and one more line there.
 
+pub mod bounds;
 pub mod context;
 pub mod diagnosis;
 pub mod headline;

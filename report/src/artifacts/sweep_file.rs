@@ -1,7 +1,9 @@
 //! `sweep.json`, `canaryd sweep`'s verdict on its points: the knee, the Pareto front, and each
 //! point it left out of both (capped by the open-file limit, errored, over 5 % errors, cut
 //! short by a signal) with its notes. A report of the sweep's folder shows these as written, so
-//! it agrees with `sweep.json`, the sweep's table and `canaryd compare`.
+//! it agrees with `sweep.json`, the sweep's table and `canaryd compare`. With
+//! `--find-max-rate` it also holds the search's answer (`capacity`) and each probe's pass or
+//! fail.
 
 use crate::error::{io, ReportError};
 use serde_json::Value;
@@ -18,6 +20,57 @@ pub struct SweepFile {
     pub notes: Vec<String>,
     /// Every point, in run order.
     pub points: Vec<SweepPoint>,
+    /// The points the knee leaves out and why (`left_out`), in order of increasing load: the
+    /// knee is found among the others alone.
+    pub left_out: Vec<KneeLeftOut>,
+    /// The capacity search's answer (`--find-max-rate`).
+    pub capacity: Option<Capacity>,
+}
+
+/// A point the knee leaves out, as `sweep.json`'s `left_out` lists it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KneeLeftOut {
+    /// `c16`, `r50`.
+    pub label: String,
+    /// Why: `cut_short`, `capped`, `error_verdict`, `target_errors`, `no_figures`.
+    pub why: String,
+    /// Its target error rate, for `target_errors`.
+    pub error_rate: Option<f64>,
+}
+
+impl KneeLeftOut {
+    /// `c16 (20.0% of its requests failed at the target)`, in the words of the sweep's own
+    /// knee line; a reason this canaryd does not know is given by its name.
+    pub fn said(&self) -> String {
+        let why = match (self.why.as_str(), self.error_rate) {
+            ("cut_short", _) => "cut short by a signal".to_string(),
+            ("capped", _) => "capped by the open-file limit".to_string(),
+            ("error_verdict", _) => "its verdict is an error".to_string(),
+            ("target_errors", Some(r)) => {
+                format!("{:.1}% of its requests failed at the target", r * 100.0)
+            }
+            ("target_errors", None) => "its requests failed at the target".to_string(),
+            ("no_figures", _) => "no request throughput or TTFT p99".to_string(),
+            (other, _) => other.to_string(),
+        };
+        format!("{} ({why})", self.label)
+    }
+}
+
+/// A capacity search's answer (`sweep.json`'s `capacity`): the capacity at the SLOs is at
+/// least `passed` and below `failed` (bounds).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Capacity {
+    /// The SLOs it was searched under (aiperf's syntax).
+    pub slo: String,
+    /// The share of requests that had to meet them.
+    pub min_good_fraction: Option<f64>,
+    /// The highest offered rate that passed, requests/s.
+    pub passed: Option<f64>,
+    /// The lowest offered rate above it that failed.
+    pub failed: Option<f64>,
+    /// Why the search stopped (`precision`, `max_runs`, …).
+    pub stopped_by: String,
 }
 
 /// One point as `sweep.json` lists it.
@@ -33,6 +86,14 @@ pub struct SweepPoint {
     pub verdict: String,
     /// The open-file limit held it under its load.
     pub capped: bool,
+    /// Whether its verdict is a pass (a capacity search's probe passed); `None` when the
+    /// file does not say.
+    pub passed: Option<bool>,
+    /// Its figures that are not exact, as `summary.json` metric names (`sweep.json`'s
+    /// `bounds`: `time_to_first_token` and `request_latency` upper bounds,
+    /// `inter_token_latency` and `output_token_throughput_per_user` exact in neither
+    /// direction); `None` when the file does not say.
+    pub bounds: Option<Vec<String>>,
     /// Its notes: why it is left out, what the client could not offer.
     pub notes: Vec<String>,
 }
@@ -119,17 +180,46 @@ impl SweepFile {
                             value: p.get("value").and_then(Value::as_f64),
                             verdict: text_at(p, "verdict").unwrap_or_default(),
                             capped: p.get("capped").and_then(Value::as_bool) == Some(true),
+                            passed: p.get("passed").and_then(Value::as_bool),
+                            bounds: p.get("bounds").map(|b| texts(Some(b))),
                             notes: texts(p.get("notes")),
                         })
                     })
                     .collect()
             })
             .unwrap_or_default();
+        let left_out = doc
+            .get("left_out")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|p| {
+                        Some(KneeLeftOut {
+                            label: text_at(p, "label")?,
+                            why: text_at(p, "why").unwrap_or_default(),
+                            error_rate: p.get("error_rate").and_then(Value::as_f64),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let capacity = doc
+            .get("capacity")
+            .filter(|c| c.is_object())
+            .map(|c| Capacity {
+                slo: text_at(c, "slo").unwrap_or_default(),
+                min_good_fraction: c.get("min_good_fraction").and_then(Value::as_f64),
+                passed: c.get("max_passing_rate").and_then(Value::as_f64),
+                failed: c.get("min_failing_rate").and_then(Value::as_f64),
+                stopped_by: text_at(c, "stopped_by").unwrap_or_default(),
+            });
         Ok(Some(SweepFile {
             knee: doc.get("knee").and_then(|k| text_at(k, "label")),
             pareto: texts(doc.get("pareto")),
             notes: texts(doc.get("notes")),
             points,
+            left_out,
+            capacity,
         }))
     }
 
@@ -156,6 +246,7 @@ mod tests {
             verdict: verdict.into(),
             capped: false,
             notes: notes.iter().map(|n| n.to_string()).collect(),
+            ..SweepPoint::default()
         }
     }
 

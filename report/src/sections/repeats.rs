@@ -2,9 +2,15 @@
 //! interval, as its `summary.json` states them, and each run with its verdict, those its
 //! estimates leave out named. Its runs repeat one load, so there is no knee and no front: a
 //! step between two of them is noise, not load.
+//!
+//! A mean over runs some of whose figures are bounds is a bound: a latency mean is marked `≤`
+//! (an upper bound) and an ITL mean `*` (exact in neither direction) where any run the
+//! estimates are over has such times, by the runs' own `summary.json`
+//! ([`super::bounds::of_run`], the sweep's rule).
 
+use super::bounds;
 use super::num;
-use crate::artifacts::Repeats;
+use crate::artifacts::{Repeats, Run};
 use crate::html::{esc, table};
 use canary_core::PERCENTILE_PRECISION_SPACED;
 
@@ -34,20 +40,36 @@ fn unit(unit: &str) -> &str {
     }
 }
 
-/// The estimates section's body.
-pub fn render(e: &Repeats) -> String {
+/// The estimates section's body; `runs`: the experiment's runs on the page (labelled by their
+/// folder), whose own summaries say which of their figures are bounds.
+pub fn render(e: &Repeats, runs: &[Run]) -> String {
     let level = e.confidence.unwrap_or(0.95) * 100.0;
     let complete = e.complete();
     let mut html = String::new();
+    // Over the runs the estimates are over.
+    let over: Vec<Vec<&'static str>> = runs
+        .iter()
+        .filter(|r| e.run(&r.label).is_some_and(|x| x.left_out.is_none()))
+        .map(bounds::of_run)
+        .collect();
+    let bound = bounds::union(over.iter().map(Vec::as_slice));
+    let is_bound = |metric: &str| bound.contains(&metric);
     let rows: Vec<Vec<String>> = e
         .estimates
         .iter()
         .map(|m| {
             let u = unit(&m.unit);
             let with = |v: f64| format!("{} {u}", num(v));
+            let mean = m.mean.map_or("–".into(), |v| {
+                match (is_bound(&m.metric), bounds::is_upper(&m.metric)) {
+                    (false, _) => with(v),
+                    (true, true) => format!("≤ {}", with(v)),
+                    (true, false) => format!("{}*", with(v)),
+                }
+            });
             vec![
                 esc(&label(&m.metric, &m.statistic)),
-                esc(&m.mean.map_or("–".into(), with)),
+                esc(&mean),
                 esc(&match (m.clipped, m.half_width) {
                     // A ± would reach past what the figure can be (below 0): its ends.
                     (Some((low, high)), _) => {
@@ -88,6 +110,32 @@ pub fn render(e: &Repeats) -> String {
          knee and no Pareto front.</p>\n",
         e.per_run.len()
     ));
+    let shown = |upper: bool| {
+        e.estimates
+            .iter()
+            .any(|m| is_bound(&m.metric) && bounds::is_upper(&m.metric) == upper)
+    };
+    let mut marks = Vec::new();
+    if shown(true) {
+        marks.push(
+            "A mean marked ≤ is an upper bound: some of the runs' first tokens or ends were timed \
+             at a later segment's stamp or canaryd's read, never before the event, so their \
+             figures are upper bounds and so is their mean (and its interval is one of bounds)",
+        );
+    }
+    if shown(false) {
+        marks.push(
+            "one marked * is exact in neither direction (gaps between times some of which are \
+             bounds)",
+        );
+    }
+    if !marks.is_empty() {
+        html.push_str(&format!(
+            "<p class=\"note\">{}; as each run's summary.json (receive_timestamps) says, by \
+             the rule canaryd sweep marks its cells with.</p>\n",
+            esc(&marks.join("; "))
+        ));
+    }
     let runs: Vec<Vec<String>> = e
         .per_run
         .iter()
@@ -153,7 +201,7 @@ mod tests {
             ],
             ..Repeats::default()
         };
-        let html = render(&e);
+        let html = render(&e, &[]);
         assert!(html.contains("0 to 14.6 ms (clipped)"), "{html}");
         assert!(!html.contains("± 11.4"), "{html}");
         assert!(html.contains("± 2.50 req/s"), "{html}");

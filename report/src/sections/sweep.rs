@@ -8,9 +8,15 @@
 //! ([`evidence`]): walking the runs in series order, the first step whose completed-request
 //! throughput grows by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`]
 //! marks saturation; the knee is the run before that step, the last one that still scaled.
+//!
+//! A figure some of whose times were a later segment's stamp or canaryd's read is marked as
+//! the sweep's table marks it (`sweep.json`'s `bounds`, else [`super::bounds::of_run`]): a
+//! latency `≤` (an upper bound), a per-user rate `*` (exact in neither direction). A capacity
+//! search's page leads with its answer, as the sweep's last line gives it.
 
 mod evidence;
 
+use super::bounds::{self, E2E, PER_USER, TTFT};
 use super::{ms, num, pct};
 use crate::artifacts::{Metric, Run, SweepFile};
 use crate::html::{esc, table};
@@ -50,6 +56,11 @@ pub struct Point {
     pub left_out: Option<LeftOut>,
     /// `sweep.json`'s notes on the point.
     pub notes: Vec<String>,
+    /// Its figures that are not exact, as `summary.json` names them ([`super::bounds`]):
+    /// `sweep.json`'s `bounds` for a point it lists, else the run's (any run's, for a mean).
+    pub bounds: Vec<&'static str>,
+    /// A capacity search's probe: whether it passed (`sweep.json`'s `passed`).
+    pub passed: Option<bool>,
 }
 
 impl Point {
@@ -81,6 +92,8 @@ impl Point {
                 .filter(|&n| n > 0),
             left_out: evidence::of_run(run, &f),
             notes: Vec::new(),
+            bounds: bounds::of_run(run),
+            passed: None,
         }
     }
 
@@ -109,6 +122,8 @@ impl Point {
             gpus: runs.first().and_then(|p| p.gpus),
             left_out: evidence::of_mean(&each, error_rate),
             notes: Vec::new(),
+            bounds: bounds::union(runs.iter().map(|p| p.bounds.as_slice())),
+            passed: None,
         }
     }
 
@@ -205,6 +220,11 @@ fn verdict(points: &mut [Point], sweep: Option<&SweepFile>) -> (Option<usize>, V
         let listed = s.point(&p.label);
         p.left_out = listed.and_then(|q| q.left_out()).map(LeftOut::Sweep);
         p.notes = listed.map(|q| q.notes.clone()).unwrap_or_default();
+        p.passed = listed.and_then(|q| q.passed);
+        // The sweep's own marks, so the page's agree with its table's `*`.
+        if let Some(said) = listed.and_then(|q| q.bounds.as_ref()) {
+            p.bounds = said.iter().filter_map(|b| bounds::known(b)).collect();
+        }
     }
     let at = |label: &str| {
         let dir = &s.points.iter().find(|q| q.label == label)?.dir;
@@ -224,7 +244,8 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
     let left_out: Vec<usize> = (0..points.len())
         .filter(|&i| points[i].left_out.is_some())
         .collect();
-    let mut html = String::from("<div class=\"grid\">\n");
+    let mut html = sweep.and_then(capacity).unwrap_or_default();
+    html.push_str("<div class=\"grid\">\n");
 
     let xy = |f: fn(&Point) -> f64| -> Vec<(f64, f64)> {
         points
@@ -297,10 +318,8 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
         }
         (None, None) => {
             lat.note(format!(
-                "{joined} No knee{whose}: no step gained under {:.0} % throughput while TTFT \
-                 p99 rose over {:.0} %.{crosses}",
-                KNEE_GAIN * 100.0,
-                KNEE_RISE * 100.0
+                "{joined} {}{crosses}",
+                no_knee(&points, sweep, whose)
             ));
         }
     }
@@ -354,6 +373,7 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
     html.push_str(&par.to_html()?);
     html.push_str("</div>\n");
 
+    let searched = sweep.is_some_and(|s| s.capacity.is_some());
     let rows: Vec<Vec<String>> = points
         .iter()
         .enumerate()
@@ -368,14 +388,25 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
             if let Some(why) = &p.left_out {
                 tags.push(format!("left out: {}", why.short()));
             }
+            // A capacity search's probes, as its bracket was made of them.
+            if let (Some(passed), true) = (p.passed, searched) {
+                tags.push(
+                    if passed {
+                        "probe passed"
+                    } else {
+                        "probe failed"
+                    }
+                    .to_string(),
+                );
+            }
             vec![
                 esc(&p.label),
                 num(p.throughput),
                 num(p.tokens_per_s),
-                num(p.tokens_per_user),
-                ms(p.ttft_p50),
-                ms(p.ttft_p99),
-                ms(p.e2e_p99),
+                marked(p, PER_USER, p.tokens_per_user, num),
+                marked(p, TTFT, p.ttft_p50, ms),
+                marked(p, TTFT, p.ttft_p99, ms),
+                marked(p, E2E, p.e2e_p99, ms),
                 p.error_rate.map_or_else(|| "–".to_string(), pct),
                 esc(&tags.join(", ")),
             ]
@@ -396,15 +427,165 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
         ],
         &rows,
     ));
-    html.push_str(if repeated {
-        "<p class=\"note\">Estimates: each figure the mean of the point's runs' own, each \
-         exact from that run's records (the points ran --runs times; each point's summary.json \
-         has each figure's confidence interval). The knee and the front are the means'.</p>\n"
-    } else {
-        "<p class=\"note\">Exact: each figure from the run's records.</p>\n"
-    });
+    html.push_str(&exactness(&points, repeated, sweep.is_some()));
     html.push_str(&whys(&points, sweep));
     Ok(html)
+}
+
+/// A cell of `metric`'s figure `v`: `≤ 12.3 ms` for an upper bound (TTFT, e2e), as the
+/// timeslice table marks one, `84.1*` for a figure exact in neither direction (tokens/s per
+/// user), as the sweep's table marks it; unmarked when exact.
+fn marked(p: &Point, metric: &str, v: f64, show: fn(f64) -> String) -> String {
+    match (
+        p.bounds.contains(&metric) && v.is_finite(),
+        bounds::is_upper(metric),
+    ) {
+        (false, _) => show(v),
+        (true, true) => format!("≤ {}", show(v)),
+        (true, false) => format!("{}*", show(v)),
+    }
+}
+
+/// What the table's figures are: exact only when no cell is marked; else which marks mean
+/// what, and where they come from.
+fn exactness(points: &[Point], repeated: bool, sweep: bool) -> String {
+    // The table's columns that can be bounds: TTFT and e2e (upper), tok/s per user (neither).
+    let any = |of: &[&str]| {
+        points
+            .iter()
+            .any(|p| p.bounds.iter().any(|m| of.contains(m)))
+    };
+    let (upper, neither) = (any(&[TTFT, E2E]), any(&[PER_USER]));
+    let whose = if sweep {
+        "Marked as sweep.json's bounds say (the sweep's table marks these cells *)."
+    } else {
+        "Marked by each run's summary.json (receive_timestamps), as canaryd sweep marks them."
+    };
+    let mut marks = Vec::new();
+    if upper {
+        marks.push(format!(
+            "a latency marked ≤ is an upper bound (some of {} first tokens or ends were timed \
+             at a later segment's stamp or canaryd's read, never before the event){}",
+            if repeated { "a run's" } else { "the run's" },
+            if repeated {
+                ", and a mean of upper bounds is one too"
+            } else {
+                ""
+            }
+        ));
+    }
+    if neither {
+        marks.push(
+            "a tok/s per user marked * is exact in neither direction (a rate over such times)"
+                .to_string(),
+        );
+    }
+    let marks = match marks.is_empty() {
+        true => String::new(),
+        false => format!(" {}; the others exact. {whose}", marks.join("; ")),
+    };
+    let html = match (repeated, upper || neither) {
+        (true, false) => {
+            "Estimates: each figure the mean of the point's runs' own, each exact from that \
+             run's records (the points ran --runs times; each point's summary.json has each \
+             figure's confidence interval). The knee and the front are the means'."
+                .to_string()
+        }
+        (true, true) => format!(
+            "Estimates: each figure the mean of the point's runs' own, each from that run's \
+             records (the points ran --runs times; each point's summary.json has each figure's \
+             confidence interval). The knee and the front are the means'.{marks}"
+        ),
+        (false, false) => "Exact: each figure from the run's records.".to_string(),
+        (false, true) => format!("Each figure from the run's records;{marks}"),
+    };
+    format!("<p class=\"note\">{}</p>\n", esc(&html))
+}
+
+/// Why there is no knee: the knee rule, among the points that are evidence; when fewer than
+/// two are (the others left out), that, and which and why, as the sweep's own knee line says
+/// it: a step was never tested, which is not a series that kept scaling.
+fn no_knee(points: &[Point], sweep: Option<&SweepFile>, whose: &str) -> String {
+    let (total, left): (usize, Vec<String>) = match sweep.filter(|s| !s.points.is_empty()) {
+        Some(s) => (
+            s.points.len(),
+            s.left_out.iter().map(|l| l.said()).collect(),
+        ),
+        None => (
+            points.len(),
+            points
+                .iter()
+                .filter_map(|p| match &p.left_out {
+                    Some(why) => Some(format!("{} ({})", p.label, why.short())),
+                    None if !p.throughput.is_finite() || !p.ttft_p99.is_finite() => {
+                        Some(format!("{} (no request throughput or TTFT p99)", p.label))
+                    }
+                    None => None,
+                })
+                .collect(),
+        ),
+    };
+    let evidence = total.saturating_sub(left.len());
+    let rule = format!(
+        "no step gained under {:.0} % throughput while TTFT p99 rose over {:.0} %",
+        KNEE_GAIN * 100.0,
+        KNEE_RISE * 100.0
+    );
+    match (left.is_empty(), evidence < 2) {
+        (true, _) => format!("No knee{whose}: {rule}."),
+        (false, true) => format!(
+            "No knee{whose}: {evidence} of the {total} points {} evidence, and a knee is a \
+             step between two; left out: {}.",
+            if evidence == 1 { "is" } else { "are" },
+            left.join(", ")
+        ),
+        (false, false) => format!(
+            "No knee{whose} among the {evidence} points that are evidence: {rule}; left out: \
+             {}.",
+            left.join(", ")
+        ),
+    }
+}
+
+/// A capacity search's answer, as the sweep's last line gives it: its bounds rounded outward
+/// (`canary_core::rate_text`, as the sweep table rounds them) so what is printed still holds.
+fn capacity(s: &SweepFile) -> Option<String> {
+    use canary_core::rate_text::{rate_at_least, rate_below};
+    let c = s.capacity.as_ref()?;
+    let runs = s.points.len();
+    // The share with the digits it was given (99.5, not 100).
+    let good = c.min_good_fraction.map_or(String::new(), |g| {
+        format!(", {}% good", (g * 100.0 * 1e6).round() / 1e6)
+    });
+    let slo = &c.slo;
+    let line = match (c.passed, c.failed) {
+        (Some(p), Some(f)) => format!(
+            "capacity at SLO ({slo}{good}): at least {} req/s (passed), below {} req/s \
+             (failed); \
+             {runs} rates tried, stopped by {}",
+            rate_at_least(p),
+            rate_below(f),
+            c.stopped_by
+        ),
+        (Some(p), None) => format!(
+            "capacity at SLO ({slo}{good}): at least {} req/s (a lower bound: no rate failed \
+             of {runs} tried, stopped by {})",
+            rate_at_least(p),
+            c.stopped_by
+        ),
+        (None, f) => format!(
+            "capacity at SLO ({slo}{good}): no rate passed (lowest tried, failed: {} req/s, the \
+             capacity below it); {runs} rates tried, stopped by {}",
+            f.map_or("–".into(), rate_below),
+            c.stopped_by
+        ),
+    };
+    Some(format!(
+        "<p class=\"verdict\" id=\"capacity\">{}</p>\n<p class=\"note\">The capacity \
+         search's answer (sweep.json's capacity): bounds, each a probe's offered rate, rounded \
+         outward so they still hold; the table marks each probe passed or failed.</p>\n",
+        esc(&line)
+    ))
 }
 
 #[cfg(test)]

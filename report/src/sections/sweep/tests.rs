@@ -15,6 +15,8 @@ fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
         gpus: None,
         left_out: None,
         notes: Vec::new(),
+        bounds: Vec::new(),
+        passed: None,
     }
 }
 
@@ -77,4 +79,59 @@ fn the_pareto_front_drops_dominated_runs() {
     let (per_gpu, at) = front_axes(&s);
     assert!(!per_gpu);
     assert_eq!(at[3].1, 400.0);
+}
+
+// Audit finding 2: the note under the table said "Exact" whatever the cells were. It does only
+// when no cell is a bound; else it says what each mark is.
+#[test]
+fn the_table_is_called_exact_only_when_no_cell_is_a_bound() {
+    let exact = [p(10.0, 50.0, 90.0), p(20.0, 52.0, 80.0)];
+    assert!(exactness(&exact, false, true).contains("Exact: each figure"));
+    assert!(exactness(&exact, true, true).contains("each exact from that run's records"));
+    let mut bound = exact.to_vec();
+    bound[1].bounds = vec![TTFT, PER_USER];
+    for repeated in [false, true] {
+        let note = exactness(&bound, repeated, true);
+        assert!(
+            !note.contains("Exact") && !note.contains("each exact"),
+            "{note}"
+        );
+        assert!(
+            note.contains("a latency marked ≤ is an upper bound"),
+            "{note}"
+        );
+        assert!(
+            note.contains("a tok/s per user marked * is exact in neither"),
+            "{note}"
+        );
+    }
+    assert_eq!(marked(&bound[1], TTFT, 52.0, ms), "≤ 52 ms");
+    assert_eq!(marked(&bound[1], E2E, 208.0, ms), "208 ms");
+    assert_eq!(marked(&bound[1], PER_USER, 80.0, num), "80*");
+    assert_eq!(marked(&bound[0], TTFT, 50.0, ms), "50 ms");
+}
+
+// Audit finding 14, for runs named together (no sweep.json): with fewer than two runs as
+// evidence the knee rule is not the reason there is no knee.
+#[test]
+fn no_knee_among_too_few_runs_says_which_were_left_out() {
+    let mut s = vec![
+        p(10.0, 50.0, 90.0),
+        p(20.0, 52.0, 80.0),
+        p(30.0, 60.0, 70.0),
+    ];
+    assert!(no_knee(&s, None, "").contains("no step gained under 10 %"));
+    s[0].left_out = Some(LeftOut::Errors(0.3));
+    let said = no_knee(&s, None, "");
+    assert!(
+        said.starts_with("No knee among the 2 points that are evidence"),
+        "{said}"
+    );
+    s[2].throughput = f64::NAN;
+    let said = no_knee(&s, None, "");
+    assert_eq!(
+        said,
+        "No knee: 1 of the 3 points is evidence, and a knee is a step between two; left out: \
+         10 (errors over 5 %), 30 (no request throughput or TTFT p99)."
+    );
 }
