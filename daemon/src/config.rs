@@ -136,6 +136,8 @@ pub struct Target {
     pub request_timeout: Duration,
     /// Extra CA certificates for https.
     pub ca_bundle: Option<PathBuf>,
+    /// The client certificate and key presented to a server asking for one (mutual TLS).
+    pub client_identity: Option<canary_replay::ClientIdentity>,
     /// Let two workloads run against this target at the same time.
     pub allow_concurrent_runs: bool,
     /// How much of one response is held at most.

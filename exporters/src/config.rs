@@ -28,6 +28,9 @@ pub struct Config {
     /// PEM CA bundle trusted for https endpoints besides the system store
     /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
     pub certificate: Option<PathBuf>,
+    /// The client certificate and key presented to an endpoint that asks for one (mutual
+    /// TLS; `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` with `OTEL_EXPORTER_OTLP_CLIENT_KEY`).
+    pub client_identity: Option<canary_tls::ClientIdentity>,
     /// How often metrics are pushed (`OTEL_METRIC_EXPORT_INTERVAL`, ms; default 10 s).
     pub metrics_interval: Duration,
     /// Fraction of requests whose span is exported, decided on the trace id (0..=1;
@@ -57,6 +60,7 @@ impl Default for Config {
             headers: Vec::new(),
             timeout: Duration::from_secs(10),
             certificate: None,
+            client_identity: None,
             metrics_interval: Duration::from_secs(10),
             sample_ratio: 1.0,
             service_name: "canaryd".into(),
@@ -86,6 +90,7 @@ impl std::fmt::Debug for Config {
             .field("header_names", &names)
             .field("timeout", &self.timeout)
             .field("certificate", &self.certificate)
+            .field("client_identity", &self.client_identity)
             .field("metrics_interval", &self.metrics_interval)
             .field("sample_ratio", &self.sample_ratio)
             .field("service_name", &self.service_name)
@@ -131,6 +136,30 @@ pub enum ConfigError {
         /// The protocol asked for.
         protocol: String,
     },
+}
+
+/// The variable naming the client certificate (PEM chain), as OpenTelemetry's spec names it.
+pub const CLIENT_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE";
+/// The variable naming its private key (PEM).
+pub const CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
+
+/// The client identity the two variables name: both or neither.
+fn client_identity(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<canary_tls::ClientIdentity>, ConfigError> {
+    let alone = |set: &str, missing: &str| ConfigError::Value {
+        source_name: set.into(),
+        reason: format!(
+            "set without {missing}: a client certificate needs its key (set both, or neither)"
+        ),
+    };
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(canary_tls::ClientIdentity { cert, key })),
+        (Some(_), None) => Err(alone(CLIENT_CERTIFICATE, CLIENT_KEY)),
+        (None, Some(_)) => Err(alone(CLIENT_KEY, CLIENT_CERTIFICATE)),
+        (None, None) => Ok(None),
+    }
 }
 
 /// The signals, in the order their endpoints are resolved.
@@ -194,6 +223,10 @@ impl Config {
             c.timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", &t)?;
         }
         c.certificate = var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
+        c.client_identity = client_identity(
+            var(CLIENT_CERTIFICATE).map(PathBuf::from),
+            var(CLIENT_KEY).map(PathBuf::from),
+        )?;
         if let Some(t) = var("OTEL_METRIC_EXPORT_INTERVAL") {
             c.metrics_interval = millis("OTEL_METRIC_EXPORT_INTERVAL", &t)?;
         }

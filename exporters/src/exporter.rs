@@ -145,13 +145,17 @@ fn http_settings<B: WithExportConfig + WithHttpConfig>(
 }
 
 /// The blocking client every signal shares: rustls with ring, trusting the system store
-/// plus [`Config::certificate`] (the replay's own TLS setup), and the export timeout. With no
+/// plus [`Config::certificate`], presenting [`Config::client_identity`] to an endpoint that
+/// asks for a client certificate (the replay's own TLS setup), and the export timeout. With no
 /// `https` endpoint no trust store is needed, so a host without CA certificates still
 /// exports over plain http.
 fn http_client(config: &Config, https: bool) -> Result<reqwest::blocking::Client, ExportError> {
     let tls = if https {
-        canary_tls::client_config(config.certificate.as_deref())
-            .map_err(|e| ExportError::Tls(e.to_string()))?
+        canary_tls::client_config(
+            config.certificate.as_deref(),
+            config.client_identity.as_ref(),
+        )
+        .map_err(|e| ExportError::Tls(e.to_string()))?
     } else {
         canary_tls::with_roots(rustls::RootCertStore::empty())
     };

@@ -37,7 +37,9 @@ mod observer;
 mod spans;
 mod transport;
 
-pub use config::{parse_headers, ratio, redact_url, Config, ConfigError, Signal};
+pub use config::{
+    parse_headers, ratio, redact_url, Config, ConfigError, Signal, CLIENT_CERTIFICATE, CLIENT_KEY,
+};
 pub use exporter::{ExportError, ExportReport, OtlpExporter, RunJudgement};
 pub use labels::{attr, RunLabels};
 pub use observer::RunObserver;

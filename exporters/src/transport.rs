@@ -101,6 +101,19 @@ impl ExportClient {
     }
 }
 
+/// [`canary_core::error_chain`], with a TLS error in it said in plain words (a collector
+/// requiring a client certificate says so by an alert rustls names tersely).
+fn failure_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(said) = canary_tls::explain_error(c) {
+            return format!("{e}: {said}");
+        }
+        cur = c.source();
+    }
+    canary_core::error_chain(e)
+}
+
 /// The per-signal headers variable the exporter reads before `OTEL_EXPORTER_OTLP_HEADERS`.
 pub(crate) fn sdk_headers_var(signal: Signal) -> String {
     format!(
@@ -121,7 +134,7 @@ impl HttpClient for ExportClient {
         }
         let sent = self.send(request).map_err(without_url);
         if let Err(e) = &sent {
-            let mut chain = canary_core::error_chain(e.as_ref());
+            let mut chain = failure_chain(e.as_ref());
             // A certificate's names are quoted whole (a thousand of them, say): a few KiB.
             chain.truncate(canary_core::prefix_within(&chain, MAX_CAUSE_BYTES).len());
             *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(chain);
@@ -237,5 +250,62 @@ fn without_url(e: HttpError) -> HttpError {
     match e.downcast::<reqwest::Error>() {
         Ok(e) => Box::new(e.without_url()),
         Err(e) => e,
+    }
+}
+
+#[cfg(test)]
+mod mtls_tests {
+    use super::*;
+
+    // A collector requiring a client certificate, given none: the warning said `received
+    // fatal alert: CertificateRequired`, nothing of what to do.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_collector_requiring_a_client_certificate_is_said_so() {
+        let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let pki = canary_testkit::ClientPki::new();
+        let options = canary_testkit::TlsOptions {
+            client_ca: Some(pki.ca_pem),
+            ..Default::default()
+        };
+        let (port, ca) =
+            canary_testkit::tls_terminator_with(backend.local_addr().unwrap(), options).await;
+        let url = format!("https://localhost:{port}/v1/traces");
+        let failure = Arc::new(Mutex::new(None));
+        let kept = failure.clone();
+        tokio::task::spawn_blocking(move || {
+            use opentelemetry_http::HttpClient;
+            use rustls::pki_types::pem::PemObject;
+            use std::future::Future;
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(
+                rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()).flatten(),
+            );
+            let tls = canary_tls::with_roots(roots);
+            let inner = reqwest::blocking::Client::builder()
+                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+                .build()
+                .unwrap();
+            let client = ExportClient::new(
+                inner,
+                &Config::default(),
+                Signal::Traces,
+                kept,
+                Arc::new(Mutex::new(None)),
+            );
+            let request = http::Request::post(&url)
+                .body(opentelemetry_http::Bytes::from_static(b"x"))
+                .unwrap();
+            let mut sent = std::pin::pin!(client.send_bytes(request));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(sent.as_mut().poll(&mut cx).is_ready());
+        })
+        .await
+        .unwrap();
+        let why = failure.lock().unwrap().clone().unwrap();
+        assert!(
+            why.contains("the server requires a client certificate and canaryd presented none"),
+            "{why}"
+        );
+        assert!(why.contains("--otlp-client-cert"), "{why}");
     }
 }

@@ -178,6 +178,10 @@ pub async fn exchange(
                         show_bytes(limits.caps.header_bytes)
                     ),
                 )
+            } else if let Some(tls) = tls_failure(&e) {
+                // TLS 1.3: the client's handshake ends before the server has checked its
+                // certificate, so a server requiring one says so at the first read.
+                error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
             } else {
                 classify_hyper(&e, head_failure(&e, &conn.io, answered))
             }
@@ -352,14 +356,32 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
     }
 }
 
+/// rustls' error in `e`'s chain (an alert the server sent), in plain words.
+fn tls_failure(e: &hyper::Error) -> Option<String> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(said) = canary_tls::explain_error(s) {
+            return Some(said);
+        }
+        source = s.source();
+    }
+    None
+}
+
 fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {
     // A closed or reset connection while the response was in flight is a cut stream; hyper's
-    // error chain carries the io cause.
+    // error chain carries the io cause (a TLS error said in plain words).
     let mut msg = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         msg.push_str(": ");
-        msg.push_str(&s.to_string());
+        match canary_tls::explain_error(s) {
+            Some(said) => {
+                msg.push_str(&said);
+                break;
+            }
+            None => msg.push_str(&s.to_string()),
+        }
         source = s.source();
     }
     error(ErrorKind::StreamCut, format!("{doing}: {msg}"))

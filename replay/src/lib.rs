@@ -43,7 +43,7 @@ pub mod workers;
 mod workload;
 
 pub use arrival::{ArrivalPattern, Arrivals, Rng};
-pub use canary_tls::{client_config, TlsError};
+pub use canary_tls::{client_config, ClientIdentity, TlsError};
 pub use chunk::{
     parse as parse_chunk, parse_serde as parse_chunk_serde, scan as scan_chunk, ChunkInfo,
 };

@@ -132,6 +132,9 @@ pub struct Target {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Extra trust anchors (PEM), for internal PKIs.
     pub ca_bundle: Option<PathBuf>,
+    /// The client certificate and key presented to a server that asks for one (mutual TLS);
+    /// the target's `https` metrics endpoints get it too, as they get the CA bundle.
+    pub client_identity: Option<canary_tls::ClientIdentity>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Opening a connection (TCP connect and TLS handshake) fails after this long, or after
@@ -346,6 +349,7 @@ impl Target {
             api_key: None,
             headers: Vec::new(),
             ca_bundle: None,
+            client_identity: None,
             timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             streaming: true,

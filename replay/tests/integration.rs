@@ -7,6 +7,7 @@ mod fuzz;
 mod hostile;
 mod hostile_traces;
 mod latency_truth;
+mod mtls;
 mod prompt;
 mod release;
 mod replay_sim;

@@ -52,7 +52,7 @@ fn a_ca_bundle_without_certificates_is_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("empty.pem");
     std::fs::write(&bundle, "not a certificate\n").unwrap();
-    let err = canary_replay::client_config(Some(&bundle)).unwrap_err();
+    let err = canary_replay::client_config(Some(&bundle), None).unwrap_err();
     assert!(err.to_string().contains("empty.pem"), "{err}");
 }
 

@@ -51,6 +51,9 @@ pub struct Config {
     pub server_pid: Option<u32>,
     /// Extra trust anchors (PEM) for `https://` metrics endpoints, the target's CA bundle.
     pub ca_bundle: Option<PathBuf>,
+    /// The client certificate and key presented to `https://` metrics endpoints that ask for
+    /// one: the target's.
+    pub client_identity: Option<canary_tls::ClientIdentity>,
     /// Whether the server endpoint's outage was already warned about (shared across runs).
     pub server_metrics_outage: OutageLog,
     /// The same for DCGM.
@@ -78,6 +81,7 @@ impl Default for Config {
             dcgm_interval: Config::SCRAPE_INTERVAL,
             server_pid: None,
             ca_bundle: None,
+            client_identity: None,
             server_metrics_outage: OutageLog::default(),
             dcgm_outage: OutageLog::default(),
         }
@@ -156,20 +160,23 @@ impl TelemetryObserver {
             redactions,
             window_from: Mutex::new(None),
         };
-        // https:// metrics endpoints trust what the target trusts; without a bundle the
-        // scrapers use the system's roots themselves. canaryd's runs refuse a bundle that
-        // cannot be loaded before this starts (canary_replay's Config::validate), whatever the
-        // target's scheme; a library caller's is still only a warning here.
-        let tls = cfg
-            .ca_bundle
-            .as_deref()
-            .and_then(|b| match canary_tls::client_config(Some(b)) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!("metrics over https: {e}; using the system's roots");
-                    None
+        // https:// metrics endpoints trust what the target trusts, and present its client
+        // certificate; without either the scrapers use the system's roots themselves.
+        // canaryd's runs refuse a bundle or identity that cannot be loaded before this starts
+        // (canary_replay's Config::validate), whatever the target's scheme; a library
+        // caller's is still only a warning here.
+        let tls = match (&cfg.ca_bundle, &cfg.client_identity) {
+            (None, None) => None,
+            (bundle, identity) => {
+                match canary_tls::client_config(bundle.as_deref(), identity.as_ref()) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!("metrics over https: {e}; using the system's roots");
+                        None
+                    }
                 }
-            });
+            }
+        };
         observer.start_server_metrics(cfg, tls.clone(), stop);
         observer.start_nvml(cfg, stop);
         observer.start_dcgm(cfg, tls, stop);

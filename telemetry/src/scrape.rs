@@ -334,16 +334,20 @@ pub const SETTLE_TRIES: usize = 8;
 pub const SETTLE_BUDGET: Duration = Duration::from_secs(3);
 
 /// Tries one scrape of `url` and says whether it works (for `canaryd doctor`); an `https://`
-/// URL is checked against the system's roots and `ca_bundle`, as a run's scrapes are.
+/// URL is checked against the system's roots and `ca_bundle`, presenting `identity` when the
+/// server asks for a client certificate, as a run's scrapes are.
 pub async fn probe_server_metrics(
     url: &str,
     ca_bundle: Option<&std::path::Path>,
+    identity: Option<&canary_tls::ClientIdentity>,
     timeout: Duration,
 ) -> SourceState {
-    let tls = match ca_bundle.map(|b| canary_tls::client_config(Some(b))) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => return SourceState::unavailable(e.to_string()),
+    let tls = match (ca_bundle, identity) {
+        (None, None) => None,
+        _ => match canary_tls::client_config(ca_bundle, identity) {
+            Ok(c) => Some(c),
+            Err(e) => return SourceState::unavailable(e.to_string()),
+        },
     };
     let endpoint = match Endpoint::parse(url, tls) {
         Ok(e) => e,

@@ -140,7 +140,7 @@ async fn real_fixture_pages_are_served_and_mapped() {
     let page = fixture!("llamacpp_server_metrics.prom");
     let base = serve(move |_| page.clone()).await;
     let url = format!("{base}/metrics");
-    let state = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
+    let state = probe_server_metrics(&url, None, None, Duration::from_secs(5)).await;
     assert!(
         matches!(&state, SourceState::Available { detail } if detail.contains("LlamaCpp")),
         "{state}"
@@ -149,12 +149,12 @@ async fn real_fixture_pages_are_served_and_mapped() {
     let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
     let (tls_port, ca_pem) = canary_testkit::tls_terminator(addr).await;
     let https = format!("https://localhost:{tls_port}/metrics");
-    let untrusted = probe_server_metrics(&https, None, Duration::from_secs(5)).await;
+    let untrusted = probe_server_metrics(&https, None, None, Duration::from_secs(5)).await;
     assert!(!untrusted.is_available(), "{untrusted}");
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("ca.pem");
     std::fs::write(&bundle, ca_pem).unwrap();
-    let trusted = probe_server_metrics(&https, Some(&bundle), Duration::from_secs(5)).await;
+    let trusted = probe_server_metrics(&https, Some(&bundle), None, Duration::from_secs(5)).await;
     assert!(
         matches!(&trusted, SourceState::Available { detail } if detail.contains("LlamaCpp")),
         "{trusted}"
@@ -194,7 +194,7 @@ async fn unreachable_endpoint_degrades_gracefully() {
         other => panic!("{other}"),
     }
     assert!(handle.scrape_now().await.is_err());
-    let probe = probe_server_metrics(&url, None, Duration::from_secs(5)).await;
+    let probe = probe_server_metrics(&url, None, None, Duration::from_secs(5)).await;
     assert!(!probe.is_available());
     // Bad URLs are rejected up front, with the URL in the message.
     let err = ServerMetricsScraper::new(ServerMetricsConfig::new("ftp://x/metrics")).unwrap_err();
@@ -350,8 +350,13 @@ async fn a_compressed_or_html_body_is_an_error_not_an_empty_page() {
             )
         })
         .await;
-        let state =
-            probe_server_metrics(&format!("{base}/metrics"), None, Duration::from_secs(5)).await;
+        let state = probe_server_metrics(
+            &format!("{base}/metrics"),
+            None,
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
         match state {
             SourceState::Unavailable { reason } => assert!(reason.contains(what), "{reason}"),
             other => panic!("{what}: {other:?}"),

@@ -7,7 +7,7 @@
 //!   CI and longer by hand (`CANARYD_FUZZ_SECS`).
 //! - [`tls_terminator`]: TLS with a CA made on the spot in front of a plain loopback server
 //!   ([`tls_terminator_with`]: a certificate of other names, expired, or a CA's; slow
-//!   handshakes; HTTP/2 only).
+//!   handshakes; HTTP/2 only; client certificates required, [`ClientPki`]).
 //! - [`HostileServer`]: an HTTP server that misbehaves in one of the [`Hostile`] ways,
 //!   bounded in time and bytes.
 //! - [`browser`]: headless Chromium over the DevTools protocol, for tests of HTML pages.
@@ -42,6 +42,50 @@ pub fn ca_pem() -> (String, String) {
     (cert.pem(), key.serialize_pem())
 }
 
+/// A CA made on the spot and a client certificate it signed, with the certificate's key, all
+/// PEM: for tests of mutual TLS (a server requiring client certificates, [`TlsOptions`]'
+/// `client_ca`).
+#[derive(Debug, Clone)]
+pub struct ClientPki {
+    /// The CA's certificate: what a server trusts client certificates by.
+    pub ca_pem: String,
+    /// The client's certificate (CN `canaryd test client`), signed by the CA.
+    pub cert_pem: String,
+    /// Its private key, PKCS#8.
+    pub key_pem: String,
+}
+
+impl ClientPki {
+    /// A new CA and a client certificate it signed.
+    pub fn new() -> ClientPki {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "canaryd test client CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "canaryd test client");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        ClientPki {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+}
+
+impl Default for ClientPki {
+    fn default() -> ClientPki {
+        ClientPki::new()
+    }
+}
+
 /// How [`tls_terminator_with`] answers.
 #[derive(Debug, Clone)]
 pub struct TlsOptions {
@@ -58,6 +102,9 @@ pub struct TlsOptions {
     pub expired: bool,
     /// The protocols the server accepts by ALPN (none: it takes whatever is offered).
     pub alpn: Vec<Vec<u8>>,
+    /// A CA certificate (PEM, e.g. [`ClientPki::ca_pem`]): the server then requires a client
+    /// certificate it signed, and forwards nothing of a connection without one.
+    pub client_ca: Option<String>,
 }
 
 impl Default for TlsOptions {
@@ -68,6 +115,7 @@ impl Default for TlsOptions {
             self_signed_ca: false,
             expired: false,
             alpn: Vec::new(),
+            client_ca: None,
         }
     }
 }
@@ -97,10 +145,25 @@ pub async fn tls_terminator_with(backend: SocketAddr, options: TlsOptions) -> (u
         (leaf, ca.pem())
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
+        .unwrap();
+    let builder = match &options.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            use rustls::pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap())
+                .unwrap();
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
         .with_single_cert(
             vec![CertificateDer::from(leaf.der().to_vec())],
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),

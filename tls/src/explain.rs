@@ -24,8 +24,56 @@ pub fn explain(e: &Error) -> String {
              of it, takes only HTTP/2 over TLS"
                 .into()
         }
+        Error::AlertReceived(AlertDescription::CertificateRequired) => format!(
+            "the server requires a client certificate and canaryd presented none \
+             (CertificateRequired alert): {GIVE_IDENTITY}"
+        ),
+        // TLS 1.2 servers (OpenSSL's among them) refuse a missing client certificate so.
+        Error::AlertReceived(AlertDescription::HandshakeFailure) => format!(
+            "the server ended the handshake (HandshakeFailure alert): it may require a client \
+             certificate ({GIVE_IDENTITY}), or accept none of the TLS versions and cipher \
+             suites canaryd offers"
+        ),
+        // Sent by a server only about the client's certificate.
+        Error::AlertReceived(
+            a @ (AlertDescription::BadCertificate
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateRevoked
+            | AlertDescription::CertificateExpired
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::UnknownCA),
+        ) => format!(
+            "the server refused the client certificate canaryd presented ({a:?} alert): is \
+             it signed by a CA the server trusts, still valid, and issued for client \
+             authentication?"
+        ),
+        Error::AlertReceived(AlertDescription::DecryptError) => {
+            "the server could not verify a signature of the handshake (DecryptError alert): \
+             if it checks the client certificate canaryd presented, is that signed by the CA \
+             the server trusts? (one of the same name with another key reads so)"
+                .into()
+        }
         other => other.to_string(),
     }
+}
+
+/// Where a client certificate is given, said when a server asks for one.
+const GIVE_IDENTITY: &str = "give one with --client-cert and --client-key (client_cert and \
+     client_key of the daemon's target; --otlp-client-cert and --otlp-client-key, or [otlp] \
+     client_certificate and client_key, for the OTLP exporter)";
+
+/// [`explain`] for an error in a chain of sources (a hyper or reqwest error's): `e` when it
+/// is rustls' error, or an `io::Error` holding one, in plain words; `None` for any other.
+/// (An `io::Error`'s own `source` skips the error it holds, so a chain walked by `source`
+/// alone never reaches rustls' error: it is looked for here at each link.)
+pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(tls) = e.downcast_ref::<Error>() {
+        return Some(explain(tls));
+    }
+    let io = e.downcast_ref::<std::io::Error>()?;
+    io.get_ref()
+        .and_then(|i| i.downcast_ref::<Error>())
+        .map(explain)
 }
 
 /// [`explain`] for what tokio-rustls returns: an `io::Error` holding rustls' error, or the

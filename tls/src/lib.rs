@@ -3,7 +3,9 @@
 //!
 //! rustls with the ring provider (no cmake or nasm on a fresh machine), trusting the system's
 //! roots plus, when given, every certificate of a PEM bundle for internal PKIs. ALPN asks for
-//! HTTP/1.1: canaryd maps one request to one socket.
+//! HTTP/1.1: canaryd maps one request to one socket. Given a [`ClientIdentity`] (a PEM
+//! certificate chain and its private key), it presents that to a server asking for a client
+//! certificate (mutual TLS); its key's contents are never quoted, its path may be.
 //!
 //! The bundle, and the trust store `SSL_CERT_FILE` and `SSL_CERT_DIR` name when set, are read
 //! through [`canary_files::read_small_file`]: a FIFO or `/dev/zero` named by mistake is
@@ -13,13 +15,19 @@
 //! Its errors, and rustls' handshake errors through [`explain`], are said in plain words.
 //!
 //! ```no_run
-//! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")))?;
+//! let identity = canary_tls::ClientIdentity {
+//!     cert: "client.pem".into(),
+//!     key: "client.key".into(),
+//! };
+//! let config = canary_tls::client_config(Some(std::path::Path::new("ca.pem")), Some(&identity))?;
 //! # Ok::<(), canary_tls::TlsError>(())
 //! ```
 #![deny(missing_docs)]
 
 mod explain;
-pub use explain::{explain, explain_io};
+mod identity;
+pub use explain::{explain, explain_error, explain_io};
+pub use identity::{ClientIdentity, MAX_IDENTITY_FILE_BYTES};
 
 use canary_files::read_small_file;
 use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -51,6 +59,34 @@ pub enum TlsError {
         /// What went wrong.
         reason: String,
     },
+    /// The client certificate file could not be read or holds no certificate.
+    #[error("client certificate {path}: {reason}")]
+    ClientCert {
+        /// The file's path.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The client key file could not be read, holds no key, or one rustls cannot use. The
+    /// reason never quotes the file.
+    #[error("client key {path}: {reason}")]
+    ClientKey {
+        /// The file's path.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The client key is not the client certificate's (rustls compared their public keys).
+    #[error(
+        "client key {key} does not match client certificate {cert} (its public key is not the \
+         certificate's: KeyMismatch): give the key the certificate was issued for"
+    )]
+    ClientKeyMismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+    },
     /// No root certificate at all: neither system roots nor a bundle.
     #[error("no trusted root certificates: {source_name} holds none{problems} and no --ca-bundle was given")]
     NoRoots {
@@ -73,8 +109,14 @@ const CERT_FILE: &str = "SSL_CERT_FILE";
 const CERT_DIR: &str = "SSL_CERT_DIR";
 
 /// Builds a client config trusting the system roots ([`system_roots`]) and, if given, every
-/// certificate in `ca_bundle` (PEM).
-pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsError> {
+/// certificate in `ca_bundle` (PEM), presenting `identity` to a server that asks for a
+/// client certificate.
+pub fn client_config(
+    ca_bundle: Option<&Path>,
+    identity: Option<&ClientIdentity>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    // The identity first: its errors are the user's to fix whatever the store holds.
+    let identity = identity.map(|i| i.load().map(|l| (i, l))).transpose()?;
     let system = system_roots()?;
     let mut roots = system.store;
     let mut total = roots.len();
@@ -87,7 +129,21 @@ pub fn client_config(ca_bundle: Option<&Path>) -> Result<Arc<ClientConfig>, TlsE
             problems: system.problems,
         });
     }
-    Ok(with_roots(roots))
+    match identity {
+        None => Ok(with_roots(roots)),
+        Some((id, loaded)) => with_identity(roots, loaded).map_err(|e| id.refused(&e)),
+    }
+}
+
+/// Checks that `identity` is one [`client_config`] takes: both files readable, a certificate
+/// in the first, an unencrypted key in the second, and the key the certificate's. For config
+/// checks, which name the setting in their own words. A key file its group or others may read
+/// is warned about (once), not refused.
+pub fn check_identity(identity: &ClientIdentity) -> Result<(), TlsError> {
+    let loaded = identity.load()?;
+    with_identity(RootCertStore::empty(), loaded)
+        .map(|_| ())
+        .map_err(|e| identity.refused(&e))
 }
 
 /// Checks that `path` is a CA bundle [`client_config`] takes: a regular file of at most
@@ -271,14 +327,34 @@ fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> 
         .map_err(|e| explain::pem(&e))
 }
 
-/// A client config trusting exactly `roots`.
+/// A client config trusting exactly `roots`, presenting no client certificate.
 pub fn with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
+    let config = builder(roots).with_no_client_auth();
+    finish(config)
+}
+
+/// A client config trusting exactly `roots` and presenting `identity`: rustls refuses a key
+/// of a kind ring cannot sign with, or one that is not the certificate's.
+fn with_identity(
+    roots: RootCertStore,
+    identity: identity::Loaded,
+) -> Result<Arc<ClientConfig>, rustls::Error> {
+    let config = builder(roots).with_client_auth_cert(identity.chain, identity.key)?;
+    Ok(finish(config))
+}
+
+fn builder(
+    roots: RootCertStore,
+) -> rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_root_certificates(roots)
-        .with_no_client_auth();
+}
+
+/// ALPN: HTTP/1.1 only (one request per connection).
+fn finish(mut config: ClientConfig) -> Arc<ClientConfig> {
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
 }
@@ -294,7 +370,7 @@ mod tests {
     #[test]
     fn a_bundle_that_is_a_device_is_refused_by_name() {
         // It used to be read line by line until memory ran out.
-        let e = client_config(Some(Path::new("/dev/zero"))).unwrap_err();
+        let e = client_config(Some(Path::new("/dev/zero")), None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "CA bundle /dev/zero: not a regular file",
@@ -313,7 +389,7 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n",
         )
         .unwrap();
-        let e = client_config(Some(&bundle)).unwrap_err().to_string();
+        let e = client_config(Some(&bundle), None).unwrap_err().to_string();
         assert_eq!(
             e,
             format!(
@@ -343,7 +419,7 @@ mod tests {
         };
         // SAFETY: setrlimit reads one valid rlimit struct.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) }, 0);
-        let said = match client_config(None) {
+        let said = match client_config(None, None) {
             Ok(_) => "ok".to_string(),
             Err(e) => e.to_string(),
         };

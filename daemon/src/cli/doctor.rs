@@ -36,6 +36,13 @@ pub struct DoctorArgs {
     /// Extra CA certificates (PEM) to trust for an https target.
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
+    /// Client certificate (PEM) presented to an https target, and its metrics endpoint, that
+    /// ask for one (mutual TLS); needs --client-key.
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// Its private key (PEM); needs --client-cert. Its contents are never shown.
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
     /// Extra request header `Name: value` sent to the target (repeatable), as `replay -H`:
     /// a gateway's own key header (`api-key: …`). Its value is never printed.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
@@ -69,6 +76,10 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .read()
             .map_err(|e| crate::execute::spelled(e, crate::cli::replay::flag))?;
         target.ca_bundle.clone_from(&args.ca_bundle);
+        target.client_identity = crate::cli::replay::client_identity(
+            args.client_cert.as_ref(),
+            args.client_key.as_ref(),
+        );
         for (i, h) in args.headers.iter().enumerate() {
             target.headers.push(
                 crate::cli::replay::parse_header(h)
@@ -84,7 +95,13 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
             .unwrap_or_else(|| target.metrics_url());
         checks.push((
             "server_metrics",
-            probe_server_metrics(&metrics, args.ca_bundle.as_deref(), timeout).await,
+            probe_server_metrics(
+                &metrics,
+                args.ca_bundle.as_deref(),
+                target.client_identity.as_ref(),
+                timeout,
+            )
+            .await,
         ));
     }
     let lib = args.nvml_lib.clone();
@@ -269,7 +286,10 @@ async fn get(
         req.headers_mut().insert(name.clone(), value.clone());
     }
     let resp = if target.tls {
-        let config = canary_replay::client_config(target.ca_bundle.as_deref())?;
+        let config = canary_replay::client_config(
+            target.ca_bundle.as_deref(),
+            target.client_identity.as_ref(),
+        )?;
         let name = rustls_pki_types::ServerName::try_from(target.host.clone())?;
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, tcp)
@@ -277,7 +297,18 @@ async fn get(
             .map_err(|e| anyhow::anyhow!("TLS handshake: {}", canary_tls::explain_io(&e)))?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(conn);
-        send.send_request(req).await?
+        // TLS 1.3: a server requiring a client certificate refuses one missing at the
+        // first read, after the client's side of the handshake is done.
+        send.send_request(req).await.map_err(|e| {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(c) = cause {
+                if let Some(said) = canary_tls::explain_error(c) {
+                    return anyhow::anyhow!("TLS handshake: {said}");
+                }
+                cause = c.source();
+            }
+            anyhow::Error::from(e)
+        })?
     } else {
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
         tokio::spawn(conn);

@@ -33,6 +33,15 @@ pub struct ExportArgs {
     /// would drop the last batch).
     #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_flush_timeout: Option<Duration>,
+    /// Client certificate (PEM chain) presented to an https endpoint that asks for one
+    /// (mutual TLS; default `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`); needs
+    /// --otlp-client-key.
+    #[arg(long, value_name = "FILE", requires = "otlp_client_key")]
+    pub otlp_client_cert: Option<std::path::PathBuf>,
+    /// Its private key (PEM; default `OTEL_EXPORTER_OTLP_CLIENT_KEY`); needs
+    /// --otlp-client-cert. Its contents are never shown.
+    #[arg(long, value_name = "FILE", requires = "otlp_client_cert")]
+    pub otlp_client_key: Option<std::path::PathBuf>,
     /// Workload name on every exported series and span (default: the trace file's stem).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
@@ -66,6 +75,15 @@ impl ExportArgs {
             ),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
+            // The pair replaces the variables' pair whole.
+            (
+                self.otlp_client_cert.is_some(),
+                canary_exporters::CLIENT_CERTIFICATE,
+            ),
+            (
+                self.otlp_client_cert.is_some(),
+                canary_exporters::CLIENT_KEY,
+            ),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
@@ -90,6 +108,12 @@ impl ExportArgs {
         }
         if let Some(i) = self.otlp_metrics_interval {
             c.metrics_interval = i;
+        }
+        if let Some(identity) = crate::cli::replay::client_identity(
+            self.otlp_client_cert.as_ref(),
+            self.otlp_client_key.as_ref(),
+        ) {
+            c.client_identity = Some(identity);
         }
         Ok(c)
     }

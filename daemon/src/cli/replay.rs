@@ -153,6 +153,15 @@ pub struct ShapeArgs {
     /// Extra CA certificates (PEM) to trust for https targets; `SSL_CERT_FILE` also works.
     #[arg(long, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
+    /// Client certificate (PEM chain, the client's own first) presented to an https target
+    /// that asks for one (mutual TLS), and to its https metrics endpoints; needs
+    /// --client-key.
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC,
+    /// unencrypted); needs --client-cert. Its contents are never shown.
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
     /// Per-request timeout (default 10m).
     #[arg(long, value_parser = duration::parse_positive)]
     pub request_timeout: Option<Duration>,
@@ -398,6 +407,7 @@ impl TelemetryArgs {
                 dcgm_interval: scrape,
                 server_pid: self.server_pid,
                 ca_bundle: target.ca_bundle.clone(),
+                client_identity: target.client_identity.clone(),
                 ..d
             },
             ebpf: !self.no_ebpf,
@@ -465,6 +475,17 @@ pub fn api_key_source(file: Option<&Path>, env: Option<&str>) -> ApiKeySource {
     }
 }
 
+/// The identity `--client-cert` and `--client-key` name (clap requires both or neither).
+pub fn client_identity(
+    cert: Option<&PathBuf>,
+    key: Option<&PathBuf>,
+) -> Option<canary_replay::ClientIdentity> {
+    Some(canary_replay::ClientIdentity {
+        cert: cert?.clone(),
+        key: key?.clone(),
+    })
+}
+
 /// The target the flags describe, without its API key. Errors never quote a header value or
 /// the URL's user info or query: any of them may be a secret.
 pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> Result<Target> {
@@ -483,6 +504,7 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
         t.timeout = timeout;
     }
     t.ca_bundle = shape.ca_bundle.clone();
+    t.client_identity = client_identity(shape.client_cert.as_ref(), shape.client_key.as_ref());
     if let Some(json) = &shape.extra_inputs {
         let v: serde_json::Value =
             serde_json::from_str(json).context("--extra-inputs is not valid JSON")?;

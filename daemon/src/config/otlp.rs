@@ -30,6 +30,8 @@ pub struct Otlp {
     pub flush_timeout: Duration,
     /// CA bundle for https endpoints.
     pub certificate: Option<PathBuf>,
+    /// Client certificate and key for endpoints that ask for one (mutual TLS).
+    pub client_identity: Option<canary_replay::ClientIdentity>,
 }
 
 impl Default for Otlp {
@@ -45,6 +47,7 @@ impl Default for Otlp {
             metrics_interval: None,
             flush_timeout: canary_exporters::Config::FLUSH_TIMEOUT,
             certificate: None,
+            client_identity: None,
         }
     }
 }
@@ -125,6 +128,12 @@ impl Otlp {
             (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
             (self.sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
             (self.certificate.is_some(), "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+            // Both or neither: `[otlp]`'s pair replaces the variables' pair whole.
+            (
+                self.client_identity.is_some(),
+                canary_exporters::CLIENT_CERTIFICATE,
+            ),
+            (self.client_identity.is_some(), canary_exporters::CLIENT_KEY),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
@@ -171,6 +180,9 @@ impl Otlp {
         }
         if self.certificate.is_some() {
             c.certificate.clone_from(&self.certificate);
+        }
+        if self.client_identity.is_some() {
+            c.client_identity.clone_from(&self.client_identity);
         }
         if let Some(i) = self.metrics_interval {
             c.metrics_interval = i;
@@ -271,6 +283,12 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
                 Some(path)
             }
         },
+        client_identity: super::validate::client_identity(
+            "otlp",
+            ("client_certificate", o.client_certificate),
+            ("client_key", o.client_key),
+            src,
+        )?,
     })
 }
 

@@ -42,6 +42,7 @@ impl TryFrom<WorkloadPlan<'_>> for Plan {
                 .map_err(|e| anyhow::anyhow!("{}: {}", p.key_url(), e.reason))?;
             target.headers = t.headers.clone();
             target.ca_bundle.clone_from(&t.ca_bundle);
+            target.client_identity.clone_from(&t.client_identity);
             target.timeout = t.request_timeout;
             target.limits = t.limits;
             target.kernel_timestamps = t.kernel_timestamps;

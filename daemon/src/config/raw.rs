@@ -96,6 +96,11 @@ pub struct Otlp {
     /// PEM CA bundle for `https` endpoints, besides the system store
     /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); checked when the file is read.
     pub certificate: Option<toml::Spanned<PathBuf>>,
+    /// Client certificate (PEM chain) for endpoints that ask for one
+    /// (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`); with `client_key`.
+    pub client_certificate: Option<toml::Spanned<PathBuf>>,
+    /// Its private key (PEM; `OTEL_EXPORTER_OTLP_CLIENT_KEY`); with `client_certificate`.
+    pub client_key: Option<toml::Spanned<PathBuf>>,
 }
 
 /// An `[otlp.headers]` value: a string, or a table saying where the value is.
@@ -202,6 +207,10 @@ pub struct Target {
     pub request_timeout: Option<PositivePeriod>,
     /// PEM bundle for https (checked when the file is read).
     pub ca_bundle: Option<toml::Spanned<PathBuf>>,
+    /// Client certificate (PEM chain) for servers that ask for one; with `client_key`.
+    pub client_cert: Option<toml::Spanned<PathBuf>>,
+    /// Its private key (PEM); with `client_cert`.
+    pub client_key: Option<toml::Spanned<PathBuf>>,
     /// Default false.
     pub allow_concurrent_runs: Option<bool>,
     /// Most bytes of a response head (status line and headers): `"64KiB"` (default) or a

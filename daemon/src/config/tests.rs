@@ -941,6 +941,7 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }
 mod capacity;
+mod client_identity;
 mod sweep;
 
 /// The 1-based line of the first line of `text` that starts with `start`.

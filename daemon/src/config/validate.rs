@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub(super) use target::client_identity;
 use target::scrape_url;
 
 /// Why a header name is not one, never quoting past its first invalid character: a

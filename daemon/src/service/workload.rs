@@ -253,6 +253,7 @@ impl RunContext {
             dcgm_interval: tel.scrape_interval,
             server_pid: t.server_pid,
             ca_bundle: t.ca_bundle.clone(),
+            client_identity: t.client_identity.clone(),
         };
         Observe {
             telemetry,

@@ -35,6 +35,10 @@ pub enum Setting {
     Headers,
     /// The PEM bundle of extra trust anchors (the target's and its `https` metrics').
     CaBundle,
+    /// The client certificate (PEM chain) presented to servers asking for one.
+    ClientCert,
+    /// Its private key (PEM).
+    ClientKey,
     /// Fields merged into every request body.
     ExtraInputs,
     /// The file holding the API key.
@@ -116,6 +120,8 @@ impl Setting {
             Setting::MaxOutputRatio => "max_output_ratio",
             Setting::Headers => "headers",
             Setting::CaBundle => "ca_bundle",
+            Setting::ClientCert => "client_cert",
+            Setting::ClientKey => "client_key",
             Setting::ExtraInputs => "extra_inputs",
             Setting::ApiKeyFile => "api_key_file",
             Setting::ApiKeyEnv => "api_key_env",

@@ -163,6 +163,7 @@ impl Config {
         }
         self.check_slos_have_values()?;
         self.check_ca_bundle()?;
+        self.check_client_identity()?;
         self.target
             .check_headers()
             .map_err(|reason| SettingError::new(Setting::Headers, reason))?;
@@ -185,6 +186,27 @@ impl Config {
                 Err(SettingError::new(Setting::CaBundle, reason).with_value(path.display()))
             }
             Err(other) => Err(SettingError::new(Setting::CaBundle, other.to_string())),
+        }
+    }
+
+    /// Loads the client certificate and key as a run would, whatever the scheme (an `http`
+    /// target's `https` metrics endpoints present them too): a missing file, a key that is
+    /// not the certificate's, is refused before anything starts. The key's contents are never
+    /// quoted.
+    fn check_client_identity(&self) -> Result<(), SettingError> {
+        use canary_tls::TlsError;
+        let Some(id) = &self.target.client_identity else {
+            return Ok(());
+        };
+        match canary_tls::check_identity(id) {
+            Ok(()) => Ok(()),
+            Err(TlsError::ClientCert { path, reason }) => {
+                Err(SettingError::new(Setting::ClientCert, reason).with_value(path.display()))
+            }
+            Err(TlsError::ClientKey { path, reason }) => {
+                Err(SettingError::new(Setting::ClientKey, reason).with_value(path.display()))
+            }
+            Err(other) => Err(SettingError::new(Setting::ClientKey, other.to_string())),
         }
     }
 
@@ -272,6 +294,33 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn a_bad_client_identity_is_refused_by_its_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("client.pem"), dir.path().join("typo.key"));
+        std::fs::write(&cert, canary_testkit::ClientPki::new().cert_pem).unwrap();
+        let mut c = Config::new(Target::new("http://h:1", Endpoint::Chat, "m").unwrap());
+        c.target.client_identity = Some(canary_tls::ClientIdentity {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.setting, Setting::ClientKey);
+        assert_eq!(
+            e.spelled("--client-key"),
+            format!(
+                "--client-key {}: No such file or directory (os error 2)",
+                key.display()
+            )
+        );
+        c.target.client_identity = Some(canary_tls::ClientIdentity {
+            cert: key.clone(),
+            key: cert,
+        });
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.setting, Setting::ClientCert);
     }
 
     #[test]

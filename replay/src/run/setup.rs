@@ -37,6 +37,7 @@ pub(super) fn replicas(config: &Config) -> Result<Replicas, ReplayError> {
     let tls = if any_tls {
         Some(canary_tls::client_config(
             config.target.ca_bundle.as_deref(),
+            config.target.client_identity.as_ref(),
         )?)
     } else {
         None

@@ -74,6 +74,12 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         err(url_at, format!("targets.{name}.{key}: {}", e.reason))
     })?;
     let ca_bundle = ca_bundle(&name, t.ca_bundle, src)?;
+    let client_identity = client_identity(
+        &format!("targets.{name}"),
+        ("client_cert", t.client_cert),
+        ("client_key", t.client_key),
+        src,
+    )?;
     Ok(Target {
         name,
         url,
@@ -89,6 +95,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
             .request_timeout
             .map_or(canary_replay::DEFAULT_REQUEST_TIMEOUT, |d| d.0),
         ca_bundle,
+        client_identity,
         allow_concurrent_runs: t.allow_concurrent_runs.unwrap_or(false),
         limits,
         kernel_timestamps: t.kernel_timestamps.unwrap_or(true),
@@ -109,6 +116,45 @@ fn ca_bundle(
     canary_tls::check_bundle(&path)
         .map_err(|e| src.err(at, format!("targets.{name}.ca_bundle: {e}")))?;
     Ok(Some(path))
+}
+
+/// A client certificate and its key (`table.cert_key`, `table.key_key`), loaded now as a run
+/// would load them: one without the other, a missing file, a key that is not the
+/// certificate's is a config error naming the key and line. The key file's contents are never
+/// quoted.
+pub(in crate::config) fn client_identity(
+    table: &str,
+    (cert_key, cert): (&str, Option<toml::Spanned<std::path::PathBuf>>),
+    (key_key, key): (&str, Option<toml::Spanned<std::path::PathBuf>>),
+    src: &Source,
+) -> Result<Option<canary_replay::ClientIdentity>, ConfigError> {
+    use canary_tls::TlsError;
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(c), None) => {
+            return Err(src.err(
+                Some(c.span().start),
+                format!("{table}.{cert_key}: set without {key_key}: a client certificate needs its key (set both, or neither)"),
+            ))
+        }
+        (None, Some(k)) => {
+            return Err(src.err(
+                Some(k.span().start),
+                format!("{table}.{key_key}: set without {cert_key}: a client key needs its certificate (set both, or neither)"),
+            ))
+        }
+        (Some(c), Some(k)) => (c, k),
+    };
+    let (cert_at, key_at) = (Some(cert.span().start), Some(key.span().start));
+    let identity = canary_replay::ClientIdentity {
+        cert: src.rel(cert.into_inner()),
+        key: src.rel(key.into_inner()),
+    };
+    canary_tls::check_identity(&identity).map_err(|e| match e {
+        TlsError::ClientCert { .. } => src.err(cert_at, format!("{table}.{cert_key}: {e}")),
+        _ => src.err(key_at, format!("{table}.{key_key}: {e}")),
+    })?;
+    Ok(Some(identity))
 }
 
 /// Where the key is: a variable or a file, never both (the key itself is read per run).
