@@ -18,7 +18,7 @@ pub(crate) const ITL: &str = "inter_token_latency";
 pub(crate) fn of(t: &SideTimes) -> Vec<&'static str> {
     [
         (TTFT, t.first_tokens.bound > 0),
-        (ITL, t.token_events.any_bound()),
+        (ITL, t.itl.any_bound()),
         (E2E, t.ends.bound > 0),
     ]
     .into_iter()
