@@ -197,7 +197,7 @@ impl Aggregator {
         self.record("client_read_delay", r.first_token_read_delay_ms());
         if let Some(rx) = &r.rx {
             self.record("client_read_delay_max", rx.read_delay_max_ms);
-            self.rx.add(rx);
+            self.rx.add(rx, r.itl_ms);
         }
         let usage = r.usage.clone().unwrap_or_default();
         let isl = usage
@@ -561,17 +561,32 @@ pub struct RxSummary {
     pub token_events: u64,
     /// Of those, events whose time is only a bound.
     pub token_events_bound: u64,
-    /// Requests with at least one such event: their ITL, TTST and inter-chunk gaps are bounds.
-    /// Absent (0) in summaries written before they were counted.
+    /// Requests with at least one such event: their TTST and inter-chunk gaps are bounds (not
+    /// their ITL, which is over the first token and the end alone: see
+    /// `itl_bound_requests`). Absent (0) in summaries written before they were counted.
     #[serde(default)]
     pub token_events_bound_requests: u64,
+    /// Of those requests, the ones with an ITL (more than one token, in more than one event).
+    /// Absent in summaries written before they were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_requests: Option<u64>,
+    /// Of those, the ones whose ITL, and so per-user rate, is only a bound ([`itl_is_bound`]:
+    /// their first token or end not `kernel`). Absent in summaries written before they were
+    /// counted: ITL is then taken as a bound wherever some first token or end is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_bound_requests: Option<u64>,
     /// The largest clock-mapping uncertainty of any request, µs.
     pub clock_map_uncertainty_max_us: Option<f64>,
 }
 
 impl RxSummary {
-    fn add(&mut self, rx: &RxTiming) {
+    /// Counts one completed request timed with receive timestamps, whose ITL is `itl_ms`.
+    fn add(&mut self, rx: &RxTiming, itl_ms: Option<f64>) {
         self.requests += 1;
+        let with_itl = self.itl_requests.get_or_insert(0);
+        *with_itl += u64::from(itl_ms.is_some());
+        let itl_bound = self.itl_bound_requests.get_or_insert(0);
+        *itl_bound += u64::from(itl_ms.is_some() && itl_is_bound(rx.first_token, rx.end, itl_ms));
         if let Some(source) = rx.first_token {
             *self
                 .first_token
@@ -602,13 +617,36 @@ impl RxSummary {
             m.iter().any(|(k, n)| k != "kernel" && *n > 0)
                 || m.get("kernel").copied().unwrap_or(0) < self.requests
         };
+        let first_token = bound(&self.first_token);
+        // Summaries written before the ends were counted do not say: not exact then.
+        let end = self.end.is_empty() || bound(&self.end);
         RxBounds {
-            first_token: bound(&self.first_token),
+            first_token,
             token_events: self.token_events_bound > 0,
-            // Summaries written before the ends were counted do not say: not exact then.
-            end: self.end.is_empty() || bound(&self.end),
+            end,
+            itl: self
+                .itl_bound_requests
+                .map_or(first_token || end, |n| n > 0),
         }
     }
+}
+
+/// Whether one request's ITL, `(e2e − TTFT) / (n − 1)`, and so its per-user rate (1000 / ITL),
+/// is only a bound, by where the two times it is made of came from (`rx.first_token`,
+/// `rx.end`; `None`: no stamp, canaryd's read). Exact when both are `kernel`; a bound
+/// otherwise: a lower bound when only the first token is one (read late, it shortens the
+/// span), an upper bound when only the end is, in neither direction when both are. The token
+/// events between them do not enter ITL, so several of them in one read leave it exact (they
+/// make TTST and the inter-chunk gaps bounds). An ITL of 0 ms is a response whose tokens came
+/// in one read: no time between them was measured, so it is only a lower bound (its first
+/// token is not `kernel` then anyway: its read carried the rest). One rule for the run's
+/// table, `summary.json`, a sweep's `*` and the report.
+pub fn itl_is_bound(
+    first_token: Option<RxSource>,
+    end: Option<RxSource>,
+    itl_ms: Option<f64>,
+) -> bool {
+    first_token != Some(RxSource::Kernel) || end != Some(RxSource::Kernel) || itl_ms == Some(0.0)
 }
 
 /// Which client times of a run are upper bounds rather than exact ([`RxSummary::bounds`]):
@@ -621,6 +659,8 @@ pub struct RxBounds {
     pub token_events: bool,
     /// Some ends' times are upper bounds.
     pub end: bool,
+    /// Some requests' ITL is a bound ([`itl_is_bound`]).
+    pub itl: bool,
 }
 
 impl RxBounds {
@@ -629,6 +669,7 @@ impl RxBounds {
         first_token: false,
         token_events: false,
         end: false,
+        itl: false,
     };
 
     /// Every time a bound (canaryd's reads alone: receive timestamps off or refused).
@@ -636,6 +677,7 @@ impl RxBounds {
         first_token: true,
         token_events: true,
         end: true,
+        itl: true,
     };
 
     /// One completed request's, by the rule of [`RxSummary::bounds`]: a time not stamped
@@ -649,6 +691,7 @@ impl RxBounds {
             first_token: rx.first_token != Some(RxSource::Kernel),
             token_events: rx.token_events_bound > 0,
             end: rx.end != Some(RxSource::Kernel),
+            itl: r.itl_ms.is_some() && itl_is_bound(rx.first_token, rx.end, r.itl_ms),
         }
     }
 
@@ -658,25 +701,25 @@ impl RxBounds {
             first_token: self.first_token || o.first_token,
             token_events: self.token_events || o.token_events,
             end: self.end || o.end,
+            itl: self.itl || o.itl,
         }
     }
 
     /// Whether any client time is a bound.
     pub fn any(&self) -> bool {
-        self.first_token || self.token_events || self.end
+        self.first_token || self.token_events || self.end || self.itl
     }
 
     /// Whether the figures of `metric` (a `summary.json` metric name) are not exact: upper
     /// bounds for TTFT, TTFO and latency, and in neither direction for the gaps between
-    /// such times and the per-user rate (1000 / ITL).
+    /// such times: TTST and the inter-chunk gaps over token events, ITL and the per-user rate
+    /// (1000 / ITL) over the first token and the end alone ([`itl_is_bound`]).
     pub fn is_bound(&self, metric: &str) -> bool {
         match metric {
             "time_to_first_token" => self.first_token,
             "time_to_first_output_token" => self.first_token || self.token_events,
-            "time_to_second_token"
-            | "inter_token_latency"
-            | "inter_chunk_latency"
-            | "output_token_throughput_per_user" => self.token_events || self.first_token,
+            "time_to_second_token" | "inter_chunk_latency" => self.token_events || self.first_token,
+            "inter_token_latency" | "output_token_throughput_per_user" => self.itl,
             "request_latency" => self.end,
             _ => false,
         }
@@ -1222,5 +1265,117 @@ mod tests {
         assert_eq!(rx.end, rx.first_token, "the ends counted the same way");
         assert_eq!(rx.clock_map_uncertainty_max_us, Some(0.2));
         assert_eq!(rx.state, None, "the run sets it");
+    }
+
+    // Audit (README walkthrough) finding 3: ITL was called a bound wherever some token
+    // events shared a read, though it is over the first token and the end alone, and the
+    // report called it exact where its first token was a bound. One rule now: exact when both
+    // are `kernel`.
+    #[test]
+    fn itl_is_exact_only_when_its_first_token_and_end_are_kernel_stamped() {
+        use crate::record::RxSource::{Kernel, KernelBound, Userspace};
+        assert!(!itl_is_bound(Some(Kernel), Some(Kernel), Some(5.0)));
+        // A first token read late shortens the span (a lower bound); a late end lengthens it.
+        assert!(itl_is_bound(Some(KernelBound), Some(Kernel), Some(5.0)));
+        assert!(itl_is_bound(Some(Kernel), Some(KernelBound), Some(5.0)));
+        assert!(itl_is_bound(Some(Kernel), Some(Userspace), Some(5.0)));
+        // --no-kernel-timestamps: both canaryd's reads, or no stamp recorded at all.
+        assert!(itl_is_bound(Some(Userspace), Some(Userspace), Some(5.0)));
+        assert!(itl_is_bound(None, None, Some(5.0)));
+        assert!(itl_is_bound(Some(Kernel), None, Some(5.0)));
+        // Tokens in one read: 0 ms measured between them, only a lower bound.
+        assert!(itl_is_bound(Some(Kernel), Some(Kernel), Some(0.0)));
+    }
+
+    #[test]
+    fn a_runs_itl_is_bound_by_its_requests_first_tokens_and_ends_not_its_token_events() {
+        use crate::record::{RxSource, RxTiming};
+        let stamped = |id, tokens, first: RxSource, end: RxSource, bound_events| {
+            let mut r = ok(id, 0.0, 40.0, 100.0, tokens);
+            if tokens < 2 {
+                r.itl_ms = None;
+            }
+            r.rx = Some(RxTiming {
+                first_token: Some(first),
+                end: Some(end),
+                token_events: tokens,
+                token_events_bound: bound_events,
+                ..Default::default()
+            });
+            r
+        };
+        let fold = |records: &[RequestRecord]| {
+            let mut agg = Aggregator::new(Goodput::default());
+            for r in records {
+                agg.add(r, &ChunkGaps::new());
+            }
+            agg.summary().receive_timestamps
+        };
+        use RxSource::{Kernel, KernelBound, Userspace};
+        // As the audit's run1: every request with an ITL had its first token and end
+        // stamped `kernel`, one event each read with another; the one-token request's first
+        // token was a bound, but it has no ITL.
+        let rx = fold(&[
+            stamped(0, 5, Kernel, Kernel, 1),
+            stamped(1, 9, Kernel, Kernel, 2),
+            stamped(2, 1, KernelBound, Kernel, 1),
+        ]);
+        assert_eq!((rx.itl_requests, rx.itl_bound_requests), (Some(2), Some(0)));
+        let b = rx.bounds();
+        assert!(!b.is_bound("inter_token_latency"));
+        assert!(!b.is_bound("output_token_throughput_per_user"));
+        assert!(b.is_bound("time_to_first_token"));
+        // TTST and the inter-chunk gaps are over the token events: bounds.
+        assert!(b.is_bound("time_to_second_token"));
+        assert!(b.is_bound("inter_chunk_latency"));
+        assert!(!b.is_bound("request_latency"));
+        // A request with an ITL whose first token, or end, is a bound makes ITL one.
+        for (first, end) in [(KernelBound, Kernel), (Kernel, KernelBound)] {
+            let rx = fold(&[
+                stamped(0, 5, Kernel, Kernel, 0),
+                stamped(1, 5, first, end, 0),
+            ]);
+            assert_eq!(rx.itl_bound_requests, Some(1));
+            assert!(rx.bounds().is_bound("inter_token_latency"));
+            assert!(rx.bounds().is_bound("output_token_throughput_per_user"));
+            // The same request alone, by the record's rule.
+            assert!(RxBounds::of_record(&stamped(1, 5, first, end, 0)).itl);
+        }
+        assert!(!RxBounds::of_record(&stamped(0, 5, Kernel, Kernel, 3)).itl);
+        // Every time canaryd's read (receive timestamps off: no `rx`).
+        let mut off = ok(0, 0.0, 40.0, 100.0, 5);
+        off.rx = None;
+        assert!(RxBounds::of_record(&off).itl);
+        let rx = fold(&[off]);
+        assert!(rx.bounds().is_bound("inter_token_latency"));
+        // Stamped, but every one a read (userspace).
+        let rx = fold(&[stamped(0, 5, Userspace, Userspace, 5)]);
+        assert!(rx.bounds().is_bound("inter_token_latency"));
+        // summary.json says the counts, and reads them back.
+        let json = serde_json::to_value(&rx).unwrap();
+        assert_eq!(
+            (&json["itl_requests"], &json["itl_bound_requests"]),
+            (&serde_json::json!(1), &serde_json::json!(1))
+        );
+        assert_eq!(serde_json::from_value::<RxSummary>(json).unwrap(), rx);
+    }
+
+    // A summary.json written before ITL's bounds were counted: ITL is a bound wherever some
+    // first token or end is, never by the token events alone.
+    #[test]
+    fn an_older_summary_bounds_itl_by_its_first_tokens_and_ends() {
+        let older = |first_token: serde_json::Value| -> RxSummary {
+            serde_json::from_value(serde_json::json!({"state": "on", "requests": 2,
+                "first_token": first_token, "end": {"kernel": 2}, "token_events": 20,
+                "token_events_bound": 3, "token_events_bound_requests": 1,
+                "clock_map_uncertainty_max_us": 0.1}))
+            .unwrap()
+        };
+        let exact = older(serde_json::json!({"kernel": 2}));
+        assert_eq!(exact.itl_bound_requests, None);
+        assert!(!exact.bounds().is_bound("inter_token_latency"));
+        assert!(exact.bounds().is_bound("time_to_second_token"));
+        let bound = older(serde_json::json!({"kernel": 1, "kernel_bound": 1}));
+        assert!(bound.bounds().is_bound("inter_token_latency"));
     }
 }

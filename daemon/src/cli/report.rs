@@ -200,6 +200,10 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
                 }
             )?;
         }
+        // ITL is over the first token and the end alone (canary_core::itl_is_bound).
+        if let (Some(of), Some(bound @ 1..)) = (rx.itl_requests, rx.itl_bound_requests) {
+            outln!("ITL: a bound for {bound} of {of} requests (first token or end not exact)")?;
+        }
     } else if s.completed > 0 {
         outln!(
             "receive timestamps {}: every client time is canaryd's read (upper bounds)",
@@ -216,8 +220,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
         if bounds.any() {
             ", except in a row marked bound: some of its times are a later segment's stamp or \
              canaryd's read, so TTFT, TTFO and latency are upper bounds and the gaps between \
-             such times (TTST, ITL, inter-chunk) and tokens/s per user (1000 / ITL) are exact \
-             in neither direction"
+             such times (TTST, inter-chunk) are exact in neither direction; ITL, (e2e - TTFT) \
+             / (n - 1), and tokens/s per user (1000 / ITL) are bounds where some request's \
+             first token or end is"
         } else {
             ""
         },
@@ -526,26 +531,37 @@ mod tests {
     }
 
     // The audit's pr4: a response arriving whole in one read gave ITL and TTST `min 0.000`
-    // under "exact"; token events that are bounds mark those rows.
+    // under "exact"; token events that are bounds mark the TTST row. ITL is over each
+    // request's first token and end alone (README audit finding 3: token events marked it):
+    // its row is marked by the requests whose ITL is a bound.
     #[test]
     fn token_events_that_are_bounds_mark_the_gap_rows() {
         let kernel = serde_json::json!({"kernel": 2});
-        let b = bounds(serde_json::json!({"state": "on", "requests": 2,
+        let rx = |itl_bound: u64| {
+            bounds(serde_json::json!({"state": "on", "requests": 2,
             "first_token": kernel, "end": kernel, "token_events": 20,
             "token_events_bound": 3, "token_events_bound_requests": 1,
-            "clock_map_uncertainty_max_us": 0.1}));
+            "itl_requests": 2, "itl_bound_requests": itl_bound,
+            "clock_map_uncertainty_max_us": 0.1}))
+        };
+        let b = rx(0);
         assert_eq!(b.label("time_to_first_token", "TTFT (ms)"), "TTFT (ms)");
         assert_eq!(
             b.label("request_latency", "request latency (ms)"),
             "request latency (ms)"
         );
         assert_eq!(
-            b.label("inter_token_latency", "ITL (ms, mean per request)"),
-            "ITL (ms, mean per request, bound)"
-        );
-        assert_eq!(
             b.label("time_to_second_token", "TTST (ms)"),
             "TTST (ms, bound)"
+        );
+        assert_eq!(
+            b.label("inter_token_latency", "ITL (ms, mean per request)"),
+            "ITL (ms, mean per request)"
+        );
+        let b = rx(1);
+        assert_eq!(
+            b.label("inter_token_latency", "ITL (ms, mean per request)"),
+            "ITL (ms, mean per request, bound)"
         );
         // The per-user rate is 1000 / ITL: a bound with it, though its label has no unit.
         assert_eq!(

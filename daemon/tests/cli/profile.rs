@@ -575,12 +575,87 @@ fn the_table_marks_client_times_that_are_only_bounds() {
             end_kernel < 4,
             "{rx}\n{printed}"
         );
+        // Token events several to a read make TTST a bound (ITL is over the first token and
+        // the end alone: the next test).
         let events_bound = rx["token_events_bound"].as_u64().unwrap();
         if events_bound > 0 {
-            assert!(row("ITL (ms").contains("bound"), "{rx}\n{printed}");
+            assert!(row("TTST (ms").contains("bound"), "{rx}\n{printed}");
             assert!(printed.contains("token events: "), "{printed}");
         }
         assert!(printed.contains("first tokens timed: "), "{printed}");
+    }
+}
+
+// The README audit's finding 3: ITL, (e2e − TTFT)/(n − 1), was marked a bound in the table
+// whenever some token events shared a read, though it is over each request's first token and
+// end alone, and the HTML report called it exact even with every time canaryd's read
+// (`--no-kernel-timestamps`). One rule now (canary_core::itl_is_bound), in the table,
+// `summary.json` and the report, checked here against each record's `rx`.
+#[test]
+fn itl_is_a_bound_by_its_first_token_and_end_in_the_table_summary_and_report() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for timestamps_off in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = vec!["--isl", "10", "--osl", "8", "--request-count", "6"];
+        extra.extend(["--concurrency", "1", "--warmup-request-count", "0"]);
+        if timestamps_off {
+            extra.push("--no-kernel-timestamps");
+        } else {
+            // The audit's run1: a pause after the first token leaves it alone in its read
+            // (`kernel`), the tokens after it come several to a read (token events bound).
+            extra.extend(["-H", "x-sim-fault: stall_mid_ms=30,at=1"]);
+        }
+        let out = profile(dir.path(), &url, &extra);
+        let printed = text(&out);
+        assert!(out.status.success(), "{printed}");
+        let row = |head: &str| {
+            printed
+                .lines()
+                .find(|l| l.starts_with(head))
+                .unwrap_or_else(|| panic!("no {head} row: {printed}"))
+                .to_string()
+        };
+        // Each ITL by the definition: exact when its first token and end were both stamped
+        // `kernel` (a 0 ms ITL is tokens in one read: a bound).
+        let recs = records(dir.path());
+        let itls: Vec<_> = recs.iter().filter(|r| r["itl_ms"].is_number()).collect();
+        assert_eq!(itls.len(), 6, "{recs:?}");
+        let bound = itls
+            .iter()
+            .filter(|r| {
+                r["rx"]["first_token"] != "kernel"
+                    || r["rx"]["end"] != "kernel"
+                    || r["itl_ms"].as_f64() == Some(0.0)
+            })
+            .count();
+        let rx = &summary(dir.path())["receive_timestamps"];
+        if timestamps_off {
+            assert_eq!(bound, 6, "{recs:?}");
+        } else {
+            assert_eq!(rx["itl_requests"], 6, "{rx}");
+            assert_eq!(rx["itl_bound_requests"], bound, "{rx}\n{recs:?}");
+            // Where the kernel stamped every first token and end exactly (loopback, as a
+            // rule), every ITL is exact, whatever the token events between.
+            if rx["first_token"]["kernel"] == 6 && rx["end"]["kernel"] == 6 {
+                assert_eq!(bound, 0, "{rx}");
+            }
+        }
+        let said = format!("{rx}\n{printed}");
+        assert_eq!(row("ITL (ms").contains("bound)"), bound > 0, "{said}");
+        assert_eq!(
+            row("output tokens/s per user").contains("(bound)"),
+            bound > 0,
+            "{said}"
+        );
+        // The report's headline, by the same rule.
+        let report = canaryd_env(&["report", "out", "-o", "r.html"], dir.path(), &[]);
+        assert!(report.status.success(), "{}", text(&report));
+        let page = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+        assert_eq!(page.contains("ITL (bound)"), bound > 0, "{said}");
+        if timestamps_off {
+            assert!(page.contains("6 in neither direction (both)"), "{page}");
+        }
     }
 }
 

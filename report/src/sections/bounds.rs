@@ -2,7 +2,8 @@
 //! and writes into `sweep.json`'s `bounds` ([`canary_core::RxBounds::is_bound`] over the
 //! run's `summary.json` `receive_timestamps`): TTFT and e2e are upper bounds when some first
 //! tokens (ends) were a later segment's stamp or canaryd's read; ITL and tokens/s per user are
-//! then exact in neither direction. A mean over runs is a bound where any run's figure is.
+//! exact in neither direction where some request's first token or end is such a bound
+//! ([`canary_core::itl_is_bound`]). A mean over runs is a bound where any run's figure is.
 
 use crate::artifacts::{Metric, Run};
 use canary_core::{RxBounds, RxSummary};
@@ -33,10 +34,16 @@ pub fn of_run(run: &Run) -> Vec<&'static str> {
         Some(rx) => rx.bounds(),
         None => {
             let any = |m: Metric| run.valued(m).any(|r| m.rx(r).is_some_and(|k| k.is_bound()));
+            // A request's ITL is over its first token and end (canary_core::itl_is_bound):
+            // a bound where either is, or where its tokens came in one read (0 ms).
+            let late = |k: Option<crate::artifacts::RxKind>| k.is_some_and(|k| k.is_bound());
             RxBounds {
                 first_token: any(Metric::Ttft),
                 token_events: false,
                 end: any(Metric::E2e),
+                itl: run
+                    .valued(Metric::Itl)
+                    .any(|r| late(r.ttft_rx) || late(r.e2e_rx) || Metric::Itl.of(r) == Some(0.0)),
             }
         }
     };

@@ -1,11 +1,13 @@
 //! The figures a reader wants first: counts, rates, and the latency percentiles, counted or
 //! timed per request from `records.jsonl`: exact, except a latency whose records say some of
-//! its times are only upper bounds (`rx`), which is labelled a bound and counted.
+//! its times are only bounds (`rx`), which is labelled a bound and counted: TTFT and e2e upper
+//! bounds, ITL a bound by [`canary_core::itl_is_bound`] (its first token or end not exact).
 
 use super::{ms, num, pct};
 use crate::artifacts::{Metric, Run, RxKind};
 use crate::html::{esc, table};
 use crate::sample::{quantile, sorted};
+use canary_core::RxSource;
 
 /// The percentiles a report prints, with their labels.
 pub const PERCENTILES: [(&str, f64); 5] = [
@@ -240,16 +242,22 @@ fn bounds(run: &Run, m: Metric) -> Option<String> {
 pub fn latency_table(run: &Run) -> String {
     let mut rows = Vec::new();
     let mut bounded = Vec::new();
+    let mut itl_bound = false;
     for m in Metric::ALL {
         let s = sorted(run.values(m));
         if s.is_empty() {
             continue;
         }
-        let bound = bounds(run, m);
-        let label = match bound {
-            Some(_) => format!("{} (upper bound)", m.label()),
-            None => m.label().to_string(),
+        let bound = match m {
+            Metric::Itl => itl_bounds(run),
+            _ => bounds(run, m),
         };
+        let label = match (&bound, m) {
+            (Some(_), Metric::Itl) => format!("{} (bound)", m.label()),
+            (Some(_), _) => format!("{} (upper bound)", m.label()),
+            (None, _) => m.label().to_string(),
+        };
+        itl_bound |= bound.is_some() && m == Metric::Itl;
         bounded.extend(bound);
         let mean = s.iter().sum::<f64>() / s.len() as f64;
         let mut row = vec![esc(&label), num(s.len() as f64), ms(mean)];
@@ -272,13 +280,64 @@ pub fn latency_table(run: &Run) -> String {
     if bounded.is_empty() {
         html.push_str(&format!("<p class=\"note\">Exact: {over}.</p>\n"));
     } else {
-        // A bound is never below the truth, so its percentiles are upper bounds too.
+        // A bound is never below the truth, so its percentiles are upper bounds too; ITL is
+        // a difference of two such times.
+        let itl = if itl_bound {
+            " (ITL's, a difference of two such times, are bounds as counted above)"
+        } else {
+            ""
+        };
         html.push_str(&format!(
             "<p class=\"note\">{}. A bound's time is its read's last segment's \
              (kernel_bound) or canaryd's read (userspace), never before the event: the figures \
-             of a metric with bounds are upper bounds, the others exact; {over}.</p>\n",
+             of a metric with bounds are upper bounds{itl}, the others exact; {over}.</p>\n",
             esc(&bounded.join("; "))
         ));
     }
     html
+}
+
+/// How many ITLs are only bounds, by [`canary_core::itl_is_bound`]: ITL is (e2e − TTFT) /
+/// (n − 1) from a request's first token and end, so a bound first token makes it a lower
+/// bound, a bound end an upper bound, both a bound in neither direction. `None` when none is.
+fn itl_bounds(run: &Run) -> Option<String> {
+    let source = |k: Option<RxKind>| {
+        k.map(|k| match k {
+            RxKind::Kernel => RxSource::Kernel,
+            RxKind::KernelBound => RxSource::KernelBound,
+            RxKind::Userspace => RxSource::Userspace,
+        })
+    };
+    let late = |k: Option<RxKind>| k.is_none_or(RxKind::is_bound);
+    let (mut all, mut lower, mut upper, mut neither) = (0u64, 0u64, 0u64, 0u64);
+    for r in run.valued(Metric::Itl) {
+        all += 1;
+        if !canary_core::itl_is_bound(source(r.ttft_rx), source(r.e2e_rx), r.itl_ms) {
+            continue;
+        }
+        match (late(r.ttft_rx), late(r.e2e_rx)) {
+            (true, true) => neither += 1,
+            (false, true) => upper += 1,
+            // A late first token; or none late, and 0 ms: tokens in one read.
+            _ => lower += 1,
+        }
+    }
+    let kinds: Vec<String> = [
+        (lower, "lower (first token a bound)"),
+        (upper, "upper (end a bound)"),
+        (neither, "in neither direction (both)"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, k)| format!("{} {k}", num(*n as f64)))
+    .collect();
+    (!kinds.is_empty()).then(|| {
+        format!(
+            "ITL: {} of {} are bounds, (e2e − TTFT)/(n − 1) over a first token or end not \
+             exact ({})",
+            num((lower + upper + neither) as f64),
+            num(all as f64),
+            kinds.join(", ")
+        )
+    })
 }

@@ -79,9 +79,10 @@ fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
                 _ => "kernel_bound",
             };
             let end = if i == 7 { "kernel_bound" } else { "kernel" };
-            r.as_object_mut()
-                .unwrap()
-                .insert("rx".into(), json!({"first_token": kind, "end": end}));
+            let o = r.as_object_mut().unwrap();
+            o.insert("rx".into(), json!({"first_token": kind, "end": end}));
+            // 10 chunks, 10 ms from the first token to the end.
+            o.insert("itl_ms".into(), json!(10.0 / 9.0));
             r
         })
         .collect();
@@ -96,6 +97,16 @@ fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
         page.contains("e2e: 1 of 8 are upper bounds (1 kernel_bound)"),
         "{page}"
     );
+    // ITL is (e2e − TTFT)/(n − 1): a bound wherever its first token or end is (the audit's
+    // finding 3: it was called exact here).
+    assert!(
+        page.contains(
+            "ITL: 7 of 8 are bounds, (e2e − TTFT)/(n − 1) over a first token or end not exact \
+             (6 lower (first token a bound), 1 in neither direction (both))"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("ITL (bound) 8"), "{page}");
     assert!(!page.contains("Exact: from every completed"), "{page}");
     // All exact: the figure is exact and said so.
     let recs: Vec<_> = recs
@@ -108,6 +119,7 @@ fn ttft_upper_bounds_are_counted_and_the_figure_called_a_bound() {
     records(&dir, &recs);
     let page = text(&report(&[&dir]).0);
     assert!(!page.contains("upper bound"), "{page}");
+    assert!(!page.contains("ITL (bound)"), "{page}");
     assert!(page.contains("Exact: from every completed"), "{page}");
 }
 
@@ -121,6 +133,10 @@ fn records_without_rx_are_canaryds_reads_and_called_bounds() {
         .records()
         .into_iter()
         .take(8)
+        .map(|mut r| {
+            r["itl_ms"] = json!(10.0 / 9.0);
+            r
+        })
         .collect();
     assert!(recs.iter().all(|r| r.get("rx").is_none()));
     records(&dir, &recs);
@@ -132,6 +148,11 @@ fn records_without_rx_are_canaryds_reads_and_called_bounds() {
     assert!(page.contains("TTFT (upper bound) 8"), "{page}");
     assert!(
         page.contains("e2e: 8 of 8 are upper bounds (8 userspace)"),
+        "{page}"
+    );
+    assert!(page.contains("ITL (bound) 8"), "{page}");
+    assert!(
+        page.contains("(8 in neither direction (both))"),
         "{page}"
     );
     assert!(!page.contains("Exact: from every completed"), "{page}");
