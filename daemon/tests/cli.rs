@@ -6,6 +6,8 @@ mod common;
 mod experiments;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/http_status.rs"]
+mod http_status;
 #[path = "cli/open_files.rs"]
 mod open_files;
 #[path = "cli/profile.rs"]
