@@ -179,12 +179,17 @@ pub async fn one_shot(
         let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
         outln!("{}", serde_json::to_string_pretty(&file)?)?;
     } else {
-        report::print_table(&run.outcome, print.token_counts)?;
+        let plan = run.info.plan.as_ref();
+        report::print_table(
+            &run.outcome,
+            print.token_counts,
+            plan.and_then(|p| p.concurrency),
+        )?;
         if let Some(t) = &run.outcome.summary.timeslices {
             crate::cli::timeslices::print(t)?;
         }
         // What the selection could not do as asked (fewer requests than --max-requests).
-        let trace = run.info.plan.as_ref().and_then(|p| p.trace.as_ref());
+        let trace = plan.and_then(|p| p.trace.as_ref());
         for note in trace.iter().flat_map(|t| &t.selection.notes) {
             outln!("note: {note}")?;
         }
