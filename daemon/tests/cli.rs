@@ -17,6 +17,8 @@ mod realtime;
 #[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
 #[path = "../../exporters/tests/receiver.rs"]
 mod receiver;
+#[path = "cli/skipped_rows.rs"]
+mod skipped_rows;
 #[path = "cli/sweep.rs"]
 mod sweep;
 #[path = "cli/synthesize.rs"]
