@@ -424,8 +424,8 @@ pub struct RunSummary {
     pub error_rate: Option<f64>,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
-    /// The most frequent causes of the errors (kind and message), most frequent first; at
-    /// most [`ErrorCauses::LISTED`]. Absent without errors.
+    /// The most frequent causes of the errors (kind, HTTP status and message), most frequent
+    /// first; at most [`ErrorCauses::LISTED`]. Absent without errors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error_causes: Vec<ErrorCause>,
     /// Warm-up requests sent before the measured phase.

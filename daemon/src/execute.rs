@@ -128,11 +128,6 @@ pub async fn execute(
     let spell = |s: Setting| front.spell(s);
     plan.validate().map_err(|e| spelled(e, spell))?;
     plan.read_api_key().map_err(|e| spelled(e, spell))?;
-    // Before anything is sent: a ceiling the open-file limit lowers is said, once.
-    crate::file_limit::warn_if_short(
-        &spell(Setting::Concurrency),
-        plan.dispatcher_config().concurrency,
-    );
 
     // Load: the trace, windowed and scaled, then its schedule; or the synthetic requests
     // of a rate or a closed loop, generated as they come due.
@@ -180,8 +175,15 @@ pub async fn execute(
     let stop_sources = CancellationToken::new();
     let tls = plan.replay.target.tls;
     let observers = attach(observe, tls, front.observers(), &stop_sources);
+    // Before anything is sent, once the run has opened its own files: a ceiling the
+    // open-file limit lowers is said, once.
+    let mut config = plan.dispatcher_config();
+    let (setting, asked) = (spell(Setting::Concurrency), config.concurrency);
+    config.on_in_flight_cap = Some(canary_replay::CapHook(Arc::new(move |cap| {
+        crate::file_limit::warn_if_short(&setting, asked, cap)
+    })));
     let outcome = canary_replay::run_work(
-        plan.dispatcher_config(),
+        config,
         prepared.work,
         prompts,
         info.clone(),

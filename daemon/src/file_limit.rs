@@ -1,10 +1,12 @@
 //! The open-file limit (`RLIMIT_NOFILE`): every request in flight holds a socket, and the
 //! usual soft limit of 1024 is below what a closed loop of 1,000 users needs. At start the soft
 //! limit is raised to the hard one (which needs no privilege); when a run asks for more
-//! requests in flight than the limit then leaves room for, that is said once, before the
-//! run, with how to raise it, instead of showing up as a lower ceiling (or `client_resources`
-//! errors) in the results. The ceiling itself is the replay's (`in_flight_cap`).
+//! requests in flight than the limit then leaves room for, that is said once, before its
+//! first request, with the exact ceiling and how to raise it, instead of showing up only as
+//! a lower ceiling (or `client_resources` errors) in the results. The ceiling itself is the
+//! replay's (`in_flight_cap`), set once the run has opened its own files.
 
+use canary_core::{CapSource, InFlightCap};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -69,30 +71,41 @@ fn nr_open() -> Option<u64> {
         .ok()
 }
 
-/// Why a run may keep fewer requests in flight than it asked for.
+/// Why a run keeps fewer requests in flight than it asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shortfall {
     /// Requests in flight asked for (`--concurrency`, a closed loop's users).
     pub asked: usize,
-    /// Files that needs: one socket each, the files open now and the replay's headroom.
+    /// Files that needs: one socket each, the files open at the run's start and the
+    /// replay's headroom.
     pub need: u64,
     /// The limits.
     pub limits: Limits,
-    /// Requests in flight the limit leaves room for.
-    pub room: u64,
+    /// Files open at the run's start (its own artifacts, runtime and telemetry included).
+    pub open: u64,
+    /// Files kept for everything but requests.
+    pub headroom: u64,
+    /// Requests in flight at most: the run's ceiling (exact).
+    pub ceiling: usize,
 }
 
-/// The shortfall of a run asking for `asked` in flight, with `open` files open now; `None`
-/// when the limit allows it (or is unknown). The headroom is the replay's: a quarter of the
-/// limit, at most 128, kept for telemetry, artifacts and eBPF.
-pub fn shortfall(asked: usize, open: u64, limits: Limits) -> Option<Shortfall> {
-    let headroom = (limits.soft / 4).min(128);
-    let need = asked as u64 + open + headroom;
-    (need > limits.soft).then(|| Shortfall {
+/// The shortfall of a run that asked for `asked` in flight and got `cap` (the replay's
+/// ceiling, set once the run had opened its own files); `None` when the open-file limit did
+/// not lower it.
+pub fn shortfall(asked: usize, cap: &InFlightCap, limits: Limits) -> Option<Shortfall> {
+    if cap.source != CapSource::OpenFiles {
+        return None;
+    }
+    let ceiling = cap.limit?;
+    let open = cap.open_files_at_start.unwrap_or(0);
+    let headroom = cap.headroom.unwrap_or(0);
+    (ceiling < asked).then(|| Shortfall {
         asked,
-        need,
+        need: asked as u64 + open + headroom,
         limits,
-        room: limits.soft.saturating_sub(open + headroom).max(1),
+        open,
+        headroom,
+        ceiling,
     })
 }
 
@@ -108,17 +121,19 @@ impl std::fmt::Display for Shortfall {
         };
         write!(
             f,
-            "{} requests in flight need about {} open files (one socket each, plus the files \
-             open now and headroom for telemetry and artifacts), but the open-file limit \
-             (RLIMIT_NOFILE) is {} (hard limit {}): about {} (an estimate) will be in flight, the \
-             rest wait for a slot (recorded as hold_ms; summary.json's in_flight_cap has the \
-             exact ceiling). To raise it: {raise} before canaryd starts, or \
-             LimitNOFILE={} in its systemd unit",
+            "{} requests in flight need {} open files (one socket each, plus the {} open at \
+             the run's start and {} kept for telemetry and artifacts), but the open-file limit \
+             (RLIMIT_NOFILE) is {} (hard limit {}): at most {} (exact) will be in flight, the \
+             rest wait for a slot (recorded as hold_ms; summary.json's in_flight_cap counts \
+             them). To raise it: {raise} before canaryd starts, or LimitNOFILE={} in its \
+             systemd unit",
             self.asked,
             self.need,
+            self.open,
+            self.headroom,
             self.limits.soft,
             self.limits.hard,
-            self.room,
+            self.ceiling,
             (self.need * 2).next_power_of_two().max(65_536),
         )
     }
@@ -128,16 +143,16 @@ impl std::fmt::Display for Shortfall {
 /// points and a daemon's runs repeat the same settings).
 static WARNED: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
 
-/// Warns once, before a run, when `asked` requests in flight (named `setting`) need more
-/// open files than the limit allows.
-pub fn warn_if_short(setting: &str, asked: Option<usize>) {
+/// Warns once, before the run's first request, when the open-file limit holds a run that
+/// asked for `asked` requests in flight (named `setting`) to a lower ceiling, `cap`. Called
+/// by the replay once it set the ceiling ([`canary_replay::Config::on_in_flight_cap`]):
+/// checked earlier, the files the run opens itself (artifacts, its runtime, telemetry) were
+/// not counted, and asks within that margin were held back silently.
+pub fn warn_if_short(setting: &str, asked: Option<usize>, cap: &InFlightCap) {
     let (Some(asked), Some(limits)) = (asked, limits()) else {
         return;
     };
-    let open = std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count() as u64)
-        .unwrap_or(0);
-    let Some(short) = shortfall(asked, open, limits) else {
+    let Some(short) = shortfall(asked, cap, limits) else {
         return;
     };
     let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,13 +173,35 @@ mod tests {
         hard: 1024,
     };
 
+    /// The replay's ceiling under the limit `soft` with `open` files open at the start, for
+    /// `asked` requests in flight (as `canary_replay::in_flight_cap` sets it).
+    fn cap(asked: usize, open: u64, soft: u64) -> InFlightCap {
+        let headroom = (soft / 4).min(128);
+        let room = soft.saturating_sub(open + headroom).max(1) as usize;
+        InFlightCap {
+            limit: Some(asked.min(room)),
+            source: match asked <= room {
+                true => CapSource::Concurrency,
+                false => CapSource::OpenFiles,
+            },
+            open_files_limit: Some(soft),
+            open_files_at_start: Some(open),
+            headroom: Some(headroom),
+            waited: 0,
+        }
+    }
+
     #[test]
     fn a_thousand_users_do_not_fit_in_1024_files() {
-        let s = shortfall(1000, 5, SOFT_1024).unwrap();
-        assert_eq!((s.need, s.room), (1000 + 5 + 128, 1024 - 5 - 128));
+        let s = shortfall(1000, &cap(1000, 5, 1024), SOFT_1024).unwrap();
+        assert_eq!((s.need, s.ceiling), (1000 + 5 + 128, 1024 - 5 - 128));
         let msg = s.to_string();
         assert!(
-            msg.contains("1000 requests in flight need about 1133 open files"),
+            msg.contains("1000 requests in flight need 1133 open files"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("plus the 5 open at the run's start and 128 kept"),
             "{msg}"
         );
         assert!(
@@ -172,7 +209,7 @@ mod tests {
             "{msg}"
         );
         assert!(
-            msg.contains("about 891 (an estimate) will be in flight"),
+            msg.contains("at most 891 (exact) will be in flight"),
             "{msg}"
         );
         assert!(msg.contains("LimitNOFILE=65536"), "{msg}");
@@ -181,13 +218,18 @@ mod tests {
 
     #[test]
     fn what_fits_is_not_a_shortfall() {
-        assert_eq!(shortfall(891, 5, SOFT_1024), None);
-        assert!(shortfall(892, 5, SOFT_1024).is_some());
+        assert_eq!(shortfall(891, &cap(891, 5, 1024), SOFT_1024), None);
+        assert!(shortfall(892, &cap(892, 5, 1024), SOFT_1024).is_some());
+        // The files the run opened itself count: 8 asked under 48 files with 30 open.
+        let low = Limits { soft: 48, hard: 48 };
+        assert_eq!(shortfall(8, &cap(8, 30, 48), low).unwrap().ceiling, 6);
         let roomy = Limits {
             soft: 1024,
             hard: 524_288,
         };
-        let msg = shortfall(5000, 5, roomy).unwrap().to_string();
+        let msg = shortfall(5000, &cap(5000, 5, 1024), roomy)
+            .unwrap()
+            .to_string();
         assert!(msg.contains("`ulimit -n 524288`"), "{msg}");
     }
 

@@ -6,6 +6,8 @@ mod common;
 mod experiments;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/http_status.rs"]
+mod http_status;
 #[path = "cli/open_files.rs"]
 mod open_files;
 #[path = "cli/profile.rs"]
@@ -15,6 +17,8 @@ mod realtime;
 #[allow(dead_code)] // the OTLP tests use more of it than experiments.rs does
 #[path = "../../exporters/tests/receiver.rs"]
 mod receiver;
+#[path = "cli/skipped_rows.rs"]
+mod skipped_rows;
 #[path = "cli/sweep.rs"]
 mod sweep;
 #[path = "cli/synthesize.rs"]

@@ -74,8 +74,8 @@ pub use results::{
     RecordsRead, ResultsWriter, SummaryFile,
 };
 pub use run::{
-    run, run_work, Balance, Cancellation, ClosedLoopWork, Config, Pace, PlannedLoad, Progress,
-    RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
+    run, run_work, Balance, Cancellation, CapHook, ClosedLoopWork, Config, Pace, PlannedLoad,
+    Progress, RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
 pub use secrets::Secrets;

@@ -41,7 +41,7 @@ mod sessions;
 mod setup;
 mod work;
 pub use cancel::Cancellation;
-pub use config::{Config, MAX_WARMUP_REQUESTS};
+pub use config::{CapHook, Config, MAX_WARMUP_REQUESTS};
 pub use replicas::Balance;
 use replicas::Replicas;
 use request_runtime::RequestRuntime;
@@ -187,6 +187,9 @@ async fn run_here(
         .with_timeslices(config.slice_duration);
     // Before the run opens anything else: the ceiling counts the files open at its start.
     let in_flight_cap = in_flight_cap(config.concurrency);
+    if let Some(hook) = &config.on_in_flight_cap {
+        (hook.0)(&in_flight_cap);
+    }
     // Held to the end of the run, warm-up included; not when its descriptor could be one a
     // request needs (a low open-file limit).
     let _stamping = match crate::in_flight::file_to_spare(&in_flight_cap) {

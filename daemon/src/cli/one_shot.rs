@@ -179,14 +179,24 @@ pub async fn one_shot(
         let file = canary_replay::SummaryFile::new(&run.info, &run.outcome);
         outln!("{}", serde_json::to_string_pretty(&file)?)?;
     } else {
-        report::print_table(&run.outcome, print.token_counts)?;
+        let plan = run.info.plan.as_ref();
+        report::print_table(
+            &run.outcome,
+            print.token_counts,
+            plan.and_then(|p| p.concurrency),
+        )?;
         if let Some(t) = &run.outcome.summary.timeslices {
             crate::cli::timeslices::print(t)?;
         }
         // What the selection could not do as asked (fewer requests than --max-requests).
-        let trace = run.info.plan.as_ref().and_then(|p| p.trace.as_ref());
+        let trace = plan.and_then(|p| p.trace.as_ref());
         for note in trace.iter().flat_map(|t| &t.selection.notes) {
             outln!("note: {note}")?;
+        }
+        // Rows --skip-invalid left out: the requests counted above are fewer than the
+        // trace's rows, and the warnings that named them scrolled by on stderr.
+        if let Some(load) = trace.map(|t| &t.load).filter(|l| l.invalid_skipped > 0) {
+            outln!("note: {}", skipped_note(load))?;
         }
         if let Some(v) = &run.verdict {
             // A plain pass without bars says nothing the table does not.
@@ -199,6 +209,19 @@ pub async fn one_shot(
         }
     }
     artifacts_written(run)
+}
+
+/// What `--skip-invalid` left out of a trace: `1 invalid trace row of 5 skipped (…)`.
+fn skipped_note(load: &canary_replay::LoadReport) -> String {
+    let (row, named) = match load.invalid_skipped {
+        1 => ("row", "it"),
+        _ => ("rows", "them"),
+    };
+    format!(
+        "{} invalid trace {row} of {} skipped (--skip-invalid; stderr named {named}, \
+         summary.json's run.trace.load counts them by kind)",
+        load.invalid_skipped, load.rows,
+    )
 }
 
 /// `run`, or the error of the artifacts it could not write (a full disk) once its figures

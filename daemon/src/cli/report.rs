@@ -79,8 +79,13 @@ impl ProgressDisplay {
     }
 }
 
-/// Prints the run summary as a table.
-pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<()> {
+/// Prints the run summary as a table; `concurrency` is the in-flight ceiling the run asked
+/// for (`--concurrency`), to say when the open-file limit held it lower.
+pub fn print_table(
+    outcome: &RunOutcome,
+    token_counts: bool,
+    concurrency: Option<usize>,
+) -> std::io::Result<()> {
     let s = &outcome.summary;
     let server = outcome.telemetry.server.as_ref();
     outln!()?;
@@ -272,6 +277,9 @@ pub fn print_table(outcome: &RunOutcome, token_counts: bool) -> std::io::Result<
             }
         )?;
     }
+    if let Some(line) = in_flight_line(&outcome.in_flight_cap, concurrency) {
+        outln!("{line}")?;
+    }
     match (s.request_throughput, s.output_token_throughput) {
         (Some(req), Some(tok)) => outln!(
             "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
@@ -423,6 +431,34 @@ fn gpu_clock_line(gpu: &canary_core::RunGpuSummary) -> Option<String> {
         f(gpu.mem_clock_avg_mhz, 0),
         f(gpu.util_mem_avg_pct, 1),
         f(gpu.util_mem_max_pct, 1),
+    ))
+}
+
+/// The in-flight line: when the open-file limit set a run's ceiling below its
+/// `concurrency`, or held requests for a slot, how far and how many; `None` otherwise (the
+/// ceiling asked for was the one used, or held nothing).
+fn in_flight_line(cap: &canary_core::InFlightCap, concurrency: Option<usize>) -> Option<String> {
+    if cap.source != canary_core::CapSource::OpenFiles {
+        return None;
+    }
+    let limit = cap.limit?;
+    let below = concurrency.filter(|&c| c > limit);
+    if below.is_none() && cap.waited == 0 {
+        return None;
+    }
+    let below = below.map_or(String::new(), |c| {
+        format!(
+            ", below {} {c}",
+            crate::cli::replay::flag(canary_replay::Setting::Concurrency)
+        )
+    });
+    let waited = match cap.waited {
+        0 => "no request waited for a slot".to_string(),
+        1 => "1 request waited for a slot (exact)".to_string(),
+        n => format!("{n} requests waited for a slot (exact)"),
+    };
+    Some(format!(
+        "in flight: at most {limit} (open-file limit){below}; {waited}"
     ))
 }
 

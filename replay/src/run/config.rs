@@ -6,8 +6,9 @@ use crate::plan::{Setting, SettingError};
 use crate::schedule::Schedule;
 use crate::start::StartAt;
 use crate::target::Target;
-use canary_core::{ContextBaseline, Goodput};
+use canary_core::{ContextBaseline, Goodput, InFlightCap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most warm-up requests a run sends. They are sent one at a time, their ids count down
@@ -76,6 +77,20 @@ pub struct Config {
     /// runtime: a library caller's choice, and tests whose simulator must share the client's
     /// one thread.
     pub own_runtime: bool,
+    /// Told the run's in-flight ceiling once it is set, before the first request (warm-up
+    /// included): the ceiling counts the files the run opened itself, which a caller
+    /// checking the open-file limit earlier cannot know.
+    pub on_in_flight_cap: Option<CapHook>,
+}
+
+/// A callback given the run's [`InFlightCap`] ([`Config::on_in_flight_cap`]).
+#[derive(Clone)]
+pub struct CapHook(pub Arc<dyn Fn(&InFlightCap) + Send + Sync>);
+
+impl std::fmt::Debug for CapHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CapHook")
+    }
 }
 
 impl Config {
@@ -102,6 +117,7 @@ impl Config {
             baseline_context: None,
             slice_duration: None,
             own_runtime: true,
+            on_in_flight_cap: None,
         }
     }
 }

@@ -151,10 +151,7 @@ fn records_without_rx_are_canaryds_reads_and_called_bounds() {
         "{page}"
     );
     assert!(page.contains("ITL (bound) 8"), "{page}");
-    assert!(
-        page.contains("(8 in neither direction (both))"),
-        "{page}"
-    );
+    assert!(page.contains("(8 in neither direction (both))"), "{page}");
     assert!(!page.contains("Exact: from every completed"), "{page}");
 }
 
