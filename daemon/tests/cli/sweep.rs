@@ -1435,6 +1435,27 @@ fn find_max_rate_without_slos_names_slo() {
     let said = text(&out);
     assert!(said.contains("--slo <SLOS>"), "{said}");
     assert!(!said.contains("--goodput"), "{said}");
+    // A point's plan refused for its SLOs names the flag as the sweep spells it.
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--concurrency",
+            "1",
+            "--request-count",
+            "2",
+            "--no-streaming",
+        ]
+        .into_iter()
+        .chain(["--goodput", "inter_token_latency:40"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("point c1: --slo: inter_token_latency needs streamed responses"),
+        "{}",
+        text(&out)
+    );
     // `--goodput` is still taken.
     let help = canaryd(&["sweep", "--help"], dir.path());
     let help = text(&help);
