@@ -132,11 +132,22 @@ pub async fn run(
     } else {
         summary.print()?;
         outln!(
-            "artifacts: {} (summary.json, repeats.csv, run-1 … run-{n})",
-            out.display()
+            "artifacts: {} (summary.json, repeats.csv{})",
+            out.display(),
+            run_folders(runs.len())
         )?;
     }
     Ok(status)
+}
+
+/// The runs' folders as the artifacts line lists them, after a comma: `, run-1 … run-5`,
+/// `, run-1` (not `run-1 … run-1`), or nothing when none ran.
+fn run_folders(ran: usize) -> String {
+    match ran {
+        0 => String::new(),
+        1 => ", run-1".to_string(),
+        n => format!(", run-1 … run-{n}"),
+    }
 }
 
 /// An experiment's exit status: the worst of its `runs`' ((folder, run, status)), or

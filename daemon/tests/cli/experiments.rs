@@ -122,8 +122,9 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
         assert_eq!(figure(m, s)["n"], 3, "{m} {s}");
     }
     let csv = std::fs::read_to_string(root.join("repeats.csv")).unwrap();
-    assert!(csv
-        .starts_with("metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped\n"));
+    assert!(csv.starts_with(
+        "metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped,bound\n"
+    ));
     assert!(csv.contains("\ntime_to_first_token,p50,ms,3,"), "{csv}");
     let shown = text(&out);
     assert!(shown.contains("(95% CI, 3 runs)"), "{shown}");
@@ -612,4 +613,95 @@ fn a_run_that_completed_nothing_is_left_out_of_the_estimates_and_named() {
     );
     // The worst run's status is still the command's: run 3 completed nothing.
     assert_ne!(out.status.code(), Some(0), "{shown}");
+}
+
+// Audit finding 4: each run's own table said `TTFT (ms, bound)`, yet the experiment's table,
+// `summary.json` and `repeats.csv` gave the means of those bounds with no mark. With
+// `--no-kernel-timestamps` every client time is canaryd's read, so every run's TTFT, ITL and
+// e2e are bounds, and so are their means; rates and the schedule lag are not.
+#[test]
+fn the_means_of_runs_whose_times_are_bounds_are_marked_bounds() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--runs", "2", "--no-kernel-timestamps"];
+    let out = replay(dir.path(), &url, &flags);
+    assert!(out.status.success(), "{}", text(&out));
+    let root = dir.path().join("out");
+    let top = json(&root.join("summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    let bound = |metric: &str, stat: &str| {
+        top["repeats"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == metric && m["statistic"] == stat)
+            .unwrap_or_else(|| panic!("no {metric} {stat} in {top}"))["bound"]
+            .clone()
+    };
+    for (m, s) in [
+        ("time_to_first_token", "p50"),
+        ("time_to_first_token", "p99"),
+        ("inter_token_latency", "p50"),
+        ("request_latency", "p99"),
+    ] {
+        assert_eq!(bound(m, s), true, "{m} {s}");
+    }
+    for (m, s) in [("request_throughput", "value"), ("schedule_lag", "p99")] {
+        assert_eq!(bound(m, s), false, "{m} {s}");
+    }
+    let csv = std::fs::read_to_string(root.join("repeats.csv")).unwrap();
+    assert!(csv.starts_with(
+        "metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped,bound\n"
+    ));
+    let row = |metric: &str| {
+        csv.lines()
+            .find(|l| l.starts_with(metric))
+            .unwrap_or_else(|| panic!("no {metric} in {csv}"))
+            .to_string()
+    };
+    assert!(row("time_to_first_token,p50").ends_with(",true"), "{csv}");
+    assert!(row("request_throughput,value").ends_with(",false"), "{csv}");
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("  TTFT p50 (bound)   "), "{shown}");
+    assert!(shown.contains("  e2e p99 (bound)    "), "{shown}");
+    assert!(!shown.contains("throughput (bound)"), "{shown}");
+    assert!(
+        shown.contains("(bound): not exact")
+            && shown.contains("the mean of TTFT and e2e is an upper bound"),
+        "{shown}"
+    );
+}
+
+// Audit finding 17: `--runs 1` listed its folders as `run-1 … run-1`, and an experiment whose
+// every run was left out (a dead target) promised `estimates, …` and then listed none.
+#[test]
+fn one_run_is_named_once_and_runs_all_left_out_say_there_are_no_estimates() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay(dir.path(), &url, &["--runs", "1", "--max-requests", "2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains("artifacts: out (summary.json, repeats.csv, run-1)\n"),
+        "{shown}"
+    );
+
+    let dead = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay(dir.path(), &dead, &["--runs", "2", "--max-requests", "2"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains(
+            "2 of 2 runs (2 left out, below): no estimates: every run is left out of them\n"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("estimates, mean over runs"), "{shown}");
+    assert!(shown.contains("run-1 … run-2)"), "{shown}");
+    let top = json(&dir.path().join("out/summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    assert_eq!(top["repeats"]["metrics"], serde_json::json!([]));
 }

@@ -1464,3 +1464,185 @@ fn a_dead_target_whose_error_says_interrupted_still_fails_the_sweep() {
     );
     assert_eq!(out.status.code(), Some(5), "{}", text(&out));
 }
+
+// Audit findings 11 and 17. A point too short for a rate was left out as "no request throughput
+// or TTFT p99" though it had a TTFT p99, with nothing suggesting --benchmark-duration; a
+// sweep given no length warned of nothing; the Pareto front was listed in run order
+// (`r50, r100, r112.5, r106.25` of a search), and an empty one as an empty list.
+#[test]
+fn a_point_without_a_rate_says_why_and_the_front_is_listed_by_load() {
+    let _timing = timing();
+    let setup = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(setup.path());
+
+    // c2 runs before c1; each is on the front (c1 more tokens/s per user, c2 more in all).
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        dir.path(),
+        &url,
+        &["--concurrency", "2,1", "--benchmark-duration", "1s"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    assert_eq!(doc["pareto"], serde_json::json!(["c1", "c2"]), "{doc:#}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(stdout.contains("): c1, c2\n"), "{stdout}");
+    assert!(!text(&out).contains("profile's default of 10 requests"));
+
+    // One measured request: a TTFT p99, but no rate (a rate needs two).
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        dir.path(),
+        &url,
+        &["--concurrency", "1", "--request-count", "1"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(dir.path());
+    let point = &doc["points"][0];
+    assert!(
+        point["time_to_first_token_ms"]["p99"].is_number(),
+        "{doc:#}"
+    );
+    assert!(point["request_throughput"].is_null(), "{doc:#}");
+    let why = "1 measured request: a rate needs at least 2";
+    assert_eq!(point["rate_unavailable"], why, "{doc:#}");
+    assert_eq!(point_summary(dir.path(), point)["rate_unavailable"], why);
+    let left = &doc["left_out"][0];
+    assert_eq!(left["why"], "no_figures", "{doc:#}");
+    assert_eq!(
+        left["missing"],
+        format!("no request rate: {why}"),
+        "{doc:#}"
+    );
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("c1 had no request rate") && notes.contains("--benchmark-duration"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains(&format!("left out: c1 (no request rate: {why})")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("no request throughput or TTFT p99"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("): none (every point left out)\n"),
+        "{stdout}"
+    );
+
+    // No length given: every point sends profile's default of 10 requests, said once.
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(dir.path(), &url, &["--concurrency", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        stderr
+            .matches("each point sends profile's default of 10 requests")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("--benchmark-duration"), "{stderr}");
+}
+
+// Audit finding 17: `--find-max-rate` without `--slo` was refused as missing `--goodput
+// <GOODPUT>`, a name the sweep's help and README do not use.
+#[test]
+fn find_max_rate_without_slos_names_slo() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let out = sweep(
+        dir.path(),
+        &url,
+        &["--find-max-rate", "--min-good-fraction", "0.9"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("--slo <SLOS>"), "{said}");
+    assert!(!said.contains("--goodput"), "{said}");
+    // A point's plan refused for its SLOs names the flag as the sweep spells it.
+    let out = sweep(
+        dir.path(),
+        &url,
+        &[
+            "--concurrency",
+            "1",
+            "--request-count",
+            "2",
+            "--no-streaming",
+        ]
+        .into_iter()
+        .chain(["--goodput", "inter_token_latency:40"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("point c1: --slo: inter_token_latency needs streamed responses"),
+        "{}",
+        text(&out)
+    );
+    // `--goodput` is still taken.
+    let help = canaryd(&["sweep", "--help"], dir.path());
+    let help = text(&help);
+    assert!(
+        help.contains("--slo <SLOS>") && help.contains("[alias: --goodput]"),
+        "{help}"
+    );
+}
+
+// Audit finding 16: a sweep stopped by a signal wrote a sweep.json that read as a finished
+// sweep of the points it ran: nothing said it was interrupted, nor which points never ran.
+#[test]
+fn an_interrupted_sweep_says_so_and_names_the_points_not_run() {
+    let _timing = timing();
+    let setup = tempfile::tempdir().unwrap();
+    let (_sim, url) = capacity_sim(setup.path());
+    let dir = tempfile::tempdir().unwrap();
+    let (isl, osl) = (ISL.to_string(), OSL.to_string());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["sweep", "--url", &url, "--model", "canary-sim"])
+        .args(["--isl", &isl, "--osl", &osl, "--output-dir", "out"])
+        .args(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"])
+        .args(["--concurrency", "1,2,4", "--benchmark-duration", "5s"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
+    let mut child = crate::common::Child(cmd.spawn().unwrap());
+    let first = dir.path().join("out/point-01-c1");
+    for _ in 0..600 {
+        if first.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(first.exists(), "the first point never started");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.signal(libc::SIGINT);
+    let code = child.wait_exit(std::time::Duration::from_secs(60));
+    let said = std::fs::read_to_string(dir.path().join("stdout")).unwrap();
+    assert_eq!(code, Some(130), "{said}");
+    let doc = sweep_json(dir.path());
+    assert_eq!(doc["interrupted"], true, "{doc:#}");
+    assert_eq!(doc["not_run"], serde_json::json!(["c2", "c4"]), "{doc:#}");
+    assert_eq!(doc["points"].as_array().unwrap().len(), 1, "{doc:#}");
+    assert!(
+        said.contains("not run: c2, c4 (a signal stopped the sweep)"),
+        "{said}"
+    );
+    // A sweep that ran to its end says neither.
+    let done = tempfile::tempdir().unwrap();
+    let out = sweep(
+        done.path(),
+        &url,
+        &["--concurrency", "1", "--request-count", "4"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = sweep_json(done.path());
+    assert!(
+        doc.get("interrupted").is_none() && doc.get("not_run").is_none(),
+        "{doc:#}"
+    );
+}

@@ -28,6 +28,11 @@ const HEADLINE: [(&str, &str, &str, &str); 10] = [
     ("schedule_lag", "p99", "ms", "schedule lag p99"),
 ];
 
+/// Whether `metric` of one run is not exact, by the run's rule for its client times.
+fn is_bound(s: &RunSummary, metric: &str) -> bool {
+    s.receive_timestamps.bounds().is_bound(metric)
+}
+
 /// The figure `metric`/`statistic` of one run, if it has one.
 fn figure(s: &RunSummary, metric: &str, statistic: &str) -> Option<f64> {
     match metric {
@@ -142,6 +147,10 @@ pub struct Figure {
     /// latency or a rate, above 1 for a fraction) and was moved to that limit: `low`/`high`
     /// are then not `mean ∓ half_width`, and the interval is lopsided.
     pub clipped: bool,
+    /// True when some run's figure is not exact, by each run's own rule
+    /// ([`canary_core::RxBounds::is_bound`] of its `receive_timestamps`): a mean of upper
+    /// bounds (TTFT, e2e) is an upper bound, and ITL's is exact in neither direction.
+    pub bound: bool,
     #[serde(skip)]
     label: &'static str,
 }
@@ -167,6 +176,12 @@ fn clip(mut interval: MeanInterval, unit: &str) -> (MeanInterval, bool) {
     }
     (interval, clipped)
 }
+
+/// Under the table when a figure is marked `(bound)`.
+const BOUND_NOTE: &str = "(bound): not exact: some runs' times were a later segment's stamp or \
+                          canaryd's read (their summary.json's receive_timestamps), so the mean \
+                          of TTFT and e2e is an upper bound, and of ITL exact in neither \
+                          direction (summary.json's metrics[].bound)";
 
 /// The method, as `summary.json` states it.
 const METHOD: &str = "estimate: mean of the runs' figures, two-sided 95% confidence interval \
@@ -194,10 +209,15 @@ impl RepeatsSummary {
                     .iter()
                     .filter_map(|s| figure(s, metric, statistic))
                     .collect();
+                // Bound when any run whose figure is in the mean had it bound.
+                let bound = complete
+                    .iter()
+                    .any(|s| figure(s, metric, statistic).is_some() && is_bound(s, metric));
                 let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
                 Some(Figure {
                     interval,
                     clipped,
+                    bound,
                     metric,
                     statistic,
                     unit,
@@ -261,14 +281,30 @@ impl RepeatsSummary {
             0 => String::new(),
             n => format!(" ({n} left out, below)"),
         };
-        outln!(
-            "{} of {} runs{left}: estimates, mean over runs ± half-width of its 95% confidence \
-             interval (Student's t, n-1 degrees of freedom)",
-            self.runs,
-            self.runs_asked
-        )?;
+        if self.metrics.is_empty() {
+            // Said, not left to an empty list under a heading that promised estimates.
+            let why = match self.per_run.iter().all(|r| r.left_out.is_some()) {
+                true if self.runs > 0 => "every run is left out of them",
+                _ => "no run gave a headline figure",
+            };
+            outln!(
+                "{} of {} runs{left}: no estimates: {why}",
+                self.runs,
+                self.runs_asked
+            )?;
+        } else {
+            outln!(
+                "{} of {} runs{left}: estimates, mean over runs ± half-width of its 95% \
+                 confidence interval (Student's t, n-1 degrees of freedom)",
+                self.runs,
+                self.runs_asked
+            )?;
+        }
         for f in &self.metrics {
             outln!("  {}", f.line())?;
+        }
+        if self.metrics.iter().any(|f| f.bound) {
+            outln!("  {BOUND_NOTE}")?;
         }
         for r in &self.per_run {
             if let Some(why) = &r.left_out {
@@ -290,13 +326,13 @@ impl RepeatsSummary {
     /// `repeats.csv`: one row per figure.
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped\n",
+            "metric,statistic,unit,n,mean,std,confidence,half_width,low,high,clipped,bound\n",
         );
         let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
         for f in &self.metrics {
             let i = &f.interval;
             out.push_str(&format!(
-                "{},{},{},{},{:.6},{},{},{},{},{},{}\n",
+                "{},{},{},{},{:.6},{},{},{},{},{},{},{}\n",
                 f.metric,
                 f.statistic,
                 f.unit,
@@ -307,7 +343,8 @@ impl RepeatsSummary {
                 cell(i.half_width),
                 cell(i.low),
                 cell(i.high),
-                f.clipped
+                f.clipped,
+                f.bound
             ));
         }
         out
@@ -321,6 +358,10 @@ impl Figure {
     pub fn line(&self) -> String {
         let i = &self.interval;
         let unit = self.unit;
+        let label = match self.bound {
+            true => format!("{} (bound)", self.label),
+            false => self.label.to_string(),
+        };
         match i.half_width {
             Some(_) if self.clipped => {
                 let (low, high) = (i.low.unwrap_or(0.0), i.high.unwrap_or(0.0));
@@ -330,8 +371,7 @@ impl Figure {
                     "clipped at 1, a fraction cannot exceed it"
                 };
                 format!(
-                    "{:<18} {} {unit}, 95% CI {} to {} {unit} ({why}; {} runs)",
-                    self.label,
+                    "{label:<18} {} {unit}, 95% CI {} to {} {unit} ({why}; {} runs)",
                     number(i.mean),
                     number(low),
                     number(high),
@@ -339,17 +379,12 @@ impl Figure {
                 )
             }
             Some(h) => format!(
-                "{:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
-                self.label,
+                "{label:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
                 number(i.mean),
                 number(h),
                 i.n
             ),
-            None => format!(
-                "{:<18} {} {unit} (1 run: no interval)",
-                self.label,
-                number(i.mean)
-            ),
+            None => format!("{label:<18} {} {unit} (1 run: no interval)", number(i.mean)),
         }
     }
 }
@@ -393,6 +428,7 @@ mod tests {
                 values: values.to_vec(),
                 interval,
                 clipped,
+                bound: false,
                 label: "TTFT p50",
             }
         };
@@ -425,6 +461,7 @@ mod tests {
             values: values.to_vec(),
             interval,
             clipped,
+            bound: false,
             label: "TTFT p99",
         };
         assert_eq!(
@@ -445,7 +482,7 @@ mod tests {
         let csv = summary.csv();
         let row = csv.lines().nth(1).unwrap();
         assert!(row.contains(",0.000000,"), "{row}");
-        assert!(row.ends_with(",true"), "{row}");
+        assert!(row.ends_with(",true,false"), "{row}");
         let json = serde_json::to_value(&f).unwrap();
         assert_eq!(
             (json["low"].as_f64(), json["clipped"].as_bool()),

@@ -44,10 +44,20 @@ pub struct SweepDoc {
     /// What the Pareto front compares: `output_tokens_per_s_per_gpu` against
     /// `output_tokens_per_s_per_user`, or the total when the GPU count is unknown.
     pub pareto_axes: [&'static str; 2],
-    /// The Pareto-optimal points' labels.
+    /// The Pareto-optimal points' labels, in order of increasing load (a search runs its
+    /// probes out of order).
     pub pareto: Vec<String>,
     /// Why a figure is missing: the GPU count, when no point knows it.
     pub notes: Vec<String>,
+    /// Set when a signal stopped the sweep: its points are those run before (the last maybe
+    /// cut short), and `not_run` names those asked for that never ran.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The points asked for that never ran (a signal, or a point before that could not run,
+    /// stopped the sweep), in the order given: labels, as `points[].label`. A search's probes
+    /// are its own to pick, so it has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
     /// The search's answer, for `--find-max-rate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Capacity>,
@@ -82,7 +92,8 @@ impl SweepDoc {
                 .all(|p| p.figures.as_ref().is_none_or(|f| f.gpus.is_some()))
             && points.iter().any(|p| p.figures.is_some());
         let rates: Vec<_> = points.iter().map(|p| p.rates(per_gpu_known)).collect();
-        let front = series::pareto(&rates);
+        let mut front = series::pareto(&rates);
+        front.sort_by(|&a, &b| points[a].value.total_cmp(&points[b].value));
         for &i in &front {
             points[i].pareto = true;
         }
@@ -128,6 +139,8 @@ impl SweepDoc {
             },
             pareto: front.iter().map(|&i| points[i].label.clone()).collect(),
             notes,
+            interrupted: false,
+            not_run: Vec::new(),
             capacity: None,
             points,
         }

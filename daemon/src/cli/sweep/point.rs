@@ -84,6 +84,10 @@ pub struct LeftOut {
     /// Its target error rate (measured), for `target_errors`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
+    /// For `no_figures`: which figure is missing and why (`no request rate: the run spanned
+    /// 89.0 ms, under the 100 ms a rate needs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
 }
 
 impl LeftOut {
@@ -97,7 +101,10 @@ impl LeftOut {
                 Some(r) => format!("{:.1}% of its requests failed at the target", r * 100.0),
                 None => "its requests failed at the target".to_string(),
             },
-            Exclusion::NoFigures => "no request throughput or TTFT p99".to_string(),
+            Exclusion::NoFigures => self
+                .missing
+                .clone()
+                .unwrap_or_else(|| "no request throughput or TTFT p99".to_string()),
         };
         format!("{} ({why})", self.label)
     }
@@ -189,6 +196,11 @@ pub struct PointFigures {
     pub output_tokens_per_s: Option<f64>,
     /// Output tokens per second of one user: the median request's.
     pub output_tokens_per_s_per_user: Option<f64>,
+    /// Why the point has no rates (request throughput, tokens/s, goodput), as its
+    /// `summary.json`'s `rate_unavailable` says (the first run's, with `--runs N`, when none
+    /// of its runs had one): absent when it has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_unavailable: Option<String>,
     /// Output tokens per second per GPU: absent when the GPU count is unknown.
     pub output_tokens_per_s_per_gpu: Option<f64>,
     /// GPUs the per-GPU figure divides by.
@@ -268,6 +280,7 @@ impl PointFigures {
             }
         });
         let first = all.first();
+        let request_throughput = mean(&|f| f.request_throughput);
         let cap = all
             .iter()
             .filter_map(|f| Some((f.in_flight_cap?, f.in_flight_cap_source)))
@@ -281,7 +294,11 @@ impl PointFigures {
             // own failures as the target's. Runs that judged nothing have none to average.
             error_rate: mean(&|f| f.error_rate),
             duration_s: all.iter().map(|f| f.duration_s).sum(),
-            request_throughput: mean(&|f| f.request_throughput),
+            request_throughput,
+            rate_unavailable: match request_throughput {
+                Some(_) => None,
+                None => all.iter().find_map(|f| f.rate_unavailable.clone()),
+            },
             output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
             output_tokens_per_s_per_user: mean(&|f| f.output_tokens_per_s_per_user),
             output_tokens_per_s_per_gpu: mean(&|f| f.output_tokens_per_s_per_gpu),
@@ -338,6 +355,7 @@ impl PointFigures {
             error_rate: s.error_rate,
             duration_s: s.duration_s,
             request_throughput: s.request_throughput,
+            rate_unavailable: s.rate_unavailable.clone(),
             output_tokens_per_s: tokens,
             output_tokens_per_s_per_user: s
                 .metrics
@@ -661,7 +679,30 @@ impl Point {
                 .as_ref()
                 .and_then(|f| f.error_rate)
                 .filter(|_| why == Exclusion::TargetErrors),
+            missing: (why == Exclusion::NoFigures).then(|| self.missing_figures()),
         })
+    }
+
+    /// Which of the knee's figures the point lacks, and why: `no request rate: the run
+    /// spanned 89.0 ms, under the 100 ms a rate needs`, `no TTFT p99: no request completed
+    /// with a first token`. A point too short for a rate had a TTFT p99, and was said to have
+    /// neither.
+    fn missing_figures(&self) -> String {
+        let f = self.figures.clone().unwrap_or_default();
+        let mut missing = Vec::new();
+        if f.request_throughput.is_none() {
+            missing.push(match &f.rate_unavailable {
+                Some(why) => format!("no request rate: {why}"),
+                None => "no request rate".to_string(),
+            });
+        }
+        if f.time_to_first_token_ms.p99.is_none() {
+            missing.push("no TTFT p99: no request completed with a first token".to_string());
+        }
+        match missing.is_empty() {
+            true => "no request throughput or TTFT p99".to_string(),
+            false => missing.join("; "),
+        }
     }
 
     /// Whether the point is evidence for the knee and the Pareto front
@@ -865,6 +906,7 @@ mod tests {
                 value: 16.0,
                 why: Exclusion::TargetErrors,
                 error_rate: Some(0.2),
+                missing: None,
             }]
         );
         assert_eq!(dead.left_out[0].why, Exclusion::ErrorVerdict);

@@ -58,8 +58,16 @@ fn point_args(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path
 fn check_point(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path) -> Result<()> {
     let plan = Plan::try_from(&point_args(args, axis, value, index, dir))?;
     plan.validate()
-        .map_err(|e| spelled(e, flag))
+        .map_err(|e| spelled(e, sweep_flag))
         .with_context(|| format!("point {}", axis.label(value)))
+}
+
+/// A setting's flag as the sweep spells it: `--slo`, not `profile`'s `--goodput`.
+fn sweep_flag(setting: canary_replay::Setting) -> String {
+    match setting {
+        canary_replay::Setting::Goodput => "--slo".into(),
+        s => flag(s),
+    }
 }
 
 /// A point folder an earlier sweep wrote: named `point-NN-…`, a real folder (not a link), with
@@ -222,6 +230,43 @@ async fn run_once(
     run
 }
 
+/// Warns, once before the first point, when no flag sets a point's length: each then sends
+/// `profile`'s default of 10 requests, a few tens of milliseconds against a fast server, too
+/// short for a rate (under 100 ms) and so for a knee.
+fn warn_if_short(args: &SweepArgs) {
+    let p = &args.profile;
+    if p.trace.is_none() && p.request_count.is_none() && p.benchmark_duration.is_none() {
+        tracing::warn!(
+            "no --benchmark-duration or --request-count: each point sends profile's default of \
+             10 requests, too few to show a knee (a point whose requests span under 100 ms has \
+             no rate at all); give each point a length, --benchmark-duration 2s say"
+        );
+    }
+}
+
+/// Adds a note to `doc` when the knee left a point out for want of a rate: the flag that
+/// gives a point one. (The daemon's sweeps have no such flag, so [`SweepDoc::new`] does not.)
+fn note_short_points(doc: &mut SweepDoc) {
+    let short: Vec<&str> = doc
+        .left_out
+        .iter()
+        .filter(|l| {
+            l.why == super::point::Exclusion::NoFigures
+                && l.missing
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("no request rate"))
+        })
+        .map(|l| l.label.as_str())
+        .collect();
+    if !short.is_empty() {
+        doc.notes.push(format!(
+            "{} had no request rate (too few requests, or too short a span): give each point a \
+             longer --benchmark-duration (or a larger --request-count)",
+            short.join(", ")
+        ));
+    }
+}
+
 /// Waits `--cooldown`, or less when a signal comes.
 async fn cooldown(args: &SweepArgs, shutdown: &CancellationToken) {
     let d = args.sweep.cooldown;
@@ -266,6 +311,7 @@ pub async fn sweep(
         check_point(args, axis, *v, i + 1, root)?;
     }
     prepare_root(root, args.profile.shape.overwrite)?;
+    warn_if_short(args);
     let mut points = Vec::new();
     let mut interrupted = false;
     let mut failed = None;
@@ -293,7 +339,12 @@ pub async fn sweep(
             }
         }
     }
-    let doc = SweepDoc::new("sweep", axis, points);
+    let ran = points.len();
+    let mut doc = SweepDoc::new("sweep", axis, points);
+    doc.interrupted = interrupted;
+    // A point that could not run is not among the points either: it and those after it.
+    doc.not_run = values[ran..].iter().map(|&v| axis.label(v)).collect();
+    note_short_points(&mut doc);
     if let Some(&first) = values.first() {
         export_knee(args, axis, first, &doc).await?;
     }
@@ -409,6 +460,7 @@ pub async fn find_max_rate(
         .context("--find-max-rate needs --min-good-fraction")?;
     check_point(args, Axis::RequestRate, start, 1, root)?;
     prepare_root(root, args.profile.shape.overwrite)?;
+    warn_if_short(args);
     let bounds = SearchBounds {
         start,
         min_rate: s.min_rate,
@@ -425,6 +477,8 @@ pub async fn find_max_rate(
     let found = capacity::search(bounds, slo.to_string(), min_good, &mut prober, &shutdown).await;
     export_capacity(args, start, &found.capacity).await?;
     let mut doc = SweepDoc::new("find_max_rate", Axis::RequestRate, prober.points);
+    doc.interrupted = found.interrupted;
+    note_short_points(&mut doc);
     let ok = if found.capacity.max_passing_rate.is_some() {
         0
     } else {

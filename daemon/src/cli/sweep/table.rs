@@ -202,10 +202,20 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         "Pareto front ({} against {}): {}",
         doc.pareto_axes[0],
         doc.pareto_axes[1],
-        doc.pareto.join(", ")
+        pareto_said(doc)
     )?;
     for n in &doc.notes {
         outln!("note: {n}")?;
+    }
+    if !doc.not_run.is_empty() {
+        outln!(
+            "not run: {} ({})",
+            doc.not_run.join(", "),
+            match doc.interrupted {
+                true => "a signal stopped the sweep",
+                false => "a point could not run, and the sweep stopped there",
+            }
+        )?;
     }
     for p in &doc.points {
         for n in &p.notes {
@@ -216,6 +226,19 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         outln!("{}", capacity_line(c, doc.points.len()))?;
     }
     Ok(())
+}
+
+/// The front's labels, in order of load, or why it has none.
+fn pareto_said(doc: &SweepDoc) -> String {
+    if !doc.pareto.is_empty() {
+        return doc.pareto.join(", ");
+    }
+    let left = doc.left_out.len();
+    match doc.points.len() {
+        0 => "none (no point ran)".into(),
+        n if left >= n => "none (every point left out)".into(),
+        _ => "none (no point has both tokens/s figures)".into(),
+    }
 }
 
 /// `knee: c8 (101 req/s): …`, or why there is none; with points left out, which and why
