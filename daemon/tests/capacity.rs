@@ -78,9 +78,11 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     eprintln!("known capacity: {fast:.1} req/s, slowed: {slow:.1} req/s");
 
     // The first run: a passing search, no baseline yet, the known capacity in its bracket.
-    // Nothing passes far above the known capacity; a busy host (other tests, builds) adds
-    // TTFT of its own, so a probe just under it may fail: 25 % slack below, as for the slowed
+    // Nothing passes above the known capacity, but for the 1 % over it that a probe's queue
+    // check lets through (MIN_SERVED_SHARE); a busy host (other tests, builds) adds TTFT of
+    // its own, so a probe just under it may fail: 25 % slack below, as for the slowed
     // capacity further down.
+    let most = |cap: f64| cap / canaryd::capacity::MIN_SERVED_SHARE;
     let first = eventually(120, "a finished capacity run", || {
         api_runs(status).into_iter().last()
     });
@@ -89,7 +91,7 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
     let c = &first["capacity"];
     let (p, b) = (f(&c["max_passing_rate"]), f(&c["min_failing_rate"]));
     assert!(
-        p <= fast * 1.05 && fast < b * 1.25,
+        p <= most(fast) && fast < b * 1.25,
         "{fast} not in [{p}, {b})"
     );
     assert!(c["baseline"].is_null());
@@ -134,10 +136,10 @@ fn capacity_verdict_turns_to_fail_when_the_simulator_slows_down() {
         rate(f(&base["spread"]))
     );
     assert!(verdict.starts_with(&expected), "{verdict} vs {expected}");
-    // The slowed capacity is in the bracket (a probe near it may go either way: 25 % slack),
-    // and well under the baseline.
+    // The slowed capacity is in the bracket (a probe just under it may fail: 25 % slack
+    // below; none passes over it but for the queue check's 1 %), and well under the baseline.
     assert!(
-        found <= slow * 1.25 && slow < below * 1.25,
+        found <= most(slow) && slow < below * 1.25,
         "{slow} not in [{found}, {below})"
     );
     assert!(below <= f(&base["fail_at_or_below"]), "{c:#}");
