@@ -304,14 +304,21 @@ fn compare_finds_a_real_slowdown_and_none_between_a_run_and_itself() {
     }
     assert_eq!(row("throughput")["verdict"]["kind"], "not_judged");
     assert_eq!(row("error rate")["verdict"]["trend"], "steady");
+    // Two runs always differ in their ids: not a difference in context, and each side is
+    // named by its id.
     assert!(
-        json["context_diff"]
+        !json["context_diff"]
             .as_array()
             .unwrap()
             .iter()
             .any(|d| d[0] == "run_id"),
         "{}",
         json["context_diff"]
+    );
+    assert!(
+        json["a"]["name"].as_str().unwrap().starts_with("run-"),
+        "{}",
+        json["a"]
     );
 
     // Each side's diagnosis, as its summary.json has it, and whether the class changed.

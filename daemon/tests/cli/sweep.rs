@@ -4,6 +4,9 @@
 //! `sweep.csv` hold every point, `canaryd report` reads the folder, and the exit status says
 //! when a point measured nothing or no rate passed (issue 18).
 
+#[path = "sweep/compare.rs"]
+mod compare;
+
 use super::canaryd;
 use super::receiver::{attrs, Receiver};
 use crate::common::{free_port, sim_with_profile, text};
@@ -524,6 +527,17 @@ fn find_max_rate_is_within_ten_percent_of_the_known_capacity() {
     let Some((dir, doc, _stdout)) = found else {
         panic!("max passing rate below 90 % of the capacity {cap:.1} in every attempt: {seen:?}");
     };
+    // `canaryd compare` prints the bracket rounded outward, as the sweep does, so it still
+    // holds: 106.25 .. 112.5 read "below 112" (rounded to the nearest, under the rate that
+    // failed).
+    let compared = canaryd(&["compare", "out", "out"], dir.path());
+    let bracket = |k: &str| doc["capacity"][k].as_f64().unwrap();
+    let said = format!(
+        "capacity at SLO: A at least {}, below {} req/s",
+        canary_core::rate_text::rate_at_least(bracket("max_passing_rate")),
+        canary_core::rate_text::rate_below(bracket("min_failing_rate"))
+    );
+    assert!(text(&compared).contains(&said), "{}", text(&compared));
     let points = doc["points"].as_array().unwrap();
     // The report draws the probes in order of increasing rate, not in the order they ran. A
     // bisection always runs a probe after a higher one (200 then 150 when 100 passed, as on

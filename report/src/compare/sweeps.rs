@@ -12,13 +12,15 @@
 
 mod capacity;
 mod findings;
+mod knee;
 mod point_said;
 mod sweep;
 mod table;
 
 pub use capacity::{Bracket, CapacityComparison};
+pub use knee::{KneeAt, LeftOutOfKnee};
 pub use point_said::PointSaid;
-pub use sweep::{KneeAt, Sweep};
+pub use sweep::Sweep;
 
 use super::Comparison;
 use crate::error::ReportError;
@@ -85,6 +87,13 @@ pub struct KneeComparison {
     pub a: Option<KneeAt>,
     /// B's knee.
     pub b: Option<KneeAt>,
+    /// The points A's knee left out, and why (A's `sweep.json`'s `left_out`): with no knee,
+    /// too few points may have been evidence for one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub a_left_out: Vec<LeftOutOfKnee>,
+    /// B's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub b_left_out: Vec<LeftOutOfKnee>,
     /// `earlier` (B's knee at a lower load), `later`, `same_point`, or `unknown` (a sweep
     /// without a knee).
     pub moved: &'static str,
@@ -162,6 +171,8 @@ pub fn compare_sweeps(
         knee: KneeComparison {
             a: a.knee.clone(),
             b: b.knee.clone(),
+            a_left_out: a.knee_left_out.clone(),
+            b_left_out: b.knee_left_out.clone(),
             moved,
         },
         capacity,

@@ -151,10 +151,21 @@ impl Comparison {
     /// What "real" meant in this comparison, in a few sentences, and how exact the figures
     /// are.
     pub(super) fn rule_text(&self) -> String {
-        let exact = if self.repeated() {
-            "Run figures are exact, from each run's records"
-        } else {
-            "Figures are exact, from each run's records"
+        // A side's value with several runs is their mean: an estimate, whatever each run's.
+        let exact = match (self.a.runs > 1, self.b.runs > 1) {
+            (true, true) => {
+                "The values are the means of each side's runs, estimates (± their 95 % \
+                 intervals); each run's figures are exact, from its records"
+            }
+            (true, false) => {
+                "A's values are the means of its runs, estimates; each run's figures are \
+                 exact, from its records"
+            }
+            (false, true) => {
+                "B's values are the means of its runs, estimates; each run's figures are \
+                 exact, from its records"
+            }
+            (false, false) => "Figures are exact, from each run's records",
         };
         format!(
             "{} {}",

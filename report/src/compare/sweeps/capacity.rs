@@ -1,6 +1,7 @@
 //! A capacity search's answer (`--find-max-rate`) as bounds, and two sweeps' answers told
 //! apart only where their brackets do not overlap.
 
+use canary_core::rate_text::{rate_at_least, rate_below};
 use serde::Serialize;
 
 /// A capacity search's answer: at least `passed`, below `failed` (bounds).
@@ -14,6 +15,24 @@ pub struct Bracket {
     pub slo: Option<String>,
     /// The share of requests that had to meet them.
     pub min_good_fraction: Option<f64>,
+}
+
+impl Bracket {
+    /// `at least 109, below 113 req/s`: each bound rounded outward (`canary_core::rate_text`, as
+    /// `canaryd sweep` and the daemon's verdicts print them), so what is printed still holds:
+    /// rounded to the nearest, 109.375 .. 112.5 read "below 112", under the rate that failed.
+    pub fn said(&self) -> String {
+        match (self.passed, self.failed) {
+            (Some(p), Some(f)) => format!(
+                "at least {}, below {} req/s",
+                rate_at_least(p),
+                rate_below(f)
+            ),
+            (Some(p), None) => format!("at least {} req/s (no rate failed)", rate_at_least(p)),
+            (None, Some(f)) => format!("below {} req/s (no rate passed)", rate_below(f)),
+            (None, None) => "– (no rate tried)".into(),
+        }
+    }
 }
 
 /// The two capacity brackets.
@@ -78,6 +97,7 @@ mod tests {
             points: Vec::new(),
             said: Vec::new(),
             knee: None,
+            knee_left_out: Vec::new(),
             capacity: Some(Bracket {
                 passed,
                 failed,
@@ -85,6 +105,51 @@ mod tests {
                 min_good_fraction: Some(0.95),
             }),
         }
+    }
+
+    // The audit's two searches: 109.375 .. 112.5 read "at least 109, below 112" (rounded to
+    // the nearest, under the rate that failed), and 30.46875 .. 31.25 read "at least 30.5,
+    // below 31.2" (both ends past what was measured). Outward, as `canaryd sweep` prints them.
+    #[test]
+    fn a_bracket_is_printed_rounded_outward_so_its_bounds_still_hold() {
+        let b = |passed, failed| Bracket {
+            passed,
+            failed,
+            slo: None,
+            min_good_fraction: None,
+        };
+        assert_eq!(
+            b(Some(109.375), Some(112.5)).said(),
+            "at least 109, below 113 req/s"
+        );
+        assert_eq!(
+            b(Some(30.46875), Some(31.25)).said(),
+            "at least 30.46, below 31.25 req/s"
+        );
+        assert_eq!(
+            b(Some(106.9), None).said(),
+            "at least 106 req/s (no rate failed)"
+        );
+        assert_eq!(
+            b(None, Some(50.0)).said(),
+            "below 50 req/s (no rate passed)"
+        );
+        // And so the compare's line under the table.
+        let a = sweep("request_rate", Some(109.375), Some(112.5));
+        let c = compare_sweeps(
+            &a,
+            &sweep("request_rate", Some(30.46875), Some(31.25)),
+            &ShiftRules::default(),
+        )
+        .unwrap();
+        let text = c.to_text();
+        assert!(
+            text.contains(
+                "capacity at SLO: A at least 109, below 113 req/s, B at least 30.46, below 31.25 \
+                 req/s: B lower"
+            ),
+            "{text}"
+        );
     }
 
     // A capacity is at least its passing rate and below its failing one: two brackets tell

@@ -4,7 +4,7 @@
 
 use super::super::first_token::{self, SideTimes};
 use super::table::too_few_for_its_tail;
-use super::{Bracket, KneeAt, PointComparison, SweepComparison};
+use super::{knee, Bracket, KneeAt, LeftOutOfKnee, PointComparison, SweepComparison};
 use crate::compare::Comparison;
 use crate::sections::num;
 
@@ -60,49 +60,58 @@ impl SweepComparison {
 
     /// The lines under the table: the knees, the capacity, what was not matched, the rule.
     pub(super) fn findings(&self) -> Vec<String> {
-        let knee = |k: &Option<KneeAt>| match k {
+        let mut out = Vec::new();
+        let knee_of = |k: &Option<KneeAt>, points: usize, left: &[LeftOutOfKnee]| match k {
             Some(k) => format!(
                 "{} ({} req/s)",
                 k.label,
                 k.request_throughput.map_or("–".into(), num)
             ),
-            None => "none (the series did not saturate)".into(),
+            // In the sweep's own words: no knee is no step that met the rule, or too few
+            // points to take one, not a series that did not saturate.
+            None => knee::none_said(points, left),
         };
-        let mut out = vec![format!(
-            "knee: A {}, B {}: {}",
-            knee(&self.knee.a),
-            knee(&self.knee.b),
-            match self.knee.moved {
-                "earlier" => "B saturates at a lower load",
-                "later" => "B saturates at a higher load",
-                "same_point" => "the same point",
-                _ => "not compared",
+        let (ka, kb) = (
+            knee_of(&self.knee.a, self.a.points, &self.knee.a_left_out),
+            knee_of(&self.knee.b, self.b.points, &self.knee.b_left_out),
+        );
+        let moved = match self.knee.moved {
+            "earlier" => "B saturates at a lower load",
+            "later" => "B saturates at a higher load",
+            "same_point" => "the same point",
+            _ => "not compared",
+        };
+        out.push(match ka == kb && self.knee.a.is_none() {
+            true => format!("knee: A and B {ka}: {moved}"),
+            false => format!("knee: A {ka}, B {kb}: {moved}"),
+        });
+        let (runs_a, runs_b) = (self.runs_of(|c| c.a.runs), self.runs_of(|c| c.b.runs));
+        out.push(match (runs_a, runs_b) {
+            (Runs::Repeated(..), Runs::Repeated(..)) => {
+                "(each sweep's knee is one point of its grid, found on its points' means: its \
+                 move is reported, not judged; the points' own figures are judged run against \
+                 run above)"
+                    .into()
             }
-        )];
-        let repeated =
-            !self.points.is_empty() && self.points.iter().all(|p| p.comparison.repeated());
-        out.push(if repeated {
-            "(each sweep's knee is one point of its grid, found on its points' means: its move is \
-             reported, not judged; the points' own figures are judged run against run above)"
-                .into()
-        } else {
-            "(each sweep ran once: a knee is a point of its grid, so its move is reported, not \
-             judged against run-to-run noise; repeat the sweeps, or let the daemon's sweep canary \
-             judge it against its baseline)"
-                .into()
+            (Runs::Once, Runs::Once) => {
+                "(each sweep ran once: a knee is a point of its grid, so its move is reported, \
+                 not judged against run-to-run noise; repeat the sweeps, or let the daemon's \
+                 sweep canary judge it against its baseline)"
+                    .into()
+            }
+            (a, b) => format!(
+                "(A {}, B {}: a knee is a point of its grid (a repeated sweep's found on its \
+                 points' means), so its move is reported, not judged against run-to-run noise; \
+                 the points' throughputs are judged only when both sweeps ran them --runs N)",
+                a.said(),
+                b.said()
+            ),
         });
         if let Some(c) = &self.capacity {
-            let bracket = |b: &Bracket| {
-                format!(
-                    "at least {}, below {}",
-                    b.passed.map_or("–".into(), num),
-                    b.failed.map_or("–".into(), num)
-                )
-            };
             out.push(format!(
-                "capacity at SLO: A {} req/s, B {} req/s: {}",
-                bracket(&c.a),
-                bracket(&c.b),
+                "capacity at SLO: A {}, B {}: {}",
+                c.a.said(),
+                c.b.said(),
                 match c.verdict {
                     "higher" => "B higher (the brackets do not overlap: bounds)".to_string(),
                     "lower" => "B lower (the brackets do not overlap: bounds)".to_string(),
@@ -171,10 +180,26 @@ impl SweepComparison {
                 .iter()
                 .fold(SideTimes::default(), |t, p| t.plus(of(&p.comparison)))
         };
+        let (repeated, mixed) = match (runs_a, runs_b) {
+            (Runs::Repeated(..), Runs::Repeated(..)) => (true, false),
+            (Runs::Once, Runs::Once) => (false, false),
+            _ => (false, true),
+        };
+        // The cells of a side with runs are their means: estimates, whatever each run's.
+        let means = match (runs_a, runs_b) {
+            (Runs::Once, Runs::Once) => None,
+            _ if repeated => Some("The cells are the means of each point's runs, estimates"),
+            (Runs::Once, _) => Some("B's cells are the means of each point's runs, estimates"),
+            (_, Runs::Once) => Some("A's cells are the means of each point's runs, estimates"),
+            _ => Some("A cell of a point with several runs is their mean, an estimate"),
+        };
         let exact = first_token::exactness(
             &sum(&|c| c.a.times),
             &sum(&|c| c.b.times),
-            "Figures are exact, from the points' records",
+            &match means {
+                Some(m) => format!("{m}; each run's figures are exact, from its records"),
+                None => "Figures are exact, from the points' records".into(),
+            },
         );
         match self.points.first() {
             Some(p) if repeated => out.push(format!(
@@ -182,12 +207,60 @@ impl SweepComparison {
                 p.comparison.rule()
             )),
             _ => out.push(format!(
-                "Each point: its two runs compared request by request: a p99 on its own tail \
+                "Each point: its two {} compared request by request: a p99 on its own tail \
                  (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
                  the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
-                 5 % and 1 ms). {exact}"
+                 5 % and 1 ms{}){}. {exact}",
+                match mixed {
+                    true => "sides (a side's runs pooled)",
+                    false => "runs",
+                },
+                match mixed {
+                    true => ", and beyond 3 MADs of A's run medians where A has several",
+                    false => "",
+                },
+                match mixed {
+                    true => "; throughputs not judged: they need several runs on both sides",
+                    false => "",
+                },
             )),
         }
         out
+    }
+}
+
+/// How many runs a sweep's points have: one each, or several (the fewest and most).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Runs {
+    /// One run at every point.
+    Once,
+    /// At least two at every point: the fewest and the most.
+    Repeated(u64, u64),
+    /// One at some points, several at others (the most).
+    Mixed(u64),
+}
+
+impl Runs {
+    /// `has one run at each point`, `has 3 runs at each point`, …
+    fn said(self) -> String {
+        match self {
+            Runs::Once => "has one run at each point".into(),
+            Runs::Repeated(n, m) if n == m => format!("has {n} runs at each point"),
+            Runs::Repeated(n, m) => format!("has {n} to {m} runs at each point"),
+            Runs::Mixed(m) => format!("has 1 to {m} runs at each point"),
+        }
+    }
+}
+
+impl SweepComparison {
+    /// How many runs one side's points have (`of`: a point comparison's count of that side).
+    fn runs_of(&self, of: impl Fn(&Comparison) -> u64) -> Runs {
+        let counts = self.points.iter().map(|p| of(&p.comparison));
+        let (low, high) = counts.fold((u64::MAX, 0), |(l, h), n| (l.min(n), h.max(n)));
+        match (low, high) {
+            (_, 0 | 1) => Runs::Once,
+            (2.., _) => Runs::Repeated(low, high),
+            _ => Runs::Mixed(high),
+        }
     }
 }

@@ -1,10 +1,10 @@
-//! A sweep's folder, read: its `sweep.json` (axis, points, knee, capacity bracket) and each
+//! A sweep's folder, read: its `sweep.json` (axis, points, knee and the points it left out,
+//! capacity bracket) and each
 //! point's run or experiment.
 
-use super::{Bracket, PointSaid};
+use super::{Bracket, KneeAt, LeftOutOfKnee, PointSaid};
 use crate::error::{io, ReportError};
 use crate::Experiment;
-use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -23,19 +23,10 @@ pub struct Sweep {
     pub said: Vec<(String, PointSaid)>,
     /// The knee, when the sweep found one.
     pub knee: Option<KneeAt>,
+    /// The points its knee left out, and why (`sweep.json`'s `left_out`).
+    pub knee_left_out: Vec<LeftOutOfKnee>,
     /// The capacity search's bracket (`--find-max-rate`).
     pub capacity: Option<Bracket>,
-}
-
-/// Where a sweep's knee is.
-#[derive(Debug, Clone, Serialize)]
-pub struct KneeAt {
-    /// The point's label (`c8`).
-    pub label: String,
-    /// Its axis value.
-    pub value: f64,
-    /// Its completed requests per second.
-    pub request_throughput: Option<f64>,
 }
 
 impl Sweep {
@@ -115,6 +106,7 @@ impl Sweep {
             points,
             said,
             knee,
+            knee_left_out: LeftOutOfKnee::all_of(&doc),
             capacity,
         }))
     }
