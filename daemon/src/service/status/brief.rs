@@ -284,7 +284,9 @@ mod tests {
                 "interrupted": false, "good_request_fraction": 0.9,
                 "time_to_first_token": {"p50": 12.0, "p99": 40.0},
                 "inter_token_latency": null, "request_latency": null,
-                "bounds": ["request_latency"],
+                // One end was canaryd's read: its e2e is a bound, and so is its ITL (over
+                // its first token and end; this summary does not count ITLs itself).
+                "bounds": ["inter_token_latency", "request_latency"],
             })
         );
         assert_eq!(b["telemetry_sources"]["nvml"]["state"], "unavailable");
