@@ -117,7 +117,7 @@ fn print(m: &Merged) -> std::io::Result<()> {
         "duration {:.3} s ({}), from the first send to the last end on the merged time axis",
         s.duration_s,
         match a.bound_ms {
-            Some(b) if b == 0.0 => "exact".to_string(),
+            Some(0.0) => "exact".to_string(),
             Some(b) => format!("within ±{b:.3} ms"),
             None => "no bound: the shards' clocks do not compare".to_string(),
         }
