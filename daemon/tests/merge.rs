@@ -682,12 +682,6 @@ fn the_union_is_sliced_again_on_the_merged_axis_and_the_table_says_its_span() {
             assert_eq!(count(s), shard_slices(i), "slice {i}: {t}");
         }
     }
-    assert!(table.contains("timeslices of 1 s"), "{table}");
-    assert!(
-        table.contains("timeslices are the union's, sliced again from the earliest shard's t0"),
-        "{table}"
-    );
-    assert!(table.contains("within ±0.000 ms (merged.alignment.bound_ms)"));
     // The duration and rates, as one run's table prints them.
     let duration = merged["duration_s"].as_f64().unwrap();
     assert!(
@@ -699,6 +693,12 @@ fn the_union_is_sliced_again_on_the_merged_axis_and_the_table_says_its_span() {
         line(&table, "throughput ").starts_with(&format!("throughput {req:.2} req/s, ")),
         "{table}"
     );
+    assert!(table.contains("timeslices of 1 s"), "{table}");
+    assert!(
+        table.contains("timeslices are the union's, sliced again from the earliest shard's t0"),
+        "{table}"
+    );
+    assert!(table.contains("within ±0.000 ms (merged.alignment.bound_ms)"));
     // Lengths as one run's table writes them: the mean to 0.1 token, the rest whole.
     let row: Vec<&str> = line(&table, "output length (tokens)")
         .split_whitespace()
