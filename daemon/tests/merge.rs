@@ -745,3 +745,24 @@ fn shards_whose_slices_differ_merge_without_slices_and_say_so() {
         "{t}"
     );
 }
+
+// A shard's slice duration that is no duration is refused naming its folder and field, not
+// taken as "no slices".
+#[test]
+fn a_shard_whose_slice_duration_is_damaged_is_refused_naming_the_field() {
+    damaged_shard1("shard1-bad-slices", "summary.json", |text| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["timeslices"]["requested_slice_duration_s"] = "x".into();
+        doc.to_string()
+    });
+    let out = merge(&["shard0", "shard1-bad-slices", "shard2", "-o", "bad-slices"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(
+            "shard1-bad-slices: summary.json timeslices.requested_slice_duration_s: expected \
+             seconds, at least 1 ms, found \"x\""
+        ),
+        "{t}"
+    );
+}
