@@ -76,7 +76,15 @@ fn runs() -> &'static Runs {
                 std::thread::sleep(Duration::from_millis(300));
             }
             let shard = format!("{i}/3");
-            let args = ["--shard", shard.as_str(), "--start-at", start.as_str()];
+            // With slices: the merge slices the union again (finding 13 of the README audit).
+            let args = [
+                "--shard",
+                shard.as_str(),
+                "--start-at",
+                start.as_str(),
+                "--slice-duration",
+                "200ms",
+            ];
             let out = format!("shard{i}");
             shards.push(replay(&dir, &url, TRACE, &out, &args).spawn().unwrap());
         }
@@ -595,6 +603,166 @@ fn merge_overwrite_leaves_none_of_the_replaced_runs_artifacts_it_does_not_write(
     let m = summary(&replaced);
     assert_eq!(m["merged"]["metrics_from"], "records");
     assert!(!replaced.join("histograms.json").exists());
-    assert!(!replaced.join("timeslices.csv").exists());
+    // The shards have slices: the union's replace the stale ones.
+    let csv = std::fs::read_to_string(replaced.join("timeslices.csv")).unwrap();
+    assert!(csv.starts_with("slice,start_s,end_s,"), "{csv}");
     assert!(replaced.join("records.jsonl").exists());
+}
+
+/// The merged table's line starting with `prefix`.
+fn line<'a>(table: &'a str, prefix: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line:\n{table}"))
+}
+
+// Finding 13 of the README audit: the shards' slices were dropped, the table printed no
+// duration or rate, and lengths unrounded.
+#[test]
+fn the_union_is_sliced_again_on_the_merged_axis_and_the_table_says_its_span() {
+    let dir = &runs().dir;
+    let out = merge(&["shard0", "shard1", "shard2", "-o", "sliced"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = text(&out);
+    let merged = summary(&dir.join("sliced"));
+    valid(&merged);
+    let requests = merged["requests"].as_u64().unwrap();
+    let t = &merged["timeslices"];
+    assert_eq!(t["requested_slice_duration_s"].as_f64(), Some(0.2), "{t}");
+    let width_s = t["slice_duration_s"].as_f64().unwrap();
+    let slices = t["slices"].as_array().unwrap();
+    // The replay spans about 0.8 s: several slices, so their boundaries matter.
+    assert!(slices.len() >= 2, "{t}");
+    let count = |s: &Value| s["requests"].as_u64().unwrap();
+    assert_eq!(slices.iter().map(count).sum::<u64>(), requests, "{t}");
+    assert!(dir.join("sliced/timeslices.csv").exists());
+    // Each record in the slice of its send time on the merged axis: its own time plus its
+    // shard's t0 offset.
+    let offsets: std::collections::HashMap<String, f64> = merged["merged"]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let shard = i["shard"].as_str().unwrap().to_string();
+            (shard, i["t0_offset_ms"].as_f64().unwrap())
+        })
+        .collect();
+    let records = std::fs::read_to_string(dir.join("sliced/records.jsonl")).unwrap();
+    let mut expected = vec![0u64; slices.len()];
+    // Whether every record is in the same slice on its shard's axis as on the merged one.
+    let mut same_slices = true;
+    for r in records
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    {
+        let sent = r["sent_at_ms"].as_f64().unwrap();
+        let on_axis = sent + offsets[r["shard"].as_str().unwrap()];
+        let slot = |ms: f64| (ms.max(0.0) / (width_s * 1e3)) as usize;
+        expected[slot(on_axis)] += 1;
+        same_slices &= slot(on_axis) == slot(sent);
+    }
+    assert_eq!(slices.iter().map(count).collect::<Vec<_>>(), expected);
+    // The shards' own slices, summed slice by slice, where the boundaries agree.
+    let shards: Vec<Value> = (0..3)
+        .map(|i| summary(&dir.join(format!("shard{i}"))))
+        .collect();
+    let shard_slices = |i: usize| -> u64 {
+        shards
+            .iter()
+            .map(|s| s["timeslices"]["slices"].get(i).map_or(0, count))
+            .sum()
+    };
+    let summed: u64 = (0..slices.len()).map(shard_slices).sum();
+    assert_eq!(summed, requests);
+    if same_slices
+        && shards
+            .iter()
+            .all(|s| s["timeslices"]["slice_duration_s"] == 0.2)
+    {
+        for (i, s) in slices.iter().enumerate() {
+            assert_eq!(count(s), shard_slices(i), "slice {i}: {t}");
+        }
+    }
+    // The duration and rates, as one run's table prints them.
+    let duration = merged["duration_s"].as_f64().unwrap();
+    assert!(
+        line(&table, "duration ").starts_with(&format!("duration {duration:.3} s (exact)")),
+        "{table}"
+    );
+    let req = merged["request_throughput"].as_f64().unwrap();
+    assert!(
+        line(&table, "throughput ").starts_with(&format!("throughput {req:.2} req/s, ")),
+        "{table}"
+    );
+    assert!(table.contains("timeslices of 0.2 s"), "{table}");
+    assert!(
+        table.contains("timeslices are the union's, sliced again from the earliest shard's t0"),
+        "{table}"
+    );
+    assert!(table.contains("within ±0.000 ms (merged.alignment.bound_ms)"));
+    // Lengths as one run's table writes them: the mean to 0.1 token, the rest whole.
+    let row: Vec<&str> = line(&table, "output length (tokens)")
+        .split_whitespace()
+        .skip(3)
+        .collect();
+    assert_eq!(row.len(), 6, "{table}");
+    assert_eq!(row[0].split('.').nth(1).map(str::len), Some(1), "{table}");
+    assert!(row[1..].iter().all(|v| v.parse::<u64>().is_ok()), "{table}");
+}
+
+// Shards of different slice durations (one without slices here) have no common slices: the
+// merge writes none, removes a replaced run's, and says why.
+#[test]
+fn shards_whose_slices_differ_merge_without_slices_and_say_so() {
+    let dir = &runs().dir;
+    damaged_shard1("shard1-no-slices", "summary.json", |text| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc.as_object_mut().unwrap().remove("timeslices");
+        doc.to_string()
+    });
+    let replaced = dir.join("unsliced");
+    std::fs::create_dir_all(&replaced).unwrap();
+    std::fs::write(replaced.join("timeslices.csv"), "slice\n").unwrap();
+    let out = merge(&[
+        "shard0",
+        "shard1-no-slices",
+        "shard2",
+        "-o",
+        "unsliced",
+        "--overwrite",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let merged = summary(&replaced);
+    assert!(merged.get("timeslices").is_none());
+    assert!(!replaced.join("timeslices.csv").exists());
+    let t = text(&out);
+    assert!(
+        t.contains(
+            "note: no merged timeslices: the shards' slice durations differ (0/3 0.2 s, 1/3 \
+             none, 2/3 0.2 s)"
+        ),
+        "{t}"
+    );
+}
+
+// A shard's slice duration that is no duration is refused naming its folder and field, not
+// taken as "no slices".
+#[test]
+fn a_shard_whose_slice_duration_is_damaged_is_refused_naming_the_field() {
+    damaged_shard1("shard1-bad-slices", "summary.json", |text| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["timeslices"]["requested_slice_duration_s"] = "x".into();
+        doc.to_string()
+    });
+    let out = merge(&["shard0", "shard1-bad-slices", "shard2", "-o", "bad-slices"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(
+            "shard1-bad-slices: summary.json timeslices.requested_slice_duration_s: expected \
+             seconds, at least 1 ms, found \"x\""
+        ),
+        "{t}"
+    );
 }

@@ -11,6 +11,9 @@
 //! - **Clocks stated.** Each shard's schedule lag is exact on its own monotonic clock. The
 //!   union is put on one time axis with each shard's t0 ([`alignment`]), and the merge says
 //!   how far that axis can be off between shards (`merged.alignment.bound_ms`).
+//! - **Slices of the union.** When every shard ran with one `--slice-duration`, the union's
+//!   records are sliced again on that axis as one run slices its own (`timeslices`,
+//!   `timeslices.csv`); otherwise the merge has none, and its notes say why.
 
 mod alignment;
 mod coverage;
@@ -19,7 +22,7 @@ mod shard;
 pub use alignment::{Alignment, ShardClock};
 
 use crate::histograms::Histograms;
-use crate::results::{read_records, summary_csv, ArtifactError};
+use crate::results::{read_records, write_summary, ArtifactError};
 use canary_core::{Aggregator, Distribution, Goodput, RunSummary, Stats, SUMMARY_SCHEMA_VERSION};
 use serde::Serialize;
 use serde_json::Value;
@@ -173,7 +176,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let mut records_out = std::io::BufWriter::new(
         canary_files::WholeFile::create(&records_path).map_err(write(records_path.clone()))?,
     );
+    let slicing = slicing(&runs);
     let mut aggregator = Aggregator::new(goodput);
+    if let Ok(width) = slicing {
+        // The union sliced again as one run slices its own: from the merged axis's origin
+        // (the earliest shard's t0), each request by its send time there.
+        aggregator = aggregator.with_timeslices(width);
+    }
     let mut cross_lag = Distribution::new();
     let mut write_error = None;
     // Each shard's measured records, to check its histograms.json is of the same run.
@@ -225,6 +234,18 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         "duration_s and the rates span the shards on the merged time axis: within \
          merged.alignment.bound_ms"
             .to_string(),
+        match &slicing {
+            Ok(_) => format!(
+                "timeslices are the union's, sliced again from the earliest shard's t0 on the \
+                 merged time axis, each request placed {}; each shard's own timeslices (from \
+                 its own t0) stay in its folder",
+                match alignment.bound_ms {
+                    Some(b) => format!("within ±{b:.3} ms (merged.alignment.bound_ms)"),
+                    None => "with no bound on the cross-host alignment".to_string(),
+                }
+            ),
+            Err(why) => why.clone(),
+        },
     ];
     // A histograms.json that counts other requests than its records (one an earlier run
     // left, when this run's could not be written) would give percentiles of another run.
@@ -324,15 +345,39 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         merged: &info,
         summary: &summary,
     };
-    // A merge keeps no time slices: an earlier run's would be taken for the union's.
-    remove_stale(out.join("timeslices.csv"))?;
-    let path = out.join("summary.json");
-    let json = serde_json::to_vec_pretty(&file).expect("summaries always serialize");
-    canary_files::write_whole(&path, &json).map_err(write(path.clone()))?;
-    let path = out.join("summary.csv");
-    canary_files::write_whole(&path, summary_csv(&summary).as_bytes())
-        .map_err(write(path.clone()))?;
+    if summary.timeslices.is_none() {
+        // Without the union's slices an earlier run's would be taken for them.
+        remove_stale(out.join("timeslices.csv"))?;
+    }
+    // summary.json, summary.csv and timeslices.csv, as a run writes them.
+    write_summary(out, &file, &summary)?;
     Ok(Merged { summary, info })
+}
+
+/// The shards' slice duration when they all ran with the same one; else why the merge has
+/// no slices.
+fn slicing(runs: &[ShardRun]) -> Result<std::time::Duration, String> {
+    let first = runs[0].slice_duration;
+    if let Some(width) = first.filter(|_| runs.iter().all(|r| r.slice_duration == first)) {
+        return Ok(width);
+    }
+    if runs.iter().all(|r| r.slice_duration.is_none()) {
+        return Err("no timeslices: no shard was run with --slice-duration".into());
+    }
+    let each: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let d = r
+                .slice_duration
+                .map_or("none".to_string(), |d| format!("{} s", d.as_secs_f64()));
+            format!("{} {d}", r.shard.expect("checked"))
+        })
+        .collect();
+    Err(format!(
+        "no merged timeslices: the shards' slice durations differ ({}); each shard's \
+         timeslices stay in its folder",
+        each.join(", ")
+    ))
 }
 
 /// The first shard's `run` block as the union's: a new run id, no shard, the selection

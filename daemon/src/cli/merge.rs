@@ -69,17 +69,8 @@ fn print(m: &Merged) -> std::io::Result<()> {
         ("output_sequence_length", "output length (tokens)"),
         ("schedule_lag", "schedule lag, own clocks (ms)"),
     ];
-    let row = |label: &str, st: &canary_core::Stats| {
-        outln!(
-            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-            st.avg,
-            st.min,
-            st.p50,
-            st.p90,
-            st.p99,
-            st.max
-        )
-    };
+    // As one run's table writes them: lengths in whole tokens, times to the µs.
+    let row = super::report::print_metric_row;
     // Each shard's times are exact only where its kernel stamped them, as in one run's table.
     let bounds = super::report::TableBounds::of(&s.receive_timestamps);
     for (key, label) in rows {
@@ -119,6 +110,30 @@ fn print(m: &Merged) -> std::io::Result<()> {
         s.total_input_tokens,
         s.total_output_tokens
     )?;
+    // One run's duration and rates, over the union's span on the merged time axis: exact
+    // where the shards share a clock, else as good as the alignment.
+    let a = &i.alignment;
+    outln!(
+        "duration {:.3} s ({}), from the first send to the last end on the merged time axis",
+        s.duration_s,
+        match a.bound_ms {
+            Some(0.0) => "exact".to_string(),
+            Some(b) => format!("within ±{b:.3} ms"),
+            None => "no bound: the shards' clocks do not compare".to_string(),
+        }
+    )?;
+    match (s.request_throughput, s.output_token_throughput) {
+        (Some(req), Some(tok)) => outln!(
+            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
+             duration); cached prompt tokens {}",
+            s.total_cached_tokens
+        )?,
+        _ => outln!(
+            "throughput unavailable ({}); cached prompt tokens {}",
+            s.rate_unavailable.as_deref().unwrap_or("no rate"),
+            s.total_cached_tokens
+        )?,
+    }
     outln!("shard  t0 offset (ms)  basis       wall-clock error  records  folder")?;
     for input in &i.inputs {
         let c = &input.clock;
@@ -137,7 +152,6 @@ fn print(m: &Merged) -> std::io::Result<()> {
             input.dir.display()
         )?;
     }
-    let a = &i.alignment;
     outln!(
         "alignment: {}; start spread {:.3} ms (as measured){}; {}",
         a.basis,
@@ -155,6 +169,10 @@ fn print(m: &Merged) -> std::io::Result<()> {
         "(schedule lag, own clocks: each request on its shard's monotonic clock, exact; one \
          axis: plus its shard's t0 offset, within the alignment bound)"
     )?;
+    // The union's slices, on the merged axis (a note below says so).
+    if let Some(t) = &s.timeslices {
+        super::timeslices::print(t)?;
+    }
     for n in &i.notes {
         outln!("note: {n}")?;
     }

@@ -79,6 +79,33 @@ impl ProgressDisplay {
     }
 }
 
+/// One metric's row of the table: times to the µs, token counts whole (the mean to one
+/// decimal). The merge's table prints its rows with it too.
+pub(super) fn print_metric_row(label: &str, st: &canary_core::Stats) -> std::io::Result<()> {
+    if st.unit == "tokens" {
+        let n = |v: f64| format!("{:.0}", v);
+        outln!(
+            "{label:<34} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            st.avg,
+            n(st.min),
+            n(st.p50),
+            n(st.p90),
+            n(st.p99),
+            n(st.max)
+        )
+    } else {
+        outln!(
+            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            st.avg,
+            st.min,
+            st.p50,
+            st.p90,
+            st.p99,
+            st.max
+        )
+    }
+}
+
 /// Prints the run summary as a table; `concurrency` is the in-flight ceiling the run asked
 /// for (`--concurrency`), to say when the open-file limit held it lower.
 pub fn print_table(
@@ -132,29 +159,7 @@ pub fn print_table(
     for (key, label) in rows {
         let label = bounds.label(key, label);
         if let Some(st) = s.metrics.get(key) {
-            if st.unit == "tokens" {
-                // Token counts: whole tokens, the mean to one decimal.
-                let n = |v: f64| format!("{:.0}", v);
-                outln!(
-                    "{label:<34} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                    st.avg,
-                    n(st.min),
-                    n(st.p50),
-                    n(st.p90),
-                    n(st.p99),
-                    n(st.max)
-                )?;
-            } else {
-                outln!(
-                    "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-                    st.avg,
-                    st.min,
-                    st.p50,
-                    st.p90,
-                    st.p99,
-                    st.max
-                )?;
-            }
+            print_metric_row(&label, st)?;
         }
         if let Some(server) = server {
             let beside = match key {

@@ -258,6 +258,7 @@ mod tests {
                 release: None,
             }),
             histograms: None,
+            slice_duration: None,
         }
     }
 

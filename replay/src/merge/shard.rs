@@ -8,6 +8,7 @@ use canary_core::{ClockReport, SUMMARY_SCHEMA_VERSION};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A shard run's folder, read.
 #[derive(Debug, Clone)]
@@ -28,6 +29,9 @@ pub(super) struct ShardRun {
     pub t0_monotonic_ns: Option<u64>,
     pub clock: Option<ClockReport>,
     pub histograms: Option<Histograms>,
+    /// The slice duration it was run with (`--slice-duration`, its summary's
+    /// `timeslices.requested_slice_duration_s`); `None` without slices.
+    pub slice_duration: Option<Duration>,
 }
 
 /// `run.trace.selection`.
@@ -59,6 +63,9 @@ struct SummaryHead {
     unsent: u64,
     t0_monotonic_ns: Option<u64>,
     clock: Option<ClockReport>,
+    /// Only its duration is read: the merge slices the union's records again.
+    #[serde(default)]
+    timeslices: Option<Value>,
 }
 
 impl ShardRun {
@@ -106,6 +113,24 @@ impl ShardRun {
             .map_err(|e| bad(format!("run.trace.selection: {e}")))?;
         // With its cause: `reading DIR/histograms.json` alone does not say what went wrong.
         let histograms = Histograms::read(dir).map_err(|e| bad(canary_core::error_chain(&e)))?;
+        let slice_duration = match &head.timeslices {
+            None | Some(Value::Null) => None,
+            Some(t) => {
+                let field = t.get("requested_slice_duration_s");
+                let d = field
+                    .and_then(Value::as_f64)
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .filter(|d| *d >= canary_core::Timeslices::MIN_WIDTH);
+                Some(d.ok_or_else(|| {
+                    bad(format!(
+                        "summary.json timeslices.requested_slice_duration_s: expected seconds, \
+                         at least {} ms, found {}",
+                        canary_core::Timeslices::MIN_WIDTH.as_millis(),
+                        field.map_or("nothing".to_string(), Value::to_string)
+                    ))
+                })?)
+            }
+        };
         Ok(ShardRun {
             dir: dir.to_path_buf(),
             shard,
@@ -120,6 +145,7 @@ impl ShardRun {
             t0_monotonic_ns: head.t0_monotonic_ns,
             clock: head.clock,
             histograms,
+            slice_duration,
             run,
         })
     }
