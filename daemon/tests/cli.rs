@@ -671,6 +671,38 @@ fn bad_ports_framing_headers_and_credentials_in_the_url_are_refused() {
     }
 }
 
+// README audit finding 12: a `--url` pasted with its endpoint (vLLM's docs show one) was sent
+// to `/v1/chat/completions/v1/chat/completions` (404) and doctor probed
+// `/v1/completions/v1/models`. The endpoint's own URL is its API root; the other endpoint's
+// is refused before the run, saying why.
+#[test]
+fn a_url_pasted_with_its_endpoint_is_the_api_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, port) = common::sim(&[]);
+    let root = format!("http://127.0.0.1:{port}");
+    let args = ["--speedup", "1000", "--max-requests", "2", "--overwrite"];
+    let out = replay_arxiv(dir.path(), &format!("{root}/v1/chat/completions"), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(summary(dir.path())["completed"], 2, "{}", text(&out));
+    let out = replay_arxiv(dir.path(), &format!("{root}/v1/completions"), &args);
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("names /v1/completions but requests go to /v1/chat/completions"),
+        "{msg}"
+    );
+    assert!(msg.contains("--endpoint-type"), "{msg}");
+    for url in [
+        format!("{root}/v1/completions"),
+        format!("{root}/v1/chat/completions/"),
+    ] {
+        let out = canaryd(&["doctor", "--url", &url, "--json"], dir.path());
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", text(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["target"]["state"], "available", "{url}: {report}");
+    }
+}
+
 // Issue 14, item 13: the cause of an artifact error was printed three times.
 #[test]
 fn an_error_chain_names_each_cause_once() {

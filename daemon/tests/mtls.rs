@@ -114,6 +114,17 @@ fn a_replay_presents_its_client_certificate_to_the_target_and_its_metrics() {
             && message.contains("--client-cert and --client-key"),
         "{first}"
     );
+    // Its `/metrics`, scraped without one, says so in the same plain words (it quoted
+    // rustls' alert).
+    let metrics = &s["telemetry_sources"]["server_metrics"];
+    assert_eq!(metrics["state"], "unavailable", "{metrics}");
+    assert!(
+        metrics["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the server requires a client certificate and canaryd presented none"),
+        "{metrics}"
+    );
 }
 
 #[test]

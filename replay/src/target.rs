@@ -303,10 +303,19 @@ pub fn uri_port(uri: &http::Uri, default: u16) -> Result<u16, String> {
     }
 }
 
-impl Target {
-    /// A target at `url` (`http://host:port[/base]`, `https://…`, or `host:port`) with defaults
-    /// for everything else.
-    pub fn new(url: &str, endpoint: Endpoint, model: &str) -> Result<Target, UrlError> {
+/// Where a URL puts a server's OpenAI API.
+struct ApiRoot {
+    tls: bool,
+    host: String,
+    port: u16,
+    /// The path before `/v1`, without a trailing `/`.
+    base: String,
+    /// The endpoint whose full path the URL ends in, if it does.
+    named: Option<Endpoint>,
+}
+
+impl ApiRoot {
+    fn parse(url: &str) -> Result<ApiRoot, UrlError> {
         let err = |reason: &str| UrlError {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -336,14 +345,62 @@ impl Target {
                  URL without one (a server's /v1 API, or the value in a header)",
             ));
         }
-        let base = uri.path().trim_end_matches('/');
-        // `http://host/v1` and `http://host` both mean the API root.
-        let base = base.strip_suffix("/v1").unwrap_or(base);
-        Ok(Target {
+        let path = uri.path().trim_end_matches('/');
+        // `http://host`, `http://host/v1` and an endpoint's full URL all mean the API root.
+        let named = [Endpoint::Chat, Endpoint::Completions]
+            .into_iter()
+            .find_map(|e| Some((e, path.strip_suffix(e.path())?)));
+        let (named, base) = match named {
+            Some((e, base)) => (Some(e), base),
+            None => (None, path.strip_suffix("/v1").unwrap_or(path)),
+        };
+        Ok(ApiRoot {
             tls,
             host,
             port,
-            path: format!("{base}{}", endpoint.path()),
+            base: base.to_string(),
+            named,
+        })
+    }
+}
+
+impl Target {
+    /// A target at `url` (`http://host:port[/base]`, `https://…`, or `host:port`) with defaults
+    /// for everything else. The URL is the API root, its `/v1`, or the full URL of `endpoint`
+    /// (as servers' docs show it); one naming the other endpoint is refused: requests would
+    /// go to an endpoint other than the one pasted.
+    pub fn new(url: &str, endpoint: Endpoint, model: &str) -> Result<Target, UrlError> {
+        let root = ApiRoot::parse(url)?;
+        match root.named {
+            Some(named) if named != endpoint => Err(UrlError {
+                url: url.to_string(),
+                reason: format!(
+                    "names {} but requests go to {}: give the server's root or its /v1, and \
+                     choose the endpoint with --endpoint-type (`endpoint` in a config file)",
+                    named.path(),
+                    endpoint.path()
+                ),
+            }),
+            _ => Ok(Target::at(root, endpoint, model)),
+        }
+    }
+
+    /// A target at the API root of `url`, for callers that need only the server (its
+    /// `/v1/models`, its `/metrics`, its address) whichever endpoint the URL names: its
+    /// endpoint is the one the URL names, else chat, and it has no model.
+    pub fn root_of(url: &str) -> Result<Target, UrlError> {
+        let root = ApiRoot::parse(url)?;
+        let endpoint = root.named.unwrap_or_default();
+        Ok(Target::at(root, endpoint, ""))
+    }
+
+    /// A target at `root` with defaults for everything else.
+    fn at(root: ApiRoot, endpoint: Endpoint, model: &str) -> Target {
+        Target {
+            tls: root.tls,
+            host: root.host,
+            port: root.port,
+            path: format!("{}{}", root.base, endpoint.path()),
             endpoint,
             model: model.to_string(),
             api_key: None,
@@ -357,7 +414,7 @@ impl Target {
             extra_inputs: Map::new(),
             limits: ResponseLimits::default(),
             kernel_timestamps: true,
-        })
+        }
     }
 
     /// Checks that [`Target::extra_inputs`] leaves alone the fields canaryd sets itself
@@ -481,6 +538,66 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.reason.contains("has a query string"), "{}", e.reason);
+    }
+
+    // README audit finding 12: a pasted endpoint URL was sent to
+    // `/v1/chat/completions/v1/chat/completions` (404), with no hint.
+    #[test]
+    fn an_endpoint_url_is_its_api_root_and_the_other_endpoint_is_refused() {
+        for (url, endpoint, path) in [
+            (
+                "http://127.0.0.1:8000/v1/chat/completions",
+                Endpoint::Chat,
+                "/v1/chat/completions",
+            ),
+            (
+                "http://127.0.0.1:8000/v1/completions/",
+                Endpoint::Completions,
+                "/v1/completions",
+            ),
+            (
+                "https://gw.example/openai/v1/chat/completions",
+                Endpoint::Chat,
+                "/openai/v1/chat/completions",
+            ),
+        ] {
+            let t = Target::new(url, endpoint, "m").unwrap();
+            assert_eq!(t.path, path, "{url}");
+        }
+        for (url, endpoint, named, sent) in [
+            (
+                "http://h:1/v1/completions",
+                Endpoint::Chat,
+                "/v1/completions",
+                "/v1/chat/completions",
+            ),
+            (
+                "http://h:1/v1/chat/completions",
+                Endpoint::Completions,
+                "/v1/chat/completions",
+                "/v1/completions",
+            ),
+        ] {
+            let e = Target::new(url, endpoint, "m").unwrap_err();
+            assert!(
+                e.reason
+                    .starts_with(&format!("names {named} but requests go to {sent}: ")),
+                "{url}: {}",
+                e.reason
+            );
+            assert!(e.reason.contains("--endpoint-type"), "{}", e.reason);
+        }
+        // Callers that need only the server take either endpoint's URL as its root.
+        for (url, endpoint) in [
+            ("http://h:1/v1/completions", Endpoint::Completions),
+            ("http://h:1/v1/chat/completions", Endpoint::Chat),
+            ("http://h:1/v1", Endpoint::Chat),
+        ] {
+            let t = Target::root_of(url).unwrap();
+            assert_eq!((t.endpoint, t.path.as_str()), (endpoint, endpoint.path()));
+            assert_eq!(t.metrics_url(), "http://h:1/metrics");
+        }
+        assert!(Target::root_of("ftp://h/v1/completions").is_err());
     }
 
     // Issue 14, item 5: an unreadable port was taken as "no port", i.e. 80.

@@ -2,7 +2,6 @@
 //! polling loop shared by the server and DCGM scrapers: scrape every interval, report an
 //! unreachable endpoint once, retry quietly.
 
-pub use canary_core::error_chain;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -23,6 +22,20 @@ use crate::source::{SharedState, SourceState};
 
 /// The largest `/metrics` body accepted; a vLLM page with many models is a few hundred KiB.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// [`canary_core::error_chain`], with a TLS error in it said in plain words as the target's
+/// and OTLP's are ([`canary_tls::explain_error`]): a server refusing a missing client
+/// certificate says so by an alert rustls names tersely.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(said) = canary_tls::explain_error(c) {
+            return format!("{e}: {said}");
+        }
+        cur = c.source();
+    }
+    canary_core::error_chain(e)
+}
 
 /// Why one scrape failed. Every variant names the endpoint.
 #[derive(Debug, thiserror::Error)]

@@ -58,14 +58,13 @@ pub async fn doctor(args: DoctorArgs) -> Result<i32> {
     let mut checks: Vec<(&str, SourceState)> = Vec::new();
     let mut target_ok = true;
     if let Some(url) = &args.url {
-        let mut target = canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "")
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "target URL {}: {}",
-                    crate::config::redact_url(url),
-                    e.reason
-                )
-            })?;
+        let mut target = canary_replay::Target::root_of(url).map_err(|e| {
+            anyhow::anyhow!(
+                "target URL {}: {}",
+                crate::config::redact_url(url),
+                e.reason
+            )
+        })?;
         crate::config::refuse_user_info(url, "--api-key-env, --api-key-file or -H")
             .map_err(|m| anyhow::anyhow!("--url: {m}"))?;
         let key = crate::cli::replay::api_key_source(

@@ -551,6 +551,24 @@ fn target_errors_name_their_line() {
         let e = error_at(&text, "metrics_url", "targets.local.metrics_url: ");
         assert!(e.contains(&format!("port \"{port}\"")), "{e}");
     }
+    // README audit finding 12: a pasted endpoint URL is the API root when it names the
+    // target's endpoint, and an error naming the line when it names the other one.
+    let text = GOOD.replace("8000\"", "8000/v1/chat/completions\"");
+    let c = parse(&text).unwrap();
+    let t = &c.targets["local"];
+    assert_eq!(
+        t.metrics_url.as_deref(),
+        Some("http://127.0.0.1:8000/metrics")
+    );
+    let text = GOOD.replace("8000\"", "8000/v1/completions\"");
+    let e = error_at(&text, "url =", "targets.local.url: ");
+    assert!(
+        e.contains("names /v1/completions but requests go to /v1/chat/completions"),
+        "{e}"
+    );
+    assert!(e.contains("`endpoint` in a config file"), "{e}");
+    let text = text.replace("model = \"m\"", "model = \"m\"\nendpoint = \"completions\"");
+    parse(&text).unwrap();
 }
 
 #[test]

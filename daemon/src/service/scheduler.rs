@@ -716,16 +716,14 @@ impl Daemon {
 fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String> {
     std::iter::once(&target.url)
         .chain(&target.replica_urls)
-        .map(
-            |url| match canary_replay::Target::new(url, canary_replay::Endpoint::Chat, "") {
-                Ok(t) => {
-                    let scheme = if t.tls { "https" } else { "http" };
-                    // Host names are case-blind (`GPU` and `gpu` are one server).
-                    format!("{scheme}://{}:{}", t.host.to_ascii_lowercase(), t.port)
-                }
-                Err(_) => url.trim_end_matches('/').to_string(),
-            },
-        )
+        .map(|url| match canary_replay::Target::root_of(url) {
+            Ok(t) => {
+                let scheme = if t.tls { "https" } else { "http" };
+                // Host names are case-blind (`GPU` and `gpu` are one server).
+                format!("{scheme}://{}:{}", t.host.to_ascii_lowercase(), t.port)
+            }
+            Err(_) => url.trim_end_matches('/').to_string(),
+        })
         .collect()
 }
 

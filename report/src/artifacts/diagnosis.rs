@@ -58,6 +58,9 @@ pub struct Threshold {
     pub limit: Option<f64>,
     /// The figure's value in this run.
     pub observed: Option<f64>,
+    /// The unit of `observed` and `limit` (`ms`, `ratio`); empty in a summary written before
+    /// thresholds carried one.
+    pub unit: String,
     /// Whether the comparison held.
     pub met: bool,
 }

@@ -79,14 +79,19 @@ fn body(d: &Diagnosis) -> String {
             .thresholds
             .iter()
             .map(|t| {
+                // With its unit, as the CLI's `why:` line has it: `595 ms ≥ 10 ms`.
+                let value = |v: Option<f64>| match (v, t.unit.as_str()) {
+                    (None, _) => "–".to_string(),
+                    (Some(v), "") => num(v),
+                    (Some(v), unit) => format!("{} {}", num(v), esc(unit)),
+                };
+                let op = match t.op.as_str() {
+                    ">=" => "≥".to_string(),
+                    op => esc(op),
+                };
                 vec![
                     format!("<code>{}</code>", esc(&t.figure)),
-                    format!(
-                        "{} {} {}",
-                        t.observed.map_or("–".into(), num),
-                        esc(&t.op),
-                        t.limit.map_or("–".into(), num)
-                    ),
+                    format!("{} {op} {}", value(t.observed), value(t.limit)),
                     if t.met { "met" } else { "not met" }.into(),
                 ]
             })
@@ -173,7 +178,9 @@ mod tests {
             "evidence": [{"name": "server_queue_time_mean", "value": 412.0, "unit": "ms",
                           "kind": "estimate", "source": "server_metrics"}],
             "thresholds": [{"figure": "queue_share_of_ttft", "op": ">=", "limit": 0.5,
-                            "observed": 0.8, "met": true}],
+                            "observed": 0.8, "met": true},
+                           {"figure": "server_queue_time_mean", "op": ">=", "limit": 10.0,
+                            "observed": 595.0, "unit": "ms", "met": true}],
             "interval": {"start_s": 0.5, "end_s": 3.25, "held_s": 2.5, "share_of_run": 0.6,
                          "condition": "queue_depth >= 1", "peak": 14},
             "also": ["prefill-bound"], "missing": ["network: no eBPF"],
@@ -187,7 +194,9 @@ mod tests {
             "queue &lt;400 ms&gt;",
             "<td><code>server_queue_time_mean</code></td><td class=\"n\">412</td><td>ms</td>\
              <td><span class=\"kind estimate\">estimate</span></td><td>server_metrics</td>",
-            "0.800 &gt;= 0.500",
+            // An older summary's threshold has no unit; a newer one's is on both figures.
+            "<td class=\"n\">0.800 ≥ 0.500</td>",
+            "<td><code>server_queue_time_mean</code></td><td class=\"n\">595 ms ≥ 10 ms</td>",
             "from 0.500 s to 3.25 s",
             "60.00 % of the run",
             "Also fired: prefill-bound.",
