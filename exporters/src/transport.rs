@@ -104,14 +104,8 @@ impl ExportClient {
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words (a collector
 /// requiring a client certificate says so by an alert rustls names tersely).
 fn failure_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if let Some(said) = canary_tls::explain_error(c) {
-            return format!("{e}: {said}");
-        }
-        cur = c.source();
-    }
-    canary_core::error_chain(e)
+    canary_tls::explain_chain(e)
+        .map_or_else(|| canary_core::error_chain(e), |s| format!("{e}: {s}"))
 }
 
 /// The per-signal headers variable the exporter reads before `OTEL_EXPORTER_OTLP_HEADERS`.

@@ -358,14 +358,7 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
 
 /// rustls' error in `e`'s chain (an alert the server sent), in plain words.
 fn tls_failure(e: &hyper::Error) -> Option<String> {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(said) = canary_tls::explain_error(s) {
-            return Some(said);
-        }
-        source = s.source();
-    }
-    None
+    std::error::Error::source(e).and_then(canary_tls::explain_chain)
 }
 
 fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {

@@ -24,17 +24,11 @@ use crate::source::{SharedState, SourceState};
 pub const MAX_BODY_BYTES: usize = 32 << 20;
 
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words as the target's
-/// and OTLP's are ([`canary_tls::explain_error`]): a server refusing a missing client
+/// and OTLP's are ([`canary_tls::explain_chain`]): a server refusing a missing client
 /// certificate says so by an alert rustls names tersely.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if let Some(said) = canary_tls::explain_error(c) {
-            return format!("{e}: {said}");
-        }
-        cur = c.source();
-    }
-    canary_core::error_chain(e)
+    canary_tls::explain_chain(e)
+        .map_or_else(|| canary_core::error_chain(e), |s| format!("{e}: {s}"))
 }
 
 /// Why one scrape failed. Every variant names the endpoint.

@@ -76,6 +76,19 @@ pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> Option<String> {
         .map(explain)
 }
 
+/// [`explain_error`] at the first link of `e`'s chain of sources (`e` included) that is, or
+/// holds, rustls' error: a hyper or reqwest error's TLS cause sits a few links down.
+pub fn explain_chain(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut link = Some(e);
+    while let Some(l) = link {
+        if let Some(said) = explain_error(l) {
+            return Some(said);
+        }
+        link = l.source();
+    }
+    None
+}
+
 /// [`explain`] for what tokio-rustls returns: an `io::Error` holding rustls' error, or the
 /// socket's own.
 pub fn explain_io(e: &std::io::Error) -> String {

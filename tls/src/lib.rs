@@ -26,7 +26,7 @@
 
 mod explain;
 mod identity;
-pub use explain::{explain, explain_error, explain_io};
+pub use explain::{explain, explain_chain, explain_error, explain_io};
 pub use identity::{ClientIdentity, MAX_IDENTITY_FILE_BYTES};
 
 use canary_files::read_small_file;

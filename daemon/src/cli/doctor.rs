@@ -298,16 +298,12 @@ async fn get(
         tokio::spawn(conn);
         // TLS 1.3: a server requiring a client certificate refuses one missing at the
         // first read, after the client's side of the handshake is done.
-        send.send_request(req).await.map_err(|e| {
-            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-            while let Some(c) = cause {
-                if let Some(said) = canary_tls::explain_error(c) {
-                    return anyhow::anyhow!("TLS handshake: {said}");
-                }
-                cause = c.source();
-            }
-            anyhow::Error::from(e)
-        })?
+        send.send_request(req)
+            .await
+            .map_err(|e| match canary_tls::explain_chain(&e) {
+                Some(said) => anyhow::anyhow!("TLS handshake: {said}"),
+                None => anyhow::Error::from(e),
+            })?
     } else {
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
         tokio::spawn(conn);

@@ -122,18 +122,7 @@ fn print(m: &Merged) -> std::io::Result<()> {
             None => "no bound: the shards' clocks do not compare".to_string(),
         }
     )?;
-    match (s.request_throughput, s.output_token_throughput) {
-        (Some(req), Some(tok)) => outln!(
-            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
-             duration); cached prompt tokens {}",
-            s.total_cached_tokens
-        )?,
-        _ => outln!(
-            "throughput unavailable ({}); cached prompt tokens {}",
-            s.rate_unavailable.as_deref().unwrap_or("no rate"),
-            s.total_cached_tokens
-        )?,
-    }
+    outln!("{}", super::report::throughput_line(s))?;
     outln!("shard  t0 offset (ms)  basis       wall-clock error  records  folder")?;
     for input in &i.inputs {
         let c = &input.clock;

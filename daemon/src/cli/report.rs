@@ -106,6 +106,23 @@ pub(super) fn print_metric_row(label: &str, st: &canary_core::Stats) -> std::io:
     }
 }
 
+/// The table's throughput line (a merged run's too): the rates over the run's duration, or
+/// why it has none.
+pub(super) fn throughput_line(s: &canary_core::RunSummary) -> String {
+    match (s.request_throughput, s.output_token_throughput) {
+        (Some(req), Some(tok)) => format!(
+            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
+             duration); cached prompt tokens {}",
+            s.total_cached_tokens
+        ),
+        _ => format!(
+            "throughput unavailable ({}); cached prompt tokens {}",
+            s.rate_unavailable.as_deref().unwrap_or("no rate"),
+            s.total_cached_tokens
+        ),
+    }
+}
+
 /// Prints the run summary as a table; `concurrency` is the in-flight ceiling the run asked
 /// for (`--concurrency`), to say when the open-file limit held it lower.
 pub fn print_table(
@@ -285,18 +302,7 @@ pub fn print_table(
     if let Some(line) = in_flight_line(&outcome.in_flight_cap, concurrency) {
         outln!("{line}")?;
     }
-    match (s.request_throughput, s.output_token_throughput) {
-        (Some(req), Some(tok)) => outln!(
-            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
-             duration); cached prompt tokens {}",
-            s.total_cached_tokens
-        )?,
-        _ => outln!(
-            "throughput unavailable ({}); cached prompt tokens {}",
-            s.rate_unavailable.as_deref().unwrap_or("no rate"),
-            s.total_cached_tokens
-        )?,
-    }
+    outln!("{}", throughput_line(s))?;
     if let Some(g) = &s.goodput {
         // The fraction's own denominator: requests canaryd failed itself or cancelled on
         // purpose say nothing of the target ("90 of 100 (100.0%)" used to read as a slip).
