@@ -474,6 +474,16 @@ impl Target {
         format!("{}/metrics", self.base_url())
     }
 
+    /// The path of the server's model list: `/v1/models` under the API root (the base path
+    /// the URL gave, the endpoint's path taken off its end only: a base path may contain it).
+    pub fn models_path(&self) -> String {
+        let base = self
+            .path
+            .strip_suffix(self.endpoint.path())
+            .unwrap_or(&self.path);
+        format!("{base}/v1/models")
+    }
+
     /// The `max_tokens` a request for `output_tokens` carries, if it carries one.
     pub fn max_tokens_sent(&self, output_tokens: u32) -> Option<u32> {
         (output_tokens > 0 && self.max_tokens_field != MaxTokensField::None)
@@ -596,7 +606,13 @@ mod tests {
             let t = Target::root_of(url).unwrap();
             assert_eq!((t.endpoint, t.path.as_str()), (endpoint, endpoint.path()));
             assert_eq!(t.metrics_url(), "http://h:1/metrics");
+            assert_eq!(t.models_path(), "/v1/models");
         }
+        // The model list is under the base path, which may itself contain the endpoint's
+        // path (a proxy's route): doctor replaced every occurrence.
+        let t = Target::new("http://h:1/v1/chat/completions/proxy", Endpoint::Chat, "m").unwrap();
+        assert_eq!(t.path, "/v1/chat/completions/proxy/v1/chat/completions");
+        assert_eq!(t.models_path(), "/v1/chat/completions/proxy/v1/models");
         assert!(Target::root_of("ftp://h/v1/completions").is_err());
     }
 

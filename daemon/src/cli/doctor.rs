@@ -186,7 +186,7 @@ fn open_files() -> SourceState {
 /// (a web UI on the wrong port, a proxy's catch-all page, `{}`) is unavailable, saying what
 /// came back: it used to read as "serves " (an empty list) and exit 0.
 async fn probe_models(target: &canary_replay::Target, timeout: Duration) -> SourceState {
-    let path = target.path.replace(target.endpoint.path(), "/v1/models");
+    let path = target.models_path();
     match tokio::time::timeout(timeout, get(target, &path)).await {
         Err(_) => SourceState::unavailable(format!(
             "{}: no answer within {timeout:?}",
