@@ -261,15 +261,17 @@ fn replay_gates_on_good_fraction_and_error_rate_for_ci() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("verdict: pass"), "{}", text(&out));
-    // A good fraction needs SLOs; a fraction is between 0 and 1.
+    // A good fraction needs SLOs, named by the flag's name, `--slo`, in every command
+    // (`replay` said `--goodput <GOODPUT>`, `sweep` `--slo`); a fraction is between 0 and 1.
     let out = run(&["--min-good-fraction", "0.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("--goodput"), "{}", text(&out));
-    // An empty spec is no SLO: it was taken, and the gate silently passed everything.
+    assert!(text(&out).contains("--slo <SLOS>"), "{}", text(&out));
+    // An empty spec is no SLO: it was taken, and the gate silently passed everything. Given
+    // by its alias, the error still names the flag `--slo`.
     let out = run(&["--goodput", " ", "--min-good-fraction", "0.99"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("--goodput") && text(&out).contains("at least one metric:threshold"),
+        text(&out).contains("--slo <SLOS>") && text(&out).contains("at least one metric:threshold"),
         "{}",
         text(&out)
     );

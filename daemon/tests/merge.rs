@@ -769,3 +769,88 @@ fn a_shard_whose_slice_duration_is_damaged_is_refused_naming_the_field() {
         "{t}"
     );
 }
+
+// The merged table printed no goodput (the shards judged against SLOs) and no cancellations,
+// where one run's table has both: they are counted from the union's records, exactly the
+// shards' counts summed, and printed as one run prints them.
+#[test]
+fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellations() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("merge-slo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let trace = shared(TRACE);
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let out = Command::new(CANARYD)
+            .args(["profile", "--trace", trace.to_str().unwrap(), "--url", &url])
+            .args(["--model", "canary-sim", "--output-dir", &format!("s{i}")])
+            .args([
+                "--speedup",
+                "10",
+                "--scale-lengths",
+                "0.05",
+                "--shard",
+                &shard,
+            ])
+            .args(["--no-nvml", "--no-ebpf"])
+            // A quarter of the requests close right after their send, as users who give up.
+            .args(["--request-cancellation-rate", "25"])
+            .args(["--request-cancellation-delay", "0"])
+            .args(["--slo", "time_to_first_token:60000"])
+            .current_dir(&dir)
+            .env("RUST_LOG", "warn")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "shard {shard}: {}", text(&out));
+    }
+    drop(sim);
+    let out = Command::new(CANARYD)
+        .arg("merge")
+        .args(["s0", "s1", "s2", "-o", "merged"])
+        .current_dir(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let merged = summary(&dir.join("merged"));
+    valid(&merged);
+    let shards: Vec<Value> = (0..3)
+        .map(|i| summary(&dir.join(format!("s{i}"))))
+        .collect();
+    let sum = |f: &dyn Fn(&Value) -> u64| -> u64 { shards.iter().map(f).sum() };
+    let cancelled = sum(&|s| s["cancelled"].as_u64().unwrap());
+    let good = sum(&|s| s["goodput"]["good_requests"].as_u64().unwrap());
+    assert!(cancelled > 0, "no request was cancelled: raise the rate");
+    assert_eq!(merged["requests"], 20, "{table}");
+    assert_eq!(merged["cancelled"].as_u64(), Some(cancelled), "{table}");
+    let g = &merged["goodput"];
+    assert_eq!(g["good_requests"].as_u64(), Some(good), "{g}");
+    assert_eq!(g["slos"], "time_to_first_token:60000", "{g}");
+    // Every completed request met a 60 s TTFT.
+    assert_eq!(merged["completed"].as_u64(), Some(good), "{merged}");
+
+    let requests = line(&table, "requests ");
+    assert!(
+        requests.starts_with(&format!(
+            "requests 20 (completed {good}, cancelled {cancelled}, errors "
+        )),
+        "{table}"
+    );
+    // The goodput line, as one run's table writes it: the cancels are not judged.
+    let judged = 20 - cancelled;
+    let goodput = line(&table, "goodput ");
+    let rate = g["goodput"].as_f64().unwrap();
+    assert!(
+        goodput.starts_with(&format!(
+            "goodput {rate:.2} req/s: {good} of {judged} requests ({cancelled} of canaryd's own \
+             failures or cancels left out) (100.0%) met time_to_first_token:60000"
+        )),
+        "{table}"
+    );
+}

@@ -102,10 +102,15 @@ fn print(m: &Merged) -> std::io::Result<()> {
         }
     )?;
     outln!()?;
+    // Cancellations where one run's table has them: counted from the union's records.
     outln!(
-        "requests {} (completed {}, errors {}), input tokens {}, output tokens {} (exact)",
+        "requests {} (completed {}, {}errors {}), input tokens {}, output tokens {} (exact)",
         s.requests,
         s.completed,
+        match s.cancelled {
+            0 => String::new(),
+            n => format!("cancelled {n}, "),
+        },
         s.errors,
         s.total_input_tokens,
         s.total_output_tokens
@@ -123,6 +128,14 @@ fn print(m: &Merged) -> std::io::Result<()> {
         }
     )?;
     outln!("{}", super::report::throughput_line(s))?;
+    // Judged against the shards' SLOs: good requests counted from the union's records (exact),
+    // over the union's duration as the throughput is.
+    if let Some(g) = &s.goodput {
+        outln!(
+            "{}",
+            super::report::goodput_line(g, s.requests, s.client_errors + s.cancelled)
+        )?;
+    }
     outln!("shard  t0 offset (ms)  basis       wall-clock error  records  folder")?;
     for input in &i.inputs {
         let c = &input.clock;

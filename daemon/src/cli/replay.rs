@@ -187,10 +187,18 @@ pub struct ShapeArgs {
     #[arg(long, value_name = "F")]
     pub max_output_ratio: Option<f64>,
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
-    #[arg(long, value_parser = crate::config::raw::slo_spec)]
+    // Named `--slo` in every command, as `sweep` names it, so clap's own errors
+    // (`--min-good-fraction` without it) and canaryd's say `--slo`; `--goodput`, aiperf's
+    // name, is kept as an alias.
+    #[arg(
+        long = "slo",
+        visible_alias = "goodput",
+        value_name = "SLOS",
+        value_parser = crate::config::raw::slo_spec
+    )]
     pub goodput: Option<Goodput>,
     /// Gate for CI, the daemon's `min_good_fraction`: exit with status 3 when fewer than this
-    /// share (0 to 1) of the requests sent were good by `--goodput`. Needs `--goodput`.
+    /// share (0 to 1) of the requests sent were good by `--slo`. Needs `--slo`.
     #[arg(long, value_name = "F", value_parser = fraction, requires = "goodput")]
     pub min_good_fraction: Option<f64>,
     /// Gate for CI, the daemon's `max_error_rate`: exit with status 3 when more than this share
@@ -436,7 +444,7 @@ pub(crate) fn positive_number(s: &str) -> Result<f64, String> {
 pub fn flag(setting: Setting) -> String {
     match setting {
         Setting::Headers => "--header".into(),
-        Setting::Goodput => "--goodput".into(),
+        Setting::Goodput => "--slo".into(),
         s => format!("--{}", s.name().replace('_', "-")),
     }
 }

@@ -497,7 +497,11 @@ fn print_server_row(
 /// The goodput line: the rate, good requests of those judged (`requests` less
 /// `not_judged`, canaryd's own failures and cancels), the terms met only on a bound, and why
 /// the rest were not good.
-fn goodput_line(g: &canary_core::GoodputSummary, requests: u64, not_judged: u64) -> String {
+pub(crate) fn goodput_line(
+    g: &canary_core::GoodputSummary,
+    requests: u64,
+    not_judged: u64,
+) -> String {
     let rate = g.goodput.map_or("goodput unavailable".to_string(), |r| {
         format!("goodput {r:.2} req/s")
     });

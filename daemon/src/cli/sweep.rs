@@ -121,17 +121,12 @@ impl Args for SweepArgs {
 }
 
 /// `canaryd profile`'s flags as the sweep takes them: the three it varies give their names to
-/// the sweep's lists (the sweep sets them per point), `--goodput` is `--slo`, and the
-/// artifacts go to `canaryd-sweep` by default.
+/// the sweep's lists (the sweep sets them per point), and the artifacts go to `canaryd-sweep`
+/// by default. The SLOs are `--slo` (alias `--goodput`) as in `profile` and `replay`.
 fn profile_flags(cmd: Command) -> Command {
     cmd.mut_arg("concurrency", |a| a.long("point-concurrency").hide(true))
         .mut_arg("request_rate", |a| a.long("point-request-rate").hide(true))
         .mut_arg("speedup", |a| a.long("point-speedup").hide(true))
-        // Named `--slo` (the sweep's table and README call it that), so clap's own errors
-        // (`--find-max-rate` without it) say `--slo`; `--goodput` still works.
-        .mut_arg("goodput", |a| {
-            a.long("slo").visible_alias("goodput").value_name("SLOS")
-        })
         .mut_arg("runs", |a| {
             a.help(
                 "Run each point N times into its run-1 … run-N; sweep.json's figures are then \

@@ -705,3 +705,59 @@ fn one_run_is_named_once_and_runs_all_left_out_say_there_are_no_estimates() {
     assert_valid(&top, Some("repeats_summary"));
     assert_eq!(top["repeats"]["metrics"], serde_json::json!([]));
 }
+
+// A run too short for a rate (here one request each: a rate needs two) has no throughput:
+// the experiment's table dropped the throughput row without a word, and a run among others
+// that had one was left out of the mean unsaid. Each figure now says which runs it is
+// without and why, and a figure no run gave is listed as such.
+#[test]
+fn runs_too_short_for_a_rate_are_named_where_the_throughput_would_be() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay(dir.path(), &url, &["--runs", "2", "--max-requests", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    let why = "1 measured request: a rate needs at least 2";
+    let line = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("throughput "))
+        .unwrap_or_else(|| panic!("no throughput line in\n{shown}"));
+    assert_eq!(
+        line,
+        format!(
+            "  throughput         no figure: none of the 2 runs gave one: run-1 ({why}); \
+             run-2 ({why})"
+        ),
+        "{shown}"
+    );
+    // The latencies are still estimated over both runs.
+    assert!(shown.contains("TTFT p50"), "{shown}");
+
+    let root = dir.path().join("out");
+    let top = json(&root.join("summary.json"));
+    assert_valid(&top, Some("repeats_summary"));
+    let r = &top["repeats"];
+    let unavailable: Vec<&str> = r["unavailable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no unavailable in {r:#}"))
+        .iter()
+        .map(|u| u["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        unavailable,
+        ["request_throughput", "output_token_throughput"],
+        "{r:#}"
+    );
+    let tp = &r["unavailable"][0];
+    assert_eq!(tp["without"][1]["dir"], "run-2", "{tp}");
+    assert_eq!(tp["without"][1]["why"], why, "{tp}");
+    let ttft = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "time_to_first_token")
+        .unwrap();
+    assert_eq!(ttft["n"], 2, "{ttft}");
+    assert!(ttft.get("without").is_none(), "{ttft}");
+}

@@ -704,3 +704,41 @@ fn a_spread_wider_than_the_mean_and_a_count_of_zero_are_refused_naming_the_flag(
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(records(dir.path()).len(), 8);
 }
+
+// `sweep` named its SLO flag `--slo` while `profile` and `replay` said `--goodput` in their
+// help and errors. Every command now names it `--slo`, with `--goodput` kept as an alias.
+#[test]
+fn the_slo_flag_is_named_slo_in_help_and_errors_with_goodput_an_alias() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["profile", "replay"] {
+        let help = super::canaryd(&[command, "--help"], dir.path());
+        let help = text(&help);
+        assert!(
+            help.contains("--slo <SLOS>") && help.contains("[alias: --goodput]"),
+            "{help}"
+        );
+        assert!(!help.contains("by `--goodput`"), "{help}");
+    }
+    // canaryd's own check of the plan names the flag as the user reads it in the help: ITL
+    // needs streamed responses, refused before anything is sent (no server needed).
+    let url = format!("http://127.0.0.1:{}", crate::common::free_port());
+    for slo in ["--slo", "--goodput"] {
+        let out = profile(
+            dir.path(),
+            &url,
+            &[
+                "--no-streaming",
+                "--request-count",
+                "2",
+                slo,
+                "inter_token_latency:40",
+            ],
+        );
+        let said = text(&out);
+        assert_ne!(out.status.code(), Some(0), "{said}");
+        assert!(
+            said.contains("--slo: inter_token_latency needs streamed responses"),
+            "{said}"
+        );
+    }
+}

@@ -50,6 +50,28 @@ fn figure(s: &RunSummary, metric: &str, statistic: &str) -> Option<f64> {
     }
 }
 
+/// One complete run's `metric`/`statistic`: its figure, or why it has none (`Err`: a run too
+/// short for a rate, no request with the value); `None` when the run was not asked for it
+/// (goodput without SLOs).
+fn figure_or_why(s: &RunSummary, metric: &str, statistic: &str) -> Option<Result<f64, String>> {
+    if let Some(v) = figure(s, metric, statistic) {
+        return Some(Ok(v));
+    }
+    let no_rate = || {
+        s.rate_unavailable
+            .clone()
+            .unwrap_or_else(|| "no rate".into())
+    };
+    Some(Err(match metric {
+        "request_throughput" | "output_token_throughput" => no_rate(),
+        "goodput" => {
+            s.goodput.as_ref()?;
+            no_rate()
+        }
+        _ => format!("none of its requests gave a {metric}"),
+    }))
+}
+
 /// `summary.json` of `--runs N`.
 #[derive(Debug, Serialize)]
 pub struct RepeatsFile<'a> {
@@ -88,6 +110,32 @@ pub struct RepeatsSummary {
     pub per_run: Vec<RunEntry>,
     /// The headline figures that at least one run gave.
     pub metrics: Vec<Figure>,
+    /// The headline figures that no run in the estimates gave, each with every run's reason
+    /// (all too short for a rate, say); absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<NoFigure>,
+}
+
+/// A run in the estimates that gave no figure for one of them, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Without {
+    /// Its folder (`run-2`).
+    pub dir: String,
+    /// Why it has no figure (`1 measured request: a rate needs at least 2`).
+    pub why: String,
+}
+
+/// A headline figure no run in the estimates gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoFigure {
+    /// The metric (`summary.json`'s name).
+    pub metric: &'static str,
+    /// `p50`, `p99`, or `value` for a rate.
+    pub statistic: &'static str,
+    /// Each run and why it has no figure.
+    pub without: Vec<Without>,
+    #[serde(skip)]
+    label: &'static str,
 }
 
 /// One run of the experiment.
@@ -151,8 +199,38 @@ pub struct Figure {
     /// ([`canary_core::RxBounds::is_bound`] of its `receive_timestamps`): a mean of upper
     /// bounds (TTFT, e2e) is an upper bound, and ITL's is exact in neither direction.
     pub bound: bool,
+    /// The runs in the estimates that gave no figure for it (too short for a rate), each with
+    /// why: the mean is over the other `n`. Absent when every run gave one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub without: Vec<Without>,
     #[serde(skip)]
     label: &'static str,
+}
+
+/// Each run's figure (`dir`, its figure or why it has none), split into the values the mean
+/// is over and the runs left out of it.
+fn split(each: Vec<(&str, Result<f64, String>)>) -> (Vec<f64>, Vec<Without>) {
+    let mut values = Vec::new();
+    let mut without = Vec::new();
+    for (dir, figure) in each {
+        match figure {
+            Ok(v) => values.push(v),
+            Err(why) => without.push(Without {
+                dir: dir.to_string(),
+                why,
+            }),
+        }
+    }
+    (values, without)
+}
+
+/// `run-3 (1 measured request: a rate needs at least 2); run-4 (…)`.
+fn listed(without: &[Without]) -> String {
+    without
+        .iter()
+        .map(|w| format!("{} ({})", w.dir, w.why))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// `interval` with its ends moved inside what a figure in `unit` can be: never below 0 (every
@@ -197,35 +275,50 @@ impl RepeatsSummary {
     ) -> RepeatsSummary {
         // A run cut short measured part of the plan, and one that errored measured nothing of
         // the target: their figures would bias the mean.
-        let complete: Vec<&RunSummary> = runs
+        let complete: Vec<(&str, &RunSummary)> = runs
             .iter()
             .filter(|r| left_out(&r.1).is_none())
-            .map(|r| &r.1.outcome.summary)
+            .map(|r| (r.0.as_str(), &r.1.outcome.summary))
             .collect();
-        let metrics = HEADLINE
-            .iter()
-            .filter_map(|&(metric, statistic, unit, label)| {
-                let values: Vec<f64> = complete
+        let mut metrics = Vec::new();
+        let mut unavailable = Vec::new();
+        for &(metric, statistic, unit, label) in &HEADLINE {
+            // A run without the figure (one too short for a rate) is named with why, never
+            // dropped from the mean unsaid.
+            let (values, without) = split(
+                complete
                     .iter()
-                    .filter_map(|s| figure(s, metric, statistic))
-                    .collect();
-                // Bound when any run whose figure is in the mean had it bound.
-                let bound = complete
-                    .iter()
-                    .any(|s| figure(s, metric, statistic).is_some() && is_bound(s, metric));
-                let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
-                Some(Figure {
-                    interval,
-                    clipped,
-                    bound,
-                    metric,
-                    statistic,
-                    unit,
-                    values,
-                    label,
-                })
-            })
-            .collect();
+                    .filter_map(|&(dir, s)| Some((dir, figure_or_why(s, metric, statistic)?)))
+                    .collect(),
+            );
+            let Some(interval) = MeanInterval::of(&values, CONFIDENCE) else {
+                if !without.is_empty() {
+                    unavailable.push(NoFigure {
+                        metric,
+                        statistic,
+                        without,
+                        label,
+                    });
+                }
+                continue;
+            };
+            // Bound when any run whose figure is in the mean had it bound.
+            let bound = complete
+                .iter()
+                .any(|(_, s)| figure(s, metric, statistic).is_some() && is_bound(s, metric));
+            let (interval, clipped) = clip(interval, unit);
+            metrics.push(Figure {
+                interval,
+                clipped,
+                bound,
+                metric,
+                statistic,
+                unit,
+                values,
+                without,
+                label,
+            });
+        }
         RepeatsSummary {
             runs_asked: asked,
             runs: runs.len() as u64,
@@ -245,6 +338,7 @@ impl RepeatsSummary {
                 })
                 .collect(),
             metrics,
+            unavailable,
         }
     }
 
@@ -302,6 +396,23 @@ impl RepeatsSummary {
         }
         for f in &self.metrics {
             outln!("  {}", f.line())?;
+            if !f.without.is_empty() {
+                outln!(
+                    "  {:<18} over {} of {} runs; without a figure: {}",
+                    "",
+                    f.interval.n,
+                    f.interval.n + f.without.len() as u64,
+                    listed(&f.without)
+                )?;
+            }
+        }
+        for u in &self.unavailable {
+            outln!(
+                "  {:<18} no figure: none of the {} runs gave one: {}",
+                u.label,
+                u.without.len(),
+                listed(&u.without)
+            )?;
         }
         if self.metrics.iter().any(|f| f.bound) {
             outln!("  {BOUND_NOTE}")?;
@@ -429,6 +540,7 @@ mod tests {
                 interval,
                 clipped,
                 bound: false,
+                without: Vec::new(),
                 label: "TTFT p50",
             }
         };
@@ -462,6 +574,7 @@ mod tests {
             interval,
             clipped,
             bound: false,
+            without: Vec::new(),
             label: "TTFT p99",
         };
         assert_eq!(
@@ -478,6 +591,7 @@ mod tests {
             interrupted: false,
             per_run: Vec::new(),
             metrics: vec![f.clone()],
+            unavailable: Vec::new(),
         };
         let csv = summary.csv();
         let row = csv.lines().nth(1).unwrap();
@@ -503,6 +617,30 @@ mod tests {
         assert_eq!(
             same,
             MeanInterval::of(&[43.0, 45.0, 47.0], CONFIDENCE).unwrap()
+        );
+    }
+
+    // A run too short for a rate has no throughput: the mean was over the others and nothing
+    // said so. It is named with why, and the mean is over the runs that gave one.
+    #[test]
+    fn a_run_without_a_figure_is_named_with_why_not_dropped() {
+        let why = canary_core::rate_unavailable(1, 0.05).unwrap();
+        let (values, without) = split(vec![
+            ("run-1", Ok(10.0)),
+            ("run-2", Err(why.clone())),
+            ("run-3", Ok(12.0)),
+        ]);
+        assert_eq!(values, [10.0, 12.0]);
+        assert_eq!(
+            without,
+            [Without {
+                dir: "run-2".into(),
+                why: why.clone()
+            }]
+        );
+        assert_eq!(
+            listed(&without),
+            "run-2 (1 measured request: a rate needs at least 2)"
         );
     }
 }
