@@ -213,17 +213,7 @@ impl RepeatsSummary {
                 let bound = complete
                     .iter()
                     .any(|s| figure(s, metric, statistic).is_some() && is_bound(s, metric));
-                let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
-                Some(Figure {
-                    interval,
-                    clipped,
-                    bound,
-                    metric,
-                    statistic,
-                    unit,
-                    values,
-                    label,
-                })
+                Figure::of((metric, statistic, unit, label), values, bound)
             })
             .collect();
         RepeatsSummary {
@@ -352,6 +342,26 @@ impl RepeatsSummary {
 }
 
 impl Figure {
+    /// The figure `(metric, statistic, unit, label)` of the runs' `values`, its interval
+    /// clipped ([`clip`]); `None` without a value.
+    pub fn of(
+        (metric, statistic, unit, label): (&'static str, &'static str, &'static str, &'static str),
+        values: Vec<f64>,
+        bound: bool,
+    ) -> Option<Figure> {
+        let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
+        Some(Figure {
+            metric,
+            statistic,
+            unit,
+            values,
+            interval,
+            clipped,
+            bound,
+            label,
+        })
+    }
+
     /// `TTFT p50 45.2 ms ± 2.1 ms (95% CI, 5 runs)`, or `… (1 run: no interval)`; a
     /// clipped interval gives its ends: `TTFT p99 3.20 ms, 95% CI 0 to 7.87 ms (clipped at 0,
     /// a latency cannot be negative; 3 runs)`.
