@@ -8,6 +8,8 @@
 mod summary;
 
 pub use summary::{left_out, RepeatsFile, RepeatsSummary};
+#[cfg(test)]
+pub use summary::{Figure, CONFIDENCE};
 
 use crate::cli::one_shot::{self, Print};
 use crate::execute::{Judged, Observe};

@@ -6,6 +6,8 @@
 
 #[path = "sweep/compare.rs"]
 mod compare;
+#[path = "sweep/per_user.rs"]
+mod per_user;
 
 use super::canaryd;
 use super::receiver::{attrs, Receiver};

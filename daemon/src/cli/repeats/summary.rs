@@ -291,7 +291,11 @@ impl RepeatsSummary {
                     .filter_map(|&(dir, s)| Some((dir, figure_or_why(s, metric, statistic)?)))
                     .collect(),
             );
-            let Some(interval) = MeanInterval::of(&values, CONFIDENCE) else {
+            // Bound when any run whose figure is in the mean had it bound.
+            let bound = complete
+                .iter()
+                .any(|(_, s)| figure(s, metric, statistic).is_some() && is_bound(s, metric));
+            let Some(figure) = Figure::of((metric, statistic, unit, label), values, bound) else {
                 if !without.is_empty() {
                     unavailable.push(NoFigure {
                         metric,
@@ -302,22 +306,7 @@ impl RepeatsSummary {
                 }
                 continue;
             };
-            // Bound when any run whose figure is in the mean had it bound.
-            let bound = complete
-                .iter()
-                .any(|(_, s)| figure(s, metric, statistic).is_some() && is_bound(s, metric));
-            let (interval, clipped) = clip(interval, unit);
-            metrics.push(Figure {
-                interval,
-                clipped,
-                bound,
-                metric,
-                statistic,
-                unit,
-                values,
-                without,
-                label,
-            });
+            metrics.push(Figure { without, ..figure });
         }
         RepeatsSummary {
             runs_asked: asked,
@@ -463,6 +452,27 @@ impl RepeatsSummary {
 }
 
 impl Figure {
+    /// The figure `(metric, statistic, unit, label)` of the runs' `values`, its interval
+    /// clipped ([`clip`]); `None` without a value.
+    pub fn of(
+        (metric, statistic, unit, label): (&'static str, &'static str, &'static str, &'static str),
+        values: Vec<f64>,
+        bound: bool,
+    ) -> Option<Figure> {
+        let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
+        Some(Figure {
+            metric,
+            statistic,
+            unit,
+            values,
+            interval,
+            clipped,
+            bound,
+            without: Vec::new(),
+            label,
+        })
+    }
+
     /// `TTFT p50 45.2 ms ± 2.1 ms (95% CI, 5 runs)`, or `… (1 run: no interval)`; a
     /// clipped interval gives its ends: `TTFT p99 3.20 ms, 95% CI 0 to 7.87 ms (clipped at 0,
     /// a latency cannot be negative; 3 runs)`.

@@ -76,6 +76,10 @@ impl SweepDoc {
             if let Some(note) = p.errors_note() {
                 p.notes.push(note);
             }
+            // Last: a note about one column, after those about the whole point.
+            if let Some(note) = p.figures.as_ref().and_then(|f| f.per_user_note()) {
+                p.notes.push(note);
+            }
         }
         // The knee walks the points in order of increasing load, whatever order they ran in.
         let mut order: Vec<usize> = (0..points.len()).collect();

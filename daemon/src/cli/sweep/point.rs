@@ -194,8 +194,17 @@ pub struct PointFigures {
     pub request_throughput: Option<f64>,
     /// Output tokens per second, all users.
     pub output_tokens_per_s: Option<f64>,
-    /// Output tokens per second of one user: the median request's.
+    /// Output tokens per second of one user: the median request's, of the requests that have
+    /// one (`per_user_requests`).
     pub output_tokens_per_s_per_user: Option<f64>,
+    /// Completed requests with a per-user rate: the requests that median is over. Summed over
+    /// the runs with `--runs N`.
+    pub per_user_requests: u64,
+    /// Completed requests with more than one output token but no per-user rate: every token
+    /// came in one read, so the first token and the end share a time and no span between them
+    /// was measured (its rate is only a lower bound, (tokens − 1) / e2e). Left out of the
+    /// median, counted here and said in the point's notes. Summed over the runs.
+    pub per_user_unmeasured: u64,
     /// Why the point has no rates (request throughput, tokens/s, goodput), as its
     /// `summary.json`'s `rate_unavailable` says (the first run's, with `--runs N`, when none
     /// of its runs had one): absent when it has them.
@@ -301,6 +310,8 @@ impl PointFigures {
             },
             output_tokens_per_s: mean(&|f| f.output_tokens_per_s),
             output_tokens_per_s_per_user: mean(&|f| f.output_tokens_per_s_per_user),
+            per_user_requests: sum(&|f| f.per_user_requests),
+            per_user_unmeasured: sum(&|f| f.per_user_unmeasured),
             output_tokens_per_s_per_gpu: mean(&|f| f.output_tokens_per_s_per_gpu),
             gpus: first.and_then(|f| f.gpus),
             gpus_from: first.and_then(|f| f.gpus_from.clone()),
@@ -320,6 +331,21 @@ impl PointFigures {
         }
     }
 
+    /// What the per-user median leaves out, when it leaves out some requests: those whose
+    /// tokens all came in one read have no per-user rate.
+    pub fn per_user_note(&self) -> Option<String> {
+        let (left, over) = (self.per_user_unmeasured, self.per_user_requests);
+        (left > 0).then(|| {
+            format!(
+                "{left} of the {} requests with more than one token had every token in one \
+                 read: no time between their first token and their end was measured, so they \
+                 have no tokens/s per user (only a lower bound, (tokens - 1) / e2e) and are \
+                 left out of it; tok/s/user is over the other {over}",
+                left + over
+            )
+        })
+    }
+
     /// The figures of `run`; `gpus_flag` is `--gpus`, used when no GPU was measured.
     pub fn of(run: &Judged, gpus_flag: Option<u64>) -> PointFigures {
         let s: &RunSummary = &run.outcome.summary;
@@ -336,6 +362,7 @@ impl PointFigures {
             (None, None) => (None, None),
         };
         let tokens = s.output_token_throughput;
+        let count = |metric: &str| s.metrics.get(metric).map_or(0, |m| m.count);
         let server = run.outcome.telemetry.server.as_ref().map(|v| {
             let mean = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.mean);
             let max = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.max);
@@ -362,6 +389,11 @@ impl PointFigures {
                 .get("output_token_throughput_per_user")
                 .filter(|m| m.count > 0)
                 .map(|m| m.p50),
+            per_user_requests: count("output_token_throughput_per_user"),
+            // ITL is recorded for every request with more than one token, 0 ms included (all
+            // in one read); the per-user rate, 1000 / ITL, only where ITL is above 0.
+            per_user_unmeasured: count("inter_token_latency")
+                .saturating_sub(count("output_token_throughput_per_user")),
             output_tokens_per_s_per_gpu: tokens.zip(gpus).map(|(t, n)| t / n as f64),
             gpus,
             gpus_from,

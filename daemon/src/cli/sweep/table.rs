@@ -26,21 +26,71 @@ fn pct(v: Option<f64>) -> String {
     }
 }
 
-/// `v`, and with `--runs N` the half-width of its 95% confidence interval: `107 ±3.1`; an
-/// interval clipped at what the figure can be (a ± reaching below 0) gives its ends:
-/// `3.2 [0-14.6]`.
+/// `v`, and with `--runs N` the half-width of its 95% confidence interval: `107 ±3.1`. An
+/// interval whose low end fell below 0 (a time or a rate cannot be negative; `summary.json`
+/// keeps it clipped there) keeps its ± and says it was cut: `18.9 ±20.1 (cut at 0)`, the
+/// interval 0 to 39.0. Its ends alone, `18.9 [0.0-39.0]`, read as if the runs had reached 0.
 fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
     let Some(r) = p.repeats.as_ref().filter(|_| v.is_some()) else {
         return num(v);
     };
-    if let Some((low, high)) = r.clipped_ends(metric, statistic) {
-        return format!("{} [{}-{}]", num(v), num(Some(low)), num(Some(high)));
-    }
-    match r.half_width(metric, statistic) {
-        Some(h) => format!("{} ±{}", num(v), num(Some(h))),
-        None => num(v),
+    match (
+        r.half_width(metric, statistic),
+        r.clipped_ends(metric, statistic),
+    ) {
+        (Some(h), Some(_)) => format!("{} ±{} (cut at 0)", num(v), num(Some(h))),
+        (Some(h), None) => format!("{} ±{}", num(v), num(Some(h))),
+        (None, _) => num(v),
     }
 }
+
+/// Whether some interval of the table reached below 0 and was cut there.
+fn any_cut(doc: &SweepDoc) -> bool {
+    doc.points
+        .iter()
+        .filter_map(|p| p.repeats.as_ref())
+        .any(|r| {
+            r.metrics
+                .iter()
+                .any(|f| f.clipped && f.interval.half_width.is_some())
+        })
+}
+
+/// The fewest complete runs any repeated point's intervals are over, when at least 2.
+fn fewest_runs(doc: &SweepDoc) -> Option<u64> {
+    doc.points
+        .iter()
+        .filter_map(|p| p.repeats.as_ref())
+        .map(|r| r.metrics_runs())
+        .filter(|&n| n >= 2)
+        .min()
+}
+
+/// Under the table when some point's intervals are over few runs: Student's t on n − 1
+/// degrees of freedom makes the half-width `t·s/√n`, 8.98 times the runs' standard deviation
+/// with 2 runs, so its ± can exceed the figure itself.
+fn few_runs_line(n: u64) -> Option<String> {
+    if n >= FEW_RUNS {
+        return None;
+    }
+    let per_sd = |n: u64| canary_core::t_quantile(0.975, (n - 1) as f64) / (n as f64).sqrt();
+    Some(format!(
+        "few runs: with {n} runs a point's 95% half-width is Student's t on {} degree{} of \
+         freedom ({:.2}) times s/√{n}, {:.2} times the runs' standard deviation s: a wide \
+         interval, its ± larger than the figure once s is over {:.0}% of it (5 runs: {:.2} s, \
+         10 runs: {:.2} s)",
+        n - 1,
+        if n == 2 { "" } else { "s" },
+        canary_core::t_quantile(0.975, (n - 1) as f64),
+        per_sd(n),
+        100.0 / per_sd(n),
+        per_sd(5),
+        per_sd(10),
+    ))
+}
+
+/// Runs under which the table says its intervals are wide.
+const FEW_RUNS: u64 = 5;
 
 /// `cell` with `*` after it when the point's `metric` is not exact (see
 /// [`super::point::PointFigures::bounds`]).
@@ -197,6 +247,12 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     for line in footer(doc.points.iter().any(|p| p.repeats.is_some()), bounds) {
         outln!("{line}")?;
     }
+    if any_cut(doc) {
+        outln!("{CUT_NOTE}")?;
+    }
+    if let Some(line) = fewest_runs(doc).and_then(few_runs_line) {
+        outln!("{line}")?;
+    }
     outln!("{}", knee_line(doc))?;
     outln!(
         "Pareto front ({} against {}): {}",
@@ -277,8 +333,8 @@ fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     let per_run = if repeated { "each run's " } else { "" };
     let mut lines = vec![format!(
         "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
-         point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median request's): \
-         percentiles of per-request times, estimates within {PERCENTILE_PRECISION_SPACED}; queue \
+         point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median of the requests \
+         with a per-user rate; a point's notes count those without): percentiles of per-request times, estimates within {PERCENTILE_PRECISION_SPACED}; queue \
          max and KV max: the \
          highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
          is missed)"
@@ -302,6 +358,12 @@ fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     }
     lines
 }
+
+/// Under the table when an interval was cut at 0.
+const CUT_NOTE: &str = "(cut at 0): the interval, mean ± half-width, reached below 0, where a \
+                        time or a rate cannot be: it is 0 to mean + half-width (sweep.json's \
+                        repeats.metrics[].low, clipped true), and the runs disagreed by more \
+                        than the figure";
 
 /// The search's answer in a line, `runs` rates tried. Its bounds are rounded outward, as the
 /// daemon's verdicts round them, so what is printed still holds: at least 106.5625 reads
@@ -382,6 +444,70 @@ mod tests {
             lines[1].starts_with("*: not exact") && lines[1].contains("TTFT and e2e are upper"),
             "{lines:?}"
         );
+    }
+
+    /// A point with `--runs` whose TTFT p50 runs gave `values` (ms).
+    fn repeated(values: &[f64]) -> Point {
+        use crate::cli::repeats::{Figure, RepeatsSummary, CONFIDENCE};
+        let mut p = Point::of_run(1, "c1".into(), 1.0, "point-01-c1".into(), None, None);
+        let figure = Figure::of(
+            ("time_to_first_token", "p50", "ms", "TTFT p50"),
+            values.to_vec(),
+            false,
+        );
+        p.repeats = Some(RepeatsSummary {
+            runs_asked: values.len() as u32,
+            runs: values.len() as u64,
+            confidence: CONFIDENCE,
+            method: "",
+            exit_status: 0,
+            interrupted: false,
+            per_run: Vec::new(),
+            metrics: figure.into_iter().collect(),
+            unavailable: Vec::new(),
+        });
+        p
+    }
+
+    // Two runs 3.2 ms apart, 17.3 and 20.5 ms: Student's t on 1 degree of freedom (12.71)
+    // gave ± 20.3 about 18.9, a low end of -1.4 ms clipped to 0, and the cell read
+    // `18.9 [0.0-39.2]`: an unlabelled 0 as if a run had measured it, and nothing said why
+    // two close runs made so wide an interval.
+    #[test]
+    fn an_interval_cut_at_zero_keeps_its_half_width_and_says_so() {
+        let p = repeated(&[17.3, 20.5]);
+        let cell = num_ci(Some(18.9), &p, "time_to_first_token", "p50");
+        assert_eq!(cell, "18.9 ±20.3 (cut at 0)");
+        let doc = super::super::document::SweepDoc::new(
+            "sweep",
+            super::super::point::Axis::Concurrency,
+            vec![p],
+        );
+        assert!(any_cut(&doc));
+        assert!(
+            CUT_NOTE.contains("it is 0 to mean + half-width"),
+            "{CUT_NOTE}"
+        );
+        let few = fewest_runs(&doc).and_then(few_runs_line).unwrap();
+        assert!(
+            few.starts_with("few runs: with 2 runs")
+                && few.contains("on 1 degree of freedom (12.71)")
+                && few.contains("8.98 times the runs' standard deviation"),
+            "{few}"
+        );
+        // Inside the limits: a plain ±, nothing cut; five runs are not few.
+        let p = repeated(&[43.0, 44.0, 45.0, 46.0, 48.0]);
+        assert_eq!(
+            num_ci(Some(45.2), &p, "time_to_first_token", "p50"),
+            "45.2 ±2.4"
+        );
+        let doc = super::super::document::SweepDoc::new(
+            "sweep",
+            super::super::point::Axis::Concurrency,
+            vec![p],
+        );
+        assert!(!any_cut(&doc));
+        assert_eq!(fewest_runs(&doc).and_then(few_runs_line), None);
     }
 
     // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest
