@@ -282,14 +282,73 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     );
     assert!(run["sweep"]["capacity"]["max_passing_rate"].is_null());
 
-    // The log says which points were left out, never that the series did not saturate.
+    // The log and the status page say which points were left out, and that no point is
+    // left for a step, never that the series did not saturate; the series that ran every
+    // point as evidence (and failed its SLO) did not saturate, and says so.
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let said = "no knee: 0 of the 2 points are evidence, and a knee is a step between two; \
+                left out: c2 (";
+    assert!(log.contains(&format!("[{said}")), "{log}");
     assert!(
-        log.contains("[no knee among the 0 points that are evidence; left out: c2 ("),
+        log.contains(
+            "[no knee: the series did not saturate (no step in load gained under 10% \
+             throughput while TTFT p99 rose over 20%); capacity at SLO: no rate passed; 2 \
+             points"
+        ),
         "{log}"
     );
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200, "{page}");
     assert!(
-        log.contains("; capacity at SLO: no rate passed; 2 points"),
+        page.contains(&format!("<span class=\"no-knee\">{said}")),
+        "{page}"
+    );
+    assert!(!page.contains("none (did not saturate)"), "{page}");
+}
+
+/// A signal during a daemon sweep's first point: `sweep.json` says the sweep was interrupted
+/// and which points never ran, as `canaryd sweep`'s does (it said neither: a sweep cut short
+/// read as a finished one of one point), and the log's knee line names them.
+#[test]
+fn a_sweep_a_signal_stops_says_so_and_names_the_points_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.long]\ntarget = \"sim\"\nkind = \"sweep\"\nevery = \"1h\"\n\
+         sweep_concurrency = [2, 8, 32]\nbenchmark_duration = \"60s\"\n\
+         isl = {ISL}\nosl = {OSL}\ngrace_period = \"2s\"\n",
+        dir.path().join("state").display()
+    );
+    let cfg = dir.path().join("canaryd.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (mut d, _status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
+    let artifacts = dir.path().join("state/artifacts/long");
+    let run_dir = eventually(60, "the first point to send requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("point-01-c2/records.jsonl")).ok()?;
+        (records.lines().count() >= 3).then_some(run)
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(std::time::Duration::from_secs(60)), Some(0));
+
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true, "{doc:#}");
+    assert_eq!(doc["not_run"], serde_json::json!(["c8", "c32"]), "{doc:#}");
+    assert_eq!(doc["points"].as_array().map(Vec::len), Some(1), "{doc:#}");
+    assert_eq!(doc["left_out"][0]["why"], "cut_short", "{doc:#}");
+    let verdict: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["verdict"], "error: interrupted", "{verdict:#}");
+    assert_eq!(verdict["sweep"]["not_run"], doc["not_run"], "{verdict:#}");
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains(
+            "left out: c2 (cut short by a signal); not run: c8, c32 (a signal stopped the sweep)"
+        ),
         "{log}"
     );
     assert!(!log.contains("did not saturate"), "{log}");
