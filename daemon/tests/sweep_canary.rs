@@ -282,14 +282,162 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     );
     assert!(run["sweep"]["capacity"]["max_passing_rate"].is_null());
 
-    // The log says which points were left out, never that the series did not saturate.
+    // The log and the status page say which points were left out, and that no point is
+    // left for a step, never that the series did not saturate. (Whether the rate series,
+    // every point evidence, has a knee is noise: 5 and 10 requests over a second.)
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    let said = "no knee: 0 of the 2 points are evidence, and a knee is a step between two; \
+                left out: c2 (";
+    assert!(log.contains(&format!("[{said}")), "{log}");
+    assert!(
+        log.contains("; capacity at SLO: no rate passed; 2 points"),
+        "{log}"
+    );
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains(&format!("<span class=\"no-knee\">{said}")),
+        "{page}"
+    );
+    assert!(!page.contains("none (did not saturate)"), "{page}");
+}
+
+/// A signal during a daemon sweep's first point: `sweep.json` says the sweep was interrupted
+/// and which points never ran, as `canaryd sweep`'s does (it said neither: a sweep cut short
+/// read as a finished one of one point), and the log's knee line names them.
+#[test]
+fn a_sweep_a_signal_stops_says_so_and_names_the_points_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.long]\ntarget = \"sim\"\nkind = \"sweep\"\nevery = \"1h\"\n\
+         sweep_concurrency = [2, 8, 32]\nbenchmark_duration = \"60s\"\n\
+         isl = {ISL}\nosl = {OSL}\ngrace_period = \"2s\"\n",
+        dir.path().join("state").display()
+    );
+    let cfg = dir.path().join("canaryd.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (mut d, _status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
+    let artifacts = dir.path().join("state/artifacts/long");
+    let run_dir = eventually(60, "the first point to send requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("point-01-c2/records.jsonl")).ok()?;
+        (records.lines().count() >= 3).then_some(run)
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(std::time::Duration::from_secs(60)), Some(0));
+
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true, "{doc:#}");
+    assert_eq!(doc["not_run"], serde_json::json!(["c8", "c32"]), "{doc:#}");
+    assert_eq!(doc["points"].as_array().map(Vec::len), Some(1), "{doc:#}");
+    assert_eq!(doc["left_out"][0]["why"], "cut_short", "{doc:#}");
+    let verdict: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["verdict"], "error: interrupted", "{verdict:#}");
+    assert_eq!(verdict["sweep"]["not_run"], doc["not_run"], "{verdict:#}");
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert!(
-        log.contains("[no knee among the 0 points that are evidence; left out: c2 ("),
+        log.contains(
+            "left out: c2 (cut short by a signal); not run: c8, c32 (a signal stopped the sweep)"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("did not saturate"), "{log}");
+}
+
+/// A point whose verdict is an error (a target where every request fails) stops the sweep:
+/// its figures stay in `sweep.json` (they were dropped, and it read as a sweep of no point),
+/// those after it are `not_run`, and the log says so rather than "did not saturate". And the
+/// two error cuts the README describes: at `max_error_rate = 0.5`, points with about 25 %
+/// errors pass their gate and the run passes, while the knee leaves them out and says so.
+#[test]
+fn a_sweep_stopped_by_a_failed_point_keeps_it_and_a_lenient_gate_still_leaves_errors_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dead_dir, faulty_dir) = (dir.path().join("dead"), dir.path().join("faulty"));
+    std::fs::create_dir_all(&dead_dir).unwrap();
+    std::fs::create_dir_all(&faulty_dir).unwrap();
+    let capacity = r#"{"profile": "capacity"}"#;
+    let (_dead, dead_port) = sim_with_profile(
+        &dead_dir,
+        capacity,
+        &["--fault-rate", "1", "--fault", "status=503"],
+    );
+    let (_faulty, faulty_port) = sim_with_profile(
+        &faulty_dir,
+        capacity,
+        &["--fault-rate", "0.25", "--fault", "status=503"],
+    );
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [targets.dead]\nurl = \"http://127.0.0.1:{dead_port}\"\nmodel = \"canary-sim\"\n\
+         [targets.faulty]\nurl = \"http://127.0.0.1:{faulty_port}\"\nmodel = \"canary-sim\"\n\
+         [workloads.dead]\ntarget = \"dead\"\nkind = \"sweep\"\nevery = \"1h\"\n\
+         sweep_concurrency = [2, 8, 32]\nbenchmark_duration = \"1s\"\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 0\n\
+         [workloads.lenient]\ntarget = \"faulty\"\nkind = \"sweep\"\nevery = \"1h\"\n\
+         sweep_concurrency = [2, 8]\nbenchmark_duration = \"1s\"\nmax_error_rate = 0.5\n\
+         isl = {ISL}\nosl = {OSL}\nwarmup_requests = 2\n",
+        dir.path().join("state").display()
+    );
+    let cfg = dir.path().join("canaryd.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
+    let first = |workload: &str| {
+        eventually(120, &format!("a finished {workload} run"), || {
+            api_runs(status)
+                .into_iter()
+                .find(|r| r["workload"] == workload)
+        })
+    };
+
+    let run = first("dead");
+    eprintln!("dead: {run:#}");
+    assert_eq!(run["verdict_kind"], "error", "{run:#}");
+    assert!(
+        run["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("error: the point c2: error: target unusable"),
+        "{run:#}"
+    );
+    let id = run["id"].as_str().unwrap();
+    let run_dir = dir.path().join("state/artifacts/dead").join(id);
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["points"].as_array().map(Vec::len), Some(1), "{doc:#}");
+    assert_eq!(doc["points"][0]["label"], "c2", "{doc:#}");
+    assert!(doc["points"][0]["requests"].as_u64() > Some(0), "{doc:#}");
+    assert_eq!(doc["left_out"][0]["why"], "error_verdict", "{doc:#}");
+    assert_eq!(doc["not_run"], serde_json::json!(["c8", "c32"]), "{doc:#}");
+    assert!(doc.get("interrupted").is_none(), "{doc:#}");
+    assert_eq!(run["sweep"]["not_run"], doc["not_run"], "{run:#}");
+
+    let run = first("lenient");
+    eprintln!("lenient: {run:#}");
+    assert_eq!(run["verdict_kind"], "pass", "{run:#}");
+    let left = run["sweep"]["left_out"].as_array().expect("left_out");
+    assert!(
+        left.len() == 2 && left.iter().all(|l| l["why"] == "target_errors"),
+        "{run:#}"
+    );
+
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains(
+            "[no knee: 0 of the 1 points are evidence, and a knee is a step between two; left \
+             out: c2 (its verdict is an error); not run: c8, c32 (the sweep stopped at a point \
+             that failed)"
+        ),
         "{log}"
     );
     assert!(
-        log.contains("; capacity at SLO: no rate passed; 2 points"),
+        log.contains("[no knee: 0 of the 2 points are evidence, and a knee is a step between two; left out: c2 ("),
         "{log}"
     );
     assert!(!log.contains("did not saturate"), "{log}");

@@ -106,9 +106,12 @@ pub struct RunCapacity {
 /// A sweep run's knee.
 #[derive(Debug, Clone, Default)]
 pub struct RunKnee {
-    /// The knee point's label (`c8`) and its completed requests/s; `None` when the series did
-    /// not saturate.
+    /// The knee point's label (`c8`) and its completed requests/s; `None` when the sweep found
+    /// none.
     pub knee: Option<(String, f64)>,
+    /// Why it found none, in the sweep's own words (points left out, too few that are
+    /// evidence, points not run, or the series did not saturate), as the daemon's log says it.
+    pub no_knee: Option<String>,
     /// The baseline the run met: its knee (requests/s) and `±`.
     pub baseline: Option<(f64, f64)>,
 }

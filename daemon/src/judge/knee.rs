@@ -58,6 +58,14 @@ pub struct SweepRun {
     /// among the others alone, so no knee with points left out is not "did not saturate".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
+    /// Set when a signal stopped the sweep (`sweep.json`'s `interrupted`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The points asked for that never ran (`sweep.json`'s `not_run`): a signal, or a point
+    /// that failed, stopped the sweep before them, so no knee among the others is not "did
+    /// not saturate" either.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
     /// Over request rates with SLOs: the highest passing rate and the lowest failing one
     /// above it (each point's verdict by the workload's SLOs and gates), as a capacity
     /// search's answer.
@@ -72,6 +80,54 @@ pub struct SweepRun {
     /// or its knee rule is not theirs: [`new_rule_note`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_load: Option<String>,
+}
+
+impl SweepRun {
+    /// The knee in the sweep's own words: `knee at c8: 107 req/s`, or why there is none. With
+    /// points left out of it, which and why (`no knee among the 2 points that are evidence;
+    /// left out: c16 (…)`); with too few points that are evidence for a step, so; with points
+    /// never run, which (`; not run: c32 (a signal stopped the sweep)`). "The series did not
+    /// saturate" only when every point asked for ran and is evidence: a series cut short, or
+    /// whose loaded points failed, never showed it. The daemon's log and its status page say
+    /// it alike.
+    pub fn knee_said(&self) -> String {
+        let n = self.points.len();
+        let (evidence, among, left) = LeftOut::knee_words(n, &self.left_out);
+        let not_run = match (self.not_run.is_empty(), self.interrupted) {
+            (true, _) => String::new(),
+            (false, true) => format!(
+                "; not run: {} (a signal stopped the sweep)",
+                self.not_run.join(", ")
+            ),
+            (false, false) => format!(
+                "; not run: {} (the sweep stopped at a point that failed)",
+                self.not_run.join(", ")
+            ),
+        };
+        let (gain, rise) = (
+            canary_core::series::KNEE_GAIN * 100.0,
+            canary_core::series::KNEE_RISE * 100.0,
+        );
+        match &self.knee {
+            Some(k) => format!(
+                "knee at {}: {} req/s{among}{left}{not_run}",
+                k.label,
+                rate(k.request_throughput)
+            ),
+            None if n == 0 => format!("no knee: no point ran{not_run}"),
+            None if evidence < 2 => format!(
+                "no knee: {evidence} of the {n} points {} evidence, and a knee is a step \
+                 between two{left}{not_run}",
+                if evidence == 1 { "is" } else { "are" },
+            ),
+            None if !left.is_empty() => format!("no knee{among}{left}{not_run}"),
+            None if !not_run.is_empty() => format!("no knee among the {n} points run{not_run}"),
+            None => format!(
+                "no knee: the series did not saturate (no step in load gained under {gain:.0}% \
+                 throughput while TTFT p99 rose over {rise:.0}%)"
+            ),
+        }
+    }
 }
 
 /// The knee of a sweep.
@@ -161,6 +217,8 @@ mod tests {
             }),
             knee_rule: KNEE_RULE,
             left_out: Vec::new(),
+            interrupted: false,
+            not_run: Vec::new(),
             capacity: None,
             points: Vec::new(),
             baseline: None,
@@ -192,6 +250,37 @@ mod tests {
         let old: SweepRun = serde_json::from_value(stored).unwrap();
         assert_eq!(old.knee_rule, 1);
         assert_ne!(old.knee_rule, KNEE_RULE);
+    }
+
+    // "Did not saturate" was said of a run whose series never could show it: a point failed
+    // and those after it never ran, or a signal stopped the sweep.
+    #[test]
+    fn a_run_says_the_series_did_not_saturate_only_when_every_point_ran_as_evidence() {
+        let row = |label: &str, value| SweepPointRow {
+            label: label.into(),
+            value,
+            verdict: "pass".into(),
+            request_throughput: Some(10.0),
+            ttft_p99_ms: Some(20.0),
+        };
+        let mut r = run(None);
+        assert_eq!(r.knee_said(), "no knee: no point ran");
+        r.points = vec![row("c2", 2.0), row("c8", 8.0)];
+        assert!(r
+            .knee_said()
+            .starts_with("no knee: the series did not saturate"));
+        r.not_run = vec!["c32".into()];
+        assert_eq!(
+            r.knee_said(),
+            "no knee among the 2 points run; not run: c32 (the sweep stopped at a point that \
+             failed)"
+        );
+        r.knee = run(Some(10.0)).knee;
+        r.interrupted = true;
+        assert_eq!(
+            r.knee_said(),
+            "knee at c8: 10 req/s; not run: c32 (a signal stopped the sweep)"
+        );
     }
 
     #[test]

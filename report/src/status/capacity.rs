@@ -207,7 +207,7 @@ pub(super) fn capacity_cell(r: &RunLine) -> String {
     )
 }
 
-/// The knee's cell: its point and req/s, and the baseline under them.
+/// The knee's cell: its point and req/s, or why there is none, and the baseline under them.
 pub(super) fn knee_cell(r: &RunLine) -> String {
     let Some(k) = &r.sweep else {
         return "–".into();
@@ -219,7 +219,12 @@ pub(super) fn knee_cell(r: &RunLine) -> String {
             esc(&rate(*v)),
             esc(label)
         ),
-        None => "none (did not saturate)".into(),
+        // The sweep's own reason: a series cut short, or whose loaded points were left out,
+        // did not show that it never saturated.
+        None => format!(
+            "<span class=\"no-knee\">{}</span>",
+            esc(k.no_knee.as_deref().unwrap_or("no knee"))
+        ),
     };
     format!("{knee}{}", baseline(k.baseline))
 }

@@ -208,9 +208,15 @@ fn a_capacity_workload_charts_its_brackets_and_baseline_and_tabulates_them() {
 
 #[test]
 fn a_sweep_workload_charts_its_knees() {
+    // Without a knee, the sweep's own reason (the daemon's `SweepRun::knee_said`).
     let knee = |id: &str, ago: i64, kind: &str, k: Option<f64>| RunLine {
         sweep: Some(RunKnee {
             knee: k.map(|v| ("c8".to_string(), v)),
+            no_knee: k.is_none().then(|| {
+                "no knee: 1 of the 2 points is evidence, and a knee is a step between two; \
+                 left out: c8 (20.0% of its requests failed at the target) <&>"
+                    .to_string()
+            }),
             baseline: Some((103.0, 0.0)),
         }),
         ..line(id, ago, kind, Some(4.0))
@@ -242,7 +248,16 @@ fn a_sweep_workload_charts_its_knees() {
     assert!(marks("capacity bracket (passing to failing rate)").is_none());
     assert!(html.contains("<th>knee, req/s</th>") && !html.contains("<th>capacity at SLO"));
     assert!(html.contains("<span title=\"28.99 req/s\">28.99 at c8</span><br><small class=\"baseline\">baseline 103 ± 0</small>"), "{html}");
-    assert!(html.contains("none (did not saturate)"));
+    // A knee left out of the series is no series that did not saturate.
+    assert!(
+        html.contains(
+            "<span class=\"no-knee\">no knee: 1 of the 2 points is evidence, and a knee is a \
+             step between two; left out: c8 (20.0% of its requests failed at the target) \
+             &lt;&amp;&gt;</span>"
+        ),
+        "{html}"
+    );
+    assert!(!html.contains("did not saturate"), "{html}");
     assert!(html.contains("Latency at each run"));
 }
 

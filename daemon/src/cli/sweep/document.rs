@@ -150,6 +150,16 @@ impl SweepDoc {
         }
     }
 
+    /// Says how the sweep of `asked` (the values given, in order) ended: `interrupted` when a
+    /// signal stopped it, and `not_run` the values past its points, which never ran (a point
+    /// that could not run is not among the points either). `canaryd sweep` and the daemon's
+    /// `kind = "sweep"` workloads both end their documents here.
+    pub fn ended(&mut self, interrupted: bool, asked: &[f64]) {
+        self.interrupted = interrupted;
+        let ran = self.points.len().min(asked.len());
+        self.not_run = asked[ran..].iter().map(|&v| self.axis.label(v)).collect();
+    }
+
     /// Writes `sweep.json` and `sweep.csv` into `dir`.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let json = dir.join("sweep.json");

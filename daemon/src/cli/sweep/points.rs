@@ -339,11 +339,8 @@ pub async fn sweep(
             }
         }
     }
-    let ran = points.len();
     let mut doc = SweepDoc::new("sweep", axis, points);
-    doc.interrupted = interrupted;
-    // A point that could not run is not among the points either: it and those after it.
-    doc.not_run = values[ran..].iter().map(|&v| axis.label(v)).collect();
+    doc.ended(interrupted, values);
     note_short_points(&mut doc);
     if let Some(&first) = values.first() {
         export_knee(args, axis, first, &doc).await?;

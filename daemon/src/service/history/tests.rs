@@ -312,6 +312,8 @@ fn a_knee_baseline_is_over_sweeps_of_the_same_axis_and_grid() {
         }),
         knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
+        interrupted: false,
+        not_run: Vec::new(),
         capacity: None,
         points: values
             .iter()
@@ -570,6 +572,8 @@ fn a_baseline_is_of_runs_of_one_load() {
         }),
         knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
+        interrupted: false,
+        not_run: Vec::new(),
         capacity: None,
         points: Vec::new(),
         baseline: None,
@@ -1036,6 +1040,8 @@ fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
         }),
         knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: Vec::new(),
+        interrupted: false,
+        not_run: Vec::new(),
         capacity: None,
         points: vec![SweepPointRow {
             label: "c8".into(),

@@ -125,24 +125,12 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> St
     )
 }
 
-/// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`; with points left out of
-/// the knee, which and why (`no knee among the 2 points that are evidence; left out: c16
-/// (…)`), never "did not saturate": a series whose loaded points failed never showed it.
+/// `knee at c8: 107 req/s; 3 points; baseline 107 ± 1 over 2 runs`; without a knee, why in
+/// the sweep's own words ([`crate::judge::knee::SweepRun::knee_said`]: points left out, too
+/// few that are evidence, points not run), "did not saturate" only of a series that showed it.
 fn sweep_figures(s: &crate::judge::knee::SweepRun, passed: bool) -> String {
-    use crate::cli::sweep::point::LeftOut;
-    use crate::judge::capacity::{rate, rate_at_least};
-    let (_, among, left) = LeftOut::knee_words(s.points.len(), &s.left_out);
-    let knee = match &s.knee {
-        Some(k) => format!(
-            "knee at {}: {} req/s{among}{left}",
-            k.label,
-            rate(k.request_throughput)
-        ),
-        None if !s.left_out.is_empty() => format!("no knee{among}{left}"),
-        // A sweep cut short or failed did not show the series failing to saturate.
-        None if !passed => "no knee among the points run".into(),
-        None => "no knee (the series did not saturate)".into(),
-    };
+    use crate::judge::capacity::rate_at_least;
+    let knee = s.knee_said();
     let capacity = match s.capacity.as_ref() {
         Some(c) => match c.max_passing_rate {
             Some(p) => format!("; capacity at SLO at least {} req/s", rate_at_least(p)),
@@ -255,31 +243,50 @@ mod tests {
             "{line}"
         );
 
-        let sweep = SweepRun {
+        // A sweep a signal stopped after its first point: which never ran, not "did not
+        // saturate" (it was, when the run failed for another reason than its points).
+        let row = |label: &str, value| SweepPointRow {
+            label: label.into(),
+            value,
+            verdict: "pass".into(),
+            request_throughput: Some(10.0),
+            ttft_p99_ms: Some(20.0),
+        };
+        let mut sweep = SweepRun {
             axis: crate::cli::sweep::point::Axis::Concurrency,
             knee: None,
             knee_rule: crate::judge::knee::KNEE_RULE,
             left_out: Vec::new(),
+            interrupted: true,
+            not_run: vec!["c8".into(), "c32".into()],
             capacity: None,
-            points: vec![SweepPointRow {
-                label: "c1".into(),
-                value: 1.0,
-                verdict: "error: interrupted".into(),
-                request_throughput: None,
-                ttft_p99_ms: None,
-            }],
+            points: vec![row("c2", 2.0)],
             baseline: None,
             new_load: None,
         };
         assert_eq!(
             sweep_figures(&sweep, false),
-            "no knee among the points run; 1 points; not compared with the baseline (only a \
-             passing run is)"
+            "no knee: 1 of the 1 points is evidence, and a knee is a step between two; not \
+             run: c8, c32 (a signal stopped the sweep); 1 points; not compared with the \
+             baseline (only a passing run is)"
         );
+        sweep.points.push(row("c8", 8.0));
+        sweep.not_run = vec!["c32".into()];
         assert_eq!(
-            sweep_figures(&sweep, true),
-            "no knee (the series did not saturate); 1 points; no baseline yet"
+            sweep_figures(&sweep, false),
+            "no knee among the 2 points run; not run: c32 (a signal stopped the sweep); 2 \
+             points; not compared with the baseline (only a passing run is)"
         );
+        // Every point ran and is evidence: that series did not saturate, failed or not.
+        sweep.points.push(row("c32", 32.0));
+        (sweep.interrupted, sweep.not_run) = (false, Vec::new());
+        for passed in [true, false] {
+            let line = sweep_figures(&sweep, passed);
+            assert!(
+                line.starts_with("no knee: the series did not saturate (no step in load"),
+                "{line}"
+            );
+        }
     }
 
     /// A series whose loaded points failed at the target was logged "no knee (the series did
@@ -314,6 +321,8 @@ mod tests {
                     missing: None,
                 },
             ],
+            interrupted: false,
+            not_run: Vec::new(),
             capacity: None,
             points: vec![
                 row("c1", 1.0),

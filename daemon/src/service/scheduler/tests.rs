@@ -439,6 +439,8 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         }),
         knee_rule: KNEE_RULE,
         left_out: Vec::new(),
+        interrupted: false,
+        not_run: Vec::new(),
         capacity: None,
         points: [2.0, 8.0, 32.0]
             .iter()

@@ -110,6 +110,7 @@ fn line(b: &RunBrief) -> RunLine {
                 .knee
                 .as_ref()
                 .map(|k| (k.label.clone(), k.request_throughput)),
+            no_knee: s.knee.is_none().then(|| s.knee_said()),
             baseline: s.baseline.as_ref().map(|b| (b.knee, b.spread)),
         }),
         report_href: format!("runs/{id}/report"),

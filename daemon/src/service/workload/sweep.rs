@@ -65,7 +65,8 @@ struct Sweeper<'a> {
 
 impl Sweeper<'_> {
     /// Runs point `index` (from 1) at `value`: its sweep point, outcome and load
-    /// ([`crate::judge::load::of_plan`]).
+    /// ([`crate::judge::load::of_plan`]); `Err` only when it could not run. A point that
+    /// ran and failed ([`Point::failed`]) is returned, for `sweep.json` to keep its figures.
     async fn run_point(
         &self,
         index: usize,
@@ -97,9 +98,6 @@ impl Sweeper<'_> {
         if spec.axis == Axis::RequestRate && !w.slos.is_empty() {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
             point.require_rate_held();
-        }
-        if point.failed() {
-            bail!("the point {}: {}", point.label, point.verdict);
         }
         tracing::info!(
             workload = %w.name,
@@ -194,9 +192,14 @@ fn own_failures(w: &Workload, points: &[Point], capacity: Option<&Capacity>) -> 
 }
 
 /// The highest passing value of `points`, and the lowest failing one above it (any failing
-/// one when none passed); a point a signal cut short neither passed nor failed.
+/// one when none passed); a point a signal cut short, or whose verdict is an error
+/// (canaryd's own limits, nothing completed: not the target failing the SLOs, as a search's
+/// probe), neither passed nor failed.
 fn bracket(points: &[Point]) -> RateBracket {
-    let points: Vec<&Point> = points.iter().filter(|p| !p.cut_short).collect();
+    let points: Vec<&Point> = points
+        .iter()
+        .filter(|p| !p.cut_short && !p.errored)
+        .collect();
     let passed = points
         .iter()
         .filter(|p| p.passed)
@@ -252,9 +255,18 @@ pub(super) async fn run(
                         .map(|l| crate::judge::load::of_sweep(l, spec.axis, &spec.values));
                 }
                 let interrupted = outcome.interrupted;
+                // A failed point stops the sweep, its figures kept (as `canaryd sweep` keeps
+                // them); those after it are `not_run`.
+                let point_failed = point
+                    .failed()
+                    .then(|| anyhow::anyhow!("the point {}: {}", point.label, point.verdict));
                 points.push(point);
                 outcomes.push(outcome);
                 if interrupted {
+                    break;
+                }
+                if let Some(e) = point_failed {
+                    failed = Some(e);
                     break;
                 }
             }
@@ -265,7 +277,8 @@ pub(super) async fn run(
         }
     }
     let interrupted = shutdown.is_cancelled() || outcomes.iter().any(|o| o.interrupted);
-    let doc = SweepDoc::new("sweep", spec.axis, points);
+    let mut doc = SweepDoc::new("sweep", spec.axis, points);
+    doc.ended(interrupted, &spec.values);
     if let Err(e) = std::fs::create_dir_all(&result.run.artifacts)
         .map_err(anyhow::Error::from)
         .and_then(|_| doc.write(&result.run.artifacts))
@@ -318,6 +331,8 @@ pub(super) async fn run(
         knee,
         knee_rule: crate::judge::knee::KNEE_RULE,
         left_out: doc.left_out.clone(),
+        interrupted: doc.interrupted,
+        not_run: doc.not_run.clone(),
         capacity,
         points: rows,
         baseline: None,
@@ -370,5 +385,10 @@ mod tests {
         cut.cut_short = true;
         let b = bracket(&[point(10.0, true), point(20.0, true), cut]);
         assert_eq!((b.passed, b.failed), (Some(20.0), None));
+        // Nor is one whose verdict is an error (the sweep stopped there, its figures kept).
+        let mut errored = point(30.0, false);
+        errored.errored = true;
+        let b = bracket(&[point(10.0, true), errored]);
+        assert_eq!((b.passed, b.failed), (Some(10.0), None));
     }
 }
