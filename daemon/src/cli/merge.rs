@@ -103,10 +103,11 @@ fn print(m: &Merged) -> std::io::Result<()> {
     )?;
     outln!()?;
     outln!(
-        "requests {} (completed {}, errors {}), input tokens {}, output tokens {} (exact)",
+        "requests {} (completed {}, errors {}{}), input tokens {}, output tokens {} (exact)",
         s.requests,
         s.completed,
         s.errors,
+        super::report::errors_by_kind(s),
         s.total_input_tokens,
         s.total_output_tokens
     )?;
