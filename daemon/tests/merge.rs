@@ -813,7 +813,10 @@ fn the_merged_table_says_the_error_kinds_and_statuses() {
     let count = |s: &Value, k: &str| s["errors_by_http_status"][k].as_u64().unwrap_or(0);
     let shards = [summary(&dir.join("s0")), summary(&dir.join("s1"))];
     let (a, b) = (count(&merged, "429"), count(&merged, "503"));
-    assert!(a > 0 && b > 0, "pick another seed: {merged}");
+    assert!(
+        a > 0 && b > 0,
+        "no 429 and 503 both in the merged errors_by_http_status (another seed?): {merged}"
+    );
     // The union's counts are the shards' own.
     assert_eq!(a, shards.iter().map(|s| count(s, "429")).sum::<u64>());
     assert_eq!(b, shards.iter().map(|s| count(s, "503")).sum::<u64>());

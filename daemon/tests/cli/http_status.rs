@@ -131,5 +131,14 @@ fn a_run_of_429s_and_503s_says_how_many_of_each() {
             .find(|l| l.starts_with("  why: error_rate "))
             .unwrap_or_else(|| panic!("no target-errors diagnosis in {stdout}"));
         assert!(why.contains(&format!("; http_status {statuses}")), "{why}");
+        // The HTML report's errors by kind say them too.
+        let report = canaryd(&["report", "out", "-o", "run.html"], dir.path());
+        assert!(report.status.success(), "{}", text(&report));
+        let html = std::fs::read_to_string(dir.path().join("run.html")).unwrap();
+        let row = format!("<td>http_status ({statuses})</td><td class=\"n\">{n}</td>");
+        assert!(
+            html.contains(&row),
+            "{row:?} not in the report's errors by kind"
+        );
     }
 }
