@@ -394,7 +394,17 @@ pub fn diagnose(input: &DiagnosisInput) -> Diagnosis {
         ),
         None => (Vec::new(), Vec::new(), None),
     };
-    let why = why(class, &thresholds, interval.as_ref(), &missing);
+    // The target's failures with their statuses (`http_status 429 ×4, 503 ×3`), as the
+    // table's error line has them.
+    let statuses = (class == Bottleneck::TargetErrors)
+        .then(|| {
+            let s = input.summary;
+            let http = s.errors_by_kind.get("http_status").copied().unwrap_or(0);
+            crate::statuses_text(&s.errors_by_http_status, http)
+        })
+        .flatten()
+        .map(|st| format!("http_status {st}"));
+    let why = why(class, &thresholds, statuses, interval.as_ref(), &missing);
     Diagnosis {
         class,
         confidence,
@@ -429,6 +439,7 @@ fn confidence(d: &Finding, runner_up_ms: Option<f64>) -> Confidence {
 fn why(
     class: Bottleneck,
     thresholds: &[Threshold],
+    detail: Option<String>,
     interval: Option<&Interval>,
     missing: &[String],
 ) -> String {
@@ -441,6 +452,7 @@ fn why(
         ),
         _ => {
             let mut s: Vec<String> = thresholds.iter().map(|t| t.to_string()).collect();
+            s.extend(detail);
             if let Some(i) = interval {
                 // Milliseconds show in a run under a second (0.0–0.0 s said nothing).
                 let p = if i.end_s < 1.0 { 3 } else { 1 };

@@ -32,6 +32,7 @@ mod context;
 mod diagnosis;
 mod error_causes;
 mod error_chain;
+mod error_kinds;
 mod gaps;
 mod goodput;
 mod hash;
@@ -70,6 +71,7 @@ pub use diagnosis::{
 };
 pub use error_causes::{ErrorCause, ErrorCauses};
 pub use error_chain::error_chain;
+pub use error_kinds::{error_kinds_text, statuses_text, StatusCounts};
 pub use gaps::ChunkGaps;
 pub use goodput::{Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric};
 pub use hash::splitmix64;

@@ -4,6 +4,7 @@
 //! same memory as aggregating ten.
 
 use crate::error_causes::{ErrorCause, ErrorCauses};
+use crate::error_kinds::StatusCounts;
 use crate::gaps::ChunkGaps;
 use crate::goodput::{Goodput, OutputTokens, Shortfall};
 use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
@@ -25,6 +26,7 @@ pub struct Aggregator {
     good: u64,
     errors: BTreeMap<ErrorKind, u64>,
     causes: ErrorCauses,
+    statuses: StatusCounts,
     client_errors: u64,
     slo_misses: BTreeMap<&'static str, u64>,
     slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
@@ -165,6 +167,7 @@ impl Aggregator {
             *self.errors.entry(kind).or_default() += 1;
             if let Some(e) = &r.error {
                 self.causes.add(e);
+                self.statuses.add(e);
             }
             self.client_errors += kind.is_client_side() as u64;
             return;
@@ -310,6 +313,7 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
+            errors_by_http_status: self.statuses.counts().clone(),
             error_causes: self.causes.top(),
             warmup_requests: self.warmup,
             duration_s,
@@ -424,6 +428,11 @@ pub struct RunSummary {
     pub error_rate: Option<f64>,
     /// Errors by class (`connect`, `http_status`, …).
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// `http_status` errors by status code (`429`, `503`), exact for each status listed; at
+    /// most [`StatusCounts::DISTINCT`] statuses, those past them only in `errors_by_kind`.
+    /// Absent without such errors, and in summaries written before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_http_status: BTreeMap<u16, u64>,
     /// The most frequent causes of the errors (kind, HTTP status and message), most frequent
     /// first; at most [`ErrorCauses::LISTED`]. Absent without errors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

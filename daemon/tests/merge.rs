@@ -854,3 +854,66 @@ fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellation
         "{table}"
     );
 }
+
+// The merged table printed `errors N` with no kind: a merge of shards answered with 429s and
+// 503s says them as one run's table does, from the union's records.
+#[test]
+fn the_merged_table_says_the_error_kinds_and_statuses() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("merge-errors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sim, port) = common::sim(&[
+        "--fault-rate",
+        "0.5",
+        "--fault",
+        "status=429",
+        "--fault",
+        "status=503",
+        "--seed",
+        "7",
+    ]);
+    let url = format!("http://127.0.0.1:{port}");
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        let out = replay(&dir, &url, TRACE, &format!("s{i}"), &["--shard", &shard])
+            .output()
+            .unwrap();
+        // A shard fails its verdict on its error rate; its artifacts are written all the same.
+        assert!(out.status.code().is_some(), "{}", text(&out));
+        assert!(
+            dir.join(format!("s{i}/records.jsonl")).exists(),
+            "{}",
+            text(&out)
+        );
+    }
+    drop(sim);
+    let out = Command::new(CANARYD)
+        .arg("merge")
+        .args(["s0", "s1", "-o", "merged"])
+        .current_dir(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let merged = summary(&dir.join("merged"));
+    valid(&merged);
+    let count = |s: &Value, k: &str| s["errors_by_http_status"][k].as_u64().unwrap_or(0);
+    let shards = [summary(&dir.join("s0")), summary(&dir.join("s1"))];
+    let (a, b) = (count(&merged, "429"), count(&merged, "503"));
+    assert!(
+        a > 0 && b > 0,
+        "no 429 and 503 both in the merged errors_by_http_status (another seed?): {merged}"
+    );
+    // The union's counts are the shards' own.
+    assert_eq!(a, shards.iter().map(|s| count(s, "429")).sum::<u64>());
+    assert_eq!(b, shards.iter().map(|s| count(s, "503")).sum::<u64>());
+    let n = merged["errors"].as_u64().unwrap();
+    assert_eq!(n, a + b, "{merged}");
+    let table = text(&out);
+    let errors = format!(", errors {n}: http_status {n} (429 ×{a}, 503 ×{b})), ");
+    assert!(
+        line(&table, "requests ").contains(&errors),
+        "{errors:?} not in {table}"
+    );
+}

@@ -325,3 +325,59 @@ fn a_run_of_cancels_only_has_null_shares_and_follows_the_schema() {
     drifted["error_rate"] = json!(1.5);
     assert_eq!(violations(&v, &drifted).len(), 1);
 }
+
+// A run whose target failed part of its requests with 429s and 503s (the simulator's fault
+// mix): its error fields (errors_by_kind, errors_by_http_status, error_causes, the
+// diagnosis's target-errors evidence) follow the schema. No error run was validated before.
+#[test]
+fn a_run_with_http_errors_follows_the_schema() {
+    let v = validator();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_sim, port) = common::sim(&[
+        "--fault-rate",
+        "0.5",
+        "--fault",
+        "status=429",
+        "--fault",
+        "status=503",
+        "--seed",
+        "7",
+    ]);
+    let url = format!("http://127.0.0.1:{port}");
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let out = canaryd(
+        &[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--url",
+            &url,
+            "--model",
+            "canary-sim",
+            "--speedup",
+            "100",
+            "--no-nvml",
+            "--output-dir",
+            "out",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let s = valid_summary(&v, &d.join("out/summary.json"));
+    let http = s["errors_by_kind"]["http_status"].as_u64().unwrap_or(0);
+    assert!(http > 0 && s["completed"].as_u64() > Some(0), "{s}");
+    let by_status = s["errors_by_http_status"].as_object().expect("statuses");
+    assert_eq!(
+        keys(&s["errors_by_http_status"]),
+        ["429", "503"].map(String::from).into(),
+        "{s}"
+    );
+    assert_eq!(
+        by_status.values().filter_map(Value::as_u64).sum::<u64>(),
+        http,
+        "{s}"
+    );
+    assert!(s["error_causes"][0]["http_status"].is_u64(), "{s}");
+    assert_eq!(s["diagnosis"]["class"], "target-errors", "{s}");
+}

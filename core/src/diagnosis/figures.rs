@@ -51,6 +51,8 @@ pub(super) struct Figures {
     /// canaryd's own failures): no rate to compare with the threshold.
     pub error_rate: Option<f64>,
     pub target_errors: u64,
+    /// `http_status` errors by status, as `summary.json`'s `errors_by_http_status`.
+    pub http_statuses: std::collections::BTreeMap<u16, u64>,
     pub throughput: f64,
     /// Requests the server counted over its scrape window (its e2e, else TTFT, histogram),
     /// and that window (s): the server's own request count and rate, every client's.
@@ -113,6 +115,7 @@ impl Figures {
             client_errors: s.client_errors,
             error_rate: s.error_rate,
             target_errors: s.errors - s.client_errors,
+            http_statuses: s.errors_by_http_status.clone(),
             // Not given for under 2 requests or 100 ms: no rate, no wait derived from it.
             throughput: s.request_throughput.unwrap_or(0.0),
             ..Default::default()

@@ -229,6 +229,15 @@ fn target_errors(c: &Ctx) -> Finding {
         "requests",
         "client",
     ));
+    // Which statuses: a 429 asks for less load, a 503 says overloaded, a 500 is a bug.
+    for (status, &n) in &f.http_statuses {
+        x.evidence.push(exact(
+            &format!("http_status_{status}"),
+            n as f64,
+            "requests",
+            "client",
+        ));
+    }
     x.thresholds
         .push(ge("error_rate", error_rate, ERROR_RATE, "ratio"));
     fire_all(&mut x);

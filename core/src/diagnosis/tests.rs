@@ -418,6 +418,15 @@ fn failing_requests_are_the_targets_errors_before_anything_else() {
     assert!((d.thresholds[0].observed - 0.2).abs() < 1e-12);
     let i = d.interval.as_ref().unwrap();
     assert_eq!((i.start_s, i.end_s), (0.0, 10.0));
+    // Which status the target failed with, in the evidence and the printed lines.
+    let e = d.evidence.iter().find(|e| e.name == "http_status_503");
+    assert_eq!(e.map(|e| e.value), Some(20.0), "{:#?}", d.evidence);
+    assert!(d.why.contains("; http_status 503 ×20; held "), "{}", d.why);
+    let lines = d.lines().join("\n");
+    assert!(
+        lines.contains("http_status_503 20.0 requests (exact, client)"),
+        "{lines}"
+    );
 }
 
 // Every request cancelled on purpose: no error rate, so the target's errors are not judged

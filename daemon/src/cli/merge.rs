@@ -104,7 +104,7 @@ fn print(m: &Merged) -> std::io::Result<()> {
     outln!()?;
     // Cancellations where one run's table has them: counted from the union's records.
     outln!(
-        "requests {} (completed {}, {}errors {}), input tokens {}, output tokens {} (exact)",
+        "requests {} (completed {}, {}errors {}{}), input tokens {}, output tokens {} (exact)",
         s.requests,
         s.completed,
         match s.cancelled {
@@ -112,6 +112,7 @@ fn print(m: &Merged) -> std::io::Result<()> {
             n => format!("cancelled {n}, "),
         },
         s.errors,
+        super::report::errors_by_kind(s),
         s.total_input_tokens,
         s.total_output_tokens
     )?;

@@ -106,6 +106,15 @@ pub(super) fn print_metric_row(label: &str, st: &canary_core::Stats) -> std::io:
     }
 }
 
+/// The table's error kinds after its error count (a merged run's too): `: http_status 7 (429
+/// ×4, 503 ×3), connect 2`, or nothing without errors.
+pub(super) fn errors_by_kind(s: &canary_core::RunSummary) -> String {
+    match canary_core::error_kinds_text(s, " ") {
+        k if k.is_empty() => String::new(),
+        k => format!(": {k}"),
+    }
+}
+
 /// The table's throughput line (a merged run's too): the rates over the run's duration, or
 /// why it has none.
 pub(super) fn throughput_line(s: &canary_core::RunSummary) -> String {
@@ -273,18 +282,7 @@ pub fn print_table(
             n => format!("cancelled {n}, "),
         },
         s.errors,
-        if s.errors_by_kind.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ": {}",
-                s.errors_by_kind
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        },
+        errors_by_kind(s),
         s.duration_s
     )?;
     // Why requests failed, not only how many: the most frequent cause, as records.jsonl has it.

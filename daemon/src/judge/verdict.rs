@@ -88,11 +88,8 @@ impl Verdict {
             ));
         }
         if summary.completed == 0 {
-            let kinds: Vec<String> = summary
-                .errors_by_kind
-                .iter()
-                .map(|(k, n)| format!("{k}: {n}"))
-                .collect();
+            // With their statuses: `http_status: 7 (429 ×4, 503 ×3)`.
+            let kinds = canary_core::error_kinds_text(summary, ": ");
             // The commonest cause, so the verdict says why (`Connection refused`), not only how.
             let cause = summary
                 .error_causes
@@ -100,18 +97,19 @@ impl Verdict {
                 .map(|c| format!("; top cause: {c}"))
                 .unwrap_or_default();
             return Verdict::error(format!(
-                "target unusable: none of {} requests completed ({}){cause}",
+                "target unusable: none of {} requests completed ({kinds}){cause}",
                 summary.requests,
-                kinds.join(", ")
             ));
         }
         let mut reasons = Vec::new();
         // A null share (no request judged) neither passes nor fails by itself: every run
         // that has one completed nothing and was given its error above.
         if let Some(rate) = summary.error_rate.filter(|&r| r > c.max_error_rate) {
+            // Which errors, so a 429 (slow down) reads apart from a 503 (overloaded).
             reasons.push(format!(
-                "error rate {rate:.3} above max_error_rate {}",
-                c.max_error_rate
+                "error rate {rate:.3} above max_error_rate {} ({})",
+                c.max_error_rate,
+                canary_core::error_kinds_text(summary, ": ")
             ));
         }
         if let Some(g) = &summary.goodput {

@@ -92,9 +92,22 @@ pub fn render(run: &Run) -> String {
     let mut html = kv_table(&pairs);
     if let Some(Value::Object(kinds)) = s.section("errors_by_kind") {
         if !kinds.is_empty() {
+            // An HTTP error's count with its statuses (`http_status (429 ×4, 503 ×3)`), as the
+            // table says it; a damaged or older summary's kind stands alone.
+            let statuses: std::collections::BTreeMap<u16, u64> = s
+                .section("errors_by_http_status")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default();
+            let kind = |k: &str, v: &Value| {
+                let n = v.as_u64().filter(|_| k == "http_status");
+                match n.and_then(|n| canary_core::statuses_text(&statuses, n)) {
+                    Some(st) => format!("{k} ({st})"),
+                    None => k.to_string(),
+                }
+            };
             let rows: Vec<Vec<String>> = kinds
                 .iter()
-                .map(|(k, v)| vec![esc(k), esc(&scalar(v))])
+                .map(|(k, v)| vec![esc(&kind(k, v)), esc(&scalar(v))])
                 .collect();
             html.push_str("<h3>Errors by kind</h3>\n");
             html.push_str(&table("errors", &["kind", "requests"], &rows));
