@@ -4,6 +4,11 @@
 //! status is part of the cause: a 429 (rate limit), a 503 (overload) and a 500 call for
 //! different actions, and their bodies may read the same.
 //!
+//! Messages that differ only in their numbers are one cause (`no complete response within
+//! 20000 ms` and `… 19992 ms`: the time a late send left; `over 144 token chunks for
+//! max_tokens 10` and `over 88 … 3`): the first such message is shown, marked when others
+//! had other numbers, so one cause does not fill the list three times.
+//!
 //! Messages can be unique per request (a body snippet, a position in a stream): the tally
 //! keeps at most [`ErrorCauses::DISTINCT`] distinct causes and counts the rest apart, so a
 //! hostile server costs bounded memory.
@@ -15,9 +20,18 @@ use std::collections::HashMap;
 /// A tally of error causes over a run.
 #[derive(Debug, Clone, Default)]
 pub struct ErrorCauses {
-    counts: HashMap<(ErrorKind, Option<u16>, String), u64>,
+    /// By kind, status and the message's shape (its numbers blanked): the count, the first
+    /// message of that shape, and whether another one differed from it.
+    counts: HashMap<(ErrorKind, Option<u16>, String), Tally>,
     /// Failures whose cause was new once the tally was full.
     untallied: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Tally {
+    requests: u64,
+    message: String,
+    numbers_vary: bool,
 }
 
 /// One cause of failed requests, as `summary.json`'s `error_causes` lists it.
@@ -29,11 +43,15 @@ pub struct ErrorCause {
     /// kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
-    /// The message (the same for every request counted here), at most
+    /// The message (the first one counted here; the others read the same but for their
+    /// numbers when [`numbers_vary`](Self::numbers_vary)), at most
     /// [`ErrorCauses::MESSAGE_CHARS`] characters.
     pub message: String,
     /// Failed requests with this kind, status and message: exact.
     pub requests: u64,
+    /// Some of them had other numbers in their message (a timeout's budget, a limit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub numbers_vary: bool,
 }
 
 impl ErrorCauses {
@@ -50,11 +68,17 @@ impl ErrorCauses {
         // is printed and logged.
         let message: String = e.message.chars().take(Self::MESSAGE_CHARS).collect();
         let message = crate::printable(&message).into_owned();
-        let key = (e.kind, e.http_status, message);
-        if let Some(n) = self.counts.get_mut(&key) {
-            *n += 1;
+        let key = (e.kind, e.http_status, shape(&message));
+        if let Some(t) = self.counts.get_mut(&key) {
+            t.requests += 1;
+            t.numbers_vary |= t.message != message;
         } else if self.counts.len() < Self::DISTINCT {
-            self.counts.insert(key, 1);
+            let tally = Tally {
+                requests: 1,
+                message,
+                numbers_vary: false,
+            };
+            self.counts.insert(key, tally);
         } else {
             self.untallied += 1;
         }
@@ -66,11 +90,12 @@ impl ErrorCauses {
         let mut all: Vec<ErrorCause> = self
             .counts
             .iter()
-            .map(|((kind, http_status, message), &requests)| ErrorCause {
+            .map(|((kind, http_status, _), t)| ErrorCause {
                 kind: *kind,
                 http_status: *http_status,
-                message: message.clone(),
-                requests,
+                message: t.message.clone(),
+                requests: t.requests,
+                numbers_vary: t.numbers_vary,
             })
             .collect();
         all.sort_by(|a, b| {
@@ -85,15 +110,46 @@ impl ErrorCauses {
     }
 }
 
+/// `message` with each run of digits (and a decimal point inside one) as `#`: the key that
+/// tells causes apart whatever numbers they carry.
+fn shape(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+            continue;
+        }
+        while let Some(&n) = chars.peek() {
+            let decimal = n == '.' && {
+                let mut ahead = chars.clone();
+                ahead.next();
+                ahead.peek().is_some_and(char::is_ascii_digit)
+            };
+            if !(n.is_ascii_digit() || decimal) {
+                break;
+            }
+            chars.next();
+        }
+        out.push('#');
+    }
+    out
+}
+
 impl std::fmt::Display for ErrorCause {
     /// `4 × connect: connect to 127.0.0.1:9: Connection refused (os error 111)`, or
-    /// `4 × http_status 429: …` with the status.
+    /// `4 × http_status 429: …` with the status; `(numbers vary)` after a message whose
+    /// requests had other numbers in theirs.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} × {}", self.requests, self.kind.as_str())?;
         if let Some(status) = self.http_status {
             write!(f, " {status}")?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.message)?;
+        if self.numbers_vary {
+            f.write_str(" (numbers vary)")?;
+        }
+        Ok(())
     }
 }
 
@@ -127,8 +183,18 @@ mod tests {
         );
         assert_eq!((top[1].kind, top[1].requests), (ErrorKind::Timeout, 2));
         // Unique messages past the cap are counted, never kept.
+        // (In letters: messages that differ only in numbers are one cause.)
+        let letters = |i: usize| -> String {
+            [i / 676, i / 26 % 26, i % 26]
+                .iter()
+                .map(|&d| char::from(b'a' + d as u8))
+                .collect()
+        };
         for i in 0..1000 {
-            c.add(&err(ErrorKind::StreamCut, &format!("cut at byte {i}")));
+            c.add(&err(
+                ErrorKind::StreamCut,
+                &format!("cut at {}", letters(i)),
+            ));
         }
         assert_eq!(c.counts.len(), ErrorCauses::DISTINCT);
         assert_eq!(c.untallied, 1000 - (ErrorCauses::DISTINCT as u64 - 3));
@@ -164,6 +230,49 @@ mod tests {
         c.add(&err(ErrorKind::Connect, "Connection refused"));
         let connect = serde_json::to_value(&c.top()[2]).unwrap();
         assert!(connect.get("http_status").is_none(), "{connect}");
+    }
+
+    // A hostile-server audit: 1,496 timeouts "within 20000 ms", 2 "within 19999 ms" and one
+    // "19992 ms" (the budget a late send left) filled all three listed causes with one.
+    #[test]
+    fn messages_that_differ_only_in_their_numbers_are_one_cause() {
+        let mut c = ErrorCauses::default();
+        let timeout =
+            |ms: &str| format!("no complete response within {ms} ms of sending (request timeout)");
+        for ms in ["20000", "20000", "19999", "19992", "20000"] {
+            c.add(&err(ErrorKind::Timeout, &timeout(ms)));
+        }
+        c.add(&err(ErrorKind::Timeout, &timeout("20000.5")));
+        c.add(&err(
+            ErrorKind::Connect,
+            "Connection refused (os error 111)",
+        ));
+        c.add(&err(
+            ErrorKind::Connect,
+            "Connection refused (os error 111)",
+        ));
+        let top = c.top();
+        assert_eq!(top.len(), 2, "{top:?}");
+        assert_eq!(
+            top[0].to_string(),
+            format!("6 × timeout: {} (numbers vary)", timeout("20000"))
+        );
+        // The same message throughout is not marked, and the mark is in summary.json.
+        assert_eq!(
+            top[1].to_string(),
+            "2 × connect: Connection refused (os error 111)"
+        );
+        assert_eq!(serde_json::to_value(&top[0]).unwrap()["numbers_vary"], true);
+        assert!(serde_json::to_value(&top[1])
+            .unwrap()
+            .get("numbers_vary")
+            .is_none());
+        // Words still tell causes apart, and a number is not a word.
+        assert_eq!(
+            shape("over 144 token chunks for max_tokens 10"),
+            "over # token chunks for max_tokens #"
+        );
+        assert_eq!(shape("HTTP/1.1 v2. 3.x"), "HTTP/# v#. #.x");
     }
 
     #[test]
