@@ -59,7 +59,7 @@ fn hostile() -> Vec<(&'static str, Hostile, &'static str)> {
             "timeout",
         ),
         ("silent", Hostile::Silent, "timeout"),
-        ("garbage", Hostile::Garbage { bytes: 4096 }, "stream_cut"),
+        ("garbage", Hostile::Garbage { bytes: 4096 }, "protocol"),
     ]
 }
 

@@ -6,6 +6,7 @@
 //! of its bytes where the socket stamps them ([`RxTimer`]). Everything else is derived from
 //! those.
 
+mod interim;
 mod read;
 
 use crate::connection::{Connection, IoTrace};
@@ -18,7 +19,8 @@ use canary_core::{
 };
 use http_body_util::Full;
 use read::{
-    content_coding, drain, error_body, read_stream, read_whole, DRAIN_LIMIT, ERROR_BODY_WAIT,
+    body_start, content_coding, drain, error_body, not_sse, read_stream, read_whole, redirect,
+    DRAIN_LIMIT, ERROR_BODY_WAIT,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +133,7 @@ pub struct ReadLimits {
 /// that deadline; the send time is then the gate's (the first byte's write).
 pub async fn exchange(
     conn: &mut Connection,
-    request: http::Request<Full<Bytes>>,
+    mut request: http::Request<Full<Bytes>>,
     streaming: bool,
     deadline: tokio::time::Instant,
     limits: &ReadLimits,
@@ -154,8 +156,23 @@ pub async fn exchange(
     };
     // A reused connection has read earlier responses: only what comes after counts here.
     let read_before = conn.io.bytes_read();
+    let interim = interim::watch(&mut request);
+    // A `-H accept-encoding` asks for a coding; canaryd itself never does.
+    let asked_coding = request
+        .headers()
+        .contains_key(http::header::ACCEPT_ENCODING);
     let run = async {
-        let response = conn.sender.send_request(request).await.map_err(|e| {
+        // Past the cap the response's future is dropped: hyper closes the connection.
+        let sent = tokio::select! {
+            r = conn.sender.send_request(request) => r,
+            () = interim.over_cap() => {
+                return Err(error(
+                    ErrorKind::Protocol,
+                    format!("over {} interim (1xx) responses", interim::MAX_INTERIM),
+                ))
+            }
+        };
+        let response = sent.map_err(|e| {
             let answered = conn.io.bytes_read() > read_before;
             // Nothing of a response came, and the request never went out or the failure came
             // right after it: on a reused connection, the server closed it idle, its close
@@ -209,7 +226,8 @@ pub async fn exchange(
         m.head = Some(rx.event(last, read, head, false));
         let status = response.status();
         let coding = content_coding(response.headers(), &limits.secrets);
-        let mut body = response.into_body();
+        let (parts, mut body) = response.into_parts();
+        let headers = parts.headers;
         if let Some(coding) = coding {
             // canaryd asks for no coding, but a `-H accept-encoding` or a proxy may bring one:
             // compressed bytes would read as a cut or malformed stream.
@@ -218,7 +236,11 @@ pub async fn exchange(
                     ErrorKind::Protocol,
                     format!(
                         "response body in Content-Encoding {coding:?}, which canaryd does not \
-                         decode (an accept-encoding header asks for it)"
+                         decode ({})",
+                        match asked_coding {
+                            true => "the request's accept-encoding header asked for a coding",
+                            false => "not asked for: the request sent no accept-encoding",
+                        }
                     ),
                 ),
                 false => RequestError {
@@ -228,10 +250,17 @@ pub async fn exchange(
                 },
             });
         }
+        // Its own bound, within the request's: a body that never completes would end at
+        // the deadline as a timeout, the status lost.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Some(to) = redirect(&headers, &limits.secrets).filter(|_| status.is_redirection()) {
+            return Err(RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(status.as_u16()),
+                message: to,
+            });
+        }
         if !status.is_success() {
-            // Its own bound, within the request's: a body that never completes would end at
-            // the deadline as a timeout, the status lost.
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             return Err(RequestError {
                 kind: ErrorKind::HttpStatus,
                 http_status: Some(status.as_u16()),
@@ -239,8 +268,29 @@ pub async fn exchange(
             });
         }
         if streaming {
+            let not_sse = not_sse(&headers, &limits.secrets);
+            if let Some(t) = not_sse.as_ref().filter(|t| t.document) {
+                // A proxy's login or error page: a document, never a stream.
+                let start = body_start(&mut body, ERROR_BODY_WAIT.min(left), &limits.secrets);
+                return Err(error(
+                    ErrorKind::Protocol,
+                    format!(
+                        "not an SSE stream: {} (not text/event-stream), {}",
+                        t.shown,
+                        start.await
+                    ),
+                ));
+            }
             // Done at [DONE]: the body's end is read after the exchange's own deadlines.
-            read_stream(&mut body, &mut m, &mut rx, limits, deadline).await?;
+            read_stream(
+                &mut body,
+                &mut m,
+                &mut rx,
+                limits,
+                deadline,
+                not_sse.as_ref(),
+            )
+            .await?;
             Ok(Some(body))
         } else {
             let declared = hyper::body::Body::size_hint(&body).exact();
@@ -363,19 +413,41 @@ fn tls_failure(e: &hyper::Error) -> Option<String> {
 
 fn classify_hyper(e: &hyper::Error, doing: &str) -> RequestError {
     // A closed or reset connection while the response was in flight is a cut stream; hyper's
-    // error chain carries the io cause (a TLS error said in plain words).
+    // error chain carries the io cause (a TLS error said in plain words). Bytes that are not
+    // HTTP/1.1 (no status line, a bad Content-Length, a bad chunk size) are the server's
+    // protocol failure, not a cut.
     let mut msg = e.to_string();
+    let mut kind = match e.is_parse() {
+        true => ErrorKind::Protocol,
+        false => ErrorKind::StreamCut,
+    };
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         msg.push_str(": ");
         match canary_tls::explain_error(s) {
             Some(said) => {
                 msg.push_str(&said);
+                kind = ErrorKind::StreamCut;
                 break;
             }
             None => msg.push_str(&s.to_string()),
         }
+        if malformed_body(s) {
+            kind = ErrorKind::Protocol;
+        }
         source = s.source();
     }
-    error(ErrorKind::StreamCut, format!("{doing}: {msg}"))
+    error(kind, format!("{doing}: {msg}"))
+}
+
+/// hyper's body decoder says a framing it cannot read (a chunk size that is not hex or
+/// overflows, bad trailers) with an io error of these kinds; the socket's own failures
+/// (reset, broken pipe) and an end before the message's length (`UnexpectedEof`) are others.
+fn malformed_body(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+        )
+    })
 }

@@ -117,7 +117,8 @@ impl SseParser {
                 memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]).map(|p| p + self.scanned)
             else {
                 self.scanned = self.buf.len();
-                return self.check();
+                // What is left is one unfinished line, the event's.
+                return self.check(self.buf.len());
             };
             let mut end = pos + 1;
             if self.buf[pos] == b'\r' {
@@ -130,7 +131,9 @@ impl SseParser {
             let line = self.buf.split_to(end);
             self.scanned = 0;
             self.line(&line[..pos], at, out);
-            self.check()?;
+            // The event so far only: what is left of this read belongs to the lines (and
+            // events) after it, each checked when it is reached.
+            self.check(0)?;
         }
     }
 
@@ -141,9 +144,11 @@ impl SseParser {
             + self.event.as_ref().map_or(0, String::len)
     }
 
-    /// The event so far, and the line being read, within the limit.
-    fn check(&self) -> Result<(), EventTooLarge> {
-        match self.held() > self.limit {
+    /// The event so far, and `line` bytes of its unfinished line, within the limit.
+    fn check(&self, line: usize) -> Result<(), EventTooLarge> {
+        let event =
+            self.data.as_ref().map_or(0, String::len) + self.event.as_ref().map_or(0, String::len);
+        match event + line > self.limit {
             true => Err(EventTooLarge { limit: self.limit }),
             false => Ok(()),
         }
@@ -294,6 +299,36 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(out.len(), 1000);
+    }
+
+    // Audit finding 8: the bytes of the next event, read with an event just under the limit,
+    // were counted as the first event's.
+    #[test]
+    fn events_just_under_the_limit_pass_however_many_come_in_one_read() {
+        let event = |n: usize| format!("data: {}\n\n", "a".repeat(n - 8));
+        let mut p = SseParser::with_limit(1000);
+        let mut out = Vec::new();
+        let read = [event(1000), event(1000), event(1000)].concat();
+        p.push(read.as_bytes(), MonoTime(0), &mut out).unwrap();
+        assert_eq!(out.len(), 3);
+        // Split mid-event: a read ending in the next event's start.
+        let read = [event(1000), event(1000)].concat();
+        let (a, b) = read.as_bytes().split_at(1500);
+        p.push(a, MonoTime(1), &mut out).unwrap();
+        p.push(b, MonoTime(2), &mut out).unwrap();
+        assert_eq!(out.len(), 5);
+        // One over is still refused, in one read or a byte at a time.
+        let over = event(1010);
+        assert_eq!(
+            SseParser::with_limit(1000).push(over.as_bytes(), MonoTime(3), &mut out),
+            Err(EventTooLarge { limit: 1000 })
+        );
+        let mut p = SseParser::with_limit(1000);
+        let failed = over
+            .as_bytes()
+            .chunks(1)
+            .any(|b| p.push(b, MonoTime(4), &mut out).is_err());
+        assert!(failed);
     }
 
     #[test]

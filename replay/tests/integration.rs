@@ -5,6 +5,7 @@ mod compact_rows;
 mod connect;
 mod fuzz;
 mod hostile;
+mod hostile_http;
 mod hostile_traces;
 mod latency_truth;
 mod mtls;

@@ -2,6 +2,7 @@
 //! polling loop shared by the server and DCGM scrapers: scrape every interval, report an
 //! unreachable endpoint once, retry quietly.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +24,10 @@ use crate::source::{SharedState, SourceState};
 
 /// The largest `/metrics` body accepted; a vLLM page with many models is a few hundred KiB.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// Interim (1xx) responses a scrape takes before its final one: RFC 9110 allows several,
+/// servers send one or two.
+pub const MAX_INTERIM: u32 = 16;
 
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words as the target's
 /// and OTLP's are ([`canary_tls::explain_chain`]): a server refusing a missing client
@@ -88,6 +94,15 @@ pub enum ScrapeError {
         url: String,
         /// The configured timeout.
         timeout: Duration,
+    },
+    /// Over [`MAX_INTERIM`] interim (1xx) responses came before the final one: a server
+    /// answering `100 Continue` forever would be parsed until the timeout, a core busy.
+    #[error("{url}: over {max} interim (1xx) responses")]
+    Interim {
+        /// The endpoint.
+        url: String,
+        /// The cap, [`MAX_INTERIM`].
+        max: u32,
     },
     /// The server answered with a non-2xx status.
     #[error("{url}: HTTP status {status}")]
@@ -308,7 +323,7 @@ impl Endpoint {
                 .rsplit_once('@')
                 .map_or(a.as_str(), |(_, host)| host)
         });
-        let req = Request::get(path)
+        let mut req = Request::get(path)
             .header(header::HOST, authority)
             // Prefer the classic text format; the parser reads OpenMetrics too.
             .header(
@@ -321,10 +336,24 @@ impl Endpoint {
                 url: url(),
                 source: e.into(),
             })?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|source| ScrapeError::Http { url: url(), source })?;
+        // Past the cap the response's future is dropped, and hyper closes the connection.
+        let interim = Arc::new((AtomicU32::new(0), Notify::new()));
+        let counter = interim.clone();
+        hyper::ext::on_informational(&mut req, move |_| {
+            if counter.0.fetch_add(1, Ordering::Relaxed) == MAX_INTERIM {
+                counter.1.notify_one();
+            }
+        });
+        let resp = tokio::select! {
+            r = sender.send_request(req) => r,
+            () = interim.1.notified() => {
+                return Err(ScrapeError::Interim {
+                    url: url(),
+                    max: MAX_INTERIM,
+                })
+            }
+        };
+        let resp = resp.map_err(|source| ScrapeError::Http { url: url(), source })?;
         let at = MonoTime::now();
         let status = resp.status();
         if !status.is_success() {

@@ -364,6 +364,55 @@ async fn a_compressed_or_html_body_is_an_error_not_an_empty_page() {
     }
 }
 
+/// Audit finding 2: a server answering `100 Continue` forever had each scrape parse 67 to
+/// 199 MiB of interim heads, past its timeout. The scrape ends at the cap, closing the
+/// connection: the server sees the close long before its flood is out.
+#[tokio::test]
+async fn endless_interim_responses_end_the_scrape_at_the_cap() {
+    const FLOOD: usize = 256 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the request's head ended early");
+            head.extend_from_slice(&chunk[..n]);
+        }
+        let block = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(2048);
+        let mut sent = 0;
+        while sent < FLOOD {
+            match sock.write_all(&block).await {
+                Ok(()) => sent += block.len(),
+                // The client closed the connection.
+                Err(_) => return (sent, true),
+            }
+        }
+        (sent, false)
+    });
+    let state = probe_server_metrics(
+        &format!("http://{addr}/metrics"),
+        None,
+        None,
+        Duration::from_secs(20),
+    )
+    .await;
+    match state {
+        SourceState::Unavailable { reason } => {
+            assert!(
+                reason.ends_with("over 16 interim (1xx) responses"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let (sent, closed) = server.await.unwrap();
+    assert!(closed, "the connection stayed open for all {sent} bytes");
+    assert!(sent < FLOOD / 4, "{sent} bytes of interim heads sent");
+}
+
 #[tokio::test]
 async fn failed_scrapes_parse_issues_and_left_out_values_stay_in_the_detail() {
     // The real vLLM V0 capture with its KV-cache usage written as a percent (87.5) and a

@@ -19,6 +19,106 @@ const ERROR_BODY_LIMIT: usize = 4096;
 /// Bytes of a malformed chunk quoted in its message.
 const SHOWN_CHUNK_BYTES: usize = 120;
 
+/// Bytes of a body that is not an SSE stream quoted in its message, and of a redirect's
+/// `Location`.
+const SHOWN_BODY_BYTES: usize = 120;
+
+/// A streaming request's answer whose `Content-Type` is not `text/event-stream`.
+#[derive(Debug)]
+pub(super) struct NotSse {
+    /// Its `Content-Type`, quoted and cut short (scrubbed), or that it had none.
+    pub shown: String,
+    /// A document (HTML: a proxy's login or error page), never an SSE stream: refused at its
+    /// head. Other types are read on, since a server may send SSE under a wrong type, and
+    /// named when no event came.
+    pub document: bool,
+}
+
+/// The `Content-Type` of a streaming request's answer, when it is not an SSE stream's.
+pub(super) fn not_sse(headers: &http::HeaderMap, secrets: &Secrets) -> Option<NotSse> {
+    let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
+        return Some(NotSse {
+            shown: "no Content-Type".to_string(),
+            document: false,
+        });
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let media = text
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if media == "text/event-stream" {
+        return None;
+    }
+    Some(NotSse {
+        shown: format!(
+            "Content-Type {:?}",
+            secrets.cut(text.trim(), SHOWN_BODY_BYTES)
+        ),
+        document: matches!(media.as_str(), "text/html" | "application/xhtml+xml"),
+    })
+}
+
+/// The message of a redirect (a `Location`), which canaryd never follows: where it pointed.
+pub(super) fn redirect(headers: &http::HeaderMap, secrets: &Secrets) -> Option<String> {
+    let l = headers.get(http::header::LOCATION)?;
+    Some(format!(
+        "redirect to {} not followed",
+        quote(l.as_bytes(), l.len(), secrets)
+    ))
+}
+
+/// The first bytes of a body, `start`, of `total` read, quoted: scrubbed, cut short and said
+/// to be.
+fn quote(start: &[u8], total: usize, secrets: &Secrets) -> String {
+    let text = String::from_utf8_lossy(start);
+    let shown = secrets.cut(&text, SHOWN_BODY_BYTES);
+    match shown.len() < text.len() || total > start.len() {
+        true => format!("{shown:?}…"),
+        false => format!("{shown:?}"),
+    }
+}
+
+/// The start of `body`, quoted, read for `wait` at most: for the message of an answer that
+/// is not what was asked for.
+pub(super) async fn body_start(
+    body: &mut hyper::body::Incoming,
+    wait: Duration,
+    secrets: &Secrets,
+) -> String {
+    let mut start = Vec::new();
+    let mut total = 0;
+    let read = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(d) = frame.data_ref() {
+                total += d.len();
+                start.extend_from_slice(&d[..d.len().min(SHOWN_BODY_BYTES - start.len())]);
+            }
+            if start.len() >= SHOWN_BODY_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(wait, read).await;
+    match total {
+        0 => "an empty body".to_string(),
+        _ => format!("a body starting {}", quote(&start, total, secrets)),
+    }
+}
+
+/// What a body of `total` bytes that began with `start` was, for a message.
+fn said_start(start: &[u8], total: usize, secrets: &Secrets) -> String {
+    match total {
+        0 => "an empty body".to_string(),
+        _ => format!(
+            "a body of {total} bytes starting {}",
+            quote(start, total, secrets)
+        ),
+    }
+}
+
 /// How long an error status's body is read for its message after the head: servers send it
 /// with the head, a few hundred bytes.
 pub(super) const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
@@ -56,27 +156,52 @@ pub(super) async fn read_stream(
     rx: &mut RxTimer,
     limits: &ReadLimits,
     deadline: tokio::time::Instant,
+    not_sse: Option<&NotSse>,
 ) -> Result<(), RequestError> {
     let mut parser = SseParser::with_limit(limits.caps.event_bytes);
     let mut hold = limits.held.hold();
     let mut events: Vec<SseEvent> = Vec::new();
     let mut last_token: Option<Stamp> = None;
+    // The body's first bytes and its length while no event came: what to say of an answer
+    // that was no SSE stream.
+    let mut start: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    let mut any_event = false;
     loop {
         let Some(frame) = body.frame().await else {
-            return Err(error(
-                ErrorKind::StreamCut,
-                if m.chunks == 0 {
-                    "stream ended before any token and without [DONE]"
-                } else {
-                    "stream ended without [DONE]"
-                },
-            ));
+            return Err(match (any_event, not_sse) {
+                (false, Some(t)) => error(
+                    ErrorKind::Protocol,
+                    format!(
+                        "not an SSE stream: {} (not text/event-stream) and no event in {}",
+                        t.shown,
+                        said_start(&start, total, &limits.secrets)
+                    ),
+                ),
+                (false, None) if total > 0 => error(
+                    ErrorKind::StreamCut,
+                    format!(
+                        "stream ended without a complete SSE event, in {}",
+                        said_start(&start, total, &limits.secrets)
+                    ),
+                ),
+                _ if m.chunks == 0 => error(
+                    ErrorKind::StreamCut,
+                    "stream ended before any token and without [DONE]",
+                ),
+                _ => error(ErrorKind::StreamCut, "stream ended without [DONE]"),
+            });
         };
         let frame = frame.map_err(|e| classify_hyper(&e, "reading stream"))?;
         let at = MonoTime::now();
         let Some(data) = frame.data_ref() else {
             continue;
         };
+        if !any_event {
+            total += data.len();
+            let room = SHOWN_BODY_BYTES - start.len();
+            start.extend_from_slice(&data[..data.len().min(room)]);
+        }
         // Before the parser: the read these bytes came in (or a later one).
         let read = rx.bytes();
         parser.push(data, at, &mut events).map_err(|_| {
@@ -91,6 +216,7 @@ pub(super) async fn read_stream(
         if !hold.set(parser.held()) {
             return Err(held_over(limits));
         }
+        any_event |= !events.is_empty();
         // Every event this piece completed but the last is followed by more of it; the last
         // too when the piece holds the start of the next event.
         let n = events.len();
