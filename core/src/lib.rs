@@ -92,8 +92,8 @@ pub use stats::{
     PERCENTILE_PRECISION_SPACED,
 };
 pub use summary::{
-    itl_is_bound, rate_unavailable, Aggregator, GoodputSummary, NoValue, RunSummary, RxBounds,
-    RxSummary, SendSpans, ServerTimeRefused, TokenAgreement, MIN_RATE_SPAN_S,
+    itl_is_bound, per_user_note, rate_unavailable, Aggregator, GoodputSummary, NoValue, RunSummary,
+    RxBounds, RxSummary, SendSpans, ServerTimeRefused, TokenAgreement, MIN_RATE_SPAN_S,
 };
 pub use telemetry::{
     bounded_gpu, bounded_server, BucketQuantile, ClientCpu, ClientMinusServer, ClientTimes,

@@ -24,6 +24,7 @@ pub struct Aggregator {
     cancelled: u64,
     warmup: u64,
     good: u64,
+    per_user: PerUserCounts,
     errors: BTreeMap<ErrorKind, u64>,
     causes: ErrorCauses,
     statuses: StatusCounts,
@@ -186,6 +187,7 @@ impl Aggregator {
         self.record("request_latency", r.e2e_ms);
         self.record("time_to_first_byte", r.ttfb_ms);
         self.record("output_token_throughput_per_user", r.output_tokens_per_s);
+        self.per_user.add(r);
         let server_prompt_ms = r.server_timings.as_ref().and_then(|t| t.prompt_ms);
         match server_prompt_ms.map(|p| ServerTimeRefused::check(p, r.e2e_ms)) {
             Some(Ok(prompt)) => {
@@ -322,6 +324,8 @@ impl Aggregator {
             rate_unavailable,
             request_throughput: per_s(self.completed),
             output_token_throughput: per_s(self.output_tokens),
+            per_user_requests: self.per_user.rated,
+            per_user_unmeasured: self.per_user.unmeasured,
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             total_cached_tokens: self.cached_tokens,
@@ -458,6 +462,18 @@ pub struct RunSummary {
     pub request_throughput: Option<f64>,
     /// Output tokens per second over `duration_s`; `None` when `rate_unavailable`.
     pub output_token_throughput: Option<f64>,
+    /// Completed requests with a per-user rate (`output_token_throughput_per_user`, 1000 /
+    /// ITL): the requests its statistics are over. Exact count. 0 in a summary written before
+    /// it was kept.
+    #[serde(default)]
+    pub per_user_requests: u64,
+    /// Completed requests with more than one output token but no per-user rate: every token
+    /// came in one read, so no time between the first token and the end was measured (ITL 0
+    /// ms; the rate is only a lower bound, (tokens - 1) / e2e). Left out of
+    /// `output_token_throughput_per_user`, counted here ([`per_user_note`] says so). Exact
+    /// count; 0 in a summary written before it was kept.
+    #[serde(default)]
+    pub per_user_unmeasured: u64,
     /// Prompt tokens of completed requests (server count when reported).
     pub total_input_tokens: u64,
     /// Output tokens of completed requests (server count when reported).
@@ -489,6 +505,41 @@ pub struct RunSummary {
     /// One statistics block per metric, keyed by aiperf-style name.
     #[serde(flatten)]
     pub metrics: BTreeMap<String, Stats>,
+}
+
+/// Per-user rates counted as the requests come (exact counts, completed requests only).
+#[derive(Debug, Default, Clone, Copy)]
+struct PerUserCounts {
+    /// Requests with a per-user rate.
+    rated: u64,
+    /// Requests with more than one output token and none.
+    unmeasured: u64,
+}
+
+impl PerUserCounts {
+    fn add(&mut self, r: &RequestRecord) {
+        match r.output_tokens_per_s {
+            Some(_) => self.rated += 1,
+            None if r.output_token_count() > 1 => self.unmeasured += 1,
+            None => {}
+        }
+    }
+}
+
+/// What tokens/s per user leaves out, when it leaves out some requests: `unmeasured` of them
+/// had more than one token all in one read, and so no per-user rate; it is over the other
+/// `rated`. `None` when none were left out. One sentence for the run table, the report page
+/// and the sweep's notes.
+pub fn per_user_note(unmeasured: u64, rated: u64) -> Option<String> {
+    (unmeasured > 0).then(|| {
+        format!(
+            "{unmeasured} of the {} requests with more than one token had every token in one \
+             read: no time between their first token and their end was measured, so they have \
+             no tokens/s per user (only a lower bound, (tokens - 1) / e2e) and are left out of \
+             it; tok/s/user is over the other {rated}",
+            unmeasured + rated
+        )
+    })
 }
 
 /// Why a time the server reported for a request (its prompt time) is not taken as a figure:
@@ -1386,5 +1437,42 @@ mod tests {
         assert!(exact.bounds().is_bound("time_to_second_token"));
         let bound = older(serde_json::json!({"kernel": 1, "kernel_bound": 1}));
         assert!(bound.bounds().is_bound("inter_token_latency"));
+    }
+
+    // Tokens/s per user is 1000 / ITL, so a response whose tokens all came in one read (ITL
+    // 0 ms) has none: counted apart, not left out unsaid; one token has no ITL at all.
+    #[test]
+    fn requests_without_a_per_user_rate_are_counted() {
+        let mut agg = Aggregator::new(Goodput::default());
+        let mut streamed = ok(1, 0.0, 10.0, 50.0, 5);
+        streamed.output_tokens_per_s = streamed.itl_ms.map(|itl| 1000.0 / itl);
+        let one_read = ok(2, 1.0, 10.0, 10.0, 5);
+        assert_eq!(one_read.itl_ms, Some(0.0));
+        let mut one_token = ok(3, 2.0, 10.0, 10.0, 2);
+        one_token.chunks = 1;
+        one_token.usage = None;
+        one_token.itl_ms = None;
+        for r in [&streamed, &one_read, &one_token] {
+            agg.add(r, &ChunkGaps::default());
+        }
+        let s = agg.summary();
+        assert_eq!((s.per_user_requests, s.per_user_unmeasured), (1, 1));
+        assert_eq!(s.metrics["output_token_throughput_per_user"].count, 1);
+        let note = per_user_note(s.per_user_unmeasured, s.per_user_requests).unwrap();
+        assert!(
+            note.starts_with(
+                "1 of the 2 requests with more than one token had every token in \
+                 one read"
+            ) && note.ends_with("tok/s/user is over the other 1"),
+            "{note}"
+        );
+        assert_eq!(per_user_note(0, 7), None);
+        // A summary written before the counts were kept still reads, with none.
+        let mut old = serde_json::to_value(&s).unwrap();
+        let o = old.as_object_mut().unwrap();
+        o.remove("per_user_requests").unwrap();
+        o.remove("per_user_unmeasured").unwrap();
+        let read: RunSummary = serde_json::from_value(old).unwrap();
+        assert_eq!((read.per_user_requests, read.per_user_unmeasured), (0, 0));
     }
 }

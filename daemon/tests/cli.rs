@@ -10,6 +10,8 @@ mod hostile;
 mod http_status;
 #[path = "cli/open_files.rs"]
 mod open_files;
+#[path = "cli/per_user.rs"]
+mod per_user;
 #[path = "cli/profile.rs"]
 mod profile;
 #[path = "cli/realtime.rs"]

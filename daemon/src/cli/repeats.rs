@@ -7,7 +7,7 @@
 
 mod summary;
 
-pub use summary::{left_out, RepeatsFile, RepeatsSummary};
+pub use summary::{few_runs_line, left_out, RepeatsFile, RepeatsSummary};
 #[cfg(test)]
 pub use summary::{Figure, CONFIDENCE};
 

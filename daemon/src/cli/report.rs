@@ -187,6 +187,15 @@ pub fn print_table(
         if let Some(st) = s.metrics.get(key) {
             print_metric_row(&label, st)?;
         }
+        // The rows are over the requests that have the figure; the per-user rate's leave out
+        // some completed ones, which the row alone would not say.
+        if key == "output_token_throughput_per_user" {
+            if let Some(note) =
+                canary_core::per_user_note(s.per_user_unmeasured, s.per_user_requests)
+            {
+                outln!("  note: {note}")?;
+            }
+        }
         if let Some(server) = server {
             let beside = match key {
                 "time_to_first_token" => Some((&server.ttft_s, "  server TTFT (ms, /metrics)")),

@@ -54,6 +54,16 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     let dir = tempfile::tempdir().unwrap();
     let out = replay(dir.path(), &url, &["--runs", "3"]);
     assert!(out.status.success(), "{}", text(&out));
+    // Three runs are few: the table says how wide Student's t makes the interval, in the
+    // sweep's words.
+    assert!(
+        text(&out).contains(
+            "few runs: with 3 runs a figure's 95% half-width is Student's t on 2 degrees of \
+             freedom (4.30) times s/√3, 2.48 times the runs' standard deviation s"
+        ),
+        "{}",
+        text(&out)
+    );
     let root = dir.path().join("out");
 
     // Each run is a full run with its own artifacts, its own run id and its own salt.

@@ -50,6 +50,27 @@ pub fn render(run: &Run) -> String {
             },
         ),
     ];
+    let per_user = PerUser::of(run);
+    if let Some(median) = per_user.median() {
+        tiles.push((
+            rate(Some(median), "tok/s"),
+            format!(
+                "output tokens/s per user, 1000 / ITL{} (median of {} requests{})",
+                // As ITL's row: some rate is a bound when some ITL is.
+                if itl_bounds(run).is_some() {
+                    ", a bound"
+                } else {
+                    ""
+                },
+                num(per_user.rates.len() as f64),
+                if per_user.unmeasured > 0 {
+                    ", not all: see below"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     if f.cancelled > 0 {
         // Neither completed nor the target's errors: said, so the tiles add up.
         tiles.insert(
@@ -106,6 +127,9 @@ pub fn render(run: &Run) -> String {
         ));
     }
     html.push_str("</div>\n");
+    if let Some(note) = per_user.note() {
+        html.push_str(&format!("<p class=\"note\">{}.</p>\n", esc(&note)));
+    }
     if f.slos {
         html.push_str(&format!(
             "<p class=\"note\">{}</p>\n",
@@ -117,6 +141,41 @@ pub fn render(run: &Run) -> String {
     }
     html.push_str(&latency_table(run));
     html
+}
+
+/// Tokens/s per user over the completed measured requests drawn: the rates of those that have
+/// one, and how many with more than one token have none (every token in one read), counted as
+/// `summary.json`'s `per_user_unmeasured` is.
+struct PerUser {
+    rates: Vec<f64>,
+    unmeasured: u64,
+}
+
+impl PerUser {
+    fn of(run: &Run) -> PerUser {
+        let mut rates = Vec::new();
+        let mut unmeasured = 0;
+        for r in run.measured().filter(|r| r.ok) {
+            match r.tokens_per_s.filter(|v| v.is_finite()) {
+                Some(v) => rates.push(v),
+                None => unmeasured += u64::from(r.output_tokens > 1),
+            }
+        }
+        PerUser {
+            rates: sorted(rates),
+            unmeasured,
+        }
+    }
+
+    /// The nearest-rank median, exact over the requests with a rate.
+    fn median(&self) -> Option<f64> {
+        (!self.rates.is_empty()).then(|| quantile(&self.rates, 0.5))
+    }
+
+    /// The requests the median leaves out, as the run table and the sweep say it.
+    fn note(&self) -> Option<String> {
+        canary_core::per_user_note(self.unmeasured, self.rates.len() as u64)
+    }
 }
 
 /// What a merged run's span and rates rest on: its shards placed on one time axis, within the

@@ -9,6 +9,36 @@ use serde::Serialize;
 /// The confidence level of every interval.
 pub const CONFIDENCE: f64 = 0.95;
 
+/// Runs under which a table says its intervals are wide ([`few_runs_line`]).
+pub const FEW_RUNS: u64 = 5;
+
+/// The line under a table whose intervals are over `n` runs, 2 to [`FEW_RUNS`] − 1 (else
+/// `None`): Student's t on n − 1 degrees of freedom makes `whose` half-width `t·s/√n`, 8.98
+/// times the runs' standard deviation with 2 runs, so its ± can exceed the figure itself. One
+/// sentence for `--runs N`'s table and the sweep's.
+pub fn few_runs_line(n: u64, whose: &str) -> Option<String> {
+    if !(2..FEW_RUNS).contains(&n) {
+        return None;
+    }
+    let q = 1.0 - (1.0 - CONFIDENCE) / 2.0;
+    let t = |n: u64| canary_core::t_quantile(q, (n - 1) as f64);
+    let per_sd = |n: u64| t(n) / (n as f64).sqrt();
+    Some(format!(
+        "few runs: with {n} runs {whose} {:.0}% half-width is Student's t on {} degree{} of \
+         freedom ({:.2}) times s/√{n}, {:.2} times the runs' standard deviation s: a wide \
+         interval, its ± larger than the figure once s is over {:.0}% of it (5 runs: {:.2} s, \
+         10 runs: {:.2} s)",
+        CONFIDENCE * 100.0,
+        n - 1,
+        if n == 2 { "" } else { "s" },
+        t(n),
+        per_sd(n),
+        100.0 / per_sd(n),
+        per_sd(5),
+        per_sd(10),
+    ))
+}
+
 /// The headline figures, in table order: (metric, statistic, unit, table label).
 const HEADLINE: [(&str, &str, &str, &str); 10] = [
     ("time_to_first_token", "p50", "ms", "TTFT p50"),
@@ -405,6 +435,16 @@ impl RepeatsSummary {
         }
         if self.metrics.iter().any(|f| f.bound) {
             outln!("  {BOUND_NOTE}")?;
+        }
+        // The fewest runs any interval is over: its width is the table's widest warning.
+        let fewest = self
+            .metrics
+            .iter()
+            .map(|f| f.interval.n)
+            .filter(|&n| n >= 2)
+            .min();
+        if let Some(line) = fewest.and_then(|n| few_runs_line(n, "a figure's")) {
+            outln!("  {line}")?;
         }
         for r in &self.per_run {
             if let Some(why) = &r.left_out {

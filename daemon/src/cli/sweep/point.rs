@@ -334,16 +334,7 @@ impl PointFigures {
     /// What the per-user median leaves out, when it leaves out some requests: those whose
     /// tokens all came in one read have no per-user rate.
     pub fn per_user_note(&self) -> Option<String> {
-        let (left, over) = (self.per_user_unmeasured, self.per_user_requests);
-        (left > 0).then(|| {
-            format!(
-                "{left} of the {} requests with more than one token had every token in one \
-                 read: no time between their first token and their end was measured, so they \
-                 have no tokens/s per user (only a lower bound, (tokens - 1) / e2e) and are \
-                 left out of it; tok/s/user is over the other {over}",
-                left + over
-            )
-        })
+        canary_core::per_user_note(self.per_user_unmeasured, self.per_user_requests)
     }
 
     /// The figures of `run`; `gpus_flag` is `--gpus`, used when no GPU was measured.
@@ -362,7 +353,6 @@ impl PointFigures {
             (None, None) => (None, None),
         };
         let tokens = s.output_token_throughput;
-        let count = |metric: &str| s.metrics.get(metric).map_or(0, |m| m.count);
         let server = run.outcome.telemetry.server.as_ref().map(|v| {
             let mean = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.mean);
             let max = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.max);
@@ -389,11 +379,8 @@ impl PointFigures {
                 .get("output_token_throughput_per_user")
                 .filter(|m| m.count > 0)
                 .map(|m| m.p50),
-            per_user_requests: count("output_token_throughput_per_user"),
-            // ITL is recorded for every request with more than one token, 0 ms included (all
-            // in one read); the per-user rate, 1000 / ITL, only where ITL is above 0.
-            per_user_unmeasured: count("inter_token_latency")
-                .saturating_sub(count("output_token_throughput_per_user")),
+            per_user_requests: s.per_user_requests,
+            per_user_unmeasured: s.per_user_unmeasured,
             output_tokens_per_s_per_gpu: tokens.zip(gpus).map(|(t, n)| t / n as f64),
             gpus,
             gpus_from,

@@ -3,6 +3,7 @@
 
 use super::document::SweepDoc;
 use super::point::Point;
+use crate::cli::repeats::few_runs_line;
 use canary_core::PERCENTILE_PRECISION_SPACED;
 
 fn num(v: Option<f64>) -> String {
@@ -66,31 +67,11 @@ fn fewest_runs(doc: &SweepDoc) -> Option<u64> {
         .min()
 }
 
-/// Under the table when some point's intervals are over few runs: Student's t on n − 1
-/// degrees of freedom makes the half-width `t·s/√n`, 8.98 times the runs' standard deviation
-/// with 2 runs, so its ± can exceed the figure itself.
-fn few_runs_line(n: u64) -> Option<String> {
-    if n >= FEW_RUNS {
-        return None;
-    }
-    let per_sd = |n: u64| canary_core::t_quantile(0.975, (n - 1) as f64) / (n as f64).sqrt();
-    Some(format!(
-        "few runs: with {n} runs a point's 95% half-width is Student's t on {} degree{} of \
-         freedom ({:.2}) times s/√{n}, {:.2} times the runs' standard deviation s: a wide \
-         interval, its ± larger than the figure once s is over {:.0}% of it (5 runs: {:.2} s, \
-         10 runs: {:.2} s)",
-        n - 1,
-        if n == 2 { "" } else { "s" },
-        canary_core::t_quantile(0.975, (n - 1) as f64),
-        per_sd(n),
-        100.0 / per_sd(n),
-        per_sd(5),
-        per_sd(10),
-    ))
+/// Under the table when some point's intervals are over few runs (see
+/// [`few_runs_line`]).
+fn few_runs(n: u64) -> Option<String> {
+    few_runs_line(n, "a point's")
 }
-
-/// Runs under which the table says its intervals are wide.
-const FEW_RUNS: u64 = 5;
 
 /// `cell` with `*` after it when the point's `metric` is not exact (see
 /// [`super::point::PointFigures::bounds`]).
@@ -250,7 +231,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
     if any_cut(doc) {
         outln!("{CUT_NOTE}")?;
     }
-    if let Some(line) = fewest_runs(doc).and_then(few_runs_line) {
+    if let Some(line) = fewest_runs(doc).and_then(few_runs) {
         outln!("{line}")?;
     }
     outln!("{}", knee_line(doc))?;
@@ -488,7 +469,7 @@ mod tests {
             CUT_NOTE.contains("it is 0 to mean + half-width"),
             "{CUT_NOTE}"
         );
-        let few = fewest_runs(&doc).and_then(few_runs_line).unwrap();
+        let few = fewest_runs(&doc).and_then(few_runs).unwrap();
         assert!(
             few.starts_with("few runs: with 2 runs")
                 && few.contains("on 1 degree of freedom (12.71)")
@@ -507,7 +488,7 @@ mod tests {
             vec![p],
         );
         assert!(!any_cut(&doc));
-        assert_eq!(fewest_runs(&doc).and_then(few_runs_line), None);
+        assert_eq!(fewest_runs(&doc).and_then(few_runs), None);
     }
 
     // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest
