@@ -1,6 +1,7 @@
 //! The daemon's status page (`GET /`) and its on-demand run reports (`GET /runs/{id}/report`),
 //! served by `canaryd run` against `canaryd sim`, loaded in headless Chromium like a reader's
-//! browser: no console error, no request but the page's own, every chart drawn with data.
+//! browser: no console error, no request but the page's own, every chart drawn with data; and
+//! the endpoint's connection caps against clients that say nothing or never read.
 
 mod common;
 
@@ -221,4 +222,144 @@ fn silent_clients_are_capped_and_closed() {
     );
     let (code, body) = http(status, "GET", "/healthz", "");
     assert_eq!(code, 200, "{body}");
+}
+
+/// Clients that ask and never read what they asked for cannot lock a probe out either: with
+/// every connection the endpoint serves (256, 64 from each of four addresses) pipelining 400
+/// `GET /api/runs?limit=1000` with a small receive buffer and reading nothing, until the
+/// daemon's writes to each have stopped, `/healthz` from a fresh address, and from one of
+/// theirs, answers 200: a request waiting behind an answer its client does not read does not
+/// keep its connection (each such used to count as in progress for the connection's whole
+/// lifetime, and a new connection was closed at once).
+#[test]
+fn clients_that_never_read_cannot_lock_a_probe_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let config = dir.path().join("canaryd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = \"{}\"\n[telemetry]\nnvml = false\nebpf = false\n\
+             [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+             [workloads.chat]\ntarget = \"sim\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+             max_requests = 5\nspeedup = 20\nscale_lengths = 0.05\n",
+            dir.path().join("state").display(),
+        ),
+    )
+    .unwrap();
+    let (_d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    // A run in the history, so that each answer is a run's brief (about 1 KB), and
+    // [`PIPELINED`] of them far more than the socket buffers between the daemon and a client
+    // hold (at 50, a few clients were sometimes given all their answers, and were idle).
+    eventually(120, "the first run in the history", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    let ask = "GET /api/runs?limit=1000 HTTP/1.1\r\nhost: x\r\n\r\n".repeat(PIPELINED);
+    let peers: Vec<[u8; 4]> = (1..=4).map(|n| [127, 0, 1, n]).collect();
+    let mut stalled = Vec::new();
+    for peer in &peers {
+        for _ in 0..64 {
+            let mut s = connect_from(*peer, status);
+            s.write_all(ask.as_bytes()).unwrap();
+            stalled.push(s);
+        }
+    }
+    // Wait (not a timing assertion) until the daemon has stopped writing to every one: each
+    // has answers waiting unread, as many as in the last look.
+    let mut last = Vec::new();
+    eventually(120, "the daemon's writes to every client stalled", || {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let now: Vec<usize> = stalled.iter().map(unread).collect();
+        let stalled_now = now.iter().all(|&n| n > 0) && now == last;
+        last = now;
+        stalled_now.then_some(())
+    });
+    for from in [[127, 0, 0, 2], [127, 0, 0, 2], peers[0], [127, 0, 0, 3]] {
+        let reply = healthz_from(from, status);
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.ends_with("ok\n"),
+            "/healthz from {from:?} with 256 clients not reading ({} to {} bytes unread \
+             each): {reply:?}\n{}",
+            last.iter().min().unwrap(),
+            last.iter().max().unwrap(),
+            std::fs::read_to_string(dir.path().join("daemon.log")).unwrap()
+        );
+    }
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("256 connections open: closed the oldest that had sent no request or had none being worked on"),
+        "{log}"
+    );
+    assert!(!log.contains("closed a new one"), "{log}");
+}
+
+/// Requests each client that never reads sends at once.
+const PIPELINED: usize = 400;
+
+/// A TCP connection to the endpoint from `source` (a 127.x.y.z address: one test, many
+/// peers), its receive buffer set to 4 KiB before it connects, so that its window stays small.
+fn connect_from(source: [u8; 4], port: u16) -> std::net::TcpStream {
+    use std::os::fd::FromRawFd;
+    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor made here and owned by the stream at once;
+    // every pointer is to a local that outlives the call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = std::net::TcpStream::from_raw_fd(fd);
+        let size: libc::c_int = 4096;
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(set, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        let from = sockaddr(source, 0);
+        let bound = libc::bind(fd, (&from as *const libc::sockaddr_in).cast(), len);
+        assert_eq!(
+            bound,
+            0,
+            "bind {source:?}: {}",
+            std::io::Error::last_os_error()
+        );
+        let to = sockaddr([127, 0, 0, 1], port);
+        let made = libc::connect(fd, (&to as *const libc::sockaddr_in).cast(), len);
+        assert_eq!(made, 0, "connect: {}", std::io::Error::last_os_error());
+        stream
+    }
+}
+
+/// Bytes that came on `s` and are not read yet.
+fn unread(s: &std::net::TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int to a local.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n as usize
+}
+
+/// `GET /healthz` from `source`: the whole reply, or what went wrong (a reset when refused).
+fn healthz_from(source: [u8; 4], port: u16) -> String {
+    let mut s = connect_from(source, port);
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut reply = String::new();
+    let done = s
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .and_then(|_| s.read_to_string(&mut reply));
+    match done {
+        Ok(_) => reply,
+        Err(e) => format!("{reply}[{e}]"),
+    }
 }

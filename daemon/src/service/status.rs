@@ -31,12 +31,15 @@ use tokio_util::sync::CancellationToken;
 
 /// Connections served at once. Each holds a task and a descriptor, which runs need too:
 /// without a cap, clients that connect and say nothing took every descriptor the daemon had.
-/// At the cap a new connection closes the oldest one with no request in progress: one that
-/// has sent no request head yet, or one idle between requests (keep-alive). That one is shut
-/// down gracefully within [`EVICTION_GRACE`]: a request whose head has just come is still
-/// answered, an idle connection is closed at once. The new connection is itself closed only
-/// when every one in its way has a request in progress right now, so connections that are
-/// silent or idle between requests, however many, cannot lock a liveness probe out.
+/// At the cap a new connection closes the oldest one with no request being worked on: one
+/// that has sent no request head yet, is idle between requests (keep-alive), has a request
+/// waiting for a query or report slot, or has an answer waiting for its client to read it.
+/// That one is shut down gracefully within [`EVICTION_GRACE`]: a request whose head has just
+/// come is still answered, an idle connection is closed at once. Only a request holding one
+/// of the few query or report slots ([`QUERIES`], `page::REPORTS`) keeps its connection, so
+/// at most that many are safe at once, and no client, silent, idle or not reading what it
+/// asked for, can lock a liveness probe out. The new connection is itself closed only when
+/// every one in its way is being worked on (not reached at these caps; said if it is).
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// Connections one peer may hold at once (the same rule at this cap, among its own): one
@@ -161,8 +164,8 @@ struct Connections {
 
 struct Connection {
     peer: PeerGroup,
-    /// Requests in progress on it now (a head has come, the answer is not done): while not
-    /// zero it is not closed for another.
+    /// Requests being worked on now (holding a query or report slot, see [`InProgress`]):
+    /// while not zero it is not closed for another.
     busy: Arc<AtomicUsize>,
     close: CancellationToken,
 }
@@ -172,9 +175,9 @@ struct Connection {
 enum Made {
     /// Nothing was needed.
     Nothing,
-    /// Closed the peer's oldest connection with no request in progress, at its cap.
+    /// Closed the peer's oldest connection with no request being worked on, at its cap.
     ClosedPeers,
-    /// Closed the oldest connection with no request in progress, at the endpoint's cap.
+    /// Closed the oldest connection with no request being worked on, at the endpoint's cap.
     ClosedOldest,
 }
 
@@ -182,9 +185,9 @@ enum Made {
 type Admitted = (u64, Arc<AtomicUsize>, CancellationToken, Made);
 
 impl Connections {
-    /// Takes a new connection from `peer`, closing another that has no request in progress
-    /// (silent, or idle between requests) when a cap is reached; `None` (refused) when every
-    /// one in the way has a request in progress. The per-peer cap counts `peer`'s group.
+    /// Takes a new connection from `peer`, closing another that has no request being worked
+    /// on (silent, idle between requests, or waiting) when a cap is reached; `None` (refused)
+    /// when every one in the way is being worked on. The per-peer cap counts `peer`'s group.
     fn admit(&mut self, peer: IpAddr, per_peer: usize, max: usize) -> Option<Admitted> {
         let peer = PeerGroup::of(peer);
         let mut made = Made::Nothing;
@@ -208,7 +211,7 @@ impl Connections {
         Some((id, busy, close, made))
     }
 
-    /// Closes the oldest connection `of` that has no request in progress.
+    /// Closes the oldest connection `of` that has no request being worked on.
     fn close_oldest_silent(&mut self, of: impl Fn(&Connection) -> bool) -> Option<()> {
         let (&id, _) = self
             .open
@@ -234,8 +237,12 @@ impl Drop for Slot {
     }
 }
 
-/// One request in progress on a connection, counted in its [`Connection::busy`] until the
-/// answer's future is done or dropped.
+/// One request being worked on, counted in its connection's [`Connection::busy`] from when it
+/// holds a query or report slot until its answer is made (or the request dropped). Not from
+/// when its head came: a request waits for a slot, or (pipelined) for the answers before it
+/// to be read, as long as its client likes, and 256 clients pipelining `/api/runs` and never
+/// reading held every connection "in progress" for their whole lifetime, refusing
+/// `/healthz` to everyone else.
 struct InProgress(Arc<AtomicUsize>);
 
 impl InProgress {
@@ -316,8 +323,8 @@ pub async fn serve(
             if let Some(unsaid) = refused.due(Instant::now()) {
                 tracing::warn!(
                     "status endpoint: {MAX_CONNECTIONS} connections open (or \
-                     {MAX_CONNECTIONS_PER_PEER} from {group}), each with a request in \
-                     progress: closed a new one from {}{}",
+                     {MAX_CONNECTIONS_PER_PEER} from {group}), each with a request being \
+                     worked on: closed a new one from {}{}",
                     peer.ip(),
                     more_since(unsaid)
                 );
@@ -332,7 +339,8 @@ pub async fn serve(
                 };
                 tracing::warn!(
                     "status endpoint: {full} connections open: closed the oldest that had \
-                     sent no request or was idle between requests, for a new one from {}{}",
+                     sent no request or had none being worked on (idle, waiting for a slot, \
+                     or its client not reading), for a new one from {}{}",
                     peer.ip(),
                     more_since(unsaid)
                 );
@@ -346,20 +354,16 @@ pub async fn serve(
         tokio::spawn(async move {
             let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
-                let (metrics, history) = (metrics.clone(), history.clone());
-                // A whole request head came: this connection is not closed for others until
-                // its answer is done (or dropped).
-                let in_progress = InProgress::new(&busy);
+                let (metrics, history, busy) = (metrics.clone(), history.clone(), busy.clone());
                 async move {
-                    let _in_progress = in_progress;
                     // A report reads files and draws charts: made off the async threads.
                     let report = (req.method() == Method::GET)
                         .then(|| report_id(req.uri().path()))
                         .flatten();
                     let exempt = matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics");
                     let answer = match report {
-                        Some(id) => page::report(history, id).await,
-                        None => answer(req, metrics, history).await,
+                        Some(id) => page::report(history, id, &busy).await,
+                        None => answer(req, metrics, history, &busy).await,
                     };
                     let budget = (!exempt).then_some(&ANSWER_KIB);
                     Ok::<_, std::convert::Infallible>(budgeted(budget, answer).await)
@@ -376,8 +380,10 @@ pub async fn serve(
             // answer in progress (a report may wait behind others), within a grace.
             tokio::select! {
                 _ = serving.as_mut() => {}
-                // Closed for a newer one while it had no request in progress: a request whose
-                // head has come since is still answered, an idle connection closes at once.
+                // Closed for a newer one while it had no request being worked on: a request
+                // that came just before is still answered if it can be within the grace (one
+                // waiting for a slot, or for its client to read, is cut), an idle connection
+                // closes at once.
                 _ = close.cancelled() => {
                     serving.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(EVICTION_GRACE, serving).await;
@@ -409,11 +415,13 @@ const MAX_RUNS_LISTED: usize = 1_000;
 
 /// [`route`]: the routes that read the history (the page, `/api/runs…`) on a blocking
 /// thread, a few at a time; health, readiness and `/metrics` at once, never queued behind
-/// them (a watchdog or a scrape must not wait on someone's `limit=1000`).
+/// them (a watchdog or a scrape must not wait on someone's `limit=1000`). Its connection is
+/// `busy` (not closed for a newer one) only while the query holds its slot.
 async fn answer(
     req: Request<Incoming>,
     metrics: Arc<StatusMetrics>,
     history: Arc<History>,
+    busy: &Arc<AtomicUsize>,
 ) -> Response<Full<Bytes>> {
     if matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics") {
         return route(req, &metrics, &history);
@@ -421,6 +429,7 @@ async fn answer(
     // Held by the blocking work itself: a client that hangs up drops this future, and the
     // permit with it, while the query goes on.
     let permit = QUERIES.acquire().await;
+    let _working = InProgress::new(busy);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         route(req, &metrics, &history)
@@ -536,9 +545,9 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// At a peer's cap its oldest connection with no request in progress is closed for the
+    /// At a peer's cap its oldest connection with no request being worked on is closed for the
     /// new one, at the endpoint's cap the oldest such of anyone's, and a new one is refused
-    /// only when every connection in its way has a request in progress; one whose request is
+    /// only when every connection in its way has a request being worked on; one whose request is
     /// done is closable again.
     #[test]
     fn a_new_connection_closes_the_oldest_silent_one_at_a_cap() {

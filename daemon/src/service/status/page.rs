@@ -12,6 +12,7 @@ use canary_report::status::{
 };
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -119,10 +120,16 @@ fn line(b: &RunBrief) -> RunLine {
 }
 
 /// A run's report, made from its artifacts folder now (off the async threads).
-pub async fn report(history: Arc<History>, id: String) -> Response<Full<Bytes>> {
+pub async fn report(
+    history: Arc<History>,
+    id: String,
+    busy: &Arc<AtomicUsize>,
+) -> Response<Full<Bytes>> {
     // Held by the blocking work itself: a client that hangs up drops this future, and the
     // permit with it, while the report goes on being made.
     let permit = REPORTS.acquire().await;
+    // Its connection is not closed for a newer one while the report is being made, only.
+    let _working = super::InProgress::new(busy);
     let made = tokio::task::spawn_blocking(move || -> Result<String, (StatusCode, String)> {
         let _permit = permit;
         let row = match history.get(&id) {
