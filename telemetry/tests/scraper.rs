@@ -557,3 +557,21 @@ async fn a_histogram_that_contradicts_itself_is_left_out_and_said() {
         assert!(detail.contains(says), "{says}: {detail}");
     }
 }
+
+// Audit (hostile servers), finding 9: a page over the body cap failed with "reading the
+// response body failed: length limit exceeded", not naming the cap.
+#[tokio::test]
+async fn a_page_over_the_body_cap_names_the_cap() {
+    // The real llama.cpp capture, repeated past 32 MiB (a server whose page never ends).
+    let text = fixture!("llamacpp_server_metrics.prom");
+    let page = Arc::new(text.repeat((32 << 20) / text.len() + 1));
+    assert!(page.len() > canary_telemetry::MAX_BODY_BYTES);
+    let base = serve(move |_| page.to_string()).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let e = scraper.handle().scrape_now().await.unwrap_err();
+    let said = format!("{e:#}");
+    assert!(
+        said.ends_with("/metrics: the response body is over 32 MiB, the most read of it"),
+        "{said}"
+    );
+}
