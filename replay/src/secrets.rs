@@ -142,7 +142,7 @@ impl Secrets {
     pub fn cut(&self, text: &str, limit: usize) -> String {
         // A secret that starts before the cut ends within the longest form after it.
         let window = canary_core::prefix_within(text, limit.saturating_add(self.longest));
-        canary_core::prefix_within(&self.clean(window), limit).to_string()
+        within(&self.clean(window), limit).to_string()
     }
 
     /// Where the secrets are in `text`: sorted byte ranges, none overlapping.
@@ -171,6 +171,20 @@ impl Secrets {
             }
         }
         merge(spans)
+    }
+}
+
+/// A scrubbed `text` cut to at most `limit` bytes (where a character starts), before a
+/// `<redacted>` marker the cut would fall inside: `…xxxx<redacted` read as a key's start.
+pub fn within(text: &str, limit: usize) -> &str {
+    let cut = canary_core::prefix_within(text, limit);
+    // A marker the cut falls inside starts within its length before the cut.
+    let from = cut.len().saturating_sub(REDACTED.len() - 1);
+    let inside =
+        (from..cut.len()).find(|&i| text.as_bytes()[i] == b'<' && text[i..].starts_with(REDACTED));
+    match inside {
+        Some(i) => &text[..i],
+        None => cut,
     }
 }
 

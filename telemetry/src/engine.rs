@@ -18,7 +18,7 @@ use canary_core::{Engine, MonoTime};
 use crate::growth::{
     merged_key, series_key, HistSeries, SeriesValues, MAX_SERIES, MAX_SERIES_BUCKETS,
 };
-use crate::prometheus::{HistogramSnapshot, Oversized, Scrape, MAX_BUCKETS};
+use crate::prometheus::{Fault, HistogramSnapshot, Labels, Oversized, Scrape, MAX_BUCKETS};
 use crate::ring::Stamped;
 
 /// Detects the engine from the families present.
@@ -281,6 +281,9 @@ pub struct ServerSample {
     /// Values on the page left out as out of range (the first few), e.g. a KV-cache usage
     /// of 87.5 (a percent, not a share) or a queue depth of -5.
     pub left_out: Vec<LeftOut>,
+    /// Histogram series (label sets) left out because their numbers contradict themselves
+    /// (the first few), e.g. a negative `_sum` or bucket counts that fall as the bound rises.
+    pub bad_histograms: Vec<BadHistogram>,
     /// The cumulative signals per series (label set), for growth judged per series
     /// (`growth::Walk`); the sums above are what a single reading shows.
     pub series: SeriesValues,
@@ -331,6 +334,44 @@ pub struct LeftOut {
 impl std::fmt::Display for LeftOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} = {} ({})", self.name, self.value, self.why)
+    }
+}
+
+/// A histogram series (one label set) left out of a sample: its numbers contradict
+/// themselves ([`Fault`]), so no figure is made from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadHistogram {
+    /// The histogram as mapped (`vllm:time_to_first_token_seconds`).
+    pub name: &'static str,
+    /// Its label set as the page wrote it (`{model_name="m"}`), escaped and cut to
+    /// [`LABELS_SHOWN`] bytes: the server's text.
+    pub labels: String,
+    /// What is wrong with it.
+    pub fault: Fault,
+}
+
+/// The most of a label set a [`BadHistogram`] quotes (bytes).
+const LABELS_SHOWN: usize = 120;
+
+impl BadHistogram {
+    fn new(name: &'static str, labels: &Labels, fault: Fault) -> BadHistogram {
+        let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        let text = format!("{{{}}}", pairs.join(","));
+        let mut labels = canary_core::prefix_within(&text, LABELS_SHOWN).to_owned();
+        if labels.len() < text.len() {
+            labels.push('…');
+        }
+        BadHistogram {
+            name,
+            labels: canary_core::printable(&labels).into_owned(),
+            fault,
+        }
+    }
+}
+
+impl std::fmt::Display for BadHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}: {}", self.name, self.labels, self.fault)
     }
 }
 
@@ -408,16 +449,29 @@ fn first_mean(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Opt
     (count > 0).then(|| sum / f64::from(count))
 }
 
+/// Where [`first_hist`] says what it passed over.
+struct HistNotes<'a> {
+    oversized: &'a mut Vec<String>,
+    merged_only: &'a mut Vec<String>,
+    bad: &'a mut Vec<BadHistogram>,
+}
+
 /// The first of `names` on the page as a histogram merged over its label sets, with its
-/// series; one too large to use is named in `oversized` and passed over.
+/// series; one too large to use is named in `oversized` and passed over. A label set whose
+/// numbers contradict themselves is left out (named in `bad`): merged in, a negative `_sum`
+/// or a `+Inf` bucket below a lower one made a negative mean or a wrong percentile.
 fn first_hist(
     s: &Scrape,
-    names: &[&str],
-    oversized: &mut Vec<String>,
-    merged_only: &mut Vec<String>,
+    names: &[&'static str],
+    notes: &mut HistNotes,
 ) -> (Option<HistogramSnapshot>, HistSeries) {
-    for n in names {
-        let list = match s.histograms(n) {
+    let HistNotes {
+        oversized,
+        merged_only,
+        bad,
+    } = notes;
+    for &n in names {
+        let mut list = match s.histograms(n) {
             Ok(list) if list.is_empty() => continue,
             Ok(list) => list,
             Err(why) => {
@@ -425,6 +479,19 @@ fn first_hist(
                 continue;
             }
         };
+        list.retain(|(labels, h)| match h.fault() {
+            None => true,
+            Some(fault) => {
+                if bad.len() < MAX_LEFT_OUT {
+                    bad.push(BadHistogram::new(n, labels, fault));
+                }
+                false
+            }
+        });
+        if list.is_empty() {
+            // The first name present is the signal; another name is not put in its place.
+            return (None, HistSeries::default());
+        }
         let merged = list[1..]
             .iter()
             .fold(list[0].1.clone(), |m, (_, h)| m.merge(h));
@@ -566,6 +633,12 @@ impl ServerSample {
         let kv_cache_usage = first_mean(s, n.kv, out);
         let prefix_cache_hit_rate_gauge = first_mean(s, n.hit_rate_gauge, out);
         let mut oversized = Vec::new();
+        let mut bad_histograms = Vec::new();
+        let mut hist_notes = HistNotes {
+            oversized: &mut oversized,
+            merged_only: merged,
+            bad: &mut bad_histograms,
+        };
         let mut hists: [Option<HistogramSnapshot>; 6] = Default::default();
         let lists = [
             n.ttft,
@@ -576,7 +649,7 @@ impl ServerSample {
             n.decode_time,
         ];
         for (i, names) in lists.into_iter().enumerate() {
-            let (h, keys) = first_hist(s, names, &mut oversized, merged);
+            let (h, keys) = first_hist(s, names, &mut hist_notes);
             hists[i] = h;
             series.hists[i] = keys;
         }
@@ -606,6 +679,7 @@ impl ServerSample {
             families: scrape.families.len(),
             series,
             left_out,
+            bad_histograms,
             raw: None,
         };
         if keep_raw {

@@ -37,6 +37,14 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         .map_or_else(|| canary_core::error_chain(e), |s| format!("{e}: {s}"))
 }
 
+/// A body cap as people read it: `32 MiB`, else in bytes.
+fn show_cap(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// Why one scrape failed. Every variant names the endpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
@@ -112,7 +120,15 @@ pub enum ScrapeError {
         /// The status code.
         status: u16,
     },
-    /// Reading the body failed or it exceeded its cap ([`MAX_BODY_BYTES`] for a page).
+    /// The body was longer than its cap ([`MAX_BODY_BYTES`] for a page); not read further.
+    #[error("{url}: the response body is over {}, the most read of it", show_cap(*cap))]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The cap, bytes.
+        cap: usize,
+    },
+    /// Reading the body failed.
     #[error("{url}: reading the response body failed")]
     Body {
         /// The endpoint.
@@ -386,7 +402,15 @@ impl Endpoint {
         let body = Limited::new(resp.into_body(), self.body_cap)
             .collect()
             .await
-            .map_err(|source| ScrapeError::Body { url: url(), source })?
+            .map_err(
+                |source| match source.is::<http_body_util::LengthLimitError>() {
+                    true => ScrapeError::TooLarge {
+                        url: url(),
+                        cap: self.body_cap,
+                    },
+                    false => ScrapeError::Body { url: url(), source },
+                },
+            )?
             .to_bytes();
         Ok((String::from_utf8_lossy(&body).into_owned(), at))
     }

@@ -84,7 +84,7 @@ pub use dcgm::{
     DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL, MAX_GPUS as DCGM_MAX_GPUS,
     MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES, MAX_LABELS as DCGM_MAX_LABELS,
 };
-pub use engine::{counter_delta, LeftOut, OutOfRange, ServerRates, ServerSample};
+pub use engine::{counter_delta, BadHistogram, LeftOut, OutOfRange, ServerRates, ServerSample};
 pub use gpu::GpuSample;
 pub use gpu_summary::{gpu_summary, throttle_reason_names};
 pub use growth::{MAX_SERIES, MAX_SERIES_BUCKETS};

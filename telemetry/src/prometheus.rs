@@ -20,7 +20,7 @@ mod tests;
 use std::collections::HashMap;
 use std::fmt;
 
-pub use histogram::{HistogramSnapshot, Oversized, MAX_BUCKETS, MAX_LABEL_SETS};
+pub use histogram::{Fault, HistogramSnapshot, Oversized, MAX_BUCKETS, MAX_LABEL_SETS};
 pub use labels::Labels;
 use line::{parse_line, Line};
 

@@ -155,10 +155,12 @@ impl ServerMetrics {
             let mut notes = self.notes();
             let news = notes.page(&issues, sample.skipped_lines, &sample.left_out);
             let merged = notes.merged(&sample.merged_only);
+            let bad = notes.bad_histograms(&sample.bad_histograms);
             let said = (
                 news.issues.then(|| notes.issues()).flatten(),
                 news.left_out.then(|| notes.left_out()).flatten(),
                 merged.then(|| sample.merged_only.join(", ")),
+                bad.then(|| notes.bad()).flatten(),
             );
             (said, notes.detail(&what))
         };
@@ -173,6 +175,12 @@ impl ServerMetrics {
             tracing::warn!(
                 url = %self.endpoint.url,
                 "server /metrics: {left} (said once; the source's detail keeps the count)"
+            );
+        }
+        if let Some(bad) = news.3 {
+            tracing::warn!(
+                url = %self.endpoint.url,
+                "server /metrics: {bad} (said once; the source's detail keeps the count)"
             );
         }
         if let Some(merged) = news.2 {

@@ -234,7 +234,7 @@ mod tests {
         };
         assert!(why.starts_with("version not found: "), "{why}");
         assert!(
-            why.contains("/version") && why.contains("length limit"),
+            why.contains("/version: the response body is over 1 MiB, the most read of it"),
             "{why}"
         );
     }

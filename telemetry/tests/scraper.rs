@@ -473,3 +473,154 @@ async fn failed_scrapes_parse_issues_and_left_out_values_stay_in_the_detail() {
     let s = handle.ring().latest().unwrap();
     assert_eq!(s.kv_cache_usage, None);
 }
+
+/// The real vLLM V0 capture at the `n`-th scrape (from 0), with a TTFT histogram made of the
+/// capture's one histogram: the capture is cut short before vLLM's TTFT histogram, so its
+/// `vllm:iteration_tokens_total` (real buckets, real counts, real label set) stands in for it
+/// under the TTFT name, counts and sum times `n + 1` (a server under load), and a `+Inf`
+/// bucket and `_count` added with the last bucket's count (as a complete page has them).
+/// `hostile` then changes values in it as the audit's hostile server did.
+fn v0_with_ttft(n: u64, hostile: Hostile) -> String {
+    let text = fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom");
+    let hist = "vllm:iteration_tokens_total";
+    let ttft = "vllm:time_to_first_token_seconds";
+    let (mut lines, mut last) = (Vec::new(), None);
+    for l in text.lines().filter(|l| l.starts_with(hist)) {
+        let (head, value) = l.rsplit_once(' ').unwrap();
+        let v: f64 = value.parse().unwrap();
+        let head = head.replacen(hist, ttft, 1);
+        lines.push(format!("{head} {}", v * (n + 1) as f64));
+        if head.contains("_bucket{") {
+            last = Some((head, v * (n + 1) as f64));
+        }
+    }
+    let (bucket, count) = last.unwrap();
+    let at = bucket.find("le=\"").unwrap();
+    let end = at + bucket[at..].find("\",").unwrap() + 1;
+    lines.push(format!(
+        "{}le=\"+Inf\"{} {count}",
+        &bucket[..at],
+        &bucket[end..]
+    ));
+    let labels = &bucket[bucket.find(",model_name").unwrap() + 1..];
+    lines.push(format!("{ttft}_count{{{labels} {count}"));
+    let page = format!("{text}\n# TYPE {ttft} histogram\n{}\n", lines.join("\n"));
+    hostile(&page)
+}
+
+/// A change the audit's hostile server made to a page.
+type Hostile = fn(&str) -> String;
+
+/// `page` with the value of its first line starting with `series` replaced by `value(old)`.
+fn with_value(page: &str, series: &str, value: impl Fn(f64) -> f64) -> String {
+    let mut done = false;
+    page.lines()
+        .map(|l| match l.rsplit_once(' ') {
+            Some((head, v)) if !done && l.starts_with(series) => {
+                done = true;
+                format!("{head} {}", value(v.parse().unwrap()))
+            }
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// Audit (hostile servers), finding 4: a histogram whose numbers contradict themselves (a
+// negative `_sum`, a `+Inf` bucket below `le="1.0"`'s, `_count` other than `+Inf`) reached
+// summary.json: `server.ttft_s.mean = -0.333`. Such a series is left out, and the run says so
+// once, naming it.
+#[tokio::test]
+async fn a_histogram_that_contradicts_itself_is_left_out_and_said() {
+    use canary_telemetry::prometheus::Fault;
+    let ttft = "vllm:time_to_first_token_seconds";
+    // The capture's own numbers hang together: a server TTFT with a positive mean.
+    let page = v0_with_ttft(0, |p| p.to_owned());
+    let s = canary_telemetry::ServerSample::from_scrape(
+        canary_telemetry::prometheus::parse(&page),
+        MonoTime(0),
+        false,
+    );
+    assert!(s.bad_histograms.is_empty(), "{:?}", s.bad_histograms);
+    assert_eq!(s.ttft.as_ref().map(|h| h.total()), Some(998.0));
+    let cases: [(Hostile, &str); 3] = [
+        (
+            |p| with_value(p, "vllm:time_to_first_token_seconds_sum", |v| -v),
+            "_sum = -",
+        ),
+        (
+            |p| {
+                with_value(
+                    p,
+                    "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\"",
+                    |v| v - 990.0,
+                )
+            },
+            "cumulative bucket counts fall as the bound rises (le=\"96\" = ",
+        ),
+        (
+            |p| with_value(p, "vllm:time_to_first_token_seconds_count", |v| v + 7.0),
+            "but the +Inf bucket = ",
+        ),
+    ];
+    for (hostile, says) in cases {
+        let base = serve(move |n| v0_with_ttft(n, hostile)).await;
+        let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+        let h = scraper.handle();
+        let mut samples = Vec::new();
+        for _ in 0..3 {
+            samples.push(h.scrape_now().await.unwrap());
+        }
+        // No server TTFT figure at all, least of all a negative mean; the rest of the page
+        // is measured as before.
+        let summary = canary_telemetry::server_summary(&samples);
+        assert!(summary.ttft_s.is_none(), "{says}: {:?}", summary.ttft_s);
+        assert_eq!(summary.generation_tokens, Some(0.0));
+        let bad = &samples[2].bad_histograms;
+        assert_eq!(bad.len(), 1, "{says}: {bad:?}");
+        assert_eq!(bad[0].name, ttft);
+        assert!(
+            matches!(
+                (bad[0].fault, says),
+                (Fault::Sum(_), "_sum = -")
+                    | (
+                        Fault::Falls(..),
+                        "cumulative bucket counts fall as the bound rises (le=\"96\" = "
+                    )
+                    | (Fault::CountNotInf { .. }, "but the +Inf bucket = ")
+            ),
+            "{says}: {:?}",
+            bad[0].fault
+        );
+        assert_eq!(samples[2].ttft, None, "{says}");
+        // Said, naming the series (its label set) and the fault, with the count of pages.
+        let SourceState::Available { detail } = h.state() else {
+            panic!("{says}: {:?}", h.state());
+        };
+        let named = format!(
+            "histogram series left out on 3 of 3 pages, their numbers contradicting \
+             themselves, so no server figure is made from them (first: \
+             {ttft}{{model_name=\"Qwen/Qwen2.5-Coder-1.5B-Instruct\"}}: "
+        );
+        assert!(detail.contains(&named), "{detail}");
+        assert!(detail.contains(says), "{says}: {detail}");
+    }
+}
+
+// Audit (hostile servers), finding 9: a page over the body cap failed with "reading the
+// response body failed: length limit exceeded", not naming the cap.
+#[tokio::test]
+async fn a_page_over_the_body_cap_names_the_cap() {
+    // The real llama.cpp capture, repeated past 32 MiB (a server whose page never ends).
+    let text = fixture!("llamacpp_server_metrics.prom");
+    let page = Arc::new(text.repeat((32 << 20) / text.len() + 1));
+    assert!(page.len() > canary_telemetry::MAX_BODY_BYTES);
+    let base = serve(move |_| page.to_string()).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let e = scraper.handle().scrape_now().await.unwrap_err();
+    let said = format!("{e:#}");
+    assert!(
+        said.ends_with("/metrics: the response body is over 32 MiB, the most read of it"),
+        "{said}"
+    );
+}

@@ -229,7 +229,13 @@ const MODEL_ID_LIMIT: usize = 128;
 /// an empty list; why not when the body is not an OpenAI model list (a JSON object whose
 /// `data` is an array of objects with a string `id`).
 fn model_list(body: &[u8], secrets: &canary_replay::Secrets) -> Result<String, &'static str> {
-    let value = serde_json::from_slice::<serde_json::Value>(body).map_err(|_| "not JSON")?;
+    let value = serde_json::from_slice::<serde_json::Value>(body).map_err(|e| {
+        // serde_json refuses JSON nested deeper than 128 levels (its stack's guard).
+        match e.to_string().starts_with("recursion limit exceeded") {
+            true => "JSON nested deeper than 128 levels, the most canaryd reads",
+            false => "not JSON",
+        }
+    })?;
     let listed = value
         .get("data")
         .and_then(|d| d.as_array())
@@ -317,7 +323,13 @@ async fn get(
     let body = http_body_util::Limited::new(resp.into_body(), MODELS_BODY_LIMIT)
         .collect()
         .await
-        .map_err(|e| anyhow::anyhow!("{path}: {e} (more than {MODELS_BODY_LIMIT} bytes?)"))?;
+        .map_err(|e| match e.is::<http_body_util::LengthLimitError>() {
+            true => anyhow::anyhow!(
+                "{path}: the body is over {} MiB, the most doctor reads",
+                MODELS_BODY_LIMIT >> 20
+            ),
+            false => anyhow::anyhow!("{path}: reading the body: {e}"),
+        })?;
     Ok((status, content_type, body.to_bytes()))
 }
 
@@ -358,11 +370,59 @@ mod tests {
             model_list(br#"{"object":"list","data":[]}"#, &none),
             Ok("".into())
         );
+        // Audit (hostile servers), finding 9: a 100,000-deep array is JSON, only deeper than
+        // the parser goes; it was called "not JSON".
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(
+            model_list(deep.as_bytes(), &none),
+            Err("JSON nested deeper than 128 levels, the most canaryd reads")
+        );
         let long = format!("<html>\u{1b}[2J{}</html>", "x".repeat(1000));
         let said = what_came(Some("text/html"), long.as_bytes(), &none);
         let head = format!("text/html, {} bytes: \"<html>\\u{{1b}}[2Jxxx", long.len());
         assert!(said.starts_with(&head), "{said}");
         assert!(said.ends_with("xxx\"…"), "{said}");
         assert!(said.len() < 200, "{said}");
+    }
+
+    // Audit (hostile servers), finding 9: a model list over the 1 MiB doctor reads was
+    // "length limit exceeded (more than 1048576 bytes?)", a guess with a question mark.
+    #[tokio::test]
+    async fn a_model_list_over_the_cap_names_the_cap() {
+        use std::io::{Read, Write};
+        // A model list of 70,000 models: 1.2 MiB.
+        let ids: Vec<String> = (0..70_000)
+            .map(|i| format!(r#"{{"id":"model-{i}"}}"#))
+            .collect();
+        let body = format!(r#"{{"object":"list","data":[{}]}}"#, ids.join(","));
+        assert!(body.len() > MODELS_BODY_LIMIT);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        let target = canary_replay::Target::root_of(&format!("http://127.0.0.1:{port}")).unwrap();
+        let path = target.models_path();
+        let e = get(&target, &path).await.unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "/v1/models: the body is over 1 MiB, the most doctor reads"
+        );
     }
 }

@@ -8,6 +8,23 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The bar's style, `count` saying how many are done (`{pos} done`, `{pos}/{len} done`).
+fn bar_style(count: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!("{{elapsed_precise}} [{{bar:40}}] {count} {{msg}}"))
+        .expect("valid template")
+        .progress_chars("=> ")
+}
+
+/// The plain progress line: `done/total` only when the planned count is known (not 0). A run
+/// bounded by its duration has none: `2643/0 done` read as past a plan of nothing.
+fn progress_line(done: u64, total: u64, sent: u64, errors: u64) -> String {
+    let count = match total {
+        0 => done.to_string(),
+        total => format!("{done}/{total}"),
+    };
+    format!("progress: {count} done, {sent} sent, {errors} errors")
+}
+
 /// A progress bar on a terminal, a plain line every few seconds otherwise.
 pub struct ProgressDisplay {
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -22,17 +39,9 @@ impl ProgressDisplay {
         let thread = {
             let stop = stop.clone();
             std::thread::spawn(move || {
-                let bar = tty.then(|| {
-                    let bar = ProgressBar::new(0);
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "{elapsed_precise} [{bar:40}] {pos}/{len} done {msg}",
-                        )
-                        .expect("valid template")
-                        .progress_chars("=> "),
-                    );
-                    bar
-                });
+                // Until a planned count is known (never, for a run bounded by its duration):
+                // requests done, without a denominator.
+                let bar = tty.then(|| ProgressBar::no_length().with_style(bar_style("{pos} done")));
                 let mut ticks = 0u32;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(200));
@@ -45,16 +54,17 @@ impl ProgressDisplay {
                     );
                     match &bar {
                         Some(bar) => {
-                            bar.set_length(total);
+                            if total > 0 && bar.length() != Some(total) {
+                                bar.set_style(bar_style("{pos}/{len} done"));
+                                bar.set_length(total);
+                            }
                             bar.set_position(done);
                             bar.set_message(format!("sent {sent}, errors {errors}"));
                         }
                         None if ticks % 25 == 0 => {
                             // A closed stderr is no reason to panic.
-                            let _ = writeln!(
-                                std::io::stderr(),
-                                "progress: {done}/{total} done, {sent} sent, {errors} errors"
-                            );
+                            let line = progress_line(done, total, sent, errors);
+                            let _ = writeln!(std::io::stderr(), "{line}");
                         }
                         None => {}
                     }
@@ -583,6 +593,20 @@ impl TableBounds {
 #[cfg(test)]
 mod tests {
     use super::TableBounds;
+
+    // Audit (hostile servers), finding 9: a run bounded by its duration has no planned
+    // count, and printed `progress: 2643/0 done, …`.
+    #[test]
+    fn the_progress_line_has_a_denominator_only_when_the_count_is_planned() {
+        assert_eq!(
+            super::progress_line(2643, 0, 2644, 0),
+            "progress: 2643 done, 2644 sent, 0 errors"
+        );
+        assert_eq!(
+            super::progress_line(12, 100, 14, 1),
+            "progress: 12/100 done, 14 sent, 1 errors"
+        );
+    }
 
     fn bounds(rx: serde_json::Value) -> TableBounds {
         TableBounds::of(&serde_json::from_value(rx).unwrap())

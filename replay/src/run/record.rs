@@ -123,8 +123,9 @@ fn shown(mut e: RequestError, secrets: &Secrets) -> RequestError {
     if let std::borrow::Cow::Owned(printable) = canary_core::printable(&e.message) {
         e.message = printable;
     }
+    // Before a `<redacted>` the cap would cut in two.
     e.message
-        .truncate(canary_core::prefix_within(&e.message, limit).len());
+        .truncate(crate::secrets::within(&e.message, limit).len());
     e
 }
 
@@ -148,4 +149,39 @@ pub(super) fn counted(
         }
     }
     (rec, m.gaps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::{ApiKey, Endpoint, Target};
+
+    // Audit (hostile servers), finding 9 (`s_echo_cut`): a server echoing the key at the
+    // 4 KiB message cap left `…xxxx<redacted` in the record, the marker's `>` cut off.
+    #[test]
+    fn a_key_at_the_message_cap_is_cut_before_its_marker() {
+        let key = "sk-ZQ1xAPIKEY/k+y=1";
+        let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
+        t.api_key = Some(ApiKey::new(key));
+        let secrets = Secrets::of([&t]);
+        let limit = crate::chunk::MESSAGE_LIMIT;
+        for keep in 4..key.len() {
+            let pad = "x".repeat(limit - keep);
+            let e = RequestError {
+                kind: ErrorKind::HttpStatus,
+                http_status: Some(500),
+                message: format!("{pad}{key} echoed"),
+            };
+            let message = shown(e, &secrets).message;
+            assert!(message.len() <= limit, "{keep}");
+            // The key's start is redacted: its marker whole where it fits, else none of it.
+            let tail = &message[pad.len()..];
+            let want = if pad.len() + 10 <= limit {
+                "<redacted>"
+            } else {
+                ""
+            };
+            assert_eq!((message[..pad.len()] == pad, tail), (true, want), "{keep}");
+        }
+    }
 }

@@ -214,3 +214,19 @@ fn a_secret_in_hex_is_redacted_in_either_case() {
     // Hex that is no secret's stays.
     assert_eq!(shown(&s, "id=deadbeef0123"), "id=deadbeef0123");
 }
+
+// Audit (hostile servers), finding 9: a key redacted just before a cut left the cut inside
+// the marker, `…xxxx<redac`, which reads as if a key's start were there.
+#[test]
+fn a_cut_never_falls_inside_a_redaction_marker() {
+    let s = secrets(&[]);
+    let text = format!("{}{KEY} more", "x".repeat(95));
+    for limit in 95..105 {
+        assert_eq!(s.cut(&text, limit), "x".repeat(95), "{limit}");
+    }
+    assert_eq!(s.cut(&text, 105), format!("{}<redacted>", "x".repeat(95)));
+    // A marker whole before the cut stays; only one the cut falls inside goes.
+    assert_eq!(within("a<redacted>bc", 11), "a<redacted>");
+    assert_eq!(within("a<redacted>bc", 10), "a");
+    assert_eq!(within("ab", 1), "a");
+}

@@ -103,6 +103,58 @@ impl Family {
     }
 }
 
+/// How a histogram of durations or sizes contradicts itself ([`HistogramSnapshot::fault`]).
+/// None of these come from a real client library: each is a broken or hostile exporter, and
+/// any figure made from such a histogram (a negative mean time to first token) is wrong.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// `_sum` negative or not finite: durations and sizes are never negative.
+    Sum(f64),
+    /// A count, of a bucket (its `le`) or `_count` (`None`), negative or not finite.
+    Count(Option<f64>, f64),
+    /// `_count` differs from the `+Inf` bucket's count (the same count by definition).
+    CountNotInf {
+        /// `_count`.
+        count: f64,
+        /// The `+Inf` bucket's count.
+        inf: f64,
+    },
+    /// Cumulative counts fall as the bound rises: `(le, count)` of the lower bucket, then of
+    /// the higher one.
+    Falls((f64, f64), (f64, f64)),
+}
+
+/// A bucket bound as the exposition writes it (`+Inf`, not Rust's `inf`).
+fn le(bound: f64) -> String {
+    if bound == f64::INFINITY {
+        "+Inf".to_owned()
+    } else {
+        bound.to_string()
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Fault::Sum(v) => write!(f, "_sum = {v}, a duration or size below 0 or not finite"),
+            Fault::Count(Some(b), v) => {
+                write!(f, "bucket le=\"{}\" = {v}, not a count", le(b))
+            }
+            Fault::Count(None, v) => write!(f, "_count = {v}, not a count"),
+            Fault::CountNotInf { count, inf } => {
+                write!(f, "_count = {count} but the +Inf bucket = {inf}")
+            }
+            Fault::Falls((lo, a), (hi, b)) => write!(
+                f,
+                "cumulative bucket counts fall as the bound rises (le=\"{}\" = {a}, \
+                 le=\"{}\" = {b})",
+                le(lo),
+                le(hi)
+            ),
+        }
+    }
+}
+
 /// One histogram (one label set, or several merged) at one scrape.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct HistogramSnapshot {
@@ -133,6 +185,31 @@ impl HistogramSnapshot {
                 .last()
                 .filter(|(le, _)| *le == f64::INFINITY)
                 .map(|b| b.1);
+        }
+    }
+
+    /// How this histogram of durations or sizes (one label set, normalized) contradicts
+    /// itself, the first fault found; `None` when its numbers hang together. A truncated
+    /// exposition (no `+Inf`, no `_count`) is not at fault.
+    pub fn fault(&self) -> Option<Fault> {
+        let not_count = |v: f64| !v.is_finite() || v < 0.0;
+        if let Some(&(le, c)) = self.buckets.iter().find(|b| not_count(b.1)) {
+            return Some(Fault::Count(Some(le), c));
+        }
+        if let Some(c) = self.count.filter(|&c| not_count(c)) {
+            return Some(Fault::Count(None, c));
+        }
+        if let Some(s) = self.sum.filter(|s| !s.is_finite() || *s < 0.0) {
+            return Some(Fault::Sum(s));
+        }
+        if let Some(w) = self.buckets.windows(2).find(|w| w[1].1 < w[0].1) {
+            return Some(Fault::Falls(w[0], w[1]));
+        }
+        match (self.count, self.buckets.last()) {
+            (Some(count), Some(&(le, inf))) if le == f64::INFINITY && count != inf => {
+                Some(Fault::CountNotInf { count, inf })
+            }
+            _ => None,
         }
     }
 
@@ -211,10 +288,12 @@ impl HistogramSnapshot {
         }
     }
 
-    /// Whether some count went down from `earlier`: the server restarted (see
-    /// [`HistogramSnapshot::delta`]).
+    /// Whether some count, or the sum, went down from `earlier`: the server restarted (see
+    /// [`HistogramSnapshot::delta`]). A sum of durations or sizes only grows; a delta of one
+    /// that fell would give a negative mean.
     pub fn is_reset_from(&self, earlier: &HistogramSnapshot) -> bool {
         self.total() < earlier.total()
+            || matches!((self.sum, earlier.sum), (Some(s), Some(e)) if s < e)
             || self
                 .buckets
                 .iter()
@@ -354,6 +433,23 @@ mod tests {
         // Server restarted between the scrapes: counts went down, start from zero.
         let r = h(&[(1.0, 1.0), (f64::INFINITY, 2.0)], 1.0);
         assert_eq!(r.delta(&b), r);
+    }
+
+    // Audit (hostile servers), finding 4: counts that grew while the sum fell gave a run
+    // delta with a negative sum, so a negative mean.
+    #[test]
+    fn a_sum_that_falls_is_a_reset_not_a_negative_delta() {
+        let a = h(&[(1.0, 5.0), (f64::INFINITY, 8.0)], 10.0);
+        let b = h(&[(1.0, 7.0), (f64::INFINITY, 13.0)], 4.0);
+        assert!(b.is_reset_from(&a));
+        assert_eq!(b.delta(&a), b);
+        assert_eq!(a.fault(), None);
+        assert_eq!(h(&[(1.0, 5.0)], -1.0).fault(), Some(Fault::Sum(-1.0)));
+        let nan = h(&[(1.0, f64::NAN), (f64::INFINITY, 8.0)], 1.0).fault();
+        assert!(
+            matches!(nan, Some(Fault::Count(Some(le), v)) if le == 1.0 && v.is_nan()),
+            "{nan:?}"
+        );
     }
 
     #[test]

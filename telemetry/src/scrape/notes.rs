@@ -1,8 +1,9 @@
 //! What a server scraper saw go wrong over its life, for its one warning of each kind and its
 //! source's detail: failed scrapes (an outage mid-run left no trace once the endpoint answered
-//! again), lines of pages it could not read, and values it left out as out of range.
+//! again), lines of pages it could not read, values it left out as out of range and
+//! histogram series it left out as contradicting themselves.
 
-use crate::engine::{LeftOut, OutOfRange};
+use crate::engine::{BadHistogram, LeftOut, OutOfRange};
 use crate::prometheus::ParseIssue;
 
 /// Examples kept of each kind of trouble.
@@ -22,6 +23,8 @@ pub(crate) struct Notes {
     kinds: Vec<OutOfRange>,
     merged_pages: usize,
     merged: Vec<String>,
+    bad_pages: usize,
+    bad: Vec<String>,
 }
 
 /// What is news about one page: the first page with parse issues, the first with values left
@@ -87,6 +90,35 @@ impl Notes {
         self.merged_pages == 1
     }
 
+    /// Records a page's histogram series left out as contradicting themselves; true on the
+    /// first such page (warn).
+    pub fn bad_histograms(&mut self, bad: &[BadHistogram]) -> bool {
+        if bad.is_empty() {
+            return false;
+        }
+        self.bad_pages += 1;
+        for b in bad {
+            // One example of each histogram: its label sets are often alike.
+            if self.bad.len() < EXAMPLES && !self.bad.iter().any(|x| x.starts_with(b.name)) {
+                self.bad.push(b.to_string());
+            }
+        }
+        self.bad_pages == 1
+    }
+
+    /// The histogram series left out, in words (`None` without any).
+    pub fn bad(&self) -> Option<String> {
+        (self.bad_pages > 0).then(|| {
+            format!(
+                "histogram series left out on {} of {} pages, their numbers contradicting \
+                 themselves, so no server figure is made from them (first: {})",
+                self.bad_pages,
+                self.scrapes,
+                self.bad.join("; ")
+            )
+        })
+    }
+
     /// The signals kept merged only, in words (`None` without any).
     pub fn merged_only(&self) -> Option<String> {
         (self.merged_pages > 0).then(|| {
@@ -139,6 +171,7 @@ impl Notes {
             .chain(failed)
             .chain(self.issues())
             .chain(self.left_out())
+            .chain(self.bad())
             .chain(self.merged_only())
             .collect::<Vec<_>>()
             .join("; ")
