@@ -45,6 +45,7 @@ mod rate_search;
 pub mod rate_text;
 mod record;
 mod redact;
+pub mod runs_without;
 mod sampling;
 pub mod series;
 mod stats;

@@ -853,6 +853,62 @@ fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellation
         )),
         "{table}"
     );
+
+    // The shards ran one after another: between one's last send and the next's first, no
+    // shard was sending, yet the duration (and so every rate) spans it. The table and the
+    // summary say how much, computed here from the merged records' send times.
+    let offsets: std::collections::HashMap<String, f64> = merged["merged"]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["shard"].as_str().unwrap().to_string(),
+                i["t0_offset_ms"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut spans: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    let records = std::fs::read_to_string(dir.join("merged/records.jsonl")).unwrap();
+    for l in records.lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        if r["warmup"].as_bool() == Some(true) {
+            continue;
+        }
+        let shard = r["shard"].as_str().unwrap().to_string();
+        let sent = r["sent_at_ms"].as_f64().unwrap() + offsets[&shard];
+        let e = spans
+            .entry(shard)
+            .or_insert((f64::INFINITY, f64::NEG_INFINITY));
+        *e = (e.0.min(sent), e.1.max(sent));
+    }
+    let mut spans: Vec<(f64, f64)> = spans.into_values().collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    let gaps_ms: f64 = spans.windows(2).map(|w| (w[1].0 - w[0].1).max(0.0)).sum();
+    assert!(gaps_ms > 0.0, "the shards' spans overlap: {spans:?}");
+    let idle = merged["merged"]["no_shard_sending_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no no_shard_sending_s in {:#}", merged["merged"]));
+    assert!(
+        (idle - gaps_ms / 1000.0).abs() < 1e-9,
+        "{idle} vs {gaps_ms} ms"
+    );
+    let duration = merged["duration_s"].as_f64().unwrap();
+    let said = format!(
+        "note: shards' sending spans leave {idle:.3} s of the {duration:.3} s with no shard \
+         sending"
+    );
+    let note = line(&table, "note: shards' sending spans");
+    assert!(note.starts_with(&said), "{table}");
+    assert!(
+        note.ends_with("the rates are over the whole span"),
+        "{table}"
+    );
+    // Beside the rates, once.
+    assert_eq!(table.matches("shards' sending spans").count(), 1, "{table}");
+    let notes = merged["merged"]["notes"].to_string();
+    assert!(notes.contains("shards' sending spans leave"), "{notes}");
 }
 
 // The merged table printed `errors N` with no kind: a merge of shards answered with 429s and

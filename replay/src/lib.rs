@@ -58,7 +58,9 @@ pub use limits::ResponseLimits;
 /// The largest JSON artifact read whole (a summary is tens of KB, a histograms file hundreds):
 /// past it, a file is not canaryd's, and reading it would cost its size several times over.
 pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
-pub use merge::{merge, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock};
+pub use merge::{
+    merge, sending_note, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock,
+};
 pub use plan::{
     is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan, Extent,
     LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,

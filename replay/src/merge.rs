@@ -17,6 +17,7 @@
 
 mod alignment;
 mod coverage;
+mod sending;
 mod shard;
 
 pub use alignment::{Alignment, ShardClock};
@@ -80,6 +81,11 @@ pub struct MergedInfo {
     pub metrics_from: &'static str,
     /// What the merge leaves out or can only bound.
     pub notes: Vec<String>,
+    /// Seconds between the shards' sending spans (each shard's first to last send on the
+    /// merged axis) when no shard was sending: shards run one after another. The union's
+    /// duration and rates include them. Absent when the spans overlap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_shard_sending_s: Option<f64>,
 }
 
 /// One merged shard.
@@ -187,7 +193,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let mut write_error = None;
     // Each shard's measured records, to check its histograms.json is of the same run.
     let mut measured = vec![0u64; runs.len()];
-    for ((r, clock), measured) in runs.iter().zip(&clocks).zip(&mut measured) {
+    // Each shard's first and last send on the merged axis (measured requests).
+    let mut spans = vec![(f64::INFINITY, f64::NEG_INFINITY); runs.len()];
+    for (((r, clock), measured), span) in
+        runs.iter().zip(&clocks).zip(&mut measured).zip(&mut spans)
+    {
         let shard = r.shard.expect("checked").to_string();
         let shift = clock.t0_offset_ms;
         read_records(&r.dir.join("records.jsonl"), |mut rec, line| {
@@ -207,6 +217,10 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             rec.scheduled_at_ms += shift;
             rec.sent_at_ms += shift;
             rec.ended_at_ms += shift;
+            if !rec.warmup {
+                span.0 = span.0.min(rec.sent_at_ms);
+                span.1 = span.1.max(rec.sent_at_ms);
+            }
             let gaps =
                 canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
             aggregator.add(&rec, &gaps);
@@ -227,6 +241,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         .map_err(write(records_path))?;
 
     let mut summary = aggregator.summary();
+    let sent: Vec<(f64, f64)> = spans.into_iter().filter(|s| s.0 <= s.1).collect();
+    let no_shard_sending_s = Some(sending::idle_between(&sent) / 1000.0).filter(|&idle| idle > 0.0);
     let mut notes = vec![
         "server (/metrics), GPU and kernel telemetry, the diagnosis and client_cpu are each \
          shard's own: they are in the shards' summary.json files, not merged"
@@ -247,6 +263,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             Err(why) => why.clone(),
         },
     ];
+    if let Some(idle) = no_shard_sending_s {
+        notes.push(sending_note(idle, summary.duration_s));
+    }
     // A histograms.json that counts other requests than its records (one an earlier run
     // left, when this run's could not be written) would give percentiles of another run.
     let stale: Vec<String> = runs
@@ -335,6 +354,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         cross_host_schedule_lag: cross_lag.stats_in("ms"),
         metrics_from,
         notes,
+        no_shard_sending_s,
     };
     let run = merged_run(&runs);
     let file = MergedFile {
@@ -352,6 +372,15 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     // summary.json, summary.csv and timeslices.csv, as a run writes them.
     write_summary(out, &file, &summary)?;
     Ok(Merged { summary, info })
+}
+
+/// `shards' sending spans leave 4.100 s of the 12.300 s with no shard sending: …`.
+pub fn sending_note(idle_s: f64, duration_s: f64) -> String {
+    format!(
+        "shards' sending spans leave {idle_s:.3} s of the {duration_s:.3} s with no shard \
+         sending (each shard's first to last send on the merged time axis: the shards did not \
+         run together): the rates are over the whole span"
+    )
 }
 
 /// The shards' slice duration when they all ran with the same one; else why the merge has

@@ -162,12 +162,24 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let (fa, fb) = (figures(a), figures(b));
     let of =
         |f: &[crate::Figures], get: FigureOf| -> Vec<f64> { f.iter().filter_map(get).collect() };
+    // A run without a rate (too short for one) keeps its place as NaN, so the row says over
+    // how many runs its mean is, and a note names it with why, as the experiment's own table.
+    let rate_of = |f: &[crate::Figures], get: FigureOf| -> Vec<f64> {
+        f.iter().map(|x| get(x).unwrap_or(f64::NAN)).collect()
+    };
+    let mut without = Vec::new();
+    let mut say_without = |label: &str, get: FigureOf| {
+        for (which, e, f) in [("A", a, &fa), ("B", b, &fb)] {
+            without.extend(rates_without(which, label, e, f, get));
+        }
+    };
     let throughputs: [(&str, &'static str, FigureOf); 2] = [
         ("throughput", "req/s", |f| f.request_throughput),
         ("output tokens/s", "tok/s", |f| f.output_token_throughput),
     ];
     for (label, unit, get) in throughputs {
-        let (xa, xb) = (of(&fa, get), of(&fb, get));
+        let (xa, xb) = (rate_of(&fa, get), rate_of(&fb, get));
+        say_without(label, get);
         rows.push(if repeated {
             runs_row(label.into(), unit, &xa, &xb, true, rules)
         } else {
@@ -188,7 +200,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     }
     let every_run_has_slos = fa.iter().chain(&fb).all(|f| f.slos);
     if every_run_has_slos {
-        let (ga, gb) = (of(&fa, |f| f.goodput), of(&fb, |f| f.goodput));
+        let (ga, gb) = (rate_of(&fa, |f| f.goodput), rate_of(&fb, |f| f.goodput));
+        say_without("goodput", |f| f.goodput);
         rows.push(if repeated {
             runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
         } else {
@@ -257,6 +270,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         .into_iter()
         .chain(side::left_out_note("A", &side_a))
         .chain(side::left_out_note("B", &side_b))
+        .chain(without)
         .chain(
             a.runs
                 .iter()
@@ -286,6 +300,41 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
 
 /// Reads one figure of a run's [`crate::Figures`].
 type FigureOf = fn(&crate::Figures) -> Option<f64>;
+
+/// `A's throughput: over 1 of 2 runs; without a figure: run-2 (…)`, or `… no figure: none of
+/// the 2 runs gave one: …`, when some of the runs of side `which` (`e`, its figures `f`) have
+/// no rate `get`; `None` when all have one, or the side is one run (its row's `–` says it).
+fn rates_without(
+    which: &str,
+    label: &str,
+    e: &Experiment,
+    f: &[crate::Figures],
+    get: FigureOf,
+) -> Option<String> {
+    if e.runs.len() < 2 {
+        return None;
+    }
+    let without: Vec<(&str, &str)> = e
+        .runs
+        .iter()
+        .zip(f)
+        .filter(|(_, x)| get(x).is_none())
+        .map(|(r, x)| {
+            let dir = r.dir.file_name().and_then(|d| d.to_str());
+            (
+                dir.unwrap_or(&r.label),
+                x.rate_unavailable.as_deref().unwrap_or("no rate"),
+            )
+        })
+        .collect();
+    let with = (e.runs.len() - without.len()) as u64;
+    let said = match (without.is_empty(), with) {
+        (true, _) => return None,
+        (false, 0) => canary_core::runs_without::none_gave(&without),
+        (false, n) => canary_core::runs_without::over_some(n, &without),
+    };
+    Some(format!("{which}'s {label}: {said}"))
+}
 
 /// A run's share, or NaN when it judged no request (summary.json's null), as a run without a
 /// percentile: its side's figure is over the runs that have one and says how many.

@@ -137,6 +137,14 @@ fn print(m: &Merged) -> std::io::Result<()> {
             super::report::goodput_line(g, s.requests, s.client_errors + s.cancelled)
         )?;
     }
+    // Shards run one after another: the span holds time no shard was sending, and the rates
+    // above are over it, said beside them rather than only among the notes.
+    let sending = i
+        .no_shard_sending_s
+        .map(|idle| canary_replay::sending_note(idle, s.duration_s));
+    if let Some(n) = &sending {
+        outln!("note: {n}")?;
+    }
     outln!("shard  t0 offset (ms)  basis       wall-clock error  records  folder")?;
     for input in &i.inputs {
         let c = &input.clock;
@@ -176,7 +184,7 @@ fn print(m: &Merged) -> std::io::Result<()> {
     if let Some(t) = &s.timeslices {
         super::timeslices::print(t)?;
     }
-    for n in &i.notes {
+    for n in i.notes.iter().filter(|n| Some(*n) != sending.as_ref()) {
         outln!("note: {n}")?;
     }
     Ok(())

@@ -771,3 +771,46 @@ fn runs_too_short_for_a_rate_are_named_where_the_throughput_would_be() {
     assert_eq!(ttft["n"], 2, "{ttft}");
     assert!(ttft.get("without").is_none(), "{ttft}");
 }
+
+// The report page and `canaryd compare` read the figures over the runs: a rate no run gave
+// was a missing row, said nowhere, and a throughput over fewer runs would read as one over all.
+// Both now say it as the command's table does.
+#[test]
+fn the_report_and_compare_name_runs_without_a_rate_as_the_table_does() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay(dir.path(), &url, &["--runs", "2", "--max-requests", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let why = "1 measured request: a rate needs at least 2";
+    let none = format!("no figure: none of the 2 runs gave one: run-1 ({why}); run-2 ({why})");
+
+    let said = canaryd(&["report", "out", "-o", "r.html"], dir.path());
+    assert!(said.status.success(), "{}", text(&said));
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    for label in ["throughput", "output tokens/s"] {
+        let line = format!("{label}: {none}");
+        assert!(html.contains(&line), "no {line:?} in the report");
+    }
+
+    let compared = canaryd(&["compare", "out", "out"], dir.path());
+    assert!(compared.status.success(), "{}", text(&compared));
+    let shown = String::from_utf8_lossy(&compared.stdout);
+    for side in ["A", "B"] {
+        let line = format!("{side}'s throughput: {none}");
+        assert!(shown.contains(&line), "no {line:?} in\n{shown}");
+    }
+    let c: Value =
+        serde_json::from_slice(&canaryd(&["compare", "out", "out", "--json"], dir.path()).stdout)
+            .unwrap();
+    let notes: Vec<&str> = c["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        notes.contains(&format!("A's output tokens/s: {none}").as_str()),
+        "{notes:#?}"
+    );
+}

@@ -25,6 +25,38 @@ pub struct Repeats {
     pub per_run: Vec<RepeatRun>,
     /// Each headline figure over the runs its estimates are over.
     pub estimates: Vec<Estimate>,
+    /// The headline figures no run in the estimates gave (`repeats.unavailable`: all too
+    /// short for a rate, say), each with every run's reason.
+    pub unavailable: Vec<NoEstimate>,
+}
+
+/// A run in the estimates without a figure: its folder and why (`summary.json`'s
+/// `without[]`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Without {
+    /// Its folder (`run-2`).
+    pub dir: String,
+    /// Why it has no figure (`1 measured request: a rate needs at least 2`).
+    pub why: String,
+}
+
+/// A headline figure no run in the estimates gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NoEstimate {
+    /// `summary.json`'s name (`request_throughput`).
+    pub metric: String,
+    /// `p50`, `p99`, or `value` for a rate.
+    pub statistic: String,
+    /// Each run and why it has no figure.
+    pub without: Vec<Without>,
+}
+
+/// `without` as (folder, why), for [`canary_core::runs_without`]'s wording.
+pub fn pairs(without: &[Without]) -> Vec<(&str, &str)> {
+    without
+        .iter()
+        .map(|w| (w.dir.as_str(), w.why.as_str()))
+        .collect()
 }
 
 /// One run of an experiment.
@@ -59,6 +91,9 @@ pub struct Estimate {
     /// The interval's ends when they were clipped at what the figure can be (0, or 1 for a
     /// fraction): a symmetric ± would reach past it.
     pub clipped: Option<(f64, f64)>,
+    /// The runs in the estimates that gave no figure for it, with why: the mean is over the
+    /// others (`values`).
+    pub without: Vec<Without>,
 }
 
 impl Repeats {
@@ -114,7 +149,27 @@ impl Repeats {
             .and_then(Value::as_array)
             .map(|m| m.iter().filter_map(estimate).collect())
             .unwrap_or_default();
+        let unavailable = summary
+            .at(&["repeats", "unavailable"])
+            .and_then(Value::as_array)
+            .map(|u| {
+                u.iter()
+                    .filter_map(|v| {
+                        Some(NoEstimate {
+                            metric: v.get("metric")?.as_str()?.to_string(),
+                            statistic: v
+                                .get("statistic")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_string(),
+                            without: without(v),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Some(Repeats {
+            unavailable,
             dir: dir.to_path_buf(),
             runs_asked: summary
                 .at(&["repeats", "runs_asked"])
@@ -162,5 +217,24 @@ fn estimate(v: &Value) -> Option<Estimate> {
                 .zip(v.get("high").and_then(Value::as_f64)),
             _ => None,
         },
+        without: without(v),
     })
+}
+
+/// An entry's `without[]`: the runs without its figure, each with why.
+fn without(v: &Value) -> Vec<Without> {
+    let text = |e: &Value, key: &str| e.get(key).and_then(Value::as_str).map(str::to_string);
+    v.get("without")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| {
+                    Some(Without {
+                        dir: text(e, "dir")?,
+                        why: text(e, "why").unwrap_or_default(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

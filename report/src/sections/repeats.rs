@@ -10,8 +10,10 @@
 
 use super::bounds;
 use super::num;
+use crate::artifacts::repeats::pairs;
 use crate::artifacts::{Repeats, Run};
 use crate::html::{esc, table};
+use canary_core::runs_without;
 use canary_core::PERCENTILE_PRECISION_SPACED;
 
 /// A figure's label (`TTFT p99`) and unit as the page writes them.
@@ -78,7 +80,11 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
                     (None, Some(h)) => format!("± {}", with(h)),
                     (None, None) => "–".into(),
                 }),
-                num(m.values.len() as f64),
+                // Over fewer runs than the estimates' when some gave none (named below).
+                match m.without.len() {
+                    0 => num(m.values.len() as f64),
+                    n => format!("{} of {}", m.values.len(), m.values.len() + n),
+                },
                 esc(&m
                     .values
                     .iter()
@@ -96,6 +102,37 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
             "estimates",
             &["figure", "mean", &half, "runs", "each run's"],
             &rows,
+        ));
+    }
+    // A figure over fewer runs, or over none, said as the command's table says it, so it never
+    // reads as one over all of them.
+    let mut short: Vec<String> = e
+        .estimates
+        .iter()
+        .filter(|m| !m.without.is_empty())
+        .map(|m| {
+            format!(
+                "{}: {}",
+                label(&m.metric, &m.statistic),
+                runs_without::over_some(m.values.len() as u64, &pairs(&m.without))
+            )
+        })
+        .collect();
+    short.extend(e.unavailable.iter().map(|u| {
+        format!(
+            "{}: {}",
+            label(&u.metric, &u.statistic),
+            runs_without::none_gave(&pairs(&u.without))
+        )
+    }));
+    if !short.is_empty() {
+        html.push_str(&format!(
+            "<p class=\"warn\">{}</p>\n",
+            short
+                .iter()
+                .map(|l| esc(l))
+                .collect::<Vec<_>>()
+                .join("<br>\n")
         ));
     }
     html.push_str(&format!(
@@ -188,6 +225,7 @@ mod tests {
                     mean: Some(3.2),
                     half_width: Some(11.4),
                     clipped: Some((0.0, 14.6)),
+                    without: Vec::new(),
                 },
                 Estimate {
                     metric: "request_throughput".into(),
@@ -197,6 +235,7 @@ mod tests {
                     mean: Some(11.0),
                     half_width: Some(2.5),
                     clipped: None,
+                    without: Vec::new(),
                 },
             ],
             ..Repeats::default()
@@ -205,5 +244,48 @@ mod tests {
         assert!(html.contains("0 to 14.6 ms (clipped)"), "{html}");
         assert!(!html.contains("± 11.4"), "{html}");
         assert!(html.contains("± 2.50 req/s"), "{html}");
+    }
+
+    /// A throughput over one of two runs names the other with why, as the command's table,
+    /// and its runs column says over how many; a rate no run gave is listed, not left out.
+    #[test]
+    fn a_figure_over_fewer_runs_names_those_without_one() {
+        use crate::artifacts::repeats::{NoEstimate, Without};
+        let why = "1 measured request: a rate needs at least 2";
+        let run2 = Without {
+            dir: "run-2".into(),
+            why: why.into(),
+        };
+        let e = Repeats {
+            estimates: vec![Estimate {
+                metric: "request_throughput".into(),
+                statistic: "value".into(),
+                unit: "requests/s".into(),
+                values: vec![10.0],
+                mean: Some(10.0),
+                without: vec![run2.clone()],
+                ..Estimate::default()
+            }],
+            unavailable: vec![NoEstimate {
+                metric: "goodput".into(),
+                statistic: "value".into(),
+                without: vec![run2],
+            }],
+            ..Repeats::default()
+        };
+        let html = render(&e, &[]);
+        assert!(
+            html.contains(&format!(
+                "throughput: over 1 of 2 runs; without a figure: run-2 ({why})"
+            )),
+            "{html}"
+        );
+        assert!(html.contains(">1 of 2</td>"), "{html}");
+        assert!(
+            html.contains(&format!(
+                "goodput: no figure: none of the 1 runs gave one: run-2 ({why})"
+            )),
+            "{html}"
+        );
     }
 }

@@ -254,13 +254,18 @@ fn split(each: Vec<(&str, Result<f64, String>)>) -> (Vec<f64>, Vec<Without>) {
     (values, without)
 }
 
-/// `run-3 (1 measured request: a rate needs at least 2); run-4 (…)`.
-fn listed(without: &[Without]) -> String {
+/// Each run without a figure as (folder, why), for [`canary_core::runs_without`]'s wording.
+fn pairs(without: &[Without]) -> Vec<(&str, &str)> {
     without
         .iter()
-        .map(|w| format!("{} ({})", w.dir, w.why))
-        .collect::<Vec<_>>()
-        .join("; ")
+        .map(|w| (w.dir.as_str(), w.why.as_str()))
+        .collect()
+}
+
+/// `run-3 (1 measured request: a rate needs at least 2); run-4 (…)`.
+#[cfg(test)]
+fn listed(without: &[Without]) -> String {
+    canary_core::runs_without::listed(pairs(without))
 }
 
 /// `interval` with its ends moved inside what a figure in `unit` can be: never below 0 (every
@@ -417,20 +422,17 @@ impl RepeatsSummary {
             outln!("  {}", f.line())?;
             if !f.without.is_empty() {
                 outln!(
-                    "  {:<18} over {} of {} runs; without a figure: {}",
+                    "  {:<18} {}",
                     "",
-                    f.interval.n,
-                    f.interval.n + f.without.len() as u64,
-                    listed(&f.without)
+                    canary_core::runs_without::over_some(f.interval.n, &pairs(&f.without))
                 )?;
             }
         }
         for u in &self.unavailable {
             outln!(
-                "  {:<18} no figure: none of the {} runs gave one: {}",
+                "  {:<18} {}",
                 u.label,
-                u.without.len(),
-                listed(&u.without)
+                canary_core::runs_without::none_gave(&pairs(&u.without))
             )?;
         }
         if self.metrics.iter().any(|f| f.bound) {
