@@ -1,4 +1,5 @@
 //! glibc's malloc arenas, capped at one per core (at least two) unless `MALLOC_ARENA_MAX` says
+//! otherwise; and a fixed mmap threshold of 64 KiB unless `MALLOC_MMAP_THRESHOLD_` says
 //! otherwise.
 //!
 //! Why: each run prepares its requests and reads their responses on worker threads of its own
@@ -8,6 +9,22 @@
 //! hostile-target soak (daemon/tests/soak.rs) peaked at 361 MiB that way, against 249 MiB
 //! before runs had their own threads and 268 MiB with two arenas. canaryd's allocations are
 //! small and come from few threads at a time, so fewer arenas cost it little contention.
+//!
+//! Why the threshold: what a response holds (an unfinished SSE line up to the event cap,
+//! hyper's read buffer of 64 KiB) grows by doubling. glibc's threshold starts at 128 KiB and
+//! rises to the largest mmap'd block freed, so after the first such buffers are freed the
+//! next ones come from the arenas, where every step of each buffer's doubling leaves a hole
+//! that is resident and rarely handed back. 300 responses each stalled inside a 300 KiB line
+//! held about 200 KB each above their 300 KiB (bench/RESULTS.md, "held bytes and RSS"): RSS
+//! ran far past `max_held_bytes`. Fixed at 64 KiB, the line buffers are mmap'd: freed, they go
+//! back to the kernel, grown, they are moved by `mremap`, and pages never written stay out of
+//! RSS (measured: 126 KB per stream above the line, not 215). What is left is live: hyper grows
+//! its read buffer inside the arena by `realloc`, to about twice 64 KiB. Smaller allocations,
+//! nearly all of canaryd's, are unchanged.
+
+/// The size from which an allocation gets pages of its own ([`cap`]): hyper's read buffer
+/// (64 KiB at most by default) is one.
+pub const MMAP_THRESHOLD: usize = 64 << 10;
 
 /// What [`cap`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +37,12 @@ pub enum Capped {
     Not,
 }
 
-/// Caps the arenas; call before any thread is started.
+/// Caps the arenas and fixes the mmap threshold at [`MMAP_THRESHOLD`]; call before any thread
+/// is started. What it returns is about the arenas.
 pub fn cap() -> Capped {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        fix_mmap_threshold(MMAP_THRESHOLD);
+    }
     if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
         return Capped::ByEnvironment;
     }
@@ -45,3 +66,14 @@ fn set(arenas: usize) -> Capped {
 fn set(_arenas: usize) -> Capped {
     Capped::Not
 }
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn fix_mmap_threshold(bytes: usize) {
+    let n = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: M_MMAP_THRESHOLD with a value up to 32 MiB is valid; it only changes where later
+    // allocations come from (and stops glibc moving the threshold itself).
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, n) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn fix_mmap_threshold(_bytes: usize) {}
