@@ -58,16 +58,8 @@ fn point_args(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path
 fn check_point(args: &SweepArgs, axis: Axis, value: f64, index: usize, dir: &Path) -> Result<()> {
     let plan = Plan::try_from(&point_args(args, axis, value, index, dir))?;
     plan.validate()
-        .map_err(|e| spelled(e, sweep_flag))
+        .map_err(|e| spelled(e, flag))
         .with_context(|| format!("point {}", axis.label(value)))
-}
-
-/// A setting's flag as the sweep spells it: `--slo`, not `profile`'s `--goodput`.
-fn sweep_flag(setting: canary_replay::Setting) -> String {
-    match setting {
-        canary_replay::Setting::Goodput => "--slo".into(),
-        s => flag(s),
-    }
 }
 
 /// A point folder an earlier sweep wrote: named `point-NN-…`, a real folder (not a link), with

@@ -254,7 +254,7 @@ impl<'de> Deserialize<'de> for SloSpec {
     }
 }
 
-/// SLOs as `slos` and `--goodput` (`--slo`) take them: at least one term. An empty spec
+/// SLOs as `slos` and `--slo` (`--goodput`) take them: at least one term. An empty spec
 /// parses to no SLO at all, which would silently switch off the gates and the capacity
 /// search's verdicts that were asked for.
 pub fn slo_spec(s: &str) -> Result<Goodput, String> {
