@@ -1,5 +1,5 @@
 //! glibc's malloc arenas, capped at one per core (at least two) unless `MALLOC_ARENA_MAX` says
-//! otherwise; and a fixed mmap threshold of 64 KiB unless `MALLOC_MMAP_THRESHOLD_` says
+//! otherwise; and a fixed mmap threshold of 1 MiB unless `MALLOC_MMAP_THRESHOLD_` says
 //! otherwise.
 //!
 //! Why: each run prepares its requests and reads their responses on worker threads of its own
@@ -16,15 +16,22 @@
 //! next ones come from the arenas, where every step of each buffer's doubling leaves a hole
 //! that is resident and rarely handed back. 300 responses each stalled inside a 300 KiB line
 //! held about 200 KB each above their 300 KiB (bench/RESULTS.md, "held bytes and RSS"): RSS
-//! ran far past `max_held_bytes`. Fixed at 64 KiB, the line buffers are mmap'd: freed, they go
-//! back to the kernel, grown, they are moved by `mremap`, and pages never written stay out of
-//! RSS (measured: 126 KB per stream above the line, not 215). What is left is live: hyper grows
-//! its read buffer inside the arena by `realloc`, to about twice 64 KiB. Smaller allocations,
-//! nearly all of canaryd's, are unchanged.
+//! ran far past `max_held_bytes`. A fixed threshold stops that: at 64 KiB the line buffers are
+//! mmap'd (freed, they go back to the kernel; grown, they are moved by `mremap`), measured 126
+//! KB per stream above the line, not 215. What is left is live: hyper grows its read buffer
+//! inside the arena by `realloc`, to about twice 64 KiB.
+//!
+//! Why 1 MiB, not 64 KiB: 64 KiB gave every real-sized prompt (tens to hundreds of KiB)
+//! pages of its own, an mmap, page faults and a munmap per request: replaying the real
+//! Mooncake slice at 20× it cost 15 % more CPU and doubled the client's schedule lag p99
+//! (1.05–1.83 ms against 0.55–0.57 ms; bench/RESULTS.md). At 1 MiB the line buffer's
+//! doubling would be back in the arenas, so the SSE parser gives a line that outgrows 64 KiB
+//! its room up to the event cap at once (canary_replay's sse.rs, `BIG_LINE`): one allocation
+//! at the threshold, the same pages of its own.
 
-/// The size from which an allocation gets pages of its own ([`cap`]): hyper's read buffer
-/// (64 KiB at most by default) is one.
-pub const MMAP_THRESHOLD: usize = 64 << 10;
+/// The size from which an allocation gets pages of its own ([`cap`]): over any prompt but the
+/// very longest, at the SSE event cap.
+pub const MMAP_THRESHOLD: usize = 1 << 20;
 
 /// What [`cap`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

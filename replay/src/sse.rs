@@ -10,6 +10,9 @@
 //! is an error, so a `data:` line that never ends costs one request, not the process.
 
 use bytes::BytesMut;
+
+/// A line longer than this gets its room up to the parser's limit at once ([`SseParser::push`]).
+const BIG_LINE: usize = 64 << 10;
 use canary_core::MonoTime;
 
 /// One complete SSE event.
@@ -110,6 +113,15 @@ impl SseParser {
             if bytes.first() == Some(&b'\n') {
                 bytes = &bytes[1..];
             }
+        }
+        // A line past 64 KiB is a rare one (a huge event, or a server that never ends its
+        // line): it gets room up to the limit at once, one allocation at glibc's mmap
+        // threshold (daemon/src/malloc_arenas.rs), whose pages stay out of RSS until written
+        // and go back to the kernel when freed, not a doubling whose steps leave resident
+        // holes in the allocator's arenas (bench/RESULTS.md, "held bytes and RSS").
+        let need = self.buf.len() + bytes.len();
+        if need > BIG_LINE && self.buf.capacity() < need {
+            self.buf.reserve(need.max(self.limit) - self.buf.len());
         }
         self.buf.extend_from_slice(bytes);
         loop {
