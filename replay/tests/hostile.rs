@@ -5,37 +5,15 @@
 //! the error kind, they do not exhaust memory.
 
 use crate::support::*;
-use canary_core::{ChunkGaps, ErrorKind, RequestRecord, Status};
-use canary_replay::{header, ApiKey, Endpoint, MaxTokensField, ResponseLimits, Target};
+use canary_core::{ChunkGaps, ErrorKind, Status};
+use canary_replay::{header, ApiKey, MaxTokensField, Target};
 use canary_testkit::{Hostile, HostileServer};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A target at `server` with small caps, so a test moves little data.
+/// A target at `server` with small caps ([`small_target`]).
 fn target(server: &HostileServer, streaming: bool) -> Target {
-    let mut t = Target::new(&server.url(), Endpoint::Chat, "m").unwrap();
-    t.streaming = streaming;
-    t.timeout = Duration::from_secs(30);
-    t.limits = ResponseLimits {
-        header_bytes: 16 << 10,
-        event_bytes: 64 << 10,
-        body_bytes: 256 << 10,
-        ..ResponseLimits::default()
-    };
-    t
-}
-
-/// The error of every record, which must all be of `kind`.
-fn errors_of(records: &[RequestRecord], n: usize, kind: ErrorKind) -> Vec<String> {
-    assert_eq!(records.len(), n, "every request is recorded");
-    records
-        .iter()
-        .map(|r| {
-            let e = r.error.as_ref().expect("an error");
-            assert_eq!(e.kind, kind, "{e:?}");
-            e.message.clone()
-        })
-        .collect()
+    small_target(&server.url(), streaming)
 }
 
 #[tokio::test]

@@ -4,8 +4,8 @@
 //! back. Each is a raw loopback server written here, bounded in bytes and time.
 
 use crate::support::*;
-use canary_core::{ErrorKind, RequestRecord};
-use canary_replay::{Endpoint, ResponseLimits, Target};
+use canary_core::ErrorKind;
+use canary_replay::Target;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,31 +151,9 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
-/// A target at `server`, 64 KiB events, a generous timeout.
+/// A target at `server` with small caps ([`small_target`]).
 fn target(server: &RawServer, streaming: bool) -> Target {
-    let mut t = Target::new(&server.url(), Endpoint::Chat, "m").unwrap();
-    t.streaming = streaming;
-    t.timeout = Duration::from_secs(30);
-    t.limits = ResponseLimits {
-        header_bytes: 16 << 10,
-        event_bytes: 64 << 10,
-        body_bytes: 256 << 10,
-        ..ResponseLimits::default()
-    };
-    t
-}
-
-/// The message of every record's error, which must all be of `kind`.
-fn errors_of(records: &[RequestRecord], n: usize, kind: ErrorKind) -> Vec<String> {
-    assert_eq!(records.len(), n, "every request is recorded");
-    records
-        .iter()
-        .map(|r| {
-            let e = r.error.as_ref().expect("an error");
-            assert_eq!(e.kind, kind, "{e:?}");
-            e.message.clone()
-        })
-        .collect()
+    small_target(&server.url(), streaming)
 }
 
 fn answer(bytes: &[u8]) -> Answer {

@@ -275,3 +275,31 @@ pub fn flag(s: canary_replay::Setting) -> String {
         s => format!("--{}", s.name().replace('_', "-")),
     }
 }
+
+/// A target at `url` with small caps, so a hostile-server test moves little data: 16 KiB
+/// heads, 64 KiB events, 256 KiB bodies, and a generous timeout.
+pub fn small_target(url: &str, streaming: bool) -> Target {
+    let mut t = Target::new(url, Endpoint::Chat, "m").unwrap();
+    t.streaming = streaming;
+    t.timeout = std::time::Duration::from_secs(30);
+    t.limits = canary_replay::ResponseLimits {
+        header_bytes: 16 << 10,
+        event_bytes: 64 << 10,
+        body_bytes: 256 << 10,
+        ..canary_replay::ResponseLimits::default()
+    };
+    t
+}
+
+/// The message of every record's error, which must all be of `kind`.
+pub fn errors_of(records: &[RequestRecord], n: usize, kind: canary_core::ErrorKind) -> Vec<String> {
+    assert_eq!(records.len(), n, "every request is recorded");
+    records
+        .iter()
+        .map(|r| {
+            let e = r.error.as_ref().expect("an error");
+            assert_eq!(e.kind, kind, "{e:?}");
+            e.message.clone()
+        })
+        .collect()
+}
