@@ -4,7 +4,7 @@
 //! they are means of runs. Real sweeps against `canaryd sim` (the README audit's findings 10,
 //! 15 and 17).
 
-use super::{canaryd, capacity_sim, sim_with_profile, sweep, sweep_into, text, timing};
+use super::{canaryd, capacity_sim, shared, sim_with_profile, sweep, sweep_into, text, timing};
 use serde_json::Value;
 use std::path::Path;
 
@@ -165,6 +165,7 @@ fn compare_of_sweeps_says_what_each_side_ran_and_judges_throughput_when_both_hav
 /// own line does, where it said "the series did not saturate".
 #[test]
 fn compare_of_sweeps_says_no_knee_because_the_points_were_left_out() {
+    let _host = shared();
     let dir = tempfile::tempdir().unwrap();
     let faults = ["--fault-rate", "0.25", "--fault", "status=503"];
     let (_sim, port) = sim_with_profile(dir.path(), r#"{"profile": "capacity"}"#, &faults);

@@ -3,12 +3,13 @@
 //! no time between its first token and its end, and so no per-user rate. The point's median
 //! left those requests out without a word; a demanding user is told how many, of how many.
 
-use super::{canaryd, point_summary, text};
+use super::{canaryd, point_summary, shared, text};
 use crate::common;
 use serde_json::Value;
 
 #[test]
 fn requests_without_a_per_user_rate_are_counted_and_said() {
+    let _host = shared();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_sim, port) = common::sim(&[]);
