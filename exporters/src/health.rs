@@ -38,6 +38,9 @@ pub(crate) struct SignalHealth {
     pub reply: Arc<Mutex<Option<Reply>>>,
     /// True once a rejection (or an unread answer) was reported.
     reply_reported: AtomicBool,
+    /// True once a collector's warning (a `partial_success` rejecting nothing) was reported:
+    /// apart, so a warning does not use up the report of a later real rejection.
+    warning_reported: AtomicBool,
 }
 
 impl SignalHealth {
@@ -133,25 +136,48 @@ impl Health {
         }
     }
 
-    /// The first rejection (or unread answer) of a signal, as one warning.
+    /// The first rejection (or unread answer) of a signal, as one warning; the first
+    /// warning a collector gave with an export it took whole, as another.
     fn report_reply(&self, signal: Signal, s: &SignalHealth, reply: &Reply) {
-        if s.reply_reported.swap(true, Ordering::Relaxed) {
+        let once = match reply {
+            Reply::Rejected { items: 0, .. } => &s.warning_reported,
+            _ => &s.reply_reported,
+        };
+        if once.swap(true, Ordering::Relaxed) {
             return;
         }
         let endpoint = s.endpoint.as_deref().unwrap_or("?");
         match reply {
-            Reply::Rejected { items, message } => {
-                let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
-                message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
+            Reply::Rejected {
+                items: 0, message, ..
+            } => tracing::warn!(
+                "OTLP {} export to {endpoint}: the collector took it with a warning (partial success rejecting nothing: \"{}\"); later warnings are not logged",
+                signal.as_str(),
+                self.shown(message),
+            ),
+            Reply::Rejected {
+                items,
+                claimed,
+                message,
+            } => {
                 let what = match signal {
                     Signal::Traces => "spans",
-                    Signal::Metrics => "metric data points (the export counts as failed)",
+                    Signal::Metrics => "metric data points",
                     Signal::Logs => "log records",
                 };
+                // The count is the collector's, bounded by what the request carried.
+                let claimed = match claimed {
+                    Some(c) => format!(", all that were sent (it claimed {c}; "),
+                    None => " (".into(),
+                };
+                let counted = match signal {
+                    Signal::Metrics => "the export counts as failed",
+                    _ => "they count as dropped",
+                };
                 tracing::warn!(
-                    "OTLP {} export to {endpoint}: the collector rejected {items} {what} (partial success: \"{}\"); they count as dropped, later rejections are counted (canary.exporter.dropped)",
+                    "OTLP {} export to {endpoint}: the collector rejected {items} {what}{claimed}partial success: \"{}\"); {counted}, later rejections are counted (canary.exporter.dropped)",
                     signal.as_str(),
-                    message,
+                    self.shown(message),
                 );
             }
             Reply::Oversized => tracing::warn!(
@@ -159,6 +185,13 @@ impl Health {
                 signal.as_str(),
             ),
         }
+    }
+
+    /// A collector's message as a warning quotes it: scrubbed, escaped, cut.
+    fn shown(&self, message: &str) -> String {
+        let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
+        message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
+        message
     }
 
     /// `items` were lost (queue full or export failed); `cause` is logged the first time.

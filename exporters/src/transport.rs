@@ -19,9 +19,16 @@
 use crate::config::{Config, Signal};
 use http::{HeaderName, HeaderValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use prost::Message;
 use std::sync::{Arc, Mutex};
 
@@ -35,8 +42,14 @@ const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
     /// Its `partial_success`: the items (spans, metric data points, log records) the
-    /// collector rejected, and its message (as sent: scrub and cap before showing it).
-    Rejected { items: u64, message: String },
+    /// collector rejected, at most those the request carried, and its message (as sent:
+    /// scrub and cap before showing it). With none rejected the message is a warning.
+    Rejected {
+        items: u64,
+        /// What the collector said it rejected, when more than the request carried.
+        claimed: Option<u64>,
+        message: String,
+    },
     /// Its body passed [`MAX_RESPONSE_BYTES`] and was not read: any `partial_success` is
     /// unknown.
     Oversized,
@@ -143,6 +156,8 @@ impl ExportClient {
     /// answer's `partial_success` is kept.
     fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         use std::io::Read;
+        // Kept (shared, not copied) to bound a rejection's count by what was sent.
+        let sent = request.body().clone();
         let request: reqwest::blocking::Request = request.try_into()?;
         let mut response = self.inner.execute(request)?;
         let status = response.status();
@@ -170,7 +185,7 @@ impl ExportClient {
                     .get(http::header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.to_ascii_lowercase().contains("json"));
-                rejected(self.signal, &body, json)
+                rejected(self.signal, &body, json).map(|r| bounded(r, self.signal, &sent))
             }
             None => None,
         };
@@ -233,8 +248,66 @@ fn rejected(signal: Signal, body: &[u8], json: bool) -> Option<Reply> {
     };
     (items > 0 || !message.is_empty()).then(|| Reply::Rejected {
         items: items.max(0) as u64,
+        claimed: None,
         message,
     })
+}
+
+/// `reply` with its rejected count at most the items `request` (the body sent) carried, and
+/// the collector's claim kept when it was more. A body that does not decode bounds nothing.
+fn bounded(reply: Reply, signal: Signal, request: &[u8]) -> Reply {
+    let Reply::Rejected { items, message, .. } = reply else {
+        return reply;
+    };
+    match sent_items(signal, request) {
+        Some(sent) if items > sent => Reply::Rejected {
+            items: sent,
+            claimed: Some(items),
+            message,
+        },
+        _ => Reply::Rejected {
+            items,
+            claimed: None,
+            message,
+        },
+    }
+}
+
+/// The spans, metric data points or log records an export request carries; decoded only
+/// when a collector claims to have rejected some.
+fn sent_items(signal: Signal, body: &[u8]) -> Option<u64> {
+    let n: usize = match signal {
+        Signal::Traces => ExportTraceServiceRequest::decode(body)
+            .ok()?
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum(),
+        Signal::Metrics => ExportMetricsServiceRequest::decode(body)
+            .ok()?
+            .resource_metrics
+            .iter()
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .map(|m| match &m.data {
+                Some(Data::Gauge(g)) => g.data_points.len(),
+                Some(Data::Sum(s)) => s.data_points.len(),
+                Some(Data::Histogram(h)) => h.data_points.len(),
+                Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
+                Some(Data::Summary(s)) => s.data_points.len(),
+                None => 0,
+            })
+            .sum(),
+        Signal::Logs => ExportLogsServiceRequest::decode(body)
+            .ok()?
+            .resource_logs
+            .iter()
+            .flat_map(|r| &r.scope_logs)
+            .map(|s| s.log_records.len())
+            .sum(),
+    };
+    Some(n as u64)
 }
 
 /// reqwest's error quotes the request's URL as the url crate rewrote it (user info and query
