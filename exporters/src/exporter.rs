@@ -125,7 +125,10 @@ fn build_err<'a>(signal: &'static str, config: &'a Config) -> impl Fn(String) ->
 
 /// What every signal's OTLP/HTTP exporter is built with: the endpoint, headers and
 /// timeout, our HTTP client, and one retry (a collector that is down costs one short
-/// backoff per export, not many).
+/// backoff per export, not many). The retry comes after a network error, a 502, 503, 504 or
+/// 429, when the export timeout has room for the wait: a 429's or 503's `Retry-After`, cut
+/// to [`MAX_RETRY_AFTER`](crate::transport::MAX_RETRY_AFTER) by our client, or a backoff of
+/// 0.1-0.2 s.
 fn http_settings<B: WithExportConfig + WithHttpConfig>(
     builder: B,
     url: &str,

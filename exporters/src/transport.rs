@@ -12,6 +12,9 @@
 //!   reports the export as done: a 2xx answer's body is read here, and the items it says it
 //!   rejected are kept ([`Reply`]) for [`crate::health::Health::exported`] to count as
 //!   dropped.
+//! - A 429 or 503 with `Retry-After` is retried once by the exporter only when the wait
+//!   fits its timeout: a collector asking for 25 s or 600 s got no retry at all, where the
+//!   exporter's one retry was promised. The wait is cut to [`MAX_RETRY_AFTER`] here.
 //! - The built-in client fails a response whose body passes 4 MiB, so a 2xx answer with a
 //!   large body was counted as lost. A 2xx status is the collector's acknowledgement: the
 //!   body is cut short and the export counts as done (its `partial_success` unknown).
@@ -37,6 +40,10 @@ const MAX_CAUSE_BYTES: usize = 4096;
 
 /// The most of a response body read (the built-in client's cap).
 const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The longest a throttling collector's `Retry-After` is waited before the one retry: short
+/// against the final flush's deadline (10 s unless told) and the export timeout.
+pub(crate) const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a 2xx answer said beyond its status, kept for the export's count.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +71,9 @@ pub(crate) struct ExportClient {
     last_failure: Arc<Mutex<Option<String>>>,
     signal: Signal,
     reply: Arc<Mutex<Option<Reply>>>,
+    /// Whole seconds a `Retry-After` is cut to: [`MAX_RETRY_AFTER`], and under half the
+    /// export timeout, which also bounds the exporter's wait and retry.
+    retry_after_cap: u64,
 }
 
 /// What the exporter may have added from the environment (removed), and the configured
@@ -110,6 +120,7 @@ impl ExportClient {
             last_failure,
             signal,
             reply,
+            retry_after_cap: MAX_RETRY_AFTER.as_secs().min(config.timeout.as_secs() / 2),
         }
     }
 }
@@ -161,7 +172,10 @@ impl ExportClient {
         let request: reqwest::blocking::Request = request.try_into()?;
         let mut response = self.inner.execute(request)?;
         let status = response.status();
-        let headers = std::mem::take(response.headers_mut());
+        let mut headers = std::mem::take(response.headers_mut());
+        if matches!(status.as_u16(), 429 | 503) {
+            cut_retry_after(&mut headers, self.retry_after_cap);
+        }
         let capacity = response
             .content_length()
             .unwrap_or(0)
@@ -196,6 +210,20 @@ impl ExportClient {
         *answer.headers_mut() = headers;
         Ok(answer)
     }
+}
+
+/// A throttling answer's `Retry-After` as at most `cap` seconds. One that is not a number of
+/// seconds (an HTTP date, or junk) is taken as beyond the cap.
+fn cut_retry_after(headers: &mut http::HeaderMap, cap: u64) {
+    let Some(asked) = headers.get(http::header::RETRY_AFTER) else {
+        return;
+    };
+    let asked = asked
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let wait = asked.map_or(cap, |s| s.min(cap));
+    headers.insert(http::header::RETRY_AFTER, HeaderValue::from(wait));
 }
 
 /// A 2xx body's `partial_success` for `signal`, when it rejected anything or said something.

@@ -8,6 +8,7 @@ mod partial;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
 mod redirect;
+mod retry;
 mod secrets;
 mod seeded;
 mod tls;
