@@ -341,6 +341,54 @@ mod tests {
         assert!(sent.as_mut().poll(&mut cx).is_ready());
     }
 
+    // An https:// endpoint where the server speaks plain HTTP (it answers the TLS hello
+    // with `400 Bad Request`, as Python's http.server does): rustls' words were "received
+    // corrupt message of type InvalidContentType".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn plain_http_at_an_https_endpoint_is_said_so() {
+        use std::io::{Read, Write};
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/v1/logs", plain.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in plain.incoming().take(4) {
+                let Ok(mut conn) = conn else { return };
+                let mut hello = [0u8; 4096];
+                let _ = conn.read(&mut hello);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        let config = Config {
+            logs_endpoint: Some(url.clone()),
+            ..Config::default()
+        };
+        let h = Health::new(&config, [None, None, Some(url.clone())]);
+        let why = tokio::task::spawn_blocking(move || {
+            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
+            let inner = reqwest::blocking::Client::builder()
+                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+                .build()
+                .unwrap();
+            let client = crate::transport::ExportClient::new(
+                inner,
+                &config,
+                Signal::Logs,
+                h.logs.last_failure.clone(),
+                h.logs.reply.clone(),
+            );
+            send_once(&client, &url);
+            h.explain(&h.logs, "HTTP export failed: network error")
+        })
+        .await
+        .unwrap();
+        assert!(
+            why.contains("the server answered in plain text, not TLS (InvalidContentType)"),
+            "{why}"
+        );
+        assert!(why.contains("is the URL http://"), "{why}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_untrusted_certificate_is_named_not_only_a_network_error() {
         // A TLS endpoint whose CA this client does not trust: the exporter's own error is
