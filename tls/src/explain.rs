@@ -136,7 +136,8 @@ fn certificate(c: &CertificateError) -> Option<String> {
     Some(match c {
         CertificateError::UnknownIssuer => {
             "the server's certificate is not signed by a CA canaryd trusts (UnknownIssuer): \
-             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config), or \
+             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config; \
+             OTEL_EXPORTER_OTLP_CERTIFICATE or [otlp] certificate for the OTLP exporter), or \
              add it to the system's store"
                 .into()
         }
