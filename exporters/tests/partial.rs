@@ -208,3 +208,41 @@ async fn wait_for(done: impl Fn() -> bool) {
     }
     panic!("not done within 20 s");
 }
+
+// A collector that accepts and never answers, with the export timeout not shorter than the
+// flush deadline (10 s each by default): the closing line said only that the flush stopped
+// at its deadline with so many items held, naming no endpoint and no cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_collector_is_named_at_the_flush_deadline() {
+    crate::logs::capture();
+    let silent = crate::receiver::Silent::start();
+    let config = Config {
+        endpoint: Some(silent.url()),
+        timeout: Duration::from_secs(30),
+        ..Config::default()
+    };
+    let report = tokio::task::spawn_blocking(move || {
+        let exporter = OtlpExporter::start(config).unwrap();
+        let labels = RunLabels::new("silent", "chat", "m", "127.0.0.1", 8000);
+        one_span(&exporter.run_observer(labels.clone()), 9);
+        exporter.shutdown(Duration::from_secs(1))
+    })
+    .await
+    .unwrap();
+    assert!(!report.flushed_in_time, "{report:?}");
+    let said = crate::logs::lines_with(&format!("{}/v1/traces", silent.addr));
+    let closing: Vec<_> = said.iter().filter(|l| l.contains("lost data")).collect();
+    assert_eq!(closing.len(), 1, "{said:#?}");
+    assert!(
+        closing[0].contains(&format!(
+            "unanswered: 1 spans to http://{}/v1/traces",
+            silent.addr
+        )),
+        "{said:#?}"
+    );
+    assert!(
+        closing[0]
+            .contains("no answer within the deadline, and the export timeout (30s) is not shorter"),
+        "{said:#?}"
+    );
+}
