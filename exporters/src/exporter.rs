@@ -694,9 +694,8 @@ impl OtlpExporter {
         let mut said = held.join(", ");
         if self.export_timeout >= deadline {
             said.push_str(&format!(
-                "; no answer within the deadline, and the export timeout ({:?}) is not shorter, so \
-                 no export failed on its own (a shorter --otlp-timeout, OTEL_EXPORTER_OTLP_TIMEOUT \
-                 or [otlp] timeout lets each signal's cause be told)",
+                "; no answer came (the export timeout, {:?}, is not shorter than the deadline: \
+                 a shorter --otlp-timeout or [otlp] timeout gets each export's own error told)",
                 self.export_timeout
             ));
         }

@@ -242,7 +242,7 @@ async fn a_silent_collector_is_named_at_the_flush_deadline() {
     );
     assert!(
         closing[0]
-            .contains("no answer within the deadline, and the export timeout (30s) is not shorter"),
+            .contains("no answer came (the export timeout, 30s, is not shorter than the deadline"),
         "{said:#?}"
     );
 }
