@@ -58,6 +58,9 @@ impl SignalHealth {
 /// The most of a collector's `partial_success` message a warning quotes.
 const MAX_MESSAGE_BYTES: usize = 512;
 
+/// The most of it scrubbed, to quote its start.
+const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
+
 /// The three signals' counters and the redaction rules for their error messages.
 #[derive(Debug)]
 pub(crate) struct Health {
@@ -189,6 +192,10 @@ impl Health {
 
     /// A collector's message as a warning quotes it: scrubbed, escaped, cut.
     fn shown(&self, message: &str) -> String {
+        // Only the start can be shown: scrubbing a 4 MiB message whole, once per secret
+        // form, is work for nothing. Past this cut a secret's start could be shown only if
+        // the secrets before it shrank the text by nearly all of it.
+        let message = canary_core::prefix_within(message, MAX_SCRUBBED_BYTES);
         let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
         message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
         message
