@@ -104,6 +104,8 @@ pub struct OtlpExporter {
     scope: InstrumentationScope,
     sample_ratio: f64,
     resource: Resource,
+    /// Each export's own timeout, said when the flush deadline comes first.
+    export_timeout: Duration,
 }
 
 impl std::fmt::Debug for OtlpExporter {
@@ -125,7 +127,10 @@ fn build_err<'a>(signal: &'static str, config: &'a Config) -> impl Fn(String) ->
 
 /// What every signal's OTLP/HTTP exporter is built with: the endpoint, headers and
 /// timeout, our HTTP client, and one retry (a collector that is down costs one short
-/// backoff per export, not many).
+/// backoff per export, not many). The retry comes after a network error, a 502, 503, 504 or
+/// 429, when the export timeout has room for the wait: a 429's or 503's `Retry-After`, cut
+/// to [`MAX_RETRY_AFTER`](crate::transport::MAX_RETRY_AFTER) by our client, or a backoff of
+/// 0.1-0.2 s.
 fn http_settings<B: WithExportConfig + WithHttpConfig>(
     builder: B,
     url: &str,
@@ -352,6 +357,7 @@ impl OtlpExporter {
             scope,
             sample_ratio: config.sample_ratio,
             resource,
+            export_timeout: config.timeout,
         })
     }
 
@@ -635,10 +641,9 @@ impl OtlpExporter {
                 }
             }
         }
-        let written_off: u64 = [Signal::Traces, Signal::Metrics, Signal::Logs]
-            .into_iter()
-            .map(|s| self.health.settle(s))
-            .sum();
+        let pending =
+            [Signal::Traces, Signal::Metrics, Signal::Logs].map(|s| self.health.settle(s));
+        let written_off: u64 = pending.iter().sum();
         let h = &self.health;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let report = ExportReport {
@@ -662,11 +667,38 @@ impl OtlpExporter {
                     (true, _) => String::new(),
                     (false, 0) => format!("; the flush stopped at its {deadline:?} deadline"),
                     (false, n) => format!(
-                        "; the flush stopped at its {deadline:?} deadline with {n} of them still queued or in flight"
+                        "; the flush stopped at its {deadline:?} deadline with {n} of them still queued or in flight, unanswered: {}",
+                        self.unanswered(pending, deadline)
                     ),
                 }
             );
         }
         report
+    }
+
+    /// What each signal still held at the flush deadline, and where it was going; and why
+    /// no export's own error came first, when its timeout is not shorter than the deadline
+    /// (a collector that accepts and never answers is told only so).
+    fn unanswered(&self, pending: [u64; 3], deadline: Duration) -> String {
+        let what = ["spans", "metric exports", "log events"];
+        let held: Vec<String> = [Signal::Traces, Signal::Metrics, Signal::Logs]
+            .into_iter()
+            .zip(pending)
+            .zip(what)
+            .filter(|((_, n), _)| *n > 0)
+            .map(|((s, n), what)| {
+                let to = self.health.of(s).endpoint.as_deref().unwrap_or("?");
+                format!("{n} {what} to {to}")
+            })
+            .collect();
+        let mut said = held.join(", ");
+        if self.export_timeout >= deadline {
+            said.push_str(&format!(
+                "; no answer came (the export timeout, {:?}, is not shorter than the deadline: \
+                 a shorter --otlp-timeout or [otlp] timeout gets each export's own error told)",
+                self.export_timeout
+            ));
+        }
+        said
     }
 }

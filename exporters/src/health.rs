@@ -38,6 +38,9 @@ pub(crate) struct SignalHealth {
     pub reply: Arc<Mutex<Option<Reply>>>,
     /// True once a rejection (or an unread answer) was reported.
     reply_reported: AtomicBool,
+    /// True once a collector's warning (a `partial_success` rejecting nothing) was reported:
+    /// apart, so a warning does not use up the report of a later real rejection.
+    warning_reported: AtomicBool,
 }
 
 impl SignalHealth {
@@ -54,6 +57,9 @@ impl SignalHealth {
 
 /// The most of a collector's `partial_success` message a warning quotes.
 const MAX_MESSAGE_BYTES: usize = 512;
+
+/// The most of it scrubbed, to quote its start.
+const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
 
 /// The three signals' counters and the redaction rules for their error messages.
 #[derive(Debug)]
@@ -133,25 +139,48 @@ impl Health {
         }
     }
 
-    /// The first rejection (or unread answer) of a signal, as one warning.
+    /// The first rejection (or unread answer) of a signal, as one warning; the first
+    /// warning a collector gave with an export it took whole, as another.
     fn report_reply(&self, signal: Signal, s: &SignalHealth, reply: &Reply) {
-        if s.reply_reported.swap(true, Ordering::Relaxed) {
+        let once = match reply {
+            Reply::Rejected { items: 0, .. } => &s.warning_reported,
+            _ => &s.reply_reported,
+        };
+        if once.swap(true, Ordering::Relaxed) {
             return;
         }
         let endpoint = s.endpoint.as_deref().unwrap_or("?");
         match reply {
-            Reply::Rejected { items, message } => {
-                let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
-                message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
+            Reply::Rejected {
+                items: 0, message, ..
+            } => tracing::warn!(
+                "OTLP {} export to {endpoint}: the collector took it with a warning (partial success rejecting nothing: \"{}\"); later warnings are not logged",
+                signal.as_str(),
+                self.shown(message),
+            ),
+            Reply::Rejected {
+                items,
+                claimed,
+                message,
+            } => {
                 let what = match signal {
                     Signal::Traces => "spans",
-                    Signal::Metrics => "metric data points (the export counts as failed)",
+                    Signal::Metrics => "metric data points",
                     Signal::Logs => "log records",
                 };
+                // The count is the collector's, bounded by what the request carried.
+                let claimed = match claimed {
+                    Some(c) => format!(", all that were sent (it claimed {c}; "),
+                    None => " (".into(),
+                };
+                let counted = match signal {
+                    Signal::Metrics => "the export counts as failed",
+                    _ => "they count as dropped",
+                };
                 tracing::warn!(
-                    "OTLP {} export to {endpoint}: the collector rejected {items} {what} (partial success: \"{}\"); they count as dropped, later rejections are counted (canary.exporter.dropped)",
+                    "OTLP {} export to {endpoint}: the collector rejected {items} {what}{claimed}partial success: \"{}\"); {counted}, later rejections are counted (canary.exporter.dropped)",
                     signal.as_str(),
-                    message,
+                    self.shown(message),
                 );
             }
             Reply::Oversized => tracing::warn!(
@@ -159,6 +188,17 @@ impl Health {
                 signal.as_str(),
             ),
         }
+    }
+
+    /// A collector's message as a warning quotes it: scrubbed, escaped, cut.
+    fn shown(&self, message: &str) -> String {
+        // Only the start can be shown: scrubbing a 4 MiB message whole, once per secret
+        // form, is work for nothing. Past this cut a secret's start could be shown only if
+        // the secrets before it shrank the text by nearly all of it.
+        let message = canary_core::prefix_within(message, MAX_SCRUBBED_BYTES);
+        let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
+        message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
+        message
     }
 
     /// `items` were lost (queue full or export failed); `cause` is logged the first time.
@@ -306,6 +346,54 @@ mod tests {
         let mut sent = std::pin::pin!(client.send_bytes(request));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(sent.as_mut().poll(&mut cx).is_ready());
+    }
+
+    // An https:// endpoint where the server speaks plain HTTP (it answers the TLS hello
+    // with `400 Bad Request`, as Python's http.server does): rustls' words were "received
+    // corrupt message of type InvalidContentType".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn plain_http_at_an_https_endpoint_is_said_so() {
+        use std::io::{Read, Write};
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/v1/logs", plain.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in plain.incoming().take(4) {
+                let Ok(mut conn) = conn else { return };
+                let mut hello = [0u8; 4096];
+                let _ = conn.read(&mut hello);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        let config = Config {
+            logs_endpoint: Some(url.clone()),
+            ..Config::default()
+        };
+        let h = Health::new(&config, [None, None, Some(url.clone())]);
+        let why = tokio::task::spawn_blocking(move || {
+            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
+            let inner = reqwest::blocking::Client::builder()
+                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+                .build()
+                .unwrap();
+            let client = crate::transport::ExportClient::new(
+                inner,
+                &config,
+                Signal::Logs,
+                h.logs.last_failure.clone(),
+                h.logs.reply.clone(),
+            );
+            send_once(&client, &url);
+            h.explain(&h.logs, "HTTP export failed: network error")
+        })
+        .await
+        .unwrap();
+        assert!(
+            why.contains("the server answered in plain text, not TLS (InvalidContentType)"),
+            "{why}"
+        );
+        assert!(why.contains("is the URL http://"), "{why}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,9 @@
 //!   reports the export as done: a 2xx answer's body is read here, and the items it says it
 //!   rejected are kept ([`Reply`]) for [`crate::health::Health::exported`] to count as
 //!   dropped.
+//! - A 429 or 503 with `Retry-After` is retried once by the exporter only when the wait
+//!   fits its timeout: a collector asking for 25 s or 600 s got no retry at all, where the
+//!   exporter's one retry was promised. The wait is cut to [`MAX_RETRY_AFTER`] here.
 //! - The built-in client fails a response whose body passes 4 MiB, so a 2xx answer with a
 //!   large body was counted as lost. A 2xx status is the collector's acknowledgement: the
 //!   body is cut short and the export counts as done (its `partial_success` unknown).
@@ -19,9 +22,16 @@
 use crate::config::{Config, Signal};
 use http::{HeaderName, HeaderValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use prost::Message;
 use std::sync::{Arc, Mutex};
 
@@ -31,12 +41,22 @@ const MAX_CAUSE_BYTES: usize = 4096;
 /// The most of a response body read (the built-in client's cap).
 const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 
+/// The longest a throttling collector's `Retry-After` is waited before the one retry: short
+/// against the final flush's deadline (10 s unless told) and the export timeout.
+pub(crate) const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a 2xx answer said beyond its status, kept for the export's count.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
     /// Its `partial_success`: the items (spans, metric data points, log records) the
-    /// collector rejected, and its message (as sent: scrub and cap before showing it).
-    Rejected { items: u64, message: String },
+    /// collector rejected, at most those the request carried, and its message (as sent:
+    /// scrub and cap before showing it). With none rejected the message is a warning.
+    Rejected {
+        items: u64,
+        /// What the collector said it rejected, when more than the request carried.
+        claimed: Option<u64>,
+        message: String,
+    },
     /// Its body passed [`MAX_RESPONSE_BYTES`] and was not read: any `partial_success` is
     /// unknown.
     Oversized,
@@ -51,6 +71,9 @@ pub(crate) struct ExportClient {
     last_failure: Arc<Mutex<Option<String>>>,
     signal: Signal,
     reply: Arc<Mutex<Option<Reply>>>,
+    /// Whole seconds a `Retry-After` is cut to: [`MAX_RETRY_AFTER`], and under half the
+    /// export timeout, which also bounds the exporter's wait and retry.
+    retry_after_cap: u64,
 }
 
 /// What the exporter may have added from the environment (removed), and the configured
@@ -97,6 +120,7 @@ impl ExportClient {
             last_failure,
             signal,
             reply,
+            retry_after_cap: MAX_RETRY_AFTER.as_secs().min(config.timeout.as_secs() / 2),
         }
     }
 }
@@ -143,10 +167,15 @@ impl ExportClient {
     /// answer's `partial_success` is kept.
     fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         use std::io::Read;
+        // Kept (shared, not copied) to bound a rejection's count by what was sent.
+        let sent = request.body().clone();
         let request: reqwest::blocking::Request = request.try_into()?;
         let mut response = self.inner.execute(request)?;
         let status = response.status();
-        let headers = std::mem::take(response.headers_mut());
+        let mut headers = std::mem::take(response.headers_mut());
+        if matches!(status.as_u16(), 429 | 503) {
+            cut_retry_after(&mut headers, self.retry_after_cap);
+        }
         let capacity = response
             .content_length()
             .unwrap_or(0)
@@ -170,7 +199,7 @@ impl ExportClient {
                     .get(http::header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.to_ascii_lowercase().contains("json"));
-                rejected(self.signal, &body, json)
+                rejected(self.signal, &body, json).map(|r| bounded(r, self.signal, &sent))
             }
             None => None,
         };
@@ -181,6 +210,20 @@ impl ExportClient {
         *answer.headers_mut() = headers;
         Ok(answer)
     }
+}
+
+/// A throttling answer's `Retry-After` as at most `cap` seconds. One that is not a number of
+/// seconds (an HTTP date, or junk) is taken as beyond the cap.
+fn cut_retry_after(headers: &mut http::HeaderMap, cap: u64) {
+    let Some(asked) = headers.get(http::header::RETRY_AFTER) else {
+        return;
+    };
+    let asked = asked
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let wait = asked.map_or(cap, |s| s.min(cap));
+    headers.insert(http::header::RETRY_AFTER, HeaderValue::from(wait));
 }
 
 /// A 2xx body's `partial_success` for `signal`, when it rejected anything or said something.
@@ -233,8 +276,66 @@ fn rejected(signal: Signal, body: &[u8], json: bool) -> Option<Reply> {
     };
     (items > 0 || !message.is_empty()).then(|| Reply::Rejected {
         items: items.max(0) as u64,
+        claimed: None,
         message,
     })
+}
+
+/// `reply` with its rejected count at most the items `request` (the body sent) carried, and
+/// the collector's claim kept when it was more. A body that does not decode bounds nothing.
+fn bounded(reply: Reply, signal: Signal, request: &[u8]) -> Reply {
+    let Reply::Rejected { items, message, .. } = reply else {
+        return reply;
+    };
+    match sent_items(signal, request) {
+        Some(sent) if items > sent => Reply::Rejected {
+            items: sent,
+            claimed: Some(items),
+            message,
+        },
+        _ => Reply::Rejected {
+            items,
+            claimed: None,
+            message,
+        },
+    }
+}
+
+/// The spans, metric data points or log records an export request carries; decoded only
+/// when a collector claims to have rejected some.
+fn sent_items(signal: Signal, body: &[u8]) -> Option<u64> {
+    let n: usize = match signal {
+        Signal::Traces => ExportTraceServiceRequest::decode(body)
+            .ok()?
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum(),
+        Signal::Metrics => ExportMetricsServiceRequest::decode(body)
+            .ok()?
+            .resource_metrics
+            .iter()
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .map(|m| match &m.data {
+                Some(Data::Gauge(g)) => g.data_points.len(),
+                Some(Data::Sum(s)) => s.data_points.len(),
+                Some(Data::Histogram(h)) => h.data_points.len(),
+                Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
+                Some(Data::Summary(s)) => s.data_points.len(),
+                None => 0,
+            })
+            .sum(),
+        Signal::Logs => ExportLogsServiceRequest::decode(body)
+            .ok()?
+            .resource_logs
+            .iter()
+            .flat_map(|r| &r.scope_logs)
+            .map(|s| s.log_records.len())
+            .sum(),
+    };
+    Some(n as u64)
 }
 
 /// reqwest's error quotes the request's URL as the url crate rewrote it (user info and query

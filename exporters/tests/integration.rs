@@ -2,10 +2,13 @@
 //! test with a replay against `canary-sim` is the daemon's `otlp_export.rs`).
 
 mod latest;
+mod logs;
 mod mtls;
 mod partial;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
 mod redirect;
+mod retry;
+mod secrets;
 mod seeded;
 mod tls;

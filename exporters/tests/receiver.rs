@@ -104,6 +104,13 @@ pub enum Answer {
     RejectedJson { items: i64, message: String },
     /// A body of this many bytes.
     Huge(usize),
+    /// An error status with an empty body, and a `Retry-After` when given.
+    Status {
+        code: u16,
+        retry_after: Option<String>,
+    },
+    /// The n-th export to a path gets the n-th answer (the last one from then on).
+    Series(Vec<Answer>),
 }
 
 impl Answer {
@@ -119,7 +126,7 @@ impl Answer {
         };
         const PROTO: &str = "application/x-protobuf";
         match self {
-            Answer::Empty => (PROTO, Bytes::new()),
+            Answer::Empty | Answer::Status { .. } | Answer::Series(_) => (PROTO, Bytes::new()),
             Answer::Huge(n) => (PROTO, Bytes::from(vec![0u8; *n])),
             Answer::Rejected { items, message } => {
                 let message = message.clone();
@@ -159,6 +166,16 @@ impl Answer {
                 });
                 ("application/json", Bytes::from(body.to_string()))
             }
+        }
+    }
+}
+
+impl Answer {
+    /// The answer to the export that is the `nth` (from 0) to its path.
+    fn nth(&self, nth: usize) -> &Answer {
+        match self {
+            Answer::Series(all) => all.get(nth).or(all.last()).unwrap_or(&Answer::Empty),
+            one => one,
         }
     }
 }
@@ -214,18 +231,25 @@ impl Receiver {
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
                                 .collect();
                             let body = req.into_body().collect().await?.to_bytes();
+                            let mut posts = p.lock().unwrap();
+                            let nth = posts.iter().filter(|p| p.path == path).count();
+                            let answer = answer.nth(nth);
                             let (content_type, reply) = answer.body(&path);
-                            p.lock().unwrap().push(Post {
+                            posts.push(Post {
                                 path,
                                 headers,
                                 body,
                             });
-                            Ok::<_, hyper::Error>(
-                                Response::builder()
-                                    .header("content-type", content_type)
-                                    .body(Full::new(reply))
-                                    .unwrap(),
-                            )
+                            drop(posts);
+                            let mut response =
+                                Response::builder().header("content-type", content_type);
+                            if let Answer::Status { code, retry_after } = answer {
+                                response = response.status(*code);
+                                if let Some(r) = retry_after {
+                                    response = response.header("retry-after", r.as_str());
+                                }
+                            }
+                            Ok::<_, hyper::Error>(response.body(Full::new(reply)).unwrap())
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()

@@ -53,6 +53,13 @@ pub fn explain(e: &Error) -> String {
              the server trusts? (one of the same name with another key reads so)"
                 .into()
         }
+        // The first bytes back are not a TLS record: the server speaks plain HTTP there (an
+        // answer of `HTTP/1.1 400`, say), or another protocol.
+        Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => {
+            "the server answered in plain text, not TLS (InvalidContentType): it speaks plain \
+             HTTP on that port, so is the URL http://, not https://?"
+                .into()
+        }
         other => other.to_string(),
     }
 }
@@ -63,17 +70,20 @@ const GIVE_IDENTITY: &str = "give one with --client-cert and --client-key (clien
      client_certificate and client_key, for the OTLP exporter)";
 
 /// [`explain`] for an error in a chain of sources (a hyper or reqwest error's): `e` when it
-/// is rustls' error, or an `io::Error` holding one, in plain words; `None` for any other.
+/// is rustls' error, or an `io::Error` holding one (within other `io::Error`s: reqwest's
+/// connector wraps the handshake's), in plain words; `None` for any other.
 /// (An `io::Error`'s own `source` skips the error it holds, so a chain walked by `source`
 /// alone never reaches rustls' error: it is looked for here at each link.)
 pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    if let Some(tls) = e.downcast_ref::<Error>() {
-        return Some(explain(tls));
+    let mut held: &(dyn std::error::Error + 'static) = e;
+    // A few levels at most: an `io::Error` holds what its maker put in it.
+    for _ in 0..8 {
+        if let Some(tls) = held.downcast_ref::<Error>() {
+            return Some(explain(tls));
+        }
+        held = held.downcast_ref::<std::io::Error>()?.get_ref()?;
     }
-    let io = e.downcast_ref::<std::io::Error>()?;
-    io.get_ref()
-        .and_then(|i| i.downcast_ref::<Error>())
-        .map(explain)
+    None
 }
 
 /// [`explain_error`] at the first link of `e`'s chain of sources (`e` included) that is, or
@@ -126,7 +136,8 @@ fn certificate(c: &CertificateError) -> Option<String> {
     Some(match c {
         CertificateError::UnknownIssuer => {
             "the server's certificate is not signed by a CA canaryd trusts (UnknownIssuer): \
-             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config), or \
+             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config; \
+             OTEL_EXPORTER_OTLP_CERTIFICATE or [otlp] certificate for the OTLP exporter), or \
              add it to the system's store"
                 .into()
         }
@@ -220,6 +231,17 @@ fn span(secs: u64) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn plain_http_is_found_within_nested_io_errors() {
+        // As reqwest's connector gives it: an io error holding the handshake's io error.
+        let tls = Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let outer = std::io::Error::other(inner);
+        let said = explain_error(&outer).unwrap();
+        assert!(said.contains("is the URL http://, not https://?"), "{said}");
+        assert_eq!(explain_error(&std::io::Error::other("refused")), None);
+    }
 
     #[test]
     fn dates_and_spans() {
