@@ -122,7 +122,7 @@ impl ServerMetricsScraper {
             h.timeout,
             &h.state,
             shutdown,
-            |text, at| h.ingest(&text, at),
+            |text, at| SourceState::available(h.ingest(&text, at)),
             |reason| h.failed(reason),
         )
         .await;
