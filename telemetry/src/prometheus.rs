@@ -237,8 +237,19 @@ pub fn parse(text: &str) -> Scrape {
 /// large page need not hold the rest). A sample dropped so is neither an issue nor counted,
 /// and makes no family of its own.
 pub fn parse_wanted(text: &str, wanted: impl FnMut(&str, &Labels, f64) -> bool) -> Scrape {
+    parse_with(text, Box::new(wanted), false)
+}
+
+/// [`parse_wanted`], but a sample dropped still makes its (undeclared) family, as [`parse`]
+/// would: the families a page has are the same either way (an engine is told by them).
+pub fn parse_wanted_families(text: &str, wanted: impl FnMut(&str, &Labels, f64) -> bool) -> Scrape {
+    parse_with(text, Box::new(wanted), true)
+}
+
+fn parse_with(text: &str, wanted: Wanted<'_>, families_of_dropped: bool) -> Scrape {
     let mut b = Builder {
-        wanted: Box::new(wanted),
+        wanted,
+        families_of_dropped,
         ..Builder::default()
     };
     for (i, raw) in text.split('\n').enumerate() {
@@ -252,6 +263,8 @@ type Wanted<'a> = Box<dyn FnMut(&str, &Labels, f64) -> bool + 'a>;
 
 struct Builder<'a> {
     wanted: Wanted<'a>,
+    /// Whether a sample `wanted` drops still makes its family.
+    families_of_dropped: bool,
     scrape: Scrape,
     openmetrics: bool,
     samples: usize,
@@ -269,6 +282,7 @@ impl Default for Builder<'_> {
     fn default() -> Self {
         Builder {
             wanted: Box::new(|_, _, _| true),
+            families_of_dropped: false,
             scrape: Scrape::default(),
             openmetrics: false,
             samples: 0,
@@ -356,6 +370,12 @@ impl Builder<'_> {
             }
             Ok(Line::Sample(s)) => {
                 if !(self.wanted)(&s.name, &s.labels, s.value) {
+                    if self.families_of_dropped
+                        && self.scrape.resolve(&s.name).is_none()
+                        && self.room(n, raw, &s.name, false)
+                    {
+                        self.family_mut(&s.name);
+                    }
                     return;
                 }
                 if !self.room(n, raw, &s.name, true) {
