@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use canary_core::MonoTime;
+
 use crate::gpu::GpuSample;
-use crate::http::{self, Endpoint, OutageLog, ScrapeError};
-use crate::prometheus;
+use crate::http::{self, Endpoint, Note, OutageLog, ScrapeError};
+use crate::prometheus::{self, MAX_FAMILIES, MAX_SAMPLES};
 use crate::ring::Ring;
 use crate::source::{SharedState, SourceState};
 
@@ -23,6 +25,11 @@ pub use page::{gpu_samples, gpu_samples_cut, MAX_GPUS, MAX_GPU_INSTANCES, MAX_LA
 
 /// dcgm-exporter's default address.
 pub const DEFAULT_DCGM_URL: &str = "http://127.0.0.1:9400/metrics";
+
+/// The largest dcgm-exporter page read. A real page is about 11 KB per GPU with Kubernetes
+/// labels (`shared/fixtures`), so [`MAX_GPUS`] GPUs' is under 1 MiB; the 32 MiB a server's
+/// `/metrics` may take cost the daemon ~0.5 GB and ~40 % of a core at one scrape a second.
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
 
 /// Settings of a [`DcgmScraper`].
 #[derive(Debug, Clone)]
@@ -65,6 +72,8 @@ pub struct DcgmScraper {
     timeout: Duration,
     ring: Ring<GpuSample>,
     state: SharedState,
+    /// What was warned about this endpoint, shared with earlier scrapers of it.
+    said: OutageLog,
 }
 
 impl DcgmScraper {
@@ -72,13 +81,15 @@ impl DcgmScraper {
     pub fn new(config: DcgmConfig) -> Result<DcgmScraper, ScrapeError> {
         Ok(DcgmScraper {
             endpoint: Endpoint::parse(&config.url, config.tls.clone())?
-                .with_outage(config.outage.clone()),
+                .with_outage(config.outage.clone())
+                .with_body_cap(MAX_PAGE_BYTES),
             interval: config.interval,
             timeout: config
                 .timeout
                 .unwrap_or_else(|| http::default_scrape_timeout(config.interval)),
             ring: Ring::new(config.capacity),
             state: SharedState::default(),
+            said: config.outage,
         })
     }
 
@@ -90,6 +101,16 @@ impl DcgmScraper {
     /// The source's state, shared with the running scraper.
     pub fn state(&self) -> SharedState {
         self.state.clone()
+    }
+
+    /// How long one scrape may take before it counts as failed.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The endpoint's URL as shown (without user info or query).
+    pub fn url(&self) -> &str {
+        &self.endpoint.url
     }
 
     /// Scrapes every interval until `shutdown`; an unreachable exporter is logged once and
@@ -105,20 +126,66 @@ impl DcgmScraper {
             &self.state,
             shutdown,
             |text, at| {
-                let (mut gpus, cut) = gpu_samples_cut(&prometheus::parse(&text), at);
-                if cut {
-                    known.warn(&self.endpoint.url);
+                let url = &self.endpoint.url;
+                let Page {
+                    mut gpus,
+                    cut,
+                    over_caps,
+                } = read_page(&text, at);
+                let dropped = known.keep(&mut gpus);
+                if (cut || dropped) && self.said.note(Note::GpusLeftOut) {
+                    tracing::warn!(
+                        %url,
+                        "dcgm-exporter: more than {MAX_GPUS} GPU ids or {MAX_GPU_INSTANCES} MIG \
+                         instances seen; the later ones are left out (said once)"
+                    );
                 }
-                let dropped = known.keep(&mut gpus, &self.endpoint.url);
+                if over_caps > 0 && self.said.note(Note::OverCaps) {
+                    tracing::warn!(%url, "dcgm-exporter: {} (said once)", over(over_caps));
+                }
                 let counted = count(&gpus, cut || dropped);
+                let empty = gpus.is_empty();
                 gpus.into_iter().for_each(|g| ring.push(g));
-                format!("{}: {counted}", self.endpoint.url)
+                match over_caps {
+                    0 => SourceState::available(format!("{url}: {counted}")),
+                    n if empty => SourceState::unavailable(format!("{url}: {}", over(n))),
+                    n => SourceState::available(format!("{url}: {counted}; {}", over(n))),
+                }
             },
             |reason| reason,
         )
         .await;
         Ok(())
     }
+}
+
+/// One page read: its GPU samples within the caps, whether GPUs or instances past them were
+/// left out, and how many lines past the parser's own caps were.
+struct Page {
+    gpus: Vec<GpuSample>,
+    cut: bool,
+    over_caps: usize,
+}
+
+/// Parses a page keeping only the lines the GPU samples need, within the GPU caps.
+fn read_page(text: &str, at: MonoTime) -> Page {
+    let mut wanted = page::Wanted::default();
+    let scrape = prometheus::parse_wanted(text, |n, l, v| wanted.keep(n, l, v));
+    let (gpus, cut) = gpu_samples_cut(&scrape, at);
+    Page {
+        gpus,
+        cut: cut || wanted.cut,
+        over_caps: scrape.over_caps,
+    }
+}
+
+/// Lines past the parser's caps, in words: the families that lost some are left empty, so
+/// the figures miss them.
+fn over(lines: usize) -> String {
+    format!(
+        "the page is over the parser's caps ({MAX_SAMPLES} samples, {MAX_FAMILIES} metric \
+         families): {lines} line(s) left out, and the fields that lost lines are left empty"
+    )
 }
 
 /// "8 GPU(s)", or "8 GPU(s), 3 MIG instance(s)"; `cut`: more were left out past the caps.
@@ -148,25 +215,13 @@ struct KnownGpus {
     /// `(gpu, instance)`; `None` for the GPU itself.
     ids: Vec<(u32, Option<u32>)>,
     instances: usize,
-    warned: bool,
 }
 
 impl KnownGpus {
-    /// Says once that GPUs or instances past the caps were left out.
-    fn warn(&mut self, url: &str) {
-        if !std::mem::replace(&mut self.warned, true) {
-            tracing::warn!(
-                %url,
-                "dcgm-exporter: more than {MAX_GPUS} GPU ids or {MAX_GPU_INSTANCES} MIG \
-                 instances seen since the start; the later ones are left out (said once)"
-            );
-        }
-    }
-
     /// Leaves out the samples of GPUs past the first [`MAX_GPUS`] ids seen, and of instances
-    /// past the first [`MAX_GPU_INSTANCES`] or of a GPU left out (warned once); true when it
-    /// left some out. A page lists each GPU before its instances.
-    fn keep(&mut self, gpus: &mut Vec<GpuSample>, url: &str) -> bool {
+    /// past the first [`MAX_GPU_INSTANCES`] or of a GPU left out; true when it left some
+    /// out. A page lists each GPU before its instances.
+    fn keep(&mut self, gpus: &mut Vec<GpuSample>) -> bool {
         let before = gpus.len();
         gpus.retain(|g| {
             let key = (g.gpu, g.gpu_instance);
@@ -180,10 +235,8 @@ impl KnownGpus {
             if room {
                 self.ids.push(key);
                 self.instances += usize::from(g.gpu_instance.is_some());
-                return true;
             }
-            self.warn(url);
-            false
+            room
         });
         gpus.len() < before
     }
@@ -193,15 +246,18 @@ impl KnownGpus {
 /// roots).
 pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
     let result = match Endpoint::parse(url, None) {
-        Ok(e) => e.get(timeout).await,
+        Ok(e) => e.with_body_cap(MAX_PAGE_BYTES).get(timeout).await,
         Err(e) => Err(e),
     };
     match result {
-        Ok((text, at)) => match gpu_samples_cut(&prometheus::parse(&text), at) {
-            (gpus, _) if gpus.is_empty() => {
+        Ok((text, at)) => match read_page(&text, at) {
+            Page { over_caps: n, .. } if n > 0 => {
+                SourceState::unavailable(format!("{url}: {}", over(n)))
+            }
+            Page { gpus, .. } if gpus.is_empty() => {
                 SourceState::unavailable(format!("{url}: answered, but no DCGM_FI_* GPU metrics"))
             }
-            (gpus, cut) => SourceState::available(format!(
+            Page { gpus, cut, .. } => SourceState::available(format!(
                 "{url}: {}, {}",
                 count(&gpus, cut),
                 gpus[0].model_name.as_deref().unwrap_or("unknown model")
@@ -230,8 +286,8 @@ mod tests {
         let mut page: Vec<GpuSample> = (0..70)
             .map(|i| GpuSample::new(MonoTime(0), GpuSource::Dcgm, i))
             .collect();
-        assert!(known.keep(&mut page, "u"));
-        assert!(!known.keep(&mut page, "u"));
+        assert!(known.keep(&mut page));
+        assert!(!known.keep(&mut page));
     }
 
     #[test]
@@ -243,14 +299,14 @@ mod tests {
         };
         // Each page within the per-page cap, new ids every time.
         let mut first = page(0..40);
-        known.keep(&mut first, "u");
+        known.keep(&mut first);
         assert_eq!(first.len(), 40);
         let mut second = page(40..80);
-        known.keep(&mut second, "u");
+        known.keep(&mut second);
         assert_eq!(second.len(), MAX_GPUS - 40, "only room for 24 more ids");
         // The ids kept go on being kept.
         let mut third = page(0..80);
-        known.keep(&mut third, "u");
+        known.keep(&mut third);
         assert_eq!(third.len(), MAX_GPUS);
         assert!(third.iter().all(|g| g.gpu < MAX_GPUS as u32));
     }
@@ -269,13 +325,13 @@ mod tests {
         };
         // New instance ids every scrape: the GPU is kept, its instances until the cap.
         let mut first = page(0, 0..100);
-        known.keep(&mut first, "u");
+        known.keep(&mut first);
         assert_eq!(first.len(), 1 + 100);
         let mut second = page(0, 100..200);
-        known.keep(&mut second, "u");
+        known.keep(&mut second);
         assert_eq!(second.len(), 1 + MAX_GPU_INSTANCES - 100);
         let mut third = page(0, 0..200);
-        known.keep(&mut third, "u");
+        known.keep(&mut third);
         assert_eq!(
             third.len(),
             1 + MAX_GPU_INSTANCES,
@@ -284,13 +340,13 @@ mod tests {
         // An instance of a GPU left out goes with it; one of a GPU kept stays.
         let mut known = KnownGpus::default();
         let mut gpus = (0..80).flat_map(|gpu| page(gpu, 0..0)).collect();
-        known.keep(&mut gpus, "u");
+        known.keep(&mut gpus);
         assert_eq!(gpus.len(), MAX_GPUS);
         let mut late = page(79, 0..1);
-        known.keep(&mut late, "u");
+        known.keep(&mut late);
         assert!(late.is_empty(), "{late:?}");
         let mut kept = page(0, 0..1);
-        known.keep(&mut kept, "u");
+        known.keep(&mut kept);
         assert_eq!(kept.len(), 2);
     }
 }

@@ -56,6 +56,23 @@ fn names(engine: Engine) -> &'static Names {
     }
 }
 
+/// Whether some engine's mapping reads samples named `name` (a name it lists, or one with a
+/// histogram's or counter's suffix): a page's other samples can be dropped as it is parsed.
+pub(crate) fn read_by_some_engine(name: &str) -> bool {
+    static READ: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    let read = READ.get_or_init(|| {
+        [&VLLM, &SGLANG, &DYNAMO, &TGI, &LLAMACPP, &UNKNOWN]
+            .iter()
+            .flat_map(|n| n.all())
+            .collect()
+    });
+    read.contains(name)
+        || ["_bucket", "_sum", "_count", "_total", "_created"]
+            .iter()
+            .any(|s| name.strip_suffix(s).is_some_and(|base| read.contains(base)))
+}
+
 /// Where a token total comes from.
 enum Tokens {
     /// A counter.
@@ -95,6 +112,41 @@ struct Names {
     swapped: &'static [&'static str],
     prefill_time: &'static [&'static str],
     decode_time: &'static [&'static str],
+}
+
+impl Names {
+    /// Every name this mapping reads.
+    fn all(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let tokens = |t: &Tokens| match t {
+            Tokens::Counter(n) | Tokens::HistogramSum(n) => Some(*n),
+            Tokens::None => None,
+        };
+        let prefix: Vec<&'static str> = match &self.prefix {
+            Prefix::HitsQueries(pairs) => pairs.iter().flat_map(|(h, q)| [*h, *q]).collect(),
+            Prefix::CachedUncached(c, u) => vec![*c, *u],
+            Prefix::None => Vec::new(),
+        };
+        [
+            self.queue,
+            self.running,
+            self.kv,
+            self.hit_rate_gauge,
+            self.ttft,
+            self.itl,
+            self.e2e,
+            self.queue_time,
+            self.preemptions,
+            self.swapped,
+            self.prefill_time,
+            self.decode_time,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+        .chain(tokens(&self.prompt))
+        .chain(tokens(&self.generation))
+        .chain(prefix)
+    }
 }
 
 static VLLM: Names = Names {

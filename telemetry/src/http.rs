@@ -416,26 +416,55 @@ impl Endpoint {
     }
 }
 
-/// Whether an endpoint's current outage has been logged. Scrapers of one endpoint that share
-/// it (clones share) warn once per outage between them: a daemon that starts a scraper per
-/// run does not repeat the warning every run.
+/// Whether an endpoint's current outage has been logged, and which of its other [`Note`]s
+/// were. Scrapers of one endpoint that share it (clones share) warn once between them: a
+/// daemon that starts a scraper per run does not repeat a warning every run.
 #[derive(Debug, Clone, Default)]
-pub struct OutageLog(Arc<std::sync::atomic::AtomicBool>);
+pub struct OutageLog(Arc<Said>);
+
+#[derive(Debug, Default)]
+struct Said {
+    failing: std::sync::atomic::AtomicBool,
+    /// [`Note`] bits.
+    notes: std::sync::atomic::AtomicU8,
+}
+
+/// Something about an endpoint warned about once, beside its outages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Note {
+    /// A run ended before any page came (a per-run scraper never reached its timeout).
+    NoPageInRun = 1,
+    /// GPUs or MIG instances past the caps were left out.
+    GpusLeftOut = 2,
+    /// A page went past the parser's caps.
+    OverCaps = 4,
+}
 
 impl OutageLog {
     /// Marks the endpoint failing; true if that was news (so it should be logged).
-    fn failed(&self) -> bool {
-        !self.0.swap(true, std::sync::atomic::Ordering::Relaxed)
+    pub(crate) fn failed(&self) -> bool {
+        !self.0.failing.swap(true, Ordering::Relaxed)
     }
 
     /// Marks the endpoint answering; true if it had been logged as failing.
     fn recovered(&self) -> bool {
-        self.0.swap(false, std::sync::atomic::Ordering::Relaxed)
+        self.0.failing.swap(false, Ordering::Relaxed)
+    }
+
+    /// Marks `note` said; true if that was news (so it should be logged).
+    pub(crate) fn note(&self, note: Note) -> bool {
+        let bit = note as u8;
+        self.0.notes.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
+    /// Marks `note` no longer so: the next time is news again.
+    pub(crate) fn clear(&self, note: Note) {
+        self.0.notes.fetch_and(!(note as u8), Ordering::Relaxed);
     }
 }
 
 /// Scrapes `endpoint` every `interval` until `shutdown`, handing each page to `on_page` (which
-/// returns the source's detail) and each failure's reason to `on_fail` (which returns the
+/// returns the source's state: available, or unavailable when the page is unusable) and each failure's reason to `on_fail` (which returns the
 /// source's reason). The first failure after a success (or at start) is logged once at `warn`;
 /// further failures are silent until the endpoint answers again. Never returns an error.
 #[allow(clippy::too_many_arguments)]
@@ -449,7 +478,7 @@ pub(crate) async fn poll<F, G>(
     mut on_page: F,
     mut on_fail: G,
 ) where
-    F: FnMut(String, MonoTime) -> String,
+    F: FnMut(String, MonoTime) -> SourceState,
     G: FnMut(String) -> String,
 {
     let outage = &endpoint.outage;
@@ -466,11 +495,11 @@ pub(crate) async fn poll<F, G>(
         };
         match result {
             Ok((text, at)) => {
-                let detail = on_page(text, at);
+                let page = on_page(text, at);
                 if outage.recovered() {
                     tracing::info!(what, url = %endpoint.url, "reachable again");
                 }
-                state.set(SourceState::available(detail));
+                state.set(page);
             }
             Err(e) => {
                 let reason = error_chain(&e);
@@ -503,6 +532,11 @@ mod tests {
         assert!(run2.recovered());
         assert!(!run1.recovered());
         assert!(run1.failed(), "a new outage is news again");
+        assert!(run1.note(Note::NoPageInRun));
+        assert!(!run2.note(Note::NoPageInRun));
+        assert!(run2.note(Note::OverCaps), "each note on its own");
+        run1.clear(Note::NoPageInRun);
+        assert!(run2.note(Note::NoPageInRun), "news again once cleared");
     }
 
     // Issue 14, item 5: an unreadable port used to mean port 80.

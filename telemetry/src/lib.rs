@@ -83,6 +83,7 @@ pub use dcgm::{
     gpu_samples as dcgm_gpu_samples, gpu_samples_cut as dcgm_gpu_samples_cut, probe_dcgm,
     DcgmConfig, DcgmScraper, DEFAULT_DCGM_URL, MAX_GPUS as DCGM_MAX_GPUS,
     MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES, MAX_LABELS as DCGM_MAX_LABELS,
+    MAX_PAGE_BYTES as DCGM_MAX_PAGE_BYTES,
 };
 pub use engine::{counter_delta, BadHistogram, LeftOut, OutOfRange, ServerRates, ServerSample};
 pub use gpu::GpuSample;

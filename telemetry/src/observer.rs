@@ -9,7 +9,7 @@ use crate::correlate::gpu_over_interval;
 use crate::dcgm::{DcgmConfig, DcgmScraper};
 use crate::gpu::GpuSample;
 use crate::gpu_summary::gpu_summary;
-use crate::http::OutageLog;
+use crate::http::{Note, OutageLog};
 use crate::nvml::{NvmlConfig, NvmlSampler};
 use crate::ring::Ring;
 use crate::scrape::{ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
@@ -93,7 +93,7 @@ pub struct TelemetryObserver {
     server: Option<ServerMetrics>,
     /// NVML's and DCGM's samples, by source.
     gpus: Vec<(Source, Ring<GpuSample>)>,
-    dcgm_state: Option<SharedState>,
+    dcgm: Option<DcgmRun>,
     /// The GPUs as NVML described them when it opened.
     gpu_context: Option<GpuContext>,
     /// The GPUs NVML counted that stopped answering.
@@ -108,6 +108,48 @@ pub struct TelemetryObserver {
     /// Where the server's window starts: the scrape taken when the measured phase began
     /// (after warm-up), else the moment it began. `None` before then.
     window_from: Mutex<Option<MonoTime>>,
+}
+
+/// What the run knows of its DCGM scraper, to say at its end why it has no page yet.
+struct DcgmRun {
+    state: SharedState,
+    started: std::time::Instant,
+    timeout: Duration,
+    url: String,
+    outage: OutageLog,
+}
+
+impl DcgmRun {
+    /// The scraper's state at the run's end. Still pending means no page came within the run:
+    /// a daemon starts a scraper per run, so an exporter that never answers a run shorter
+    /// than the scrape's timeout was never reported. Named in the run's sources, and warned
+    /// about once until a run has a page again (an exporter slower than the runs are long
+    /// would otherwise be warned about every run).
+    fn at_end(&self) -> SourceState {
+        let state = self.state.get();
+        if state != SourceState::Pending {
+            self.outage.clear(Note::NoPageInRun);
+        }
+        match state {
+            SourceState::Pending => {
+                let reason = format!(
+                    "{}: no page within the run (waited {} ms; one scrape may take up to {} \
+                     ms)",
+                    self.url,
+                    self.started.elapsed().as_millis(),
+                    self.timeout.as_millis()
+                );
+                if self.outage.note(Note::NoPageInRun) {
+                    tracing::warn!(
+                        url = %self.url,
+                        "dcgm-exporter: {reason} (said once until a run has a page)"
+                    );
+                }
+                SourceState::unavailable(reason)
+            }
+            other => other,
+        }
+    }
 }
 
 /// An available source whose ring dropped samples of the run (a run longer than it holds):
@@ -152,7 +194,7 @@ impl TelemetryObserver {
         let mut observer = TelemetryObserver {
             server: None,
             gpus: Vec::new(),
-            dcgm_state: None,
+            dcgm: None,
             gpu_context: None,
             nvml_lost: None,
             server_base: None,
@@ -260,7 +302,13 @@ impl TelemetryObserver {
         let state = match DcgmScraper::new(dcgm_cfg) {
             Ok(scraper) => {
                 self.gpus.push((Source::Dcgm, scraper.samples()));
-                self.dcgm_state = Some(scraper.state());
+                self.dcgm = Some(DcgmRun {
+                    state: scraper.state(),
+                    started: std::time::Instant::now(),
+                    timeout: scraper.timeout(),
+                    url: scraper.url().to_owned(),
+                    outage: cfg.dcgm_outage.clone(),
+                });
                 tokio::spawn(scraper.run(stop.clone()));
                 SourceState::Pending
             }
@@ -421,8 +469,8 @@ impl Observer for TelemetryObserver {
                 }
                 sources.insert(Source::ServerMetrics, state);
             }
-            if let Some(state) = &self.dcgm_state {
-                sources.insert(Source::Dcgm, state.get());
+            if let Some(dcgm) = &self.dcgm {
+                sources.insert(Source::Dcgm, dcgm.at_end());
             }
             if let (Some(lost), Some(state)) = (&self.nvml_lost, sources.get_mut(&Source::Nvml)) {
                 *state = with_lost_gpus(state.clone(), &lost.all());

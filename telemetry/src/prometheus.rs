@@ -220,20 +220,51 @@ pub struct Scrape {
     pub skipped_lines: usize,
     /// Whether a `# EOF` was seen (a complete OpenMetrics exposition).
     pub eof: bool,
+    /// Lines skipped for room: past [`MAX_SAMPLES`] samples or [`MAX_FAMILIES`] families
+    /// (also counted in `skipped_lines`, but only the first few are in `errors`). A family
+    /// that lost samples so is left empty: a reader that finds nothing must say why.
+    pub over_caps: usize,
     index: HashMap<String, usize>,
 }
 
 /// Parses a whole exposition. Never fails; see [`Scrape::errors`].
 pub fn parse(text: &str) -> Scrape {
-    let mut b = Builder::default();
+    parse_wanted(text, |_, _, _| true)
+}
+
+/// [`parse`], keeping only the samples `wanted(name, labels, value)` accepts: the others are
+/// dropped as they are read, before they take room (a reader that uses a few metrics of a
+/// large page need not hold the rest). A sample dropped so is neither an issue nor counted,
+/// and makes no family of its own.
+pub fn parse_wanted(text: &str, wanted: impl FnMut(&str, &Labels, f64) -> bool) -> Scrape {
+    parse_with(text, Box::new(wanted), false)
+}
+
+/// [`parse_wanted`], but a sample dropped still makes its (undeclared) family, as [`parse`]
+/// would: the families a page has are the same either way (an engine is told by them).
+pub fn parse_wanted_families(text: &str, wanted: impl FnMut(&str, &Labels, f64) -> bool) -> Scrape {
+    parse_with(text, Box::new(wanted), true)
+}
+
+fn parse_with(text: &str, wanted: Wanted<'_>, families_of_dropped: bool) -> Scrape {
+    let mut b = Builder {
+        wanted,
+        families_of_dropped,
+        ..Builder::default()
+    };
     for (i, raw) in text.split('\n').enumerate() {
         b.line(i + 1, raw);
     }
     b.finish()
 }
 
-#[derive(Default)]
-struct Builder {
+/// Which samples a [`Builder`] keeps.
+type Wanted<'a> = Box<dyn FnMut(&str, &Labels, f64) -> bool + 'a>;
+
+struct Builder<'a> {
+    wanted: Wanted<'a>,
+    /// Whether a sample `wanted` drops still makes its family.
+    families_of_dropped: bool,
     scrape: Scrape,
     openmetrics: bool,
     samples: usize,
@@ -247,7 +278,21 @@ struct Builder {
     seen: std::collections::HashSet<u64>,
 }
 
-impl Builder {
+impl Default for Builder<'_> {
+    fn default() -> Self {
+        Builder {
+            wanted: Box::new(|_, _, _| true),
+            families_of_dropped: false,
+            scrape: Scrape::default(),
+            openmetrics: false,
+            samples: 0,
+            cut: Default::default(),
+            seen: Default::default(),
+        }
+    }
+}
+
+impl Builder<'_> {
     fn issue(&mut self, line: usize, kind: IssueKind, text: &str, skipped: bool) {
         if skipped {
             self.scrape.skipped_lines += 1;
@@ -267,6 +312,7 @@ impl Builder {
         let full = (sample && self.samples >= MAX_SAMPLES)
             || (self.scrape.families.len() >= MAX_FAMILIES && self.scrape.resolve(name).is_none());
         if full {
+            self.scrape.over_caps += 1;
             self.issue(n, IssueKind::TooMany, raw, true);
             if let Some(i) = self.scrape.resolve(name) {
                 self.cut.insert(i);
@@ -323,6 +369,15 @@ impl Builder {
                 }
             }
             Ok(Line::Sample(s)) => {
+                if !(self.wanted)(&s.name, &s.labels, s.value) {
+                    if self.families_of_dropped
+                        && self.scrape.resolve(&s.name).is_none()
+                        && self.room(n, raw, &s.name, false)
+                    {
+                        self.family_mut(&s.name);
+                    }
+                    return;
+                }
                 if !self.room(n, raw, &s.name, true) {
                     return;
                 }

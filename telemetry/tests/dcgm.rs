@@ -535,3 +535,133 @@ async fn dcgm_unreachable_is_reported() {
     assert!(!state.is_available());
     assert!(state.to_string().contains("cannot connect"), "{state}");
 }
+
+/// The RTX 4000 capture as a page of `gpus` GPUs: each sample line written once per GPU, with
+/// its index, device and UUID (as dcgm-exporter lists every GPU under one `# TYPE`).
+fn rtx4000_page_of(gpus: u32) -> String {
+    let real = fixture!("dcgm_exporter_metrics_rtx4000ada.prom");
+    let mut page = String::new();
+    for line in real.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            page += line;
+            page.push('\n');
+            continue;
+        }
+        for gpu in 0..gpus {
+            page += &line
+                .replace("gpu=\"0\"", &format!("gpu=\"{gpu}\""))
+                .replace("nvidia0", &format!("nvidia{gpu}"))
+                .replace("GPU-a8394b51", &format!("GPU-{gpu:08x}"));
+            page.push('\n');
+        }
+    }
+    page
+}
+
+// Audit (hostile DCGM exporter), finding 2: a DCGM page was read up to the 32 MiB a server's
+// /metrics may take, ~0.5 GB of label maps once parsed, every scrape, said nowhere. A page of
+// the most GPUs kept fits well within DCGM's own cap; one of hundreds is refused and said.
+#[tokio::test]
+async fn a_dcgm_page_is_read_up_to_its_own_cap() {
+    use canary_telemetry::{DCGM_MAX_GPUS, DCGM_MAX_PAGE_BYTES};
+    let fits = rtx4000_page_of(DCGM_MAX_GPUS as u32);
+    assert!(fits.len() * 4 < DCGM_MAX_PAGE_BYTES, "{} bytes", fits.len());
+    let over = rtx4000_page_of(600);
+    assert!(over.len() > DCGM_MAX_PAGE_BYTES && over.len() < 32 << 20);
+    let base =
+        crate::scraper::serve(move |n| if n == 0 { fits.clone() } else { over.clone() }).await;
+    let url = format!("{base}/metrics");
+    let state = probe_dcgm(&url, Duration::from_secs(30)).await;
+    assert!(
+        state
+            .to_string()
+            .starts_with(&format!("available: {url}: 64 GPU(s), NVIDIA RTX 4000 Ada")),
+        "{state}"
+    );
+    let state = probe_dcgm(&url, Duration::from_secs(30)).await;
+    assert_eq!(
+        state.to_string(),
+        format!("unavailable: {url}: the response body is over 4 MiB, the most read of it"),
+    );
+}
+
+// Audit finding 3: past the parser's caps the families that lost lines were emptied, and the
+// page was said to be "available: 0 GPU(s)" (or fewer figures) with no word of why.
+#[tokio::test]
+async fn a_dcgm_page_over_the_parsers_caps_says_so() {
+    use canary_telemetry::prometheus::MAX_FAMILIES;
+    // Distinct DCGM_ names of GPU 0 fill the families kept before the real page's come: its
+    // 25 fields (HELP, TYPE and sample: 75 lines) and the last junk line are left out.
+    let mut page: String = (0..=MAX_FAMILIES)
+        .map(|i| format!("DCGM_FI_X{i}{{gpu=\"0\"}} 1\n"))
+        .collect();
+    page += &fixture!("dcgm_exporter_metrics_rtx4000ada.prom");
+    assert!(page.len() < canary_telemetry::DCGM_MAX_PAGE_BYTES);
+    let base = crate::scraper::serve(move |_| page.clone()).await;
+    let url = format!("{base}/metrics");
+    let probe = probe_dcgm(&url, Duration::from_secs(30)).await;
+    assert!(!probe.is_available(), "{probe}");
+    assert!(
+        probe.to_string().contains("over the parser's caps"),
+        "{probe}"
+    );
+    let scraper = DcgmScraper::new(DcgmConfig {
+        url,
+        interval: Duration::from_millis(20),
+        timeout: Some(Duration::from_secs(30)),
+        ..DcgmConfig::default()
+    })
+    .unwrap();
+    let state = scraper.state();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(scraper.run(shutdown.clone()));
+    crate::scraper::wait_for("a DCGM scrape", || {
+        !matches!(state.get(), canary_telemetry::SourceState::Pending)
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    let state = state.get().to_string();
+    assert!(
+        state.contains(
+            "1 GPU(s); the page is over the parser's caps (200000 samples, 20000 \
+             metric families): 76 line(s) left out"
+        ),
+        "{state}"
+    );
+}
+
+// Audit finding 8: the daemon starts a DCGM scraper per run, so an exporter that never answers
+// a run shorter than the scrape's timeout stayed `pending` in every summary, never said.
+#[tokio::test]
+async fn a_dcgm_exporter_silent_for_the_whole_run_is_named_at_its_end() {
+    use canary_core::{Aggregator, Goodput, Observer, Source, SourceState};
+    use canary_testkit::{Hostile, HostileServer};
+    let silent = HostileServer::start(Hostile::Silent);
+    let summary = Aggregator::new(Goodput::default()).summary();
+    let cfg = canary_telemetry::Config {
+        nvml: false,
+        dcgm_url: Some(format!("{}/metrics", silent.url())),
+        ..canary_telemetry::Config::default()
+    };
+    // Two short runs sharing the endpoint's outage log, as the daemon's do.
+    for _ in 0..2 {
+        let stop = CancellationToken::new();
+        let t0 = MonoTime::now();
+        let observer = canary_telemetry::TelemetryObserver::start(&cfg, &stop);
+        crate::scraper::wait_for("the scrape's request", || silent.requests() > 0).await;
+        let t = observer.finish(t0, MonoTime::now(), &summary).await;
+        stop.cancel();
+        let state = t.source(Source::Dcgm).cloned();
+        let Some(SourceState::Unavailable { reason }) = state else {
+            panic!("{state:?}");
+        };
+        assert!(
+            reason.starts_with(&format!(
+                "{}/metrics: no page within the run (waited ",
+                silent.url()
+            )) && reason.ends_with("ms; one scrape may take up to 900 ms)"),
+            "{reason}"
+        );
+    }
+}

@@ -624,3 +624,29 @@ async fn a_page_over_the_body_cap_names_the_cap() {
         "{said}"
     );
 }
+
+// Audit (hostile DCGM exporter), finding 2, on the server's side: the whole page was parsed,
+// up to 200,000 samples, before the mapping read the few it knows (a page of them took ~0.8 GB
+// in a debug build, every scrape), and samples past that cap were lost even when they were
+// the engine's. Now samples no engine's mapping reads are dropped as they are read, their
+// families still counted.
+#[tokio::test]
+async fn samples_no_engine_reads_take_no_room() {
+    use canary_telemetry::prometheus::{parse, MAX_SAMPLES};
+    let real = fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom");
+    let mut page: String = (0..=MAX_SAMPLES)
+        .map(|i| format!("unread_by_canaryd{{i=\"{i}\"}} 1\n"))
+        .collect();
+    page += &real;
+    let families = parse(&page).families.len();
+    let base = serve(move |_| page.clone()).await;
+    let scraper = ServerMetricsScraper::new(fast(format!("{base}/metrics"))).unwrap();
+    let sample = scraper.handle().scrape_now().await.unwrap();
+    assert_eq!(sample.engine, Some(Engine::VllmV0));
+    assert_eq!(sample.skipped_lines, 0, "nothing past the caps");
+    assert!(sample.running_requests.is_some() && sample.prompt_tokens_total.is_some());
+    assert_eq!(
+        sample.families, families,
+        "the families are those of the page"
+    );
+}

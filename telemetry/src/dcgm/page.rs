@@ -11,7 +11,7 @@
 use canary_core::{GpuSource, MonoTime};
 
 use crate::gpu::GpuSample;
-use crate::prometheus::{Sample, Scrape};
+use crate::prometheus::{Labels, Sample, Scrape};
 
 /// A label's name or value as a sample keeps it: at most `max` bytes, printable (a GPU's
 /// model name is printed by `doctor` and kept in the run's context).
@@ -239,6 +239,55 @@ fn new_entry(line: &Sample, at: MonoTime, gpu: u32, instance: Option<u32>) -> En
         sample: g,
         fb_free: None,
         fb_reserved: None,
+    }
+}
+
+/// The lines of a page worth keeping while it is parsed, with the caps applied line by line:
+/// `DCGM_*` lines with a finite value and a usable `gpu` (and `GPU_I_ID`), of the first
+/// [`MAX_GPUS`] GPUs and [`MAX_GPU_INSTANCES`] instances. A page of 200,000 distinct GPUs
+/// otherwise took ~16× its size in label maps before the caps applied, every scrape.
+#[derive(Default)]
+pub(crate) struct Wanted {
+    gpus: Vec<u32>,
+    instances: Vec<(u32, u32)>,
+    /// A GPU or instance past the caps was seen.
+    pub cut: bool,
+}
+
+impl Wanted {
+    /// Whether [`gpu_samples_cut`] could use this line, within the caps.
+    pub fn keep(&mut self, name: &str, labels: &Labels, value: f64) -> bool {
+        if !name.starts_with("DCGM_") || !value.is_finite() {
+            return false;
+        }
+        let Some(gpu) = labels.get("gpu").and_then(|g| g.parse::<u32>().ok()) else {
+            return false;
+        };
+        let instance = match labels.get("GPU_I_ID") {
+            None | Some("") => None,
+            Some(id) => match id.parse::<u32>() {
+                Ok(i) if i <= MAX_GPU_INSTANCE_ID => Some(i),
+                _ => return false,
+            },
+        };
+        if !self.gpus.contains(&gpu) {
+            if self.gpus.len() == MAX_GPUS {
+                self.cut = true;
+                return false;
+            }
+            self.gpus.push(gpu);
+        }
+        let Some(id) = instance else { return true };
+        if self.instances.contains(&(gpu, id)) {
+            return true;
+        }
+        if self.instances.len() < MAX_GPU_INSTANCES {
+            self.instances.push((gpu, id));
+            return true;
+        }
+        self.cut = true;
+        // An instance past the cap still carries its GPU's board-wide figures.
+        Field::of(name).is_some_and(|f| !f.is_the_instances())
     }
 }
 
