@@ -337,15 +337,44 @@ mod tests {
 
     /// Sends one export request as the exporter's thread does (the blocking client answers
     /// within the first poll).
-    fn send_once(client: &crate::transport::ExportClient, url: &str) {
-        use opentelemetry_http::HttpClient;
-        use std::future::Future;
-        let request = http::Request::post(url)
-            .body(opentelemetry_http::Bytes::from_static(b"x"))
-            .unwrap();
-        let mut sent = std::pin::pin!(client.send_bytes(request));
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        assert!(sent.as_mut().poll(&mut cx).is_ready());
+    /// What the warning says of `signal`'s export to `url` (in `config`) after one send that
+    /// failed as the exporter's own words `generic` (reqwest's client, this crate's TLS).
+    async fn explained_after_one_send(
+        config: Config,
+        signal: Signal,
+        url: String,
+        generic: &'static str,
+    ) -> String {
+        let mut urls = [None, None, None];
+        urls[signal as usize] = Some(url.clone());
+        let h = Health::new(&config, urls);
+        // The blocking client is built, used and dropped off the async threads.
+        tokio::task::spawn_blocking(move || {
+            use opentelemetry_http::HttpClient;
+            use std::future::Future;
+            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
+            let inner = reqwest::blocking::Client::builder()
+                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
+                .build()
+                .unwrap();
+            let s = h.of(signal);
+            let client = crate::transport::ExportClient::new(
+                inner,
+                &config,
+                signal,
+                s.last_failure.clone(),
+                s.reply.clone(),
+            );
+            let request = http::Request::post(&url)
+                .body(opentelemetry_http::Bytes::from_static(b"x"))
+                .unwrap();
+            let mut sent = std::pin::pin!(client.send_bytes(request));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(sent.as_mut().poll(&mut cx).is_ready());
+            h.explain(s, generic)
+        })
+        .await
+        .unwrap()
     }
 
     // An https:// endpoint where the server speaks plain HTTP (it answers the TLS hello
@@ -370,25 +399,13 @@ mod tests {
             logs_endpoint: Some(url.clone()),
             ..Config::default()
         };
-        let h = Health::new(&config, [None, None, Some(url.clone())]);
-        let why = tokio::task::spawn_blocking(move || {
-            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
-            let inner = reqwest::blocking::Client::builder()
-                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
-                .build()
-                .unwrap();
-            let client = crate::transport::ExportClient::new(
-                inner,
-                &config,
-                Signal::Logs,
-                h.logs.last_failure.clone(),
-                h.logs.reply.clone(),
-            );
-            send_once(&client, &url);
-            h.explain(&h.logs, "HTTP export failed: network error")
-        })
-        .await
-        .unwrap();
+        let why = explained_after_one_send(
+            config,
+            Signal::Logs,
+            url,
+            "HTTP export failed: network error",
+        )
+        .await;
         assert!(
             why.contains("the server answered in plain text, not TLS (InvalidContentType)"),
             "{why}"
@@ -409,26 +426,13 @@ mod tests {
             traces_endpoint: Some(url.clone()),
             ..Config::default()
         };
-        let h = Health::new(&config, [Some(url.clone()), None, None]);
-        // The blocking client is built, used and dropped off the async threads.
-        let why = tokio::task::spawn_blocking(move || {
-            let tls = canary_tls::with_roots(rustls::RootCertStore::empty());
-            let inner = reqwest::blocking::Client::builder()
-                .use_preconfigured_tls(rustls::ClientConfig::clone(&tls))
-                .build()
-                .unwrap();
-            let client = crate::transport::ExportClient::new(
-                inner,
-                &config,
-                Signal::Traces,
-                h.traces.last_failure.clone(),
-                h.traces.reply.clone(),
-            );
-            send_once(&client, &url);
-            h.explain(&h.traces, "HTTP export failed: network error")
-        })
-        .await
-        .unwrap();
+        let why = explained_after_one_send(
+            config,
+            Signal::Traces,
+            url,
+            "HTTP export failed: network error",
+        )
+        .await;
         assert!(
             why.starts_with("HTTP export failed: network error ("),
             "{why}"

@@ -4,6 +4,7 @@
 mod latest;
 mod logs;
 mod mtls;
+mod one_run;
 mod partial;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;

@@ -2,17 +2,10 @@
 //! terminator in front of the real receiver, trusting only client certificates its test CA
 //! signed.
 
+use crate::one_run::export;
 use crate::receiver::Receiver;
-use canary_exporters::{Config, OtlpExporter};
+use canary_exporters::Config;
 use canary_testkit::{ClientPki, TlsOptions};
-use std::time::Duration;
-
-fn export_one_run(config: Config) -> canary_exporters::ExportReport {
-    let exporter = OtlpExporter::start(config).unwrap();
-    let labels = canary_exporters::RunLabels::new("mtls-test", "chat", "m", "127.0.0.1", 8000);
-    exporter.export_judged_run(&labels, None, &Default::default());
-    exporter.shutdown(Duration::from_secs(20))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_requiring_a_client_certificate_gets_the_one_given() {
@@ -43,7 +36,7 @@ async fn an_endpoint_requiring_a_client_certificate_gets_the_one_given() {
         client_identity: None,
         ..config.clone()
     };
-    let report = tokio::task::spawn_blocking(move || export_one_run(config))
+    let report = tokio::task::spawn_blocking(move || export(config, "mtls-test", 0))
         .await
         .unwrap();
     assert!(report.is_clean(), "{report:?}");
@@ -53,7 +46,7 @@ async fn an_endpoint_requiring_a_client_certificate_gets_the_one_given() {
 
     // Without it the terminator forwards nothing.
     let before = receiver.posts().len();
-    let report = tokio::task::spawn_blocking(move || export_one_run(without))
+    let report = tokio::task::spawn_blocking(move || export(without, "mtls-test", 0))
         .await
         .unwrap();
     assert!(!report.is_clean(), "{report:?}");

@@ -3,9 +3,10 @@
 //! as exported), and a body past the 4 MiB cap, which made an acknowledged export count as
 //! lost.
 
+use crate::one_run::export;
 use crate::receiver::{Answer, Receiver};
 use canary_core::{MonoTime, Observer, RequestRecord};
-use canary_exporters::{Config, ExportReport, OtlpExporter, RunJudgement, RunLabels};
+use canary_exporters::{Config, ExportReport, OtlpExporter, RunLabels};
 use std::time::Duration;
 
 /// Three spans, the run's metrics and its log event, to a receiver answering `answer`.
@@ -16,29 +17,9 @@ async fn export_to(answer: Answer) -> ExportReport {
         timeout: Duration::from_secs(5),
         ..Config::default()
     };
-    let report = tokio::task::spawn_blocking(move || {
-        let exporter = OtlpExporter::start(config).unwrap();
-        let labels = RunLabels::new("partial", "chat", "m", "127.0.0.1", 8000);
-        let observer = exporter.run_observer(labels.clone());
-        for i in 1..=3u8 {
-            let mut rec = RequestRecord {
-                trace_id: format!("0af7651916cd43dd8448eb211c8031{i:02x}"),
-                span_id: format!("b7ad6b71692033{i:02x}"),
-                sent_at_ms: 1.0,
-                ended_at_ms: 2.0,
-                ..RequestRecord::default()
-            };
-            observer.annotate(&mut rec, MonoTime(0));
-        }
-        let verdict = RunJudgement {
-            verdict: "pass".into(),
-            ..Default::default()
-        };
-        exporter.export_judged_run(&labels, None, &verdict);
-        exporter.shutdown(Duration::from_secs(20))
-    })
-    .await
-    .unwrap();
+    let report = tokio::task::spawn_blocking(move || export(config, "partial", 3))
+        .await
+        .unwrap();
     assert_eq!(receiver.spans().len(), 3, "{report:?}");
     report
 }

@@ -2,9 +2,9 @@
 //! could parse (25 s, 600 s) was not retried at all: the wait did not fit the export timeout,
 //! so the export failed at once, where the one retry was promised.
 
+use crate::one_run::export;
 use crate::receiver::{Answer, Receiver};
-use canary_core::{MonoTime, Observer, RequestRecord};
-use canary_exporters::{Config, OtlpExporter, RunJudgement, RunLabels};
+use canary_exporters::Config;
 use std::time::Duration;
 
 /// Every signal's first export answered `first`, the next ones with a full success: what the
@@ -16,27 +16,9 @@ async fn throttled_once(first: Answer) -> (canary_exporters::ExportReport, [usiz
         timeout: Duration::from_secs(5),
         ..Config::default()
     };
-    let report = tokio::task::spawn_blocking(move || {
-        let exporter = OtlpExporter::start(config).unwrap();
-        let labels = RunLabels::new("throttled", "chat", "m", "127.0.0.1", 8000);
-        let observer = exporter.run_observer(labels.clone());
-        let mut rec = RequestRecord {
-            trace_id: "0af7651916cd43dd8448eb211c8033aa".into(),
-            span_id: "b7ad6b71692035aa".into(),
-            sent_at_ms: 1.0,
-            ended_at_ms: 2.0,
-            ..RequestRecord::default()
-        };
-        observer.annotate(&mut rec, MonoTime(0));
-        let verdict = RunJudgement {
-            verdict: "pass".into(),
-            ..Default::default()
-        };
-        exporter.export_judged_run(&labels, None, &verdict);
-        exporter.shutdown(Duration::from_secs(20))
-    })
-    .await
-    .unwrap();
+    let report = tokio::task::spawn_blocking(move || export(config, "throttled", 1))
+        .await
+        .unwrap();
     let posts = receiver.posts();
     let to = |path: &str| posts.iter().filter(|p| p.path == path).count();
     (

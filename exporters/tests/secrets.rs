@@ -4,9 +4,9 @@
 //! token reached the log in clear.
 
 use crate::logs;
+use crate::one_run::export;
 use crate::receiver::{Answer, Receiver};
-use canary_core::{MonoTime, Observer, RequestRecord};
-use canary_exporters::{Config, OtlpExporter, RunJudgement, RunLabels};
+use canary_exporters::Config;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,27 +30,9 @@ async fn a_collector_echoing_a_token_does_not_get_it_logged() {
         ..Config::from_vars(vars).unwrap()
     };
     assert_eq!(config.headers[1].1, key);
-    let report = tokio::task::spawn_blocking(move || {
-        let exporter = OtlpExporter::start(config).unwrap();
-        let labels = RunLabels::new("secrets", "chat", "m", "127.0.0.1", 8000);
-        let observer = exporter.run_observer(labels.clone());
-        let mut rec = RequestRecord {
-            trace_id: "0af7651916cd43dd8448eb211c8031aa".into(),
-            span_id: "b7ad6b71692033aa".into(),
-            sent_at_ms: 1.0,
-            ended_at_ms: 2.0,
-            ..RequestRecord::default()
-        };
-        observer.annotate(&mut rec, MonoTime(0));
-        let verdict = RunJudgement {
-            verdict: "pass".into(),
-            ..Default::default()
-        };
-        exporter.export_judged_run(&labels, None, &verdict);
-        exporter.shutdown(Duration::from_secs(20))
-    })
-    .await
-    .unwrap();
+    let report = tokio::task::spawn_blocking(move || export(config, "secrets", 1))
+        .await
+        .unwrap();
     assert_eq!(report.spans_dropped, 1, "{report:?}");
     let warned = logs::lines_with(&receiver.addr.to_string());
     assert!(

@@ -1,16 +1,10 @@
 //! `https://` OTLP endpoints: a TLS terminator with a CA made in the test, in front of the
 //! real receiver. The CA comes from `OTEL_EXPORTER_OTLP_CERTIFICATE`'s setting.
 
+use crate::one_run::export;
 use crate::receiver::Receiver;
 use canary_exporters::{Config, OtlpExporter};
 use std::time::Duration;
-
-fn export_one_run(config: Config) -> canary_exporters::ExportReport {
-    let exporter = OtlpExporter::start(config).unwrap();
-    let labels = canary_exporters::RunLabels::new("tls-test", "chat", "m", "127.0.0.1", 8000);
-    exporter.export_judged_run(&labels, None, &Default::default());
-    exporter.shutdown(Duration::from_secs(20))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_endpoint_with_a_private_ca() {
@@ -25,7 +19,7 @@ async fn https_endpoint_with_a_private_ca() {
         timeout: Duration::from_secs(5),
         ..Config::default()
     };
-    let report = tokio::task::spawn_blocking(move || export_one_run(config))
+    let report = tokio::task::spawn_blocking(move || export(config, "tls-test", 0))
         .await
         .unwrap();
     assert!(report.is_clean(), "{report:?}");
@@ -43,7 +37,7 @@ async fn https_endpoint_whose_ca_is_not_trusted_is_refused_and_counted() {
         timeout: Duration::from_secs(5),
         ..Config::default()
     };
-    let report = tokio::task::spawn_blocking(move || export_one_run(config))
+    let report = tokio::task::spawn_blocking(move || export(config, "tls-test", 0))
         .await
         .unwrap();
     assert!(!report.is_clean(), "{report:?}");

@@ -1,0 +1,31 @@
+//! One run's export, as canaryd makes it: a span per request, the run's metrics and its
+//! judged log event, then the exporter's shutdown and what it reported. Blocking: call it
+//! off the async threads.
+
+use canary_core::{MonoTime, Observer, RequestRecord};
+use canary_exporters::{Config, ExportReport, OtlpExporter, RunJudgement, RunLabels};
+use std::time::Duration;
+
+/// Exports a passing run named `name` of `requests` requests through an exporter of
+/// `config`.
+pub fn export(config: Config, name: &str, requests: u8) -> ExportReport {
+    let exporter = OtlpExporter::start(config).unwrap();
+    let labels = RunLabels::new(name, "chat", "m", "127.0.0.1", 8000);
+    let observer = exporter.run_observer(labels.clone());
+    for i in 1..=requests {
+        let mut rec = RequestRecord {
+            trace_id: format!("0af7651916cd43dd8448eb211c8031{i:02x}"),
+            span_id: format!("b7ad6b71692033{i:02x}"),
+            sent_at_ms: 1.0,
+            ended_at_ms: 2.0,
+            ..RequestRecord::default()
+        };
+        observer.annotate(&mut rec, MonoTime(0));
+    }
+    let verdict = RunJudgement {
+        verdict: "pass".into(),
+        ..Default::default()
+    };
+    exporter.export_judged_run(&labels, None, &verdict);
+    exporter.shutdown(Duration::from_secs(20))
+}
