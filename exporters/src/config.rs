@@ -5,6 +5,7 @@
 //! shows header names only, errors never quote a header value, and endpoints are shown
 //! without user info or query.
 
+use crate::secrets::Secrets;
 use canary_core::percent_decode;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -309,20 +310,10 @@ impl Config {
 
     /// Replaces every header value and configured URL in `text` by a redacted form, so an
     /// error message from a transport, or a collector's own text, can be logged safely.
-    /// A collector quoting a credential back ("invalid token T") quotes its own cut of it:
-    /// each value is scrubbed in every form of [`secret_forms`].
+    /// A collector quoting a credential back ("invalid token T") quotes its own cut of it, in
+    /// its own spelling: each value is scrubbed in every cut [`Secrets`] takes of it.
     pub(crate) fn scrub(&self, text: &str) -> String {
-        let mut forms: Vec<String> = self
-            .headers
-            .iter()
-            .flat_map(|(_, v)| secret_forms(v))
-            .collect();
-        // Longest first: a value's credential is part of the value.
-        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        let mut out = text.to_string();
-        for f in &forms {
-            out = out.replace(f.as_str(), "<redacted>");
-        }
+        let mut out = Secrets::of(self.headers.iter().map(|(_, v)| v.as_str())).scrub(text);
         for url in [
             &self.endpoint,
             &self.traces_endpoint,
@@ -339,52 +330,6 @@ impl Config {
         }
         out
     }
-}
-
-/// The cuts of a header value a collector may quote back, each as is and percent-encoded
-/// (`OTEL_EXPORTER_OTLP_HEADERS` takes values encoded, and a collector may echo what it was
-/// sent or the form it logged): the whole value, and after a leading scheme word (`Bearer`,
-/// `Basic`, `[otlp.headers]`' `prefix = "Bearer "`) the credential and each of its words.
-/// Cuts under 3 bytes are left: they would blank out common text, and guess little.
-fn secret_forms(value: &str) -> Vec<String> {
-    let value = value.trim();
-    let mut cuts = vec![value];
-    if let Some((_scheme, rest)) = value.split_once(char::is_whitespace) {
-        cuts.push(rest.trim());
-        cuts.extend(rest.split_whitespace());
-    }
-    let mut forms = Vec::new();
-    for cut in cuts.into_iter().filter(|c| c.len() >= 3) {
-        for form in [
-            cut.to_string(),
-            percent_encode(cut, b"0123456789ABCDEF"),
-            percent_encode(cut, b"0123456789abcdef"),
-            // A space as form encoding writes it.
-            percent_encode(cut, b"0123456789ABCDEF").replace("%20", "+"),
-        ] {
-            if !forms.contains(&form) {
-                forms.push(form);
-            }
-        }
-    }
-    forms
-}
-
-/// `text` with every byte but RFC 3986's unreserved ones as `%XX`, in `digits`' case.
-fn percent_encode(text: &str, digits: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(text.len());
-    for &b in text.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.extend([
-                '%',
-                digits[(b >> 4) as usize] as char,
-                digits[(b & 15) as usize] as char,
-            ]);
-        }
-    }
-    out
 }
 
 /// Parses `k=v,k2=v2` (the `OTEL_EXPORTER_OTLP_HEADERS` syntax; values may be

@@ -34,6 +34,7 @@ mod health;
 mod labels;
 mod metrics;
 mod observer;
+mod secrets;
 mod spans;
 mod transport;
 

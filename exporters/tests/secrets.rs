@@ -47,3 +47,51 @@ async fn a_collector_echoing_a_token_does_not_get_it_logged() {
         .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
+
+/// A collector quoting the headers in its own spelling: every byte percent-encoded (`%41`
+/// for `A`), upper-cased, a `Basic` credential decoded (`user:password`, the password alone),
+/// the secret after a prefix given without a space (`token=…`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_respelling_a_secret_does_not_get_it_logged() {
+    logs::capture();
+    // `Basic` of `svc-user:PWDspell-81z`.
+    let basic = "Basic c3ZjLXVzZXI6UFdEc3BlbGwtODF6";
+    let encoded: String = "TOKspell-4c1d"
+        .bytes()
+        .map(|b| format!("%{b:02X}"))
+        .collect();
+    let message = format!(
+        "bad token {encoded}; TOKSPELL-4C1D; tokspell-4c1d; login svc-user:PWDspell-81z \
+         failed (password PWDspell-81z); unknown key KEYspell99"
+    );
+    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        headers: vec![
+            ("authorization".into(), "Bearer TOKspell-4c1d".into()),
+            ("proxy-authorization".into(), basic.into()),
+            ("x-api-key".into(), "token=KEYspell99".into()),
+        ],
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let report = tokio::task::spawn_blocking(move || export(config, "respelled", 1))
+        .await
+        .unwrap();
+    assert_eq!(report.spans_dropped, 1, "{report:?}");
+    let warned = logs::lines_with(&receiver.addr.to_string());
+    assert!(
+        warned.iter().any(|l| l.contains(
+            "bad token <redacted>; <redacted>; <redacted>; login <redacted> failed (password \
+             <redacted>); unknown key <redacted>"
+        )),
+        "{warned:#?}"
+    );
+    let leaked: Vec<String> = [
+        "TOKspell", "TOKSPELL", "tokspell", "PWDspell", "KEYspell", "%54%4F",
+    ]
+    .iter()
+    .flat_map(|s| logs::lines_with(s))
+    .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+}
