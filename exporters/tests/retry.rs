@@ -48,3 +48,18 @@ async fn a_429_with_a_date_is_retried_once_after_the_cap() {
     assert!(report.is_clean(), "{report:?} {posts:?}");
     assert_eq!(posts, [2, 2, 2], "{report:?}");
 }
+
+/// A 500 is not one of OTLP/HTTP's retryable answers (429, 502, 503, 504), whatever its
+/// `Retry-After`: each export is sent once and counted as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_is_not_retried() {
+    for retry_after in [None, Some("99999999999999999999"), Some("1")] {
+        let (report, posts) = throttled_once(Answer::Status {
+            code: 500,
+            retry_after: retry_after.map(str::to_string),
+        })
+        .await;
+        assert!(!report.is_clean(), "{retry_after:?}: {report:?}");
+        assert_eq!(posts, [1, 1, 1], "{retry_after:?}: {report:?}");
+    }
+}
