@@ -36,6 +36,9 @@ pub(crate) struct Secrets {
     cuts: Vec<Cut>,
     /// Some cut holds a space: the text is read a second time with `+` as a space.
     any_space: bool,
+    /// Some cut holds a `%XX` escape (a value given still encoded): the text is read as
+    /// written too, where an escape echoed as is stands.
+    any_escape: bool,
 }
 
 /// One cut of a secret.
@@ -63,8 +66,10 @@ impl Secrets {
             for cut in cuts(value) {
                 // A value a config file gave still encoded is looked for decoded too.
                 if let Ok(text) = std::str::from_utf8(&cut) {
-                    if text.contains('%') {
-                        secrets.add(canary_core::percent_decode(text).into_bytes());
+                    let decoded = canary_core::percent_decode(text);
+                    // `%41%42` alone would leave `AB`: too short to look for.
+                    if decoded != text && decoded.len() >= CUT_MIN {
+                        secrets.add(decoded.into_bytes());
                     }
                 }
                 secrets.add(cut);
@@ -74,6 +79,9 @@ impl Secrets {
     }
 
     fn add(&mut self, bytes: Vec<u8>) {
+        if bytes.is_empty() {
+            return;
+        }
         let folded = bytes.len() >= FOLD_MIN;
         let bytes = if folded {
             bytes.to_ascii_lowercase()
@@ -88,6 +96,7 @@ impl Secrets {
             return;
         }
         self.any_space |= bytes.contains(&b' ');
+        self.any_escape |= Reading::of_bytes(&bytes).decoded.len() < bytes.len();
         let fail = failure(&bytes);
         self.cuts.push(Cut {
             bytes,
@@ -96,26 +105,29 @@ impl Secrets {
         });
     }
 
-    /// `text` with every place it says a cut, in the decoded reading, replaced by
-    /// `<redacted>`.
+    /// `text` with every place it says a cut replaced by `<redacted>`: in the decoded
+    /// reading, with `+` as a space where a cut holds one, and as written where a cut holds
+    /// an escape.
     ///
     /// Linear in the text: O(n·k + m) for n bytes of text, k cuts and m bytes of cuts (k and m
-    /// are fixed by the configuration, a few dozen cuts), one or two readings of the text.
+    /// are fixed by the configuration, a few dozen cuts), at most three readings of the text.
     pub fn scrub(&self, text: &str) -> String {
         if self.cuts.is_empty() {
             return text.to_string();
         }
-        let reading = Reading::of(text);
+        let decoded = Reading::of_bytes(text.as_bytes());
+        let plus = (self.any_space && decoded.any_plus).then(|| decoded.plus_as_space(text));
         let mut spans = Vec::new();
-        for plus_is_space in [false, true] {
-            if plus_is_space && !(self.any_space && reading.any_plus) {
-                continue;
-            }
-            let bytes = reading.bytes(text, plus_is_space);
+        for bytes in std::iter::once(&decoded.decoded).chain(plus.as_ref()) {
             for cut in &self.cuts {
-                cut.find(&bytes, |first, last| {
-                    spans.push((reading.start[first], reading.start[last + 1]));
+                cut.find(bytes, |first, last| {
+                    spans.push((decoded.start[first], decoded.start[last + 1]));
                 });
+            }
+        }
+        if self.any_escape {
+            for cut in &self.cuts {
+                cut.find(text.as_bytes(), |first, last| spans.push((first, last + 1)));
             }
         }
         replace(text, spans)
@@ -172,8 +184,7 @@ struct Reading {
 }
 
 impl Reading {
-    fn of(text: &str) -> Reading {
-        let raw = text.as_bytes();
+    fn of_bytes(raw: &[u8]) -> Reading {
         let mut r = Reading {
             decoded: Vec::with_capacity(raw.len()),
             start: Vec::with_capacity(raw.len() + 1),
@@ -202,12 +213,9 @@ impl Reading {
         r
     }
 
-    /// The decoded bytes; with `plus_is_space`, a plain `+` (not `%2B`) read as a space, as
-    /// form encoding writes one.
-    fn bytes(&self, text: &str, plus_is_space: bool) -> Vec<u8> {
-        if !plus_is_space {
-            return self.decoded.clone();
-        }
+    /// The decoded bytes with a plain `+` (not `%2B`) read as a space, as form encoding
+    /// writes one.
+    fn plus_as_space(&self, text: &str) -> Vec<u8> {
         let raw = text.as_bytes();
         self.decoded
             .iter()
@@ -374,6 +382,15 @@ mod tests {
         // Past ASCII, percent-encoded and as written.
         let said = scrub(&["zz\u{e9}"], "zz%C3%A9 zz\u{e9}!");
         assert_eq!(said, "<redacted> <redacted>!");
+    }
+
+    #[test]
+    fn a_value_still_encoded_is_found_decoded_too_unless_it_leaves_too_little() {
+        let said = scrub(
+            &["ab%2Fcd", "%41%42"],
+            "ab/cd ab%2Fcd ab%252Fcd A B AB %41%42",
+        );
+        assert_eq!(said, "<redacted> <redacted> <redacted> A B AB <redacted>");
     }
 
     #[test]
