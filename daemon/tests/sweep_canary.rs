@@ -50,6 +50,16 @@ fn rate(r: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A finished run of `workload` from the status API on port `status`: the first the API
+/// lists once one is there (newest first), waited for up to 120 s.
+fn first(status: u16, workload: &str) -> Value {
+    eventually(120, &format!("a finished {workload} run"), || {
+        api_runs(status)
+            .into_iter()
+            .find(|r| r["workload"] == workload)
+    })
+}
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -266,15 +276,7 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     let cfg = dir.path().join("canaryd.toml");
     std::fs::write(&cfg, text).unwrap();
     let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
-    let first = |workload: &str| {
-        eventually(120, &format!("a finished {workload} run"), || {
-            api_runs(status)
-                .into_iter()
-                .find(|r| r["workload"] == workload)
-        })
-    };
-
-    let run = first("failing");
+    let run = first(status, "failing");
     eprintln!("failing: {run:#}");
     assert_eq!(run["verdict_kind"], "fail", "{run:#}");
     let verdict = run["verdict"].as_str().unwrap();
@@ -290,7 +292,7 @@ fn a_sweep_whose_points_failed_at_the_target_or_met_no_slo_fails_naming_them() {
     assert_eq!(left.len(), 2, "{s:#}");
     assert!(left.iter().all(|l| l["why"] == "target_errors"), "{s:#}");
 
-    let run = first("unmet");
+    let run = first(status, "unmet");
     eprintln!("unmet: {run:#}");
     assert_eq!(run["verdict_kind"], "fail", "{run:#}");
     assert_eq!(
@@ -413,15 +415,7 @@ fn a_sweep_stopped_by_a_failed_point_keeps_it_and_a_lenient_gate_still_leaves_er
     let cfg = dir.path().join("canaryd.toml");
     std::fs::write(&cfg, text).unwrap();
     let (_d, status) = common::daemon_on_own_port(dir.path(), &cfg, "daemon.log", &[]);
-    let first = |workload: &str| {
-        eventually(120, &format!("a finished {workload} run"), || {
-            api_runs(status)
-                .into_iter()
-                .find(|r| r["workload"] == workload)
-        })
-    };
-
-    let run = first("dead");
+    let run = first(status, "dead");
     eprintln!("dead: {run:#}");
     assert_eq!(run["verdict_kind"], "error", "{run:#}");
     assert!(
@@ -443,7 +437,7 @@ fn a_sweep_stopped_by_a_failed_point_keeps_it_and_a_lenient_gate_still_leaves_er
     assert!(doc.get("interrupted").is_none(), "{doc:#}");
     assert_eq!(run["sweep"]["not_run"], doc["not_run"], "{run:#}");
 
-    let run = first("lenient");
+    let run = first(status, "lenient");
     eprintln!("lenient: {run:#}");
     assert_eq!(run["verdict_kind"], "pass", "{run:#}");
     let left = run["sweep"]["left_out"].as_array().expect("left_out");

@@ -113,6 +113,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let mut rows = Vec::new();
     let mut shifts = Vec::new();
     let mut values = Vec::new();
+    let mut without_latencies = Vec::new();
     for m in Metric::ALL {
         let per_run = |e: &Experiment| -> Vec<Vec<f64>> {
             e.runs.iter().map(|r| sorted(r.values(m))).collect()
@@ -154,6 +155,14 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 row(label, "ms", mean(&fa), mean(&fb), tail, false)
             });
         }
+        // A run without the metric's values has none of its percentiles: one note for the
+        // three rows, as the rates' below.
+        for (which, e, runs) in [("A", a, &ra), ("B", b, &rb)] {
+            let why = format!("no {} among its completed requests", m.label());
+            let lacks = |i: usize| runs[i].is_empty().then(|| why.clone());
+            let label = format!("{} p50, p90 and p99", m.label());
+            without_latencies.extend(runs_without(which, &label, e, lacks));
+        }
         shifts.push((m.label().to_string(), s));
         values.push((m, va, vb));
     }
@@ -167,10 +176,12 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let rate_of = |f: &[crate::Figures], get: FigureOf| -> Vec<f64> {
         f.iter().map(|x| get(x).unwrap_or(f64::NAN)).collect()
     };
-    let mut without = Vec::new();
-    let mut say_without = |label: &str, get: FigureOf| {
+    // Every row kind says which runs lack its figure, in the row order.
+    let mut without = without_latencies;
+    let mut say_without = |label: &str, get: FigureOf, why: fn(&crate::Figures) -> String| {
         for (which, e, f) in [("A", a, &fa), ("B", b, &fb)] {
-            without.extend(rates_without(which, label, e, f, get));
+            let lacks = |i: usize| get(&f[i]).is_none().then(|| why(&f[i]));
+            without.extend(runs_without(which, label, e, lacks));
         }
     };
     let throughputs: [(&str, &'static str, FigureOf); 2] = [
@@ -179,7 +190,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     ];
     for (label, unit, get) in throughputs {
         let (xa, xb) = (rate_of(&fa, get), rate_of(&fb, get));
-        say_without(label, get);
+        say_without(label, get, no_rate);
         rows.push(if repeated {
             runs_row(label.into(), unit, &xa, &xb, true, rules)
         } else {
@@ -201,7 +212,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     let every_run_has_slos = fa.iter().chain(&fb).all(|f| f.slos);
     if every_run_has_slos {
         let (ga, gb) = (rate_of(&fa, |f| f.goodput), rate_of(&fb, |f| f.goodput));
-        say_without("goodput", |f| f.goodput);
+        say_without("goodput", |f| f.goodput, no_rate);
         rows.push(if repeated {
             runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
         } else {
@@ -225,6 +236,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             of(&fa, |f| share_or_nan(f.good_fraction)),
             of(&fb, |f| share_or_nan(f.good_fraction)),
         );
+        say_without("good fraction", |f| f.good_fraction, judged_none);
         rows.push(if repeated {
             runs_row(
                 "good fraction".into(),
@@ -251,6 +263,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         of(&fa, |f| share_or_nan(f.error_rate)),
         of(&fb, |f| share_or_nan(f.error_rate)),
     );
+    say_without("error rate", |f| f.error_rate, judged_none);
     rows.push(if repeated {
         runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
     } else {
@@ -301,30 +314,41 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
 /// Reads one figure of a run's [`crate::Figures`].
 type FigureOf = fn(&crate::Figures) -> Option<f64>;
 
+/// Why a run has no rate: its `rate_unavailable` (too short for one).
+fn no_rate(f: &crate::Figures) -> String {
+    f.rate_unavailable
+        .clone()
+        .unwrap_or_else(|| "no rate".into())
+}
+
+/// Why a run has no share (error rate, good fraction): it judged no request.
+fn judged_none(_: &crate::Figures) -> String {
+    "it judged no request: every one cancelled on purpose or failed by canaryd itself".into()
+}
+
 /// `A's throughput: over 1 of 2 runs; without a figure: run-2 (…)`, or `… no figure: none of
-/// the 2 runs gave one: …`, when some of the runs of side `which` (`e`, its figures `f`) have
-/// no rate `get`; `None` when all have one, or the side is one run (its row's `–` says it).
-fn rates_without(
+/// the 2 runs gave one: …`, when some of the runs of side `which` (`e`) lack the figure of
+/// the rows `label`: `lacks(i)` is why run `i` has none, `None` when it has one. `None` when
+/// every run has one, or the side is one run (its row's `–` says it). One wording for every
+/// row kind: latency percentiles, rates, shares.
+fn runs_without(
     which: &str,
     label: &str,
     e: &Experiment,
-    f: &[crate::Figures],
-    get: FigureOf,
+    lacks: impl Fn(usize) -> Option<String>,
 ) -> Option<String> {
     if e.runs.len() < 2 {
         return None;
     }
-    let without: Vec<(&str, &str)> = e
-        .runs
+    let whys: Vec<(usize, String)> = (0..e.runs.len())
+        .filter_map(|i| Some((i, lacks(i)?)))
+        .collect();
+    let without: Vec<(&str, &str)> = whys
         .iter()
-        .zip(f)
-        .filter(|(_, x)| get(x).is_none())
-        .map(|(r, x)| {
+        .map(|(i, why)| {
+            let r = &e.runs[*i];
             let dir = r.dir.file_name().and_then(|d| d.to_str());
-            (
-                dir.unwrap_or(&r.label),
-                x.rate_unavailable.as_deref().unwrap_or("no rate"),
-            )
+            (dir.unwrap_or(&r.label), why.as_str())
         })
         .collect();
     let with = (e.runs.len() - without.len()) as u64;

@@ -814,3 +814,62 @@ fn the_report_and_compare_name_runs_without_a_rate_as_the_table_does() {
         "{notes:#?}"
     );
 }
+
+// `canaryd compare` named the runs without a figure on the rate rows alone: a latency no run
+// gave (one-token answers have no ITL) was a `–` said nowhere, and one over fewer runs would
+// read as one over all. Every row kind now says which runs lack its figure, in the rates'
+// words; a side of one run says it by its `–` alone, as it did.
+#[test]
+fn compare_names_the_runs_without_a_latency_as_it_names_those_without_a_rate() {
+    let (_sim, port) = sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["profile", "--url", &url, "--model", "canary-sim"];
+    args.extend([
+        "--output-dir",
+        "out",
+        "--no-nvml",
+        "--no-ebpf",
+        "--runs",
+        "2",
+    ]);
+    args.extend(["--concurrency", "1", "--request-count", "4"]);
+    args.extend(["--isl", "16", "--osl", "1"]);
+    let out = canaryd(&args, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let why = "no ITL among its completed requests";
+    let none = format!("no figure: none of the 2 runs gave one: run-1 ({why}); run-2 ({why})");
+
+    let compared = canaryd(&["compare", "out", "out"], dir.path());
+    assert!(compared.status.success(), "{}", text(&compared));
+    let shown = String::from_utf8_lossy(&compared.stdout);
+    for side in ["A", "B"] {
+        let line = format!("note: {side}'s ITL p50, p90 and p99: {none}");
+        assert!(shown.contains(&line), "no {line:?} in\n{shown}");
+    }
+    // TTFT and e2e: every run has them, so nothing is said of them.
+    assert!(!shown.contains("'s TTFT p50"), "{shown}");
+    assert!(!shown.contains("'s e2e p50"), "{shown}");
+
+    // Against one run: the experiment's side is named, the single run's is not.
+    let c: Value = serde_json::from_slice(
+        &canaryd(&["compare", "out", "out/run-1", "--json"], dir.path()).stdout,
+    )
+    .unwrap();
+    let notes: Vec<&str> = c["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let a = format!("A's ITL p50, p90 and p99: {none}");
+    assert!(notes.contains(&a.as_str()), "{notes:#?}");
+    assert!(!notes.iter().any(|n| n.starts_with("B's ")), "{notes:#?}");
+    let itl = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "ITL p50")
+        .unwrap();
+    assert!(itl["a"].is_null() && itl["b"].is_null(), "{itl}");
+}

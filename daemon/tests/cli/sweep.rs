@@ -901,9 +901,11 @@ fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
     assert_eq!(doc["points"].as_array().unwrap().len(), 2);
     assert!(text(&out).contains("no rate passed"), "{}", text(&out));
 
-    // Nothing listens: each point measures nothing, the sweep says so with status 5, and
-    // sweep.json still records the points. A port meant to have nothing listening (found
-    // free; no process to start on port 0 and read back).
+    // Nothing listens: the first point measures nothing, and the sweep stops there, as the
+    // daemon's does: status 5, sweep.json records the point and names the one not run, and
+    // one line says which point failed, why, and what was not run. (It ran on to c2 and
+    // recorded both.) A port meant to have nothing listening (found free; no process to start
+    // on port 0 and read back).
     let nothing = format!("http://127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(
@@ -914,12 +916,93 @@ fn the_exit_status_says_when_no_rate_passed_or_a_point_measured_nothing() {
     assert_eq!(out.status.code(), Some(5), "{}", text(&out));
     let doc = sweep_json(dir.path());
     let points = doc["points"].as_array().unwrap();
-    assert_eq!(points.len(), 2);
+    assert_eq!(points.len(), 1, "{doc:#}");
+    let verdict = points[0]["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("error"), "{doc:#}");
+    assert_eq!(points[0]["completed"], 0);
+    assert_eq!(doc["not_run"], serde_json::json!(["c2"]), "{doc:#}");
+    assert!(doc.get("interrupted").is_none(), "{doc:#}");
+    assert!(!dir.path().join("out/point-02-c2").exists());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = format!("point 1 (c1) failed: {verdict}; the sweep stopped there, not run: c2");
+    assert!(stderr.contains(&line), "no {line:?} in\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        points[0]["verdict"].as_str().unwrap().starts_with("error"),
+        stdout.contains(
+            "not run: c2 (point 1 c1 failed, its verdict an error, and the sweep stopped there)"
+        ),
+        "{stdout}"
+    );
+}
+
+/// A target that dies between two points: the point after measures nothing and the sweep
+/// stops there, as the daemon's sweep does, keeping the point measured before it and the
+/// failed point's own figures (`canaryd sweep` ran on to every later point, each waiting on a
+/// dead target, and the line that said a point failed came only at the end). The simulator is
+/// killed during the cooldown after the first point, once its `summary.json` is written.
+#[test]
+fn a_target_that_dies_mid_sweep_stops_it_at_the_first_failed_point() {
+    let _shared = shared();
+    let setup = tempfile::tempdir().unwrap();
+    let (sim, url) = capacity_sim(setup.path());
+    let dir = tempfile::tempdir().unwrap();
+    let (isl, osl) = (ISL.to_string(), OSL.to_string());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_canaryd"));
+    cmd.args(["sweep", "--url", &url, "--model", "canary-sim"])
+        .args(["--isl", &isl, "--osl", &osl, "--output-dir", "out"])
+        .args(["--no-nvml", "--no-ebpf", "--warmup-request-count", "2"])
+        .args(["--concurrency", "1,2,4", "--request-count", "4"])
+        // Time to kill the target between the points, on a loaded host too.
+        .args(["--cooldown", "10s"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CANARYD_REQUEST_WORKERS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap());
+    let mut child = crate::common::Child(cmd.spawn().unwrap());
+    let first = dir.path().join("out/point-01-c1/summary.json");
+    crate::common::eventually(120, "the first point's summary.json", || {
+        first.exists().then_some(())
+    });
+    // Killed and reaped: nothing listens on its port from here on.
+    drop(sim);
+    let code = child.wait_exit(std::time::Duration::from_secs(120));
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    let said = format!("{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{said}");
+    let doc = sweep_json(dir.path());
+    let points = doc["points"].as_array().unwrap();
+    let labels: Vec<&str> = points
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["c1", "c2"], "{doc:#}");
+    // The point measured before the target died is kept whole.
+    assert_eq!(points[0]["verdict"], "pass", "{doc:#}");
+    assert_eq!(points[0]["completed"], 4, "{doc:#}");
+    assert!(
+        points[0]["request_throughput"].as_f64().is_some(),
         "{doc:#}"
     );
-    assert_eq!(points[0]["completed"], 0);
+    let verdict = points[1]["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("error"), "{doc:#}");
+    assert_eq!(points[1]["completed"], 0, "{doc:#}");
+    assert_eq!(doc["not_run"], serde_json::json!(["c4"]), "{doc:#}");
+    assert!(!dir.path().join("out/point-03-c4").exists(), "{said}");
+    let line = format!("point 2 (c2) failed: {verdict}; the sweep stopped there, not run: c4");
+    assert!(stderr.contains(&line), "no {line:?} in\n{stderr}");
+    assert!(
+        stdout.contains(
+            "not run: c4 (point 2 c2 failed, its verdict an error, and the sweep stopped there)"
+        ),
+        "{stdout}"
+    );
+    // sweep.csv holds the two points measured.
+    let csv = read("out/sweep.csv");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
 }
 
 #[test]

@@ -53,9 +53,9 @@ pub struct SweepDoc {
     /// cut short), and `not_run` names those asked for that never ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
-    /// The points asked for that never ran (a signal, or a point before that could not run,
-    /// stopped the sweep), in the order given: labels, as `points[].label`. A search's probes
-    /// are its own to pick, so it has none.
+    /// The points asked for that never ran (a signal, or a point before them that failed or
+    /// could not run, stopped the sweep), in the order given: labels, as `points[].label`. A
+    /// search's probes are its own to pick, so it has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_run: Vec<String>,
     /// The search's answer, for `--find-max-rate`.
@@ -152,7 +152,7 @@ impl SweepDoc {
 
     /// Says how the sweep of `asked` (the values given, in order) ended: `interrupted` when a
     /// signal stopped it, and `not_run` the values past its points, which never ran (a point
-    /// that could not run is not among the points either). `canaryd sweep` and the daemon's
+    /// that failed is the last of its points; one that could not run is not among them). `canaryd sweep` and the daemon's
     /// `kind = "sweep"` workloads both end their documents here.
     pub fn ended(&mut self, interrupted: bool, asked: &[f64]) {
         self.interrupted = interrupted;

@@ -318,9 +318,24 @@ pub async fn sweep(
         }
         match run_point(args, axis, v, i + 1, root, &shutdown, &mut known).await {
             Ok(run) => {
+                // A failed point (its verdict an error: nothing completed, or canaryd was the
+                // bottleneck) stops the sweep, its figures kept, as the daemon's sweep stops:
+                // the points past it would load a target already failing, or measure canaryd.
+                let point_failed = run.point.failed().then(|| {
+                    anyhow::anyhow!(
+                        "point {} ({}) failed: {}",
+                        run.point.index,
+                        run.point.label,
+                        run.point.verdict
+                    )
+                });
                 points.push(run.point);
                 if run.interrupted {
                     interrupted = true;
+                    break;
+                }
+                if let Some(e) = point_failed {
+                    failed = Some(e);
                     break;
                 }
             }
@@ -339,10 +354,22 @@ pub async fn sweep(
     }
     let code = finish(args, &doc, interrupted, 0)?;
     if let Some(e) = failed {
-        tracing::error!("{e:#}");
+        tracing::error!("{e:#}{}", stopped_there(&doc));
         return Ok(POINT_FAILED);
     }
     Ok(code)
+}
+
+/// The end of the line that says why a sweep stopped early: `; the sweep stopped there, not
+/// run: c8, c16`; empty when the point that stopped it was the last asked for.
+fn stopped_there(doc: &SweepDoc) -> String {
+    match doc.not_run.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; the sweep stopped there, not run: {}",
+            doc.not_run.join(", ")
+        ),
+    }
 }
 
 /// The sweep's runs as the capacity search's probes: each a point of its own folder.

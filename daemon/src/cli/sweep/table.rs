@@ -245,12 +245,18 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         outln!("note: {n}")?;
     }
     if !doc.not_run.is_empty() {
+        // A sweep stops after a failed point, so when its last point failed, that one stopped it.
+        let failed = doc.points.last().filter(|p| p.failed());
         outln!(
             "not run: {} ({})",
             doc.not_run.join(", "),
-            match doc.interrupted {
-                true => "a signal stopped the sweep",
-                false => "a point could not run, and the sweep stopped there",
+            match (doc.interrupted, failed) {
+                (true, _) => "a signal stopped the sweep".to_string(),
+                (false, Some(p)) => format!(
+                    "point {} {} failed, its verdict an error, and the sweep stopped there",
+                    p.index, p.label
+                ),
+                (false, None) => "a point could not run, and the sweep stopped there".to_string(),
             }
         )?;
     }
