@@ -839,6 +839,16 @@ fn compare_names_the_runs_without_a_latency_as_it_names_those_without_a_rate() {
     assert!(out.status.success(), "{}", text(&out));
     let why = "no ITL among its completed requests";
     let none = format!("no figure: none of the 2 runs gave one: run-1 ({why}); run-2 ({why})");
+    // The experiment's own summary says it in the same words (it said "none of its requests
+    // gave a inter_token_latency").
+    let top = json(&dir.path().join("out/summary.json"));
+    let itl = top["repeats"]["unavailable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no unavailable in {top:#}"))
+        .iter()
+        .find(|u| u["metric"] == "inter_token_latency" && u["statistic"] == "p50")
+        .unwrap_or_else(|| panic!("no ITL p50 among unavailable in {top:#}"));
+    assert_eq!(itl["without"][0]["why"], why, "{itl}");
 
     let compared = canaryd(&["compare", "out", "out"], dir.path());
     assert!(compared.status.success(), "{}", text(&compared));

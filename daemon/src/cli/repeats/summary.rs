@@ -98,7 +98,17 @@ fn figure_or_why(s: &RunSummary, metric: &str, statistic: &str) -> Option<Result
             s.goodput.as_ref()?;
             no_rate()
         }
-        _ => format!("none of its requests gave a {metric}"),
+        // In compare's words for the same gap (report/src/compare.rs).
+        latency => {
+            let name = match latency {
+                "time_to_first_token" => "TTFT",
+                "inter_token_latency" => "ITL",
+                "request_latency" => "e2e",
+                "schedule_lag" => "schedule lag",
+                other => other,
+            };
+            format!("no {name} among its completed requests")
+        }
     }))
 }
 
