@@ -59,7 +59,7 @@ use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use digest::digest;
-pub use error::{TraceError, TraceErrorKind};
+pub use error::{JsonPlace, JsonSyntax, TraceError, TraceErrorKind};
 pub use kinds::RowKinds;
 pub use select::{Number, Selection, SelectionReport, Shard};
 pub use synthesize::{synthesize, written_format, Synthesis, SynthesisError, SynthesisReport};
