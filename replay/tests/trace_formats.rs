@@ -771,6 +771,56 @@ fn error_unknown_format() {
     );
 }
 
+/// `data` in the gzip format (RFC 1952) with its deflate stream in stored blocks, as `gzip -0`
+/// would not quite write but `gzip -d` reads: a real gzip file without a compressor here.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let crc = data.iter().fold(!0u32, |mut crc, &b| {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+        crc
+    });
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    let mut blocks = data.chunks(0xffff).peekable();
+    while let Some(block) = blocks.next() {
+        out.push(u8::from(blocks.peek().is_none()));
+        let len = block.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&(!crc).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+// A gzip-compressed trace was "unknown trace format: first line starts with
+// \"\u{1f}�\u{8}\u{8}�O\rk\0\u{3}mooncake…\"": binary quoted, no word of compression (audit L1).
+#[test]
+fn error_a_compressed_trace_says_so_without_quoting_it() {
+    let real = std::fs::read(trace_file!("mooncake_arxiv_first20.jsonl")).unwrap();
+    let gz = gzip_stored(&real);
+    for format in [None, Some(TraceFormat::Mooncake)] {
+        let opts = LoadOptions {
+            format,
+            skip_invalid: true,
+            ..Default::default()
+        };
+        let err = trace::parse(&gz[..], Path::new("m.jsonl.gz"), &opts).unwrap_err();
+        assert_eq!(err.kind(), TraceErrorKind::UnknownFormat);
+        assert_eq!(
+            err.to_string(),
+            "m.jsonl.gz: unknown trace format: the file looks gzip-compressed (it starts with \
+             gzip's magic bytes): decompress it first; canaryd reads plain JSONL or CSV"
+        );
+    }
+}
+
 #[test]
 fn error_empty_file() {
     parse_err(

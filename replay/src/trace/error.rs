@@ -68,6 +68,21 @@ pub enum TraceError {
         /// The beginning of that line.
         found: String,
     },
+    /// The file starts with the magic bytes of a compressed format: canaryd reads plain
+    /// JSONL and CSV only. Its bytes are not quoted (binary, and of no help).
+    #[error(
+        "{}: unknown trace format: the file looks {compression}-compressed (it starts with \
+         {compression}'s magic bytes): decompress it first; canaryd reads plain JSONL or CSV",
+        path.display()
+    )]
+    Compressed {
+        /// The trace file.
+        path: PathBuf,
+        /// The line that was inspected (the first non-empty one).
+        line: u64,
+        /// The compression its magic bytes name: `gzip`, `zstd`, `xz`, `bzip2`, `zip`.
+        compression: &'static str,
+    },
     /// A JSONL row is not valid JSON (or not an object).
     #[error("{}:{line}: {}", path.display(), place.malformed())]
     Json {
@@ -352,7 +367,7 @@ impl TraceError {
             Self::LineTooLong { .. } => TraceErrorKind::LineTooLong,
             Self::Stopped { .. } => TraceErrorKind::Stopped,
             Self::Empty { .. } => TraceErrorKind::Empty,
-            Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
+            Self::UnknownFormat { .. } | Self::Compressed { .. } => TraceErrorKind::UnknownFormat,
             Self::Json { .. } => TraceErrorKind::Json,
             Self::NotAnObject { .. } => TraceErrorKind::NotAnObject,
             Self::Csv { .. } => TraceErrorKind::Csv,
@@ -373,6 +388,7 @@ impl TraceError {
         match self {
             Self::Io { line, .. } => *line,
             Self::UnknownFormat { line, .. }
+            | Self::Compressed { line, .. }
             | Self::LineTooLong { line, .. }
             | Self::Stopped { line, .. }
             | Self::Json { line, .. }
