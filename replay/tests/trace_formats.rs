@@ -943,6 +943,55 @@ fn burstgpt_rows_with_the_wrong_number_of_columns() {
     assert!(t.report.warnings[1].contains("n.csv:4:"), "{:?}", t.report);
 }
 
+// A header that lost its last columns was blamed on the first row: `g.csv:2: malformed CSV
+// record: 6 fields where the header (line 1) has 4` (audit L2).
+#[test]
+fn burstgpt_a_header_short_of_the_rows_columns_is_blamed() {
+    // The real README rows under their header cut to its first four columns.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let mut lines: Vec<String> = real.lines().map(String::from).collect();
+    lines[0] = lines[0]
+        .splitn(5, ',')
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(lines[0], "Timestamp,Model,Request tokens,Response tokens");
+    let text = lines.join("\n") + "\n";
+    let expected = "g.csv:1: bad BurstGPT header: 4 columns, but the rows have 6 (the first, \
+                    line 2): columns 5 to 6 have no name; a BurstGPT header also names `Total \
+                    tokens`, `Log Type`";
+    let err = parse_err("g.csv", &text, TraceErrorKind::BadHeader, &[]);
+    assert_eq!(err.to_string(), expected);
+    // Not a row to skip: every row would be.
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        parse_with("g.csv", &text, &opts).unwrap_err().to_string(),
+        expected
+    );
+    // One column short: that column is named.
+    lines[0].push_str(",Total tokens");
+    let text = lines.join("\n") + "\n";
+    let err = parse_err("g.csv", &text, TraceErrorKind::BadHeader, &[]);
+    assert!(
+        err.to_string().contains(
+            "(the first, line 2): column 6 has no name; a BurstGPT header also names `Log Type`"
+        ),
+        "{err}"
+    );
+    // Under the whole header, a first row with a column more is that row's fault.
+    let mut lines: Vec<String> = real.lines().map(String::from).collect();
+    lines[1].push_str(",extra");
+    parse_err(
+        "g.csv",
+        &(lines.join("\n") + "\n"),
+        TraceErrorKind::Csv,
+        &["g.csv:2: malformed CSV record: 7 fields where the header (line 1) has 6"],
+    );
+}
+
 // The csv crate counted a CRLF file's lines as one fewer (BurntSushi/rust-csv#395) and skipped
 // blank lines without counting them (#208): records said lines 1, 2, 3 for rows on lines 2, 3,
 // 4, errors named the line before the bad one, and `--shard` (keyed by line) split a CRLF copy
