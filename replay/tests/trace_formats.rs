@@ -194,6 +194,39 @@ fn burstgpt_readme_rows() {
     assert_eq!(t.report.categories.get("GPT-4"), Some(&1));
 }
 
+// The README listed Mooncake's `hash_ids` as required, with the block rule for every row; the
+// loader takes a row without them or with `[]` (a prompt of unique blocks), as documented now.
+#[test]
+fn mooncake_hash_ids_are_optional() {
+    // The real arXiv rows, row 2's `hash_ids` removed and row 3's emptied.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 4, |n, l| {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        match n {
+            2 => drop(v.as_object_mut().unwrap().remove("hash_ids")),
+            3 => v["hash_ids"] = serde_json::json!([]),
+            _ => {}
+        }
+        v.to_string()
+    });
+    let t = parse("h.jsonl", &text);
+    let by_line = |line: u32| t.requests.iter().find(|r| r.line == line).unwrap();
+    for line in [2, 3] {
+        let r = by_line(line);
+        assert!(r.hash_ids.is_empty(), "line {line}");
+        assert!(r.input_tokens > 512, "line {line}: the rule would need ids");
+    }
+    assert!(!by_line(1).hash_ids.is_empty());
+    let a = trace::analyze(&t);
+    let blocks = a.prefix_reuse.unwrap().blocks;
+    assert_eq!(
+        blocks,
+        [1, 4]
+            .iter()
+            .map(|&l| by_line(l).hash_ids.len() as u64)
+            .sum::<u64>()
+    );
+}
+
 // === Generated rows ===
 
 #[test]
