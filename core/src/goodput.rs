@@ -226,6 +226,14 @@ impl std::str::FromStr for Goodput {
                 .ok()
                 .filter(|v: &f64| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| err(format!("threshold {value:?} is not a non-negative number")))?;
+            // Two thresholds for one metric would both be applied (the stricter wins) and
+            // stored: almost surely a typo, refused as sweep lists refuse a value twice.
+            if let Some(first) = slos.iter().find(|s: &&Slo| s.metric == metric) {
+                return Err(err(format!(
+                    "{name} is given twice (first as {name}:{}): give each metric one threshold",
+                    crate::rate_text::number(first.threshold)
+                )));
+            }
             slos.push(Slo { metric, threshold });
         }
         Ok(Goodput { slos })
@@ -353,6 +361,22 @@ mod tests {
         let mut failed = rec(1.0, 1.0);
         failed.status = Status::Error;
         assert!(!g.is_good(&failed));
+    }
+
+    // Two thresholds for one metric were both kept and applied (audit L3).
+    #[test]
+    fn a_metric_given_twice_is_refused_naming_it() {
+        let e = "time_to_first_token:100 inter_token_latency:40 time_to_first_token:200"
+            .parse::<Goodput>()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid goodput term \"time_to_first_token:200\": time_to_first_token is given \
+             twice (first as time_to_first_token:100): give each metric one threshold"
+        );
+        assert!("time_to_first_token:100 time_to_first_token:100"
+            .parse::<Goodput>()
+            .is_err());
     }
 
     // Issue 16, item 4: a one-token output has no ITL; it was counted as an ITL miss.

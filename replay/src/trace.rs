@@ -59,7 +59,7 @@ use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
 pub use digest::digest;
-pub use error::{TraceError, TraceErrorKind};
+pub use error::{JsonPlace, JsonSyntax, TraceError, TraceErrorKind};
 pub use kinds::RowKinds;
 pub use select::{Number, Selection, SelectionReport, Shard};
 pub use synthesize::{synthesize, written_format, Synthesis, SynthesisError, SynthesisReport};
@@ -168,6 +168,25 @@ impl TraceFormat {
         } else {
             None
         }
+    }
+}
+
+/// The compressed format whose magic bytes `first_line` starts with, if any: a trace given
+/// still compressed (`trace.jsonl.gz`) is named so rather than quoted as binary.
+fn compression(first_line: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 5] = [
+        (b"\x1f\x8b", "gzip"),
+        (b"\x28\xb5\x2f\xfd", "zstd"),
+        (b"\xfd7zXZ\x00", "xz"),
+        (b"BZh", "bzip2"),
+        (b"PK\x03\x04", "zip"),
+    ];
+    let (magic, name) = MAGIC.iter().find(|(m, _)| first_line.starts_with(m))?;
+    // bzip2's magic is text: `BZh` and a block size digit.
+    let bzip2_digit = |b: &u8| (b'1'..=b'9').contains(b);
+    match *name {
+        "bzip2" if !first_line.get(magic.len()).is_some_and(bzip2_digit) => None,
+        name => Some(name),
     }
 }
 
@@ -416,6 +435,14 @@ fn parse_guarded<R: Read>(
             rows: 0,
         });
     };
+    // Whatever `--format` says: a compressed file is no trace of any format.
+    if let Some(compression) = compression(first) {
+        return Err(TraceError::Compressed {
+            path: name.into(),
+            line,
+            compression,
+        });
+    }
     let format = match opts.format.or_else(|| TraceFormat::detect(first)) {
         Some(f) => f,
         None => {
@@ -440,6 +467,30 @@ fn parse_guarded<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compressed_files_are_known_by_their_magic_bytes() {
+        // Each format's magic, as its specification gives it (RFC 1952, RFC 8878, the xz and
+        // bzip2 file formats, PKWARE's APPNOTE).
+        for (start, name) in [
+            (&b"\x1f\x8b\x08\x08"[..], "gzip"),
+            (b"\x28\xb5\x2f\xfd\x24", "zstd"),
+            (b"\xfd7zXZ\x00\x00", "xz"),
+            (b"BZh91AY&SY", "bzip2"),
+            (b"PK\x03\x04\x14\x00", "zip"),
+        ] {
+            assert_eq!(compression(start), Some(name));
+        }
+        // Text that merely starts alike is not compressed.
+        for text in [
+            &b"BZh,1,2"[..],
+            b"{\"timestamp\": 0}",
+            b"Timestamp,Model",
+            b"PK",
+        ] {
+            assert_eq!(compression(text), None);
+        }
+    }
 
     #[test]
     fn categories_are_bounded_in_number_and_length() {

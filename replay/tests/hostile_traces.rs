@@ -316,3 +316,90 @@ fn skip_invalid_warnings_read_like_errors() {
         t.report.warnings
     );
 }
+
+/// The real arXiv rows as bytes, row `n` given one more field written as `tail` (raw bytes,
+/// in place of the row's closing `}`): a field no arXiv row has, holding bytes that are not
+/// UTF-8, or cut off where the row ends.
+fn with_field(n: usize, tail: &[u8]) -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    let mut prefix = 0;
+    for (i, l) in real("mooncake_arxiv_first20.jsonl").lines().enumerate() {
+        if i + 1 == n {
+            let l = l.strip_suffix('}').unwrap();
+            out.extend_from_slice(l.as_bytes());
+            prefix = l.len();
+            out.extend_from_slice(tail);
+        } else {
+            out.extend_from_slice(l.as_bytes());
+        }
+        out.push(b'\n');
+    }
+    (out, prefix)
+}
+
+/// The error and its cause, as `{:#}` prints them.
+fn chain(e: &trace::TraceError) -> String {
+    let cause = std::error::Error::source(e).map(ToString::to_string);
+    format!("{e}: {}", cause.unwrap_or_default())
+}
+
+// A syntax error inside a value's string named no field, and serde's line within the row stood
+// beside the file's: `m.jsonl:5: malformed JSON: invalid unicode code point at line 1 column
+// 92` (audit M3), though the README says a JSON syntax error names the field it is in.
+#[test]
+fn a_syntax_error_inside_a_string_names_its_field_and_one_line() {
+    let load = |bytes: &[u8]| {
+        trace::parse(bytes, Path::new("m.jsonl"), &LoadOptions::default()).unwrap_err()
+    };
+    // Row 5 given a `text_input` of two bytes that are not UTF-8.
+    let (bytes, prefix) = with_field(5, b", \"text_input\": \"\xff\xfe\"}");
+    let e = load(&bytes);
+    assert_eq!(e.kind(), TraceErrorKind::Json);
+    let column = prefix + r#", "text_input": ""#.len() + 1;
+    assert_eq!(
+        chain(&e),
+        format!(
+            "m.jsonl:5: field \"text_input\": malformed JSON: bytes that are not UTF-8 in a \
+             string (column {column} of the row)"
+        )
+    );
+    // The same in a `session_id`, and in a string nested in `messages`.
+    let (bytes, _) = with_field(1, b", \"session_id\": \"\xff\", \"delay\": 1}");
+    assert!(
+        chain(&load(&bytes)).starts_with("m.jsonl:1: field \"session_id\": malformed JSON: bytes"),
+        "{}",
+        chain(&load(&bytes))
+    );
+    let (bytes, _) = with_field(
+        1,
+        b", \"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}",
+    );
+    assert!(
+        chain(&load(&bytes)).starts_with("m.jsonl:1: field \"messages\": malformed JSON: bytes"),
+        "{}",
+        chain(&load(&bytes))
+    );
+    // Row 3 cut off inside its `text_input` string.
+    let (bytes, prefix) = with_field(3, b", \"text_input\": \"abc");
+    let column = prefix + r#", "text_input": "abc"#.len();
+    assert_eq!(
+        chain(&load(&bytes)),
+        format!(
+            "m.jsonl:3: field \"text_input\": malformed JSON: EOF while parsing a string \
+             (column {column} of the row)"
+        )
+    );
+    // A key's name with such bytes: the field before it is named.
+    let (bytes, _) = with_field(2, b", \"\xff\": 1}");
+    assert!(
+        chain(&load(&bytes))
+            .starts_with("m.jsonl:2: malformed JSON in the key after field \"hash_ids\": "),
+        "{}",
+        chain(&load(&bytes))
+    );
+    // No message says "line" but the file's.
+    for tail in [&b", \"text_input\": \"\xff\"}"[..], b", \"t\": [1, 2"] {
+        let m = chain(&load(&with_field(4, tail).0));
+        assert!(!m.contains("line"), "{m}");
+    }
+}

@@ -194,6 +194,39 @@ fn burstgpt_readme_rows() {
     assert_eq!(t.report.categories.get("GPT-4"), Some(&1));
 }
 
+// The README listed Mooncake's `hash_ids` as required, with the block rule for every row; the
+// loader takes a row without them or with `[]` (a prompt of unique blocks), as documented now.
+#[test]
+fn mooncake_hash_ids_are_optional() {
+    // The real arXiv rows, row 2's `hash_ids` removed and row 3's emptied.
+    let text = edited(trace_file!("mooncake_arxiv_first20.jsonl"), 4, |n, l| {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        match n {
+            2 => drop(v.as_object_mut().unwrap().remove("hash_ids")),
+            3 => v["hash_ids"] = serde_json::json!([]),
+            _ => {}
+        }
+        v.to_string()
+    });
+    let t = parse("h.jsonl", &text);
+    let by_line = |line: u32| t.requests.iter().find(|r| r.line == line).unwrap();
+    for line in [2, 3] {
+        let r = by_line(line);
+        assert!(r.hash_ids.is_empty(), "line {line}");
+        assert!(r.input_tokens > 512, "line {line}: the rule would need ids");
+    }
+    assert!(!by_line(1).hash_ids.is_empty());
+    let a = trace::analyze(&t);
+    let blocks = a.prefix_reuse.unwrap().blocks;
+    assert_eq!(
+        blocks,
+        [1, 4]
+            .iter()
+            .map(|&l| by_line(l).hash_ids.len() as u64)
+            .sum::<u64>()
+    );
+}
+
 // === Generated rows ===
 
 #[test]
@@ -771,6 +804,56 @@ fn error_unknown_format() {
     );
 }
 
+/// `data` in the gzip format (RFC 1952) with its deflate stream in stored blocks, as `gzip -0`
+/// would not quite write but `gzip -d` reads: a real gzip file without a compressor here.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let crc = data.iter().fold(!0u32, |mut crc, &b| {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+        crc
+    });
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    let mut blocks = data.chunks(0xffff).peekable();
+    while let Some(block) = blocks.next() {
+        out.push(u8::from(blocks.peek().is_none()));
+        let len = block.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&(!crc).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+// A gzip-compressed trace was "unknown trace format: first line starts with
+// \"\u{1f}�\u{8}\u{8}�O\rk\0\u{3}mooncake…\"": binary quoted, no word of compression (audit L1).
+#[test]
+fn error_a_compressed_trace_says_so_without_quoting_it() {
+    let real = std::fs::read(trace_file!("mooncake_arxiv_first20.jsonl")).unwrap();
+    let gz = gzip_stored(&real);
+    for format in [None, Some(TraceFormat::Mooncake)] {
+        let opts = LoadOptions {
+            format,
+            skip_invalid: true,
+            ..Default::default()
+        };
+        let err = trace::parse(&gz[..], Path::new("m.jsonl.gz"), &opts).unwrap_err();
+        assert_eq!(err.kind(), TraceErrorKind::UnknownFormat);
+        assert_eq!(
+            err.to_string(),
+            "m.jsonl.gz: unknown trace format: the file looks gzip-compressed (it starts with \
+             gzip's magic bytes): decompress it first; canaryd reads plain JSONL or CSV"
+        );
+    }
+}
+
 #[test]
 fn error_empty_file() {
     parse_err(
@@ -891,6 +974,55 @@ fn burstgpt_rows_with_the_wrong_number_of_columns() {
     assert_eq!(t.report.invalid_by_kind.get(&TraceErrorKind::Csv), Some(&2));
     assert!(t.report.warnings[0].contains("n.csv:3:"), "{:?}", t.report);
     assert!(t.report.warnings[1].contains("n.csv:4:"), "{:?}", t.report);
+}
+
+// A header that lost its last columns was blamed on the first row: `g.csv:2: malformed CSV
+// record: 6 fields where the header (line 1) has 4` (audit L2).
+#[test]
+fn burstgpt_a_header_short_of_the_rows_columns_is_blamed() {
+    // The real README rows under their header cut to its first four columns.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let mut lines: Vec<String> = real.lines().map(String::from).collect();
+    lines[0] = lines[0]
+        .splitn(5, ',')
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(lines[0], "Timestamp,Model,Request tokens,Response tokens");
+    let text = lines.join("\n") + "\n";
+    let expected = "g.csv:1: bad BurstGPT header: 4 columns, but the rows have 6 (the first, \
+                    line 2): columns 5 to 6 have no name; a BurstGPT header also names `Total \
+                    tokens`, `Log Type`";
+    let err = parse_err("g.csv", &text, TraceErrorKind::BadHeader, &[]);
+    assert_eq!(err.to_string(), expected);
+    // Not a row to skip: every row would be.
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        parse_with("g.csv", &text, &opts).unwrap_err().to_string(),
+        expected
+    );
+    // One column short: that column is named.
+    lines[0].push_str(",Total tokens");
+    let text = lines.join("\n") + "\n";
+    let err = parse_err("g.csv", &text, TraceErrorKind::BadHeader, &[]);
+    assert!(
+        err.to_string().contains(
+            "(the first, line 2): column 6 has no name; a BurstGPT header also names `Log Type`"
+        ),
+        "{err}"
+    );
+    // Under the whole header, a first row with a column more is that row's fault.
+    let mut lines: Vec<String> = real.lines().map(String::from).collect();
+    lines[1].push_str(",extra");
+    parse_err(
+        "g.csv",
+        &(lines.join("\n") + "\n"),
+        TraceErrorKind::Csv,
+        &["g.csv:2: malformed CSV record: 7 fields where the header (line 1) has 6"],
+    );
 }
 
 // The csv crate counted a CRLF file's lines as one fewer (BurntSushi/rust-csv#395) and skipped

@@ -6,6 +6,7 @@
 use super::setting::{Setting, SettingError};
 use crate::arrival::ArrivalPattern;
 use crate::synthetic::{Length, SyntheticRequests};
+use canary_core::rate_text::number;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -163,7 +164,7 @@ impl RatePlan {
                     "expected {} to {} requests per second, found {}",
                     REQUEST_RATES.start(),
                     REQUEST_RATES.end(),
-                    self.rate
+                    number(self.rate)
                 ),
             ));
         }
@@ -172,9 +173,10 @@ impl RatePlan {
                 return Err(SettingError::new(
                     Setting::ArrivalSmoothness,
                     format!(
-                        "expected {} to {}, found {k}",
+                        "expected {} to {}, found {}",
                         ARRIVAL_SMOOTHNESS.start(),
-                        ARRIVAL_SMOOTHNESS.end()
+                        ARRIVAL_SMOOTHNESS.end(),
+                        number(k)
                     ),
                 ));
             }
@@ -251,7 +253,7 @@ fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingErr
                 stddev_setting,
                 format!(
                     "expected 0 or a positive number of tokens, found {}",
-                    len.stddev
+                    number(len.stddev)
                 ),
             ));
         }
@@ -264,7 +266,7 @@ fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingErr
                 format!(
                     "expected 0 to {mean} tokens (at most the mean, {mean}: a wider spread puts \
                      about one draw in six or more below 1 token, where it is clamped), found {}",
-                    len.stddev,
+                    number(len.stddev),
                     mean = len.mean
                 ),
             ));
@@ -327,6 +329,18 @@ mod tests {
                 .unwrap_err();
             assert_eq!(e.setting, Setting::ArrivalSmoothness);
         }
+        // Quoted compactly: `{}` printed 1e308 as 309 digits (audit L4).
+        let e = rate(1e308, ArrivalPattern::Poisson)
+            .validate(1000)
+            .unwrap_err();
+        assert_eq!(
+            e.reason,
+            "expected 0.000001 to 1000000 requests per second, found 1e308"
+        );
+        let e = rate(10.0, ArrivalPattern::Gamma(1e300))
+            .validate(1000)
+            .unwrap_err();
+        assert!(e.reason.ends_with("found 1e300"), "{}", e.reason);
         assert!(rate(1e6, ArrivalPattern::Gamma(0.01))
             .validate(1000)
             .is_ok());

@@ -23,6 +23,16 @@ const MODEL: &str = "Model";
 const REQUEST: &str = "Request tokens";
 const RESPONSE: &str = "Response tokens";
 const SESSION: &str = "Session ID";
+/// The columns of the original header, in its order (newer files add `Session ID` and
+/// `Elapsed time`).
+const STANDARD: [&str; 6] = [
+    TIMESTAMP,
+    MODEL,
+    REQUEST,
+    RESPONSE,
+    "Total tokens",
+    "Log Type",
+];
 
 /// Column positions found in the header.
 struct Columns {
@@ -105,8 +115,25 @@ pub(super) fn parse<R: BufRead>(
             field,
             reason,
         };
+        let first = rows.report.rows == 1;
         let record = match cells.split(text) {
             Ok(record) if record.len() == header.len() => record,
+            Ok(record) if first && record.len() > header.len() => {
+                // A header short of the standard columns, under rows that have more: the
+                // header is what lost them (every row would be refused for it).
+                if let Some(e) = short_header(&header, header_line, record.len(), row) {
+                    return Err(e);
+                }
+                rows.reject(malformed(
+                    None,
+                    format!(
+                        "{} fields where the header (line {header_line}) has {}",
+                        record.len(),
+                        header.len()
+                    ),
+                ))?;
+                continue;
+            }
             Ok(record) => {
                 rows.reject(malformed(
                     None,
@@ -145,6 +172,40 @@ pub(super) fn parse<R: BufRead>(
         }
     }
     assign_turns(rows)
+}
+
+/// The header's error (on `header_line`) when it names fewer columns than the first row has
+/// and lacks some of the standard ones, which are then most likely the rows' unnamed columns.
+fn short_header(
+    header: &csv::ByteRecord,
+    header_line: u64,
+    fields: usize,
+    first_row: Row<'_>,
+) -> Option<TraceError> {
+    let named = |name: &str| header.iter().any(|h| h.trim_ascii() == name.as_bytes());
+    let missing: Vec<String> = STANDARD
+        .iter()
+        .filter(|n| !named(n))
+        .map(|n| format!("`{n}`"))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let unnamed = match (header.len() + 1, fields) {
+        (a, b) if a == b => format!("column {a} has"),
+        (a, b) => format!("columns {a} to {b} have"),
+    };
+    Some(TraceError::BadHeader {
+        path: first_row.path.into(),
+        line: header_line,
+        reason: format!(
+            "{} columns, but the rows have {fields} (the first, line {}): {unnamed} no name; \
+             a BurstGPT header also names {}",
+            header.len(),
+            first_row.line,
+            missing.join(", ")
+        ),
+    })
 }
 
 /// Splits one line into its CSV fields (quotes and `""` as the csv crate reads them),

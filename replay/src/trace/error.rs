@@ -68,27 +68,33 @@ pub enum TraceError {
         /// The beginning of that line.
         found: String,
     },
-    /// A JSONL row is not valid JSON (or not an object).
+    /// The file starts with the magic bytes of a compressed format: canaryd reads plain
+    /// JSONL and CSV only. Its bytes are not quoted (binary, and of no help).
     #[error(
-        "{}:{line}: {}malformed JSON{}",
-        path.display(),
-        in_field(field),
-        if *after_object { " after the object" } else { "" }
+        "{}: unknown trace format: the file looks {compression}-compressed (it starts with \
+         {compression}'s magic bytes): decompress it first; canaryd reads plain JSONL or CSV",
+        path.display()
     )]
+    Compressed {
+        /// The trace file.
+        path: PathBuf,
+        /// The line that was inspected (the first non-empty one).
+        line: u64,
+        /// The compression its magic bytes name: `gzip`, `zstd`, `xz`, `bzip2`, `zip`.
+        compression: &'static str,
+    },
+    /// A JSONL row is not valid JSON (or not an object).
+    #[error("{}:{line}: {}", path.display(), place.malformed())]
     Json {
         /// The trace file.
         path: PathBuf,
         /// The offending line.
         line: u64,
-        /// The top-level field whose value the error is in, when it is in one (a number out
-        /// of range, a truncated array).
-        field: Option<String>,
-        /// The error comes after the row's object closed (`{…} {…}`, `{…} x`): it is in no
-        /// field.
-        after_object: bool,
-        /// The parser's error (its column is relative to the line).
+        /// Where in the row the error is: the field whose value it is in, when there is one.
+        place: JsonPlace,
+        /// The parser's error, worded for one row of a file.
         #[source]
-        source: serde_json::Error,
+        source: JsonSyntax,
     },
     /// A JSONL row is valid JSON but not an object: an array of values would be read by
     /// position, each value into whichever field its place happens to match.
@@ -234,6 +240,90 @@ pub enum TraceError {
     },
 }
 
+/// Where in a one-line JSON row a syntax error is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonPlace {
+    /// In the value of this top-level key: a number out of range, a truncated array, bytes
+    /// that are not UTF-8 inside a string, a row cut off inside a string.
+    Field(String),
+    /// In a top-level key's name (or where one was due), after the value of this field
+    /// (`None`: the first key).
+    Key {
+        /// The field before it, if any.
+        after: Option<String>,
+    },
+    /// After the row's object closed (`{…} {…}`, `{…} x`): in no field.
+    AfterObject,
+    /// Not in an object: the row does not start as one.
+    Row,
+}
+
+impl JsonPlace {
+    /// `field "hash_ids": malformed JSON`, `malformed JSON in the key after field "a"`, …
+    fn malformed(&self) -> String {
+        match self {
+            Self::Field(f) => format!("field {f:?}: malformed JSON"),
+            Self::Key { after: Some(f) } => format!("malformed JSON in the key after field {f:?}"),
+            Self::Key { after: None } => "malformed JSON in the first key".into(),
+            Self::AfterObject => "malformed JSON after the object".into(),
+            Self::Row => "malformed JSON".into(),
+        }
+    }
+}
+
+/// serde_json's complaint about one row, worded for a line of a file: serde's "at line 1
+/// column 92" counts lines within the row, which beside `file:5:` read as a second,
+/// contradictory line number; here it is `(column 92 of the row)`. Bytes that are not UTF-8
+/// are named so (serde says "invalid unicode code point", as for a bad `\u` escape).
+#[derive(Debug)]
+pub struct JsonSyntax {
+    error: serde_json::Error,
+    invalid_utf8: bool,
+}
+
+impl JsonSyntax {
+    /// The error serde_json gave for `row`.
+    pub fn new(row: &[u8], error: serde_json::Error) -> Self {
+        // The first byte that is not UTF-8 lies at or before the column serde points at (it
+        // points at that byte, or at the end of its string).
+        let invalid_utf8 = std::str::from_utf8(row)
+            .is_err_and(|e| e.valid_up_to() < error.column().max(1))
+            && error.is_syntax()
+            && error.to_string().starts_with("invalid unicode code point");
+        Self {
+            error,
+            invalid_utf8,
+        }
+    }
+
+    /// The parser's error.
+    pub fn inner(&self) -> &serde_json::Error {
+        &self.error
+    }
+}
+
+impl std::fmt::Display for JsonSyntax {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.error.to_string();
+        let suffix = format!(
+            " at line {} column {}",
+            self.error.line(),
+            self.error.column()
+        );
+        let reason = match text.strip_suffix(&suffix) {
+            _ if self.invalid_utf8 => "bytes that are not UTF-8 in a string",
+            Some(reason) => reason,
+            None => &text,
+        };
+        match self.error.column() {
+            0 => f.write_str(reason),
+            column => write!(f, "{reason} (column {column} of the row)"),
+        }
+    }
+}
+
+impl std::error::Error for JsonSyntax {}
+
 fn in_field(field: &Option<String>) -> String {
     field
         .as_ref()
@@ -277,7 +367,7 @@ impl TraceError {
             Self::LineTooLong { .. } => TraceErrorKind::LineTooLong,
             Self::Stopped { .. } => TraceErrorKind::Stopped,
             Self::Empty { .. } => TraceErrorKind::Empty,
-            Self::UnknownFormat { .. } => TraceErrorKind::UnknownFormat,
+            Self::UnknownFormat { .. } | Self::Compressed { .. } => TraceErrorKind::UnknownFormat,
             Self::Json { .. } => TraceErrorKind::Json,
             Self::NotAnObject { .. } => TraceErrorKind::NotAnObject,
             Self::Csv { .. } => TraceErrorKind::Csv,
@@ -298,6 +388,7 @@ impl TraceError {
         match self {
             Self::Io { line, .. } => *line,
             Self::UnknownFormat { line, .. }
+            | Self::Compressed { line, .. }
             | Self::LineTooLong { line, .. }
             | Self::Stopped { line, .. }
             | Self::Json { line, .. }

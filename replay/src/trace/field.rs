@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::de::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::error::{JsonPlace, JsonSyntax};
 use super::TraceError;
 
 /// Any JSON value, with strings borrowed and containers skipped.
@@ -313,17 +314,11 @@ impl Row<'_> {
 
     /// A JSON row that did not parse, naming the field the error is in when there is one.
     pub fn json(&self, text: &[u8], source: serde_json::Error) -> TraceError {
-        let (field, after_object) = match place(text, source.column().saturating_sub(1)) {
-            Place::Field(key) => (Some(key), false),
-            Place::AfterObject => (None, true),
-            Place::Nowhere => (None, false),
-        };
         TraceError::Json {
             path: self.path.into(),
             line: self.line,
-            field,
-            after_object,
-            source,
+            place: place(text, source.column().saturating_sub(1)),
+            source: JsonSyntax::new(text, source),
         }
     }
 
@@ -388,21 +383,13 @@ impl Row<'_> {
     }
 }
 
-/// Where in a one-line JSON object byte `at` is.
-#[derive(Debug, PartialEq)]
-enum Place {
-    /// In the value of this top-level key.
-    Field(String),
-    /// After the object closed (`{…} {…}`): in no field.
-    AfterObject,
-    /// Before the first key, inside a key, or not in an object.
-    Nowhere,
-}
-
 /// Where a syntax error at byte `at` of a one-line JSON object is: in the value of a
-/// top-level key (`"input_length": 1e400`, a truncated `hash_ids` array), after the object,
-/// or nowhere to name.
-fn place(line: &[u8], at: usize) -> Place {
+/// top-level key (`"input_length": 1e400`, a truncated `hash_ids` array, bytes that are not
+/// UTF-8 in a `text_input` string), in a key's name, after the object, or not in an object.
+fn place(line: &[u8], at: usize) -> JsonPlace {
+    if line.trim_ascii_start().first() != Some(&b'{') {
+        return JsonPlace::Row;
+    }
     let end = at.min(line.len());
     let (mut depth, mut want_key, mut key) = (0usize, false, None);
     let mut i = 0;
@@ -414,10 +401,13 @@ fn place(line: &[u8], at: usize) -> Place {
                 while j < line.len() && line[j] != b'"' {
                     j += if line[j] == b'\\' { 2 } else { 1 };
                 }
+                let in_key = depth == 1 && want_key;
                 if j >= end {
-                    return Place::Nowhere; // the error is in this string
+                    // The error is in this string (or the row ends inside it): a key's name,
+                    // or a value of the last key read.
+                    return in_row(depth, in_key, key);
                 }
-                if depth == 1 && want_key {
+                if in_key {
                     key = Some(String::from_utf8_lossy(&line[start..j]).into_owned());
                     want_key = false;
                 }
@@ -431,7 +421,7 @@ fn place(line: &[u8], at: usize) -> Place {
             b'}' if depth == 1 => {
                 // The row's object closed: whatever follows is in none of its fields (the
                 // last key read would otherwise be blamed for `{…} {"a":1}`).
-                return Place::AfterObject;
+                return JsonPlace::AfterObject;
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
             b',' if depth == 1 => want_key = true,
@@ -439,7 +429,18 @@ fn place(line: &[u8], at: usize) -> Place {
         }
         i += 1;
     }
-    key.map_or(Place::Nowhere, Place::Field)
+    in_row(depth, depth == 1 && want_key, key)
+}
+
+/// The place of an error at `depth`: in the value of `key` unless a key was due there.
+fn in_row(depth: usize, in_key: bool, key: Option<String>) -> JsonPlace {
+    match (depth, in_key, key) {
+        (0, ..) => JsonPlace::Row,
+        (_, true, after) => JsonPlace::Key { after },
+        (_, false, Some(key)) => JsonPlace::Field(key),
+        // In an object whose first key was not read: `{1: …}`, `{"a" 1}` is a key error.
+        (_, false, None) => JsonPlace::Key { after: None },
+    }
 }
 
 #[cfg(test)]
@@ -542,7 +543,7 @@ mod tests {
             let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
             place(line.as_bytes(), e.column().saturating_sub(1))
         };
-        let field = |s: &str| Place::Field(s.to_string());
+        let field = |s: &str| JsonPlace::Field(s.to_string());
         assert_eq!(
             at(r#"{"a": 1, "input_length": 1e400}"#),
             field("input_length")
@@ -550,8 +551,46 @@ mod tests {
         assert_eq!(at(r#"{"a": 1, "hash_ids": [1, 2"#), field("hash_ids"));
         assert_eq!(at(r#"{"a\"b": {"x": tru}}"#), field("a\\\"b"));
         assert_eq!(at(r#"{"a": "x", "b": [1, {"c": -}]}"#), field("b"));
-        assert_eq!(at(r#"{"a": 1, "b"#), Place::Nowhere);
-        assert_eq!(at("not json"), Place::Nowhere);
+        let key_after = |s: &str| JsonPlace::Key {
+            after: Some(s.to_string()),
+        };
+        assert_eq!(at(r#"{"a": 1, "b"#), key_after("a"));
+        assert_eq!(at(r#"{"a": 1, "b\u12"#), key_after("a"));
+        assert_eq!(at(r#"{"b\u12"#), JsonPlace::Key { after: None });
+        assert_eq!(at("not json"), JsonPlace::Row);
+        assert_eq!(at("[1, 2"), JsonPlace::Row);
+    }
+
+    // An error inside a value's string was put in no field (`malformed JSON: invalid unicode
+    // code point at line 1 column 92`), though the key before it was known.
+    #[test]
+    fn syntax_errors_inside_a_value_string_name_its_field() {
+        let at = |line: &[u8]| {
+            let e = serde_json::from_slice::<serde_json::Value>(line).unwrap_err();
+            place(line, e.column().saturating_sub(1))
+        };
+        let field = |s: &str| JsonPlace::Field(s.to_string());
+        // Cut off inside the string, an escape that is no escape, bytes that are not UTF-8.
+        assert_eq!(at(br#"{"a": 1, "text_input": "abc"#), field("text_input"));
+        assert_eq!(at(br#"{"a": 1, "t": "a\q", "b": 2}"#), field("t"));
+        assert_eq!(at(b"{\"a\": 1, \"t\": \"\xff\xfe\"}"), field("t"));
+        assert_eq!(at(b"{\"s\": \"\xff\", \"b\": 1}"), field("s"));
+        // In a string nested in the value: still that field's.
+        assert_eq!(
+            at(b"{\"a\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}"),
+            field("messages")
+        );
+        assert_eq!(
+            at(br#"{"a": 1, "messages": [{"role": "us"#),
+            field("messages")
+        );
+        // In a key's name: no field to name, but the one before it.
+        assert_eq!(
+            at(b"{\"a\": 1, \"\xff\": 2}"),
+            JsonPlace::Key {
+                after: Some("a".into())
+            }
+        );
     }
 
     // Trailing characters after the row's object were blamed on its last field: `{…,
@@ -562,11 +601,14 @@ mod tests {
             let e = serde_json::from_str::<serde_json::Value>(line).unwrap_err();
             place(line.as_bytes(), e.column().saturating_sub(1))
         };
-        assert_eq!(at(r#"{"a": 1, "b": [1]} {"a":1}"#), Place::AfterObject);
-        assert_eq!(at(r#"{"a": {"x": 1}}x"#), Place::AfterObject);
-        assert_eq!(at(r#"{"a": "}"} ]"#), Place::AfterObject);
+        assert_eq!(at(r#"{"a": 1, "b": [1]} {"a":1}"#), JsonPlace::AfterObject);
+        assert_eq!(at(r#"{"a": {"x": 1}}x"#), JsonPlace::AfterObject);
+        assert_eq!(at(r#"{"a": "}"} ]"#), JsonPlace::AfterObject);
         // A nested object closing is not the row's.
-        assert_eq!(at(r#"{"a": {"x": 1}, "b": x}"#), Place::Field("b".into()));
+        assert_eq!(
+            at(r#"{"a": {"x": 1}, "b": x}"#),
+            JsonPlace::Field("b".into())
+        );
     }
 
     #[test]

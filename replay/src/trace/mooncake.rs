@@ -1,10 +1,10 @@
 //! Mooncake JSONL (and the aiperf superset of it).
 //!
 //! Required: `timestamp` (ms, integer or float), `input_length`, `output_length` (both ≥ 1).
-//! Optional: `hash_ids` (512-token blocks; absent means a unique prompt), `session_id`
-//! (string or integer), `delay` (ms after the previous turn of the session ends),
-//! `text_input` or `messages` (a verbatim prompt), `extra` (an object merged into the request
-//! body). Unknown fields are ignored.
+//! Optional: `hash_ids` (512-token blocks; absent or `[]` means a unique prompt, and no block
+//! rule), `session_id` (string or integer), `delay` (ms after the previous turn of the
+//! session ends), `text_input` or `messages` (a verbatim prompt), `extra` (an object merged
+//! into the request body). Unknown fields are ignored.
 //!
 //! Sessions get compact keys 0, 1, 2… in order of first appearance, and turns are numbered in
 //! order of appearance within a session. A later turn may omit `timestamp` if it has `delay`:
