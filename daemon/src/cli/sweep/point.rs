@@ -31,7 +31,9 @@ impl Axis {
             Axis::RequestRate => "r",
             Axis::Speedup => "x",
         };
-        format!("{prefix}{value}")
+        // Compact for a nonsense value quoted back (`r1e308`, not 309 digits); every value a
+        // sweep can run prints as `{}` does, so folder names are unchanged.
+        format!("{prefix}{}", canary_core::rate_text::number(value))
     }
 
     /// The flag that sets it.
@@ -761,6 +763,16 @@ impl Point {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A point's label names its folder and is quoted back in errors: a nonsense rate printed
+    // its 309 digits (`r1000…000`), every real one prints as `{}` does.
+    #[test]
+    fn a_label_is_compact_and_unchanged_for_real_values() {
+        assert_eq!(Axis::RequestRate.label(1e308), "r1e308");
+        assert_eq!(Axis::RequestRate.label(62.5), "r62.5");
+        assert_eq!(Axis::Concurrency.label(16.0), "c16");
+        assert_eq!(Axis::Speedup.label(0.000001), "x0.000001");
+    }
 
     // The runs' own shares, averaged: a run's cancels and canaryd's own failures are not
     // the target's errors, and pooling errors over requests counted them.
