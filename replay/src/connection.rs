@@ -4,11 +4,13 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
+mod ended;
 mod gate;
 
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
+pub(crate) use ended::Ended;
 use gate::Gate;
 pub(crate) use gate::GateShared;
 use http_body_util::Full;
@@ -58,6 +60,8 @@ pub struct Connection {
     pub(crate) io: Arc<IoTrace>,
     /// Holds a request's bytes until the release thread writes them ([`gate`]).
     pub(crate) gate: Arc<GateShared>,
+    /// How hyper's side of it ended: the cause of a request it closed before carrying.
+    pub(crate) ended: Ended,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -229,7 +233,7 @@ impl Connector {
         // request's encrypted bytes.
         let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
-        let sender = match &self.tls {
+        let (sender, ended) = match &self.tls {
             None => handshake(Traced::new(tcp, &io), max_header).await,
             Some((connector, name)) => {
                 let stream = connector
@@ -243,6 +247,7 @@ impl Connector {
         let opened_at = MonoTime::now();
         Ok(Connection {
             sender,
+            ended,
             cookie,
             connect_time: Some(opened_at.since(start)),
             opened_at,
@@ -252,7 +257,10 @@ impl Connector {
     }
 }
 
-async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
+async fn handshake<S>(
+    io: S,
+    max_header_bytes: usize,
+) -> hyper::Result<(SendRequest<Full<Bytes>>, Ended)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -266,11 +274,11 @@ where
     // hyper's side of the connection (it reads and writes the socket) runs in a task of its
     // own, so it reads a response's segments as they come, whether or not the request's task
     // is running: a first token read before the next one arrives keeps its own kernel stamp
-    // (issue 21). Errors surface on the request that was using the connection.
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    // (issue 21). Errors surface on the request that was using the connection, or, when it
+    // closed before carrying one, through `ended`.
+    let (task, ended) = ended::watch(conn);
+    tokio::spawn(task);
+    Ok((sender, ended))
 }
 
 /// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a

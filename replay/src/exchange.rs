@@ -172,37 +172,51 @@ pub async fn exchange(
                 ))
             }
         };
-        let response = sent.map_err(|e| {
-            let answered = conn.io.bytes_read() > read_before;
-            // Nothing of a response came, and the request never went out or the failure came
-            // right after it: on a reused connection, the server closed it idle, its close
-            // racing the request. Later, the server read the request and dropped it.
-            let unsent = e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
-            let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
-            m.unanswered = !answered && (unsent || soon);
-            if e.is_canceled() {
-                // hyper cancels a request only before writing any of it: the connection was
-                // closed before it could carry the request, so nothing reached the server.
-                error(
-                    ErrorKind::Connect,
-                    format!("connection closed before the request was sent: {e}"),
-                )
-            } else if e.is_parse_too_large() {
-                error(
-                    ErrorKind::ResponseTooLarge,
-                    format!(
-                        "response head over {} or 100 headers (max_header_bytes)",
-                        show_bytes(limits.caps.header_bytes)
-                    ),
-                )
-            } else if let Some(tls) = tls_failure(&e) {
-                // TLS 1.3: the client's handshake ends before the server has checked its
-                // certificate, so a server requiring one says so at the first read.
-                error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
-            } else {
-                classify_hyper(&e, head_failure(&e, &conn.io, answered))
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                let answered = conn.io.bytes_read() > read_before;
+                // Nothing of a response came, and the request never went out or the failure
+                // came right after it: on a reused connection, the server closed it idle, its
+                // close racing the request. Later, the server read the request and dropped it.
+                let unsent =
+                    e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
+                let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
+                m.unanswered = !answered && (unsent || soon);
+                return Err(if e.is_canceled() {
+                    // hyper cancels a request only before writing any of it: the connection was
+                    // closed before it could carry the request, so nothing reached the server.
+                    // Why it closed is in the cancel when the request was queued on it, else
+                    // only in the connection's own end (a TLS 1.3 server's refusal that came
+                    // before the request did).
+                    let ended = match tls_failure(&e) {
+                        Some(_) => None,
+                        None => conn.ended.error().await,
+                    };
+                    error(
+                        ErrorKind::Connect,
+                        format!(
+                            "connection closed before the request was sent: {}",
+                            closed_because(&e, ended.as_ref())
+                        ),
+                    )
+                } else if e.is_parse_too_large() {
+                    error(
+                        ErrorKind::ResponseTooLarge,
+                        format!(
+                            "response head over {} or 100 headers (max_header_bytes)",
+                            show_bytes(limits.caps.header_bytes)
+                        ),
+                    )
+                } else if let Some(tls) = tls_failure(&e) {
+                    // TLS 1.3: the client's handshake ends before the server has checked its
+                    // certificate, so a server requiring one says so at the first read.
+                    error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
+                } else {
+                    classify_hyper(&e, head_failure(&e, &conn.io, answered))
+                });
             }
-        })?;
+        };
         let read = MonoTime::now();
         if gate.as_ref().is_some_and(|g| g.sent_at().is_none()) {
             // The gate holds the request until its time while telling hyper it was written,
@@ -404,6 +418,29 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
     } else {
         "before the response head"
     }
+}
+
+/// Why a connection closed before carrying a request hyper `canceled`: the server's TLS
+/// alert, else the connection's own error (`ended`, when it failed), else what hyper says.
+fn closed_because(canceled: &hyper::Error, ended: Option<&hyper::Error>) -> String {
+    let tls = tls_failure(canceled).or_else(|| ended.and_then(tls_failure));
+    match (tls, ended) {
+        (Some(tls), _) => format!("TLS handshake: {tls}"),
+        (None, Some(e)) => chain(e),
+        (None, None) => chain(canceled),
+    }
+}
+
+/// `e` and its sources, joined.
+fn chain(e: &hyper::Error) -> String {
+    let mut said = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        said.push_str(": ");
+        said.push_str(&s.to_string());
+        source = s.source();
+    }
+    said
 }
 
 /// rustls' error in `e`'s chain (an alert the server sent), in plain words.
