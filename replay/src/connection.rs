@@ -234,13 +234,13 @@ impl Connector {
         let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
         let (sender, ended) = match &self.tls {
-            None => handshake(Traced::new(tcp, &io), max_header).await,
+            None => handshake(Traced::new(tcp, &io), &io, max_header).await,
             Some((connector, name)) => {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|e| err(format!("TLS handshake: {}", canary_tls::explain_io(&e))))?;
-                handshake(Traced::new(stream, &io), max_header).await
+                handshake(Traced::new(stream, &io), &io, max_header).await
             }
         }
         .map_err(|e| err(e.to_string()))?;
@@ -259,6 +259,7 @@ impl Connector {
 
 async fn handshake<S>(
     io: S,
+    trace: &Arc<IoTrace>,
     max_header_bytes: usize,
 ) -> hyper::Result<(SendRequest<Full<Bytes>>, Ended)>
 where
@@ -276,7 +277,7 @@ where
     // is running: a first token read before the next one arrives keeps its own kernel stamp
     // (issue 21). Errors surface on the request that was using the connection, or, when it
     // closed before carrying one, through `ended`.
-    let (task, ended) = ended::watch(conn);
+    let (task, ended) = ended::watch(conn, trace.clone());
     tokio::spawn(task);
     Ok((sender, ended))
 }

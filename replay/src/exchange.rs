@@ -191,13 +191,13 @@ pub async fn exchange(
                     // before the request did).
                     let ended = match tls_failure(&e) {
                         Some(_) => None,
-                        None => conn.ended.error().await,
+                        None => conn.ended.cause().await,
                     };
                     error(
                         ErrorKind::Connect,
                         format!(
                             "connection closed before the request was sent: {}",
-                            closed_because(&e, ended.as_ref())
+                            closed_because(&e, ended.as_deref())
                         ),
                     )
                 } else if e.is_parse_too_large() {
@@ -211,6 +211,8 @@ pub async fn exchange(
                 } else if let Some(tls) = tls_failure(&e) {
                     // TLS 1.3: the client's handshake ends before the server has checked its
                     // certificate, so a server requiring one says so at the first read.
+                    error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
+                } else if let Some(tls) = refused_by(&e, conn, answered).await {
                     error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
                 } else {
                     classify_hyper(&e, head_failure(&e, &conn.io, answered))
@@ -422,8 +424,8 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
 
 /// Why a connection closed before carrying a request hyper `canceled`: the server's TLS
 /// alert, else the connection's own error (`ended`, when it failed), else what hyper says.
-fn closed_because(canceled: &hyper::Error, ended: Option<&hyper::Error>) -> String {
-    let tls = tls_failure(canceled).or_else(|| ended.and_then(tls_failure));
+fn closed_because(canceled: &hyper::Error, ended: Option<&ConnError>) -> String {
+    let tls = tls_failure(canceled).or_else(|| ended.and_then(|e| canary_tls::explain_chain(e)));
     match (tls, ended) {
         (Some(tls), _) => format!("TLS handshake: {tls}"),
         (None, Some(e)) => chain(e),
@@ -431,10 +433,24 @@ fn closed_because(canceled: &hyper::Error, ended: Option<&hyper::Error>) -> Stri
     }
 }
 
+/// What a server that refused a request's write by closing the connection (`e` a broken pipe
+/// or reset, before any byte of response) said before it closed: a TLS 1.3 server's refusal
+/// of the client's certificate comes after the handshake, and can reach the socket just
+/// before the request does ([`crate::connection::Ended`]).
+async fn refused_by(e: &hyper::Error, conn: &mut Connection, answered: bool) -> Option<String> {
+    if answered || !conn.io.write_failed() || tls_failure(e).is_some() {
+        return None;
+    }
+    canary_tls::explain_chain(conn.ended.cause().await?.as_ref())
+}
+
+/// An error and what it holds.
+type ConnError = dyn std::error::Error + Send + Sync + 'static;
+
 /// `e` and its sources, joined.
-fn chain(e: &hyper::Error) -> String {
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut said = e.to_string();
-    let mut source = std::error::Error::source(e);
+    let mut source = e.source();
     while let Some(s) = source {
         said.push_str(": ");
         said.push_str(&s.to_string());
