@@ -6,7 +6,7 @@
 //! of its bytes where the socket stamps them ([`RxTimer`]). Everything else is derived from
 //! those.
 
-mod interim;
+pub mod interim;
 mod read;
 
 use crate::connection::{Connection, IoTrace};
