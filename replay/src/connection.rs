@@ -7,6 +7,7 @@
 mod ended;
 mod gate;
 
+use crate::exchange::TypeNote;
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
@@ -43,6 +44,8 @@ pub struct Connector {
     no_reuse: Arc<AtomicBool>,
     /// Kernel receive timestamps: wanted, and whether the kernel refused them.
     rx: Arc<RxStamps>,
+    /// Streams read under a type that is not SSE's, said once.
+    types: Arc<TypeNote>,
 }
 
 /// An open connection ready for one request.
@@ -62,6 +65,8 @@ pub struct Connection {
     pub(crate) gate: Arc<GateShared>,
     /// How hyper's side of it ended: the cause of a request it closed before carrying.
     pub(crate) ended: Ended,
+    /// Its connector's note of streams under a type that is not SSE's.
+    pub(crate) types: Arc<TypeNote>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -136,6 +141,7 @@ impl Connector {
             idle: Arc::default(),
             no_reuse: Arc::default(),
             rx: Arc::new(RxStamps::new(rx_stamps)),
+            types: Arc::new(TypeNote::new(format!("{host}:{port}"))),
         })
     }
 
@@ -143,6 +149,14 @@ impl Connector {
     /// (not asked for) or `refused`, with the kernel's reason.
     pub fn rx_state(&self) -> (&'static str, Option<String>) {
         self.rx.state()
+    }
+
+    /// The `Content-Type` of the first stream read as SSE under another type (or none), and
+    /// how many were (exact); `None` when every stream said `text/event-stream`. (The run says
+    /// it once, as it happens.)
+    #[cfg(test)]
+    pub(crate) fn unexpected_content_type(&self) -> Option<(&str, u64)> {
+        self.types.noted()
     }
 
     /// An idle connection if one is ready, else a new one.
@@ -248,6 +262,7 @@ impl Connector {
         Ok(Connection {
             sender,
             ended,
+            types: self.types.clone(),
             cookie,
             connect_time: Some(opened_at.since(start)),
             opened_at,

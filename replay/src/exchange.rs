@@ -18,6 +18,7 @@ use canary_core::{
     ChunkGaps, ErrorKind, MonoTime, RequestError, RxTiming, ServerTimings, Usage, UserspaceTimes,
 };
 use http_body_util::Full;
+pub(crate) use read::TypeNote;
 use read::{
     body_start, content_coding, drain, error_body, not_sse, read_stream, read_whole, redirect,
     DRAIN_LIMIT, ERROR_BODY_WAIT,
@@ -297,6 +298,9 @@ pub async fn exchange(
                     ),
                 ));
             }
+            if let Some(t) = &not_sse {
+                conn.types.note(t);
+            }
             // Done at [DONE]: the body's end is read after the exchange's own deadlines.
             read_stream(
                 &mut body,
@@ -504,3 +508,6 @@ fn malformed_body(e: &(dyn std::error::Error + 'static)) -> bool {
         )
     })
 }
+
+#[cfg(test)]
+mod tests;
