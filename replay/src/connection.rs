@@ -4,11 +4,14 @@
 //! request during its lifetime, which is what lets kernel socket events (keyed by the socket
 //! cookie) be joined to request records. `TCP_NODELAY` is always on.
 
+mod ended;
 mod gate;
 
+use crate::exchange::TypeNote;
 use crate::rx_stamp::{RxLog, RxStamps, RxStream};
 use bytes::Bytes;
 use canary_core::MonoTime;
+pub(crate) use ended::Ended;
 use gate::Gate;
 pub(crate) use gate::GateShared;
 use http_body_util::Full;
@@ -41,6 +44,8 @@ pub struct Connector {
     no_reuse: Arc<AtomicBool>,
     /// Kernel receive timestamps: wanted, and whether the kernel refused them.
     rx: Arc<RxStamps>,
+    /// Streams read under a type that is not SSE's, said once.
+    types: Arc<TypeNote>,
 }
 
 /// An open connection ready for one request.
@@ -58,6 +63,10 @@ pub struct Connection {
     pub(crate) io: Arc<IoTrace>,
     /// Holds a request's bytes until the release thread writes them ([`gate`]).
     pub(crate) gate: Arc<GateShared>,
+    /// How hyper's side of it ended: the cause of a request it closed before carrying.
+    pub(crate) ended: Ended,
+    /// Its connector's note of streams under a type that is not SSE's.
+    pub(crate) types: Arc<TypeNote>,
 }
 
 /// What a connection's socket did, as seen by the HTTP client above it, and what the kernel
@@ -132,6 +141,7 @@ impl Connector {
             idle: Arc::default(),
             no_reuse: Arc::default(),
             rx: Arc::new(RxStamps::new(rx_stamps)),
+            types: Arc::new(TypeNote::new(format!("{host}:{port}"))),
         })
     }
 
@@ -139,6 +149,14 @@ impl Connector {
     /// (not asked for) or `refused`, with the kernel's reason.
     pub fn rx_state(&self) -> (&'static str, Option<String>) {
         self.rx.state()
+    }
+
+    /// The `Content-Type` of the first stream read as SSE under another type (or none), and
+    /// how many were (exact); `None` when every stream said `text/event-stream`. (The run says
+    /// it once, as it happens.)
+    #[cfg(test)]
+    pub(crate) fn unexpected_content_type(&self) -> Option<(&str, u64)> {
+        self.types.noted()
     }
 
     /// An idle connection if one is ready, else a new one.
@@ -229,20 +247,22 @@ impl Connector {
         // request's encrypted bytes.
         let (tcp, gate) = Gate::new(RxStream::new(tcp, rx), fd, &io);
         let max_header = self.max_header_bytes;
-        let sender = match &self.tls {
-            None => handshake(Traced::new(tcp, &io), max_header).await,
+        let (sender, ended) = match &self.tls {
+            None => handshake(Traced::new(tcp, &io), &io, max_header).await,
             Some((connector, name)) => {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|e| err(format!("TLS handshake: {}", canary_tls::explain_io(&e))))?;
-                handshake(Traced::new(stream, &io), max_header).await
+                handshake(Traced::new(stream, &io), &io, max_header).await
             }
         }
         .map_err(|e| err(e.to_string()))?;
         let opened_at = MonoTime::now();
         Ok(Connection {
             sender,
+            ended,
+            types: self.types.clone(),
             cookie,
             connect_time: Some(opened_at.since(start)),
             opened_at,
@@ -252,7 +272,11 @@ impl Connector {
     }
 }
 
-async fn handshake<S>(io: S, max_header_bytes: usize) -> hyper::Result<SendRequest<Full<Bytes>>>
+async fn handshake<S>(
+    io: S,
+    trace: &Arc<IoTrace>,
+    max_header_bytes: usize,
+) -> hyper::Result<(SendRequest<Full<Bytes>>, Ended)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -266,11 +290,11 @@ where
     // hyper's side of the connection (it reads and writes the socket) runs in a task of its
     // own, so it reads a response's segments as they come, whether or not the request's task
     // is running: a first token read before the next one arrives keeps its own kernel stamp
-    // (issue 21). Errors surface on the request that was using the connection.
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    // (issue 21). Errors surface on the request that was using the connection, or, when it
+    // closed before carrying one, through `ended`.
+    let (task, ended) = ended::watch(conn, trace.clone());
+    tokio::spawn(task);
+    Ok((sender, ended))
 }
 
 /// hyper's smallest allowed read buffer (it panics below 8 KiB); 64 KiB keeps reads of a

@@ -6,7 +6,7 @@
 //! of its bytes where the socket stamps them ([`RxTimer`]). Everything else is derived from
 //! those.
 
-mod interim;
+pub mod interim;
 mod read;
 
 use crate::connection::{Connection, IoTrace};
@@ -18,6 +18,7 @@ use canary_core::{
     ChunkGaps, ErrorKind, MonoTime, RequestError, RxTiming, ServerTimings, Usage, UserspaceTimes,
 };
 use http_body_util::Full;
+pub(crate) use read::TypeNote;
 use read::{
     body_start, content_coding, drain, error_body, not_sse, read_stream, read_whole, redirect,
     DRAIN_LIMIT, ERROR_BODY_WAIT,
@@ -172,37 +173,53 @@ pub async fn exchange(
                 ))
             }
         };
-        let response = sent.map_err(|e| {
-            let answered = conn.io.bytes_read() > read_before;
-            // Nothing of a response came, and the request never went out or the failure came
-            // right after it: on a reused connection, the server closed it idle, its close
-            // racing the request. Later, the server read the request and dropped it.
-            let unsent = e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
-            let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
-            m.unanswered = !answered && (unsent || soon);
-            if e.is_canceled() {
-                // hyper cancels a request only before writing any of it: the connection was
-                // closed before it could carry the request, so nothing reached the server.
-                error(
-                    ErrorKind::Connect,
-                    format!("connection closed before the request was sent: {e}"),
-                )
-            } else if e.is_parse_too_large() {
-                error(
-                    ErrorKind::ResponseTooLarge,
-                    format!(
-                        "response head over {} or 100 headers (max_header_bytes)",
-                        show_bytes(limits.caps.header_bytes)
-                    ),
-                )
-            } else if let Some(tls) = tls_failure(&e) {
-                // TLS 1.3: the client's handshake ends before the server has checked its
-                // certificate, so a server requiring one says so at the first read.
-                error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
-            } else {
-                classify_hyper(&e, head_failure(&e, &conn.io, answered))
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                let answered = conn.io.bytes_read() > read_before;
+                // Nothing of a response came, and the request never went out or the failure
+                // came right after it: on a reused connection, the server closed it idle, its
+                // close racing the request. Later, the server read the request and dropped it.
+                let unsent =
+                    e.is_canceled() || gate.as_ref().is_some_and(|g| g.sent_at().is_none());
+                let soon = MonoTime::now().since(sent_at(m.sent)) <= IDLE_CLOSE_RACE;
+                m.unanswered = !answered && (unsent || soon);
+                return Err(if e.is_canceled() {
+                    // hyper cancels a request only before writing any of it: the connection was
+                    // closed before it could carry the request, so nothing reached the server.
+                    // Why it closed is in the cancel when the request was queued on it, else
+                    // only in the connection's own end (a TLS 1.3 server's refusal that came
+                    // before the request did).
+                    let ended = match tls_failure(&e) {
+                        Some(_) => None,
+                        None => conn.ended.cause().await,
+                    };
+                    error(
+                        ErrorKind::Connect,
+                        format!(
+                            "connection closed before the request was sent: {}",
+                            closed_because(&e, ended.as_deref())
+                        ),
+                    )
+                } else if e.is_parse_too_large() {
+                    error(
+                        ErrorKind::ResponseTooLarge,
+                        format!(
+                            "response head over {} or 100 headers (max_header_bytes)",
+                            show_bytes(limits.caps.header_bytes)
+                        ),
+                    )
+                } else if let Some(tls) = tls_failure(&e) {
+                    // TLS 1.3: the client's handshake ends before the server has checked its
+                    // certificate, so a server requiring one says so at the first read.
+                    error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
+                } else if let Some(tls) = refused_by(&e, conn, answered).await {
+                    error(ErrorKind::Connect, format!("TLS handshake: {tls}"))
+                } else {
+                    classify_hyper(&e, head_failure(&e, &conn.io, answered))
+                });
             }
-        })?;
+        };
         let read = MonoTime::now();
         if gate.as_ref().is_some_and(|g| g.sent_at().is_none()) {
             // The gate holds the request until its time while telling hyper it was written,
@@ -280,6 +297,9 @@ pub async fn exchange(
                         start.await
                     ),
                 ));
+            }
+            if let Some(t) = &not_sse {
+                conn.types.note(t);
             }
             // Done at [DONE]: the body's end is read after the exchange's own deadlines.
             read_stream(
@@ -406,6 +426,43 @@ fn head_failure(e: &hyper::Error, io: &IoTrace, answered: bool) -> &'static str 
     }
 }
 
+/// Why a connection closed before carrying a request hyper `canceled`: the server's TLS
+/// alert, else the connection's own error (`ended`, when it failed), else what hyper says.
+fn closed_because(canceled: &hyper::Error, ended: Option<&ConnError>) -> String {
+    let tls = tls_failure(canceled).or_else(|| ended.and_then(|e| canary_tls::explain_chain(e)));
+    match (tls, ended) {
+        (Some(tls), _) => format!("TLS handshake: {tls}"),
+        (None, Some(e)) => chain(e),
+        (None, None) => chain(canceled),
+    }
+}
+
+/// What a server that refused a request's write by closing the connection (`e` a broken pipe
+/// or reset, before any byte of response) said before it closed: a TLS 1.3 server's refusal
+/// of the client's certificate comes after the handshake, and can reach the socket just
+/// before the request does ([`crate::connection::Ended`]).
+async fn refused_by(e: &hyper::Error, conn: &mut Connection, answered: bool) -> Option<String> {
+    if answered || !conn.io.write_failed() || tls_failure(e).is_some() {
+        return None;
+    }
+    canary_tls::explain_chain(conn.ended.cause().await?.as_ref())
+}
+
+/// An error and what it holds.
+type ConnError = dyn std::error::Error + Send + Sync + 'static;
+
+/// `e` and its sources, joined.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        said.push_str(": ");
+        said.push_str(&s.to_string());
+        source = s.source();
+    }
+    said
+}
+
 /// rustls' error in `e`'s chain (an alert the server sent), in plain words.
 fn tls_failure(e: &hyper::Error) -> Option<String> {
     std::error::Error::source(e).and_then(canary_tls::explain_chain)
@@ -451,3 +508,6 @@ fn malformed_body(e: &(dyn std::error::Error + 'static)) -> bool {
         )
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -49,6 +49,7 @@ pub use chunk::{
 };
 pub use connection::ConnectError;
 pub use dispatch::Dispatcher;
+pub use exchange::interim;
 pub use histograms::{Histograms, HistogramsError, MetricHistogram, HISTOGRAMS_FILE};
 pub use host::{canaryd_context, host_context};
 pub use ids::TraceContext;

@@ -290,6 +290,14 @@ async fn get(
     for (name, value) in &target.headers {
         req.headers_mut().insert(name.clone(), value.clone());
     }
+    // Past the cap the response's future is dropped, and hyper closes the connection.
+    let interim = canary_replay::interim::watch(&mut req);
+    let over_cap = || {
+        anyhow::anyhow!(
+            "{path}: over {} interim (1xx) responses before the final one, the most doctor reads",
+            canary_replay::interim::MAX_INTERIM
+        )
+    };
     let resp = if target.tls {
         let config = canary_replay::client_config(
             target.ca_bundle.as_deref(),
@@ -304,16 +312,21 @@ async fn get(
         tokio::spawn(conn);
         // TLS 1.3: a server requiring a client certificate refuses one missing at the
         // first read, after the client's side of the handshake is done.
-        send.send_request(req)
-            .await
-            .map_err(|e| match canary_tls::explain_chain(&e) {
-                Some(said) => anyhow::anyhow!("TLS handshake: {said}"),
-                None => anyhow::Error::from(e),
-            })?
+        let sent = tokio::select! {
+            r = send.send_request(req) => r,
+            () = interim.over_cap() => return Err(over_cap()),
+        };
+        sent.map_err(|e| match canary_tls::explain_chain(&e) {
+            Some(said) => anyhow::anyhow!("TLS handshake: {said}"),
+            None => anyhow::Error::from(e),
+        })?
     } else {
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
         tokio::spawn(conn);
-        send.send_request(req).await?
+        tokio::select! {
+            r = send.send_request(req) => r?,
+            () = interim.over_cap() => return Err(over_cap()),
+        }
     };
     let status = resp.status();
     let content_type = resp
@@ -383,6 +396,47 @@ mod tests {
         assert!(said.starts_with(&head), "{said}");
         assert!(said.ends_with("xxx\"…"), "{said}");
         assert!(said.len() < 200, "{said}");
+    }
+
+    // A server answering `100 Continue` forever held the probe until its timeout, parsing
+    // heads as fast as they came (`no answer within 2s`, the cause unsaid).
+    #[tokio::test]
+    async fn endless_interim_responses_end_the_probe_at_the_cap() {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        // Bounded: the flood stops here whatever the client does.
+        const FLOOD_LIMIT: u64 = 256 << 20;
+        let sent = std::sync::Arc::new(AtomicU64::new(0));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counted = sent.clone();
+        std::thread::spawn(move || {
+            let Some(Ok(mut conn)) = listener.incoming().next() else {
+                return;
+            };
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let heads = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(2048);
+            // Until the client closes the connection (a write fails) or the bound.
+            while counted.load(Ordering::Relaxed) < FLOOD_LIMIT {
+                match conn.write_all(&heads) {
+                    Ok(()) => counted.fetch_add(heads.len() as u64, Ordering::Relaxed),
+                    Err(_) => break,
+                };
+            }
+        });
+        let target = canary_replay::Target::root_of(&format!("http://127.0.0.1:{port}")).unwrap();
+        // Generous: the cap ends it long before (not a timing check).
+        let state = probe_models(&target, Duration::from_secs(60)).await;
+        assert!(!state.is_available(), "{state}");
+        assert_eq!(
+            state.to_string(),
+            format!(
+                "unavailable: 127.0.0.1:{port}: /v1/models: over 16 interim (1xx) responses \
+                 before the final one, the most doctor reads"
+            )
+        );
+        assert!(sent.load(Ordering::Relaxed) < FLOOD_LIMIT / 4);
     }
 
     // Audit (hostile servers), finding 9: a model list over the 1 MiB doctor reads was

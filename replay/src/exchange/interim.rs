@@ -1,6 +1,7 @@
 //! A cap on the interim (1xx) responses before a request's final one. hyper reads past them
 //! by itself, however many come: a server answering `100 Continue` forever had a request
-//! parse hundreds of MiB of heads until its timeout, a core busy.
+//! parse hundreds of MiB of heads until its timeout, a core busy. Requests and `doctor`'s
+//! probe take the same cap (telemetry's scrapes, a crate without this one, keep their own).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

@@ -11,6 +11,8 @@ use crate::secrets::Secrets;
 use crate::sse::{SseEvent, SseParser};
 use canary_core::{ErrorKind, MonoTime, RequestError};
 use http_body_util::BodyExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Bytes of an error response body kept for the error message.
@@ -32,6 +34,50 @@ pub(super) struct NotSse {
     /// head. Other types are read on, since a server may send SSE under a wrong type, and
     /// named when no event came.
     pub document: bool,
+}
+
+/// Streams read as SSE under another `Content-Type` (or none), noted once per run and target
+/// (its connector's): servers get the type wrong, so they are read, but a type that is not
+/// SSE's can as well be a proxy's or another API's answer, which a user should hear of.
+#[derive(Debug)]
+pub(crate) struct TypeNote {
+    /// The target's `host:port`, for the note.
+    origin: String,
+    /// The first such answer's type, as [`NotSse::shown`] says it.
+    first: OnceLock<String>,
+    /// How many such answers were read (exact).
+    seen: AtomicU64,
+}
+
+impl TypeNote {
+    /// No such answer yet, from the target at `origin`.
+    pub(crate) fn new(origin: String) -> TypeNote {
+        TypeNote {
+            origin,
+            first: OnceLock::new(),
+            seen: AtomicU64::new(0),
+        }
+    }
+
+    /// A stream about to be read under `t`: counted, and said at the first.
+    pub(super) fn note(&self, t: &NotSse) {
+        self.seen.fetch_add(1, Ordering::Relaxed);
+        if self.first.set(t.shown.clone()).is_ok() {
+            tracing::warn!(
+                "{}: a streaming answer came with {} (not text/event-stream); read as SSE all \
+                 the same, and said once per run",
+                self.origin,
+                t.shown
+            );
+        }
+    }
+
+    /// The first such answer's type, and how many came.
+    #[cfg(test)]
+    pub(crate) fn noted(&self) -> Option<(&str, u64)> {
+        let first = self.first.get()?;
+        Some((first.as_str(), self.seen.load(Ordering::Relaxed)))
+    }
 }
 
 /// The `Content-Type` of a streaming request's answer, when it is not an SSE stream's.
