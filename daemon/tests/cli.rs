@@ -1,6 +1,8 @@
 //! The `canaryd` binary run as a real process: the demo, analyze-trace, and clear errors on bad
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
+#[path = "cli/closed_stderr.rs"]
+mod closed_stderr;
 mod common;
 #[path = "cli/experiments.rs"]
 mod experiments;
