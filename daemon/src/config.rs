@@ -345,7 +345,8 @@ impl Config {
         // Bounded, and a regular file only: `/dev/zero` filled memory, a FIFO hung.
         let bytes =
             canary_files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| unreadable(&e))?;
-        let text = String::from_utf8(bytes).map_err(|e| unreadable(&e))?;
+        let text =
+            String::from_utf8(bytes).map_err(|e| not_utf8(path, e.as_bytes(), e.utf8_error()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Config::parse(&text, path, base)
     }
@@ -468,6 +469,24 @@ fn key_path(text: &str, span: std::ops::Range<usize>) -> String {
         .unwrap_or_default()
         .join(".")
         .replace(".[", "[")
+}
+
+/// A config that is not UTF-8, named by the line and column (in characters) of its first
+/// invalid byte, as its other errors are, not by a byte index.
+fn not_utf8(file: &Path, bytes: &[u8], e: std::str::Utf8Error) -> ConfigError {
+    let valid = &bytes[..e.valid_up_to()];
+    let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // The bytes before it are valid UTF-8: counted as characters.
+    let column = String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count()
+        + 1;
+    ConfigError {
+        file: file.to_path_buf(),
+        line: Some(valid.iter().filter(|&&b| b == b'\n').count() + 1),
+        message: format!("not UTF-8: an invalid byte at column {column} (save the file as UTF-8)"),
+        more: Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -313,7 +313,7 @@ pub struct Workload {
     /// `timeslices`, `timeslices.csv` and OTLP `canary.slice.*`, so warm-up and drift show.
     pub slice_duration: Option<SliceWidth>,
     /// `tokenizer.json`.
-    pub tokenizer: Option<PathBuf>,
+    pub tokenizer: Option<toml::Spanned<PathBuf>>,
     /// Default 0.
     pub prompt_seed: Option<u64>,
     // Synthetic load (no `trace`), as `canaryd profile`'s flags: see `config::shape`.

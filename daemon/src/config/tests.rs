@@ -960,6 +960,7 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
 }
 mod capacity;
 mod client_identity;
+mod files_named;
 mod otlp_header_values;
 mod sweep;
 

@@ -122,6 +122,7 @@ fn workload(
         ));
     }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
+    let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
     Ok(Workload {
         capacity,
         sweep,
@@ -148,10 +149,36 @@ fn workload(
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
         slice_duration: w.slice_duration.map(|d| d.0),
-        tokenizer: w.tokenizer.map(|p| src.rel(p)),
+        tokenizer,
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         synthesis,
     })
+}
+
+/// The workload's `tokenizer.json`, loaded (and its prompt words checked) as each run loads
+/// it: a missing file, or one that is not a tokenizer, is an error naming the key and line,
+/// where check-config said ok and every run failed. A file replaced later is loaded again by
+/// each run.
+fn tokenizer(
+    name: &str,
+    path: Option<toml::Spanned<PathBuf>>,
+    seed: Option<u64>,
+    src: &Source,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(path) = path else { return Ok(None) };
+    let at = Some(path.span().start);
+    let path = src.rel(path.into_inner());
+    let spec = canary_replay::PromptSpec {
+        tokenizer: canary_replay::TokenizerSpec::HuggingFace(path.clone()),
+        seed: seed.unwrap_or(Plan::PROMPT_SEED),
+    };
+    match spec.build() {
+        Ok(_) => Ok(Some(path)),
+        Err(e) => Err(src.err(
+            at,
+            format!("workloads.{name}.tokenizer: {:#}", anyhow::Error::from(e)),
+        )),
+    }
 }
 
 /// `kind = "capacity"` and its keys: a synthetic open-loop load (its `request_rate` is the
