@@ -255,6 +255,7 @@ pub mod raw;
 mod recover;
 pub(crate) mod shape;
 pub(crate) mod size;
+mod state_dir;
 mod validate;
 
 pub use otlp::{Otlp, OtlpHeader};
@@ -267,6 +268,9 @@ impl Config {
     /// caps the baseline).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Ok(Some(w)) = state_dir::check(&self.state_dir) {
+            out.push(w);
+        }
         if self.retention_runs < self.baseline.runs {
             out.push(format!(
                 "export.retention_runs ({}) is below baseline.runs ({}): baselines hold at most {} runs",
@@ -348,7 +352,17 @@ impl Config {
         let text =
             String::from_utf8(bytes).map_err(|e| not_utf8(path, e.as_bytes(), e.utf8_error()))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Config::parse(&text, path, base)
+        let c = Config::parse(&text, path, base)?;
+        // Here, not in `parse`: it looks at the file system (and a test's text is no file).
+        if let Err(why) = state_dir::check(&c.state_dir) {
+            return Err(ConfigError {
+                file: path.to_path_buf(),
+                line: key_line(&text, "state_dir"),
+                message: format!("state_dir: {} {why}", c.state_dir.display()),
+                more: Vec::new(),
+            });
+        }
+        Ok(c)
     }
 
     /// Validates `text` (read from `file`, for messages); relative paths are joined to `base`.
@@ -469,6 +483,16 @@ fn key_path(text: &str, span: std::ops::Range<usize>) -> String {
         .unwrap_or_default()
         .join(".")
         .replace(".[", "[")
+}
+
+/// The 1-based line where the top-level `key` is set, if it is.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let at = text.lines().position(|l| {
+        l.trim_start()
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    })?;
+    Some(at + 1)
 }
 
 /// A config that is not UTF-8, named by the line and column (in characters) of its first

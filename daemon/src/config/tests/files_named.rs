@@ -4,6 +4,7 @@
 
 use super::{error_at, GOOD};
 use crate::config::Config;
+use std::path::Path;
 
 /// [`GOOD`] with `tokenizer = PATH` in the workload `chat`.
 fn with_tokenizer(path: &std::path::Path) -> String {
@@ -56,4 +57,38 @@ fn a_config_that_is_not_utf8_is_named_by_line_and_column() {
     );
     assert!(e.starts_with(&want), "want {want:?}, got {e}");
     assert!(!e.contains("index"), "{e}");
+}
+
+/// A `state_dir` no user could create (under `/proc`, or through a file) fails the daemon at
+/// start: an error when the file is read, naming the line, where check-config said ok.
+#[test]
+fn a_state_dir_that_cannot_be_made_is_an_error_naming_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a-file"), "").unwrap();
+    let through_a_file = dir.path().join("a-file/state");
+    for state in [Path::new("/proc/canaryd-nope/state"), &through_a_file] {
+        let path = dir.path().join("canaryd.toml");
+        let text = GOOD.replace(
+            "state_dir = \"/tmp/canaryd-state\"",
+            &format!("state_dir = \"{}\"", state.display()),
+        );
+        std::fs::write(&path, &text).unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        let want = format!(
+            "{}:2: state_dir: {} cannot be",
+            path.display(),
+            state.display()
+        );
+        assert!(e.starts_with(&want), "want {want:?}, got {e}");
+    }
+    // One that can: no error, and nothing left behind by the check.
+    let path = dir.path().join("canaryd.toml");
+    let state = dir.path().join("new/state");
+    let text = GOOD.replace(
+        "state_dir = \"/tmp/canaryd-state\"",
+        &format!("state_dir = \"{}\"", state.display()),
+    );
+    std::fs::write(&path, &text).unwrap();
+    Config::load(&path).unwrap();
+    assert!(!dir.path().join("new").exists());
 }
