@@ -164,6 +164,8 @@ pub struct Workload {
     pub target: String,
     /// The trace; `None` for a synthetic load ([`Workload::synthetic`]).
     pub trace: Option<TraceSource>,
+    /// The 1-based line of its `trace` key, for errors found loading the trace.
+    pub trace_line: Option<usize>,
     /// Synthetic requests at a rate or from a closed loop of users, when there is no trace.
     pub synthetic: Option<shape::Synthetic>,
     /// Requests cancelled on purpose.

@@ -209,7 +209,11 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
         match service::workload::check_workload(&c, w, &shutdown).await {
             Ok(service::workload::TraceCheck::Stopped) => return Ok(INTERRUPTED),
             Ok(checked) => traces.push(checked),
-            Err(e) => failed.push(e.context(path.display().to_string())),
+            // At the line of its `trace` key, as the file's other errors are named.
+            Err(e) => failed.push(e.context(match w.trace_line {
+                Some(line) => format!("{}:{line}", path.display()),
+                None => path.display().to_string(),
+            })),
         }
     }
     if failed.len() > 1 {

@@ -271,7 +271,7 @@ pub struct Workload {
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
     /// Trace file, or `"bundled"`; absent: synthetic requests (the keys below).
-    pub trace: Option<String>,
+    pub trace: Option<toml::Spanned<String>>,
     /// `mooncake`, `bailian` or `burstgpt` (default: detected).
     pub format: Option<FormatName>,
     /// Window start.

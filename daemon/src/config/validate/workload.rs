@@ -5,7 +5,7 @@ use super::Source;
 use crate::config::cadence::Cadence;
 use crate::config::recover::Dropped;
 use crate::config::{
-    raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
+    line_of, raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
 };
 use canary_replay::{Plan, TraceFormat};
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,7 +97,8 @@ fn workload(
     let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
-    let trace = match w.trace.as_deref() {
+    let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
+    let trace = match w.trace.as_ref().map(|t| t.get_ref().as_str()) {
         None => None,
         Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
         Some(path) => {
@@ -130,6 +131,7 @@ fn workload(
         start_at,
         target: w.target.into_inner(),
         trace,
+        trace_line,
         synthetic: shape.synthetic,
         cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),
