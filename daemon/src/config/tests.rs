@@ -962,6 +962,7 @@ mod capacity;
 mod client_identity;
 mod files_named;
 mod otlp_header_values;
+mod secret_keys;
 mod sweep;
 
 /// The 1-based line of the first line of `text` that starts with `start`.
