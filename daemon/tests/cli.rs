@@ -6,6 +6,8 @@ mod closed_stderr;
 mod common;
 #[path = "cli/experiments.rs"]
 mod experiments;
+#[path = "cli/export_off_once.rs"]
+mod export_off_once;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/http_status.rs"]
