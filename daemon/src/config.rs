@@ -164,6 +164,8 @@ pub struct Workload {
     pub target: String,
     /// The trace; `None` for a synthetic load ([`Workload::synthetic`]).
     pub trace: Option<TraceSource>,
+    /// The 1-based line of its `trace` key, for errors found loading the trace.
+    pub trace_line: Option<usize>,
     /// Synthetic requests at a rate or from a closed loop of users, when there is no trace.
     pub synthetic: Option<shape::Synthetic>,
     /// Requests cancelled on purpose.
@@ -255,6 +257,7 @@ pub mod raw;
 mod recover;
 pub(crate) mod shape;
 pub(crate) mod size;
+mod state_dir;
 mod validate;
 
 pub use otlp::{Otlp, OtlpHeader};
@@ -267,6 +270,9 @@ impl Config {
     /// caps the baseline).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Ok(Some(w)) = state_dir::check(&self.state_dir) {
+            out.push(w);
+        }
         if self.retention_runs < self.baseline.runs {
             out.push(format!(
                 "export.retention_runs ({}) is below baseline.runs ({}): baselines hold at most {} runs",
@@ -345,9 +351,20 @@ impl Config {
         // Bounded, and a regular file only: `/dev/zero` filled memory, a FIFO hung.
         let bytes =
             canary_files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| unreadable(&e))?;
-        let text = String::from_utf8(bytes).map_err(|e| unreadable(&e))?;
+        let text =
+            String::from_utf8(bytes).map_err(|e| not_utf8(path, e.as_bytes(), e.utf8_error()))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Config::parse(&text, path, base)
+        let c = Config::parse(&text, path, base)?;
+        // Here, not in `parse`: it looks at the file system (and a test's text is no file).
+        if let Err(why) = state_dir::check(&c.state_dir) {
+            return Err(ConfigError {
+                file: path.to_path_buf(),
+                line: key_line(&text, "state_dir"),
+                message: format!("state_dir: {} {why}", c.state_dir.display()),
+                more: Vec::new(),
+            });
+        }
+        Ok(c)
     }
 
     /// Validates `text` (read from `file`, for messages); relative paths are joined to `base`.
@@ -468,6 +485,34 @@ fn key_path(text: &str, span: std::ops::Range<usize>) -> String {
         .unwrap_or_default()
         .join(".")
         .replace(".[", "[")
+}
+
+/// The 1-based line where the top-level `key` is set, if it is.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let at = text.lines().position(|l| {
+        l.trim_start()
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    })?;
+    Some(at + 1)
+}
+
+/// A config that is not UTF-8, named by the line and column (in characters) of its first
+/// invalid byte, as its other errors are, not by a byte index.
+fn not_utf8(file: &Path, bytes: &[u8], e: std::str::Utf8Error) -> ConfigError {
+    let valid = &bytes[..e.valid_up_to()];
+    let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // The bytes before it are valid UTF-8: counted as characters.
+    let column = String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count()
+        + 1;
+    ConfigError {
+        file: file.to_path_buf(),
+        line: Some(valid.iter().filter(|&&b| b == b'\n').count() + 1),
+        message: format!("not UTF-8: an invalid byte at column {column} (save the file as UTF-8)"),
+        more: Vec::new(),
+    }
 }
 
 #[cfg(test)]

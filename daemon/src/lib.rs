@@ -209,7 +209,11 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
         match service::workload::check_workload(&c, w, &shutdown).await {
             Ok(service::workload::TraceCheck::Stopped) => return Ok(INTERRUPTED),
             Ok(checked) => traces.push(checked),
-            Err(e) => failed.push(e.context(path.display().to_string())),
+            // At the line of its `trace` key, as the file's other errors are named.
+            Err(e) => failed.push(e.context(match w.trace_line {
+                Some(line) => format!("{}:{line}", path.display()),
+                None => path.display().to_string(),
+            })),
         }
     }
     if failed.len() > 1 {
@@ -237,7 +241,13 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     }
     // Read as the daemon reads it at start (the `OTEL_*` variables, header values): what
     // it cannot use there, the daemon logs once and runs without export, so a warning here.
-    let export_off = c.otlp.exporter_config().err();
+    let warnings = c.warnings();
+    // Said once: a header value that cannot be read here is among the warnings already
+    // (each of them, and that export stays off), so no "export off" line repeats it.
+    let export_off = c.otlp.exporter_config().err().filter(|e| {
+        let key = e.split_once(": ").map_or(e.as_str(), |(key, _)| key);
+        !warnings.iter().any(|w| w.starts_with(&format!("{key}: ")))
+    });
     for (w, trace) in c.workloads.iter().zip(traces) {
         outln!(
             "  {}: {} against {}",
@@ -283,7 +293,7 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     if let Some(e) = export_off {
         outln!("  warning: OTLP export off: {e}; the daemon would run without export")?;
     }
-    for warning in c.warnings() {
+    for warning in warnings {
         outln!("  warning: {warning}")?;
     }
     Ok(0)

@@ -41,10 +41,14 @@ fn init_logging(format: canaryd::LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: a log file or a pipe gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A log line that cannot be written (stderr closed, as under `2>&1 | head -1`, or full)
+    // is lost, not reported: the report would be tracing-subscriber's own `eprintln!` to that
+    // same stderr, which panics and takes the run (and its artifacts) with it.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     // Under journald, timestamps are added by the journal: do not print them twice.
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     match (format, journald) {

@@ -1,9 +1,13 @@
 //! The `canaryd` binary run as a real process: the demo, analyze-trace, and clear errors on bad
 //! input. The replay engine itself is tested in depth by `canary-replay` and `canary-e2e`.
 
+#[path = "cli/closed_stderr.rs"]
+mod closed_stderr;
 mod common;
 #[path = "cli/experiments.rs"]
 mod experiments;
+#[path = "cli/export_off_once.rs"]
+mod export_off_once;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/http_status.rs"]

@@ -690,12 +690,12 @@ fn check_config_names_every_workload_whose_trace_does_not_load() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("traces.toml: 2 errors:"), "{err}");
     assert!(
-        err.contains("\n  ") && err.contains("traces.toml: workloads.a: loading the trace"),
+        err.contains("\n  ") && err.contains("traces.toml:7: workloads.a: loading the trace"),
         "{err}"
     );
     assert!(err.contains("(length_limit), found"), "{err}");
     assert!(
-        err.contains("traces.toml: workloads.b: loading the trace: workloads.b.speedup"),
+        err.contains("traces.toml:13: workloads.b: loading the trace: workloads.b.speedup"),
         "{err}"
     );
 }

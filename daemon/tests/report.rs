@@ -3,6 +3,8 @@
 //! error, no network request, every chart drawn with data.
 
 mod common;
+#[path = "report/page_file.rs"]
+mod page_file;
 
 use canary_testkit::browser::{chromium, Browser};
 use common::page::{chart, CHARTS};

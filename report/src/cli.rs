@@ -34,6 +34,8 @@ pub struct CompareArgs {
 
 /// Writes the report; returns the line to print.
 pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
+    let inputs: Vec<&Path> = args.dirs.iter().map(PathBuf::as_path).collect();
+    crate::page_file::check(&args.output, &inputs)?;
     let loaded = load(&args.dirs)?;
     let html = render_report(&loaded)?;
     write(&args.output, &html)?;
@@ -49,6 +51,9 @@ pub fn report(args: &ReportArgs) -> Result<String, ReportError> {
 
 /// Compares the runs (or the sweeps), writes the page if asked; returns the text to print.
 pub fn compare(args: &CompareArgs) -> Result<String, ReportError> {
+    if let Some(out) = &args.output {
+        crate::page_file::check(out, &[&args.a, &args.b])?;
+    }
     match (Sweep::load(&args.a)?, Sweep::load(&args.b)?) {
         (Some(a), Some(b)) => return compare_sweeps(args, &a, &b),
         (None, None) => {}

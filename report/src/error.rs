@@ -47,6 +47,14 @@ pub enum ReportError {
         /// What is wrong, naming the field when one is at fault.
         what: String,
     },
+    /// The page's file is refused: it would replace a file of a run being read.
+    #[error("{}: {why}", path.display())]
+    Output {
+        /// The file asked for (`-o`).
+        path: PathBuf,
+        /// Why not.
+        why: String,
+    },
     /// A chart could not be drawn (a bug: ranges are checked before drawing).
     #[error("drawing the chart {chart}: {what}")]
     Draw {

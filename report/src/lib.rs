@@ -30,6 +30,7 @@ mod compare;
 mod error;
 mod experiment;
 mod html;
+mod page_file;
 mod plot;
 mod report;
 mod sample;

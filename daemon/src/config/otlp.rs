@@ -169,6 +169,22 @@ impl Otlp {
                     }
                 }
             };
+            if !canary_exporters::valid_header_value(&value) {
+                let from = match h {
+                    OtlpHeader::Plain(_) => "given".to_string(),
+                    OtlpHeader::Env(var, _) => format!("read from {}", super::variable(var)),
+                    OtlpHeader::File(path, _) => format!(
+                        "read from {}",
+                        canary_replay::key_path_shown(path).unwrap_or_else(|| format!(
+                            "the file {}",
+                            canary_replay::NAME_NOT_SHOWN
+                        ))
+                    ),
+                };
+                return Err(format!(
+                    "otlp.headers.{name}: the value {from} {NOT_A_HEADER_VALUE}"
+                ));
+            }
             c.headers.retain(|(k, _)| k != name);
             c.headers.push((name.clone(), value));
         }
@@ -232,6 +248,13 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
             return Err(err(at, format!("otlp.headers: {why}")));
         }
         let value = match v.into_inner() {
+            // The exporter would drop it without a word, and export run without it.
+            raw::HeaderValue::Plain(s) if !canary_exporters::valid_header_value(&s) => {
+                return Err(err(
+                    at,
+                    format!("otlp.headers.{name}: the value {NOT_A_HEADER_VALUE}"),
+                ));
+            }
             raw::HeaderValue::Plain(s) => OtlpHeader::Plain(s),
             raw::HeaderValue::From(src) => {
                 let prefix = src.prefix.unwrap_or_default();
@@ -291,6 +314,10 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
         )?,
     })
 }
+
+/// Why a header value is refused; the value itself is never shown (it is usually a key).
+const NOT_A_HEADER_VALUE: &str =
+    "is not a valid HTTP header value (visible ASCII, spaces and tabs only; not shown here)";
 
 /// A header's secret from its file: a small regular file of UTF-8 (not a FIFO, not a device).
 fn read_secret(path: &std::path::Path) -> std::io::Result<String> {

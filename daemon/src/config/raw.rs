@@ -271,7 +271,7 @@ pub struct Workload {
     /// A `[targets]` name.
     pub target: toml::Spanned<String>,
     /// Trace file, or `"bundled"`; absent: synthetic requests (the keys below).
-    pub trace: Option<String>,
+    pub trace: Option<toml::Spanned<String>>,
     /// `mooncake`, `bailian` or `burstgpt` (default: detected).
     pub format: Option<FormatName>,
     /// Window start.
@@ -313,7 +313,7 @@ pub struct Workload {
     /// `timeslices`, `timeslices.csv` and OTLP `canary.slice.*`, so warm-up and drift show.
     pub slice_duration: Option<SliceWidth>,
     /// `tokenizer.json`.
-    pub tokenizer: Option<PathBuf>,
+    pub tokenizer: Option<toml::Spanned<PathBuf>>,
     /// Default 0.
     pub prompt_seed: Option<u64>,
     // Synthetic load (no `trace`), as `canaryd profile`'s flags: see `config::shape`.

@@ -124,11 +124,10 @@ pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> Config
         });
     // serde quotes a value of the wrong type (`headers = "Authorization: Bearer …"` where a
     // table belongs): under `headers` that value is a secret.
-    if path
-        .as_deref()
-        .is_some_and(|p| p.split('.').any(|k| k == "headers"))
-    {
-        message = hide_quoted_strings(&message);
+    // So is a value of any type under a key naming one: `api_key_env = 1234…` is a key
+    // pasted as a number (serde quotes those in backticks).
+    if path.as_deref().is_some_and(holds_a_secret) {
+        message = hide_backquoted(&hide_quoted_strings(&message));
     }
     ConfigError {
         file: file.to_path_buf(),
@@ -190,6 +189,28 @@ fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
         Some(t) if !t.is_empty() => format!("{t}.{key}"),
         _ => key.to_string(),
     })
+}
+
+/// Whether the key at `path` holds a secret, or names where one is (a pasted secret is
+/// found there too).
+fn holds_a_secret(path: &str) -> bool {
+    const SECRET_KEYS: [&str; 4] = ["headers", "api_key_env", "api_key_file", "client_key"];
+    path.split('.').any(|k| SECRET_KEYS.contains(&k))
+}
+
+/// `message` with the value serde quoted in backticks (`invalid type: integer `5`, …`: a
+/// number, a boolean) said as `(not shown)`; the backticked names of other messages (`unknown
+/// field `envv`, expected `env`…`) stay.
+fn hide_backquoted(message: &str) -> String {
+    if !(message.starts_with("invalid type:") || message.starts_with("invalid value:")) {
+        return message.to_string();
+    }
+    let Some((before, rest)) = message.split_once('`') else {
+        return message.to_string();
+    };
+    // Unclosed: nothing after the backtick is shown.
+    let after = rest.split_once('`').map_or("", |(_, after)| after);
+    format!("{before}(not shown){after}")
 }
 
 /// `message` with each `string "…"` serde wrote (Rust's debug quoting, `\"` inside) said as

@@ -960,6 +960,9 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
 }
 mod capacity;
 mod client_identity;
+mod files_named;
+mod otlp_header_values;
+mod secret_keys;
 mod sweep;
 
 /// The 1-based line of the first line of `text` that starts with `start`.

@@ -377,7 +377,7 @@ request_count = 10",
     let (code, out) = check("bad-row.toml", "trace = \"bad.jsonl\"");
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("bad-row.toml: workloads.w: loading the trace"),
+        out.contains("bad-row.toml:10: workloads.w: loading the trace"),
         "{out}"
     );
     assert!(

@@ -5,7 +5,7 @@ use super::Source;
 use crate::config::cadence::Cadence;
 use crate::config::recover::Dropped;
 use crate::config::{
-    raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
+    line_of, raw, CapacitySearch, ConfigError, Target, TraceSource, Workload, BUNDLED_TRACE,
 };
 use canary_replay::{Plan, TraceFormat};
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,7 +97,8 @@ fn workload(
     let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
-    let trace = match w.trace.as_deref() {
+    let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
+    let trace = match w.trace.as_ref().map(|t| t.get_ref().as_str()) {
         None => None,
         Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
         Some(path) => {
@@ -122,6 +123,7 @@ fn workload(
         ));
     }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
+    let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
     Ok(Workload {
         capacity,
         sweep,
@@ -129,6 +131,7 @@ fn workload(
         start_at,
         target: w.target.into_inner(),
         trace,
+        trace_line,
         synthetic: shape.synthetic,
         cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),
@@ -148,10 +151,36 @@ fn workload(
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
         slice_duration: w.slice_duration.map(|d| d.0),
-        tokenizer: w.tokenizer.map(|p| src.rel(p)),
+        tokenizer,
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         synthesis,
     })
+}
+
+/// The workload's `tokenizer.json`, loaded (and its prompt words checked) as each run loads
+/// it: a missing file, or one that is not a tokenizer, is an error naming the key and line,
+/// where check-config said ok and every run failed. A file replaced later is loaded again by
+/// each run.
+fn tokenizer(
+    name: &str,
+    path: Option<toml::Spanned<PathBuf>>,
+    seed: Option<u64>,
+    src: &Source,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(path) = path else { return Ok(None) };
+    let at = Some(path.span().start);
+    let path = src.rel(path.into_inner());
+    let spec = canary_replay::PromptSpec {
+        tokenizer: canary_replay::TokenizerSpec::HuggingFace(path.clone()),
+        seed: seed.unwrap_or(Plan::PROMPT_SEED),
+    };
+    match spec.build() {
+        Ok(_) => Ok(Some(path)),
+        Err(e) => Err(src.err(
+            at,
+            format!("workloads.{name}.tokenizer: {:#}", anyhow::Error::from(e)),
+        )),
+    }
 }
 
 /// `kind = "capacity"` and its keys: a synthetic open-loop load (its `request_rate` is the
