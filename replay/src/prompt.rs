@@ -62,10 +62,17 @@ pub enum PromptError {
         source: std::io::Error,
     },
     /// The `tokenizer.json` is not a tokenizer the `tokenizers` crate understands.
-    #[error("invalid tokenizer file {}", path.display())]
+    #[error(
+        "invalid tokenizer file {}{}",
+        path.display(),
+        if *valid_json { " (valid JSON, but not a tokenizer.json)" } else { "" }
+    )]
     TokenizerParse {
         /// The file.
         path: PathBuf,
+        /// Whether the file is well-formed JSON: the crate's error (`expected , or }`) then
+        /// reads like a syntax error that is not there.
+        valid_json: bool,
         /// The parse error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

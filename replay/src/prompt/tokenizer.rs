@@ -122,13 +122,16 @@ fn load_hf(path: &Path) -> Result<tokenizers::Tokenizer, PromptError> {
         }
     })?;
     let mut tok =
-        tokenizers::Tokenizer::from_bytes(json).map_err(|source| PromptError::TokenizerParse {
+        tokenizers::Tokenizer::from_bytes(&json).map_err(|source| PromptError::TokenizerParse {
             path: path.to_owned(),
+            // Parsed again only on this error path.
+            valid_json: serde_json::from_slice::<serde::de::IgnoredAny>(&json).is_ok(),
             source,
         })?;
     tok.with_truncation(None)
         .map_err(|source| PromptError::TokenizerParse {
             path: path.to_owned(),
+            valid_json: true,
             source,
         })?;
     tok.with_padding(None);
@@ -156,6 +159,24 @@ mod tests {
         let e = load_hf(Path::new("/dev/zero")).unwrap_err();
         let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
         assert!(chain.contains("not a regular file"), "{chain}");
+    }
+
+    // A well-formed JSON file that is no tokenizer drew the crate's "expected `,` or `}` at
+    // line 1 column 7", which reads as a syntax error; a broken file is still told as one.
+    #[test]
+    fn a_json_file_that_is_no_tokenizer_is_told_from_a_broken_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let valid = dir.path().join("valid.json");
+        std::fs::write(&valid, r#"{"not":"a tokenizer"}"#).unwrap();
+        let e = load_hf(&valid).unwrap_err().to_string();
+        assert!(
+            e.contains("valid.json (valid JSON, but not a tokenizer.json)"),
+            "{e}"
+        );
+        let broken = dir.path().join("broken.json");
+        std::fs::write(&broken, r#"{"not":"#).unwrap();
+        let e = load_hf(&broken).unwrap_err().to_string();
+        assert!(e.ends_with("broken.json"), "{e}");
     }
 
     #[test]
