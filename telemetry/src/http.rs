@@ -2,6 +2,8 @@
 //! polling loop shared by the server and DCGM scrapers: scrape every interval, report an
 //! unreachable endpoint once, retry quietly.
 
+mod ended;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -91,9 +93,10 @@ pub enum ScrapeError {
     Http {
         /// The endpoint.
         url: String,
-        /// hyper's error.
+        /// hyper's error, or its connection's when hyper's says only that the connection
+        /// closed before the GET went out.
         #[source]
-        source: hyper::Error,
+        source: ended::Cause,
     },
     /// No complete response within the timeout.
     #[error("{url}: no complete response within {timeout:?}")]
@@ -329,9 +332,14 @@ impl Endpoint {
         let url = || self.url.clone();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
-            .map_err(|source| ScrapeError::Http { url: url(), source })?;
-        // The connection task ends by itself once `sender` is dropped.
-        tokio::spawn(conn);
+            .map_err(|source| ScrapeError::Http {
+                url: url(),
+                source: source.into(),
+            })?;
+        // The connection task ends by itself once `sender` is dropped; `ended` says why it
+        // failed, when the GET is told only that it closed.
+        let (task, ended) = ended::watch(conn);
+        tokio::spawn(task);
         let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
         // Never the URL's user info: `Host` is read by every proxy and access log on the way.
         let authority = self.uri.authority().map_or(self.host.as_str(), |a| {
@@ -369,7 +377,15 @@ impl Endpoint {
                 })
             }
         };
-        let resp = resp.map_err(|source| ScrapeError::Http { url: url(), source })?;
+        let resp = match resp {
+            Ok(resp) => resp,
+            Err(e) => {
+                return Err(ScrapeError::Http {
+                    url: url(),
+                    source: ended.why(e).await,
+                })
+            }
+        };
         let at = MonoTime::now();
         let status = resp.status();
         if !status.is_success() {

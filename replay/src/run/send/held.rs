@@ -180,9 +180,52 @@ fn closed_unsent(m: &mut Measurement) {
     m.sent = now;
     m.end = Stamp::read(now);
     let why = m.error.take().map(|e| e.message).unwrap_or_default();
+    // The exchange says it already when hyper canceled the request; said once.
+    let message = match why.as_str() {
+        w if w.starts_with(CLOSED_UNSENT) => why,
+        "" => CLOSED_UNSENT.to_owned(),
+        w => format!("{CLOSED_UNSENT}: {w}"),
+    };
     m.error = Some(RequestError {
         kind: ErrorKind::Connect,
         http_status: None,
-        message: format!("connection closed before the request was sent: {why}"),
+        message,
     });
+}
+
+/// How a [`closed_unsent`] request's error begins.
+const CLOSED_UNSENT: &str = "connection closed before the request was sent";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed(why: Option<&str>) -> String {
+        let mut m = Measurement {
+            error: why.map(|w| RequestError {
+                kind: ErrorKind::Connect,
+                http_status: None,
+                message: w.to_owned(),
+            }),
+            ..Measurement::default()
+        };
+        closed_unsent(&mut m);
+        let e = m.error.unwrap();
+        assert_eq!(e.kind, ErrorKind::Connect);
+        e.message
+    }
+
+    #[test]
+    fn a_closed_unsent_request_says_so_once() {
+        let said = "connection closed before the request was sent: TLS handshake: refused";
+        assert_eq!(closed(Some(said)), said);
+        assert_eq!(
+            closed(Some("broken pipe")),
+            "connection closed before the request was sent: broken pipe"
+        );
+        assert_eq!(
+            closed(None),
+            "connection closed before the request was sent"
+        );
+    }
 }
