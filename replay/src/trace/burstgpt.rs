@@ -118,23 +118,14 @@ pub(super) fn parse<R: BufRead>(
         let first = rows.report.rows == 1;
         let record = match cells.split(text) {
             Ok(record) if record.len() == header.len() => record,
-            Ok(record) if first && record.len() > header.len() => {
+            Ok(record) => {
                 // A header short of the standard columns, under rows that have more: the
                 // header is what lost them (every row would be refused for it).
-                if let Some(e) = short_header(&header, header_line, record.len(), row) {
-                    return Err(e);
+                if first && record.len() > header.len() {
+                    if let Some(e) = short_header(&header, header_line, record.len(), row) {
+                        return Err(e);
+                    }
                 }
-                rows.reject(malformed(
-                    None,
-                    format!(
-                        "{} fields where the header (line {header_line}) has {}",
-                        record.len(),
-                        header.len()
-                    ),
-                ))?;
-                continue;
-            }
-            Ok(record) => {
                 rows.reject(malformed(
                     None,
                     format!(
