@@ -26,8 +26,10 @@
 
 mod explain;
 mod identity;
+mod last_words;
 pub use explain::{explain, explain_chain, explain_error, explain_io};
 pub use identity::{ClientIdentity, MAX_IDENTITY_FILE_BYTES};
+pub use last_words::last_words;
 
 use canary_files::read_small_file;
 use rustls::pki_types::{pem::PemObject, CertificateDer};

@@ -14,21 +14,13 @@ use std::error::Error;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 /// How long a failed request waits for its connection's task to say why. The task ends in the
-/// poll that fails the request, and then reads at most [`LAST_WORDS_WAIT`]: this is only a
-/// bound, so that a connection somehow still alive never holds the request.
+/// poll that fails the request, and then reads at most 250 ms ([`canary_tls::last_words`]):
+/// this is only a bound, so that a connection somehow still alive never holds the request.
 pub(crate) const END_WAIT: Duration = Duration::from_secs(1);
-
-/// How long the task reads for what the server said before closing a connection it refused a
-/// write on: the peer has closed, so the read returns at once (its bytes, its end or a reset).
-const LAST_WORDS_WAIT: Duration = Duration::from_millis(250);
-
-/// Bytes of the server's last words read at most: a TLS alert is a 7-byte record (31 when
-/// encrypted); anything longer is not what is looked for.
-const LAST_WORDS_MAX: usize = 512;
 
 /// Why a connection's task ended, when it failed.
 pub(crate) type Cause = Box<dyn Error + Send + Sync>;
@@ -53,7 +45,7 @@ where
         let mut io = conn.into_parts().io.into_inner();
         let refused = trace.write_failed() && !trace.read_failed() && trace.bytes_read() == 0;
         let said = match refused {
-            true => last_words(&mut io).await,
+            true => canary_tls::last_words(&mut io).await.map(Cause::from),
             false => None,
         };
         // Nobody asking (the connection dropped) is fine.
@@ -62,16 +54,6 @@ where
         let _ = io.shutdown().await;
     };
     (task, Ended(Some(rx)))
-}
-
-/// The error reading `io` ends in, when the server closed it after saying why (a TLS alert,
-/// which reads as rustls' error); `None` for its end, bytes or no answer.
-async fn last_words<S: AsyncRead + Unpin>(io: &mut S) -> Option<Cause> {
-    let mut buf = [0u8; LAST_WORDS_MAX];
-    match tokio::time::timeout(LAST_WORDS_WAIT, io.read(&mut buf)).await {
-        Ok(Err(e)) if canary_tls::explain_error(&e).is_some() => Some(e.into()),
-        _ => None,
-    }
 }
 
 impl Ended {

@@ -4,7 +4,8 @@
 //! server refused by closing is told "broken pipe", while why the server closed (a TLS 1.3
 //! server's refusal of a missing client certificate, an alert sent right after the handshake)
 //! is the connection task's own error, or waits unread on the socket. The replay's connections
-//! do the same (canary-replay's `connection::ended`; this crate does not depend on it).
+//! do the same (canary-replay's `connection::ended`); both read the socket through
+//! [`canary_tls::last_words`].
 
 use bytes::Bytes;
 use http_body_util::Empty;
@@ -13,24 +14,17 @@ use hyper_util::rt::TokioIo;
 use std::error::Error;
 use std::future::Future;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 /// Why a scrape's HTTP exchange failed.
 pub(crate) type Cause = Box<dyn Error + Send + Sync>;
 
 /// How long a failed GET waits for its connection's task to say why. The task ends in the
-/// poll that fails the GET, then reads at most [`LAST_WORDS_WAIT`]: this is only a bound, so
-/// a connection somehow still alive never holds the scrape (its own timeout bounds it too).
+/// poll that fails the GET, then reads at most 250 ms ([`canary_tls::last_words`]): this is
+/// only a bound, so a connection somehow still alive never holds the scrape (its own timeout
+/// bounds it too).
 const END_WAIT: Duration = Duration::from_secs(1);
-
-/// How long the task reads for what the server said before closing: the peer has closed, so
-/// the read returns at once (its bytes, its end or a reset).
-const LAST_WORDS_WAIT: Duration = Duration::from_millis(250);
-
-/// Bytes of the server's last words read at most: a TLS alert is a 7-byte record (31 when
-/// encrypted); anything longer is not what is looked for.
-const LAST_WORDS_MAX: usize = 512;
 
 /// The end of a connection's task ([`watch`]).
 #[derive(Debug)]
@@ -53,7 +47,12 @@ where
             Ok(()) => None,
             Err(e) if canary_tls::explain_chain(&e).is_some() => Some(e.into()),
             // A failed write, a reset: the server may have said why before closing.
-            Err(e) => Some(last_words(&mut io).await.unwrap_or_else(|| e.into())),
+            Err(e) => Some(
+                canary_tls::last_words(&mut io)
+                    .await
+                    .map(Cause::from)
+                    .unwrap_or_else(|| e.into()),
+            ),
         };
         // Nobody asking (the scrape got its page, or gave up) is fine.
         let _ = tx.send(cause);
@@ -61,16 +60,6 @@ where
         let _ = io.shutdown().await;
     };
     (task, Ended(rx))
-}
-
-/// The error reading `io` ends in, when the server closed it after saying why (a TLS alert,
-/// which reads as rustls' error); `None` for its end, bytes or no answer.
-async fn last_words<S: AsyncRead + Unpin>(io: &mut S) -> Option<Cause> {
-    let mut buf = [0u8; LAST_WORDS_MAX];
-    match tokio::time::timeout(LAST_WORDS_WAIT, io.read(&mut buf)).await {
-        Ok(Err(e)) if canary_tls::explain_error(&e).is_some() => Some(e.into()),
-        _ => None,
-    }
 }
 
 impl Ended {
