@@ -555,3 +555,27 @@ fn the_reports_and_compares_good_fraction_are_summary_jsons_on_one_read_response
     // run had 32 of 100). Without any, the pages would agree on the old code too.
     assert!(one_read_seen > 0, "no one-read response in either run");
 }
+
+// `canaryd report a a` drew one run as two points of a series without a word (audit L3):
+// a folder named twice, however spelled, is refused naming it, and no page is written.
+#[test]
+fn a_folder_named_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    demo(dir, "run", "fast", "20", "20");
+    for twice in [["run", "run"], ["run", "./run/"]] {
+        let out = canaryd(&["report", twice[0], twice[1], "-o", "page.html"], dir);
+        let said = common::text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(&format!(
+                "{}: named twice (folders 1 and 2 of those given)",
+                twice[1]
+            )),
+            "{said}"
+        );
+        assert!(!dir.join("page.html").exists(), "{said}");
+    }
+    // Compared with itself, a run is still fine (compare's two sides are not a series).
+    ok(&canaryd(&["compare", "run", "run"], dir));
+}

@@ -47,6 +47,20 @@ pub enum ReportError {
         /// What is wrong, naming the field when one is at fault.
         what: String,
     },
+    /// A folder named twice on one command line: a series would show its runs twice.
+    #[error(
+        "{}: named twice (folders {first} and {again} of those given): a series shows each \
+         run once",
+        path.display()
+    )]
+    Twice {
+        /// The folder, as given the second time.
+        path: PathBuf,
+        /// Its first place among the folders given, from 1.
+        first: usize,
+        /// Its second.
+        again: usize,
+    },
     /// The page's file is refused: it would replace a file of a run being read.
     #[error("{}: {why}", path.display())]
     Output {

@@ -31,6 +31,7 @@ pub struct Loaded {
 /// the mean of the runs its estimates are over. Several folders make a series in the order
 /// given.
 pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReportError> {
+    named_once(paths)?;
     // One page's records, over all its runs: each run's share is what the ones before left.
     let budget = &mut RecordBudget::default();
     if let [path] = paths {
@@ -71,6 +72,26 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReportError> {
         }
     }
     Ok(loaded)
+}
+
+/// Refuses a folder named twice (`report a a`, `report a ./a`): its runs would be drawn as two
+/// points of a series. Folders are compared as resolved, or as given when they do not resolve
+/// (their loading then says why).
+fn named_once(paths: &[PathBuf]) -> Result<(), ReportError> {
+    let resolved: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    for (again, path) in resolved.iter().enumerate() {
+        if let Some(first) = resolved[..again].iter().position(|p| p == path) {
+            return Err(ReportError::Twice {
+                path: paths[again].clone(),
+                first: first + 1,
+                again: again + 1,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// An experiment's folder: every run it lists that has its records, those its estimates leave
