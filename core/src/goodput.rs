@@ -19,8 +19,14 @@
 //! (n − 1) / e2e. Such a term is judged on that bound ([`Reading::Bound`]): met when the
 //! bound meets the threshold, else not known ([`OutputTokens::OneRead`]), never a miss and
 //! never a 0 ms that meets any threshold.
+//!
+//! A measured value is itself exact only when its times were stamped `kernel` (see
+//! [`SloMetric::doubt`]): a first token read late makes TTFT an upper bound and ITL a lower
+//! one. A judgement on such a value can go the other way ([`Uncertain`]): a TTFT miss on an
+//! upper bound may be a meet, an ITL meet on a lower bound may be a miss. The counts stay
+//! exact as counts of judgements; those that rest on a bound are counted apart.
 
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, RxSource};
 use serde::{Deserialize, Serialize};
 
 /// A metric an SLO can constrain.
@@ -82,6 +88,42 @@ impl SloMetric {
         self == SloMetric::OutputTokenThroughputPerUser
     }
 
+    /// Which way the request's measured value for the metric may be off the truth, by where
+    /// its times came from (`rx`; none: canaryd's reads, upper bounds): a time not stamped
+    /// `kernel` is late, so a latency from the send over it is an upper bound, and a gap that
+    /// starts at it a lower one (the per-user rate, 1000 / ITL, the other way round).
+    pub fn doubt(self, r: &RequestRecord) -> Doubt {
+        let (first, end, events) = match &r.rx {
+            Some(rx) => (
+                rx.first_token != Some(RxSource::Kernel),
+                rx.end != Some(RxSource::Kernel),
+                rx.token_events_bound > 0,
+            ),
+            None => (true, true, true),
+        };
+        let late = |late: bool| if late { Doubt::Upper } else { Doubt::Exact };
+        let gap = match (first, end) {
+            (false, false) => Doubt::Exact,
+            (true, false) => Doubt::Lower,
+            (false, true) => Doubt::Upper,
+            (true, true) => Doubt::Either,
+        };
+        match self {
+            SloMetric::TimeToFirstToken => late(first),
+            SloMetric::TimeToFirstOutputToken => late(first || events),
+            SloMetric::RequestLatency => late(end),
+            // Between two token events, either of which may be late.
+            SloMetric::TimeToSecondToken if first || events => Doubt::Either,
+            SloMetric::TimeToSecondToken => Doubt::Exact,
+            SloMetric::InterTokenLatency => gap,
+            SloMetric::OutputTokenThroughputPerUser => match gap {
+                Doubt::Lower => Doubt::Upper,
+                Doubt::Upper => Doubt::Lower,
+                d => d,
+            },
+        }
+    }
+
     /// The request's value for the metric: measured, only a bound (its token events shared
     /// one stamp, so the gap between them read 0), or none.
     pub fn reading(self, r: &RequestRecord) -> Reading {
@@ -123,6 +165,29 @@ pub enum Reading {
     Bound(f64),
     /// No value (one output token has no ITL).
     None,
+}
+
+/// How a measured value may differ from the truth ([`SloMetric::doubt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doubt {
+    /// Exact: every time it is over was stamped `kernel`.
+    Exact,
+    /// An upper bound: the truth is at most the value.
+    Upper,
+    /// A lower bound: the truth is at least the value.
+    Lower,
+    /// A bound in neither direction (a gap between two times either of which may be late).
+    Either,
+}
+
+/// A judgement of one term on a measured value that is only a bound on the side that could
+/// turn it: the truth may lie on the other side of the threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncertain {
+    /// Counted a miss, but the truth may meet the term (a TTFT miss on an upper bound).
+    Miss,
+    /// Counted met, but the truth may miss the term (an ITL meet on a lower bound).
+    Meet,
 }
 
 /// How many output tokens a completed request without a value for a term produced: the
@@ -301,6 +366,37 @@ impl Goodput {
             .collect()
     }
 
+    /// The terms of a completed request judged on a measured value that is a bound on the side
+    /// that could turn the judgement ([`SloMetric::doubt`]), and which way they were judged.
+    /// Failed requests miss for sure, and a one-read bound ([`Reading::Bound`]) is on the
+    /// safe side when met (see [`Goodput::met_on_bound`]) and not a miss when short: none.
+    pub fn uncertain(&self, r: &RequestRecord) -> Vec<(SloMetric, Uncertain)> {
+        if !r.is_ok() {
+            return Vec::new();
+        }
+        self.slos
+            .iter()
+            .filter_map(|slo| {
+                let Reading::Measured(v) = slo.metric.reading(r) else {
+                    return None;
+                };
+                // For a rate, "past" is below the threshold, and an upper bound hides a miss.
+                let (past, hides_meet, hides_miss) = if slo.metric.higher_is_better() {
+                    (v < slo.threshold, Doubt::Lower, Doubt::Upper)
+                } else {
+                    (v > slo.threshold, Doubt::Upper, Doubt::Lower)
+                };
+                let doubt = slo.metric.doubt(r);
+                let turns = |side: Doubt| doubt == side || doubt == Doubt::Either;
+                match past {
+                    true if turns(hides_meet) => Some((slo.metric, Uncertain::Miss)),
+                    false if turns(hides_miss) => Some((slo.metric, Uncertain::Meet)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     /// The terms this request misses: it failed, or its value is past the threshold. A term
     /// it has no value for is not among them (see [`Goodput::shortfalls`]).
     pub fn misses(&self, r: &RequestRecord) -> Vec<SloMetric> {
@@ -461,6 +557,53 @@ mod tests {
         assert!(!ttst.is_good(&one_read));
         // A measured rate is judged as before.
         assert!(rate.met_on_bound(&rec(1.0, 10.0)).is_empty());
+    }
+
+    // Audit F5: a judgement on a late time can go the other way; which way depends on the
+    // metric (a late first token lengthens TTFT, shortens ITL, raises the per-user rate).
+    #[test]
+    fn judgements_on_a_bound_are_uncertain_on_the_side_the_bound_can_turn() {
+        use crate::record::RxTiming;
+        let late_first = |mut r: RequestRecord| {
+            r.rx = Some(RxTiming {
+                first_token: Some(RxSource::KernelBound),
+                end: Some(RxSource::Kernel),
+                ..Default::default()
+            });
+            r
+        };
+        let g: Goodput = "time_to_first_token:10 inter_token_latency:5 \
+                          output_token_throughput_per_user:100"
+            .parse()
+            .unwrap();
+        // TTFT 12 (upper bound) missed, ITL 4 (lower bound) and 250 tok/s (upper) met.
+        assert_eq!(
+            g.uncertain(&late_first(rec(12.0, 4.0))),
+            vec![
+                (SloMetric::TimeToFirstToken, Uncertain::Miss),
+                (SloMetric::InterTokenLatency, Uncertain::Meet),
+                (SloMetric::OutputTokenThroughputPerUser, Uncertain::Meet),
+            ]
+        );
+        // TTFT met on an upper bound is met; ITL 20 missed on a lower bound is missed.
+        assert_eq!(g.uncertain(&late_first(rec(8.0, 20.0))), vec![]);
+        // Every time stamped `kernel`: nothing uncertain.
+        let mut exact = rec(12.0, 4.0);
+        exact.rx = Some(RxTiming {
+            first_token: Some(RxSource::Kernel),
+            end: Some(RxSource::Kernel),
+            ..Default::default()
+        });
+        assert_eq!(g.uncertain(&exact), vec![]);
+        // No stamps at all (canaryd's reads): both ends late, ITL a bound either way.
+        assert_eq!(
+            SloMetric::InterTokenLatency.doubt(&rec(1.0, 1.0)),
+            Doubt::Either
+        );
+        // A failed request misses for sure.
+        let mut failed = late_first(rec(12.0, 4.0));
+        failed.status = Status::Error;
+        assert!(g.uncertain(&failed).is_empty());
     }
 
     #[test]

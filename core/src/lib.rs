@@ -74,7 +74,9 @@ pub use error_causes::{ErrorCause, ErrorCauses};
 pub use error_chain::error_chain;
 pub use error_kinds::{error_kinds_text, statuses_text, StatusCounts};
 pub use gaps::ChunkGaps;
-pub use goodput::{Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric};
+pub use goodput::{
+    Doubt, Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric, Uncertain,
+};
 pub use hash::splitmix64;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};

@@ -6,7 +6,7 @@
 use crate::error_causes::{ErrorCause, ErrorCauses};
 use crate::error_kinds::StatusCounts;
 use crate::gaps::ChunkGaps;
-use crate::goodput::{Goodput, OutputTokens, Shortfall};
+use crate::goodput::{Goodput, OutputTokens, Shortfall, Uncertain};
 use crate::record::{ErrorKind, RequestRecord, RxSource, RxTiming};
 use crate::stats::{Distribution, Stats};
 use crate::timeline::ClientTimeline;
@@ -32,6 +32,13 @@ pub struct Aggregator {
     slo_misses: BTreeMap<&'static str, u64>,
     slo_no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
     slo_met_on_bound: BTreeMap<&'static str, u64>,
+    slo_uncertain_misses: BTreeMap<&'static str, u64>,
+    slo_uncertain_meets: BTreeMap<&'static str, u64>,
+    /// Good requests with a term met on a value that may hide a miss.
+    good_uncertain: u64,
+    /// Judged requests not good only for misses that may be meets (or one-read bounds that
+    /// settle nothing).
+    not_good_uncertain: u64,
     server_prompt_time_refused: BTreeMap<ServerTimeRefused, u64>,
     input_tokens: u64,
     output_tokens: u64,
@@ -162,6 +169,26 @@ impl Aggregator {
         }
         for metric in self.goodput.met_on_bound(r) {
             *self.slo_met_on_bound.entry(metric.name()).or_default() += 1;
+        }
+        let uncertain = self.goodput.uncertain(r);
+        for (metric, how) in &uncertain {
+            let counts = match how {
+                Uncertain::Miss => &mut self.slo_uncertain_misses,
+                Uncertain::Meet => &mut self.slo_uncertain_meets,
+            };
+            *counts.entry(metric.name()).or_default() += 1;
+        }
+        if r.is_ok() && !self.goodput.is_empty() {
+            let shortfalls = self.goodput.shortfalls(r);
+            if shortfalls.is_empty() {
+                self.good_uncertain += uncertain.iter().any(|u| u.1 == Uncertain::Meet) as u64;
+            } else {
+                let may_meet = |(m, s): &(SloMetric, Shortfall)| match s {
+                    Shortfall::NoValue(n) => *n == OutputTokens::OneRead,
+                    Shortfall::Missed => uncertain.contains(&(*m, Uncertain::Miss)),
+                };
+                self.not_good_uncertain += shortfalls.iter().all(may_meet) as u64;
+            }
         }
         if !r.is_ok() {
             let kind = r.error.as_ref().map_or(ErrorKind::StreamCut, |e| e.kind);
@@ -302,6 +329,10 @@ impl Aggregator {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            uncertain_misses: named(&self.slo_uncertain_misses),
+            uncertain_meets: named(&self.slo_uncertain_meets),
+            good_requests_at_least: Some(self.good - self.good_uncertain),
+            good_requests_at_most: Some(self.good + self.not_good_uncertain),
         });
         RunSummary {
             requests: self.requests,
@@ -399,6 +430,11 @@ pub fn rate_unavailable(requests: u64, duration_s: f64) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Counts by metric name, as `summary.json` keys them.
+fn named(counts: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    counts.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
 /// `n / d`, or `None` when there is nothing to divide by: a share of no requests (every one
@@ -812,6 +848,26 @@ pub struct GoodputSummary {
     /// `no_value` as `one_read`, not known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub met_on_bound: BTreeMap<String, u64>,
+    /// Of `misses_by_metric`, the misses judged on a time that is only a bound on the side
+    /// that could turn them (a TTFT over a first token not stamped `kernel` is an upper
+    /// bound): the request may have met the term. By term; see
+    /// [`crate::SloMetric::doubt`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub uncertain_misses: BTreeMap<String, u64>,
+    /// Terms counted met on a time that is only a bound on the side that could turn them
+    /// (an ITL over a late first token is a lower bound): the request may have missed it.
+    /// By term.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub uncertain_meets: BTreeMap<String, u64>,
+    /// How many requests truly met every term at least: `good_requests` less those good
+    /// on an uncertain meet. Absent in summaries written before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_requests_at_least: Option<u64>,
+    /// And at most: `good_requests` plus those not good only for uncertain misses (or
+    /// one-read bounds that settle nothing). `good_requests` is exact as a count of
+    /// judgements; the truth lies between the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_requests_at_most: Option<u64>,
 }
 
 /// Completed requests without a value for one SLO term, and why.
@@ -1079,6 +1135,57 @@ mod tests {
         assert_eq!((a.completion_implausible, a.completion_delta_sum), (2, 36));
         // The mean delta is over the one count compared, not the three with usage.
         assert_eq!((a.completion_compared, a.prompt_compared), (1, 3));
+    }
+
+    // Audit F5: goodput and its counts were called exact, yet a request whose first token
+    // was a later segment's stamp (`kernel_bound`) was judged a TTFT miss on an upper bound
+    // (it may have met it) and an ITL meet on a lower bound (it may have missed it).
+    #[test]
+    fn judgements_on_a_bound_are_counted_and_bound_the_good_count() {
+        use RxSource::{Kernel, KernelBound};
+        let stamped = |mut r: RequestRecord, first, end| {
+            r.rx = Some(RxTiming {
+                first_token: Some(first),
+                end: Some(end),
+                ..Default::default()
+            });
+            r
+        };
+        let mut agg = Aggregator::new(
+            "time_to_first_token:10 inter_token_latency:5"
+                .parse()
+                .unwrap(),
+        );
+        // A TTFT miss on an exact time: a miss.
+        agg.add(
+            &stamped(ok(0, 0.0, 12.0, 30.0, 5), Kernel, Kernel),
+            &ChunkGaps::new(),
+        );
+        // A TTFT miss on an upper bound, its ITL (4.75) met on a lower bound: may be good.
+        let late_miss = stamped(ok(1, 0.0, 11.0, 30.0, 5), KernelBound, Kernel);
+        agg.add(&late_miss, &ChunkGaps::new());
+        // Good, but its ITL (4.25) met on a lower bound: may not be.
+        let late_good = stamped(ok(2, 0.0, 5.0, 22.0, 5), KernelBound, Kernel);
+        agg.add(&late_good, &ChunkGaps::new());
+        // Good on exact times.
+        agg.add(
+            &stamped(ok(3, 0.0, 5.0, 22.0, 5), Kernel, Kernel),
+            &ChunkGaps::new(),
+        );
+        let g = agg.summary().goodput.unwrap();
+        assert_eq!(g.good_requests, 2);
+        assert_eq!(g.misses_by_metric["time_to_first_token"], 2);
+        assert_eq!(g.uncertain_misses["time_to_first_token"], 1);
+        assert_eq!(g.uncertain_meets["inter_token_latency"], 2);
+        assert!(!g.uncertain_meets.contains_key("time_to_first_token"));
+        assert_eq!(
+            (g.good_requests_at_least, g.good_requests_at_most),
+            (Some(1), Some(3))
+        );
+        let json = serde_json::to_value(&g).unwrap();
+        assert_eq!(json["uncertain_misses"]["time_to_first_token"], 1);
+        assert_eq!(json["good_requests_at_least"], 1);
+        assert_eq!(json["good_requests_at_most"], 3);
     }
 
     // Issue 16, item 4: one-token outputs were counted as ITL misses.

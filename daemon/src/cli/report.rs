@@ -553,14 +553,41 @@ pub(crate) fn goodput_line(
         ),
     };
     format!(
-        "{rate}: {} of {judged} requests{left_out} ({share}) met {}{on_bound}{}",
+        "{rate}: {} of {judged} requests{left_out} ({share}) met {}{on_bound}{}{}",
         g.good_requests,
         g.slos,
         if not_good.is_empty() {
             String::new()
         } else {
             format!("; not good: {}", not_good.join(", "))
-        }
+        },
+        uncertain_judgements(g)
+    )
+}
+
+/// The judgements that rest on a time that is only a bound (summary.json's
+/// `uncertain_misses`, `uncertain_meets`) and the range they leave the good count in; empty
+/// when every judgement was on exact times.
+fn uncertain_judgements(g: &canary_core::GoodputSummary) -> String {
+    let judged = |counts: &std::collections::BTreeMap<String, u64>, how: &str| {
+        counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(m, n)| format!("{m} {how} {n}"))
+            .collect::<Vec<_>>()
+    };
+    let mut on_bound = judged(&g.uncertain_misses, "missed");
+    on_bound.extend(judged(&g.uncertain_meets, "met"));
+    if on_bound.is_empty() {
+        return String::new();
+    }
+    let range = match (g.good_requests_at_least, g.good_requests_at_most) {
+        (Some(low), Some(high)) => format!(" (truly good: {low} to {high})"),
+        _ => String::new(),
+    };
+    format!(
+        "; judged on a bound, may go the other way: {}{range}",
+        on_bound.join(", ")
     )
 }
 
@@ -689,6 +716,27 @@ mod tests {
         (g.sm_clock_min_mhz, g.sm_clock_avg_mhz, g.mem_clock_avg_mhz) = (None, None, None);
         (g.util_mem_avg_pct, g.util_mem_max_pct) = (None, None);
         assert_eq!(super::gpu_clock_line(&g), None);
+    }
+
+    // Audit F5: the line called its counts exact although some judgements rested on a
+    // first token read late (TTFT an upper bound, ITL a lower one).
+    #[test]
+    fn the_goodput_line_says_which_judgements_rest_on_a_bound() {
+        let g: canary_core::GoodputSummary = serde_json::from_value(serde_json::json!({
+            "slos": "time_to_first_token:10 inter_token_latency:5", "good_requests": 2,
+            "good_request_fraction": 0.5, "goodput": 1.0,
+            "misses_by_metric": {"time_to_first_token": 2},
+            "uncertain_misses": {"time_to_first_token": 1},
+            "uncertain_meets": {"inter_token_latency": 2},
+            "good_requests_at_least": 1, "good_requests_at_most": 3}))
+        .unwrap();
+        assert_eq!(
+            super::goodput_line(&g, 4, 0),
+            "goodput 1.00 req/s: 2 of 4 requests (50.0%) met time_to_first_token:10 \
+             inter_token_latency:5; not good: time_to_first_token missed 2; judged on a bound, \
+             may go the other way: time_to_first_token missed 1, inter_token_latency met 2 \
+             (truly good: 1 to 3)"
+        );
     }
 
     // A term met only on a bound (a whole response in one read) was counted in summary.json
