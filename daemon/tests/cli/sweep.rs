@@ -1493,6 +1493,39 @@ fn a_repeated_sweep_gives_each_point_its_runs_and_compare_judges_them_run_agains
         );
         assert!(tp["half_width"].as_f64().unwrap() > 0.0, "{tp}");
     }
+    // Audit F13: sweep.csv read as one run's figures; its last columns say how many runs
+    // each row is the mean of, which columns are means, and the headline half-widths.
+    let csv = std::fs::read_to_string(dir.path().join("a/sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header = csv_fields(lines.next().unwrap());
+    assert_eq!(header[..3], ["index", "label", "value"], "{csv}");
+    assert_eq!(
+        header[38], "notes",
+        "the older columns keep their places: {csv}"
+    );
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name}: {csv}"))
+    };
+    for (row, p) in lines.map(csv_fields).zip(doc["points"].as_array().unwrap()) {
+        assert_eq!(row.len(), header.len(), "{csv}");
+        assert_eq!(row[col("runs")], "4", "{csv}");
+        assert_eq!(row[col("runs_in_figures")], "4", "{csv}");
+        let means: Vec<&str> = row[col("mean_of_runs")].split(';').collect();
+        assert!(means.contains(&"request_throughput"), "{csv}");
+        assert!(means.contains(&"ttft_p99_ms"), "{csv}");
+        assert!(!means.contains(&"requests"), "counts are sums: {csv}");
+        let tp = p["repeats"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "request_throughput")
+            .unwrap();
+        let hw: f64 = row[col("request_throughput_half_width")].parse().unwrap();
+        assert_eq!(hw, tp["half_width"].as_f64().unwrap(), "{csv}");
+    }
     // `canaryd report` of the folder draws one point per load, the mean of its runs, in the
     // sweep's table of points; every run keeps its own section.
     let o = canaryd(&["report", "a", "-o", "a.html"], dir.path());

@@ -174,6 +174,8 @@ impl SweepDoc {
     /// `sweep.csv`: one row per point, in run order.
     pub fn csv(&self) -> String {
         let mut out = CSV_COLUMNS.join(",");
+        out.push(',');
+        out.push_str(&RUNS_COLUMNS.join(","));
         out.push('\n');
         for p in &self.points {
             let f = p.figures.clone().unwrap_or_default();
@@ -220,6 +222,8 @@ impl SweepDoc {
                 f.bounds.join(";"),
                 quoted(&p.notes.join("; ")),
             ];
+            let mut row = row.to_vec();
+            row.extend(runs_columns(p));
             out.push_str(&row.join(","));
             out.push('\n');
         }
@@ -227,7 +231,70 @@ impl SweepDoc {
     }
 }
 
-/// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s).
+/// The columns of `sweep.csv` that are, with `--runs N`, the mean of the point's runs' own
+/// figures (estimates), not one run's: every rate, share and percentile, and the server's
+/// means. Counts and `duration_s` are the runs' sums, the server's maxima their largest.
+pub const MEAN_OF_RUNS: [&str; 19] = [
+    "error_rate",
+    "request_throughput",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_user",
+    "output_tokens_per_s_per_gpu",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p90_ms",
+    "e2e_p99_ms",
+    "goodput",
+    "good_fraction",
+    "queue_depth_mean",
+    "running_mean",
+    "kv_cache_usage_mean",
+];
+
+/// The headline figures `--runs N` gives a 95% interval, as (`sweep.csv` column, the
+/// experiment's metric, statistic): their half-widths end each row.
+const HALF_WIDTHS: [(&str, &str, &str); 9] = [
+    ("request_throughput", "request_throughput", "value"),
+    ("output_tokens_per_s", "output_token_throughput", "value"),
+    ("goodput", "goodput", "value"),
+    ("ttft_p50_ms", "time_to_first_token", "p50"),
+    ("ttft_p99_ms", "time_to_first_token", "p99"),
+    ("itl_p50_ms", "inter_token_latency", "p50"),
+    ("itl_p99_ms", "inter_token_latency", "p99"),
+    ("e2e_p50_ms", "request_latency", "p50"),
+    ("e2e_p99_ms", "request_latency", "p99"),
+];
+
+/// The columns appended after `notes` (so a reader of the older 39 keeps working): how many
+/// runs the point's figures are over and which of them are means of runs, and each headline
+/// figure's 95% half-width (empty for one run, or a figure no run gave).
+fn runs_columns(p: &Point) -> Vec<String> {
+    let Some(r) = &p.repeats else {
+        let mut cells = vec!["1".to_string(), "1".to_string(), String::new()];
+        cells.extend(HALF_WIDTHS.iter().map(|_| String::new()));
+        return cells;
+    };
+    // The runs the figures are over: the complete ones, or every run when none was.
+    let complete = r.per_run.iter().filter(|e| e.left_out.is_none()).count() as u64;
+    let over = if complete == 0 { r.runs } else { complete };
+    let mut cells = vec![r.runs.to_string(), over.to_string(), MEAN_OF_RUNS.join(";")];
+    cells.extend(HALF_WIDTHS.iter().map(|(_, metric, statistic)| {
+        r.metrics
+            .iter()
+            .find(|m| m.metric == *metric && m.statistic == *statistic)
+            .and_then(|m| m.interval.half_width)
+            .map_or(String::new(), |h| format!("{h}"))
+    }));
+    cells
+}
+
+/// `sweep.csv`'s header (tidy: one row per point, one column per figure, ms and tokens/s),
+/// then [`RUNS_COLUMNS`].
 pub const CSV_COLUMNS: [&str; 39] = [
     "index",
     "label",
@@ -268,6 +335,25 @@ pub const CSV_COLUMNS: [&str; 39] = [
     "capped",
     "bounds",
     "notes",
+];
+
+/// `sweep.csv`'s last columns, after [`CSV_COLUMNS`]: `runs` (carried out; 1 without
+/// `--runs`), `runs_in_figures` (the runs the figures are over: the complete ones),
+/// `mean_of_runs` (the columns that are means of runs, `;`-separated; empty for one run) and
+/// the headline figures' 95% half-widths (Student's t over the runs; estimates).
+pub const RUNS_COLUMNS: [&str; 12] = [
+    "runs",
+    "runs_in_figures",
+    "mean_of_runs",
+    "request_throughput_half_width",
+    "output_tokens_per_s_half_width",
+    "goodput_half_width",
+    "ttft_p50_ms_half_width",
+    "ttft_p99_ms_half_width",
+    "itl_p50_ms_half_width",
+    "itl_p99_ms_half_width",
+    "e2e_p50_ms_half_width",
+    "e2e_p99_ms_half_width",
 ];
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
@@ -318,6 +404,40 @@ mod tests {
         unknown.figures.as_mut().unwrap().gpus = None;
         let doc = SweepDoc::new("sweep", Axis::Concurrency, vec![unknown]);
         assert!(doc.notes[0].contains("no GPU seen"), "{:?}", doc.notes);
+    }
+
+    // Audit F13: a sweep.csv row did not say whether it was one run's figures or the mean
+    // of several. One run: runs 1, no column a mean of runs, no half-widths; the older
+    // columns keep their places so readers of them do not break.
+    #[test]
+    fn a_single_run_points_csv_row_says_it_is_one_run() {
+        let doc = SweepDoc::new(
+            "sweep",
+            Axis::Concurrency,
+            vec![Point::of_run(
+                1,
+                "c1".into(),
+                1.0,
+                String::new(),
+                None,
+                None,
+            )],
+        );
+        let csv = doc.csv();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        assert_eq!(header[..CSV_COLUMNS.len()], CSV_COLUMNS, "{csv}");
+        assert_eq!(header[CSV_COLUMNS.len()..], RUNS_COLUMNS, "{csv}");
+        let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(row.len(), header.len(), "{csv}");
+        let col = |name| header.iter().position(|c| *c == name).unwrap();
+        assert_eq!(row[col("runs")], "1");
+        assert_eq!(row[col("runs_in_figures")], "1");
+        assert_eq!(row[col("mean_of_runs")], "");
+        assert_eq!(row[col("ttft_p99_ms_half_width")], "");
+        // Every column a mean of runs is one of the CSV's own.
+        for name in MEAN_OF_RUNS.iter().chain(HALF_WIDTHS.iter().map(|h| &h.0)) {
+            assert!(CSV_COLUMNS.contains(name), "{name}");
+        }
     }
 
     // A point that judged no request (every one cancelled on purpose) has no error rate and
