@@ -809,7 +809,8 @@ impl RxBounds {
     /// Whether the figures of `metric` (a `summary.json` metric name) are not exact: upper
     /// bounds for TTFT, TTFO and latency, and in neither direction for the gaps between
     /// such times: TTST and the inter-chunk gaps over token events, ITL and the per-user rate
-    /// (1000 / ITL) over the first token and the end alone ([`itl_is_bound`]).
+    /// (1000 / ITL) over the first token and the end alone ([`itl_is_bound`]); canaryd's
+    /// read delay of the first token a lower bound where its stamp was a later segment's.
     pub fn is_bound(&self, metric: &str) -> bool {
         match metric {
             "time_to_first_token" => self.first_token,
@@ -817,6 +818,8 @@ impl RxBounds {
             "time_to_second_token" | "inter_chunk_latency" => self.token_events || self.first_token,
             "inter_token_latency" | "output_token_throughput_per_user" => self.itl,
             "request_latency" => self.end,
+            // canaryd's read less a later segment's stamp: a lower bound of its delay.
+            "client_read_delay" => self.first_token,
             _ => false,
         }
     }

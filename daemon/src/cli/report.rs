@@ -610,9 +610,15 @@ impl TableBounds {
         if !self.0.is_bound(key) {
             return label.to_string();
         }
+        // The read less a later segment's stamp is short of canaryd's delay: a lower bound,
+        // unlike the upper bounds above it.
+        let kind = match key {
+            "client_read_delay" => "lower bound",
+            _ => "bound",
+        };
         match label.strip_suffix(')') {
-            Some(head) => format!("{head}, bound)"),
-            None => format!("{label} (bound)"),
+            Some(head) => format!("{head}, {kind})"),
+            None => format!("{label} ({kind})"),
         }
     }
 }
@@ -656,6 +662,10 @@ mod tests {
         let b = rx(0);
         assert_eq!(b.label("time_to_first_token", "TTFT (ms)"), "TTFT (ms)");
         assert_eq!(
+            b.label("client_read_delay", "  canaryd's read delay (ms)"),
+            "  canaryd's read delay (ms)"
+        );
+        assert_eq!(
             b.label("request_latency", "request latency (ms)"),
             "request latency (ms)"
         );
@@ -687,6 +697,15 @@ mod tests {
         assert_eq!(
             off.label("time_to_first_token", "TTFT (ms)"),
             "TTFT (ms, bound)"
+        );
+        // Audit F14: the read delay of a first token stamped by a later segment is short of
+        // canaryd's delay, yet its row was unmarked beside marked ones.
+        let late = bounds(serde_json::json!({"state": "on", "requests": 4,
+            "first_token": {"kernel": 3, "kernel_bound": 1}, "end": {"kernel": 4},
+            "token_events": 20, "token_events_bound": 0, "clock_map_uncertainty_max_us": 0.1}));
+        assert_eq!(
+            late.label("client_read_delay", "  canaryd's read delay (ms)"),
+            "  canaryd's read delay (ms, lower bound)"
         );
         assert_eq!(
             off.label("request_latency", "request latency (ms)"),
