@@ -62,6 +62,19 @@ impl MeanInterval {
     }
 }
 
+impl MeanInterval {
+    /// True when two or more runs all gave the same value: Student's t then makes a
+    /// zero-wide interval, which is no evidence that the figure is certain (every run counted
+    /// 0 errors of its 100, or their spread was below the precision each was measured to).
+    /// The interval cannot be estimated from the runs' spread, and a table must say so
+    /// rather than print `± 0`.
+    pub fn no_spread(&self) -> bool {
+        // Equal values can leave a few ulps of spread (2.915 three times: s = 5e-16), never
+        // a real one this small: figures are stored to 1 µs or counted.
+        self.n >= 2 && self.std.is_some_and(|s| s <= 1e-12 * self.mean.abs())
+    }
+}
+
 /// Welch's two-sample t-test of two sets of runs' figures: do their means differ? An
 /// estimate, under the same assumption as [`MeanInterval`] (independent, normally
 /// distributed figures), without assuming equal variances.
@@ -301,9 +314,16 @@ mod tests {
             (None, None, None, None)
         );
         assert_eq!(MeanInterval::of(&[], 0.95), None);
-        // Equal values: a zero-width interval, not NaN.
+        // Equal values: a zero-width interval, not NaN, and said to have no spread (audit
+        // F11: printed as a 95% interval of ± 0.00).
         let ci = MeanInterval::of(&[3.0, 3.0], 0.95).unwrap();
         assert_eq!(ci.half_width, Some(0.0));
+        assert!(ci.no_spread());
+        assert!(!MeanInterval::of(&[3.0, 3.1], 0.95).unwrap().no_spread());
+        assert!(!MeanInterval::of(&[3.0], 0.95).unwrap().no_spread());
+        let ci = MeanInterval::of(&[2.915, 2.915, 2.915], 0.95).unwrap();
+        assert!(ci.no_spread(), "{ci:?}");
+        assert!(MeanInterval::of(&[0.0, 0.0], 0.95).unwrap().no_spread());
     }
 
     /// Against scipy 1.x `stats.ttest_ind(a, b, equal_var=False)` (b − a here, so t's sign

@@ -235,6 +235,11 @@ pub struct Figure {
     /// latency or a rate, above 1 for a fraction) and was moved to that limit: `low`/`high`
     /// are then not `mean ∓ half_width`, and the interval is lopsided.
     pub clipped: bool,
+    /// True when two or more runs all gave the same figure: the half-width is 0, and the
+    /// interval cannot be estimated from the runs' spread
+    /// ([`canary_core::MeanInterval::no_spread`]). Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_spread: bool,
     /// True when some run's figure is not exact, by each run's own rule
     /// ([`canary_core::RxBounds::is_bound`] of its `receive_timestamps`): a mean of upper
     /// bounds (TTFT, e2e) is an upper bound, and ITL's is exact in neither direction.
@@ -513,6 +518,7 @@ impl Figure {
     ) -> Option<Figure> {
         let (interval, clipped) = clip(MeanInterval::of(&values, CONFIDENCE)?, unit);
         Some(Figure {
+            no_spread: interval.no_spread(),
             metric,
             statistic,
             unit,
@@ -551,6 +557,13 @@ impl Figure {
                     i.n
                 )
             }
+            // Not `± 0`: every run gave the same figure, which bounds nothing.
+            Some(_) if i.no_spread() => format!(
+                "{label:<18} {} {unit} (no spread: all {} runs gave it; 95% CI not estimable \
+                 from the runs' spread)",
+                number(i.mean),
+                i.n
+            ),
             Some(h) => format!(
                 "{label:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
                 number(i.mean),
@@ -599,6 +612,7 @@ mod tests {
                 statistic: "p50",
                 unit: "ms",
                 values: values.to_vec(),
+                no_spread: interval.no_spread(),
                 interval,
                 clipped,
                 bound: false,
@@ -616,6 +630,18 @@ mod tests {
             f(&[45.2]).line(),
             "TTFT p50           45.2 ms (1 run: no interval)"
         );
+        // Audit F11: every run gave the same figure, printed as a 95% CI of ± 0.000.
+        let same = f(&[2.915, 2.915, 2.915]);
+        assert_eq!(
+            same.line(),
+            "TTFT p50           2.92 ms (no spread: all 3 runs gave it; 95% CI not estimable \
+             from the runs' spread)"
+        );
+        assert_eq!(serde_json::to_value(&same).unwrap()["no_spread"], true);
+        assert!(serde_json::to_value(f(&[1.0, 2.0]))
+            .unwrap()
+            .get("no_spread")
+            .is_none());
     }
 
     // Three runs, one with a slow tail: mean 3.20 ms ± 4.67 ms gave a TTFT of −1.48 ms at the
@@ -635,6 +661,7 @@ mod tests {
             values: values.to_vec(),
             interval,
             clipped,
+            no_spread: false,
             bound: false,
             without: Vec::new(),
             label: "TTFT p99",
