@@ -342,10 +342,31 @@ pub fn read_records(
     Ok(read)
 }
 
+/// What a metric row's values are, by the run's rule for its client times
+/// ([`canary_core::RxBounds::is_bound`]): `exact`, or `upper_bound` (TTFT, TTFO, e2e over a
+/// later segment's stamp or canaryd's read), `lower_bound` (canaryd's read delay over such a
+/// stamp), `bound` (a gap between two such times: in neither direction).
+fn values_kind(bounds: &canary_core::RxBounds, metric: &str) -> &'static str {
+    if !bounds.is_bound(metric) {
+        return "exact";
+    }
+    match metric {
+        "time_to_first_token" | "time_to_first_output_token" | "request_latency" => "upper_bound",
+        "client_read_delay" => "lower_bound",
+        _ => "bound",
+    }
+}
+
 /// The summary as CSV: one row per metric with its statistics, then the run-level figures.
+/// A metric row ends with its kinds: `values_kind` (count, avg, min, max and std are exact
+/// over the values, which are themselves as this says) and `percentiles_kind` (`estimate`:
+/// from a histogram, within 0.1 % or 0.5 µs, whichever is larger).
 pub fn summary_csv(s: &RunSummary) -> String {
-    let mut out =
-        String::from("metric,unit,count,avg,min,max,std,p1,p5,p10,p25,p50,p75,p90,p95,p99,p99.9\n");
+    let mut out = String::from(
+        "metric,unit,count,avg,min,max,std,p1,p5,p10,p25,p50,p75,p90,p95,p99,p99.9,values_kind,\
+         percentiles_kind\n",
+    );
+    let bounds = s.receive_timestamps.bounds();
     for (name, st) in &s.metrics {
         let Stats {
             unit,
@@ -366,7 +387,8 @@ pub fn summary_csv(s: &RunSummary) -> String {
             p99_9,
         } = st;
         out.push_str(&format!(
-            "{name},{unit},{count},{avg:.4},{min:.4},{max:.4},{std:.4},{p1:.4},{p5:.4},{p10:.4},{p25:.4},{p50:.4},{p75:.4},{p90:.4},{p95:.4},{p99:.4},{p99_9:.4}\n"
+            "{name},{unit},{count},{avg:.4},{min:.4},{max:.4},{std:.4},{p1:.4},{p5:.4},{p10:.4},{p25:.4},{p50:.4},{p75:.4},{p90:.4},{p95:.4},{p99:.4},{p99_9:.4},{},estimate\n",
+            values_kind(&bounds, name)
         ));
     }
     out.push_str("\nmetric,value\n");
@@ -621,5 +643,70 @@ mod tests {
         let csv = summary_csv(&agg.summary());
         assert!(csv.contains("\nerror_rate,\n"), "{csv}");
         assert!(csv.contains("\ngood_request_fraction,\n"), "{csv}");
+    }
+
+    // Audit F7: summary.csv's metric rows said nothing of their kind, though a quarter of
+    // the first tokens were a later segment's stamp (TTFT upper bounds) and every
+    // percentile is a histogram estimate.
+    #[test]
+    fn metric_rows_say_what_kind_of_figure_they_are() {
+        use canary_core::{RxSource, RxTiming};
+        let stamped = |first, ttft| RequestRecord {
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(40.0),
+            itl_ms: Some(3.0),
+            ended_at_ms: 40.0,
+            chunks: 11,
+            rx: Some(RxTiming {
+                first_token: Some(first),
+                end: Some(RxSource::Kernel),
+                userspace: canary_core::UserspaceTimes {
+                    ttft_ms: Some(ttft + 0.2),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let csv = |records: &[RequestRecord]| {
+            let mut agg = Aggregator::new(Goodput::default());
+            for r in records {
+                agg.add(r, &ChunkGaps::default());
+            }
+            summary_csv(&agg.summary())
+        };
+        let row = |csv: &str, metric: &str| {
+            let line = csv
+                .lines()
+                .find(|l| l.starts_with(&format!("{metric},")))
+                .unwrap_or_else(|| panic!("{metric}: {csv}"))
+                .to_string();
+            let cells: Vec<String> = line.split(',').map(str::to_string).collect();
+            (cells[17].clone(), cells[18].clone())
+        };
+        let exact = csv(&[stamped(RxSource::Kernel, 10.0)]);
+        assert!(
+            exact.starts_with("metric,unit,count,avg,min,max,std,p1,"),
+            "{exact}"
+        );
+        assert!(exact
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(",p99.9,values_kind,percentiles_kind"));
+        assert_eq!(
+            row(&exact, "time_to_first_token"),
+            ("exact".into(), "estimate".into())
+        );
+        let late = csv(&[
+            stamped(RxSource::Kernel, 10.0),
+            stamped(RxSource::KernelBound, 12.0),
+        ]);
+        assert_eq!(row(&late, "time_to_first_token").0, "upper_bound");
+        assert_eq!(row(&late, "inter_token_latency").0, "bound");
+        assert_eq!(row(&late, "client_read_delay").0, "lower_bound");
+        assert_eq!(row(&late, "request_latency").0, "exact");
+        // The run-level section keeps its two columns.
+        assert!(late.contains("\nrequests,2\n"), "{late}");
     }
 }
