@@ -78,5 +78,76 @@ pub fn print(t: &TimesliceReport) -> std::io::Result<()> {
             "* partial: the run ended inside the slice; its rates are over the part it covered"
         )?;
     }
+    if let Some(line) = no_rate_line(t) {
+        outln!("{line}")?;
+    }
     Ok(())
+}
+
+/// Why some slices' rate cells read `-`, when they do: a slice, or the part of the last one
+/// the run covered, shorter than [`canary_core::MIN_RATE_SPAN_S`] has no rate. Widths of
+/// 1–100 ms are kept for their counts and latencies; every rate cell read `-` unexplained.
+fn no_rate_line(t: &TimesliceReport) -> Option<String> {
+    let without = t
+        .slices
+        .iter()
+        .filter(|s| s.request_throughput.is_none())
+        .count();
+    (without > 0).then(|| {
+        format!(
+            "-: no rate in {without} of {} slices: a slice (or the part of the last one the \
+             run covered) shorter than {} ms has none, as a rate over it would be extrapolated \
+             more than ten-fold to a second; its counts and latencies stand",
+            t.slices.len(),
+            canary_core::MIN_RATE_SPAN_S * 1e3
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use canary_core::{Aggregator, ChunkGaps, Goodput, RequestRecord};
+
+    fn report(width_ms: u64) -> canary_core::TimesliceReport {
+        let mut agg = Aggregator::new(Goodput::default())
+            .with_timeslices(std::time::Duration::from_millis(width_ms));
+        for i in 0..20 {
+            let sent = i as f64 * 20.0;
+            let r = RequestRecord {
+                id: i,
+                sent_at_ms: sent,
+                ended_at_ms: sent + 15.0,
+                ttft_ms: Some(5.0),
+                e2e_ms: Some(15.0),
+                chunks: 2,
+                ..Default::default()
+            };
+            agg.add(&r, &ChunkGaps::default());
+        }
+        agg.summary().timeslices.unwrap()
+    }
+
+    // Audit F8: 50 ms slices were accepted, then every rate cell read `-` with nothing
+    // under the table saying why.
+    #[test]
+    fn slices_too_short_for_a_rate_say_so_under_the_table() {
+        let short = report(50);
+        assert!(short.slices.iter().all(|s| s.request_throughput.is_none()));
+        let line = super::no_rate_line(&short).unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "-: no rate in {0} of {0} slices",
+                short.slices.len()
+            )),
+            "{line}"
+        );
+        assert!(line.contains("shorter than 100 ms"), "{line}");
+        // 200 ms slices over 0.4 s: each has its rate; nothing to say.
+        let long = report(200);
+        assert!(
+            long.slices.iter().all(|s| s.request_throughput.is_some()),
+            "{long:?}"
+        );
+        assert_eq!(super::no_rate_line(&long), None);
+    }
 }
