@@ -479,7 +479,9 @@ pub struct RunSummary {
     pub error_causes: Vec<ErrorCause>,
     /// Warm-up requests sent before the measured phase.
     pub warmup_requests: u64,
-    /// First send to last response end, seconds.
+    /// First send to last response end as canaryd read it (`ended_at_ms`), seconds: an
+    /// upper bound of the span by canaryd's read delay of that end (the kernel's stamp, which
+    /// ends e2e, can be 0.1 ms earlier), so the rates over it are lower bounds.
     pub duration_s: f64,
     /// The measured requests' sends against their schedule; absent under 2 measured
     /// requests.
