@@ -93,6 +93,8 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     // Before the first run: a run folder of this workload could otherwise be mistaken for
     // one the previous process left behind.
     daemon.recover_orphans(&config);
+    // A restart resumes each cadence from the last run's start rather than running at once.
+    daemon.resume_cadences();
     // Ready before the first run can start: whoever sees a run going (`canaryd_running 1`)
     // then never finds `/readyz` still 503 (seen under load when this came after).
     let notifier = Notifier::from_env();

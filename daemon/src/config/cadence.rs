@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 /// A workload's schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cadence {
-    /// A run every `period` (the first one at start).
+    /// A run every `period` (the first one at start, or a period after the last run's
+    /// start when the daemon restarts).
     Every {
         /// Time between runs.
         period: Duration,

@@ -47,7 +47,8 @@ pub(super) struct Daemon {
     /// Workloads with a run in progress (waiting for the target's turn included).
     running: Mutex<HashSet<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
+    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it;
+    /// seeded at start from its last run's start ([`Daemon::resume_cadences`]).
     previous_due: Mutex<HashMap<String, SystemTime>>,
     progress: Mutex<HashMap<String, Arc<Progress>>>,
     /// Carries out one run: [`replay_run`]; tests put a stand-in here.
@@ -397,7 +398,11 @@ impl Daemon {
         self.record_unrecorded(config);
         for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
             match crate::service::recovery::recover(config, &orphan) {
-                Ok(result) => self.finish(config, &orphan.workload, result),
+                Ok(result) => {
+                    // Its start counts even when the history cannot take the run.
+                    self.note_started(&orphan.workload, result.run.started_unix_ms);
+                    self.finish(config, &orphan.workload, result)
+                }
                 Err(e) => tracing::error!(
                     workload = %orphan.workload,
                     run = %orphan.id,
@@ -405,6 +410,30 @@ impl Daemon {
                 ),
             }
         }
+    }
+
+    /// Seeds each workload's previous due time from the start of its newest stored run, so
+    /// that a restart resumes the cadence: a workload whose run is not yet due waits for it,
+    /// one that is overdue runs once at start. Without it every restart ran every workload at
+    /// once, and a daemon restarted after a crash during a heavy run (systemd's
+    /// `Restart=on-failure`) loaded the target again every few seconds.
+    pub(super) fn resume_cadences(&self) {
+        let latest = crate::service::sinks::last_run::stored(&self.history);
+        for row in &latest {
+            self.note_started(&row.run.workload, row.run.started_unix_ms);
+        }
+    }
+
+    /// Takes a run of `workload` started at `started_unix_ms` as its previous due time, unless
+    /// a later one is known.
+    fn note_started(&self, workload: &str, started_unix_ms: i64) {
+        let Ok(ms) = u64::try_from(started_unix_ms) else {
+            return;
+        };
+        let started = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        let mut due = self.previous_due.lock().unwrap();
+        let previous = due.entry(workload.to_string()).or_insert(started);
+        *previous = (*previous).max(started);
     }
 
     /// Stores the runs that wrote their verdict but not their history row (see

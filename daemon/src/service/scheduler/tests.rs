@@ -544,3 +544,58 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         third.run.verdict
     );
 }
+
+/// The previous due time a restart resumes `w`'s cadence from, as Unix ms.
+fn resumed_from(d: &Daemon) -> Option<i64> {
+    let due = d.previous_due.lock().unwrap().get("w").copied()?;
+    Some(crate::instant::unix_ns(due) / 1_000_000)
+}
+
+/// A restart resumes each cadence from the last run's start: a run not due yet waits for its
+/// time (every restart used to run every workload at once, so a crash loop under systemd was a
+/// load loop on the target); an overdue one runs once, at start.
+#[tokio::test]
+async fn a_restart_resumes_the_cadence_from_the_last_runs_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    d.start_run(c.clone(), w.clone()).unwrap().await.unwrap();
+    let started = d.history.recent(Some("w"), 1).unwrap()[0]
+        .run
+        .started_unix_ms;
+    // The next start, a new process.
+    let (next, _) = daemon(dir.path(), unreachable_run);
+    next.recover_orphans(&c);
+    next.resume_cadences();
+    assert_eq!(resumed_from(&next), Some(started));
+    let now = SystemTime::now();
+    let previous = next.previous_due.lock().unwrap().get("w").copied();
+    let due = w.cadence.next_due(now, previous);
+    assert!(
+        due > now + Duration::from_secs(3000),
+        "every 1h, the last run a moment ago: due in {:?}",
+        due.duration_since(now)
+    );
+}
+
+/// A run left without a verdict counts as the workload's last run even when the history
+/// cannot take it; one that started long ago leaves the workload overdue: it runs at start.
+#[tokio::test]
+async fn a_recovered_runs_start_seeds_the_cadence_even_unrecorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), unreachable_run);
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    let blocker = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    d.recover_orphans(&c);
+    d.resume_cadences();
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    // 2020-01-01T00:00:00Z
+    assert_eq!(resumed_from(&d), Some(1_577_836_800_000));
+    let now = SystemTime::now();
+    let previous = d.previous_due.lock().unwrap().get("w").copied();
+    assert_eq!(c.workloads[0].cadence.next_due(now, previous), now);
+}
