@@ -8,7 +8,7 @@ mod grid;
 mod wall;
 
 use super::history::{History, RunRow};
-use super::run_result::{new_run_id, RunResult};
+use super::run_result::{new_run_id, Ran, RunResult};
 use super::sinks::{RunSink, Sinks};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
@@ -58,7 +58,7 @@ pub(super) struct Daemon {
 }
 
 /// A run in progress, boxed so the runner can be swapped.
-type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
+type RunFuture = Pin<Box<dyn Future<Output = Ran> + Send>>;
 
 /// What carries out one run, given its id and progress counters.
 type Runner = fn(Arc<Daemon>, Arc<Config>, Workload, String, Arc<Progress>) -> RunFuture;
@@ -326,9 +326,9 @@ impl Daemon {
         }))
     }
 
-    /// Waits for the target's turn, runs, records. Whatever happens is recorded: a run that
-    /// panics becomes an `error` verdict with the panic's message, a stop while waiting for
-    /// the target an `error: interrupted` one.
+    /// Waits for the target's turn, runs, records. Whatever ran is recorded: a run that
+    /// panics becomes an `error` verdict with the panic's message; a stop while waiting for
+    /// the target, or before the run's first measured request, is a skip.
     async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
         let target = &config.targets[&w.target];
         // One turn per server, on every server the target's URLs reach, taken in one order
@@ -371,7 +371,8 @@ impl Daemon {
         let started = RunResult::new(&config, &w, id.clone());
         let run = (self.runner)(self.clone(), config.clone(), w.clone(), id, progress);
         let result = match tokio::spawn(run).await {
-            Ok(result) => result,
+            Ok(Ran::Finished(result)) => result,
+            Ok(Ran::NotStarted { result, why }) => return self.not_started(&config, &result, why),
             Err(e) => {
                 let mut result = started;
                 result.run.verdict =
@@ -387,6 +388,27 @@ impl Daemon {
         {
             tracing::error!(workload = %w.name, "recording the run: {e}");
         }
+    }
+
+    /// A run a stop caught before its first measured request (see [`Ran::NotStarted`]): a
+    /// skip, logged and counted, not recorded. Its folder, if the warm-up made one, goes: the
+    /// next start would take it for a run whose process died.
+    fn not_started(&self, config: &Config, result: &RunResult, why: &str) {
+        let run = &result.run;
+        tracing::info!(
+            workload = %run.workload,
+            run = %run.id,
+            "not started: the daemon stopped {why}, before the first measured request (a skip, not recorded)"
+        );
+        if is_run_folder(&config.artifacts_dir, &run.artifacts) && run.artifacts.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&run.artifacts) {
+                tracing::warn!(
+                    "removing {}, the folder of a run that never started: {e}",
+                    run.artifacts.display()
+                );
+            }
+        }
+        self.sinks.run_skipped(&run.workload);
     }
 
     /// Records the runs left without a verdict (see [`crate::service::recovery`]): `error: no

@@ -229,7 +229,7 @@ async fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
         _: Arc<Progress>,
     ) -> RunFuture {
         TIMES.lock().unwrap().push(crate::instant::unix_ns(wall()));
-        Box::pin(async move { RunResult::new(&c, &w, id) })
+        Box::pin(async move { Ran::Finished(RunResult::new(&c, &w, id)) })
     }
     let dir = tempfile::tempdir().unwrap();
     let (d, c) = daemon_on(dir.path(), timed, "cron = \"*/2 * * * * *\"", wall);
@@ -265,7 +265,7 @@ async fn a_grid_goes_on_from_now_after_the_clock_steps_back() {
             .lock()
             .unwrap()
             .push(w.start_at.as_ref().unwrap().unix_ns);
-        Box::pin(async move { RunResult::new(&c, &w, id) })
+        Box::pin(async move { Ran::Finished(RunResult::new(&c, &w, id)) })
     }
     let dir = tempfile::tempdir().unwrap();
     let schedule = "every = \"2s\"\nstart_at = \"2026-01-01T00:00:00Z\"";
@@ -299,7 +299,7 @@ fn passing(
             reasons: Vec::new(),
         };
         result.run.load = Some(serde_json::json!({"load": {"osl": 8}}));
-        result
+        Ran::Finished(result)
     })
 }
 
@@ -598,4 +598,48 @@ async fn a_recovered_runs_start_seeds_the_cadence_even_unrecorded() {
     let now = SystemTime::now();
     let previous = d.previous_due.lock().unwrap().get("w").copied();
     assert_eq!(c.workloads[0].cadence.next_due(now, previous), now);
+}
+
+/// A run a stop caught before its first measured request (in its warm-up here, which left
+/// records in its folder): a skip, counted, with no history row and no folder left for the
+/// next start to take for a run whose process died.
+#[tokio::test]
+async fn a_run_stopped_before_its_first_measured_request_is_a_skip() {
+    fn warming_up(
+        _: Arc<Daemon>,
+        config: Arc<Config>,
+        w: Workload,
+        id: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async move {
+            let result = RunResult::new(&config, &w, id);
+            std::fs::create_dir_all(&result.run.artifacts).unwrap();
+            std::fs::write(result.run.artifacts.join("records.jsonl"), "").unwrap();
+            Ran::NotStarted {
+                result,
+                why: "during its warm-up",
+            }
+        })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), warming_up);
+    d.start_run(c.clone(), c.workloads[0].clone())
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    let left: Vec<_> = std::fs::read_dir(c.artifacts_dir.join("w"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let text = d.metrics.render();
+    assert!(
+        text.contains("canaryd_skips_total{workload=\"w\"} 1"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("canaryd_runs_total{workload=\"w\""),
+        "{text}"
+    );
 }
