@@ -15,7 +15,7 @@ pub mod recovery;
 pub mod run_result;
 mod scheduler;
 pub mod sinks;
-mod state_lock;
+pub(crate) mod state_lock;
 pub mod status;
 pub mod workload;
 

@@ -1,0 +1,107 @@
+//! The daemon's lifecycle against real processes: `canaryd run` against `canaryd sim` on
+//! loopback, stopped with signals, and a one-shot `canaryd replay` pointed into its folders.
+//! Nothing asserts on timing; the status API and files are polled with generous deadlines.
+
+mod common;
+
+use common::{eventually, shared, CANARYD};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A config with `state_dir` in `dir`, a `sim` target on `sim_port`, and `extra` appended.
+fn write_config(dir: &Path, sim_port: u16, extra: &str) -> PathBuf {
+    let text = format!(
+        "state_dir = \"{}\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         {extra}",
+        dir.join("state").display()
+    );
+    let path = dir.join("canaryd.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// 300 requests over 102 s of trace at 2x: far from done while a test looks at it.
+const LONG: &str = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+                    scale_lengths = 0.05\nevery = \"1h\"\ngrace_period = \"2s\"\n";
+
+/// The folder of the daemon's run in progress, once it has recorded `n` requests.
+fn run_in_progress(dir: &Path, n: usize) -> PathBuf {
+    let artifacts = dir.join("state/artifacts/long");
+    eventually(60, "the run to record requests", || {
+        let run = std::fs::read_dir(&artifacts).ok()?.next()?.ok()?.path();
+        let records = std::fs::read_to_string(run.join("records.jsonl")).ok()?;
+        (records.lines().count() >= n).then_some(run)
+    })
+}
+
+/// `canaryd replay -o <a running daemon's run folder> --overwrite` wrote over the run in
+/// progress (the daemon wrote on at its offset: a hole of NUL bytes, a report that failed).
+/// Refused, naming the daemon, whatever `--overwrite` says; the run is left whole.
+#[test]
+fn a_replay_into_a_running_daemons_run_folder_is_refused_even_with_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&["--block-size", "26"]);
+    let config = write_config(dir.path(), sim_port, LONG);
+    let (mut d, _) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    let run = run_in_progress(dir.path(), 3);
+    let trace = shared("traces/mooncake_arxiv_first20.jsonl");
+    let url = format!("http://127.0.0.1:{sim_port}");
+    for out in [
+        run.clone(),
+        run.join("sub"),
+        dir.path().join("state/artifacts"),
+    ] {
+        let o = Command::new(CANARYD)
+            .args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+            .args([
+                "--model",
+                "canary-sim",
+                "--max-requests",
+                "5",
+                "--speedup",
+                "100",
+            ])
+            .arg("--output-dir")
+            .arg(&out)
+            .arg("--overwrite")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let text = common::text(&o);
+        assert_eq!(o.status.code(), Some(1), "{}: {text}", out.display());
+        assert!(
+            text.contains("inside the folder of a running canaryd daemon")
+                && text.contains(&format!("pid {}", d.0.id())),
+            "{text}"
+        );
+    }
+    assert!(!run.join("sub").exists());
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let records = std::fs::read(run.join("records.jsonl")).unwrap();
+    assert!(!records.contains(&0), "a hole in the daemon's records");
+    for line in records.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert!(v.is_object());
+    }
+    // Stopped, its folders are the user's again.
+    let o = Command::new(CANARYD)
+        .args(["replay", "--trace", trace.to_str().unwrap(), "--url", &url])
+        .args([
+            "--model",
+            "canary-sim",
+            "--max-requests",
+            "2",
+            "--speedup",
+            "100",
+        ])
+        .arg("--output-dir")
+        .arg(dir.path().join("state/artifacts/long/after"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+}
