@@ -124,11 +124,17 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
         schedulers.cancel();
     }
     daemon.stop_runs();
+    // A second stop signal quits at once, whichever it is (`kill` and `systemctl kill` send
+    // SIGTERM; a second one used to be ignored while a second Ctrl-C quit).
     tokio::select! {
         _ = daemon.drain() => {}
         _ = signals.int.recv() => {
             tracing::warn!("second SIGINT: quitting without waiting for runs");
             return Ok(130);
+        }
+        _ = signals.term.recv() => {
+            tracing::warn!("second SIGTERM: quitting without waiting for runs");
+            return Ok(143);
         }
     }
     // Flushing blocks (exporters send with a deadline): off the async workers.

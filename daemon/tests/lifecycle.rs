@@ -105,3 +105,57 @@ fn a_replay_into_a_running_daemons_run_folder_is_refused_even_with_overwrite() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
 }
+
+/// A target that accepts connections and never answers, for as long as it is held.
+struct Silent {
+    port: u16,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming().flatten() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(s);
+            }
+        });
+        Silent { port, accepted }
+    }
+}
+
+/// A second SIGTERM was ignored (a second SIGINT quit at once): with requests hung at the
+/// target and a minute of grace, `kill` twice now quits at once too, with 143.
+#[test]
+fn a_second_sigterm_quits_without_waiting_out_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Silent::start();
+    let workload = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+                    scale_lengths = 0.05\nevery = \"1h\"\ngrace_period = \"2m\"\n";
+    let config = write_config(dir.path(), target.port, workload);
+    // No server metrics to scrape from a target that never answers.
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "model = \"canary-sim\"\n",
+        "model = \"canary-sim\"\nmetrics_url = \"\"\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let (mut d, _) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    eventually(60, "a request at the target", || {
+        (target.accepted.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    let log = dir.path().join("daemon.log");
+    eventually(30, "the stop to begin", || {
+        let text = std::fs::read_to_string(&log).ok()?;
+        text.contains("stopping:").then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(143));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("second SIGTERM: quitting"), "{text}");
+}
