@@ -1,6 +1,8 @@
 //! The daemon's lifecycle against real processes: `canaryd run` against `canaryd sim` on
-//! loopback, stopped with signals, and a one-shot `canaryd replay` pointed into its folders.
-//! Nothing asserts on timing; the status API and files are polled with generous deadlines.
+//! loopback, stopped with signals (during a warm-up, twice), restarted, and a one-shot `canaryd
+//! replay` pointed into its folders.
+//! Nothing asserts on timing; the status API and files are polled with generous deadlines (the
+//! one fixed wait gives a run that must not start room to show).
 
 mod common;
 
@@ -158,4 +160,74 @@ fn a_second_sigterm_quits_without_waiting_out_the_grace_period() {
     assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(143));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("second SIGTERM: quitting"), "{text}");
+}
+
+/// A stop during a run's warm-up (its requests hung at a target that never answers) was
+/// recorded as `error: interrupted` with 0 requests: the run never started, so it is a skip,
+/// with no history row and no folder left for the next start to recover.
+#[test]
+fn a_stop_during_the_warm_up_is_a_skip_not_an_error_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Silent::start();
+    let workload = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
+                    scale_lengths = 0.05\nevery = \"1h\"\ngrace_period = \"1s\"\n\
+                    warmup_requests = 2\n";
+    let config = write_config(dir.path(), target.port, workload);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "model = \"canary-sim\"\n",
+        "model = \"canary-sim\"\nmetrics_url = \"\"\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let (mut d, _) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    eventually(60, "a warm-up request at the target", || {
+        (target.accepted.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains("not started: the daemon stopped during its warm-up"),
+        "{log}"
+    );
+    let db = rusqlite::Connection::open(dir.path().join("state/history.sqlite")).unwrap();
+    let rows: i64 = db
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0, "{log}");
+    let left = std::fs::read_dir(dir.path().join("state/artifacts/long"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "a run folder left for the next start to recover");
+}
+
+/// Every restart ran each `every` workload at once, whatever its last run: a crash loop under
+/// systemd was a load loop on the target. Restarted a moment after a run, an hourly workload
+/// now waits for its hour.
+#[test]
+fn a_restart_does_not_run_a_workload_that_is_not_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&["--block-size", "26"]);
+    let short = "[workloads.short]\ntarget = \"sim\"\ntrace = \"bundled\"\nmax_requests = 10\n\
+                 speedup = 20\nscale_lengths = 0.05\nevery = \"1h\"\n";
+    let config = write_config(dir.path(), sim_port, short);
+    let (mut d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
+    eventually(120, "the first run", || {
+        (!common::api_runs(status).is_empty()).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
+    let (mut d, status) = common::daemon_on_own_port(dir.path(), &config, "daemon2.log", &[]);
+    eventually(60, "the restarted daemon to be ready", || {
+        (common::http(status, "GET", "/readyz", "").0 == 200).then_some(())
+    });
+    // A run due at start begins within milliseconds of READY; a few seconds leave room for a
+    // loaded host.
+    std::thread::sleep(Duration::from_secs(3));
+    let folders = std::fs::read_dir(dir.path().join("state/artifacts/short"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, 1, "the restart ran the workload again");
+    assert_eq!(common::api_runs(status).len(), 1);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
 }
