@@ -502,7 +502,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         s.new_load
             .as_ref()
             .unwrap()
-            .starts_with("new knee rule: baseline starts again (rule 1 → 2"),
+            .starts_with("new knee rule: baseline starts again (rule 1 → 3"),
         "{:?}",
         s.new_load
     );
