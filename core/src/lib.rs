@@ -13,6 +13,8 @@
 //!   for the highest rate meeting an SLO.
 //! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
 //!   [`RunContext`] — what the run ran on and against.
+//! * [`Secrets`] — the scrub that keeps a request's secrets out of the text a server or a
+//!   collector quotes back.
 //!
 //! This crate does no I/O.
 //!
@@ -47,6 +49,7 @@ mod record;
 mod redact;
 pub mod runs_without;
 mod sampling;
+mod secret_scrub;
 pub mod series;
 mod stats;
 mod summary;
@@ -88,6 +91,7 @@ pub use record::{
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
+pub use secret_scrub::{HoldsSecrets, Secrets, Words};
 pub use stats::{
     Distribution, DistributionSnapshot, SnapshotError, Stats, PERCENTILE_PRECISION,
     PERCENTILE_PRECISION_SPACED,
