@@ -60,17 +60,22 @@ pub struct Secrets {
     forms: Vec<Form>,
     /// Some form holds a space: a text is read a second time with `+` as a space.
     any_space: bool,
+    /// Some form is found whatever its case: a reading is searched lower-cased too.
+    any_folded: bool,
     /// The longest form, bytes.
     longest: usize,
 }
 
 /// One form of a secret.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 struct Form {
     /// Its bytes, in ASCII lower case when `folded`.
     bytes: Vec<u8>,
     /// Found whatever the case of its ASCII letters.
     folded: bool,
+    /// Finds its first [`START_MIN`] bytes (all, if shorter): where every span redacted for it
+    /// starts, so a text without them is passed over at memchr's speed.
+    head: memchr::memmem::Finder<'static>,
     /// Knuth-Morris-Pratt's failure function of `bytes`: how long a match may still be after
     /// a mismatch, so a text is read once per form.
     fail: Vec<usize>,
@@ -135,9 +140,13 @@ impl Secrets {
             self.any_space |= bytes.contains(&b' ');
             self.longest = self.longest.max(bytes.len());
             let fail = failure(&bytes);
+            let head =
+                memchr::memmem::Finder::new(&bytes[..bytes.len().min(START_MIN)]).into_owned();
+            self.any_folded |= folded;
             self.forms.push(Form {
                 bytes,
                 folded,
+                head,
                 fail,
                 start_min,
             });
@@ -149,7 +158,8 @@ impl Secrets {
     /// where a cut can leave one (the module's docs).
     ///
     /// Linear in the text: O(n·k) for n bytes of text and k forms (k is fixed by the secrets,
-    /// a few dozen forms each), at most three readings of the text.
+    /// a few dozen forms each), at most three readings of the text; a form whose first bytes
+    /// are not in a reading costs a memchr search of it.
     pub fn scrub(&self, text: &str) -> Option<String> {
         let spans = self.spans(text);
         if spans.is_empty() {
@@ -208,12 +218,17 @@ impl Secrets {
         // As written: each byte where it stands.
         let identity: Vec<usize> = (0..=raw.len()).collect();
         self.find_all(raw, raw, &identity, &mut spans);
-        // As a URL decoder reads it, where that differs.
+        // As a URL decoder reads it, where that differs: a text without `%` or `+` (most of
+        // a server's) is read once.
+        let plus = self.any_space && memchr::memchr(b'+', raw).is_some();
+        if !plus && memchr::memchr(b'%', raw).is_none() {
+            return merge(text, spans);
+        }
         let decoded = Reading::of(raw);
         if decoded.bytes.len() < raw.len() {
             self.find_all(&decoded.bytes, raw, &decoded.start, &mut spans);
         }
-        if self.any_space && decoded.any_plus {
+        if plus {
             let plus = decoded.plus_as_space(raw);
             self.find_all(&plus, raw, &decoded.start, &mut spans);
         }
@@ -229,19 +244,32 @@ impl Secrets {
         start: &[usize],
         spans: &mut Vec<(usize, usize)>,
     ) {
-        // Where a cut may have ended the text: before its end, or a mark.
-        let cut: Vec<bool> = start.iter().map(|&at| cut_at(raw, at)).collect();
+        // ASCII lower case keeps every byte where it was: a range in one is a range in both.
+        let lowered = self.any_folded.then(|| reading.to_ascii_lowercase());
+        // Where a cut may have ended the text: before its end, or a mark. Found once some
+        // form's head is in the text.
+        let mut cut: Option<Vec<bool>> = None;
         for form in &self.forms {
-            form.find(reading, &cut, |first, end| {
-                spans.push((start[first], start[end]))
+            let text = match (&lowered, form.folded) {
+                (Some(lowered), true) => lowered.as_slice(),
+                _ => reading,
+            };
+            // Every span starts with the head: from the first one on, read byte by byte.
+            let Some(from) = form.head.find(text) else {
+                continue;
+            };
+            let cut = cut.get_or_insert_with(|| start.iter().map(|&at| cut_at(raw, at)).collect());
+            form.find(&text[from..], &cut[from..], |first, end| {
+                spans.push((start[from + first], start[from + end]))
             });
         }
     }
 }
 
 impl Form {
-    /// Calls `found(first, end)` with the range in `text` of each match, and of each start of
-    /// `start_min` bytes or more that ends where `cut` says a cut may have ended the text.
+    /// Calls `found(first, end)` with the range in `text` (lower-cased when the form is
+    /// `folded`) of each match, and of each start of `start_min` bytes or more that ends where
+    /// `cut` says a cut may have ended the text.
     fn find(&self, text: &[u8], cut: &[bool], mut found: impl FnMut(usize, usize)) {
         let mut matched = 0;
         for (i, &b) in text.iter().enumerate() {
@@ -249,10 +277,6 @@ impl Form {
             if matched >= self.start_min && cut[i] {
                 found(i - matched, i);
             }
-            let b = match self.folded {
-                true => b.to_ascii_lowercase(),
-                false => b,
-            };
             while matched > 0 && self.bytes[matched] != b {
                 matched = self.fail[matched - 1];
             }
@@ -323,7 +347,6 @@ struct Reading {
     bytes: Vec<u8>,
     /// `start[i]`: where the i-th byte's source starts; one more entry, the text's length.
     start: Vec<usize>,
-    any_plus: bool,
 }
 
 impl Reading {
@@ -331,7 +354,6 @@ impl Reading {
         let mut r = Reading {
             bytes: Vec::with_capacity(raw.len()),
             start: Vec::with_capacity(raw.len() + 1),
-            any_plus: false,
         };
         let mut i = 0;
         while i < raw.len() {
@@ -346,7 +368,6 @@ impl Reading {
                     i += 3;
                 }
                 None => {
-                    r.any_plus |= raw[i] == b'+';
                     r.bytes.push(raw[i]);
                     i += 1;
                 }
