@@ -5,18 +5,20 @@
 //! (`token=abc123`); each cut that holds a `%XX` escape (a value given still encoded) decoded
 //! too.
 //!
-//! A value of several words is split into its words, and its words into their pieces, only
-//! where it is a credential ([`Words::All`]): in an `Authorization` header, or in one the caller
-//! says is (the exporter's headers are there to authenticate to a collector). Elsewhere such a
-//! value is text (`User-Agent: canary (X11; Linux x86_64)`), and its words are no secret.
+//! A value of several words is split into its words, and a word into its pieces at `;` and
+//! `,` too, only where it is a credential ([`Words::All`]): in an `Authorization` header, or in
+//! one the caller says is (the exporter's headers are there to authenticate to a collector).
+//! Elsewhere such a value is text (`User-Agent: canary (X11; Linux x86_64)`, a list such as
+//! `x-sim-fault: no_done,interrupted`), and its words and items are no secret.
 
 /// Which words of a header's value may be secrets on their own.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Words {
     /// Each: the value is a credential, whatever its header.
     All,
-    /// Those of a value that is one word, or a scheme word and one word (`Token abc123`); each
-    /// in an `Authorization` or `Proxy-Authorization` header.
+    /// Those of a value that is one word, or a scheme word and one word (`Token abc123`), and
+    /// their pieces after a `=` or `:`; each, and its pieces at `;` and `,` too, in an
+    /// `Authorization` or `Proxy-Authorization` header.
     OfCredentials,
 }
 
@@ -69,8 +71,13 @@ pub(super) fn cuts(name: &str, value: &[u8], words: Words) -> Vec<Vec<u8>> {
         }
     }
     let mut out: Vec<Vec<u8>> = cuts.into_iter().filter(|c| c.len() >= CUT_MIN).collect();
+    // A list's items (`a,b`) are pieces only in a credential.
+    let separators: &[u8] = match all {
+        true => b"=:;,",
+        false => b"=:",
+    };
     for word in words {
-        let mut pieces = word.split(|b| b"=:;,".contains(b));
+        let mut pieces = word.split(|b| separators.contains(b));
         // The first piece is the prefix's name (`token` of `token=abc123`), or the whole word.
         pieces.next();
         out.extend(pieces.filter(|p| p.len() >= PIECE_MIN).map(Vec::from));

@@ -350,3 +350,21 @@ fn a_text_header_is_split_into_words_only_when_it_is_a_credential() {
     // Its words, and the piece after its `;` (` Linux x86_64)`).
     assert_eq!(s.clean(text), "on<redacted>; <redacted> refused");
 }
+
+// A list in a header that is no credential (the simulator's faults) is text: its items stay
+// in what the server says of them, the value whole does not.
+#[test]
+fn a_list_in_a_header_that_is_no_credential_keeps_its_items() {
+    let mut s = Secrets::default();
+    s.add_header("x-sim-fault", b"no_done,interrupted", Words::OfCredentials);
+    s.add_header("x-api-key", b"token=KEYspell99", Words::OfCredentials);
+    assert_eq!(
+        s.clean(r#"unknown item "interrupted" in no_done,interrupted; key KEYspell99"#),
+        r#"unknown item "interrupted" in <redacted>; key <redacted>"#
+    );
+    s.add_header("x-sim-fault", b"no_done,interrupted", Words::All);
+    assert_eq!(
+        s.clean("unknown item interrupted"),
+        "unknown item <redacted>"
+    );
+}
