@@ -59,6 +59,7 @@ pub use limits::ResponseLimits;
 /// The largest JSON artifact read whole (a summary is tens of KB, a histograms file hundreds):
 /// past it, a file is not canaryd's, and reading it would cost its size several times over.
 pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
+pub use canary_core::Secrets;
 pub use merge::{
     merge, sending_note, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock,
 };
@@ -81,7 +82,6 @@ pub use run::{
     Progress, RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
-pub use secrets::Secrets;
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use synthetic::{Length, SyntheticRequests};
