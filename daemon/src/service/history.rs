@@ -810,15 +810,14 @@ fn connect(path: &Path) -> Result<Connection> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let conn = Connection::open(path)
-        .with_context(|| format!("opening the history database {}", path.display()))?;
+    let conn = Connection::open(path).map_err(|e| not_opened(path, e))?;
     check_writable_and_sound(&conn, path)?;
     // WAL: the status API reads while a run's row is written; a crash loses nothing
     // already committed.
     conn.pragma_update(None, "journal_mode", "WAL")
         .and_then(|_| conn.execute_batch(SCHEMA))
         .and_then(|_| add_columns(&conn))
-        .with_context(|| format!("preparing the history database {}", path.display()))?;
+        .map_err(|e| not_opened(path, e))?;
     Ok(conn)
 }
 
@@ -857,32 +856,50 @@ fn check_writable_and_sound(conn: &Connection, path: &Path) -> Result<()> {
             path.display()
         );
     }
-    let damaged = |why: String| {
-        anyhow::anyhow!(
-            "the history database {} is damaged ({why}); move it away to start a new \
-             history (the run folders keep their verdict.json files)",
-            path.display()
-        )
-    };
-    let mut stmt = conn
+    // Only what quick_check finds, or SQLite's own "corrupt" and "not a database", is
+    // damage: any other error (a full disk leaves SQLite unable to create its -wal and -shm
+    // files beside an intact file) is the file system's, and moving the file away would lose
+    // every baseline for nothing.
+    let problems: Vec<String> = conn
         .prepare("PRAGMA quick_check")
-        .map_err(|e| damaged(e.to_string()))?;
-    let problems: Vec<String> = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .and_then(|rows| rows.collect())
-        .map_err(|e| damaged(e.to_string()))?;
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, String>(0))
+                .and_then(|rows| rows.collect())
+        })
+        .map_err(|e| not_opened(path, e))?;
     match problems.as_slice() {
         [ok] if ok == "ok" => Ok(()),
-        _ => Err(damaged(format!(
-            "quick_check: {}",
-            problems
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))),
+        _ => Err(damaged(
+            path,
+            &format!(
+                "quick_check: {}",
+                problems
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )),
     }
+}
+
+/// The error for a history SQLite could not open or read: damaged when SQLite says so,
+/// otherwise the file system's error ([`open_error::cannot_open`]).
+fn not_opened(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    match open_error::is_damage(&e) {
+        true => damaged(path, &e.to_string()),
+        false => open_error::cannot_open(path, &e),
+    }
+}
+
+/// The error for a damaged history: moving it away is the cure.
+fn damaged(path: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the history database {} is damaged ({why}); move it away to start a new history (the \
+         run folders keep their verdict.json files)",
+        path.display()
+    )
 }
 
 /// The device and inode of the file at `path`; `None` when there is none.
@@ -916,6 +933,8 @@ pub fn now_unix_ms() -> i64 {
 fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("history values always serialize")
 }
+
+mod open_error;
 
 #[cfg(test)]
 mod tests;

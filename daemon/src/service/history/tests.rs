@@ -1102,3 +1102,64 @@ fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
         ]
     );
 }
+
+/// A history SQLite cannot open for a reason of the file system's (here its `-wal` path taken
+/// by a folder: `SQLITE_CANTOPEN`, as a full disk gives `SQLITE_IOERR` creating the `-shm`) is
+/// refused with SQLite's error, never called damaged nor moved away: the file is intact, and
+/// opens with every run once the cause is gone.
+#[test]
+fn a_history_that_cannot_be_opened_is_not_called_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    History::open(&path)
+        .unwrap()
+        .insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    let wal = dir.path().join("h.sqlite-wal");
+    assert!(!wal.exists(), "the last connection's close removes it");
+    std::fs::create_dir(&wal).unwrap();
+    let e = format!("{:#}", History::open(&path).err().expect("refused"));
+    assert!(
+        e.contains("h.sqlite cannot be opened or read (unable to open database file")
+            && e.contains("CannotOpen")
+            && e.contains("do not move it away"),
+        "{e}"
+    );
+    assert!(!e.contains("damaged ("), "{e}");
+    // The file system holding it, with its free space and mount, is named.
+    assert!(
+        e.contains("bytes free") && e.contains("mounted at /"),
+        "{e}"
+    );
+    std::fs::remove_dir(&wal).unwrap();
+    let h = History::open(&path).unwrap();
+    assert_eq!(h.get("r1").unwrap().unwrap().run.id, "r1");
+}
+
+/// SQLite's own verdicts on the content, "not a database" and "malformed", are damage.
+#[test]
+fn a_file_that_is_not_a_database_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    std::fs::write(&path, "this is not a database\n".repeat(400)).unwrap();
+    let e = format!("{:#}", History::open(&path).err().expect("refused"));
+    assert!(
+        e.contains("h.sqlite is damaged (file is not a database)") && e.contains("move it away"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_mount_holding_a_folder_is_found_and_escapes_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = open_error::free_space(dir.path()).expect("statvfs answers");
+    let mount = space.mount.expect("mountinfo names it");
+    assert!(std::fs::canonicalize(dir.path())
+        .unwrap()
+        .starts_with(&mount));
+    // As /proc/self/mountinfo writes a space, a tab and a backslash.
+    assert_eq!(
+        open_error::unescape("/mnt/a\\040b\\011c\\134d"),
+        "/mnt/a b\tc\\d"
+    );
+}
