@@ -1427,3 +1427,79 @@ fn realtime_workers_in_the_config_is_followed_at_start_and_on_reload() {
     });
     assert_eq!(w["realtime_threads"], 0, "{w}");
 }
+
+/// A start where no file can grow (the file size limit, RLIMIT_FSIZE 0 with SIGXFSZ ignored,
+/// plays the full disk: every write fails as ENOSPC would, creating files does not): the pid
+/// the lock file cannot take is a warning, the lock held all the same; the history, intact
+/// but unreadable without its `-shm` file, is refused with SQLite's I/O error, never called
+/// damaged nor to be moved away (which would lose every baseline).
+#[test]
+fn a_start_where_nothing_can_be_written_warns_of_the_pid_and_calls_the_history_unreadable() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), free_port(), &workload("w", "sim", "1h", ""));
+    // A history of a daemon that stopped cleanly: WAL mode, its -wal and -shm files gone.
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let history = dir.path().join("state/history.sqlite");
+    {
+        let db = rusqlite::Connection::open(&history).unwrap();
+        db.pragma_update(None, "journal_mode", "WAL").unwrap();
+        db.execute_batch("CREATE TABLE kept (x); INSERT INTO kept VALUES (1);")
+            .unwrap();
+    }
+    let mut cmd = Command::new(CANARYD);
+    cmd.args(["run", "--config"])
+        .arg(&config)
+        .args(["--status-listen", &format!("127.0.0.1:{}", free_port())])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "info")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        // A pipe: the limit is on files, and the log must get out.
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &rl) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let mut child = Child(cmd.spawn().unwrap());
+    let mut stderr = child.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let _ = stderr.read_to_string(&mut log);
+        log
+    });
+    let code = child.wait_exit(Duration::from_secs(60));
+    let log = reader.join().unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("WARN")
+            && log.contains("writing the pid to")
+            && log.contains("canaryd.lock: File too large")
+            && log.contains("the lock is held all the same"),
+        "{log}"
+    );
+    assert!(
+        log.contains("history.sqlite cannot be opened or read (disk I/O error")
+            && log.contains("do not move it away"),
+        "{log}"
+    );
+    assert!(!log.contains("is damaged"), "{log}");
+    // Intact: it opens, with its row, once files can grow again.
+    let db = rusqlite::Connection::open(&history).unwrap();
+    let kept: i64 = db
+        .query_row("SELECT x FROM kept", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, 1);
+}
