@@ -1503,3 +1503,51 @@ fn a_start_where_nothing_can_be_written_warns_of_the_pid_and_calls_the_history_u
         .unwrap();
     assert_eq!(kept, 1);
 }
+
+/// A history emptied to 0 bytes beside its runs' folders (a restore gone wrong, a tool that
+/// truncated it): the start records the runs again from their verdict.json and says so once,
+/// as a warning naming the file, with the baselines' loss; each run's line says it was not in
+/// the history, not that the history failed when it finished.
+#[test]
+fn a_history_emptied_beside_its_runs_is_warned_of_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    let (mut first, status) = daemon(dir.path(), &config, "first.log");
+    eventually(60, "a first run", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(0));
+    let history = dir.path().join("state/history.sqlite");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&history)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (mut second, status) = daemon(dir.path(), &config, "second.log");
+    eventually(60, "the run recorded again", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    second.signal(libc::SIGTERM);
+    assert_eq!(second.wait_exit(Duration::from_secs(60)), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("second.log")).unwrap();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the database file was empty (0 bytes) at start"))
+        .filter(|l| l.contains("WARN"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(
+        warned[0].contains("history.sqlite")
+            && warned[0].contains("1 run folder(s) hold a verdict.json")
+            && warned[0].contains("latency baselines start again"),
+        "{log}"
+    );
+    assert!(
+        log.contains("recorded from its verdict.json (pass): not in the history"),
+        "{log}"
+    );
+    assert!(!log.contains("could not be written when"), "{log}");
+}

@@ -98,6 +98,9 @@ pub struct History {
     conn: Mutex<Connection>,
     /// The database file, for messages.
     path: PathBuf,
+    /// How the file was found when it opened, when it held no history
+    /// ([`History::new_at_open`]).
+    new_at_open: Option<&'static str>,
     /// The device and inode of the file opened: a file removed or replaced at `path` while
     /// the daemon runs is noticed before the next run is written (into a file no one would
     /// ever read again, and a second daemon could then start on the state directory).
@@ -152,9 +155,17 @@ impl History {
     /// one, a read-only mount) or one that fails SQLite's `quick_check` is refused, naming
     /// it: every run would otherwise be measured and then lost at its recording.
     pub fn open(path: &Path) -> Result<History> {
+        // Before SQLite writes its header into an empty file: a file emptied (or removed)
+        // beside run folders lost their rows, which the start then says.
+        let new_at_open = match std::fs::metadata(path) {
+            Ok(m) if m.len() == 0 => Some("was empty (0 bytes)"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("did not exist"),
+            _ => None,
+        };
         let conn = connect(path)?;
         Ok(History {
             conn: Mutex::new(conn),
+            new_at_open,
             path: path.to_path_buf(),
             file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
@@ -166,6 +177,12 @@ impl History {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How the file was found when it opened, when it held no history (`"was empty (0
+    /// bytes)"`, `"did not exist"`): run folders beside it lost their rows.
+    pub fn new_at_open(&self) -> Option<&'static str> {
+        self.new_at_open
     }
 
     /// When the file at `path` is no longer the one opened (removed, or replaced), says so

@@ -418,6 +418,17 @@ impl Daemon {
         for chunk in dirs.chunks(LATE_RUNS_PER_PASS) {
             recorded += self.record_late(chunk);
         }
+        // A history found empty (or gone) beside the runs it had recorded lost their rows, and
+        // with them their samples: said once, as the loss it is, not left to one INFO line
+        // per run.
+        if let (Some(how), true) = (self.history.new_at_open(), recorded > 0) {
+            tracing::warn!(
+                "history {}: the database file {how} at start, yet {recorded} run folder(s) \
+                 hold a verdict.json: those runs were recorded again from it, without their \
+                 latency samples, so latency baselines start again from the next runs",
+                self.history.path().display()
+            );
+        }
         // The last runs /metrics and OTLP show were seeded before these were recorded: one of
         // them may be its workload's newest run.
         if recorded > 0 {
@@ -440,13 +451,17 @@ impl Daemon {
                 ),
             }
         }
+        let why = match self.history.new_at_open() {
+            Some(how) => format!("not in the history (its database file {how} at start)"),
+            None => "not in the history (it could not be written when the run finished)".into(),
+        };
         match self.history.insert_late(&rows) {
             Ok(()) => {
                 for row in &rows {
                     tracing::info!(
                         workload = %row.run.workload,
                         run = %row.run.id,
-                        "recorded from its verdict.json ({}): the history could not be written when it finished",
+                        "recorded from its verdict.json ({}): {why}",
                         row.run.verdict
                     );
                 }
