@@ -1133,10 +1133,31 @@ fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
         },
     );
     assert_eq!(http(status, "GET", "/healthz", "").0, 503);
+    // The status page and /api/runs say it too: the runs they list are not the newest.
+    let (code, body) = http(status, "GET", "/api/runs", "");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let why = v["unhealthy"].as_array().expect(&body);
+    assert!(
+        why.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.starts_with("history ") && w.contains("history.sqlite"))),
+        "{body}"
+    );
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("<p class=\"warn\">Unhealthy: history ")
+            && page.contains("are not listed here"),
+        "{page}"
+    );
     holder.execute_batch("COMMIT").unwrap();
     eventually(120, "/healthz healthy once a write succeeds", || {
         (http(status, "GET", "/healthz", "").0 == 200).then_some(())
     });
+    let v: Value = serde_json::from_str(&http(status, "GET", "/api/runs", "").1).unwrap();
+    assert_eq!(v["unhealthy"], serde_json::json!([]), "{v}");
+    assert!(!http(status, "GET", "/", "").1.contains("Unhealthy"));
 }
 
 #[test]
