@@ -523,12 +523,7 @@ impl Daemon {
                     self.history.path().display()
                 );
                 if self.metrics.history_write_failed(why) {
-                    tracing::warn!(
-                        "history {}: runs cannot be recorded ({e:#}); each run's verdict.json \
-                         is still written (the next start records it), /healthz says unhealthy \
-                         until a write succeeds, canaryd_history_write_errors_total counts them",
-                        self.history.path().display()
-                    );
+                    tracing::warn!("{}", history_failing_warning(self.history.path(), &e));
                 }
                 // Retention deletes by the history: not while it cannot be written.
                 written?;
@@ -740,6 +735,19 @@ fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String>
             Err(_) => url.trim_end_matches('/').to_string(),
         })
         .collect()
+}
+
+/// The first warning of a spell of runs the history at `path` cannot take (`e`). The same
+/// cause (a full disk) may fail each run's verdict.json too, so it is promised only as far as
+/// the disk allows.
+fn history_failing_warning(path: &Path, e: &anyhow::Error) -> String {
+    format!(
+        "history {}: runs cannot be recorded ({e:#}); each run's verdict.json is still written \
+         when the disk allows (the next start records it; a run that could not write it is \
+         recovered from its records as one left without a verdict), /healthz says unhealthy \
+         until a write succeeds, canaryd_history_write_errors_total counts them",
+        path.display()
+    )
 }
 
 /// Whether `dir` is a run's folder in the artifacts tree: `ARTIFACTS/WORKLOAD/RUN`, plainly

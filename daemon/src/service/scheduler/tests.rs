@@ -544,3 +544,17 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         third.run.verdict
     );
 }
+
+/// The first warning of a history spell promises each run's verdict.json only as far as the
+/// disk allows: on a full disk the same ENOSPC fails it too.
+#[test]
+fn the_history_failing_warning_promises_the_verdict_only_when_the_disk_allows() {
+    let e = anyhow::anyhow!("database or disk is full");
+    let w = history_failing_warning(Path::new("/s/history.sqlite"), &e);
+    assert!(
+        w.starts_with(
+            "history /s/history.sqlite: runs cannot be recorded (database or disk is full)"
+        ) && w.contains("verdict.json is still written when the disk allows"),
+        "{w}"
+    );
+}
