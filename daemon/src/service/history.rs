@@ -620,6 +620,11 @@ impl History {
     /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`
     /// but for its newest `baseline` passing runs and the run `just` recorded (a run longer
     /// than the age limit is older than it as it finishes); returns their artifact folders.
+    ///
+    /// `take_away` is given each such run's folder while its row is still stored, and the row
+    /// is deleted only when it says the folder is gone (or out of the way): a folder left
+    /// behind without its row would be taken at the next start for a run whose process died,
+    /// and a pruned pass come back as an `error` run.
     pub fn prune(
         &self,
         workload: &str,
@@ -627,6 +632,7 @@ impl History {
         max_age: Duration,
         baseline: usize,
         just: &str,
+        take_away: &mut dyn FnMut(&Path) -> bool,
     ) -> Result<Vec<PathBuf>> {
         let cutoff = now_unix_ms() - max_age.as_millis().min(i64::MAX as u128) as i64;
         let mut conn = self.conn();
@@ -650,11 +656,16 @@ impl History {
             )?;
             rows.collect::<Result<_, _>>()?
         };
-        for (id, _) in &doomed {
-            tx.execute("DELETE FROM runs WHERE id = ?1", params![id])?;
+        let mut gone = Vec::new();
+        for (id, artifacts) in doomed {
+            let folder = PathBuf::from(artifacts);
+            if take_away(&folder) {
+                tx.execute("DELETE FROM runs WHERE id = ?1", params![id])?;
+                gone.push(folder);
+            }
         }
         tx.commit()?;
-        Ok(doomed.into_iter().map(|(_, a)| PathBuf::from(a)).collect())
+        Ok(gone)
     }
 }
 

@@ -558,3 +558,25 @@ fn the_history_failing_warning_promises_the_verdict_only_when_the_disk_allows() 
         "{w}"
     );
 }
+
+/// What a removal cut short left of a run folder retention had moved out of the way (a
+/// dot-name) is never taken by the start for a run whose process died, and the next
+/// retention pass removes it; the pruned run's folder goes that way too.
+#[tokio::test]
+async fn a_removal_cut_short_is_not_recovered_and_is_removed_by_the_next_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    let left = c
+        .artifacts_dir
+        .join("w")
+        .join(".removing-20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    d.recover_orphans(&c);
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    assert!(!left.join("verdict.json").exists());
+    d.start_run(c.clone(), w).unwrap().await.unwrap();
+    assert!(!left.exists(), "left behind: {}", left.display());
+    assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 1);
+}
