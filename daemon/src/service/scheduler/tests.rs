@@ -580,3 +580,24 @@ async fn a_removal_cut_short_is_not_recovered_and_is_removed_by_the_next_pass() 
     assert!(!left.exists(), "left behind: {}", left.display());
     assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 1);
 }
+
+/// A run folder whose verdict.json is torn (the process died writing it) is recovered saying
+/// its verdict.json was unreadable, not that it had none.
+#[tokio::test]
+async fn a_torn_verdict_is_recovered_as_unreadable_not_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    std::fs::write(left.join("verdict.json"), "{\"verdict\": \"pa").unwrap();
+    d.recover_orphans(&c);
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    let verdict = rows[0].run.verdict.to_string();
+    assert!(
+        verdict.starts_with("error: unreadable verdict.json (EOF while parsing")
+            && verdict.ends_with("the process died writing it or its results could not be written"),
+        "{verdict}"
+    );
+}
