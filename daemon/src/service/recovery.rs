@@ -103,7 +103,7 @@ fn verdict_read(run: &Path) -> Result<(), Option<String>> {
 }
 
 /// The verdict's reason for a run whose `verdict.json` did not read (`why`).
-pub fn unreadable_verdict(why: &str) -> String {
+fn unreadable_verdict(why: &str) -> String {
     format!(
         "unreadable verdict.json ({why}): the process died writing it or its results could not \
          be written"
