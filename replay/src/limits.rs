@@ -86,20 +86,29 @@ impl ResponseLimits {
             (Setting::MaxBodyBytes, self.body_bytes),
             (Setting::MaxHeldBytes, self.held_bytes),
         ] {
-            if v < 1024 {
-                return Err(SettingError::new(
-                    setting,
-                    format!("expected at least 1 KiB, found {v} bytes"),
-                ));
-            }
+            Self::check_bytes(setting, v)?;
         }
-        if !(self.output_ratio >= 1.0 && self.output_ratio.is_finite()) {
+        Self::check_output_ratio(self.output_ratio)
+    }
+
+    /// Checks a byte cap is at least 1 KiB (a front end may check a flag's value with it
+    /// before building a plan).
+    pub fn check_bytes(setting: Setting, v: usize) -> Result<(), SettingError> {
+        if v < 1024 {
+            return Err(SettingError::new(
+                setting,
+                format!("expected at least 1 KiB, found {v} bytes"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks an output ratio is a number of 1 or more.
+    pub fn check_output_ratio(ratio: f64) -> Result<(), SettingError> {
+        if !(ratio >= 1.0 && ratio.is_finite()) {
             return Err(SettingError::new(
                 Setting::MaxOutputRatio,
-                format!(
-                    "expected a number of 1 or more, found {}",
-                    self.output_ratio
-                ),
+                format!("expected a number of 1 or more, found {ratio}"),
             ));
         }
         Ok(())

@@ -24,7 +24,13 @@ impl Cancellation {
 
     /// Checks the rate is a percentage and the delay is bounded.
     pub fn validate(&self) -> Result<(), SettingError> {
-        let p = self.rate_percent;
+        Self::check_rate(self.rate_percent)?;
+        Self::check_delay(self.delay)
+    }
+
+    /// Checks a cancellation rate is a percentage (a front end may check a flag's value with
+    /// it before building a plan).
+    pub fn check_rate(p: f64) -> Result<(), SettingError> {
         if !(0.0..=100.0).contains(&p) {
             return Err(SettingError::new(
                 Setting::RequestCancellationRate,
@@ -32,12 +38,17 @@ impl Cancellation {
             )
             .with_value(p));
         }
-        if self.delay > Self::MAX_DELAY {
+        Ok(())
+    }
+
+    /// Checks a cancellation delay is at most [`MAX_DELAY`](Self::MAX_DELAY).
+    pub fn check_delay(delay: Duration) -> Result<(), SettingError> {
+        if delay > Self::MAX_DELAY {
             return Err(SettingError::new(
                 Setting::RequestCancellationDelay,
                 "expected at most 86400 seconds",
             )
-            .with_value(format!("{}", self.delay.as_secs_f64())));
+            .with_value(format!("{}", delay.as_secs_f64())));
         }
         Ok(())
     }
