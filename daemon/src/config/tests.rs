@@ -919,6 +919,44 @@ fn scale_lengths_cannot_pass_the_length_limit() {
     }
 }
 
+// `speedup = "fast"` said `invalid type: string "fast", expected f64` (audit L4): a Rust type,
+// where every other message says what the key takes.
+#[test]
+fn a_number_key_of_the_wrong_type_says_what_it_takes_in_words() {
+    for (bad, key, says) in [
+        (
+            "speedup = \"fast\"",
+            "workloads.chat.speedup: ",
+            "expected a positive number, found string \"fast\"",
+        ),
+        (
+            "min_good_fraction = true",
+            "workloads.chat.min_good_fraction: ",
+            "expected a fraction between 0 and 1, found a boolean",
+        ),
+        (
+            "request_rate = \"10/s\"",
+            "workloads.chat.request_rate: ",
+            "invalid type: string \"10/s\", expected a number",
+        ),
+        (
+            "isl = \"long\"",
+            "workloads.chat.isl: ",
+            "invalid type: string \"long\", expected a whole number, 0 or more",
+        ),
+        (
+            "osl = -5",
+            "workloads.chat.osl: ",
+            "invalid value: integer `-5`, expected a whole number, 0 or more",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.ends_with(says), "{e}");
+        assert!(!e.contains("f64") && !e.contains("u32"), "{e}");
+    }
+}
+
 #[test]
 fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     for (bad, key, says) in [
