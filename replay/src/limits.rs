@@ -108,7 +108,10 @@ impl ResponseLimits {
         if !(ratio >= 1.0 && ratio.is_finite()) {
             return Err(SettingError::new(
                 Setting::MaxOutputRatio,
-                format!("expected a number of 1 or more, found {ratio}"),
+                format!(
+                    "expected a number of 1 or more, found {}",
+                    canary_core::rate_text::number(ratio)
+                ),
             ));
         }
         Ok(())
@@ -227,6 +230,9 @@ mod tests {
             ResponseLimits::OUTPUT_UNBOUNDED + ResponseLimits::OUTPUT_SLACK
         );
         assert_eq!(l.validate().ok(), Some(()));
+        // Quoted compactly, not as 301 digits (audit L4).
+        let e = ResponseLimits::check_output_ratio(-1e300).unwrap_err();
+        assert_eq!(e.reason, "expected a number of 1 or more, found -1e300");
         let tiny = ResponseLimits {
             event_bytes: 10,
             ..l

@@ -957,6 +957,28 @@ fn a_number_key_of_the_wrong_type_says_what_it_takes_in_words() {
     }
 }
 
+// A huge number was quoted back as `{}` prints it: `speedup = -1e300` as 302 characters
+// (audit L4).
+#[test]
+fn a_huge_number_is_quoted_back_compactly() {
+    for (bad, key, says) in [
+        (
+            "speedup = -1e300",
+            "workloads.chat.speedup: ",
+            "found -1e300",
+        ),
+        (
+            "min_good_fraction = 1e300",
+            "workloads.chat.min_good_fraction: ",
+            "found 1e300",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.ends_with(says), "{e}");
+    }
+}
+
 #[test]
 fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     for (bad, key, says) in [

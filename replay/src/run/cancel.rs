@@ -36,7 +36,7 @@ impl Cancellation {
                 Setting::RequestCancellationRate,
                 "expected a percentage from 0 to 100",
             )
-            .with_value(p));
+            .with_value(canary_core::rate_text::number(p)));
         }
         Ok(())
     }
@@ -94,6 +94,9 @@ mod tests {
         assert_eq!(e.setting, Setting::RequestCancellationRate);
         assert!(at(f64::NAN, 0).validate().is_err());
         assert!(at(-1.0, 0).validate().is_err());
+        // Quoted compactly, not as 301 digits (audit L4).
+        let e = at(1e300, 0).validate().unwrap_err();
+        assert_eq!(e.value.as_deref(), Some("1e300"));
         let mut long = at(10.0, 0);
         long.delay = Duration::from_secs(86_401);
         let e = long.validate().unwrap_err();

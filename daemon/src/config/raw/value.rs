@@ -152,7 +152,8 @@ impl<'de> Deserialize<'de> for AtLeastOneF64 {
             Ok(AtLeastOneF64(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a number of 1 or more, found {v}"
+                "expected a number of 1 or more, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -238,7 +239,8 @@ impl<'de> Deserialize<'de> for Probability {
             Ok(Probability(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a number strictly between 0 and 1, found {v}"
+                "expected a number strictly between 0 and 1, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -255,7 +257,8 @@ impl<'de> Deserialize<'de> for NonNegative {
             Ok(NonNegative(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a finite number, zero or more, found {v}"
+                "expected a finite number, zero or more, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -308,7 +311,8 @@ impl<'de> Deserialize<'de> for Fraction {
             Ok(Fraction(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a fraction between 0 and 1, found {v}"
+                "expected a fraction between 0 and 1, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -325,7 +329,8 @@ impl<'de> Deserialize<'de> for Positive {
             Ok(Positive(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a positive number, found {v}"
+                "expected a positive number, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
