@@ -979,6 +979,21 @@ fn a_huge_number_is_quoted_back_compactly() {
     }
 }
 
+// A cron value out of range gave the cron crate's words: the expression in its 6-field form, a
+// caret, and "Minutes must be less than 59" (audit L4).
+#[test]
+fn a_cron_value_out_of_range_is_named_with_its_line_field_and_range() {
+    let text = GOOD.replace("cron = \"0 3 * * *\"", "cron = \"61 * * * *\"");
+    let e = error_at(&text, "cron = ", "workloads.nightly.cron: ");
+    assert!(
+        e.ends_with(
+            "invalid cron expression \"61 * * * *\": the minute field holds 61; minutes are 0 \
+             to 59"
+        ),
+        "{e}"
+    );
+}
+
 #[test]
 fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     for (bad, key, says) in [
