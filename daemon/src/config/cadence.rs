@@ -553,7 +553,8 @@ mod tests {
         }
         let gap = |expr: &str| Cadence::cron(expr, None).unwrap().shortest_gap();
         assert_eq!(gap("*/15 * * * *"), Some(Duration::from_secs(900)));
-        // Weekdays at 09:00 and 17:00: the 8 hours between them, not the day or the weekend.
+        // Days 1-5 (Sunday to Thursday: the crate counts from Sunday = 1) at 09:00 and 17:00:
+        // the 8 hours between them, not the day or the weekend.
         assert_eq!(gap("0 9,17 * * 1-5"), Some(Duration::from_secs(8 * 3600)));
         let every = Cadence::Every {
             period: Duration::from_secs(60),
