@@ -64,8 +64,8 @@ pub use merge::{
     merge, sending_note, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock,
 };
 pub use plan::{
-    is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan, Extent,
-    LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,
+    check_stddev, is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan,
+    Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,
     RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo, SyntheticInfo, Table,
     TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES, MAX_REQUEST_COUNT,
     NAME_NOT_SHOWN, NOT_A_VARIABLE_NAME, REQUEST_RATES,

@@ -28,6 +28,108 @@ pub enum Cadence {
     },
 }
 
+/// A cron field's name and the values the `cron` crate takes in it.
+struct CronField {
+    name: &'static str,
+    plural: &'static str,
+    min: u32,
+    max: u32,
+    allowed: &'static str,
+}
+
+/// The fields of a 6- or 7-field expression, in order (5 fields lack the first).
+const CRON_FIELDS: [CronField; 7] = [
+    CronField {
+        name: "second",
+        plural: "seconds",
+        min: 0,
+        max: 59,
+        allowed: "0 to 59",
+    },
+    CronField {
+        name: "minute",
+        plural: "minutes",
+        min: 0,
+        max: 59,
+        allowed: "0 to 59",
+    },
+    CronField {
+        name: "hour",
+        plural: "hours",
+        min: 0,
+        max: 23,
+        allowed: "0 to 23",
+    },
+    CronField {
+        name: "day-of-month",
+        plural: "days of the month",
+        min: 1,
+        max: 31,
+        allowed: "1 to 31",
+    },
+    CronField {
+        name: "month",
+        plural: "months",
+        min: 1,
+        max: 12,
+        allowed: "1 to 12 (or JAN to DEC)",
+    },
+    // The `cron` crate's numbering, not classic cron's 0-6: 1 is Sunday.
+    CronField {
+        name: "weekday",
+        plural: "weekdays",
+        min: 1,
+        max: 7,
+        allowed: "1 to 7, 1 being Sunday (or SUN to SAT)",
+    },
+    CronField {
+        name: "year",
+        plural: "years",
+        min: 1970,
+        max: 2100,
+        allowed: "1970 to 2100",
+    },
+];
+
+/// The first number of a cron `field` (its values and range ends; not its steps, `/n`) outside
+/// what `range` takes, as written.
+fn out_of_range<'f>(field: &'f str, range: &CronField) -> Option<&'f str> {
+    field.split(',').find_map(|item| {
+        let values = item.split('/').next().unwrap_or_default();
+        values.split('-').find(|v| {
+            !v.is_empty()
+                && v.bytes().all(|b| b.is_ascii_digit())
+                && v.parse::<u32>()
+                    .map_or(true, |n| n < range.min || n > range.max)
+        })
+    })
+}
+
+/// The cron crate's complaint about `full` (the user's `expr`, with a seconds field put
+/// before 5 fields) without what it echoes: the expression in that form, which the user did
+/// not write (`0 61 * * * *`), and a caret under it. A syntax error that says nothing more
+/// is given the caret's column in `expr`.
+fn crate_words(e: &cron::error::Error, full: &str, expr: &str) -> String {
+    let text = e.to_string();
+    let mut lines = text.lines();
+    let (echo, caret) = (lines.next().unwrap_or_default(), lines.next());
+    let Some(caret) = caret.filter(|_| echo == full) else {
+        return text.trim().to_string();
+    };
+    let why: Vec<&str> = lines.map(str::trim).filter(|l| !l.is_empty()).collect();
+    if !why.is_empty() {
+        return why.join(" ");
+    }
+    let added = full.len() - expr.trim().len();
+    match caret.find('^') {
+        Some(at) => format!(
+            "cannot be read from column {} on",
+            at.saturating_sub(added) + 1
+        ),
+        None => "cannot be read".into(),
+    }
+}
+
 impl Cadence {
     /// A cron cadence. Five fields (`*/15 * * * *`) are read as minutes-first and get a
     /// seconds field of 0; six or seven fields are passed to the `cron` crate as they are.
@@ -43,8 +145,21 @@ impl Cadence {
             ))
             }
         };
-        let schedule = cron::Schedule::from_str(&full)
-            .map_err(|e| format!("invalid cron expression {expr:?}: {e}"))?;
+        // `full`'s fields from the seconds' on (the 0 put before 5 fields is in range).
+        for (field, range) in full.split_whitespace().zip(CRON_FIELDS.iter()) {
+            if let Some(n) = out_of_range(field, range) {
+                return Err(format!(
+                    "invalid cron expression {expr:?}: the {} field holds {n}; {} are {}",
+                    range.name, range.plural, range.allowed
+                ));
+            }
+        }
+        let schedule = cron::Schedule::from_str(&full).map_err(|e| {
+            format!(
+                "invalid cron expression {expr:?}: {}",
+                crate_words(&e, &full, expr)
+            )
+        })?;
         // `0 0 31 2 *` parses but matches no date (the crate searches up to 2100): a workload
         // that would silently never run.
         if schedule.upcoming(chrono::Utc).next().is_none() {
@@ -368,6 +483,67 @@ mod tests {
             .contains("61"));
     }
 
+    // "61 * * * *" said `0 61 * * * *`, a caret line, and "Minutes must be less than 59", though
+    // 59 is taken (audit L4): the cron crate's words. Each field's range is ours now.
+    #[test]
+    fn a_cron_value_out_of_range_names_its_field_and_range() {
+        for (expr, says) in [
+            (
+                "61 * * * *",
+                "the minute field holds 61; minutes are 0 to 59",
+            ),
+            ("0 24 * * *", "the hour field holds 24; hours are 0 to 23"),
+            (
+                "0 3 0 * *",
+                "the day-of-month field holds 0; days of the month are 1 to 31",
+            ),
+            ("0 3 1-32 * *", "the day-of-month field holds 32"),
+            (
+                "0 3 * 13 *",
+                "the month field holds 13; months are 1 to 12 (or JAN to DEC)",
+            ),
+            (
+                "0 3 * * 0",
+                "the weekday field holds 0; weekdays are 1 to 7, 1 being Sunday",
+            ),
+            (
+                "0,60 * * * * *",
+                "the second field holds 60; seconds are 0 to 59",
+            ),
+            (
+                "0 0 0 1 1 * 2200",
+                "the year field holds 2200; years are 1970 to 2100",
+            ),
+        ] {
+            let e = Cadence::cron(expr, None).unwrap_err();
+            assert_eq!(
+                e.split_once(": ").map(|(head, _)| head),
+                Some(format!("invalid cron expression {expr:?}").as_str()),
+                "{e}"
+            );
+            assert!(e.contains(says), "{expr}: {e}");
+            assert!(!e.contains('\n') && !e.contains('^'), "{e}");
+        }
+        // Every bound itself is taken; steps are not values.
+        for expr in [
+            "59 23 31 12 *",
+            "0 0 1 1 7",
+            "*/59 * * * *",
+            "0 0 * * SUN-SAT",
+        ] {
+            assert!(Cadence::cron(expr, None).is_ok(), "{expr}");
+        }
+        // Another mistake keeps the crate's words, without its 6-field form and caret.
+        assert_eq!(
+            Cadence::cron("0 3 * * FOO", None).unwrap_err(),
+            "invalid cron expression \"0 3 * * FOO\": 'FOO' is not a valid day of the week."
+        );
+        assert_eq!(
+            Cadence::cron("0 3 * * 1-", None).unwrap_err(),
+            "invalid cron expression \"0 3 * * 1-\": cannot be read from column 10 on"
+        );
+    }
+
     #[test]
     fn a_cron_that_never_fires_is_refused_and_gaps_are_measured() {
         // February 31st, and a year long gone: both parse, neither ever fires.
@@ -377,7 +553,8 @@ mod tests {
         }
         let gap = |expr: &str| Cadence::cron(expr, None).unwrap().shortest_gap();
         assert_eq!(gap("*/15 * * * *"), Some(Duration::from_secs(900)));
-        // Weekdays at 09:00 and 17:00: the 8 hours between them, not the day or the weekend.
+        // Days 1-5 (Sunday to Thursday: the crate counts from Sunday = 1) at 09:00 and 17:00:
+        // the 8 hours between them, not the day or the weekend.
         assert_eq!(gap("0 9,17 * * 1-5"), Some(Duration::from_secs(8 * 3600)));
         let every = Cadence::Every {
             period: Duration::from_secs(60),

@@ -1143,10 +1143,11 @@ fn nonsensical_sweeps_are_refused_before_anything_is_sent() {
             1,
             "point c16: --concurrency: 16 users for 10 requests",
         ),
+        // Out of the flag's own range: clap's, exit 2, as --speedup 0 is.
         (
             vec!["--request-rate", "10,20,2000000"],
-            1,
-            "--request-rate: expected 0.000001 to 1000000 requests per second",
+            2,
+            "'--request-rate <RPS,RPS,…>': expected 0.000001 to 1000000 requests per second",
         ),
         // A repeated value made a "step" between two runs of one load: a knee of noise.
         (
