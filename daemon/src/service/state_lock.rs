@@ -28,8 +28,8 @@ pub struct StateLock {
 
 impl StateLock {
     /// Takes the lock of `dir` (created if missing), the daemon's `key` (`state_dir`), and
-    /// writes this process's PID in it; an error naming the holder's PID when another
-    /// process holds it.
+    /// writes this process's PID in it (a write that fails, on a full disk, is a warning:
+    /// the lock is held); an error naming the holder's PID when another process holds it.
     pub fn acquire(dir: &Path, key: &str) -> Result<StateLock> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(LOCK_FILE);
@@ -64,9 +64,21 @@ impl StateLock {
         }
         let pid = format!("{}\n", std::process::id());
         // Written over the old content, then cut to length: the file never reads empty.
-        file.write_all_at(pid.as_bytes(), 0)
+        // The flock is the exclusion, the pid only what a second daemon's refusal names: a
+        // full disk failing its write must not keep the daemon from starting (it would go
+        // dark, where a running daemon degrades). The file is then emptied, so that no
+        // pid in it (a dead holder's, or half of this one's) is named.
+        if let Err(e) = file
+            .write_all_at(pid.as_bytes(), 0)
             .and_then(|_| file.set_len(pid.len() as u64))
-            .with_context(|| format!("writing the pid to {}", path.display()))?;
+        {
+            let _ = file.set_len(0);
+            tracing::warn!(
+                "writing the pid to {}: {e}; the lock is held all the same (a second canaryd \
+                 is still refused, without this one's pid)",
+                path.display()
+            );
+        }
         Ok(StateLock {
             file,
             path,

@@ -502,7 +502,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         s.new_load
             .as_ref()
             .unwrap()
-            .starts_with("new knee rule: baseline starts again (rule 1 → 2"),
+            .starts_with("new knee rule: baseline starts again (rule 1 → 3"),
         "{:?}",
         s.new_load
     );
@@ -641,5 +641,62 @@ async fn a_run_stopped_before_its_first_measured_request_is_a_skip() {
     assert!(
         !text.contains("canaryd_runs_total{workload=\"w\""),
         "{text}"
+    );
+}
+
+/// The first warning of a history spell promises each run's verdict.json only as far as the
+/// disk allows: on a full disk the same ENOSPC fails it too.
+#[test]
+fn the_history_failing_warning_promises_the_verdict_only_when_the_disk_allows() {
+    let e = anyhow::anyhow!("database or disk is full");
+    let w = history_failing_warning(Path::new("/s/history.sqlite"), &e);
+    assert!(
+        w.starts_with(
+            "history /s/history.sqlite: runs cannot be recorded (database or disk is full)"
+        ) && w.contains("verdict.json is still written when the disk allows"),
+        "{w}"
+    );
+}
+
+/// What a removal cut short left of a run folder retention had moved out of the way (a
+/// dot-name) is never taken by the start for a run whose process died, and the next
+/// retention pass removes it; the pruned run's folder goes that way too.
+#[tokio::test]
+async fn a_removal_cut_short_is_not_recovered_and_is_removed_by_the_next_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    let left = c
+        .artifacts_dir
+        .join("w")
+        .join(".removing-20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    d.recover_orphans(&c);
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    assert!(!left.join("verdict.json").exists());
+    d.start_run(c.clone(), w).unwrap().await.unwrap();
+    assert!(!left.exists(), "left behind: {}", left.display());
+    assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 1);
+}
+
+/// A run folder whose verdict.json is torn (the process died writing it) is recovered saying
+/// its verdict.json was unreadable, not that it had none.
+#[tokio::test]
+async fn a_torn_verdict_is_recovered_as_unreadable_not_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    std::fs::write(left.join("verdict.json"), "{\"verdict\": \"pa").unwrap();
+    d.recover_orphans(&c);
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    let verdict = rows[0].run.verdict.to_string();
+    assert!(
+        verdict.starts_with("error: unreadable verdict.json (EOF while parsing")
+            && verdict.ends_with("the process died writing it or its results could not be written"),
+        "{verdict}"
     );
 }
