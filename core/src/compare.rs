@@ -12,7 +12,11 @@
 //!    and `min_shift_ms` in absolute terms. With thousands of requests the U test finds
 //!    differences too small to matter; this keeps only those that stand out from how much
 //!    runs usually vary. With a single reference run the spread of run medians is unknown and
-//!    the MAD floor (0.1 % of the reference median) stands in for it.
+//!    the MAD floor (0.1 % of the reference median) stands in for it: the rule then rests on
+//!    the rank test, which takes a run's requests as independent, while requests of one run
+//!    share its batches and its moment on the server, so two runs of one setup can differ by
+//!    more than any p-value over their requests allows. [`MetricShift::reference_runs`] says
+//!    so, for a caller to weigh (`canaryd compare` does not call such a shift real).
 //!
 //! Effect sizes reported: the relative median shift and the rank-biserial correlation
 //! (P(current slower) − P(current faster), −1…1). Pure functions, no I/O.
@@ -101,6 +105,20 @@ pub struct MetricShift {
     pub rank_biserial: f64,
     /// This metric's verdict.
     pub trend: Trend,
+    /// The reference runs whose medians gave the spread (those with values). Below 2 the
+    /// spread of run medians was not measured (the MAD term is at its floor), so a `trend`
+    /// other than `steady` rests on the rank test alone, which takes requests as independent.
+    /// `None` (absent) in a comparison stored before it was recorded.
+    #[serde(default)]
+    pub reference_runs: Option<usize>,
+}
+
+impl MetricShift {
+    /// Whether the reference runs' medians measured the run-to-run spread (at least 2 of
+    /// them): when not, the rule's MAD term stood at its floor.
+    pub fn spread_measured(&self) -> bool {
+        self.reference_runs.is_some_and(|n| n >= 2)
+    }
 }
 
 /// Compares `current` with the reference runs' values (`per_run`, one slice per run, none
@@ -146,6 +164,7 @@ pub fn shift(current: &[f64], per_run: &[&[f64]], rules: &ShiftRules) -> Option<
         p_value: p,
         rank_biserial,
         trend,
+        reference_runs: Some(per_run.len()),
     })
 }
 
@@ -283,6 +302,13 @@ mod tests {
         let s = shift(&nudged, &[&base], &ShiftRules::default()).unwrap();
         assert!(s.p_value < 0.001, "{s:?}");
         assert_eq!(s.trend, Trend::Steady, "{s:?}");
+        // … and says its spread was not measured: one run's requests are not independent
+        // draws, so that trend is the rank test's alone.
+        assert_eq!(s.reference_runs, Some(1));
+        assert!(!s.spread_measured());
+        let again: Vec<f64> = base.iter().map(|v| v * 1.01).collect();
+        let s = shift(&slower, &[&base, &again], &ShiftRules::default()).unwrap();
+        assert!(s.spread_measured(), "{s:?}");
         assert!(shift(&[], &[&base], &ShiftRules::default()).is_none());
         assert!(shift(&base, &[&[]], &ShiftRules::default()).is_none());
     }

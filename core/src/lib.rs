@@ -13,6 +13,8 @@
 //!   for the highest rate meeting an SLO.
 //! * [`diagnose`] — the run's dominant bottleneck, with its evidence ([`Diagnosis`]);
 //!   [`RunContext`] — what the run ran on and against.
+//! * [`Secrets`] — the scrub that keeps a request's secrets out of the text a server or a
+//!   collector quotes back.
 //!
 //! This crate does no I/O.
 //!
@@ -36,6 +38,7 @@ mod error_kinds;
 mod gaps;
 mod goodput;
 mod hash;
+mod interim;
 mod observer;
 mod outcome;
 mod percent;
@@ -47,6 +50,7 @@ mod record;
 mod redact;
 pub mod runs_without;
 mod sampling;
+mod secret_scrub;
 pub mod series;
 mod stats;
 mod summary;
@@ -78,6 +82,7 @@ pub use goodput::{
     Doubt, Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric, Uncertain,
 };
 pub use hash::splitmix64;
+pub use interim::MAX_INTERIM;
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};
@@ -90,6 +95,7 @@ pub use record::{
 };
 pub use redact::{redact_url, Redactions};
 pub use sampling::trace_sampled;
+pub use secret_scrub::{HoldsSecrets, Secrets, Words};
 pub use stats::{
     Distribution, DistributionSnapshot, SnapshotError, Stats, PERCENTILE_PRECISION,
     PERCENTILE_PRECISION_SPACED,

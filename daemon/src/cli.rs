@@ -7,6 +7,7 @@ pub mod merge;
 pub mod one_shot;
 pub mod otlp_flags;
 pub mod profile;
+pub mod ranged;
 pub mod repeats;
 pub mod replay;
 pub mod report;

@@ -15,7 +15,7 @@ pub mod recovery;
 pub mod run_result;
 mod scheduler;
 pub mod sinks;
-mod state_lock;
+pub(crate) mod state_lock;
 pub mod status;
 pub mod workload;
 
@@ -93,34 +93,48 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     // Before the first run: a run folder of this workload could otherwise be mistaken for
     // one the previous process left behind.
     daemon.recover_orphans(&config);
-    // Ready before the first run can start: whoever sees a run going (`canaryd_running 1`)
-    // then never finds `/readyz` still 503 (seen under load when this came after).
+    // A restart resumes each cadence from the last run's start rather than running at once.
+    daemon.resume_cadences();
     let notifier = Notifier::from_env();
-    notifier.send("READY=1");
-    metrics.set_ready(true);
-    let schedulers = daemon.schedule(Arc::new(config.clone()));
-    let running = Running {
-        args: &args,
-        config_path: config_path.as_deref(),
-        daemon: &daemon,
-        metrics: &metrics,
-        notifier: &notifier,
-        workers: &workers,
-    };
-    let schedulers = running
-        .until_stopped(&mut signals, config, schedulers, &mut locks)
-        .await;
-
-    tracing::info!("stopping: no new runs; in-flight requests get their grace period");
-    notifier.send("STOPPING=1");
-    metrics.set_ready(false);
-    schedulers.cancel();
+    // A SIGTERM during start-up (recovery can take a while) waited until here: stop now,
+    // before READY and before a run starts only to be cut short.
+    if signals.stop_pending().await {
+        tracing::info!("stopping: the stop came during start-up; nothing was scheduled");
+        notifier.send("STOPPING=1");
+    } else {
+        // Ready before the first run can start: whoever sees a run going (`canaryd_running
+        // 1`) then never finds `/readyz` still 503 (seen under load when this came after).
+        notifier.send("READY=1");
+        metrics.set_ready(true);
+        let schedulers = daemon.schedule(Arc::new(config.clone()));
+        let running = Running {
+            args: &args,
+            config_path: config_path.as_deref(),
+            daemon: &daemon,
+            metrics: &metrics,
+            notifier: &notifier,
+            workers: &workers,
+        };
+        let schedulers = running
+            .until_stopped(&mut signals, config, schedulers, &mut locks)
+            .await;
+        tracing::info!("stopping: no new runs; in-flight requests get their grace period");
+        notifier.send("STOPPING=1");
+        metrics.set_ready(false);
+        schedulers.cancel();
+    }
     daemon.stop_runs();
+    // A second stop signal quits at once, whichever it is (`kill` and `systemctl kill` send
+    // SIGTERM; a second one used to be ignored while a second Ctrl-C quit).
     tokio::select! {
         _ = daemon.drain() => {}
         _ = signals.int.recv() => {
             tracing::warn!("second SIGINT: quitting without waiting for runs");
             return Ok(130);
+        }
+        _ = signals.term.recv() => {
+            tracing::warn!("second SIGTERM: quitting without waiting for runs");
+            return Ok(143);
         }
     }
     // Flushing blocks (exporters send with a deadline): off the async workers.
@@ -149,6 +163,16 @@ impl Signals {
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
         })
+    }
+
+    /// Whether a SIGTERM or SIGINT came already (taken if so); never waits.
+    async fn stop_pending(&mut self) -> bool {
+        tokio::select! {
+            biased;
+            _ = self.term.recv() => true,
+            _ = self.int.recv() => true,
+            () = std::future::ready(()) => false,
+        }
     }
 }
 
@@ -426,6 +450,27 @@ fn print_embedded_banner(status: SocketAddr, c: &Config) -> std::io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A SIGTERM that came during start-up is seen before READY and the first schedule.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_during_start_up_is_seen_before_anything_is_scheduled() {
+        let mut signals = Signals::install().unwrap();
+        assert!(!signals.stop_pending().await);
+        // SAFETY: raise(3) of a signal this process handles (installed above).
+        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        // The runtime's signal driver hands it on from another thread: polled, bounded.
+        let mut seen = false;
+        for _ in 0..200 {
+            if signals.stop_pending().await {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(seen, "the SIGTERM was never seen");
+        // Taken: not seen twice.
+        assert!(!signals.stop_pending().await);
+    }
 
     /// The default artifacts_dir is inside the state_dir: a second daemon with a state_dir of
     /// its own pointing its artifacts_dir there is refused all the same (it would take the

@@ -1133,10 +1133,31 @@ fn a_failing_history_write_is_said_but_the_watchdog_pings_go_on() {
         },
     );
     assert_eq!(http(status, "GET", "/healthz", "").0, 503);
+    // The status page and /api/runs say it too: the runs they list are not the newest.
+    let (code, body) = http(status, "GET", "/api/runs", "");
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let why = v["unhealthy"].as_array().expect(&body);
+    assert!(
+        why.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.starts_with("history ") && w.contains("history.sqlite"))),
+        "{body}"
+    );
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("<p class=\"warn\">Unhealthy: history ")
+            && page.contains("are not listed here"),
+        "{page}"
+    );
     holder.execute_batch("COMMIT").unwrap();
     eventually(120, "/healthz healthy once a write succeeds", || {
         (http(status, "GET", "/healthz", "").0 == 200).then_some(())
     });
+    let v: Value = serde_json::from_str(&http(status, "GET", "/api/runs", "").1).unwrap();
+    assert_eq!(v["unhealthy"], serde_json::json!([]), "{v}");
+    assert!(!http(status, "GET", "/", "").1.contains("Unhealthy"));
 }
 
 #[test]
@@ -1426,4 +1447,128 @@ fn realtime_workers_in_the_config_is_followed_at_start_and_on_reload() {
             .find(|w| w["realtime_requested"] == false && w["scheduling"] == "SCHED_OTHER")
     });
     assert_eq!(w["realtime_threads"], 0, "{w}");
+}
+
+/// A start where no file can grow (the file size limit, RLIMIT_FSIZE 0 with SIGXFSZ ignored,
+/// plays the full disk: every write fails as ENOSPC would, creating files does not): the pid
+/// the lock file cannot take is a warning, the lock held all the same; the history, intact
+/// but unreadable without its `-shm` file, is refused with SQLite's I/O error, never called
+/// damaged nor to be moved away (which would lose every baseline).
+#[test]
+fn a_start_where_nothing_can_be_written_warns_of_the_pid_and_calls_the_history_unreadable() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), free_port(), &workload("w", "sim", "1h", ""));
+    // A history of a daemon that stopped cleanly: WAL mode, its -wal and -shm files gone.
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let history = dir.path().join("state/history.sqlite");
+    {
+        let db = rusqlite::Connection::open(&history).unwrap();
+        db.pragma_update(None, "journal_mode", "WAL").unwrap();
+        db.execute_batch("CREATE TABLE kept (x); INSERT INTO kept VALUES (1);")
+            .unwrap();
+    }
+    let mut cmd = Command::new(CANARYD);
+    cmd.args(["run", "--config"])
+        .arg(&config)
+        .args(["--status-listen", &format!("127.0.0.1:{}", free_port())])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "info")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        // A pipe: the limit is on files, and the log must get out.
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &rl) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let mut child = Child(cmd.spawn().unwrap());
+    let mut stderr = child.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        let _ = stderr.read_to_string(&mut log);
+        log
+    });
+    let code = child.wait_exit(Duration::from_secs(60));
+    let log = reader.join().unwrap();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("WARN")
+            && log.contains("writing the pid to")
+            && log.contains("canaryd.lock: File too large")
+            && log.contains("the lock is held all the same"),
+        "{log}"
+    );
+    assert!(
+        log.contains("history.sqlite cannot be opened or read (disk I/O error")
+            && log.contains("do not move it away"),
+        "{log}"
+    );
+    assert!(!log.contains("is damaged"), "{log}");
+    // Intact: it opens, with its row, once files can grow again.
+    let db = rusqlite::Connection::open(&history).unwrap();
+    let kept: i64 = db
+        .query_row("SELECT x FROM kept", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, 1);
+}
+
+/// A history emptied to 0 bytes beside its runs' folders (a restore gone wrong, a tool that
+/// truncated it): the start records the runs again from their verdict.json and says so once,
+/// as a warning naming the file, with the baselines' loss; each run's line says it was not in
+/// the history, not that the history failed when it finished.
+#[test]
+fn a_history_emptied_beside_its_runs_is_warned_of_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = sim();
+    let config = write_config(dir.path(), sim_port, &workload("w", "sim", "1h", ""));
+    let (mut first, status) = daemon(dir.path(), &config, "first.log");
+    eventually(60, "a first run", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait_exit(Duration::from_secs(60)), Some(0));
+    let history = dir.path().join("state/history.sqlite");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&history)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (mut second, status) = daemon(dir.path(), &config, "second.log");
+    eventually(60, "the run recorded again", || {
+        (!runs(status).is_empty()).then_some(())
+    });
+    second.signal(libc::SIGTERM);
+    assert_eq!(second.wait_exit(Duration::from_secs(60)), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("second.log")).unwrap();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the database file was empty (0 bytes) at start"))
+        .filter(|l| l.contains("WARN"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(
+        warned[0].contains("history.sqlite")
+            && warned[0].contains("1 run folder(s) hold a verdict.json")
+            && warned[0].contains("latency baselines start again"),
+        "{log}"
+    );
+    assert!(
+        log.contains("recorded from its verdict.json (pass): not in the history"),
+        "{log}"
+    );
+    assert!(!log.contains("could not be written when"), "{log}");
 }

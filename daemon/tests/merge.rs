@@ -381,11 +381,30 @@ fn a_damaged_shard_is_refused_naming_its_file_line_and_field() {
     let t = text(&out);
     assert!(
         t.contains(
-            "shard1-bad-line: records.jsonl has 1 unreadable lines, the first line 2: \
+            "shard1-bad-line: records.jsonl line 2 is unreadable: \
              field \"trace_line\": invalid type: string \"x\", expected u32 (column"
         ),
         "{t}"
     );
+    // The last line cut short, as a copy stopped mid-file leaves it: said as that, where it
+    // was `field "?": EOF while parsing a value` (audit L4).
+    let mut last = 0;
+    damaged_shard1("shard1-cut", "records.jsonl", |text| {
+        last = text.lines().count();
+        let cut = text.trim_end().len() - 10;
+        text[..cut].to_string()
+    });
+    let out = merge(&["shard0", "shard1-cut", "shard2", "-o", "cut"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains(&format!(
+            "shard1-cut: records.jsonl line {last} is unreadable: the last line is cut short: \
+             the file is truncated (it ends inside "
+        )),
+        "{t}"
+    );
+    assert!(!t.contains("\"?\""), "{t}");
     // A histogram whose numbers are finite but impossible (the merged std was null).
     damaged_shard1("shard1-bad-m2", "histograms.json", |text| {
         let mut h: Value = serde_json::from_str(&text).unwrap();

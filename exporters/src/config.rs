@@ -5,8 +5,8 @@
 //! shows header names only, errors never quote a header value, and endpoints are shown
 //! without user info or query.
 
-use crate::secrets::Secrets;
 use canary_core::percent_decode;
+use canary_core::Secrets;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -323,9 +323,14 @@ impl Config {
     /// Replaces every header value and configured URL in `text` by a redacted form, so an
     /// error message from a transport, or a collector's own text, can be logged safely.
     /// A collector quoting a credential back ("invalid token T") quotes its own cut of it, in
-    /// its own spelling: each value is scrubbed in every cut [`Secrets`] takes of it.
+    /// its own spelling: each value is scrubbed in every cut and form [`Secrets`] takes of it.
     pub(crate) fn scrub(&self, text: &str) -> String {
-        let mut out = Secrets::of(self.headers.iter().map(|(_, v)| v.as_str())).scrub(text);
+        let mut secrets = Secrets::default();
+        // Every header here is sent to authenticate to the collector: its words are secrets.
+        for (name, value) in &self.headers {
+            secrets.add_header(name, value.as_bytes(), canary_core::Words::All);
+        }
+        let mut out = secrets.clean(text).into_owned();
         for url in [
             &self.endpoint,
             &self.traces_endpoint,

@@ -230,7 +230,8 @@ impl OtlpExporter {
                 );
             }
         }
-        // Each signal's own, so its warning names its own last failure.
+        // Each signal's own, so its warning names its own last failure. A header it cannot
+        // send is an error here, before any pipeline starts.
         let client = |s: Signal| {
             ExportClient::new(
                 shared.clone(),
@@ -247,7 +248,7 @@ impl OtlpExporter {
                     SpanExporter::builder().with_http(),
                     url,
                     &config,
-                    client(Signal::Traces),
+                    client(Signal::Traces)?,
                 )
                 .build()
                 .map_err(|e| build_err("traces", &config)(e.to_string()))?;
@@ -263,7 +264,7 @@ impl OtlpExporter {
             crate::metrics::with_views(SdkMeterProvider::builder()).with_resource(resource.clone());
         let exemplars = Arc::new(Exemplars::default());
         if let Some(url) = &metrics_url {
-            let metrics_client = client(Signal::Metrics);
+            let metrics_client = client(Signal::Metrics)?;
             let inner = http_settings(
                 MetricExporter::builder().with_http(),
                 url,
@@ -319,7 +320,7 @@ impl OtlpExporter {
                     LogExporter::builder().with_http(),
                     url,
                     &config,
-                    client(Signal::Logs),
+                    client(Signal::Logs)?,
                 )
                 .build()
                 .map_err(|e| build_err("logs", &config)(e.to_string()))?;

@@ -364,7 +364,8 @@ mod tests {
                 signal,
                 s.last_failure.clone(),
                 s.reply.clone(),
-            );
+            )
+            .unwrap();
             let request = http::Request::post(&url)
                 .body(opentelemetry_http::Bytes::from_static(b"x"))
                 .unwrap();

@@ -34,7 +34,6 @@ mod health;
 mod labels;
 mod metrics;
 mod observer;
-mod secrets;
 mod spans;
 mod transport;
 

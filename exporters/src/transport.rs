@@ -18,8 +18,12 @@
 //! - The built-in client fails a response whose body passes 4 MiB, so a 2xx answer with a
 //!   large body was counted as lost. A 2xx status is the collector's acknowledgement: the
 //!   body is cut short and the export counts as done (its `partial_success` unknown).
+//! - A configured header this client cannot send (a name or value HTTP refuses) is an
+//!   error when the client is built, naming the header, never its value: export without an
+//!   `Authorization` header would only fail later as the collector's 401. Config, flags and
+//!   the environment refuse such values first; this holds for a [`Config`] built in code.
 
-use crate::config::{Config, Signal};
+use crate::config::{Config, ConfigError, Signal};
 use http::{HeaderName, HeaderValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_proto::tonic::collector::logs::v1::{
@@ -76,8 +80,11 @@ pub(crate) struct ExportClient {
     retry_after_cap: u64,
 }
 
+/// The name of the configured headers' source in an error about one of them.
+const HEADERS_SOURCE: &str = "OTLP headers";
+
 /// What the exporter may have added from the environment (removed), and the configured
-/// headers (set).
+/// headers (set; their values marked sensitive, so `Debug` never shows them).
 #[derive(Debug, Default)]
 struct ExactHeaders {
     unset: Vec<HeaderName>,
@@ -85,13 +92,14 @@ struct ExactHeaders {
 }
 
 impl ExportClient {
+    /// The client for `signal`; an error naming a configured header it cannot send.
     pub fn new(
         inner: reqwest::blocking::Client,
         config: &Config,
         signal: Signal,
         last_failure: Arc<Mutex<Option<String>>>,
         reply: Arc<Mutex<Option<Reply>>>,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
         let var = |name: &str| std::env::var(name).ok();
         let from_env = var(&sdk_headers_var(signal))
             .or_else(|| var("OTEL_EXPORTER_OTLP_HEADERS"))
@@ -103,26 +111,38 @@ impl ExportClient {
                 .filter_map(|kv| kv.split_once('='))
                 .filter_map(|(k, _)| HeaderName::from_bytes(k.trim().as_bytes()).ok())
                 .collect(),
-            set: config
-                .headers
-                .iter()
-                .filter_map(|(k, v)| {
-                    Some((
-                        HeaderName::from_bytes(k.as_bytes()).ok()?,
-                        HeaderValue::from_str(v).ok()?,
-                    ))
-                })
-                .collect(),
+            set: sendable(&config.headers)?,
         };
-        ExportClient {
+        Ok(ExportClient {
             inner,
             headers: Arc::new(headers),
             last_failure,
             signal,
             reply,
             retry_after_cap: MAX_RETRY_AFTER.as_secs().min(config.timeout.as_secs() / 2),
-        }
+        })
     }
+}
+
+/// The configured headers as sent, each value marked sensitive; an error naming the first
+/// one HTTP refuses (its position for a name, its name for a value, never the value).
+fn sendable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
+    headers
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| ConfigError::Header {
+                source_name: HEADERS_SOURCE.into(),
+                index: i + 1,
+            })?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| ConfigError::HeaderValue {
+                source_name: HEADERS_SOURCE.into(),
+                name: name.to_string(),
+            })?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
 }
 
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words (a collector
@@ -386,7 +406,8 @@ mod mtls_tests {
                 Signal::Traces,
                 kept,
                 Arc::new(Mutex::new(None)),
-            );
+            )
+            .unwrap();
             let request = http::Request::post(&url)
                 .body(opentelemetry_http::Bytes::from_static(b"x"))
                 .unwrap();
@@ -402,5 +423,53 @@ mod mtls_tests {
             "{why}"
         );
         assert!(why.contains("--otlp-client-cert"), "{why}");
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    fn config(headers: &[(&str, &str)]) -> Config {
+        Config {
+            endpoint: Some("http://127.0.0.1:9/".into()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Config::default()
+        }
+    }
+
+    // A header HTTP refuses was dropped without a word: export went on without its
+    // `Authorization`, and the collector's 401 was all anyone saw.
+    #[test]
+    fn a_header_it_cannot_send_is_an_error_naming_it_never_its_value() {
+        let bad = config(&[("x-ok", "fine"), ("authorization", "Bearer SECRETtok\nen")]);
+        let e = sendable(&bad.headers).unwrap_err().to_string();
+        assert!(e.contains("authorization"), "{e}");
+        assert!(!e.contains("SECRET"), "{e}");
+        let e = sendable(&config(&[("bad name", "SECRETvalue")]).headers)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("entry 1"), "{e}");
+        assert!(!e.contains("SECRET"), "{e}");
+        // So the exporter is not started.
+        let Err(e) = crate::OtlpExporter::start(bad) else {
+            panic!("started without its authorization header");
+        };
+        let e = e.to_string();
+        assert!(e.contains("authorization") && !e.contains("SECRET"), "{e}");
+    }
+
+    #[test]
+    fn the_headers_it_sends_are_never_printed() {
+        let headers = ExactHeaders {
+            unset: Vec::new(),
+            set: sendable(&config(&[("authorization", "Bearer SECRETtoken")]).headers).unwrap(),
+        };
+        let debug = format!("{headers:?}");
+        assert!(debug.contains("authorization"), "{debug}");
+        assert!(!debug.contains("SECRET"), "{debug}");
     }
 }

@@ -95,3 +95,43 @@ async fn a_collector_respelling_a_secret_does_not_get_it_logged() {
     .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
+
+/// Rules the replay's scrub had and the exporter's lacked, now one scrub's: a collector quoting
+/// a header value JSON-escaped (`\/`), HTML-escaped, in base64 or in hex, or its message cut
+/// inside a token (`…`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_escaping_encoding_or_cutting_a_secret_does_not_get_it_logged() {
+    logs::capture();
+    let token = "TOKescape/5e&x<9Z";
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    // `Bearer TOKescape/5e&x<9Z` in base64, as a collector dumping the header writes it.
+    let b64 = "QmVhcmVyIFRPS2VzY2FwZS81ZSZ4PDla";
+    let message = format!(
+        "bad token TOKescape\\/5e&x<9Z; TOKescape/5e&amp;x&lt;9Z; header {b64}; hex {hex}; \
+         last seen TOKesca…"
+    );
+    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        headers: vec![("authorization".into(), format!("Bearer {token}"))],
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let report = tokio::task::spawn_blocking(move || export(config, "escaped", 1))
+        .await
+        .unwrap();
+    assert_eq!(report.spans_dropped, 1, "{report:?}");
+    let warned = logs::lines_with(&receiver.addr.to_string());
+    assert!(
+        warned.iter().any(|l| l.contains(
+            "bad token <redacted>; <redacted>; header <redacted>; hex <redacted>; last seen \
+             <redacted>…"
+        )),
+        "{warned:#?}"
+    );
+    let leaked: Vec<String> = ["TOKesc", "S2VzY2FwZS81ZSZ4", &hex[..12]]
+        .iter()
+        .flat_map(|s| logs::lines_with(s))
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+}

@@ -34,6 +34,10 @@ use tokio_util::sync::CancellationToken;
 /// drop is a failure.
 const IDLE_CLOSE_RACE: Duration = Duration::from_millis(500);
 
+/// How the error of a request its connection closed before sending begins (here, and where
+/// a request held for its release is withdrawn: `run/send/held.rs`, which says it once).
+pub(crate) const CLOSED_UNSENT: &str = "connection closed before the request was sent";
+
 /// What the client saw of one exchange. Each response time is a [`Stamp`]: the kernel's
 /// receive time where the socket gave one, and canaryd's read.
 #[derive(Debug, Default)]
@@ -196,10 +200,7 @@ pub async fn exchange(
                     };
                     error(
                         ErrorKind::Connect,
-                        format!(
-                            "connection closed before the request was sent: {}",
-                            closed_because(&e, ended.as_deref())
-                        ),
+                        format!("{CLOSED_UNSENT}: {}", closed_because(&e, ended.as_deref())),
                     )
                 } else if e.is_parse_too_large() {
                     error(

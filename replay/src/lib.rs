@@ -59,12 +59,13 @@ pub use limits::ResponseLimits;
 /// The largest JSON artifact read whole (a summary is tens of KB, a histograms file hundreds):
 /// past it, a file is not canaryd's, and reading it would cost its size several times over.
 pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
+pub use canary_core::Secrets;
 pub use merge::{
     merge, sending_note, Alignment, MergeError, Merged, MergedInfo, MergedInput, ShardClock,
 };
 pub use plan::{
-    is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan, Extent,
-    LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,
+    check_stddev, is_variable_name, key_path_shown, looks_like_a_key, ApiKeySource, ClosedLoopPlan,
+    Extent, LoadError, LoadInfo, LoadShape, Loaded, Plan, PlanInfo, Prepared, PromptSpec, RatePlan,
     RunInfo, SelectionAsked, Setting, SettingError, SynthesisInfo, SyntheticInfo, Table,
     TargetInfo, TraceInfo, TracePlan, TraceSource, MAX_KEY_FILE_BYTES, MAX_REQUEST_COUNT,
     NAME_NOT_SHOWN, NOT_A_VARIABLE_NAME, REQUEST_RATES,
@@ -81,7 +82,6 @@ pub use run::{
     Progress, RateWork, ReplayError, Work, MAX_WARMUP_REQUESTS,
 };
 pub use schedule::{Schedule, Session, Timing, TurnDue};
-pub use secrets::Secrets;
 pub use sse::{EventTooLarge, SseEvent, SseParser};
 pub use start::{Placed, StartAt, MAX_LEAD as MAX_START_LEAD};
 pub use synthetic::{Length, SyntheticRequests};

@@ -86,19 +86,31 @@ impl ResponseLimits {
             (Setting::MaxBodyBytes, self.body_bytes),
             (Setting::MaxHeldBytes, self.held_bytes),
         ] {
-            if v < 1024 {
-                return Err(SettingError::new(
-                    setting,
-                    format!("expected at least 1 KiB, found {v} bytes"),
-                ));
-            }
+            Self::check_bytes(setting, v)?;
         }
-        if !(self.output_ratio >= 1.0 && self.output_ratio.is_finite()) {
+        Self::check_output_ratio(self.output_ratio)
+    }
+
+    /// Checks a byte cap is at least 1 KiB (a front end may check a flag's value with it
+    /// before building a plan).
+    pub fn check_bytes(setting: Setting, v: usize) -> Result<(), SettingError> {
+        if v < 1024 {
+            return Err(SettingError::new(
+                setting,
+                format!("expected at least 1 KiB, found {v} bytes"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks an output ratio is a number of 1 or more.
+    pub fn check_output_ratio(ratio: f64) -> Result<(), SettingError> {
+        if !(ratio >= 1.0 && ratio.is_finite()) {
             return Err(SettingError::new(
                 Setting::MaxOutputRatio,
                 format!(
                     "expected a number of 1 or more, found {}",
-                    self.output_ratio
+                    canary_core::rate_text::number(ratio)
                 ),
             ));
         }
@@ -218,6 +230,9 @@ mod tests {
             ResponseLimits::OUTPUT_UNBOUNDED + ResponseLimits::OUTPUT_SLACK
         );
         assert_eq!(l.validate().ok(), Some(()));
+        // Quoted compactly, not as 301 digits (audit L4).
+        let e = ResponseLimits::check_output_ratio(-1e300).unwrap_err();
+        assert_eq!(e.reason, "expected a number of 1 or more, found -1e300");
         let tiny = ResponseLimits {
             event_bytes: 10,
             ..l

@@ -34,7 +34,8 @@ pub use load::{LoadError, LoadShape, Loaded, Prepared, TracePlan, TraceSource};
 pub use setting::{Setting, SettingError, Table};
 pub use synthesis::SynthesisInfo;
 pub use synthetic::{
-    ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT, REQUEST_RATES,
+    check_stddev, ClosedLoopPlan, Extent, LoadInfo, RatePlan, SyntheticInfo, MAX_REQUEST_COUNT,
+    REQUEST_RATES,
 };
 
 use crate::prompt::{PromptBuilder, PromptError, Tokenizer, TokenizerSpec};

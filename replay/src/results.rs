@@ -204,35 +204,52 @@ pub fn write_summary<R: Serialize>(
 }
 
 /// One line's record, or why not, naming the field that failed (`field "trace_line": invalid
-/// type: …`) and its column.
-fn record_of(line: &[u8]) -> Result<RequestRecord, String> {
+/// type: …`) and its column. `last`: the line is the file's last and has no line break; one
+/// that ends inside its record is then the end of a file cut short (a process killed
+/// mid-write, a partial copy), said so rather than as serde's `field "?": EOF while parsing a
+/// value`.
+fn record_of(line: &[u8], last: bool) -> Result<RequestRecord, String> {
     // The plain parse first: tracking the path costs every line of a long run; only a line
     // that fails is parsed again to name its field.
     if let Ok(r) = serde_json::from_slice::<RequestRecord>(line) {
         return Ok(r);
     }
     let mut de = serde_json::Deserializer::from_slice(line);
-    let parsed = serde_path_to_error::deserialize::<_, RequestRecord>(&mut de)
+    serde_path_to_error::deserialize::<_, RequestRecord>(&mut de)
         .map_err(|e| {
             let field = e.path().to_string();
-            let e = e.into_inner();
-            (e.column(), (field != ".").then_some(field), e.to_string())
+            unreadable(&e.into_inner(), (field != ".").then_some(field), last)
         })
-        .and_then(|r| {
-            de.end()
-                .map(|()| r)
-                .map_err(|e| (e.column(), None, e.to_string()))
-        });
-    parsed.map_err(|(column, field, why)| {
-        // serde_json counts lines within the one it was given: say the column only.
-        let why = why
-            .rsplit_once(" at line ")
-            .map_or(why.as_str(), |(w, _)| w);
-        match field {
-            Some(f) => format!("field \"{f}\": {why} (column {column})"),
-            None => format!("{why} (column {column})"),
-        }
-    })
+        .and_then(|r| de.end().map(|()| r).map_err(|e| unreadable(&e, None, last)))
+}
+
+/// Why a line is not a record: serde's error `e` in `field`, for the file's `last` line or
+/// another.
+fn unreadable(e: &serde_json::Error, field: Option<String>, last: bool) -> String {
+    let column = e.column();
+    if e.is_eof() {
+        // serde_path_to_error names a field whose key was never read `?`.
+        let inside = match field.as_deref() {
+            Some(f) if !f.contains('?') => format!("field \"{f}\""),
+            _ => "a record".to_string(),
+        };
+        return match last {
+            true => format!(
+                "the last line is cut short: the file is truncated (it ends inside {inside}, at \
+                 column {column})"
+            ),
+            false => format!("the line is cut short (it ends inside {inside}, at column {column})"),
+        };
+    }
+    // serde_json counts lines within the one it was given: say the column only.
+    let why = e.to_string();
+    let why = why
+        .rsplit_once(" at line ")
+        .map_or(why.as_str(), |(w, _)| w);
+    match field {
+        Some(f) => format!("field \"{f}\": {why} (column {column})"),
+        None => format!("{why} (column {column})"),
+    }
 }
 
 /// A `records.jsonl` folded again into statistics.
@@ -331,7 +348,8 @@ pub fn read_records(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match record_of(&line) {
+        // Only the file's last line can lack its line break.
+        match record_of(&line, line.last() != Some(&b'\n')) {
             Ok(r) => {
                 f(r, line.trim_ascii());
                 read.records += 1;
@@ -577,6 +595,17 @@ mod tests {
         drop(f);
         let folded = fold_records(&path, goodput).unwrap();
         assert_eq!((folded.records, folded.skipped_lines), (3, 1));
+        // Said as what it is: serde said `field "?": EOF while parsing a value`.
+        let read = read_records(&path, |_, _| {}).unwrap();
+        assert_eq!(
+            read.first_skipped,
+            Some((
+                4,
+                "the last line is cut short: the file is truncated (it ends inside a record, \
+                 at column 19)"
+                    .into()
+            ))
+        );
         assert_eq!(
             serde_json::to_value(&folded.summary).unwrap(),
             serde_json::to_value(&written).unwrap()

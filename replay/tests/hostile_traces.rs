@@ -44,7 +44,10 @@ fn lengths_no_model_serves_are_refused_naming_row_and_field() {
         l.replace(r#""output_length": 1494"#, r#""output_length": 4e9"#)
     });
     let burstgpt = edit_line(&real("burstgpt_readme_rows.csv"), 3, |l| {
-        l.replace("45,ChatGPT,1087,", "45,ChatGPT,20000000,")
+        l.replace(
+            "45,ChatGPT,1087,230,1317,",
+            "45,ChatGPT,20000000,230,20000230,",
+        )
     });
     let cases = [
         ("m.jsonl", &mooncake, "m.jsonl:2: field \"input_length\": expected at most 10000000 tokens (length_limit), found 1000000000"),

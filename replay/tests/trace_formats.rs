@@ -1129,6 +1129,112 @@ fn burstgpt_an_unbalanced_quote_is_refused_on_its_own_line() {
     assert_eq!(parse("q.csv", &closed).requests.len(), 3);
 }
 
+// Bytes that are not UTF-8 in `Model` were read lossily (`categories … "GPT-\u{fffd}": 1`)
+// where a JSONL trace refuses them (audit L3).
+#[test]
+fn burstgpt_bytes_that_are_not_utf8_are_refused_naming_the_column() {
+    // The real README rows, the last one's `Model` `GPT-4` written `GPT-\xff`.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let at = real.find(",GPT-4,").unwrap();
+    let mut bytes = real.as_bytes()[..at].to_vec();
+    bytes.extend_from_slice(b",GPT-\xff,");
+    bytes.extend_from_slice(&real.as_bytes()[at + ",GPT-4,".len()..]);
+    let load = |opts: &LoadOptions| trace::parse(&bytes[..], Path::new("u.csv"), opts);
+    let err = load(&LoadOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), TraceErrorKind::Csv, "{err}");
+    assert_eq!(
+        err.to_string(),
+        "u.csv:4: field \"Model\": malformed CSV record: bytes that are not UTF-8 (byte 5 of \
+         the field)"
+    );
+    // Skipped and counted with --skip-invalid; no category is made up for it.
+    let t = load(&LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!((t.report.rows, t.report.invalid_skipped), (3, 1));
+    assert_eq!(t.report.categories.len(), 1, "{:?}", t.report.categories);
+}
+
+// `Total tokens` other than `Request tokens` + `Response tokens` was accepted without a word
+// (audit L3). Every real row has the sum (the README's three rows, upstream's failed rows
+// `…,0,0,0,…`), so a row without it is refused.
+#[test]
+fn burstgpt_total_tokens_must_be_the_sum() {
+    // The real README rows, the last one's `Total tokens` 693 written 999, then 6.93e2.
+    let real = std::fs::read_to_string(trace_file!("burstgpt_readme_rows.csv")).unwrap();
+    let wrong = real.replacen(",693,", ",999,", 1);
+    let err = parse_err("t.csv", &wrong, TraceErrorKind::InvalidValue, &[]);
+    assert_eq!(
+        err.to_string(),
+        "t.csv:4: field \"Total tokens\": expected Request tokens + Response tokens = 417 + \
+         276 = 693, found 999"
+    );
+    parse_err(
+        "t.csv",
+        &real.replacen(",693,", ",abc,", 1),
+        TraceErrorKind::WrongType,
+        &[r#"t.csv:4: field "Total tokens": expected a non-negative integer, found string "abc""#],
+    );
+    parse_err(
+        "t.csv",
+        &real.replacen(",693,", ",,", 1),
+        TraceErrorKind::MissingField,
+        &[r#"t.csv:4: missing required field "Total tokens""#],
+    );
+    let opts = LoadOptions {
+        skip_invalid: true,
+        ..Default::default()
+    };
+    let t = parse_with("t.csv", &wrong, &opts).unwrap();
+    assert_eq!((t.report.rows, t.report.invalid_skipped), (3, 1));
+    // The sum written as an integral float is the sum.
+    assert_eq!(
+        parse("t.csv", &real.replacen(",693,", ",693.0,", 1))
+            .requests
+            .len(),
+        3
+    );
+}
+
+// `Elapsed time` values `-3` and `abc` were accepted because the column is unused (audit L3).
+#[test]
+fn burstgpt_elapsed_time_must_be_a_time() {
+    // The real README rows given the newer layout's `Elapsed time` column at the end: its
+    // values are GENERATED (no real file with the column is held here).
+    let with_elapsed = |values: [&str; 3]| {
+        edited(trace_file!("burstgpt_readme_rows.csv"), 4, |n, l| match n {
+            1 => format!("{l},Elapsed time"),
+            n => format!("{l},{}", values[n - 2]),
+        })
+    };
+    // Seconds, and an empty cell (nothing said), are read; the column changes nothing.
+    let t = parse("e.csv", &with_elapsed(["1.5", "", "12"]));
+    assert_eq!(t.requests.len(), 3);
+    let cases = [
+        (
+            ["1.5", "-3", "12"],
+            TraceErrorKind::InvalidValue,
+            "e.csv:3: field \"Elapsed time\": expected a non-negative number of seconds, found -3",
+        ),
+        (
+            ["1.5", "0.5", "abc"],
+            TraceErrorKind::WrongType,
+            "e.csv:4: field \"Elapsed time\": expected a number, found string \"abc\"",
+        ),
+        (
+            ["NaN", "0.5", "1"],
+            TraceErrorKind::InvalidValue,
+            "e.csv:2: field \"Elapsed time\": expected a non-negative number of seconds, found NaN",
+        ),
+    ];
+    for (values, kind, expected) in cases {
+        let err = parse_err("e.csv", &with_elapsed(values), kind, &[]);
+        assert_eq!(err.to_string(), expected);
+    }
+}
+
 /// The first `n` lines of a real trace file, each passed through `edit(line number, line)`.
 fn edited(path: &str, n: usize, edit: impl Fn(usize, &str) -> String) -> String {
     let real = std::fs::read_to_string(path).unwrap();

@@ -9,7 +9,11 @@
 //!   p50 rows; a p90 or p99 row is judged on its own tail (Mood's quantile test, with the same
 //!   floors on the percentile's move), so a slower tail under a steady median is seen. Rates
 //!   (errors, the good fraction) are judged by the same rank test on each request's 0/1
-//!   outcome. Throughputs and goodput are one figure per run and are not judged.
+//!   outcome. Throughputs and goodput are one figure per run and are not judged. These tests
+//!   are over requests and take them as independent, but requests of one run share its
+//!   batches and its moment on the server: two runs of one setup differ by more than such a
+//!   p-value allows (a TTFT median 25 % apart at p 3e-6, audit F10). So with one run a side
+//!   a difference they find is [`Verdict::Unconfirmed`] ([`Caveat::OneRun`]), never `yes`.
 //! * **At least two runs per side.** Every row is a figure per run (a run's TTFT p99, its
 //!   throughput), so every row, throughputs included, is judged by Welch's t-test on the two
 //!   sets of run figures, p < [`RUNS_ALPHA`] (the level of the 95 % intervals shown beside
@@ -17,7 +21,13 @@
 //!   distribution, pooled over the runs, is still judged by the baseline rule below the
 //!   table, now with A's runs as its reference runs (their medians' MAD is known).
 //! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
-//!   rule's reference runs when A is the repeated side); throughputs are not judged.
+//!   rule's reference runs when A is the repeated side, and then the p50's MAD term is
+//!   measured, so its verdict stands; the tails and rates stay unconfirmed); throughputs are
+//!   not judged.
+//!
+//! When the sides did not send the same requests (another trace, selection, load or seed), a
+//! difference may be the workload's: every row's `yes` is [`Verdict::Unconfirmed`]
+//! ([`Caveat::DifferentRequests`]) too.
 
 mod bounds;
 mod context;
@@ -35,7 +45,7 @@ pub use diagnosis::DiagnosisChange;
 pub use row::Row;
 pub use side::Side;
 pub use sweeps::{compare_sweeps, Sweep, SweepComparison};
-pub use verdict::Verdict;
+pub use verdict::{Caveat, Verdict};
 
 use crate::artifacts::{Metric, Run};
 use crate::sample::{quantile, sorted};
@@ -110,6 +120,24 @@ impl Comparison {
 /// `ShiftRules::default()`).
 pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison {
     let repeated = a.runs.len() >= 2 && b.runs.len() >= 2;
+    let different_requests = requests::different_requests(&a.runs[0], &b.runs[0]);
+    // What a test's `yes` cannot be told from: a per-request test with a side of one run
+    // (`per_request`), and requests that differ (known to: a side that does not say what it
+    // sent is noted above the table, not taken as different).
+    let one = verdict::one_run_said(a.runs.len() as u64, b.runs.len() as u64);
+    let caveats = |per_request: bool| -> Vec<Caveat> {
+        let mut c = Vec::new();
+        if per_request {
+            c.push(Caveat::OneRun);
+        }
+        if different_requests
+            .as_ref()
+            .is_some_and(|d| !d.fields.is_empty())
+        {
+            c.push(Caveat::DifferentRequests);
+        }
+        c
+    };
     let mut rows = Vec::new();
     let mut shifts = Vec::new();
     let mut values = Vec::new();
@@ -146,14 +174,23 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 |runs: &[Vec<f64>]| -> Vec<f64> { runs.iter().map(|v| quantile(v, q)).collect() };
             let label = format!("{} {name}", m.label());
             let (fa, fb) = (at_q(&ra), at_q(&rb));
-            rows.push(if repeated {
+            let mut r = if repeated {
                 runs_row(label, "ms", &fa, &fb, false, rules)
             } else if q == 0.5 {
                 row(label, "ms", mean(&fa), mean(&fb), verdict.clone(), false)
             } else {
                 let tail = quantile_verdict(&va, &vb, name, q, rules);
                 row(label, "ms", mean(&fa), mean(&fb), tail, false)
-            });
+            };
+            // The p50's rule measured run-to-run spread when A has several runs (its MAD
+            // term); a tail's test never does.
+            let per_request = match (repeated, &s) {
+                (true, _) => false,
+                (false, Some(s)) if q == 0.5 => !s.spread_measured(),
+                (false, _) => true,
+            };
+            r.verdict = r.verdict.unless(&caveats(per_request), one);
+            rows.push(r);
         }
         // A run without the metric's values has none of its percentiles: one note for the
         // three rows, as the rates' below.
@@ -192,7 +229,9 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         let (xa, xb) = (rate_of(&fa, get), rate_of(&fb, get));
         say_without(label, get, no_rate);
         rows.push(if repeated {
-            runs_row(label.into(), unit, &xa, &xb, true, rules)
+            let mut r = runs_row(label.into(), unit, &xa, &xb, true, rules);
+            r.verdict = r.verdict.unless(&caveats(false), one);
+            r
         } else {
             let why = format!(
                 "one figure per run: needs at least 2 runs per side (--runs N; A has {}, B has {})",
@@ -214,7 +253,9 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         let (ga, gb) = (rate_of(&fa, |f| f.goodput), rate_of(&fb, |f| f.goodput));
         say_without("goodput", |f| f.goodput, no_rate);
         rows.push(if repeated {
-            runs_row("goodput".into(), "req/s", &ga, &gb, true, rules)
+            let mut r = runs_row("goodput".into(), "req/s", &ga, &gb, true, rules);
+            r.verdict = r.verdict.unless(&caveats(false), one);
+            r
         } else {
             // A rate, one figure per run, as throughput: its good fraction is judged below.
             let why = format!(
@@ -238,17 +279,19 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         );
         say_without("good fraction", |f| f.good_fraction, judged_none);
         rows.push(if repeated {
-            runs_row(
+            let mut r = runs_row(
                 "good fraction".into(),
                 "fraction",
                 &fa_good,
                 &fb_good,
                 true,
                 rules,
-            )
+            );
+            r.verdict = r.verdict.unless(&caveats(false), one);
+            r
         } else {
             let good = |e: &Experiment| outcomes(e, |q| q.good == Some(true));
-            let verdict = rate_verdict(&good(a), &good(b), rules, true);
+            let verdict = rate_verdict(&good(a), &good(b), rules, true).unless(&caveats(true), one);
             row(
                 "good fraction".into(),
                 "fraction",
@@ -265,10 +308,13 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
     );
     say_without("error rate", |f| f.error_rate, judged_none);
     rows.push(if repeated {
-        runs_row("error rate".into(), "fraction", &ea, &eb, false, rules)
+        let mut r = runs_row("error rate".into(), "fraction", &ea, &eb, false, rules);
+        r.verdict = r.verdict.unless(&caveats(false), one);
+        r
     } else {
         let failed = |e: &Experiment| outcomes(e, |q| q.is_error());
-        let verdict = rate_verdict(&failed(a), &failed(b), rules, false);
+        let verdict =
+            rate_verdict(&failed(a), &failed(b), rules, false).unless(&caveats(true), one);
         row(
             "error rate".into(),
             "fraction",
@@ -304,7 +350,7 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         rows,
         shifts,
         context_diff: context::context_diff(&a.runs[0], &b.runs[0]),
-        different_requests: requests::different_requests(&a.runs[0], &b.runs[0]),
+        different_requests,
         diagnosis: DiagnosisChange::of(a, b),
         notes,
         values,

@@ -78,11 +78,18 @@ impl Experiment {
         }
         let summary_path = path.join("summary.json");
         let summary = Summary::read(&summary_path)?;
-        let Some(per_run) = summary
-            .as_ref()
-            .and_then(|s| s.at(&["repeats", "per_run"]))
-            .and_then(Value::as_array)
-        else {
+        let listed = summary.as_ref().and_then(|s| s.at(&["repeats", "per_run"]));
+        // There but not a list: the file is damaged, not a folder of another kind.
+        if let Some(other) = listed.filter(|v| !v.is_array()) {
+            return Err(ReportError::Summary {
+                path: summary_path,
+                what: format!(
+                    "repeats.per_run: expected an array (one entry per run), found {}",
+                    json_kind(other)
+                ),
+            });
+        }
+        let Some(per_run) = listed.and_then(Value::as_array) else {
             return Err(if path.is_dir() {
                 refuse(
                     "neither a run (records.jsonl) nor a --runs experiment (summary.json with \
@@ -158,6 +165,23 @@ impl Experiment {
 
 fn is_plain_name(d: &str) -> bool {
     !d.is_empty() && d != "." && d != ".." && !d.contains(['/', '\\'])
+}
+
+/// A JSON value as an error names it: `string "x"`, `number 3`, `an object`, `null`; a long
+/// one cut.
+fn json_kind(v: &Value) -> String {
+    let text = v.to_string();
+    let text = match text.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    };
+    match v {
+        Value::String(_) => format!("string {text}"),
+        Value::Number(_) => format!("number {text}"),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+        Value::Bool(_) | Value::Null => text,
+    }
 }
 
 #[cfg(test)]
@@ -260,6 +284,26 @@ mod tests {
         )
         .unwrap();
         assert!(err(&odd).contains("no complete run"), "{}", err(&odd));
+        // `per_run` of the wrong type said "neither a run nor a --runs experiment (summary.json
+        // with repeats.per_run)", though it has one (audit L4).
+        for (per_run, found) in [
+            ("\"x\"", "found string \"x\""),
+            ("{\"dir\":\"run-1\"}", "found an object"),
+            ("3", "found number 3"),
+        ] {
+            std::fs::write(
+                odd.join("summary.json"),
+                format!(r#"{{"repeats":{{"per_run":{per_run}}}}}"#),
+            )
+            .unwrap();
+            let e = err(&odd);
+            assert!(
+                e.ends_with(&format!(
+                    "summary.json: repeats.per_run: expected an array (one entry per run), {found}"
+                )),
+                "{e}"
+            );
+        }
         // A run listed twice would count twice in the interval and in Welch's test.
         std::fs::write(
             odd.join("summary.json"),

@@ -20,6 +20,9 @@ pub struct StatusPage {
     pub version: String,
     /// Each workload with its recent runs, in display order.
     pub workloads: Vec<WorkloadRuns>,
+    /// Why the daemon is unhealthy now (its `/healthz` reasons, each a sentence), shown at
+    /// the top: while the history cannot be written the runs below are not the newest.
+    pub unhealthy: Vec<String>,
 }
 
 /// A workload and its recent runs.
@@ -143,6 +146,9 @@ pub fn render(p: &StatusPage) -> Result<String, ReportError> {
             format!("Running now: {}.", esc(&running.join(", ")))
         },
     );
+    for why in &p.unhealthy {
+        body.push_str(&format!("<p class=\"warn\">Unhealthy: {}</p>\n", esc(why)));
+    }
     if p.workloads.is_empty() {
         body.push_str("<p class=\"note\">No run yet: the first appears here when it ends.</p>\n");
     }

@@ -159,7 +159,8 @@ impl Profile {
         for (key, v) in times {
             if !v.is_finite() || !(0.0..=MAX_TIME_US).contains(&v) {
                 return Err(format!(
-                    "{key} must be a number from 0 to {MAX_TIME_US} (µs), got {v}"
+                    "{key} must be a number from 0 to {MAX_TIME_US} (µs), got {}",
+                    canary_core::rate_text::number(v)
                 ));
             }
         }
@@ -281,6 +282,19 @@ mod tests {
         assert!(
             chain.contains("profile.json") && chain.contains("larger than 1048576 bytes"),
             "{chain}"
+        );
+    }
+
+    // A value of 1e300 was quoted back in full, 301 digits (audit L4).
+    #[test]
+    fn a_huge_value_is_quoted_back_compactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profile.json");
+        std::fs::write(&path, r#"{"decode_base_us": 1e300}"#).unwrap();
+        let e = Profile::load(&path).unwrap_err().to_string();
+        assert!(
+            e.ends_with("decode_base_us must be a number from 0 to 100000000 (µs), got 1e300"),
+            "{e}"
         );
     }
 

@@ -27,9 +27,8 @@ use crate::source::{SharedState, SourceState};
 /// The largest `/metrics` body accepted; a vLLM page with many models is a few hundred KiB.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
 
-/// Interim (1xx) responses a scrape takes before its final one: RFC 9110 allows several,
-/// servers send one or two.
-pub const MAX_INTERIM: u32 = 16;
+/// Interim (1xx) responses a scrape takes before its final one: the replay's cap too.
+pub use canary_core::MAX_INTERIM;
 
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words as the target's
 /// and OTLP's are ([`canary_tls::explain_chain`]): a server refusing a missing client

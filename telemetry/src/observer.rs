@@ -377,8 +377,13 @@ impl TelemetryObserver {
         end: MonoTime,
         summary: &RunSummary,
     ) -> canary_core::RunServerSummary {
-        // One last scrape, settled, so the run's final requests are inside the deltas.
-        let last = server.settled_scrape(true).await;
+        // One last scrape, settled, so the run's final requests are inside the deltas; none
+        // once a stop's grace period is over (the deadline passed, and a server that left
+        // requests hanging would add a scrape timeout and the settle budget to the stop).
+        let last = match past_stop_deadline(summary) {
+            false => server.settled_scrape(true).await,
+            true => None,
+        };
         let to = last.map_or(end, |s| s.at.max(end));
         let from = *self.window_from.lock().expect("window lock");
         let mut section = match from {
@@ -516,9 +521,31 @@ impl Observer for TelemetryObserver {
     }
 }
 
+/// Whether the run's stop cut requests when its grace period ran out (each a `cancelled`
+/// error): the stop's deadline has passed, and nothing more is waited for.
+fn past_stop_deadline(summary: &RunSummary) -> bool {
+    summary
+        .errors_by_kind
+        .get("cancelled")
+        .is_some_and(|n| *n > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stop whose grace ran out (requests cut: `cancelled` errors) ends the run without the
+    /// last settled scrape, which against a server that left requests hanging added up to a
+    /// scrape timeout and the 3 s settle budget to the daemon's stop.
+    #[test]
+    fn no_last_scrape_once_the_stop_cut_requests() {
+        let mut summary = canary_core::Aggregator::new(Default::default()).summary();
+        assert!(!past_stop_deadline(&summary));
+        summary.errors_by_kind.insert("timeout".into(), 2);
+        assert!(!past_stop_deadline(&summary));
+        summary.errors_by_kind.insert("cancelled".into(), 1);
+        assert!(past_stop_deadline(&summary));
+    }
 
     #[test]
     fn a_source_that_dropped_samples_of_the_run_says_so() {

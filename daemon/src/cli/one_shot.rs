@@ -111,8 +111,10 @@ const ARTIFACTS: [&str; 4] = [
 ];
 
 /// Refuses `dir` when it holds an earlier run's artifacts, unless `overwrite`: a second run
-/// would silently replace what the first measured.
+/// would silently replace what the first measured. A folder of a running daemon's is refused
+/// whatever `overwrite` says.
 pub(crate) fn refuse_earlier_run(dir: &Path, overwrite: bool) -> Result<()> {
+    crate::service::state_lock::refuse_daemon_folder(dir)?;
     if overwrite {
         return Ok(());
     }

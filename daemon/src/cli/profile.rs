@@ -4,6 +4,7 @@
 //! Combinations that mean nothing are refused before anything is sent.
 
 use crate::cli::one_shot::Print;
+use crate::cli::ranged;
 use crate::cli::replay::{self, ShapeArgs};
 use anyhow::{bail, Result};
 use canary_replay::{
@@ -45,21 +46,25 @@ pub struct ProfileArgs {
     #[arg(
         long = "isl",
         visible_alias = "synthetic-input-tokens-mean",
-        value_name = "N"
+        value_name = "N",
+        value_parser = ranged::at_least_one
     )]
     pub isl: Option<u32>,
     /// Standard deviation of the input length (default 0: every request the same).
     #[arg(
         long,
         visible_alias = "synthetic-input-tokens-stddev",
-        value_name = "N"
+        value_name = "N",
+        value_parser = ranged::isl_stddev
     )]
     pub isl_stddev: Option<f64>,
     /// Mean output length, in tokens (default 150).
-    #[arg(long = "osl", visible_alias = "output-tokens-mean", value_name = "N")]
+    #[arg(long = "osl", visible_alias = "output-tokens-mean", value_name = "N",
+          value_parser = ranged::at_least_one)]
     pub osl: Option<u32>,
     /// Standard deviation of the output length (default 0).
-    #[arg(long, visible_alias = "output-tokens-stddev", value_name = "N")]
+    #[arg(long, visible_alias = "output-tokens-stddev", value_name = "N",
+          value_parser = ranged::osl_stddev)]
     pub osl_stddev: Option<f64>,
     /// Tokens of a system prompt every synthetic request starts with (the server's prefix
     /// cache sees it); added to --isl.
@@ -67,7 +72,7 @@ pub struct ProfileArgs {
     pub shared_system_prompt_length: Option<u32>,
     /// Synthetic requests to send (default 10 unless --benchmark-duration is given; with
     /// both, the first reached ends the run). With --trace, the same as --max-requests.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = ranged::request_count)]
     pub request_count: Option<u64>,
     /// Send synthetic requests for this long (`60`, `90s`, `5m`); those in flight then finish.
     #[arg(long, value_parser = crate::config::duration::parse_positive)]
@@ -77,20 +82,20 @@ pub struct ProfileArgs {
     pub random_seed: Option<u64>,
     /// Open loop: requests per second, sent whatever the server does; with --concurrency,
     /// requests over the ceiling wait and the wait is recorded as hold.
-    #[arg(long, value_name = "RPS")]
+    #[arg(long, value_name = "RPS", value_parser = ranged::request_rate)]
     pub request_rate: Option<f64>,
     /// How gaps between arrivals are drawn at --request-rate (default poisson).
     #[arg(long, value_name = "constant|poisson|gamma")]
     pub arrival_pattern: Option<ArrivalPattern>,
     /// Shape of gamma arrivals: 1 is Poisson, above is smoother, below burstier.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = ranged::arrival_smoothness)]
     pub arrival_smoothness: Option<f64>,
     /// Percentage of requests (0 to 100) that close their stream --request-cancellation-delay
     /// after being sent, as users who give up; recorded as `cancelled`, apart from errors.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = ranged::cancellation_rate)]
     pub request_cancellation_rate: Option<f64>,
     /// Time from sending a cancelled request to closing it (`0.5`, `250ms`; default 0).
-    #[arg(long, value_parser = crate::config::duration::parse, value_name = "D")]
+    #[arg(long, value_parser = ranged::cancellation_delay, value_name = "D")]
     pub request_cancellation_delay: Option<Duration>,
     #[command(flatten)]
     pub shape: ShapeArgs,
@@ -144,11 +149,6 @@ impl ProfileArgs {
                     bail!(
                         "--request-count and --max-requests say the same with a --trace: give one"
                     );
-                }
-                // As --max-requests refuses 0; it used to reach the selection, which then kept
-                // nothing and said "300 over the limit" without naming the flag.
-                if self.request_count == Some(0) {
-                    bail!("--request-count: expected 1 or more requests, found 0");
                 }
             }
             None => {

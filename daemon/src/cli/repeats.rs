@@ -68,6 +68,7 @@ pub async fn run(
     let Some(out) = plan.replay.output_dir.clone() else {
         bail!("--runs needs an output directory for each run's artifacts");
     };
+    crate::service::state_lock::refuse_daemon_folder(&out)?;
     if !print.overwrite && out.join("summary.json").exists() {
         bail!(
             "{} holds an earlier run (summary.json): give another --output-dir, or --overwrite \

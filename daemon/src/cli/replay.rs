@@ -1,5 +1,6 @@
 //! `canaryd replay`: one replay of a trace against a server, from the command line.
 
+use crate::cli::ranged;
 use crate::config::duration;
 use crate::execute::Observe;
 use crate::judge::verdict::Criteria;
@@ -57,16 +58,17 @@ pub struct ShapeArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: Option<usize>,
     /// Requests sent before the measured phase (unique prompts, left out of statistics).
-    #[arg(long, visible_alias = "warmup-request-count", default_value_t = Plan::WARMUP_REQUESTS)]
+    #[arg(long, visible_alias = "warmup-request-count", default_value_t = Plan::WARMUP_REQUESTS,
+          value_parser = ranged::warmup_requests)]
     pub warmup_requests: usize,
     /// Multiply input and output lengths (and the block size) by F, keeping block structure.
     #[arg(long, value_name = "F", value_parser = positive_number)]
     pub scale_lengths: Option<f64>,
     /// Cap input lengths; capped rows are counted.
-    #[arg(long)]
+    #[arg(long, value_parser = ranged::at_least_one)]
     pub max_input_tokens: Option<u32>,
     /// Cap output lengths; capped rows are counted.
-    #[arg(long)]
+    #[arg(long, value_parser = ranged::at_least_one)]
     pub max_output_tokens: Option<u32>,
     /// Start the schedule at this wall-clock instant (RFC 3339, e.g. `2026-11-24T12:00:00Z`)
     /// instead of as soon as the replay is ready: give every shard the same one. A replay
@@ -167,24 +169,24 @@ pub struct ShapeArgs {
     pub request_timeout: Option<Duration>,
     /// Most bytes a response head (status line and headers) may take; past it the request is
     /// a `response_too_large` error. Default 64KiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = ranged::header_bytes)]
     pub max_header_bytes: Option<usize>,
     /// Most bytes one SSE event may take, its unfinished line included (a `data:` line that
     /// never ends); past it, `response_too_large`. Default 1MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = ranged::event_bytes)]
     pub max_event_bytes: Option<usize>,
     /// Most bytes of a non-streaming response body (`--no-streaming`); past it,
     /// `response_too_large`. Default 16MiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = ranged::body_bytes)]
     pub max_body_bytes: Option<usize>,
     /// Most bytes every response in flight holds together (their unfinished events and
     /// bodies: the caps above are each one response's); past it the response that would grow
     /// is `response_too_large`. Default 1GiB.
-    #[arg(long, value_name = "BYTES", value_parser = crate::config::size::parse)]
+    #[arg(long, value_name = "BYTES", value_parser = ranged::held_bytes)]
     pub max_held_bytes: Option<usize>,
     /// Token chunks read per request, as a multiple of its max_tokens (plus 64); past it the
     /// request is `response_too_long`. Default 8.
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", value_parser = ranged::output_ratio)]
     pub max_output_ratio: Option<f64>,
     /// SLOs in aiperf's syntax, e.g. "time_to_first_token:400 inter_token_latency:40" (ms).
     // Named `--slo` in every command, as `sweep` names it, so clap's own errors

@@ -48,7 +48,7 @@ pub struct SweepFlags {
         id = "sweep_request_rate",
         value_delimiter = ',',
         value_name = "RPS,RPS,…",
-        value_parser = crate::cli::replay::positive_number
+        value_parser = crate::cli::ranged::request_rate
     )]
     pub request_rate: Vec<f64>,
     /// Sweep a --trace's speedups (`1,2,4,8`).

@@ -5,6 +5,7 @@
 //! [`canary_replay::written_format`]); `canaryd analyze-trace OUT` (and every replay) reads it
 //! back.
 
+use crate::cli::ranged::at_least_one;
 use crate::cli::replay::positive_number;
 use anyhow::{Context, Result};
 use canary_replay::{Synthesis, SynthesisError, TraceFormat};
@@ -230,14 +231,6 @@ pub struct SynthesisArgs {
     /// `canaryd profile` takes --random-seed when this is not given).
     #[arg(long, value_name = "N")]
     pub synthesis_seed: Option<u64>,
-}
-
-/// A count or cap of the synthesis: a whole number of 1 or more.
-fn at_least_one(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("expected 1 or more, found {s:?}")),
-    }
 }
 
 impl SynthesisArgs {

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 /// A workload's schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cadence {
-    /// A run every `period` (the first one at start).
+    /// A run every `period` (the first one at start, or a period after the last run's
+    /// start when the daemon restarts).
     Every {
         /// Time between runs.
         period: Duration,
@@ -28,13 +29,183 @@ pub enum Cadence {
     },
 }
 
+/// A cron field's name and the values the `cron` crate takes in it.
+struct CronField {
+    name: &'static str,
+    plural: &'static str,
+    min: u32,
+    max: u32,
+    allowed: &'static str,
+}
+
+/// The fields of a 6- or 7-field expression, in order (5 fields lack the first).
+const CRON_FIELDS: [CronField; 7] = [
+    CronField {
+        name: "second",
+        plural: "seconds",
+        min: 0,
+        max: 59,
+        allowed: "0 to 59",
+    },
+    CronField {
+        name: "minute",
+        plural: "minutes",
+        min: 0,
+        max: 59,
+        allowed: "0 to 59",
+    },
+    CronField {
+        name: "hour",
+        plural: "hours",
+        min: 0,
+        max: 23,
+        allowed: "0 to 23",
+    },
+    CronField {
+        name: "day-of-month",
+        plural: "days of the month",
+        min: 1,
+        max: 31,
+        allowed: "1 to 31",
+    },
+    CronField {
+        name: "month",
+        plural: "months",
+        min: 1,
+        max: 12,
+        allowed: "1 to 12 (or JAN to DEC)",
+    },
+    // The `cron` crate's numbering, not classic cron's 0-6: 1 is Sunday.
+    CronField {
+        name: "weekday",
+        plural: "weekdays",
+        min: 1,
+        max: 7,
+        allowed: "1 to 7, 1 being Sunday (or SUN to SAT)",
+    },
+    CronField {
+        name: "year",
+        plural: "years",
+        min: 1970,
+        max: 2100,
+        allowed: "1970 to 2100",
+    },
+];
+
+/// Weekday names in classic cron's numbering: 0 is Sunday (and so is 7).
+const WEEKDAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+/// A 5-field expression's weekday field, read as classic cron reads it (0 to 7, 0 and 7 being
+/// Sunday, or `SUN` to `SAT`), written as the day names the `cron` crate takes: the crate
+/// counts 1 to 7 from Sunday (Quartz's numbering), so a crontab's `1-5` (Monday to Friday)
+/// given to it as written would run Sunday to Thursday. `*` and `?` pass as they are.
+fn classic_weekdays(field: &str) -> Result<String, String> {
+    if field == "*" || field == "?" {
+        return Ok(field.to_string());
+    }
+    let day = |v: &str| -> Result<usize, String> {
+        if v.is_empty() {
+            return Err("has an empty value".into());
+        }
+        if let Some(i) = WEEKDAY_NAMES.iter().position(|n| n.eq_ignore_ascii_case(v)) {
+            return Ok(i);
+        }
+        match v.parse::<usize>() {
+            Ok(n) if n <= 7 => Ok(n),
+            _ => Err(format!(
+                "holds {v}; weekdays are 0 to 7, 0 and 7 being Sunday (or SUN to SAT)"
+            )),
+        }
+    };
+    let mut days = [false; 7];
+    for item in field.split(',') {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => match s.parse::<usize>() {
+                Ok(s) if s > 0 => (r, Some(s)),
+                _ => {
+                    return Err(format!(
+                        "has a step {s:?} that is not a whole number over 0"
+                    ))
+                }
+            },
+            None => (item, None),
+        };
+        let (low, high) = match range.split_once('-') {
+            _ if range == "*" => (0, 6),
+            Some((a, b)) => (day(a)?, day(b)?),
+            // `3/2` runs from 3 to the end of the week, as in a crontab.
+            None if step.is_some() => (day(range)?, 6),
+            None => {
+                let d = day(range)?;
+                (d, d)
+            }
+        };
+        if low > high {
+            return Err(format!("has a range {range:?} that runs backwards"));
+        }
+        for d in (low..=high).step_by(step.unwrap_or(1)) {
+            days[d % 7] = true;
+        }
+    }
+    let names: Vec<&str> = (0..7)
+        .filter(|&d| days[d])
+        .map(|d| WEEKDAY_NAMES[d])
+        .collect();
+    Ok(names.join(","))
+}
+
+/// The first number of a cron `field` (its values and range ends; not its steps, `/n`) outside
+/// what `range` takes, as written.
+fn out_of_range<'f>(field: &'f str, range: &CronField) -> Option<&'f str> {
+    field.split(',').find_map(|item| {
+        let values = item.split('/').next().unwrap_or_default();
+        values.split('-').find(|v| {
+            !v.is_empty()
+                && v.bytes().all(|b| b.is_ascii_digit())
+                && v.parse::<u32>()
+                    .map_or(true, |n| n < range.min || n > range.max)
+        })
+    })
+}
+
+/// The cron crate's complaint about `full` (the user's `expr`, with a seconds field put
+/// before 5 fields) without what it echoes: the expression in that form, which the user did
+/// not write (`0 61 * * * *`), and a caret under it. A syntax error that says nothing more
+/// is given the caret's column in `expr`.
+fn crate_words(e: &cron::error::Error, full: &str, expr: &str) -> String {
+    let text = e.to_string();
+    let mut lines = text.lines();
+    let (echo, caret) = (lines.next().unwrap_or_default(), lines.next());
+    let Some(caret) = caret.filter(|_| echo == full) else {
+        return text.trim().to_string();
+    };
+    let why: Vec<&str> = lines.map(str::trim).filter(|l| !l.is_empty()).collect();
+    if !why.is_empty() {
+        return why.join(" ");
+    }
+    let added = full.len() - expr.trim().len();
+    match caret.find('^') {
+        Some(at) => format!(
+            "cannot be read from column {} on",
+            at.saturating_sub(added) + 1
+        ),
+        None => "cannot be read".into(),
+    }
+}
+
 impl Cadence {
     /// A cron cadence. Five fields (`*/15 * * * *`) are read as minutes-first and get a
     /// seconds field of 0; six or seven fields are passed to the `cron` crate as they are.
     pub fn cron(expr: &str, jitter: Option<Duration>) -> Result<Cadence, String> {
         let fields = expr.split_whitespace().count();
         let full = match fields {
-            5 => format!("0 {}", expr.trim()),
+            5 => {
+                let mut parts: Vec<String> = expr.split_whitespace().map(str::to_string).collect();
+                parts[4] = classic_weekdays(&parts[4]).map_err(|why| {
+                    format!("invalid cron expression {expr:?}: the weekday field {why}")
+                })?;
+                format!("0 {}", parts.join(" "))
+            }
             6 | 7 => expr.trim().to_string(),
             n => {
                 return Err(format!(
@@ -43,8 +214,21 @@ impl Cadence {
             ))
             }
         };
-        let schedule = cron::Schedule::from_str(&full)
-            .map_err(|e| format!("invalid cron expression {expr:?}: {e}"))?;
+        // `full`'s fields from the seconds' on (the 0 put before 5 fields is in range).
+        for (field, range) in full.split_whitespace().zip(CRON_FIELDS.iter()) {
+            if let Some(n) = out_of_range(field, range) {
+                return Err(format!(
+                    "invalid cron expression {expr:?}: the {} field holds {n}; {} are {}",
+                    range.name, range.plural, range.allowed
+                ));
+            }
+        }
+        let schedule = cron::Schedule::from_str(&full).map_err(|e| {
+            format!(
+                "invalid cron expression {expr:?}: {}",
+                crate_words(&e, &full, expr)
+            )
+        })?;
         // `0 0 31 2 *` parses but matches no date (the crate searches up to 2100): a workload
         // that would silently never run.
         if schedule.upcoming(chrono::Utc).next().is_none() {
@@ -368,6 +552,122 @@ mod tests {
             .contains("61"));
     }
 
+    // "61 * * * *" said `0 61 * * * *`, a caret line, and "Minutes must be less than 59", though
+    // 59 is taken (audit L4): the cron crate's words. Each field's range is ours now.
+    #[test]
+    fn a_cron_value_out_of_range_names_its_field_and_range() {
+        for (expr, says) in [
+            (
+                "61 * * * *",
+                "the minute field holds 61; minutes are 0 to 59",
+            ),
+            ("0 24 * * *", "the hour field holds 24; hours are 0 to 23"),
+            (
+                "0 3 0 * *",
+                "the day-of-month field holds 0; days of the month are 1 to 31",
+            ),
+            ("0 3 1-32 * *", "the day-of-month field holds 32"),
+            (
+                "0 3 * 13 *",
+                "the month field holds 13; months are 1 to 12 (or JAN to DEC)",
+            ),
+            (
+                "0 3 * * 8",
+                "the weekday field holds 8; weekdays are 0 to 7, 0 and 7 being Sunday",
+            ),
+            // Six fields are the crate's own form, and its numbering (Quartz's).
+            (
+                "0 0 3 * * 0",
+                "the weekday field holds 0; weekdays are 1 to 7, 1 being Sunday",
+            ),
+            (
+                "0,60 * * * * *",
+                "the second field holds 60; seconds are 0 to 59",
+            ),
+            (
+                "0 0 0 1 1 * 2200",
+                "the year field holds 2200; years are 1970 to 2100",
+            ),
+        ] {
+            let e = Cadence::cron(expr, None).unwrap_err();
+            assert_eq!(
+                e.split_once(": ").map(|(head, _)| head),
+                Some(format!("invalid cron expression {expr:?}").as_str()),
+                "{e}"
+            );
+            assert!(e.contains(says), "{expr}: {e}");
+            assert!(!e.contains('\n') && !e.contains('^'), "{e}");
+        }
+        // Every bound itself is taken; steps are not values.
+        for expr in [
+            "59 23 31 12 *",
+            "0 0 1 1 7",
+            "0 0 1 1 0",
+            "*/59 * * * *",
+            "0 0 * * SUN-SAT",
+        ] {
+            assert!(Cadence::cron(expr, None).is_ok(), "{expr}");
+        }
+        // Another mistake keeps the crate's words, without its 6-field form and caret.
+        assert_eq!(
+            Cadence::cron("0 0 3 * * FOO", None).unwrap_err(),
+            "invalid cron expression \"0 0 3 * * FOO\": 'FOO' is not a valid day of the week."
+        );
+        assert_eq!(
+            Cadence::cron("0 3 * 1- *", None).unwrap_err(),
+            "invalid cron expression \"0 3 * 1- *\": cannot be read from column 8 on"
+        );
+        for (expr, says) in [
+            (
+                "0 3 * * FOO",
+                "the weekday field holds FOO; weekdays are 0 to 7",
+            ),
+            ("0 3 * * 1-", "the weekday field has an empty value"),
+            (
+                "0 3 * * 5-1",
+                "the weekday field has a range \"5-1\" that runs backwards",
+            ),
+            ("0 3 * * */0", "the weekday field has a step \"0\""),
+        ] {
+            let e = Cadence::cron(expr, None).unwrap_err();
+            assert!(e.contains(says), "{expr}: {e}");
+        }
+    }
+
+    /// The weekdays (0 Sunday) of the next two weeks' firings of `expr`.
+    fn weekdays_of(expr: &str) -> Vec<u32> {
+        use chrono::Datelike;
+        let Cadence::Cron { expr: full, .. } = Cadence::cron(expr, None).unwrap() else {
+            unreachable!()
+        };
+        let schedule = cron::Schedule::from_str(&full).unwrap();
+        let mut days: Vec<u32> = schedule
+            .upcoming(chrono::Utc)
+            .take(14)
+            .map(|t| t.weekday().num_days_from_sunday())
+            .collect();
+        days.sort_unstable();
+        days.dedup();
+        days
+    }
+
+    // A crontab's `1-5` is Monday to Friday; the cron crate counts from Sunday = 1, so the
+    // same field given to it as written ran Sunday to Thursday.
+    #[test]
+    fn five_fields_take_classic_crons_weekday_numbers() {
+        assert_eq!(weekdays_of("0 9 * * 1-5"), [1, 2, 3, 4, 5]);
+        assert_eq!(weekdays_of("0 9 * * MON-FRI"), [1, 2, 3, 4, 5]);
+        assert_eq!(weekdays_of("0 9 * * 0"), [0]);
+        assert_eq!(weekdays_of("0 9 * * 7"), [0]);
+        assert_eq!(weekdays_of("0 9 * * 5-7"), [0, 5, 6]);
+        assert_eq!(weekdays_of("0 9 * * */2"), [0, 2, 4, 6]);
+        assert_eq!(weekdays_of("0 9 * * 1-5/2,sat"), [1, 3, 5, 6]);
+        assert_eq!(weekdays_of("0 9 * * 3/2"), [3, 5]);
+        assert_eq!(weekdays_of("0 9 * * *"), [0, 1, 2, 3, 4, 5, 6]);
+        // Six fields keep the crate's numbering: 2-6 is Monday to Friday there.
+        assert_eq!(weekdays_of("0 0 9 * * 2-6"), [1, 2, 3, 4, 5]);
+    }
+
     #[test]
     fn a_cron_that_never_fires_is_refused_and_gaps_are_measured() {
         // February 31st, and a year long gone: both parse, neither ever fires.
@@ -377,7 +677,8 @@ mod tests {
         }
         let gap = |expr: &str| Cadence::cron(expr, None).unwrap().shortest_gap();
         assert_eq!(gap("*/15 * * * *"), Some(Duration::from_secs(900)));
-        // Weekdays at 09:00 and 17:00: the 8 hours between them, not the day or the weekend.
+        // Monday to Friday at 09:00 and 17:00: the 8 hours between them, not the night or the
+        // weekend.
         assert_eq!(gap("0 9,17 * * 1-5"), Some(Duration::from_secs(8 * 3600)));
         let every = Cadence::Every {
             period: Duration::from_secs(60),

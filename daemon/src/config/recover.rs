@@ -110,7 +110,7 @@ impl ConfigError {
 /// A parse error of `text` (read from `file`) with its line and key path.
 pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> ConfigError {
     let span = e.span();
-    let mut message = e.message().trim().to_string();
+    let mut message = plain_words(e.message().trim());
     // A duplicate key: the document does not parse, so no key path is found by its spans;
     // the key is named from the text at the error's span, under its table.
     let path = span
@@ -138,6 +138,30 @@ pub(super) fn toml_error(e: &toml::de::Error, text: &str, file: &Path) -> Config
         },
         more: Vec::new(),
     }
+}
+
+/// serde's message with the Rust type it expected in words: `invalid type: string "x",
+/// expected f64` says `expected a number` (a key read as a plain number or count; the keys
+/// with a range of their own say it themselves).
+fn plain_words(message: &str) -> String {
+    const WORDS: [(&str, &str); 10] = [
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("u8", "a whole number, 0 or more"),
+        ("u16", "a whole number, 0 or more"),
+        ("u32", "a whole number, 0 or more"),
+        ("u64", "a whole number, 0 or more"),
+        ("usize", "a whole number, 0 or more"),
+        ("i32", "a whole number"),
+        ("i64", "a whole number"),
+        ("bool", "true or false"),
+    ];
+    for (ty, words) in WORDS {
+        if let Some(head) = message.strip_suffix(&format!("expected {ty}")) {
+            return format!("{head}expected {words}");
+        }
+    }
+    message.to_string()
 }
 
 /// The key at `span` of `text` as a dotted path: a table header's own (`[workloads.chat]` is

@@ -919,6 +919,81 @@ fn scale_lengths_cannot_pass_the_length_limit() {
     }
 }
 
+// `speedup = "fast"` said `invalid type: string "fast", expected f64` (audit L4): a Rust type,
+// where every other message says what the key takes.
+#[test]
+fn a_number_key_of_the_wrong_type_says_what_it_takes_in_words() {
+    for (bad, key, says) in [
+        (
+            "speedup = \"fast\"",
+            "workloads.chat.speedup: ",
+            "expected a positive number, found string \"fast\"",
+        ),
+        (
+            "min_good_fraction = true",
+            "workloads.chat.min_good_fraction: ",
+            "expected a fraction between 0 and 1, found a boolean",
+        ),
+        (
+            "request_rate = \"10/s\"",
+            "workloads.chat.request_rate: ",
+            "invalid type: string \"10/s\", expected a number",
+        ),
+        (
+            "isl = \"long\"",
+            "workloads.chat.isl: ",
+            "invalid type: string \"long\", expected a whole number, 0 or more",
+        ),
+        (
+            "osl = -5",
+            "workloads.chat.osl: ",
+            "invalid value: integer `-5`, expected a whole number, 0 or more",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.ends_with(says), "{e}");
+        assert!(!e.contains("f64") && !e.contains("u32"), "{e}");
+    }
+}
+
+// A huge number was quoted back as `{}` prints it: `speedup = -1e300` as 302 characters
+// (audit L4).
+#[test]
+fn a_huge_number_is_quoted_back_compactly() {
+    for (bad, key, says) in [
+        (
+            "speedup = -1e300",
+            "workloads.chat.speedup: ",
+            "found -1e300",
+        ),
+        (
+            "min_good_fraction = 1e300",
+            "workloads.chat.min_good_fraction: ",
+            "found 1e300",
+        ),
+    ] {
+        let text = GOOD.replace("jitter = \"30s\"", &format!("jitter = \"30s\"\n{bad}"));
+        let e = error_at(&text, bad, key);
+        assert!(e.ends_with(says), "{e}");
+    }
+}
+
+// A cron value out of range gave the cron crate's words: the expression in its 6-field form, a
+// caret, and "Minutes must be less than 59" (audit L4).
+#[test]
+fn a_cron_value_out_of_range_is_named_with_its_line_field_and_range() {
+    let text = GOOD.replace("cron = \"0 3 * * *\"", "cron = \"61 * * * *\"");
+    let e = error_at(&text, "cron = ", "workloads.nightly.cron: ");
+    assert!(
+        e.ends_with(
+            "invalid cron expression \"61 * * * *\": the minute field holds 61; minutes are 0 \
+             to 59"
+        ),
+        "{e}"
+    );
+}
+
 #[test]
 fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     for (bad, key, says) in [

@@ -21,10 +21,12 @@ use serde::{Deserialize, Serialize};
 
 /// The rule that finds a knee, as stored with each sweep run ([`SweepRun::knee_rule`]): 1
 /// ended the series at the first point left out of the knee; 2 steps over points left out
-/// and finds the knee among the others. Raise it whenever `canary_core::series::knee` finds
-/// other knees for the same points, so the baseline starts again rather than judging the new
-/// rule's knees against the old one's.
-pub const KNEE_RULE: u32 = 2;
+/// and finds the knee among the others; 3 weighs a step's throughput gain against its load
+/// step (under min(10 %, half the load increase), `canary_core::series::gain_floor`), where 2
+/// took any gain under 10 %. Raise it whenever `canary_core::series::knee` finds other knees
+/// for the same points, so the baseline starts again rather than judging the new rule's knees
+/// against the old one's.
+pub const KNEE_RULE: u32 = 3;
 
 /// The rule of a run stored before the rule was recorded (rule 1 was the only one then).
 fn knee_rule_before_recorded() -> u32 {
@@ -35,9 +37,15 @@ fn knee_rule_before_recorded() -> u32 {
 /// the passing runs of its load and grid found their knees by rule `before`.
 pub fn new_rule_note(before: u32, now: u32) -> String {
     // What each change of rule did, said only for the change it describes.
+    const STEPPED_OVER: &str = "points left out of the knee are stepped over, no longer the \
+                                series' end";
+    const LOAD_STEP: &str = "a step saturates when its throughput gains under min(10%, half \
+                             its load increase), no longer under 10% alone";
     let what = match (before, now) {
-        (1, 2) => ": points left out of the knee are stepped over, no longer the series' end",
-        _ => "",
+        (1, 2) => format!(": {STEPPED_OVER}"),
+        (1, 3) => format!(": {STEPPED_OVER}; {LOAD_STEP}"),
+        (2, 3) => format!(": {LOAD_STEP}"),
+        _ => String::new(),
     };
     format!("new knee rule: baseline starts again (rule {before} → {now}{what})")
 }
@@ -104,10 +112,7 @@ impl SweepRun {
                 self.not_run.join(", ")
             ),
         };
-        let (gain, rise) = (
-            canary_core::series::KNEE_GAIN * 100.0,
-            canary_core::series::KNEE_RISE * 100.0,
-        );
+        let rule = canary_core::series::step_words(true, "%");
         match &self.knee {
             Some(k) => format!(
                 "knee at {}: {} req/s{among}{left}{not_run}",
@@ -122,10 +127,7 @@ impl SweepRun {
             ),
             None if !left.is_empty() => format!("no knee{among}{left}{not_run}"),
             None if !not_run.is_empty() => format!("no knee among the {n} points run{not_run}"),
-            None => format!(
-                "no knee: the series did not saturate (no step in load gained under {gain:.0}% \
-                 throughput while TTFT p99 rose over {rise:.0}%)"
-            ),
+            None => format!("no knee: the series did not saturate (no step in load {rule})"),
         }
     }
 }
@@ -280,6 +282,27 @@ mod tests {
         assert_eq!(
             r.knee_said(),
             "knee at c8: 10 req/s; not run: c32 (a signal stopped the sweep)"
+        );
+    }
+
+    // Rule 3 weighs a step's throughput against its load step: a baseline of rule 2's knees
+    // (an r40 of a 2.5 % step among them) starts again, saying what changed.
+    #[test]
+    fn the_note_of_a_rule_change_says_what_changed() {
+        assert_eq!(KNEE_RULE, 3);
+        assert_eq!(
+            new_rule_note(2, 3),
+            "new knee rule: baseline starts again (rule 2 → 3: a step saturates when its \
+             throughput gains under min(10%, half its load increase), no longer under 10% alone)"
+        );
+        let from_1 = new_rule_note(1, 3);
+        assert!(
+            from_1.contains("stepped over") && from_1.contains("half its load increase"),
+            "{from_1}"
+        );
+        assert_eq!(
+            new_rule_note(3, 4),
+            "new knee rule: baseline starts again (rule 3 → 4)"
         );
     }
 

@@ -168,14 +168,34 @@ impl Criteria {
     /// The figures a verdict rests on, each beside its bar, for a log line:
     /// `20 requests, 20 completed; error rate 0.000 (max 0.05); good 0.950 (min 0.9) over
     /// time_to_first_token:100; TTFT p50 12.100 ms, p99 40.300 ms`.
+    /// Requests the run's own stop cut when its grace period ran out (`cancelled` errors)
+    /// are said as such and left out of the error rate shown: they are no failure of the
+    /// target (`error rate 1.000` read as one).
     pub fn figures(&self, s: &RunSummary) -> String {
-        let mut parts = vec![
-            format!("{} requests, {} completed", s.requests, s.completed),
-            format!(
-                "error rate {} (max {})",
+        let stopped = s.errors_by_kind.get("cancelled").copied().unwrap_or(0);
+        let (requests, error_rate) = match stopped {
+            0 => (
+                format!("{} requests, {} completed", s.requests, s.completed),
                 share(s.error_rate),
-                self.max_error_rate
             ),
+            _ => {
+                let judged = s
+                    .requests
+                    .saturating_sub(s.client_errors + s.cancelled + stopped);
+                let errors = s.errors.saturating_sub(s.client_errors + stopped);
+                let rate = (judged > 0).then(|| errors as f64 / judged as f64);
+                (
+                    format!(
+                        "{} requests, {} completed, {stopped} cut by the stop",
+                        s.requests, s.completed
+                    ),
+                    format!("{} without them", share(rate)),
+                )
+            }
+        };
+        let mut parts = vec![
+            requests,
+            format!("error rate {error_rate} (max {})", self.max_error_rate),
         ];
         match &s.goodput {
             Some(g) => parts.push(format!(
@@ -366,6 +386,52 @@ mod tests {
         let v = judge(0, 3);
         assert!(v.to_string().contains("canaryd was the bottleneck"), "{v}");
         assert!(!v.to_string().contains("target unusable"), "{v}");
+    }
+
+    /// Requests the daemon's own stop cut (its grace period over) showed as `error rate
+    /// 1.000 (max 0.05)` in the run's log line, as if the target had failed them.
+    #[test]
+    fn requests_cut_by_the_stop_are_not_shown_as_target_errors() {
+        let w = workload();
+        let mut agg = Aggregator::new(w.slos.clone());
+        for i in 0..6 {
+            let mut r = rec(Some(10.0));
+            if i >= 2 {
+                r.status = Status::Error;
+                r.error = Some(RequestError {
+                    kind: ErrorKind::Cancelled,
+                    http_status: None,
+                    message: "run stopped; grace period over".into(),
+                });
+            }
+            if i == 5 {
+                r.error.as_mut().unwrap().kind = ErrorKind::Timeout;
+            }
+            agg.add(&r, &Default::default());
+        }
+        let s = agg.summary();
+        let figures = Criteria::of(&w).figures(&s);
+        assert!(
+            figures.starts_with(
+                "6 requests, 2 completed, 3 cut by the stop; error rate 0.333 without them \
+                 (max 0.05);"
+            ),
+            "{figures}"
+        );
+        // Every request cut: no rate, not 1.000.
+        let mut agg = Aggregator::new(w.slos.clone());
+        for _ in 0..4 {
+            let mut r = rec(None);
+            r.error.as_mut().unwrap().kind = ErrorKind::Cancelled;
+            agg.add(&r, &Default::default());
+        }
+        let figures = Criteria::of(&w).figures(&agg.summary());
+        assert!(
+            figures.starts_with(
+                "4 requests, 0 completed, 4 cut by the stop; error rate no share without them"
+            ),
+            "{figures}"
+        );
     }
 
     // A share of no judged request is null: it neither passes nor fails a run by itself, and

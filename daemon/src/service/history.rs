@@ -98,6 +98,9 @@ pub struct History {
     conn: Mutex<Connection>,
     /// The database file, for messages.
     path: PathBuf,
+    /// How the file was found when it opened, when it held no history
+    /// ([`History::new_at_open`]).
+    new_at_open: Option<&'static str>,
     /// The device and inode of the file opened: a file removed or replaced at `path` while
     /// the daemon runs is noticed before the next run is written (into a file no one would
     /// ever read again, and a second daemon could then start on the state directory).
@@ -152,9 +155,17 @@ impl History {
     /// one, a read-only mount) or one that fails SQLite's `quick_check` is refused, naming
     /// it: every run would otherwise be measured and then lost at its recording.
     pub fn open(path: &Path) -> Result<History> {
+        // Before SQLite writes its header into an empty file: a file emptied (or removed)
+        // beside run folders lost their rows, which the start then says.
+        let new_at_open = match std::fs::metadata(path) {
+            Ok(m) if m.len() == 0 => Some("was empty (0 bytes)"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("did not exist"),
+            _ => None,
+        };
         let conn = connect(path)?;
         Ok(History {
             conn: Mutex::new(conn),
+            new_at_open,
             path: path.to_path_buf(),
             file_id: Mutex::new(file_id(path)),
             unreadable_warned: Default::default(),
@@ -166,6 +177,12 @@ impl History {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How the file was found when it opened, when it held no history (`"was empty (0
+    /// bytes)"`, `"did not exist"`): run folders beside it lost their rows.
+    pub fn new_at_open(&self) -> Option<&'static str> {
+        self.new_at_open
     }
 
     /// When the file at `path` is no longer the one opened (removed, or replaced), says so
@@ -603,6 +620,11 @@ impl History {
     /// Deletes `workload`'s runs beyond the newest `keep` and those older than `max_age`
     /// but for its newest `baseline` passing runs and the run `just` recorded (a run longer
     /// than the age limit is older than it as it finishes); returns their artifact folders.
+    ///
+    /// `take_away` is given each such run's folder while its row is still stored, and the row
+    /// is deleted only when it says the folder is gone (or out of the way): a folder left
+    /// behind without its row would be taken at the next start for a run whose process died,
+    /// and a pruned pass come back as an `error` run.
     pub fn prune(
         &self,
         workload: &str,
@@ -610,6 +632,7 @@ impl History {
         max_age: Duration,
         baseline: usize,
         just: &str,
+        take_away: &mut dyn FnMut(&Path) -> bool,
     ) -> Result<Vec<PathBuf>> {
         let cutoff = now_unix_ms() - max_age.as_millis().min(i64::MAX as u128) as i64;
         let mut conn = self.conn();
@@ -633,11 +656,16 @@ impl History {
             )?;
             rows.collect::<Result<_, _>>()?
         };
-        for (id, _) in &doomed {
-            tx.execute("DELETE FROM runs WHERE id = ?1", params![id])?;
+        let mut gone = Vec::new();
+        for (id, artifacts) in doomed {
+            let folder = PathBuf::from(artifacts);
+            if take_away(&folder) {
+                tx.execute("DELETE FROM runs WHERE id = ?1", params![id])?;
+                gone.push(folder);
+            }
         }
         tx.commit()?;
-        Ok(doomed.into_iter().map(|(_, a)| PathBuf::from(a)).collect())
+        Ok(gone)
     }
 }
 
@@ -810,15 +838,14 @@ fn connect(path: &Path) -> Result<Connection> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let conn = Connection::open(path)
-        .with_context(|| format!("opening the history database {}", path.display()))?;
+    let conn = Connection::open(path).map_err(|e| not_opened(path, e))?;
     check_writable_and_sound(&conn, path)?;
     // WAL: the status API reads while a run's row is written; a crash loses nothing
     // already committed.
     conn.pragma_update(None, "journal_mode", "WAL")
         .and_then(|_| conn.execute_batch(SCHEMA))
         .and_then(|_| add_columns(&conn))
-        .with_context(|| format!("preparing the history database {}", path.display()))?;
+        .map_err(|e| not_opened(path, e))?;
     Ok(conn)
 }
 
@@ -857,32 +884,50 @@ fn check_writable_and_sound(conn: &Connection, path: &Path) -> Result<()> {
             path.display()
         );
     }
-    let damaged = |why: String| {
-        anyhow::anyhow!(
-            "the history database {} is damaged ({why}); move it away to start a new \
-             history (the run folders keep their verdict.json files)",
-            path.display()
-        )
-    };
-    let mut stmt = conn
+    // Only what quick_check finds, or SQLite's own "corrupt" and "not a database", is
+    // damage: any other error (a full disk leaves SQLite unable to create its -wal and -shm
+    // files beside an intact file) is the file system's, and moving the file away would lose
+    // every baseline for nothing.
+    let problems: Vec<String> = conn
         .prepare("PRAGMA quick_check")
-        .map_err(|e| damaged(e.to_string()))?;
-    let problems: Vec<String> = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .and_then(|rows| rows.collect())
-        .map_err(|e| damaged(e.to_string()))?;
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, String>(0))
+                .and_then(|rows| rows.collect())
+        })
+        .map_err(|e| not_opened(path, e))?;
     match problems.as_slice() {
         [ok] if ok == "ok" => Ok(()),
-        _ => Err(damaged(format!(
-            "quick_check: {}",
-            problems
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))),
+        _ => Err(damaged(
+            path,
+            &format!(
+                "quick_check: {}",
+                problems
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )),
     }
+}
+
+/// The error for a history SQLite could not open or read: damaged when SQLite says so,
+/// otherwise the file system's error ([`open_error::cannot_open`]).
+fn not_opened(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    match open_error::is_damage(&e) {
+        true => damaged(path, &e.to_string()),
+        false => open_error::cannot_open(path, &e),
+    }
+}
+
+/// The error for a damaged history: moving it away is the cure.
+fn damaged(path: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the history database {} is damaged ({why}); move it away to start a new history (the \
+         run folders keep their verdict.json files)",
+        path.display()
+    )
 }
 
 /// The device and inode of the file at `path`; `None` when there is none.
@@ -916,6 +961,8 @@ pub fn now_unix_ms() -> i64 {
 fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("history values always serialize")
 }
+
+mod open_error;
 
 #[cfg(test)]
 mod tests;

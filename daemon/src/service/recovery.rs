@@ -34,6 +34,9 @@ pub struct Orphan {
     pub id: String,
     /// The run folder.
     pub dir: PathBuf,
+    /// Why its `verdict.json` did not read, when there is one (torn: the process died
+    /// writing it); `None` when there is none.
+    pub unreadable_verdict: Option<String>,
 }
 
 /// Every `<artifacts_dir>/<workload>/<run-id>/` holding a `records.jsonl` (its own, or a
@@ -53,7 +56,11 @@ pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
                 continue;
             }
             let has_records = run.join("records.jsonl").is_file() || !parts(&run).is_empty();
-            if settled(&run) || !has_records {
+            let unreadable_verdict = match verdict_read(&run) {
+                Ok(()) => continue,
+                Err(why) => why,
+            };
+            if !has_records {
                 continue;
             }
             match history.get(&id) {
@@ -61,6 +68,7 @@ pub fn find(artifacts_dir: &Path, history: &History) -> Vec<Orphan> {
                     workload: w,
                     id,
                     dir: run,
+                    unreadable_verdict,
                 }),
                 Ok(Some(_)) => {}
                 Err(e) => tracing::warn!("looking up run {id} in the history: {e:#}"),
@@ -78,8 +86,28 @@ const MAX_JSON_BYTES: u64 = 64 << 20;
 /// A readable `verdict.json`: the run was recorded. A torn one (the process died writing it,
 /// before verdicts were written through a rename) is as good as none.
 fn settled(run: &Path) -> bool {
-    canary_files::read_small_file(&run.join("verdict.json"), MAX_JSON_BYTES)
-        .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
+    verdict_read(run).is_ok()
+}
+
+/// Whether the run's `verdict.json` reads; else `Err(None)` when there is none, `Err(Some(why))`
+/// when there is one that does not (torn, damaged, not a file).
+fn verdict_read(run: &Path) -> Result<(), Option<String>> {
+    match canary_files::read_small_file(&run.join("verdict.json"), MAX_JSON_BYTES) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(None),
+        Err(e) => Err(Some(e.to_string())),
+        Ok(b) => match serde_json::from_slice::<serde_json::Value>(&b) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Some(e.to_string())),
+        },
+    }
+}
+
+/// The verdict's reason for a run whose `verdict.json` did not read (`why`).
+fn unreadable_verdict(why: &str) -> String {
+    format!(
+        "unreadable verdict.json ({why}): the process died writing it or its results could not \
+         be written"
+    )
 }
 
 /// The folders of a run's parts, in order: a capacity search's probes (`probe-NN-<rate>rps`)
@@ -133,15 +161,20 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 /// workload gone from the config gets no SLOs and target `unknown`.
 pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
     let workload = config.workloads.iter().find(|w| w.name == o.workload);
+    let cause = match &o.unreadable_verdict {
+        Some(why) => unreadable_verdict(why),
+        None => PROCESS_DIED.to_string(),
+    };
     let (summary, records) = if o.dir.join("records.jsonl").is_file() {
         (
-            summary_of(&o.dir, &o.id, &o.workload, workload)?,
+            summary_of(&o.dir, &o.id, &o.workload, workload, &cause)?,
             o.dir.join("records.jsonl"),
         )
     } else {
         let mut last = None;
         for part in parts(&o.dir) {
-            let summary = summary_of(&part, &part_id(&o.id, &part), &o.workload, workload)?;
+            let id = part_id(&o.id, &part);
+            let summary = summary_of(&part, &id, &o.workload, workload, &cause)?;
             last = Some((summary, part.join("records.jsonl")));
         }
         last.with_context(|| format!("{}: no records", o.dir.display()))?
@@ -160,7 +193,7 @@ pub fn recover(config: &Config, o: &Orphan) -> Result<RunResult> {
             target: workload.map_or_else(|| "unknown".into(), |w| w.target.clone()),
             started_unix_ms: started_unix_ms(&o.id).unwrap_or(finished).min(finished),
             finished_unix_ms: finished,
-            verdict: Verdict::error(PROCESS_DIED),
+            verdict: Verdict::error(cause),
             samples: None,
             comparison: None,
             capacity: None,
@@ -180,10 +213,11 @@ fn summary_of(
     id: &str,
     workload_name: &str,
     workload: Option<&crate::config::Workload>,
+    cause: &str,
 ) -> Result<serde_json::Value> {
     let summary_path = dir.join("summary.json");
     let Ok(bytes) = canary_files::read_small_file(&summary_path, MAX_JSON_BYTES) else {
-        return rebuild(dir, id, workload_name, workload);
+        return rebuild(dir, id, workload_name, workload, cause);
     };
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Ok(serde_json::Value::Object(mut m)) => {
@@ -201,18 +235,19 @@ fn summary_of(
                 "{} is unreadable ({why}): rebuilding it from records.jsonl",
                 summary_path.display()
             );
-            rebuild(dir, id, workload_name, workload)
+            rebuild(dir, id, workload_name, workload, cause)
         }
     }
 }
 
 /// Folds the `records.jsonl` of the run `id` in `dir` into `summary.json` and `summary.csv`
-/// there; the summary as the history keeps it.
+/// there; the summary as the history keeps it. `cause`: the recovered run's verdict reason.
 fn rebuild(
     dir: &Path,
     id: &str,
     workload_name: &str,
     workload: Option<&crate::config::Workload>,
+    cause: &str,
 ) -> Result<serde_json::Value> {
     let goodput = workload.map(|w| w.slos.clone()).unwrap_or_default();
     let folded = canary_replay::fold_records(&dir.join("records.jsonl"), goodput)?;
@@ -222,8 +257,12 @@ fn rebuild(
         skipped_lines: folded.skipped_lines,
         summary: &folded.summary,
     };
+    let left = match cause.starts_with("unreadable") {
+        true => "an unreadable verdict.json",
+        false => "no verdict.json",
+    };
     let how = format!(
-        "the run left no verdict.json (its process died, or its results could not be written); \
+        "the run left {left} (its process died, or its results could not be written); \
          this summary was rebuilt from records.jsonl when canaryd next started ({} records, {} unreadable lines skipped; requests never sent \
          are not known)",
         folded.records, folded.skipped_lines
@@ -233,7 +272,7 @@ fn rebuild(
     tracing::warn!(
         workload = %workload_name,
         run = %id,
-        "no verdict.json (the process died or its results could not be written): its summary was rebuilt from {} records ({} unreadable lines skipped)",
+        "{cause}: its summary was rebuilt from {} records ({} unreadable lines skipped)",
         folded.records,
         folded.skipped_lines
     );
@@ -334,6 +373,19 @@ mod tests {
             ]
         );
         assert!(find(&dir.path().join("none"), &history).is_empty());
+        // The torn verdict.json is said as such, not as none.
+        let torn = find(&art, &history)
+            .into_iter()
+            .find(|o| o.id == "20260101T000004Z-torn")
+            .unwrap();
+        assert!(
+            torn.unreadable_verdict
+                .as_deref()
+                .is_some_and(|why| why.contains("EOF")),
+            "{torn:?}"
+        );
+        let none = find(&art, &history).into_iter().next().unwrap();
+        assert_eq!(none.unreadable_verdict, None);
     }
 
     #[test]

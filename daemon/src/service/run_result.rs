@@ -19,6 +19,33 @@ pub struct RunResult {
     pub recovered: Option<serde_json::Value>,
 }
 
+/// What came of one run the scheduler started.
+#[derive(Debug)]
+pub enum Ran {
+    /// It ran, whatever its verdict (an `error: interrupted` one included).
+    Finished(RunResult),
+    /// A stop came before its first measured request was sent (its trace still loading, or
+    /// its warm-up going): it never started, so it is a skip, logged and counted, not an
+    /// `error` run (a restart would otherwise raise an error alert for every workload it
+    /// caught loading). `result` names the run and its folder; `why` says when it stopped.
+    NotStarted {
+        /// The run as it was when it stopped.
+        result: RunResult,
+        /// When it stopped: `while loading the trace`, `during its warm-up`, `before its
+        /// first request`.
+        why: &'static str,
+    },
+}
+
+impl Ran {
+    /// The run, finished or not.
+    pub fn result(&self) -> &RunResult {
+        match self {
+            Ran::Finished(result) | Ran::NotStarted { result, .. } => result,
+        }
+    }
+}
+
 impl RunResult {
     /// A run of `workload` starting now, not carried out yet (`error: not started`).
     pub fn new(config: &Config, workload: &Workload, id: String) -> RunResult {

@@ -8,7 +8,7 @@ mod grid;
 mod wall;
 
 use super::history::{History, RunRow};
-use super::run_result::{new_run_id, RunResult};
+use super::run_result::{new_run_id, Ran, RunResult};
 use super::sinks::{RunSink, Sinks};
 use super::status::StatusMetrics;
 use super::workload::RunContext;
@@ -47,7 +47,8 @@ pub(super) struct Daemon {
     /// Workloads with a run in progress (waiting for the target's turn included).
     running: Mutex<HashSet<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it.
+    /// Each workload's last due time, kept across reloads so a SIGHUP does not re-run it;
+    /// seeded at start from its last run's start ([`Daemon::resume_cadences`]).
     previous_due: Mutex<HashMap<String, SystemTime>>,
     progress: Mutex<HashMap<String, Arc<Progress>>>,
     /// Carries out one run: [`replay_run`]; tests put a stand-in here.
@@ -57,7 +58,7 @@ pub(super) struct Daemon {
 }
 
 /// A run in progress, boxed so the runner can be swapped.
-type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
+type RunFuture = Pin<Box<dyn Future<Output = Ran> + Send>>;
 
 /// What carries out one run, given its id and progress counters.
 type Runner = fn(Arc<Daemon>, Arc<Config>, Workload, String, Arc<Progress>) -> RunFuture;
@@ -325,9 +326,9 @@ impl Daemon {
         }))
     }
 
-    /// Waits for the target's turn, runs, records. Whatever happens is recorded: a run that
-    /// panics becomes an `error` verdict with the panic's message, a stop while waiting for
-    /// the target an `error: interrupted` one.
+    /// Waits for the target's turn, runs, records. Whatever ran is recorded: a run that
+    /// panics becomes an `error` verdict with the panic's message; a stop while waiting for
+    /// the target, or before the run's first measured request, is a skip.
     async fn run_once(self: Arc<Self>, config: Arc<Config>, w: Workload) {
         let target = &config.targets[&w.target];
         // One turn per server, on every server the target's URLs reach, taken in one order
@@ -370,7 +371,8 @@ impl Daemon {
         let started = RunResult::new(&config, &w, id.clone());
         let run = (self.runner)(self.clone(), config.clone(), w.clone(), id, progress);
         let result = match tokio::spawn(run).await {
-            Ok(result) => result,
+            Ok(Ran::Finished(result)) => result,
+            Ok(Ran::NotStarted { result, why }) => return self.not_started(&config, &result, why),
             Err(e) => {
                 let mut result = started;
                 result.run.verdict =
@@ -388,6 +390,27 @@ impl Daemon {
         }
     }
 
+    /// A run a stop caught before its first measured request (see [`Ran::NotStarted`]): a
+    /// skip, logged and counted, not recorded. Its folder, if the warm-up made one, goes: the
+    /// next start would take it for a run whose process died.
+    fn not_started(&self, config: &Config, result: &RunResult, why: &str) {
+        let run = &result.run;
+        tracing::info!(
+            workload = %run.workload,
+            run = %run.id,
+            "not started: the daemon stopped {why}, before the first measured request (a skip, not recorded)"
+        );
+        if is_run_folder(&config.artifacts_dir, &run.artifacts) && run.artifacts.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&run.artifacts) {
+                tracing::warn!(
+                    "removing {}, the folder of a run that never started: {e}",
+                    run.artifacts.display()
+                );
+            }
+        }
+        self.sinks.run_skipped(&run.workload);
+    }
+
     /// Records the runs left without a verdict (see [`crate::service::recovery`]): `error: no
     /// verdict.json: …`, each in its place by start, never in a baseline.
     pub(super) fn recover_orphans(&self, config: &Config) {
@@ -397,7 +420,11 @@ impl Daemon {
         self.record_unrecorded(config);
         for orphan in crate::service::recovery::find(&config.artifacts_dir, &self.history) {
             match crate::service::recovery::recover(config, &orphan) {
-                Ok(result) => self.finish(config, &orphan.workload, result),
+                Ok(result) => {
+                    // Its start counts even when the history cannot take the run.
+                    self.note_started(&orphan.workload, result.run.started_unix_ms);
+                    self.finish(config, &orphan.workload, result)
+                }
                 Err(e) => tracing::error!(
                     workload = %orphan.workload,
                     run = %orphan.id,
@@ -405,6 +432,30 @@ impl Daemon {
                 ),
             }
         }
+    }
+
+    /// Seeds each workload's previous due time from the start of its newest stored run, so
+    /// that a restart resumes the cadence: a workload whose run is not yet due waits for it,
+    /// one that is overdue runs once at start. Without it every restart ran every workload at
+    /// once, and a daemon restarted after a crash during a heavy run (systemd's
+    /// `Restart=on-failure`) loaded the target again every few seconds.
+    pub(super) fn resume_cadences(&self) {
+        let latest = crate::service::sinks::last_run::stored(&self.history);
+        for row in &latest {
+            self.note_started(&row.run.workload, row.run.started_unix_ms);
+        }
+    }
+
+    /// Takes a run of `workload` started at `started_unix_ms` as its previous due time, unless
+    /// a later one is known.
+    fn note_started(&self, workload: &str, started_unix_ms: i64) {
+        let Ok(ms) = u64::try_from(started_unix_ms) else {
+            return;
+        };
+        let started = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        let mut due = self.previous_due.lock().unwrap();
+        let previous = due.entry(workload.to_string()).or_insert(started);
+        *previous = (*previous).max(started);
     }
 
     /// Stores the runs that wrote their verdict but not their history row (see
@@ -417,6 +468,17 @@ impl Daemon {
         let mut recorded = 0;
         for chunk in dirs.chunks(LATE_RUNS_PER_PASS) {
             recorded += self.record_late(chunk);
+        }
+        // A history found empty (or gone) beside the runs it had recorded lost their rows, and
+        // with them their samples: said once, as the loss it is, not left to one INFO line
+        // per run.
+        if let (Some(how), true) = (self.history.new_at_open(), recorded > 0) {
+            tracing::warn!(
+                "history {}: the database file {how} at start, yet {recorded} run folder(s) \
+                 hold a verdict.json: those runs were recorded again from it, without their \
+                 latency samples, so latency baselines start again from the next runs",
+                self.history.path().display()
+            );
         }
         // The last runs /metrics and OTLP show were seeded before these were recorded: one of
         // them may be its workload's newest run.
@@ -440,13 +502,17 @@ impl Daemon {
                 ),
             }
         }
+        let why = match self.history.new_at_open() {
+            Some(how) => format!("not in the history (its database file {how} at start)"),
+            None => "not in the history (it could not be written when the run finished)".into(),
+        };
         match self.history.insert_late(&rows) {
             Ok(()) => {
                 for row in &rows {
                     tracing::info!(
                         workload = %row.run.workload,
                         run = %row.run.id,
-                        "recorded from its verdict.json ({}): the history could not be written when it finished",
+                        "recorded from its verdict.json ({}): {why}",
                         row.run.verdict
                     );
                 }
@@ -508,12 +574,7 @@ impl Daemon {
                     self.history.path().display()
                 );
                 if self.metrics.history_write_failed(why) {
-                    tracing::warn!(
-                        "history {}: runs cannot be recorded ({e:#}); each run's verdict.json \
-                         is still written (the next start records it), /healthz says unhealthy \
-                         until a write succeeds, canaryd_history_write_errors_total counts them",
-                        self.history.path().display()
-                    );
+                    tracing::warn!("{}", history_failing_warning(self.history.path(), &e));
                 }
                 // Retention deletes by the history: not while it cannot be written.
                 written?;
@@ -654,8 +715,15 @@ impl Daemon {
             })
     }
 
-    /// Deletes the runs retention drops, history rows and artifact folders.
+    /// Deletes the runs retention drops, artifact folders and history rows. Each folder is
+    /// first renamed to a dot-name ([`hidden`]) that the start's recovery passes over, then
+    /// its row deleted, then the folder removed: a removal cut short (a kill, a file that
+    /// would not go) leaves no folder the next start takes for a run whose process died (a
+    /// pruned pass came back as an `error` run), and a kill before the row went leaves a row
+    /// whose folder is gone (its report says so), pruned again next time.
     fn apply_retention(&self, config: &Config, workload: &str, just: &str) -> Result<()> {
+        let artifacts = &config.artifacts_dir;
+        let mut take_away = |dir: &Path| hide_run_folder(artifacts, dir);
         // A workload gone from the config keeps its history until it ages out (it may come
         // back); the count limit applies only to configured ones.
         let mut doomed = self.history.prune(
@@ -664,6 +732,7 @@ impl Daemon {
             config.retention_age,
             config.baseline.runs,
             just,
+            &mut take_away,
         )?;
         for name in self.history.workloads()? {
             if !config.workloads.iter().any(|c| c.name == name) {
@@ -673,14 +742,22 @@ impl Daemon {
                     config.retention_age,
                     0,
                     just,
+                    &mut take_away,
                 )?);
             }
         }
-        for dir in doomed {
-            // Only ever delete a run's own folder, whatever the history row says.
-            if is_run_folder(&config.artifacts_dir, &dir) && dir.exists() {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!("retention: removing {}: {e}", dir.display());
+        for dir in doomed.iter().filter(|d| is_run_folder(artifacts, d)) {
+            remove_hidden(&hidden(dir));
+        }
+        // Those a removal cut short before.
+        if let Ok(entries) = std::fs::read_dir(artifacts.join(workload)) {
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(HIDDEN_PREFIX)
+                {
+                    remove_hidden(&entry.path());
                 }
             }
         }
@@ -725,6 +802,61 @@ fn servers(target: &crate::config::Target) -> std::collections::BTreeSet<String>
             Err(_) => url.trim_end_matches('/').to_string(),
         })
         .collect()
+}
+
+/// The first warning of a spell of runs the history at `path` cannot take (`e`). The same
+/// cause (a full disk) may fail each run's verdict.json too, so it is promised only as far as
+/// the disk allows.
+fn history_failing_warning(path: &Path, e: &anyhow::Error) -> String {
+    format!(
+        "history {}: runs cannot be recorded ({e:#}); each run's verdict.json is still written \
+         when the disk allows (the next start records it; a run that could not write it is \
+         recovered from its records as one left without a verdict), /healthz says unhealthy \
+         until a write succeeds, canaryd_history_write_errors_total counts them",
+        path.display()
+    )
+}
+
+/// What a run folder retention removes is renamed to first: a dot-name, which no run id
+/// has, so the start's recovery never takes what is left of it for a run.
+const HIDDEN_PREFIX: &str = ".removing-";
+
+/// Where retention moves the run folder `dir` before deleting its row.
+fn hidden(dir: &Path) -> std::path::PathBuf {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    dir.with_file_name(format!("{HIDDEN_PREFIX}{name}"))
+}
+
+/// Moves the run folder `dir` out of recovery's way ([`hidden`]); whether its row may go. Only
+/// a run's own folder is ever touched, whatever the history row says: another path's row just
+/// goes. A folder already gone lets its row go; one that cannot be moved keeps it (said), for
+/// the next pass.
+fn hide_run_folder(artifacts: &Path, dir: &Path) -> bool {
+    if !is_run_folder(artifacts, dir) {
+        return true;
+    }
+    match std::fs::rename(dir, hidden(dir)) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            tracing::warn!(
+                "retention: moving {} out of the way before removing it: {e}; its run is kept \
+                 until the next pass",
+                dir.display()
+            );
+            false
+        }
+    }
+}
+
+/// Removes a folder retention moved out of the way; what will not go is said and left (no
+/// start takes it for a run, and the next pass tries again).
+fn remove_hidden(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("retention: removing {}: {e}", dir.display()),
+    }
 }
 
 /// Whether `dir` is a run's folder in the artifacts tree: `ARTIFACTS/WORKLOAD/RUN`, plainly

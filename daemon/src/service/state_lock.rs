@@ -28,8 +28,8 @@ pub struct StateLock {
 
 impl StateLock {
     /// Takes the lock of `dir` (created if missing), the daemon's `key` (`state_dir`), and
-    /// writes this process's PID in it; an error naming the holder's PID when another
-    /// process holds it.
+    /// writes this process's PID in it (a write that fails, on a full disk, is a warning:
+    /// the lock is held); an error naming the holder's PID when another process holds it.
     pub fn acquire(dir: &Path, key: &str) -> Result<StateLock> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(LOCK_FILE);
@@ -64,9 +64,21 @@ impl StateLock {
         }
         let pid = format!("{}\n", std::process::id());
         // Written over the old content, then cut to length: the file never reads empty.
-        file.write_all_at(pid.as_bytes(), 0)
+        // The flock is the exclusion, the pid only what a second daemon's refusal names: a
+        // full disk failing its write must not keep the daemon from starting (it would go
+        // dark, where a running daemon degrades). The file is then emptied, so that no
+        // pid in it (a dead holder's, or half of this one's) is named.
+        if let Err(e) = file
+            .write_all_at(pid.as_bytes(), 0)
             .and_then(|_| file.set_len(pid.len() as u64))
-            .with_context(|| format!("writing the pid to {}", path.display()))?;
+        {
+            let _ = file.set_len(0);
+            tracing::warn!(
+                "writing the pid to {}: {e}; the lock is held all the same (a second canaryd \
+                 is still refused, without this one's pid)",
+                path.display()
+            );
+        }
         Ok(StateLock {
             file,
             path,
@@ -97,6 +109,52 @@ impl StateLock {
     }
 }
 
+/// Refuses `dir` (an output folder, existing or not) when it lies in a running daemon's
+/// `state_dir` or `artifacts_dir`: one of its folders up the tree holds a [`LOCK_FILE`] a live
+/// process has locked. A one-shot run writing there (`canaryd replay -o <a run folder>
+/// --overwrite`) wrote over a run in progress, which the daemon kept writing through its open
+/// files (a hole of NUL bytes in its records), or put its own figures under a finished run's id
+/// and verdict. `--overwrite` does not override this. A folder of a daemon that is not running
+/// is the user's to overwrite.
+pub fn refuse_daemon_folder(dir: &Path) -> Result<()> {
+    // Resolved, so that `..` and links name the folders the daemon locked; the nearest
+    // folder that exists stands for one not made yet.
+    let absolute = match dir.is_absolute() {
+        true => dir.to_path_buf(),
+        false => std::env::current_dir()
+            .context("reading the current directory")?
+            .join(dir),
+    };
+    let Some(resolved) = absolute.ancestors().find_map(|a| a.canonicalize().ok()) else {
+        return Ok(());
+    };
+    for folder in resolved.ancestors() {
+        let lock = folder.join(LOCK_FILE);
+        let Ok(mut file) = File::open(&lock) else {
+            continue;
+        };
+        // Tried, never waited for; a lock taken is let go at once when the file closes. A
+        // daemon starting in that instant is refused as by a second daemon, and says so.
+        // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+            continue;
+        }
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!("pid {pid}"),
+            Err(_) => "pid not written yet".to_string(),
+        };
+        bail!(
+            "{} is inside the folder of a running canaryd daemon ({holder} holds {}): writing              there would corrupt its runs (--overwrite does not change this); give another              --output-dir",
+            dir.display(),
+            lock.display()
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +180,36 @@ mod tests {
         // The file stays behind; the lock does not.
         assert!(state.join(LOCK_FILE).exists());
         StateLock::acquire(&state, "state_dir").unwrap();
+    }
+
+    /// A one-shot output folder inside a running daemon's artifacts (a run folder, existing
+    /// or not, named through `..`) is refused naming the daemon; once it stops, it is not.
+    #[test]
+    fn an_output_folder_inside_a_running_daemons_artifacts_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let artifacts = dir.path().join("state/artifacts");
+        let run = artifacts.join("chat/20261130T130554Z-8c52a16c");
+        std::fs::create_dir_all(&run).unwrap();
+        let held = StateLock::acquire(&artifacts, "artifacts_dir").unwrap();
+        for out in [
+            run.clone(),
+            run.join("new"),
+            artifacts.join("chat/../chat/20261130T130554Z-8c52a16c"),
+        ] {
+            let e = format!("{:#}", refuse_daemon_folder(&out).unwrap_err());
+            assert!(
+                e.contains("inside the folder of a running canaryd daemon")
+                    && e.contains(&format!("pid {}", std::process::id()))
+                    && e.contains(LOCK_FILE),
+                "{e}"
+            );
+        }
+        // Beside it, not inside: the user's.
+        refuse_daemon_folder(&dir.path().join("elsewhere")).unwrap();
+        // The daemon still holds its lock after the check.
+        assert!(StateLock::acquire(&artifacts, "artifacts_dir").is_err());
+        drop(held);
+        refuse_daemon_folder(&run).unwrap();
     }
 
     #[test]

@@ -481,9 +481,14 @@ fn route(
                 .unwrap_or(100usize)
                 .min(MAX_RUNS_LISTED);
             match history.recent(query.get("workload").map(String::as_str), limit) {
+                // With /healthz's reasons: while the history cannot be written its runs are
+                // not the newest, and a client must not take them for the latest.
                 Ok(rows) => json_response(
                     StatusCode::OK,
-                    &json!({ "runs": rows.iter().map(RunBrief::from).collect::<Vec<_>>() }),
+                    &json!({
+                        "unhealthy": metrics.unhealthy(),
+                        "runs": rows.iter().map(RunBrief::from).collect::<Vec<_>>(),
+                    }),
                 ),
                 Err(e) => json_error(e),
             }

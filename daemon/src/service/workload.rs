@@ -7,7 +7,7 @@ use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
 use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
-use crate::service::run_result::RunResult;
+use crate::service::run_result::{Ran, RunResult};
 use anyhow::{Context, Result};
 use canary_core::{ContextBaseline, MonoTime, Observer, RequestRecord, RunOutcome, Source};
 use canary_replay::{Plan, Progress, PromptBuilder, PromptSpec, Setting};
@@ -117,7 +117,8 @@ impl RunContext {
     }
 
     /// Runs `workload` once, its context compared with `baseline`'s; never fails: what goes
-    /// wrong becomes an `error` verdict.
+    /// wrong becomes an `error` verdict, and a stop before its first measured request
+    /// [`Ran::NotStarted`].
     pub async fn run(
         &self,
         config: &Config,
@@ -126,12 +127,12 @@ impl RunContext {
         baseline: Option<ContextBaseline>,
         shutdown: CancellationToken,
         progress: Arc<Progress>,
-    ) -> RunResult {
+    ) -> Ran {
         let mut result = RunResult::new(config, workload, id);
         if let Err(why) = regular_trace(workload) {
             result.run.verdict = Verdict::error(why);
             result.run.finished_unix_ms = crate::service::history::now_unix_ms();
-            return result;
+            return Ran::Finished(result);
         }
         if let Some(search) = workload.capacity {
             capacity::run(
@@ -145,7 +146,7 @@ impl RunContext {
             )
             .await;
             result.run.finished_unix_ms = crate::service::history::now_unix_ms();
-            return result;
+            return Ran::Finished(result);
         }
         if let Some(spec) = &workload.sweep {
             sweep::run(
@@ -159,7 +160,7 @@ impl RunContext {
             )
             .await;
             result.run.finished_unix_ms = crate::service::history::now_unix_ms();
-            return result;
+            return Ran::Finished(result);
         }
         let ids = RunIds {
             run: &result.run.id,
@@ -170,6 +171,16 @@ impl RunContext {
             .replay(config, workload, ids, baseline, shutdown, progress)
             .await
         {
+            // Warm-up requests are not measured: a stop during the warm-up measured nothing.
+            Ok((judged, _))
+                if judged.outcome.interrupted && judged.outcome.summary.requests == 0 =>
+            {
+                let why = match workload.warmup_requests {
+                    0 => "before its first request",
+                    _ => "during its warm-up",
+                };
+                return Ran::NotStarted { result, why };
+            }
             Ok((judged, samples)) => {
                 result.run.load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
                 result.run.verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
@@ -178,10 +189,16 @@ impl RunContext {
                 }
                 result.outcome = Some(judged.outcome);
             }
+            Err(e) if e.is::<StoppedLoading>() => {
+                return Ran::NotStarted {
+                    result,
+                    why: "while loading the trace",
+                };
+            }
             Err(e) => result.run.verdict = Verdict::error(format!("{e:#}")),
         }
         result.run.finished_unix_ms = crate::service::history::now_unix_ms();
-        result
+        Ran::Finished(result)
     }
 
     /// The workload's plan for run `ids`, executed with its telemetry.
@@ -220,7 +237,7 @@ impl RunContext {
         let observe = self.observe(config, t);
         let judged = execute(plan, &observe, &front, shutdown, progress).await?;
         let Some(judged) = judged else {
-            anyhow::bail!("interrupted while loading the trace");
+            return Err(StoppedLoading.into());
         };
         self.note_missing_sources(&judged.outcome);
         let WorkloadFront { samples, .. } = front;
@@ -280,6 +297,11 @@ impl RunContext {
         }
     }
 }
+
+/// A stop came while the run loaded its trace: nothing was sent.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped while loading the trace")]
+struct StoppedLoading;
 
 /// Who a replay is: its run id (in its records and summary), the run id its OTLP export is
 /// labelled with (a capacity search's probes are exported as its one run), its folder.
@@ -452,15 +474,50 @@ mod tests {
             CancellationToken::new(),
             Arc::default(),
         );
-        let result = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        let ran = tokio::time::timeout(std::time::Duration::from_secs(20), run)
             .await
             .expect("the run ends");
-        let v = result.run.verdict.to_string();
+        let v = ran.result().run.verdict.to_string();
         assert!(
             v.starts_with("error: workloads.w.trace: ")
                 && v.contains("trace.fifo is not a regular file"),
             "{v}"
         );
+    }
+
+    /// A stop that comes while the run loads its trace (seconds for a large one), or before
+    /// its first request, leaves a run that never started: a skip, where it was recorded as
+    /// `error: interrupted while loading the trace` (or `error: interrupted` with 0 requests)
+    /// and raised an error alert at every restart.
+    #[tokio::test]
+    async fn a_stop_while_the_trace_loads_is_a_run_not_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "state_dir = {:?}\n[targets.t]\nurl = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+             [workloads.w]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n",
+            dir.path().display().to_string()
+        );
+        let config = Config::parse(&text, std::path::Path::new("t.toml"), dir.path()).unwrap();
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let ran = RunContext::default()
+            .run(
+                &config,
+                &config.workloads[0],
+                crate::service::run_result::new_run_id(),
+                None,
+                stop,
+                Arc::default(),
+            )
+            .await;
+        match ran {
+            // The bundled trace may load before the loader looks at the stop.
+            Ran::NotStarted { why, .. } => assert!(
+                ["while loading the trace", "before its first request"].contains(&why),
+                "{why}"
+            ),
+            Ran::Finished(r) => panic!("recorded as a run: {}", r.run.verdict),
+        }
     }
 
     #[test]

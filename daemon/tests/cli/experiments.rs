@@ -99,6 +99,18 @@ fn runs_give_each_headline_figure_a_t_interval_and_each_run_its_folder() {
     );
     assert_eq!(r["exit_status"], 0);
     assert_eq!(r["per_run"].as_array().unwrap().len(), 3);
+    // The runs share one plan, so one arrival schedule: the interval is the server's run-to-run
+    // variation, not the load's randomness, and the method and the table say so (audit F1).
+    let method = r["method"].as_str().unwrap();
+    assert!(
+        method.contains("every run sends the same requests on the same arrival schedule"),
+        "{method}"
+    );
+    assert!(
+        text(&out).contains("the runs share one arrival schedule and seed"),
+        "{}",
+        text(&out)
+    );
     let figure = |metric: &str, stat: &str| {
         r["metrics"]
             .as_array()
@@ -237,14 +249,16 @@ fn compare_judges_two_experiments_on_their_runs_figures() {
         &[],
     );
     let url = format!("http://127.0.0.1:{port}");
-    let profile = |out: &str| {
+    let profile_with = |out: &str, extra: &[&str]| {
         let mut args = vec!["profile", "--url", &url, "--model", "canary-sim"];
         args.extend(["--output-dir", out, "--no-nvml", "--no-ebpf", "--runs", "3"]);
         args.extend(["--concurrency", "1", "--request-count", "15"]);
         args.extend(["--isl", "64", "--osl", "8"]);
+        args.extend_from_slice(extra);
         let o = canaryd(&args, dir.path());
         assert!(o.status.success(), "{}", text(&o));
     };
+    let profile = |out: &str| profile_with(out, &[]);
     profile("a");
     let (code, body) = http(
         port,
@@ -319,6 +333,11 @@ fn compare_judges_two_experiments_on_their_runs_figures() {
         shown.contains("Welch's t-test on the runs' figures, p < 0.05"),
         "{shown}"
     );
+    // The level is each row's, said (audit F15).
+    assert!(
+        shown.contains("Each row is tested at its own level, not corrected for the 12 rows"),
+        "{shown}"
+    );
 
     // An experiment against itself: every row judged, none real.
     let same = compare("a", "a");
@@ -346,6 +365,67 @@ fn compare_judges_two_experiments_on_their_runs_figures() {
         .unwrap()
         .starts_with("whole distribution"));
     assert!(t50["runs"].is_null(), "{t50}");
+
+    // One run a side: B's first run is slower than A's at every request (20 ms of prefill
+    // against about 1), and the rank test over their 15 requests each says so, but it takes
+    // requests as independent and one run measures no run-to-run variation: unconfirmed,
+    // never `yes` (audit F10).
+    let runs = compare("b/run-1", "a/run-1");
+    let t50 = row(&runs, "TTFT p50");
+    assert_eq!(t50["verdict"]["kind"], "unconfirmed", "{t50}");
+    assert_eq!(t50["verdict"]["direction"], "improved", "{t50}");
+    assert_eq!(
+        t50["verdict"]["because"],
+        serde_json::json!(["one_run"]),
+        "{t50}"
+    );
+    let shown =
+        String::from_utf8(canaryd(&["compare", "b/run-1", "a/run-1"], dir.path()).stdout).unwrap();
+    assert!(!shown.contains("yes:"), "{shown}");
+    assert!(shown.contains("unconfirmed: better (p "), "{shown}");
+    // Two runs of one setup: no test over requests calls a difference real.
+    for (x, y) in [("a/run-1", "a/run-2"), ("a/run-2", "a/run-3")] {
+        let c = compare(x, y);
+        for r in c["rows"].as_array().unwrap() {
+            assert!(
+                r["verdict"]["trend"].is_null() || r["verdict"]["trend"] == "steady",
+                "{x} against {y}: {r}"
+            );
+        }
+    }
+
+    // Another seed, after the same slowdown: three runs a side, a difference Welch's test
+    // finds, but the sides sent other requests on another schedule (the seed), so it may be
+    // the workload's: unconfirmed, said why (audit F1: a seed alone read `yes: worse (p
+    // 7.8e-9)` on throughput).
+    profile_with("c", &["--random-seed", "7"]);
+    let c = compare("a", "c");
+    assert_eq!(
+        c["different_requests"]["fields"][0]["kind"], "seed",
+        "{}",
+        c["different_requests"]
+    );
+    for m in ["TTFT p50", "e2e p50"] {
+        let r = row(&c, m);
+        assert_eq!(r["verdict"]["kind"], "unconfirmed", "{m}: {r}");
+        assert_eq!(r["verdict"]["direction"], "regressed", "{m}: {r}");
+        assert_eq!(
+            r["verdict"]["because"],
+            serde_json::json!(["different_requests"]),
+            "{m}: {r}"
+        );
+        assert!(
+            r["verdict"]["how"].as_str().unwrap().starts_with("Welch"),
+            "{r}"
+        );
+    }
+    let shown = String::from_utf8(canaryd(&["compare", "a", "c"], dir.path()).stdout).unwrap();
+    assert!(!shown.contains("yes:"), "{shown}");
+    assert!(
+        shown.contains("unconfirmed: worse (p ")
+            && shown.contains("not the same requests: may be the workload's)"),
+        "{shown}"
+    );
 }
 
 /// Slices of 1 s over a replay of the Mooncake conversation trace (100 rows at 10x, about

@@ -174,9 +174,12 @@ fn warmup_requests_past_the_ceiling_are_refused_naming_the_flag() {
     let arxiv = arxiv.to_str().unwrap();
     let args = replay_args(arxiv, &["--warmup-requests", "10001"]);
     let (code, out) = bounded(&args, dir.path(), 60);
-    assert_eq!(code, Some(1), "{out}");
+    // Out of the flag's own range: clap's, exit 2.
+    assert_eq!(code, Some(2), "{out}");
     assert!(
-        out.contains("--warmup-requests: expected at most 10000 warm-up requests"),
+        out.contains(
+            "'--warmup-requests <WARMUP_REQUESTS>': expected at most 10000 warm-up requests"
+        ),
         "{out}"
     );
 }

@@ -191,11 +191,15 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
         ),
         (
             vec!["--request-rate", "0"],
-            "--request-rate: expected 0.000001 to 1000000 requests per second, found 0",
+            "'--request-rate <RPS>': expected 0.000001 to 1000000 requests per second, found 0",
         ),
         (
             vec!["--request-rate", "5", "--isl", "0"],
-            "--isl: expected 1 to",
+            "'--isl <N>': expected 1 or more",
+        ),
+        (
+            vec!["--request-rate", "5", "--isl", "20000000"],
+            "--isl: expected 1 to 10000000 tokens (the length limit), found 20000000",
         ),
         (
             vec!["--concurrency", "20", "--request-count", "10"],
@@ -203,7 +207,7 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
         ),
         (
             vec!["--request-count", "0"],
-            "--request-count: expected 1 to",
+            "'--request-count <N>': expected 1 to",
         ),
         (
             vec![
@@ -213,12 +217,12 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
                 "gamma",
                 "--arrival-smoothness=-1",
             ],
-            "--arrival-smoothness: expected 0.01 to 1000000, found -1",
+            "'--arrival-smoothness <K>': expected 0.01 to 1000000, found -1",
         ),
         // Values whose arrivals never advance: the run hung, filling memory.
         (
             vec!["--request-rate", "1e15", "--benchmark-duration", "1m"],
-            "--request-rate: expected 0.000001 to 1000000 requests per second",
+            "'--request-rate <RPS>': expected 0.000001 to 1000000 requests per second",
         ),
         (
             vec![
@@ -229,7 +233,7 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
                 "--arrival-smoothness",
                 "1e-20",
             ],
-            "--arrival-smoothness: expected 0.01 to 1000000",
+            "'--arrival-smoothness <K>': expected 0.01 to 1000000",
         ),
         (
             vec!["--concurrency", "100000000", "--benchmark-duration", "10s"],
@@ -246,6 +250,104 @@ fn nonsensical_combinations_are_refused_before_anything_is_sent() {
         !dir.path().join("out/records.jsonl").exists(),
         "nothing was sent"
     );
+}
+
+// A value out of a flag's own range got exit 2 or 1 by where it was checked: `replay --speedup
+// 0` by clap (2), `profile --request-rate 0` by the plan (1) (audit L3). Every such value is
+// clap's now (2, as README's table says), in the words a config file's check gives; a value
+// wrong only beside another flag stays the plan's (1).
+#[test]
+fn a_value_out_of_its_flags_own_range_exits_2_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens: refused before anything is sent.
+    let url = format!("http://127.0.0.1:{}", crate::common::free_port());
+    let trace = crate::common::shared("traces/burstgpt_readme_rows.csv");
+    let trace = trace.to_str().unwrap();
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["replay", "--trace", trace, "--url", &url, "--model", "m"];
+        args.extend(["--output-dir", "out", "--no-nvml", "--no-ebpf"]);
+        args.extend_from_slice(extra);
+        canaryd_env(&args, dir.path(), &[])
+    };
+    let cases: [(std::process::Output, &str); 12] = [
+        (
+            replay(&["--speedup", "0"]),
+            "'--speedup <SPEEDUP>': expected a positive number",
+        ),
+        (
+            profile(dir.path(), &url, &["--request-rate", "0"]),
+            "'--request-rate <RPS>': expected 0.000001 to 1000000 requests per second, found 0",
+        ),
+        (
+            profile(dir.path(), &url, &["--request-rate", "1e308"]),
+            "found 1e308",
+        ),
+        (
+            profile(dir.path(), &url, &["--request-count", "0"]),
+            "'--request-count <N>': expected 1 to 1000000000 requests, found 0",
+        ),
+        (
+            profile(dir.path(), &url, &["--osl-stddev", "nan"]),
+            "'--osl-stddev <N>': expected 0 or a positive number of tokens, found NaN",
+        ),
+        (
+            profile(dir.path(), &url, &["--request-cancellation-rate", "101"]),
+            "'--request-cancellation-rate <P>': expected a percentage from 0 to 100",
+        ),
+        (
+            profile(dir.path(), &url, &["--max-output-ratio", "0"]),
+            "'--max-output-ratio <F>': expected a number of 1 or more, found 0",
+        ),
+        (
+            replay(&["--max-header-bytes", "100"]),
+            "'--max-header-bytes <BYTES>': expected at least 1 KiB, found 100 bytes",
+        ),
+        (
+            replay(&["--warmup-requests", "20000"]),
+            "expected at most 10000 warm-up requests",
+        ),
+        // It was a trace loading error that named no flag: `invalid selection:
+        // max_input_tokens: expected at least 1`.
+        (
+            replay(&["--max-input-tokens", "0"]),
+            "'--max-input-tokens <MAX_INPUT_TOKENS>': expected 1 or more",
+        ),
+        (
+            canaryd_env(
+                &[
+                    "sweep",
+                    "--url",
+                    &url,
+                    "--model",
+                    "m",
+                    "--request-rate",
+                    "10,2e6",
+                ],
+                dir.path(),
+                &[],
+            ),
+            "'--request-rate <RPS,RPS,…>': expected 0.000001 to 1000000 requests per second, \
+             found 2000000",
+        ),
+        (
+            profile(
+                dir.path(),
+                &url,
+                &["--request-rate", "5", "--request-count", "0"],
+            ),
+            "'--request-count <N>': expected 1 to",
+        ),
+    ];
+    for (out, says) in cases {
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("error: invalid value '"), "{said}");
+        assert!(said.contains(says), "{says:?} in {said}");
+    }
+    // Wrong only beside another flag (the length limit): the plan's to refuse, exit 1.
+    let out = profile(dir.path(), &url, &["--isl", "20000000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!dir.path().join("out/records.jsonl").exists());
 }
 
 #[test]
@@ -394,9 +496,13 @@ fn cancelled_requests_keep_what_they_received_and_are_counted_apart() {
         &url,
         &["--overwrite", "--request-cancellation-rate", "150"],
     );
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "out of the flag's own range: clap's"
+    );
     assert!(
-        text(&out).contains("--request-cancellation-rate 150: expected a percentage"),
+        text(&out).contains("'--request-cancellation-rate <P>': expected a percentage"),
         "{}",
         text(&out)
     );
@@ -662,7 +768,8 @@ fn itl_is_a_bound_by_its_first_token_and_end_in_the_table_summary_and_report() {
 /// A length spread wider than its mean is refused naming the flag, exit 1, before anything is
 /// sent: `--isl-stddev 1e300` used to run "healthy" with every request 1 token or the length
 /// limit while `summary.json` said mean 550. `--request-count 0` with a trace is refused
-/// naming the flag too; it used to fail at the selection ("300 over the limit").
+/// naming the flag too (out of its own range: clap's, exit 2); it used to fail at the
+/// selection ("300 over the limit").
 #[test]
 fn a_spread_wider_than_the_mean_and_a_count_of_zero_are_refused_naming_the_flag() {
     let (_sim, port) = sim(&[]);
@@ -683,16 +790,23 @@ fn a_spread_wider_than_the_mean_and_a_count_of_zero_are_refused_naming_the_flag(
             vec!["--request-rate", "5", "--isl", "100", "--isl-stddev", "101"],
             "--isl-stddev: expected 0 to 100 tokens",
         ),
-        (
-            vec!["--trace", trace, "--request-count", "0"],
-            "--request-count: expected 1 or more requests, found 0",
-        ),
     ] {
         let out = profile(dir.path(), &url, &flags);
         let said = text(&out);
         assert_eq!(out.status.code(), Some(1), "{flags:?}: {said}");
         assert!(said.contains(says), "{flags:?}: {said}");
     }
+    let out = profile(
+        dir.path(),
+        &url,
+        &["--trace", trace, "--request-count", "0"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("'--request-count <N>': expected 1 to 1000000000 requests, found 0"),
+        "{}",
+        text(&out)
+    );
     assert!(!dir.path().join("out").exists(), "nothing was run");
     // At the mean it runs, every length within 1 and the limit.
     let flags = ["--isl", "20", "--isl-stddev", "20", "--osl", "4"];

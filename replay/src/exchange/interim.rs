@@ -1,15 +1,13 @@
 //! A cap on the interim (1xx) responses before a request's final one. hyper reads past them
 //! by itself, however many come: a server answering `100 Continue` forever had a request
 //! parse hundreds of MiB of heads until its timeout, a core busy. Requests and `doctor`'s
-//! probe take the same cap (telemetry's scrapes, a crate without this one, keep their own).
+//! probe take the same cap as telemetry's scrapes, canary-core's [`MAX_INTERIM`].
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-/// Interim responses a request may take before its final one. RFC 9110 allows several (a
-/// `100 Continue`, `103 Early Hints` with more links each); servers send one or two.
-pub const MAX_INTERIM: u32 = 16;
+pub use canary_core::MAX_INTERIM;
 
 /// Counts one request's interim responses ([`watch`]).
 #[derive(Debug, Default)]

@@ -214,11 +214,17 @@ pub(super) fn check_records(
             )),
             Ok(read) => {
                 if let Some((line, why)) = &read.first_skipped {
-                    problems.push(format!(
-                        "{}: records.jsonl has {} unreadable lines, the first line {line}: {why}",
-                        r.dir.display(),
-                        read.skipped_lines
-                    ));
+                    problems.push(match read.skipped_lines {
+                        1 => format!(
+                            "{}: records.jsonl line {line} is unreadable: {why}",
+                            r.dir.display()
+                        ),
+                        n => format!(
+                            "{}: records.jsonl has {n} unreadable lines, the first line {line}: \
+                             {why}",
+                            r.dir.display()
+                        ),
+                    });
                 }
             }
         }

@@ -51,14 +51,21 @@ impl Extent {
         }
     }
 
+    /// Checks a request count is within 1 to [`MAX_REQUEST_COUNT`] (a front end may check a
+    /// flag's value with it before building a plan).
+    pub fn check_count(n: u64) -> Result<(), SettingError> {
+        if n == 0 || n > MAX_REQUEST_COUNT {
+            return Err(SettingError::new(
+                Setting::RequestCount,
+                format!("expected 1 to {MAX_REQUEST_COUNT} requests, found {n}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), SettingError> {
         if let Some(n) = self.count {
-            if n == 0 || n > MAX_REQUEST_COUNT {
-                return Err(SettingError::new(
-                    Setting::RequestCount,
-                    format!("expected 1 to {MAX_REQUEST_COUNT} requests, found {n}"),
-                ));
-            }
+            Self::check_count(n)?;
         }
         if self.duration == Some(Duration::ZERO) {
             return Err(SettingError::new(
@@ -155,31 +162,44 @@ impl SyntheticInfo {
 }
 
 impl RatePlan {
-    /// Checks the rate, the arrival pattern, the lengths and the extent.
-    pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
-        if !REQUEST_RATES.contains(&self.rate) {
+    /// Checks a request rate is within [`REQUEST_RATES`] (a front end may check a flag's
+    /// value with it before building a plan).
+    pub fn check_rate(rate: f64) -> Result<(), SettingError> {
+        if !REQUEST_RATES.contains(&rate) {
             return Err(SettingError::new(
                 Setting::RequestRate,
                 format!(
                     "expected {} to {} requests per second, found {}",
                     REQUEST_RATES.start(),
                     REQUEST_RATES.end(),
-                    number(self.rate)
+                    number(rate)
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Checks a gamma shape is within [`ARRIVAL_SMOOTHNESS`].
+    pub fn check_smoothness(k: f64) -> Result<(), SettingError> {
+        if !ARRIVAL_SMOOTHNESS.contains(&k) {
+            return Err(SettingError::new(
+                Setting::ArrivalSmoothness,
+                format!(
+                    "expected {} to {}, found {}",
+                    ARRIVAL_SMOOTHNESS.start(),
+                    ARRIVAL_SMOOTHNESS.end(),
+                    number(k)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the rate, the arrival pattern, the lengths and the extent.
+    pub fn validate(&self, length_limit: u32) -> Result<(), SettingError> {
+        Self::check_rate(self.rate)?;
         if let ArrivalPattern::Gamma(k) = self.arrival {
-            if !ARRIVAL_SMOOTHNESS.contains(&k) {
-                return Err(SettingError::new(
-                    Setting::ArrivalSmoothness,
-                    format!(
-                        "expected {} to {}, found {}",
-                        ARRIVAL_SMOOTHNESS.start(),
-                        ARRIVAL_SMOOTHNESS.end(),
-                        number(k)
-                    ),
-                ));
-            }
+            Self::check_smoothness(k)?;
         }
         validate_requests(&self.requests, length_limit)?;
         self.extent.validate()
@@ -234,6 +254,21 @@ impl ClosedLoopPlan {
     }
 }
 
+/// Checks a length's standard deviation (`isl_stddev`, `osl_stddev`) is 0 or a positive
+/// number (a front end may check a flag's value with it; the bound by the mean is the plan's).
+pub fn check_stddev(setting: Setting, stddev: f64) -> Result<(), SettingError> {
+    if !(stddev >= 0.0 && stddev.is_finite()) {
+        return Err(SettingError::new(
+            setting,
+            format!(
+                "expected 0 or a positive number of tokens, found {}",
+                number(stddev)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingError> {
     for (setting, stddev_setting, len) in [
         (Setting::Isl, Setting::IslStddev, r.isl),
@@ -248,15 +283,7 @@ fn validate_requests(r: &SyntheticRequests, limit: u32) -> Result<(), SettingErr
                 ),
             ));
         }
-        if !(len.stddev >= 0.0 && len.stddev.is_finite()) {
-            return Err(SettingError::new(
-                stddev_setting,
-                format!(
-                    "expected 0 or a positive number of tokens, found {}",
-                    number(len.stddev)
-                ),
-            ));
-        }
+        check_stddev(stddev_setting, len.stddev)?;
         // Draws are kept within 1 and the limit: with a spread wider than the mean, about one
         // draw in six or more lands below 1 token and is moved there, and with 1e300 every request
         // was 1 token or the limit while the summary said "normal around the mean".

@@ -24,20 +24,31 @@ impl Cancellation {
 
     /// Checks the rate is a percentage and the delay is bounded.
     pub fn validate(&self) -> Result<(), SettingError> {
-        let p = self.rate_percent;
+        Self::check_rate(self.rate_percent)?;
+        Self::check_delay(self.delay)
+    }
+
+    /// Checks a cancellation rate is a percentage (a front end may check a flag's value with
+    /// it before building a plan).
+    pub fn check_rate(p: f64) -> Result<(), SettingError> {
         if !(0.0..=100.0).contains(&p) {
             return Err(SettingError::new(
                 Setting::RequestCancellationRate,
                 "expected a percentage from 0 to 100",
             )
-            .with_value(p));
+            .with_value(canary_core::rate_text::number(p)));
         }
-        if self.delay > Self::MAX_DELAY {
+        Ok(())
+    }
+
+    /// Checks a cancellation delay is at most [`MAX_DELAY`](Self::MAX_DELAY).
+    pub fn check_delay(delay: Duration) -> Result<(), SettingError> {
+        if delay > Self::MAX_DELAY {
             return Err(SettingError::new(
                 Setting::RequestCancellationDelay,
                 "expected at most 86400 seconds",
             )
-            .with_value(format!("{}", self.delay.as_secs_f64())));
+            .with_value(format!("{}", delay.as_secs_f64())));
         }
         Ok(())
     }
@@ -83,6 +94,9 @@ mod tests {
         assert_eq!(e.setting, Setting::RequestCancellationRate);
         assert!(at(f64::NAN, 0).validate().is_err());
         assert!(at(-1.0, 0).validate().is_err());
+        // Quoted compactly, not as 301 digits (audit L4).
+        let e = at(1e300, 0).validate().unwrap_err();
+        assert_eq!(e.value.as_deref(), Some("1e300"));
         let mut long = at(10.0, 0);
         long.delay = Duration::from_secs(86_401);
         let e = long.validate().unwrap_err();

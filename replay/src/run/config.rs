@@ -94,6 +94,21 @@ impl std::fmt::Debug for CapHook {
 }
 
 impl Config {
+    /// Checks a warm-up request count is at most [`MAX_WARMUP_REQUESTS`] (a front end may
+    /// check a flag's value with it before building a plan).
+    pub fn check_warmup_requests(n: usize) -> Result<(), SettingError> {
+        if n > MAX_WARMUP_REQUESTS {
+            return Err(SettingError::new(
+                Setting::WarmupRequests,
+                format!(
+                    "expected at most {MAX_WARMUP_REQUESTS} warm-up requests (each is held in \
+                     memory until the measured phase starts), found {n}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Defaults for everything but the target.
     pub fn new(target: Target) -> Config {
         Config {
@@ -138,16 +153,7 @@ impl Config {
             )),
             false => Ok(()),
         };
-        if self.warmup_requests > MAX_WARMUP_REQUESTS {
-            return Err(SettingError::new(
-                Setting::WarmupRequests,
-                format!(
-                    "expected at most {MAX_WARMUP_REQUESTS} warm-up requests (each is held in \
-                     memory until the measured phase starts), found {}",
-                    self.warmup_requests
-                ),
-            ));
-        }
+        Self::check_warmup_requests(self.warmup_requests)?;
         let max = crate::trace::MAX_LENGTH_LIMIT;
         if !(1..=max).contains(&self.length_limit) {
             return Err(SettingError::new(

@@ -125,7 +125,7 @@ fn shown(mut e: RequestError, secrets: &Secrets) -> RequestError {
     }
     // Before a `<redacted>` the cap would cut in two.
     e.message
-        .truncate(crate::secrets::within(&e.message, limit).len());
+        .truncate(crate::secrets::Secrets::within(&e.message, limit).len());
     e
 }
 

@@ -5,6 +5,11 @@
 //! and `Response tokens` are required. `Timestamp` is in seconds. There are no hash ids (every
 //! prompt is unique) and the block size is 512 by convention.
 //!
+//! A row is text: bytes that are not UTF-8 are refused naming their column, as a JSONL
+//! trace refuses them. `Total tokens`, where the header has it, must be `Request tokens` +
+//! `Response tokens` (every real row is); `Elapsed time`, unused, must still be a number of
+//! seconds or empty, so that a shifted column is caught rather than read.
+//!
 //! Rows with `Response tokens` 0 failed in the original service: they are dropped and counted
 //! unless [`FailedPolicy::Send`] keeps them (with `output_tokens` 0). With a `Session ID`
 //! column, rows of one id form a session; turns follow timestamp order.
@@ -23,16 +28,11 @@ const MODEL: &str = "Model";
 const REQUEST: &str = "Request tokens";
 const RESPONSE: &str = "Response tokens";
 const SESSION: &str = "Session ID";
+const TOTAL: &str = "Total tokens";
+const ELAPSED: &str = "Elapsed time";
 /// The columns of the original header, in its order (newer files add `Session ID` and
 /// `Elapsed time`).
-const STANDARD: [&str; 6] = [
-    TIMESTAMP,
-    MODEL,
-    REQUEST,
-    RESPONSE,
-    "Total tokens",
-    "Log Type",
-];
+const STANDARD: [&str; 6] = [TIMESTAMP, MODEL, REQUEST, RESPONSE, TOTAL, "Log Type"];
 
 /// Column positions found in the header.
 struct Columns {
@@ -41,6 +41,8 @@ struct Columns {
     response: usize,
     model: Option<usize>,
     session: Option<usize>,
+    total: Option<usize>,
+    elapsed: Option<usize>,
 }
 
 impl Columns {
@@ -65,6 +67,8 @@ impl Columns {
             response: required(RESPONSE)?,
             model: find(MODEL),
             session: find(SESSION),
+            total: find(TOTAL),
+            elapsed: find(ELAPSED),
         })
     }
 }
@@ -144,6 +148,10 @@ pub(super) fn parse<R: BufRead>(
                 continue;
             }
         };
+        if let Err(e) = utf8(text, record, name, malformed) {
+            rows.reject(e)?;
+            continue;
+        }
         match convert(row, record, &cols, &mut session_keys, limit) {
             Ok(req)
                 if req.output_tokens == 0 && rows.opts.burstgpt_failed == FailedPolicy::Skip =>
@@ -196,6 +204,32 @@ fn short_header(
             first_row.line,
             missing.join(", ")
         ),
+    })
+}
+
+/// Refuses a line that is not UTF-8, naming the first column holding such bytes: a JSONL
+/// trace refuses the same bytes, and a `Model` read lossily would count a category no row
+/// names (`GPT-\u{fffd}`).
+fn utf8(
+    line: &[u8],
+    record: &csv::ByteRecord,
+    name: impl Fn(usize) -> String,
+    malformed: impl Fn(Option<String>, String) -> TraceError,
+) -> Result<(), TraceError> {
+    if std::str::from_utf8(line).is_ok() {
+        return Ok(());
+    }
+    let bad = record
+        .iter()
+        .enumerate()
+        .find_map(|(i, f)| std::str::from_utf8(f).err().map(|e| (i, e.valid_up_to())));
+    Err(match bad {
+        Some((i, at)) => malformed(
+            Some(name(i)),
+            format!("bytes that are not UTF-8 (byte {} of the field)", at + 1),
+        ),
+        // Only in a separator or quote, which UTF-8 bytes never are: not reached.
+        None => malformed(None, "bytes that are not UTF-8".into()),
     })
 }
 
@@ -302,6 +336,40 @@ fn cell<'r>(
     })
 }
 
+/// Checks a `Total tokens` cell: the sum of the row's request and response tokens, as in
+/// every real row (the README's three from `BurstGPT_1.csv`, and upstream's failed rows
+/// `…,0,0,0,…`). A row that disagrees was edited or shifted: which count would be right?
+fn total(row: Row<'_>, v: &Scalar<'_>, request: u32, response: u32) -> Result<(), TraceError> {
+    let expected = "a non-negative integer";
+    let n = match *v {
+        Scalar::Uint(n) => n,
+        Scalar::Float(x, _) if x.fract() == 0.0 && (0.0..1.8e19).contains(&x) => x as u64,
+        Scalar::Int(_) | Scalar::Float(..) => return Err(row.invalid(TOTAL, expected, v)),
+        _ => return Err(row.wrong_type(TOTAL, expected, v)),
+    };
+    let sum = u64::from(request) + u64::from(response);
+    if n != sum {
+        return Err(row.invalid(
+            TOTAL,
+            format!("{REQUEST} + {RESPONSE} = {request} + {response} = {sum}"),
+            v,
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an `Elapsed time` cell (not empty): unused, but a number of seconds; text or a
+/// negative time there says the columns are not what the header names.
+fn elapsed(row: Row<'_>, v: &Scalar<'_>) -> Result<(), TraceError> {
+    let expected = "a non-negative number of seconds";
+    match *v {
+        Scalar::Uint(_) => Ok(()),
+        Scalar::Float(x, _) if x >= 0.0 && x.is_finite() => Ok(()),
+        Scalar::Int(_) | Scalar::Float(..) => Err(row.invalid(ELAPSED, expected, v)),
+        _ => Err(row.wrong_type(ELAPSED, "a number", v)),
+    }
+}
+
 fn convert(
     row: Row<'_>,
     record: &csv::ByteRecord,
@@ -324,14 +392,21 @@ fn convert(
     // A failed row (no response tokens) may have none in either: BurstGPT_1.csv upstream has
     // rows like `1106,ChatGPT,0,0,0,Conversation log`. Skipped as failed, or sent with the
     // one-token prompt, the least a prompt holds.
-    let input = row
-        .length(
-            REQUEST,
-            &cell(row, record, cols.request, REQUEST)?,
-            output == 0,
-            limit,
-        )?
-        .max(1);
+    let request = row.length(
+        REQUEST,
+        &cell(row, record, cols.request, REQUEST)?,
+        output == 0,
+        limit,
+    )?;
+    if let Some(i) = cols.total {
+        total(row, &cell(row, record, i, TOTAL)?, request, output)?;
+    }
+    if let Some(i) = cols.elapsed {
+        if !record.get(i).unwrap_or_default().trim_ascii().is_empty() {
+            elapsed(row, &cell(row, record, i, ELAPSED)?)?;
+        }
+    }
+    let input = request.max(1);
     let session = match cols
         .session
         .and_then(|i| record.get(i))

@@ -117,7 +117,8 @@ impl Synthesis {
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(SynthesisError::Setting(format!(
-                    "{name}: expected a positive number, found {v}"
+                    "{name}: expected a positive number, found {}",
+                    canary_core::rate_text::number(v)
                 )));
             }
         }

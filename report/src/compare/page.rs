@@ -27,6 +27,10 @@ impl Comparison {
                 let (class, how) = match &r.verdict {
                     Verdict::Judged { trend, how, .. } => (trend.as_str(), how.clone()),
                     Verdict::NotJudged { why } => ("insufficient", why.clone()),
+                    Verdict::Unconfirmed { how, why, .. } => {
+                        // Styled as a change, not as a regression or an improvement.
+                        ("changed", format!("{how}; unconfirmed: {why}"))
+                    }
                 };
                 vec![
                     esc(&self.metric_shown(r)),
@@ -45,12 +49,16 @@ impl Comparison {
         let mut how = String::from("<ul>");
         for (metric, s) in &self.shifts {
             if let Some(s) = s {
+                let said = self.shift_said(s);
+                let class = match said.starts_with("unconfirmed") {
+                    true => "changed",
+                    false => s.trend.as_str(),
+                };
                 how.push_str(&format!(
-                    "<li>{}: <span class=\"{}\">{}</span>: Mann-Whitney p {:.2e}, median {} \
+                    "<li>{}: <span class=\"{class}\">{}</span>: Mann-Whitney p {:.2e}, median {} \
                      ({}), rank-biserial {:+.2}</li>",
                     esc(metric),
-                    s.trend.as_str(),
-                    s.trend.as_str(),
+                    esc(&said),
                     s.p_value,
                     super::median_shift_text(s),
                     super::mads_text(s),

@@ -58,7 +58,7 @@ impl Comparison {
             if let Some(s) = s {
                 out.push_str(&format!(
                     "{metric}: {} (Mann-Whitney p {:.2e}, median {}, {}, rank-biserial {:+.2})\n",
-                    s.trend.as_str(),
+                    self.shift_said(s),
                     s.p_value,
                     super::median_shift_text(s),
                     super::mads_text(s),
@@ -148,6 +148,29 @@ pub(super) fn side(s: &super::Side) -> String {
 }
 
 impl Comparison {
+    /// A distribution line's trend: `regressed`, or `unconfirmed: regressed (…)` when the rule
+    /// had one reference run (its MAD term at its floor, the rank test taking requests as
+    /// independent) or the sides sent different requests, as the rows say it.
+    pub(super) fn shift_said(&self, s: &canary_core::compare::MetricShift) -> String {
+        let mut why = Vec::new();
+        if !s.spread_measured() {
+            why.push("one reference run: run-to-run variation not measured");
+        }
+        if self
+            .different_requests
+            .as_ref()
+            .is_some_and(|d| !d.fields.is_empty())
+        {
+            why.push("not the same requests");
+        }
+        match s.trend {
+            Trend::Regressed | Trend::Improved if !why.is_empty() => {
+                format!("unconfirmed: {} ({})", s.trend.as_str(), why.join("; "))
+            }
+            t => t.as_str().to_string(),
+        }
+    }
+
     /// What "real" meant in this comparison, in a few sentences, and how exact the figures
     /// are.
     pub(super) fn rule_text(&self) -> String {
@@ -193,12 +216,33 @@ impl Comparison {
     pub(super) fn rule(&self) -> String {
         let r = &self.rules;
         let floors = format!("{} % and {} ms", r.min_shift * 100.0, r.min_shift_ms);
-        if self.repeated() {
+        let tested = self
+            .rows
+            .iter()
+            .filter(|r| !matches!(r.verdict, Verdict::NotJudged { .. }))
+            .count();
+        // Each row's test keeps its own level: with many rows, some `yes` by chance is likelier
+        // than any one level says (rows of one metric move together, so no correction is
+        // applied; the level is said instead).
+        let per_row = format!(
+            " Each row is tested at its own level, not corrected for the {tested} rows tested: \
+             among many rows a chance `yes` is likelier than that level."
+        );
+        let other_requests = match &self.different_requests {
+            Some(d) if !d.fields.is_empty() => {
+                " The sides did not send the same requests (above the table), so a difference \
+                 may be the workload's: no row says `yes`, one the test finds is `unconfirmed`."
+            }
+            _ => "",
+        };
+        let rule = if self.repeated() {
             format!(
                 "Real means: Welch's t-test on the runs' figures, p < {}, and a change of the \
                  means of at least {} % ({} ms for a latency; none for a fraction). ± is the \
                  half-width of each side's 95 % confidence interval of the mean (Student's t: \
-                 estimates, taking the runs as independent). Each distribution line pools the \
+                 estimates, taking the runs as independent; a side's runs repeat one plan, the \
+                 same requests on the same schedule, so it covers the server's run-to-run \
+                 variation, not the load's randomness). Each distribution line pools the \
                  runs and applies the daemon's baseline rule with A's runs as its reference \
                  runs: Mann-Whitney p < {} on every request's value, and the median shift beyond \
                  {} MADs of A's run medians, {floors}.",
@@ -221,11 +265,24 @@ impl Comparison {
                  {floors} (not judged below about 50 requests a side for a p90, 500 for a p99). \
                  Rates (errors, the good fraction) are judged by the rank test on each \
                  request's outcome; throughputs and goodput need at least 2 runs per side \
-                 (--runs N). Values of a side with several runs are the means of its runs' \
-                 figures.",
-                r.alpha, r.k_mad, r.alpha
+                 (--runs N). These tests are over requests and take them as independent, but \
+                 requests of one run share its batches and its moment on the server, so two \
+                 runs of one setup differ by more than such a p-value allows: with {one} a \
+                 difference they find is `unconfirmed`, not real (run-to-run variation is not \
+                 measured; --runs N on both sides judges on the runs' figures){p50}; a `no` \
+                 holds. Values of a side with several runs are the means of its runs' figures.",
+                r.alpha,
+                r.k_mad,
+                r.alpha,
+                one = super::verdict::one_run_said(self.a.runs, self.b.runs),
+                p50 = if self.a.runs > 1 {
+                    ", but for a p50, whose rule measures it by the MAD of A's run medians"
+                } else {
+                    ""
+                },
             )
-        }
+        };
+        format!("{rule}{per_row}{other_requests}")
     }
 }
 
@@ -301,6 +358,37 @@ pub(super) fn verdict(v: &Verdict) -> String {
             ),
         },
         Verdict::NotJudged { why } => format!("not judged: {why}"),
+        Verdict::Unconfirmed {
+            direction,
+            p_value,
+            why,
+            ..
+        } => format!(
+            "unconfirmed: {} (p {p_value:.1e}; {why})",
+            direction_word(*direction)
+        ),
+    }
+}
+
+/// The verdict in fewer words, for a narrow cell (a sweep's table, whose lines under it say
+/// why a difference is unconfirmed).
+pub(super) fn verdict_brief(v: &Verdict) -> String {
+    match v {
+        Verdict::Unconfirmed {
+            direction, p_value, ..
+        } => format!(
+            "unconfirmed: {} (p {p_value:.1e})",
+            direction_word(*direction)
+        ),
+        other => verdict(other),
+    }
+}
+
+/// `worse` or `better`.
+fn direction_word(t: Trend) -> &'static str {
+    match t {
+        Trend::Improved => "better",
+        _ => "worse",
     }
 }
 

@@ -31,6 +31,46 @@ pub enum Verdict {
         /// Why.
         why: String,
     },
+    /// A difference the test found between the sides, not called real: the test cannot tell
+    /// it from what else differs between them (`because`), so the row says `unconfirmed`,
+    /// never `yes`.
+    Unconfirmed {
+        /// Which way the figure moved (`regressed`, `improved`): what the test saw, not a
+        /// verdict on the change.
+        direction: Trend,
+        /// The test's two-sided p-value (over requests, for a per-request test: see `because`).
+        p_value: f64,
+        /// How it was tested.
+        how: String,
+        /// What the test cannot tell the difference from, in order.
+        because: Vec<Caveat>,
+        /// The same, in words.
+        why: String,
+    },
+}
+
+/// Why a difference a test found is not a verdict on the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Caveat {
+    /// A side has one run and the test is over requests: it takes them as independent, but
+    /// requests of one run share its batches and its moment on the server, so run-to-run
+    /// variation (two runs of one setup differ by ±14 % in a TTFT median, at p 3e-6 over their
+    /// requests) is not measured. `--runs N` on both sides judges on the runs' figures.
+    OneRun,
+    /// The sides did not send the same requests (another trace, selection, load or seed): a
+    /// difference may be the workload's, as the note above the table says.
+    DifferentRequests,
+}
+
+/// The words for [`Caveat::OneRun`] given the sides' run counts: `one run a side`, or on
+/// which side when the other has several.
+pub(super) fn one_run_said(a_runs: u64, b_runs: u64) -> &'static str {
+    match (a_runs, b_runs) {
+        (1, 1) => "one run a side",
+        (1, _) => "one run on A's side",
+        _ => "one run on B's side",
+    }
 }
 
 impl Verdict {
@@ -38,7 +78,38 @@ impl Verdict {
     pub fn trend(&self) -> Option<Trend> {
         match self {
             Verdict::Judged { trend, .. } => Some(*trend),
-            Verdict::NotJudged { .. } => None,
+            Verdict::NotJudged { .. } | Verdict::Unconfirmed { .. } => None,
+        }
+    }
+
+    /// This verdict when the test behind it cannot tell a difference from `because` (`one`:
+    /// the sides' words for [`Caveat::OneRun`], as `one run a side`): a `yes` becomes
+    /// [`Verdict::Unconfirmed`]; a `no` or `not judged` stays (a test that takes requests as
+    /// independent finds differences too easily, so its `no` holds the more).
+    pub(super) fn unless(self, because: &[Caveat], one: &str) -> Verdict {
+        match self {
+            Verdict::Judged {
+                trend: direction @ (Trend::Regressed | Trend::Improved),
+                p_value,
+                how,
+                ..
+            } if !because.is_empty() => Verdict::Unconfirmed {
+                direction,
+                p_value,
+                how,
+                because: because.to_vec(),
+                why: because
+                    .iter()
+                    .map(|c| match c {
+                        Caveat::OneRun => format!("{one}: run-to-run variation not measured"),
+                        Caveat::DifferentRequests => {
+                            "not the same requests: may be the workload's".to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            },
+            other => other,
         }
     }
 }
@@ -344,6 +415,52 @@ mod tests {
             Verdict::NotJudged { why } => assert!(why.contains("about 500 a side"), "{why}"),
             judged => panic!("{judged:?}"),
         }
+    }
+
+    /// A test over requests with one run a side, or a test of sides that sent other requests:
+    /// its `yes` is unconfirmed, saying why; its `no` and `not judged` stand.
+    #[test]
+    fn a_yes_the_test_cannot_tell_from_run_to_run_variation_is_unconfirmed() {
+        let rules = ShiftRules::default();
+        let base: Vec<f64> = (0..200).map(|i| 100.0 + f64::from(i % 10)).collect();
+        let slower: Vec<f64> = base.iter().map(|v| v * 1.3).collect();
+        let s = shift(&slower, &[&base], &rules).unwrap();
+        let judged = Verdict::Judged {
+            trend: s.trend,
+            p_value: s.p_value,
+            why_not: why_not(&s, &rules),
+            how: "rank".into(),
+        };
+        assert_eq!(judged.trend(), Some(Trend::Regressed));
+        let both = [Caveat::OneRun, Caveat::DifferentRequests];
+        match judged.clone().unless(&both, "one run a side") {
+            Verdict::Unconfirmed {
+                direction,
+                because,
+                why,
+                ..
+            } => {
+                assert_eq!(direction, Trend::Regressed);
+                assert_eq!(because, both);
+                assert!(
+                    why.starts_with("one run a side: run-to-run variation not measured; ")
+                        && why.ends_with("; not the same requests: may be the workload's"),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing to doubt: the verdict stands.
+        assert_eq!(
+            judged.clone().unless(&[], "").trend(),
+            Some(Trend::Regressed)
+        );
+        let steady = runs_verdict(&[1.0, 1.1, 1.2], &[1.0, 1.1, 1.2], "ms", false, &rules);
+        assert_eq!(steady.unless(&both, "").trend(), Some(Trend::Steady));
+        let json = serde_json::to_value(judged.unless(&[Caveat::OneRun], "x")).unwrap();
+        assert_eq!(json["kind"], "unconfirmed");
+        assert_eq!(json["because"], serde_json::json!(["one_run"]));
+        assert!(json.get("trend").is_none(), "{json}");
     }
 
     #[test]

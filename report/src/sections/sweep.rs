@@ -6,8 +6,11 @@
 //! compare`. Runs named together have none: the knee and the front are then found here with
 //! `canary_core::series`, as `canaryd sweep` finds them, leaving out what it would
 //! ([`evidence`]): walking the runs in series order, the first step whose completed-request
-//! throughput grows by less than [`KNEE_GAIN`] while TTFT p99 rises by more than [`KNEE_RISE`]
-//! marks saturation; the knee is the run before that step, the last one that still scaled.
+//! throughput grows by less than 10 % while TTFT p99 rises by more than 20 % marks saturation;
+//! the knee is the run before that step, the last one that still scaled. The runs' offered
+//! loads are unknown here, so no step is weighed against its load increase as a sweep's steps
+//! are (`canary_core::series::gain_floor`): a series of small steps can show a knee of noise,
+//! and the page says the loads were unknown.
 //!
 //! A figure some of whose times were a later segment's stamp or canaryd's read is marked as
 //! the sweep's table marks it (`sweep.json`'s `bounds`, else [`super::bounds::of_run`]): a
@@ -25,7 +28,6 @@ use crate::sample::{quantile, sorted};
 use crate::ReportError;
 use canary_core::series::{LoadStep, TokenRates};
 
-pub use canary_core::series::{KNEE_GAIN, KNEE_RISE};
 pub use evidence::LeftOut;
 use evidence::{whys, LEFT_OUT_LAYER};
 
@@ -145,10 +147,13 @@ pub fn knee(points: &[Point]) -> Option<usize> {
             true => LoadStep {
                 throughput: f64::NAN,
                 ttft_p99_ms: f64::NAN,
+                offered_load: None,
             },
+            // Runs named together say no load the knee could weigh a step against.
             false => LoadStep {
                 throughput: p.throughput,
                 ttft_p99_ms: p.ttft_p99,
+                offered_load: None,
             },
         })
         .collect();
@@ -302,12 +307,10 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
                 Mark::VRule(points[k].throughput),
             );
             lat.note(format!(
-                "{joined} Knee at {} ({} req/s{knee_whose}): the next step gained under \
-                 {:.0} % throughput while TTFT p99 rose over {:.0} %.{crosses}",
+                "{joined} Knee at {} ({} req/s{knee_whose}): the next step {}.{crosses}",
                 points[k].label,
                 num(points[k].throughput),
-                KNEE_GAIN * 100.0,
-                KNEE_RISE * 100.0
+                rule_words(sweep.is_some())
             ));
         }
         (None, Some(label)) => {
@@ -502,6 +505,18 @@ fn exactness(points: &[Point], repeated: bool, sweep: bool) -> String {
     format!("<p class=\"note\">{}</p>\n", esc(&html))
 }
 
+/// The step rule in words: a sweep's (`sweep.json`'s knee, each step weighed against its load
+/// increase), or, for runs named together, the fixed floor and that their loads are unknown.
+fn rule_words(sweep: bool) -> String {
+    match sweep {
+        true => canary_core::series::step_words(true, " %"),
+        false => format!(
+            "{} (the runs' loads unknown, no step is weighed against its load increase)",
+            canary_core::series::step_words(false, " %")
+        ),
+    }
+}
+
 /// Why there is no knee: the knee rule, among the points that are evidence; when fewer than
 /// two are (the others left out), that, and which and why, as the sweep's own knee line says
 /// it: a step was never tested, which is not a series that kept scaling.
@@ -526,11 +541,7 @@ fn no_knee(points: &[Point], sweep: Option<&SweepFile>, whose: &str) -> String {
         ),
     };
     let evidence = total.saturating_sub(left.len());
-    let rule = format!(
-        "no step gained under {:.0} % throughput while TTFT p99 rose over {:.0} %",
-        KNEE_GAIN * 100.0,
-        KNEE_RISE * 100.0
-    );
+    let rule = format!("no step {}", rule_words(sweep.is_some()));
     match (left.is_empty(), evidence < 2) {
         (true, _) => format!("No knee{whose}: {rule}."),
         (false, true) => format!(

@@ -32,6 +32,7 @@ fn a_page_lists_runs_charts_them_and_escapes_what_it_shows() {
     let p = StatusPage {
         now_unix_ms: 10_000_000,
         version: "0.1.0".into(),
+        unhealthy: Vec::new(),
         workloads: vec![
             WorkloadRuns {
                 name: "chat<b>".into(),
@@ -82,6 +83,7 @@ fn a_changed_context_shows_beside_the_trend() {
     let p = StatusPage {
         now_unix_ms: 10_000_000,
         version: "0.1.0".into(),
+        unhealthy: Vec::new(),
         workloads: vec![WorkloadRuns {
             name: "chat".into(),
             running: false,
@@ -132,6 +134,7 @@ fn a_capacity_workload_charts_its_brackets_and_baseline_and_tabulates_them() {
     let p = StatusPage {
         now_unix_ms: 10_000_000,
         version: "0.1.0".into(),
+        unhealthy: Vec::new(),
         workloads: vec![WorkloadRuns {
             name: "capacity".into(),
             running: false,
@@ -224,6 +227,7 @@ fn a_sweep_workload_charts_its_knees() {
     let p = StatusPage {
         now_unix_ms: 10_000_000,
         version: "0.1.0".into(),
+        unhealthy: Vec::new(),
         workloads: vec![WorkloadRuns {
             name: "sweep".into(),
             running: false,
@@ -271,6 +275,7 @@ fn latencies_that_are_bounds_are_marked() {
     let p = StatusPage {
         now_unix_ms: 10_000_000,
         version: "0.1.0".into(),
+        unhealthy: Vec::new(),
         workloads: vec![WorkloadRuns {
             name: "chat".into(),
             running: false,
@@ -294,4 +299,30 @@ fn latencies_that_are_bounds_are_marked() {
     );
     let r1_row = r1.rsplit("<tr>").next().unwrap();
     assert!(!r1_row.contains('*'), "{r1_row}");
+}
+
+/// An unhealthy daemon's reasons head the page, escaped: a history that cannot be written
+/// leaves the runs below stale, and the page must not pass them off as the latest.
+#[test]
+fn an_unhealthy_daemons_reasons_head_the_page() {
+    let p = StatusPage {
+        now_unix_ms: 10_000_000,
+        version: "0.1.0".into(),
+        unhealthy: vec!["history /s/<h>.sqlite: a run could not be written".into()],
+        workloads: vec![WorkloadRuns {
+            name: "chat".into(),
+            running: false,
+            runs: vec![line("r1", 1, "pass", Some(4.0))],
+        }],
+    };
+    let html = render(&p).unwrap();
+    let warn = html
+        .find("<p class=\"warn\">Unhealthy: history /s/&lt;h&gt;.sqlite: a run could not be written</p>")
+        .expect(&html);
+    assert!(warn < html.find("r1").unwrap(), "{html}");
+    let p = StatusPage {
+        unhealthy: Vec::new(),
+        ..p
+    };
+    assert!(!render(&p).unwrap().contains("Unhealthy"));
 }

@@ -119,9 +119,11 @@ impl SweepDoc {
             knee_method: format!(
                 "over the points that are evidence (left_out lists the others), in order of \
                  increasing load, the first step from one to the next whose request throughput \
-                 grows by less than {:.0}% while TTFT p99 rises by more than {:.0}%; the knee is \
-                 the point before that step",
+                 grows by less than {:.0}%, or by less than {:.0}% of the step's relative \
+                 increase in the axis value (the offered load) where that is smaller, while \
+                 TTFT p99 rises by more than {:.0}%; the knee is the point before that step",
                 series::KNEE_GAIN * 100.0,
+                series::KNEE_LOAD_SHARE * 100.0,
                 series::KNEE_RISE * 100.0
             ),
             knee: knee.map(|k| Knee {

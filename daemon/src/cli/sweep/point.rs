@@ -732,7 +732,9 @@ impl Point {
         self.exclusion().is_none()
     }
 
-    /// The knee's view of the point: NaN figures where it measured nothing.
+    /// The knee's view of the point: NaN figures where it measured nothing. Its offered load
+    /// is its axis value: requests/s, users (or the in-flight ceiling), a trace's speedup, each
+    /// proportional to the load it offered.
     pub fn step(&self) -> canary_core::series::LoadStep {
         let f = self.figures.as_ref().filter(|_| self.evidence());
         canary_core::series::LoadStep {
@@ -740,6 +742,7 @@ impl Point {
             ttft_p99_ms: f
                 .and_then(|f| f.time_to_first_token_ms.p99)
                 .unwrap_or(f64::NAN),
+            offered_load: Some(self.value),
         }
     }
 

@@ -81,6 +81,7 @@ fn earlier_point(path: &Path) -> bool {
 /// Refuses a folder holding an earlier sweep unless `--overwrite`; with it, removes the
 /// earlier points, so a report of the folder shows this sweep's alone.
 fn prepare_root(root: &Path, overwrite: bool) -> Result<()> {
+    crate::service::state_lock::refuse_daemon_folder(root)?;
     let earlier: Vec<_> = match std::fs::read_dir(root) {
         Ok(entries) => entries
             .filter_map(Result::ok)

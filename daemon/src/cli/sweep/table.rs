@@ -288,16 +288,13 @@ fn pareto_said(doc: &SweepDoc) -> String {
 /// (the knee is found among the others alone), so a series that saturated by failing does
 /// not read as one that never saturated.
 fn knee_line(doc: &SweepDoc) -> String {
-    let (gain, rise) = (
-        canary_core::series::KNEE_GAIN * 100.0,
-        canary_core::series::KNEE_RISE * 100.0,
-    );
+    // A sweep's points are loads: the floor weighs each step's throughput against its load.
+    let rule = canary_core::series::step_words(true, "%");
     let (evidence, among, left) =
         super::point::LeftOut::knee_words(doc.points.len(), &doc.left_out);
     match &doc.knee {
         Some(k) => format!(
-            "knee: {} ({} req/s){among}: the next step in load gained under {gain:.0}% \
-             throughput while TTFT p99 rose over {rise:.0}%{left}",
+            "knee: {} ({} req/s){among}: the next step in load {rule}{left}",
             k.label,
             num(k.request_throughput),
         ),
@@ -307,10 +304,7 @@ fn knee_line(doc: &SweepDoc) -> String {
             doc.points.len(),
             if evidence == 1 { "is" } else { "are" },
         ),
-        None => format!(
-            "knee: none{among} (no step in load gained under {gain:.0}% throughput while TTFT \
-             p99 rose over {rise:.0}%){left}"
-        ),
+        None => format!("knee: none{among} (no step in load {rule}){left}"),
     }
 }
 

@@ -111,18 +111,49 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
+/// A TOML number (an integer or a float) as `f64`; anything else is refused saying what the
+/// key expects (`expected a positive number, found string "fast"`), where serde would name
+/// the Rust type (`expected f64`).
+fn number<'de, D: serde::Deserializer<'de>>(d: D, expected: &str) -> Result<f64, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::Integer(n) => Ok(n as f64),
+        toml::Value::Float(x) => Ok(x),
+        other => Err(serde::de::Error::custom(format!(
+            "expected {expected}, found {}",
+            value_kind(&other)
+        ))),
+    }
+}
+
+/// A TOML value as an error names it: `string "fast"`, `a boolean`, `an array`.
+fn value_kind(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => format!("string {s:?}"),
+        other => {
+            let found = other.type_str();
+            let a = if found.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            format!("{a} {found}")
+        }
+    }
+}
+
 /// A finite number of 1 or more (integers accepted).
 #[derive(Debug, Clone, Copy)]
 pub struct AtLeastOneF64(pub f64);
 
 impl<'de> Deserialize<'de> for AtLeastOneF64 {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
+        let v = number(d, "a number of 1 or more")?;
         if v >= 1.0 && v.is_finite() {
             Ok(AtLeastOneF64(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a number of 1 or more, found {v}"
+                "expected a number of 1 or more, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -203,12 +234,13 @@ pub struct Probability(pub f64);
 
 impl<'de> Deserialize<'de> for Probability {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
+        let v = number(d, "a number strictly between 0 and 1")?;
         if v > 0.0 && v < 1.0 {
             Ok(Probability(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a number strictly between 0 and 1, found {v}"
+                "expected a number strictly between 0 and 1, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -220,12 +252,13 @@ pub struct NonNegative(pub f64);
 
 impl<'de> Deserialize<'de> for NonNegative {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
+        let v = number(d, "a finite number, zero or more")?;
         if v >= 0.0 && v.is_finite() {
             Ok(NonNegative(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a finite number, zero or more, found {v}"
+                "expected a finite number, zero or more, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -273,12 +306,13 @@ pub struct Fraction(pub f64);
 
 impl<'de> Deserialize<'de> for Fraction {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
+        let v = number(d, "a fraction between 0 and 1")?;
         if (0.0..=1.0).contains(&v) {
             Ok(Fraction(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a fraction between 0 and 1, found {v}"
+                "expected a fraction between 0 and 1, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }
@@ -290,12 +324,13 @@ pub struct Positive(pub f64);
 
 impl<'de> Deserialize<'de> for Positive {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
+        let v = number(d, "a positive number")?;
         if v > 0.0 && v.is_finite() {
             Ok(Positive(v))
         } else {
             Err(serde::de::Error::custom(format!(
-                "expected a positive number, found {v}"
+                "expected a positive number, found {}",
+                canary_core::rate_text::number(v)
             )))
         }
     }

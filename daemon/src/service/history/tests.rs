@@ -71,10 +71,12 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
 
     // Keep 2 per workload: r1 goes. Then an age limit of 2.5 h: r2 goes too.
     let gone = h
-        .prune("w", 2, Duration::from_secs(10 * 3600), 0, "")
+        .prune("w", 2, Duration::from_secs(10 * 3600), 0, "", &mut |_| true)
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
-    let gone = h.prune("w", 10, Duration::from_secs(9000), 0, "").unwrap();
+    let gone = h
+        .prune("w", 10, Duration::from_secs(9000), 0, "", &mut |_| true)
+        .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
     assert_eq!(h.recent(Some("w"), 10).unwrap().len(), 1);
     assert_eq!(h.recent(Some("other"), 10).unwrap().len(), 1);
@@ -82,11 +84,25 @@ fn runs_and_baselines_survive_reopening_and_retention_prunes() {
 
     // Age alone (a workload no longer configured): no count limit, old runs go.
     assert!(h
-        .prune("w", usize::MAX, Duration::from_secs(10 * 3600), 0, "")
+        .prune(
+            "w",
+            usize::MAX,
+            Duration::from_secs(10 * 3600),
+            0,
+            "",
+            &mut |_| true
+        )
         .unwrap()
         .is_empty());
     let gone = h
-        .prune("other", usize::MAX, Duration::from_secs(1800), 0, "")
+        .prune(
+            "other",
+            usize::MAX,
+            Duration::from_secs(1800),
+            0,
+            "",
+            &mut |_| true,
+        )
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/other/x1")]);
     assert_eq!(h.workloads().unwrap(), ["w"]);
@@ -109,7 +125,14 @@ fn age_never_takes_the_baselines_runs() {
     }
     // All older than 30 days; a baseline of 2 keeps the two newest passing runs.
     let gone = h
-        .prune("w", 500, Duration::from_secs(30 * 86_400), 2, "")
+        .prune(
+            "w",
+            500,
+            Duration::from_secs(30 * 86_400),
+            2,
+            "",
+            &mut |_| true,
+        )
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1"), PathBuf::from("/a/w/r3")]);
     assert_eq!(
@@ -120,7 +143,9 @@ fn age_never_takes_the_baselines_runs() {
     );
     // The count limit still applies to them.
     let gone = h
-        .prune("w", 1, Duration::from_secs(30 * 86_400), 2, "")
+        .prune("w", 1, Duration::from_secs(30 * 86_400), 2, "", &mut |_| {
+            true
+        })
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
     // A failed run longer than the age limit is older than it as it finishes: the run just
@@ -128,7 +153,14 @@ fn age_never_takes_the_baselines_runs() {
     h.insert(&run("r5", "w", days(31), VerdictKind::Fail, 1.0))
         .unwrap();
     let gone = h
-        .prune("w", 500, Duration::from_secs(30 * 86_400), 2, "r5")
+        .prune(
+            "w",
+            500,
+            Duration::from_secs(30 * 86_400),
+            2,
+            "r5",
+            &mut |_| true,
+        )
         .unwrap();
     assert!(gone.is_empty(), "{gone:?}");
 }
@@ -434,11 +466,11 @@ fn newest_is_the_last_recorded_even_after_the_clock_stepped_back() {
     // Age goes by start: r1 and r3 began over 105 min ago, but r3 is the baseline's
     // newest passing run. The count keeps the last two recorded.
     let gone = h
-        .prune("w", 4, Duration::from_secs(105 * 60), 1, "")
+        .prune("w", 4, Duration::from_secs(105 * 60), 1, "", &mut |_| true)
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
     let gone = h
-        .prune("w", 2, Duration::from_secs(200 * 60), 1, "")
+        .prune("w", 2, Duration::from_secs(200 * 60), 1, "", &mut |_| true)
         .unwrap();
     assert_eq!(gone, [PathBuf::from("/a/w/r2")]);
 }
@@ -808,7 +840,14 @@ fn a_hundred_and_fifty_runs_recorded_late_keep_start_order_without_overflow() {
     assert!(max <= 260, "rowids grow by the runs placed: {max}");
     // Count retention keeps the latest by start now.
     let gone = h
-        .prune("w", 3, Duration::from_secs(u32::MAX as u64), 0, "")
+        .prune(
+            "w",
+            3,
+            Duration::from_secs(u32::MAX as u64),
+            0,
+            "",
+            &mut |_| true,
+        )
         .unwrap();
     assert_eq!(gone.len(), 247);
     let kept: Vec<String> = h
@@ -1101,4 +1140,117 @@ fn an_unreadable_baseline_row_is_passed_over_not_the_whole_baseline() {
             ("r3".to_string(), "sweep")
         ]
     );
+}
+
+/// A history SQLite cannot open for a reason of the file system's (here its `-wal` path taken
+/// by a folder: `SQLITE_CANTOPEN`, as a full disk gives `SQLITE_IOERR` creating the `-shm`) is
+/// refused with SQLite's error, never called damaged nor moved away: the file is intact, and
+/// opens with every run once the cause is gone.
+#[test]
+fn a_history_that_cannot_be_opened_is_not_called_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    History::open(&path)
+        .unwrap()
+        .insert(&run("r1", "w", 1000, VerdictKind::Pass, 1.0))
+        .unwrap();
+    let wal = dir.path().join("h.sqlite-wal");
+    assert!(!wal.exists(), "the last connection's close removes it");
+    std::fs::create_dir(&wal).unwrap();
+    let e = format!("{:#}", History::open(&path).err().expect("refused"));
+    assert!(
+        e.contains("h.sqlite cannot be opened or read (unable to open database file")
+            && e.contains("CannotOpen")
+            && e.contains("do not move it away"),
+        "{e}"
+    );
+    assert!(!e.contains("damaged ("), "{e}");
+    // The file system holding it, with its free space and mount, is named.
+    assert!(
+        e.contains("bytes free") && e.contains("mounted at /"),
+        "{e}"
+    );
+    std::fs::remove_dir(&wal).unwrap();
+    let h = History::open(&path).unwrap();
+    assert_eq!(h.get("r1").unwrap().unwrap().run.id, "r1");
+}
+
+/// SQLite's own verdicts on the content, "not a database" and "malformed", are damage.
+#[test]
+fn a_file_that_is_not_a_database_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    std::fs::write(&path, "this is not a database\n".repeat(400)).unwrap();
+    let e = format!("{:#}", History::open(&path).err().expect("refused"));
+    assert!(
+        e.contains("h.sqlite is damaged (file is not a database)") && e.contains("move it away"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_mount_holding_a_folder_is_found_and_escapes_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let space = open_error::free_space(dir.path()).expect("statvfs answers");
+    let mount = space.mount.expect("mountinfo names it");
+    assert!(std::fs::canonicalize(dir.path())
+        .unwrap()
+        .starts_with(&mount));
+    // As /proc/self/mountinfo writes a space, a tab and a backslash.
+    assert_eq!(
+        open_error::unescape("/mnt/a\\040b\\011c\\134d"),
+        "/mnt/a b\tc\\d"
+    );
+}
+
+/// Retention hands each doomed run's folder over while its row is still stored, and deletes
+/// the row only when the folder went: a removal cut short (a kill, a file that would not go)
+/// must not leave a folder without its row, which the next start would record as an `error`
+/// run whose process died.
+#[test]
+fn retention_takes_each_folder_away_while_its_row_is_still_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.sqlite");
+    let h = History::open(&path).unwrap();
+    for (i, id) in ["r1", "r2", "r3"].into_iter().enumerate() {
+        h.insert(&run(id, "w", 1000 + i as i64, VerdictKind::Pass, 1.0))
+            .unwrap();
+    }
+    let other = Connection::open(&path).unwrap();
+    let mut seen = Vec::new();
+    let gone = h
+        .prune(
+            "w",
+            1,
+            Duration::from_secs(u32::MAX as u64),
+            0,
+            "",
+            &mut |folder| {
+                let stored: i64 = other
+                    .query_row(
+                        "SELECT COUNT(*) FROM runs WHERE artifacts = ?1",
+                        [folder.to_string_lossy()],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                seen.push((folder.to_path_buf(), stored));
+                // r2's folder would not go.
+                folder != Path::new("/a/w/r2")
+            },
+        )
+        .unwrap();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [(PathBuf::from("/a/w/r1"), 1), (PathBuf::from("/a/w/r2"), 1)]
+    );
+    assert_eq!(gone, [PathBuf::from("/a/w/r1")]);
+    // r2 stays stored, its folder with it, for the next pass.
+    let ids: Vec<String> = h
+        .recent(Some("w"), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(ids, ["r3", "r2"]);
 }

@@ -229,7 +229,7 @@ async fn a_cron_goes_on_from_now_after_the_clock_steps_back() {
         _: Arc<Progress>,
     ) -> RunFuture {
         TIMES.lock().unwrap().push(crate::instant::unix_ns(wall()));
-        Box::pin(async move { RunResult::new(&c, &w, id) })
+        Box::pin(async move { Ran::Finished(RunResult::new(&c, &w, id)) })
     }
     let dir = tempfile::tempdir().unwrap();
     let (d, c) = daemon_on(dir.path(), timed, "cron = \"*/2 * * * * *\"", wall);
@@ -265,7 +265,7 @@ async fn a_grid_goes_on_from_now_after_the_clock_steps_back() {
             .lock()
             .unwrap()
             .push(w.start_at.as_ref().unwrap().unix_ns);
-        Box::pin(async move { RunResult::new(&c, &w, id) })
+        Box::pin(async move { Ran::Finished(RunResult::new(&c, &w, id)) })
     }
     let dir = tempfile::tempdir().unwrap();
     let schedule = "every = \"2s\"\nstart_at = \"2026-01-01T00:00:00Z\"";
@@ -299,7 +299,7 @@ fn passing(
             reasons: Vec::new(),
         };
         result.run.load = Some(serde_json::json!({"load": {"osl": 8}}));
-        result
+        Ran::Finished(result)
     })
 }
 
@@ -502,7 +502,7 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         s.new_load
             .as_ref()
             .unwrap()
-            .starts_with("new knee rule: baseline starts again (rule 1 → 2"),
+            .starts_with("new knee rule: baseline starts again (rule 1 → 3"),
         "{:?}",
         s.new_load
     );
@@ -542,5 +542,161 @@ fn knees_an_older_rule_found_are_no_baseline_for_the_current_rules() {
         third.run.verdict.reasons[0].starts_with("knee at 20 req/s, baseline 39.5 ± 0.5"),
         "{}",
         third.run.verdict
+    );
+}
+
+/// The previous due time a restart resumes `w`'s cadence from, as Unix ms.
+fn resumed_from(d: &Daemon) -> Option<i64> {
+    let due = d.previous_due.lock().unwrap().get("w").copied()?;
+    Some(crate::instant::unix_ns(due) / 1_000_000)
+}
+
+/// A restart resumes each cadence from the last run's start: a run not due yet waits for its
+/// time (every restart used to run every workload at once, so a crash loop under systemd was a
+/// load loop on the target); an overdue one runs once, at start.
+#[tokio::test]
+async fn a_restart_resumes_the_cadence_from_the_last_runs_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    d.start_run(c.clone(), w.clone()).unwrap().await.unwrap();
+    let started = d.history.recent(Some("w"), 1).unwrap()[0]
+        .run
+        .started_unix_ms;
+    // The next start, a new process.
+    let (next, _) = daemon(dir.path(), unreachable_run);
+    next.recover_orphans(&c);
+    next.resume_cadences();
+    assert_eq!(resumed_from(&next), Some(started));
+    let now = SystemTime::now();
+    let previous = next.previous_due.lock().unwrap().get("w").copied();
+    let due = w.cadence.next_due(now, previous);
+    assert!(
+        due > now + Duration::from_secs(3000),
+        "every 1h, the last run a moment ago: due in {:?}",
+        due.duration_since(now)
+    );
+}
+
+/// A run left without a verdict counts as the workload's last run even when the history
+/// cannot take it; one that started long ago leaves the workload overdue: it runs at start.
+#[tokio::test]
+async fn a_recovered_runs_start_seeds_the_cadence_even_unrecorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), unreachable_run);
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    let blocker = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    d.recover_orphans(&c);
+    d.resume_cadences();
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    // 2020-01-01T00:00:00Z
+    assert_eq!(resumed_from(&d), Some(1_577_836_800_000));
+    let now = SystemTime::now();
+    let previous = d.previous_due.lock().unwrap().get("w").copied();
+    assert_eq!(c.workloads[0].cadence.next_due(now, previous), now);
+}
+
+/// A run a stop caught before its first measured request (in its warm-up here, which left
+/// records in its folder): a skip, counted, with no history row and no folder left for the
+/// next start to take for a run whose process died.
+#[tokio::test]
+async fn a_run_stopped_before_its_first_measured_request_is_a_skip() {
+    fn warming_up(
+        _: Arc<Daemon>,
+        config: Arc<Config>,
+        w: Workload,
+        id: String,
+        _: Arc<Progress>,
+    ) -> RunFuture {
+        Box::pin(async move {
+            let result = RunResult::new(&config, &w, id);
+            std::fs::create_dir_all(&result.run.artifacts).unwrap();
+            std::fs::write(result.run.artifacts.join("records.jsonl"), "").unwrap();
+            Ran::NotStarted {
+                result,
+                why: "during its warm-up",
+            }
+        })
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), warming_up);
+    d.start_run(c.clone(), c.workloads[0].clone())
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    let left: Vec<_> = std::fs::read_dir(c.artifacts_dir.join("w"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let text = d.metrics.render();
+    assert!(
+        text.contains("canaryd_skips_total{workload=\"w\"} 1"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("canaryd_runs_total{workload=\"w\""),
+        "{text}"
+    );
+}
+
+/// The first warning of a history spell promises each run's verdict.json only as far as the
+/// disk allows: on a full disk the same ENOSPC fails it too.
+#[test]
+fn the_history_failing_warning_promises_the_verdict_only_when_the_disk_allows() {
+    let e = anyhow::anyhow!("database or disk is full");
+    let w = history_failing_warning(Path::new("/s/history.sqlite"), &e);
+    assert!(
+        w.starts_with(
+            "history /s/history.sqlite: runs cannot be recorded (database or disk is full)"
+        ) && w.contains("verdict.json is still written when the disk allows"),
+        "{w}"
+    );
+}
+
+/// What a removal cut short left of a run folder retention had moved out of the way (a
+/// dot-name) is never taken by the start for a run whose process died, and the next
+/// retention pass removes it; the pruned run's folder goes that way too.
+#[tokio::test]
+async fn a_removal_cut_short_is_not_recovered_and_is_removed_by_the_next_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let w = c.workloads[0].clone();
+    let left = c
+        .artifacts_dir
+        .join("w")
+        .join(".removing-20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    d.recover_orphans(&c);
+    assert!(d.history.recent(Some("w"), 10).unwrap().is_empty());
+    assert!(!left.join("verdict.json").exists());
+    d.start_run(c.clone(), w).unwrap().await.unwrap();
+    assert!(!left.exists(), "left behind: {}", left.display());
+    assert_eq!(d.history.recent(Some("w"), 10).unwrap().len(), 1);
+}
+
+/// A run folder whose verdict.json is torn (the process died writing it) is recovered saying
+/// its verdict.json was unreadable, not that it had none.
+#[tokio::test]
+async fn a_torn_verdict_is_recovered_as_unreadable_not_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, c) = daemon(dir.path(), passing);
+    let left = c.artifacts_dir.join("w").join("20200101T000000Z-0a6a616f");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("records.jsonl"), "").unwrap();
+    std::fs::write(left.join("verdict.json"), "{\"verdict\": \"pa").unwrap();
+    d.recover_orphans(&c);
+    let rows = d.history.recent(Some("w"), 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    let verdict = rows[0].run.verdict.to_string();
+    assert!(
+        verdict.starts_with("error: unreadable verdict.json (EOF while parsing")
+            && verdict.ends_with("the process died writing it or its results could not be written"),
+        "{verdict}"
     );
 }

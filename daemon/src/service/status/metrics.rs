@@ -138,6 +138,12 @@ impl StatusMetrics {
         self.history_failing.lock().unwrap().replace(why).is_none()
     }
 
+    /// Why the history cannot be written now, when a run's row failed and none was written
+    /// since (one of [`Self::unhealthy`]'s reasons).
+    pub fn history_failing(&self) -> Option<String> {
+        self.history_failing.lock().unwrap().clone()
+    }
+
     /// A run was written to the history. True when this ends a spell of failures.
     pub fn history_written(&self) -> bool {
         self.history_failing.lock().unwrap().take().is_some()

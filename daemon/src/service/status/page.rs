@@ -54,10 +54,20 @@ fn status_page(metrics: &StatusMetrics, history: &History) -> anyhow::Result<Sta
             runs,
         });
     }
+    // As /healthz says it; the history's reason with what it means for this page.
+    let mut unhealthy = metrics.restart_cures();
+    unhealthy.extend(metrics.history_failing().map(|why| {
+        format!(
+            "{why}. The runs that finished since are not listed here (each writes its \
+             verdict.json when the disk allows, and the next start records it): /metrics has \
+             each workload's last run"
+        )
+    }));
     Ok(StatusPage {
         now_unix_ms: crate::service::history::now_unix_ms(),
         version: env!("CARGO_PKG_VERSION").into(),
         workloads,
+        unhealthy,
     })
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// The rule's words for a series with no knee, as `canaryd sweep` prints them.
 const NO_STEP: &str =
-    "none (no step in load gained under 10% throughput while TTFT p99 rose over 20%)";
+    "none (no step in load gained in throughput under min(10%, 50% of its load increase) while TTFT p99 rose over 20%)";
 
 /// A line's cells: the table's columns are two spaces or more apart, a cell's words one.
 fn cells(line: &str) -> Vec<&str> {

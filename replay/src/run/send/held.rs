@@ -8,7 +8,7 @@
 use super::{read_response, unreachable_again, Request};
 use crate::connection::{Connection, Connector, GateShared};
 use crate::dispatch::Release;
-use crate::exchange::{duplicate, exchange, Measurement, ReadLimits};
+use crate::exchange::{duplicate, exchange, Measurement, ReadLimits, CLOSED_UNSENT};
 use crate::run::record::{self, connected, stopped};
 use crate::run::{release, unless_stopped, Ctx, Progress};
 use crate::rx_stamp::Stamp;
@@ -192,9 +192,6 @@ fn closed_unsent(m: &mut Measurement) {
         message,
     });
 }
-
-/// How a [`closed_unsent`] request's error begins.
-const CLOSED_UNSENT: &str = "connection closed before the request was sent";
 
 #[cfg(test)]
 mod tests {

@@ -210,7 +210,10 @@ impl SweepComparison {
                 "Each point: its two {} compared request by request: a p99 on its own tail \
                  (Mood's quantile test, p < 0.001, and a move beyond 5 % and 1 ms), a p50 by \
                  the daemon's baseline rule (Mann-Whitney p < 0.001 and a median shift beyond \
-                 5 % and 1 ms{}){}. {exact}",
+                 5 % and 1 ms{}){}. These tests take a run's requests as independent, which \
+                 they are not (they share its batches), so with one run on a side a difference \
+                 they find is `unconfirmed`, not real: run-to-run variation is not measured \
+                 (--runs N on both sweeps judges on the runs' figures). {exact}",
                 match mixed {
                     true => "sides (a side's runs pooled)",
                     false => "runs",

@@ -3,7 +3,6 @@
 //! with no knee is not one that "did not saturate": one whose last step doubled its TTFT p99
 //! while gaining just over 10 % throughput saturated, and no step met the rule.
 
-use canary_core::series::{KNEE_GAIN, KNEE_RISE};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -67,8 +66,9 @@ impl LeftOutOfKnee {
 }
 
 /// Why a sweep of `points` points, `left` of them left out of its knee, has none, in the
-/// words of `canaryd sweep`'s knee line: `none (no step in load gained under 10% throughput
-/// while TTFT p99 rose over 20%)`, with the points left out named.
+/// words of `canaryd sweep`'s knee line (`none (no step in load gained in throughput under
+/// min(10%, 50% of its load increase) while TTFT p99 rose over 20%)`), with the points left
+/// out named.
 pub fn none_said(points: usize, left: &[LeftOutOfKnee]) -> String {
     let evidence = points.saturating_sub(left.len());
     let left_words = match left {
@@ -96,12 +96,8 @@ pub fn none_said(points: usize, left: &[LeftOutOfKnee]) -> String {
         true => String::new(),
         false => format!(" among the {evidence} points that are evidence"),
     };
-    format!(
-        "none{among} (no step in load gained under {:.0}% throughput while TTFT p99 rose over \
-         {:.0}%{left_words})",
-        KNEE_GAIN * 100.0,
-        KNEE_RISE * 100.0
-    )
+    let rule = canary_core::series::step_words(true, "%");
+    format!("none{among} (no step in load {rule}{left_words})")
 }
 
 fn plural(n: usize) -> &'static str {
@@ -123,7 +119,7 @@ mod tests {
     fn no_knee_is_said_by_the_rule_or_by_the_points_left_out_never_as_not_saturated() {
         assert_eq!(
             none_said(3, &[]),
-            "none (no step in load gained under 10% throughput while TTFT p99 rose over 20%)"
+            "none (no step in load gained in throughput under min(10%, 50% of its load increase) while TTFT p99 rose over 20%)"
         );
         let doc = serde_json::json!({"left_out": [
             {"label": "c16", "value": 16, "why": "target_errors", "error_rate": 0.2},
@@ -131,8 +127,8 @@ mod tests {
         let left = LeftOutOfKnee::all_of(&doc);
         assert_eq!(
             none_said(4, &left),
-            "none among the 2 points that are evidence (no step in load gained under 10% \
-             throughput while TTFT p99 rose over 20%; left out: c16 (20.0% of its requests \
+            "none among the 2 points that are evidence (no step in load gained in \
+             throughput under min(10%, 50% of its load increase) while TTFT p99 rose over 20%; left out: c16 (20.0% of its requests \
              failed at the target), c32 (capped by the open-file limit))"
         );
         assert_eq!(

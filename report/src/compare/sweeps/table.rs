@@ -2,7 +2,7 @@
 //! figure marked `*` where it is not exact), for a terminal and as a page, with the findings
 //! under it.
 
-use super::super::text::{self, verdict};
+use super::super::text::{self, verdict_brief};
 use super::super::{Row, Verdict};
 use super::SweepComparison;
 use crate::html::{esc, page, table};
@@ -32,7 +32,7 @@ fn point_rows(c: &SweepComparison, judged: bool) -> Vec<Vec<String>> {
                     cells.push(if too_few_for_its_tail(r) {
                         "too few to judge".into()
                     } else {
-                        verdict(&r.verdict)
+                        verdict_brief(&r.verdict)
                     });
                 }
             }

@@ -135,3 +135,17 @@ fn no_knee_among_too_few_runs_says_which_were_left_out() {
          10 (errors over 5 %), 30 (no request throughput or TTFT p99)."
     );
 }
+
+// Runs named together carry no load the knee could weigh a step against (audit F12): the
+// page says the fixed floor was used and why, where a sweep's knee was weighed.
+#[test]
+fn runs_named_together_say_their_loads_were_unknown() {
+    let s = vec![p(10.0, 50.0, 90.0), p(20.0, 52.0, 80.0)];
+    let said = no_knee(&s, None, "");
+    assert!(
+        said.contains("no step gained under 10 % throughput while TTFT p99 rose over 20 % (the runs' loads unknown"),
+        "{said}"
+    );
+    assert!(rule_words(true).contains("min(10 %, 50 % of its load increase)"));
+    assert!(!rule_words(true).contains("unknown"));
+}

@@ -1,27 +1,32 @@
-//! The forms a server may quote a secret in: the texts it may make of its bytes, each as
-//! written and as JSON, HTML and URLs escape it; its base64; the credentials inside a header's
-//! value. Found once per run: a few dozen short strings for each secret.
+//! The forms a secret may be quoted in: the texts a server may make of its bytes, each as
+//! written and as JSON, HTML and URLs escape it; its base64; its hex. Found once per run: a few
+//! dozen short strings for each secret.
 
-use base64::alphabet;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
-use std::borrow::Cow;
 
-/// A secret this long or longer (characters) is found whatever the case of its ASCII letters
-/// (`sk-zq1x…` for `sk-ZQ1x…`, servers that lower-case what they quote); a shorter one only as
-/// written, as its letters could be a word.
-pub(super) const FOLD_MIN: usize = 8;
-
-/// A secret this long or longer (bytes) is found in base64 too: shorter, what is left of it
-/// between its neighbours' bits is too short to tell apart from any other base64.
+/// A secret this long or longer (bytes) is found in base64 and hex too: shorter, what is left
+/// of it between its neighbours' bits is too short to tell apart from any other base64.
 const BASE64_MIN: usize = 8;
+
+/// Every form of `secret`: its bytes as they are (a `Basic` password need not be UTF-8), the
+/// texts [`decodings`] makes of them each as written and [`escaped`], and its [`base64_forms`]
+/// and [`hex_forms`]. Some may be alike.
+pub(super) fn forms(secret: &[u8]) -> Vec<Vec<u8>> {
+    let mut forms = vec![secret.to_vec()];
+    for text in decodings(secret) {
+        forms.extend(escaped(&text).into_iter().map(String::into_bytes));
+    }
+    forms.extend(base64_forms(secret).into_iter().map(String::into_bytes));
+    forms.extend(hex_forms(secret).into_iter().map(String::into_bytes));
+    forms
+}
 
 /// The texts a server may make of a secret's bytes: read as UTF-8 (as sent: `-H` and a
 /// config's `headers` are text), and read as Latin-1, byte by byte, as HTTP/1.1 servers
 /// often read header bytes from 0x80 up (Python's `http.server`) before they write them back
 /// in UTF-8. Past ASCII, the UTF-8 text in upper and in lower case too (the letters past ASCII
 /// are not found whatever their case otherwise). One text for ASCII.
-pub(super) fn decodings(secret: &[u8]) -> Vec<String> {
+fn decodings(secret: &[u8]) -> Vec<String> {
     let utf8 = String::from_utf8_lossy(secret).into_owned();
     if secret.is_ascii() {
         return vec![utf8];
@@ -33,7 +38,7 @@ pub(super) fn decodings(secret: &[u8]) -> Vec<String> {
 
 /// `text` as written and as escaped for a JSON string ([`json_forms`]), HTML ([`html_forms`])
 /// and a URL ([`percent_forms`]).
-pub(super) fn escaped(text: &str) -> Vec<String> {
+fn escaped(text: &str) -> Vec<String> {
     let mut forms = json_forms(text);
     forms.extend(html_forms(text));
     forms.extend(percent_forms(text.as_bytes()));
@@ -151,7 +156,7 @@ fn percent_forms(bytes: &[u8]) -> Vec<String> {
 /// URL-safe alphabets: it starts 0, 1 or 2 bytes into a group of three, and for each of the
 /// three the characters made of its bits alone (those that mix in a neighbour's bits differ
 /// from one text to the next). Empty for a secret under [`BASE64_MIN`] bytes.
-pub(super) fn base64_forms(secret: &[u8]) -> Vec<String> {
+fn base64_forms(secret: &[u8]) -> Vec<String> {
     if secret.len() < BASE64_MIN {
         return Vec::new();
     }
@@ -176,51 +181,11 @@ pub(super) fn base64_forms(secret: &[u8]) -> Vec<String> {
 }
 
 /// `secret`'s bytes in hexadecimal (a server that dumps what it got as hex); lower case, as
-/// a secret this long is found whatever its case ([`FOLD_MIN`]). Empty under
+/// a secret this long is found whatever its case ([`super::FOLD_MIN`]). Empty under
 /// [`BASE64_MIN`] bytes, as base64's.
-pub(super) fn hex_forms(secret: &[u8]) -> Vec<String> {
+fn hex_forms(secret: &[u8]) -> Vec<String> {
     if secret.len() < BASE64_MIN {
         return Vec::new();
     }
     vec![secret.iter().map(|b| format!("{b:02x}")).collect()]
-}
-
-/// The secrets inside header `name`'s value: an authorization's credential after its scheme
-/// (`Bearer TOKEN`, `Basic B64`), and for `Basic` what the base64 says (`user:password`) and
-/// its password; a cookie's values (`Cookie: a=1; b=2`). Other headers' values count whole
-/// only (a `User-Agent`'s words are no secret).
-pub(super) fn credentials<'a>(name: &str, value: &'a [u8]) -> Vec<Cow<'a, [u8]>> {
-    let split_once = |s: &'a [u8], at: u8| {
-        let i = s.iter().position(|&b| b == at)?;
-        Some((&s[..i], &s[i + 1..]))
-    };
-    let mut found: Vec<Cow<'a, [u8]>> = Vec::new();
-    if matches!(name, "authorization" | "proxy-authorization") {
-        if let Some((scheme, credential)) = split_once(value, b' ') {
-            let credential = credential.trim_ascii();
-            found.push(Cow::Borrowed(credential));
-            if scheme.eq_ignore_ascii_case(b"basic") {
-                // Padding or not, as clients write it.
-                let lenient = GeneralPurpose::new(
-                    &alphabet::STANDARD,
-                    GeneralPurposeConfig::new()
-                        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
-                );
-                if let Ok(pair) = lenient.decode(credential) {
-                    if let Some(i) = pair.iter().position(|&b| b == b':') {
-                        found.push(Cow::Owned(pair[i + 1..].to_vec()));
-                    }
-                    found.push(Cow::Owned(pair));
-                }
-            }
-        }
-    }
-    if name == "cookie" {
-        for pair in value.split(|&b| b == b';') {
-            if let Some((_, v)) = split_once(pair, b'=') {
-                found.push(Cow::Borrowed(v.trim_ascii()));
-            }
-        }
-    }
-    found
 }

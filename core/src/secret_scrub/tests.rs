@@ -1,15 +1,20 @@
+//! The rules of both scrubs this one replaced: the replay's (a server's error bodies, with the
+//! target's key and headers) and the OTLP exporter's (a collector's answers, with its headers).
+
 use super::*;
-use crate::target::{header, ApiKey, Endpoint};
 use base64::Engine;
 
 /// The auditor's key: `/`, `+` and `=` in it, as in base64-made keys.
 const KEY: &str = "sk-ZQ1xAPIKEY/k+y=1";
 
+/// A replay's secrets: the key and these headers.
 fn secrets(headers: &[(&str, &str)]) -> Secrets {
-    let mut t = Target::new("http://h:1", Endpoint::Chat, "m").unwrap();
-    t.api_key = Some(ApiKey::new(KEY));
-    t.headers = headers.iter().map(|(n, v)| header(n, v).unwrap()).collect();
-    Secrets::of([&t])
+    let mut s = Secrets::default();
+    s.add_secret(KEY.as_bytes());
+    for (name, value) in headers {
+        s.add_header(name, value.as_bytes(), Words::OfCredentials);
+    }
+    s
 }
 
 fn shown(s: &Secrets, text: &str) -> String {
@@ -226,7 +231,140 @@ fn a_cut_never_falls_inside_a_redaction_marker() {
     }
     assert_eq!(s.cut(&text, 105), format!("{}<redacted>", "x".repeat(95)));
     // A marker whole before the cut stays; only one the cut falls inside goes.
-    assert_eq!(within("a<redacted>bc", 11), "a<redacted>");
-    assert_eq!(within("a<redacted>bc", 10), "a");
-    assert_eq!(within("ab", 1), "a");
+    assert_eq!(Secrets::within("a<redacted>bc", 11), "a<redacted>");
+    assert_eq!(Secrets::within("a<redacted>bc", 10), "a");
+    assert_eq!(Secrets::within("ab", 1), "a");
+}
+
+// The OTLP exporter's scrub.
+
+/// An exporter's secrets: these header values.
+fn scrub(values: &[&str], text: &str) -> String {
+    let mut s = Secrets::default();
+    for value in values {
+        s.add_header("x-header", value.as_bytes(), Words::All);
+    }
+    s.clean(text).into_owned()
+}
+
+#[test]
+fn any_byte_may_be_percent_encoded() {
+    // `A` as `%41`, `/` as `%2f`, the rest plain: what a collector encoding every byte,
+    // or some, writes.
+    let said = scrub(
+        &["Bearer TOKab/9x"],
+        "t %54%4f%4Bab%2f%39x; T%4FKab/9x; %54%4f%4b%61%62%2F%39%78.",
+    );
+    assert_eq!(said, "t <redacted>; <redacted>; <redacted>.");
+}
+
+#[test]
+fn a_long_cut_is_found_in_any_case_a_short_one_as_written() {
+    let said = scrub(
+        &["Bearer Tok-abc-123", "Ab4x"],
+        "TOK-ABC-123 tok-abc-123 %74ok-ABC-123 Ab4x AB4X",
+    );
+    assert_eq!(said, "<redacted> <redacted> <redacted> <redacted> AB4X");
+}
+
+#[test]
+fn a_basic_credential_is_found_decoded_and_by_its_password() {
+    // `user:pa55word!`, as `-H 'Authorization: Basic …'` carries it.
+    let said = scrub(
+        &["Basic dXNlcjpwYTU1d29yZCE="],
+        "bad user:pa55word! (pa55word%21); as sent dXNlcjpwYTU1d29yZCE=",
+    );
+    assert_eq!(said, "bad <redacted> (<redacted>); as sent <redacted>");
+}
+
+#[test]
+fn a_prefix_without_a_space_is_cut_off_from_six_bytes() {
+    let said = scrub(&["token=abc123", "k=short"], "abc123 token short k=short");
+    assert_eq!(said, "<redacted> token short <redacted>");
+}
+
+#[test]
+fn plus_is_a_space_only_where_the_cut_has_one() {
+    let said = scrub(&["Bearer a+b/c d"], "a%2Bb%2Fc+d a+b%2Fc a%2Bb/c, a+b/c+d");
+    assert_eq!(said, "<redacted> <redacted> <redacted>, <redacted>+d");
+}
+
+#[test]
+fn overlapping_and_touching_matches_are_one_redaction() {
+    let said = scrub(&["abcabc", "cabd"], "xabcabcabdx é%C3%A9");
+    assert_eq!(said, "x<redacted>x é%C3%A9");
+    // Past ASCII, percent-encoded and as written.
+    let said = scrub(&["zz\u{e9}"], "zz%C3%A9 zz\u{e9}!");
+    assert_eq!(said, "<redacted> <redacted>!");
+}
+
+#[test]
+fn a_value_still_encoded_is_found_decoded_too_unless_it_leaves_too_little() {
+    let said = scrub(
+        &["ab%2Fcd", "%41%42"],
+        "ab/cd ab%2Fcd ab%252Fcd A B AB %41%42",
+    );
+    assert_eq!(said, "<redacted> <redacted> <redacted> A B AB <redacted>");
+}
+
+#[test]
+fn it_is_never_printed() {
+    let mut s = Secrets::default();
+    s.add_header("authorization", b"Bearer hunter2-secret", Words::All);
+    assert!(!format!("{s:?}").contains("hunter2"));
+}
+
+// The replay's rule for a value cut short met the exporter's `… ab Bearer`: a scheme word
+// alone at a cut is no secret's start; with a byte of the credential after it, it is.
+#[test]
+fn a_scheme_word_alone_at_a_cut_is_kept() {
+    let said = scrub(
+        &["Bearer tok/9 x"],
+        "ab Bearer; ab Bearer (why); ab BEARER%20…",
+    );
+    assert_eq!(said, "ab Bearer; ab Bearer (why); ab BEARER%20…");
+    let said = scrub(&["Bearer tok/9 x"], "cut Bearer t… and Bearer%20to");
+    assert_eq!(said, "cut <redacted>… and <redacted>");
+}
+
+// The exporter's `x-env=Token T` met the replay's `User-Agent`-like header: a scheme word and
+// one word is a credential in any header; a text of several words is split only where the
+// caller says it is a credential.
+#[test]
+fn a_text_header_is_split_into_words_only_when_it_is_a_credential() {
+    let text = "on Linux x86_64); token ENVTOKecho-55 refused";
+    let mut s = Secrets::default();
+    s.add_header(
+        "x-client",
+        b"canary (X11; Linux x86_64)",
+        Words::OfCredentials,
+    );
+    s.add_header("x-env", b"Token ENVTOKecho-55", Words::OfCredentials);
+    assert_eq!(
+        s.clean(text),
+        "on Linux x86_64); <redacted> refused",
+        "the whole value, folded"
+    );
+    assert_eq!(s.clean("ENVTOKecho-55"), "<redacted>");
+    s.add_header("x-client", b"canary (X11; Linux x86_64)", Words::All);
+    // Its words, and the piece after its `;` (` Linux x86_64)`).
+    assert_eq!(s.clean(text), "on<redacted>; <redacted> refused");
+}
+
+// A list in a header that is no credential (the simulator's faults) is text: its items stay
+// in what the server says of them, the value whole does not.
+#[test]
+fn a_list_in_a_header_that_is_no_credential_keeps_its_items() {
+    let mut s = Secrets::default();
+    s.add_header("x-sim-fault", b"no_done,interrupted", Words::OfCredentials);
+    s.add_header("x-api-key", b"token=KEYspell99", Words::OfCredentials);
+    assert_eq!(
+        s.clean(r#"unknown item "interrupted" in no_done,interrupted; key KEYspell99"#),
+        r#"unknown item "interrupted" in <redacted>; key <redacted>"#
+    );
+    s.add_header("x-sim-fault", b"no_done,interrupted", Words::All);
+    assert_eq!(
+        s.clean("unknown item interrupted"),
+        "unknown item <redacted>"
+    );
 }
