@@ -153,4 +153,29 @@ mod tests {
         let shown = text::value_with_interval(&r, r.b, text::Side::B);
         assert!(shown.contains(" ± "), "{shown}");
     }
+
+    /// Runs that all gave the same share (0 errors in each) have a zero-wide interval: said
+    /// as no spread, never `± 0.00` (audit F11).
+    #[test]
+    fn runs_without_spread_are_said_so_not_given_a_zero_interval() {
+        let rules = ShiftRules::default();
+        let r = runs_row(
+            "error rate".into(),
+            "fraction",
+            &[0.0, 0.0, 0.0],
+            &[0.01, 0.02, 0.01],
+            false,
+            &rules,
+        );
+        let shown = text::value_with_interval(&r, r.a, text::Side::A);
+        assert!(
+            shown.ends_with(" (no spread)") && !shown.contains('±'),
+            "{shown}"
+        );
+        let shown = text::value_with_interval(&r, r.b, text::Side::B);
+        assert!(
+            shown.contains("95 % CI") && !shown.contains("no spread"),
+            "{shown}"
+        );
+    }
 }

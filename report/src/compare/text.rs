@@ -303,7 +303,11 @@ pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String
     let clipped = runs
         .and_then(|(i, _)| i.low.zip(i.high))
         .filter(|&(low, high)| low < 0.0 || high > ceiling);
+    // Runs that all gave the same figure have a zero-wide interval, which says nothing of its
+    // uncertainty: said as such, never `± 0.00`.
+    let no_spread = runs.is_some_and(|(i, _)| i.no_spread());
     let shown = match (v, half, clipped) {
+        (Some(_), Some(_), _) if no_spread => format!("{} (no spread)", value(r, v)),
         (Some(_), Some(_), Some((low, high))) => format!(
             "{} (95 % CI {} to {}, clipped)",
             value(r, v),
