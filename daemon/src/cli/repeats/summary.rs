@@ -400,6 +400,14 @@ impl RepeatsSummary {
             .half_width
     }
 
+    /// Whether every run gave `metric`/`statistic` alike: its interval is zero-wide and says
+    /// nothing of its uncertainty ([`canary_core::MeanInterval::no_spread`]).
+    pub fn no_spread(&self, metric: &str, statistic: &str) -> bool {
+        self.metrics
+            .iter()
+            .any(|f| f.metric == metric && f.statistic == statistic && f.no_spread)
+    }
+
     /// The ends of `metric`/`statistic`'s interval when it was clipped (a symmetric ± would
     /// reach below 0, or past 1 for a fraction).
     pub fn clipped_ends(&self, metric: &str, statistic: &str) -> Option<(f64, f64)> {

@@ -35,6 +35,10 @@ fn num_ci(v: Option<f64>, p: &Point, metric: &str, statistic: &str) -> String {
     let Some(r) = p.repeats.as_ref().filter(|_| v.is_some()) else {
         return num(v);
     };
+    if r.no_spread(metric, statistic) {
+        // Runs that all gave the same figure: a zero-wide interval, never `±0`.
+        return format!("{} (no spread)", num(v));
+    }
     match (
         r.half_width(metric, statistic),
         r.clipped_ends(metric, statistic),
@@ -489,6 +493,12 @@ mod tests {
         );
         assert!(!any_cut(&doc));
         assert_eq!(fewest_runs(&doc).and_then(few_runs), None);
+        // Runs that all gave the same figure: no spread, not a zero-wide ±.
+        let p = repeated(&[45.0, 45.0, 45.0]);
+        assert_eq!(
+            num_ci(Some(45.0), &p, "time_to_first_token", "p50"),
+            "45.0 (no spread)"
+        );
     }
 
     // A search from 10 req/s bisects to 106.5625 passed, 106.875 failed: to the nearest
