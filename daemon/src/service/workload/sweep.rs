@@ -296,7 +296,9 @@ pub(super) async fn run(
             }
         }
     }
-    let interrupted = shutdown.is_cancelled() || outcomes.iter().any(|o| o.interrupted);
+    let interrupted = stopped_before.is_some()
+        || shutdown.is_cancelled()
+        || outcomes.iter().any(|o| o.interrupted);
     if interrupted && outcomes.is_empty() && failed.is_none() {
         // Stopped before its first point measured a request (or began at all).
         return Some(stopped_before.unwrap_or("before its first request"));
