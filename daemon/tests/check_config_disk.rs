@@ -35,7 +35,10 @@ fn check_config_with_mount(
         .expect("unshare runs (util-linux is part of the base image)");
     let text = common::text(&o);
     if o.status.code() == Some(NO_NAMESPACE) || text.contains("unshare failed") {
-        canary_testkit::skip("mount-namespace", &format!("no mount namespace here: {text}"));
+        canary_testkit::skip(
+            "mount-namespace",
+            &format!("no mount namespace here: {text}"),
+        );
         return None;
     }
     assert_eq!(o.status.code(), Some(0), "{text}");
