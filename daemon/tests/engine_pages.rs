@@ -239,7 +239,7 @@ fn tensorrt_llm_serve_is_an_engine_with_its_figures() {
     // Its TPOT is one mean per request, printed under the client's per-request ITL.
     assert_eq!(s["itl_observation"], "request_mean", "{s:#}");
     assert!(s.get("client_inter_chunk_latency_ms").is_none(), "{s:#}");
-    let (_, above) = row_and_above(&printed, "server ITL (ms, mean per request, /metrics)");
+    let (_, above) = row_and_above(&printed, "server ITL (ms, request means)");
     assert!(above.starts_with("ITL (ms, mean per request"), "{printed}");
     assert!(printed.contains("server TTFT (ms, /metrics)"), "{printed}");
 }
@@ -374,7 +374,7 @@ fn tgi_itl_is_a_mean_per_request_beside_the_clients_per_request_itl() {
     assert_eq!(s["engine"], "tgi", "{s:#}");
     assert_eq!(s["itl_observation"], "request_mean", "{s:#}");
     assert!(s.get("client_inter_chunk_latency_ms").is_none(), "{s:#}");
-    let (_, above) = row_and_above(&printed, "server ITL (ms, mean per request, /metrics)");
+    let (_, above) = row_and_above(&printed, "server ITL (ms, request means)");
     assert!(above.starts_with("ITL (ms, mean per request"), "{printed}");
     let (_, above) = row_and_above(&printed, "server e2e (ms, /metrics)");
     assert!(!above.contains("server ITL"), "{printed}");

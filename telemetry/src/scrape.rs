@@ -376,7 +376,7 @@ pub async fn probe_server_metrics(
                     "{url}: unknown engine, {} metric families",
                     s.families
                 )),
-                Some(e) => SourceState::available(format!("{url}: engine {e:?}")),
+                Some(e) => SourceState::available(format!("{url}: engine {}", e.name())),
                 None => SourceState::available(url.to_owned()),
             }
         }

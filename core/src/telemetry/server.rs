@@ -30,6 +30,20 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// The engine's name as `summary.json` writes it (`vllm_v1`, `tensorrt_llm`, …), for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::VllmV1 => "vllm_v1",
+            Engine::VllmV0 => "vllm_v0",
+            Engine::Sglang => "sglang",
+            Engine::Dynamo => "dynamo",
+            Engine::TensorrtLlm => "tensorrt_llm",
+            Engine::Tgi => "tgi",
+            Engine::LlamaCpp => "llama_cpp",
+            Engine::Unknown => "unknown",
+        }
+    }
+
     /// Whether the engine's server ITL histogram holds one observation per request, that
     /// request's mean time per output token (TGI's `tgi_request_mean_time_per_token_duration`,
     /// TensorRT-LLM's `trtllm_time_per_output_token_seconds`), not one per token gap. Its
@@ -220,7 +234,7 @@ impl RunServerSummary {
     /// The run table's label for the server's ITL, printed under [`Self::itl_client_metric`]'s row.
     pub fn itl_label(&self) -> &'static str {
         match self.itl_is_request_mean() {
-            true => "  server ITL (ms, mean per request, /metrics)",
+            true => "  server ITL (ms, request means)",
             false => "  server ITL (ms, /metrics)",
         }
     }
@@ -338,6 +352,23 @@ impl Serialize for RunServerSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engines_name_is_what_summary_json_writes() {
+        use Engine::*;
+        for e in [
+            VllmV1,
+            VllmV0,
+            Sglang,
+            Dynamo,
+            TensorrtLlm,
+            Tgi,
+            LlamaCpp,
+            Unknown,
+        ] {
+            assert_eq!(serde_json::to_value(e).unwrap(), e.name(), "{e:?}");
+        }
+    }
 
     // summary.json's gauge maxima and means were bare numbers, though each was sampled at the
     // scrapes: the max a lower bound, the mean an estimate.

@@ -163,7 +163,8 @@ pub fn print_table(
         "max"
     )?;
     // Each server row sits under the client figure it compares with: its ITL under the
-    // client's inter-chunk gaps (both one value per token gap), not under per-request ITL.
+    // client's inter-chunk gaps when both are one value per token gap, under per-request ITL
+    // when the engine records one mean per request (TGI, TensorRT-LLM).
     let rows = [
         ("time_to_first_token", "TTFT (ms)"),
         (
