@@ -70,6 +70,9 @@ pub(super) struct Figures {
     /// Why the server's TTFT was not compared with canaryd's, when its histogram was there
     /// but counted other requests.
     pub ttft_withheld: Option<String>,
+    /// The server's and canaryd's request counts over the window when they differ (the
+    /// comparison was withheld): the server's figures are not over canaryd's requests alone.
+    pub counts_differ: Option<(u64, u64)>,
     pub queue_depth_mean: Option<Fig>,
     pub kv_mean: Option<Fig>,
     pub kv_max: Option<Fig>,
@@ -219,6 +222,12 @@ impl Figures {
             (&sv.comparison, &sv.ttft_s)
         {
             self.ttft_withheld = Some(reason.clone());
+        }
+        if let Some(crate::Comparison::Withheld {
+            server_n, client_n, ..
+        }) = &sv.comparison
+        {
+            self.counts_differ = Some((*server_n, *client_n));
         }
         // A sampled gauge's mean is an estimate; its largest sample is a lower bound on its
         // largest value (a peak between two scrapes is not seen).
