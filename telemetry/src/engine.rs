@@ -818,8 +818,9 @@ impl ServerRates {
     }
 }
 
-/// The label naming the model on an engine's page: vLLM's and SGLang's `model_name`, the
-/// Dynamo frontend's `model`. TGI and llama.cpp serve one model and label none.
+/// The label naming the model on an engine's page: vLLM's and SGLang's `model_name` (the
+/// captures; SGLang's production-metrics docs), the Dynamo frontend's `model` (Dynamo's
+/// metrics guide). TGI and llama.cpp serve one model and label none.
 fn model_label(engine: Engine) -> Option<&'static str> {
     match engine {
         Engine::VllmV1 | Engine::VllmV0 | Engine::Sglang => Some("model_name"),
