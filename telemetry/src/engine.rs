@@ -674,8 +674,18 @@ impl ServerSample {
         model: Option<&str>,
     ) -> ServerSample {
         let engine = detect(&scrape);
-        let whole = keep_raw.then(|| scrape.clone());
-        let choice = model.and_then(|m| select_model(&mut scrape, engine, m));
+        // The page as served, when it is to be kept and another model's series are dropped.
+        let mut whole = None;
+        let choice = match model {
+            Some(m) if keep_raw => {
+                let mut read = scrape.clone();
+                let choice = select_model(&mut read, engine, m);
+                whole = Some(std::mem::replace(&mut scrape, read));
+                choice
+            }
+            Some(m) => select_model(&mut scrape, engine, m),
+            None => None,
+        };
         let n = names(engine);
         let s = &scrape;
         let mut series = SeriesValues::default();
@@ -768,8 +778,8 @@ impl ServerSample {
             bad_histograms,
             raw: None,
         };
-        if let Some(whole) = whole {
-            sample.raw = Some(Arc::new(whole));
+        if keep_raw {
+            sample.raw = Some(Arc::new(whole.unwrap_or(scrape)));
         }
         sample
     }
