@@ -424,24 +424,28 @@ pub fn diagnose(input: &DiagnosisInput) -> Diagnosis {
 }
 
 /// Why a finding that read the server's figures may be about other clients' requests: the
-/// server counted other requests than canaryd's over the window (the client vs server
-/// comparison was withheld), so its queue, cache and latencies are not canaryd's alone.
+/// server counted more requests over the window than canaryd sent there (the client vs
+/// server comparison was withheld), so its queue, cache and latencies are not canaryd's alone.
 fn other_traffic(d: &Finding, f: &Figures) -> Option<String> {
-    let (server, client) = f.counts_differ?;
+    let (server, client, own) = f.other_requests?;
+    let own = match own {
+        0 => String::new(),
+        n => format!(" and did not complete {n}"),
+    };
     d.evidence
         .iter()
         .any(|e| e.source.contains("server_metrics"))
         .then(|| {
             format!(
                 "the server counted {server} requests in the window, canaryd completed \
-                 {client}: its figures are not canaryd's requests alone"
+                 {client}{own}: its figures include other requests than canaryd's"
             )
         })
 }
 
 /// High, lowered one step for each doubt: the deciding figure is under twice its limit; it
 /// is a fallback figure; another latency class accounts for at least half as much time; it
-/// is the server's figure, over other requests than canaryd's.
+/// is the server's figure, over other requests than canaryd's too.
 fn confidence(d: &Finding, runner_up_ms: Option<f64>, f: &Figures) -> Confidence {
     let mut c = Confidence::High;
     if other_traffic(d, f).is_some() {
