@@ -75,6 +75,10 @@ fi
 if [ "$(id -u)" = 0 ] && { grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null || [ -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; }; then
     CANARYD_REQUIRE="$CANARYD_REQUIRE cgroup-cpu"
 fi
+# A full or read-only file system of its own (daemon/tests/check_config_disk.rs): a mount namespace.
+if unshare -rm true 2>/dev/null; then
+    CANARYD_REQUIRE="$CANARYD_REQUIRE mount-namespace"
+fi
 export CANARYD_REQUIRE
 echo "required tiers:${CANARYD_REQUIRE:- none}"
 

@@ -82,7 +82,7 @@ pub use goodput::{
     Doubt, Goodput, GoodputParseError, OutputTokens, Reading, Shortfall, Slo, SloMetric, Uncertain,
 };
 pub use hash::splitmix64;
-pub use interim::MAX_INTERIM;
+pub use interim::{InterimCount, MAX_INTERIM};
 pub use observer::{Observer, Observers, PhaseFuture, TelemetryFuture};
 pub use outcome::{CapSource, InFlightCap, RunOutcome, SUMMARY_SCHEMA_VERSION};
 pub use percent::{percent_decode, percent_decode_query};

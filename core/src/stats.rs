@@ -81,8 +81,8 @@ impl Distribution {
         }
     }
 
-    /// Records one value. Negative values are clamped to zero, values above [`MAX_VALUE`]
-    /// (infinity too) to it; NaN is ignored.
+    /// Records one value. Negative values are clamped to zero, values above the histogram's
+    /// ceiling (`MAX_VALUE`, about 4.6e15; infinity too) to it; NaN is ignored.
     pub fn record(&mut self, value: f64) {
         if value.is_nan() {
             return;

@@ -655,6 +655,11 @@ pub struct RxSummary {
     /// Of those, by where the end's time (`e2e_ms`) came from, as `first_token`.
     #[serde(default)]
     pub end: BTreeMap<String, u64>,
+    /// Of those, by where the response head's time (`ttfb_ms`) came from, as `first_token`: a
+    /// head that shared its read with later bytes (a whole response in one write) is a bound.
+    /// Absent in summaries written before heads were counted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub head: BTreeMap<String, u64>,
     /// Token events of those requests.
     pub token_events: u64,
     /// Of those, events whose time is only a bound.
@@ -694,6 +699,9 @@ impl RxSummary {
         if let Some(source) = rx.end {
             *self.end.entry(source.as_str().to_string()).or_default() += 1;
         }
+        if let Some(source) = rx.head {
+            *self.head.entry(source.as_str().to_string()).or_default() += 1;
+        }
         self.token_events += u64::from(rx.token_events);
         self.token_events_bound += u64::from(rx.token_events_bound);
         if rx.token_events_bound > 0 {
@@ -722,6 +730,8 @@ impl RxSummary {
             first_token,
             token_events: self.token_events_bound > 0,
             end,
+            // Nor those written before the heads were.
+            head: self.head.is_empty() || bound(&self.head),
             itl: self
                 .itl_bound_requests
                 .map_or(first_token || end, |n| n > 0),
@@ -757,6 +767,8 @@ pub struct RxBounds {
     pub token_events: bool,
     /// Some ends' times are upper bounds.
     pub end: bool,
+    /// Some response heads' times (TTFB) are upper bounds.
+    pub head: bool,
     /// Some requests' ITL is a bound ([`itl_is_bound`]).
     pub itl: bool,
 }
@@ -767,6 +779,7 @@ impl RxBounds {
         first_token: false,
         token_events: false,
         end: false,
+        head: false,
         itl: false,
     };
 
@@ -775,6 +788,7 @@ impl RxBounds {
         first_token: true,
         token_events: true,
         end: true,
+        head: true,
         itl: true,
     };
 
@@ -789,6 +803,7 @@ impl RxBounds {
             first_token: rx.first_token != Some(RxSource::Kernel),
             token_events: rx.token_events_bound > 0,
             end: rx.end != Some(RxSource::Kernel),
+            head: rx.head != Some(RxSource::Kernel),
             itl: r.itl_ms.is_some() && itl_is_bound(rx.first_token, rx.end, r.itl_ms),
         }
     }
@@ -799,17 +814,20 @@ impl RxBounds {
             first_token: self.first_token || o.first_token,
             token_events: self.token_events || o.token_events,
             end: self.end || o.end,
+            head: self.head || o.head,
             itl: self.itl || o.itl,
         }
     }
 
-    /// Whether any client time is a bound.
+    /// Whether any client time is a bound. The head's is left out: no table that asks shows
+    /// TTFB, and a head read with the body (a whole response in one write) would mark
+    /// exact rows as bounds there.
     pub fn any(&self) -> bool {
         self.first_token || self.token_events || self.end || self.itl
     }
 
     /// Whether the figures of `metric` (a `summary.json` metric name) are not exact: upper
-    /// bounds for TTFT, TTFO and latency, and in neither direction for the gaps between
+    /// bounds for TTFT, TTFO, TTFB and latency, and in neither direction for the gaps between
     /// such times: TTST and the inter-chunk gaps over token events, ITL and the per-user rate
     /// (1000 / ITL) over the first token and the end alone ([`itl_is_bound`]); canaryd's
     /// read delay of the first token a lower bound where its stamp was a later segment's.
@@ -820,6 +838,7 @@ impl RxBounds {
             "time_to_second_token" | "inter_chunk_latency" => self.token_events || self.first_token,
             "inter_token_latency" | "output_token_throughput_per_user" => self.itl,
             "request_latency" => self.end,
+            "time_to_first_byte" => self.head,
             // canaryd's read less a later segment's stamp: a lower bound of its delay.
             "client_read_delay" => self.first_token,
             _ => false,
@@ -1530,6 +1549,46 @@ mod tests {
             (&serde_json::json!(1), &serde_json::json!(1))
         );
         assert_eq!(serde_json::from_value::<RxSummary>(json).unwrap(), rx);
+    }
+
+    // TTFB was never a bound, though the head's stamp can be a later segment's (the head read
+    // with the body) or canaryd's read: the heads are counted, and TTFB is a bound where some
+    // is; a summary written before they were counted does not say, so it is not exact.
+    #[test]
+    fn ttfb_is_a_bound_where_some_head_is() {
+        let headed = |head: RxSource| {
+            let mut r = ok(0, 0.0, 10.0, 40.0, 5);
+            r.ttfb_ms = Some(8.0);
+            r.rx = Some(RxTiming {
+                head: Some(head),
+                first_token: Some(RxSource::Kernel),
+                end: Some(RxSource::Kernel),
+                ..Default::default()
+            });
+            r
+        };
+        let fold = |records: &[RequestRecord]| {
+            let mut agg = Aggregator::new(Goodput::default());
+            for r in records {
+                agg.add(r, &ChunkGaps::new());
+            }
+            agg.summary().receive_timestamps
+        };
+        let exact = fold(&[headed(RxSource::Kernel)]);
+        assert!(!exact.bounds().is_bound("time_to_first_byte"));
+        let late = fold(&[headed(RxSource::Kernel), headed(RxSource::KernelBound)]);
+        assert_eq!(late.head.get("kernel_bound"), Some(&1));
+        assert!(late.bounds().is_bound("time_to_first_byte"));
+        assert!(!late.bounds().is_bound("time_to_first_token"));
+        assert!(RxBounds::of_record(&headed(RxSource::Userspace)).head);
+        assert!(!RxBounds::of_record(&headed(RxSource::Kernel)).head);
+        // summary.json says the counts and reads them back; one without them is not exact.
+        let json = serde_json::to_value(&late).unwrap();
+        assert_eq!(json["head"]["kernel_bound"], 1);
+        let mut older = serde_json::to_value(&exact).unwrap();
+        older.as_object_mut().unwrap().remove("head");
+        let older: RxSummary = serde_json::from_value(older).unwrap();
+        assert!(older.bounds().is_bound("time_to_first_byte"));
     }
 
     // A summary.json written before ITL's bounds were counted: ITL is a bound wherever some

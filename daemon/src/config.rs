@@ -273,6 +273,7 @@ impl Config {
         if let Ok(Some(w)) = state_dir::check(&self.state_dir) {
             out.push(w);
         }
+        out.extend(validate::baseline_warning(&self.baseline));
         if self.retention_runs < self.baseline.runs {
             out.push(format!(
                 "export.retention_runs ({}) is below baseline.runs ({}): baselines hold at most {} runs",

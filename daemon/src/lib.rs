@@ -296,7 +296,38 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     for warning in warnings {
         outln!("  warning: {warning}")?;
     }
+    for warning in disk_warnings(&c) {
+        outln!("  warning: {warning}")?;
+    }
     Ok(0)
+}
+
+/// The state and artifacts folders on a full or read-only file system: a warning, not an
+/// error (space may be freed, a mount made writable before the daemon starts), each file
+/// system said once (the artifacts are under `state_dir` by default).
+fn disk_warnings(c: &config::Config) -> Vec<String> {
+    use service::history::open_error::space_warning;
+    let state = space_warning(
+        "state_dir",
+        &c.state_dir,
+        "the daemon exits 1 at start (its history cannot be opened there)",
+    );
+    let artifacts = space_warning(
+        "export.artifacts_dir",
+        &c.artifacts_dir,
+        "each run's verdict is an error (its files cannot be written there)",
+    );
+    let same_mount = |a: &Option<(Option<String>, String)>| {
+        a.as_ref()
+            .zip(state.as_ref())
+            .is_some_and(|(a, s)| a.0.is_some() && a.0 == s.0)
+    };
+    let artifacts = if same_mount(&artifacts) {
+        None
+    } else {
+        artifacts
+    };
+    state.into_iter().chain(artifacts).map(|(_, w)| w).collect()
 }
 
 fn analyze(args: &AnalyzeArgs) -> Result<i32> {

@@ -361,6 +361,158 @@ fn systemd_unit_points_to_a_readme_section_that_exists() {
     );
 }
 
+/// The unit's settings in order, `(key, value)`, comments left out.
+fn unit_settings() -> Vec<(String, String)> {
+    std::fs::read_to_string(deploy("systemd/canaryd.service"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The value of the unit's one `key=` line.
+fn unit_setting(key: &str) -> String {
+    let found: Vec<String> = unit_settings()
+        .into_iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(found.len(), 1, "{key}= set {} times", found.len());
+    found[0].clone()
+}
+
+/// The unit's comments, joined into one line of single-spaced words.
+fn unit_comments() -> String {
+    let unit = std::fs::read_to_string(deploy("systemd/canaryd.service")).unwrap();
+    let comments: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix('#'))
+        .collect();
+    comments
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// SIGHUP is asynchronous: `systemctl reload` succeeded whatever canaryd then made of the file.
+/// The unit runs check-config first, on the binary and file ExecStart runs, as canaryd's own
+/// command line takes it, and systemd stops at a failing line: a file check-config refuses is
+/// never signalled, and the reload fails.
+#[test]
+fn systemd_reload_fails_on_a_config_check_config_refuses() {
+    let start = unit_setting("ExecStart");
+    let start: Vec<&str> = start.split_whitespace().collect();
+    let [bin, "run", "--config", path] = start[..] else {
+        panic!("ExecStart is not `BIN run --config PATH`: {start:?}");
+    };
+    let reload: Vec<String> = unit_settings()
+        .into_iter()
+        .filter(|(k, _)| k == "ExecReload")
+        .map(|(_, v)| v)
+        .collect();
+    // No `-` prefix: systemd would ignore the check's failure.
+    assert_eq!(
+        reload,
+        [
+            format!("{bin} check-config {path}"),
+            "/bin/kill -HUP $MAINPID".to_string()
+        ],
+        "check-config must run before the SIGHUP"
+    );
+    let check: Vec<&str> = reload[0].split_whitespace().skip(1).collect();
+    assert_eq!(check.last(), Some(&path));
+    // That command line, run by canaryd on another file: a refused one fails (exit 1), the
+    // example passes (its warnings do not fail it).
+    let check_config = |file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_canaryd"))
+            .args(&check[..check.len() - 1])
+            .arg(file)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("canaryd.toml");
+    let example = std::fs::read_to_string(deploy("canaryd.example.toml")).unwrap();
+    std::fs::write(
+        &bad,
+        example.replacen("target = \"vllm\"", "target = \"vlm\"", 1),
+    )
+    .unwrap();
+    let out = check_config(&bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no target \"vlm\""), "{err}");
+    let out = check_config(&deploy("canaryd.example.toml"));
+    assert!(out.status.success(), "{out:?}");
+    let section = readme_section("Running under systemd");
+    assert!(section.contains("check-config"), "{section}");
+}
+
+/// What canaryd writes into its state directory gets the directory's own access: with the
+/// group allowed to read the folder (StateDirectoryMode), UMask lets it read the files too,
+/// and neither lets others in. (UMask=0077 under 0750 made the group's access an illusion.)
+#[test]
+fn systemd_state_directory_mode_and_umask_agree() {
+    let octal = |key: &str| u32::from_str_radix(&unit_setting(key), 8).unwrap();
+    let (umask, mode) = (octal("UMask"), octal("StateDirectoryMode"));
+    let (files, dirs) = (0o666 & !umask, 0o777 & !umask);
+    assert_eq!(
+        dirs, mode,
+        "folders canaryd makes differ from the state directory"
+    );
+    assert_eq!(files & 0o040 != 0, mode & 0o050 == 0o050, "group read");
+    assert_eq!((files | dirs | mode) & 0o007, 0, "others get access");
+    assert!(
+        files & 0o020 == 0 && mode & 0o020 == 0,
+        "the group may write"
+    );
+    // The choice and its reason are said where they are set.
+    let comments = unit_comments();
+    for part in ["no secret", "`canaryd` group"] {
+        assert!(comments.contains(part), "the unit does not say {part:?}");
+    }
+}
+
+/// Type=notify: the start lasts until READY=1, which comes after the history is opened and a
+/// killed process's runs are recovered; systemd's default 90s would kill a long recovery, over
+/// and over. The limit is set above it and its reason said.
+#[test]
+fn systemd_start_timeout_leaves_room_for_recovery() {
+    let value = unit_setting("TimeoutStartSec");
+    let secs: u64 = match value.strip_suffix("min") {
+        Some(m) => m.parse::<u64>().unwrap() * 60,
+        None => value.trim_end_matches('s').parse().unwrap(),
+    };
+    assert!(
+        secs > 90,
+        "TimeoutStartSec={value} is not above the default 90s"
+    );
+    let comments = unit_comments();
+    for part in ["READY=1", "records.jsonl", "default 90s"] {
+        assert!(comments.contains(part), "the unit does not say {part:?}");
+    }
+    assert!(readme_section("Running under systemd").contains(&format!("TimeoutStartSec={value}")));
+}
+
+/// ProtectSystem=strict leaves only the StateDirectory writable: a state_dir or artifacts_dir
+/// elsewhere needs ReadWritePaths=, which the unit and the README say how to add.
+#[test]
+fn systemd_unit_says_how_to_write_outside_the_state_directory() {
+    assert_eq!(unit_setting("ProtectSystem"), "strict");
+    assert_eq!(unit_setting("StateDirectory"), "canaryd");
+    let comments = unit_comments();
+    let section = readme_section("Running under systemd");
+    for text in [&comments, &section] {
+        for part in ["ReadWritePaths=", "systemctl edit canaryd", "artifacts_dir"] {
+            assert!(text.contains(part), "{part:?} not said in {text}");
+        }
+    }
+}
+
 /// The README's text under `heading` (a `###` heading), up to the next heading of any level.
 fn readme_section(heading: &str) -> String {
     let readme =

@@ -131,6 +131,12 @@ impl Silent {
     }
 }
 
+/// [`write_config`] for a [`Silent`] target: without server metrics, which a target that never
+/// answers has none of to scrape.
+fn silent_config(dir: &Path, target: &Silent, workload: &str) -> PathBuf {
+    write_config(dir, target.port, &format!("metrics_url = \"\"\n{workload}"))
+}
+
 /// A second SIGTERM was ignored (a second SIGINT quit at once): with requests hung at the
 /// target and a minute of grace, `kill` twice now quits at once too, with 143.
 #[test]
@@ -139,13 +145,7 @@ fn a_second_sigterm_quits_without_waiting_out_the_grace_period() {
     let target = Silent::start();
     let workload = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
                     scale_lengths = 0.05\nevery = \"1h\"\ngrace_period = \"2m\"\n";
-    let config = write_config(dir.path(), target.port, workload);
-    // No server metrics to scrape from a target that never answers.
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "model = \"canary-sim\"\n",
-        "model = \"canary-sim\"\nmetrics_url = \"\"\n",
-    );
-    std::fs::write(&config, text).unwrap();
+    let config = silent_config(dir.path(), &target, workload);
     let (mut d, _) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
     eventually(60, "a request at the target", || {
         (target.accepted.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())
@@ -172,12 +172,7 @@ fn a_stop_during_the_warm_up_is_a_skip_not_an_error_run() {
     let workload = "[workloads.long]\ntarget = \"sim\"\ntrace = \"bundled\"\nspeedup = 2\n\
                     scale_lengths = 0.05\nevery = \"1h\"\ngrace_period = \"1s\"\n\
                     warmup_requests = 2\n";
-    let config = write_config(dir.path(), target.port, workload);
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "model = \"canary-sim\"\n",
-        "model = \"canary-sim\"\nmetrics_url = \"\"\n",
-    );
-    std::fs::write(&config, text).unwrap();
+    let config = silent_config(dir.path(), &target, workload);
     let (mut d, _) = common::daemon_on_own_port(dir.path(), &config, "daemon.log", &[]);
     eventually(60, "a warm-up request at the target", || {
         (target.accepted.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(())

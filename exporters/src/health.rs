@@ -196,9 +196,9 @@ impl Health {
         // form, is work for nothing. Past this cut a secret's start could be shown only if
         // the secrets before it shrank the text by nearly all of it.
         let message = canary_core::prefix_within(message, MAX_SCRUBBED_BYTES);
-        let mut message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
-        message.truncate(canary_core::prefix_within(&message, MAX_MESSAGE_BYTES).len());
-        message
+        let message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
+        // Cut before a `<redacted>` the cut would halve: a `<red` reads as a leaked start.
+        canary_core::Secrets::within(&message, MAX_MESSAGE_BYTES).to_owned()
     }
 
     /// `items` were lost (queue full or export failed); `cause` is logged the first time.

@@ -135,3 +135,42 @@ async fn a_collector_escaping_encoding_or_cutting_a_secret_does_not_get_it_logge
         .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
 }
+
+/// A warning quotes only a message's first 512 bytes: a secret the collector quoted just
+/// before that cut was scrubbed, and then its `<redacted>` marker was cut in half (`<red`),
+/// which reads like the start of a leaked value. The cut now falls before the marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_message_does_not_end_in_part_of_a_redacted_marker() {
+    logs::capture();
+    let token = "TOKcut-6b2e91";
+    // The marker starts 4 bytes before the 512-byte cut.
+    let before = format!(
+        "rejected at the gate: {}",
+        "span attributes over limit; ".repeat(18)
+    );
+    let before = &before[..508];
+    let message = format!("{before}{token} and what the collector said after it");
+    let receiver = Receiver::start_answering(0, Answer::Rejected { items: 1, message }).await;
+    let config = Config {
+        endpoint: Some(receiver.url()),
+        headers: vec![("authorization".into(), format!("Bearer {token}"))],
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let report = tokio::task::spawn_blocking(move || export(config, "cut", 1))
+        .await
+        .unwrap();
+    assert_eq!(report.spans_dropped, 1, "{report:?}");
+    let warned = logs::lines_with(&receiver.addr.to_string());
+    assert!(
+        warned
+            .iter()
+            .any(|l| l.contains(&format!("partial success: \"{before}\");"))),
+        "{warned:#?}"
+    );
+    let leaked: Vec<String> = ["TOKcut", "<red\""]
+        .iter()
+        .flat_map(|s| logs::lines_with(s))
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+}

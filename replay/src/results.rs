@@ -361,7 +361,7 @@ pub fn read_records(
 }
 
 /// What a metric row's values are, by the run's rule for its client times
-/// ([`canary_core::RxBounds::is_bound`]): `exact`, or `upper_bound` (TTFT, TTFO, e2e over a
+/// ([`canary_core::RxBounds::is_bound`]): `exact`, or `upper_bound` (TTFT, TTFO, TTFB, e2e over a
 /// later segment's stamp or canaryd's read), `lower_bound` (canaryd's read delay over such a
 /// stamp), `bound` (a gap between two such times: in neither direction).
 fn values_kind(bounds: &canary_core::RxBounds, metric: &str) -> &'static str {
@@ -369,7 +369,10 @@ fn values_kind(bounds: &canary_core::RxBounds, metric: &str) -> &'static str {
         return "exact";
     }
     match metric {
-        "time_to_first_token" | "time_to_first_output_token" | "request_latency" => "upper_bound",
+        "time_to_first_token"
+        | "time_to_first_output_token"
+        | "time_to_first_byte"
+        | "request_latency" => "upper_bound",
         "client_read_delay" => "lower_bound",
         _ => "bound",
     }
@@ -737,5 +740,52 @@ mod tests {
         assert_eq!(row(&late, "request_latency").0, "exact");
         // The run-level section keeps its two columns.
         assert!(late.contains("\nrequests,2\n"), "{late}");
+    }
+
+    // TTFB was always `exact`, though the head's stamp can be a later segment's: a whole
+    // response in one write (a non-streaming answer) reaches canaryd in one read, and the
+    // head's time is the body's.
+    #[test]
+    fn a_ttfb_over_a_head_read_with_later_bytes_is_an_upper_bound() {
+        use canary_core::{RxSource, RxTiming};
+        let headed = |head| RequestRecord {
+            ttfb_ms: Some(8.0),
+            ttft_ms: Some(10.0),
+            e2e_ms: Some(40.0),
+            ended_at_ms: 40.0,
+            chunks: 1,
+            rx: Some(RxTiming {
+                head: Some(head),
+                first_token: Some(RxSource::Kernel),
+                end: Some(RxSource::Kernel),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let kind = |records: &[RequestRecord]| {
+            let mut agg = Aggregator::new(Goodput::default());
+            for r in records {
+                agg.add(r, &ChunkGaps::default());
+            }
+            let csv = summary_csv(&agg.summary());
+            let line = csv
+                .lines()
+                .find(|l| l.starts_with("time_to_first_byte,"))
+                .unwrap_or_else(|| panic!("no TTFB row: {csv}"))
+                .to_string();
+            line.split(',').nth(17).unwrap().to_string()
+        };
+        assert_eq!(kind(&[headed(RxSource::Kernel)]), "exact");
+        for late in [RxSource::KernelBound, RxSource::Userspace] {
+            assert_eq!(
+                kind(&[headed(RxSource::Kernel), headed(late)]),
+                "upper_bound",
+                "{late:?}"
+            );
+        }
+        // Receive timestamps off: every head is canaryd's read.
+        let mut off = headed(RxSource::Kernel);
+        off.rx = None;
+        assert_eq!(kind(&[off]), "upper_bound");
     }
 }

@@ -20,7 +20,10 @@ pub use records::{KernelParts, Records, Request, RxKind, Telemetry, MAX_REQUESTS
 pub use summary::{utc, Merged, Summary};
 
 use crate::error::ReportError;
-use canary_core::{Goodput, NoValue, OutputTokens, RequestRecord, Shortfall, SloMetric, Status};
+use canary_core::{
+    Goodput, NoValue, OutputTokens, RequestRecord, RxSource, RxTiming, Shortfall, SloMetric,
+    Status, Uncertain,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -49,13 +52,20 @@ pub struct Run {
     pub(crate) slo_tally: SloTally,
 }
 
-/// The measured records' SLO terms missed, met only on a bound, and without a value, counted
-/// as `canary_core::Aggregator` counts them (cancelled requests left out).
+/// The measured records' SLO terms missed, met only on a bound, and without a value, and the
+/// judgements that rest on a bound that could turn them, counted as `canary_core::Aggregator`
+/// counts them for `summary.json` (cancelled requests left out).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SloTally {
     misses: BTreeMap<SloMetric, u64>,
     met_on_bound: BTreeMap<SloMetric, u64>,
     no_value: BTreeMap<(SloMetric, OutputTokens), u64>,
+    uncertain_misses: BTreeMap<SloMetric, u64>,
+    uncertain_meets: BTreeMap<SloMetric, u64>,
+    /// Good requests with a meet that may be a miss.
+    good_uncertain: u64,
+    /// Completed requests not good whose every shortfall may be a meet.
+    not_good_uncertain: u64,
 }
 
 impl SloTally {
@@ -72,6 +82,28 @@ impl SloTally {
         for metric in goodput.met_on_bound(r) {
             *self.met_on_bound.entry(metric).or_default() += 1;
         }
+        let uncertain = goodput.uncertain(r);
+        for (metric, how) in &uncertain {
+            let counts = match how {
+                Uncertain::Miss => &mut self.uncertain_misses,
+                Uncertain::Meet => &mut self.uncertain_meets,
+            };
+            *counts.entry(*metric).or_default() += 1;
+        }
+        if r.is_ok() && !goodput.is_empty() {
+            let shortfalls = goodput.shortfalls(r);
+            if shortfalls.is_empty() {
+                self.good_uncertain += u64::from(uncertain.iter().any(|u| u.1 == Uncertain::Meet));
+            } else {
+                // As summary.json's good_requests_at_most: a one-read bound that falls short
+                // may be met too.
+                let may_meet = |(m, s): &(SloMetric, Shortfall)| match s {
+                    Shortfall::NoValue(n) => *n == OutputTokens::OneRead,
+                    Shortfall::Missed => uncertain.contains(&(*m, Uncertain::Miss)),
+                };
+                self.not_good_uncertain += u64::from(shortfalls.iter().all(may_meet));
+            }
+        }
     }
 }
 
@@ -84,10 +116,13 @@ pub enum Metric {
     Itl,
     /// End-to-end latency.
     E2e,
+    /// Time to the response head: in a run's latency table only, not charted or compared.
+    Ttfb,
 }
 
 impl Metric {
-    /// Every latency metric, in report order.
+    /// Every latency metric charted and compared, in report order (TTFB is in a run's
+    /// latency table only).
     pub const ALL: [Metric; 3] = [Metric::Ttft, Metric::Itl, Metric::E2e];
 
     /// Short label (`TTFT`).
@@ -96,6 +131,7 @@ impl Metric {
             Metric::Ttft => "TTFT",
             Metric::Itl => "ITL",
             Metric::E2e => "e2e",
+            Metric::Ttfb => "TTFB",
         }
     }
 
@@ -105,6 +141,7 @@ impl Metric {
             Metric::Ttft => "time_to_first_token",
             Metric::Itl => "inter_token_latency",
             Metric::E2e => "request_latency",
+            Metric::Ttfb => "time_to_first_byte",
         }
     }
 
@@ -114,6 +151,7 @@ impl Metric {
             Metric::Ttft => "ttft",
             Metric::Itl => "itl",
             Metric::E2e => "e2e",
+            Metric::Ttfb => "ttfb",
         }
     }
 
@@ -124,6 +162,7 @@ impl Metric {
             Metric::Ttft => r.ttft_rx,
             Metric::Itl => None,
             Metric::E2e => r.e2e_rx,
+            Metric::Ttfb => r.ttfb_rx,
         }
     }
 
@@ -133,6 +172,7 @@ impl Metric {
             Metric::Ttft => r.ttft_ms,
             Metric::Itl => r.itl_ms,
             Metric::E2e => r.e2e_ms,
+            Metric::Ttfb => r.ttfb_ms,
         }
     }
 }
@@ -183,6 +223,16 @@ pub struct Figures {
     /// Completed requests not good for want of a value for a term, each as the CLI prints it
     /// (`no ITL (1 output token): 9`).
     pub no_value: Vec<String>,
+    /// Requests judged good, with SLOs.
+    pub good_requests: Option<u64>,
+    /// Of [`Figures::slo_misses`], the misses judged on a time that is only a bound on the
+    /// side that could turn them (the request may have met the term), by aiperf name.
+    pub uncertain_misses: BTreeMap<String, u64>,
+    /// Meets judged on such a bound (the request may have missed the term), by aiperf name.
+    pub uncertain_meets: BTreeMap<String, u64>,
+    /// How many requests truly met every term, at least and at most, given those
+    /// judgements (`summary.json`'s `good_requests_at_least`, `good_requests_at_most`).
+    pub good_range: Option<(u64, u64)>,
 }
 
 impl Run {
@@ -315,6 +365,10 @@ impl Run {
             };
             f.slo_misses = named(&t.misses);
             f.met_on_bound = named(&t.met_on_bound);
+            f.good_requests = Some(good);
+            f.uncertain_misses = named(&t.uncertain_misses);
+            f.uncertain_meets = named(&t.uncertain_meets);
+            f.good_range = Some((good - t.good_uncertain, good + t.not_good_uncertain));
             f.no_value = t
                 .no_value
                 .iter()
@@ -361,6 +415,12 @@ fn from_summary(f: &mut Figures, g: &serde_json::Value) {
     f.goodput = number("goodput");
     f.slo_misses = counts("misses_by_metric");
     f.met_on_bound = counts("met_on_bound");
+    f.good_requests = g.get("good_requests").and_then(Value::as_u64);
+    f.uncertain_misses = counts("uncertain_misses");
+    f.uncertain_meets = counts("uncertain_meets");
+    // An older canaryd's block has no range: none is shown, rather than one called exact.
+    let count = |k: &str| g.get(k).and_then(Value::as_u64);
+    f.good_range = count("good_requests_at_least").zip(count("good_requests_at_most"));
     f.no_value = g
         .get("no_value")
         .and_then(Value::as_array)
@@ -426,8 +486,16 @@ pub(crate) fn folder_name(dir: &Path) -> String {
 /// The core record goodput judges (only the fields SLOs read). Its token count rides in
 /// `chunks`: a response whose tokens all came in one read (ITL 0) is judged on the bound its
 /// count and e2e make, as summary.json judged it; without it, its 0 ms ITL met any ITL
-/// threshold and its missing per-user rate failed any rate one.
+/// threshold and its missing per-user rate failed any rate one. Its `rx` says which of its
+/// times are bounds, so a judgement on one is counted uncertain as summary.json counts it.
 fn as_record(r: &Request) -> RequestRecord {
+    let source = |k: Option<RxKind>| {
+        k.map(|k| match k {
+            RxKind::Kernel => RxSource::Kernel,
+            RxKind::KernelBound => RxSource::KernelBound,
+            RxKind::Userspace => RxSource::Userspace,
+        })
+    };
     RequestRecord {
         warmup: r.warmup,
         chunks: u32::try_from(r.output_tokens).unwrap_or(u32::MAX),
@@ -442,6 +510,13 @@ fn as_record(r: &Request) -> RequestRecord {
         itl_ms: r.itl_ms,
         e2e_ms: r.e2e_ms,
         output_tokens_per_s: r.tokens_per_s,
+        rx: r.token_events_bound.map(|token_events_bound| RxTiming {
+            head: source(r.ttfb_rx),
+            first_token: source(r.ttft_rx),
+            end: source(r.e2e_rx),
+            token_events_bound,
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -537,6 +612,9 @@ mod tests {
             "output_token_throughput_per_user:100",
             "output_token_throughput_per_user:1000 inter_token_latency:0.5",
             "time_to_second_token:5",
+            // Judgements on times that are bounds (these records have no `rx`: every time
+            // canaryd's read): counted uncertain, as summary.json counts them.
+            "time_to_first_token:5 inter_token_latency:1000",
         ] {
             let goodput: Goodput = slos.parse().unwrap();
             let mut agg = canary_core::Aggregator::new(goodput.clone());
@@ -557,6 +635,14 @@ mod tests {
             assert_eq!(f.slo_misses, want.misses_by_metric, "{slos}");
             let no_value: Vec<String> = want.no_value.iter().map(|n| n.to_string()).collect();
             assert_eq!(f.no_value, no_value, "{slos}");
+            assert_eq!(f.good_requests, Some(want.good_requests), "{slos}");
+            assert_eq!(f.uncertain_misses, want.uncertain_misses, "{slos}");
+            assert_eq!(f.uncertain_meets, want.uncertain_meets, "{slos}");
+            assert_eq!(
+                f.good_range,
+                want.good_requests_at_least.zip(want.good_requests_at_most),
+                "{slos}"
+            );
         }
         // The bounds decide: ITL 0.5 ms is met on the bound by 1 response, not known for the
         // other 7 (the old judgement called all 8 good, on a 0 ms ITL), and the rate floor of

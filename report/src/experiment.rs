@@ -169,7 +169,7 @@ fn is_plain_name(d: &str) -> bool {
 
 /// A JSON value as an error names it: `string "x"`, `number 3`, `an object`, `null`; a long
 /// one cut.
-fn json_kind(v: &Value) -> String {
+pub(crate) fn json_kind(v: &Value) -> String {
     let text = v.to_string();
     let text = match text.char_indices().nth(60) {
         Some((at, _)) => format!("{}…", &text[..at]),

@@ -2,14 +2,21 @@
 //! canaryd's canonical server signals ([`ServerSample`]).
 //!
 //! Names were taken from the captures in `shared/fixtures` (vLLM V0, llama.cpp), from the
-//! engines' documentation (SGLang production metrics, TGI metrics reference) and from the
-//! canaryd issue (vLLM V1, Dynamo frontend). Not confirmed against a live server here: the vLLM
-//! V1 names (no complete V1 capture exists), the Dynamo frontend names (its source builds them
-//! from a prefix at run time), `llamacpp:kv_cache_usage_ratio` (absent from the recent llama.cpp
-//! capture; older builds had it), SGLang's `sglang:inter_token_latency_seconds` and
-//! `sglang:num_retracted_requests_total` (its preemptions, from other projects' readers). An unknown
-//! engine still yields a sample whose canonical fields are empty; it records how many metric
-//! families the page had, but not the page itself (samples stay small whatever the engine).
+//! engines' documentation (SGLang production metrics, TGI metrics reference), from the engines'
+//! sources (TensorRT-LLM's `tensorrt_llm/metrics/collector.py`, Dynamo's
+//! `lib/runtime/src/metrics/prometheus_names.rs`, SGLang's `srt/metrics/collector.py`) and from
+//! the canaryd issue (vLLM V1). Not confirmed against a live server here: the vLLM V1 names (no
+//! complete V1 capture exists), the Dynamo frontend names (its source builds them from a prefix at
+//! run time), the TensorRT-LLM names, `llamacpp:kv_cache_usage_ratio` (absent from the recent
+//! llama.cpp capture; older builds had it), SGLang's `sglang:inter_token_latency_seconds`,
+//! `sglang:cached_tokens_total` and `sglang:num_retracted_requests_total` (its preemptions, from
+//! other projects' readers). An unknown engine still yields a sample whose canonical fields are
+//! empty; it records how many metric families the page had, but not the page itself (samples
+//! stay small whatever the engine).
+//!
+//! Only what a name truly measures is mapped: a gauge whose mean over a run is not the run's
+//! figure (SGLang's last-batch `cache_hit_rate`, Dynamo's `queued_requests`, which counts every
+//! request still awaiting its first token, prefill included) is left out rather than shown as one.
 
 use std::sync::Arc;
 
@@ -24,12 +31,26 @@ use crate::ring::Stamped;
 /// Detects the engine from the families present.
 fn detect(scrape: &Scrape) -> Engine {
     let has_prefix = |p: &str| scrape.families.iter().any(|f| f.name.starts_with(p));
+    let has = |n: &str| scrape.family(n).is_some();
     if has_prefix("dynamo_frontend_") {
         Engine::Dynamo
     } else if has_prefix("vllm:") {
-        let v0 = scrape.family("vllm:gpu_cache_usage_perc").is_some()
-            || scrape.family("vllm:num_requests_swapped").is_some();
-        if v0 {
+        // Early V1 builds kept V0's `gpu_cache_usage_perc`, but only V1 counts prefix-cache
+        // queries: a page with those counters is V1 (its hit rate exact, from them).
+        let v1_counters = [
+            "vllm:prefix_cache_queries_total",
+            "vllm:gpu_prefix_cache_queries_total",
+        ]
+        .iter()
+        .any(|n| scrape.samples(n).next().is_some());
+        let v0 = [
+            "vllm:gpu_cache_usage_perc",
+            "vllm:num_requests_swapped",
+            "vllm:gpu_prefix_cache_hit_rate",
+        ]
+        .iter()
+        .any(|n| has(n));
+        if v0 && !v1_counters {
             Engine::VllmV0
         } else {
             Engine::VllmV1
@@ -40,6 +61,9 @@ fn detect(scrape: &Scrape) -> Engine {
         Engine::Tgi
     } else if has_prefix("llamacpp:") {
         Engine::LlamaCpp
+    } else if has_prefix("trtllm_") {
+        // `trtllm-serve`'s own page, or a Dynamo worker's (which passes these names through).
+        Engine::TensorrtLlm
     } else {
         Engine::Unknown
     }
@@ -47,11 +71,13 @@ fn detect(scrape: &Scrape) -> Engine {
 
 fn names(engine: Engine) -> &'static Names {
     match engine {
-        Engine::VllmV1 | Engine::VllmV0 => &VLLM,
+        Engine::VllmV1 => &VLLM_V1,
+        Engine::VllmV0 => &VLLM_V0,
         Engine::Sglang => &SGLANG,
         Engine::Dynamo => &DYNAMO,
         Engine::Tgi => &TGI,
         Engine::LlamaCpp => &LLAMACPP,
+        Engine::TensorrtLlm => &TRTLLM,
         Engine::Unknown => &UNKNOWN,
     }
 }
@@ -62,10 +88,12 @@ pub(crate) fn read_by_some_engine(name: &str) -> bool {
     static READ: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
         std::sync::OnceLock::new();
     let read = READ.get_or_init(|| {
-        [&VLLM, &SGLANG, &DYNAMO, &TGI, &LLAMACPP, &UNKNOWN]
-            .iter()
-            .flat_map(|n| n.all())
-            .collect()
+        [
+            &VLLM_V1, &VLLM_V0, &SGLANG, &DYNAMO, &TGI, &LLAMACPP, &TRTLLM, &UNKNOWN,
+        ]
+        .iter()
+        .flat_map(|n| n.all())
+        .collect()
     });
     read.contains(name)
         || ["_bucket", "_sum", "_count", "_total", "_created"]
@@ -89,6 +117,8 @@ enum Prefix {
     HitsQueries(&'static [(&'static str, &'static str)]),
     /// `(cached, uncached)` prompt-token counters: queries = cached + uncached (llama.cpp).
     CachedUncached(&'static str, &'static str),
+    /// `(cached, all)` prompt-token counters: the cached ones among all (SGLang, TensorRT-LLM).
+    CachedOfTotal(&'static str, &'static str),
     /// Not exposed as counters.
     None,
 }
@@ -123,7 +153,7 @@ impl Names {
         };
         let prefix: Vec<&'static str> = match &self.prefix {
             Prefix::HitsQueries(pairs) => pairs.iter().flat_map(|(h, q)| [*h, *q]).collect(),
-            Prefix::CachedUncached(c, u) => vec![*c, *u],
+            Prefix::CachedUncached(c, u) | Prefix::CachedOfTotal(c, u) => vec![*c, *u],
             Prefix::None => Vec::new(),
         };
         [
@@ -149,11 +179,25 @@ impl Names {
     }
 }
 
-static VLLM: Names = Names {
-    queue: &["vllm:num_requests_waiting"],
-    running: &["vllm:num_requests_running"],
-    kv: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
-    hit_rate_gauge: &["vllm:gpu_prefix_cache_hit_rate"],
+// The names vLLM's V0 and V1 engines share.
+const VLLM_QUEUE: &[&str] = &["vllm:num_requests_waiting"];
+const VLLM_RUNNING: &[&str] = &["vllm:num_requests_running"];
+const VLLM_KV: &[&str] = &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
+const VLLM_TTFT: &[&str] = &["vllm:time_to_first_token_seconds"];
+const VLLM_ITL: &[&str] = &[
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+];
+const VLLM_E2E: &[&str] = &["vllm:e2e_request_latency_seconds"];
+const VLLM_QUEUE_TIME: &[&str] = &["vllm:request_queue_time_seconds"];
+const VLLM_PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
+const VLLM_SWAPPED: &[&str] = &["vllm:num_requests_swapped"];
+const VLLM_PREFILL_TIME: &[&str] = &["vllm:request_prefill_time_seconds"];
+const VLLM_DECODE_TIME: &[&str] = &["vllm:request_decode_time_seconds"];
+
+/// vLLM V1: its prefix cache counted (hits and queries, exact over a run); no hit-rate gauge.
+static VLLM_V1: Names = Names {
+    hit_rate_gauge: &[],
     prefix: Prefix::HitsQueries(&[
         (
             "vllm:prefix_cache_hits_total",
@@ -164,34 +208,57 @@ static VLLM: Names = Names {
             "vllm:gpu_prefix_cache_queries_total",
         ),
     ]),
+    queue: VLLM_QUEUE,
+    running: VLLM_RUNNING,
+    kv: VLLM_KV,
     prompt: Tokens::Counter("vllm:prompt_tokens_total"),
     generation: Tokens::Counter("vllm:generation_tokens_total"),
-    ttft: &["vllm:time_to_first_token_seconds"],
-    itl: &[
-        "vllm:inter_token_latency_seconds",
-        "vllm:time_per_output_token_seconds",
-    ],
-    e2e: &["vllm:e2e_request_latency_seconds"],
-    queue_time: &["vllm:request_queue_time_seconds"],
-    preemptions: &["vllm:num_preemptions_total"],
-    swapped: &["vllm:num_requests_swapped"],
-    prefill_time: &["vllm:request_prefill_time_seconds"],
-    decode_time: &["vllm:request_decode_time_seconds"],
+    ttft: VLLM_TTFT,
+    itl: VLLM_ITL,
+    e2e: VLLM_E2E,
+    queue_time: VLLM_QUEUE_TIME,
+    preemptions: VLLM_PREEMPTIONS,
+    swapped: VLLM_SWAPPED,
+    prefill_time: VLLM_PREFILL_TIME,
+    decode_time: VLLM_DECODE_TIME,
+};
+
+/// vLLM V0: its prefix cache only as a gauge (a hit rate since the server started, not the run's).
+static VLLM_V0: Names = Names {
+    queue: VLLM_QUEUE,
+    running: VLLM_RUNNING,
+    kv: VLLM_KV,
+    hit_rate_gauge: &["vllm:gpu_prefix_cache_hit_rate"],
+    prefix: Prefix::None,
+    prompt: Tokens::Counter("vllm:prompt_tokens_total"),
+    generation: Tokens::Counter("vllm:generation_tokens_total"),
+    ttft: VLLM_TTFT,
+    itl: VLLM_ITL,
+    e2e: VLLM_E2E,
+    queue_time: VLLM_QUEUE_TIME,
+    preemptions: VLLM_PREEMPTIONS,
+    swapped: VLLM_SWAPPED,
+    prefill_time: VLLM_PREFILL_TIME,
+    decode_time: VLLM_DECODE_TIME,
 };
 
 static SGLANG: Names = Names {
     queue: &["sglang:num_queue_reqs"],
     running: &["sglang:num_running_reqs"],
     kv: &["sglang:token_usage"],
-    hit_rate_gauge: &["sglang:cache_hit_rate"],
-    prefix: Prefix::None,
+    // Not `sglang:cache_hit_rate`: SGLang sets it to the last prefill batch's rate and to 0 at
+    // every decode log (scheduler_metrics_mixin.py), so its mean over scrapes is no hit rate.
+    // Its counters, added per finished request (collector.py `observe_one_finished_request`),
+    // give the run's: cached prompt tokens (one series per `cache_source` in newer builds) among
+    // all prompt tokens.
+    hit_rate_gauge: &[],
+    prefix: Prefix::CachedOfTotal("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
     prompt: Tokens::Counter("sglang:prompt_tokens_total"),
     generation: Tokens::Counter("sglang:generation_tokens_total"),
     ttft: &["sglang:time_to_first_token_seconds"],
-    itl: &[
-        "sglang:inter_token_latency_seconds",
-        "sglang:time_per_output_token_seconds",
-    ],
+    // Per token gap. Not `sglang:time_per_output_token_seconds`: older builds observe at every
+    // chunk the request's running mean since its first token, neither a gap nor one per request.
+    itl: &["sglang:inter_token_latency_seconds"],
     e2e: &["sglang:e2e_request_latency_seconds"],
     queue_time: &["sglang:queue_time_seconds"],
     preemptions: &["sglang:num_retracted_requests_total"],
@@ -201,8 +268,12 @@ static SGLANG: Names = Names {
 };
 
 static DYNAMO: Names = Names {
-    queue: &["dynamo_frontend_queued_requests"],
-    // In-flight counts every request from arrival to the end of its response, queued included.
+    // Not `dynamo_frontend_queued_requests`: it counts every request awaiting its first response
+    // (prometheus_names.rs), prefill included, so it is no queue; the KV router's scheduler queue
+    // is one (present only where that router queues).
+    queue: &["dynamo_frontend_router_queue_pending_requests"],
+    // In-flight counts every request from arrival to the end of its response, waiting and
+    // prefilling ones included: an upper bound of those running (`Engine::running_is_in_flight`).
     running: &["dynamo_frontend_inflight_requests"],
     kv: &[],
     hit_rate_gauge: &[],
@@ -229,7 +300,8 @@ static TGI: Names = Names {
     generation: Tokens::HistogramSum("tgi_request_generated_tokens"),
     // TGI has no time-to-first-token histogram.
     ttft: &[],
-    // A histogram of each request's mean time per token, not of every gap.
+    // A histogram of each request's mean time per token, not of every gap
+    // (`Engine::itl_is_request_mean`).
     itl: &["tgi_request_mean_time_per_token_duration"],
     e2e: &["tgi_request_duration"],
     queue_time: &["tgi_request_queue_duration"],
@@ -261,6 +333,34 @@ static LLAMACPP: Names = Names {
     decode_time: &[],
 };
 
+/// TensorRT-LLM's `trtllm-serve` (`tensorrt_llm/metrics/collector.py`, `MetricsCollector` with
+/// `metric_prefix = "trtllm_"`; labels `model_name`, `engine_type`); a Dynamo worker passes the
+/// same names through. Latencies are in seconds; `kv_cache_utilization` is used / max blocks
+/// (0..=1). Per-request figures are observed when a request finishes.
+static TRTLLM: Names = Names {
+    queue: &["trtllm_num_requests_waiting"],
+    running: &["trtllm_num_requests_running"],
+    kv: &["trtllm_kv_cache_utilization"],
+    // Not `trtllm_kv_cache_hit_rate`: the executor's own block-reuse rate, not the run's; the
+    // prompt-token counters below are.
+    hit_rate_gauge: &[],
+    prefix: Prefix::CachedOfTotal(
+        "trtllm_prompt_cached_tokens_total",
+        "trtllm_prompt_tokens_total",
+    ),
+    prompt: Tokens::Counter("trtllm_prompt_tokens_total"),
+    generation: Tokens::Counter("trtllm_generation_tokens_total"),
+    ttft: &["trtllm_time_to_first_token_seconds"],
+    // One observation per request (its TPOT), not per gap (`Engine::itl_is_request_mean`).
+    itl: &["trtllm_time_per_output_token_seconds"],
+    e2e: &["trtllm_e2e_request_latency_seconds"],
+    queue_time: &["trtllm_request_queue_time_seconds"],
+    preemptions: &[],
+    swapped: &[],
+    prefill_time: &["trtllm_request_prefill_time_seconds"],
+    decode_time: &["trtllm_request_decode_time_seconds"],
+};
+
 static UNKNOWN: Names = Names {
     queue: &[],
     running: &[],
@@ -279,6 +379,34 @@ static UNKNOWN: Names = Names {
     decode_time: &[],
 };
 
+#[cfg(test)]
+mod tables {
+    use super::*;
+
+    const ENGINES: [Engine; 8] = [
+        Engine::VllmV1,
+        Engine::VllmV0,
+        Engine::Sglang,
+        Engine::Dynamo,
+        Engine::Tgi,
+        Engine::LlamaCpp,
+        Engine::TensorrtLlm,
+        Engine::Unknown,
+    ];
+
+    // summary.json says what a hit rate is from the engine alone (`Engine::hit_rate_from_counters`):
+    // each table must read it from counters or from a gauge, never both.
+    #[test]
+    fn a_hit_rate_comes_from_counters_or_a_gauge_as_the_engine_says() {
+        for e in ENGINES {
+            let n = names(e);
+            let counters = !matches!(n.prefix, Prefix::None);
+            assert_eq!(counters, e.hit_rate_from_counters(), "{e:?}");
+            assert!(!counters || n.hit_rate_gauge.is_empty(), "{e:?} reads both");
+        }
+    }
+}
+
 /// One scrape of the server's `/metrics`, mapped onto canonical signals. Gauges are summed
 /// over label sets (several models or data-parallel engines add up); histograms are merged.
 #[derive(Debug, Clone, Default)]
@@ -289,7 +417,8 @@ pub struct ServerSample {
     pub engine: Option<Engine>,
     /// Requests waiting in the server's queue.
     pub queue_depth: Option<f64>,
-    /// Requests being processed (in the running batch).
+    /// Requests being processed: in the running batch, or for Dynamo's frontend every request
+    /// in flight, waiting ones included (`Engine::running_is_in_flight`).
     pub running_requests: Option<f64>,
     /// KV-cache usage, 0..=1: the mean over label sets (data-parallel ranks), the pool's
     /// share in use.
@@ -297,7 +426,7 @@ pub struct ServerSample {
     /// KV-cache usage of the fullest label set (rank), 0..=1: a rank at 0.95 beside one at
     /// 0.05 is full, though the mean reads 0.5.
     pub kv_cache_usage_max: Option<f64>,
-    /// The engine's own prefix-cache hit-rate gauge, 0..=1 (vLLM V0, SGLang); `None` when the
+    /// The engine's own prefix-cache hit-rate gauge, 0..=1 (vLLM V0); `None` when the
     /// engine reports "no data" (-1).
     pub prefix_cache_hit_rate_gauge: Option<f64>,
     /// Cumulative prefix-cache hits (tokens or blocks, as the engine counts them).
@@ -709,7 +838,12 @@ impl ServerSample {
                 series.prefix_queries.extend(uncached);
                 (total(&series.prefix_hits), total(&series.prefix_queries))
             }
-            Prefix::CachedUncached(..) | Prefix::None => (None, None),
+            Prefix::CachedOfTotal(c, t) if present(c) && present(t) => {
+                series.prefix_hits = counter_series(s, c, out, merged);
+                series.prefix_queries = counter_series(s, t, out, merged);
+                (total(&series.prefix_hits), total(&series.prefix_queries))
+            }
+            Prefix::CachedUncached(..) | Prefix::CachedOfTotal(..) | Prefix::None => (None, None),
         };
         let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt, out, merged);
         let (prompt_tokens_total, prompt_series) =
@@ -828,12 +962,15 @@ impl ServerRates {
     }
 }
 
-/// The label naming the model on an engine's page: vLLM's and SGLang's `model_name` (the
-/// captures; SGLang's production-metrics docs), the Dynamo frontend's `model` (Dynamo's
-/// metrics guide). TGI and llama.cpp serve one model and label none.
+/// The label naming the model on an engine's page: vLLM's, SGLang's and TensorRT-LLM's
+/// `model_name` (the captures; SGLang's production-metrics docs; TensorRT-LLM's metrics
+/// collector), the Dynamo frontend's `model` (Dynamo's metrics guide). TGI and llama.cpp
+/// serve one model and label none.
 fn model_label(engine: Engine) -> Option<&'static str> {
     match engine {
-        Engine::VllmV1 | Engine::VllmV0 | Engine::Sglang => Some("model_name"),
+        Engine::VllmV1 | Engine::VllmV0 | Engine::Sglang | Engine::TensorrtLlm => {
+            Some("model_name")
+        }
         Engine::Dynamo => Some("model"),
         Engine::Tgi | Engine::LlamaCpp | Engine::Unknown => None,
     }

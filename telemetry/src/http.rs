@@ -4,12 +4,13 @@
 
 mod ended;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use canary_core::redact_url;
+use canary_core::InterimCount;
 use canary_core::MonoTime;
 use http::{header, Request, Uri};
 use http_body_util::{BodyExt, Empty, Limited};
@@ -18,7 +19,6 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +27,8 @@ use crate::source::{SharedState, SourceState};
 /// The largest `/metrics` body accepted; a vLLM page with many models is a few hundred KiB.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
 
-/// Interim (1xx) responses a scrape takes before its final one: the replay's cap too.
+/// Interim (1xx) responses a scrape takes before its final one: the replay's cap too, kept
+/// by the same count (canary-core's `InterimCount`).
 pub use canary_core::MAX_INTERIM;
 
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words as the target's
@@ -360,16 +361,12 @@ impl Endpoint {
                 source: e.into(),
             })?;
         // Past the cap the response's future is dropped, and hyper closes the connection.
-        let interim = Arc::new((AtomicU32::new(0), Notify::new()));
+        let interim = Arc::new(InterimCount::default());
         let counter = interim.clone();
-        hyper::ext::on_informational(&mut req, move |_| {
-            if counter.0.fetch_add(1, Ordering::Relaxed) == MAX_INTERIM {
-                counter.1.notify_one();
-            }
-        });
+        hyper::ext::on_informational(&mut req, move |_| counter.count());
         let resp = tokio::select! {
             r = sender.send_request(req) => r,
-            () = interim.1.notified() => {
+            () = interim.over_cap() => {
                 return Err(ScrapeError::Interim {
                     url: url(),
                     max: MAX_INTERIM,

@@ -394,7 +394,10 @@ impl TelemetryObserver {
             Some(from) => server.summary_within(from, to),
             None => server.summary(t0, to),
         };
-        if section.itl_s.is_some() {
+        // A per-gap server ITL is paired with the client's gaps; a per-request mean (TGI,
+        // TensorRT-LLM) is not: its comparable figure is the client's per-request ITL.
+        let per_gap = section.engine.is_some_and(|e| !e.itl_is_request_mean());
+        if section.itl_s.is_some() && per_gap {
             section.client_inter_chunk_latency_ms =
                 summary.metrics.get("inter_chunk_latency").cloned();
         }

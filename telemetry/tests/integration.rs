@@ -5,6 +5,7 @@
 mod macros;
 
 mod dcgm;
+mod engine_detection;
 mod engines;
 mod fixtures;
 mod fuzz;

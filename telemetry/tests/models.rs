@@ -86,9 +86,9 @@ fn a_page_of_one_model_is_read_whatever_its_name() {
 #[test]
 fn the_dynamo_frontend_is_read_by_its_model_label() {
     let page = concat!(
-        "# TYPE dynamo_frontend_queued_requests gauge\n",
-        "dynamo_frontend_queued_requests{model=\"m\"} 0\n",
-        "dynamo_frontend_queued_requests{model=\"other\"} 7\n",
+        "# TYPE dynamo_frontend_router_queue_pending_requests gauge\n",
+        "dynamo_frontend_router_queue_pending_requests{model=\"m\"} 0\n",
+        "dynamo_frontend_router_queue_pending_requests{model=\"other\"} 7\n",
         "# TYPE dynamo_frontend_inflight_requests gauge\n",
         "dynamo_frontend_inflight_requests{model=\"m\"} 2\n",
         "dynamo_frontend_inflight_requests{model=\"other\"} 9\n",

@@ -19,12 +19,42 @@ pub enum Engine {
     Sglang,
     /// NVIDIA Dynamo's HTTP frontend (`dynamo_frontend_*`), e.g. in front of TensorRT-LLM.
     Dynamo,
+    /// TensorRT-LLM's own `trtllm-serve` (`trtllm_*`), or a Dynamo worker passing its names on.
+    TensorrtLlm,
     /// Hugging Face text-generation-inference (`tgi_*`).
     Tgi,
     /// llama.cpp's `llama-server --metrics` (`llamacpp:*`).
     LlamaCpp,
     /// None of the above: raw samples only.
     Unknown,
+}
+
+impl Engine {
+    /// Whether the engine's server ITL histogram holds one observation per request, that
+    /// request's mean time per output token (TGI's `tgi_request_mean_time_per_token_duration`,
+    /// TensorRT-LLM's `trtllm_time_per_output_token_seconds`), not one per token gap. Its
+    /// comparable client figure is then the per-request ITL, not the inter-chunk gaps, and its
+    /// percentiles are of per-request means (a p99 far below the gaps' p99).
+    pub fn itl_is_request_mean(self) -> bool {
+        matches!(self, Engine::Tgi | Engine::TensorrtLlm)
+    }
+
+    /// Whether the run's prefix-cache hit rate comes from counters (hits and lookups, or cached
+    /// and all prompt tokens): exact over the run's window. vLLM V0 has only a gauge of its hit
+    /// rate since the server started, whose mean over the scrapes is an estimate.
+    pub fn hit_rate_from_counters(self) -> bool {
+        matches!(
+            self,
+            Engine::VllmV1 | Engine::Sglang | Engine::LlamaCpp | Engine::TensorrtLlm
+        )
+    }
+
+    /// Whether the engine's running-requests gauge counts every request in flight, waiting and
+    /// prefilling ones included (Dynamo's `dynamo_frontend_inflight_requests`): an upper bound
+    /// of those in the running batch.
+    pub fn running_is_in_flight(self) -> bool {
+        matches!(self, Engine::Dynamo)
+    }
 }
 
 /// What one histogram's delta over a run says, in the histogram's unit (seconds for
@@ -108,7 +138,9 @@ impl Serialize for GaugeStats {
 }
 
 /// What the server's `/metrics` said about one run: `summary.json`'s `server` section.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// Serialized with what the engine's figures are (`itl_observation`, `running_requests_counts`,
+/// `prefix_cache_hit_rate_kind`), which depends on the engine, beside them.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunServerSummary {
     /// The engine detected.
     pub engine: Option<Engine>,
@@ -119,7 +151,6 @@ pub struct RunServerSummary {
     /// backwards more than once in the run (the URL likely reaches more than one server
     /// process; token counts, preemptions, the counters' prefix-cache hit rate and latency
     /// histograms are withheld, and this says so).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Scrapes in the window (including the bounding ones).
     pub scrapes: usize,
@@ -127,47 +158,181 @@ pub struct RunServerSummary {
     pub window_s: f64,
     /// Server-side time to first token, seconds.
     pub ttft_s: Option<LatencyEstimate>,
-    /// Server-side inter-token latency, seconds: one observation per token after the first.
+    /// Server-side inter-token latency, seconds: one observation per token gap (vLLM, SGLang,
+    /// Dynamo), or one per request, its mean time per token, where
+    /// [`Engine::itl_is_request_mean`] (TGI, TensorRT-LLM). `itl_observation` says which.
     pub itl_s: Option<LatencyEstimate>,
-    /// Beside it, the client's comparable figure, ms: every gap between token-bearing chunks
-    /// (`inter_chunk_latency`), not the per-request ITL, which is a mean per request. Absent
-    /// when the client saw no gap or the server exposed no ITL histogram.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Beside a per-gap server ITL, the client's comparable figure, ms: every gap between
+    /// token-bearing chunks (`inter_chunk_latency`), not the per-request ITL, which is a mean
+    /// per request. Absent when the client saw no gap, the server exposed no ITL histogram, or
+    /// its ITL is a mean per request (then the client's per-request ITL is the comparable one).
     pub client_inter_chunk_latency_ms: Option<Stats>,
     /// Server-side end-to-end latency, seconds.
     pub e2e_s: Option<LatencyEstimate>,
     /// Server-side time in queue, seconds.
     pub queue_time_s: Option<LatencyEstimate>,
     /// Server-side prefill time (admitted → first token), seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_time_s: Option<LatencyEstimate>,
     /// Server-side decode time (first token → last token), seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_time_s: Option<LatencyEstimate>,
     /// Requests the engine preempted during the run (vLLM's `num_preemptions_total`
     /// delta): KV-cache pressure.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<f64>,
     /// Requests swapped out to CPU memory (vLLM V0's `num_requests_swapped`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub requests_swapped: Option<GaugeStats>,
     /// Prompt tokens the server processed during the run.
     pub prompt_tokens: Option<f64>,
     /// Tokens the server generated during the run.
     pub generation_tokens: Option<f64>,
-    /// Requests waiting.
+    /// Requests waiting in the engine's queue (for Dynamo, its KV router's queue: its
+    /// `queued_requests` counts every request awaiting its first token, prefill included).
     pub queue_depth: Option<GaugeStats>,
-    /// Requests running.
+    /// Requests running: in the running batch, or for Dynamo every request in flight
+    /// ([`Engine::running_is_in_flight`]); `running_requests_counts` says which.
     pub running_requests: Option<GaugeStats>,
     /// KV-cache usage, 0..=1.
     pub kv_cache_usage: Option<GaugeStats>,
-    /// Prefix-cache hits / lookups over the run (from counters), else the mean of the
-    /// engine's own hit-rate gauge.
+    /// Prefix-cache hits / lookups over the run (from counters: exact), else the mean of the
+    /// engine's own hit-rate gauge (vLLM V0: an estimate); `prefix_cache_hit_rate_kind` says
+    /// which ([`Engine::hit_rate_from_counters`]).
     pub prefix_cache_hit_rate: Option<f64>,
     /// The client's figures against the server's: made only over the same number of
     /// requests, else withheld with both counts. Absent until compared.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
+}
+
+impl RunServerSummary {
+    /// Whether the server's ITL is one mean per request (see [`Engine::itl_is_request_mean`]).
+    fn itl_is_request_mean(&self) -> bool {
+        self.engine.is_some_and(Engine::itl_is_request_mean)
+    }
+
+    /// The client's figure (a `RunSummary::metrics` key) the server's ITL compares with: the
+    /// gaps between token-bearing chunks (`inter_chunk_latency`) for a per-gap server ITL, the
+    /// per-request ITL (`inter_token_latency`) for a per-request mean.
+    pub fn itl_client_metric(&self) -> &'static str {
+        match self.itl_is_request_mean() {
+            true => "inter_token_latency",
+            false => "inter_chunk_latency",
+        }
+    }
+
+    /// The run table's label for the server's ITL, printed under [`Self::itl_client_metric`]'s row.
+    pub fn itl_label(&self) -> &'static str {
+        match self.itl_is_request_mean() {
+            true => "  server ITL (ms, mean per request, /metrics)",
+            false => "  server ITL (ms, /metrics)",
+        }
+    }
+}
+
+impl Serialize for RunServerSummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Every field named: one added to the struct fails to build until it is written here.
+        let RunServerSummary {
+            engine,
+            metric_families,
+            note,
+            scrapes,
+            window_s,
+            ttft_s,
+            itl_s,
+            client_inter_chunk_latency_ms,
+            e2e_s,
+            queue_time_s,
+            prefill_time_s,
+            decode_time_s,
+            preemptions,
+            requests_swapped,
+            prompt_tokens,
+            generation_tokens,
+            queue_depth,
+            running_requests,
+            kv_cache_usage,
+            prefix_cache_hit_rate,
+            comparison,
+        } = self;
+        // What each engine-dependent figure is, said only beside a figure.
+        let known = |present: bool| engine.filter(|e| present && *e != Engine::Unknown);
+        let itl_observation = known(itl_s.is_some()).map(|e| match e.itl_is_request_mean() {
+            true => "request_mean",
+            false => "token_gap",
+        });
+        let running_requests_counts =
+            known(running_requests.is_some()).map(|e| match e.running_is_in_flight() {
+                true => "in_flight",
+                false => "in_batch",
+            });
+        let prefix_cache_hit_rate_kind =
+            known(prefix_cache_hit_rate.is_some()).map(|e| match e.hit_rate_from_counters() {
+                true => "exact",
+                false => "estimate",
+            });
+        #[derive(Serialize)]
+        struct Out<'a> {
+            engine: Option<&'a Engine>,
+            metric_families: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            note: Option<&'a String>,
+            scrapes: usize,
+            window_s: f64,
+            ttft_s: Option<&'a LatencyEstimate>,
+            itl_s: Option<&'a LatencyEstimate>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            itl_observation: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            client_inter_chunk_latency_ms: Option<&'a Stats>,
+            e2e_s: Option<&'a LatencyEstimate>,
+            queue_time_s: Option<&'a LatencyEstimate>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            prefill_time_s: Option<&'a LatencyEstimate>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            decode_time_s: Option<&'a LatencyEstimate>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            preemptions: Option<&'a f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            requests_swapped: Option<&'a GaugeStats>,
+            prompt_tokens: Option<&'a f64>,
+            generation_tokens: Option<&'a f64>,
+            queue_depth: Option<&'a GaugeStats>,
+            running_requests: Option<&'a GaugeStats>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            running_requests_counts: Option<&'static str>,
+            kv_cache_usage: Option<&'a GaugeStats>,
+            prefix_cache_hit_rate: Option<&'a f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            prefix_cache_hit_rate_kind: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            comparison: Option<&'a Comparison>,
+        }
+        Out {
+            engine: engine.as_ref(),
+            metric_families: *metric_families,
+            note: note.as_ref(),
+            scrapes: *scrapes,
+            window_s: *window_s,
+            ttft_s: ttft_s.as_ref(),
+            itl_s: itl_s.as_ref(),
+            itl_observation,
+            client_inter_chunk_latency_ms: client_inter_chunk_latency_ms.as_ref(),
+            e2e_s: e2e_s.as_ref(),
+            queue_time_s: queue_time_s.as_ref(),
+            prefill_time_s: prefill_time_s.as_ref(),
+            decode_time_s: decode_time_s.as_ref(),
+            preemptions: preemptions.as_ref(),
+            requests_swapped: requests_swapped.as_ref(),
+            prompt_tokens: prompt_tokens.as_ref(),
+            generation_tokens: generation_tokens.as_ref(),
+            queue_depth: queue_depth.as_ref(),
+            running_requests: running_requests.as_ref(),
+            running_requests_counts,
+            kv_cache_usage: kv_cache_usage.as_ref(),
+            prefix_cache_hit_rate: prefix_cache_hit_rate.as_ref(),
+            prefix_cache_hit_rate_kind,
+            comparison: comparison.as_ref(),
+        }
+        .serialize(s)
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +353,80 @@ mod tests {
             serde_json::json!({"mean": 1.5, "mean_kind": "estimate", "max": 4.0,
                                "max_kind": "lower_bound", "samples": 12})
         );
+    }
+
+    // Audit F2-F4: summary.json said neither that TGI's ITL is one mean per request, nor that
+    // Dynamo's running requests include waiting ones, nor whether a hit rate was exact.
+    #[test]
+    fn the_server_section_says_what_the_engines_figures_are() {
+        let est = LatencyEstimate {
+            count: 3.0,
+            mean: Some(0.02),
+            p50: None,
+            p90: None,
+            p95: None,
+            p99: None,
+        };
+        let gauge = GaugeStats {
+            mean: 2.0,
+            max: 3.0,
+            samples: 4,
+        };
+        let json = |engine: Engine| {
+            let s = RunServerSummary {
+                engine: Some(engine),
+                itl_s: Some(est),
+                running_requests: Some(gauge),
+                prefix_cache_hit_rate: Some(0.5),
+                ..Default::default()
+            };
+            let v = serde_json::to_value(&s).unwrap();
+            let key = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+            (
+                key("itl_observation"),
+                key("running_requests_counts"),
+                key("prefix_cache_hit_rate_kind"),
+            )
+        };
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            json(Engine::Tgi),
+            (some("request_mean"), some("in_batch"), some("estimate"))
+        );
+        assert_eq!(
+            json(Engine::TensorrtLlm),
+            (some("request_mean"), some("in_batch"), some("exact"))
+        );
+        assert_eq!(
+            json(Engine::Dynamo),
+            (some("token_gap"), some("in_flight"), some("estimate"))
+        );
+        assert_eq!(
+            json(Engine::Sglang),
+            (some("token_gap"), some("in_batch"), some("exact"))
+        );
+        assert_eq!(json(Engine::VllmV0).2, some("estimate"));
+        assert_eq!(json(Engine::Unknown), (None, None, None));
+        // Said only beside a figure; the keys written before stay as they were.
+        let v = serde_json::to_value(RunServerSummary {
+            engine: Some(Engine::Tgi),
+            ..Default::default()
+        })
+        .unwrap();
+        for k in [
+            "itl_observation",
+            "running_requests_counts",
+            "prefix_cache_hit_rate_kind",
+            "note",
+            "comparison",
+            "client_inter_chunk_latency_ms",
+        ] {
+            assert!(v.get(k).is_none(), "{k}: {v}");
+        }
+        for k in ["engine", "itl_s", "queue_depth", "prefix_cache_hit_rate"] {
+            assert!(v.get(k).is_some(), "{k}: {v}");
+        }
+        assert_eq!(v["engine"], "tgi");
     }
 
     #[test]

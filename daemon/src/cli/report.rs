@@ -209,7 +209,7 @@ pub fn print_table(
         if let Some(server) = server {
             let beside = match key {
                 "time_to_first_token" => Some((&server.ttft_s, "  server TTFT (ms, /metrics)")),
-                "inter_chunk_latency" => Some((&server.itl_s, "  server ITL (ms, /metrics)")),
+                k if k == server.itl_client_metric() => Some((&server.itl_s, server.itl_label())),
                 "request_latency" => Some((&server.e2e_s, "  server e2e (ms, /metrics)")),
                 _ => None,
             };

@@ -5,6 +5,9 @@
 //! rhythm instead of firing every missed schedule as a burst. Waiting is done in short slices
 //! against the wall clock, because the monotonic clock stops while a machine is suspended.
 
+mod cron_schedule;
+
+pub use cron_schedule::{CronSchedule, DayRule};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +27,8 @@ pub enum Cadence {
     Cron {
         /// The expression with its seconds field (`0 */15 * * * *`).
         expr: String,
+        /// Its firings: with a crontab's rule for the two day fields when written with 5.
+        schedule: CronSchedule,
         /// Up to this much random delay before each run.
         jitter: Option<Duration>,
     },
@@ -194,8 +199,10 @@ fn crate_words(e: &cron::error::Error, full: &str, expr: &str) -> String {
 }
 
 impl Cadence {
-    /// A cron cadence. Five fields (`*/15 * * * *`) are read as minutes-first and get a
-    /// seconds field of 0; six or seven fields are passed to the `cron` crate as they are.
+    /// A cron cadence. Five fields (`*/15 * * * *`) are read as a crontab line: minutes
+    /// first, a seconds field of 0, weekdays 0 to 7, and a day matching either day field when
+    /// both restrict it ([`DayRule::Either`]). Six or seven fields are passed to the `cron`
+    /// crate as they are, with its numbering and its rule (a day must match both).
     pub fn cron(expr: &str, jitter: Option<Duration>) -> Result<Cadence, String> {
         let fields = expr.split_whitespace().count();
         let full = match fields {
@@ -223,20 +230,27 @@ impl Cadence {
                 ));
             }
         }
-        let schedule = cron::Schedule::from_str(&full).map_err(|e| {
-            format!(
-                "invalid cron expression {expr:?}: {}",
-                crate_words(&e, &full, expr)
-            )
-        })?;
+        // The whole expression first: the crate's complaints point into it as the user wrote it.
+        let schedule = cron::Schedule::from_str(&full)
+            .and_then(|_| CronSchedule::new(&full, DayRule::of(expr)))
+            .map_err(|e| {
+                format!(
+                    "invalid cron expression {expr:?}: {}",
+                    crate_words(&e, &full, expr)
+                )
+            })?;
         // `0 0 31 2 *` parses but matches no date (the crate searches up to 2100): a workload
         // that would silently never run.
-        if schedule.upcoming(chrono::Utc).next().is_none() {
+        if schedule.upcoming().next().is_none() {
             return Err(format!(
                 "cron expression {expr:?} never fires: no date from now on matches it"
             ));
         }
-        Ok(Cadence::Cron { expr: full, jitter })
+        Ok(Cadence::Cron {
+            expr: full,
+            schedule,
+            jitter,
+        })
     }
 
     /// The shortest time between two runs: the period, or for cron the shortest gap between
@@ -245,12 +259,8 @@ impl Cadence {
     pub fn shortest_gap(&self) -> Option<Duration> {
         match self {
             Cadence::Every { period, .. } => Some(*period),
-            Cadence::Cron { expr, .. } => {
-                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
-                let times: Vec<_> = schedule
-                    .upcoming(chrono::Utc)
-                    .take(CRON_GAPS_CHECKED + 1)
-                    .collect();
+            Cadence::Cron { schedule, .. } => {
+                let times: Vec<_> = schedule.upcoming().take(CRON_GAPS_CHECKED + 1).collect();
                 times
                     .windows(2)
                     .filter_map(|w| (w[1] - w[0]).to_std().ok())
@@ -275,12 +285,8 @@ impl Cadence {
                 None => now,
                 Some(prev) => later(prev, *period).clamp(now, later(now, *period)),
             },
-            Cadence::Cron { expr, .. } => {
-                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
-                let after = |t: SystemTime| {
-                    let t: chrono::DateTime<chrono::Utc> = t.into();
-                    schedule.after(&t).next().map(SystemTime::from)
-                };
+            Cadence::Cron { schedule, .. } => {
+                let after = |t: SystemTime| schedule.after(&t.into()).map(SystemTime::from);
                 // From now, so a missed tick is not retried; and after the clock steps back,
                 // not from the previous tick, which now lies ahead (an hour's step, an hour
                 // without runs). Yet never the previous tick again, when the step was shorter
@@ -303,7 +309,10 @@ impl Cadence {
             .unwrap_or_default();
         match self {
             Cadence::Every { period, .. } => format!("every {}{j}", human(*period)),
-            Cadence::Cron { expr, .. } => format!("cron {expr:?} UTC{j}"),
+            Cadence::Cron { expr, schedule, .. } => {
+                let days = schedule.day_rule().describe();
+                format!("cron {expr:?} UTC{days}{j}")
+            }
         }
     }
 }
@@ -320,11 +329,10 @@ impl Cadence {
             Cadence::Every { period, .. } => {
                 crate::instant::next_grid_instant(start, *period, from)
             }
-            Cadence::Cron { expr, .. } => {
-                let schedule = cron::Schedule::from_str(expr).expect("checked when built");
+            Cadence::Cron { schedule, .. } => {
                 // `after` is strict: from one ns before, so an instant on a firing is kept.
                 let from = chrono::DateTime::from_timestamp_nanos(start.max(from) - 1);
-                schedule.after(&from).next()?.timestamp_nanos_opt()
+                schedule.after(&from)?.timestamp_nanos_opt()
             }
         }
     }
@@ -637,12 +645,11 @@ mod tests {
     /// The weekdays (0 Sunday) of the next two weeks' firings of `expr`.
     fn weekdays_of(expr: &str) -> Vec<u32> {
         use chrono::Datelike;
-        let Cadence::Cron { expr: full, .. } = Cadence::cron(expr, None).unwrap() else {
+        let Cadence::Cron { schedule, .. } = Cadence::cron(expr, None).unwrap() else {
             unreachable!()
         };
-        let schedule = cron::Schedule::from_str(&full).unwrap();
         let mut days: Vec<u32> = schedule
-            .upcoming(chrono::Utc)
+            .upcoming()
             .take(14)
             .map(|t| t.weekday().num_days_from_sunday())
             .collect();
@@ -666,6 +673,168 @@ mod tests {
         assert_eq!(weekdays_of("0 9 * * *"), [0, 1, 2, 3, 4, 5, 6]);
         // Six fields keep the crate's numbering: 2-6 is Monday to Friday there.
         assert_eq!(weekdays_of("0 0 9 * * 2-6"), [1, 2, 3, 4, 5]);
+    }
+
+    /// The first `n` firings of `expr` after `from` (Unix s), as RFC 3339, each found by
+    /// `next_due` from the one before as the scheduler finds them.
+    fn firings(expr: &str, from: u64, n: usize) -> Vec<String> {
+        let c = Cadence::cron(expr, None).unwrap();
+        let mut due = c.next_due(t(from), None);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let at: chrono::DateTime<chrono::Utc> = due.into();
+            out.push(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            due = c.next_due(due, Some(due));
+        }
+        out
+    }
+
+    // A crontab fires a line restricting both day fields on a day matching either: `0 9 1 * 1`
+    // is the 1st of each month and every Monday. The cron crate wants both, and so ran it only
+    // on Mondays that are the 1st (2027-02-01, 2027-03-01, 2027-11-01). The dates below were
+    // computed apart from the crate, by a Python script matching each minute's `datetime`
+    // against the fields with Vixie cron's rule (a day field starting with `*` is unrestricted;
+    // both restricted: either matches). From Tuesday 2026-11-24 11:00 UTC: Mondays are Nov 30,
+    // Dec 7, 14, 21, 28, Jan 4; Dec 1 is a Tuesday, Jan 1 a Friday, Dec 13 a Sunday.
+    #[test]
+    fn five_fields_restricting_both_days_fire_on_either_as_a_crontab() {
+        const FROM: u64 = 1_795_518_000; // 2026-11-24T11:00:00Z, a Tuesday
+        for (expr, want) in [
+            (
+                "0 9 1 * 1",
+                &[
+                    "2026-11-30T09:00:00Z",
+                    "2026-12-01T09:00:00Z",
+                    "2026-12-07T09:00:00Z",
+                    "2026-12-14T09:00:00Z",
+                    "2026-12-21T09:00:00Z",
+                    "2026-12-28T09:00:00Z",
+                    "2027-01-01T09:00:00Z",
+                    "2027-01-04T09:00:00Z",
+                ][..],
+            ),
+            // The 13th or a Friday (Nov 27, Dec 4, 11, 18, 25; Dec 13 is a Sunday).
+            (
+                "30 6 13 * 5",
+                &[
+                    "2026-11-27T06:30:00Z",
+                    "2026-12-04T06:30:00Z",
+                    "2026-12-11T06:30:00Z",
+                    "2026-12-13T06:30:00Z",
+                    "2026-12-18T06:30:00Z",
+                    "2026-12-25T06:30:00Z",
+                ],
+            ),
+            // A range restricts: the first week, and every Sunday (Nov 29, Dec 6, 13, 20).
+            (
+                "0 0 1-7 * 0",
+                &[
+                    "2026-11-29T00:00:00Z",
+                    "2026-12-01T00:00:00Z",
+                    "2026-12-02T00:00:00Z",
+                    "2026-12-03T00:00:00Z",
+                    "2026-12-04T00:00:00Z",
+                    "2026-12-05T00:00:00Z",
+                    "2026-12-06T00:00:00Z",
+                    "2026-12-07T00:00:00Z",
+                    "2026-12-13T00:00:00Z",
+                    "2026-12-20T00:00:00Z",
+                ],
+            ),
+            // So does a stepped range: the 1st, 11th, 21st, 31st, or a Monday.
+            (
+                "0 0 1-31/10 * 1",
+                &[
+                    "2026-11-30T00:00:00Z",
+                    "2026-12-01T00:00:00Z",
+                    "2026-12-07T00:00:00Z",
+                    "2026-12-11T00:00:00Z",
+                    "2026-12-14T00:00:00Z",
+                    "2026-12-21T00:00:00Z",
+                ],
+            ),
+            // A field starting with `*` does not (Vixie cron): the 1st, 11th, 21st or 31st
+            // that is a Monday.
+            (
+                "0 0 */10 * 1",
+                &[
+                    "2026-12-21T00:00:00Z",
+                    "2027-01-11T00:00:00Z",
+                    "2027-02-01T00:00:00Z",
+                    "2027-03-01T00:00:00Z",
+                ],
+            ),
+            // The month still binds both: June 15th or a Saturday in June.
+            (
+                "0 12 15 6 6",
+                &[
+                    "2027-06-05T12:00:00Z",
+                    "2027-06-12T12:00:00Z",
+                    "2027-06-15T12:00:00Z",
+                    "2027-06-19T12:00:00Z",
+                    "2027-06-26T12:00:00Z",
+                    "2028-06-03T12:00:00Z",
+                ],
+            ),
+            // No 31st of February, but Mondays in it: the crate found no date and refused it.
+            (
+                "0 0 31 2 1",
+                &[
+                    "2027-02-01T00:00:00Z",
+                    "2027-02-08T00:00:00Z",
+                    "2027-02-15T00:00:00Z",
+                ],
+            ),
+            // One day field restricted: nothing to combine.
+            (
+                "0 9 1 * *",
+                &[
+                    "2026-12-01T09:00:00Z",
+                    "2027-01-01T09:00:00Z",
+                    "2027-02-01T09:00:00Z",
+                ],
+            ),
+            (
+                "0 9 * * 1",
+                &[
+                    "2026-11-30T09:00:00Z",
+                    "2026-12-07T09:00:00Z",
+                    "2026-12-14T09:00:00Z",
+                ],
+            ),
+            // Six fields are the crate's form and rule (2 is Monday there): both must match.
+            (
+                "0 0 9 1 * 2",
+                &[
+                    "2027-02-01T09:00:00Z",
+                    "2027-03-01T09:00:00Z",
+                    "2027-11-01T09:00:00Z",
+                ],
+            ),
+        ] {
+            assert_eq!(firings(expr, FROM, want.len()), want, "{expr}");
+        }
+        // A grid anchored at FROM takes the same firings.
+        let grid = Cadence::cron("0 9 1 * 1", None).unwrap();
+        let ns = |s: u64| s as i64 * 1_000_000_000;
+        let nov30 = ns(1_796_029_200); // 2026-11-30T09:00:00Z
+        assert_eq!(grid.next_on_grid(ns(FROM), ns(FROM)), Some(nov30));
+        assert_eq!(
+            grid.next_on_grid(ns(FROM), nov30 + 1),
+            Some(nov30 + ns(86_400))
+        );
+        // Jitter is held under the shortest gap: a Monday then a Tuesday the 1st (or a Sunday
+        // the 1st, then Monday), a day; a day that is both fires once, not twice at a gap of 0.
+        assert_eq!(grid.shortest_gap(), Some(Duration::from_secs(86_400)));
+        // Logs and check-config say which rule an expression restricting both days follows.
+        assert_eq!(
+            grid.describe(),
+            "cron \"0 0 9 1 * MON\" UTC (days matching the day of the month or the weekday)"
+        );
+        assert_eq!(
+            Cadence::cron("0 0 9 1 * 2", None).unwrap().describe(),
+            "cron \"0 0 9 1 * 2\" UTC (days matching both the day of the month and the weekday)"
+        );
     }
 
     #[test]

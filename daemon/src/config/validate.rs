@@ -183,6 +183,26 @@ fn baseline(b: raw::Baseline, src: &Source) -> Result<BaselineConfig, ConfigErro
     Ok(baseline)
 }
 
+/// The warning for a `baseline.min_runs` under [`SPREAD_MIN_RUNS`]: allowed (a new
+/// deployment compares sooner), but what it compares against says nothing of run-to-run
+/// variation.
+///
+/// [`SPREAD_MIN_RUNS`]: crate::judge::baseline::SPREAD_MIN_RUNS
+pub(super) fn baseline_warning(b: &BaselineConfig) -> Option<String> {
+    let needed = crate::judge::baseline::SPREAD_MIN_RUNS;
+    (b.min_runs < needed).then(|| {
+        format!(
+            "baseline.min_runs ({}) is below {needed}: the medians of fewer than {needed} \
+             baseline runs do not measure run-to-run variation (the MAD of one is 0, of two \
+             half their one difference), so until {needed} passing runs are stored a run that \
+             moved reads `insufficient` (the direction under `unconfirmed`), a `steady` says \
+             the runs it rests on, and a capacity or knee `fail` says its baseline measured no \
+             variation",
+            b.min_runs
+        )
+    })
+}
+
 /// `export.retention_runs`: at least what the baseline needs to compare at all.
 fn retention_runs(
     set: Option<toml::Spanned<usize>>,

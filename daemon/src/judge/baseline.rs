@@ -6,6 +6,15 @@
 //! and a median shift beyond `k_mad` × the MAD of the baseline runs' own medians, `min_shift`
 //! of the baseline median and `min_shift_ms`. `canaryd compare` judges two runs by the same
 //! rule.
+//!
+//! Below [`SPREAD_MIN_RUNS`] baseline runs (`min_runs` 1 or 2) the MAD term measures no
+//! run-to-run variation: the MAD of one median is 0 (the rule's floor, 0.1 % of the median,
+//! stands in), and of two it is half their one difference, whatever the runs' spread. A
+//! regression or improvement found against such a baseline then rests on the rank test alone,
+//! which takes one run's requests as independent (they share its batches and its moment on
+//! the server): the trend reads `insufficient`, the direction found kept as `unconfirmed`,
+//! as `canaryd compare` calls such a difference `unconfirmed`. A `steady` stands (as
+//! `compare`'s `no` does), said to rest on N run(s).
 
 use crate::config::BaselineConfig;
 use canary_core::compare::{self, ShiftRules};
@@ -39,10 +48,17 @@ impl Samples {
     }
 }
 
+/// The fewest baseline runs whose medians measure run-to-run variation: the MAD of one
+/// median is 0 and of two is half their one difference; of three it is the middle of three
+/// deviations, which one odd run cannot set.
+pub const SPREAD_MIN_RUNS: usize = 3;
+
 /// A run against its baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
-    /// `regressed` if any metric regressed, else `improved` if any improved, else `steady`.
+    /// `regressed` if any metric regressed, else `improved` if any improved, else `steady`;
+    /// `insufficient` below `min_runs`, and when what a metric showed is
+    /// [`Self::unconfirmed`].
     pub trend: Trend,
     /// Passing runs the baseline was built from.
     pub baseline_runs: usize,
@@ -52,6 +68,37 @@ pub struct Comparison {
     /// baseline run's: `new load: baseline starts again (load.osl.mean 16 → 64)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_load: Option<String>,
+    /// Set when a metric was judged against fewer than [`SPREAD_MIN_RUNS`] runs: `reference
+    /// is 1 run: run-to-run variation not measured`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_unmeasured: Option<String>,
+    /// The direction a metric judged against such a reference moved (`regressed`,
+    /// `improved`), not called real: the trend then reads `insufficient`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<Trend>,
+}
+
+impl Comparison {
+    /// The trend as the log says it: `steady`, or `insufficient (unconfirmed: regressed;
+    /// reference is 1 run: run-to-run variation not measured)`.
+    pub fn said(&self) -> String {
+        let notes: Vec<String> = self
+            .unconfirmed
+            .map(|t| format!("unconfirmed: {}", t.as_str()))
+            .into_iter()
+            .chain(self.spread_unmeasured.clone())
+            .collect();
+        match notes.is_empty() {
+            true => self.trend.as_str().to_string(),
+            false => format!("{} ({})", self.trend.as_str(), notes.join("; ")),
+        }
+    }
+}
+
+/// `reference is 1 run: run-to-run variation not measured` (or `2 runs`).
+fn spread_unmeasured_said(runs: usize) -> String {
+    let s = if runs == 1 { "" } else { "s" };
+    format!("reference is {runs} run{s}: run-to-run variation not measured")
 }
 
 /// Compares `current` with `baseline` (the last passing runs, newest first or any order).
@@ -64,6 +111,8 @@ pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) ->
             baseline_runs: runs,
             metrics: BTreeMap::new(),
             new_load: None,
+            spread_unmeasured: None,
+            unconfirmed: None,
         };
     }
     let rules = ShiftRules {
@@ -86,21 +135,41 @@ pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) ->
             metrics.insert(name.to_string(), shift);
         }
     }
-    let any = |t: Trend| metrics.values().any(|m| m.trend == t);
+    // A metric judged against fewer runs than measure their spread: its `steady` stands,
+    // its `regressed` or `improved` is not confirmed.
+    let thin = |m: &MetricShift| m.reference_runs.unwrap_or(0) < SPREAD_MIN_RUNS;
+    let any = |t: Trend, unmeasured: bool| {
+        metrics
+            .values()
+            .any(|m| m.trend == t && thin(m) == unmeasured)
+    };
+    let unconfirmed = [Trend::Regressed, Trend::Improved]
+        .into_iter()
+        .find(|&t| any(t, true));
     let trend = if metrics.is_empty() {
         Trend::Insufficient
-    } else if any(Trend::Regressed) {
+    } else if any(Trend::Regressed, false) {
         Trend::Regressed
-    } else if any(Trend::Improved) {
+    } else if any(Trend::Improved, false) {
         Trend::Improved
+    } else if unconfirmed.is_some() {
+        Trend::Insufficient
     } else {
         Trend::Steady
     };
+    let fewest = metrics
+        .values()
+        .filter(|m| thin(m))
+        .filter_map(|m| m.reference_runs)
+        .min();
     Comparison {
         trend,
         baseline_runs: runs,
         metrics,
         new_load: None,
+        spread_unmeasured: fewest.map(spread_unmeasured_said),
+        // Only when it is what the trend holds back: a confirmed regression says itself.
+        unconfirmed: unconfirmed.filter(|_| trend == Trend::Insufficient),
     }
 }
 
@@ -211,5 +280,50 @@ mod tests {
         assert_eq!(c.trend, Trend::Insufficient);
         assert_eq!(c.baseline_runs, 2);
         assert!(c.metrics.is_empty());
+    }
+
+    /// `min_runs = 1`: a 50 % slower run against one baseline run was `regressed`, though
+    /// the MAD of one run's median is the rule's floor (no run-to-run variation measured).
+    #[test]
+    fn a_shift_against_one_or_two_runs_is_unconfirmed_and_steady_stands() {
+        let cfg = BaselineConfig {
+            min_runs: 1,
+            ..cfg()
+        };
+        for n in [1, 2] {
+            let c = compare(&cfg, &baseline()[..n], &run(42, 1.5));
+            assert_eq!(c.trend, Trend::Insufficient, "{n}: {c:#?}");
+            assert_eq!(c.unconfirmed, Some(Trend::Regressed), "{n}: {c:#?}");
+            // The rule's answer per metric is kept, with its reference runs.
+            let ttft = &c.metrics["time_to_first_token"];
+            assert_eq!(ttft.trend, Trend::Regressed);
+            assert_eq!(ttft.reference_runs, Some(n));
+            let runs = if n == 1 { "1 run" } else { "2 runs" };
+            assert_eq!(
+                c.said(),
+                format!(
+                    "insufficient (unconfirmed: regressed; reference is {runs}: run-to-run \
+                     variation not measured)"
+                )
+            );
+            let c = compare(&cfg, &baseline()[..n], &run(43, 0.6));
+            assert_eq!(
+                (c.trend, c.unconfirmed),
+                (Trend::Insufficient, Some(Trend::Improved))
+            );
+            // The same distribution: steady stands, saying what it rests on.
+            let c = compare(&cfg, &baseline()[..n], &run(7, 1.0));
+            assert_eq!((c.trend, c.unconfirmed), (Trend::Steady, None), "{c:#?}");
+            assert!(
+                c.said().starts_with("steady (reference is "),
+                "{}",
+                c.said()
+            );
+        }
+        // From 3 runs on the spread is measured: a regression is one.
+        let c = compare(&cfg, &baseline()[..3], &run(42, 1.5));
+        assert_eq!((c.trend, c.unconfirmed), (Trend::Regressed, None));
+        assert_eq!(c.spread_unmeasured, None);
+        assert_eq!(c.said(), "regressed");
     }
 }

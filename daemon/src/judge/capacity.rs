@@ -132,9 +132,25 @@ impl CapacityBaseline {
                 rate(self.spread),
                 rate_below(below),
                 rate_below(self.fail_at_or_below),
-            )
+            ) + &spread_unmeasured(self.runs)
         })
     }
+}
+
+/// What a baseline-only `fail` rests on when its baseline holds fewer than
+/// [`crate::judge::baseline::SPREAD_MIN_RUNS`] runs: `; baseline of 1 run: run-to-run
+/// variation not measured (its ± is the bracket's or 0, the tolerance alone stands for it)`.
+/// The verdict stays `fail`: its bar is the user's tolerance below one figure per run, not a
+/// rank test over one run's requests taken as independent.
+pub fn spread_unmeasured(runs: usize) -> String {
+    if runs >= crate::judge::baseline::SPREAD_MIN_RUNS {
+        return String::new();
+    }
+    let s = if runs == 1 { "" } else { "s" };
+    format!(
+        "; baseline of {runs} run{s}: run-to-run variation not measured (the tolerance \
+         stands for it)"
+    )
 }
 
 /// The median of `v` (not empty).
@@ -192,5 +208,20 @@ mod tests {
         assert_eq!(CapacityBaseline::of(&base, 2, 0.1), None);
         let b = CapacityBaseline::of(&base, 1, 0.1).unwrap();
         assert_eq!((b.runs, b.capacity, b.spread), (1, 100.0, 12.5));
+        // A fail against one run says its bar measured no run-to-run variation.
+        let why = b.judge(&cap(Some(40.0), Some(50.0))).unwrap();
+        assert!(
+            why.ends_with(
+                "; baseline of 1 run: run-to-run variation not measured (the tolerance stands \
+                 for it)"
+            ),
+            "{why}"
+        );
+        let three = vec![cap(Some(100.0), Some(125.0)); 3];
+        let b = CapacityBaseline::of(&three, 1, 0.1).unwrap();
+        assert!(!b
+            .judge(&cap(Some(40.0), Some(50.0)))
+            .unwrap()
+            .contains("baseline of"));
     }
 }

@@ -200,7 +200,7 @@ impl KneeBaseline {
                 rate(self.spread),
                 k.label,
                 rate(self.fail_at_or_below),
-            )
+            ) + &crate::judge::capacity::spread_unmeasured(self.runs)
         })
     }
 }

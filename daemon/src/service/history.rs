@@ -962,7 +962,7 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("history values always serialize")
 }
 
-mod open_error;
+pub(crate) mod open_error;
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,9 @@
 //! One scheduled run of a workload: load and window the trace, build the target, replay with
 //! telemetry attached, keep per-request samples for the baseline, judge the verdict.
 //! Artifacts go to `<artifacts>/<workload>/<run-id>/`; an interrupted run still writes
-//! everything it measured, and its verdict is `error: interrupted`.
+//! everything it measured, and its verdict is `error: interrupted`. A run (a sweep's or a
+//! capacity search's too) a stop caught before its first measured request never started: a
+//! skip ([`Ran::NotStarted`]).
 
 use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
@@ -135,7 +137,7 @@ impl RunContext {
             return Ran::Finished(result);
         }
         if let Some(search) = workload.capacity {
-            capacity::run(
+            let stopped = capacity::run(
                 self,
                 config,
                 workload,
@@ -145,11 +147,14 @@ impl RunContext {
                 progress,
             )
             .await;
+            if let Some(why) = stopped {
+                return self.not_started(result, why);
+            }
             result.run.finished_unix_ms = crate::service::history::now_unix_ms();
             return Ran::Finished(result);
         }
         if let Some(spec) = &workload.sweep {
-            sweep::run(
+            let stopped = sweep::run(
                 self,
                 config,
                 workload,
@@ -159,6 +164,9 @@ impl RunContext {
                 progress,
             )
             .await;
+            if let Some(why) = stopped {
+                return self.not_started(result, why);
+            }
             result.run.finished_unix_ms = crate::service::history::now_unix_ms();
             return Ran::Finished(result);
         }
@@ -172,14 +180,8 @@ impl RunContext {
             .await
         {
             // Warm-up requests are not measured: a stop during the warm-up measured nothing.
-            Ok((judged, _))
-                if judged.outcome.interrupted && judged.outcome.summary.requests == 0 =>
-            {
-                let why = match workload.warmup_requests {
-                    0 => "before its first request",
-                    _ => "during its warm-up",
-                };
-                return Ran::NotStarted { result, why };
+            Ok((judged, _)) if measured_nothing(&judged.outcome) => {
+                return self.not_started(result, stopped_before_measuring(workload));
             }
             Ok((judged, samples)) => {
                 result.run.load = judged.info.plan.as_ref().map(crate::judge::load::of_plan);
@@ -190,15 +192,22 @@ impl RunContext {
                 result.outcome = Some(judged.outcome);
             }
             Err(e) if e.is::<StoppedLoading>() => {
-                return Ran::NotStarted {
-                    result,
-                    why: "while loading the trace",
-                };
+                return self.not_started(result, STOPPED_LOADING);
             }
             Err(e) => result.run.verdict = Verdict::error(format!("{e:#}")),
         }
         result.run.finished_unix_ms = crate::service::history::now_unix_ms();
         Ran::Finished(result)
+    }
+
+    /// A run a stop caught before its first measured request: a skip. The OTLP sink lets go
+    /// of the labels it kept for it (a skip is not exported), so a long-lived daemon does not
+    /// gather one per skip.
+    fn not_started(&self, result: RunResult, why: &'static str) -> Ran {
+        if let Some(otlp) = &self.otlp {
+            otlp.end_unexported(&result.run.id);
+        }
+        Ran::NotStarted { result, why }
     }
 
     /// The workload's plan for run `ids`, executed with its telemetry.
@@ -303,6 +312,23 @@ impl RunContext {
 #[derive(Debug, thiserror::Error)]
 #[error("stopped while loading the trace")]
 struct StoppedLoading;
+
+/// When a run that stopped while loading its trace stopped ([`Ran::NotStarted`]'s `why`).
+const STOPPED_LOADING: &str = "while loading the trace";
+
+/// Whether a replay a stop cut measured no request (warm-up requests are not measured).
+fn measured_nothing(outcome: &RunOutcome) -> bool {
+    outcome.interrupted && outcome.summary.requests == 0
+}
+
+/// When a replay of `w` a stop cut before its first measured request stopped: during its
+/// warm-up when it has one, else before its first request.
+fn stopped_before_measuring(w: &Workload) -> &'static str {
+    match w.warmup_requests {
+        0 => "before its first request",
+        _ => "during its warm-up",
+    }
+}
 
 /// Who a replay is: its run id (in its records and summary), the run id its OTLP export is
 /// labelled with (a capacity search's probes are exported as its one run), its folder.
@@ -537,5 +563,62 @@ mod tests {
         // A uniform sample of 0..20000 has about half its values above 10000.
         let upper = v.iter().filter(|x| **x >= 10_000.0).count();
         assert!((800..1200).contains(&upper), "{upper}");
+    }
+
+    /// A run a stop caught before its first measured request left its labels in the OTLP
+    /// sink's map of runs in flight (it is never exported, so never taken out): one entry per
+    /// skip for the daemon's life. Latency runs, sweeps and capacity searches alike, against
+    /// a real simulator on loopback.
+    #[tokio::test]
+    async fn a_run_not_started_leaves_no_labels_in_the_otlp_sink() {
+        let sim = canary_sim::spawn(canary_sim::Config::default())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A collector port nothing listens on: the exporter only queues.
+        let collector = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let text = format!(
+            "state_dir = {:?}\n[telemetry]\nnvml = false\nebpf = false\n\
+             [otlp]\nendpoint = \"http://127.0.0.1:{collector}\"\n\
+             [targets.t]\nurl = \"{}\"\nmodel = \"canary-sim\"\nmetrics_url = \"\"\n\
+             [workloads.latency]\ntarget = \"t\"\ntrace = \"bundled\"\nevery = \"1h\"\n\
+             [workloads.knee]\ntarget = \"t\"\nkind = \"sweep\"\ntrace = \"bundled\"\n\
+             every = \"1h\"\nsweep_concurrency = [2, 8]\n\
+             [workloads.capacity]\ntarget = \"t\"\nkind = \"capacity\"\nevery = \"1h\"\n\
+             request_rate = 5\nbenchmark_duration = \"2s\"\n\
+             slos = \"time_to_first_token:100\"\n",
+            dir.path().display().to_string(),
+            sim.url()
+        );
+        let config = Config::parse(&text, std::path::Path::new("t.toml"), dir.path()).unwrap();
+        let metrics = Arc::new(crate::service::status::StatusMetrics::default());
+        let otlp =
+            crate::service::sinks::otlp::OtlpSink::start(&config, metrics, &[]).expect("export on");
+        let ctx = RunContext::with_otlp(Some(otlp.clone()));
+        // The latency run first: it alone makes its observer before the stop is seen.
+        for name in ["latency", "knee", "capacity"] {
+            let w = config.workloads.iter().find(|w| w.name == name).unwrap();
+            let stop = CancellationToken::new();
+            stop.cancel();
+            let ran = ctx
+                .run(
+                    &config,
+                    w,
+                    crate::service::run_result::new_run_id(),
+                    None,
+                    stop,
+                    Arc::default(),
+                )
+                .await;
+            assert_eq!(otlp.runs_in_flight(), 0, "{name}");
+            match ran {
+                Ran::NotStarted { .. } => {}
+                Ran::Finished(r) => panic!("{name}: recorded as a run: {}", r.run.verdict),
+            }
+        }
     }
 }

@@ -176,7 +176,7 @@ fn series_folders(series: &Path, sweep: Option<&SweepFile>) -> Result<Vec<PathBu
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.join("records.jsonl").is_file() || matches!(Repeats::read(p), Ok(Some(_))))
+        .filter(|p| p.join("records.jsonl").is_file() || lists_runs(p))
         .collect();
     dirs.sort();
     if let Some(sweep) = sweep {
@@ -190,4 +190,13 @@ fn series_folders(series: &Path, sweep: Option<&SweepFile>) -> Result<Vec<PathBu
         });
     }
     Ok(dirs)
+}
+
+/// Whether `dir`'s `summary.json` has `repeats.per_run`, of whatever type: an experiment's
+/// folder, read as one (and refused, naming the field, when it is damaged), not passed over.
+fn lists_runs(dir: &Path) -> bool {
+    matches!(
+        super::Summary::read(&dir.join("summary.json")),
+        Ok(Some(s)) if s.at(&["repeats", "per_run"]).is_some()
+    )
 }

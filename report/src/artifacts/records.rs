@@ -29,6 +29,8 @@ pub struct Request {
     pub lag_ms: f64,
     /// The part of the lag held on purpose.
     pub hold_ms: f64,
+    /// Time to the response head.
+    pub ttfb_ms: Option<f64>,
     /// Time to first token.
     pub ttft_ms: Option<f64>,
     /// Time from the first token to the second.
@@ -55,6 +57,12 @@ pub struct Request {
     /// Where its end's time comes from (`rx.end`), when the record says; `userspace` for a
     /// timed record with no `rx`.
     pub e2e_rx: Option<RxKind>,
+    /// Where its response head's time comes from (`rx.head`), when the record says;
+    /// `userspace` for a timed record with no `rx`.
+    pub ttfb_rx: Option<RxKind>,
+    /// Its token events whose time is only a bound (`rx.token_events_bound`); `None` for a
+    /// record with no `rx` (every time canaryd's read). Goodput's doubt reads it.
+    pub token_events_bound: Option<u32>,
     /// The shard of a merged run that sent it (`canaryd merge` prefixes each record with
     /// its `shard`): its index in [`Records::shards`].
     pub shard: Option<u16>,
@@ -143,6 +151,7 @@ struct Line {
     ended_at_ms: Option<f64>,
     schedule_lag_ms: Option<f64>,
     hold_ms: Option<f64>,
+    ttfb_ms: Option<f64>,
     ttft_ms: Option<f64>,
     ttst_ms: Option<f64>,
     ttfo_ms: Option<f64>,
@@ -168,8 +177,10 @@ struct RxLine {
     /// or refused (or a merged or recovered run's from such a run): every time in it is
     /// canaryd's read, an upper bound (`userspace`).
     present: bool,
+    head: Option<RxKind>,
     first_token: Option<RxKind>,
     end: Option<RxKind>,
+    token_events_bound: u32,
 }
 
 fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
@@ -177,8 +188,13 @@ fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
     let kind = |key: &str| RxKind::deserialize(v.get(key)?).ok();
     Ok(RxLine {
         present: true,
+        head: kind("head"),
         first_token: kind("first_token"),
         end: kind("end"),
+        token_events_bound: v
+            .get("token_events_bound")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
     })
 }
 
@@ -337,6 +353,7 @@ fn request(l: Line) -> Request {
         ended_ms: l.ended_at_ms.unwrap_or(sent),
         lag_ms: l.schedule_lag_ms.unwrap_or(sent - scheduled),
         hold_ms: l.hold_ms.unwrap_or(0.0),
+        ttfb_ms: l.ttfb_ms,
         ttft_ms: l.ttft_ms,
         ttst_ms: l.ttst_ms,
         ttfo_ms: l.ttfo_ms,
@@ -371,6 +388,12 @@ fn request(l: Line) -> Request {
         } else {
             l.e2e_ms.map(|_| RxKind::Userspace)
         },
+        ttfb_rx: if l.rx.present {
+            l.rx.head
+        } else {
+            l.ttfb_ms.map(|_| RxKind::Userspace)
+        },
+        token_events_bound: l.rx.present.then_some(l.rx.token_events_bound),
         shard: None,
     }
 }

@@ -98,21 +98,26 @@ pub struct Estimate {
 
 impl Repeats {
     /// Reads `dir/summary.json` when it is an experiment's (it has `repeats.per_run`);
-    /// `Ok(None)` when there is none, or it is a run's.
+    /// `Ok(None)` when there is none, or it is a run's. A `repeats.per_run` that is there but
+    /// not a list is refused, naming it, as `canaryd compare` refuses it: the file is damaged,
+    /// and its run folders read as a series would be a page of another kind.
     pub fn read(dir: &Path) -> Result<Option<Repeats>, ReportError> {
         let path = dir.join("summary.json");
         let Some(summary) = Summary::read(&path)? else {
             return Ok(None);
         };
-        let Some(listed) = summary
-            .at(&["repeats", "per_run"])
-            .and_then(Value::as_array)
-        else {
-            return Ok(None);
-        };
         let bad = |what: String| ReportError::Summary {
             path: path.clone(),
             what,
+        };
+        let Some(listed) = summary.at(&["repeats", "per_run"]) else {
+            return Ok(None);
+        };
+        let Some(listed) = listed.as_array() else {
+            return Err(bad(format!(
+                "repeats.per_run: expected an array (one entry per run), found {}",
+                crate::experiment::json_kind(listed)
+            )));
         };
         let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
         let mut per_run = Vec::new();

@@ -41,6 +41,7 @@ pub fn of_run(run: &Run) -> Vec<&'static str> {
                 first_token: any(Metric::Ttft),
                 token_events: false,
                 end: any(Metric::E2e),
+                head: any(Metric::Ttfb),
                 itl: run
                     .valued(Metric::Itl)
                     .any(|r| late(r.ttft_rx) || late(r.e2e_rx) || Metric::Itl.of(r) == Some(0.0)),

@@ -1,7 +1,8 @@
 //! The figures a reader wants first: counts, rates, and the latency percentiles, counted or
 //! timed per request from `records.jsonl`: exact, except a latency whose records say some of
-//! its times are only bounds (`rx`), which is labelled a bound and counted: TTFT and e2e upper
-//! bounds, ITL a bound by [`canary_core::itl_is_bound`] (its first token or end not exact).
+//! its times are only bounds (`rx`), which is labelled a bound and counted: TTFB, TTFT and e2e
+//! upper bounds, ITL a bound by [`canary_core::itl_is_bound`] (its first token or end not
+//! exact).
 
 use super::{ms, num, pct};
 use crate::artifacts::{Metric, Run, RxKind};
@@ -98,6 +99,9 @@ pub fn render(run: &Run) -> String {
         ));
         if let Some(on_bound) = met_on_bound(&f) {
             tiles.push(on_bound);
+        }
+        if let Some(range) = good_range(&f) {
+            tiles.push(range);
         }
     }
     let mut html = String::new();
@@ -212,6 +216,24 @@ fn met_on_bound(f: &crate::Figures) -> Option<(String, String)> {
     })
 }
 
+/// A tile of how many requests truly met every term, when some judgements rest on a bound
+/// that could turn them: the good count is then exact only as a count of judgements.
+fn good_range(f: &crate::Figures) -> Option<(String, String)> {
+    let doubted: u64 =
+        f.uncertain_misses.values().sum::<u64>() + f.uncertain_meets.values().sum::<u64>();
+    let (low, high) = f.good_range?;
+    (doubted > 0).then(|| {
+        (
+            format!("{} to {}", num(low as f64), num(high as f64)),
+            format!(
+                "requests truly good ({} judged good; {} judgements rest on a bound: see below)",
+                f.good_requests.map_or("–".into(), |g| num(g as f64)),
+                num(doubted as f64)
+            ),
+        )
+    })
+}
+
 /// Where the goodput figures come from and what they rest on: the terms missed, those met
 /// only on a bound and the requests with no value for a term, as `canaryd replay`'s table
 /// prints them.
@@ -252,11 +274,54 @@ fn goodput_note(f: &crate::Figures) -> String {
             f.no_value.join(", ")
         ));
     }
+    parts.extend(uncertain(f));
     if parts.is_empty() {
         format!("{source}.")
     } else {
         format!("{source}. {}.", parts.join("; "))
     }
+}
+
+/// The judgements that rest on a time that is only a bound, and could go the other way
+/// (`summary.json`'s `uncertain_misses`, `uncertain_meets`), with the range they leave the
+/// good count in: `good 180 (truly 180 to 186: 3 misses and 2 meets rest on a bound: …)`.
+/// `None` when every judgement was on exact times.
+fn uncertain(f: &crate::Figures) -> Option<String> {
+    let total = |m: &std::collections::BTreeMap<String, u64>| m.values().sum::<u64>();
+    let (misses, meets) = (total(&f.uncertain_misses), total(&f.uncertain_meets));
+    if misses + meets == 0 {
+        return None;
+    }
+    let plural = |n: u64, one: &str, many: &str| {
+        format!("{} {}", num(n as f64), if n == 1 { one } else { many })
+    };
+    let mut rest = Vec::new();
+    if misses > 0 {
+        rest.push(plural(misses, "miss", "misses"));
+    }
+    if meets > 0 {
+        rest.push(plural(meets, "meet", "meets"));
+    }
+    let verb = if misses + meets == 1 { "rests" } else { "rest" };
+    let by_term = |m: &std::collections::BTreeMap<String, u64>, how: &str| {
+        m.iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k} {how} {}", num(*n as f64)))
+            .collect::<Vec<_>>()
+    };
+    let mut terms = by_term(&f.uncertain_misses, "missed");
+    terms.extend(by_term(&f.uncertain_meets, "met"));
+    let good = f.good_requests.map_or("–".into(), |g| num(g as f64));
+    let truly = match f.good_range {
+        Some((low, high)) => format!("truly {} to {}: ", num(low as f64), num(high as f64)),
+        None => String::new(),
+    };
+    Some(format!(
+        "good {good} ({truly}{} {verb} on a bound, a time read late, and may go the other way: \
+         {})",
+        rest.join(" and "),
+        terms.join(", ")
+    ))
 }
 
 /// A rate with its unit, or "–" for a run that has none.
@@ -296,13 +361,17 @@ fn bounds(run: &Run, m: Metric) -> Option<String> {
     })
 }
 
+/// The latency table's rows, in the order a response's times come: TTFB (the head) beside the
+/// metrics charted.
+const TABLE: [Metric; 4] = [Metric::Ttfb, Metric::Ttft, Metric::Itl, Metric::E2e];
+
 /// Count, mean and percentiles of each latency metric. A metric some of whose values are only
 /// upper bounds (their records' `rx`) is labelled a bound, and the note says how many.
 pub fn latency_table(run: &Run) -> String {
     let mut rows = Vec::new();
     let mut bounded = Vec::new();
     let mut itl_bound = false;
-    for m in Metric::ALL {
+    for m in TABLE {
         let s = sorted(run.values(m));
         if s.is_empty() {
             continue;

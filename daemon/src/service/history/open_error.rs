@@ -78,6 +78,8 @@ pub(super) struct FreeSpace {
     pub counts_inodes: bool,
     /// Its mount point, when `/proc/self/mountinfo` names one.
     pub mount: Option<String>,
+    /// Mounted read-only (`ST_RDONLY` in `f_flag`).
+    pub read_only: bool,
 }
 
 impl FreeSpace {
@@ -117,7 +119,35 @@ pub(super) fn free_space(dir: &Path) -> Option<FreeSpace> {
         inodes: s.f_favail as u64,
         counts_inodes: s.f_files > 0,
         mount: mount_of(dir),
+        read_only: s.f_flag & libc::ST_RDONLY != 0,
     })
+}
+
+/// For `check-config`: why `dir` (the folder `key` names, or the nearest one of its parents
+/// that exists: the daemon makes the rest) cannot take the daemon's files, in the words of
+/// the error a full disk gives at start (`/var/lib/canaryd (mounted at /var) is full: 4096
+/// bytes free (statvfs, exact when read)`), `consequence` after it; `None` when it can, or
+/// when `statvfs` cannot say. With the mount point, for a caller to say a file system once.
+pub(crate) fn space_warning(
+    key: &str,
+    dir: &Path,
+    consequence: &str,
+) -> Option<(Option<String>, String)> {
+    let existing = dir.ancestors().find(|d| d.is_dir())?;
+    let space = free_space(existing)?;
+    let what = match (space.read_only, space.full()) {
+        (true, _) => format!("is on a read-only file system ({})", space.mount_name()),
+        (false, true) => format!(
+            "is on a full file system ({}): {} (statvfs, exact when read)",
+            space.mount_name(),
+            space.describe()
+        ),
+        (false, false) => return None,
+    };
+    Some((
+        space.mount.clone(),
+        format!("{key}: {} {what}: {consequence}", dir.display()),
+    ))
 }
 
 /// The mount point holding `dir`: the longest one in `/proc/self/mountinfo` that contains

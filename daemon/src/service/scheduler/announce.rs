@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 
 /// The run's verdict and trend, in the log: `info` for a pass, `warn` otherwise.
 pub(super) fn log_verdict(config: &Config, workload: &str, result: &RunResult) {
-    let trend = result.run.comparison.as_ref().map(|c| c.trend.as_str());
+    // With what an `insufficient` holds back, and what a trend rests on when its reference
+    // runs measure no run-to-run variation.
+    let trend = result.run.comparison.as_ref().map(|c| c.said());
     // The figures the verdict rests on and the bars they met or missed, so the log line says
     // more than `pass`.
     let w = config.workloads.iter().find(|w| w.name == workload);

@@ -152,6 +152,17 @@ impl OtlpSink {
         Some((exporter.run_observer(labels), exporter.sample_ratio()))
     }
 
+    /// Lets go of the labels kept for run `id`, which will not be exported (a stop caught it
+    /// before its first measured request: a skip). Each such run left its entry behind.
+    pub fn end_unexported(&self, id: &str) {
+        self.labels.lock().unwrap().remove(id);
+    }
+
+    /// How many runs' labels are kept (runs begun and not yet finished or skipped).
+    pub fn runs_in_flight(&self) -> usize {
+        self.labels.lock().unwrap().len()
+    }
+
     /// Ends the last-run gauge series of workloads no longer in `config`.
     pub fn retain_workloads(&self, config: &Config) {
         let configured: HashMap<String, RunLabels> = config

@@ -32,6 +32,8 @@ struct WorkloadProber<'a> {
     at_capacity: Option<(f64, RunOutcome)>,
     /// The last probe's outcome, kept when none passed.
     last: Option<RunOutcome>,
+    /// When a stop cut the first probe before it measured a request (see [`run`]).
+    stopped_before: Option<&'static str>,
 }
 
 impl Prober for WorkloadProber<'_> {
@@ -56,7 +58,7 @@ impl Prober for WorkloadProber<'_> {
             export: &self.result.run.id,
             artifacts: &dir,
         };
-        let (judged, _) = self
+        let replayed = self
             .ctx
             .replay(
                 self.config,
@@ -66,7 +68,27 @@ impl Prober for WorkloadProber<'_> {
                 self.shutdown.clone(),
                 self.progress.clone(),
             )
-            .await?;
+            .await;
+        let stopped = |p: &mut Self, when| {
+            // Measured nothing: not a probe of its rate. The search ends, interrupted.
+            if p.probes.is_empty() {
+                p.stopped_before = Some(when);
+            }
+            Ok(Probed {
+                passed: false,
+                interrupted: true,
+            })
+        };
+        let judged = match replayed {
+            Err(e) if e.is::<super::StoppedLoading>() => {
+                return stopped(self, super::STOPPED_LOADING);
+            }
+            Err(e) => return Err(e),
+            Ok((judged, _)) if index == 1 && super::measured_nothing(&judged.outcome) => {
+                return stopped(self, super::stopped_before_measuring(&w));
+            }
+            Ok((judged, _)) => judged,
+        };
         let mut verdict = judged.verdict.unwrap_or_else(|| Verdict::error("unjudged"));
         if verdict.kind == VerdictKind::Pass {
             // A rate the client could not offer passed on requests the server never saw at
@@ -135,6 +157,9 @@ fn no_rate_passed(found: &capacity::Capacity, probes: &[CapacityProbe]) -> Strin
 }
 
 /// Runs the search of `w` into `result`: its capacity, probes, summary and verdict.
+/// `Some(when)` when a stop came before its first probe measured a request (while loading
+/// its trace, during its warm-up, before its first request): the search never started, a
+/// skip as a latency run's ([`crate::service::run_result::Ran::NotStarted`]).
 pub(super) async fn run(
     ctx: &RunContext,
     config: &Config,
@@ -143,7 +168,7 @@ pub(super) async fn run(
     result: &mut RunResult,
     shutdown: CancellationToken,
     progress: Arc<Progress>,
-) {
+) -> Option<&'static str> {
     let (start, load) = match &w.synthetic {
         Some(Synthetic::Rate(plan)) => (
             plan.rate,
@@ -156,7 +181,7 @@ pub(super) async fn run(
         ),
         _ => {
             result.run.verdict = Verdict::error("a capacity search needs request_rate");
-            return;
+            return None;
         }
     };
     let bounds = SearchBounds {
@@ -175,6 +200,7 @@ pub(super) async fn run(
         probes: Vec::new(),
         at_capacity: None,
         last: None,
+        stopped_before: None,
     };
     let found = capacity::search(
         bounds,
@@ -188,8 +214,13 @@ pub(super) async fn run(
         probes,
         at_capacity,
         last,
+        stopped_before,
         ..
     } = prober;
+    if found.interrupted && probes.is_empty() {
+        // Stopped before its first probe measured a request (or began at all).
+        return Some(stopped_before.unwrap_or("before its first request"));
+    }
     result.run.verdict = if found.interrupted {
         Verdict::error("interrupted")
     } else if let Some(e) = &found.failed {
@@ -214,6 +245,7 @@ pub(super) async fn run(
         new_load: None,
         load: Some(load),
     });
+    None
 }
 
 #[cfg(test)]

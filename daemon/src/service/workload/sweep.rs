@@ -99,6 +99,10 @@ impl Sweeper<'_> {
             // Its verdict bounds the capacity at the SLO (`capacity_of`), as a probe's does.
             point.require_rate_held();
         }
+        if index == 1 && super::measured_nothing(&judged.outcome) {
+            // The sweep never started (see [`run`]): no point to speak of.
+            return Ok((point, judged.outcome, None));
+        }
         tracing::info!(
             workload = %w.name,
             run = %self.run_id,
@@ -213,7 +217,11 @@ fn bracket(points: &[Point]) -> RateBracket {
     RateBracket { passed, failed }
 }
 
-/// Runs the sweep of `w` into `result`: its points, knee, summary and verdict.
+/// Runs the sweep of `w` into `result`: its points, knee, summary and verdict. `Some(when)`
+/// when a stop came before its first point measured a request (while loading its trace,
+/// during its warm-up, before its first request): the sweep never started, a skip as a
+/// latency run's ([`crate::service::run_result::Ran::NotStarted`]); `result` is then left
+/// without a verdict and nothing is written.
 pub(super) async fn run(
     ctx: &RunContext,
     config: &Config,
@@ -222,7 +230,7 @@ pub(super) async fn run(
     result: &mut RunResult,
     shutdown: CancellationToken,
     progress: Arc<Progress>,
-) {
+) -> Option<&'static str> {
     let sweeper = Sweeper {
         ctx,
         config,
@@ -237,6 +245,8 @@ pub(super) async fn run(
     let mut outcomes = Vec::new();
     let mut failed = None;
     let mut load = None;
+    // When a stop cut the first point before it measured a request.
+    let mut stopped_before = None;
     for (i, &v) in spec.values.iter().enumerate() {
         if i > 0 && !spec.cooldown.is_zero() {
             tokio::select! {
@@ -248,6 +258,16 @@ pub(super) async fn run(
             break;
         }
         match sweeper.run_point(i + 1, v).await {
+            Ok((_, outcome, _)) if i == 0 && super::measured_nothing(&outcome) => {
+                stopped_before = Some(super::stopped_before_measuring(w));
+                break;
+            }
+            Err(e) if e.is::<super::StoppedLoading>() => {
+                // A later point's load a stop caught measured nothing: the sweep stops there,
+                // interrupted, with the points before it.
+                stopped_before = Some(super::STOPPED_LOADING);
+                break;
+            }
             Ok((point, outcome, point_load)) => {
                 // Every point's load is the first's but for the axis.
                 if load.is_none() {
@@ -276,7 +296,13 @@ pub(super) async fn run(
             }
         }
     }
-    let interrupted = shutdown.is_cancelled() || outcomes.iter().any(|o| o.interrupted);
+    let interrupted = stopped_before.is_some()
+        || shutdown.is_cancelled()
+        || outcomes.iter().any(|o| o.interrupted);
+    if interrupted && outcomes.is_empty() && failed.is_none() {
+        // Stopped before its first point measured a request (or began at all).
+        return Some(stopped_before.unwrap_or("before its first request"));
+    }
     let mut doc = SweepDoc::new("sweep", spec.axis, points);
     doc.ended(interrupted, &spec.values);
     if let Err(e) = std::fs::create_dir_all(&result.run.artifacts)
@@ -338,6 +364,7 @@ pub(super) async fn run(
         baseline: None,
         new_load: None,
     });
+    None
 }
 
 #[cfg(test)]
