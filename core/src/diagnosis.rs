@@ -363,7 +363,7 @@ pub fn diagnose(input: &DiagnosisInput) -> Diagnosis {
                 Some(_) => None,
                 None => fired.get(1).and_then(|r| r.weight_ms),
             };
-            (d.class, confidence(d, runner_up), Some(d))
+            (d.class, confidence(d, runner_up, &f), Some(d))
         }
         None => {
             // Healthy needs the server's own figures: without them no rule that reads the
@@ -404,7 +404,12 @@ pub fn diagnose(input: &DiagnosisInput) -> Diagnosis {
         })
         .flatten()
         .map(|st| format!("http_status {st}"));
-    let why = why(class, &thresholds, statuses, interval.as_ref(), &missing);
+    let doubt = chosen.and_then(|d| other_traffic(d, &f));
+    let detail = match (statuses, doubt) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
+    let why = why(class, &thresholds, detail, interval.as_ref(), &missing);
     Diagnosis {
         class,
         confidence,
@@ -418,10 +423,34 @@ pub fn diagnose(input: &DiagnosisInput) -> Diagnosis {
     }
 }
 
+/// Why a finding that read the server's figures may be about other clients' requests: the
+/// server counted more requests over the window than canaryd sent there (the client vs
+/// server comparison was withheld), so its queue, cache and latencies are not canaryd's alone.
+fn other_traffic(d: &Finding, f: &Figures) -> Option<String> {
+    let (server, client, own) = f.other_requests?;
+    let own = match own {
+        0 => String::new(),
+        n => format!(" and did not complete {n}"),
+    };
+    d.evidence
+        .iter()
+        .any(|e| e.source.contains("server_metrics"))
+        .then(|| {
+            format!(
+                "the server counted {server} requests in the window, canaryd completed \
+                 {client}{own}: its figures include other requests than canaryd's"
+            )
+        })
+}
+
 /// High, lowered one step for each doubt: the deciding figure is under twice its limit; it
-/// is a fallback figure; another latency class accounts for at least half as much time.
-fn confidence(d: &Finding, runner_up_ms: Option<f64>) -> Confidence {
+/// is a fallback figure; another latency class accounts for at least half as much time; it
+/// is the server's figure, over other requests than canaryd's too.
+fn confidence(d: &Finding, runner_up_ms: Option<f64>, f: &Figures) -> Confidence {
     let mut c = Confidence::High;
+    if other_traffic(d, f).is_some() {
+        c = c.lower();
+    }
     if d.margin() < 2.0 {
         c = c.lower();
     }

@@ -420,8 +420,12 @@ pub struct ServerSample {
     /// Requests being processed: in the running batch, or for Dynamo's frontend every request
     /// in flight, waiting ones included (`Engine::running_is_in_flight`).
     pub running_requests: Option<f64>,
-    /// KV-cache usage, 0..=1.
+    /// KV-cache usage, 0..=1: the mean over label sets (data-parallel ranks), the pool's
+    /// share in use.
     pub kv_cache_usage: Option<f64>,
+    /// KV-cache usage of the fullest label set (rank), 0..=1: a rank at 0.95 beside one at
+    /// 0.05 is full, though the mean reads 0.5.
+    pub kv_cache_usage_max: Option<f64>,
     /// The engine's own prefix-cache hit-rate gauge, 0..=1 (vLLM V0); `None` when the
     /// engine reports "no data" (-1).
     pub prefix_cache_hit_rate_gauge: Option<f64>,
@@ -459,6 +463,9 @@ pub struct ServerSample {
     pub merged_only: Vec<String>,
     /// Metric families on the page (what an unknown engine exposed, in one number).
     pub families: usize,
+    /// Which model's series were read when the page had several ([`ModelChoice`]); `None`
+    /// when it had one model (or no model label), or no model was asked for.
+    pub model: Option<ModelChoice>,
     /// Values on the page left out as out of range (the first few), e.g. a KV-cache usage
     /// of 87.5 (a percent, not a share) or a queue depth of -5.
     pub left_out: Vec<LeftOut>,
@@ -624,10 +631,18 @@ fn first_sum(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Opti
 /// engine or data-parallel rank; their sum of 0.5 + 0.5 read as a full cache), leaving out
 /// "no data" (-1, NaN) and values outside 0..=1.
 fn first_mean(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Option<f64> {
+    first_share(s, names, out).map(|(mean, _)| mean)
+}
+
+/// [`first_mean`] and the largest of the label sets' values: one rank can be full while
+/// the mean over ranks is not.
+fn first_share(s: &Scrape, names: &[&'static str], out: &mut Vec<LeftOut>) -> Option<(f64, f64)> {
     let n = first_present(s, names)?;
-    let (sum, count) = valid(s, n, Range::Share, out)
-        .fold((0.0, 0u32), |(sum, count), x| (sum + x.value, count + 1));
-    (count > 0).then(|| sum / f64::from(count))
+    let (sum, max, count) = valid(s, n, Range::Share, out)
+        .fold((0.0, f64::NEG_INFINITY, 0u32), |(sum, max, count), x| {
+            (sum + x.value, max.max(x.value), count + 1)
+        });
+    (count > 0).then(|| (sum / f64::from(count), max))
 }
 
 /// Where [`first_hist`] says what it passed over.
@@ -775,7 +790,31 @@ impl ServerSample {
 
     /// Maps a parsed page taken at `at`. `keep_raw` keeps the whole page in the sample.
     pub fn from_scrape(scrape: Scrape, at: MonoTime, keep_raw: bool) -> ServerSample {
+        ServerSample::from_scrape_for(scrape, at, keep_raw, None)
+    }
+
+    /// [`ServerSample::from_scrape`], reading only the series of `model` when the page has
+    /// series of several models and `model` is one of them ([`ModelChoice`]). `keep_raw`
+    /// keeps the whole page, every model's series.
+    pub fn from_scrape_for(
+        mut scrape: Scrape,
+        at: MonoTime,
+        keep_raw: bool,
+        model: Option<&str>,
+    ) -> ServerSample {
         let engine = detect(&scrape);
+        // The page as served, when it is to be kept and another model's series are dropped.
+        let mut whole = None;
+        let choice = match model {
+            Some(m) if keep_raw => {
+                let mut read = scrape.clone();
+                let choice = select_model(&mut read, engine, m);
+                whole = Some(std::mem::replace(&mut scrape, read));
+                choice
+            }
+            Some(m) => select_model(&mut scrape, engine, m),
+            None => None,
+        };
         let n = names(engine);
         let s = &scrape;
         let mut series = SeriesValues::default();
@@ -807,6 +846,8 @@ impl ServerSample {
             Prefix::CachedUncached(..) | Prefix::CachedOfTotal(..) | Prefix::None => (None, None),
         };
         let (prompt_tokens_total, prompt_series) = tokens(s, &n.prompt, out, merged);
+        let (prompt_tokens_total, prompt_series) =
+            prompt_with_cached(n, &series, prompt_tokens_total, prompt_series);
         let (generation_tokens_total, generation_series) = tokens(s, &n.generation, out, merged);
         series.prompt_tokens = prompt_series;
         series.generation_tokens = generation_series;
@@ -816,7 +857,8 @@ impl ServerSample {
         let queue_depth = first_sum(s, n.queue, out);
         let running_requests = first_sum(s, n.running, out);
         let requests_swapped = first_sum(s, n.swapped, out);
-        let kv_cache_usage = first_mean(s, n.kv, out);
+        let kv = first_share(s, n.kv, out);
+        let (kv_cache_usage, kv_cache_usage_max) = (kv.map(|k| k.0), kv.map(|k| k.1));
         let prefix_cache_hit_rate_gauge = first_mean(s, n.hit_rate_gauge, out);
         let mut oversized = Vec::new();
         let mut bad_histograms = Vec::new();
@@ -846,6 +888,7 @@ impl ServerSample {
             queue_depth,
             running_requests,
             kv_cache_usage,
+            kv_cache_usage_max,
             prefix_cache_hit_rate_gauge,
             prefix_cache_hits: hits,
             prefix_cache_queries: queries,
@@ -863,13 +906,14 @@ impl ServerSample {
             oversized_histograms: oversized,
             merged_only,
             families: scrape.families.len(),
+            model: choice,
             series,
             left_out,
             bad_histograms,
             raw: None,
         };
         if keep_raw {
-            sample.raw = Some(Arc::new(scrape));
+            sample.raw = Some(Arc::new(whole.unwrap_or(scrape)));
         }
         sample
     }
@@ -915,5 +959,152 @@ impl ServerRates {
             generation_tokens_per_s: rate(step.generation_tokens),
             prefix_cache_hit_rate: hit_rate,
         }
+    }
+}
+
+/// The label naming the model on an engine's page: vLLM's, SGLang's and TensorRT-LLM's
+/// `model_name` (the captures; SGLang's production-metrics docs; TensorRT-LLM's metrics
+/// collector), the Dynamo frontend's `model` (Dynamo's metrics guide). TGI and llama.cpp
+/// serve one model and label none.
+fn model_label(engine: Engine) -> Option<&'static str> {
+    match engine {
+        Engine::VllmV1 | Engine::VllmV0 | Engine::Sglang | Engine::TensorrtLlm => {
+            Some("model_name")
+        }
+        Engine::Dynamo => Some("model"),
+        Engine::Tgi | Engine::LlamaCpp | Engine::Unknown => None,
+    }
+}
+
+/// The most model names a [`ModelChoice`] quotes, and the most bytes of each.
+const MODELS_SHOWN: usize = 4;
+const MODEL_NAME_SHOWN: usize = 120;
+
+/// Which series of a page with several models' series were read, against the run's model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelChoice {
+    /// Only the series whose model label is the run's model (and those with no model label,
+    /// the engine's own) were read: the other models' queues, caches and latencies are not
+    /// canaryd's requests'.
+    Only {
+        /// The engine's model label (`model_name`).
+        label: &'static str,
+        /// The run's model.
+        model: String,
+        /// Models on the page.
+        models: usize,
+    },
+    /// None of the page's models is the run's: every model's series were read (summed,
+    /// merged), other models' traffic included.
+    NoneMatched {
+        /// The engine's model label.
+        label: &'static str,
+        /// The run's model.
+        model: String,
+        /// Models on the page.
+        models: usize,
+        /// The first few of them, in order.
+        names: Vec<String>,
+    },
+}
+
+/// `name` quoted, escaped and cut to [`MODEL_NAME_SHOWN`] bytes (the server's text).
+fn quoted(name: &str) -> String {
+    let cut = canary_core::prefix_within(name, MODEL_NAME_SHOWN);
+    let more = if cut.len() < name.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
+}
+
+impl std::fmt::Display for ModelChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelChoice::Only {
+                label,
+                model,
+                models,
+            } => write!(
+                f,
+                "read only the series of {label}={} (the run's model; the page has series \
+                 of {models} models)",
+                quoted(model)
+            ),
+            ModelChoice::NoneMatched {
+                label,
+                model,
+                models,
+                names,
+            } => {
+                let shown: Vec<String> = names.iter().map(|n| quoted(n)).collect();
+                let more = if *models > names.len() { ", …" } else { "" };
+                write!(
+                    f,
+                    "no series of {label}={} (the run's model) among the page's {models} \
+                     models ({}{more}): every model's series read, other models' traffic \
+                     included",
+                    quoted(model),
+                    shown.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// Keeps, of the signals engines read, only the series of `model` when the page has series
+/// of several models and `model` is one of them; says what it did. A page of one model is
+/// read whole, whatever its name (a served-model alias is still the model asked for).
+fn select_model(scrape: &mut Scrape, engine: Engine, model: &str) -> Option<ModelChoice> {
+    let label = model_label(engine)?;
+    let read = |f: &crate::prometheus::Family| read_by_some_engine(&f.name);
+    let models: std::collections::BTreeSet<&str> = scrape
+        .families
+        .iter()
+        .filter(|f| read(f))
+        .flat_map(|f| f.samples.iter().filter_map(|x| x.labels.get(label)))
+        .collect();
+    if models.len() < 2 {
+        return None;
+    }
+    if !models.contains(model) {
+        return Some(ModelChoice::NoneMatched {
+            label,
+            model: model.to_owned(),
+            models: models.len(),
+            names: models
+                .iter()
+                .take(MODELS_SHOWN)
+                .map(|m| m.to_string())
+                .collect(),
+        });
+    }
+    let count = models.len();
+    for f in scrape.families.iter_mut().filter(|f| read(f)) {
+        f.samples
+            .retain(|x| x.labels.get(label).is_none_or(|m| m == model));
+    }
+    Some(ModelChoice::Only {
+        label,
+        model: model.to_owned(),
+        models: count,
+    })
+}
+
+/// The prompt tokens of an engine whose prompt counter leaves cached tokens out (llama.cpp's
+/// `prompt_tokens_total`, "excluding cached tokens"): with its cached counter beside it,
+/// cached + uncached, every prompt token, as vLLM, SGLang, TGI and Dynamo count them; else
+/// `total` and `series` as read.
+fn prompt_with_cached(
+    n: &Names,
+    prefix: &SeriesValues,
+    total_read: Option<f64>,
+    series: Vec<(u64, f64)>,
+) -> (Option<f64>, Vec<(u64, f64)>) {
+    match (&n.prefix, &n.prompt) {
+        (Prefix::CachedUncached(_, uncached), Tokens::Counter(prompt))
+            if uncached == prompt && !prefix.prefix_hits.is_empty() =>
+        {
+            // The queries' series are the cached counter's and the uncached one's.
+            (total(&prefix.prefix_queries), prefix.prefix_queries.clone())
+        }
+        _ => (total_read, series),
     }
 }

@@ -85,7 +85,9 @@ pub use dcgm::{
     MAX_GPU_INSTANCES as DCGM_MAX_GPU_INSTANCES, MAX_LABELS as DCGM_MAX_LABELS,
     MAX_PAGE_BYTES as DCGM_MAX_PAGE_BYTES,
 };
-pub use engine::{counter_delta, BadHistogram, LeftOut, OutOfRange, ServerRates, ServerSample};
+pub use engine::{
+    counter_delta, BadHistogram, LeftOut, ModelChoice, OutOfRange, ServerRates, ServerSample,
+};
 pub use gpu::GpuSample;
 pub use gpu_summary::{gpu_summary, throttle_reason_names};
 pub use growth::{MAX_SERIES, MAX_SERIES_BUCKETS};

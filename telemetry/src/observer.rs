@@ -34,6 +34,8 @@ pub struct Config {
     pub server_metrics_url: Option<String>,
     /// How often to scrape it.
     pub server_metrics_interval: Duration,
+    /// The run's model: of a page with several models' series, only its are read.
+    pub server_metrics_model: Option<String>,
     /// Sample GPUs through NVML.
     pub nvml: bool,
     /// Why NVML is known to be unavailable (an earlier run found it so): reported as such,
@@ -73,6 +75,7 @@ impl Default for Config {
         Config {
             server_metrics_url: None,
             server_metrics_interval: Config::SCRAPE_INTERVAL,
+            server_metrics_model: None,
             nvml: true,
             nvml_known_unavailable: None,
             nvml_lib: None,
@@ -241,6 +244,7 @@ impl TelemetryObserver {
         c.interval = cfg.server_metrics_interval;
         c.tls = tls;
         c.outage = cfg.server_metrics_outage.clone();
+        c.model = cfg.server_metrics_model.clone();
         let state = match ServerMetricsScraper::new(c) {
             Ok(scraper) => {
                 self.server = Some(scraper.handle());

@@ -39,6 +39,9 @@ pub struct ServerMetricsConfig {
     /// Keep every parsed page in its sample (memory grows with the page size times
     /// `capacity`; default false, whatever the engine).
     pub keep_raw: bool,
+    /// The run's model (`--model`): of a page with several models' series, only its are
+    /// read (`engine::ModelChoice`); `None` reads every series.
+    pub model: Option<String>,
 }
 
 impl ServerMetricsConfig {
@@ -52,6 +55,7 @@ impl ServerMetricsConfig {
             capacity: 7200,
             keep_raw: false,
             outage: OutageLog::default(),
+            model: None,
         }
     }
 }
@@ -78,6 +82,10 @@ pub struct ServerMetrics {
     state: SharedState,
     /// Whether a histogram too large to use was warned about (once per scraper).
     oversized_warned: Arc<AtomicBool>,
+    /// The run's model, whose series alone are read from a page of several models.
+    model: Option<Arc<str>>,
+    /// Whether which model's series are read was said (once per scraper).
+    model_said: Arc<AtomicBool>,
     /// Failed scrapes, parse issues and values left out so far, for the source's detail.
     notes: Arc<Mutex<notes::Notes>>,
 }
@@ -100,6 +108,8 @@ impl ServerMetricsScraper {
                 ring: Ring::new(config.capacity),
                 state: SharedState::default(),
                 oversized_warned: Arc::default(),
+                model: config.model.as_deref().map(Arc::from),
+                model_said: Arc::default(),
                 notes: Arc::default(),
             },
             interval: config.interval,
@@ -153,11 +163,25 @@ impl ServerMetrics {
             }),
         };
         let issues = page.errors.clone();
-        let sample = ServerSample::from_scrape(page, at, self.keep_raw);
-        let what = match sample.engine {
+        let sample = ServerSample::from_scrape_for(page, at, self.keep_raw, self.model.as_deref());
+        let mut what = match sample.engine {
             Some(e) => format!("{} ({e:?})", self.endpoint.url),
             None => self.endpoint.url.clone(),
         };
+        if let Some(choice) = &sample.model {
+            what = format!("{what}: {choice}");
+            if !self.model_said.swap(true, Ordering::Relaxed) {
+                match choice {
+                    crate::ModelChoice::Only { .. } => {
+                        tracing::info!(url = %self.endpoint.url, "server /metrics: {choice}")
+                    }
+                    crate::ModelChoice::NoneMatched { .. } => tracing::warn!(
+                        url = %self.endpoint.url,
+                        "server /metrics: {choice} (said once)"
+                    ),
+                }
+            }
+        }
         let (news, detail) = {
             let mut notes = self.notes();
             let news = notes.page(&issues, sample.skipped_lines, &sample.left_out);

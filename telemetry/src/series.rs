@@ -33,7 +33,8 @@ pub fn server_series(samples: &[ServerSample], t0: MonoTime) -> Vec<ServerPoint>
                 t_s: seconds(s.at, t0),
                 queue_depth: s.queue_depth,
                 running: s.running_requests,
-                kv_usage: s.kv_cache_usage,
+                // The fullest rank's: a full rank is KV pressure, whatever the others hold.
+                kv_usage: s.kv_cache_usage_max.or(s.kv_cache_usage),
                 preemptions: step.preemptions,
                 ttft: window(step.hist(Hist::Ttft)),
                 queue_time: window(step.hist(Hist::QueueTime)),

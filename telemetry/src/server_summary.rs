@@ -102,6 +102,26 @@ fn merged_note(samples: &[ServerSample]) -> Option<String> {
     })
 }
 
+/// Says that the figures are over every model's series when the page had several models'
+/// and none was the run's (the last such sample's words).
+fn model_note(samples: &[ServerSample]) -> Option<String> {
+    samples.iter().rev().find_map(|s| match &s.model {
+        Some(c @ crate::ModelChoice::NoneMatched { .. }) => Some(c.to_string()),
+        _ => None,
+    })
+}
+
+/// KV-cache usage over the run: the mean of the scrapes' means over label sets (the pool's
+/// share in use), and the largest any label set (data-parallel rank) was scraped at.
+fn kv_stats(samples: &[ServerSample]) -> Option<GaugeStats> {
+    let mut g = gauge_stats(samples.iter().filter_map(|s| s.kv_cache_usage))?;
+    g.max = samples
+        .iter()
+        .filter_map(|s| s.kv_cache_usage_max.or(s.kv_cache_usage))
+        .fold(g.max, f64::max);
+    Some(g)
+}
+
 /// Summarizes time-ordered samples spanning a run, from the last scrape before it to the
 /// first after it (see `ServerMetrics::run_window`).
 pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
@@ -138,6 +158,7 @@ pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
                 .clone()
                 .into_iter()
                 .chain(merged_note(samples))
+                .chain(model_note(samples))
                 .collect();
             (!notes.is_empty()).then(|| notes.join("; "))
         });
@@ -160,7 +181,7 @@ pub fn server_summary(samples: &[ServerSample]) -> RunServerSummary {
         generation_tokens: g.generation_tokens,
         queue_depth: gauge_stats(samples.iter().filter_map(|s| s.queue_depth)),
         running_requests: gauge_stats(samples.iter().filter_map(|s| s.running_requests)),
-        kv_cache_usage: gauge_stats(samples.iter().filter_map(|s| s.kv_cache_usage)),
+        kv_cache_usage: kv_stats(samples),
         prefix_cache_hit_rate,
         comparison: None,
     }

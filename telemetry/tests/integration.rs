@@ -11,6 +11,7 @@ mod fixtures;
 mod fuzz;
 mod gpu_sources;
 mod growth;
+mod models;
 mod nvml;
 mod scraper;
 mod tls;

@@ -70,6 +70,11 @@ pub(super) struct Figures {
     /// Why the server's TTFT was not compared with canaryd's, when its histogram was there
     /// but counted other requests.
     pub ttft_withheld: Option<String>,
+    /// When the server counted more requests over the window than canaryd sent there
+    /// (completed, failed or cancelled; the comparison was withheld): the server's count,
+    /// canaryd's completed ones, and those it did not complete. The server's figures are over
+    /// other requests too (another client's, or a warm-up that finished late).
+    pub other_requests: Option<(u64, u64, u64)>,
     pub queue_depth_mean: Option<Fig>,
     pub kv_mean: Option<Fig>,
     pub kv_max: Option<Fig>,
@@ -219,6 +224,16 @@ impl Figures {
             (&sv.comparison, &sv.ttft_s)
         {
             self.ttft_withheld = Some(reason.clone());
+        }
+        if let Some(crate::Comparison::Withheld {
+            server_n, client_n, ..
+        }) = &sv.comparison
+        {
+            // canaryd's own failed and cancelled requests may be on the server's count.
+            let own = s.errors + s.cancelled;
+            if *server_n > client_n + own {
+                self.other_requests = Some((*server_n, *client_n, own));
+            }
         }
         // A sampled gauge's mean is an estimate; its largest sample is a lower bound on its
         // largest value (a peak between two scrapes is not seen).

@@ -948,3 +948,39 @@ fn a_long_runs_stretch_ends_with_the_run() {
     assert!((i.start_s, i.end_s) == (0.0, run_s), "{i:?} of {run_s} s");
     assert!((i.share_of_run - 1.0).abs() < 1e-12, "{i:?}");
 }
+
+// Audit of the server telemetry, F1: `queueing (high confidence)` was stated from a server's
+// figures that the run had found to be over more requests than canaryd's (the comparison
+// withheld for the count). That is a doubt, said in the why; a server that counted fewer
+// (a request not yet counted at the last scrape) is not one.
+#[test]
+fn server_figures_over_other_requests_are_a_doubt() {
+    let withheld = |server_n: u64| {
+        let mut r = run(100, 460.0, 700.0, None);
+        let mut sv = server(450.0, 400.0, 40.0, 230.0, 460.0);
+        sv.comparison = Some(crate::Comparison::Withheld {
+            reason: format!("the server counted {server_n} requests, canaryd completed 100"),
+            client_n: 100,
+            server_n,
+        });
+        r.telemetry.server = Some(sv);
+        r.diagnose()
+    };
+    let d = withheld(130);
+    assert_eq!(d.class, Bottleneck::Queueing, "{d:#?}");
+    assert_eq!(d.confidence, Confidence::Medium);
+    assert!(
+        d.why.contains(
+            "the server counted 130 requests in the window, canaryd completed 100: its \
+             figures include other requests than canaryd's"
+        ),
+        "{}",
+        d.why
+    );
+    let d = withheld(99);
+    assert_eq!(
+        (d.class, d.confidence),
+        (Bottleneck::Queueing, Confidence::High)
+    );
+    assert!(!d.why.contains("other requests"), "{}", d.why);
+}

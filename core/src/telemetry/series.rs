@@ -33,7 +33,7 @@ pub struct ServerPoint {
     pub queue_depth: Option<f64>,
     /// Requests running.
     pub running: Option<f64>,
-    /// KV-cache usage, 0..=1.
+    /// KV-cache usage, 0..=1, of the fullest label set (data-parallel rank).
     pub kv_usage: Option<f64>,
     /// Preemptions since the previous scrape.
     pub preemptions: Option<f64>,

@@ -65,6 +65,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
     let observe = Observe {
         telemetry: canary_telemetry::Config {
             server_metrics_url: Some(target.metrics_url()),
+            server_metrics_model: Some(target.model.clone()),
             ..Default::default()
         },
         ebpf: true,

@@ -410,6 +410,7 @@ impl TelemetryArgs {
                         .unwrap_or_else(|| target.metrics_url())
                 }),
                 server_metrics_interval: scrape,
+                server_metrics_model: Some(target.model.clone()),
                 nvml: !self.no_nvml,
                 nvml_lib: self.nvml_lib.clone(),
                 nvml_interval: self.gpu_interval.unwrap_or(d.nvml_interval),

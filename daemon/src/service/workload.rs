@@ -271,6 +271,7 @@ impl RunContext {
             dcgm_outage: outage(&tel.dcgm_url),
             server_metrics_url: t.metrics_url.clone(),
             server_metrics_interval: tel.scrape_interval,
+            server_metrics_model: Some(t.model.clone()),
             nvml: tel.nvml,
             nvml_known_unavailable: missing.get(&Source::Nvml).cloned(),
             nvml_lib: tel.nvml_lib.clone(),
