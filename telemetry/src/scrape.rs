@@ -165,7 +165,7 @@ impl ServerMetrics {
         let issues = page.errors.clone();
         let sample = ServerSample::from_scrape_for(page, at, self.keep_raw, self.model.as_deref());
         let mut what = match sample.engine {
-            Some(e) => format!("{} ({e:?})", self.endpoint.url),
+            Some(e) => format!("{} ({})", self.endpoint.url, e.name()),
             None => self.endpoint.url.clone(),
         };
         if let Some(choice) = &sample.model {

@@ -142,7 +142,7 @@ async fn real_fixture_pages_are_served_and_mapped() {
     let url = format!("{base}/metrics");
     let state = probe_server_metrics(&url, None, None, Duration::from_secs(5)).await;
     assert!(
-        matches!(&state, SourceState::Available { detail } if detail.contains("LlamaCpp")),
+        matches!(&state, SourceState::Available { detail } if detail.contains("engine llama_cpp")),
         "{state}"
     );
     // Issue 16, item 6: over https, the probe (`canaryd doctor`) ignored `--ca-bundle`.
@@ -156,7 +156,7 @@ async fn real_fixture_pages_are_served_and_mapped() {
     std::fs::write(&bundle, ca_pem).unwrap();
     let trusted = probe_server_metrics(&https, Some(&bundle), None, Duration::from_secs(5)).await;
     assert!(
-        matches!(&trusted, SourceState::Available { detail } if detail.contains("LlamaCpp")),
+        matches!(&trusted, SourceState::Available { detail } if detail.contains("engine llama_cpp")),
         "{trusted}"
     );
     let scraper = ServerMetricsScraper::new(fast(url)).unwrap();
@@ -452,7 +452,7 @@ async fn failed_scrapes_parse_issues_and_left_out_values_stay_in_the_detail() {
     let d = detail();
     let m = scrapes(&d).unwrap();
     assert!(
-        d.contains(&format!("(VllmV0); 3 of {m} scrapes failed (first: ")),
+        d.contains(&format!("(vllm_v0); 3 of {m} scrapes failed (first: ")),
         "{d}"
     );
     assert!(d.contains("HTTP status 503"), "{d}");

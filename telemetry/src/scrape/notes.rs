@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn failures_issues_and_left_out_values_are_counted_and_said_once() {
         let mut n = Notes::default();
-        assert_eq!(n.detail("u (VllmV1)"), "u (VllmV1)");
+        assert_eq!(n.detail("u (vllm_v1)"), "u (vllm_v1)");
         let page = parse("ok 1\nbad{ 2\nworse x\n");
         let left = [LeftOut {
             name: "vllm:kv_cache_usage_perc",
