@@ -873,9 +873,9 @@ fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellation
         "{table}"
     );
 
-    // The shards ran one after another: between one's last send and the next's first, no
-    // shard was sending, yet the duration (and so every rate) spans it. The table and the
-    // summary say how much, computed here from the merged records' send times.
+    // The shards ran one after another: between one's last request's end and the next's t0,
+    // no shard was running, yet the duration (and so every rate) spans it. The table and the
+    // summary say how much, computed here from the t0 offsets and the merged records' ends.
     let offsets: std::collections::HashMap<String, f64> = merged["merged"]["inputs"]
         .as_array()
         .unwrap()
@@ -895,11 +895,11 @@ fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellation
             continue;
         }
         let shard = r["shard"].as_str().unwrap().to_string();
-        let sent = r["sent_at_ms"].as_f64().unwrap() + offsets[&shard];
+        let ended = r["ended_at_ms"].as_f64().unwrap() + offsets[&shard];
         let e = spans
-            .entry(shard)
-            .or_insert((f64::INFINITY, f64::NEG_INFINITY));
-        *e = (e.0.min(sent), e.1.max(sent));
+            .entry(shard.clone())
+            .or_insert((offsets[&shard], f64::NEG_INFINITY));
+        e.1 = e.1.max(ended);
     }
     let mut spans: Vec<(f64, f64)> = spans.into_values().collect();
     spans.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -915,19 +915,23 @@ fn merged_shards_judged_against_slos_with_cancels_print_goodput_and_cancellation
     );
     let duration = merged["duration_s"].as_f64().unwrap();
     let said = format!(
-        "note: shards' sending spans leave {idle:.3} s of the {duration:.3} s with no shard \
-         sending"
+        "note: the shards ran one after another: their runs (each shard's t0 to its last \
+         request's end on the merged time axis) leave {idle:.3} s of the {duration:.3} s with \
+         no shard running"
     );
-    let note = line(&table, "note: shards' sending spans");
+    let note = line(&table, "note: the shards ran one after another");
     assert!(note.starts_with(&said), "{table}");
     assert!(
         note.ends_with("the rates are over the whole span"),
         "{table}"
     );
     // Beside the rates, once.
-    assert_eq!(table.matches("shards' sending spans").count(), 1, "{table}");
+    assert_eq!(table.matches("ran one after another").count(), 1, "{table}");
     let notes = merged["merged"]["notes"].to_string();
-    assert!(notes.contains("shards' sending spans leave"), "{notes}");
+    assert!(
+        notes.contains("the shards ran one after another"),
+        "{notes}"
+    );
 }
 
 // The merged table printed `errors N` with no kind: a merge of shards answered with 429s and

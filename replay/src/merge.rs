@@ -46,6 +46,19 @@ pub enum MergeError {
         /// What is wrong with it.
         problem: String,
     },
+    /// Several folders that are not usable shard runs, each named (audit L7: the merge
+    /// stopped at the first).
+    #[error("{} of the folders given are not usable shard runs:\n  - {}", problems.len(), problems.join("\n  - "))]
+    Unreadable {
+        /// Each folder's problem, naming it.
+        problems: Vec<String>,
+    },
+    /// The shards' clocks cannot be aligned; the problem names the shard's folder.
+    #[error("{0}")]
+    Alignment(String),
+    /// The output folder is a file (or another non-folder).
+    #[error("{}: is not a folder: --output-dir takes a folder (created when missing)", .0.display())]
+    OutputNotAFolder(PathBuf),
     /// The shards do not cover the trace exactly once.
     #[error("the shards do not cover the trace exactly once:\n  - {}", problems.join("\n  - "))]
     Coverage {
@@ -81,11 +94,18 @@ pub struct MergedInfo {
     pub metrics_from: &'static str,
     /// What the merge leaves out or can only bound.
     pub notes: Vec<String>,
-    /// Seconds between the shards' sending spans (each shard's first to last send on the
-    /// merged axis) when no shard was sending: shards run one after another. The union's
-    /// duration and rates include them. Absent when the spans overlap.
+    /// Seconds on the merged axis when no shard was running: between one shard's last end
+    /// and a later shard's t0, gaps wider than the alignment bound. Shards run one after
+    /// another; the union's duration and rates include them. Absent when the shards' runs
+    /// overlap, as shards started on one `--start-at` do (the trace's own idle time is not
+    /// counted: one process has it too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_shard_sending_s: Option<f64>,
+    /// `--concurrency` as each shard had it: a cap per shard; the union's bound is N times
+    /// it (`run.concurrency`). `None`: no cap.
+    pub per_shard_concurrency: Option<u64>,
+    /// `--warmup-requests` as each shard had it; `run.warmup_requests` is the shards' together.
+    pub per_shard_warmup_requests: u64,
 }
 
 /// One merged shard.
@@ -99,6 +119,10 @@ pub struct MergedInput {
     pub run_id: String,
     /// Measured requests it recorded.
     pub records: u64,
+    /// How late it began after its `--start-at`, ms, when it did (`--max-late-start`): its
+    /// requests due by then left at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_by_ms: Option<f64>,
     /// Its place on the merged time axis.
     #[serde(flatten)]
     pub clock: ShardClock,
@@ -130,19 +154,33 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     if dirs.is_empty() {
         return Err(MergeError::NoInput);
     }
-    let mut runs = dirs
-        .iter()
-        .map(|d| ShardRun::read(d))
-        .collect::<Result<Vec<_>, _>>()?;
+    if out.exists() && !out.is_dir() {
+        return Err(MergeError::OutputNotAFolder(out.to_path_buf()));
+    }
+    // Every folder read before any is refused: each unusable one is named, not the first.
+    let mut runs = Vec::with_capacity(dirs.len());
+    let mut unreadable = Vec::new();
+    for d in dirs {
+        match ShardRun::read(d) {
+            Ok(r) => runs.push(r),
+            Err(e) => unreadable.push(e),
+        }
+    }
+    if unreadable.len() > 1 {
+        return Err(MergeError::Unreadable {
+            problems: unreadable.iter().map(ToString::to_string).collect(),
+        });
+    }
+    if let Some(e) = unreadable.pop() {
+        return Err(e);
+    }
     let (count, digest) =
         coverage::check_summaries(&runs).map_err(|problems| MergeError::Coverage { problems })?;
     runs.sort_by_key(|r| r.shard.map(|s| s.index));
     let coverage = coverage::check_records(&runs, count, digest)
         .map_err(|problems| MergeError::Coverage { problems })?;
-    let (alignment, clocks) = alignment::align(&runs).map_err(|problem| MergeError::Shard {
-        dir: runs[0].dir.clone(),
-        problem,
-    })?;
+    // The problem names its own shard's folder.
+    let (alignment, clocks) = alignment::align(&runs).map_err(MergeError::Alignment)?;
     if let Some(r) = runs.iter().find(|r| same_dir(&r.dir, out)) {
         return Err(MergeError::Shard {
             dir: r.dir.clone(),
@@ -193,8 +231,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     let mut write_error = None;
     // Each shard's measured records, to check its histograms.json is of the same run.
     let mut measured = vec![0u64; runs.len()];
-    // Each shard's first and last send on the merged axis (measured requests).
+    // Each shard's last end on the merged axis (measured requests): with its t0, its run.
     let mut spans = vec![(f64::INFINITY, f64::NEG_INFINITY); runs.len()];
+    for (span, clock) in spans.iter_mut().zip(&clocks) {
+        span.0 = clock.t0_offset_ms;
+    }
     for (((r, clock), measured), span) in
         runs.iter().zip(&clocks).zip(&mut measured).zip(&mut spans)
     {
@@ -218,8 +259,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             rec.sent_at_ms += shift;
             rec.ended_at_ms += shift;
             if !rec.warmup {
-                span.0 = span.0.min(rec.sent_at_ms);
-                span.1 = span.1.max(rec.sent_at_ms);
+                span.1 = span.1.max(rec.ended_at_ms);
             }
             let gaps =
                 canary_core::ChunkGaps::from(rec.chunk_gaps_ms.as_deref().unwrap_or_default());
@@ -241,15 +281,26 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         .map_err(write(records_path))?;
 
     let mut summary = aggregator.summary();
-    let sent: Vec<(f64, f64)> = spans.into_iter().filter(|s| s.0 <= s.1).collect();
-    let no_shard_sending_s = Some(sending::idle_between(&sent) / 1000.0).filter(|&idle| idle > 0.0);
+    // A shard that recorded nothing has no run to place; the rest are judged by their t0s
+    // and last ends, beyond the alignment bound (with no bound, as measured).
+    let ran: Vec<(f64, f64)> = spans.into_iter().filter(|s| s.0 <= s.1).collect();
+    let slack = alignment.bound_ms.unwrap_or(0.0);
+    // Never a gap that reads 0.000 s.
+    let no_shard_sending_s =
+        Some(sending::idle_between(&ran, slack) / 1000.0).filter(|&idle| idle >= 0.0005);
     let mut notes = vec![
         "server (/metrics), GPU and kernel telemetry, the diagnosis and client_cpu are each \
          shard's own: they are in the shards' summary.json files, not merged"
             .to_string(),
-        "duration_s and the rates span the shards on the merged time axis: within \
-         merged.alignment.bound_ms"
-            .to_string(),
+        match alignment.bound_ms {
+            Some(_) => "duration_s and the rates span the shards on the merged time axis: within \
+                        merged.alignment.bound_ms"
+                .to_string(),
+            None => "duration_s and the rates span the shards on the merged time axis, with no \
+                     bound (merged.alignment.unbounded_because): the shards' clocks do not \
+                     compare"
+                .to_string(),
+        },
         match &slicing {
             Ok(_) => format!(
                 "timeslices are the union's, sliced again from the earliest shard's t0 on the \
@@ -266,8 +317,45 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     if let Some(idle) = no_shard_sending_s {
         notes.push(sending_note(idle, summary.duration_s));
     }
+    let late: Vec<Option<f64>> = runs.iter().map(late_by_ms).collect();
+    for (r, late) in runs.iter().zip(&late) {
+        if let Some(ms) = late {
+            notes.push(format!(
+                "{} began {ms:.3} ms after its --start-at (--max-late-start allowed it): its \
+                 requests due by then left at once, each late by up to that in its schedule \
+                 lag; start_spread_ms is of the shards' t0s (the instant), not of when they \
+                 began sending",
+                r.name()
+            ));
+        }
+    }
+    let n = runs.len() as u64;
+    let per_shard_concurrency = runs[0].run.get("concurrency").and_then(Value::as_u64);
+    let per_shard_warmup_requests = runs[0]
+        .run
+        .get("warmup_requests")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if let Some(c) = per_shard_concurrency.filter(|_| n > 1) {
+        notes.push(format!(
+            "--concurrency {c} was each shard's cap: the union's bound on requests in flight is \
+             {} ({c} per shard × {n} shards, run.concurrency); an unsharded run with \
+             --concurrency {c} holds requests back sooner",
+            c.saturating_mul(n)
+        ));
+    }
+    if per_shard_warmup_requests > 0 && n > 1 {
+        notes.push(format!(
+            "--warmup-requests {per_shard_warmup_requests} was each shard's: run.warmup_requests \
+             {} is what the shards were asked together; warmup_requests counts the {} they \
+             sent (a shard that owns no request sends none)",
+            per_shard_warmup_requests.saturating_mul(n),
+            summary.warmup_requests
+        ));
+    }
     // A histograms.json that counts other requests than its records (one an earlier run
-    // left, when this run's could not be written) would give percentiles of another run.
+    // left, when this run's could not be written) would give percentiles of another run; so
+    // would one changed since, metric by metric against the summary written with it.
     let stale: Vec<String> = runs
         .iter()
         .zip(&measured)
@@ -275,12 +363,34 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         .filter_map(|((r, &n), h)| {
             let h = h.as_ref()?;
             let counted = h.get("schedule_lag").map_or(0, |(_, d)| d.count());
-            (counted != n).then(|| {
-                format!(
+            if counted != n {
+                return Some(format!(
                     "{}: histograms.json counts {counted} requests, records.jsonl {n}",
                     r.dir.display()
-                )
-            })
+                ));
+            }
+            let off: Vec<String> = h
+                .iter()
+                .filter_map(|(name, (_, d))| {
+                    let said = *r.metric_counts.get(name)?;
+                    (d.count() != said).then(|| {
+                        format!(
+                            "{}: histograms.json counts {} {name} values, summary.json {said}",
+                            r.dir.display(),
+                            d.count()
+                        )
+                    })
+                })
+                .collect();
+            match off.len() {
+                0 => None,
+                1..=3 => Some(off.join("; ")),
+                k => Some(format!(
+                    "{} and {} more metrics",
+                    off[..3].join("; "),
+                    k - 3
+                )),
+            }
         })
         .collect();
     let histograms: Option<Vec<_>> = if stale.is_empty() {
@@ -342,11 +452,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             .iter()
             .zip(clocks)
             .zip(&coverage.records)
-            .map(|((r, clock), &records)| MergedInput {
+            .zip(late)
+            .map(|(((r, clock), &records), late_by_ms)| MergedInput {
                 dir: r.dir.clone(),
                 shard: r.shard.expect("checked").to_string(),
                 run_id: r.run_id.clone(),
                 records,
+                late_by_ms,
                 clock,
             })
             .collect(),
@@ -355,6 +467,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         metrics_from,
         notes,
         no_shard_sending_s,
+        per_shard_concurrency,
+        per_shard_warmup_requests,
     };
     let run = merged_run(&runs);
     let file = MergedFile {
@@ -374,13 +488,19 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     Ok(Merged { summary, info })
 }
 
-/// `shards' sending spans leave 4.100 s of the 12.300 s with no shard sending: …`.
+/// `the shards ran one after another: 4.100 s of the 12.300 s with no shard running: …`.
 pub fn sending_note(idle_s: f64, duration_s: f64) -> String {
     format!(
-        "shards' sending spans leave {idle_s:.3} s of the {duration_s:.3} s with no shard \
-         sending (each shard's first to last send on the merged time axis: the shards did not \
-         run together): the rates are over the whole span"
+        "the shards ran one after another: their runs (each shard's t0 to its last request's \
+         end on the merged time axis) leave {idle_s:.3} s of the {duration_s:.3} s with no \
+         shard running: the rates are over the whole span"
     )
+}
+
+/// How late `r` began after its `--start-at`, ms, when it did.
+fn late_by_ms(r: &ShardRun) -> Option<f64> {
+    let late = r.clock.as_ref()?.start_at.as_ref()?.late_by_ms;
+    (late > 0.0).then_some(late)
 }
 
 /// The shards' slice duration when they all ran with the same one; else why the merge has
@@ -410,10 +530,18 @@ fn slicing(runs: &[ShardRun]) -> Result<std::time::Duration, String> {
 }
 
 /// The first shard's `run` block as the union's: a new run id, no shard, the selection
-/// summed over the shards.
+/// summed over the shards, and the per-shard `concurrency` and `warmup_requests` as the
+/// union's (N times each shard's): a compare with an unsharded run then shows a different
+/// cap as a difference in context (audit M2).
 fn merged_run(runs: &[ShardRun]) -> Value {
     let mut run = runs[0].run.clone();
     run["run_id"] = Value::from(format!("merged-{}", runs[0].run_id));
+    let n = runs.len() as u64;
+    for key in ["concurrency", "warmup_requests"] {
+        if let Some(each) = run.get(key).and_then(Value::as_u64) {
+            run[key] = Value::from(each.saturating_mul(n));
+        }
+    }
     let sum = |f: fn(&shard::SelectionCounts) -> u64| -> u64 {
         runs.iter().map(|r| f(&r.selection)).sum()
     };

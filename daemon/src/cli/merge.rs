@@ -78,8 +78,15 @@ fn print(m: &Merged) -> std::io::Result<()> {
             row(&bounds.label(key, label), st)?;
         }
     }
+    // Across clocks that do not compare, marked as the duration line is (audit L8).
+    let unbounded = i.alignment.bound_ms.is_none();
     if let Some(st) = &i.cross_host_schedule_lag {
-        row("schedule lag, one axis (ms)", st)?;
+        let label = if unbounded {
+            "lag, one axis (ms, no bound)"
+        } else {
+            "schedule lag, one axis (ms)"
+        };
+        row(label, st)?;
     }
     let rows_bound = if bounds.any() {
         ", except that a row marked bound is over times some of which are a later segment's \
@@ -128,13 +135,29 @@ fn print(m: &Merged) -> std::io::Result<()> {
             None => "no bound: the shards' clocks do not compare".to_string(),
         }
     )?;
-    outln!("{}", super::report::throughput_line(s))?;
+    // The counts are exact; a duration with no bound leaves the rates none either.
+    let rate_mark = |line: String| {
+        if unbounded {
+            line.replacen(" req/s", " req/s (no bound)", 1).replacen(
+                "over the duration)",
+                "over a duration with no bound)",
+                1,
+            )
+        } else {
+            line
+        }
+    };
+    outln!("{}", rate_mark(super::report::throughput_line(s)))?;
     // Judged against the shards' SLOs: good requests counted from the union's records (exact),
     // over the union's duration as the throughput is.
     if let Some(g) = &s.goodput {
         outln!(
             "{}",
-            super::report::goodput_line(g, s.requests, s.client_errors + s.cancelled)
+            rate_mark(super::report::goodput_line(
+                g,
+                s.requests,
+                s.client_errors + s.cancelled
+            ))
         )?;
     }
     // Shards run one after another: the span holds time no shard was sending, and the rates
@@ -178,7 +201,12 @@ fn print(m: &Merged) -> std::io::Result<()> {
     )?;
     outln!(
         "(schedule lag, own clocks: each request on its shard's monotonic clock, exact; one \
-         axis: plus its shard's t0 offset, within the alignment bound)"
+         axis: plus its shard's t0 offset, {})",
+        if unbounded {
+            "with no bound: the shards' clocks do not compare"
+        } else {
+            "within the alignment bound"
+        }
     )?;
     // The union's slices, on the merged axis (a note below says so).
     if let Some(t) = &s.timeslices {

@@ -259,6 +259,8 @@ mod tests {
             }),
             histograms: None,
             slice_duration: None,
+            merged: false,
+            metric_counts: Default::default(),
         }
     }
 

@@ -30,7 +30,13 @@ pub(super) fn check_summaries(runs: &[ShardRun]) -> Result<(u32, String), Vec<St
     let mut problems = Vec::new();
     let first = &runs[0];
     for r in runs {
-        if r.shard.is_none() {
+        if r.merged {
+            problems.push(format!(
+                "{}: is a merge's output (canaryd merge), not a shard run: give the shard \
+                 folders it was merged from (its summary.json's merged.inputs)",
+                r.dir.display()
+            ));
+        } else if r.shard.is_none() {
             problems.push(format!(
                 "{}: not a shard run (its replay had no --shard)",
                 r.dir.display()

@@ -7,6 +7,7 @@ use crate::trace::Shard;
 use canary_core::{ClockReport, SUMMARY_SCHEMA_VERSION};
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,6 +33,11 @@ pub(super) struct ShardRun {
     /// The slice duration it was run with (`--slice-duration`, its summary's
     /// `timeslices.requested_slice_duration_s`); `None` without slices.
     pub slice_duration: Option<Duration>,
+    /// Its summary has a `merged` block: a merge's output, not a shard.
+    pub merged: bool,
+    /// Each metric's `count` as its `summary.json` states it, to check its `histograms.json`
+    /// is of the same run metric by metric.
+    pub metric_counts: BTreeMap<String, u64>,
 }
 
 /// `run.trace.selection`.
@@ -66,6 +72,12 @@ struct SummaryHead {
     /// Only its duration is read: the merge slices the union's records again.
     #[serde(default)]
     timeslices: Option<Value>,
+    /// Only whether it is there: a merge's output.
+    #[serde(default)]
+    merged: Option<Value>,
+    /// The metrics (`{"unit": …, "count": …}`) among the rest.
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
 }
 
 impl ShardRun {
@@ -78,12 +90,18 @@ impl ShardRun {
         let path = dir.join("summary.json");
         let bytes =
             canary_files::read_small_file(&path, crate::MAX_ARTIFACT_BYTES).map_err(|e| {
-                bad(format!(
-                    "summary.json cannot be read ({e}): not a run folder?"
-                ))
+                bad(match what_else(dir) {
+                    Some(what) => what,
+                    None if !dir.exists() => "does not exist".to_string(),
+                    None => format!("summary.json cannot be read ({e}): not a run folder?"),
+                })
             })?;
-        let head: SummaryHead = serde_json::from_slice(&bytes)
-            .map_err(|e| bad(format!("summary.json is not a run summary: {e}")))?;
+        let head: SummaryHead = serde_json::from_slice(&bytes).map_err(|e| {
+            bad(match experiment(dir, &bytes) {
+                Some(what) => what,
+                None => format!("summary.json is not a run summary: {e}"),
+            })
+        })?;
         // Keys change meaning between versions: shards of another one are not merged as if
         // they were this one's.
         if let Some(v) = head.schema_version.filter(|v| !MERGES.contains(v)) {
@@ -146,6 +164,13 @@ impl ShardRun {
             clock: head.clock,
             histograms,
             slice_duration,
+            merged: head.merged.is_some(),
+            metric_counts: head
+                .rest
+                .iter()
+                .filter(|(_, v)| v.get("unit").is_some_and(Value::is_string))
+                .filter_map(|(k, v)| Some((k.clone(), v.get("count")?.as_u64()?)))
+                .collect(),
             run,
         })
     }
@@ -175,6 +200,51 @@ impl ShardRun {
         }
         run
     }
+}
+
+/// What a folder without a readable `summary.json` is instead, when it says: a sweep's
+/// (`sweep.json`), whose points are the runs (audit L7).
+fn what_else(dir: &Path) -> Option<String> {
+    if !dir.join("sweep.json").is_file() {
+        return None;
+    }
+    let mut points: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("point-"))
+        .collect();
+    points.sort();
+    let first = points.first().map_or(String::new(), |p| {
+        format!(": its points' folders are runs ({})", dir.join(p).display())
+    });
+    Some(format!(
+        "is a sweep (sweep.json, canaryd sweep), not one run{first}"
+    ))
+}
+
+/// What a `summary.json` that is not one run's is instead, when it says: a `--runs`
+/// experiment's, whose runs are its folders `run-1` … (audit L7).
+fn experiment(dir: &Path, bytes: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(bytes).ok()?;
+    let repeats = doc.get("repeats")?;
+    let runs: Vec<String> = repeats
+        .get("per_run")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("dir")?.as_str())
+                .map(|d| dir.join(d).display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let which = match runs.as_slice() {
+        [] => String::new(),
+        [one] => format!(": its run is {one}"),
+        [first, .., last] => format!(": its runs are {first} … {last}"),
+    };
+    Some(format!(
+        "is a --runs experiment (its summary.json holds repeats), not one run{which}"
+    ))
 }
 
 /// The first key path where `a` and `b` differ, with both values: `run.speedup: 2 vs 4`.
