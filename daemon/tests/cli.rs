@@ -1100,7 +1100,7 @@ fn doctor_says_what_is_available_and_why_not() {
         report["server_metrics"]["detail"]
             .as_str()
             .unwrap()
-            .contains("Vllm"),
+            .contains("engine vllm_v1"),
         "{report}"
     );
     assert_eq!(report["nvml"]["state"], "available", "{report}");

@@ -818,6 +818,15 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
             .contains("canaryd_running{workload=\"demo\"} 1")
             .then_some(())
     });
+    // A stop before the run's first measured request is a skip that leaves no folder: stop
+    // once a measured request is in its records.
+    let demo = dir.path().join("canaryd-data/artifacts/demo");
+    eventually(60, "the demo run's first measured request", || {
+        std::fs::read_dir(&demo).ok()?.flatten().find_map(|run| {
+            let records = std::fs::metadata(run.path().join("records.jsonl")).ok()?;
+            (records.len() > 0).then_some(())
+        })
+    });
     assert_eq!(http(status, "GET", "/readyz", "").0, 200);
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(60)), Some(0));
@@ -826,14 +835,18 @@ fn the_embedded_default_runs_the_simulator_with_no_config() {
         out.contains("embedded default") && out.contains(&format!("127.0.0.1:{status}/api/runs")),
         "{out}"
     );
-    let demo = dir.path().join("canaryd-data/artifacts/demo");
     let run = std::fs::read_dir(&demo)
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    assert!(run.join("verdict.json").exists() && run.join("summary.json").exists());
+    assert!(
+        run.join("verdict.json").exists() && run.join("summary.json").exists(),
+        "{}: {:?}\n{out}",
+        run.display(),
+        std::fs::read_dir(&run).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
     assert!(dir.path().join("canaryd-data/history.sqlite").exists());
 }
 

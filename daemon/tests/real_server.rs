@@ -176,7 +176,7 @@ fn mooncake_slice_against_llama_server() {
     let hash_ids = trace_hash_ids(2000);
     let mut seen_blocks = HashSet::new();
     let (mut repeated, mut repeated_hits) = (0, 0);
-    let (mut prompt_processed, mut predicted) = (0.0, 0.0);
+    let (mut prompt_processed, mut prompt_cached, mut predicted) = (0.0, 0.0, 0.0);
     let mut gaps = Vec::new();
     let (mut kernel_server_side, mut head_first) = (Vec::new(), 0);
     for r in &records {
@@ -228,6 +228,7 @@ fn mooncake_slice_against_llama_server() {
         );
         gaps.push(ttft - prompt_ms);
         prompt_processed += timings["prompt_n"].as_f64().unwrap();
+        prompt_cached += timings["cache_n"].as_f64().unwrap();
         predicted += usage["completion_tokens"].as_f64().unwrap();
 
         // eBPF, when this host allows it. llama-server sends its response head before the
@@ -290,9 +291,11 @@ fn mooncake_slice_against_llama_server() {
         predicted,
         "{srv}"
     );
+    // The server's prompt tokens, as vLLM's and SGLang's, count the cached ones too
+    // (llama.cpp's prompt_tokens_total counts only those it processed).
     assert_eq!(
         srv["prompt_tokens"].as_f64().unwrap(),
-        prompt_processed,
+        prompt_processed + prompt_cached,
         "{srv}"
     );
     assert_eq!(

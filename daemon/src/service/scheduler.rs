@@ -538,25 +538,26 @@ impl Daemon {
         self.sinks.run_finished(workload, &result);
     }
 
-    /// Compares with the baseline, stores the run, writes `verdict.json`, applies retention.
-    /// The history row comes first: it is what retention deletes by, so a run whose verdict
-    /// could not be written (a full disk) is still known, shown and in time removed. The
-    /// verdict is written whether or not the row was: a history that cannot be written (full,
-    /// read-only, damaged) must not lose what was measured, nor have the next start take the
-    /// run for one whose process died.
+    /// Compares with the baseline, writes `verdict.json`, stores the run, applies retention.
+    /// Both are attempted whatever the other did: a run whose verdict could not be written (a
+    /// full disk) is still known by its row, shown and in time removed (retention deletes by
+    /// the history); a history that cannot be written (full, read-only, damaged) must not lose
+    /// what was measured, nor have the next start take the run for one whose process died.
+    /// The verdict comes first so that a run the history (and `/api/runs`) shows has its
+    /// verdict.json; a stop between the two leaves a folder the next start records.
     fn record(&self, config: &Config, workload: &str, result: &mut RunResult) -> Result<()> {
         self.compare_with_baseline(config, workload, result);
         self.compare_capacity(config, workload, result);
         self.compare_knee(config, workload, result);
         announce::log_verdict(config, workload, result);
         let row = RunRow::from(&*result);
+        let written = announce::write_verdict(result);
         // A run recovered at start (it left no verdict.json) takes its place by start among
         // the runs recorded since, as a run recorded late does, not the newest.
         let stored = match result.recovered {
             Some(_) => self.history.insert_late(std::slice::from_ref(&row)),
             None => self.history.insert(&row),
         };
-        let written = announce::write_verdict(result);
         match stored {
             Ok(()) => {
                 if self.metrics.history_written() {
