@@ -202,32 +202,10 @@ fn stdout_line(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
 /// would never end is found now, not at the first run.
 async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Result<i32> {
     let c = config::Config::load(path)?;
-    let mut traces = Vec::new();
     // Every workload's trace is checked, and every one that fails is said (one: as before).
-    let mut failed = Vec::new();
-    for w in &c.workloads {
-        match service::workload::check_workload(&c, w, &shutdown).await {
-            Ok(service::workload::TraceCheck::Stopped) => return Ok(INTERRUPTED),
-            Ok(checked) => traces.push(checked),
-            // At the line of its `trace` key, as the file's other errors are named.
-            Err(e) => failed.push(e.context(match w.trace_line {
-                Some(line) => format!("{}:{line}", path.display()),
-                None => path.display().to_string(),
-            })),
-        }
-    }
-    if failed.len() > 1 {
-        let each: Vec<String> = failed.iter().map(|e| format!("{e:#}")).collect();
-        anyhow::bail!(
-            "{}: {} errors:\n  {}",
-            path.display(),
-            failed.len(),
-            each.join("\n  ")
-        );
-    }
-    if let Some(e) = failed.pop() {
-        return Err(e);
-    }
+    let Some(traces) = service::check_traces(path, &c, &shutdown).await? else {
+        return Ok(INTERRUPTED);
+    };
     outln!(
         "{}: ok: {} target(s), {} workload(s); status on {}; artifacts in {}",
         path.display(),

@@ -72,6 +72,21 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     // Handlers first: a SIGTERM during start-up is then a clean stop, not a kill.
     let mut signals = Signals::install()?;
     let (config_path, mut config, sim) = resolve(&args).await?;
+    // What check-config calls an error is one here too (as a bad file is): a trace with a bad
+    // row would otherwise make every run of its workload an error, unseen until the first.
+    if let Some(path) = &config_path {
+        let stop = CancellationToken::new();
+        tokio::select! {
+            checked = check_traces(path, &config, &stop) => { checked?; }
+            _ = signals.stop() => {
+                stop.cancel();
+                tracing::info!(
+                    "stopping: the stop came while the traces were checked; nothing was scheduled"
+                );
+                return Ok(0);
+            }
+        }
+    }
     workers.set(config.realtime_workers);
     if let Some(addr) = args.status_listen {
         config.status_listen = addr;
@@ -163,6 +178,14 @@ impl Signals {
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
         })
+    }
+
+    /// The next SIGTERM or SIGINT.
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 
     /// Whether a SIGTERM or SIGINT came already (taken if so); never waits.
@@ -310,6 +333,7 @@ impl Running<'_> {
         let mut watchdog_tick =
             tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
         let mut status_tick = tokio::time::interval(Duration::from_secs(5));
+        let mut checking: Option<Checking> = None;
         loop {
             while let Some(why) = schedulers.ended().await {
                 tracing::error!("{why}; /healthz now says unhealthy and the watchdog stops");
@@ -318,8 +342,14 @@ impl Running<'_> {
             tokio::select! {
                 _ = signals.hup.recv() => match self.config_path {
                     None => tracing::warn!("SIGHUP: running the embedded default, no config file to reload"),
-                    Some(path) => match reload(path, self.args, &config) {
-                        Ok(new) => {
+                    // A check still under way is dropped (and its load stopped): the file as
+                    // it is now is the one wanted.
+                    Some(path) => checking = Some(Checking::start(path, self.args, &config)),
+                },
+                checked = Checking::finished(&mut checking) => {
+                    checking = None;
+                    match checked {
+                        Ok(Some(new)) => {
                             self.workers.set(new.realtime_workers);
                             schedulers.cancel();
                             schedulers = self.daemon.schedule(Arc::new(new.clone()));
@@ -329,11 +359,14 @@ impl Running<'_> {
                             config = new;
                             self.metrics.reloaded(true);
                         }
+                        Ok(None) => {}
                         Err(e) => {
                             self.metrics.reloaded(false);
-                            tracing::error!("SIGHUP: config rejected, the running config stays: {e}");
+                            tracing::error!(
+                                "SIGHUP: config rejected, the running config stays: {e:#}"
+                            );
                         }
-                    },
+                    }
                 },
                 _ = signals.term.recv() => return schedulers,
                 _ = signals.int.recv() => return schedulers,
@@ -358,28 +391,103 @@ impl Running<'_> {
     }
 }
 
-/// Loads `path` again for SIGHUP. Runs in flight finish under the config they started with.
-fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, config::ConfigError> {
-    let mut new = Config::load(path)?;
-    if let Some(addr) = args.status_listen {
+/// A SIGHUP's reload being checked, in a task of its own: loading a large trace may take a
+/// while, and stops, the watchdog and the status line go on meanwhile. Dropped, it stops.
+struct Checking {
+    stop: CancellationToken,
+    task: JoinHandle<Result<Option<Config>>>,
+}
+
+impl Checking {
+    fn start(path: &Path, args: &RunArgs, running: &Config) -> Checking {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(reload(
+            path.to_owned(),
+            args.status_listen,
+            running.clone(),
+            stop.clone(),
+        ));
+        Checking { stop, task }
+    }
+
+    /// The reload's outcome (`None`: it was stopped); never ready while none is checked.
+    async fn finished(checking: &mut Option<Checking>) -> Result<Option<Config>> {
+        match checking {
+            Some(c) => (&mut c.task)
+                .await
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("checking the file failed: {e}"))),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for Checking {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.task.abort();
+    }
+}
+
+/// Loads `path` again for SIGHUP, with what check-config checks: the file, then each
+/// workload's trace loaded as its runs will load it (a bad row is refused here, naming its
+/// file, line and field, rather than failing every run). Runs in flight finish under the
+/// config they started with. `None`: `stop` ended the check.
+async fn reload(
+    path: PathBuf,
+    status_listen: Option<SocketAddr>,
+    running: Config,
+    stop: CancellationToken,
+) -> Result<Option<Config>> {
+    let mut new = Config::load(&path)?;
+    if let Some(addr) = status_listen {
         new.status_listen = addr;
+    }
+    if check_traces(&path, &new, &stop).await?.is_none() {
+        return Ok(None);
     }
     // These are held open from the start (the status socket, the state lock, the history, the
     // exporters): the running values stay until a restart, and a later SIGHUP warns again.
     // Runs written under another artifacts_dir than the history's would never be pruned.
-    if new.status_listen != running.status_listen
-        || new.state_dir != running.state_dir
-        || new.artifacts_dir != running.artifacts_dir
-    {
-        tracing::warn!(
-            "SIGHUP: status.listen, state_dir and artifacts_dir changes take effect at restart"
-        );
+    let shown = |p: &Path| p.display().to_string();
+    for (field, old, now) in [
+        (
+            "status.listen",
+            running.status_listen.to_string(),
+            new.status_listen.to_string(),
+        ),
+        (
+            "state_dir",
+            shown(&running.state_dir),
+            shown(&new.state_dir),
+        ),
+        (
+            "artifacts_dir",
+            shown(&running.artifacts_dir),
+            shown(&new.artifacts_dir),
+        ),
+    ] {
+        if old != now {
+            tracing::warn!(
+                "SIGHUP: {field} changes take effect at restart ({old} → {now}): {old} stays \
+                 until then"
+            );
+        }
     }
     new.status_listen = running.status_listen;
     new.state_dir = running.state_dir.clone();
     new.artifacts_dir = running.artifacts_dir.clone();
     if new.otlp != running.otlp {
-        tracing::warn!("SIGHUP: [otlp] changes take effect at restart");
+        let off = || "export off".to_owned();
+        let (old, now) = (
+            running.otlp.describe().unwrap_or_else(off),
+            new.otlp.describe().unwrap_or_else(off),
+        );
+        // Same endpoints and headers: another of its settings (a timeout, an interval).
+        let what = match old == now {
+            true => format!("{old}; another of its settings changed"),
+            false => format!("{old} → {now}"),
+        };
+        tracing::warn!("SIGHUP: [otlp] changes take effect at restart ({what})");
         new.otlp = running.otlp.clone();
     }
     for warning in new.warnings() {
@@ -390,7 +498,42 @@ fn reload(path: &Path, args: &RunArgs, running: &Config) -> Result<Config, confi
         path.display(),
         new.workloads.len()
     );
-    Ok(new)
+    Ok(Some(new))
+}
+
+/// Loads and selects each workload's trace as its runs will, sending nothing (`check-config`,
+/// the daemon's start and its reloads): every workload whose trace fails is said, at the line
+/// of its `trace` key. `None`: `stop` ended it first.
+pub(crate) async fn check_traces(
+    path: &Path,
+    c: &Config,
+    stop: &CancellationToken,
+) -> Result<Option<Vec<workload::TraceCheck>>> {
+    let mut traces = Vec::new();
+    let mut failed = Vec::new();
+    for w in &c.workloads {
+        match workload::check_workload(c, w, stop).await {
+            Ok(workload::TraceCheck::Stopped) => return Ok(None),
+            Ok(checked) => traces.push(checked),
+            Err(e) => failed.push(e.context(match w.trace_line {
+                Some(line) => format!("{}:{line}", path.display()),
+                None => path.display().to_string(),
+            })),
+        }
+    }
+    if failed.len() > 1 {
+        let each: Vec<String> = failed.iter().map(|e| format!("{e:#}")).collect();
+        anyhow::bail!(
+            "{}: {} errors:\n  {}",
+            path.display(),
+            failed.len(),
+            each.join("\n  ")
+        );
+    }
+    match failed.pop() {
+        Some(e) => Err(e),
+        None => Ok(Some(traces)),
+    }
 }
 
 /// The config file given, the default path when it exists, or the embedded default (which

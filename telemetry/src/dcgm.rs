@@ -127,11 +127,28 @@ impl DcgmScraper {
             shutdown,
             |text, at| {
                 let url = &self.endpoint.url;
+                let page = read_page(&text, at);
+                // A page without a GPU's DCGM_FI_* sample is no dcgm-exporter's (the server's
+                // own `/metrics`, a proxy's page): said once, and again only after a page
+                // with GPUs, as an outage is.
+                let no_gpu = page.gpus.is_empty() && page.over_caps == 0;
+                if self.said.page_news(Note::NotDcgm, no_gpu) {
+                    tracing::warn!(
+                        %url,
+                        "dcgm-exporter: unavailable: {}; retrying quietly every {:?} (said once)",
+                        page.no_gpus(url),
+                        self.interval
+                    );
+                }
+                if no_gpu {
+                    return SourceState::unavailable(page.no_gpus(url));
+                }
                 let Page {
                     mut gpus,
                     cut,
                     over_caps,
-                } = read_page(&text, at);
+                    ..
+                } = page;
                 let dropped = known.keep(&mut gpus);
                 if (cut || dropped) && self.said.note(Note::GpusLeftOut) {
                     tracing::warn!(
@@ -160,22 +177,101 @@ impl DcgmScraper {
 }
 
 /// One page read: its GPU samples within the caps, whether GPUs or instances past them were
-/// left out, and how many lines past the parser's own caps were.
+/// left out, how many lines past the parser's own caps were, and what else it held.
 struct Page {
     gpus: Vec<GpuSample>,
     cut: bool,
     over_caps: usize,
+    held: Held,
+}
+
+/// What a page held besides GPU samples, counted as it is read (no sample is kept for it):
+/// to say what a page without a GPU was.
+#[derive(Debug, Default)]
+struct Held {
+    /// `DCGM_FI_*` samples, of a GPU or not.
+    dcgm_samples: usize,
+    /// Families declared `DCGM_FI_*` (a `# TYPE` or `# HELP` line).
+    dcgm_families: usize,
+    /// Families in all, and the first one's name (cut to [`NAME_SHOWN`] bytes).
+    families: usize,
+    first_family: Option<String>,
+    /// Samples of other metrics, and the first one's name, for a page that declares none.
+    other_samples: usize,
+    first_other: Option<String>,
+    /// Lines that could not be read as Prometheus text.
+    unread: usize,
+}
+
+/// The bytes of a metric name quoted in a reason.
+const NAME_SHOWN: usize = 64;
+
+fn shown(name: &str) -> String {
+    canary_core::printable(canary_core::prefix_within(name, NAME_SHOWN)).into_owned()
+}
+
+impl Page {
+    /// Why a page without GPUs is no use, in words: what it held instead.
+    fn no_gpus(&self, url: &str) -> String {
+        let h = &self.held;
+        let unread = match h.unread {
+            0 => String::new(),
+            n => format!(", {n} line(s) that could not be read as Prometheus text"),
+        };
+        if h.dcgm_samples > 0 {
+            return format!(
+                "{url}: {} DCGM_FI_* sample(s), none of a GPU (no `gpu` index label){unread}",
+                h.dcgm_samples
+            );
+        }
+        if h.dcgm_families > 0 {
+            return format!(
+                "{url}: DCGM_FI_* metrics declared but no GPU sample (an exporter that sees no \
+                 GPU?){unread}"
+            );
+        }
+        let held = match (&h.first_family, &h.first_other) {
+            (Some(first), _) => format!("{} metric families (first: {first})", h.families),
+            (None, Some(first)) => {
+                format!(
+                    "{} samples of other metrics (first: {first})",
+                    h.other_samples
+                )
+            }
+            (None, None) => "no metric".to_owned(),
+        };
+        format!("{url}: not a dcgm-exporter page, no DCGM_FI_* metric: {held}{unread}")
+    }
 }
 
 /// Parses a page keeping only the lines the GPU samples need, within the GPU caps.
 fn read_page(text: &str, at: MonoTime) -> Page {
     let mut wanted = page::Wanted::default();
-    let scrape = prometheus::parse_wanted(text, |n, l, v| wanted.keep(n, l, v));
+    let mut held = Held::default();
+    let scrape = prometheus::parse_wanted(text, |n, l, v| {
+        match n.starts_with("DCGM_FI_") {
+            true => held.dcgm_samples += 1,
+            false => {
+                held.other_samples += 1;
+                held.first_other.get_or_insert_with(|| shown(n));
+            }
+        }
+        wanted.keep(n, l, v)
+    });
     let (gpus, cut) = gpu_samples_cut(&scrape, at);
+    held.families = scrape.families.len();
+    held.first_family = scrape.families.first().map(|f| shown(&f.name));
+    held.dcgm_families = scrape
+        .families
+        .iter()
+        .filter(|f| f.name.starts_with("DCGM_FI_"))
+        .count();
+    held.unread = scrape.skipped_lines;
     Page {
         gpus,
         cut: cut || wanted.cut,
         over_caps: scrape.over_caps,
+        held,
     }
 }
 
@@ -254,9 +350,7 @@ pub async fn probe_dcgm(url: &str, timeout: Duration) -> SourceState {
             Page { over_caps: n, .. } if n > 0 => {
                 SourceState::unavailable(format!("{url}: {}", over(n)))
             }
-            Page { gpus, .. } if gpus.is_empty() => {
-                SourceState::unavailable(format!("{url}: answered, but no DCGM_FI_* GPU metrics"))
-            }
+            page if page.gpus.is_empty() => SourceState::unavailable(page.no_gpus(url)),
             Page { gpus, cut, .. } => SourceState::available(format!(
                 "{url}: {}, {}",
                 count(&gpus, cut),

@@ -438,7 +438,7 @@ pub struct OutageLog(Arc<Said>);
 struct Said {
     failing: std::sync::atomic::AtomicBool,
     /// [`Note`] bits.
-    notes: std::sync::atomic::AtomicU8,
+    notes: std::sync::atomic::AtomicU16,
 }
 
 /// Something about an endpoint warned about once, beside its outages.
@@ -450,6 +450,18 @@ pub(crate) enum Note {
     GpusLeftOut = 2,
     /// A page went past the parser's caps.
     OverCaps = 4,
+    /// A DCGM page had no `DCGM_FI_*` sample of any GPU: not a dcgm-exporter's.
+    NotDcgm = 8,
+    /// A server page had lines that could not be read.
+    PageIssues = 16,
+    /// A server page had out-of-range values, left out.
+    ValuesLeftOut = 32,
+    /// A server page had histogram series contradicting themselves, left out.
+    BadHistograms = 64,
+    /// A server page had counters or histograms over `growth::MAX_SERIES` label sets.
+    MergedOnly = 128,
+    /// A server page had histograms too large to use.
+    OversizedHistograms = 256,
 }
 
 impl OutageLog {
@@ -465,13 +477,25 @@ impl OutageLog {
 
     /// Marks `note` said; true if that was news (so it should be logged).
     pub(crate) fn note(&self, note: Note) -> bool {
-        let bit = note as u8;
+        let bit = note as u16;
         self.0.notes.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
+    /// Whether `trouble` on this page is news: said once for the endpoint, and again only
+    /// after a page without it (as an outage is said again only after the endpoint answered).
+    pub(crate) fn page_news(&self, note: Note, trouble: bool) -> bool {
+        match trouble {
+            true => self.note(note),
+            false => {
+                self.clear(note);
+                false
+            }
+        }
     }
 
     /// Marks `note` no longer so: the next time is news again.
     pub(crate) fn clear(&self, note: Note) {
-        self.0.notes.fetch_and(!(note as u8), Ordering::Relaxed);
+        self.0.notes.fetch_and(!(note as u16), Ordering::Relaxed);
     }
 }
 

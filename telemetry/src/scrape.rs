@@ -12,7 +12,7 @@ use canary_core::MonoTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::ServerSample;
-use crate::http::{self, Endpoint, OutageLog, ScrapeError};
+use crate::http::{self, Endpoint, Note, OutageLog, ScrapeError};
 use crate::prometheus;
 use crate::ring::Ring;
 use crate::server_summary::server_summary;
@@ -88,6 +88,9 @@ pub struct ServerMetrics {
     model_said: Arc<AtomicBool>,
     /// Failed scrapes, parse issues and values left out so far, for the source's detail.
     notes: Arc<Mutex<notes::Notes>>,
+    /// What was warned about this endpoint, shared with earlier scrapers of it (a daemon's
+    /// runs, `--runs N`): each trouble of its pages is warned once, not once per scraper.
+    said: OutageLog,
 }
 
 impl ServerMetricsScraper {
@@ -111,6 +114,7 @@ impl ServerMetricsScraper {
                 model: config.model.as_deref().map(Arc::from),
                 model_said: Arc::default(),
                 notes: Arc::default(),
+                said: config.outage,
             },
             interval: config.interval,
         })
@@ -182,36 +186,55 @@ impl ServerMetrics {
                 }
             }
         }
+        // Each trouble is warned at most once per scraper (a run), and once for the endpoint
+        // over the scrapers that share `said`, until one of its pages comes without it.
+        let is_news = |note, trouble: bool, first_in_scraper: bool| {
+            self.said.page_news(note, trouble) && first_in_scraper
+        };
         let (news, detail) = {
             let mut notes = self.notes();
-            let news = notes.page(&issues, sample.skipped_lines, &sample.left_out);
+            let first = notes.page(&issues, sample.skipped_lines, &sample.left_out);
             let merged = notes.merged(&sample.merged_only);
             let bad = notes.bad_histograms(&sample.bad_histograms);
+            let unread = !issues.is_empty() || sample.skipped_lines > 0;
             let said = (
-                news.issues.then(|| notes.issues()).flatten(),
-                news.left_out.then(|| notes.left_out()).flatten(),
-                merged.then(|| sample.merged_only.join(", ")),
-                bad.then(|| notes.bad()).flatten(),
+                is_news(Note::PageIssues, unread, first.issues)
+                    .then(|| notes.issues())
+                    .flatten(),
+                is_news(
+                    Note::ValuesLeftOut,
+                    !sample.left_out.is_empty(),
+                    first.left_out,
+                )
+                .then(|| notes.left_out())
+                .flatten(),
+                is_news(Note::MergedOnly, !sample.merged_only.is_empty(), merged)
+                    .then(|| sample.merged_only.join(", ")),
+                is_news(Note::BadHistograms, !sample.bad_histograms.is_empty(), bad)
+                    .then(|| notes.bad())
+                    .flatten(),
             );
             (said, notes.detail(&what))
         };
         if let Some(issues) = news.0 {
             tracing::warn!(
                 url = %self.endpoint.url,
-                "server /metrics: lines of the page could not be read: {issues} (said once; \
-                 the source's detail keeps the count)"
+                "server /metrics: lines of the page could not be read: {issues} (said once \
+                 until a page comes without them; the source's detail keeps the count)"
             );
         }
         if let Some(left) = news.1 {
             tracing::warn!(
                 url = %self.endpoint.url,
-                "server /metrics: {left} (said once; the source's detail keeps the count)"
+                "server /metrics: {left} (said once until a page comes without them; the \
+                 source's detail keeps the count)"
             );
         }
         if let Some(bad) = news.3 {
             tracing::warn!(
                 url = %self.endpoint.url,
-                "server /metrics: {bad} (said once; the source's detail keeps the count)"
+                "server /metrics: {bad} (said once until a page comes without them; the \
+                 source's detail keeps the count)"
             );
         }
         if let Some(merged) = news.2 {
@@ -219,18 +242,20 @@ impl ServerMetrics {
                 url = %self.endpoint.url,
                 signals = %merged,
                 "server /metrics: counters or histograms over {} label sets are kept merged \
-                 only (their growth judged on the sum; said once; the source's detail keeps \
-                 the count)",
+                 only (their growth judged on the sum; said once until a page comes without \
+                 them; the source's detail keeps the count)",
                 crate::growth::MAX_SERIES
             );
         }
-        if !sample.oversized_histograms.is_empty()
+        let oversized = !sample.oversized_histograms.is_empty();
+        if is_news(Note::OversizedHistograms, oversized, oversized)
             && !self.oversized_warned.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(
                 url = %self.endpoint.url,
                 histograms = %sample.oversized_histograms.join(", "),
-                "server /metrics: histograms too large to use are left out (said once)"
+                "server /metrics: histograms too large to use are left out (said once until a \
+                 page comes without them)"
             );
         }
         self.ring.push(sample);

@@ -665,3 +665,58 @@ async fn a_dcgm_exporter_silent_for_the_whole_run_is_named_at_its_end() {
         );
     }
 }
+
+// Audit (graceful degradation) M2: a DCGM URL answering with a page that is no
+// dcgm-exporter's (the inference server's own `/metrics`, a common mix-up, or text that is no
+// Prometheus page at all) was `available: 0 GPU(s)`, with no warning.
+#[tokio::test]
+async fn a_page_without_dcgm_metrics_is_no_dcgm_exporter_and_says_what_it_held() {
+    let state_of = |page: String| async move {
+        let base = crate::scraper::serve(move |_| page.clone()).await;
+        let url = format!("{base}/metrics");
+        let scraper = DcgmScraper::new(DcgmConfig {
+            url: url.clone(),
+            interval: Duration::from_millis(20),
+            timeout: Some(Duration::from_secs(5)),
+            ..DcgmConfig::default()
+        })
+        .unwrap();
+        let state = scraper.state();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(scraper.run(shutdown.clone()));
+        crate::scraper::wait_for("a DCGM scrape", || {
+            state.get() != canary_telemetry::SourceState::Pending
+        })
+        .await;
+        shutdown.cancel();
+        task.await.unwrap().unwrap();
+        let probe = probe_dcgm(&url, Duration::from_secs(5)).await;
+        (url, state.get(), probe)
+    };
+    // vLLM's own page.
+    let (url, state, probe) = state_of(fixture!("vllm_metrics_v0_qwen2.5-coder-1.5b.prom")).await;
+    assert!(!state.is_available(), "{state}");
+    let said = format!("unavailable: {url}: not a dcgm-exporter page, no DCGM_FI_* metric: ");
+    assert!(state.to_string().starts_with(&said), "{state}");
+    assert!(
+        state.to_string().contains("metric families (first: vllm:"),
+        "{state}"
+    );
+    assert_eq!(probe, state, "doctor says the same");
+    // dcgm-exporter's counters file, which is CSV: no metric, every line unreadable.
+    let csv = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/dcgm_exporter_default-counters.csv"
+    ))
+    .unwrap();
+    let (url, state, _) = state_of(csv).await;
+    assert!(!state.is_available(), "{state}");
+    let said = format!("unavailable: {url}: not a dcgm-exporter page, no DCGM_FI_* metric: ");
+    assert!(state.to_string().starts_with(&said), "{state}");
+    assert!(
+        state
+            .to_string()
+            .contains("line(s) that could not be read as Prometheus text"),
+        "{state}"
+    );
+}
