@@ -112,13 +112,14 @@ fn sigterm_stops_a_replay_whose_nvml_hangs() {
     assert!(sent < 20, "stopped mid-run: {sent}\n{}", read(&log));
 }
 
-/// A daemon config: state in `dir`, the sim on `port`, NVML from `lib`, no eBPF, and two
-/// short workloads (both due at start).
+/// A daemon config: state in `dir`, the sim on `port` (runs against it may overlap), NVML
+/// from `lib`, no eBPF, and two short workloads, both due at start: their runs start together.
 fn two_workloads(dir: &Path, port: u16, lib: &Path) -> std::path::PathBuf {
     let mut text = format!(
         "state_dir = \"{}\"\n\
          [telemetry]\nnvml = true\nnvml_lib = \"{}\"\nebpf = false\n\
-         [targets.sim]\nurl = \"http://127.0.0.1:{port}\"\nmodel = \"canary-sim\"\n",
+         [targets.sim]\nurl = \"http://127.0.0.1:{port}\"\nmodel = \"canary-sim\"\n\
+         allow_concurrent_runs = true\n",
         dir.join("state").display(),
         lib.display()
     );
