@@ -12,6 +12,7 @@ use canary_replay::{
 };
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,9 @@ pub struct Observe {
     /// Why eBPF is known to be unavailable (an earlier run found it so): reported as such,
     /// not tried again.
     pub ebpf_known_unavailable: Option<String>,
+    /// Whether eBPF's unavailability was warned about, shared by runs that share it: the
+    /// daemon's runs can start together, each probing before either is done.
+    pub ebpf_warned: Arc<AtomicBool>,
 }
 
 /// Sources a command's earlier run found unavailable, with why: carried from one run (a sweep's
@@ -174,7 +178,7 @@ pub async fn execute(
     // observers saw at the same moments.
     let stop_sources = CancellationToken::new();
     let tls = plan.replay.target.tls;
-    let observers = attach(observe, tls, front.observers(), &stop_sources);
+    let observers = attach(observe, tls, front.observers(), &stop_sources).await;
     // Before anything is sent, once the run has opened its own files: a ceiling the
     // open-file limit lowers is said, once.
     let mut config = plan.dispatcher_config();
@@ -218,17 +222,16 @@ pub async fn execute(
 /// The run's observers: telemetry first, then kernel socket timing, then the front end's.
 /// A source that cannot start is reported once (a warning and its state in `summary.json`)
 /// and the run goes on without it.
-fn attach(
+async fn attach(
     observe: &Observe,
     tls: bool,
     own: Vec<Arc<dyn Observer>>,
     stop_sources: &CancellationToken,
 ) -> Arc<dyn Observer> {
     let mut observers = Observers::new();
-    observers.push(Arc::new(canary_telemetry::TelemetryObserver::start(
-        &observe.telemetry,
-        stop_sources,
-    )));
+    observers.push(Arc::new(
+        canary_telemetry::TelemetryObserver::start(&observe.telemetry, stop_sources).await,
+    ));
     // canaryd's own CPU: the diagnosis's client-bound rule reads it.
     match canary_telemetry::ClientCpuObserver::start() {
         Some(c) => observers.push(Arc::new(c)),
@@ -242,7 +245,9 @@ fn attach(
         match canary_ebpf::KernelObserver::start(tls) {
             Ok(k) => observers.push(Arc::new(k)),
             Err(e) => {
-                tracing::warn!("kernel socket timing off: {e}");
+                if !observe.ebpf_warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("kernel socket timing off: {e}");
+                }
                 observers.note(Source::Ebpf, SourceState::unavailable(e.to_string()));
             }
         }

@@ -542,12 +542,32 @@ pub(crate) async fn poll<F, G>(
                 if outage.failed() {
                     tracing::warn!(
                         what, url = %endpoint.url, error = %reason,
-                        "metrics endpoint unavailable; retrying quietly every {interval:?}"
+                        "metrics endpoint unavailable; retrying quietly every {interval:?}{}",
+                        what_is_lost(what)
                     );
                 }
                 state.set(SourceState::unavailable(on_fail(reason)));
             }
         }
+    }
+}
+
+/// What a run misses while `what` (as [`poll`]'s callers name their endpoint) is down, and
+/// the flag or key that points at the right one or turns it off: the warning says so, as the
+/// eBPF one says which capabilities it lacks.
+fn what_is_lost(what: &str) -> &'static str {
+    match what {
+        "server /metrics" => {
+            ": the server's own figures (queue depth, KV-cache use, server-side TTFT and ITL, \
+             token counts) are missing while it is; --server-metrics-url / [targets.NAME] \
+             metrics_url names the endpoint, --no-server-metrics / metrics_url = \"\" silences \
+             this"
+        }
+        "dcgm-exporter" => {
+            ": GPU figures from DCGM are missing while it is; --dcgm-url / [telemetry] dcgm_url \
+             names the endpoint, leaving it out silences this"
+        }
+        _ => "",
     }
 }
 

@@ -92,7 +92,10 @@ pub use gpu::GpuSample;
 pub use gpu_summary::{gpu_summary, throttle_reason_names};
 pub use growth::{MAX_SERIES, MAX_SERIES_BUCKETS};
 pub use http::{default_scrape_timeout, error_chain, OutageLog, ScrapeError, MAX_BODY_BYTES};
-pub use nvml::{probe_nvml, LostGpus, NvmlConfig, NvmlError, NvmlSampler};
+pub use nvml::{
+    probe_nvml, LostGpus, NvmlConfig, NvmlError, NvmlOpener, NvmlSampler, OpenedNvml,
+    OPEN_TIMEOUT as NVML_OPEN_TIMEOUT,
+};
 pub use observer::{Config, TelemetryObserver};
 pub use prometheus::HistogramSnapshot;
 pub use ring::{Ring, Stamped};

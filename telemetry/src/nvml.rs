@@ -16,6 +16,8 @@
 //! a symbol the library lacks fails only the call that needs it
 //! (`NvmlError::FailedToLoadSymbol`), so an older driver loses single fields, not the sampler.
 //! With no library at all, [`NvmlSampler::open`] fails with the reason and the caller goes on.
+//! A run opens it through an [`NvmlOpener`], on a thread of its own with a bounded wait: a
+//! wedged driver's `nvmlInit` never returns.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +32,10 @@ use crate::gpu::GpuSample;
 use crate::ring::Ring;
 use crate::source::SourceState;
 use canary_core::{GpuContext, GpuSource, Known};
+
+mod opener;
+
+pub use opener::{NvmlOpener, OpenedNvml, OPEN_TIMEOUT};
 
 /// Why NVML could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -137,12 +143,7 @@ impl std::fmt::Debug for NvmlSampler {
 impl NvmlSampler {
     /// Loads NVML and lists the GPUs.
     pub fn open(config: NvmlConfig) -> Result<NvmlSampler, NvmlError> {
-        let lib = config
-            .lib_path
-            .as_ref()
-            .map_or("libnvidia-ml.so.1 (default search)".to_owned(), |p| {
-                p.display().to_string()
-            });
+        let lib = lib_name(&config);
         let mut builder = Nvml::builder();
         if let Some(p) = &config.lib_path {
             builder.lib_path(p.as_os_str());
@@ -197,7 +198,8 @@ impl NvmlSampler {
         &self.context
     }
 
-    /// Opens NVML or says why not, logging an unavailable NVML once at `warn`.
+    /// Opens NVML or says why not, logging an unavailable NVML once at `warn`. On the calling
+    /// thread, which a wedged driver hangs: a run opens it through an [`NvmlOpener`].
     pub fn open_or_report(config: NvmlConfig) -> (Option<NvmlSampler>, SourceState) {
         match NvmlSampler::open(config) {
             Ok(s) => {
@@ -206,7 +208,7 @@ impl NvmlSampler {
             }
             Err(e) => {
                 let reason = crate::http::error_chain(&e);
-                tracing::warn!(error = %reason, "NVML unavailable; GPU sampling through NVML is off");
+                warn_unavailable(&reason);
                 (None, SourceState::unavailable(reason))
             }
         }
@@ -311,6 +313,26 @@ impl NvmlSampler {
             }
         }
     }
+}
+
+/// The library `config` loads, as messages name it.
+fn lib_name(config: &NvmlConfig) -> String {
+    config
+        .lib_path
+        .as_ref()
+        .map_or("libnvidia-ml.so.1 (default search)".to_owned(), |p| {
+            p.display().to_string()
+        })
+}
+
+/// The warning for an NVML that cannot be opened: what is lost, and how to fix or silence it.
+fn warn_unavailable(reason: &str) {
+    tracing::warn!(
+        error = %reason,
+        "NVML unavailable: GPU figures from NVML (utilization, memory, power, energy, clocks, \
+         each request's GPU use) are missing; --nvml-lib / [telemetry] nvml_lib names the \
+         library, --no-nvml / [telemetry] nvml = false silences this"
+    );
 }
 
 /// Every how many rounds of `interval` the slow reads are made: as rarely as [`SLOW_PERIOD`]

@@ -10,7 +10,7 @@ use crate::dcgm::{DcgmConfig, DcgmScraper};
 use crate::gpu::GpuSample;
 use crate::gpu_summary::gpu_summary;
 use crate::http::{Note, OutageLog};
-use crate::nvml::{NvmlConfig, NvmlSampler};
+use crate::nvml::{NvmlConfig, NvmlOpener};
 use crate::ring::Ring;
 use crate::scrape::{ServerMetrics, ServerMetricsConfig, ServerMetricsScraper};
 use crate::series::{gpu_series, server_series};
@@ -43,6 +43,9 @@ pub struct Config {
     pub nvml_known_unavailable: Option<String>,
     /// `libnvidia-ml.so` to load instead of the system's.
     pub nvml_lib: Option<PathBuf>,
+    /// NVML's opening, shared by runs that share it: a hung open is not started again, and
+    /// what it found is warned about once (the daemon's runs can start together).
+    pub nvml_opener: NvmlOpener,
     /// How often to sample NVML.
     pub nvml_interval: Duration,
     /// A dcgm-exporter endpoint; `None` turns it off.
@@ -79,6 +82,7 @@ impl Default for Config {
             nvml: true,
             nvml_known_unavailable: None,
             nvml_lib: None,
+            nvml_opener: NvmlOpener::default(),
             nvml_interval: Config::NVML_INTERVAL,
             dcgm_url: None,
             dcgm_interval: Config::SCRAPE_INTERVAL,
@@ -185,8 +189,9 @@ fn with_lost_gpus(state: SourceState, lost: &[u32]) -> SourceState {
 }
 
 impl TelemetryObserver {
-    /// Starts every configured source; they stop when `stop` is cancelled.
-    pub fn start(cfg: &Config, stop: &CancellationToken) -> TelemetryObserver {
+    /// Starts every configured source; they stop when `stop` is cancelled. Waits for NVML to
+    /// open, at most [`crate::NVML_OPEN_TIMEOUT`].
+    pub async fn start(cfg: &Config, stop: &CancellationToken) -> TelemetryObserver {
         let mut redactions = Redactions::default();
         for url in [&cfg.server_metrics_url, &cfg.dcgm_url]
             .into_iter()
@@ -223,7 +228,7 @@ impl TelemetryObserver {
             }
         };
         observer.start_server_metrics(cfg, tls.clone(), stop);
-        observer.start_nvml(cfg, stop);
+        observer.start_nvml(cfg, stop).await;
         observer.start_dcgm(cfg, tls, stop);
         observer
     }
@@ -260,7 +265,7 @@ impl TelemetryObserver {
         self.sources.insert(Source::ServerMetrics, state);
     }
 
-    fn start_nvml(&mut self, cfg: &Config, stop: &CancellationToken) {
+    async fn start_nvml(&mut self, cfg: &Config, stop: &CancellationToken) {
         if !cfg.nvml {
             self.sources.insert(Source::Nvml, SourceState::Disabled);
             return;
@@ -276,12 +281,12 @@ impl TelemetryObserver {
             server_pid: cfg.server_pid,
             ..NvmlConfig::default()
         };
-        let (sampler, state) = NvmlSampler::open_or_report(nvml_cfg);
-        if let Some(sampler) = sampler {
-            self.gpu_context = Some(sampler.context().clone());
-            self.nvml_lost = Some(sampler.lost());
-            self.gpus.push((Source::Nvml, sampler.samples()));
-            tokio::spawn(sampler.run(stop.clone()));
+        // Off the async workers, the wait bounded: a wedged driver's init never returns.
+        let (opened, state) = cfg.nvml_opener.open(nvml_cfg, stop.clone()).await;
+        if let Some(nvml) = opened {
+            self.gpu_context = Some(nvml.context);
+            self.nvml_lost = Some(nvml.lost);
+            self.gpus.push((Source::Nvml, nvml.samples));
         }
         self.sources.insert(Source::Nvml, state);
     }

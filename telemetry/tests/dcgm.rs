@@ -648,7 +648,7 @@ async fn a_dcgm_exporter_silent_for_the_whole_run_is_named_at_its_end() {
     for _ in 0..2 {
         let stop = CancellationToken::new();
         let t0 = MonoTime::now();
-        let observer = canary_telemetry::TelemetryObserver::start(&cfg, &stop);
+        let observer = canary_telemetry::TelemetryObserver::start(&cfg, &stop).await;
         crate::scraper::wait_for("the scrape's request", || silent.requests() > 0).await;
         let t = observer.finish(t0, MonoTime::now(), &summary).await;
         stop.cancel();

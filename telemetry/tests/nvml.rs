@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use canary_telemetry::{probe_nvml, GpuSource, NvmlConfig, NvmlSampler, SourceState};
+use canary_telemetry::{probe_nvml, GpuSource, NvmlConfig, NvmlOpener, NvmlSampler, SourceState};
 use tokio_util::sync::CancellationToken;
 
 /// Compiles the fake library into `dir`. A C compiler is part of the base image, so its
@@ -201,6 +201,47 @@ async fn sampler_runs_until_shutdown_and_ring_stays_bounded() {
     shutdown.cancel();
     task.await.unwrap().unwrap();
     assert_eq!(ring.len(), 6);
+}
+
+/// A run's NVML, opened through the opener on a thread of its own: available, the GPUs
+/// described, samples coming until the stop; a second open through the same opener works too
+/// (the first returned, so it does not wait on it).
+#[tokio::test]
+async fn the_opener_opens_on_its_own_thread_and_samples_until_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_fake(dir.path(), "libnvidia-ml.so", &[]);
+    let opener = NvmlOpener::default();
+    for _ in 0..2 {
+        let stop = CancellationToken::new();
+        let (opened, state) = opener.open(config(lib.clone()), stop.clone()).await;
+        assert!(matches!(state, SourceState::Available { .. }), "{state}");
+        let nvml = opened.expect("opened");
+        assert_eq!(nvml.context.count, canary_core::Known::Value(2));
+        crate::scraper::wait_for("a full ring", || nvml.samples.len() == 6).await;
+        stop.cancel();
+    }
+}
+
+/// A missing library through the opener: unavailable with the reason, at once.
+#[tokio::test]
+async fn the_opener_says_why_a_missing_library_is_unavailable() {
+    let opener = NvmlOpener::default();
+    let (opened, state) = opener
+        .open(
+            config("/nonexistent/libnvidia-ml.so".into()),
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(opened.is_none());
+    match state {
+        SourceState::Unavailable { reason } => {
+            assert!(
+                reason.starts_with("cannot initialize NVML from"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other}"),
+    }
 }
 
 #[test]

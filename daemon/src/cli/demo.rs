@@ -70,6 +70,7 @@ pub async fn demo(args: DemoArgs, shutdown: CancellationToken) -> Result<i32> {
         },
         ebpf: true,
         ebpf_known_unavailable: None,
+        ebpf_warned: Default::default(),
     };
     let mut trace = TracePlan::embedded(BUNDLED_TRACE_NAME, BUNDLED_TRACE);
     trace.speedup = args.speedup;

@@ -423,6 +423,7 @@ impl TelemetryArgs {
             },
             ebpf: !self.no_ebpf,
             ebpf_known_unavailable: None,
+            ebpf_warned: Default::default(),
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct RunContext {
     missing_sources: Mutex<BTreeMap<Source, String>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
+    /// NVML's opening and whether eBPF's absence was said: shared from the probe on, since
+    /// runs that start together probe before any of them is done (`missing_sources` is
+    /// filled only then).
+    nvml: canary_telemetry::NvmlOpener,
+    ebpf_warned: Arc<std::sync::atomic::AtomicBool>,
     otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
 }
 
@@ -275,6 +280,7 @@ impl RunContext {
             nvml: tel.nvml,
             nvml_known_unavailable: missing.get(&Source::Nvml).cloned(),
             nvml_lib: tel.nvml_lib.clone(),
+            nvml_opener: self.nvml.clone(),
             nvml_interval: tel.gpu_interval,
             dcgm_url: tel.dcgm_url.clone(),
             dcgm_interval: tel.scrape_interval,
@@ -286,6 +292,7 @@ impl RunContext {
             telemetry,
             ebpf: tel.ebpf,
             ebpf_known_unavailable: missing.get(&Source::Ebpf).cloned(),
+            ebpf_warned: self.ebpf_warned.clone(),
         }
     }
 
