@@ -9,42 +9,10 @@
 
 mod common;
 
-use common::{shared, text, CANARYD};
+use common::{serve_metrics_pages, shared, text, CANARYD};
 use serde_json::Value;
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-/// A loopback HTTP server answering the n-th request (from 0) with `page(n)` as Prometheus
-/// text. Returns its `/metrics` URL.
-fn serve_pages(page: fn(u64) -> String) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let scrapes = Arc::new(AtomicU64::new(0));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
-            }
-            let body = page(scrapes.fetch_add(1, Ordering::SeqCst));
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
-                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    format!("http://127.0.0.1:{port}/metrics")
-}
 
 /// One sample line with its `# HELP` and `# TYPE` lines.
 fn metric(name: &str, kind: &str, help: &str, labels: &str, value: f64) -> String {
@@ -215,7 +183,7 @@ fn trtllm_page(n: u64) -> String {
 #[test]
 fn tensorrt_llm_serve_is_an_engine_with_its_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let (doc, printed) = replay(dir.path(), &serve_pages(trtllm_page));
+    let (doc, printed) = replay(dir.path(), &serve_metrics_pages(trtllm_page));
     let s = &doc["server"];
     assert_eq!(s["engine"], "tensorrt_llm", "{s:#}");
     assert!(s.get("note").is_none(), "{s:#}");
@@ -314,7 +282,7 @@ fn sglang_page(n: u64) -> String {
 #[test]
 fn sglang_hit_rate_is_its_counters_over_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (doc, _) = replay(dir.path(), &serve_pages(sglang_page));
+    let (doc, _) = replay(dir.path(), &serve_metrics_pages(sglang_page));
     let s = &doc["server"];
     assert_eq!(s["engine"], "sglang", "{s:#}");
     let hit = s["prefix_cache_hit_rate"].as_f64().unwrap();
@@ -369,7 +337,7 @@ fn tgi_page(n: u64) -> String {
 #[test]
 fn tgi_itl_is_a_mean_per_request_beside_the_clients_per_request_itl() {
     let dir = tempfile::tempdir().unwrap();
-    let (doc, printed) = replay(dir.path(), &serve_pages(tgi_page));
+    let (doc, printed) = replay(dir.path(), &serve_metrics_pages(tgi_page));
     let s = &doc["server"];
     assert_eq!(s["engine"], "tgi", "{s:#}");
     assert_eq!(s["itl_observation"], "request_mean", "{s:#}");
@@ -436,7 +404,7 @@ fn dynamo_page(n: u64) -> String {
 #[test]
 fn dynamo_requests_awaiting_their_first_token_are_no_queue() {
     let dir = tempfile::tempdir().unwrap();
-    let (doc, printed) = replay(dir.path(), &serve_pages(dynamo_page));
+    let (doc, printed) = replay(dir.path(), &serve_metrics_pages(dynamo_page));
     let s = &doc["server"];
     assert_eq!(s["engine"], "dynamo", "{s:#}");
     assert!(s["queue_depth"].is_null(), "{s:#}");
@@ -465,7 +433,7 @@ fn dynamo_router_page(n: u64) -> String {
 #[test]
 fn dynamo_router_queue_is_its_queue_depth() {
     let dir = tempfile::tempdir().unwrap();
-    let (doc, _) = replay(dir.path(), &serve_pages(dynamo_router_page));
+    let (doc, _) = replay(dir.path(), &serve_metrics_pages(dynamo_router_page));
     let s = &doc["server"];
     assert_eq!(s["engine"], "dynamo", "{s:#}");
     assert_eq!(s["queue_depth"]["mean"], 3.0, "{s:#}");

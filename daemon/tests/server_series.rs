@@ -7,51 +7,16 @@
 
 mod common;
 
-use common::{shared, text, Child, CANARYD};
+use common::{serve_metrics_pages, shared, text, Child, CANARYD};
 use serde_json::Value;
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// The model the vLLM capture's series are labelled with.
 const QWEN: &str = "Qwen/Qwen2.5-Coder-1.5B-Instruct";
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(shared(&format!("fixtures/{name}"))).unwrap()
-}
-
-/// Serves `page(n)` for the n-th request (from 0) on a loopback port: the `/metrics` URL.
-fn serve(page: impl Fn(u64) -> String + Send + Sync + 'static) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let page = Arc::new(page);
-    let n = Arc::new(AtomicU64::new(0));
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let (page, n) = (page.clone(), n.clone());
-            std::thread::spawn(move || {
-                let mut request = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => request.extend_from_slice(&buf[..k]),
-                    }
-                }
-                let body = page(n.fetch_add(1, Ordering::SeqCst));
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            });
-        }
-    });
-    format!("http://127.0.0.1:{port}/metrics")
 }
 
 /// `canaryd sim` serving `model` with the profile `profile`.
@@ -137,7 +102,7 @@ fn only_the_runs_models_series_are_read_and_it_is_said() {
         ("vllm:num_requests_running", "64.0"),
         ("vllm:gpu_cache_usage_perc", "0.99"),
     ];
-    let metrics = serve(move |_| two_models("other", &other));
+    let metrics = serve_metrics_pages(move |_| two_models("other", &other));
     let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, QWEN);
     let (doc, printed) = replay(dir.path(), port, QWEN, &metrics, "60");
     let server = &doc["server"];
@@ -199,7 +164,7 @@ fn a_full_rank_is_the_kv_max_and_kv_memory_bound() {
             None => ranks += &format!("{line}\n"),
         }
     }
-    let metrics = serve(move |_| ranks.clone());
+    let metrics = serve_metrics_pages(move |_| ranks.clone());
     let (_sim, port) = sim(dir.path(), r#"{"profile": "fast"}"#, QWEN);
     let (doc, printed) = replay(dir.path(), port, QWEN, &metrics, "150");
     let kv = &doc["server"]["kv_cache_usage"];
@@ -224,7 +189,7 @@ fn llama_cpp_prompt_tokens_count_the_cached_ones() {
     assert!(capture.contains("excluding cached tokens"));
     // Each scrape, 10 more prompt tokens processed, 30 more reused from the cache, 16 more
     // predicted.
-    let metrics = serve(move |n| {
+    let metrics = serve_metrics_pages(move |n| {
         let grown = |name: &str| match name {
             "llamacpp:prompt_tokens_total" => Some(42 + 10 * n),
             "llamacpp:prompt_tokens_cached_total" => Some(30 * n),

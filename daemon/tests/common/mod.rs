@@ -376,3 +376,38 @@ pub fn fake_nvml(dir: &Path) -> PathBuf {
     assert!(status.success());
     out
 }
+
+/// A loopback HTTP server answering its n-th request (from 0) with 200 and `page(n)` as
+/// Prometheus text, a thread per connection, closing each: a server's `/metrics`. Returns that
+/// URL.
+#[allow(dead_code)]
+pub fn serve_metrics_pages(page: impl Fn(u64) -> String + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let page = std::sync::Arc::new(page);
+    let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let (page, n) = (page.clone(), n.clone());
+            std::thread::spawn(move || {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => request.extend_from_slice(&buf[..k]),
+                    }
+                }
+                let body = page(n.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/metrics")
+}
