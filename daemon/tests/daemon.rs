@@ -540,7 +540,8 @@ fn a_stalled_target_is_an_error_verdict_and_the_daemon_goes_on() {
 }
 
 /// A source missing at the first run (NVML: its library is not there) is not tried again,
-/// and later runs say it is unavailable and why, not that it was turned off.
+/// and later runs say it is unavailable and why, not that it was turned off; until a reload
+/// names another library, which may be the fix (audit of degradation, L1: it had no effect).
 #[test]
 fn a_source_missing_at_the_first_run_stays_unavailable_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
@@ -553,7 +554,7 @@ fn a_source_missing_at_the_first_run_stays_unavailable_with_its_reason() {
         &format!("nvml = true\nnvml_lib = \"{}\"", lib.display()),
     );
     std::fs::write(&config, text).unwrap();
-    let (_d, status) = daemon(dir.path(), &config, "daemon.log");
+    let (d, status) = daemon(dir.path(), &config, "daemon.log");
     let ids = eventually(90, "two runs of `w`", || {
         let all = runs(status);
         let mut ids: Vec<String> = of(&all, "w")
@@ -575,9 +576,33 @@ fn a_source_missing_at_the_first_run_stays_unavailable_with_its_reason() {
     let why = second["reason"].as_str().unwrap();
     assert!(
         why.starts_with(first["reason"].as_str().unwrap())
-            && why.ends_with("(found at an earlier run; not tried again until restart)"),
+            && why.ends_with(
+                "(found at an earlier run; not tried again until restart or a reload naming \
+                 another nvml_lib)"
+            ),
         "{first} then {second}"
     );
+
+    // The reload names a library that is there: the next run has NVML.
+    let fake = common::fake_nvml(dir.path());
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(&lib.display().to_string(), &fake.display().to_string());
+    std::fs::write(&config, text).unwrap();
+    let reloaded = ids.len();
+    d.signal(libc::SIGHUP);
+    eventually(90, "a run with NVML after the reload", || {
+        let all = runs(status);
+        let mut ids: Vec<String> = of(&all, "w")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids[reloaded.min(ids.len())..]
+            .iter()
+            .any(|id| nvml(id)["state"] == "available")
+            .then_some(())
+    });
 }
 
 #[test]

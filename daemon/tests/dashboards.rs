@@ -1101,3 +1101,34 @@ fn dashboards_offer_workload_target_and_host_and_every_query_uses_them() {
         }
     }
 }
+
+/// Every trend state the daemon exports has its own colour on the trend panel: `insufficient`
+/// had none and took the palette's next colour, as if it were news (it now also stands for a
+/// move against fewer than 3 baseline runs, not confirmed).
+#[test]
+fn the_trend_panel_colours_every_trend_state() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/grafana/dashboards/canaryd-overview.json");
+    let board: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let panel = board["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["title"] == "Baseline trend per run")
+        .expect("the trend panel");
+    let coloured: Vec<&str> = panel["fieldConfig"]["overrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["properties"][0]["id"] == "color")
+        .filter_map(|o| o["matcher"]["options"].as_str())
+        .collect();
+    for trend in canary_core::compare::Trend::ALL {
+        let series = format!(".*: {}", trend.as_str());
+        assert!(
+            coloured.contains(&series.as_str()),
+            "{series} in {coloured:?}"
+        );
+    }
+}

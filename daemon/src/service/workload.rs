@@ -31,7 +31,7 @@ pub struct RunContext {
     /// A prompt synthesizer per tokenizer and seed, kept loaded between runs.
     prompts: Mutex<HashMap<PromptSpec, Arc<PromptBuilder>>>,
     /// Sources an earlier run found unavailable, with why (said so in every later run).
-    missing_sources: Mutex<BTreeMap<Source, String>>,
+    missing_sources: Mutex<BTreeMap<Source, Missing>>,
     /// Per scraped URL: whether its outage was warned about, so it is once, not every run.
     outages: Mutex<HashMap<String, canary_telemetry::OutageLog>>,
     /// NVML's opening and whether eBPF's absence was said: shared from the probe on, since
@@ -40,6 +40,14 @@ pub struct RunContext {
     nvml: canary_telemetry::NvmlOpener,
     ebpf_warned: Arc<std::sync::atomic::AtomicBool>,
     otlp: Option<Arc<crate::service::sinks::otlp::OtlpSink>>,
+}
+
+/// A telemetry source an earlier run found unavailable: why, and the NVML library it was
+/// tried with. A reload that names another library (`[telemetry] nvml_lib`) tries again: it
+/// may be the fix.
+struct Missing {
+    reason: String,
+    nvml_lib: Option<std::path::PathBuf>,
 }
 
 /// One run of a workload, as the daemon carries it out: its settings named by their config
@@ -253,7 +261,7 @@ impl RunContext {
         let Some(judged) = judged else {
             return Err(StoppedLoading.into());
         };
-        self.note_missing_sources(&judged.outcome);
+        self.note_missing_sources(&judged.outcome, &config.telemetry);
         let WorkloadFront { samples, .. } = front;
         let samples = Arc::into_inner(samples)
             .map(|c| c.samples.into_inner().unwrap().values)
@@ -265,6 +273,12 @@ impl RunContext {
     fn observe(&self, config: &Config, t: &Target) -> Observe {
         let missing = self.missing_sources.lock().unwrap();
         let tel = &config.telemetry;
+        let known_missing = |source| {
+            missing
+                .get(&source)
+                .filter(|m| source != Source::Nvml || m.nvml_lib == tel.nvml_lib)
+                .map(|m| m.reason.clone())
+        };
         let outage = |url: &Option<String>| {
             let mut outages = self.outages.lock().unwrap();
             url.as_ref()
@@ -278,7 +292,7 @@ impl RunContext {
             server_metrics_interval: tel.scrape_interval,
             server_metrics_model: Some(t.model.clone()),
             nvml: tel.nvml,
-            nvml_known_unavailable: missing.get(&Source::Nvml).cloned(),
+            nvml_known_unavailable: known_missing(Source::Nvml),
             nvml_lib: tel.nvml_lib.clone(),
             nvml_opener: self.nvml.clone(),
             nvml_interval: tel.gpu_interval,
@@ -291,25 +305,39 @@ impl RunContext {
         Observe {
             telemetry,
             ebpf: tel.ebpf,
-            ebpf_known_unavailable: missing.get(&Source::Ebpf).cloned(),
+            ebpf_known_unavailable: known_missing(Source::Ebpf),
             ebpf_warned: self.ebpf_warned.clone(),
         }
     }
 
     /// NVML or eBPF missing on this host will not appear later: stop trying (and warning)
-    /// each run; later runs say it is unavailable, and why, not that it was turned off.
-    fn note_missing_sources(&self, outcome: &RunOutcome) {
+    /// each run; later runs say it is unavailable, and why, not that it was turned off. NVML
+    /// is tried again when a reload names another library.
+    fn note_missing_sources(&self, outcome: &RunOutcome, tel: &crate::config::Telemetry) {
         for source in [Source::Nvml, Source::Ebpf] {
             if let Some(canary_core::SourceState::Unavailable { reason }) =
                 outcome.telemetry.source(source)
             {
-                self.missing_sources
-                    .lock()
-                    .unwrap()
-                    .entry(source)
-                    .or_insert_with(|| {
-                        format!("{reason} (found at an earlier run; not tried again until restart)")
-                    });
+                let mut missing = self.missing_sources.lock().unwrap();
+                if missing
+                    .get(&source)
+                    .is_some_and(|m| source == Source::Ebpf || m.nvml_lib == tel.nvml_lib)
+                {
+                    continue;
+                }
+                let until = match source {
+                    Source::Nvml => "until restart or a reload naming another nvml_lib",
+                    _ => "until restart",
+                };
+                missing.insert(
+                    source,
+                    Missing {
+                        reason: format!(
+                            "{reason} (found at an earlier run; not tried again {until})"
+                        ),
+                        nvml_lib: tel.nvml_lib.clone(),
+                    },
+                );
             }
         }
     }
