@@ -9,6 +9,7 @@ mod common;
 
 use common::{serve_metrics_pages, shared, text, Child, CANARYD};
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 
