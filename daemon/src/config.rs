@@ -370,7 +370,7 @@ impl Config {
 
     /// Validates `text` (read from `file`, for messages); relative paths are joined to `base`.
     /// Every error of the file is reported at once: a key or value that does not parse in
-    /// one workload or target does not hide the others' (see [`recover`]).
+    /// one workload or target does not hide the others' (see `recover`).
     pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         let src = validate::Source { text, file, base };
         match toml::from_str::<raw::File>(text) {

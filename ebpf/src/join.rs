@@ -82,7 +82,7 @@ impl SocketLog {
         self.sockets.len()
     }
 
-    /// Events dropped because their socket held [`MAX_EVENTS_PER_SOCKET`].
+    /// Events dropped because their socket held `MAX_EVENTS_PER_SOCKET`.
     pub fn over_cap(&self) -> u64 {
         self.over_cap
     }

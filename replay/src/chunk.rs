@@ -34,9 +34,9 @@ pub struct ChunkInfo {
     pub timings: Option<ServerTimings>,
     /// An error object's message, if the server reported one in the stream.
     pub error: Option<String>,
-    /// A choice's `finish_reason` that is one of [`FAILED_FINISHES`]: the server gave up on
+    /// A choice's `finish_reason` that is one of `FAILED_FINISHES`: the server gave up on
     /// the generation (vLLM's and SGLang's `abort`, vLLM's `error`). At most
-    /// [`FINISH_REASON_LIMIT`] bytes; the first such choice's.
+    /// `FINISH_REASON_LIMIT` bytes; the first such choice's.
     pub failed_finish: Option<String>,
 }
 

@@ -18,7 +18,7 @@ pub const HISTOGRAMS_VERSION: u32 = 1;
 /// `histograms.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Histograms {
-    /// [`HISTOGRAMS_VERSION`].
+    /// `HISTOGRAMS_VERSION`.
     pub version: u32,
     /// One entry per metric with at least one value, by `summary.json`'s name.
     pub metrics: BTreeMap<String, MetricHistogram>,

@@ -300,7 +300,7 @@ pub struct RecordsRead {
 
 /// Calls `f` with each record of the `records.jsonl` at `path` and its line as written;
 /// says what it read and skipped. A path that is not a regular file (a FIFO would wait for a
-/// writer for ever, a device never end), or a line longer than [`MAX_RECORD_LINE`], is an
+/// writer for ever, a device never end), or a line longer than `MAX_RECORD_LINE`, is an
 /// error naming the file (and the line).
 pub fn read_records(
     path: &Path,

@@ -19,7 +19,7 @@
 //! ([`RealtimeWorkers::set`], for a daemon's config reload). Workers are raised with
 //! `SCHED_RESET_ON_FORK`: threads they start (the blocking pool, helpers) begin ordinary, so
 //! prompt building and flushing never run real-time. The release thread stays one priority
-//! above the workers ([`crate::dispatch`]).
+//! above the workers (`crate::dispatch`).
 //!
 //! Safety: a server streaming without pause could keep real-time workers busy; Linux bounds
 //! real-time threads to `sched_rt_runtime_us` of every `sched_rt_period_us` (95 % by default,

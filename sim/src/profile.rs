@@ -148,7 +148,7 @@ impl Profile {
             })
     }
 
-    /// Checks the numbers are usable (finite, within 0..=[`MAX_TIME_US`], non-zero capacities).
+    /// Checks the numbers are usable (finite, within 0..=`MAX_TIME_US`, non-zero capacities).
     pub fn validate(&self) -> Result<(), String> {
         let times = [
             ("prefill_overhead_us", self.prefill_overhead_us),

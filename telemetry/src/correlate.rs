@@ -282,7 +282,7 @@ fn counter_energy(counters: &[(MonoTime, f64)], t0: MonoTime, t1: MonoTime) -> f
 }
 
 /// Energy used by the GPUs over a run `[t0, t1]`: per GPU the energy-counter growth over the
-/// run, read between samples as a straight line (resets handled; see [`gpu_energy`]), or, without a counter,
+/// run, read between samples as a straight line (resets handled; see `gpu_energy`), or, without a counter,
 /// power integrated over time. `None` without data. Samples may mix sources, in any order;
 /// each GPU is counted once, from one source (see [`gpu_samples_covering`]).
 pub fn energy_over_run(samples: &[GpuSample], t0: MonoTime, t1: MonoTime) -> Option<RunEnergy> {

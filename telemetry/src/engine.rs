@@ -532,7 +532,7 @@ pub struct BadHistogram {
     /// The histogram as mapped (`vllm:time_to_first_token_seconds`).
     pub name: &'static str,
     /// Its label set as the page wrote it (`{model_name="m"}`), escaped and cut to
-    /// [`LABELS_SHOWN`] bytes: the server's text.
+    /// `LABELS_SHOWN` bytes: the server's text.
     pub labels: String,
     /// What is wrong with it.
     pub fault: Fault,

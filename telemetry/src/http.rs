@@ -428,7 +428,7 @@ impl Endpoint {
     }
 }
 
-/// Whether an endpoint's current outage has been logged, and which of its other [`Note`]s
+/// Whether an endpoint's current outage has been logged, and which of its other `Note`s
 /// were. Scrapers of one endpoint that share it (clones share) warn once between them: a
 /// daemon that starts a scraper per run does not repeat a warning every run.
 #[derive(Debug, Clone, Default)]

@@ -4,8 +4,10 @@
 //! label values with commas, quotes and newlines, histograms, exemplars and sometimes `# EOF`.
 //! `prometheus-parse` drops colon names and mangles label values, so this one is written to the
 //! two specs and to what real servers emit. It never fails a whole scrape: a line it cannot read
-//! is skipped and counted in [`Scrape::skipped_lines`], and the first few are kept in
-//! [`Scrape::errors`] with their line number and reason.
+//! is skipped and counted in
+//! [`Scrape::skipped_lines`](crate::prometheus::Scrape::skipped_lines), and the first few are
+//! kept in [`Scrape::errors`](crate::prometheus::Scrape::errors) with their line number and
+//! reason.
 //!
 //! Samples are grouped into the family declared by `# TYPE`, following the suffix rules
 //! (`_bucket`, `_sum`, `_count`, `_total`, `_created`, `_gsum`, `_gcount`, `_info`); a sample with

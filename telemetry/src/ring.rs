@@ -135,7 +135,7 @@ impl<T: Stamped + Clone> Ring<T> {
     }
 
     /// Like [`Ring::between`], plus, for every series ([`Stamped::series`]: every GPU), the
-    /// last sample before `t0` (the state in force at `t0`) if it is at most [`IN_FORCE`]
+    /// last sample before `t0` (the state in force at `t0`) if it is at most `IN_FORCE`
     /// old; in time order.
     pub fn covering(&self, t0: MonoTime, t1: MonoTime) -> Vec<T> {
         let g = self.lock();

@@ -281,7 +281,7 @@ impl ServerMetrics {
 
     /// Scrapes now and, when `settle` is set, again every [`SETTLE_STEP`] until two scrapes
     /// in a row count the same finished requests (at most [`SETTLE_TRIES`] more, within
-    /// [`SETTLE_BUDGET`]): a client
+    /// `SETTLE_BUDGET`): a client
     /// sees a response end a moment before the server counts it, so a scrape taken just
     /// after the last response could miss it. `None` when the endpoint did not answer.
     pub async fn settled_scrape(&self, settle: bool) -> Option<ServerSample> {

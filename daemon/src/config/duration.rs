@@ -29,7 +29,7 @@ pub fn parse_slice_width(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// Parses a duration of at most [`MAX`], naming what was wrong on failure.
+/// Parses a duration of at most `MAX`, naming what was wrong on failure.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.is_empty() {

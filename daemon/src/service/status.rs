@@ -36,14 +36,14 @@ use tokio_util::sync::CancellationToken;
 /// waiting for a query or report slot, or has an answer waiting for its client to read it.
 /// That one is shut down gracefully within [`EVICTION_GRACE`]: a request whose head has just
 /// come is still answered, an idle connection is closed at once. Only a request holding one
-/// of the few query or report slots ([`QUERIES`], `page::REPORTS`) keeps its connection, so
+/// of the few query or report slots (`QUERIES`, `page::REPORTS`) keeps its connection, so
 /// at most that many are safe at once, and no client, silent, idle or not reading what it
 /// asked for, can lock a liveness probe out. The new connection is itself closed only when
 /// every one in its way is being worked on (not reached at these caps; said if it is).
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// Connections one peer may hold at once (the same rule at this cap, among its own): one
-/// client cannot take every slot. A peer is a [`PeerGroup`]: an IPv4 address, or an IPv6 /64
+/// client cannot take every slot. A peer is a `PeerGroup`: an IPv4 address, or an IPv6 /64
 /// (a client given a /64 could otherwise take a fresh address per connection).
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
 
@@ -77,7 +77,7 @@ static ANSWER_KIB: Semaphore = Semaphore::const_new(ANSWER_BYTES_IN_FLIGHT >> 10
 /// gave its share back before the client had read a byte).
 const ANSWER_PIECE: usize = 64 << 10;
 
-/// An answer's body, handed out [`ANSWER_PIECE`] at a time, holding its share of
+/// An answer's body, handed out `ANSWER_PIECE` at a time, holding its share of
 /// [`ANSWER_BYTES_IN_FLIGHT`] until its last piece is taken (or its connection ends).
 pub struct Budgeted {
     rest: Bytes,

@@ -179,7 +179,7 @@ impl RatePlan {
         Ok(())
     }
 
-    /// Checks a gamma shape is within [`ARRIVAL_SMOOTHNESS`].
+    /// Checks a gamma shape is within `ARRIVAL_SMOOTHNESS`.
     pub fn check_smoothness(k: f64) -> Result<(), SettingError> {
         if !ARRIVAL_SMOOTHNESS.contains(&k) {
             return Err(SettingError::new(

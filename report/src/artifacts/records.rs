@@ -217,7 +217,7 @@ pub struct Records {
     pub requests: Vec<Request>,
     /// A sentence per line left out (a last line cut short by a process that died).
     pub notes: Vec<String>,
-    /// Records past [`MAX_REQUESTS`], read but not kept: the figures drawn are the first
+    /// Records past `MAX_REQUESTS`, read but not kept: the figures drawn are the first
     /// ones'.
     pub left_out: u64,
     /// The shards the records name (`1/3`), in order of first appearance.

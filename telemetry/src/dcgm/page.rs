@@ -301,7 +301,7 @@ impl Wanted {
 /// without MIG is one sample with every field, as before.
 ///
 /// Metrics without a `gpu` label (or with a non-numeric one) are ignored, as are lines whose
-/// `GPU_I_ID` is not a number up to [`MAX_GPU_INSTANCE_ID`] (an empty one is a whole GPU's);
+/// `GPU_I_ID` is not a number up to `MAX_GPU_INSTANCE_ID` (an empty one is a whole GPU's);
 /// so are GPUs past [`MAX_GPUS`], instances past [`MAX_GPU_INSTANCES`], and labels past
 /// [`MAX_LABELS`] (names and values are cut short).
 pub fn gpu_samples(scrape: &Scrape, at: MonoTime) -> Vec<GpuSample> {

@@ -72,7 +72,7 @@ impl<'de> Deserialize<'de> for HeaderText {
     }
 }
 
-/// A timeslice's width: at least 1 ms, at most a year ([`duration::parse_slice_width`]).
+/// A timeslice's width: at least 1 ms, at most a year (`duration::parse_slice_width`).
 #[derive(Debug, Clone, Copy)]
 pub struct SliceWidth(pub Duration);
 
