@@ -442,17 +442,35 @@ pub fn summary_csv(s: &RunSummary) -> String {
         scalar("goodput", rate(g.goodput));
         scalar("good_requests", g.good_requests.to_string());
         scalar("good_request_fraction", share(g.good_request_fraction));
+        // The judgements that rest on a bound, and what they leave of the good count.
+        for (kind, counts) in [("misses", &g.uncertain_misses), ("meets", &g.uncertain_meets)] {
+            for (metric, n) in counts {
+                scalar(&format!("goodput.uncertain_{kind}.{metric}"), n.to_string());
+            }
+        }
+        if let Some(n) = g.good_requests_at_least {
+            scalar("goodput.good_requests_at_least", n.to_string());
+        }
+        if let Some(n) = g.good_requests_at_most {
+            scalar("goodput.good_requests_at_most", n.to_string());
+        }
     }
     let rx = &s.receive_timestamps;
     if let Some(state) = &rx.state {
         scalar("receive_timestamps.state", state.clone());
     }
     scalar("receive_timestamps.requests", rx.requests.to_string());
-    for (source, n) in &rx.first_token {
-        scalar(
-            &format!("receive_timestamps.first_token.{source}"),
-            n.to_string(),
-        );
+    for (event, sources) in [
+        ("first_token", &rx.first_token),
+        ("end", &rx.end),
+        ("head", &rx.head),
+    ] {
+        for (source, n) in sources {
+            scalar(
+                &format!("receive_timestamps.{event}.{source}"),
+                n.to_string(),
+            );
+        }
     }
     scalar(
         "receive_timestamps.token_events",
@@ -740,6 +758,41 @@ mod tests {
         assert_eq!(row(&late, "request_latency").0, "exact");
         // The run-level section keeps its two columns.
         assert!(late.contains("\nrequests,2\n"), "{late}");
+    }
+
+    // summary.csv's run rows counted only the first tokens' stamps and the plain good count:
+    // the ends' and heads' stamps, and the judgements resting on a bound, were in
+    // summary.json alone.
+    #[test]
+    fn run_rows_carry_every_stamp_count_and_the_uncertain_judgements() {
+        use canary_core::{RxSource, RxTiming};
+        let mut agg = Aggregator::new("time_to_first_token:20".parse().unwrap());
+        let late = RequestRecord {
+            ttfb_ms: Some(24.0),
+            ttft_ms: Some(25.0),
+            e2e_ms: Some(40.0),
+            ended_at_ms: 40.0,
+            chunks: 3,
+            rx: Some(RxTiming {
+                head: Some(RxSource::KernelBound),
+                first_token: Some(RxSource::KernelBound),
+                end: Some(RxSource::Userspace),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        agg.add(&late, &ChunkGaps::default());
+        let csv = summary_csv(&agg.summary());
+        for row in [
+            "\nreceive_timestamps.first_token.kernel_bound,1\n",
+            "\nreceive_timestamps.end.userspace,1\n",
+            "\nreceive_timestamps.head.kernel_bound,1\n",
+            "\ngoodput.uncertain_misses.time_to_first_token,1\n",
+            "\ngoodput.good_requests_at_least,0\n",
+            "\ngoodput.good_requests_at_most,1\n",
+        ] {
+            assert!(csv.contains(row), "{row:?} in {csv}");
+        }
     }
 
     // TTFB was always `exact`, though the head's stamp can be a later segment's: a whole
