@@ -443,7 +443,10 @@ pub fn summary_csv(s: &RunSummary) -> String {
         scalar("good_requests", g.good_requests.to_string());
         scalar("good_request_fraction", share(g.good_request_fraction));
         // The judgements that rest on a bound, and what they leave of the good count.
-        for (kind, counts) in [("misses", &g.uncertain_misses), ("meets", &g.uncertain_meets)] {
+        for (kind, counts) in [
+            ("misses", &g.uncertain_misses),
+            ("meets", &g.uncertain_meets),
+        ] {
             for (metric, n) in counts {
                 scalar(&format!("goodput.uncertain_{kind}.{metric}"), n.to_string());
             }
