@@ -40,21 +40,8 @@ fn replay(dir: &Path, url: &str, trace: &str, out: &str, extra: &[&str]) -> Comm
 
 /// An RFC 3339 instant `offset_ms` from now, in UTC.
 fn instant_in(offset_ms: i64) -> String {
-    let ns = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-        + offset_ms * 1_000_000;
-    let out = Command::new("date")
-        .args([
-            "-u",
-            "-d",
-            &format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
-        ])
-        .arg("+%Y-%m-%dT%H:%M:%S.%NZ")
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    common::rfc3339(now.as_nanos() as i64 + offset_ms * 1_000_000)
 }
 
 fn runs() -> &'static Runs {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{shared, text, CANARYD};
+use common::{rfc3339, shared, text, CANARYD};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -40,20 +40,6 @@ fn now_ns() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as i64
-}
-
-/// The instant `ns` (Unix) in RFC 3339, UTC.
-fn rfc3339(ns: i64) -> String {
-    let out = Command::new("date")
-        .args([
-            "-u",
-            "-d",
-            &format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
-        ])
-        .arg("+%Y-%m-%dT%H:%M:%S.%NZ")
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn dir() -> &'static PathBuf {

@@ -411,3 +411,19 @@ pub fn serve_metrics_pages(page: impl Fn(u64) -> String + Send + Sync + 'static)
     });
     format!("http://127.0.0.1:{port}/metrics")
 }
+
+/// The instant `ns` (Unix nanoseconds) in RFC 3339, UTC, to the nanosecond (`date -u`), as
+/// `--start-at` takes it.
+#[allow(dead_code)]
+pub fn rfc3339(ns: i64) -> String {
+    let out = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
+        ])
+        .arg("+%Y-%m-%dT%H:%M:%S.%NZ")
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
