@@ -11,17 +11,32 @@
 //!    of the reference runs' own medians (scaled to σ), `min_shift` of the reference median
 //!    and `min_shift_ms` in absolute terms. With thousands of requests the U test finds
 //!    differences too small to matter; this keeps only those that stand out from how much
-//!    runs usually vary. With a single reference run the spread of run medians is unknown and
-//!    the MAD floor (0.1 % of the reference median) stands in for it: the rule then rests on
-//!    the rank test, which takes a run's requests as independent, while requests of one run
-//!    share its batches and its moment on the server, so two runs of one setup can differ by
-//!    more than any p-value over their requests allows. [`MetricShift::reference_runs`] says
-//!    so, for a caller to weigh (`canaryd compare` does not call such a shift real).
+//!    runs usually vary. Below [`SPREAD_MIN_RUNS`] reference runs the spread of run medians is
+//!    not measured: the MAD of one median is 0 (the floor, 0.1 % of the reference median,
+//!    stands in) and of two is half their one difference, whatever the runs' spread. The rule
+//!    then rests on the rank test, which takes a run's requests as independent, while requests
+//!    of one run share its batches and its moment on the server, so two runs of one setup can
+//!    differ by more than any p-value over their requests allows.
+//!    [`MetricShift::spread_measured`] says so, for a caller to weigh (the daemon's baseline
+//!    and `canaryd compare` both call such a shift `unconfirmed`, not real).
 //!
 //! Effect sizes reported: the relative median shift and the rank-biserial correlation
 //! (P(current slower) − P(current faster), −1…1). Pure functions, no I/O.
 
 use serde::{Deserialize, Serialize};
+
+/// The fewest reference runs whose medians measure run-to-run variation: the MAD of one
+/// median is 0 and of two is half their one difference; of three it is the middle of three
+/// deviations, which one odd run cannot set. The daemon's baseline and `canaryd compare`
+/// share it.
+pub const SPREAD_MIN_RUNS: usize = 3;
+
+/// `reference is 1 run: run-to-run variation not measured` (or `2 runs`): the words for a
+/// shift judged against fewer than [`SPREAD_MIN_RUNS`] reference runs.
+pub fn spread_unmeasured_said(runs: usize) -> String {
+    let s = if runs == 1 { "" } else { "s" };
+    format!("reference is {runs} run{s}: run-to-run variation not measured")
+}
 
 /// The thresholds of [`shift`] (the daemon's `[baseline]` section holds the same).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,19 +120,21 @@ pub struct MetricShift {
     pub rank_biserial: f64,
     /// This metric's verdict.
     pub trend: Trend,
-    /// The reference runs whose medians gave the spread (those with values). Below 2 the
-    /// spread of run medians was not measured (the MAD term is at its floor), so a `trend`
-    /// other than `steady` rests on the rank test alone, which takes requests as independent.
+    /// The reference runs whose medians gave the spread (those with values). Below
+    /// [`SPREAD_MIN_RUNS`] the spread of run medians was not measured (the MAD term is at its
+    /// floor, or half of two medians' one difference), so a `trend` other than `steady` rests
+    /// on the rank test alone, which takes requests as independent.
     /// `None` (absent) in a comparison stored before it was recorded.
     #[serde(default)]
     pub reference_runs: Option<usize>,
 }
 
 impl MetricShift {
-    /// Whether the reference runs' medians measured the run-to-run spread (at least 2 of
-    /// them): when not, the rule's MAD term stood at its floor.
+    /// Whether the reference runs' medians measured the run-to-run spread (at least
+    /// [`SPREAD_MIN_RUNS`] of them): when not, the rule's MAD term stood at its floor (one
+    /// run) or was half of two medians' one difference, which measures no spread.
     pub fn spread_measured(&self) -> bool {
-        self.reference_runs.is_some_and(|n| n >= 2)
+        self.reference_runs.is_some_and(|n| n >= SPREAD_MIN_RUNS)
     }
 }
 
@@ -306,9 +323,23 @@ mod tests {
         // draws, so that trend is the rank test's alone.
         assert_eq!(s.reference_runs, Some(1));
         assert!(!s.spread_measured());
+        // Two reference runs: the MAD of their medians is half their one difference, no
+        // measure of the spread either; three measure it.
         let again: Vec<f64> = base.iter().map(|v| v * 1.01).collect();
         let s = shift(&slower, &[&base, &again], &ShiftRules::default()).unwrap();
+        assert_eq!(s.reference_runs, Some(2));
+        assert!(!s.spread_measured(), "{s:?}");
+        let third: Vec<f64> = base.iter().map(|v| v * 0.99).collect();
+        let s = shift(&slower, &[&base, &again, &third], &ShiftRules::default()).unwrap();
         assert!(s.spread_measured(), "{s:?}");
+        assert_eq!(
+            spread_unmeasured_said(1),
+            "reference is 1 run: run-to-run variation not measured"
+        );
+        assert_eq!(
+            spread_unmeasured_said(2),
+            "reference is 2 runs: run-to-run variation not measured"
+        );
         assert!(shift(&[], &[&base], &ShiftRules::default()).is_none());
         assert!(shift(&base, &[&[]], &ShiftRules::default()).is_none());
     }

@@ -326,7 +326,9 @@ fn compare_sees_a_slowdown_unconfirmed_with_one_run_a_side_and_none_between_a_ru
         "{shown}"
     );
     assert!(
-        shown.contains("TTFT: unconfirmed: regressed (one reference run"),
+        shown.contains(
+            "TTFT: unconfirmed: regressed (reference is 1 run: run-to-run variation not measured)"
+        ),
         "{shown}"
     );
     // A p99 is judged on its own tail, which 100 requests a side cannot bound.
@@ -396,6 +398,81 @@ fn compare_sees_a_slowdown_unconfirmed_with_one_run_a_side_and_none_between_a_ru
             .count(),
         3,
         "{text}"
+    );
+}
+
+/// Two reference runs measure no run-to-run variation either: the MAD of their two medians
+/// is half their one difference, whatever the runs' spread, so the daemon's baseline calls a
+/// trend against 2 runs `insufficient (unconfirmed: …)`, and `compare` by the same rule
+/// (`canary_core::compare::SPREAD_MIN_RUNS`, 3) calls a p50 moved against A's 2 runs
+/// `unconfirmed`, saying the reference is 2 runs. Real runs: the 20-row Mooncake trace
+/// replayed twice (`--runs 2`) against a `fast` sim for A, once against an `illustrative`
+/// one (milliseconds of prefill and decode) for B, the same requests.
+#[test]
+fn compare_against_two_reference_runs_reads_a_clear_slowdown_unconfirmed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let replay = |url: &str, out: &str, extra: &[&str]| {
+        let trace = common::shared("traces/mooncake_arxiv_first20.jsonl");
+        let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
+        args.extend(["--model", "canary-sim", "--output-dir", out, "--no-nvml"]);
+        args.extend(["--no-ebpf", "--speedup", "10", "--scale-lengths", "0.05"]);
+        args.extend_from_slice(extra);
+        ok(&canaryd(&args, dir));
+    };
+    let (_fast, fast) = common::sim(&[]);
+    replay(&format!("http://127.0.0.1:{fast}"), "a", &["--runs", "2"]);
+    let (_slow, slow) = common::sim_with_profile(dir, r#"{"profile": "illustrative"}"#, &[]);
+    replay(&format!("http://127.0.0.1:{slow}"), "b", &[]);
+
+    let json: Value =
+        serde_json::from_str(&ok(&canaryd(&["compare", "a", "b", "--json"], dir))).unwrap();
+    assert_eq!(
+        (json["a"]["runs"].as_u64(), json["b"]["runs"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(
+        json["different_requests"].is_null(),
+        "{}",
+        json["different_requests"]
+    );
+    let ttft = json["shifts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s[0] == "TTFT")
+        .unwrap_or_else(|| panic!("{}", json["shifts"]));
+    assert_eq!(ttft[1]["reference_runs"], 2, "{ttft}");
+    // The rule saw a clear slowdown (its trend is the rule's alone)…
+    assert_eq!(ttft[1]["trend"], "regressed", "{ttft}");
+    assert!(ttft[1]["p_value"].as_f64().unwrap() < 1e-3, "{ttft}");
+    assert!(ttft[1]["shift_ratio"].as_f64().unwrap() > 1.0, "{ttft}");
+    // … which the p50 row does not call real: A's 2 runs measured no spread.
+    let row = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "TTFT p50")
+        .unwrap();
+    let v = &row["verdict"];
+    assert_eq!(v["kind"], "unconfirmed", "{row}");
+    assert_eq!(v["direction"], "regressed", "{row}");
+    assert_eq!(v["because"], serde_json::json!(["one_run"]), "{v}");
+    assert_eq!(
+        v["why"], "reference is 2 runs: run-to-run variation not measured",
+        "{v}"
+    );
+    let shown = ok(&canaryd(&["compare", "a", "b"], dir));
+    assert!(!shown.contains("yes:"), "{shown}");
+    assert!(
+        shown.contains(
+            "TTFT: unconfirmed: regressed (reference is 2 runs: run-to-run variation not measured)"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the MAD of A's 2 run medians, half their one difference"),
+        "{shown}"
     );
 }
 

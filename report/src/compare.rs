@@ -21,9 +21,13 @@
 //!   distribution, pooled over the runs, is still judged by the baseline rule below the
 //!   table, now with A's runs as its reference runs (their medians' MAD is known).
 //! * **Several runs on one side only.** Latencies as with one run each (A's runs are the
-//!   rule's reference runs when A is the repeated side, and then the p50's MAD term is
-//!   measured, so its verdict stands; the tails and rates stay unconfirmed); throughputs are
-//!   not judged.
+//!   rule's reference runs when A is the repeated side, and from
+//!   [`canary_core::compare::SPREAD_MIN_RUNS`] (3) of them the p50's MAD term is measured, so
+//!   its verdict stands; against 2 it is half their one difference, so the p50 reads
+//!   `unconfirmed` with `reference is 2 runs`; the tails and rates stay unconfirmed);
+//!   throughputs are not judged. The pooled distribution lines of repeated sides follow the
+//!   same rule; the rows of repeated sides do not: Welch's t-test weighs 2 runs' spread by its
+//!   own few degrees of freedom.
 //!
 //! When the sides did not send the same requests (another trace, selection, load or seed), a
 //! difference may be the workload's: every row's `yes` is [`Verdict::Unconfirmed`]
@@ -182,14 +186,22 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
                 let tail = quantile_verdict(&va, &vb, name, q, rules);
                 row(label, "ms", mean(&fa), mean(&fb), tail, false)
             };
-            // The p50's rule measured run-to-run spread when A has several runs (its MAD
-            // term); a tail's test never does.
+            // The p50's rule measured run-to-run spread when A has at least
+            // SPREAD_MIN_RUNS runs (its MAD term); a tail's test never does. A p50 against 2
+            // runs of A says so: their MAD is half their one difference.
             let per_request = match (repeated, &s) {
                 (true, _) => false,
                 (false, Some(s)) if q == 0.5 => !s.spread_measured(),
                 (false, _) => true,
             };
-            r.verdict = r.verdict.unless(&caveats(per_request), one);
+            let thin = match (&s, q == 0.5) {
+                (Some(s), true) => s.reference_runs.filter(|&n| n >= 2),
+                _ => None,
+            };
+            let words = thin.map(|n| format!("reference is {n} runs"));
+            r.verdict = r
+                .verdict
+                .unless(&caveats(per_request), words.as_deref().unwrap_or(one));
             rows.push(r);
         }
         // A run without the metric's values has none of its percentiles: one note for the

@@ -17,8 +17,8 @@
 //! `compare`'s `no` does), said to rest on N run(s).
 
 use crate::config::BaselineConfig;
-use canary_core::compare::{self, ShiftRules};
-pub use canary_core::compare::{MetricShift, Trend};
+use canary_core::compare::{self, spread_unmeasured_said, ShiftRules};
+pub use canary_core::compare::{MetricShift, Trend, SPREAD_MIN_RUNS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -47,11 +47,6 @@ impl Samples {
         ]
     }
 }
-
-/// The fewest baseline runs whose medians measure run-to-run variation: the MAD of one
-/// median is 0 and of two is half their one difference; of three it is the middle of three
-/// deviations, which one odd run cannot set.
-pub const SPREAD_MIN_RUNS: usize = 3;
 
 /// A run against its baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,12 +90,6 @@ impl Comparison {
     }
 }
 
-/// `reference is 1 run: run-to-run variation not measured` (or `2 runs`).
-fn spread_unmeasured_said(runs: usize) -> String {
-    let s = if runs == 1 { "" } else { "s" };
-    format!("reference is {runs} run{s}: run-to-run variation not measured")
-}
-
 /// Compares `current` with `baseline` (the last passing runs, newest first or any order).
 pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) -> Comparison {
     let runs = baseline.len().min(cfg.runs);
@@ -137,7 +126,7 @@ pub fn compare(cfg: &BaselineConfig, baseline: &[Samples], current: &Samples) ->
     }
     // A metric judged against fewer runs than measure their spread: its `steady` stands,
     // its `regressed` or `improved` is not confirmed.
-    let thin = |m: &MetricShift| m.reference_runs.unwrap_or(0) < SPREAD_MIN_RUNS;
+    let thin = |m: &MetricShift| !m.spread_measured();
     let any = |t: Trend, unmeasured: bool| {
         metrics
             .values()

@@ -2,7 +2,7 @@
 
 use super::{Comparison, Row, Verdict};
 use crate::sections::num;
-use canary_core::compare::Trend;
+use canary_core::compare::{Trend, SPREAD_MIN_RUNS};
 
 impl Comparison {
     /// The comparison as aligned text for a terminal.
@@ -149,19 +149,24 @@ pub(super) fn side(s: &super::Side) -> String {
 
 impl Comparison {
     /// A distribution line's trend: `regressed`, or `unconfirmed: regressed (…)` when the rule
-    /// had one reference run (its MAD term at its floor, the rank test taking requests as
-    /// independent) or the sides sent different requests, as the rows say it.
+    /// had fewer than [`SPREAD_MIN_RUNS`] reference runs (its MAD term at its floor, or half
+    /// of two medians' one difference: the rank test alone, taking requests as independent)
+    /// or the sides sent different requests, as the rows say it; the daemon's baseline words
+    /// it the same (`reference is 2 runs: run-to-run variation not measured`).
     pub(super) fn shift_said(&self, s: &canary_core::compare::MetricShift) -> String {
         let mut why = Vec::new();
         if !s.spread_measured() {
-            why.push("one reference run: run-to-run variation not measured");
+            why.push(match s.reference_runs {
+                Some(n) => canary_core::compare::spread_unmeasured_said(n),
+                None => "reference runs not counted: run-to-run variation not measured".into(),
+            });
         }
         if self
             .different_requests
             .as_ref()
             .is_some_and(|d| !d.fields.is_empty())
         {
-            why.push("not the same requests");
+            why.push("not the same requests".into());
         }
         match s.trend {
             Trend::Regressed | Trend::Improved if !why.is_empty() => {
@@ -245,18 +250,32 @@ impl Comparison {
                  variation, not the load's randomness). Each distribution line pools the \
                  runs and applies the daemon's baseline rule with A's runs as its reference \
                  runs: Mann-Whitney p < {} on every request's value, and the median shift beyond \
-                 {} MADs of A's run medians, {floors}.",
+                 {} MADs of A's run medians, {floors}{thin}.",
                 r.runs_alpha,
                 r.min_shift * 100.0,
                 r.min_shift_ms,
                 r.alpha,
-                r.k_mad
+                r.k_mad,
+                thin = if self.a.runs < SPREAD_MIN_RUNS as u64 {
+                    format!(
+                        "; with {} runs on A that MAD is half their one difference, no measure \
+                         of their spread (it takes {SPREAD_MIN_RUNS}), so a line's difference is \
+                         `unconfirmed`",
+                        self.a.runs
+                    )
+                } else {
+                    String::new()
+                }
             )
         } else {
-            let mad = if self.a.runs > 1 {
-                "the MAD of A's run medians"
-            } else {
-                "the MAD at its floor (one run on A's side)"
+            let measured = self.a.runs >= SPREAD_MIN_RUNS as u64;
+            let mad = match self.a.runs {
+                _ if measured => "the MAD of A's run medians".to_string(),
+                1 => "the MAD at its floor (one run on A's side)".to_string(),
+                n => format!(
+                    "the MAD of A's {n} run medians, half their one difference: no measure of \
+                     their spread below {SPREAD_MIN_RUNS} runs"
+                ),
             };
             format!(
                 "Real means: Mann-Whitney p < {} on every request's value, and the median shift \
@@ -275,7 +294,7 @@ impl Comparison {
                 r.k_mad,
                 r.alpha,
                 one = super::verdict::one_run_said(self.a.runs, self.b.runs),
-                p50 = if self.a.runs > 1 {
+                p50 = if measured {
                     ", but for a p50, whose rule measures it by the MAD of A's run medians"
                 } else {
                     ""
