@@ -90,6 +90,15 @@ fn a_regression_against_one_baseline_run_is_unconfirmed() {
     );
     // The verdict gate is not the baseline's: no SLO missed, a pass.
     assert_eq!(run["verdict"], "pass", "{run:#}");
+    // The listing and the status page show the direction beside `insufficient`, from the
+    // stored comparison: not a bare `insufficient`, as if too few runs to look at all.
+    assert_eq!(slow["unconfirmed"], "regressed", "{slow:#}");
+    let (code, page) = http(status, "GET", "/", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains(">insufficient (unconfirmed: regressed)</span>"),
+        "{page}"
+    );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(std::time::Duration::from_secs(60)), Some(0));
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();

@@ -31,6 +31,11 @@ pub struct RunBrief {
     pub reasons: Vec<String>,
     /// Against the baseline.
     pub trend: Option<Trend>,
+    /// The direction a comparison against too thin a baseline found but did not confirm
+    /// (`regressed`, `improved`; the trend then reads `insufficient`), from the stored
+    /// comparison's `unconfirmed`; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<Trend>,
     /// What changed in the run's context since its baseline run (`summary.json`'s
     /// `context_changes`); `None` when it was not compared with one.
     pub context_changes: Option<ContextComparison>,
@@ -219,6 +224,7 @@ impl RunBrief {
             verdict_kind: r.run.verdict.kind,
             reasons: r.run.verdict.reasons.clone(),
             trend: r.trend,
+            unconfirmed: r.run.comparison.as_ref().and_then(|c| c.unconfirmed),
             context_changes: summary.and_then(|s| s.context_changes.clone()),
             figures: summary.map(SummaryBrief::figures),
             telemetry_sources: summary.and_then(|s| s.telemetry_sources.clone()),

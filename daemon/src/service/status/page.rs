@@ -5,6 +5,7 @@
 
 use super::brief::RunBrief;
 use super::StatusMetrics;
+use crate::judge::baseline::Trend;
 use crate::service::history::History;
 use bytes::Bytes;
 use canary_report::status::{
@@ -81,7 +82,7 @@ fn line(b: &RunBrief) -> RunLine {
         started_unix_ms: b.started_unix_ms,
         verdict_kind: b.verdict_kind.as_str().into(),
         reasons: b.reasons.clone(),
-        trend: b.trend.map(|t| t.as_str().into()),
+        trend: b.trend.map(|t| trend_said(t, b.unconfirmed)),
         context_changes: b
             .context_changes
             .iter()
@@ -126,6 +127,18 @@ fn line(b: &RunBrief) -> RunLine {
         }),
         report_href: format!("runs/{id}/report"),
         json_href: format!("api/runs/{id}"),
+    }
+}
+
+/// A run's trend as the page shows it: `steady`, or `insufficient (unconfirmed: regressed)`
+/// when the baseline was too thin to confirm the direction its rule found (as the run's log
+/// line and verdict.json's `comparison.unconfirmed` say).
+fn trend_said(trend: Trend, unconfirmed: Option<Trend>) -> String {
+    match unconfirmed {
+        Some(u) if trend == Trend::Insufficient => {
+            format!("{} (unconfirmed: {})", trend.as_str(), u.as_str())
+        }
+        _ => trend.as_str().into(),
     }
 }
 
@@ -220,6 +233,19 @@ fn encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::Trend;
+
+    #[test]
+    fn an_unconfirmed_direction_shows_beside_insufficient() {
+        let said = super::trend_said;
+        assert_eq!(
+            said(Trend::Insufficient, Some(Trend::Regressed)),
+            "insufficient (unconfirmed: regressed)"
+        );
+        assert_eq!(said(Trend::Insufficient, None), "insufficient");
+        assert_eq!(said(Trend::Steady, None), "steady");
+    }
+
     #[test]
     fn ids_in_links_are_percent_encoded() {
         assert_eq!(super::encode("20260101T000002Z-2"), "20260101T000002Z-2");
