@@ -20,8 +20,8 @@ fn canaryd(args: &[&str], cwd: &Path) -> Output {
 }
 
 /// `canaryd replay` of the 20-row Mooncake arXiv trace at 10x against `url` into `DIR/out`,
-/// plus `extra`.
-fn replay(dir: &Path, url: &str, extra: &[&str]) {
+/// plus `extra`; what it printed.
+fn replay(dir: &Path, url: &str, extra: &[&str]) -> String {
     let trace = shared("traces/mooncake_arxiv_first20.jsonl");
     let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", url];
     args.extend(["--model", "canary-sim", "--output-dir", "out", "--no-nvml"]);
@@ -29,6 +29,7 @@ fn replay(dir: &Path, url: &str, extra: &[&str]) {
     args.extend_from_slice(extra);
     let out = canaryd(&args, dir);
     assert!(out.status.success(), "{}", text(&out));
+    text(&out)
 }
 
 fn json(path: &Path) -> Value {
@@ -148,7 +149,7 @@ fn a_ttfb_over_a_head_read_with_its_body_is_called_an_upper_bound() {
     let url = format!("http://127.0.0.1:{port}");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    replay(dir, &url, &["--no-streaming"]);
+    let printed = replay(dir, &url, &["--no-streaming"]);
     let records = std::fs::read_to_string(dir.join("out/records.jsonl")).unwrap();
     let heads: Vec<String> = records
         .lines()
@@ -176,6 +177,39 @@ fn a_ttfb_over_a_head_read_with_its_body_is_called_an_upper_bound() {
         .find(|l| l.starts_with("time_to_first_byte,"))
         .unwrap_or_else(|| panic!("no TTFB row: {csv}"));
     assert!(row.ends_with(",upper_bound,estimate"), "{row}");
+    // The table replay prints at the end had no TTFB row: now one, marked a bound, with
+    // summary.json's figures, and the heads counted as the first tokens are.
+    let ttfb = printed
+        .lines()
+        .find(|l| l.starts_with("TTFB (ms"))
+        .unwrap_or_else(|| panic!("no TTFB row: {printed}"));
+    assert!(ttfb.starts_with("TTFB (ms, bound) "), "{printed}");
+    let st = &summary["time_to_first_byte"];
+    let cells: Vec<&str> = ttfb["TTFB (ms, bound)".len()..]
+        .split_whitespace()
+        .collect();
+    let want: Vec<String> = ["avg", "min", "p50", "p90", "p99", "max"]
+        .iter()
+        .map(|k| format!("{:.3}", st[k].as_f64().unwrap()))
+        .collect();
+    assert_eq!(cells, want, "{ttfb}\n{st}");
+    if count(&rx["requests"]) > 0 {
+        let n = |k: &str| rx["head"][k].as_u64().unwrap_or(0);
+        assert!(
+            printed.contains(&format!(
+                "response heads timed: {} by the kernel's stamp (exact), {} read with later \
+                 bytes or by a later segment's stamp (upper bounds), {} by canaryd's read",
+                n("kernel"),
+                n("kernel_bound"),
+                n("userspace")
+            )),
+            "{printed}"
+        );
+    }
+    assert!(
+        printed.contains("so TTFB, TTFT, TTFO and latency are upper bounds"),
+        "{printed}"
+    );
     let text = page(dir, "out");
     assert!(text.contains("TTFB (upper bound)"), "{text}");
     assert!(

@@ -166,6 +166,9 @@ pub fn print_table(
     // client's inter-chunk gaps when both are one value per token gap, under per-request ITL
     // when the engine records one mean per request (TGI, TensorRT-LLM).
     let rows = [
+        // The response head: an upper bound where it shared its read with later bytes
+        // (receive_timestamps.head), as the report's TTFB chart marks it.
+        ("time_to_first_byte", "TTFB (ms)"),
         ("time_to_first_token", "TTFT (ms)"),
         (
             "time_to_first_token_userspace",
@@ -245,6 +248,16 @@ pub fn print_table(
                 n(&rx.end, "userspace")
             )?;
         }
+        if !rx.head.is_empty() {
+            outln!(
+                "response heads timed: {} by the kernel's stamp (exact), {} read with later \
+                 bytes or by a later segment's stamp (upper bounds), {} by canaryd's read \
+                 (upper bounds)",
+                n(&rx.head, "kernel"),
+                n(&rx.head, "kernel_bound"),
+                n(&rx.head, "userspace")
+            )?;
+        }
         if rx.token_events_bound > 0 {
             outln!(
                 "token events: {} of {} are upper bounds (several in one read){}",
@@ -273,9 +286,9 @@ pub fn print_table(
     outln!(
         "(client: avg, min, max exact over the times recorded{}, percentiles within 0.1% or \
          0.5 µs{}; lengths: mean to 0.1 token, the rest whole tokens)",
-        if bounds.any() {
+        if bounds.any() || bounds.head() {
             ", except in a row marked bound: some of its times are a later segment's stamp or \
-             canaryd's read, so TTFT, TTFO and latency are upper bounds and the gaps between \
+             canaryd's read, so TTFB, TTFT, TTFO and latency are upper bounds and the gaps between \
              such times (TTST, inter-chunk) are exact in neither direction; ITL, (e2e - TTFT) \
              / (n - 1), and tokens/s per user (1000 / ITL) are bounds where some request's \
              first token or end is"
@@ -603,6 +616,12 @@ impl TableBounds {
 
     pub(super) fn any(&self) -> bool {
         self.0.any()
+    }
+
+    /// Whether the TTFB row is marked: some response head shared its read with later bytes
+    /// or was read by canaryd (left out of [`canary_core::RxBounds::any`]).
+    pub(super) fn head(&self) -> bool {
+        self.0.is_bound("time_to_first_byte")
     }
 
     /// `label` with `, bound` in its parentheses (or ` (bound)` after it) when the row's
