@@ -219,7 +219,11 @@ impl SweepComparison {
                     false => "runs",
                 },
                 match mixed {
-                    true => ", and beyond 3 MADs of A's run medians where A has several",
+                    true => {
+                        ", and beyond 3 MADs of A's run medians where A has 3 runs or more; \
+                         against 2, whose MAD is half their one difference, a p50's difference \
+                         is `unconfirmed` too"
+                    }
                     false => "",
                 },
                 match mixed {
