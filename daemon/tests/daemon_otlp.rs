@@ -121,19 +121,36 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     // SIGTERM: runs in flight end as `error: interrupted`, the exporter is flushed.
     let log = stop(&mut daemon, dir.path());
 
-    // Every run, from its verdict.json: id -> (workload, verdict kind, trend).
+    // Every run, from its verdict.json: id -> (workload, verdict kind, trend); the direction
+    // an `insufficient` trend was seen to move, unconfirmed, by id; and each completed run's
+    // telemetry sources from its summary.json, by id.
     let mut runs: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
+    let mut unconfirmed: BTreeMap<String, String> = BTreeMap::new();
+    let mut sources: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
     for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
         if p.file_name() == Some("verdict.json".as_ref()) {
             let v: Value = serde_json::from_slice(&bytes).unwrap();
+            let id: String = v["id"].as_str().unwrap().into();
+            if let Some(u) = v["comparison"]["unconfirmed"].as_str() {
+                unconfirmed.insert(id.clone(), u.into());
+            }
             runs.insert(
-                v["id"].as_str().unwrap().into(),
+                id,
                 (
                     v["workload"].as_str().unwrap().into(),
                     v["verdict_kind"].as_str().unwrap().into(),
                     v["trend"].as_str().map(String::from),
                 ),
             );
+        }
+        if p.file_name() == Some("summary.json".as_ref()) {
+            let s: Value = serde_json::from_slice(&bytes).unwrap();
+            if let (Some(id), Some(t)) = (
+                s["run"]["run_id"].as_str(),
+                s["telemetry_sources"].as_object(),
+            ) {
+                sources.insert(id.into(), t.clone());
+            }
         }
     }
     let kinds = |w: &str| -> Vec<&str> {
@@ -177,6 +194,30 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         assert_eq!(&a["canary.workload"], w, "{a:?}");
         assert_eq!(&a["canary.run.verdict"], kind, "{a:?}");
         assert_eq!(a.get("canary.run.trend"), trend.as_ref(), "{a:?}");
+        // The direction seen against a reference of one run, as the log's `insufficient
+        // (unconfirmed: regressed; …)`: on the event exactly when verdict.json has it.
+        assert_eq!(
+            a.get("canary.run.trend.unconfirmed"),
+            unconfirmed.get(id),
+            "{a:?}"
+        );
+        // Each telemetry source's state as summary.json gives it, and why one is not
+        // available (NVML and eBPF are turned off here).
+        if let Some(sources) = sources.get(id) {
+            assert!(!sources.is_empty(), "{id}");
+            for (name, state) in sources {
+                let key = format!("canary.telemetry.{name}");
+                let said = state["state"].as_str().unwrap();
+                assert_eq!(a.get(&format!("{key}.state")).map(String::as_str), Some(said));
+                assert_eq!(
+                    a.contains_key(&format!("{key}.reason")),
+                    said != "available",
+                    "{a:?}"
+                );
+            }
+            assert_eq!(a["canary.telemetry.nvml.state"], "disabled", "{a:?}");
+            assert_eq!(a["canary.telemetry.ebpf.state"], "disabled", "{a:?}");
+        }
         if kind == "fail" {
             assert!(
                 a["canary.run.verdict.reasons"].contains("request_latency"),
@@ -198,10 +239,15 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
             assert_eq!(a["gen_ai.request.model"], "canary-sim", "{a:?}");
         }
     }
+    // Some run was compared with its baseline. With `min_runs = 1` a run whose latency moved
+    // against a reference of one run (a loaded host) reads `insufficient`, its direction
+    // unconfirmed: compared all the same, and said so on its event.
     assert!(
-        runs.values().any(|r| r.2.as_deref() == Some("steady")
-            || r.2.as_deref() == Some("regressed")
-            || r.2.as_deref() == Some("improved")),
+        runs.iter().any(|(id, r)| match r.2.as_deref() {
+            Some("steady" | "regressed" | "improved") => true,
+            Some("insufficient") => seen[id].contains_key("canary.run.trend.unconfirmed"),
+            _ => false,
+        }),
         "a run compared with its baseline: {runs:?}"
     );
 
