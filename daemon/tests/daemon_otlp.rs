@@ -208,7 +208,10 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
             for (name, state) in sources {
                 let key = format!("canary.telemetry.{name}");
                 let said = state["state"].as_str().unwrap();
-                assert_eq!(a.get(&format!("{key}.state")).map(String::as_str), Some(said));
+                assert_eq!(
+                    a.get(&format!("{key}.state")).map(String::as_str),
+                    Some(said)
+                );
                 assert_eq!(
                     a.contains_key(&format!("{key}.reason")),
                     said != "available",
@@ -371,6 +374,131 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     }
     let files = common::assert_no_file_holds(dir.path(), SECRET, &["otlp-token"]);
     assert!(files.iter().any(|p| p.ends_with("state/history.sqlite")));
+}
+
+// The audit's case: a run whose TTFT moved 36x against a baseline of one run logs
+// `insufficient (unconfirmed: regressed; …)`, but its OTLP event, `canary.runs` and the trend
+// state set read a bare `insufficient`: "unconfirmed" was in no exported body.
+#[test]
+fn a_shift_seen_against_one_run_goes_out_as_unconfirmed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"500ms\"\nflush_timeout = \"5s\"\n\
+         [baseline]\nruns = 5\nmin_runs = 1\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+        receiver.url()
+    );
+    config += &workload("moved", "");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+
+    // One passing run on the fast profile, then the server slows down (TTFT ~3 ms to ~110 ms).
+    eventually(120, "a passing run", || {
+        let runs = api_runs(status);
+        runs.iter().any(|r| r["verdict"] == "pass").then_some(())
+    });
+    let (code, body) = http(
+        sim_port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"illustrative"}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let switched_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    eventually(180, "a finished run started on the slow profile", || {
+        let runs = api_runs(status);
+        runs.iter()
+            .any(|r| {
+                r["started_unix_ms"]
+                    .as_i64()
+                    .is_some_and(|t| t > switched_ms)
+            })
+            .then_some(())
+    });
+    let log = stop(&mut daemon, dir.path());
+
+    // The runs started after the switch, from their verdict.json: id -> (trend, unconfirmed,
+    // the baseline's runs).
+    let mut slow: BTreeMap<String, (Option<String>, Option<String>, u64)> = BTreeMap::new();
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &[]) {
+        if p.file_name() != Some("verdict.json".as_ref()) {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        if v["started_unix_ms"]
+            .as_i64()
+            .is_some_and(|t| t > switched_ms)
+            && v["verdict_kind"] != "error"
+        {
+            slow.insert(
+                v["id"].as_str().unwrap().into(),
+                (
+                    v["trend"].as_str().map(String::from),
+                    v["comparison"]["unconfirmed"].as_str().map(String::from),
+                    v["comparison"]["baseline_runs"].as_u64().unwrap_or(0),
+                ),
+            );
+        }
+    }
+    assert!(!slow.is_empty(), "{log}");
+    let events: HashMap<String, HashMap<String, String>> = receiver
+        .logs()
+        .into_iter()
+        .filter(|l| l.event_name == "canary.run")
+        .map(|l| attrs(&l.attributes))
+        .map(|a| (a["canary.run.id"].clone(), a))
+        .collect();
+    // Each event says what verdict.json says.
+    for (id, (trend, direction, _)) in &slow {
+        let a = &events[id];
+        assert_eq!(a.get("canary.run.trend"), trend.as_ref(), "{a:?}");
+        assert_eq!(
+            a.get("canary.run.trend.unconfirmed"),
+            direction.as_ref(),
+            "{a:?}"
+        );
+    }
+    // The first slow run had the fast runs alone for reference: against one or two it is a
+    // regression, unconfirmed (three or more would confirm it: a host slow enough to let
+    // that many pass before the switch).
+    let first = slow.values().min_by_key(|r| r.2).unwrap();
+    let unconfirmed = match first {
+        (Some(t), Some(d), n) if t == "insufficient" && d == "regressed" && *n < 3 => true,
+        (Some(t), None, n) if t == "regressed" && *n >= 3 => false,
+        other => panic!("{other:?}\n{log}"),
+    };
+    eprintln!(
+        "{} slow runs, the first unconfirmed: {unconfirmed}",
+        slow.len()
+    );
+    if unconfirmed {
+        assert!(log.contains("unconfirmed: regressed"), "{log}");
+        // `canary.runs` counts such a run with its direction.
+        let metrics = receiver.last_metrics();
+        let runs_metric = metrics.iter().find(|m| m.name == "canary.runs").unwrap();
+        let Some(metric::Data::Sum(sum)) = &runs_metric.data else {
+            panic!("canary.runs is not a sum")
+        };
+        assert!(
+            sum.data_points.iter().any(|p| {
+                let a = attrs(&p.attributes);
+                a.get("canary.run.trend").map(String::as_str) == Some("insufficient")
+                    && a.get("canary.run.trend.unconfirmed").map(String::as_str)
+                        == Some("regressed")
+            }),
+            "{:?}",
+            sum.data_points
+        );
+    }
 }
 
 #[test]

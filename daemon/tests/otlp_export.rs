@@ -590,7 +590,10 @@ async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
         let judged = s.requests - s.client_errors - s.cancelled;
         for (name, want) in [
             ("canary.run.goodput", g.goodput.unwrap()),
-            ("canary.run.good_request.ratio", g.good_request_fraction.unwrap()),
+            (
+                "canary.run.good_request.ratio",
+                g.good_request_fraction.unwrap(),
+            ),
         ] {
             let Some(metric::Data::Gauge(gauge)) = &metric(&ms, name).data else {
                 panic!("{name} is a gauge")

@@ -506,8 +506,7 @@ impl OtlpExporter {
             );
             if let Some(o) = outcome {
                 self.instruments.record_run(&o.summary, &o.telemetry, &base);
-                self.instruments
-                    .record_sources(&base, &o.telemetry.sources);
+                self.instruments.record_sources(&base, &o.telemetry.sources);
                 // A run that never replayed has no diagnosis: the last diagnosed one stays.
                 self.instruments.record_diagnosis(&base, &o.diagnosis);
             }

@@ -853,9 +853,8 @@ fn goodput_points(summary: &RunSummary) -> [Points; 2] {
     if let Some((lo, hi)) = bounds.filter(|_| !certain) {
         // The same denominators as the judged figures: the run's duration, the requests
         // judged.
-        let per_s = |n: u64| {
-            (g.goodput.is_some() && has_rate).then(|| n as f64 / summary.duration_s)
-        };
+        let per_s =
+            |n: u64| (g.goodput.is_some() && has_rate).then(|| n as f64 / summary.duration_s);
         rate.push(point("at_least", "lower_bound", per_s(lo)));
         rate.push(point("at_most", "upper_bound", per_s(hi)));
         ratio.push(point("at_least", "lower_bound", ratio_of(lo)));

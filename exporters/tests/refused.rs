@@ -86,9 +86,10 @@ async fn a_partial_success_is_scrubbed_of_the_targets_key_too() {
     assert_eq!(report.spans_dropped, 1, "{report:?}");
     let warned = logs::lines_with(&receiver.addr.to_string());
     assert!(
-        warned.iter().any(|l| l.contains(
-            "\"invalid token <redacted> and api key <redacted> from <redacted>\""
-        )),
+        warned
+            .iter()
+            .any(|l| l
+                .contains("\"invalid token <redacted> and api key <redacted> from <redacted>\"")),
         "{warned:#?}"
     );
     let leaked: Vec<String> = ["TOKpartk", "KEYpartk"]

@@ -57,7 +57,9 @@ impl Instruments {
             "insufficient",
             "not_compared",
         ];
-        let all = states.iter().chain((!states.contains(&now)).then_some(&now));
+        let all = states
+            .iter()
+            .chain((!states.contains(&now)).then_some(&now));
         self.trend_state.record(
             base,
             all.map(|s| {
@@ -84,7 +86,10 @@ impl Instruments {
         let mut points = Vec::new();
         for (source, state) in sources {
             let now = state.name();
-            for s in states.iter().chain((!states.contains(&now)).then_some(&now)) {
+            for s in states
+                .iter()
+                .chain((!states.contains(&now)).then_some(&now))
+            {
                 let a = vec![
                     KeyValue::new(attr::TELEMETRY_SOURCE, source.as_str()),
                     KeyValue::new(attr::TELEMETRY_STATE, *s),

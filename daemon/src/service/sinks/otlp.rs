@@ -219,14 +219,13 @@ fn stored_states(row: &ListedRow) -> (RunJudgement, Option<(Bottleneck, Confiden
 /// exporter's scrub of a collector's text. A key that cannot be read now is not the run's
 /// either (the run fails on it), so it is left out.
 fn target_secrets(t: &Target) -> canary_core::Secrets {
-    let mut secrets = canary_core::Secrets::default();
-    if let Some(Ok(Some(key))) = t.api_key.as_ref().map(|k| k.read()) {
-        secrets.add_secret(key.expose().as_bytes());
-    }
-    for (name, value) in &t.headers {
-        secrets.add_header(name.as_str(), value.as_bytes(), canary_core::Words::OfCredentials);
-    }
-    secrets
+    let Ok(mut target) = canary_replay::Target::new(&t.url, t.endpoint, &t.model) else {
+        return canary_core::Secrets::default();
+    };
+    // The replay's own rule for which of a target's values are secrets.
+    target.api_key = t.api_key.as_ref().and_then(|k| k.read().ok().flatten());
+    target.headers = t.headers.clone();
+    canary_core::Secrets::of([&target])
 }
 
 /// The value of an enum `summary.json` names `name` (`queueing`, `high`).
