@@ -67,7 +67,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
          [otlp.headers]\nauthorization = {{ file = \"otlp-token\", prefix = \"Bearer \" }}\n\
          x-canary-org = \"daemon-test\"\n\
          [baseline]\nruns = 5\nmin_runs = 1\n\
-         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         metrics_url = \"http://127.0.0.1:{sim_port}/metrics\"\n",
         receiver.url()
     );
     // Each run of `steady` in slices (issue 18's timeslices, as a workload key).
@@ -333,6 +334,62 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         }
     }
     assert!(sliced >= 2, "{sliced} complete runs of steady with slices");
+
+    // The server's own latencies (the sim's /metrics), each point with its kind: the mean
+    // exact, the percentiles estimates; its ITL with what one observation is, and its
+    // prefix-cache hit ratio with its kind, as summary.json says them.
+    let mut said: std::collections::BTreeSet<(String, String)> = Default::default();
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
+        if p.file_name() == Some("summary.json".as_ref()) {
+            let s: Value = serde_json::from_slice(&bytes).unwrap();
+            for key in ["itl_observation", "prefix_cache_hit_rate_kind"] {
+                if let Some(v) = s["server"][key].as_str() {
+                    said.insert((key.into(), v.into()));
+                }
+            }
+        }
+    }
+    let server = metrics
+        .iter()
+        .find(|m| m.name == "canary.run.server.latency")
+        .expect("canary.run.server.latency exported");
+    let Some(metric::Data::Gauge(g)) = &server.data else {
+        panic!("canary.run.server.latency is not a gauge")
+    };
+    let mut phases = std::collections::BTreeSet::new();
+    for p in &g.data_points {
+        let a = attrs(&p.attributes);
+        let want = if a["canary.statistic"] == "mean" {
+            "exact"
+        } else {
+            "estimate"
+        };
+        assert_eq!(a["canary.value_kind"], want, "{a:?}");
+        phases.insert(a["canary.server.phase"].clone());
+        if a["canary.server.phase"] == "inter_token_latency" {
+            let o = a["canary.server.itl_observation"].clone();
+            assert!(
+                said.contains(&("itl_observation".into(), o)),
+                "{a:?} {said:?}"
+            );
+        }
+    }
+    assert!(phases.contains("inter_token_latency"), "{phases:?}");
+    if let Some(hit) = metrics
+        .iter()
+        .find(|m| m.name == "canary.run.server.prefix_cache.hit_ratio")
+    {
+        let Some(metric::Data::Gauge(g)) = &hit.data else {
+            panic!("not a gauge")
+        };
+        for p in &g.data_points {
+            let kind = attrs(&p.attributes)["canary.value_kind"].clone();
+            assert!(
+                said.contains(&("prefix_cache_hit_rate_kind".into(), kind)),
+                "{said:?}"
+            );
+        }
+    }
     let slice_ttft = metrics
         .iter()
         .find(|m| m.name == "canary.slice.time_to_first_token")
