@@ -958,6 +958,25 @@ async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
     let (n, sum) = histogram(metric(&ms, "canary.request.connect"), &[]);
     assert_eq!(n, 20);
     assert!((sum - 20.0 * 0.08e-3).abs() < 1e-12, "{sum}");
+    // Each part says what kind of figure it is: timed from the last segment before
+    // canaryd's read, the client overhead and the chunk delays are lower bounds and the
+    // remainder an upper bound; the write and the server wait are exact.
+    for (part, kind) in [
+        ("request_write", "exact"),
+        ("server_wait", "exact"),
+        ("client_overhead", "lower_bound"),
+        ("remainder", "upper_bound"),
+    ] {
+        let filter = [("canary.ttft.part", part), ("canary.value_kind", kind)];
+        assert_eq!(histogram(parts, &filter).0, 20, "{part}");
+    }
+    for stat in ["p50", "p99"] {
+        let filter = [
+            ("canary.chunk_delay.stat", stat),
+            ("canary.value_kind", "lower_bound"),
+        ];
+        assert_eq!(histogram(delay, &filter).0, 20, "{stat}");
+    }
 }
 
 /// A collector that accepts but never answers: the flush gives up at its deadline, not
