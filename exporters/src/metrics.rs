@@ -97,6 +97,8 @@ pub(crate) struct Instruments {
     runs: Counter<u64>,
     run_goodput: LatestGauge,
     run_good_ratio: LatestGauge,
+    run_goodput_bound: LatestGauge,
+    run_good_ratio_bound: LatestGauge,
     run_error_ratio: LatestGauge,
     run_ttft: LatestGauge,
     run_energy: LatestGauge,
@@ -291,6 +293,20 @@ impl Instruments {
                 "canary.run.good_request.ratio",
                 "1",
                 "Share of the last run's requests that were good",
+            ),
+            run_goodput_bound: LatestGauge::new(
+                m,
+                "canary.run.goodput.bound",
+                "{request}/s",
+                "Bounds of the last run's goodput when a judgement rested on a bound: \
+                 canary.statistic at_least (lower_bound) and at_most (upper_bound)",
+            ),
+            run_good_ratio_bound: LatestGauge::new(
+                m,
+                "canary.run.good_request.ratio.bound",
+                "1",
+                "Bounds of the last run's good share when a judgement rested on a bound: \
+                 canary.statistic at_least (lower_bound) and at_most (upper_bound)",
             ),
             run_error_ratio: LatestGauge::new(
                 m,
@@ -598,6 +614,8 @@ impl Instruments {
         let run = [
             &self.run_goodput,
             &self.run_good_ratio,
+            &self.run_goodput_bound,
+            &self.run_good_ratio_bound,
             &self.run_error_ratio,
             &self.run_ttft,
             &self.run_energy,
@@ -687,12 +705,16 @@ impl Instruments {
     /// saw (`telemetry`). Each replaces its workload's last run's: a figure this run does not
     /// have (no GPU, no server metrics, a run too short for a rate) is no longer exported.
     pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
-        let [goodput, ratio] = goodput_points(summary);
+        let [goodput, ratio, goodput_bounds, ratio_bounds] = goodput_points(summary);
         // A run too short for a rate (one request) has none, and one that judged no request
         // (every one cancelled on purpose) no ratio: no point, rather than a 0 that reads as
         // "no errors" or "none good".
         self.run_goodput.record(base, goodput);
         self.run_good_ratio.record(base, ratio);
+        // Gauges of their own, so a panel's `max` over the judged figure's series never
+        // draws the upper bound.
+        self.run_goodput_bound.record(base, goodput_bounds);
+        self.run_good_ratio_bound.record(base, ratio_bounds);
         self.run_error_ratio.record_one(base, summary.error_rate);
         self.slices.record(summary.timeslices.as_ref(), base);
         let ttft = |by: &'static str, stat: &'static str, kind: &'static str, v: Option<f64>| {
@@ -814,14 +836,14 @@ impl Instruments {
 
 /// A run's `canary.run.goodput` and `canary.run.good_request.ratio` points, each with its
 /// `canary.statistic` and `canary.value_kind`: `judged` (the count summary.json gives as
-/// `good_requests`), `exact` when no judgement rested on a bound, else `estimate`, beside
-/// `at_least` (`lower_bound`) and `at_most` (`upper_bound`) from `good_requests_at_least`
-/// and `_at_most`. Without SLOs every completed request is good, out of the requests the
+/// `good_requests`), `exact` when no judgement rested on a bound, else `estimate`; and
+/// their `….bound` points, only then: `at_least` (`lower_bound`) and `at_most`
+/// (`upper_bound`) from `good_requests_at_least` and `_at_most`. Without SLOs every completed request is good, out of the requests the
 /// target was sent (as with SLOs: canaryd's own failures and cancellations say nothing of
 /// it): exact. A figure the run has none of (no rate, no request judged) is `None`.
 pub(crate) type Points = Vec<(Vec<KeyValue>, Option<f64>)>;
 
-fn goodput_points(summary: &RunSummary) -> [Points; 2] {
+fn goodput_points(summary: &RunSummary) -> [Points; 4] {
     let judged = summary
         .requests
         .saturating_sub(summary.client_errors + summary.cancelled);
@@ -838,6 +860,8 @@ fn goodput_points(summary: &RunSummary) -> [Points; 2] {
         return [
             vec![point("judged", "exact", summary.request_throughput)],
             vec![point("judged", "exact", ratio_of(summary.completed))],
+            Vec::new(),
+            Vec::new(),
         ];
     };
     // The count of good requests is exact as a count of judgements; it is the truth only
@@ -848,19 +872,20 @@ fn goodput_points(summary: &RunSummary) -> [Points; 2] {
     };
     let certain = bounds.is_some_and(|(lo, hi)| lo == hi && lo == g.good_requests);
     let kind = if certain { "exact" } else { "estimate" };
-    let mut rate = vec![point("judged", kind, g.goodput)];
-    let mut ratio = vec![point("judged", kind, g.good_request_fraction)];
+    let rate = vec![point("judged", kind, g.goodput)];
+    let ratio = vec![point("judged", kind, g.good_request_fraction)];
+    let (mut rate_bounds, mut ratio_bounds) = (Vec::new(), Vec::new());
     if let Some((lo, hi)) = bounds.filter(|_| !certain) {
         // The same denominators as the judged figures: the run's duration, the requests
         // judged.
         let per_s =
             |n: u64| (g.goodput.is_some() && has_rate).then(|| n as f64 / summary.duration_s);
-        rate.push(point("at_least", "lower_bound", per_s(lo)));
-        rate.push(point("at_most", "upper_bound", per_s(hi)));
-        ratio.push(point("at_least", "lower_bound", ratio_of(lo)));
-        ratio.push(point("at_most", "upper_bound", ratio_of(hi)));
+        rate_bounds.push(point("at_least", "lower_bound", per_s(lo)));
+        rate_bounds.push(point("at_most", "upper_bound", per_s(hi)));
+        ratio_bounds.push(point("at_least", "lower_bound", ratio_of(lo)));
+        ratio_bounds.push(point("at_most", "upper_bound", ratio_of(hi)));
     }
-    [rate, ratio]
+    [rate, ratio, rate_bounds, ratio_bounds]
 }
 
 /// The server's latencies other than TTFT, as `canary.run.server.latency` points: per phase
