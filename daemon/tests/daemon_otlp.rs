@@ -67,7 +67,8 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
          [otlp.headers]\nauthorization = {{ file = \"otlp-token\", prefix = \"Bearer \" }}\n\
          x-canary-org = \"daemon-test\"\n\
          [baseline]\nruns = 5\nmin_runs = 1\n\
-         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n\
+         metrics_url = \"http://127.0.0.1:{sim_port}/metrics\"\n",
         receiver.url()
     );
     // Each run of `steady` in slices (issue 18's timeslices, as a workload key).
@@ -121,19 +122,36 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     // SIGTERM: runs in flight end as `error: interrupted`, the exporter is flushed.
     let log = stop(&mut daemon, dir.path());
 
-    // Every run, from its verdict.json: id -> (workload, verdict kind, trend).
+    // Every run, from its verdict.json: id -> (workload, verdict kind, trend); the direction
+    // an `insufficient` trend was seen to move, unconfirmed, by id; and each completed run's
+    // telemetry sources from its summary.json, by id.
     let mut runs: BTreeMap<String, (String, String, Option<String>)> = BTreeMap::new();
+    let mut unconfirmed: BTreeMap<String, String> = BTreeMap::new();
+    let mut sources: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
     for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
         if p.file_name() == Some("verdict.json".as_ref()) {
             let v: Value = serde_json::from_slice(&bytes).unwrap();
+            let id: String = v["id"].as_str().unwrap().into();
+            if let Some(u) = v["comparison"]["unconfirmed"].as_str() {
+                unconfirmed.insert(id.clone(), u.into());
+            }
             runs.insert(
-                v["id"].as_str().unwrap().into(),
+                id,
                 (
                     v["workload"].as_str().unwrap().into(),
                     v["verdict_kind"].as_str().unwrap().into(),
                     v["trend"].as_str().map(String::from),
                 ),
             );
+        }
+        if p.file_name() == Some("summary.json".as_ref()) {
+            let s: Value = serde_json::from_slice(&bytes).unwrap();
+            if let (Some(id), Some(t)) = (
+                s["run"]["run_id"].as_str(),
+                s["telemetry_sources"].as_object(),
+            ) {
+                sources.insert(id.into(), t.clone());
+            }
         }
     }
     let kinds = |w: &str| -> Vec<&str> {
@@ -177,6 +195,33 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         assert_eq!(&a["canary.workload"], w, "{a:?}");
         assert_eq!(&a["canary.run.verdict"], kind, "{a:?}");
         assert_eq!(a.get("canary.run.trend"), trend.as_ref(), "{a:?}");
+        // The direction seen against a reference of one run, as the log's `insufficient
+        // (unconfirmed: regressed; …)`: on the event exactly when verdict.json has it.
+        assert_eq!(
+            a.get("canary.run.trend.unconfirmed"),
+            unconfirmed.get(id),
+            "{a:?}"
+        );
+        // Each telemetry source's state as summary.json gives it, and why one is not
+        // available (NVML and eBPF are turned off here).
+        if let Some(sources) = sources.get(id) {
+            assert!(!sources.is_empty(), "{id}");
+            for (name, state) in sources {
+                let key = format!("canary.telemetry.{name}");
+                let said = state["state"].as_str().unwrap();
+                assert_eq!(
+                    a.get(&format!("{key}.state")).map(String::as_str),
+                    Some(said)
+                );
+                assert_eq!(
+                    a.contains_key(&format!("{key}.reason")),
+                    said != "available",
+                    "{a:?}"
+                );
+            }
+            assert_eq!(a["canary.telemetry.nvml.state"], "disabled", "{a:?}");
+            assert_eq!(a["canary.telemetry.ebpf.state"], "disabled", "{a:?}");
+        }
         if kind == "fail" {
             assert!(
                 a["canary.run.verdict.reasons"].contains("request_latency"),
@@ -198,10 +243,15 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
             assert_eq!(a["gen_ai.request.model"], "canary-sim", "{a:?}");
         }
     }
+    // Some run was compared with its baseline. With `min_runs = 1` a run whose latency moved
+    // against a reference of one run (a loaded host) reads `insufficient`, its direction
+    // unconfirmed: compared all the same, and said so on its event.
     assert!(
-        runs.values().any(|r| r.2.as_deref() == Some("steady")
-            || r.2.as_deref() == Some("regressed")
-            || r.2.as_deref() == Some("improved")),
+        runs.iter().any(|(id, r)| match r.2.as_deref() {
+            Some("steady" | "regressed" | "improved") => true,
+            Some("insufficient") => seen[id].contains_key("canary.run.trend.unconfirmed"),
+            _ => false,
+        }),
         "a run compared with its baseline: {runs:?}"
     );
 
@@ -284,6 +334,62 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
         }
     }
     assert!(sliced >= 2, "{sliced} complete runs of steady with slices");
+
+    // The server's own latencies (the sim's /metrics), each point with its kind: the mean
+    // exact, the percentiles estimates; its ITL with what one observation is, and its
+    // prefix-cache hit ratio with its kind, as summary.json says them.
+    let mut said: std::collections::BTreeSet<(String, String)> = Default::default();
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &["otlp-token"]) {
+        if p.file_name() == Some("summary.json".as_ref()) {
+            let s: Value = serde_json::from_slice(&bytes).unwrap();
+            for key in ["itl_observation", "prefix_cache_hit_rate_kind"] {
+                if let Some(v) = s["server"][key].as_str() {
+                    said.insert((key.into(), v.into()));
+                }
+            }
+        }
+    }
+    let server = metrics
+        .iter()
+        .find(|m| m.name == "canary.run.server.latency")
+        .expect("canary.run.server.latency exported");
+    let Some(metric::Data::Gauge(g)) = &server.data else {
+        panic!("canary.run.server.latency is not a gauge")
+    };
+    let mut phases = std::collections::BTreeSet::new();
+    for p in &g.data_points {
+        let a = attrs(&p.attributes);
+        let want = if a["canary.statistic"] == "mean" {
+            "exact"
+        } else {
+            "estimate"
+        };
+        assert_eq!(a["canary.value_kind"], want, "{a:?}");
+        phases.insert(a["canary.server.phase"].clone());
+        if a["canary.server.phase"] == "inter_token_latency" {
+            let o = a["canary.server.itl_observation"].clone();
+            assert!(
+                said.contains(&("itl_observation".into(), o)),
+                "{a:?} {said:?}"
+            );
+        }
+    }
+    assert!(phases.contains("inter_token_latency"), "{phases:?}");
+    if let Some(hit) = metrics
+        .iter()
+        .find(|m| m.name == "canary.run.server.prefix_cache.hit_ratio")
+    {
+        let Some(metric::Data::Gauge(g)) = &hit.data else {
+            panic!("not a gauge")
+        };
+        for p in &g.data_points {
+            let kind = attrs(&p.attributes)["canary.value_kind"].clone();
+            assert!(
+                said.contains(&("prefix_cache_hit_rate_kind".into(), kind)),
+                "{said:?}"
+            );
+        }
+    }
     let slice_ttft = metrics
         .iter()
         .find(|m| m.name == "canary.slice.time_to_first_token")
@@ -325,6 +431,131 @@ fn scheduled_runs_reach_an_otlp_receiver_with_their_verdicts_and_the_secret_stay
     }
     let files = common::assert_no_file_holds(dir.path(), SECRET, &["otlp-token"]);
     assert!(files.iter().any(|p| p.ends_with("state/history.sqlite")));
+}
+
+// The audit's case: a run whose TTFT moved 36x against a baseline of one run logs
+// `insufficient (unconfirmed: regressed; …)`, but its OTLP event, `canary.runs` and the trend
+// state set read a bare `insufficient`: "unconfirmed" was in no exported body.
+#[test]
+fn a_shift_seen_against_one_run_goes_out_as_unconfirmed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let receiver = rt.block_on(Receiver::start());
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, sim_port) = common::sim(&[]);
+    let mut config = format!(
+        "state_dir = \"state\"\n\
+         [telemetry]\nnvml = false\nebpf = false\n\
+         [otlp]\nendpoint = \"{}\"\nmetrics_interval = \"500ms\"\nflush_timeout = \"5s\"\n\
+         [baseline]\nruns = 5\nmin_runs = 1\n\
+         [targets.sim]\nurl = \"http://127.0.0.1:{sim_port}\"\nmodel = \"canary-sim\"\n",
+        receiver.url()
+    );
+    config += &workload("moved", "");
+    let path = dir.path().join("canaryd.toml");
+    std::fs::write(&path, config).unwrap();
+    let (mut daemon, status) = daemon(dir.path(), &path, &[]);
+
+    // One passing run on the fast profile, then the server slows down (TTFT ~3 ms to ~110 ms).
+    eventually(120, "a passing run", || {
+        let runs = api_runs(status);
+        runs.iter().any(|r| r["verdict"] == "pass").then_some(())
+    });
+    let (code, body) = http(
+        sim_port,
+        "POST",
+        "/sim/profile",
+        r#"{"profile":"illustrative"}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let switched_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    eventually(180, "a finished run started on the slow profile", || {
+        let runs = api_runs(status);
+        runs.iter()
+            .any(|r| {
+                r["started_unix_ms"]
+                    .as_i64()
+                    .is_some_and(|t| t > switched_ms)
+            })
+            .then_some(())
+    });
+    let log = stop(&mut daemon, dir.path());
+
+    // The runs started after the switch, from their verdict.json: id -> (trend, unconfirmed,
+    // the baseline's runs).
+    let mut slow: BTreeMap<String, (Option<String>, Option<String>, u64)> = BTreeMap::new();
+    for (p, bytes) in files_under(&dir.path().join("state/artifacts"), &[]) {
+        if p.file_name() != Some("verdict.json".as_ref()) {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        if v["started_unix_ms"]
+            .as_i64()
+            .is_some_and(|t| t > switched_ms)
+            && v["verdict_kind"] != "error"
+        {
+            slow.insert(
+                v["id"].as_str().unwrap().into(),
+                (
+                    v["trend"].as_str().map(String::from),
+                    v["comparison"]["unconfirmed"].as_str().map(String::from),
+                    v["comparison"]["baseline_runs"].as_u64().unwrap_or(0),
+                ),
+            );
+        }
+    }
+    assert!(!slow.is_empty(), "{log}");
+    let events: HashMap<String, HashMap<String, String>> = receiver
+        .logs()
+        .into_iter()
+        .filter(|l| l.event_name == "canary.run")
+        .map(|l| attrs(&l.attributes))
+        .map(|a| (a["canary.run.id"].clone(), a))
+        .collect();
+    // Each event says what verdict.json says.
+    for (id, (trend, direction, _)) in &slow {
+        let a = &events[id];
+        assert_eq!(a.get("canary.run.trend"), trend.as_ref(), "{a:?}");
+        assert_eq!(
+            a.get("canary.run.trend.unconfirmed"),
+            direction.as_ref(),
+            "{a:?}"
+        );
+    }
+    // The first slow run had the fast runs alone for reference: against one or two it is a
+    // regression, unconfirmed (three or more would confirm it: a host slow enough to let
+    // that many pass before the switch).
+    let first = slow.values().min_by_key(|r| r.2).unwrap();
+    let unconfirmed = match first {
+        (Some(t), Some(d), n) if t == "insufficient" && d == "regressed" && *n < 3 => true,
+        (Some(t), None, n) if t == "regressed" && *n >= 3 => false,
+        other => panic!("{other:?}\n{log}"),
+    };
+    eprintln!(
+        "{} slow runs, the first unconfirmed: {unconfirmed}",
+        slow.len()
+    );
+    if unconfirmed {
+        assert!(log.contains("unconfirmed: regressed"), "{log}");
+        // `canary.runs` counts such a run with its direction.
+        let metrics = receiver.last_metrics();
+        let runs_metric = metrics.iter().find(|m| m.name == "canary.runs").unwrap();
+        let Some(metric::Data::Sum(sum)) = &runs_metric.data else {
+            panic!("canary.runs is not a sum")
+        };
+        assert!(
+            sum.data_points.iter().any(|p| {
+                let a = attrs(&p.attributes);
+                a.get("canary.run.trend").map(String::as_str) == Some("insufficient")
+                    && a.get("canary.run.trend.unconfirmed").map(String::as_str)
+                        == Some("regressed")
+            }),
+            "{:?}",
+            sum.data_points
+        );
+    }
 }
 
 #[test]

@@ -170,6 +170,8 @@ async fn replay_configured(
     config.output_dir = Some(out.to_path_buf());
     config.goodput = labels.goodput.clone();
     tweak(&mut config);
+    // The SLOs a tweak set decide the good requests the observer counts too.
+    labels.goodput = config.goodput.clone();
     let observer = exporter.run_observer(labels.clone());
     let observer: Arc<dyn Observer> = match kernel {
         Some(kernel) => Arc::new(KernelAnnotator {
@@ -466,6 +468,13 @@ async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() 
             let a = attrs(&by_id[&r.span_id].attributes);
             assert_eq!(a["canary.rx.first_token"], first(r), "{a:?}");
             assert_eq!(a["canary.rx.end"], end(r), "{a:?}");
+            // And its TTFB's: an upper bound unless its head was stamped `kernel`.
+            let head = source(r.rx.as_ref().and_then(|rx| rx.head));
+            assert_eq!(
+                a.get("canary.rx.head").map(String::as_str),
+                r.ttfb_ms.map(|_| head),
+                "{a:?}"
+            );
         }
 
         // The run's client TTFT points, every statistic, carry the run's kind.
@@ -534,6 +543,149 @@ async fn latency_points_and_spans_say_whether_their_times_are_exact_or_bounds() 
             if timestamps_off { "off" } else { "on" },
             recs.iter().filter(|r| first(r) == "kernel").count(),
             recs.len()
+        );
+    }
+}
+
+/// Goodput judged on bounds: with receive timestamps off every ITL is a bound in neither
+/// direction, so each ITL met may have been missed and summary.json says the truly good are
+/// anywhere from `good_requests_at_least` to `_at_most`. Over OTLP the goodput and the good
+/// share went out as exact figures with nothing of the bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
+    let sim = sim().await;
+    for timestamps_off in [true, false] {
+        let receiver = Receiver::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            endpoint: Some(receiver.url()),
+            metrics_interval: Duration::from_secs(60),
+            ..Config::default()
+        };
+        let exporter = OtlpExporter::start(config).unwrap();
+        let (labels, outcome) = replay_configured(&sim, &exporter, dir.path(), None, |c| {
+            c.target.kernel_timestamps = !timestamps_off;
+            c.goodput = "time_to_first_token:100000 inter_token_latency:100000"
+                .parse()
+                .unwrap();
+        })
+        .await;
+        exporter.export_run(&labels, &outcome, Some("pass"));
+        let report =
+            tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(20)))
+                .await
+                .unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        let s = &outcome.summary;
+        let g = s.goodput.as_ref().unwrap();
+        let (lo, hi) = (
+            g.good_requests_at_least.unwrap(),
+            g.good_requests_at_most.unwrap(),
+        );
+        let certain = lo == hi && lo == g.good_requests;
+        if timestamps_off {
+            assert!(lo < g.good_requests, "{g:?}");
+        }
+        let ms = receiver.last_metrics();
+        let judged = s.requests - s.client_errors - s.cancelled;
+        // The judged figure alone on its gauge (a panel's `max` over it never draws a
+        // bound), with its kind; the bounds on gauges of their own, only when they differ.
+        let points = |name: &str| -> Vec<(String, String, f64)> {
+            let Some(m) = ms.iter().find(|m| m.name == name) else {
+                return Vec::new();
+            };
+            let Some(metric::Data::Gauge(gauge)) = &m.data else {
+                panic!("{name} is a gauge")
+            };
+            let mut points: Vec<(String, String, f64)> = gauge
+                .data_points
+                .iter()
+                .map(|p| {
+                    let a = attrs(&p.attributes);
+                    let Some(number_data_point::Value::AsDouble(v)) = p.value else {
+                        panic!("{p:?}")
+                    };
+                    (
+                        a["canary.statistic"].clone(),
+                        a["canary.value_kind"].clone(),
+                        v,
+                    )
+                })
+                .collect();
+            points.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            points
+        };
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        for (name, want) in [
+            ("canary.run.goodput", g.goodput.unwrap()),
+            (
+                "canary.run.good_request.ratio",
+                g.good_request_fraction.unwrap(),
+            ),
+        ] {
+            let of = |n: u64| match name {
+                "canary.run.goodput" => n as f64 / s.duration_s,
+                _ => n as f64 / judged as f64,
+            };
+            let judged_points = points(name);
+            let kind = if certain { "exact" } else { "estimate" };
+            assert_eq!(judged_points.len(), 1, "{name}: {judged_points:?}");
+            assert_eq!(
+                (&*judged_points[0].0, &*judged_points[0].1),
+                ("judged", kind),
+                "{name}"
+            );
+            assert!(close(judged_points[0].2, want), "{name}: {judged_points:?}");
+            let bound_name = format!("{name}.bound");
+            let bounds = points(&bound_name);
+            if certain {
+                assert!(bounds.is_empty(), "{bound_name}: {bounds:?}");
+                continue;
+            }
+            let kinds: Vec<(&str, &str)> = bounds
+                .iter()
+                .map(|p| (p.0.as_str(), p.1.as_str()))
+                .collect();
+            assert_eq!(
+                kinds,
+                [("at_least", "lower_bound"), ("at_most", "upper_bound")],
+                "{bound_name}"
+            );
+            assert!(close(bounds[0].2, of(lo)), "{bound_name}: {bounds:?}");
+            assert!(close(bounds[1].2, of(hi)), "{bound_name}: {bounds:?}");
+        }
+        // Each good request is counted with its kind: those good on exact times add up to
+        // the at-least count, all of them to the judged one.
+        let good = metric(&ms, "canary.requests.good");
+        assert_eq!(counter_total(good, &[]), g.good_requests as f64);
+        assert_eq!(
+            counter_total(good, &[("canary.value_kind", "exact")]),
+            lo as f64
+        );
+        // The run event carries the counts behind them.
+        let events: Vec<_> = receiver
+            .logs()
+            .into_iter()
+            .filter(|l| l.event_name == "canary.run")
+            .map(|l| attrs(&l.attributes))
+            .collect();
+        assert_eq!(events.len(), 1);
+        let a = &events[0];
+        assert_eq!(a["canary.run.good_requests"], g.good_requests.to_string());
+        assert_eq!(a["canary.run.good_requests.at_least"], lo.to_string());
+        assert_eq!(a["canary.run.good_requests.at_most"], hi.to_string());
+        let kind = if certain { "exact" } else { "estimate" };
+        assert_eq!(a["canary.run.goodput.value_kind"], kind, "{a:?}");
+        let meets: u64 = g.uncertain_meets.values().sum();
+        assert_eq!(
+            a.get("canary.run.goodput.uncertain_meets"),
+            (meets > 0).then(|| meets.to_string()).as_ref(),
+            "{a:?}"
+        );
+        eprintln!(
+            "timestamps {}: good {} ({lo} to {hi})",
+            if timestamps_off { "off" } else { "on" },
+            g.good_requests
         );
     }
 }
@@ -818,6 +970,25 @@ async fn kernel_parts_resolve_tens_of_microseconds_and_keep_connect_apart() {
     let (n, sum) = histogram(metric(&ms, "canary.request.connect"), &[]);
     assert_eq!(n, 20);
     assert!((sum - 20.0 * 0.08e-3).abs() < 1e-12, "{sum}");
+    // Each part says what kind of figure it is: timed from the last segment before
+    // canaryd's read, the client overhead and the chunk delays are lower bounds and the
+    // remainder an upper bound; the write and the server wait are exact.
+    for (part, kind) in [
+        ("request_write", "exact"),
+        ("server_wait", "exact"),
+        ("client_overhead", "lower_bound"),
+        ("remainder", "upper_bound"),
+    ] {
+        let filter = [("canary.ttft.part", part), ("canary.value_kind", kind)];
+        assert_eq!(histogram(parts, &filter).0, 20, "{part}");
+    }
+    for stat in ["p50", "p99"] {
+        let filter = [
+            ("canary.chunk_delay.stat", stat),
+            ("canary.value_kind", "lower_bound"),
+        ];
+        assert_eq!(histogram(delay, &filter).0, 20, "{stat}");
+    }
 }
 
 /// A collector that accepts but never answers: the flush gives up at its deadline, not

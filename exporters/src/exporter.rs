@@ -29,6 +29,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+/// The most of a telemetry source's reason the run event carries.
+const MAX_REASON_BYTES: usize = 256;
+
 /// A pipeline that could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -88,6 +91,10 @@ pub struct RunJudgement {
     /// Against the rolling baseline: `regressed`, `improved`, `steady` or `insufficient`;
     /// `None` when the run was not compared.
     pub trend: Option<String>,
+    /// With a trend of `insufficient`: the direction seen against a reference of one or two
+    /// runs, not confirmed (`regressed`, `improved`), as the log's `insufficient
+    /// (unconfirmed: regressed; …)`.
+    pub trend_unconfirmed: Option<String>,
 }
 
 /// The OTLP pipelines of one canaryd process: a bounded span queue, a periodic metric
@@ -456,8 +463,12 @@ impl OtlpExporter {
         diagnosis: Option<(Bottleneck, Confidence)>,
     ) {
         let base = labels.attributes();
-        self.instruments
-            .record_states(&base, &judgement.verdict, judgement.trend.as_deref());
+        self.instruments.record_states(
+            &base,
+            &judgement.verdict,
+            judgement.trend.as_deref(),
+            judgement.trend_unconfirmed.as_deref(),
+        );
         if let Some((class, confidence)) = diagnosis {
             self.instruments
                 .record_diagnosis_of(&base, class, confidence);
@@ -478,16 +489,24 @@ impl OtlpExporter {
         if let Some(t) = &judgement.trend {
             run_attrs.push(KeyValue::new(attr::TREND, t.clone()));
         }
+        if let Some(u) = &judgement.trend_unconfirmed {
+            run_attrs.push(KeyValue::new(attr::TREND_UNCONFIRMED, u.clone()));
+        }
         if let Some(o) = outcome {
             run_attrs.push(KeyValue::new(attr::BOTTLENECK, o.diagnosis.class.as_str()));
         }
         self.instruments.count_run(&base, &run_attrs);
         if last {
             self.instruments.end_request_gauges(&base);
-            self.instruments
-                .record_states(&base, verdict, judgement.trend.as_deref());
+            self.instruments.record_states(
+                &base,
+                verdict,
+                judgement.trend.as_deref(),
+                judgement.trend_unconfirmed.as_deref(),
+            );
             if let Some(o) = outcome {
                 self.instruments.record_run(&o.summary, &o.telemetry, &base);
+                self.instruments.record_sources(&base, &o.telemetry.sources);
                 // A run that never replayed has no diagnosis: the last diagnosed one stays.
                 self.instruments.record_diagnosis(&base, &o.diagnosis);
             }
@@ -523,6 +542,9 @@ impl OtlpExporter {
             if let Some(t) = &judgement.trend {
                 r.add_attribute(attr::TREND, t.clone());
             }
+            if let Some(u) = &judgement.trend_unconfirmed {
+                r.add_attribute(attr::TREND_UNCONFIRMED, u.clone());
+            }
             if let Some(id) = &labels.run_id {
                 r.add_attribute("canary.run.id", id.clone());
             }
@@ -546,8 +568,43 @@ impl OtlpExporter {
                         ),
                     }
                 }
-                if let Some(g) = s.goodput.as_ref().and_then(|g| g.goodput) {
-                    r.add_attribute("canary.run.goodput", g);
+                if let Some(g) = &s.goodput {
+                    if let Some(v) = g.goodput {
+                        r.add_attribute("canary.run.goodput", v);
+                    }
+                    r.add_attribute("canary.run.good_requests", g.good_requests as i64);
+                    // The truth lies between the two when a judgement rested on a bound.
+                    if let (Some(lo), Some(hi)) =
+                        (g.good_requests_at_least, g.good_requests_at_most)
+                    {
+                        r.add_attribute("canary.run.good_requests.at_least", lo as i64);
+                        r.add_attribute("canary.run.good_requests.at_most", hi as i64);
+                        let exact = lo == hi && lo == g.good_requests;
+                        r.add_attribute(
+                            "canary.run.goodput.value_kind",
+                            if exact { "exact" } else { "estimate" },
+                        );
+                    }
+                    for (name, counts) in [
+                        ("uncertain_meets", &g.uncertain_meets),
+                        ("uncertain_misses", &g.uncertain_misses),
+                    ] {
+                        let n: u64 = counts.values().sum();
+                        if n > 0 {
+                            r.add_attribute(format!("canary.run.goodput.{name}"), n as i64);
+                        }
+                    }
+                }
+                // Each telemetry source's state, and why one is not available (cut: a
+                // reason quotes an endpoint or an error chain).
+                for (source, state) in &o.telemetry.sources {
+                    let key = format!("canary.telemetry.{}", source.as_str());
+                    r.add_attribute(format!("{key}.state"), state.name());
+                    if !state.is_available() {
+                        let said = state.to_string();
+                        let cut = canary_core::prefix_within(&said, MAX_REASON_BYTES);
+                        r.add_attribute(format!("{key}.reason"), cut.to_string());
+                    }
                 }
                 let d = &o.diagnosis;
                 r.add_attribute(attr::BOTTLENECK, d.class.as_str());
@@ -557,6 +614,14 @@ impl OtlpExporter {
             self.health.accepted(Signal::Logs, 1);
             logger.emit(r);
         }
+    }
+
+    /// Scrubs `secrets` too from every collector's text a warning quotes (its partial
+    /// success, its reason for a refusal, a transport error), beside the OTLP headers: the
+    /// replay target's API key and headers, which a collector could quote back. They replace
+    /// those given before under `key` (a target's name), so a reload does not pile them up.
+    pub fn scrub_also(&self, key: &str, secrets: canary_core::Secrets) {
+        self.health.scrub_also(key, secrets);
     }
 
     /// Export counters so far.

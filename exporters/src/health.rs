@@ -12,7 +12,7 @@
 //! later cannot count it a second time.
 
 use crate::config::{redact_url, Config, Signal};
-use crate::transport::Reply;
+use crate::transport::{Reply, REFUSAL_PREFIX};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,6 +68,9 @@ pub(crate) struct Health {
     pub metrics: SignalHealth,
     pub logs: SignalHealth,
     scrubber: Config,
+    /// Secrets beyond the OTLP settings' (a replay target's API key and headers, which a
+    /// collector rarely knows), by who gave them: [`Health::scrub_also`].
+    extra: Mutex<std::collections::BTreeMap<String, canary_core::Secrets>>,
 }
 
 impl Health {
@@ -89,7 +92,33 @@ impl Health {
                 logs_endpoint: config.logs_endpoint.clone(),
                 ..Config::default()
             },
+            extra: Mutex::default(),
         }
+    }
+
+    /// Scrubs `secrets` too from what a collector says, in place of those given before
+    /// under `key` (a target's name): a reloaded target's new key replaces its old one.
+    pub fn scrub_also(&self, key: &str, secrets: canary_core::Secrets) {
+        self.extra
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), secrets);
+    }
+
+    /// `text` scrubbed of the OTLP headers and endpoints, then of the other secrets.
+    fn scrub(&self, text: &str) -> String {
+        let mut out = self.scrubber.scrub(text);
+        for secrets in self
+            .extra
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            if let Some(s) = secrets.scrub(&out) {
+                out = s;
+            }
+        }
+        out
     }
 
     pub fn of(&self, signal: Signal) -> &SignalHealth {
@@ -196,7 +225,7 @@ impl Health {
         // form, is work for nothing. Past this cut a secret's start could be shown only if
         // the secrets before it shrank the text by nearly all of it.
         let message = canary_core::prefix_within(message, MAX_SCRUBBED_BYTES);
-        let message = canary_core::printable(&self.scrubber.scrub(message)).into_owned();
+        let message = canary_core::printable(&self.scrub(message)).into_owned();
         // Cut before a `<redacted>` the cut would halve: a `<red` reads as a leaked start.
         canary_core::Secrets::within(&message, MAX_MESSAGE_BYTES).to_owned()
     }
@@ -229,17 +258,32 @@ impl Health {
     /// certificate, a refused connection); failing that, a connection attempt of our own.
     fn explain(&self, s: &SignalHealth, cause: &str) -> String {
         let mut cause = cause.to_string();
-        if cause.contains("network error") {
-            let kept = s
-                .last_failure
+        let kept = || {
+            s.last_failure
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .take();
+                .take()
+        };
+        if cause.contains("network error") {
+            let kept = kept().filter(|k| !k.starts_with(REFUSAL_PREFIX));
             if let Some(why) = kept.or_else(|| s.endpoint.as_deref().and_then(probe)) {
                 cause = format!("{cause} ({why})");
             }
+        } else if cause.contains("status code") {
+            // A collector's refusal (400, 401, 500): what it said, as its partial success
+            // is quoted.
+            if let Some(why) = kept().and_then(|k| {
+                let said = k.strip_prefix(REFUSAL_PREFIX)?.to_string();
+                Some(said)
+            }) {
+                return format!(
+                    "{} ({REFUSAL_PREFIX}\"{}\")",
+                    canary_core::printable(&self.scrub(&cause)),
+                    self.shown(&why)
+                );
+            }
         }
-        canary_core::printable(&self.scrubber.scrub(&cause)).into_owned()
+        canary_core::printable(&self.scrub(&cause)).into_owned()
     }
 
     /// The shutdown deadline has come: what `signal`'s pipeline accepted but neither

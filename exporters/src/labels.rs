@@ -21,6 +21,22 @@ pub mod attr {
     pub const VERDICT_REASONS: &str = "canary.run.verdict.reasons";
     /// A run against its rolling baseline: `regressed`, `improved`, `steady`, `insufficient`.
     pub const TREND: &str = "canary.run.trend";
+    /// The direction a run's trend of `insufficient` was seen to move against a reference
+    /// of one or two runs, not confirmed (`regressed`, `improved`): as the log's
+    /// `insufficient (unconfirmed: regressed; …)`.
+    pub const TREND_UNCONFIRMED: &str = "canary.run.trend.unconfirmed";
+    /// A telemetry source (`dcgm`, `ebpf`, `nvml`, `server_metrics`).
+    pub const TELEMETRY_SOURCE: &str = "canary.telemetry.source";
+    /// A telemetry source's state over a run: `available`, `unavailable`, `disabled`,
+    /// `pending`.
+    pub const TELEMETRY_STATE: &str = "canary.telemetry.state";
+    /// Which of the server's latencies a `canary.run.server.latency` point is:
+    /// `inter_token_latency`, `request_latency`, `queue_time`, `prefill_time`,
+    /// `decode_time`.
+    pub const SERVER_PHASE: &str = "canary.server.phase";
+    /// What one observation of the server's ITL is: `token_gap` (vLLM, SGLang) or
+    /// `request_mean` (TGI, TensorRT-LLM: one mean per request).
+    pub const SERVER_ITL_OBSERVATION: &str = "canary.server.itl_observation";
     /// Which figure of a capacity search a `canary.capacity.rate` point is: `passed` (the
     /// highest rate that met the SLOs: the capacity is at least this), `failed` (the lowest
     /// rate above it that missed them: the capacity is below this), `baseline` (the

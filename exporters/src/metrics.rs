@@ -97,6 +97,8 @@ pub(crate) struct Instruments {
     runs: Counter<u64>,
     run_goodput: LatestGauge,
     run_good_ratio: LatestGauge,
+    run_goodput_bound: LatestGauge,
+    run_good_ratio_bound: LatestGauge,
     run_error_ratio: LatestGauge,
     run_ttft: LatestGauge,
     run_energy: LatestGauge,
@@ -107,10 +109,12 @@ pub(crate) struct Instruments {
     run_gpu_mem_clock: LatestGauge,
     run_gpu_mem_util: LatestGauge,
     run_prefix_hit: LatestGauge,
+    run_server_latency: LatestGauge,
     verdict_state: LatestGauge,
     trend_state: LatestGauge,
     bottleneck_state: LatestGauge,
     confidence_state: LatestGauge,
+    source_state: LatestGauge,
     slo: LatestGauge,
     capacity: LatestGauge,
     knee: LatestGauge,
@@ -290,6 +294,20 @@ impl Instruments {
                 "1",
                 "Share of the last run's requests that were good",
             ),
+            run_goodput_bound: LatestGauge::new(
+                m,
+                "canary.run.goodput.bound",
+                "{request}/s",
+                "Bounds of the last run's goodput when a judgement rested on a bound: \
+                 canary.statistic at_least (lower_bound) and at_most (upper_bound)",
+            ),
+            run_good_ratio_bound: LatestGauge::new(
+                m,
+                "canary.run.good_request.ratio.bound",
+                "1",
+                "Bounds of the last run's good share when a judgement rested on a bound: \
+                 canary.statistic at_least (lower_bound) and at_most (upper_bound)",
+            ),
             run_error_ratio: LatestGauge::new(
                 m,
                 "canary.run.error.ratio",
@@ -356,6 +374,16 @@ impl Instruments {
                 "1",
                 "Server prefix-cache hit rate over the last run",
             ),
+            run_server_latency: LatestGauge::new(
+                m,
+                "canary.run.server.latency",
+                "s",
+                "The server's own latencies over the last run's scrape window (every client's \
+                 requests it served then), by canary.server.phase: inter_token_latency \
+                 (canary.server.itl_observation: token_gap or request_mean), request_latency, \
+                 queue_time, prefill_time, decode_time; the mean exact, the percentiles \
+                 estimated from the histogram's buckets",
+            ),
             verdict_state: LatestGauge::new(
                 m,
                 "canary.run.verdict.state",
@@ -379,6 +407,13 @@ impl Instruments {
                 "canary.run.bottleneck.confidence.state",
                 "{run}",
                 "1 for the last run's diagnosis confidence, 0 for the others (a state set)",
+            ),
+            source_state: LatestGauge::new(
+                m,
+                "canary.run.telemetry_source.state",
+                "{run}",
+                "Per telemetry source of the last run (canary.telemetry.source), 1 for its \
+                 state (canary.telemetry.state), 0 for the others (a state set)",
             ),
             capacity: LatestGauge::new(
                 m,
@@ -508,7 +543,17 @@ impl Instruments {
             self.errors.add(1, &attrs);
         }
         if labels.goodput.is_good(rec) {
-            self.good.add(1, base);
+            // Good on a term met only on a bound (an ITL over a late first token): the
+            // request may not be. The `exact` points sum to summary.json's
+            // `good_requests_at_least`, all of them to `good_requests`.
+            let doubtful = labels
+                .goodput
+                .uncertain(rec)
+                .iter()
+                .any(|u| u.1 == canary_core::Uncertain::Meet);
+            let kind = if doubtful { "estimate" } else { "exact" };
+            self.good
+                .add(1, &with(KeyValue::new(attr::VALUE_KIND, kind)));
         }
         if let Some(t) = &rec.telemetry {
             if let Some(v) = t.gpu_util_avg_pct {
@@ -532,29 +577,32 @@ impl Instruments {
             if let Some(v) = k.connect_ms.filter(|v| v.is_finite() && *v >= 0.0) {
                 self.connect.record(s(v), base);
             }
+            // Timed from the last segment before canaryd's read: when canaryd read late, a
+            // chunk delay and the client overhead are lower bounds (the token's own segment
+            // came earlier), and the remainder an upper bound by as much.
             for (stat, v) in [("p50", k.chunk_delay_p50_ms), ("p99", k.chunk_delay_p99_ms)] {
                 if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
-                    self.chunk_delay
-                        .record(s(v), &with(KeyValue::new(attr::CHUNK_DELAY_STAT, stat)));
+                    let mut a = with(KeyValue::new(attr::CHUNK_DELAY_STAT, stat));
+                    a.push(KeyValue::new(attr::VALUE_KIND, "lower_bound"));
+                    self.chunk_delay.record(s(v), &a);
                 }
             }
             let parts = [
-                ("request_write", k.request_write_ms),
-                ("server_wait", k.server_wait_ms),
-                ("client_overhead", k.client_overhead_ms),
-                ("remainder", k.remainder_ms),
+                ("request_write", "exact", k.request_write_ms),
+                ("server_wait", "exact", k.server_wait_ms),
+                ("client_overhead", "lower_bound", k.client_overhead_ms),
+                ("remainder", "upper_bound", k.remainder_ms),
             ];
             // Only a request with all four: a stack of the parts' means is then a split of
             // the same requests' TTFT (a new https connection has no server wait, a failed
             // request no client overhead, and their parts would stack over other requests).
             let whole = parts
                 .iter()
-                .all(|(_, v)| v.is_some_and(|v| v.is_finite() && v >= 0.0));
-            for (part, v) in parts.into_iter().filter(|_| whole) {
-                self.ttft_part.record(
-                    s(v.unwrap_or_default()),
-                    &with(KeyValue::new(attr::TTFT_PART, part)),
-                );
+                .all(|(_, _, v)| v.is_some_and(|v| v.is_finite() && v >= 0.0));
+            for (part, kind, v) in parts.into_iter().filter(|_| whole) {
+                let mut a = with(KeyValue::new(attr::TTFT_PART, part));
+                a.push(KeyValue::new(attr::VALUE_KIND, kind));
+                self.ttft_part.record(s(v.unwrap_or_default()), &a);
             }
         }
     }
@@ -566,6 +614,8 @@ impl Instruments {
         let run = [
             &self.run_goodput,
             &self.run_good_ratio,
+            &self.run_goodput_bound,
+            &self.run_good_ratio_bound,
             &self.run_error_ratio,
             &self.run_ttft,
             &self.run_energy,
@@ -576,10 +626,12 @@ impl Instruments {
             &self.run_gpu_mem_clock,
             &self.run_gpu_mem_util,
             &self.run_prefix_hit,
+            &self.run_server_latency,
             &self.verdict_state,
             &self.trend_state,
             &self.bottleneck_state,
             &self.confidence_state,
+            &self.source_state,
             &self.slo,
             &self.capacity,
             &self.knee,
@@ -653,22 +705,16 @@ impl Instruments {
     /// saw (`telemetry`). Each replaces its workload's last run's: a figure this run does not
     /// have (no GPU, no server metrics, a run too short for a rate) is no longer exported.
     pub fn record_run(&self, summary: &RunSummary, telemetry: &RunTelemetry, base: &[KeyValue]) {
-        let (good, ratio) = match &summary.goodput {
-            Some(g) => (g.goodput, g.good_request_fraction),
-            // No SLOs: every completed request is good, out of the requests the target was
-            // sent (as with SLOs: canaryd's own failures and cancellations say nothing of it).
-            None => {
-                let judged =
-                    (summary.requests).saturating_sub(summary.client_errors + summary.cancelled);
-                let ratio = (judged > 0).then(|| summary.completed as f64 / judged as f64);
-                (summary.request_throughput, ratio)
-            }
-        };
+        let [goodput, ratio, goodput_bounds, ratio_bounds] = goodput_points(summary);
         // A run too short for a rate (one request) has none, and one that judged no request
         // (every one cancelled on purpose) no ratio: no point, rather than a 0 that reads as
         // "no errors" or "none good".
-        self.run_goodput.record_one(base, good);
-        self.run_good_ratio.record_one(base, ratio);
+        self.run_goodput.record(base, goodput);
+        self.run_good_ratio.record(base, ratio);
+        // Gauges of their own, so a panel's `max` over the judged figure's series never
+        // draws the upper bound.
+        self.run_goodput_bound.record(base, goodput_bounds);
+        self.run_good_ratio_bound.record(base, ratio_bounds);
         self.run_error_ratio.record_one(base, summary.error_rate);
         self.slices.record(summary.timeslices.as_ref(), base);
         let ttft = |by: &'static str, stat: &'static str, kind: &'static str, v: Option<f64>| {
@@ -716,8 +762,21 @@ impl Instruments {
             ttfts.push(ttft("server", "p99", "estimate", est(t.p99)));
         }
         self.run_ttft.record(base, ttfts);
-        self.run_prefix_hit
-            .record_one(base, server.and_then(|s| s.prefix_cache_hit_rate));
+        // Exact from the engine's counters, else the mean of its own gauge (an estimate), as
+        // summary.json's `prefix_cache_hit_rate_kind`; an engine not recognised: an estimate.
+        let hit_kind = match server.and_then(|s| s.engine) {
+            Some(e) if e != canary_core::Engine::Unknown && e.hit_rate_from_counters() => "exact",
+            _ => "estimate",
+        };
+        self.run_prefix_hit.record(
+            base,
+            [(
+                vec![KeyValue::new(attr::VALUE_KIND, hit_kind)],
+                server.and_then(|s| s.prefix_cache_hit_rate),
+            )],
+        );
+        self.run_server_latency
+            .record(base, server.map(server_latencies).unwrap_or_default());
         let gpu = telemetry.gpu.as_ref();
         self.run_energy
             .record_one(base, gpu.and_then(|g| g.energy.map(|e| e.joules)));
@@ -773,6 +832,103 @@ impl Instruments {
             ],
         );
     }
+}
+
+/// A run's `canary.run.goodput` and `canary.run.good_request.ratio` points, each with its
+/// `canary.statistic` and `canary.value_kind`: `judged` (the count summary.json gives as
+/// `good_requests`), `exact` when no judgement rested on a bound, else `estimate`; and
+/// their `….bound` points, only then: `at_least` (`lower_bound`) and `at_most`
+/// (`upper_bound`) from `good_requests_at_least` and `_at_most`. Without SLOs every completed request is good, out of the requests the
+/// target was sent (as with SLOs: canaryd's own failures and cancellations say nothing of
+/// it): exact. A figure the run has none of (no rate, no request judged) is `None`.
+pub(crate) type Points = Vec<(Vec<KeyValue>, Option<f64>)>;
+
+fn goodput_points(summary: &RunSummary) -> [Points; 4] {
+    let judged = summary
+        .requests
+        .saturating_sub(summary.client_errors + summary.cancelled);
+    let ratio_of = |n: u64| (judged > 0).then(|| n as f64 / judged as f64);
+    let has_rate = summary.duration_s > 0.0;
+    let point = |stat: &'static str, kind: &'static str, v: Option<f64>| {
+        let a = vec![
+            KeyValue::new(attr::STATISTIC, stat),
+            KeyValue::new(attr::VALUE_KIND, kind),
+        ];
+        (a, v)
+    };
+    let Some(g) = &summary.goodput else {
+        return [
+            vec![point("judged", "exact", summary.request_throughput)],
+            vec![point("judged", "exact", ratio_of(summary.completed))],
+            Vec::new(),
+            Vec::new(),
+        ];
+    };
+    // The count of good requests is exact as a count of judgements; it is the truth only
+    // when the bounds agree with it (a summary without them is taken as unknown).
+    let bounds = match (g.good_requests_at_least, g.good_requests_at_most) {
+        (Some(lo), Some(hi)) => Some((lo, hi)),
+        _ => None,
+    };
+    let certain = bounds.is_some_and(|(lo, hi)| lo == hi && lo == g.good_requests);
+    let kind = if certain { "exact" } else { "estimate" };
+    let rate = vec![point("judged", kind, g.goodput)];
+    let ratio = vec![point("judged", kind, g.good_request_fraction)];
+    let (mut rate_bounds, mut ratio_bounds) = (Vec::new(), Vec::new());
+    if let Some((lo, hi)) = bounds.filter(|_| !certain) {
+        // The same denominators as the judged figures: the run's duration, the requests
+        // judged.
+        let per_s =
+            |n: u64| (g.goodput.is_some() && has_rate).then(|| n as f64 / summary.duration_s);
+        rate_bounds.push(point("at_least", "lower_bound", per_s(lo)));
+        rate_bounds.push(point("at_most", "upper_bound", per_s(hi)));
+        ratio_bounds.push(point("at_least", "lower_bound", ratio_of(lo)));
+        ratio_bounds.push(point("at_most", "upper_bound", ratio_of(hi)));
+    }
+    [rate, ratio, rate_bounds, ratio_bounds]
+}
+
+/// The server's latencies other than TTFT, as `canary.run.server.latency` points: per phase
+/// the mean (`exact`: `_sum` over `_count`) and the p50, p90 and p99 (`estimate`: within
+/// the bucket). Its ITL says whether the engine observes each token gap or one mean per
+/// request (`canary.server.itl_observation`), as summary.json's `itl_observation`.
+fn server_latencies(s: &canary_core::RunServerSummary) -> Points {
+    let observation = match s.engine {
+        Some(canary_core::Engine::Unknown) | None => None,
+        Some(e) if e.itl_is_request_mean() => Some("request_mean"),
+        Some(_) => Some("token_gap"),
+    };
+    let phases = [
+        ("inter_token_latency", s.itl_s.as_ref()),
+        ("request_latency", s.e2e_s.as_ref()),
+        ("queue_time", s.queue_time_s.as_ref()),
+        ("prefill_time", s.prefill_time_s.as_ref()),
+        ("decode_time", s.decode_time_s.as_ref()),
+    ];
+    let mut points = Vec::new();
+    for (phase, est) in phases {
+        let Some(est) = est.filter(|e| e.count > 0.0) else {
+            continue;
+        };
+        let q = |q: Option<canary_core::BucketQuantile>| q.map(|q| q.estimate);
+        for (stat, kind, v) in [
+            ("mean", "exact", est.mean),
+            ("p50", "estimate", q(est.p50)),
+            ("p90", "estimate", q(est.p90)),
+            ("p99", "estimate", q(est.p99)),
+        ] {
+            let mut a = vec![
+                KeyValue::new(attr::SERVER_PHASE, phase),
+                KeyValue::new(attr::STATISTIC, stat),
+                KeyValue::new(attr::VALUE_KIND, kind),
+            ];
+            if let Some(o) = observation.filter(|_| phase == "inter_token_latency") {
+                a.push(KeyValue::new(attr::SERVER_ITL_OBSERVATION, o));
+            }
+            points.push((a, v));
+        }
+    }
+    points
 }
 
 /// The `canary.value_kind` of a client latency: `exact`, or when `bound`, `upper_bound` for
@@ -1013,7 +1169,7 @@ mod tests {
             &base("a"),
         );
         m.record_slos(&slos, &base("a"));
-        m.record_states(&base("a"), "pass", Some("steady"));
+        m.record_states(&base("a"), "pass", Some("steady"), None);
         m.record_run(&summary(3, ""), &telemetry, &other);
         provider.force_flush().unwrap();
         let first = exported(&exporter);
@@ -1039,7 +1195,7 @@ mod tests {
             &base("b"),
         );
         m.record_slos(&slos, &base("b"));
-        m.record_states(&base("b"), "fail", None);
+        m.record_states(&base("b"), "fail", None, None);
         provider.force_flush().unwrap();
         let last = exported(&exporter);
         assert!(

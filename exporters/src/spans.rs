@@ -91,6 +91,10 @@ pub(crate) fn span_for(
     // Where the first token's and the end's times came from, as the record's `rx`: only
     // `kernel` is exact; without receive timestamps both are canaryd's read.
     let source = |s: Option<RxSource>| s.unwrap_or(RxSource::Userspace).as_str();
+    if rec.ttfb_ms.is_some() {
+        let s = rec.rx.as_ref().and_then(|rx| rx.head);
+        a.push(KeyValue::new("canary.rx.head", source(s)));
+    }
     if rec.ttft_ms.is_some() {
         let s = rec.rx.as_ref().and_then(|rx| rx.first_token);
         a.push(KeyValue::new("canary.rx.first_token", source(s)));

@@ -225,11 +225,57 @@ impl ExportClient {
         };
         if status.is_success() {
             *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = reply;
+        } else if let Some(said) = refusal(&headers, &body) {
+            // The exporter says only the status: the collector's reason is kept for the
+            // warning (scrubbed and cut there).
+            *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(format!("{REFUSAL_PREFIX}{said}"));
         }
         let mut answer = Response::builder().status(status).body(Bytes::from(body))?;
         *answer.headers_mut() = headers;
         Ok(answer)
     }
+}
+
+/// How a collector's reason for a non-2xx answer starts where it is kept (the kept failure
+/// is otherwise a transport error's cause).
+pub(crate) const REFUSAL_PREFIX: &str = "the collector said: ";
+
+/// The most of a non-2xx answer's body read for its reason.
+const MAX_REFUSAL_BYTES: usize = 4096;
+
+/// `google.rpc.Status`, what an OTLP/HTTP collector answers a failed export with (protobuf
+/// or JSON); only its message is read.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// A non-2xx answer's reason: a `google.rpc.Status`'s message (protobuf or JSON), else the
+/// body as text; at most [`MAX_REFUSAL_BYTES`], unscrubbed. `None` for an empty body or one
+/// that is neither.
+fn refusal(headers: &http::HeaderMap, body: &[u8]) -> Option<String> {
+    let kind = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let said = if kind.contains("protobuf") {
+        RpcStatus::decode(body).ok()?.message
+    } else if kind.contains("json") {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        match v.get("message").and_then(|m| m.as_str()) {
+            Some(m) => m.to_string(),
+            None => String::from_utf8_lossy(body).into_owned(),
+        }
+    } else {
+        String::from_utf8_lossy(&body[..body.len().min(MAX_REFUSAL_BYTES + 4)]).into_owned()
+    };
+    let said = said.trim();
+    (!said.is_empty()).then(|| canary_core::prefix_within(said, MAX_REFUSAL_BYTES).to_string())
 }
 
 /// A throttling answer's `Retry-After` as at most `cap` seconds. One that is not a number of

@@ -9,7 +9,9 @@ mod partial;
 #[allow(dead_code)] // the daemon's OTLP tests use the rest of it
 mod receiver;
 mod redirect;
+mod refused;
 mod retry;
 mod secrets;
 mod seeded;
 mod tls;
+mod trend;

@@ -9,7 +9,18 @@ use std::time::Duration;
 /// Exports a passing run named `name` of `requests` requests through an exporter of
 /// `config`.
 pub fn export(config: Config, name: &str, requests: u8) -> ExportReport {
+    export_with(config, name, requests, |_| {})
+}
+
+/// [`export`], with `prepare` given the exporter before anything is exported.
+pub fn export_with(
+    config: Config,
+    name: &str,
+    requests: u8,
+    prepare: impl FnOnce(&OtlpExporter),
+) -> ExportReport {
     let exporter = OtlpExporter::start(config).unwrap();
+    prepare(&exporter);
     let labels = RunLabels::new(name, "chat", "m", "127.0.0.1", 8000);
     let observer = exporter.run_observer(labels.clone());
     for i in 1..=requests {

@@ -109,6 +109,13 @@ pub enum Answer {
         code: u16,
         retry_after: Option<String>,
     },
+    /// An error status whose body says why: a `google.rpc.Status` (protobuf) with
+    /// `message` when `proto`, else `message` as plain text.
+    Refused {
+        code: u16,
+        message: String,
+        proto: bool,
+    },
     /// The n-th export to a path gets the n-th answer (the last one from then on).
     Series(Vec<Answer>),
 }
@@ -128,6 +135,18 @@ impl Answer {
         match self {
             Answer::Empty | Answer::Status { .. } | Answer::Series(_) => (PROTO, Bytes::new()),
             Answer::Huge(n) => (PROTO, Bytes::from(vec![0u8; *n])),
+            Answer::Refused {
+                code,
+                message,
+                proto: true,
+            } => {
+                // google.rpc.Status { code = 1, message = 2 }.
+                let mut body = Vec::new();
+                prost::encoding::int32::encode(1, &i32::from(*code), &mut body);
+                prost::encoding::string::encode(2, message, &mut body);
+                (PROTO, Bytes::from(body))
+            }
+            Answer::Refused { message, .. } => ("text/plain", Bytes::from(message.clone())),
             Answer::Rejected { items, message } => {
                 let message = message.clone();
                 let body = match path {
@@ -248,6 +267,9 @@ impl Receiver {
                                 if let Some(r) = retry_after {
                                     response = response.header("retry-after", r.as_str());
                                 }
+                            }
+                            if let Answer::Refused { code, .. } = answer {
+                                response = response.status(*code);
                             }
                             Ok::<_, hyper::Error>(response.body(Full::new(reply)).unwrap())
                         }

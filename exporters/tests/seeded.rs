@@ -57,6 +57,7 @@ async fn a_seeded_run_is_not_counted_and_an_earlier_run_does_not_replace_it() {
         verdict: "fail".into(),
         reasons: vec!["TTFT p99 regressed".into()],
         trend: Some("regressed".into()),
+        trend_unconfirmed: None,
     };
     exporter.seed_last_run(
         &labels,
@@ -68,6 +69,7 @@ async fn a_seeded_run_is_not_counted_and_an_earlier_run_does_not_replace_it() {
         verdict: "error".into(),
         reasons: vec!["no verdict.json".into()],
         trend: None,
+        trend_unconfirmed: None,
     };
     exporter.export_earlier_run(&labels, None, &recovered);
     let report = tokio::task::spawn_blocking(move || exporter.shutdown(Duration::from_secs(10)))

@@ -144,6 +144,7 @@ pub async fn finish(
         verdict: verdict.map_or("unjudged", |v| v.kind.as_str()).to_string(),
         reasons: verdict.map(|v| v.reasons.clone()).unwrap_or_default(),
         trend: None,
+        ..Default::default()
     };
     exporter.export_judged_run(&labels, Some(outcome), &judgement);
     let report = tokio::task::spawn_blocking(move || exporter.shutdown(flush_timeout)).await;

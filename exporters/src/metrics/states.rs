@@ -32,7 +32,16 @@ fn record_state_set(
 impl Instruments {
     /// The last run's verdict and trend as state sets: the one that holds is 1, the others
     /// 0, so "the last verdict" is a plain query (`== 1`) rather than a guess from counters.
-    pub fn record_states(&self, base: &[KeyValue], verdict: &str, trend: Option<&str>) {
+    /// A trend of `insufficient` whose direction was seen against a reference of one or two
+    /// runs (`unconfirmed`: `regressed`, `improved`) has it on its point as
+    /// `canary.run.trend.unconfirmed`.
+    pub fn record_states(
+        &self,
+        base: &[KeyValue],
+        verdict: &str,
+        trend: Option<&str>,
+        unconfirmed: Option<&str>,
+    ) {
         record_state_set(
             &self.verdict_state,
             base,
@@ -40,19 +49,55 @@ impl Instruments {
             &["pass", "fail", "error", "unjudged"],
             verdict,
         );
-        record_state_set(
-            &self.trend_state,
+        let now = trend.unwrap_or("not_compared");
+        let states = [
+            "steady",
+            "regressed",
+            "improved",
+            "insufficient",
+            "not_compared",
+        ];
+        let all = states
+            .iter()
+            .chain((!states.contains(&now)).then_some(&now));
+        self.trend_state.record(
             base,
-            attr::TREND,
-            &[
-                "steady",
-                "regressed",
-                "improved",
-                "insufficient",
-                "not_compared",
-            ],
-            trend.unwrap_or("not_compared"),
+            all.map(|s| {
+                let mut a = vec![KeyValue::new(attr::TREND, s.to_string())];
+                if *s == now {
+                    if let Some(u) = unconfirmed {
+                        a.push(KeyValue::new(attr::TREND_UNCONFIRMED, u.to_string()));
+                    }
+                }
+                (a, Some(if *s == now { 1.0 } else { 0.0 }))
+            }),
         );
+    }
+
+    /// Each telemetry source's state of the last run as a state set: for every source the
+    /// run had a state for (`canary.telemetry.source`: `dcgm`, `ebpf`, `nvml`,
+    /// `server_metrics`), 1 for its state (`canary.telemetry.state`) and 0 for the others.
+    pub fn record_sources(
+        &self,
+        base: &[KeyValue],
+        sources: &std::collections::BTreeMap<canary_core::Source, canary_core::SourceState>,
+    ) {
+        let states = ["available", "unavailable", "disabled", "pending"];
+        let mut points = Vec::new();
+        for (source, state) in sources {
+            let now = state.name();
+            for s in states
+                .iter()
+                .chain((!states.contains(&now)).then_some(&now))
+            {
+                let a = vec![
+                    KeyValue::new(attr::TELEMETRY_SOURCE, source.as_str()),
+                    KeyValue::new(attr::TELEMETRY_STATE, *s),
+                ];
+                points.push((a, Some(if *s == now { 1.0 } else { 0.0 })));
+            }
+        }
+        self.source_state.record(base, points);
     }
 
     /// The last run's diagnosis as two state sets, its class and its confidence, so "the

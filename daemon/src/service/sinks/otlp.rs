@@ -144,6 +144,8 @@ impl OtlpSink {
     pub fn begin_run(&self, w: &Workload, t: &Target, id: &str) -> Option<(RunObserver, f64)> {
         let guard = self.exporter.lock().unwrap();
         let exporter = guard.as_ref()?;
+        // A collector quoting the target's key back is scrubbed of it, as of its own headers.
+        exporter.scrub_also(&w.target, target_secrets(t));
         let labels = labels(w, t, id);
         self.labels
             .lock()
@@ -203,11 +205,27 @@ fn stored_states(row: &ListedRow) -> (RunJudgement, Option<(Bottleneck, Confiden
         verdict: brief.verdict_kind.as_str().to_string(),
         reasons: brief.reasons,
         trend: brief.trend.map(|t| t.as_str().to_string()),
+        // The history keeps the trend alone: a stored run's unconfirmed direction is not
+        // known here.
+        trend_unconfirmed: None,
     };
     let diagnosis = brief
         .diagnosis
         .and_then(|d| Some((named(d.class)?, named(d.confidence)?)));
     (judgement, diagnosis)
+}
+
+/// The target's API key (as the run reads it) and its extra headers' credentials, for the
+/// exporter's scrub of a collector's text. A key that cannot be read now is not the run's
+/// either (the run fails on it), so it is left out.
+fn target_secrets(t: &Target) -> canary_core::Secrets {
+    let Ok(mut target) = canary_replay::Target::new(&t.url, t.endpoint, &t.model) else {
+        return canary_core::Secrets::default();
+    };
+    // The replay's own rule for which of a target's values are secrets.
+    target.api_key = t.api_key.as_ref().and_then(|k| k.read().ok().flatten());
+    target.headers = t.headers.clone();
+    canary_core::Secrets::of([&target])
 }
 
 /// The value of an enum `summary.json` names `name` (`queueing`, `high`).
@@ -267,6 +285,12 @@ impl RunSink for OtlpSink {
                 .comparison
                 .as_ref()
                 .map(|c| c.trend.as_str().to_string()),
+            trend_unconfirmed: run
+                .run
+                .comparison
+                .as_ref()
+                .and_then(|c| c.unconfirmed)
+                .map(|t| t.as_str().to_string()),
         };
         let last = {
             let mut last_started = self.last_started.lock().unwrap();
