@@ -39,6 +39,12 @@ impl OneShot {
         labels.run_id = Some(plan.replay.run_id.clone());
         if let Some(e) = &exporter {
             plan.replay.trace_sample_ratio = e.sample_ratio();
+            // A collector quoting the target's key back is scrubbed of it, as in the daemon.
+            let r = &plan.replay;
+            e.scrub_also(
+                "target",
+                canary_replay::Secrets::of(std::iter::once(&r.target).chain(&r.replicas)),
+            );
         }
         Ok(OneShot {
             exporter: Mutex::new(exporter),
