@@ -159,7 +159,17 @@ impl Tracer {
     /// opens from now on; `tgid` as this process's PID namespace numbers it
     /// (`std::process::id()` for this process), so a container without the host's PID
     /// namespace is followed as well.
+    ///
+    /// A hook other than `inet_sock_set_state` that does not attach (a kernel before 6.4
+    /// has no `sk_data_ready`) leaves the others attached: [`Tracer::missing`] says which and
+    /// what its figures were. [`SKIP_HOOK_ENV`] names one not to attach (a diagnostic).
     pub fn start(tgid: u32) -> Result<Tracer, Unavailable> {
+        Tracer::start_skipping(tgid, std::env::var(SKIP_HOOK_ENV).ok().as_deref())
+    }
+
+    /// [`Tracer::start`], leaving the hook on tracepoint `skip` unattached (a diagnostic: what
+    /// a kernel without it reports and measures).
+    pub fn start_skipping(tgid: u32, skip: Option<&str>) -> Result<Tracer, Unavailable> {
         let object = PROGRAMS.map_err(Unavailable::NotBuilt)?;
         if !Path::new(KERNEL_BTF).exists() {
             return Err(Unavailable::NoBtf("the file does not exist".into()));
@@ -176,12 +186,11 @@ impl Tracer {
             .override_global("target_pidns_ino", &pidns_ino, true)
             .load(object)
             .map_err(|e| classify(&e))?;
-        let skip = std::env::var(SKIP_HOOK_ENV).ok();
         let mut missing = Vec::new();
         for (name, tracepoint) in ATTACHMENTS {
-            let attached = if skip.as_deref() == Some(tracepoint) {
+            let attached = if skip == Some(tracepoint) {
                 Err(Unavailable::Load(format!(
-                    "skipped because {SKIP_HOOK_ENV}={tracepoint} (a diagnostic)"
+                    "not attached on purpose ({SKIP_HOOK_ENV}={tracepoint}, a diagnostic)"
                 )))
             } else {
                 attach(&mut ebpf, &btf, name, tracepoint)
