@@ -443,3 +443,80 @@ pub fn probe() -> SourceState {
         Err(e) => SourceState::unavailable(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail(s: &SourceState) -> &str {
+        match s {
+            SourceState::Available { detail } => detail,
+            other => panic!("not available: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lost_events_leave_the_source_available_but_degraded_and_warn() {
+        let summary = KernelRunSummary {
+            events: 900,
+            events_lost: 37,
+            requests_joined: 15,
+            ..Default::default()
+        };
+        let r = Report {
+            summary: &summary,
+            lost_requests: 3,
+            missing: &[],
+        };
+        let state = r.state();
+        assert_eq!(
+            detail(&state),
+            "socket timing joined by cookie; degraded: 37 events lost (ring buffer full), \
+             3 requests without kernel timing"
+        );
+        assert_eq!(
+            r.loss_warning().as_deref(),
+            Some("eBPF lost 37 events (ring buffer full): 3 requests' kernel timing unseen")
+        );
+        let clean = KernelRunSummary {
+            events_lost: 0,
+            ..summary
+        };
+        let r = Report {
+            summary: &clean,
+            lost_requests: 0,
+            missing: &[],
+        };
+        assert_eq!(detail(&r.state()), "socket timing joined by cookie");
+        assert_eq!(r.loss_warning(), None);
+    }
+
+    #[test]
+    fn a_missing_hook_is_named_with_the_kernel_and_its_lost_figures() {
+        let summary = KernelRunSummary {
+            events: 40,
+            requests_joined: 10,
+            ..Default::default()
+        };
+        let missing = [MissingHook {
+            tracepoint: "sk_data_ready",
+            reason: "tracepoint sk_data_ready: no BTF type btf_trace_sk_data_ready".into(),
+        }];
+        let r = Report {
+            summary: &summary,
+            lost_requests: 0,
+            missing: &missing,
+        };
+        let state = r.state();
+        let d = detail(&state);
+        for part in [
+            "degraded: no sk_data_ready hook",
+            "exists since Linux 6.4",
+            &crate::tracer::kernel_release(),
+            "lost: server_wait, remainder, client_overhead, chunk delay",
+        ] {
+            assert!(d.contains(part), "{part:?} not in {d:?}");
+        }
+        assert_eq!(r.loss_warning(), None);
+    }
+}
