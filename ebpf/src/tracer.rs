@@ -203,7 +203,10 @@ impl Tracer {
                 Err(e @ Unavailable::NotPermitted(_)) => return Err(e),
                 Err(e) => missing.push(MissingHook {
                     tracepoint,
-                    reason: e.to_string(),
+                    reason: match e {
+                        Unavailable::Load(m) => m,
+                        other => other.to_string(),
+                    },
                 }),
             }
         }
