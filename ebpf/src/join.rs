@@ -57,6 +57,9 @@ pub struct SocketLog {
     /// oldest first: a request overlapping one may lack its own events, and another's
     /// would stand in for them, so it gets no kernel figures.
     losses: Vec<(u64, u64)>,
+    /// Events pushed (kept or over the cap) per socket since [`SocketLog::take_counts`] last
+    /// took them: the observer books them to the run that owns the socket.
+    counts: HashMap<u64, (u64, u64)>,
 }
 
 /// Loss stretches kept at most (adjacent ones merge, so this is many separate losses).
@@ -65,12 +68,15 @@ const MAX_LOSSES: usize = 4096;
 impl SocketLog {
     /// Adds one event.
     pub fn push(&mut self, e: SocketEvent) {
+        let counts = self.counts.entry(e.cookie).or_default();
         let events = self.sockets.entry(e.cookie).or_default();
         if events.len() >= MAX_EVENTS_PER_SOCKET {
             self.full.insert(e.cookie);
             self.over_cap += 1;
+            counts.1 += 1;
             return;
         }
+        counts.0 += 1;
         // Events come from every CPU through one ring buffer, timestamped just before they
         // were queued, so they are nearly but not strictly in order.
         let at = events.partition_point(|x| x.ts_ns <= e.ts_ns);
@@ -85,6 +91,31 @@ impl SocketLog {
     /// Events dropped because their socket held `MAX_EVENTS_PER_SOCKET`.
     pub fn over_cap(&self) -> u64 {
         self.over_cap
+    }
+
+    /// Events pushed on `cookie` since the last call, as (kept, over the cap); zero after.
+    pub fn take_counts(&mut self, cookie: u64) -> (u64, u64) {
+        self.counts.remove(&cookie).unwrap_or_default()
+    }
+
+    /// Forgets a socket altogether (another run's), returning its uncollected counts.
+    pub fn forget(&mut self, cookie: u64) -> (u64, u64) {
+        self.sockets.remove(&cookie);
+        self.full.remove(&cookie);
+        self.take_counts(cookie)
+    }
+
+    /// The cookies of the sockets with events held.
+    pub fn cookies(&self) -> Vec<u64> {
+        self.sockets.keys().copied().collect()
+    }
+
+    /// Whether the kernel lost events while `span` was in flight: the request then gets no
+    /// kernel figures ([`SocketLog::timing`]) for that reason.
+    pub fn lost_in(&self, span: &RequestSpan) -> bool {
+        self.losses
+            .iter()
+            .any(|&(from, to)| from <= span.end_ns && span.sent_ns <= to)
     }
 
     /// Forgets a socket's events up to `ns`, keeping the last one as the baseline its next
@@ -128,24 +159,34 @@ impl SocketLog {
         self.losses.push((from_ns, to_ns));
     }
 
-    /// Forgets sockets whose newest event is older than `ns` (idle, or never joined).
-    pub fn expire(&mut self, ns: u64) {
+    /// Forgets sockets whose newest event is older than `ns` (idle, or never joined);
+    /// returns their cookies (their counts stay for [`SocketLog::take_counts`]).
+    pub fn expire(&mut self, ns: u64) -> Vec<u64> {
         self.losses.retain(|&(_, to)| to >= ns);
-        self.sockets
-            .retain(|_, events| events.last().is_some_and(|e| e.ts_ns >= ns));
-        let sockets = &self.sockets;
-        self.full.retain(|c| sockets.contains_key(c));
+        self.remove_where(|events| events.last().is_none_or(|e| e.ts_ns < ns))
     }
 
-    /// Forgets closed sockets whose close is older than `ns`.
-    pub fn expire_closed(&mut self, ns: u64) {
-        self.sockets.retain(|_, events| {
+    /// Forgets closed sockets whose close is older than `ns`; returns their cookies.
+    pub fn expire_closed(&mut self, ns: u64) -> Vec<u64> {
+        self.remove_where(|events| {
             events
                 .last()
-                .is_none_or(|e| e.kind() != Some(EventKind::Close) || e.ts_ns >= ns)
-        });
-        let sockets = &self.sockets;
-        self.full.retain(|c| sockets.contains_key(c));
+                .is_some_and(|e| e.kind() == Some(EventKind::Close) && e.ts_ns < ns)
+        })
+    }
+
+    fn remove_where(&mut self, gone: impl Fn(&[SocketEvent]) -> bool) -> Vec<u64> {
+        let cookies: Vec<u64> = self
+            .sockets
+            .iter()
+            .filter(|(_, events)| gone(events))
+            .map(|(&c, _)| c)
+            .collect();
+        for c in &cookies {
+            self.sockets.remove(c);
+            self.full.remove(c);
+        }
+        cookies
     }
 
     /// The kernel's view of one request, `None` when the kernel saw nothing of it (a socket
@@ -154,8 +195,7 @@ impl SocketLog {
         if self.full.contains(&span.cookie) {
             return None;
         }
-        let lost = |&(from, to): &(u64, u64)| from <= span.end_ns && span.sent_ns <= to;
-        if self.losses.iter().any(lost) {
+        if self.lost_in(span) {
             return None;
         }
         let events = self.sockets.get(&span.cookie)?;

@@ -31,4 +31,6 @@ mod tracer;
 pub use abi::{tcp_state, EventKind, SocketEvent};
 pub use join::{RequestSpan, SocketLog};
 pub use observer::{probe, KernelObserver};
-pub use tracer::{built, ProgramStats, Tracer, Unavailable};
+pub use tracer::{
+    built, kernel_release, MissingHook, ProgramStats, Tracer, Unavailable, SKIP_HOOK_ENV,
+};

@@ -23,6 +23,91 @@ const ATTACHMENTS: [(&str, &str); 4] = [
     ("on_destroy", "tcp_destroy_sock"),
 ];
 
+/// The hook without which nothing is tracked: it gives a connecting socket its storage.
+const ESSENTIAL: &str = "inet_sock_set_state";
+
+/// Diagnostic: names one tracepoint (`sk_data_ready`, say) not to attach, to see what a
+/// kernel without it would report.
+pub const SKIP_HOOK_ENV: &str = "CANARY_EBPF_SKIP_HOOK";
+
+/// A hook that did not attach while the others did: the figures it feeds are absent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingHook {
+    /// The tracepoint (`sk_data_ready`, ...).
+    pub tracepoint: &'static str,
+    /// Why it did not attach.
+    pub reason: String,
+}
+
+impl MissingHook {
+    /// The per-request figures this hook feeds, which are absent without it.
+    pub fn figures_lost(&self) -> &'static str {
+        figures_lost(self.tracepoint)
+    }
+
+    /// Since when Linux has the tracepoint, where that is a known cause.
+    pub fn since(&self) -> Option<&'static str> {
+        (self.tracepoint == "sk_data_ready").then_some("6.4")
+    }
+}
+
+impl std::fmt::Display for MissingHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no {} hook", self.tracepoint)?;
+        if let Some(since) = self.since() {
+            write!(
+                f,
+                " (the tracepoint exists since Linux {since}; this kernel is {})",
+                kernel_release()
+            )?;
+        } else {
+            write!(f, " (kernel {})", kernel_release())?;
+        }
+        write!(f, ": {}; lost: {}", self.reason, self.figures_lost())
+    }
+}
+
+fn figures_lost(tracepoint: &str) -> &'static str {
+    match tracepoint {
+        "sk_data_ready" => {
+            "server_wait, remainder, client_overhead, chunk delay, bytes received, \
+             last_received"
+        }
+        "sock_send_length" => "request_write, server_wait, remainder, bytes sent, first_send",
+        "tcp_destroy_sock" => {
+            "closed_ms (and closed sockets are kept until idle for 900 s instead of 30 s)"
+        }
+        _ => "all kernel timing",
+    }
+}
+
+/// The running kernel's release (`uname -r`), or "unknown".
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Loads one program and attaches it to its tracepoint.
+fn attach(ebpf: &mut Ebpf, btf: &Btf, name: &str, tracepoint: &str) -> Result<(), Unavailable> {
+    let program: &mut BtfTracePoint = ebpf
+        .program_mut(name)
+        .ok_or_else(|| Unavailable::Load(format!("program {name} missing")))?
+        .try_into()
+        .map_err(|e| classify(&e))?;
+    program
+        .load(tracepoint, btf)
+        .map_err(|e| match classify(&e) {
+            Unavailable::Load(m) => Unavailable::Load(format!(
+                "tracepoint {tracepoint} (kernel {}): {m}",
+                kernel_release()
+            )),
+            other => other,
+        })?;
+    program.attach().map_err(|e| classify(&e))?;
+    Ok(())
+}
+
 /// Why socket timing is off on this host.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unavailable {
@@ -49,6 +134,7 @@ pub struct Tracer {
     ebpf: Ebpf,
     ring: RingBuf<MapData>,
     lost: Array<MapData, u64>,
+    missing: Vec<MissingHook>,
 }
 
 impl std::fmt::Debug for Tracer {
@@ -73,7 +159,17 @@ impl Tracer {
     /// opens from now on; `tgid` as this process's PID namespace numbers it
     /// (`std::process::id()` for this process), so a container without the host's PID
     /// namespace is followed as well.
+    ///
+    /// A hook other than `inet_sock_set_state` that does not attach (a kernel before 6.4
+    /// has no `sk_data_ready`) leaves the others attached: [`Tracer::missing`] says which and
+    /// what its figures were. [`SKIP_HOOK_ENV`] names one not to attach (a diagnostic).
     pub fn start(tgid: u32) -> Result<Tracer, Unavailable> {
+        Tracer::start_skipping(tgid, std::env::var(SKIP_HOOK_ENV).ok().as_deref())
+    }
+
+    /// [`Tracer::start`], leaving the hook on tracepoint `skip` unattached (a diagnostic: what
+    /// a kernel without it reports and measures).
+    pub fn start_skipping(tgid: u32, skip: Option<&str>) -> Result<Tracer, Unavailable> {
         let object = PROGRAMS.map_err(Unavailable::NotBuilt)?;
         if !Path::new(KERNEL_BTF).exists() {
             return Err(Unavailable::NoBtf("the file does not exist".into()));
@@ -90,28 +186,45 @@ impl Tracer {
             .override_global("target_pidns_ino", &pidns_ino, true)
             .load(object)
             .map_err(|e| classify(&e))?;
+        let mut missing = Vec::new();
         for (name, tracepoint) in ATTACHMENTS {
-            let program: &mut BtfTracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| Unavailable::Load(format!("program {name} missing")))?
-                .try_into()
-                .map_err(|e| classify(&e))?;
-            program.load(tracepoint, &btf).map_err(|e| {
-                let u = classify(&e);
-                match u {
-                    Unavailable::Load(m) => {
-                        Unavailable::Load(format!("tracepoint {tracepoint}: {m}"))
-                    }
-                    other => other,
-                }
-            })?;
-            program.attach().map_err(|e| classify(&e))?;
+            let attached = if skip == Some(tracepoint) {
+                Err(Unavailable::Load(format!(
+                    "not attached on purpose ({SKIP_HOOK_ENV}={tracepoint}, a diagnostic)"
+                )))
+            } else {
+                attach(&mut ebpf, &btf, name, tracepoint)
+            };
+            match attached {
+                Ok(()) => {}
+                // Without the state hook no socket is ever tracked: nothing works.
+                Err(e) if tracepoint == ESSENTIAL => return Err(e),
+                // Not permitted is the whole tracer's problem, not one hook's.
+                Err(e @ Unavailable::NotPermitted(_)) => return Err(e),
+                Err(e) => missing.push(MissingHook {
+                    tracepoint,
+                    reason: match e {
+                        Unavailable::Load(m) => m,
+                        other => other.to_string(),
+                    },
+                }),
+            }
         }
         let ring = take(&mut ebpf, "events")?;
         let ring = RingBuf::try_from(ring).map_err(|e| classify(&e))?;
         let lost = take(&mut ebpf, "lost")?;
         let lost = Array::try_from(lost).map_err(|e| classify(&e))?;
-        Ok(Tracer { ebpf, ring, lost })
+        Ok(Tracer {
+            ebpf,
+            ring,
+            lost,
+            missing,
+        })
+    }
+
+    /// Hooks that did not attach (the others did): their figures are absent.
+    pub fn missing(&self) -> &[MissingHook] {
+        &self.missing
     }
 
     /// Hands every event waiting in the ring buffer to `f`; returns how many there were.
@@ -137,6 +250,7 @@ impl Tracer {
     pub fn program_stats(&self) -> Vec<ProgramStats> {
         ATTACHMENTS
             .iter()
+            .filter(|(_, tp)| self.missing.iter().all(|m| m.tracepoint != *tp))
             .filter_map(|&(name, tracepoint)| {
                 let info = self.ebpf.program(name)?.info().ok()?;
                 Some(ProgramStats {

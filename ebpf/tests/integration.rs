@@ -3,6 +3,7 @@
 //! clang) or this process may not load them (not root).
 
 mod load;
+mod observer;
 
 use canary_testkit::skip;
 

@@ -8,7 +8,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-fn cookie(fd: &impl AsRawFd) -> u64 {
+pub(crate) fn cookie(fd: &impl AsRawFd) -> u64 {
     let mut cookie: u64 = 0;
     let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
     // SAFETY: valid fd, out-pointer and length for SO_COOKIE.
