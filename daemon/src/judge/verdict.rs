@@ -119,14 +119,16 @@ impl Verdict {
             let passed = g
                 .good_request_fraction
                 .is_none_or(|f| f >= c.min_good_fraction);
-            if let Some(words) = range.and_then(|r| r.could_flip(passed, c.min_good_fraction)) {
-                if passed {
-                    caveats.push(format!(
-                        "good-request fraction {} meets min_good_fraction {}, which {words}",
-                        share(g.good_request_fraction),
-                        c.min_good_fraction
-                    ));
-                }
+            let flip = match passed {
+                true => range.and_then(|r| r.could_flip(true, c.min_good_fraction)),
+                false => None,
+            };
+            if let Some(words) = flip {
+                caveats.push(format!(
+                    "good-request fraction {} meets min_good_fraction {}, which {words}",
+                    share(g.good_request_fraction),
+                    c.min_good_fraction
+                ));
             }
             if let Some(good) = g.good_request_fraction.filter(|&f| f < c.min_good_fraction) {
                 // A one-token output is not good (aiperf's rule), but it has no ITL to miss.

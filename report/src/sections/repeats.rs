@@ -42,7 +42,7 @@ fn unit(unit: &str) -> &str {
     }
 }
 
-/// `` (no goodput judgement rests on a bound), or `; 193 of its judgements rest on a bound
+/// `` (no goodput judgement rests on a bound), or ` 193 of the runs' goodput judgements rest on a bound
 /// (a time read late), so the goodput marked * is exact in neither direction: the runs' good
 /// counts are truly 41 to 115, 62 to 134, 43 to 90`.
 fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
@@ -55,10 +55,10 @@ fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
         .map(|g| g.1.map_or("–".to_string(), |(l, h)| format!("{l} to {h}")))
         .collect();
     format!(
-        "; {n} of the runs' goodput judgements rest on a bound (a time read late: a TTFT miss \
+        " {n} of the runs' goodput judgements rest on a bound (a time read late: a TTFT miss \
          may be a meet, an ITL meet a miss; summary.json's uncertain_misses and \
          uncertain_meets), so the goodput marked * is exact in neither direction: the runs' \
-         good requests are truly {}",
+         good requests are truly {}.",
         ranges.join(", ")
     )
 }
@@ -177,8 +177,8 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
          interval a ± would take below 0 (or past 1 for a fraction) is given by its ends, \
          clipped there. Each run's \
          own is its summary.json's: throughputs exact (counted over the run), goodput an \
-         exact count of judgements{}, percentiles estimates from its histograms, within \
-         {PERCENTILE_PRECISION_SPACED}. The runs repeat one load: no knee and no Pareto \
+         exact count of judgements, percentiles estimates from its histograms, within \
+         {PERCENTILE_PRECISION_SPACED}.{} The runs repeat one load: no knee and no Pareto \
          front.</p>\n",
         e.per_run.len(),
         good_said(&good)

@@ -112,29 +112,28 @@ impl GoodBounds {
         })
     }
 
-    /// `193 judgements rest on a bound (a time read late): truly good 41 to 115, 62 to 134,
-    /// 43 to 90 of the runs' 62, 75, 65 judged good; the mean had the truth been at either
-    /// end: 12.1 to 31.0 requests/s`.
+    /// `193 goodput judgements rest on a bound (…): each run truly good 41 to 115 (62 judged
+    /// good), 62 to 134 (75 judged good); the mean had the truth been at either end: 12.1 to
+    /// 31.0 requests/s`.
     pub fn said(&self) -> String {
-        let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-        let ranges: Vec<String> = self
+        let runs: Vec<String> = self
             .good_requests_at_least
             .iter()
             .zip(&self.good_requests_at_most)
-            .map(|(l, h)| format!("{l} to {h}"))
+            .zip(&self.good_requests)
+            .map(|((l, h), g)| format!("{l} to {h} ({g} judged good)"))
             .collect();
         format!(
             "{} goodput judgement{} {ON_BOUNDS_SAID} (a time read late: a TTFT miss may be a \
-             meet, an ITL meet a miss): each run truly good {} of the {} judged good; the \
-             mean had the truth been at either end: {} to {} requests/s",
+             meet, an ITL meet a miss): each run truly good {}; the mean had the truth been at \
+             either end: {} to {} requests/s",
             self.judgements_on_bound,
             if self.judgements_on_bound == 1 {
                 ""
             } else {
                 "s"
             },
-            ranges.join(", "),
-            list(&self.good_requests),
+            runs.join(", "),
             number(self.mean_at_least),
             number(self.mean_at_most)
         )
@@ -447,16 +446,17 @@ impl RepeatsSummary {
                 }
                 continue;
             };
-            let good_bounds = (metric == "goodput")
-                .then(|| {
+            let good_bounds = match metric {
+                "goodput" => {
                     let over: Vec<&RunSummary> = complete
                         .iter()
                         .filter(|(_, s)| self::figure(s, metric, statistic).is_some())
                         .map(|(_, s)| *s)
                         .collect();
                     GoodBounds::of(&over)
-                })
-                .flatten();
+                }
+                _ => None,
+            };
             metrics.push(Figure {
                 without,
                 good_bounds,

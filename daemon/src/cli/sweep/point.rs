@@ -245,7 +245,7 @@ pub struct PointFigures {
     /// Goodput judgements that rest on a bound (`uncertain_misses` and `uncertain_meets`,
     /// summed): while above 0, `goodput` and `good_fraction` are in `bounds` and the truth is
     /// anywhere from the at-least to the at-most count. Absent when 0.
-    #[serde(skip_serializing_if = "crate::cli::sweep::point::is_zero")]
+    #[serde(skip_serializing_if = "is_zero")]
     pub good_judged_on_bound: u64,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
