@@ -210,7 +210,8 @@ fn a_sweeps_good_cells_on_bounds_are_marked_in_its_table_json_and_page() {
         "{said}"
     );
     let text = page(dir, "out");
-    assert!(text.contains("good"), "{text}");
+    // The series page's good column, each cell marked as the sweep's table marks it.
+    assert_eq!(text.matches("0.00 %*").count(), 2, "{text}");
     assert!(
         text.contains("One marked * rests on judgements made on a bound"),
         "{text}"

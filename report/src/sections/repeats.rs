@@ -42,9 +42,9 @@ fn unit(unit: &str) -> &str {
     }
 }
 
-/// `` (no goodput judgement rests on a bound), or ` 193 of the runs' goodput judgements rest on a bound
-/// (a time read late), so the goodput marked * is exact in neither direction: the runs' good
-/// counts are truly 41 to 115, 62 to 134, 43 to 90`.
+/// Empty when no goodput judgement rests on a bound; else ` 193 of the runs' goodput
+/// judgements rest on a bound (…), so the goodput marked * is exact in neither direction: the
+/// runs' good requests are truly 41 to 115, 62 to 134, 43 to 90.`
 fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
     let n: u64 = good.iter().map(|g| g.0).sum();
     if n == 0 {
