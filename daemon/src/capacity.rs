@@ -254,6 +254,23 @@ pub struct Capacity {
     /// Why the search stopped: `precision`, `max_runs`, `floor`, `ceiling`, `point_failed`
     /// or `interrupted`.
     pub stopped_by: String,
+    /// The bracket's ends not established: their probe's pass or fail rests on goodput
+    /// judgements made on bounds and could go the other way within them (a fail whose good
+    /// count at most would pass, a pass whose good count at least would fail). The decision
+    /// stands (one answer per probe); absent when both ends hold at both ends of the bounds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_established: Vec<EndOnBounds>,
+}
+
+/// A bracket end whose probe's decision rests on bounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndOnBounds {
+    /// `passed` (the capacity is at least it) or `failed` (below it).
+    pub end: String,
+    /// Its rate, requests/s.
+    pub rate: f64,
+    /// From the probe's verdict: `rests on bounds: up to 98.8 % may be good (…)`.
+    pub why: String,
 }
 
 impl Capacity {
@@ -266,8 +283,68 @@ impl Capacity {
             min_failing_rate: b.failed,
             relative_uncertainty: b.passed.zip(b.failed).map(|(p, f)| (f - p) / (f + p)),
             stopped_by: stopped_by.to_string(),
+            not_established: Vec::new(),
         }
     }
+
+    /// Notes which bracket ends rest on bounds, from the probes' `(rate, verdict)`: the
+    /// probe at an end whose verdict says [`crate::judge::verdict::ON_BOUNDS`].
+    pub fn note_bounds<'a>(&mut self, probes: impl IntoIterator<Item = (f64, &'a str)>) {
+        let probes: Vec<(f64, &str)> = probes.into_iter().collect();
+        let mut ends = Vec::new();
+        for (end, rate) in [
+            ("passed", self.max_passing_rate),
+            ("failed", self.min_failing_rate),
+        ] {
+            let Some(rate) = rate else { continue };
+            let why = probes
+                .iter()
+                .filter(|(r, _)| *r == rate)
+                .find_map(|(_, v)| on_bounds(v));
+            if let Some(why) = why {
+                ends.push(EndOnBounds {
+                    end: end.into(),
+                    rate,
+                    why,
+                });
+            }
+        }
+        self.not_established = ends;
+    }
+
+    /// `; not established: the fail at 1600 rests on bounds: up to 98.8 % may be good (…)`
+    /// for each end in [`Capacity::not_established`], empty when there is none.
+    pub fn bounds_said(&self) -> String {
+        use crate::judge::capacity::{rate_at_least, rate_below};
+        self.not_established
+            .iter()
+            .map(|e| {
+                let (what, rate) = match e.end.as_str() {
+                    "passed" => ("pass", rate_at_least(e.rate)),
+                    _ => ("fail", rate_below(e.rate)),
+                };
+                format!("; not established: the {what} at {rate} req/s {}", e.why)
+            })
+            .collect()
+    }
+}
+
+/// The words from [`crate::judge::verdict::ON_BOUNDS`] to the end of its reason in
+/// `verdict`, when it has them.
+fn on_bounds(verdict: &str) -> Option<String> {
+    let at = verdict.find(crate::judge::verdict::ON_BOUNDS)?;
+    let rest = &verdict[at..];
+    // The reason ends at the next `; ` outside its parentheses.
+    let mut depth = 0i32;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ';' if depth <= 0 => return Some(rest[..i].to_string()),
+            _ => {}
+        }
+    }
+    Some(rest.to_string())
 }
 
 #[cfg(test)]

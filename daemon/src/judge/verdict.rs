@@ -112,7 +112,24 @@ impl Verdict {
                 canary_core::error_kinds_text(summary, ": ")
             ));
         }
+        // Said on a pass that could be a fail within the bounds; the pass stands.
+        let mut caveats = Vec::new();
         if let Some(g) = &summary.goodput {
+            let range = GoodRange::of(summary);
+            let passed = g
+                .good_request_fraction
+                .is_none_or(|f| f >= c.min_good_fraction);
+            let flip = match passed {
+                true => range.and_then(|r| r.could_flip(true, c.min_good_fraction)),
+                false => None,
+            };
+            if let Some(words) = flip {
+                caveats.push(format!(
+                    "good-request fraction {} meets min_good_fraction {}, which {words}",
+                    share(g.good_request_fraction),
+                    c.min_good_fraction
+                ));
+            }
             if let Some(good) = g.good_request_fraction.filter(|&f| f < c.min_good_fraction) {
                 // A one-token output is not good (aiperf's rule), but it has no ITL to miss.
                 let misses: Vec<String> = g
@@ -121,21 +138,140 @@ impl Verdict {
                     .map(|(m, n)| format!("{m}: {n} missed"))
                     .chain(g.no_value.iter().map(|v| v.to_string()))
                     .collect();
+                // A fail the bounds could turn into a pass says so: the decision stands (the
+                // run is judged on what it judged), but it is not established.
+                let flips = range
+                    .and_then(|r| r.could_flip(false, c.min_good_fraction))
+                    .map_or(String::new(), |w| format!(", which {w}"));
                 reasons.push(format!(
-                    "good-request fraction {good:.3} below min_good_fraction {} ({})",
+                    "good-request fraction {good:.3} below min_good_fraction {} ({}){flips}",
                     c.min_good_fraction,
                     misses.join(", ")
                 ));
             }
         }
-        Verdict {
-            kind: if reasons.is_empty() {
-                VerdictKind::Pass
-            } else {
-                VerdictKind::Fail
-            },
-            reasons,
+        let kind = if reasons.is_empty() {
+            VerdictKind::Pass
+        } else {
+            VerdictKind::Fail
+        };
+        if kind == VerdictKind::Pass {
+            reasons = caveats;
         }
+        Verdict { kind, reasons }
+    }
+}
+
+/// The words every verdict, capacity line and table uses for a goodput decision that the
+/// bounds could turn ([`GoodRange::could_flip`]); a probe's verdict carrying them is a
+/// bracket end not established ([`crate::capacity::Capacity::note_bounds`]).
+pub const ON_BOUNDS: &str = "rests on bounds";
+
+/// A run's good count with the range its judgements on a bound leave it in (`summary.json`'s
+/// `good_requests`, `good_requests_at_least`, `good_requests_at_most`, `uncertain_misses`,
+/// `uncertain_meets`), over the requests judged (`requests − client_errors − cancelled`, the
+/// good fraction's denominator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GoodRange {
+    /// Requests judged.
+    pub judged: u64,
+    /// Judged good.
+    pub good: u64,
+    /// Truly good at least.
+    pub at_least: u64,
+    /// Truly good at most.
+    pub at_most: u64,
+    /// Judgements that rest on a bound (uncertain misses and meets).
+    pub on_bound: u64,
+}
+
+impl GoodRange {
+    /// The range of `s`, when it has SLOs and states one (a summary written before the range
+    /// was counted has none: nothing is claimed of it).
+    pub fn of(s: &RunSummary) -> Option<GoodRange> {
+        let g = s.goodput.as_ref()?;
+        let judged = s
+            .requests
+            .saturating_sub(s.client_errors)
+            .saturating_sub(s.cancelled);
+        Some(GoodRange {
+            judged,
+            good: g.good_requests,
+            at_least: g.good_requests_at_least?,
+            at_most: g.good_requests_at_most?,
+            on_bound: g.uncertain_misses.values().sum::<u64>()
+                + g.uncertain_meets.values().sum::<u64>(),
+        })
+    }
+
+    /// Whether some judgement rests on a bound: the good count is exact as a count of
+    /// judgements, the truth anywhere from `at_least` to `at_most`.
+    pub fn uncertain(&self) -> bool {
+        self.on_bound > 0 || self.at_least != self.at_most
+    }
+
+    /// The ranges of several runs summed (a point's or an experiment's runs).
+    pub fn sum(all: impl IntoIterator<Item = GoodRange>) -> GoodRange {
+        all.into_iter()
+            .fold(GoodRange::default(), |a, r| GoodRange {
+                judged: a.judged + r.judged,
+                good: a.good + r.good,
+                at_least: a.at_least + r.at_least,
+                at_most: a.at_most + r.at_most,
+                on_bound: a.on_bound + r.on_bound,
+            })
+    }
+
+    /// The good fraction's ends, `at_least / judged` and `at_most / judged`; `None` when
+    /// nothing was judged.
+    pub fn fractions(&self) -> Option<(f64, f64)> {
+        (self.judged > 0).then(|| {
+            let n = self.judged as f64;
+            (self.at_least as f64 / n, self.at_most as f64 / n)
+        })
+    }
+
+    /// `rests on bounds: up to 98.8 % may be good (276 judgements rest on a bound)` when a
+    /// decision against `min` (`passed` or failed) could go the other way within the range: a
+    /// fail while `at_most / judged ≥ min`, a pass while `at_least / judged < min`. `None`
+    /// when the decision holds at both ends.
+    pub fn could_flip(&self, passed: bool, min: f64) -> Option<String> {
+        let (low, high) = self.fractions()?;
+        let n = self.on_bound;
+        let judgements = format!(
+            "{n} judgement{} rest{} on a bound",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        );
+        match passed {
+            false if high >= min => Some(format!(
+                "{ON_BOUNDS}: up to {} % may be good ({judgements}; truly good {} to {} of {})",
+                percent(high),
+                self.at_least,
+                self.at_most,
+                self.judged
+            )),
+            true if low < min => Some(format!(
+                "{ON_BOUNDS}: as few as {} % may be good ({judgements}; truly good {} to {} of \
+                 {})",
+                percent(low),
+                self.at_least,
+                self.at_most,
+                self.judged
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A share as a percentage to one decimal (two near 0 and 100 %, so a share short of all
+/// or above none does not read as either so soon).
+pub fn percent(f: f64) -> String {
+    let p = f * 100.0;
+    if (p > 99.95 && p < 100.0) || (p > 0.0 && p < 0.05) {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.1}")
     }
 }
 
@@ -431,6 +567,55 @@ mod tests {
                 "4 requests, 0 completed, 4 cut by the stop; error rate no share without them"
             ),
             "{figures}"
+        );
+    }
+
+    // Audit 2b: a fail (or pass) against min_good_fraction that judgements made on bounds
+    // could turn said nothing of it. The decision stands; its reason says it rests on bounds.
+    #[test]
+    fn a_decision_the_bounds_could_turn_says_so() {
+        let w = workload();
+        let s = |good: u64, at_least: u64, at_most: u64| {
+            let mut agg = Aggregator::new(w.slos.clone());
+            for _ in 0..20 {
+                agg.add(&rec(Some(10.0)), &Default::default());
+            }
+            let mut s = agg.summary();
+            let g = s.goodput.as_mut().unwrap();
+            g.good_requests = good;
+            g.good_request_fraction = Some(good as f64 / 20.0);
+            g.good_requests_at_least = Some(at_least);
+            g.good_requests_at_most = Some(at_most);
+            g.uncertain_misses
+                .insert("time_to_first_token".into(), at_most - good);
+            g.uncertain_meets
+                .insert("inter_token_latency".into(), good - at_least);
+            s
+        };
+        // 15 of 20 judged good, up to 19: a fail the truth could pass.
+        let v = Verdict::judge(&w, &s(15, 15, 19), false);
+        assert_eq!(v.kind, VerdictKind::Fail);
+        assert!(
+            v.to_string().ends_with(
+                ", which rests on bounds: up to 95.0 % may be good (4 judgements rest on a \
+                 bound; truly good 15 to 19 of 20)"
+            ),
+            "{v}"
+        );
+        // Up to 17 of 20: the fail holds at both ends.
+        let v = Verdict::judge(&w, &s(15, 15, 17), false);
+        assert!(!v.to_string().contains(ON_BOUNDS), "{v}");
+        // 19 judged good, as few as 16: a pass the truth could fail.
+        let v = Verdict::judge(&w, &s(19, 16, 19), false);
+        assert_eq!(v.kind, VerdictKind::Pass);
+        assert!(
+            v.to_string()
+                .starts_with("pass: good-request fraction 0.950 meets min_good_fraction 0.9, which rests on bounds: as few as 80.0 % may be good"),
+            "{v}"
+        );
+        assert_eq!(
+            Verdict::judge(&w, &s(20, 20, 20), false).to_string(),
+            "pass"
         );
     }
 

@@ -42,6 +42,27 @@ fn unit(unit: &str) -> &str {
     }
 }
 
+/// Empty when no goodput judgement rests on a bound; else ` 193 of the runs' goodput
+/// judgements rest on a bound (…), so the goodput marked * is exact in neither direction: the
+/// runs' good requests are truly 41 to 115, 62 to 134, 43 to 90.`
+fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
+    let n: u64 = good.iter().map(|g| g.0).sum();
+    if n == 0 {
+        return String::new();
+    }
+    let ranges: Vec<String> = good
+        .iter()
+        .map(|g| g.1.map_or("–".to_string(), |(l, h)| format!("{l} to {h}")))
+        .collect();
+    format!(
+        " {n} of the runs' goodput judgements rest on a bound (a time read late: a TTFT miss \
+         may be a meet, an ITL meet a miss; summary.json's uncertain_misses and \
+         uncertain_meets), so the goodput marked * is exact in neither direction: the runs' \
+         good requests are truly {}.",
+        ranges.join(", ")
+    )
+}
+
 /// The estimates section's body; `runs`: the experiment's runs on the page (labelled by their
 /// folder), whose own summaries say which of their figures are bounds.
 pub fn render(e: &Repeats, runs: &[Run]) -> String {
@@ -55,7 +76,21 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
         .map(bounds::of_run)
         .collect();
     let bound = bounds::union(over.iter().map(Vec::as_slice));
-    let is_bound = |metric: &str| bound.contains(&metric);
+    // Goodput judgements that rest on a bound (summary.json's uncertain_misses and
+    // uncertain_meets) over the same runs, with the range of good requests they leave.
+    let good: Vec<(u64, Option<(u64, u64)>)> = runs
+        .iter()
+        .filter(|r| e.run(&r.label).is_some_and(|x| x.left_out.is_none()))
+        .map(|r| {
+            let f = r.figures();
+            let on_bound =
+                f.uncertain_misses.values().sum::<u64>() + f.uncertain_meets.values().sum::<u64>();
+            (on_bound, f.good_range)
+        })
+        .collect();
+    let good_on_bound: u64 = good.iter().map(|g| g.0).sum();
+    let is_bound =
+        |metric: &str| bound.contains(&metric) || (metric == "goodput" && good_on_bound > 0);
     let rows: Vec<Vec<String>> = e
         .estimates
         .iter()
@@ -141,16 +176,17 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
          degrees of freedom), over the {complete} of {} runs its estimates are over; an \
          interval a ± would take below 0 (or past 1 for a fraction) is given by its ends, \
          clipped there. Each run's \
-         own is its summary.json's: throughputs and goodput exact (counted over the run), \
-         percentiles estimates from its histograms, within {PERCENTILE_PRECISION_SPACED}. The runs \
-         repeat one load: no \
-         knee and no Pareto front.</p>\n",
-        e.per_run.len()
+         own is its summary.json's: throughputs exact (counted over the run), goodput an \
+         exact count of judgements, percentiles estimates from its histograms, within \
+         {PERCENTILE_PRECISION_SPACED}.{} The runs repeat one load: no knee and no Pareto \
+         front.</p>\n",
+        e.per_run.len(),
+        good_said(&good)
     ));
     let shown = |upper: bool| {
-        e.estimates
-            .iter()
-            .any(|m| is_bound(&m.metric) && bounds::is_upper(&m.metric) == upper)
+        e.estimates.iter().any(|m| {
+            m.metric != "goodput" && is_bound(&m.metric) && bounds::is_upper(&m.metric) == upper
+        })
     };
     let mut marks = Vec::new();
     if shown(true) {

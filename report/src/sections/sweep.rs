@@ -63,6 +63,15 @@ pub struct Point {
     pub bounds: Vec<&'static str>,
     /// A capacity search's probe: whether it passed (`sweep.json`'s `passed`).
     pub passed: Option<bool>,
+    /// Good requests over the requests judged, with SLOs (the mean of the runs', for a mean).
+    pub good_fraction: Option<f64>,
+    /// Goodput judgements that rest on a bound (`summary.json`'s `uncertain_misses` and
+    /// `uncertain_meets`, summed over the runs): the good share is then exact only as a
+    /// count of judgements.
+    pub good_on_bound: u64,
+    /// The requests truly good at least and at most, given those judgements, and the requests
+    /// judged good (summed over the runs); `None` when a run does not count them.
+    pub good_range: Option<(u64, u64, u64)>,
 }
 
 impl Point {
@@ -96,6 +105,13 @@ impl Point {
             notes: Vec::new(),
             bounds: bounds::of_run(run),
             passed: None,
+            good_fraction: f.good_fraction,
+            good_on_bound: f.uncertain_misses.values().sum::<u64>()
+                + f.uncertain_meets.values().sum::<u64>(),
+            good_range: f
+                .good_range
+                .zip(f.good_requests)
+                .map(|((low, high), good)| (low, high, good)),
         }
     }
 
@@ -126,6 +142,15 @@ impl Point {
             notes: Vec::new(),
             bounds: bounds::union(runs.iter().map(|p| p.bounds.as_slice())),
             passed: None,
+            good_fraction: {
+                let good: Vec<f64> = runs.iter().filter_map(|p| p.good_fraction).collect();
+                (!good.is_empty()).then(|| good.iter().sum::<f64>() / good.len() as f64)
+            },
+            good_on_bound: runs.iter().map(|p| p.good_on_bound).sum(),
+            good_range: runs.iter().try_fold((0, 0, 0), |(l, h, g), p| {
+                let (low, high, good) = p.good_range?;
+                Some((l + low, h + high, g + good))
+            }),
         }
     }
 
@@ -411,26 +436,46 @@ pub fn render(runs: &[Run], sweep: Option<&SweepFile>) -> Result<String, ReportE
                 marked(p, TTFT, p.ttft_p99, ms),
                 marked(p, E2E, p.e2e_p99, ms),
                 p.error_rate.map_or_else(|| "–".to_string(), pct),
+                // With SLOs: marked * where some judgement rests on a bound.
+                match (p.good_fraction, p.good_on_bound) {
+                    (None, _) => "–".to_string(),
+                    (Some(g), 0) => pct(g),
+                    (Some(g), _) => format!("{}*", pct(g)),
+                },
                 esc(&tags.join(", ")),
             ]
         })
         .collect();
-    html.push_str(&table(
-        "sweep",
-        &[
-            if repeated { "point" } else { "run" },
-            "req/s",
-            "tok/s",
-            "tok/s per user (p50)",
-            "TTFT p50",
-            "TTFT p99",
-            "e2e p99",
-            "error rate",
-            "",
-        ],
-        &rows,
-    ));
+    // The good column only for a series judged by SLOs.
+    let judged = points.iter().any(|p| p.good_fraction.is_some());
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|mut r| {
+            if !judged {
+                r.remove(r.len() - 2);
+            }
+            r
+        })
+        .collect();
+    let mut head = vec![
+        if repeated { "point" } else { "run" },
+        "req/s",
+        "tok/s",
+        "tok/s per user (p50)",
+        "TTFT p50",
+        "TTFT p99",
+        "e2e p99",
+        "error rate",
+    ];
+    if judged {
+        head.push("good");
+    }
+    head.push("");
+    html.push_str(&table("sweep", &head, &rows));
     html.push_str(&exactness(&points, repeated, sweep.is_some()));
+    if let Some(note) = good_note(&points) {
+        html.push_str(&note);
+    }
     html.push_str(&whys(&points, sweep));
     Ok(html)
 }
@@ -447,6 +492,30 @@ fn marked(p: &Point, metric: &str, v: f64, show: fn(f64) -> String) -> String {
         (true, true) => format!("≤ {}", show(v)),
         (true, false) => format!("{}*", show(v)),
     }
+}
+
+/// Under the table when some point's good share rests on goodput judgements made on bounds
+/// (its cell marked `*`): each such point's truly-good range.
+fn good_note(points: &[Point]) -> Option<String> {
+    let each: Vec<String> = points
+        .iter()
+        .filter(|p| p.good_fraction.is_some() && p.good_on_bound > 0)
+        .map(|p| {
+            let range = p.good_range.map_or(String::new(), |(low, high, good)| {
+                format!(": truly {low} to {high} good, {good} judged good")
+            });
+            format!("{}{range} ({} on a bound)", p.label, p.good_on_bound)
+        })
+        .collect();
+    (!each.is_empty()).then(|| {
+        format!(
+            "<p class=\"note\">good: the share of the requests judged that met every SLO, \
+             exact as a count of judgements. One marked * rests on judgements made on a bound \
+             (a time read late: a TTFT miss may be a meet, an ITL meet a miss; summary.json's \
+             uncertain_misses and uncertain_meets), so the truth lies in a range: {}.</p>\n",
+            esc(&each.join("; "))
+        )
+    })
 }
 
 /// What the table's figures are: exact only when no cell is marked; else which marks mean
@@ -561,6 +630,8 @@ fn no_knee(points: &[Point], sweep: Option<&SweepFile>, whose: &str) -> String {
 /// A capacity search's answer, as the sweep's last line gives it: its bounds rounded outward
 /// (`canary_core::rate_text`, as the sweep table rounds them) so what is printed still holds.
 fn capacity(s: &SweepFile) -> Option<String> {
+    /// canaryd's words for a probe's decision the bounds could turn (`judge::verdict`).
+    const ON_BOUNDS: &str = "rests on bounds";
     use canary_core::rate_text::{rate_at_least, rate_below};
     let c = s.capacity.as_ref()?;
     let runs = s.points.len();
@@ -569,6 +640,25 @@ fn capacity(s: &SweepFile) -> Option<String> {
         format!(", {}% good", (g * 100.0 * 1e6).round() / 1e6)
     });
     let slo = &c.slo;
+    // A bracket end whose probe's pass or fail rests on goodput judgements made on bounds
+    // (its verdict says so): the decision stands, but the end is not established.
+    let on_bounds = |rate: Option<f64>, passed: bool| -> Option<String> {
+        let rate = rate?;
+        let probe = s
+            .points
+            .iter()
+            .find(|q| q.value == Some(rate) && q.passed == Some(passed))?;
+        let at = probe.verdict.find(ON_BOUNDS)?;
+        let why = probe.verdict[at..].to_string();
+        Some(match passed {
+            true => format!("the pass at {} req/s {why}", rate_at_least(rate)),
+            false => format!("the fail at {} req/s {why}", rate_below(rate)),
+        })
+    };
+    let unsettled: Vec<String> = [on_bounds(c.passed, true), on_bounds(c.failed, false)]
+        .into_iter()
+        .flatten()
+        .collect();
     let line = match (c.passed, c.failed) {
         (Some(p), Some(f)) => format!(
             "capacity at SLO ({slo}{good}): at least {} req/s (passed), below {} req/s \
@@ -591,10 +681,22 @@ fn capacity(s: &SweepFile) -> Option<String> {
             c.stopped_by
         ),
     };
+    let line = match unsettled.is_empty() {
+        true => line,
+        false => format!("{line}; not established: {}", unsettled.join("; ")),
+    };
+    let held = match unsettled.is_empty() {
+        true => "so they still hold",
+        false => {
+            "so they hold as the probes were decided; an end marked not established rests on \
+             goodput judgements made on bounds (times read late), and the truth could decide \
+             its probe the other way"
+        }
+    };
     Some(format!(
         "<p class=\"verdict\" id=\"capacity\">{}</p>\n<p class=\"note\">The capacity \
          search's answer (sweep.json's capacity): bounds, each a probe's offered rate, rounded \
-         outward so they still hold; the table marks each probe passed or failed.</p>\n",
+         outward, {held}; the table marks each probe passed or failed.</p>\n",
         esc(&line)
     ))
 }

@@ -3,6 +3,7 @@
 //! `core/summary.schema.json`), `repeats.csv` and the table.
 
 use crate::execute::Judged;
+use crate::judge::verdict::GoodRange;
 use canary_core::{MeanInterval, RunSummary};
 use serde::Serialize;
 
@@ -58,10 +59,89 @@ const HEADLINE: [(&str, &str, &str, &str); 10] = [
     ("schedule_lag", "p99", "ms", "schedule lag p99"),
 ];
 
-/// Whether `metric` of one run is not exact, by the run's rule for its client times.
+/// Whether `metric` of one run is not exact, by the run's rule for its client times; goodput
+/// when some of its judgements rest on a bound (a TTFT miss on a time read late may be a
+/// meet: `summary.json`'s `uncertain_misses`, `uncertain_meets`).
 fn is_bound(s: &RunSummary, metric: &str) -> bool {
-    s.receive_timestamps.bounds().is_bound(metric)
+    match metric {
+        "goodput" => GoodRange::of(s).is_some_and(|r| r.uncertain()),
+        _ => s.receive_timestamps.bounds().is_bound(metric),
+    }
 }
+
+/// Goodput's judgements that rest on a bound over the runs its mean is over, with each run's
+/// good count and the range they leave it in (`summary.json`'s `good_requests`,
+/// `good_requests_at_least`, `good_requests_at_most`), in the order of `values`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GoodBounds {
+    /// Judgements on a bound, summed over the runs.
+    pub judgements_on_bound: u64,
+    /// Each run's requests judged good: exact as a count of judgements.
+    pub good_requests: Vec<u64>,
+    /// Each run's truly good requests, at least.
+    pub good_requests_at_least: Vec<u64>,
+    /// And at most.
+    pub good_requests_at_most: Vec<u64>,
+    /// The mean over the runs of their goodput had the at-least count been good, requests/s.
+    pub mean_at_least: f64,
+    /// And had the at-most count been.
+    pub mean_at_most: f64,
+}
+
+impl GoodBounds {
+    /// Of the runs `each` (their summaries, the runs goodput's mean is over); `None` when no
+    /// judgement rests on a bound or a run states no range.
+    fn of(each: &[&RunSummary]) -> Option<GoodBounds> {
+        let ranges: Vec<(GoodRange, f64)> = each
+            .iter()
+            .map(|s| Some((GoodRange::of(s)?, s.duration_s)))
+            .collect::<Option<_>>()?;
+        if !ranges.iter().any(|(r, _)| r.uncertain()) || ranges.is_empty() {
+            return None;
+        }
+        let mean = |get: &dyn Fn(&GoodRange) -> u64| {
+            ranges.iter().map(|(r, d)| get(r) as f64 / d).sum::<f64>() / ranges.len() as f64
+        };
+        Some(GoodBounds {
+            judgements_on_bound: ranges.iter().map(|(r, _)| r.on_bound).sum(),
+            good_requests: ranges.iter().map(|(r, _)| r.good).collect(),
+            good_requests_at_least: ranges.iter().map(|(r, _)| r.at_least).collect(),
+            good_requests_at_most: ranges.iter().map(|(r, _)| r.at_most).collect(),
+            mean_at_least: mean(&|r| r.at_least),
+            mean_at_most: mean(&|r| r.at_most),
+        })
+    }
+
+    /// `193 goodput judgements rest on a bound (…): each run truly good 41 to 115 (62 judged
+    /// good), 62 to 134 (75 judged good); the mean had the truth been at either end: 12.1 to
+    /// 31.0 requests/s`.
+    pub fn said(&self) -> String {
+        let runs: Vec<String> = self
+            .good_requests_at_least
+            .iter()
+            .zip(&self.good_requests_at_most)
+            .zip(&self.good_requests)
+            .map(|((l, h), g)| format!("{l} to {h} ({g} judged good)"))
+            .collect();
+        format!(
+            "{} goodput judgement{} {ON_BOUNDS_SAID} (a time read late: a TTFT miss may be a \
+             meet, an ITL meet a miss): each run truly good {}; the mean had the truth been at \
+             either end: {} to {} requests/s",
+            self.judgements_on_bound,
+            if self.judgements_on_bound == 1 {
+                ""
+            } else {
+                "s"
+            },
+            runs.join(", "),
+            number(self.mean_at_least),
+            number(self.mean_at_most)
+        )
+    }
+}
+
+/// `rest on a bound`, as the run table and page say it.
+const ON_BOUNDS_SAID: &str = "rest on a bound";
 
 /// The figure `metric`/`statistic` of one run, if it has one.
 fn figure(s: &RunSummary, metric: &str, statistic: &str) -> Option<f64> {
@@ -242,8 +322,13 @@ pub struct Figure {
     pub no_spread: bool,
     /// True when some run's figure is not exact, by each run's own rule
     /// ([`canary_core::RxBounds::is_bound`] of its `receive_timestamps`): a mean of upper
-    /// bounds (TTFT, e2e) is an upper bound, and ITL's is exact in neither direction.
+    /// bounds (TTFT, e2e) is an upper bound, and ITL's is exact in neither direction. For
+    /// goodput, when some run's goodput judgements rest on a bound (see `good_bounds`).
     pub bound: bool,
+    /// Goodput only, when some of its runs' judgements rest on a bound: how many, and each
+    /// run's good count with the range the truth lies in. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub good_bounds: Option<GoodBounds>,
     /// The runs in the estimates that gave no figure for it (too short for a rate), each with
     /// why: the mean is over the other `n`. Absent when every run gave one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -361,7 +446,22 @@ impl RepeatsSummary {
                 }
                 continue;
             };
-            metrics.push(Figure { without, ..figure });
+            let good_bounds = match metric {
+                "goodput" => {
+                    let over: Vec<&RunSummary> = complete
+                        .iter()
+                        .filter(|(_, s)| self::figure(s, metric, statistic).is_some())
+                        .map(|(_, s)| *s)
+                        .collect();
+                    GoodBounds::of(&over)
+                }
+                _ => None,
+            };
+            metrics.push(Figure {
+                without,
+                good_bounds,
+                ..figure
+            });
         }
         RepeatsSummary {
             runs_asked: asked,
@@ -450,6 +550,9 @@ impl RepeatsSummary {
         }
         for f in &self.metrics {
             outln!("  {}", f.line())?;
+            if let Some(b) = &f.good_bounds {
+                outln!("  {:<18} {}", "", b.said())?;
+            }
             if !f.without.is_empty() {
                 outln!(
                     "  {:<18} {}",
@@ -465,7 +568,11 @@ impl RepeatsSummary {
                 canary_core::runs_without::none_gave(&pairs(&u.without))
             )?;
         }
-        if self.metrics.iter().any(|f| f.bound) {
+        if self
+            .metrics
+            .iter()
+            .any(|f| f.bound && f.good_bounds.is_none())
+        {
             outln!("  {BOUND_NOTE}")?;
         }
         // The fewest runs any interval is over: its width is the table's widest warning.
@@ -541,6 +648,7 @@ impl Figure {
             interval,
             clipped,
             bound,
+            good_bounds: None,
             without: Vec::new(),
             label,
         })
@@ -631,6 +739,7 @@ mod tests {
                 interval,
                 clipped,
                 bound: false,
+                good_bounds: None,
                 without: Vec::new(),
                 label: "TTFT p50",
             }
@@ -678,6 +787,7 @@ mod tests {
             clipped,
             no_spread: false,
             bound: false,
+            good_bounds: None,
             without: Vec::new(),
             label: "TTFT p99",
         };

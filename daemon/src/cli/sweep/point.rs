@@ -229,6 +229,24 @@ pub struct PointFigures {
     /// Share of the requests judged meeting the SLOs; null without SLOs or when none was
     /// judged.
     pub good_fraction: Option<f64>,
+    /// Requests judged good (summed over the runs with `--runs N`): exact as a count of
+    /// judgements. Absent without SLOs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub good_requests: Option<u64>,
+    /// How many requests were truly good at least and at most, given the judgements that rest
+    /// on a bound (summed over the runs; each run's `summary.json` `good_requests_at_least`,
+    /// `good_requests_at_most`). Absent without SLOs or from a summary that does not count
+    /// them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub good_requests_at_least: Option<u64>,
+    /// See [`PointFigures::good_requests_at_least`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub good_requests_at_most: Option<u64>,
+    /// Goodput judgements that rest on a bound (`uncertain_misses` and `uncertain_meets`,
+    /// summed): while above 0, `goodput` and `good_fraction` are in `bounds` and the truth is
+    /// anywhere from the at-least to the at-most count. Absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub good_judged_on_bound: u64,
     /// The server's queue and KV figures: absent without `/metrics`.
     pub server: Option<ServerFigures>,
     /// The run's in-flight ceiling (`summary.json`'s `in_flight_cap.limit`; the lowest of its
@@ -246,13 +264,24 @@ pub struct PointFigures {
     pub bounds: Vec<&'static str>,
 }
 
-/// The figures of a point whose times can be bounds rather than exact, in column order.
-pub const BOUND_FIGURES: [&str; 4] = [
+/// The figures of a point whose times can be bounds rather than exact, in column order;
+/// `goodput` (and with it the good fraction) when some goodput judgement rests on a bound.
+pub const BOUND_FIGURES: [&str; 5] = [
     "output_token_throughput_per_user",
     "time_to_first_token",
     "inter_token_latency",
     "request_latency",
+    GOODPUT,
 ];
+
+/// `goodput` in [`PointFigures::bounds`]: goodput and the good fraction rest on judgements
+/// made on bounds ([`PointFigures::good_judged_on_bound`]).
+pub const GOODPUT: &str = "goodput";
+
+/// For serde's `skip_serializing_if`.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 impl PointFigures {
     /// One point's figures from its repeats' (at least one): counts and durations summed;
@@ -322,6 +351,10 @@ impl PointFigures {
             request_latency_ms: pct(&|f| &f.request_latency_ms),
             goodput: mean(&|f| f.goodput),
             good_fraction: mean(&|f| f.good_fraction),
+            good_requests: all.iter().map(|f| f.good_requests).sum(),
+            good_requests_at_least: all.iter().map(|f| f.good_requests_at_least).sum(),
+            good_requests_at_most: all.iter().map(|f| f.good_requests_at_most).sum(),
+            good_judged_on_bound: sum(&|f| f.good_judged_on_bound),
             server,
             in_flight_cap: cap.map(|c| c.0),
             in_flight_cap_source: cap.and_then(|c| c.1),
@@ -355,6 +388,7 @@ impl PointFigures {
             (None, None) => (None, None),
         };
         let tokens = s.output_token_throughput;
+        let good = crate::judge::verdict::GoodRange::of(s);
         let server = run.outcome.telemetry.server.as_ref().map(|v| {
             let mean = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.mean);
             let max = |g: &Option<GaugeStats>| g.as_ref().map(|g| g.max);
@@ -391,6 +425,10 @@ impl PointFigures {
             request_latency_ms: Percentiles::of(s.metrics.get("request_latency")),
             goodput: s.goodput.as_ref().and_then(|g| g.goodput),
             good_fraction: s.goodput.as_ref().and_then(|g| g.good_request_fraction),
+            good_requests: s.goodput.as_ref().map(|g| g.good_requests),
+            good_requests_at_least: s.goodput.as_ref().and_then(|g| g.good_requests_at_least),
+            good_requests_at_most: s.goodput.as_ref().and_then(|g| g.good_requests_at_most),
+            good_judged_on_bound: good.map_or(0, |r| r.on_bound),
             server,
             in_flight_cap: run.outcome.in_flight_cap.limit,
             in_flight_cap_source: run
@@ -403,9 +441,13 @@ impl PointFigures {
             held: run.outcome.in_flight_cap.waited > 0,
             bounds: {
                 let rx = s.receive_timestamps.bounds();
+                let on_bound = good.is_some_and(|r| r.uncertain());
                 BOUND_FIGURES
                     .into_iter()
-                    .filter(|k| rx.is_bound(k))
+                    .filter(|&k| match k {
+                        GOODPUT => on_bound,
+                        k => rx.is_bound(k),
+                    })
                     .collect()
             },
         }

@@ -501,7 +501,11 @@ pub async fn find_max_rate(
     } else {
         NO_PASSING_RATE
     };
-    doc.capacity = Some(found.capacity);
+    let mut capacity = found.capacity;
+    // An end whose probe's decision the bounds could turn is said, not left to read as
+    // established.
+    capacity.note_bounds(doc.points.iter().map(|p| (p.value, p.verdict.as_str())));
+    doc.capacity = Some(capacity);
     let code = finish(args, &doc, found.interrupted, ok)?;
     if let Some(e) = found.failed {
         tracing::error!("{e:#}");

@@ -113,8 +113,10 @@ pub fn progress_line(p: &Point) -> std::io::Result<()> {
             &f,
             "time_to_first_token"
         ),
-        f.good_fraction
-            .map_or(String::new(), |g| format!(", good {}", pct(Some(g)))),
+        f.good_fraction.map_or(String::new(), |g| format!(
+            ", good {}",
+            marked(pct(Some(g)), &f, super::point::GOODPUT)
+        )),
         p.verdict
     )
 }
@@ -201,7 +203,7 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
                 &f,
                 "request_latency",
             ),
-            pct(f.good_fraction),
+            marked(pct(f.good_fraction), &f, super::point::GOODPUT),
             num(server.queue_depth_max),
             pct(server.kv_cache_usage_max),
             tags.join(", "),
@@ -230,6 +232,9 @@ pub fn print(doc: &SweepDoc) -> std::io::Result<()> {
         .iter()
         .any(|p| p.figures.as_ref().is_some_and(|f| !f.bounds.is_empty()));
     for line in footer(doc.points.iter().any(|p| p.repeats.is_some()), bounds) {
+        outln!("{line}")?;
+    }
+    if let Some(line) = good_on_bounds(doc) {
         outln!("{line}")?;
     }
     if any_cut(doc) {
@@ -312,13 +317,48 @@ fn knee_line(doc: &SweepDoc) -> String {
     }
 }
 
+/// Under the table when some point's good share rests on judgements made on bounds (its cell
+/// marked `*`): each such point's truly-good range, as its `summary.json` counts it.
+fn good_on_bounds(doc: &SweepDoc) -> Option<String> {
+    let each: Vec<String> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            let f = p.figures.as_ref()?;
+            if !f.bounds.contains(&super::point::GOODPUT) {
+                return None;
+            }
+            let range = match (f.good_requests_at_least, f.good_requests_at_most) {
+                (Some(low), Some(high)) => format!("truly {low} to {high} good, "),
+                _ => String::new(),
+            };
+            Some(format!(
+                "{:02} {} {range}{} judged good ({} on a bound)",
+                p.index,
+                p.label,
+                f.good_requests.unwrap_or(0),
+                f.good_judged_on_bound
+            ))
+        })
+        .collect();
+    (!each.is_empty()).then(|| {
+        format!(
+            "good*: some of the point's goodput judgements rest on a bound (a time read late: \
+             a TTFT miss may be a meet, an ITL meet a miss), so its good share is exact only as \
+             a count of judgements (sweep.json's good_requests_at_least, \
+             good_requests_at_most): {}",
+            each.join("; ")
+        )
+    })
+}
+
 /// What each kind of column is, under the table: counts are exact, percentiles estimates,
 /// the server's gauges the highest sampled; with `--runs`, every figure is a mean of runs.
 fn footer(repeated: bool, bounds: bool) -> Vec<String> {
     let per_run = if repeated { "each run's " } else { "" };
     let mut lines = vec![format!(
         "{per_run}req/s, tok/s, tok/s/GPU and good: exact, counted per request over the \
-         point's span; TTFT, ITL and e2e (ms) and tok/s/user (the median of the requests \
+         point's span (good as a count of judgements: marked * when some rest on a bound); TTFT, ITL and e2e (ms) and tok/s/user (the median of the requests \
          with a per-user rate; a point's notes count those without): percentiles of per-request times, estimates within {PERCENTILE_PRECISION_SPACED}; queue \
          max and KV max: the \
          highest the server's /metrics scrapes sampled (lower bounds: a peak between scrapes \
@@ -356,7 +396,9 @@ const CUT_NOTE: &str = "(cut at 0): the interval, mean ± half-width, reached be
 fn capacity_line(c: &crate::capacity::Capacity, runs: usize) -> String {
     use crate::judge::capacity::{rate_at_least, rate_below};
     let (slo, good) = (&c.slo, good_percent(c.min_good_fraction));
-    match (c.max_passing_rate, c.min_failing_rate) {
+    // An end whose probe's pass or fail the bounds could turn: said after the line.
+    let not_established = c.bounds_said();
+    let line = match (c.max_passing_rate, c.min_failing_rate) {
         (Some(p), Some(f)) => format!(
             "capacity at SLO ({slo}, {good}% good): {} req/s, a bound: at least {} (passed), \
              below {} (failed); {runs} rates tried, stopped by {}",
@@ -377,7 +419,8 @@ fn capacity_line(c: &crate::capacity::Capacity, runs: usize) -> String {
             f.map_or("-".into(), rate_below),
             c.stopped_by
         ),
-    }
+    };
+    line + &not_established
 }
 
 #[cfg(test)]
@@ -391,6 +434,36 @@ mod tests {
             0.95,
             "precision",
         )
+    }
+
+    // Audit 2b: the line called "below R (failed)" established though the failing probe's
+    // fail rested on goodput judged on bounds.
+    #[test]
+    fn a_capacity_end_on_bounds_is_called_not_established() {
+        let mut c = capacity(Some(800.0), Some(1600.0));
+        let why = "rests on bounds: up to 98.8 % may be good (276 judgements rest on a bound; \
+                   truly good 1306 to 1582 of 1601)";
+        c.note_bounds([
+            (800.0, "pass"),
+            (
+                1600.0,
+                format!("fail: good-request fraction 0.816 below …, which {why}").as_str(),
+            ),
+        ]);
+        assert_eq!(c.not_established.len(), 1, "{c:?}");
+        assert_eq!(c.not_established[0].end, "failed");
+        assert_eq!(
+            capacity_line(&c, 4),
+            format!(
+                "capacity at SLO (time_to_first_token:100, 95% good): 800 req/s, a bound: at \
+                 least 800 (passed), below 1600 (failed); 4 rates tried, stopped by precision; \
+                 not established: the fail at 1600 req/s {why}"
+            )
+        );
+        // Without a probe on bounds, nothing is added.
+        let mut c = capacity(Some(800.0), Some(1600.0));
+        c.note_bounds([(800.0, "pass"), (1600.0, "fail: …")]);
+        assert!(!capacity_line(&c, 4).contains("not established"));
     }
 
     /// The footer called percentiles exact and the gauges means, under maxima.

@@ -121,8 +121,18 @@ fn capacity_figures(c: &crate::judge::capacity::CapacityRun, passed: bool) -> St
         format!("{finished} probes, stopped by {}", f.stopped_by)
     };
     let baseline = c.baseline.as_ref().map(|b| (b.capacity, b.spread, b.runs));
+    // An end whose probe's pass or fail rests on goodput judgements made on bounds, by its
+    // verdict: the bracket holds as decided, but that end is not established.
+    let mut on_bounds = f.clone();
+    on_bounds.note_bounds(
+        c.probes
+            .iter()
+            .filter(|p| !p.interrupted)
+            .map(|p| (p.rate, p.verdict.as_str())),
+    );
     format!(
-        "{bracket}; {probes}{}",
+        "{bracket}{}; {probes}{}",
+        on_bounds.bounds_said(),
         baseline_said(baseline, passed, c.new_load.as_deref())
     )
 }
@@ -242,6 +252,26 @@ mod tests {
         let line = capacity_figures(&capacity(some, "max_runs", &[(50.0, false)]), true);
         assert!(
             line.ends_with("; 1 probes, stopped by max_runs; no baseline yet"),
+            "{line}"
+        );
+        // Audit 2b: its failing end's probe rests on goodput judged on bounds: said.
+        let both = RateBracket {
+            passed: Some(50.0),
+            failed: Some(100.0),
+        };
+        let mut run = capacity(both, "max_runs", &[(50.0, false), (100.0, false)]);
+        run.probes[1].verdict = "fail: good-request fraction 0.816 below min_good_fraction \
+                                 0.9 (time_to_first_token: 295 missed), which rests on bounds: \
+                                 up to 98.8 % may be good (276 judgements rest on a bound; \
+                                 truly good 1306 to 1582 of 1601)"
+            .into();
+        let line = capacity_figures(&run, true);
+        assert!(
+            line.starts_with(
+                "capacity at SLO 50 req/s, a bound: at least 50, below 100; not established: \
+                 the fail at 100 req/s rests on bounds: up to 98.8 % may be good (276 \
+                 judgements rest on a bound; truly good 1306 to 1582 of 1601); 2 probes"
+            ),
             "{line}"
         );
 

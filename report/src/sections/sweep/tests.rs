@@ -17,6 +17,9 @@ fn p(throughput: f64, ttft_p99: f64, per_user: f64) -> Point {
         notes: Vec::new(),
         bounds: Vec::new(),
         passed: None,
+        good_fraction: None,
+        good_on_bound: 0,
+        good_range: None,
     }
 }
 
