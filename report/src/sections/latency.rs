@@ -106,8 +106,13 @@ pub fn cdf(id: &str, m: Metric, series: &[(String, &[f64])]) -> Result<String, R
         ));
     }
     if zeros > 0 {
+        let (what, verb) = if zeros == 1 {
+            ("value is", "its rank is")
+        } else {
+            ("values are", "their ranks are")
+        };
         note.push_str(&format!(
-            "; {} zero values are not drawn on the log scale (their ranks are counted)",
+            "; {} zero {what} not drawn on the log scale ({verb} counted)",
             num(zeros as f64)
         ));
     }
