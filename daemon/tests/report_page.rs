@@ -218,7 +218,7 @@ fn a_ttft_far_beyond_the_rest_is_drawn_and_said_and_zeros_left_off_are_counted()
         let hist = hist.split("</figure>").next().unwrap();
         assert!(
             hist.contains("far beyond the body")
-                && hist.contains(&format!("1 above "))
+                && hist.contains("1 above ")
                 && hist.contains(&format!("up to {shown}")),
             "{name}: {hist}"
         );
