@@ -285,12 +285,13 @@ impl Plot {
         }
         let mut note = self.note.clone();
         if outside > 0 {
-            let said = format!(
-                "{outside} point{} beyond the axes not drawn",
-                if outside == 1 { "" } else { "s" }
-            );
+            let said = if outside == 1 {
+                "1 point lies beyond the axes and is not drawn".to_string()
+            } else {
+                format!("{outside} points lie beyond the axes and are not drawn")
+            };
             note = Some(match note {
-                Some(n) => format!("{} ({said}).", n.trim_end_matches('.')),
+                Some(n) => format!("{}; {said}.", n.trim_end_matches('.')),
                 None => format!("{said}."),
             });
         }
@@ -623,7 +624,7 @@ mod tests {
                     "{far} {log}: {html}"
                 );
                 assert!(
-                    html.contains("Some note (1 point beyond the axes not drawn)."),
+                    html.contains("Some note; 1 point lies beyond the axes and is not drawn."),
                     "{far} {log}: {html}"
                 );
             }

@@ -47,6 +47,8 @@ pub struct Histogram {
     pub above: u64,
     /// Where the bins end, when values lie beyond them.
     pub cut: Option<Cut>,
+    /// The largest value in the bins.
+    pub top: f64,
 }
 
 /// Why a histogram's bins end before its maximum.
@@ -75,6 +77,7 @@ pub fn histogram(sorted: &[f64], bins: usize) -> Histogram {
             bins: Vec::new(),
             above: 0,
             cut: None,
+            top: f64::NAN,
         };
     };
     let max = sorted[sorted.len() - 1];
@@ -85,10 +88,9 @@ pub fn histogram(sorted: &[f64], bins: usize) -> Histogram {
         cut = (hi < max).then_some(Cut::P999);
     }
     let (q1, q3) = (quantile(sorted, 0.25), quantile(sorted, 0.75));
-    // A zero spread (many equal values) is measured against the quartile itself.
-    let spread = if q3 > q1 { q3 - q1 } else { q3.abs() };
-    let fence = q3 + FAR * spread;
-    if hi > fence {
+    // A body of equal values (ITLs of 0 ms) has no spread to measure against: no cut.
+    let fence = q3 + FAR * (q3 - q1);
+    if q3 > q1 && hi > fence {
         // The largest value within the fence (q3 at least, so never empty).
         hi = sorted[sorted.partition_point(|v| *v <= fence) - 1];
         cut = Some(Cut::Far);
@@ -122,6 +124,7 @@ pub fn histogram(sorted: &[f64], bins: usize) -> Histogram {
             .collect(),
         above,
         cut,
+        top: hi,
     }
 }
 
@@ -233,11 +236,11 @@ mod tests {
         let v: Vec<f64> = (1..=100).map(|i| f64::from(i) * f64::from(i)).collect();
         let h = histogram(&sorted(v), 60);
         assert_eq!((h.above, h.cut), (0, None));
-        // Zeros (ITLs of one read) and one huge value: the zeros are the body.
+        // Zeros (ITLs of one read) and one huge value: no spread to judge far by, all binned.
         let mut v = vec![0.0; 30];
         v.push(1e9);
         let h = histogram(&sorted(v), 60);
-        assert_eq!((h.above, h.cut), (1, Some(Cut::Far)));
+        assert_eq!((h.above, h.cut, h.top), (0, None, 1e9));
         assert!(h.bins.iter().all(|b| b.0.is_finite() && b.1.is_finite()));
     }
 

@@ -138,7 +138,7 @@ fn hist(id: &str, m: Metric, s: &[f64]) -> Result<String, ReportError> {
     plot.layer(m.label(), Colour::nth(0), Mark::Bars(bars));
     let mut note = format!("{} values in {} bins", num(s.len() as f64), h.bins.len());
     if let Some(cut) = h.cut {
-        let edge = num(h.bins.last().map_or(0.0, |b| b.1));
+        let edge = num(h.top);
         let why = match cut {
             Cut::P999 => format!("above p99.9 ({edge} ms)"),
             Cut::Far => format!(
