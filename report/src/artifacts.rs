@@ -493,7 +493,8 @@ fn as_record(r: &Request) -> RequestRecord {
         k.map(|k| match k {
             RxKind::Kernel => RxSource::Kernel,
             RxKind::KernelBound => RxSource::KernelBound,
-            RxKind::Userspace => RxSource::Userspace,
+            // Unknown to this report: a bound, as canaryd's read is.
+            RxKind::Userspace | RxKind::Unknown => RxSource::Userspace,
         })
     };
     RequestRecord {

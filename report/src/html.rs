@@ -55,6 +55,7 @@ small.why{display:block;color:#666;font-size:12px}
 details{background:#fff;border:1px solid #e2e4e8;border-radius:6px;padding:6px 10px;margin:8px 0}
 summary{cursor:pointer;font-weight:600}
 code{background:#eef0f3;padding:1px 4px;border-radius:3px}
+h1,h2,h3,p,li,summary,figcaption,th,td,.tile,code{overflow-wrap:anywhere}
 "#;
 
 /// A whole page: `title`, then `body` (already HTML).

@@ -255,7 +255,9 @@ impl Plot {
 
     /// The chart as an HTML `<figure>`: caption with legend, SVG, note.
     pub fn to_html(&self) -> Result<String, crate::ReportError> {
-        let svg = draw::svg(self).map_err(|what| crate::ReportError::Draw {
+        let ranges = self.ranges();
+        let (drawn, outside) = self.clipped(ranges);
+        let svg = draw::svg(&drawn, ranges).map_err(|what| crate::ReportError::Draw {
             chart: self.id.clone(),
             what,
         })?;
@@ -281,8 +283,19 @@ impl Plot {
                 esc(&l.name)
             ));
         }
-        let note = self
-            .note
+        let mut note = self.note.clone();
+        if outside > 0 {
+            let said = if outside == 1 {
+                "1 point lies beyond the axes and is not drawn".to_string()
+            } else {
+                format!("{outside} points lie beyond the axes and are not drawn")
+            };
+            note = Some(match note {
+                Some(n) => format!("{}; {said}.", n.trim_end_matches('.')),
+                None => format!("{said}."),
+            });
+        }
+        let note = note
             .as_deref()
             .map(|n| format!("<p class=\"note\">{}</p>", esc(n)))
             .unwrap_or_default();
@@ -310,6 +323,83 @@ impl Plot {
                 self.y.log,
             ),
         )
+    }
+}
+
+/// How far past its axis range a mark's coordinate is drawn, in ranges (linear) or in the
+/// range's ratio (log): a line to a point far outside still leaves the chart in its direction,
+/// and no coordinate reaches the pixel values that overflow plotters' `i32` arithmetic (a
+/// 1e9 ms TTFT on a time axis of seconds panicked `canaryd report`).
+const CLIP_SPANS: f64 = 2.0;
+
+/// `v` on an axis of `range` (as drawn) held within [`CLIP_SPANS`] of it; NaN stays NaN.
+fn clip(v: f64, (lo, hi): (f64, f64), log: bool) -> f64 {
+    if log {
+        if v <= 0.0 {
+            // Not on a log axis at all: at its far low end, as plotters maps it.
+            return v;
+        }
+        let (l, h) = (lo.log10(), hi.log10());
+        let span = (h - l) * CLIP_SPANS;
+        return 10f64.powf(v.log10().clamp(l - span, h + span));
+    }
+    let span = (hi - lo) * CLIP_SPANS;
+    v.clamp(lo - span, hi + span)
+}
+
+/// Whether `v` lies within `range`.
+fn within(v: f64, (lo, hi): (f64, f64)) -> bool {
+    v >= lo && v <= hi
+}
+
+impl Plot {
+    /// This plot as it can be drawn on `ranges` (from [`Plot::ranges`]): points and crosses
+    /// outside the ranges left out (they would land off the chart, or on its labels), every
+    /// other coordinate held near the range ([`clip`]); and how many points were left out,
+    /// for the note.
+    fn clipped(&self, (xr, yr): ((f64, f64), (f64, f64))) -> (Plot, usize) {
+        let (xl, yl) = (self.x.log, self.y.log);
+        let cx = |v: f64| clip(v, xr, xl);
+        let cy = |v: f64| clip(v, yr, yl);
+        let mut outside = 0;
+        let mut inside = |p: &[(f64, f64)]| -> Vec<(f64, f64)> {
+            let kept: Vec<(f64, f64)> = p
+                .iter()
+                .copied()
+                .filter(|&(x, y)| within(x, xr) && within(y, yr))
+                .collect();
+            outside += p.len() - kept.len();
+            kept
+        };
+        let mut plot = self.clone();
+        for l in &mut plot.layers {
+            l.mark = match &l.mark {
+                Mark::Line(p) => Mark::Line(p.iter().map(|&(x, y)| (cx(x), cy(y))).collect()),
+                Mark::Points(p) => Mark::Points(inside(p)),
+                Mark::LinePoints(p) => {
+                    Mark::LinePoints(p.iter().map(|&(x, y)| (cx(x), cy(y))).collect())
+                }
+                Mark::Crosses(p) => Mark::Crosses(inside(p)),
+                Mark::Bars(b) => Mark::Bars(
+                    b.iter()
+                        .map(|&(x0, x1, y0, y1)| (cx(x0), cx(x1), cy(y0), cy(y1)))
+                        .collect(),
+                ),
+                Mark::Band(b) => Mark::Band(
+                    b.iter()
+                        .map(|&(x, lo, hi)| (cx(x), cy(lo), cy(hi)))
+                        .collect(),
+                ),
+                Mark::Intervals(b) => Mark::Intervals(
+                    b.iter()
+                        .map(|&(x, lo, hi)| (cx(x), cy(lo), cy(hi)))
+                        .collect(),
+                ),
+                Mark::VRule(x) => Mark::VRule(cx(*x)),
+                Mark::Span(x0, x1) => Mark::Span(cx(*x0), cx(*x1)),
+            };
+        }
+        (plot, outside)
     }
 }
 
@@ -497,6 +587,48 @@ mod tests {
             2,
             "{html}"
         );
+    }
+
+    #[test]
+    fn marks_far_outside_a_fixed_range_neither_panic_nor_draw_silently() {
+        // A first token at 1e9 ms on a time axis of a few seconds: plotters' pixel arithmetic
+        // overflowed i32 (a panic in a debug build, garbage in a release one).
+        for far in [1e6, 1e9, 4.6e15, 1e300] {
+            for log in [false, true] {
+                let y = if log {
+                    Axis::log("y")
+                } else {
+                    Axis::linear("y")
+                };
+                let mut p = Plot::new("t", "T", Axis::linear("x").range(0.0, 2.0), y, HALF);
+                p.layer(
+                    "dots",
+                    Colour::nth(0),
+                    Mark::Points(vec![(0.5, 3.0), (far, 4.0), (1.0, 5.0)]),
+                )
+                .layer(
+                    "line",
+                    Colour::nth(1),
+                    Mark::Line(vec![(0.0, 1.0), (far, 2.0)]),
+                )
+                .layer(
+                    "bars",
+                    Colour::nth(2),
+                    Mark::Bars(vec![(0.0, far, 1.0, 2.0)]),
+                )
+                .layer("rule", Colour::RULE, Mark::VRule(far))
+                .note("Some note.");
+                let html = p.to_html().unwrap();
+                assert!(
+                    html.contains("data-name=\"dots\" data-marks=\"2\""),
+                    "{far} {log}: {html}"
+                );
+                assert!(
+                    html.contains("Some note; 1 point lies beyond the axes and is not drawn."),
+                    "{far} {log}: {html}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -43,30 +43,61 @@ pub fn cdf_points(sorted: &[f64], body: usize, tail: usize) -> Vec<(f64, f64)> {
 pub struct Histogram {
     /// `(low, high, count)` per bin; the last bin includes its high edge.
     pub bins: Vec<(f64, f64, u64)>,
-    /// Values above the last bin (beyond the p99.9 cut).
+    /// Values above the last bin (beyond the cut).
     pub above: u64,
+    /// Where the bins end, when values lie beyond them.
+    pub cut: Option<Cut>,
+    /// The largest value in the bins.
+    pub top: f64,
 }
 
+/// Why a histogram's bins end before its maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// At p99.9 (more than 1,000 values).
+    P999,
+    /// At the largest value within [`FAR`] interquartile ranges above the upper quartile:
+    /// the values beyond would squash the body into one bar (one 1e9 ms TTFT among values of
+    /// a few ms), at any count.
+    Far,
+}
+
+/// How many interquartile ranges above the upper quartile a value lies to be left out of a
+/// histogram's bins ([`Cut::Far`]). Far beyond Tukey's 3: a long tail of real latencies stays
+/// in the bins; only values that would leave the body a single bar are cut.
+pub const FAR: f64 = 50.0;
+
 /// `bins` equal bins from the minimum to the maximum, or to p99.9 when more than 1,000 values
-/// (so one outlier does not squash the body into one bar; the rest is counted in `above`).
+/// (so one outlier does not squash the body into one bar; the rest is counted in `above`), or
+/// to the largest value not far beyond the body ([`Cut::Far`]), whichever is lower. Any finite
+/// values: the bins' edges stay finite.
 pub fn histogram(sorted: &[f64], bins: usize) -> Histogram {
     let Some(&lo) = sorted.first() else {
         return Histogram {
             bins: Vec::new(),
             above: 0,
+            cut: None,
+            top: f64::NAN,
         };
     };
-    let hi = if sorted.len() > 1000 {
-        quantile(sorted, 0.999)
-    } else {
-        sorted[sorted.len() - 1]
-    };
+    let max = sorted[sorted.len() - 1];
+    let mut hi = max;
+    let mut cut = None;
+    if sorted.len() > 1000 {
+        hi = quantile(sorted, 0.999);
+        cut = (hi < max).then_some(Cut::P999);
+    }
+    let (q1, q3) = (quantile(sorted, 0.25), quantile(sorted, 0.75));
+    // A body of equal values (ITLs of 0 ms) has no spread to measure against: no cut.
+    let fence = q3 + FAR * (q3 - q1);
+    if q3 > q1 && hi > fence {
+        // The largest value within the fence (q3 at least, so never empty).
+        hi = sorted[sorted.partition_point(|v| *v <= fence) - 1];
+        cut = Some(Cut::Far);
+    }
     let bins = bins.max(1);
-    let width = if hi > lo {
-        (hi - lo) / bins as f64
-    } else {
-        1.0
-    };
+    let spans = hi > lo && (hi - lo).is_finite();
+    let width = if spans { (hi - lo) / bins as f64 } else { 1.0 };
     let mut counts = vec![0u64; bins];
     let mut above = 0;
     for &v in sorted {
@@ -81,9 +112,19 @@ pub fn histogram(sorted: &[f64], bins: usize) -> Histogram {
         bins: counts
             .into_iter()
             .enumerate()
-            .map(|(i, c)| (lo + i as f64 * width, lo + (i + 1) as f64 * width, c))
+            .map(|(i, c)| {
+                // The last edge is the cut itself, not a sum rounded off it.
+                let high = if i + 1 == bins && spans {
+                    hi
+                } else {
+                    lo + (i + 1) as f64 * width
+                };
+                (lo + i as f64 * width, high, c)
+            })
             .collect(),
         above,
+        cut,
+        top: hi,
     }
 }
 
@@ -176,6 +217,31 @@ mod tests {
         assert_eq!(h.above, 5);
         assert_eq!(h.bins.iter().map(|b| b.2).sum::<u64>(), 10_000);
         assert_eq!(h.bins[9].1, 99.0);
+        assert_eq!(h.cut, Some(Cut::P999));
+    }
+
+    #[test]
+    fn one_huge_value_among_few_is_counted_beyond_the_bins() {
+        // 20 values of a few ms and one of 1e9 ms (or canaryd's clamp, or near the largest
+        // float): the bins span the few ms, the huge one is counted above them.
+        for huge in [1e9, 4.6e15, 1e308] {
+            let mut v: Vec<f64> = (0..20).map(|i| 1.0 + f64::from(i) / 10.0).collect();
+            v.push(huge);
+            let h = histogram(&sorted(v), 60);
+            assert_eq!((h.above, h.cut), (1, Some(Cut::Far)), "{huge}");
+            assert_eq!(h.bins.last().unwrap().1, 2.9, "{huge}");
+            assert_eq!(h.bins.iter().map(|b| b.2).sum::<u64>(), 20);
+        }
+        // A long tail of real latencies stays in the bins.
+        let v: Vec<f64> = (1..=100).map(|i| f64::from(i) * f64::from(i)).collect();
+        let h = histogram(&sorted(v), 60);
+        assert_eq!((h.above, h.cut), (0, None));
+        // Zeros (ITLs of one read) and one huge value: no spread to judge far by, all binned.
+        let mut v = vec![0.0; 30];
+        v.push(1e9);
+        let h = histogram(&sorted(v), 60);
+        assert_eq!((h.above, h.cut, h.top), (0, None, 1e9));
+        assert!(h.bins.iter().all(|b| b.0.is_finite() && b.1.is_finite()));
     }
 
     #[test]

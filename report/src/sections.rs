@@ -23,6 +23,11 @@ pub fn num(v: f64) -> String {
         return "–".into();
     }
     let a = v.abs();
+    if a >= 1e15 {
+        // Past what digits read at a glance (canaryd clamps at 4.6e15; a damaged file can
+        // hold 1e308): the exponent form, not 300 grouped digits.
+        return format!("{v:.3e}").replace('-', "−");
+    }
     if a < 1000.0 && v.fract() == 0.0 {
         return format!("{v:.0}");
     }
@@ -46,8 +51,14 @@ pub fn num(v: f64) -> String {
         format!("{v:.2}")
     } else if a == 0.0 {
         "0".into()
-    } else {
+    } else if a >= 0.01 {
         format!("{v:.3}")
+    } else if a >= 1e-6 {
+        // Three significant digits, where three decimals read 0.000068 as 0.000.
+        let decimals = 2 - a.log10().floor() as i32;
+        format!("{v:.*}", decimals as usize)
+    } else {
+        format!("{v:.2e}").replace('-', "−")
     }
 }
 

@@ -1,4 +1,7 @@
 //! What a person sees: live progress while a run goes on and the summary table after it.
+// Every line goes through `outln!`: a closed stdout (`| head -1`) ends the table quietly, where
+// `println!` panics.
+#![deny(clippy::print_stdout)]
 
 use canary_core::RunOutcome;
 use canary_replay::Progress;
@@ -425,7 +428,7 @@ pub fn print_table(
         outln!("{line}")?;
     }
     if let Some(b) = &outcome.client_bottleneck {
-        println!("{b}");
+        outln!("{b}")?;
     }
     if outcome.interrupted {
         match (outcome.unsent, &outcome.unsent_unknown) {

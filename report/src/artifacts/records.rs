@@ -80,6 +80,10 @@ pub enum RxKind {
     KernelBound,
     /// An upper bound: canaryd's read.
     Userspace,
+    /// Not known to this report (another version's kind, or none named while the record has
+    /// an `rx` and the time): counted as a bound, never as exact, and named in a note.
+    #[serde(skip)]
+    Unknown,
 }
 
 impl RxKind {
@@ -89,6 +93,7 @@ impl RxKind {
             RxKind::Kernel => "kernel",
             RxKind::KernelBound => "kernel_bound",
             RxKind::Userspace => "userspace",
+            RxKind::Unknown => "unknown",
         }
     }
 
@@ -181,16 +186,32 @@ struct RxLine {
     first_token: Option<RxKind>,
     end: Option<RxKind>,
     token_events_bound: u32,
+    /// The kinds it names that this report does not know (as written).
+    unknown: Vec<String>,
 }
 
 fn rx<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RxLine, D::Error> {
     let v = serde_json::Value::deserialize(d)?;
-    let kind = |key: &str| RxKind::deserialize(v.get(key)?).ok();
+    let mut unknown = Vec::new();
+    let mut kind = |key: &str| {
+        let named = v.get(key).filter(|k| !k.is_null())?;
+        Some(RxKind::deserialize(named).unwrap_or_else(|_| {
+            let name = named
+                .as_str()
+                .map_or_else(|| named.to_string(), str::to_string);
+            // Printable and short, whatever the file holds: it is named in a note.
+            let name: String = name.chars().take(40).collect();
+            unknown.push(canary_core::printable(&name).into_owned());
+            RxKind::Unknown
+        }))
+    };
+    let (head, first_token, end) = (kind("head"), kind("first_token"), kind("end"));
     Ok(RxLine {
         present: true,
-        head: kind("head"),
-        first_token: kind("first_token"),
-        end: kind("end"),
+        unknown,
+        head,
+        first_token,
+        end,
         token_events_bound: v
             .get("token_events_bound")
             .and_then(serde_json::Value::as_u64)
@@ -262,6 +283,7 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
     let mut buf = Vec::new();
     let mut line_no = 0u64;
     let mut left_out = 0u64;
+    let mut unknown = std::collections::BTreeMap::new();
     loop {
         buf.clear();
         let n = (&mut reader)
@@ -286,6 +308,9 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         match serde_json::from_slice::<Line>(&buf) {
             Ok(_) if out.requests.len() >= most => left_out += 1,
             Ok(l) => {
+                for name in &l.rx.unknown {
+                    *unknown.entry(name.clone()).or_insert(0u64) += 1;
+                }
                 let shard = l.shard.as_deref().map(|s| shard_index(&mut out.shards, s));
                 out.requests.push(Request {
                     shard,
@@ -307,6 +332,23 @@ fn read_at_most(path: &Path, most: usize) -> Result<Records, ReportError> {
         }
     }
     out.left_out = left_out;
+    if !unknown.is_empty() {
+        let named: Vec<String> = unknown
+            .iter()
+            .take(5)
+            .map(|(k, n)| format!("\"{k}\" ×{n}"))
+            .collect();
+        let more = match unknown.len().saturating_sub(5) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        out.notes.push(format!(
+            "{}: receive-stamp kinds (rx) this report does not know: {}{more}; those times \
+             are counted as bounds (unknown), not as exact",
+            path.display(),
+            named.join(", ")
+        ));
+    }
     if left_out > 0 {
         out.notes.push(format!(
             "{}: the first {most} records are drawn and counted here, the last {left_out} \
@@ -378,18 +420,19 @@ fn request(l: Line) -> Request {
         kernel: l.kernel,
         // No `rx`: canaryd's reads (receive timestamps off or refused), upper bounds. A record
         // that is not exact must never read as exact.
+        // With an `rx` that names no kind for a time it has: unknown, a bound too.
         ttft_rx: if l.rx.present {
-            l.rx.first_token
+            l.rx.first_token.or(l.ttft_ms.map(|_| RxKind::Unknown))
         } else {
             l.ttft_ms.map(|_| RxKind::Userspace)
         },
         e2e_rx: if l.rx.present {
-            l.rx.end
+            l.rx.end.or(l.e2e_ms.map(|_| RxKind::Unknown))
         } else {
             l.e2e_ms.map(|_| RxKind::Userspace)
         },
         ttfb_rx: if l.rx.present {
-            l.rx.head
+            l.rx.head.or(l.ttfb_ms.map(|_| RxKind::Unknown))
         } else {
             l.ttfb_ms.map(|_| RxKind::Userspace)
         },
@@ -445,6 +488,28 @@ mod tests {
         assert!(r.requests[0].ok && r.requests[0].kernel.is_none());
         assert_eq!(r.requests[1].error_kind.as_deref(), Some("timeout"));
         assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn an_rx_kind_this_report_does_not_know_is_a_bound_and_named() {
+        // Another version's kind, and an `rx` naming none for a time the record has: never
+        // exact (they read as exact before).
+        let r = read_str(
+            "{\"sent_at_ms\":1,\"status\":\"ok\",\"ttfb_ms\":1,\"ttft_ms\":2,\"e2e_ms\":3,\
+             \"rx\":{\"head\":\"kernel\",\"first_token\":\"nic_hw\",\"token_events_bound\":0}}\n",
+        )
+        .unwrap();
+        let q = &r.requests[0];
+        assert_eq!(q.ttfb_rx, Some(RxKind::Kernel));
+        assert_eq!(q.ttft_rx, Some(RxKind::Unknown));
+        assert_eq!(q.e2e_rx, Some(RxKind::Unknown), "no `end` named");
+        assert!(RxKind::Unknown.is_bound());
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(
+            r.notes[0].contains("does not know: \"nic_hw\" ×1;"),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

@@ -12,9 +12,10 @@ const X_LABELS: u32 = 40;
 const Y_LABELS: u32 = 64;
 const FONT: &str = "sans-serif";
 
-/// The plot as one `<svg>` element.
-pub(super) fn svg(plot: &Plot) -> Result<String, String> {
-    let ((x0, x1), (y0, y1)) = plot.ranges();
+/// The plot as one `<svg>` element, on `ranges` (its own, [`Plot::ranges`]; its marks held
+/// near them, [`Plot::clipped`]).
+pub(super) fn svg(plot: &Plot, ranges: ((f64, f64), (f64, f64))) -> Result<String, String> {
+    let ((x0, x1), (y0, y1)) = ranges;
     let lin = |a: f64, b: f64| -> Range<f64> { a..b };
     match (plot.x.log, plot.y.log) {
         (false, false) => render(plot, lin(x0, x1), lin(y0, y1)),

@@ -113,7 +113,49 @@ pub fn render(run: &Run) -> String {
             html.push_str(&table("errors", &["kind", "requests"], &rows));
         }
     }
+    html.push_str(&causes(s.section("error_causes")));
     html.push_str(&notes(run));
+    html
+}
+
+/// Why requests failed (`summary.json`'s `error_causes`: the most frequent kinds, statuses
+/// and messages, as the run's table prints the first): a table, or nothing when the summary
+/// lists none. Read field by field, so another version's cause still shows what it has.
+fn causes(list: Option<&Value>) -> String {
+    let Some(Value::Array(list)) = list else {
+        return String::new();
+    };
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|c| {
+            let kind = c.get("kind").map_or("–".into(), scalar);
+            let cause = match c.get("http_status").and_then(Value::as_u64) {
+                Some(status) => format!("{kind} {status}"),
+                None => kind,
+            };
+            let mut message = c.get("message").map_or("–".into(), scalar);
+            if c.get("numbers_vary").and_then(Value::as_bool) == Some(true) {
+                message.push_str(" (the first of these; the others differ in their numbers)");
+            }
+            let requests = c.get("requests").map_or("–".into(), scalar);
+            vec![esc(&cause), esc(&message), esc(&requests)]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<h3>Why requests failed</h3>\n");
+    html.push_str(&table(
+        "error-causes",
+        &["cause", "message", "requests"],
+        &rows,
+    ));
+    html.push_str(&format!(
+        "<p class=\"note\">The most frequent causes as summary.json lists them (kind, HTTP \
+         status, the message as received, at most {} characters); each count is exact. \
+         records.jsonl has every failed request's own.</p>\n",
+        canary_core::ErrorCauses::MESSAGE_CHARS
+    ));
     html
 }
 

@@ -333,18 +333,20 @@ fn rate(v: Option<f64>, unit: &str) -> String {
 /// segment than the one that completed the event, or canaryd's read), by kind; `None` when
 /// none is.
 fn bounds(run: &Run, m: Metric) -> Option<String> {
-    let (mut all, mut kernel_bound, mut userspace) = (0u64, 0u64, 0u64);
+    let (mut all, mut kernel_bound, mut userspace, mut unknown) = (0u64, 0u64, 0u64, 0u64);
     for r in run.valued(m) {
         all += 1;
         match m.rx(r) {
             Some(RxKind::KernelBound) => kernel_bound += 1,
             Some(RxKind::Userspace) => userspace += 1,
-            _ => {}
+            Some(RxKind::Unknown) => unknown += 1,
+            Some(RxKind::Kernel) | None => {}
         }
     }
     let kinds: Vec<String> = [
         (kernel_bound, RxKind::KernelBound),
         (userspace, RxKind::Userspace),
+        (unknown, RxKind::Unknown),
     ]
     .iter()
     .filter(|(n, _)| *n > 0)
@@ -354,7 +356,7 @@ fn bounds(run: &Run, m: Metric) -> Option<String> {
         format!(
             "{}: {} of {} are upper bounds ({})",
             m.label(),
-            num((kernel_bound + userspace) as f64),
+            num((kernel_bound + userspace + unknown) as f64),
             num(all as f64),
             kinds.join(", ")
         )
@@ -415,10 +417,17 @@ pub fn latency_table(run: &Run) -> String {
         } else {
             ""
         };
+        let unknown = if bounded.iter().any(|b| b.contains(" unknown")) {
+            " A time whose receive-stamp kind this report does not know (unknown: another \
+             version's, or none named) is not taken as exact either; the notes on the \
+             artifacts name the kinds."
+        } else {
+            ""
+        };
         html.push_str(&format!(
             "<p class=\"note\">{}. A bound's time is its read's last segment's \
              (kernel_bound) or canaryd's read (userspace), never before the event: the figures \
-             of a metric with bounds are upper bounds{itl}, the others exact; {over}.</p>\n",
+             of a metric with bounds are upper bounds{itl}, the others exact; {over}.{unknown}</p>\n",
             esc(&bounded.join("; "))
         ));
     }
@@ -433,7 +442,8 @@ fn itl_bounds(run: &Run) -> Option<String> {
         k.map(|k| match k {
             RxKind::Kernel => RxSource::Kernel,
             RxKind::KernelBound => RxSource::KernelBound,
-            RxKind::Userspace => RxSource::Userspace,
+            // Unknown to this report: a bound, as canaryd's read is.
+            RxKind::Userspace | RxKind::Unknown => RxSource::Userspace,
         })
     };
     let late = |k: Option<RxKind>| k.is_none_or(RxKind::is_bound);

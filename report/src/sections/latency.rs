@@ -4,7 +4,7 @@
 use super::num;
 use crate::artifacts::{Metric, Run};
 use crate::plot::{Axis, Colour, Mark, Plot, HALF};
-use crate::sample::{cdf_points, histogram, sorted};
+use crate::sample::{cdf_points, histogram, sorted, Cut, FAR};
 use crate::ReportError;
 
 /// Ranks kept evenly through a CDF's body, and exactly at its top.
@@ -80,13 +80,16 @@ pub fn cdf(id: &str, m: Metric, series: &[(String, &[f64])]) -> Result<String, R
         Axis::linear("fraction of requests").range(0.0, 1.0),
         HALF,
     );
-    let mut drawn = 0;
-    let mut total = 0;
+    let (mut drawn, mut total, mut zeros, mut sampled) = (0, 0, 0, false);
     for (i, (label, s)) in series.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = cdf_points(s, CDF_BODY, CDF_TAIL)
-            .into_iter()
-            .filter(|p| !log || p.0 > 0.0)
-            .collect();
+        let all = cdf_points(s, CDF_BODY, CDF_TAIL);
+        sampled |= all.len() < s.len();
+        let pts: Vec<(f64, f64)> = all.into_iter().filter(|p| !log || p.0 > 0.0).collect();
+        // Values at or below zero, none of which a log axis can show (ITLs of tokens in one
+        // read are 0 ms): every one of them, drawn as a point or not.
+        if log {
+            zeros += s.iter().filter(|v| **v <= 0.0).count();
+        }
         drawn += pts.len();
         total += s.len();
         plot.nth_layer(label, i, Mark::Line(pts));
@@ -96,14 +99,22 @@ pub fn cdf(id: &str, m: Metric, series: &[(String, &[f64])]) -> Result<String, R
         num(drawn as f64),
         num(total as f64)
     );
-    if drawn < total {
+    if sampled {
         note.push_str(&format!(
             ": every value of the top {CDF_TAIL} ranks (the tail, up to the maximum) and \
              {CDF_BODY} evenly spaced ranks below; each point is a real value at its rank"
         ));
     }
-    if log {
-        note.push_str("; zero values are not drawn on the log scale");
+    if zeros > 0 {
+        let (what, verb) = if zeros == 1 {
+            ("value is", "its rank is")
+        } else {
+            ("values are", "their ranks are")
+        };
+        note.push_str(&format!(
+            "; {} zero {what} not drawn on the log scale ({verb} counted)",
+            num(zeros as f64)
+        ));
     }
     plot.note(format!("{note}."));
     plot.to_html()
@@ -126,12 +137,20 @@ fn hist(id: &str, m: Metric, s: &[f64]) -> Result<String, ReportError> {
         .collect();
     plot.layer(m.label(), Colour::nth(0), Mark::Bars(bars));
     let mut note = format!("{} values in {} bins", num(s.len() as f64), h.bins.len());
-    if h.above > 0 {
-        let cut = h.bins.last().map_or(0.0, |b| b.1);
+    if let Some(cut) = h.cut {
+        let edge = num(h.top);
+        let why = match cut {
+            Cut::P999 => format!("above p99.9 ({edge} ms)"),
+            Cut::Far => format!(
+                "above {edge} ms, far beyond the body (more than {FAR} interquartile ranges \
+                 above the upper quartile)"
+            ),
+        };
         note.push_str(&format!(
-            "; {} above p99.9 ({} ms) are not drawn (the CDF shows them)",
-            h.above,
-            num(cut)
+            "; {} {why} {} not drawn here, up to {} ms (the CDF and the table show them)",
+            num(h.above as f64),
+            if h.above == 1 { "is" } else { "are" },
+            num(*s.last().unwrap_or(&0.0))
         ));
     }
     plot.note(format!("{note}."));

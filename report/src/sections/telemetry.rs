@@ -11,6 +11,7 @@ use crate::artifacts::{Request, Run};
 use crate::html::esc;
 use crate::plot::{Axis, Plot, WIDE};
 use crate::ReportError;
+use serde_json::Value;
 
 /// A per-request signal: its name, unit, when it applies, and its value.
 struct Signal {
@@ -117,7 +118,7 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
         if let Some(v) = summary.and_then(|s| s.section(key)) {
             tables.push_str(&format!("<h3>{}</h3>\n", esc(title)));
             let rows = if key == "server" {
-                gauges_labelled(flatten(v))
+                gauges_labelled(flatten(&server_in_ms(v)))
             } else {
                 gpu_labelled(flatten(v))
             };
@@ -141,6 +142,45 @@ pub fn render(run: &Run, prefix: &str) -> Result<Option<String>, ReportError> {
     }
     out.push_str(&tables);
     Ok(Some(out))
+}
+
+/// The server block with its durations in ms, each value said with its unit: the server's
+/// histograms are in seconds (`ttft_s`, `itl_s`, …), where `num`'s three decimals read a
+/// 0.068 ms mean ITL as `0.000`. Keys stay summary.json's, so a reader finds them there; a
+/// `*_ms` block (the client's figures beside the server's) gets its unit too. Counts and
+/// labels are left as they are.
+fn server_in_ms(v: &Value) -> Value {
+    /// `v` with its numbers times `scale` in ms when `scale` is set (inside a duration
+    /// block), blocks named `*_s` and `*_ms` found at any depth.
+    fn walk(v: &Value, scale: Option<f64>) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let unitless =
+                            matches!(k.as_str(), "count" | "samples" | "unit" | "client_times")
+                                || k.ends_with("_kind")
+                                || k == "requests";
+                        let scale = match v {
+                            _ if unitless => None,
+                            Value::Object(_) if k.ends_with("_s") => Some(1000.0),
+                            Value::Object(_) if k.ends_with("_ms") => Some(1.0),
+                            // The client_times counts of a comparison, and the like.
+                            Value::Object(_) if scale.is_none() => None,
+                            _ => scale,
+                        };
+                        (k.clone(), walk(v, scale))
+                    })
+                    .collect(),
+            ),
+            Value::Number(n) => match (n.as_f64(), scale) {
+                (Some(x), Some(scale)) => Value::String(super::ms(x * scale)),
+                _ => v.clone(),
+            },
+            _ => v.clone(),
+        }
+    }
+    walk(v, None)
 }
 
 /// The server gauges sampled at each scrape (`summary.json`'s `server.<gauge>.mean`, `.max`).

@@ -310,11 +310,11 @@ fn server_means_and_maxima_are_shown_with_their_kinds() {
     );
     let page = text(&report(&[&dir]).0);
     assert!(
-        page.contains("comparison.ttft_ms.mean at most 0.512 (upper bound)"),
+        page.contains("comparison.ttft_ms.mean at most 0.512 ms (upper bound)"),
         "{page}"
     );
     assert!(
-        page.contains("comparison.e2e_ms.mean 1.25 (exact)"),
+        page.contains("comparison.e2e_ms.mean 1.25 ms (exact)"),
         "{page}"
     );
     // Read from the summary, not assumed from the gauge's name.
