@@ -122,6 +122,17 @@ fn workload(
             ),
         ));
     }
+    if let (Some(f), None) = (&w.min_good_fraction, &w.slos) {
+        // `--min-good-fraction` without `--slo` is refused too: nothing would be judged good.
+        return Err(err(
+            Some(f.span().start),
+            format!(
+                "workloads.{name}.min_good_fraction: is the share of requests meeting the slos, \
+                 which are not set; give slos (slos = \"time_to_first_token:400\") or leave \
+                 min_good_fraction out"
+            ),
+        ));
+    }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
     Ok(Workload {
@@ -147,7 +158,7 @@ fn workload(
         warmup_requests: w.warmup_requests.map_or(Plan::WARMUP_REQUESTS, |n| n.0),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
-        min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
+        min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.get_ref().0),
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
         slice_duration: w.slice_duration.map(|d| d.0),
