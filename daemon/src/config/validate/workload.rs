@@ -95,6 +95,7 @@ fn workload(
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
     let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
+    let sweep_at = super::sweep::list_at(&w);
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
@@ -135,7 +136,7 @@ fn workload(
     }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
-    Ok(Workload {
+    let workload = Workload {
         capacity,
         sweep,
         name,
@@ -165,7 +166,10 @@ fn workload(
         tokenizer,
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         synthesis,
-    })
+    };
+    let target = &targets[&workload.target];
+    super::sweep::check_points(&workload, target, sweep_at, src)?;
+    Ok(workload)
 }
 
 /// The workload's `tokenizer.json`, loaded (and its prompt words checked) as each run loads
