@@ -265,6 +265,21 @@ fn capacity_search(
             ),
         ));
     }
+    if let (Some(m), Some(crate::config::shape::Synthetic::Rate(plan))) = (&w.min_rate, synthetic) {
+        if m.get_ref().0 > plan.rate {
+            // The search starts at request_rate: begun below its own floor, its first failure
+            // stopped it "by the floor" without trying the floor.
+            return Err(src.err(
+                Some(m.span().start),
+                format!(
+                    "workloads.{name}.min_rate: {} req/s is above request_rate ({} req/s), \
+                     where the search starts; give a floor at or below it",
+                    canary_replay::trace::Number(m.get_ref().0),
+                    canary_replay::trace::Number(plan.rate)
+                ),
+            ));
+        }
+    }
     Ok(Some(CapacitySearch {
         max_probes: w.max_probes.as_ref().map_or(6, |m| m.get_ref().0),
         precision: w.search_precision.as_ref().map_or(0.1, |p| p.get_ref().0),
