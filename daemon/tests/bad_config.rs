@@ -53,8 +53,12 @@ fn a_sweep_point_no_run_could_take_fails_check_config() {
 }
 
 fn replay(extra: &[&str]) -> (Option<i32>, String) {
+    // Its own output folder: a build that ran it anyway writes nowhere in the repository.
+    let out = tempfile::tempdir().unwrap();
     let o = Command::new(CANARYD)
         .arg("replay")
+        .arg("-o")
+        .arg(out.path().join("out"))
         .arg("--trace")
         .arg(common::shared("traces/mooncake_arxiv_first20.jsonl"))
         .args([
