@@ -102,3 +102,23 @@ fn an_authorization_header_beside_an_api_key_flag_is_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn doctor_refuses_target_flags_without_a_target() {
+    // They were read only with --url: without it they were ignored, exit 0.
+    for flags in [
+        &["--server-metrics-url", "http://127.0.0.1:1/metrics"][..],
+        &["--ca-bundle", "/nonexistent"],
+        &["-H", "X-A: b"],
+        &["--api-key-env", "CANARY_TEST_KEY"],
+    ] {
+        let o = Command::new(CANARYD)
+            .arg("doctor")
+            .args(flags)
+            .output()
+            .unwrap();
+        let text = common::text(&o);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {text}");
+        assert!(text.contains("--url"), "{flags:?}: {text}");
+    }
+}

@@ -110,3 +110,20 @@ fn a_bad_otlp_header_prefix_is_the_files_error_not_the_variables() {
     let good = text.replace("Bearer\\n", "Bearer ");
     assert!(parse(&good).is_ok());
 }
+
+#[test]
+fn settings_that_were_dropped_without_a_word_are_refused() {
+    // `nightly` replays the bundled trace, which has its own format.
+    let text = GOOD.replace(
+        "trace = \"bundled\"",
+        "trace = \"bundled\"\nformat = \"burstgpt\"",
+    );
+    error_at(&text, "trace = \"bundled\"", "workloads.nightly.format");
+    // One replica listed twice had twice the share of requests.
+    let text = GOOD.replace(
+        "url = \"http://127.0.0.1:8000\"",
+        "url = [\"http://127.0.0.1:8000\", \"http://127.0.0.1:8001\", \"http://127.0.0.1:8000\"]",
+    );
+    let e = error_at(&text, "url =", "targets.local.url[2]");
+    assert!(e.contains("listed before"), "{e}");
+}

@@ -208,3 +208,10 @@ fn a_point_no_run_could_take_is_refused_at_the_list() {
     let fine = closed.replace("[1, 20]", "[1, 10]");
     assert!(parse(&fine).is_ok());
 }
+
+#[test]
+fn a_concurrency_beside_sweep_concurrency_is_refused() {
+    // Each point set it: the value written was overwritten at every point.
+    let text = SWEEP.replace("cooldown = \"5s\"", "cooldown = \"5s\"\nconcurrency = 4");
+    error_at(&text, "concurrency = 4", "workloads.knee.concurrency");
+}

@@ -91,6 +91,16 @@ pub(super) fn sweep_spec(
             ))
         }
     };
+    if let (Axis::Concurrency, Some(c)) = (axis, &w.concurrency) {
+        // Each point sets it: the value written was overwritten at every point.
+        return Err(src.err(
+            Some(c.span().start),
+            format!(
+                "workloads.{name}.concurrency: each point of {key} sets it; leave concurrency \
+                 out"
+            ),
+        ));
+    }
     if values.len() < 2 {
         return Err(src.err(
             key_at,

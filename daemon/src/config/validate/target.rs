@@ -55,6 +55,13 @@ pub(super) fn target(
     let replica_urls: Vec<String> = urls.collect();
     for (i, u) in replica_urls.iter().enumerate() {
         let key = format!("targets.{name}.url[{}]", i + 1);
+        if *u == url || replica_urls[..i].contains(u) {
+            // One replica listed twice gets twice the share of requests, without a word.
+            return Err(err(
+                url_at,
+                format!("{key}: listed before; give each replica once"),
+            ));
+        }
         canary_replay::Target::new(u, endpoint, &model).map_err(|e| {
             err(
                 url_at,

@@ -101,6 +101,16 @@ fn workload(
     let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
     let trace = match w.trace.as_ref().map(|t| t.get_ref().as_str()) {
         None => None,
+        Some(BUNDLED_TRACE) if w.format.is_some() => {
+            // The bundled trace is Mooncake; a format beside it was dropped without a word.
+            return Err(err(
+                w.trace.as_ref().map(|t| t.span().start),
+                format!(
+                    "workloads.{name}.format: the bundled trace has its own format (Mooncake); \
+                     leave format out, or give a trace file"
+                ),
+            ));
+        }
         Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
         Some(path) => {
             let format = w.format.map(|f| match f {
