@@ -18,8 +18,8 @@ pub struct DoctorArgs {
     /// The inference server to check (`http://host:port`).
     #[arg(long, short = 'u')]
     pub url: Option<String>,
-    /// Its Prometheus endpoint (default: `/metrics` on the target).
-    #[arg(long, value_name = "URL")]
+    /// Its Prometheus endpoint (default: `/metrics` on the target); needs --url.
+    #[arg(long, value_name = "URL", requires = "url")]
     pub server_metrics_url: Option<String>,
     /// dcgm-exporter endpoint.
     #[arg(long, value_name = "URL", default_value = DEFAULT_DCGM_URL)]
@@ -28,24 +28,34 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "FILE")]
     pub nvml_lib: Option<PathBuf>,
     /// The target's API key from this variable (default: `OPENAI_API_KEY` if set).
-    #[arg(long, value_name = "VAR")]
+    #[arg(long, value_name = "VAR", requires = "url")]
     pub api_key_env: Option<String>,
     /// The target's API key from this file.
-    #[arg(long, value_name = "FILE", conflicts_with = "api_key_env")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "api_key_env",
+        requires = "url"
+    )]
     pub api_key_file: Option<PathBuf>,
     /// Extra CA certificates (PEM) to trust for an https target.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "url")]
     pub ca_bundle: Option<PathBuf>,
     /// Client certificate (PEM) presented to an https target, and its metrics endpoint, that
     /// ask for one (mutual TLS); needs --client-key.
-    #[arg(long, value_name = "FILE", requires = "client_key")]
+    #[arg(long, value_name = "FILE", requires_all = ["client_key", "url"])]
     pub client_cert: Option<PathBuf>,
     /// Its private key (PEM); needs --client-cert. Its contents are never shown.
     #[arg(long, value_name = "FILE", requires = "client_cert")]
     pub client_key: Option<PathBuf>,
     /// Extra request header `Name: value` sent to the target (repeatable), as `replay -H`:
     /// a gateway's own key header (`api-key: …`). Its value is never printed.
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    #[arg(
+        long = "header",
+        short = 'H',
+        value_name = "NAME: VALUE",
+        requires = "url"
+    )]
     pub headers: Vec<String>,
     /// Print JSON.
     #[arg(long)]

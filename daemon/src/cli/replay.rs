@@ -521,15 +521,32 @@ pub fn target(url: &str, endpoint: Endpoint, model: &str, shape: &ShapeArgs) -> 
         let v: serde_json::Value =
             serde_json::from_str(json).context("--extra-inputs is not valid JSON")?;
         let serde_json::Value::Object(map) = v else {
-            bail!("--extra-inputs must be a JSON object, got {json}");
+            // Not echoed: extra inputs may carry a credential (`{"api_key": …}`).
+            let kind = match v {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            };
+            bail!("--extra-inputs must be a JSON object, got {kind} (not shown)");
         };
         t.extra_inputs = map;
     }
     for (i, h) in shape.headers.iter().enumerate() {
-        t.headers.push(
-            parse_header(h)
-                .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?,
-        );
+        let (name, value) = parse_header(h)
+            .map_err(|e| anyhow::anyhow!("--header #{} (value not shown): {e}", i + 1))?;
+        if name == http::header::AUTHORIZATION
+            && (shape.api_key_env.is_some() || shape.api_key_file.is_some())
+        {
+            // It would replace the key's `Authorization: Bearer …`, the key never sent.
+            bail!(
+                "--header #{} sets Authorization, which the key of --api-key-env or \
+                 --api-key-file is sent as: give one of them, not both",
+                i + 1
+            );
+        }
+        t.headers.push((name, value));
     }
     Ok(t)
 }

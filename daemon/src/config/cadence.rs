@@ -188,14 +188,50 @@ fn crate_words(e: &cron::error::Error, full: &str, expr: &str) -> String {
     if !why.is_empty() {
         return why.join(" ");
     }
-    let added = full.len() - expr.trim().len();
-    match caret.find('^') {
-        Some(at) => format!(
-            "cannot be read from column {} on",
-            at.saturating_sub(added) + 1
-        ),
+    match caret.find('^').and_then(|at| column_in(at, full, expr)) {
+        Some(column) => format!("cannot be read from column {column} on"),
         None => "cannot be read".into(),
     }
+}
+
+/// Each whitespace-separated field of `s` with its byte offset.
+fn field_spans(s: &str) -> Vec<(usize, &str)> {
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices().chain(std::iter::once((s.len(), ' '))) {
+        match (start, c.is_whitespace()) {
+            (None, false) => start = Some(i),
+            (Some(st), true) => {
+                spans.push((st, &s[st..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    spans
+}
+
+/// The column (from 1, in characters) in `expr`, as the user wrote it, of byte `at` of `full`
+/// (`expr` normalised: single spaces, a seconds field put before 5 fields, the weekdays
+/// rewritten as names). Mapped field by field: inside a field written as it is in `full`, the
+/// same character of it; else the start of the field. `None` when `at` is in the seconds
+/// field `full` added.
+fn column_in(at: usize, full: &str, expr: &str) -> Option<usize> {
+    let (full_fields, expr_fields) = (field_spans(full), field_spans(expr));
+    let added = full_fields.len().checked_sub(expr_fields.len())?;
+    // The field holding `at`, or the one after the gap it falls in, or the last.
+    let k = full_fields
+        .iter()
+        .position(|&(start, f)| at < start + f.len())
+        .unwrap_or(full_fields.len().saturating_sub(1));
+    let (full_start, full_field) = *full_fields.get(k)?;
+    let (expr_start, expr_field) = *expr_fields.get(k.checked_sub(added)?)?;
+    let within = at.saturating_sub(full_start);
+    let byte = match full_field == expr_field && within <= expr_field.len() {
+        true => expr_start + within,
+        false => expr_start,
+    };
+    Some(expr[..byte].chars().count() + 1)
 }
 
 impl Cadence {
@@ -625,6 +661,20 @@ mod tests {
             Cadence::cron("0 3 * 1- *", None).unwrap_err(),
             "invalid cron expression \"0 3 * 1- *\": cannot be read from column 8 on"
         );
+        // The column is the user's own, however the expression was normalised: extra spaces
+        // (once a subtraction that overflowed: a panic), weekdays rewritten longer or shorter.
+        for (expr, column) in [
+            ("0  3  *  1-  *", 11),
+            ("  0 3 * 1- *", 10),
+            ("0 3 * 1- 1,1,1,1,1,1,1", 8),
+            ("0 3 1- * 1-5", 6),
+            ("0\t3 1-  * 1-5", 6),
+        ] {
+            assert_eq!(
+                Cadence::cron(expr, None).unwrap_err(),
+                format!("invalid cron expression {expr:?}: cannot be read from column {column} on"),
+            );
+        }
         for (expr, says) in [
             (
                 "0 3 * * FOO",

@@ -242,11 +242,26 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
         d => Ok(d.map(|d| d.0)),
     };
     let mut headers = Vec::new();
+    let mut seen: std::collections::HashMap<String, (String, usize)> = Default::default();
     for (name, v) in o.headers {
         let at = Some(v.span().start);
         if let Some(why) = super::validate::invalid_header_name(&name) {
             return Err(err(at, format!("otlp.headers: {why}")));
         }
+        // One header whatever the case of its name: only one of two would be sent.
+        if let Some((first, first_line)) = seen.get(&name.to_ascii_lowercase()) {
+            return Err(err(
+                at,
+                format!(
+                    "otlp.headers.{name}: given twice (as {first} on line {first_line}); header \
+                     names are the same whatever their case"
+                ),
+            ));
+        }
+        seen.insert(
+            name.to_ascii_lowercase(),
+            (name.clone(), super::line_of(src.text, v.span().start)),
+        );
         let value = match v.into_inner() {
             // The exporter would drop it without a word, and export run without it.
             raw::HeaderValue::Plain(s) if !canary_exporters::valid_header_value(&s) => {
@@ -258,6 +273,14 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
             raw::HeaderValue::Plain(s) => OtlpHeader::Plain(s),
             raw::HeaderValue::From(src) => {
                 let prefix = src.prefix.unwrap_or_default();
+                // The prefix is the file's: checked here, with a stand-in for the secret, where
+                // it used to pass and then blame the variable, turning export off at start.
+                if !canary_exporters::valid_header_value(&format!("{prefix}x")) {
+                    return Err(err(
+                        at,
+                        format!("otlp.headers.{name}.prefix: {NOT_A_HEADER_VALUE}"),
+                    ));
+                }
                 match (src.env, src.file) {
                     // A value pasted where its variable's name is due: refused unquoted.
                     (Some(var), None) if !canary_replay::is_variable_name(&var) => {

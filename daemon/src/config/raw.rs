@@ -39,7 +39,7 @@ pub struct File {
     pub baseline: Baseline,
     /// `[targets.NAME]`.
     #[serde(default)]
-    pub targets: BTreeMap<String, Target>,
+    pub targets: BTreeMap<String, toml::Spanned<Target>>,
     /// `[workloads.NAME]`.
     #[serde(default)]
     pub workloads: Option<toml::Spanned<BTreeMap<String, toml::Spanned<Workload>>>>,
@@ -186,8 +186,8 @@ pub struct Target {
     pub url: toml::Spanned<Urls>,
     /// `round-robin` (default) or `least-in-flight`, with several URLs.
     pub url_strategy: Option<toml::Spanned<String>>,
-    /// Model name sent.
-    pub model: String,
+    /// Model name sent (not empty, no control character).
+    pub model: toml::Spanned<String>,
     /// `chat` (default) or `completions`.
     pub endpoint: Option<EndpointName>,
     /// Environment variable holding the API key. Without this or `api_key_file` no key is
@@ -303,8 +303,8 @@ pub struct Workload {
     pub jitter: Option<toml::Spanned<Period>>,
     /// aiperf goodput syntax.
     pub slos: Option<SloSpec>,
-    /// Default 0.95.
-    pub min_good_fraction: Option<Fraction>,
+    /// Default 0.95; only with `slos`, which judge each request.
+    pub min_good_fraction: Option<toml::Spanned<Fraction>>,
     /// Default 0.05.
     pub max_error_rate: Option<Fraction>,
     /// Default `30s`; at most a year.

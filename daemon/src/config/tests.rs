@@ -1033,6 +1033,7 @@ fn start_at_is_an_rfc3339_instant_named_by_line_and_key() {
     assert_eq!(s.unix_ns, 1_795_518_000 * 1_000_000_000);
     assert_eq!(s.max_late, std::time::Duration::from_secs(5));
 }
+mod bad_input;
 mod capacity;
 mod client_identity;
 mod files_named;

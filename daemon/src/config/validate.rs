@@ -78,7 +78,11 @@ pub(super) fn validate(
     let mut targets = BTreeMap::new();
     let mut bad_targets = dropped.targets.clone();
     for (name, t) in raw.targets {
-        match keep(&mut errors, target::target(name.clone(), t, src)) {
+        let at = Some(t.span().start);
+        match keep(
+            &mut errors,
+            target::target(name.clone(), at, t.into_inner(), src),
+        ) {
             Some(t) => drop(targets.insert(name, t)),
             None => drop(bad_targets.insert(name)),
         }

@@ -94,6 +94,13 @@ impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let n = match toml::Value::deserialize(d)? {
+            // The cap a string has (`"2TiB"` was refused, 2^63 as a number taken).
+            toml::Value::Integer(n) if n > crate::config::size::MAX as i64 => {
+                return Err(D::Error::custom(format!(
+                    "{n} bytes is too large: at most 1 TiB ({})",
+                    crate::config::size::MAX
+                )))
+            }
             toml::Value::Integer(n) if n >= 0 => n as usize,
             toml::Value::String(s) => crate::config::size::parse(&s).map_err(D::Error::custom)?,
             _ => {

@@ -80,3 +80,20 @@ fn a_capacity_search_refuses_an_in_flight_ceiling() {
     assert!(e.contains("open-loop rates"), "{e}");
     assert!(e.contains("leave concurrency out"), "{e}");
 }
+
+#[test]
+fn a_floor_above_the_first_rate_is_refused() {
+    // The search starts at request_rate (50): a floor of 100 stopped it "by the floor" at
+    // its first failure, the floor never tried.
+    let text = CAPACITY.replace("max_probes = 8", "max_probes = 8\nmin_rate = 100");
+    let e = error_at(&text, "min_rate", "workloads.capacity.min_rate");
+    assert!(e.contains("above request_rate (50 req/s)"), "{e}");
+    let text = CAPACITY.replace("max_probes = 8", "max_probes = 8\nmin_rate = 50");
+    assert_eq!(
+        parse(&text).unwrap().workloads[0]
+            .capacity
+            .unwrap()
+            .min_rate,
+        50.0
+    );
+}

@@ -168,3 +168,50 @@ fn sweep_keys_are_refused_on_other_kinds_and_bad_points_named() {
         assert!(e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn a_point_no_run_could_take_is_refused_at_the_list() {
+    // Each point checked as `canaryd sweep` checks its points: 20 users for the default 10
+    // requests, rates and users past their ranges.
+    let closed = SWEEP
+        .replace(
+            "sweep_concurrency = [1, 4, 16, 64]",
+            "sweep_concurrency = [1, 20]",
+        )
+        .replace("benchmark_duration = \"30s\"\n", "");
+    let e = error_at(
+        &closed,
+        "sweep_concurrency",
+        "workloads.knee.sweep_concurrency",
+    );
+    assert!(e.contains("point c20: 20 users for 10 requests"), "{e}");
+    let users = SWEEP.replace("[1, 4, 16, 64]", "[1, 200000]");
+    let e = error_at(
+        &users,
+        "sweep_concurrency",
+        "workloads.knee.sweep_concurrency",
+    );
+    assert!(e.contains("point c200000"), "{e}");
+    for rates in ["[1, 2000000]", "[1e-9, 1]"] {
+        let open = SWEEP.replace(
+            "sweep_concurrency = [1, 4, 16, 64]",
+            &format!("request_rate = 5\nsweep_request_rate = {rates}"),
+        );
+        let e = error_at(
+            &open,
+            "sweep_request_rate",
+            "workloads.knee.sweep_request_rate",
+        );
+        assert!(e.contains("requests per second"), "{e}");
+    }
+    // Points every run can take stay accepted.
+    let fine = closed.replace("[1, 20]", "[1, 10]");
+    assert!(parse(&fine).is_ok());
+}
+
+#[test]
+fn a_concurrency_beside_sweep_concurrency_is_refused() {
+    // Each point set it: the value written was overwritten at every point.
+    let text = SWEEP.replace("cooldown = \"5s\"", "cooldown = \"5s\"\nconcurrency = 4");
+    error_at(&text, "concurrency = 4", "workloads.knee.concurrency");
+}

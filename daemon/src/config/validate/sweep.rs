@@ -91,6 +91,16 @@ pub(super) fn sweep_spec(
             ))
         }
     };
+    if let (Axis::Concurrency, Some(c)) = (axis, &w.concurrency) {
+        // Each point sets it: the value written was overwritten at every point.
+        return Err(src.err(
+            Some(c.span().start),
+            format!(
+                "workloads.{name}.concurrency: each point of {key} sets it; leave concurrency \
+                 out"
+            ),
+        ));
+    }
     if values.len() < 2 {
         return Err(src.err(
             key_at,
@@ -140,4 +150,73 @@ pub(super) fn sweep_spec(
         gpus: w.gpus.as_ref().map(|g| g.get_ref().0 as u64),
         tolerance: w.knee_tolerance.as_ref().map_or(0.1, |t| t.get_ref().0),
     }))
+}
+
+/// Where the sweep's list of points is in the file (its first line).
+pub(super) fn list_at(w: &raw::Workload) -> Option<usize> {
+    let at = |l: Option<std::ops::Range<usize>>| l.map(|s| s.start);
+    at(w.sweep_concurrency.as_ref().map(|l| l.span()))
+        .or(at(w.sweep_request_rate.as_ref().map(|l| l.span())))
+        .or(at(w.sweep_speedup.as_ref().map(|l| l.span())))
+}
+
+/// Each point of `w`'s sweep checked as its run checks it (as `canaryd sweep` checks its
+/// points before the first): the workload with the point's value, as a plan, validated. A
+/// point no run could take (20 users for 10 requests, a rate past the range) is an error at
+/// the list's line, where check-config said ok and every scheduled run was an error.
+pub(super) fn check_points(
+    w: &crate::config::Workload,
+    target: &crate::config::Target,
+    list_at: Option<usize>,
+    src: &Source,
+) -> Result<(), ConfigError> {
+    let Some(spec) = &w.sweep else { return Ok(()) };
+    let key = match spec.axis {
+        Axis::Concurrency => "sweep_concurrency",
+        Axis::RequestRate => "sweep_request_rate",
+        Axis::Speedup => "sweep_speedup",
+    };
+    for &value in &spec.values {
+        let mut point = w.clone();
+        // As the run sets each point (service/workload/sweep.rs `point_workload`).
+        match spec.axis {
+            Axis::Concurrency => {
+                point.concurrency = Some(value as usize);
+                if let Some(Synthetic::ClosedLoop(c)) = &mut point.synthetic {
+                    c.users = value as usize;
+                }
+            }
+            Axis::RequestRate => {
+                if let Some(Synthetic::Rate(plan)) = &mut point.synthetic {
+                    plan.rate = value;
+                }
+            }
+            Axis::Speedup => point.speedup = value,
+        }
+        let wp = crate::config::WorkloadPlan {
+            workload: &point,
+            target,
+        };
+        let checked = canary_replay::Plan::try_from(wp).and_then(|plan| {
+            plan.validate().map_err(|e| {
+                // The axis's own setting is the list; the others keep their key paths.
+                let spelled = match e.setting.name() {
+                    "concurrency" | "request_rate" | "speedup" => e.reason.clone(),
+                    _ => e.spelled(&wp.key(e.setting)),
+                };
+                anyhow::anyhow!(spelled)
+            })
+        });
+        if let Err(e) = checked {
+            return Err(src.err(
+                list_at,
+                format!(
+                    "workloads.{}.{key}: point {}: {e:#}; no run could take it",
+                    w.name,
+                    spec.axis.label(value)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -7,8 +7,41 @@ use canary_replay::{Endpoint, HeaderError};
 use http::header::{HeaderName, HeaderValue};
 
 /// One target, checked now so a bad URL is a config error, not a failed run every 15 minutes.
-pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Target, ConfigError> {
+pub(super) fn target(
+    name: String,
+    at: Option<usize>,
+    t: raw::Target,
+    src: &Source,
+) -> Result<Target, ConfigError> {
     let err = |at, message| src.err(at, message);
+    // The name goes into log fields, the status API, check-config's lines and OTLP labels;
+    // the model into every request: neither may be empty or break a line.
+    if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(err(
+            at,
+            format!(
+                "targets.{}: a target name is 1 to {MAX_NAME_BYTES} bytes without control \
+                 characters",
+                canary_core::printable(canary_core::prefix_within(&name, MAX_NAME_BYTES))
+            ),
+        ));
+    }
+    let model_at = Some(t.model.span().start);
+    let model = t.model.into_inner();
+    if model.trim().is_empty() || model.chars().any(char::is_control) {
+        return Err(err(
+            model_at,
+            format!(
+                "targets.{name}.model: {}; expected the model name the server serves, without \
+                 control characters",
+                match model.trim().is_empty() {
+                    true => "empty",
+                    false => "holds a control character",
+                }
+            ),
+        ));
+    }
+    let api_key_set = t.api_key_env.is_some() || t.api_key_file.is_some();
     let api_key = api_key(&name, t.api_key_env, t.api_key_file, src)?;
     let endpoint = match t.endpoint {
         Some(raw::EndpointName::Completions) => Endpoint::Completions,
@@ -22,7 +55,14 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
     let replica_urls: Vec<String> = urls.collect();
     for (i, u) in replica_urls.iter().enumerate() {
         let key = format!("targets.{name}.url[{}]", i + 1);
-        canary_replay::Target::new(u, endpoint, &t.model).map_err(|e| {
+        if *u == url || replica_urls[..i].contains(u) {
+            // One replica listed twice gets twice the share of requests, without a word.
+            return Err(err(
+                url_at,
+                format!("{key}: listed before; give each replica once"),
+            ));
+        }
+        canary_replay::Target::new(u, endpoint, &model).map_err(|e| {
             err(
                 url_at,
                 format!("{key}: {} (got {})", e.reason, redact_url(u)),
@@ -39,7 +79,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
             )
         })?,
     };
-    let probe = canary_replay::Target::new(&url, endpoint, &t.model).map_err(|e| {
+    let probe = canary_replay::Target::new(&url, endpoint, &model).map_err(|e| {
         err(
             url_at,
             format!(
@@ -60,7 +100,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         }
         None => Some(probe.metrics_url()),
     };
-    let headers = headers(&name, t.headers, src)?;
+    let headers = headers(&name, t.headers, api_key_set, src)?;
     let d = canary_replay::ResponseLimits::default();
     let limits = canary_replay::ResponseLimits {
         header_bytes: t.max_header_bytes.map_or(d.header_bytes, |b| b.0),
@@ -85,7 +125,7 @@ pub(super) fn target(name: String, t: raw::Target, src: &Source) -> Result<Targe
         url,
         replica_urls,
         url_strategy,
-        model: t.model,
+        model,
         endpoint,
         api_key,
         headers,
@@ -198,11 +238,42 @@ fn api_key(
 fn headers(
     name: &str,
     raw: std::collections::BTreeMap<String, toml::Spanned<raw::HeaderText>>,
+    api_key_set: bool,
     src: &Source,
 ) -> Result<Vec<(HeaderName, HeaderValue)>, ConfigError> {
-    let mut headers = Vec::new();
+    let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    let mut seen: std::collections::HashMap<String, (String, usize)> = Default::default();
     for (key, value) in raw {
         let at = Some(value.span().start);
+        // Header names are compared without case: `X-Tenant` and `x-tenant` are one header,
+        // and only one of them would be sent.
+        if let Some((first, first_line)) = seen.get(&key.to_ascii_lowercase()) {
+            return Err(src.err(
+                at,
+                format!(
+                    "targets.{name}.headers.{key}: given twice (as {first} on line \
+                     {first_line}); header names are the same whatever their case"
+                ),
+            ));
+        }
+        seen.insert(
+            key.to_ascii_lowercase(),
+            (
+                key.clone(),
+                crate::config::line_of(src.text, value.span().start),
+            ),
+        );
+        if api_key_set && key.eq_ignore_ascii_case("authorization") {
+            // It would replace the key's `Authorization: Bearer …`: the key named would never
+            // be sent, without a word.
+            return Err(src.err(
+                at,
+                format!(
+                    "targets.{name}.headers.{key}: the api key (api_key_env or api_key_file) \
+                     is sent as the Authorization header; give one of them, not both"
+                ),
+            ));
+        }
         let header = canary_replay::header(&key, &value.get_ref().0).map_err(|e| {
             let why = match e {
                 HeaderError::InvalidName => {
@@ -221,6 +292,9 @@ fn headers(
     }
     Ok(headers)
 }
+
+/// The longest target name (bytes), as a workload's.
+const MAX_NAME_BYTES: usize = 100;
 
 /// Refuses `user:password@` in a URL: neither the replay nor the scrapers send it, so it
 /// would only be a secret sitting in the config, quoted by whatever shows the URL.

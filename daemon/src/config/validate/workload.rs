@@ -95,11 +95,22 @@ fn workload(
     let capacity = capacity_search(&name, &w, at, &shape.synthetic, src)?;
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
     let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
+    let sweep_at = super::sweep::list_at(&w);
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
     let trace = match w.trace.as_ref().map(|t| t.get_ref().as_str()) {
         None => None,
+        Some(BUNDLED_TRACE) if w.format.is_some() => {
+            // The bundled trace is Mooncake; a format beside it was dropped without a word.
+            return Err(err(
+                w.trace.as_ref().map(|t| t.span().start),
+                format!(
+                    "workloads.{name}.format: the bundled trace has its own format (Mooncake); \
+                     leave format out, or give a trace file"
+                ),
+            ));
+        }
         Some(BUNDLED_TRACE) => Some(TraceSource::Bundled),
         Some(path) => {
             let format = w.format.map(|f| match f {
@@ -122,9 +133,20 @@ fn workload(
             ),
         ));
     }
+    if let (Some(f), None) = (&w.min_good_fraction, &w.slos) {
+        // `--min-good-fraction` without `--slo` is refused too: nothing would be judged good.
+        return Err(err(
+            Some(f.span().start),
+            format!(
+                "workloads.{name}.min_good_fraction: is the share of requests meeting the slos, \
+                 which are not set; give slos (slos = \"time_to_first_token:400\") or leave \
+                 min_good_fraction out"
+            ),
+        ));
+    }
     let start_at = start_at(&name, w.start_at, w.max_late_start, src)?;
     let tokenizer = tokenizer(&name, w.tokenizer, w.prompt_seed, src)?;
-    Ok(Workload {
+    let workload = Workload {
         capacity,
         sweep,
         name,
@@ -147,14 +169,17 @@ fn workload(
         warmup_requests: w.warmup_requests.map_or(Plan::WARMUP_REQUESTS, |n| n.0),
         cadence,
         slos: w.slos.map(|s| s.0).unwrap_or_default(),
-        min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.0),
+        min_good_fraction: w.min_good_fraction.map_or(0.95, |f| f.get_ref().0),
         max_error_rate: w.max_error_rate.map_or(0.05, |f| f.0),
         grace_period: w.grace_period.map_or(Plan::GRACE_PERIOD, |d| d.0),
         slice_duration: w.slice_duration.map(|d| d.0),
         tokenizer,
         prompt_seed: w.prompt_seed.unwrap_or(Plan::PROMPT_SEED),
         synthesis,
-    })
+    };
+    let target = &targets[&workload.target];
+    super::sweep::check_points(&workload, target, sweep_at, src)?;
+    Ok(workload)
 }
 
 /// The workload's `tokenizer.json`, loaded (and its prompt words checked) as each run loads
@@ -249,6 +274,21 @@ fn capacity_search(
                  (slos = \"time_to_first_token:400\")"
             ),
         ));
+    }
+    if let (Some(m), Some(crate::config::shape::Synthetic::Rate(plan))) = (&w.min_rate, synthetic) {
+        if m.get_ref().0 > plan.rate {
+            // The search starts at request_rate: begun below its own floor, its first failure
+            // stopped it "by the floor" without trying the floor.
+            return Err(src.err(
+                Some(m.span().start),
+                format!(
+                    "workloads.{name}.min_rate: {} req/s is above request_rate ({} req/s), \
+                     where the search starts; give a floor at or below it",
+                    canary_replay::trace::Number(m.get_ref().0),
+                    canary_replay::trace::Number(plan.rate)
+                ),
+            ));
+        }
     }
     Ok(Some(CapacitySearch {
         max_probes: w.max_probes.as_ref().map_or(6, |m| m.get_ref().0),
