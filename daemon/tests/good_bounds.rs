@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{shared, sim, text, CANARYD};
+use common::{count, json, page_words, shared, sim, text, CANARYD};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -43,40 +43,11 @@ fn run(cmd: &str, dir: &Path, url: &str, extra: &[&str]) -> Output {
     canaryd(&args, dir)
 }
 
-fn json(path: &Path) -> Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 /// `canaryd report DIR -o r.html` in `dir`: the page's text, tags dropped, spaces folded.
 fn page(dir: &Path, folder: &str) -> String {
     let out = canaryd(&["report", folder, "-o", "r.html"], dir);
     assert!(out.status.success(), "{}", text(&out));
-    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
-    let mut words = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => {
-                in_tag = false;
-                words.push(' ');
-            }
-            c if !in_tag => words.push(c),
-            _ => {}
-        }
-    }
-    words
-        .replace("&amp;", "&")
-        .replace("&#39;", "'")
-        .replace("&quot;", "\"")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn count(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+    page_words(&std::fs::read_to_string(dir.join("r.html")).unwrap())
 }
 
 // Finding 2: the experiment's summary.json said goodput `bound: false` and its table printed

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{rfc3339, shared, text, CANARYD};
+use common::{json, rfc3339, shared, text, CANARYD};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -111,10 +111,6 @@ fn merge(args: &[&str]) -> Output {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap()
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 fn valid(doc: &Value) {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{shared, sim, text, CANARYD};
+use common::{count, json, page_words, shared, sim, text, CANARYD};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -32,40 +32,11 @@ fn replay(dir: &Path, url: &str, extra: &[&str]) -> String {
     text(&out)
 }
 
-fn json(path: &Path) -> Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 /// `canaryd report DIR -o r.html` in `dir`: the page's text, tags dropped.
 fn page(dir: &Path, run: &str) -> String {
     let out = canaryd(&["report", run, "-o", "r.html"], dir);
     assert!(out.status.success(), "{}", text(&out));
-    let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
-    let mut words = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => {
-                in_tag = false;
-                words.push(' ');
-            }
-            c if !in_tag => words.push(c),
-            _ => {}
-        }
-    }
-    words
-        .replace("&amp;", "&")
-        .replace("&#39;", "'")
-        .replace("&quot;", "\"")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn count(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+    page_words(&std::fs::read_to_string(dir.join("r.html")).unwrap())
 }
 
 // The page's goodput said how many requests were good and nothing of the judgements that rest

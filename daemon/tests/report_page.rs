@@ -10,6 +10,7 @@
 mod common;
 
 use canary_testkit::browser::{chromium, Browser};
+use common::json;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -75,10 +76,6 @@ fn report(run: &Path, page: &Path) -> String {
     );
     assert!(o.status.success(), "{}", common::text(&o));
     std::fs::read_to_string(page).unwrap()
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 /// A copy of the run folder `from` as `to`, each record of its records.jsonl passed through

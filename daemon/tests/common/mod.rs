@@ -427,3 +427,42 @@ pub fn rfc3339(ns: i64) -> String {
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// A JSON file's document; panics naming the file.
+#[allow(dead_code)]
+pub fn json(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A JSON count (an unsigned integer); panics on anything else.
+#[allow(dead_code)]
+pub fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// An HTML page's words as a reader sees them: tags dropped, the entities canaryd writes
+/// unescaped, spaces folded.
+#[allow(dead_code)]
+pub fn page_words(html: &str) -> String {
+    let mut words = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                words.push(' ');
+            }
+            c if !in_tag => words.push(c),
+            _ => {}
+        }
+    }
+    words
+        .replace("&amp;", "&")
+        .replace("&#39;", "'")
+        .replace("&quot;", "\"")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
