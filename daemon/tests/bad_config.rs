@@ -122,3 +122,31 @@ fn doctor_refuses_target_flags_without_a_target() {
         assert!(text.contains("--url"), "{flags:?}: {text}");
     }
 }
+
+#[test]
+fn a_capacity_search_whose_floor_is_above_its_start_is_refused() {
+    // It ran one probe at the start rate and, that failing, said "stopped by the floor" of a
+    // floor it never tried. Refused before anything is sent: no server is needed.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(CANARYD)
+        .current_dir(tmp.path())
+        .args(["sweep", "--url", "http://127.0.0.1:9", "--model", "m"])
+        .args(["--isl", "64", "--osl", "8", "--request-rate", "5"])
+        .args(["--find-max-rate", "--min-rate", "100"])
+        .args([
+            "--slo",
+            "time_to_first_token:200",
+            "--min-good-fraction",
+            "0.9",
+        ])
+        .args(["--no-nvml", "--no-ebpf", "-o", "cap"])
+        .output()
+        .unwrap();
+    let text = common::text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("--min-rate 100 req/s is above --request-rate (5 req/s)"),
+        "{text}"
+    );
+    assert!(!tmp.path().join("cap").exists(), "{text}");
+}

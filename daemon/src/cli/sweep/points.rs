@@ -475,6 +475,16 @@ pub async fn find_max_rate(
         .shape
         .min_good_fraction
         .context("--find-max-rate needs --min-good-fraction")?;
+    if s.min_rate > start {
+        // Begun below its own floor, its first failure would stop it "by the floor" without
+        // trying the floor (the config refuses the same, at `min_rate`'s line).
+        bail!(
+            "--min-rate {} req/s is above --request-rate ({} req/s), where the search starts; \
+             give a floor at or below it",
+            canary_replay::trace::Number(s.min_rate),
+            canary_replay::trace::Number(start)
+        );
+    }
     check_point(args, Axis::RequestRate, start, 1, root)?;
     prepare_root(root, args.profile.shape.overwrite)?;
     warn_if_short(args);
