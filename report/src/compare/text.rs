@@ -11,6 +11,9 @@ impl Comparison {
         if let Some(d) = &self.different_requests {
             out.push_str(&format!("{}\n\n", d.note));
         }
+        if let Some(d) = &self.different_slos {
+            out.push_str(&format!("{}\n\n", super::slos::note(d)));
+        }
         let cells: Vec<[String; 5]> = self
             .rows
             .iter()
@@ -209,7 +212,8 @@ impl Comparison {
         let bound = super::bounds::name_of(&r.metric).is_some_and(|m| {
             super::bounds::of(&self.a.times).contains(&m)
                 || super::bounds::of(&self.b.times).contains(&m)
-        });
+        }) || (matches!(r.metric.as_str(), "goodput" | "good fraction")
+            && self.goodput_on_bounds.is_some());
         if bound {
             format!("{} (bound)", r.metric)
         } else {
@@ -224,7 +228,12 @@ impl Comparison {
         let tested = self
             .rows
             .iter()
-            .filter(|r| !matches!(r.verdict, Verdict::NotJudged { .. }))
+            .filter(|r| {
+                !matches!(
+                    r.verdict,
+                    Verdict::NotJudged { .. } | Verdict::NotComparable { .. }
+                )
+            })
             .count();
         // Each row's test keeps its own level: with many rows, some `yes` by chance is likelier
         // than any one level says (rows of one metric move together, so no correction is
@@ -381,6 +390,7 @@ pub(super) fn verdict(v: &Verdict) -> String {
             ),
         },
         Verdict::NotJudged { why } => format!("not judged: {why}"),
+        Verdict::NotComparable { why } => format!("not comparable: {why}"),
         Verdict::Unconfirmed {
             direction,
             p_value,
