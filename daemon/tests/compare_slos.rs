@@ -177,3 +177,30 @@ fn goodput_resting_on_bounds_is_marked_and_unconfirmed() {
     }
     assert!(!shown.contains("yes: worse"), "{shown}");
 }
+
+/// A side of no request (the 20-row trace's shard 1 of 97 selects none) timed nothing: the
+/// rule line says so, and neither that it timed first tokens at canaryd's reads nor that it
+/// corrected for 0 rows (audit finding 6).
+#[test]
+fn a_side_of_no_request_says_nothing_of_timing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_sim, port) = common::sim(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let trace = common::shared("traces/mooncake_arxiv_first20.jsonl");
+    for (out, extra) in [("zero", &["--shard", "1/97"][..]), ("a", &[][..])] {
+        let mut args = vec!["replay", "--trace", trace.to_str().unwrap(), "--url", &url];
+        args.extend(["--model", "canary-sim", "--output-dir", out, "--no-nvml"]);
+        args.extend(["--no-ebpf", "--speedup", "10", "--scale-lengths", "0.05"]);
+        args.extend(["--goodput", "time_to_first_token:5"]);
+        args.extend_from_slice(extra);
+        ok(&canaryd(&args, dir));
+    }
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("zero/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["receive_timestamps"]["requests"], 0, "{summary}");
+    let shown = ok(&canaryd(&["compare", "zero", "a"], dir));
+    assert!(!shown.contains("timed some first tokens"), "{shown}");
+    assert!(!shown.contains("all 0 first tokens"), "{shown}");
+    assert!(!shown.contains("for the 0 rows"), "{shown}");
+}

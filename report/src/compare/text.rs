@@ -238,10 +238,13 @@ impl Comparison {
         // Each row's test keeps its own level: with many rows, some `yes` by chance is likelier
         // than any one level says (rows of one metric move together, so no correction is
         // applied; the level is said instead).
-        let per_row = format!(
-            " Each row is tested at its own level, not corrected for the {tested} rows tested: \
-             among many rows a chance `yes` is likelier than that level."
-        );
+        let per_row = match tested {
+            0 => String::new(),
+            _ => format!(
+                " Each row is tested at its own level, not corrected for the {tested} rows \
+                 tested: among many rows a chance `yes` is likelier than that level."
+            ),
+        };
         let other_requests = match &self.different_requests {
             Some(d) if !d.fields.is_empty() => {
                 " The sides did not send the same requests (above the table), so a difference \
