@@ -58,8 +58,8 @@ impl TokenEventTimes {
                 .get("state")
                 .and_then(|v| v.as_str())
                 .is_none_or(|s| s == "on");
-            if n("requests") == 0 && rx.get("requests").is_some() {
-                // A run of no request timed nothing.
+            if on && n("requests") == 0 && rx.get("state").is_some() {
+                // Receive timestamps on and no request: a run of no request timed nothing.
                 continue;
             }
             if !on || n("requests") == 0 {
@@ -101,8 +101,8 @@ impl ItlTimes {
                 .and_then(|s| s.section("receive_timestamps"))
                 .and_then(|v| canary_core::RxSummary::deserialize(v).ok());
             match rx {
-                // A run of no request timed nothing.
-                Some(rx) if rx.requests == 0 => {}
+                // Receive timestamps on and no request: a run of no request timed nothing.
+                Some(rx) if rx.requests == 0 && rx.state.as_deref() == Some("on") => {}
                 Some(rx) if rx.itl_bound_requests.is_some() => {
                     t.bound += rx.itl_bound_requests.unwrap_or(0);
                     t.of += rx.itl_requests.unwrap_or(0);
