@@ -345,10 +345,11 @@ pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String
             value(r, Some(low.max(0.0))),
             value(r, Some(high.min(ceiling)))
         ),
+        // The ± in the value's unit: percentage points for a fraction shown in %.
         (Some(_), Some(h), None) if r.unit == "fraction" => {
-            format!("{} ± {:.2}", value(r, v), h * 100.0)
+            format!("{} ± {:.2} pt", value(r, v), h * 100.0)
         }
-        (Some(_), Some(h), None) => format!("{} ± {}", value(r, v), num(h)),
+        (Some(_), Some(h), None) => format!("{} ± {} {}", value(r, v), num(h), r.unit),
         _ => value(r, v),
     };
     match runs {
