@@ -96,7 +96,7 @@ fn a_regression_against_one_baseline_run_is_unconfirmed() {
     let (code, page) = http(status, "GET", "/", "");
     assert_eq!(code, 200, "{page}");
     assert!(
-        page.contains(">insufficient (unconfirmed: regressed)</span>"),
+        page.contains("<span class=\"insufficient\">insufficient (unconfirmed: regressed)</span>"),
         "{page}"
     );
     // /metrics says it too, beside the `insufficient` trend.
