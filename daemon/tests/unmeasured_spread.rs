@@ -96,9 +96,31 @@ fn a_regression_against_one_baseline_run_is_unconfirmed() {
     let (code, page) = http(status, "GET", "/", "");
     assert_eq!(code, 200, "{page}");
     assert!(
-        page.contains(">insufficient (unconfirmed: regressed)</span>"),
+        page.contains("<span class=\"insufficient\">insufficient (unconfirmed: regressed)</span>"),
         "{page}"
     );
+    // /metrics says it too, beside the `insufficient` trend.
+    let (code, metrics) = http(status, "GET", "/metrics", "");
+    assert_eq!(code, 200, "{metrics}");
+    for (line, value) in [
+        (
+            "canaryd_last_run_baseline{workload=\"chat\",trend=\"insufficient\"}",
+            1,
+        ),
+        (
+            "canaryd_last_run_baseline_unconfirmed{workload=\"chat\",direction=\"regressed\"}",
+            1,
+        ),
+        (
+            "canaryd_last_run_baseline_unconfirmed{workload=\"chat\",direction=\"improved\"}",
+            0,
+        ),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == format!("{line} {value}")),
+            "{line} {value}: {metrics}"
+        );
+    }
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(std::time::Duration::from_secs(60)), Some(0));
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();

@@ -41,6 +41,7 @@ mod page;
 mod requests;
 mod row;
 mod side;
+mod slos;
 mod sweeps;
 mod text;
 mod verdict;
@@ -48,6 +49,7 @@ mod verdict;
 pub use diagnosis::DiagnosisChange;
 pub use row::Row;
 pub use side::Side;
+pub use slos::DifferentSlos;
 pub use sweeps::{compare_sweeps, Sweep, SweepComparison};
 pub use verdict::{Caveat, Verdict};
 
@@ -89,6 +91,14 @@ pub struct Comparison {
     /// load or seed), or a side does not say what it sent: said above the table, since every
     /// row then compares different work. `null` when they sent the same.
     pub different_requests: Option<requests::DifferentRequests>,
+    /// Set when the sides judged their requests against different SLOs (or a side's runs
+    /// against several): goodput and the good fraction are shown, `not_comparable`.
+    pub different_slos: Option<DifferentSlos>,
+    /// Set when some request of a side was judged good or not on a bound that could turn it
+    /// (summary.json's `uncertain_misses`, `uncertain_meets`): the goodput rows rest on
+    /// bounds (`(bound)`, and a difference is `unconfirmed`). `null` when every judgement
+    /// was exact.
+    pub goodput_on_bounds: Option<String>,
     /// Each side's diagnosis (issue 19), and whether the dominant bottleneck changed.
     pub diagnosis: DiagnosisChange,
     /// What was left out of either side's artifacts when read (records past the report's cap,
@@ -261,6 +271,9 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         });
     }
     let every_run_has_slos = fa.iter().chain(&fb).all(|f| f.slos);
+    let different_slos = slos::different(a, b);
+    let goodput_on_bounds = slos::on_bounds(&fa, &fb);
+    let rows_before_goodput = rows.len();
     if every_run_has_slos {
         let (ga, gb) = (rate_of(&fa, |f| f.goodput), rate_of(&fb, |f| f.goodput));
         say_without("goodput", |f| f.goodput, no_rate);
@@ -314,6 +327,13 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
             )
         });
     }
+    for r in &mut rows[rows_before_goodput..] {
+        r.verdict = match (&different_slos, &goodput_on_bounds) {
+            (Some(d), _) => Verdict::NotComparable { why: d.why.clone() },
+            (None, Some(words)) => r.verdict.clone().on_bounds(words),
+            (None, None) => continue,
+        };
+    }
     let (ea, eb) = (
         of(&fa, |f| share_or_nan(f.error_rate)),
         of(&fb, |f| share_or_nan(f.error_rate)),
@@ -363,6 +383,8 @@ pub fn compare(a: &Experiment, b: &Experiment, rules: &ShiftRules) -> Comparison
         shifts,
         context_diff: context::context_diff(&a.runs[0], &b.runs[0]),
         different_requests,
+        different_slos: every_run_has_slos.then_some(different_slos).flatten(),
+        goodput_on_bounds: every_run_has_slos.then_some(goodput_on_bounds).flatten(),
         diagnosis: DiagnosisChange::of(a, b),
         notes,
         values,

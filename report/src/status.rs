@@ -49,8 +49,12 @@ pub struct RunLine {
     pub verdict_kind: String,
     /// Why it is not a pass.
     pub reasons: Vec<String>,
-    /// Against the baseline: `steady`, `regressed`, `improved`, `insufficient`.
+    /// Against the baseline, as shown: `steady`, `regressed`, `improved`, `insufficient`,
+    /// or `insufficient (unconfirmed: regressed)`.
     pub trend: Option<String>,
+    /// The trend's word alone (`insufficient`), its cell's CSS class; `None`: the first word
+    /// of [`RunLine::trend`].
+    pub trend_class: Option<String>,
     /// What changed in the run's context since its baseline run (`server.version 0.9 →
     /// 0.10`), shown beside the trend as its likely cause; empty: nothing, or not compared.
     pub context_changes: Vec<String>,
@@ -390,7 +394,13 @@ fn verdict(r: &RunLine) -> String {
 
 fn trend(r: &RunLine) -> String {
     let mut s = match &r.trend {
-        Some(t) => format!("<span class=\"{}\">{}</span>", attr(t), esc(t)),
+        Some(t) => {
+            let class = r
+                .trend_class
+                .as_deref()
+                .unwrap_or_else(|| t.split_whitespace().next().unwrap_or(""));
+            format!("<span class=\"{}\">{}</span>", attr(class), esc(t))
+        }
         None => "–".into(),
     };
     if !r.context_changes.is_empty() {

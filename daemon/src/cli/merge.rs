@@ -70,7 +70,8 @@ fn print(m: &Merged) -> std::io::Result<()> {
         ("schedule_lag", "schedule lag, own clocks (ms)"),
     ];
     // As one run's table writes them: lengths in whole tokens, times to the µs.
-    let row = super::report::print_metric_row;
+    let row =
+        |label: &str, st| super::report::print_metric_row(label, st, super::report::LABEL_WIDTH);
     // Each shard's times are exact only where its kernel stamped them, as in one run's table.
     let bounds = super::report::TableBounds::of(&s.receive_timestamps);
     for (key, label) in rows {

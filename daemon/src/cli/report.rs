@@ -92,13 +92,20 @@ impl ProgressDisplay {
     }
 }
 
-/// One metric's row of the table: times to the µs, token counts whole (the mean to one
-/// decimal). The merge's table prints its rows with it too.
-pub(super) fn print_metric_row(label: &str, st: &canary_core::Stats) -> std::io::Result<()> {
+/// The label column's least width: a table's is its longest label's, at least this.
+pub(super) const LABEL_WIDTH: usize = 34;
+
+/// One metric's row of the table, its label in a column `w` wide: times to the µs, token
+/// counts whole (the mean to one decimal). The merge's table prints its rows with it too.
+pub(super) fn print_metric_row(
+    label: &str,
+    st: &canary_core::Stats,
+    w: usize,
+) -> std::io::Result<()> {
     if st.unit == "tokens" {
         let n = |v: f64| format!("{:.0}", v);
         outln!(
-            "{label:<34} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{label:<w$} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}",
             st.avg,
             n(st.min),
             n(st.p50),
@@ -108,7 +115,7 @@ pub(super) fn print_metric_row(label: &str, st: &canary_core::Stats) -> std::io:
         )
     } else {
         outln!(
-            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            "{label:<w$} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
             st.avg,
             st.min,
             st.p50,
@@ -133,8 +140,8 @@ pub(super) fn errors_by_kind(s: &canary_core::RunSummary) -> String {
 pub(super) fn throughput_line(s: &canary_core::RunSummary) -> String {
     match (s.request_throughput, s.output_token_throughput) {
         (Some(req), Some(tok)) => format!(
-            "throughput {req:.2} req/s, {tok:.1} output tokens/s (exact counts over the \
-             duration); cached prompt tokens {}",
+            "throughput {req:.2} req/s, {tok:.1} output tokens/s (lower bounds: exact counts \
+             over the duration); cached prompt tokens {}",
             s.total_cached_tokens
         ),
         _ => format!(
@@ -154,17 +161,6 @@ pub fn print_table(
 ) -> std::io::Result<()> {
     let s = &outcome.summary;
     let server = outcome.telemetry.server.as_ref();
-    outln!()?;
-    outln!(
-        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "metric",
-        "avg",
-        "min",
-        "p50",
-        "p90",
-        "p99",
-        "max"
-    )?;
     // Each server row sits under the client figure it compares with: its ITL under the
     // client's inter-chunk gaps when both are one value per token gap, under per-request ITL
     // when the engine records one mean per request (TGI, TensorRT-LLM).
@@ -199,10 +195,38 @@ pub fn print_table(
         ),
     ];
     let bounds = TableBounds::of(&s.receive_timestamps);
+    // The label column as wide as its longest label (a bound's suffix lengthens one).
+    let server_labels = server.map_or(Vec::new(), |server| {
+        vec![
+            "  server TTFT (ms, /metrics)".to_string(),
+            server.itl_label().to_string(),
+            "  server e2e (ms, /metrics)".to_string(),
+            "server queue time (ms, /metrics)".to_string(),
+        ]
+    });
+    let w = rows
+        .iter()
+        .filter(|(key, _)| s.metrics.contains_key(*key))
+        .map(|(key, label)| bounds.label(key, label))
+        .chain(server_labels)
+        .map(|l| l.chars().count())
+        .fold(LABEL_WIDTH, usize::max);
+    outln!()?;
+    outln!(
+        "{:<w$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "metric",
+        "avg",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        w = w
+    )?;
     for (key, label) in rows {
         let label = bounds.label(key, label);
         if let Some(st) = s.metrics.get(key) {
-            print_metric_row(&label, st)?;
+            print_metric_row(&label, st, w)?;
         }
         // The rows are over the requests that have the figure; the per-user rate's leave out
         // some completed ones, which the row alone would not say.
@@ -221,12 +245,12 @@ pub fn print_table(
                 _ => None,
             };
             if let Some((est, label)) = beside {
-                print_server_row(est, label)?;
+                print_server_row(est, label, w)?;
             }
         }
     }
     if let Some(server) = server {
-        print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)")?;
+        print_server_row(&server.queue_time_s, "server queue time (ms, /metrics)", w)?;
     }
     // The aggregates are exact over the values recorded; a value itself is exact only where
     // the kernel stamped the segment that completed it, else an upper bound, and the rows say
@@ -310,7 +334,8 @@ pub fn print_table(
     }
     outln!()?;
     outln!(
-        "requests {} (completed {}, {}errors {}{}), duration {:.3} s (exact)",
+        "requests {} (completed {}, {}errors {}{}), duration {:.3} s (an upper bound: to the \
+         last end as canaryd read it)",
         s.requests,
         s.completed,
         match s.cancelled {
@@ -512,12 +537,13 @@ fn in_flight_line(cap: &canary_core::InFlightCap, concurrency: Option<usize>) ->
 fn print_server_row(
     est: &Option<canary_core::LatencyEstimate>,
     label: &str,
+    w: usize,
 ) -> std::io::Result<()> {
     let Some(est) = est else { return Ok(()) };
     let bucket =
         |q: Option<canary_core::BucketQuantile>| q.map_or("-".to_string(), |q| q.range_ms());
     outln!(
-        "{label:<34} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{label:<w$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         est.mean
             .map_or("-".to_string(), |v| format!("{:.3}", v * 1e3)),
         "-",

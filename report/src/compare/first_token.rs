@@ -58,6 +58,10 @@ impl TokenEventTimes {
                 .get("state")
                 .and_then(|v| v.as_str())
                 .is_none_or(|s| s == "on");
+            if on && n("requests") == 0 && rx.get("state").is_some() {
+                // Receive timestamps on and no request: a run of no request timed nothing.
+                continue;
+            }
             if !on || n("requests") == 0 {
                 t.read_runs += 1;
                 continue;
@@ -97,7 +101,9 @@ impl ItlTimes {
                 .and_then(|s| s.section("receive_timestamps"))
                 .and_then(|v| canary_core::RxSummary::deserialize(v).ok());
             match rx {
-                Some(rx) if rx.requests > 0 && rx.itl_bound_requests.is_some() => {
+                // Receive timestamps on and no request: a run of no request timed nothing.
+                Some(rx) if rx.requests == 0 && rx.state.as_deref() == Some("on") => {}
+                Some(rx) if rx.itl_bound_requests.is_some() => {
                     t.bound += rx.itl_bound_requests.unwrap_or(0);
                     t.of += rx.itl_requests.unwrap_or(0);
                 }
@@ -276,6 +282,12 @@ impl FirstTokenTimes {
 /// exact.
 pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
     let mut clauses = Vec::new();
+    // A side that timed no first token (a run of no request, or none completed): nothing
+    // to say of how its times were taken.
+    let timed_none = |t: &SideTimes| {
+        t.first_tokens.of == 0 && t.first_tokens.unknown_runs == 0 && t.first_tokens.bound == 0
+    };
+    let (a_none, b_none) = (timed_none(a), timed_none(b));
     let events = [
         (
             "TTFT",
@@ -290,10 +302,12 @@ pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
         if a.said_of(what).is_none() && b.said_of(what).is_none() {
             continue;
         }
-        let side = |name: &str, t: &FirstTokenTimes| {
-            let said = t
-                .said_of(what)
-                .unwrap_or_else(|| format!("all {} {what} exact", t.of));
+        let side = |name: &str, t: &FirstTokenTimes, none: bool| {
+            let said = match t.said_of(what) {
+                Some(s) => s,
+                None if none => "no request timed".to_string(),
+                None => format!("all {} {what} exact", t.of),
+            };
             format!("{name} {said}")
         };
         // A time canaryd took is never before the truth: one whose run does not say how it
@@ -307,14 +321,15 @@ pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
             "{metric}: {}; {} (summary.json receive_timestamps.{key}: a kernel_bound or \
              userspace time is a later segment's stamp or canaryd's read, never before the \
              truth){rows}",
-            side("A:", &a),
-            side("B:", &b)
+            side("A:", &a, a_none),
+            side("B:", &b, b_none)
         ));
     }
     if a.itl.any_bound() || b.itl.any_bound() {
-        let side = |name: &str, t: &ItlTimes| {
+        let side = |name: &str, t: &ItlTimes, none: bool| {
             // A summary from before ITLs were counted, exact by its first tokens and ends.
             let said = t.said().unwrap_or_else(|| match t.of {
+                0 if none => "no request timed".to_string(),
                 0 => "ITLs exact".to_string(),
                 n => format!("all {n} ITLs exact"),
             });
@@ -323,8 +338,8 @@ pub(super) fn exactness(a: &SideTimes, b: &SideTimes, exact: &str) -> String {
         clauses.push(format!(
             "ITL: {}; {} (receive_timestamps.itl_bound_requests: a request's ITL is over its \
              first token and end, and a bound where either is), so the ITL rows compare bounds",
-            side("A:", &a.itl),
-            side("B:", &b.itl)
+            side("A:", &a.itl, a_none),
+            side("B:", &b.itl, b_none)
         ));
     }
     if clauses.is_empty() {

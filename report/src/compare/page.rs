@@ -20,6 +20,12 @@ impl Comparison {
         if let Some(d) = &self.different_requests {
             body.push_str(&format!("<p class=\"warn\">{}</p>\n", esc(&d.note)));
         }
+        if let Some(d) = &self.different_slos {
+            body.push_str(&format!(
+                "<p class=\"warn\">{}</p>\n",
+                esc(&super::slos::note(d))
+            ));
+        }
         let rows: Vec<Vec<String>> = self
             .rows
             .iter()
@@ -27,6 +33,7 @@ impl Comparison {
                 let (class, how) = match &r.verdict {
                     Verdict::Judged { trend, how, .. } => (trend.as_str(), how.clone()),
                     Verdict::NotJudged { why } => ("insufficient", why.clone()),
+                    Verdict::NotComparable { why } => ("insufficient", why.clone()),
                     Verdict::Unconfirmed { how, why, .. } => {
                         // Styled as a change, not as a regression or an improvement.
                         ("changed", format!("{how}; unconfirmed: {why}"))

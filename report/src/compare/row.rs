@@ -151,7 +151,8 @@ mod tests {
         );
         assert!(!shown.contains('±'), "{shown}");
         let shown = text::value_with_interval(&r, r.b, text::Side::B);
-        assert!(shown.contains(" ± "), "{shown}");
+        // The ± in the figure's unit (audit F8: `± 0.148` with no unit).
+        assert!(shown.contains(" ± ") && shown.ends_with(" ms"), "{shown}");
     }
 
     /// Runs that all gave the same share (0 errors in each) have a zero-wide interval: said
@@ -177,5 +178,16 @@ mod tests {
             shown.contains("95 % CI") && !shown.contains("no spread"),
             "{shown}"
         );
+        // A fraction's ± is in percentage points.
+        let r = runs_row(
+            "good fraction".into(),
+            "fraction",
+            &[0.5, 0.6, 0.55],
+            &[0.5, 0.51, 0.52],
+            true,
+            &rules,
+        );
+        let shown = text::value_with_interval(&r, r.b, text::Side::B);
+        assert!(shown.contains(" ± ") && shown.ends_with(" pt"), "{shown}");
     }
 }

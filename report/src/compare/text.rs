@@ -11,6 +11,9 @@ impl Comparison {
         if let Some(d) = &self.different_requests {
             out.push_str(&format!("{}\n\n", d.note));
         }
+        if let Some(d) = &self.different_slos {
+            out.push_str(&format!("{}\n\n", super::slos::note(d)));
+        }
         let cells: Vec<[String; 5]> = self
             .rows
             .iter()
@@ -209,7 +212,8 @@ impl Comparison {
         let bound = super::bounds::name_of(&r.metric).is_some_and(|m| {
             super::bounds::of(&self.a.times).contains(&m)
                 || super::bounds::of(&self.b.times).contains(&m)
-        });
+        }) || (matches!(r.metric.as_str(), "goodput" | "good fraction")
+            && self.goodput_on_bounds.is_some());
         if bound {
             format!("{} (bound)", r.metric)
         } else {
@@ -224,15 +228,23 @@ impl Comparison {
         let tested = self
             .rows
             .iter()
-            .filter(|r| !matches!(r.verdict, Verdict::NotJudged { .. }))
+            .filter(|r| {
+                !matches!(
+                    r.verdict,
+                    Verdict::NotJudged { .. } | Verdict::NotComparable { .. }
+                )
+            })
             .count();
         // Each row's test keeps its own level: with many rows, some `yes` by chance is likelier
         // than any one level says (rows of one metric move together, so no correction is
         // applied; the level is said instead).
-        let per_row = format!(
-            " Each row is tested at its own level, not corrected for the {tested} rows tested: \
-             among many rows a chance `yes` is likelier than that level."
-        );
+        let per_row = match tested {
+            0 => String::new(),
+            _ => format!(
+                " Each row is tested at its own level, not corrected for the {tested} rows \
+                 tested: among many rows a chance `yes` is likelier than that level."
+            ),
+        };
         let other_requests = match &self.different_requests {
             Some(d) if !d.fields.is_empty() => {
                 " The sides did not send the same requests (above the table), so a difference \
@@ -333,10 +345,11 @@ pub(super) fn value_with_interval(r: &Row, v: Option<f64>, side: Side) -> String
             value(r, Some(low.max(0.0))),
             value(r, Some(high.min(ceiling)))
         ),
+        // The ± in the value's unit: percentage points for a fraction shown in %.
         (Some(_), Some(h), None) if r.unit == "fraction" => {
-            format!("{} ± {:.2}", value(r, v), h * 100.0)
+            format!("{} ± {:.2} pt", value(r, v), h * 100.0)
         }
-        (Some(_), Some(h), None) => format!("{} ± {}", value(r, v), num(h)),
+        (Some(_), Some(h), None) => format!("{} ± {} {}", value(r, v), num(h), r.unit),
         _ => value(r, v),
     };
     match runs {
@@ -381,6 +394,7 @@ pub(super) fn verdict(v: &Verdict) -> String {
             ),
         },
         Verdict::NotJudged { why } => format!("not judged: {why}"),
+        Verdict::NotComparable { why } => format!("not comparable: {why}"),
         Verdict::Unconfirmed {
             direction,
             p_value,

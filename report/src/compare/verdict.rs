@@ -31,6 +31,12 @@ pub enum Verdict {
         /// Why.
         why: String,
     },
+    /// The sides' figures measure different things (judged against different SLOs): shown,
+    /// never judged.
+    NotComparable {
+        /// Why, as `different SLOs (A: …, B: …)`.
+        why: String,
+    },
     /// A difference the test found between the sides, not called real: the test cannot tell
     /// it from what else differs between them (`because`), so the row says `unconfirmed`,
     /// never `yes`.
@@ -61,6 +67,10 @@ pub enum Caveat {
     /// The sides did not send the same requests (another trace, selection, load or seed): a
     /// difference may be the workload's, as the note above the table says.
     DifferentRequests,
+    /// Some request of a side was judged good or not on a time that is only a bound, and
+    /// could have gone the other way (summary.json's `uncertain_misses`, `uncertain_meets`):
+    /// the side's goodput rests on bounds.
+    OnBounds,
 }
 
 /// The words for [`Caveat::OneRun`] given the sides' run counts: `one run a side`, or on
@@ -78,7 +88,9 @@ impl Verdict {
     pub fn trend(&self) -> Option<Trend> {
         match self {
             Verdict::Judged { trend, .. } => Some(*trend),
-            Verdict::NotJudged { .. } | Verdict::Unconfirmed { .. } => None,
+            Verdict::NotJudged { .. }
+            | Verdict::NotComparable { .. }
+            | Verdict::Unconfirmed { .. } => None,
         }
     }
 
@@ -105,10 +117,48 @@ impl Verdict {
                         Caveat::DifferentRequests => {
                             "not the same requests: may be the workload's".to_string()
                         }
+                        Caveat::OnBounds => "goodput rests on bounds".to_string(),
                     })
                     .collect::<Vec<_>>()
                     .join("; "),
             },
+            other => other,
+        }
+    }
+
+    /// This verdict when the figure rests on bounds (`words`: which side's requests were
+    /// judged on a bound): a `yes` becomes [`Verdict::Unconfirmed`], an unconfirmed one adds
+    /// [`Caveat::OnBounds`]; a `no` or `not judged` stays (the row's metric says `(bound)`).
+    pub(super) fn on_bounds(self, words: &str) -> Verdict {
+        match self {
+            Verdict::Judged {
+                trend: direction @ (Trend::Regressed | Trend::Improved),
+                p_value,
+                how,
+                ..
+            } => Verdict::Unconfirmed {
+                direction,
+                p_value,
+                how,
+                because: vec![Caveat::OnBounds],
+                why: words.to_string(),
+            },
+            Verdict::Unconfirmed {
+                direction,
+                p_value,
+                how,
+                mut because,
+                why,
+            } => {
+                because.push(Caveat::OnBounds);
+                Verdict::Unconfirmed {
+                    direction,
+                    p_value,
+                    how,
+                    because,
+                    why: format!("{why}; {words}"),
+                }
+            }
             other => other,
         }
     }

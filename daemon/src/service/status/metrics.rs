@@ -324,6 +324,27 @@ impl State {
                     })
             }),
         );
+        // A trend of `insufficient` whose comparison found a direction it could not confirm
+        // (too few baseline runs to measure their spread), as the status page shows it: 1 for
+        // that direction, 0 for the other; two series a workload.
+        write_family(
+            out,
+            "canaryd_last_run_baseline_unconfirmed",
+            "gauge",
+            "1 for the direction the baseline comparison of the workload's last run found but \
+             did not confirm (its trend then reads insufficient).",
+            self.last.iter().flat_map(|(w, v)| {
+                use crate::judge::baseline::Trend;
+                [Trend::Regressed, Trend::Improved]
+                    .into_iter()
+                    .map(move |t| {
+                        (
+                            format!("workload=\"{}\",direction=\"{}\"", esc(w), t.as_str()),
+                            f64::from(u8::from(Some(t) == v.unconfirmed)),
+                        )
+                    })
+            }),
+        );
     }
 
     /// The headline figures and latency percentiles of each workload's last run.

@@ -83,6 +83,7 @@ fn line(b: &RunBrief) -> RunLine {
         verdict_kind: b.verdict_kind.as_str().into(),
         reasons: b.reasons.clone(),
         trend: b.trend.map(|t| trend_said(t, b.unconfirmed)),
+        trend_class: b.trend.map(|t| t.as_str().to_string()),
         context_changes: b
             .context_changes
             .iter()
