@@ -50,8 +50,9 @@ fn an_experiment_is_its_estimates_with_no_knee_and_its_left_out_run_named() {
     assert!(!page.contains("exact from that run"), "{page}");
     assert!(
         page.contains(
-            "Each run's own is its summary.json's: throughputs and goodput exact (counted over \
-             the run), percentiles estimates from its histograms, within 0.1 % or 0.5 µs, whichever is larger."
+            "Each run's own is its summary.json's: throughputs exact (counted over the run), \
+             goodput an exact count of judgements, percentiles estimates from its histograms, \
+             within 0.1 % or 0.5 µs, whichever is larger."
         ),
         "{page}"
     );
