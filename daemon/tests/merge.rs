@@ -696,7 +696,9 @@ fn the_union_is_sliced_again_on_the_merged_axis_and_the_table_says_its_span() {
     // The duration and rates, as one run's table prints them.
     let duration = merged["duration_s"].as_f64().unwrap();
     assert!(
-        line(&table, "duration ").starts_with(&format!("duration {duration:.3} s (exact)")),
+        line(&table, "duration ").starts_with(&format!(
+            "duration {duration:.3} s (an upper bound: to the last end as canaryd read it)"
+        )),
         "{table}"
     );
     let req = merged["request_throughput"].as_f64().unwrap();

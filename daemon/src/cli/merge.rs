@@ -124,15 +124,19 @@ fn print(m: &Merged) -> std::io::Result<()> {
         s.total_input_tokens,
         s.total_output_tokens
     )?;
-    // One run's duration and rates, over the union's span on the merged time axis: exact
-    // where the shards share a clock, else as good as the alignment.
+    // One run's duration and rates, over the union's span on the merged time axis: as one
+    // run's, an upper bound (its last end is canaryd's read of it), and where the shards do
+    // not share a clock, as good as the alignment besides.
     let a = &i.alignment;
     outln!(
         "duration {:.3} s ({}), from the first send to the last end on the merged time axis",
         s.duration_s,
         match a.bound_ms {
-            Some(0.0) => "exact".to_string(),
-            Some(b) => format!("within ±{b:.3} ms"),
+            Some(0.0) => "an upper bound: to the last end as canaryd read it".to_string(),
+            Some(b) => format!(
+                "an upper bound: to the last end as canaryd read it, the shards aligned within \
+                 ±{b:.3} ms"
+            ),
             None => "no bound: the shards' clocks do not compare".to_string(),
         }
     )?;
