@@ -91,6 +91,8 @@ pub struct Estimate {
     /// The interval's ends when they were clipped at what the figure can be (0, or 1 for a
     /// fraction): a symmetric ± would reach past it.
     pub clipped: Option<(f64, f64)>,
+    /// Every run gave the same figure (summary.json's `no_spread`): its `± 0` bounds nothing.
+    pub no_spread: bool,
     /// The runs in the estimates that gave no figure for it, with why: the mean is over the
     /// others (`values`).
     pub without: Vec<Without>,
@@ -222,6 +224,7 @@ fn estimate(v: &Value) -> Option<Estimate> {
                 .zip(v.get("high").and_then(Value::as_f64)),
             _ => None,
         },
+        no_spread: v.get("no_spread").and_then(Value::as_bool) == Some(true),
         without: without(v),
     })
 }

@@ -112,6 +112,11 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
                     (Some((low, high)), _) => {
                         format!("{} to {} (clipped)", num(low), with(high))
                     }
+                    // Not `± 0`: every run gave the same figure, which bounds nothing (as the
+                    // command's table says it).
+                    (None, Some(_)) if m.no_spread => {
+                        "no spread: every run gave it; not estimable".into()
+                    }
                     (None, Some(h)) => format!("± {}", with(h)),
                     (None, None) => "–".into(),
                 }),
@@ -261,6 +266,7 @@ mod tests {
                     mean: Some(3.2),
                     half_width: Some(11.4),
                     clipped: Some((0.0, 14.6)),
+                    no_spread: false,
                     without: Vec::new(),
                 },
                 Estimate {
@@ -271,6 +277,7 @@ mod tests {
                     mean: Some(11.0),
                     half_width: Some(2.5),
                     clipped: None,
+                    no_spread: false,
                     without: Vec::new(),
                 },
             ],
@@ -280,6 +287,18 @@ mod tests {
         assert!(html.contains("0 to 14.6 ms (clipped)"), "{html}");
         assert!(!html.contains("± 11.4"), "{html}");
         assert!(html.contains("± 2.50 req/s"), "{html}");
+        assert!(!html.contains("no spread"), "{html}");
+        // Every run the same: summary.json's `no_spread`, not a `± 0`.
+        let mut same = e.clone();
+        same.estimates[1] = Estimate {
+            values: vec![11.0, 11.0, 11.0],
+            half_width: Some(0.0),
+            no_spread: true,
+            ..e.estimates[1].clone()
+        };
+        let html = render(&same, &[]);
+        assert!(!html.contains("± 0"), "{html}");
+        assert!(html.contains("no spread: every run gave it"), "{html}");
     }
 
     /// A throughput over one of two runs names the other with why, as the command's table,
