@@ -12,7 +12,9 @@ pub struct KernelRunSummary {
     pub chunk_delay_p99: Option<Stats>,
     /// First-token bytes received by TCP → canaryd's code saw the token, ms.
     pub client_overhead: Option<Stats>,
-    /// Events drained from the ring buffer.
+    /// Events of the run's own request sockets (those its records name) drained from the
+    /// ring buffer; other sockets of the process (an exporter's, a scraper's, another run's)
+    /// are not counted.
     pub events: u64,
     /// Events the ring buffer dropped (full).
     pub events_lost: u64,
@@ -29,7 +31,8 @@ pub struct KernelRunSummary {
     pub request_write: Option<Stats>,
     /// Measured requests whose socket events were found.
     pub requests_joined: u64,
-    /// Requests whose socket the kernel never reported.
+    /// Measured requests whose socket the kernel never reported (those without figures
+    /// because the ring buffer lost events while they were in flight are not among them).
     pub requests_unseen: u64,
     /// Last request byte sent → first response byte received by TCP, ms.
     pub server_wait: Option<Stats>,
