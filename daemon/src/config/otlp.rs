@@ -209,7 +209,7 @@ impl Otlp {
 
 /// Validates `[otlp]`: endpoints are `http://` URLs, header names are valid and each value
 /// comes from exactly one place, durations are above zero.
-pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Otlp, ConfigError> {
+pub(super) fn validate(o: raw::Otlp, src: &Source) -> Result<Otlp, ConfigError> {
     let err = |at, message| src.err(at, message);
     let rel = |p| src.rel(p);
     let url = |key: &str, v: Option<toml::Spanned<String>>| -> Result<_, ConfigError> {
@@ -234,12 +234,13 @@ pub(super) fn validate(table_at: usize, o: raw::Otlp, src: &Source) -> Result<Ot
             Err(e) => Err(err(Some(v.span().start), format!("otlp.{key}: {e}"))),
         }
     };
-    let positive = |key: &str, d: Option<raw::Period>| match d {
-        Some(d) if d.0.is_zero() => Err(err(
-            Some(table_at),
+    // At the key's own line (the table's header was said, far from the key).
+    let positive = |key: &str, d: Option<toml::Spanned<raw::Period>>| match d {
+        Some(d) if d.get_ref().0.is_zero() => Err(err(
+            Some(d.span().start),
             format!("otlp.{key}: must be above zero"),
         )),
-        d => Ok(d.map(|d| d.0)),
+        d => Ok(d.map(|d| d.into_inner().0)),
     };
     let mut headers = Vec::new();
     let mut seen: std::collections::HashMap<String, (String, usize)> = Default::default();

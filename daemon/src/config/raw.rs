@@ -86,13 +86,13 @@ pub struct Otlp {
     #[serde(default)]
     pub headers: BTreeMap<String, toml::Spanned<HeaderValue>>,
     /// Per-export timeout (default `OTEL_EXPORTER_OTLP_TIMEOUT`, else `10s`).
-    pub timeout: Option<Period>,
+    pub timeout: Option<toml::Spanned<Period>>,
     /// Fraction of requests whose span is exported (default 1).
     pub sample_ratio: Option<Fraction>,
     /// How often metrics are pushed (default `OTEL_METRIC_EXPORT_INTERVAL`, else `10s`).
-    pub metrics_interval: Option<Period>,
+    pub metrics_interval: Option<toml::Spanned<Period>>,
     /// How long the final flush may take when the daemon stops (default `10s`).
-    pub flush_timeout: Option<Period>,
+    pub flush_timeout: Option<toml::Spanned<Period>>,
     /// PEM CA bundle for `https` endpoints, besides the system store
     /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); checked when the file is read.
     pub certificate: Option<toml::Spanned<PathBuf>>,

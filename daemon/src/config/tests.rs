@@ -239,15 +239,18 @@ fn bad_otlp_settings_name_line_and_key() {
     assert!(e.contains(":24: otlp.timeout: invalid duration"), "{e}");
     let e = with("metrics_interval = \"5s\"", "metrics_interval = \"0s\"");
     assert!(
-        e.contains(":21: otlp.metrics_interval: must be above zero"),
+        e.contains(":26: otlp.metrics_interval: must be above zero"),
         "{e}"
     );
     // Zero dropped the last batch by design, where a zero timeout or interval was refused.
     let e = with("flush_timeout = \"3s\"", "flush_timeout = \"0s\"");
     assert!(
-        e.contains(":21: otlp.flush_timeout: must be above zero"),
+        e.contains(":27: otlp.flush_timeout: must be above zero"),
         "{e}"
     );
+    // Each at its key's line, not the `[otlp]` header's (21).
+    let e = with("timeout = \"2s\"", "timeout = \"0s\"");
+    assert!(e.contains(":24: otlp.timeout: must be above zero"), "{e}");
     let e = with("0.25", "2.5");
     assert!(
         e.contains("otlp.sample_ratio") && e.contains("between 0 and 1"),

@@ -102,10 +102,7 @@ pub(super) fn validate(
     let retention_age = keep(&mut errors, retention_age(raw.export.retention_age, src));
     let otlp = match raw.otlp {
         None => Some(Otlp::default()),
-        Some(o) => keep(
-            &mut errors,
-            otlp::validate(o.span().start, o.into_inner(), src),
-        ),
+        Some(o) => keep(&mut errors, otlp::validate(o.into_inner(), src)),
     };
     let telemetry = keep(&mut errors, telemetry(raw.telemetry, src));
     if let Some(e) = ConfigError::all(errors) {
