@@ -60,8 +60,9 @@ pub struct SweepFlags {
         value_parser = crate::cli::replay::positive_number
     )]
     pub speedup: Vec<f64>,
-    /// Pause between points, so one point's backlog does not spill into the next (`5s`).
-    #[arg(long, value_parser = duration::parse, default_value = "0s")]
+    /// Pause between points, so one point's backlog does not spill into the next (`5s`); at
+    /// most a year, as the daemon's `cooldown`.
+    #[arg(long, value_parser = duration::parse_period, default_value = "0s")]
     pub cooldown: Duration,
     /// GPUs serving the target, for tokens/s per GPU when neither NVML nor DCGM sees them.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -232,5 +233,39 @@ pub async fn sweep(args: &SweepArgs, shutdown: CancellationToken) -> Result<i32>
         points::find_max_rate(args, values[0], shutdown).await
     } else {
         points::sweep(args, axis, &values, shutdown).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn sweep(cooldown: &str) -> Result<crate::Cli, clap::Error> {
+        crate::Cli::try_parse_from([
+            "canaryd",
+            "sweep",
+            "--url",
+            "http://127.0.0.1:1",
+            "-m",
+            "m",
+            "--concurrency",
+            "1,2",
+            "--cooldown",
+            cooldown,
+        ])
+    }
+
+    /// `--cooldown 36500d` was taken (the 100 years any duration may be), and the sweep hung
+    /// after its first point: capped at a year, as the daemon's `cooldown`.
+    #[test]
+    fn a_cooldown_past_a_year_is_refused_naming_the_flag() {
+        let e = sweep("36500d").unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        let e = e.to_string();
+        assert!(
+            e.contains("--cooldown") && e.contains("\"36500d\" is too long: at most a year"),
+            "{e}"
+        );
+        assert!(sweep("365d").is_ok());
     }
 }

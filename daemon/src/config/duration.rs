@@ -71,6 +71,13 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     secs_to_duration(total, s)
 }
 
+/// [`parse_at_most`] a year ([`MAX_PERIOD`]): a pause between runs, as the daemon's own
+/// periods, jitters, timeouts and cooldowns (`sweep --cooldown`, whose 100 years hung the
+/// sweep after its first point).
+pub fn parse_period(s: &str) -> Result<Duration, String> {
+    parse_at_most(s, MAX_PERIOD, "a year (\"365d\")")
+}
+
 /// Parses a duration of at most `max`; `what` names the bound in the message ("1 year").
 pub fn parse_at_most(s: &str, max: Duration, what: &str) -> Result<Duration, String> {
     let d = parse(s)?;
@@ -132,6 +139,12 @@ mod tests {
         assert_eq!(
             parse_at_most("365d", MAX_PERIOD, "1 year").unwrap(),
             MAX_PERIOD
+        );
+        assert_eq!(parse_period("365d").unwrap(), MAX_PERIOD);
+        let e = parse_period("36500d").unwrap_err();
+        assert_eq!(
+            e,
+            "duration \"36500d\" is too long: at most a year (\"365d\")"
         );
     }
 }

@@ -28,7 +28,7 @@ impl<'de> Deserialize<'de> for Period {
         let s = String::deserialize(d).map_err(|_| {
             serde::de::Error::custom("expected a duration string such as \"90s\" or \"15m\"")
         })?;
-        duration::parse_at_most(&s, duration::MAX_PERIOD, "a year (\"365d\")")
+        duration::parse_period(&s)
             .map(Period)
             .map_err(serde::de::Error::custom)
     }
