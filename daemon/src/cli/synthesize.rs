@@ -96,6 +96,7 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
             args.trace_limits.length_limit
         );
     }
+    csv_named(&args.output)?;
     if args.output.symlink_metadata().is_ok() {
         anyhow::bail!(
             "{} exists: choose another name or remove it",
@@ -130,6 +131,25 @@ pub fn synthesize(args: &SynthesizeArgs) -> Result<i32> {
         args.output.display()
     )?;
     Ok(0)
+}
+
+/// Refuses an OUT named `.csv`: what is written is JSONL (Mooncake, or Bailian for a Bailian
+/// input), whatever the input (a BurstGPT CSV becomes Mooncake), and a `.csv` name made every
+/// reader that goes by the name (a spreadsheet, `pandas.read_csv`) misread it, where canaryd
+/// wrote it without a word.
+fn csv_named(out: &Path) -> Result<()> {
+    let csv = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    if csv {
+        anyhow::bail!(
+            "{}: synthesize writes JSONL (Mooncake, or Bailian for a Bailian input; a BurstGPT \
+             CSV becomes Mooncake), not CSV: name it .jsonl",
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 /// The file OUT is written into before it is linked to OUT's name: created by this process
@@ -282,5 +302,44 @@ impl SynthesisArgs {
             max_osl: self.synthesis_max_osl,
             seed: self.synthesis_seed.or(seed).unwrap_or(d.seed),
         })
+    }
+}
+
+#[cfg(test)]
+mod csv_name_tests {
+    use clap::Parser;
+    use std::path::Path;
+
+    /// `canaryd synthesize in.csv out.csv` wrote Mooncake JSONL into a file named `.csv`,
+    /// without a word: refused before anything is read or written, naming OUT and why.
+    #[test]
+    fn an_output_named_csv_is_refused_before_anything_is_written() {
+        let input = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/traces/burstgpt_readme_rows.csv");
+        let dir = tempfile::tempdir().unwrap();
+        let run = |out: &Path| {
+            let cli = crate::Cli::try_parse_from([
+                "canaryd".as_ref(),
+                "synthesize".as_ref(),
+                input.as_os_str(),
+                out.as_os_str(),
+            ])
+            .unwrap();
+            let crate::Command::Synthesize(args) = cli.command else {
+                panic!("not synthesize")
+            };
+            super::synthesize(&args)
+        };
+        let out = dir.path().join("out.CSV");
+        let e = format!("{:#}", run(&out).unwrap_err());
+        assert!(
+            e.contains("out.CSV: synthesize writes JSONL") && e.contains("name it .jsonl"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // The same input to a .jsonl name is written.
+        let out = dir.path().join("out.jsonl");
+        assert_eq!(run(&out).unwrap(), 0);
+        assert!(std::fs::metadata(&out).unwrap().len() > 0);
     }
 }
