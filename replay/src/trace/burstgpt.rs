@@ -57,6 +57,21 @@ impl Columns {
             line: row.line,
             reason,
         };
+        // A column read twice: which one is meant is not known (the first was read, without a
+        // word).
+        for name in [TIMESTAMP, MODEL, REQUEST, RESPONSE, SESSION, TOTAL, ELAPSED] {
+            let mut at = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.trim_ascii() == name.as_bytes())
+                .map(|(i, _)| i + 1);
+            if let (Some(first), Some(again)) = (at.next(), at.next()) {
+                return Err(bad(format!(
+                    "`{name}` is given twice (columns {first} and {again}); which one to read \
+                     is not known: keep one"
+                )));
+            }
+        }
         if find(TIMESTAMP) != Some(0) {
             return Err(bad(format!("expected it to start with `{TIMESTAMP},`")));
         }
