@@ -66,6 +66,9 @@ pub struct Config {
     pub targets: BTreeMap<String, Target>,
     /// What to replay and when, by name.
     pub workloads: Vec<Workload>,
+    /// What the file sets that is legal but does nothing or surprises, found at load:
+    /// `file:line: key: why`, among [`Config::warnings`].
+    pub load_warnings: Vec<String>,
 }
 
 /// Telemetry settings shared by every run.
@@ -166,6 +169,11 @@ pub struct Workload {
     pub trace: Option<TraceSource>,
     /// The 1-based line of its `trace` key, for errors found loading the trace.
     pub trace_line: Option<usize>,
+    /// The 1-based line of its `every` key (else of its table, for `cron`), for what is found
+    /// about its schedule once the trace is loaded ([`run_length`]).
+    pub schedule_line: Option<usize>,
+    /// The 1-based line of its sweep's list of points, when it is a sweep.
+    pub sweep_line: Option<usize>,
     /// Synthetic requests at a rate or from a closed loop of users, when there is no trace.
     pub synthetic: Option<shape::Synthetic>,
     /// Requests cancelled on purpose.
@@ -255,6 +263,7 @@ mod otlp;
 mod plan;
 pub mod raw;
 mod recover;
+pub mod run_length;
 pub(crate) mod shape;
 pub(crate) mod size;
 mod state_dir;
@@ -269,7 +278,7 @@ impl Config {
     /// key variables unset), or works less well than the file suggests (a retention that
     /// caps the baseline).
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.load_warnings.clone();
         if let Ok(Some(w)) = state_dir::check(&self.state_dir) {
             out.push(w);
         }

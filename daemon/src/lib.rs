@@ -226,6 +226,7 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
         let key = e.split_once(": ").map_or(e.as_str(), |(key, _)| key);
         !warnings.iter().any(|w| w.starts_with(&format!("{key}: ")))
     });
+    let mut trace_warnings = Vec::new();
     for (w, trace) in c.workloads.iter().zip(traces) {
         outln!(
             "  {}: {} against {}",
@@ -233,10 +234,12 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
             w.cadence.describe(),
             w.target
         )?;
+        // With the file's own warnings, below.
+        trace_warnings.extend(trace.warning().map(str::to_string));
         match trace {
-            service::workload::TraceCheck::Ok(what) => outln!("    trace: {what}")?,
+            service::workload::TraceCheck::Ok(what, _) => outln!("    trace: {what}")?,
             // It was printed as a trace too (`trace: 5 req/s, poisson arrivals`).
-            service::workload::TraceCheck::Synthetic(what) => outln!("    synthetic: {what}")?,
+            service::workload::TraceCheck::Synthetic(what, _) => outln!("    synthetic: {what}")?,
             // A missing trace is among the warnings.
             _ => {}
         }
@@ -271,7 +274,7 @@ async fn check_config(path: &std::path::Path, shutdown: CancellationToken) -> Re
     if let Some(e) = export_off {
         outln!("  warning: OTLP export off: {e}; the daemon would run without export")?;
     }
-    for warning in warnings {
+    for warning in warnings.iter().chain(&trace_warnings) {
         outln!("  warning: {warning}")?;
     }
     for warning in disk_warnings(&c) {

@@ -6,6 +6,9 @@ use std::io::Write;
 fn main() {
     let cli = canaryd::Cli::parse();
     init_logging(cli.log_format);
+    for warning in environment_warnings() {
+        tracing::warn!("{warning}");
+    }
     // Before any runtime or socket: a closed loop of 1,000 users needs more files than the
     // usual soft limit of 1024; the hard limit needs no privilege to reach.
     match canaryd::file_limit::raise() {
@@ -56,4 +59,43 @@ fn init_logging(format: canaryd::LogFormat) {
         (_, true) => builder.without_time().with_ansi(false).init(),
         _ => builder.init(),
     }
+}
+
+/// The environment variables canaryd reads at start whose value it cannot use, each said once
+/// (they used to be ignored without a word). Their values are not shown.
+fn environment_warnings() -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v) = std::env::var_os("RUST_LOG") {
+        // As `init_logging` reads it.
+        if tracing_subscriber::EnvFilter::try_from_default_env().is_err() {
+            out.push(rust_log_warning(v.to_str()));
+        }
+    }
+    // As canary_replay's workers read it (a whole number, else every worker is raised).
+    const MAX: &str = "CANARYD_REALTIME_WORKERS_MAX";
+    if let Some(v) = std::env::var_os(MAX) {
+        if v.to_str().and_then(|v| v.parse::<usize>().ok()).is_none() {
+            out.push(format!(
+                "{MAX} is not a whole number of 0 or more (the value is not shown); ignored: \
+                 with real-time workers, every worker is raised"
+            ));
+        }
+    }
+    out
+}
+
+/// The warning for a `RUST_LOG` that does not parse (`value`, when UTF-8): which directive,
+/// by its place, never its text.
+fn rust_log_warning(value: Option<&str>) -> String {
+    let which = value
+        .and_then(|v| {
+            v.split(',')
+                .position(|d| tracing_subscriber::EnvFilter::try_new(d).is_err())
+        })
+        .map(|i| format!("its directive {} does not parse", i + 1))
+        .unwrap_or_else(|| "it does not parse".into());
+    format!(
+        "RUST_LOG is not a log filter: {which} (the value is not shown); logging at info \
+         instead; expected directives such as `debug` or `info,canaryd=debug`, comma-separated"
+    )
 }

@@ -77,7 +77,11 @@ pub async fn run(args: RunArgs, workers: RealtimeWorkers) -> Result<i32> {
     if let Some(path) = &config_path {
         let stop = CancellationToken::new();
         tokio::select! {
-            checked = check_traces(path, &config, &stop) => { checked?; }
+            checked = check_traces(path, &config, &stop) => {
+                for warning in checked?.iter().flatten().filter_map(|c| c.warning()) {
+                    tracing::warn!("{warning}");
+                }
+            }
             _ = signals.stop() => {
                 stop.cancel();
                 tracing::info!(
@@ -442,8 +446,11 @@ async fn reload(
     if let Some(addr) = status_listen {
         new.status_listen = addr;
     }
-    if check_traces(&path, &new, &stop).await?.is_none() {
+    let Some(checked) = check_traces(&path, &new, &stop).await? else {
         return Ok(None);
+    };
+    for warning in checked.iter().filter_map(|c| c.warning()) {
+        tracing::warn!("{warning}");
     }
     // These are held open from the start (the status socket, the state lock, the history, the
     // exporters): the running values stay until a restart, and a later SIGHUP warns again.
@@ -512,13 +519,27 @@ pub(crate) async fn check_traces(
     let mut traces = Vec::new();
     let mut failed = Vec::new();
     for w in &c.workloads {
+        let at = |line: Option<usize>| match line {
+            Some(line) => format!("{}:{line}", path.display()),
+            None => path.display().to_string(),
+        };
         match workload::check_workload(c, w, stop).await {
             Ok(workload::TraceCheck::Stopped) => return Ok(None),
-            Ok(checked) => traces.push(checked),
-            Err(e) => failed.push(e.context(match w.trace_line {
-                Some(line) => format!("{}:{line}", path.display()),
-                None => path.display().to_string(),
-            })),
+            Ok(mut checked) => {
+                // At the line of its schedule (`every`), as the file's own warnings.
+                if let workload::TraceCheck::Ok(_, Some(warning))
+                | workload::TraceCheck::Synthetic(_, Some(warning)) = &mut checked
+                {
+                    *warning = format!("{}: {warning}", at(w.schedule_line));
+                }
+                traces.push(checked)
+            }
+            // An error about another key than `trace` (a sweep's points) is at that key's line.
+            Err(e) => {
+                let key = e.downcast_ref::<config::run_length::AtKey>();
+                let line = key.map_or(w.trace_line, |k| k.line);
+                failed.push(e.context(at(line)))
+            }
         }
     }
     if failed.len() > 1 {

@@ -1043,6 +1043,7 @@ mod files_named;
 mod otlp_header_values;
 mod secret_keys;
 mod sweep;
+mod warnings;
 
 /// The 1-based line of the first line of `text` that starts with `start`.
 fn line_starting(text: &str, start: &str) -> usize {

@@ -56,6 +56,11 @@ impl Source<'_> {
         }
     }
 
+    /// A warning at byte offset `at` of the file: `file:line: message`, as an error reads.
+    pub fn warning(&self, at: Option<usize>, message: String) -> String {
+        self.err(at, message).one()
+    }
+
     /// `p` taken from the file's folder when relative.
     pub fn rel(&self, p: PathBuf) -> PathBuf {
         if p.is_absolute() {
@@ -74,14 +79,20 @@ pub(super) fn validate(
     dropped: &Dropped,
 ) -> Result<Config, ConfigError> {
     let mut errors = Vec::new();
-    let state_dir = state_dir(raw.state_dir, src);
+    let mut load_warnings = Vec::new();
+    let state_dir = state_dir(
+        raw.state_dir,
+        std::env::var_os(STATE_DIRECTORY),
+        src,
+        &mut load_warnings,
+    );
     let mut targets = BTreeMap::new();
     let mut bad_targets = dropped.targets.clone();
     for (name, t) in raw.targets {
         let at = Some(t.span().start);
         match keep(
             &mut errors,
-            target::target(name.clone(), at, t.into_inner(), src),
+            target::target(name.clone(), at, t.into_inner(), src, &mut load_warnings),
         ) {
             Some(t) => drop(targets.insert(name, t)),
             None => drop(bad_targets.insert(name)),
@@ -133,6 +144,7 @@ pub(super) fn validate(
         baseline,
         targets,
         workloads,
+        load_warnings,
     })
 }
 
@@ -141,18 +153,43 @@ fn keep<T>(errors: &mut Vec<ConfigError>, r: Result<T, ConfigError>) -> Option<T
     r.map_err(|e| errors.push(e)).ok()
 }
 
-/// `state_dir`, else systemd's `$STATE_DIRECTORY`, else `/var/lib/canaryd`.
-fn state_dir(set: Option<PathBuf>, src: &Source) -> PathBuf {
-    match set {
-        Some(p) => src.rel(p),
-        None => std::env::var_os("STATE_DIRECTORY")
-            // systemd may pass several, separated by ':'; the first is ours.
-            .and_then(|v| {
-                v.to_str()
-                    .and_then(|s| s.split(':').next())
-                    .map(PathBuf::from)
-            })
-            .unwrap_or_else(|| PathBuf::from("/var/lib/canaryd")),
+/// systemd's state folder for the service (`StateDirectory=`).
+const STATE_DIRECTORY: &str = "STATE_DIRECTORY";
+
+/// Where state goes when neither `state_dir` nor `$STATE_DIRECTORY` says.
+const DEFAULT_STATE_DIR: &str = "/var/lib/canaryd";
+
+/// `state_dir`, else systemd's `$STATE_DIRECTORY` (`from_env`), else `/var/lib/canaryd`. An
+/// empty or non-UTF-8 variable is warned about and not taken: it made the state folder the
+/// working folder (`""`), without a word.
+fn state_dir(
+    set: Option<PathBuf>,
+    from_env: Option<std::ffi::OsString>,
+    src: &Source,
+    warnings: &mut Vec<String>,
+) -> PathBuf {
+    if let Some(p) = set {
+        return src.rel(p);
+    }
+    let Some(v) = from_env else {
+        return PathBuf::from(DEFAULT_STATE_DIR);
+    };
+    // systemd may pass several, separated by ':'; the first is ours.
+    let first = v.to_str().map(|s| s.split(':').next().unwrap_or_default());
+    match first {
+        Some(p) if !p.trim().is_empty() => PathBuf::from(p),
+        bad => {
+            let what = match bad {
+                None => "is not UTF-8",
+                Some(_) => "is set but empty",
+            };
+            warnings.push(format!(
+                "{STATE_DIRECTORY} {what}; state goes to {DEFAULT_STATE_DIR}, as with no \
+                 {STATE_DIRECTORY} (set state_dir in {} to choose)",
+                src.file.display()
+            ));
+            PathBuf::from(DEFAULT_STATE_DIR)
+        }
     }
 }
 
@@ -275,4 +312,46 @@ fn telemetry(t: raw::Telemetry, src: &Source) -> Result<Telemetry, ConfigError> 
             .map_or(canary_telemetry::Config::SCRAPE_INTERVAL, |d| d.0),
         ebpf: t.ebpf.unwrap_or(true),
     })
+}
+
+#[cfg(test)]
+mod state_dir_tests {
+    use super::*;
+
+    /// An empty `$STATE_DIRECTORY=` made the state folder `""`, the working folder, without
+    /// a word: warned about, naming the variable, and the default taken.
+    #[test]
+    fn an_empty_state_directory_is_warned_about_and_not_taken() {
+        let src = Source {
+            text: "",
+            file: Path::new("canaryd.toml"),
+            base: Path::new("/etc/canaryd"),
+        };
+        let mut warnings = Vec::new();
+        let got = state_dir(None, Some("".into()), &src, &mut warnings);
+        assert_eq!(got, Path::new("/var/lib/canaryd"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .starts_with("STATE_DIRECTORY is set but empty; state goes to /var/lib/canaryd"),
+            "{warnings:?}"
+        );
+        // systemd's list: the first is taken, without a word.
+        let mut warnings = Vec::new();
+        let got = state_dir(
+            None,
+            Some("/var/lib/a:/var/lib/b".into()),
+            &src,
+            &mut warnings,
+        );
+        assert_eq!(
+            (got.as_path(), warnings.len()),
+            (Path::new("/var/lib/a"), 0)
+        );
+        let got = state_dir(None, None, &src, &mut warnings);
+        assert_eq!(
+            (got.as_path(), warnings.len()),
+            (Path::new("/var/lib/canaryd"), 0)
+        );
+    }
 }

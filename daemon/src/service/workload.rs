@@ -5,7 +5,7 @@
 //! capacity search's too) a stop caught before its first measured request never started: a
 //! skip ([`Ran::NotStarted`]).
 
-use crate::config::{Config, Target, TraceSource, Workload, WorkloadPlan};
+use crate::config::{run_length, Config, Target, TraceSource, Workload, WorkloadPlan};
 use crate::execute::{execute, ExportFuture, Front, Judged, Observe};
 use crate::judge::baseline::Samples;
 use crate::judge::verdict::Verdict;
@@ -374,16 +374,27 @@ struct RunIds<'a> {
     artifacts: &'a std::path::Path,
 }
 
-/// What `check-config` found loading a workload's trace.
+/// What `check-config` found loading a workload's trace; with a warning when a run is known
+/// to take as long as the gap between two of its starts ([`run_length::overrun_warning`]).
 pub enum TraceCheck {
     /// It loads; what it holds.
-    Ok(String),
+    Ok(String, Option<String>),
     /// No trace: the synthetic load the workload sends instead.
-    Synthetic(String),
+    Synthetic(String, Option<String>),
     /// The file is not there (a warning, not an error: it may be put there later).
     Missing,
     /// A signal stopped the load.
     Stopped,
+}
+
+impl TraceCheck {
+    /// Its warning, for the log or check-config's `warning:` lines.
+    pub fn warning(&self) -> Option<&str> {
+        match self {
+            TraceCheck::Ok(_, w) | TraceCheck::Synthetic(_, w) => w.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Loads, selects and schedules `w`'s trace as a run would, sending nothing: a bad row is an
@@ -422,14 +433,23 @@ pub async fn check_workload(
     };
     let (canary_replay::Work::Schedule(schedule), Some(loaded)) = (&prepared.work, &prepared.trace)
     else {
-        return Ok(TraceCheck::Synthetic(plan.load.describe()));
+        return Ok(TraceCheck::Synthetic(
+            plan.load.describe(),
+            run_length::overrun_warning(w, None),
+        ));
     };
     let rows = loaded.load.rows;
-    Ok(TraceCheck::Ok(format!(
-        "{} of {rows} rows selected, at least {:.1} s to replay",
-        schedule.len(),
-        schedule.min_duration().as_secs_f64()
-    )))
+    let replay = schedule.min_duration();
+    // The base workload's schedule passed; a sweep's points scale it.
+    run_length::check_sweep_points(w, replay)?;
+    Ok(TraceCheck::Ok(
+        format!(
+            "{} of {rows} rows selected, at least {:.1} s to replay",
+            schedule.len(),
+            replay.as_secs_f64()
+        ),
+        run_length::overrun_warning(w, Some(replay)),
+    ))
 }
 
 /// A scheduled run reads its trace from a regular file only: a FIFO without a writer blocks

@@ -12,6 +12,7 @@ pub(super) fn target(
     at: Option<usize>,
     t: raw::Target,
     src: &Source,
+    warnings: &mut Vec<String>,
 ) -> Result<Target, ConfigError> {
     let err = |at, message| src.err(at, message);
     // The name goes into log fields, the status API, check-config's lines and OTLP labels;
@@ -72,12 +73,28 @@ pub(super) fn target(
     }
     let url_strategy = match t.url_strategy {
         None => canary_replay::Balance::default(),
-        Some(s) => s.get_ref().parse().map_err(|e| {
-            err(
-                Some(s.span().start),
-                format!("targets.{name}.url_strategy: {e}"),
-            )
-        })?,
+        Some(s) => {
+            let strategy: canary_replay::Balance = s.get_ref().parse().map_err(|e| {
+                err(
+                    Some(s.span().start),
+                    format!("targets.{name}.url_strategy: {e}"),
+                )
+            })?;
+            // It chooses among replicas: with one URL every request goes there, whatever it
+            // says (a list meant and not written, or a strategy left from one).
+            if replica_urls.is_empty() {
+                warnings.push(src.warning(
+                    Some(s.span().start),
+                    format!(
+                        "targets.{name}.url_strategy: {:?} has no effect with one url (every \
+                         request goes to it); list the replicas (url = [\"http://a:8000\", \
+                         \"http://b:8000\"]) or remove it",
+                        strategy.name()
+                    ),
+                ));
+            }
+            strategy
+        }
     };
     let probe = canary_replay::Target::new(&url, endpoint, &model).map_err(|e| {
         err(

@@ -96,9 +96,16 @@ fn workload(
     let synthesis = super::synthesis::synthesis(&name, &w, src)?;
     let sweep = super::sweep::sweep_spec(&name, &w, &shape.synthetic, src)?;
     let sweep_at = super::sweep::list_at(&w);
+    let schedule_line = w
+        .every
+        .as_ref()
+        .map(|e| e.span().start)
+        .or(at)
+        .map(|a| line_of(src.text, a));
     no_jitter_on_a_grid(&name, &w, src)?;
     let cadence = cadence(&name, at, w.every, w.cron.clone(), w.jitter.clone(), src)?;
     let trace_line = w.trace.as_ref().map(|t| line_of(src.text, t.span().start));
+    let sweep_line = sweep_at.map(|a| line_of(src.text, a));
     let trace = match w.trace.as_ref().map(|t| t.get_ref().as_str()) {
         None => None,
         Some(BUNDLED_TRACE) if w.format.is_some() => {
@@ -154,6 +161,8 @@ fn workload(
         target: w.target.into_inner(),
         trace,
         trace_line,
+        schedule_line,
+        sweep_line,
         synthetic: shape.synthetic,
         cancellation: shape.cancellation,
         start_offset: w.start_offset.map(|d| d.0),

@@ -1,0 +1,195 @@
+//! How long one run of a workload takes, where that is known before it runs, checked against
+//! its schedule: runs of one workload never overlap, so a run longer than the gap to its next
+//! start skips that start (on a `start_at` grid, its instant is missed; README "Running as a
+//! daemon"), and the `every` written never holds. Found where the trace is loaded
+//! (check-config, the daemon's start and reloads: `service::check_traces`), since a trace's
+//! length is its schedule's.
+
+use super::shape::Synthetic;
+use super::Workload;
+use crate::cli::sweep::point::Axis;
+use std::time::Duration;
+
+/// An error of a workload found against its trace, at the line of the key it is about (not
+/// the `trace` key's).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct AtKey {
+    /// 1-based line of the key, when known.
+    pub line: Option<usize>,
+    /// `workloads.NAME.KEY: …`.
+    pub message: String,
+}
+
+/// One run's length: at least `length` (`bound`: the trace's last send at its speedup, a
+/// `benchmark_duration`), or about it (an estimate: requests over a rate); `how` says which.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLength {
+    /// The length.
+    pub length: Duration,
+    /// A lower bound (else an estimate).
+    pub bound: bool,
+    /// Where it comes from, for a message.
+    pub how: String,
+}
+
+/// A sweep over a trace's speedups whose point would take more than a year to replay (a
+/// speedup of 1e-12): the base workload's check passed it, and every run of the sweep was an
+/// error at that point. `replay`: the selected requests' schedule at `w.speedup` (at least
+/// this long, [`canary_replay::Schedule::min_duration`]).
+pub fn check_sweep_points(w: &Workload, replay: Duration) -> Result<(), AtKey> {
+    let Some(spec) = w.sweep.as_ref().filter(|s| s.axis == Axis::Speedup) else {
+        return Ok(());
+    };
+    let max = canary_replay::trace::MAX_SPAN;
+    for &v in &spec.values {
+        let takes = at_speedup(replay, w.speedup, v);
+        if takes.is_none_or(|t| t > max) {
+            let days = |d: Duration| format!("{:.0}", d.as_secs_f64() / 86_400.0);
+            return Err(AtKey {
+                line: w.sweep_line,
+                message: format!(
+                    "workloads.{}.sweep_speedup: point {}: replaying the selected requests would \
+                     take at least {} days, more than the {} days allowed; no run could take it",
+                    w.name,
+                    spec.axis.label(v),
+                    takes.map_or_else(|| "∞".to_string(), days),
+                    days(max),
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `replay` (a schedule at speedup `from`) at speedup `to`; `None` past any duration.
+fn at_speedup(replay: Duration, from: f64, to: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(replay.as_secs_f64() * from / to).ok()
+}
+
+/// One run's length, where it is known: a trace's schedule (`replay`, at `w.speedup`), a
+/// synthetic load's `benchmark_duration` or `request_count` over `request_rate`, a sweep's
+/// points and cooldowns, a capacity search's first probe. `None`: it is the server's pace (a
+/// closed loop of a request count).
+pub fn run_length(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
+    if let Some(spec) = &w.sweep {
+        let mut total = RunLength {
+            length: Duration::ZERO,
+            bound: true,
+            how: String::new(),
+        };
+        for &v in &spec.values {
+            let mut point = w.clone();
+            let replay = match spec.axis {
+                Axis::Speedup => replay.map(|r| at_speedup(r, w.speedup, v))?,
+                _ => replay,
+            };
+            match (spec.axis, &mut point.synthetic) {
+                (Axis::RequestRate, Some(Synthetic::Rate(r))) => r.rate = v,
+                (Axis::Concurrency, Some(Synthetic::ClosedLoop(c))) => c.users = v as usize,
+                _ => {}
+            }
+            point.sweep = None;
+            let one = one_run(&point, replay)?;
+            total.length = total.length.saturating_add(one.length);
+            total.bound &= one.bound;
+        }
+        let pauses = spec.values.len().saturating_sub(1) as u32;
+        total.length = total
+            .length
+            .saturating_add(spec.cooldown.saturating_mul(pauses));
+        total.how = format!(
+            "its {} points{}",
+            spec.values.len(),
+            match spec.cooldown.is_zero() {
+                true => String::new(),
+                false => format!(" and {pauses} cooldowns"),
+            }
+        );
+        return Some(total);
+    }
+    let mut one = one_run(w, replay)?;
+    if w.capacity.is_some() {
+        one.how = format!("its first probe: {}", one.how);
+    }
+    Some(one)
+}
+
+/// One plain run of `w` (a sweep's point, a capacity probe).
+fn one_run(w: &Workload, replay: Option<Duration>) -> Option<RunLength> {
+    if w.trace.is_some() {
+        return replay.map(|length| RunLength {
+            length,
+            bound: true,
+            how: "the selected requests' schedule".into(),
+        });
+    }
+    let seconds = |d: Duration| canary_core::rate_text::number(d.as_secs_f64());
+    match w.synthetic.as_ref()? {
+        Synthetic::Rate(r) => {
+            let by_count = r.extent.count().and_then(|n| {
+                Duration::try_from_secs_f64(n as f64 / r.rate)
+                    .ok()
+                    .map(|d| (n, d))
+            });
+            match (r.extent.duration, by_count) {
+                (d, Some((n, c))) if d.is_none_or(|d| c < d) => Some(RunLength {
+                    length: c,
+                    bound: false,
+                    how: format!(
+                        "{n} requests at {} req/s",
+                        canary_core::rate_text::number(r.rate)
+                    ),
+                }),
+                (Some(d), _) => Some(RunLength {
+                    length: d,
+                    bound: true,
+                    how: format!("benchmark_duration {} s", seconds(d)),
+                }),
+                (None, _) => None,
+            }
+        }
+        // A request count's length is the server's pace: not known.
+        Synthetic::ClosedLoop(c) => match (c.extent.count(), c.extent.duration) {
+            (None, Some(d)) => Some(RunLength {
+                length: d,
+                bound: true,
+                how: format!("benchmark_duration {} s", seconds(d)),
+            }),
+            _ => None,
+        },
+    }
+}
+
+/// The warning for a run of `w` (see [`run_length`]) as long as the shortest gap between two
+/// of its starts, or longer: `workloads.NAME.every: …` (or `.cron`), for the line of that key.
+pub fn overrun_warning(w: &Workload, replay: Option<Duration>) -> Option<String> {
+    let gap = w.cadence.shortest_gap()?;
+    let run = run_length(w, replay)?;
+    if run.length < gap {
+        return None;
+    }
+    let s = |d: Duration| canary_core::rate_text::number((d.as_secs_f64() * 10.0).round() / 10.0);
+    let (key, between) = match w.cadence {
+        super::Cadence::Every { .. } => ("every", "its period"),
+        super::Cadence::Cron { .. } => ("cron", "the shortest gap between two of its firings"),
+    };
+    Some(format!(
+        "workloads.{}.{key}: one run takes {} {} s ({}{}), not less than {between}, {} s: runs \
+         never overlap, so each run skips the start after it (on a start_at grid, that grid \
+         instant) and the workload runs less often than written; lengthen {key} or shorten the \
+         run",
+        w.name,
+        match run.bound {
+            true => "at least",
+            false => "about",
+        },
+        s(run.length),
+        run.how,
+        match run.bound {
+            true => "",
+            false => ", an estimate",
+        },
+        s(gap),
+    ))
+}
