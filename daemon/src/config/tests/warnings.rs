@@ -74,7 +74,9 @@ fn a_runs_length_is_a_bound_or_an_estimate_or_not_known() {
     let r = run_length(&w, None).unwrap();
     assert_eq!((r.length, r.bound), (Duration::from_secs(70), true));
     assert_eq!(r.how, "its 3 points and 2 cooldowns");
-    assert!(overrun_warning(&w, None).unwrap().contains("at least 70 s (its 3 points"));
+    assert!(overrun_warning(&w, None)
+        .unwrap()
+        .contains("at least 70 s (its 3 points"));
     // A trace's schedule, at each point's speedup: 10 s at 1, then 5 s at 2.
     let w = workload("trace = \"bundled\"\nkind = \"sweep\"\nsweep_speedup = [1, 2]\n");
     let r = run_length(&w, Some(Duration::from_secs(10))).unwrap();
