@@ -172,6 +172,15 @@ fn metrics(expr: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// A run's bounds of its goodput or good share (`canary.run.goodput.bound`,
+/// `canary.run.good_request.ratio.bound`), exported only where a judgement rested on a bound.
+fn is_bound_series(metric: &str) -> bool {
+    matches!(
+        metric,
+        "canary_run_goodput_bound_per_second" | "canary_run_good_request_bound_ratio"
+    )
+}
+
 fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/dashboards");
     let mut out: Vec<_> = std::fs::read_dir(&dir)
@@ -423,6 +432,7 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
     let mut checked = 0;
     let mut empty = Vec::new();
     let mut unchecked = Vec::new();
+    let mut on_bound = Vec::new();
     let all = dashboards();
     assert!(all.len() >= 2, "{all:?}");
     for (path, d) in &all {
@@ -466,6 +476,12 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
                 }
                 if needs_ebpf && !have_kernel {
                     unchecked.push(format!("{name} / {title}"));
+                    continue;
+                }
+                // A run's goodput bounds exist only where a judgement rested on a bound:
+                // checked below, after a run whose judgements all do.
+                if metrics(&expr).any(is_bound_series) {
+                    on_bound.push((title.to_string(), t.clone()));
                     continue;
                 }
                 checked += 1;
@@ -751,7 +767,8 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         };
         assert_eq!(s["metric"]["canary_run_verdict"], want, "{series:?}");
     }
-    let ratio = overview_query(&all, "Good-request ratio per run");
+    // The judged share (the panel's first query; its second, the bounds, is checked below).
+    let ratio = &overview_queries(&all, "Good-request ratio per run")[0];
     let series = query_range(vm_port, &fill_hosts(ratio["expr"].as_str().unwrap(), &both));
     assert_eq!(by_host(&series), want_hosts, "{series:?}");
 
@@ -961,6 +978,111 @@ fn every_dashboard_query_returns_data_from_a_real_replay() {
         ),
     );
     assert_eq!(sets.len(), 2, "{sets:?}");
+
+    // The goodput panels' bound bands: a run whose every judgement rests on a bound (receive
+    // timestamps off, so each TTFT is canaryd's read, an upper bound, against an SLO no
+    // request meets: each miss might be a meet), as the second run's label set.
+    let out = Command::new(CANARYD)
+        .args(["profile", "--trace", trace.to_str().unwrap()])
+        .args([
+            "--url",
+            &format!("http://127.0.0.1:{plain_port}"),
+            "--model",
+            "canary-sim-2",
+        ])
+        .args(["--speedup", "1", "--output-dir", "out3"])
+        .args(["--workload", workload, "--no-kernel-timestamps"])
+        .args([
+            "--goodput",
+            "time_to_first_token:0.001",
+            "--min-good-fraction",
+            "0.5",
+            "--otlp-metrics-interval",
+            "500ms",
+        ])
+        .args(["--no-nvml", "--no-ebpf"])
+        .env(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            format!("http://127.0.0.1:{vm_port}/opentelemetry/v1/metrics"),
+        )
+        .env("RUST_LOG", "warn")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", common::text(&out));
+    let (status, _) = get(vm_port, "/internal/force_flush");
+    assert!(status.contains("200"), "{status}");
+    let summary3: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out3/summary.json")).unwrap())
+            .unwrap();
+    let g = &summary3["goodput"];
+    let (low, high) = (
+        g["good_requests_at_least"].as_f64().unwrap(),
+        g["good_requests_at_most"].as_f64().unwrap(),
+    );
+    assert!(low < high, "no judgement rests on a bound: {g}");
+    let judged = summary3["requests"].as_f64().unwrap()
+        - summary3["client_errors"].as_f64().unwrap_or(0.0)
+        - summary3["cancelled"].as_f64().unwrap_or(0.0);
+    let duration = summary3["duration_s"].as_f64().unwrap();
+    // Each goodput panel draws its bounds beside the judged figure, with this run's values.
+    for (title, per) in [
+        ("Goodput per run", duration),
+        ("Good-request ratio per run", judged),
+    ] {
+        let targets = overview_queries(&all, title);
+        assert!(
+            targets
+                .iter()
+                .any(|t| !metrics(t["expr"].as_str().unwrap()).any(is_bound_series)),
+            "{title}: no judged figure"
+        );
+        let bounds: Vec<_> = on_bound.iter().filter(|(t, _)| t == title).collect();
+        assert_eq!(bounds.len(), 1, "{title}: no bound band");
+        // This run's series alone: the first run's, of another model, may have bounds too,
+        // and the panel's max over the range would take the higher.
+        let expr = fill(bounds[0].1["expr"].as_str().unwrap()).replace(
+            "canary_workload=~",
+            "gen_ai_request_model=\"canary-sim-2\", canary_workload=~",
+        );
+        let mut got: Vec<(String, f64)> = query_instant(vm_port, &expr)
+            .iter()
+            .map(|s| {
+                (
+                    s["metric"]["canary_statistic"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                    value(s),
+                )
+            })
+            .collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let want = [("at_least", low / per), ("at_most", high / per)];
+        assert_eq!(
+            got.len(),
+            2,
+            "{title}: {expr}: {got:?}; the store has {:?}",
+            query_instant(
+                vm_port,
+                "count by (__name__, gen_ai_request_model, canary_statistic) \
+                 ({__name__=~\"canary_run_good.*\"})"
+            )
+        );
+        for ((g, v), (w, x)) in got.iter().zip(want) {
+            assert!(
+                g == w && (v - x).abs() <= x.abs() * 1e-9,
+                "{title}: {expr}: {got:?}, summary.json {want:?}"
+            );
+        }
+    }
+    for (title, t) in &on_bound {
+        let expr = fill(t["expr"].as_str().unwrap());
+        if query_range(vm_port, &expr).is_empty() {
+            empty.push(format!("{title} / {}: {expr}", t["refId"]));
+        }
+    }
 
     assert!(
         empty.is_empty(),

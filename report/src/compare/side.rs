@@ -52,9 +52,22 @@ impl Side {
             completed: e.runs.iter().map(|r| r.figures().completed).sum(),
             interrupted: e.runs.iter().filter(cut_short).count() as u64,
             left_out: e.left_out.clone(),
-            times: first_token::SideTimes::of(&e.runs),
+            times: timed(&e.runs),
         }
     }
+}
+
+/// How the side's times were taken, over its runs that sent a request: a run of no request
+/// read nothing, so it says nothing of how times were taken (not that they were canaryd's
+/// reads, with receive timestamps off; nor that it does not say, without a summary).
+fn timed(runs: &[Run]) -> first_token::SideTimes {
+    runs.iter()
+        .filter(|r| r.figures().requests > 0)
+        .map(|r| first_token::SideTimes::of(std::slice::from_ref(r)))
+        .fold(
+            first_token::SideTimes::default(),
+            first_token::SideTimes::plus,
+        )
 }
 
 /// The gap in completed shares past which the latency rows are said to be over different

@@ -37,17 +37,17 @@ pub fn render(run: &Run) -> String {
         ),
         (
             rate(f.request_throughput, "req/s"),
-            "completed per second".into(),
+            over_duration("completed per second", f.request_throughput, run),
         ),
         (
             rate(f.output_token_throughput, "tok/s"),
-            "output tokens per second".into(),
+            over_duration("output tokens per second", f.output_token_throughput, run),
         ),
         (
             format!("{} s", num(f.duration_s)),
             match run.merged {
-                Some(_) => "first send to last end, across shards (below)".into(),
-                None => "first send to last end".into(),
+                Some(_) => format!("first send to last end, across shards ({DURATION_KIND};                                     within their alignment, below)"),
+                None => format!("first send to last end ({DURATION_KIND})"),
             },
         ),
     ];
@@ -95,7 +95,7 @@ pub fn render(run: &Run) -> String {
             .unwrap_or_default();
         tiles.push((
             format!("{} ({})", rate(g, "req/s"), share(frac)),
-            format!("goodput against {slos}"),
+            format!("goodput against {slos}{}", goodput_kind(&f)),
         ));
         if let Some(on_bound) = met_on_bound(&f) {
             tiles.push(on_bound);
@@ -201,6 +201,23 @@ fn merged(m: &crate::artifacts::Merged) -> String {
          and schedule lag are measured on its own shard's clock, exactly.",
         m.offsets.len()
     )
+}
+
+/// What the goodput tile's figures are: over exact judgements, the share is exact and the
+/// rate a lower bound (an exact count over the duration, an upper bound); where a judgement
+/// rests on a bound, both are estimates within the range the next tile gives.
+fn goodput_kind(f: &crate::Figures) -> &'static str {
+    let doubted: u64 =
+        f.uncertain_misses.values().sum::<u64>() + f.uncertain_meets.values().sum::<u64>();
+    match (f.goodput, f.good_fraction, doubted) {
+        (None, None, _) => "",
+        (_, _, 1..) => " (estimates: some judgements rest on a bound, see below)",
+        (Some(_), Some(_), 0) => {
+            " (the rate a lower bound: the good count over the duration; the share exact)"
+        }
+        (Some(_), None, 0) => " (a lower bound: the good count over the duration)",
+        (None, Some(_), 0) => " (the share exact)",
+    }
 }
 
 /// A tile of the SLO terms met only on a bound, when any were: those requests' tokens came in
@@ -322,6 +339,24 @@ fn uncertain(f: &crate::Figures) -> Option<String> {
         rest.join(" and "),
         terms.join(", ")
     ))
+}
+
+/// What the duration is, as the run table says it: the last end is canaryd's read of it, never
+/// before the end itself.
+const DURATION_KIND: &str = "an upper bound: to the last end as canaryd read it";
+
+/// The label of a rate over the run's duration (`what`), with its kind as the run table gives
+/// it: an exact count over a duration that is an upper bound is a lower bound. A run with no
+/// rate (`–`) has no kind to say.
+fn over_duration(what: &str, v: Option<f64>, run: &Run) -> String {
+    match (v, &run.merged) {
+        (None, _) => what.to_string(),
+        (Some(_), None) => format!("{what} (a lower bound: the exact count over the duration)"),
+        (Some(_), Some(_)) => format!(
+            "{what} (a lower bound: the exact count over the duration, within the shards' \
+             alignment, below)"
+        ),
+    }
 }
 
 /// A rate with its unit, or "–" for a run that has none.
