@@ -453,7 +453,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "CA bundle {}: a PEM section has no END line (expected \
+                "CA bundle {}: line 1: a PEM section has no END line (expected \
                  \"-----END CERTIFICATE-----\"): the file is cut short, or not PEM",
                 bundle.display()
             )
