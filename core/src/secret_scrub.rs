@@ -1,5 +1,5 @@
-//! [`Secrets`]: the values a request carried that must not be shown (an API key, header
-//! values) in every form a server or a collector may quote them back, and the scrub that takes
+//! [`Secrets`]: the values a request carried that must not be shown (an API key, the values
+//! of headers that carry a credential, `cuts::is_credential`) in every form a server or a collector may quote them back, and the scrub that takes
 //! them out of its text before a record, a summary, an export or a log line shows it. The
 //! replay scrubs a server's error bodies of the target's key and headers; the OTLP exporter
 //! scrubs a collector's answers of its configured headers. One set of rules for both.
@@ -107,8 +107,11 @@ impl Secrets {
     }
 
     /// Adds header `name`'s `value` (by its bytes: a value may hold any byte from 0x80 up) and
-    /// each credential in it (the module's docs); `words` says which of its words may be secrets on
-    /// their own.
+    /// each credential in it (the module's docs) when it is a credential: its name says so
+    /// (`Authorization`, `Proxy-Authorization`, `Cookie`, a name holding `auth`, `key`,
+    /// `token`, `secret`, `password`, …, in any case), or it is a scheme word and a credential
+    /// (`Bearer abc123`). Any other header's value is text, no secret. `words` says which
+    /// words of a credential may be secrets on their own.
     pub fn add_header(&mut self, name: &str, value: &[u8], words: Words) {
         let scheme = cuts::scheme(value);
         for cut in cuts::cuts(name, value, words) {

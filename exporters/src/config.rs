@@ -326,7 +326,9 @@ impl Config {
     /// its own spelling: each value is scrubbed in every cut and form [`Secrets`] takes of it.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let mut secrets = Secrets::default();
-        // Every header here is sent to authenticate to the collector: its words are secrets.
+        // A credential's words are each a secret here; a header that is none (a tenant's
+        // `x-scope-orgid`) is no secret, and its words stay in canaryd's and the collector's
+        // text (`/v1/logs` for `tenant logs`, TLS audit M1).
         for (name, value) in &self.headers {
             secrets.add_header(name, value.as_bytes(), canary_core::Words::All);
         }
@@ -580,6 +582,28 @@ mod tests {
         }
         let ok = parse_headers("h", "authorization=Bearer%20tok\tx, x-b = caf\u{e9}").unwrap();
         assert_eq!(ok[0], ("authorization".into(), "Bearer tok\tx".into()));
+    }
+
+    // TLS audit M1: `--otlp-header 'x-scope-orgid=tenant logs'` made every word of it a
+    // secret, and a failure's `path /v1/logs` read `path /v1/<redacted>`.
+    #[test]
+    fn a_header_that_is_no_credential_keeps_its_words_in_what_is_said() {
+        let c = Config {
+            headers: vec![
+                ("x-scope-orgid".into(), "tenant logs".into()),
+                ("authorization".into(), "Bearer ZQ5xOTLP-TOKEN".into()),
+            ],
+            ..Config::default()
+        };
+        let said = c.scrub(
+            "export to http://127.0.0.1:4318/v1/logs failed: path /v1/logs of tenant logs: \
+             bad token ZQ5xOTLP-TOKEN",
+        );
+        assert_eq!(
+            said,
+            "export to http://127.0.0.1:4318/v1/logs failed: path /v1/logs of tenant logs: \
+             bad token <redacted>"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Which of a target's values are secrets, for the scrub ([`Secrets`], canary-core's) that
 //! takes them out of a server's words before they reach a record, a summary or an export: the
-//! API key whole, and each extra header's value with the credentials in it.
+//! API key whole, and each extra header that carries a credential (by its name, or a scheme
+//! word such as `Bearer`) with the credentials in it; other headers' values are no secrets.
 
 use crate::target::{ApiKey, Target};
 pub use canary_core::Secrets;
@@ -11,8 +12,8 @@ impl canary_core::HoldsSecrets for Target {
         for key in self.api_key.iter().map(ApiKey::expose) {
             secrets.add_secret(key.as_bytes());
         }
-        // By their bytes: a value may hold any byte from 0x80 up (`-H 'X-Key: é'`). An extra
-        // header may be text (`User-Agent`): its words are secrets only in a credential.
+        // By their bytes: a value may hold any byte from 0x80 up (`-H 'X-Key: é'`). Only a
+        // credential's value is a secret, and its words only in `Authorization`.
         for (name, value) in &self.headers {
             secrets.add_header(name.as_str(), value.as_bytes(), Words::OfCredentials);
         }
@@ -32,12 +33,15 @@ mod tests {
     }
 
     #[test]
-    fn the_key_and_every_header_value_are_secrets() {
-        let s = secrets(&[("x-tenant", "tenant-0123456789")]);
+    fn the_key_and_every_credential_header_value_are_secrets() {
+        let s = secrets(&[
+            ("x-tenant-token", "tenant-0123456789"),
+            ("x-tenant", "tenant-42"),
+        ]);
         assert_eq!(
-            s.clean("Bearer sk-ZQ1xAPIKEY/k+y=1 for tenant-0123456789")
+            s.clean("Bearer sk-ZQ1xAPIKEY/k+y=1 for tenant-0123456789 of tenant-42")
                 .as_ref(),
-            "Bearer <redacted> for <redacted>"
+            "Bearer <redacted> for <redacted> of tenant-42"
         );
         assert!(!format!("{s:?}").contains("ZQ1x"));
     }

@@ -84,9 +84,30 @@ impl std::str::FromStr for MaxTokensField {
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wraps a key, trimming surrounding whitespace (files usually end in a newline).
+    /// Wraps a key, trimming surrounding whitespace (files usually end in a newline) and a
+    /// leading `Bearer ` (any case), which canaryd adds itself: a key file holding `Bearer
+    /// sk-…` was sent as `Bearer Bearer sk-…` without a word (TLS audit L1). Warned of once
+    /// per process, never quoting the key.
     pub fn new(key: &str) -> ApiKey {
-        ApiKey(key.trim().to_string())
+        let key = key.trim();
+        let bare = key
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+            .map(|_| key[7..].trim_start())
+            .filter(|rest| !rest.is_empty());
+        match bare {
+            Some(rest) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        "the API key starts with \"Bearer \", which canaryd adds itself: sent \
+                         without it (`Authorization: Bearer KEY`); give the key alone"
+                    )
+                });
+                ApiKey(rest.to_string())
+            }
+            None => ApiKey(key.to_string()),
+        }
     }
 
     /// The `Authorization: Bearer …` value, marked sensitive; `None` when the key holds bytes
@@ -524,6 +545,27 @@ mod tests {
     use super::*;
     use crate::prompt::PromptBody;
     use serde_json::json;
+
+    // TLS audit L1: a key file holding `Bearer sk-…` was sent as `Bearer Bearer sk-…`.
+    #[test]
+    fn a_key_given_with_its_bearer_scheme_is_sent_once_with_it() {
+        let sent = |key: &str| {
+            let v = ApiKey::new(key).authorization().unwrap();
+            assert!(v.is_sensitive());
+            v.to_str().unwrap().to_string()
+        };
+        for key in [
+            "sk-BEARERKEY0123456",
+            "Bearer sk-BEARERKEY0123456\n",
+            "bearer  sk-BEARERKEY0123456",
+            "BEARER sk-BEARERKEY0123456",
+        ] {
+            assert_eq!(sent(key), "Bearer sk-BEARERKEY0123456", "{key:?}");
+        }
+        // Not a scheme word: the key as it is.
+        assert_eq!(sent("Bearer"), "Bearer Bearer");
+        assert_eq!(sent("Bearerish-key"), "Bearer Bearerish-key");
+    }
 
     #[test]
     fn parses_urls_and_joins_paths() {

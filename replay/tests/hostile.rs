@@ -372,7 +372,7 @@ async fn a_server_that_quotes_the_request_puts_no_secret_and_no_control_characte
         let server = HostileServer::start(Hostile::EchoRequest { in_stream });
         let mut t = target(&server, true);
         t.api_key = Some(ApiKey::new("sk-live-SECRET"));
-        t.headers = vec![header("x-tenant", "tenant-SECRET").unwrap()];
+        t.headers = vec![header("x-tenant-token", "tenant-SECRET").unwrap()];
         let run = replay(requests(2, 20, 4), t, |_| {}).await;
         let kind = match in_stream {
             true => ErrorKind::ServerError,
@@ -382,7 +382,7 @@ async fn a_server_that_quotes_the_request_puts_no_secret_and_no_control_characte
             // The quote is kept, its secrets are not.
             assert!(m.starts_with("refused: POST /v1/chat/completions"), "{m}");
             assert!(m.contains("authorization: Bearer <redacted>"), "{m}");
-            assert!(m.contains("x-tenant: <redacted>"), "{m}");
+            assert!(m.contains("x-tenant-token: <redacted>"), "{m}");
             assert!(!m.contains("SECRET"), "{m}");
             // The quoted head's line breaks are escaped: the message is printed as the top
             // cause and logged in verdicts, where a raw one could forge lines or, with ESC,
@@ -488,9 +488,10 @@ async fn a_key_quoted_encoded_or_in_another_case_is_redacted() {
     let server = HostileServer::start(Hostile::EchoEncoded);
     let mut t = target(&server, true);
     t.api_key = Some(ApiKey::new(AUDIT_KEY));
-    t.headers = vec![header("x-cfg", "ZQcx&CFG<HDR>").unwrap()];
+    // A header named as a credential: other headers' values are no secrets (TLS audit M1).
+    t.headers = vec![header("x-key", "ZQcx&CFG<HDR>").unwrap()];
     let run = replay(requests(2, 20, 4), t, |_| {}).await;
-    let quoted = format!("Bearer {AUDIT_KEY} | x-cfg=ZQcx&CFG<HDR>");
+    let quoted = format!("Bearer {AUDIT_KEY} | x-key=ZQcx&CFG<HDR>");
     let b64 = base64::engine::general_purpose::STANDARD.encode(&quoted);
     for m in errors_of(&run.records, 2, ErrorKind::HttpStatus) {
         // Every quote is there, without its secrets.

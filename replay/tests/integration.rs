@@ -9,6 +9,7 @@ mod hostile_http;
 mod hostile_traces;
 mod latency_truth;
 mod mtls;
+mod plain_words;
 mod prompt;
 mod release;
 mod replay_sim;

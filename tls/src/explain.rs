@@ -127,7 +127,47 @@ pub(crate) fn pem(e: &rustls::pki_types::pem::Error) -> String {
         Pem::IllegalSectionStart { line } => {
             format!("a PEM BEGIN line is malformed: {:?}", text(line))
         }
-        Pem::Base64Decode(why) => format!("a PEM section is not valid base64 ({why})"),
+        Pem::Base64Decode(why) => match invalid_character(why) {
+            Some(c) => format!(
+                "a PEM section is not valid base64: it holds {:?}, which base64 does not",
+                char::from(c)
+            ),
+            None => format!("a PEM section is not valid base64 ({why})"),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The byte a base64 complaint (`InvalidCharacter(33)`, the parser's words) names.
+fn invalid_character(why: &str) -> Option<u8> {
+    why.strip_prefix("InvalidCharacter(")?
+        .strip_suffix(')')?
+        .parse()
+        .ok()
+}
+
+/// Where in `section` (a PEM text from its BEGIN line) the parser's complaint `e` is, as lines
+/// after the BEGIN line: the first line holding the character base64 does not have.
+pub(crate) fn pem_line(e: &rustls::pki_types::pem::Error, section: &[u8]) -> Option<usize> {
+    let rustls::pki_types::pem::Error::Base64Decode(why) = e else {
+        return None;
+    };
+    let c = invalid_character(why)?;
+    section
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .position(|line| !line.starts_with(b"-----") && line.contains(&c))
+        .map(|i| i + 1)
+}
+
+/// Why a certificate of a CA bundle is no trust anchor, in plain words where they are known.
+pub(crate) fn unusable_anchor(e: &Error) -> String {
+    match e {
+        Error::InvalidCertificate(CertificateError::BadEncoding) => {
+            "its DER encoding is broken or cut short (BadEncoding)".into()
+        }
+        Error::InvalidCertificate(CertificateError::Other(o)) => format!("{:?}", o.0),
+        Error::InvalidCertificate(c) => format!("{c:?}"),
         other => other.to_string(),
     }
 }
@@ -160,7 +200,7 @@ fn certificate(c: &CertificateError) -> Option<String> {
             let mut names: Vec<&str> = presented
                 .iter()
                 .take(NAMES_SHOWN)
-                .map(String::as_str)
+                .map(|n| bare_name(n))
                 .collect();
             let more = presented.len().saturating_sub(NAMES_SHOWN);
             let more = format!("and {more} more");
@@ -188,6 +228,19 @@ fn certificate(c: &CertificateError) -> Option<String> {
         }
         _ => return None,
     })
+}
+
+/// A name a certificate presents, as webpki writes it (`DnsName("a.example")`,
+/// `IpAddress(10.0.0.1)`), bare: `a.example`, `10.0.0.1`. Another kind keeps its wrapper.
+fn bare_name(presented: &str) -> &str {
+    let inner = |prefix: &str, suffix: &str| {
+        presented
+            .strip_prefix(prefix)
+            .and_then(|n| n.strip_suffix(suffix))
+    };
+    inner("DnsName(\"", "\")")
+        .or_else(|| inner("IpAddress(", ")"))
+        .unwrap_or(presented)
 }
 
 /// `t` as `2024-01-31 12:00:00 UTC`.

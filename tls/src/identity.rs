@@ -54,16 +54,49 @@ impl ClientIdentity {
                 key: self.key.clone(),
             },
             // ring cannot load it: an algorithm or curve it does not sign with. rustls' text
-            // names the kinds it tried, never the key.
-            other => TlsError::ClientKey {
-                path: self.key.clone(),
-                reason: format!(
-                    "not a key canaryd can sign with (RSA, ECDSA P-256 or P-384, Ed25519): \
-                     {other}"
-                ),
-            },
+            // names the kinds it tried, never the key; its "unexpected error: " read as a bug
+            // (TLS audit L4), and an EC key's curve is said by name.
+            other => {
+                let curve = read_small_file(&self.key, MAX_IDENTITY_FILE_BYTES)
+                    .ok()
+                    .and_then(|pem| PrivateKeyDer::from_pem_slice(&pem).ok())
+                    .and_then(|key| unsupported_curve(key.secret_der()));
+                let why = match (curve, other) {
+                    (Some(curve), _) => format!(
+                        "an ECDSA key on {curve}, a curve canaryd cannot sign with: make a P-256 \
+                         or P-384 key (`openssl ecparam -genkey -name prime256v1`)"
+                    ),
+                    (None, rustls::Error::General(why)) => why.clone(),
+                    (None, other) => other.to_string(),
+                };
+                TlsError::ClientKey {
+                    path: self.key.clone(),
+                    reason: format!(
+                        "not a key canaryd can sign with (RSA, ECDSA P-256 or P-384, Ed25519): \
+                         {why}"
+                    ),
+                }
+            }
         }
     }
+}
+
+/// The curve of an EC key (PKCS#8 or SEC1 DER) that ring cannot sign with, by its OID's
+/// DER bytes, where it is a common one.
+fn unsupported_curve(der: &[u8]) -> Option<&'static str> {
+    const CURVES: [(&[u8], &str); 2] = [
+        // 1.3.132.0.35
+        (
+            &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23],
+            "P-521 (secp521r1)",
+        ),
+        // 1.3.132.0.10
+        (&[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a], "secp256k1"),
+    ];
+    CURVES
+        .iter()
+        .find(|(oid, _)| der.windows(oid.len()).any(|w| w == *oid))
+        .map(|&(_, name)| name)
 }
 
 /// The certificates of the chain file, at least one.
@@ -98,18 +131,32 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = read_small_file(path, MAX_IDENTITY_FILE_BYTES).map_err(|e| err(e.to_string()))?;
     match PrivateKeyDer::from_pem_slice(&pem) {
         Ok(key) => Ok(key),
+        // Encrypted before anything else: a legacy encrypted PKCS#1 or SEC1 key (`openssl
+        // genrsa -aes256`) has `Proc-Type:` and `DEK-Info:` lines inside its section, which
+        // fail as base64 first (TLS audit M3).
+        Err(_) if encrypted(&pem) => Err(err(ENCRYPTED.into())),
         Err(pem::Error::NoItemsFound) => Err(err(no_key(&pem))),
         Err(e) => Err(err(secret_pem(&e))),
     }
 }
 
+/// What is said of an encrypted key.
+const ENCRYPTED: &str = "holds an encrypted private key, which canaryd cannot use: decrypt it \
+                         (`openssl pkey -in KEY -out KEY.plain`) and keep the result readable \
+                         by canaryd only";
+
+/// True when `pem` holds an encrypted private key: PKCS#8's `ENCRYPTED PRIVATE KEY`, or a
+/// legacy PEM key's `Proc-Type: 4,ENCRYPTED` header.
+fn encrypted(pem: &[u8]) -> bool {
+    let has = |label: &[u8]| pem.windows(label.len()).any(|w| w == label);
+    has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED")
+}
+
 /// Why a PEM file holding no usable private key has none, from its section labels only.
 fn no_key(pem: &[u8]) -> String {
     let has = |label: &[u8]| pem.windows(label.len()).any(|w| w == label);
-    if has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED") {
-        "holds an encrypted private key, which canaryd cannot use: decrypt it \
-         (`openssl pkey -in KEY -out KEY.plain`) and keep the result readable by canaryd only"
-            .into()
+    if encrypted(pem) {
+        ENCRYPTED.into()
     } else if has(b"-----BEGIN CERTIFICATE-----") {
         "holds a certificate and no private key (the certificate goes in the certificate file: \
          --client-cert or client_cert)"

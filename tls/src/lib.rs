@@ -162,7 +162,7 @@ fn add_bundle(roots: &mut RootCertStore, path: &Path) -> Result<usize, TlsError>
         reason,
     };
     let pem = read_small_file(path, MAX_CA_BUNDLE_BYTES).map_err(|e| err(e.to_string()))?;
-    let certs = pem_certificates(&pem).map_err(err)?;
+    let certs = certificates_at(&pem).map_err(err)?;
     if certs.is_empty() {
         // A key file given for the certificate beside it: say so, never quoting the key.
         let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&pem).is_ok();
@@ -171,13 +171,22 @@ fn add_bundle(roots: &mut RootCertStore, path: &Path) -> Result<usize, TlsError>
             false => "no PEM certificate found".into(),
         }));
     }
-    let (added, ignored) = roots.add_parsable_certificates(certs);
-    if added == 0 {
-        return Err(err(format!(
-            "{ignored} certificate(s), none usable as a trust anchor"
-        )));
+    // Every certificate the user gave must be usable: one dropped without a word left its
+    // server's handshake failing on an unknown issuer, the hint pointing back to this bundle
+    // (TLS audit M4).
+    let n = certs.len();
+    for (i, (cert, line)) in certs.into_iter().enumerate() {
+        if let Err(e) = roots.add(cert) {
+            let at = line.map_or(String::new(), |l| format!(" (line {l})"));
+            return Err(err(format!(
+                "certificate {} of {n}{at} is not usable as a trust anchor: {}; remove it, or \
+                 give it whole",
+                i + 1,
+                explain::unusable_anchor(&e)
+            )));
+        }
     }
-    Ok(added)
+    Ok(n)
 }
 
 /// The system's trust anchors and where they came from.
@@ -322,11 +331,60 @@ fn platform_roots() -> SystemRoots {
 }
 
 /// Every certificate of a PEM text (other sections skipped); a broken section is an error,
-/// in plain words.
+/// in plain words, naming its line.
 fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| explain::pem(&e))
+    Ok(certificates_at(pem)?.into_iter().map(|(c, _)| c).collect())
+}
+
+/// [`pem_certificates`], each with the line (from 1) of its BEGIN line where that is known.
+fn certificates_at(pem: &[u8]) -> Result<Vec<(CertificateDer<'static>, Option<usize>)>, String> {
+    let parse = |text: &[u8]| {
+        CertificateDer::pem_slice_iter(text).collect::<Result<Vec<CertificateDer<'static>>, _>>()
+    };
+    // The parser starts a section at each BEGIN line: the text from one to the next holds
+    // at most one, parsed alone as it is within the whole.
+    let sections = sections(pem);
+    match parse(pem) {
+        Ok(certs) => {
+            let lines: Vec<usize> = sections
+                .iter()
+                .filter(|(_, text)| parse(text).is_ok_and(|c| c.len() == 1))
+                .map(|&(line, _)| line)
+                .collect();
+            let lines = match lines.len() == certs.len() {
+                true => lines.into_iter().map(Some).collect(),
+                false => vec![None; certs.len()],
+            };
+            Ok(certs.into_iter().zip(lines).collect())
+        }
+        Err(e) => Err(sections
+            .iter()
+            .find_map(|&(line, text)| {
+                let e = parse(text).err()?;
+                let line = explain::pem_line(&e, text).map_or(line, |l| line + l);
+                Some(format!("line {line}: {}", explain::pem(&e)))
+            })
+            .unwrap_or_else(|| explain::pem(&e))),
+    }
+}
+
+/// The pieces of a PEM text that start at a BEGIN line (to the next one, or the end), each
+/// with its line's number (from 1).
+fn sections(pem: &[u8]) -> Vec<(usize, &[u8])> {
+    let mut starts = Vec::new();
+    let mut at = 0;
+    for (i, line) in pem.split(|&b| b == b'\n').enumerate() {
+        if line.starts_with(b"-----BEGIN ") {
+            starts.push((i + 1, at));
+        }
+        at += line.len() + 1;
+    }
+    let ends = starts.iter().skip(1).map(|&(_, at)| at).chain([pem.len()]);
+    starts
+        .iter()
+        .zip(ends)
+        .map(|(&(line, from), to)| (line, &pem[from..to]))
+        .collect()
 }
 
 /// A client config trusting exactly `roots`, presenting no client certificate.
@@ -395,7 +453,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "CA bundle {}: a PEM section has no END line (expected \
+                "CA bundle {}: line 1: a PEM section has no END line (expected \
                  \"-----END CERTIFICATE-----\"): the file is cut short, or not PEM",
                 bundle.display()
             )

@@ -5,16 +5,59 @@
 //! (`token=abc123`); each cut that holds a `%XX` escape (a value given still encoded) decoded
 //! too.
 //!
+//! Only a credential's value has cuts ([`is_credential`]): a header named like one, or a
+//! value that is a scheme word and a credential. Other headers' values are no secrets.
+//!
 //! A value of several words is split into its words, and a word into its pieces at `;` and
 //! `,` too, only where it is a credential ([`Words::All`]): in an `Authorization` header, or in
 //! one the caller says is (the exporter's headers are there to authenticate to a collector).
 //! Elsewhere such a value is text (`User-Agent: canary (X11; Linux x86_64)`, a list such as
 //! `x-sim-fault: no_done,interrupted`), and its words and items are no secret.
 
+/// The parts of a header's name that say it carries a credential (ASCII, lower case): its
+/// value is a secret. Any other header's value is text the user chose to send (a route, a
+/// tenant, a version, `X-Ns: 127`) and no secret: scrubbing it blanked the same words in
+/// canaryd's own messages (`connect to <redacted>.0.0.1`, TLS audit M1).
+const CREDENTIAL_NAMES: [&str; 10] = [
+    "auth",
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "cookie",
+    "credential",
+    "session",
+    "signature",
+];
+
+/// Headers that carry a credential under a name that does not say so.
+const CREDENTIAL_HEADERS: [&str; 1] = ["x-honeycomb-team"];
+
+/// The scheme words that mark a value as a credential whatever its header
+/// (`X-Env: Token abc123`).
+const SCHEMES: [&str; 6] = ["bearer", "basic", "token", "digest", "negotiate", "apikey"];
+
+/// True when header `name`'s `value` is a credential: the name says so (case-insensitive:
+/// `Authorization`, `Proxy-Authorization`, `*key*`, `*token*`, `*secret*`, `*password*`,
+/// `Cookie`, …), or the value is a scheme word and a credential (`Bearer abc123`).
+pub(super) fn is_credential(name: &str, value: &[u8]) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_NAMES.iter().any(|n| name.contains(n))
+        || CREDENTIAL_HEADERS.contains(&name.as_str())
+        || split_once_space(trim(value)).is_some_and(|(scheme, rest)| {
+            !trim(rest).is_empty()
+                && SCHEMES
+                    .iter()
+                    .any(|s| scheme.eq_ignore_ascii_case(s.as_bytes()))
+        })
+}
+
 /// Which words of a header's value may be secrets on their own.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Words {
-    /// Each: the value is a credential, whatever its header.
+    /// Each, in a credential ([`is_credential`]) of any name: the caller says its words are
+    /// all secrets (the exporter's headers). A header that is no credential has no secrets.
     All,
     /// Those of a value that is one word, or a scheme word and one word (`Token abc123`), and
     /// their pieces after a `=` or `:`; each, and its pieces at `;` and `,` too, in an
@@ -40,8 +83,12 @@ pub(super) fn scheme(value: &[u8]) -> &[u8] {
     split_once_space(trim(value)).map_or(&[], |(scheme, _)| scheme)
 }
 
-/// The cuts of header `name`'s `value`, each of [`CUT_MIN`] bytes or more (some may be alike).
+/// The cuts of header `name`'s `value`, each of [`CUT_MIN`] bytes or more (some may be alike);
+/// none when it is no credential ([`is_credential`]).
 pub(super) fn cuts(name: &str, value: &[u8], words: Words) -> Vec<Vec<u8>> {
+    if !is_credential(name, value) {
+        return Vec::new();
+    }
     let value = trim(value);
     let all = words == Words::All
         || ["authorization", "proxy-authorization"]

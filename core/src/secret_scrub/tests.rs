@@ -60,7 +60,7 @@ fn a_key_cut_short_is_redacted_whatever_is_said_after_the_cut() {
 
 #[test]
 fn a_cut_scrubs_first_so_it_never_keeps_part_of_a_key() {
-    let s = secrets(&[("x-tenant", "tenant-0123456789")]);
+    let s = secrets(&[("x-tenant-token", "tenant-0123456789")]);
     let text = format!("refused: Bearer {KEY} for tenant-0123456789");
     for limit in 0..text.len() + 4 {
         let cut = s.cut(&text, limit);
@@ -115,7 +115,7 @@ fn a_header_value_past_ascii_is_redacted_as_sent_and_as_latin_1() {
 // Secrets audit, item 3: only the exact and JSON-escaped forms were looked for.
 #[test]
 fn a_secret_html_escaped_percent_encoded_or_in_another_case_is_redacted() {
-    let s = secrets(&[("x-cfg", "ZQcx&CFG<HDR>'\"")]);
+    let s = secrets(&[("x-cfg-secret", "ZQcx&CFG<HDR>'\"")]);
     for text in [
         // HTML entities, as Python's html.escape, Go's and others write them.
         "Unauthorized: ZQcx&amp;CFG&lt;HDR&gt;&#x27;&quot;",
@@ -135,7 +135,7 @@ fn a_secret_html_escaped_percent_encoded_or_in_another_case_is_redacted() {
         assert!(!out.to_ascii_lowercase().contains("zq"), "{text}: {out}");
     }
     // A short value is found only as written: its letters could be a word.
-    let s = secrets(&[("x-tier", "Gold42")]);
+    let s = secrets(&[("x-tier-key", "Gold42")]);
     assert_eq!(
         shown(&s, "tier gold42 and GOLD42"),
         "tier gold42 and GOLD42"
@@ -147,7 +147,7 @@ fn a_secret_html_escaped_percent_encoded_or_in_another_case_is_redacted() {
 fn a_secret_in_base64_is_redacted_wherever_it_sits_in_what_was_encoded() {
     let b64 = base64::engine::general_purpose::STANDARD;
     let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let s = secrets(&[("x-tenant", "ZQ6xTENANT-0001")]);
+    let s = secrets(&[("x-tenant-token", "ZQ6xTENANT-0001")]);
     for quoted in [
         // The auditor's server: the whole Authorization value and the x- headers, encoded.
         format!("Bearer {KEY} | x-tenant=ZQ6xTENANT-0001"),
@@ -195,7 +195,7 @@ fn a_basic_credential_is_redacted_decoded_and_its_password_alone() {
 
 #[test]
 fn secrets_are_never_printed() {
-    let s = secrets(&[("x-tenant", "tenant-SECRET")]);
+    let s = secrets(&[("x-tenant-token", "tenant-SECRET")]);
     let debug = format!("{s:?}");
     assert!(
         !debug.contains("SECRET") && !debug.contains("ZQ1x"),
@@ -242,7 +242,7 @@ fn a_cut_never_falls_inside_a_redaction_marker() {
 fn scrub(values: &[&str], text: &str) -> String {
     let mut s = Secrets::default();
     for value in values {
-        s.add_header("x-header", value.as_bytes(), Words::All);
+        s.add_header("x-auth-header", value.as_bytes(), Words::All);
     }
     s.clean(text).into_owned()
 }
@@ -328,14 +328,14 @@ fn a_scheme_word_alone_at_a_cut_is_kept() {
 }
 
 // The exporter's `x-env=Token T` met the replay's `User-Agent`-like header: a scheme word and
-// one word is a credential in any header; a text of several words is split only where the
-// caller says it is a credential.
+// one word is a credential in any header; a credential's text of several words is split only
+// where the caller says its words are secrets.
 #[test]
 fn a_text_header_is_split_into_words_only_when_it_is_a_credential() {
     let text = "on Linux x86_64); token ENVTOKecho-55 refused";
     let mut s = Secrets::default();
     s.add_header(
-        "x-client",
+        "x-client-key",
         b"canary (X11; Linux x86_64)",
         Words::OfCredentials,
     );
@@ -346,25 +346,89 @@ fn a_text_header_is_split_into_words_only_when_it_is_a_credential() {
         "the whole value, folded"
     );
     assert_eq!(s.clean("ENVTOKecho-55"), "<redacted>");
-    s.add_header("x-client", b"canary (X11; Linux x86_64)", Words::All);
+    s.add_header("x-client-key", b"canary (X11; Linux x86_64)", Words::All);
     // Its words, and the piece after its `;` (` Linux x86_64)`).
     assert_eq!(s.clean(text), "on<redacted>; <redacted> refused");
 }
 
-// A list in a header that is no credential (the simulator's faults) is text: its items stay
-// in what the server says of them, the value whole does not.
+// A list in a header that is no credential (the simulator's faults) is text: neither its items
+// nor the value whole are secrets, whatever the caller says of its words. In a credential, its
+// items are secrets where the caller says its words are.
 #[test]
 fn a_list_in_a_header_that_is_no_credential_keeps_its_items() {
     let mut s = Secrets::default();
     s.add_header("x-sim-fault", b"no_done,interrupted", Words::OfCredentials);
+    s.add_header("x-sim-fault", b"no_done,interrupted", Words::All);
     s.add_header("x-api-key", b"token=KEYspell99", Words::OfCredentials);
     assert_eq!(
         s.clean(r#"unknown item "interrupted" in no_done,interrupted; key KEYspell99"#),
-        r#"unknown item "interrupted" in <redacted>; key <redacted>"#
+        r#"unknown item "interrupted" in no_done,interrupted; key <redacted>"#
     );
-    s.add_header("x-sim-fault", b"no_done,interrupted", Words::All);
+    s.add_header("x-fault-token", b"no_done,interrupted", Words::All);
     assert_eq!(
         s.clean("unknown item interrupted"),
         "unknown item <redacted>"
     );
+}
+
+// TLS audit M1: every header value of 3 bytes or more was a secret, so ordinary values
+// (`-H 'X-Ns: 127'`, `X-Kind: server`, `model=canary-sim`, an OTLP tenant `tenant logs`)
+// blanked the same words in canaryd's own messages: `connect to <redacted>.0.0.1:19101: TLS
+// <redacted>: the <redacted>'s certificate …`, `path /v1/<redacted>`. Only a credential's
+// value is a secret now, by its header's name or its scheme word.
+#[test]
+fn ordinary_header_values_are_no_secrets_and_credentials_still_are() {
+    let ordinary = [
+        ("X-Kind", "server"),
+        ("X-Cluster", "handshake"),
+        ("X-Ns", "127"),
+        ("X-Route", "model=canary-sim"),
+        ("X-Env", "production"),
+        ("X-Version", "0.6"),
+        ("X-Retry", "after"),
+        ("x-scope-orgid", "tenant logs"),
+    ];
+    let text = "connect to 127.0.0.1:19101: TLS handshake: the server's certificate is not \
+                signed by a CA canaryd trusts; model canary-sim is overloaded; no quota for \
+                production; retry after 20s; Server version 0.6.3; path /v1/logs for tenant";
+    for words in [Words::OfCredentials, Words::All] {
+        let mut s = secrets(&[]);
+        for (name, value) in ordinary {
+            s.add_header(name, value.as_bytes(), words);
+        }
+        assert_eq!(s.scrub(text), None, "{words:?}");
+    }
+    // A credential is one by its header's name, in any case, or by its scheme word.
+    for name in [
+        "Authorization",
+        "PROXY-AUTHORIZATION",
+        "X-Api-Key",
+        "api_key",
+        "X-Auth-Token",
+        "x-client-secret",
+        "X-Password",
+        "Cookie",
+        "x-session-id",
+        "x-honeycomb-team",
+    ] {
+        for words in [Words::OfCredentials, Words::All] {
+            let mut s = Secrets::default();
+            for (n, v) in ordinary {
+                s.add_header(n, v.as_bytes(), words);
+            }
+            s.add_header(name, b"ZQ9xCRED-0042", words);
+            assert_eq!(
+                s.clean("no ZQ9xCRED-0042 (zq9xcred-0042) for production"),
+                "no <redacted> (<redacted>) for production",
+                "{name}"
+            );
+        }
+    }
+    let mut s = Secrets::default();
+    s.add_header("X-Gateway", b"Bearer ZQ8xGW-77", Words::OfCredentials);
+    assert_eq!(s.clean("token ZQ8xGW-77"), "token <redacted>");
+    // A scheme word alone is no credential.
+    let mut s = Secrets::default();
+    s.add_header("X-Mode", b"basic", Words::All);
+    assert_eq!(s.scrub("basic mode"), None);
 }
