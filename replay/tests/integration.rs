@@ -17,4 +17,5 @@ mod shapes;
 mod support;
 mod synthesize;
 mod tls;
+mod trace_audit;
 mod trace_formats;
