@@ -139,3 +139,119 @@ fn a_late_timestamp_is_quoted_as_written() {
     assert!(err.contains(":5: field \"timestamp\""), "{err}");
     assert!(err.ends_with("found 9007199254740993 ms"), "{err}");
 }
+
+/// The real Bailian row as a chain of two turns 5.5 s apart, written after a first line
+/// `first` (the documented row is chat 0 at 0.0 s): chat 0 at 2.0 s, then its follow-up, chat
+/// 1, at 7.5 s. `hash_ids` emptied, as the README allows for a trace without prefix data.
+fn bailian_chain(first: &str) -> String {
+    let row = real("bailian_documented_row.jsonl");
+    let row = row.trim_end();
+    let no_ids = |l: &str| {
+        let start = l.find("\"hash_ids\": [").unwrap();
+        let end = start + l[start..].find(']').unwrap();
+        format!("{}\"hash_ids\": []{}", &l[..start], &l[end + 1..])
+    };
+    let root = row.replacen("\"timestamp\": 0.0", "\"timestamp\": 2.0", 1);
+    let follow = row
+        .replacen(
+            "\"chat_id\": 0, \"parent_chat_id\": -1, \"timestamp\": 0.0",
+            "\"chat_id\": 1, \"parent_chat_id\": 0, \"timestamp\": 7.5",
+            1,
+        )
+        .replacen("\"turn\": 1", "\"turn\": 2", 1);
+    assert!(root != row && follow.contains("\"turn\": 2"));
+    format!("{first}\n{}\n{}\n", no_ids(&root), no_ids(&follow))
+}
+
+#[test]
+fn a_bailian_trace_with_a_damaged_first_line_is_read_as_bailian() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: line 1 is the real row cut off after 120 bytes.
+    let row = real("bailian_documented_row.jsonl");
+    let path = write(&dir, "cut.jsonl", &bailian_chain(&row[..120]));
+    let t = load(&path, true).unwrap();
+    assert_eq!(t.format, trace::TraceFormat::Bailian);
+    assert_eq!(t.report.invalid_skipped, 1);
+    let reqs: Vec<_> = t.requests.iter().collect();
+    // Seconds, not milliseconds; one session of two turns.
+    assert_eq!(
+        reqs.iter().map(|r| r.timestamp_us).collect::<Vec<_>>(),
+        [2_000_000, 7_500_000]
+    );
+    assert!(reqs[0].session.is_some() && reqs[0].session == reqs[1].session);
+    assert_eq!((reqs[0].turn, reqs[1].turn), (0, 1));
+    // Without --skip-invalid, the damaged line is the error.
+    let err = load(&path, false).unwrap_err();
+    assert_eq!(err.line(), Some(1), "{err}");
+}
+
+#[test]
+fn a_bailian_trace_whose_first_row_lacks_chat_id_is_not_read_as_mooncake() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: line 1 is the real row with its chain fields deleted.
+    let row = real("bailian_documented_row.jsonl");
+    let first = row
+        .trim_end()
+        .replacen("\"chat_id\": 0, \"parent_chat_id\": -1, ", "", 1);
+    assert!(!first.contains("chat_id"));
+    let path = write(&dir, "nochat.jsonl", &bailian_chain(&first));
+    let err = load(&path, false).unwrap_err().to_string();
+    assert!(
+        err.ends_with(":1: missing required field \"chat_id\""),
+        "{err}"
+    );
+    let t = load(&path, true).unwrap();
+    assert_eq!(t.format, trace::TraceFormat::Bailian);
+    assert_eq!(t.requests.len(), 2);
+}
+
+#[test]
+fn a_mooncake_row_with_a_chat_id_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: line 3 of the arXiv slice given a Bailian parent link.
+    let text: String = real("mooncake_arxiv_first20.jsonl")
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i {
+            2 => l.replacen('{', "{\"parent_chat_id\": -1, ", 1) + "\n",
+            _ => l.to_string() + "\n",
+        })
+        .collect();
+    let path = write(&dir, "m.jsonl", &text);
+    let err = load(&path, false).unwrap_err().to_string();
+    assert!(err.contains(":3: field \"parent_chat_id\""), "{err}");
+    let t = load(&path, true).unwrap();
+    assert_eq!(
+        (t.format, t.requests.len()),
+        (trace::TraceFormat::Mooncake, 19)
+    );
+}
+
+#[test]
+fn formats_are_not_guessed_from_lines_that_do_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: every line of the arXiv slice cut in half.
+    let text: String = real("mooncake_arxiv_first20.jsonl")
+        .lines()
+        .map(|l| format!("{}\n", &l[..l.len() / 2]))
+        .collect();
+    let path = write(&dir, "halves.jsonl", &text);
+    let err = load(&path, true).unwrap_err();
+    assert_eq!(err.kind(), trace::TraceErrorKind::UnknownFormat, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(":1: cannot tell the trace format: no line of lines 1 to 20 is a JSON object; pass --format"),
+        "{msg}"
+    );
+    // Forced, every row is skipped, and the error says how they were read.
+    let opts = LoadOptions {
+        format: Some(trace::TraceFormat::Mooncake),
+        skip_invalid: true,
+        ..LoadOptions::default()
+    };
+    let msg = trace::load(&path, &opts).unwrap_err().to_string();
+    assert!(
+        msg.ends_with("empty trace: no usable rows in the mooncake format (20 rows read)"),
+        "{msg}"
+    );
+}

@@ -4,7 +4,8 @@
 //! Optional: `hash_ids` (512-token blocks; absent or `[]` means a unique prompt, and no block
 //! rule), `session_id` (string or integer), `delay` (ms after the previous turn of the
 //! session ends), `text_input` or `messages` (a verbatim prompt), `extra` (an object merged
-//! into the request body). Unknown fields are ignored.
+//! into the request body). Unknown fields are ignored, except Bailian's `chat_id` and
+//! `parent_chat_id`, which are refused (a Bailian row is no Mooncake row).
 //!
 //! Sessions get compact keys 0, 1, 2… in order of first appearance, and turns are numbered in
 //! order of appearance within a session. A later turn may omit `timestamp` if it has `delay`:
@@ -46,6 +47,12 @@ struct RawRow<'a, M> {
     messages: Option<M>,
     #[serde(default)]
     extra: Option<serde_json::Value>,
+    /// Bailian's chain fields, refused: a Bailian row read as Mooncake loses its chain and
+    /// has its seconds read as milliseconds.
+    #[serde(default)]
+    chat_id: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    parent_chat_id: Option<serde::de::IgnoredAny>,
 }
 
 /// An absent field (`#[serde(default)]` would ask `M: Default` of a generic one).
@@ -137,6 +144,20 @@ fn convert<M: Into<Messages>>(
     limit: u32,
     prompts: Prompts,
 ) -> Result<(TraceRequest, bool), TraceError> {
+    for (field, present) in [
+        ("chat_id", raw.chat_id.is_some()),
+        ("parent_chat_id", raw.parent_chat_id.is_some()),
+    ] {
+        if present {
+            return Err(row.invalid(
+                field,
+                "no Bailian chain field in a row read as Mooncake (its timestamps would be read \
+                 as milliseconds and its chain dropped; if the trace is Bailian's, pass \
+                 --format bailian)",
+                "one",
+            ));
+        }
+    }
     let input = row.length(
         "input_length",
         row.required("input_length", &raw.input_length)?,

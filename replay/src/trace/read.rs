@@ -124,8 +124,13 @@ pub(crate) struct Lines<'p, R> {
     reader: R,
     path: &'p Path,
     buf: Vec<u8>,
+    /// Lines read from the reader.
     line: u64,
+    /// The line in `buf`.
+    cur: u64,
     replay: bool,
+    /// Lines read ahead (format detection), handed out again before any new one.
+    ahead: std::collections::VecDeque<(u64, Vec<u8>)>,
 }
 
 impl<'p, R: BufRead> Lines<'p, R> {
@@ -135,14 +140,20 @@ impl<'p, R: BufRead> Lines<'p, R> {
             path,
             buf: Vec::with_capacity(4096),
             line: 0,
+            cur: 0,
             replay: false,
+            ahead: Default::default(),
         }
     }
 
     /// The next non-empty line (without its line ending), or `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, &[u8])>, TraceError> {
         if std::mem::take(&mut self.replay) {
-            return Ok(Some((self.line, self.buf.trim_ascii())));
+            return Ok(Some((self.cur, self.buf.trim_ascii())));
+        }
+        if let Some((line, text)) = self.ahead.pop_front() {
+            (self.cur, self.buf) = (line, text);
+            return Ok(Some((line, self.buf.trim_ascii())));
         }
         loop {
             self.buf.clear();
@@ -165,6 +176,7 @@ impl<'p, R: BufRead> Lines<'p, R> {
                 self.buf.drain(..UTF8_BOM.len());
             }
             if !self.buf.trim_ascii().is_empty() {
+                self.cur = self.line;
                 return Ok(Some((self.line, self.buf.trim_ascii())));
             }
         }
@@ -173,6 +185,13 @@ impl<'p, R: BufRead> Lines<'p, R> {
     /// Makes the next call return the current line again (after format detection).
     pub(super) fn unread(&mut self) {
         self.replay = true;
+    }
+
+    /// Makes the next calls return `lines` (read ahead, in order, before any line not yet
+    /// returned) again.
+    pub(super) fn hand_back(&mut self, lines: Vec<(u64, Vec<u8>)>) {
+        debug_assert!(self.ahead.is_empty() && !self.replay);
+        self.ahead = lines.into();
     }
 }
 
@@ -235,6 +254,7 @@ impl<'p> Rows<'p> {
             return Err(TraceError::Empty {
                 path: self.path.into(),
                 rows: self.report.rows,
+                format: Some(format),
             });
         }
         self.requests.shrink_to_fit();
