@@ -255,3 +255,68 @@ fn formats_are_not_guessed_from_lines_that_do_not_parse() {
         "{msg}"
     );
 }
+
+#[test]
+fn scaling_says_how_many_outputs_it_raised_to_one_token() {
+    let dir = tempfile::tempdir().unwrap();
+    // No damage: the real synthetic trace, whose outputs go down to 1 token.
+    let path = write(&dir, "syn.jsonl", &real("mooncake_synthetic.jsonl"));
+    let t = load(&path, false).unwrap();
+    let outs: Vec<u32> = t.requests.iter().map(|r| r.output_tokens).collect();
+    for (f, audited) in [(0.05, 937u64), (0.125, 391)] {
+        // Independently: outputs whose product rounds to 0, and the tokens kept.
+        let raised = outs
+            .iter()
+            .filter(|&&o| (o as f64 * f).round() == 0.0)
+            .count() as u64;
+        let kept: u64 = outs
+            .iter()
+            .map(|&o| ((o as f64 * f).round() as u64).max(1))
+            .sum();
+        let total: u64 = outs.iter().map(|&o| u64::from(o)).sum();
+        assert_eq!(raised, audited, "the audit's count at {f}");
+        let sel = trace::Selection {
+            scale_lengths: Some(f),
+            ..Default::default()
+        };
+        let (_, rep) = t.clone().select(&sel).unwrap();
+        assert_eq!(rep.outputs_raised_to_1, raised);
+        let eff = rep.output_scale_effective.unwrap();
+        assert!((eff - kept as f64 / total as f64).abs() < 1e-12, "{eff}");
+        assert!(eff > f, "{eff}");
+        let note = rep
+            .notes
+            .iter()
+            .find(|n| n.starts_with("scale_lengths"))
+            .unwrap();
+        assert!(
+            note.contains(&format!(
+                "{raised} of {} outputs rounded to 0 tokens",
+                outs.len()
+            )),
+            "{note}"
+        );
+        // In summary.json too.
+        let json = serde_json::to_value(&rep).unwrap();
+        assert_eq!(json["outputs_raised_to_1"], raised);
+        assert!(json["output_scale_effective"].is_f64());
+    }
+
+    // An absurd factor: every output is 1 token, and the note says so.
+    let sel = trace::Selection {
+        scale_lengths: Some(1e-300),
+        ..Default::default()
+    };
+    let (_, rep) = t.clone().select(&sel).unwrap();
+    assert_eq!(rep.outputs_raised_to_1, outs.len() as u64);
+    assert!(
+        rep.notes
+            .iter()
+            .any(|n| n.contains("every output is 1 token: is the factor 1e-300 meant?")),
+        "{:?}",
+        rep.notes
+    );
+    // No scaling, no note.
+    let (_, rep) = t.select(&trace::Selection::default()).unwrap();
+    assert_eq!((rep.outputs_raised_to_1, rep.notes.len()), (0, 0));
+}

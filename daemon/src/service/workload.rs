@@ -425,8 +425,15 @@ pub async fn check_workload(
         return Ok(TraceCheck::Synthetic(plan.load.describe()));
     };
     let rows = loaded.load.rows;
+    // What the selection did other than asked (`--scale-lengths` raising outputs to 1 token).
+    let notes: String = loaded
+        .selection
+        .notes
+        .iter()
+        .map(|n| format!("; note: {n}"))
+        .collect();
     Ok(TraceCheck::Ok(format!(
-        "{} of {rows} rows selected, at least {:.1} s to replay",
+        "{} of {rows} rows selected, at least {:.1} s to replay{notes}",
         schedule.len(),
         schedule.min_duration().as_secs_f64()
     )))
