@@ -58,7 +58,7 @@ use canary_core::TraceRows;
 use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
-pub use digest::digest;
+pub use digest::{digest, digest_synthesized};
 pub use error::{JsonPlace, JsonSyntax, TraceError, TraceErrorKind};
 pub use kinds::RowKinds;
 pub use select::{Number, Selection, SelectionReport, Shard};

@@ -320,3 +320,127 @@ fn scaling_says_how_many_outputs_it_raised_to_one_token() {
     let (_, rep) = t.select(&trace::Selection::default()).unwrap();
     assert_eq!((rep.outputs_raised_to_1, rep.notes.len()), (0, 0));
 }
+
+/// The digest of `path` synthesized on the fly, and of the file `canaryd synthesize` writes
+/// from it, read back.
+async fn digests_on_the_fly_and_from_the_file(path: &Path, out: &Path) -> (String, String) {
+    use canary_replay::TracePlan;
+    let s = trace::Synthesis {
+        max_osl: Some(100_000),
+        ..Default::default()
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut plan = TracePlan::file(path);
+    plan.synthesis = Some(s.clone());
+    let on_the_fly = plan.load(&stop).await.unwrap().unwrap().digest;
+    let t = load(path, false).unwrap();
+    let mut file = std::fs::File::create(out).unwrap();
+    trace::synthesize(&t, &s, trace::DEFAULT_LENGTH_LIMIT, &mut file).unwrap();
+    drop(file);
+    let from_file = TracePlan::file(out)
+        .load(&stop)
+        .await
+        .unwrap()
+        .unwrap()
+        .digest;
+    (on_the_fly, from_file)
+}
+
+#[tokio::test]
+async fn synthesis_on_the_fly_and_its_file_show_one_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage 1: the real BurstGPT rows given the newer files' session columns (one session).
+    let csv: String = real("burstgpt_readme_rows.csv")
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i {
+            0 => format!("{l},Session ID,Elapsed time\n"),
+            _ => format!("{l},sess-1,1.5\n"),
+        })
+        .collect();
+    let bg = write(&dir, "bg_sess.csv", &csv);
+    // Damage 2: the arXiv slice's lines 16-20 moved before lines 1-15 (out of time order).
+    let arxiv: Vec<&str> = real("mooncake_arxiv_first20.jsonl")
+        .leak()
+        .lines()
+        .collect();
+    let unsorted: String = arxiv[15..]
+        .iter()
+        .chain(&arxiv[..15])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let m = write(&dir, "m_unsorted.jsonl", &unsorted);
+    for (input, out) in [(bg, "bg.jsonl"), (m, "m.jsonl")] {
+        let (fly, file) = digests_on_the_fly_and_from_the_file(&input, &dir.path().join(out)).await;
+        assert_eq!(fly, file, "{}", input.display());
+    }
+    // A trace replayed as read keeps the digest it had (its rows' own lines).
+    let sorted = write(&dir, "arxiv.jsonl", &real("mooncake_arxiv_first20.jsonl"));
+    let t = load(&sorted, false).unwrap();
+    assert_eq!(trace::digest(&t), trace::digest_synthesized(&t));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let plain = canary_replay::TracePlan::file(&sorted)
+        .load(&stop)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(plain.digest, trace::digest(&t));
+}
+
+/// The arXiv slice with line `n` passed through `edit`.
+fn arxiv_with(n: usize, edit: impl Fn(&str) -> String) -> String {
+    real("mooncake_arxiv_first20.jsonl")
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i + 1 == n {
+            true => edit(l) + "\n",
+            false => l.to_string() + "\n",
+        })
+        .collect()
+}
+
+#[test]
+fn a_huge_time_is_called_too_large_not_negative() {
+    let dir = tempfile::tempdir().unwrap();
+    for huge in ["1e300", "18446744073709551616"] {
+        // Damage: line 5's timestamp made `huge`.
+        let text = arxiv_with(5, |l| {
+            l.replacen("\"timestamp\": 0", &format!("\"timestamp\": {huge}"), 1)
+        });
+        let path = write(&dir, "huge.jsonl", &text);
+        let err = load(&path, false).unwrap_err().to_string();
+        assert!(
+            err.ends_with(&format!(
+                ":5: field \"timestamp\": expected a non-negative number of milliseconds below 2^64 µs, found {huge}"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_first_turns_delay_is_said_to_be_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: line 1 made the first turn of session "s" with a 60 s delay.
+    let text = arxiv_with(1, |l| {
+        l.replacen('{', "{\"session_id\": \"s\", \"delay\": 60000, ", 1)
+    });
+    let path = write(&dir, "delay.jsonl", &text);
+    let t = load(&path, false).unwrap();
+    assert_eq!(t.requests.len(), 20);
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains(":1: field \"delay\": ignored")),
+        "{:?}",
+        t.report.warnings
+    );
+    // A later turn's delay is no warning.
+    let text = arxiv_with(2, |l| {
+        l.replacen('{', "{\"session_id\": \"s\", \"delay\": 60000, ", 1)
+    });
+    let text = text.replacen('{', "{\"session_id\": \"s\", ", 1);
+    let path = write(&dir, "later.jsonl", &text);
+    assert!(load(&path, false).unwrap().report.warnings.is_empty());
+}

@@ -121,6 +121,14 @@ where
         match result {
             Ok((req, skipped_prompt)) => {
                 let line = req.line;
+                // Only a later turn is timed by its delay: said, as it changes nothing.
+                if req.turn == 0 && req.delay_us().is_some_and(|d| d > 0) {
+                    rows.report.warn(format_args!(
+                        "{}:{line}: field \"delay\": ignored: the row is not a later turn of a \
+                         session (a first turn, or no session_id), so it is sent at its timestamp",
+                        rows.path.display()
+                    ));
+                }
                 rows.push(req)?;
                 if skipped_prompt {
                     rows.skipped_prompts.push(line);
