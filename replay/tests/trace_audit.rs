@@ -138,6 +138,22 @@ fn a_late_timestamp_is_quoted_as_written() {
     let err = load(&path, false).unwrap_err().to_string();
     assert!(err.contains(":5: field \"timestamp\""), "{err}");
     assert!(err.ends_with("found 9007199254740993 ms"), "{err}");
+
+    // Damage: lines 1 and 2 made one session, its first turn stamped 2^53 + 1 ms.
+    let text = arxiv_with(1, |l| {
+        l.replacen(
+            "{\"timestamp\": 0",
+            "{\"session_id\": \"s\", \"timestamp\": 9007199254740993",
+            1,
+        )
+    });
+    let text = text.replacen("\n{", "\n{\"session_id\": \"s\", ", 1);
+    let path = write(&dir, "turns.jsonl", &text);
+    let err = load(&path, false).unwrap_err().to_string();
+    assert!(
+        err.ends_with(":2: field \"timestamp\": expected a time no earlier than the previous turn of session \"s\" (9007199254740993 ms), found 0"),
+        "{err}"
+    );
 }
 
 /// The real Bailian row as a chain of two turns 5.5 s apart, written after a first line

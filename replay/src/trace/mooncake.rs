@@ -21,7 +21,7 @@ use canary_core::{TracePrompt, TraceRequest};
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
-use super::read::{line_u32, Lines, Rows};
+use super::read::{exact, line_u32, Lines, Rows};
 use super::skipped::{Messages, SkippedMessages};
 use super::{Prompts, TraceError, TraceFormat, MAX_SPAN};
 
@@ -200,7 +200,7 @@ fn convert<M: Into<Messages>>(
                 MAX_SPAN.as_secs() / 86_400,
                 MAX_SPAN.as_millis()
             ),
-            format_args!("{} ms", d as f64 / 1e3),
+            format_args!("{} ms", exact(d, 1_000)),
         ));
     }
 
@@ -254,9 +254,9 @@ fn convert<M: Into<Messages>>(
                         "timestamp",
                         format!(
                             "a time no earlier than the previous turn of session {id:?} ({} ms)",
-                            last_us as f64 / 1e3
+                            exact(last_us, 1_000)
                         ),
-                        ts as f64 / 1e3,
+                        exact(ts, 1_000),
                     ));
                 }
                 Some(ts) => ts,

@@ -392,7 +392,7 @@ enum Out {
 
 /// `us` microseconds in a unit of `us_per_unit` (a power of ten), in decimal and exact: a
 /// timestamp quoted as the row wrote it, not rounded through a float (9007199254740993 ms).
-fn exact(us: u64, us_per_unit: u64) -> String {
+pub(crate) fn exact(us: u64, us_per_unit: u64) -> String {
     let (whole, frac) = (us / us_per_unit, us % us_per_unit);
     if frac == 0 {
         return whole.to_string();
