@@ -460,3 +460,28 @@ fn a_first_turns_delay_is_said_to_be_ignored() {
     let path = write(&dir, "later.jsonl", &text);
     assert!(load(&path, false).unwrap().report.warnings.is_empty());
 }
+
+#[test]
+fn a_session_that_loses_its_first_turn_to_the_span_loses_its_later_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damage: rows 1 and 2 made turns of session "s", row 1 stamped 0 (before the epoch times).
+    let mut rows = epoch_rows(100);
+    rows[0]["timestamp"] = 0.into();
+    rows[0]["session_id"] = "s".into();
+    rows[1]["session_id"] = "s".into();
+    let path = write(&dir, "session.jsonl", &jsonl(&rows));
+    let err = load(&path, false).unwrap_err().to_string();
+    assert!(
+        err.contains(":1: field \"timestamp\": expected a time no earlier than"),
+        "{err}"
+    );
+    let t = load(&path, true).unwrap();
+    assert_eq!(lines(&t), (3..=100).collect::<Vec<u32>>());
+    assert_eq!(t.report.invalid_skipped, 2);
+    assert!(
+        t.report.warnings[1]
+            .contains(":2: field \"timestamp\": expected a session whose earlier turns are kept"),
+        "{:?}",
+        t.report.warnings
+    );
+}
