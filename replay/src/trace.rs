@@ -58,7 +58,7 @@ use canary_core::TraceRows;
 use serde::Serialize;
 
 pub use analyze::{analyze, Burst, LengthStats, PrefixReuse, SessionStats, TraceAnalysis};
-pub use digest::digest;
+pub use digest::{digest, digest_synthesized};
 pub use error::{JsonPlace, JsonSyntax, TraceError, TraceErrorKind};
 pub use kinds::RowKinds;
 pub use select::{Number, Selection, SelectionReport, Shard};
@@ -141,33 +141,109 @@ impl TraceFormat {
 
     /// Guesses the format from a trace's first non-empty line: a JSON object with `chat_id` is
     /// Bailian, one with `input_length`, `hash_ids` or `timestamp` is Mooncake, a CSV header
-    /// starting with `Timestamp,` is BurstGPT.
+    /// starting with `Timestamp,` is BurstGPT; a line that starts like a JSON object but does
+    /// not parse is taken as Mooncake. A load looks further ([`load`] reads the first rows that
+    /// parse, see [`DETECT_ROWS`]).
     pub fn detect(first_line: &[u8]) -> Option<Self> {
-        let line = first_line
+        match Sniff::of(first_line) {
+            Sniff::Format(f) => Some(f),
+            Sniff::Unparsed => Some(Self::Mooncake),
+            Sniff::Unknown => None,
+        }
+    }
+}
+
+/// How many rows that parse as JSON objects a load reads to tell Mooncake from Bailian: a
+/// Bailian trace whose first line is damaged, or lacks `chat_id`, was read as Mooncake
+/// (seconds taken as milliseconds, chat chains dropped) when only the first line was read.
+pub const DETECT_ROWS: usize = 16;
+/// Lines, and bytes, read at most looking for them.
+const DETECT_LINES: usize = 256;
+const DETECT_BYTES: usize = 16 << 20;
+
+/// What one line says of the format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sniff {
+    Format(TraceFormat),
+    /// Starts like a JSON object but does not parse as one.
+    Unparsed,
+    Unknown,
+}
+
+impl Sniff {
+    fn of(line: &[u8]) -> Sniff {
+        let line = line
             .strip_prefix(b"\xEF\xBB\xBF")
-            .unwrap_or(first_line)
+            .unwrap_or(line)
             .trim_ascii();
         if line.starts_with(b"Timestamp,") {
-            return Some(Self::BurstGpt);
+            return Sniff::Format(TraceFormat::BurstGpt);
         }
         if !line.starts_with(b"{") {
-            return None;
+            return Sniff::Unknown;
         }
-        // Only the first line is parsed into a map; an unparseable one falls to Mooncake so
-        // that the parser reports the JSON error with its line number.
         let Ok(obj) = serde_json::from_slice::<BTreeMap<&str, serde::de::IgnoredAny>>(line) else {
-            return Some(Self::Mooncake);
+            return Sniff::Unparsed;
         };
         if obj.contains_key("chat_id") {
-            Some(Self::Bailian)
+            Sniff::Format(TraceFormat::Bailian)
         } else if ["input_length", "hash_ids", "timestamp"]
             .iter()
             .any(|k| obj.contains_key(k))
         {
-            Some(Self::Mooncake)
+            Sniff::Format(TraceFormat::Mooncake)
         } else {
-            None
+            Sniff::Unknown
         }
+    }
+}
+
+/// Tells Mooncake from Bailian by the first [`DETECT_ROWS`] rows that parse, from `first`
+/// (line `line`, which did not parse or parsed as Mooncake) on: any with `chat_id` makes the
+/// trace Bailian (a Mooncake row with one is refused anyway), else Mooncake. When none parses:
+/// Mooncake, whose parser then names line 1's error, or with `skip_invalid` a refusal (rows
+/// skipped until one parses would be read in a guessed format). The lines read are handed back.
+fn detect_json<R: BufRead>(
+    lines: &mut Lines<'_, R>,
+    name: &Path,
+    line: u64,
+    first: Vec<u8>,
+    skip_invalid: bool,
+) -> Result<TraceFormat, TraceError> {
+    let (mut parsed, mut bailian) = (0, false);
+    let mut bytes = first.len();
+    let mut held = vec![(line, first)];
+    let mut text: &[u8] = &held[0].1;
+    loop {
+        match Sniff::of(text) {
+            Sniff::Format(f) => {
+                parsed += 1;
+                bailian |= f == TraceFormat::Bailian;
+            }
+            // A JSON object without the keys of either: a row error for the parser.
+            Sniff::Unknown => parsed += 1,
+            Sniff::Unparsed => {}
+        }
+        if bailian || parsed >= DETECT_ROWS || held.len() >= DETECT_LINES || bytes >= DETECT_BYTES {
+            break;
+        }
+        let Some((n, next)) = lines.next_line()? else {
+            break;
+        };
+        bytes += next.len();
+        held.push((n, next.to_vec()));
+        text = &held.last().expect("pushed").1;
+    }
+    let last = held.last().map_or(line, |&(n, _)| n);
+    lines.hand_back(held);
+    match (bailian, parsed) {
+        (true, _) => Ok(TraceFormat::Bailian),
+        (false, 0) if skip_invalid => Err(TraceError::Undetected {
+            path: name.into(),
+            line,
+            reason: format!("no line of lines {line} to {last} is a JSON object"),
+        }),
+        _ => Ok(TraceFormat::Mooncake),
     }
 }
 
@@ -433,6 +509,7 @@ fn parse_guarded<R: Read>(
         return Err(TraceError::Empty {
             path: name.into(),
             rows: 0,
+            format: None,
         });
     };
     // Whatever `--format` says: a compressed file is no trace of any format.
@@ -443,9 +520,16 @@ fn parse_guarded<R: Read>(
             compression,
         });
     }
-    let format = match opts.format.or_else(|| TraceFormat::detect(first)) {
-        Some(f) => f,
-        None => {
+    let format = match opts.format.map_or_else(|| Sniff::of(first), Sniff::Format) {
+        Sniff::Format(TraceFormat::Mooncake) | Sniff::Unparsed if opts.format.is_none() => {
+            let first = first.to_vec();
+            detect_json(&mut lines, name, line, first, opts.skip_invalid)?
+        }
+        Sniff::Format(f) => {
+            lines.unread();
+            f
+        }
+        Sniff::Unparsed | Sniff::Unknown => {
             let text = String::from_utf8_lossy(first);
             return Err(TraceError::UnknownFormat {
                 path: name.into(),
@@ -454,7 +538,6 @@ fn parse_guarded<R: Read>(
             });
         }
     };
-    lines.unread();
     let mut rows = Rows::new(name, opts);
     match format {
         TraceFormat::Mooncake => mooncake::parse(&mut lines, &mut rows)?,

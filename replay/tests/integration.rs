@@ -18,4 +18,5 @@ mod shapes;
 mod support;
 mod synthesize;
 mod tls;
+mod trace_audit;
 mod trace_formats;

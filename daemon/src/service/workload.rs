@@ -442,9 +442,16 @@ pub async fn check_workload(
     let replay = schedule.min_duration();
     // The base workload's schedule passed; a sweep's points scale it.
     run_length::check_sweep_points(w, replay)?;
+    // What the selection did other than asked (`--scale-lengths` raising outputs to 1 token).
+    let notes: String = loaded
+        .selection
+        .notes
+        .iter()
+        .map(|n| format!("; note: {n}"))
+        .collect();
     Ok(TraceCheck::Ok(
         format!(
-            "{} of {rows} rows selected, at least {:.1} s to replay",
+            "{} of {rows} rows selected, at least {:.1} s to replay{notes}",
             schedule.len(),
             replay.as_secs_f64()
         ),

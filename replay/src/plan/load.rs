@@ -273,7 +273,11 @@ impl TracePlan {
                 (trace, Some(report))
             }
         };
-        let digest = trace::digest(&trace);
+        // A synthesized trace keeps its input's lines; its digest is the written file's.
+        let digest = match synthesis {
+            Some(_) => trace::digest_synthesized(&trace),
+            None => trace::digest(&trace),
+        };
         let (trace, selection) = trace.select(&self.selection)?;
         Ok(Some(Loaded {
             trace,

@@ -20,8 +20,8 @@ use canary_core::{TraceRequest, TraceRows};
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
-use super::read::{line_u32, Lines, Rows};
-use super::{Number, TraceError, TraceFormat};
+use super::read::{exact, line_u32, Lines, Rows};
+use super::{TraceError, TraceFormat};
 
 #[derive(Deserialize)]
 struct RawRow<'a> {
@@ -251,9 +251,9 @@ fn resolve_chains(
                         "a time no earlier than its parent's (chat {} on line {}, {} s)",
                         links[pi].chat,
                         rows.requests.row(pi).line(),
-                        Number(ts(pi) as f64 / 1e6)
+                        exact(ts(pi), 1_000_000)
                     ),
-                    format_args!("{} s", Number(ts(cur) as f64 / 1e6)),
+                    format_args!("{} s", exact(ts(cur), 1_000_000)),
                 ),
             };
             if !rows.opts.skip_invalid {

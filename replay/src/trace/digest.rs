@@ -28,11 +28,36 @@ impl Fnv {
 /// `fnv1a64:<16 hex digits>` of `trace`'s format and rows (line, timestamp, session, turn,
 /// delay, lengths, block size, hash ids, and any prompt or extra fields the rows carry).
 pub fn digest(trace: &Trace) -> String {
+    fnv(trace, Lines::File)
+}
+
+/// [`digest`] of a trace synthesized on the fly, which keeps its input's lines: each row's
+/// position in time order (1-based) stands for its line, which is the line it has in the file
+/// `canaryd synthesize` writes (in time order, one row a line). So a synthesized file and the
+/// same synthesis on the fly show one digest, whatever the input's lines were (a BurstGPT
+/// header, blank lines, rows out of time order, skipped rows).
+pub fn digest_synthesized(trace: &Trace) -> String {
+    fnv(trace, Lines::Positions)
+}
+
+/// Which line numbers a digest hashes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    /// The rows' own.
+    File,
+    /// Their 1-based positions in time order.
+    Positions,
+}
+
+fn fnv(trace: &Trace, lines: Lines) -> String {
     let mut h = Fnv(OFFSET);
     h.bytes(trace.format.name().as_bytes());
     h.u64(trace.requests.len() as u64);
-    for r in &trace.requests {
-        h.u64(u64::from(r.line));
+    for (i, r) in trace.requests.iter().enumerate() {
+        h.u64(match lines {
+            Lines::File => u64::from(r.line),
+            Lines::Positions => i as u64 + 1,
+        });
         h.u64(r.timestamp_us);
         h.u64(r.session.map_or(u64::MAX, |s| s));
         h.u64(u64::from(r.turn));

@@ -47,12 +47,33 @@ pub enum TraceError {
         line: u64,
     },
     /// The file holds no row at all, or every row was skipped as invalid or failed.
-    #[error("{}: empty trace: no usable rows ({rows} rows read)", path.display())]
+    #[error(
+        "{}: empty trace: no usable rows{} ({rows} rows read)",
+        path.display(),
+        format.map_or(String::new(), |f| format!(" in the {f} format"))
+    )]
     Empty {
         /// The trace file.
         path: PathBuf,
         /// Data rows read (all of them skipped).
         rows: u64,
+        /// The format the rows were read as (none when the file holds no line).
+        format: Option<super::TraceFormat>,
+    },
+    /// No line of the trace's first ones tells its format: none parses as a JSON object (with
+    /// `--skip-invalid`, guessing would read the rows that do parse in a format maybe not
+    /// theirs: Bailian's seconds as Mooncake's milliseconds).
+    #[error(
+        "{}:{line}: cannot tell the trace format: {reason}; pass --format (mooncake or bailian)",
+        path.display()
+    )]
+    Undetected {
+        /// The trace file.
+        path: PathBuf,
+        /// The first line inspected.
+        line: u64,
+        /// What was inspected and why it did not tell.
+        reason: String,
     },
     /// The first non-empty line matches none of the known formats.
     #[error(
@@ -367,7 +388,9 @@ impl TraceError {
             Self::LineTooLong { .. } => TraceErrorKind::LineTooLong,
             Self::Stopped { .. } => TraceErrorKind::Stopped,
             Self::Empty { .. } => TraceErrorKind::Empty,
-            Self::UnknownFormat { .. } | Self::Compressed { .. } => TraceErrorKind::UnknownFormat,
+            Self::UnknownFormat { .. } | Self::Compressed { .. } | Self::Undetected { .. } => {
+                TraceErrorKind::UnknownFormat
+            }
             Self::Json { .. } => TraceErrorKind::Json,
             Self::NotAnObject { .. } => TraceErrorKind::NotAnObject,
             Self::Csv { .. } => TraceErrorKind::Csv,
@@ -388,6 +411,7 @@ impl TraceError {
         match self {
             Self::Io { line, .. } => *line,
             Self::UnknownFormat { line, .. }
+            | Self::Undetected { line, .. }
             | Self::Compressed { line, .. }
             | Self::LineTooLong { line, .. }
             | Self::Stopped { line, .. }

@@ -339,6 +339,10 @@ impl Row<'_> {
             Scalar::Float(x, _) if x >= 0.0 && x * (us_per_unit as f64) < 1.8e19 => {
                 Ok((x * us_per_unit as f64).round() as u64)
             }
+            // Non-negative, but too large: said so, not "expected a non-negative number".
+            Scalar::Float(x, _) if x >= 0.0 => {
+                Err(self.invalid(field, format!("{} below 2^64 µs", expected()), v))
+            }
             Scalar::Int(_) | Scalar::Float(..) => Err(self.invalid(field, expected(), v)),
             _ => Err(TraceError::WrongType {
                 path: self.path.into(),

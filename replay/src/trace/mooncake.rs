@@ -4,7 +4,8 @@
 //! Optional: `hash_ids` (512-token blocks; absent or `[]` means a unique prompt, and no block
 //! rule), `session_id` (string or integer), `delay` (ms after the previous turn of the
 //! session ends), `text_input` or `messages` (a verbatim prompt), `extra` (an object merged
-//! into the request body). Unknown fields are ignored.
+//! into the request body). Unknown fields are ignored, except Bailian's `chat_id` and
+//! `parent_chat_id`, which are refused (a Bailian row is no Mooncake row).
 //!
 //! Sessions get compact keys 0, 1, 2… in order of first appearance, and turns are numbered in
 //! order of appearance within a session. A later turn may omit `timestamp` if it has `delay`:
@@ -20,7 +21,7 @@ use canary_core::{TracePrompt, TraceRequest};
 use serde::Deserialize;
 
 use super::field::{HashIds, Row, Scalar};
-use super::read::{line_u32, Lines, Rows};
+use super::read::{exact, line_u32, Lines, Rows};
 use super::skipped::{Messages, SkippedMessages};
 use super::{Prompts, TraceError, TraceFormat, MAX_SPAN};
 
@@ -46,6 +47,12 @@ struct RawRow<'a, M> {
     messages: Option<M>,
     #[serde(default)]
     extra: Option<serde_json::Value>,
+    /// Bailian's chain fields, refused: a Bailian row read as Mooncake loses its chain and
+    /// has its seconds read as milliseconds.
+    #[serde(default)]
+    chat_id: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    parent_chat_id: Option<serde::de::IgnoredAny>,
 }
 
 /// An absent field (`#[serde(default)]` would ask `M: Default` of a generic one).
@@ -114,6 +121,14 @@ where
         match result {
             Ok((req, skipped_prompt)) => {
                 let line = req.line;
+                // Only a later turn is timed by its delay: said, as it changes nothing.
+                if req.turn == 0 && req.delay_us().is_some_and(|d| d > 0) {
+                    rows.report.warn(format_args!(
+                        "{}:{line}: field \"delay\": ignored: the row is not a later turn of a \
+                         session (a first turn, or no session_id), so it is sent at its timestamp",
+                        rows.path.display()
+                    ));
+                }
                 rows.push(req)?;
                 if skipped_prompt {
                     rows.skipped_prompts.push(line);
@@ -137,6 +152,20 @@ fn convert<M: Into<Messages>>(
     limit: u32,
     prompts: Prompts,
 ) -> Result<(TraceRequest, bool), TraceError> {
+    for (field, present) in [
+        ("chat_id", raw.chat_id.is_some()),
+        ("parent_chat_id", raw.parent_chat_id.is_some()),
+    ] {
+        if present {
+            return Err(row.invalid(
+                field,
+                "no Bailian chain field in a row read as Mooncake (its timestamps would be read \
+                 as milliseconds and its chain dropped; if the trace is Bailian's, pass \
+                 --format bailian)",
+                "one",
+            ));
+        }
+    }
     let input = row.length(
         "input_length",
         row.required("input_length", &raw.input_length)?,
@@ -171,7 +200,7 @@ fn convert<M: Into<Messages>>(
                 MAX_SPAN.as_secs() / 86_400,
                 MAX_SPAN.as_millis()
             ),
-            format_args!("{} ms", d as f64 / 1e3),
+            format_args!("{} ms", exact(d, 1_000)),
         ));
     }
 
@@ -225,9 +254,9 @@ fn convert<M: Into<Messages>>(
                         "timestamp",
                         format!(
                             "a time no earlier than the previous turn of session {id:?} ({} ms)",
-                            last_us as f64 / 1e3
+                            exact(last_us, 1_000)
                         ),
-                        ts as f64 / 1e3,
+                        exact(ts, 1_000),
                     ));
                 }
                 Some(ts) => ts,

@@ -124,8 +124,13 @@ pub(crate) struct Lines<'p, R> {
     reader: R,
     path: &'p Path,
     buf: Vec<u8>,
+    /// Lines read from the reader.
     line: u64,
+    /// The line in `buf`.
+    cur: u64,
     replay: bool,
+    /// Lines read ahead (format detection), handed out again before any new one.
+    ahead: std::collections::VecDeque<(u64, Vec<u8>)>,
 }
 
 impl<'p, R: BufRead> Lines<'p, R> {
@@ -135,14 +140,20 @@ impl<'p, R: BufRead> Lines<'p, R> {
             path,
             buf: Vec::with_capacity(4096),
             line: 0,
+            cur: 0,
             replay: false,
+            ahead: Default::default(),
         }
     }
 
     /// The next non-empty line (without its line ending), or `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, &[u8])>, TraceError> {
         if std::mem::take(&mut self.replay) {
-            return Ok(Some((self.line, self.buf.trim_ascii())));
+            return Ok(Some((self.cur, self.buf.trim_ascii())));
+        }
+        if let Some((line, text)) = self.ahead.pop_front() {
+            (self.cur, self.buf) = (line, text);
+            return Ok(Some((line, self.buf.trim_ascii())));
         }
         loop {
             self.buf.clear();
@@ -165,6 +176,7 @@ impl<'p, R: BufRead> Lines<'p, R> {
                 self.buf.drain(..UTF8_BOM.len());
             }
             if !self.buf.trim_ascii().is_empty() {
+                self.cur = self.line;
                 return Ok(Some((self.line, self.buf.trim_ascii())));
             }
         }
@@ -173,6 +185,13 @@ impl<'p, R: BufRead> Lines<'p, R> {
     /// Makes the next call return the current line again (after format detection).
     pub(super) fn unread(&mut self) {
         self.replay = true;
+    }
+
+    /// Makes the next calls return `lines` (read ahead, in order, before any line not yet
+    /// returned) again.
+    pub(super) fn hand_back(&mut self, lines: Vec<(u64, Vec<u8>)>) {
+        debug_assert!(self.ahead.is_empty() && !self.replay);
+        self.ahead = lines.into();
     }
 }
 
@@ -235,6 +254,7 @@ impl<'p> Rows<'p> {
             return Err(TraceError::Empty {
                 path: self.path.into(),
                 rows: self.report.rows,
+                format: Some(format),
             });
         }
         self.requests.shrink_to_fit();
@@ -252,44 +272,134 @@ impl<'p> Rows<'p> {
 }
 
 impl Rows<'_> {
-    /// Rejects the rows more than [`MAX_SPAN`] after the first (requests are sorted by
-    /// timestamp, so they are a tail), in file order.
+    /// Rejects the rows outside the [`MAX_SPAN`] window that holds the most rows (requests are
+    /// sorted by timestamp, so the window is a run of them and the rows outside are a head and
+    /// a tail), in file order. One stray timestamp, early or late, is the row blamed, however
+    /// it sorts: the window was anchored at the earliest row, so one row stamped 0 in a trace
+    /// of epoch times had every other row rejected. Equal windows: the earliest wins. A later
+    /// turn whose session lost an earlier turn this way is rejected with it (it would wait for
+    /// a turn that is never sent).
     fn check_span(&mut self, format: TraceFormat) -> Result<(), TraceError> {
         let rows = &self.requests;
-        if rows.is_empty() {
+        let n = rows.len();
+        if n == 0 {
             return Ok(());
         }
-        let (first_us, first_line) = (rows.row(0).timestamp_us(), rows.row(0).line());
-        let limit = first_us.saturating_add(MAX_SPAN.as_micros() as u64);
-        let keep = (0..rows.len())
-            .find(|&i| rows.row(i).timestamp_us() > limit)
-            .unwrap_or(rows.len());
-        // (line, timestamp) of each row past the limit, in file order.
-        let mut late: Vec<(u32, u64)> = (keep..rows.len())
-            .map(|i| (rows.row(i).line(), rows.row(i).timestamp_us()))
+        let span = MAX_SPAN.as_micros() as u64;
+        // The window [lo, hi) with the most rows, over windows starting at each row.
+        let (mut lo, mut hi) = (0, 0);
+        let mut end = 0;
+        for start in 0..n {
+            let limit = rows.row(start).timestamp_us().saturating_add(span);
+            end = end.max(start);
+            while end < n && rows.row(end).timestamp_us() <= limit {
+                end += 1;
+            }
+            if end - start > hi - lo {
+                (lo, hi) = (start, end);
+            }
+            if end == n {
+                break;
+            }
+        }
+        if lo == 0 && hi == n {
+            return Ok(());
+        }
+        let (first_us, first_line) = (rows.row(lo).timestamp_us(), rows.row(lo).line());
+        // Sessions that lose an earlier turn (a head row's session).
+        let lost: std::collections::HashSet<u64> =
+            (0..lo).filter_map(|i| rows.row(i).session()).collect();
+        // (line, timestamp, why) of each row rejected, in file order.
+        let mut out: Vec<(u32, u64, Out)> = (0..n)
+            .filter_map(|i| {
+                let r = rows.row(i);
+                let why = if i < lo {
+                    Out::Early
+                } else if i >= hi {
+                    Out::Late
+                } else if r.session().is_some_and(|s| lost.contains(&s)) {
+                    Out::Orphan
+                } else {
+                    return None;
+                };
+                Some((r.line(), r.timestamp_us(), why))
+            })
             .collect();
-        late.sort_unstable();
-        self.requests.truncate(keep);
+        out.sort_unstable_by_key(|&(line, ..)| line);
+        let mut i = 0;
+        self.requests.retain(|r| {
+            let keep = i >= lo && i < hi && !r.session().is_some_and(|s| lost.contains(&s));
+            i += 1;
+            keep
+        });
         let (field, unit, us_per_unit) = format.timestamp_field();
-        let in_unit = |us: u64| us as f64 / us_per_unit as f64;
-        for (line, timestamp_us) in late {
+        let days = MAX_SPAN.as_secs() / 86_400;
+        let first = format!("line {first_line}, {} {unit}", exact(first_us, us_per_unit));
+        let main = format!("{} of the {n} rows lie within {days} days of it", hi - lo);
+        for (line, timestamp_us, why) in out {
             let row = Row {
                 path: self.path,
                 line: u64::from(line),
             };
-            self.reject(row.invalid(
-                field,
-                format!(
-                    "a time at most {} days after the trace's first request (line {first_line}, \
-                     {} {unit}); is the column in {unit}?",
-                    MAX_SPAN.as_secs() / 86_400,
-                    in_unit(first_us)
+            let found = format!("{} {unit}", exact(timestamp_us, us_per_unit));
+            self.reject(match why {
+                Out::Late if lo == 0 => row.invalid(
+                    field,
+                    format!(
+                        "a time at most {days} days after the trace's first request ({first}); \
+                         is the column in {unit}?"
+                    ),
+                    found,
                 ),
-                format_args!("{} {unit}", in_unit(timestamp_us)),
-            ))?;
+                Out::Late => row.invalid(
+                    field,
+                    format!(
+                        "a time at most {days} days after the first request of the trace's main \
+                         span ({first}: {main}); is the column in {unit}?"
+                    ),
+                    found,
+                ),
+                Out::Early => row.invalid(
+                    field,
+                    format!(
+                        "a time no earlier than the first request of the trace's main span \
+                         ({first}: {main}); is the column in {unit}?"
+                    ),
+                    found,
+                ),
+                Out::Orphan => row.invalid(
+                    field,
+                    "a session whose earlier turns are kept (an earlier turn's time is outside \
+                     the trace's span)",
+                    found,
+                ),
+            })?;
         }
         Ok(())
     }
+}
+
+/// Why [`Rows::check_span`] rejects a row.
+#[derive(Clone, Copy)]
+enum Out {
+    /// Before the window.
+    Early,
+    /// After it.
+    Late,
+    /// In it, but a later turn of a session that lost an earlier turn before it.
+    Orphan,
+}
+
+/// `us` microseconds in a unit of `us_per_unit` (a power of ten), in decimal and exact: a
+/// timestamp quoted as the row wrote it, not rounded through a float (9007199254740993 ms).
+pub(crate) fn exact(us: u64, us_per_unit: u64) -> String {
+    let (whole, frac) = (us / us_per_unit, us % us_per_unit);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = us_per_unit.ilog10() as usize;
+    let frac = format!("{frac:0digits$}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
 /// An error and its causes, `: `-separated (what anyhow's `{:#}` prints), for warnings.

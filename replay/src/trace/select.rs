@@ -147,6 +147,19 @@ pub struct SelectionReport {
     /// taken as 1) scales them by another factor than outputs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_scale_effective: Option<f64>,
+    /// With `scale_lengths`: the output tokens kept over those of the trace (before the caps;
+    /// failed BurstGPT rows kept with 0 output tokens left out). Above the factor when
+    /// outputs round to 0 and are raised to 1 ([`SelectionReport::outputs_raised_to_1`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_scale_effective: Option<f64>,
+    /// With `scale_lengths`: requests whose output rounded to 0 tokens and was raised to 1
+    /// (a single-token request: no inter-token latency). Exact count.
+    #[serde(default)]
+    pub outputs_raised_to_1: u64,
+    /// With `scale_lengths`: requests whose scaled input was moved to keep a row's block
+    /// count (raised to 1 token, or into `((n-1)·bs', n·bs']` for `n` hash ids). Exact count.
+    #[serde(default)]
+    pub inputs_clamped: u64,
     /// What the selection could not do as asked, in words (`max_requests` above what the
     /// window holds: fewer requests are replayed than asked for); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -265,6 +278,7 @@ impl Trace {
             || sel.max_output_tokens.is_some();
         let mut over = None;
         let (mut inputs_before, mut inputs_scaled) = (0u64, 0u64);
+        let (mut outputs_before, mut outputs_scaled) = (0u64, 0u64);
         for i in 0..rows.len() {
             let r = rows.row(i);
             let before = (r.input_tokens(), r.output_tokens());
@@ -272,9 +286,13 @@ impl Trace {
             if transforms {
                 rows.update(i, |r| {
                     if let (Some(f), Some(bs)) = (sel.scale_lengths, scaled_block) {
-                        scale(r, f, bs);
+                        let moved = scale(r, f, bs);
                         inputs_before += u64::from(before.0);
                         inputs_scaled += u64::from(r.input_tokens);
+                        outputs_before += u64::from(before.1);
+                        outputs_scaled += u64::from(r.output_tokens);
+                        report.inputs_clamped += u64::from(moved.input);
+                        report.outputs_raised_to_1 += u64::from(moved.output);
                     }
                     if let Some(cap) = sel.max_input_tokens {
                         if r.input_tokens > cap {
@@ -324,6 +342,14 @@ impl Trace {
         rows.shrink_to_fit();
         if inputs_before > 0 {
             report.input_scale_effective = Some(inputs_scaled as f64 / inputs_before as f64);
+        }
+        if outputs_before > 0 {
+            report.output_scale_effective = Some(outputs_scaled as f64 / outputs_before as f64);
+        }
+        if let Some(f) = sel.scale_lengths {
+            if let Some(note) = scale_note(f, &report, rows.len()) {
+                report.notes.push(note);
+            }
         }
         report.requests_out = rows.len() as u64;
         self.report.requests = report.requests_out;
@@ -383,20 +409,66 @@ fn scaled_block_size(block_size: u32, f: f64) -> u32 {
     scaled(block_size, f).max(1)
 }
 
+/// What [`scale`] moved off `round(length·F)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Moved {
+    /// The input, raised to 1 or into its blocks' range.
+    input: bool,
+    /// The output, rounded to 0 and raised to 1.
+    output: bool,
+}
+
 /// Scales one request's lengths by `f`, keeping its hash ids and the block rule; `bs` is its
-/// block size scaled ([`scaled_block_size`]).
-fn scale(r: &mut TraceRequest, f: f64, bs: u32) {
+/// block size scaled ([`scaled_block_size`]). Says which lengths it moved off the product.
+fn scale(r: &mut TraceRequest, f: f64, bs: u32) -> Moved {
     let n = r.hash_ids.len() as u64;
-    let mut input = scaled(r.input_tokens, f).max(1) as u64;
+    let product = scaled(r.input_tokens, f) as u64;
+    let mut input = product.max(1);
     if n > 0 {
         input = input.clamp((n - 1) * bs as u64 + 1, n * bs as u64);
     }
     r.input_tokens = u32::try_from(input).unwrap_or(u32::MAX);
     r.block_size = bs;
+    let mut moved = Moved {
+        input: input != product,
+        output: false,
+    };
     // A failed BurstGPT row kept with 0 output tokens stays at 0.
     if r.output_tokens > 0 {
-        r.output_tokens = scaled(r.output_tokens, f).max(1);
+        let out = scaled(r.output_tokens, f);
+        moved.output = out == 0;
+        r.output_tokens = out.max(1);
     }
+    moved
+}
+
+/// What `--scale-lengths F` did other than multiply by F, in words, when the lengths kept
+/// differ from F by more than 3 % or any output was raised to 1 token; `None` otherwise.
+fn scale_note(f: f64, r: &SelectionReport, rows: usize) -> Option<String> {
+    let off = |e: Option<f64>| e.is_some_and(|e| (e / f - 1.0).abs() > 0.03);
+    if r.outputs_raised_to_1 == 0 && !off(r.output_scale_effective) && !off(r.input_scale_effective)
+    {
+        return None;
+    }
+    let eff = |e: Option<f64>| e.map_or("-".to_string(), |e| format!("{:.3}", e));
+    let mut note = format!(
+        "scale_lengths {}: in effect outputs were scaled by {} and inputs by {} (tokens kept \
+         over the trace's, exact); {} of {rows} outputs rounded to 0 tokens and were raised to \
+         1 (single-token requests, no inter-token latency); {} inputs were raised to 1 token \
+         or into their blocks' range",
+        Number(f),
+        eff(r.output_scale_effective),
+        eff(r.input_scale_effective),
+        r.outputs_raised_to_1,
+        r.inputs_clamped,
+    );
+    if r.outputs_raised_to_1 > 0 && r.outputs_raised_to_1 as usize == rows {
+        note.push_str(&format!(
+            "; every output is 1 token: is the factor {} meant?",
+            Number(f)
+        ));
+    }
+    Some(note)
 }
 
 #[cfg(test)]
@@ -425,7 +497,7 @@ mod tests {
                 for input in [lo, lo + 1, (lo + n as u32 * bs) / 2, n as u32 * bs] {
                     for f in [0.001, 0.01, 0.3, 0.5, 0.77, 1.0, 1.5, 3.0, 10.0] {
                         let mut r = request(input, n, bs);
-                        scale(&mut r, f, scaled_block_size(bs, f));
+                        let _ = scale(&mut r, f, scaled_block_size(bs, f));
                         let (b, k) = (r.block_size as u64, n as u64);
                         assert!(b >= 1 && r.hash_ids.len() == n, "bs {bs} n {n} f {f}");
                         let i = r.input_tokens as u64;
@@ -483,7 +555,7 @@ mod tests {
     #[test]
     fn scaling_saturates() {
         let mut r = request(u32::MAX, 0, 512);
-        scale(&mut r, 1e9, scaled_block_size(512, 1e9));
+        let _ = scale(&mut r, 1e9, scaled_block_size(512, 1e9));
         assert_eq!(r.input_tokens, u32::MAX);
     }
 }
