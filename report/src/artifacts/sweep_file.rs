@@ -71,6 +71,20 @@ pub struct Capacity {
     pub failed: Option<f64>,
     /// Why the search stopped (`precision`, `max_runs`, …).
     pub stopped_by: String,
+    /// The bracket's ends not established (`capacity.not_established`): their probe's pass
+    /// or fail rests on goodput judgements made on bounds and could go the other way.
+    pub not_established: Vec<EndOnBounds>,
+}
+
+/// A bracket end whose probe's decision rests on bounds, as `sweep.json` states it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EndOnBounds {
+    /// `passed` (the capacity is at least its rate) or `failed` (below it).
+    pub end: String,
+    /// Its rate, requests/s.
+    pub rate: f64,
+    /// The probe's reason: `rests on bounds: up to 98.8 % may be good (…)`.
+    pub why: String,
 }
 
 /// One point as `sweep.json` lists it.
@@ -212,6 +226,21 @@ impl SweepFile {
                 passed: c.get("max_passing_rate").and_then(Value::as_f64),
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
                 stopped_by: text_at(c, "stopped_by").unwrap_or_default(),
+                not_established: c
+                    .get("not_established")
+                    .and_then(Value::as_array)
+                    .map(|ends| {
+                        ends.iter()
+                            .filter_map(|e| {
+                                Some(EndOnBounds {
+                                    end: text_at(e, "end")?,
+                                    rate: e.get("rate").and_then(Value::as_f64)?,
+                                    why: text_at(e, "why").unwrap_or_default(),
+                                })
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             });
         Ok(Some(SweepFile {
             knee: doc.get("knee").and_then(|k| text_at(k, "label")),
