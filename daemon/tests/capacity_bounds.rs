@@ -130,3 +130,106 @@ fn a_capacity_runs_failing_end_on_bounds_is_stored_served_and_shown_as_not_estab
         "{log}"
     );
 }
+
+/// `canaryd sweep --find-max-rate` against `url` into `DIR/out`, receive timestamps off,
+/// judged by a TTFT of 200 ms for 90 % of requests: 20 then 40 req/s after a pass, 10 after a
+/// fail.
+fn search(dir: &std::path::Path, url: &str, out: &str) -> std::process::Output {
+    std::process::Command::new(common::CANARYD)
+        .args(["sweep", "--url", url, "--model", "canary-sim", "-o", out])
+        .args(["--no-ebpf", "--no-nvml", "--no-kernel-timestamps"])
+        .args(["--find-max-rate", "--slo", "time_to_first_token:200"])
+        .args(["--min-good-fraction", "0.9", "--request-rate", "20"])
+        .args([
+            "--arrival-pattern",
+            "constant",
+            "--benchmark-duration",
+            "1s",
+        ])
+        .args(["--max-runs", "2", "--isl", "32", "--osl", "4"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .expect("canaryd runs")
+}
+
+// `canaryd compare` of two capacity searches called B lower on B's failing end, though its
+// probe failed on TTFT misses judged on upper bounds (sweep.json's `not_established`), and
+// said nothing of it. A: the fast simulator, passing; B: one whose every prefill takes 250 ms,
+// failing a TTFT of 200 ms on canaryd's read of each first token.
+#[test]
+fn a_compare_of_capacities_says_which_end_its_verdict_rests_on_is_not_established() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_fast, fast) = sim(&[]);
+    let (_slow, slow) = common::sim_with_profile(
+        dir,
+        r#"{"profile": "fast", "prefill_overhead_us": 250000}"#,
+        &[],
+    );
+    for (port, out) in [(fast, "a"), (slow, "b")] {
+        let done = search(dir, &format!("http://127.0.0.1:{port}"), out);
+        assert!(
+            dir.join(out).join("sweep.json").is_file(),
+            "{}",
+            common::text(&done)
+        );
+    }
+    let (a, b) = (
+        json(&dir.join("a/sweep.json")),
+        json(&dir.join("b/sweep.json")),
+    );
+    let (a, b) = (&a["capacity"], &b["capacity"]);
+    let passed = a["max_passing_rate"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("A passed no rate: {a:#}"));
+    assert!(a.get("not_established").is_none(), "{a:#}");
+    let failed = b["min_failing_rate"].as_f64().unwrap();
+    assert!(b["max_passing_rate"].is_null(), "{b:#}");
+    let end = &b["not_established"][0];
+    assert_eq!(end["end"], "failed", "{b:#}");
+    let why = end["why"].as_str().unwrap();
+
+    let shown = std::process::Command::new(common::CANARYD)
+        .args(["compare", "a", "b"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let said = common::text(&shown);
+    let line = said
+        .lines()
+        .find(|l| l.contains("capacity at SLO: A"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(failed <= passed, "{a:#} {b:#}");
+    assert!(
+        line.contains("B lower (the brackets do not overlap: bounds)"),
+        "{line}"
+    );
+    let below = canary_core::rate_text::rate_below(failed);
+    assert!(
+        line.ends_with(&format!(
+            "; not established: B's fail at {below} req/s {why}"
+        )),
+        "{line}"
+    );
+    // And in its JSON.
+    let shown = std::process::Command::new(common::CANARYD)
+        .args(["compare", "a", "b", "--json"])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&shown.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", common::text(&shown)));
+    let c = &doc["capacity"];
+    assert_eq!(c["verdict"], "lower", "{c:#}");
+    assert_eq!(c["b"]["not_established"][0]["why"], why, "{c:#}");
+    assert_eq!(
+        c["rests_on_bounds"][0],
+        format!("B's fail at {below} req/s {why}"),
+        "{c:#}"
+    );
+}

@@ -641,14 +641,7 @@ fn capacity(s: &SweepFile) -> Option<String> {
     // A bracket end whose probe's pass or fail rests on goodput judgements made on bounds,
     // as sweep.json's `capacity.not_established` states it: the decision stands, but the end
     // is not established.
-    let unsettled: Vec<String> = c
-        .not_established
-        .iter()
-        .map(|e| match e.end.as_str() {
-            "passed" => format!("the pass at {} req/s {}", rate_at_least(e.rate), e.why),
-            _ => format!("the fail at {} req/s {}", rate_below(e.rate), e.why),
-        })
-        .collect();
+    let unsettled: Vec<String> = c.not_established.iter().map(|e| e.said()).collect();
     let line = match (c.passed, c.failed) {
         (Some(p), Some(f)) => format!(
             "capacity at SLO ({slo}{good}): at least {} req/s (passed), below {} req/s \
