@@ -37,6 +37,19 @@ pub struct CapacityRun {
 }
 
 impl CapacityRun {
+    /// Notes which bracket ends rest on bounds ([`Capacity::not_established`]) from its
+    /// probes' verdicts, those a signal cut short left out: the stored result says so as
+    /// `sweep.json` does. A run stored before the field was kept (none said) is noted again
+    /// as it is read, by the same rule.
+    pub fn note_bounds(&mut self) {
+        self.found.note_bounds(
+            self.probes
+                .iter()
+                .filter(|p| !p.interrupted)
+                .map(|p| (p.rate, p.verdict.as_str())),
+        );
+    }
+
     /// The load of a search of `plan` (the workload's, at its first rate) against `target`
     /// (its name in the config and its settings) after `warmup_requests`: the target's URL
     /// (no query), model and API, and the load block `summary.json` states (`request_rate`,

@@ -823,7 +823,11 @@ fn read_row<S>(
             comparison: parse(text(8)?),
             artifacts: PathBuf::from(r.get::<_, String>(10)?),
             samples: None,
-            capacity: parse(text(11)?),
+            // A search stored before its ends on bounds were kept has them noted again.
+            capacity: parse::<CapacityRun>(text(11)?).map(|mut c| {
+                c.note_bounds();
+                c
+            }),
             sweep: parse(text(12)?),
             load: None,
         },

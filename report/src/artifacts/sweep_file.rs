@@ -71,6 +71,57 @@ pub struct Capacity {
     pub failed: Option<f64>,
     /// Why the search stopped (`precision`, `max_runs`, …).
     pub stopped_by: String,
+    /// The bracket's ends not established (`capacity.not_established`): their probe's pass
+    /// or fail rests on goodput judgements made on bounds and could go the other way.
+    pub not_established: Vec<EndOnBounds>,
+}
+
+/// A bracket end whose probe's decision rests on bounds, as `sweep.json` states it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct EndOnBounds {
+    /// `passed` (the capacity is at least its rate) or `failed` (below it).
+    pub end: String,
+    /// Its rate, requests/s.
+    pub rate: f64,
+    /// The probe's reason: `rests on bounds: up to 98.8 % may be good (…)`.
+    pub why: String,
+}
+
+impl EndOnBounds {
+    /// The ends `capacity` (`sweep.json`'s `capacity`) names in `not_established`; none when
+    /// it has no such list (a sweep written before it, or with every end established).
+    pub fn all_of(capacity: &Value) -> Vec<EndOnBounds> {
+        let text_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
+        capacity
+            .get("not_established")
+            .and_then(Value::as_array)
+            .map(|ends| {
+                ends.iter()
+                    .filter_map(|e| {
+                        Some(EndOnBounds {
+                            end: text_at(e, "end")?,
+                            rate: e.get("rate").and_then(Value::as_f64)?,
+                            why: text_at(e, "why").unwrap_or_default(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `the fail at 10 req/s rests on bounds: …` (`the pass at …`), its rate rounded outward
+    /// as the capacity line's.
+    pub fn said(&self) -> String {
+        use canary_core::rate_text::{rate_at_least, rate_below};
+        match self.end.as_str() {
+            "passed" => format!(
+                "the pass at {} req/s {}",
+                rate_at_least(self.rate),
+                self.why
+            ),
+            _ => format!("the fail at {} req/s {}", rate_below(self.rate), self.why),
+        }
+    }
 }
 
 /// One point as `sweep.json` lists it.
@@ -212,6 +263,7 @@ impl SweepFile {
                 passed: c.get("max_passing_rate").and_then(Value::as_f64),
                 failed: c.get("min_failing_rate").and_then(Value::as_f64),
                 stopped_by: text_at(c, "stopped_by").unwrap_or_default(),
+                not_established: EndOnBounds::all_of(c),
             });
         Ok(Some(SweepFile {
             knee: doc.get("knee").and_then(|k| text_at(k, "label")),

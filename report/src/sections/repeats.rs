@@ -25,6 +25,7 @@ fn label(metric: &str, statistic: &str) -> String {
         "request_throughput" => "throughput",
         "output_token_throughput" => "output tokens/s",
         "goodput" => "goodput",
+        "good_request_fraction" => "good fraction",
         "schedule_lag" => "schedule lag",
         other => other,
     };
@@ -38,13 +39,15 @@ fn unit(unit: &str) -> &str {
     match unit {
         "requests/s" => "req/s",
         "tokens/s" => "tok/s",
+        // A fraction is a bare number.
+        "fraction" => "",
         u => u,
     }
 }
 
 /// Empty when no goodput judgement rests on a bound; else ` 193 of the runs' goodput
-/// judgements rest on a bound (…), so the goodput marked * is exact in neither direction: the
-/// runs' good requests are truly 41 to 115, 62 to 134, 43 to 90.`
+/// judgements rest on a bound (…), so the goodput and good fraction marked * are exact in
+/// neither direction: the runs' good requests are truly 41 to 115, 62 to 134, 43 to 90.`
 fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
     let n: u64 = good.iter().map(|g| g.0).sum();
     if n == 0 {
@@ -57,8 +60,8 @@ fn good_said(good: &[(u64, Option<(u64, u64)>)]) -> String {
     format!(
         " {n} of the runs' goodput judgements rest on a bound (a time read late: a TTFT miss \
          may be a meet, an ITL meet a miss; summary.json's uncertain_misses and \
-         uncertain_meets), so the goodput marked * is exact in neither direction: the runs' \
-         good requests are truly {}.",
+         uncertain_meets), so the goodput and good fraction marked * are exact in neither \
+         direction: the runs' good requests are truly {}.",
         ranges.join(", ")
     )
 }
@@ -89,14 +92,18 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
         })
         .collect();
     let good_on_bound: u64 = good.iter().map(|g| g.0).sum();
-    let is_bound =
-        |metric: &str| bound.contains(&metric) || (metric == "goodput" && good_on_bound > 0);
+    // The goodput and the good fraction rest on the same judgements.
+    let on_good = |metric: &str| matches!(metric, "goodput" | "good_request_fraction");
+    let is_bound = |metric: &str| bound.contains(&metric) || (on_good(metric) && good_on_bound > 0);
     let rows: Vec<Vec<String>> = e
         .estimates
         .iter()
         .map(|m| {
             let u = unit(&m.unit);
-            let with = |v: f64| format!("{} {u}", num(v));
+            let with = |v: f64| match u {
+                "" => num(v),
+                u => format!("{} {u}", num(v)),
+            };
             let mean = m.mean.map_or("–".into(), |v| {
                 match (is_bound(&m.metric), bounds::is_upper(&m.metric)) {
                     (false, _) => with(v),
@@ -190,7 +197,7 @@ pub fn render(e: &Repeats, runs: &[Run]) -> String {
     ));
     let shown = |upper: bool| {
         e.estimates.iter().any(|m| {
-            m.metric != "goodput" && is_bound(&m.metric) && bounds::is_upper(&m.metric) == upper
+            !on_good(&m.metric) && is_bound(&m.metric) && bounds::is_upper(&m.metric) == upper
         })
     };
     let mut marks = Vec::new();

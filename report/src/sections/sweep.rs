@@ -630,8 +630,6 @@ fn no_knee(points: &[Point], sweep: Option<&SweepFile>, whose: &str) -> String {
 /// A capacity search's answer, as the sweep's last line gives it: its bounds rounded outward
 /// (`canary_core::rate_text`, as the sweep table rounds them) so what is printed still holds.
 fn capacity(s: &SweepFile) -> Option<String> {
-    /// canaryd's words for a probe's decision the bounds could turn (`judge::verdict`).
-    const ON_BOUNDS: &str = "rests on bounds";
     use canary_core::rate_text::{rate_at_least, rate_below};
     let c = s.capacity.as_ref()?;
     let runs = s.points.len();
@@ -640,25 +638,10 @@ fn capacity(s: &SweepFile) -> Option<String> {
         format!(", {}% good", (g * 100.0 * 1e6).round() / 1e6)
     });
     let slo = &c.slo;
-    // A bracket end whose probe's pass or fail rests on goodput judgements made on bounds
-    // (its verdict says so): the decision stands, but the end is not established.
-    let on_bounds = |rate: Option<f64>, passed: bool| -> Option<String> {
-        let rate = rate?;
-        let probe = s
-            .points
-            .iter()
-            .find(|q| q.value == Some(rate) && q.passed == Some(passed))?;
-        let at = probe.verdict.find(ON_BOUNDS)?;
-        let why = probe.verdict[at..].to_string();
-        Some(match passed {
-            true => format!("the pass at {} req/s {why}", rate_at_least(rate)),
-            false => format!("the fail at {} req/s {why}", rate_below(rate)),
-        })
-    };
-    let unsettled: Vec<String> = [on_bounds(c.passed, true), on_bounds(c.failed, false)]
-        .into_iter()
-        .flatten()
-        .collect();
+    // A bracket end whose probe's pass or fail rests on goodput judgements made on bounds,
+    // as sweep.json's `capacity.not_established` states it: the decision stands, but the end
+    // is not established.
+    let unsettled: Vec<String> = c.not_established.iter().map(|e| e.said()).collect();
     let line = match (c.passed, c.failed) {
         (Some(p), Some(f)) => format!(
             "capacity at SLO ({slo}{good}): at least {} req/s (passed), below {} req/s \

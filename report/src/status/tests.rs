@@ -117,6 +117,7 @@ fn capacity_run(
             max_passing_rate: bracket.0,
             min_failing_rate: bracket.1,
             baseline,
+            ..RunCapacity::default()
         }),
         ..line(id, minutes_ago, kind, Some(4.0))
     }

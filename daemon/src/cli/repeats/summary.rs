@@ -41,7 +41,7 @@ pub fn few_runs_line(n: u64, whose: &str) -> Option<String> {
 }
 
 /// The headline figures, in table order: (metric, statistic, unit, table label).
-const HEADLINE: [(&str, &str, &str, &str); 10] = [
+const HEADLINE: [(&str, &str, &str, &str); 11] = [
     ("time_to_first_token", "p50", "ms", "TTFT p50"),
     ("time_to_first_token", "p99", "ms", "TTFT p99"),
     ("inter_token_latency", "p50", "ms", "ITL p50"),
@@ -56,22 +56,29 @@ const HEADLINE: [(&str, &str, &str, &str); 10] = [
         "output tokens/s",
     ),
     ("goodput", "value", "requests/s", "goodput"),
+    (
+        "good_request_fraction",
+        "value",
+        "fraction",
+        "good fraction",
+    ),
     ("schedule_lag", "p99", "ms", "schedule lag p99"),
 ];
 
 /// Whether `metric` of one run is not exact, by the run's rule for its client times; goodput
-/// when some of its judgements rest on a bound (a TTFT miss on a time read late may be a
-/// meet: `summary.json`'s `uncertain_misses`, `uncertain_meets`).
+/// and the good fraction when some of its judgements rest on a bound (a TTFT miss on a time
+/// read late may be a meet: `summary.json`'s `uncertain_misses`, `uncertain_meets`).
 fn is_bound(s: &RunSummary, metric: &str) -> bool {
     match metric {
-        "goodput" => GoodRange::of(s).is_some_and(|r| r.uncertain()),
+        "goodput" | "good_request_fraction" => GoodRange::of(s).is_some_and(|r| r.uncertain()),
         _ => s.receive_timestamps.bounds().is_bound(metric),
     }
 }
 
-/// Goodput's judgements that rest on a bound over the runs its mean is over, with each run's
-/// good count and the range they leave it in (`summary.json`'s `good_requests`,
-/// `good_requests_at_least`, `good_requests_at_most`), in the order of `values`.
+/// Goodput's (or the good fraction's) judgements that rest on a bound over the runs its mean
+/// is over, with each run's good count and the range they leave it in (`summary.json`'s
+/// `good_requests`, `good_requests_at_least`, `good_requests_at_most`), in the order of
+/// `values`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GoodBounds {
     /// Judgements on a bound, summed over the runs.
@@ -82,19 +89,29 @@ pub struct GoodBounds {
     pub good_requests_at_least: Vec<u64>,
     /// And at most.
     pub good_requests_at_most: Vec<u64>,
-    /// The mean over the runs of their goodput had the at-least count been good, requests/s.
+    /// The mean over the runs of their figure had the at-least count been good: goodput,
+    /// requests/s (the count over the run's duration), or the good fraction (over the
+    /// requests judged).
     pub mean_at_least: f64,
     /// And had the at-most count been.
     pub mean_at_most: f64,
 }
 
 impl GoodBounds {
-    /// Of the runs `each` (their summaries, the runs goodput's mean is over); `None` when no
-    /// judgement rests on a bound or a run states no range.
-    fn of(each: &[&RunSummary]) -> Option<GoodBounds> {
+    /// Of the runs `each` (their summaries, the runs `metric`'s mean is over: `goodput`, whose
+    /// counts are over each run's duration, or `good_request_fraction`, over its requests
+    /// judged); `None` when no judgement rests on a bound or a run states no range.
+    fn of(each: &[&RunSummary], metric: &str) -> Option<GoodBounds> {
         let ranges: Vec<(GoodRange, f64)> = each
             .iter()
-            .map(|s| Some((GoodRange::of(s)?, s.duration_s)))
+            .map(|s| {
+                let r = GoodRange::of(s)?;
+                let over = match metric {
+                    "good_request_fraction" => r.judged as f64,
+                    _ => s.duration_s,
+                };
+                Some((r, over)).filter(|_| over > 0.0)
+            })
             .collect::<Option<_>>()?;
         if !ranges.iter().any(|(r, _)| r.uncertain()) || ranges.is_empty() {
             return None;
@@ -110,6 +127,24 @@ impl GoodBounds {
             mean_at_least: mean(&|r| r.at_least),
             mean_at_most: mean(&|r| r.at_most),
         })
+    }
+
+    /// The line under the good fraction: `193 judgements rest on a bound, as goodput's: the
+    /// mean had the truth been at either end: 0.330 to 0.921` (each run's range is under
+    /// goodput's line).
+    pub fn said_of_fraction(&self) -> String {
+        format!(
+            "{} judgement{} {ON_BOUNDS_SAID}, as goodput's: the mean had the truth been at \
+             either end: {} to {}",
+            self.judgements_on_bound,
+            if self.judgements_on_bound == 1 {
+                ""
+            } else {
+                "s"
+            },
+            number(self.mean_at_least),
+            number(self.mean_at_most)
+        )
     }
 
     /// `193 goodput judgements rest on a bound (…): each run truly good 41 to 115 (62 judged
@@ -149,6 +184,7 @@ fn figure(s: &RunSummary, metric: &str, statistic: &str) -> Option<f64> {
         "request_throughput" => s.request_throughput,
         "output_token_throughput" => s.output_token_throughput,
         "goodput" => s.goodput.as_ref().and_then(|g| g.goodput),
+        "good_request_fraction" => s.goodput.as_ref().and_then(|g| g.good_request_fraction),
         _ => {
             let st = s.metrics.get(metric).filter(|st| st.count > 0)?;
             match statistic {
@@ -177,6 +213,10 @@ fn figure_or_why(s: &RunSummary, metric: &str, statistic: &str) -> Option<Result
         "goodput" => {
             s.goodput.as_ref()?;
             no_rate()
+        }
+        "good_request_fraction" => {
+            s.goodput.as_ref()?;
+            "no request judged against the SLOs".to_string()
         }
         // In compare's words for the same gap (report/src/compare.rs).
         latency => {
@@ -447,13 +487,13 @@ impl RepeatsSummary {
                 continue;
             };
             let good_bounds = match metric {
-                "goodput" => {
+                "goodput" | "good_request_fraction" => {
                     let over: Vec<&RunSummary> = complete
                         .iter()
                         .filter(|(_, s)| self::figure(s, metric, statistic).is_some())
                         .map(|(_, s)| *s)
                         .collect();
-                    GoodBounds::of(&over)
+                    GoodBounds::of(&over, metric)
                 }
                 _ => None,
             };
@@ -551,7 +591,11 @@ impl RepeatsSummary {
         for f in &self.metrics {
             outln!("  {}", f.line())?;
             if let Some(b) = &f.good_bounds {
-                outln!("  {:<18} {}", "", b.said())?;
+                let said = match f.metric {
+                    "good_request_fraction" => b.said_of_fraction(),
+                    _ => b.said(),
+                };
+                outln!("  {:<18} {said}", "")?;
             }
             if !f.without.is_empty() {
                 outln!(
@@ -659,7 +703,11 @@ impl Figure {
     /// a latency cannot be negative; 3 runs)`.
     pub fn line(&self) -> String {
         let i = &self.interval;
-        let unit = self.unit;
+        // A fraction is a bare number (`good fraction 0.950 ± 0.012`).
+        let with = |v: f64| match self.unit {
+            "fraction" => number(v),
+            unit => format!("{} {unit}", number(v)),
+        };
         let label = match self.bound {
             true => format!("{} (bound)", self.label),
             false => self.label.to_string(),
@@ -673,27 +721,27 @@ impl Figure {
                     "clipped at 1, a fraction cannot exceed it"
                 };
                 format!(
-                    "{label:<18} {} {unit}, 95% CI {} to {} {unit} ({why}; {} runs)",
-                    number(i.mean),
+                    "{label:<18} {}, 95% CI {} to {} ({why}; {} runs)",
+                    with(i.mean),
                     number(low),
-                    number(high),
+                    with(high),
                     i.n
                 )
             }
             // Not `± 0`: every run gave the same figure, which bounds nothing.
             Some(_) if i.no_spread() => format!(
-                "{label:<18} {} {unit} (no spread: all {} runs gave it; 95% CI not estimable \
+                "{label:<18} {} (no spread: all {} runs gave it; 95% CI not estimable \
                  from the runs' spread)",
-                number(i.mean),
+                with(i.mean),
                 i.n
             ),
             Some(h) => format!(
-                "{label:<18} {} {unit} ± {} {unit} (95% CI, {} runs)",
-                number(i.mean),
-                number(h),
+                "{label:<18} {} ± {} (95% CI, {} runs)",
+                with(i.mean),
+                with(h),
                 i.n
             ),
-            None => format!("{label:<18} {} {unit} (1 run: no interval)", number(i.mean)),
+            None => format!("{label:<18} {} (1 run: no interval)", with(i.mean)),
         }
     }
 }

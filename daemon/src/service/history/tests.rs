@@ -1254,3 +1254,72 @@ fn retention_takes_each_folder_away_while_its_row_is_still_stored() {
         .collect();
     assert_eq!(ids, ["r3", "r2"]);
 }
+
+// A capacity run stored before its bracket's ends on bounds were kept (its JSON has no
+// `not_established`, as the code before it wrote it) still reads, and has them noted from its
+// probes' verdicts, by the rule that `sweep.json` and the log line use; one whose probes
+// held at both ends of their bounds reads with none.
+#[test]
+fn a_capacity_run_stored_without_its_ends_on_bounds_reads_with_them_noted() {
+    use crate::judge::verdict::GoodRange;
+    let dir = tempfile::tempdir().unwrap();
+    let h = History::open(&dir.path().join("h.sqlite")).unwrap();
+    // 20 requests judged, every TTFT miss on an upper bound: a fail the truth could pass.
+    let range = GoodRange {
+        judged: 20,
+        good: 0,
+        at_least: 0,
+        at_most: 20,
+        on_bound: 20,
+    };
+    let words = range.could_flip(false, 0.9).unwrap();
+    let on_bounds = format!(
+        "fail: good-request fraction 0.000 below min_good_fraction 0.9 (time_to_first_token: \
+         20 missed), which {words}"
+    );
+    for (id, verdict, noted) in [
+        ("bounds", on_bounds.as_str(), true),
+        ("exact", "fail: …", false),
+    ] {
+        let mut r = run(id, "cap", 1, VerdictKind::Fail, 1.0);
+        r.run.samples = None;
+        h.insert(&r).unwrap();
+        let old = serde_json::json!({
+            "slo": "time_to_first_token:0.001",
+            "min_good_fraction": 0.9,
+            "max_passing_rate": null,
+            "min_failing_rate": 10.0,
+            "relative_uncertainty": null,
+            "stopped_by": "max_runs",
+            "probes": [
+                {"rate": 20.0, "passed": false, "verdict": verdict},
+                {"rate": 10.0, "passed": false, "verdict": verdict},
+            ],
+            "baseline": null,
+        });
+        h.conn
+            .lock()
+            .unwrap()
+            .execute(
+                "UPDATE runs SET capacity = ?1 WHERE id = ?2",
+                params![old.to_string(), id],
+            )
+            .unwrap();
+        let read = h.get(id).unwrap().unwrap().run.capacity;
+        let c = read.unwrap_or_else(|| panic!("{id}: the old row did not read"));
+        assert_eq!(c.probes.len(), 2, "{c:?}");
+        let ends = &c.found.not_established;
+        if !noted {
+            assert!(ends.is_empty(), "{ends:?}");
+            continue;
+        }
+        assert_eq!(ends.len(), 1, "{ends:?}");
+        assert_eq!((ends[0].end.as_str(), ends[0].rate), ("failed", 10.0));
+        assert_eq!(ends[0].why, words);
+        // And in the list the status page and /api/runs read.
+        let listed = h.recent(Some("cap"), 10).unwrap();
+        let row = listed.iter().find(|r| r.run.id == id).unwrap();
+        let c = row.run.capacity.as_ref().unwrap();
+        assert_eq!(c.found.not_established, *ends);
+    }
+}

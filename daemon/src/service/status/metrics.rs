@@ -380,6 +380,43 @@ impl State {
             "Client-side latency percentiles of the workload's last run, ms.",
             self.last.iter().flat_map(|(w, v)| latency_samples(w, v)),
         );
+        self.render_last_capacity(out);
+    }
+
+    /// A capacity workload's last search: its bracket's ends, and whether each rests on
+    /// bounds (its probe's pass or fail on goodput judgements made on bounds; the
+    /// `not_established` of `/api/runs`).
+    fn render_last_capacity(&self, out: &mut String) {
+        write_family(
+            out,
+            "canaryd_last_run_capacity_rate",
+            "gauge",
+            "The bracket of the capacity workload's last search, requests/s, by end: passed (the \
+             capacity is at least it), failed (below it).",
+            self.last.iter().flat_map(|(w, v)| {
+                capacity_ends(v).into_iter().map(move |(end, rate, _)| {
+                    (format!("workload=\"{}\",end=\"{end}\"", esc(w)), rate)
+                })
+            }),
+        );
+        write_family(
+            out,
+            "canaryd_last_run_capacity_not_established",
+            "gauge",
+            "1 for an end of the capacity workload's last bracket whose probe's pass or fail \
+             rests on goodput judgements made on bounds (the truth could decide it the other \
+             way), else 0.",
+            self.last.iter().flat_map(|(w, v)| {
+                capacity_ends(v)
+                    .into_iter()
+                    .map(move |(end, _, on_bounds)| {
+                        (
+                            format!("workload=\"{}\",end=\"{end}\"", esc(w)),
+                            f64::from(u8::from(on_bounds)),
+                        )
+                    })
+            }),
+        );
     }
 
     /// Which telemetry sources each workload's last run had, and why not.
@@ -417,6 +454,24 @@ impl State {
             .iter()
             .filter_map(move |(w, v)| figure(v).map(|x| (format!("workload=\"{}\"", esc(w)), x)))
     }
+}
+
+/// `(end, rate, on bounds)` for each end of the bracket of a capacity workload's last run
+/// `v`: `passed`, `failed`, and whether its probe's decision rests on bounds.
+fn capacity_ends(v: &RunBrief) -> Vec<(&'static str, f64, bool)> {
+    let Some(c) = v.capacity.as_ref().map(|c| &c.found) else {
+        return Vec::new();
+    };
+    [
+        ("passed", c.max_passing_rate),
+        ("failed", c.min_failing_rate),
+    ]
+    .into_iter()
+    .filter_map(|(end, rate)| {
+        let on_bounds = c.not_established.iter().any(|e| e.end == end);
+        Some((end, rate?, on_bounds))
+    })
+    .collect()
 }
 
 /// The client-side p50 and p99 of TTFT, ITL and request latency of workload `w`'s last run.

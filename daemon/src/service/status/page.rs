@@ -109,6 +109,7 @@ fn line(b: &RunBrief) -> RunLine {
                 max_passing_rate: c.found.max_passing_rate,
                 min_failing_rate: c.found.min_failing_rate,
                 baseline: c.baseline.as_ref().map(|b| (b.capacity, b.spread)),
+                not_established: ends_on_bounds(&c.found),
             })
             .or_else(|| {
                 let c = b.sweep.as_ref()?.capacity.as_ref()?;
@@ -116,6 +117,7 @@ fn line(b: &RunBrief) -> RunLine {
                     max_passing_rate: c.max_passing_rate,
                     min_failing_rate: c.min_failing_rate,
                     baseline: None,
+                    not_established: ends_on_bounds(c),
                 })
             }),
         sweep: b.sweep.as_ref().map(|s| RunKnee {
@@ -129,6 +131,14 @@ fn line(b: &RunBrief) -> RunLine {
         report_href: format!("runs/{id}/report"),
         json_href: format!("api/runs/{id}"),
     }
+}
+
+/// The ends of `c`'s bracket not established (`(end, why)`), as the status page marks them.
+fn ends_on_bounds(c: &crate::capacity::Capacity) -> Vec<(String, String)> {
+    c.not_established
+        .iter()
+        .map(|e| (e.end.clone(), e.why.clone()))
+        .collect()
 }
 
 /// A run's trend as the page shows it: `steady`, or `insufficient (unconfirmed: regressed)`

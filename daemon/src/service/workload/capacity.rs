@@ -238,13 +238,15 @@ pub(super) async fn run(
     };
     result.outcome = at_capacity.map(|(_, o)| o).or(last);
     result.run.load = Some(load.clone());
-    result.run.capacity = Some(CapacityRun {
+    let mut searched = CapacityRun {
         found: found.capacity,
         probes,
         baseline: None,
         new_load: None,
         load: Some(load),
-    });
+    };
+    searched.note_bounds();
+    result.run.capacity = Some(searched);
     None
 }
 

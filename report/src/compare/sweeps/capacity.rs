@@ -1,6 +1,7 @@
 //! A capacity search's answer (`--find-max-rate`) as bounds, and two sweeps' answers told
 //! apart only where their brackets do not overlap.
 
+use crate::artifacts::EndOnBounds;
 use canary_core::rate_text::{rate_at_least, rate_below};
 use serde::Serialize;
 
@@ -15,9 +16,18 @@ pub struct Bracket {
     pub slo: Option<String>,
     /// The share of requests that had to meet them.
     pub min_good_fraction: Option<f64>,
+    /// Its ends not established, as its `sweep.json` names them (`capacity.not_established`):
+    /// their probe's pass or fail rests on goodput judgements made on bounds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_established: Vec<EndOnBounds>,
 }
 
 impl Bracket {
+    /// Its end `end` (`passed`, `failed`) when that end is not established.
+    fn on_bounds(&self, end: &str) -> Option<&EndOnBounds> {
+        self.not_established.iter().find(|e| e.end == end)
+    }
+
     /// `at least 109, below 113 req/s`: each bound rounded outward (`canary_core::rate_text`, as
     /// `canaryd sweep` and the daemon's verdicts print them), so what is printed still holds:
     /// rounded to the nearest, 109.375 .. 112.5 read "below 112", under the rate that failed.
@@ -46,36 +56,53 @@ pub struct CapacityComparison {
     /// (the brackets overlap, or a bound is missing), or `not_comparable` (searched under
     /// different SLOs or good fractions).
     pub verdict: &'static str,
+    /// The ends `higher` or `lower` rests on that are not established (`A's fail at 10
+    /// req/s rests on bounds: …`): the verdict holds as the probes were decided, but the
+    /// truth could decide one of them the other way. Absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rests_on_bounds: Vec<String>,
 }
 
 impl CapacityComparison {
     /// B's bracket `y` against A's `x`.
     pub(super) fn of(x: Bracket, y: Bracket) -> CapacityComparison {
+        let verdict = match (&x, &y) {
+            // A capacity is at an SLO: two searched under different ones measure
+            // different things.
+            _ if (&x.slo, x.min_good_fraction) != (&y.slo, y.min_good_fraction) => "not_comparable",
+            (
+                Bracket {
+                    failed: Some(f), ..
+                },
+                Bracket {
+                    passed: Some(p), ..
+                },
+            ) if p >= f => "higher",
+            (
+                Bracket {
+                    passed: Some(p), ..
+                },
+                Bracket {
+                    failed: Some(f), ..
+                },
+            ) if f <= p => "lower",
+            _ => "not_told_apart",
+        };
+        // B higher: A's failing end below B's passing end; lower: B's failing end below A's
+        // passing end. Those two ends are what the verdict rests on.
+        let leaned_on = match verdict {
+            "higher" => vec![("A", x.on_bounds("failed")), ("B", y.on_bounds("passed"))],
+            "lower" => vec![("A", x.on_bounds("passed")), ("B", y.on_bounds("failed"))],
+            _ => Vec::new(),
+        };
         CapacityComparison {
-            verdict: match (&x, &y) {
-                // A capacity is at an SLO: two searched under different ones measure
-                // different things.
-                _ if (&x.slo, x.min_good_fraction) != (&y.slo, y.min_good_fraction) => {
-                    "not_comparable"
-                }
-                (
-                    Bracket {
-                        failed: Some(f), ..
-                    },
-                    Bracket {
-                        passed: Some(p), ..
-                    },
-                ) if p >= f => "higher",
-                (
-                    Bracket {
-                        passed: Some(p), ..
-                    },
-                    Bracket {
-                        failed: Some(f), ..
-                    },
-                ) if f <= p => "lower",
-                _ => "not_told_apart",
-            },
+            rests_on_bounds: leaned_on
+                .into_iter()
+                .filter_map(|(side, e)| {
+                    Some(format!("{side}'s {}", e?.said().trim_start_matches("the ")))
+                })
+                .collect(),
+            verdict,
             a: x,
             b: y,
         }
@@ -103,6 +130,7 @@ mod tests {
                 failed,
                 slo: Some("time_to_first_token:400".into()),
                 min_good_fraction: Some(0.95),
+                not_established: Vec::new(),
             }),
         }
     }
@@ -117,6 +145,7 @@ mod tests {
             failed,
             slo: None,
             min_good_fraction: None,
+            not_established: Vec::new(),
         };
         assert_eq!(
             b(Some(109.375), Some(112.5)).said(),

@@ -108,8 +108,13 @@ impl SweepComparison {
             ),
         });
         if let Some(c) = &self.capacity {
+            // A verdict resting on an end whose probe the bounds could turn says so.
+            let unsettled = match c.rests_on_bounds.is_empty() {
+                true => String::new(),
+                false => format!("; not established: {}", c.rests_on_bounds.join("; ")),
+            };
             out.push(format!(
-                "capacity at SLO: A {}, B {}: {}",
+                "capacity at SLO: A {}, B {}: {}{unsettled}",
                 c.a.said(),
                 c.b.said(),
                 match c.verdict {
