@@ -34,6 +34,16 @@ fn main() {
     let programs = match reason {
         Some(reason) => {
             println!("cargo:warning=canary-ebpf: eBPF disabled: {reason}");
+            // A build that lacked clang or the libbpf headers is made again once they are
+            // installed (scripts/setup/ebpf.sh), not kept in a cached target dir: installing
+            // them changes these directories. Only a build without the programs watches them.
+            if std::env::var_os("CANARY_EBPF_STUB").is_none() {
+                for dir in ["/usr/include", "/usr/bin", "/usr/local/bin"] {
+                    if Path::new(dir).is_dir() {
+                        println!("cargo:rerun-if-changed={dir}");
+                    }
+                }
+            }
             format!("pub(crate) const PROGRAMS: Result<&[u8], &str> = Err({reason:?});\n")
         }
         None => {

@@ -8,6 +8,8 @@ mod common;
 mod experiments;
 #[path = "cli/export_off_once.rs"]
 mod export_off_once;
+#[path = "cli/file_limits.rs"]
+mod file_limits;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/http_status.rs"]
@@ -25,8 +27,6 @@ mod realtime;
 mod receiver;
 #[path = "cli/skipped_rows.rs"]
 mod skipped_rows;
-#[path = "cli/sweep.rs"]
-mod sweep;
 #[path = "cli/synthesize.rs"]
 mod synthesize;
 

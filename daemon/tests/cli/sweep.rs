@@ -55,7 +55,7 @@ fn sweep_limited(dir: &Path, url: &str, files: u64, extra: &[&str]) -> std::proc
         .env_remove("OPENAI_API_KEY")
         .env_remove("CANARYD_REQUEST_WORKERS")
         .stdin(std::process::Stdio::null());
-    super::open_files::limit_files(&mut cmd, files, files);
+    super::file_limits::limit_files(&mut cmd, files, files);
     cmd.output().unwrap()
 }
 
@@ -87,7 +87,9 @@ fn sweep_json(dir: &Path) -> Value {
 /// Who loads this host. The tests whose figures need the simulator to keep up with its virtual
 /// time hold it alone ([`timing`]): on a 2-core machine another test's simulator and sweep
 /// beside one starve its simulator. The other tests here that load a simulator share it
-/// ([`shared`]), so they run beside each other but not beside a timing test.
+/// ([`shared`]), so they run beside each other but not beside a timing test. The lock covers
+/// the whole test binary (daemon/tests/cli_sweep.rs holds these tests alone), and cargo runs
+/// test binaries one at a time.
 static TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn timing() -> std::sync::RwLockWriteGuard<'static, ()> {
@@ -336,62 +338,77 @@ fn a_rate_sweep_finds_the_knee_at_the_known_capacity() {
     );
 }
 
+/// Engine time the simulator may drop over [`small_load_steps_below_capacity_show_no_knee`]'s
+/// sweep (its own counter, seconds) for a failed attempt to be put down to the host: 0.001 to
+/// 0.18 s were seen at host load 3 to 6 over the 1.5 s points of the knee test; 0.1 s over
+/// these 8 points of under a second each is already a tenth of one point's time.
+const SMALL_STEPS_MAX_DROPPED_S: f64 = 0.1;
+
 /// Steps of 5 % or less in offered load, far below the capacity (40 to 54 req/s of about 107;
 /// the statistics audit's finding F12): throughput tracks the load at every step, so every step
 /// gains under 10 %, and with a fixed 10 % floor the knee rested on TTFT p99's noise alone
 /// (each point's p99 is the slowest of its 40 requests). The old rule named a knee (r40 to
 /// r50) in 6 of 6 sweeps of these points; weighed against its load step, no step saturates.
+///
+/// The premise is a simulator that kept its virtual time: one the host starved serves late, and
+/// its throughput and TTFT p99 then move with what else ran, not with the load. An attempt that
+/// fails while the simulator dropped more than [`SMALL_STEPS_MAX_DROPPED_S`] (its own counter)
+/// is printed and repeated, up to 3 attempts; one that fails with the premise held fails the
+/// test at once. When the host starved the simulator in all 3, the premise never held: the test
+/// skips (tier `quiet-host`, counted in the suite's closing line), it does not pass.
 #[test]
 fn small_load_steps_below_capacity_show_no_knee() {
     let _timing = timing();
-    let dir = tempfile::tempdir().unwrap();
-    let (_sim, url) = capacity_sim(dir.path());
+    const ATTEMPTS: usize = 3;
     let cap = known_capacity();
-    let lag_before = lag_dropped_s(&url);
-    let out = sweep(
-        dir.path(),
-        &url,
-        &[
-            "--request-rate",
-            "40,42,44,46,48,50,52,54",
-            "--request-count",
-            "40",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let dropped = lag_dropped_s(&url) - lag_before;
-    let doc = sweep_json(dir.path());
-    let points = doc["points"].as_array().unwrap();
-    assert_eq!(points.len(), 8, "{doc:#}");
-    let figures: Vec<(f64, f64, f64)> = points
-        .iter()
-        .map(|p| {
-            let tp = p["request_throughput"].as_f64().unwrap();
-            let p99 = p["time_to_first_token_ms"]["p99"].as_f64().unwrap();
-            (p["value"].as_f64().unwrap(), tp, p99)
-        })
-        .collect();
-    let mut noise = Vec::new();
-    for w in figures.windows(2) {
-        let ((la, ta, pa), (lb, tb, pb)) = (w[0], w[1]);
-        // Below the capacity, and each step a gain under 10 %: the fixed floor's half of the
-        // rule held at every step, so only the load step keeps these from being knees.
-        assert!(tb < 0.75 * cap, "{tb} vs {cap}: {doc:#}");
-        assert!(tb / ta - 1.0 < canary_core::series::KNEE_GAIN, "{doc:#}");
-        if pb / pa - 1.0 > canary_core::series::KNEE_RISE {
-            noise.push(format!("r{la}→r{lb}: TTFT p99 {pa:.2} → {pb:.2} ms"));
+    let mut starved = Vec::new();
+    let (doc, out) = loop {
+        let dir = tempfile::tempdir().unwrap();
+        let (_sim, url) = capacity_sim(dir.path());
+        let lag_before = lag_dropped_s(&url);
+        let out = sweep(
+            dir.path(),
+            &url,
+            &[
+                "--request-rate",
+                "40,42,44,46,48,50,52,54",
+                "--request-count",
+                "40",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let dropped = lag_dropped_s(&url) - lag_before;
+        let doc = sweep_json(dir.path());
+        let points = doc["points"].as_array().unwrap();
+        assert_eq!(points.len(), 8, "{doc:#}");
+        let judged = no_knee_in_small_steps(&doc, cap);
+        eprintln!(
+            "attempt {}: simulator dropped {dropped:.3} s; {}",
+            starved.len() + 1,
+            judged.as_ref().map_or_else(|e| e.as_str(), |n| n.as_str())
+        );
+        match judged {
+            Ok(_) => break (doc, out),
+            Err(why) if dropped > SMALL_STEPS_MAX_DROPPED_S => {
+                starved.push(format!("dropped {dropped:.3} s: {why}"));
+            }
+            Err(why) => panic!(
+                "{why} with the simulator on time (dropped {dropped:.3} s; earlier attempts, \
+                 the host starving the simulator: {starved:?}): {doc:#}"
+            ),
         }
-    }
-    eprintln!("steps the fixed floor read as knees: {noise:?}; simulator dropped {dropped:.3} s");
-    assert!(
-        doc["knee"].is_null(),
-        "a knee at {}% of the capacity (simulator dropped {dropped:.3} s): {doc:#}",
-        doc["knee"]["request_throughput"]
-            .as_f64()
-            .unwrap_or(f64::NAN)
-            / cap
-            * 100.0
-    );
+        if starved.len() == ATTEMPTS {
+            // Not a pass: counted and listed as a skip by scripts/test.sh's closing line.
+            return canary_testkit::skip(
+                "quiet-host",
+                &format!(
+                    "the host starved the simulator in each of {ATTEMPTS} attempts (over \
+                     {SMALL_STEPS_MAX_DROPPED_S} s of engine time dropped), so no sweep showed \
+                     whether small steps read as a knee: {starved:?}"
+                ),
+            );
+        }
+    };
     assert!(
         doc["knee_method"]
             .as_str()
@@ -407,6 +424,47 @@ fn small_load_steps_below_capacity_show_no_knee() {
         ),
         "{stdout}"
     );
+}
+
+/// [`small_load_steps_below_capacity_show_no_knee`]'s judgement of one sweep: every point
+/// below 75 % of the capacity `cap`, every step a gain under 10 % (the fixed floor's half of the
+/// rule held at every step, so only the load step keeps these from being knees), and no knee.
+/// `Ok`: the steps the fixed floor alone would have read as knees; `Err`: what failed.
+fn no_knee_in_small_steps(doc: &Value, cap: f64) -> Result<String, String> {
+    let figures: Vec<(f64, f64, f64)> = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let tp = p["request_throughput"].as_f64().unwrap();
+            let p99 = p["time_to_first_token_ms"]["p99"].as_f64().unwrap();
+            (p["value"].as_f64().unwrap(), tp, p99)
+        })
+        .collect();
+    let mut noise = Vec::new();
+    for w in figures.windows(2) {
+        let ((la, ta, pa), (lb, tb, pb)) = (w[0], w[1]);
+        if tb >= 0.75 * cap {
+            return Err(format!("r{lb} served {tb} req/s of a capacity of {cap}"));
+        }
+        if tb / ta - 1.0 >= canary_core::series::KNEE_GAIN {
+            return Err(format!("r{la}→r{lb} gained {:.3}", tb / ta - 1.0));
+        }
+        if pb / pa - 1.0 > canary_core::series::KNEE_RISE {
+            noise.push(format!("r{la}→r{lb}: TTFT p99 {pa:.2} → {pb:.2} ms"));
+        }
+    }
+    match doc["knee"].is_null() {
+        true => Ok(format!("steps the fixed floor read as knees: {noise:?}")),
+        false => Err(format!(
+            "a knee at {:.1}% of the capacity",
+            doc["knee"]["request_throughput"]
+                .as_f64()
+                .unwrap_or(f64::NAN)
+                / cap
+                * 100.0
+        )),
+    }
 }
 
 #[test]
@@ -1721,7 +1779,7 @@ fn a_sweep_whose_points_all_failed_at_the_target_says_they_were_left_out() {
 /// simulator closes every connection after its response, so most later connects fail.
 #[test]
 fn a_point_where_canaryd_was_the_bottleneck_fails_the_sweep_with_or_without_runs() {
-    use super::open_files::{limit_files, starve_of_files};
+    use super::file_limits::{limit_files, starve_of_files};
     use std::process::Stdio;
     let _shared = shared();
     let (_sim, port) = crate::common::sim(&[]);
