@@ -7,24 +7,13 @@
 
 mod common;
 
-use common::{count, json, page_words, shared, sim, text, CANARYD};
+use common::{canaryd, count, json, page_words, shared, sim, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// A TTFT no request meets: every judgement a miss on canaryd's read, an upper bound.
 const SLO: &str = "time_to_first_token:0.001";
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("canaryd runs")
-}
 
 /// `canaryd CMD` of the 20-row Mooncake arXiv trace against `url`, receive timestamps off,
 /// judged by [`SLO`], into `DIR/out`, plus `extra`.

@@ -6,21 +6,10 @@
 
 mod common;
 
-use common::{count, json, page_words, shared, sim, text, CANARYD};
+use common::{canaryd, count, json, page_words, shared, sim, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("canaryd runs")
-}
+use std::process::Output;
 
 /// `doc` checked against `core/summary.schema.json`'s `$defs/NAME`.
 fn assert_valid(doc: &Value, name: &str) {

@@ -5,20 +5,8 @@
 
 mod common;
 
-use common::{json, page_words, shared, sim, text, CANARYD};
+use common::{canaryd, json, page_words, shared, sim, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("canaryd runs")
-}
 
 /// `canaryd replay` of the 20-row trace against `url` into `dir/out`, receive timestamps off
 /// (every time canaryd's read, whatever the host), plus `extra`; what it printed (its run

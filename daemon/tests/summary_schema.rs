@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::{eventually, shared, text, CANARYD};
+use common::{canaryd, eventually, shared, text};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn validator() -> jsonschema::Validator {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/summary.schema.json");
@@ -36,17 +35,6 @@ fn valid_summary(v: &jsonschema::Validator, path: &Path) -> Value {
         path.display()
     );
     doc
-}
-
-fn canaryd(args: &[&str], cwd: &Path) -> Output {
-    Command::new(CANARYD)
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "warn")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .expect("canaryd runs")
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {

@@ -6,7 +6,8 @@
 //! too.
 //!
 //! Only a credential's value has cuts ([`is_credential`]): a header named like one, or a
-//! value that is a scheme word and a credential. Other headers' values are no secrets.
+//! value that is a scheme word and a credential. Another header's value is looked for only
+//! whole, and only when it is long ([`WHOLE_MIN`]): its words are text.
 //!
 //! A value of several words is split into its words, and a word into its pieces at `;` and
 //! `,` too, only where it is a credential ([`Words::All`]): in an `Authorization` header, or in
@@ -18,18 +19,25 @@
 /// value is a secret. Any other header's value is text the user chose to send (a route, a
 /// tenant, a version, `X-Ns: 127`) and no secret: scrubbing it blanked the same words in
 /// canaryd's own messages (`connect to <redacted>.0.0.1`, TLS audit M1).
-const CREDENTIAL_NAMES: [&str; 10] = [
+const CREDENTIAL_NAMES: [&str; 11] = [
     "auth",
     "key",
     "token",
     "secret",
-    "password",
-    "passwd",
+    "pass",
     "cookie",
     "credential",
     "session",
     "signature",
+    "dsn",
+    "jwt",
 ];
+
+/// The shortest value of a header that is no credential looked for whole (bytes): a name that
+/// does not say it carries a credential may still (an `x-tenant-id` that is one), and one
+/// opaque word this long, quoted back whole, is no word of canaryd's own text. A value of
+/// words or a list is text, and no piece of it is looked for.
+const WHOLE_MIN: usize = 16;
 
 /// Headers that carry a credential under a name that does not say so.
 const CREDENTIAL_HEADERS: [&str; 1] = ["x-honeycomb-team"];
@@ -84,12 +92,20 @@ pub(super) fn scheme(value: &[u8]) -> &[u8] {
 }
 
 /// The cuts of header `name`'s `value`, each of [`CUT_MIN`] bytes or more (some may be alike);
-/// none when it is no credential ([`is_credential`]).
+/// when it is no credential ([`is_credential`]), only the value whole, if [`WHOLE_MIN`] bytes
+/// or more.
 pub(super) fn cuts(name: &str, value: &[u8], words: Words) -> Vec<Vec<u8>> {
-    if !is_credential(name, value) {
-        return Vec::new();
-    }
     let value = trim(value);
+    if !is_credential(name, value) {
+        // One opaque word: a list (`no_done,interrupted`) or words are text.
+        let opaque = !value
+            .iter()
+            .any(|b| b.is_ascii_whitespace() || b",;".contains(b));
+        return match opaque && value.len() >= WHOLE_MIN {
+            true => vec![value.into()],
+            false => Vec::new(),
+        };
+    }
     let all = words == Words::All
         || ["authorization", "proxy-authorization"]
             .iter()

@@ -432,3 +432,22 @@ fn ordinary_header_values_are_no_secrets_and_credentials_still_are() {
     s.add_header("X-Mode", b"basic", Words::All);
     assert_eq!(s.scrub("basic mode"), None);
 }
+
+#[test]
+fn a_long_value_under_a_plain_name_is_looked_for_whole_and_named_credentials_are_secrets() {
+    // A DSN, a JWT and a pass carry credentials under names without `auth` or `key`.
+    for name in ["uptrace-dsn", "X-JWT", "x-pass"] {
+        let mut s = Secrets::default();
+        s.add_header(name, b"ZQ7xNAMED", Words::OfCredentials);
+        assert_eq!(s.clean("bad ZQ7xNAMED"), "bad <redacted>", "{name}");
+    }
+    // A long opaque value under a plain name, quoted back whole, is blanked; its words are
+    // not looked for on their own, and a short plain value is no secret (TLS audit M1).
+    let mut s = Secrets::default();
+    s.add_header("x-tenant-id", b"t-4f0c2d6e9a8b7c51", Words::All);
+    s.add_header("X-Kind", b"server", Words::All);
+    assert_eq!(
+        s.clean("unknown tenant t-4f0c2d6e9a8b7c51 on server 4"),
+        "unknown tenant <redacted> on server 4"
+    );
+}

@@ -81,6 +81,20 @@ impl Child {
     }
 }
 
+/// `canaryd ARGS` in `cwd`, run to its end: warnings only, and no API key or OTLP endpoint
+/// taken from the environment the tests run in.
+#[allow(dead_code)]
+pub fn canaryd(args: &[&str], cwd: &Path) -> Output {
+    Command::new(CANARYD)
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "warn")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .expect("canaryd runs")
+}
+
 /// A finished process's stdout then stderr, as text.
 #[allow(dead_code)]
 pub fn text(o: &Output) -> String {

@@ -46,7 +46,7 @@ pub fn render(run: &Run) -> String {
         (
             format!("{} s", num(f.duration_s)),
             match run.merged {
-                Some(_) => format!("first send to last end, across shards ({DURATION_KIND};                                     within their alignment, below)"),
+                Some(_) => format!("first send to last end, across shards ({DURATION_KIND}; within their alignment, below)"),
                 None => format!("first send to last end ({DURATION_KIND})"),
             },
         ),
