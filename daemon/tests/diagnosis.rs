@@ -410,6 +410,12 @@ fn an_idle_fast_engine_is_healthy_and_says_what_it_could_not_judge() {
     } else {
         let class = d["class"].as_str().unwrap();
         assert!(fired_classes.contains(&class), "{d:#}\n{printed}");
+        // What the test is for, `healthy` on an idle engine, was not checked: counted as a
+        // skip, not passed off as a pass (the rest of the run's figures are still checked).
+        canary_testkit::skip(
+            "quiet-host",
+            &format!("a loaded host fired {fired_classes:?}: `healthy` not checked"),
+        );
         diagnosis(&doc, &printed, class)
     };
     // No GPU source: compute-bound could not be judged, and the diagnosis says why.
