@@ -1126,7 +1126,11 @@ mod tests {
             }
             m.record_run(&s, &RunTelemetry::default(), &base);
             provider.force_flush().unwrap();
-            assert_eq!(kinds(&exporter, "canary.run.goodput"), ["lower_bound"], "{slos}");
+            assert_eq!(
+                kinds(&exporter, "canary.run.goodput"),
+                ["lower_bound"],
+                "{slos}"
+            );
             assert_eq!(
                 kinds(&exporter, "canary.run.good_request.ratio"),
                 ["exact"],
