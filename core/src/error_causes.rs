@@ -66,7 +66,7 @@ impl ErrorCauses {
     pub fn add(&mut self, e: &RequestError) {
         // Printable whatever the records say (a merge reads them from files): the top cause
         // is printed and logged.
-        let message: String = e.message.chars().take(Self::MESSAGE_CHARS).collect();
+        let message = cut(&e.message, Self::MESSAGE_CHARS);
         let message = crate::printable(&message).into_owned();
         let key = (e.kind, e.http_status, shape(&message));
         if let Some(t) = self.counts.get_mut(&key) {
@@ -108,6 +108,37 @@ impl ErrorCauses {
         all.truncate(Self::LISTED);
         all
     }
+}
+
+/// Characters back from the limit within which a cut looks for whitespace to end on.
+const WORD_CUT_CHARS: usize = 40;
+
+/// `message` as it fits in `limit` characters: whole, or cut and marked `…` (the mark counted
+/// in the limit), at the last whitespace when one lies within [`WORD_CUT_CHARS`] of the cut,
+/// so a word (`--client-…`) is not cut in half; else mid-word. Cut on a character
+/// boundary: valid UTF-8.
+fn cut(message: &str, limit: usize) -> String {
+    // The byte where the `limit`th character starts: none, the message fits.
+    let Some((over, _)) = message.char_indices().nth(limit) else {
+        return message.to_string();
+    };
+    // Room for the mark.
+    let end = message[..over]
+        .char_indices()
+        .nth_back(0)
+        .map_or(0, |(i, _)| i);
+    let head = &message[..end];
+    // Ends on a whole word when the next character is whitespace or one lies close before.
+    let next_is_space = message[end..].starts_with(char::is_whitespace);
+    let head = if next_is_space {
+        head
+    } else {
+        match head.rfind(char::is_whitespace) {
+            Some(i) if head[i..].chars().count() <= WORD_CUT_CHARS => &head[..i],
+            _ => head,
+        }
+    };
+    format!("{}…", head.trim_end())
 }
 
 /// `message` with each run of digits (and a decimal point inside one) as `#`: the key that
@@ -201,7 +232,43 @@ mod tests {
         let long = "x".repeat(5000);
         let mut c = ErrorCauses::default();
         c.add(&err(ErrorKind::ServerError, &long));
-        assert_eq!(c.top()[0].message.len(), ErrorCauses::MESSAGE_CHARS);
+        let kept = &c.top()[0].message;
+        assert_eq!(kept.chars().count(), ErrorCauses::MESSAGE_CHARS);
+        assert!(kept.ends_with("x…"), "{kept}");
+    }
+
+    // Audit: a long cause was cut mid-word (`… --client-`) with nothing saying it was cut.
+    // It ends on the last whole word before the limit, marked `…`, within the limit, and a
+    // cut among multi-byte characters stays valid UTF-8.
+    #[test]
+    fn a_long_cause_is_cut_at_a_word_and_marked() {
+        let limit = ErrorCauses::MESSAGE_CHARS;
+        // A flag straddles the limit.
+        let mut message = "a".repeat(limit - 20);
+        message.push_str(" see --client-timeout and --retries for more");
+        let mut c = ErrorCauses::default();
+        c.add(&err(ErrorKind::ServerError, &message));
+        let kept = &c.top()[0].message;
+        assert_eq!(
+            kept,
+            &format!("{}…", "a".repeat(limit - 20) + " see"),
+            "{kept}"
+        );
+        assert!(kept.chars().count() <= limit);
+        // No whitespace near the limit: cut mid-word, still marked and within it; multi-byte
+        // characters are never split (a `String` could not hold the half).
+        let wide = "é".repeat(limit * 2);
+        c = ErrorCauses::default();
+        c.add(&err(ErrorKind::ServerError, &wide));
+        let kept = &c.top()[0].message;
+        assert_eq!(kept, &format!("{}…", "é".repeat(limit - 1)));
+        // Whitespace right after the limit: the last word is whole already.
+        let exact = format!("{} tail", "b".repeat(limit - 1));
+        assert_eq!(cut(&exact, limit), format!("{}…", "b".repeat(limit - 1)));
+        // One that fits is kept whole, unmarked.
+        assert_eq!(cut("short message", limit), "short message");
+        let full = "c".repeat(limit);
+        assert_eq!(cut(&full, limit), full);
     }
 
     fn status(code: u16, message: &str) -> RequestError {

@@ -628,7 +628,12 @@ async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
                 _ => n as f64 / judged as f64,
             };
             let judged_points = points(name);
-            let kind = if certain { "exact" } else { "estimate" };
+            // The rate: exact counts over the duration, an upper bound, so a lower bound.
+            let kind = match (certain, name) {
+                (false, _) => "estimate",
+                (true, "canary.run.goodput") => "lower_bound",
+                (true, _) => "exact",
+            };
             assert_eq!(judged_points.len(), 1, "{name}: {judged_points:?}");
             assert_eq!(
                 (&*judged_points[0].0, &*judged_points[0].1),
@@ -674,7 +679,7 @@ async fn goodput_judged_on_bounds_goes_out_with_its_bounds_and_kinds() {
         assert_eq!(a["canary.run.good_requests"], g.good_requests.to_string());
         assert_eq!(a["canary.run.good_requests.at_least"], lo.to_string());
         assert_eq!(a["canary.run.good_requests.at_most"], hi.to_string());
-        let kind = if certain { "exact" } else { "estimate" };
+        let kind = if certain { "lower_bound" } else { "estimate" };
         assert_eq!(a["canary.run.goodput.value_kind"], kind, "{a:?}");
         let meets: u64 = g.uncertain_meets.values().sum();
         assert_eq!(

@@ -583,10 +583,16 @@ impl OtlpExporter {
                     {
                         r.add_attribute("canary.run.good_requests.at_least", lo as i64);
                         r.add_attribute("canary.run.good_requests.at_most", hi as i64);
+                        // The rate's kind: exact counts over the duration (an upper bound)
+                        // make a lower bound.
                         let exact = lo == hi && lo == g.good_requests;
                         r.add_attribute(
                             "canary.run.goodput.value_kind",
-                            if exact { "exact" } else { "estimate" },
+                            if exact {
+                                crate::metrics::RATE_KIND
+                            } else {
+                                "estimate"
+                            },
                         );
                     }
                     for (name, counts) in [

@@ -836,12 +836,19 @@ impl Instruments {
 
 /// A run's `canary.run.goodput` and `canary.run.good_request.ratio` points, each with its
 /// `canary.statistic` and `canary.value_kind`: `judged` (the count summary.json gives as
-/// `good_requests`), `exact` when no judgement rested on a bound, else `estimate`; and
+/// `good_requests`); when no judgement rested on a bound the ratio is `exact` and the rate a
+/// `lower_bound` (an exact count over the run's duration, itself an upper bound: to the last
+/// end as canaryd read it), else both are `estimate`; and
 /// their `….bound` points, only then: `at_least` (`lower_bound`) and `at_most`
 /// (`upper_bound`) from `good_requests_at_least` and `_at_most`. Without SLOs every completed request is good, out of the requests the
 /// target was sent (as with SLOs: canaryd's own failures and cancellations say nothing of
-/// it): exact. A figure the run has none of (no rate, no request judged) is `None`.
+/// it): the ratio exact, the rate (the request throughput) a lower bound. A figure the run has
+/// none of (no rate, no request judged) is `None`.
 pub(crate) type Points = Vec<(Vec<KeyValue>, Option<f64>)>;
+
+/// The `canary.value_kind` of a run's rate over exact counts: a lower bound, as the run's
+/// duration (to the last end as canaryd read it, not the kernel's stamp) is an upper bound.
+pub(crate) const RATE_KIND: &str = "lower_bound";
 
 fn goodput_points(summary: &RunSummary) -> [Points; 4] {
     let judged = summary
@@ -858,7 +865,7 @@ fn goodput_points(summary: &RunSummary) -> [Points; 4] {
     };
     let Some(g) = &summary.goodput else {
         return [
-            vec![point("judged", "exact", summary.request_throughput)],
+            vec![point("judged", RATE_KIND, summary.request_throughput)],
             vec![point("judged", "exact", ratio_of(summary.completed))],
             Vec::new(),
             Vec::new(),
@@ -871,9 +878,13 @@ fn goodput_points(summary: &RunSummary) -> [Points; 4] {
         _ => None,
     };
     let certain = bounds.is_some_and(|(lo, hi)| lo == hi && lo == g.good_requests);
-    let kind = if certain { "exact" } else { "estimate" };
-    let rate = vec![point("judged", kind, g.goodput)];
-    let ratio = vec![point("judged", kind, g.good_request_fraction)];
+    let (rate_kind, ratio_kind) = if certain {
+        (RATE_KIND, "exact")
+    } else {
+        ("estimate", "estimate")
+    };
+    let rate = vec![point("judged", rate_kind, g.goodput)];
+    let ratio = vec![point("judged", ratio_kind, g.good_request_fraction)];
     let (mut rate_bounds, mut ratio_bounds) = (Vec::new(), Vec::new());
     if let Some((lo, hi)) = bounds.filter(|_| !certain) {
         // The same denominators as the judged figures: the run's duration, the requests
@@ -1096,6 +1107,36 @@ mod tests {
         out.sort();
         out.dedup();
         out
+    }
+
+    // Audit: the run's goodput went out as `exact` when no judgement rested on a bound, yet
+    // it is an exact count over the run's duration, an upper bound (to the last end as
+    // canaryd read it): the rate is a lower bound; the good share, over the requests judged,
+    // stays exact. Without SLOs (every completed request good) the same.
+    #[test]
+    fn goodput_rate_is_a_lower_bound_and_its_share_exact_when_judgements_are() {
+        let (exporter, provider, m) = in_memory(SdkMeterProvider::builder());
+        let base = RunLabels::new("nightly", "chat", "m", "a", 8000).attributes();
+        for slos in ["", "time_to_first_token:100"] {
+            let s = summary(4, slos);
+            assert_eq!(s.goodput.is_some(), !slos.is_empty(), "{slos}");
+            if let Some(g) = &s.goodput {
+                assert_eq!(g.good_requests_at_least, Some(g.good_requests), "{g:?}");
+                assert_eq!(g.good_requests_at_most, Some(g.good_requests), "{g:?}");
+            }
+            m.record_run(&s, &RunTelemetry::default(), &base);
+            provider.force_flush().unwrap();
+            assert_eq!(
+                kinds(&exporter, "canary.run.goodput"),
+                ["lower_bound"],
+                "{slos}"
+            );
+            assert_eq!(
+                kinds(&exporter, "canary.run.good_request.ratio"),
+                ["exact"],
+                "{slos}"
+            );
+        }
     }
 
     // Audit: the OTLP gauges never said a latency was a bound. Every first token and end
