@@ -44,14 +44,16 @@ fn follows_own_connection_by_cookie() {
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    // The peer answers 1000 request bytes with 300 bytes, a pause, then 200 more.
+    // The peer answers 1000 request bytes with 300 bytes, a pause, then 200 more. The pause is
+    // 1 s, so that only a stall of ours as long could reach it in the check below.
+    const PAUSE: Duration = Duration::from_millis(1000);
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let accepted = cookie(&s);
         let mut buf = [0u8; 1000];
         s.read_exact(&mut buf).unwrap();
         s.write_all(&[b'a'; 300]).unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(PAUSE);
         s.write_all(&[b'b'; 200]).unwrap();
         accepted
     });
@@ -68,14 +70,24 @@ fn follows_own_connection_by_cookie() {
     let second_read = MonoTime::now();
     let accepted = server.join().unwrap();
     drop(client);
-    std::thread::sleep(Duration::from_millis(50));
 
+    // Drained until our socket's close is in (the last of its events), for at most 30 s.
     let mut log = SocketLog::default();
     let mut events: Vec<SocketEvent> = Vec::new();
-    tracer.drain(|e| {
-        log.push(e);
-        events.push(e);
-    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        tracer.drain(|e| {
+            log.push(e);
+            events.push(e);
+        });
+        let closed = events
+            .iter()
+            .any(|e| e.cookie == ours && e.kind() == Some(EventKind::Close));
+        if closed || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(tracer.lost(), 0);
     let mine: Vec<&SocketEvent> = events.iter().filter(|e| e.cookie == ours).collect();
     assert!(
@@ -146,9 +158,10 @@ fn follows_own_connection_by_cookie() {
         t.client_overhead_ms,
         Some(ms(first_read.as_nanos() - first_in))
     );
-    // The 200 ms pause was the peer's, between the two arrivals: it must not show up as delay
-    // of ours in reading the second part.
-    assert!(t.chunk_delay_p99_ms.unwrap() < 200.0, "{t:?}");
+    // The pause was the peer's, between the two arrivals: it must not show up as delay of
+    // ours in reading the second part.
+    let pause_ms = PAUSE.as_secs_f64() * 1e3;
+    assert!(t.chunk_delay_p99_ms.unwrap() < pause_ms, "{t:?}");
 }
 
 /// A container without the host's PID namespace: the programs must still know canaryd's

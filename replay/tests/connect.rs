@@ -48,7 +48,9 @@ async fn a_tls_handshake_that_never_ends_is_a_connect_error() {
 // with a 3 s timeout). It never went out: the lag past the hold is the wait for the connection.
 #[tokio::test]
 async fn a_connection_that_never_opens_is_a_wait_for_it_not_canaryds_delay() {
-    const TIMEOUT: Duration = Duration::from_millis(1000);
+    // 3 s, as in the audit: canaryd's own delay must stay below half of it, so only a stall
+    // of 1.5 s on a loaded host could fail the test; the defect read ~all of it as its own.
+    const TIMEOUT: Duration = Duration::from_millis(3000);
     let (mut t, _ca) = https_target(silent_server());
     t.connect_timeout = TIMEOUT;
     let half = TIMEOUT.as_secs_f64() * 1e3 / 2.0;

@@ -626,18 +626,19 @@ async fn responses_in_flight_together_stay_within_the_held_budget() {
 
 /// `[DONE]` finishes a request; a body that never ends after it costs the connection only.
 /// Its end was read inside the request's deadline, so a `[DONE]` 100 ms into a 300 ms
-/// timeout became a timeout 250 ms later.
+/// timeout became a timeout 250 ms later. The timeout here is 5 s, far beyond a loaded
+/// host's stalls: the body still never ends, so the old code still timed every request out.
 #[tokio::test]
 async fn done_near_the_deadline_is_a_finished_request_whatever_follows() {
     let server = HostileServer::start(Hostile::DoneWithoutEnd {
         after: Duration::from_millis(100),
     });
     let mut t = target(&server, true);
-    t.timeout = Duration::from_millis(300);
+    t.timeout = Duration::from_secs(5);
     let run = replay(requests(2, 20, 4), t, |_| {}).await;
     for r in &run.records {
         assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-        assert!(r.e2e_ms.unwrap() < 300.0, "{:?}", r.e2e_ms);
+        assert!(r.e2e_ms.unwrap() < 5_000.0, "{:?}", r.e2e_ms);
     }
 }
 

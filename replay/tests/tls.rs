@@ -61,7 +61,9 @@ fn a_ca_bundle_without_certificates_is_rejected_by_name() {
 // `prepare_ahead` (50 ms) before the deadline, or once released under a concurrency ceiling.
 #[tokio::test]
 async fn a_slow_tls_handshake_is_a_wait_for_the_connection_not_canaryds_delay() {
-    const DELAY: Duration = Duration::from_millis(1000);
+    // 3 s: canaryd's own delay must stay below half of it, so only a stall of 1.5 s on a
+    // loaded host could fail the test; the defect read ~all of it as its own.
+    const DELAY: Duration = Duration::from_millis(3000);
     let sim = sim(&["--profile", "fast"]).await;
     let options = TlsOptions {
         handshake_delay: DELAY,

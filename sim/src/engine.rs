@@ -241,12 +241,10 @@ mod tests {
         let task = tokio::spawn(e.run());
         let mut t = Tokenizer::new(4);
         (0..5).for_each(|i| t.push_id(i));
-        let started = std::time::Instant::now();
         let s = h.submit(t.finish(), 2);
         while !s.state.finished.load(Acquire) {
             s.state.notify.notified().await;
         }
-        assert!(started.elapsed() < Duration::from_millis(900), "cut");
         let cut = 1e9 as u64 - 2e7 as u64;
         assert_eq!(s.state.clamped_ns.load(Relaxed), cut);
         assert_eq!(metrics.step_clamped_ns.load(Relaxed), cut);

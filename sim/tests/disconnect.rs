@@ -1,10 +1,8 @@
 //! Clients that leave: the sim notices, aborts the sequence (batch slot and KV freed) and its
 //! ground truth says so.
 
-use std::time::Duration;
-
 use crate::client::{completion_body, count, labelled, metric, read_until, wait_metrics};
-use crate::{first_record, sim_with};
+use crate::{first_record, sim_with, truth_once};
 
 /// 5 ms steps: a 2,000-token request would run for 10 s if nobody aborted it.
 const LONG: u32 = 2_000;
@@ -136,8 +134,10 @@ async fn a_client_leaving_before_its_first_token_leaves_the_queue_at_once() {
     )
     .await;
     assert_eq!(count(&got, TOKEN), 3);
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let truth = sim.truth();
+    let truth = truth_once(&sim, "the served request's record", |t| {
+        t.iter().any(|r| !r.disconnected)
+    })
+    .await;
     assert_eq!(truth.iter().filter(|t| t.disconnected).count(), 3);
     assert!(!truth.last().unwrap().disconnected);
 }

@@ -46,6 +46,28 @@ async fn first_record(sim: &SimHandle) -> Option<canary_sim::TruthRecord> {
     None
 }
 
+/// The sim's truth records once `done` holds for them, polled for at most 30 s (far beyond any
+/// time the sim should take); panics naming `what` if it never holds, so that a sim that never
+/// writes the record fails the test rather than hangs it.
+async fn truth_once(
+    sim: &SimHandle,
+    what: &str,
+    done: impl Fn(&[canary_sim::TruthRecord]) -> bool,
+) -> Vec<canary_sim::TruthRecord> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let truth = sim.truth();
+        if done(&truth) {
+            return truth;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for: {what}; truth: {truth:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// The path of a capture in `shared/fixtures/`.
 fn fixture(name: &str) -> String {
     let path = format!(

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use canary_sim::{FaultInjector, FaultPlan};
 
-use crate::client::{chat_body, completion_body, count, metric, read_until, request};
-use crate::{sim, sim_with};
+use crate::client::{chat_body, completion_body, count, metric, read_until, request, wait_metrics};
+use crate::{first_record, sim, sim_with};
 
 const DELAY_MS: u64 = 150;
 
@@ -29,8 +29,12 @@ async fn ttft_pair(fault: Option<&str>) -> (f64, f64, canary_sim::SimHandle) {
         got.extend_from_slice(&tmp[..n]);
     }
     assert_eq!(count(&got, "\"content\":\" "), 5);
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let m = request(sim.addr, "GET", "/metrics", &[], "").await.text();
+    // The record and the metrics are written once the last event went out: wait for both.
+    first_record(&sim).await.expect("the request's record");
+    let (m, _) = wait_metrics(sim.addr, 30.0, |m| {
+        metric(m, "vllm:time_to_first_token_seconds_count") >= 1.0
+    })
+    .await;
     assert_eq!(metric(&m, "vllm:time_to_first_token_seconds_count"), 1.0);
     let server = metric(&m, "vllm:time_to_first_token_seconds_sum");
     (ttft.as_secs_f64(), server, sim)
@@ -40,8 +44,11 @@ async fn ttft_pair(fault: Option<&str>) -> (f64, f64, canary_sim::SimHandle) {
 async fn the_client_sees_the_delay_and_the_server_figures_do_not() {
     let (client, server, sim) = ttft_pair(Some("net_delay_ms=150")).await;
     let gap = client - server;
+    // At least the delay: server figures that counted it would leave no gap. The upper bound
+    // only says the delay was not repeated beyond reason: it is wide, since a loaded host can
+    // stall the client's read (the exact checks are on the truth below).
     assert!(
-        (0.150..0.300).contains(&gap),
+        (0.150..1.150).contains(&gap),
         "client TTFT {client:.4} s, server {server:.4} s"
     );
     let t = &sim.truth()[0];
@@ -118,16 +125,32 @@ async fn server_wide_and_non_streaming() {
 
 #[tokio::test]
 async fn a_client_leaving_during_the_delay_got_nothing() {
-    let sim = sim().await;
-    let body = chat_body("a b", 3, true);
-    let headers = [("x-sim-fault", "net_delay_ms=300")];
-    let (stream, got, _) =
-        read_until(sim.addr, "/v1/chat/completions", &headers, &body, |_| true).await;
-    assert!(got.is_empty());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    drop(stream);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let t = &sim.truth()[0];
+    // The client leaves 100 ms into the 300 ms delay. That rests on a sleep: an attempt
+    // whose client left 250 ms or more after its request (a loaded host stalled it) is
+    // printed and made again, on a new sim.
+    for attempt in 1..=3 {
+        let sim = sim().await;
+        let body = chat_body("a b", 3, true);
+        let headers = [("x-sim-fault", "net_delay_ms=300")];
+        let (stream, got, since_sent) =
+            read_until(sim.addr, "/v1/chat/completions", &headers, &body, |_| true).await;
+        let returned = std::time::Instant::now();
+        assert!(got.is_empty());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(stream);
+        let left = since_sent + returned.elapsed();
+        if left >= Duration::from_millis(250) {
+            eprintln!("attempt {attempt}: the client left {left:?} after its request; again");
+            continue;
+        }
+        return left_during_the_delay(&sim).await;
+    }
+    panic!("the client never left within 250 ms of its request in 3 attempts");
+}
+
+/// The checks of the test above, once its client left during the delay.
+async fn left_during_the_delay(sim: &canary_sim::SimHandle) {
+    let t = &first_record(sim).await.expect("the request's record");
     assert!(t.disconnected, "noticed during the delay: {t:?}");
     assert_eq!((t.status, t.completion_tokens), (0, 0));
     assert!(t.chunk_ns.is_empty() && t.first_byte_ns.is_none());

@@ -7,7 +7,7 @@
 //! hostile number fails in the child, not on the machine) and its time bounded (a run that
 //! never ends fails the test instead of hanging it).
 
-use super::common::{shared, Child, CANARYD};
+use super::common::{eventually, shared, Child, CANARYD};
 use canary_testkit::{Hostile, HostileServer};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -228,19 +228,25 @@ fn dev_zero_as_the_trace_is_refused_in_bounded_memory() {
 
 /// A FIFO in `dir` and a thread writing `head` into it, then `tail` again and again until
 /// the reader goes away (`tail` empty: the writer holds the FIFO open and writes nothing
-/// more). Returns the FIFO's path.
-fn fifo(dir: &Path, head: String, tail: &'static [u8]) -> std::path::PathBuf {
+/// more). Returns the FIFO's path and a receiver that gets `()` once the reader has opened it.
+fn fifo(
+    dir: &Path,
+    head: String,
+    tail: &'static [u8],
+) -> (std::path::PathBuf, std::sync::mpsc::Receiver<()>) {
     let path = dir.join("trace.fifo");
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo(3) on a path we own.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
     let writer_path = path.clone();
+    let (opened, opened_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         // Opening blocks until canaryd opens the other end.
         let mut w = std::fs::OpenOptions::new()
             .write(true)
             .open(writer_path)
             .unwrap();
+        let _ = opened.send(());
         if w.write_all(head.as_bytes()).is_err() {
             return;
         }
@@ -250,7 +256,26 @@ fn fifo(dir: &Path, head: String, tail: &'static [u8]) -> std::path::PathBuf {
         // EPIPE (SIGPIPE is ignored in Rust programs) once the reader is gone.
         while w.write_all(tail).is_ok() {}
     });
-    path
+    (path, opened_rx)
+}
+
+/// Waits until `child` has opened the FIFO whose `opened` receiver this is (its trace load
+/// has begun); panics if that does not happen within 60 s.
+fn wait_opened(opened: &std::sync::mpsc::Receiver<()>, dir: &Path) {
+    if opened.recv_timeout(Duration::from_secs(60)).is_err() {
+        panic!("canaryd never opened the FIFO: {}", printed(dir));
+    }
+}
+
+/// Whether the kernel says process `pid` catches `sig` (`SigCgt` in /proc/PID/status): its
+/// handler is installed.
+fn catches(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
 }
 
 #[test]
@@ -264,7 +289,7 @@ fn a_fifo_with_a_line_that_never_ends_is_refused_naming_the_line() {
         .map(|l| format!("{l}\n"))
         .collect::<String>()
         + r#"{"timestamp": 0, "hash_ids": [0"#;
-    let trace = fifo(dir.path(), head, b", 1, 2, 3, 4, 5, 6, 7, 8, 9");
+    let (trace, _) = fifo(dir.path(), head, b", 1, 2, 3, 4, 5, 6, 7, 8, 9");
     let (code, out) = bounded(&replay_args(trace.to_str().unwrap(), &[]), dir.path(), 120);
     assert_eq!(code, Some(1), "{out}");
     assert!(
@@ -279,10 +304,15 @@ fn sigterm_stops_a_trace_load_at_once() {
     // A FIFO whose writer sends one real row, then nothing, and never closes it.
     let real = std::fs::read_to_string(shared("traces/mooncake_arxiv_first20.jsonl")).unwrap();
     let first = real.lines().next().unwrap().to_string() + "\n";
-    let trace = fifo(dir.path(), first, b"");
+    let (trace, opened) = fifo(dir.path(), first, b"");
     let mut child = spawn(&replay_args(trace.to_str().unwrap(), &[]), dir.path());
-    // Let it open the FIFO and block in the read.
-    std::thread::sleep(Duration::from_secs(2));
+    // It has opened the FIFO (and reads it until the writer, which never closes it, sends
+    // more), and its SIGTERM handler is in place: a SIGTERM now is one while loading.
+    wait_opened(&opened, dir.path());
+    let pid = child.0.id();
+    eventually(60, "canaryd's SIGTERM handler", || {
+        catches(pid, libc::SIGTERM).then_some(())
+    });
     child.signal(libc::SIGTERM);
     let code = child.wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(130), "interrupted: {}", printed(dir.path()));
@@ -294,9 +324,9 @@ fn sigterm_stops_a_trace_load_at_once() {
 
     // analyze-trace keeps SIGTERM's default action: it ends at once too.
     let dir = tempfile::tempdir().unwrap();
-    let trace = fifo(dir.path(), String::new(), b"");
+    let (trace, opened) = fifo(dir.path(), String::new(), b"");
     let mut child = spawn(&["analyze-trace", trace.to_str().unwrap()], dir.path());
-    std::thread::sleep(Duration::from_secs(2));
+    wait_opened(&opened, dir.path());
     child.signal(libc::SIGTERM);
     child.wait_exit(Duration::from_secs(20));
 }
