@@ -380,30 +380,35 @@ where
 /// second SIGINT. The signal task only reports: what to do is the caller's (see
 /// [`interruptible`]).
 fn shutdown_on_signal() -> (CancellationToken, tokio::sync::oneshot::Receiver<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
     let token = CancellationToken::new();
     let (quit, quit_now) = tokio::sync::oneshot::channel();
     let t = token.clone();
+    // Installed here, before the command starts, not in the task: a SIGTERM in the moment
+    // before the task first ran took the default action and killed the process.
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let term = async {
-            match &mut term {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term => {}
+            _ = recv(&mut int) => {}
+            _ = recv(&mut term) => {}
         }
         tracing::warn!("stopping: no new requests; in-flight ones get the grace period (Ctrl-C again to quit now)");
         t.cancel();
-        let _ = tokio::signal::ctrl_c().await;
+        recv(&mut int).await;
         let _ = quit.send(());
     });
     (token, quit_now)
+}
+
+/// The next delivery of a signal, never when it could not be installed.
+async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
