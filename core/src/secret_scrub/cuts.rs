@@ -35,9 +35,9 @@ const CREDENTIAL_NAMES: [&str; 11] = [
 
 /// The shortest value of a header that is no credential looked for whole (bytes): a name that
 /// does not say it carries a credential may still (an `x-tenant-id` that is one), and one
-/// opaque word this long, quoted back whole, is no word of canaryd's own text. A value of
-/// words or a list is text, and no piece of it is looked for.
-const WHOLE_MIN: usize = 16;
+/// opaque word this long (longer than `model=canary-sim`), quoted back whole, is no word of
+/// canaryd's own text. A value of words or a list is text, and no piece of it is looked for.
+const WHOLE_MIN: usize = 20;
 
 /// Headers that carry a credential under a name that does not say so.
 const CREDENTIAL_HEADERS: [&str; 1] = ["x-honeycomb-team"];
