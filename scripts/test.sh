@@ -12,6 +12,44 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step() { printf '\n=== %s\n' "$*"; }
 
+step "shared data"
+# The tests read real traces and captures from the project's data folder beside this checkout,
+# ../shared/traces and ../shared/fixtures (each file listed with its origin in that folder's
+# SOURCES.md); git does not hold them and nothing here fetches or fakes them. Without them
+# dozens of tests would fail one by one, so the suite stops here, saying what is missing.
+shared_missing=()
+for dir in traces fixtures; do
+    if [ ! -d "../shared/$dir" ]; then
+        shared_missing+=("../shared/$dir/ (the folder)")
+        continue
+    fi
+    if [ ! -f "../shared/$dir/SOURCES.md" ]; then
+        shared_missing+=("../shared/$dir/SOURCES.md")
+        continue
+    fi
+    # Every file the table of SOURCES.md names (its first column, in backquotes).
+    # shellcheck disable=SC2016 # the backquotes are literal
+    while read -r name; do
+        [ -e "../shared/$dir/$name" ] || shared_missing+=("../shared/$dir/$name")
+    done < <(sed -n 's/^| *\(`[^|]*\)|.*/\1/p' "../shared/$dir/SOURCES.md" | grep -o '`[^`]*`' | tr -d '`')
+done
+if [ "${#shared_missing[@]}" -gt 0 ]; then
+    {
+        if [ -d ../shared ]; then
+            echo "error: the project's shared data folder $(cd .. && pwd)/shared is incomplete; missing:"
+        else
+            echo "error: the project's shared data folder $(cd .. && pwd)/shared is not there; missing:"
+        fi
+        printf '  %s\n' "${shared_missing[@]}"
+        echo "The tests read real request traces (shared/traces) and captured server outputs"
+        echo "(shared/fixtures), each listed with its origin in that folder's SOURCES.md, from the"
+        echo "folder shared/ beside this checkout; git does not hold it. Put the project's shared/"
+        echo "folder there (CI's checkout has it beside the clone), then run this script again."
+    } >&2
+    exit 1
+fi
+echo "../shared: traces and fixtures present"
+
 step "toolchain"
 cargo --version
 # A cached target dir that fills the disk fails the build with ENOSPC (it happened once):
