@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, runnable on a fresh machine: installs what it needs, then checks
-# formatting, lints and runs every test. `.ci/run` calls exactly this.
+# The whole test suite, runnable on a fresh machine with the README's prerequisites (a Rust
+# toolchain with rustfmt and clippy, a C compiler) and the project's data folder ../shared:
+# installs what its optional tiers need, then checks formatting, lints and runs every test.
+# `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
