@@ -150,7 +150,7 @@ log="$(mktemp)"
 # Every skip is a line here (canary_testkit::skip appends it): counted and listed at the end.
 CANARYD_SKIP_LOG="$(mktemp)"
 export CANARYD_SKIP_LOG
-trap 'rm -f "$log" "$CANARYD_SKIP_LOG"' EXIT
+trap 'rm -f "$log" "$CANARYD_SKIP_LOG" ${real_err:+"$real_err"}' EXIT
 status=0
 # Every test binary runs even after one fails, so the closing line counts the whole suite.
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
