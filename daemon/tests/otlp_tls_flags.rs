@@ -211,6 +211,13 @@ fn a_bad_otlp_tls_file_is_an_error_at_start_naming_its_flag_or_variable() {
             &[][..],
             "--otlp-client-key cut.key: ",
         ),
+        // The certificate where the key is due: the hint names the OTLP flag.
+        (
+            &identity("client.pem")[..],
+            &[][..],
+            "--otlp-client-key client.pem: holds a certificate and no private key (the \
+             certificate goes in the certificate file: --otlp-client-cert)",
+        ),
         (
             &identity("typo.key")[..],
             &[][..],

@@ -373,12 +373,19 @@ impl Config {
             .as_ref()
             .filter(|_| read(from.client_certificate))
         {
+            // The loader's hints name the target's settings ("the key goes in the key file:
+            // --client-key or client_key"): here they are the exporter's.
+            let ours = |reason: String| {
+                reason
+                    .replace("--client-key or client_key", from.client_key)
+                    .replace("--client-cert or client_cert", from.client_certificate)
+            };
             canary_tls::check_identity(id).map_err(|e| match e {
                 canary_tls::TlsError::ClientCert { path, reason } => {
-                    value(from.client_certificate, &path, reason)
+                    value(from.client_certificate, &path, ours(reason))
                 }
                 canary_tls::TlsError::ClientKey { path, reason } => {
-                    value(from.client_key, &path, reason)
+                    value(from.client_key, &path, ours(reason))
                 }
                 other => ConfigError::Value {
                     source_name: format!("{} and {}", from.client_certificate, from.client_key),
