@@ -156,6 +156,30 @@ pub const CLIENT_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE";
 /// The variable naming its private key (PEM).
 pub const CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
 
+/// The variable naming the CA bundle (PEM) trusted for an https endpoint.
+pub const CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE";
+
+/// The settings that gave a [`Config`]'s TLS files, to name them in errors: a flag
+/// (`--otlp-certificate`), a config key (`otlp.certificate`) or a variable.
+#[derive(Debug, Clone, Copy)]
+pub struct TlsSources<'a> {
+    /// Where [`Config::certificate`] came from.
+    pub certificate: &'a str,
+    /// Where the client identity's certificate came from.
+    pub client_certificate: &'a str,
+    /// Where its key came from.
+    pub client_key: &'a str,
+}
+
+impl TlsSources<'static> {
+    /// All three from OpenTelemetry's variables.
+    pub const ENV: TlsSources<'static> = TlsSources {
+        certificate: CERTIFICATE,
+        client_certificate: CLIENT_CERTIFICATE,
+        client_key: CLIENT_KEY,
+    };
+}
+
 /// The client identity the two variables name: both or neither.
 fn client_identity(
     cert: Option<PathBuf>,
@@ -235,7 +259,7 @@ impl Config {
         if let Some(t) = var("OTEL_EXPORTER_OTLP_TIMEOUT") {
             c.timeout = millis("OTEL_EXPORTER_OTLP_TIMEOUT", &t)?;
         }
-        c.certificate = var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
+        c.certificate = var(CERTIFICATE).map(PathBuf::from);
         c.client_identity = client_identity(
             var(CLIENT_CERTIFICATE).map(PathBuf::from),
             var(CLIENT_KEY).map(PathBuf::from),
@@ -305,6 +329,71 @@ impl Config {
         };
         validate_url(&name, &url)?;
         Ok(Some(url))
+    }
+
+    /// True when a signal goes to an `https://` URL: only then are the TLS files read.
+    pub fn uses_https(&self) -> bool {
+        [Signal::Traces, Signal::Metrics, Signal::Logs]
+            .into_iter()
+            .any(|s| matches!(self.signal_url(s), Ok(Some(u)) if u.starts_with("https://")))
+    }
+
+    /// Loads the CA bundle and the client identity as the exporter will (the replay's
+    /// loader, `canary_tls`), so that a missing, unreadable or broken file, or a key that is
+    /// not the certificate's, is an error when canaryd starts, naming the setting `from`
+    /// gives and the file, where it used to surface as a failed export. A file an `OTEL_*`
+    /// variable names is read only for an `https://` endpoint, as the exporter reads it: an
+    /// inherited variable does not stop a plain-http export. A key's contents are never
+    /// shown.
+    pub fn check_tls_files(&self, from: &TlsSources<'_>) -> Result<(), ConfigError> {
+        let https = self.uses_https();
+        let read = |name: &str| https || !name.starts_with("OTEL_");
+        let value = |name: &str, path: &std::path::Path, reason: String| ConfigError::Value {
+            // `--otlp-certificate F`, `otlp.certificate F`, `OTEL_EXPORTER_OTLP_CERTIFICATE=F`.
+            source_name: match name.starts_with("OTEL_") {
+                true => format!("{name}={}", path.display()),
+                false => format!("{name} {}", path.display()),
+            },
+            reason,
+        };
+        if let Some(path) = self
+            .certificate
+            .as_deref()
+            .filter(|_| read(from.certificate))
+        {
+            canary_tls::check_bundle(path).map_err(|e| match e {
+                canary_tls::TlsError::CaBundle { reason, .. } => {
+                    value(from.certificate, path, reason)
+                }
+                other => value(from.certificate, path, other.to_string()),
+            })?;
+        }
+        if let Some(id) = self
+            .client_identity
+            .as_ref()
+            .filter(|_| read(from.client_certificate))
+        {
+            // The loader's hints name the target's settings ("the key goes in the key file:
+            // --client-key or client_key"): here they are the exporter's.
+            let ours = |reason: String| {
+                reason
+                    .replace("--client-key or client_key", from.client_key)
+                    .replace("--client-cert or client_cert", from.client_certificate)
+            };
+            canary_tls::check_identity(id).map_err(|e| match e {
+                canary_tls::TlsError::ClientCert { path, reason } => {
+                    value(from.client_certificate, &path, ours(reason))
+                }
+                canary_tls::TlsError::ClientKey { path, reason } => {
+                    value(from.client_key, &path, ours(reason))
+                }
+                other => ConfigError::Value {
+                    source_name: format!("{} and {}", from.client_certificate, from.client_key),
+                    reason: other.to_string(),
+                },
+            })?;
+        }
+        Ok(())
     }
 
     /// True when at least one signal has somewhere to go.

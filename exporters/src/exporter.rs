@@ -240,6 +240,20 @@ impl OtlpExporter {
                      (OTEL_EXPORTER_OTLP_HEADERS, --otlp-header, [otlp.headers])"
                 );
             }
+            // Likewise the TLS files: one client serves every signal.
+            let signal = s.as_str().to_ascii_uppercase();
+            for (what, general) in [
+                ("CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE, --otlp-certificate, [otlp] certificate"),
+                ("CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, --otlp-client-cert, [otlp] client_certificate"),
+                ("CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY, --otlp-client-key, [otlp] client_key"),
+            ] {
+                let var = format!("OTEL_EXPORTER_OTLP_{signal}_{what}");
+                if health.of(s).endpoint.is_some() && Config::env_var(&var).is_some() {
+                    tracing::warn!(
+                        "{var} is not read: every signal uses the same TLS files ({general})"
+                    );
+                }
+            }
         }
         // Each signal's own, so its warning names its own last failure. A header it cannot
         // send is an error here, before any pipeline starts.

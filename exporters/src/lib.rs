@@ -38,8 +38,8 @@ mod spans;
 mod transport;
 
 pub use config::{
-    parse_headers, ratio, redact_url, valid_header_value, Config, ConfigError, Signal,
-    CLIENT_CERTIFICATE, CLIENT_KEY,
+    parse_headers, ratio, redact_url, valid_header_value, Config, ConfigError, Signal, TlsSources,
+    CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY,
 };
 pub use exporter::{ExportError, ExportReport, OtlpExporter, RunJudgement};
 pub use labels::{attr, RunLabels};

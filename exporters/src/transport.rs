@@ -148,9 +148,18 @@ fn sendable(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue
 /// [`canary_core::error_chain`], with a TLS error in it said in plain words (a collector
 /// requiring a client certificate says so by an alert rustls names tersely).
 fn failure_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    canary_tls::explain_chain(e)
-        .map_or_else(|| canary_core::error_chain(e), |s| format!("{e}: {s}"))
+    canary_tls::explain_chain(e).map_or_else(
+        || canary_core::error_chain(e),
+        // The collector's CA goes in the exporter's settings, not the target's
+        // `--ca-bundle`, which the hint would otherwise name first (TLS audit L7).
+        |s| format!("{e}: {}", s.replace(canary_tls::GIVE_CA, GIVE_COLLECTOR_CA)),
+    )
 }
+
+/// Where the collector's CA certificate is given, said when its issuer is unknown.
+const GIVE_COLLECTOR_CA: &str = "give the collector's CA certificate with --otlp-certificate \
+     (OTEL_EXPORTER_OTLP_CERTIFICATE; [otlp] certificate in the daemon's config), or add it \
+     to the system's store";
 
 /// The per-signal headers variable the exporter reads before `OTEL_EXPORTER_OTLP_HEADERS`.
 pub(crate) fn sdk_headers_var(signal: Signal) -> String {

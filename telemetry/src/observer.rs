@@ -211,7 +211,7 @@ impl TelemetryObserver {
             window_from: Mutex::new(None),
         };
         // https:// metrics endpoints trust what the target trusts, and present its client
-        // certificate; without either the scrapers use the system's roots themselves.
+        // certificate; without either the scrapers try the system's roots themselves.
         // canaryd's runs refuse a bundle or identity that cannot be loaded before this starts
         // (canary_replay's Config::validate), whatever the target's scheme; a library
         // caller's is still only a warning here.
@@ -221,7 +221,21 @@ impl TelemetryObserver {
                 match canary_tls::client_config(bundle.as_deref(), identity.as_ref()) {
                     Ok(c) => Some(c),
                     Err(e) => {
-                        tracing::warn!("metrics over https: {e}; using the system's roots");
+                        // The fallback is the system's store: when that is what failed, it
+                        // cannot serve either, and saying "using the system's roots" read as
+                        // if the scrapes went on (TLS audit L6).
+                        let instead = match e {
+                            canary_tls::TlsError::SystemStore { .. }
+                            | canary_tls::TlsError::NoRoots { .. } => {
+                                "the system's store is what failed, so scrapes over https \
+                                 cannot verify any server and are off"
+                            }
+                            _ => {
+                                "trying the system's roots alone, without the CA bundle or \
+                                 client certificate"
+                            }
+                        };
+                        tracing::warn!("metrics over https: {e}; {instead}");
                         None
                     }
                 }

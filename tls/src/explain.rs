@@ -64,6 +64,12 @@ pub fn explain(e: &Error) -> String {
     }
 }
 
+/// Where a CA certificate is given, said when a server's issuer is unknown. The OTLP
+/// exporter, whose collector it was, puts its own settings first in its place.
+pub const GIVE_CA: &str = "give its CA's certificate with --ca-bundle (ca_bundle in the \
+     daemon's config; --otlp-certificate, OTEL_EXPORTER_OTLP_CERTIFICATE or [otlp] certificate \
+     for the OTLP exporter), or add it to the system's store";
+
 /// Where a client certificate is given, said when a server asks for one.
 const GIVE_IDENTITY: &str = "give one with --client-cert and --client-key (client_cert and \
      client_key of the daemon's target; --otlp-client-cert and --otlp-client-key, or [otlp] \
@@ -175,11 +181,7 @@ pub(crate) fn unusable_anchor(e: &Error) -> String {
 fn certificate(c: &CertificateError) -> Option<String> {
     Some(match c {
         CertificateError::UnknownIssuer => {
-            "the server's certificate is not signed by a CA canaryd trusts (UnknownIssuer): \
-             give its CA's certificate with --ca-bundle (ca_bundle in the daemon's config; \
-             OTEL_EXPORTER_OTLP_CERTIFICATE or [otlp] certificate for the OTLP exporter), or \
-             add it to the system's store"
-                .into()
+            format!("the server's certificate is not signed by a CA canaryd trusts (UnknownIssuer): {GIVE_CA}")
         }
         CertificateError::ExpiredContext { time, not_after } => format!(
             "the server's certificate expired at {}, {} ago by this host's clock (Expired)",

@@ -27,7 +27,7 @@
 mod explain;
 mod identity;
 mod last_words;
-pub use explain::{explain, explain_chain, explain_error, explain_io};
+pub use explain::{explain, explain_chain, explain_error, explain_io, GIVE_CA};
 pub use identity::{ClientIdentity, MAX_IDENTITY_FILE_BYTES};
 pub use last_words::last_words;
 

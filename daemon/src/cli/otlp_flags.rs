@@ -33,10 +33,19 @@ pub struct ExportArgs {
     /// would drop the last batch).
     #[arg(long, value_name = "D", value_parser = duration::parse_positive)]
     pub otlp_flush_timeout: Option<Duration>,
+    /// CA bundle (PEM) trusted for an https endpoint besides the system's store: the
+    /// collector's private CA (default `OTEL_EXPORTER_OTLP_CERTIFICATE`). Checked at start.
+    #[arg(long, value_name = "FILE")]
+    pub otlp_certificate: Option<std::path::PathBuf>,
     /// Client certificate (PEM chain) presented to an https endpoint that asks for one
     /// (mutual TLS; default `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`); needs
     /// --otlp-client-key.
-    #[arg(long, value_name = "FILE", requires = "otlp_client_key")]
+    #[arg(
+        long,
+        visible_alias = "otlp-client-certificate",
+        value_name = "FILE",
+        requires = "otlp_client_key"
+    )]
     pub otlp_client_cert: Option<std::path::PathBuf>,
     /// Its private key (PEM; default `OTEL_EXPORTER_OTLP_CLIENT_KEY`); needs
     /// --otlp-client-cert. Its contents are never shown.
@@ -75,6 +84,10 @@ impl ExportArgs {
             ),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER"),
             (self.otlp_sample_ratio.is_some(), "OTEL_TRACES_SAMPLER_ARG"),
+            (
+                self.otlp_certificate.is_some(),
+                canary_exporters::CERTIFICATE,
+            ),
             // The pair replaces the variables' pair whole.
             (
                 self.otlp_client_cert.is_some(),
@@ -109,11 +122,40 @@ impl ExportArgs {
         if let Some(i) = self.otlp_metrics_interval {
             c.metrics_interval = i;
         }
+        if let Some(bundle) = &self.otlp_certificate {
+            c.certificate = Some(bundle.clone());
+        }
         if let Some(identity) = crate::cli::replay::client_identity(
             self.otlp_client_cert.as_ref(),
             self.otlp_client_key.as_ref(),
         ) {
             c.client_identity = Some(identity);
+        }
+        // Read now, as the exporter will: a bad file is an error at start naming its flag
+        // (or variable), where it used to be a failed export after the run had started.
+        let flag = |given: bool, flag: &'static str, var: &'static str| match given {
+            true => flag,
+            false => var,
+        };
+        let from = canary_exporters::TlsSources {
+            certificate: flag(
+                self.otlp_certificate.is_some(),
+                "--otlp-certificate",
+                canary_exporters::CERTIFICATE,
+            ),
+            client_certificate: flag(
+                self.otlp_client_cert.is_some(),
+                "--otlp-client-cert",
+                canary_exporters::CLIENT_CERTIFICATE,
+            ),
+            client_key: flag(
+                self.otlp_client_cert.is_some(),
+                "--otlp-client-key",
+                canary_exporters::CLIENT_KEY,
+            ),
+        };
+        if c.is_enabled() {
+            c.check_tls_files(&from)?;
         }
         Ok(c)
     }

@@ -203,6 +203,25 @@ impl Otlp {
         if let Some(i) = self.metrics_interval {
             c.metrics_interval = i;
         }
+        // Read as the exporter will. `[otlp]`'s files were checked when the file was read
+        // (with their line); the variables' are checked here, naming the variable.
+        let from = canary_exporters::TlsSources {
+            certificate: match self.certificate.is_some() {
+                true => "otlp.certificate",
+                false => canary_exporters::CERTIFICATE,
+            },
+            client_certificate: match self.client_identity.is_some() {
+                true => "otlp.client_certificate",
+                false => canary_exporters::CLIENT_CERTIFICATE,
+            },
+            client_key: match self.client_identity.is_some() {
+                true => "otlp.client_key",
+                false => canary_exporters::CLIENT_KEY,
+            },
+        };
+        if c.is_enabled() {
+            c.check_tls_files(&from).map_err(|e| e.to_string())?;
+        }
         Ok(c)
     }
 }

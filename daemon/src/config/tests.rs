@@ -1041,6 +1041,7 @@ mod capacity;
 mod client_identity;
 mod files_named;
 mod otlp_header_values;
+mod otlp_tls_files;
 mod secret_keys;
 mod sweep;
 mod warnings;
