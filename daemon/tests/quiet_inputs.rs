@@ -210,3 +210,28 @@ fn bad_environment_variables_are_warned_about_by_name_never_by_value() {
         assert!(!out.contains(variable), "{variable} in:\n{out}");
     }
 }
+
+/// A relative `STATE_DIRECTORY` (systemd sets an absolute one) put the history under the
+/// folder the daemon was started in, without a word: check-config (as the daemon's start)
+/// refuses it, naming the variable, its value and the folder it would have meant.
+#[test]
+fn a_relative_state_directory_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), false, "every = \"1h\"\nrequest_rate = 1\n");
+    let o = Command::new(CANARYD)
+        .arg("check-config")
+        .arg(&path)
+        .current_dir(dir.path())
+        .env("STATE_DIRECTORY", "canaryd-state")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    let meant = dir.path().canonicalize().unwrap().join("canaryd-state");
+    let said = format!(
+        "STATE_DIRECTORY is a relative path, canaryd-state: state would go to {}",
+        meant.display()
+    );
+    assert!(out.contains(&said), "{said:?} in:\n{out}");
+    assert!(!meant.exists());
+}

@@ -80,11 +80,14 @@ pub(super) fn validate(
 ) -> Result<Config, ConfigError> {
     let mut errors = Vec::new();
     let mut load_warnings = Vec::new();
-    let state_dir = state_dir(
-        raw.state_dir,
-        std::env::var_os(STATE_DIRECTORY),
-        src,
-        &mut load_warnings,
+    let state_dir = keep(
+        &mut errors,
+        state_dir(
+            raw.state_dir,
+            std::env::var_os(STATE_DIRECTORY),
+            src,
+            &mut load_warnings,
+        ),
     );
     let mut targets = BTreeMap::new();
     let mut bad_targets = dropped.targets.clone();
@@ -120,8 +123,21 @@ pub(super) fn validate(
         return Err(e);
     }
     // Each `None` above pushed its error, so with none these are all set.
-    let (Some(baseline), Some(retention_runs), Some(retention_age), Some(otlp), Some(telemetry)) =
-        (baseline, retention_runs, retention_age, otlp, telemetry)
+    let (
+        Some(state_dir),
+        Some(baseline),
+        Some(retention_runs),
+        Some(retention_age),
+        Some(otlp),
+        Some(telemetry),
+    ) = (
+        state_dir,
+        baseline,
+        retention_runs,
+        retention_age,
+        otlp,
+        telemetry,
+    )
     else {
         return Err(src.err(None, "a section failed without saying why".into()));
     };
@@ -161,23 +177,47 @@ const DEFAULT_STATE_DIR: &str = "/var/lib/canaryd";
 
 /// `state_dir`, else systemd's `$STATE_DIRECTORY` (`from_env`), else `/var/lib/canaryd`. An
 /// empty or non-UTF-8 variable is warned about and not taken: it made the state folder the
-/// working folder (`""`), without a word.
+/// working folder (`""`), without a word. A relative one is an error: systemd always sets an
+/// absolute path, so a relative one was set by hand, and taking it would put the history
+/// database under whatever folder the daemon happened to start in (`/` under most service
+/// managers); started from elsewhere next time, it would find no history and judge against
+/// no baseline, without a word. Resolving it against the working folder with a warning
+/// would keep that trap; an error at start costs one edit.
 fn state_dir(
     set: Option<PathBuf>,
     from_env: Option<std::ffi::OsString>,
     src: &Source,
     warnings: &mut Vec<String>,
-) -> PathBuf {
+) -> Result<PathBuf, ConfigError> {
     if let Some(p) = set {
-        return src.rel(p);
+        return Ok(src.rel(p));
     }
     let Some(v) = from_env else {
-        return PathBuf::from(DEFAULT_STATE_DIR);
+        return Ok(PathBuf::from(DEFAULT_STATE_DIR));
     };
     // systemd may pass several, separated by ':'; the first is ours.
     let first = v.to_str().map(|s| s.split(':').next().unwrap_or_default());
     match first {
-        Some(p) if !p.trim().is_empty() => PathBuf::from(p),
+        Some(p) if !p.trim().is_empty() => {
+            let p = PathBuf::from(p);
+            if p.is_relative() {
+                let resolved = std::env::current_dir()
+                    .map(|cwd| cwd.join(&p).display().to_string())
+                    .unwrap_or_else(|e| format!("the working folder, which cannot be read: {e}"));
+                return Err(src.err(
+                    None,
+                    format!(
+                        "{STATE_DIRECTORY} is a relative path, {}: state would go to {resolved}, \
+                         under whatever folder the daemon was started in (systemd's \
+                         StateDirectory= always sets an absolute one); set it to an absolute \
+                         path, or set state_dir in {}",
+                        p.display(),
+                        src.file.display()
+                    ),
+                ));
+            }
+            Ok(p)
+        }
         bad => {
             let what = match bad {
                 None => "is not UTF-8",
@@ -188,7 +228,7 @@ fn state_dir(
                  {STATE_DIRECTORY} (set state_dir in {} to choose)",
                 src.file.display()
             ));
-            PathBuf::from(DEFAULT_STATE_DIR)
+            Ok(PathBuf::from(DEFAULT_STATE_DIR))
         }
     }
 }
@@ -328,7 +368,7 @@ mod state_dir_tests {
             base: Path::new("/etc/canaryd"),
         };
         let mut warnings = Vec::new();
-        let got = state_dir(None, Some("".into()), &src, &mut warnings);
+        let got = state_dir(None, Some("".into()), &src, &mut warnings).unwrap();
         assert_eq!(got, Path::new("/var/lib/canaryd"));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
@@ -343,15 +383,62 @@ mod state_dir_tests {
             Some("/var/lib/a:/var/lib/b".into()),
             &src,
             &mut warnings,
-        );
+        )
+        .unwrap();
         assert_eq!(
             (got.as_path(), warnings.len()),
             (Path::new("/var/lib/a"), 0)
         );
-        let got = state_dir(None, None, &src, &mut warnings);
+        let got = state_dir(None, None, &src, &mut warnings).unwrap();
         assert_eq!(
             (got.as_path(), warnings.len()),
             (Path::new("/var/lib/canaryd"), 0)
+        );
+    }
+
+    /// A relative `$STATE_DIRECTORY` (systemd sets an absolute one) put the history under
+    /// whatever folder the daemon started in, without a word: an error naming the variable,
+    /// its value, the folder it would have meant and the file's `state_dir` to set instead.
+    /// A relative first entry of systemd's list is the same; a `state_dir` in the file wins
+    /// over the variable, so then the variable is not looked at.
+    #[test]
+    fn a_relative_state_directory_is_an_error_naming_both_paths() {
+        let src = Source {
+            text: "",
+            file: Path::new("/etc/canaryd/canaryd.toml"),
+            base: Path::new("/etc/canaryd"),
+        };
+        let cwd = std::env::current_dir().unwrap();
+        for value in ["canaryd-state", "canaryd-state:/var/lib/b"] {
+            let mut warnings = Vec::new();
+            let err = state_dir(None, Some(value.into()), &src, &mut warnings)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "STATE_DIRECTORY is a relative path, canaryd-state: state would go to {}, \
+                     under whatever folder the daemon was started in",
+                    cwd.join("canaryd-state").display()
+                )),
+                "{err}"
+            );
+            assert!(
+                err.contains("or set state_dir in /etc/canaryd/canaryd.toml"),
+                "{err}"
+            );
+            assert!(warnings.is_empty(), "{warnings:?}");
+        }
+        let mut warnings = Vec::new();
+        let got = state_dir(
+            Some("/srv/canaryd".into()),
+            Some("canaryd-state".into()),
+            &src,
+            &mut warnings,
+        )
+        .unwrap();
+        assert_eq!(
+            (got.as_path(), warnings.len()),
+            (Path::new("/srv/canaryd"), 0)
         );
     }
 }
