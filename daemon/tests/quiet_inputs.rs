@@ -101,8 +101,9 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert!(
         w[0].starts_with(
             "9: workloads.w.every: one run takes at least 6.1 s (the selected requests' \
-             schedule), not less than its period, 1 s: runs never overlap, so each run skips \
-             the start after it"
+             schedule; not counted: the answers still in flight after the last send, at the \
+             server's pace), not less than its period, 1 s: runs never overlap, so each run \
+             skips the start after it"
         ),
         "{w:?}"
     );
@@ -114,8 +115,9 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
         w[0].starts_with(
-            "7: workloads.w.every: one run takes at least 7200 s (benchmark_duration 7200 s), \
-             not less than its period, 60 s"
+            "7: workloads.w.every: one run takes at least 7200 s (benchmark_duration 7200 s; \
+             not counted: the answers still in flight after the last send, at the server's \
+             pace), not less than its period, 60 s"
         ),
         "{w:?}"
     );
@@ -124,7 +126,8 @@ fn a_run_longer_than_its_period_is_warned_with_both_lengths() {
     assert!(
         w[0].starts_with(
             "7: workloads.w.every: one run takes about 100 s (100 requests at 1 req/s, an \
-             estimate), not less than its period, 60 s"
+             estimate; not counted: the answers still in flight after the last send, at the \
+             server's pace), not less than its period, 60 s"
         ),
         "{w:?}"
     );
